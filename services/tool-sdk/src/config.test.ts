@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, describeConfig, loadToolConfig } from "./config.js";
+
+const secret = "s".repeat(40);
+
+describe("loadToolConfig", () => {
+  it("reads prefixed variables and falls back to the defaults", () => {
+    const config = loadToolConfig("kb-search", { port: 50061, metricsPort: 9461 }, { LOOPGUARD_AUTH_SECRET: secret, KB_SEARCH_PORT: "7000" });
+    expect(config).toMatchObject({ port: 7000, metricsPort: 9461, host: "127.0.0.1", maxConcurrent: 64 });
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it("fails fast on a bad number, naming the variable", () => {
+    expect(() => loadToolConfig("billing", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret, BILLING_PORT: "70000" })).toThrow(
+      /BILLING_PORT must be an integer in 0..65535, got "70000"/,
+    );
+  });
+
+  it("refuses to start without an auth secret", () => {
+    expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, {})).toThrow(ConfigError);
+  });
+
+  it("never describes the secret", () => {
+    const config = loadToolConfig("risk", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret });
+    expect(JSON.stringify(describeConfig(config))).not.toContain(secret);
+  });
+});

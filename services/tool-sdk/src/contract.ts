@@ -1,0 +1,75 @@
+// Reads method and service semantics from the contract's custom options, the one source of
+// truth for effect, scope, SLA, cost, routing tags, degradation and the closed error reasons.
+import { type DescEnum, type DescFile, type DescMethod, type DescService, getOption } from "@bufbuild/protobuf";
+import { file_loopguard_tool_v1_errors } from "@loopguard/proto/gen/loopguard/tool/v1/errors_pb";
+import {
+  Degradation,
+  Effect,
+  type MethodPolicy,
+  RoutingTag,
+  type ServicePolicy,
+  method as methodOption,
+  service as serviceOption,
+} from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
+
+export { Degradation, Effect, RoutingTag };
+export type { MethodPolicy, ServicePolicy };
+
+export function servicePolicy(service: DescService): ServicePolicy {
+  const policy = getOption(service, serviceOption);
+  if (!policy.toolName) {
+    throw new Error(`contract ${service.typeName} lacks option (loopguard.tool.v1.service).tool_name`);
+  }
+  return policy;
+}
+
+export function methodPolicy(method: DescMethod): MethodPolicy {
+  const policy = getOption(method, methodOption);
+  if (policy.effect === Effect.UNSPECIFIED || !policy.sla || policy.sla.timeoutMs === 0) {
+    throw new Error(`contract method ${method.parent.typeName}.${method.name} lacks effect or SLA options`);
+  }
+  if (policy.effect === Effect.IRREVERSIBLE_EXTERNAL && !policy.idempotencyKeyField) {
+    throw new Error(`irreversible method ${method.parent.typeName}.${method.name} must name its idempotency_key_field`);
+  }
+  return policy;
+}
+
+/** "/loopguard.kb.v1.KbSearchService/Search" */
+export function methodPath(method: DescMethod): string {
+  return `/${method.parent.typeName}/${method.name}`;
+}
+
+/**
+ * The wire reasons (google.rpc.ErrorInfo.reason) of an error-reason enum: each value's name
+ * without the enum's prefix, e.g. RISK_ERROR_REASON_USER_NOT_FOUND → USER_NOT_FOUND.
+ */
+function reasonsOf(enumDesc: DescEnum): string[] {
+  return enumDesc.values
+    .filter((v) => v.number !== 0)
+    .map((v) => v.name.slice(enumDesc.sharedPrefix ? enumDesc.sharedPrefix.length : 0));
+}
+
+const commonEnum: DescEnum = (() => {
+  const found = file_loopguard_tool_v1_errors.enums[0];
+  if (!found) throw new Error("loopguard.tool.v1.CommonErrorReason missing from the contracts");
+  return found;
+})();
+export const commonReasons: ReadonlySet<string> = new Set(reasonsOf(commonEnum));
+
+/** The closed set of reasons a service may put in ErrorInfo: its own enum plus the common one. */
+function findEnum(file: DescFile, typeName: string): DescEnum | undefined {
+  return file.enums.find((e) => e.typeName === typeName) ?? file.dependencies.map((d) => findEnum(d, typeName)).find(Boolean);
+}
+
+const reasonCache = new WeakMap<DescService, ReadonlySet<string>>();
+
+export function errorReasons(service: DescService): ReadonlySet<string> {
+  const cached = reasonCache.get(service);
+  if (cached) return cached;
+  const { errorReasonEnum } = servicePolicy(service);
+  const own = errorReasonEnum === commonEnum.typeName ? commonEnum : findEnum(service.file, errorReasonEnum);
+  if (!own) throw new Error(`error reason enum ${errorReasonEnum} of ${service.typeName} is not in its file or imports`);
+  const reasons = new Set([...commonReasons, ...reasonsOf(own)]);
+  reasonCache.set(service, reasons);
+  return reasons;
+}

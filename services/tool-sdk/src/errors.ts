@@ -1,0 +1,147 @@
+// One error type with an explicit gRPC code, a reason from the contract's closed set and
+// google.rpc details, mapped to a wire status in exactly one place (toServiceError); and its
+// inverse for callers (fromServiceError).
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { anyPack, anyUnpack, type Duration, DurationSchema } from "@bufbuild/protobuf/wkt";
+import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import {
+  BadRequestSchema,
+  type BadRequest_FieldViolation,
+  BadRequest_FieldViolationSchema,
+  ErrorInfoSchema,
+  RetryInfoSchema,
+} from "@loopguard/proto/gen/google/rpc/error_details_pb";
+import { StatusSchema } from "@loopguard/proto/gen/google/rpc/status_pb";
+
+export { status };
+export const STATUS_DETAILS_KEY = "grpc-status-details-bin";
+
+export interface FieldViolation {
+  /** Path of the field in the request, e.g. "order_id" or "profile.error_rate". */
+  readonly field: string;
+  readonly description: string;
+  /** Machine-readable rule id, e.g. "string.pattern" or "id_card.checksum". */
+  readonly reason?: string;
+}
+
+export interface ToolErrorOptions {
+  /** Present only on retryable errors: how long the caller must wait before trying again. */
+  readonly retryAfterMs?: number;
+  readonly fieldViolations?: readonly FieldViolation[];
+  /** Extra ErrorInfo metadata; never secrets or personal data. */
+  readonly metadata?: Readonly<Record<string, string>>;
+  /** Kept for logs only; never sent to the caller. */
+  readonly cause?: unknown;
+}
+
+export class ToolError extends Error {
+  override readonly name = "ToolError";
+  readonly retryAfterMs: number | undefined;
+  readonly fieldViolations: readonly FieldViolation[];
+  readonly metadata: Readonly<Record<string, string>>;
+
+  constructor(
+    readonly code: status,
+    /** Wire reason from the service's closed set, e.g. "ORDER_NOT_REFUNDABLE". */
+    readonly reason: string,
+    message: string,
+    options: ToolErrorOptions = {},
+  ) {
+    super(message, { cause: options.cause });
+    this.retryAfterMs = options.retryAfterMs;
+    this.fieldViolations = options.fieldViolations ?? [];
+    this.metadata = options.metadata ?? {};
+  }
+
+  /** Whether a caller may try again (and, for non-idempotent methods, only with the same key). */
+  get retryable(): boolean {
+    return RETRYABLE_CODES.has(this.code);
+  }
+}
+
+/** Codes that say "the same request may succeed later"; everything else is the caller's to fix. */
+export const RETRYABLE_CODES: ReadonlySet<status> = new Set([
+  status.UNAVAILABLE,
+  status.RESOURCE_EXHAUSTED,
+  status.ABORTED,
+  status.DEADLINE_EXCEEDED,
+]);
+
+export const INTERNAL_MESSAGE = "internal error; see the server log for this trace id";
+
+function durationFromMs(ms: number): Duration {
+  const whole = Math.max(0, Math.round(ms));
+  return create(DurationSchema, { seconds: BigInt(Math.floor(whole / 1000)), nanos: (whole % 1000) * 1_000_000 });
+}
+
+/** Builds the grpc-js error for a ToolError: status code, message, and google.rpc.Status details. */
+export function toServiceError(error: ToolError, domain: string): Partial<ServiceError> {
+  const details = [
+    anyPack(
+      ErrorInfoSchema,
+      create(ErrorInfoSchema, { reason: error.reason, domain, metadata: { ...error.metadata } }),
+    ),
+  ];
+  if (error.retryAfterMs !== undefined && error.retryable) {
+    details.push(anyPack(RetryInfoSchema, create(RetryInfoSchema, { retryDelay: durationFromMs(error.retryAfterMs) })));
+  }
+  if (error.fieldViolations.length > 0) {
+    details.push(
+      anyPack(
+        BadRequestSchema,
+        create(BadRequestSchema, {
+          fieldViolations: error.fieldViolations.map((v) =>
+            create(BadRequest_FieldViolationSchema, { field: v.field, description: v.description, reason: v.reason ?? "" }),
+          ),
+        }),
+      ),
+    );
+  }
+  const statusProto = create(StatusSchema, { code: error.code, message: error.message, details });
+  const metadata = new Metadata();
+  metadata.set(STATUS_DETAILS_KEY, Buffer.from(toBinary(StatusSchema, statusProto)));
+  return { code: error.code, details: error.message, metadata };
+}
+
+/** What a caller learns from a failed call: the code plus the decoded google.rpc details. */
+export interface CallFailure {
+  readonly code: status;
+  readonly message: string;
+  readonly reason: string | undefined;
+  readonly domain: string | undefined;
+  readonly retryAfterMs: number | undefined;
+  readonly fieldViolations: readonly FieldViolation[];
+}
+
+export function decodeStatusDetails(error: Pick<ServiceError, "code" | "details" | "metadata">): CallFailure {
+  let reason: string | undefined;
+  let domain: string | undefined;
+  let retryAfterMs: number | undefined;
+  let fieldViolations: FieldViolation[] = [];
+  const raw = error.metadata?.get(STATUS_DETAILS_KEY)[0];
+  if (raw instanceof Buffer) {
+    const statusProto = fromBinary(StatusSchema, raw);
+    for (const any of statusProto.details) {
+      const info = anyUnpack(any, ErrorInfoSchema);
+      if (info) {
+        reason = info.reason;
+        domain = info.domain;
+        continue;
+      }
+      const retry = anyUnpack(any, RetryInfoSchema);
+      if (retry?.retryDelay) {
+        retryAfterMs = Number(retry.retryDelay.seconds) * 1000 + Math.round(retry.retryDelay.nanos / 1e6);
+        continue;
+      }
+      const bad = anyUnpack(any, BadRequestSchema);
+      if (bad) {
+        fieldViolations = bad.fieldViolations.map((v: BadRequest_FieldViolation) => ({
+          field: v.field,
+          description: v.description,
+          ...(v.reason ? { reason: v.reason } : {}),
+        }));
+      }
+    }
+  }
+  return { code: error.code, message: error.details ?? "", reason, domain, retryAfterMs, fieldViolations };
+}

@@ -1,0 +1,22 @@
+export { type Caller, mintToken, type MintOptions, TokenVerifier } from "./auth.js";
+export { methodDefinition, serviceDefinition } from "./bridge.js";
+export { ConfigError, describeConfig, loadToolConfig, readAuthSecret, type ToolConfig, type ToolDefaults } from "./config.js";
+export { Degradation, Effect, errorReasons, methodPath, methodPolicy, RoutingTag, servicePolicy } from "./contract.js";
+export {
+  type CallFailure,
+  decodeStatusDetails,
+  type FieldViolation,
+  INTERNAL_MESSAGE,
+  RETRYABLE_CODES,
+  status,
+  ToolError,
+  type ToolErrorOptions,
+} from "./errors.js";
+export { FaultSwitch } from "./faults.js";
+export { createLogger, type LogFields, type Logger, type LogLevel, REDACTED } from "./logger.js";
+export { ServerMetrics } from "./metrics.js";
+export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
+export { ensureLocalSecret, localSecretPath } from "./local-secret.js";
+export { runTool } from "./run.js";
+export { type CallContext, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer } from "./serve.js";
+export { violationsOf } from "./validation.js";

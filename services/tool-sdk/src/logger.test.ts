@@ -1,0 +1,41 @@
+import { describe, expect, it } from "vitest";
+import { createLogger, REDACTED } from "./logger.js";
+
+function capture() {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({ service: "t", write: (l) => lines.push(JSON.parse(l) as Record<string, unknown>) });
+  return { log, lines };
+}
+
+describe("logger", () => {
+  it("writes one JSON object per line with time, level, service, msg and bound fields", () => {
+    const { log, lines } = capture();
+    log.child({ trace_id: "abc" }).info("hello", { method: "Search" });
+    expect(lines[0]).toMatchObject({ level: "info", service: "t", msg: "hello", trace_id: "abc", method: "Search" });
+  });
+
+  it("redacts every string field that is not on the allow-list", () => {
+    const { log, lines } = capture();
+    log.info("call", { id_card: "11010119900307803X", phone: "+8613800138000", token: "eyJhbGciOi", order_id: "ord_DEMO00000001" });
+    const line = JSON.stringify(lines[0]);
+    expect(line).not.toContain("11010119900307803X");
+    expect(line).not.toContain("13800138000");
+    expect(line).not.toContain("eyJhbGciOi");
+    expect(lines[0]).toMatchObject({ id_card: REDACTED, phone: REDACTED, token: REDACTED, order_id: "ord_DEMO00000001" });
+  });
+
+  it("redacts nested objects under an unknown key and unknown keys inside a known one", () => {
+    const { log, lines } = capture();
+    log.info("cfg", { request: { phone: "+8613800138000" }, config: { port: 1, secret: "s3cr3t-value" } });
+    expect(lines[0]?.request).toBe(REDACTED);
+    expect(lines[0]?.config).toEqual({ port: 1, secret: REDACTED });
+  });
+
+  it("drops lines below the configured level", () => {
+    const lines: string[] = [];
+    const log = createLogger({ service: "t", level: "warn", write: (l) => lines.push(l) });
+    log.info("quiet");
+    log.warn("loud");
+    expect(lines).toHaveLength(1);
+  });
+});

@@ -1,0 +1,35 @@
+// What a tool's main.ts calls: read config (exit 2 on a bad one), build, serve, exit cleanly on
+// SIGTERM. Keeps every main.ts to wiring only.
+import type { DescService } from "@bufbuild/protobuf";
+import { ConfigError, describeConfig, loadToolConfig, type ToolConfig, type ToolDefaults } from "./config.js";
+import { createLogger, type Logger } from "./logger.js";
+import { serveTool, type ToolDefinition, type ToolServer } from "./serve.js";
+
+export async function runTool<S extends DescService>(
+  tool: string,
+  defaults: ToolDefaults,
+  build: (config: ToolConfig, log: Logger) => ToolDefinition<S> | Promise<ToolDefinition<S>>,
+): Promise<ToolServer> {
+  let config: ToolConfig;
+  try {
+    config = loadToolConfig(tool, defaults);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${tool}: configuration error: ${error.message}\n`);
+    process.exit(2);
+  }
+  const log = createLogger({ service: tool, level: config.logLevel });
+  log.info("config", { config: describeConfig(config) });
+  try {
+    const definition = await build(config, log);
+    const server = await serveTool(definition, { ...config, logger: log });
+    server.exitOnSignals();
+    return server;
+  } catch (error) {
+    log.error("failed to start", {
+      error_name: error instanceof Error ? error.name : typeof error,
+      error_message: error instanceof Error ? error.message : "",
+    });
+    process.exit(1);
+  }
+}

@@ -1,0 +1,142 @@
+// Helpers for tests of tool services: a real server on 127.0.0.1:0 with captured logs, real
+// clients with minted tokens, real child processes, and a real grpc.health.v1 client.
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { createInterface } from "node:readline";
+import type { DescService } from "@bufbuild/protobuf";
+import { credentials, loadPackageDefinition, type ServiceClientConstructor } from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import { protoPath as healthProtoPath } from "grpc-health-check";
+import { mintToken } from "./auth.js";
+import { createLogger } from "./logger.js";
+import { createRawClient, type RawClient } from "./raw-client.js";
+import { type ServeOptions, serveTool, type ToolDefinition, type ToolServer } from "./serve.js";
+
+export const TEST_AUTH_SECRET = randomBytes(32).toString("hex");
+
+export interface TestTool<S extends DescService> {
+  readonly server: ToolServer;
+  readonly address: string;
+  /** Every log line the server wrote, parsed. */
+  readonly logs: Record<string, unknown>[];
+  /** A client whose token carries exactly these scopes. */
+  client(scopes: readonly string[], subject?: string): Promise<RawClient<S>>;
+  close(): Promise<void>;
+}
+
+export async function startTestTool<S extends DescService>(
+  definition: ToolDefinition<S>,
+  options: Partial<Omit<ServeOptions, "logger" | "authSecret">> = {},
+): Promise<TestTool<S>> {
+  const logs: Record<string, unknown>[] = [];
+  const logger = createLogger({ service: "test", level: "debug", write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>) });
+  const server = await serveTool(definition, {
+    host: "127.0.0.1",
+    port: 0,
+    metricsPort: 0,
+    maxConcurrent: 64,
+    shutdownGraceMs: 5000,
+    ...options,
+    authSecret: TEST_AUTH_SECRET,
+    logger,
+  });
+  const clients: RawClient<S>[] = [];
+  return {
+    server,
+    address: server.address,
+    logs,
+    async client(scopes, subject = "test") {
+      const token = await mintToken(TEST_AUTH_SECRET, { subject, scopes });
+      const client = createRawClient(definition.service, server.address, { token });
+      clients.push(client);
+      return client;
+    },
+    async close() {
+      clients.forEach((c) => c.close());
+      await server.shutdown();
+    },
+  };
+}
+
+export type HealthStatus = "UNKNOWN" | "SERVING" | "NOT_SERVING" | "SERVICE_UNKNOWN";
+
+type HealthClient = InstanceType<ServiceClientConstructor>;
+let healthConstructor: ServiceClientConstructor | undefined;
+
+/** grpc.health.v1.Health/Check against a real server; "" asks for the server as a whole. */
+export function checkHealth(address: string, service = "", timeoutMs = 2000): Promise<HealthStatus> {
+  if (!healthConstructor) {
+    const pkg = loadPackageDefinition(loadSync(healthProtoPath, { keepCase: true, enums: String })) as unknown as {
+      grpc: { health: { v1: { Health: ServiceClientConstructor } } };
+    };
+    healthConstructor = pkg.grpc.health.v1.Health;
+  }
+  const client: HealthClient = new healthConstructor(address, credentials.createInsecure());
+  return new Promise((resolve, reject) => {
+    client.Check!({ service }, { deadline: new Date(Date.now() + timeoutMs) }, (error: Error | null, reply: { status: HealthStatus }) => {
+      client.close();
+      if (error) reject(error);
+      else resolve(reply.status);
+    });
+  });
+}
+
+export interface ToolProcess {
+  readonly child: ChildProcess;
+  /** host:port the process serves gRPC on, read from its "serving" log line. */
+  readonly address: string;
+  readonly metricsPort: number;
+  readonly lines: Record<string, unknown>[];
+  /** Resolves with the exit code (or signal name) once the process has ended. */
+  readonly exited: Promise<number | string>;
+}
+
+/**
+ * Starts `node <entry>` as a real child process and waits for its "serving" line. Pass port 0
+ * variables in `env` to let the OS choose ports.
+ */
+export function spawnTool(entry: string, env: Record<string, string>, timeoutMs = 15_000): Promise<ToolProcess> {
+  const child = spawn(process.execPath, [entry], {
+    env: { ...process.env, LOOPGUARD_AUTH_SECRET: TEST_AUTH_SECRET, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const lines: Record<string, unknown>[] = [];
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? -1)));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`${entry} did not report serving within ${timeoutMs} ms; stderr: ${stderr}`));
+    }, timeoutMs);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`${entry} exited (${code}) before serving; stderr: ${stderr}`));
+    });
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      let record: Record<string, unknown>;
+      try {
+        record = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      lines.push(record);
+      if (record.msg === "serving") {
+        clearTimeout(timer);
+        resolve({ child, address: String(record.address), metricsPort: Number(record.metrics_port), lines, exited });
+      }
+    });
+  });
+}
+
+/** Reads one sample of a metric from a Prometheus text page (labels matched as a subset). */
+export function metricValue(page: string, name: string, labels: Record<string, string> = {}): number {
+  let total = 0;
+  for (const line of page.split("\n")) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) {
+      total += Number(line.slice(line.lastIndexOf(" ") + 1));
+    }
+  }
+  return total;
+}

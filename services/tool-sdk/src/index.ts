@@ -20,3 +20,16 @@ export { ensureLocalSecret, localSecretPath } from "./local-secret.js";
 export { runTool } from "./run.js";
 export { type CallContext, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer } from "./serve.js";
 export { violationsOf } from "./validation.js";
+export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";
+export { backoffMs, CALLER_ERROR_CODES, mayRetry, RETRY_CODES, RetryBudget } from "./client/retry.js";
+export {
+  type BreakerState,
+  type CallOptions,
+  type ResultSource,
+  ToolCallError,
+  ToolClient,
+  toolClient,
+  type ToolClientOptions,
+  type ToolResult,
+} from "./client/tool-client.js";
+export { currentCallDeadline } from "./call-scope.js";

@@ -29,6 +29,7 @@ import { SpanStatusCode } from "@opentelemetry/api";
 import { HealthImplementation } from "grpc-health-check";
 import { type Caller, TokenVerifier } from "./auth.js";
 import { methodDefinition } from "./bridge.js";
+import { runInCallScope } from "./call-scope.js";
 import { errorReasons, methodPolicy, servicePolicy } from "./contract.js";
 import { INTERNAL_MESSAGE, status, ToolError, toServiceError } from "./errors.js";
 import { FaultSwitch, NO_FAULT } from "./faults.js";
@@ -294,7 +295,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
         const aborted = new Promise<never>((_, reject) => {
           abort.signal.addEventListener("abort", () => reject(abort.signal.reason), { once: true });
         });
-        const init = await Promise.race([handler(request, ctx), aborted]);
+        const init = await Promise.race([runInCallScope(deadline, () => handler(request, ctx)), aborted]);
         const response = create(method.output, init as MessageInitShape<typeof method.output>);
         const responseViolations = violationsOf(method.output, response);
         if (responseViolations.length > 0) {

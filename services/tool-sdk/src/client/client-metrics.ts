@@ -1,0 +1,58 @@
+// Metrics of the calling side, declared in one place: the standard gRPC client twins plus
+// loopguard's per-tool outcomes, retries and breaker state. One instance per process, shared
+// by every toolClient, registered in a registry the caller owns.
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+
+export const BREAKER_STATE_VALUE = { closed: 0, "half-open": 1, open: 2 } as const;
+
+export class ClientMetrics {
+  readonly handled: Counter<"grpc_type" | "grpc_service" | "grpc_method" | "grpc_code">;
+  readonly handlingSeconds: Histogram<"grpc_type" | "grpc_service" | "grpc_method" | "grpc_code">;
+  /** One per call, by outcome: ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid. */
+  readonly calls: Counter<"tool" | "method" | "outcome" | "grpc_code">;
+  readonly retries: Counter<"tool" | "method">;
+  /** 0 closed, 1 half-open, 2 open. */
+  readonly breakerState: Gauge<"tool">;
+  readonly breakerTransitions: Counter<"tool" | "state">;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.handled = new Counter({
+      name: "grpc_client_handled_total",
+      help: "Total number of RPC attempts completed by the client, regardless of success or failure.",
+      labelNames: ["grpc_type", "grpc_service", "grpc_method", "grpc_code"] as const,
+      registers,
+    });
+    this.handlingSeconds = new Histogram({
+      name: "grpc_client_handling_seconds",
+      help: "Histogram of response latency (seconds) of RPC attempts until the client got the status.",
+      labelNames: ["grpc_type", "grpc_service", "grpc_method", "grpc_code"] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    this.calls = new Counter({
+      name: "loopguard_tool_client_calls_total",
+      help: "Tool calls by outcome (ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid).",
+      labelNames: ["tool", "method", "outcome", "grpc_code"] as const,
+      registers,
+    });
+    this.retries = new Counter({
+      name: "loopguard_tool_client_retries_total",
+      help: "Retry attempts sent after a retryable failure.",
+      labelNames: ["tool", "method"] as const,
+      registers,
+    });
+    this.breakerState = new Gauge({
+      name: "loopguard_tool_breaker_state",
+      help: "Circuit breaker state per tool: 0 closed, 1 half-open, 2 open.",
+      labelNames: ["tool"] as const,
+      registers,
+    });
+    this.breakerTransitions = new Counter({
+      name: "loopguard_tool_breaker_transitions_total",
+      help: "Circuit breaker state changes per tool, by the state entered.",
+      labelNames: ["tool", "state"] as const,
+      registers,
+    });
+  }
+}

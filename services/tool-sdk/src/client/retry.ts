@@ -1,0 +1,73 @@
+// Which failures may be retried, how long to wait, and how many retries a tool may take.
+import { status } from "@grpc/grpc-js";
+import { Effect, type MethodPolicy } from "../contract.js";
+
+/** Codes a retry may fix. DEADLINE_EXCEEDED is absent: the call's one deadline is spent. */
+export const RETRY_CODES: ReadonlySet<status> = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.ABORTED]);
+
+/** Caller mistakes: they say nothing about the tool's health and never trip a breaker. */
+export const CALLER_ERROR_CODES: ReadonlySet<status> = new Set([
+  status.INVALID_ARGUMENT,
+  status.NOT_FOUND,
+  status.PERMISSION_DENIED,
+  status.FAILED_PRECONDITION,
+  status.ALREADY_EXISTS,
+  status.UNAUTHENTICATED,
+  status.OUT_OF_RANGE,
+  status.CANCELLED,
+]);
+
+/**
+ * Read-only and idempotent methods may be retried; an irreversible one only when the request
+ * carries its idempotency key (every attempt sends the same bytes, so the same key).
+ */
+export function mayRetry(policy: MethodPolicy, request: Record<string, unknown>): boolean {
+  switch (policy.effect) {
+    case Effect.READ_ONLY:
+    case Effect.IDEMPOTENT_WRITE:
+      return true;
+    case Effect.IRREVERSIBLE_EXTERNAL: {
+      const field = policy.idempotencyKeyField.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+      const key = request[field];
+      return typeof key === "string" && key.length > 0;
+    }
+    default:
+      return false;
+  }
+}
+
+/** Exponential backoff with full jitter: uniform in [0, min(cap, base·2^(attempt-1))]. */
+export function backoffMs(attempt: number, baseMs: number, capMs: number, random: () => number = Math.random): number {
+  return random() * Math.min(capMs, baseMs * 2 ** (attempt - 1));
+}
+
+/**
+ * A token bucket that keeps retries to a fraction of requests: each request deposits `ratio`
+ * tokens (up to `maxTokens`), each retry takes one. In a full outage the tool sees at most
+ * about (1 + ratio)·N attempts for N calls, never a retry storm. (gRPC's retry throttling has
+ * the same shape; grpc-js's own retries are switched off so there is one retry layer only.)
+ */
+export class RetryBudget {
+  #tokens: number;
+
+  constructor(
+    private readonly ratio: number,
+    private readonly maxTokens: number,
+  ) {
+    this.#tokens = maxTokens;
+  }
+
+  get tokens(): number {
+    return this.#tokens;
+  }
+
+  onRequest(): void {
+    this.#tokens = Math.min(this.maxTokens, this.#tokens + this.ratio);
+  }
+
+  tryRetry(): boolean {
+    if (this.#tokens < 1) return false;
+    this.#tokens -= 1;
+    return true;
+  }
+}

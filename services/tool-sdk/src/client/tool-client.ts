@@ -1,0 +1,377 @@
+// toolClient: one client per tool, its policy derived from the contract's options and
+// overridable by config. Per call: client-side validation → bulkhead → attempts (each through
+// the tool's breaker, with the call's one deadline) → retries only where safe, with full-jitter
+// backoff, RetryInfo obeyed and a retry budget → response validation → cache fallbacks.
+import { setTimeout as sleep } from "node:timers/promises";
+import {
+  create,
+  type DescMethod,
+  type DescService,
+  fromBinary,
+  type MessageInitShape,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
+import { Client, type ChannelOptions, type ChannelCredentials, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import { type Context, context as otelContext, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
+import { bulkhead, BulkheadRejectedError, type BulkheadPolicy } from "cockatiel";
+import CircuitBreaker from "opossum";
+import type { Registry } from "prom-client";
+import { currentCallDeadline } from "../call-scope.js";
+import { Degradation, type MethodPolicy, methodPath, methodPolicy, RoutingTag, servicePolicy } from "../contract.js";
+import { decodeStatusDetails, type FieldViolation } from "../errors.js";
+import { injectContext, tracer } from "../tracing.js";
+import { violationsOf } from "../validation.js";
+import { BREAKER_STATE_VALUE, ClientMetrics } from "./client-metrics.js";
+import { ResponseCache } from "./response-cache.js";
+import { backoffMs, CALLER_ERROR_CODES, mayRetry, RETRY_CODES, RetryBudget } from "./retry.js";
+
+export type ResultSource = "live" | "cache" | "degraded";
+export type BreakerState = keyof typeof BREAKER_STATE_VALUE;
+
+export interface ToolResult<T> {
+  readonly response: T;
+  /** Where the answer came from: the tool, the cache of good answers, or the declared degraded answer. */
+  readonly source: ResultSource;
+  /** Attempts sent to the tool (0 when the breaker or bulkhead refused the call). */
+  readonly attempts: number;
+  readonly latencyMs: number;
+  /** Age of a cached answer. */
+  readonly cacheAgeMs?: number;
+  /** The live failure a fallback answered for. */
+  readonly liveError?: ToolCallError;
+}
+
+export class ToolCallError extends Error {
+  override readonly name = "ToolCallError";
+
+  constructor(
+    readonly code: status,
+    readonly reason: string | undefined,
+    message: string,
+    readonly retryAfterMs: number | undefined,
+    readonly fieldViolations: readonly FieldViolation[],
+    readonly attempts: number,
+    readonly tool: string,
+    readonly method: string,
+  ) {
+    super(message);
+  }
+
+  get retryable(): boolean {
+    return RETRY_CODES.has(this.code);
+  }
+}
+
+export interface RetryOverrides {
+  /** Attempts at most, the first included. */
+  readonly maxAttempts?: number;
+  readonly baseBackoffMs?: number;
+  readonly maxBackoffMs?: number;
+  /** Tokens each request adds to the retry budget; each retry takes one. */
+  readonly budgetRatio?: number;
+  readonly budgetMaxTokens?: number;
+}
+
+export interface BreakerOverrides {
+  /** Failure percentage over the rolling window that opens the breaker. */
+  readonly errorThresholdPercentage?: number;
+  /** Calls in the window before the percentage counts. */
+  readonly volumeThreshold?: number;
+  readonly rollingWindowMs?: number;
+  /** How long the breaker stays open before letting one probe through (half-open). */
+  readonly resetTimeoutMs?: number;
+}
+
+export interface ToolClientOptions {
+  /** "host:port", several replicas ["h:p", "h:p"] (round robin), or a gRPC target such as "dns:///kb-search:50061". */
+  readonly target: string | readonly string[];
+  /** Bearer token for every call, unless a call brings its own (a session's least-privilege token). */
+  readonly token?: string | (() => string | Promise<string>);
+  /** Registry for the client metrics; every toolClient in a process should share one. */
+  readonly registry?: Registry;
+  readonly metrics?: ClientMetrics;
+  /** Overrides of the contract's SLA timeout, per method local name or for all ("*"). */
+  readonly timeoutMs?: Readonly<Record<string, number>>;
+  readonly retry?: RetryOverrides;
+  readonly breaker?: BreakerOverrides;
+  readonly bulkhead?: { readonly maxInFlight?: number; readonly maxQueue?: number };
+  readonly cache?: { readonly maxEntries?: number; readonly maxAgeMs?: number };
+  readonly channelCredentials?: ChannelCredentials;
+  readonly channelOptions?: ChannelOptions;
+  readonly random?: () => number;
+}
+
+export interface CallOptions {
+  /** The caller's own deadline (e.g. the session's remaining wall clock); the tighter one wins. */
+  readonly deadline?: Date;
+  readonly token?: string;
+  readonly signal?: AbortSignal;
+}
+
+type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
+type MethodKey<S extends DescService> = keyof MethodsOf<S> & string;
+type InputOf<S extends DescService, K extends MethodKey<S>> = MethodsOf<S>[K] extends DescMethod ? MessageInitShape<MethodsOf<S>[K]["input"]> : never;
+type OutputOf<S extends DescService, K extends MethodKey<S>> = MethodsOf<S>[K] extends DescMethod ? MessageShape<MethodsOf<S>[K]["output"]> : never;
+
+interface MethodPlan {
+  readonly method: DescMethod;
+  readonly path: string;
+  readonly policy: MethodPolicy;
+  readonly timeoutMs: number;
+  readonly cacheable: boolean;
+  readonly emptyFallback: boolean;
+  readonly deserialize: (bytes: Buffer) => unknown;
+}
+
+const passThrough = (bytes: Buffer): Buffer => bytes;
+
+function channelTarget(target: string | readonly string[]): string {
+  if (typeof target === "string") return target;
+  if (target.length === 1) return target[0]!;
+  return `ipv4:${target.join(",")}`;
+}
+
+/** Failures a fallback may answer for: the tool's trouble, never the caller's mistake. */
+function fallbackMayAnswer(code: status): boolean {
+  return !CALLER_ERROR_CODES.has(code);
+}
+
+export class ToolClient<S extends DescService> {
+  readonly tool: string;
+  readonly #client: Client;
+  readonly #plans = new Map<string, MethodPlan>();
+  readonly #breaker: CircuitBreaker<[() => Promise<unknown>], unknown>;
+  readonly #bulkhead: BulkheadPolicy;
+  readonly #budget: RetryBudget;
+  readonly #cache: ResponseCache;
+  readonly #metrics: ClientMetrics;
+  readonly #options: ToolClientOptions;
+  readonly #random: () => number;
+
+  constructor(readonly service: S, options: ToolClientOptions) {
+    this.tool = servicePolicy(service).toolName;
+    this.#options = options;
+    this.#random = options.random ?? Math.random;
+    this.#client = new Client(channelTarget(options.target), options.channelCredentials ?? credentials.createInsecure(), {
+      // One retry layer only: ours, which obeys RetryInfo and the retry budget.
+      "grpc.enable_retries": 0,
+      "grpc.service_config": JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
+      ...options.channelOptions,
+    });
+    for (const method of service.methods) {
+      const policy = methodPolicy(method);
+      const sla = policy.sla!;
+      this.#plans.set(method.localName, {
+        method,
+        path: methodPath(method),
+        policy,
+        timeoutMs: options.timeoutMs?.[method.localName] ?? options.timeoutMs?.["*"] ?? sla.timeoutMs,
+        cacheable:
+          (policy.degradation === Degradation.CACHE || policy.degradation === Degradation.CACHE_THEN_EMPTY) &&
+          !policy.tags.includes(RoutingTag.DATA_FRESHNESS_CRITICAL),
+        emptyFallback: policy.degradation === Degradation.CACHE_THEN_EMPTY,
+        deserialize: (bytes) => fromBinary(method.output, bytes),
+      });
+    }
+    if (!options.metrics && !options.registry) throw new Error("toolClient needs a metrics registry or a ClientMetrics");
+    this.#metrics = options.metrics ?? new ClientMetrics(options.registry!);
+    const breaker = options.breaker ?? {};
+    this.#breaker = new CircuitBreaker((attempt: () => Promise<unknown>) => attempt(), {
+      // Deadlines are gRPC's job; the breaker only counts outcomes.
+      timeout: false,
+      errorThresholdPercentage: breaker.errorThresholdPercentage ?? 50,
+      volumeThreshold: breaker.volumeThreshold ?? 5,
+      rollingCountTimeout: breaker.rollingWindowMs ?? 10_000,
+      rollingCountBuckets: 10,
+      resetTimeout: breaker.resetTimeoutMs ?? 5_000,
+      errorFilter: (error: unknown) => error instanceof ToolCallError && CALLER_ERROR_CODES.has(error.code),
+    });
+    const setState = (state: BreakerState) => {
+      this.#metrics.breakerState.set({ tool: this.tool }, BREAKER_STATE_VALUE[state]);
+      this.#metrics.breakerTransitions.inc({ tool: this.tool, state });
+    };
+    this.#breaker.on("open", () => setState("open"));
+    this.#breaker.on("halfOpen", () => setState("half-open"));
+    this.#breaker.on("close", () => setState("closed"));
+    this.#metrics.breakerState.set({ tool: this.tool }, 0);
+    this.#bulkhead = bulkhead(options.bulkhead?.maxInFlight ?? 64, options.bulkhead?.maxQueue ?? 64);
+    const retry = options.retry ?? {};
+    this.#budget = new RetryBudget(retry.budgetRatio ?? 0.1, retry.budgetMaxTokens ?? 5);
+    this.#cache = new ResponseCache(options.cache?.maxEntries ?? 1000, options.cache?.maxAgeMs ?? 10 * 60_000);
+  }
+
+  get breakerState(): BreakerState {
+    return this.#breaker.opened ? "open" : this.#breaker.halfOpen ? "half-open" : "closed";
+  }
+
+  /** Calls one method of the tool. Resolves with the answer and where it came from; rejects with ToolCallError. */
+  async call<K extends MethodKey<S>>(name: K, request: InputOf<S, K>, options: CallOptions = {}): Promise<ToolResult<OutputOf<S, K>>> {
+    const plan = this.#plans.get(name);
+    if (!plan) throw new Error(`${this.tool} has no method ${name}`);
+    const started = performance.now();
+    const message = create(plan.method.input, request as MessageInitShape<DescMethod["input"]>);
+    const violations = violationsOf(plan.method.input, message);
+    if (violations.length > 0) {
+      this.#count(plan, "client_invalid", status.INVALID_ARGUMENT);
+      throw new ToolCallError(
+        status.INVALID_ARGUMENT,
+        "CLIENT_VALIDATION_FAILED",
+        `invalid ${plan.method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
+        undefined,
+        violations,
+        0,
+        this.tool,
+        plan.method.name,
+      );
+    }
+    const bytes = Buffer.from(toBinary(plan.method.input, message));
+    const now = Date.now();
+    const callerDeadline = options.deadline ?? currentCallDeadline();
+    const deadline = Math.min(now + plan.timeoutMs, callerDeadline?.getTime() ?? Number.POSITIVE_INFINITY);
+    const cacheKey = plan.cacheable ? ResponseCache.key(plan.path, bytes) : undefined;
+    this.#budget.onRequest();
+
+    const span = tracer.startSpan(`${plan.method.parent.typeName}/${plan.method.name}`, {
+      kind: SpanKind.CLIENT,
+      attributes: { "rpc.system": "grpc", "rpc.service": plan.method.parent.typeName, "rpc.method": plan.method.name, "loopguard.tool": this.tool },
+    });
+    const spanContext = trace.setSpan(otelContext.active(), span);
+    let attempts = 0;
+    const finish = <T extends ToolResult<unknown>>(result: T): T => {
+      span.setAttributes({ "loopguard.served_from": result.source, "loopguard.attempts": result.attempts, "loopguard.breaker_state": this.breakerState });
+      span.end();
+      return result;
+    };
+    try {
+      const response = await this.#bulkhead.execute(async () => {
+        const token = options.token ?? (typeof this.#options.token === "function" ? await this.#options.token() : this.#options.token);
+        return this.#attempts(plan, bytes, message as unknown as Record<string, unknown>, deadline, token, spanContext, options.signal, (n) => (attempts = n));
+      });
+      if (cacheKey) this.#cache.set(cacheKey, response, Date.now());
+      this.#count(plan, "ok", status.OK);
+      return finish({ response: response as OutputOf<S, K>, source: "live", attempts, latencyMs: performance.now() - started });
+    } catch (thrown) {
+      const error =
+        thrown instanceof BulkheadRejectedError
+          ? new ToolCallError(status.RESOURCE_EXHAUSTED, "BULKHEAD_FULL", `${this.tool}: too many calls in flight`, undefined, [], 0, this.tool, plan.method.name)
+          : (thrown as ToolCallError);
+      if (fallbackMayAnswer(error.code)) {
+        const cached = cacheKey ? this.#cache.get(cacheKey) : undefined;
+        if (cached) {
+          this.#count(plan, "fallback_cache", error.code);
+          const ageMs = Date.now() - cached.storedAt;
+          return finish({ response: cached.response as OutputOf<S, K>, source: "cache", attempts, latencyMs: performance.now() - started, cacheAgeMs: ageMs, liveError: error });
+        }
+        if (plan.emptyFallback) {
+          this.#count(plan, "fallback_degraded", error.code);
+          return finish({ response: create(plan.method.output) as OutputOf<S, K>, source: "degraded", attempts, latencyMs: performance.now() - started, liveError: error });
+        }
+      }
+      this.#count(plan, error.reason === "BREAKER_OPEN" ? "breaker_rejected" : error.reason === "BULKHEAD_FULL" ? "bulkhead_rejected" : "error", error.code);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: error.reason ?? status[error.code] });
+      finish({ response: undefined, source: "live", attempts, latencyMs: 0 });
+      throw error;
+    }
+  }
+
+  async #attempts(
+    plan: MethodPlan,
+    bytes: Buffer,
+    request: Record<string, unknown>,
+    deadline: number,
+    token: string | undefined,
+    spanContext: Context,
+    signal: AbortSignal | undefined,
+    setAttempts: (n: number) => void,
+  ): Promise<unknown> {
+    const retryAllowed = mayRetry(plan.policy, request);
+    const retry = this.#options.retry ?? {};
+    const maxAttempts = retry.maxAttempts ?? 4;
+    let attempt = 0;
+    for (;;) {
+      if (Date.now() >= deadline) {
+        throw new ToolCallError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", `${this.tool}: no time left for ${plan.method.name}`, undefined, [], attempt, this.tool, plan.method.name);
+      }
+      let failure: ToolCallError;
+      try {
+        const sentBefore = attempt;
+        const response = await this.#breaker.fire(() => {
+          attempt = sentBefore + 1;
+          setAttempts(attempt);
+          return this.#once(plan, bytes, deadline, token, spanContext, signal, attempt);
+        });
+        return response;
+      } catch (thrown) {
+        failure = this.#asCallError(thrown, plan, attempt);
+      }
+      if (failure.reason === "BREAKER_OPEN" || !retryAllowed || !RETRY_CODES.has(failure.code) || attempt >= maxAttempts || signal?.aborted) {
+        throw failure;
+      }
+      const waitMs = failure.retryAfterMs ?? backoffMs(attempt, retry.baseBackoffMs ?? 50, retry.maxBackoffMs ?? 1000, this.#random);
+      if (Date.now() + waitMs >= deadline) throw failure;
+      if (!this.#budget.tryRetry()) throw failure;
+      this.#metrics.retries.inc({ tool: this.tool, method: plan.method.name });
+      await sleep(waitMs, undefined, signal ? { signal } : {}).catch(() => undefined);
+    }
+  }
+
+  #asCallError(thrown: unknown, plan: MethodPlan, attempts: number): ToolCallError {
+    if (thrown instanceof ToolCallError) return thrown;
+    if ((thrown as { code?: string }).code === "EOPENBREAKER") {
+      return new ToolCallError(status.UNAVAILABLE, "BREAKER_OPEN", `${this.tool}: circuit breaker is open`, undefined, [], attempts, this.tool, plan.method.name);
+    }
+    return new ToolCallError(status.INTERNAL, "INTERNAL_ERROR", `${this.tool}: ${(thrown as Error).message}`, undefined, [], attempts, this.tool, plan.method.name);
+  }
+
+  /** One attempt on the wire; resolves with the validated response. */
+  #once(plan: MethodPlan, bytes: Buffer, deadline: number, token: string | undefined, spanContext: Context, signal: AbortSignal | undefined, attempt: number): Promise<unknown> {
+    const metadata = new Metadata();
+    if (token) metadata.set("authorization", `Bearer ${token}`);
+    injectContext(spanContext, metadata);
+    const started = performance.now();
+    const labels = { grpc_type: "unary", grpc_service: plan.method.parent.typeName, grpc_method: plan.method.name };
+    return new Promise((resolve, reject) => {
+      const call = this.#client.makeUnaryRequest(
+        plan.path,
+        passThrough,
+        plan.deserialize,
+        bytes,
+        metadata,
+        { deadline: new Date(deadline) },
+        (error: ServiceError | null, response?: unknown) => {
+          signal?.removeEventListener("abort", cancel);
+          const code = error ? error.code : status.OK;
+          this.#metrics.handled.inc({ ...labels, grpc_code: status[code] });
+          this.#metrics.handlingSeconds.observe({ ...labels, grpc_code: status[code] }, (performance.now() - started) / 1000);
+          if (error) {
+            const failure = decodeStatusDetails(error);
+            reject(new ToolCallError(failure.code, failure.reason, failure.message, failure.retryAfterMs, failure.fieldViolations, attempt, this.tool, plan.method.name));
+            return;
+          }
+          const violations = violationsOf(plan.method.output, response as MessageShape<DescMethod["output"]>);
+          if (violations.length > 0) {
+            reject(new ToolCallError(status.INTERNAL, "CONTRACT_VIOLATION", `${this.tool} answered ${plan.method.name} with a response that breaks its contract: ${violations.map((v) => v.field).join(", ")}`, undefined, [], attempt, this.tool, plan.method.name));
+            return;
+          }
+          resolve(response);
+        },
+      );
+      const cancel = () => call.cancel();
+      signal?.addEventListener("abort", cancel, { once: true });
+    });
+  }
+
+  #count(plan: MethodPlan, outcome: string, code: status): void {
+    this.#metrics.calls.inc({ tool: this.tool, method: plan.method.name, outcome, grpc_code: status[code] });
+  }
+
+  close(): void {
+    this.#breaker.shutdown();
+    this.#client.close();
+  }
+}
+
+export function toolClient<S extends DescService>(service: S, options: ToolClientOptions): ToolClient<S> {
+  return new ToolClient(service, options);
+}

@@ -1,0 +1,259 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { Registry } from "prom-client";
+import { afterEach, describe, expect, it } from "vitest";
+import { mintToken } from "../src/auth.js";
+import { ToolCallError, toolClient, type ToolClientOptions } from "../src/client/tool-client.js";
+import { status, ToolError } from "../src/errors.js";
+import type { ToolHandlers } from "../src/serve.js";
+import { metricValue, startTestTool, TEST_AUTH_SECRET, type TestTool } from "../src/testing.js";
+
+const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+/** A kb-search server whose handler counts the calls it sees. */
+async function kbServer(handler?: ToolHandlers<typeof KbSearchService>["search"], options = {}) {
+  const seen = { calls: 0 };
+  const tool = await startTestTool(
+    {
+      service: KbSearchService,
+      handlers: {
+        search: async (req, ctx) => {
+          seen.calls += 1;
+          return handler ? handler(req, ctx) : { hits: [{ ...hit, title: `hits for ${req.query}` }] };
+        },
+      },
+    },
+    options,
+  );
+  cleanups.push(() => tool.close());
+  return { tool, seen };
+}
+
+async function kbClient(target: string | string[], overrides: Partial<ToolClientOptions> = {}) {
+  const registry = new Registry();
+  const token = await mintToken(TEST_AUTH_SECRET, { subject: "orchestrator", scopes: ["kb:read", "billing:read", "billing:refund"] });
+  const client = toolClient(KbSearchService, { target, token, registry, random: () => 1, ...overrides });
+  cleanups.push(() => client.close());
+  return { client, registry };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<ToolCallError> {
+  const error = await promise.then(() => undefined, (e: unknown) => e);
+  expect(error).toBeInstanceOf(ToolCallError);
+  return error as ToolCallError;
+}
+
+function outage(tool: TestTool<typeof KbSearchService>, on: boolean, retryAfterMs = 0) {
+  tool.server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 0, errorRate: 0, outage: on, retryAfterMs, methods: [] });
+}
+
+describe("toolClient", () => {
+  it("returns a live answer with its source, attempts and latency", async () => {
+    const { tool } = await kbServer();
+    const { client } = await kbClient(tool.address);
+    const result = await client.call("search", { query: "refund", limit: 3 });
+    expect(result.source).toBe("live");
+    expect(result.attempts).toBe(1);
+    expect(result.response.hits[0]?.docId).toBe("refund-policy");
+    expect(result.latencyMs).toBeGreaterThan(0);
+  });
+
+  it("never sends an invalid request: CLIENT_VALIDATION_FAILED naming the field", async () => {
+    const { tool, seen } = await kbServer();
+    const { client } = await kbClient(tool.address);
+    const error = await rejection(client.call("search", { query: "", limit: 3 }));
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(error.reason).toBe("CLIENT_VALIDATION_FAILED");
+    expect(error.fieldViolations.map((v) => v.field)).toEqual(["query"]);
+    expect(seen.calls).toBe(0);
+  });
+
+  it("retries an idempotent call through a transient outage and succeeds", async () => {
+    let failuresLeft = 2;
+    const { tool, seen } = await kbServer(async () => {
+      if (failuresLeft-- > 0) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading");
+      return { hits: [hit] };
+    });
+    const { client, registry } = await kbClient(tool.address);
+    const result = await client.call("search", { query: "refund", limit: 3 });
+    expect(result.source).toBe("live");
+    expect(result.attempts).toBe(3);
+    expect(seen.calls).toBe(3);
+    expect(metricValue(await registry.metrics(), "loopguard_tool_client_retries_total", { tool: "kb-search" })).toBe(2);
+  });
+
+  it("does not retry a caller error", async () => {
+    const { tool, seen } = await kbServer(async () => {
+      throw new ToolError(status.FAILED_PRECONDITION, "INDEX_UNAVAILABLE", "no");
+    });
+    const { client } = await kbClient(tool.address);
+    const error = await rejection(client.call("search", { query: "refund", limit: 3 }));
+    expect(error.code).toBe(status.FAILED_PRECONDITION);
+    expect(seen.calls).toBe(1);
+  });
+
+  it("waits at least the server's RetryInfo before the next attempt", async () => {
+    const times: number[] = [];
+    const { tool } = await kbServer(async () => {
+      times.push(Date.now());
+      if (times.length === 1) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "busy", { retryAfterMs: 200 });
+      return { hits: [hit] };
+    });
+    const { client } = await kbClient(tool.address);
+    await client.call("search", { query: "refund", limit: 3 });
+    expect(times).toHaveLength(2);
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(195);
+  });
+
+  it("gives up at once with the server's reason when RetryInfo exceeds the time left", async () => {
+    const { tool, seen } = await kbServer(async () => {
+      throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "rebuilding", { retryAfterMs: 30_000 });
+    });
+    const { client } = await kbClient(tool.address, { timeoutMs: { "*": 1000 }, cache: { maxEntries: 1 } });
+    const started = Date.now();
+    const result = await client.call("search", { query: "refund", limit: 3 });
+    // kb-search declares an empty degraded answer; the live error is kept beside it.
+    expect(result.source).toBe("degraded");
+    expect(result.liveError?.reason).toBe("INDEX_UNAVAILABLE");
+    expect(result.liveError?.retryAfterMs).toBe(30_000);
+    expect(Date.now() - started).toBeLessThan(300);
+    expect(seen.calls).toBe(1);
+  });
+
+  it("keeps retries within the retry budget during a full outage", async () => {
+    const { tool, seen } = await kbServer();
+    outage(tool, true);
+    const { client } = await kbClient(tool.address, { breaker: { volumeThreshold: 1_000_000 } });
+    const n = 100;
+    for (let i = 0; i < n; i += 1) {
+      const result = await client.call("search", { query: `q${i}`, limit: 1 });
+      expect(result.source).toBe("degraded");
+    }
+    const attempts = metricValue(await tool.server.metrics.registry.metrics(), "grpc_server_started_total", { grpc_method: "Search" });
+    expect(seen.calls).toBe(0);
+    expect(attempts).toBeGreaterThanOrEqual(n);
+    expect(attempts).toBeLessThanOrEqual(1.2 * n);
+  });
+
+  it("opens the breaker after the threshold, sends nothing while open, and closes after a half-open probe", async () => {
+    const { tool } = await kbServer();
+    const { client, registry } = await kbClient(tool.address, {
+      breaker: { volumeThreshold: 4, errorThresholdPercentage: 50, resetTimeoutMs: 300 },
+      retry: { maxAttempts: 1 },
+    });
+    const state = async () => metricValue(await registry.metrics(), "loopguard_tool_breaker_state", { tool: "kb-search" });
+    expect(await state()).toBe(0);
+    outage(tool, true);
+    for (let i = 0; i < 4; i += 1) await client.call("search", { query: `q${i}`, limit: 1 });
+    expect(client.breakerState).toBe("open");
+    expect(await state()).toBe(2);
+    const before = metricValue(await tool.server.metrics.registry.metrics(), "grpc_server_started_total", { grpc_method: "Search" });
+    const rejected = await client.call("search", { query: "while-open", limit: 1 });
+    expect(rejected.source).toBe("degraded");
+    expect(rejected.attempts).toBe(0);
+    expect(rejected.liveError?.reason).toBe("BREAKER_OPEN");
+    expect(metricValue(await tool.server.metrics.registry.metrics(), "grpc_server_started_total", { grpc_method: "Search" })).toBe(before);
+    outage(tool, false);
+    await sleep(350);
+    expect(client.breakerState).toBe("half-open");
+    expect(await state()).toBe(1);
+    const probe = await client.call("search", { query: "probe", limit: 1 });
+    expect(probe.source).toBe("live");
+    expect(client.breakerState).toBe("closed");
+    expect(await state()).toBe(0);
+    const page = await registry.metrics();
+    for (const s of ["open", "half-open", "closed"]) expect(metricValue(page, "loopguard_tool_breaker_transitions_total", { state: s })).toBe(1);
+  });
+
+  it("leaves the breaker closed on caller errors", async () => {
+    const { tool } = await kbServer(async () => {
+      throw new ToolError(status.NOT_FOUND, "INDEX_UNAVAILABLE", "nothing");
+    });
+    const { client } = await kbClient(tool.address, { breaker: { volumeThreshold: 2 } });
+    for (let i = 0; i < 10; i += 1) {
+      const error = await rejection(client.call("search", { query: `q${i}`, limit: 1 }));
+      expect(error.code).toBe(status.NOT_FOUND);
+    }
+    expect(client.breakerState).toBe("closed");
+  });
+
+  it("fails fast past the bulkhead with RESOURCE_EXHAUSTED, queueing at most the bound", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { tool, seen } = await kbServer(async () => (await gate, { hits: [] }));
+    const { client } = await kbClient(tool.address, { bulkhead: { maxInFlight: 2, maxQueue: 3 }, cache: { maxEntries: 1 } });
+    const calls = Array.from({ length: 20 }, (_, i) => client.call("search", { query: `q${i}`, limit: 1 }));
+    await sleep(100);
+    expect(seen.calls).toBe(2);
+    release();
+    const results = await Promise.all(calls);
+    expect(results.filter((r) => r.source === "live")).toHaveLength(5);
+    const rejected = results.filter((r) => r.source === "degraded");
+    expect(rejected).toHaveLength(15);
+    for (const r of rejected) {
+      expect(r.liveError?.code).toBe(status.RESOURCE_EXHAUSTED);
+      expect(r.liveError?.reason).toBe("BULKHEAD_FULL");
+      expect(r.attempts).toBe(0);
+    }
+  });
+
+  it("serves a cached answer with its age when the tool fails, and live again once it recovers", async () => {
+    const { tool } = await kbServer();
+    const { client } = await kbClient(tool.address, { retry: { maxAttempts: 1 } });
+    const live = await client.call("search", { query: "refund", limit: 3 });
+    await sleep(30);
+    outage(tool, true);
+    const cached = await client.call("search", { query: "refund", limit: 3 });
+    expect(cached.source).toBe("cache");
+    expect(cached.cacheAgeMs).toBeGreaterThanOrEqual(25);
+    expect(cached.response).toEqual(live.response);
+    const fresh = await client.call("search", { query: "never asked", limit: 3 });
+    expect(fresh.source).toBe("degraded");
+    expect(fresh.response.hits).toEqual([]);
+    outage(tool, false);
+    expect((await client.call("search", { query: "refund", limit: 3 })).source).toBe("live");
+  });
+
+  it("sends the tighter of the SLA timeout and the caller's deadline; the server sees it", async () => {
+    let serverDeadline: Date | undefined;
+    const { tool } = await kbServer(async (_req, ctx) => {
+      serverDeadline = ctx.deadline;
+      await sleep(5_000, undefined, { signal: ctx.signal }).catch(() => undefined);
+      return { hits: [] };
+    });
+    const { client } = await kbClient(tool.address, { cache: { maxEntries: 1 } });
+    const started = Date.now();
+    const deadline = new Date(started + 100);
+    const result = await client.call("search", { query: "slow", limit: 1 }, { deadline });
+    const elapsed = Date.now() - started;
+    expect(result.source).toBe("degraded");
+    expect(result.liveError?.code).toBe(status.DEADLINE_EXCEEDED);
+    expect(elapsed).toBeLessThan(250);
+    expect(serverDeadline!.getTime()).toBeLessThanOrEqual(deadline.getTime() + 5);
+  });
+
+  it("balances over several replicas round robin", async () => {
+    const a = await kbServer();
+    const b = await kbServer();
+    const { client } = await kbClient([a.tool.address, b.tool.address]);
+    for (let i = 0; i < 20; i += 1) await client.call("search", { query: `q${i}`, limit: 1 });
+    expect(a.seen.calls).toBeGreaterThan(0);
+    expect(b.seen.calls).toBeGreaterThan(0);
+    expect(a.seen.calls + b.seen.calls).toBe(20);
+  });
+
+  it("retries an irreversible call only with its idempotency key", async () => {
+    const { mayRetry } = await import("../src/client/retry.js");
+    const { methodPolicy } = await import("../src/contract.js");
+    const refund = BillingService.method.refund;
+    expect(mayRetry(methodPolicy(refund), { idempotencyKey: "" })).toBe(false);
+    expect(mayRetry(methodPolicy(refund), { idempotencyKey: "key-0123456789abcdef" })).toBe(true);
+    expect(mayRetry(methodPolicy(KbSearchService.method.search), {})).toBe(true);
+  });
+});

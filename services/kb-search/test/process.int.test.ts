@@ -1,0 +1,58 @@
+// dist/main.js as a real process: it seeds the index under LOOPGUARD_DATA_DIR, serves, exits 0
+// on SIGTERM, and reuses the seeded index on the next start. Needs `pnpm build` first.
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { createRawClient, mintToken } from "@loopguard/tool-sdk";
+import { checkHealth, spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+
+const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
+
+describe("kb-search process", () => {
+  let dataDir: string;
+  let running: ToolProcess | undefined;
+  const env = () => ({ KB_SEARCH_PORT: "0", KB_SEARCH_METRICS_PORT: "0", LOOPGUARD_DATA_DIR: dataDir });
+
+  beforeAll(() => {
+    dataDir = mkdtempSync(join(tmpdir(), "kb-search-proc-"));
+  });
+  afterEach(async () => {
+    if (running && running.child.exitCode === null && running.child.signalCode === null) {
+      running.child.kill("SIGKILL");
+      await running.exited;
+    }
+    running = undefined;
+  });
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  const indexReady = (proc: ToolProcess) => proc.lines.find((line) => line.msg === "index ready");
+
+  it("seeds the index, serves searches, stops cleanly on SIGTERM and reuses the index on the next start", async () => {
+    running = await spawnTool(MAIN, env());
+    expect(indexReady(running)).toMatchObject({ added: expect.any(Number), updated: 0, removed: 0 });
+    expect(Number(indexReady(running)?.added)).toBeGreaterThanOrEqual(30);
+    expect(existsSync(join(dataDir, "kb-search.db"))).toBe(true);
+    expect(await checkHealth(running.address)).toBe("SERVING");
+
+    const client = createRawClient(KbSearchService, running.address, {
+      token: await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["kb:read"] }),
+    });
+    try {
+      const { hits } = await client.search({ query: "refund", limit: 3 });
+      expect(hits[0]?.docId).toBe("refund-policy");
+    } finally {
+      client.close();
+    }
+
+    running.child.kill("SIGTERM");
+    expect(await running.exited).toBe(0);
+
+    running = await spawnTool(MAIN, env());
+    expect(indexReady(running)).toMatchObject({ added: 0, updated: 0, removed: 0 });
+    running.child.kill("SIGTERM");
+    expect(await running.exited).toBe(0);
+  });
+});

@@ -1,0 +1,83 @@
+// `pnpm bench [tool|client|all]`: side-by-side benchmarks on loopback, printed as figures and
+// ratios to a bare grpc-js baseline measured in the same run. Bounded in time; stops by itself.
+import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
+import { createRawClient, mintToken, ToolCallError, toolClient } from "@loopguard/tool-sdk";
+import { Registry } from "prom-client";
+import { BENCH_SECRET, startBenchServer } from "./bench-server.js";
+import { measure, printComparison } from "./measure.js";
+
+const durationMs = Number(process.env.BENCH_DURATION_MS ?? 3000);
+const request = { query: "how do refunds work", limit: 3 };
+
+async function benchTool(): Promise<void> {
+  const bare = await startBenchServer("bare");
+  const tool = await startBenchServer("tool");
+  const token = await mintToken(BENCH_SECRET, { subject: "bench", scopes: ["kb:read"] });
+  const bareClient = createRawClient(KbSearchService, bare.address, { token });
+  const toolClientRaw = createRawClient(KbSearchService, tool.address, { token });
+  try {
+    for (const inFlight of [1, 64]) {
+      const baseline = await measure("bare grpc-js server", inFlight, durationMs, () => bareClient.search(request));
+      const subject = await measure("serveTool", inFlight, durationMs, () => toolClientRaw.search(request));
+      printComparison(`tool: server side, same client (raw grpc-js + protobuf-es, bearer token sent to both)`, baseline, subject);
+    }
+  } finally {
+    bareClient.close();
+    toolClientRaw.close();
+    bare.stop();
+    tool.stop();
+  }
+}
+
+async function benchClient(): Promise<void> {
+  const server = await startBenchServer("bare");
+  const token = await mintToken(BENCH_SECRET, { subject: "bench", scopes: ["kb:read", "risk:read"] });
+  const bare = createRawClient(KbSearchService, server.address, { token });
+  const client = toolClient(KbSearchService, { target: server.address, token, registry: new Registry() });
+  try {
+    for (const inFlight of [1, 64]) {
+      const baseline = await measure("bare grpc-js client", inFlight, durationMs, () => bare.search(request));
+      const subject = await measure("toolClient", inFlight, durationMs, () => client.call("search", request));
+      printComparison("client: calling side, same bare server (token sent by both)", baseline, subject);
+    }
+  } finally {
+    bare.close();
+    client.close();
+    server.stop();
+  }
+
+  // Fast-fail latency with the breaker open: risk has no empty fallback, so the call is refused.
+  const down = await startBenchServer("risk-down");
+  const risk = toolClient(RiskService, { target: down.address, token, registry: new Registry(), breaker: { volumeThreshold: 5, resetTimeoutMs: 60_000 }, retry: { maxAttempts: 1 } });
+  const req = { idCard: "11010519491231002X", phone: "+8613800138000" };
+  try {
+    while (risk.breakerState !== "open") await risk.call("queryRisk", req).catch(() => undefined);
+    const n = 20_000;
+    const started = performance.now();
+    let refused = 0;
+    for (let i = 0; i < n; i += 1) {
+      await risk.call("queryRisk", req).catch((e: unknown) => {
+        if (e instanceof ToolCallError && e.reason === "BREAKER_OPEN") refused += 1;
+      });
+    }
+    const perCallMs = (performance.now() - started) / n;
+    console.log(`client: open-breaker fast fail  ${perCallMs.toFixed(4)} ms per call over ${n} calls (${refused} refused with BREAKER_OPEN)\n`);
+  } finally {
+    risk.close();
+    down.stop();
+  }
+}
+
+const suites: Record<string, () => Promise<void>> = { tool: benchTool, client: benchClient };
+const names = process.argv.slice(2).filter((a) => a !== "--");
+const chosen = names.length === 0 || names.includes("all") ? Object.keys(suites) : names;
+for (const name of chosen) {
+  const suite = suites[name];
+  if (!suite) {
+    console.error(`unknown benchmark "${name}"; choose from: ${Object.keys(suites).join(", ")}, all`);
+    process.exit(2);
+  }
+  await suite();
+}
+process.exit(0);

@@ -1,0 +1,46 @@
+// Closed-loop load: `concurrency` workers each issue calls back to back for `durationMs`.
+export interface Figures {
+  readonly label: string;
+  readonly concurrency: number;
+  readonly calls: number;
+  readonly perSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+}
+
+export async function measure(label: string, concurrency: number, durationMs: number, call: () => Promise<unknown>): Promise<Figures> {
+  // Warm up connections and JIT before the clock starts.
+  for (let i = 0; i < 200; i += 1) await call();
+  const latencies: number[] = [];
+  const end = performance.now() + durationMs;
+  const worker = async () => {
+    while (performance.now() < end) {
+      const t0 = performance.now();
+      await call();
+      latencies.push(performance.now() - t0);
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  const elapsed = performance.now() - started;
+  const sorted = Float64Array.from(latencies).sort();
+  return {
+    label,
+    concurrency,
+    calls: latencies.length,
+    perSecond: latencies.length / (elapsed / 1000),
+    p50Ms: percentile(sorted, 0.5),
+    p99Ms: percentile(sorted, 0.99),
+  };
+}
+
+export function printComparison(title: string, baseline: Figures, subject: Figures): void {
+  const row = (f: Figures) =>
+    `  ${f.label.padEnd(28)} ${String(f.concurrency).padStart(3)} in flight  ${f.perSecond.toFixed(0).padStart(7)} calls/s  p50 ${f.p50Ms.toFixed(3)} ms  p99 ${f.p99Ms.toFixed(3)} ms`;
+  console.log(`${title}\n${row(baseline)}\n${row(subject)}\n  ratio ${(subject.perSecond / baseline.perSecond).toFixed(2)}\n`);
+}

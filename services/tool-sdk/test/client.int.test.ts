@@ -130,7 +130,7 @@ describe("toolClient", () => {
     const { tool, seen } = await kbServer();
     outage(tool, true);
     const { client } = await kbClient(tool.address, { breaker: { volumeThreshold: 1_000_000 } });
-    const n = 100;
+    const n = 200;
     for (let i = 0; i < n; i += 1) {
       const result = await client.call("search", { query: `q${i}`, limit: 1 });
       expect(result.source).toBe("degraded");

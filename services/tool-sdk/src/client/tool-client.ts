@@ -197,7 +197,7 @@ export class ToolClient<S extends DescService> {
     this.#metrics.breakerState.set({ tool: this.tool }, 0);
     this.#bulkhead = bulkhead(options.bulkhead?.maxInFlight ?? 64, options.bulkhead?.maxQueue ?? 64);
     const retry = options.retry ?? {};
-    this.#budget = new RetryBudget(retry.budgetRatio ?? 0.1, retry.budgetMaxTokens ?? 5);
+    this.#budget = new RetryBudget(retry.budgetRatio ?? 0.1, retry.budgetMaxTokens ?? 10);
     this.#cache = new ResponseCache(options.cache?.maxEntries ?? 1000, options.cache?.maxAgeMs ?? 10 * 60_000);
   }
 

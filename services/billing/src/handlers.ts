@@ -1,0 +1,116 @@
+// BillingService handlers: translate between the contract's messages and the RefundLedger, and
+// the ledger's refusals into the contract's error reasons. Validation, auth and deadlines are
+// done by the tool-sdk before a handler runs.
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import {
+  type BillingService,
+  OrderStatus,
+  type OrderSchema,
+  type RefundSchema,
+} from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { status, type ToolHandlers, ToolError } from "@loopguard/tool-sdk";
+import type { Clock } from "./clock.js";
+import { LedgerError, type OrderRecord, type OrderState, type RefundLedger, type RefundRecord } from "./ledger.js";
+
+export interface BillingDeps {
+  readonly ledger: RefundLedger;
+  readonly clock: Clock;
+}
+
+/** How long a caller should wait before retrying when the ledger is locked or failing. */
+export const LEDGER_RETRY_AFTER_MS = 250;
+
+const ORDER_STATUS: Record<OrderState, OrderStatus> = {
+  PENDING: OrderStatus.PENDING,
+  PAID: OrderStatus.PAID,
+  CANCELLED: OrderStatus.CANCELLED,
+  REFUNDED: OrderStatus.REFUNDED,
+};
+
+function orderMessage(order: OrderRecord): MessageInitShape<typeof OrderSchema> {
+  return {
+    orderId: order.orderId,
+    customerId: order.customerId,
+    status: ORDER_STATUS[order.state],
+    amountPaidCents: BigInt(order.amountPaidCents),
+    amountRefundedCents: BigInt(order.amountRefundedCents),
+    refundableCents: BigInt(order.refundableCents),
+    currency: order.currency,
+    createdAt: timestampFromMs(order.createdAt.getTime()),
+    version: BigInt(order.version),
+  };
+}
+
+function refundMessage(refund: RefundRecord): MessageInitShape<typeof RefundSchema> {
+  return {
+    refundId: refund.refundId,
+    orderId: refund.orderId,
+    amountCents: BigInt(refund.amountCents),
+    reason: refund.reason,
+    createdAt: timestampFromMs(refund.createdAt.getTime()),
+  };
+}
+
+const LEDGER_ERROR_CODES: Record<LedgerError["reason"], status> = {
+  ORDER_NOT_FOUND: status.NOT_FOUND,
+  ORDER_NOT_REFUNDABLE: status.FAILED_PRECONDITION,
+  // A key stands for one refund forever: its reuse for another refund conflicts with what exists.
+  IDEMPOTENCY_KEY_REUSED: status.ALREADY_EXISTS,
+  LEDGER_UNAVAILABLE: status.UNAVAILABLE,
+};
+
+function toToolError(error: unknown): unknown {
+  if (!(error instanceof LedgerError)) return error;
+  return new ToolError(LEDGER_ERROR_CODES[error.reason], error.reason, error.message, {
+    cause: error,
+    ...(error.reason === "LEDGER_UNAVAILABLE" ? { retryAfterMs: LEDGER_RETRY_AFTER_MS } : {}),
+  });
+}
+
+function orderNotFound(orderId: string): ToolError {
+  return new ToolError(status.NOT_FOUND, "ORDER_NOT_FOUND", `order ${orderId} does not exist`);
+}
+
+/** Runs ledger work, turning its refusals into wire errors. */
+function withLedger<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    throw toToolError(error);
+  }
+}
+
+export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandlers<typeof BillingService> {
+  return {
+    async getOrder(request) {
+      const order = withLedger(() => ledger.getOrder(request.orderId));
+      if (!order) throw orderNotFound(request.orderId);
+      return { order: orderMessage(order) };
+    },
+
+    async refund(request) {
+      const outcome = withLedger(() =>
+        ledger.refund({
+          orderId: request.orderId,
+          // Validated to 1..500000 before the handler runs, so the conversion is exact.
+          amountCents: Number(request.amountCents),
+          reason: request.reason,
+          idempotencyKey: request.idempotencyKey,
+          at: clock.now(),
+        }),
+      );
+      return {
+        refund: refundMessage(outcome.refund),
+        replayed: outcome.replayed,
+        orderRefundableCents: BigInt(outcome.orderRefundableCents),
+      };
+    },
+
+    async listRefunds(request) {
+      const refunds = withLedger(() => ledger.listRefunds(request.orderId));
+      if (!refunds) throw orderNotFound(request.orderId);
+      return { refunds: refunds.map(refundMessage) };
+    },
+  };
+}

@@ -1,0 +1,17 @@
+// The billing tool as a ToolDefinition over injected dependencies; main.ts serves it, tests
+// serve it with startTestTool.
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import type { ToolDefinition } from "@loopguard/tool-sdk";
+import { type BillingDeps, createBillingHandlers } from "./handlers.js";
+
+export type { BillingDeps } from "./handlers.js";
+export { DEMO_ORDERS } from "./demo-orders.js";
+export { RefundLedger } from "./ledger.js";
+
+export function build(deps: BillingDeps): ToolDefinition<typeof BillingService> {
+  return {
+    service: BillingService,
+    handlers: createBillingHandlers(deps),
+    close: () => deps.ledger.close(),
+  };
+}

@@ -1,0 +1,142 @@
+// Every method over a real server and client: valid requests, each validation rule broken
+// alone, and auth.
+import { BillingService, OrderStatus, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type BillingFixture, FIXED_NOW, failure, startBilling } from "./billing-fixture.js";
+
+let billing: BillingFixture;
+let reader: RawClient<typeof BillingService>;
+let refunder: RawClient<typeof BillingService>;
+
+beforeAll(async () => {
+  billing = await startBilling();
+  reader = await billing.tool.client(["billing:read"]);
+  refunder = await billing.tool.client(["billing:refund"]);
+});
+
+afterAll(async () => {
+  await billing.close();
+});
+
+const validRefund = {
+  orderId: "ord_DEMO00000002",
+  amountCents: 1500n,
+  reason: RefundReason.DAMAGED,
+  idempotencyKey: "api-test-valid-refund-0001",
+};
+
+describe("valid requests", () => {
+  it("GetOrder returns the order with what is refundable", async () => {
+    const { order } = await reader.getOrder({ orderId: "ord_DEMO00000005" });
+    expect(order).toMatchObject({
+      orderId: "ord_DEMO00000005",
+      customerId: "cust_demo_0005",
+      status: OrderStatus.PAID,
+      amountPaidCents: 8000n,
+      amountRefundedCents: 2500n,
+      refundableCents: 5500n,
+      currency: "USD",
+      version: 2n,
+    });
+    expect(order?.createdAt?.seconds).toBe(BigInt(Date.parse("2026-11-10T09:30:00Z") / 1000));
+  });
+
+  it("Refund refunds a paid order and GetOrder shows it", async () => {
+    const response = await refunder.refund(validRefund);
+    expect(response.replayed).toBe(false);
+    expect(response.orderRefundableCents).toBe(448_500n);
+    expect(response.refund).toMatchObject({ orderId: "ord_DEMO00000002", amountCents: 1500n, reason: RefundReason.DAMAGED });
+    expect(response.refund?.refundId).toMatch(/^rf_[A-Za-z0-9]{16}$/);
+    expect(response.refund?.createdAt?.seconds).toBe(BigInt(FIXED_NOW.getTime() / 1000));
+    const { order } = await reader.getOrder({ orderId: "ord_DEMO00000002" });
+    expect(order).toMatchObject({ amountRefundedCents: 1500n, refundableCents: 448_500n, version: 2n, status: OrderStatus.PAID });
+    expect(billing.refunds({ key: validRefund.idempotencyKey })).toHaveLength(1);
+  });
+
+  it("ListRefunds lists an order's refunds oldest first", async () => {
+    await refunder.refund({ orderId: "ord_DEMO00000005", amountCents: 500n, reason: RefundReason.WRONG_ITEM, idempotencyKey: "api-test-list-refunds-0001" });
+    const { refunds } = await reader.listRefunds({ orderId: "ord_DEMO00000005" });
+    expect(refunds.map((r) => [r.refundId.startsWith("rf_"), r.amountCents, r.reason])).toEqual([
+      [true, 2500n, RefundReason.DAMAGED],
+      [true, 500n, RefundReason.WRONG_ITEM],
+    ]);
+    expect(refunds[0]?.refundId).toBe("rf_DEMO000000000005");
+  });
+
+  it("ListRefunds of an order without refunds is empty", async () => {
+    expect((await reader.listRefunds({ orderId: "ord_DEMO00000008" })).refunds).toEqual([]);
+  });
+});
+
+describe("each validation rule broken alone is INVALID_ARGUMENT naming the field", () => {
+  const badOrderIds = ["", "ord_short", "ORD_DEMO00000001", "ord_DEMO0000000!", "ord_DEMO000000012"];
+
+  it.each(badOrderIds)("GetOrder order_id %j", async (orderId) => {
+    const error = await failure(reader.getOrder({ orderId }));
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(error.reason).toBe("REQUEST_INVALID");
+    expect(error.fieldViolations.map((v) => v.field)).toEqual(["order_id"]);
+  });
+
+  it.each(badOrderIds)("ListRefunds order_id %j", async (orderId) => {
+    const error = await failure(reader.listRefunds({ orderId }));
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(error.fieldViolations.map((v) => v.field)).toEqual(["order_id"]);
+  });
+
+  it.each([
+    ["order_id not matching the pattern", "order_id", { orderId: "ord_123" }],
+    ["amount_cents 0", "amount_cents", { amountCents: 0n }],
+    ["amount_cents -1", "amount_cents", { amountCents: -1n }],
+    ["amount_cents 500001", "amount_cents", { amountCents: 500_001n }],
+    ["reason unspecified", "reason", { reason: RefundReason.UNSPECIFIED }],
+    ["reason 99 (not in the enum)", "reason", { reason: 99 as RefundReason }],
+    ["idempotency_key of 15 characters", "idempotency_key", { idempotencyKey: "k".repeat(15) }],
+    ["idempotency_key of 65 characters", "idempotency_key", { idempotencyKey: "k".repeat(65) }],
+    ["idempotency_key with spaces", "idempotency_key", { idempotencyKey: "bad key with spaces" }],
+    ["idempotency_key with slashes", "idempotency_key", { idempotencyKey: "key/with/slashes/0001" }],
+  ])("Refund with %s", async (_, field, change) => {
+    const rowsBefore = billing.refunds().length;
+    const error = await failure(refunder.refund({ ...validRefund, idempotencyKey: `api-test-invalid-${field}-0001`, ...change }));
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(error.reason).toBe("REQUEST_INVALID");
+    expect(error.fieldViolations.map((v) => v.field)).toEqual([field]);
+    expect(billing.refunds()).toHaveLength(rowsBefore);
+  });
+
+  it("accepts the boundary values 1 and 500000 cents and keys of 16 and 64 characters", async () => {
+    const at16 = await refunder.refund({ ...validRefund, amountCents: 1n, idempotencyKey: "k".repeat(16) });
+    const at64 = await refunder.refund({ ...validRefund, amountCents: 1n, idempotencyKey: "K_.:-".repeat(12) + "abcd" });
+    expect([at16.replayed, at64.replayed]).toEqual([false, false]);
+    // 500000 passes validation and is then refused by the ledger: order 2 holds 450000.
+    const error = await failure(refunder.refund({ ...validRefund, amountCents: 500_000n, idempotencyKey: "api-test-max-amount-0001" }));
+    expect(error.code).toBe(status.FAILED_PRECONDITION);
+  });
+});
+
+describe("auth", () => {
+  it("refuses Refund to a token with only billing:read (PERMISSION_DENIED)", async () => {
+    const key = "api-test-scope-missing-0001";
+    const error = await failure(reader.refund({ ...validRefund, idempotencyKey: key }));
+    expect(error.code).toBe(status.PERMISSION_DENIED);
+    expect(billing.refunds({ key })).toEqual([]);
+  });
+
+  it("refuses the read methods to a token with only billing:refund (PERMISSION_DENIED)", async () => {
+    expect((await failure(refunder.getOrder({ orderId: "ord_DEMO00000001" }))).code).toBe(status.PERMISSION_DENIED);
+    expect((await failure(refunder.listRefunds({ orderId: "ord_DEMO00000001" }))).code).toBe(status.PERMISSION_DENIED);
+  });
+
+  it("refuses a call without a token (UNAUTHENTICATED)", async () => {
+    const anonymous = createRawClient(BillingService, billing.tool.address);
+    try {
+      const key = "api-test-no-token-0001";
+      expect((await failure(anonymous.refund({ ...validRefund, idempotencyKey: key }))).code).toBe(status.UNAUTHENTICATED);
+      expect((await failure(anonymous.getOrder({ orderId: "ord_DEMO00000001" }))).code).toBe(status.UNAUTHENTICATED);
+      expect(billing.refunds({ key })).toEqual([]);
+    } finally {
+      anonymous.close();
+    }
+  });
+});

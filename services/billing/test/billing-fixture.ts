@@ -1,0 +1,72 @@
+// A real billing server over a fresh ledger file in its own temp dir, with the demo orders
+// seeded and a fixed clock, plus a direct read-only view of the file to check stored rows.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import type { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { CallError } from "@loopguard/tool-sdk";
+import { startTestTool, type TestTool } from "@loopguard/tool-sdk/testing";
+import { DEMO_ORDERS } from "../src/demo-orders.js";
+import { type LedgerOptions, RefundLedger } from "../src/ledger.js";
+import { build } from "../src/server.js";
+
+export const FIXED_NOW = new Date("2026-11-29T12:00:00.000Z");
+
+export interface OrderRow {
+  order_id: string;
+  status: string;
+  amount_paid_cents: number;
+  amount_refunded_cents: number;
+  version: number;
+}
+
+export interface RefundRow {
+  refund_id: string;
+  order_id: string;
+  amount_cents: number;
+  reason: number;
+  idempotency_key: string;
+}
+
+export interface BillingFixture {
+  readonly tool: TestTool<typeof BillingService>;
+  readonly dir: string;
+  order(orderId: string): OrderRow | undefined;
+  refunds(where?: { orderId?: string; key?: string }): RefundRow[];
+  close(): Promise<void>;
+}
+
+export async function startBilling(options: LedgerOptions = {}): Promise<BillingFixture> {
+  const dir = mkdtempSync(join(tmpdir(), "billing-int-"));
+  const file = join(dir, "billing.db");
+  const ledger = RefundLedger.open(file, options);
+  ledger.seed(DEMO_ORDERS);
+  const tool = await startTestTool(build({ ledger, clock: { now: () => FIXED_NOW } }));
+  const db = new Database(file, { readonly: true });
+  return {
+    tool,
+    dir,
+    order: (orderId) => db.prepare("SELECT * FROM orders WHERE order_id = ?").get(orderId) as OrderRow | undefined,
+    refunds: ({ orderId, key } = {}) =>
+      db
+        .prepare("SELECT * FROM refunds WHERE (@orderId IS NULL OR order_id = @orderId) AND (@key IS NULL OR idempotency_key = @key) ORDER BY rowid")
+        .all({ orderId: orderId ?? null, key: key ?? null }) as RefundRow[],
+    async close() {
+      db.close();
+      await tool.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The CallError of a call that must fail; a call that succeeds fails the test. */
+export async function failure(call: Promise<unknown>): Promise<CallError> {
+  try {
+    await call;
+  } catch (error) {
+    if (error instanceof CallError) return error;
+    throw error;
+  }
+  throw new Error("expected the call to fail");
+}

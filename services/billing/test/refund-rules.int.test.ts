@@ -1,0 +1,122 @@
+// Refund's promises over a real server: replay, refused key reuse, one execution under
+// concurrency, and preconditions that leave nothing written when they fail.
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { type BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { type RawClient, status } from "@loopguard/tool-sdk";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LEDGER_RETRY_AFTER_MS } from "../src/handlers.js";
+import { type BillingFixture, failure, startBilling } from "./billing-fixture.js";
+
+let billing: BillingFixture;
+let client: RawClient<typeof BillingService>;
+
+beforeAll(async () => {
+  billing = await startBilling();
+  client = await billing.tool.client(["billing:refund", "billing:read"]);
+});
+
+afterAll(async () => {
+  await billing.close();
+});
+
+describe("Refund", () => {
+  it("replays the first result for the same key and parameters and writes one row", async () => {
+    const request = { orderId: "ord_DEMO00000001", amountCents: 1000n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-replay-0000001" };
+    const first = await client.refund(request);
+    const again = await client.refund(request);
+    expect(first.replayed).toBe(false);
+    expect(again.replayed).toBe(true);
+    expect(again.refund).toEqual(first.refund);
+    expect(again.orderRefundableCents).toBe(first.orderRefundableCents);
+    expect(billing.refunds({ key: request.idempotencyKey })).toHaveLength(1);
+    expect(billing.order("ord_DEMO00000001")).toMatchObject({ amount_refunded_cents: 1000, version: 2 });
+  });
+
+  it.each([
+    ["another amount", { amountCents: 1001n }],
+    ["another reason", { reason: RefundReason.WRONG_ITEM }],
+    ["another order", { orderId: "ord_DEMO00000008" }],
+  ])("refuses the key reused with %s (IDEMPOTENCY_KEY_REUSED) and writes nothing", async (_, change) => {
+    const request = { orderId: "ord_DEMO00000002", amountCents: 1000n, reason: RefundReason.DAMAGED, idempotencyKey: `rules-reuse-${Object.keys(change)[0]}` };
+    await client.refund(request);
+    const rowsBefore = billing.refunds();
+    const ordersBefore = [billing.order("ord_DEMO00000002"), billing.order("ord_DEMO00000008")];
+    const error = await failure(client.refund({ ...request, ...change }));
+    expect(error.code).toBe(status.ALREADY_EXISTS);
+    expect(error.reason).toBe("IDEMPOTENCY_KEY_REUSED");
+    expect(billing.refunds()).toEqual(rowsBefore);
+    expect([billing.order("ord_DEMO00000002"), billing.order("ord_DEMO00000008")]).toEqual(ordersBefore);
+  });
+
+  it("executes 50 concurrent calls with one key once, and all answer with the same refund", async () => {
+    const request = { orderId: "ord_DEMO00000008", amountCents: 700n, reason: RefundReason.NOT_DELIVERED, idempotencyKey: "rules-concurrent-0000001" };
+    const before = billing.order("ord_DEMO00000008")!;
+    const responses = await Promise.all(Array.from({ length: 50 }, () => client.refund(request)));
+    expect(new Set(responses.map((r) => r.refund?.refundId)).size).toBe(1);
+    expect(responses.filter((r) => !r.replayed)).toHaveLength(1);
+    expect(billing.refunds({ key: request.idempotencyKey })).toHaveLength(1);
+    expect(billing.order("ord_DEMO00000008")).toMatchObject({
+      amount_refunded_cents: before.amount_refunded_cents + 700,
+      version: before.version + 1,
+    });
+  });
+
+  it("refuses more than is still refundable (ORDER_NOT_REFUNDABLE) and leaves order and rows unchanged", async () => {
+    const before = billing.order("ord_DEMO00000005");
+    const rowsBefore = billing.refunds();
+    const error = await failure(
+      client.refund({ orderId: "ord_DEMO00000005", amountCents: 5501n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-over-refund-0001" }),
+    );
+    expect(error.code).toBe(status.FAILED_PRECONDITION);
+    expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
+    expect(billing.order("ord_DEMO00000005")).toEqual(before);
+    expect(billing.refunds()).toEqual(rowsBefore);
+    const exact = await client.refund({ orderId: "ord_DEMO00000005", amountCents: 5500n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-exact-refund-0001" });
+    expect(exact.orderRefundableCents).toBe(0n);
+    expect(billing.order("ord_DEMO00000005")).toMatchObject({ status: "REFUNDED", amount_refunded_cents: 8000 });
+  });
+
+  it.each([
+    ["pending", "ord_DEMO00000003"],
+    ["cancelled", "ord_DEMO00000004"],
+    ["fully refunded", "ord_DEMO00000006"],
+  ])("refuses a %s order (ORDER_NOT_REFUNDABLE)", async (_, orderId) => {
+    const before = billing.order(orderId);
+    const error = await failure(client.refund({ orderId, amountCents: 1n, reason: RefundReason.CUSTOMER_REQUEST, idempotencyKey: `rules-unpaid-${orderId}` }));
+    expect(error.code).toBe(status.FAILED_PRECONDITION);
+    expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
+    expect(billing.order(orderId)).toEqual(before);
+    expect(billing.refunds({ key: `rules-unpaid-${orderId}` })).toEqual([]);
+  });
+
+  it("answers NOT_FOUND (ORDER_NOT_FOUND) for an unknown order on every method", async () => {
+    const orderId = "ord_NOSUCHORDER1";
+    const refund = await failure(client.refund({ orderId, amountCents: 1n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-unknown-order-0001" }));
+    const get = await failure(client.getOrder({ orderId }));
+    const list = await failure(client.listRefunds({ orderId }));
+    expect([refund, get, list].map((e) => [e.code, e.reason])).toEqual(Array(3).fill([status.NOT_FOUND, "ORDER_NOT_FOUND"]));
+    expect(billing.refunds({ key: "rules-unknown-order-0001" })).toEqual([]);
+  });
+});
+
+describe("a locked ledger", () => {
+  it("answers UNAVAILABLE (LEDGER_UNAVAILABLE) with a retry delay, and the retry with the same key succeeds", async () => {
+    const locked = await startBilling({ busyTimeoutMs: 50 });
+    const holder = new Database(join(locked.dir, "billing.db"));
+    try {
+      const lockedClient = await locked.tool.client(["billing:refund"]);
+      const request = { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-locked-ledger-0001" };
+      holder.exec("BEGIN IMMEDIATE");
+      const error = await failure(lockedClient.refund(request));
+      expect([error.code, error.reason, error.retryAfterMs]).toEqual([status.UNAVAILABLE, "LEDGER_UNAVAILABLE", LEDGER_RETRY_AFTER_MS]);
+      holder.exec("ROLLBACK");
+      expect(locked.refunds({ key: request.idempotencyKey })).toEqual([]);
+      expect((await lockedClient.refund(request)).replayed).toBe(false);
+      expect(locked.refunds({ key: request.idempotencyKey })).toHaveLength(1);
+    } finally {
+      holder.close();
+      await locked.close();
+    }
+  });
+});

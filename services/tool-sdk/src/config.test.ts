@@ -16,6 +16,10 @@ describe("loadToolConfig", () => {
     );
   });
 
+  it("fails fast on an unknown LOG_LEVEL with a ConfigError", () => {
+    expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret, LOG_LEVEL: "loud" })).toThrow(ConfigError);
+  });
+
   it("refuses to start without an auth secret", () => {
     expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, {})).toThrow(ConfigError);
   });

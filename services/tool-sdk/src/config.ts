@@ -39,6 +39,14 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
+function logLevel(raw: string | undefined): LogLevel {
+  try {
+    return parseLogLevel(raw);
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
+  }
+}
+
 /** The shared signing secret of caller tokens: LOOPGUARD_AUTH_SECRET, or the file LOOPGUARD_AUTH_SECRET_FILE names. */
 export function readAuthSecret(env: Env = process.env): string {
   const file = env.LOOPGUARD_AUTH_SECRET_FILE;
@@ -63,7 +71,7 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
     shutdownGraceMs: integer(env, `${prefix}_SHUTDOWN_GRACE_MS`, 10_000, 0, 600_000),
     dataDir: resolve(env.LOOPGUARD_DATA_DIR || ".data"),
     authSecret: readAuthSecret(env),
-    logLevel: parseLogLevel(env.LOG_LEVEL),
+    logLevel: logLevel(env.LOG_LEVEL),
   });
 }
 

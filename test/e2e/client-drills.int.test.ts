@@ -1,8 +1,10 @@
 // toolClient against real tool processes, with faults made by real SIGKILL.
 import { setTimeout as sleep } from "node:timers/promises";
+import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
-import { mintToken, toolClient, type ToolResult } from "@loopguard/tool-sdk";
-import { TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { createRawClient, mintToken, toolClient, type ToolResult } from "@loopguard/tool-sdk";
+import { metricValue, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { Registry } from "prom-client";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { freePort, kill, startTool, tempDataDir } from "./processes.js";
@@ -80,6 +82,36 @@ describe("toolClient against real kb-search processes", () => {
       expect(notLive.map((r) => [r.source, r.attempts, r.liveError?.code, r.liveError?.reason, r.liveError?.message])).toEqual([]);
     } finally {
       kb.close();
+    }
+  });
+});
+
+describe("toolClient against a real billing process", () => {
+  it("retries a refund that carries its idempotency key through injected failures and refunds exactly once", async () => {
+    const billingData = tempDataDir();
+    const proc = await startTool("billing", billingData.dir);
+    running.push(proc);
+    const token = await mintToken(TEST_AUTH_SECRET, { subject: "orchestrator", scopes: ["billing:read", "billing:refund", "tool:admin"] });
+    const admin = createRawClient(ToolAdminService, proc.address, { token });
+    const billing = toolClient(BillingService, { target: proc.address, token, registry: new Registry(), retry: { maxAttempts: 8 }, breaker: { volumeThreshold: 1000 } });
+    try {
+      await admin.setFaults({ profile: { errorRate: 0.6, methods: ["Refund"] } });
+      const key = "e2e-retry-key-0000000001";
+      const result = await billing.call("refund", { orderId: "ord_DEMO00000001", amountCents: 100, reason: RefundReason.DAMAGED, idempotencyKey: key });
+      expect(result.source).toBe("live");
+      const again = await billing.call("refund", { orderId: "ord_DEMO00000001", amountCents: 100, reason: RefundReason.DAMAGED, idempotencyKey: key });
+      expect(again.response.replayed).toBe(true);
+      expect(again.response.refund?.refundId).toBe(result.response.refund?.refundId);
+      await admin.setFaults({ profile: {} });
+      const refunds = await billing.call("listRefunds", { orderId: "ord_DEMO00000001" });
+      expect(refunds.response.refunds.filter((r) => r.refundId === result.response.refund?.refundId)).toHaveLength(1);
+      const page = await fetch(`http://127.0.0.1:${proc.metricsPort}/metrics`).then((r) => r.text());
+      const seen = metricValue(page, "grpc_server_started_total", { grpc_method: "Refund" });
+      expect(seen).toBe(result.attempts + again.attempts);
+    } finally {
+      billing.close();
+      admin.close();
+      billingData.remove();
     }
   });
 });

@@ -3,7 +3,7 @@
 // normalisation and validation → deadline/cancellation → fault injection → handler → response
 // validation → error mapping → RED metrics. Beside the contract it serves grpc.health.v1,
 // server reflection, the ToolAdminService (fault injection) and /metrics over HTTP.
-import { createServer, type Server as HttpServer } from "node:http";
+import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
@@ -16,10 +16,12 @@ import {
 } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import {
+  type handleServerStreamingCall,
   type handleUnaryCall,
   Server,
   ServerCredentials,
   type ServerUnaryCall,
+  type ServerWritableStream,
   type sendUnaryData,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
@@ -54,11 +56,20 @@ type UnaryHandler<M extends DescMethod> = M extends DescMethod & { methodKind: "
   ? (request: MessageShape<M["input"]>, ctx: CallContext) => Promise<MessageInitShape<M["output"]>>
   : never;
 
+type StreamHandler<M extends DescMethod> = (
+  request: MessageShape<M["input"]>,
+  ctx: CallContext,
+) => AsyncIterable<MessageInitShape<M["output"]>>;
+
 type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
 
 /** One handler per method of the contract, keyed by the method's local name (e.g. "getOrder"). */
 export type ToolHandlers<S extends DescService> = {
-  [K in keyof MethodsOf<S>]: MethodsOf<S>[K] extends DescMethod ? UnaryHandler<MethodsOf<S>[K]> : never;
+  [K in keyof MethodsOf<S>]: MethodsOf<S>[K] extends DescMethod & { methodKind: "server_streaming" }
+    ? StreamHandler<MethodsOf<S>[K]>
+    : MethodsOf<S>[K] extends DescMethod
+      ? UnaryHandler<MethodsOf<S>[K]>
+      : never;
 };
 
 /** Rewrites a request into its canonical form before validation (e.g. upper-case check characters). */
@@ -90,6 +101,10 @@ export interface ServeOptions {
   readonly logger: Logger;
   /** Wait suggested to callers refused for overload. */
   readonly shedRetryAfterMs?: number;
+  /** Metrics to export, when the caller registers metrics of its own beside the server's. */
+  readonly metrics?: ServerMetrics;
+  /** Extra routes on the HTTP port; returns false for a path it does not serve. */
+  readonly http?: (req: IncomingMessage, res: ServerResponse) => boolean;
 }
 
 export interface ToolServer {
@@ -134,7 +149,7 @@ function reflectionFiles(services: readonly DescService[]): Uint8Array[] {
   return out;
 }
 
-function bearerToken(call: ServerUnaryCall<unknown, unknown>): string | undefined {
+function bearerToken(call: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>): string | undefined {
   const value = call.metadata.get("authorization")[0];
   if (typeof value !== "string") return undefined;
   const match = /^Bearer\s+(\S+)$/i.exec(value);
@@ -144,7 +159,7 @@ function bearerToken(call: ServerUnaryCall<unknown, unknown>): string | undefine
 export async function serveTool<S extends DescService>(definition: ToolDefinition<S>, options: ServeOptions): Promise<ToolServer> {
   const { service } = definition;
   const tool = servicePolicy(service).toolName;
-  const metrics = new ServerMetrics(tool);
+  const metrics = options.metrics ?? new ServerMetrics(tool);
   const faults = new FaultSwitch();
   const verifier = new TokenVerifier(options.authSecret);
   const log = options.logger;
@@ -193,15 +208,19 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     reasons: ReadonlySet<string>,
     domain: string,
     injectFaults: boolean,
-  ): handleUnaryCall<unknown, unknown> {
+  ): handleUnaryCall<unknown, unknown> | handleServerStreamingCall<unknown, unknown> {
     const policy = methodPolicy(method);
-    const labels = { grpc_type: "unary", grpc_service: method.parent.typeName, grpc_method: method.name };
+    const streaming = method.methodKind === "server_streaming";
+    const labels = { grpc_type: method.methodKind === "server_streaming" ? "server_stream" : "unary", grpc_service: method.parent.typeName, grpc_method: method.name };
     const spanName = `${method.parent.typeName}/${method.name}`;
     const shedError = new ToolError(status.RESOURCE_EXHAUSTED, "OVERLOADED", `${tool} is at its concurrency limit of ${options.maxConcurrent}`, {
       retryAfterMs: shedRetryAfterMs,
     });
 
-    return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+    return (
+      call: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>,
+      callback?: sendUnaryData<unknown>,
+    ) => {
       const started = performance.now();
       metrics.started.inc(labels);
       const { span, context: spanContext, traceId } = startServerSpan(spanName, call.metadata, {
@@ -220,11 +239,14 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
         metrics.handled.inc({ ...labels, grpc_code: codeName });
         metrics.handlingSeconds.observe({ ...labels, grpc_code: codeName }, (performance.now() - started) / 1000);
         span.setAttribute("rpc.grpc.status_code", code);
-        if (error) {
-          span.setStatus({ code: SpanStatusCode.ERROR, message: error.reason });
-          callback(toServiceError(error, domain), null);
+        if (error) span.setStatus({ code: SpanStatusCode.ERROR, message: error.reason });
+        if (callback) {
+          if (error) callback(toServiceError(error, domain), null);
+          else callback(null, response);
         } else {
-          callback(null, response);
+          const stream = call as ServerWritableStream<unknown, unknown>;
+          if (error) stream.emit("error", toServiceError(error, domain));
+          else stream.end();
         }
         span.end();
       };
@@ -295,17 +317,30 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
         const aborted = new Promise<never>((_, reject) => {
           abort.signal.addEventListener("abort", () => reject(abort.signal.reason), { once: true });
         });
-        const init = await Promise.race([runInCallScope(deadline, () => handler(request, ctx)), aborted]);
-        const response = create(method.output, init as MessageInitShape<typeof method.output>);
-        const responseViolations = violationsOf(method.output, response);
-        if (responseViolations.length > 0) {
-          metrics.contractViolations.inc({ tool, grpc_method: method.name });
-          callLog.error("response withheld: it breaks its contract", {
-            violations: responseViolations.map((v) => ({ field: v.field, reason: v.reason ?? "" })),
+        const checked = (init: unknown) => {
+          const response = create(method.output, init as MessageInitShape<typeof method.output>);
+          const responseViolations = violationsOf(method.output, response);
+          if (responseViolations.length > 0) {
+            metrics.contractViolations.inc({ tool, grpc_method: method.name });
+            callLog.error("response withheld: it breaks its contract", {
+              violations: responseViolations.map((v) => ({ field: v.field, reason: v.reason ?? "" })),
+            });
+            throw new ToolError(status.INTERNAL, "CONTRACT_VIOLATION", `${tool} produced a response that breaks its contract`);
+          }
+          return response;
+        };
+        if (streaming) {
+          const stream = call as ServerWritableStream<unknown, unknown>;
+          await runInCallScope(deadline, async () => {
+            for await (const item of (handler as unknown as StreamHandler<DescMethod>)(request as never, ctx)) {
+              if (abort.signal.aborted) throw abort.signal.reason;
+              stream.write(checked(item));
+            }
           });
-          throw new ToolError(status.INTERNAL, "CONTRACT_VIOLATION", `${tool} produced a response that breaks its contract`);
+          return undefined;
         }
-        return response;
+        const init = await Promise.race([runInCallScope(deadline, () => handler(request, ctx)), aborted]);
+        return checked(init);
       };
 
       context
@@ -358,6 +393,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
 
   const port = await bindAsync(server, `${options.host}:${options.port}`);
   const http = createServer((req, res) => {
+    if (options.http?.(req, res)) return;
     if (req.url === "/metrics") {
       metrics.registry.metrics().then(
         (body) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(body),

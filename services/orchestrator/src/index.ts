@@ -1,0 +1,6 @@
+export * from "./session-state.js";
+export * from "./session-store.js";
+export { SqliteSessionStore } from "./sqlite-session-store.js";
+export { PostgresSessionStore, type PostgresSessionStoreOptions } from "./postgres-session-store.js";
+export { openSessionStore } from "./open-store.js";
+export { benchTransitions, type TransitionBenchResult } from "./bench-transitions.js";

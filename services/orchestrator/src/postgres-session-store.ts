@@ -1,0 +1,497 @@
+// SessionStore on PostgreSQL, for several orchestrator replicas sharing sessions through
+// leases. Round trips dominate here (about 0.6 ms each on a local socket), so the hot paths are
+// single statements: a transition is one UPDATE…RETURNING plus its audit INSERT in one
+// data-modifying CTE (atomic as one statement), a claim is one UPDATE over a
+// FOR UPDATE SKIP LOCKED subquery. Named statements are parsed once per connection.
+import pg from "pg";
+import {
+  assertTransition,
+  IllegalTransitionError,
+  isTerminal,
+  SESSION_STATES,
+  STOP_REASONS,
+  TERMINAL_STATES,
+  TRANSITION_PAIRS,
+  type SessionState,
+  type StopReason,
+} from "./session-state.js";
+import {
+  checkLimit,
+  checkTtl,
+  decodeCursor,
+  DuplicateStepError,
+  emptyCounts,
+  encodeCursor,
+  initialUsage,
+  LeaseLostError,
+  SessionExistsError,
+  SessionNotFoundError,
+  StaleTransitionError,
+  type AuditRecord,
+  type BudgetLimits,
+  type JsonObject,
+  type ListQuery,
+  type NewSession,
+  type SessionPage,
+  type SessionRecord,
+  type SessionStore,
+  type SessionStoreOptions,
+  type StepRecord,
+  type TransitionInput,
+  type Usage,
+} from "./session-store.js";
+
+const sqlList = (values: readonly string[]): string => values.map((v) => `'${v}'`).join(", ");
+const TERMINAL_SQL = sqlList(TERMINAL_STATES);
+// The live-session predicate, spelled as in the SQLite store (where NOT IN made every UPDATE
+// maintaining the partial index ~15x slower); queries repeat it verbatim so the planner can use
+// the partial index.
+const LIVE_SQL = TERMINAL_STATES.map((s) => `state <> '${s}'`).join(" AND ");
+/** SQLSTATE raised by the guard triggers. */
+const ILLEGAL_TRANSITION_SQLSTATE = "LGT01";
+/** Serialises schema setup when several replicas start at once (CREATE … IF NOT EXISTS races otherwise). */
+const SCHEMA_LOCK_KEY = 0x4c47_5353;
+
+// The guards repeat in SQL what assertTransition checks in code, so that no code path (an old
+// binary, a hand-written UPDATE) can persist a transition outside TRANSITIONS. The audit check
+// is an AFTER trigger because it must see the UPDATE made by the same statement's CTE.
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS session_transitions (
+  from_state text NOT NULL,
+  to_state text NOT NULL,
+  PRIMARY KEY (from_state, to_state)
+);
+
+CREATE TABLE IF NOT EXISTS sessions (
+  id text PRIMARY KEY,
+  state text NOT NULL CHECK (state IN (${sqlList(SESSION_STATES)})),
+  version integer NOT NULL CHECK (version >= 0),
+  goal text NOT NULL,
+  task jsonb NOT NULL,
+  budget jsonb NOT NULL,
+  usage jsonb NOT NULL,
+  context jsonb NOT NULL,
+  pending jsonb,
+  scopes jsonb NOT NULL,
+  policy text NOT NULL,
+  stop_reason text CHECK (stop_reason IS NULL OR stop_reason IN (${sqlList(STOP_REASONS)})),
+  answer text,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL,
+  lease_owner text,
+  lease_expires_at bigint,
+  idempotency_key text UNIQUE,
+  CHECK ((state IN (${TERMINAL_SQL})) = (stop_reason IS NOT NULL))
+);
+CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at, id);
+CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions (state, created_at, id);
+CREATE INDEX IF NOT EXISTS sessions_live ON sessions (created_at, id) WHERE ${LIVE_SQL};
+
+CREATE TABLE IF NOT EXISTS session_audit (
+  session_id text NOT NULL REFERENCES sessions (id),
+  version integer NOT NULL,
+  from_state text NOT NULL,
+  to_state text NOT NULL,
+  at bigint NOT NULL,
+  reason text,
+  tool text,
+  args_hash text,
+  expected_timeout_ms bigint,
+  outcome text,
+  owner text,
+  PRIMARY KEY (session_id, version)
+);
+
+CREATE TABLE IF NOT EXISTS session_steps (
+  session_id text NOT NULL REFERENCES sessions (id),
+  step integer NOT NULL CHECK (step >= 1),
+  at bigint NOT NULL,
+  payload jsonb NOT NULL,
+  PRIMARY KEY (session_id, step)
+);
+
+CREATE OR REPLACE FUNCTION loopguard_session_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    IF NEW.state <> 'IDLE' OR NEW.version <> 0 OR NEW.stop_reason IS NOT NULL THEN
+      RAISE EXCEPTION 'illegal session transition: a session starts IDLE at version 0'
+        USING ERRCODE = '${ILLEGAL_TRANSITION_SQLSTATE}';
+    END IF;
+  ELSIF NEW.state IS DISTINCT FROM OLD.state OR NEW.version IS DISTINCT FROM OLD.version THEN
+    IF NEW.version IS DISTINCT FROM OLD.version + 1 OR NOT EXISTS (
+      SELECT 1 FROM session_transitions WHERE from_state = OLD.state AND to_state = NEW.state
+    ) THEN
+      RAISE EXCEPTION 'illegal session transition % -> % (version % -> %)', OLD.state, NEW.state, OLD.version, NEW.version
+        USING ERRCODE = '${ILLEGAL_TRANSITION_SQLSTATE}';
+    END IF;
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER sessions_transition_guard BEFORE INSERT OR UPDATE ON sessions
+  FOR EACH ROW EXECUTE FUNCTION loopguard_session_guard();
+
+CREATE OR REPLACE FUNCTION loopguard_session_audit_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id AND version = NEW.version AND state = NEW.to_state)
+     OR NOT EXISTS (SELECT 1 FROM session_transitions WHERE from_state = NEW.from_state AND to_state = NEW.to_state) THEN
+    RAISE EXCEPTION 'illegal session transition: audit row % -> % does not match the session', NEW.from_state, NEW.to_state
+      USING ERRCODE = '${ILLEGAL_TRANSITION_SQLSTATE}';
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER session_audit_guard AFTER INSERT ON session_audit
+  FOR EACH ROW EXECUTE FUNCTION loopguard_session_audit_guard();
+`;
+
+const COLUMNS = `id, state, version, goal, task, budget, usage, context, pending, scopes, policy, stop_reason, answer,
+  created_at, updated_at, lease_owner, lease_expires_at, idempotency_key`;
+
+interface SessionRow {
+  id: string;
+  state: SessionState;
+  version: number;
+  goal: string;
+  task: JsonObject;
+  budget: BudgetLimits;
+  usage: Usage;
+  context: JsonObject;
+  pending: JsonObject | null;
+  scopes: string[];
+  policy: string;
+  stop_reason: StopReason | null;
+  answer: string | null;
+  // bigint columns arrive as strings: pg does not narrow int8 to a JS number by itself.
+  created_at: string;
+  updated_at: string;
+  lease_owner: string | null;
+  lease_expires_at: string | null;
+  idempotency_key: string | null;
+}
+
+interface AuditRow {
+  session_id: string;
+  version: number;
+  from_state: SessionState;
+  to_state: SessionState;
+  at: string;
+  reason: string | null;
+  tool: string | null;
+  args_hash: string | null;
+  expected_timeout_ms: string | null;
+  outcome: string | null;
+  owner: string | null;
+}
+
+const num = (v: string | null): number | null => (v === null ? null : Number(v));
+
+function toRecord(r: SessionRow): SessionRecord {
+  return {
+    id: r.id,
+    state: r.state,
+    version: r.version,
+    goal: r.goal,
+    task: r.task,
+    budget: r.budget,
+    usage: r.usage,
+    context: r.context,
+    pending: r.pending,
+    scopes: r.scopes,
+    policy: r.policy,
+    stopReason: r.stop_reason,
+    answer: r.answer,
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+    leaseOwner: r.lease_owner,
+    leaseExpiresAt: num(r.lease_expires_at),
+    idempotencyKey: r.idempotency_key,
+  };
+}
+
+function toAudit(r: AuditRow): AuditRecord {
+  return {
+    sessionId: r.session_id,
+    version: r.version,
+    from: r.from_state,
+    to: r.to_state,
+    at: Number(r.at),
+    reason: r.reason,
+    tool: r.tool,
+    argsHash: r.args_hash,
+    expectedTimeoutMs: num(r.expected_timeout_ms),
+    outcome: r.outcome,
+    owner: r.owner,
+  };
+}
+
+const byCreated = (a: SessionRecord, b: SessionRecord): number =>
+  a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+function pgCode(err: unknown): string | undefined {
+  return typeof err === "object" && err !== null && "code" in err && typeof err.code === "string" ? err.code : undefined;
+}
+
+const Q = {
+  insert: `INSERT INTO sessions (${COLUMNS})
+    VALUES ($1, 'IDLE', 0, $2, $3::jsonb, $4::jsonb, $5::jsonb, '{}'::jsonb, NULL, $6::jsonb, $7, NULL, NULL, $8, $8, NULL, NULL, $9)
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING ${COLUMNS}`,
+  byId: `SELECT ${COLUMNS} FROM sessions WHERE id = $1`,
+  byKey: `SELECT ${COLUMNS} FROM sessions WHERE idempotency_key = $1`,
+  transition: `WITH moved AS (
+      UPDATE sessions SET
+        state = $3,
+        version = version + 1,
+        usage = CASE WHEN $5::jsonb IS NULL THEN usage ELSE $5::jsonb END,
+        context = CASE WHEN $6::jsonb IS NULL THEN context ELSE $6::jsonb END,
+        pending = CASE WHEN $7::boolean THEN $8::jsonb ELSE pending END,
+        answer = CASE WHEN $9::boolean THEN $10::text ELSE answer END,
+        stop_reason = $11::text,
+        updated_at = $12,
+        lease_owner = CASE WHEN $13::boolean THEN NULL ELSE lease_owner END,
+        lease_expires_at = CASE WHEN $13::boolean THEN NULL ELSE lease_expires_at END
+      WHERE id = $1 AND state = $2 AND version = $4
+        AND ($14::text IS NULL OR (lease_owner = $14::text AND lease_expires_at > $15))
+      RETURNING ${COLUMNS}
+    ), audited AS (
+      INSERT INTO session_audit (session_id, version, from_state, to_state, at, reason, tool, args_hash,
+        expected_timeout_ms, outcome, owner)
+      SELECT id, version, $2, $3, $12, $16, $17, $18, $19, $20, $14 FROM moved
+    )
+    SELECT * FROM moved`,
+  auditTrail: `SELECT * FROM session_audit WHERE session_id = $1 ORDER BY version`,
+  appendStep: `INSERT INTO session_steps (session_id, step, at, payload) VALUES ($1, $2, $3, $4::jsonb)`,
+  steps: `SELECT step, at, payload FROM session_steps WHERE session_id = $1 ORDER BY step`,
+  countByState: `SELECT state, count(*) AS n FROM sessions GROUP BY state`,
+  claim: `UPDATE sessions SET lease_owner = $1, lease_expires_at = $2
+    WHERE id IN (
+      SELECT id FROM sessions
+      WHERE ${LIVE_SQL} AND (lease_owner IS NULL OR lease_expires_at <= $3)
+      ORDER BY created_at, id LIMIT $4
+      FOR UPDATE SKIP LOCKED)
+    RETURNING ${COLUMNS}`,
+  renew: `UPDATE sessions SET lease_expires_at = $4
+    WHERE id = $1 AND lease_owner = $2 AND lease_expires_at > $3 AND ${LIVE_SQL}`,
+  release: `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2`,
+} as const;
+
+const page = (where: string): string =>
+  `SELECT ${COLUMNS} FROM sessions ${where} ORDER BY created_at, id LIMIT $1`;
+const LIST = {
+  all: page(""),
+  allAfter: page(`WHERE (created_at, id) > ($2, $3)`),
+  state: page(`WHERE state = $2`),
+  stateAfter: page(`WHERE state = $2 AND (created_at, id) > ($3, $4)`),
+} as const;
+
+export interface PostgresSessionStoreOptions extends SessionStoreOptions {
+  /** Pool size; each replica needs few, since the hot paths are one statement each. */
+  readonly maxConnections?: number;
+}
+
+export class PostgresSessionStore implements SessionStore {
+  private readonly now: () => number;
+  private closed = false;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    options: SessionStoreOptions,
+  ) {
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Connects and creates (or upgrades) the schema; the database itself must exist. */
+  static async open(url: string, options: PostgresSessionStoreOptions = {}): Promise<PostgresSessionStore> {
+    const pool = new pg.Pool({ connectionString: url, max: options.maxConnections ?? 10 });
+    // An idle client losing its connection emits 'error' on the pool, which would otherwise
+    // crash the process; the pool drops that client and the next query reports any outage.
+    pool.on("error", () => {});
+    const store = new PostgresSessionStore(pool, options);
+    try {
+      await store.inTransaction(async (c) => {
+        await c.query(`SELECT pg_advisory_xact_lock($1)`, [SCHEMA_LOCK_KEY]);
+        await c.query(SCHEMA);
+        await c.query(`DELETE FROM session_transitions`);
+        await c.query(
+          `INSERT INTO session_transitions (from_state, to_state) SELECT * FROM unnest($1::text[], $2::text[])`,
+          [TRANSITION_PAIRS.map(([f]) => f), TRANSITION_PAIRS.map(([, t]) => t)],
+        );
+      });
+    } catch (err) {
+      await pool.end();
+      throw err;
+    }
+    return store;
+  }
+
+  private async inTransaction<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const result = await fn(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (err) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  private async query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]): Promise<R[]> {
+    return (await this.pool.query<R>({ name, text, values })).rows;
+  }
+
+  async create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }> {
+    const now = this.now();
+    let rows: SessionRow[];
+    try {
+      rows = await this.query<SessionRow>("lg_session_insert", Q.insert, [
+        input.id,
+        input.goal,
+        JSON.stringify(input.task),
+        JSON.stringify(input.budget),
+        JSON.stringify(initialUsage(now)),
+        JSON.stringify(input.scopes),
+        input.policy,
+        now,
+        input.idempotencyKey ?? null,
+      ]);
+    } catch (err) {
+      if (pgCode(err) === "23505") throw new SessionExistsError(input.id);
+      throw err;
+    }
+    const row = rows[0];
+    if (row) return { session: toRecord(row), created: true };
+    const existing = (await this.query<SessionRow>("lg_session_by_key", Q.byKey, [input.idempotencyKey]))[0];
+    if (existing) return { session: toRecord(existing), created: false };
+    throw new SessionExistsError(input.id);
+  }
+
+  async get(id: string): Promise<SessionRecord | null> {
+    const row = (await this.query<SessionRow>("lg_session_by_id", Q.byId, [id]))[0];
+    return row ? toRecord(row) : null;
+  }
+
+  async list(query: ListQuery): Promise<SessionPage> {
+    checkLimit(query.limit);
+    const after = query.after === undefined ? undefined : decodeCursor(query.after);
+    const cursor = after ? [after.createdAt, after.id] : [];
+    const [name, text, values] =
+      query.state === undefined
+        ? after
+          ? (["lg_list_all_after", LIST.allAfter, [query.limit + 1, ...cursor]] as const)
+          : (["lg_list_all", LIST.all, [query.limit + 1]] as const)
+        : after
+          ? (["lg_list_state_after", LIST.stateAfter, [query.limit + 1, query.state, ...cursor]] as const)
+          : (["lg_list_state", LIST.state, [query.limit + 1, query.state]] as const);
+    const rows = await this.query<SessionRow>(name, text, [...values]);
+    const sessions = rows.slice(0, query.limit).map(toRecord);
+    const last = sessions.at(-1);
+    return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
+  }
+
+  async countByState(): Promise<Record<SessionState, number>> {
+    const counts = emptyCounts();
+    const rows = await this.query<{ state: SessionState; n: string }>("lg_count_by_state", Q.countByState, []);
+    for (const { state, n } of rows) counts[state] = Number(n);
+    return counts;
+  }
+
+  async transition(t: TransitionInput): Promise<SessionRecord> {
+    const patch = t.patch ?? {};
+    assertTransition(t.from, t.to, patch.stopReason);
+    let rows: SessionRow[];
+    try {
+      rows = await this.query<SessionRow>("lg_transition", Q.transition, [
+        t.id,
+        t.from,
+        t.to,
+        t.expectedVersion,
+        patch.usage === undefined ? null : JSON.stringify(patch.usage),
+        patch.context === undefined ? null : JSON.stringify(patch.context),
+        patch.pending !== undefined,
+        patch.pending == null ? null : JSON.stringify(patch.pending),
+        patch.answer !== undefined,
+        patch.answer ?? null,
+        patch.stopReason ?? null,
+        t.audit.at,
+        isTerminal(t.to),
+        t.owner ?? null,
+        this.now(),
+        t.audit.reason ?? null,
+        t.audit.tool ?? null,
+        t.audit.argsHash ?? null,
+        t.audit.expectedTimeoutMs ?? null,
+        t.audit.outcome ?? null,
+      ]);
+    } catch (err) {
+      // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
+      const code = pgCode(err);
+      if (code === ILLEGAL_TRANSITION_SQLSTATE || code === "23514") {
+        throw new IllegalTransitionError(t.from, t.to, `refused by the database: ${(err as Error).message}`);
+      }
+      throw err;
+    }
+    const row = rows[0];
+    if (row) return toRecord(row);
+    throw await this.whyNotApplied(t);
+  }
+
+  private async whyNotApplied(t: TransitionInput): Promise<Error> {
+    const row = (await this.query<SessionRow>("lg_session_by_id", Q.byId, [t.id]))[0];
+    if (!row) return new SessionNotFoundError(t.id);
+    const actual = { state: row.state, version: row.version };
+    if (row.state !== t.from || row.version !== t.expectedVersion) {
+      return new StaleTransitionError(t.id, { state: t.from, version: t.expectedVersion }, actual);
+    }
+    return new LeaseLostError(t.id, actual, t.owner ?? "", row.lease_owner);
+  }
+
+  async appendStep(sessionId: string, step: StepRecord): Promise<void> {
+    try {
+      await this.query("lg_append_step", Q.appendStep, [sessionId, step.step, step.at, JSON.stringify(step.payload)]);
+    } catch (err) {
+      const code = pgCode(err);
+      if (code === "23505") throw new DuplicateStepError(sessionId, step.step);
+      if (code === "23503") throw new SessionNotFoundError(sessionId);
+      throw err;
+    }
+  }
+
+  async steps(sessionId: string): Promise<StepRecord[]> {
+    const rows = await this.query<{ step: number; at: string; payload: JsonObject }>("lg_steps", Q.steps, [sessionId]);
+    return rows.map((r) => ({ step: r.step, at: Number(r.at), payload: r.payload }));
+  }
+
+  async auditTrail(sessionId: string): Promise<AuditRecord[]> {
+    return (await this.query<AuditRow>("lg_audit_trail", Q.auditTrail, [sessionId])).map(toAudit);
+  }
+
+  async claim(owner: string, ttlMs: number, limit: number): Promise<SessionRecord[]> {
+    if (owner === "") throw new RangeError("owner must not be empty");
+    checkTtl(ttlMs);
+    checkLimit(limit);
+    const now = this.now();
+    const rows = await this.query<SessionRow>("lg_claim", Q.claim, [owner, now + ttlMs, now, limit]);
+    return rows.map(toRecord).sort(byCreated);
+  }
+
+  async renewLease(id: string, owner: string, ttlMs: number): Promise<boolean> {
+    checkTtl(ttlMs);
+    const now = this.now();
+    const result = await this.pool.query({ name: "lg_renew", text: Q.renew, values: [id, owner, now, now + ttlMs] });
+    return result.rowCount === 1;
+  }
+
+  async releaseLease(id: string, owner: string): Promise<boolean> {
+    const result = await this.pool.query({ name: "lg_release", text: Q.release, values: [id, owner] });
+    return result.rowCount === 1;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+}

@@ -1,0 +1,267 @@
+// The one persistence contract the orchestrator runs on. SQLite (one process) and PostgreSQL
+// (several replicas sharing sessions through leases) implement it, and the same test suite
+// holds both to it: see test/session-store.suite.ts.
+import type { SessionState, StopReason } from "./session-state.js";
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: JsonValue };
+
+/** The budget vector's limits; each maps to the stop reason of the same name. */
+export interface BudgetLimits {
+  readonly maxSteps: number;
+  readonly maxToolCalls: number;
+  readonly maxTokens: number;
+  readonly maxCostMicros: number;
+  /** Wall-clock milliseconds from `usage.startedAt` until the `deadline` stop reason. */
+  readonly deadlineMs: number;
+}
+
+/** What a session has spent so far, against its BudgetLimits. */
+export interface Usage {
+  readonly steps: number;
+  readonly toolCalls: number;
+  readonly tokens: number;
+  readonly costMicros: number;
+  /** Epoch milliseconds. */
+  readonly startedAt: number;
+}
+
+export interface NewSession {
+  readonly id: string;
+  readonly goal: string;
+  readonly task: JsonObject;
+  readonly budget: BudgetLimits;
+  readonly scopes: readonly string[];
+  readonly policy: string;
+  /** A second create with the same key returns the first session instead of making another. */
+  readonly idempotencyKey?: string;
+}
+
+export interface SessionRecord {
+  readonly id: string;
+  readonly state: SessionState;
+  /** Number of transitions so far; equals the number of audit rows. */
+  readonly version: number;
+  readonly goal: string;
+  readonly task: JsonObject;
+  readonly budget: BudgetLimits;
+  readonly usage: Usage;
+  readonly context: JsonObject;
+  /** The action in flight (e.g. a tool call awaiting its result or an approval), if any. */
+  readonly pending: JsonObject | null;
+  readonly scopes: readonly string[];
+  readonly policy: string;
+  readonly stopReason: StopReason | null;
+  readonly answer: string | null;
+  /** Epoch milliseconds. */
+  readonly createdAt: number;
+  readonly updatedAt: number;
+  readonly leaseOwner: string | null;
+  readonly leaseExpiresAt: number | null;
+  readonly idempotencyKey: string | null;
+}
+
+/** What the entry/exit hooks record about one transition. */
+export interface AuditInput {
+  /** Epoch milliseconds; also becomes the session's `updatedAt`. */
+  readonly at: number;
+  readonly reason?: string;
+  readonly tool?: string;
+  readonly argsHash?: string;
+  readonly expectedTimeoutMs?: number;
+  readonly outcome?: string;
+}
+
+export interface SessionPatch {
+  readonly usage: Usage;
+  readonly context: JsonObject;
+  /** `null` clears the pending action; leaving the field out keeps it. */
+  readonly pending: JsonObject | null;
+  readonly stopReason: StopReason;
+  readonly answer: string | null;
+}
+
+export interface TransitionInput {
+  readonly id: string;
+  readonly from: SessionState;
+  readonly to: SessionState;
+  readonly expectedVersion: number;
+  readonly patch?: Partial<SessionPatch>;
+  readonly audit: AuditInput;
+  /** When set, the transition is refused unless this owner holds an unexpired lease. */
+  readonly owner?: string;
+}
+
+export interface AuditRecord {
+  readonly sessionId: string;
+  /** The session version this transition produced (1 for the first transition). */
+  readonly version: number;
+  readonly from: SessionState;
+  readonly to: SessionState;
+  readonly at: number;
+  readonly reason: string | null;
+  readonly tool: string | null;
+  readonly argsHash: string | null;
+  readonly expectedTimeoutMs: number | null;
+  readonly outcome: string | null;
+  readonly owner: string | null;
+}
+
+export interface StepRecord {
+  /** 1-based, unique per session. */
+  readonly step: number;
+  readonly at: number;
+  readonly payload: JsonObject;
+}
+
+export interface ListQuery {
+  readonly state?: SessionState;
+  readonly limit: number;
+  /** `nextCursor` of the previous page. */
+  readonly after?: string;
+}
+
+export interface SessionPage {
+  readonly sessions: SessionRecord[];
+  /** Null on the last page. */
+  readonly nextCursor: string | null;
+}
+
+export interface SessionStore {
+  create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }>;
+  get(id: string): Promise<SessionRecord | null>;
+  /** Oldest first, by (createdAt, id); keyset pagination, so pages neither repeat nor skip rows. */
+  list(query: ListQuery): Promise<SessionPage>;
+  countByState(): Promise<Record<SessionState, number>>;
+  /**
+   * Moves a session and writes its audit row in one transaction, under an optimistic lock on
+   * (state, version). Throws IllegalTransitionError (nothing written), StaleTransitionError,
+   * LeaseLostError or SessionNotFoundError. Entering a terminal state also releases the lease.
+   */
+  transition(t: TransitionInput): Promise<SessionRecord>;
+  /** Throws DuplicateStepError when the step number is taken, SessionNotFoundError for no session. */
+  appendStep(sessionId: string, step: StepRecord): Promise<void>;
+  steps(sessionId: string): Promise<StepRecord[]>;
+  /** Oldest first. */
+  auditTrail(sessionId: string): Promise<AuditRecord[]>;
+  /**
+   * Atomically leases up to `limit` non-terminal sessions whose lease is absent or expired
+   * (oldest first) to `owner` for `ttlMs`. Two concurrent claims never return the same session.
+   */
+  claim(owner: string, ttlMs: number, limit: number): Promise<SessionRecord[]>;
+  /** False when `owner` no longer holds an unexpired lease on a live session. */
+  renewLease(id: string, owner: string, ttlMs: number): Promise<boolean>;
+  /** False when `owner` did not hold the lease. */
+  releaseLease(id: string, owner: string): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export interface SessionStoreOptions {
+  /** Epoch milliseconds; creation times and lease expiry are read from it. */
+  readonly now?: () => number;
+}
+
+/** The session moved on (or is not in `from`) since the caller read it; reload and decide again. */
+export class StaleTransitionError extends Error {
+  override readonly name: string = "StaleTransitionError";
+  constructor(
+    readonly sessionId: string,
+    readonly expected: { state: SessionState; version: number },
+    readonly actual: { state: SessionState; version: number },
+    message?: string,
+  ) {
+    super(
+      message ??
+        `session ${sessionId} is ${actual.state}@${actual.version}, not ${expected.state}@${expected.version}`,
+    );
+  }
+}
+
+/** The caller's lease is gone or expired, so another replica may own the session now. */
+export class LeaseLostError extends StaleTransitionError {
+  override readonly name = "LeaseLostError";
+  constructor(
+    sessionId: string,
+    state: { state: SessionState; version: number },
+    readonly owner: string,
+    readonly leaseOwner: string | null,
+  ) {
+    super(sessionId, state, state, `session ${sessionId}: lease not held by ${owner} (holder: ${leaseOwner ?? "none"})`);
+  }
+}
+
+export class SessionNotFoundError extends Error {
+  override readonly name = "SessionNotFoundError";
+  constructor(readonly sessionId: string) {
+    super(`session ${sessionId} not found`);
+  }
+}
+
+/** Same id, different (or no) idempotency key: a caller bug, not a retry. */
+export class SessionExistsError extends Error {
+  override readonly name = "SessionExistsError";
+  constructor(readonly sessionId: string) {
+    super(`session ${sessionId} already exists`);
+  }
+}
+
+export class DuplicateStepError extends Error {
+  override readonly name = "DuplicateStepError";
+  constructor(
+    readonly sessionId: string,
+    readonly step: number,
+  ) {
+    super(`session ${sessionId} already has step ${step}`);
+  }
+}
+
+export function initialUsage(startedAt: number): Usage {
+  return { steps: 0, toolCalls: 0, tokens: 0, costMicros: 0, startedAt };
+}
+
+export interface Cursor {
+  readonly createdAt: number;
+  readonly id: string;
+}
+
+export function encodeCursor(c: Cursor): string {
+  return Buffer.from(JSON.stringify([c.createdAt, c.id])).toString("base64url");
+}
+
+export function decodeCursor(s: string): Cursor {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(s, "base64url").toString("utf8"));
+  } catch {
+    parsed = undefined;
+  }
+  if (!Array.isArray(parsed) || typeof parsed[0] !== "number" || typeof parsed[1] !== "string") {
+    throw new RangeError("invalid list cursor");
+  }
+  return { createdAt: parsed[0], id: parsed[1] };
+}
+
+export function checkLimit(limit: number, name = "limit"): void {
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
+    throw new RangeError(`${name} must be an integer in [1, 10000], got ${limit}`);
+  }
+}
+
+export function checkTtl(ttlMs: number): void {
+  if (!Number.isInteger(ttlMs) || ttlMs < 1) throw new RangeError(`ttlMs must be a positive integer, got ${ttlMs}`);
+}
+
+export function emptyCounts(): Record<SessionState, number> {
+  return {
+    IDLE: 0,
+    THINKING: 0,
+    TOOL_EXECUTING: 0,
+    OBSERVING: 0,
+    RETRYING: 0,
+    FALLBACK: 0,
+    AWAITING_APPROVAL: 0,
+    DONE: 0,
+    FAILED: 0,
+    CANCELLED: 0,
+  };
+}

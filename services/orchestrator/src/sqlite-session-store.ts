@@ -1,0 +1,468 @@
+// SessionStore on one SQLite file (better-sqlite3, WAL, synchronous=NORMAL: a committed
+// transition survives a process crash). better-sqlite3 is synchronous, so each method runs its
+// transaction to the end before any other caller in this process gets a turn; BEGIN IMMEDIATE
+// and busy_timeout cover other processes sharing the file.
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import {
+  assertTransition,
+  IllegalTransitionError,
+  isTerminal,
+  SESSION_STATES,
+  STOP_REASONS,
+  TERMINAL_STATES,
+  TRANSITION_PAIRS,
+  type SessionState,
+  type StopReason,
+} from "./session-state.js";
+import {
+  checkLimit,
+  checkTtl,
+  decodeCursor,
+  DuplicateStepError,
+  emptyCounts,
+  encodeCursor,
+  initialUsage,
+  LeaseLostError,
+  SessionExistsError,
+  SessionNotFoundError,
+  StaleTransitionError,
+  type AuditRecord,
+  type ListQuery,
+  type NewSession,
+  type SessionPage,
+  type SessionRecord,
+  type SessionStore,
+  type SessionStoreOptions,
+  type StepRecord,
+  type TransitionInput,
+} from "./session-store.js";
+
+const sqlList = (values: readonly string[]): string => values.map((v) => `'${v}'`).join(", ");
+const TERMINAL_SQL = sqlList(TERMINAL_STATES);
+// Spelled as a conjunction of <> rather than NOT IN: SQLite then maintains the partial index
+// below cheaply (with NOT IN, each UPDATE took ~0.7 ms instead of ~50 µs), and queries that
+// repeat the predicate verbatim can use that index.
+const LIVE_SQL = TERMINAL_STATES.map((s) => `state <> '${s}'`).join(" AND ");
+
+// The guards repeat in SQL what assertTransition checks in code, so that no code path (an old
+// binary, a hand-written UPDATE) can persist a transition outside TRANSITIONS: every state or
+// version change must be +1 along an allowed edge, and every audit row must describe the
+// session's state right after such a change.
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS session_transitions (
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  PRIMARY KEY (from_state, to_state)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS sessions (
+  id TEXT PRIMARY KEY,
+  state TEXT NOT NULL CHECK (state IN (${sqlList(SESSION_STATES)})),
+  version INTEGER NOT NULL CHECK (version >= 0),
+  goal TEXT NOT NULL,
+  task TEXT NOT NULL,
+  budget TEXT NOT NULL,
+  usage TEXT NOT NULL,
+  context TEXT NOT NULL,
+  pending TEXT,
+  scopes TEXT NOT NULL,
+  policy TEXT NOT NULL,
+  stop_reason TEXT CHECK (stop_reason IS NULL OR stop_reason IN (${sqlList(STOP_REASONS)})),
+  answer TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  lease_owner TEXT,
+  lease_expires_at INTEGER,
+  idempotency_key TEXT UNIQUE,
+  CHECK ((state IN (${TERMINAL_SQL})) = (stop_reason IS NOT NULL))
+);
+CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at, id);
+CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions (state, created_at, id);
+CREATE INDEX IF NOT EXISTS sessions_live ON sessions (created_at, id) WHERE ${LIVE_SQL};
+
+CREATE TABLE IF NOT EXISTS session_audit (
+  session_id TEXT NOT NULL REFERENCES sessions (id),
+  version INTEGER NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  at INTEGER NOT NULL,
+  reason TEXT,
+  tool TEXT,
+  args_hash TEXT,
+  expected_timeout_ms INTEGER,
+  outcome TEXT,
+  owner TEXT,
+  PRIMARY KEY (session_id, version)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS session_steps (
+  session_id TEXT NOT NULL REFERENCES sessions (id),
+  step INTEGER NOT NULL CHECK (step >= 1),
+  at INTEGER NOT NULL,
+  payload TEXT NOT NULL,
+  PRIMARY KEY (session_id, step)
+) WITHOUT ROWID;
+
+CREATE TRIGGER IF NOT EXISTS sessions_start_idle BEFORE INSERT ON sessions
+WHEN NEW.state IS NOT 'IDLE' OR NEW.version IS NOT 0 OR NEW.stop_reason IS NOT NULL
+BEGIN
+  SELECT RAISE(ABORT, 'illegal session transition: a session starts IDLE at version 0');
+END;
+
+CREATE TRIGGER IF NOT EXISTS sessions_transition_guard BEFORE UPDATE OF state, version ON sessions
+WHEN NEW.state IS NOT OLD.state OR NEW.version IS NOT OLD.version
+BEGIN
+  SELECT RAISE(ABORT, 'illegal session transition')
+  WHERE NEW.version IS NOT OLD.version + 1
+     OR NOT EXISTS (SELECT 1 FROM session_transitions WHERE from_state = OLD.state AND to_state = NEW.state);
+END;
+
+CREATE TRIGGER IF NOT EXISTS session_audit_guard BEFORE INSERT ON session_audit
+BEGIN
+  SELECT RAISE(ABORT, 'illegal session transition: audit row does not match the session')
+  WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id AND version = NEW.version AND state = NEW.to_state)
+     OR NOT EXISTS (SELECT 1 FROM session_transitions WHERE from_state = NEW.from_state AND to_state = NEW.to_state);
+END;
+`;
+
+interface SessionRow {
+  id: string;
+  state: SessionState;
+  version: number;
+  goal: string;
+  task: string;
+  budget: string;
+  usage: string;
+  context: string;
+  pending: string | null;
+  scopes: string;
+  policy: string;
+  stop_reason: StopReason | null;
+  answer: string | null;
+  created_at: number;
+  updated_at: number;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  idempotency_key: string | null;
+}
+
+interface AuditRow {
+  session_id: string;
+  version: number;
+  from_state: SessionState;
+  to_state: SessionState;
+  at: number;
+  reason: string | null;
+  tool: string | null;
+  args_hash: string | null;
+  expected_timeout_ms: number | null;
+  outcome: string | null;
+  owner: string | null;
+}
+
+function toRecord(r: SessionRow): SessionRecord {
+  return {
+    id: r.id,
+    state: r.state,
+    version: r.version,
+    goal: r.goal,
+    task: JSON.parse(r.task),
+    budget: JSON.parse(r.budget),
+    usage: JSON.parse(r.usage),
+    context: JSON.parse(r.context),
+    pending: r.pending === null ? null : JSON.parse(r.pending),
+    scopes: JSON.parse(r.scopes),
+    policy: r.policy,
+    stopReason: r.stop_reason,
+    answer: r.answer,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+    leaseOwner: r.lease_owner,
+    leaseExpiresAt: r.lease_expires_at,
+    idempotencyKey: r.idempotency_key,
+  };
+}
+
+function toAudit(r: AuditRow): AuditRecord {
+  return {
+    sessionId: r.session_id,
+    version: r.version,
+    from: r.from_state,
+    to: r.to_state,
+    at: r.at,
+    reason: r.reason,
+    tool: r.tool,
+    argsHash: r.args_hash,
+    expectedTimeoutMs: r.expected_timeout_ms,
+    outcome: r.outcome,
+    owner: r.owner,
+  };
+}
+
+const byCreated = (a: SessionRecord, b: SessionRecord): number =>
+  a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+function sqliteCode(err: unknown): string | undefined {
+  return err instanceof Database.SqliteError ? err.code : undefined;
+}
+
+export class SqliteSessionStore implements SessionStore {
+  private readonly db: Database.Database;
+  private readonly now: () => number;
+  private readonly stmt;
+  private readonly listStmts;
+  private readonly transitionTx;
+  private readonly claimTx;
+
+  constructor(file: string, options: SessionStoreOptions = {}) {
+    if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
+    this.now = options.now ?? Date.now;
+    this.db = new Database(file);
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("synchronous = NORMAL");
+    this.db.pragma("busy_timeout = 5000");
+    this.db.pragma("foreign_keys = ON");
+    this.db.exec(SCHEMA);
+    this.syncTransitions();
+
+    const db = this.db;
+    this.stmt = {
+      insert: db.prepare<unknown[], SessionRow>(
+        `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
+           stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key)
+         VALUES (@id, 'IDLE', 0, @goal, @task, @budget, @usage, '{}', NULL, @scopes, @policy,
+           NULL, NULL, @now, @now, NULL, NULL, @idempotencyKey)
+         ON CONFLICT DO NOTHING RETURNING *`,
+      ),
+      byId: db.prepare<[string], SessionRow>(`SELECT * FROM sessions WHERE id = ?`),
+      byKey: db.prepare<[string], SessionRow>(`SELECT * FROM sessions WHERE idempotency_key = ?`),
+      transition: db.prepare<unknown[], SessionRow>(
+        `UPDATE sessions SET
+           state = @to,
+           version = version + 1,
+           usage = CASE WHEN @setUsage THEN @usage ELSE usage END,
+           context = CASE WHEN @setContext THEN @context ELSE context END,
+           pending = CASE WHEN @setPending THEN @pending ELSE pending END,
+           answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,
+           stop_reason = @stopReason,
+           updated_at = @at,
+           lease_owner = CASE WHEN @terminal THEN NULL ELSE lease_owner END,
+           lease_expires_at = CASE WHEN @terminal THEN NULL ELSE lease_expires_at END
+         WHERE id = @id AND state = @from AND version = @expectedVersion
+           AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))
+         RETURNING *`,
+      ),
+      audit: db.prepare(
+        `INSERT INTO session_audit (session_id, version, from_state, to_state, at, reason, tool, args_hash,
+           expected_timeout_ms, outcome, owner)
+         VALUES (@id, @version, @from, @to, @at, @reason, @tool, @argsHash, @expectedTimeoutMs, @outcome, @owner)`,
+      ),
+      auditTrail: db.prepare<[string], AuditRow>(`SELECT * FROM session_audit WHERE session_id = ? ORDER BY version`),
+      appendStep: db.prepare(`INSERT INTO session_steps (session_id, step, at, payload) VALUES (?, ?, ?, ?)`),
+      steps: db.prepare<[string], { step: number; at: number; payload: string }>(
+        `SELECT step, at, payload FROM session_steps WHERE session_id = ? ORDER BY step`,
+      ),
+      countByState: db.prepare<[], { state: SessionState; n: number }>(
+        `SELECT state, count(*) AS n FROM sessions GROUP BY state`,
+      ),
+      claim: db.prepare<unknown[], SessionRow>(
+        `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
+         WHERE id IN (
+           SELECT id FROM sessions
+           WHERE ${LIVE_SQL} AND (lease_owner IS NULL OR lease_expires_at <= @now)
+           ORDER BY created_at, id LIMIT @limit)
+         RETURNING *`,
+      ),
+      renew: db.prepare(
+        `UPDATE sessions SET lease_expires_at = @expiresAt
+         WHERE id = @id AND lease_owner = @owner AND lease_expires_at > @now AND ${LIVE_SQL}`,
+      ),
+      release: db.prepare(
+        `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner`,
+      ),
+    };
+    this.transitionTx = db.transaction((t: TransitionInput) => this.applyTransition(t));
+    this.claimTx = db.transaction((params: { owner: string; expiresAt: number; now: number; limit: number }) =>
+      this.stmt.claim.all(params),
+    );
+    const page = (where: string) =>
+      db.prepare<unknown[], SessionRow>(`SELECT * FROM sessions ${where} ORDER BY created_at, id LIMIT @limit`);
+    this.listStmts = {
+      all: page(""),
+      allAfter: page(`WHERE (created_at, id) > (@afterAt, @afterId)`),
+      state: page(`WHERE state = @state`),
+      stateAfter: page(`WHERE state = @state AND (created_at, id) > (@afterAt, @afterId)`),
+    };
+  }
+
+  /** Makes the database's copy of TRANSITIONS match this build's. */
+  private syncTransitions(): void {
+    const insert = this.db.prepare(`INSERT INTO session_transitions (from_state, to_state) VALUES (?, ?)`);
+    this.db
+      .transaction(() => {
+        this.db.exec(`DELETE FROM session_transitions`);
+        for (const [from, to] of TRANSITION_PAIRS) insert.run(from, to);
+      })
+      .immediate();
+  }
+
+  async create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }> {
+    const now = this.now();
+    const row = this.stmt.insert.get({
+      id: input.id,
+      goal: input.goal,
+      task: JSON.stringify(input.task),
+      budget: JSON.stringify(input.budget),
+      usage: JSON.stringify(initialUsage(now)),
+      scopes: JSON.stringify(input.scopes),
+      policy: input.policy,
+      now,
+      idempotencyKey: input.idempotencyKey ?? null,
+    });
+    if (row) return { session: toRecord(row), created: true };
+    if (input.idempotencyKey !== undefined) {
+      const existing = this.stmt.byKey.get(input.idempotencyKey);
+      if (existing) return { session: toRecord(existing), created: false };
+    }
+    throw new SessionExistsError(input.id);
+  }
+
+  async get(id: string): Promise<SessionRecord | null> {
+    const row = this.stmt.byId.get(id);
+    return row ? toRecord(row) : null;
+  }
+
+  async list(query: ListQuery): Promise<SessionPage> {
+    checkLimit(query.limit);
+    const after = query.after === undefined ? undefined : decodeCursor(query.after);
+    const stmt =
+      query.state === undefined
+        ? after
+          ? this.listStmts.allAfter
+          : this.listStmts.all
+        : after
+          ? this.listStmts.stateAfter
+          : this.listStmts.state;
+    const rows = stmt.all({
+      limit: query.limit + 1,
+      ...(query.state === undefined ? {} : { state: query.state }),
+      ...(after ? { afterAt: after.createdAt, afterId: after.id } : {}),
+    });
+    const sessions = rows.slice(0, query.limit).map(toRecord);
+    const last = sessions.at(-1);
+    return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
+  }
+
+  async countByState(): Promise<Record<SessionState, number>> {
+    const counts = emptyCounts();
+    for (const { state, n } of this.stmt.countByState.all()) counts[state] = n;
+    return counts;
+  }
+
+  async transition(t: TransitionInput): Promise<SessionRecord> {
+    assertTransition(t.from, t.to, t.patch?.stopReason);
+    try {
+      return this.transitionTx.immediate(t);
+    } catch (err) {
+      // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
+      const code = sqliteCode(err);
+      if (code === "SQLITE_CONSTRAINT_TRIGGER" || code === "SQLITE_CONSTRAINT_CHECK") {
+        throw new IllegalTransitionError(t.from, t.to, `refused by the database: ${(err as Error).message}`);
+      }
+      throw err;
+    }
+  }
+
+  /** Runs inside transitionTx: the optimistic-lock UPDATE, then the audit row for what it did. */
+  private applyTransition(t: TransitionInput): SessionRecord {
+    const patch = t.patch ?? {};
+    const row = this.stmt.transition.get({
+      id: t.id,
+      from: t.from,
+      to: t.to,
+      expectedVersion: t.expectedVersion,
+      setUsage: patch.usage === undefined ? 0 : 1,
+      usage: patch.usage === undefined ? null : JSON.stringify(patch.usage),
+      setContext: patch.context === undefined ? 0 : 1,
+      context: patch.context === undefined ? null : JSON.stringify(patch.context),
+      setPending: patch.pending === undefined ? 0 : 1,
+      pending: patch.pending == null ? null : JSON.stringify(patch.pending),
+      setAnswer: patch.answer === undefined ? 0 : 1,
+      answer: patch.answer ?? null,
+      stopReason: patch.stopReason ?? null,
+      at: t.audit.at,
+      terminal: isTerminal(t.to) ? 1 : 0,
+      owner: t.owner ?? null,
+      now: this.now(),
+    });
+    if (!row) throw this.whyNotApplied(t);
+    this.stmt.audit.run({
+      id: t.id,
+      version: row.version,
+      from: t.from,
+      to: t.to,
+      at: t.audit.at,
+      reason: t.audit.reason ?? null,
+      tool: t.audit.tool ?? null,
+      argsHash: t.audit.argsHash ?? null,
+      expectedTimeoutMs: t.audit.expectedTimeoutMs ?? null,
+      outcome: t.audit.outcome ?? null,
+      owner: t.owner ?? null,
+    });
+    return toRecord(row);
+  }
+
+  private whyNotApplied(t: TransitionInput): Error {
+    const row = this.stmt.byId.get(t.id);
+    if (!row) return new SessionNotFoundError(t.id);
+    const actual = { state: row.state, version: row.version };
+    if (row.state !== t.from || row.version !== t.expectedVersion) {
+      return new StaleTransitionError(t.id, { state: t.from, version: t.expectedVersion }, actual);
+    }
+    return new LeaseLostError(t.id, actual, t.owner ?? "", row.lease_owner);
+  }
+
+  async appendStep(sessionId: string, step: StepRecord): Promise<void> {
+    try {
+      this.stmt.appendStep.run(sessionId, step.step, step.at, JSON.stringify(step.payload));
+    } catch (err) {
+      const code = sqliteCode(err);
+      if (code === "SQLITE_CONSTRAINT_PRIMARYKEY") throw new DuplicateStepError(sessionId, step.step);
+      if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") throw new SessionNotFoundError(sessionId);
+      throw err;
+    }
+  }
+
+  async steps(sessionId: string): Promise<StepRecord[]> {
+    return this.stmt.steps.all(sessionId).map((r) => ({ step: r.step, at: r.at, payload: JSON.parse(r.payload) }));
+  }
+
+  async auditTrail(sessionId: string): Promise<AuditRecord[]> {
+    return this.stmt.auditTrail.all(sessionId).map(toAudit);
+  }
+
+  async claim(owner: string, ttlMs: number, limit: number): Promise<SessionRecord[]> {
+    if (owner === "") throw new RangeError("owner must not be empty");
+    checkTtl(ttlMs);
+    checkLimit(limit);
+    const now = this.now();
+    const rows = this.claimTx.immediate({ owner, expiresAt: now + ttlMs, now, limit });
+    return rows.map(toRecord).sort(byCreated);
+  }
+
+  async renewLease(id: string, owner: string, ttlMs: number): Promise<boolean> {
+    checkTtl(ttlMs);
+    const now = this.now();
+    return this.stmt.renew.run({ id, owner, now, expiresAt: now + ttlMs }).changes === 1;
+  }
+
+  async releaseLease(id: string, owner: string): Promise<boolean> {
+    return this.stmt.release.run({ id, owner }).changes === 1;
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}

@@ -1,0 +1,102 @@
+// Starts a throwaway PostgreSQL 15 server for a test file: initdb into a fresh temp dir, listen
+// on 127.0.0.1 at a free port (plus a private unix socket dir), stop with `pg_ctl stop -m fast`.
+// PostgreSQL refuses to run as root, so as root the binaries run as the `postgres` user.
+import { execFileSync } from "node:child_process";
+import { chownSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+
+const PG_BIN = process.env.LOOPGUARD_PG_BIN ?? "/usr/lib/postgresql/15/bin";
+
+export interface PostgresServer {
+  readonly port: number;
+  /** A URL for `database` on this server (the database must exist: see createDatabase). */
+  url(database: string): string;
+  createDatabase(name: string): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** Why a server cannot be started here, or null when it can. */
+export function postgresUnavailable(): string | null {
+  for (const bin of ["initdb", "pg_ctl"]) {
+    if (!existsSync(join(PG_BIN, bin))) return `PostgreSQL binaries not found (${join(PG_BIN, bin)} missing)`;
+  }
+  if (process.getuid?.() === 0 && postgresUid() === null) return "running as root and there is no 'postgres' user";
+  return null;
+}
+
+function postgresUid(): { uid: number; gid: number } | null {
+  try {
+    const uid = Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim());
+    const gid = Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim());
+    return { uid, gid };
+  } catch {
+    return null;
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === "object" && addr ? resolve(addr.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+export async function startPostgres(): Promise<PostgresServer> {
+  const asRoot = process.getuid?.() === 0;
+  const owner = asRoot ? postgresUid() : null;
+  const run = (bin: string, args: string[]): string => {
+    const [cmd, argv] = asRoot
+      ? ["runuser", ["-u", "postgres", "--", join(PG_BIN, bin), ...args]]
+      : [join(PG_BIN, bin), args];
+    return execFileSync(cmd, argv, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
+  };
+
+  const root = mkdtempSync(join(tmpdir(), "loopguard-pg-"));
+  const dataDir = join(root, "data");
+  const sockDir = root;
+  if (owner) chownSync(root, owner.uid, owner.gid);
+  const port = await freePort();
+  let started = false;
+  const stop = async (): Promise<void> => {
+    try {
+      if (started) run("pg_ctl", ["-D", dataDir, "-m", "fast", "-w", "stop"]);
+    } finally {
+      started = false;
+      rmSync(root, { recursive: true, force: true });
+    }
+  };
+  try {
+    run("initdb", ["-D", dataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
+    // fsync off: a test database need not survive power loss, and it makes initdb and
+    // CREATE DATABASE per test fast.
+    const opts = `-p ${port} -k ${sockDir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
+    run("pg_ctl", ["-D", dataDir, "-o", opts, "-l", join(root, "server.log"), "-w", "-t", "60", "start"]);
+    started = true;
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  const url = (database: string): string => `postgres://postgres@127.0.0.1:${port}/${database}`;
+  return {
+    port,
+    url,
+    async createDatabase(name: string): Promise<string> {
+      const client = new pg.Client({ connectionString: url("postgres") });
+      await client.connect();
+      try {
+        await client.query(`CREATE DATABASE "${name.replace(/"/g, "")}"`);
+      } finally {
+        await client.end();
+      }
+      return url(name);
+    },
+    stop,
+  };
+}

@@ -1,0 +1,513 @@
+// The one behavioural suite every SessionStore must pass; each backend's test file only says how
+// to open a fresh, empty store on its database.
+import fc from "fast-check";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  canTransition,
+  IllegalTransitionError,
+  isTerminal,
+  SESSION_STATES,
+  STOP_REASONS,
+  TRANSITIONS,
+  type SessionState,
+  type StopReason,
+} from "../src/session-state.js";
+import {
+  DuplicateStepError,
+  LeaseLostError,
+  SessionExistsError,
+  SessionNotFoundError,
+  StaleTransitionError,
+  type NewSession,
+  type SessionRecord,
+  type SessionStore,
+} from "../src/session-store.js";
+
+export interface StoreHarness {
+  readonly store: SessionStore;
+  /** Another store on the same database, as a second replica or process would open it. */
+  openAnother(): Promise<SessionStore>;
+  /** Runs SQL on the same database behind the store's back, to probe the database's own guards. */
+  exec(sql: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export type StoreFactory = (options: { now: () => number }) => Promise<StoreHarness>;
+
+const T0 = 1_767_225_600_000;
+
+function newSession(id: string, extra: Partial<NewSession> = {}): NewSession {
+  return {
+    id,
+    goal: `refund order for ${id}`,
+    task: { kind: "refund", orderId: `ord-${id}`, amountCents: 1250, nested: { tags: ["a", "b"], ok: true } },
+    budget: { maxSteps: 20, maxToolCalls: 10, maxTokens: 50_000, maxCostMicros: 2_000_000, deadlineMs: 120_000 },
+    scopes: ["billing:read", "billing:refund"],
+    policy: "scripted",
+    ...extra,
+  };
+}
+
+export function describeSessionStore(name: string, factory: StoreFactory, options: { skip?: string } = {}): void {
+  const suite = options.skip ? describe.skip : describe;
+  suite(`SessionStore contract: ${name}`, () => {
+    let clock = T0;
+    const now = (): number => clock;
+    let h: StoreHarness;
+    let store: SessionStore;
+    const extra: SessionStore[] = [];
+
+    beforeEach(async () => {
+      clock = T0;
+      h = await factory({ now });
+      store = h.store;
+    });
+    afterEach(async () => {
+      for (const s of extra.splice(0)) await s.close();
+      await h.close();
+    });
+
+    const another = async (): Promise<SessionStore> => {
+      const s = await h.openAnother();
+      extra.push(s);
+      return s;
+    };
+
+    /** Drives a session along legal edges, returning the record after the last one. */
+    async function drive(s: SessionStore, id: string, path: SessionState[], stopReason?: StopReason): Promise<SessionRecord> {
+      let rec = (await s.get(id))!;
+      for (const to of path) {
+        rec = await s.transition({
+          id,
+          from: rec.state,
+          to,
+          expectedVersion: rec.version,
+          patch: isTerminal(to) ? { stopReason: stopReason ?? "done" } : {},
+          audit: { at: now() },
+        });
+      }
+      return rec;
+    }
+
+    describe("create", () => {
+      it("creates an IDLE session at version 0 with everything it was given", async () => {
+        clock = T0 + 5;
+        const { session, created } = await store.create(newSession("s1", { idempotencyKey: "k1" }));
+        expect(created).toBe(true);
+        expect(session).toEqual({
+          id: "s1",
+          state: "IDLE",
+          version: 0,
+          goal: "refund order for s1",
+          task: newSession("s1").task,
+          budget: newSession("s1").budget,
+          usage: { steps: 0, toolCalls: 0, tokens: 0, costMicros: 0, startedAt: T0 + 5 },
+          context: {},
+          pending: null,
+          scopes: ["billing:read", "billing:refund"],
+          policy: "scripted",
+          stopReason: null,
+          answer: null,
+          createdAt: T0 + 5,
+          updatedAt: T0 + 5,
+          leaseOwner: null,
+          leaseExpiresAt: null,
+          idempotencyKey: "k1",
+        });
+        expect(await store.get("s1")).toEqual(session);
+        expect(await store.get("nope")).toBeNull();
+      });
+
+      it("returns the existing session for a repeated idempotency key instead of making a second", async () => {
+        const first = await store.create(newSession("s1", { idempotencyKey: "same-key" }));
+        const again = await store.create(newSession("s2", { idempotencyKey: "same-key", goal: "other" }));
+        expect(again.created).toBe(false);
+        expect(again.session).toEqual(first.session);
+        expect(await store.get("s2")).toBeNull();
+        expect((await store.countByState()).IDLE).toBe(1);
+      });
+
+      it("makes exactly one session when creates with one idempotency key race", async () => {
+        const results = await Promise.all(
+          Array.from({ length: 12 }, (_, i) => store.create(newSession(`race-${i}`, { idempotencyKey: "race-key" }))),
+        );
+        expect(results.filter((r) => r.created)).toHaveLength(1);
+        expect(new Set(results.map((r) => r.session.id)).size).toBe(1);
+        expect((await store.list({ limit: 100 })).sessions).toHaveLength(1);
+      });
+
+      it("refuses a second session with the same id but no matching key", async () => {
+        await store.create(newSession("dup"));
+        await expect(store.create(newSession("dup"))).rejects.toBeInstanceOf(SessionExistsError);
+        await expect(store.create(newSession("dup", { idempotencyKey: "other" }))).rejects.toBeInstanceOf(
+          SessionExistsError,
+        );
+        expect((await store.countByState()).IDLE).toBe(1);
+      });
+    });
+
+    describe("transition", () => {
+      it("persists a legal transition with its patch and its audit row", async () => {
+        await store.create(newSession("s1"));
+        clock = T0 + 100;
+        const usage = { steps: 1, toolCalls: 1, tokens: 321, costMicros: 40, startedAt: T0 };
+        const thinking = await store.transition({
+          id: "s1",
+          from: "IDLE",
+          to: "THINKING",
+          expectedVersion: 0,
+          patch: { usage, context: { messages: [{ role: "user", content: "refund please" }] } },
+          audit: { at: T0 + 100, reason: "start" },
+        });
+        expect(thinking).toMatchObject({ state: "THINKING", version: 1, usage, updatedAt: T0 + 100 });
+        const executing = await store.transition({
+          id: "s1",
+          from: "THINKING",
+          to: "TOOL_EXECUTING",
+          expectedVersion: 1,
+          patch: { pending: { tool: "billing.refund", args: { orderId: "o1" } } },
+          audit: { at: T0 + 150, tool: "billing.refund", argsHash: "sha256:abc", expectedTimeoutMs: 2_000, outcome: "issued" },
+        });
+        expect(executing).toMatchObject({
+          state: "TOOL_EXECUTING",
+          version: 2,
+          usage,
+          context: { messages: [{ role: "user", content: "refund please" }] },
+          pending: { tool: "billing.refund", args: { orderId: "o1" } },
+          stopReason: null,
+        });
+        expect(await store.get("s1")).toEqual(executing);
+
+        const observing = await store.transition({
+          id: "s1",
+          from: "TOOL_EXECUTING",
+          to: "OBSERVING",
+          expectedVersion: 2,
+          patch: { pending: null },
+          audit: { at: T0 + 180, outcome: "ok" },
+        });
+        expect(observing.pending).toBeNull();
+
+        expect(await store.auditTrail("s1")).toEqual([
+          { sessionId: "s1", version: 1, from: "IDLE", to: "THINKING", at: T0 + 100, reason: "start", tool: null, argsHash: null, expectedTimeoutMs: null, outcome: null, owner: null },
+          { sessionId: "s1", version: 2, from: "THINKING", to: "TOOL_EXECUTING", at: T0 + 150, reason: null, tool: "billing.refund", argsHash: "sha256:abc", expectedTimeoutMs: 2_000, outcome: "issued", owner: null },
+          { sessionId: "s1", version: 3, from: "TOOL_EXECUTING", to: "OBSERVING", at: T0 + 180, reason: null, tool: null, argsHash: null, expectedTimeoutMs: null, outcome: "ok", owner: null },
+        ]);
+      });
+
+      it("refuses a transition outside the table and writes nothing", async () => {
+        const { session } = await store.create(newSession("s1"));
+        for (const to of ["OBSERVING", "TOOL_EXECUTING", "RETRYING", "IDLE"] as const) {
+          await expect(
+            store.transition({ id: "s1", from: "IDLE", to, expectedVersion: 0, audit: { at: T0 } }),
+          ).rejects.toBeInstanceOf(IllegalTransitionError);
+        }
+        await expect(
+          store.transition({ id: "s1", from: "IDLE", to: "DONE", expectedVersion: 0, patch: { stopReason: "done" }, audit: { at: T0 } }),
+        ).rejects.toBeInstanceOf(IllegalTransitionError);
+        expect(await store.get("s1")).toEqual(session);
+        expect(await store.auditTrail("s1")).toEqual([]);
+      });
+
+      it("refuses to leave a terminal state", async () => {
+        await store.create(newSession("s1"));
+        const done = await drive(store, "s1", ["THINKING", "DONE"]);
+        for (const to of SESSION_STATES) {
+          await expect(
+            store.transition({ id: "s1", from: "DONE", to, expectedVersion: done.version, audit: { at: T0 } }),
+          ).rejects.toBeInstanceOf(IllegalTransitionError);
+        }
+        expect(await store.get("s1")).toEqual(done);
+        expect(await store.auditTrail("s1")).toHaveLength(2);
+      });
+
+      it("requires a stop reason exactly when entering a terminal state", async () => {
+        await store.create(newSession("s1"));
+        await drive(store, "s1", ["THINKING"]);
+        await expect(
+          store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 1, audit: { at: T0 } }),
+        ).rejects.toThrow(/stop reason/);
+        await expect(
+          store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, patch: { stopReason: "done" }, audit: { at: T0 } }),
+        ).rejects.toBeInstanceOf(IllegalTransitionError);
+        expect((await store.get("s1"))?.version).toBe(1);
+        const done = await store.transition({
+          id: "s1",
+          from: "THINKING",
+          to: "DONE",
+          expectedVersion: 1,
+          patch: { stopReason: "done", answer: "Refunded 12.50 EUR to order ord-s1." },
+          audit: { at: T0 + 1 },
+        });
+        expect(done).toMatchObject({ state: "DONE", version: 2, stopReason: "done", answer: "Refunded 12.50 EUR to order ord-s1." });
+        expect(await store.get("s1")).toEqual(done);
+      });
+
+      it("refuses a stale version, a wrong from-state and an unknown session", async () => {
+        await store.create(newSession("s1"));
+        await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } });
+        const stale = store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } });
+        await expect(stale).rejects.toBeInstanceOf(StaleTransitionError);
+        await expect(stale).rejects.toMatchObject({ actual: { state: "THINKING", version: 1 } });
+        await expect(
+          store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 0, patch: { stopReason: "done" }, audit: { at: T0 } }),
+        ).rejects.toBeInstanceOf(StaleTransitionError);
+        await expect(
+          store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } }),
+        ).rejects.toBeInstanceOf(SessionNotFoundError);
+        expect(await store.auditTrail("s1")).toHaveLength(1);
+        expect((await store.get("s1"))?.version).toBe(1);
+      });
+
+      it("lets exactly one of 20 racing writers win from the same version", async () => {
+        await store.create(newSession("s1"));
+        await drive(store, "s1", ["THINKING"]);
+        const peer = await another();
+        const attempts = await Promise.allSettled(
+          Array.from({ length: 20 }, (_, i) =>
+            (i % 2 ? peer : store).transition({
+              id: "s1",
+              from: "THINKING",
+              to: i % 3 ? "TOOL_EXECUTING" : "AWAITING_APPROVAL",
+              expectedVersion: 1,
+              audit: { at: T0 + i, tool: `tool-${i}` },
+            }),
+          ),
+        );
+        const won = attempts.filter((a) => a.status === "fulfilled");
+        const lost = attempts.filter((a): a is PromiseRejectedResult => a.status === "rejected");
+        expect(won).toHaveLength(1);
+        expect(lost).toHaveLength(19);
+        for (const l of lost) expect(l.reason).toBeInstanceOf(StaleTransitionError);
+        const trail = await store.auditTrail("s1");
+        expect(trail).toHaveLength(2);
+        const winner = (await store.get("s1"))!;
+        expect(winner.version).toBe(2);
+        expect(trail[1]).toMatchObject({ version: 2, from: "THINKING", to: winner.state });
+      });
+
+      it("has a database that refuses illegal changes made behind the store's back", async () => {
+        const { session } = await store.create(newSession("s1"));
+        const refused = [
+          `UPDATE sessions SET state = 'DONE', stop_reason = 'done', version = version + 1 WHERE id = 's1'`,
+          `UPDATE sessions SET state = 'OBSERVING', version = version + 1 WHERE id = 's1'`,
+          `UPDATE sessions SET state = 'THINKING', version = version + 2 WHERE id = 's1'`,
+          `UPDATE sessions SET version = version + 1 WHERE id = 's1'`,
+          `INSERT INTO session_audit (session_id, version, from_state, to_state, at) VALUES ('s1', 1, 'IDLE', 'DONE', 0)`,
+          `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, scopes, policy, stop_reason,
+             created_at, updated_at) VALUES ('s2', 'DONE', 0, 'g', '{}', '{}', '{}', '{}', '[]', 'p', 'done', 0, 0)`,
+        ];
+        for (const sql of refused) await expect(h.exec(sql), sql).rejects.toThrow(/illegal session transition/);
+        expect(await store.get("s1")).toEqual(session);
+        expect(await store.get("s2")).toBeNull();
+        expect(await store.auditTrail("s1")).toEqual([]);
+      });
+
+      it("never persists an illegal transition, whatever sequence of events arrives (property)", async () => {
+        const stateArb = fc.constantFrom(...SESSION_STATES);
+        const eventArb = fc.record({
+          useCurrentFrom: fc.boolean(),
+          from: stateArb,
+          // Mostly legal targets of whatever state the session is in, so runs get deep.
+          pick: fc.nat(),
+          legalTarget: fc.boolean(),
+          to: stateArb,
+          stopReason: fc.option(fc.constantFrom(...STOP_REASONS), { nil: undefined, freq: 3 }),
+          staleBy: fc.constantFrom(0, 0, 0, 1, -1),
+        });
+        let run = 0;
+        await fc.assert(
+          fc.asyncProperty(fc.array(eventArb, { minLength: 1, maxLength: 30 }), async (events) => {
+            const id = `prop-${run++}`;
+            await store.create(newSession(id));
+            let state: SessionState = "IDLE";
+            let version = 0;
+            for (const e of events) {
+              const from: SessionState = e.useCurrentFrom ? state : e.from;
+              const legal: readonly SessionState[] = TRANSITIONS[from];
+              const to: SessionState = e.legalTarget && legal.length > 0 ? legal[e.pick % legal.length]! : e.to;
+              const stopReason = isTerminal(to) ? e.stopReason : e.stopReason && e.pick % 7 === 0 ? e.stopReason : undefined;
+              const expectedVersion = Math.max(0, version + e.staleBy);
+              const attempt = store.transition({
+                id,
+                from,
+                to,
+                expectedVersion,
+                patch: stopReason ? { stopReason } : {},
+                audit: { at: now(), reason: `${from}->${to}` },
+              });
+              const allowed = canTransition(from, to) && isTerminal(to) === (stopReason !== undefined);
+              if (!allowed) {
+                await expect(attempt).rejects.toBeInstanceOf(IllegalTransitionError);
+              } else if (from !== state || expectedVersion !== version) {
+                await expect(attempt).rejects.toBeInstanceOf(StaleTransitionError);
+              } else {
+                const rec = await attempt;
+                state = to;
+                version += 1;
+                expect(rec).toMatchObject({ state, version, stopReason: stopReason ?? null });
+              }
+            }
+            const rec = (await store.get(id))!;
+            const trail = await store.auditTrail(id);
+            expect(rec.state).toBe(state);
+            expect(rec.version).toBe(version);
+            expect(trail).toHaveLength(rec.version);
+            let replayed: SessionState = "IDLE";
+            trail.forEach((row, i) => {
+              expect(row.version).toBe(i + 1);
+              expect(row.from).toBe(replayed);
+              expect(TRANSITIONS[row.from]).toContain(row.to);
+              replayed = row.to;
+            });
+            expect(replayed).toBe(rec.state);
+          }),
+          { numRuns: 60 },
+        );
+      });
+    });
+
+    describe("leases", () => {
+      it("never hands one session to two owners claiming concurrently", async () => {
+        for (let i = 0; i < 40; i++) await store.create(newSession(`s${String(i).padStart(2, "0")}`));
+        await drive(store, "s00", ["CANCELLED"], "cancelled");
+        const peer = await another();
+        const byOwner = new Map<string, string[]>([["a", []], ["b", []]]);
+        for (let round = 0; round < 6; round++) {
+          const [a, b] = await Promise.all([store.claim("a", 60_000, 4), peer.claim("b", 60_000, 4)]);
+          byOwner.get("a")!.push(...a.map((s) => s.id));
+          byOwner.get("b")!.push(...b.map((s) => s.id));
+          for (const s of a) expect(s).toMatchObject({ leaseOwner: "a", leaseExpiresAt: T0 + 60_000 });
+        }
+        const rest = await Promise.all([store.claim("a", 60_000, 100), peer.claim("b", 60_000, 100)]);
+        byOwner.get("a")!.push(...rest[0].map((s) => s.id));
+        byOwner.get("b")!.push(...rest[1].map((s) => s.id));
+        const all = [...byOwner.get("a")!, ...byOwner.get("b")!];
+        expect(new Set(all).size).toBe(all.length);
+        expect(all.sort()).toEqual(Array.from({ length: 39 }, (_, i) => `s${String(i + 1).padStart(2, "0")}`));
+        expect(await store.claim("c", 60_000, 100)).toEqual([]);
+        for (const id of byOwner.get("a")!) expect((await store.get(id))?.leaseOwner).toBe("a");
+      });
+
+      it("lets another owner take over an expired lease and fences the old owner out", async () => {
+        await store.create(newSession("s1"));
+        const [claimed] = await store.claim("a", 1_000, 10);
+        expect(claimed).toMatchObject({ id: "s1", leaseOwner: "a", leaseExpiresAt: T0 + 1_000 });
+        await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
+        expect(await store.claim("b", 1_000, 10)).toEqual([]);
+        clock = T0 + 500;
+        expect(await store.renewLease("s1", "a", 1_000)).toBe(true);
+        expect((await store.get("s1"))?.leaseExpiresAt).toBe(T0 + 1_500);
+        clock = T0 + 1_500;
+        const [taken] = await store.claim("b", 1_000, 10);
+        expect(taken).toMatchObject({ id: "s1", leaseOwner: "b", state: "THINKING", version: 1 });
+        expect(await store.renewLease("s1", "a", 1_000)).toBe(false);
+        const fenced = store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "a", audit: { at: now() } });
+        await expect(fenced).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(fenced).rejects.toBeInstanceOf(StaleTransitionError);
+        const next = await store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "b", audit: { at: now() } });
+        expect(next.version).toBe(2);
+        expect((await store.auditTrail("s1")).map((r) => r.owner)).toEqual(["a", "b"]);
+        expect(await store.releaseLease("s1", "a")).toBe(false);
+        expect(await store.releaseLease("s1", "b")).toBe(true);
+        expect(await store.get("s1")).toMatchObject({ leaseOwner: null, leaseExpiresAt: null });
+        expect((await store.claim("a", 1_000, 10)).map((s) => s.id)).toEqual(["s1"]);
+      });
+
+      it("refuses an owner's transition once its own lease has expired, even if nobody took over", async () => {
+        await store.create(newSession("s1"));
+        await store.claim("a", 1_000, 10);
+        clock = T0 + 1_000;
+        await expect(
+          store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } }),
+        ).rejects.toBeInstanceOf(LeaseLostError);
+        expect(await store.renewLease("s1", "a", 1_000)).toBe(false);
+        expect((await store.get("s1"))?.version).toBe(0);
+      });
+
+      it("releases the lease on a terminal transition and never claims finished sessions", async () => {
+        await store.create(newSession("s1"));
+        await store.create(newSession("s2"));
+        await store.claim("a", 60_000, 10);
+        await drive(store, "s1", ["THINKING", "FAILED"], "unrecoverable_error");
+        expect(await store.get("s1")).toMatchObject({ state: "FAILED", stopReason: "unrecoverable_error", leaseOwner: null, leaseExpiresAt: null });
+        expect(await store.renewLease("s1", "a", 1_000)).toBe(false);
+        clock = T0 + 120_000;
+        expect((await store.claim("b", 1_000, 10)).map((s) => s.id)).toEqual(["s2"]);
+      });
+    });
+
+    describe("list and count", () => {
+      it("pages 1,000 sessions by keyset without duplicates or misses, filtered by state or not", async () => {
+        const expected: { id: string; createdAt: number; state: SessionState }[] = [];
+        for (let i = 0; i < 1_000; i++) {
+          // Many sessions share a creation millisecond, so ties must be broken by id.
+          clock = T0 + Math.floor(i / 7);
+          const id = `p-${(i * 7919) % 1_000}`;
+          await store.create(newSession(id));
+          let state: SessionState = "IDLE";
+          if (i % 3 === 0) state = (await drive(store, id, ["THINKING"])).state;
+          if (i % 10 === 0) state = (await drive(store, id, ["FAILED"], "unrecoverable_error")).state;
+          expected.push({ id, createdAt: clock, state });
+        }
+        expected.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
+
+        const collect = async (state?: SessionState, limit = 64): Promise<string[]> => {
+          const ids: string[] = [];
+          let after: string | undefined;
+          let pages = 0;
+          do {
+            const page = await store.list({ limit, ...(state ? { state } : {}), ...(after ? { after } : {}) });
+            expect(page.sessions.length).toBeLessThanOrEqual(limit);
+            for (const s of page.sessions) if (state) expect(s.state).toBe(state);
+            ids.push(...page.sessions.map((s) => s.id));
+            after = page.nextCursor ?? undefined;
+            pages++;
+          } while (after);
+          expect(pages).toBe(Math.max(1, Math.ceil(ids.length / limit)));
+          return ids;
+        };
+
+        expect(await collect()).toEqual(expected.map((e) => e.id));
+        expect(await collect(undefined, 1_000)).toEqual(expected.map((e) => e.id));
+        for (const state of ["IDLE", "THINKING", "FAILED"] as const) {
+          expect(await collect(state, 37)).toEqual(expected.filter((e) => e.state === state).map((e) => e.id));
+        }
+        expect(await collect("DONE")).toEqual([]);
+        const counts = await store.countByState();
+        expect(counts).toEqual({
+          IDLE: expected.filter((e) => e.state === "IDLE").length,
+          THINKING: expected.filter((e) => e.state === "THINKING").length,
+          TOOL_EXECUTING: 0,
+          OBSERVING: 0,
+          RETRYING: 0,
+          FALLBACK: 0,
+          AWAITING_APPROVAL: 0,
+          DONE: 0,
+          FAILED: expected.filter((e) => e.state === "FAILED").length,
+          CANCELLED: 0,
+        });
+        expect(counts.IDLE + counts.THINKING + counts.FAILED).toBe(1_000);
+      });
+
+      it("rejects a malformed cursor", async () => {
+        await expect(store.list({ limit: 10, after: "not-a-cursor" })).rejects.toBeInstanceOf(RangeError);
+      });
+    });
+
+    describe("steps", () => {
+      it("appends and reads steps in order, refusing a duplicate step number or an unknown session", async () => {
+        await store.create(newSession("s1"));
+        await store.appendStep("s1", { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } });
+        await store.appendStep("s1", { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } });
+        await expect(store.appendStep("s1", { step: 2, at: T0 + 3, payload: {} })).rejects.toBeInstanceOf(DuplicateStepError);
+        await expect(store.appendStep("ghost", { step: 1, at: T0, payload: {} })).rejects.toBeInstanceOf(SessionNotFoundError);
+        expect(await store.steps("s1")).toEqual([
+          { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } },
+          { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } },
+        ]);
+        expect(await store.steps("ghost")).toEqual([]);
+      });
+    });
+  });
+}

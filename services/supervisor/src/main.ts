@@ -1,6 +1,7 @@
 // `pnpm start`: the whole suite on one machine, every service its own supervised process on
 // loopback, data under .data/ (LOOPGUARD_DATA_DIR), a token-signing secret made on first start.
-import { mkdirSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createLogger, ensureLocalSecret, localSecretPath } from "@loopguard/tool-sdk";
@@ -15,10 +16,21 @@ const secretFile = localSecretPath(dataDir);
 ensureLocalSecret(dataDir);
 
 const specs = discoverServices(join(root, "services"));
+// Each service's JSON log goes to its own file; the console keeps the supervisor's lines.
+const logDir = join(dataDir, "logs");
+mkdirSync(logDir, { recursive: true });
+const logFiles = new Map<string, WriteStream>();
 const supervisor = new Supervisor({
   env: { LOOPGUARD_DATA_DIR: dataDir, LOOPGUARD_AUTH_SECRET_FILE: secretFile },
   log,
-  output: (_service, line) => process.stdout.write(`${line}\n`),
+  output: (service, line) => {
+    let file = logFiles.get(service);
+    if (!file) {
+      file = createWriteStream(join(logDir, `${service}.log`), { flags: "a" });
+      logFiles.set(service, file);
+    }
+    file.write(`${line}\n`);
+  },
 });
 
 let stopping = false;
@@ -31,19 +43,43 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   });
 }
 
-await supervisor.start(specs);
-const rows = specs.map((s) => `  ${s.name.padEnd(12)} grpc 127.0.0.1:${s.port}   metrics http://127.0.0.1:${s.metricsPort}/metrics`);
+try {
+  await supervisor.start(specs);
+} catch (error) {
+  log.error("the suite could not start", { error_message: (error as Error).message });
+  process.stderr.write(`loopguard: ${(error as Error).message}\n(is another suite already running? logs: ${logDir})\n`);
+  await supervisor.stop();
+  process.exit(1);
+}
+const rows = specs.map((s) => `  ${s.name.padEnd(13)} grpc 127.0.0.1:${s.port}   http://127.0.0.1:${s.metricsPort}/metrics   log ${join(logDir, `${s.name}.log`)}`);
+process.stdout.write(["", `loopguard is up (data in ${dataDir}):`, ...rows, ""].join("\n"));
+
+/** The main job, shown once: a refund session run through the CLI, with live progress. */
+function runDemo(): Promise<number> {
+  const cli = join(root, "services", "orchestrator", "dist", "cli", "loopguard.js");
+  const task = join(root, "examples", "refund-task.json");
+  process.stdout.write("\nDemo: a refund session (kb-search → billing.GetOrder → risk.QueryRisk → billing.Refund):\n");
+  const child = spawn(process.execPath, [cli, "run", "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged", "--task-file", task, "--wait"], {
+    env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir },
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  return new Promise((resolveExit) => child.once("exit", (code) => resolveExit(code ?? 1)));
+}
+
+if (process.env.LOOPGUARD_DEMO !== "0") await runDemo();
 process.stdout.write(
   [
     "",
-    `loopguard is up (data in ${dataDir}):`,
-    ...rows,
-    "",
-    "Try a tool through server reflection:",
-    '  TOKEN=$(pnpm -s mint-token --scope kb:read)',
+    "Where to look next:",
+    "  pnpm loopguard sessions                        sessions and their state",
+    "  pnpm loopguard trace <session id>               the step-by-step JSONL trace",
+    "  pnpm loopguard run \"Refund order ord_DEMO00000008\" --task-file examples/high-risk-refund-task.json --wait",
+    "                                                  a high-risk refund that waits for `pnpm loopguard approve <id>`",
+    "  curl -s http://127.0.0.1:8080/metrics           orchestrator metrics (tools: ports 9461-9463)",
+    "  TOKEN=$(pnpm -s mint-token --scope kb:read)     call a tool yourself through server reflection:",
     '  pnpm -s buf curl --protocol grpc --http2-prior-knowledge -H "authorization: Bearer $TOKEN" \\',
     '    -d \'{"query":"refund","limit":3}\' http://127.0.0.1:50061/loopguard.kb.v1.KbSearchService/Search',
-    "Stop with Ctrl-C.",
+    "The suite keeps running; stop it with Ctrl-C.",
     "",
   ].join("\n"),
 );

@@ -11,11 +11,13 @@ export interface ServiceSpec {
   readonly metricsPort: number;
   /** Prefix of the service's variables, e.g. BILLING → BILLING_PORT. */
   readonly envPrefix: string;
+  /** Variable naming the HTTP port, when not <PREFIX>_METRICS_PORT. */
+  readonly metricsPortEnv: string;
 }
 
 interface Manifest {
   name?: string;
-  loopguard?: { entry?: string; port?: number; metricsPort?: number; envPrefix?: string };
+  loopguard?: { entry?: string; port?: number; metricsPort?: number; envPrefix?: string; metricsPortEnv?: string };
 }
 
 export function discoverServices(servicesDir: string): ServiceSpec[] {
@@ -29,7 +31,7 @@ export function discoverServices(servicesDir: string): ServiceSpec[] {
     if (!lg.entry || !lg.port || !lg.metricsPort || !lg.envPrefix) {
       throw new Error(`${manifestPath}: "loopguard" needs entry, port, metricsPort and envPrefix`);
     }
-    specs.push({ name, dir: join(servicesDir, name), entry: join(servicesDir, name, lg.entry), port: lg.port, metricsPort: lg.metricsPort, envPrefix: lg.envPrefix });
+    specs.push({ name, dir: join(servicesDir, name), entry: join(servicesDir, name, lg.entry), port: lg.port, metricsPort: lg.metricsPort, envPrefix: lg.envPrefix, metricsPortEnv: lg.metricsPortEnv ?? `${lg.envPrefix}_METRICS_PORT` });
   }
   return specs;
 }

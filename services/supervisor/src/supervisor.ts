@@ -19,6 +19,8 @@ export interface SupervisorOptions {
 
 interface Running {
   readonly spec: ServiceSpec;
+  served: boolean;
+  lastLine: string;
   child: ChildProcess | undefined;
   restarts: number;
   backoffMs: number;
@@ -29,15 +31,19 @@ interface Running {
 export class Supervisor {
   readonly #running = new Map<string, Running>();
   #stopping = false;
-  readonly #ready = new Map<string, () => void>();
+  readonly #ready = new Map<string, { resolve: () => void; reject: (error: Error) => void }>();
 
   constructor(private readonly options: SupervisorOptions) {}
 
-  /** Starts every service; resolves once each has reported that it is serving. */
+  /**
+   * Starts every service; resolves once each has reported that it is serving. A service that
+   * exits before it ever served (a port in use, bad config) fails the start instead of being
+   * restarted forever.
+   */
   async start(specs: readonly ServiceSpec[]): Promise<void> {
-    const ready = specs.map((spec) => new Promise<void>((resolve) => this.#ready.set(spec.name, resolve)));
+    const ready = specs.map((spec) => new Promise<void>((resolve, reject) => this.#ready.set(spec.name, { resolve, reject })));
     for (const spec of specs) {
-      const entry: Running = { spec, child: undefined, restarts: 0, backoffMs: this.options.initialBackoffMs ?? 250, startedAt: 0, timer: undefined };
+      const entry: Running = { spec, served: false, lastLine: "", child: undefined, restarts: 0, backoffMs: this.options.initialBackoffMs ?? 250, startedAt: 0, timer: undefined };
       this.#running.set(spec.name, entry);
       this.#launch(entry);
     }
@@ -56,7 +62,7 @@ export class Supervisor {
         ...process.env,
         ...this.options.env,
         [`${spec.envPrefix}_PORT`]: String(spec.port),
-        [`${spec.envPrefix}_METRICS_PORT`]: String(spec.metricsPort),
+        [spec.metricsPortEnv]: String(spec.metricsPort),
       },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -64,13 +70,21 @@ export class Supervisor {
     entry.startedAt = Date.now();
     const forward = (line: string) => {
       this.options.output(spec.name, line);
-      if (line.includes('"msg":"serving"')) this.#ready.get(spec.name)?.();
+      entry.lastLine = line;
+      if (!entry.served && line.includes('"msg":"serving"')) {
+        entry.served = true;
+        this.#ready.get(spec.name)?.resolve();
+      }
     };
     createInterface({ input: child.stdout! }).on("line", forward);
     createInterface({ input: child.stderr! }).on("line", forward);
     child.once("exit", (code, signal) => {
       entry.child = undefined;
       if (this.#stopping) return;
+      if (!entry.served) {
+        this.#ready.get(spec.name)?.reject(new Error(`${spec.name} exited (${code ?? signal}) before serving: ${entry.lastLine.slice(0, 300)}`));
+        return;
+      }
       if (Date.now() - entry.startedAt > (this.options.stableAfterMs ?? 10_000)) {
         entry.backoffMs = this.options.initialBackoffMs ?? 250;
       }

@@ -2,7 +2,7 @@
 // and metadata the caller gives. toolClient adds validation, retries, breaker and fallbacks on
 // top; tests use this one to see exactly what the server does.
 import { create, type DescMethod, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
-import { type CallOptions, Client, type ChannelOptions, credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
+import { type CallOptions, type ClientReadableStream, Client, type ChannelOptions, credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
 import { methodDefinition } from "./bridge.js";
 import { type CallFailure, decodeStatusDetails } from "./errors.js";
 
@@ -33,7 +33,12 @@ export interface RawCallOptions {
 type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
 
 export type RawClient<S extends DescService> = {
-  [K in keyof MethodsOf<S>]: MethodsOf<S>[K] extends DescMethod
+  [K in keyof MethodsOf<S>]: MethodsOf<S>[K] extends DescMethod & { methodKind: "server_streaming" }
+    ? (
+        request: MessageInitShape<MethodsOf<S>[K]["input"]>,
+        options?: RawCallOptions,
+      ) => AsyncIterable<MessageShape<MethodsOf<S>[K]["output"]>>
+    : MethodsOf<S>[K] extends DescMethod
     ? (
         request: MessageInitShape<MethodsOf<S>[K]["input"]>,
         options?: RawCallOptions,
@@ -50,8 +55,24 @@ export interface RawClientOptions {
 export function createRawClient<S extends DescService>(service: S, target: string, options: RawClientOptions = {}): RawClient<S> {
   const client = new Client(target, credentials.createInsecure(), options.channelOptions ?? {});
   const out: Record<string, unknown> = { grpc: client, close: () => client.close() };
+  const metadataFor = (callOptions: RawCallOptions) => {
+    const metadata = callOptions.metadata?.clone() ?? new Metadata();
+    if (options.token) metadata.set("authorization", `Bearer ${options.token}`);
+    return metadata;
+  };
   for (const method of service.methods) {
     const def = methodDefinition(method as DescMethod);
+    if (method.methodKind === "server_streaming") {
+      out[method.localName] = (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions = {}) =>
+        streamToIterable(
+          client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, create((method as DescMethod).input, request), metadataFor(callOptions), {
+            ...(callOptions.deadline !== undefined
+              ? { deadline: typeof callOptions.deadline === "number" ? new Date(Date.now() + callOptions.deadline) : callOptions.deadline }
+              : {}),
+          }),
+        );
+      continue;
+    }
     out[method.localName] = (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions = {}) =>
       new Promise((resolve, reject) => {
         const metadata = callOptions.metadata?.clone() ?? new Metadata();
@@ -76,4 +97,15 @@ export function createRawClient<S extends DescService>(service: S, target: strin
       });
   }
   return out as RawClient<S>;
+}
+
+/** A grpc-js response stream as an async iterable that rejects with CallError. */
+async function* streamToIterable(stream: ClientReadableStream<unknown>): AsyncGenerator<unknown> {
+  try {
+    for await (const message of stream) yield message;
+  } catch (error) {
+    throw new CallError(decodeStatusDetails(error as ServiceError));
+  } finally {
+    stream.cancel();
+  }
 }

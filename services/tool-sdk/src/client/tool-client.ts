@@ -107,6 +107,8 @@ export interface CallOptions {
   readonly deadline?: Date;
   readonly token?: string;
   readonly signal?: AbortSignal;
+  /** Awaited before each retry is sent (e.g. to record a RETRYING state); throwing stops the retries. */
+  readonly onRetry?: (retry: { readonly attempt: number; readonly waitMs: number; readonly error: ToolCallError }) => void | Promise<void>;
 }
 
 type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
@@ -246,7 +248,7 @@ export class ToolClient<S extends DescService> {
     try {
       const response = await this.#bulkhead.execute(async () => {
         const token = options.token ?? (typeof this.#options.token === "function" ? await this.#options.token() : this.#options.token);
-        return this.#attempts(plan, bytes, message as unknown as Record<string, unknown>, deadline, token, spanContext, options.signal, (n) => (attempts = n));
+        return this.#attempts(plan, bytes, message as unknown as Record<string, unknown>, deadline, token, spanContext, options, (n) => (attempts = n));
       });
       if (cacheKey) this.#cache.set(cacheKey, response, Date.now());
       this.#count(plan, "ok", status.OK);
@@ -282,9 +284,10 @@ export class ToolClient<S extends DescService> {
     deadline: number,
     token: string | undefined,
     spanContext: Context,
-    signal: AbortSignal | undefined,
+    options: CallOptions,
     setAttempts: (n: number) => void,
   ): Promise<unknown> {
+    const { signal } = options;
     const retryAllowed = mayRetry(plan.policy, request);
     const retry = this.#options.retry ?? {};
     const maxAttempts = retry.maxAttempts ?? 4;
@@ -312,6 +315,11 @@ export class ToolClient<S extends DescService> {
       if (Date.now() + waitMs >= deadline) throw failure;
       if (!this.#budget.tryRetry()) throw failure;
       this.#metrics.retries.inc({ tool: this.tool, method: plan.method.name });
+      try {
+        await options.onRetry?.({ attempt: attempt + 1, waitMs, error: failure });
+      } catch {
+        throw failure;
+      }
       await sleep(waitMs, undefined, signal ? { signal } : {}).catch(() => undefined);
     }
   }

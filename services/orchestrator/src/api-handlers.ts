@@ -1,0 +1,158 @@
+// The gRPC API (loopguard.orchestrator.v1) over the Orchestrator: conversion between the
+// contract's messages and session records, and orchestrator errors mapped to statuses.
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import {
+  ApprovalSchema,
+  OrchestratorService,
+  SessionSchema,
+  SessionState as ProtoState,
+  type WatchSessionResponseSchema,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
+import type { PendingApproval } from "./approvals.js";
+import { type Orchestrator, OrchestratorError } from "./orchestrator.js";
+import { redact } from "./redact.js";
+import { healthScore } from "./session-health.js";
+import type { SessionState } from "./session-state.js";
+import type { JsonObject, SessionRecord } from "./session-store.js";
+import { traceIdOf } from "./session-runner.js";
+
+export function toProtoState(state: SessionState): ProtoState {
+  return ProtoState[state];
+}
+
+function fromProtoState(state: ProtoState): SessionState | undefined {
+  return state === ProtoState.UNSPECIFIED ? undefined : (ProtoState[state] as SessionState);
+}
+
+export function toProtoSession(s: SessionRecord): MessageInitShape<typeof SessionSchema> {
+  const approval = (s.pending as { approval?: PendingApproval; call?: { arguments: string } } | null)?.approval;
+  const callArgs = (s.pending as { call?: { arguments: string } } | null)?.call?.arguments;
+  return {
+    sessionId: s.id,
+    state: toProtoState(s.state),
+    version: BigInt(s.version),
+    goal: s.goal,
+    task: redact(s.task),
+    budget: {
+      maxSteps: s.budget.maxSteps,
+      maxToolCalls: s.budget.maxToolCalls,
+      maxTokens: BigInt(s.budget.maxTokens),
+      maxWallClockMs: s.budget.deadlineMs,
+      maxCostMicros: BigInt(s.budget.maxCostMicros),
+    },
+    usage: {
+      steps: s.usage.steps,
+      toolCalls: s.usage.toolCalls,
+      tokens: BigInt(s.usage.tokens),
+      costMicros: BigInt(s.usage.costMicros),
+      wallClockMs: Math.max(0, Math.min((s.stopReason ? s.updatedAt : Date.now()) - s.usage.startedAt, 2 ** 32 - 1)),
+    },
+    scopes: [...s.scopes],
+    policy: s.policy,
+    stopReason: s.stopReason ?? "",
+    answer: s.answer ?? "",
+    createdAt: timestampFromMs(s.createdAt),
+    updatedAt: timestampFromMs(s.updatedAt),
+    traceId: typeof s.context.traceId === "string" ? s.context.traceId : traceIdOf(s.id),
+    healthScore: healthScore(s),
+    ...(approval && s.state === "AWAITING_APPROVAL"
+      ? {
+          pendingApproval: create(ApprovalSchema, {
+            approvalId: approval.approvalId,
+            tool: approval.tool,
+            argumentsHash: approval.argumentsHash,
+            worldVersion: approval.worldVersion,
+            reason: approval.reason,
+            expiresAt: timestampFromMs(approval.expiresAt),
+            arguments: callArgs ? redact(JSON.parse(callArgs) as JsonObject) : {},
+          }),
+        }
+      : {}),
+  };
+}
+
+function mapError(error: unknown): never {
+  if (error instanceof OrchestratorError) {
+    switch (error.reason) {
+      case "SESSION_NOT_FOUND":
+        throw new ToolError(status.NOT_FOUND, error.reason, error.message);
+      case "UNKNOWN_POLICY":
+        throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", error.message, { fieldViolations: [{ field: "policy", description: error.message }] });
+      default:
+        throw new ToolError(status.FAILED_PRECONDITION, error.reason, error.message);
+    }
+  }
+  if (error instanceof RangeError) throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", error.message, { fieldViolations: [{ field: "page_token", description: error.message }] });
+  throw error;
+}
+
+export function createOrchestratorHandlers(orchestrator: Orchestrator): ToolHandlers<typeof OrchestratorService> {
+  return {
+    async startSession(req) {
+      const budget = req.budget;
+      const result = await orchestrator
+        .startSession({
+          goal: req.goal,
+          task: (req.task ?? {}) as JsonObject,
+          budget: {
+            maxSteps: budget?.maxSteps ?? 0,
+            maxToolCalls: budget?.maxToolCalls ?? 0,
+            maxTokens: Number(budget?.maxTokens ?? 0n),
+            deadlineMs: budget?.maxWallClockMs ?? 0,
+            maxCostMicros: Number(budget?.maxCostMicros ?? 0n),
+          },
+          scopes: req.scopes,
+          policy: req.policy || "scripted",
+          ...(req.idempotencyKey ? { idempotencyKey: req.idempotencyKey } : {}),
+        })
+        .catch(mapError);
+      if (!result.created && (result.session.goal !== req.goal || result.session.policy !== (req.policy || "scripted"))) {
+        throw new ToolError(status.ALREADY_EXISTS, "IDEMPOTENCY_KEY_REUSED", `idempotency key was used for session ${result.session.id} with another goal or policy`);
+      }
+      return { session: toProtoSession(result.session), created: result.created };
+    },
+    async getSession(req) {
+      return { session: toProtoSession(await orchestrator.get(req.sessionId).catch(mapError)) };
+    },
+    async *watchSession(req, ctx) {
+      for await (const event of orchestrator.watch(req.sessionId, ctx.signal)) {
+        const out: MessageInitShape<typeof WatchSessionResponseSchema> =
+          event.kind === "snapshot"
+            ? { event: { case: "snapshot", value: toProtoSession(event.session) } }
+            : event.kind === "transition"
+              ? {
+                  event: {
+                    case: "transition",
+                    value: {
+                      from: toProtoState(event.audit.from),
+                      to: toProtoState(event.audit.to),
+                      version: BigInt(event.audit.version),
+                      reason: event.audit.reason ?? "",
+                      at: timestampFromMs(event.audit.at),
+                    },
+                  },
+                }
+              : { event: { case: "step", value: { step: event.step.step, record: event.step.payload } } };
+        yield out;
+      }
+    },
+    async listSessions(req) {
+      const page = await orchestrator.list(fromProtoState(req.state), req.pageSize || 50, req.pageToken || undefined).catch(mapError);
+      return { sessions: page.sessions.map(toProtoSession), nextPageToken: page.nextCursor ?? "" };
+    },
+    async cancelSession(req) {
+      return { session: toProtoSession(await orchestrator.cancel(req.sessionId, req.reason).catch(mapError)) };
+    },
+    async resolveApproval(req) {
+      const session = await orchestrator
+        .resolveApproval({ sessionId: req.sessionId, approvalId: req.approvalId, approve: req.approve, approver: req.approver, reason: req.reason })
+        .catch(mapError);
+      return { session: toProtoSession(session) };
+    },
+    async getTrace(req) {
+      return { records: await orchestrator.trace(req.sessionId).catch(mapError) };
+    },
+  };
+}

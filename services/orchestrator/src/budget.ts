@@ -1,0 +1,38 @@
+// The budget vector, checked before spending: a step or tool call that would pass a limit is
+// refused (and the session stopped with that limit's reason) rather than executed and regretted.
+import type { StopReason } from "./session-state.js";
+import type { BudgetLimits, Usage } from "./session-store.js";
+
+export const DEFAULT_BUDGET: BudgetLimits = Object.freeze({
+  maxSteps: 20,
+  maxToolCalls: 20,
+  maxTokens: 200_000,
+  maxCostMicros: 1_000_000,
+  deadlineMs: 120_000,
+});
+
+export function deadlineOf(usage: Usage, limits: BudgetLimits): number {
+  return usage.startedAt + limits.deadlineMs;
+}
+
+/** Why one more policy step may not be taken, or null. */
+export function refuseStep(usage: Usage, limits: BudgetLimits, now: number): StopReason | null {
+  if (now >= deadlineOf(usage, limits)) return "deadline";
+  if (usage.steps + 1 > limits.maxSteps) return "max_steps";
+  if (usage.tokens >= limits.maxTokens) return "max_tokens";
+  if (usage.costMicros >= limits.maxCostMicros) return "max_cost";
+  return null;
+}
+
+/** Why one more tool call costing `costMicros` may not be made, or null. */
+export function refuseToolCall(usage: Usage, limits: BudgetLimits, costMicros: number, now: number): StopReason | null {
+  if (now >= deadlineOf(usage, limits)) return "deadline";
+  if (usage.toolCalls + 1 > limits.maxToolCalls) return "max_tool_calls";
+  if (usage.costMicros + costMicros > limits.maxCostMicros) return "max_cost";
+  return null;
+}
+
+/** A rough token count for policies that report none (about four characters a token). */
+export function estimateTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}

@@ -1,0 +1,246 @@
+#!/usr/bin/env node
+// `pnpm loopguard …`: the operator's command line for the orchestrator API.
+//   run "<goal>" [--task-file F | --task JSON] [--budget k=v…] [--scope s…] [--policy P] [--wait] [--json]
+//   sessions [--state S] [--limit N]   show ID   trace ID   approve ID   deny ID   cancel ID
+// Every failure is one line on stderr naming the problem, and a non-zero exit code.
+import { existsSync, readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import type { MessageShape } from "@bufbuild/protobuf";
+import {
+  OrchestratorService,
+  type SessionSchema,
+  SessionState,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { CallError, createRawClient, localSecretPath, mintToken, readAuthSecret, status } from "@loopguard/tool-sdk";
+
+type Session = MessageShape<typeof SessionSchema>;
+
+const USAGE = `usage: loopguard <command> [options]
+  run "<goal>" [--task-file F | --task JSON] [--budget key=value…] [--scope s…] [--policy scripted|openai] [--wait] [--json]
+      budget keys: steps, tool_calls, tokens, wall_clock_ms, cost_micros
+  sessions [--state STATE] [--limit N]
+  show ID        trace ID        cancel ID [--reason R]
+  approve ID [--approver NAME] [--reason R]        deny ID [--approver NAME] [--reason R]
+options: --addr HOST:PORT (ORCHESTRATOR_ADDR, default 127.0.0.1:50051)`;
+
+const DEFAULT_SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
+const BUDGET_KEYS: Record<string, string> = {
+  steps: "maxSteps",
+  tool_calls: "maxToolCalls",
+  tokens: "maxTokens",
+  wall_clock_ms: "maxWallClockMs",
+  cost_micros: "maxCostMicros",
+};
+
+class UsageError extends Error {}
+
+let addr = process.env.ORCHESTRATOR_ADDR ?? "127.0.0.1:50051";
+
+function fail(message: string, code = 1): never {
+  process.stderr.write(`loopguard: ${message}\n`);
+  process.exit(code);
+}
+
+const stateName = (s: SessionState) => SessionState[s] ?? String(s);
+
+function describeCallError(error: CallError): string {
+  if (error.code === status.UNAVAILABLE && !error.reason) return `cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`;
+  if (error.code === status.DEADLINE_EXCEEDED) return `the orchestrator at ${addr} did not answer in time`;
+  const fields = error.fieldViolations.map((v) => `${v.field}: ${v.description}`).join("; ");
+  return `${status[error.code]}${error.reason ? ` ${error.reason}` : ""}: ${fields || error.message}`;
+}
+
+async function token(): Promise<string> {
+  const env = { ...process.env };
+  if (!env.LOOPGUARD_AUTH_SECRET && !env.LOOPGUARD_AUTH_SECRET_FILE) {
+    const local = localSecretPath(resolve(env.LOOPGUARD_DATA_DIR || ".data"));
+    if (!existsSync(local)) throw new UsageError(`no credentials: set LOOPGUARD_AUTH_SECRET or run \`pnpm start\` once (it creates ${local})`);
+    env.LOOPGUARD_AUTH_SECRET_FILE = local;
+  }
+  return mintToken(readAuthSecret(env), { subject: `cli:${process.env.USER ?? "operator"}`, scopes: ["sessions:read", "sessions:write", "approvals:write"], ttlSeconds: 3600 });
+}
+
+function summary(s: Session): string {
+  const usage = s.usage;
+  return `${s.sessionId}  ${stateName(s.state).padEnd(17)} ${(s.stopReason || "-").padEnd(16)} steps ${usage?.steps ?? 0}/${s.budget?.maxSteps ?? 0}  tools ${usage?.toolCalls ?? 0}  health ${s.healthScore}  ${s.goal.slice(0, 60)}`;
+}
+
+function printSession(s: Session): void {
+  const lines = [
+    `session   ${s.sessionId}`,
+    `state     ${stateName(s.state)}${s.stopReason ? ` (${s.stopReason})` : ""}`,
+    `goal      ${s.goal}`,
+    `policy    ${s.policy}   scopes ${s.scopes.join(" ")}`,
+    `budget    steps ${s.usage?.steps}/${s.budget?.maxSteps}  tool calls ${s.usage?.toolCalls}/${s.budget?.maxToolCalls}  tokens ${s.usage?.tokens}/${s.budget?.maxTokens}  cost ${s.usage?.costMicros}/${s.budget?.maxCostMicros} µ  wall ${s.usage?.wallClockMs}/${s.budget?.maxWallClockMs} ms`,
+    `health    ${s.healthScore}/100`,
+    `trace id  ${s.traceId}`,
+  ];
+  if (s.pendingApproval) {
+    lines.push(`approval  ${s.pendingApproval.approvalId}: ${s.pendingApproval.tool} ${JSON.stringify(s.pendingApproval.arguments)} — ${s.pendingApproval.reason}`);
+  }
+  if (s.answer) lines.push(`answer    ${s.answer}`);
+  console.log(lines.join("\n"));
+}
+
+function jsonOf(s: Session): Record<string, unknown> {
+  return {
+    session_id: s.sessionId,
+    state: stateName(s.state),
+    stop_reason: s.stopReason,
+    answer: s.answer,
+    trace_id: s.traceId,
+    steps: s.usage?.steps ?? 0,
+    tool_calls: s.usage?.toolCalls ?? 0,
+    ...(s.pendingApproval ? { pending_approval: { approval_id: s.pendingApproval.approvalId, tool: s.pendingApproval.tool, reason: s.pendingApproval.reason } } : {}),
+  };
+}
+
+function readTask(values: { task?: string; "task-file"?: string }): Record<string, unknown> {
+  let raw: string | undefined = values.task;
+  if (values["task-file"]) {
+    try {
+      raw = readFileSync(values["task-file"], "utf8");
+    } catch (error) {
+      throw new UsageError(`cannot read --task-file ${values["task-file"]}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+    }
+  }
+  if (raw === undefined) return {};
+  let task: unknown;
+  try {
+    task = JSON.parse(raw);
+  } catch (error) {
+    throw new UsageError(`the task is not valid JSON: ${(error as Error).message}`);
+  }
+  if (!task || typeof task !== "object" || Array.isArray(task)) throw new UsageError("the task must be a JSON object");
+  return task as Record<string, unknown>;
+}
+
+function readBudget(pairs: readonly string[]): Record<string, number | bigint> {
+  const budget: Record<string, number | bigint> = {};
+  for (const pair of pairs) {
+    const [key, value] = pair.split("=");
+    const field = key ? BUDGET_KEYS[key] : undefined;
+    if (!field || value === undefined || !/^\d+$/.test(value)) {
+      throw new UsageError(`--budget ${pair}: expected key=integer with key one of ${Object.keys(BUDGET_KEYS).join(", ")}`);
+    }
+    budget[field] = field === "maxTokens" || field === "maxCostMicros" ? BigInt(value) : Number(value);
+  }
+  return budget;
+}
+
+async function main(): Promise<void> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      addr: { type: "string" },
+      task: { type: "string" },
+      "task-file": { type: "string" },
+      budget: { type: "string", multiple: true },
+      scope: { type: "string", multiple: true },
+      policy: { type: "string" },
+      wait: { type: "boolean" },
+      json: { type: "boolean" },
+      state: { type: "string" },
+      limit: { type: "string" },
+      approver: { type: "string" },
+      reason: { type: "string" },
+      "idempotency-key": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+  const [command, arg] = positionals;
+  if (values.help || !command) {
+    console.log(USAGE);
+    return;
+  }
+  addr = values.addr ?? addr;
+  const needsId = ["show", "trace", "approve", "deny", "cancel"];
+  if (needsId.includes(command) && !arg) throw new UsageError(`${command} needs a session id`);
+  if (command === "run" && !arg) throw new UsageError('run needs a goal, e.g. loopguard run "Refund order ord_DEMO00000001"');
+  if (!["run", "sessions", ...needsId].includes(command)) throw new UsageError(`unknown command "${command}"\n${USAGE}`);
+  const api = createRawClient(OrchestratorService, addr, { token: await token() });
+  const deadline = 10_000;
+  try {
+    switch (command) {
+      case "run": {
+        const task = readTask(values);
+        const { session } = await api.startSession(
+          {
+            goal: arg!,
+            task: task as never,
+            budget: readBudget(values.budget ?? []),
+            scopes: values.scope ?? DEFAULT_SCOPES,
+            policy: values.policy ?? "scripted",
+            idempotencyKey: values["idempotency-key"] ?? "",
+          },
+          { deadline },
+        );
+        let last = session!;
+        if (!values.json) console.log(`started ${last.sessionId} (trace ${last.traceId})`);
+        if (values.wait) {
+          for await (const event of api.watchSession({ sessionId: last.sessionId })) {
+            if (event.event.case === "snapshot") last = event.event.value;
+            if (values.json) continue;
+            if (event.event.case === "transition") {
+              const t = event.event.value;
+              console.log(`  ${stateName(t.from).padEnd(17)} → ${stateName(t.to).padEnd(17)} ${t.reason}`);
+              if (t.to === SessionState.AWAITING_APPROVAL) console.log(`  waiting for a human: pnpm loopguard approve ${last.sessionId}   (or deny)`);
+            }
+          }
+          last = (await api.getSession({ sessionId: last.sessionId }, { deadline })).session!;
+        }
+        if (values.json) console.log(JSON.stringify(jsonOf(last)));
+        else printSession(last);
+        return;
+      }
+      case "sessions": {
+        const state = values.state ? SessionState[values.state.toUpperCase() as keyof typeof SessionState] : SessionState.UNSPECIFIED;
+        if (state === undefined) throw new UsageError(`--state must be one of ${Object.keys(SessionState).filter((k) => Number.isNaN(Number(k)) && k !== "UNSPECIFIED").join(", ")}`);
+        const limit = values.limit ? Number(values.limit) : 50;
+        if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError("--limit must be 1..500");
+        const page = await api.listSessions({ state, pageSize: limit }, { deadline });
+        if (values.json) console.log(JSON.stringify(page.sessions.map(jsonOf)));
+        else for (const s of page.sessions) console.log(summary(s));
+        return;
+      }
+      case "show": {
+        const { session } = await api.getSession({ sessionId: arg! }, { deadline });
+        if (values.json) console.log(JSON.stringify(jsonOf(session!)));
+        else printSession(session!);
+        return;
+      }
+      case "trace": {
+        const { records } = await api.getTrace({ sessionId: arg! }, { deadline });
+        for (const record of records) console.log(record);
+        return;
+      }
+      case "cancel": {
+        const { session } = await api.cancelSession({ sessionId: arg!, reason: values.reason ?? "" }, { deadline });
+        printSession(session!);
+        return;
+      }
+      case "approve":
+      case "deny": {
+        const { session } = await api.getSession({ sessionId: arg! }, { deadline });
+        const approval = session?.pendingApproval;
+        if (!approval) throw new UsageError(`session ${arg} is not waiting for an approval (state ${stateName(session!.state)})`);
+        const resolved = await api.resolveApproval(
+          { sessionId: arg!, approvalId: approval.approvalId, approve: command === "approve", approver: values.approver ?? process.env.USER ?? "operator", reason: values.reason ?? "" },
+          { deadline },
+        );
+        console.log(`${command === "approve" ? "approved" : "denied"} ${approval.tool} for ${arg}: now ${stateName(resolved.session!.state)}`);
+        return;
+      }
+    }
+  } finally {
+    api.close();
+  }
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof UsageError) fail(error.message, 2);
+  if (error instanceof CallError) fail(describeCallError(error));
+  if (error instanceof TypeError && /Unknown option|Unexpected argument/.test(error.message)) fail(error.message, 2);
+  fail(error instanceof Error ? error.message : String(error));
+});

@@ -1,0 +1,71 @@
+// The orchestrator's typed configuration, read once from the environment; a bad value stops
+// the process before it binds anything (exit 2).
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { ConfigError, loadToolConfig, type ToolConfig } from "@loopguard/tool-sdk";
+import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
+
+export interface OrchestratorConfig extends ToolConfig {
+  /** "sqlite:/path.db" or "postgres://…". */
+  readonly storeUrl: string;
+  /** Addresses per tool name; several comma-separated replicas are balanced round robin. */
+  readonly toolTargets: Readonly<Record<string, string[]>>;
+  readonly instanceId: string;
+  readonly leaseTtlMs: number;
+  readonly maxActiveSessions: number;
+  readonly approvals: ApprovalRules;
+  readonly openai: { readonly baseUrl: string; readonly model: string; readonly apiKey: string } | undefined;
+  /** Where step traces are written as JSONL files. */
+  readonly traceDir: string;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`${name} must be an integer in ${min}..${max}, got "${raw}"`);
+  return value;
+}
+
+function targets(env: Env, name: string, fallback: string): string[] {
+  const list = (env[name] || fallback).split(",").map((t) => t.trim()).filter(Boolean);
+  for (const t of list) if (!/^[\w.-]+:\d+$|^[a-z]+:\/\//.test(t) && !t.startsWith("dns:")) throw new ConfigError(`${name} must be host:port[,host:port…], got "${t}"`);
+  return list;
+}
+
+export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConfig {
+  // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
+  const base = loadToolConfig("orchestrator", { port: 50051, metricsPort: 8080, maxConcurrent: 1024 }, {
+    ...env,
+    ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
+  });
+  const openaiUrl = env.OPENAI_BASE_URL ?? "";
+  return Object.freeze({
+    ...base,
+    storeUrl: env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`,
+    toolTargets: {
+      "kb-search": targets(env, "KB_SEARCH_ADDR", "127.0.0.1:50061"),
+      billing: targets(env, "BILLING_ADDR", "127.0.0.1:50062"),
+      risk: targets(env, "RISK_ADDR", "127.0.0.1:50063"),
+    },
+    instanceId: env.ORCHESTRATOR_INSTANCE_ID || `${hostname()}-${process.pid}`,
+    leaseTtlMs: int(env, "ORCHESTRATOR_LEASE_TTL_MS", 5000, 500, 600_000),
+    maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
+    approvals: {
+      amountThresholdCents: int(env, "APPROVAL_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amountThresholdCents, 0, 1_000_000_000),
+      riskThreshold: int(env, "APPROVAL_RISK_THRESHOLD", DEFAULT_APPROVAL_RULES.riskThreshold, 0, 101),
+      minConfidence: DEFAULT_APPROVAL_RULES.minConfidence,
+      ttlMs: int(env, "APPROVAL_TTL_MS", DEFAULT_APPROVAL_RULES.ttlMs, 1000, 7 * 24 * 3600_000),
+    },
+    openai: openaiUrl ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || "gpt-4o-mini", apiKey: env.OPENAI_API_KEY ?? "" } : undefined,
+    traceDir: join(base.dataDir, "traces"),
+  });
+}
+
+/** The config as it may be logged: no secrets, no credentials in the store URL. */
+export function describeOrchestratorConfig(config: OrchestratorConfig): Record<string, unknown> {
+  const { authSecret: _secret, openai, storeUrl, ...rest } = config;
+  return { ...rest, storeUrl: storeUrl.replace(/\/\/[^@/]*@/, "//***@"), openai: openai ? { baseUrl: openai.baseUrl, model: openai.model } : "off" };
+}

@@ -1,0 +1,25 @@
+// Wiring only: config from the environment, build, serve the API and the HTTP port, start
+// driving sessions (including every unfinished one), drain on SIGTERM.
+import { ConfigError, createLogger, serveTool } from "@loopguard/tool-sdk";
+import { describeOrchestratorConfig, loadOrchestratorConfig, type OrchestratorConfig } from "./config.js";
+import { build } from "./server.js";
+
+let config: OrchestratorConfig;
+try {
+  config = loadOrchestratorConfig();
+} catch (error) {
+  if (!(error instanceof ConfigError)) throw error;
+  process.stderr.write(`orchestrator: configuration error: ${error.message}\n`);
+  process.exit(2);
+}
+const log = createLogger({ service: "orchestrator", level: config.logLevel });
+log.info("config", { config: describeOrchestratorConfig(config) });
+try {
+  const built = await build(config, log);
+  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics });
+  built.orchestrator.start();
+  server.exitOnSignals();
+} catch (error) {
+  log.error("failed to start", { error_name: (error as Error).name, error_message: (error as Error).message });
+  process.exit(1);
+}

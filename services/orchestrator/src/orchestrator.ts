@@ -1,0 +1,278 @@
+// The orchestrator of one replica: claims sessions from the store under a lease, drives each
+// with a SessionRunner, renews leases while it works, and serves the API operations. Several
+// replicas can share one PostgreSQL store; a replica that dies loses its leases and another
+// takes its sessions over.
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "@loopguard/tool-sdk";
+import { DEFAULT_BUDGET } from "./budget.js";
+import type { PendingApproval } from "./approvals.js";
+import { isTerminal, type SessionState } from "./session-state.js";
+import { type AuditRecord, type BudgetLimits, type JsonObject, type SessionRecord, type SessionStore, StaleTransitionError, type StepRecord } from "./session-store.js";
+import type { SessionMetrics } from "./session-metrics.js";
+import { type RunnerDeps, SessionRunner } from "./session-runner.js";
+
+export interface OrchestratorOptions extends Omit<RunnerDeps, "onStopped" | "onStep"> {
+  readonly log: Logger;
+  readonly metrics?: SessionMetrics;
+  readonly leaseTtlMs: number;
+  /** Sessions this replica drives at once. */
+  readonly maxActiveSessions: number;
+  readonly claimIntervalMs: number;
+}
+
+export interface StartInput {
+  readonly goal: string;
+  readonly task: JsonObject;
+  readonly budget: Partial<BudgetLimits>;
+  readonly scopes: readonly string[];
+  readonly policy: string;
+  readonly idempotencyKey?: string;
+}
+
+export class OrchestratorError extends Error {
+  constructor(
+    readonly reason: "SESSION_NOT_FOUND" | "SESSION_TERMINAL" | "APPROVAL_MISMATCH" | "APPROVAL_EXPIRED" | "UNKNOWN_POLICY",
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export type WatchEvent =
+  | { readonly kind: "snapshot"; readonly session: SessionRecord }
+  | { readonly kind: "transition"; readonly audit: AuditRecord }
+  | { readonly kind: "step"; readonly step: StepRecord };
+
+function newSessionId(): string {
+  const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+  return `ses_${Array.from(randomBytes(20), (b) => alphabet[b % alphabet.length]).join("")}`;
+}
+
+export class Orchestrator {
+  readonly #runner: SessionRunner;
+  readonly #active = new Map<string, AbortController>();
+  #timer: NodeJS.Timeout | undefined;
+  #renewTimer: NodeJS.Timeout | undefined;
+  #stopping = false;
+  #ticking = false;
+
+  constructor(private readonly options: OrchestratorOptions) {
+    this.#runner = new SessionRunner({
+      ...options,
+      onStopped: (s) => {
+        options.metrics?.stops.inc({ stop_reason: s.stopReason ?? "unknown" });
+        options.metrics?.stepsPerSession.observe(s.usage.steps);
+        options.log.info("session ended", { state: s.state, reason: s.stopReason ?? "", count: s.usage.steps, trace_id: String(s.context.traceId ?? "") });
+      },
+      onStep: (_s, tool, envelope) => {
+        options.metrics?.toolResults.inc({ tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error"), served_from: envelope.servedFrom });
+        options.metrics?.costMicros.inc(envelope.costMicros);
+      },
+    });
+  }
+
+  get store(): SessionStore {
+    return this.options.store;
+  }
+
+  /** Starts claiming and driving sessions, including every non-terminal one left by a previous run. */
+  start(): void {
+    this.#timer = setInterval(() => void this.#tick(), this.options.claimIntervalMs);
+    this.#renewTimer = setInterval(() => void this.#renew(), Math.max(100, Math.floor(this.options.leaseTtlMs / 3)));
+    void this.#tick();
+  }
+
+  /** Stops driving sessions and hands their leases back so another replica can take them at once. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    clearInterval(this.#timer);
+    clearInterval(this.#renewTimer);
+    for (const controller of this.#active.values()) controller.abort();
+    const deadline = Date.now() + 5000;
+    while (this.#active.size > 0 && Date.now() < deadline) await sleep(20);
+  }
+
+  activeCount(): number {
+    return this.#active.size;
+  }
+
+  async #tick(): Promise<void> {
+    if (this.#stopping || this.#ticking) return;
+    this.#ticking = true;
+    try {
+      const free = this.options.maxActiveSessions - this.#active.size;
+      if (free <= 0) return;
+      const claimed = await this.options.store.claim(this.options.owner, this.options.leaseTtlMs, free);
+      for (const session of claimed) this.#drive(session);
+    } catch (error) {
+      this.options.log.error("claiming sessions failed", { error_name: (error as Error).name, error_message: (error as Error).message });
+    } finally {
+      this.#ticking = false;
+    }
+  }
+
+  async #renew(): Promise<void> {
+    for (const [id, controller] of this.#active) {
+      const held = await this.options.store.renewLease(id, this.options.owner, this.options.leaseTtlMs).catch(() => false);
+      if (!held) controller.abort();
+    }
+  }
+
+  #drive(session: SessionRecord): void {
+    if (this.#active.has(session.id)) return;
+    const controller = new AbortController();
+    this.#active.set(session.id, controller);
+    void (async () => {
+      try {
+        while (!controller.signal.aborted) {
+          const last = await this.#runner.run(session.id, controller.signal);
+          if (!last || isTerminal(last.state)) break;
+          if (last.state === "AWAITING_APPROVAL") {
+            if (!(await this.#awaitHuman(last, controller.signal))) break;
+          }
+        }
+      } catch (error) {
+        this.options.log.error("session runner failed", { error_name: (error as Error).name, error_message: (error as Error).message });
+        const s = await this.options.store.get(session.id).catch(() => null);
+        if (s && !isTerminal(s.state)) {
+          await this.#runner.stop(s, "unrecoverable_error", `the orchestrator failed: ${(error as Error).message}`).catch(() => undefined);
+        }
+      } finally {
+        this.#active.delete(session.id);
+        if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
+      }
+    })();
+  }
+
+  /** Waits while a session waits for a human; ends it if the approval expires. False when it ended. */
+  async #awaitHuman(s: SessionRecord, signal: AbortSignal): Promise<boolean> {
+    for (;;) {
+      await sleep(200, undefined, { signal }).catch(() => undefined);
+      if (signal.aborted) return false;
+      const current = await this.options.store.get(s.id);
+      if (!current || isTerminal(current.state)) return false;
+      if (current.state !== "AWAITING_APPROVAL") return true;
+      const approval = (current.pending as { approval?: PendingApproval } | null)?.approval;
+      if (approval && approval.expiresAt <= this.options.now()) {
+        await this.#runner.stop(current, "approval_denied", `approval ${approval.approvalId} expired unanswered`).catch(() => undefined);
+        return false;
+      }
+    }
+  }
+
+  async startSession(input: StartInput): Promise<{ session: SessionRecord; created: boolean }> {
+    if (!this.options.policies.has(input.policy)) {
+      throw new OrchestratorError("UNKNOWN_POLICY", `policy "${input.policy}" is not configured; choose one of ${[...this.options.policies.keys()].join(", ")}`);
+    }
+    const budget: BudgetLimits = {
+      maxSteps: input.budget.maxSteps || DEFAULT_BUDGET.maxSteps,
+      maxToolCalls: input.budget.maxToolCalls || DEFAULT_BUDGET.maxToolCalls,
+      maxTokens: input.budget.maxTokens || DEFAULT_BUDGET.maxTokens,
+      maxCostMicros: input.budget.maxCostMicros || DEFAULT_BUDGET.maxCostMicros,
+      deadlineMs: input.budget.deadlineMs || DEFAULT_BUDGET.deadlineMs,
+    };
+    const result = await this.options.store.create({
+      id: newSessionId(),
+      goal: input.goal,
+      task: input.task,
+      budget,
+      scopes: [...input.scopes],
+      policy: input.policy,
+      ...(input.idempotencyKey ? { idempotencyKey: input.idempotencyKey } : {}),
+    });
+    if (result.created) void this.#tick();
+    return result;
+  }
+
+  async get(id: string): Promise<SessionRecord> {
+    const s = await this.options.store.get(id);
+    if (!s) throw new OrchestratorError("SESSION_NOT_FOUND", `no session ${id}`);
+    return s;
+  }
+
+  async cancel(id: string, reason: string): Promise<SessionRecord> {
+    for (let attempt = 0; attempt < 20; attempt += 1) {
+      const s = await this.get(id);
+      if (s.state === "CANCELLED") return s;
+      if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`);
+      try {
+        const done = await this.options.store.transition({
+          id, from: s.state, to: "CANCELLED", expectedVersion: s.version,
+          audit: { at: this.options.now(), reason: `cancelled${reason ? `: ${reason}` : ""}`, outcome: "cancelled" },
+          patch: { stopReason: "cancelled", answer: reason ? `cancelled: ${reason}` : "cancelled", pending: null },
+        });
+        this.#active.get(id)?.abort();
+        this.options.metrics?.stops.inc({ stop_reason: "cancelled" });
+        return done;
+      } catch (error) {
+        if (!(error instanceof StaleTransitionError)) throw error;
+      }
+    }
+    throw new OrchestratorError("SESSION_TERMINAL", `session ${id} kept changing; try again`);
+  }
+
+  async resolveApproval(input: { sessionId: string; approvalId: string; approve: boolean; approver: string; reason: string }): Promise<SessionRecord> {
+    const s = await this.get(input.sessionId);
+    if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${s.id} already ended (${s.state})`);
+    const pending = (s.pending ?? {}) as { approval?: PendingApproval; [k: string]: unknown };
+    const approval = pending.approval;
+    if (s.state !== "AWAITING_APPROVAL" || !approval || approval.approvalId !== input.approvalId) {
+      throw new OrchestratorError("APPROVAL_MISMATCH", `session ${s.id} is not waiting on approval ${input.approvalId}`);
+    }
+    const now = this.options.now();
+    if (approval.expiresAt <= now) throw new OrchestratorError("APPROVAL_EXPIRED", `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`);
+    const by = `${input.approver}${input.reason ? `: ${input.reason}` : ""}`;
+    if (!input.approve) {
+      return this.options.store.transition({
+        id: s.id, from: s.state, to: "FAILED", expectedVersion: s.version,
+        audit: { at: now, reason: `approval denied by ${by}`, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "approval_denied" },
+        patch: { stopReason: "approval_denied", answer: `${approval.tool} was not approved (${by}); nothing was executed`, pending: null },
+      });
+    }
+    return this.options.store.transition({
+      id: s.id, from: s.state, to: "TOOL_EXECUTING", expectedVersion: s.version,
+      audit: { at: now, reason: `approved by ${by}`, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "approved" },
+      patch: {
+        usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
+        pending: { ...(pending as JsonObject), approval: null, approvedBy: input.approver, startedBy: "approval" } as JsonObject,
+      },
+    });
+  }
+
+  async trace(id: string): Promise<string[]> {
+    await this.get(id);
+    return this.options.traces.read(id);
+  }
+
+  /**
+   * The session now, then its transitions and steps so far, then every new one as it is
+   * persisted, until the session ends.
+   */
+  async *watch(id: string, signal: AbortSignal, pollMs = 150): AsyncGenerator<WatchEvent> {
+    let s = await this.get(id);
+    yield { kind: "snapshot", session: s };
+    let version = 0;
+    let steps = 0;
+    const catchUp = async function* (self: Orchestrator): AsyncGenerator<WatchEvent> {
+      const trail = await self.options.store.auditTrail(id);
+      for (const audit of trail.filter((a) => a.version > version)) yield { kind: "transition", audit };
+      version = trail.at(-1)?.version ?? version;
+      const all = await self.options.store.steps(id);
+      for (const step of all.slice(steps)) yield { kind: "step", step };
+      steps = all.length;
+    };
+    yield* catchUp(this);
+    while (!isTerminal(s.state) && !signal.aborted) {
+      await sleep(pollMs, undefined, { signal }).catch(() => undefined);
+      const next = await this.options.store.get(id);
+      if (!next) return;
+      s = next;
+      if (s.version !== version) yield* catchUp(this);
+    }
+  }
+
+  async list(state: SessionState | undefined, limit: number, after: string | undefined) {
+    return this.options.store.list({ ...(state ? { state } : {}), limit, ...(after ? { after } : {}) });
+  }
+}

@@ -1,0 +1,316 @@
+// The `openai` policy: any OpenAI-compatible Chat Completions endpoint with tool calling.
+// The model sees only tool names, descriptions and JSON schemas. Whatever it replies is
+// turned into a Decision, even when malformed (unknown tool, bad JSON): the host makes those
+// observations the next step can correct (DESIGN, principle 2). Only transport failures throw.
+import { createHash } from "node:crypto";
+import type {
+  Decision,
+  Policy,
+  PolicyInput,
+  TokenUsage,
+  ToolCallRequest,
+  ToolSpec,
+} from "../policy.js";
+
+export interface OpenAiPolicyOptions {
+  /** e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"; `/chat/completions` is appended. */
+  readonly baseUrl: string;
+  readonly model: string;
+  /** Sent as `Authorization: Bearer …` only when set; never written into an error. */
+  readonly apiKey?: string;
+  /** Per request, including reading the body. Default 30 000. */
+  readonly timeoutMs?: number;
+  readonly fetch?: typeof fetch;
+}
+
+/** The endpoint could not produce a decision: HTTP error, timeout, network failure or a body that is not a chat completion. */
+export class PolicyUnavailableError extends Error {
+  override readonly name = "PolicyUnavailableError";
+  readonly retryable: boolean;
+  /** From `retry-after-ms` / `retry-after` when the endpoint sent one. */
+  readonly retryAfterMs: number | undefined;
+  /** HTTP status when there was a response. */
+  readonly status: number | undefined;
+
+  constructor(
+    message: string,
+    opts: { retryable: boolean; retryAfterMs?: number; status?: number; cause?: unknown },
+  ) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.retryable = opts.retryable;
+    this.retryAfterMs = opts.retryAfterMs;
+    this.status = opts.status;
+  }
+}
+
+export const OPENAI_POLICY_SYSTEM_PROMPT =
+  "You are an agent working for a platform team. Reach the goal by calling the tools you are " +
+  "given: use them to look facts up and to act, one decision at a time. When the goal is met, " +
+  "reply in plain text without tool calls, and cite the document ids and refund ids your answer " +
+  "relies on. Never invent ids: use only ids that appear in the task or in tool results.";
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+const ERROR_DETAIL_MAX_CHARS = 300;
+
+export interface ChatToolCall {
+  readonly id: string;
+  readonly type: "function";
+  readonly function: { readonly name: string; readonly arguments: string };
+}
+
+export type ChatMessage =
+  | { readonly role: "system" | "user"; readonly content: string }
+  | { readonly role: "assistant"; readonly content: string | null; readonly tool_calls?: readonly ChatToolCall[] }
+  | { readonly role: "tool"; readonly tool_call_id: string; readonly content: string };
+
+interface ChatTool {
+  readonly type: "function";
+  readonly function: { readonly name: string; readonly description: string; readonly parameters: ToolSpec["parameters"] };
+}
+
+export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
+  const url = `${options.baseUrl.replace(/\/+$/, "")}/chat/completions`;
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const fetchFn = options.fetch ?? fetch;
+  const redact = (text: string): string =>
+    options.apiKey ? text.split(options.apiKey).join("[redacted]") : text;
+
+  return {
+    name: "openai",
+    async decide(input: PolicyInput, signal: AbortSignal): Promise<Decision> {
+      const messages = toChatMessages(input);
+      const tools = input.tools.map(toChatTool);
+      // Some endpoints reject an empty `tools` array, so a tool-less request omits both fields.
+      const body = {
+        model: options.model,
+        messages,
+        ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}),
+      };
+      const promptHash = createHash("sha256").update(JSON.stringify({ messages, tools })).digest("hex");
+
+      const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
+      if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
+
+      const timeout = AbortSignal.timeout(timeoutMs);
+      const combined = AbortSignal.any([signal, timeout]);
+      let status: number;
+      let responseHeaders: Headers;
+      let text: string;
+      try {
+        const response = await fetchFn(url, { method: "POST", headers, body: JSON.stringify(body), signal: combined });
+        status = response.status;
+        responseHeaders = response.headers;
+        text = await response.text();
+      } catch (err) {
+        // A caller's cancellation is not an outage: let the host see its own abort reason.
+        if (signal.aborted) throw signal.reason;
+        if (timeout.aborted) {
+          throw new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, { retryable: true });
+        }
+        throw new PolicyUnavailableError(redact(`chat completions request failed: ${describeNetworkError(err)}`), {
+          retryable: true,
+        });
+      }
+
+      if (status < 200 || status > 299) {
+        const retryAfterMs = parseRetryAfter(responseHeaders);
+        throw new PolicyUnavailableError(
+          redact(`chat completions returned HTTP ${status}${errorDetail(text)}`),
+          {
+            retryable: status === 429 || status >= 500,
+            status,
+            ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+          },
+        );
+      }
+
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        throw new PolicyUnavailableError("chat completions returned a body that is not JSON", {
+          retryable: true,
+          status,
+        });
+      }
+      return toDecision(parsed, input, promptHash, status);
+    },
+  };
+}
+
+function toChatTool(tool: ToolSpec): ChatTool {
+  return { type: "function", function: { name: tool.name, description: tool.description, parameters: tool.parameters } };
+}
+
+/** PolicyInput → the message list. Exported so callers can inspect or count what the model sees. */
+export function toChatMessages(input: PolicyInput): ChatMessage[] {
+  const messages: ChatMessage[] = [
+    { role: "system", content: OPENAI_POLICY_SYSTEM_PROMPT },
+    { role: "user", content: `Goal: ${input.goal}\n\nTask (JSON):\n${JSON.stringify(input.task)}` },
+  ];
+  // Chat Completions rejects a request where an assistant tool call has no tool message
+  // after it, and a tool message that answers no call. History cut short (a session stopped
+  // between calls, compressed context) must not make every later request fail.
+  const unanswered: { id: string; tool: string }[] = [];
+  let group: ChatToolCall[] | null = null;
+  const closeTurn = (): void => {
+    group = null;
+    for (const call of unanswered.splice(0)) {
+      messages.push({
+        role: "tool",
+        tool_call_id: call.id,
+        content: JSON.stringify({ ok: false, note: `no result was recorded for this ${call.tool} call; it may not have run` }),
+      });
+    }
+  };
+
+  for (const item of input.history) {
+    switch (item.kind) {
+      case "call": {
+        if (group === null) {
+          closeTurn();
+          group = [];
+          messages.push({ role: "assistant", content: null, tool_calls: group });
+        }
+        group.push({ id: item.callId, type: "function", function: { name: item.tool, arguments: item.arguments } });
+        unanswered.push({ id: item.callId, tool: item.tool });
+        break;
+      }
+      case "observation": {
+        group = null;
+        const content = JSON.stringify(item.envelope);
+        const index = unanswered.findIndex((call) => call.id === item.callId);
+        if (index >= 0) {
+          unanswered.splice(index, 1);
+          messages.push({ role: "tool", tool_call_id: item.callId, content });
+        } else {
+          closeTurn();
+          messages.push({ role: "user", content: `Result of call ${item.callId} (${item.tool}):\n${content}` });
+        }
+        break;
+      }
+      case "rejected_answer": {
+        closeTurn();
+        messages.push({ role: "assistant", content: item.text });
+        messages.push({
+          role: "user",
+          content: `That answer was not accepted: ${item.why}\nContinue: call tools if you need more facts or actions, then answer again.`,
+        });
+        break;
+      }
+    }
+  }
+  closeTurn();
+  return messages;
+}
+
+function toDecision(body: unknown, input: PolicyInput, promptHash: string, status: number): Decision {
+  const choice = asRecord(asArray(asRecord(body)?.choices)?.[0]);
+  const message = asRecord(choice?.message);
+  if (message === undefined) {
+    throw new PolicyUnavailableError("chat completions returned a body without choices[0].message", {
+      retryable: true,
+      status,
+    });
+  }
+  const usage = toUsage(asRecord(asRecord(body)?.usage));
+
+  const rawCalls = asArray(message.tool_calls) ?? [];
+  // Older compatible servers still answer with the deprecated single `function_call`.
+  const legacy = asRecord(message.function_call);
+  const entries = rawCalls.length > 0 ? rawCalls : legacy ? [{ function: legacy }] : [];
+  if (entries.length > 0) {
+    const taken = new Set<string>();
+    for (const item of input.history) if (item.kind !== "rejected_answer") taken.add(item.callId);
+    const calls = entries.map((entry, index): ToolCallRequest => {
+      const call = asRecord(entry);
+      const fn = asRecord(call?.function);
+      const modelId = call?.id;
+      // Ids must be unique within the session; some servers omit them or reuse "call_0" every turn.
+      const id =
+        typeof modelId === "string" && modelId.length > 0 && !taken.has(modelId)
+          ? modelId
+          : uniqueId(`call_${input.step}_${index}`, taken);
+      taken.add(id);
+      return { id, name: typeof fn?.name === "string" ? fn.name : "", arguments: rawArguments(fn?.arguments) };
+    });
+    return { kind: "tool_calls", calls, usage, promptHash };
+  }
+
+  return { kind: "final", answer: messageText(message), usage, promptHash };
+}
+
+function uniqueId(base: string, taken: ReadonlySet<string>): string {
+  let id = base;
+  for (let n = 2; taken.has(id); n++) id = `${base}_${n}`;
+  return id;
+}
+
+/** The arguments exactly as the model wrote them; the host parses and validates. */
+function rawArguments(value: unknown): string {
+  if (typeof value === "string") return value;
+  // A server that omits arguments means "no arguments"; some send an already-parsed object.
+  if (value === undefined || value === null) return "{}";
+  return JSON.stringify(value);
+}
+
+function messageText(message: Record<string, unknown>): string {
+  const { content, refusal } = message;
+  if (typeof content === "string" && content.length > 0) return content;
+  if (Array.isArray(content)) {
+    const parts = content
+      .map((part) => asRecord(part)?.text)
+      .filter((text): text is string => typeof text === "string");
+    if (parts.length > 0) return parts.join("");
+  }
+  if (typeof refusal === "string") return refusal;
+  return typeof content === "string" ? content : "";
+}
+
+function toUsage(usage: Record<string, unknown> | undefined): TokenUsage {
+  const count = (value: unknown): number =>
+    typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0;
+  return { input: count(usage?.prompt_tokens), output: count(usage?.completion_tokens) };
+}
+
+function parseRetryAfter(headers: Headers): number | undefined {
+  const ms = headers.get("retry-after-ms");
+  if (ms !== null && ms.trim() !== "" && Number.isFinite(Number(ms)) && Number(ms) >= 0) {
+    return Math.ceil(Number(ms));
+  }
+  const value = headers.get("retry-after");
+  if (value === null || value.trim() === "") return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return seconds >= 0 ? Math.ceil(seconds * 1000) : undefined;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+/** A short reason from the error body (OpenAI's `{error:{message}}` or plain text), for the operator. */
+function errorDetail(text: string): string {
+  let detail = text;
+  try {
+    const message = asRecord(asRecord(JSON.parse(text))?.error)?.message;
+    if (typeof message === "string") detail = message;
+  } catch {
+    // Not JSON: the text itself is the best detail there is.
+  }
+  detail = detail.replace(/\s+/g, " ").trim();
+  if (detail === "") return "";
+  return `: ${detail.length > ERROR_DETAIL_MAX_CHARS ? `${detail.slice(0, ERROR_DETAIL_MAX_CHARS)}…` : detail}`;
+}
+
+function describeNetworkError(err: unknown): string {
+  const cause = err instanceof Error ? asRecord(err.cause) : undefined;
+  const code = cause?.code;
+  if (typeof code === "string") return code;
+  return err instanceof Error ? err.message : String(err);
+}
+
+function asRecord(value: unknown): Record<string, unknown> | undefined {
+  return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+function asArray(value: unknown): unknown[] | undefined {
+  return Array.isArray(value) ? value : undefined;
+}

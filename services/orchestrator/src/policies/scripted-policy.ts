@@ -1,0 +1,108 @@
+// The offline default policy: a deterministic planner for the reference tasks. It only decides
+// from the goal, the task and the observations so far; the host checks and executes.
+//   refund:   kb policy lookup → GetOrder → QueryRisk (when the task names the customer) →
+//             Refund → an answer citing the policy document and the refund id
+//   question: kb search → an answer citing the documents found
+import type { Decision, HistoryItem, Policy, PolicyInput, ResultEnvelope } from "../policy.js";
+import type { JsonObject, JsonValue } from "../session-store.js";
+import { estimateTokens } from "../budget.js";
+import { sha256 } from "../progress.js";
+
+
+function lastObservation(history: readonly HistoryItem[], tool: string): ResultEnvelope | undefined {
+  for (let i = history.length - 1; i >= 0; i -= 1) {
+    const item = history[i]!;
+    if (item.kind === "observation" && item.tool === tool) return item.envelope;
+  }
+  return undefined;
+}
+
+function field(value: JsonValue | undefined, ...path: string[]): JsonValue | undefined {
+  let current = value;
+  for (const key of path) {
+    if (!current || typeof current !== "object" || Array.isArray(current)) return undefined;
+    current = (current as JsonObject)[key];
+  }
+  return current;
+}
+
+function text(value: JsonValue | undefined): string {
+  return typeof value === "string" ? value : typeof value === "number" ? String(value) : "";
+}
+
+interface Hit {
+  readonly docId: string;
+  readonly version: number;
+  readonly title: string;
+}
+
+function hitsOf(envelope: ResultEnvelope | undefined): Hit[] {
+  const hits = field(envelope?.data, "hits");
+  if (!Array.isArray(hits)) return [];
+  return hits.map((h) => ({ docId: text(field(h, "docId")), version: Number(field(h, "version") ?? 1), title: text(field(h, "title")) }));
+}
+
+function cite(hit: Hit): string {
+  return `[${hit.docId}@${hit.version}]`;
+}
+
+function failure(envelope: ResultEnvelope): string {
+  return `${envelope.error?.code ?? "ERROR"}: ${envelope.error?.message ?? "unknown error"}`;
+}
+
+export class ScriptedPolicy implements Policy {
+  readonly name = "scripted";
+
+  async decide(input: PolicyInput): Promise<Decision> {
+    const prompt = JSON.stringify({ goal: input.goal, task: input.task, history: input.history });
+    const promptHash = sha256(prompt);
+    const usage = { input: estimateTokens(prompt), output: 20 };
+    const call = (name: string, args: Record<string, unknown>): Decision => ({
+      kind: "tool_calls",
+      calls: [{ id: `call_${input.step}_0`, name, arguments: JSON.stringify(args) }],
+      usage,
+      promptHash,
+    });
+    const final = (answer: string): Decision => ({ kind: "final", answer, usage, promptHash });
+
+    if (input.task.kind === "refund") return this.#refund(input, call, final);
+
+    const search = lastObservation(input.history, "kb_search_search");
+    if (!search) return call("kb_search_search", { query: input.goal.slice(0, 512), limit: 3 });
+    const hits = hitsOf(search);
+    if (!search.ok || hits.length === 0) {
+      return final(`I could not find an answer in the knowledge base${search.ok ? "" : ` (${failure(search)})`}.`);
+    }
+    return final(`From the knowledge base: ${hits.map((h) => `${h.title} ${cite(h)}`).join("; ")}.`);
+  }
+
+  #refund(input: PolicyInput, call: (name: string, args: Record<string, unknown>) => Decision, final: (answer: string) => Decision): Decision {
+    const task = input.task;
+    const orderId = text(task.order_id);
+    const amountCents = Number(task.amount_cents);
+    const reason = text(task.reason) || "CUSTOMER_REQUEST";
+    const policyDoc = lastObservation(input.history, "kb_search_search");
+    if (!policyDoc) return call("kb_search_search", { query: "refund policy", limit: 3 });
+    const order = lastObservation(input.history, "billing_get_order");
+    if (!order) return call("billing_get_order", { orderId });
+    if (!order.ok) return final(`I could not look up order ${orderId} (${failure(order)}); no refund was made.`);
+    const status = text(field(order.data, "order", "status"));
+    const refundable = Number(text(field(order.data, "order", "refundableCents")) || 0);
+    if (status !== "ORDER_STATUS_PAID" || refundable < amountCents) {
+      return final(`Order ${orderId} cannot be refunded ${amountCents} cents (status ${status}, refundable ${refundable} cents); no refund was made.`);
+    }
+    if ((task.id_card || task.phone) && !lastObservation(input.history, "risk_query_risk")) {
+      return call("risk_query_risk", { idCard: text(task.id_card), phone: text(task.phone) });
+    }
+    const refund = lastObservation(input.history, "billing_refund");
+    if (!refund) {
+      return call("billing_refund", { orderId, amountCents, reason: reason.startsWith("REFUND_REASON_") ? reason : `REFUND_REASON_${reason}` });
+    }
+    if (!refund.ok) return final(`The refund of order ${orderId} failed (${failure(refund)}).`);
+    const refundId = text(field(refund.data, "refund", "refundId"));
+    const doc = hitsOf(policyDoc)[0];
+    const basis = doc ? ` under ${doc.title} ${cite(doc)}` : "";
+    return final(`Refunded ${amountCents} cents of order ${orderId}${basis}; refund id ${refundId}.`);
+  }
+}
+

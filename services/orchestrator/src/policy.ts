@@ -1,0 +1,88 @@
+// What a policy is: the model's side of a session. It only decides; the host observes,
+// executes, updates state and decides to stop (DESIGN, principle 1).
+import type { JsonObject, JsonValue } from "./session-store.js";
+
+/** A tool as the model sees it: name, description and a JSON schema, nothing else. */
+export interface ToolSpec {
+  /** Model-visible name, e.g. "billing_refund" (OpenAI function-name safe). */
+  readonly name: string;
+  readonly description: string;
+  /** JSON Schema (draft 2020-12 subset) of the arguments, derived from the request message and its rules. */
+  readonly parameters: JsonObject;
+}
+
+/** The result envelope of one tool call, as appended to the session and shown to the policy. */
+export interface ResultEnvelope {
+  readonly ok: boolean;
+  readonly data?: JsonValue;
+  readonly error?: {
+    /** EINVAL, ENOTOOL, EPERM, EPRECOND, EAPPROVAL or a gRPC code name (UNAVAILABLE, NOT_FOUND …). */
+    readonly code: string;
+    readonly message: string;
+    readonly retryable: boolean;
+    readonly suggestedAction: string;
+  };
+  /** World references the result depends on, e.g. ["kb:refund-policy@3", "order:ord_…@2"]. */
+  readonly refs: readonly string[];
+  readonly costMicros: number;
+  readonly servedFrom: "live" | "cache" | "degraded" | "none";
+  readonly observedAt: string;
+}
+
+export type HistoryItem =
+  | { readonly kind: "call"; readonly callId: string; readonly tool: string; readonly arguments: string }
+  | {
+      readonly kind: "observation";
+      readonly callId: string;
+      readonly tool: string;
+      readonly envelope: ResultEnvelope;
+      /** How long the tool call took, for the session's health score. */
+      readonly latencyMs?: number;
+    }
+  /** Plain text the policy produced that the host did not accept as a final answer, with why. */
+  | { readonly kind: "rejected_answer"; readonly text: string; readonly why: string };
+
+export interface PolicyInput {
+  readonly goal: string;
+  readonly task: JsonObject;
+  readonly tools: readonly ToolSpec[];
+  readonly history: readonly HistoryItem[];
+  /** 1-based number of the step being decided. */
+  readonly step: number;
+}
+
+export interface ToolCallRequest {
+  /** Unique within the session (the model's tool_call id, or one the host made). */
+  readonly id: string;
+  readonly name: string;
+  /** Raw JSON text as the model produced it; the host parses and validates it. */
+  readonly arguments: string;
+}
+
+export interface TokenUsage {
+  readonly input: number;
+  readonly output: number;
+}
+
+export type Decision =
+  | {
+      readonly kind: "tool_calls";
+      readonly calls: readonly ToolCallRequest[];
+      readonly usage: TokenUsage;
+      /** 0..1 when the policy reports it; low confidence sends irreversible actions to approval. */
+      readonly confidence?: number;
+      readonly promptHash: string;
+    }
+  | {
+      /** The policy believes the goal is met; the host checks before accepting. */
+      readonly kind: "final";
+      readonly answer: string;
+      readonly usage: TokenUsage;
+      readonly promptHash: string;
+    };
+
+export interface Policy {
+  readonly name: string;
+  /** Throws only for transport failures (the host retries or fails the session); malformed model output is still a Decision. */
+  decide(input: PolicyInput, signal: AbortSignal): Promise<Decision>;
+}

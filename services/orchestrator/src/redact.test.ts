@@ -1,0 +1,20 @@
+import { describe, expect, it } from "vitest";
+import { MASK, redact, redactText } from "./redact.js";
+
+describe("redact", () => {
+  it("masks values under sensitive keys at any depth", () => {
+    expect(redact({ a: { idCard: "11010519491231002X", phone: "+8613800138000", orderId: "ord_DEMO00000001" } })).toEqual({
+      a: { idCard: MASK, phone: MASK, orderId: "ord_DEMO00000001" },
+    });
+  });
+
+  it("masks id card and mobile numbers inside free text", () => {
+    const text = redactText("customer 11010519491231002x called from +86 138-0013-8000 and 13912345678");
+    expect(text).not.toMatch(/11010519491231002/);
+    expect(text).not.toMatch(/138-0013-8000|13912345678/);
+  });
+
+  it("leaves order ids, refund ids and amounts alone", () => {
+    expect(redactText("refund rf_ABCDEFGH12345678 of 4500 cents on ord_DEMO00000001")).toBe("refund rf_ABCDEFGH12345678 of 4500 cents on ord_DEMO00000001");
+  });
+});

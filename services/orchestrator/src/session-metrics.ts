@@ -1,0 +1,44 @@
+// The orchestrator's own metrics, declared in one place, in the registry the server exports.
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { SESSION_STATES } from "./session-state.js";
+import type { SessionStore } from "./session-store.js";
+
+export class SessionMetrics {
+  readonly stops: Counter<"stop_reason">;
+  readonly stepsPerSession: Histogram;
+  readonly toolResults: Counter<"tool" | "outcome" | "served_from">;
+  readonly costMicros: Counter;
+  readonly transitions: Counter<"to">;
+
+  constructor(registry: Registry, store: SessionStore) {
+    const registers = [registry];
+    new Gauge({
+      name: "loopguard_sessions",
+      help: "Sessions in the store by state.",
+      labelNames: ["state"] as const,
+      registers,
+      async collect() {
+        const counts = await store.countByState();
+        for (const state of SESSION_STATES) this.set({ state }, counts[state] ?? 0);
+      },
+    });
+    new Gauge({
+      name: "loopguard_approvals_waiting",
+      help: "Sessions waiting for a human's approval.",
+      registers,
+      async collect() {
+        this.set((await store.countByState()).AWAITING_APPROVAL ?? 0);
+      },
+    });
+    this.stops = new Counter({ name: "loopguard_session_stops_total", help: "Sessions ended, by stop reason.", labelNames: ["stop_reason"] as const, registers });
+    this.stepsPerSession = new Histogram({ name: "loopguard_session_steps", help: "Policy steps a session took before it ended.", buckets: [1, 2, 3, 5, 8, 13, 20, 50], registers });
+    this.toolResults = new Counter({
+      name: "loopguard_session_tool_results_total",
+      help: "Tool results observed by sessions, by tool, outcome (ok or error code) and where they came from.",
+      labelNames: ["tool", "outcome", "served_from"] as const,
+      registers,
+    });
+    this.costMicros = new Counter({ name: "loopguard_session_cost_micros_total", help: "Money spent by sessions on tool calls, in micro-units.", registers });
+    this.transitions = new Counter({ name: "loopguard_session_transitions_total", help: "Session state transitions, by the state entered.", labelNames: ["to"] as const, registers });
+  }
+}

@@ -1,0 +1,503 @@
+// Drives one session through its state machine. The policy only decides; everything else —
+// parsing, validation, authorisation, preconditions, approvals, the tool call, observing,
+// budgets and stopping — happens here, and every move is a persisted transition (state +
+// version, with its audit row) so a session survives the process that ran it.
+import { createHash } from "node:crypto";
+import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
+import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
+import { type Context, context as otelContext, ROOT_CONTEXT, type Span, SpanStatusCode, trace, TraceFlags } from "@opentelemetry/api";
+import { randomBytes } from "node:crypto";
+import { type ApprovalRules, approvalReason, newApproval, type PendingApproval } from "./approvals.js";
+import { deadlineOf, refuseStep, refuseToolCall } from "./budget.js";
+import type { Decision, HistoryItem, Policy, ResultEnvelope, ToolCallRequest } from "./policy.js";
+import { fingerprint, isStuck, sha256 } from "./progress.js";
+import { redact, redactText } from "./redact.js";
+import { isTerminal, type SessionState, type StopReason } from "./session-state.js";
+import {
+  type AuditInput,
+  type JsonObject,
+  type JsonValue,
+  LeaseLostError,
+  type SessionPatch,
+  type SessionRecord,
+  type SessionStore,
+  StaleTransitionError,
+  type Usage,
+} from "./session-store.js";
+import { parseToolArguments } from "./tool-arguments.js";
+import type { RegisteredTool, ToolRegistry } from "./tool-registry.js";
+import type { TraceSink } from "./trace-sink.js";
+
+export interface SessionContext extends JsonObject {
+  history: HistoryItem[] & JsonValue[];
+  fingerprints: string[];
+  traceId: string;
+  traceSteps: number;
+}
+
+interface PendingCall extends JsonObject {
+  id: string;
+  tool: string;
+  arguments: string;
+  argsHash: string;
+  worldVersion: string;
+}
+
+interface Pending extends JsonObject {
+  queue: (ToolCallRequest & JsonObject)[];
+}
+
+export interface RunnerDeps {
+  readonly store: SessionStore;
+  readonly registry: ToolRegistry;
+  /** Clients by the contract's tool name ("kb-search", "billing", "risk"). */
+  readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
+  readonly policies: ReadonlyMap<string, Policy>;
+  readonly traces: TraceSink;
+  /** A short-lived token carrying exactly these scopes, minted for the session. */
+  readonly tokenFor: (sessionId: string, scopes: readonly string[]) => Promise<string>;
+  readonly approvals: ApprovalRules;
+  /** Lease owner (this replica); every transition is fenced by it. */
+  readonly owner: string;
+  readonly runId: string;
+  readonly now: () => number;
+  readonly onStopped?: (session: SessionRecord) => void;
+  readonly onStep?: (session: SessionRecord, tool: string, envelope: ResultEnvelope) => void;
+}
+
+export function traceIdOf(sessionId: string): string {
+  return createHash("sha256").update(sessionId).digest("hex").slice(0, 32);
+}
+
+/** Terminal state for a stop reason. */
+export function terminalStateOf(reason: StopReason): SessionState {
+  return reason === "done" ? "DONE" : reason === "cancelled" ? "CANCELLED" : "FAILED";
+}
+
+function contextOf(s: SessionRecord): SessionContext {
+  const c = s.context as Partial<SessionContext>;
+  return {
+    ...s.context,
+    history: (c.history ?? []) as SessionContext["history"],
+    fingerprints: c.fingerprints ?? [],
+    traceId: c.traceId ?? traceIdOf(s.id),
+    traceSteps: c.traceSteps ?? 0,
+  };
+}
+
+function pendingOf(s: SessionRecord): Pending & { call?: PendingCall; approval?: PendingApproval; envelope?: ResultEnvelope & JsonObject; approvedBy?: string; confidence?: number } {
+  return { queue: [], ...(s.pending ?? {}) } as never;
+}
+
+function argsHash(tool: string, args: string): string {
+  return sha256(`${tool}\n${args}`).slice(0, 32);
+}
+
+function errorEnvelope(code: string, message: string, suggestedAction: string, now: number, retryable = false): ResultEnvelope {
+  return { ok: false, error: { code, message, retryable, suggestedAction }, refs: [], costMicros: 0, servedFrom: "none", observedAt: new Date(now).toISOString() };
+}
+
+/** World references a result depends on, for citations, approvals and progress fingerprints. */
+function refsOf(tool: RegisteredTool, data: JsonValue): string[] {
+  const d = data as JsonObject;
+  if (tool.tool === "kb-search" && Array.isArray(d.hits)) {
+    return (d.hits as JsonObject[]).map((h) => `kb:${String(h.docId)}@${String(h.version ?? 1)}`);
+  }
+  const order = d.order as JsonObject | undefined;
+  if (order) return [`order:${String(order.orderId)}@${String(order.version ?? "0")}`];
+  const refund = d.refund as JsonObject | undefined;
+  if (refund) return [`refund:${String(refund.refundId)}`, `order:${String(refund.orderId)}`];
+  return [];
+}
+
+const SUGGESTIONS: Partial<Record<number, string>> = {
+  [status.INVALID_ARGUMENT]: "fix the arguments named in the error and call again",
+  [status.NOT_FOUND]: "check the identifiers; do not retry the same call",
+  [status.FAILED_PRECONDITION]: "the world does not allow this action now; explain that in the answer",
+  [status.ALREADY_EXISTS]: "the action was already done with other parameters; do not repeat it",
+  [status.UNAVAILABLE]: "the tool is unavailable; answer with what is known or try later",
+  [status.DEADLINE_EXCEEDED]: "the tool did not answer in time; answer with what is known",
+  [status.RESOURCE_EXHAUSTED]: "the tool is overloaded; try later",
+};
+
+export class SessionRunner {
+  constructor(private readonly deps: RunnerDeps) {}
+
+  /**
+   * Runs the session until it ends, waits for a human, or this replica loses its lease.
+   * Returns the last record seen.
+   */
+  async run(id: string, signal: AbortSignal): Promise<SessionRecord | null> {
+    let s = await this.deps.store.get(id);
+    while (s && !isTerminal(s.state) && !signal.aborted) {
+      if (s.state === "AWAITING_APPROVAL") return s;
+      try {
+        s = await this.#advance(s, signal);
+      } catch (error) {
+        if (error instanceof LeaseLostError) return null;
+        if (!(error instanceof StaleTransitionError)) throw error;
+        s = await this.deps.store.get(id);
+      }
+    }
+    return s;
+  }
+
+  async #advance(s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
+    switch (s.state) {
+      case "IDLE":
+        return this.#move(s, "THINKING", { reason: "session started" });
+      case "THINKING":
+        return this.#think(s, signal);
+      case "TOOL_EXECUTING":
+      case "RETRYING":
+        return this.#execute(s, signal);
+      case "FALLBACK":
+        return this.#move(s, "OBSERVING", { reason: "fallback answer observed" });
+      case "OBSERVING":
+        return this.#observe(s);
+      default:
+        throw new Error(`cannot advance a session in ${s.state}`);
+    }
+  }
+
+  async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>): Promise<SessionRecord> {
+    return this.deps.store.transition({
+      id: s.id,
+      from: s.state,
+      to,
+      expectedVersion: s.version,
+      audit: { ...audit, at: this.deps.now() },
+      owner: this.deps.owner,
+      ...(patch ? { patch } : {}),
+    });
+  }
+
+  async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}): Promise<SessionRecord> {
+    const done = await this.#move(s, terminalStateOf(reason), { reason: `${reason}: ${redactText(answer).slice(0, 300)}`, outcome: reason }, {
+      ...patch,
+      stopReason: reason,
+      answer,
+      pending: null,
+    });
+    this.deps.onStopped?.(done);
+    return done;
+  }
+
+  #span<T>(s: SessionRecord, name: string, attributes: Record<string, string | number>, fn: (span: Span, ctx: Context) => Promise<T>): Promise<T> {
+    const parent = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: contextOf(s).traceId,
+      spanId: randomBytes(8).toString("hex"),
+      traceFlags: TraceFlags.SAMPLED,
+      isRemote: true,
+    });
+    const tracer = trace.getTracer("@loopguard/orchestrator");
+    const span = tracer.startSpan(name, { attributes: { "loopguard.session_id": s.id, "loopguard.state": s.state, ...attributes } }, parent);
+    const ctx = trace.setSpan(parent, span);
+    return otelContext.with(ctx, () => fn(span, ctx)).finally(() => span.end());
+  }
+
+  async #think(s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
+    const pending = pendingOf(s);
+    const next = pending.queue[0];
+    if (next) return this.#prepareCall(s, next, pending.queue.slice(1), pending.confidence as number | undefined);
+    const now = this.deps.now();
+    const refused = refuseStep(s.usage, s.budget, now);
+    if (refused) return this.stop(s, refused, `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached`);
+    const policy = this.deps.policies.get(s.policy);
+    if (!policy) return this.stop(s, "unrecoverable_error", `unknown policy "${s.policy}"`);
+    const ctx = contextOf(s);
+    const started = performance.now();
+    let decision: Decision;
+    try {
+      decision = await this.#span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, () =>
+        policy.decide({ goal: s.goal, task: s.task, tools: this.deps.registry.specs(s.scopes), history: ctx.history, step: s.usage.steps + 1 }, signal),
+      );
+    } catch (error) {
+      const retryable = (error as { retryable?: boolean }).retryable === true;
+      if (retryable && deadlineOf(s.usage, s.budget) > this.deps.now() + 1000) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(Number((error as { retryAfterMs?: number }).retryAfterMs ?? 500), 5000)));
+        return s;
+      }
+      return this.stop(s, "unrecoverable_error", `the policy failed: ${redactText((error as Error).message)}`);
+    }
+    const usage: Usage = { ...s.usage, steps: s.usage.steps + 1, tokens: s.usage.tokens + decision.usage.input + decision.usage.output };
+    const step = ctx.traceSteps + 1;
+    const traceCtx = { ...ctx, traceSteps: step };
+    if (decision.kind === "final") {
+      const problem = this.#checkAnswer(decision.answer, ctx.history);
+      await this.#trace(s, step, s.state, problem ? "THINKING" : "DONE", { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "" }, null, null, decision.promptHash, performance.now() - started);
+      if (problem) {
+        const history = [...ctx.history, { kind: "rejected_answer", text: redactText(decision.answer), why: problem } as HistoryItem];
+        return this.#move(s, "THINKING", { reason: "answer rejected by the host", outcome: problem }, { usage, context: { ...traceCtx, history } as JsonObject });
+      }
+      return this.stop(s, "done", decision.answer, { usage, context: traceCtx as JsonObject });
+    }
+    await this.#trace(s, step, s.state, "THINKING", { kind: "tool_calls", calls: decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }, null, null, decision.promptHash, performance.now() - started);
+    const queue = decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
+    return this.#move(s, "THINKING", { reason: `policy asked for ${queue.length} tool call(s)` }, {
+      usage,
+      context: traceCtx as JsonObject,
+      pending: { queue, ...(decision.confidence !== undefined ? { confidence: decision.confidence } : {}) } as JsonObject,
+    });
+  }
+
+  /** The host checks a final answer: every refund id and document it cites must have been observed. */
+  #checkAnswer(answer: string, history: readonly HistoryItem[]): string | undefined {
+    if (answer.trim().length === 0) return "the answer is empty";
+    const observed = JSON.stringify(history.filter((h) => h.kind === "observation"));
+    for (const refundId of answer.match(/rf_[A-Za-z0-9]{16}/g) ?? []) {
+      if (!observed.includes(refundId)) return `the answer cites refund ${refundId}, which no tool returned`;
+    }
+    for (const doc of answer.match(/\[([a-z0-9-]+)@(\d+)\]/g) ?? []) {
+      const [, id, version] = /\[([a-z0-9-]+)@(\d+)\]/.exec(doc)!;
+      if (!observed.includes(`kb:${id}@${version}`)) return `the answer cites ${id}@${version}, which no search returned`;
+    }
+    return undefined;
+  }
+
+  /** Records an observation that needed no tool call (EINVAL, ENOTOOL …) and goes on thinking. */
+  async #observeInPlace(s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], envelope: ResultEnvelope, reason: string): Promise<SessionRecord> {
+    const ctx = contextOf(s);
+    const history = [
+      ...ctx.history,
+      { kind: "call", callId: call.id, tool: call.name, arguments: redactText(call.arguments) } as HistoryItem,
+      { kind: "observation", callId: call.id, tool: call.name, envelope } as HistoryItem,
+    ];
+    const step = ctx.traceSteps + 1;
+    await this.#trace(s, step, s.state, s.state, { kind: "tool_call", id: call.id, name: call.name, arguments: call.arguments }, envelope as unknown as JsonObject, null, null, 0);
+    return this.#move(s, "THINKING", { reason, tool: call.name, outcome: envelope.error?.code ?? "ok" }, {
+      context: { ...ctx, history, traceSteps: step } as JsonObject,
+      pending: rest.length > 0 ? ({ queue: rest } as JsonObject) : null,
+    });
+  }
+
+  async #prepareCall(s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], confidence: number | undefined): Promise<SessionRecord> {
+    const now = this.deps.now();
+    const tool = this.deps.registry.get(call.name);
+    if (!tool) {
+      const known = this.deps.registry.specs(s.scopes).map((t) => t.name).join(", ");
+      return this.#observeInPlace(s, call, rest, errorEnvelope("ENOTOOL", `no tool named "${call.name}"`, `use one of: ${known}`, now), "unknown tool");
+    }
+    const parsed = parseToolArguments(tool, call.arguments);
+    if (!parsed.ok) {
+      return this.#observeInPlace(s, call, rest, errorEnvelope("EINVAL", parsed.message, "fix the arguments and call again", now), "invalid arguments");
+    }
+    if (tool.requiredScope && !s.scopes.includes(tool.requiredScope)) {
+      return this.stop(s, "permission_denied", `the session is not granted scope "${tool.requiredScope}" needed by ${tool.name}`);
+    }
+    const refused = refuseToolCall(s.usage, s.budget, tool.costMicros, now);
+    if (refused) return this.stop(s, refused, `stopped before calling ${tool.name}: ${refused.replace(/_/g, " ")} reached`);
+    const args = toJson(tool.method.input, parsed.message) as JsonObject;
+    const ctx = contextOf(s);
+    const precondition = this.#precondition(tool, args, ctx.history);
+    if (precondition) return this.#observeInPlace(s, call, rest, errorEnvelope("EPRECOND", precondition, "satisfy the precondition first", now), "precondition not met");
+    if (tool.idempotencyKeyField) {
+      // Derived from session + call, so a re-issued call after a crash carries the same key.
+      args[tool.idempotencyKeyField] = `lg-${sha256(`${s.id}:${call.id}:${ctx.traceSteps}`).slice(0, 40)}`;
+    }
+    const argumentsJson = JSON.stringify(args);
+    const hash = argsHash(tool.name, argumentsJson);
+    const worldVersion = this.#worldVersion(args, ctx.history);
+    const pendingCall: PendingCall = { id: call.id, tool: tool.name, arguments: argumentsJson, argsHash: hash, worldVersion };
+    const history = [...ctx.history, { kind: "call", callId: call.id, tool: tool.name, arguments: JSON.stringify(redact(args)) } as HistoryItem];
+    const context = { ...ctx, history } as JsonObject;
+    const why = approvalReason(tool, args, ctx.history, confidence, this.deps.approvals);
+    if (why) {
+      const approval = newApproval(tool.name, hash, worldVersion, why, now, this.deps.approvals);
+      return this.#move(s, "AWAITING_APPROVAL", { reason: `approval needed: ${why}`, tool: tool.name, argsHash: hash }, {
+        context,
+        pending: { queue: rest, call: pendingCall, approval } as unknown as JsonObject,
+      });
+    }
+    return this.#startCall(s, tool, pendingCall, rest, context);
+  }
+
+  #startCall(s: SessionRecord, tool: RegisteredTool, call: PendingCall, rest: Pending["queue"], context: JsonObject, extra: JsonObject = {}): Promise<SessionRecord> {
+    return this.#move(s, "TOOL_EXECUTING", { reason: `calling ${tool.name}`, tool: tool.name, argsHash: call.argsHash, expectedTimeoutMs: tool.timeoutMs }, {
+      context,
+      usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
+      pending: { queue: rest, call, startedBy: this.deps.runId, ...extra } as JsonObject,
+    });
+  }
+
+  /** Rules the contract cannot express: a refund needs an observed paid order with enough refundable. */
+  #precondition(tool: RegisteredTool, args: JsonObject, history: readonly HistoryItem[]): string | undefined {
+    if (tool.name !== "billing_refund") return undefined;
+    const order = this.#observedOrder(history, String(args.orderId));
+    if (!order) return `look the order up with billing_get_order before refunding it`;
+    if (order.status !== "ORDER_STATUS_PAID") return `order ${String(args.orderId)} is ${String(order.status)}, not paid`;
+    if (Number(args.amountCents) > Number(order.refundableCents ?? 0)) {
+      return `amount ${String(args.amountCents)} exceeds the refundable ${String(order.refundableCents ?? 0)} cents`;
+    }
+    return undefined;
+  }
+
+  #observedOrder(history: readonly HistoryItem[], orderId: string): JsonObject | undefined {
+    for (let i = history.length - 1; i >= 0; i -= 1) {
+      const item = history[i]!;
+      if (item.kind !== "observation" || item.tool !== "billing_get_order" || !item.envelope.ok) continue;
+      const order = (item.envelope.data as JsonObject | undefined)?.order as JsonObject | undefined;
+      if (order?.orderId === orderId) return order;
+    }
+    return undefined;
+  }
+
+  #worldVersion(args: JsonObject, history: readonly HistoryItem[]): string {
+    if (typeof args.orderId !== "string") return "";
+    const order = this.#observedOrder(history, args.orderId);
+    return order ? `order:${args.orderId}@${String(order.version ?? "0")}` : "";
+  }
+
+  async #execute(s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
+    const pending = pendingOf(s);
+    const call = pending.call;
+    if (!call) return this.stop(s, "unrecoverable_error", "a tool call was in flight but its record is missing");
+    const tool = this.deps.registry.get(call.tool)!;
+    const now = this.deps.now();
+    // "approval": a human approved this call just now, so it is a first attempt, not an interrupted one.
+    if (pending.startedBy !== this.deps.runId && pending.startedBy !== "approval") {
+      // This call was interrupted (its process died). Re-issue it only when that is safe.
+      const safe = tool.effect === Effect.READ_ONLY || tool.effect === Effect.IDEMPOTENT_WRITE || (tool.idempotencyKeyField !== undefined && call.arguments.includes(tool.idempotencyKeyField));
+      if (!safe) {
+        const approval = newApproval(tool.name, call.argsHash, call.worldVersion, "an interrupted call of a non-idempotent tool may or may not have taken effect", now, this.deps.approvals);
+        return this.#move(s, "AWAITING_APPROVAL", { reason: "interrupted non-idempotent call needs a human", tool: tool.name, argsHash: call.argsHash }, {
+          pending: { ...pending, approval, startedBy: "" } as unknown as JsonObject,
+        });
+      }
+      if (s.state === "RETRYING") s = await this.#move(s, "TOOL_EXECUTING", { reason: "re-issuing an interrupted call", tool: tool.name, argsHash: call.argsHash });
+      s = await this.deps.store.transition({
+        id: s.id, from: s.state, to: s.state === "TOOL_EXECUTING" ? "RETRYING" : "TOOL_EXECUTING", expectedVersion: s.version,
+        audit: { at: now, reason: "re-issuing an interrupted call (safe: read-only or same idempotency key)", tool: tool.name, argsHash: call.argsHash }, owner: this.deps.owner,
+        patch: { pending: { ...pending, startedBy: this.deps.runId } as JsonObject },
+      });
+      return s;
+    }
+    if (s.state === "RETRYING") return this.#move(s, "TOOL_EXECUTING", { reason: "retrying", tool: tool.name, argsHash: call.argsHash });
+    if (pending.approvedBy && call.worldVersion) {
+      const current = await this.#currentWorldVersion(s, call);
+      if (current !== undefined && current !== call.worldVersion) {
+        const envelope = errorEnvelope("EAPPROVAL", `the world changed since approval (${call.worldVersion} → ${current}); look again and ask for a new approval`, "look the order up again", now);
+        return this.#move(s, "OBSERVING", { reason: "approval no longer matches the world", tool: tool.name, outcome: "EAPPROVAL" }, {
+          pending: { ...pending, envelope } as unknown as JsonObject,
+        });
+      }
+    }
+    const client = this.deps.clients.get(tool.tool);
+    if (!client) return this.stop(s, "unrecoverable_error", `no client for tool ${tool.tool}`);
+    const token = await this.deps.tokenFor(s.id, s.scopes);
+    let state = s;
+    const started = performance.now();
+    const outcome = await this.#span(s, `execute_tool ${tool.name}`, { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id }, async (span) => {
+      try {
+        const request = fromJson(tool.method.input, JSON.parse(call.arguments) as JsonValue);
+        const result = await client.call(tool.method.localName as never, request as never, {
+          deadline: new Date(deadlineOf(s.usage, s.budget)),
+          token,
+          signal,
+          onRetry: async () => {
+            state = await this.#move(state, "RETRYING", { reason: "retryable failure", tool: tool.name, argsHash: call.argsHash });
+            state = await this.#move(state, "TOOL_EXECUTING", { reason: "retrying", tool: tool.name, argsHash: call.argsHash });
+          },
+        });
+        span.setAttributes({ "loopguard.served_from": result.source, "loopguard.attempts": result.attempts, "loopguard.breaker_state": client.breakerState });
+        return { result } as const;
+      } catch (error) {
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        return { error: error as ToolCallError | Error } as const;
+      }
+    });
+    const observedAt = new Date(this.deps.now()).toISOString();
+    if ("error" in outcome) {
+      const e = outcome.error;
+      if (!(e instanceof ToolCallError)) throw e;
+      if (e.code === status.PERMISSION_DENIED) return this.stop(state, "permission_denied", `${tool.name} refused the session's credentials: ${e.message}`);
+      if (e.code === status.UNAUTHENTICATED) return this.stop(state, "unrecoverable_error", `${tool.name} did not accept the session token`);
+      const envelope: ResultEnvelope = {
+        ok: false,
+        error: { code: status[e.code] ?? String(e.code), message: `${e.reason ? `${e.reason}: ` : ""}${redactText(e.message)}`, retryable: e.retryable, suggestedAction: SUGGESTIONS[e.code] ?? "read the error and decide" },
+        refs: [],
+        costMicros: tool.costMicros,
+        servedFrom: "none",
+        observedAt,
+      };
+      return this.#move(state, "OBSERVING", { reason: `${tool.name} failed`, tool: tool.name, argsHash: call.argsHash, outcome: envelope.error!.code }, {
+        pending: { ...pending, envelope, attempt: e.attempts, durationMs: performance.now() - started } as unknown as JsonObject,
+      });
+    }
+    const result = outcome.result as ToolResult<never>;
+    const data = toJson(tool.method.output, result.response) as JsonValue;
+    const envelope: ResultEnvelope = {
+      ok: true,
+      data,
+      refs: refsOf(tool, data),
+      costMicros: tool.costMicros,
+      servedFrom: result.source,
+      observedAt,
+    };
+    const to: SessionState = result.source === "live" ? "OBSERVING" : "FALLBACK";
+    return this.#move(state, to, { reason: result.source === "live" ? `${tool.name} answered` : `${tool.name} answered from ${result.source}`, tool: tool.name, argsHash: call.argsHash, outcome: result.source }, {
+      pending: { ...pending, envelope, attempt: result.attempts, durationMs: result.latencyMs } as unknown as JsonObject,
+    });
+  }
+
+  async #currentWorldVersion(s: SessionRecord, call: PendingCall): Promise<string | undefined> {
+    const orderId = (JSON.parse(call.arguments) as JsonObject).orderId;
+    const billing = this.deps.clients.get("billing");
+    if (typeof orderId !== "string" || !billing) return undefined;
+    const token = await this.deps.tokenFor(s.id, s.scopes);
+    const result = await billing.call("getOrder" as never, { orderId } as never, { token, deadline: new Date(deadlineOf(s.usage, s.budget)) }).catch(() => undefined);
+    const order = (result?.response as { order?: { version: bigint } } | undefined)?.order;
+    return order ? `order:${orderId}@${String(order.version)}` : undefined;
+  }
+
+  async #observe(s: SessionRecord): Promise<SessionRecord> {
+    const pending = pendingOf(s);
+    const call = pending.call;
+    const envelope = pending.envelope;
+    if (!call || !envelope) return this.stop(s, "unrecoverable_error", "an observation was expected but none was recorded");
+    const ctx = contextOf(s);
+    const clean = redact(envelope as unknown as JsonObject) as unknown as ResultEnvelope;
+    const history = [
+      ...ctx.history,
+      { kind: "observation", callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(Number(pending.durationMs ?? 0)) } as HistoryItem,
+    ];
+    const outcome = envelope.ok ? JSON.stringify(envelope.data ?? null) : (envelope.error?.code ?? "error");
+    const print = fingerprint(call.tool, call.arguments, outcome, envelope.refs);
+    const fingerprints = [...ctx.fingerprints, print].slice(-10);
+    const step = ctx.traceSteps + 1;
+    const usage = { ...s.usage, costMicros: s.usage.costMicros + envelope.costMicros };
+    await this.#trace(s, step, "TOOL_EXECUTING", "OBSERVING", { kind: "tool_call", id: call.id, name: call.tool, arguments: call.arguments, served_from: envelope.servedFrom }, clean as unknown as JsonObject, print, null, Number(pending.durationMs ?? 0), Number(pending.attempt ?? 1));
+    const context = { ...ctx, history, fingerprints, traceSteps: step } as JsonObject;
+    this.deps.onStep?.(s, call.tool, envelope);
+    if (isStuck(fingerprints)) return this.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${fingerprints.length >= 3 ? 3 : fingerprints.length} times`, { usage, context });
+    return this.#move(s, "THINKING", { reason: `observed ${call.tool}`, tool: call.tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error") }, {
+      usage,
+      context,
+      pending: pending.queue.length > 0 ? ({ queue: pending.queue } as JsonObject) : null,
+    });
+  }
+
+  async #trace(s: SessionRecord, step: number, before: string, after: string, decision: JsonObject, result: JsonObject | null, print: string | null, promptHash: string | null, durationMs: number, attempt = 1): Promise<void> {
+    const traceId = contextOf(s).traceId;
+    const spanId = trace.getActiveSpan()?.spanContext().spanId ?? randomBytes(8).toString("hex");
+    await this.deps.traces.write({
+      run_id: this.deps.runId,
+      session_id: s.id,
+      step,
+      state_before: before,
+      state_after: after,
+      decision,
+      result,
+      budget_before: { ...s.usage, limits: s.budget } as unknown as JsonObject,
+      fingerprint: print,
+      prompt_hash: promptHash,
+      tool_version: typeof decision.name === "string" ? (this.deps.registry.get(decision.name)?.service.file.name ?? null) : null,
+      attempt,
+      trace_id: traceId,
+      traceparent: `00-${traceId}-${spanId}-01`,
+      duration_ms: Math.round(durationMs * 1000) / 1000,
+      at: new Date(this.deps.now()).toISOString(),
+    });
+  }
+}
+

@@ -1,0 +1,95 @@
+// Test harness: the three tools as real processes, and an orchestrator built in-process (real
+// gRPC API through serveTool, real SQLite store, real tool clients) with the config a test needs.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { createLogger, createRawClient, mintToken, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
+import { TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { kill, startTool } from "../../../test/e2e/processes.js";
+import { loadOrchestratorConfig } from "../src/config.js";
+import type { Orchestrator } from "../src/orchestrator.js";
+import { build } from "../src/server.js";
+
+export interface Tools {
+  readonly kb: ToolProcess;
+  readonly billing: ToolProcess;
+  readonly risk: ToolProcess;
+  readonly dataDir: string;
+  stop(): Promise<void>;
+}
+
+export async function startTools(): Promise<Tools> {
+  const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-tools-"));
+  const [kb, billing, risk] = await Promise.all([startTool("kb-search", dataDir), startTool("billing", dataDir), startTool("risk", dataDir)]);
+  return {
+    kb,
+    billing,
+    risk,
+    dataDir,
+    async stop() {
+      await Promise.all([kill(kb), kill(billing), kill(risk)]);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface TestOrchestrator {
+  readonly api: RawClient<typeof OrchestratorService>;
+  readonly orchestrator: Orchestrator;
+  readonly server: ToolServer;
+  readonly dataDir: string;
+  readonly logs: string[];
+  close(): Promise<void>;
+}
+
+export async function startOrchestrator(tools: Tools, env: Record<string, string> = {}): Promise<TestOrchestrator> {
+  const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
+  const config = loadOrchestratorConfig({
+    LOOPGUARD_AUTH_SECRET: TEST_AUTH_SECRET,
+    LOOPGUARD_DATA_DIR: dataDir,
+    ORCHESTRATOR_PORT: "0",
+    ORCHESTRATOR_HTTP_PORT: "0",
+    KB_SEARCH_ADDR: tools.kb.address,
+    BILLING_ADDR: tools.billing.address,
+    RISK_ADDR: tools.risk.address,
+    ...env,
+  });
+  const logs: string[] = [];
+  const log = createLogger({ service: "orchestrator", level: "debug", write: (line) => logs.push(line) });
+  const built = await build(config, log);
+  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics });
+  built.orchestrator.start();
+  const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["sessions:read", "sessions:write", "approvals:write"] });
+  const api = createRawClient(OrchestratorService, server.address, { token });
+  return {
+    api,
+    orchestrator: built.orchestrator,
+    server,
+    dataDir,
+    logs,
+    async close() {
+      api.close();
+      await server.shutdown();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const ALL_SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
+
+/** Polls GetSession until `until` holds (default: a terminal state); bounded. */
+export async function waitForSession(api: RawClient<typeof OrchestratorService>, id: string, until: (s: Session) => boolean = isEnded, timeoutMs = 20_000): Promise<Session> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const { session } = await api.getSession({ sessionId: id });
+    if (session && until(session)) return session;
+    if (Date.now() > end) throw new Error(`session ${id} stuck in ${SessionState[session!.state]} (${session?.stopReason})`);
+    await sleep(50);
+  }
+}
+
+export function isEnded(s: Session): boolean {
+  return s.state === SessionState.DONE || s.state === SessionState.FAILED || s.state === SessionState.CANCELLED;
+}

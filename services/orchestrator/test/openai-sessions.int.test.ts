@@ -1,0 +1,141 @@
+// Sessions driven by the openai policy against a local server speaking the chat-completions
+// wire format: malformed output becomes observations the next step corrects.
+import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { CallError, status } from "@loopguard/tool-sdk";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chatCompletion, type ReceivedRequest, type ScriptedReply, startFakeChatServer } from "./fake-chat-server.js";
+import { ALL_SCOPES, startOrchestrator, startTools, type Tools, waitForSession } from "./harness.js";
+
+let tools: Tools;
+beforeAll(async () => {
+  tools = await startTools();
+});
+afterAll(async () => {
+  await tools?.stop();
+});
+
+/** Runs one session through a fresh orchestrator whose model answers from `script`. */
+async function runWith(script: ScriptedReply[], goal = "How long do card refunds take?", extraEnv: Record<string, string> = {}) {
+  const chat = await startFakeChatServer(script);
+  const orch = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model", ...extraEnv });
+  try {
+    const { session } = await orch.api.startSession({ goal, scopes: ALL_SCOPES, policy: "openai" });
+    const done = await waitForSession(orch.api, session!.sessionId);
+    const trace = (await orch.api.getTrace({ sessionId: session!.sessionId })).records;
+    return { done, requests: chat.requests, trace };
+  } finally {
+    await orch.close();
+    await chat.close();
+  }
+}
+
+const call = (name: string, args: string, id?: string) => chatCompletion({ toolCalls: [{ ...(id ? { id } : {}), name, arguments: args }] });
+
+/** The tool messages the model was sent in its last request, by tool_call_id. */
+function toolResults(request: ReceivedRequest): Record<string, { ok: boolean; error?: { code: string; message: string } }> {
+  const out: Record<string, { ok: boolean; error?: { code: string; message: string } }> = {};
+  for (const m of request.body.messages as { role: string; tool_call_id?: string; content: string }[]) {
+    if (m.role === "tool" && m.tool_call_id) out[m.tool_call_id] = JSON.parse(m.content);
+  }
+  return out;
+}
+
+describe("openai policy sessions", () => {
+  it("turns an unknown tool, malformed JSON and extra fields into ENOTOOL/EINVAL observations and recovers", async () => {
+    const { done, requests } = await runWith([
+      () => call("kb_lookup", '{"query":"refund"}', "c1"),
+      () => call("kb_search_search", '{"query": "refund timelines", limit: 3', "c2"),
+      () => call("kb_search_search", '{"query":"refund timelines","limit":3,"verbose":true}', "c3"),
+      () => call("kb_search_search", '{"query":"refund timelines","limit":3}', "c4"),
+      (req) => {
+        const results = toolResults(req);
+        const hit = (results.c4 as unknown as { data: { hits: { docId: string; version: number }[] } }).data.hits[0]!;
+        return chatCompletion({ content: `See [${hit.docId}@${hit.version}].` });
+      },
+    ]);
+    expect(done.stopReason).toBe("done");
+    const last = toolResults(requests.at(-1)!);
+    expect(last.c1?.error?.code).toBe("ENOTOOL");
+    expect(last.c2?.error?.code).toBe("EINVAL");
+    expect(last.c2?.error?.message).toMatch(/not valid JSON/);
+    expect(last.c3?.error?.code).toBe("EINVAL");
+    expect(last.c3?.error?.message).toMatch(/verbose/);
+    expect(last.c4?.ok).toBe(true);
+  });
+
+  it("runs several tool calls of one reply one at a time, in order", async () => {
+    const { done, trace } = await runWith([
+      () =>
+        chatCompletion({
+          toolCalls: [
+            { id: "a", name: "kb_search_search", arguments: '{"query":"refund policy","limit":1}' },
+            { id: "b", name: "billing_get_order", arguments: '{"orderId":"ord_DEMO00000001"}' },
+          ],
+        }),
+      () => chatCompletion({ content: "Order ord_DEMO00000001 is paid." }),
+    ]);
+    expect(done.stopReason).toBe("done");
+    const executed = trace.map((r) => JSON.parse(r) as { decision: { kind: string; name?: string } }).filter((r) => r.decision.kind === "tool_call").map((r) => r.decision.name);
+    expect(executed).toEqual(["kb_search_search", "billing_get_order"]);
+  });
+
+  it("does not accept an answer citing a refund id no tool returned; the model corrects it", async () => {
+    const { done, requests } = await runWith([
+      () => chatCompletion({ content: "Refunded, id rf_AAAAAAAAAAAAAAAA." }),
+      () => chatCompletion({ content: "I have not made any refund." }),
+    ]);
+    expect(done.stopReason).toBe("done");
+    expect(done.answer).toBe("I have not made any refund.");
+    expect(JSON.stringify(requests[1]!.body.messages)).toMatch(/no tool returned/);
+  });
+
+  it("stops with no_progress when the same call keeps giving the same result", async () => {
+    const same = () => call("kb_search_search", '{"query":"refund","limit":1}');
+    const { done } = await runWith([same, same, same, same, same, same]);
+    expect(done.stopReason).toBe("no_progress");
+    expect(done.usage?.toolCalls).toBe(3);
+  });
+
+  it("stops with unrecoverable_error when the model endpoint refuses the request", async () => {
+    const { done } = await runWith([() => ({ status: 400, body: { error: { message: "model not found", type: "invalid_request_error" } } })]);
+    expect(SessionState[done.state]).toBe("FAILED");
+    expect(done.stopReason).toBe("unrecoverable_error");
+  });
+
+  it("is refused at StartSession when no model endpoint is configured", async () => {
+    const orch = await startOrchestrator(tools);
+    try {
+      const error = await orch.api.startSession({ goal: "hi", scopes: ALL_SCOPES, policy: "openai" }).then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(CallError);
+      expect((error as CallError).code).toBe(status.INVALID_ARGUMENT);
+      expect((error as CallError).fieldViolations[0]?.field).toBe("policy");
+    } finally {
+      await orch.close();
+    }
+  });
+});
+
+describe("approval expiry", () => {
+  it("an approval after expiry is refused and the session ends with approval_denied", async () => {
+    const orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "1000" });
+    try {
+      const { session } = await orch.api.startSession({
+        goal: "Refund",
+        task: { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", id_card: "110101199810246781", phone: "+8617712345678" } as never,
+        scopes: ALL_SCOPES,
+      });
+      const waiting = await waitForSession(orch.api, session!.sessionId, (s) => s.state === SessionState.AWAITING_APPROVAL);
+      await new Promise((resolve) => setTimeout(resolve, 1300));
+      const error = await orch.api
+        .resolveApproval({ sessionId: session!.sessionId, approvalId: waiting.pendingApproval!.approvalId, approve: true, approver: "late", reason: "" })
+        .then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(CallError);
+      expect((error as CallError).code).toBe(status.FAILED_PRECONDITION);
+      expect(["APPROVAL_EXPIRED", "SESSION_TERMINAL"]).toContain((error as CallError).reason);
+      const done = await waitForSession(orch.api, session!.sessionId);
+      expect(done.stopReason).toBe("approval_denied");
+    } finally {
+      await orch.close();
+    }
+  });
+});

@@ -1,0 +1,231 @@
+// Sessions end to end: real tool processes, a real orchestrator API, the scripted policy.
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { CallError, createRawClient, mintToken, status } from "@loopguard/tool-sdk";
+import { TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+
+const LOW_RISK = { id_card: "110101198003121232", phone: "+8613800138000" };
+const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
+
+let tools: Tools;
+let orch: TestOrchestrator;
+
+beforeAll(async () => {
+  tools = await startTools();
+  orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "60000" });
+});
+afterAll(async () => {
+  await orch?.close();
+  await tools?.stop();
+});
+
+function refundTask(orderId: string, amount: number, customer: Record<string, string> | undefined = LOW_RISK) {
+  return { kind: "refund", order_id: orderId, amount_cents: amount, reason: "DAMAGED", ...customer };
+}
+
+async function start(goal: string, task: Record<string, unknown>, extra: Record<string, unknown> = {}) {
+  const { session } = await orch.api.startSession({ goal, task: task as never, scopes: ALL_SCOPES, policy: "scripted", ...extra });
+  return session!;
+}
+
+async function refundsOf(orderId: string) {
+  const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["billing:read"] });
+  const billing = createRawClient(BillingService, tools.billing.address, { token });
+  try {
+    return (await billing.listRefunds({ orderId })).refunds;
+  } finally {
+    billing.close();
+  }
+}
+
+async function rejection(promise: Promise<unknown>): Promise<CallError> {
+  const error = await promise.then(() => undefined, (e: unknown) => e);
+  expect(error).toBeInstanceOf(CallError);
+  return error as CallError;
+}
+
+describe("refund sessions", () => {
+  it("the happy path ends DONE with an answer citing the policy document and the refund id", async () => {
+    const s = await start("Refund 3.00 of ord_DEMO00000001", refundTask("ord_DEMO00000001", 300));
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(SessionState[done.state]).toBe("DONE");
+    expect(done.stopReason).toBe("done");
+    expect(done.answer).toMatch(/\[refund-policy@\d+\]/);
+    const refundId = /rf_[A-Za-z0-9]{16}/.exec(done.answer)?.[0];
+    expect(refundId).toBeDefined();
+    expect((await refundsOf("ord_DEMO00000001")).map((r) => r.refundId)).toContain(refundId);
+    const trace = (await orch.api.getTrace({ sessionId: s.sessionId })).records.map((r) => JSON.parse(r) as Record<string, unknown>);
+    expect(trace.length).toBeGreaterThanOrEqual(8);
+    for (const record of trace) {
+      expect(record.session_id).toBe(s.sessionId);
+      expect(record.trace_id).toBe(done.traceId);
+      expect(String(record.traceparent)).toContain(done.traceId);
+      for (const key of ["run_id", "step", "state_before", "state_after", "decision", "budget_before", "duration_ms"]) expect(record).toHaveProperty(key);
+    }
+    const file = join(orch.dataDir, "traces", `${s.sessionId}.jsonl`);
+    expect(existsSync(file)).toBe(true);
+    expect(readFileSync(file, "utf8").trim().split("\n")).toHaveLength(trace.length);
+  });
+
+  it("a high-risk refund waits in AWAITING_APPROVAL, and approve completes it", async () => {
+    const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
+    const waiting = await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    expect(waiting.pendingApproval?.tool).toBe("billing_refund");
+    expect(waiting.pendingApproval?.reason).toMatch(/risk score 92/);
+    expect(JSON.stringify(waiting.pendingApproval?.arguments)).not.toContain(HIGH_RISK.id_card);
+    const before = (await refundsOf("ord_DEMO00000008")).length;
+    await orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: waiting.pendingApproval!.approvalId, approve: true, approver: "alice", reason: "verified by phone" });
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(done.stopReason).toBe("done");
+    expect((await refundsOf("ord_DEMO00000008")).length).toBe(before + 1);
+  });
+
+  it("deny stops the session with approval_denied and refunds nothing", async () => {
+    const before = (await refundsOf("ord_DEMO00000008")).length;
+    const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
+    const waiting = await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    await orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: waiting.pendingApproval!.approvalId, approve: false, approver: "bob", reason: "suspicious" });
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(SessionState[done.state]).toBe("FAILED");
+    expect(done.stopReason).toBe("approval_denied");
+    expect((await refundsOf("ord_DEMO00000008")).length).toBe(before);
+  });
+
+  it("refuses an approval for another action", async () => {
+    const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
+    await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    const error = await rejection(orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: "apr_someotheraction000", approve: true, approver: "mallory", reason: "" }));
+    expect(error.code).toBe(status.FAILED_PRECONDITION);
+    expect(error.reason).toBe("APPROVAL_MISMATCH");
+    expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
+    await orch.api.cancelSession({ sessionId: s.sessionId, reason: "test over" });
+  });
+
+  it("an amount above the threshold needs approval even for a low-risk customer", async () => {
+    const s = await start("Refund 900.00 of ord_DEMO00000002", refundTask("ord_DEMO00000002", 90_000));
+    const waiting = await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    expect(waiting.pendingApproval?.reason).toMatch(/above the approval threshold/);
+    const cancelled = (await orch.api.cancelSession({ sessionId: s.sessionId, reason: "customer withdrew" })).session!;
+    expect(SessionState[cancelled.state]).toBe("CANCELLED");
+    expect(cancelled.stopReason).toBe("cancelled");
+  });
+
+  it("an unpaid order ends DONE with an explanation and no refund", async () => {
+    const s = await start("Refund ord_DEMO00000003", refundTask("ord_DEMO00000003", 100));
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(done.stopReason).toBe("done");
+    expect(done.answer).toMatch(/cannot be refunded/);
+    expect(await refundsOf("ord_DEMO00000003")).toHaveLength(0);
+  });
+
+  it("a retried StartSession with the same idempotency key returns the first session", async () => {
+    const first = await orch.api.startSession({ goal: "What is the refund policy?", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" });
+    const again = await orch.api.startSession({ goal: "What is the refund policy?", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" });
+    expect(first.created).toBe(true);
+    expect(again.created).toBe(false);
+    expect(again.session?.sessionId).toBe(first.session?.sessionId);
+    const other = await rejection(orch.api.startSession({ goal: "Something else", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" }));
+    expect(other.code).toBe(status.ALREADY_EXISTS);
+  });
+
+  it("a knowledge question is answered citing the documents found", async () => {
+    const s = await start("How long do card refunds take?", {});
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(done.stopReason).toBe("done");
+    expect(done.answer).toMatch(/\[[a-z0-9-]+@\d+\]/);
+  });
+
+  it("rejects a bad StartSession with field violations", async () => {
+    const error = await rejection(orch.api.startSession({ goal: "", scopes: ["not a scope"], policy: "magic" }));
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(error.fieldViolations.map((v) => v.field).sort()).toEqual(["goal", "policy", "scopes[0]"]);
+  });
+});
+
+describe("stop reasons", () => {
+  it("max_steps: step max+1 is never executed", async () => {
+    const s = await start("Refund", refundTask("ord_DEMO00000002", 100), { budget: { maxSteps: 2 } });
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(done.stopReason).toBe("max_steps");
+    expect(done.usage?.steps).toBe(2);
+    const decisions = (await orch.api.getTrace({ sessionId: s.sessionId })).records.filter((r) => r.includes('"kind":"tool_calls"'));
+    expect(decisions).toHaveLength(2);
+  });
+
+  it("max_tool_calls: the call past the limit is not made", async () => {
+    const s = await start("Refund", refundTask("ord_DEMO00000002", 100), { budget: { maxToolCalls: 1 } });
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(done.stopReason).toBe("max_tool_calls");
+    expect(done.usage?.toolCalls).toBe(1);
+  });
+
+  it("max_tokens", async () => {
+    const s = await start("Refund", refundTask("ord_DEMO00000002", 100), { budget: { maxTokens: 100n } });
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(done.stopReason).toBe("max_tokens");
+    expect(Number(done.usage?.tokens)).toBeGreaterThanOrEqual(100);
+  });
+
+  it("max_cost: stops before the call that would pass the money budget", async () => {
+    const s = await start("Refund", refundTask("ord_DEMO00000002", 100), { budget: { maxCostMicros: 150n } });
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(done.stopReason).toBe("max_cost");
+    expect(Number(done.usage?.costMicros)).toBeLessThanOrEqual(150);
+  });
+
+  it("permission_denied: a session without billing:refund never refunds", async () => {
+    const before = (await refundsOf("ord_DEMO00000002")).length;
+    const { session } = await orch.api.startSession({ goal: "Refund", task: refundTask("ord_DEMO00000002", 100) as never, scopes: ["kb:read", "billing:read", "risk:read"] });
+    const done = await waitForSession(orch.api, session!.sessionId);
+    expect(done.stopReason).toBe("permission_denied");
+    expect(done.answer).toMatch(/billing:refund/);
+    expect((await refundsOf("ord_DEMO00000002")).length).toBe(before);
+  });
+
+  it("deadline: a slow tool and a short wall clock stop the session with deadline", async () => {
+    const token = await mintToken(TEST_AUTH_SECRET, { subject: "drill", scopes: ["tool:admin"] });
+    const admin = createRawClient(ToolAdminService, tools.kb.address, { token });
+    await admin.setFaults({ profile: { addedLatencyMs: 3000, methods: ["Search"] } });
+    try {
+      const started = Date.now();
+      const s = await start("How do refunds work?", {}, { budget: { maxWallClockMs: 800 } });
+      const done = await waitForSession(orch.api, s.sessionId);
+      expect(done.stopReason).toBe("deadline");
+      expect(Date.now() - started).toBeLessThan(2500);
+    } finally {
+      await admin.setFaults({ profile: {} });
+      admin.close();
+    }
+  });
+
+  it("cancelled: CancelSession ends a running session", async () => {
+    const s = await start("Refund", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
+    await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    const cancelled = (await orch.api.cancelSession({ sessionId: s.sessionId, reason: "duplicate ticket" })).session!;
+    expect(cancelled.stopReason).toBe("cancelled");
+    const again = await orch.api.cancelSession({ sessionId: s.sessionId, reason: "" });
+    expect(again.session?.stopReason).toBe("cancelled");
+  });
+
+  it("WatchSession streams every transition until the session ends", async () => {
+    const s = await start("How do refunds work?", {});
+    const seen: string[] = [];
+    for await (const event of orch.api.watchSession({ sessionId: s.sessionId })) {
+      if (event.event.case === "transition") seen.push(SessionState[event.event.value.to]);
+    }
+    expect(seen[0]).toBe("THINKING");
+    expect(seen).toContain("TOOL_EXECUTING");
+    expect(seen.at(-1)).toBe("DONE");
+  });
+
+  it("GetSession of an unknown id is NOT_FOUND", async () => {
+    const error = await rejection(orch.api.getSession({ sessionId: "ses_doesnotexist" }));
+    expect(error.code).toBe(status.NOT_FOUND);
+    expect(error.reason).toBe("SESSION_NOT_FOUND");
+  });
+});

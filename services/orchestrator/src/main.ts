@@ -1,9 +1,10 @@
 // Wiring only: config from the environment, build, serve the API and the HTTP port, start
 // driving sessions (including every unfinished one), drain on SIGTERM.
-import { ConfigError, createLogger, serveTool } from "@loopguard/tool-sdk";
+import { ConfigError, createLogger, serveTool, startTelemetry } from "@loopguard/tool-sdk";
 import { describeOrchestratorConfig, loadOrchestratorConfig, type OrchestratorConfig } from "./config.js";
 import { build } from "./server.js";
 
+startTelemetry("orchestrator");
 let config: OrchestratorConfig;
 try {
   config = loadOrchestratorConfig();

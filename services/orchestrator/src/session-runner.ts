@@ -121,6 +121,9 @@ const SUGGESTIONS: Partial<Record<number, string>> = {
 };
 
 export class SessionRunner {
+  /** The span of each session this runner is driving, parent of its step spans. */
+  readonly #sessionContexts = new Map<string, Context>();
+
   constructor(private readonly deps: RunnerDeps) {}
 
   /**
@@ -128,6 +131,22 @@ export class SessionRunner {
    * Returns the last record seen.
    */
   async run(id: string, signal: AbortSignal): Promise<SessionRecord | null> {
+    // One trace per session, whatever replica or restart drives it: its id is derived from the
+    // session id, and each run of the session is an "invoke_agent" span in it.
+    const root = trace.setSpanContext(ROOT_CONTEXT, { traceId: traceIdOf(id), spanId: randomBytes(8).toString("hex"), traceFlags: TraceFlags.SAMPLED, isRemote: true });
+    const span = trace.getTracer("@loopguard/orchestrator").startSpan("invoke_agent", { attributes: { "gen_ai.operation.name": "invoke_agent", "loopguard.session_id": id } }, root);
+    this.#sessionContexts.set(id, trace.setSpan(root, span));
+    try {
+      const last = await this.#run(id, signal);
+      if (last) span.setAttributes({ "loopguard.state": last.state, "loopguard.stop_reason": last.stopReason ?? "" });
+      return last;
+    } finally {
+      this.#sessionContexts.delete(id);
+      span.end();
+    }
+  }
+
+  async #run(id: string, signal: AbortSignal): Promise<SessionRecord | null> {
     let s = await this.deps.store.get(id);
     while (s && !isTerminal(s.state) && !signal.aborted) {
       if (s.state === "AWAITING_APPROVAL") return s;
@@ -184,14 +203,22 @@ export class SessionRunner {
   }
 
   #span<T>(s: SessionRecord, name: string, attributes: Record<string, string | number>, fn: (span: Span, ctx: Context) => Promise<T>): Promise<T> {
-    const parent = trace.setSpanContext(ROOT_CONTEXT, {
-      traceId: contextOf(s).traceId,
-      spanId: randomBytes(8).toString("hex"),
-      traceFlags: TraceFlags.SAMPLED,
-      isRemote: true,
-    });
+    const parent = this.#sessionContexts.get(s.id) ?? ROOT_CONTEXT;
     const tracer = trace.getTracer("@loopguard/orchestrator");
-    const span = tracer.startSpan(name, { attributes: { "loopguard.session_id": s.id, "loopguard.state": s.state, ...attributes } }, parent);
+    const span = tracer.startSpan(
+      name,
+      {
+        attributes: {
+          "loopguard.session_id": s.id,
+          "loopguard.state": s.state,
+          "loopguard.budget.steps_left": s.budget.maxSteps - s.usage.steps,
+          "loopguard.budget.tool_calls_left": s.budget.maxToolCalls - s.usage.toolCalls,
+          "loopguard.budget.ms_left": Math.max(0, deadlineOf(s.usage, s.budget) - this.deps.now()),
+          ...attributes,
+        },
+      },
+      parent,
+    );
     const ctx = trace.setSpan(parent, span);
     return otelContext.with(ctx, () => fn(span, ctx)).finally(() => span.end());
   }
@@ -479,7 +506,10 @@ export class SessionRunner {
 
   async #trace(s: SessionRecord, step: number, before: string, after: string, decision: JsonObject, result: JsonObject | null, print: string | null, promptHash: string | null, durationMs: number, attempt = 1): Promise<void> {
     const traceId = contextOf(s).traceId;
-    const spanId = trace.getActiveSpan()?.spanContext().spanId ?? randomBytes(8).toString("hex");
+    const spanId =
+      trace.getActiveSpan()?.spanContext().spanId ??
+      trace.getSpan(this.#sessionContexts.get(s.id) ?? ROOT_CONTEXT)?.spanContext().spanId ??
+      randomBytes(8).toString("hex");
     await this.deps.traces.write({
       run_id: this.deps.runId,
       session_id: s.id,

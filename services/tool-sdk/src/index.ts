@@ -18,6 +18,7 @@ export { ServerMetrics } from "./metrics.js";
 export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
 export { ensureLocalSecret, localSecretPath } from "./local-secret.js";
 export { runTool } from "./run.js";
+export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallContext, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer } from "./serve.js";
 export { violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";

@@ -4,12 +4,14 @@ import type { DescService } from "@bufbuild/protobuf";
 import { ConfigError, describeConfig, loadToolConfig, type ToolConfig, type ToolDefaults } from "./config.js";
 import { createLogger, type Logger } from "./logger.js";
 import { serveTool, type ToolDefinition, type ToolServer } from "./serve.js";
+import { startTelemetry } from "./telemetry.js";
 
 export async function runTool<S extends DescService>(
   tool: string,
   defaults: ToolDefaults,
   build: (config: ToolConfig, log: Logger) => ToolDefinition<S> | Promise<ToolDefinition<S>>,
 ): Promise<ToolServer> {
+  startTelemetry(tool);
   let config: ToolConfig;
   try {
     config = loadToolConfig(tool, defaults);

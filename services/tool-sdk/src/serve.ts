@@ -37,6 +37,7 @@ import { INTERNAL_MESSAGE, status, ToolError, toServiceError } from "./errors.js
 import { FaultSwitch, NO_FAULT } from "./faults.js";
 import type { Logger } from "./logger.js";
 import { ServerMetrics } from "./metrics.js";
+import { shutdownTelemetry } from "./telemetry.js";
 import { context, startServerSpan } from "./tracing.js";
 import { violationsOf } from "./validation.js";
 
@@ -450,13 +451,15 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       for (const signal of ["SIGTERM", "SIGINT"] as const) {
         process.once(signal, () => {
           log.info("signal received", { signal });
-          shutdown().then(
-            () => process.exit(0),
-            (error: unknown) => {
-              log.error("shutdown failed", { error_name: error instanceof Error ? error.name : "unknown" });
-              process.exit(1);
-            },
-          );
+          shutdown()
+            .then(shutdownTelemetry)
+            .then(
+              () => process.exit(0),
+              (error: unknown) => {
+                log.error("shutdown failed", { error_name: error instanceof Error ? error.name : "unknown" });
+                process.exit(1);
+              },
+            );
         });
       }
     },

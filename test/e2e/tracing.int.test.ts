@@ -1,0 +1,145 @@
+// One trace across every hop: the suite as real processes exporting OTLP (http/json) to a
+// receiver started by this test; a refund session yields one trace with spans from all four
+// services, correctly parented, whose id is the one in the session's JSONL trace.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { createRawClient, mintToken } from "@loopguard/tool-sdk";
+import { spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { kill, startTool, tempDataDir } from "./processes.js";
+
+interface OtlpSpan {
+  service: string;
+  traceId: string;
+  spanId: string;
+  parentSpanId: string;
+  name: string;
+  kind: number;
+  attributes: Record<string, unknown>;
+}
+
+const SPAN_KIND_SERVER = 2;
+const SPAN_KIND_CLIENT = 3;
+
+const spans: OtlpSpan[] = [];
+let receiver: Server;
+let endpoint = "";
+const data = tempDataDir();
+const procs: ToolProcess[] = [];
+
+function value(v: Record<string, unknown>): unknown {
+  return v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
+}
+
+beforeAll(async () => {
+  receiver = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => (body += c.toString()));
+    req.on("end", () => {
+      const payload = JSON.parse(body) as { resourceSpans: { resource: { attributes: { key: string; value: Record<string, unknown> }[] }; scopeSpans: { spans: Record<string, unknown>[] }[] }[] };
+      for (const rs of payload.resourceSpans) {
+        const service = String(value(rs.resource.attributes.find((a) => a.key === "service.name")?.value ?? {}));
+        for (const ss of rs.scopeSpans) {
+          for (const s of ss.spans) {
+            spans.push({
+              service,
+              traceId: String(s.traceId),
+              spanId: String(s.spanId),
+              parentSpanId: String(s.parentSpanId ?? ""),
+              name: String(s.name),
+              kind: Number(s.kind),
+              attributes: Object.fromEntries(((s.attributes ?? []) as { key: string; value: Record<string, unknown> }[]).map((a) => [a.key, value(a.value)])),
+            });
+          }
+        }
+      }
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+    });
+  });
+  await new Promise<void>((ok) => receiver.listen(0, "127.0.0.1", () => ok()));
+  endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/v1/traces`;
+});
+
+afterAll(async () => {
+  await Promise.all(procs.map((p) => kill(p)));
+  await new Promise<void>((ok) => receiver.close(() => ok()));
+  data.remove();
+});
+
+const otel = () => ({
+  OTEL_TRACES_EXPORTER: "otlp",
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json",
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: endpoint,
+  OTEL_BSP_SCHEDULE_DELAY: "100",
+});
+
+describe("distributed tracing", () => {
+  it("a refund session is one trace with spans from all four services, parent-linked, matching the JSONL trace id", async () => {
+    const [kb, billing, risk] = await Promise.all([
+      startTool("kb-search", data.dir, 0, otel()),
+      startTool("billing", data.dir, 0, otel()),
+      startTool("risk", data.dir, 0, otel()),
+    ]);
+    procs.push(kb, billing, risk);
+    const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+    const orchestrator = await spawnTool(join(root, "services", "orchestrator", "dist", "main.js"), {
+      ...otel(),
+      LOOPGUARD_DATA_DIR: data.dir,
+      ORCHESTRATOR_PORT: "0",
+      ORCHESTRATOR_HTTP_PORT: "0",
+      KB_SEARCH_ADDR: kb.address,
+      BILLING_ADDR: billing.address,
+      RISK_ADDR: risk.address,
+    });
+    procs.push(orchestrator);
+    const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["sessions:read", "sessions:write"] });
+    const api = createRawClient(OrchestratorService, orchestrator.address, { token });
+    const { session } = await api.startSession({
+      goal: "Refund 1.00 of ord_DEMO00000001",
+      task: { kind: "refund", order_id: "ord_DEMO00000001", amount_cents: 100, reason: "DAMAGED", id_card: "110101198003121232", phone: "+8613800138000" },
+      scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"],
+    });
+    let state = session!.state;
+    for (let i = 0; i < 200 && state !== SessionState.DONE && state !== SessionState.FAILED; i += 1) {
+      await sleep(50);
+      state = (await api.getSession({ sessionId: session!.sessionId })).session!.state;
+    }
+    expect(SessionState[state]).toBe("DONE");
+    const traceId = session!.traceId;
+    const records = (await api.getTrace({ sessionId: session!.sessionId })).records.map((r) => JSON.parse(r) as { trace_id: string; traceparent: string });
+    expect(new Set(records.map((r) => r.trace_id))).toEqual(new Set([traceId]));
+    api.close();
+
+    const services = ["orchestrator", "kb-search", "billing", "risk"];
+    for (let i = 0; i < 100; i += 1) {
+      const seen = new Set(spans.filter((s) => s.traceId === traceId).map((s) => s.service));
+      if (services.every((s) => seen.has(s))) break;
+      await sleep(100);
+    }
+    const inTrace = spans.filter((s) => s.traceId === traceId);
+    expect(new Set(inTrace.map((s) => s.service))).toEqual(new Set(services));
+    expect(spans.filter((s) => s.name.includes("Refund") || s.name.includes("QueryRisk")).every((s) => s.traceId === traceId)).toBe(true);
+
+    const byId = new Map(inTrace.map((s) => [s.spanId, s]));
+    const servers = inTrace.filter((s) => s.kind === SPAN_KIND_SERVER && s.service !== "orchestrator");
+    expect(servers.length).toBeGreaterThanOrEqual(4);
+    for (const server of servers) {
+      const client = byId.get(server.parentSpanId);
+      expect(client?.kind, `parent of ${server.service} ${server.name}`).toBe(SPAN_KIND_CLIENT);
+      expect(client?.service).toBe("orchestrator");
+      const step = byId.get(client!.parentSpanId);
+      expect(step?.name).toMatch(/^execute_tool /);
+      expect(step?.attributes["gen_ai.tool.name"]).toBeDefined();
+      expect(step?.attributes["loopguard.served_from"]).toBe("live");
+    }
+    const decide = inTrace.find((s) => s.name === "policy.decide");
+    expect(decide?.attributes["gen_ai.operation.name"]).toBe("chat");
+    for (const s of inTrace) {
+      expect(JSON.stringify(s.attributes)).not.toMatch(/110101198003121232|13800138000/);
+    }
+  });
+});

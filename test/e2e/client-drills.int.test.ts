@@ -97,9 +97,9 @@ describe("toolClient against a real billing process", () => {
     try {
       await admin.setFaults({ profile: { errorRate: 0.6, methods: ["Refund"] } });
       const key = "e2e-retry-key-0000000001";
-      const result = await billing.call("refund", { orderId: "ord_DEMO00000001", amountCents: 100, reason: RefundReason.DAMAGED, idempotencyKey: key });
+      const result = await billing.call("refund", { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: key });
       expect(result.source).toBe("live");
-      const again = await billing.call("refund", { orderId: "ord_DEMO00000001", amountCents: 100, reason: RefundReason.DAMAGED, idempotencyKey: key });
+      const again = await billing.call("refund", { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: key });
       expect(again.response.replayed).toBe(true);
       expect(again.response.refund?.refundId).toBe(result.response.refund?.refundId);
       await admin.setFaults({ profile: {} });

@@ -4,6 +4,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { ConfigError, loadToolConfig, type ToolConfig } from "@loopguard/tool-sdk";
 import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
+import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
 
 export interface OrchestratorConfig extends ToolConfig {
   /** "sqlite:/path.db" or "postgres://…". */
@@ -17,6 +18,7 @@ export interface OrchestratorConfig extends ToolConfig {
   readonly openai: { readonly baseUrl: string; readonly model: string; readonly apiKey: string } | undefined;
   /** Where step traces are written as JSONL files. */
   readonly traceDir: string;
+  readonly context: ContextLimits;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -61,6 +63,11 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     },
     openai: openaiUrl ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || "gpt-4o-mini", apiKey: env.OPENAI_API_KEY ?? "" } : undefined,
     traceDir: join(base.dataDir, "traces"),
+    context: {
+      compressAboveTokens: int(env, "CONTEXT_COMPRESS_TOKENS", DEFAULT_CONTEXT_LIMITS.compressAboveTokens, 100, 10_000_000),
+      windowTokens: int(env, "MODEL_CONTEXT_WINDOW_TOKENS", DEFAULT_CONTEXT_LIMITS.windowTokens, 1000, 10_000_000),
+      keepRecent: DEFAULT_CONTEXT_LIMITS.keepRecent,
+    },
   });
 }
 

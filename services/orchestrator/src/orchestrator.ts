@@ -12,7 +12,7 @@ import { type AuditRecord, type BudgetLimits, type JsonObject, type SessionRecor
 import type { SessionMetrics } from "./session-metrics.js";
 import { type RunnerDeps, SessionRunner } from "./session-runner.js";
 
-export interface OrchestratorOptions extends Omit<RunnerDeps, "onStopped" | "onStep"> {
+export interface OrchestratorOptions extends Omit<RunnerDeps, "onStopped" | "onStep" | "onContextAlarm" | "onTransition"> {
   readonly log: Logger;
   readonly metrics?: SessionMetrics;
   readonly leaseTtlMs: number;
@@ -63,7 +63,12 @@ export class Orchestrator {
       onStopped: (s) => {
         options.metrics?.stops.inc({ stop_reason: s.stopReason ?? "unknown" });
         options.metrics?.stepsPerSession.observe(s.usage.steps);
-        options.log.info("session ended", { state: s.state, reason: s.stopReason ?? "", count: s.usage.steps, trace_id: String(s.context.traceId ?? "") });
+        options.log.info("session ended", { session_id: s.id, state: s.state, reason: s.stopReason ?? "", count: s.usage.steps, trace_id: String(s.context.traceId ?? "") });
+      },
+      onTransition: (to) => options.metrics?.transitions.inc({ to }),
+      onContextAlarm: (s, tokens) => {
+        options.metrics?.contextAlarms.inc();
+        options.log.warn("session context at 80% of the model window", { session_id: s.id, count: tokens, trace_id: String(s.context.traceId ?? "") });
       },
       onStep: (_s, tool, envelope) => {
         options.metrics?.toolResults.inc({ tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error"), served_from: envelope.servedFrom });

@@ -55,6 +55,7 @@ export async function build(config: OrchestratorConfig, log: Logger, services: r
     traces: new TraceSink(store, config.traceDir),
     tokenFor,
     approvals: config.approvals,
+    context: config.context,
     owner: config.instanceId,
     runId: `run_${randomBytes(6).toString("hex")}`,
     now: Date.now,

@@ -9,6 +9,7 @@ export class SessionMetrics {
   readonly toolResults: Counter<"tool" | "outcome" | "served_from">;
   readonly costMicros: Counter;
   readonly transitions: Counter<"to">;
+  readonly contextAlarms: Counter;
 
   constructor(registry: Registry, store: SessionStore) {
     const registers = [registry];
@@ -39,6 +40,7 @@ export class SessionMetrics {
       registers,
     });
     this.costMicros = new Counter({ name: "loopguard_session_cost_micros_total", help: "Money spent by sessions on tool calls, in micro-units.", registers });
+    this.contextAlarms = new Counter({ name: "loopguard_session_context_alarms_total", help: "Times a session's history reached 80% of the model's context window.", registers });
     this.transitions = new Counter({ name: "loopguard_session_transitions_total", help: "Session state transitions, by the state entered.", labelNames: ["to"] as const, registers });
   }
 }

@@ -9,6 +9,7 @@ import { type Context, context as otelContext, ROOT_CONTEXT, type Span, SpanStat
 import { randomBytes } from "node:crypto";
 import { type ApprovalRules, approvalReason, newApproval, type PendingApproval } from "./approvals.js";
 import { deadlineOf, refuseStep, refuseToolCall } from "./budget.js";
+import { type ContextLimits, DEFAULT_CONTEXT_LIMITS, governContext } from "./context-governance.js";
 import type { Decision, HistoryItem, Policy, ResultEnvelope, ToolCallRequest } from "./policy.js";
 import { fingerprint, isStuck, sha256 } from "./progress.js";
 import { redact, redactText } from "./redact.js";
@@ -61,6 +62,10 @@ export interface RunnerDeps {
   readonly owner: string;
   readonly runId: string;
   readonly now: () => number;
+  readonly context?: ContextLimits;
+  /** Raised when a session's history reaches 80% of the model's window. */
+  readonly onContextAlarm?: (session: SessionRecord, tokens: number) => void;
+  readonly onTransition?: (to: SessionState) => void;
   readonly onStopped?: (session: SessionRecord) => void;
   readonly onStep?: (session: SessionRecord, tool: string, envelope: ResultEnvelope) => void;
 }
@@ -180,7 +185,7 @@ export class SessionRunner {
   }
 
   async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>): Promise<SessionRecord> {
-    return this.deps.store.transition({
+    const moved = await this.deps.store.transition({
       id: s.id,
       from: s.state,
       to,
@@ -189,6 +194,8 @@ export class SessionRunner {
       owner: this.deps.owner,
       ...(patch ? { patch } : {}),
     });
+    this.deps.onTransition?.(to);
+    return moved;
   }
 
   async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}): Promise<SessionRecord> {
@@ -484,17 +491,26 @@ export class SessionRunner {
     if (!call || !envelope) return this.stop(s, "unrecoverable_error", "an observation was expected but none was recorded");
     const ctx = contextOf(s);
     const clean = redact(envelope as unknown as JsonObject) as unknown as ResultEnvelope;
-    const history = [
-      ...ctx.history,
-      { kind: "observation", callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(Number(pending.durationMs ?? 0)) } as HistoryItem,
-    ];
+    const governed = governContext(
+      [...ctx.history, { kind: "observation", callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(Number(pending.durationMs ?? 0)) } as HistoryItem],
+      this.deps.context ?? DEFAULT_CONTEXT_LIMITS,
+    );
+    const history = governed.history;
+    if (governed.alarm) this.deps.onContextAlarm?.(s, governed.tokens);
     const outcome = envelope.ok ? JSON.stringify(envelope.data ?? null) : (envelope.error?.code ?? "error");
     const print = fingerprint(call.tool, call.arguments, outcome, envelope.refs);
     const fingerprints = [...ctx.fingerprints, print].slice(-10);
     const step = ctx.traceSteps + 1;
     const usage = { ...s.usage, costMicros: s.usage.costMicros + envelope.costMicros };
     await this.#trace(s, step, "TOOL_EXECUTING", "OBSERVING", { kind: "tool_call", id: call.id, name: call.tool, arguments: call.arguments, served_from: envelope.servedFrom }, clean as unknown as JsonObject, print, null, Number(pending.durationMs ?? 0), Number(pending.attempt ?? 1));
-    const context = { ...ctx, history, fingerprints, traceSteps: step } as JsonObject;
+    const context = {
+      ...ctx,
+      history,
+      fingerprints,
+      traceSteps: step,
+      contextTokens: governed.tokens,
+      compressions: Number(ctx.compressions ?? 0) + governed.compressed,
+    } as JsonObject;
     this.deps.onStep?.(s, call.tool, envelope);
     if (isStuck(fingerprints)) return this.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${fingerprints.length >= 3 ? 3 : fingerprints.length} times`, { usage, context });
     return this.#move(s, "THINKING", { reason: `observed ${call.tool}`, tool: call.tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error") }, {

@@ -96,6 +96,32 @@ describe("openai policy sessions", () => {
     expect(done.usage?.toolCalls).toBe(3);
   });
 
+  it("compresses superseded observations past the context threshold and still finishes", async () => {
+    const search = (q: string) => () => call("kb_search_search", JSON.stringify({ query: q, limit: 3 }));
+    const chat = await startFakeChatServer([
+      search("refund policy"),
+      search("refund timelines"),
+      search("chargebacks"),
+      search("identity verification"),
+      search("shipping"),
+      search("returns"),
+      () => chatCompletion({ content: "Read six searches." }),
+    ]);
+    const orch = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, CONTEXT_COMPRESS_TOKENS: "300" });
+    try {
+      const { session } = await orch.api.startSession({ goal: "Summarise our policies", scopes: ALL_SCOPES, policy: "openai" });
+      const done = await waitForSession(orch.api, session!.sessionId);
+      expect(done.stopReason).toBe("done");
+      const stored = await orch.orchestrator.store.get(session!.sessionId);
+      expect(Number(stored?.context.compressions)).toBeGreaterThan(0);
+      const lastRequest = JSON.stringify(chat.requests.at(-1)!.body.messages);
+      expect(lastRequest).toContain('\\"compressed\\":true');
+    } finally {
+      await orch.close();
+      await chat.close();
+    }
+  });
+
   it("stops with unrecoverable_error when the model endpoint refuses the request", async () => {
     const { done } = await runWith([() => ({ status: 400, body: { error: { message: "model not found", type: "invalid_request_error" } } })]);
     expect(SessionState[done.state]).toBe("FAILED");

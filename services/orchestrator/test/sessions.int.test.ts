@@ -229,3 +229,4 @@ describe("stop reasons", () => {
     expect(error.reason).toBe("SESSION_NOT_FOUND");
   });
 });
+

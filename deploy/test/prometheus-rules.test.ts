@@ -1,0 +1,47 @@
+// The committed Prometheus files are what the contracts generate, and Prometheus's own tool
+// accepts them: rules and config parse, and the hand-written alert unit tests pass.
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { contractFiles } from "@loopguard/proto";
+import { describe, expect, it } from "vitest";
+import { LOCAL_CONFIG_FILE, PROMETHEUS_DIR, renderPrometheusFiles, RULES_FILE } from "../src/prometheus-files.js";
+import { findExecutable } from "./promtool.js";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const promtool = findExecutable("promtool");
+if (!promtool) console.warn("skipping promtool checks: promtool not found on PATH (install the Debian package `prometheus`)");
+
+function runPromtool(...args: string[]): { status: number | null; output: string } {
+  const result = spawnSync(promtool!, args, { cwd: root, encoding: "utf8", timeout: 30_000 });
+  return { status: result.status, output: `${result.stdout}${result.stderr}` };
+}
+
+describe("generated Prometheus files", () => {
+  it("are up to date with the contracts and the services' ports (run `pnpm gen` if not)", () => {
+    const rendered = renderPrometheusFiles(root, contractFiles);
+    expect([...rendered.keys()].sort()).toEqual([LOCAL_CONFIG_FILE, RULES_FILE].sort());
+    for (const [path, content] of rendered) expect(readFileSync(join(root, path), "utf8"), path).toBe(content);
+  });
+});
+
+describe.skipIf(!promtool)("promtool", () => {
+  it("accepts the SLO rules", () => {
+    const { status, output } = runPromtool("check", "rules", RULES_FILE);
+    expect(output).toContain("SUCCESS");
+    expect(status, output).toBe(0);
+  });
+
+  it("accepts the local scrape config and the rule file it loads", () => {
+    const { status, output } = runPromtool("check", "config", LOCAL_CONFIG_FILE);
+    expect(status, output).toBe(0);
+    expect(output).toContain("1 rule files found");
+  });
+
+  it("passes the alert unit tests: each SLO alert fires on a breach and stays silent otherwise", () => {
+    const { status, output } = runPromtool("test", "rules", join(PROMETHEUS_DIR, "rules.test.yml"));
+    expect(status, output).toBe(0);
+    expect(output).toContain("SUCCESS");
+  });
+});

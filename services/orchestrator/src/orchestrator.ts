@@ -56,6 +56,8 @@ export class Orchestrator {
   #renewTimer: NodeJS.Timeout | undefined;
   #stopping = false;
   #ticking = false;
+  /** A claim was asked for while one was running: run another right after, not at the next interval. */
+  #tickAgain = false;
 
   constructor(private readonly options: OrchestratorOptions) {
     this.#runner = new SessionRunner({
@@ -103,8 +105,13 @@ export class Orchestrator {
   }
 
   async #tick(): Promise<void> {
-    if (this.#stopping || this.#ticking) return;
+    if (this.#stopping) return;
+    if (this.#ticking) {
+      this.#tickAgain = true;
+      return;
+    }
     this.#ticking = true;
+    this.#tickAgain = false;
     try {
       const free = this.options.maxActiveSessions - this.#active.size;
       if (free <= 0) return;
@@ -114,6 +121,7 @@ export class Orchestrator {
       this.options.log.error("claiming sessions failed", { error_name: (error as Error).name, error_message: (error as Error).message });
     } finally {
       this.#ticking = false;
+      if (this.#tickAgain) void this.#tick();
     }
   }
 
@@ -145,6 +153,7 @@ export class Orchestrator {
         }
       } finally {
         this.#active.delete(session.id);
+        if (!this.#stopping) void this.#tick();
         if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
       }
     })();

@@ -256,6 +256,9 @@ const Q = {
       INSERT INTO session_audit (session_id, version, from_state, to_state, at, reason, tool, args_hash,
         expected_timeout_ms, outcome, owner)
       SELECT id, version, $2, $3, $12, $16, $17, $18, $19, $20, $14 FROM moved
+    ), stepped AS (
+      INSERT INTO session_steps (session_id, step, at, payload)
+      SELECT id, $21::int, $22, $23::jsonb FROM moved WHERE $21::int IS NOT NULL
     )
     SELECT * FROM moved`,
   auditTrail: `SELECT * FROM session_audit WHERE session_id = $1 ORDER BY version`,
@@ -424,6 +427,9 @@ export class PostgresSessionStore implements SessionStore {
         t.audit.argsHash ?? null,
         t.audit.expectedTimeoutMs ?? null,
         t.audit.outcome ?? null,
+        t.step?.step ?? null,
+        t.step?.at ?? null,
+        t.step ? JSON.stringify(t.step.payload) : null,
       ]);
     } catch (err) {
       // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
@@ -431,6 +437,7 @@ export class PostgresSessionStore implements SessionStore {
       if (code === ILLEGAL_TRANSITION_SQLSTATE || code === "23514") {
         throw new IllegalTransitionError(t.from, t.to, `refused by the database: ${(err as Error).message}`);
       }
+      if (code === "23505" && t.step) throw new DuplicateStepError(t.id, t.step.step);
       throw err;
     }
     const row = rows[0];

@@ -11,7 +11,7 @@ import { type ApprovalRules, approvalReason, newApproval, type PendingApproval }
 import { deadlineOf, refuseStep, refuseToolCall } from "./budget.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS, governContext } from "./context-governance.js";
 import type { Decision, HistoryItem, Policy, ResultEnvelope, ToolCallRequest } from "./policy.js";
-import { fingerprint, isStuck, sha256 } from "./progress.js";
+import { fingerprint, isStuck, NO_PROGRESS_WINDOW, sha256 } from "./progress.js";
 import { redact, redactText } from "./redact.js";
 import { isTerminal, type SessionState, type StopReason } from "./session-state.js";
 import {
@@ -23,6 +23,7 @@ import {
   type SessionRecord,
   type SessionStore,
   StaleTransitionError,
+  type StepRecord,
   type Usage,
 } from "./session-store.js";
 import { parseToolArguments } from "./tool-arguments.js";
@@ -184,7 +185,8 @@ export class SessionRunner {
     }
   }
 
-  async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>): Promise<SessionRecord> {
+  /** One persisted move; `step`, when given, is stored in the same transaction. */
+  async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>, step?: StepRecord): Promise<SessionRecord> {
     const moved = await this.deps.store.transition({
       id: s.id,
       from: s.state,
@@ -193,18 +195,22 @@ export class SessionRunner {
       audit: { ...audit, at: this.deps.now() },
       owner: this.deps.owner,
       ...(patch ? { patch } : {}),
+      ...(step ? { step } : {}),
     });
     this.deps.onTransition?.(to);
+    if (step) await this.deps.traces.append(s.id, step);
     return moved;
   }
 
-  async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}): Promise<SessionRecord> {
-    const done = await this.#move(s, terminalStateOf(reason), { reason: `${reason}: ${redactText(answer).slice(0, 300)}`, outcome: reason }, {
-      ...patch,
-      stopReason: reason,
-      answer,
-      pending: null,
-    });
+  async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}, step?: StepRecord): Promise<SessionRecord> {
+    const done = await this.#move(
+      s,
+      terminalStateOf(reason),
+      { reason: `${reason}: ${redactText(answer).slice(0, 300)}`, outcome: reason },
+      { ...patch, stopReason: reason, answer, pending: null },
+      step,
+    );
+    await this.deps.traces.close(s.id);
     this.deps.onStopped?.(done);
     return done;
   }
@@ -259,20 +265,26 @@ export class SessionRunner {
     const traceCtx = { ...ctx, traceSteps: step };
     if (decision.kind === "final") {
       const problem = this.#checkAnswer(decision.answer, ctx.history);
-      await this.#trace(s, step, s.state, problem ? "THINKING" : "DONE", { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "" }, null, null, decision.promptHash, performance.now() - started);
+      const record = this.#step(s, step, s.state, problem ? "THINKING" : "DONE", { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "" }, null, null, decision.promptHash, performance.now() - started);
       if (problem) {
         const history = [...ctx.history, { kind: "rejected_answer", text: redactText(decision.answer), why: problem } as HistoryItem];
-        return this.#move(s, "THINKING", { reason: "answer rejected by the host", outcome: problem }, { usage, context: { ...traceCtx, history } as JsonObject });
+        return this.#move(s, "THINKING", { reason: "answer rejected by the host", outcome: problem }, { usage, context: { ...traceCtx, history } as JsonObject }, record);
       }
-      return this.stop(s, "done", decision.answer, { usage, context: traceCtx as JsonObject });
+      return this.stop(s, "done", decision.answer, { usage, context: traceCtx as JsonObject }, record);
     }
-    await this.#trace(s, step, s.state, "THINKING", { kind: "tool_calls", calls: decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }, null, null, decision.promptHash, performance.now() - started);
+    const record = this.#step(s, step, s.state, "THINKING", { kind: "tool_calls", calls: decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }, null, null, decision.promptHash, performance.now() - started);
     const queue = decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
-    return this.#move(s, "THINKING", { reason: `policy asked for ${queue.length} tool call(s)` }, {
-      usage,
-      context: traceCtx as JsonObject,
-      pending: { queue, ...(decision.confidence !== undefined ? { confidence: decision.confidence } : {}) } as JsonObject,
-    });
+    return this.#move(
+      s,
+      "THINKING",
+      { reason: `policy asked for ${queue.length} tool call(s)` },
+      {
+        usage,
+        context: traceCtx as JsonObject,
+        pending: { queue, ...(decision.confidence !== undefined ? { confidence: decision.confidence } : {}) } as JsonObject,
+      },
+      record,
+    );
   }
 
   /** The host checks a final answer: every refund id and document it cites must have been observed. */
@@ -298,11 +310,14 @@ export class SessionRunner {
       { kind: "observation", callId: call.id, tool: call.name, envelope } as HistoryItem,
     ];
     const step = ctx.traceSteps + 1;
-    await this.#trace(s, step, s.state, s.state, { kind: "tool_call", id: call.id, name: call.name, arguments: call.arguments }, envelope as unknown as JsonObject, null, null, 0);
-    return this.#move(s, "THINKING", { reason, tool: call.name, outcome: envelope.error?.code ?? "ok" }, {
-      context: { ...ctx, history, traceSteps: step } as JsonObject,
-      pending: rest.length > 0 ? ({ queue: rest } as JsonObject) : null,
-    });
+    const record = this.#step(s, step, s.state, s.state, { kind: "tool_call", id: call.id, name: call.name, arguments: call.arguments }, envelope as unknown as JsonObject, null, null, 0);
+    return this.#move(
+      s,
+      "THINKING",
+      { reason, tool: call.name, outcome: envelope.error?.code ?? "ok" },
+      { context: { ...ctx, history, traceSteps: step } as JsonObject, pending: rest.length > 0 ? ({ queue: rest } as JsonObject) : null },
+      record,
+    );
   }
 
   async #prepareCall(s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], confidence: number | undefined): Promise<SessionRecord> {
@@ -502,7 +517,7 @@ export class SessionRunner {
     const fingerprints = [...ctx.fingerprints, print].slice(-10);
     const step = ctx.traceSteps + 1;
     const usage = { ...s.usage, costMicros: s.usage.costMicros + envelope.costMicros };
-    await this.#trace(s, step, "TOOL_EXECUTING", "OBSERVING", { kind: "tool_call", id: call.id, name: call.tool, arguments: call.arguments, served_from: envelope.servedFrom }, clean as unknown as JsonObject, print, null, Number(pending.durationMs ?? 0), Number(pending.attempt ?? 1));
+    const record = this.#step(s, step, "TOOL_EXECUTING", "OBSERVING", { kind: "tool_call", id: call.id, name: call.tool, arguments: call.arguments, served_from: envelope.servedFrom }, clean as unknown as JsonObject, print, null, Number(pending.durationMs ?? 0), Number(pending.attempt ?? 1));
     const context = {
       ...ctx,
       history,
@@ -512,21 +527,26 @@ export class SessionRunner {
       compressions: Number(ctx.compressions ?? 0) + governed.compressed,
     } as JsonObject;
     this.deps.onStep?.(s, call.tool, envelope);
-    if (isStuck(fingerprints)) return this.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${fingerprints.length >= 3 ? 3 : fingerprints.length} times`, { usage, context });
-    return this.#move(s, "THINKING", { reason: `observed ${call.tool}`, tool: call.tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error") }, {
-      usage,
-      context,
-      pending: pending.queue.length > 0 ? ({ queue: pending.queue } as JsonObject) : null,
-    });
+    if (isStuck(fingerprints)) {
+      return this.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`, { usage, context }, record);
+    }
+    return this.#move(
+      s,
+      "THINKING",
+      { reason: `observed ${call.tool}`, tool: call.tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error") },
+      { usage, context, pending: pending.queue.length > 0 ? ({ queue: pending.queue } as JsonObject) : null },
+      record,
+    );
   }
 
-  async #trace(s: SessionRecord, step: number, before: string, after: string, decision: JsonObject, result: JsonObject | null, print: string | null, promptHash: string | null, durationMs: number, attempt = 1): Promise<void> {
+  /** The step's trace record (redacted), to be stored with the transition that completes it. */
+  #step(s: SessionRecord, step: number, before: string, after: string, decision: JsonObject, result: JsonObject | null, print: string | null, promptHash: string | null, durationMs: number, attempt = 1): StepRecord {
     const traceId = contextOf(s).traceId;
     const spanId =
       trace.getActiveSpan()?.spanContext().spanId ??
       trace.getSpan(this.#sessionContexts.get(s.id) ?? ROOT_CONTEXT)?.spanContext().spanId ??
       randomBytes(8).toString("hex");
-    await this.deps.traces.write({
+    return this.deps.traces.step({
       run_id: this.deps.runId,
       session_id: s.id,
       step,

@@ -90,6 +90,12 @@ export interface TransitionInput {
   readonly audit: AuditInput;
   /** When set, the transition is refused unless this owner holds an unexpired lease. */
   readonly owner?: string;
+  /**
+   * The step record this transition completes, written in the same transaction: a step is
+   * stored exactly when the transition that counts it commits. DuplicateStepError (nothing
+   * written) when the number is taken.
+   */
+  readonly step?: StepRecord;
 }
 
 export interface AuditRecord {

@@ -371,6 +371,7 @@ export class SqliteSessionStore implements SessionStore {
       if (code === "SQLITE_CONSTRAINT_TRIGGER" || code === "SQLITE_CONSTRAINT_CHECK") {
         throw new IllegalTransitionError(t.from, t.to, `refused by the database: ${(err as Error).message}`);
       }
+      if (code === "SQLITE_CONSTRAINT_PRIMARYKEY" && t.step) throw new DuplicateStepError(t.id, t.step.step);
       throw err;
     }
   }
@@ -411,6 +412,7 @@ export class SqliteSessionStore implements SessionStore {
       outcome: t.audit.outcome ?? null,
       owner: t.owner ?? null,
     });
+    if (t.step) this.stmt.appendStep.run(t.id, t.step.step, t.step.at, JSON.stringify(t.step.payload));
     return toRecord(row);
   }
 

@@ -1,9 +1,11 @@
-// One JSONL record per step, redacted before it is written: to a file per session under the
-// data folder, and to the store (so GetTrace works from any replica).
-import { appendFile, mkdir } from "node:fs/promises";
+// One JSONL record per step, redacted before it is written. The store copy (what GetTrace reads,
+// from any replica) is written in the same transaction as the transition that completes the
+// step; the file copy (<data>/traces/<session>.jsonl) is appended once that transition committed,
+// through a file handle kept open while the session runs.
+import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { join } from "node:path";
 import { redact } from "./redact.js";
-import type { JsonObject, SessionStore } from "./session-store.js";
+import type { JsonObject, SessionStore, StepRecord } from "./session-store.js";
 
 export interface StepTrace {
   readonly run_id: string;
@@ -24,8 +26,12 @@ export interface StepTrace {
   readonly at: string;
 }
 
+/** Open trace files at most; the least recently opened is closed past it. */
+const MAX_OPEN_FILES = 256;
+
 export class TraceSink {
   readonly #ready: Promise<unknown>;
+  readonly #files = new Map<string, Promise<FileHandle>>();
 
   constructor(
     private readonly store: SessionStore,
@@ -34,13 +40,29 @@ export class TraceSink {
     this.#ready = dir ? mkdir(dir, { recursive: true }) : Promise.resolve();
   }
 
-  async write(record: StepTrace): Promise<void> {
-    const clean = redact(record as unknown as JsonObject);
-    await this.store.appendStep(record.session_id, { step: record.step, at: Date.parse(record.at), payload: clean });
-    if (this.dir) {
-      await this.#ready;
-      await appendFile(join(this.dir, `${record.session_id}.jsonl`), `${JSON.stringify(clean)}\n`);
+  /** The redacted step record, ready to go into the transition that completes the step. */
+  step(record: StepTrace): StepRecord {
+    return { step: record.step, at: Date.parse(record.at), payload: redact(record as unknown as JsonObject) };
+  }
+
+  /** Appends a committed step to the session's JSONL file. */
+  async append(sessionId: string, step: StepRecord): Promise<void> {
+    if (!this.dir) return;
+    await this.#ready;
+    let file = this.#files.get(sessionId);
+    if (!file) {
+      file = open(join(this.dir, `${sessionId}.jsonl`), "a");
+      this.#files.set(sessionId, file);
+      if (this.#files.size > MAX_OPEN_FILES) await this.close(this.#files.keys().next().value!);
     }
+    await (await file).appendFile(`${JSON.stringify(step.payload)}\n`);
+  }
+
+  /** Closes the session's file (when the session ends or this replica lets it go). */
+  async close(sessionId: string): Promise<void> {
+    const file = this.#files.get(sessionId);
+    this.#files.delete(sessionId);
+    await file?.then((f) => f.close()).catch(() => undefined);
   }
 
   async read(sessionId: string): Promise<string[]> {

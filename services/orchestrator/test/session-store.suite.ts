@@ -508,6 +508,24 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         ]);
         expect(await store.steps("ghost")).toEqual([]);
       });
+
+      it("stores a step with the transition that completes it, or neither", async () => {
+        await store.create(newSession("s1"));
+        const moved = await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 }, step: { step: 1, at: T0, payload: { decision: "start" } } });
+        expect(moved.version).toBe(1);
+        expect(await store.steps("s1")).toEqual([{ step: 1, at: T0, payload: { decision: "start" } }]);
+        // A taken step number aborts the whole transition: state, version and audit stay as they were.
+        await expect(
+          store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, audit: { at: T0 + 1 }, step: { step: 1, at: T0 + 1, payload: {} } }),
+        ).rejects.toBeInstanceOf(DuplicateStepError);
+        expect((await store.get("s1"))?.state).toBe("THINKING");
+        expect(await store.auditTrail("s1")).toHaveLength(1);
+        // A stale transition writes no step either.
+        await expect(
+          store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 + 2 }, step: { step: 2, at: T0 + 2, payload: {} } }),
+        ).rejects.toBeInstanceOf(StaleTransitionError);
+        expect(await store.steps("s1")).toHaveLength(1);
+      });
     });
   });
 }

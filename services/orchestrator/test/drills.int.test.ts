@@ -1,0 +1,374 @@
+// Process-level drills: the orchestrator and the three tools as real processes (dist/main.js,
+// so `pnpm build` first), faults made by real SIGKILL. What is asserted is what an operator
+// would check afterwards: every session ended, the billing ledger holds each refund once, and
+// no personal data reached a trace, a log line or the session store.
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import type { DescService } from "@bufbuild/protobuf";
+import Database from "better-sqlite3";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { createRawClient, mintToken, type RawClient } from "@loopguard/tool-sdk";
+import { spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { kill, startTool } from "../../../test/e2e/processes.js";
+import { PostgresSessionStore } from "../src/postgres-session-store.js";
+import type { JsonObject } from "../src/session-store.js";
+import { postgresUnavailable, type PostgresServer, startPostgres } from "./postgres-server.js";
+
+const ORCHESTRATOR_ENTRY = resolve(dirname(fileURLToPath(import.meta.url)), "..", "dist", "main.js");
+const ORDER_ID = "ord_DEMO00000002";
+const REFUND_CENTS = 100;
+const SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
+const TERMINAL = new Set([SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED]);
+const REFUND_ID = /rf_[A-Za-z0-9]{16}/;
+
+type OrchestratorClient = RawClient<typeof OrchestratorService>;
+
+const processes: ToolProcess[] = [];
+const clients: { close(): void }[] = [];
+const dirs: string[] = [];
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  await Promise.all(processes.splice(0).map((p) => kill(p)));
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `loopguard-drill-${prefix}-`));
+  dirs.push(dir);
+  return dir;
+}
+
+function track<T extends { close(): void }>(client: T): T {
+  clients.push(client);
+  return client;
+}
+
+async function clientFor<S extends DescService>(service: S, address: string, scopes: string[]): Promise<RawClient<S>> {
+  const token = await mintToken(TEST_AUTH_SECRET, { subject: "drill", scopes, ttlSeconds: 600 });
+  return track(createRawClient(service, address, { token }));
+}
+
+interface Tools {
+  readonly kb: ToolProcess;
+  readonly billing: ToolProcess;
+  readonly risk: ToolProcess;
+}
+
+/** The three tools as processes on a fresh data folder, so the ledger holds this drill's refunds only. */
+async function startTools(kbLatencyMs: number): Promise<Tools> {
+  const dir = tempDir("tools");
+  const [kb, billing, risk] = await Promise.all([startTool("kb-search", dir), startTool("billing", dir), startTool("risk", dir)]);
+  processes.push(kb, billing, risk);
+  if (kbLatencyMs > 0) {
+    const admin = await clientFor(ToolAdminService, kb.address, ["tool:admin"]);
+    await admin.setFaults({ profile: { addedLatencyMs: kbLatencyMs } });
+  }
+  return { kb, billing, risk };
+}
+
+async function startOrchestrator(tools: Tools, env: Record<string, string>): Promise<ToolProcess> {
+  const proc = await spawnTool(ORCHESTRATOR_ENTRY, {
+    ORCHESTRATOR_PORT: "0",
+    ORCHESTRATOR_HTTP_PORT: "0",
+    KB_SEARCH_ADDR: tools.kb.address,
+    BILLING_ADDR: tools.billing.address,
+    RISK_ADDR: tools.risk.address,
+    ORCHESTRATOR_LEASE_TTL_MS: "1000",
+    ...env,
+  });
+  processes.push(proc);
+  return proc;
+}
+
+function refundTask(extra: Record<string, string> = {}): JsonObject {
+  return { kind: "refund", order_id: ORDER_ID, amount_cents: REFUND_CENTS, reason: "DAMAGED", ...extra };
+}
+
+async function startRefunds(api: OrchestratorClient, count: number, keyPrefix: string, task: () => JsonObject = refundTask): Promise<string[]> {
+  const started = await Promise.all(
+    Array.from({ length: count }, (_, i) =>
+      api.startSession({ goal: `refund ${REFUND_CENTS} cents of ${ORDER_ID}`, task: task(), scopes: SCOPES, policy: "scripted", idempotencyKey: `${keyPrefix}-${i}` }),
+    ),
+  );
+  for (const r of started) expect(r.created).toBe(true);
+  return started.map((r) => r.session!.sessionId);
+}
+
+async function listAll(api: OrchestratorClient): Promise<Session[]> {
+  const sessions: Session[] = [];
+  let pageToken = "";
+  for (let page = 0; page < 100; page += 1) {
+    const res = await api.listSessions({ pageSize: 500, pageToken });
+    sessions.push(...res.sessions);
+    pageToken = res.nextPageToken;
+    if (!pageToken) break;
+  }
+  return sessions;
+}
+
+/** Polls until every id is terminal or the bound passes; returns the sessions last seen. */
+async function waitTerminal(api: OrchestratorClient, ids: readonly string[], boundMs: number): Promise<Session[]> {
+  const wanted = new Set(ids);
+  const until = Date.now() + boundMs;
+  for (;;) {
+    const mine = (await listAll(api)).filter((s) => wanted.has(s.sessionId));
+    if ((mine.length === wanted.size && mine.every((s) => TERMINAL.has(s.state))) || Date.now() > until) return mine;
+    await sleep(200);
+  }
+}
+
+/** Polls until at least `min` of `ids` are past IDLE and not yet terminal: sessions a kill interrupts. */
+async function waitMidFlight(api: OrchestratorClient, ids: readonly string[], min: number, boundMs: number): Promise<Session[]> {
+  const wanted = new Set(ids);
+  const until = Date.now() + boundMs;
+  for (;;) {
+    const live = (await listAll(api)).filter((s) => wanted.has(s.sessionId) && s.state !== SessionState.IDLE && !TERMINAL.has(s.state));
+    if (live.length >= min || Date.now() > until) return live;
+    await sleep(50);
+  }
+}
+
+/** Polls the SQLite store (read-only) until at least `min` sessions wait on a refund call; returns how many did. */
+async function waitRefundsInFlight(file: string, min: number, boundMs: number): Promise<number> {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    const count = db.prepare(`SELECT count(*) AS n FROM sessions WHERE state = 'TOOL_EXECUTING' AND pending LIKE '%"tool":"billing_refund"%'`);
+    const until = Date.now() + boundMs;
+    for (;;) {
+      const { n } = count.get() as { n: number };
+      if (n >= min || Date.now() > until) return n;
+      await sleep(10);
+    }
+  } finally {
+    db.close();
+  }
+}
+
+function stateCounts(sessions: readonly Session[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const s of sessions) {
+    const key = s.stopReason ? `${SessionState[s.state]}/${s.stopReason}` : SessionState[s.state];
+    counts[key] = (counts[key] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** One example answer per stop reason other than done, for the drill's report. */
+function failureExamples(sessions: readonly Session[]): string[] {
+  const seen = new Map<string, string>();
+  for (const s of sessions) if (s.stopReason && s.stopReason !== "done" && !seen.has(s.stopReason)) seen.set(s.stopReason, `${s.stopReason}: ${s.answer}`);
+  return [...seen.values()];
+}
+
+/** Every DONE session cites a refund, and the ledger holds exactly those refunds, each once. */
+async function expectOneRefundPerDoneSession(billingAddress: string, sessions: readonly Session[]): Promise<void> {
+  const done = sessions.filter((s) => s.state === SessionState.DONE);
+  const cited = done.map((s) => REFUND_ID.exec(s.answer)?.[0]);
+  expect(cited.filter((id) => id === undefined)).toEqual([]);
+  const billing = await clientFor(BillingService, billingAddress, ["billing:read"]);
+  const { refunds } = await billing.listRefunds({ orderId: ORDER_ID });
+  const ids = refunds.map((r) => r.refundId);
+  expect(new Set(ids).size).toBe(ids.length);
+  expect(ids.length).toBe(done.length);
+  expect(refunds.reduce((sum, r) => sum + Number(r.amountCents), 0)).toBe(REFUND_CENTS * done.length);
+  expect(new Set(cited)).toEqual(new Set(ids));
+}
+
+interface AuditRow {
+  session_id: string;
+  reason: string | null;
+  tool: string | null;
+  owner: string | null;
+}
+
+/** Sessions whose audit trail shows they were cut off: a re-issued call or a second lease owner. */
+function interrupted(rows: readonly AuditRow[]): { reissued: Set<string>; takenOver: Set<string> } {
+  const owners = new Map<string, Set<string>>();
+  const reissued = new Set<string>();
+  for (const r of rows) {
+    if (r.reason?.startsWith("re-issuing an interrupted call")) reissued.add(r.session_id);
+    if (r.owner) owners.set(r.session_id, (owners.get(r.session_id) ?? new Set()).add(r.owner));
+  }
+  const takenOver = new Set([...owners].filter(([, o]) => o.size > 1).map(([id]) => id));
+  return { reissued, takenOver };
+}
+
+describe("orchestrator drills (real processes)", () => {
+  it("SIGKILL the orchestrator with 50 sessions running, restart: all 50 reach a terminal state and the billing ledger has no duplicate refund", async () => {
+    const tools = await startTools(300);
+    // Slow refunds too, so that some are in flight on billing when the orchestrator dies.
+    const billingAdmin = await clientFor(ToolAdminService, tools.billing.address, ["tool:admin"]);
+    await billingAdmin.setFaults({ profile: { addedLatencyMs: 150, methods: ["Refund"] } });
+    const dir = tempDir("sqlite");
+    const storeUrl = `sqlite:${join(dir, "orchestrator.db")}`;
+    const first = await startOrchestrator(tools, { ORCHESTRATOR_STORE: storeUrl, ORCHESTRATOR_INSTANCE_ID: "drill-first", LOOPGUARD_DATA_DIR: dir });
+    const firstApi = await clientFor(OrchestratorService, first.address, ["sessions:read", "sessions:write", "approvals:write"]);
+
+    const ids = await startRefunds(firstApi, 50, `drill-a-${Date.now()}`);
+    await sleep(700);
+    const midFlight = await waitMidFlight(firstApi, ids, 5, 5000);
+    expect(midFlight.length).toBeGreaterThanOrEqual(5);
+    // The interesting moment to die is with refunds on the wire: the store's pending call says which.
+    const refundsInFlight = await waitRefundsInFlight(join(dir, "orchestrator.db"), 3, 10_000);
+    await kill(first);
+
+    const second = await startOrchestrator(tools, { ORCHESTRATOR_STORE: storeUrl, ORCHESTRATOR_INSTANCE_ID: "drill-second", LOOPGUARD_DATA_DIR: dir });
+    const secondApi = await clientFor(OrchestratorService, second.address, ["sessions:read"]);
+    const sessions = await waitTerminal(secondApi, ids, 60_000);
+
+    expect(sessions).toHaveLength(50);
+    expect(sessions.filter((s) => !TERMINAL.has(s.state)).map((s) => `${s.sessionId} ${SessionState[s.state]}`)).toEqual([]);
+    await expectOneRefundPerDoneSession(tools.billing.address, sessions);
+
+    const db = new Database(join(dir, "orchestrator.db"), { readonly: true, fileMustExist: true });
+    const rows = db.prepare(`SELECT session_id, reason, tool, owner FROM session_audit`).all() as AuditRow[];
+    db.close();
+    const { reissued, takenOver } = interrupted(rows);
+    const reissuedRefunds = new Set(rows.filter((r) => r.reason?.startsWith("re-issuing an interrupted call") && r.tool === "billing_refund").map((r) => r.session_id));
+    console.log(
+      `[drill a] at SIGKILL ${midFlight.length} sessions were mid-flight (${JSON.stringify(stateCounts(midFlight))} when first seen), ` +
+        `${refundsInFlight} with a refund call in flight; after restart ${JSON.stringify(stateCounts(sessions))}; ` +
+        `${takenOver.size} taken over by the new instance, ${reissued.size} re-issued an interrupted tool call ` +
+        `(${reissuedRefunds.size} of them a refund, with the same idempotency key)`,
+      ...failureExamples(sessions).map((e) => `\n  ${e}`),
+    );
+    expect(takenOver.size).toBeGreaterThan(0);
+    expect(reissuedRefunds.size).toBeGreaterThan(0);
+    // Resumed, not merely ended: nothing in these sessions fails except the process running them.
+    expect(stateCounts(sessions)).toEqual({ "DONE/done": 50 });
+  }, 120_000);
+
+  const pgUnavailable = postgresUnavailable();
+  if (pgUnavailable) console.warn(`[orchestrator drills] skipping the PostgreSQL replica drill: ${pgUnavailable}`);
+  describe.skipIf(pgUnavailable !== null)("on PostgreSQL", () => {
+    let server: PostgresServer | undefined;
+    afterAll(async () => {
+      await server?.stop();
+    }, 60_000);
+
+    it("Two replicas on one PostgreSQL, one SIGKILLed mid-load: the other finishes its sessions", async () => {
+      server = await startPostgres();
+      const url = await server.createDatabase(`drill_${process.pid}`);
+      const tools = await startTools(300);
+      const dir = tempDir("replicas");
+      const env = (id: string) => ({ ORCHESTRATOR_STORE: url, ORCHESTRATOR_INSTANCE_ID: id, LOOPGUARD_DATA_DIR: join(dir, id) });
+      const [a, b] = await Promise.all([startOrchestrator(tools, env("replica-a")), startOrchestrator(tools, env("replica-b"))]);
+      const scopes = ["sessions:read", "sessions:write", "approvals:write"];
+      const [apiA, apiB] = await Promise.all([clientFor(OrchestratorService, a.address, scopes), clientFor(OrchestratorService, b.address, scopes)]);
+
+      const key = `drill-b-${Date.now()}`;
+      const ids = [...(await startRefunds(apiA, 15, `${key}-a`)), ...(await startRefunds(apiB, 15, `${key}-b`))];
+      const store = await PostgresSessionStore.open(url, { maxConnections: 2 });
+      try {
+        // Kill replica-a while it holds leases on live sessions.
+        let heldByA = 0;
+        const until = Date.now() + 5000;
+        while (Date.now() < until) {
+          const { sessions } = await store.list({ limit: 100 });
+          heldByA = sessions.filter((s) => s.leaseOwner === "replica-a" && s.state !== "IDLE" && !["DONE", "FAILED", "CANCELLED"].includes(s.state)).length;
+          if (heldByA >= 3) break;
+          await sleep(50);
+        }
+        expect(heldByA).toBeGreaterThanOrEqual(3);
+        await kill(a);
+
+        const sessions = await waitTerminal(apiB, ids, 60_000);
+        expect(sessions).toHaveLength(30);
+        expect(sessions.filter((s) => !TERMINAL.has(s.state)).map((s) => `${s.sessionId} ${SessionState[s.state]}`)).toEqual([]);
+        await expectOneRefundPerDoneSession(tools.billing.address, sessions);
+
+        const rows: AuditRow[] = [];
+        for (const id of ids) for (const r of await store.auditTrail(id)) rows.push({ session_id: id, reason: r.reason, tool: r.tool, owner: r.owner });
+        const { reissued, takenOver } = interrupted(rows);
+        const bothReplicas = [...takenOver].filter((id) => {
+          const owners = new Set(rows.filter((r) => r.session_id === id).map((r) => r.owner));
+          return owners.has("replica-a") && owners.has("replica-b");
+        });
+        console.log(
+          `[drill b] replica-a held ${heldByA} live sessions at SIGKILL; final ${JSON.stringify(stateCounts(sessions))}; ` +
+            `${bothReplicas.length} sessions carry audit rows of both replicas, ${reissued.size} re-issued an interrupted call`,
+          ...failureExamples(sessions).map((e) => `\n  ${e}`),
+        );
+        expect(bothReplicas.length).toBeGreaterThan(0);
+        expect(stateCounts(sessions)).toEqual({ "DONE/done": 30 });
+      } finally {
+        await store.close();
+      }
+    }, 180_000);
+  });
+
+  it("No id card or phone number appears in any trace, log or store dump", async () => {
+    const tools = await startTools(0);
+    const dir = tempDir("pii");
+    const orchestrator = await startOrchestrator(tools, { ORCHESTRATOR_STORE: `sqlite:${join(dir, "orchestrator.db")}`, LOOPGUARD_DATA_DIR: dir });
+    const api = await clientFor(OrchestratorService, orchestrator.address, ["sessions:read", "sessions:write", "approvals:write"]);
+    // Demo customers of the risk service (all below the approval threshold), written the ways
+    // a caller may write them: E.164 or 11-digit mobile, upper- or lower-case check character.
+    const customers = [
+      { idCard: "110101198003121232", phone: "+8613800138000" },
+      { idCard: "110101198507212349", phone: "13912345678" },
+      { idCard: "11010119830405052x", phone: "15012345678" },
+    ];
+    let n = 0;
+    const ids = await startRefunds(api, 6, `drill-c-${Date.now()}`, () => {
+      const c = customers[n++ % customers.length]!;
+      return refundTask({ id_card: c.idCard, phone: c.phone });
+    });
+    const sessions = await waitTerminal(api, ids, 60_000);
+    expect(sessions.map((s) => [SessionState[s.state], s.stopReason])).toEqual(ids.map(() => ["DONE", "done"]));
+
+    const needles = customers.flatMap((c) => {
+      const mobile = c.phone.replace(/^\+86/, "");
+      return [c.idCard.toUpperCase(), c.idCard.toLowerCase(), mobile, `+86${mobile}`];
+    });
+    const leaks: string[] = [];
+    const scan = (where: string, text: string) => {
+      for (const needle of needles) if (text.includes(needle)) leaks.push(`${where}: ${needle}`);
+    };
+
+    const traceDir = join(dir, "traces");
+    const traceFiles = readdirSync(traceDir).filter((f) => f.endsWith(".jsonl"));
+    expect(traceFiles.length).toBe(ids.length);
+    let riskTraceLines = 0;
+    for (const file of traceFiles) {
+      for (const line of readFileSync(join(traceDir, file), "utf8").split("\n").filter(Boolean)) {
+        scan(`trace ${file}`, line);
+        if (line.includes("risk_query_risk")) riskTraceLines += 1;
+      }
+    }
+    expect(riskTraceLines).toBeGreaterThan(0);
+
+    const named: [string, ToolProcess][] = [["orchestrator", orchestrator], ["kb-search", tools.kb], ["billing", tools.billing], ["risk", tools.risk]];
+    for (const [name, proc] of named) for (const line of proc.lines) scan(`${name} log`, JSON.stringify(line));
+
+    const db = new Database(join(dir, "orchestrator.db"), { readonly: true, fileMustExist: true });
+    try {
+      const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map((t) => t.name);
+      expect(tables).toEqual(expect.arrayContaining(["sessions", "session_audit", "session_steps"]));
+      let taskText = "";
+      for (const table of tables) {
+        for (const row of db.prepare(`SELECT * FROM "${table}"`).all() as Record<string, unknown>[]) {
+          for (const [column, value] of Object.entries(row)) {
+            if (table === "sessions" && column === "task") taskText += String(value);
+            else scan(`store ${table}.${column}`, String(value));
+          }
+        }
+      }
+      // The task is the caller's input and must keep the identifiers (the risk call needs them);
+      // finding them there shows the scan looks at real data.
+      for (const c of customers) {
+        expect(taskText).toContain(c.idCard);
+        expect(taskText).toContain(c.phone);
+      }
+    } finally {
+      db.close();
+    }
+    expect(leaks).toEqual([]);
+  }, 120_000);
+});

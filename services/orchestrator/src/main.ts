@@ -1,7 +1,9 @@
 // Wiring only: config from the environment, build, serve the API and the HTTP port, start
 // driving sessions (including every unfinished one), drain on SIGTERM.
 import { ConfigError, createLogger, serveTool, startTelemetry } from "@loopguard/tool-sdk";
+import { createAdminHttp } from "./admin-http.js";
 import { describeOrchestratorConfig, loadOrchestratorConfig, type OrchestratorConfig } from "./config.js";
+import { LogTail } from "./log-tail.js";
 import { build } from "./server.js";
 
 startTelemetry("orchestrator");
@@ -13,11 +15,21 @@ try {
   process.stderr.write(`orchestrator: configuration error: ${error.message}\n`);
   process.exit(2);
 }
-const log = createLogger({ service: "orchestrator", level: config.logLevel });
+// The dashboard's session panel shows each session's last log lines, so they are kept in memory too.
+const logTail = new LogTail();
+const log = createLogger({
+  service: "orchestrator",
+  level: config.logLevel,
+  write: (line) => {
+    process.stdout.write(`${line}\n`);
+    logTail.write(line);
+  },
+});
 log.info("config", { config: describeOrchestratorConfig(config) });
 try {
   const built = await build(config, log);
-  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics });
+  const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, authSecret: config.authSecret, logTail, log });
+  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, http });
   built.orchestrator.start();
   server.exitOnSignals();
 } catch (error) {

@@ -8,7 +8,9 @@ import { OrchestratorService, type Session, SessionState } from "@loopguard/prot
 import { createLogger, createRawClient, mintToken, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
 import { TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { kill, startTool } from "../../../test/e2e/processes.js";
+import { createAdminHttp } from "../src/admin-http.js";
 import { loadOrchestratorConfig } from "../src/config.js";
+import { LogTail } from "../src/log-tail.js";
 import type { Orchestrator } from "../src/orchestrator.js";
 import { build } from "../src/server.js";
 
@@ -41,6 +43,9 @@ export interface TestOrchestrator {
   readonly server: ToolServer;
   readonly dataDir: string;
   readonly logs: string[];
+  /** The HTTP port's base URL (dashboard, JSON API, /metrics), e.g. http://127.0.0.1:41234. */
+  readonly httpUrl: string;
+  readonly logTail: LogTail;
   close(): Promise<void>;
 }
 
@@ -57,9 +62,18 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
     ...env,
   });
   const logs: string[] = [];
-  const log = createLogger({ service: "orchestrator", level: "debug", write: (line) => logs.push(line) });
+  const logTail = new LogTail();
+  const log = createLogger({
+    service: "orchestrator",
+    level: "debug",
+    write: (line) => {
+      logs.push(line);
+      logTail.write(line);
+    },
+  });
   const built = await build(config, log);
-  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics });
+  const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, authSecret: config.authSecret, logTail, log });
+  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, http });
   built.orchestrator.start();
   const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["sessions:read", "sessions:write", "approvals:write"] });
   const api = createRawClient(OrchestratorService, server.address, { token });
@@ -69,6 +83,8 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
     server,
     dataDir,
     logs,
+    httpUrl: `http://127.0.0.1:${server.metricsPort}`,
+    logTail,
     async close() {
       api.close();
       await server.shutdown();

@@ -2,6 +2,7 @@
 // `pnpm loopguard …`: the operator's command line for the orchestrator API.
 //   run "<goal>" [--task-file F | --task JSON] [--budget k=v…] [--scope s…] [--policy P] [--wait] [--json]
 //   sessions [--state S] [--limit N]   show ID   trace ID   approve ID   deny ID   cancel ID
+//   dashboard [--http HOST:PORT]   (prints the dashboard's address with a fresh operator token)
 // Every failure is one line on stderr naming the problem, and a non-zero exit code.
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
@@ -22,7 +23,9 @@ const USAGE = `usage: loopguard <command> [options]
   sessions [--state STATE] [--limit N]
   show ID        trace ID        cancel ID [--reason R]
   approve ID [--approver NAME] [--reason R]        deny ID [--approver NAME] [--reason R]
-options: --addr HOST:PORT (ORCHESTRATOR_ADDR, default 127.0.0.1:50051)`;
+  dashboard [--http HOST:PORT]   prints the dashboard URL with a fresh 8-hour operator token
+options: --addr HOST:PORT (ORCHESTRATOR_ADDR, default 127.0.0.1:50051)
+         --http HOST:PORT (ORCHESTRATOR_HTTP_ADDR, default 127.0.0.1:8080)`;
 
 const DEFAULT_SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
 const BUDGET_KEYS: Record<string, string> = {
@@ -51,14 +54,17 @@ function describeCallError(error: CallError): string {
   return `${status[error.code]}${error.reason ? ` ${error.reason}` : ""}: ${fields || error.message}`;
 }
 
-async function token(): Promise<string> {
+const OPERATOR_SCOPES = ["sessions:read", "sessions:write", "approvals:write"];
+const DASHBOARD_TOKEN_TTL_SECONDS = 8 * 3600;
+
+async function token(ttlSeconds = 3600): Promise<string> {
   const env = { ...process.env };
   if (!env.LOOPGUARD_AUTH_SECRET && !env.LOOPGUARD_AUTH_SECRET_FILE) {
     const local = localSecretPath(resolve(env.LOOPGUARD_DATA_DIR || ".data"));
     if (!existsSync(local)) throw new UsageError(`no credentials: set LOOPGUARD_AUTH_SECRET or run \`pnpm start\` once (it creates ${local})`);
     env.LOOPGUARD_AUTH_SECRET_FILE = local;
   }
-  return mintToken(readAuthSecret(env), { subject: `cli:${process.env.USER ?? "operator"}`, scopes: ["sessions:read", "sessions:write", "approvals:write"], ttlSeconds: 3600 });
+  return mintToken(readAuthSecret(env), { subject: `cli:${process.env.USER ?? "operator"}`, scopes: OPERATOR_SCOPES, ttlSeconds });
 }
 
 function summary(s: Session): string {
@@ -146,6 +152,7 @@ async function main(): Promise<void> {
       approver: { type: "string" },
       reason: { type: "string" },
       "idempotency-key": { type: "string" },
+      http: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -158,7 +165,14 @@ async function main(): Promise<void> {
   const needsId = ["show", "trace", "approve", "deny", "cancel"];
   if (needsId.includes(command) && !arg) throw new UsageError(`${command} needs a session id`);
   if (command === "run" && !arg) throw new UsageError('run needs a goal, e.g. loopguard run "Refund order ord_DEMO00000001"');
-  if (!["run", "sessions", ...needsId].includes(command)) throw new UsageError(`unknown command "${command}"\n${USAGE}`);
+  if (!["run", "sessions", "dashboard", ...needsId].includes(command)) throw new UsageError(`unknown command "${command}"\n${USAGE}`);
+  if (command === "dashboard") {
+    const http = values.http ?? process.env.ORCHESTRATOR_HTTP_ADDR ?? "127.0.0.1:8080";
+    if (!/^[\w.-]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/.test(http)) throw new UsageError(`--http must be HOST:PORT, got "${http}"`);
+    // The token travels in the URL fragment, which browsers never send to the server or in a Referer.
+    console.log(`http://${http}/#token=${await token(DASHBOARD_TOKEN_TTL_SECONDS)}`);
+    return;
+  }
   const api = createRawClient(OrchestratorService, addr, { token: await token() });
   const deadline = 10_000;
   try {

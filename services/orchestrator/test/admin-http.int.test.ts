@@ -1,0 +1,305 @@
+// The admin JSON API through real HTTP: the in-process orchestrator from the harness (real gRPC
+// server, real SQLite store, the HTTP port serveTool opens) driving sessions against the three
+// tools as real processes.
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { mintToken } from "@loopguard/tool-sdk";
+import { TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_BUDGET } from "../src/budget.js";
+import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
+
+const HIGH_RISK_REFUND = { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", id_card: "110101199810246781", phone: "+8617712345678" };
+
+let tools: Tools;
+let orch: TestOrchestrator;
+let operator: string;
+
+beforeAll(async () => {
+  tools = await startTools();
+  orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "60000" });
+  operator = await token(["sessions:read", "sessions:write", "approvals:write"]);
+});
+afterAll(async () => {
+  await orch?.close();
+  await tools?.stop();
+});
+
+function token(scopes: string[], secret = TEST_AUTH_SECRET): Promise<string> {
+  return mintToken(secret, { subject: "ops:test", scopes, ttlSeconds: 600 });
+}
+
+interface Reply {
+  status: number;
+  headers: Headers;
+  // biome-ignore lint/suspicious/noExplicitAny: JSON of any shape, checked by the assertions
+  json: any;
+  text: string;
+}
+
+async function call(path: string, init: { method?: string; token?: string | null; body?: unknown; rawBody?: string } = {}): Promise<Reply> {
+  const headers: Record<string, string> = {};
+  const bearer = init.token === undefined ? operator : init.token;
+  if (bearer) headers.authorization = `Bearer ${bearer}`;
+  let body: string | undefined = init.rawBody;
+  if (init.body !== undefined) body = JSON.stringify(init.body);
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(`${orch.httpUrl}${path}`, { method: init.method ?? (body === undefined ? "GET" : "POST"), headers, body });
+  const text = await res.text();
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = null;
+  }
+  return { status: res.status, headers: res.headers, json, text };
+}
+
+async function start(goal: string, task: Record<string, unknown>): Promise<string> {
+  const r = await call("/api/sessions", { body: { goal, task, scopes: ALL_SCOPES, policy: "scripted" } });
+  expect(r.status).toBe(201);
+  return r.json.session.sessionId as string;
+}
+
+async function waitFor(id: string, until: (detail: Reply["json"]) => boolean, timeoutMs = 20_000): Promise<Reply["json"]> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await call(`/api/sessions/${id}`);
+    expect(r.status).toBe(200);
+    if (until(r.json)) return r.json;
+    if (Date.now() > end) throw new Error(`session ${id} stuck in ${r.json.session.state}`);
+    await sleep(50);
+  }
+}
+
+const stateIs = (state: string) => (d: Reply["json"]) => d.session.state === `SESSION_STATE_${state}`;
+
+describe("authentication and scopes", () => {
+  it("refuses a request without a token with 401 and a JSON error", async () => {
+    const r = await call("/api/overview", { token: null });
+    expect(r.status).toBe(401);
+    expect(r.headers.get("www-authenticate")).toBe("Bearer");
+    expect(r.json.error).toMatchObject({ code: "UNAUTHENTICATED", reason: "CREDENTIALS_INVALID" });
+  });
+
+  it("refuses a token signed with another secret with 401", async () => {
+    const forged = await token(["sessions:read"], randomBytes(32).toString("hex"));
+    const r = await call("/api/sessions", { token: forged });
+    expect(r.status).toBe(401);
+    expect(r.text).not.toMatch(/at .*\.(ts|js):\d+/);
+  });
+
+  it("refuses a read without sessions:read with 403", async () => {
+    const r = await call("/api/tools", { token: await token(["approvals:write"]) });
+    expect(r.status).toBe(403);
+    expect(r.json.error).toMatchObject({ code: "PERMISSION_DENIED", reason: "SCOPE_MISSING" });
+    expect(r.json.error.message).toContain("sessions:read");
+  });
+
+  it("refuses to start a session with a read-only token with 403, and creates nothing", async () => {
+    const before = (await call("/api/overview")).json.total;
+    const r = await call("/api/sessions", { token: await token(["sessions:read"]), body: { goal: "Should not run", scopes: ALL_SCOPES } });
+    expect(r.status).toBe(403);
+    expect(r.json.error.message).toContain("sessions:write");
+    expect((await call("/api/overview")).json.total).toBe(before);
+  });
+
+  it("refuses approve without approvals:write with 403", async () => {
+    const r = await call("/api/sessions/ses_whatever/approve", { token: await token(["sessions:read", "sessions:write"]), body: {} });
+    expect(r.status).toBe(403);
+    expect(r.json.error.message).toContain("approvals:write");
+  });
+});
+
+describe("sessions through the JSON API", () => {
+  it("a question started over HTTP reaches DONE; its page shows timeline, tool results with served_from, trace id, budget and log lines", async () => {
+    const id = await start("How long do card refunds take?", {});
+    const detail = await waitFor(id, stateIs("DONE"));
+    expect(detail.session).toMatchObject({ sessionId: id, stopReason: "done", policy: "scripted" });
+    expect(detail.session.answer).not.toBe("");
+    expect(detail.session.traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(detail.transitions[0]).toMatchObject({ version: 1, from: "IDLE", to: "THINKING" });
+    expect(detail.transitions.at(-1)).toMatchObject({ to: "DONE" });
+    const toolCalls = detail.steps.filter((s: { record: { decision: { kind: string } } }) => s.record.decision.kind === "tool_call");
+    expect(toolCalls.length).toBeGreaterThan(0);
+    expect(toolCalls[0].record.decision.name).toBe("kb_search_search");
+    expect(["live", "cache", "degraded"]).toContain(toolCalls[0].record.decision.served_from);
+    const steps = detail.budget.find((b: { name: string }) => b.name === "steps");
+    expect(steps).toEqual({ name: "steps", used: detail.session.usage.steps, limit: DEFAULT_BUDGET.maxSteps, left: DEFAULT_BUDGET.maxSteps - detail.session.usage.steps });
+    // The "session ended" line is written just after the last transition.
+    const withLog = await waitFor(id, (d) => d.logs.some((l: { msg: string }) => l.msg === "session ended"), 2000);
+    expect(withLog.logs.find((l: { msg: string }) => l.msg === "session ended")).toMatchObject({ session_id: id, state: "DONE" });
+  });
+
+  it("lists the session with the same fields as the gRPC API's Session", async () => {
+    const id = await start("What is the refund policy?", {});
+    const grpc = (await orch.api.getSession({ sessionId: id })).session!;
+    const listed = (await call("/api/sessions?limit=200")).json.sessions.find((s: { sessionId: string }) => s.sessionId === id);
+    expect(listed).toMatchObject({ sessionId: grpc.sessionId, goal: grpc.goal, traceId: grpc.traceId, policy: grpc.policy, scopes: grpc.scopes });
+    expect(Object.keys(listed)).toEqual(expect.arrayContaining(["state", "stopReason", "usage", "budget", "healthScore", "updatedAt"]));
+  });
+
+  it("a high-risk refund waits in the approval queue with redacted arguments; approve runs it to DONE; a second approve is refused with 409", async () => {
+    const id = await start("Refund 10.00 of ord_DEMO00000008", HIGH_RISK_REFUND);
+    await waitFor(id, stateIs("AWAITING_APPROVAL"));
+    const queue = await call("/api/approvals");
+    expect(queue.status).toBe(200);
+    const waiting = queue.json.approvals.find((s: { sessionId: string }) => s.sessionId === id);
+    expect(waiting.pendingApproval).toMatchObject({ tool: "billing_refund" });
+    expect(waiting.pendingApproval.reason).toMatch(/risk score/);
+    expect(JSON.stringify(queue.json)).not.toContain(HIGH_RISK_REFUND.id_card);
+    expect(JSON.stringify(queue.json)).not.toContain(HIGH_RISK_REFUND.phone);
+
+    const approved = await call(`/api/sessions/${id}/approve`, { body: { approver: "alice", reason: "checked the photos" } });
+    expect(approved.status).toBe(200);
+    expect(approved.json.session.state).toBe("SESSION_STATE_TOOL_EXECUTING");
+    const done = await waitFor(id, stateIs("DONE"));
+    expect(done.session.answer).toMatch(/rf_[A-Za-z0-9]{16}/);
+    expect(done.transitions.some((t: { reason: string }) => t.reason === "approved by alice: checked the photos")).toBe(true);
+    expect((await call("/api/approvals")).json.approvals.map((s: { sessionId: string }) => s.sessionId)).not.toContain(id);
+
+    const again = await call(`/api/sessions/${id}/approve`, { body: { approver: "alice" } });
+    expect(again.status).toBe(409);
+    expect(again.json.error).toMatchObject({ code: "FAILED_PRECONDITION", reason: "APPROVAL_MISMATCH" });
+    expect(again.json.error.message).toContain("not waiting for an approval");
+  });
+
+  it("deny ends a waiting session FAILED with approval_denied, recording the approver from the token when none is given", async () => {
+    const id = await start("Refund 10.00 of ord_DEMO00000008 again", HIGH_RISK_REFUND);
+    await waitFor(id, stateIs("AWAITING_APPROVAL"));
+    const denied = await call(`/api/sessions/${id}/deny`, { body: { reason: "duplicate claim" } });
+    expect(denied.status).toBe(200);
+    expect(denied.json.session).toMatchObject({ state: "SESSION_STATE_FAILED", stopReason: "approval_denied" });
+    const detail = await waitFor(id, stateIs("FAILED"));
+    expect(detail.transitions.at(-1).reason).toBe("approval denied by ops:test: duplicate claim");
+  });
+
+  it("cancel ends a waiting session CANCELLED; cancelling again after it ended is refused with 409", async () => {
+    const id = await start("Refund to cancel", HIGH_RISK_REFUND);
+    await waitFor(id, stateIs("AWAITING_APPROVAL"));
+    const cancelled = await call(`/api/sessions/${id}/cancel`, { body: { reason: "customer withdrew" } });
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.json.session).toMatchObject({ state: "SESSION_STATE_CANCELLED", stopReason: "cancelled" });
+    expect((await call(`/api/sessions/${id}/deny`, { body: {} })).status).toBe(409);
+  });
+
+  it("answers 404 for an unknown session, on read and on approve", async () => {
+    expect((await call("/api/sessions/ses_doesnotexist")).json.error).toMatchObject({ code: "NOT_FOUND", reason: "SESSION_NOT_FOUND" });
+    expect((await call("/api/sessions/ses_doesnotexist/approve", { body: {} })).status).toBe(404);
+  });
+
+  it("the overview counts sessions by state, and the tools panel reports every tool with a closed breaker and its latency", async () => {
+    const overview = await call("/api/overview");
+    expect(overview.status).toBe(200);
+    const counts = overview.json.counts as Record<string, number>;
+    expect(Object.values(counts).reduce((a, b) => a + b, 0)).toBe(overview.json.total);
+    expect(counts.DONE).toBeGreaterThanOrEqual(2);
+    expect(overview.json.approvalsWaiting).toBe(counts.AWAITING_APPROVAL);
+
+    const { tools: stats } = (await call("/api/tools")).json;
+    expect(stats.map((t: { tool: string }) => t.tool).sort()).toEqual(["billing", "kb-search", "risk"]);
+    for (const t of stats) expect(t.breaker).toBe("closed");
+    const kb = stats.find((t: { tool: string }) => t.tool === "kb-search");
+    expect(kb.calls).toBeGreaterThan(0);
+    expect(kb.errorRate).toBeCloseTo((kb.calls - (kb.outcomes.ok ?? 0)) / kb.calls);
+    expect(kb.fallbacksServed).toBe((kb.outcomes.fallback_cache ?? 0) + (kb.outcomes.fallback_degraded ?? 0));
+    expect(kb.p95Ms).toBeGreaterThan(0);
+    const billing = stats.find((t: { tool: string }) => t.tool === "billing");
+    expect(billing.outcomes.ok).toBeGreaterThan(0);
+  });
+});
+
+describe("bad input", () => {
+  it("a body that is not JSON is refused with 400 naming the problem", async () => {
+    const r = await call("/api/sessions", { rawBody: "{goal: nope" });
+    expect(r.status).toBe(400);
+    expect(r.json.error).toMatchObject({ code: "INVALID_ARGUMENT", reason: "REQUEST_INVALID" });
+    expect(r.json.error.message).toMatch(/not valid JSON/);
+  });
+
+  it("a JSON array body is refused with 400", async () => {
+    const r = await call("/api/sessions", { rawBody: "[1,2]" });
+    expect(r.status).toBe(400);
+    expect(r.json.error.message).toMatch(/JSON object/);
+  });
+
+  it("an invalid StartSession is refused with 400 and the contract's field violations", async () => {
+    const r = await call("/api/sessions", { body: { goal: "", scopes: ["not a scope"], policy: "magic" } });
+    expect(r.status).toBe(400);
+    expect(r.json.error.fieldViolations.map((v: { field: string }) => v.field).sort()).toEqual(["goal", "policy", "scopes[0]"]);
+  });
+
+  it("an unknown field or a wrongly typed one is refused with 400", async () => {
+    expect((await call("/api/sessions", { body: { goal: "x", colour: "red" } })).json.error.message).toMatch(/colour/);
+    expect((await call("/api/sessions", { body: { goal: "x", task: "not an object" } })).status).toBe(400);
+    expect((await call("/api/sessions/ses_x/approve", { body: { approver: 42 } })).json.error.fieldViolations).toEqual([{ field: "approver", description: "must be a string" }]);
+  });
+
+  it("list parameters out of range are refused with 400", async () => {
+    for (const query of ["limit=0", "limit=201", "limit=abc", "state=SLEEPING", "cursor=bm90LWEtY3Vyc29y"]) {
+      const r = await call(`/api/sessions?${query}`);
+      expect(r.status, query).toBe(400);
+      expect(r.json.error.code, query).toBe("INVALID_ARGUMENT");
+    }
+  });
+
+  it("an unknown API route is a JSON 404 and a wrong method a 405", async () => {
+    expect((await call("/api/nothing-here")).status).toBe(404);
+    expect((await call("/api/overview", { method: "DELETE" })).status).toBe(405);
+  });
+
+  it("the dashboard page and its assets are served with a strict content security policy; /metrics still works", async () => {
+    const page = await fetch(`${orch.httpUrl}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/text\/html/);
+    expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
+    expect(await page.text()).toContain('data-testid="sessions-table"');
+    expect((await fetch(`${orch.httpUrl}/app.js`)).headers.get("content-type")).toMatch(/javascript/);
+    expect((await fetch(`${orch.httpUrl}/../package.json`)).status).toBe(404);
+    expect(await (await fetch(`${orch.httpUrl}/metrics`)).text()).toContain("grpc_client_handling_seconds_bucket");
+  });
+});
+
+describe("pagination over 1,000 sessions", () => {
+  it("pages of the list neither repeat nor miss a session, and the first page answers in under 500 ms", async () => {
+    // Stop driving first, so the inserted sessions stay where they are while the pages are read.
+    await orch.orchestrator.stop();
+    const inserted = new Set<string>();
+    for (let i = 0; i < 1000; i += 1) {
+      const id = `ses_bulk${String(i).padStart(6, "0")}${randomBytes(4).toString("hex")}`;
+      await orch.orchestrator.store.create({ id, goal: `bulk session ${i}`, task: {}, budget: DEFAULT_BUDGET, scopes: ["kb:read"], policy: "scripted" });
+      inserted.add(id);
+    }
+    const total = (await call("/api/overview")).json.total as number;
+    expect(total).toBeGreaterThanOrEqual(1000);
+
+    const started = performance.now();
+    const first = await call("/api/sessions");
+    const elapsed = performance.now() - started;
+    expect(first.status).toBe(200);
+    expect(first.json.sessions).toHaveLength(50);
+    expect(elapsed).toBeLessThan(500);
+
+    for (const [filter, expected, limit] of [["", total, 200], ["IDLE", 1000, 50]] as const) {
+      const seen: string[] = [];
+      let cursor: string | null = "";
+      let pages = 0;
+      while (cursor !== null) {
+        const query = new URLSearchParams({ limit: String(limit) });
+        if (filter) query.set("state", filter);
+        if (cursor) query.set("cursor", cursor);
+        const page = await call(`/api/sessions?${query}`);
+        expect(page.status).toBe(200);
+        expect(page.json.sessions.length).toBeLessThanOrEqual(limit);
+        seen.push(...page.json.sessions.map((s: { sessionId: string }) => s.sessionId));
+        cursor = page.json.nextCursor;
+        pages += 1;
+        expect(pages).toBeLessThan(100);
+      }
+      expect(new Set(seen).size, `duplicates with state=${filter}`).toBe(seen.length);
+      expect(seen.length).toBe(expected);
+      const seenSet = new Set(seen);
+      expect([...inserted].filter((id) => !seenSet.has(id))).toEqual([]);
+    }
+  });
+});

@@ -1,4 +1,4 @@
-// `pnpm bench [tool|client|all]`: side-by-side benchmarks on loopback, printed as figures and
+// `pnpm bench [tool|client|steps|all]`: side-by-side benchmarks on loopback, printed as figures and
 // ratios to a bare grpc-js baseline measured in the same run. Bounded in time; stops by itself.
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
@@ -6,6 +6,7 @@ import { createRawClient, mintToken, ToolCallError, toolClient } from "@loopguar
 import { Registry } from "prom-client";
 import { BENCH_SECRET, startBenchServer } from "./bench-server.js";
 import { measure, printComparison } from "./measure.js";
+import { benchSteps } from "./steps.js";
 
 const durationMs = Number(process.env.BENCH_DURATION_MS ?? 3000);
 const request = { query: "how do refunds work", limit: 3 };
@@ -69,7 +70,7 @@ async function benchClient(): Promise<void> {
   }
 }
 
-const suites: Record<string, () => Promise<void>> = { tool: benchTool, client: benchClient };
+const suites: Record<string, () => Promise<void>> = { tool: benchTool, client: benchClient, steps: () => benchSteps(durationMs) };
 const names = process.argv.slice(2).filter((a) => a !== "--");
 const chosen = names.length === 0 || names.includes("all") ? Object.keys(suites) : names;
 for (const name of chosen) {

@@ -39,7 +39,7 @@ import type { Logger } from "./logger.js";
 import { ServerMetrics } from "./metrics.js";
 import { shutdownTelemetry } from "./telemetry.js";
 import { context, startServerSpan } from "./tracing.js";
-import { violationsOf } from "./validation.js";
+import { violationsOf, warmValidation } from "./validation.js";
 
 /** What a handler knows about the call it serves. */
 export interface CallContext {
@@ -190,6 +190,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       const handler = handlers[method.localName];
       if (typeof handler !== "function") throw new Error(`${target.typeName}: no handler for ${method.name}`);
       definitions[method.localName] = methodDefinition(method);
+      warmValidation(method);
       implementation[method.localName] = unary(
         method,
         handler as (req: unknown, ctx: CallContext) => Promise<unknown>,

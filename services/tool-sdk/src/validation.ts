@@ -1,5 +1,5 @@
 // Contract validation with protovalidate: the same rules on both sides of every call.
-import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import { create, type DescMessage, type DescMethod, type MessageShape } from "@bufbuild/protobuf";
 import { pathToString } from "@bufbuild/protobuf/reflect";
 import { createValidator } from "@bufbuild/protovalidate";
 import type { FieldViolation } from "./errors.js";
@@ -18,4 +18,13 @@ export function violationsOf<Desc extends DescMessage>(schema: Desc, message: Me
     description: v.message,
     reason: v.ruleId,
   }));
+}
+
+/**
+ * Compiles the validation plans (CEL programs included) of a method's messages ahead of the
+ * first call, so the first request does not pay for it.
+ */
+export function warmValidation(method: DescMethod): void {
+  violationsOf(method.input, create(method.input));
+  violationsOf(method.output, create(method.output));
 }

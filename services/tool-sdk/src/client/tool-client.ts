@@ -21,7 +21,7 @@ import { currentCallDeadline } from "../call-scope.js";
 import { Degradation, type MethodPolicy, methodPath, methodPolicy, RoutingTag, servicePolicy } from "../contract.js";
 import { decodeStatusDetails, type FieldViolation } from "../errors.js";
 import { injectContext, tracer } from "../tracing.js";
-import { violationsOf } from "../validation.js";
+import { violationsOf, warmValidation } from "../validation.js";
 import { BREAKER_STATE_VALUE, ClientMetrics } from "./client-metrics.js";
 import { ResponseCache } from "./response-cache.js";
 import { backoffMs, CALLER_ERROR_CODES, mayRetry, RETRY_CODES, RetryBudget } from "./retry.js";
@@ -163,6 +163,7 @@ export class ToolClient<S extends DescService> {
     });
     for (const method of service.methods) {
       const policy = methodPolicy(method);
+      warmValidation(method);
       const sla = policy.sla!;
       this.#plans.set(method.localName, {
         method,

@@ -29,9 +29,8 @@ log.info("config", { config: describeOrchestratorConfig(config) });
 try {
   const built = await build(config, log);
   const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, authSecret: config.authSecret, logTail, log });
-  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, http });
+  await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, http, exitOnSignals: true });
   built.orchestrator.start();
-  server.exitOnSignals();
 } catch (error) {
   log.error("failed to start", { error_name: (error as Error).name, error_message: (error as Error).message });
   process.exit(1);

@@ -24,9 +24,7 @@ export async function runTool<S extends DescService>(
   log.info("config", { config: describeConfig(config) });
   try {
     const definition = await build(config, log);
-    const server = await serveTool(definition, { ...config, logger: log });
-    server.exitOnSignals();
-    return server;
+    return await serveTool(definition, { ...config, logger: log, exitOnSignals: true });
   } catch (error) {
     log.error("failed to start", {
       error_name: error instanceof Error ? error.name : typeof error,

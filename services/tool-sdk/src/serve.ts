@@ -106,6 +106,11 @@ export interface ServeOptions {
   readonly metrics?: ServerMetrics;
   /** Extra routes on the HTTP port; returns false for a path it does not serve. */
   readonly http?: (req: IncomingMessage, res: ServerResponse) => boolean;
+  /**
+   * Install SIGTERM/SIGINT handlers (drain, then exit 0) before announcing "serving", so a
+   * signal can never arrive between the two. For processes; tests in-process leave it off.
+   */
+  readonly exitOnSignals?: boolean;
 }
 
 export interface ToolServer {
@@ -409,8 +414,6 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   });
   const metricsPort = await listenHttp(http, options.host, options.metricsPort);
   metrics.serving.set({ tool }, 1);
-  log.info("serving", { tool, address: `${options.host}:${port}`, metrics_port: metricsPort, limit: options.maxConcurrent });
-
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {
     shutdownPromise ??= (async () => {
@@ -440,7 +443,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     return shutdownPromise;
   };
 
-  return {
+  const toolServer: ToolServer = {
     port,
     metricsPort,
     address: `${options.host}:${port}`,
@@ -465,6 +468,9 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       }
     },
   };
+  if (options.exitOnSignals) toolServer.exitOnSignals();
+  log.info("serving", { tool, address: `${options.host}:${port}`, metrics_port: metricsPort, limit: options.maxConcurrent });
+  return toolServer;
 }
 
 function faultSummary(faults: FaultSwitch): Record<string, unknown> {

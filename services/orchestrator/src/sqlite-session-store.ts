@@ -213,8 +213,9 @@ export class SqliteSessionStore implements SessionStore {
   private readonly now: () => number;
   private readonly stmt;
   private readonly listStmts;
-  private readonly transitionTx;
-  private readonly claimTx;
+  private readonly batchTx;
+  private readonly savepoint;
+  private pendingWrites: { run: () => unknown; resolve: (r: never) => void; reject: (e: unknown) => void }[] = [];
 
   constructor(file: string, options: SessionStoreOptions = {}) {
     if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
@@ -283,9 +284,15 @@ export class SqliteSessionStore implements SessionStore {
         `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner`,
       ),
     };
-    this.transitionTx = db.transaction((t: TransitionInput) => this.applyTransition(t));
-    this.claimTx = db.transaction((params: { owner: string; expiresAt: number; now: number; limit: number }) =>
-      this.stmt.claim.all(params),
+    this.savepoint = db.transaction((run: () => unknown) => run());
+    this.batchTx = db.transaction((batch: { run: () => unknown }[]) =>
+      batch.map(({ run }) => {
+        try {
+          return { ok: true as const, value: this.savepoint(run) };
+        } catch (error) {
+          return { ok: false as const, error };
+        }
+      }),
     );
     const page = (where: string) =>
       db.prepare<unknown[], SessionRow>(`SELECT * FROM sessions ${where} ORDER BY created_at, id LIMIT @limit`);
@@ -309,6 +316,10 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }> {
+    return this.write(() => this.createNow(input));
+  }
+
+  private createNow(input: NewSession): { session: SessionRecord; created: boolean } {
     const now = this.now();
     const row = this.stmt.insert.get({
       id: input.id,
@@ -361,10 +372,41 @@ export class SqliteSessionStore implements SessionStore {
     return counts;
   }
 
+  /**
+   * Group commit: writes asked for in the same turn of the event loop (many sessions moving at
+   * once) run in one transaction, each in its own savepoint, so one commit serves them all. Each
+   * caller is answered only after that commit, with its own result or error (a refused write
+   * leaves no trace); a failed commit fails them all.
+   */
+  private write<T>(run: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.pendingWrites.push({ run, resolve: resolve as (r: never) => void, reject });
+      if (this.pendingWrites.length === 1) setImmediate(() => this.flushWrites());
+    });
+  }
+
+  private flushWrites(): void {
+    const batch = this.pendingWrites;
+    this.pendingWrites = [];
+    let outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[];
+    try {
+      outcomes = this.batchTx.immediate(batch);
+    } catch (error) {
+      for (const item of batch) item.reject(error);
+      return;
+    }
+    outcomes.forEach((outcome, i) => (outcome.ok ? batch[i]!.resolve(outcome.value as never) : batch[i]!.reject(outcome.error)));
+  }
+
   async transition(t: TransitionInput): Promise<SessionRecord> {
     assertTransition(t.from, t.to, t.patch?.stopReason);
+    return this.write(() => this.applyOne(t));
+  }
+
+  /** One transition, with database errors turned into the store's own. */
+  private applyOne(t: TransitionInput): SessionRecord {
     try {
-      return this.transitionTx.immediate(t);
+      return this.applyTransition(t);
     } catch (err) {
       // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
       const code = sqliteCode(err);
@@ -376,7 +418,7 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  /** Runs inside transitionTx: the optimistic-lock UPDATE, then the audit row for what it did. */
+  /** Runs in a savepoint of the write batch: the optimistic-lock UPDATE, its audit row, its step. */
   private applyTransition(t: TransitionInput): SessionRecord {
     const patch = t.patch ?? {};
     const row = this.stmt.transition.get({
@@ -427,14 +469,16 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async appendStep(sessionId: string, step: StepRecord): Promise<void> {
-    try {
-      this.stmt.appendStep.run(sessionId, step.step, step.at, JSON.stringify(step.payload));
-    } catch (err) {
-      const code = sqliteCode(err);
-      if (code === "SQLITE_CONSTRAINT_PRIMARYKEY") throw new DuplicateStepError(sessionId, step.step);
-      if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") throw new SessionNotFoundError(sessionId);
-      throw err;
-    }
+    await this.write(() => {
+      try {
+        this.stmt.appendStep.run(sessionId, step.step, step.at, JSON.stringify(step.payload));
+      } catch (err) {
+        const code = sqliteCode(err);
+        if (code === "SQLITE_CONSTRAINT_PRIMARYKEY") throw new DuplicateStepError(sessionId, step.step);
+        if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") throw new SessionNotFoundError(sessionId);
+        throw err;
+      }
+    });
   }
 
   async steps(sessionId: string): Promise<StepRecord[]> {
@@ -450,18 +494,18 @@ export class SqliteSessionStore implements SessionStore {
     checkTtl(ttlMs);
     checkLimit(limit);
     const now = this.now();
-    const rows = this.claimTx.immediate({ owner, expiresAt: now + ttlMs, now, limit });
+    const rows = await this.write(() => this.stmt.claim.all({ owner, expiresAt: now + ttlMs, now, limit }));
     return rows.map(toRecord).sort(byCreated);
   }
 
   async renewLease(id: string, owner: string, ttlMs: number): Promise<boolean> {
     checkTtl(ttlMs);
     const now = this.now();
-    return this.stmt.renew.run({ id, owner, now, expiresAt: now + ttlMs }).changes === 1;
+    return this.write(() => this.stmt.renew.run({ id, owner, now, expiresAt: now + ttlMs }).changes === 1);
   }
 
   async releaseLease(id: string, owner: string): Promise<boolean> {
-    return this.stmt.release.run({ id, owner }).changes === 1;
+    return this.write(() => this.stmt.release.run({ id, owner }).changes === 1);
   }
 
   async close(): Promise<void> {

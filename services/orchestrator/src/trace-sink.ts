@@ -1,8 +1,9 @@
 // One JSONL record per step, redacted before it is written. The store copy (what GetTrace reads,
 // from any replica) is written in the same transaction as the transition that completes the
 // step; the file copy (<data>/traces/<session>.jsonl) is appended once that transition committed,
-// through a file handle kept open while the session runs.
-import { type FileHandle, mkdir, open } from "node:fs/promises";
+// through a write stream kept open while the session runs.
+import { createWriteStream, type WriteStream } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { redact } from "./redact.js";
 import type { JsonObject, SessionStore, StepRecord } from "./session-store.js";
@@ -31,7 +32,7 @@ const MAX_OPEN_FILES = 256;
 
 export class TraceSink {
   readonly #ready: Promise<unknown>;
-  readonly #files = new Map<string, Promise<FileHandle>>();
+  readonly #files = new Map<string, WriteStream>();
 
   constructor(
     private readonly store: SessionStore,
@@ -51,18 +52,20 @@ export class TraceSink {
     await this.#ready;
     let file = this.#files.get(sessionId);
     if (!file) {
-      file = open(join(this.dir, `${sessionId}.jsonl`), "a");
+      file = createWriteStream(join(this.dir, `${sessionId}.jsonl`), { flags: "a" });
+      // The store holds the authoritative copy; a failing file copy must not fail the session.
+      file.on("error", () => undefined);
       this.#files.set(sessionId, file);
       if (this.#files.size > MAX_OPEN_FILES) await this.close(this.#files.keys().next().value!);
     }
-    await (await file).appendFile(`${JSON.stringify(step.payload)}\n`);
+    file.write(`${JSON.stringify(step.payload)}\n`);
   }
 
   /** Closes the session's file (when the session ends or this replica lets it go). */
   async close(sessionId: string): Promise<void> {
     const file = this.#files.get(sessionId);
     this.#files.delete(sessionId);
-    await file?.then((f) => f.close()).catch(() => undefined);
+    if (file) await new Promise<void>((resolve) => file.end(resolve));
   }
 
   async read(sessionId: string): Promise<string[]> {

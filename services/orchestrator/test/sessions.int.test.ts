@@ -67,9 +67,11 @@ describe("refund sessions", () => {
       expect(String(record.traceparent)).toContain(done.traceId);
       for (const key of ["run_id", "step", "state_before", "state_after", "decision", "budget_before", "duration_ms"]) expect(record).toHaveProperty(key);
     }
+    // The JSONL file is appended after each commit and closed when the session ends.
     const file = join(orch.dataDir, "traces", `${s.sessionId}.jsonl`);
-    expect(existsSync(file)).toBe(true);
-    expect(readFileSync(file, "utf8").trim().split("\n")).toHaveLength(trace.length);
+    const lines = () => (existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").length : 0);
+    for (let i = 0; i < 40 && lines() < trace.length; i += 1) await new Promise((r) => setTimeout(r, 50));
+    expect(lines()).toBe(trace.length);
   });
 
   it("a high-risk refund waits in AWAITING_APPROVAL, and approve completes it", async () => {

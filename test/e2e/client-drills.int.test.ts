@@ -87,7 +87,7 @@ describe("toolClient against real kb-search processes", () => {
 });
 
 describe("toolClient against a real billing process", () => {
-  it("retries a refund that carries its idempotency key through injected failures and refunds exactly once", async () => {
+  it("retries a refund that carries its idempotency key through an outage and refunds exactly once", async () => {
     const billingData = tempDataDir();
     const proc = await startTool("billing", billingData.dir);
     running.push(proc);
@@ -95,19 +95,23 @@ describe("toolClient against a real billing process", () => {
     const admin = createRawClient(ToolAdminService, proc.address, { token });
     const billing = toolClient(BillingService, { target: proc.address, token, registry: new Registry(), retry: { maxAttempts: 8 }, breaker: { volumeThreshold: 1000 } });
     try {
-      await admin.setFaults({ profile: { errorRate: 0.6, methods: ["Refund"] } });
+      // Billing is down (RetryInfo 100 ms) when the refund is sent, and back 350 ms later.
+      await admin.setFaults({ profile: { outage: true, retryAfterMs: 100, methods: ["Refund"] } });
       const key = "e2e-retry-key-0000000001";
-      const result = await billing.call("refund", { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: key });
+      const request = { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: key };
+      const pending = billing.call("refund", request);
+      await sleep(350);
+      await admin.setFaults({ profile: {} });
+      const result = await pending;
       expect(result.source).toBe("live");
-      const again = await billing.call("refund", { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: key });
+      expect(result.attempts).toBeGreaterThan(1);
+      const again = await billing.call("refund", request);
       expect(again.response.replayed).toBe(true);
       expect(again.response.refund?.refundId).toBe(result.response.refund?.refundId);
-      await admin.setFaults({ profile: {} });
       const refunds = await billing.call("listRefunds", { orderId: "ord_DEMO00000001" });
       expect(refunds.response.refunds.filter((r) => r.refundId === result.response.refund?.refundId)).toHaveLength(1);
       const page = await fetch(`http://127.0.0.1:${proc.metricsPort}/metrics`).then((r) => r.text());
-      const seen = metricValue(page, "grpc_server_started_total", { grpc_method: "Refund" });
-      expect(seen).toBe(result.attempts + again.attempts);
+      expect(metricValue(page, "grpc_server_started_total", { grpc_method: "Refund" })).toBe(result.attempts + again.attempts);
     } finally {
       billing.close();
       admin.close();

@@ -5,7 +5,7 @@ import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { createRawClient, mintToken, ToolCallError, toolClient } from "@loopguard/tool-sdk";
 import { Registry } from "prom-client";
 import { BENCH_SECRET, startBenchServer } from "./bench-server.js";
-import { measure, printComparison } from "./measure.js";
+import { compare, type Figures, printComparison } from "./measure.js";
 import { benchSteps } from "./steps.js";
 
 const durationMs = Number(process.env.BENCH_DURATION_MS ?? 3000);
@@ -19,8 +19,10 @@ async function benchTool(): Promise<void> {
   const toolClientRaw = createRawClient(KbSearchService, tool.address, { token });
   try {
     for (const inFlight of [1, 64]) {
-      const baseline = await measure("bare grpc-js server", inFlight, durationMs, () => bareClient.search(request));
-      const subject = await measure("serveTool", inFlight, durationMs, () => toolClientRaw.search(request));
+      const [baseline, subject] = (await compare(inFlight, 2 * durationMs, [
+        { label: "bare grpc-js server", call: () => bareClient.search(request) },
+        { label: "serveTool", call: () => toolClientRaw.search(request) },
+      ])) as [Figures, Figures];
       printComparison(`tool: server side, same client (raw grpc-js + protobuf-es, bearer token sent to both)`, baseline, subject);
     }
   } finally {
@@ -38,9 +40,15 @@ async function benchClient(): Promise<void> {
   const client = toolClient(KbSearchService, { target: server.address, token, registry: new Registry() });
   try {
     for (const inFlight of [1, 64]) {
-      const baseline = await measure("bare grpc-js client", inFlight, durationMs, () => bare.search(request));
-      const subject = await measure("toolClient", inFlight, durationMs, () => client.call("search", request));
+      // toolClient always sends a deadline (the contract's SLA timeout); grpc-js pays for deadline
+      // timers on both sides, so the same bare client with the same deadline is shown too.
+      const [baseline, withDeadline, subject] = (await compare(inFlight, 3 * durationMs, [
+        { label: "bare grpc-js client", call: () => bare.search(request) },
+        { label: "bare client + 1 s deadline", call: () => bare.search(request, { deadline: 1000 }) },
+        { label: "toolClient", call: () => client.call("search", request) },
+      ])) as [Figures, Figures, Figures];
       printComparison("client: calling side, same bare server (token sent by both)", baseline, subject);
+      console.log(`  ${withDeadline.label.padEnd(28)} ${String(inFlight).padStart(3)} in flight  ${withDeadline.perSecond.toFixed(0).padStart(7)} calls/s  ratio toolClient / this ${(subject.perSecond / withDeadline.perSecond).toFixed(2)}\n`);
     }
   } finally {
     bare.close();

@@ -16,6 +16,11 @@ function percentile(sorted: Float64Array, p: number): number {
 export async function measure(label: string, concurrency: number, durationMs: number, call: () => Promise<unknown>): Promise<Figures> {
   // Warm up connections and JIT before the clock starts.
   for (let i = 0; i < 200; i += 1) await call();
+  const { latencies, elapsed } = await run(concurrency, durationMs, call);
+  return figures(label, concurrency, latencies, elapsed);
+}
+
+async function run(concurrency: number, durationMs: number, call: () => Promise<unknown>): Promise<{ latencies: number[]; elapsed: number }> {
   const latencies: number[] = [];
   const end = performance.now() + durationMs;
   const worker = async () => {
@@ -27,7 +32,10 @@ export async function measure(label: string, concurrency: number, durationMs: nu
   };
   const started = performance.now();
   await Promise.all(Array.from({ length: concurrency }, worker));
-  const elapsed = performance.now() - started;
+  return { latencies, elapsed: performance.now() - started };
+}
+
+function figures(label: string, concurrency: number, latencies: number[], elapsed: number): Figures {
   const sorted = Float64Array.from(latencies).sort();
   return {
     label,
@@ -43,4 +51,26 @@ export function printComparison(title: string, baseline: Figures, subject: Figur
   const row = (f: Figures) =>
     `  ${f.label.padEnd(28)} ${String(f.concurrency).padStart(3)} in flight  ${f.perSecond.toFixed(0).padStart(7)} calls/s  p50 ${f.p50Ms.toFixed(3)} ms  p99 ${f.p99Ms.toFixed(3)} ms`;
   console.log(`${title}\n${row(baseline)}\n${row(subject)}\n  ratio ${(subject.perSecond / baseline.perSecond).toFixed(2)}\n`);
+}
+
+/**
+ * Measures several variants side by side in alternating rounds (A B A B …), so that drift in
+ * what else the machine is doing lands on every variant alike; figures pool all rounds.
+ */
+export async function compare(
+  concurrency: number,
+  durationMs: number,
+  variants: readonly { readonly label: string; readonly call: () => Promise<unknown> }[],
+  rounds = 4,
+): Promise<Figures[]> {
+  for (const v of variants) for (let i = 0; i < 200; i += 1) await v.call();
+  const pooled = variants.map(() => ({ latencies: [] as number[], elapsed: 0 }));
+  for (let r = 0; r < rounds; r += 1) {
+    for (const [i, v] of variants.entries()) {
+      const { latencies, elapsed } = await run(concurrency, durationMs / rounds, v.call);
+      pooled[i]!.latencies.push(...latencies);
+      pooled[i]!.elapsed += elapsed;
+    }
+  }
+  return variants.map((v, i) => figures(v.label, concurrency, pooled[i]!.latencies, pooled[i]!.elapsed));
 }

@@ -71,6 +71,7 @@ process.stdout.write(
   [
     "",
     "Where to look next:",
+    "  pnpm loopguard dashboard                       the live dashboard's address (with a fresh token)",
     "  pnpm loopguard sessions                        sessions and their state",
     "  pnpm loopguard trace <session id>               the step-by-step JSONL trace",
     "  pnpm loopguard run \"Refund order ord_DEMO00000008\" --task-file examples/high-risk-refund-task.json --wait",

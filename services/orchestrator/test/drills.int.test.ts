@@ -18,7 +18,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { kill, startTool } from "../../../test/e2e/processes.js";
 import { PostgresSessionStore } from "../src/postgres-session-store.js";
 import type { JsonObject } from "../src/session-store.js";
-import { postgresUnavailable, type PostgresServer, startPostgres } from "./postgres-server.js";
+import { postgresUnavailable, type PostgresServer, startPostgres } from "../src/postgres-test-server.js";
 
 const ORCHESTRATOR_ENTRY = resolve(dirname(fileURLToPath(import.meta.url)), "..", "dist", "main.js");
 const ORDER_ID = "ord_DEMO00000002";

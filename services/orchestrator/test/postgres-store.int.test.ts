@@ -1,7 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll } from "vitest";
 import { openSessionStore } from "../src/open-store.js";
-import { postgresUnavailable, startPostgres, type PostgresServer } from "./postgres-server.js";
+import { postgresUnavailable, startPostgres, type PostgresServer } from "../src/postgres-test-server.js";
 import { describeSessionStore } from "./session-store.suite.js";
 
 const unavailable = postgresUnavailable();

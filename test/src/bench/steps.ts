@@ -17,7 +17,7 @@ import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator
 import { createRawClient, mintToken } from "@loopguard/tool-sdk";
 import { metricValue, spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { type Figures, measure } from "./measure.js";
-import { postgresUnavailable, startBenchPostgres } from "./postgres.js";
+import { postgresUnavailable, startPostgres } from "@loopguard/orchestrator/postgres-test-server";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const KB_ENTRY = join(root, "services", "kb-search", "dist", "main.js");
@@ -147,11 +147,12 @@ async function benchTransitionLatency(): Promise<void> {
     console.log(`  PostgreSQL: skipped (${unavailable})\n`);
     return;
   }
-  const server = await startBenchPostgres();
+  // Default durability (fsync on): the figure is meant to be what a deployment would see.
+  const server = await startPostgres({ fsync: true });
   try {
-    console.log(transitionRow("PostgreSQL 15 (TCP loopback, fsync on)", await timed(await PostgresSessionStore.open(server.url), 2000)));
+    console.log(transitionRow("PostgreSQL 15 (TCP loopback, fsync on)", await timed(await PostgresSessionStore.open(await server.createDatabase("bench")), 2000)));
   } finally {
-    server.stop();
+    await server.stop();
   }
   console.log("");
 }

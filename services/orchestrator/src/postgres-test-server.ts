@@ -1,5 +1,6 @@
-// Starts a throwaway PostgreSQL 15 server for a test file: initdb into a fresh temp dir, listen
-// on 127.0.0.1 at a free port (plus a private unix socket dir), stop with `pg_ctl stop -m fast`.
+// Starts a throwaway PostgreSQL 15 server for tests and benchmarks (exported as
+// "@loopguard/orchestrator/postgres-test-server"): initdb into a fresh temp dir, listen on
+// 127.0.0.1 at a free port (plus a private unix socket dir), stop with `pg_ctl stop -m fast`.
 // PostgreSQL refuses to run as root, so as root the binaries run as the `postgres` user.
 import { execFileSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -48,7 +49,15 @@ async function freePort(): Promise<number> {
   });
 }
 
-export async function startPostgres(): Promise<PostgresServer> {
+export interface StartPostgresOptions {
+  /**
+   * Keep PostgreSQL's default durability (fsync on), as a deployment would; tests turn it off
+   * because a test database need not survive power loss.
+   */
+  readonly fsync?: boolean;
+}
+
+export async function startPostgres(options: StartPostgresOptions = {}): Promise<PostgresServer> {
   const asRoot = process.getuid?.() === 0;
   const owner = asRoot ? postgresUid() : null;
   const run = (bin: string, args: string[]): string => {
@@ -74,9 +83,7 @@ export async function startPostgres(): Promise<PostgresServer> {
   };
   try {
     run("initdb", ["-D", dataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
-    // fsync off: a test database need not survive power loss, and it makes initdb and
-    // CREATE DATABASE per test fast.
-    const opts = `-p ${port} -k ${sockDir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
+    const opts = `-p ${port} -k ${sockDir} -c listen_addresses=127.0.0.1 -c max_connections=200${options.fsync ? "" : " -c fsync=off"}`;
     run("pg_ctl", ["-D", dataDir, "-o", opts, "-l", join(root, "server.log"), "-w", "-t", "60", "start"]);
     started = true;
   } catch (err) {

@@ -10,7 +10,6 @@ import {
   isTerminal,
   SESSION_STATES,
   STOP_REASONS,
-  TERMINAL_STATES,
   TRANSITION_PAIRS,
   type SessionState,
   type StopReason,
@@ -18,6 +17,7 @@ import {
 import {
   checkLimit,
   checkTtl,
+  byCreated,
   decodeCursor,
   DuplicateStepError,
   emptyCounts,
@@ -40,13 +40,8 @@ import {
   type TransitionInput,
   type Usage,
 } from "./session-store.js";
+import { LIVE_SQL, sqlList, TERMINAL_SQL } from "./session-sql.js";
 
-const sqlList = (values: readonly string[]): string => values.map((v) => `'${v}'`).join(", ");
-const TERMINAL_SQL = sqlList(TERMINAL_STATES);
-// The live-session predicate, spelled as in the SQLite store (where NOT IN made every UPDATE
-// maintaining the partial index ~15x slower); queries repeat it verbatim so the planner can use
-// the partial index.
-const LIVE_SQL = TERMINAL_STATES.map((s) => `state <> '${s}'`).join(" AND ");
 /** SQLSTATE raised by the guard triggers. */
 const ILLEGAL_TRANSITION_SQLSTATE = "LGT01";
 /** Serialises schema setup when several replicas start at once (CREATE … IF NOT EXISTS races otherwise). */
@@ -222,9 +217,6 @@ function toAudit(r: AuditRow): AuditRecord {
     owner: r.owner,
   };
 }
-
-const byCreated = (a: SessionRecord, b: SessionRecord): number =>
-  a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 function pgCode(err: unknown): string | undefined {
   return typeof err === "object" && err !== null && "code" in err && typeof err.code === "string" ? err.code : undefined;

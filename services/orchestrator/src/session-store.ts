@@ -221,6 +221,10 @@ export class DuplicateStepError extends Error {
   }
 }
 
+/** Oldest first, then by id: the order lists and claims return sessions in. */
+export const byCreated = (a: SessionRecord, b: SessionRecord): number =>
+  a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
 export function initialUsage(startedAt: number): Usage {
   return { steps: 0, toolCalls: 0, tokens: 0, costMicros: 0, startedAt };
 }

@@ -11,7 +11,6 @@ import {
   isTerminal,
   SESSION_STATES,
   STOP_REASONS,
-  TERMINAL_STATES,
   TRANSITION_PAIRS,
   type SessionState,
   type StopReason,
@@ -19,6 +18,7 @@ import {
 import {
   checkLimit,
   checkTtl,
+  byCreated,
   decodeCursor,
   DuplicateStepError,
   emptyCounts,
@@ -38,13 +38,8 @@ import {
   type StepRecord,
   type TransitionInput,
 } from "./session-store.js";
+import { LIVE_SQL, sqlList, TERMINAL_SQL } from "./session-sql.js";
 
-const sqlList = (values: readonly string[]): string => values.map((v) => `'${v}'`).join(", ");
-const TERMINAL_SQL = sqlList(TERMINAL_STATES);
-// Spelled as a conjunction of <> rather than NOT IN: SQLite then maintains the partial index
-// below cheaply (with NOT IN, each UPDATE took ~0.7 ms instead of ~50 µs), and queries that
-// repeat the predicate verbatim can use that index.
-const LIVE_SQL = TERMINAL_STATES.map((s) => `state <> '${s}'`).join(" AND ");
 
 // The guards repeat in SQL what assertTransition checks in code, so that no code path (an old
 // binary, a hand-written UPDATE) can persist a transition outside TRANSITIONS: every state or
@@ -200,9 +195,6 @@ function toAudit(r: AuditRow): AuditRecord {
     owner: r.owner,
   };
 }
-
-const byCreated = (a: SessionRecord, b: SessionRecord): number =>
-  a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 function sqliteCode(err: unknown): string | undefined {
   return err instanceof Database.SqliteError ? err.code : undefined;

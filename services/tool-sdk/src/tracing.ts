@@ -6,7 +6,6 @@ import {
   type Context,
   context,
   isSpanContextValid,
-  propagation,
   ROOT_CONTEXT,
   type Span,
   SpanKind,
@@ -27,13 +26,13 @@ const metadataGetter: TextMapGetter<Metadata> = {
   },
 };
 
-export const metadataSetter: TextMapSetter<Metadata> = {
+const metadataSetter: TextMapSetter<Metadata> = {
   set: (carrier, key, value) => carrier.set(key, value),
 };
 
 export const tracer = trace.getTracer("@loopguard/tool-sdk");
 
-export function extractContext(metadata: Metadata): Context {
+function extractContext(metadata: Metadata): Context {
   return propagator.extract(ROOT_CONTEXT, metadata, metadataGetter);
 }
 
@@ -57,4 +56,4 @@ export function startServerSpan(name: string, metadata: Metadata, attributes: Re
   return { span, context: trace.setSpan(parent, span), traceId };
 }
 
-export { context, propagation };
+export { context };

@@ -241,9 +241,12 @@ export class ToolClient<S extends DescService> {
     });
     const spanContext = trace.setSpan(otelContext.active(), span);
     let attempts = 0;
-    const finish = <T extends ToolResult<unknown>>(result: T): T => {
-      span.setAttributes({ "loopguard.served_from": result.source, "loopguard.attempts": result.attempts, "loopguard.breaker_state": this.breakerState });
+    const endSpan = (source: ResultSource | "none") => {
+      span.setAttributes({ "loopguard.served_from": source, "loopguard.attempts": attempts, "loopguard.breaker_state": this.breakerState });
       span.end();
+    };
+    const finish = <T extends ToolResult<unknown>>(result: T): T => {
+      endSpan(result.source);
       return result;
     };
     try {
@@ -273,7 +276,7 @@ export class ToolClient<S extends DescService> {
       }
       this.#count(plan, error.reason === "BREAKER_OPEN" ? "breaker_rejected" : error.reason === "BULKHEAD_FULL" ? "bulkhead_rejected" : "error", error.code);
       span.setStatus({ code: SpanStatusCode.ERROR, message: error.reason ?? status[error.code] });
-      finish({ response: undefined, source: "live", attempts, latencyMs: 0 });
+      endSpan("none");
       throw error;
     }
   }

@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import type { DescService } from "@bufbuild/protobuf";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { ClientMetrics, type Logger, mintToken, ServerMetrics, type ToolClient, type ToolDefinition, toolClient } from "@loopguard/tool-sdk";
+import { ClientMetrics, type Logger, mintToken, ServerMetrics, servicePolicy, type ToolClient, type ToolDefinition, toolClient } from "@loopguard/tool-sdk";
 import { createOrchestratorHandlers } from "./api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
 import { openSessionStore } from "./open-store.js";
@@ -31,7 +31,7 @@ export async function build(config: OrchestratorConfig, log: Logger, services: r
   const registry = new ToolRegistry(services);
   const clients = new Map<string, ToolClient<DescService>>();
   for (const service of services) {
-    const client = toolClient(service, { target: config.toolTargets[toolNameOf(registry, service)] ?? [], metrics: clientMetrics });
+    const client = toolClient(service, { target: config.toolTargets[servicePolicy(service).toolName] ?? [], metrics: clientMetrics });
     clients.set(client.tool, client as ToolClient<DescService>);
   }
   const policies = new Map<string, Policy>([["scripted", new ScriptedPolicy()]]);
@@ -79,8 +79,4 @@ export async function build(config: OrchestratorConfig, log: Logger, services: r
       },
     },
   };
-}
-
-function toolNameOf(registry: ToolRegistry, service: DescService): string {
-  return registry.list().find((t) => t.service === service)?.tool ?? service.typeName;
 }

@@ -5,7 +5,6 @@
 //       fixed time, tool steps completed per second — against a bare grpc-js client calling the
 //       same kb-search process with 64 in flight, in the same run.
 //   (b) transition p50/p99 (optimistic-lock UPDATE + audit row) on SQLite and on PostgreSQL.
-import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -28,32 +27,27 @@ const GOAL = "how do refunds work";
 const SEARCH = { query: GOAL, limit: 3 };
 const TOOL_STEPS_PER_SESSION = 1;
 
-/** The orchestrator's trace id of a session (session-runner's traceIdOf), which its "session ended" log line carries. */
-function traceIdOf(sessionId: string): string {
-  return createHash("sha256").update(sessionId).digest("hex").slice(0, 32);
-}
-
-/** Resolves, per trace id, when the orchestrator logs that the session ended, with its final state. */
-function sessionEnds(proc: ToolProcess): (traceId: string) => Promise<string> {
+/** Resolves, per session id, when the orchestrator logs that the session ended, with its final state. */
+function sessionEnds(proc: ToolProcess): (sessionId: string) => Promise<string> {
   const waiting = new Map<string, (state: string) => void>();
   const ended = new Map<string, string>();
   createInterface({ input: proc.child.stdout! }).on("line", (line) => {
     if (!line.includes('"session ended"')) return;
-    const record = JSON.parse(line) as { trace_id?: string; state?: string };
-    const id = String(record.trace_id);
+    const record = JSON.parse(line) as { session_id?: string; state?: string };
+    const id = String(record.session_id);
     const resolveEnd = waiting.get(id);
     if (resolveEnd) {
       waiting.delete(id);
       resolveEnd(String(record.state));
     } else ended.set(id, String(record.state));
   });
-  return (traceId) => {
-    const state = ended.get(traceId);
+  return (sessionId) => {
+    const state = ended.get(sessionId);
     if (state !== undefined) {
-      ended.delete(traceId);
+      ended.delete(sessionId);
       return Promise.resolve(state);
     }
-    return new Promise((resolveEnd) => waiting.set(traceId, resolveEnd));
+    return new Promise((resolveEnd) => waiting.set(sessionId, resolveEnd));
   };
 }
 
@@ -94,7 +88,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
       const states = new Map<string, number>();
       const session = async () => {
         const { session: s } = await api.startSession({ goal: GOAL, task: {}, scopes: ["kb:read"], policy: "scripted" });
-        const state = await endOf(traceIdOf(s!.sessionId));
+        const state = await endOf(s!.sessionId);
         states.set(state, (states.get(state) ?? 0) + 1);
         if (state !== "DONE") throw new Error(`a bench session ended ${state}`);
       };

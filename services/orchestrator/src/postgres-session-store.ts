@@ -254,7 +254,6 @@ const Q = {
     )
     SELECT * FROM moved`,
   auditTrail: `SELECT * FROM session_audit WHERE session_id = $1 ORDER BY version`,
-  appendStep: `INSERT INTO session_steps (session_id, step, at, payload) VALUES ($1, $2, $3, $4::jsonb)`,
   steps: `SELECT step, at, payload FROM session_steps WHERE session_id = $1 ORDER BY step`,
   countByState: `SELECT state, count(*) AS n FROM sessions GROUP BY state`,
   claim: `UPDATE sessions SET lease_owner = $1, lease_expires_at = $2
@@ -445,17 +444,6 @@ export class PostgresSessionStore implements SessionStore {
       return new StaleTransitionError(t.id, { state: t.from, version: t.expectedVersion }, actual);
     }
     return new LeaseLostError(t.id, actual, t.owner ?? "", row.lease_owner);
-  }
-
-  async appendStep(sessionId: string, step: StepRecord): Promise<void> {
-    try {
-      await this.query("lg_append_step", Q.appendStep, [sessionId, step.step, step.at, JSON.stringify(step.payload)]);
-    } catch (err) {
-      const code = pgCode(err);
-      if (code === "23505") throw new DuplicateStepError(sessionId, step.step);
-      if (code === "23503") throw new SessionNotFoundError(sessionId);
-      throw err;
-    }
   }
 
   async steps(sessionId: string): Promise<StepRecord[]> {

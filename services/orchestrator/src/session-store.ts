@@ -145,8 +145,7 @@ export interface SessionStore {
    * LeaseLostError or SessionNotFoundError. Entering a terminal state also releases the lease.
    */
   transition(t: TransitionInput): Promise<SessionRecord>;
-  /** Throws DuplicateStepError when the step number is taken, SessionNotFoundError for no session. */
-  appendStep(sessionId: string, step: StepRecord): Promise<void>;
+  /** The session's step records by step number (each written by the transition that completed it). */
   steps(sessionId: string): Promise<StepRecord[]>;
   /** Oldest first. */
   auditTrail(sessionId: string): Promise<AuditRecord[]>;

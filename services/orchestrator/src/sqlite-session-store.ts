@@ -460,19 +460,6 @@ export class SqliteSessionStore implements SessionStore {
     return new LeaseLostError(t.id, actual, t.owner ?? "", row.lease_owner);
   }
 
-  async appendStep(sessionId: string, step: StepRecord): Promise<void> {
-    await this.write(() => {
-      try {
-        this.stmt.appendStep.run(sessionId, step.step, step.at, JSON.stringify(step.payload));
-      } catch (err) {
-        const code = sqliteCode(err);
-        if (code === "SQLITE_CONSTRAINT_PRIMARYKEY") throw new DuplicateStepError(sessionId, step.step);
-        if (code === "SQLITE_CONSTRAINT_FOREIGNKEY") throw new SessionNotFoundError(sessionId);
-        throw err;
-      }
-    });
-  }
-
   async steps(sessionId: string): Promise<StepRecord[]> {
     return this.stmt.steps.all(sessionId).map((r) => ({ step: r.step, at: r.at, payload: JSON.parse(r.payload) }));
   }

@@ -496,12 +496,16 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
     });
 
     describe("steps", () => {
-      it("appends and reads steps in order, refusing a duplicate step number or an unknown session", async () => {
+      it("reads steps in order, refusing a duplicate step number or an unknown session", async () => {
         await store.create(newSession("s1"));
-        await store.appendStep("s1", { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } });
-        await store.appendStep("s1", { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } });
-        await expect(store.appendStep("s1", { step: 2, at: T0 + 3, payload: {} })).rejects.toBeInstanceOf(DuplicateStepError);
-        await expect(store.appendStep("ghost", { step: 1, at: T0, payload: {} })).rejects.toBeInstanceOf(SessionNotFoundError);
+        const first = await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 + 1 }, step: { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } } });
+        await store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: first.version, audit: { at: T0 + 2 }, step: { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } } });
+        await expect(
+          store.transition({ id: "s1", from: "TOOL_EXECUTING", to: "OBSERVING", expectedVersion: 2, audit: { at: T0 + 3 }, step: { step: 2, at: T0 + 3, payload: {} } }),
+        ).rejects.toBeInstanceOf(DuplicateStepError);
+        await expect(
+          store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 }, step: { step: 1, at: T0, payload: {} } }),
+        ).rejects.toBeInstanceOf(SessionNotFoundError);
         expect(await store.steps("s1")).toEqual([
           { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } },
           { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } },

@@ -98,6 +98,7 @@ export class Orchestrator {
     for (const controller of this.#active.values()) controller.abort();
     const deadline = Date.now() + 5000;
     while (this.#active.size > 0 && Date.now() < deadline) await sleep(20);
+    await this.options.traces.close();
   }
 
   activeCount(): number {

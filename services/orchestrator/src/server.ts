@@ -36,15 +36,19 @@ export async function build(config: OrchestratorConfig, log: Logger, services: r
   }
   const policies = new Map<string, Policy>([["scripted", new ScriptedPolicy()]]);
   if (config.openai) policies.set("openai", createOpenAiPolicy({ baseUrl: config.openai.baseUrl, model: config.openai.model, ...(config.openai.apiKey ? { apiKey: config.openai.apiKey } : {}) }));
-  // Each session's tool calls carry a short-lived token with exactly its granted scopes, so
-  // every tool enforces least privilege itself.
+  // Tool calls carry a short-lived token with exactly the session's granted scopes, so every
+  // tool enforces least privilege itself. Sessions granted the same scopes share one token
+  // (minted per scope set, renewed a minute before it expires): a token per session would cost a
+  // signature here and a verification in every tool for each session, and prove nothing more —
+  // the session is named by the call's trace context, not by its credential.
   const tokens = new Map<string, { token: string; expiresAt: number }>();
-  const tokenFor = async (sessionId: string, scopes: readonly string[]) => {
-    const cached = tokens.get(sessionId);
+  const tokenFor = async (scopes: readonly string[]) => {
+    const key = [...scopes].sort().join(" ");
+    const cached = tokens.get(key);
     if (cached && cached.expiresAt > Date.now() + 60_000) return cached.token;
-    const token = await mintToken(config.authSecret, { subject: `session:${sessionId}`, scopes, ttlSeconds: TOKEN_TTL_SECONDS });
-    if (tokens.size > 10_000) tokens.clear();
-    tokens.set(sessionId, { token, expiresAt: Date.now() + TOKEN_TTL_SECONDS * 1000 });
+    const token = await mintToken(config.authSecret, { subject: `orchestrator:${config.instanceId}`, scopes, ttlSeconds: TOKEN_TTL_SECONDS });
+    if (tokens.size > 1_000) tokens.clear();
+    tokens.set(key, { token, expiresAt: Date.now() + TOKEN_TTL_SECONDS * 1000 });
     return token;
   };
   const orchestrator = new Orchestrator({

@@ -56,8 +56,8 @@ export interface RunnerDeps {
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
   readonly policies: ReadonlyMap<string, Policy>;
   readonly traces: TraceSink;
-  /** A short-lived token carrying exactly these scopes, minted for the session. */
-  readonly tokenFor: (sessionId: string, scopes: readonly string[]) => Promise<string>;
+  /** A short-lived token carrying exactly these scopes (a session's grant). */
+  readonly tokenFor: (scopes: readonly string[]) => Promise<string>;
   readonly approvals: ApprovalRules;
   /** Lease owner (this replica); every transition is fenced by it. */
   readonly owner: string;
@@ -198,7 +198,7 @@ export class SessionRunner {
       ...(step ? { step } : {}),
     });
     this.deps.onTransition?.(to);
-    if (step) await this.deps.traces.append(s.id, step);
+    if (step) await this.deps.traces.append(step);
     return moved;
   }
 
@@ -210,7 +210,6 @@ export class SessionRunner {
       { ...patch, stopReason: reason, answer, pending: null },
       step,
     );
-    await this.deps.traces.close(s.id);
     this.deps.onStopped?.(done);
     return done;
   }
@@ -433,7 +432,7 @@ export class SessionRunner {
     }
     const client = this.deps.clients.get(tool.tool);
     if (!client) return this.stop(s, "unrecoverable_error", `no client for tool ${tool.tool}`);
-    const token = await this.deps.tokenFor(s.id, s.scopes);
+    const token = await this.deps.tokenFor(s.scopes);
     let state = s;
     const started = performance.now();
     const outcome = await this.#span(s, `execute_tool ${tool.name}`, { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id }, async (span) => {
@@ -493,7 +492,7 @@ export class SessionRunner {
     const orderId = (JSON.parse(call.arguments) as JsonObject).orderId;
     const billing = this.deps.clients.get("billing");
     if (typeof orderId !== "string" || !billing) return undefined;
-    const token = await this.deps.tokenFor(s.id, s.scopes);
+    const token = await this.deps.tokenFor(s.scopes);
     const result = await billing.call("getOrder" as never, { orderId } as never, { token, deadline: new Date(deadlineOf(s.usage, s.budget)) }).catch(() => undefined);
     const order = (result?.response as { order?: { version: bigint } } | undefined)?.order;
     return order ? `order:${orderId}@${String(order.version)}` : undefined;

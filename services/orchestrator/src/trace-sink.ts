@@ -1,7 +1,9 @@
 // One JSONL record per step, redacted before it is written. The store copy (what GetTrace reads,
 // from any replica) is written in the same transaction as the transition that completes the
-// step; the file copy (<data>/traces/<session>.jsonl) is appended once that transition committed,
-// through a write stream kept open while the session runs.
+// step; the file copy is appended once that transition committed, to one file per UTC day
+// (<data>/traces/steps-YYYY-MM-DD.jsonl) that every session of this process shares: one open
+// stream whose writes coalesce, instead of a file opened and closed per session, and the shape
+// log shippers tail. Each record carries its session_id and trace_id.
 import { createWriteStream, type WriteStream } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -27,12 +29,10 @@ export interface StepTrace {
   readonly at: string;
 }
 
-/** Open trace files at most; the least recently opened is closed past it. */
-const MAX_OPEN_FILES = 256;
-
 export class TraceSink {
   readonly #ready: Promise<unknown>;
-  readonly #files = new Map<string, WriteStream>();
+  /** The open day file, rotated at midnight UTC. */
+  #file: { readonly day: string; readonly stream: WriteStream } | undefined;
 
   constructor(
     private readonly store: SessionStore,
@@ -46,26 +46,26 @@ export class TraceSink {
     return { step: record.step, at: Date.parse(record.at), payload: redact(record as unknown as JsonObject) };
   }
 
-  /** Appends a committed step to the session's JSONL file. */
-  async append(sessionId: string, step: StepRecord): Promise<void> {
+  /** Appends a committed step to the day's JSONL file. */
+  async append(step: StepRecord): Promise<void> {
     if (!this.dir) return;
     await this.#ready;
-    let file = this.#files.get(sessionId);
-    if (!file) {
-      file = createWriteStream(join(this.dir, `${sessionId}.jsonl`), { flags: "a" });
+    const day = new Date(step.at).toISOString().slice(0, 10);
+    if (this.#file?.day !== day) {
+      this.#file?.stream.end();
+      const stream = createWriteStream(join(this.dir, `steps-${day}.jsonl`), { flags: "a" });
       // The store holds the authoritative copy; a failing file copy must not fail the session.
-      file.on("error", () => undefined);
-      this.#files.set(sessionId, file);
-      if (this.#files.size > MAX_OPEN_FILES) await this.close(this.#files.keys().next().value!);
+      stream.on("error", () => undefined);
+      this.#file = { day, stream };
     }
-    file.write(`${JSON.stringify(step.payload)}\n`);
+    this.#file.stream.write(`${JSON.stringify(step.payload)}\n`);
   }
 
-  /** Closes the session's file (when the session ends or this replica lets it go). */
-  async close(sessionId: string): Promise<void> {
-    const file = this.#files.get(sessionId);
-    this.#files.delete(sessionId);
-    if (file) await new Promise<void>((resolve) => file.end(resolve));
+  /** Flushes and closes the file; the next append opens it again. */
+  async close(): Promise<void> {
+    const file = this.#file;
+    this.#file = undefined;
+    if (file) await new Promise<void>((resolve) => file.stream.end(resolve));
   }
 
   async read(sessionId: string): Promise<string[]> {

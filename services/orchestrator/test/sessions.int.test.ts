@@ -67,11 +67,14 @@ describe("refund sessions", () => {
       expect(String(record.traceparent)).toContain(done.traceId);
       for (const key of ["run_id", "step", "state_before", "state_after", "decision", "budget_before", "duration_ms"]) expect(record).toHaveProperty(key);
     }
-    // The JSONL file is appended after each commit and closed when the session ends.
-    const file = join(orch.dataDir, "traces", `${s.sessionId}.jsonl`);
-    const lines = () => (existsSync(file) ? readFileSync(file, "utf8").trim().split("\n").length : 0);
-    for (let i = 0; i < 40 && lines() < trace.length; i += 1) await new Promise((r) => setTimeout(r, 50));
-    expect(lines()).toBe(trace.length);
+    // The day's JSONL file gets the same records, appended after each commit.
+    const file = join(orch.dataDir, "traces", `steps-${new Date().toISOString().slice(0, 10)}.jsonl`);
+    const lines = () =>
+      existsSync(file)
+        ? readFileSync(file, "utf8").split("\n").filter((line) => line.includes(s.sessionId)).map((line) => JSON.parse(line) as Record<string, unknown>)
+        : [];
+    for (let i = 0; i < 40 && lines().length < trace.length; i += 1) await new Promise((r) => setTimeout(r, 50));
+    expect(lines()).toEqual(trace);
   });
 
   it("a high-risk refund waits in AWAITING_APPROVAL, and approve completes it", async () => {

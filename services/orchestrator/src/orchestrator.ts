@@ -58,6 +58,10 @@ export class Orchestrator {
   #ticking = false;
   /** A claim was asked for while one was running: run another right after, not at the next interval. */
   #tickAgain = false;
+  /** Sessions being created leased to this replica, holding a slot until they are driven. */
+  #starting = 0;
+  /** A session was created unleased (no free slot) since the last claim: claim as soon as a slot frees. */
+  #waiting = false;
 
   constructor(private readonly options: OrchestratorOptions) {
     this.#runner = new SessionRunner({
@@ -114,8 +118,9 @@ export class Orchestrator {
     this.#ticking = true;
     this.#tickAgain = false;
     try {
-      const free = this.options.maxActiveSessions - this.#active.size;
+      const free = this.options.maxActiveSessions - this.#active.size - this.#starting;
       if (free <= 0) return;
+      this.#waiting = false;
       const claimed = await this.options.store.claim(this.options.owner, this.options.leaseTtlMs, free);
       for (const session of claimed) this.#drive(session);
     } catch (error) {
@@ -139,8 +144,10 @@ export class Orchestrator {
     this.#active.set(session.id, controller);
     void (async () => {
       try {
+        let current: SessionRecord | null = session;
         while (!controller.signal.aborted) {
-          const last = await this.#runner.run(session.id, controller.signal);
+          const last = await this.#runner.run(session.id, controller.signal, current ?? undefined);
+          current = null;
           if (!last || isTerminal(last.state)) break;
           if (last.state === "AWAITING_APPROVAL") {
             if (!(await this.#awaitHuman(last, controller.signal))) break;
@@ -154,7 +161,7 @@ export class Orchestrator {
         }
       } finally {
         this.#active.delete(session.id);
-        if (!this.#stopping) void this.#tick();
+        if (!this.#stopping && this.#waiting) void this.#tick();
         if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
       }
     })();
@@ -187,17 +194,27 @@ export class Orchestrator {
       maxCostMicros: input.budget.maxCostMicros || DEFAULT_BUDGET.maxCostMicros,
       deadlineMs: input.budget.deadlineMs || DEFAULT_BUDGET.deadlineMs,
     };
-    const result = await this.options.store.create({
-      id: newSessionId(),
-      goal: input.goal,
-      task: input.task,
-      budget,
-      scopes: [...input.scopes],
-      policy: input.policy,
-      ...(input.idempotencyKey ? { idempotencyKey: input.idempotencyKey } : {}),
-    });
-    if (result.created) void this.#tick();
-    return result;
+    // With a free slot, the session is created leased to this replica and driven at once: no
+    // claim, no re-read. Otherwise it waits, unleased, for whichever replica frees a slot first.
+    const drive = !this.#stopping && this.#active.size + this.#starting < this.options.maxActiveSessions;
+    if (drive) this.#starting += 1;
+    try {
+      const result = await this.options.store.create({
+        id: newSessionId(),
+        goal: input.goal,
+        task: input.task,
+        budget,
+        scopes: [...input.scopes],
+        policy: input.policy,
+        ...(input.idempotencyKey ? { idempotencyKey: input.idempotencyKey } : {}),
+        ...(drive ? { lease: { owner: this.options.owner, ttlMs: this.options.leaseTtlMs } } : {}),
+      });
+      if (drive && result.created) this.#drive(result.session);
+      else if (result.created) this.#waiting = true;
+      return result;
+    } finally {
+      if (drive) this.#starting -= 1;
+    }
   }
 
   async get(id: string): Promise<SessionRecord> {

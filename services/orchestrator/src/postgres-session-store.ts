@@ -5,7 +5,6 @@
 // FOR UPDATE SKIP LOCKED subquery. Named statements are parsed once per connection.
 import pg from "pg";
 import {
-  assertTransition,
   IllegalTransitionError,
   isTerminal,
   SESSION_STATES,
@@ -24,6 +23,7 @@ import {
   encodeCursor,
   initialUsage,
   LeaseLostError,
+  movesOf,
   SessionExistsError,
   SessionNotFoundError,
   StaleTransitionError,
@@ -224,7 +224,7 @@ function pgCode(err: unknown): string | undefined {
 
 const Q = {
   insert: `INSERT INTO sessions (${COLUMNS})
-    VALUES ($1, 'IDLE', 0, $2, $3::jsonb, $4::jsonb, $5::jsonb, '{}'::jsonb, NULL, $6::jsonb, $7, NULL, NULL, $8, $8, NULL, NULL, $9)
+    VALUES ($1, 'IDLE', 0, $2, $3::jsonb, $4::jsonb, $5::jsonb, '{}'::jsonb, NULL, $6::jsonb, $7, NULL, NULL, $8, $8, $10, $11, $9)
     ON CONFLICT (idempotency_key) DO NOTHING
     RETURNING ${COLUMNS}`,
   byId: `SELECT ${COLUMNS} FROM sessions WHERE id = $1`,
@@ -350,6 +350,8 @@ export class PostgresSessionStore implements SessionStore {
         input.policy,
         now,
         input.idempotencyKey ?? null,
+        input.lease?.owner ?? null,
+        input.lease ? now + input.lease.ttlMs : null,
       ]);
     } catch (err) {
       if (pgCode(err) === "23505") throw new SessionExistsError(input.id);
@@ -393,35 +395,51 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async transition(t: TransitionInput): Promise<SessionRecord> {
+    const moves = movesOf(t);
     const patch = t.patch ?? {};
-    assertTransition(t.from, t.to, patch.stopReason);
-    let rows: SessionRow[];
+    // Each move is one statement (UPDATE … RETURNING plus its audit INSERT); moves through `via`
+    // share a transaction, a lone move needs none.
+    const run = async (query: (name: string, text: string, values: unknown[]) => Promise<SessionRow[]>): Promise<SessionRow | undefined> => {
+      let row: SessionRow | undefined;
+      for (const [i, move] of moves.entries()) {
+        const last = i === moves.length - 1;
+        row = (
+          await query("lg_transition", Q.transition, [
+            t.id,
+            move.from,
+            move.to,
+            move.version - 1,
+            !last || patch.usage === undefined ? null : JSON.stringify(patch.usage),
+            !last || patch.context === undefined ? null : JSON.stringify(patch.context),
+            last && patch.pending !== undefined,
+            !last || patch.pending == null ? null : JSON.stringify(patch.pending),
+            last && patch.answer !== undefined,
+            last ? (patch.answer ?? null) : null,
+            last ? (patch.stopReason ?? null) : null,
+            move.audit.at,
+            isTerminal(move.to),
+            t.owner ?? null,
+            this.now(),
+            move.audit.reason ?? null,
+            move.audit.tool ?? null,
+            move.audit.argsHash ?? null,
+            move.audit.expectedTimeoutMs ?? null,
+            move.audit.outcome ?? null,
+            last ? (t.step?.step ?? null) : null,
+            last ? (t.step?.at ?? null) : null,
+            last && t.step ? JSON.stringify(t.step.payload) : null,
+          ])
+        )[0];
+        if (!row) throw await this.whyNotApplied(t);
+      }
+      return row;
+    };
+    let row: SessionRow | undefined;
     try {
-      rows = await this.query<SessionRow>("lg_transition", Q.transition, [
-        t.id,
-        t.from,
-        t.to,
-        t.expectedVersion,
-        patch.usage === undefined ? null : JSON.stringify(patch.usage),
-        patch.context === undefined ? null : JSON.stringify(patch.context),
-        patch.pending !== undefined,
-        patch.pending == null ? null : JSON.stringify(patch.pending),
-        patch.answer !== undefined,
-        patch.answer ?? null,
-        patch.stopReason ?? null,
-        t.audit.at,
-        isTerminal(t.to),
-        t.owner ?? null,
-        this.now(),
-        t.audit.reason ?? null,
-        t.audit.tool ?? null,
-        t.audit.argsHash ?? null,
-        t.audit.expectedTimeoutMs ?? null,
-        t.audit.outcome ?? null,
-        t.step?.step ?? null,
-        t.step?.at ?? null,
-        t.step ? JSON.stringify(t.step.payload) : null,
-      ]);
+      row =
+        moves.length === 1
+          ? await run((name, text, values) => this.query<SessionRow>(name, text, values))
+          : await this.inTransaction((c) => run(async (name, text, values) => (await c.query<SessionRow>({ name, text, values })).rows));
     } catch (err) {
       // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
       const code = pgCode(err);
@@ -431,9 +449,7 @@ export class PostgresSessionStore implements SessionStore {
       if (code === "23505" && t.step) throw new DuplicateStepError(t.id, t.step.step);
       throw err;
     }
-    const row = rows[0];
-    if (row) return toRecord(row);
-    throw await this.whyNotApplied(t);
+    return toRecord(row!);
   }
 
   private async whyNotApplied(t: TransitionInput): Promise<Error> {

@@ -134,16 +134,17 @@ export class SessionRunner {
 
   /**
    * Runs the session until it ends, waits for a human, or this replica loses its lease.
+   * `current` is the record as the caller just read or created it (saves reading it again).
    * Returns the last record seen.
    */
-  async run(id: string, signal: AbortSignal): Promise<SessionRecord | null> {
+  async run(id: string, signal: AbortSignal, current?: SessionRecord): Promise<SessionRecord | null> {
     // One trace per session, whatever replica or restart drives it: its id is derived from the
     // session id, and each run of the session is an "invoke_agent" span in it.
     const root = trace.setSpanContext(ROOT_CONTEXT, { traceId: traceIdOf(id), spanId: randomBytes(8).toString("hex"), traceFlags: TraceFlags.SAMPLED, isRemote: true });
     const span = trace.getTracer("@loopguard/orchestrator").startSpan("invoke_agent", { attributes: { "gen_ai.operation.name": "invoke_agent", "loopguard.session_id": id } }, root);
     this.#sessionContexts.set(id, trace.setSpan(root, span));
     try {
-      const last = await this.#run(id, signal);
+      const last = await this.#run(id, current ?? (await this.deps.store.get(id)), signal);
       if (last) span.setAttributes({ "loopguard.state": last.state, "loopguard.stop_reason": last.stopReason ?? "" });
       return last;
     } finally {
@@ -152,8 +153,8 @@ export class SessionRunner {
     }
   }
 
-  async #run(id: string, signal: AbortSignal): Promise<SessionRecord | null> {
-    let s = await this.deps.store.get(id);
+  async #run(id: string, first: SessionRecord | null, signal: AbortSignal): Promise<SessionRecord | null> {
+    let s = first;
     while (s && !isTerminal(s.state) && !signal.aborted) {
       if (s.state === "AWAITING_APPROVAL") return s;
       try {

@@ -1,7 +1,7 @@
 // The one persistence contract the orchestrator runs on. SQLite (one process) and PostgreSQL
 // (several replicas sharing sessions through leases) implement it, and the same test suite
 // holds both to it: see test/session-store.suite.ts.
-import type { SessionState, StopReason } from "./session-state.js";
+import { assertTransition, type SessionState, type StopReason } from "./session-state.js";
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
@@ -35,6 +35,11 @@ export interface NewSession {
   readonly policy: string;
   /** A second create with the same key returns the first session instead of making another. */
   readonly idempotencyKey?: string;
+  /**
+   * Creates the session already leased to `owner` (the replica that will drive it at once), so
+   * no claim is needed; without it the session waits for the next claim.
+   */
+  readonly lease?: { readonly owner: string; readonly ttlMs: number };
 }
 
 export interface SessionRecord {
@@ -81,11 +86,23 @@ export interface SessionPatch {
   readonly answer: string | null;
 }
 
+/** A state a transition passes through on its way to `to`, with that move's own audit row. */
+export interface TransitionHop {
+  readonly state: SessionState;
+  readonly audit: AuditInput;
+}
+
 export interface TransitionInput {
   readonly id: string;
   readonly from: SessionState;
   readonly to: SessionState;
   readonly expectedVersion: number;
+  /**
+   * Non-terminal states passed through between `from` and `to`, in order. Each move is a legal
+   * edge with its own version and audit row, and all of them commit together or not at all;
+   * `patch` and `step` apply with the last move.
+   */
+  readonly via?: readonly TransitionHop[];
   readonly patch?: Partial<SessionPatch>;
   readonly audit: AuditInput;
   /** When set, the transition is refused unless this owner holds an unexpired lease. */
@@ -140,9 +157,10 @@ export interface SessionStore {
   list(query: ListQuery): Promise<SessionPage>;
   countByState(): Promise<Record<SessionState, number>>;
   /**
-   * Moves a session and writes its audit row in one transaction, under an optimistic lock on
-   * (state, version). Throws IllegalTransitionError (nothing written), StaleTransitionError,
-   * LeaseLostError or SessionNotFoundError. Entering a terminal state also releases the lease.
+   * Moves a session (through `via`, when given) and writes one audit row per move in one
+   * transaction, under an optimistic lock on (state, version). Throws IllegalTransitionError
+   * (nothing written), StaleTransitionError, LeaseLostError or SessionNotFoundError. Entering a
+   * terminal state also releases the lease.
    */
   transition(t: TransitionInput): Promise<SessionRecord>;
   /** The session's step records by step number (each written by the transition that completed it). */
@@ -218,6 +236,31 @@ export class DuplicateStepError extends Error {
   ) {
     super(`session ${sessionId} already has step ${step}`);
   }
+}
+
+/** One move of a transition: its edge, the version it produces and its audit row. */
+export interface Move {
+  readonly from: SessionState;
+  readonly to: SessionState;
+  readonly version: number;
+  readonly audit: AuditInput;
+}
+
+/**
+ * The moves a transition makes, `via` first, each checked against TRANSITIONS; throws
+ * IllegalTransitionError before anything is written.
+ */
+export function movesOf(t: TransitionInput): Move[] {
+  const moves: Move[] = [];
+  let from = t.from;
+  for (const hop of t.via ?? []) {
+    assertTransition(from, hop.state, null);
+    moves.push({ from, to: hop.state, version: t.expectedVersion + moves.length + 1, audit: hop.audit });
+    from = hop.state;
+  }
+  assertTransition(from, t.to, t.patch?.stopReason);
+  moves.push({ from, to: t.to, version: t.expectedVersion + moves.length + 1, audit: t.audit });
+  return moves;
 }
 
 /** Oldest first, then by id: the order lists and claims return sessions in. */

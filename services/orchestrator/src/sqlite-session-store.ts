@@ -6,7 +6,6 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import {
-  assertTransition,
   IllegalTransitionError,
   isTerminal,
   SESSION_STATES,
@@ -25,6 +24,7 @@ import {
   encodeCursor,
   initialUsage,
   LeaseLostError,
+  movesOf,
   SessionExistsError,
   SessionNotFoundError,
   StaleTransitionError,
@@ -36,6 +36,7 @@ import {
   type SessionStore,
   type SessionStoreOptions,
   type StepRecord,
+  type Move,
   type TransitionInput,
 } from "./session-store.js";
 import { LIVE_SQL, sqlList, TERMINAL_SQL } from "./session-sql.js";
@@ -226,7 +227,7 @@ export class SqliteSessionStore implements SessionStore {
         `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
            stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key)
          VALUES (@id, 'IDLE', 0, @goal, @task, @budget, @usage, '{}', NULL, @scopes, @policy,
-           NULL, NULL, @now, @now, NULL, NULL, @idempotencyKey)
+           NULL, NULL, @now, @now, @leaseOwner, @leaseExpiresAt, @idempotencyKey)
          ON CONFLICT DO NOTHING RETURNING *`,
       ),
       byId: db.prepare<[string], SessionRow>(`SELECT * FROM sessions WHERE id = ?`),
@@ -246,6 +247,11 @@ export class SqliteSessionStore implements SessionStore {
          WHERE id = @id AND state = @from AND version = @expectedVersion
            AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))
          RETURNING *`,
+      ),
+      hop: db.prepare(
+        `UPDATE sessions SET state = @to, version = version + 1, updated_at = @at
+         WHERE id = @id AND state = @from AND version = @expectedVersion
+           AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))`,
       ),
       audit: db.prepare(
         `INSERT INTO session_audit (session_id, version, from_state, to_state, at, reason, tool, args_hash,
@@ -277,14 +283,17 @@ export class SqliteSessionStore implements SessionStore {
       ),
     };
     this.savepoint = db.transaction((run: () => unknown) => run());
+    // A write alone in its batch needs no savepoint: if it fails, the whole transaction rolls back.
     this.batchTx = db.transaction((batch: { run: () => unknown }[]) =>
-      batch.map(({ run }) => {
-        try {
-          return { ok: true as const, value: this.savepoint(run) };
-        } catch (error) {
-          return { ok: false as const, error };
-        }
-      }),
+      batch.length === 1
+        ? [{ ok: true as const, value: batch[0]!.run() }]
+        : batch.map(({ run }) => {
+            try {
+              return { ok: true as const, value: this.savepoint(run) };
+            } catch (error) {
+              return { ok: false as const, error };
+            }
+          }),
     );
     const page = (where: string) =>
       db.prepare<unknown[], SessionRow>(`SELECT * FROM sessions ${where} ORDER BY created_at, id LIMIT @limit`);
@@ -323,6 +332,8 @@ export class SqliteSessionStore implements SessionStore {
       policy: input.policy,
       now,
       idempotencyKey: input.idempotencyKey ?? null,
+      leaseOwner: input.lease?.owner ?? null,
+      leaseExpiresAt: input.lease ? now + input.lease.ttlMs : null,
     });
     if (row) return { session: toRecord(row), created: true };
     if (input.idempotencyKey !== undefined) {
@@ -391,14 +402,14 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async transition(t: TransitionInput): Promise<SessionRecord> {
-    assertTransition(t.from, t.to, t.patch?.stopReason);
-    return this.write(() => this.applyOne(t));
+    const moves = movesOf(t);
+    return this.write(() => this.applyOne(t, moves));
   }
 
   /** One transition, with database errors turned into the store's own. */
-  private applyOne(t: TransitionInput): SessionRecord {
+  private applyOne(t: TransitionInput, moves: readonly Move[]): SessionRecord {
     try {
-      return this.applyTransition(t);
+      return this.applyTransition(t, moves);
     } catch (err) {
       // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
       const code = sqliteCode(err);
@@ -410,44 +421,51 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  /** Runs in a savepoint of the write batch: the optimistic-lock UPDATE, its audit row, its step. */
-  private applyTransition(t: TransitionInput): SessionRecord {
+  /**
+   * Runs in a savepoint of the write batch: per move, the optimistic-lock UPDATE and its audit
+   * row; the last move carries the patch, and the step.
+   */
+  private applyTransition(t: TransitionInput, moves: readonly Move[]): SessionRecord {
     const patch = t.patch ?? {};
-    const row = this.stmt.transition.get({
-      id: t.id,
-      from: t.from,
-      to: t.to,
-      expectedVersion: t.expectedVersion,
-      setUsage: patch.usage === undefined ? 0 : 1,
-      usage: patch.usage === undefined ? null : JSON.stringify(patch.usage),
-      setContext: patch.context === undefined ? 0 : 1,
-      context: patch.context === undefined ? null : JSON.stringify(patch.context),
-      setPending: patch.pending === undefined ? 0 : 1,
-      pending: patch.pending == null ? null : JSON.stringify(patch.pending),
-      setAnswer: patch.answer === undefined ? 0 : 1,
-      answer: patch.answer ?? null,
-      stopReason: patch.stopReason ?? null,
-      at: t.audit.at,
-      terminal: isTerminal(t.to) ? 1 : 0,
-      owner: t.owner ?? null,
-      now: this.now(),
-    });
-    if (!row) throw this.whyNotApplied(t);
-    this.stmt.audit.run({
-      id: t.id,
-      version: row.version,
-      from: t.from,
-      to: t.to,
-      at: t.audit.at,
-      reason: t.audit.reason ?? null,
-      tool: t.audit.tool ?? null,
-      argsHash: t.audit.argsHash ?? null,
-      expectedTimeoutMs: t.audit.expectedTimeoutMs ?? null,
-      outcome: t.audit.outcome ?? null,
-      owner: t.owner ?? null,
-    });
+    const owner = t.owner ?? null;
+    const now = this.now();
+    let row: SessionRow | undefined;
+    for (const [i, move] of moves.entries()) {
+      const where = { id: t.id, from: move.from, to: move.to, expectedVersion: move.version - 1, at: move.audit.at, owner, now };
+      if (i < moves.length - 1) {
+        if (this.stmt.hop.run(where).changes !== 1) throw this.whyNotApplied(t);
+      } else {
+        row = this.stmt.transition.get({
+          ...where,
+          setUsage: patch.usage === undefined ? 0 : 1,
+          usage: patch.usage === undefined ? null : JSON.stringify(patch.usage),
+          setContext: patch.context === undefined ? 0 : 1,
+          context: patch.context === undefined ? null : JSON.stringify(patch.context),
+          setPending: patch.pending === undefined ? 0 : 1,
+          pending: patch.pending == null ? null : JSON.stringify(patch.pending),
+          setAnswer: patch.answer === undefined ? 0 : 1,
+          answer: patch.answer ?? null,
+          stopReason: patch.stopReason ?? null,
+          terminal: isTerminal(move.to) ? 1 : 0,
+        });
+        if (!row) throw this.whyNotApplied(t);
+      }
+      this.stmt.audit.run({
+        id: t.id,
+        version: move.version,
+        from: move.from,
+        to: move.to,
+        at: move.audit.at,
+        reason: move.audit.reason ?? null,
+        tool: move.audit.tool ?? null,
+        argsHash: move.audit.argsHash ?? null,
+        expectedTimeoutMs: move.audit.expectedTimeoutMs ?? null,
+        outcome: move.audit.outcome ?? null,
+        owner,
+      });
+    }
     if (t.step) this.stmt.appendStep.run(t.id, t.step.step, t.step.at, JSON.stringify(t.step.payload));
-    return toRecord(row);
+    return toRecord(row!);
   }
 
   private whyNotApplied(t: TransitionInput): Error {

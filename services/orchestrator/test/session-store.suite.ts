@@ -259,6 +259,68 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect((await store.get("s1"))?.version).toBe(1);
       });
 
+      it("moves through `via` in one transaction, with one version and audit row per move", async () => {
+        await store.create(newSession("s1", { lease: { owner: "a", ttlMs: 60_000 } }));
+        const executing = await store.transition({
+          id: "s1",
+          from: "IDLE",
+          via: [{ state: "THINKING", audit: { at: T0 + 1, reason: "started" } }],
+          to: "TOOL_EXECUTING",
+          expectedVersion: 0,
+          owner: "a",
+          patch: { pending: { call: "c1" } },
+          audit: { at: T0 + 2, reason: "calling", tool: "kb.search", expectedTimeoutMs: 500 },
+          step: { step: 1, at: T0 + 2, payload: { decision: "search" } },
+        });
+        expect(executing).toMatchObject({ state: "TOOL_EXECUTING", version: 2, pending: { call: "c1" }, updatedAt: T0 + 2 });
+        const thinking = await store.transition({
+          id: "s1",
+          from: "TOOL_EXECUTING",
+          via: [{ state: "FALLBACK", audit: { at: T0 + 3, outcome: "cache" } }, { state: "OBSERVING", audit: { at: T0 + 3 } }],
+          to: "THINKING",
+          expectedVersion: 2,
+          owner: "a",
+          patch: { pending: null, context: { seen: 1 } },
+          audit: { at: T0 + 4, reason: "observed" },
+          step: { step: 2, at: T0 + 4, payload: { observed: true } },
+        });
+        expect(thinking).toMatchObject({ state: "THINKING", version: 5, pending: null, context: { seen: 1 } });
+        expect(await store.get("s1")).toEqual(thinking);
+        expect((await store.auditTrail("s1")).map((a) => [a.version, a.from, a.to, a.at, a.reason ?? a.outcome, a.owner])).toEqual([
+          [1, "IDLE", "THINKING", T0 + 1, "started", "a"],
+          [2, "THINKING", "TOOL_EXECUTING", T0 + 2, "calling", "a"],
+          [3, "TOOL_EXECUTING", "FALLBACK", T0 + 3, "cache", "a"],
+          [4, "FALLBACK", "OBSERVING", T0 + 3, null, "a"],
+          [5, "OBSERVING", "THINKING", T0 + 4, "observed", "a"],
+        ]);
+        expect((await store.steps("s1")).map((x) => x.step)).toEqual([1, 2]);
+      });
+
+      it("writes nothing of a path with an illegal, stale or failing move", async () => {
+        await store.create(newSession("s1"));
+        await drive(store, "s1", ["THINKING"]);
+        const unchanged = async () => {
+          expect(await store.get("s1")).toMatchObject({ state: "THINKING", version: 1 });
+          expect(await store.auditTrail("s1")).toHaveLength(1);
+        };
+        const path = (via: SessionState[], to: SessionState, extra: object = {}) =>
+          store.transition({ id: "s1", from: "THINKING", via: via.map((state) => ({ state, audit: { at: now() } })), to, expectedVersion: 1, audit: { at: now() }, ...extra });
+        // OBSERVING cannot follow THINKING; a terminal state cannot be passed through.
+        await expect(path(["OBSERVING"], "THINKING")).rejects.toBeInstanceOf(IllegalTransitionError);
+        await expect(path(["DONE"], "THINKING", { patch: { stopReason: "done" } })).rejects.toBeInstanceOf(IllegalTransitionError);
+        await expect(path(["TOOL_EXECUTING"], "IDLE")).rejects.toBeInstanceOf(IllegalTransitionError);
+        await unchanged();
+        await expect(store.transition({ id: "s1", from: "THINKING", via: [{ state: "TOOL_EXECUTING", audit: { at: now() } }], to: "OBSERVING", expectedVersion: 0, audit: { at: now() } })).rejects.toBeInstanceOf(
+          StaleTransitionError,
+        );
+        await unchanged();
+        // The last move fails (its step number is taken), so the moves before it roll back too.
+        await store.transition({ id: "s1", from: "THINKING", to: "THINKING", expectedVersion: 1, audit: { at: now() }, step: { step: 1, at: now(), payload: {} } });
+        await expect(path(["TOOL_EXECUTING"], "OBSERVING", { expectedVersion: 2, step: { step: 1, at: now(), payload: {} } })).rejects.toBeInstanceOf(DuplicateStepError);
+        expect(await store.get("s1")).toMatchObject({ state: "THINKING", version: 2 });
+        expect(await store.auditTrail("s1")).toHaveLength(2);
+      });
+
       it("lets exactly one of 20 racing writers win from the same version", async () => {
         await store.create(newSession("s1"));
         await drive(store, "s1", ["THINKING"]);
@@ -412,6 +474,18 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.releaseLease("s1", "b")).toBe(true);
         expect(await store.get("s1")).toMatchObject({ leaseOwner: null, leaseExpiresAt: null });
         expect((await store.claim("a", 1_000, 10)).map((s) => s.id)).toEqual(["s1"]);
+      });
+
+      it("creates a session already leased to its owner, which nobody else claims until the lease expires", async () => {
+        const { session } = await store.create(newSession("s1", { lease: { owner: "a", ttlMs: 1_000 } }));
+        expect(session).toMatchObject({ state: "IDLE", version: 0, leaseOwner: "a", leaseExpiresAt: T0 + 1_000 });
+        expect(await store.claim("b", 1_000, 10)).toEqual([]);
+        await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
+        await expect(
+          store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "b", audit: { at: now() } }),
+        ).rejects.toBeInstanceOf(LeaseLostError);
+        clock = T0 + 1_000;
+        expect((await store.claim("b", 1_000, 10)).map((s) => s.id)).toEqual(["s1"]);
       });
 
       it("refuses an owner's transition once its own lease has expired, even if nobody took over", async () => {

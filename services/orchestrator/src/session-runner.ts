@@ -49,6 +49,19 @@ interface Pending extends JsonObject {
   queue: (ToolCallRequest & JsonObject)[];
 }
 
+/** A state a persisted transition passes through, with what its audit row says. */
+interface Via {
+  readonly state: SessionState;
+  readonly audit: Omit<AuditInput, "at">;
+}
+
+/** What the host does with one tool call the policy asked for, decided before anything is written. */
+type CallPlan =
+  | { readonly kind: "observe"; readonly envelope: ResultEnvelope; readonly reason: string }
+  | { readonly kind: "stop"; readonly reason: StopReason; readonly answer: string }
+  | { readonly kind: "approve"; readonly tool: RegisteredTool; readonly call: PendingCall; readonly context: JsonObject; readonly why: string }
+  | { readonly kind: "start"; readonly tool: RegisteredTool; readonly call: PendingCall; readonly context: JsonObject };
+
 export interface RunnerDeps {
   readonly store: SessionStore;
   readonly registry: ToolRegistry;
@@ -186,30 +199,37 @@ export class SessionRunner {
     }
   }
 
-  /** One persisted move; `step`, when given, is stored in the same transaction. */
-  async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>, step?: StepRecord): Promise<SessionRecord> {
+  /**
+   * One persisted transition: through the `via` states (each with its own audit row), to `to`.
+   * `step`, when given, is stored in the same transaction.
+   */
+  async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>, step?: StepRecord, via: readonly Via[] = []): Promise<SessionRecord> {
+    const at = this.deps.now();
     const moved = await this.deps.store.transition({
       id: s.id,
       from: s.state,
       to,
       expectedVersion: s.version,
-      audit: { ...audit, at: this.deps.now() },
+      audit: { ...audit, at },
       owner: this.deps.owner,
+      ...(via.length > 0 ? { via: via.map((v) => ({ state: v.state, audit: { ...v.audit, at } })) } : {}),
       ...(patch ? { patch } : {}),
       ...(step ? { step } : {}),
     });
+    for (const v of via) this.deps.onTransition?.(v.state);
     this.deps.onTransition?.(to);
     if (step) await this.deps.traces.append(step);
     return moved;
   }
 
-  async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}, step?: StepRecord): Promise<SessionRecord> {
+  async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}, step?: StepRecord, via: readonly Via[] = []): Promise<SessionRecord> {
     const done = await this.#move(
       s,
       terminalStateOf(reason),
       { reason: `${reason}: ${redactText(answer).slice(0, 300)}`, outcome: reason },
       { ...patch, stopReason: reason, answer, pending: null },
       step,
+      via,
     );
     this.deps.onStopped?.(done);
     return done;
@@ -272,8 +292,16 @@ export class SessionRunner {
       }
       return this.stop(s, "done", decision.answer, { usage, context: traceCtx as JsonObject }, record);
     }
-    const record = this.#step(s, step, s.state, "THINKING", { kind: "tool_calls", calls: decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })) }, null, null, decision.promptHash, performance.now() - started);
     const queue = decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
+    // The usual case — the first call can start right away — is one transition, THINKING ->
+    // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
+    const decided: SessionRecord = { ...s, usage, context: traceCtx as JsonObject };
+    const plan = queue[0] ? this.#planCall(decided, queue[0], decision.confidence) : undefined;
+    const startsAt = plan?.kind === "start" ? "TOOL_EXECUTING" : "THINKING";
+    const record = this.#step(s, step, s.state, startsAt, { kind: "tool_calls", calls: queue }, null, null, decision.promptHash, performance.now() - started);
+    if (plan?.kind === "start") {
+      return this.#startCall(decided, plan.tool, plan.call, queue.slice(1), plan.context, record, `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`);
+    }
     return this.#move(
       s,
       "THINKING",
@@ -321,25 +349,45 @@ export class SessionRunner {
   }
 
   async #prepareCall(s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], confidence: number | undefined): Promise<SessionRecord> {
+    const plan = this.#planCall(s, call, confidence);
+    switch (plan.kind) {
+      case "observe":
+        return this.#observeInPlace(s, call, rest, plan.envelope, plan.reason);
+      case "stop":
+        return this.stop(s, plan.reason, plan.answer);
+      case "approve": {
+        const approval = newApproval(plan.tool.name, plan.call.argsHash, plan.call.worldVersion, plan.why, this.deps.now(), this.deps.approvals);
+        return this.#move(s, "AWAITING_APPROVAL", { reason: `approval needed: ${plan.why}`, tool: plan.tool.name, argsHash: plan.call.argsHash }, {
+          context: plan.context,
+          pending: { queue: rest, call: plan.call, approval } as unknown as JsonObject,
+        });
+      }
+      case "start":
+        return this.#startCall(s, plan.tool, plan.call, rest, plan.context);
+    }
+  }
+
+  /** The pipeline before a call: known tool, valid arguments, scope, budget, preconditions, approval. */
+  #planCall(s: SessionRecord, call: ToolCallRequest, confidence: number | undefined): CallPlan {
     const now = this.deps.now();
     const tool = this.deps.registry.get(call.name);
     if (!tool) {
       const known = this.deps.registry.specs(s.scopes).map((t) => t.name).join(", ");
-      return this.#observeInPlace(s, call, rest, errorEnvelope("ENOTOOL", `no tool named "${call.name}"`, `use one of: ${known}`, now), "unknown tool");
+      return { kind: "observe", envelope: errorEnvelope("ENOTOOL", `no tool named "${call.name}"`, `use one of: ${known}`, now), reason: "unknown tool" };
     }
     const parsed = parseToolArguments(tool, call.arguments);
     if (!parsed.ok) {
-      return this.#observeInPlace(s, call, rest, errorEnvelope("EINVAL", parsed.message, "fix the arguments and call again", now), "invalid arguments");
+      return { kind: "observe", envelope: errorEnvelope("EINVAL", parsed.message, "fix the arguments and call again", now), reason: "invalid arguments" };
     }
     if (tool.requiredScope && !s.scopes.includes(tool.requiredScope)) {
-      return this.stop(s, "permission_denied", `the session is not granted scope "${tool.requiredScope}" needed by ${tool.name}`);
+      return { kind: "stop", reason: "permission_denied", answer: `the session is not granted scope "${tool.requiredScope}" needed by ${tool.name}` };
     }
     const refused = refuseToolCall(s.usage, s.budget, tool.costMicros, now);
-    if (refused) return this.stop(s, refused, `stopped before calling ${tool.name}: ${refused.replace(/_/g, " ")} reached`);
+    if (refused) return { kind: "stop", reason: refused, answer: `stopped before calling ${tool.name}: ${refused.replace(/_/g, " ")} reached` };
     const args = toJson(tool.method.input, parsed.message) as JsonObject;
     const ctx = contextOf(s);
     const precondition = this.#precondition(tool, args, ctx.history);
-    if (precondition) return this.#observeInPlace(s, call, rest, errorEnvelope("EPRECOND", precondition, "satisfy the precondition first", now), "precondition not met");
+    if (precondition) return { kind: "observe", envelope: errorEnvelope("EPRECOND", precondition, "satisfy the precondition first", now), reason: "precondition not met" };
     if (tool.idempotencyKeyField) {
       // Derived from session + call, so a re-issued call after a crash carries the same key.
       args[tool.idempotencyKeyField] = `lg-${sha256(`${s.id}:${call.id}:${ctx.traceSteps}`).slice(0, 40)}`;
@@ -351,22 +399,22 @@ export class SessionRunner {
     const history = [...ctx.history, { kind: "call", callId: call.id, tool: tool.name, arguments: JSON.stringify(redact(args)) } as HistoryItem];
     const context = { ...ctx, history } as JsonObject;
     const why = approvalReason(tool, args, ctx.history, confidence, this.deps.approvals);
-    if (why) {
-      const approval = newApproval(tool.name, hash, worldVersion, why, now, this.deps.approvals);
-      return this.#move(s, "AWAITING_APPROVAL", { reason: `approval needed: ${why}`, tool: tool.name, argsHash: hash }, {
-        context,
-        pending: { queue: rest, call: pendingCall, approval } as unknown as JsonObject,
-      });
-    }
-    return this.#startCall(s, tool, pendingCall, rest, context);
+    if (why) return { kind: "approve", tool, call: pendingCall, context, why };
+    return { kind: "start", tool, call: pendingCall, context };
   }
 
-  #startCall(s: SessionRecord, tool: RegisteredTool, call: PendingCall, rest: Pending["queue"], context: JsonObject, extra: JsonObject = {}): Promise<SessionRecord> {
-    return this.#move(s, "TOOL_EXECUTING", { reason: `calling ${tool.name}`, tool: tool.name, argsHash: call.argsHash, expectedTimeoutMs: tool.timeoutMs }, {
-      context,
-      usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
-      pending: { queue: rest, call, startedBy: this.deps.runId, ...extra } as JsonObject,
-    });
+  #startCall(s: SessionRecord, tool: RegisteredTool, call: PendingCall, rest: Pending["queue"], context: JsonObject, step?: StepRecord, reason = `calling ${tool.name}`): Promise<SessionRecord> {
+    return this.#move(
+      s,
+      "TOOL_EXECUTING",
+      { reason, tool: tool.name, argsHash: call.argsHash, expectedTimeoutMs: tool.timeoutMs },
+      {
+        context,
+        usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
+        pending: { queue: rest, call, startedBy: this.deps.runId } as JsonObject,
+      },
+      step,
+    );
   }
 
   /** Rules the contract cannot express: a refund needs an observed paid order with enough refundable. */
@@ -469,9 +517,9 @@ export class SessionRunner {
         servedFrom: "none",
         observedAt,
       };
-      return this.#move(state, "OBSERVING", { reason: `${tool.name} failed`, tool: tool.name, argsHash: call.argsHash, outcome: envelope.error!.code }, {
-        pending: { ...pending, envelope, attempt: e.attempts, durationMs: performance.now() - started } as unknown as JsonObject,
-      });
+      return this.#observe(state, { ...pending, envelope: envelope as ResultEnvelope & JsonObject, attempt: e.attempts, durationMs: performance.now() - started }, [
+        { state: "OBSERVING", audit: { reason: `${tool.name} failed`, tool: tool.name, argsHash: call.argsHash, outcome: envelope.error!.code } },
+      ]);
     }
     const result = outcome.result as ToolResult<never>;
     const data = toJson(tool.method.output, result.response) as JsonValue;
@@ -483,10 +531,17 @@ export class SessionRunner {
       servedFrom: result.source,
       observedAt,
     };
-    const to: SessionState = result.source === "live" ? "OBSERVING" : "FALLBACK";
-    return this.#move(state, to, { reason: result.source === "live" ? `${tool.name} answered` : `${tool.name} answered from ${result.source}`, tool: tool.name, argsHash: call.argsHash, outcome: result.source }, {
-      pending: { ...pending, envelope, attempt: result.attempts, durationMs: result.latencyMs } as unknown as JsonObject,
-    });
+    // The answer is observed in the same transaction that records it: a crash before that commit
+    // leaves the session TOOL_EXECUTING, and the call is re-issued only if that is safe.
+    const answered = { tool: tool.name, argsHash: call.argsHash, outcome: result.source };
+    const via: Via[] =
+      result.source === "live"
+        ? [{ state: "OBSERVING", audit: { reason: `${tool.name} answered`, ...answered } }]
+        : [
+            { state: "FALLBACK", audit: { reason: `${tool.name} answered from ${result.source}`, ...answered } },
+            { state: "OBSERVING", audit: { reason: "fallback answer observed" } },
+          ];
+    return this.#observe(state, { ...pending, envelope: envelope as ResultEnvelope & JsonObject, attempt: result.attempts, durationMs: result.latencyMs }, via);
   }
 
   async #currentWorldVersion(s: SessionRecord, call: PendingCall): Promise<string | undefined> {
@@ -499,8 +554,12 @@ export class SessionRunner {
     return order ? `order:${orderId}@${String(order.version)}` : undefined;
   }
 
-  async #observe(s: SessionRecord): Promise<SessionRecord> {
-    const pending = pendingOf(s);
+  /**
+   * Appends the observation to the history and moves on to THINKING (or stops on no progress).
+   * `s` is OBSERVING with the result in `pending`, or is still TOOL_EXECUTING and passes `via`
+   * OBSERVING in the same transition.
+   */
+  async #observe(s: SessionRecord, pending: ReturnType<typeof pendingOf> = pendingOf(s), via: readonly Via[] = []): Promise<SessionRecord> {
     const call = pending.call;
     const envelope = pending.envelope;
     if (!call || !envelope) return this.stop(s, "unrecoverable_error", "an observation was expected but none was recorded");
@@ -528,7 +587,7 @@ export class SessionRunner {
     } as JsonObject;
     this.deps.onStep?.(s, call.tool, envelope);
     if (isStuck(fingerprints)) {
-      return this.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`, { usage, context }, record);
+      return this.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`, { usage, context }, record, via);
     }
     return this.#move(
       s,
@@ -536,6 +595,7 @@ export class SessionRunner {
       { reason: `observed ${call.tool}`, tool: call.tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error") },
       { usage, context, pending: pending.queue.length > 0 ? ({ queue: pending.queue } as JsonObject) : null },
       record,
+      via,
     );
   }
 

@@ -145,6 +145,24 @@ describe("refund sessions", () => {
     expect(done.answer).toMatch(/\[[a-z0-9-]+@\d+\]/);
   });
 
+  it("a question with subgoals searches once per subgoal and cites what each search found", async () => {
+    const subgoals = ["which refunds need an approval", "what cannot be returned"];
+    const s = await start("How long do card refunds take?", { kind: "question", subgoals });
+    const done = await waitForSession(orch.api, s.sessionId);
+    expect(done.stopReason).toBe("done");
+    expect(done.usage?.toolCalls).toBe(3);
+    const calls = (await orch.api.getTrace({ sessionId: s.sessionId })).records
+      .map((r) => JSON.parse(r) as { decision: { kind: string; arguments?: string }; result: { data?: { hits?: { docId: string; version: number }[] } } | null })
+      .filter((r) => r.decision.kind === "tool_call");
+    expect(calls.map((r) => (JSON.parse(r.decision.arguments!) as { query: string }).query)).toEqual(["How long do card refunds take?", ...subgoals]);
+    // Every search found something, and the answer cites every document any search returned.
+    for (const call of calls) {
+      const hits = call.result?.data?.hits ?? [];
+      expect(hits.length).toBeGreaterThan(0);
+      for (const hit of hits) expect(done.answer).toContain(`[${hit.docId}@${hit.version}]`);
+    }
+  });
+
   it("rejects a bad StartSession with field violations", async () => {
     const error = await rejection(orch.api.startSession({ goal: "", scopes: ["not a scope"], policy: "magic" }));
     expect(error.code).toBe(status.INVALID_ARGUMENT);

@@ -2,7 +2,8 @@
 // from the goal, the task and the observations so far; the host checks and executes.
 //   refund:   kb policy lookup → GetOrder → QueryRisk (when the task names the customer) →
 //             Refund → an answer citing the policy document and the refund id
-//   question: kb search → an answer citing the documents found
+//   question: kb search for the goal, then one per subgoal in the task (`subgoals: [...]`) → an
+//             answer citing the documents found
 import type { Decision, HistoryItem, Policy, PolicyInput, ResultEnvelope } from "../policy.js";
 import type { JsonObject, JsonValue } from "../session-store.js";
 import { estimateTokens } from "../budget.js";
@@ -42,6 +43,12 @@ function hitsOf(envelope: ResultEnvelope | undefined): Hit[] {
   return hits.map((h) => ({ docId: text(field(h, "docId")), version: Number(field(h, "version") ?? 1), title: text(field(h, "title")) }));
 }
 
+/** A question task's `subgoals`: further questions, each searched after the goal. */
+function subgoalsOf(task: JsonObject): string[] {
+  const subgoals = task.subgoals;
+  return Array.isArray(subgoals) ? subgoals.filter((g): g is string => typeof g === "string" && g.trim().length > 0) : [];
+}
+
 function cite(hit: Hit): string {
   return `[${hit.docId}@${hit.version}]`;
 }
@@ -67,11 +74,15 @@ export class ScriptedPolicy implements Policy {
 
     if (input.task.kind === "refund") return this.#refund(input, call, final);
 
-    const search = lastObservation(input.history, "kb_search_search");
-    if (!search) return call("kb_search_search", { query: input.goal.slice(0, 512), limit: 3 });
-    const hits = hitsOf(search);
-    if (!search.ok || hits.length === 0) {
-      return final(`I could not find an answer in the knowledge base${search.ok ? "" : ` (${failure(search)})`}.`);
+    // One search for the goal, then one per subgoal of the task, then an answer citing them all.
+    const queries = [input.goal, ...subgoalsOf(input.task)];
+    const searches = input.history.filter((h) => h.kind === "observation" && h.tool === "kb_search_search").map((h) => (h as { envelope: ResultEnvelope }).envelope);
+    const next = queries[searches.length];
+    if (next !== undefined) return call("kb_search_search", { query: next.slice(0, 512), limit: 3 });
+    const hits = [...new Map(searches.flatMap(hitsOf).map((h) => [h.docId, h])).values()];
+    if (hits.length === 0) {
+      const failed = searches.find((s) => !s.ok);
+      return final(`I could not find an answer in the knowledge base${failed ? ` (${failure(failed)})` : ""}.`);
     }
     return final(`From the knowledge base: ${hits.map((h) => `${h.title} ${cite(h)}`).join("; ")}.`);
   }

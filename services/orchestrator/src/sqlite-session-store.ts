@@ -40,6 +40,7 @@ import {
   type TransitionInput,
 } from "./session-store.js";
 import { LIVE_SQL, sqlList, TERMINAL_SQL } from "./session-sql.js";
+import { SqliteCheckpointer } from "./sqlite-checkpointer.js";
 
 
 // The guards repeat in SQL what assertTransition checks in code, so that no code path (an old
@@ -158,7 +159,7 @@ interface AuditRow {
   owner: string | null;
 }
 
-function toRecord(r: SessionRow): SessionRecord {
+function toRecord(r: SessionRow, known: Partial<Pick<SessionRecord, "usage" | "context" | "pending">> = {}): SessionRecord {
   return {
     id: r.id,
     state: r.state,
@@ -166,9 +167,9 @@ function toRecord(r: SessionRow): SessionRecord {
     goal: r.goal,
     task: JSON.parse(r.task),
     budget: JSON.parse(r.budget),
-    usage: JSON.parse(r.usage),
-    context: JSON.parse(r.context),
-    pending: r.pending === null ? null : JSON.parse(r.pending),
+    usage: known.usage ?? JSON.parse(r.usage),
+    context: known.context ?? JSON.parse(r.context),
+    pending: known.pending !== undefined ? known.pending : r.pending === null ? null : JSON.parse(r.pending),
     scopes: JSON.parse(r.scopes),
     policy: r.policy,
     stopReason: r.stop_reason,
@@ -209,6 +210,7 @@ export class SqliteSessionStore implements SessionStore {
   private readonly batchTx;
   private readonly savepoint;
   private pendingWrites: { run: () => unknown; resolve: (r: never) => void; reject: (e: unknown) => void }[] = [];
+  private readonly checkpointer: SqliteCheckpointer | undefined;
 
   constructor(file: string, options: SessionStoreOptions = {}) {
     if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
@@ -218,6 +220,12 @@ export class SqliteSessionStore implements SessionStore {
     this.db.pragma("synchronous = NORMAL");
     this.db.pragma("busy_timeout = 5000");
     this.db.pragma("foreign_keys = ON");
+    if (file !== ":memory:") {
+      this.db.pragma("wal_autocheckpoint = 0");
+      // The WAL file is cut back to this size after each recycling.
+      this.db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
+      this.checkpointer = new SqliteCheckpointer(file);
+    }
     this.db.exec(SCHEMA);
     this.syncTransitions();
 
@@ -364,7 +372,7 @@ export class SqliteSessionStore implements SessionStore {
       ...(query.state === undefined ? {} : { state: query.state }),
       ...(after ? { afterAt: after.createdAt, afterId: after.id } : {}),
     });
-    const sessions = rows.slice(0, query.limit).map(toRecord);
+    const sessions = rows.slice(0, query.limit).map((r) => toRecord(r));
     const last = sessions.at(-1);
     return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
   }
@@ -465,7 +473,8 @@ export class SqliteSessionStore implements SessionStore {
       });
     }
     if (t.step) this.stmt.appendStep.run(t.id, t.step.step, t.step.at, JSON.stringify(t.step.payload));
-    return toRecord(row!);
+    // What the patch just set need not be parsed back from the row.
+    return toRecord(row!, patch);
   }
 
   private whyNotApplied(t: TransitionInput): Error {
@@ -492,7 +501,7 @@ export class SqliteSessionStore implements SessionStore {
     checkLimit(limit);
     const now = this.now();
     const rows = await this.write(() => this.stmt.claim.all({ owner, expiresAt: now + ttlMs, now, limit }));
-    return rows.map(toRecord).sort(byCreated);
+    return rows.map((r) => toRecord(r)).sort(byCreated);
   }
 
   async renewLease(id: string, owner: string, ttlMs: number): Promise<boolean> {
@@ -506,6 +515,7 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async close(): Promise<void> {
+    await this.checkpointer?.stop();
     if (this.db.open) this.db.close();
   }
 }

@@ -5,7 +5,7 @@ import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { createRawClient, mintToken, ToolCallError, toolClient } from "@loopguard/tool-sdk";
 import { Registry } from "prom-client";
 import { BENCH_SECRET, startBenchServer } from "./bench-server.js";
-import { compare, type Figures, printComparison } from "./measure.js";
+import { compare, type ProbedFigures, printComparison } from "./measure.js";
 import { benchSteps } from "./steps.js";
 
 const durationMs = Number(process.env.BENCH_DURATION_MS ?? 3000);
@@ -22,7 +22,7 @@ async function benchTool(): Promise<void> {
       const [baseline, subject] = (await compare(inFlight, 2 * durationMs, [
         { label: "bare grpc-js server", call: () => bareClient.search(request) },
         { label: "serveTool", call: () => toolClientRaw.search(request) },
-      ])) as [Figures, Figures];
+      ])) as [ProbedFigures, ProbedFigures];
       printComparison(`tool: server side, same client (raw grpc-js + protobuf-es, bearer token sent to both)`, baseline, subject);
     }
   } finally {
@@ -46,7 +46,7 @@ async function benchClient(): Promise<void> {
         { label: "bare grpc-js client", call: () => bare.search(request) },
         { label: "bare client + 1 s deadline", call: () => bare.search(request, { deadline: 1000 }) },
         { label: "toolClient", call: () => client.call("search", request) },
-      ])) as [Figures, Figures, Figures];
+      ])) as [ProbedFigures, ProbedFigures, ProbedFigures];
       printComparison("client: calling side, same bare server (token sent by both)", baseline, subject);
       console.log(`  ${withDeadline.label.padEnd(28)} ${String(inFlight).padStart(3)} in flight  ${withDeadline.perSecond.toFixed(0).padStart(7)} calls/s  ratio toolClient / this ${(subject.perSecond / withDeadline.perSecond).toFixed(2)}\n`);
     }

@@ -8,6 +8,11 @@ export interface Figures {
   readonly p99Ms: number;
 }
 
+export interface ProbedFigures extends Figures {
+  /** Per probe value, what it grew by over this variant's rounds. */
+  readonly probed: number[];
+}
+
 function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
@@ -62,15 +67,21 @@ export async function compare(
   durationMs: number,
   variants: readonly { readonly label: string; readonly call: () => Promise<unknown> }[],
   rounds = 4,
-): Promise<Figures[]> {
+  /** Read before and after every round (e.g. CPU seconds of processes); deltas are summed per variant. */
+  probe?: () => Promise<number[]>,
+): Promise<ProbedFigures[]> {
   for (const v of variants) for (let i = 0; i < 200; i += 1) await v.call();
-  const pooled = variants.map(() => ({ latencies: [] as number[], elapsed: 0 }));
+  const pooled = variants.map(() => ({ latencies: [] as number[], elapsed: 0, probed: [] as number[] }));
   for (let r = 0; r < rounds; r += 1) {
     for (const [i, v] of variants.entries()) {
+      const before = (await probe?.()) ?? [];
       const { latencies, elapsed } = await run(concurrency, durationMs / rounds, v.call);
-      pooled[i]!.latencies.push(...latencies);
-      pooled[i]!.elapsed += elapsed;
+      const after = (await probe?.()) ?? [];
+      const p = pooled[i]!;
+      p.latencies.push(...latencies);
+      p.elapsed += elapsed;
+      after.forEach((value, k) => (p.probed[k] = (p.probed[k] ?? 0) + value - (before[k] ?? 0)));
     }
   }
-  return variants.map((v, i) => figures(v.label, concurrency, pooled[i]!.latencies, pooled[i]!.elapsed));
+  return variants.map((v, i) => ({ ...figures(v.label, concurrency, pooled[i]!.latencies, pooled[i]!.elapsed), probed: pooled[i]!.probed }));
 }

@@ -1,9 +1,11 @@
 // `pnpm bench steps`: what the orchestrator costs per tool step, and what one state transition
 // costs on each store.
-//   (a) kb-search and the orchestrator as real processes; sessions with the scripted "question"
-//       task (one kb search, then a final answer: one tool step each), 64 kept in flight for a
-//       fixed time, tool steps completed per second — against a bare grpc-js client calling the
-//       same kb-search process with 64 in flight, in the same run.
+//   (a) kb-search and the orchestrator as real processes, 64 sessions kept in flight; tool steps
+//       completed per second against a bare grpc-js client calling the same kb-search process
+//       with 64 in flight. Two session shapes with the scripted "question" task: one search then
+//       the answer (every session cost lands on its one step), and a goal with three subgoals
+//       (four searches, then the answer). The three loads alternate in rounds in one run, and
+//       the CPU each process spent is read from its /metrics.
 //   (b) transition p50/p99 (optimistic-lock UPDATE + audit row) on SQLite and on PostgreSQL.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -15,7 +17,7 @@ import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, mintToken } from "@loopguard/tool-sdk";
 import { metricValue, spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
-import { type Figures, measure } from "./measure.js";
+import { compare, type ProbedFigures as Probed } from "./measure.js";
 import { postgresUnavailable, startPostgres } from "@loopguard/orchestrator/postgres-test-server";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -25,27 +27,34 @@ const IN_FLIGHT = 64;
 const GOAL = "how do refunds work";
 /** What the scripted policy sends for a question: the goal as the query, three hits. */
 const SEARCH = { query: GOAL, limit: 3 };
-const TOOL_STEPS_PER_SESSION = 1;
+const SUBGOALS = ["which refunds need an approval", "how long do card refunds take", "what cannot be returned"];
 
-/** Resolves, per session id, when the orchestrator logs that the session ended, with its final state. */
-function sessionEnds(proc: ToolProcess): (sessionId: string) => Promise<string> {
-  const waiting = new Map<string, (state: string) => void>();
-  const ended = new Map<string, string>();
+interface SessionEnd {
+  readonly state: string;
+  /** Decisions the policy made (the log line's `count`). */
+  readonly decisions: number;
+}
+
+/** Resolves, per session id, when the orchestrator logs that the session ended. */
+function sessionEnds(proc: ToolProcess): (sessionId: string) => Promise<SessionEnd> {
+  const waiting = new Map<string, (end: SessionEnd) => void>();
+  const ended = new Map<string, SessionEnd>();
   createInterface({ input: proc.child.stdout! }).on("line", (line) => {
     if (!line.includes('"session ended"')) return;
-    const record = JSON.parse(line) as { session_id?: string; state?: string };
+    const record = JSON.parse(line) as { session_id?: string; state?: string; count?: number };
     const id = String(record.session_id);
+    const end = { state: String(record.state), decisions: Number(record.count) };
     const resolveEnd = waiting.get(id);
     if (resolveEnd) {
       waiting.delete(id);
-      resolveEnd(String(record.state));
-    } else ended.set(id, String(record.state));
+      resolveEnd(end);
+    } else ended.set(id, end);
   });
   return (sessionId) => {
-    const state = ended.get(sessionId);
-    if (state !== undefined) {
+    const end = ended.get(sessionId);
+    if (end !== undefined) {
       ended.delete(sessionId);
-      return Promise.resolve(state);
+      return Promise.resolve(end);
     }
     return new Promise((resolveEnd) => waiting.set(sessionId, resolveEnd));
   };
@@ -83,27 +92,35 @@ async function benchToolSteps(durationMs: number): Promise<void> {
     const kbClient = createRawClient(KbSearchService, kb.address, { token: kbToken });
     const api = createRawClient(OrchestratorService, orchestrator.address, { token: apiToken });
     try {
-      const bare = await measure("bare grpc-js kb Search", IN_FLIGHT, durationMs, () => kbClient.search(SEARCH));
-
-      const states = new Map<string, number>();
-      const session = async () => {
-        const { session: s } = await api.startSession({ goal: GOAL, task: {}, scopes: ["kb:read"], policy: "scripted" });
-        const state = await endOf(s!.sessionId);
-        states.set(state, (states.get(state) ?? 0) + 1);
-        if (state !== "DONE") throw new Error(`a bench session ended ${state}`);
+      const ended = new Map<string, number>();
+      const session = (subgoals: readonly string[]) => async () => {
+        const { session: s } = await api.startSession({ goal: GOAL, task: subgoals.length > 0 ? { kind: "question", subgoals: [...subgoals] } : {}, scopes: ["kb:read"], policy: "scripted" });
+        const end = await endOf(s!.sessionId);
+        ended.set(end.state, (ended.get(end.state) ?? 0) + 1);
+        // Each search is a decision, and so is the answer.
+        if (end.state !== "DONE" || end.decisions !== subgoals.length + 2) throw new Error(`a bench session ended ${end.state} after ${end.decisions} decisions`);
       };
-      const cpuBefore = await cpuSeconds(orchestrator);
-      const sessions = await measure("sessions via orchestrator", IN_FLIGHT, durationMs, session);
-      const cpuMsPerSession = ((await cpuSeconds(orchestrator)) - cpuBefore) * 1000 / [...states.values()].reduce((a, b) => a + b, 0);
-      const stepsPerSecond = sessions.perSecond * TOOL_STEPS_PER_SESSION;
-
-      const row = (label: string, perSecond: number, unit: string, f: Figures) =>
-        `  ${label.padEnd(44)} ${String(f.concurrency).padStart(3)} in flight  ${perSecond.toFixed(0).padStart(6)} ${unit}  p50 ${f.p50Ms.toFixed(1)} ms  p99 ${f.p99Ms.toFixed(1)} ms`;
-      console.log("steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback)");
-      console.log(row("bare grpc-js client -> kb-search Search", bare.perSecond, "calls/s", bare));
-      console.log(row("orchestrator sessions (1 kb step each)", stepsPerSecond, "steps/s", sessions) + "  (latency = whole session)");
-      console.log(`  sessions ended: ${JSON.stringify(Object.fromEntries(states))}; orchestrator CPU ${cpuMsPerSession.toFixed(2)} ms per session`);
-      console.log(`  ratio ${(stepsPerSecond / bare.perSecond).toFixed(2)} (target >= 0.75)\n`);
+      const [bare, oneStep, fourSteps] = (await compare(
+        IN_FLIGHT,
+        3 * durationMs,
+        [
+          { label: "bare grpc-js client -> kb-search Search", call: () => kbClient.search(SEARCH) },
+          { label: "orchestrator, 1 kb step per session", call: session([]) },
+          { label: "orchestrator, 4 kb steps per session", call: session(SUBGOALS) },
+        ],
+        3,
+        async () => [await cpuSeconds(orchestrator), await cpuSeconds(kb)],
+      )) as [Probed, Probed, Probed];
+      console.log("steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback, rounds alternated)");
+      const row = (f: Probed, stepsPerCall: number, unit: string) => {
+        const steps = f.calls * stepsPerCall;
+        const cpu = (k: number) => ((f.probed[k] ?? 0) * 1000 / steps).toFixed(2);
+        return `  ${f.label.padEnd(40)} ${String(f.concurrency).padStart(3)} in flight  ${(f.perSecond * stepsPerCall).toFixed(0).padStart(6)} ${unit}  ratio ${((f.perSecond * stepsPerCall) / bare.perSecond).toFixed(2)}  CPU per step: orchestrator ${cpu(0)} ms, kb-search ${cpu(1)} ms`;
+      };
+      console.log(row(bare, 1, "calls/s"));
+      console.log(row(oneStep, 1, "steps/s"));
+      console.log(row(fourSteps, 4, "steps/s"));
+      console.log(`  sessions ended: ${JSON.stringify(Object.fromEntries(ended))}; target ratio >= 0.75\n`);
     } finally {
       kbClient.close();
       api.close();

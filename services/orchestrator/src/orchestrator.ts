@@ -237,7 +237,7 @@ export class Orchestrator {
       if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`);
       try {
         const done = await this.options.store.transition({
-          id, from: s.state, to: "CANCELLED", expectedVersion: s.version,
+          id, from: s.state, to: "CANCELLED", expectedVersion: s.version, current: s,
           audit: { at: this.options.now(), reason: `cancelled${reason ? `: ${reason}` : ""}`, outcome: "cancelled" },
           patch: { stopReason: "cancelled", answer: reason ? `cancelled: ${reason}` : "cancelled", pending: null },
         });
@@ -264,13 +264,13 @@ export class Orchestrator {
     const by = `${input.approver}${input.reason ? `: ${input.reason}` : ""}`;
     if (!input.approve) {
       return this.options.store.transition({
-        id: s.id, from: s.state, to: "FAILED", expectedVersion: s.version,
+        id: s.id, from: s.state, to: "FAILED", expectedVersion: s.version, current: s,
         audit: { at: now, reason: `approval denied by ${by}`, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "approval_denied" },
         patch: { stopReason: "approval_denied", answer: `${approval.tool} was not approved (${by}); nothing was executed`, pending: null },
       });
     }
     return this.options.store.transition({
-      id: s.id, from: s.state, to: "TOOL_EXECUTING", expectedVersion: s.version,
+      id: s.id, from: s.state, to: "TOOL_EXECUTING", expectedVersion: s.version, current: s,
       audit: { at: now, reason: `approved by ${by}`, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "approved" },
       patch: {
         usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },

@@ -210,6 +210,7 @@ export class SessionRunner {
       from: s.state,
       to,
       expectedVersion: s.version,
+      current: s,
       audit: { ...audit, at },
       owner: this.deps.owner,
       ...(via.length > 0 ? { via: via.map((v) => ({ state: v.state, audit: { ...v.audit, at } })) } : {}),
@@ -463,7 +464,7 @@ export class SessionRunner {
       }
       if (s.state === "RETRYING") s = await this.#move(s, "TOOL_EXECUTING", { reason: "re-issuing an interrupted call", tool: tool.name, argsHash: call.argsHash });
       s = await this.deps.store.transition({
-        id: s.id, from: s.state, to: s.state === "TOOL_EXECUTING" ? "RETRYING" : "TOOL_EXECUTING", expectedVersion: s.version,
+        id: s.id, from: s.state, to: s.state === "TOOL_EXECUTING" ? "RETRYING" : "TOOL_EXECUTING", expectedVersion: s.version, current: s,
         audit: { at: now, reason: "re-issuing an interrupted call (safe: read-only or same idempotency key)", tool: tool.name, argsHash: call.argsHash }, owner: this.deps.owner,
         patch: { pending: { ...pending, startedBy: this.deps.runId } as JsonObject },
       });

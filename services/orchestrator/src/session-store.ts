@@ -113,6 +113,12 @@ export interface TransitionInput {
    * written) when the number is taken.
    */
   readonly step?: StepRecord;
+  /**
+   * The record the caller moves from (as the store returned it, at `expectedVersion`). When
+   * given, the store may build the result from it and the patch instead of reading the whole
+   * row back; the optimistic lock guarantees the row still matches it.
+   */
+  readonly current?: SessionRecord;
 }
 
 export interface AuditRecord {

@@ -296,6 +296,29 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect((await store.steps("s1")).map((x) => x.step)).toEqual([1, 2]);
       });
 
+      it("returns the record as stored whether or not the caller passes the record it moves from", async () => {
+        for (const id of ["with", "without"]) await store.create(newSession(id, { lease: { owner: "a", ttlMs: 60_000 } }));
+        const move = async (id: string, pass: boolean, current: SessionRecord, to: SessionState, patch: object) => {
+          const next = await store.transition({ id, from: current.state, to, expectedVersion: current.version, owner: "a", patch, audit: { at: now() }, ...(pass ? { current } : {}) });
+          expect(next).toEqual(await store.get(id));
+          return next;
+        };
+        for (const pass of [true, false]) {
+          const id = pass ? "with" : "without";
+          let s = (await store.get(id))!;
+          s = await move(id, pass, s, "THINKING", { usage: { steps: 1, toolCalls: 0, tokens: 5, costMicros: 0, startedAt: T0 } });
+          s = await move(id, pass, s, "TOOL_EXECUTING", { pending: { call: "c1" }, context: { history: [1] } });
+          clock = T0 + 10;
+          expect(await store.renewLease(id, "a", 60_000)).toBe(true);
+          // The lease moved without a transition: the stale copy passed along still gets the new expiry back.
+          s = await move(id, pass, s, "OBSERVING", {});
+          expect(s.leaseExpiresAt).toBe(T0 + 60_010);
+          s = await move(id, pass, s, "DONE", { stopReason: "done", answer: "ok", pending: null });
+          expect(s).toMatchObject({ state: "DONE", stopReason: "done", answer: "ok", pending: null, leaseOwner: null, context: { history: [1] } });
+          clock = T0;
+        }
+      });
+
       it("writes nothing of a path with an illegal, stale or failing move", async () => {
         await store.create(newSession("s1"));
         await drive(store, "s1", ["THINKING"]);

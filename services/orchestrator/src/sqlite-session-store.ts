@@ -40,7 +40,6 @@ import {
   type TransitionInput,
 } from "./session-store.js";
 import { LIVE_SQL, sqlList, TERMINAL_SQL } from "./session-sql.js";
-import { SqliteCheckpointer } from "./sqlite-checkpointer.js";
 
 
 // The guards repeat in SQL what assertTransition checks in code, so that no code path (an old
@@ -212,7 +211,6 @@ export class SqliteSessionStore implements SessionStore {
   private readonly batchTx;
   private readonly savepoint;
   private pendingWrites: { run: () => unknown; resolve: (r: never) => void; reject: (e: unknown) => void }[] = [];
-  private readonly checkpointer: SqliteCheckpointer | undefined;
 
   constructor(file: string, options: SessionStoreOptions = {}) {
     if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
@@ -222,12 +220,6 @@ export class SqliteSessionStore implements SessionStore {
     this.db.pragma("synchronous = NORMAL");
     this.db.pragma("busy_timeout = 5000");
     this.db.pragma("foreign_keys = ON");
-    if (file !== ":memory:") {
-      this.db.pragma("wal_autocheckpoint = 0");
-      // The WAL file is cut back to this size after each recycling.
-      this.db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
-      this.checkpointer = new SqliteCheckpointer(file);
-    }
     this.db.exec(SCHEMA);
     this.syncTransitions();
 
@@ -555,7 +547,6 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async close(): Promise<void> {
-    await this.checkpointer?.stop();
     if (this.db.open) this.db.close();
   }
 }

@@ -36,6 +36,8 @@ import {
   type SessionStore,
   type SessionStoreOptions,
   type StepRecord,
+  type JsonObject,
+  type JsonValue,
   type Move,
   type TransitionInput,
 } from "./session-store.js";
@@ -72,6 +74,7 @@ CREATE TABLE IF NOT EXISTS sessions (
   lease_owner TEXT,
   lease_expires_at INTEGER,
   idempotency_key TEXT UNIQUE,
+  history_len INTEGER,
   CHECK ((state IN (${TERMINAL_SQL})) = (stop_reason IS NOT NULL))
 );
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at, id);
@@ -92,6 +95,15 @@ CREATE TABLE IF NOT EXISTS session_audit (
   owner TEXT,
   PRIMARY KEY (session_id, version)
 ) WITHOUT ROWID;
+
+-- context.history, one row per item: a step appends its items instead of rewriting a context
+-- that grows with every step. sessions.history_len is NULL when the context has no history.
+CREATE TABLE IF NOT EXISTS session_history (
+  session_id TEXT NOT NULL REFERENCES sessions (id),
+  seq INTEGER NOT NULL CHECK (seq >= 0),
+  item TEXT NOT NULL,
+  PRIMARY KEY (session_id, seq)
+);
 
 CREATE TABLE IF NOT EXISTS session_steps (
   session_id TEXT NOT NULL REFERENCES sessions (id),
@@ -142,6 +154,9 @@ interface SessionRow {
   lease_owner: string | null;
   lease_expires_at: number | null;
   idempotency_key: string | null;
+  history_len: number | null;
+  /** JSON array of context.history, selected by SESSION_COLUMNS; absent from RETURNING *. */
+  history?: string | null;
 }
 
 type LeanRow = Pick<SessionRow, "version" | "updated_at" | "lease_owner" | "lease_expires_at">;
@@ -169,7 +184,7 @@ function toRecord(r: SessionRow, known: Partial<Pick<SessionRecord, "usage" | "c
     task: JSON.parse(r.task),
     budget: JSON.parse(r.budget),
     usage: known.usage ?? JSON.parse(r.usage),
-    context: known.context ?? JSON.parse(r.context),
+    context: known.context ?? contextOf(r),
     pending: known.pending !== undefined ? known.pending : r.pending === null ? null : JSON.parse(r.pending),
     scopes: JSON.parse(r.scopes),
     policy: r.policy,
@@ -182,6 +197,21 @@ function toRecord(r: SessionRow, known: Partial<Pick<SessionRecord, "usage" | "c
     idempotencyKey: r.idempotency_key,
   };
 }
+
+function withoutHistory(context: JsonObject): JsonObject {
+  const { history: _history, ...rest } = context;
+  return rest;
+}
+
+function contextOf(r: SessionRow): JsonObject {
+  const context = JSON.parse(r.context) as JsonObject;
+  if (r.history_len !== null) context.history = r.history ? (JSON.parse(r.history) as JsonValue[]) : [];
+  return context;
+}
+
+/** A session row with its history items gathered back into one JSON array. */
+const SESSION_COLUMNS = `s.*, CASE WHEN s.history_len IS NULL THEN NULL ELSE
+  (SELECT json_group_array(json(h.item) ORDER BY h.seq) FROM session_history h WHERE h.session_id = s.id) END AS history`;
 
 function toAudit(r: AuditRow): AuditRecord {
   return {
@@ -221,6 +251,7 @@ export class SqliteSessionStore implements SessionStore {
     this.db.pragma("busy_timeout = 5000");
     this.db.pragma("foreign_keys = ON");
     this.db.exec(SCHEMA);
+    this.migrate();
     this.syncTransitions();
 
     const db = this.db;
@@ -232,14 +263,15 @@ export class SqliteSessionStore implements SessionStore {
            NULL, NULL, @now, @now, @leaseOwner, @leaseExpiresAt, @idempotencyKey)
          ON CONFLICT DO NOTHING RETURNING *`,
       ),
-      byId: db.prepare<[string], SessionRow>(`SELECT * FROM sessions WHERE id = ?`),
-      byKey: db.prepare<[string], SessionRow>(`SELECT * FROM sessions WHERE idempotency_key = ?`),
-      transition: db.prepare<unknown[], SessionRow>(
+      byId: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE id = ?`),
+      byKey: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE idempotency_key = ?`),
+      transition: db.prepare<unknown[], { id: string }>(
         `UPDATE sessions SET
            state = @to,
            version = version + 1,
            usage = CASE WHEN @setUsage THEN @usage ELSE usage END,
            context = CASE WHEN @setContext THEN @context ELSE context END,
+           history_len = CASE WHEN @setContext THEN @historyLen ELSE history_len END,
            pending = CASE WHEN @setPending THEN @pending ELSE pending END,
            answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,
            stop_reason = @stopReason,
@@ -248,7 +280,7 @@ export class SqliteSessionStore implements SessionStore {
            lease_expires_at = CASE WHEN @terminal THEN NULL ELSE lease_expires_at END
          WHERE id = @id AND state = @from AND version = @expectedVersion
            AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))
-         RETURNING *`,
+         RETURNING id`,
       ),
       // The same move returning only what changes besides the patch, for callers that pass the
       // record they move from: copying every JSON column back out of SQLite costs more than
@@ -259,6 +291,7 @@ export class SqliteSessionStore implements SessionStore {
            version = version + 1,
            usage = CASE WHEN @setUsage THEN @usage ELSE usage END,
            context = CASE WHEN @setContext THEN @context ELSE context END,
+           history_len = CASE WHEN @setContext THEN @historyLen ELSE history_len END,
            pending = CASE WHEN @setPending THEN @pending ELSE pending END,
            answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,
            stop_reason = @stopReason,
@@ -279,6 +312,8 @@ export class SqliteSessionStore implements SessionStore {
            expected_timeout_ms, outcome, owner)
          VALUES (@id, @version, @from, @to, @at, @reason, @tool, @argsHash, @expectedTimeoutMs, @outcome, @owner)`,
       ),
+      appendHistory: db.prepare(`INSERT INTO session_history (session_id, seq, item) VALUES (?, ?, ?)`),
+      clearHistory: db.prepare(`DELETE FROM session_history WHERE session_id = ?`),
       auditTrail: db.prepare<[string], AuditRow>(`SELECT * FROM session_audit WHERE session_id = ? ORDER BY version`),
       appendStep: db.prepare(`INSERT INTO session_steps (session_id, step, at, payload) VALUES (?, ?, ?, ?)`),
       steps: db.prepare<[string], { step: number; at: number; payload: string }>(
@@ -287,13 +322,13 @@ export class SqliteSessionStore implements SessionStore {
       countByState: db.prepare<[], { state: SessionState; n: number }>(
         `SELECT state, count(*) AS n FROM sessions GROUP BY state`,
       ),
-      claim: db.prepare<unknown[], SessionRow>(
+      claim: db.prepare<unknown[], { id: string }>(
         `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
          WHERE id IN (
            SELECT id FROM sessions
            WHERE ${LIVE_SQL} AND (lease_owner IS NULL OR lease_expires_at <= @now)
            ORDER BY created_at, id LIMIT @limit)
-         RETURNING *`,
+         RETURNING id`,
       ),
       renew: db.prepare(
         `UPDATE sessions SET lease_expires_at = @expiresAt
@@ -317,13 +352,35 @@ export class SqliteSessionStore implements SessionStore {
           }),
     );
     const page = (where: string) =>
-      db.prepare<unknown[], SessionRow>(`SELECT * FROM sessions ${where} ORDER BY created_at, id LIMIT @limit`);
+      db.prepare<unknown[], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s ${where} ORDER BY created_at, id LIMIT @limit`);
     this.listStmts = {
       all: page(""),
       allAfter: page(`WHERE (created_at, id) > (@afterAt, @afterId)`),
       state: page(`WHERE state = @state`),
       stateAfter: page(`WHERE state = @state AND (created_at, id) > (@afterAt, @afterId)`),
     };
+  }
+
+  /**
+   * Layout 1: context.history moves out of sessions.context into session_history rows. A
+   * database written by an earlier build is converted once, in one transaction.
+   */
+  private migrate(): void {
+    if (Number(this.db.pragma("user_version", { simple: true })) >= 1) return;
+    this.db
+      .transaction(() => {
+        const columns = this.db.prepare<[], string>(`SELECT name FROM pragma_table_info('sessions')`).pluck().all();
+        if (!columns.includes("history_len")) this.db.exec(`ALTER TABLE sessions ADD COLUMN history_len INTEGER`);
+        this.db.exec(`
+          INSERT INTO session_history (session_id, seq, item)
+            SELECT s.id, j.key, CASE WHEN j.type IN ('object', 'array') THEN j.value ELSE json_quote(j.value) END
+            FROM sessions s, json_each(s.context, '$.history') j
+            WHERE json_type(s.context, '$.history') = 'array';
+          UPDATE sessions SET history_len = json_array_length(context, '$.history'), context = json_remove(context, '$.history')
+            WHERE json_type(context, '$.history') = 'array';
+          PRAGMA user_version = 1;`);
+      })
+      .immediate();
   }
 
   /** Makes the database's copy of TRANSITIONS match this build's. */
@@ -461,7 +518,8 @@ export class SqliteSessionStore implements SessionStore {
           setUsage: patch.usage === undefined ? 0 : 1,
           usage: patch.usage === undefined ? null : JSON.stringify(patch.usage),
           setContext: patch.context === undefined ? 0 : 1,
-          context: patch.context === undefined ? null : JSON.stringify(patch.context),
+          context: patch.context === undefined ? null : JSON.stringify(withoutHistory(patch.context)),
+          historyLen: Array.isArray(patch.context?.history) ? patch.context.history.length : null,
           setPending: patch.pending === undefined ? 0 : 1,
           pending: patch.pending == null ? null : JSON.stringify(patch.pending),
           setAnswer: patch.answer === undefined ? 0 : 1,
@@ -471,7 +529,8 @@ export class SqliteSessionStore implements SessionStore {
         };
         if (t.current) {
           const lean = this.stmt.transitionLean.get(values);
-          record = lean && {
+          if (!lean) throw this.whyNotApplied(t);
+          record = {
             ...t.current,
             ...(patch.usage !== undefined ? { usage: patch.usage } : {}),
             ...(patch.context !== undefined ? { context: patch.context } : {}),
@@ -484,12 +543,9 @@ export class SqliteSessionStore implements SessionStore {
             leaseOwner: lean.lease_owner,
             leaseExpiresAt: lean.lease_expires_at,
           };
-        } else {
-          const row = this.stmt.transition.get(values);
-          // What the patch just set need not be parsed back from the row.
-          record = row && toRecord(row, patch);
+        } else if (!this.stmt.transition.get(values)) {
+          throw this.whyNotApplied(t);
         }
-        if (!record) throw this.whyNotApplied(t);
       }
       this.stmt.audit.run({
         id: t.id,
@@ -505,8 +561,21 @@ export class SqliteSessionStore implements SessionStore {
         owner,
       });
     }
+    if (patch.context !== undefined) this.writeHistory(t.id, patch.context.history, t.current?.context.history);
     if (t.step) this.stmt.appendStep.run(t.id, t.step.step, t.step.at, JSON.stringify(t.step.payload));
-    return record!;
+    return record ?? toRecord(this.stmt.byId.get(t.id)!);
+  }
+
+  /**
+   * Stores context.history as rows. When the new history extends the one the caller moved from
+   * (the same items, by identity, then more), only the new items are inserted; otherwise (a
+   * compression rewrote old items, or the caller passed no record) the rows are replaced.
+   */
+  private writeHistory(id: string, history: JsonValue | undefined, before: JsonValue | undefined): void {
+    const items = Array.isArray(history) ? history : [];
+    const kept = Array.isArray(before) && before.length <= items.length && before.every((item, i) => items[i] === item) ? before.length : 0;
+    if (kept === 0) this.stmt.clearHistory.run(id);
+    for (let seq = kept; seq < items.length; seq += 1) this.stmt.appendHistory.run(id, seq, JSON.stringify(items[seq]));
   }
 
   private whyNotApplied(t: TransitionInput): Error {
@@ -532,7 +601,9 @@ export class SqliteSessionStore implements SessionStore {
     checkTtl(ttlMs);
     checkLimit(limit);
     const now = this.now();
-    const rows = await this.write(() => this.stmt.claim.all({ owner, expiresAt: now + ttlMs, now, limit }));
+    const rows = await this.write(() =>
+      this.stmt.claim.all({ owner, expiresAt: now + ttlMs, now, limit }).map(({ id }) => this.stmt.byId.get(id)!),
+    );
     return rows.map((r) => toRecord(r)).sort(byCreated);
   }
 

@@ -18,6 +18,8 @@ import {
   SessionExistsError,
   SessionNotFoundError,
   StaleTransitionError,
+  type JsonObject,
+  type JsonValue,
   type NewSession,
   type SessionRecord,
   type SessionStore,
@@ -317,6 +319,36 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           expect(s).toMatchObject({ state: "DONE", stopReason: "done", answer: "ok", pending: null, leaseOwner: null, context: { history: [1] } });
           clock = T0;
         }
+      });
+
+      it("stores a context's history exactly as it grows, is rewritten, or goes away", async () => {
+        await store.create(newSession("s1"));
+        let s = await drive(store, "s1", ["THINKING"]);
+        const item = (n: number) => ({ kind: "observation", n, text: `item ${n}`, nested: { list: [n, String(n)] } });
+        const expectContext = async (context: object) => {
+          expect(s.context).toEqual(context);
+          expect((await store.get("s1"))?.context).toEqual(context);
+        };
+        const move = async (context: JsonObject, pass: boolean) => {
+          const to = s.state === "THINKING" ? "TOOL_EXECUTING" : s.state === "TOOL_EXECUTING" ? "OBSERVING" : "THINKING";
+          s = await store.transition({ id: "s1", from: s.state, to, expectedVersion: s.version, patch: { context }, audit: { at: now() }, ...(pass ? { current: s } : {}) });
+        };
+        let history: JsonValue[] = [];
+        for (const pass of [true, false, true]) {
+          history = [...history, item(history.length), item(history.length + 1)];
+          await move({ traceSteps: history.length, history }, pass);
+          await expectContext({ traceSteps: history.length, history });
+        }
+        // Old items replaced (as compression does), then fewer items, then no history at all.
+        history = history.map((h, i) => (i < 3 ? { compressed: true, i } : h));
+        await move({ history }, true);
+        await expectContext({ history });
+        await move({ history: history.slice(0, 2), other: "x" }, true);
+        await expectContext({ history: history.slice(0, 2), other: "x" });
+        await move({ messages: ["no history here"] }, true);
+        await expectContext({ messages: ["no history here"] });
+        await move({ history: [] }, false);
+        await expectContext({ history: [] });
       });
 
       it("writes nothing of a path with an illegal, stale or failing move", async () => {

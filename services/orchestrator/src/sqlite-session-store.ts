@@ -175,7 +175,7 @@ interface AuditRow {
   owner: string | null;
 }
 
-function toRecord(r: SessionRow, known: Partial<Pick<SessionRecord, "usage" | "context" | "pending">> = {}): SessionRecord {
+function toRecord(r: SessionRow): SessionRecord {
   return {
     id: r.id,
     state: r.state,
@@ -183,9 +183,9 @@ function toRecord(r: SessionRow, known: Partial<Pick<SessionRecord, "usage" | "c
     goal: r.goal,
     task: JSON.parse(r.task),
     budget: JSON.parse(r.budget),
-    usage: known.usage ?? JSON.parse(r.usage),
-    context: known.context ?? contextOf(r),
-    pending: known.pending !== undefined ? known.pending : r.pending === null ? null : JSON.parse(r.pending),
+    usage: JSON.parse(r.usage),
+    context: contextOf(r),
+    pending: r.pending === null ? null : JSON.parse(r.pending),
     scopes: JSON.parse(r.scopes),
     policy: r.policy,
     stopReason: r.stop_reason,
@@ -208,6 +208,23 @@ function contextOf(r: SessionRow): JsonObject {
   if (r.history_len !== null) context.history = r.history ? (JSON.parse(r.history) as JsonValue[]) : [];
   return context;
 }
+
+/** The optimistic-lock UPDATE of one move, with the patch; `returning` names what it gives back. */
+const moveSql = (returning: string): string => `UPDATE sessions SET
+    state = @to,
+    version = version + 1,
+    usage = CASE WHEN @setUsage THEN @usage ELSE usage END,
+    context = CASE WHEN @setContext THEN @context ELSE context END,
+    history_len = CASE WHEN @setContext THEN @historyLen ELSE history_len END,
+    pending = CASE WHEN @setPending THEN @pending ELSE pending END,
+    answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,
+    stop_reason = @stopReason,
+    updated_at = @at,
+    lease_owner = CASE WHEN @terminal THEN NULL ELSE lease_owner END,
+    lease_expires_at = CASE WHEN @terminal THEN NULL ELSE lease_expires_at END
+  WHERE id = @id AND state = @from AND version = @expectedVersion
+    AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))
+  RETURNING ${returning}`;
 
 /** A session row with its history items gathered back into one JSON array. */
 const SESSION_COLUMNS = `s.*, CASE WHEN s.history_len IS NULL THEN NULL ELSE
@@ -265,43 +282,11 @@ export class SqliteSessionStore implements SessionStore {
       ),
       byId: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE id = ?`),
       byKey: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE idempotency_key = ?`),
-      transition: db.prepare<unknown[], { id: string }>(
-        `UPDATE sessions SET
-           state = @to,
-           version = version + 1,
-           usage = CASE WHEN @setUsage THEN @usage ELSE usage END,
-           context = CASE WHEN @setContext THEN @context ELSE context END,
-           history_len = CASE WHEN @setContext THEN @historyLen ELSE history_len END,
-           pending = CASE WHEN @setPending THEN @pending ELSE pending END,
-           answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,
-           stop_reason = @stopReason,
-           updated_at = @at,
-           lease_owner = CASE WHEN @terminal THEN NULL ELSE lease_owner END,
-           lease_expires_at = CASE WHEN @terminal THEN NULL ELSE lease_expires_at END
-         WHERE id = @id AND state = @from AND version = @expectedVersion
-           AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))
-         RETURNING id`,
-      ),
-      // The same move returning only what changes besides the patch, for callers that pass the
-      // record they move from: copying every JSON column back out of SQLite costs more than
-      // the UPDATE itself.
-      transitionLean: db.prepare<unknown[], LeanRow>(
-        `UPDATE sessions SET
-           state = @to,
-           version = version + 1,
-           usage = CASE WHEN @setUsage THEN @usage ELSE usage END,
-           context = CASE WHEN @setContext THEN @context ELSE context END,
-           history_len = CASE WHEN @setContext THEN @historyLen ELSE history_len END,
-           pending = CASE WHEN @setPending THEN @pending ELSE pending END,
-           answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,
-           stop_reason = @stopReason,
-           updated_at = @at,
-           lease_owner = CASE WHEN @terminal THEN NULL ELSE lease_owner END,
-           lease_expires_at = CASE WHEN @terminal THEN NULL ELSE lease_expires_at END
-         WHERE id = @id AND state = @from AND version = @expectedVersion
-           AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))
-         RETURNING version, updated_at, lease_owner, lease_expires_at`,
-      ),
+      transition: db.prepare<unknown[], { id: string }>(moveSql("id")),
+      // The same move for callers that pass the record they move from: it returns only what
+      // changes besides the patch, as copying every JSON column back out of SQLite costs more
+      // than the UPDATE itself.
+      transitionLean: db.prepare<unknown[], LeanRow>(moveSql("version, updated_at, lease_owner, lease_expires_at")),
       hop: db.prepare(
         `UPDATE sessions SET state = @to, version = version + 1, updated_at = @at
          WHERE id = @id AND state = @from AND version = @expectedVersion

@@ -260,7 +260,7 @@ export class SessionRunner {
   async #think(s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
     const pending = pendingOf(s);
     const next = pending.queue[0];
-    if (next) return this.#prepareCall(s, next, pending.queue.slice(1), pending.confidence as number | undefined);
+    if (next) return this.#prepareCall(s, next, pending.queue.slice(1), pending.confidence as number | undefined, signal);
     const now = this.deps.now();
     const refused = refuseStep(s.usage, s.budget, now);
     if (refused) return this.stop(s, refused, `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached`);
@@ -301,7 +301,7 @@ export class SessionRunner {
     const startsAt = plan?.kind === "start" ? "TOOL_EXECUTING" : "THINKING";
     const record = this.#step(s, step, s.state, startsAt, { kind: "tool_calls", calls: queue }, null, null, decision.promptHash, performance.now() - started);
     if (plan?.kind === "start") {
-      return this.#startCall(decided, plan.tool, plan.call, queue.slice(1), plan.context, record, `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`);
+      return this.#startCall(decided, plan.tool, plan.call, queue.slice(1), plan.context, signal, record, `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`);
     }
     return this.#move(
       s,
@@ -349,7 +349,7 @@ export class SessionRunner {
     );
   }
 
-  async #prepareCall(s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], confidence: number | undefined): Promise<SessionRecord> {
+  async #prepareCall(s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], confidence: number | undefined, signal: AbortSignal): Promise<SessionRecord> {
     const plan = this.#planCall(s, call, confidence);
     switch (plan.kind) {
       case "observe":
@@ -364,7 +364,7 @@ export class SessionRunner {
         });
       }
       case "start":
-        return this.#startCall(s, plan.tool, plan.call, rest, plan.context);
+        return this.#startCall(s, plan.tool, plan.call, rest, plan.context, signal);
     }
   }
 
@@ -404,18 +404,24 @@ export class SessionRunner {
     return { kind: "start", tool, call: pendingCall, context };
   }
 
-  #startCall(s: SessionRecord, tool: RegisteredTool, call: PendingCall, rest: Pending["queue"], context: JsonObject, step?: StepRecord, reason = `calling ${tool.name}`): Promise<SessionRecord> {
-    return this.#move(
-      s,
-      "TOOL_EXECUTING",
-      { reason, tool: tool.name, argsHash: call.argsHash, expectedTimeoutMs: tool.timeoutMs },
-      {
-        context,
-        usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
-        pending: { queue: rest, call, startedBy: this.deps.runId } as JsonObject,
-      },
-      step,
-    );
+  /**
+   * Records TOOL_EXECUTING, then makes the call. A read-only call goes out while that record is
+   * being committed instead of after: re-issuing it is always safe, so a crash before the commit
+   * (the session resumes THINKING and decides again) loses nothing, and a step waits for one
+   * commit less. Every other call waits for its record, so an interrupted one is known.
+   */
+  #startCall(s: SessionRecord, tool: RegisteredTool, call: PendingCall, rest: Pending["queue"], context: JsonObject, signal: AbortSignal, step?: StepRecord, reason = `calling ${tool.name}`): Promise<SessionRecord> {
+    const patch = {
+      context,
+      usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
+      pending: { queue: rest, call, startedBy: this.deps.runId } as JsonObject,
+    };
+    const recorded = this.#move(s, "TOOL_EXECUTING", { reason, tool: tool.name, argsHash: call.argsHash, expectedTimeoutMs: tool.timeoutMs }, patch, step);
+    if (tool.effect !== Effect.READ_ONLY) return recorded;
+    // Awaited by #execute before its first write; this only keeps a failure from going unhandled
+    // if the call itself throws first.
+    recorded.catch(() => undefined);
+    return this.#execute({ ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + 1 }, signal, recorded);
   }
 
   /** Rules the contract cannot express: a refund needs an observed paid order with enough refundable. */
@@ -446,7 +452,11 @@ export class SessionRunner {
     return order ? `order:${args.orderId}@${String(order.version ?? "0")}` : "";
   }
 
-  async #execute(s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
+  /**
+   * Makes the pending call and observes its answer. `recorded`, when given, is the commit of this
+   * TOOL_EXECUTING record still in flight (`s` is what it will be); it settles before any write.
+   */
+  async #execute(s: SessionRecord, signal: AbortSignal, recorded?: Promise<SessionRecord>): Promise<SessionRecord> {
     const pending = pendingOf(s);
     const call = pending.call;
     if (!call) return this.stop(s, "unrecoverable_error", "a tool call was in flight but its record is missing");
@@ -480,10 +490,18 @@ export class SessionRunner {
         });
       }
     }
-    const client = this.deps.clients.get(tool.tool);
-    if (!client) return this.stop(s, "unrecoverable_error", `no client for tool ${tool.tool}`);
-    const token = await this.deps.tokenFor(s.scopes);
     let state = s;
+    let unsettled = recorded;
+    const settle = async () => {
+      if (unsettled) state = await unsettled;
+      unsettled = undefined;
+    };
+    const client = this.deps.clients.get(tool.tool);
+    if (!client) {
+      await settle();
+      return this.stop(state, "unrecoverable_error", `no client for tool ${tool.tool}`);
+    }
+    const token = await this.deps.tokenFor(s.scopes);
     const started = performance.now();
     const outcome = await this.#span(s, `execute_tool ${tool.name}`, { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id }, async (span) => {
       try {
@@ -493,6 +511,7 @@ export class SessionRunner {
           token,
           signal,
           onRetry: async () => {
+            await settle();
             state = await this.#move(state, "RETRYING", { reason: "retryable failure", tool: tool.name, argsHash: call.argsHash });
             state = await this.#move(state, "TOOL_EXECUTING", { reason: "retrying", tool: tool.name, argsHash: call.argsHash });
           },
@@ -504,6 +523,7 @@ export class SessionRunner {
         return { error: error as ToolCallError | Error } as const;
       }
     });
+    await settle();
     const observedAt = new Date(this.deps.now()).toISOString();
     if ("error" in outcome) {
       const e = outcome.error;

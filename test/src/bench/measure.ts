@@ -18,13 +18,6 @@ function percentile(sorted: Float64Array, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 }
 
-export async function measure(label: string, concurrency: number, durationMs: number, call: () => Promise<unknown>): Promise<Figures> {
-  // Warm up connections and JIT before the clock starts.
-  for (let i = 0; i < 200; i += 1) await call();
-  const { latencies, elapsed } = await run(concurrency, durationMs, call);
-  return figures(label, concurrency, latencies, elapsed);
-}
-
 async function run(concurrency: number, durationMs: number, call: () => Promise<unknown>): Promise<{ latencies: number[]; elapsed: number }> {
   const latencies: number[] = [];
   const end = performance.now() + durationMs;

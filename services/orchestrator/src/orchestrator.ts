@@ -151,10 +151,11 @@ export class Orchestrator {
     this.#active.set(session.id, controller);
     void (async () => {
       try {
-        let current: SessionRecord | null = session;
+        // The record as claimed or created serves the first run; later runs read it again.
+        let current: SessionRecord | undefined = session;
         while (!controller.signal.aborted) {
-          const last = await this.#runner.run(session.id, controller.signal, current ?? undefined);
-          current = null;
+          const last = await this.#runner.run(session.id, controller.signal, current);
+          current = undefined;
           if (!last || isTerminal(last.state)) break;
           if (last.state === "AWAITING_APPROVAL") {
             if (!(await this.#awaitHuman(last, controller.signal))) break;

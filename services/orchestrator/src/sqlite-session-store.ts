@@ -10,6 +10,7 @@ import {
   isTerminal,
   SESSION_STATES,
   STOP_REASONS,
+  TERMINAL_STATES,
   TRANSITION_PAIRS,
   type SessionState,
   type StopReason,
@@ -41,8 +42,63 @@ import {
   type Move,
   type TransitionInput,
 } from "./session-store.js";
-import { LIVE_SQL, sqlList, TERMINAL_SQL } from "./session-sql.js";
 
+
+/** A live session, as SQLite's partial indexes spell it; queries repeat it verbatim to use them. */
+const OPEN_SQL = "stop_reason IS NULL";
+
+/**
+ * `(column = 'a' OR column = 'b' …)` for known identifiers (never user input). SQLite evaluates
+ * `column IN (list)` in a CHECK by building a temporary b-tree of the list every time the row is
+ * written (a page cache of ~85 KB allocated and freed per UPDATE); a chain of comparisons costs
+ * nothing of the kind.
+ */
+const oneOf = (column: string, values: readonly string[]): string => `(${values.map((v) => `${column} = '${v}'`).join(" OR ")})`;
+
+/** The sessions table; a function of its name so that a layout change can rebuild it beside the old one. */
+const sessionsTable = (name: string): string => `CREATE TABLE IF NOT EXISTS ${name} (
+  id TEXT PRIMARY KEY,
+  state TEXT NOT NULL CHECK ${oneOf("state", SESSION_STATES)},
+  version INTEGER NOT NULL CHECK (version >= 0),
+  goal TEXT NOT NULL,
+  task TEXT NOT NULL,
+  budget TEXT NOT NULL,
+  usage TEXT NOT NULL,
+  context TEXT NOT NULL,
+  pending TEXT,
+  scopes TEXT NOT NULL,
+  policy TEXT NOT NULL,
+  stop_reason TEXT CHECK (stop_reason IS NULL OR ${oneOf("stop_reason", STOP_REASONS)}),
+  answer TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  lease_owner TEXT,
+  lease_expires_at INTEGER,
+  idempotency_key TEXT UNIQUE,
+  history_len INTEGER,
+  CHECK (${oneOf("state", TERMINAL_STATES)} = (stop_reason IS NOT NULL))
+);`;
+
+/**
+ * Step records, a kilobyte or two each. A rowid table appends them in commit order, filling one
+ * page after another, and only the small (session_id, step) key lands in the middle of an index;
+ * keyed by (session_id, step) itself, the rows of the sessions in flight interleave, and each
+ * commit split and rewrote pages all over the table.
+ */
+const stepsTable = (name: string): string => `CREATE TABLE IF NOT EXISTS ${name} (
+  session_id TEXT NOT NULL REFERENCES sessions (id),
+  step INTEGER NOT NULL CHECK (step >= 1),
+  at INTEGER NOT NULL,
+  payload TEXT NOT NULL,
+  PRIMARY KEY (session_id, step)
+);`;
+
+/** The sessions table's columns, in order. */
+const SESSION_COLUMN_NAMES = `id, state, version, goal, task, budget, usage, context, pending, scopes, policy, stop_reason,
+  answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, history_len`;
+
+/** What user_version says about a database this build wrote; see migrate(). */
+const LAYOUT = 2;
 
 // The guards repeat in SQL what assertTransition checks in code, so that no code path (an old
 // binary, a hand-written UPDATE) can persist a transition outside TRANSITIONS: every state or
@@ -55,31 +111,14 @@ CREATE TABLE IF NOT EXISTS session_transitions (
   PRIMARY KEY (from_state, to_state)
 ) WITHOUT ROWID;
 
-CREATE TABLE IF NOT EXISTS sessions (
-  id TEXT PRIMARY KEY,
-  state TEXT NOT NULL CHECK (state IN (${sqlList(SESSION_STATES)})),
-  version INTEGER NOT NULL CHECK (version >= 0),
-  goal TEXT NOT NULL,
-  task TEXT NOT NULL,
-  budget TEXT NOT NULL,
-  usage TEXT NOT NULL,
-  context TEXT NOT NULL,
-  pending TEXT,
-  scopes TEXT NOT NULL,
-  policy TEXT NOT NULL,
-  stop_reason TEXT CHECK (stop_reason IS NULL OR stop_reason IN (${sqlList(STOP_REASONS)})),
-  answer TEXT,
-  created_at INTEGER NOT NULL,
-  updated_at INTEGER NOT NULL,
-  lease_owner TEXT,
-  lease_expires_at INTEGER,
-  idempotency_key TEXT UNIQUE,
-  history_len INTEGER,
-  CHECK ((state IN (${TERMINAL_SQL})) = (stop_reason IS NOT NULL))
-);
+${sessionsTable("sessions")}
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at, id);
-CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions (state, created_at, id);
-CREATE INDEX IF NOT EXISTS sessions_live ON sessions (created_at, id) WHERE ${LIVE_SQL};
+-- Live sessions are keyed on stop_reason, which is set once, when a session ends (the CHECK
+-- above ties it to the terminal states). A move between live states changes no indexed column,
+-- so it rewrites the session's row and nothing else: an index on state would move an entry
+-- with every move, and cost two of the four pages each transition commits.
+CREATE INDEX IF NOT EXISTS sessions_open ON sessions (created_at, id) WHERE ${OPEN_SQL};
+CREATE INDEX IF NOT EXISTS sessions_ended ON sessions (state, created_at, id) WHERE stop_reason IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS session_audit (
   session_id TEXT NOT NULL REFERENCES sessions (id),
@@ -105,13 +144,7 @@ CREATE TABLE IF NOT EXISTS session_history (
   PRIMARY KEY (session_id, seq)
 );
 
-CREATE TABLE IF NOT EXISTS session_steps (
-  session_id TEXT NOT NULL REFERENCES sessions (id),
-  step INTEGER NOT NULL CHECK (step >= 1),
-  at INTEGER NOT NULL,
-  payload TEXT NOT NULL,
-  PRIMARY KEY (session_id, step)
-) WITHOUT ROWID;
+${stepsTable("session_steps")}
 
 CREATE TRIGGER IF NOT EXISTS sessions_start_idle BEFORE INSERT ON sessions
 WHEN NEW.state IS NOT 'IDLE' OR NEW.version IS NOT 0 OR NEW.stop_reason IS NOT NULL
@@ -159,7 +192,7 @@ interface SessionRow {
   history?: string | null;
 }
 
-type LeanRow = Pick<SessionRow, "version" | "updated_at" | "lease_owner" | "lease_expires_at">;
+type LeaseRow = Pick<SessionRow, "lease_owner" | "lease_expires_at">;
 
 interface AuditRow {
   session_id: string;
@@ -209,22 +242,26 @@ function contextOf(r: SessionRow): JsonObject {
   return context;
 }
 
-/** The optimistic-lock UPDATE of one move, with the patch; `returning` names what it gives back. */
-const moveSql = (returning: string): string => `UPDATE sessions SET
+/**
+ * The optimistic-lock UPDATE of one move, with the patch. Only a move into a terminal state sets
+ * stop_reason and drops the lease: SQLite maintains the partial indexes keyed on stop_reason
+ * only when an UPDATE assigns it. No RETURNING clause: SQLite gathers RETURNING rows in a
+ * temporary b-tree built per execution; what the caller needs back is read with leaseOf.
+ */
+const moveSql = (terminal: boolean): string => `UPDATE sessions SET
     state = @to,
     version = version + 1,
     usage = CASE WHEN @setUsage THEN @usage ELSE usage END,
     context = CASE WHEN @setContext THEN @context ELSE context END,
     history_len = CASE WHEN @setContext THEN @historyLen ELSE history_len END,
     pending = CASE WHEN @setPending THEN @pending ELSE pending END,
-    answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,
+    answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,${terminal ? `
     stop_reason = @stopReason,
-    updated_at = @at,
-    lease_owner = CASE WHEN @terminal THEN NULL ELSE lease_owner END,
-    lease_expires_at = CASE WHEN @terminal THEN NULL ELSE lease_expires_at END
+    lease_owner = NULL,
+    lease_expires_at = NULL,` : ""}
+    updated_at = @at
   WHERE id = @id AND state = @from AND version = @expectedVersion
-    AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))
-  RETURNING ${returning}`;
+    AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))`;
 
 /** A session row with its history items gathered back into one JSON array. */
 const SESSION_COLUMNS = `s.*, CASE WHEN s.history_len IS NULL THEN NULL ELSE
@@ -267,26 +304,27 @@ export class SqliteSessionStore implements SessionStore {
     this.db.pragma("synchronous = NORMAL");
     this.db.pragma("busy_timeout = 5000");
     this.db.pragma("foreign_keys = ON");
+    const existed = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
     this.db.exec(SCHEMA);
-    this.migrate();
+    if (existed) this.migrate();
+    else this.db.pragma(`user_version = ${LAYOUT}`);
     this.syncTransitions();
 
     const db = this.db;
     this.stmt = {
-      insert: db.prepare<unknown[], SessionRow>(
+      // No RETURNING (see moveSql): the new row is built from what was inserted.
+      insert: db.prepare(
         `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
            stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key)
          VALUES (@id, 'IDLE', 0, @goal, @task, @budget, @usage, '{}', NULL, @scopes, @policy,
            NULL, NULL, @now, @now, @leaseOwner, @leaseExpiresAt, @idempotencyKey)
-         ON CONFLICT DO NOTHING RETURNING *`,
+         ON CONFLICT DO NOTHING`,
       ),
       byId: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE id = ?`),
       byKey: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE idempotency_key = ?`),
-      transition: db.prepare<unknown[], { id: string }>(moveSql("id")),
-      // The same move for callers that pass the record they move from: it returns only what
-      // changes besides the patch, as copying every JSON column back out of SQLite costs more
-      // than the UPDATE itself.
-      transitionLean: db.prepare<unknown[], LeanRow>(moveSql("version, updated_at, lease_owner, lease_expires_at")),
+      move: { live: db.prepare(moveSql(false)), terminal: db.prepare(moveSql(true)) },
+      // The lease is what a move's caller cannot know: renewals change it without a new version.
+      leaseOf: db.prepare<[string], LeaseRow>(`SELECT lease_owner, lease_expires_at FROM sessions WHERE id = ?`),
       hop: db.prepare(
         `UPDATE sessions SET state = @to, version = version + 1, updated_at = @at
          WHERE id = @id AND state = @from AND version = @expectedVersion
@@ -305,19 +343,20 @@ export class SqliteSessionStore implements SessionStore {
         `SELECT step, at, payload FROM session_steps WHERE session_id = ? ORDER BY step`,
       ),
       countByState: db.prepare<[], { state: SessionState; n: number }>(
-        `SELECT state, count(*) AS n FROM sessions GROUP BY state`,
+        `SELECT state, count(*) AS n FROM sessions WHERE ${OPEN_SQL} GROUP BY state
+         UNION ALL SELECT state, count(*) AS n FROM sessions WHERE stop_reason IS NOT NULL GROUP BY state`,
       ),
       claim: db.prepare<unknown[], { id: string }>(
         `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
          WHERE id IN (
            SELECT id FROM sessions
-           WHERE ${LIVE_SQL} AND (lease_owner IS NULL OR lease_expires_at <= @now)
+           WHERE ${OPEN_SQL} AND (lease_owner IS NULL OR lease_expires_at <= @now)
            ORDER BY created_at, id LIMIT @limit)
          RETURNING id`,
       ),
       renew: db.prepare(
         `UPDATE sessions SET lease_expires_at = @expiresAt
-         WHERE id = @id AND lease_owner = @owner AND lease_expires_at > @now AND ${LIVE_SQL}`,
+         WHERE id = @id AND lease_owner = @owner AND lease_expires_at > @now AND ${OPEN_SQL}`,
       ),
       release: db.prepare(
         `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner`,
@@ -338,34 +377,73 @@ export class SqliteSessionStore implements SessionStore {
     );
     const page = (where: string) =>
       db.prepare<unknown[], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s ${where} ORDER BY created_at, id LIMIT @limit`);
+    // The stop_reason term, implied by the state, lets SQLite use the partial index it names.
+    const inState = (where: string) => ({
+      first: page(`WHERE state = @state AND ${where}`),
+      after: page(`WHERE state = @state AND ${where} AND (created_at, id) > (@afterAt, @afterId)`),
+    });
     this.listStmts = {
-      all: page(""),
-      allAfter: page(`WHERE (created_at, id) > (@afterAt, @afterId)`),
-      state: page(`WHERE state = @state`),
-      stateAfter: page(`WHERE state = @state AND (created_at, id) > (@afterAt, @afterId)`),
+      all: { first: page(""), after: page(`WHERE (created_at, id) > (@afterAt, @afterId)`) },
+      open: inState(OPEN_SQL),
+      ended: inState("stop_reason IS NOT NULL"),
     };
   }
 
   /**
-   * Layout 1: context.history moves out of sessions.context into session_history rows. A
-   * database written by an earlier build is converted once, in one transaction.
+   * Converts a database written by an earlier build, one layout at a time, each in one
+   * transaction. Layout 1: context.history moves out of sessions.context into session_history
+   * rows. Layout 2: the sessions table is rebuilt with CHECKs spelled without IN lists (see
+   * oneOf) and indexed on stop_reason instead of state; session_steps becomes a rowid table.
    */
   private migrate(): void {
-    if (Number(this.db.pragma("user_version", { simple: true })) >= 1) return;
-    this.db
-      .transaction(() => {
-        const columns = this.db.prepare<[], string>(`SELECT name FROM pragma_table_info('sessions')`).pluck().all();
-        if (!columns.includes("history_len")) this.db.exec(`ALTER TABLE sessions ADD COLUMN history_len INTEGER`);
-        this.db.exec(`
-          INSERT INTO session_history (session_id, seq, item)
-            SELECT s.id, j.key, CASE WHEN j.type IN ('object', 'array') THEN j.value ELSE json_quote(j.value) END
-            FROM sessions s, json_each(s.context, '$.history') j
-            WHERE json_type(s.context, '$.history') = 'array';
-          UPDATE sessions SET history_len = json_array_length(context, '$.history'), context = json_remove(context, '$.history')
-            WHERE json_type(context, '$.history') = 'array';
-          PRAGMA user_version = 1;`);
-      })
-      .immediate();
+    const layout = () => Number(this.db.pragma("user_version", { simple: true }));
+    if (layout() < 1) {
+      this.db
+        .transaction(() => {
+          const columns = this.db.prepare<[], string>(`SELECT name FROM pragma_table_info('sessions')`).pluck().all();
+          if (!columns.includes("history_len")) this.db.exec(`ALTER TABLE sessions ADD COLUMN history_len INTEGER`);
+          this.db.exec(`
+            INSERT INTO session_history (session_id, seq, item)
+              SELECT s.id, j.key, CASE WHEN j.type IN ('object', 'array') THEN j.value ELSE json_quote(j.value) END
+              FROM sessions s, json_each(s.context, '$.history') j
+              WHERE json_type(s.context, '$.history') = 'array';
+            UPDATE sessions SET history_len = json_array_length(context, '$.history'), context = json_remove(context, '$.history')
+              WHERE json_type(context, '$.history') = 'array';
+            PRAGMA user_version = 1;`);
+        })
+        .immediate();
+    }
+    if (layout() < 2) {
+      // SQLite's procedure for changing a table's constraints: a new table, the rows copied, the
+      // old one dropped, with foreign keys off (they can only be switched outside a transaction)
+      // and checked before the commit. The triggers that name sessions go first and come back
+      // with SCHEMA.
+      this.db.pragma("foreign_keys = OFF");
+      try {
+        this.db
+          .transaction(() => {
+            this.db.exec(`
+              DROP TRIGGER IF EXISTS sessions_start_idle;
+              DROP TRIGGER IF EXISTS sessions_transition_guard;
+              DROP TRIGGER IF EXISTS session_audit_guard;
+              ${sessionsTable("sessions_layout2")}
+              INSERT INTO sessions_layout2 (${SESSION_COLUMN_NAMES}) SELECT ${SESSION_COLUMN_NAMES} FROM sessions;
+              DROP TABLE sessions;
+              ALTER TABLE sessions_layout2 RENAME TO sessions;
+              ${stepsTable("session_steps_layout2")}
+              INSERT INTO session_steps_layout2 (session_id, step, at, payload) SELECT session_id, step, at, payload FROM session_steps;
+              DROP TABLE session_steps;
+              ALTER TABLE session_steps_layout2 RENAME TO session_steps;
+              ${SCHEMA}
+              PRAGMA user_version = 2;`);
+            const broken = this.db.pragma("foreign_key_check") as unknown[];
+            if (broken.length > 0) throw new Error(`layout 2: ${broken.length} rows would lose their session`);
+          })
+          .immediate();
+      } finally {
+        this.db.pragma("foreign_keys = ON");
+      }
+    }
   }
 
   /** Makes the database's copy of TRANSITIONS match this build's. */
@@ -385,20 +463,41 @@ export class SqliteSessionStore implements SessionStore {
 
   private createNow(input: NewSession): { session: SessionRecord; created: boolean } {
     const now = this.now();
-    const row = this.stmt.insert.get({
+    const row: SessionRow = {
       id: input.id,
+      state: "IDLE",
+      version: 0,
       goal: input.goal,
       task: JSON.stringify(input.task),
       budget: JSON.stringify(input.budget),
       usage: JSON.stringify(initialUsage(now)),
+      context: "{}",
+      pending: null,
       scopes: JSON.stringify(input.scopes),
       policy: input.policy,
+      stop_reason: null,
+      answer: null,
+      created_at: now,
+      updated_at: now,
+      lease_owner: input.lease?.owner ?? null,
+      lease_expires_at: input.lease ? now + input.lease.ttlMs : null,
+      idempotency_key: input.idempotencyKey ?? null,
+      history_len: null,
+    };
+    const inserted = this.stmt.insert.run({
+      id: row.id,
+      goal: row.goal,
+      task: row.task,
+      budget: row.budget,
+      usage: row.usage,
+      scopes: row.scopes,
+      policy: row.policy,
       now,
-      idempotencyKey: input.idempotencyKey ?? null,
-      leaseOwner: input.lease?.owner ?? null,
-      leaseExpiresAt: input.lease ? now + input.lease.ttlMs : null,
+      idempotencyKey: row.idempotency_key,
+      leaseOwner: row.lease_owner,
+      leaseExpiresAt: row.lease_expires_at,
     });
-    if (row) return { session: toRecord(row), created: true };
+    if (inserted.changes === 1) return { session: toRecord(row), created: true };
     if (input.idempotencyKey !== undefined) {
       const existing = this.stmt.byKey.get(input.idempotencyKey);
       if (existing) return { session: toRecord(existing), created: false };
@@ -414,14 +513,8 @@ export class SqliteSessionStore implements SessionStore {
   async list(query: ListQuery): Promise<SessionPage> {
     checkLimit(query.limit);
     const after = query.after === undefined ? undefined : decodeCursor(query.after);
-    const stmt =
-      query.state === undefined
-        ? after
-          ? this.listStmts.allAfter
-          : this.listStmts.all
-        : after
-          ? this.listStmts.stateAfter
-          : this.listStmts.state;
+    const stmts = query.state === undefined ? this.listStmts.all : isTerminal(query.state) ? this.listStmts.ended : this.listStmts.open;
+    const stmt = after ? stmts.after : stmts.first;
     const rows = stmt.all({
       limit: query.limit + 1,
       ...(query.state === undefined ? {} : { state: query.state }),
@@ -510,11 +603,13 @@ export class SqliteSessionStore implements SessionStore {
           setAnswer: patch.answer === undefined ? 0 : 1,
           answer: patch.answer ?? null,
           stopReason: patch.stopReason ?? null,
-          terminal: isTerminal(move.to) ? 1 : 0,
         };
+        const terminal = isTerminal(move.to);
+        if (this.stmt.move[terminal ? "terminal" : "live"].run(values).changes !== 1) throw this.whyNotApplied(t);
         if (t.current) {
-          const lean = this.stmt.transitionLean.get(values);
-          if (!lean) throw this.whyNotApplied(t);
+          // The row is what the record moved from plus the patch: version and update time come
+          // from the move itself, the lease from the row (a renewal may have changed it).
+          const lease = terminal ? { lease_owner: null, lease_expires_at: null } : this.stmt.leaseOf.get(t.id)!;
           record = {
             ...t.current,
             ...(patch.usage !== undefined ? { usage: patch.usage } : {}),
@@ -523,13 +618,11 @@ export class SqliteSessionStore implements SessionStore {
             ...(patch.answer !== undefined ? { answer: patch.answer } : {}),
             state: move.to,
             stopReason: patch.stopReason ?? null,
-            version: lean.version,
-            updatedAt: lean.updated_at,
-            leaseOwner: lean.lease_owner,
-            leaseExpiresAt: lean.lease_expires_at,
+            version: move.version,
+            updatedAt: move.audit.at,
+            leaseOwner: lease.lease_owner,
+            leaseExpiresAt: lease.lease_expires_at,
           };
-        } else if (!this.stmt.transition.get(values)) {
-          throw this.whyNotApplied(t);
         }
       }
       this.stmt.audit.run({

@@ -59,3 +59,82 @@ describe("sqlite layout upgrade", () => {
     }
   });
 });
+
+describe("sqlite layout 2", () => {
+  const budget = { maxSteps: 5, maxToolCalls: 5, maxTokens: 5, maxCostMicros: 5, deadlineMs: 60_000 };
+  const states = "'IDLE', 'THINKING', 'TOOL_EXECUTING', 'OBSERVING', 'RETRYING', 'FALLBACK', 'AWAITING_APPROVAL', 'DONE', 'FAILED', 'CANCELLED'";
+  /** The tables layout 1 declared differently: CHECKs with IN lists, indexes on state, steps WITHOUT ROWID. */
+  const LAYOUT_1 = `
+    CREATE TABLE sessions_old (
+      id TEXT PRIMARY KEY,
+      state TEXT NOT NULL CHECK (state IN (${states})),
+      version INTEGER NOT NULL CHECK (version >= 0),
+      goal TEXT NOT NULL, task TEXT NOT NULL, budget TEXT NOT NULL, usage TEXT NOT NULL, context TEXT NOT NULL,
+      pending TEXT, scopes TEXT NOT NULL, policy TEXT NOT NULL,
+      stop_reason TEXT CHECK (stop_reason IS NULL OR stop_reason IN ('done', 'cancelled')),
+      answer TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, lease_owner TEXT,
+      lease_expires_at INTEGER, idempotency_key TEXT UNIQUE, history_len INTEGER,
+      CHECK ((state IN ('DONE', 'FAILED', 'CANCELLED')) = (stop_reason IS NOT NULL))
+    );
+    INSERT INTO sessions_old SELECT id, state, version, goal, task, budget, usage, context, pending, scopes, policy, stop_reason,
+      answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, history_len FROM sessions;
+    DROP TRIGGER session_audit_guard;
+    DROP TABLE sessions;
+    ALTER TABLE sessions_old RENAME TO sessions;
+    CREATE TABLE steps_old (session_id TEXT NOT NULL REFERENCES sessions (id), step INTEGER NOT NULL CHECK (step >= 1),
+      at INTEGER NOT NULL, payload TEXT NOT NULL, PRIMARY KEY (session_id, step)) WITHOUT ROWID;
+    INSERT INTO steps_old SELECT session_id, step, at, payload FROM session_steps;
+    DROP TABLE session_steps;
+    ALTER TABLE steps_old RENAME TO session_steps;
+    CREATE INDEX sessions_by_created ON sessions (created_at, id);
+    CREATE INDEX sessions_by_state ON sessions (state, created_at, id);
+    CREATE INDEX sessions_live ON sessions (created_at, id) WHERE state <> 'DONE' AND state <> 'FAILED' AND state <> 'CANCELLED';
+    PRAGMA user_version = 1;`;
+  const plan = (db: Database.Database, sql: string) =>
+    db.prepare<[], { detail: string }>(`EXPLAIN QUERY PLAN ${sql}`).all().map((r) => r.detail).join("; ");
+
+  it("rebuilds a layout 1 sessions table: rows kept, CHECKs without IN lists, indexed on stop_reason, guards in place", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
+    const file = join(dir, "sessions.db");
+    try {
+      const first = new SqliteSessionStore(file);
+      for (const id of ["a", "b", "c"]) await first.create({ id, goal: "g", task: {}, budget, scopes: [], policy: "scripted" });
+      const a = (await first.get("a"))!;
+      const thinking = await first.transition({ id: "a", from: "IDLE", to: "THINKING", expectedVersion: 0, current: a, audit: { at: 1 } });
+      await first.transition({ id: "a", from: "THINKING", to: "DONE", expectedVersion: thinking.version, current: thinking, patch: { stopReason: "done", answer: "x" }, audit: { at: 2 }, step: { step: 1, at: 2, payload: { answer: "x" } } });
+      await first.close();
+      const raw = new Database(file);
+      raw.pragma("foreign_keys = OFF");
+      raw.exec(LAYOUT_1);
+      raw.close();
+
+      const upgraded = new SqliteSessionStore(file);
+      expect(await upgraded.get("a")).toMatchObject({ state: "DONE", version: 2, stopReason: "done", answer: "x" });
+      expect((await upgraded.list({ state: "DONE", limit: 10 })).sessions.map((s) => s.id)).toEqual(["a"]);
+      expect((await upgraded.list({ state: "IDLE", limit: 10 })).sessions.map((s) => s.id)).toEqual(["b", "c"]);
+      expect(await upgraded.countByState()).toMatchObject({ DONE: 1, IDLE: 2, THINKING: 0 });
+      expect((await upgraded.auditTrail("a")).map((r) => r.to)).toEqual(["THINKING", "DONE"]);
+      expect(await upgraded.steps("a")).toEqual([{ step: 1, at: 2, payload: { answer: "x" } }]);
+      const b = (await upgraded.get("b"))!;
+      await expect(upgraded.transition({ id: "b", from: "IDLE", to: "DONE", expectedVersion: 0, current: b, patch: { stopReason: "done" }, audit: { at: 3 } })).rejects.toThrow(/illegal/i);
+      await upgraded.close();
+
+      const check = new Database(file);
+      expect(check.pragma("user_version", { simple: true })).toBe(2);
+      const table = check.prepare<[], string>(`SELECT sql FROM sqlite_master WHERE name = 'sessions'`).pluck().get()!;
+      expect(table).not.toMatch(/ IN \(/);
+      expect(check.prepare<[], string>(`SELECT sql FROM sqlite_master WHERE name = 'session_steps'`).pluck().get()).not.toMatch(/WITHOUT ROWID/);
+      const indexes = check.prepare<[], string>(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' AND sql IS NOT NULL ORDER BY name`).pluck().all();
+      expect(indexes).toEqual(["sessions_by_created", "sessions_ended", "sessions_open"]);
+      expect(plan(check, `SELECT id FROM sessions WHERE state = 'DONE' AND stop_reason IS NOT NULL ORDER BY created_at, id`)).toContain("sessions_ended");
+      expect(plan(check, `SELECT id FROM sessions WHERE state = 'IDLE' AND stop_reason IS NULL ORDER BY created_at, id`)).toContain("sessions_open");
+      // The guards SCHEMA brought back: a state outside the machine, an illegal edge, a forged audit row.
+      expect(() => check.exec(`UPDATE sessions SET state = 'BOGUS', version = version + 1 WHERE id = 'c'`)).toThrow();
+      expect(() => check.exec(`UPDATE sessions SET state = 'OBSERVING', version = version + 1 WHERE id = 'c'`)).toThrow(/illegal session transition/);
+      expect(() => check.exec(`INSERT INTO session_audit (session_id, version, from_state, to_state, at) VALUES ('c', 5, 'IDLE', 'THINKING', 1)`)).toThrow(/illegal session transition/);
+      check.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

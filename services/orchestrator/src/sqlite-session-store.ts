@@ -587,12 +587,20 @@ export class SqliteSessionStore implements SessionStore {
     const now = this.now();
     let record: SessionRecord | undefined;
     for (const [i, move] of moves.entries()) {
-      const where = { id: t.id, from: move.from, to: move.to, expectedVersion: move.version - 1, at: move.audit.at, owner, now };
       if (i < moves.length - 1) {
-        if (this.stmt.hop.run(where).changes !== 1) throw this.whyNotApplied(t);
+        const hop = { id: t.id, from: move.from, to: move.to, expectedVersion: move.version - 1, at: move.audit.at, owner, now };
+        if (this.stmt.hop.run(hop).changes !== 1) throw this.whyNotApplied(t);
       } else {
+        // One literal with every key, not a spread plus added keys: a literal has one shape, a
+        // spread builds its shape key by key, and V8 builds it again after each full GC.
         const values = {
-          ...where,
+          id: t.id,
+          from: move.from,
+          to: move.to,
+          expectedVersion: move.version - 1,
+          at: move.audit.at,
+          owner,
+          now,
           setUsage: patch.usage === undefined ? 0 : 1,
           usage: patch.usage === undefined ? null : JSON.stringify(patch.usage),
           setContext: patch.context === undefined ? 0 : 1,

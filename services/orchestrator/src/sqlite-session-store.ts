@@ -312,12 +312,12 @@ export class SqliteSessionStore implements SessionStore {
 
     const db = this.db;
     this.stmt = {
-      // No RETURNING (see moveSql): the new row is built from what was inserted.
+      // No RETURNING (see moveSql): createNow builds the row, inserts it, and has it.
       insert: db.prepare(
         `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
            stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key)
          VALUES (@id, 'IDLE', 0, @goal, @task, @budget, @usage, '{}', NULL, @scopes, @policy,
-           NULL, NULL, @now, @now, @leaseOwner, @leaseExpiresAt, @idempotencyKey)
+           NULL, NULL, @created_at, @updated_at, @lease_owner, @lease_expires_at, @idempotency_key)
          ON CONFLICT DO NOTHING`,
       ),
       byId: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE id = ?`),
@@ -484,20 +484,7 @@ export class SqliteSessionStore implements SessionStore {
       idempotency_key: input.idempotencyKey ?? null,
       history_len: null,
     };
-    const inserted = this.stmt.insert.run({
-      id: row.id,
-      goal: row.goal,
-      task: row.task,
-      budget: row.budget,
-      usage: row.usage,
-      scopes: row.scopes,
-      policy: row.policy,
-      now,
-      idempotencyKey: row.idempotency_key,
-      leaseOwner: row.lease_owner,
-      leaseExpiresAt: row.lease_expires_at,
-    });
-    if (inserted.changes === 1) return { session: toRecord(row), created: true };
+    if (this.stmt.insert.run(row).changes === 1) return { session: toRecord(row), created: true };
     if (input.idempotencyKey !== undefined) {
       const existing = this.stmt.byKey.get(input.idempotencyKey);
       if (existing) return { session: toRecord(existing), created: false };

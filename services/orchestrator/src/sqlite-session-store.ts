@@ -99,6 +99,8 @@ const SESSION_COLUMN_NAMES = `id, state, version, goal, task, budget, usage, con
 
 /** What user_version says about a database this build wrote; see migrate(). */
 const LAYOUT = 2;
+/** Most writes one group commit takes (see `write`). */
+const MAX_GROUP_COMMIT = 16;
 
 // The guards repeat in SQL what assertTransition checks in code, so that no code path (an old
 // binary, a hand-written UPDATE) can persist a transition outside TRANSITIONS: every state or
@@ -523,6 +525,12 @@ export class SqliteSessionStore implements SessionStore {
    * once) run in one transaction, each in its own savepoint, so one commit serves them all. Each
    * caller is answered only after that commit, with its own result or error (a refused write
    * leaves no trace); a failed commit fails them all.
+   *
+   * A commit takes at most MAX_GROUP_COMMIT writes; the rest wait for the next turn. Between
+   * turns, http2 sends the tool calls that the answered sessions started (it flushes once per
+   * turn), so tools work while the rest are committed. With no cap, sessions that moved together
+   * once kept moving together: every step all 64 calls left at once, and the orchestrator and
+   * the tool took turns idling (measured: 15-25% fewer steps/s with 64 sessions).
    */
   private write<T>(run: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -532,8 +540,8 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   private flushWrites(): void {
-    const batch = this.pendingWrites;
-    this.pendingWrites = [];
+    const batch = this.pendingWrites.splice(0, MAX_GROUP_COMMIT);
+    if (this.pendingWrites.length > 0) setImmediate(() => this.flushWrites());
     let outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[];
     try {
       outcomes = this.batchTx.immediate(batch);
@@ -635,7 +643,7 @@ export class SqliteSessionStore implements SessionStore {
       });
     }
     if (patch.context !== undefined) this.writeHistory(t.id, patch.context.history, t.current?.context.history);
-    if (t.step) this.stmt.appendStep.run(t.id, t.step.step, t.step.at, JSON.stringify(t.step.payload));
+    if (t.step) this.stmt.appendStep.run(t.id, t.step.step, t.step.at, t.step.json ?? JSON.stringify(t.step.payload));
     return record ?? toRecord(this.stmt.byId.get(t.id)!);
   }
 

@@ -138,3 +138,29 @@ describe("sqlite layout 2", () => {
     }
   });
 });
+
+describe("sqlite group commit", () => {
+  it("commits at most 16 writes per turn of the event loop, so sessions moving together do not move in lockstep", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
+    const store = new SqliteSessionStore(join(dir, "sessions.db"));
+    const turn = () => new Promise((resolve) => setImmediate(resolve));
+    try {
+      const budget = { maxSteps: 5, maxToolCalls: 5, maxTokens: 1000, maxCostMicros: 1000, deadlineMs: 60_000 };
+      const ids = Array.from({ length: 40 }, (_, i) => `s${i}`);
+      for (const id of ids) await store.create({ id, goal: "g", task: {}, budget, scopes: [], policy: "scripted" });
+      let answered = 0;
+      const moves = ids.map((id) => store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } }).then(() => (answered += 1)));
+      const answeredPerTurn: number[] = [];
+      for (let i = 0; i < 3; i += 1) {
+        await turn();
+        answeredPerTurn.push(answered);
+      }
+      expect(answeredPerTurn).toEqual([16, 32, 40]);
+      await Promise.all(moves);
+      expect((await store.countByState()).THINKING).toBe(40);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -427,7 +427,7 @@ export class PostgresSessionStore implements SessionStore {
             move.audit.outcome ?? null,
             last ? (t.step?.step ?? null) : null,
             last ? (t.step?.at ?? null) : null,
-            last && t.step ? JSON.stringify(t.step.payload) : null,
+            last && t.step ? (t.step.json ?? JSON.stringify(t.step.payload)) : null,
           ])
         )[0];
         if (!row) throw await this.whyNotApplied(t);

@@ -141,6 +141,8 @@ export interface StepRecord {
   readonly step: number;
   readonly at: number;
   readonly payload: JsonObject;
+  /** `payload` as JSON, when the writer already serialised it (written as is, not again). */
+  readonly json?: string;
 }
 
 export interface ListQuery {

@@ -41,9 +41,13 @@ export class TraceSink {
     this.#ready = dir ? mkdir(dir, { recursive: true }) : Promise.resolve();
   }
 
-  /** The redacted step record, ready to go into the transition that completes the step. */
+  /**
+   * The redacted step record, ready to go into the transition that completes the step; serialised
+   * once, for the store and the file alike.
+   */
   step(record: StepTrace): StepRecord {
-    return { step: record.step, at: Date.parse(record.at), payload: redact(record as unknown as JsonObject) };
+    const payload = redact(record as unknown as JsonObject);
+    return { step: record.step, at: Date.parse(record.at), payload, json: JSON.stringify(payload) };
   }
 
   /** Appends a committed step to the day's JSONL file. */
@@ -58,7 +62,7 @@ export class TraceSink {
       stream.on("error", () => undefined);
       this.#file = { day, stream };
     }
-    this.#file.stream.write(`${JSON.stringify(step.payload)}\n`);
+    this.#file.stream.write(`${step.json ?? JSON.stringify(step.payload)}\n`);
   }
 
   /** Flushes and closes the file; the next append opens it again. */

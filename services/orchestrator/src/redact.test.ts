@@ -14,6 +14,19 @@ describe("redact", () => {
     expect(text).not.toMatch(/138-0013-8000|13912345678/);
   });
 
+  it("keeps an own __proto__ key (JSON can hold one) as a plain key, redacted", () => {
+    const out = redact(JSON.parse('{"__proto__":{"phone":"13912345678","note":"ok"}}') as Record<string, never>);
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(JSON.stringify(out)).toBe(`{"__proto__":{"phone":"${MASK}","note":"ok"}}`);
+  });
+
+  it("does not scan again what it already redacted, and still scans what is around it", () => {
+    const observation = redact({ text: "call 13912345678" });
+    const record = redact({ result: observation, note: "id 11010519491231002X" });
+    expect(record.result).toBe(observation);
+    expect(record).toEqual({ result: { text: `call ${MASK}` }, note: `id ${MASK}` });
+  });
+
   it("leaves order ids, refund ids and amounts alone", () => {
     expect(redactText("refund rf_ABCDEFGH12345678 of 4500 cents on ord_DEMO00000001")).toBe("refund rf_ABCDEFGH12345678 of 4500 cents on ord_DEMO00000001");
   });

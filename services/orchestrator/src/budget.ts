@@ -32,7 +32,7 @@ export function refuseToolCall(usage: Usage, limits: BudgetLimits, costMicros: n
   return null;
 }
 
-/** A rough token count for policies that report none (about four characters a token). */
-export function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
+/** A rough token count for policies that report none (about four characters a token), of a text or a length. */
+export function estimateTokens(text: string | number): number {
+  return Math.ceil((typeof text === "string" ? text.length : text) / 4);
 }

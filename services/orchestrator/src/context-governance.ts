@@ -25,8 +25,28 @@ export interface Governed {
   readonly alarm: boolean;
 }
 
+/**
+ * The JSON length of each history item. Items are immutable and carried over from step to step,
+ * so each is serialised once, not once per step for the whole history.
+ */
+const jsonLengths = new WeakMap<HistoryItem, number>();
+
+/** estimateTokens(JSON.stringify(history)), from the items' cached lengths. */
+function historyTokens(history: readonly HistoryItem[]): number {
+  let chars = 2 + Math.max(0, history.length - 1);
+  for (const item of history) {
+    let length = jsonLengths.get(item);
+    if (length === undefined) {
+      length = JSON.stringify(item).length;
+      jsonLengths.set(item, length);
+    }
+    chars += length;
+  }
+  return estimateTokens(chars);
+}
+
 export function governContext(history: readonly HistoryItem[], limits: ContextLimits): Governed {
-  let tokens = estimateTokens(JSON.stringify(history));
+  let tokens = historyTokens(history);
   let compressed = 0;
   let out = [...history];
   if (tokens > limits.compressAboveTokens) {
@@ -47,7 +67,7 @@ export function governContext(history: readonly HistoryItem[], limits: ContextLi
       const summary = JSON.stringify(h.envelope.data).slice(0, 160);
       return { ...h, envelope: { ...h.envelope, data: { compressed: true, summary } as JsonObject } };
     });
-    tokens = estimateTokens(JSON.stringify(out));
+    tokens = historyTokens(out);
   }
   return { history: out, tokens, compressed, alarm: tokens >= 0.8 * limits.windowTokens };
 }

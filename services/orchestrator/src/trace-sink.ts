@@ -33,6 +33,11 @@ export class TraceSink {
   readonly #ready: Promise<unknown>;
   /** The open day file, rotated at midnight UTC. */
   #file: { readonly day: string; readonly stream: WriteStream } | undefined;
+  /**
+   * Lines appended in this turn of the event loop, written to the stream as one chunk at its end:
+   * a stream write per line cost more than the line itself (a Buffer and a writev entry each).
+   */
+  #lines: string[] = [];
 
   constructor(
     private readonly store: SessionStore,
@@ -56,17 +61,25 @@ export class TraceSink {
     await this.#ready;
     const day = new Date(step.at).toISOString().slice(0, 10);
     if (this.#file?.day !== day) {
+      this.#flush();
       this.#file?.stream.end();
       const stream = createWriteStream(join(this.dir, `steps-${day}.jsonl`), { flags: "a" });
       // The store holds the authoritative copy; a failing file copy must not fail the session.
       stream.on("error", () => undefined);
       this.#file = { day, stream };
     }
-    this.#file.stream.write(`${step.json ?? JSON.stringify(step.payload)}\n`);
+    if (this.#lines.push(`${step.json ?? JSON.stringify(step.payload)}\n`) === 1) setImmediate(() => this.#flush());
+  }
+
+  #flush(): void {
+    if (this.#lines.length === 0) return;
+    this.#file?.stream.write(this.#lines.join(""));
+    this.#lines = [];
   }
 
   /** Flushes and closes the file; the next append opens it again. */
   async close(): Promise<void> {
+    this.#flush();
     const file = this.#file;
     this.#file = undefined;
     if (file) await new Promise<void>((resolve) => file.stream.end(resolve));

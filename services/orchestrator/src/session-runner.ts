@@ -54,6 +54,8 @@ interface Via {
   readonly audit: Omit<AuditInput, "at">;
 }
 
+const STARTED: Via = { state: "THINKING", audit: { reason: "session started" } };
+
 /** What the host does with one tool call the policy asked for, decided before anything is written. */
 type CallPlan =
   | { readonly kind: "observe"; readonly envelope: ResultEnvelope; readonly reason: string }
@@ -187,8 +189,8 @@ export class SessionRunner {
 
   async #advance(s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
     switch (s.state) {
+      // A new session's first decision is stored with its start (see #move): one commit, not two.
       case "IDLE":
-        return this.#move(s, "THINKING", { reason: "session started" });
       case "THINKING":
         return this.#think(s, signal);
       case "TOOL_EXECUTING":
@@ -205,10 +207,12 @@ export class SessionRunner {
 
   /**
    * One persisted transition: through the `via` states (each with its own audit row), to `to`.
-   * `step`, when given, is stored in the same transaction.
+   * `step`, when given, is stored in the same transaction. From IDLE the session passes THINKING
+   * first: its first decision is made before the start is stored, and both commit together.
    */
-  async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>, step?: StepRecord, via: readonly Via[] = []): Promise<SessionRecord> {
+  async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>, step?: StepRecord, through: readonly Via[] = []): Promise<SessionRecord> {
     const at = this.deps.now();
+    const via = s.state === "IDLE" && to !== "THINKING" ? [STARTED, ...through] : through;
     const moved = await this.deps.store.transition({
       id: s.id,
       from: s.state,
@@ -425,7 +429,8 @@ export class SessionRunner {
     // Awaited by #execute before its first write; this only keeps a failure from going unhandled
     // if the call itself throws first.
     recorded.catch(() => undefined);
-    return this.#execute({ ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + 1 }, signal, recorded);
+    // From IDLE the record passes THINKING too, one version each.
+    return this.#execute({ ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + (s.state === "IDLE" ? 2 : 1) }, signal, recorded);
   }
 
   /** Rules the contract cannot express: a refund needs an observed paid order with enough refundable. */

@@ -118,7 +118,9 @@ describe("sessions through the JSON API", () => {
     expect(detail.session).toMatchObject({ sessionId: id, stopReason: "done", policy: "scripted" });
     expect(detail.session.answer).not.toBe("");
     expect(detail.session.traceId).toMatch(/^[0-9a-f]{32}$/);
-    expect(detail.transitions[0]).toMatchObject({ version: 1, from: "IDLE", to: "THINKING" });
+    expect(detail.transitions[0]).toMatchObject({ version: 1, from: "IDLE", to: "THINKING", reason: "session started" });
+    // The start is stored with the first decision, in one commit: both rows carry its time.
+    expect(detail.transitions[1]).toMatchObject({ version: 2, from: "THINKING", to: "TOOL_EXECUTING", at: detail.transitions[0].at });
     expect(detail.transitions.at(-1)).toMatchObject({ to: "DONE" });
     const toolCalls = detail.steps.filter((s: { record: { decision: { kind: string } } }) => s.record.decision.kind === "tool_call");
     expect(toolCalls.length).toBeGreaterThan(0);

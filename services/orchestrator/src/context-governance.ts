@@ -3,6 +3,7 @@
 // references but lose their payload; at 80% of the model's window an alarm is raised. The
 // latest observation of each tool is never compressed: policies and preconditions read it.
 import { estimateTokens } from "./budget.js";
+import { historyJsonLength } from "./history-json.js";
 import type { HistoryItem } from "./policy.js";
 import type { JsonObject } from "./session-store.js";
 
@@ -25,24 +26,9 @@ export interface Governed {
   readonly alarm: boolean;
 }
 
-/**
- * The JSON length of each history item. Items are immutable and carried over from step to step,
- * so each is serialised once, not once per step for the whole history.
- */
-const jsonLengths = new WeakMap<HistoryItem, number>();
-
 /** estimateTokens(JSON.stringify(history)), from the items' cached lengths. */
 function historyTokens(history: readonly HistoryItem[]): number {
-  let chars = 2 + Math.max(0, history.length - 1);
-  for (const item of history) {
-    let length = jsonLengths.get(item);
-    if (length === undefined) {
-      length = JSON.stringify(item).length;
-      jsonLengths.set(item, length);
-    }
-    chars += length;
-  }
-  return estimateTokens(chars);
+  return estimateTokens(historyJsonLength(history));
 }
 
 export function governContext(history: readonly HistoryItem[], limits: ContextLimits): Governed {

@@ -6,8 +6,9 @@
 //             answer citing the documents found
 import type { Decision, HistoryItem, Policy, PolicyInput, ResultEnvelope } from "../policy.js";
 import type { JsonObject, JsonValue } from "../session-store.js";
+import { createHash } from "node:crypto";
 import { estimateTokens } from "../budget.js";
-import { sha256 } from "../progress.js";
+import { hashHistory, historyJsonLength } from "../history-json.js";
 
 
 function lastObservation(history: readonly HistoryItem[], tool: string): ResultEnvelope | undefined {
@@ -61,9 +62,11 @@ export class ScriptedPolicy implements Policy {
   readonly name = "scripted";
 
   async decide(input: PolicyInput): Promise<Decision> {
-    const prompt = JSON.stringify({ goal: input.goal, task: input.task, history: input.history });
-    const promptHash = sha256(prompt);
-    const usage = { input: estimateTokens(prompt), output: 20 };
+    // The prompt is JSON.stringify({ goal, task, history }); its hash and size are computed from
+    // the history items' cached texts instead of serialising the whole history again.
+    const head = JSON.stringify({ goal: input.goal, task: input.task, history: [] });
+    const promptHash = hashHistory(createHash("sha256").update(head.slice(0, -"[]}".length)), input.history).update("}").digest("hex");
+    const usage = { input: estimateTokens(head.length - "[]".length + historyJsonLength(input.history)), output: 20 };
     const call = (name: string, args: Record<string, unknown>): Decision => ({
       kind: "tool_calls",
       calls: [{ id: `call_${input.step}_0`, name, arguments: JSON.stringify(args) }],

@@ -1,0 +1,30 @@
+// The JSON text of history items, serialised once per item. Items are immutable and carried over
+// from step to step, so nothing serialises the whole history again on every step: token estimates
+// sum the cached lengths, prompt hashes are fed the cached texts.
+import type { Hash } from "node:crypto";
+import type { HistoryItem } from "./policy.js";
+
+const texts = new WeakMap<HistoryItem, string>();
+
+export function itemJson(item: HistoryItem): string {
+  let text = texts.get(item);
+  if (text === undefined) {
+    text = JSON.stringify(item);
+    texts.set(item, text);
+  }
+  return text;
+}
+
+/** JSON.stringify(history).length */
+export function historyJsonLength(history: readonly HistoryItem[]): number {
+  let chars = 2 + Math.max(0, history.length - 1);
+  for (const item of history) chars += itemJson(item).length;
+  return chars;
+}
+
+/** Feeds JSON.stringify(history) to `hash` piece by piece: the same digest as the whole text. */
+export function hashHistory(hash: Hash, history: readonly HistoryItem[]): Hash {
+  hash.update("[");
+  history.forEach((item, i) => hash.update(i === 0 ? itemJson(item) : `,${itemJson(item)}`));
+  return hash.update("]");
+}

@@ -33,4 +33,3 @@ export {
   type ToolClientOptions,
   type ToolResult,
 } from "./client/tool-client.js";
-export { currentCallDeadline } from "./call-scope.js";

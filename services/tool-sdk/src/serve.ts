@@ -31,7 +31,6 @@ import { SpanStatusCode } from "@opentelemetry/api";
 import { HealthImplementation } from "grpc-health-check";
 import { type Caller, TokenVerifier } from "./auth.js";
 import { methodDefinition } from "./bridge.js";
-import { runInCallScope } from "./call-scope.js";
 import { errorReasons, methodPolicy, servicePolicy } from "./contract.js";
 import { INTERNAL_MESSAGE, status, ToolError, toServiceError } from "./errors.js";
 import { FaultSwitch, NO_FAULT } from "./faults.js";
@@ -338,15 +337,13 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
         };
         if (streaming) {
           const stream = call as ServerWritableStream<unknown, unknown>;
-          await runInCallScope(deadline, async () => {
-            for await (const item of (handler as unknown as StreamHandler<DescMethod>)(request as never, ctx)) {
-              if (abort.signal.aborted) throw abort.signal.reason;
-              stream.write(checked(item));
-            }
-          });
+          for await (const item of (handler as unknown as StreamHandler<DescMethod>)(request as never, ctx)) {
+            if (abort.signal.aborted) throw abort.signal.reason;
+            stream.write(checked(item));
+          }
           return undefined;
         }
-        const init = await Promise.race([runInCallScope(deadline, () => handler(request, ctx)), aborted]);
+        const init = await Promise.race([handler(request, ctx), aborted]);
         return checked(init);
       };
 

@@ -238,6 +238,27 @@ describe("toolClient", () => {
     expect(serverDeadline!.getTime()).toBeLessThanOrEqual(deadline.getTime() + 5);
   });
 
+  it("a handler that passes its ctx makes calls that end by the incoming call's deadline", async () => {
+    let onwardDeadline: Date | undefined;
+    let onwardEndedAt = 0;
+    const { tool: downstream } = await kbServer(async (_req, ctx) => {
+      onwardDeadline = ctx.deadline;
+      await sleep(5_000, undefined, { signal: ctx.signal }).catch(() => undefined);
+      onwardEndedAt = Date.now();
+      return { hits: [] };
+    });
+    const { client: onward } = await kbClient(downstream.address);
+    const { tool: upstream } = await kbServer(async (req, ctx) => (await onward.call("search", req, ctx)).response);
+    const caller = await upstream.client(["kb:read"]);
+    const started = Date.now();
+    const error = await caller.search({ query: "slow", limit: 1 }, { deadline: 200 }).then(() => undefined, (e: { code: number }) => e);
+    expect(error?.code).toBe(status.DEADLINE_EXCEEDED);
+    // kb-search's own SLA timeout is 1000 ms: the onward call got the caller's 200 ms instead.
+    expect(onwardDeadline!.getTime()).toBeLessThanOrEqual(started + 205);
+    await expect.poll(() => onwardEndedAt, { timeout: 2000 }).toBeGreaterThan(0);
+    expect(onwardEndedAt - started).toBeLessThan(600);
+  });
+
   it("balances over several replicas round robin", async () => {
     const a = await kbServer();
     const b = await kbServer();

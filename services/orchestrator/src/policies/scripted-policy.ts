@@ -4,9 +4,9 @@
 //             Refund → an answer citing the policy document and the refund id
 //   question: kb search for the goal, then one per subgoal in the task (`subgoals: [...]`) → an
 //             answer citing the documents found
+import { createHash } from "node:crypto";
 import type { Decision, HistoryItem, Policy, PolicyInput, ResultEnvelope } from "../policy.js";
 import type { JsonObject, JsonValue } from "../session-store.js";
-import { createHash } from "node:crypto";
 import { estimateTokens } from "../budget.js";
 import { hashHistory, historyJsonLength } from "../history-json.js";
 

@@ -9,6 +9,7 @@ import { type Context, context as otelContext, ROOT_CONTEXT, type Span, SpanStat
 import { type ApprovalRules, approvalReason, newApproval, type PendingApproval } from "./approvals.js";
 import { deadlineOf, refuseStep, refuseToolCall } from "./budget.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS, governContext } from "./context-governance.js";
+import { itemJson } from "./history-json.js";
 import type { Decision, HistoryItem, Policy, ResultEnvelope, ToolCallRequest } from "./policy.js";
 import { fingerprint, isStuck, NO_PROGRESS_WINDOW, sha256 } from "./progress.js";
 import { redact, redactText } from "./redact.js";
@@ -327,7 +328,7 @@ export class SessionRunner {
   /** The host checks a final answer: every refund id and document it cites must have been observed. */
   #checkAnswer(answer: string, history: readonly HistoryItem[]): string | undefined {
     if (answer.trim().length === 0) return "the answer is empty";
-    const observed = JSON.stringify(history.filter((h) => h.kind === "observation"));
+    const observed = history.filter((h) => h.kind === "observation").map(itemJson).join(",");
     for (const refundId of answer.match(/rf_[A-Za-z0-9]{16}/g) ?? []) {
       if (!observed.includes(refundId)) return `the answer cites refund ${refundId}, which no tool returned`;
     }

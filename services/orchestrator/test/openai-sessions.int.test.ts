@@ -89,6 +89,20 @@ describe("openai policy sessions", () => {
     expect(JSON.stringify(requests[1]!.body.messages)).toMatch(/no tool returned/);
   });
 
+  it("does not accept an answer citing a document no search returned; the model corrects it", async () => {
+    const { done, requests } = await runWith([
+      () => call("kb_search_search", '{"query":"refund timelines","limit":1}', "s1"),
+      () => chatCompletion({ content: "See [made-up-policy@1]." }),
+      (req) => {
+        const hit = (toolResults(req).s1 as unknown as { data: { hits: { docId: string; version: number }[] } }).data.hits[0]!;
+        return chatCompletion({ content: `See [${hit.docId}@${hit.version}].` });
+      },
+    ]);
+    expect(done.stopReason).toBe("done");
+    expect(done.answer).not.toContain("made-up-policy");
+    expect(JSON.stringify(requests[2]!.body.messages)).toMatch(/made-up-policy@1, which no search returned/);
+  });
+
   it("stops with no_progress when the same call keeps giving the same result", async () => {
     const same = () => call("kb_search_search", '{"query":"refund","limit":1}');
     const { done } = await runWith([same, same, same, same, same, same]);

@@ -25,6 +25,9 @@ export function historyJsonLength(history: readonly HistoryItem[]): number {
 /** Feeds JSON.stringify(history) to `hash` piece by piece: the same digest as the whole text. */
 export function hashHistory(hash: Hash, history: readonly HistoryItem[]): Hash {
   hash.update("[");
-  history.forEach((item, i) => hash.update(i === 0 ? itemJson(item) : `,${itemJson(item)}`));
+  history.forEach((item, i) => {
+    if (i > 0) hash.update(",");
+    hash.update(itemJson(item));
+  });
   return hash.update("]");
 }

@@ -1,12 +1,14 @@
 // The JSON text of history items, serialised once per item. Items are immutable and carried over
-// from step to step, so nothing serialises the whole history again on every step: token estimates
-// sum the cached lengths, prompt hashes are fed the cached texts.
+// from step to step, so nothing serialises the whole history again on every step: the store writes
+// the cached texts, token estimates sum their lengths, prompt hashes are fed them.
 import type { Hash } from "node:crypto";
 import type { HistoryItem } from "./policy.js";
+import type { JsonValue } from "./session-store.js";
 
-const texts = new WeakMap<HistoryItem, string>();
+const texts = new WeakMap<object, string>();
 
-export function itemJson(item: HistoryItem): string {
+export function itemJson(item: HistoryItem | JsonValue): string {
+  if (item === null || typeof item !== "object") return JSON.stringify(item);
   let text = texts.get(item);
   if (text === undefined) {
     text = JSON.stringify(item);

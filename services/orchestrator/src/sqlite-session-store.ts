@@ -5,6 +5,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
+import { itemJson } from "./history-json.js";
 import {
   IllegalTransitionError,
   isTerminal,
@@ -656,7 +657,7 @@ export class SqliteSessionStore implements SessionStore {
     const items = Array.isArray(history) ? history : [];
     const kept = Array.isArray(before) && before.length <= items.length && before.every((item, i) => items[i] === item) ? before.length : 0;
     if (kept === 0) this.stmt.clearHistory.run(id);
-    for (let seq = kept; seq < items.length; seq += 1) this.stmt.appendHistory.run(id, seq, JSON.stringify(items[seq]));
+    for (let seq = kept; seq < items.length; seq += 1) this.stmt.appendHistory.run(id, seq, itemJson(items[seq]!));
   }
 
   private whyNotApplied(t: TransitionInput): Error {

@@ -531,7 +531,7 @@ export class SqliteSessionStore implements SessionStore {
    * turns, http2 sends the tool calls that the answered sessions started (it flushes once per
    * turn), so tools work while the rest are committed. With no cap, sessions that moved together
    * once kept moving together: every step all 64 calls left at once, and the orchestrator and
-   * the tool took turns idling (measured: 15-25% fewer steps/s with 64 sessions).
+   * the tool took turns idling (measured: 6-24% fewer steps/s with 64 sessions).
    */
   private write<T>(run: () => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {

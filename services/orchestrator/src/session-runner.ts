@@ -57,6 +57,11 @@ interface Via {
 
 const STARTED: Via = { state: "THINKING", audit: { reason: "session started" } };
 
+/** The states a move from `s` to `to` passes first: from IDLE, THINKING (the session's start). */
+function startOf(s: SessionRecord, to: SessionState): readonly Via[] {
+  return s.state === "IDLE" && to !== "THINKING" ? [STARTED] : [];
+}
+
 /** What the host does with one tool call the policy asked for, decided before anything is written. */
 type CallPlan =
   | { readonly kind: "observe"; readonly envelope: ResultEnvelope; readonly reason: string }
@@ -213,7 +218,7 @@ export class SessionRunner {
    */
   async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>, step?: StepRecord, through: readonly Via[] = []): Promise<SessionRecord> {
     const at = this.deps.now();
-    const via = s.state === "IDLE" && to !== "THINKING" ? [STARTED, ...through] : through;
+    const via = [...startOf(s, to), ...through];
     const moved = await this.deps.store.transition({
       id: s.id,
       from: s.state,
@@ -430,8 +435,8 @@ export class SessionRunner {
     // Awaited by #execute before its first write; this only keeps a failure from going unhandled
     // if the call itself throws first.
     recorded.catch(() => undefined);
-    // From IDLE the record passes THINKING too, one version each.
-    return this.#execute({ ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + (s.state === "IDLE" ? 2 : 1) }, signal, recorded);
+    // One version per state the move passes, as #move records it.
+    return this.#execute({ ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + 1 + startOf(s, "TOOL_EXECUTING").length }, signal, recorded);
   }
 
   /** Rules the contract cannot express: a refund needs an observed paid order with enough refundable. */

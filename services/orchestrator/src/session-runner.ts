@@ -637,7 +637,8 @@ export class SessionRunner {
 
   /** The step's trace record (redacted), to be stored with the transition that completes it. */
   #step(s: SessionRecord, step: number, before: string, after: string, decision: JsonObject, result: JsonObject | null, print: string | null, promptHash: string | null, durationMs: number, attempt = 1): StepRecord {
-    const traceId = contextOf(s).traceId;
+    // Not contextOf(s): that copies the whole context for one field.
+    const traceId = typeof s.context.traceId === "string" ? s.context.traceId : traceIdOf(s.id);
     const spanId =
       trace.getActiveSpan()?.spanContext().spanId ??
       trace.getSpan(this.#sessionContexts.get(s.id) ?? ROOT_CONTEXT)?.spanContext().spanId ??

@@ -108,8 +108,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
           { label: "orchestrator, 1 kb step per session", call: session([]) },
           { label: "orchestrator, 4 kb steps per session", call: session(SUBGOALS) },
         ],
-        3,
-        async () => [await cpuSeconds(orchestrator), await cpuSeconds(kb)],
+        { rounds: 3, warmUpMs: 3000, probe: async () => [await cpuSeconds(orchestrator), await cpuSeconds(kb)] },
       )) as [Probed, Probed, Probed];
       console.log("steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback, rounds alternated)");
       const row = (f: Probed, stepsPerCall: number, unit: string) => {

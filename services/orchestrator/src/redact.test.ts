@@ -27,6 +27,14 @@ describe("redact", () => {
     expect(record).toEqual({ result: { text: `call ${MASK}` }, note: `id ${MASK}` });
   });
 
+  it("masks a number next to punctuation or other scripts, but not digits inside a hex token", () => {
+    expect(redactText("手机13800138000，身份证11010519491231002X")).toBe(`手机${MASK}，身份证${MASK}`);
+    expect(redactText("phone_13800138000 (13912345678)")).toBe(`phone_${MASK} (${MASK})`);
+    // A trace id whose digits happen to read like a mobile number or an id card number.
+    const traceIds = ["ac09a81508038a8cd16222381507dadc", "e110105194912310021f00c0ffee4242", "13800138000abcdef0123456789abcdef"];
+    for (const id of traceIds) expect(redactText(`00-${id}-00f067aa0ba902b7-01`)).toBe(`00-${id}-00f067aa0ba902b7-01`);
+  });
+
   it("leaves order ids, refund ids and amounts alone", () => {
     expect(redactText("refund rf_ABCDEFGH12345678 of 4500 cents on ord_DEMO00000001")).toBe("refund rf_ABCDEFGH12345678 of 4500 cents on ord_DEMO00000001");
   });

@@ -4,9 +4,11 @@
 import type { JsonValue } from "./session-store.js";
 
 const SENSITIVE_KEYS = new Set(["idcard", "id_card", "phone", "token", "authorization", "apikey", "api_key", "secret", "password"]);
-// 18-character resident id numbers (17 digits + digit/X) and mainland mobiles (+86 optional).
+// 18-character resident id numbers (17 digits + digit/X) and mainland mobiles (+86 optional),
+// each standing alone: a run of digits inside a longer token of letters and digits (a trace id,
+// a hash) is part of that token, not a number, and masking it would break the token.
 const ID_CARD = /(?<![0-9A-Za-z])[0-9]{17}[0-9Xx](?![0-9A-Za-z])/g;
-const CN_MOBILE = /(?<![0-9])(?:\+?86[ -]?)?1[3-9][0-9](?:[ -]?[0-9]{4}){2}(?![0-9])/g;
+const CN_MOBILE = /(?<![0-9A-Za-z])(?:\+?86[ -]?)?1[3-9][0-9](?:[ -]?[0-9]{4}){2}(?![0-9A-Za-z])/g;
 export const MASK = "[redacted]";
 
 /**

@@ -100,13 +100,18 @@ export function terminalStateOf(reason: StopReason): SessionState {
   return reason === "done" ? "DONE" : reason === "cancelled" ? "CANCELLED" : "FAILED";
 }
 
+/** The session's trace id: the one its context keeps, else the one derived from its id. */
+function sessionTraceId(s: SessionRecord): string {
+  return (s.context as Partial<SessionContext>).traceId ?? traceIdOf(s.id);
+}
+
 function contextOf(s: SessionRecord): SessionContext {
   const c = s.context as Partial<SessionContext>;
   return {
     ...s.context,
     history: (c.history ?? []) as SessionContext["history"],
     fingerprints: c.fingerprints ?? [],
-    traceId: c.traceId ?? traceIdOf(s.id),
+    traceId: sessionTraceId(s),
     traceSteps: c.traceSteps ?? 0,
   };
 }
@@ -638,7 +643,7 @@ export class SessionRunner {
   /** The step's trace record (redacted), to be stored with the transition that completes it. */
   #step(s: SessionRecord, step: number, before: string, after: string, decision: JsonObject, result: JsonObject | null, print: string | null, promptHash: string | null, durationMs: number, attempt = 1): StepRecord {
     // Not contextOf(s): that copies the whole context for one field.
-    const traceId = typeof s.context.traceId === "string" ? s.context.traceId : traceIdOf(s.id);
+    const traceId = sessionTraceId(s);
     const spanId =
       trace.getActiveSpan()?.spanContext().spanId ??
       trace.getSpan(this.#sessionContexts.get(s.id) ?? ROOT_CONTEXT)?.spanContext().spanId ??

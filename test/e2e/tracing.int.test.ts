@@ -114,12 +114,22 @@ describe("distributed tracing", () => {
     expect(new Set(records.map((r) => r.trace_id))).toEqual(new Set([traceId]));
     api.close();
 
+    // Each process exports in its own batches: wait until every span asserted below has arrived
+    // (the four tool server spans, their client and step parents, the policy span), not only
+    // until each service has sent something.
     const services = ["orchestrator", "kb-search", "billing", "risk"];
-    for (let i = 0; i < 100; i += 1) {
-      const seen = new Set(spans.filter((s) => s.traceId === traceId).map((s) => s.service));
-      if (services.every((s) => seen.has(s))) break;
-      await sleep(100);
-    }
+    const toolMethods = ["Search", "GetOrder", "QueryRisk", "Refund"];
+    const arrived = () => {
+      const inTrace = spans.filter((s) => s.traceId === traceId);
+      const byId = new Map(inTrace.map((s) => [s.spanId, s]));
+      const servers = inTrace.filter((s) => s.kind === SPAN_KIND_SERVER && s.service !== "orchestrator");
+      return (
+        toolMethods.every((m) => servers.some((s) => s.name.endsWith(`/${m}`))) &&
+        servers.every((s) => byId.get(byId.get(s.parentSpanId)?.parentSpanId ?? "") !== undefined) &&
+        inTrace.some((s) => s.name === "policy.decide")
+      );
+    };
+    for (let i = 0; i < 150 && !arrived(); i += 1) await sleep(100);
     const inTrace = spans.filter((s) => s.traceId === traceId);
     expect(new Set(inTrace.map((s) => s.service))).toEqual(new Set(services));
     expect(spans.filter((s) => s.name.includes("Refund") || s.name.includes("QueryRisk")).every((s) => s.traceId === traceId)).toBe(true);

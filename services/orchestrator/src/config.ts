@@ -2,6 +2,7 @@
 // the process before it binds anything (exit 2).
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { parseStoreUrl, redactStoreUrl } from "@loopguard/sql-store";
 import { ConfigError, loadToolConfig, type ToolConfig } from "@loopguard/tool-sdk";
 import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
@@ -44,9 +45,12 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
   });
   const openaiUrl = env.OPENAI_BASE_URL ?? "";
+  const storeUrl = env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`;
+  // Checked here, so that a bad URL stops the process (exit 2) before anything binds.
+  parseStoreUrl(storeUrl, "ORCHESTRATOR_STORE", ConfigError);
   return Object.freeze({
     ...base,
-    storeUrl: env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`,
+    storeUrl,
     toolTargets: {
       "kb-search": targets(env, "KB_SEARCH_ADDR", "127.0.0.1:50061"),
       billing: targets(env, "BILLING_ADDR", "127.0.0.1:50062"),
@@ -74,5 +78,5 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
 /** The config as it may be logged: no secrets, no credentials in the store URL. */
 export function describeOrchestratorConfig(config: OrchestratorConfig): Record<string, unknown> {
   const { authSecret: _secret, openai, storeUrl, ...rest } = config;
-  return { ...rest, storeUrl: storeUrl.replace(/\/\/[^@/]*@/, "//***@"), openai: openai ? { baseUrl: openai.baseUrl, model: openai.model } : "off" };
+  return { ...rest, storeUrl: redactStoreUrl(storeUrl), openai: openai ? { baseUrl: openai.baseUrl, model: openai.model } : "off" };
 }

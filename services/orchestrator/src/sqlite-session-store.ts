@@ -2,8 +2,7 @@
 // transition survives a process crash). better-sqlite3 is synchronous, so each method runs its
 // transaction to the end before any other caller in this process gets a turn; BEGIN IMMEDIATE
 // and busy_timeout cover other processes sharing the file.
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
+import { openSqlite } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import { itemJson } from "./history-json.js";
 import {
@@ -300,13 +299,8 @@ export class SqliteSessionStore implements SessionStore {
   private pendingWrites: { run: () => unknown; resolve: (r: never) => void; reject: (e: unknown) => void }[] = [];
 
   constructor(file: string, options: SessionStoreOptions = {}) {
-    if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
     this.now = options.now ?? Date.now;
-    this.db = new Database(file);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = NORMAL");
-    this.db.pragma("busy_timeout = 5000");
-    this.db.pragma("foreign_keys = ON");
+    this.db = openSqlite(file, { synchronous: "NORMAL", busyTimeoutMs: 5000, foreignKeys: true });
     const existed = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
     this.db.exec(SCHEMA);
     if (existed) this.migrate();

@@ -1,10 +1,10 @@
 import pg from "pg";
 import { afterAll, beforeAll } from "vitest";
 import { openSessionStore } from "../src/open-store.js";
-import { postgresUnavailable, startPostgres, type PostgresServer } from "../src/postgres-test-server.js";
+import { postgresSkipReason, startPostgres, type PostgresServer } from "@loopguard/sql-store/testing";
 import { describeSessionStore } from "./session-store.suite.js";
 
-const unavailable = postgresUnavailable();
+const unavailable = postgresSkipReason();
 if (unavailable) console.warn(`[orchestrator] skipping the PostgreSQL session store suite: ${unavailable}`);
 
 let server: PostgresServer | undefined;

@@ -1,7 +1,9 @@
 // Starts a throwaway PostgreSQL 15 server for tests and benchmarks (exported as
-// "@loopguard/orchestrator/postgres-test-server"): initdb into a fresh temp dir, listen on
-// 127.0.0.1 at a free port (plus a private unix socket dir), stop with `pg_ctl stop -m fast`.
-// PostgreSQL refuses to run as root, so as root the binaries run as the `postgres` user.
+// "@loopguard/sql-store/testing"): initdb into a fresh temp dir, listen on 127.0.0.1 at a free
+// port (plus a private unix socket dir), stop with `pg_ctl stop -m fast`. PostgreSQL refuses to
+// run as root, so as root the binaries run as the `postgres` user. Where CI installs the server
+// it sets LOOPGUARD_REQUIRE_POSTGRES=1: a missing server then fails the tests instead of
+// skipping them.
 import { execFileSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -26,6 +28,14 @@ export function postgresUnavailable(): string | null {
   }
   if (process.getuid?.() === 0 && postgresUid() === null) return "running as root and there is no 'postgres' user";
   return null;
+}
+
+/**
+ * Why the PostgreSQL tests skip here, or null when they run: they always run when
+ * LOOPGUARD_REQUIRE_POSTGRES=1, so that startPostgres fails them if the server is missing.
+ */
+export function postgresSkipReason(): string | null {
+  return process.env.LOOPGUARD_REQUIRE_POSTGRES === "1" ? null : postgresUnavailable();
 }
 
 function postgresUid(): { uid: number; gid: number } | null {
@@ -58,6 +68,8 @@ export interface StartPostgresOptions {
 }
 
 export async function startPostgres(options: StartPostgresOptions = {}): Promise<PostgresServer> {
+  const unavailable = postgresUnavailable();
+  if (unavailable) throw new Error(`cannot start PostgreSQL: ${unavailable}`);
   const asRoot = process.getuid?.() === 0;
   const owner = asRoot ? postgresUid() : null;
   const run = (bin: string, args: string[]): string => {

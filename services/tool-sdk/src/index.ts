@@ -16,7 +16,7 @@ export { FaultSwitch } from "./faults.js";
 export { createLogger, type LogFields, type Logger, type LogLevel, REDACTED } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
 export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
-export { ensureLocalSecret, localSecretPath } from "./local-secret.js";
+export { ensureLocalSecret, ensureSecretFile, localSecretPath } from "./local-secret.js";
 export { runTool } from "./run.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallContext, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer } from "./serve.js";

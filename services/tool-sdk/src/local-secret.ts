@@ -1,18 +1,23 @@
-// The local suite's token-signing secret: made once under the data folder by `pnpm start`, read
-// by the services it starts and by `pnpm mint-token`. Clusters mount a Kubernetes secret instead.
+// Local secrets made once under the data folder by `pnpm start`: the token-signing secret (read
+// by the services it starts and by `pnpm mint-token`) and risk's customer-key pepper. Clusters
+// mount Kubernetes secrets instead. The folder is 0700 and each file 0600 when created here.
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 export function localSecretPath(dataDir: string): string {
   return join(dataDir, "auth-secret");
 }
 
-export function ensureLocalSecret(dataDir: string): string {
-  const path = localSecretPath(dataDir);
-  if (!existsSync(path)) {
-    mkdirSync(dataDir, { recursive: true });
-    writeFileSync(path, randomBytes(32).toString("hex"), { mode: 0o600, flag: "wx" });
+/** The secret in `file`, made first (64 hex characters from 32 random bytes) if there is none. */
+export function ensureSecretFile(file: string): string {
+  if (!existsSync(file)) {
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, randomBytes(32).toString("hex"), { mode: 0o600, flag: "wx" });
   }
-  return readFileSync(path, "utf8").trim();
+  return readFileSync(file, "utf8").trim();
+}
+
+export function ensureLocalSecret(dataDir: string): string {
+  return ensureSecretFile(localSecretPath(dataDir));
 }

@@ -70,6 +70,7 @@ export const POSTGRES_LEDGER_MIGRATIONS: readonly PostgresMigration[] = [
 ];
 
 const REFUND_COLUMNS = "refund_id, order_id, amount_cents, reason, request_hash, refundable_after_cents, created_at";
+const SELECT_REFUND_BY_KEY = `SELECT ${REFUND_COLUMNS} FROM refunds WHERE idempotency_key = $1`;
 const INSERT_REFUND = `INSERT INTO refunds (refund_id, order_id, amount_cents, reason, idempotency_key, request_hash, refundable_after_cents, created_at)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`;
 
@@ -131,32 +132,37 @@ export class PostgresRefundLedger implements RefundLedger {
   }
 
   async refund(command: RefundCommand): Promise<RefundOutcome> {
-    return this.guard(() =>
-      inTransaction(
-        this.pool,
-        async (client) => {
-          const order = await client.query<OrderRow>("SELECT * FROM orders WHERE order_id = $1 FOR UPDATE", [command.orderId]);
-          // Read after the lock is held: READ COMMITTED gives each statement a fresh snapshot, so a
-          // refund committed by whoever held the lock before is visible here.
-          const earlier = await client.query<RefundRow>(`SELECT ${REFUND_COLUMNS} FROM refunds WHERE idempotency_key = $1`, [command.idempotencyKey]);
-          const decision = decideRefund(command, earlier.rows[0], order.rows[0]);
-          if ("replay" in decision) return decision.replay;
-          const { insert: r, order: o } = decision;
-          const updated = await client.query(
-            `WITH refund AS (${INSERT_REFUND})
-             UPDATE orders
-                SET amount_refunded_cents = amount_refunded_cents + $3,
-                    status = CASE WHEN amount_refunded_cents + $3 = amount_paid_cents THEN 'REFUNDED' ELSE status END,
-                    version = version + 1
-              WHERE order_id = $2 AND version = $9`,
-            [r.refund_id, r.order_id, r.amount_cents, r.reason, r.idempotency_key, r.request_hash, r.refundable_after_cents, r.created_at, o.version],
-          );
-          if (updated.rowCount !== 1) throw new Error(`order ${o.order_id} changed inside its refund transaction`);
-          return insertedOutcome(r);
-        },
-        { retryIf: isUniqueViolation },
-      ),
+    return this.guard(async () => {
+      // A key used before is answered from its row alone, without queueing on the order's lock:
+      // retries and replays are most of the calls a busy order sees.
+      const known = await this.pool.query<RefundRow>(SELECT_REFUND_BY_KEY, [command.idempotencyKey]);
+      if (known.rows[0]) {
+        const decision = decideRefund(command, known.rows[0], undefined);
+        if ("replay" in decision) return decision.replay;
+      }
+      return inTransaction(this.pool, (client) => this.refundLocked(client, command), { retryIf: isUniqueViolation });
+    });
+  }
+
+  private async refundLocked(client: pg.PoolClient, command: RefundCommand): Promise<RefundOutcome> {
+    const order = await client.query<OrderRow>("SELECT * FROM orders WHERE order_id = $1 FOR UPDATE", [command.orderId]);
+    // Read again once the lock is held: READ COMMITTED gives each statement a fresh snapshot, so a
+    // refund of this key committed by whoever held the lock before is visible here.
+    const earlier = await client.query<RefundRow>(SELECT_REFUND_BY_KEY, [command.idempotencyKey]);
+    const decision = decideRefund(command, earlier.rows[0], order.rows[0]);
+    if ("replay" in decision) return decision.replay;
+    const { insert: r, order: o } = decision;
+    const updated = await client.query(
+      `WITH refund AS (${INSERT_REFUND})
+       UPDATE orders
+          SET amount_refunded_cents = amount_refunded_cents + $3,
+              status = CASE WHEN amount_refunded_cents + $3 = amount_paid_cents THEN 'REFUNDED' ELSE status END,
+              version = version + 1
+        WHERE order_id = $2 AND version = $9`,
+      [r.refund_id, r.order_id, r.amount_cents, r.reason, r.idempotency_key, r.request_hash, r.refundable_after_cents, r.created_at, o.version],
     );
+    if (updated.rowCount !== 1) throw new Error(`order ${o.order_id} changed inside its refund transaction`);
+    return insertedOutcome(r);
   }
 
   async close(): Promise<void> {

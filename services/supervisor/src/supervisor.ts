@@ -61,6 +61,7 @@ export class Supervisor {
       env: {
         ...process.env,
         ...this.options.env,
+        ...spec.env,
         [`${spec.envPrefix}_PORT`]: String(spec.port),
         [spec.metricsPortEnv]: String(spec.metricsPort),
       },

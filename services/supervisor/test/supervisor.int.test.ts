@@ -1,6 +1,6 @@
 // The local supervisor with real service processes: a crashed service is restarted with
 // backoff; one that cannot start fails the start instead of looping.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { createLogger } from "@loopguard/tool-sdk";
 import { checkHealth, TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
+import { withLocalSecrets } from "../src/local-secrets.js";
 import { discoverServices, type ServiceSpec } from "../src/services.js";
 import { Supervisor } from "../src/supervisor.js";
 
@@ -33,7 +34,7 @@ async function risk(): Promise<ServiceSpec> {
   return { ...spec, port: await freePort(), metricsPort: await freePort() };
 }
 
-function supervise(): { supervisor: Supervisor; warnings: Record<string, unknown>[] } {
+function supervise(): { supervisor: Supervisor; warnings: Record<string, unknown>[]; dataDir: string } {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-supervisor-"));
   const warnings: Record<string, unknown>[] = [];
   const supervisor = new Supervisor({
@@ -46,19 +47,35 @@ function supervise(): { supervisor: Supervisor; warnings: Record<string, unknown
     await supervisor.stop();
     rmSync(dataDir, { recursive: true, force: true });
   });
-  return { supervisor, warnings };
+  return { supervisor, warnings, dataDir };
 }
 
 describe("Supervisor", () => {
-  it("discovers every service with a loopguard manifest, the orchestrator included", () => {
+  it("discovers every service with a loopguard manifest, the orchestrator included, and no library", () => {
     const names = discoverServices(servicesDir).map((s) => s.name);
     expect(names).toEqual(expect.arrayContaining(["billing", "kb-search", "orchestrator", "risk"]));
     expect(names).not.toContain("tool-sdk");
+    expect(names).not.toContain("sql-store");
+  });
+
+  it("makes the secrets a service declares once, 0600 in a 0700 data folder, and names them to that service alone", () => {
+    const dataDir = join(mkdtempSync(join(tmpdir(), "loopguard-supervisor-")), "data");
+    cleanups.push(() => rmSync(dirname(dataDir), { recursive: true, force: true }));
+    const specs = discoverServices(servicesDir);
+    const risk = withLocalSecrets(specs.find((s) => s.name === "risk")!, dataDir);
+    const pepperFile = join(dataDir, "risk-customer-key-pepper");
+    expect(risk.env).toEqual({ RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile });
+    expect([statSync(dataDir).mode & 0o777, statSync(pepperFile).mode & 0o777]).toEqual([0o700, 0o600]);
+    const pepper = readFileSync(pepperFile, "utf8");
+    expect(pepper).toMatch(/^[0-9a-f]{64}$/);
+    withLocalSecrets(specs.find((s) => s.name === "risk")!, dataDir);
+    expect(readFileSync(pepperFile, "utf8")).toBe(pepper);
+    expect(withLocalSecrets(specs.find((s) => s.name === "billing")!, dataDir).env).toEqual({});
   });
 
   it("restarts a SIGKILLed service with backoff, on the same port", async () => {
-    const spec = await risk();
-    const { supervisor, warnings } = supervise();
+    const { supervisor, warnings, dataDir } = supervise();
+    const spec = withLocalSecrets(await risk(), dataDir);
     await supervisor.start([spec]);
     const address = `127.0.0.1:${spec.port}`;
     expect(await checkHealth(address)).toBe("SERVING");
@@ -76,12 +93,12 @@ describe("Supervisor", () => {
   });
 
   it("fails the start, naming the service, when it exits before serving (port taken)", async () => {
-    const spec = await risk();
+    const { supervisor, dataDir } = supervise();
+    const spec = withLocalSecrets(await risk(), dataDir);
     const blocker: Server = await new Promise((ok) => {
       const s = createServer().listen(spec.port, "127.0.0.1", () => ok(s));
     });
     cleanups.push(() => new Promise<void>((ok) => blocker.close(() => ok())));
-    const { supervisor } = supervise();
     await expect(supervisor.start([spec])).rejects.toThrow(/risk exited .* before serving/);
   });
 });

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { MIGRATIONS_TABLE } from "@loopguard/sql-store";
-import { type PostgresServer, postgresSkipReason, startPostgres, startTcpProxy } from "@loopguard/sql-store/testing";
+import { startTcpProxy, testPostgres } from "@loopguard/sql-store/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
@@ -8,25 +8,11 @@ import type { RefundLedger } from "../src/ledger.js";
 import { PostgresRefundLedger } from "../src/postgres-ledger.js";
 import { describeRefundLedger, refusal } from "./ledger.suite.js";
 
-const skip = postgresSkipReason();
-if (skip) console.warn(`[billing] skipping the PostgreSQL ledger tests: ${skip}`);
-
-let server: PostgresServer | undefined;
-let databases = 0;
-
-/** A fresh database per test keeps tests independent without truncating between them. */
-async function freshDatabase(): Promise<string> {
-  if (!server) throw new Error("PostgreSQL server did not start");
-  return server.createDatabase(`billing_${process.pid}_${++databases}`);
-}
-
+const postgres = testPostgres("billing");
+const { skip, freshDatabase } = postgres;
 if (!skip) {
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 120_000);
-  afterAll(async () => {
-    await server?.stop();
-  }, 60_000);
+  beforeAll(postgres.start, 120_000);
+  afterAll(postgres.stop, 60_000);
 }
 
 describeRefundLedger(

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { type PostgresServer, postgresSkipReason, startPostgres } from "@loopguard/sql-store/testing";
+import { testPostgres } from "@loopguard/sql-store/testing";
 import { CallError, createRawClient, mintToken, type RawClient, status } from "@loopguard/tool-sdk";
 import { spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import pg from "pg";
@@ -19,8 +19,7 @@ const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const KEYS = 200;
 const CALLS = 1000;
 
-const skip = postgresSkipReason();
-if (skip) console.warn(`[billing] skipping the two-replica PostgreSQL test: ${skip}`);
+const postgres = testPostgres("billing_replicas", { fsync: true });
 
 /** Key k refunds a paid demo order; orders 5 and 7 are asked for more than they have left, so some keys must be refused. */
 const PLAN = [
@@ -52,35 +51,39 @@ function shuffled<T>(items: T[], seed: number): T[] {
   return out;
 }
 
-describe.skipIf(skip !== null)("two billing replicas on one PostgreSQL", () => {
-  let server: PostgresServer;
+describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL", () => {
   let url: string;
   let dataDir: string;
   const replicas: ToolProcess[] = [];
   const clients: RawClient<typeof BillingService>[] = [];
 
-  beforeAll(async () => {
-    if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`pnpm build\` first`);
-    server = await startPostgres({ fsync: true });
-    url = await server.createDatabase("billing_replicas");
-    dataDir = mkdtempSync(join(tmpdir(), "billing-replicas-"));
-    const env = { BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: url, LOOPGUARD_DATA_DIR: dataDir };
-    replicas.push(...(await Promise.all([spawnTool(MAIN, env), spawnTool(MAIN, env)])));
-    const token = await mintToken(TEST_AUTH_SECRET, { subject: "replica-test", scopes: ["billing:refund", "billing:read"] });
-    clients.push(...replicas.map((r) => createRawClient(BillingService, r.address, { token })));
-  }, 120_000);
+  // Started inside the first test rather than in beforeAll, so that a server that cannot start
+  // fails the tests instead of skipping them.
+  let started: Promise<void> | undefined;
+  const startReplicas = () =>
+    (started ??= (async () => {
+      if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`pnpm build\` first`);
+      url = await postgres.freshDatabase();
+      dataDir = mkdtempSync(join(tmpdir(), "billing-replicas-"));
+      const env = { BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: url, LOOPGUARD_DATA_DIR: dataDir };
+      replicas.push(...(await Promise.all([spawnTool(MAIN, env), spawnTool(MAIN, env)])));
+      const token = await mintToken(TEST_AUTH_SECRET, { subject: "replica-test", scopes: ["billing:refund", "billing:read"] });
+      clients.push(...replicas.map((r) => createRawClient(BillingService, r.address, { token })));
+    })());
 
+  beforeAll(postgres.start, 120_000);
   afterAll(async () => {
     clients.forEach((c) => c.close());
     for (const r of replicas) {
       if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill("SIGTERM");
       await r.exited;
     }
-    await server?.stop();
+    await postgres.stop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   }, 60_000);
 
   it("migrated and seeded the new database once although both started at the same moment", async () => {
+    await startReplicas();
     const applied = replicas.map((r) => r.lines.find((l) => l.msg === "ledger open")?.migrations_applied as string[]);
     expect(applied.map((a) => a.length).sort()).toEqual([0, 1]);
     const db = new pg.Client({ connectionString: url });
@@ -93,9 +96,10 @@ describe.skipIf(skip !== null)("two billing replicas on one PostgreSQL", () => {
     } finally {
       await db.end();
     }
-  });
+  }, 120_000);
 
   it("refunds each of 200 keys once under 1,000 concurrent calls spread over both replicas", async () => {
+    await startReplicas();
     // Call i asks for key i % 200 on replica ⌊i / 200⌋ % 2: each key 3 times on one replica and twice on the other.
     const calls = shuffled(
       Array.from({ length: CALLS }, (_, i) => ({ key: i % KEYS, replica: Math.floor(i / KEYS) % 2 })),
@@ -114,7 +118,8 @@ describe.skipIf(skip !== null)("two billing replicas on one PostgreSQL", () => {
         } catch (error) {
           if (!(error instanceof CallError)) throw error;
           if ((error.code === status.RESOURCE_EXHAUSTED || error.code === status.UNAVAILABLE) && attempt < 50) {
-            retried.set(error.reason, (retried.get(error.reason) ?? 0) + 1);
+            const why = error.reason ?? status[error.code];
+            retried.set(why, (retried.get(why) ?? 0) + 1);
             await sleep((error.retryAfterMs ?? 100) * (0.5 + Math.random()));
             continue;
           }

@@ -1,30 +1,19 @@
 import pg from "pg";
 import { afterAll, beforeAll } from "vitest";
+import { testPostgres } from "@loopguard/sql-store/testing";
 import { openSessionStore } from "../src/open-store.js";
-import { postgresSkipReason, startPostgres, type PostgresServer } from "@loopguard/sql-store/testing";
 import { describeSessionStore } from "./session-store.suite.js";
 
-const unavailable = postgresSkipReason();
-if (unavailable) console.warn(`[orchestrator] skipping the PostgreSQL session store suite: ${unavailable}`);
-
-let server: PostgresServer | undefined;
-let databases = 0;
-
-if (!unavailable) {
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 120_000);
-  afterAll(async () => {
-    await server?.stop();
-  }, 60_000);
+const postgres = testPostgres("orchestrator");
+if (!postgres.skip) {
+  beforeAll(postgres.start, 120_000);
+  afterAll(postgres.stop, 60_000);
 }
 
 describeSessionStore(
   "postgres",
   async ({ now }) => {
-    if (!server) throw new Error("PostgreSQL server did not start");
-    // A fresh database per test keeps tests independent without truncating between them.
-    const url = await server.createDatabase(`orch_${process.pid}_${++databases}`);
+    const url = await postgres.freshDatabase();
     const store = await openSessionStore(url, { now });
     const raw = new pg.Client({ connectionString: url });
     await raw.connect();
@@ -40,5 +29,5 @@ describeSessionStore(
       },
     };
   },
-  unavailable ? { skip: unavailable } : {},
+  postgres.skip ? { skip: postgres.skip } : {},
 );

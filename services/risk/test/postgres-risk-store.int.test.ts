@@ -1,4 +1,4 @@
-import { type PostgresServer, postgresSkipReason, startPostgres, startTcpProxy } from "@loopguard/sql-store/testing";
+import { startTcpProxy, testPostgres } from "@loopguard/sql-store/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEMO_CUSTOMERS } from "../src/demo-customers.js";
@@ -7,24 +7,11 @@ import { RiskStoreUnavailableError } from "../src/risk-store.js";
 import { describeRiskStore } from "./risk-store.suite.js";
 import { testKeys } from "./test-keys.js";
 
-const skip = postgresSkipReason();
-if (skip) console.warn(`[risk] skipping the PostgreSQL risk store tests: ${skip}`);
-
-let server: PostgresServer | undefined;
-let databases = 0;
-
-async function freshDatabase(): Promise<string> {
-  if (!server) throw new Error("PostgreSQL server did not start");
-  return server.createDatabase(`risk_${process.pid}_${++databases}`);
-}
-
+const postgres = testPostgres("risk");
+const { skip, freshDatabase } = postgres;
 if (!skip) {
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 120_000);
-  afterAll(async () => {
-    await server?.stop();
-  }, 60_000);
+  beforeAll(postgres.start, 120_000);
+  afterAll(postgres.stop, 60_000);
 }
 
 describeRiskStore(

@@ -9,8 +9,8 @@ import { fileURLToPath } from "node:url";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { createRawClient, mintToken } from "@loopguard/tool-sdk";
 import { checkHealth, spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
-import { type PostgresServer, postgresSkipReason, startPostgres } from "@loopguard/sql-store/testing";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { testPostgres } from "@loopguard/sql-store/testing";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DEMO_CUSTOMERS } from "../src/demo-customers.js";
 import { TEST_PEPPER } from "./test-keys.js";
 
@@ -106,25 +106,23 @@ describe("risk process", () => {
   });
 });
 
-const pgSkip = postgresSkipReason();
-if (pgSkip) console.warn(`[risk] skipping the two-replica PostgreSQL test: ${pgSkip}`);
+const postgres = testPostgres("risk_replicas");
 
-describe.skipIf(pgSkip !== null)("two risk replicas on one PostgreSQL", () => {
-  let server: PostgresServer | undefined;
+describe.skipIf(postgres.skip !== null)("two risk replicas on one PostgreSQL", () => {
   const started: ToolProcess[] = [];
   const dataDir = mkdtempSync(join(tmpdir(), "risk-replicas-"));
+  beforeAll(postgres.start, 120_000);
   afterAll(async () => {
     for (const p of started) {
       if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGTERM");
       await p.exited;
     }
-    await server?.stop();
+    await postgres.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }, 60_000);
 
   it("migrate and seed once when started together, and answer every customer with the same score", async () => {
-    server = await startPostgres();
-    const url = await server.createDatabase("risk_replicas");
+    const url = await postgres.freshDatabase();
     const env = { RISK_PORT: "0", RISK_METRICS_PORT: "0", LOOPGUARD_DATA_DIR: dataDir, RISK_STORE: url, RISK_CUSTOMER_KEY_PEPPER: TEST_PEPPER };
     started.push(...(await Promise.all([spawnTool(ENTRY, env), spawnTool(ENTRY, env)])));
     expect(started.map((p) => (p.lines.find((l) => l.msg === "risk store open")?.migrations_applied as string[]).length).sort()).toEqual([0, 3]);

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MIGRATIONS_TABLE, migratePostgres, migrateSqlite, type PostgresMigration, type SqliteMigration } from "../src/migrate.js";
 import { openMigratedSqlite } from "../src/open.js";
 import { createPostgresPool, inTransaction, isPostgresUnavailable } from "../src/postgres.js";
-import { type PostgresServer, postgresSkipReason, startPostgres, startTcpProxy } from "../src/testing/index.js";
+import { startTcpProxy, testPostgres } from "../src/testing/index.js";
 
 const sqliteMigrations = (log: string[] = []): SqliteMigration[] => [
   { name: "0001-things", up: (db) => void (log.push("0001"), db.exec("CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")) },
@@ -67,19 +67,12 @@ describe("migrateSqlite", () => {
   });
 });
 
-const skip = postgresSkipReason();
-if (skip) console.warn(`[sql-store] skipping the PostgreSQL migration tests: ${skip}`);
+const postgres = testPostgres("sql_store");
 
-describe.skipIf(skip !== null)("on PostgreSQL", () => {
-  let server: PostgresServer;
-  let databases = 0;
-  const fresh = () => server.createDatabase(`sqlstore_${process.pid}_${++databases}`);
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 120_000);
-  afterAll(async () => {
-    await server?.stop();
-  }, 60_000);
+describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
+  const fresh = postgres.freshDatabase;
+  beforeAll(postgres.start, 120_000);
+  afterAll(postgres.stop, 60_000);
 
   const pgMigrations = (log: string[] = []): PostgresMigration[] => [
     {

@@ -119,3 +119,43 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     stop,
   };
 }
+
+export interface TestPostgres {
+  /** Why this file's PostgreSQL tests skip, or null when they run (see postgresSkipReason). */
+  readonly skip: string | null;
+  /**
+   * Starts the file's server (for beforeAll). It never throws: a server that cannot start fails
+   * each test that asks for a database, so the tests count as failed, not skipped.
+   */
+  start(): Promise<void>;
+  /** Stops it (for afterAll). */
+  stop(): Promise<void>;
+  /** A new, empty database on the file's server: one per test keeps tests independent without truncating. */
+  freshDatabase(): Promise<string>;
+}
+
+/** One throwaway server shared by a test file; `name` prefixes its databases and the skip warning. */
+export function testPostgres(name: string, options: StartPostgresOptions = {}): TestPostgres {
+  const skip = postgresSkipReason();
+  if (skip) console.warn(`[${name}] skipping the PostgreSQL tests: ${skip}`);
+  let server: PostgresServer | undefined;
+  let failure: unknown = new Error("the PostgreSQL test server was not started (call start in beforeAll)");
+  let databases = 0;
+  return {
+    skip,
+    async start() {
+      try {
+        server = await startPostgres(options);
+      } catch (error) {
+        failure = error;
+      }
+    },
+    async stop() {
+      await server?.stop();
+    },
+    async freshDatabase() {
+      if (!server) throw failure;
+      return server.createDatabase(`${name.replace(/\W/g, "_")}_${process.pid}_${++databases}`);
+    },
+  };
+}

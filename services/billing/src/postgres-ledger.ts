@@ -1,10 +1,10 @@
-// RefundLedger on PostgreSQL, for several billing replicas sharing one ledger. A refund is one
-// READ COMMITTED transaction that first locks the order's row (SELECT … FOR UPDATE), then reads
-// the key: refunds of one order queue on that lock, and a duplicate in flight waits there, then
-// sees the first one's committed row and replays it. A key reused concurrently for another order
-// meets the UNIQUE constraint instead; the transaction then runs again and finds the key taken.
-// Every wait is bounded (connect, lock, statement, read), so an unreachable or stuck database is
-// LEDGER_UNAVAILABLE, never a hang.
+// RefundLedger on PostgreSQL, for several billing replicas sharing one ledger. A key used before
+// is answered from its row. A new key runs one READ COMMITTED transaction that first locks the
+// order's row (SELECT … FOR UPDATE), then reads the key again: refunds of one order queue on that
+// lock, and a duplicate in flight waits there, then sees the first one's committed row and
+// replays it. A key reused concurrently for another order meets the UNIQUE constraint instead;
+// the transaction then runs again and finds the key taken. Every wait is bounded (connect, lock,
+// statement, read), so an unreachable or stuck database is LEDGER_UNAVAILABLE, never a hang.
 import {
   inTransaction,
   isPostgresUnavailable,

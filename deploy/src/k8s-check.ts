@@ -169,7 +169,7 @@ function typeCheck(items: readonly TypedObject[]): ObjectError[] {
       }),
     );
     const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
-    const result = spawnSync(process.execPath, [tsc, "-p", dir, "--pretty", "false"], { encoding: "utf8", timeout: 120_000, maxBuffer: 64 * 1024 * 1024 });
+    const result = spawnSync(process.execPath, [tsc, "--noEmit", "-p", dir, "--pretty", "false"], { encoding: "utf8", timeout: 120_000, maxBuffer: 64 * 1024 * 1024 });
     if (result.error) throw new Error(`tsc: ${result.error.message}`);
     if (result.status === 0) return [];
     return parseTscOutput(result.stdout, located);

@@ -53,7 +53,7 @@ async function eventually<T>(what: string, probe: () => Promise<T | undefined>, 
   }
 }
 
-async function startPrometheus(targets: { tool: string; metricsPort: number }[]): Promise<void> {
+async function startPrometheus(targets: { name: string; metricsPort: number }[]): Promise<void> {
   const port = await freePort();
   const configFile = join(dataDir, "prometheus.yml");
   writeFileSync(configFile, toYaml(localScrapeConfig(targets, "1s", join(root, RULES_FILE))));
@@ -117,10 +117,10 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
     });
     processes.push(orchestrator);
     await startPrometheus([
-      { tool: "kb-search", metricsPort: kb.metricsPort },
-      { tool: "billing", metricsPort: billing.metricsPort },
-      { tool: "risk", metricsPort: risk.metricsPort },
-      { tool: "orchestrator", metricsPort: orchestrator.metricsPort },
+      { name: "kb-search", metricsPort: kb.metricsPort },
+      { name: "billing", metricsPort: billing.metricsPort },
+      { name: "risk", metricsPort: risk.metricsPort },
+      { name: "orchestrator", metricsPort: orchestrator.metricsPort },
     ]);
     // Every target scraped once before any call, so the first calls show up as an increase.
     await eventually("every target to be up", async () => ((await query("up == 1")).length === 4 ? true : undefined));

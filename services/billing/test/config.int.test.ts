@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
+import { TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
 import { afterAll, expect, it } from "vitest";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
@@ -18,7 +18,7 @@ it.each([
   ["a malformed PostgreSQL URL", "postgres://billing:hunter2@db:port/billing", /^billing: configuration error: BILLING_STORE is not a valid PostgreSQL URL/],
 ])("exits 2 naming BILLING_STORE when it names %s", (_, store, message) => {
   const run = spawnSync(process.execPath, [MAIN], {
-    env: { ...process.env, LOOPGUARD_AUTH_SECRET: TEST_AUTH_SECRET, LOOPGUARD_DATA_DIR: dataDir, BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: store },
+    env: { ...process.env, ...TEST_AUTH_ENV, LOOPGUARD_DATA_DIR: dataDir, BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: store },
     encoding: "utf8",
     timeout: 15_000,
   });

@@ -10,8 +10,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { testPostgres } from "@loopguard/sql-store/testing";
-import { CallError, createRawClient, mintToken, type RawClient, status } from "@loopguard/tool-sdk";
-import { spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
+import { spawnTool, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -67,7 +67,7 @@ describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL"
       dataDir = mkdtempSync(join(tmpdir(), "billing-replicas-"));
       const env = { BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: url, LOOPGUARD_DATA_DIR: dataDir };
       replicas.push(...(await Promise.all([spawnTool(MAIN, env), spawnTool(MAIN, env)])));
-      const token = await mintToken(TEST_AUTH_SECRET, { subject: "replica-test", scopes: ["billing:refund", "billing:read"] });
+      const token = await testToken({ subject: "replica-test", scopes: ["billing:refund", "billing:read"] });
       clients.push(...replicas.map((r) => createRawClient(BillingService, r.address, { token })));
     })());
 

@@ -1,8 +1,9 @@
 import { ConfigError } from "@loopguard/tool-sdk";
+import { TEST_AUTH_ENV, testSigningKeyFile } from "@loopguard/tool-sdk/testing";
 import { describe, expect, it } from "vitest";
 import { describeOrchestratorConfig, loadOrchestratorConfig } from "./config.js";
 
-const base = { LOOPGUARD_AUTH_SECRET: "s".repeat(32), LOOPGUARD_DATA_DIR: "/var/lib/loopguard" };
+const base = { ...TEST_AUTH_ENV, LOOPGUARD_SIGNING_KEY_FILE: testSigningKeyFile(), LOOPGUARD_DATA_DIR: "/var/lib/loopguard" };
 
 describe("ORCHESTRATOR_STORE", () => {
   it("defaults to orchestrator.db in the data folder", () => {

@@ -7,9 +7,9 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { createRawClient, mintToken } from "@loopguard/tool-sdk";
-import { checkHealth, spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { testPostgres } from "@loopguard/sql-store/testing";
+import { createRawClient } from "@loopguard/tool-sdk";
+import { checkHealth, spawnTool, TEST_AUTH_ENV, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DEMO_CUSTOMERS } from "../src/demo-customers.js";
 import { TEST_PEPPER } from "./test-keys.js";
@@ -38,7 +38,7 @@ describe("risk process", () => {
   it("serves demo customers from <dataDir>/risk.db, exits 0 on SIGTERM and keeps its data across a restart", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "risk-proc-"));
     dirs.push(dataDir);
-    const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["risk:read"] });
+    const token = await testToken({ subject: "test", scopes: ["risk:read"] });
     const c = DEMO_CUSTOMERS[0]!;
 
     for (let run = 0; run < 2; run += 1) {
@@ -59,7 +59,7 @@ describe("risk process", () => {
 
   /** Runs the process to its exit (it must not get as far as serving), with only the pepper variables given. */
   function runToExit(dataDir: string, env: Record<string, string>) {
-    const base: Record<string, string | undefined> = { ...process.env, LOOPGUARD_AUTH_SECRET: TEST_AUTH_SECRET, LOOPGUARD_DATA_DIR: dataDir, RISK_PORT: "0", RISK_METRICS_PORT: "0" };
+    const base: Record<string, string | undefined> = { ...process.env, ...TEST_AUTH_ENV, LOOPGUARD_DATA_DIR: dataDir, RISK_PORT: "0", RISK_METRICS_PORT: "0" };
     delete base.RISK_CUSTOMER_KEY_PEPPER;
     delete base.RISK_CUSTOMER_KEY_PEPPER_FILE;
     return spawnSync(process.execPath, [ENTRY], { env: { ...base, ...env }, encoding: "utf8", timeout: 15_000 });
@@ -91,7 +91,7 @@ describe("risk process", () => {
     const pepperFile = join(dataDir, "pepper");
     writeFileSync(pepperFile, `${TEST_PEPPER}\n`, { mode: 0o600 });
     const p = await start(dataDir, { RISK_CUSTOMER_KEY_PEPPER: "", RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile });
-    const client = createRawClient(RiskService, p.address, { token: await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["risk:read"] }) });
+    const client = createRawClient(RiskService, p.address, { token: await testToken({ subject: "test", scopes: ["risk:read"] }) });
     const c = DEMO_CUSTOMERS[1]!;
     expect((await client.queryRisk({ idCard: c.idCard, phone: c.phone })).riskScore).toBe(c.riskScore);
     client.close();
@@ -129,7 +129,7 @@ describe.skipIf(postgres.skip !== null)("two risk replicas on one PostgreSQL", (
     expect(started.map((p) => p.lines.find((l) => l.msg === "risk store open")?.count)).toEqual([DEMO_CUSTOMERS.length, DEMO_CUSTOMERS.length]);
     expect(existsSync(join(dataDir, "risk.db"))).toBe(false);
 
-    const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["risk:read"] });
+    const token = await testToken({ subject: "test", scopes: ["risk:read"] });
     const clients = started.map((p) => createRawClient(RiskService, p.address, { token }));
     try {
       for (const c of DEMO_CUSTOMERS) {

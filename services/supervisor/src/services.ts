@@ -1,10 +1,14 @@
-// The services the local suite runs, discovered from the workspace: every services/*/package.json
-// with a "loopguard" field, so a new tool joins `pnpm start` without anyone editing a list.
+// The services of the suite, discovered from the workspace: every services/*/package.json with a
+// "loopguard" field, so a new tool joins `pnpm start`, the Prometheus config and the Kubernetes
+// manifests without anyone editing a list. This is the one reader of those manifests.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
+export type ServiceKind = "tool" | "orchestrator";
+
 export interface ServiceSpec {
   readonly name: string;
+  readonly kind: ServiceKind;
   readonly dir: string;
   readonly entry: string;
   readonly port: number;
@@ -13,15 +17,36 @@ export interface ServiceSpec {
   readonly envPrefix: string;
   /** Variable naming the HTTP port, when not <PREFIX>_METRICS_PORT. */
   readonly metricsPortEnv: string;
-  /** Local secrets the service needs: variable → file name in the data folder (made on first start). */
-  readonly secrets: Readonly<Record<string, string>>;
-  /** Variables given to this service alone, on top of the supervisor's. */
-  readonly env: Readonly<Record<string, string>>;
+  /** Keeps state in the store named by <PREFIX>_STORE (sqlite:… or postgres://…), so more than one replica needs PostgreSQL. */
+  readonly stateful: boolean;
+  /** Variable → "secret/key": a file the service reads from a secret, e.g. RISK_CUSTOMER_KEY_PEPPER_FILE → "loopguard-risk-pepper/pepper". */
+  readonly secretFiles: Readonly<Record<string, string>>;
 }
 
 interface Manifest {
-  name?: string;
-  loopguard?: { entry?: string; port?: number; metricsPort?: number; envPrefix?: string; metricsPortEnv?: string; secrets?: Record<string, string> };
+  loopguard?: {
+    kind?: unknown;
+    entry?: string;
+    port?: number;
+    metricsPort?: number;
+    envPrefix?: string;
+    metricsPortEnv?: string;
+    stateful?: unknown;
+    secretFiles?: unknown;
+  };
+}
+
+const KINDS: readonly ServiceKind[] = ["tool", "orchestrator"];
+
+function secretFiles(value: unknown, manifestPath: string): Record<string, string> {
+  if (value === undefined) return {};
+  const valid =
+    typeof value === "object" &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.entries(value).every(([name, ref]) => /^[A-Z][A-Z0-9_]*$/.test(name) && typeof ref === "string" && /^[a-z0-9-]+\/[A-Za-z0-9._-]+$/.test(ref));
+  if (!valid) throw new Error(`${manifestPath}: "loopguard".secretFiles must map VARIABLE names to "secret-name/key"`);
+  return value as Record<string, string>;
 }
 
 export function discoverServices(servicesDir: string): ServiceSpec[] {
@@ -35,13 +60,20 @@ export function discoverServices(servicesDir: string): ServiceSpec[] {
     if (!lg.entry || !lg.port || !lg.metricsPort || !lg.envPrefix) {
       throw new Error(`${manifestPath}: "loopguard" needs entry, port, metricsPort and envPrefix`);
     }
-    const secrets = lg.secrets ?? {};
-    for (const [variable, file] of Object.entries(secrets)) {
-      if (!/^[A-Z][A-Z0-9_]*$/.test(variable) || !/^[\w.-]+$/.test(file)) {
-        throw new Error(`${manifestPath}: "loopguard.secrets" maps variable names to file names in the data folder, got ${variable}: ${file}`);
-      }
-    }
-    specs.push({ name, dir: join(servicesDir, name), entry: join(servicesDir, name, lg.entry), port: lg.port, metricsPort: lg.metricsPort, envPrefix: lg.envPrefix, metricsPortEnv: lg.metricsPortEnv ?? `${lg.envPrefix}_METRICS_PORT`, secrets, env: {} });
+    if (!KINDS.includes(lg.kind as ServiceKind)) throw new Error(`${manifestPath}: "loopguard".kind must be one of ${KINDS.join(", ")}`);
+    if (lg.stateful !== undefined && typeof lg.stateful !== "boolean") throw new Error(`${manifestPath}: "loopguard".stateful must be true or false`);
+    specs.push({
+      name,
+      kind: lg.kind as ServiceKind,
+      dir: join(servicesDir, name),
+      entry: join(servicesDir, name, lg.entry),
+      port: lg.port,
+      metricsPort: lg.metricsPort,
+      envPrefix: lg.envPrefix,
+      metricsPortEnv: lg.metricsPortEnv ?? `${lg.envPrefix}_METRICS_PORT`,
+      stateful: lg.stateful ?? false,
+      secretFiles: secretFiles(lg.secretFiles, manifestPath),
+    });
   }
   return specs;
 }

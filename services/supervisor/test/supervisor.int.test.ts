@@ -1,16 +1,16 @@
 // The local supervisor with real service processes: a crashed service is restarted with
 // backoff; one that cannot start fails the start instead of looping.
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { createLogger } from "@loopguard/tool-sdk";
-import { checkHealth, TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
+import { checkHealth, TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
-import { withLocalSecrets } from "../src/local-secrets.js";
 import { discoverServices, type ServiceSpec } from "../src/services.js";
+import { suiteEnvironment } from "../src/suite-env.js";
 import { Supervisor } from "../src/supervisor.js";
 
 const servicesDir = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -34,11 +34,11 @@ async function risk(): Promise<ServiceSpec> {
   return { ...spec, port: await freePort(), metricsPort: await freePort() };
 }
 
-function supervise(): { supervisor: Supervisor; warnings: Record<string, unknown>[]; dataDir: string } {
+function supervise(environment?: (dataDir: string) => ReturnType<typeof suiteEnvironment>): { supervisor: Supervisor; warnings: Record<string, unknown>[] } {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-supervisor-"));
   const warnings: Record<string, unknown>[] = [];
   const supervisor = new Supervisor({
-    env: { LOOPGUARD_DATA_DIR: dataDir, LOOPGUARD_AUTH_SECRET: TEST_AUTH_SECRET },
+    ...(environment ? environment(dataDir) : { env: { LOOPGUARD_DATA_DIR: dataDir, ...TEST_AUTH_ENV } }),
     log: createLogger({ service: "supervisor", write: (l) => warnings.push(JSON.parse(l) as Record<string, unknown>) }),
     output: () => undefined,
     initialBackoffMs: 100,
@@ -47,7 +47,7 @@ function supervise(): { supervisor: Supervisor; warnings: Record<string, unknown
     await supervisor.stop();
     rmSync(dataDir, { recursive: true, force: true });
   });
-  return { supervisor, warnings, dataDir };
+  return { supervisor, warnings };
 }
 
 describe("Supervisor", () => {
@@ -58,24 +58,28 @@ describe("Supervisor", () => {
     expect(names).not.toContain("sql-store");
   });
 
-  it("makes the secrets a service declares once, 0600 in a 0700 data folder, and names them to that service alone", () => {
+  it("makes each secret file a service declares once, 0600 in 0700 folders, and names it to that service alone", () => {
     const dataDir = join(mkdtempSync(join(tmpdir(), "loopguard-supervisor-")), "data");
     cleanups.push(() => rmSync(dirname(dataDir), { recursive: true, force: true }));
     const specs = discoverServices(servicesDir);
-    const risk = withLocalSecrets(specs.find((s) => s.name === "risk")!, dataDir);
-    const pepperFile = join(dataDir, "risk-customer-key-pepper");
-    expect(risk.env).toEqual({ RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile });
-    expect([statSync(dataDir).mode & 0o777, statSync(pepperFile).mode & 0o777]).toEqual([0o700, 0o600]);
+    const envOf = (name: string) => suiteEnvironment(dataDir).envFor!(specs.find((s) => s.name === name)!);
+    const pepperFile = join(dataDir, "secrets", "loopguard-risk-pepper", "pepper");
+    expect(envOf("risk")).toEqual({ RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile });
+    const modes = [dataDir, join(dataDir, "secrets"), dirname(pepperFile), pepperFile].map((path) => statSync(path).mode & 0o777);
+    expect(modes).toEqual([0o700, 0o700, 0o700, 0o600]);
     const pepper = readFileSync(pepperFile, "utf8");
     expect(pepper).toMatch(/^[0-9a-f]{64}$/);
-    withLocalSecrets(specs.find((s) => s.name === "risk")!, dataDir);
+    envOf("risk");
     expect(readFileSync(pepperFile, "utf8")).toBe(pepper);
-    expect(withLocalSecrets(specs.find((s) => s.name === "billing")!, dataDir).env).toEqual({});
+    expect(envOf("billing")).toEqual({});
+    // The orchestrator's declared signing key is the key pair ensureLocalKeys made, not a random secret.
+    expect(Object.keys(envOf("orchestrator"))).toEqual(["LOOPGUARD_SIGNING_KEY_FILE"]);
+    expect(existsSync(join(dataDir, "secrets", "loopguard-signing-key"))).toBe(false);
   });
 
   it("restarts a SIGKILLed service with backoff, on the same port", async () => {
-    const { supervisor, warnings, dataDir } = supervise();
-    const spec = withLocalSecrets(await risk(), dataDir);
+    const spec = await risk();
+    const { supervisor, warnings } = supervise(suiteEnvironment);
     await supervisor.start([spec]);
     const address = `127.0.0.1:${spec.port}`;
     expect(await checkHealth(address)).toBe("SERVING");
@@ -93,12 +97,39 @@ describe("Supervisor", () => {
   });
 
   it("fails the start, naming the service, when it exits before serving (port taken)", async () => {
-    const { supervisor, dataDir } = supervise();
-    const spec = withLocalSecrets(await risk(), dataDir);
+    const spec = await risk();
+    const { supervisor } = supervise(suiteEnvironment);
     const blocker: Server = await new Promise((ok) => {
       const s = createServer().listen(spec.port, "127.0.0.1", () => ok(s));
     });
     cleanups.push(() => new Promise<void>((ok) => blocker.close(() => ok())));
     await expect(supervisor.start([spec])).rejects.toThrow(/risk exited .* before serving/);
+  });
+
+  it("gives the orchestrator its private key and no tool any: not in its environment, not in a file its configuration names", async () => {
+    const specs = await Promise.all(discoverServices(servicesDir).map(async (s) => ({ ...s, port: await freePort(), metricsPort: await freePort() })));
+    const { supervisor } = supervise(suiteEnvironment);
+    await supervisor.start(specs);
+    const privateMaterial = /"d"\s*:/;
+    for (const spec of specs) {
+      const pid = supervisor.pids()[spec.name]!;
+      const environ = Object.fromEntries(
+        readFileSync(`/proc/${pid}/environ`, "utf8")
+          .split("\0")
+          .filter(Boolean)
+          .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+      );
+      const namedFiles = Object.entries(environ)
+        .filter(([k, v]) => k.endsWith("_FILE") && existsSync(v))
+        .map(([, v]) => v);
+      const holdsKey = [...Object.values(environ), ...namedFiles.map((f) => readFileSync(f, "utf8"))].some((text) => privateMaterial.test(text));
+      expect(environ.LOOPGUARD_JWKS_FILE, spec.name).toBeDefined();
+      if (spec.kind === "orchestrator") {
+        expect(holdsKey, "the orchestrator signs tool tokens").toBe(true);
+      } else {
+        expect(environ.LOOPGUARD_SIGNING_KEY_FILE, spec.name).toBeUndefined();
+        expect(holdsKey, `${spec.name} must hold no private key`).toBe(false);
+      }
+    }
   });
 });

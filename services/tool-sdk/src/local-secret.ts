@@ -1,13 +1,9 @@
-// Local secrets made once under the data folder by `pnpm start`: the token-signing secret (read
-// by the services it starts and by `pnpm mint-token`) and risk's customer-key pepper. Clusters
-// mount Kubernetes secrets instead. The folder is 0700 and each file 0600 when created here.
+// Local secrets made once under the data folder by `pnpm start` for the services that declare
+// them (risk's customer-key pepper); clusters mount Kubernetes secrets instead. The folder is
+// 0700 and the file 0600 when created here.
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-
-export function localSecretPath(dataDir: string): string {
-  return join(dataDir, "auth-secret");
-}
+import { dirname } from "node:path";
 
 /** The secret in `file`, made first (64 hex characters from 32 random bytes) if there is none. */
 export function ensureSecretFile(file: string): string {
@@ -16,8 +12,4 @@ export function ensureSecretFile(file: string): string {
     writeFileSync(file, randomBytes(32).toString("hex"), { mode: 0o600, flag: "wx" });
   }
   return readFileSync(file, "utf8").trim();
-}
-
-export function ensureLocalSecret(dataDir: string): string {
-  return ensureSecretFile(localSecretPath(dataDir));
 }

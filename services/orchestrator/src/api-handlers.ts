@@ -12,7 +12,7 @@ import {
 import { status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
 import type { PendingApproval } from "./approvals.js";
 import { type Orchestrator, OrchestratorError } from "./orchestrator.js";
-import { redact } from "./redact.js";
+import { redact, redactText } from "./redact.js";
 import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
 import type { JsonObject, SessionRecord } from "./session-store.js";
@@ -33,7 +33,7 @@ export function toProtoSession(s: SessionRecord): MessageInitShape<typeof Sessio
     sessionId: s.id,
     state: toProtoState(s.state),
     version: BigInt(s.version),
-    goal: s.goal,
+    goal: redactText(s.goal),
     task: redact(s.task),
     budget: {
       maxSteps: s.budget.maxSteps,

@@ -10,6 +10,7 @@ import type { PendingApproval } from "./approvals.js";
 import { isTerminal, type SessionState } from "./session-state.js";
 import { type AuditRecord, type BudgetLimits, type JsonObject, type SessionRecord, type SessionStore, StaleTransitionError, type StepRecord } from "./session-store.js";
 import type { SessionMetrics } from "./session-metrics.js";
+import { redactText } from "./redact.js";
 import { type RunnerDeps, SessionRunner } from "./session-runner.js";
 
 export interface OrchestratorOptions extends Omit<RunnerDeps, "onStopped" | "onStep" | "onContextAlarm" | "onTransition"> {
@@ -238,7 +239,8 @@ export class Orchestrator {
     return s;
   }
 
-  async cancel(id: string, reason: string): Promise<SessionRecord> {
+  async cancel(id: string, cancelReason: string): Promise<SessionRecord> {
+    const reason = redactText(cancelReason);
     for (let attempt = 0; attempt < 20; attempt += 1) {
       const s = await this.get(id);
       if (s.state === "CANCELLED") return s;
@@ -269,7 +271,7 @@ export class Orchestrator {
     }
     const now = this.options.now();
     if (approval.expiresAt <= now) throw new OrchestratorError("APPROVAL_EXPIRED", `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`);
-    const by = `${input.approver}${input.reason ? `: ${input.reason}` : ""}`;
+    const by = redactText(`${input.approver}${input.reason ? `: ${input.reason}` : ""}`);
     if (!input.approve) {
       return this.options.store.transition({
         id: s.id, from: s.state, to: "FAILED", expectedVersion: s.version, current: s,

@@ -5,6 +5,8 @@ import { join } from "node:path";
 
 export interface ServiceSpec {
   readonly name: string;
+  /** "tool" or "orchestrator": only the orchestrator signs tokens and gets a private key. */
+  readonly kind: string;
   readonly dir: string;
   readonly entry: string;
   readonly port: number;
@@ -17,7 +19,7 @@ export interface ServiceSpec {
 
 interface Manifest {
   name?: string;
-  loopguard?: { entry?: string; port?: number; metricsPort?: number; envPrefix?: string; metricsPortEnv?: string };
+  loopguard?: { kind?: string; entry?: string; port?: number; metricsPort?: number; envPrefix?: string; metricsPortEnv?: string };
 }
 
 export function discoverServices(servicesDir: string): ServiceSpec[] {
@@ -28,10 +30,10 @@ export function discoverServices(servicesDir: string): ServiceSpec[] {
     const manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as Manifest;
     const lg = manifest.loopguard;
     if (!lg) continue;
-    if (!lg.entry || !lg.port || !lg.metricsPort || !lg.envPrefix) {
-      throw new Error(`${manifestPath}: "loopguard" needs entry, port, metricsPort and envPrefix`);
+    if (!lg.kind || !lg.entry || !lg.port || !lg.metricsPort || !lg.envPrefix) {
+      throw new Error(`${manifestPath}: "loopguard" needs kind, entry, port, metricsPort and envPrefix`);
     }
-    specs.push({ name, dir: join(servicesDir, name), entry: join(servicesDir, name, lg.entry), port: lg.port, metricsPort: lg.metricsPort, envPrefix: lg.envPrefix, metricsPortEnv: lg.metricsPortEnv ?? `${lg.envPrefix}_METRICS_PORT` });
+    specs.push({ name, kind: lg.kind, dir: join(servicesDir, name), entry: join(servicesDir, name, lg.entry), port: lg.port, metricsPort: lg.metricsPort, envPrefix: lg.envPrefix, metricsPortEnv: lg.metricsPortEnv ?? `${lg.envPrefix}_METRICS_PORT` });
   }
   return specs;
 }

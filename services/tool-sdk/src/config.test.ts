@@ -24,6 +24,16 @@ describe("loadToolConfig", () => {
     expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, {})).toThrow(ConfigError);
   });
 
+  it("asks clients to reconnect after a max connection age (30 s, 10 s grace by default; 0 turns it off)", () => {
+    const config = loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret });
+    expect(config).toMatchObject({ maxConnectionAgeMs: 30_000, maxConnectionAgeGraceMs: 10_000 });
+    const off = loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret, KB_SEARCH_MAX_CONNECTION_AGE_MS: "0" });
+    expect(off.maxConnectionAgeMs).toBe(0);
+    expect(() => loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret, KB_SEARCH_MAX_CONNECTION_AGE_MS: "-1" })).toThrow(
+      /KB_SEARCH_MAX_CONNECTION_AGE_MS must be an integer/,
+    );
+  });
+
   it("never describes the secret", () => {
     const config = loadToolConfig("risk", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret });
     expect(JSON.stringify(describeConfig(config))).not.toContain(secret);

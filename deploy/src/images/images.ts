@@ -116,6 +116,7 @@ export async function buildImage(spec: ServiceSpec, options: BuildOptions): Prom
     [
       "build",
       "--network", "host",
+      "--force-rm",
       "--file", join(root, "deploy", "docker", "Dockerfile"),
       ...Object.entries(args).flatMap(([key, value]) => ["--build-arg", `${key}=${value}`]),
       ...references.flatMap((reference) => ["--tag", reference]),

@@ -5,7 +5,7 @@ import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { methodPolicy, servicePolicy } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
 import { ERROR_RATIO_RECORD, P95_RECORD, parseSloOverrides, pascalCase, type Rule, sloRuleGroups } from "./slo-rules.js";
-import { toYaml } from "./yaml.js";
+import { parseYamlDocuments, toYaml } from "./yaml.js";
 
 const services = [KbSearchService, BillingService, RiskService, OrchestratorService];
 
@@ -95,15 +95,16 @@ describe("parseSloOverrides", () => {
 });
 
 describe("toYaml", () => {
-  it("writes plain words plainly and quotes what YAML would read as something else", () => {
-    expect(toYaml({ a: "kb-search", b: "5m", c: "yes", d: "127.0.0.1:9461", e: "it's {{ $value }}", f: 0.005, g: [] })).toBe(
-      "a: kb-search\nb: 5m\nc: 'yes'\nd: '127.0.0.1:9461'\ne: 'it''s {{ $value }}'\nf: 0.005\ng: []\n",
+  it("quotes what a YAML 1.1 reader (Prometheus, Kubernetes) would read as something other than the string", () => {
+    expect(toYaml({ a: "kb-search", b: "5m", c: "yes", d: "on", e: "12:30", f: "10001", g: 0.005, h: [] })).toBe(
+      'a: kb-search\nb: 5m\nc: "yes"\nd: "on"\ne: "12:30"\nf: "10001"\ng: 0.005\nh: []\n',
     );
   });
 
-  it("writes nested sequences of maps and multi-line strings as literal blocks", () => {
-    expect(toYaml({ groups: [{ name: "g", rules: [{ expr: "a\n/\nb" }] }] }, ["header"])).toBe(
-      "# header\ngroups:\n  - name: g\n    rules:\n      - expr: |-\n          a\n          /\n          b\n",
-    );
+  it("writes the header as comments and multi-line strings as literal blocks that read back unchanged", () => {
+    const value = { groups: [{ name: "g", rules: [{ expr: "a\n/\nb" }] }] };
+    const text = toYaml(value, ["header"]);
+    expect(text).toBe("# header\ngroups:\n  - name: g\n    rules:\n      - expr: |-\n          a\n          /\n          b\n");
+    expect(parseYamlDocuments(text, "test")).toEqual([value]);
   });
 });

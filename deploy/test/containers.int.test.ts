@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { createRawClient, mintToken } from "@loopguard/tool-sdk";
+import { createRawClient, mintToken, operatorSigningKey } from "@loopguard/tool-sdk";
 import { metricValue } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SuiteState } from "../src/containers/suite.js";
@@ -50,11 +50,12 @@ function state(): SuiteState {
 }
 
 const podsOf = (service: string) => state().pods.filter((p) => p.service === service).sort((a, b) => a.index - b.index);
-const secret = () => readFileSync(join(dataDir, "auth-secret"), "utf8").trim();
+/** A token signed with the local operator key (as the CLI's), for one service. */
+const token = (audience: string, scopes: string[]) =>
+  mintToken(operatorSigningKey({ LOOPGUARD_DATA_DIR: dataDir }), { subject: "containers-test", audience, scopes });
 
 async function orchestratorApi() {
-  const token = await mintToken(secret(), { subject: "containers-test", scopes: ["sessions:read", "sessions:write"] });
-  return createRawClient(OrchestratorService, "127.0.0.1:50051", { token });
+  return createRawClient(OrchestratorService, "127.0.0.1:50051", { token: await token("orchestrator", ["sessions:read", "sessions:write", "grant:kb:read"]) });
 }
 
 const TERMINAL = new Set([SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED]);
@@ -131,8 +132,8 @@ describe("pnpm containers", () => {
   it("docker stop (SIGTERM) drains the call in flight and the container exits 0; up starts it again", async () => {
     const [pod] = podsOf("kb-search");
     const address = `${pod!.address}:50061`;
-    const admin = createRawClient(ToolAdminService, address, { token: await mintToken(secret(), { subject: "containers-test", scopes: ["tool:admin"] }) });
-    const kb = createRawClient(KbSearchService, address, { token: await mintToken(secret(), { subject: "containers-test", scopes: ["kb:read"] }) });
+    const admin = createRawClient(ToolAdminService, address, { token: await token("kb-search", ["tool:admin"]) });
+    const kb = createRawClient(KbSearchService, address, { token: await token("kb-search", ["kb:read"]) });
     try {
       await admin.setFaults({ profile: { addedLatencyMs: 1500 } });
       const inFlight = kb.search({ query: "refund", limit: 1 }, { deadline: 10_000 });

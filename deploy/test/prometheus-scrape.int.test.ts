@@ -7,8 +7,8 @@ import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createRawClient, mintToken, type RawClient } from "@loopguard/tool-sdk";
-import { spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
+import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, kill, startTool } from "../../test/e2e/processes.js";
 import { localScrapeConfig, RULES_FILE } from "../src/prometheus-files.js";
@@ -53,7 +53,7 @@ async function eventually<T>(what: string, probe: () => Promise<T | undefined>, 
   }
 }
 
-async function startPrometheus(targets: { tool: string; metricsPort: number }[]): Promise<void> {
+async function startPrometheus(targets: { name: string; metricsPort: number }[]): Promise<void> {
   const port = await freePort();
   const configFile = join(dataDir, "prometheus.yml");
   writeFileSync(configFile, toYaml(localScrapeConfig(targets, "1s", join(root, RULES_FILE))));
@@ -107,6 +107,7 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
     const [kb, billing, risk] = await Promise.all([startTool("kb-search", dataDir), startTool("billing", dataDir), startTool("risk", dataDir)]);
     processes.push(kb, billing, risk);
     const orchestrator = await spawnTool(join(root, "services", "orchestrator", "dist", "main.js"), {
+      ...testOrchestratorEnv(),
       ORCHESTRATOR_PORT: "0",
       ORCHESTRATOR_HTTP_PORT: "0",
       LOOPGUARD_DATA_DIR: join(dataDir, "orchestrator"),
@@ -116,15 +117,15 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
     });
     processes.push(orchestrator);
     await startPrometheus([
-      { tool: "kb-search", metricsPort: kb.metricsPort },
-      { tool: "billing", metricsPort: billing.metricsPort },
-      { tool: "risk", metricsPort: risk.metricsPort },
-      { tool: "orchestrator", metricsPort: orchestrator.metricsPort },
+      { name: "kb-search", metricsPort: kb.metricsPort },
+      { name: "billing", metricsPort: billing.metricsPort },
+      { name: "risk", metricsPort: risk.metricsPort },
+      { name: "orchestrator", metricsPort: orchestrator.metricsPort },
     ]);
     // Every target scraped once before any call, so the first calls show up as an increase.
     await eventually("every target to be up", async () => ((await query("up == 1")).length === 4 ? true : undefined));
 
-    const token = await mintToken(TEST_AUTH_SECRET, { subject: "prometheus-test", scopes: ["sessions:read", "sessions:write"] });
+    const token = await testToken({ subject: "prometheus-test", scopes: ["sessions:read", "sessions:write"] });
     api = createRawClient(OrchestratorService, orchestrator.address, { token });
     // 20 sessions in 5 rounds about a scrape apart, so the traffic spans several samples.
     for (let round = 0; round < 5; round++) {

@@ -3,8 +3,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { createRawClient, mintToken, toolClient, type ToolResult } from "@loopguard/tool-sdk";
-import { metricValue, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { createRawClient, toolClient, type ToolResult } from "@loopguard/tool-sdk";
+import { metricValue, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
 import { Registry } from "prom-client";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { freePort, kill, startTool, tempDataDir } from "./processes.js";
@@ -17,7 +17,7 @@ afterEach(async () => {
 afterAll(() => data.remove());
 
 async function token(): Promise<string> {
-  return mintToken(TEST_AUTH_SECRET, { subject: "orchestrator", scopes: ["kb:read"], ttlSeconds: 600 });
+  return testToken({ subject: "orchestrator", scopes: ["kb:read"], ttlSeconds: 600 });
 }
 
 describe("toolClient against real kb-search processes", () => {
@@ -91,7 +91,7 @@ describe("toolClient against a real billing process", () => {
     const billingData = tempDataDir();
     const proc = await startTool("billing", billingData.dir);
     running.push(proc);
-    const token = await mintToken(TEST_AUTH_SECRET, { subject: "orchestrator", scopes: ["billing:read", "billing:refund", "tool:admin"] });
+    const token = await testToken({ subject: "orchestrator", scopes: ["billing:read", "billing:refund", "tool:admin"] });
     const admin = createRawClient(ToolAdminService, proc.address, { token });
     const billing = toolClient(BillingService, { target: proc.address, token, registry: new Registry(), retry: { maxAttempts: 8 }, breaker: { volumeThreshold: 1000 } });
     try {

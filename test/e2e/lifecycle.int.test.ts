@@ -1,8 +1,8 @@
 // Graceful shutdown of a real tool process: SIGTERM with calls in flight.
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { CallError, createRawClient, mintToken, status } from "@loopguard/tool-sdk";
-import { checkHealth, TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
+import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
+import { checkHealth, testToken } from "@loopguard/tool-sdk/testing";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import { kill, startTool, tempDataDir } from "./processes.js";
@@ -14,7 +14,7 @@ describe("kb-search process lifecycle", () => {
   it("on SIGTERM reports NOT_SERVING, finishes calls in flight, refuses new ones and exits 0 within the bound", async () => {
     const proc = await startTool("kb-search", data.dir, 0, { KB_SEARCH_SHUTDOWN_GRACE_MS: "5000" });
     try {
-      const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["kb:read", "tool:admin"] });
+      const token = await testToken({ subject: "test", scopes: ["kb:read", "tool:admin"] });
       const kb = createRawClient(KbSearchService, proc.address, { token });
       const admin = createRawClient(ToolAdminService, proc.address, { token });
       expect(await checkHealth(proc.address)).toBe("SERVING");

@@ -7,8 +7,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createRawClient, mintToken } from "@loopguard/tool-sdk";
-import { spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { createRawClient } from "@loopguard/tool-sdk";
+import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kill, startTool, tempDataDir } from "./processes.js";
 
@@ -89,6 +89,7 @@ describe("distributed tracing", () => {
     const orchestrator = await spawnTool(join(root, "services", "orchestrator", "dist", "main.js"), {
       ...otel(),
       LOOPGUARD_DATA_DIR: data.dir,
+      ...testOrchestratorEnv(),
       ORCHESTRATOR_PORT: "0",
       ORCHESTRATOR_HTTP_PORT: "0",
       KB_SEARCH_ADDR: kb.address,
@@ -96,7 +97,7 @@ describe("distributed tracing", () => {
       RISK_ADDR: risk.address,
     });
     procs.push(orchestrator);
-    const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["sessions:read", "sessions:write"] });
+    const token = await testToken({ subject: "test", scopes: ["sessions:read", "sessions:write"] });
     const api = createRawClient(OrchestratorService, orchestrator.address, { token });
     const { session } = await api.startSession({
       goal: "Refund 1.00 of ord_DEMO00000001",

@@ -18,7 +18,8 @@ import { Health, HealthCheckResponse_ServingStatus } from "@loopguard/proto/gen/
 import { startPostgres, stopPostgresIn } from "@loopguard/orchestrator/postgres-test-server";
 import type { ServiceSpec } from "@loopguard/supervisor/services";
 import pg from "pg";
-import { createRawClient, ensureLocalSecret, localSecretPath } from "@loopguard/tool-sdk";
+import { suiteEnvironment } from "@loopguard/supervisor/suite-env";
+import { createRawClient } from "@loopguard/tool-sdk";
 import { docker, imageExists, requireDockerEngine } from "../docker.js";
 import { BASE_IMAGE, imageRepository } from "../images/images.js";
 import { CLUSTER_DOMAIN, NAMESPACE, type Records, SEARCH_DOMAINS } from "./cluster-dns.js";
@@ -36,7 +37,13 @@ export const MAX_REPLICAS = 16;
 const SERVING_TIMEOUT_MS = 60_000;
 /** docker stop waits this long before SIGKILL: longer than a service's drain (10 s by default). */
 const STOP_TIMEOUT_S = 15;
-const SECRET_TARGET = "/run/secrets/loopguard/auth-secret";
+/** Where a pod finds the file a `…_FILE` variable of the local suite names (keys, secrets). */
+const SECRETS_TARGET = "/run/secrets/loopguard";
+/**
+ * Stateful services whose state is SQLite in the pod only (they read no <PREFIX>_STORE): more
+ * than one replica would split it, so it is refused. The others get PostgreSQL for several.
+ */
+const NO_SHARED_STORE: ReadonlySet<string> = new Set(["billing", "risk"]);
 
 export class SuiteError extends Error {
   override readonly name = "SuiteError";
@@ -139,7 +146,6 @@ export class ContainerSuite {
     // Readable to the DNS container's user; the secrets inside have a folder of their own.
     mkdirSync(this.stateDir, { recursive: true, mode: 0o755 });
     this.#save(state);
-    this.#stageSecret();
     writeFileSync(join(this.stateDir, "resolv.conf"), `nameserver ${DNS_ADDRESS}\nsearch ${SEARCH_DOMAINS.join(" ")}\noptions ndots:5\n`);
     await this.#ensureDns(state);
     if (Object.values(state.stores).includes("postgres")) await this.#ensurePostgres(state);
@@ -179,10 +185,10 @@ export class ContainerSuite {
     if (!spec.stateful) return undefined;
     const current = state.stores[spec.name];
     if (count <= 1) return current ?? "sqlite";
-    if (!spec.storeEnv) {
+    if (NO_SHARED_STORE.has(spec.name)) {
       throw new SuiteError(
         `${spec.name} keeps its state in SQLite inside its pod, so ${count} replicas would be ${count} separate ledgers; ` +
-          `it needs a shared PostgreSQL store (a "storeEnv" in its package.json) before it can run more than one`,
+          `it needs a shared PostgreSQL store (${spec.envPrefix}_STORE) before it can run more than one`,
       );
     }
     if (current === "sqlite" && this.#podsOf(state, spec.name).length > 0) {
@@ -210,18 +216,28 @@ export class ContainerSuite {
   }
 
   #runArguments(pod: Pod, spec: ServiceSpec, state: SuiteState): string[] {
-    const env: Record<string, string> = {
-      [`${spec.envPrefix}_HOST`]: pod.address,
-      LOOPGUARD_AUTH_SECRET_FILE: SECRET_TARGET,
-    };
+    const env: Record<string, string> = { [`${spec.envPrefix}_HOST`]: pod.address };
+    const mounts: string[] = [];
+    // What `pnpm start` gives this service (public keys to all, the signing key to the
+    // orchestrator alone), with each file it names staged and mounted read-only.
+    const suite = suiteEnvironment(this.options.dataDir);
+    for (const [name, value] of Object.entries({ ...suite.env, ...suite.envFor?.(spec) })) {
+      if (name === "LOOPGUARD_DATA_DIR") continue;
+      if (!name.endsWith("_FILE")) {
+        env[name] = value;
+        continue;
+      }
+      env[name] = `${SECRETS_TARGET}/${name}`;
+      mounts.push("--mount", `type=bind,src=${this.#stageSecret(name, value)},dst=${env[name]},readonly`);
+    }
     if (spec.kind === "orchestrator") {
       env.ORCHESTRATOR_INSTANCE_ID = pod.name;
       for (const tool of this.options.services.filter((s) => s.kind === "tool")) {
         env[`${tool.envPrefix}_ADDR`] = `dns:///${dnsName(tool.name)}:${tool.port}`;
       }
     }
-    if (spec.storeEnv && state.stores[spec.name] === "postgres") {
-      env[spec.storeEnv] = `postgres://postgres@${dnsName("postgres")}:${POSTGRES_PORT}/${databaseOf(spec.name)}`;
+    if (state.stores[spec.name] === "postgres") {
+      env[`${spec.envPrefix}_STORE`] = `postgres://postgres@${dnsName("postgres")}:${POSTGRES_PORT}/${databaseOf(spec.name)}`;
     }
     return [
       "--name", pod.container,
@@ -232,7 +248,7 @@ export class ContainerSuite {
       "--tmpfs", "/tmp",
       "--mount", `type=volume,src=${pod.volume},dst=/data,volume-label=${this.#label}`,
       "--mount", `type=bind,src=${join(this.stateDir, "resolv.conf")},dst=/etc/resolv.conf,readonly`,
-      "--mount", `type=bind,src=${join(this.stateDir, "secrets", "auth-secret")},dst=${SECRET_TARGET},readonly`,
+      ...mounts,
       "--restart", "on-failure",
       "--stop-timeout", String(STOP_TIMEOUT_S),
       ...Object.entries(env).flatMap(([key, value]) => ["--env", `${key}=${value}`]),
@@ -266,16 +282,15 @@ export class ContainerSuite {
   }
 
   /**
-   * The local suite's token secret, copied where only the images' user can read it: the file
-   * under .data is the operator's (mode 0600), and a bind mount keeps its owner.
+   * A copy of a local key or secret file that only the images' user can read: the original is
+   * the operator's (private keys are 0600), and a bind mount keeps a file's owner.
    */
-  #stageSecret(): void {
-    ensureLocalSecret(this.options.dataDir);
+  #stageSecret(name: string, source: string): string {
     const dir = join(this.stateDir, "secrets");
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const staged = join(dir, "auth-secret");
+    const staged = join(dir, name);
     rmSync(staged, { force: true });
-    copyFileSync(localSecretPath(this.options.dataDir), staged);
+    copyFileSync(source, staged);
     if (process.getuid?.() === 0) {
       chownSync(staged, IMAGE_UID, IMAGE_UID);
       chmodSync(staged, 0o400);
@@ -283,6 +298,7 @@ export class ContainerSuite {
       // Not root: the copy cannot change owner, so it is readable to all, inside a 0700 folder.
       chmodSync(staged, 0o444);
     }
+    return staged;
   }
 
   async #ensureDns(state: SuiteState): Promise<void> {

@@ -7,8 +7,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { createRawClient, mintToken, type RawClient } from "@loopguard/tool-sdk";
-import { spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
+import { spawnTool, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, expect, it } from "vitest";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
@@ -44,7 +44,7 @@ function start(): Promise<ToolProcess> {
 }
 
 async function clientOf(p: ToolProcess): Promise<RawClient<typeof BillingService>> {
-  const token = await mintToken(TEST_AUTH_SECRET, { subject: "crash-test", scopes: ["billing:refund", "billing:read"] });
+  const token = await testToken({ subject: "crash-test", scopes: ["billing:refund", "billing:read"] });
   const client = createRawClient(BillingService, p.address, { token });
   clients.push(client);
   return client;

@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
-import { createRawClient, mintToken } from "@loopguard/tool-sdk";
-import { checkHealth, spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { createRawClient } from "@loopguard/tool-sdk";
+import { checkHealth, spawnTool, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
@@ -38,7 +38,7 @@ describe("kb-search process", () => {
     expect(await checkHealth(running.address)).toBe("SERVING");
 
     const client = createRawClient(KbSearchService, running.address, {
-      token: await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["kb:read"] }),
+      token: await testToken({ subject: "test", scopes: ["kb:read"] }),
     });
     try {
       const { hits } = await client.search({ query: "refund", limit: 3 });

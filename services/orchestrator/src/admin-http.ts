@@ -7,13 +7,15 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { create, type DescMessage, type DescService, fromJson, type JsonValue, type MessageShape, toJson } from "@bufbuild/protobuf";
 import {
   CancelSessionRequestSchema,
+  OrchestratorService,
   GetSessionRequestSchema,
   ResolveApprovalRequestSchema,
   SessionSchema,
   StartSessionRequestSchema,
   StartSessionResponseSchema,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { type Caller, type CallContext, createLogger, type FieldViolation, INTERNAL_MESSAGE, type Logger, status, TokenVerifier, type ToolClient, ToolError, violationsOf } from "@loopguard/tool-sdk";
+import { type Caller, type CallContext, createLogger, type FieldViolation, INTERNAL_MESSAGE, type Logger, servicePolicy, status, TokenVerifier, type ToolClient, ToolError, violationsOf } from "@loopguard/tool-sdk";
+import type { JSONWebKeySet } from "jose";
 import type { Registry } from "prom-client";
 import { createOrchestratorHandlers, toProtoSession } from "./api-handlers.js";
 import type { PendingApproval } from "./approvals.js";
@@ -27,7 +29,8 @@ export interface AdminHttpOptions {
   /** The registry the tool clients' metrics live in (ServerMetrics.registry). */
   readonly registry: Registry;
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
-  readonly authSecret: string;
+  /** Public keys that verify operators' tokens (audience "orchestrator"). */
+  readonly publicKeys: JSONWebKeySet;
   readonly logTail?: LogTail;
   readonly log?: Logger;
   /** Folder with index.html, app.js and style.css. */
@@ -276,7 +279,7 @@ function bearerToken(req: IncomingMessage): string | undefined {
 export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
   const { orchestrator, registry, clients, logTail } = options;
   const log = options.log ?? createLogger({ service: "orchestrator", write: () => undefined });
-  const verifier = new TokenVerifier(options.authSecret);
+  const verifier = new TokenVerifier(options.publicKeys, servicePolicy(OrchestratorService).toolName);
   const handlers = createOrchestratorHandlers(orchestrator);
   const dashboardDir = options.dashboardDir ?? new URL("../dashboard/", import.meta.url);
 
@@ -287,7 +290,7 @@ export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
     try {
       caller = await verifier.verify(token);
     } catch {
-      throw new ApiError(401, "UNAUTHENTICATED", "CREDENTIALS_INVALID", "the bearer token does not verify (expired, malformed or signed with another secret)");
+      throw new ApiError(401, "UNAUTHENTICATED", "CREDENTIALS_INVALID", "the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service)");
     }
     if (!caller.scopes.has(scope)) throw new ApiError(403, "PERMISSION_DENIED", "SCOPE_MISSING", `this request requires scope "${scope}"`);
     return caller;

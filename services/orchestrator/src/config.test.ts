@@ -1,8 +1,9 @@
 import { ConfigError } from "@loopguard/tool-sdk";
+import { testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
 import { describe, expect, it } from "vitest";
 import { loadOrchestratorConfig } from "./config.js";
 
-const base = { LOOPGUARD_AUTH_SECRET: "x".repeat(32) };
+const base = testOrchestratorEnv();
 
 describe("tool targets", () => {
   it("accepts replica lists of host names and IP literals", () => {

@@ -2,11 +2,13 @@
 // the process before it binds anything (exit 2).
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { ConfigError, loadToolConfig, type ToolConfig } from "@loopguard/tool-sdk";
+import { ConfigError, loadToolConfig, readSigningKey, type SigningKey, type ToolConfig } from "@loopguard/tool-sdk";
 import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
 
 export interface OrchestratorConfig extends ToolConfig {
+  /** Signs the per-call tool tokens (LOOPGUARD_SIGNING_KEY_FILE); no other service holds it. */
+  readonly signingKey: SigningKey;
   /** "sqlite:/path.db" or "postgres://…". */
   readonly storeUrl: string;
   /** Addresses per tool name; several comma-separated replicas are balanced round robin. */
@@ -60,10 +62,11 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   const base = loadToolConfig("orchestrator", defaults, {
     ...env,
     ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
-  });
+  }, { signs: true });
   const openaiUrl = env.OPENAI_BASE_URL ?? "";
   return Object.freeze({
     ...base,
+    signingKey: readSigningKey(env),
     storeUrl: env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`,
     toolTargets: {
       "kb-search": targets(env, "KB_SEARCH_ADDR", "127.0.0.1:50061"),
@@ -89,8 +92,14 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   });
 }
 
-/** The config as it may be logged: no secrets, no credentials in the store URL. */
+/** The config as it may be logged: no secrets, no credentials in the store URL, keys by id only. */
 export function describeOrchestratorConfig(config: OrchestratorConfig): Record<string, unknown> {
-  const { authSecret: _secret, openai, storeUrl, ...rest } = config;
-  return { ...rest, storeUrl: storeUrl.replace(/\/\/[^@/]*@/, "//***@"), openai: openai ? { baseUrl: openai.baseUrl, model: openai.model } : "off" };
+  const { signingKey, publicKeys, openai, storeUrl, ...rest } = config;
+  return {
+    ...rest,
+    signingKey: signingKey.kid,
+    publicKeys: publicKeys.keys.map((k) => k.kid),
+    storeUrl: storeUrl.replace(/\/\/[^@/]*@/, "//***@"),
+    openai: openai ? { baseUrl: openai.baseUrl, model: openai.model } : "off",
+  };
 }

@@ -28,7 +28,7 @@ const log = createLogger({
 log.info("config", { config: describeOrchestratorConfig(config) });
 try {
   const built = await build(config, log);
-  const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, authSecret: config.authSecret, logTail, log });
+  const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, publicKeys: config.publicKeys, logTail, log });
   await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, http, exitOnSignals: true });
   built.orchestrator.start();
 } catch (error) {

@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import type { DescService } from "@bufbuild/protobuf";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { ClientMetrics, type Logger, mintToken, ServerMetrics, servicePolicy, type ToolClient, type ToolDefinition, toolClient } from "@loopguard/tool-sdk";
+import { ClientMetrics, type Logger, ServerMetrics, servicePolicy, type ToolClient, type ToolDefinition, toolClient } from "@loopguard/tool-sdk";
 import { createOrchestratorHandlers } from "./api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
 import { openSessionStore } from "./open-store.js";
@@ -13,6 +13,7 @@ import { ScriptedPolicy } from "./policies/scripted-policy.js";
 import type { Policy } from "./policy.js";
 import { SessionMetrics } from "./session-metrics.js";
 import { DEFAULT_TOOL_SERVICES, ToolRegistry } from "./tool-registry.js";
+import { ToolTokens } from "./tool-tokens.js";
 import { TraceSink } from "./trace-sink.js";
 
 export interface BuiltOrchestrator {
@@ -21,8 +22,6 @@ export interface BuiltOrchestrator {
   readonly metrics: ServerMetrics;
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
 }
-
-const TOKEN_TTL_SECONDS = 600;
 
 export async function build(config: OrchestratorConfig, log: Logger, services: readonly DescService[] = DEFAULT_TOOL_SERVICES): Promise<BuiltOrchestrator> {
   const store = await openSessionStore(config.storeUrl);
@@ -36,28 +35,13 @@ export async function build(config: OrchestratorConfig, log: Logger, services: r
   }
   const policies = new Map<string, Policy>([["scripted", new ScriptedPolicy()]]);
   if (config.openai) policies.set("openai", createOpenAiPolicy({ baseUrl: config.openai.baseUrl, model: config.openai.model, ...(config.openai.apiKey ? { apiKey: config.openai.apiKey } : {}) }));
-  // Tool calls carry a short-lived token with exactly the session's granted scopes, so every
-  // tool enforces least privilege itself. Sessions granted the same scopes share one token
-  // (minted per scope set, renewed a minute before it expires): a token per session would cost a
-  // signature here and a verification in every tool for each session, and prove nothing more —
-  // the session is named by the call's trace context, not by its credential.
-  const tokens = new Map<string, { token: string; expiresAt: number }>();
-  const tokenFor = async (scopes: readonly string[]) => {
-    const key = [...scopes].sort().join(" ");
-    const cached = tokens.get(key);
-    if (cached && cached.expiresAt > Date.now() + 60_000) return cached.token;
-    const token = await mintToken(config.authSecret, { subject: `orchestrator:${config.instanceId}`, scopes, ttlSeconds: TOKEN_TTL_SECONDS });
-    if (tokens.size > 1_000) tokens.clear();
-    tokens.set(key, { token, expiresAt: Date.now() + TOKEN_TTL_SECONDS * 1000 });
-    return token;
-  };
   const orchestrator = new Orchestrator({
     store,
     registry,
     clients,
     policies,
     traces: new TraceSink(store, config.traceDir),
-    tokenFor,
+    tokens: new ToolTokens(config.signingKey),
     approvals: config.approvals,
     context: config.context,
     owner: config.instanceId,

@@ -28,6 +28,7 @@ import {
 } from "./session-store.js";
 import { parseToolArguments } from "./tool-arguments.js";
 import type { RegisteredTool, ToolRegistry } from "./tool-registry.js";
+import type { ToolTokens } from "./tool-tokens.js";
 import type { TraceSink } from "./trace-sink.js";
 
 export interface SessionContext extends JsonObject {
@@ -76,8 +77,8 @@ export interface RunnerDeps {
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
   readonly policies: ReadonlyMap<string, Policy>;
   readonly traces: TraceSink;
-  /** A short-lived token carrying exactly these scopes (a session's grant). */
-  readonly tokenFor: (scopes: readonly string[]) => Promise<string>;
+  /** Per-call tool credentials: this session, this method's scope, this call's deadline. */
+  readonly tokens: ToolTokens;
   readonly approvals: ApprovalRules;
   /** Lease owner (this replica); every transition is fenced by it. */
   readonly owner: string;
@@ -521,13 +522,14 @@ export class SessionRunner {
       await settle();
       return this.stop(state, "unrecoverable_error", `no client for tool ${tool.tool}`);
     }
-    const token = await this.deps.tokenFor(s.scopes);
+    const deadline = Math.min(now + tool.timeoutMs, deadlineOf(s.usage, s.budget));
+    const token = await this.deps.tokens.for(s.id, tool, deadline);
     const started = performance.now();
     const outcome = await this.#span(s, `execute_tool ${tool.name}`, { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id }, async (span) => {
       try {
         const request = fromJson(tool.method.input, JSON.parse(call.arguments) as JsonValue);
         const result = await client.call(tool.method.localName as never, request as never, {
-          deadline: new Date(deadlineOf(s.usage, s.budget)),
+          deadline: new Date(deadline),
           token,
           signal,
           onRetry: async () => {
@@ -588,9 +590,11 @@ export class SessionRunner {
   async #currentWorldVersion(s: SessionRecord, call: PendingCall): Promise<string | undefined> {
     const orderId = (JSON.parse(call.arguments) as JsonObject).orderId;
     const billing = this.deps.clients.get("billing");
-    if (typeof orderId !== "string" || !billing) return undefined;
-    const token = await this.deps.tokenFor(s.scopes);
-    const result = await billing.call("getOrder" as never, { orderId } as never, { token, deadline: new Date(deadlineOf(s.usage, s.budget)) }).catch(() => undefined);
+    const getOrder = this.deps.registry.get("billing_get_order");
+    if (typeof orderId !== "string" || !billing || !getOrder) return undefined;
+    const deadline = Math.min(this.deps.now() + getOrder.timeoutMs, deadlineOf(s.usage, s.budget));
+    const token = await this.deps.tokens.for(s.id, getOrder, deadline);
+    const result = await billing.call("getOrder" as never, { orderId } as never, { token, deadline: new Date(deadline) }).catch(() => undefined);
     const order = (result?.response as { order?: { version: bigint } } | undefined)?.order;
     return order ? `order:${orderId}@${String(order.version)}` : undefined;
   }

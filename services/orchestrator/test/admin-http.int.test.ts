@@ -3,8 +3,8 @@
 // tools as real processes.
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { mintToken } from "@loopguard/tool-sdk";
-import { TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
+import { mintToken, newKeyPair, type SigningKey, signingKeyFromJwk } from "@loopguard/tool-sdk";
+import { TEST_SIGNING_KEY } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/budget.js";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
@@ -25,8 +25,8 @@ afterAll(async () => {
   await tools?.stop();
 });
 
-function token(scopes: string[], secret = TEST_AUTH_SECRET): Promise<string> {
-  return mintToken(secret, { subject: "ops:test", scopes, ttlSeconds: 600 });
+function token(scopes: string[], key: SigningKey = TEST_SIGNING_KEY): Promise<string> {
+  return mintToken(key, { subject: "ops:test", audience: "orchestrator", scopes, ttlSeconds: 600 });
 }
 
 interface Reply {
@@ -83,7 +83,7 @@ describe("authentication and scopes", () => {
   });
 
   it("refuses a token signed with another secret with 401", async () => {
-    const forged = await token(["sessions:read"], randomBytes(32).toString("hex"));
+    const forged = await token(["sessions:read"], signingKeyFromJwk(newKeyPair("test-key").privateJwk));
     const r = await call("/api/sessions", { token: forged });
     expect(r.status).toBe(401);
     expect(r.text).not.toMatch(/at .*\.(ts|js):\d+/);

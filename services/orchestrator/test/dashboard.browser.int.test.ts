@@ -6,7 +6,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { mintToken } from "@loopguard/tool-sdk";
-import { TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
+import { testToken } from "@loopguard/tool-sdk/testing";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/budget.js";
@@ -37,7 +37,7 @@ async function newPage(): Promise<Page> {
 }
 
 function operatorToken(scopes = OPERATOR_SCOPES): Promise<string> {
-  return mintToken(TEST_AUTH_SECRET, { subject: "ops:browser", scopes, ttlSeconds: 600 });
+  return testToken({ subject: "ops:browser", scopes, ttlSeconds: 600 });
 }
 
 const row = (p: Page, id: string, state?: string) => p.locator(`[data-testid="session-row"][data-session-id="${id}"]${state ? `[data-state="${state}"]` : ""}`);

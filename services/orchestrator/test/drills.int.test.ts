@@ -12,8 +12,8 @@ import Database from "better-sqlite3";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { createRawClient, mintToken, type RawClient } from "@loopguard/tool-sdk";
-import { spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
+import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { kill, startTool } from "../../../test/e2e/processes.js";
 import { PostgresSessionStore } from "../src/postgres-session-store.js";
@@ -49,8 +49,9 @@ function track<T extends { close(): void }>(client: T): T {
   return client;
 }
 
-async function clientFor<S extends DescService>(service: S, address: string, scopes: string[]): Promise<RawClient<S>> {
-  const token = await mintToken(TEST_AUTH_SECRET, { subject: "drill", scopes, ttlSeconds: 600 });
+/** `audience`: the tool served at `address`, needed when the scopes alone do not name it (tool:admin). */
+async function clientFor<S extends DescService>(service: S, address: string, scopes: string[], audience?: string): Promise<RawClient<S>> {
+  const token = await testToken({ subject: "drill", scopes, ttlSeconds: 600, ...(audience ? { audience } : {}) });
   return track(createRawClient(service, address, { token }));
 }
 
@@ -66,7 +67,7 @@ async function startTools(kbLatencyMs: number): Promise<Tools> {
   const [kb, billing, risk] = await Promise.all([startTool("kb-search", dir), startTool("billing", dir), startTool("risk", dir)]);
   processes.push(kb, billing, risk);
   if (kbLatencyMs > 0) {
-    const admin = await clientFor(ToolAdminService, kb.address, ["tool:admin"]);
+    const admin = await clientFor(ToolAdminService, kb.address, ["tool:admin"], "kb-search");
     await admin.setFaults({ profile: { addedLatencyMs: kbLatencyMs } });
   }
   return { kb, billing, risk };
@@ -74,6 +75,7 @@ async function startTools(kbLatencyMs: number): Promise<Tools> {
 
 async function startOrchestrator(tools: Tools, env: Record<string, string>): Promise<ToolProcess> {
   const proc = await spawnTool(ORCHESTRATOR_ENTRY, {
+    ...testOrchestratorEnv(),
     ORCHESTRATOR_PORT: "0",
     ORCHESTRATOR_HTTP_PORT: "0",
     KB_SEARCH_ADDR: tools.kb.address,
@@ -203,7 +205,7 @@ describe("orchestrator drills (real processes)", () => {
   it("SIGKILL the orchestrator with 50 sessions running, restart: all 50 reach a terminal state and the billing ledger has no duplicate refund", async () => {
     const tools = await startTools(300);
     // Slow refunds too, so that some are in flight on billing when the orchestrator dies.
-    const billingAdmin = await clientFor(ToolAdminService, tools.billing.address, ["tool:admin"]);
+    const billingAdmin = await clientFor(ToolAdminService, tools.billing.address, ["tool:admin"], "billing");
     await billingAdmin.setFaults({ profile: { addedLatencyMs: 150, methods: ["Refund"] } });
     const dir = tempDir("sqlite");
     const storeUrl = `sqlite:${join(dir, "orchestrator.db")}`;

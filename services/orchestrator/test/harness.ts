@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createLogger, createRawClient, mintToken, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
-import { TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { createLogger, createRawClient, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
+import { type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
 import { kill, startTool } from "../../../test/e2e/processes.js";
 import { createAdminHttp } from "../src/admin-http.js";
 import { loadOrchestratorConfig } from "../src/config.js";
@@ -52,7 +52,7 @@ export interface TestOrchestrator {
 export async function startOrchestrator(tools: Tools, env: Record<string, string> = {}): Promise<TestOrchestrator> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
   const config = loadOrchestratorConfig({
-    LOOPGUARD_AUTH_SECRET: TEST_AUTH_SECRET,
+    ...testOrchestratorEnv(),
     LOOPGUARD_DATA_DIR: dataDir,
     ORCHESTRATOR_PORT: "0",
     ORCHESTRATOR_HTTP_PORT: "0",
@@ -72,10 +72,10 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
     },
   });
   const built = await build(config, log);
-  const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, authSecret: config.authSecret, logTail, log });
+  const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, publicKeys: config.publicKeys, logTail, log });
   const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, http });
   built.orchestrator.start();
-  const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["sessions:read", "sessions:write", "approvals:write"] });
+  const token = await testToken({ subject: "test", scopes: ["sessions:read", "sessions:write", "approvals:write"] });
   const api = createRawClient(OrchestratorService, server.address, { token });
   return {
     api,

@@ -4,8 +4,8 @@ import { join } from "node:path";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { CallError, createRawClient, mintToken, status } from "@loopguard/tool-sdk";
-import { TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
+import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
+import { testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
@@ -34,7 +34,7 @@ async function start(goal: string, task: Record<string, unknown>, extra: Record<
 }
 
 async function refundsOf(orderId: string) {
-  const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["billing:read"] });
+  const token = await testToken({ subject: "test", scopes: ["billing:read"] });
   const billing = createRawClient(BillingService, tools.billing.address, { token });
   try {
     return (await billing.listRefunds({ orderId })).refunds;
@@ -211,7 +211,7 @@ describe("stop reasons", () => {
   });
 
   it("deadline: a slow tool and a short wall clock stop the session with deadline", async () => {
-    const token = await mintToken(TEST_AUTH_SECRET, { subject: "drill", scopes: ["tool:admin"] });
+    const token = await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] });
     const admin = createRawClient(ToolAdminService, tools.kb.address, { token });
     await admin.setFaults({ profile: { addedLatencyMs: 3000, methods: ["Search"] } });
     try {

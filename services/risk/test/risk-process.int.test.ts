@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { createRawClient, mintToken } from "@loopguard/tool-sdk";
-import { checkHealth, spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { createRawClient } from "@loopguard/tool-sdk";
+import { checkHealth, spawnTool, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { DEMO_CUSTOMERS } from "../src/demo-customers.js";
 
@@ -34,7 +34,7 @@ describe("risk process", () => {
   it("serves demo customers from <dataDir>/risk.db, exits 0 on SIGTERM and keeps its data across a restart", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "risk-proc-"));
     dirs.push(dataDir);
-    const token = await mintToken(TEST_AUTH_SECRET, { subject: "test", scopes: ["risk:read"] });
+    const token = await testToken({ subject: "test", scopes: ["risk:read"] });
     const c = DEMO_CUSTOMERS[0]!;
 
     for (let run = 0; run < 2; run += 1) {

@@ -5,8 +5,8 @@ import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { CallError, createRawClient, mintToken, type RawClient } from "@loopguard/tool-sdk";
-import { startTestTool, TEST_AUTH_SECRET, type TestTool } from "@loopguard/tool-sdk/testing";
+import { CallError, createRawClient, type RawClient } from "@loopguard/tool-sdk";
+import { startTestTool, type TestTool, testToken } from "@loopguard/tool-sdk/testing";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { idCardCheckCharacter } from "../src/identity.js";
@@ -147,7 +147,7 @@ describe("risk over gRPC", () => {
 
   it("answers UNAVAILABLE with RetryInfo during an outage injected through ToolAdminService, and OK once it is off", async () => {
     const admin = createRawClient(ToolAdminService, t.address, {
-      token: await mintToken(TEST_AUTH_SECRET, { subject: "drill", scopes: ["tool:admin"] }),
+      token: await testToken({ subject: "drill", audience: "risk", scopes: ["tool:admin"] }),
     });
     try {
       await admin.setFaults({ profile: { outage: true, retryAfterMs: 30_000 } });

@@ -4,16 +4,15 @@ import { spawn } from "node:child_process";
 import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createLogger, ensureLocalSecret, localSecretPath } from "@loopguard/tool-sdk";
+import { createLogger } from "@loopguard/tool-sdk";
 import { discoverServices } from "./services.js";
+import { suiteEnvironment } from "./suite-env.js";
 import { Supervisor } from "./supervisor.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const dataDir = resolve(process.env.LOOPGUARD_DATA_DIR || join(root, ".data"));
 mkdirSync(dataDir, { recursive: true });
 const log = createLogger({ service: "supervisor" });
-const secretFile = localSecretPath(dataDir);
-ensureLocalSecret(dataDir);
 
 const specs = discoverServices(join(root, "services"));
 // Each service's JSON log goes to its own file; the console keeps the supervisor's lines.
@@ -21,7 +20,7 @@ const logDir = join(dataDir, "logs");
 mkdirSync(logDir, { recursive: true });
 const logFiles = new Map<string, WriteStream>();
 const supervisor = new Supervisor({
-  env: { LOOPGUARD_DATA_DIR: dataDir, LOOPGUARD_AUTH_SECRET_FILE: secretFile },
+  ...suiteEnvironment(dataDir),
   log,
   output: (service, line) => {
     let file = logFiles.get(service);

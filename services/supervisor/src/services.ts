@@ -1,14 +1,17 @@
-// The services the local suite runs, discovered from the workspace: every services/*/package.json
-// with a "loopguard" field, so a new tool joins `pnpm start` without anyone editing a list.
+// The services of the suite, discovered from the workspace: every services/*/package.json with a
+// "loopguard" field, so a new tool joins `pnpm start`, the Prometheus config and the Kubernetes
+// manifests without anyone editing a list. This is the one reader of those manifests.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+
+export type ServiceKind = "tool" | "orchestrator";
 
 export interface ServiceSpec {
   readonly name: string;
   /** The workspace package, e.g. "@loopguard/billing". */
   readonly packageName: string;
   readonly description: string;
-  readonly kind: "tool" | "orchestrator";
+  readonly kind: ServiceKind;
   readonly dir: string;
   readonly entry: string;
   readonly port: number;
@@ -17,25 +20,38 @@ export interface ServiceSpec {
   readonly envPrefix: string;
   /** Variable naming the HTTP port, when not <PREFIX>_METRICS_PORT. */
   readonly metricsPortEnv: string;
-  /** Keeps state of its own (a database), so its replicas must share a store. */
+  /** Keeps state in the store named by <PREFIX>_STORE (sqlite:… or postgres://…), so more than one replica needs PostgreSQL. */
   readonly stateful: boolean;
-  /** Variable naming a store shared by replicas (`sqlite:…` or `postgres://…`), if it has one. */
-  readonly storeEnv: string | undefined;
+  /** Variable → "secret/key": a file the service reads from a secret, e.g. RISK_CUSTOMER_KEY_PEPPER_FILE → "loopguard-risk-pepper/pepper". */
+  readonly secretFiles: Readonly<Record<string, string>>;
 }
 
 interface Manifest {
   name?: string;
   description?: string;
   loopguard?: {
-    kind?: string;
+    kind?: unknown;
     entry?: string;
     port?: number;
     metricsPort?: number;
     envPrefix?: string;
     metricsPortEnv?: string;
-    stateful?: boolean;
-    storeEnv?: string;
+    stateful?: unknown;
+    secretFiles?: unknown;
   };
+}
+
+const KINDS: readonly ServiceKind[] = ["tool", "orchestrator"];
+
+function secretFiles(value: unknown, manifestPath: string): Record<string, string> {
+  if (value === undefined) return {};
+  const valid =
+    typeof value === "object" &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.entries(value).every(([name, ref]) => /^[A-Z][A-Z0-9_]*$/.test(name) && typeof ref === "string" && /^[a-z0-9-]+\/[A-Za-z0-9._-]+$/.test(ref));
+  if (!valid) throw new Error(`${manifestPath}: "loopguard".secretFiles must map VARIABLE names to "secret-name/key"`);
+  return value as Record<string, string>;
 }
 
 export function discoverServices(servicesDir: string): ServiceSpec[] {
@@ -46,22 +62,24 @@ export function discoverServices(servicesDir: string): ServiceSpec[] {
     const manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as Manifest;
     const lg = manifest.loopguard;
     if (!lg) continue;
-    if (!lg.entry || !lg.port || !lg.metricsPort || !lg.envPrefix || (lg.kind !== "tool" && lg.kind !== "orchestrator")) {
-      throw new Error(`${manifestPath}: "loopguard" needs kind ("tool" or "orchestrator"), entry, port, metricsPort and envPrefix`);
+    if (!lg.entry || !lg.port || !lg.metricsPort || !lg.envPrefix) {
+      throw new Error(`${manifestPath}: "loopguard" needs entry, port, metricsPort and envPrefix`);
     }
+    if (!KINDS.includes(lg.kind as ServiceKind)) throw new Error(`${manifestPath}: "loopguard".kind must be one of ${KINDS.join(", ")}`);
+    if (lg.stateful !== undefined && typeof lg.stateful !== "boolean") throw new Error(`${manifestPath}: "loopguard".stateful must be true or false`);
     specs.push({
       name,
       packageName: manifest.name ?? name,
       description: manifest.description ?? "",
-      kind: lg.kind,
+      kind: lg.kind as ServiceKind,
       dir: join(servicesDir, name),
       entry: join(servicesDir, name, lg.entry),
       port: lg.port,
       metricsPort: lg.metricsPort,
       envPrefix: lg.envPrefix,
       metricsPortEnv: lg.metricsPortEnv ?? `${lg.envPrefix}_METRICS_PORT`,
-      stateful: lg.stateful === true,
-      storeEnv: lg.storeEnv,
+      stateful: lg.stateful ?? false,
+      secretFiles: secretFiles(lg.secretFiles, manifestPath),
     });
   }
   return specs;

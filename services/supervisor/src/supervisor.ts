@@ -8,6 +8,8 @@ import type { ServiceSpec } from "./services.js";
 
 export interface SupervisorOptions {
   readonly env: Readonly<Record<string, string>>;
+  /** Variables for one service only (e.g. the orchestrator's private key), beside `env`. */
+  readonly envFor?: (spec: ServiceSpec) => Readonly<Record<string, string>>;
   readonly log: Logger;
   /** Where each child's log lines go (they are JSON already). */
   readonly output: (service: string, line: string) => void;
@@ -56,11 +58,14 @@ export class Supervisor {
 
   #launch(entry: Running): void {
     const { spec } = entry;
+    // A private key reaches a child only through envFor, never inherited from the shell that started the suite.
+    const { LOOPGUARD_SIGNING_KEY_FILE: _signingKey, ...inherited } = process.env;
     const child = spawn(process.execPath, [spec.entry], {
       cwd: spec.dir,
       env: {
-        ...process.env,
+        ...inherited,
         ...this.options.env,
+        ...this.options.envFor?.(spec),
         [`${spec.envPrefix}_PORT`]: String(spec.port),
         [spec.metricsPortEnv]: String(spec.metricsPort),
       },

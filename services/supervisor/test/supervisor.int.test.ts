@@ -1,15 +1,16 @@
 // The local supervisor with real service processes: a crashed service is restarted with
 // backoff; one that cannot start fails the start instead of looping.
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { createLogger } from "@loopguard/tool-sdk";
-import { checkHealth, TEST_AUTH_SECRET } from "@loopguard/tool-sdk/testing";
+import { checkHealth, TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { discoverServices, type ServiceSpec } from "../src/services.js";
+import { suiteEnvironment } from "../src/suite-env.js";
 import { Supervisor } from "../src/supervisor.js";
 
 const servicesDir = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -33,11 +34,11 @@ async function risk(): Promise<ServiceSpec> {
   return { ...spec, port: await freePort(), metricsPort: await freePort() };
 }
 
-function supervise(): { supervisor: Supervisor; warnings: Record<string, unknown>[] } {
+function supervise(environment?: (dataDir: string) => ReturnType<typeof suiteEnvironment>): { supervisor: Supervisor; warnings: Record<string, unknown>[] } {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-supervisor-"));
   const warnings: Record<string, unknown>[] = [];
   const supervisor = new Supervisor({
-    env: { LOOPGUARD_DATA_DIR: dataDir, LOOPGUARD_AUTH_SECRET: TEST_AUTH_SECRET },
+    ...(environment ? environment(dataDir) : { env: { LOOPGUARD_DATA_DIR: dataDir, ...TEST_AUTH_ENV } }),
     log: createLogger({ service: "supervisor", write: (l) => warnings.push(JSON.parse(l) as Record<string, unknown>) }),
     output: () => undefined,
     initialBackoffMs: 100,
@@ -83,5 +84,32 @@ describe("Supervisor", () => {
     cleanups.push(() => new Promise<void>((ok) => blocker.close(() => ok())));
     const { supervisor } = supervise();
     await expect(supervisor.start([spec])).rejects.toThrow(/risk exited .* before serving/);
+  });
+
+  it("gives the orchestrator its private key and no tool any: not in its environment, not in a file its configuration names", async () => {
+    const specs = await Promise.all(discoverServices(servicesDir).map(async (s) => ({ ...s, port: await freePort(), metricsPort: await freePort() })));
+    const { supervisor } = supervise(suiteEnvironment);
+    await supervisor.start(specs);
+    const privateMaterial = /"d"\s*:/;
+    for (const spec of specs) {
+      const pid = supervisor.pids()[spec.name]!;
+      const environ = Object.fromEntries(
+        readFileSync(`/proc/${pid}/environ`, "utf8")
+          .split("\0")
+          .filter(Boolean)
+          .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+      );
+      const namedFiles = Object.entries(environ)
+        .filter(([k, v]) => k.endsWith("_FILE") && existsSync(v))
+        .map(([, v]) => v);
+      const holdsKey = [...Object.values(environ), ...namedFiles.map((f) => readFileSync(f, "utf8"))].some((text) => privateMaterial.test(text));
+      expect(environ.LOOPGUARD_JWKS_FILE, spec.name).toBeDefined();
+      if (spec.kind === "orchestrator") {
+        expect(holdsKey, "the orchestrator signs tool tokens").toBe(true);
+      } else {
+        expect(environ.LOOPGUARD_SIGNING_KEY_FILE, spec.name).toBeUndefined();
+        expect(holdsKey, `${spec.name} must hold no private key`).toBe(false);
+      }
+    }
   });
 });

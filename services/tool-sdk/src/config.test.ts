@@ -1,41 +1,67 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, describeConfig, loadToolConfig } from "./config.js";
+import { newKeyPair } from "./auth.js";
+import { ConfigError, describeConfig, loadToolConfig, readSigningKey } from "./config.js";
 
-const secret = "s".repeat(40);
+const pair = newKeyPair("unit-key");
+const auth = { LOOPGUARD_JWKS: JSON.stringify({ keys: [pair.publicJwk] }) };
 
 describe("loadToolConfig", () => {
   it("reads prefixed variables and falls back to the defaults", () => {
-    const config = loadToolConfig("kb-search", { port: 50061, metricsPort: 9461 }, { LOOPGUARD_AUTH_SECRET: secret, KB_SEARCH_PORT: "7000" });
+    const config = loadToolConfig("kb-search", { port: 50061, metricsPort: 9461 }, { ...auth, KB_SEARCH_PORT: "7000" });
     expect(config).toMatchObject({ port: 7000, metricsPort: 9461, host: "127.0.0.1", maxConcurrent: 64 });
+    expect(config.publicKeys.keys.map((k) => k.kid)).toEqual(["unit-key"]);
     expect(Object.isFrozen(config)).toBe(true);
   });
 
   it("fails fast on a bad number, naming the variable", () => {
-    expect(() => loadToolConfig("billing", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret, BILLING_PORT: "70000" })).toThrow(
-      /BILLING_PORT must be an integer in 0..65535, got "70000"/,
-    );
+    expect(() => loadToolConfig("billing", { port: 1, metricsPort: 2 }, { ...auth, BILLING_PORT: "70000" })).toThrow(/BILLING_PORT must be an integer in 0..65535, got "70000"/);
   });
 
   it("fails fast on an unknown LOG_LEVEL with a ConfigError", () => {
-    expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret, LOG_LEVEL: "loud" })).toThrow(ConfigError);
+    expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, { ...auth, LOG_LEVEL: "loud" })).toThrow(ConfigError);
   });
 
-  it("refuses to start without an auth secret", () => {
-    expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, {})).toThrow(ConfigError);
+  it("refuses to start without public keys, naming the variable", () => {
+    expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, {})).toThrow(/LOOPGUARD_JWKS_FILE/);
   });
 
   it("asks clients to reconnect after a max connection age (30 s, 10 s grace by default; 0 turns it off)", () => {
-    const config = loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret });
+    const config = loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, auth);
     expect(config).toMatchObject({ maxConnectionAgeMs: 30_000, maxConnectionAgeGraceMs: 10_000 });
-    const off = loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret, KB_SEARCH_MAX_CONNECTION_AGE_MS: "0" });
+    const off = loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { ...auth, KB_SEARCH_MAX_CONNECTION_AGE_MS: "0" });
     expect(off.maxConnectionAgeMs).toBe(0);
-    expect(() => loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret, KB_SEARCH_MAX_CONNECTION_AGE_MS: "-1" })).toThrow(
+    expect(() => loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { ...auth, KB_SEARCH_MAX_CONNECTION_AGE_MS: "-1" })).toThrow(
       /KB_SEARCH_MAX_CONNECTION_AGE_MS must be an integer/,
     );
   });
 
-  it("never describes the secret", () => {
-    const config = loadToolConfig("risk", { port: 1, metricsPort: 2 }, { LOOPGUARD_AUTH_SECRET: secret });
-    expect(JSON.stringify(describeConfig(config))).not.toContain(secret);
+  it("refuses the retired shared secret, saying what replaces it", () => {
+    expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, { ...auth, LOOPGUARD_AUTH_SECRET: "s".repeat(40) })).toThrow(/no longer used.*LOOPGUARD_JWKS_FILE.*LOOPGUARD_SIGNING_KEY_FILE/);
+  });
+
+  it("refuses a JWKS that holds a private key", () => {
+    expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, { LOOPGUARD_JWKS: JSON.stringify({ keys: [pair.privateJwk] }) })).toThrow(/private material/);
+  });
+
+  it("refuses to give a tool a private key", () => {
+    expect(() => loadToolConfig("billing", { port: 1, metricsPort: 2 }, { ...auth, LOOPGUARD_SIGNING_KEY_FILE: "/any" })).toThrow(/must not hold a private key/);
+  });
+
+  it("reads a signing key from a file, and refuses a public one", () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-config-"));
+    writeFileSync(join(dir, "private.jwk"), JSON.stringify(pair.privateJwk));
+    writeFileSync(join(dir, "public.jwk"), JSON.stringify(pair.publicJwk));
+    expect(readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: join(dir, "private.jwk") }).kid).toBe("unit-key");
+    expect(() => readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: join(dir, "public.jwk") })).toThrow(/private Ed25519 JWK/);
+    expect(() => readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: join(dir, "missing.jwk") })).toThrow(/cannot read/);
+  });
+
+  it("describes keys by id only", () => {
+    const config = loadToolConfig("risk", { port: 1, metricsPort: 2 }, auth);
+    expect(describeConfig(config).publicKeys).toEqual(["unit-key"]);
+    expect(JSON.stringify(describeConfig(config))).not.toContain(String(pair.publicJwk.x));
   });
 });

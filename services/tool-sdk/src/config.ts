@@ -2,6 +2,8 @@
 // process before it binds anything. Names are prefixed by the tool, e.g. BILLING_PORT.
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import type { JSONWebKeySet } from "jose";
+import { KeyError, publicKeySet, type SigningKey, signingKeyFromJwk } from "./auth.js";
 import { type LogLevel, parseLogLevel } from "./logger.js";
 
 export interface ToolConfig {
@@ -20,7 +22,8 @@ export interface ToolConfig {
   readonly maxConnectionAgeGraceMs: number;
   /** Folder for the tool's data (SQLite files); created if missing. */
   readonly dataDir: string;
-  readonly authSecret: string;
+  /** Public keys that verify callers' tokens (LOOPGUARD_JWKS_FILE or LOOPGUARD_JWKS). */
+  readonly publicKeys: JSONWebKeySet;
   readonly logLevel: LogLevel;
 }
 
@@ -61,20 +64,76 @@ function logLevel(raw: string | undefined): LogLevel {
   }
 }
 
-/** The shared signing secret of caller tokens: LOOPGUARD_AUTH_SECRET, or the file LOOPGUARD_AUTH_SECRET_FILE names. */
-export function readAuthSecret(env: Env = process.env): string {
-  const file = env.LOOPGUARD_AUTH_SECRET_FILE;
-  const secret = file ? readFileSync(file, "utf8").trim() : (env.LOOPGUARD_AUTH_SECRET ?? "");
-  if (secret.length < 32) {
-    throw new ConfigError(
-      "set LOOPGUARD_AUTH_SECRET (or LOOPGUARD_AUTH_SECRET_FILE) to a secret of at least 32 characters; `pnpm start` makes one under .data/",
-    );
+function readJson(name: string, path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(`${name}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? "error"})`);
   }
-  return secret;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ConfigError(`${name}: ${path} is not JSON`);
+  }
+}
+
+/** Refuses the retired shared secret, so a deployment still setting it learns why instead of running with other credentials. */
+function refuseSharedSecret(env: Env): void {
+  for (const name of ["LOOPGUARD_AUTH_SECRET", "LOOPGUARD_AUTH_SECRET_FILE"]) {
+    if (env[name]) {
+      throw new ConfigError(
+        `${name} is no longer used: tokens are signed with Ed25519 keys — give every service LOOPGUARD_JWKS_FILE (public keys) and the orchestrator LOOPGUARD_SIGNING_KEY_FILE (its private key); \`pnpm keys new\` makes them`,
+      );
+    }
+  }
+}
+
+/** The public keys that verify callers' tokens: the JWKS file LOOPGUARD_JWKS_FILE names, or LOOPGUARD_JWKS inline. */
+export function readPublicKeys(env: Env = process.env): JSONWebKeySet {
+  refuseSharedSecret(env);
+  const file = env.LOOPGUARD_JWKS_FILE;
+  const name = file ? "LOOPGUARD_JWKS_FILE" : "LOOPGUARD_JWKS";
+  let value: unknown;
+  if (file) value = readJson(name, file);
+  else if (env.LOOPGUARD_JWKS) {
+    try {
+      value = JSON.parse(env.LOOPGUARD_JWKS);
+    } catch {
+      throw new ConfigError("LOOPGUARD_JWKS is not JSON");
+    }
+  } else {
+    throw new ConfigError("set LOOPGUARD_JWKS_FILE to a JWKS of the public keys that sign callers' tokens; `pnpm start` makes one under .data/keys/");
+  }
+  try {
+    return publicKeySet(value);
+  } catch (error) {
+    throw new ConfigError(`${name}: ${(error as KeyError).message}`);
+  }
+}
+
+/** The private key that signs tokens, from the JWK file LOOPGUARD_SIGNING_KEY_FILE names (never inline: a key in the environment leaks into process listings and crash dumps). */
+export function readSigningKey(env: Env = process.env): SigningKey {
+  const file = env.LOOPGUARD_SIGNING_KEY_FILE;
+  if (!file) throw new ConfigError("set LOOPGUARD_SIGNING_KEY_FILE to the private JWK that signs tokens; `pnpm start` makes one under .data/keys/");
+  try {
+    return signingKeyFromJwk(readJson("LOOPGUARD_SIGNING_KEY_FILE", file));
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    throw new ConfigError(`LOOPGUARD_SIGNING_KEY_FILE: ${(error as KeyError).message}`);
+  }
+}
+
+export interface LoadOptions {
+  /** The service signs tokens (the orchestrator). A tool only verifies, and refuses a private key. */
+  readonly signs?: boolean;
 }
 
 /** `tool` is the contract's tool name, e.g. "kb-search" → variables KB_SEARCH_PORT, … */
-export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = process.env): ToolConfig {
+export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = process.env, options: LoadOptions = {}): ToolConfig {
+  if (!options.signs && env.LOOPGUARD_SIGNING_KEY_FILE) {
+    throw new ConfigError(`${tool} only verifies tokens and must not hold a private key: unset LOOPGUARD_SIGNING_KEY_FILE`);
+  }
   const prefix = tool.toUpperCase().replace(/[^A-Z0-9]+/g, "_");
   return Object.freeze({
     tool,
@@ -92,13 +151,13 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
       2_000_000_000,
     ),
     dataDir: resolve(env.LOOPGUARD_DATA_DIR || ".data"),
-    authSecret: readAuthSecret(env),
+    publicKeys: readPublicKeys(env),
     logLevel: logLevel(env.LOG_LEVEL),
   });
 }
 
-/** The config as it may be logged: everything but the secret. */
+/** The config as it may be logged: public keys by id only. */
 export function describeConfig(config: ToolConfig): Record<string, unknown> {
-  const { authSecret: _secret, ...rest } = config;
-  return rest;
+  const { publicKeys, ...rest } = config;
+  return { ...rest, publicKeys: publicKeys.keys.map((k) => k.kid) };
 }

@@ -73,3 +73,32 @@ export function errorReasons(service: DescService): ReadonlySet<string> {
   reasonCache.set(service, reasons);
   return reasons;
 }
+
+/**
+ * The one service a token carrying `scopes` is for, read from the contracts: the services whose
+ * methods require each scope, intersected. The admin service's scope is served beside every tool,
+ * so it narrows nothing. Undefined when the scopes fit no single service.
+ */
+export function audienceOf(scopes: readonly string[], services: readonly DescService[]): string | undefined {
+  let candidates: Set<string> | undefined;
+  const everyTool = new Set(services.map((s) => servicePolicy(s).toolName));
+  for (const scope of scopes) {
+    const serving = new Set<string>();
+    for (const service of services) {
+      if (service.methods.some((m) => methodPolicy(m).requiredScope === scope)) serving.add(servicePolicy(service).toolName);
+    }
+    const admin = serving.has(ADMIN_TOOL_NAME);
+    const fits = admin ? everyTool : serving;
+    candidates = candidates ? new Set([...candidates].filter((c) => fits.has(c))) : fits;
+  }
+  candidates?.delete(ADMIN_TOOL_NAME);
+  return candidates?.size === 1 ? [...candidates][0] : undefined;
+}
+
+/** The tool name of loopguard.tool.v1.ToolAdminService, which every tool serves beside its own contract. */
+export const ADMIN_TOOL_NAME = "tool-admin";
+
+/** Every service of the given contract files that carries a ServicePolicy. */
+export function servicesOf(files: readonly DescFile[]): DescService[] {
+  return files.flatMap((f) => f.services).filter((s) => getOption(s, serviceOption).toolName !== "");
+}

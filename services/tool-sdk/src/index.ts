@@ -1,7 +1,7 @@
-export { type Caller, mintToken, type MintOptions, TokenVerifier } from "./auth.js";
+export { type Caller, KeyError, mintToken, type MintOptions, newKeyPair, publicKeySet, type SigningKey, signingKeyFromJwk, TokenVerifier } from "./auth.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
-export { ConfigError, describeConfig, loadToolConfig, readAuthSecret, type ToolConfig, type ToolDefaults } from "./config.js";
-export { Degradation, Effect, errorReasons, methodPath, methodPolicy, RoutingTag, servicePolicy } from "./contract.js";
+export { ConfigError, describeConfig, type LoadOptions, loadToolConfig, readPublicKeys, readSigningKey, type ToolConfig, type ToolDefaults } from "./config.js";
+export { ADMIN_TOOL_NAME, audienceOf, Degradation, Effect, errorReasons, methodPath, methodPolicy, RoutingTag, servicePolicy, servicesOf } from "./contract.js";
 export {
   type CallFailure,
   decodeStatusDetails,
@@ -16,7 +16,7 @@ export { FaultSwitch } from "./faults.js";
 export { createLogger, type LogFields, type Logger, type LogLevel, REDACTED } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
 export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
-export { ensureLocalSecret, localSecretPath } from "./local-secret.js";
+export { ensureLocalKeys, type LocalKeys, localKeyPaths, operatorSigningKey } from "./local-keys.js";
 export { runTool } from "./run.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallContext, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer } from "./serve.js";

@@ -30,6 +30,7 @@ import { Health } from "@loopguard/proto/gen/grpc/health/v1/health_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { SpanStatusCode } from "@opentelemetry/api";
 import { HealthImplementation } from "grpc-health-check";
+import type { JSONWebKeySet } from "jose";
 import { type Caller, TokenVerifier } from "./auth.js";
 import { methodDefinition } from "./bridge.js";
 import { errorReasons, methodPolicy, servicePolicy } from "./contract.js";
@@ -94,7 +95,8 @@ export interface ServeOptions {
   readonly port: number;
   /** Port of the HTTP server with /metrics and /healthz; 0 picks a free one. */
   readonly metricsPort: number;
-  readonly authSecret: string;
+  /** Public keys (JWKS) that verify callers' tokens; tokens must name this service's tool name as audience. */
+  readonly publicKeys: JSONWebKeySet;
   /** Calls handled at once; past it calls are refused with RESOURCE_EXHAUSTED. */
   readonly maxConcurrent: number;
   /** How long shutdown waits for calls in flight before cancelling them. */
@@ -171,7 +173,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   const tool = servicePolicy(service).toolName;
   const metrics = options.metrics ?? new ServerMetrics(tool);
   const faults = new FaultSwitch();
-  const verifier = new TokenVerifier(options.authSecret);
+  const verifier = new TokenVerifier(options.publicKeys, tool);
   const log = options.logger;
   const shedRetryAfterMs = options.shedRetryAfterMs ?? 100;
   let inFlight = 0;
@@ -290,7 +292,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
         try {
           caller = await verifier.verify(token);
         } catch (cause) {
-          throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", "the bearer token does not verify", { cause });
+          throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`, { cause });
         }
         if (policy.requiredScope && !caller.scopes.has(policy.requiredScope)) {
           throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} requires scope "${policy.requiredScope}"`, {

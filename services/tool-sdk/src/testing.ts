@@ -1,18 +1,58 @@
 // Helpers for tests of tool services: a real server on 127.0.0.1:0 with captured logs, real
 // clients with minted tokens, real child processes, and a real grpc.health.v1 client.
 import { type ChildProcess, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { DescService } from "@bufbuild/protobuf";
 import { credentials, loadPackageDefinition, type ServiceClientConstructor } from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
+import { contractFiles } from "@loopguard/proto";
 import { protoPath as healthProtoPath } from "grpc-health-check";
-import { mintToken } from "./auth.js";
+import { mintToken, newKeyPair, publicKeySet, signingKeyFromJwk } from "./auth.js";
+import { audienceOf, servicePolicy, servicesOf } from "./contract.js";
 import { createLogger } from "./logger.js";
 import { createRawClient, type RawClient } from "./raw-client.js";
 import { type ServeOptions, serveTool, type ToolDefinition, type ToolServer } from "./serve.js";
 
-export const TEST_AUTH_SECRET = randomBytes(32).toString("hex");
+const testPair = newKeyPair("test-key");
+/** The test run's key pair: the private key signs test tokens (and a test orchestrator's tool tokens). */
+export const TEST_SIGNING_KEY = signingKeyFromJwk(testPair.privateJwk);
+/** What every test service verifies with. */
+export const TEST_PUBLIC_KEYS = publicKeySet({ keys: [testPair.publicJwk] });
+/** Environment a test service process needs to verify test tokens (public keys only). */
+export const TEST_AUTH_ENV: Readonly<Record<string, string>> = { LOOPGUARD_JWKS: JSON.stringify(TEST_PUBLIC_KEYS) };
+
+let signingKeyFile: string | undefined;
+/** A 0600 file holding the test private key, for a test orchestrator's LOOPGUARD_SIGNING_KEY_FILE. */
+export function testSigningKeyFile(): string {
+  if (!signingKeyFile) {
+    signingKeyFile = join(mkdtempSync(join(tmpdir(), "loopguard-test-key-")), "signing-key.jwk");
+    writeFileSync(signingKeyFile, JSON.stringify(testPair.privateJwk), { mode: 0o600 });
+  }
+  return signingKeyFile;
+}
+
+/** Environment of a test orchestrator: the public keys, and the private key it signs tool tokens with. */
+export function testOrchestratorEnv(): Record<string, string> {
+  return { ...TEST_AUTH_ENV, LOOPGUARD_SIGNING_KEY_FILE: testSigningKeyFile() };
+}
+
+export interface TestTokenOptions {
+  readonly scopes: readonly string[];
+  readonly subject?: string;
+  /** The service the token is for; by default the one service the scopes belong to. */
+  readonly audience?: string;
+  readonly ttlSeconds?: number;
+}
+
+/** A token signed with the test key; its audience is derived from the contracts unless given. */
+export function testToken(options: TestTokenOptions): Promise<string> {
+  const audience = options.audience ?? audienceOf(options.scopes, servicesOf(contractFiles));
+  if (!audience) throw new Error(`scopes ${options.scopes.join(" ")} do not name one service: pass audience`);
+  return mintToken(TEST_SIGNING_KEY, { subject: options.subject ?? "test", audience, scopes: options.scopes, ttlSeconds: options.ttlSeconds ?? 600 });
+}
 
 export interface TestTool<S extends DescService> {
   readonly server: ToolServer;
@@ -26,7 +66,7 @@ export interface TestTool<S extends DescService> {
 
 export async function startTestTool<S extends DescService>(
   definition: ToolDefinition<S>,
-  options: Partial<Omit<ServeOptions, "logger" | "authSecret">> = {},
+  options: Partial<Omit<ServeOptions, "logger" | "publicKeys">> = {},
 ): Promise<TestTool<S>> {
   const logs: Record<string, unknown>[] = [];
   const logger = createLogger({ service: "test", level: "debug", write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>) });
@@ -37,7 +77,7 @@ export async function startTestTool<S extends DescService>(
     maxConcurrent: 64,
     shutdownGraceMs: 5000,
     ...options,
-    authSecret: TEST_AUTH_SECRET,
+    publicKeys: TEST_PUBLIC_KEYS,
     logger,
   });
   const clients: RawClient<S>[] = [];
@@ -46,7 +86,7 @@ export async function startTestTool<S extends DescService>(
     address: server.address,
     logs,
     async client(scopes, subject = "test") {
-      const token = await mintToken(TEST_AUTH_SECRET, { subject, scopes });
+      const token = await testToken({ subject, scopes, audience: servicePolicy(definition.service).toolName });
       const client = createRawClient(definition.service, server.address, { token });
       clients.push(client);
       return client;
@@ -97,7 +137,7 @@ export interface ToolProcess {
  */
 export function spawnTool(entry: string, env: Record<string, string>, timeoutMs = 15_000): Promise<ToolProcess> {
   const child = spawn(process.execPath, [entry], {
-    env: { ...process.env, LOOPGUARD_AUTH_SECRET: TEST_AUTH_SECRET, ...env },
+    env: { ...process.env, ...TEST_AUTH_ENV, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: Record<string, unknown>[] = [];

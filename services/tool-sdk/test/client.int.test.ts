@@ -7,7 +7,7 @@ import { mintToken } from "../src/auth.js";
 import { ToolCallError, toolClient, type ToolClientOptions } from "../src/client/tool-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
-import { metricValue, startTestTool, TEST_AUTH_SECRET, type TestTool } from "../src/testing.js";
+import { metricValue, startTestTool, type TestTool, testToken } from "../src/testing.js";
 
 const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
 
@@ -37,7 +37,7 @@ async function kbServer(handler?: ToolHandlers<typeof KbSearchService>["search"]
 
 async function kbClient(target: string | string[], overrides: Partial<ToolClientOptions> = {}) {
   const registry = new Registry();
-  const token = await mintToken(TEST_AUTH_SECRET, { subject: "orchestrator", scopes: ["kb:read", "billing:read", "billing:refund"] });
+  const token = await testToken({ subject: "orchestrator", scopes: ["kb:read"] });
   const client = toolClient(KbSearchService, { target, token, registry, random: () => 1, ...overrides });
   cleanups.push(() => client.close());
   return { client, registry };
@@ -222,12 +222,15 @@ describe("toolClient", () => {
 
   it("sends the tighter of the SLA timeout and the caller's deadline; the server sees it", async () => {
     let serverDeadline: Date | undefined;
-    const { tool } = await kbServer(async (_req, ctx) => {
+    const { tool } = await kbServer(async (req, ctx) => {
+      if (req.query !== "slow") return { hits: [] };
       serverDeadline = ctx.deadline;
       await sleep(5_000, undefined, { signal: ctx.signal }).catch(() => undefined);
       return { hits: [] };
     });
     const { client } = await kbClient(tool.address, { cache: { maxEntries: 1 } });
+    // Connected first: the measured call's 100 ms are for the deadline, not for name resolution and the handshake.
+    await client.call("search", { query: "warm-up", limit: 1 });
     const started = Date.now();
     const deadline = new Date(started + 100);
     const result = await client.call("search", { query: "slow", limit: 1 }, { deadline });

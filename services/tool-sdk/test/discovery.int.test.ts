@@ -7,9 +7,8 @@ import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { createServer, Packet, type DnsServer } from "dns2";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { mintToken } from "../src/auth.js";
 import { toolClient } from "../src/client/tool-client.js";
-import { startTestTool, TEST_AUTH_SECRET } from "../src/testing.js";
+import { startTestTool, testToken } from "../src/testing.js";
 
 // grpc-js honours a DNS server named in the target's authority only with its c-ares resolver,
 // chosen when grpc-js loads (getaddrinfo reads /etc/resolv.conf and cannot be pointed elsewhere).
@@ -74,7 +73,7 @@ async function startReplicas(options: { maxConnectionAgeMs?: number; maxConnecti
 }
 
 async function kbClient(target: string, channelOptions = {}) {
-  const token = await mintToken(TEST_AUTH_SECRET, { subject: "orchestrator", scopes: ["kb:read"] });
+  const token = await testToken({ subject: "orchestrator", scopes: ["kb:read"] });
   const client = toolClient(KbSearchService, { target, token, registry: new Registry(), channelOptions });
   cleanups.push(() => client.close());
   return client;

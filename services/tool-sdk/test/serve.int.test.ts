@@ -7,11 +7,11 @@ import { Metadata } from "@grpc/grpc-js";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { afterEach, describe, expect, it } from "vitest";
-import { mintToken } from "../src/auth.js";
+import { mintToken, newKeyPair, signingKeyFromJwk } from "../src/auth.js";
 import { CallError, createRawClient } from "../src/raw-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
-import { checkHealth, metricValue, startTestTool, TEST_AUTH_SECRET, type TestTool } from "../src/testing.js";
+import { checkHealth, metricValue, startTestTool, type TestTool, testToken } from "../src/testing.js";
 
 type KbHandlers = ToolHandlers<typeof KbSearchService>;
 
@@ -57,12 +57,23 @@ describe("serveTool", () => {
     client.close();
   });
 
-  it("refuses a token signed with another secret as UNAUTHENTICATED", async () => {
+  it("refuses a token signed with a key outside its JWKS as UNAUTHENTICATED", async () => {
     const t = await start(okHandlers);
-    const token = await mintToken("x".repeat(40), { subject: "intruder", scopes: ["kb:read"] });
+    const intruder = signingKeyFromJwk(newKeyPair("test-key").privateJwk);
+    const token = await mintToken(intruder, { subject: "intruder", audience: "kb-search", scopes: ["kb:read"] });
     const client = createRawClient(KbSearchService, t.address, { token });
     const error = await failure(client.search({ query: "refund", limit: 3 }));
     expect(error.code).toBe(status.UNAUTHENTICATED);
+    client.close();
+  });
+
+  it("refuses a valid token issued for another service as UNAUTHENTICATED, naming this one", async () => {
+    const t = await start(okHandlers);
+    const token = await testToken({ subject: "session:ses_x", audience: "billing", scopes: ["kb:read"] });
+    const client = createRawClient(KbSearchService, t.address, { token });
+    const error = await failure(client.search({ query: "refund", limit: 3 }));
+    expect(error.code).toBe(status.UNAUTHENTICATED);
+    expect(error.message).toContain("kb-search");
     client.close();
   });
 
@@ -193,7 +204,7 @@ describe("serveTool", () => {
   it("injects faults switched at run time through ToolAdminService", async () => {
     const t = await start(okHandlers);
     const client = await t.client(["kb:read"]);
-    const adminToken = await mintToken(TEST_AUTH_SECRET, { subject: "drill", scopes: ["tool:admin"] });
+    const adminToken = await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] });
     const admin = createRawClient(ToolAdminService, t.address, { token: adminToken });
     await admin.setFaults({ profile: { outage: true, retryAfterMs: 30_000 } });
     const error = await failure(client.search({ query: "refund", limit: 1 }));
@@ -209,7 +220,7 @@ describe("serveTool", () => {
     await admin.setFaults({ profile: {} });
     expect((await admin.getFaults({})).profile?.addedLatencyMs).toBe(0);
     await client.search({ query: "refund", limit: 1 });
-    const reader = createRawClient(ToolAdminService, t.address, { token: await mintToken(TEST_AUTH_SECRET, { subject: "reader", scopes: ["kb:read"] }) });
+    const reader = createRawClient(ToolAdminService, t.address, { token: await testToken({ subject: "reader", scopes: ["kb:read"] }) });
     const denied = await failure(reader.setFaults({ profile: { outage: true } }));
     expect(denied.code).toBe(status.PERMISSION_DENIED);
     reader.close();

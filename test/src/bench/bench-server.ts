@@ -7,9 +7,8 @@ import { type MessageInitShape, create } from "@bufbuild/protobuf";
 import { Server, ServerCredentials } from "@grpc/grpc-js";
 import { KbSearchService, SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { createLogger, serveTool, serviceDefinition } from "@loopguard/tool-sdk";
-
-export const BENCH_SECRET = "bench-secret-for-loopback-only-0123456789";
+import { createLogger, readPublicKeys, serveTool, serviceDefinition } from "@loopguard/tool-sdk";
+import { TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
 
 const answer: MessageInitShape<typeof SearchResponseSchema> = {
   hits: [
@@ -30,7 +29,8 @@ async function serve(kind: string): Promise<number> {
     );
   }
   const logger = createLogger({ service: "bench", level: "error" });
-  const options = { host: "127.0.0.1", port: 0, metricsPort: 0, authSecret: BENCH_SECRET, maxConcurrent: 1024, shutdownGraceMs: 1000, logger };
+  // The parent's test keys, passed in the environment: tokens the parent mints verify here.
+  const options = { host: "127.0.0.1", port: 0, metricsPort: 0, publicKeys: readPublicKeys(), maxConcurrent: 1024, shutdownGraceMs: 1000, logger };
   if (kind === "risk-down") {
     const server = await serveTool({ service: RiskService, handlers: { queryRisk: async () => ({ riskScore: 1, reason: "ok" }) } }, options);
     server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 0, errorRate: 0, outage: true, retryAfterMs: 0, methods: [] });
@@ -42,7 +42,7 @@ async function serve(kind: string): Promise<number> {
 
 /** Starts a bench server in a child process; resolves with its address and a stop function. */
 export function startBenchServer(kind: "bare" | "tool" | "risk-down"): Promise<{ address: string; stop: () => void }> {
-  const child = fork(fileURLToPath(import.meta.url), [kind], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(fileURLToPath(import.meta.url), [kind], { stdio: ["ignore", "inherit", "inherit", "ipc"], env: { ...process.env, ...TEST_AUTH_ENV } });
   return new Promise((resolve, reject) => {
     child.once("message", (port) => resolve({ address: `127.0.0.1:${String(port)}`, stop: () => child.kill("SIGKILL") }));
     child.once("exit", (code) => reject(new Error(`bench server ${kind} exited with ${code}`)));

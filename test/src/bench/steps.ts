@@ -15,8 +15,8 @@ import { fileURLToPath } from "node:url";
 import { benchTransitions, PostgresSessionStore, SqliteSessionStore, type SessionStore, type TransitionBenchResult } from "@loopguard/orchestrator";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createRawClient, mintToken } from "@loopguard/tool-sdk";
-import { metricValue, spawnTool, TEST_AUTH_SECRET, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { createRawClient } from "@loopguard/tool-sdk";
+import { metricValue, spawnTool, type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
 import { postgresUnavailable, startPostgres } from "@loopguard/orchestrator/postgres-test-server";
 
@@ -73,6 +73,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
     const kb = await spawnTool(KB_ENTRY, { KB_SEARCH_PORT: "0", KB_SEARCH_METRICS_PORT: "0", KB_SEARCH_MAX_CONCURRENT: "512", LOOPGUARD_DATA_DIR: join(dataDir, "kb") });
     procs.push(kb);
     const orchestrator = await spawnTool(ORCHESTRATOR_ENTRY, {
+      ...testOrchestratorEnv(),
       ORCHESTRATOR_PORT: "0",
       ORCHESTRATOR_HTTP_PORT: "0",
       ORCHESTRATOR_STORE: `sqlite:${join(dataDir, "orchestrator.db")}`,
@@ -87,8 +88,8 @@ async function benchToolSteps(durationMs: number): Promise<void> {
     procs.push(orchestrator);
     const endOf = sessionEnds(orchestrator);
 
-    const kbToken = await mintToken(TEST_AUTH_SECRET, { subject: "bench", scopes: ["kb:read"], ttlSeconds: 600 });
-    const apiToken = await mintToken(TEST_AUTH_SECRET, { subject: "bench", scopes: ["sessions:read", "sessions:write"], ttlSeconds: 600 });
+    const kbToken = await testToken({ subject: "bench", scopes: ["kb:read"], ttlSeconds: 600 });
+    const apiToken = await testToken({ subject: "bench", scopes: ["sessions:read", "sessions:write"], ttlSeconds: 600 });
     const kbClient = createRawClient(KbSearchService, kb.address, { token: kbToken });
     const api = createRawClient(OrchestratorService, orchestrator.address, { token: apiToken });
     try {

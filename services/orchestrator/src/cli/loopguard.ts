@@ -4,8 +4,7 @@
 //   sessions [--state S] [--limit N]   show ID   trace ID   approve ID   deny ID   cancel ID
 //   dashboard [--http HOST:PORT]   (prints the dashboard's address with a fresh operator token)
 // Every failure is one line on stderr naming the problem, and a non-zero exit code.
-import { existsSync, readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import type { MessageShape } from "@bufbuild/protobuf";
 import {
@@ -13,7 +12,7 @@ import {
   type SessionSchema,
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, localSecretPath, mintToken, readAuthSecret, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, mintToken, operatorSigningKey, type SigningKey, status } from "@loopguard/tool-sdk";
 
 type Session = MessageShape<typeof SessionSchema>;
 
@@ -54,17 +53,24 @@ function describeCallError(error: CallError): string {
   return `${status[error.code]}${error.reason ? ` ${error.reason}` : ""}: ${fields || error.message}`;
 }
 
-const OPERATOR_SCOPES = ["sessions:read", "sessions:write", "approvals:write"];
 const DASHBOARD_TOKEN_TTL_SECONDS = 8 * 3600;
+const user = process.env.USER ?? "operator";
+/** Who the CLI acts as. Approving is a second subject, so the four-eyes rule (no one approves a session they started) holds for a person using both commands. */
+const SUBJECTS = { operator: `cli:${user}`, approver: `cli-approver:${user}`, dashboard: `dashboard:${user}` } as const;
 
-async function token(ttlSeconds = 3600): Promise<string> {
-  const env = { ...process.env };
-  if (!env.LOOPGUARD_AUTH_SECRET && !env.LOOPGUARD_AUTH_SECRET_FILE) {
-    const local = localSecretPath(resolve(env.LOOPGUARD_DATA_DIR || ".data"));
-    if (!existsSync(local)) throw new UsageError(`no credentials: set LOOPGUARD_AUTH_SECRET or run \`pnpm start\` once (it creates ${local})`);
-    env.LOOPGUARD_AUTH_SECRET_FILE = local;
+/**
+ * A token for the orchestrator API signed with the operator key. It carries exactly what the
+ * command needs, plus "grant:<scope>" for each scope it gives a new session (a session only
+ * receives scopes its creator may grant).
+ */
+async function token(subject: string, scopes: readonly string[], grants: readonly string[] = [], ttlSeconds = 3600): Promise<string> {
+  let key: SigningKey;
+  try {
+    key = operatorSigningKey();
+  } catch (error) {
+    throw new UsageError((error as Error).message);
   }
-  return mintToken(readAuthSecret(env), { subject: `cli:${process.env.USER ?? "operator"}`, scopes: OPERATOR_SCOPES, ttlSeconds });
+  return mintToken(key, { subject, audience: "orchestrator", scopes: [...scopes, ...grants.map((g) => `grant:${g}`)], ttlSeconds });
 }
 
 function summary(s: Session): string {
@@ -170,10 +176,16 @@ async function main(): Promise<void> {
     const http = values.http ?? process.env.ORCHESTRATOR_HTTP_ADDR ?? "127.0.0.1:8080";
     if (!/^[\w.-]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/.test(http)) throw new UsageError(`--http must be HOST:PORT, got "${http}"`);
     // The token travels in the URL fragment, which browsers never send to the server or in a Referer.
-    console.log(`http://${http}/#token=${await token(DASHBOARD_TOKEN_TTL_SECONDS)}`);
+    const scopes = ["sessions:read", "sessions:write", "approvals:write"];
+    console.log(`http://${http}/#token=${await token(SUBJECTS.dashboard, scopes, DEFAULT_SCOPES, DASHBOARD_TOKEN_TTL_SECONDS)}`);
     return;
   }
-  const api = createRawClient(OrchestratorService, addr, { token: await token() });
+  const sessionScopes = values.scope ?? DEFAULT_SCOPES;
+  const credentials =
+    command === "approve" || command === "deny"
+      ? await token(SUBJECTS.approver, ["sessions:read", "approvals:write"])
+      : await token(SUBJECTS.operator, ["sessions:read", "sessions:write"], command === "run" ? sessionScopes : []);
+  const api = createRawClient(OrchestratorService, addr, { token: credentials });
   const deadline = 10_000;
   try {
     switch (command) {
@@ -184,7 +196,7 @@ async function main(): Promise<void> {
             goal: arg!,
             task: task as never,
             budget: readBudget(values.budget ?? []),
-            scopes: values.scope ?? DEFAULT_SCOPES,
+            scopes: sessionScopes,
             policy: values.policy ?? "scripted",
             idempotencyKey: values["idempotency-key"] ?? "",
           },

@@ -1,0 +1,29 @@
+// `pnpm check:k8s`: renders every overlay (and each optional component on prod) and validates
+// every object strictly, offline; prints objects per rendering, the errors, and the time taken.
+// Exit 1 on any error.
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { renderAll, validateRenderings } from "./k8s-check.js";
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const started = performance.now();
+try {
+  const renderings = renderAll(repoRoot);
+  const rendered = performance.now();
+  const errors = validateRenderings(renderings);
+  const validated = performance.now();
+  for (const rendering of renderings) {
+    const count = errors.filter((e) => e.rendering === rendering.name).length;
+    process.stdout.write(`${rendering.name}: ${rendering.objects.length} objects, ${count} errors\n`);
+  }
+  for (const error of errors) process.stderr.write(`${error.object}: ${error.message}\n`);
+  const total = renderings.reduce((sum, r) => sum + r.objects.length, 0);
+  process.stdout.write(
+    `${total} objects in ${renderings.length} renderings, ${errors.length} errors; ` +
+      `render ${((rendered - started) / 1000).toFixed(2)} s, validate ${((validated - rendered) / 1000).toFixed(2)} s\n`,
+  );
+  process.exit(errors.length === 0 ? 0 : 1);
+} catch (error) {
+  process.stderr.write(`check-k8s: ${(error as Error).message}\n`);
+  process.exit(2);
+}

@@ -1,0 +1,22 @@
+// Everything `pnpm gen` writes besides the contracts' code, rendered from one reading of the
+// services' manifests and one set of SLO rules, so rules.yml and the PrometheusRule agree.
+import { join } from "node:path";
+import type { DescFile } from "@bufbuild/protobuf";
+import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles } from "./k8s-files.js";
+import { readServices, renderPrometheusFiles, sloRules } from "./prometheus-files.js";
+
+export interface GeneratedFiles {
+  /** Path relative to the repository root → content. */
+  readonly files: Map<string, string>;
+  /** Folders holding only generated files: anything else found there is left over. */
+  readonly ownedDirs: readonly string[];
+}
+
+export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescFile[]): GeneratedFiles {
+  const services = readServices(repoRoot);
+  const rules = sloRules(repoRoot, contracts, services);
+  return {
+    files: new Map([...renderPrometheusFiles(services, rules), ...renderK8sFiles(services, rules)]),
+    ownedDirs: [BASE_SERVICES_DIR, ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
+  };
+}

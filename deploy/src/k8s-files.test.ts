@@ -1,0 +1,96 @@
+import { join } from "node:path";
+import type { ServiceSpec } from "@loopguard/supervisor/services";
+import type { Deployment } from "kubernetes-types/apps/v1.js";
+import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
+import { describe, expect, it } from "vitest";
+import { BASE_SERVICES_DIR, COMPONENTS_DIR, renderK8sFiles } from "./k8s-files.js";
+import { TERMINATION_GRACE_SECONDS } from "./k8s-objects.js";
+import { parseYamlDocuments } from "./yaml.js";
+
+function spec(name: string, overrides: Partial<ServiceSpec>): ServiceSpec {
+  return {
+    name,
+    packageName: `@loopguard/${name}`,
+    description: "",
+    kind: "tool",
+    dir: `services/${name}`,
+    entry: `services/${name}/dist/main.js`,
+    port: 50061,
+    metricsPort: 9461,
+    envPrefix: name.toUpperCase().replaceAll("-", "_"),
+    metricsPortEnv: `${name.toUpperCase().replaceAll("-", "_")}_METRICS_PORT`,
+    stateful: false,
+    secretFiles: {},
+    ...overrides,
+  };
+}
+
+const orchestrator = spec("orchestrator", {
+  kind: "orchestrator",
+  port: 50051,
+  metricsPort: 8080,
+  metricsPortEnv: "ORCHESTRATOR_HTTP_PORT",
+  stateful: true,
+  secretFiles: { LOOPGUARD_SIGNING_KEY_FILE: "loopguard-signing-key/signing-key.jwk" },
+});
+const kb = spec("kb-search", {});
+const geo = spec("geo", { port: 50064, metricsPort: 9464, stateful: true, secretFiles: { GEO_LICENSE_FILE: "loopguard-geo-license/license" } });
+
+function documents(files: Map<string, string>, path: string): Record<string, any>[] {
+  const text = files.get(path);
+  if (text === undefined) throw new Error(`${path} not generated; have ${[...files.keys()].join(", ")}`);
+  return parseYamlDocuments(text, path) as Record<string, any>[];
+}
+
+describe("renderK8sFiles", () => {
+  const files = renderK8sFiles([geo, kb, orchestrator], { groups: [] });
+
+  it("gives a new tool its base objects and lists them in the base", () => {
+    expect(documents(files, join(BASE_SERVICES_DIR, "geo.yaml")).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
+      "ServiceAccount/geo",
+      "Service/geo",
+      "Deployment/geo",
+      "NetworkPolicy/geo",
+    ]);
+    expect(documents(files, join(BASE_SERVICES_DIR, "kustomization.yaml"))[0]!.resources).toEqual(["geo.yaml", "kb-search.yaml", "orchestrator.yaml"]);
+  });
+
+  it("gives a new tool its ServiceMonitor, HPA and PDB, and a stateful one its SQLite volume and PostgreSQL store", () => {
+    expect(documents(files, join(COMPONENTS_DIR, "monitoring", "geo.service-monitor.yaml"))[0]!.spec.endpoints).toEqual([{ port: "http", path: "/metrics", interval: "15s" }]);
+    expect(documents(files, join(COMPONENTS_DIR, "high-availability", "geo.yaml")).map((o) => o.kind)).toEqual(["HorizontalPodAutoscaler", "PodDisruptionBudget"]);
+    const sqlite = documents(files, join(COMPONENTS_DIR, "sqlite-volumes", "geo.patch.yaml"))[0]!;
+    expect(sqlite.spec.template.spec.containers[0].env).toEqual([{ name: "GEO_STORE", value: "sqlite:/data/geo.db" }]);
+    const postgres = documents(files, join(COMPONENTS_DIR, "postgres-stores", "geo.patch.yaml"))[0]!;
+    expect(postgres.spec.template.spec.containers[0].env).toEqual([{ name: "GEO_STORE", valueFrom: { secretKeyRef: { name: "loopguard-geo-store", key: "dsn" } } }]);
+    expect(files.has(join(COMPONENTS_DIR, "postgres-stores", "kb-search.patch.yaml"))).toBe(false);
+  });
+
+  it("points the orchestrator at the new tool's headless Service and lets it through both network policies", () => {
+    const [, , deployment, policy] = documents(files, join(BASE_SERVICES_DIR, "orchestrator.yaml")) as [unknown, unknown, Deployment, NetworkPolicy];
+    const env = deployment.spec!.template.spec!.containers[0]!.env!;
+    expect(env).toContainEqual({ name: "GEO_ADDR", value: "dns:///geo.loopguard.svc.cluster.local:50064" });
+    expect(env).toContainEqual({ name: "KB_SEARCH_ADDR", value: "dns:///kb-search.loopguard.svc.cluster.local:50061" });
+    expect(policy.spec!.egress).toContainEqual({ to: [{ podSelector: { matchLabels: { "app.kubernetes.io/name": "geo" } } }], ports: [{ protocol: "TCP", port: 50064 }] });
+    const geoPolicy = documents(files, join(BASE_SERVICES_DIR, "geo.yaml"))[3] as NetworkPolicy;
+    expect(geoPolicy.spec!.ingress![0]).toEqual({ from: [{ podSelector: { matchLabels: { "app.kubernetes.io/name": "orchestrator" } } }], ports: [{ protocol: "TCP", port: 50064 }] });
+    expect(geoPolicy.spec!.egress).toBeUndefined();
+  });
+
+  it("mounts a tool's declared secret files read-only and names them in its variables, the signing key only in the orchestrator", () => {
+    const container = (name: string) => (documents(files, join(BASE_SERVICES_DIR, `${name}.yaml`))[2] as Deployment).spec!.template.spec!.containers[0]!;
+    expect(container("geo").env).toContainEqual({ name: "GEO_LICENSE_FILE", value: "/etc/loopguard/geo-license/license" });
+    expect(container("geo").volumeMounts).toContainEqual({ name: "loopguard-geo-license", mountPath: "/etc/loopguard/geo-license", readOnly: true });
+    expect(container("geo").env!.map((e) => e.name)).not.toContain("LOOPGUARD_SIGNING_KEY_FILE");
+    expect(container("orchestrator").env).toContainEqual({ name: "LOOPGUARD_SIGNING_KEY_FILE", value: "/etc/loopguard/signing-key/signing-key.jwk" });
+    for (const name of ["geo", "kb-search", "orchestrator"]) expect(container(name).env).toContainEqual({ name: "LOOPGUARD_JWKS_FILE", value: "/etc/loopguard/jwks/jwks.json" });
+  });
+
+  it("gives the pod time for preStop and the whole drain before SIGKILL", () => {
+    const deployment = documents(files, join(BASE_SERVICES_DIR, "kb-search.yaml"))[2] as Deployment;
+    const pod = deployment.spec!.template.spec!;
+    const container = pod.containers[0]!;
+    const graceMs = Number(container.env!.find((e) => e.name === "KB_SEARCH_SHUTDOWN_GRACE_MS")!.value);
+    expect(pod.terminationGracePeriodSeconds).toBe(TERMINATION_GRACE_SECONDS);
+    expect(TERMINATION_GRACE_SECONDS).toBeGreaterThan(container.lifecycle!.preStop!.sleep!.seconds + (2 * graceMs) / 1000);
+  });
+});

@@ -1,0 +1,374 @@
+// The Kubernetes objects of each service, derived from its package manifest ("loopguard": kind,
+// ports, variable prefix, store, secret files) and the contracts' SLO rules, so adding a tool
+// service adds its Deployment, Services, policies, autoscaler and monitoring without anyone
+// writing YAML. Hand-written parts (namespace, default-deny, the OpenTelemetry Collector,
+// overlays) live beside the generated ones under deploy/k8s.
+import type { IPrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule";
+import type { IServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor";
+import type { ServiceSpec } from "@loopguard/supervisor/services";
+import type { Deployment } from "kubernetes-types/apps/v1.js";
+import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
+import type { Container, EnvVar, PersistentVolumeClaim, Probe, Service, ServiceAccount, Volume, VolumeMount } from "kubernetes-types/core/v1.js";
+import type { ObjectMeta } from "kubernetes-types/meta/v1.js";
+import type { NetworkPolicy, NetworkPolicyPeer } from "kubernetes-types/networking/v1.js";
+import type { PodDisruptionBudget } from "kubernetes-types/policy/v1.js";
+import type { RuleFile } from "./slo-rules.js";
+
+export const NAMESPACE = "loopguard";
+/** The uid and gid the images run as. */
+export const RUN_AS = 10001;
+export const DATA_DIR = "/data";
+export const JWKS_SECRET = "loopguard-jwks/jwks.json";
+/** Where Prometheus runs (kube-prometheus and kube-prometheus-stack defaults); its pods may scrape the HTTP ports. */
+export const PROMETHEUS_PEER: NetworkPolicyPeer = {
+  namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "monitoring" } },
+  podSelector: { matchLabels: { "app.kubernetes.io/name": "prometheus" } },
+};
+/** Pods in any namespace with this label may call the orchestrator's API and open its dashboard. */
+export const API_CLIENT_LABEL = "loopguard/api-client";
+export const OTEL_COLLECTOR_ENDPOINT = `http://otel-collector.${NAMESPACE}.svc.cluster.local:4318`;
+/** ConfigMap (made by the base's configMapGenerator) with the OTEL_* variables every service shares. */
+export const TELEMETRY_CONFIG_MAP = "loopguard-telemetry";
+export const POSTGRES_PORT = 5432;
+
+/** The drain a service is given on SIGTERM (<PREFIX>_SHUTDOWN_GRACE_MS). */
+export const SHUTDOWN_GRACE_MS = 10_000;
+/** Time for the endpoints and DNS of a terminating pod to be withdrawn before it gets SIGTERM. */
+export const PRE_STOP_SECONDS = 5;
+/**
+ * preStop, then the drain: up to the grace for calls in flight, then up to the grace again for
+ * the server to close (tool-sdk's shutdown), plus a margin to flush telemetry before SIGKILL.
+ */
+export const TERMINATION_GRACE_SECONDS = PRE_STOP_SECONDS + (2 * SHUTDOWN_GRACE_MS) / 1000 + 5;
+
+const PORT_GRPC = "grpc";
+const PORT_HTTP = "http";
+
+export function appLabels(spec: ServiceSpec): Record<string, string> {
+  return { "app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": spec.kind, "app.kubernetes.io/part-of": "loopguard" };
+}
+
+export function podSelector(spec: ServiceSpec): Record<string, string> {
+  return { "app.kubernetes.io/name": spec.name };
+}
+
+function metadata(spec: ServiceSpec, name = spec.name): ObjectMeta & { name: string; namespace: string } {
+  return { name, namespace: NAMESPACE, labels: appLabels(spec) };
+}
+
+/** The cluster DNS name of a service's headless Service. */
+export function serviceHost(name: string): string {
+  return `${name}.${NAMESPACE}.svc.cluster.local`;
+}
+
+/** "loopguard-risk-pepper/pepper" → the secret, the key and where the file is mounted. */
+export function secretFile(ref: string): { secret: string; key: string; dir: string; path: string } {
+  const [secret, key] = ref.split("/") as [string, string];
+  const dir = `/etc/loopguard/${secret.replace(/^loopguard-/, "")}`;
+  return { secret, key, dir, path: `${dir}/${key}` };
+}
+
+/** Variable → secret file of a service: the JWKS every service verifies tokens with, plus its own. */
+function secretFilesOf(spec: ServiceSpec): [string, ReturnType<typeof secretFile>][] {
+  return Object.entries({ LOOPGUARD_JWKS_FILE: JWKS_SECRET, ...spec.secretFiles }).map(([name, ref]) => [name, secretFile(ref)]);
+}
+
+function grpcProbe(spec: ServiceSpec, periodSeconds: number, failureThreshold: number, timeoutSeconds = 1): Probe {
+  return { grpc: { port: spec.port }, periodSeconds, failureThreshold, timeoutSeconds };
+}
+
+function env(spec: ServiceSpec, tools: readonly ServiceSpec[]): EnvVar[] {
+  const own: EnvVar[] = [
+    { name: `${spec.envPrefix}_HOST`, value: "0.0.0.0" },
+    { name: `${spec.envPrefix}_PORT`, value: String(spec.port) },
+    { name: spec.metricsPortEnv, value: String(spec.metricsPort) },
+    { name: `${spec.envPrefix}_SHUTDOWN_GRACE_MS`, value: String(SHUTDOWN_GRACE_MS) },
+    { name: "LOOPGUARD_DATA_DIR", value: DATA_DIR },
+    ...secretFilesOf(spec).map(([name, file]) => ({ name, value: file.path })),
+    { name: "OTEL_SERVICE_NAME", value: spec.name },
+  ];
+  // The orchestrator reaches every tool through its headless Service: grpc-js resolves every
+  // ready pod's address and balances per call (round_robin).
+  const targets = spec.kind === "orchestrator" ? tools.map((t) => ({ name: `${t.envPrefix}_ADDR`, value: `dns:///${serviceHost(t.name)}:${t.port}` })) : [];
+  return [...own, ...targets];
+}
+
+function volumes(spec: ServiceSpec): { volumes: Volume[]; mounts: VolumeMount[] } {
+  const secrets = secretFilesOf(spec).map(([, file]) => file);
+  return {
+    volumes: [
+      { name: "data", emptyDir: { sizeLimit: "1Gi" } },
+      { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
+      ...secrets.map((file) => ({ name: file.secret, secret: { secretName: file.secret, items: [{ key: file.key, path: file.key }], defaultMode: 0o440 } })),
+    ],
+    mounts: [
+      { name: "data", mountPath: DATA_DIR },
+      { name: "tmp", mountPath: "/tmp" },
+      ...secrets.map((file) => ({ name: file.secret, mountPath: file.dir, readOnly: true })),
+    ],
+  };
+}
+
+function container(spec: ServiceSpec, tools: readonly ServiceSpec[], mounts: VolumeMount[]): Container {
+  const orchestrator = spec.kind === "orchestrator";
+  return {
+    name: spec.name,
+    // The overlays give every image its registry and tag (kustomize `images:`).
+    image: `loopguard/${spec.name}`,
+    imagePullPolicy: "IfNotPresent",
+    ports: [
+      { name: PORT_GRPC, containerPort: spec.port, protocol: "TCP" },
+      { name: PORT_HTTP, containerPort: spec.metricsPort, protocol: "TCP" },
+    ],
+    env: env(spec, tools),
+    envFrom: [{ configMapRef: { name: TELEMETRY_CONFIG_MAP } }],
+    resources: orchestrator
+      ? { requests: { cpu: "250m", memory: "256Mi" }, limits: { cpu: "2", memory: "512Mi" } }
+      : { requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "256Mi" } },
+    // Health is grpc.health.v1 on the gRPC port; it turns NOT_SERVING as soon as the drain starts.
+    startupProbe: grpcProbe(spec, 1, 30),
+    readinessProbe: grpcProbe(spec, 5, 1),
+    livenessProbe: grpcProbe(spec, 10, 3, 2),
+    lifecycle: { preStop: { sleep: { seconds: PRE_STOP_SECONDS } } },
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: RUN_AS,
+      runAsGroup: RUN_AS,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    },
+    volumeMounts: mounts,
+  };
+}
+
+function serviceAccount(spec: ServiceSpec): ServiceAccount {
+  return { apiVersion: "v1", kind: "ServiceAccount", metadata: metadata(spec), automountServiceAccountToken: false };
+}
+
+/** Headless, so DNS answers every ready pod and gRPC clients balance per call instead of per connection. */
+function headlessService(spec: ServiceSpec): Service {
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: metadata(spec),
+    spec: {
+      clusterIP: "None",
+      selector: podSelector(spec),
+      ports: [
+        { name: PORT_GRPC, port: spec.port, targetPort: PORT_GRPC, protocol: "TCP" },
+        { name: PORT_HTTP, port: spec.metricsPort, targetPort: PORT_HTTP, protocol: "TCP" },
+      ],
+    },
+  };
+}
+
+function deployment(spec: ServiceSpec, tools: readonly ServiceSpec[]): Deployment {
+  const { volumes: podVolumes, mounts } = volumes(spec);
+  const spread = (topologyKey: string) => ({
+    maxSkew: 1,
+    topologyKey,
+    whenUnsatisfiable: "ScheduleAnyway",
+    labelSelector: { matchLabels: podSelector(spec) },
+    matchLabelKeys: ["pod-template-hash"],
+  });
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    // No replicas: one by default, and the HorizontalPodAutoscaler owns the count where there is one.
+    metadata: metadata(spec),
+    spec: {
+      revisionHistoryLimit: 5,
+      selector: { matchLabels: podSelector(spec) },
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+      template: {
+        metadata: { labels: appLabels(spec) },
+        spec: {
+          serviceAccountName: spec.name,
+          automountServiceAccountToken: false,
+          // Service links would set e.g. KB_SEARCH_PORT=tcp://… and clash with the services' own variables.
+          enableServiceLinks: false,
+          terminationGracePeriodSeconds: TERMINATION_GRACE_SECONDS,
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: RUN_AS,
+            runAsGroup: RUN_AS,
+            fsGroup: RUN_AS,
+            seccompProfile: { type: "RuntimeDefault" },
+          },
+          topologySpreadConstraints: [spread("topology.kubernetes.io/zone"), spread("kubernetes.io/hostname")],
+          affinity: {
+            podAntiAffinity: {
+              preferredDuringSchedulingIgnoredDuringExecution: [
+                { weight: 100, podAffinityTerm: { topologyKey: "kubernetes.io/hostname", labelSelector: { matchLabels: podSelector(spec) } } },
+              ],
+            },
+          },
+          containers: [container(spec, tools, mounts)],
+          volumes: podVolumes,
+        },
+      },
+    },
+  };
+}
+
+/**
+ * What may reach the service and what it may reach, on top of the namespace's default deny and
+ * its shared DNS and telemetry egress: the orchestrator calls every tool's gRPC port, labelled
+ * API clients call the orchestrator, Prometheus scrapes every HTTP port.
+ */
+function networkPolicy(spec: ServiceSpec, services: readonly ServiceSpec[]): NetworkPolicy {
+  const orchestrators = services.filter((s) => s.kind === "orchestrator");
+  const tools = services.filter((s) => s.kind === "tool");
+  const grpcFrom: NetworkPolicyPeer[] =
+    spec.kind === "orchestrator"
+      ? [{ namespaceSelector: {}, podSelector: { matchLabels: { [API_CLIENT_LABEL]: "true" } } }]
+      : orchestrators.map((o) => ({ podSelector: { matchLabels: podSelector(o) } }));
+  const httpFrom = spec.kind === "orchestrator" ? [PROMETHEUS_PEER, ...grpcFrom] : [PROMETHEUS_PEER];
+  return {
+    apiVersion: "networking.k8s.io/v1",
+    kind: "NetworkPolicy",
+    metadata: metadata(spec),
+    spec: {
+      podSelector: { matchLabels: podSelector(spec) },
+      policyTypes: ["Ingress", "Egress"],
+      ingress: [
+        { from: grpcFrom, ports: [{ protocol: "TCP", port: spec.port }] },
+        { from: httpFrom, ports: [{ protocol: "TCP", port: spec.metricsPort }] },
+      ],
+      ...(spec.kind === "orchestrator"
+        ? { egress: tools.map((t) => ({ to: [{ podSelector: { matchLabels: podSelector(t) } }], ports: [{ protocol: "TCP", port: t.port }] })) }
+        : {}),
+    },
+  };
+}
+
+/** Base objects of one service: its identity, Service, workload and network policy. */
+export function serviceObjects(spec: ServiceSpec, services: readonly ServiceSpec[]): object[] {
+  const tools = services.filter((s) => s.kind === "tool");
+  return [serviceAccount(spec), headlessService(spec), deployment(spec, tools), networkPolicy(spec, services)];
+}
+
+/** Scrapes /metrics on the HTTP port; prometheus-operator names the job after the Service, the tool name the Down alerts watch. */
+export function serviceMonitor(spec: ServiceSpec): IServiceMonitor {
+  return {
+    apiVersion: "monitoring.coreos.com/v1",
+    kind: "ServiceMonitor",
+    metadata: metadata(spec),
+    spec: {
+      selector: { matchLabels: podSelector(spec) },
+      endpoints: [{ port: PORT_HTTP, path: "/metrics", interval: "15s" }],
+    },
+  };
+}
+
+/** The same rule groups as deploy/prometheus/rules.yml. */
+export function prometheusRule(rules: RuleFile): IPrometheusRule {
+  return {
+    apiVersion: "monitoring.coreos.com/v1",
+    kind: "PrometheusRule",
+    metadata: { name: "loopguard-slo", namespace: NAMESPACE, labels: { "app.kubernetes.io/part-of": "loopguard" } },
+    spec: { groups: rules.groups.map((group) => ({ name: group.name, rules: group.rules as NonNullable<IPrometheusRule["spec"]["groups"]>[number]["rules"] })) },
+  };
+}
+
+export function horizontalPodAutoscaler(spec: ServiceSpec): HorizontalPodAutoscaler {
+  return {
+    apiVersion: "autoscaling/v2",
+    kind: "HorizontalPodAutoscaler",
+    metadata: metadata(spec),
+    spec: {
+      scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: spec.name },
+      minReplicas: 2,
+      maxReplicas: spec.kind === "orchestrator" ? 6 : 10,
+      metrics: [{ type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 70 } } }],
+      behavior: {
+        scaleUp: { stabilizationWindowSeconds: 0, policies: [{ type: "Pods", value: 2, periodSeconds: 30 }] },
+        scaleDown: { stabilizationWindowSeconds: 300, policies: [{ type: "Pods", value: 1, periodSeconds: 60 }] },
+      },
+    },
+  };
+}
+
+export function podDisruptionBudget(spec: ServiceSpec): PodDisruptionBudget {
+  return {
+    apiVersion: "policy/v1",
+    kind: "PodDisruptionBudget",
+    metadata: metadata(spec),
+    spec: {
+      maxUnavailable: 1,
+      selector: { matchLabels: podSelector(spec) },
+      // A crash-looping pod must not block a node drain.
+      unhealthyPodEvictionPolicy: "AlwaysAllow",
+    },
+  };
+}
+
+export function storeSecret(spec: ServiceSpec): string {
+  return `loopguard-${spec.name}-store`;
+}
+
+/** A strategic-merge patch of a service's Deployment: `pod` merges into the pod template. */
+function deploymentPatch(spec: ServiceSpec, deploymentSpec: Record<string, unknown>, pod: { labels?: Record<string, string>; spec: Record<string, unknown> }): object {
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: spec.name, namespace: NAMESPACE },
+    spec: { ...deploymentSpec, template: { ...(pod.labels ? { metadata: { labels: pod.labels } } : {}), spec: pod.spec } },
+  };
+}
+
+/**
+ * Single-replica SQLite for a stateful service: its store on a PersistentVolumeClaim, so a
+ * restarted or rescheduled pod keeps its sessions and ledger; Recreate, because a volume
+ * mounted ReadWriteOnce and a SQLite file take one pod at a time.
+ */
+export function sqliteVolume(spec: ServiceSpec): { claim: PersistentVolumeClaim; patch: object } {
+  const claimName = `${spec.name}-data`;
+  return {
+    claim: {
+      apiVersion: "v1",
+      kind: "PersistentVolumeClaim",
+      metadata: metadata(spec, claimName),
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    },
+    patch: deploymentPatch(
+      spec,
+      { strategy: { type: "Recreate", rollingUpdate: null } },
+      {
+        spec: {
+          containers: [{ name: spec.name, env: [{ name: `${spec.envPrefix}_STORE`, value: `sqlite:${DATA_DIR}/${spec.name}.db` }] }],
+          volumes: [{ name: "data", emptyDir: null, persistentVolumeClaim: { claimName } }],
+        },
+      },
+    ),
+  };
+}
+
+/** Pods that open connections to PostgreSQL carry this label; the database's own policy admits them. */
+export const POSTGRES_CLIENT_LABEL = "loopguard/postgres-client";
+
+/** PostgreSQL for a stateful service: the DSN comes from the Secret loopguard-<service>-store, key `dsn`. */
+export function postgresStore(spec: ServiceSpec): object {
+  return deploymentPatch(spec, {}, {
+    labels: { [POSTGRES_CLIENT_LABEL]: "true" },
+    spec: {
+      containers: [{ name: spec.name, env: [{ name: `${spec.envPrefix}_STORE`, valueFrom: { secretKeyRef: { name: storeSecret(spec), key: "dsn" } } }] }],
+    },
+  });
+}
+
+/** Stateful services may open connections to PostgreSQL (in the cluster or a managed database outside it). */
+export function postgresEgress(): NetworkPolicy {
+  return {
+    apiVersion: "networking.k8s.io/v1",
+    kind: "NetworkPolicy",
+    metadata: { name: "postgres-egress", namespace: NAMESPACE, labels: { "app.kubernetes.io/part-of": "loopguard" } },
+    spec: {
+      podSelector: { matchLabels: { [POSTGRES_CLIENT_LABEL]: "true" } },
+      policyTypes: ["Egress"],
+      egress: [{ ports: [{ protocol: "TCP", port: POSTGRES_PORT }] }],
+    },
+  };
+}

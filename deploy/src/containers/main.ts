@@ -43,10 +43,13 @@ function describe(state: SuiteState, suite: ContainerSuite): string {
 }
 
 async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({
-    options: { replicas: { type: "string", multiple: true }, tag: { type: "string" } },
-    allowPositionals: true,
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({ options: { replicas: { type: "string", multiple: true }, tag: { type: "string" } }, allowPositionals: true });
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message.split(". ")[0]}; ${USAGE}`);
+  }
+  const { values, positionals } = parsed;
   const [command, ...rest] = positionals;
   if (rest.length > 0 || !command || !["up", "down", "status"].includes(command)) throw new UsageError(USAGE);
   if (command !== "up" && (values.replicas || values.tag)) throw new UsageError(`--replicas and --tag belong to \`up\`; ${USAGE}`);
@@ -56,7 +59,7 @@ async function main(): Promise<void> {
     const state = await suite.up({ replicas: replicasOf(values.replicas ?? []), ...(values.tag ? { tag: checkTag(values.tag) } : {}) });
     process.stdout.write(describe(state, suite));
   } else if (command === "down") {
-    process.stdout.write((await suite.down()) ? `removed the containers, the DNS, PostgreSQL and ${suite.stateDir}\n` : "nothing is up\n");
+    process.stdout.write(`${(await suite.down()) ?? "nothing is up"}\n`);
   } else {
     const state = suite.readState();
     process.stdout.write(state ? describe(state, suite) : "nothing is up\n");

@@ -257,7 +257,10 @@ export class ContainerSuite {
   }
 
   async #untilServing(pod: Pod, spec: ServiceSpec): Promise<void> {
-    const client = createRawClient(Health, `${pod.address}:${spec.port}`);
+    // Reconnect quickly while the process starts (grpc-js waits 1 s after a refused connection).
+    const client = createRawClient(Health, `${pod.address}:${spec.port}`, {
+      channelOptions: { "grpc.initial_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 100 },
+    });
     const deadline = Date.now() + SERVING_TIMEOUT_MS;
     try {
       for (;;) {
@@ -358,12 +361,12 @@ export class ContainerSuite {
     }
   }
 
-  /** Removes everything `up` made; false when there was nothing. */
-  async down(): Promise<boolean> {
+  /** Removes everything `up` made and says what it was; undefined when there was nothing. */
+  async down(): Promise<string | undefined> {
     const state = this.readState();
     const containers = (await docker(["ps", "--all", "--quiet", "--filter", `label=${this.#label}`])).split("\n").filter(Boolean);
     const volumes = (await docker(["volume", "ls", "--quiet", "--filter", `label=${this.#label}`])).split("\n").filter(Boolean);
-    if (!state && containers.length === 0 && volumes.length === 0 && !existsSync(this.stateDir)) return false;
+    if (!state && containers.length === 0 && volumes.length === 0 && !existsSync(this.stateDir)) return undefined;
     // The orchestrator first, so no session is sent to a tool that is going away.
     const pods = state?.pods ?? [];
     const orchestrators = pods.filter((p) => this.options.services.find((s) => s.name === p.service)?.kind === "orchestrator");
@@ -375,7 +378,8 @@ export class ContainerSuite {
     if (leftVolumes.length > 0) await docker(["volume", "rm", "--force", ...leftVolumes]);
     if (state?.postgres) stopPostgresIn(state.postgres.dir);
     rmSync(this.stateDir, { recursive: true, force: true });
-    return true;
+    const removed = [`${pods.length} pod(s) with their volumes`, ...(state?.dnsContainer ? ["the cluster DNS"] : []), ...(state?.postgres ? ["PostgreSQL"] : [])];
+    return `removed ${removed.join(", ")} and ${this.stateDir}`;
   }
 }
 

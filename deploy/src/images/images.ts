@@ -98,6 +98,7 @@ export async function buildImage(spec: ServiceSpec, options: BuildOptions): Prom
   const pnpm = /^pnpm@(.+)$/.exec((JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { packageManager?: string }).packageManager ?? "");
   const args: Record<string, string> = {
     SERVICE: spec.name,
+    PACKAGE: spec.packageName,
     ENV_PREFIX: spec.envPrefix,
     PORT: String(spec.port),
     METRICS_PORT: String(spec.metricsPort),

@@ -7,10 +7,18 @@ import { discoverServices } from "@loopguard/supervisor/services";
 import { requireDockerEngine } from "../docker.js";
 import { buildImage, checkTag, ensureBaseImage, imageRepository, sourceRevision } from "./images.js";
 
+class UsageError extends Error {}
+
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
 async function main(): Promise<void> {
-  const { values, positionals } = parseArgs({ options: { tag: { type: "string" } }, allowPositionals: true });
+  let parsed;
+  try {
+    parsed = parseArgs({ options: { tag: { type: "string" } }, allowPositionals: true });
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message.split(". ")[0]}; usage: pnpm images [--tag T] [service…]`);
+  }
+  const { values, positionals } = parsed;
   const all = discoverServices(join(root, "services"));
   const unknown = positionals.filter((name) => !all.some((s) => s.name === name));
   if (unknown.length > 0) throw new Error(`unknown service ${unknown.join(", ")} (services: ${all.map((s) => s.name).join(", ")})`);
@@ -30,5 +38,5 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   process.stderr.write(`images: ${(error as Error).message}\n`);
-  process.exit(1);
+  process.exit(error instanceof UsageError ? 2 : 1);
 });

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
+import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, kill, startTool } from "../../test/e2e/processes.js";
 import { localScrapeConfig, RULES_FILE } from "../src/prometheus-files.js";
@@ -125,7 +125,7 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
     // Every target scraped once before any call, so the first calls show up as an increase.
     await eventually("every target to be up", async () => ((await query("up == 1")).length === 4 ? true : undefined));
 
-    const token = await testToken({ subject: "prometheus-test", scopes: ["sessions:read", "sessions:write"] });
+    const token = await testToken({ subject: "prometheus-test", scopes: SESSION_OPERATOR_SCOPES });
     api = createRawClient(OrchestratorService, orchestrator.address, { token });
     // 20 sessions in 5 rounds about a scrape apart, so the traffic spans several samples.
     for (let round = 0; round < 5; round++) {

@@ -8,7 +8,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
+import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kill, startTool, tempDataDir } from "./processes.js";
 
@@ -97,7 +97,7 @@ describe("distributed tracing", () => {
       RISK_ADDR: risk.address,
     });
     procs.push(orchestrator);
-    const token = await testToken({ subject: "test", scopes: ["sessions:read", "sessions:write"] });
+    const token = await testToken({ subject: "test", scopes: SESSION_OPERATOR_SCOPES });
     const api = createRawClient(OrchestratorService, orchestrator.address, { token });
     const { session } = await api.startSession({
       goal: "Refund 1.00 of ord_DEMO00000001",

@@ -6,7 +6,6 @@
 const POLL_MS = 1000;
 const PAGE_SIZE = 50;
 const TOKEN_KEY = "loopguard.token";
-const APPROVER_KEY = "loopguard.approver";
 const STATES = ["IDLE", "THINKING", "TOOL_EXECUTING", "OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "DONE", "FAILED", "CANCELLED"];
 const TERMINAL = new Set(["DONE", "FAILED", "CANCELLED"]);
 const COUNT_LABELS = { TOOL_EXECUTING: "tool call", AWAITING_APPROVAL: "approval" };
@@ -96,9 +95,20 @@ function askForToken(message) {
   setStatus("needs a token", "bad");
 }
 
+/** The token's subject, shown as who approves: the server records that subject, not a typed name. */
+function subjectOf(token) {
+  try {
+    const payload = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+    return typeof payload.sub === "string" ? payload.sub : "";
+  } catch {
+    return "";
+  }
+}
+
 function useToken(token) {
   view.token = token;
   sessionStorage.setItem(TOKEN_KEY, token);
+  $("approver-subject").textContent = subjectOf(token) || "(unknown)";
   $("auth").hidden = true;
   $("sign-out").hidden = false;
   view.paused = false;
@@ -216,15 +226,14 @@ const outcomeSummary = (outcomes) => Object.entries(outcomes).map(([k, v]) => `$
 
 // ---- approvals ----
 
-function approver() {
-  return $("approver-name").value.trim();
-}
-
-async function resolveApproval(sessionId, action, reasonInput, item) {
+// The decision names the approval shown (id and arguments hash): if the session has moved on to
+// another action meanwhile, the server refuses it (409) and nothing is approved.
+async function resolveApproval(sessionId, approval, action, reasonInput, item) {
   for (const button of item.querySelectorAll("button")) button.disabled = true;
   const message = item.querySelector(".approval-message");
   try {
-    await api(`sessions/${encodeURIComponent(sessionId)}/${action}`, { method: "POST", body: { approver: approver(), reason: reasonInput.value.trim() } });
+    const body = { approvalId: approval.approvalId, argumentsHash: approval.argumentsHash, reason: reasonInput.value.trim() };
+    await api(`sessions/${encodeURIComponent(sessionId)}/${action}`, { method: "POST", body });
     message.textContent = action === "approve" ? "approved" : "denied";
     schedule(0);
   } catch (error) {
@@ -245,12 +254,13 @@ function approvalItem(s) {
       h("span", { class: "chip tool" }, a.tool ?? "?"),
       h("span", { class: "muted expires", "data-expires": a.expiresAt ?? "" }, "")),
     h("div", { class: "approval-goal" }, s.goal),
+    h("div", { class: "muted approval-creator", "data-testid": "approval-creator" }, `started by ${s.createdBy || "unknown"}`),
     h("div", { class: "approval-why" }, a.reason ?? ""),
     h("code", { class: "approval-args" }, JSON.stringify(a.arguments ?? {})),
     h("div", { class: "approval-actions" },
       reason,
-      h("button", { type: "button", class: "approve", "data-testid": "approve", onclick: () => resolveApproval(s.sessionId, "approve", reason, item) }, "Approve"),
-      h("button", { type: "button", class: "deny", "data-testid": "deny", onclick: () => resolveApproval(s.sessionId, "deny", reason, item) }, "Deny")),
+      h("button", { type: "button", class: "approve", "data-testid": "approve", onclick: () => resolveApproval(s.sessionId, a, "approve", reason, item) }, "Approve"),
+      h("button", { type: "button", class: "deny", "data-testid": "deny", onclick: () => resolveApproval(s.sessionId, a, "deny", reason, item) }, "Deny")),
     h("div", { class: "approval-message", "data-testid": "approval-message", role: "status" }),
   );
   return item;
@@ -403,6 +413,7 @@ function renderDetail(detail) {
       fact("policy", s.policy, "detail-policy"),
       fact("scopes", s.scopes.join(" "), "detail-scopes"),
       fact("created", new Date(s.createdAt).toLocaleString(), "detail-created"),
+      fact("created by", s.createdBy || "unknown", "detail-created-by"),
       fact("updated", `${new Date(s.updatedAt).toLocaleString()} (${ago(s.updatedAt)})`, "detail-updated"),
     ),
   ];
@@ -540,7 +551,7 @@ function init() {
     const id = view.selected;
     if (!id) return;
     try {
-      await api(`sessions/${encodeURIComponent(id)}/cancel`, { method: "POST", body: { reason: approver() ? `cancelled by ${approver()}` : "cancelled from the dashboard" } });
+      await api(`sessions/${encodeURIComponent(id)}/cancel`, { method: "POST", body: { reason: "cancelled from the dashboard" } });
       schedule(0);
     } catch (error) {
       $("detail-body").prepend(h("p", { class: "bad-text" }, error.message));
@@ -548,8 +559,6 @@ function init() {
   });
   $("start-form").addEventListener("submit", startSession);
   for (const button of document.querySelectorAll("[data-preset]")) button.addEventListener("click", () => fillPreset(button.dataset.preset));
-  $("approver-name").value = localStorage.getItem(APPROVER_KEY) ?? "";
-  $("approver-name").addEventListener("change", () => localStorage.setItem(APPROVER_KEY, approver()));
   $("token-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const token = $("token-input").value.trim();

@@ -18,7 +18,6 @@ import { type Caller, type CallContext, createLogger, type FieldViolation, INTER
 import type { JSONWebKeySet } from "jose";
 import type { Registry } from "prom-client";
 import { createOrchestratorHandlers, toProtoSession } from "./api-handlers.js";
-import type { PendingApproval } from "./approvals.js";
 import type { LogTail } from "./log-tail.js";
 import { type Orchestrator, OrchestratorError } from "./orchestrator.js";
 import { isSessionState, type SessionState } from "./session-state.js";
@@ -157,9 +156,11 @@ function validated<Desc extends DescMessage>(schema: Desc, message: MessageShape
   return message;
 }
 
-export function sessionJson(s: SessionRecord): JsonValue {
-  return toJson(SessionSchema, create(SessionSchema, toProtoSession(s)), { alwaysEmitImplicit: true });
+export function sessionJson(s: SessionRecord, options: { readonly withTask?: boolean } = {}): JsonValue {
+  return toJson(SessionSchema, create(SessionSchema, toProtoSession(s, options)), { alwaysEmitImplicit: true });
 }
+
+const listed = (s: SessionRecord) => sessionJson(s, { withTask: false });
 
 function parseState(raw: string | null): SessionState | undefined {
   if (raw === null || raw === "") return undefined;
@@ -300,15 +301,6 @@ export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
     return { signal: new AbortController().signal, deadline: undefined, caller, traceId: "", log };
   }
 
-  async function pendingApprovalId(sessionId: string): Promise<string> {
-    const s = await orchestrator.get(sessionId);
-    const approval = (s.pending as { approval?: PendingApproval | null } | null)?.approval;
-    if (s.state !== "AWAITING_APPROVAL" || !approval) {
-      throw new ApiError(409, "FAILED_PRECONDITION", "APPROVAL_MISMATCH", `session ${sessionId} is not waiting for an approval (it is ${s.state})`);
-    }
-    return approval.approvalId;
-  }
-
   async function sessionDetail(id: string): Promise<unknown> {
     validated(GetSessionRequestSchema, create(GetSessionRequestSchema, { sessionId: id }));
     const s = await orchestrator.get(id);
@@ -361,7 +353,7 @@ export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
       if (!isGet) throw allow("GET");
       await authorise(req, SCOPE_READ);
       const page = await orchestrator.list("AWAITING_APPROVAL", APPROVALS_SHOWN, undefined);
-      return sendJson(res, 200, { approvals: page.sessions.map(sessionJson), more: page.nextCursor !== null });
+      return sendJson(res, 200, { approvals: page.sessions.map(listed), more: page.nextCursor !== null });
     }
     if (resource !== "sessions" || rest.length > 0) throw new ApiError(404, "NOT_FOUND", "ROUTE_NOT_FOUND", `no API route ${url.pathname}`);
 
@@ -373,7 +365,7 @@ export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
         const cursor = url.searchParams.get("cursor") || undefined;
         if (cursor && cursor.length > 256) throw badRequest("cursor is too long", [{ field: "cursor", description: "at most 256 characters" }]);
         const page = await orchestrator.list(state, limit, cursor);
-        return sendJson(res, 200, { sessions: page.sessions.map(sessionJson), nextCursor: page.nextCursor });
+        return sendJson(res, 200, { sessions: page.sessions.map(listed), nextCursor: page.nextCursor });
       }
       if (method !== "POST") throw allow("GET or POST");
       const caller = await authorise(req, SCOPE_WRITE);
@@ -398,11 +390,20 @@ export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
     if (action === "approve" || action === "deny") {
       const caller = await authorise(req, SCOPE_APPROVE);
       const body = await readJsonObject(req);
-      const approver = optionalString(body, "approver") || caller.subject;
-      const reason = optionalString(body, "reason") ?? "";
-      validated(GetSessionRequestSchema, create(GetSessionRequestSchema, { sessionId: id }));
-      const approvalId = await pendingApprovalId(id);
-      const request = validated(ResolveApprovalRequestSchema, create(ResolveApprovalRequestSchema, { sessionId: id, approvalId, approve: action === "approve", approver, reason }));
+      // The approval the human saw, named exactly: a stale one (another action, other arguments) is a 409.
+      const approvalId = optionalString(body, "approvalId") ?? "";
+      const argumentsHash = optionalString(body, "argumentsHash") ?? "";
+      const request = validated(
+        ResolveApprovalRequestSchema,
+        create(ResolveApprovalRequestSchema, {
+          sessionId: id,
+          approvalId,
+          argumentsHash,
+          approve: action === "approve",
+          approver: optionalString(body, "approver") ?? "",
+          reason: optionalString(body, "reason") ?? "",
+        }),
+      );
       const { session } = await handlers.resolveApproval(request, callContext(caller));
       return sendJson(res, 200, { session: toJson(SessionSchema, create(SessionSchema, session), { alwaysEmitImplicit: true }) });
     }

@@ -12,7 +12,9 @@ import {
 import { status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
 import type { PendingApproval } from "./approvals.js";
 import { type Orchestrator, OrchestratorError } from "./orchestrator.js";
+import { refusedGrant } from "./grants.js";
 import { redact } from "./redact.js";
+import { startRequestHash, taskProblem } from "./start-request.js";
 import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
 import type { JsonObject, SessionRecord } from "./session-store.js";
@@ -26,7 +28,11 @@ function fromProtoState(state: ProtoState): SessionState | undefined {
   return state === ProtoState.UNSPECIFIED ? undefined : (ProtoState[state] as SessionState);
 }
 
-export function toProtoSession(s: SessionRecord): MessageInitShape<typeof SessionSchema> {
+/**
+ * The contract's Session of a record. Lists leave the task out (`withTask: false`): a page of
+ * sessions stays small however large each task is; GetSession has it.
+ */
+export function toProtoSession(s: SessionRecord, options: { readonly withTask?: boolean } = {}): MessageInitShape<typeof SessionSchema> {
   const approval = (s.pending as { approval?: PendingApproval; call?: { arguments: string } } | null)?.approval;
   const callArgs = (s.pending as { call?: { arguments: string } } | null)?.call?.arguments;
   return {
@@ -34,7 +40,7 @@ export function toProtoSession(s: SessionRecord): MessageInitShape<typeof Sessio
     state: toProtoState(s.state),
     version: BigInt(s.version),
     goal: s.goal,
-    task: redact(s.task),
+    ...(options.withTask === false ? {} : { task: redact(s.task) }),
     budget: {
       maxSteps: s.budget.maxSteps,
       maxToolCalls: s.budget.maxToolCalls,
@@ -57,6 +63,7 @@ export function toProtoSession(s: SessionRecord): MessageInitShape<typeof Sessio
     updatedAt: timestampFromMs(s.updatedAt),
     traceId: typeof s.context.traceId === "string" ? s.context.traceId : traceIdOf(s.id),
     healthScore: healthScore(s),
+    createdBy: s.createdBy,
     ...(approval && s.state === "AWAITING_APPROVAL"
       ? {
           pendingApproval: create(ApprovalSchema, {
@@ -80,6 +87,10 @@ function mapError(error: unknown): never {
         throw new ToolError(status.NOT_FOUND, error.reason, error.message);
       case "UNKNOWN_POLICY":
         throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", error.message, { fieldViolations: [{ field: "policy", description: error.message }] });
+      case "SELF_APPROVAL":
+        throw new ToolError(status.PERMISSION_DENIED, error.reason, error.message);
+      case "CALL_IN_FLIGHT":
+        throw new ToolError(status.UNAVAILABLE, error.reason, error.message, { retryAfterMs: 1000 });
       default:
         throw new ToolError(status.FAILED_PRECONDITION, error.reason, error.message);
     }
@@ -90,12 +101,18 @@ function mapError(error: unknown): never {
 
 export function createOrchestratorHandlers(orchestrator: Orchestrator): ToolHandlers<typeof OrchestratorService> {
   return {
-    async startSession(req) {
+    async startSession(req, ctx) {
+      const refused = refusedGrant(req.scopes, ctx.caller);
+      if (refused) throw new ToolError(status.PERMISSION_DENIED, "SCOPE_NOT_GRANTABLE", refused.why, { metadata: { scope: refused.scope } });
+      const task = (req.task ?? {}) as JsonObject;
+      const problem = taskProblem(task);
+      if (problem) throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", problem, { fieldViolations: [{ field: "task", description: problem }] });
+      const requestHash = startRequestHash(req);
       const budget = req.budget;
       const result = await orchestrator
         .startSession({
           goal: req.goal,
-          task: (req.task ?? {}) as JsonObject,
+          task,
           budget: {
             maxSteps: budget?.maxSteps ?? 0,
             maxToolCalls: budget?.maxToolCalls ?? 0,
@@ -105,11 +122,13 @@ export function createOrchestratorHandlers(orchestrator: Orchestrator): ToolHand
           },
           scopes: req.scopes,
           policy: req.policy || "scripted",
+          createdBy: ctx.caller.subject,
+          requestHash,
           ...(req.idempotencyKey ? { idempotencyKey: req.idempotencyKey } : {}),
         })
         .catch(mapError);
-      if (!result.created && (result.session.goal !== req.goal || result.session.policy !== (req.policy || "scripted"))) {
-        throw new ToolError(status.ALREADY_EXISTS, "IDEMPOTENCY_KEY_REUSED", `idempotency key was used for session ${result.session.id} with another goal or policy`);
+      if (!result.created && result.session.requestHash !== requestHash) {
+        throw new ToolError(status.ALREADY_EXISTS, "IDEMPOTENCY_KEY_REUSED", `idempotency key was used for session ${result.session.id} with another request`);
       }
       return { session: toProtoSession(result.session), created: result.created };
     },
@@ -140,14 +159,18 @@ export function createOrchestratorHandlers(orchestrator: Orchestrator): ToolHand
     },
     async listSessions(req) {
       const page = await orchestrator.list(fromProtoState(req.state), req.pageSize || 50, req.pageToken || undefined).catch(mapError);
-      return { sessions: page.sessions.map(toProtoSession), nextPageToken: page.nextCursor ?? "" };
+      return { sessions: page.sessions.map((s) => toProtoSession(s, { withTask: false })), nextPageToken: page.nextCursor ?? "" };
     },
-    async cancelSession(req) {
-      return { session: toProtoSession(await orchestrator.cancel(req.sessionId, req.reason).catch(mapError)) };
+    async cancelSession(req, ctx) {
+      return { session: toProtoSession(await orchestrator.cancel(req.sessionId, req.reason, ctx.caller.subject).catch(mapError)) };
     },
-    async resolveApproval(req) {
+    async resolveApproval(req, ctx) {
+      if (req.approver && req.approver !== ctx.caller.subject) {
+        const why = `the approver is taken from your credentials (${ctx.caller.subject}); leave approver empty`;
+        throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", why, { fieldViolations: [{ field: "approver", description: why }] });
+      }
       const session = await orchestrator
-        .resolveApproval({ sessionId: req.sessionId, approvalId: req.approvalId, approve: req.approve, approver: req.approver, reason: req.reason })
+        .resolveApproval({ sessionId: req.sessionId, approvalId: req.approvalId, argumentsHash: req.argumentsHash, approve: req.approve, approver: ctx.caller.subject, reason: req.reason })
         .catch(mapError);
       return { session: toProtoSession(session) };
     },

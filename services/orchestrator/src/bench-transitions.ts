@@ -27,6 +27,7 @@ export async function benchTransitions(store: SessionStore, n: number): Promise<
     budget: { maxSteps: n, maxToolCalls: n, maxTokens: 0, maxCostMicros: 0, deadlineMs: 3_600_000 },
     scopes: [],
     policy: "scripted",
+    createdBy: "bench",
   });
   let current = session;
   const samplesUs: number[] = new Array<number>(n);

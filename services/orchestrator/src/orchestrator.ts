@@ -4,13 +4,14 @@
 // takes its sessions over.
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { Logger } from "@loopguard/tool-sdk";
+import { Effect, type Logger } from "@loopguard/tool-sdk";
 import { DEFAULT_BUDGET } from "./budget.js";
 import type { PendingApproval } from "./approvals.js";
 import { isTerminal, type SessionState } from "./session-state.js";
 import { type AuditRecord, type BudgetLimits, type JsonObject, type SessionRecord, type SessionStore, StaleTransitionError, type StepRecord } from "./session-store.js";
 import type { SessionMetrics } from "./session-metrics.js";
-import { type RunnerDeps, SessionRunner } from "./session-runner.js";
+import { type RunnerDeps, SessionRunner, sideEffectsOf } from "./session-runner.js";
+import type { RegisteredTool } from "./tool-registry.js";
 
 export interface OrchestratorOptions extends Omit<RunnerDeps, "onStopped" | "onStep" | "onContextAlarm" | "onTransition"> {
   readonly log: Logger;
@@ -28,11 +29,15 @@ export interface StartInput {
   readonly scopes: readonly string[];
   readonly policy: string;
   readonly idempotencyKey?: string;
+  /** The caller's authenticated subject. */
+  readonly createdBy: string;
+  /** Hash of the canonical request, compared when the idempotency key matches an earlier start. */
+  readonly requestHash: string;
 }
 
 export class OrchestratorError extends Error {
   constructor(
-    readonly reason: "SESSION_NOT_FOUND" | "SESSION_TERMINAL" | "APPROVAL_MISMATCH" | "APPROVAL_EXPIRED" | "UNKNOWN_POLICY",
+    readonly reason: "SESSION_NOT_FOUND" | "SESSION_TERMINAL" | "APPROVAL_MISMATCH" | "APPROVAL_EXPIRED" | "UNKNOWN_POLICY" | "SELF_APPROVAL" | "CALL_IN_FLIGHT",
     message: string,
   ) {
     super(message);
@@ -221,6 +226,8 @@ export class Orchestrator {
         budget,
         scopes: [...input.scopes],
         policy: input.policy,
+        createdBy: input.createdBy,
+        requestHash: input.requestHash,
         ...(input.idempotencyKey ? { idempotencyKey: input.idempotencyKey } : {}),
         ...(drive ? { lease: { owner: this.options.owner, ttlMs: this.options.leaseTtlMs } } : {}),
       });
@@ -238,53 +245,80 @@ export class Orchestrator {
     return s;
   }
 
-  async cancel(id: string, reason: string): Promise<SessionRecord> {
-    for (let attempt = 0; attempt < 20; attempt += 1) {
+  /**
+   * Cancels a session. An irreversible call in flight is never cut off: the cancel waits (up to
+   * the call's own timeout) for its outcome to be recorded, so the session ends CANCELLED with
+   * what really happened; past that it is refused with CALL_IN_FLIGHT, to be retried.
+   */
+  async cancel(id: string, reason: string, by: string): Promise<SessionRecord> {
+    const started = this.options.now();
+    for (;;) {
       const s = await this.get(id);
       if (s.state === "CANCELLED") return s;
       if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`);
+      const inFlight = this.#irreversibleInFlight(s);
+      if (inFlight) {
+        if (this.options.now() - started > inFlight.timeoutMs + 1000) {
+          throw new OrchestratorError("CALL_IN_FLIGHT", `session ${id} has an irreversible ${inFlight.name} call in flight whose outcome is still being resolved; cancel again shortly`);
+        }
+        await sleep(50);
+        continue;
+      }
+      const done = sideEffectsOf(s, this.options.registry);
+      const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${done.length > 0 ? `; already done before the cancel: ${done.join(", ")}` : ""}`;
       try {
-        const done = await this.options.store.transition({
-          id, from: s.state, to: "CANCELLED", expectedVersion: s.version, current: s,
-          audit: { at: this.options.now(), reason: `cancelled${reason ? `: ${reason}` : ""}`, outcome: "cancelled" },
-          patch: { stopReason: "cancelled", answer: reason ? `cancelled: ${reason}` : "cancelled", pending: null },
-        });
+        const stopped = await this.#runner.stop(s, "cancelled", answer, {}, undefined, [], false);
         this.#active.get(id)?.abort();
-        this.options.metrics?.stops.inc({ stop_reason: "cancelled" });
-        return done;
+        return stopped;
       } catch (error) {
         if (!(error instanceof StaleTransitionError)) throw error;
       }
     }
-    throw new OrchestratorError("SESSION_TERMINAL", `session ${id} kept changing; try again`);
   }
 
-  async resolveApproval(input: { sessionId: string; approvalId: string; approve: boolean; approver: string; reason: string }): Promise<SessionRecord> {
+  /** The irreversible tool a session is calling right now, if any. */
+  #irreversibleInFlight(s: SessionRecord): RegisteredTool | undefined {
+    if (s.state !== "TOOL_EXECUTING" && s.state !== "RETRYING") return undefined;
+    const call = (s.pending as { call?: { tool?: string } } | null)?.call;
+    const tool = call?.tool ? this.options.registry.get(call.tool) : undefined;
+    return tool?.effect === Effect.IRREVERSIBLE_EXTERNAL ? tool : undefined;
+  }
+
+  /**
+   * A human's answer to the approval a session waits on. It must name the approval and the
+   * arguments hash that were shown (anything else is stale: nothing is approved), and come from
+   * someone other than the session's creator (four eyes). The approver is the caller's
+   * authenticated subject.
+   */
+  async resolveApproval(input: { sessionId: string; approvalId: string; argumentsHash: string; approve: boolean; approver: string; reason: string }): Promise<SessionRecord> {
     const s = await this.get(input.sessionId);
     if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${s.id} already ended (${s.state})`);
     const pending = (s.pending ?? {}) as { approval?: PendingApproval; [k: string]: unknown };
     const approval = pending.approval;
-    if (s.state !== "AWAITING_APPROVAL" || !approval || approval.approvalId !== input.approvalId) {
-      throw new OrchestratorError("APPROVAL_MISMATCH", `session ${s.id} is not waiting on approval ${input.approvalId}`);
+    if (s.state !== "AWAITING_APPROVAL" || !approval || approval.approvalId !== input.approvalId || approval.argumentsHash !== input.argumentsHash) {
+      throw new OrchestratorError(
+        "APPROVAL_MISMATCH",
+        `session ${s.id} is not waiting on approval ${input.approvalId} with arguments ${input.argumentsHash}${approval && s.state === "AWAITING_APPROVAL" ? ` (it waits on ${approval.approvalId} with arguments ${approval.argumentsHash}; look again)` : ""}; nothing was approved`,
+      );
+    }
+    if (input.approver === s.createdBy) {
+      throw new OrchestratorError("SELF_APPROVAL", `${input.approver} started session ${s.id} and cannot also ${input.approve ? "approve" : "deny"} its action; another person must`);
     }
     const now = this.options.now();
     if (approval.expiresAt <= now) throw new OrchestratorError("APPROVAL_EXPIRED", `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`);
     const by = `${input.approver}${input.reason ? `: ${input.reason}` : ""}`;
     if (!input.approve) {
-      return this.options.store.transition({
-        id: s.id, from: s.state, to: "FAILED", expectedVersion: s.version, current: s,
-        audit: { at: now, reason: `approval denied by ${by}`, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "approval_denied" },
-        patch: { stopReason: "approval_denied", answer: `${approval.tool} was not approved (${by}); nothing was executed`, pending: null },
-      });
+      return this.#runner.stop(s, "approval_denied", `${approval.tool} was not approved (denied by ${by}); nothing was executed`, {}, undefined, [], false);
     }
-    return this.options.store.transition({
-      id: s.id, from: s.state, to: "TOOL_EXECUTING", expectedVersion: s.version, current: s,
-      audit: { at: now, reason: `approved by ${by}`, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "approved" },
-      patch: {
+    return this.#runner.move(
+      s,
+      "TOOL_EXECUTING",
+      { reason: `approved by ${by}`, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "approved" },
+      {
         usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
         pending: { ...(pending as JsonObject), approval: null, approvedBy: input.approver, startedBy: "approval" } as JsonObject,
       },
-    });
+    );
   }
 
   async trace(id: string): Promise<string[]> {

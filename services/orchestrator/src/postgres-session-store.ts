@@ -75,9 +75,16 @@ CREATE TABLE IF NOT EXISTS sessions (
   updated_at bigint NOT NULL,
   lease_owner text,
   lease_expires_at bigint,
-  idempotency_key text UNIQUE,
+  idempotency_key text,
+  created_by text NOT NULL DEFAULT '',
+  request_hash text,
   CHECK ((state IN (${TERMINAL_SQL})) = (stop_reason IS NOT NULL))
 );
+-- Databases made before idempotency keys were scoped by creator: add the columns, move the key.
+ALTER TABLE sessions ADD COLUMN IF NOT EXISTS created_by text NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN IF NOT EXISTS request_hash text;
+ALTER TABLE sessions DROP CONSTRAINT IF EXISTS sessions_idempotency_key_key;
+CREATE UNIQUE INDEX IF NOT EXISTS sessions_by_creator_key ON sessions (created_by, idempotency_key);
 CREATE INDEX IF NOT EXISTS sessions_by_created ON sessions (created_at, id);
 CREATE INDEX IF NOT EXISTS sessions_by_state ON sessions (state, created_at, id);
 CREATE INDEX IF NOT EXISTS sessions_live ON sessions (created_at, id) WHERE ${LIVE_SQL};
@@ -139,7 +146,7 @@ CREATE OR REPLACE TRIGGER session_audit_guard AFTER INSERT ON session_audit
 `;
 
 const COLUMNS = `id, state, version, goal, task, budget, usage, context, pending, scopes, policy, stop_reason, answer,
-  created_at, updated_at, lease_owner, lease_expires_at, idempotency_key`;
+  created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, created_by, request_hash`;
 
 interface SessionRow {
   id: string;
@@ -161,6 +168,8 @@ interface SessionRow {
   lease_owner: string | null;
   lease_expires_at: string | null;
   idempotency_key: string | null;
+  created_by: string;
+  request_hash: string | null;
 }
 
 interface AuditRow {
@@ -199,6 +208,8 @@ function toRecord(r: SessionRow): SessionRecord {
     leaseOwner: r.lease_owner,
     leaseExpiresAt: num(r.lease_expires_at),
     idempotencyKey: r.idempotency_key,
+    createdBy: r.created_by,
+    requestHash: r.request_hash,
   };
 }
 
@@ -224,11 +235,11 @@ function pgCode(err: unknown): string | undefined {
 
 const Q = {
   insert: `INSERT INTO sessions (${COLUMNS})
-    VALUES ($1, 'IDLE', 0, $2, $3::jsonb, $4::jsonb, $5::jsonb, '{}'::jsonb, NULL, $6::jsonb, $7, NULL, NULL, $8, $8, $10, $11, $9)
-    ON CONFLICT (idempotency_key) DO NOTHING
+    VALUES ($1, 'IDLE', 0, $2, $3::jsonb, $4::jsonb, $5::jsonb, '{}'::jsonb, NULL, $6::jsonb, $7, NULL, NULL, $8, $8, $10, $11, $9, $12, $13)
+    ON CONFLICT (created_by, idempotency_key) DO NOTHING
     RETURNING ${COLUMNS}`,
   byId: `SELECT ${COLUMNS} FROM sessions WHERE id = $1`,
-  byKey: `SELECT ${COLUMNS} FROM sessions WHERE idempotency_key = $1`,
+  byKey: `SELECT ${COLUMNS} FROM sessions WHERE created_by = $1 AND idempotency_key = $2`,
   transition: `WITH moved AS (
       UPDATE sessions SET
         state = $3,
@@ -352,6 +363,8 @@ export class PostgresSessionStore implements SessionStore {
         input.idempotencyKey ?? null,
         input.lease?.owner ?? null,
         input.lease ? now + input.lease.ttlMs : null,
+        input.createdBy,
+        input.requestHash ?? null,
       ]);
     } catch (err) {
       if (pgCode(err) === "23505") throw new SessionExistsError(input.id);
@@ -359,7 +372,7 @@ export class PostgresSessionStore implements SessionStore {
     }
     const row = rows[0];
     if (row) return { session: toRecord(row), created: true };
-    const existing = (await this.query<SessionRow>("lg_session_by_key", Q.byKey, [input.idempotencyKey]))[0];
+    const existing = (await this.query<SessionRow>("lg_session_by_key", Q.byKey, [input.createdBy, input.idempotencyKey]))[0];
     if (existing) return { session: toRecord(existing), created: false };
     throw new SessionExistsError(input.id);
   }

@@ -147,6 +147,14 @@ function refsOf(tool: RegisteredTool, data: JsonValue): string[] {
   return [];
 }
 
+/** The irreversible side effects a session has observed succeed, by their world references (e.g. "refund:rf_…"). */
+export function sideEffectsOf(s: SessionRecord, registry: ToolRegistry): string[] {
+  const history = ((s.context as Partial<SessionContext>).history ?? []) as HistoryItem[];
+  return history.flatMap((item) =>
+    item.kind === "observation" && item.envelope.ok && registry.get(item.tool)?.effect === Effect.IRREVERSIBLE_EXTERNAL ? [`${item.tool} ${item.envelope.refs.join(" ")}`] : [],
+  );
+}
+
 const SUGGESTIONS: Partial<Record<number, string>> = {
   [status.INVALID_ARGUMENT]: "fix the arguments named in the error and call again",
   [status.NOT_FOUND]: "check the identifiers; do not retry the same call",
@@ -222,7 +230,7 @@ export class SessionRunner {
    * `step`, when given, is stored in the same transaction. From IDLE the session passes THINKING
    * first: its first decision is made before the start is stored, and both commit together.
    */
-  async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>, step?: StepRecord, through: readonly Via[] = []): Promise<SessionRecord> {
+  async #move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>, step?: StepRecord, through: readonly Via[] = [], fenced = true): Promise<SessionRecord> {
     const at = this.deps.now();
     const via = [...startOf(s, to), ...through];
     const moved = await this.deps.store.transition({
@@ -232,7 +240,7 @@ export class SessionRunner {
       expectedVersion: s.version,
       current: s,
       audit: { ...audit, at },
-      owner: this.deps.owner,
+      ...(fenced ? { owner: this.deps.owner } : {}),
       ...(via.length > 0 ? { via: via.map((v) => ({ state: v.state, audit: { ...v.audit, at } })) } : {}),
       ...(patch ? { patch } : {}),
       ...(step ? { step } : {}),
@@ -243,7 +251,16 @@ export class SessionRunner {
     return moved;
   }
 
-  async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}, step?: StepRecord, via: readonly Via[] = []): Promise<SessionRecord> {
+  /**
+   * A move made for someone outside the loop (a human's approval): the same persisted
+   * transition, audit row and metrics as the runner's own moves. Unfenced by a lease: the caller
+   * holds none, and the optimistic lock on (state, version) orders it against the runner.
+   */
+  move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>): Promise<SessionRecord> {
+    return this.#move(s, to, audit, patch, undefined, [], false);
+  }
+
+  async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}, step?: StepRecord, via: readonly Via[] = [], fenced = true): Promise<SessionRecord> {
     const done = await this.#move(
       s,
       terminalStateOf(reason),
@@ -251,6 +268,7 @@ export class SessionRunner {
       { ...patch, stopReason: reason, answer, pending: null },
       step,
       via,
+      fenced,
     );
     this.deps.onStopped?.(done);
     return done;

@@ -33,8 +33,15 @@ export interface NewSession {
   readonly budget: BudgetLimits;
   readonly scopes: readonly string[];
   readonly policy: string;
-  /** A second create with the same key returns the first session instead of making another. */
+  /** The authenticated subject that asked for the session (who granted its scopes). */
+  readonly createdBy: string;
+  /**
+   * A second create by the same creator with the same key returns the first session instead of
+   * making another; keys of different creators never meet.
+   */
   readonly idempotencyKey?: string;
+  /** Hash of the whole canonical start request, so a reused key with another request is caught. */
+  readonly requestHash?: string;
   /**
    * Creates the session already leased to `owner` (the replica that will drive it at once), so
    * no claim is needed; without it the session waits for the next claim.
@@ -64,6 +71,8 @@ export interface SessionRecord {
   readonly leaseOwner: string | null;
   readonly leaseExpiresAt: number | null;
   readonly idempotencyKey: string | null;
+  readonly createdBy: string;
+  readonly requestHash: string | null;
 }
 
 /** What the entry/exit hooks record about one transition. */

@@ -75,8 +75,11 @@ const sessionsTable = (name: string): string => `CREATE TABLE IF NOT EXISTS ${na
   updated_at INTEGER NOT NULL,
   lease_owner TEXT,
   lease_expires_at INTEGER,
-  idempotency_key TEXT UNIQUE,
+  idempotency_key TEXT,
   history_len INTEGER,
+  created_by TEXT NOT NULL DEFAULT '',
+  request_hash TEXT,
+  UNIQUE (created_by, idempotency_key),
   CHECK (${oneOf("state", TERMINAL_STATES)} = (stop_reason IS NOT NULL))
 );`;
 
@@ -94,12 +97,12 @@ const stepsTable = (name: string): string => `CREATE TABLE IF NOT EXISTS ${name}
   PRIMARY KEY (session_id, step)
 );`;
 
-/** The sessions table's columns, in order. */
-const SESSION_COLUMN_NAMES = `id, state, version, goal, task, budget, usage, context, pending, scopes, policy, stop_reason,
+/** The columns layouts 1 and 2 had, which a rebuild copies (later columns take their defaults). */
+const LAYOUT2_COLUMN_NAMES = `id, state, version, goal, task, budget, usage, context, pending, scopes, policy, stop_reason,
   answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, history_len`;
 
 /** What user_version says about a database this build wrote; see migrate(). */
-const LAYOUT = 2;
+const LAYOUT = 3;
 /** Most writes one group commit takes (see `write`). */
 const MAX_GROUP_COMMIT = 16;
 
@@ -191,6 +194,8 @@ interface SessionRow {
   lease_expires_at: number | null;
   idempotency_key: string | null;
   history_len: number | null;
+  created_by: string;
+  request_hash: string | null;
   /** JSON array of context.history, selected by SESSION_COLUMNS; absent from RETURNING *. */
   history?: string | null;
 }
@@ -231,6 +236,8 @@ function toRecord(r: SessionRow): SessionRecord {
     leaseOwner: r.lease_owner,
     leaseExpiresAt: r.lease_expires_at,
     idempotencyKey: r.idempotency_key,
+    createdBy: r.created_by,
+    requestHash: r.request_hash,
   };
 }
 
@@ -318,13 +325,13 @@ export class SqliteSessionStore implements SessionStore {
       // No RETURNING (see moveSql): createNow builds the row, inserts it, and has it.
       insert: db.prepare(
         `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
-           stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key)
+           stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, created_by, request_hash)
          VALUES (@id, 'IDLE', 0, @goal, @task, @budget, @usage, '{}', NULL, @scopes, @policy,
-           NULL, NULL, @created_at, @updated_at, @lease_owner, @lease_expires_at, @idempotency_key)
+           NULL, NULL, @created_at, @updated_at, @lease_owner, @lease_expires_at, @idempotency_key, @created_by, @request_hash)
          ON CONFLICT DO NOTHING`,
       ),
       byId: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE id = ?`),
-      byKey: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE idempotency_key = ?`),
+      byKey: db.prepare<[string, string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE created_by = ? AND idempotency_key = ?`),
       move: { live: db.prepare(moveSql(false)), terminal: db.prepare(moveSql(true)) },
       // The lease is what a move's caller cannot know: renewals change it without a new version.
       leaseOf: db.prepare<[string], LeaseRow>(`SELECT lease_owner, lease_expires_at FROM sessions WHERE id = ?`),
@@ -395,8 +402,7 @@ export class SqliteSessionStore implements SessionStore {
   /**
    * Converts a database written by an earlier build, one layout at a time, each in one
    * transaction. Layout 1: context.history moves out of sessions.context into session_history
-   * rows. Layout 2: the sessions table is rebuilt with CHECKs spelled without IN lists (see
-   * oneOf) and indexed on stop_reason instead of state; session_steps becomes a rowid table.
+   * rows. Layouts 2 and 3 rebuild the sessions table (see below).
    */
   private migrate(): void {
     const layout = () => Number(this.db.pragma("user_version", { simple: true }));
@@ -416,11 +422,14 @@ export class SqliteSessionStore implements SessionStore {
         })
         .immediate();
     }
-    if (layout() < 2) {
+    if (layout() < LAYOUT) {
       // SQLite's procedure for changing a table's constraints: a new table, the rows copied, the
       // old one dropped, with foreign keys off (they can only be switched outside a transaction)
       // and checked before the commit. The triggers that name sessions go first and come back
-      // with SCHEMA.
+      // with SCHEMA. Layout 2 rebuilt the table with CHECKs spelled without IN lists (see oneOf)
+      // and made session_steps a rowid table; layout 3 adds the creator and the request hash, and
+      // scopes idempotency keys by creator (rows from before have creator '').
+      const rebuildSteps = layout() < 2;
       this.db.pragma("foreign_keys = OFF");
       try {
         this.db
@@ -429,18 +438,21 @@ export class SqliteSessionStore implements SessionStore {
               DROP TRIGGER IF EXISTS sessions_start_idle;
               DROP TRIGGER IF EXISTS sessions_transition_guard;
               DROP TRIGGER IF EXISTS session_audit_guard;
-              ${sessionsTable("sessions_layout2")}
-              INSERT INTO sessions_layout2 (${SESSION_COLUMN_NAMES}) SELECT ${SESSION_COLUMN_NAMES} FROM sessions;
+              ${sessionsTable("sessions_rebuilt")}
+              INSERT INTO sessions_rebuilt (${LAYOUT2_COLUMN_NAMES}) SELECT ${LAYOUT2_COLUMN_NAMES} FROM sessions;
               DROP TABLE sessions;
-              ALTER TABLE sessions_layout2 RENAME TO sessions;
-              ${stepsTable("session_steps_layout2")}
-              INSERT INTO session_steps_layout2 (session_id, step, at, payload) SELECT session_id, step, at, payload FROM session_steps;
-              DROP TABLE session_steps;
-              ALTER TABLE session_steps_layout2 RENAME TO session_steps;
-              ${SCHEMA}
-              PRAGMA user_version = 2;`);
+              ALTER TABLE sessions_rebuilt RENAME TO sessions;`);
+            if (rebuildSteps) {
+              this.db.exec(`
+                ${stepsTable("session_steps_rebuilt")}
+                INSERT INTO session_steps_rebuilt (session_id, step, at, payload) SELECT session_id, step, at, payload FROM session_steps;
+                DROP TABLE session_steps;
+                ALTER TABLE session_steps_rebuilt RENAME TO session_steps;`);
+            }
+            this.db.exec(`${SCHEMA}
+              PRAGMA user_version = ${LAYOUT};`);
             const broken = this.db.pragma("foreign_key_check") as unknown[];
-            if (broken.length > 0) throw new Error(`layout 2: ${broken.length} rows would lose their session`);
+            if (broken.length > 0) throw new Error(`layout ${LAYOUT}: ${broken.length} rows would lose their session`);
           })
           .immediate();
       } finally {
@@ -486,10 +498,12 @@ export class SqliteSessionStore implements SessionStore {
       lease_expires_at: input.lease ? now + input.lease.ttlMs : null,
       idempotency_key: input.idempotencyKey ?? null,
       history_len: null,
+      created_by: input.createdBy,
+      request_hash: input.requestHash ?? null,
     };
     if (this.stmt.insert.run(row).changes === 1) return { session: toRecord(row), created: true };
     if (input.idempotencyKey !== undefined) {
-      const existing = this.stmt.byKey.get(input.idempotencyKey);
+      const existing = this.stmt.byKey.get(input.createdBy, input.idempotencyKey);
       if (existing) return { session: toRecord(existing), created: false };
     }
     throw new SessionExistsError(input.id);

@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { mintToken, newKeyPair, type SigningKey, signingKeyFromJwk } from "@loopguard/tool-sdk";
-import { TEST_SIGNING_KEY } from "@loopguard/tool-sdk/testing";
+import { TEST_SIGNING_KEY, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/budget.js";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
@@ -14,19 +14,22 @@ const HIGH_RISK_REFUND = { kind: "refund", order_id: "ord_DEMO00000008", amount_
 let tools: Tools;
 let orch: TestOrchestrator;
 let operator: string;
+/** A second person: approvals must come from someone other than the session's creator. */
+let approverToken: string;
 
 beforeAll(async () => {
   tools = await startTools();
   orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "60000" });
-  operator = await token(["sessions:read", "sessions:write", "approvals:write"]);
+  operator = await token([...SESSION_OPERATOR_SCOPES, "approvals:write"]);
+  approverToken = await token(["sessions:read", "approvals:write"], TEST_SIGNING_KEY, "ops:alice");
 });
 afterAll(async () => {
   await orch?.close();
   await tools?.stop();
 });
 
-function token(scopes: string[], key: SigningKey = TEST_SIGNING_KEY): Promise<string> {
-  return mintToken(key, { subject: "ops:test", audience: "orchestrator", scopes, ttlSeconds: 600 });
+function token(scopes: string[], key: SigningKey = TEST_SIGNING_KEY, subject = "ops:test"): Promise<string> {
+  return mintToken(key, { subject, audience: "orchestrator", scopes, ttlSeconds: 600 });
 }
 
 interface Reply {
@@ -104,6 +107,15 @@ describe("authentication and scopes", () => {
     expect((await call("/api/overview")).json.total).toBe(before);
   });
 
+  it("refuses to give a session a scope the caller may not grant with 403 naming it, and creates nothing", async () => {
+    const before = (await call("/api/overview")).json.total;
+    const r = await call("/api/sessions", { token: await token(["sessions:read", "sessions:write", "grant:kb:read"]), body: { goal: "Refund it", scopes: ["kb:read", "billing:refund"] } });
+    expect(r.status).toBe(403);
+    expect(r.json.error).toMatchObject({ code: "PERMISSION_DENIED", reason: "SCOPE_NOT_GRANTABLE" });
+    expect(r.json.error.message).toContain("billing:refund");
+    expect((await call("/api/overview")).json.total).toBe(before);
+  });
+
   it("refuses approve without approvals:write with 403", async () => {
     const r = await call("/api/sessions/ses_whatever/approve", { token: await token(["sessions:read", "sessions:write"]), body: {} });
     expect(r.status).toBe(403);
@@ -152,28 +164,39 @@ describe("sessions through the JSON API", () => {
     expect(JSON.stringify(queue.json)).not.toContain(HIGH_RISK_REFUND.id_card);
     expect(JSON.stringify(queue.json)).not.toContain(HIGH_RISK_REFUND.phone);
 
-    const approved = await call(`/api/sessions/${id}/approve`, { body: { approver: "alice", reason: "checked the photos" } });
+    const shown = { approvalId: waiting.pendingApproval.approvalId, argumentsHash: waiting.pendingApproval.argumentsHash };
+    const own = await call(`/api/sessions/${id}/approve`, { body: { ...shown, reason: "I started it" } });
+    expect(own.status).toBe(403);
+    expect(own.json.error).toMatchObject({ code: "PERMISSION_DENIED", reason: "SELF_APPROVAL" });
+    const stale = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: { ...shown, argumentsHash: "0".repeat(32) } });
+    expect(stale.status).toBe(409);
+    expect(stale.json.error).toMatchObject({ code: "FAILED_PRECONDITION", reason: "APPROVAL_MISMATCH" });
+    const unnamed = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: {} });
+    expect(unnamed.status).toBe(400);
+    expect(unnamed.json.error.fieldViolations.map((v: { field: string }) => v.field).sort()).toEqual(["approval_id", "arguments_hash"]);
+
+    const approved = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: { ...shown, reason: "checked the photos" } });
     expect(approved.status).toBe(200);
     expect(approved.json.session.state).toBe("SESSION_STATE_TOOL_EXECUTING");
     const done = await waitFor(id, stateIs("DONE"));
     expect(done.session.answer).toMatch(/rf_[A-Za-z0-9]{16}/);
-    expect(done.transitions.some((t: { reason: string }) => t.reason === "approved by alice: checked the photos")).toBe(true);
+    expect(done.transitions.some((t: { reason: string }) => t.reason === "approved by ops:alice: checked the photos")).toBe(true);
     expect((await call("/api/approvals")).json.approvals.map((s: { sessionId: string }) => s.sessionId)).not.toContain(id);
 
-    const again = await call(`/api/sessions/${id}/approve`, { body: { approver: "alice" } });
+    const again = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: shown });
     expect(again.status).toBe(409);
-    expect(again.json.error).toMatchObject({ code: "FAILED_PRECONDITION", reason: "APPROVAL_MISMATCH" });
-    expect(again.json.error.message).toContain("not waiting for an approval");
+    expect(again.json.error).toMatchObject({ code: "FAILED_PRECONDITION", reason: "SESSION_TERMINAL" });
   });
 
-  it("deny ends a waiting session FAILED with approval_denied, recording the approver from the token when none is given", async () => {
+  it("deny ends a waiting session FAILED with approval_denied, recording the approver from the token", async () => {
     const id = await start("Refund 10.00 of ord_DEMO00000008 again", HIGH_RISK_REFUND);
-    await waitFor(id, stateIs("AWAITING_APPROVAL"));
-    const denied = await call(`/api/sessions/${id}/deny`, { body: { reason: "duplicate claim" } });
+    const waiting = (await waitFor(id, stateIs("AWAITING_APPROVAL"))).session;
+    const shown = { approvalId: waiting.pendingApproval.approvalId, argumentsHash: waiting.pendingApproval.argumentsHash };
+    const denied = await call(`/api/sessions/${id}/deny`, { token: approverToken, body: { ...shown, reason: "duplicate claim" } });
     expect(denied.status).toBe(200);
     expect(denied.json.session).toMatchObject({ state: "SESSION_STATE_FAILED", stopReason: "approval_denied" });
     const detail = await waitFor(id, stateIs("FAILED"));
-    expect(detail.transitions.at(-1).reason).toBe("approval denied by ops:test: duplicate claim");
+    expect(detail.transitions.at(-1).reason).toMatch(/^approval_denied: .*denied by ops:alice: duplicate claim/);
   });
 
   it("cancel ends a waiting session CANCELLED; cancelling again after it ended is refused with 409", async () => {
@@ -182,12 +205,12 @@ describe("sessions through the JSON API", () => {
     const cancelled = await call(`/api/sessions/${id}/cancel`, { body: { reason: "customer withdrew" } });
     expect(cancelled.status).toBe(200);
     expect(cancelled.json.session).toMatchObject({ state: "SESSION_STATE_CANCELLED", stopReason: "cancelled" });
-    expect((await call(`/api/sessions/${id}/deny`, { body: {} })).status).toBe(409);
+    expect((await call(`/api/sessions/${id}/deny`, { token: approverToken, body: { approvalId: "apr_x", argumentsHash: "h" } })).status).toBe(409);
   });
 
   it("answers 404 for an unknown session, on read and on approve", async () => {
     expect((await call("/api/sessions/ses_doesnotexist")).json.error).toMatchObject({ code: "NOT_FOUND", reason: "SESSION_NOT_FOUND" });
-    expect((await call("/api/sessions/ses_doesnotexist/approve", { body: {} })).status).toBe(404);
+    expect((await call("/api/sessions/ses_doesnotexist/approve", { body: { approvalId: "apr_x", argumentsHash: "h" } })).status).toBe(404);
   });
 
   it("the overview counts sessions by state, and the tools panel reports every tool with a closed breaker and its latency", async () => {
@@ -269,7 +292,7 @@ describe("pagination over 1,000 sessions", () => {
     const inserted = new Set<string>();
     for (let i = 0; i < 1000; i += 1) {
       const id = `ses_bulk${String(i).padStart(6, "0")}${randomBytes(4).toString("hex")}`;
-      await orch.orchestrator.store.create({ id, goal: `bulk session ${i}`, task: {}, budget: DEFAULT_BUDGET, scopes: ["kb:read"], policy: "scripted" });
+      await orch.orchestrator.store.create({ id, goal: `bulk session ${i}`, task: {}, budget: DEFAULT_BUDGET, scopes: ["kb:read"], policy: "scripted", createdBy: "test" });
       inserted.add(id);
     }
     const total = (await call("/api/overview")).json.total as number;

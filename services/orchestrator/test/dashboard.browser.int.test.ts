@@ -5,8 +5,8 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { mintToken } from "@loopguard/tool-sdk";
-import { testToken } from "@loopguard/tool-sdk/testing";
+import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { testToken, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/budget.js";
@@ -18,7 +18,7 @@ if (!HAVE_CHROMIUM) console.warn(`dashboard browser tests skipped: ${CHROMIUM} i
 
 const SCREENSHOTS = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "test-results");
 const HIGH_RISK_REFUND = { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", id_card: "110101199810246781", phone: "+8617712345678" };
-const OPERATOR_SCOPES = ["sessions:read", "sessions:write", "approvals:write"];
+const OPERATOR_SCOPES = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
 
 let tools: Tools;
 let orch: TestOrchestrator;
@@ -109,9 +109,23 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     await page.waitForFunction(() => Number(document.querySelector('[data-testid="count-AWAITING_APPROVAL"]')?.getAttribute("data-count")) >= 1);
     await page.screenshot({ path: join(SCREENSHOTS, "dashboard-approval-waiting.png") });
 
-    await page.getByTestId("approver-name").fill("alice");
-    await item.getByTestId("approval-reason").fill("photos checked");
+    // Four eyes: the operator who started it cannot approve it; the page says so and nothing runs.
+    expect(await page.getByTestId("approver-subject").textContent()).toBe("ops:browser");
     await item.getByTestId("approve").click();
+    await item.getByTestId("approval-message").filter({ hasText: "cannot also approve" }).waitFor({ timeout: 5000 });
+    expect((await orch.api.getSession({ sessionId: id })).session!.state).toBe(SessionState.AWAITING_APPROVAL);
+
+    // A second operator, signed in with her own token, approves it as herself.
+    const alice = await newPage();
+    await alice.goto(`${orch.httpUrl}/#token=${await testToken({ subject: "ops:alice", scopes: OPERATOR_SCOPES, ttlSeconds: 600 })}`);
+    const aliceItem = alice.locator(`[data-testid="approval-item"][data-session-id="${id}"]`);
+    await aliceItem.waitFor({ timeout: 20_000 });
+    expect(await alice.getByTestId("approver-subject").textContent()).toBe("ops:alice");
+    expect(await aliceItem.getByTestId("approval-creator").textContent()).toContain("ops:browser");
+    await aliceItem.getByTestId("approval-reason").fill("photos checked");
+    await aliceItem.getByTestId("approve").click();
+    await row(alice, id, "DONE").waitFor({ timeout: 20_000 });
+    await alice.close();
     await row(page, id, "DONE").waitFor({ timeout: 20_000 });
     await item.waitFor({ state: "detached", timeout: 5000 });
 
@@ -126,7 +140,8 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     expect(timeline[0]).toBe("THINKING");
     expect(timeline).toContain("AWAITING_APPROVAL");
     expect(timeline.at(-1)).toBe("DONE");
-    expect(await panel.getByTestId("timeline").textContent()).toContain("approved by alice: photos checked");
+    expect(await panel.getByTestId("timeline").textContent()).toContain("approved by ops:alice: photos checked");
+    expect(await panel.getByTestId("detail-created-by").textContent()).toBe("ops:browser");
     const servedFrom = await panel.getByTestId("served-from").allTextContents();
     expect(servedFrom.length).toBeGreaterThanOrEqual(4);
     expect(servedFrom).toContain("live");
@@ -190,7 +205,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     // Stop driving so the inserted sessions stay IDLE instead of all running at once.
     await orch.orchestrator.stop();
     for (let i = 0; i < 1000; i += 1) {
-      await orch.orchestrator.store.create({ id: `ses_bulk${String(i).padStart(16, "0")}`, goal: `bulk question ${i}`, task: {}, budget: DEFAULT_BUDGET, scopes: ["kb:read"], policy: "scripted" });
+      await orch.orchestrator.store.create({ id: `ses_bulk${String(i).padStart(16, "0")}`, goal: `bulk question ${i}`, task: {}, budget: DEFAULT_BUDGET, scopes: ["kb:read"], policy: "scripted", createdBy: "test" });
     }
     await page.waitForFunction(() => Number(document.querySelector('[data-testid="count-total"]')?.getAttribute("data-count")) >= 1000, undefined, { timeout: 5000 });
     const ids = () => page.getByTestId("session-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-session-id")));

@@ -13,7 +13,7 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
+import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { kill, startTool } from "../../../test/e2e/processes.js";
 import { PostgresSessionStore } from "../src/postgres-session-store.js";
@@ -210,7 +210,7 @@ describe("orchestrator drills (real processes)", () => {
     const dir = tempDir("sqlite");
     const storeUrl = `sqlite:${join(dir, "orchestrator.db")}`;
     const first = await startOrchestrator(tools, { ORCHESTRATOR_STORE: storeUrl, ORCHESTRATOR_INSTANCE_ID: "drill-first", LOOPGUARD_DATA_DIR: dir });
-    const firstApi = await clientFor(OrchestratorService, first.address, ["sessions:read", "sessions:write", "approvals:write"]);
+    const firstApi = await clientFor(OrchestratorService, first.address, [...SESSION_OPERATOR_SCOPES, "approvals:write"]);
 
     const ids = await startRefunds(firstApi, 50, `drill-a-${Date.now()}`);
     await sleep(700);
@@ -261,7 +261,7 @@ describe("orchestrator drills (real processes)", () => {
       const dir = tempDir("replicas");
       const env = (id: string) => ({ ORCHESTRATOR_STORE: url, ORCHESTRATOR_INSTANCE_ID: id, LOOPGUARD_DATA_DIR: join(dir, id) });
       const [a, b] = await Promise.all([startOrchestrator(tools, env("replica-a")), startOrchestrator(tools, env("replica-b"))]);
-      const scopes = ["sessions:read", "sessions:write", "approvals:write"];
+      const scopes = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
       const [apiA, apiB] = await Promise.all([clientFor(OrchestratorService, a.address, scopes), clientFor(OrchestratorService, b.address, scopes)]);
 
       const key = `drill-b-${Date.now()}`;
@@ -309,7 +309,7 @@ describe("orchestrator drills (real processes)", () => {
     const tools = await startTools(0);
     const dir = tempDir("pii");
     const orchestrator = await startOrchestrator(tools, { ORCHESTRATOR_STORE: `sqlite:${join(dir, "orchestrator.db")}`, LOOPGUARD_DATA_DIR: dir });
-    const api = await clientFor(OrchestratorService, orchestrator.address, ["sessions:read", "sessions:write", "approvals:write"]);
+    const api = await clientFor(OrchestratorService, orchestrator.address, [...SESSION_OPERATOR_SCOPES, "approvals:write"]);
     // Demo customers of the risk service (all below the approval threshold), written the ways
     // a caller may write them: E.164 or 11-digit mobile, upper- or lower-case check character.
     const customers = [

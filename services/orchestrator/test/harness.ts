@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createLogger, createRawClient, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
-import { type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
+import { type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { kill, startTool } from "../../../test/e2e/processes.js";
 import { createAdminHttp } from "../src/admin-http.js";
 import { loadOrchestratorConfig } from "../src/config.js";
@@ -38,7 +38,10 @@ export async function startTools(): Promise<Tools> {
 }
 
 export interface TestOrchestrator {
+  /** An operator (subject "test") who starts sessions and may grant them every tool scope. */
   readonly api: RawClient<typeof OrchestratorService>;
+  /** A second person (subject "test-approver"): approvals need someone other than the session's creator. */
+  readonly approver: RawClient<typeof OrchestratorService>;
   readonly orchestrator: Orchestrator;
   readonly server: ToolServer;
   readonly dataDir: string;
@@ -75,10 +78,12 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
   const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, publicKeys: config.publicKeys, logTail, log });
   const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, http });
   built.orchestrator.start();
-  const token = await testToken({ subject: "test", scopes: ["sessions:read", "sessions:write", "approvals:write"] });
+  const token = await testToken({ subject: "test", scopes: [...SESSION_OPERATOR_SCOPES, "approvals:write"] });
   const api = createRawClient(OrchestratorService, server.address, { token });
+  const approver = createRawClient(OrchestratorService, server.address, { token: await testToken({ subject: "test-approver", scopes: ["sessions:read", "approvals:write"] }) });
   return {
     api,
+    approver,
     orchestrator: built.orchestrator,
     server,
     dataDir,
@@ -87,6 +92,7 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
     logTail,
     async close() {
       api.close();
+      approver.close();
       await server.shutdown();
       rmSync(dataDir, { recursive: true, force: true });
     },

@@ -166,8 +166,9 @@ describe("approval expiry", () => {
       });
       const waiting = await waitForSession(orch.api, session!.sessionId, (s) => s.state === SessionState.AWAITING_APPROVAL);
       await new Promise((resolve) => setTimeout(resolve, 1300));
-      const error = await orch.api
-        .resolveApproval({ sessionId: session!.sessionId, approvalId: waiting.pendingApproval!.approvalId, approve: true, approver: "late", reason: "" })
+      const shown = waiting.pendingApproval!;
+      const error = await orch.approver
+        .resolveApproval({ sessionId: session!.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "" })
         .then(() => undefined, (e: unknown) => e);
       expect(error).toBeInstanceOf(CallError);
       expect((error as CallError).code).toBe(status.FAILED_PRECONDITION);

@@ -46,6 +46,7 @@ function newSession(id: string, extra: Partial<NewSession> = {}): NewSession {
     budget: { maxSteps: 20, maxToolCalls: 10, maxTokens: 50_000, maxCostMicros: 2_000_000, deadlineMs: 120_000 },
     scopes: ["billing:read", "billing:refund"],
     policy: "scripted",
+    createdBy: "cli:alice",
     ...extra,
   };
 }
@@ -94,7 +95,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
     describe("create", () => {
       it("creates an IDLE session at version 0 with everything it was given", async () => {
         clock = T0 + 5;
-        const { session, created } = await store.create(newSession("s1", { idempotencyKey: "k1" }));
+        const { session, created } = await store.create(newSession("s1", { idempotencyKey: "k1", requestHash: "h1" }));
         expect(created).toBe(true);
         expect(session).toEqual({
           id: "s1",
@@ -115,6 +116,8 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           leaseOwner: null,
           leaseExpiresAt: null,
           idempotencyKey: "k1",
+          createdBy: "cli:alice",
+          requestHash: "h1",
         });
         expect(await store.get("s1")).toEqual(session);
         expect(await store.get("nope")).toBeNull();
@@ -127,6 +130,16 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(again.session).toEqual(first.session);
         expect(await store.get("s2")).toBeNull();
         expect((await store.countByState()).IDLE).toBe(1);
+      });
+
+      it("scopes idempotency keys by creator: the same key from another caller makes its own session", async () => {
+        const alice = await store.create(newSession("s1", { idempotencyKey: "shared-key" }));
+        const bob = await store.create(newSession("s2", { idempotencyKey: "shared-key", createdBy: "cli:bob" }));
+        expect(bob.created).toBe(true);
+        expect(bob.session.id).toBe("s2");
+        expect(bob.session.createdBy).toBe("cli:bob");
+        const aliceAgain = await store.create(newSession("s3", { idempotencyKey: "shared-key" }));
+        expect(aliceAgain).toEqual({ session: alice.session, created: false });
       });
 
       it("makes exactly one session when creates with one idempotency key race", async () => {

@@ -4,8 +4,9 @@ import { join } from "node:path";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
-import { testToken } from "@loopguard/tool-sdk/testing";
+import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
@@ -84,29 +85,51 @@ describe("refund sessions", () => {
     expect(waiting.pendingApproval?.reason).toMatch(/risk score 92/);
     expect(JSON.stringify(waiting.pendingApproval?.arguments)).not.toContain(HIGH_RISK.id_card);
     const before = (await refundsOf("ord_DEMO00000008")).length;
-    await orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: waiting.pendingApproval!.approvalId, approve: true, approver: "alice", reason: "verified by phone" });
+    const shown = waiting.pendingApproval!;
+    await orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "verified by phone" });
     const done = await waitForSession(orch.api, s.sessionId);
     expect(done.stopReason).toBe("done");
     expect((await refundsOf("ord_DEMO00000008")).length).toBe(before + 1);
+    const trail = (await orch.orchestrator.store.auditTrail(s.sessionId)).map((a) => a.reason);
+    expect(trail).toContain("approved by test-approver: verified by phone");
+  });
+
+  it("the session's creator cannot approve its own action (four eyes); a named approver field must be the caller", async () => {
+    const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
+    const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL)).pendingApproval!;
+    const own = await rejection(orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "" }));
+    expect(own.code).toBe(status.PERMISSION_DENIED);
+    expect(own.reason).toBe("SELF_APPROVAL");
+    const impersonated = await rejection(
+      orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, approver: "alice", reason: "" }),
+    );
+    expect(impersonated.code).toBe(status.INVALID_ARGUMENT);
+    expect(impersonated.fieldViolations.map((v) => v.field)).toEqual(["approver"]);
+    expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
+    await orch.api.cancelSession({ sessionId: s.sessionId, reason: "test over" });
   });
 
   it("deny stops the session with approval_denied and refunds nothing", async () => {
     const before = (await refundsOf("ord_DEMO00000008")).length;
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
     const waiting = await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
-    await orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: waiting.pendingApproval!.approvalId, approve: false, approver: "bob", reason: "suspicious" });
+    const shown = waiting.pendingApproval!;
+    await orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: false, reason: "suspicious" });
     const done = await waitForSession(orch.api, s.sessionId);
     expect(SessionState[done.state]).toBe("FAILED");
     expect(done.stopReason).toBe("approval_denied");
     expect((await refundsOf("ord_DEMO00000008")).length).toBe(before);
   });
 
-  it("refuses an approval for another action", async () => {
+  it("refuses a stale approval: another approval id, or the right id with other arguments; nothing is approved", async () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
-    await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
-    const error = await rejection(orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: "apr_someotheraction000", approve: true, approver: "mallory", reason: "" }));
+    const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL)).pendingApproval!;
+    const error = await rejection(orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: "apr_someotheraction000", argumentsHash: shown.argumentsHash, approve: true, reason: "" }));
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("APPROVAL_MISMATCH");
+    const otherArgs = await rejection(orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: "0".repeat(32), approve: true, reason: "" }));
+    expect(otherArgs.code).toBe(status.FAILED_PRECONDITION);
+    expect(otherArgs.reason).toBe("APPROVAL_MISMATCH");
     expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
     await orch.api.cancelSession({ sessionId: s.sessionId, reason: "test over" });
   });
@@ -136,6 +159,26 @@ describe("refund sessions", () => {
     expect(again.session?.sessionId).toBe(first.session?.sessionId);
     const other = await rejection(orch.api.startSession({ goal: "Something else", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" }));
     expect(other.code).toBe(status.ALREADY_EXISTS);
+    // The whole request counts, not only goal and policy: other scopes or another budget is another request.
+    const narrower = await rejection(orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "start-key-1" }));
+    expect(narrower.code).toBe(status.ALREADY_EXISTS);
+    const otherBudget = await rejection(orch.api.startSession({ goal: "What is the refund policy?", scopes: ALL_SCOPES, budget: { maxSteps: 3 }, idempotencyKey: "start-key-1" }));
+    expect(otherBudget.reason).toBe("IDEMPOTENCY_KEY_REUSED");
+  });
+
+  it("idempotency keys belong to their caller: another caller's same key starts its own session", async () => {
+    const mine = await orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "shared-start-key" });
+    const token = await testToken({ subject: "someone-else", scopes: SESSION_OPERATOR_SCOPES });
+    const theirs = createRawClient(OrchestratorService, orch.server.address, { token });
+    try {
+      const started = await theirs.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "shared-start-key" });
+      expect(started.created).toBe(true);
+      expect(started.session?.sessionId).not.toBe(mine.session?.sessionId);
+      expect(started.session?.createdBy).toBe("someone-else");
+      expect(mine.session?.createdBy).toBe("test");
+    } finally {
+      theirs.close();
+    }
   });
 
   it("a knowledge question is answered citing the documents found", async () => {
@@ -167,6 +210,51 @@ describe("refund sessions", () => {
     const error = await rejection(orch.api.startSession({ goal: "", scopes: ["not a scope"], policy: "magic" }));
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.fieldViolations.map((v) => v.field).sort()).toEqual(["goal", "policy", "scopes[0]"]);
+  });
+});
+
+describe("who may grant what", () => {
+  it("a caller holding only sessions:write cannot give a session billing:refund: PERMISSION_DENIED naming the scope, no session, no refund", async () => {
+    const before = (await refundsOf("ord_DEMO00000001")).length;
+    const token = await testToken({ subject: "intern", scopes: ["sessions:read", "sessions:write"] });
+    const intern = createRawClient(OrchestratorService, orch.server.address, { token });
+    try {
+      const listedBefore = (await orch.api.listSessions({ pageSize: 500 })).sessions.length;
+      const error = await rejection(intern.startSession({ goal: "Refund 3.00 of ord_DEMO00000001", task: refundTask("ord_DEMO00000001", 300) as never, scopes: ["billing:refund"] }));
+      expect(error.code).toBe(status.PERMISSION_DENIED);
+      expect(error.reason).toBe("SCOPE_NOT_GRANTABLE");
+      expect(error.message).toContain("billing:refund");
+      expect((await orch.api.listSessions({ pageSize: 500 })).sessions.length).toBe(listedBefore);
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await refundsOf("ord_DEMO00000001")).length).toBe(before);
+    } finally {
+      intern.close();
+    }
+  });
+
+  it("no caller can grant an operator scope to a session, even one it holds", async () => {
+    for (const scope of ["sessions:write", "approvals:write", "tool:admin", "sessions:read"]) {
+      const error = await rejection(orch.api.startSession({ goal: "escalate", scopes: ["kb:read", scope] }));
+      expect(error.code).toBe(status.PERMISSION_DENIED);
+      expect(error.message).toContain(scope);
+    }
+  });
+
+  it("a task larger than 16 KiB or nested deeper than 8 levels is refused with INVALID_ARGUMENT on task", async () => {
+    const large = await rejection(orch.api.startSession({ goal: "big", task: { blob: "x".repeat(17 * 1024) } as never, scopes: ["kb:read"] }));
+    expect(large.code).toBe(status.INVALID_ARGUMENT);
+    expect(large.fieldViolations).toEqual([{ field: "task", description: expect.stringMatching(/at most 16384/) }]);
+    let deep: Record<string, unknown> = { leaf: true };
+    for (let i = 0; i < 9; i += 1) deep = { inner: deep };
+    const nested = await rejection(orch.api.startSession({ goal: "deep", task: deep as never, scopes: ["kb:read"] }));
+    expect(nested.fieldViolations[0]?.description).toMatch(/at most 8/);
+  });
+
+  it("lists leave the task out; GetSession has it", async () => {
+    const s = await start("What is the refund policy?", { kind: "question", subgoals: ["how long do card refunds take"] });
+    const listed = (await orch.api.listSessions({ pageSize: 500 })).sessions.find((x) => x.sessionId === s.sessionId)!;
+    expect(listed.task).toBeUndefined();
+    expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.task?.subgoals).toEqual(["how long do card refunds take"]);
   });
 });
 

@@ -32,8 +32,8 @@ describe("sqlite layout upgrade", () => {
     const file = join(dir, "sessions.db");
     try {
       const first = new SqliteSessionStore(file);
-      await first.create({ id: "old", goal: "g", task: {}, budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1 }, scopes: [], policy: "scripted" });
-      await first.create({ id: "plain", goal: "g", task: {}, budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1 }, scopes: [], policy: "scripted" });
+      await first.create({ id: "old", goal: "g", task: {}, budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1 }, scopes: [], policy: "scripted", createdBy: "test" });
+      await first.create({ id: "plain", goal: "g", task: {}, budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1 }, scopes: [], policy: "scripted", createdBy: "test" });
       await first.close();
       // What an earlier build left: history inside the context column, no history_len column.
       const history = [{ kind: "call", tool: "kb_search_search" }, { kind: "observation", n: 2 }, "text item"];
@@ -98,7 +98,7 @@ describe("sqlite layout 2", () => {
     const file = join(dir, "sessions.db");
     try {
       const first = new SqliteSessionStore(file);
-      for (const id of ["a", "b", "c"]) await first.create({ id, goal: "g", task: {}, budget, scopes: [], policy: "scripted" });
+      for (const id of ["a", "b", "c"]) await first.create({ id, goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: "test" });
       const a = (await first.get("a"))!;
       const thinking = await first.transition({ id: "a", from: "IDLE", to: "THINKING", expectedVersion: 0, current: a, audit: { at: 1 } });
       await first.transition({ id: "a", from: "THINKING", to: "DONE", expectedVersion: thinking.version, current: thinking, patch: { stopReason: "done", answer: "x" }, audit: { at: 2 }, step: { step: 1, at: 2, payload: { answer: "x" } } });
@@ -120,7 +120,7 @@ describe("sqlite layout 2", () => {
       await upgraded.close();
 
       const check = new Database(file);
-      expect(check.pragma("user_version", { simple: true })).toBe(2);
+      expect(check.pragma("user_version", { simple: true })).toBe(3);
       const table = check.prepare<[], string>(`SELECT sql FROM sqlite_master WHERE name = 'sessions'`).pluck().get()!;
       expect(table).not.toMatch(/ IN \(/);
       expect(check.prepare<[], string>(`SELECT sql FROM sqlite_master WHERE name = 'session_steps'`).pluck().get()).not.toMatch(/WITHOUT ROWID/);
@@ -139,6 +139,46 @@ describe("sqlite layout 2", () => {
   });
 });
 
+describe("sqlite layout 3", () => {
+  it("upgrades a layout 2 database: sessions kept with creator '', idempotency keys then scoped by creator", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
+    const file = join(dir, "sessions.db");
+    const budget = { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1 };
+    try {
+      const first = new SqliteSessionStore(file);
+      await first.create({ id: "keyed", goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: "ignored", idempotencyKey: "k" });
+      await first.close();
+      // What layout 2 looked like: no creator or request hash, one key per database.
+      const raw = new Database(file);
+      raw.pragma("foreign_keys = OFF");
+      const columns = "id, state, version, goal, task, budget, usage, context, pending, scopes, policy, stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, history_len";
+      const layout2 = raw
+        .prepare<[], string>(`SELECT sql FROM sqlite_master WHERE name = 'sessions'`)
+        .pluck()
+        .get()!
+        .replace(/CREATE TABLE sessions/, "CREATE TABLE sessions_v2")
+        .replace(/idempotency_key TEXT,/, "idempotency_key TEXT UNIQUE,")
+        .replace(/\s*created_by TEXT NOT NULL DEFAULT '',\s*request_hash TEXT,\s*UNIQUE \(created_by, idempotency_key\),/, "");
+      expect(layout2).not.toMatch(/created_by/);
+      raw.exec(`DROP TRIGGER IF EXISTS sessions_start_idle; DROP TRIGGER IF EXISTS sessions_transition_guard; DROP TRIGGER IF EXISTS session_audit_guard;
+        ${layout2}; INSERT INTO sessions_v2 (${columns}) SELECT ${columns} FROM sessions; DROP TABLE sessions; ALTER TABLE sessions_v2 RENAME TO sessions;
+        PRAGMA user_version = 2;`);
+      raw.close();
+
+      const upgraded = new SqliteSessionStore(file);
+      expect(await upgraded.get("keyed")).toMatchObject({ state: "IDLE", createdBy: "", requestHash: null, idempotencyKey: "k" });
+      const other = await upgraded.create({ id: "new", goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: "cli:bob", idempotencyKey: "k" });
+      expect(other.created).toBe(true);
+      await upgraded.close();
+      const check = new Database(file);
+      expect(check.pragma("user_version", { simple: true })).toBe(3);
+      check.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("sqlite group commit", () => {
   it("commits at most 16 writes per turn of the event loop, so sessions moving together do not move in lockstep", async () => {
     const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
@@ -147,7 +187,7 @@ describe("sqlite group commit", () => {
     try {
       const budget = { maxSteps: 5, maxToolCalls: 5, maxTokens: 1000, maxCostMicros: 1000, deadlineMs: 60_000 };
       const ids = Array.from({ length: 40 }, (_, i) => `s${i}`);
-      for (const id of ids) await store.create({ id, goal: "g", task: {}, budget, scopes: [], policy: "scripted" });
+      for (const id of ids) await store.create({ id, goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: "test" });
       let answered = 0;
       const moves = ids.map((id) => store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } }).then(() => (answered += 1)));
       const answeredPerTurn: number[] = [];

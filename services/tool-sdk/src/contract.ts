@@ -77,7 +77,8 @@ export function errorReasons(service: DescService): ReadonlySet<string> {
 /**
  * The one service a token carrying `scopes` is for, read from the contracts: the services whose
  * methods require each scope, intersected. The admin service's scope is served beside every tool,
- * so it narrows nothing. Undefined when the scopes fit no single service.
+ * and a scope no method requires (e.g. "grant:kb:read", which the orchestrator reads from its
+ * callers' tokens), so neither narrows anything. Undefined when the scopes fit no single service.
  */
 export function audienceOf(scopes: readonly string[], services: readonly DescService[]): string | undefined {
   let candidates: Set<string> | undefined;
@@ -87,8 +88,7 @@ export function audienceOf(scopes: readonly string[], services: readonly DescSer
     for (const service of services) {
       if (service.methods.some((m) => methodPolicy(m).requiredScope === scope)) serving.add(servicePolicy(service).toolName);
     }
-    const admin = serving.has(ADMIN_TOOL_NAME);
-    const fits = admin ? everyTool : serving;
+    const fits = serving.has(ADMIN_TOOL_NAME) || serving.size === 0 ? everyTool : serving;
     candidates = candidates ? new Set([...candidates].filter((c) => fits.has(c))) : fits;
   }
   candidates?.delete(ADMIN_TOOL_NAME);

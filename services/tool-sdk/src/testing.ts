@@ -11,7 +11,7 @@ import { loadSync } from "@grpc/proto-loader";
 import { contractFiles } from "@loopguard/proto";
 import { protoPath as healthProtoPath } from "grpc-health-check";
 import { mintToken, newKeyPair, publicKeySet, signingKeyFromJwk } from "./auth.js";
-import { audienceOf, servicePolicy, servicesOf } from "./contract.js";
+import { ADMIN_TOOL_NAME, audienceOf, methodPolicy, servicePolicy, servicesOf } from "./contract.js";
 import { createLogger } from "./logger.js";
 import { createRawClient, type RawClient } from "./raw-client.js";
 import { type ServeOptions, serveTool, type ToolDefinition, type ToolServer } from "./serve.js";
@@ -38,6 +38,19 @@ export function testSigningKeyFile(): string {
 export function testOrchestratorEnv(): Record<string, string> {
   return { ...TEST_AUTH_ENV, LOOPGUARD_SIGNING_KEY_FILE: testSigningKeyFile() };
 }
+
+/** Every scope a tool method requires, from the contracts (the scopes a session may be granted). */
+export const TOOL_SCOPES: readonly string[] = [
+  ...new Set(
+    servicesOf(contractFiles)
+      .filter((s) => !["orchestrator", ADMIN_TOOL_NAME].includes(servicePolicy(s).toolName))
+      .flatMap((s) => s.methods.map((m) => methodPolicy(m).requiredScope))
+      .filter((scope) => scope !== ""),
+  ),
+];
+
+/** An operator of the orchestrator API in tests: reads and starts sessions, and may grant them every tool scope. */
+export const SESSION_OPERATOR_SCOPES: readonly string[] = ["sessions:read", "sessions:write", ...TOOL_SCOPES.map((s) => `grant:${s}`)];
 
 export interface TestTokenOptions {
   readonly scopes: readonly string[];

@@ -16,7 +16,7 @@ import { benchTransitions, PostgresSessionStore, SqliteSessionStore, type Sessio
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { metricValue, spawnTool, type ToolProcess, testToken, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
+import { metricValue, spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
 import { postgresUnavailable, startPostgres } from "@loopguard/orchestrator/postgres-test-server";
 
@@ -89,7 +89,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
     const endOf = sessionEnds(orchestrator);
 
     const kbToken = await testToken({ subject: "bench", scopes: ["kb:read"], ttlSeconds: 600 });
-    const apiToken = await testToken({ subject: "bench", scopes: ["sessions:read", "sessions:write"], ttlSeconds: 600 });
+    const apiToken = await testToken({ subject: "bench", scopes: SESSION_OPERATOR_SCOPES, ttlSeconds: 600 });
     const kbClient = createRawClient(KbSearchService, kb.address, { token: kbToken });
     const api = createRawClient(OrchestratorService, orchestrator.address, { token: apiToken });
     try {

@@ -5,6 +5,7 @@
 //   dashboard [--http HOST:PORT]   (prints the dashboard's address with a fresh operator token)
 // Every failure is one line on stderr naming the problem, and a non-zero exit code.
 import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import type { MessageShape } from "@bufbuild/protobuf";
 import {
@@ -21,7 +22,8 @@ const USAGE = `usage: loopguard <command> [options]
       budget keys: steps, tool_calls, tokens, wall_clock_ms, cost_micros
   sessions [--state STATE] [--limit N]
   show ID        trace ID        cancel ID [--reason R]
-  approve ID [--approver NAME] [--reason R]        deny ID [--approver NAME] [--reason R]
+  approve ID [--reason R] [--yes]        deny ID [--reason R] [--yes]
+      shows the action and asks before deciding (--yes: no question); you approve as cli-approver:$USER
   dashboard [--http HOST:PORT]   prints the dashboard URL with a fresh 8-hour operator token
 options: --addr HOST:PORT (ORCHESTRATOR_ADDR, default 127.0.0.1:50051)
          --http HOST:PORT (ORCHESTRATOR_HTTP_ADDR, default 127.0.0.1:8080)`;
@@ -73,6 +75,17 @@ async function token(subject: string, scopes: readonly string[], grants: readonl
   return mintToken(key, { subject, audience: "orchestrator", scopes: [...scopes, ...grants.map((g) => `grant:${g}`)], ttlSeconds });
 }
 
+/** Asks on the terminal; without one, refuses rather than deciding for the operator. */
+async function confirm(question: string): Promise<boolean> {
+  if (!process.stdin.isTTY) throw new UsageError("approve and deny ask for confirmation: run them in a terminal or pass --yes");
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    return /^y(es)?$/i.test((await rl.question(question)).trim());
+  } finally {
+    rl.close();
+  }
+}
+
 function summary(s: Session): string {
   const usage = s.usage;
   return `${s.sessionId}  ${stateName(s.state).padEnd(17)} ${(s.stopReason || "-").padEnd(16)} steps ${usage?.steps ?? 0}/${s.budget?.maxSteps ?? 0}  tools ${usage?.toolCalls ?? 0}  health ${s.healthScore}  ${s.goal.slice(0, 60)}`;
@@ -84,6 +97,7 @@ function printSession(s: Session): void {
     `state     ${stateName(s.state)}${s.stopReason ? ` (${s.stopReason})` : ""}`,
     `goal      ${s.goal}`,
     `policy    ${s.policy}   scopes ${s.scopes.join(" ")}`,
+    `created   by ${s.createdBy || "unknown"}`,
     `budget    steps ${s.usage?.steps}/${s.budget?.maxSteps}  tool calls ${s.usage?.toolCalls}/${s.budget?.maxToolCalls}  tokens ${s.usage?.tokens}/${s.budget?.maxTokens}  cost ${s.usage?.costMicros}/${s.budget?.maxCostMicros} µ  wall ${s.usage?.wallClockMs}/${s.budget?.maxWallClockMs} ms`,
     `health    ${s.healthScore}/100`,
     `trace id  ${s.traceId}`,
@@ -155,7 +169,7 @@ async function main(): Promise<void> {
       json: { type: "boolean" },
       state: { type: "string" },
       limit: { type: "string" },
-      approver: { type: "string" },
+      yes: { type: "boolean", short: "y" },
       reason: { type: "string" },
       "idempotency-key": { type: "string" },
       http: { type: "string" },
@@ -251,8 +265,21 @@ async function main(): Promise<void> {
         const { session } = await api.getSession({ sessionId: arg! }, { deadline });
         const approval = session?.pendingApproval;
         if (!approval) throw new UsageError(`session ${arg} is not waiting for an approval (state ${stateName(session!.state)})`);
+        // What is being decided, shown before it is decided; the decision names exactly this approval.
+        console.log(
+          [
+            `session   ${arg}  (started by ${session!.createdBy || "unknown"})`,
+            `action    ${approval.tool} ${JSON.stringify(approval.arguments ?? {})}`,
+            `why       ${approval.reason}`,
+            `approval  ${approval.approvalId}  arguments ${approval.argumentsHash}`,
+          ].join("\n"),
+        );
+        if (!values.yes && !(await confirm(`${command} this action as ${SUBJECTS.approver}? [y/N] `))) {
+          console.log("nothing done");
+          return;
+        }
         const resolved = await api.resolveApproval(
-          { sessionId: arg!, approvalId: approval.approvalId, approve: command === "approve", approver: values.approver ?? process.env.USER ?? "operator", reason: values.reason ?? "" },
+          { sessionId: arg!, approvalId: approval.approvalId, argumentsHash: approval.argumentsHash, approve: command === "approve", reason: values.reason ?? "" },
           { deadline },
         );
         console.log(`${command === "approve" ? "approved" : "denied"} ${approval.tool} for ${arg}: now ${stateName(resolved.session!.state)}`);

@@ -20,6 +20,7 @@ import type { Registry } from "prom-client";
 import { createOrchestratorHandlers, toProtoSession } from "./api-handlers.js";
 import type { LogTail } from "./log-tail.js";
 import { type Orchestrator, OrchestratorError } from "./orchestrator.js";
+import { redactText } from "./redact.js";
 import { isSessionState, type SessionState } from "./session-state.js";
 import type { SessionRecord } from "./session-store.js";
 
@@ -113,11 +114,12 @@ function sendJson(res: ServerResponse, httpStatus: number, body: unknown, extra:
     .end(JSON.stringify(body));
 }
 
+/** The one place an error becomes an HTTP body; its texts may echo the request (a JSON parser's excerpt), so they are redacted. */
 function sendError(res: ServerResponse, error: ApiError, extra: Record<string, string> = {}): void {
   sendJson(
     res,
     error.httpStatus,
-    { error: { code: error.code, reason: error.reason, message: error.message, ...(error.fieldViolations.length > 0 ? { fieldViolations: error.fieldViolations.map((v) => ({ field: v.field, description: v.description })) } : {}) } },
+    { error: { code: error.code, reason: error.reason, message: redactText(error.message), ...(error.fieldViolations.length > 0 ? { fieldViolations: error.fieldViolations.map((v) => ({ field: v.field, description: redactText(v.description) })) } : {}) } },
     extra,
   );
 }

@@ -13,7 +13,7 @@ import { status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
 import type { PendingApproval } from "./approvals.js";
 import { type Orchestrator, OrchestratorError } from "./orchestrator.js";
 import { refusedGrant } from "./grants.js";
-import { redact } from "./redact.js";
+import { redact, redactText } from "./redact.js";
 import { startRequestHash, taskProblem } from "./start-request.js";
 import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
@@ -39,7 +39,7 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
     sessionId: s.id,
     state: toProtoState(s.state),
     version: BigInt(s.version),
-    goal: s.goal,
+    goal: redactText(s.goal),
     ...(options.withTask === false ? {} : { task: redact(s.task) }),
     budget: {
       maxSteps: s.budget.maxSteps,

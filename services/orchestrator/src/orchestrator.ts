@@ -10,6 +10,7 @@ import type { PendingApproval } from "./approvals.js";
 import { isTerminal, type SessionState } from "./session-state.js";
 import { type AuditRecord, type BudgetLimits, type JsonObject, type SessionRecord, type SessionStore, StaleTransitionError, type StepRecord } from "./session-store.js";
 import type { SessionMetrics } from "./session-metrics.js";
+import { redactText } from "./redact.js";
 import { type RunnerDeps, SessionRunner, sideEffectsOf } from "./session-runner.js";
 import type { RegisteredTool } from "./tool-registry.js";
 
@@ -250,7 +251,8 @@ export class Orchestrator {
    * the call's own timeout) for its outcome to be recorded, so the session ends CANCELLED with
    * what really happened; past that it is refused with CALL_IN_FLIGHT, to be retried.
    */
-  async cancel(id: string, reason: string, by: string): Promise<SessionRecord> {
+  async cancel(id: string, cancelReason: string, by: string): Promise<SessionRecord> {
+    const reason = redactText(cancelReason);
     const started = this.options.now();
     for (;;) {
       const s = await this.get(id);
@@ -306,7 +308,7 @@ export class Orchestrator {
     }
     const now = this.options.now();
     if (approval.expiresAt <= now) throw new OrchestratorError("APPROVAL_EXPIRED", `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`);
-    const by = `${input.approver}${input.reason ? `: ${input.reason}` : ""}`;
+    const by = redactText(`${input.approver}${input.reason ? `: ${input.reason}` : ""}`);
     if (!input.approve) {
       return this.#runner.stop(s, "approval_denied", `${approval.tool} was not approved (denied by ${by}); nothing was executed`, {}, undefined, [], false);
     }

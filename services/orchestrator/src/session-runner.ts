@@ -130,8 +130,9 @@ function argsHash(tool: string, args: string): string {
   return sha256(`${tool}\n${args}`).slice(0, 32);
 }
 
+/** An observation the host makes itself; its message may quote the model's arguments, so it is redacted. */
 function errorEnvelope(code: string, message: string, suggestedAction: string, now: number, retryable = false): ResultEnvelope {
-  return { ok: false, error: { code, message, retryable, suggestedAction }, refs: [], costMicros: 0, servedFrom: "none", observedAt: new Date(now).toISOString() };
+  return { ok: false, error: { code, message: redactText(message), retryable, suggestedAction }, refs: [], costMicros: 0, servedFrom: "none", observedAt: new Date(now).toISOString() };
 }
 
 /** World references a result depends on, for citations, approvals and progress fingerprints. */
@@ -261,11 +262,12 @@ export class SessionRunner {
   }
 
   async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}, step?: StepRecord, via: readonly Via[] = [], fenced = true): Promise<SessionRecord> {
+    const clean = redactText(answer);
     const done = await this.#move(
       s,
       terminalStateOf(reason),
-      { reason: `${reason}: ${redactText(answer).slice(0, 300)}`, outcome: reason },
-      { ...patch, stopReason: reason, answer, pending: null },
+      { reason: `${reason}: ${clean.slice(0, 300)}`, outcome: reason },
+      { ...patch, stopReason: reason, answer: clean, pending: null },
       step,
       via,
       fenced,
@@ -371,17 +373,19 @@ export class SessionRunner {
   /** Records an observation that needed no tool call (EINVAL, ENOTOOL …) and goes on thinking. */
   async #observeInPlace(s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], envelope: ResultEnvelope, reason: string): Promise<SessionRecord> {
     const ctx = contextOf(s);
+    // The model wrote the name too: an unknown tool's name is stored like its arguments.
+    const name = redactText(call.name);
     const history = [
       ...ctx.history,
-      { kind: "call", callId: call.id, tool: call.name, arguments: redactText(call.arguments) } as HistoryItem,
-      { kind: "observation", callId: call.id, tool: call.name, envelope } as HistoryItem,
+      { kind: "call", callId: call.id, tool: name, arguments: redactText(call.arguments) } as HistoryItem,
+      { kind: "observation", callId: call.id, tool: name, envelope } as HistoryItem,
     ];
     const step = ctx.traceSteps + 1;
     const record = this.#step(s, step, s.state, s.state, { kind: "tool_call", id: call.id, name: call.name, arguments: call.arguments }, envelope as unknown as JsonObject, null, null, 0);
     return this.#move(
       s,
       "THINKING",
-      { reason, tool: call.name, outcome: envelope.error?.code ?? "ok" },
+      { reason, tool: name, outcome: envelope.error?.code ?? "ok" },
       { context: { ...ctx, history, traceSteps: step } as JsonObject, pending: rest.length > 0 ? ({ queue: rest } as JsonObject) : null },
       record,
     );

@@ -56,6 +56,12 @@ describe("parseToolArguments answers EINVAL for", () => {
     expect(result.message).toMatch(/^arguments are not valid JSON: /);
   });
 
+  it("malformed JSON, without quoting the arguments (an excerpt can cut a phone where no redactor sees it)", () => {
+    const raw = '{"idCard":"110101198507212349","phone":(139)12345678,"note":"call back"}';
+    const result = expectInvalid(parseToolArguments(tool("risk_query_risk"), raw), []);
+    expect(result.message).toBe("arguments are not valid JSON: Unexpected token '('");
+  });
+
   it("JSON that is not an object", () => {
     for (const raw of ["[]", '"refund"', "null", "42"]) {
       expect(expectInvalid(parseToolArguments(tool("kb_search_search"), raw), []).message).toMatch(/^arguments must be a JSON object/);
@@ -95,6 +101,12 @@ describe("parseToolArguments answers EINVAL for", () => {
   it("the unspecified enum value, which the rules exclude", () => {
     const raw = JSON.stringify({ orderId: "ord_A1b2C3d4E5f6", amountCents: 100, reason: "REFUND_REASON_UNSPECIFIED" });
     expectInvalid(parseToolArguments(tool("billing_refund"), raw), ["reason"]);
+  });
+
+  it("a value of the wrong type holding a phone, shown with the phone masked before it is shortened", () => {
+    const value = { text: "x".repeat(30), phone: "+86 (139) 1234-5678" };
+    const result = expectInvalid(parseToolArguments(tool("kb_search_search"), JSON.stringify({ query: value, limit: 3 })), ["query"]);
+    expect(result.violations[0]?.description).toBe(`expected a string, got {"text":"${"x".repeat(30)}","phone":"[redact...`);
   });
 
   it("missing required fields, each named", () => {

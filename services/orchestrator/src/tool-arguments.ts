@@ -2,7 +2,7 @@
 // produced into a request message, or into an EINVAL observation the next step can correct
 // (DESIGN, principle 2). Field names in violations are the JSON names the model was shown.
 import { type DescField, type DescMessage, fromJson, type JsonValue, type Message } from "@bufbuild/protobuf";
-import { violationsOf } from "@loopguard/tool-sdk";
+import { redactText, violationsOf } from "@loopguard/tool-sdk";
 import type { RegisteredTool } from "./tool-registry.js";
 
 export interface ArgumentViolation {
@@ -21,7 +21,7 @@ export function parseToolArguments(tool: RegisteredTool, raw: string): ParsedArg
   try {
     value = JSON.parse(raw);
   } catch (e) {
-    return invalid(`arguments are not valid JSON: ${errorText(e)}`, []);
+    return invalid(`arguments are not valid JSON: ${jsonErrorText(e)}`, []);
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return invalid(`arguments must be a JSON object, got ${jsonKind(value)}`, []);
@@ -102,7 +102,8 @@ function decodeViolation(tool: RegisteredTool, key: string, value: JsonValue): A
     return [];
   } catch {
     const name = fieldByKey(input, key)?.jsonName ?? key;
-    const shown = JSON.stringify(value);
+    // Masked before it is cut short: a cut can leave part of a number no redactor recognises.
+    const shown = redactText(JSON.stringify(value));
     const got = shown.length > 60 ? `${shown.slice(0, 57)}...` : shown;
     return [{ field: name, description: `expected ${expectedValue(propertiesOf(tool)[name])}, got ${got}` }];
   }
@@ -179,4 +180,13 @@ function jsonKind(value: unknown): string {
 
 function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * JSON.parse's reason without the excerpt of the input V8 quotes (`Unexpected token '(',
+ * ..."phone":(139)12345"... is not valid JSON`): the excerpt can cut a phone or an id card
+ * mid-number, where no redactor can recognise it.
+ */
+function jsonErrorText(e: unknown): string {
+  return errorText(e).replace(/, (?:\.\.\.)?"[\s\S]*$/, "");
 }

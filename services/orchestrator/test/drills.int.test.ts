@@ -7,10 +7,10 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import type { DescService } from "@bufbuild/protobuf";
+import { type DescService, toJsonString } from "@bufbuild/protobuf";
 import Database from "better-sqlite3";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { OrchestratorService, type Session, SessionSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
@@ -19,6 +19,8 @@ import { kill, startTool } from "../../../test/e2e/processes.js";
 import { PostgresSessionStore } from "../src/postgres-session-store.js";
 import type { JsonObject } from "../src/session-store.js";
 import { postgresUnavailable, type PostgresServer, startPostgres } from "../src/postgres-test-server.js";
+import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
+import { waitForSession } from "./harness.js";
 
 const ORCHESTRATOR_ENTRY = resolve(dirname(fileURLToPath(import.meta.url)), "..", "dist", "main.js");
 const ORDER_ID = "ord_DEMO00000002";
@@ -32,8 +34,10 @@ type OrchestratorClient = RawClient<typeof OrchestratorService>;
 const processes: ToolProcess[] = [];
 const clients: { close(): void }[] = [];
 const dirs: string[] = [];
+const closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const c of clients.splice(0)) c.close();
+  await Promise.all(closers.splice(0).map((close) => close()));
   await Promise.all(processes.splice(0).map((p) => kill(p)));
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
@@ -305,48 +309,91 @@ describe("orchestrator drills (real processes)", () => {
     }, 180_000);
   });
 
-  it("No id card or phone number appears in any trace, log or store dump", async () => {
+  it("No id card or phone number appears in any trace, log, store dump, GetTrace or GetSession, whichever way it was written", async () => {
+    // A model that puts a phone into a malformed tool call, into a wrongly typed argument and into
+    // its answer: each becomes an EINVAL observation or the session's answer, all stored.
+    const MODEL_ID_CARD = "110101198507212349";
+    const chat = await startFakeChatServer([
+      () => chatCompletion({ toolCalls: [{ id: "bad-json", name: "risk_query_risk", arguments: `{"idCard":"${MODEL_ID_CARD}","phone":(139)12345678,"note":"call back"}` }] }),
+      () => chatCompletion({ toolCalls: [{ id: "bad-type", name: "risk_query_risk", arguments: `{"idCard":"${MODEL_ID_CARD}","phone":8613912345678}` }] }),
+      () => chatCompletion({ toolCalls: [{ id: "good", name: "risk_query_risk", arguments: JSON.stringify({ idCard: MODEL_ID_CARD, phone: "+86 (139) 1234-5678" }) }] }),
+      () => chatCompletion({ content: `The customer at (139)12345678 (+86 139 1234 5678, id ${MODEL_ID_CARD}) has a low risk score.` }),
+    ]);
+    closers.push(() => chat.close());
     const tools = await startTools(0);
     const dir = tempDir("pii");
-    const orchestrator = await startOrchestrator(tools, { ORCHESTRATOR_STORE: `sqlite:${join(dir, "orchestrator.db")}`, LOOPGUARD_DATA_DIR: dir });
+    const orchestrator = await startOrchestrator(tools, {
+      ORCHESTRATOR_STORE: `sqlite:${join(dir, "orchestrator.db")}`,
+      LOOPGUARD_DATA_DIR: dir,
+      OPENAI_BASE_URL: chat.baseUrl,
+      OPENAI_MODEL: "fake-model",
+    });
     const api = await clientFor(OrchestratorService, orchestrator.address, [...SESSION_OPERATOR_SCOPES, "approvals:write"]);
-    // Demo customers of the risk service (all below the approval threshold), written the ways
-    // a caller may write them: E.164 or 11-digit mobile, upper- or lower-case check character.
+    // Demo customers of the risk service (all below the approval threshold), written every way
+    // the risk contract accepts them: E.164, national, "(139)12345678", "+86 (139) 1234-5678",
+    // spaces, hyphens, a bare 86; upper- or lower-case check character.
     const customers = [
       { idCard: "110101198003121232", phone: "+8613800138000" },
+      { idCard: "110101198003121232", phone: "86 13800138000" },
       { idCard: "110101198507212349", phone: "13912345678" },
-      { idCard: "11010119830405052x", phone: "15012345678" },
+      { idCard: "110101198507212349", phone: "(139)12345678" },
+      { idCard: "110101198507212349", phone: "+86 (139) 1234-5678" },
+      { idCard: "11010119830405052x", phone: "150 1234 5678" },
+      { idCard: "11010119830405052x", phone: "+86-150-1234-5678" },
     ];
     let n = 0;
-    const ids = await startRefunds(api, 6, `drill-c-${Date.now()}`, () => {
-      const c = customers[n++ % customers.length]!;
+    const ids = await startRefunds(api, customers.length, `drill-c-${Date.now()}`, () => {
+      const c = customers[n++]!;
       return refundTask({ id_card: c.idCard, phone: c.phone });
     });
-    const sessions = await waitTerminal(api, ids, 60_000);
-    expect(sessions.map((s) => [SessionState[s.state], s.stopReason])).toEqual(ids.map(() => ["DONE", "done"]));
+    // A risky customer (score 71): the refund waits for approval, its goal names the phone too.
+    const risky = { idCard: "110101199212084567", phone: "+86 (186) 1234-5678" };
+    const riskyGoal = `refund ${REFUND_CENTS} cents of ${ORDER_ID} for the customer at ${risky.phone}`;
+    const waiting = await api.startSession({ goal: riskyGoal, task: refundTask({ id_card: risky.idCard, phone: risky.phone }), scopes: SCOPES, policy: "scripted" });
+    const model = await api.startSession({ goal: "How risky is the customer of this task?", task: { kind: "risk_check", id_card: MODEL_ID_CARD, phone: "(139)12345678" }, scopes: SCOPES, policy: "openai" });
 
-    const needles = customers.flatMap((c) => {
-      const mobile = c.phone.replace(/^\+86/, "");
-      return [c.idCard.toUpperCase(), c.idCard.toLowerCase(), mobile, `+86${mobile}`];
-    });
+    const sessions = await waitTerminal(api, [...ids, model.session!.sessionId], 60_000);
+    expect(sessions.map((s) => [SessionState[s.state], s.stopReason])).toEqual([...ids, model.session!.sessionId].map(() => ["DONE", "done"]));
+    const approval = await waitForSession(api, waiting.session!.sessionId, (s) => s.state === SessionState.AWAITING_APPROVAL, 30_000);
+    expect(approval.pendingApproval?.tool).toBe("billing_refund");
+    const modelSession = sessions.find((s) => s.sessionId === model.session!.sessionId)!;
+    expect(modelSession.answer).toBe(`The customer at [redacted] ([redacted], id [redacted]) has a low risk score.`);
+
+    // Every way of writing these numbers: the digits with any separators between them.
+    const nationals = ["13800138000", "13912345678", "15012345678", "18612345678"];
+    const idCards = [...customers.map((c) => c.idCard), risky.idCard];
+    const needles = [
+      ...nationals.map((digits) => new RegExp(digits.split("").join("[ ()+-]*"))),
+      ...idCards.map((idCard) => new RegExp(idCard.slice(0, 17), "i")),
+    ];
     const leaks: string[] = [];
     const scan = (where: string, text: string) => {
-      for (const needle of needles) if (text.includes(needle)) leaks.push(`${where}: ${needle}`);
+      for (const needle of needles) if (needle.test(text)) leaks.push(`${where}: ${needle.source} in ${text.slice(0, 300)}`);
     };
+    const allIds = [...ids, waiting.session!.sessionId, model.session!.sessionId];
 
     const traceDir = join(dir, "traces");
     const traceFiles = readdirSync(traceDir).filter((f) => f.endsWith(".jsonl"));
     let riskTraceLines = 0;
+    let einvalLines = 0;
     const tracedSessions = new Set<string>();
     for (const file of traceFiles) {
       for (const line of readFileSync(join(traceDir, file), "utf8").split("\n").filter(Boolean)) {
         scan(`trace ${file}`, line);
         tracedSessions.add(String((JSON.parse(line) as { session_id: string }).session_id));
         if (line.includes("risk_query_risk")) riskTraceLines += 1;
+        if (line.includes('"EINVAL"')) einvalLines += 1;
       }
     }
-    expect([...tracedSessions].sort()).toEqual([...ids].sort());
-    expect(riskTraceLines).toBeGreaterThan(0);
+    expect([...tracedSessions].sort()).toEqual([...allIds].sort());
+    expect(riskTraceLines).toBeGreaterThan(customers.length);
+    expect(einvalLines).toBe(2);
+
+    for (const id of allIds) {
+      for (const record of (await api.getTrace({ sessionId: id })).records) scan(`GetTrace ${id}`, record);
+      const { session } = await api.getSession({ sessionId: id });
+      scan(`GetSession ${id}`, toJsonString(SessionSchema, session!));
+    }
 
     const named: [string, ToolProcess][] = [["orchestrator", orchestrator], ["kb-search", tools.kb], ["billing", tools.billing], ["risk", tools.risk]];
     for (const [name, proc] of named) for (const line of proc.lines) scan(`${name} log`, JSON.stringify(line));
@@ -355,21 +402,22 @@ describe("orchestrator drills (real processes)", () => {
     try {
       const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map((t) => t.name);
       expect(tables).toEqual(expect.arrayContaining(["sessions", "session_audit", "session_steps"]));
-      let taskText = "";
+      let callerInput = "";
       for (const table of tables) {
         for (const row of db.prepare(`SELECT * FROM "${table}"`).all() as Record<string, unknown>[]) {
           for (const [column, value] of Object.entries(row)) {
-            if (table === "sessions" && column === "task") taskText += String(value);
+            if (table === "sessions" && (column === "task" || column === "goal")) callerInput += String(value);
             else scan(`store ${table}.${column}`, String(value));
           }
         }
       }
-      // The task is the caller's input and must keep the identifiers (the risk call needs them);
-      // finding them there shows the scan looks at real data.
-      for (const c of customers) {
-        expect(taskText).toContain(c.idCard);
-        expect(taskText).toContain(c.phone);
+      // The goal and the task are the caller's input and keep the identifiers (the risk call
+      // needs them); finding them there shows the scan looks at real data.
+      for (const c of [...customers, risky]) {
+        expect(callerInput).toContain(c.idCard);
+        expect(callerInput).toContain(c.phone);
       }
+      expect(callerInput).toContain(riskyGoal);
     } finally {
       db.close();
     }

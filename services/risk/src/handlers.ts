@@ -2,8 +2,7 @@
 // passed auth, normalisation (normaliseQueryRisk) and the contract's field rules; what is left
 // here are the rules the contract cannot express, and the store.
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
-import { cnMobileToE164, parseIdCard } from "./identity.js";
+import { cnMobileToE164, parseIdCard, status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
 import { type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
 
 /** How long callers are told to wait when the store is down: long enough for a restart. */

@@ -5,11 +5,10 @@ import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { CallError, createRawClient, type RawClient } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, idCardCheckCharacter, type RawClient } from "@loopguard/tool-sdk";
 import { startTestTool, type TestTool, testToken } from "@loopguard/tool-sdk/testing";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { idCardCheckCharacter } from "../src/identity.js";
 import { BACKEND_DOWN_RETRY_AFTER_MS, build, DEMO_CUSTOMERS, RiskStore } from "../src/server.js";
 
 const LOW = DEMO_CUSTOMERS[0]!;

@@ -4,7 +4,7 @@ import { spawn } from "node:child_process";
 import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createLogger } from "@loopguard/tool-sdk";
+import { createLogger, redactText } from "@loopguard/tool-sdk";
 import { discoverServices } from "./services.js";
 import { suiteEnvironment } from "./suite-env.js";
 import { Supervisor } from "./supervisor.js";
@@ -28,7 +28,8 @@ const supervisor = new Supervisor({
       file = createWriteStream(join(logDir, `${service}.log`), { flags: "a" });
       logFiles.set(service, file);
     }
-    file.write(`${line}\n`);
+    // Lines from stderr (an uncaught exception's message) bypassed the services' loggers.
+    file.write(`${redactText(line)}\n`);
   },
 });
 

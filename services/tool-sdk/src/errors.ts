@@ -12,6 +12,7 @@ import {
   RetryInfoSchema,
 } from "@loopguard/proto/gen/google/rpc/error_details_pb";
 import { StatusSchema } from "@loopguard/proto/gen/google/rpc/status_pb";
+import { redactText } from "./pii.js";
 
 export { status };
 export const STATUS_DETAILS_KEY = "grpc-status-details-bin";
@@ -74,14 +75,16 @@ function durationFromMs(ms: number): Duration {
   return create(DurationSchema, { seconds: BigInt(Math.floor(whole / 1000)), nanos: (whole % 1000) * 1_000_000 });
 }
 
-/** Builds the grpc-js error for a ToolError: status code, message, and google.rpc.Status details. */
+/**
+ * Builds the grpc-js error for a ToolError: status code, message, and google.rpc.Status details.
+ * Every text in it has id cards and CN mobiles masked: a message or a field violation may echo
+ * the value that was refused.
+ */
 export function toServiceError(error: ToolError, domain: string): Partial<ServiceError> {
-  const details = [
-    anyPack(
-      ErrorInfoSchema,
-      create(ErrorInfoSchema, { reason: error.reason, domain, metadata: { ...error.metadata } }),
-    ),
-  ];
+  const message = redactText(error.message);
+  const metadata: Record<string, string> = {};
+  for (const [key, value] of Object.entries(error.metadata)) metadata[key] = redactText(value);
+  const details = [anyPack(ErrorInfoSchema, create(ErrorInfoSchema, { reason: error.reason, domain, metadata }))];
   if (error.retryAfterMs !== undefined && error.retryable) {
     details.push(anyPack(RetryInfoSchema, create(RetryInfoSchema, { retryDelay: durationFromMs(error.retryAfterMs) })));
   }
@@ -91,16 +94,16 @@ export function toServiceError(error: ToolError, domain: string): Partial<Servic
         BadRequestSchema,
         create(BadRequestSchema, {
           fieldViolations: error.fieldViolations.map((v) =>
-            create(BadRequest_FieldViolationSchema, { field: v.field, description: v.description, reason: v.reason ?? "" }),
+            create(BadRequest_FieldViolationSchema, { field: v.field, description: redactText(v.description), reason: v.reason ?? "" }),
           ),
         }),
       ),
     );
   }
-  const statusProto = create(StatusSchema, { code: error.code, message: error.message, details });
-  const metadata = new Metadata();
-  metadata.set(STATUS_DETAILS_KEY, Buffer.from(toBinary(StatusSchema, statusProto)));
-  return { code: error.code, details: error.message, metadata };
+  const statusProto = create(StatusSchema, { code: error.code, message, details });
+  const trailers = new Metadata();
+  trailers.set(STATUS_DETAILS_KEY, Buffer.from(toBinary(StatusSchema, statusProto)));
+  return { code: error.code, details: message, metadata: trailers };
 }
 
 /** What a caller learns from a failed call: the code plus the decoded google.rpc details. */

@@ -13,8 +13,9 @@ export {
   type ToolErrorOptions,
 } from "./errors.js";
 export { FaultSwitch } from "./faults.js";
-export { createLogger, type LogFields, type Logger, type LogLevel, REDACTED } from "./logger.js";
+export { createLogger, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
+export { cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, REDACTED, redactNumber, redactText } from "./pii.js";
 export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, operatorSigningKey } from "./local-keys.js";
 export { runTool } from "./run.js";

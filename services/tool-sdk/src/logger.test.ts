@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createLogger, REDACTED } from "./logger.js";
+import { createLogger } from "./logger.js";
+import { REDACTED } from "./pii.js";
 
 function capture() {
   const lines: Record<string, unknown>[] = [];
@@ -29,6 +30,26 @@ describe("logger", () => {
     log.info("cfg", { request: { phone: "+8613800138000" }, config: { port: 1, secret: "s3cr3t-value" } });
     expect(lines[0]?.request).toBe(REDACTED);
     expect(lines[0]?.config).toEqual({ port: 1, secret: REDACTED });
+  });
+
+  it("masks id cards and mobiles inside the message and the allowed fields it writes", () => {
+    const { log, lines } = capture();
+    log.error("lookup for (139)12345678 failed", {
+      error_message: "Unexpected token 'x', \"{\"phone\": +86 (139) 1234-5678 x\" is not valid JSON",
+      url: "/api/customers/11010519491231002x",
+      violations: [{ field: "phone", reason: "got 139 1234 5678" }],
+      count: 13912345678,
+      trace_id: "ac09a81508038a8cd16222381507dadc",
+    });
+    const line = JSON.stringify(lines[0]);
+    for (const raw of ["(139)12345678", "(139) 1234-5678", "139 1234 5678", "13912345678", "11010519491231002x"]) expect(line).not.toContain(raw);
+    expect(lines[0]).toMatchObject({
+      msg: `lookup for ${REDACTED} failed`,
+      url: `/api/customers/${REDACTED}`,
+      violations: [{ field: "phone", reason: `got ${REDACTED}` }],
+      count: REDACTED,
+      trace_id: "ac09a81508038a8cd16222381507dadc",
+    });
   });
 
   it("drops lines below the configured level", () => {

@@ -1,7 +1,10 @@
 // Structured JSON logs, one object a line, with trace ids. Redaction is an allow-list: only
-// fields named in SAFE_FIELDS are written as they are; any other string field is replaced by
-// "[redacted]" before the line is written, so an id card, phone or token passed by mistake
-// never reaches the log.
+// fields named in SAFE_FIELDS are written; any other string field is replaced by "[redacted]"
+// before the line is written, so an id card, phone or token passed by mistake never reaches the
+// log. What is written (the message and the allowed fields, e.g. an error message echoing a
+// request) still has every id card and CN mobile in it masked (redactText).
+import { REDACTED, redactNumber, redactText } from "./pii.js";
+
 export type LogLevel = "debug" | "info" | "warn" | "error";
 export type LogFields = Readonly<Record<string, unknown>>;
 
@@ -14,11 +17,10 @@ const SAFE_FIELDS = new Set([
   "doc_count", "data_dir", "violations", "outcome", "error_message", "field", "added_latency_ms", "error_rate", "outage", "retry_after_ms", "methods", "required_scope", "state", "count", "grace_ms", "url", "address",
 ]);
 
-export const REDACTED = "[redacted]";
-
 function redact(value: unknown, key: string): unknown {
-  if (value === null || value === undefined || typeof value === "number" || typeof value === "boolean") return value;
-  if (typeof value === "string") return SAFE_FIELDS.has(key) ? value : REDACTED;
+  if (value === null || value === undefined || typeof value === "boolean") return value;
+  if (typeof value === "number") return redactNumber(value);
+  if (typeof value === "string") return SAFE_FIELDS.has(key) ? redactText(value) : REDACTED;
   if (Array.isArray(value)) return SAFE_FIELDS.has(key) ? value.map((v) => redact(v, key)) : REDACTED;
   if (typeof value === "object") {
     if (!SAFE_FIELDS.has(key)) return REDACTED;
@@ -47,7 +49,7 @@ export function createLogger(options: LoggerOptions, bound: LogFields = {}): Log
   const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
   const emit = (level: LogLevel, msg: string, fields: LogFields = {}) => {
     if (LEVELS[level] < min) return;
-    const record: Record<string, unknown> = { time: new Date().toISOString(), level, service: options.service, msg };
+    const record: Record<string, unknown> = { time: new Date().toISOString(), level, service: options.service, msg: redactText(msg) };
     for (const [key, value] of Object.entries({ ...bound, ...fields })) record[key] = redact(value, key);
     write(JSON.stringify(record));
   };

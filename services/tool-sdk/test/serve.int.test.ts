@@ -137,6 +137,24 @@ describe("serveTool", () => {
     expect(error.retryAfterMs).toBe(1500);
   });
 
+  it("masks an id card or mobile a handler's error echoes, in the message and field violations", async () => {
+    const t = await start({
+      search: async (req) => {
+        throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `no customer ${req.query}`, {
+          fieldViolations: [{ field: "query", description: `"${req.query}" is a phone number, id 11010519491231002x` }],
+          metadata: { customer: req.query },
+        });
+      },
+    });
+    const client = await t.client(["kb:read"]);
+    for (const phone of ["(139)12345678", "+86 (139) 1234-5678"]) {
+      const error = await failure(client.search({ query: phone, limit: 3 }));
+      expect(error.code).toBe(status.INVALID_ARGUMENT);
+      expect(error.message).toBe("no customer [redacted]");
+      expect(error.fieldViolations).toEqual([{ field: "query", description: '"[redacted]" is a phone number, id [redacted]' }]);
+    }
+  });
+
   it("maps a reason outside the contract's closed set to INTERNAL", async () => {
     const t = await start({
       search: async () => {

@@ -7,6 +7,7 @@ import { testToken } from "@loopguard/tool-sdk/testing";
 import { Registry } from "prom-client";
 import { startBenchServer } from "./bench-server.js";
 import { compare, type ProbedFigures, printComparison } from "./measure.js";
+import { benchRedact } from "./redact.js";
 import { benchSteps } from "./steps.js";
 
 const durationMs = Number(process.env.BENCH_DURATION_MS ?? 3000);
@@ -80,7 +81,7 @@ async function benchClient(): Promise<void> {
   }
 }
 
-const suites: Record<string, () => Promise<void>> = { tool: benchTool, client: benchClient, steps: () => benchSteps(durationMs) };
+const suites: Record<string, () => Promise<void>> = { tool: benchTool, client: benchClient, steps: () => benchSteps(durationMs), redact: async () => benchRedact(durationMs) };
 const names = process.argv.slice(2).filter((a) => a !== "--");
 const chosen = names.length === 0 || names.includes("all") ? Object.keys(suites) : names;
 for (const name of chosen) {

@@ -1,0 +1,184 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, REDACTED, redactNumber, redactText } from "./pii.js";
+
+describe("GB 11643 id card", () => {
+  it("computes the check character, including X", () => {
+    expect(idCardCheckCharacter("11010119800312123")).toBe("2");
+    expect(idCardCheckCharacter("11010119830405052")).toBe("X");
+  });
+
+  it("accepts a number whose check character matches", () => {
+    expect(parseIdCard("110101198003121232")).toBe("110101198003121232");
+    expect(parseIdCard("11010119830405052X")).toBe("11010119830405052X");
+  });
+
+  it("refuses a number whose check character does not match", () => {
+    expect(parseIdCard("110101198003121233")).toBeUndefined();
+    expect(parseIdCard("11010119830405052Y")).toBeUndefined();
+    expect(parseIdCard("110101198003121230")).toBeUndefined();
+  });
+
+  it("refuses numbers of the wrong length or with letters in the body", () => {
+    expect(parseIdCard("11010119800312123")).toBeUndefined();
+    expect(parseIdCard("1101011980031212321")).toBeUndefined();
+    expect(parseIdCard("1101011980031212X2")).toBeUndefined();
+  });
+
+  it("refuses a birth date that is not a real day even with a matching check character", () => {
+    const withBody = (body: string) => body + idCardCheckCharacter(body);
+    expect(parseIdCard(withBody("11010119801332123"))).toBeUndefined(); // month 13
+    expect(parseIdCard(withBody("11010119990229123"))).toBeUndefined(); // 1999 is no leap year
+    expect(parseIdCard(withBody("11010118991231123"))).toBeUndefined(); // before 1900
+    expect(parseIdCard(withBody("11010120000229123"))).toBe(withBody("11010120000229123"));
+  });
+
+  it("upper-cases a lower-case x check character", () => {
+    expect(normaliseIdCard("11010119830405052x")).toBe("11010119830405052X");
+    expect(parseIdCard("11010119830405052x")).toBe("11010119830405052X");
+    expect(normaliseIdCard("x10101198304050521")).toBe("x10101198304050521");
+  });
+});
+
+/** Ways the risk contract lets a caller write +86 139 1234 5678 (each normalised by risk). */
+const PHONE_FORMATS = [
+  "13912345678",
+  "(139)12345678",
+  "+86 (139) 1234-5678",
+  "139 1234 5678",
+  "+86-139-1234-5678",
+  "86 13912345678",
+  "+8613912345678",
+  "008613912345678",
+  "(+86) 139 1234 5678",
+  "139-1234-5678",
+  "13 91 23 45 67 8",
+];
+
+describe("CN mobile", () => {
+  it.each(["138 0013 8000", "+86 138-0013-8000", "13800138000", "(+86) 138 0013 8000", "008613800138000", "+8613800138000"])(
+    "writes %j as +8613800138000",
+    (raw) => expect(cnMobileToE164(raw)).toBe("+8613800138000"),
+  );
+
+  it.each(PHONE_FORMATS)("writes %j as +8613912345678", (raw) => expect(cnMobileToE164(raw)).toBe("+8613912345678"));
+
+  it("refuses a Beijing fixed line", () => {
+    expect(cnMobileToE164("010 1234 5678")).toBeUndefined();
+    expect(cnMobileToE164("+86 10 1234 5678")).toBeUndefined();
+  });
+
+  it("refuses a shared-cost service number", () => {
+    expect(cnMobileToE164("400 123 4567")).toBeUndefined();
+  });
+
+  it("refuses foreign numbers, mobile or not", () => {
+    expect(cnMobileToE164("+1 202 555 0143")).toBeUndefined();
+    expect(cnMobileToE164("+44 7911 123456")).toBeUndefined();
+  });
+
+  it("refuses digits that are no valid number and text outside the contract's alphabet", () => {
+    expect(cnMobileToE164("12345678901")).toBeUndefined();
+    expect(cnMobileToE164("138.0013.8000")).toBeUndefined();
+    expect(cnMobileToE164("tel:13800138000")).toBeUndefined();
+    expect(cnMobileToE164("1380013800")).toBeUndefined();
+  });
+});
+
+describe("redactText", () => {
+  it.each(PHONE_FORMATS)("masks the mobile written as %j inside a sentence", (phone) => {
+    expect(redactText(`customer ${phone} asked for a refund`)).toBe(`customer ${REDACTED} asked for a refund`);
+  });
+
+  it.each(PHONE_FORMATS)("masks the mobile written as %j inside JSON, an error message and a log line", (phone) => {
+    expect(redactText(JSON.stringify({ customer: phone }))).toBe(JSON.stringify({ customer: REDACTED }));
+    expect(redactText(`invalid arguments: expected a string, got ${phone}`)).toBe(`invalid arguments: expected a string, got ${REDACTED}`);
+    expect(redactText(`Unexpected token 'x', "{"phone": ${phone}, x"... is not valid JSON`)).toBe(`Unexpected token 'x', "{"phone": ${REDACTED}, x"... is not valid JSON`);
+  });
+
+  it("masks id cards with an upper- or lower-case check character, and with a wrong one", () => {
+    expect(redactText("id 11010519491231002X and 11010519491231002x")).toBe(`id ${REDACTED} and ${REDACTED}`);
+    expect(redactText("id 110101198003121233 (check character wrong)")).toBe(`id ${REDACTED} (check character wrong)`);
+  });
+
+  it("masks several numbers in one run, and only the number in a run that holds more digits", () => {
+    expect(redactText("13912345678 13800138000")).toBe(`${REDACTED} ${REDACTED}`);
+    expect(redactText("13912345678-13800138000")).toBe(`${REDACTED}-${REDACTED}`);
+    expect(redactText("call 139 1234 5678 12 times")).toBe(`call ${REDACTED} 12 times`);
+    expect(redactText("refund 100 13912345678")).toBe(`refund 100 ${REDACTED}`);
+  });
+
+  it("keeps the parentheses of the sentence around a number", () => {
+    expect(redactText("phone 13800138000 (13912345678)")).toBe(`phone ${REDACTED} (${REDACTED})`);
+    expect(redactText("(call 13912345678)")).toBe(`(call ${REDACTED})`);
+    expect(redactText("(13912345678 or later)")).toBe(`(${REDACTED} or later)`);
+  });
+
+  it("masks a number next to punctuation or other scripts", () => {
+    expect(redactText("手机13800138000，身份证11010519491231002X")).toBe(`手机${REDACTED}，身份证${REDACTED}`);
+    expect(redactText("手机：(139)12345678。")).toBe(`手机：${REDACTED}。`);
+  });
+
+  it("leaves trace ids, hashes, uuids, refund and order ids, timestamps and amounts alone", () => {
+    const untouched = [
+      // Trace ids and span ids whose digits read like a mobile number or an id card number.
+      "00-ac09a81508038a8cd16222381507dadc-00f067aa0ba902b7-01",
+      "00-e110105194912310021f00c0ffee4242-00f067aa0ba902b7-01",
+      "00-13800138000abcdef0123456789abcdef-13912345678abcde-01",
+      "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+      "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+      "session 4b9c2e71-1390-4123-8456-13912345678a",
+      "refund rf_ABCDEFGH12345678 of 4500 cents on ord_DEMO00000001",
+      "refund rf_1391234567812345 on ord_139123456781 and ord_013912345678",
+      "customer 4b9c2e71-0139-1234-5678-a1b2c3d4e5f6, key lg-13912345678-0",
+      "2026-11-29T10:15:42.123Z",
+      "at 2026-11-29 10:15:42 +08:00, 1764411342000 ms since the epoch",
+      "amount 123456789 cents, refundable 500000, total 12345678901234567890",
+      "fixed line 010 1234 5678 and +1 202 555 0143",
+      "",
+      "no digits at all",
+    ];
+    for (const text of untouched) expect(redactText(text)).toBe(text);
+  });
+
+  it("masks every mobile a caller may write, wherever it stands alone in text", () => {
+    const national = fc
+      .tuple(fc.constantFrom("13", "15", "17", "18", "19"), fc.stringMatching(/^[0-9]{9}$/))
+      .map(([head, tail]) => head + tail)
+      .filter((n) => cnMobileToE164(n) !== undefined);
+    const written = fc.tuple(national, fc.integer({ min: 0, max: 5 })).map(([n, style]) => {
+      const [a, b, c] = [n.slice(0, 3), n.slice(3, 7), n.slice(7)];
+      return [`(${a})${b}${c}`, `+86 (${a}) ${b}-${c}`, `${a} ${b} ${c}`, `+86-${a}-${b}-${c}`, `86 ${n}`, n][style]!;
+    });
+    const words = fc.stringMatching(/^[a-z ]{0,20}$/);
+    const separator = fc.constantFrom(" ", ", ", "：", "\"", "'", "\n", "=");
+    fc.assert(
+      fc.property(words, separator, written, separator, words, (before, open, phone, close, after) => {
+        const out = redactText(`${before}${open}${phone}${close}${after}`);
+        return out.includes(REDACTED) && !/[0-9]{3}/.test(out);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("returns text with no run of 11 digits as it came", () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 200 }), (text) => {
+        const digitsInRuns = text.split(/[^0-9 ()+-]/).map((run) => run.replace(/[^0-9]/g, "").length);
+        fc.pre(digitsInRuns.every((n) => n < 11));
+        return redactText(text) === text;
+      }),
+    );
+  });
+});
+
+describe("redactNumber", () => {
+  it("masks a mobile written as a JSON number, with or without the country code", () => {
+    expect(redactNumber(13912345678)).toBe(REDACTED);
+    expect(redactNumber(8613912345678)).toBe(REDACTED);
+  });
+
+  it("leaves amounts, epoch milliseconds and other numbers alone", () => {
+    for (const n of [0, 4500, 500000, 1764411342000, 12345678901, 1.5, -13912345678]) expect(redactNumber(n)).toBe(n);
+  });
+});

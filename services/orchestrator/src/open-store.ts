@@ -3,9 +3,12 @@
 // `postgres://user@host:5432/db` (several replicas sharing sessions through leases).
 import { PostgresSessionStore, type PostgresSessionStoreOptions } from "./postgres-session-store.js";
 import type { SessionStore } from "./session-store.js";
-import { SqliteSessionStore } from "./sqlite-session-store.js";
+import { SqliteSessionStore, type SqliteSessionStoreOptions } from "./sqlite-session-store.js";
 
-export async function openSessionStore(url: string, options: PostgresSessionStoreOptions = {}): Promise<SessionStore> {
+/** Options of either backend; each reads its own. */
+export type SessionStoreOpenOptions = PostgresSessionStoreOptions & SqliteSessionStoreOptions;
+
+export async function openSessionStore(url: string, options: SessionStoreOpenOptions = {}): Promise<SessionStore> {
   if (url.startsWith("sqlite:")) {
     // `sqlite:/abs/path.db`, `sqlite:relative.db`, `sqlite:///abs/path.db` and `sqlite::memory:`.
     const file = url.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");

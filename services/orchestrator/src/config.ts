@@ -5,17 +5,22 @@ import { join } from "node:path";
 import { ConfigError, loadToolConfig, readSigningKey, type SigningKey, type ToolConfig } from "@loopguard/tool-sdk";
 import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
+import { POSTGRES_STORE_DEFAULTS } from "./postgres-session-store.js";
 
 export interface OrchestratorConfig extends ToolConfig {
   /** Signs the per-call tool tokens (LOOPGUARD_SIGNING_KEY_FILE); no other service holds it. */
   readonly signingKey: SigningKey;
   /** "sqlite:/path.db" or "postgres://…". */
   readonly storeUrl: string;
+  /** PostgreSQL only: bounds on getting a connection and on one statement (URL parameters win). */
+  readonly storeTimeouts: { readonly connectTimeoutMs: number; readonly statementTimeoutMs: number };
   /** Addresses per tool name; several comma-separated replicas are balanced round robin. */
   readonly toolTargets: Readonly<Record<string, string[]>>;
   readonly instanceId: string;
   readonly leaseTtlMs: number;
   readonly maxActiveSessions: number;
+  /** How often approvals that expired unanswered are ended. */
+  readonly approvalSweepMs: number;
   readonly approvals: ApprovalRules;
   readonly openai: { readonly baseUrl: string; readonly model: string; readonly apiKey: string } | undefined;
   /** Where step traces are written as JSONL files. */
@@ -41,7 +46,7 @@ function targets(env: Env, name: string, fallback: string): string[] {
 
 export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConfig {
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
-  const base = loadToolConfig("orchestrator", { port: 50051, metricsPort: 8080, maxConcurrent: 1024 }, {
+  const base = loadToolConfig("orchestrator", { port: 50051, metricsPort: 8080, maxConcurrent: 1024, maxStreams: 2048, maxStreamsPerCaller: 512 }, {
     ...env,
     ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
   }, { signs: true });
@@ -50,6 +55,10 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     ...base,
     signingKey: readSigningKey(env),
     storeUrl: env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`,
+    storeTimeouts: {
+      connectTimeoutMs: int(env, "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.connectTimeoutMs, 100, 600_000),
+      statementTimeoutMs: int(env, "ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.statementTimeoutMs, 100, 600_000),
+    },
     toolTargets: {
       "kb-search": targets(env, "KB_SEARCH_ADDR", "127.0.0.1:50061"),
       billing: targets(env, "BILLING_ADDR", "127.0.0.1:50062"),
@@ -58,6 +67,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     instanceId: env.ORCHESTRATOR_INSTANCE_ID || `${hostname()}-${process.pid}`,
     leaseTtlMs: int(env, "ORCHESTRATOR_LEASE_TTL_MS", 5000, 500, 600_000),
     maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
+    approvalSweepMs: int(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", 1000, 50, 600_000),
     approvals: {
       amountThresholdCents: int(env, "APPROVAL_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amountThresholdCents, 0, 1_000_000_000),
       riskThreshold: int(env, "APPROVAL_RISK_THRESHOLD", DEFAULT_APPROVAL_RULES.riskThreshold, 0, 101),

@@ -88,7 +88,7 @@ async function holdStreams(ids: readonly string[]): Promise<{ close: () => Promi
   });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const next = async () => JSON.parse(String((await lines.next()).value)) as Record<string, unknown>;
-  const first = await Promise.race([next(), sleep(60_000).then(() => ({ failed: "no answer within 60 s" }))]);
+  const first: Record<string, unknown> = await Promise.race([next(), sleep(60_000, { failed: "no answer within 60 s" }, { ref: false })]);
   if (first.opened !== STREAMS) {
     child.kill("SIGKILL");
     throw new Error(`the streams did not all open: ${JSON.stringify(first)}`);

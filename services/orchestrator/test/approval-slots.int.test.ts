@@ -86,7 +86,7 @@ describe("sessions waiting for approval release their slot and their lease", () 
       const seen: string[] = [];
       while (!seen.includes("AWAITING_APPROVAL")) {
         const { value } = await stream.next();
-        if (value?.event.case === "transition") seen.push(SessionState[value.event.value.to]);
+        if (value?.event.case === "transition") seen.push(SessionState[value.event.value.to] ?? "");
       }
       const afterCatchUp = count();
       await sleep(1500);

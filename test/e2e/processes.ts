@@ -19,6 +19,11 @@ const prefixes = { "kb-search": "KB_SEARCH", billing: "BILLING", risk: "RISK" } 
 
 export type ToolName = keyof typeof entries;
 
+/** Settings a tool cannot start without, beyond the common ones spawnTool gives every process. */
+const required: Partial<Record<ToolName, Record<string, string>>> = {
+  risk: { RISK_CUSTOMER_KEY_PEPPER: "e2e-risk-customer-key-pepper-0123456789abcdef" },
+};
+
 /** A port that was free a moment ago, so a restarted process can come back on the same one. */
 export function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -42,6 +47,7 @@ export function startTool(tool: ToolName, dataDir: string, port = 0, extraEnv: R
     LOOPGUARD_DATA_DIR: dataDir,
     [`${prefix}_PORT`]: String(port),
     [`${prefix}_METRICS_PORT`]: "0",
+    ...required[tool],
     ...extraEnv,
   });
 }

@@ -73,9 +73,9 @@ function orderNotFound(orderId: string): ToolError {
 }
 
 /** Runs ledger work, turning its refusals into wire errors. */
-function withLedger<T>(work: () => T): T {
+async function withLedger<T>(work: () => Promise<T>): Promise<T> {
   try {
-    return work();
+    return await work();
   } catch (error) {
     throw toToolError(error);
   }
@@ -84,13 +84,13 @@ function withLedger<T>(work: () => T): T {
 export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandlers<typeof BillingService> {
   return {
     async getOrder(request) {
-      const order = withLedger(() => ledger.getOrder(request.orderId));
+      const order = await withLedger(() => ledger.getOrder(request.orderId));
       if (!order) throw orderNotFound(request.orderId);
       return { order: orderMessage(order) };
     },
 
     async refund(request) {
-      const outcome = withLedger(() =>
+      const outcome = await withLedger(() =>
         ledger.refund({
           orderId: request.orderId,
           // Validated to 1..500000 before the handler runs, so the conversion is exact.
@@ -108,7 +108,7 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
     },
 
     async listRefunds(request) {
-      const refunds = withLedger(() => ledger.listRefunds(request.orderId));
+      const refunds = await withLedger(() => ledger.listRefunds(request.orderId));
       if (!refunds) throw orderNotFound(request.orderId);
       return { refunds: refunds.map(refundMessage) };
     },

@@ -1,14 +1,22 @@
-// Wiring only: config from the environment (BILLING_PORT, LOOPGUARD_DATA_DIR, …), the ledger
-// file under the data dir with the demo orders seeded, then serve until SIGTERM.
-import { join } from "node:path";
+// Wiring only: config from the environment (BILLING_PORT, BILLING_STORE, LOOPGUARD_DATA_DIR, …),
+// the ledger it names with the demo orders seeded, then serve until SIGTERM.
+import { describeStoreLocation } from "@loopguard/sql-store";
 import { runTool } from "@loopguard/tool-sdk";
 import { systemClock } from "./clock.js";
+import { loadBillingConfig } from "./config.js";
 import { DEMO_ORDERS } from "./demo-orders.js";
-import { RefundLedger } from "./ledger.js";
+import { openLedger } from "./open-ledger.js";
 import { build } from "./server.js";
 
-await runTool("billing", { port: 50062, metricsPort: 9462 }, (config) => {
-  const ledger = RefundLedger.open(join(config.dataDir, "billing.db"));
-  ledger.seed(DEMO_ORDERS);
+await runTool("billing", { port: 50062, metricsPort: 9462 }, async (config, log) => {
+  const { store } = loadBillingConfig(config.dataDir);
+  const ledger = await openLedger(store, {
+    onIdleError: (error) => log.warn("ledger connection lost while idle", { error_message: error.message }),
+  });
+  await ledger.seed(DEMO_ORDERS);
+  log.info("ledger open", {
+    store: describeStoreLocation(store),
+    migrations_applied: ledger.migrationsApplied,
+  });
   return build({ ledger, clock: systemClock });
 });

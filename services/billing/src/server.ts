@@ -6,7 +6,8 @@ import { type BillingDeps, createBillingHandlers } from "./handlers.js";
 
 export type { BillingDeps } from "./handlers.js";
 export { DEMO_ORDERS } from "./demo-orders.js";
-export { RefundLedger } from "./ledger.js";
+export type { RefundLedger } from "./ledger.js";
+export { openLedger } from "./open-ledger.js";
 
 export function build(deps: BillingDeps): ToolDefinition<typeof BillingService> {
   return {

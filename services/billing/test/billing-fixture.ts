@@ -8,7 +8,7 @@ import type { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/b
 import { CallError } from "@loopguard/tool-sdk";
 import { startTestTool, type TestTool } from "@loopguard/tool-sdk/testing";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
-import { type LedgerOptions, RefundLedger } from "../src/ledger.js";
+import { type SqliteLedgerOptions, SqliteRefundLedger } from "../src/sqlite-ledger.js";
 import { build } from "../src/server.js";
 
 export const FIXED_NOW = new Date("2026-11-29T12:00:00.000Z");
@@ -37,11 +37,11 @@ export interface BillingFixture {
   close(): Promise<void>;
 }
 
-export async function startBilling(options: LedgerOptions = {}): Promise<BillingFixture> {
+export async function startBilling(options: SqliteLedgerOptions = {}): Promise<BillingFixture> {
   const dir = mkdtempSync(join(tmpdir(), "billing-int-"));
   const file = join(dir, "billing.db");
-  const ledger = RefundLedger.open(file, options);
-  ledger.seed(DEMO_ORDERS);
+  const ledger = await SqliteRefundLedger.open(file, options);
+  await ledger.seed(DEMO_ORDERS);
   const tool = await startTestTool(build({ ledger, clock: { now: () => FIXED_NOW } }));
   const db = new Database(file, { readonly: true });
   return {

@@ -102,7 +102,7 @@ describe("Refund", () => {
 
 describe("a locked ledger", () => {
   it("answers UNAVAILABLE (LEDGER_UNAVAILABLE) with a retry delay, and the retry with the same key succeeds", async () => {
-    const locked = await startBilling({ busyTimeoutMs: 50 });
+    const locked = await startBilling({ lockTimeoutMs: 50 });
     const holder = new Database(join(locked.dir, "billing.db"));
     try {
       const lockedClient = await locked.tool.client(["billing:refund"]);

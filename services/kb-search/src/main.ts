@@ -1,5 +1,4 @@
 // kb-search process: read config, open the index seeded from the shipped corpus, serve.
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { runTool } from "@loopguard/tool-sdk";
 import { loadCorpus, SHIPPED_CORPUS_DIR } from "./corpus.js";
@@ -7,7 +6,6 @@ import { SearchIndex } from "./search-index.js";
 import { build } from "./server.js";
 
 await runTool("kb-search", { port: 50061, metricsPort: 9461 }, (config, log) => {
-  mkdirSync(config.dataDir, { recursive: true });
   const index = SearchIndex.open(join(config.dataDir, "kb-search.db"), loadCorpus(SHIPPED_CORPUS_DIR));
   const { added, updated, removed, documentCount } = index.seedReport;
   log.info("index ready", {

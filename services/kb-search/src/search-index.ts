@@ -2,7 +2,8 @@
 // by BM25. It is seeded from the shipped corpus when opened; a document is rewritten only when
 // its version differs from the stored one, so restarts are cheap and an upgraded corpus takes
 // effect on the next start.
-import Database from "better-sqlite3";
+import { openSqlite } from "@loopguard/sql-store";
+import type Database from "better-sqlite3";
 import type { CorpusDocument } from "./corpus.js";
 import { toMatchExpression } from "./query-terms.js";
 
@@ -90,10 +91,8 @@ export class SearchIndex {
 
   /** Opens (or creates) the index at `path` (":memory:" for tests) and brings it up to `corpus`. */
   static open(path: string, corpus: readonly CorpusDocument[]): SearchIndex {
-    const db = new Database(path);
+    const db = openSqlite(path, { synchronous: "NORMAL" });
     try {
-      db.pragma("journal_mode = WAL");
-      db.pragma("synchronous = NORMAL");
       db.exec(SCHEMA);
       const report = seed(db, corpus);
       return new SearchIndex(db, report);

@@ -1,8 +1,9 @@
-// dist/main.js as a real process: it seeds the index under LOOPGUARD_DATA_DIR, serves, exits 0
-// on SIGTERM, and reuses the seeded index on the next start. Needs `pnpm build` first.
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+// dist/main.js as a real process: it seeds the index under LOOPGUARD_DATA_DIR (folder 0700, file
+// 0600), serves, exits 0 on SIGTERM, and reuses the seeded index on the next start. Needs
+// `pnpm build` first.
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
@@ -17,7 +18,7 @@ describe("kb-search process", () => {
   const env = () => ({ KB_SEARCH_PORT: "0", KB_SEARCH_METRICS_PORT: "0", LOOPGUARD_DATA_DIR: dataDir });
 
   beforeAll(() => {
-    dataDir = mkdtempSync(join(tmpdir(), "kb-search-proc-"));
+    dataDir = join(mkdtempSync(join(tmpdir(), "kb-search-proc-")), "data");
   });
   afterEach(async () => {
     if (running && running.child.exitCode === null && running.child.signalCode === null) {
@@ -26,15 +27,15 @@ describe("kb-search process", () => {
     }
     running = undefined;
   });
-  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+  afterAll(() => rmSync(dirname(dataDir), { recursive: true, force: true }));
 
   const indexReady = (proc: ToolProcess) => proc.lines.find((line) => line.msg === "index ready");
 
-  it("seeds the index, serves searches, stops cleanly on SIGTERM and reuses the index on the next start", async () => {
+  it("seeds a private index file, serves searches, stops cleanly on SIGTERM and reuses the index on the next start", async () => {
     running = await spawnTool(MAIN, env());
     expect(indexReady(running)).toMatchObject({ added: expect.any(Number), updated: 0, removed: 0 });
     expect(Number(indexReady(running)?.added)).toBeGreaterThanOrEqual(30);
-    expect(existsSync(join(dataDir, "kb-search.db"))).toBe(true);
+    expect([statSync(dataDir).mode & 0o777, statSync(join(dataDir, "kb-search.db")).mode & 0o777]).toEqual([0o700, 0o600]);
     expect(await checkHealth(running.address)).toBe("SERVING");
 
     const client = createRawClient(KbSearchService, running.address, {

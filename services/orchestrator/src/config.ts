@@ -2,6 +2,7 @@
 // the process before it binds anything (exit 2).
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { parseStoreUrl, redactStoreUrl } from "@loopguard/sql-store";
 import { ConfigError, loadToolConfig, readSigningKey, type SigningKey, type ToolConfig } from "@loopguard/tool-sdk";
 import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
@@ -51,10 +52,13 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
   }, { signs: true });
   const openaiUrl = env.OPENAI_BASE_URL ?? "";
+  const storeUrl = env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`;
+  // Checked here, so that a bad URL stops the process (exit 2) before anything binds.
+  parseStoreUrl(storeUrl, "ORCHESTRATOR_STORE", ConfigError);
   return Object.freeze({
     ...base,
     signingKey: readSigningKey(env),
-    storeUrl: env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`,
+    storeUrl,
     storeTimeouts: {
       connectTimeoutMs: int(env, "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.connectTimeoutMs, 100, 600_000),
       statementTimeoutMs: int(env, "ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.statementTimeoutMs, 100, 600_000),
@@ -91,7 +95,7 @@ export function describeOrchestratorConfig(config: OrchestratorConfig): Record<s
     ...rest,
     signingKey: signingKey.kid,
     publicKeys: publicKeys.keys.map((k) => k.kid),
-    storeUrl: storeUrl.replace(/\/\/[^@/]*@/, "//***@"),
+    storeUrl: redactStoreUrl(storeUrl),
     openai: openai ? { baseUrl: openai.baseUrl, model: openai.model } : "off",
   };
 }

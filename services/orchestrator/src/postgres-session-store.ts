@@ -5,6 +5,7 @@
 // FOR UPDATE SKIP LOCKED subquery. Named statements are parsed once per connection.
 // Leases are measured by the database's clock, never a replica's. Every committed change is
 // announced by a trigger's NOTIFY, which every store instance (every replica) LISTENs to.
+import { inTransaction, isPostgresUnavailable, postgresClientConfig } from "@loopguard/sql-store";
 import pg from "pg";
 import {
   IllegalTransitionError,
@@ -254,25 +255,6 @@ function pgCode(err: unknown): string | undefined {
   return typeof err === "object" && err !== null && "code" in err && typeof err.code === "string" ? err.code : undefined;
 }
 
-/**
- * SQLSTATE classes and codes that mean "the database cannot serve right now": connection
- * exceptions (08), insufficient resources (53), operator intervention (57: shutdown, statement
- * timeout), system errors (58), a lock timeout, a serialization failure or a deadlock.
- */
-const UNAVAILABLE_SQLSTATE = /^(08|53|57|58)|^(55P03|40001|40P01)$/;
-const UNAVAILABLE_ERRNO = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "EPIPE", "ECONNABORTED"]);
-// node-postgres reports its own timeouts and lost connections as plain Errors with only a message.
-const UNAVAILABLE_MESSAGE = /timeout exceeded when trying to connect|Connection terminated|Query read timeout|not queryable/i;
-
-/** Whether `error` says the database is unreachable, overloaded, timed out or shutting down. */
-export function isPostgresUnavailable(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const code = pgCode(error);
-  if (code !== undefined && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_ERRNO.has(code))) return true;
-  if (error instanceof AggregateError) return error.errors.some(isPostgresUnavailable);
-  return UNAVAILABLE_MESSAGE.test(error.message);
-}
-
 const Q = {
   insert: `INSERT INTO sessions (${COLUMNS})
     VALUES ($1, 'IDLE', 0, $2, $3::jsonb, $4::jsonb, $5::jsonb, '{}'::jsonb, NULL, $6::jsonb, $7, NULL, NULL, $8, $8, $10,
@@ -351,18 +333,13 @@ export const POSTGRES_STORE_DEFAULTS = { connectTimeoutMs: 1000, statementTimeou
 
 /** Connection settings: every wait bounded, so an outage surfaces as an error inside the API's deadlines. */
 function connectionConfig(url: string, options: PostgresSessionStoreOptions): pg.ClientConfig {
-  const statementTimeout = options.statementTimeoutMs ?? POSTGRES_STORE_DEFAULTS.statementTimeoutMs;
-  return {
-    connectionString: url,
-    connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_STORE_DEFAULTS.connectTimeoutMs,
-    statement_timeout: statementTimeout,
-    lock_timeout: statementTimeout,
-    // A transaction left open by a stuck client is ended by the server, releasing its row locks.
-    idle_in_transaction_session_timeout: 10_000,
-    query_timeout: statementTimeout + 1000,
-    keepAlive: true,
-    application_name: "loopguard-orchestrator",
-  };
+  const statementTimeoutMs = options.statementTimeoutMs ?? POSTGRES_STORE_DEFAULTS.statementTimeoutMs;
+  return postgresClientConfig(url, {
+    connectTimeoutMs: options.connectTimeoutMs ?? POSTGRES_STORE_DEFAULTS.connectTimeoutMs,
+    statementTimeoutMs,
+    lockTimeoutMs: statementTimeoutMs,
+    applicationName: "loopguard-orchestrator",
+  });
 }
 
 /** Schema setup may wait for another replica's and runs DDL: its own, generous bound. */
@@ -418,25 +395,10 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   private async inTransaction<T>(operation: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
     try {
-      client = await this.pool.connect();
+      return await inTransaction(this.pool, fn);
     } catch (err) {
       throw this.unavailableOr(operation, err);
-    }
-    let broken: Error | undefined;
-    try {
-      await client.query("BEGIN");
-      const result = await fn(client);
-      await client.query("COMMIT");
-      return result;
-    } catch (err) {
-      // A connection that failed is dropped from the pool, not handed to the next caller.
-      if (isPostgresUnavailable(err)) broken = err as Error;
-      else await client.query("ROLLBACK").catch((rollback: Error) => (broken = rollback));
-      throw this.unavailableOr(operation, err);
-    } finally {
-      client.release(broken);
     }
   }
 

@@ -2,8 +2,7 @@
 // transition survives a process crash). better-sqlite3 is synchronous, so each method runs its
 // transaction to the end before any other caller in this process gets a turn; BEGIN IMMEDIATE
 // and busy_timeout cover other processes sharing the file.
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
+import { isSqliteUnavailable, openSqlite } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import { itemJson } from "./history-json.js";
 import {
@@ -307,9 +306,6 @@ function sqliteCode(err: unknown): string | undefined {
   return err instanceof Database.SqliteError ? err.code : undefined;
 }
 
-/** Result codes (and their extended forms) that mean "the database cannot serve right now": locked by another process, I/O, disk full. */
-const UNAVAILABLE_CODE = /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|PROTOCOL|NOMEM|READONLY)/;
-
 interface PendingWrite {
   readonly operation: string;
   readonly run: (events: SessionEvent[]) => unknown;
@@ -341,14 +337,9 @@ export class SqliteSessionStore implements SessionStore {
   private readonly onUnavailable: ((error: StoreUnavailableError) => void) | undefined;
 
   constructor(file: string, options: SqliteSessionStoreOptions = {}) {
-    if (file !== ":memory:") mkdirSync(dirname(file), { recursive: true });
     this.now = options.now ?? Date.now;
     this.onUnavailable = options.onUnavailable;
-    this.db = new Database(file);
-    this.db.pragma("journal_mode = WAL");
-    this.db.pragma("synchronous = NORMAL");
-    this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 1000}`);
-    this.db.pragma("foreign_keys = ON");
+    this.db = openSqlite(file, { synchronous: "NORMAL", busyTimeoutMs: options.busyTimeoutMs ?? 1000, foreignKeys: true });
     const existed = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
     this.db.exec(SCHEMA);
     if (existed) this.migrate();
@@ -628,8 +619,7 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   private unavailableOr(operation: string, error: unknown): unknown {
-    const code = sqliteCode(error);
-    if (code === undefined || !UNAVAILABLE_CODE.test(code)) return error;
+    if (!isSqliteUnavailable(error)) return error;
     const unavailable = new StoreUnavailableError(operation, error);
     this.onUnavailable?.(unavailable);
     return unavailable;

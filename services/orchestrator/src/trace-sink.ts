@@ -7,6 +7,7 @@
 import { createWriteStream, type WriteStream } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import { PRIVATE_DIR_MODE } from "@loopguard/sql-store";
 import { redact } from "./redact.js";
 import type { JsonObject, SessionStore, StepRecord } from "./session-store.js";
 
@@ -43,7 +44,7 @@ export class TraceSink {
     private readonly store: SessionStore,
     private readonly dir: string | undefined,
   ) {
-    this.#ready = dir ? mkdir(dir, { recursive: true }) : Promise.resolve();
+    this.#ready = dir ? mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE }) : Promise.resolve();
   }
 
   /**

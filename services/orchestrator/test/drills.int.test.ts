@@ -18,7 +18,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { kill, startTool } from "../../../test/e2e/processes.js";
 import { PostgresSessionStore } from "../src/postgres-session-store.js";
 import type { JsonObject } from "../src/session-store.js";
-import { postgresUnavailable, type PostgresServer, startPostgres } from "../src/postgres-test-server.js";
+import { postgresSkipReason, type PostgresServer, startPostgres } from "@loopguard/sql-store/testing";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
 import { waitForSession } from "./harness.js";
 
@@ -250,7 +250,7 @@ describe("orchestrator drills (real processes)", () => {
     expect(stateCounts(sessions)).toEqual({ "DONE/done": 50 });
   }, 120_000);
 
-  const pgUnavailable = postgresUnavailable();
+  const pgUnavailable = postgresSkipReason();
   if (pgUnavailable) console.warn(`[orchestrator drills] skipping the PostgreSQL replica drill: ${pgUnavailable}`);
   describe.skipIf(pgUnavailable !== null)("on PostgreSQL", () => {
     let server: PostgresServer | undefined;

@@ -1,14 +1,17 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
+import { testPostgres } from "@loopguard/sql-store/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/open-store.js";
 import type { PostgresSessionStoreOptions } from "../src/postgres-session-store.js";
 import { LeaseLostError, type SessionEvent, type SessionStore, StoreUnavailableError } from "../src/session-store.js";
-import { postgresUnavailable, startPostgres, type PostgresServer } from "../src/postgres-test-server.js";
 import { describeSessionStore } from "./session-store.suite.js";
 
-const unavailable = postgresUnavailable();
-if (unavailable) console.warn(`[orchestrator] skipping the PostgreSQL session store suite: ${unavailable}`);
+const postgres = testPostgres("orchestrator");
+if (!postgres.skip) {
+  beforeAll(postgres.start, 120_000);
+  afterAll(postgres.stop, 60_000);
+}
 
 /** The database's clock, by which the store measures leases. */
 async function databaseNow(client: pg.Client): Promise<number> {
@@ -16,24 +19,10 @@ async function databaseNow(client: pg.Client): Promise<number> {
   return Number(rows[0]!.ms);
 }
 
-let server: PostgresServer | undefined;
-let databases = 0;
-
-if (!unavailable) {
-  beforeAll(async () => {
-    server = await startPostgres();
-  }, 120_000);
-  afterAll(async () => {
-    await server?.stop();
-  }, 60_000);
-}
-
 describeSessionStore(
   "postgres",
   async ({ now }) => {
-    if (!server) throw new Error("PostgreSQL server did not start");
-    // A fresh database per test keeps tests independent without truncating between them.
-    const url = await server.createDatabase(`orch_${process.pid}_${++databases}`);
+    const url = await postgres.freshDatabase();
     const store = await openSessionStore(url, { now });
     const raw = new pg.Client({ connectionString: url });
     await raw.connect();
@@ -51,17 +40,17 @@ describeSessionStore(
       },
     };
   },
-  unavailable ? { skip: unavailable } : { sharedEvents: true },
+  postgres.skip ? { skip: postgres.skip } : { sharedEvents: true },
 );
 
-describe.skipIf(unavailable !== null)("postgres session store: database time, timeouts, notifications", () => {
+describe.skipIf(postgres.skip !== null)("postgres session store: database time, timeouts, notifications", () => {
   const opened: { close(): Promise<void> }[] = [];
   afterEach(async () => {
     for (const c of opened.splice(0).reverse()) await c.close();
   });
 
   async function fresh(): Promise<{ url: string; raw: pg.Client }> {
-    const url = await server!.createDatabase(`orch_${process.pid}_${++databases}`);
+    const url = await postgres.freshDatabase();
     const raw = new pg.Client({ connectionString: url });
     await raw.connect();
     opened.push({ close: () => raw.end() });

@@ -1,5 +1,5 @@
 // Sessions end to end: real tool processes, a real orchestrator API, the scripted policy.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
@@ -76,6 +76,8 @@ describe("refund sessions", () => {
         : [];
     for (let i = 0; i < 40 && lines().length < trace.length; i += 1) await new Promise((r) => setTimeout(r, 50));
     expect(lines()).toEqual(trace);
+    // Traces and the session database are for the operator alone.
+    expect([statSync(join(orch.dataDir, "traces")).mode & 0o777, statSync(join(orch.dataDir, "orchestrator.db")).mode & 0o777]).toEqual([0o700, 0o600]);
   });
 
   it("a high-risk refund waits in AWAITING_APPROVAL, and approve completes it", async () => {

@@ -8,15 +8,15 @@ import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_p
 import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { metricValue, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postgresUnavailable, type PostgresServer, startPostgres } from "../src/postgres-test-server.js";
+import { type PostgresServer, postgresSkipReason, startPostgres } from "@loopguard/sql-store/testing";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
-const unavailable = postgresUnavailable();
-if (unavailable) console.warn(`[orchestrator] skipping the store outage test: ${unavailable}`);
+const skip = postgresSkipReason();
+if (skip) console.warn(`[orchestrator] skipping the store outage test: ${skip}`);
 
 const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
 
-describe.skipIf(unavailable !== null)("the orchestrator while its PostgreSQL store is down", () => {
+describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is down", () => {
   let database: PostgresServer;
   let tools: Tools;
   let orch: TestOrchestrator;

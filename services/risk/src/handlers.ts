@@ -30,7 +30,7 @@ export function createRiskHandlers({ store }: RiskHandlerDeps): ToolHandlers<typ
       }
       let risk;
       try {
-        risk = store.find(idCard, phone);
+        risk = await store.find(idCard, phone);
       } catch (cause) {
         if (!(cause instanceof RiskStoreUnavailableError)) throw cause;
         ctx.log.warn("risk store unavailable", { error_message: cause.message });

@@ -1,7 +1,8 @@
-// Customer risk scores in SQLite, keyed by a SHA-256 hash of (id card, E.164 phone) so the
-// database never holds either raw value. A new database is seeded with the demo customers.
-import { createHash } from "node:crypto";
-import Database from "better-sqlite3";
+// RiskStore: customer risk scores on SQLite (one process) or PostgreSQL (several replicas),
+// keyed by an HMAC-SHA256 of (id card, E.164 phone) under a secret pepper, so the database never
+// holds either raw value and its keys cannot be brute-forced from the few billion possible id
+// cards without the pepper. Both backends share the keying, the schema history and the demo seed.
+import { createHash, createHmac } from "node:crypto";
 import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
 
 export interface CustomerRisk {
@@ -12,93 +13,75 @@ export interface CustomerRisk {
   readonly factors: string[];
 }
 
+export interface RiskStore {
+  /**
+   * False makes every read fail as if the backend were down; drills and tests flip it to
+   * exercise the BACKEND_DOWN path without damaging the database.
+   */
+  available: boolean;
+  /** Names of the schema migrations opening this store applied (empty when it was current). */
+  readonly migrationsApplied: readonly string[];
+  /** The customer's risk, or undefined when no customer has this id card and phone. */
+  find(idCard: string, phone: string): Promise<CustomerRisk | undefined>;
+  /** Number of customers stored (with a peppered key). */
+  size(): Promise<number>;
+  /** Rows an earlier layout keyed by bare SHA-256 that could not be re-keyed; never read. */
+  unkeyedCount(): Promise<number>;
+  /** Idempotent, so both a test and the server's shutdown may call it. */
+  close(): Promise<void>;
+}
+
 /** The store cannot be read right now; the caller may try again later. */
 export class RiskStoreUnavailableError extends Error {
   override readonly name = "RiskStoreUnavailableError";
 }
 
-const SCHEMA_VERSION = 1;
+/** The database's keys were made with another pepper: every lookup would silently miss. */
+export class PepperMismatchError extends Error {
+  override readonly name = "PepperMismatchError";
+}
 
-/** Hex SHA-256 of the canonical id card and E.164 phone, the only identity the store keeps. */
-export function customerKey(idCard: string, phone: string): string {
+export const MIN_PEPPER_LENGTH = 32;
+
+/** Makes customer keys under one pepper. */
+export class CustomerKeys {
+  readonly #pepper: string;
+  /** An HMAC of a fixed label: stored once, it tells whether a later process holds the same pepper, and nothing about the pepper. */
+  readonly check: string;
+
+  constructor(pepper: string) {
+    if (pepper.length < MIN_PEPPER_LENGTH) throw new RangeError(`a customer key pepper has at least ${MIN_PEPPER_LENGTH} characters`);
+    this.#pepper = pepper;
+    this.check = createHmac("sha256", pepper).update("loopguard risk customer key pepper check").digest("hex");
+  }
+
+  /** Hex HMAC-SHA256 of the canonical id card and E.164 phone, the only identity the store keeps. */
+  key(idCard: string, phone: string): string {
+    return createHmac("sha256", this.#pepper).update(`${idCard}\n${phone}`).digest("hex");
+  }
+}
+
+/** The key of the layout before peppering: bare SHA-256, kept only to recognise and re-key its rows. */
+export function legacyCustomerKey(idCard: string, phone: string): string {
   return createHash("sha256").update(`${idCard}\n${phone}`).digest("hex");
 }
 
-interface CustomerRow {
-  readonly risk_score: number;
-  readonly reason: string;
-  readonly factors: string;
+/**
+ * Migration 0002's plan for rows of the unpeppered layout: the demo customers' bare SHA-256 keys
+ * and their peppered replacements. Any other row cannot be re-keyed (the store never had its raw
+ * id card and phone) and is moved aside to customers_unkeyed.
+ */
+export function demoRekeying(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Map<string, string> {
+  return new Map(demo.map((c) => [legacyCustomerKey(c.idCard, c.phone), keys.key(c.idCard, c.phone)]));
 }
 
-export class RiskStore {
-  /**
-   * False makes every read fail as if the backend were down; drills and tests flip it to
-   * exercise the BACKEND_DOWN path without damaging the database.
-   */
-  available = true;
-  readonly #db: Database.Database;
-  readonly #select: Database.Statement<[string], CustomerRow>;
-
-  private constructor(db: Database.Database) {
-    this.#db = db;
-    this.#select = db.prepare<[string], CustomerRow>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = ?");
-  }
-
-  /** Opens (creating and seeding on first start) the store at `file`. */
-  static open(file: string, seed: readonly DemoCustomer[] = DEMO_CUSTOMERS): RiskStore {
-    const db = new Database(file);
-    try {
-      db.pragma("journal_mode = WAL");
-      db.pragma("synchronous = NORMAL");
-      db.pragma("busy_timeout = 1000");
-      migrate(db, seed);
-      return new RiskStore(db);
-    } catch (error) {
-      db.close();
-      throw error;
-    }
-  }
-
-  /** The customer's risk, or undefined when no customer has this id card and phone. */
-  find(idCard: string, phone: string): CustomerRisk | undefined {
-    if (!this.available) throw new RiskStoreUnavailableError("the risk store is switched off");
-    if (!this.#db.open) throw new RiskStoreUnavailableError("the risk store is closed");
-    let row: CustomerRow | undefined;
-    try {
-      row = this.#select.get(customerKey(idCard, phone));
-    } catch (cause) {
-      if (cause instanceof Database.SqliteError) throw new RiskStoreUnavailableError("the risk store cannot be read", { cause });
-      throw cause;
-    }
-    if (!row) return undefined;
-    return { riskScore: row.risk_score, reason: row.reason, factors: JSON.parse(row.factors) as string[] };
-  }
-
-  /** Number of customers stored. */
-  size(): number {
-    return this.#db.prepare<[], { n: number }>("SELECT count(*) AS n FROM customers").get()!.n;
-  }
-
-  /** Idempotent, so both a test and the server's shutdown may call it. */
-  close(): void {
-    if (this.#db.open) this.#db.close();
-  }
+/** A stored customer row: the demo customers as the seed migration writes them. */
+export function demoRows(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): { key: string; score: number; reason: string; factors: string }[] {
+  return demo.map((c) => ({ key: keys.key(c.idCard, c.phone), score: c.riskScore, reason: c.reason, factors: JSON.stringify(c.factors) }));
 }
 
-function migrate(db: Database.Database, seed: readonly DemoCustomer[]): void {
-  db.transaction(() => {
-    const version = db.pragma("user_version", { simple: true }) as number;
-    if (version >= SCHEMA_VERSION) return;
-    db.exec(`
-      CREATE TABLE customers (
-        customer_key TEXT PRIMARY KEY,
-        risk_score INTEGER NOT NULL CHECK (risk_score BETWEEN -1 AND 100),
-        reason TEXT NOT NULL CHECK (length(reason) BETWEEN 1 AND 200),
-        factors TEXT NOT NULL
-      ) STRICT, WITHOUT ROWID;
-    `);
-    const insert = db.prepare("INSERT INTO customers (customer_key, risk_score, reason, factors) VALUES (?, ?, ?, ?)");
-    for (const c of seed) insert.run(customerKey(c.idCard, c.phone), c.riskScore, c.reason, JSON.stringify(c.factors));
-    db.pragma(`user_version = ${SCHEMA_VERSION}`);
-  }).immediate();
+export function pepperMismatch(): PepperMismatchError {
+  return new PepperMismatchError(
+    "the customer key pepper (RISK_CUSTOMER_KEY_PEPPER_FILE / RISK_CUSTOMER_KEY_PEPPER) is not the one this database's keys were made with",
+  );
 }

@@ -7,7 +7,8 @@ import type { RiskStore } from "./risk-store.js";
 
 export { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
 export { BACKEND_DOWN_RETRY_AFTER_MS } from "./handlers.js";
-export { RiskStore } from "./risk-store.js";
+export { openRiskStore } from "./open-risk-store.js";
+export { CustomerKeys, type RiskStore } from "./risk-store.js";
 
 export interface RiskDeps {
   readonly store: RiskStore;

@@ -9,7 +9,10 @@ import { CallError, createRawClient, idCardCheckCharacter, type RawClient } from
 import { startTestTool, type TestTool, testToken } from "@loopguard/tool-sdk/testing";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { BACKEND_DOWN_RETRY_AFTER_MS, build, DEMO_CUSTOMERS, RiskStore } from "../src/server.js";
+import type { RiskStore } from "../src/risk-store.js";
+import { BACKEND_DOWN_RETRY_AFTER_MS, build, DEMO_CUSTOMERS } from "../src/server.js";
+import { SqliteRiskStore } from "../src/sqlite-risk-store.js";
+import { testKeys } from "./test-keys.js";
 
 const LOW = DEMO_CUSTOMERS[0]!;
 const WITH_X = DEMO_CUSTOMERS.find((c) => c.idCard.endsWith("X"))!;
@@ -34,7 +37,7 @@ describe("risk over gRPC", () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "risk-int-"));
-    store = RiskStore.open(join(dir, "risk.db"));
+    store = await SqliteRiskStore.open(join(dir, "risk.db"), testKeys);
     t = await startTestTool(build({ store }));
     client = await t.client(["risk:read"]);
   });
@@ -213,11 +216,11 @@ describe("risk over gRPC", () => {
 describe("risk over gRPC with its store closed", () => {
   it("answers UNAVAILABLE BACKEND_DOWN with a 30 s retry", async () => {
     const dir = mkdtempSync(join(tmpdir(), "risk-int-closed-"));
-    const store = RiskStore.open(join(dir, "risk.db"));
+    const store = await SqliteRiskStore.open(join(dir, "risk.db"), testKeys);
     const t = await startTestTool(build({ store }));
     try {
       const client = await t.client(["risk:read"]);
-      store.close();
+      await store.close();
       const error = await failure(client.queryRisk({ idCard: LOW.idCard, phone: LOW.phone }));
       expect(error.code).toBe(status.UNAVAILABLE);
       expect(error.reason).toBe("BACKEND_DOWN");

@@ -1,5 +1,6 @@
 // `pnpm start`: the whole suite on one machine, every service its own supervised process on
-// loopback, data under .data/ (LOOPGUARD_DATA_DIR), a token-signing secret made on first start.
+// loopback, data under .data/ (LOOPGUARD_DATA_DIR, 0700), a token-signing secret and the secrets
+// services declare (risk's customer-key pepper) made on first start.
 import { spawn } from "node:child_process";
 import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -11,13 +12,13 @@ import { Supervisor } from "./supervisor.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const dataDir = resolve(process.env.LOOPGUARD_DATA_DIR || join(root, ".data"));
-mkdirSync(dataDir, { recursive: true });
+mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 const log = createLogger({ service: "supervisor" });
 
 const specs = discoverServices(join(root, "services"));
 // Each service's JSON log goes to its own file; the console keeps the supervisor's lines.
 const logDir = join(dataDir, "logs");
-mkdirSync(logDir, { recursive: true });
+mkdirSync(logDir, { recursive: true, mode: 0o700 });
 const logFiles = new Map<string, WriteStream>();
 const supervisor = new Supervisor({
   ...suiteEnvironment(dataDir),

@@ -1,6 +1,6 @@
 // The local supervisor with real service processes: a crashed service is restarted with
 // backoff; one that cannot start fails the start instead of looping.
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -51,15 +51,35 @@ function supervise(environment?: (dataDir: string) => ReturnType<typeof suiteEnv
 }
 
 describe("Supervisor", () => {
-  it("discovers every service with a loopguard manifest, the orchestrator included", () => {
+  it("discovers every service with a loopguard manifest, the orchestrator included, and no library", () => {
     const names = discoverServices(servicesDir).map((s) => s.name);
     expect(names).toEqual(expect.arrayContaining(["billing", "kb-search", "orchestrator", "risk"]));
     expect(names).not.toContain("tool-sdk");
+    expect(names).not.toContain("sql-store");
+  });
+
+  it("makes each secret file a service declares once, 0600 in 0700 folders, and names it to that service alone", () => {
+    const dataDir = join(mkdtempSync(join(tmpdir(), "loopguard-supervisor-")), "data");
+    cleanups.push(() => rmSync(dirname(dataDir), { recursive: true, force: true }));
+    const specs = discoverServices(servicesDir);
+    const envOf = (name: string) => suiteEnvironment(dataDir).envFor!(specs.find((s) => s.name === name)!);
+    const pepperFile = join(dataDir, "secrets", "loopguard-risk-pepper", "pepper");
+    expect(envOf("risk")).toEqual({ RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile });
+    const modes = [dataDir, join(dataDir, "secrets"), dirname(pepperFile), pepperFile].map((path) => statSync(path).mode & 0o777);
+    expect(modes).toEqual([0o700, 0o700, 0o700, 0o600]);
+    const pepper = readFileSync(pepperFile, "utf8");
+    expect(pepper).toMatch(/^[0-9a-f]{64}$/);
+    envOf("risk");
+    expect(readFileSync(pepperFile, "utf8")).toBe(pepper);
+    expect(envOf("billing")).toEqual({});
+    // The orchestrator's declared signing key is the key pair ensureLocalKeys made, not a random secret.
+    expect(Object.keys(envOf("orchestrator"))).toEqual(["LOOPGUARD_SIGNING_KEY_FILE"]);
+    expect(existsSync(join(dataDir, "secrets", "loopguard-signing-key"))).toBe(false);
   });
 
   it("restarts a SIGKILLed service with backoff, on the same port", async () => {
     const spec = await risk();
-    const { supervisor, warnings } = supervise();
+    const { supervisor, warnings } = supervise(suiteEnvironment);
     await supervisor.start([spec]);
     const address = `127.0.0.1:${spec.port}`;
     expect(await checkHealth(address)).toBe("SERVING");
@@ -78,11 +98,11 @@ describe("Supervisor", () => {
 
   it("fails the start, naming the service, when it exits before serving (port taken)", async () => {
     const spec = await risk();
+    const { supervisor } = supervise(suiteEnvironment);
     const blocker: Server = await new Promise((ok) => {
       const s = createServer().listen(spec.port, "127.0.0.1", () => ok(s));
     });
     cleanups.push(() => new Promise<void>((ok) => blocker.close(() => ok())));
-    const { supervisor } = supervise();
     await expect(supervisor.start([spec])).rejects.toThrow(/risk exited .* before serving/);
   });
 

@@ -18,6 +18,7 @@ export { ServerMetrics } from "./metrics.js";
 export { cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, REDACTED, redactNumber, redactText } from "./pii.js";
 export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, operatorSigningKey } from "./local-keys.js";
+export { ensureSecretFile } from "./local-secret.js";
 export { runTool } from "./run.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallContext, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer } from "./serve.js";

@@ -18,7 +18,7 @@ import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator
 import { createRawClient } from "@loopguard/tool-sdk";
 import { metricValue, spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
-import { postgresUnavailable, startPostgres } from "@loopguard/orchestrator/postgres-test-server";
+import { postgresUnavailable, startPostgres } from "@loopguard/sql-store/testing";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const KB_ENTRY = join(root, "services", "kb-search", "dist", "main.js");

@@ -1,7 +1,9 @@
 // Starts a throwaway PostgreSQL 15 server for tests and benchmarks (exported as
-// "@loopguard/orchestrator/postgres-test-server"): initdb into a fresh temp dir, listen on
-// 127.0.0.1 at a free port (plus a private unix socket dir), stop with `pg_ctl stop -m fast`.
-// PostgreSQL refuses to run as root, so as root the binaries run as the `postgres` user.
+// "@loopguard/sql-store/testing"): initdb into a fresh temp dir, listen on 127.0.0.1 at a free
+// port (plus a private unix socket dir), stop with `pg_ctl stop -m fast`. PostgreSQL refuses to
+// run as root, so as root the binaries run as the `postgres` user. Where CI installs the server
+// it sets LOOPGUARD_REQUIRE_POSTGRES=1: a missing server then fails the tests instead of
+// skipping them.
 import { execFileSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -35,6 +37,14 @@ export function postgresUnavailable(): string | null {
   return null;
 }
 
+/**
+ * Why the PostgreSQL tests skip here, or null when they run: they always run when
+ * LOOPGUARD_REQUIRE_POSTGRES=1, so that startPostgres fails them if the server is missing.
+ */
+export function postgresSkipReason(): string | null {
+  return process.env.LOOPGUARD_REQUIRE_POSTGRES === "1" ? null : postgresUnavailable();
+}
+
 function postgresUid(): { uid: number; gid: number } | null {
   try {
     const uid = Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim());
@@ -65,6 +75,8 @@ export interface StartPostgresOptions {
 }
 
 export async function startPostgres(options: StartPostgresOptions = {}): Promise<PostgresServer> {
+  const unavailable = postgresUnavailable();
+  if (unavailable) throw new Error(`cannot start PostgreSQL: ${unavailable}`);
   const asRoot = process.getuid?.() === 0;
   const owner = asRoot ? postgresUid() : null;
   const run = (bin: string, args: string[]): string => {
@@ -122,5 +134,45 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       startServer();
     },
     stop,
+  };
+}
+
+export interface TestPostgres {
+  /** Why this file's PostgreSQL tests skip, or null when they run (see postgresSkipReason). */
+  readonly skip: string | null;
+  /**
+   * Starts the file's server (for beforeAll). It never throws: a server that cannot start fails
+   * each test that asks for a database, so the tests count as failed, not skipped.
+   */
+  start(): Promise<void>;
+  /** Stops it (for afterAll). */
+  stop(): Promise<void>;
+  /** A new, empty database on the file's server: one per test keeps tests independent without truncating. */
+  freshDatabase(): Promise<string>;
+}
+
+/** One throwaway server shared by a test file; `name` prefixes its databases and the skip warning. */
+export function testPostgres(name: string, options: StartPostgresOptions = {}): TestPostgres {
+  const skip = postgresSkipReason();
+  if (skip) console.warn(`[${name}] skipping the PostgreSQL tests: ${skip}`);
+  let server: PostgresServer | undefined;
+  let failure: unknown = new Error("the PostgreSQL test server was not started (call start in beforeAll)");
+  let databases = 0;
+  return {
+    skip,
+    async start() {
+      try {
+        server = await startPostgres(options);
+      } catch (error) {
+        failure = error;
+      }
+    },
+    async stop() {
+      await server?.stop();
+    },
+    async freshDatabase() {
+      if (!server) throw failure;
+      return server.createDatabase(`${name.replace(/\W/g, "_")}_${process.pid}_${++databases}`);
+    },
   };
 }

@@ -1,0 +1,168 @@
+// RefundLedger on one SQLite file, for a single billing process. Every refund is one
+// BEGIN IMMEDIATE transaction: the write lock is taken before the key is read, so processes
+// sharing the file serialise on it, and a refund is either wholly recorded or not at all.
+import { isSqliteUnavailable, openMigratedSqlite, type SqliteMigration } from "@loopguard/sql-store";
+import type Database from "better-sqlite3";
+import {
+  decideRefund,
+  insertedOutcome,
+  LedgerError,
+  MAX_LISTED_REFUNDS,
+  type NewRefundRow,
+  type OrderRecord,
+  type OrderRow,
+  orderOf,
+  type RefundCommand,
+  type RefundLedger,
+  type RefundOutcome,
+  type RefundRecord,
+  type RefundRow,
+  refundOf,
+  type SeedOrder,
+  seedRows,
+} from "./ledger.js";
+
+export interface SqliteLedgerOptions {
+  /** How long a writer waits for another connection's lock before giving up with LEDGER_UNAVAILABLE. */
+  readonly lockTimeoutMs?: number;
+}
+
+/** The layout files made before migrations existed already have; IF NOT EXISTS adopts them as they are. */
+export const SQLITE_LEDGER_MIGRATIONS: readonly SqliteMigration[] = [
+  {
+    name: "0001-orders-and-refunds",
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE IF NOT EXISTS orders (
+          order_id              TEXT PRIMARY KEY,
+          customer_id           TEXT NOT NULL,
+          status                TEXT NOT NULL CHECK (status IN ('PENDING', 'PAID', 'CANCELLED', 'REFUNDED')),
+          amount_paid_cents     INTEGER NOT NULL CHECK (amount_paid_cents >= 0),
+          amount_refunded_cents INTEGER NOT NULL DEFAULT 0
+                                CHECK (amount_refunded_cents >= 0 AND amount_refunded_cents <= amount_paid_cents),
+          currency              TEXT NOT NULL,
+          created_at            INTEGER NOT NULL,
+          version               INTEGER NOT NULL DEFAULT 1
+        ) STRICT;
+        CREATE TABLE IF NOT EXISTS refunds (
+          refund_id              TEXT PRIMARY KEY,
+          order_id               TEXT NOT NULL REFERENCES orders (order_id),
+          amount_cents           INTEGER NOT NULL CHECK (amount_cents > 0),
+          reason                 INTEGER NOT NULL,
+          idempotency_key        TEXT NOT NULL UNIQUE,
+          request_hash           TEXT NOT NULL,
+          refundable_after_cents INTEGER NOT NULL CHECK (refundable_after_cents >= 0),
+          created_at             INTEGER NOT NULL
+        ) STRICT;
+        CREATE INDEX IF NOT EXISTS refunds_by_order ON refunds (order_id, created_at);`);
+    },
+  },
+];
+
+export class SqliteRefundLedger implements RefundLedger {
+  private readonly selectOrder: Database.Statement<[string], OrderRow>;
+  private readonly selectRefundByKey: Database.Statement<[string], RefundRow>;
+  private readonly selectRefundsOfOrder: Database.Statement<[string, number], RefundRow>;
+  private readonly insertOrder: Database.Statement<[OrderRow]>;
+  private readonly insertRefund: Database.Statement<[NewRefundRow]>;
+  private readonly updateOrderTotals: Database.Statement<[{ order_id: string; amount_cents: number; version: number }]>;
+  private readonly refundInTransaction: (command: RefundCommand) => RefundOutcome;
+
+  private constructor(
+    private readonly db: Database.Database,
+    readonly migrationsApplied: readonly string[],
+  ) {
+    this.selectOrder = db.prepare("SELECT * FROM orders WHERE order_id = ?");
+    this.selectRefundByKey = db.prepare("SELECT * FROM refunds WHERE idempotency_key = ?");
+    this.selectRefundsOfOrder = db.prepare("SELECT * FROM refunds WHERE order_id = ? ORDER BY created_at, rowid LIMIT ?");
+    this.insertOrder = db.prepare(
+      `INSERT OR IGNORE INTO orders (order_id, customer_id, status, amount_paid_cents, amount_refunded_cents, currency, created_at, version)
+       VALUES (@order_id, @customer_id, @status, @amount_paid_cents, @amount_refunded_cents, @currency, @created_at, @version)`,
+    );
+    this.insertRefund = db.prepare(
+      `INSERT INTO refunds (refund_id, order_id, amount_cents, reason, idempotency_key, request_hash, refundable_after_cents, created_at)
+       VALUES (@refund_id, @order_id, @amount_cents, @reason, @idempotency_key, @request_hash, @refundable_after_cents, @created_at)`,
+    );
+    // The version guard makes the update a no-op if the row changed since it was read, which
+    // cannot happen inside the IMMEDIATE transaction; the change count is still checked below.
+    this.updateOrderTotals = db.prepare(
+      `UPDATE orders
+          SET amount_refunded_cents = amount_refunded_cents + @amount_cents,
+              status = CASE WHEN amount_refunded_cents + @amount_cents = amount_paid_cents THEN 'REFUNDED' ELSE status END,
+              version = version + 1
+        WHERE order_id = @order_id AND version = @version`,
+    );
+    this.refundInTransaction = db.transaction((command: RefundCommand) => this.refundUnlocked(command)).immediate;
+  }
+
+  /** Opens (creating and migrating) the ledger file; `:memory:` gives a private in-memory ledger. */
+  static async open(file: string, options: SqliteLedgerOptions = {}): Promise<SqliteRefundLedger> {
+    const { db, applied } = await openMigratedSqlite(file, "billing", SQLITE_LEDGER_MIGRATIONS, {
+      // FULL, not the NORMAL the other stores use: with WAL + NORMAL a commit survives a process
+      // crash but may be lost on power loss, and a refund we acknowledged has already moved money
+      // irreversibly; losing its row would let a retry with the same key refund it twice. FULL
+      // costs about 0.5 ms per commit, far inside Refund's 400 ms p95 target.
+      synchronous: "FULL",
+      busyTimeoutMs: options.lockTimeoutMs ?? 5000,
+      foreignKeys: true,
+    });
+    return new SqliteRefundLedger(db, applied);
+  }
+
+  async seed(orders: readonly SeedOrder[]): Promise<void> {
+    guard(() =>
+      this.db
+        .transaction(() => {
+          for (const rows of orders.map(seedRows)) {
+            if (this.insertOrder.run(rows.order).changes === 0) continue;
+            for (const refund of rows.refunds) this.insertRefund.run(refund);
+          }
+        })
+        .immediate(),
+    );
+  }
+
+  async getOrder(orderId: string): Promise<OrderRecord | undefined> {
+    const row = guard(() => this.selectOrder.get(orderId));
+    return row ? orderOf(row) : undefined;
+  }
+
+  async listRefunds(orderId: string): Promise<RefundRecord[] | undefined> {
+    return guard(() =>
+      this.db
+        .transaction(() => {
+          if (!this.selectOrder.get(orderId)) return undefined;
+          return this.selectRefundsOfOrder.all(orderId, MAX_LISTED_REFUNDS).map(refundOf);
+        })
+        .deferred(),
+    );
+  }
+
+  async refund(command: RefundCommand): Promise<RefundOutcome> {
+    return guard(() => this.refundInTransaction(command));
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  private refundUnlocked(command: RefundCommand): RefundOutcome {
+    const decision = decideRefund(command, this.selectRefundByKey.get(command.idempotencyKey), this.selectOrder.get(command.orderId));
+    if ("replay" in decision) return decision.replay;
+    const { insert, order } = decision;
+    this.insertRefund.run(insert);
+    const updated = this.updateOrderTotals.run({ order_id: order.order_id, amount_cents: insert.amount_cents, version: order.version });
+    if (updated.changes !== 1) throw new Error(`order ${order.order_id} changed inside its refund transaction`);
+    return insertedOutcome(insert);
+  }
+}
+
+/** Runs ledger work, turning "the file cannot be used now" into LEDGER_UNAVAILABLE. */
+function guard<T>(work: () => T): T {
+  try {
+    return work();
+  } catch (error) {
+    if (isSqliteUnavailable(error)) throw new LedgerError("LEDGER_UNAVAILABLE", "the refund ledger cannot be used right now", { cause: error });
+    throw error;
+  }
+}

@@ -1,0 +1,206 @@
+// The one behavioural suite every RefundLedger must pass; each backend's test file only says how
+// to open a fresh ledger (demo orders seeded) and how to look at its rows behind its back.
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { DEMO_ORDERS } from "../src/demo-orders.js";
+import { type LedgerOptions } from "../src/open-ledger.js";
+import { LedgerError, type RefundCommand, type RefundLedger } from "../src/ledger.js";
+
+export interface LedgerHarness {
+  readonly ledger: RefundLedger;
+  /** Another ledger on the same database, as a second replica or process would open it. */
+  openAnother(options?: LedgerOptions): Promise<RefundLedger>;
+  /** The order's refund rows as stored, oldest first. */
+  refundRows(orderId: string): Promise<{ amount_cents: number; idempotency_key: string }[]>;
+  /**
+   * Takes, from a connection of its own, the lock a refund of `orderId` has to wait for, and
+   * resolves with the function that releases it.
+   */
+  holdLock(orderId: string): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+export type LedgerFactory = () => Promise<LedgerHarness>;
+
+const at = new Date("2026-11-29T12:00:00.000Z");
+const DAMAGED = 1;
+const WRONG_ITEM = 3;
+
+export async function refusal(work: Promise<unknown>): Promise<LedgerError> {
+  try {
+    await work;
+  } catch (error) {
+    if (error instanceof LedgerError) return error;
+    throw error;
+  }
+  throw new Error("expected a LedgerError");
+}
+
+export function describeRefundLedger(name: string, factory: LedgerFactory, options: { skip?: string } = {}): void {
+  const suite = options.skip ? describe.skip : describe;
+  suite(`RefundLedger contract: ${name}`, () => {
+    let h: LedgerHarness;
+    let ledger: RefundLedger;
+    const extra: RefundLedger[] = [];
+
+    beforeEach(async () => {
+      h = await factory();
+      ledger = h.ledger;
+    });
+    afterEach(async () => {
+      for (const other of extra.splice(0)) await other.close();
+      await h.close();
+    });
+
+    const another = async (ledgerOptions?: LedgerOptions): Promise<RefundLedger> => {
+      const other = await h.openAnother(ledgerOptions);
+      extra.push(other);
+      return other;
+    };
+    const refund = (l: RefundLedger, command: Partial<RefundCommand> & { idempotencyKey: string }) =>
+      l.refund({ orderId: "ord_DEMO00000001", amountCents: 100, reason: DAMAGED, at, ...command });
+
+    it("seeds the demo orders once, deriving refunded totals from their refunds", async () => {
+      await ledger.seed(DEMO_ORDERS);
+      expect(await ledger.getOrder("ord_DEMO00000005")).toMatchObject({ state: "PAID", amountPaidCents: 8000, amountRefundedCents: 2500, refundableCents: 5500, version: 2 });
+      expect(await ledger.getOrder("ord_DEMO00000006")).toMatchObject({ state: "REFUNDED", amountRefundedCents: 2999, refundableCents: 0 });
+      expect(await ledger.getOrder("ord_DEMO00000003")).toMatchObject({ state: "PENDING", refundableCents: 0 });
+      expect(await h.refundRows("ord_DEMO00000005")).toHaveLength(1);
+    });
+
+    it("seeds once when replicas seed at the same moment", async () => {
+      const others = await Promise.all([another(), another(), another()]);
+      await Promise.all([ledger, ...others].map((l) => l.seed(DEMO_ORDERS)));
+      expect(await h.refundRows("ord_DEMO00000005")).toEqual([{ amount_cents: 2500, idempotency_key: "demo-seed-ord-0005-refund-1" }]);
+      expect(await ledger.getOrder("ord_DEMO00000005")).toMatchObject({ amountRefundedCents: 2500, version: 2 });
+    });
+
+    it("does not overwrite an order that changed since it was seeded", async () => {
+      await refund(ledger, { amountCents: 999, idempotencyKey: "unit-key-000000001" });
+      await ledger.seed(DEMO_ORDERS);
+      expect(await ledger.getOrder("ord_DEMO00000001")).toMatchObject({ amountRefundedCents: 999, version: 2 });
+    });
+
+    it("records a refund and updates the order's totals and version", async () => {
+      const outcome = await refund(ledger, { amountCents: 2999, idempotencyKey: "unit-key-000000001" });
+      expect(outcome.replayed).toBe(false);
+      expect(outcome.refund.refundId).toMatch(/^rf_[A-Za-z0-9]{16}$/);
+      expect(outcome.refund).toMatchObject({ orderId: "ord_DEMO00000001", amountCents: 2999, reason: DAMAGED, createdAt: at });
+      expect(outcome.orderRefundableCents).toBe(10_000);
+      expect(await ledger.getOrder("ord_DEMO00000001")).toMatchObject({ state: "PAID", amountRefundedCents: 2999, refundableCents: 10_000, version: 2 });
+    });
+
+    it("marks the order REFUNDED when the last cent is refunded", async () => {
+      await refund(ledger, { orderId: "ord_DEMO00000007", amountCents: 199, idempotencyKey: "unit-key-000000001" });
+      expect(await ledger.getOrder("ord_DEMO00000007")).toMatchObject({ state: "REFUNDED", refundableCents: 0, amountRefundedCents: 199 });
+      const error = await refusal(refund(ledger, { orderId: "ord_DEMO00000007", amountCents: 1, idempotencyKey: "unit-key-000000002" }));
+      expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
+    });
+
+    it("replays the first outcome for the same key and parameters without writing", async () => {
+      const command = { orderId: "ord_DEMO00000008", amountCents: 100, reason: WRONG_ITEM, idempotencyKey: "unit-key-000000001" };
+      const first = await refund(ledger, command);
+      await refund(ledger, { ...command, idempotencyKey: "unit-key-000000002" });
+      const again = await ledger.refund({ ...command, at: new Date(at.getTime() + 60_000) });
+      expect(again).toEqual({ ...first, replayed: true });
+      expect(await h.refundRows("ord_DEMO00000008")).toHaveLength(2);
+      expect(await ledger.getOrder("ord_DEMO00000008")).toMatchObject({ amountRefundedCents: 200, version: 3 });
+    });
+
+    it.each([
+      ["another amount", { amountCents: 101 }],
+      ["another reason", { reason: DAMAGED }],
+      ["another order", { orderId: "ord_DEMO00000001" }],
+    ])("refuses a key reused with %s and writes nothing", async (_, change) => {
+      const command = { orderId: "ord_DEMO00000008", amountCents: 100, reason: WRONG_ITEM, idempotencyKey: "unit-key-000000001" };
+      await refund(ledger, command);
+      expect((await refusal(refund(ledger, { ...command, ...change }))).reason).toBe("IDEMPOTENCY_KEY_REUSED");
+      expect(await h.refundRows("ord_DEMO00000008")).toHaveLength(1);
+      expect(await h.refundRows("ord_DEMO00000001")).toHaveLength(0);
+    });
+
+    it("refuses an unknown order", async () => {
+      expect((await refusal(refund(ledger, { orderId: "ord_UNKNOWN00001", amountCents: 1, idempotencyKey: "unit-key-000000001" }))).reason).toBe("ORDER_NOT_FOUND");
+      expect(await ledger.getOrder("ord_UNKNOWN00001")).toBeUndefined();
+      expect(await ledger.listRefunds("ord_UNKNOWN00001")).toBeUndefined();
+    });
+
+    it.each(["ord_DEMO00000003", "ord_DEMO00000004", "ord_DEMO00000006"])("refuses to refund %s, which is not paid", async (orderId) => {
+      const before = await ledger.getOrder(orderId);
+      expect((await refusal(refund(ledger, { orderId, amountCents: 1, idempotencyKey: "unit-key-000000001" }))).reason).toBe("ORDER_NOT_REFUNDABLE");
+      expect(await ledger.getOrder(orderId)).toEqual(before);
+    });
+
+    it("refuses more than is still refundable and leaves the order as it was", async () => {
+      const before = await ledger.getOrder("ord_DEMO00000005");
+      const error = await refusal(refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 5501, idempotencyKey: "unit-key-000000001" }));
+      expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
+      expect(await ledger.getOrder("ord_DEMO00000005")).toEqual(before);
+      expect(await h.refundRows("ord_DEMO00000005")).toHaveLength(1);
+      // The refused key stays free for a refund that fits.
+      expect((await refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 5500, idempotencyKey: "unit-key-000000001" })).replayed).toBe(false);
+    });
+
+    it("lists an order's refunds oldest first", async () => {
+      const first = await refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 100, idempotencyKey: "unit-key-000000001" });
+      const second = await refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 200, reason: WRONG_ITEM, idempotencyKey: "unit-key-000000002" });
+      expect((await ledger.listRefunds("ord_DEMO00000005"))?.map((r) => r.refundId)).toEqual(["rf_DEMO000000000005", first.refund.refundId, second.refund.refundId]);
+      expect(await ledger.listRefunds("ord_DEMO00000001")).toEqual([]);
+    });
+
+    it("replays on another replica what one replica refunded", async () => {
+      const other = await another();
+      const command = { orderId: "ord_DEMO00000002", amountCents: 5000, idempotencyKey: "unit-key-000000001" };
+      const first = await refund(ledger, command);
+      expect(await refund(other, command)).toEqual({ ...first, replayed: true });
+      expect(await h.refundRows("ord_DEMO00000002")).toHaveLength(1);
+    });
+
+    it("executes 50 concurrent calls with one key, spread over two replicas, once", async () => {
+      const other = await another();
+      const command = { orderId: "ord_DEMO00000002", amountCents: 5000, idempotencyKey: "unit-key-000000001" };
+      const outcomes = await Promise.all(Array.from({ length: 50 }, (_, i) => refund(i % 2 ? other : ledger, command)));
+      expect(new Set(outcomes.map((o) => o.refund.refundId)).size).toBe(1);
+      expect(outcomes.filter((o) => !o.replayed)).toHaveLength(1);
+      expect(await h.refundRows("ord_DEMO00000002")).toHaveLength(1);
+      expect(await ledger.getOrder("ord_DEMO00000002")).toMatchObject({ amountRefundedCents: 5000, version: 2 });
+    });
+
+    it("never refunds more than was paid under 30 concurrent refunds of one order with distinct keys", async () => {
+      const other = await another();
+      const results = await Promise.allSettled(
+        Array.from({ length: 30 }, (_, i) => refund(i % 2 ? other : ledger, { orderId: "ord_DEMO00000007", amountCents: 10, idempotencyKey: `unit-key-${String(i).padStart(9, "0")}` })),
+      );
+      const refused = results.filter((r) => r.status === "rejected").map((r) => (r.reason as LedgerError).reason);
+      expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(19);
+      expect(refused).toEqual(Array(11).fill("ORDER_NOT_REFUNDABLE"));
+      expect(await ledger.getOrder("ord_DEMO00000007")).toMatchObject({ state: "PAID", amountRefundedCents: 190, refundableCents: 9, version: 20 });
+      expect(await h.refundRows("ord_DEMO00000007")).toHaveLength(19);
+    });
+
+    it("lets one of two concurrent uses of a key for different orders through and refuses the other", async () => {
+      const other = await another();
+      const results = await Promise.allSettled([
+        refund(ledger, { orderId: "ord_DEMO00000001", idempotencyKey: "unit-key-000000001" }),
+        refund(other, { orderId: "ord_DEMO00000008", idempotencyKey: "unit-key-000000001" }),
+      ]);
+      expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+      const refused = results.find((r) => r.status === "rejected") as PromiseRejectedResult;
+      expect((refused.reason as LedgerError).reason).toBe("IDEMPOTENCY_KEY_REUSED");
+      expect([...(await h.refundRows("ord_DEMO00000001")), ...(await h.refundRows("ord_DEMO00000008"))]).toHaveLength(1);
+    });
+
+    it("reports LEDGER_UNAVAILABLE when another connection holds the lock past the lock timeout, and writes nothing", async () => {
+      const impatient = await another({ lockTimeoutMs: 50 });
+      const release = await h.holdLock("ord_DEMO00000002");
+      let error: LedgerError;
+      try {
+        error = await refusal(refund(impatient, { orderId: "ord_DEMO00000002", amountCents: 1, idempotencyKey: "unit-key-000000001" }));
+      } finally {
+        await release();
+      }
+      expect(error.reason).toBe("LEDGER_UNAVAILABLE");
+      expect(await h.refundRows("ord_DEMO00000002")).toHaveLength(0);
+      expect((await refund(impatient, { orderId: "ord_DEMO00000002", amountCents: 1, idempotencyKey: "unit-key-000000001" })).replayed).toBe(false);
+    });
+  });
+}

@@ -1,0 +1,115 @@
+// RiskStore on PostgreSQL, for several risk replicas reading one table. Same schema history as
+// the SQLite store (an unpeppered PostgreSQL layout never existed, so 0002 finds nothing to
+// re-key there); every wait is bounded so an unreachable database is BACKEND_DOWN, never a hang.
+import { isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration } from "@loopguard/sql-store";
+import pg from "pg";
+import { type CustomerKeys, type CustomerRisk, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
+
+/** QueryRisk's SLA timeout is 1.5 s: an unanswering database must become BACKEND_DOWN inside it. */
+export const POSTGRES_RISK_DEFAULTS = { connectTimeoutMs: 500, statementTimeoutMs: 500, lockTimeoutMs: 500 } as const;
+
+export function postgresRiskMigrations(keys: CustomerKeys): PostgresMigration[] {
+  return [
+    {
+      name: "0001-customers",
+      up: async (db) => {
+        await db.query(`
+          CREATE TABLE customers (
+            customer_key text PRIMARY KEY,
+            risk_score integer NOT NULL CHECK (risk_score BETWEEN -1 AND 100),
+            reason text NOT NULL CHECK (length(reason) BETWEEN 1 AND 200),
+            factors jsonb NOT NULL
+          )`);
+      },
+    },
+    {
+      name: "0002-peppered-customer-keys",
+      up: async (db) => {
+        await db.query(`
+          CREATE TABLE customer_key_pepper (id integer PRIMARY KEY CHECK (id = 1), pepper_check text NOT NULL);
+          CREATE TABLE customers_unkeyed (
+            customer_key text PRIMARY KEY, risk_score integer NOT NULL, reason text NOT NULL, factors jsonb NOT NULL, moved_at timestamptz NOT NULL DEFAULT now()
+          )`);
+        const rekey = demoRekeying(keys);
+        for (const [legacy, peppered] of rekey) await db.query("UPDATE customers SET customer_key = $1 WHERE customer_key = $2", [peppered, legacy]);
+        await db.query(
+          `WITH moved AS (DELETE FROM customers WHERE customer_key <> ALL($1::text[]) RETURNING customer_key, risk_score, reason, factors)
+           INSERT INTO customers_unkeyed (customer_key, risk_score, reason, factors) SELECT * FROM moved`,
+          [[...rekey.values()]],
+        );
+        await db.query("INSERT INTO customer_key_pepper (id, pepper_check) VALUES (1, $1)", [keys.check]);
+      },
+    },
+    {
+      name: "0003-demo-customers",
+      up: async (db) => {
+        for (const row of demoRows(keys)) {
+          await db.query("INSERT INTO customers (customer_key, risk_score, reason, factors) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [
+            row.key,
+            row.score,
+            row.reason,
+            row.factors,
+          ]);
+        }
+      },
+    },
+  ];
+}
+
+export class PostgresRiskStore implements RiskStore {
+  available = true;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly keys: CustomerKeys,
+    readonly migrationsApplied: readonly string[],
+  ) {}
+
+  /** Opens (migrating and seeding a new database) the store; refuses a database keyed with another pepper. */
+  static async open(url: string, keys: CustomerKeys, options: PostgresMigrateOptions = {}): Promise<PostgresRiskStore> {
+    const { db, applied } = await openMigratedPostgres(url, "risk", postgresRiskMigrations(keys), { ...POSTGRES_RISK_DEFAULTS, applicationName: "loopguard-risk", ...options });
+    const check = await db.query<{ pepper_check: string }>("SELECT pepper_check FROM customer_key_pepper").catch(async (error: unknown) => {
+      await db.end();
+      throw error;
+    });
+    if (check.rows[0]?.pepper_check !== keys.check) {
+      await db.end();
+      throw pepperMismatch();
+    }
+    return new PostgresRiskStore(db, keys, applied);
+  }
+
+  async find(idCard: string, phone: string): Promise<CustomerRisk | undefined> {
+    const { rows } = await this.read(() =>
+      this.pool.query<{ risk_score: number; reason: string; factors: string[] }>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = $1", [
+        this.keys.key(idCard, phone),
+      ]),
+    );
+    const row = rows[0];
+    return row ? { riskScore: row.risk_score, reason: row.reason, factors: row.factors } : undefined;
+  }
+
+  async size(): Promise<number> {
+    return (await this.read(() => this.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM customers"))).rows[0]!.n;
+  }
+
+  async unkeyedCount(): Promise<number> {
+    return (await this.read(() => this.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM customers_unkeyed"))).rows[0]!.n;
+  }
+
+  async close(): Promise<void> {
+    if (!this.pool.ended) await this.pool.end();
+  }
+
+  private async read<T>(work: () => Promise<T>): Promise<T> {
+    if (!this.available) throw new RiskStoreUnavailableError("the risk store is switched off");
+    if (this.pool.ended) throw new RiskStoreUnavailableError("the risk store is closed");
+    try {
+      return await work();
+    } catch (cause) {
+      // As on SQLite, any database failure of a read means the backend cannot answer.
+      if (isPostgresUnavailable(cause) || cause instanceof pg.DatabaseError) throw new RiskStoreUnavailableError("the risk store cannot be read", { cause });
+      throw cause;
+    }
+  }
+}

@@ -1,0 +1,107 @@
+// RiskStore on one SQLite file (WAL, synchronous=NORMAL: the data is reseedable, and reads
+// dominate). Files made before migrations existed (layout `user_version` 1, bare SHA-256 keys)
+// are adopted by 0001 and re-keyed by 0002.
+import { openMigratedSqlite, type SqliteMigration } from "@loopguard/sql-store";
+import Database from "better-sqlite3";
+import { type CustomerKeys, type CustomerRisk, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
+
+interface CustomerRow {
+  readonly risk_score: number;
+  readonly reason: string;
+  readonly factors: string;
+}
+
+export function sqliteRiskMigrations(keys: CustomerKeys): SqliteMigration[] {
+  return [
+    {
+      name: "0001-customers",
+      up: (db) => {
+        db.exec(`
+          CREATE TABLE IF NOT EXISTS customers (
+            customer_key TEXT PRIMARY KEY,
+            risk_score INTEGER NOT NULL CHECK (risk_score BETWEEN -1 AND 100),
+            reason TEXT NOT NULL CHECK (length(reason) BETWEEN 1 AND 200),
+            factors TEXT NOT NULL
+          ) STRICT, WITHOUT ROWID;`);
+      },
+    },
+    {
+      name: "0002-peppered-customer-keys",
+      up: (db) => {
+        db.exec(`
+          CREATE TABLE customer_key_pepper (id INTEGER PRIMARY KEY CHECK (id = 1), pepper_check TEXT NOT NULL) STRICT;
+          CREATE TABLE customers_unkeyed (
+            customer_key TEXT PRIMARY KEY, risk_score INTEGER NOT NULL, reason TEXT NOT NULL, factors TEXT NOT NULL, moved_at INTEGER NOT NULL
+          ) STRICT;`);
+        const rekey = demoRekeying(keys);
+        const update = db.prepare("UPDATE customers SET customer_key = ? WHERE customer_key = ?");
+        for (const [legacy, peppered] of rekey) update.run(peppered, legacy);
+        const peppered = JSON.stringify([...rekey.values()]);
+        const others = "FROM customers WHERE customer_key NOT IN (SELECT value FROM json_each(?))";
+        db.prepare(`INSERT INTO customers_unkeyed SELECT customer_key, risk_score, reason, factors, ? ${others}`).run(Date.now(), peppered);
+        db.prepare(`DELETE ${others}`).run(peppered);
+        db.prepare("INSERT INTO customer_key_pepper (id, pepper_check) VALUES (1, ?)").run(keys.check);
+      },
+    },
+    {
+      name: "0003-demo-customers",
+      up: (db) => {
+        const insert = db.prepare("INSERT OR IGNORE INTO customers (customer_key, risk_score, reason, factors) VALUES (@key, @score, @reason, @factors)");
+        for (const row of demoRows(keys)) insert.run(row);
+      },
+    },
+  ];
+}
+
+export class SqliteRiskStore implements RiskStore {
+  available = true;
+  readonly #db: Database.Database;
+  readonly #keys: CustomerKeys;
+  readonly #select: Database.Statement<[string], CustomerRow>;
+
+  private constructor(db: Database.Database, keys: CustomerKeys, readonly migrationsApplied: readonly string[]) {
+    this.#db = db;
+    this.#keys = keys;
+    this.#select = db.prepare<[string], CustomerRow>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = ?");
+  }
+
+  /** Opens (creating, migrating and seeding on first start) the store at `file`; refuses a database keyed with another pepper. */
+  static async open(file: string, keys: CustomerKeys): Promise<SqliteRiskStore> {
+    const { db, applied } = await openMigratedSqlite(file, "risk", sqliteRiskMigrations(keys), { synchronous: "NORMAL", busyTimeoutMs: 1000 });
+    if (db.prepare<[], string>("SELECT pepper_check FROM customer_key_pepper").pluck().get() !== keys.check) {
+      db.close();
+      throw pepperMismatch();
+    }
+    return new SqliteRiskStore(db, keys, applied);
+  }
+
+  async find(idCard: string, phone: string): Promise<CustomerRisk | undefined> {
+    const row = this.#read(() => this.#select.get(this.#keys.key(idCard, phone)));
+    if (!row) return undefined;
+    return { riskScore: row.risk_score, reason: row.reason, factors: JSON.parse(row.factors) as string[] };
+  }
+
+  async size(): Promise<number> {
+    return this.#read(() => this.#db.prepare<[], number>("SELECT count(*) FROM customers").pluck().get()!);
+  }
+
+  async unkeyedCount(): Promise<number> {
+    return this.#read(() => this.#db.prepare<[], number>("SELECT count(*) FROM customers_unkeyed").pluck().get()!);
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+  }
+
+  #read<T>(work: () => T): T {
+    if (!this.available) throw new RiskStoreUnavailableError("the risk store is switched off");
+    if (!this.#db.open) throw new RiskStoreUnavailableError("the risk store is closed");
+    try {
+      return work();
+    } catch (cause) {
+      // Any SQLite failure of a read (I/O, corruption, a missing table) means the backend cannot answer.
+      if (cause instanceof Database.SqliteError) throw new RiskStoreUnavailableError("the risk store cannot be read", { cause });
+      throw cause;
+    }
+  }
+}

@@ -1,0 +1,126 @@
+// Versioned schema migrations, run by umzug for both databases. Each database records what it has
+// applied in one table, per store (billing and risk may share a PostgreSQL database), and all
+// pending migrations of a store run in one transaction under a lock: replicas starting at once
+// migrate once (the others wait, then find nothing pending), and a failed migration leaves the
+// database as it was.
+import { createHash } from "node:crypto";
+import { resolve } from "node:path";
+import type Database from "better-sqlite3";
+import pg from "pg";
+import { Umzug } from "umzug";
+import { type PostgresOptions, postgresClientConfig } from "./postgres.js";
+
+export interface Migration<Db> {
+  /** Unique within its store and never renamed once released, e.g. "0001-orders-and-refunds"; they run in list order. */
+  readonly name: string;
+  up(db: Db): void | Promise<void>;
+}
+
+export type SqliteMigration = Migration<Database.Database>;
+export type PostgresMigration = Migration<pg.ClientBase>;
+
+export const MIGRATIONS_TABLE = "loopguard_schema_migrations";
+
+interface Ledger {
+  applied(): Promise<string[]>;
+  record(name: string): Promise<void>;
+  forget(name: string): Promise<void>;
+}
+
+async function runPending<Db extends object>(db: Db, migrations: readonly Migration<Db>[], ledger: Ledger): Promise<string[]> {
+  const names = new Set(migrations.map((m) => m.name));
+  if (names.size !== migrations.length) throw new Error("two migrations share a name");
+  const umzug = new Umzug<{ db: Db }>({
+    migrations: migrations.map((m) => ({ name: m.name, up: async ({ context }) => m.up(context.db) })),
+    context: { db },
+    storage: {
+      executed: () => ledger.applied(),
+      logMigration: ({ name }) => ledger.record(name),
+      unlogMigration: ({ name }) => ledger.forget(name),
+    },
+    logger: undefined,
+  });
+  return (await umzug.up()).map((m) => m.name);
+}
+
+/**
+ * Migrations of one SQLite file in one process take turns: BEGIN IMMEDIATE blocks the thread while
+ * it waits, so a second open would stall the very event loop the first one needs to finish.
+ */
+const sqliteTurns = new Map<string, Promise<unknown>>();
+
+/**
+ * Applies the store's pending migrations to a SQLite database and returns their names. The lock
+ * is SQLite's write lock (BEGIN IMMEDIATE), waited for up to the connection's busy timeout.
+ */
+export async function migrateSqlite(db: Database.Database, store: string, migrations: readonly SqliteMigration[]): Promise<string[]> {
+  const file = db.memory ? db.name : resolve(db.name);
+  const turn = (sqliteTurns.get(file) ?? Promise.resolve()).catch(() => undefined).then(() => migrateSqliteLocked(db, store, migrations));
+  sqliteTurns.set(file, turn);
+  try {
+    return await turn;
+  } finally {
+    if (sqliteTurns.get(file) === turn) sqliteTurns.delete(file);
+  }
+}
+
+async function migrateSqliteLocked(db: Database.Database, store: string, migrations: readonly SqliteMigration[]): Promise<string[]> {
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    db.exec(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
+      store TEXT NOT NULL, name TEXT NOT NULL, applied_at INTEGER NOT NULL, PRIMARY KEY (store, name)) STRICT`);
+    const applied = await runPending(db, migrations, {
+      applied: async () => db.prepare<[string], string>(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = ? ORDER BY applied_at, name`).pluck().all(store),
+      record: async (name) => void db.prepare(`INSERT INTO ${MIGRATIONS_TABLE} (store, name, applied_at) VALUES (?, ?, ?)`).run(store, name, Date.now()),
+      forget: async (name) => void db.prepare(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = ? AND name = ?`).run(store, name),
+    });
+    db.exec("COMMIT");
+    return applied;
+  } catch (error) {
+    if (db.inTransaction) db.exec("ROLLBACK");
+    throw error;
+  }
+}
+
+/** Advisory lock keys: a fixed class for loopguard migrations, and one key per store. */
+const LOCK_CLASS = 0x4c474d;
+function lockKey(store: string): number {
+  return createHash("sha256").update(store).digest().readInt32BE(0);
+}
+
+export interface PostgresMigrateOptions extends PostgresOptions {
+  /** Bounds waiting for another replica's migration and each migration statement. */
+  readonly migrationTimeoutMs?: number;
+}
+
+/**
+ * Applies the store's pending migrations to a PostgreSQL database on a connection of its own and
+ * returns their names. The lock is a transaction-scoped advisory lock, so a replica that dies
+ * mid-migration releases it with its connection.
+ */
+export async function migratePostgres(url: string, store: string, migrations: readonly PostgresMigration[], options: PostgresMigrateOptions = {}): Promise<string[]> {
+  const timeoutMs = options.migrationTimeoutMs ?? 300_000;
+  const config = postgresClientConfig(url, { ...options, statementTimeoutMs: timeoutMs, lockTimeoutMs: timeoutMs });
+  const client = new pg.Client({ ...config, query_timeout: timeoutMs + 1000 });
+  await client.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query(`SET LOCAL statement_timeout = ${timeoutMs}; SET LOCAL lock_timeout = ${timeoutMs}`);
+    await client.query("SELECT pg_advisory_xact_lock($1, $2)", [LOCK_CLASS, lockKey(store)]);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
+      store text NOT NULL, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (store, name))`);
+    const applied = await runPending(client, migrations, {
+      applied: async () => (await client.query<{ name: string }>(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = $1 ORDER BY applied_at, name`, [store])).rows.map((r) => r.name),
+      record: async (name) => void (await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (store, name) VALUES ($1, $2)`, [store, name])),
+      forget: async (name) => void (await client.query(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = $1 AND name = $2`, [store, name])),
+    });
+    await client.query("COMMIT");
+    return applied;
+  } catch (error) {
+    // The original error is the one worth reporting; a connection too broken to roll back is ended below anyway.
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    await client.end();
+  }
+}

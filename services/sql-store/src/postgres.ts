@@ -1,0 +1,127 @@
+// PostgreSQL connections for stores shared by several replicas: every wait is bounded (connect,
+// statement, lock, idle transaction, and a client-side read timeout for a network that stops
+// answering), failures that mean "the database is unreachable right now" are recognisable, and
+// transactions retry where PostgreSQL asks for it.
+import pg from "pg";
+import { parse as parseConnectionString } from "pg-connection-string";
+
+export interface PostgresOptions {
+  readonly maxConnections?: number;
+  /** Waiting for a connection, new or from the pool. */
+  readonly connectTimeoutMs?: number;
+  readonly statementTimeoutMs?: number;
+  /** Waiting for a row or table lock held by another transaction. */
+  readonly lockTimeoutMs?: number;
+  /** A transaction left open by a stuck client is ended by the server after this, releasing its locks. */
+  readonly idleInTransactionTimeoutMs?: number;
+  readonly applicationName?: string;
+  /** Errors of idle pooled connections (the server restarted, the network dropped); the pool replaces them. */
+  readonly onIdleError?: (error: Error) => void;
+}
+
+export const POSTGRES_DEFAULTS = {
+  maxConnections: 10,
+  connectTimeoutMs: 5000,
+  statementTimeoutMs: 5000,
+  lockTimeoutMs: 5000,
+  idleInTransactionTimeoutMs: 10_000,
+} as const;
+
+/** How much longer than the server's own timeouts the client waits before it gives up on a reply. */
+const READ_TIMEOUT_MARGIN_MS = 1000;
+
+const INT8_OID = 20;
+const safeInteger = (text: string): number => {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) throw new RangeError(`bigint ${text} does not fit a JavaScript number`);
+  return value;
+};
+
+/**
+ * Connection settings from `options`, except that settings in the URL's query
+ * (`?statement_timeout=8000&lock_timeout=…`) win, so an operator can tune a deployment without a
+ * new build; the client-side read timeout follows whichever server timeout is larger.
+ */
+export function postgresClientConfig(url: string, options: PostgresOptions = {}): pg.ClientConfig {
+  const fromUrl = parseConnectionString(url) as Record<string, unknown>;
+  const ms = (name: string, fallback: number): number => {
+    const raw = fromUrl[name];
+    const value = typeof raw === "string" ? Number(raw) : Number.NaN;
+    return Number.isFinite(value) && value >= 0 ? value : fallback;
+  };
+  const statementTimeout = ms("statement_timeout", options.statementTimeoutMs ?? POSTGRES_DEFAULTS.statementTimeoutMs);
+  const lockTimeout = ms("lock_timeout", options.lockTimeoutMs ?? POSTGRES_DEFAULTS.lockTimeoutMs);
+  // int8 columns (cents, epoch milliseconds) as numbers, refusing any that would lose precision.
+  const types = new pg.TypeOverrides();
+  types.setTypeParser(INT8_OID, safeInteger);
+  return {
+    connectionString: url,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_DEFAULTS.connectTimeoutMs,
+    statement_timeout: statementTimeout,
+    lock_timeout: lockTimeout,
+    idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? POSTGRES_DEFAULTS.idleInTransactionTimeoutMs,
+    query_timeout: ms("query_timeout", Math.max(statementTimeout, lockTimeout) + READ_TIMEOUT_MARGIN_MS),
+    keepAlive: true,
+    application_name: options.applicationName ?? "loopguard",
+    types,
+  };
+}
+
+export function createPostgresPool(url: string, options: PostgresOptions = {}): pg.Pool {
+  const pool = new pg.Pool({ ...postgresClientConfig(url, options), max: options.maxConnections ?? POSTGRES_DEFAULTS.maxConnections });
+  // Without a listener an idle connection's error would crash the process.
+  pool.on("error", (error) => options.onIdleError?.(error));
+  return pool;
+}
+
+/** SQLSTATE classes and codes that mean "try again later": the request itself was fine. */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57|58)|^(55P03|40001|40P01|25P03)$/;
+const UNAVAILABLE_ERRNO = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "EPIPE", "ECONNABORTED"]);
+// node-postgres reports its own timeouts and lost connections as plain Errors with only a message.
+const UNAVAILABLE_MESSAGE = /timeout exceeded when trying to connect|Connection terminated|Query read timeout|not queryable|connection timeout|Cannot use a pool after calling end/i;
+
+/** Whether `error` says the database cannot be used right now (unreachable, overloaded, timed out, shutting down). */
+export function isPostgresUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string" && (UNAVAILABLE_SQLSTATE.test(code) || UNAVAILABLE_ERRNO.has(code))) return true;
+  if (error instanceof AggregateError) return error.errors.some(isPostgresUnavailable);
+  return UNAVAILABLE_MESSAGE.test(error.message);
+}
+
+/** PostgreSQL asks the client to run the transaction again: a serialization failure or a deadlock. */
+function isRetryable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === "40001" || code === "40P01";
+}
+
+export interface TransactionOptions {
+  /** Further errors after which the whole transaction runs again (e.g. a unique key a concurrent writer took). */
+  readonly retryIf?: (error: unknown) => boolean;
+  /** Attempts in all; the last error is thrown. */
+  readonly attempts?: number;
+}
+
+/**
+ * Runs `work` in one READ COMMITTED transaction on one pooled connection: COMMIT when it
+ * resolves, ROLLBACK when it throws. A connection that failed is discarded, not pooled again.
+ */
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+  const attempts = options.attempts ?? 3;
+  for (let attempt = 1; ; attempt += 1) {
+    const client = await pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query("BEGIN");
+      const result = await work(client);
+      await client.query("COMMIT");
+      return result;
+    } catch (error) {
+      if (isPostgresUnavailable(error) && !isRetryable(error)) broken = error as Error;
+      else await client.query("ROLLBACK").catch((rollbackError: Error) => (broken = rollbackError));
+      if (attempt >= attempts || !(isRetryable(error) || options.retryIf?.(error))) throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+}

@@ -1,0 +1,48 @@
+// One way to name a store in configuration, whichever database it is: `sqlite:/abs/path.db`,
+// `sqlite:relative.db`, `sqlite::memory:` (one process) or `postgres://user@host:5432/db`
+// (several replicas). Errors name the variable and never echo a password.
+
+export type StoreLocation =
+  | { readonly kind: "sqlite"; readonly file: string }
+  | { readonly kind: "postgres"; readonly url: string };
+
+/** A store URL that cannot be used; the message names the variable it came from. */
+export class StoreUrlError extends Error {
+  override readonly name = "StoreUrlError";
+}
+
+/** The URL with any user info replaced, fit for logs and error messages. */
+export function redactStoreUrl(url: string): string {
+  return url.replace(/\/\/[^@/?#]*@/, "//***@");
+}
+
+/** The location as it may be logged: the file, or the URL without credentials. */
+export function describeStoreLocation(location: StoreLocation): string {
+  return location.kind === "sqlite" ? `sqlite:${location.file}` : redactStoreUrl(location.url);
+}
+
+/**
+ * Where `url` (the value of the environment variable `variable`) points. A bad URL throws
+ * `errorType` (StoreUrlError unless a service passes its own configuration error).
+ */
+export function parseStoreUrl(url: string, variable: string, errorType: new (message: string) => Error = StoreUrlError): StoreLocation {
+  if (url.startsWith("sqlite:")) {
+    // `sqlite:///abs/path.db` is accepted as the URL spelling of `sqlite:/abs/path.db`.
+    const file = url.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
+    if (file === "") throw new errorType(`${variable} names no SQLite file (want sqlite:/path/to/file.db or sqlite::memory:), got "${url}"`);
+    return { kind: "sqlite", file };
+  }
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new errorType(`${variable} is not a valid PostgreSQL URL: "${redactStoreUrl(url)}"`);
+    }
+    if (parsed.hostname === "" && !parsed.searchParams.has("host")) {
+      throw new errorType(`${variable} names no PostgreSQL host: "${redactStoreUrl(url)}"`);
+    }
+    return { kind: "postgres", url };
+  }
+  throw new errorType(`${variable} must be sqlite:<file> or postgres://user@host:port/database, got "${redactStoreUrl(url)}"`);
+}

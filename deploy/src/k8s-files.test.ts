@@ -10,6 +10,8 @@ import { parseYamlDocuments } from "./yaml.js";
 function spec(name: string, overrides: Partial<ServiceSpec>): ServiceSpec {
   return {
     name,
+    packageName: `@loopguard/${name}`,
+    description: "",
     kind: "tool",
     dir: `services/${name}`,
     entry: `services/${name}/dist/main.js`,

@@ -10,7 +10,7 @@
 // buf.validate cannot come from the Buf Schema Registry here, so its descriptors are taken from
 // the ones @bufbuild/protovalidate embeds, written as a FileDescriptorSet and handed to protoc.
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
@@ -24,6 +24,11 @@ const require = createRequire(import.meta.url);
 const bin = (name) => join(protoDir, "node_modules", ".bin", name);
 const googleProtos = dirname(dirname(require.resolve("google-proto-files/package.json")));
 const rpcProtos = ["google/rpc/status.proto", "google/rpc/error_details.proto", "google/rpc/code.proto"];
+// The standard health contract, as served by grpc-health-check, under its canonical file name, so
+// server reflection can describe grpc.health.v1.Health (the proto-loader descriptor it carries
+// has a map entry protoc-based tools reject).
+const healthProto = "grpc/health/v1/health.proto";
+const healthSource = join(dirname(require.resolve("grpc-health-check/package.json")), "proto", "health", "v1", "health.proto");
 
 function listProtos(root, sub = "loopguard") {
   const out = [];
@@ -55,6 +60,9 @@ function validateDescriptorSet() {
 function buildImage(root, workDir) {
   const validateSet = join(workDir, "validate.binpb");
   writeFileSync(validateSet, validateDescriptorSet());
+  const healthRoot = join(workDir, "health");
+  mkdirSync(join(healthRoot, dirname(healthProto)), { recursive: true });
+  cpSync(healthSource, join(healthRoot, healthProto));
   const image = join(workDir, "image.binpb");
   execFileSync(
     "protoc",
@@ -62,11 +70,13 @@ function buildImage(root, workDir) {
       `--descriptor_set_in=${validateSet}`,
       `-I${root}`,
       `-I${join(googleProtos, "google-proto-files")}`,
+      `-I${healthRoot}`,
       "--include_imports",
       "--include_source_info",
       `-o${image}`,
       ...listProtos(root),
       ...rpcProtos,
+      healthProto,
     ],
     { stdio: "inherit" },
   );
@@ -89,7 +99,7 @@ function generate(image, outDir, workDir) {
       "",
     ].join("\n"),
   );
-  execFileSync(bin("buf"), ["generate", image, "--template", template, "--path", "loopguard", "--path", "google/rpc"], {
+  execFileSync(bin("buf"), ["generate", image, "--template", template, "--path", "loopguard", "--path", "google/rpc", "--path", "grpc/health"], {
     stdio: "inherit",
     cwd: workDir,
   });

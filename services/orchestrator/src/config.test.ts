@@ -1,9 +1,9 @@
 import { ConfigError } from "@loopguard/tool-sdk";
-import { TEST_AUTH_ENV, testSigningKeyFile } from "@loopguard/tool-sdk/testing";
+import { testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
 import { describe, expect, it } from "vitest";
 import { describeOrchestratorConfig, loadOrchestratorConfig } from "./config.js";
 
-const base = { ...TEST_AUTH_ENV, LOOPGUARD_SIGNING_KEY_FILE: testSigningKeyFile(), LOOPGUARD_DATA_DIR: "/var/lib/loopguard" };
+const base = { ...testOrchestratorEnv(), LOOPGUARD_DATA_DIR: "/var/lib/loopguard" };
 
 describe("ORCHESTRATOR_STORE", () => {
   it("defaults to orchestrator.db in the data folder", () => {
@@ -20,5 +20,39 @@ describe("ORCHESTRATOR_STORE", () => {
   it("is logged without its password", () => {
     const config = loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE: "postgres://orch:hunter2@db:5432/orch" });
     expect(describeOrchestratorConfig(config).storeUrl).toBe("postgres://***@db:5432/orch");
+  });
+});
+
+describe("tool targets", () => {
+  it("accepts replica lists of host names and IP literals", () => {
+    const config = loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: "kb-0.kb:50061, kb-1.kb:50061,10.1.2.3:50061,[::1]:50061" });
+    expect(config.toolTargets["kb-search"]).toEqual(["kb-0.kb:50061", "kb-1.kb:50061", "10.1.2.3:50061", "[::1]:50061"]);
+  });
+
+  it("accepts one gRPC target such as a dns:/// name of a headless Service", () => {
+    const config = loadOrchestratorConfig({
+      ...base,
+      BILLING_ADDR: "dns:///billing.loopguard.svc.cluster.local:50062",
+      RISK_ADDR: "dns://127.0.0.153:5353/risk.loopguard.svc.cluster.local:50063",
+    });
+    expect(config.toolTargets.billing).toEqual(["dns:///billing.loopguard.svc.cluster.local:50062"]);
+    expect(config.toolTargets.risk).toEqual(["dns://127.0.0.153:5353/risk.loopguard.svc.cluster.local:50063"]);
+    expect(config.toolTargets["kb-search"]).toEqual(["127.0.0.1:50061"]);
+  });
+
+  it.each(["kb-0.kb", "kb-0.kb:0", "kb-0.kb:70000", "kb_0:50061", "a:1,,b:2", "-kb:50061"])("refuses %j, naming the variable", (value) => {
+    expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(ConfigError);
+    expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(/^KB_SEARCH_ADDR must be host:port/);
+  });
+});
+
+describe("max connection age", () => {
+  it("keeps API streams open on aged connections (no grace limit) and lets tools' defaults be overridden", () => {
+    const config = loadOrchestratorConfig(base);
+    expect(config.maxConnectionAgeMs).toBe(300_000);
+    expect(config.maxConnectionAgeGraceMs).toBe(0);
+    const tuned = loadOrchestratorConfig({ ...base, ORCHESTRATOR_MAX_CONNECTION_AGE_MS: "60000" });
+    expect(tuned.maxConnectionAgeMs).toBe(60_000);
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_MAX_CONNECTION_AGE_GRACE_MS: "soon" })).toThrow(/ORCHESTRATOR_MAX_CONNECTION_AGE_GRACE_MS/);
   });
 });

@@ -39,15 +39,33 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
   return value;
 }
 
+const HOST_PORT = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$/;
+/** "dns:///name:port", "dns://server:53/name:port", "ipv4:…": a scheme, not a host name followed by a port. */
+const GRPC_TARGET = /^[A-Za-z][A-Za-z0-9+.-]*:(?!\d+(?:,|$))/;
+
+/**
+ * A tool's replicas: "host:port[,host:port…]" (host names or IP literals, IPv6 in brackets),
+ * or one gRPC target such as "dns:///kb-search.loopguard.svc.cluster.local:50061".
+ */
 function targets(env: Env, name: string, fallback: string): string[] {
-  const list = (env[name] || fallback).split(",").map((t) => t.trim()).filter(Boolean);
-  for (const t of list) if (!/^[\w.-]+:\d+$|^[a-z]+:\/\//.test(t) && !t.startsWith("dns:")) throw new ConfigError(`${name} must be host:port[,host:port…], got "${t}"`);
+  const raw = (env[name] || fallback).trim();
+  if (GRPC_TARGET.test(raw)) return [raw];
+  const list = raw.split(",").map((t) => t.trim());
+  for (const t of list) {
+    const port = Number(HOST_PORT.exec(t)?.[1] ?? 0);
+    if (port < 1 || port > 65535) {
+      throw new ConfigError(`${name} must be host:port[,host:port…] or one target like dns:///name:port, got "${t}"`);
+    }
+  }
   return list;
 }
 
 export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConfig {
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
-  const base = loadToolConfig("orchestrator", { port: 50051, metricsPort: 8080, maxConcurrent: 1024, maxStreams: 2048, maxStreamsPerCaller: 512 }, {
+  // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
+  // keeps its streams (no grace limit); new calls go to a fresh connection, maybe another replica.
+  const defaults = { port: 50051, metricsPort: 8080, maxConcurrent: 1024, maxStreams: 2048, maxStreamsPerCaller: 512, maxConnectionAgeMs: 300_000, maxConnectionAgeGraceMs: 0 };
+  const base = loadToolConfig("orchestrator", defaults, {
     ...env,
     ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
   }, { signs: true });

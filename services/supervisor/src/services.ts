@@ -8,6 +8,9 @@ export type ServiceKind = "tool" | "orchestrator";
 
 export interface ServiceSpec {
   readonly name: string;
+  /** The workspace package, e.g. "@loopguard/billing". */
+  readonly packageName: string;
+  readonly description: string;
   readonly kind: ServiceKind;
   readonly dir: string;
   readonly entry: string;
@@ -24,6 +27,8 @@ export interface ServiceSpec {
 }
 
 interface Manifest {
+  name?: string;
+  description?: string;
   loopguard?: {
     kind?: unknown;
     entry?: string;
@@ -64,6 +69,8 @@ export function discoverServices(servicesDir: string): ServiceSpec[] {
     if (lg.stateful !== undefined && typeof lg.stateful !== "boolean") throw new Error(`${manifestPath}: "loopguard".stateful must be true or false`);
     specs.push({
       name,
+      packageName: manifest.name ?? name,
+      description: manifest.description ?? "",
       kind: lg.kind as ServiceKind,
       dir: join(servicesDir, name),
       entry: join(servicesDir, name, lg.entry),

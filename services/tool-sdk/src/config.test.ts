@@ -37,6 +37,16 @@ describe("loadToolConfig", () => {
     expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, {})).toThrow(/LOOPGUARD_JWKS_FILE/);
   });
 
+  it("asks clients to reconnect after a max connection age (30 s, 10 s grace by default; 0 turns it off)", () => {
+    const config = loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, auth);
+    expect(config).toMatchObject({ maxConnectionAgeMs: 30_000, maxConnectionAgeGraceMs: 10_000 });
+    const off = loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { ...auth, KB_SEARCH_MAX_CONNECTION_AGE_MS: "0" });
+    expect(off.maxConnectionAgeMs).toBe(0);
+    expect(() => loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { ...auth, KB_SEARCH_MAX_CONNECTION_AGE_MS: "-1" })).toThrow(
+      /KB_SEARCH_MAX_CONNECTION_AGE_MS must be an integer/,
+    );
+  });
+
   it("refuses the retired shared secret, saying what replaces it", () => {
     expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, { ...auth, LOOPGUARD_AUTH_SECRET: "s".repeat(40) })).toThrow(/no longer used.*LOOPGUARD_JWKS_FILE.*LOOPGUARD_SIGNING_KEY_FILE/);
   });

@@ -17,6 +17,13 @@ export interface ToolConfig {
   /** Server streams one caller (token subject) may hold open at once. */
   readonly maxStreamsPerCaller: number;
   readonly shutdownGraceMs: number;
+  /**
+   * A connection older than this is asked to go away (GOAWAY), so clients resolve the service's
+   * name again and spread onto replicas added since; 0 = never.
+   */
+  readonly maxConnectionAgeMs: number;
+  /** How long calls on such a connection may still run before it is closed; 0 = until they end. */
+  readonly maxConnectionAgeGraceMs: number;
   /** Folder for the tool's data (SQLite files); created if missing. */
   readonly dataDir: string;
   /** Public keys that verify callers' tokens (LOOPGUARD_JWKS_FILE or LOOPGUARD_JWKS). */
@@ -34,7 +41,14 @@ export interface ToolDefaults {
   readonly maxConcurrent?: number;
   readonly maxStreams?: number;
   readonly maxStreamsPerCaller?: number;
+  readonly maxConnectionAgeMs?: number;
+  readonly maxConnectionAgeGraceMs?: number;
 }
+
+/** Tools serve short unary calls: new replicas get traffic within about half a minute. */
+export const DEFAULT_MAX_CONNECTION_AGE_MS = 30_000;
+/** Longer than any tool's SLA timeout, so calls in flight on an aged connection finish. */
+export const DEFAULT_MAX_CONNECTION_AGE_GRACE_MS = 10_000;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -137,6 +151,14 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
     maxStreams,
     maxStreamsPerCaller: integer(env, `${prefix}_MAX_STREAMS_PER_CALLER`, Math.min(maxStreams, defaults.maxStreamsPerCaller ?? 64), 1, maxStreams),
     shutdownGraceMs: integer(env, `${prefix}_SHUTDOWN_GRACE_MS`, 10_000, 0, 600_000),
+    maxConnectionAgeMs: integer(env, `${prefix}_MAX_CONNECTION_AGE_MS`, defaults.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS, 0, 2_000_000_000),
+    maxConnectionAgeGraceMs: integer(
+      env,
+      `${prefix}_MAX_CONNECTION_AGE_GRACE_MS`,
+      defaults.maxConnectionAgeGraceMs ?? DEFAULT_MAX_CONNECTION_AGE_GRACE_MS,
+      0,
+      2_000_000_000,
+    ),
     dataDir: resolve(env.LOOPGUARD_DATA_DIR || ".data"),
     publicKeys: readPublicKeys(env),
     logLevel: logLevel(env.LOG_LEVEL),

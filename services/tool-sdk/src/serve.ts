@@ -29,6 +29,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { ReflectionService } from "@grpc/reflection";
+import { Health } from "@loopguard/proto/gen/grpc/health/v1/health_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { SpanStatusCode } from "@opentelemetry/api";
 import { HealthImplementation } from "grpc-health-check";
@@ -111,6 +112,10 @@ export interface ServeOptions {
   readonly maxStreamsPerCaller?: number;
   /** How long shutdown waits for calls in flight before cancelling them. */
   readonly shutdownGraceMs: number;
+  /** Connections older than this get a GOAWAY so clients re-resolve (see ToolConfig); 0 or unset = never. */
+  readonly maxConnectionAgeMs?: number;
+  /** Calls on an aged connection may run this long before it closes; 0 or unset = until they end. */
+  readonly maxConnectionAgeGraceMs?: number;
   readonly logger: Logger;
   /** Wait suggested to callers refused for overload. */
   readonly shedRetryAfterMs?: number;
@@ -204,10 +209,15 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   let drained: (() => void) | undefined;
   const idle = () => inFlight === 0 && streams.size === 0;
 
-  const server = new Server({ "grpc.max_receive_message_length": 4 * 1024 * 1024 });
+  const server = new Server({
+    "grpc.max_receive_message_length": 4 * 1024 * 1024,
+    ...(options.maxConnectionAgeMs ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
+    ...(options.maxConnectionAgeGraceMs ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs } : {}),
+  });
   const health = new HealthImplementation({ [HEALTH_OVERALL]: "SERVING", [service.typeName]: "SERVING" });
   health.addToServer(server);
-  new ReflectionService({ loopguard: { fileDescriptorProtos: reflectionFiles([service, ToolAdminService]) } } as never).addToServer(server);
+  // Health is described too, so `grpcurl`/`buf curl` can call grpc.health.v1.Health/Check by name.
+  new ReflectionService({ loopguard: { fileDescriptorProtos: reflectionFiles([service, ToolAdminService, Health]) } } as never).addToServer(server);
 
   // Faults are injected into the contract's methods only: the admin service that switches them
   // must keep working during a drill's outage.

@@ -272,6 +272,17 @@ describe("toolClient", () => {
     expect(a.seen.calls + b.seen.calls).toBe(20);
   });
 
+  it("balances over replicas named by host name (not only IP literals)", async () => {
+    const a = await kbServer();
+    const b = await kbServer();
+    const port = (address: string) => address.slice(address.lastIndexOf(":") + 1);
+    const { client } = await kbClient([`localhost:${port(a.tool.address)}`, `localhost:${port(b.tool.address)}`]);
+    for (let i = 0; i < 40; i += 1) await client.call("search", { query: `q${i}`, limit: 1 });
+    expect(a.seen.calls + b.seen.calls).toBe(40);
+    expect(a.seen.calls).toBeGreaterThanOrEqual(10);
+    expect(b.seen.calls).toBeGreaterThanOrEqual(10);
+  });
+
   it("retries an irreversible call only with its idempotency key", async () => {
     const { mayRetry } = await import("../src/client/retry.js");
     const { methodPolicy } = await import("../src/contract.js");

@@ -266,13 +266,25 @@ describe("serveTool", () => {
     await stopping;
   });
 
-  it("answers server reflection (buf curl lists the contract and the admin service)", async () => {
-    const t = await start(okHandlers);
+  const bufCurl = (...args: string[]) => {
     const require = createRequire(import.meta.url);
     const buf = join(dirname(require.resolve("@bufbuild/buf/package.json")), "bin", "buf");
-    const { stdout } = await promisify(execFile)(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "--list-methods", `http://${t.address}`]);
+    return promisify(execFile)(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", ...args]);
+  };
+
+  it("answers server reflection (buf curl lists the contract and the admin service)", async () => {
+    const t = await start(okHandlers);
+    const { stdout } = await bufCurl("--list-methods", `http://${t.address}`);
     expect(stdout).toContain("loopguard.kb.v1.KbSearchService/Search");
     expect(stdout).toContain("loopguard.tool.v1.ToolAdminService/SetFaults");
+  });
+
+  it("lists grpc.health.v1.Health in reflection, so the health check can be called by name", async () => {
+    const t = await start(okHandlers);
+    const { stdout: services } = await bufCurl("--list-services", `http://${t.address}`);
+    expect(services.split("\n")).toContain("grpc.health.v1.Health");
+    const { stdout: answer } = await bufCurl("-d", JSON.stringify({ service: "loopguard.kb.v1.KbSearchService" }), `http://${t.address}/grpc.health.v1.Health/Check`);
+    expect(JSON.parse(answer)).toEqual({ status: "SERVING" });
   });
 });
 

@@ -4,6 +4,7 @@ export {
   postgresUnavailable,
   type StartPostgresOptions,
   startPostgres,
+  stopPostgresIn,
   type TestPostgres,
   testPostgres,
 } from "./postgres-test-server.js";

@@ -1,11 +1,11 @@
-// Starts a throwaway PostgreSQL 15 server for tests and benchmarks (exported as
-// "@loopguard/sql-store/testing"): initdb into a fresh temp dir, listen on 127.0.0.1 at a free
-// port (plus a private unix socket dir), stop with `pg_ctl stop -m fast`. PostgreSQL refuses to
-// run as root, so as root the binaries run as the `postgres` user. Where CI installs the server
-// it sets LOOPGUARD_REQUIRE_POSTGRES=1: a missing server then fails the tests instead of
-// skipping them.
+// Starts a PostgreSQL 15 server for tests, benchmarks and `pnpm containers` (exported as
+// "@loopguard/sql-store/testing"): initdb into a fresh temp dir (or a folder of the caller's),
+// listen on 127.0.0.1 at a free port (plus a private unix socket dir), stop with `pg_ctl stop -m
+// fast`. PostgreSQL refuses to run as root, so as root the binaries run as the `postgres` user.
+// Where CI installs the server it sets LOOPGUARD_REQUIRE_POSTGRES=1: a missing server then fails
+// the tests instead of skipping them.
 import { execFileSync } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -72,25 +72,46 @@ export interface StartPostgresOptions {
    * because a test database need not survive power loss.
    */
   readonly fsync?: boolean;
+  /**
+   * A folder of the caller's for the server's files, kept after this process exits (a server
+   * that outlives its starter, stopped later with stopPostgresIn); a fresh temp folder otherwise.
+   */
+  readonly dir?: string;
+  /** Listen address; 127.0.0.1 by default. */
+  readonly host?: string;
+  /** Port; a free one by default. */
+  readonly port?: number;
+}
+
+function pgRunner(): (bin: string, args: string[]) => string {
+  const owner = process.getuid?.() === 0 ? postgresUid() : null;
+  return (bin, args) => {
+    const [cmd, argv] = owner ? ["runuser", ["-u", "postgres", "--", join(PG_BIN, bin), ...args]] : [join(PG_BIN, bin), args];
+    return execFileSync(cmd, argv, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
+  };
+}
+
+/** Stops the server started with `dir` and removes its files; nothing happens when none runs there. */
+export function stopPostgresIn(dir: string): void {
+  try {
+    if (existsSync(join(dir, "data", "postmaster.pid"))) pgRunner()("pg_ctl", ["-D", join(dir, "data"), "-m", "fast", "-w", "stop"]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export async function startPostgres(options: StartPostgresOptions = {}): Promise<PostgresServer> {
   const unavailable = postgresUnavailable();
   if (unavailable) throw new Error(`cannot start PostgreSQL: ${unavailable}`);
-  const asRoot = process.getuid?.() === 0;
-  const owner = asRoot ? postgresUid() : null;
-  const run = (bin: string, args: string[]): string => {
-    const [cmd, argv] = asRoot
-      ? ["runuser", ["-u", "postgres", "--", join(PG_BIN, bin), ...args]]
-      : [join(PG_BIN, bin), args];
-    return execFileSync(cmd, argv, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
-  };
-
-  const root = mkdtempSync(join(tmpdir(), "loopguard-pg-"));
+  const owner = process.getuid?.() === 0 ? postgresUid() : null;
+  const run = pgRunner();
+  const host = options.host ?? "127.0.0.1";
+  const root = options.dir ?? mkdtempSync(join(tmpdir(), "loopguard-pg-"));
+  mkdirSync(root, { recursive: true });
   const dataDir = join(root, "data");
   const sockDir = root;
   if (owner) chownSync(root, owner.uid, owner.gid);
-  const port = await freePort();
+  const port = options.port ?? (await freePort());
   let started = false;
   const stop = async (): Promise<void> => {
     try {
@@ -100,7 +121,7 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       rmSync(root, { recursive: true, force: true });
     }
   };
-  const opts = `-p ${port} -k ${sockDir} -c listen_addresses=127.0.0.1 -c max_connections=200${options.fsync ? "" : " -c fsync=off"}`;
+  const opts = `-p ${port} -k ${sockDir} -c listen_addresses=${host} -c max_connections=200${options.fsync ? "" : " -c fsync=off"}`;
   const startServer = (): void => {
     run("pg_ctl", ["-D", dataDir, "-o", opts, "-l", join(root, "server.log"), "-w", "-t", "60", "start"]);
     started = true;
@@ -112,7 +133,7 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     await stop();
     throw err;
   }
-  const url = (database: string): string => `postgres://postgres@127.0.0.1:${port}/${database}`;
+  const url = (database: string): string => `postgres://postgres@${host}:${port}/${database}`;
   return {
     port,
     url,

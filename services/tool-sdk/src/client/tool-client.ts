@@ -22,6 +22,7 @@ import { decodeStatusDetails, type FieldViolation } from "../errors.js";
 import { injectContext, tracer } from "../tracing.js";
 import { violationsOf, warmValidation } from "../validation.js";
 import { BREAKER_STATE_VALUE, ClientMetrics } from "./client-metrics.js";
+import { replicaListTarget } from "./replica-resolver.js";
 import { ResponseCache } from "./response-cache.js";
 import { backoffMs, CALLER_ERROR_CODES, mayRetry, RETRY_CODES, RetryBudget } from "./retry.js";
 
@@ -83,7 +84,12 @@ export interface BreakerOverrides {
 }
 
 export interface ToolClientOptions {
-  /** "host:port", several replicas ["h:p", "h:p"] (round robin), or a gRPC target such as "dns:///kb-search:50061". */
+  /**
+   * "host:port"; several replicas ["kb-0.kb:50061", "10.0.0.7:50061"] (host names or IP literals);
+   * or a gRPC target such as "dns:///kb-search.loopguard.svc.cluster.local:50061" (every address
+   * the name resolves to). Calls are balanced round robin over every address; names are resolved
+   * again when a connection goes away (e.g. the server's max connection age).
+   */
   readonly target: string | readonly string[];
   /** Bearer token for every call, unless a call brings its own (a session's least-privilege token). */
   readonly token?: string | (() => string | Promise<string>);
@@ -135,7 +141,7 @@ const passThrough = (bytes: Buffer): Buffer => bytes;
 function channelTarget(target: string | readonly string[]): string {
   if (typeof target === "string") return target;
   if (target.length === 1) return target[0]!;
-  return `ipv4:${target.join(",")}`;
+  return replicaListTarget(target);
 }
 
 /** Failures a fallback may answer for: the tool's trouble, never the caller's mistake. */
@@ -163,6 +169,8 @@ export class ToolClient<S extends DescService> {
       // One retry layer only: ours, which obeys RetryInfo and the retry budget.
       "grpc.enable_retries": 0,
       "grpc.service_config": JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
+      // The balancing policy is ours; no DNS TXT lookups for a service config.
+      "grpc.service_config_disable_resolution": 1,
       ...options.channelOptions,
     });
     for (const method of service.methods) {

@@ -675,9 +675,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
 
       it("tells subscribers of each committed creation, transition and lease release, after the commit, and nothing of a refused one", async () => {
         const { events, stop } = record(store);
-        const readAtEvent: Promise<SessionRecord | null>[] = [];
+        const readAtEvent: { version: number; read: Promise<SessionRecord | null> }[] = [];
         const unsubscribe = store.subscribe((e) => {
-          if (e.kind === "changed") readAtEvent.push(store.get(e.id));
+          if (e.kind === "changed") readAtEvent.push({ version: e.version, read: store.get(e.id) });
         });
         await store.create(newSession("s1", { lease: { owner: "a", ttlMs: TTL } }));
         expect(await eventually(events, changedTo("s1", 0))).toEqual({ kind: "changed", id: "s1", version: 0, state: "IDLE", leaseOwner: "a" });
@@ -699,10 +699,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s2"));
         await sleep(100);
         expect(events.some((e) => e.kind === "changed" && e.id === "s2")).toBe(false);
-        // Whoever hears an event can already read what it announces.
-        const read = await Promise.all(readAtEvent);
-        expect(read.every((r) => r !== null)).toBe(true);
-        expect(read.map((r) => r!.version)).toEqual(expect.arrayContaining([0, 2, 3]));
+        // Whoever hears an event can already read what it announces (or something newer).
+        expect(readAtEvent.length).toBeGreaterThanOrEqual(4);
+        for (const { version, read } of readAtEvent) expect((await read)?.version).toBeGreaterThanOrEqual(version);
       });
 
       it("keeps telling the other subscribers when one throws", async () => {

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Effect, type Logger } from "@loopguard/tool-sdk";
 import { DEFAULT_BUDGET } from "./budget.js";
 import type { PendingApproval } from "./approvals.js";
-import { SessionEvents } from "./session-events.js";
+import { SessionEvents, type SessionFollower } from "./session-events.js";
 import { isTerminal, type SessionState } from "./session-state.js";
 import {
   type AuditRecord,
@@ -336,36 +336,39 @@ export class Orchestrator {
    * what really happened; past that it is refused with CALL_IN_FLIGHT, to be retried.
    */
   async cancel(id: string, cancelReason: string, by: string): Promise<SessionRecord> {
-    const reason = redactText(cancelReason);
-    const started = this.options.now();
+    // Followed from before the first read: the outcome of a call in flight wakes the wait below.
     const changes = this.#events.follow(id);
     try {
-      for (;;) {
-        const s = await this.get(id);
-        if (s.state === "CANCELLED") return s;
-        if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`);
-        const inFlight = this.#irreversibleInFlight(s);
-        if (inFlight) {
-          const left = started + inFlight.timeoutMs + 1000 - this.options.now();
-          if (left <= 0) {
-            throw new OrchestratorError("CALL_IN_FLIGHT", `session ${id} has an irreversible ${inFlight.name} call in flight whose outcome is still being resolved; cancel again shortly`);
-          }
-          // The call's outcome is recorded by a transition, whose event wakes this.
-          await changes.next(undefined, left);
-          continue;
-        }
-        const done = sideEffectsOf(s, this.options.registry);
-        const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${done.length > 0 ? `; already done before the cancel: ${done.join(", ")}` : ""}`;
-        try {
-          const stopped = await this.#runner.stop(s, "cancelled", answer, {}, undefined, [], false);
-          this.#active.get(id)?.abort();
-          return stopped;
-        } catch (error) {
-          if (!(error instanceof StaleTransitionError)) throw error;
-        }
-      }
+      return await this.#cancel(id, redactText(cancelReason), by, changes);
     } finally {
       changes.close();
+    }
+  }
+
+  async #cancel(id: string, reason: string, by: string, changes: SessionFollower): Promise<SessionRecord> {
+    const started = this.options.now();
+    for (;;) {
+      const s = await this.get(id);
+      if (s.state === "CANCELLED") return s;
+      if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`);
+      const inFlight = this.#irreversibleInFlight(s);
+      if (inFlight) {
+        const left = started + inFlight.timeoutMs + 1000 - this.options.now();
+        if (left <= 0) {
+          throw new OrchestratorError("CALL_IN_FLIGHT", `session ${id} has an irreversible ${inFlight.name} call in flight whose outcome is still being resolved; cancel again shortly`);
+        }
+        await changes.next(undefined, left);
+        continue;
+      }
+      const done = sideEffectsOf(s, this.options.registry);
+      const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${done.length > 0 ? `; already done before the cancel: ${done.join(", ")}` : ""}`;
+      try {
+        const stopped = await this.#runner.stop(s, "cancelled", answer, {}, undefined, [], false);
+        this.#active.get(id)?.abort();
+        return stopped;
+      } catch (error) {
+        if (!(error instanceof StaleTransitionError)) throw error;
+      }
     }
   }
 

@@ -6,7 +6,8 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+/** The repository's root folder. */
+export const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 export const entries = {
   "kb-search": join(root, "services", "kb-search", "dist", "main.js"),

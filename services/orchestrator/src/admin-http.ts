@@ -17,12 +17,12 @@ import {
 import { type Caller, type CallContext, createLogger, type FieldViolation, INTERNAL_MESSAGE, type Logger, servicePolicy, status, TokenVerifier, type ToolClient, ToolError, violationsOf } from "@loopguard/tool-sdk";
 import type { JSONWebKeySet } from "jose";
 import type { Registry } from "prom-client";
-import { createOrchestratorHandlers, toProtoSession } from "./api-handlers.js";
+import { createOrchestratorHandlers, storeUnavailable, toProtoSession } from "./api-handlers.js";
 import type { LogTail } from "./log-tail.js";
 import { type Orchestrator, OrchestratorError } from "./orchestrator.js";
 import { redactText } from "./redact.js";
 import { isSessionState, type SessionState } from "./session-state.js";
-import type { SessionRecord } from "./session-store.js";
+import { type SessionRecord, StoreUnavailableError } from "./session-store.js";
 
 export interface AdminHttpOptions {
   readonly orchestrator: Orchestrator;
@@ -71,6 +71,8 @@ class ApiError extends Error {
     readonly reason: string,
     message: string,
     readonly fieldViolations: readonly FieldViolation[] = [],
+    /** Sent as Retry-After (whole seconds) on a refusal worth retrying. */
+    readonly retryAfterMs?: number,
   ) {
     super(message);
   }
@@ -95,8 +97,10 @@ const HTTP_STATUS_OF: Partial<Record<status, number>> = {
 function apiErrorOf(error: unknown): ApiError | undefined {
   if (error instanceof ApiError) return error;
   if (error instanceof ToolError) {
-    return new ApiError(HTTP_STATUS_OF[error.code] ?? 500, status[error.code], error.reason, error.code === status.INTERNAL ? INTERNAL_MESSAGE : error.message, error.fieldViolations);
+    const message = error.code === status.INTERNAL ? INTERNAL_MESSAGE : error.message;
+    return new ApiError(HTTP_STATUS_OF[error.code] ?? 500, status[error.code], error.reason, message, error.fieldViolations, error.retryable ? error.retryAfterMs : undefined);
   }
+  if (error instanceof StoreUnavailableError) return apiErrorOf(storeUnavailable(error));
   if (error instanceof OrchestratorError) {
     if (error.reason === "SESSION_NOT_FOUND") return new ApiError(404, "NOT_FOUND", error.reason, error.message);
     if (error.reason === "UNKNOWN_POLICY") return badRequest(error.message, [{ field: "policy", description: error.message }]);
@@ -429,6 +433,7 @@ export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
         if (known.httpStatus === 401) extra["www-authenticate"] = "Bearer";
         // The rest of an oversized body is never read: close rather than reuse the connection.
         if (known.httpStatus === 413) extra.connection = "close";
+        if (known.retryAfterMs !== undefined) extra["retry-after"] = String(Math.max(1, Math.ceil(known.retryAfterMs / 1000)));
         sendError(res, known, extra);
         return;
       }

@@ -11,13 +11,13 @@ import {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
 import type { PendingApproval } from "./approvals.js";
-import { type Orchestrator, OrchestratorError } from "./orchestrator.js";
+import { type Orchestrator, OrchestratorError, type WatchEvent } from "./orchestrator.js";
 import { refusedGrant } from "./grants.js";
 import { redact, redactText } from "./redact.js";
 import { startRequestHash, taskProblem } from "./start-request.js";
 import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
-import type { JsonObject, SessionRecord } from "./session-store.js";
+import { type JsonObject, type SessionRecord, StoreUnavailableError } from "./session-store.js";
 import { traceIdOf } from "./session-runner.js";
 
 export function toProtoState(state: SessionState): ProtoState {
@@ -80,7 +80,20 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
   };
 }
 
+/** How long a caller told the store is unavailable waits before trying again. */
+const STORE_RETRY_AFTER_MS = 1000;
+
+/** The status a store outage gets on the API; the cause stays in the logs and loopguard_store_errors_total. */
+export function storeUnavailable(error: StoreUnavailableError): ToolError {
+  return new ToolError(status.UNAVAILABLE, "STORE_UNAVAILABLE", "the session store is unavailable right now; retry after the delay given", {
+    retryAfterMs: STORE_RETRY_AFTER_MS,
+    metadata: { operation: error.operation },
+    cause: error,
+  });
+}
+
 function mapError(error: unknown): never {
+  if (error instanceof StoreUnavailableError) throw storeUnavailable(error);
   if (error instanceof OrchestratorError) {
     switch (error.reason) {
       case "SESSION_NOT_FOUND":
@@ -97,6 +110,19 @@ function mapError(error: unknown): never {
   }
   if (error instanceof RangeError) throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", error.message, { fieldViolations: [{ field: "page_token", description: error.message }] });
   throw error;
+}
+
+/** One WatchSession message of an event. */
+function watchResponse(event: WatchEvent): MessageInitShape<typeof WatchSessionResponseSchema> {
+  if (event.kind === "snapshot") return { event: { case: "snapshot", value: toProtoSession(event.session) } };
+  if (event.kind === "step") return { event: { case: "step", value: { step: event.step.step, record: event.step.payload } } };
+  const { audit } = event;
+  return {
+    event: {
+      case: "transition",
+      value: { from: toProtoState(audit.from), to: toProtoState(audit.to), version: BigInt(audit.version), reason: audit.reason ?? "", at: timestampFromMs(audit.at) },
+    },
+  };
 }
 
 export function createOrchestratorHandlers(orchestrator: Orchestrator): ToolHandlers<typeof OrchestratorService> {
@@ -136,25 +162,16 @@ export function createOrchestratorHandlers(orchestrator: Orchestrator): ToolHand
       return { session: toProtoSession(await orchestrator.get(req.sessionId).catch(mapError)) };
     },
     async *watchSession(req, ctx) {
-      for await (const event of orchestrator.watch(req.sessionId, ctx.signal)) {
-        const out: MessageInitShape<typeof WatchSessionResponseSchema> =
-          event.kind === "snapshot"
-            ? { event: { case: "snapshot", value: toProtoSession(event.session) } }
-            : event.kind === "transition"
-              ? {
-                  event: {
-                    case: "transition",
-                    value: {
-                      from: toProtoState(event.audit.from),
-                      to: toProtoState(event.audit.to),
-                      version: BigInt(event.audit.version),
-                      reason: event.audit.reason ?? "",
-                      at: timestampFromMs(event.audit.at),
-                    },
-                  },
-                }
-              : { event: { case: "step", value: { step: event.step.step, record: event.step.payload } } };
-        yield out;
+      const events = orchestrator.watch(req.sessionId, ctx.signal);
+      try {
+        for (;;) {
+          const next = await events.next().catch(mapError);
+          if (next.done) return;
+          yield watchResponse(next.value);
+        }
+      } finally {
+        // Ended early (the caller went away): the watch lets go of what it follows.
+        await events.return(undefined);
       }
     },
     async listSessions(req) {

@@ -6,17 +6,22 @@ import { parseStoreUrl, redactStoreUrl } from "@loopguard/sql-store";
 import { ConfigError, loadToolConfig, readSigningKey, type SigningKey, type ToolConfig } from "@loopguard/tool-sdk";
 import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
+import { POSTGRES_STORE_DEFAULTS } from "./postgres-session-store.js";
 
 export interface OrchestratorConfig extends ToolConfig {
   /** Signs the per-call tool tokens (LOOPGUARD_SIGNING_KEY_FILE); no other service holds it. */
   readonly signingKey: SigningKey;
   /** "sqlite:/path.db" or "postgres://…". */
   readonly storeUrl: string;
+  /** PostgreSQL only: bounds on getting a connection and on one statement (URL parameters win). */
+  readonly storeTimeouts: { readonly connectTimeoutMs: number; readonly statementTimeoutMs: number };
   /** Addresses per tool name; several comma-separated replicas are balanced round robin. */
   readonly toolTargets: Readonly<Record<string, string[]>>;
   readonly instanceId: string;
   readonly leaseTtlMs: number;
   readonly maxActiveSessions: number;
+  /** How often approvals that expired unanswered are ended. */
+  readonly approvalSweepMs: number;
   readonly approvals: ApprovalRules;
   readonly openai: { readonly baseUrl: string; readonly model: string; readonly apiKey: string } | undefined;
   /** Where step traces are written as JSONL files. */
@@ -59,7 +64,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
   // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
   // keeps its streams (no grace limit); new calls go to a fresh connection, maybe another replica.
-  const defaults = { port: 50051, metricsPort: 8080, maxConcurrent: 1024, maxConnectionAgeMs: 300_000, maxConnectionAgeGraceMs: 0 };
+  const defaults = { port: 50051, metricsPort: 8080, maxConcurrent: 1024, maxStreams: 2048, maxStreamsPerCaller: 512, maxConnectionAgeMs: 300_000, maxConnectionAgeGraceMs: 0 };
   const base = loadToolConfig("orchestrator", defaults, {
     ...env,
     ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
@@ -72,6 +77,10 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     ...base,
     signingKey: readSigningKey(env),
     storeUrl,
+    storeTimeouts: {
+      connectTimeoutMs: int(env, "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.connectTimeoutMs, 100, 600_000),
+      statementTimeoutMs: int(env, "ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.statementTimeoutMs, 100, 600_000),
+    },
     toolTargets: {
       "kb-search": targets(env, "KB_SEARCH_ADDR", "127.0.0.1:50061"),
       billing: targets(env, "BILLING_ADDR", "127.0.0.1:50062"),
@@ -80,6 +89,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     instanceId: env.ORCHESTRATOR_INSTANCE_ID || `${hostname()}-${process.pid}`,
     leaseTtlMs: int(env, "ORCHESTRATOR_LEASE_TTL_MS", 5000, 500, 600_000),
     maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
+    approvalSweepMs: int(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", 1000, 50, 600_000),
     approvals: {
       amountThresholdCents: int(env, "APPROVAL_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amountThresholdCents, 0, 1_000_000_000),
       sessionAmountThresholdCents: int(env, "APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.sessionAmountThresholdCents, 0, 1_000_000_000),

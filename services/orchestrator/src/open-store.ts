@@ -4,9 +4,12 @@
 import { parseStoreUrl } from "@loopguard/sql-store";
 import { PostgresSessionStore, type PostgresSessionStoreOptions } from "./postgres-session-store.js";
 import type { SessionStore } from "./session-store.js";
-import { SqliteSessionStore } from "./sqlite-session-store.js";
+import { SqliteSessionStore, type SqliteSessionStoreOptions } from "./sqlite-session-store.js";
 
-export async function openSessionStore(url: string, options: PostgresSessionStoreOptions = {}): Promise<SessionStore> {
+/** Options of either backend; each reads its own. */
+export type SessionStoreOpenOptions = PostgresSessionStoreOptions & SqliteSessionStoreOptions;
+
+export async function openSessionStore(url: string, options: SessionStoreOpenOptions = {}): Promise<SessionStore> {
   const location = parseStoreUrl(url, "ORCHESTRATOR_STORE");
   return location.kind === "sqlite" ? new SqliteSessionStore(location.file, options) : PostgresSessionStore.open(location.url, options);
 }

@@ -1,14 +1,27 @@
 // The orchestrator of one replica: claims sessions from the store under a lease, drives each
 // with a SessionRunner, renews leases while it works, and serves the API operations. Several
 // replicas can share one PostgreSQL store; a replica that dies loses its leases and another
-// takes its sessions over.
+// takes its sessions over. A session waiting for a human holds neither a slot nor a lease: an
+// approval makes it claimable again, and a periodic sweep (any replica's) ends expired ones.
+// Watchers, cancels and claims wake on the store's change events, not by polling it.
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Effect, type Logger } from "@loopguard/tool-sdk";
 import { DEFAULT_BUDGET } from "./budget.js";
 import type { PendingApproval } from "./approvals.js";
+import { SessionEvents, type SessionFollower } from "./session-events.js";
 import { isTerminal, type SessionState } from "./session-state.js";
-import { type AuditRecord, type BudgetLimits, type JsonObject, type SessionRecord, type SessionStore, StaleTransitionError, type StepRecord } from "./session-store.js";
+import {
+  type AuditRecord,
+  type BudgetLimits,
+  type JsonObject,
+  type SessionEvent,
+  type SessionRecord,
+  type SessionStore,
+  StaleTransitionError,
+  type StepRecord,
+  StoreUnavailableError,
+} from "./session-store.js";
 import type { SessionMetrics } from "./session-metrics.js";
 import { redactText } from "./redact.js";
 import { type RunnerDeps, SessionRunner, sideEffectsOf } from "./session-runner.js";
@@ -21,6 +34,10 @@ export interface OrchestratorOptions extends Omit<RunnerDeps, "onStopped" | "onS
   /** Sessions this replica drives at once. */
   readonly maxActiveSessions: number;
   readonly claimIntervalMs: number;
+  /** How often this replica ends sessions whose approval expired unanswered. */
+  readonly approvalSweepMs: number;
+  /** A follower of a session reads it again after this long without an event (default 5 s). */
+  readonly eventBackstopMs?: number;
 }
 
 export interface StartInput {
@@ -51,6 +68,20 @@ export type WatchEvent =
   | { readonly kind: "step"; readonly step: StepRecord };
 
 const ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
+/** Most expired approvals one sweep ends; the next sweep takes the rest. */
+const SWEEP_BATCH = 100;
+const SWEEP_PAGES = 10;
+
+/** Wait before the `attempt`-th retry after a store outage: doubling from 100 ms up to 5 s, with jitter, so replicas do not retry in step. */
+function storeBackoffMs(attempt: number): number {
+  const ceiling = Math.min(5000, 100 * 2 ** Math.min(attempt - 1, 6));
+  return Math.round(ceiling * (0.5 + Math.random() / 2));
+}
+
+/** Whether an event says a session may be claimed now: live, not waiting for a human, and leased to nobody. */
+function claimable(event: SessionEvent): boolean {
+  return event.kind === "resync" || (event.leaseOwner === null && !isTerminal(event.state) && event.state !== "AWAITING_APPROVAL");
+}
 
 /**
  * `ses_` + 9 characters of creation time (milliseconds, base 36) + 11 random ones: ids of
@@ -72,8 +103,16 @@ function newSessionId(now: number): string {
 export class Orchestrator {
   readonly #runner: SessionRunner;
   readonly #active = new Map<string, AbortController>();
+  readonly #events: SessionEvents;
   #timer: NodeJS.Timeout | undefined;
   #renewTimer: NodeJS.Timeout | undefined;
+  #sweepTimer: NodeJS.Timeout | undefined;
+  #stopListening: (() => void) | undefined;
+  #sweeping = false;
+  /** Consecutive failed claims and sweeps (store unavailable): claims back off, and each outage is logged once. */
+  #claimFailures = 0;
+  #claimRetryAt = 0;
+  #sweepFailures = 0;
   #stopping = false;
   #ticking = false;
   /** A claim was asked for while one was running: run another right after, not at the next interval. */
@@ -101,6 +140,7 @@ export class Orchestrator {
         options.metrics?.costMicros.inc(envelope.costMicros);
       },
     });
+    this.#events = new SessionEvents(options.store, options.eventBackstopMs);
   }
 
   get store(): SessionStore {
@@ -111,6 +151,14 @@ export class Orchestrator {
   start(): void {
     this.#timer = setInterval(() => void this.#tick(), this.options.claimIntervalMs);
     this.#renewTimer = setInterval(() => void this.#renew(), Math.max(100, Math.floor(this.options.leaseTtlMs / 3)));
+    this.#sweepTimer = setInterval(() => void this.#sweepApprovals(), this.options.approvalSweepMs);
+    // A session let go elsewhere (created without a free slot, approved, released by a replica
+    // that stops) is claimed on its event rather than at the next interval.
+    this.#stopListening = this.#events.listen((event) => {
+      if (!claimable(event)) return;
+      this.#waiting = true;
+      void this.#tick();
+    });
     void this.#tick();
   }
 
@@ -119,12 +167,15 @@ export class Orchestrator {
     this.#stopping = true;
     clearInterval(this.#timer);
     clearInterval(this.#renewTimer);
+    clearInterval(this.#sweepTimer);
+    this.#stopListening?.();
     for (const controller of this.#active.values()) controller.abort();
     // Irreversible calls in flight are not cut off by the abort: wait for them to finish and be
     // recorded, up to the longest such call's SLA timeout.
     const longestIrreversible = Math.max(0, ...this.options.registry.list().filter((t) => t.effect === Effect.IRREVERSIBLE_EXTERNAL).map((t) => t.timeoutMs));
     const deadline = Date.now() + Math.max(5000, longestIrreversible + 1000);
     while (this.#active.size > 0 && Date.now() < deadline) await sleep(20);
+    this.#events.close();
     await this.options.traces.close();
   }
 
@@ -142,12 +193,20 @@ export class Orchestrator {
     this.#tickAgain = false;
     try {
       const free = this.options.maxActiveSessions - this.#active.size - this.#starting;
-      if (free <= 0) return;
+      if (free <= 0 || Date.now() < this.#claimRetryAt) return;
       this.#waiting = false;
       const claimed = await this.options.store.claim(this.options.owner, this.options.leaseTtlMs, free);
+      if (this.#claimFailures > 0) this.options.log.info("claiming sessions again", { count: this.#claimFailures });
+      this.#claimFailures = 0;
       for (const session of claimed) this.#drive(session);
     } catch (error) {
-      this.options.log.error("claiming sessions failed", { error_name: (error as Error).name, error_message: (error as Error).message });
+      // Whatever failed, the next claim waits (bounded backoff) instead of retrying every tick.
+      this.#claimFailures += 1;
+      this.#claimRetryAt = Date.now() + storeBackoffMs(this.#claimFailures);
+      this.#waiting = true;
+      if (this.#claimFailures === 1) {
+        this.options.log.error("claiming sessions failed; backing off until the store answers", { error_name: (error as Error).name, error_message: (error as Error).message });
+      }
     } finally {
       this.#ticking = false;
       if (this.#tickAgain) void this.#tick();
@@ -156,7 +215,9 @@ export class Orchestrator {
 
   async #renew(): Promise<void> {
     for (const [id, controller] of this.#active) {
-      const held = await this.options.store.renewLease(id, this.options.owner, this.options.leaseTtlMs).catch(() => false);
+      // A store that cannot answer says nothing about the lease: the session keeps it until the
+      // store says otherwise, and its transitions stay fenced by the lease meanwhile.
+      const held = await this.options.store.renewLease(id, this.options.owner, this.options.leaseTtlMs).catch((error: unknown) => error instanceof StoreUnavailableError);
       if (!held) controller.abort();
     }
   }
@@ -169,13 +230,22 @@ export class Orchestrator {
       try {
         // The record as claimed or created serves the first run; later runs read it again.
         let current: SessionRecord | undefined = session;
+        let outage = 0;
         while (!controller.signal.aborted) {
-          const last = await this.#runner.run(session.id, controller.signal, current);
-          current = undefined;
-          if (!last || isTerminal(last.state)) break;
-          if (last.state === "AWAITING_APPROVAL") {
-            if (!(await this.#awaitHuman(last, controller.signal))) break;
+          try {
+            const last = await this.#runner.run(session.id, controller.signal, current);
+            // Ended, waiting for a human (lease released by that move), or no longer ours.
+            if (!last || isTerminal(last.state) || last.state === "AWAITING_APPROVAL") break;
+          } catch (error) {
+            // A store outage pauses the session, never fails it: it resumes from what the store
+            // holds once it answers (the lease, renewed meanwhile, keeps it ours).
+            if (!(error instanceof StoreUnavailableError)) throw error;
+            outage += 1;
+            const waitMs = storeBackoffMs(outage);
+            if (outage === 1) this.options.log.warn("session store unavailable; the session waits for it", { session_id: session.id, error_message: error.message, retry_in_ms: waitMs });
+            await sleep(waitMs, undefined, { signal: controller.signal }).catch(() => undefined);
           }
+          current = undefined;
         }
       } catch (error) {
         this.options.log.error("session runner failed", { error_name: (error as Error).name, error_message: (error as Error).message });
@@ -191,19 +261,33 @@ export class Orchestrator {
     })();
   }
 
-  /** Waits while a session waits for a human; ends it if the approval expires. False when it ended. */
-  async #awaitHuman(s: SessionRecord, signal: AbortSignal): Promise<boolean> {
-    for (;;) {
-      await sleep(200, undefined, { signal }).catch(() => undefined);
-      if (signal.aborted) return false;
-      const current = await this.options.store.get(s.id);
-      if (!current || isTerminal(current.state)) return false;
-      if (current.state !== "AWAITING_APPROVAL") return true;
-      const approval = (current.pending as { approval?: PendingApproval } | null)?.approval;
-      if (approval && approval.expiresAt <= this.options.now()) {
-        await this.#runner.stop(current, "approval_denied", `approval ${approval.approvalId} expired unanswered`).catch(() => undefined);
-        return false;
+  /**
+   * Ends the sessions whose approval expired unanswered. Every replica sweeps; the optimistic
+   * lock lets exactly one of them (or a human's answer racing it) move each session.
+   */
+  async #sweepApprovals(): Promise<void> {
+    if (this.#sweeping || this.#stopping) return;
+    this.#sweeping = true;
+    try {
+      for (let page = 0; page < SWEEP_PAGES; page += 1) {
+        const expired = await this.options.store.expiredApprovals(this.options.now(), SWEEP_BATCH);
+        for (const s of expired) {
+          const approval = (s.pending as { approval?: PendingApproval } | null)?.approval;
+          await this.#runner
+            .stop(s, "approval_denied", `approval ${approval?.approvalId ?? ""} expired unanswered`, {}, undefined, [], false)
+            .catch((error: unknown) => {
+              if (!(error instanceof StaleTransitionError)) throw error;
+            });
+        }
+        if (expired.length < SWEEP_BATCH) break;
       }
+      if (this.#sweepFailures > 0) this.options.log.info("approval sweep runs again", { count: this.#sweepFailures });
+      this.#sweepFailures = 0;
+    } catch (error) {
+      this.#sweepFailures += 1;
+      if (this.#sweepFailures === 1) this.options.log.error("approval sweep failed; the next sweep tries again", { error_name: (error as Error).name, error_message: (error as Error).message });
+    } finally {
+      this.#sweeping = false;
     }
   }
 
@@ -255,7 +339,16 @@ export class Orchestrator {
    * what really happened; past that it is refused with CALL_IN_FLIGHT, to be retried.
    */
   async cancel(id: string, cancelReason: string, by: string): Promise<SessionRecord> {
-    const reason = redactText(cancelReason);
+    // Followed from before the first read: the outcome of a call in flight wakes the wait below.
+    const changes = this.#events.follow(id);
+    try {
+      return await this.#cancel(id, redactText(cancelReason), by, changes);
+    } finally {
+      changes.close();
+    }
+  }
+
+  async #cancel(id: string, reason: string, by: string, changes: SessionFollower): Promise<SessionRecord> {
     const started = this.options.now();
     for (;;) {
       const s = await this.get(id);
@@ -266,10 +359,11 @@ export class Orchestrator {
         // Stops this replica's runner after the call is recorded (the call itself is not cut off),
         // so the policy decides nothing more before the cancel lands.
         this.#active.get(id)?.abort();
-        if (this.options.now() - started > inFlight.timeoutMs + 1000) {
+        const left = started + inFlight.timeoutMs + 1000 - this.options.now();
+        if (left <= 0) {
           throw new OrchestratorError("CALL_IN_FLIGHT", `session ${id} has an irreversible ${inFlight.name} call in flight whose outcome is still being resolved; cancel again shortly`);
         }
-        await sleep(50);
+        await changes.next(undefined, left);
         continue;
       }
       const done = sideEffectsOf(s, this.options.registry);
@@ -322,7 +416,11 @@ export class Orchestrator {
           : `${approval.tool} was not approved (denied by ${by}); nothing was executed`;
       return this.#runner.stop(s, "approval_denied", answer, {}, undefined, [], false);
     }
-    return this.#runner.approve(s, input.approver, by);
+    const approved = await this.#runner.approve(s, input.approver, by);
+    // Unleased since it began to wait: this replica claims it now if it has a free slot.
+    this.#waiting = true;
+    void this.#tick();
+    return approved;
   }
 
   async trace(id: string): Promise<string[]> {
@@ -332,28 +430,32 @@ export class Orchestrator {
 
   /**
    * The session now, then its transitions and steps so far, then every new one as it is
-   * persisted, until the session ends.
+   * persisted, until the session ends. Between changes it waits on the store's events, reading
+   * only what is new when one arrives.
    */
-  async *watch(id: string, signal: AbortSignal, pollMs = 150): AsyncGenerator<WatchEvent> {
-    let s = await this.get(id);
-    yield { kind: "snapshot", session: s };
-    let version = 0;
-    let steps = 0;
-    const catchUp = async function* (self: Orchestrator): AsyncGenerator<WatchEvent> {
-      const trail = await self.options.store.auditTrail(id);
-      for (const audit of trail.filter((a) => a.version > version)) yield { kind: "transition", audit };
-      version = trail.at(-1)?.version ?? version;
-      const all = await self.options.store.steps(id);
-      for (const step of all.slice(steps)) yield { kind: "step", step };
-      steps = all.length;
-    };
-    yield* catchUp(this);
-    while (!isTerminal(s.state) && !signal.aborted) {
-      await sleep(pollMs, undefined, { signal }).catch(() => undefined);
-      const next = await this.options.store.get(id);
-      if (!next) return;
-      s = next;
-      if (s.version !== version) yield* catchUp(this);
+  async *watch(id: string, signal: AbortSignal): AsyncGenerator<WatchEvent> {
+    const changes = this.#events.follow(id);
+    try {
+      const s = await this.get(id);
+      yield { kind: "snapshot", session: s };
+      let ended = isTerminal(s.state);
+      let version = 0;
+      let steps = 0;
+      while (!signal.aborted) {
+        for (const audit of await this.options.store.auditTrail(id, version)) {
+          yield { kind: "transition", audit };
+          version = audit.version;
+          ended ||= isTerminal(audit.to);
+        }
+        for (const step of await this.options.store.steps(id, steps)) {
+          yield { kind: "step", step };
+          steps = step.step;
+        }
+        if (ended) return;
+        await changes.next(signal);
+      }
+    } finally {
+      changes.close();
     }
   }
 

@@ -3,10 +3,12 @@
 // single statements: a transition is one UPDATE…RETURNING plus its audit INSERT in one
 // data-modifying CTE (atomic as one statement), a claim is one UPDATE over a
 // FOR UPDATE SKIP LOCKED subquery. Named statements are parsed once per connection.
+// Leases are measured by the database's clock, never a replica's. Every committed change is
+// announced by a trigger's NOTIFY, which every store instance (every replica) LISTENs to.
+import { inTransaction, isPostgresUnavailable, postgresClientConfig } from "@loopguard/sql-store";
 import pg from "pg";
 import {
   IllegalTransitionError,
-  isTerminal,
   SESSION_STATES,
   STOP_REASONS,
   TRANSITION_PAIRS,
@@ -24,14 +26,18 @@ import {
   initialUsage,
   LeaseLostError,
   movesOf,
+  releasesLease,
   SessionExistsError,
+  SessionListeners,
   SessionNotFoundError,
   StaleTransitionError,
+  StoreUnavailableError,
   type AuditRecord,
   type BudgetLimits,
   type JsonObject,
   type ListQuery,
   type NewSession,
+  type SessionListener,
   type SessionPage,
   type SessionRecord,
   type SessionStore,
@@ -41,11 +47,14 @@ import {
   type Usage,
 } from "./session-store.js";
 import { LIVE_SQL, sqlList, TERMINAL_SQL } from "./session-sql.js";
+import { SessionNotifications, SESSIONS_CHANNEL } from "./postgres-notifications.js";
 
 /** SQLSTATE raised by the guard triggers. */
 const ILLEGAL_TRANSITION_SQLSTATE = "LGT01";
 /** Serialises schema setup when several replicas start at once (CREATE … IF NOT EXISTS races otherwise). */
 const SCHEMA_LOCK_KEY = 0x4c47_5353;
+/** The database's time in epoch milliseconds: the one clock every replica's leases are measured by. */
+const DB_NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 // The guards repeat in SQL what assertTransition checks in code, so that no code path (an old
 // binary, a hand-written UPDATE) can persist a transition outside TRANSITIONS. The audit check
@@ -143,6 +152,19 @@ BEGIN
 END $$;
 CREATE OR REPLACE TRIGGER session_audit_guard AFTER INSERT ON session_audit
   FOR EACH ROW EXECUTE FUNCTION loopguard_session_audit_guard();
+
+-- Every replica hears of a session created, moved, or let go (claimable again); NOTIFY is
+-- delivered after the commit, once per row change. Lease renewals and claims stay silent.
+CREATE OR REPLACE FUNCTION loopguard_session_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('${SESSIONS_CHANNEL}', json_build_array(NEW.id, NEW.version, NEW.state, NEW.lease_owner)::text);
+  RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER sessions_notify_insert AFTER INSERT ON sessions
+  FOR EACH ROW EXECUTE FUNCTION loopguard_session_notify();
+CREATE OR REPLACE TRIGGER sessions_notify_update AFTER UPDATE ON sessions
+  FOR EACH ROW WHEN (NEW.version <> OLD.version OR (NEW.lease_owner IS NULL AND OLD.lease_owner IS NOT NULL))
+  EXECUTE FUNCTION loopguard_session_notify();
 `;
 
 const COLUMNS = `id, state, version, goal, task, budget, usage, context, pending, scopes, policy, stop_reason, answer,
@@ -235,7 +257,8 @@ function pgCode(err: unknown): string | undefined {
 
 const Q = {
   insert: `INSERT INTO sessions (${COLUMNS})
-    VALUES ($1, 'IDLE', 0, $2, $3::jsonb, $4::jsonb, $5::jsonb, '{}'::jsonb, NULL, $6::jsonb, $7, NULL, NULL, $8, $8, $10, $11, $9, $12, $13)
+    VALUES ($1, 'IDLE', 0, $2, $3::jsonb, $4::jsonb, $5::jsonb, '{}'::jsonb, NULL, $6::jsonb, $7, NULL, NULL, $8, $8, $10,
+      CASE WHEN $11::bigint IS NULL THEN NULL ELSE ${DB_NOW_MS} + $11::bigint END, $9, $12, $13)
     ON CONFLICT (created_by, idempotency_key) DO NOTHING
     RETURNING ${COLUMNS}`,
   byId: `SELECT ${COLUMNS} FROM sessions WHERE id = $1`,
@@ -253,30 +276,33 @@ const Q = {
         lease_owner = CASE WHEN $13::boolean THEN NULL ELSE lease_owner END,
         lease_expires_at = CASE WHEN $13::boolean THEN NULL ELSE lease_expires_at END
       WHERE id = $1 AND state = $2 AND version = $4
-        AND ($14::text IS NULL OR (lease_owner = $14::text AND lease_expires_at > $15))
+        AND ($14::text IS NULL OR (lease_owner = $14::text AND lease_expires_at > ${DB_NOW_MS}))
       RETURNING ${COLUMNS}
     ), audited AS (
       INSERT INTO session_audit (session_id, version, from_state, to_state, at, reason, tool, args_hash,
         expected_timeout_ms, outcome, owner)
-      SELECT id, version, $2, $3, $12, $16, $17, $18, $19, $20, $14 FROM moved
+      SELECT id, version, $2, $3, $12, $15, $16, $17, $18, $19, $14 FROM moved
     ), stepped AS (
       INSERT INTO session_steps (session_id, step, at, payload)
-      SELECT id, $21::int, $22, $23::jsonb FROM moved WHERE $21::int IS NOT NULL
+      SELECT id, $20::int, $21, $22::jsonb FROM moved WHERE $20::int IS NOT NULL
     )
     SELECT * FROM moved`,
-  auditTrail: `SELECT * FROM session_audit WHERE session_id = $1 ORDER BY version`,
-  steps: `SELECT step, at, payload FROM session_steps WHERE session_id = $1 ORDER BY step`,
+  auditTrail: `SELECT * FROM session_audit WHERE session_id = $1 AND version > $2 ORDER BY version`,
+  steps: `SELECT step, at, payload FROM session_steps WHERE session_id = $1 AND step > $2 ORDER BY step`,
   countByState: `SELECT state, count(*) AS n FROM sessions GROUP BY state`,
-  claim: `UPDATE sessions SET lease_owner = $1, lease_expires_at = $2
+  claim: `UPDATE sessions SET lease_owner = $1, lease_expires_at = ${DB_NOW_MS} + $2::bigint
     WHERE id IN (
       SELECT id FROM sessions
-      WHERE ${LIVE_SQL} AND (lease_owner IS NULL OR lease_expires_at <= $3)
-      ORDER BY created_at, id LIMIT $4
+      WHERE ${LIVE_SQL} AND state <> 'AWAITING_APPROVAL' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})
+      ORDER BY created_at, id LIMIT $3
       FOR UPDATE SKIP LOCKED)
     RETURNING ${COLUMNS}`,
-  renew: `UPDATE sessions SET lease_expires_at = $4
-    WHERE id = $1 AND lease_owner = $2 AND lease_expires_at > $3 AND ${LIVE_SQL}`,
+  renew: `UPDATE sessions SET lease_expires_at = ${DB_NOW_MS} + $3::bigint
+    WHERE id = $1 AND lease_owner = $2 AND lease_expires_at > ${DB_NOW_MS} AND ${LIVE_SQL}`,
   release: `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2`,
+  expiredApprovals: `SELECT ${COLUMNS} FROM sessions
+    WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= $1
+    ORDER BY created_at, id LIMIT $2`,
 } as const;
 
 const page = (where: string): string =>
@@ -291,10 +317,39 @@ const LIST = {
 export interface PostgresSessionStoreOptions extends SessionStoreOptions {
   /** Pool size; each replica needs few, since the hot paths are one statement each. */
   readonly maxConnections?: number;
+  /** Waiting for a connection, new or from the pool (default 1000). */
+  readonly connectTimeoutMs?: number;
+  /**
+   * The server's statement_timeout and lock_timeout (default 1000); the client gives up on a
+   * reply 1 s after it, for a network that stops answering. `?statement_timeout=…` and
+   * `?lock_timeout=…` in the store URL win.
+   */
+  readonly statementTimeoutMs?: number;
+  /** How often the listening connection is checked; a dead one is replaced (default 5000). */
+  readonly listenCheckMs?: number;
 }
+
+export const POSTGRES_STORE_DEFAULTS = { connectTimeoutMs: 1000, statementTimeoutMs: 1000, listenCheckMs: 5000 } as const;
+
+/** Connection settings: every wait bounded, so an outage surfaces as an error inside the API's deadlines. */
+function connectionConfig(url: string, options: PostgresSessionStoreOptions): pg.ClientConfig {
+  const statementTimeoutMs = options.statementTimeoutMs ?? POSTGRES_STORE_DEFAULTS.statementTimeoutMs;
+  return postgresClientConfig(url, {
+    connectTimeoutMs: options.connectTimeoutMs ?? POSTGRES_STORE_DEFAULTS.connectTimeoutMs,
+    statementTimeoutMs,
+    lockTimeoutMs: statementTimeoutMs,
+    applicationName: "loopguard-orchestrator",
+  });
+}
+
+/** Schema setup may wait for another replica's and runs DDL: its own, generous bound. */
+const SCHEMA_TIMEOUT_MS = 300_000;
 
 export class PostgresSessionStore implements SessionStore {
   private readonly now: () => number;
+  private readonly onUnavailable: ((error: StoreUnavailableError) => void) | undefined;
+  private readonly listeners = new SessionListeners();
+  private notifications: SessionNotifications | undefined;
   private closed = false;
 
   private constructor(
@@ -302,25 +357,36 @@ export class PostgresSessionStore implements SessionStore {
     options: SessionStoreOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.onUnavailable = options.onUnavailable;
   }
 
-  /** Connects and creates (or upgrades) the schema; the database itself must exist. */
+  /** Connects, creates (or upgrades) the schema and starts listening; the database itself must exist. */
   static async open(url: string, options: PostgresSessionStoreOptions = {}): Promise<PostgresSessionStore> {
-    const pool = new pg.Pool({ connectionString: url, max: options.maxConnections ?? 10 });
+    const config = connectionConfig(url, options);
+    const pool = new pg.Pool({ ...config, max: options.maxConnections ?? 10 });
     // An idle client losing its connection emits 'error' on the pool, which would otherwise
     // crash the process; the pool drops that client and the next query reports any outage.
     pool.on("error", () => {});
     const store = new PostgresSessionStore(pool, options);
     try {
-      await store.inTransaction(async (c) => {
-        await c.query(`SELECT pg_advisory_xact_lock($1)`, [SCHEMA_LOCK_KEY]);
-        await c.query(SCHEMA);
-        await c.query(`DELETE FROM session_transitions`);
-        await c.query(
-          `INSERT INTO session_transitions (from_state, to_state) SELECT * FROM unnest($1::text[], $2::text[])`,
-          [TRANSITION_PAIRS.map(([f]) => f), TRANSITION_PAIRS.map(([, t]) => t)],
-        );
+      await store.inTransaction("open", async (c) => {
+        // pg honours a per-query query_timeout, which its types leave out.
+        const bounded = (text: string, values: unknown[] = []) => c.query({ text, values, query_timeout: SCHEMA_TIMEOUT_MS } as pg.QueryConfig);
+        await bounded(`SET LOCAL statement_timeout = ${SCHEMA_TIMEOUT_MS}`);
+        await bounded(`SET LOCAL lock_timeout = ${SCHEMA_TIMEOUT_MS}`);
+        await bounded(`SELECT pg_advisory_xact_lock($1)`, [SCHEMA_LOCK_KEY]);
+        await bounded(SCHEMA);
+        await bounded(`DELETE FROM session_transitions`);
+        await bounded(`INSERT INTO session_transitions (from_state, to_state) SELECT * FROM unnest($1::text[], $2::text[])`, [
+          TRANSITION_PAIRS.map(([f]) => f),
+          TRANSITION_PAIRS.map(([, t]) => t),
+        ]);
       });
+      store.notifications = await SessionNotifications.start(
+        { ...config, application_name: "loopguard-orchestrator-listen" },
+        store.listeners,
+        options.listenCheckMs ?? POSTGRES_STORE_DEFAULTS.listenCheckMs,
+      );
     } catch (err) {
       await pool.end();
       throw err;
@@ -328,30 +394,38 @@ export class PostgresSessionStore implements SessionStore {
     return store;
   }
 
-  private async inTransaction<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+  private async inTransaction<T>(operation: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
     try {
-      await client.query("BEGIN");
-      const result = await fn(client);
-      await client.query("COMMIT");
-      return result;
+      return await inTransaction(this.pool, fn);
     } catch (err) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw err;
-    } finally {
-      client.release();
+      throw this.unavailableOr(operation, err);
     }
   }
 
-  private async query<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]): Promise<R[]> {
-    return (await this.pool.query<R>({ name, text, values })).rows;
+  private async query<R extends pg.QueryResultRow>(operation: string, name: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.pool.query<R>({ name, text, values });
+    } catch (err) {
+      throw this.unavailableOr(operation, err);
+    }
+  }
+
+  private async rows<R extends pg.QueryResultRow>(operation: string, name: string, text: string, values: unknown[]): Promise<R[]> {
+    return (await this.query<R>(operation, name, text, values)).rows;
+  }
+
+  private unavailableOr(operation: string, error: unknown): unknown {
+    if (error instanceof StoreUnavailableError || !isPostgresUnavailable(error)) return error;
+    const unavailable = new StoreUnavailableError(operation, error);
+    this.onUnavailable?.(unavailable);
+    return unavailable;
   }
 
   async create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }> {
     const now = this.now();
     let rows: SessionRow[];
     try {
-      rows = await this.query<SessionRow>("lg_session_insert", Q.insert, [
+      rows = await this.rows<SessionRow>("create", "lg_session_insert", Q.insert, [
         input.id,
         input.goal,
         JSON.stringify(input.task),
@@ -362,7 +436,7 @@ export class PostgresSessionStore implements SessionStore {
         now,
         input.idempotencyKey ?? null,
         input.lease?.owner ?? null,
-        input.lease ? now + input.lease.ttlMs : null,
+        input.lease?.ttlMs ?? null,
         input.createdBy,
         input.requestHash ?? null,
       ]);
@@ -372,13 +446,13 @@ export class PostgresSessionStore implements SessionStore {
     }
     const row = rows[0];
     if (row) return { session: toRecord(row), created: true };
-    const existing = (await this.query<SessionRow>("lg_session_by_key", Q.byKey, [input.createdBy, input.idempotencyKey]))[0];
+    const existing = (await this.rows<SessionRow>("create", "lg_session_by_key", Q.byKey, [input.createdBy, input.idempotencyKey]))[0];
     if (existing) return { session: toRecord(existing), created: false };
     throw new SessionExistsError(input.id);
   }
 
   async get(id: string): Promise<SessionRecord | null> {
-    const row = (await this.query<SessionRow>("lg_session_by_id", Q.byId, [id]))[0];
+    const row = (await this.rows<SessionRow>("get", "lg_session_by_id", Q.byId, [id]))[0];
     return row ? toRecord(row) : null;
   }
 
@@ -394,7 +468,7 @@ export class PostgresSessionStore implements SessionStore {
         : after
           ? (["lg_list_state_after", LIST.stateAfter, [query.limit + 1, query.state, ...cursor]] as const)
           : (["lg_list_state", LIST.state, [query.limit + 1, query.state]] as const);
-    const rows = await this.query<SessionRow>(name, text, [...values]);
+    const rows = await this.rows<SessionRow>("list", name, text, [...values]);
     const sessions = rows.slice(0, query.limit).map(toRecord);
     const last = sessions.at(-1);
     return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
@@ -402,7 +476,7 @@ export class PostgresSessionStore implements SessionStore {
 
   async countByState(): Promise<Record<SessionState, number>> {
     const counts = emptyCounts();
-    const rows = await this.query<{ state: SessionState; n: string }>("lg_count_by_state", Q.countByState, []);
+    const rows = await this.rows<{ state: SessionState; n: string }>("countByState", "lg_count_by_state", Q.countByState, []);
     for (const { state, n } of rows) counts[state] = Number(n);
     return counts;
   }
@@ -430,9 +504,8 @@ export class PostgresSessionStore implements SessionStore {
             last ? (patch.answer ?? null) : null,
             last ? (patch.stopReason ?? null) : null,
             move.audit.at,
-            isTerminal(move.to),
+            releasesLease(move.to),
             t.owner ?? null,
-            this.now(),
             move.audit.reason ?? null,
             move.audit.tool ?? null,
             move.audit.argsHash ?? null,
@@ -451,8 +524,8 @@ export class PostgresSessionStore implements SessionStore {
     try {
       row =
         moves.length === 1
-          ? await run((name, text, values) => this.query<SessionRow>(name, text, values))
-          : await this.inTransaction((c) => run(async (name, text, values) => (await c.query<SessionRow>({ name, text, values })).rows));
+          ? await run((name, text, values) => this.rows<SessionRow>("transition", name, text, values))
+          : await this.inTransaction("transition", (c) => run(async (name, text, values) => (await c.query<SessionRow>({ name, text, values })).rows));
     } catch (err) {
       // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
       const code = pgCode(err);
@@ -466,7 +539,7 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   private async whyNotApplied(t: TransitionInput): Promise<Error> {
-    const row = (await this.query<SessionRow>("lg_session_by_id", Q.byId, [t.id]))[0];
+    const row = (await this.rows<SessionRow>("transition", "lg_session_by_id", Q.byId, [t.id]))[0];
     if (!row) return new SessionNotFoundError(t.id);
     const actual = { state: row.state, version: row.version };
     if (row.state !== t.from || row.version !== t.expectedVersion) {
@@ -475,39 +548,45 @@ export class PostgresSessionStore implements SessionStore {
     return new LeaseLostError(t.id, actual, t.owner ?? "", row.lease_owner);
   }
 
-  async steps(sessionId: string): Promise<StepRecord[]> {
-    const rows = await this.query<{ step: number; at: string; payload: JsonObject }>("lg_steps", Q.steps, [sessionId]);
+  async steps(sessionId: string, afterStep = 0): Promise<StepRecord[]> {
+    const rows = await this.rows<{ step: number; at: string; payload: JsonObject }>("steps", "lg_steps", Q.steps, [sessionId, afterStep]);
     return rows.map((r) => ({ step: r.step, at: Number(r.at), payload: r.payload }));
   }
 
-  async auditTrail(sessionId: string): Promise<AuditRecord[]> {
-    return (await this.query<AuditRow>("lg_audit_trail", Q.auditTrail, [sessionId])).map(toAudit);
+  async auditTrail(sessionId: string, afterVersion = 0): Promise<AuditRecord[]> {
+    return (await this.rows<AuditRow>("auditTrail", "lg_audit_trail", Q.auditTrail, [sessionId, afterVersion])).map(toAudit);
   }
 
   async claim(owner: string, ttlMs: number, limit: number): Promise<SessionRecord[]> {
     if (owner === "") throw new RangeError("owner must not be empty");
     checkTtl(ttlMs);
     checkLimit(limit);
-    const now = this.now();
-    const rows = await this.query<SessionRow>("lg_claim", Q.claim, [owner, now + ttlMs, now, limit]);
+    const rows = await this.rows<SessionRow>("claim", "lg_claim", Q.claim, [owner, ttlMs, limit]);
     return rows.map(toRecord).sort(byCreated);
   }
 
   async renewLease(id: string, owner: string, ttlMs: number): Promise<boolean> {
     checkTtl(ttlMs);
-    const now = this.now();
-    const result = await this.pool.query({ name: "lg_renew", text: Q.renew, values: [id, owner, now, now + ttlMs] });
-    return result.rowCount === 1;
+    return (await this.query("renewLease", "lg_renew", Q.renew, [id, owner, ttlMs])).rowCount === 1;
   }
 
   async releaseLease(id: string, owner: string): Promise<boolean> {
-    const result = await this.pool.query({ name: "lg_release", text: Q.release, values: [id, owner] });
-    return result.rowCount === 1;
+    return (await this.query("releaseLease", "lg_release", Q.release, [id, owner])).rowCount === 1;
+  }
+
+  async expiredApprovals(now: number, limit: number): Promise<SessionRecord[]> {
+    checkLimit(limit);
+    return (await this.rows<SessionRow>("expiredApprovals", "lg_expired_approvals", Q.expiredApprovals, [now, limit])).map(toRecord);
+  }
+
+  subscribe(listener: SessionListener): () => void {
+    return this.listeners.add(listener);
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.notifications?.close();
     await this.pool.end();
   }
 }

@@ -25,8 +25,10 @@ export interface BuiltOrchestrator {
 }
 
 export async function build(config: OrchestratorConfig, log: Logger, services: readonly DescService[] = DEFAULT_TOOL_SERVICES): Promise<BuiltOrchestrator> {
-  const store = await openSessionStore(config.storeUrl);
   const metrics = new ServerMetrics("orchestrator");
+  const sessionMetrics = new SessionMetrics(metrics.registry);
+  const store = await openSessionStore(config.storeUrl, { ...config.storeTimeouts, onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }) });
+  sessionMetrics.observe(store);
   const clientMetrics = new ClientMetrics(metrics.registry);
   const registry = new ToolRegistry(services);
   const clients = new Map<string, ToolClient<DescService>>();
@@ -50,10 +52,12 @@ export async function build(config: OrchestratorConfig, log: Logger, services: r
     runId: `run_${randomBytes(6).toString("hex")}`,
     now: Date.now,
     log,
-    metrics: new SessionMetrics(metrics.registry, store),
+    metrics: sessionMetrics,
     leaseTtlMs: config.leaseTtlMs,
     maxActiveSessions: config.maxActiveSessions,
-    claimIntervalMs: 250,
+    // A backstop only: sessions let go are claimed on their event; this finds expired leases.
+    claimIntervalMs: Math.min(1000, Math.floor(config.leaseTtlMs / 2)),
+    approvalSweepMs: config.approvalSweepMs,
   });
   return {
     orchestrator,

@@ -4,6 +4,7 @@ import { SESSION_STATES } from "./session-state.js";
 import type { SessionStore } from "./session-store.js";
 
 export class SessionMetrics {
+  readonly storeErrors: Counter<"operation">;
   readonly stops: Counter<"stop_reason">;
   readonly stepsPerSession: Histogram;
   readonly toolResults: Counter<"tool" | "outcome" | "served_from">;
@@ -11,16 +12,21 @@ export class SessionMetrics {
   readonly transitions: Counter<"to">;
   readonly contextAlarms: Counter;
 
-  constructor(registry: Registry, store: SessionStore) {
+  #store: SessionStore | undefined;
+
+  constructor(registry: Registry) {
     const registers = [registry];
+    const counts = async () => this.#store?.countByState().catch(() => undefined);
+    // A store that cannot answer leaves the last counts in place: /metrics keeps answering, and
+    // loopguard_store_errors_total says why they are stale.
     new Gauge({
       name: "loopguard_sessions",
       help: "Sessions in the store by state.",
       labelNames: ["state"] as const,
       registers,
       async collect() {
-        const counts = await store.countByState();
-        for (const state of SESSION_STATES) this.set({ state }, counts[state] ?? 0);
+        const now = await counts();
+        if (now) for (const state of SESSION_STATES) this.set({ state }, now[state] ?? 0);
       },
     });
     new Gauge({
@@ -28,8 +34,15 @@ export class SessionMetrics {
       help: "Sessions waiting for a human's approval.",
       registers,
       async collect() {
-        this.set((await store.countByState()).AWAITING_APPROVAL ?? 0);
+        const now = await counts();
+        if (now) this.set(now.AWAITING_APPROVAL ?? 0);
       },
+    });
+    this.storeErrors = new Counter({
+      name: "loopguard_store_errors_total",
+      help: "Session store operations that failed because the database could not serve (busy, unreachable, timed out), by operation.",
+      labelNames: ["operation"] as const,
+      registers,
     });
     this.stops = new Counter({ name: "loopguard_session_stops_total", help: "Sessions ended, by stop reason.", labelNames: ["stop_reason"] as const, registers });
     this.stepsPerSession = new Histogram({ name: "loopguard_session_steps", help: "Policy steps a session took before it ended.", buckets: [1, 2, 3, 5, 8, 13, 20, 50], registers });
@@ -42,5 +55,10 @@ export class SessionMetrics {
     this.costMicros = new Counter({ name: "loopguard_session_cost_micros_total", help: "Money spent by sessions on tool calls, in micro-units.", registers });
     this.contextAlarms = new Counter({ name: "loopguard_session_context_alarms_total", help: "Times a session's history reached 80% of the model's context window.", registers });
     this.transitions = new Counter({ name: "loopguard_session_transitions_total", help: "Session state transitions, by the state entered.", labelNames: ["to"] as const, registers });
+  }
+
+  /** The store the session gauges count (opened after these metrics, so that it can count its errors here). */
+  observe(store: SessionStore): void {
+    this.#store = store;
   }
 }

@@ -1,7 +1,7 @@
 // The one persistence contract the orchestrator runs on. SQLite (one process) and PostgreSQL
 // (several replicas sharing sessions through leases) implement it, and the same test suite
 // holds both to it: see test/session-store.suite.ts.
-import { assertTransition, type SessionState, type StopReason } from "./session-state.js";
+import { assertTransition, isTerminal, type SessionState, type StopReason } from "./session-state.js";
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
@@ -167,6 +167,17 @@ export interface SessionPage {
   readonly nextCursor: string | null;
 }
 
+/**
+ * What a store tells its subscribers, after the commit: a session was created, moved, or let go
+ * of its lease (so another replica may claim it); or "resync": changes may have been missed (a
+ * PostgreSQL listening connection was lost and is back), so anything waiting should read again.
+ */
+export type SessionEvent =
+  | { readonly kind: "changed"; readonly id: string; readonly version: number; readonly state: SessionState; readonly leaseOwner: string | null }
+  | { readonly kind: "resync" };
+
+export type SessionListener = (event: SessionEvent) => void;
+
 export interface SessionStore {
   create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }>;
   get(id: string): Promise<SessionRecord | null>;
@@ -177,28 +188,92 @@ export interface SessionStore {
    * Moves a session (through `via`, when given) and writes one audit row per move in one
    * transaction, under an optimistic lock on (state, version). Throws IllegalTransitionError
    * (nothing written), StaleTransitionError, LeaseLostError or SessionNotFoundError. Entering a
-   * terminal state also releases the lease.
+   * terminal state or AWAITING_APPROVAL also releases the lease (see releasesLease).
    */
   transition(t: TransitionInput): Promise<SessionRecord>;
-  /** The session's step records by step number (each written by the transition that completed it). */
-  steps(sessionId: string): Promise<StepRecord[]>;
-  /** Oldest first. */
-  auditTrail(sessionId: string): Promise<AuditRecord[]>;
+  /** The session's step records by step number (each written by the transition that completed it), after step `afterStep`. */
+  steps(sessionId: string, afterStep?: number): Promise<StepRecord[]>;
+  /** Oldest first, from the transition after version `afterVersion`. */
+  auditTrail(sessionId: string, afterVersion?: number): Promise<AuditRecord[]>;
   /**
-   * Atomically leases up to `limit` non-terminal sessions whose lease is absent or expired
-   * (oldest first) to `owner` for `ttlMs`. Two concurrent claims never return the same session.
+   * Atomically leases up to `limit` sessions whose lease is absent or expired (oldest first) to
+   * `owner` for `ttlMs`: live ones, except those waiting for a human (AWAITING_APPROVAL), which
+   * hold no lease until an approval moves them on. Two concurrent claims never return the same
+   * session.
    */
   claim(owner: string, ttlMs: number, limit: number): Promise<SessionRecord[]>;
   /** False when `owner` no longer holds an unexpired lease on a live session. */
   renewLease(id: string, owner: string, ttlMs: number): Promise<boolean>;
   /** False when `owner` did not hold the lease. */
   releaseLease(id: string, owner: string): Promise<boolean>;
+  /**
+   * Up to `limit` sessions in AWAITING_APPROVAL whose approval (`pending.approval.expiresAt`)
+   * expired at or before `now`, oldest first.
+   */
+  expiredApprovals(now: number, limit: number): Promise<SessionRecord[]>;
+  /**
+   * Calls `listener` after every committed change of a session: creation, transition (once per
+   * transition, with its final version), lease release. Returns the unsubscribe function. SQLite
+   * tells the listeners of the store instance that committed; PostgreSQL tells every store
+   * instance on the database (every replica), through LISTEN/NOTIFY.
+   */
+  subscribe(listener: SessionListener): () => void;
   close(): Promise<void>;
 }
 
 export interface SessionStoreOptions {
-  /** Epoch milliseconds; creation times and lease expiry are read from it. */
+  /**
+   * Epoch milliseconds; creation and update times are read from it, and SQLite's lease expiry.
+   * PostgreSQL measures leases by the database's clock, so replicas whose clocks disagree
+   * neither steal nor keep a lease wrongly.
+   */
   readonly now?: () => number;
+  /** Told of every StoreUnavailableError the store throws (e.g. to count it). */
+  readonly onUnavailable?: (error: StoreUnavailableError) => void;
+}
+
+/**
+ * The database cannot serve right now (SQLite busy or I/O errors; PostgreSQL refused or lost the
+ * connection, or a statement or lock timed out): the request was fine and may succeed later.
+ * `operation` names the store method, e.g. "transition".
+ */
+export class StoreUnavailableError extends Error {
+  override readonly name = "StoreUnavailableError";
+  constructor(
+    readonly operation: string,
+    cause: unknown,
+  ) {
+    super(`session store unavailable (${operation}): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  }
+}
+
+/** States whose entry releases the session's lease: nobody drives a session that ended or waits for a human. */
+export function releasesLease(state: SessionState): boolean {
+  return isTerminal(state) || state === "AWAITING_APPROVAL";
+}
+
+/** A store's subscribers; a listener that throws is not allowed to stop the others from hearing. */
+export class SessionListeners {
+  readonly #listeners = new Set<SessionListener>();
+
+  add(listener: SessionListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  get size(): number {
+    return this.#listeners.size;
+  }
+
+  emit(event: SessionEvent): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A listener's failure is its own; the commit it hears about stands.
+      }
+    }
+  }
 }
 
 /** The session moved on (or is not in `from`) since the caller read it; reload and decide again. */

@@ -2,7 +2,7 @@
 // transition survives a process crash). better-sqlite3 is synchronous, so each method runs its
 // transaction to the end before any other caller in this process gets a turn; BEGIN IMMEDIATE
 // and busy_timeout cover other processes sharing the file.
-import { openSqlite } from "@loopguard/sql-store";
+import { isSqliteUnavailable, openSqlite } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import { itemJson } from "./history-json.js";
 import {
@@ -26,10 +26,15 @@ import {
   initialUsage,
   LeaseLostError,
   movesOf,
+  releasesLease,
   SessionExistsError,
+  SessionListeners,
   SessionNotFoundError,
   StaleTransitionError,
+  StoreUnavailableError,
   type AuditRecord,
+  type SessionEvent,
+  type SessionListener,
   type ListQuery,
   type NewSession,
   type SessionPage,
@@ -253,19 +258,20 @@ function contextOf(r: SessionRow): JsonObject {
 
 /**
  * The optimistic-lock UPDATE of one move, with the patch. Only a move into a terminal state sets
- * stop_reason and drops the lease: SQLite maintains the partial indexes keyed on stop_reason
- * only when an UPDATE assigns it. No RETURNING clause: SQLite gathers RETURNING rows in a
- * temporary b-tree built per execution; what the caller needs back is read with leaseOf.
+ * stop_reason: SQLite maintains the partial indexes keyed on stop_reason only when an UPDATE
+ * assigns it. A move into a terminal state or AWAITING_APPROVAL drops the lease. No RETURNING
+ * clause: SQLite gathers RETURNING rows in a temporary b-tree built per execution; what the
+ * caller needs back is read with leaseOf.
  */
-const moveSql = (terminal: boolean): string => `UPDATE sessions SET
+const moveSql = (into: "live" | "awaiting" | "terminal"): string => `UPDATE sessions SET
     state = @to,
     version = version + 1,
     usage = CASE WHEN @setUsage THEN @usage ELSE usage END,
     context = CASE WHEN @setContext THEN @context ELSE context END,
     history_len = CASE WHEN @setContext THEN @historyLen ELSE history_len END,
     pending = CASE WHEN @setPending THEN @pending ELSE pending END,
-    answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,${terminal ? `
-    stop_reason = @stopReason,
+    answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,${into === "terminal" ? `
+    stop_reason = @stopReason,` : ""}${into !== "live" ? `
     lease_owner = NULL,
     lease_expires_at = NULL,` : ""}
     updated_at = @at
@@ -275,6 +281,10 @@ const moveSql = (terminal: boolean): string => `UPDATE sessions SET
 /** A session row with its history items gathered back into one JSON array. */
 const SESSION_COLUMNS = `s.*, CASE WHEN s.history_len IS NULL THEN NULL ELSE
   (SELECT json_group_array(json(h.item) ORDER BY h.seq) FROM session_history h WHERE h.session_id = s.id) END AS history`;
+
+function changed(s: SessionRecord): SessionEvent {
+  return { kind: "changed", id: s.id, version: s.version, state: s.state, leaseOwner: s.leaseOwner };
+}
 
 function toAudit(r: AuditRow): AuditRecord {
   return {
@@ -296,6 +306,25 @@ function sqliteCode(err: unknown): string | undefined {
   return err instanceof Database.SqliteError ? err.code : undefined;
 }
 
+interface PendingWrite {
+  readonly operation: string;
+  readonly run: (events: SessionEvent[]) => unknown;
+  /** What the write changed, told to subscribers once its commit is done. */
+  readonly events: SessionEvent[];
+  readonly resolve: (r: never) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+export interface SqliteSessionStoreOptions extends SessionStoreOptions {
+  /**
+   * How long a write waits for another process holding the file's write lock before the store
+   * reports itself unavailable. The orchestrator is the file's only writer, so a wait means a
+   * backup or a hand-run tool; it stays well inside the API's deadlines (better-sqlite3 waits
+   * synchronously, holding the event loop).
+   */
+  readonly busyTimeoutMs?: number;
+}
+
 export class SqliteSessionStore implements SessionStore {
   private readonly db: Database.Database;
   private readonly now: () => number;
@@ -303,11 +332,14 @@ export class SqliteSessionStore implements SessionStore {
   private readonly listStmts;
   private readonly batchTx;
   private readonly savepoint;
-  private pendingWrites: { run: () => unknown; resolve: (r: never) => void; reject: (e: unknown) => void }[] = [];
+  private pendingWrites: PendingWrite[] = [];
+  private readonly listeners = new SessionListeners();
+  private readonly onUnavailable: ((error: StoreUnavailableError) => void) | undefined;
 
-  constructor(file: string, options: SessionStoreOptions = {}) {
+  constructor(file: string, options: SqliteSessionStoreOptions = {}) {
     this.now = options.now ?? Date.now;
-    this.db = openSqlite(file, { synchronous: "NORMAL", busyTimeoutMs: 5000, foreignKeys: true });
+    this.onUnavailable = options.onUnavailable;
+    this.db = openSqlite(file, { synchronous: "NORMAL", busyTimeoutMs: options.busyTimeoutMs ?? 1000, foreignKeys: true });
     const existed = this.db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
     this.db.exec(SCHEMA);
     if (existed) this.migrate();
@@ -326,7 +358,7 @@ export class SqliteSessionStore implements SessionStore {
       ),
       byId: db.prepare<[string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE id = ?`),
       byKey: db.prepare<[string, string], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE created_by = ? AND idempotency_key = ?`),
-      move: { live: db.prepare(moveSql(false)), terminal: db.prepare(moveSql(true)) },
+      move: { live: db.prepare(moveSql("live")), awaiting: db.prepare(moveSql("awaiting")), terminal: db.prepare(moveSql("terminal")) },
       // The lease is what a move's caller cannot know: renewals change it without a new version.
       leaseOf: db.prepare<[string], LeaseRow>(`SELECT lease_owner, lease_expires_at FROM sessions WHERE id = ?`),
       hop: db.prepare(
@@ -341,10 +373,10 @@ export class SqliteSessionStore implements SessionStore {
       ),
       appendHistory: db.prepare(`INSERT INTO session_history (session_id, seq, item) VALUES (?, ?, ?)`),
       clearHistory: db.prepare(`DELETE FROM session_history WHERE session_id = ?`),
-      auditTrail: db.prepare<[string], AuditRow>(`SELECT * FROM session_audit WHERE session_id = ? ORDER BY version`),
+      auditTrail: db.prepare<[string, number], AuditRow>(`SELECT * FROM session_audit WHERE session_id = ? AND version > ? ORDER BY version`),
       appendStep: db.prepare(`INSERT INTO session_steps (session_id, step, at, payload) VALUES (?, ?, ?, ?)`),
-      steps: db.prepare<[string], { step: number; at: number; payload: string }>(
-        `SELECT step, at, payload FROM session_steps WHERE session_id = ? ORDER BY step`,
+      steps: db.prepare<[string, number], { step: number; at: number; payload: string }>(
+        `SELECT step, at, payload FROM session_steps WHERE session_id = ? AND step > ? ORDER BY step`,
       ),
       countByState: db.prepare<[], { state: SessionState; n: number }>(
         `SELECT state, count(*) AS n FROM sessions WHERE ${OPEN_SQL} GROUP BY state
@@ -354,7 +386,7 @@ export class SqliteSessionStore implements SessionStore {
         `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
          WHERE id IN (
            SELECT id FROM sessions
-           WHERE ${OPEN_SQL} AND (lease_owner IS NULL OR lease_expires_at <= @now)
+           WHERE ${OPEN_SQL} AND state <> 'AWAITING_APPROVAL' AND (lease_owner IS NULL OR lease_expires_at <= @now)
            ORDER BY created_at, id LIMIT @limit)
          RETURNING id`,
       ),
@@ -362,19 +394,26 @@ export class SqliteSessionStore implements SessionStore {
         `UPDATE sessions SET lease_expires_at = @expiresAt
          WHERE id = @id AND lease_owner = @owner AND lease_expires_at > @now AND ${OPEN_SQL}`,
       ),
-      release: db.prepare(
-        `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner`,
+      release: db.prepare<unknown[], { state: SessionState; version: number }>(
+        `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner RETURNING state, version`,
+      ),
+      expiredApprovals: db.prepare<unknown[], SessionRow>(
+        `SELECT ${SESSION_COLUMNS} FROM sessions s
+         WHERE ${OPEN_SQL} AND state = 'AWAITING_APPROVAL' AND json_extract(pending, '$.approval.expiresAt') <= @now
+         ORDER BY created_at, id LIMIT @limit`,
       ),
     };
     this.savepoint = db.transaction((run: () => unknown) => run());
     // A write alone in its batch needs no savepoint: if it fails, the whole transaction rolls back.
-    this.batchTx = db.transaction((batch: { run: () => unknown }[]) =>
+    this.batchTx = db.transaction((batch: PendingWrite[]) =>
       batch.length === 1
-        ? [{ ok: true as const, value: batch[0]!.run() }]
-        : batch.map(({ run }) => {
+        ? [{ ok: true as const, value: batch[0]!.run(batch[0]!.events) }]
+        : batch.map((write) => {
             try {
-              return { ok: true as const, value: this.savepoint(run) };
+              return { ok: true as const, value: this.savepoint(() => write.run(write.events)) };
             } catch (error) {
+              // Rolled back to its savepoint: what it changed never happened.
+              write.events.length = 0;
               return { ok: false as const, error };
             }
           }),
@@ -467,7 +506,11 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }> {
-    return this.write(() => this.createNow(input));
+    return this.write("create", (events) => {
+      const result = this.createNow(input);
+      if (result.created) events.push(changed(result.session));
+      return result;
+    });
   }
 
   private createNow(input: NewSession): { session: SessionRecord; created: boolean } {
@@ -504,7 +547,7 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async get(id: string): Promise<SessionRecord | null> {
-    const row = this.stmt.byId.get(id);
+    const row = this.read("get", () => this.stmt.byId.get(id));
     return row ? toRecord(row) : null;
   }
 
@@ -513,11 +556,11 @@ export class SqliteSessionStore implements SessionStore {
     const after = query.after === undefined ? undefined : decodeCursor(query.after);
     const stmts = query.state === undefined ? this.listStmts.all : isTerminal(query.state) ? this.listStmts.ended : this.listStmts.open;
     const stmt = after ? stmts.after : stmts.first;
-    const rows = stmt.all({
+    const rows = this.read("list", () => stmt.all({
       limit: query.limit + 1,
       ...(query.state === undefined ? {} : { state: query.state }),
       ...(after ? { afterAt: after.createdAt, afterId: after.id } : {}),
-    });
+    }));
     const sessions = rows.slice(0, query.limit).map((r) => toRecord(r));
     const last = sessions.at(-1);
     return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
@@ -525,7 +568,7 @@ export class SqliteSessionStore implements SessionStore {
 
   async countByState(): Promise<Record<SessionState, number>> {
     const counts = emptyCounts();
-    for (const { state, n } of this.stmt.countByState.all()) counts[state] = n;
+    for (const { state, n } of this.read("countByState", () => this.stmt.countByState.all())) counts[state] = n;
     return counts;
   }
 
@@ -541,9 +584,9 @@ export class SqliteSessionStore implements SessionStore {
    * once kept moving together: every step all 64 calls left at once, and the orchestrator and
    * the tool took turns idling (measured: 6-24% fewer steps/s with 64 sessions).
    */
-  private write<T>(run: () => T): Promise<T> {
+  private write<T>(operation: string, run: (events: SessionEvent[]) => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.pendingWrites.push({ run, resolve: resolve as (r: never) => void, reject });
+      this.pendingWrites.push({ operation, run, events: [], resolve: resolve as (r: never) => void, reject });
       if (this.pendingWrites.length === 1) setImmediate(() => this.flushWrites());
     });
   }
@@ -555,15 +598,40 @@ export class SqliteSessionStore implements SessionStore {
     try {
       outcomes = this.batchTx.immediate(batch);
     } catch (error) {
-      for (const item of batch) item.reject(error);
+      for (const item of batch) item.reject(this.unavailableOr(item.operation, error));
       return;
     }
-    outcomes.forEach((outcome, i) => (outcome.ok ? batch[i]!.resolve(outcome.value as never) : batch[i]!.reject(outcome.error)));
+    outcomes.forEach((outcome, i) => {
+      const item = batch[i]!;
+      if (!outcome.ok) return item.reject(this.unavailableOr(item.operation, outcome.error));
+      for (const event of item.events) this.listeners.emit(event);
+      item.resolve(outcome.value as never);
+    });
+  }
+
+  /** A read, with a database that cannot serve reported as StoreUnavailableError. */
+  private read<T>(operation: string, run: () => T): T {
+    try {
+      return run();
+    } catch (error) {
+      throw this.unavailableOr(operation, error);
+    }
+  }
+
+  private unavailableOr(operation: string, error: unknown): unknown {
+    if (!isSqliteUnavailable(error)) return error;
+    const unavailable = new StoreUnavailableError(operation, error);
+    this.onUnavailable?.(unavailable);
+    return unavailable;
   }
 
   async transition(t: TransitionInput): Promise<SessionRecord> {
     const moves = movesOf(t);
-    return this.write(() => this.applyOne(t, moves));
+    return this.write("transition", (events) => {
+      const record = this.applyOne(t, moves);
+      events.push(changed(record));
+      return record;
+    });
   }
 
   /** One transition, with database errors turned into the store's own. */
@@ -616,12 +684,12 @@ export class SqliteSessionStore implements SessionStore {
           answer: patch.answer ?? null,
           stopReason: patch.stopReason ?? null,
         };
-        const terminal = isTerminal(move.to);
-        if (this.stmt.move[terminal ? "terminal" : "live"].run(values).changes !== 1) throw this.whyNotApplied(t);
+        const into = isTerminal(move.to) ? "terminal" : releasesLease(move.to) ? "awaiting" : "live";
+        if (this.stmt.move[into].run(values).changes !== 1) throw this.whyNotApplied(t);
         if (t.current) {
           // The row is what the record moved from plus the patch: version and update time come
           // from the move itself, the lease from the row (a renewal may have changed it).
-          const lease = terminal ? { lease_owner: null, lease_expires_at: null } : this.stmt.leaseOf.get(t.id)!;
+          const lease = into === "live" ? this.stmt.leaseOf.get(t.id)! : { lease_owner: null, lease_expires_at: null };
           record = {
             ...t.current,
             ...(patch.usage !== undefined ? { usage: patch.usage } : {}),
@@ -678,12 +746,12 @@ export class SqliteSessionStore implements SessionStore {
     return new LeaseLostError(t.id, actual, t.owner ?? "", row.lease_owner);
   }
 
-  async steps(sessionId: string): Promise<StepRecord[]> {
-    return this.stmt.steps.all(sessionId).map((r) => ({ step: r.step, at: r.at, payload: JSON.parse(r.payload) }));
+  async steps(sessionId: string, afterStep = 0): Promise<StepRecord[]> {
+    return this.read("steps", () => this.stmt.steps.all(sessionId, afterStep)).map((r) => ({ step: r.step, at: r.at, payload: JSON.parse(r.payload) }));
   }
 
-  async auditTrail(sessionId: string): Promise<AuditRecord[]> {
-    return this.stmt.auditTrail.all(sessionId).map(toAudit);
+  async auditTrail(sessionId: string, afterVersion = 0): Promise<AuditRecord[]> {
+    return this.read("auditTrail", () => this.stmt.auditTrail.all(sessionId, afterVersion)).map(toAudit);
   }
 
   async claim(owner: string, ttlMs: number, limit: number): Promise<SessionRecord[]> {
@@ -691,7 +759,7 @@ export class SqliteSessionStore implements SessionStore {
     checkTtl(ttlMs);
     checkLimit(limit);
     const now = this.now();
-    const rows = await this.write(() =>
+    const rows = await this.write("claim", () =>
       this.stmt.claim.all({ owner, expiresAt: now + ttlMs, now, limit }).map(({ id }) => this.stmt.byId.get(id)!),
     );
     return rows.map((r) => toRecord(r)).sort(byCreated);
@@ -700,11 +768,25 @@ export class SqliteSessionStore implements SessionStore {
   async renewLease(id: string, owner: string, ttlMs: number): Promise<boolean> {
     checkTtl(ttlMs);
     const now = this.now();
-    return this.write(() => this.stmt.renew.run({ id, owner, now, expiresAt: now + ttlMs }).changes === 1);
+    return this.write("renewLease", () => this.stmt.renew.run({ id, owner, now, expiresAt: now + ttlMs }).changes === 1);
   }
 
   async releaseLease(id: string, owner: string): Promise<boolean> {
-    return this.write(() => this.stmt.release.run({ id, owner }).changes === 1);
+    return this.write("releaseLease", (events) => {
+      const row = this.stmt.release.get({ id, owner });
+      if (row) events.push({ kind: "changed", id, version: row.version, state: row.state, leaseOwner: null });
+      return row !== undefined;
+    });
+  }
+
+  async expiredApprovals(now: number, limit: number): Promise<SessionRecord[]> {
+    checkLimit(limit);
+    return this.read("expiredApprovals", () => this.stmt.expiredApprovals.all({ now, limit })).map((r) => toRecord(r));
+  }
+
+  /** Listeners hear of the commits of this store instance only: SQLite serves one process. */
+  subscribe(listener: SessionListener): () => void {
+    return this.listeners.add(listener);
   }
 
   async close(): Promise<void> {

@@ -115,3 +115,18 @@ export async function waitForSession(api: RawClient<typeof OrchestratorService>,
 export function isEnded(s: Session): boolean {
   return s.state === SessionState.DONE || s.state === SessionState.FAILED || s.state === SessionState.CANCELLED;
 }
+
+/** Demo customers of the risk service: score 5, and score 92 (at or above the approval threshold). */
+export const LOW_RISK_CUSTOMER = { id_card: "110101198003121232", phone: "+8613800138000" };
+export const HIGH_RISK_CUSTOMER = { id_card: "110101199810246781", phone: "+8617712345678" };
+
+/** Starts a scripted refund session of `amountCents` of `orderId` for `customer`; its id. */
+export async function startRefund(api: RawClient<typeof OrchestratorService>, orderId: string, amountCents: number, customer: Record<string, string>): Promise<string> {
+  const { session } = await api.startSession({
+    goal: `Refund ${(amountCents / 100).toFixed(2)} of ${orderId}`,
+    task: { kind: "refund", order_id: orderId, amount_cents: amountCents, reason: "DAMAGED", ...customer } as never,
+    scopes: ALL_SCOPES,
+    policy: "scripted",
+  });
+  return session!.sessionId;
+}

@@ -1,13 +1,22 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { afterAll, beforeAll } from "vitest";
 import { testPostgres } from "@loopguard/sql-store/testing";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/open-store.js";
+import type { PostgresSessionStoreOptions } from "../src/postgres-session-store.js";
+import { LeaseLostError, type SessionEvent, type SessionStore, StoreUnavailableError } from "../src/session-store.js";
 import { describeSessionStore } from "./session-store.suite.js";
 
 const postgres = testPostgres("orchestrator");
 if (!postgres.skip) {
   beforeAll(postgres.start, 120_000);
   afterAll(postgres.stop, 60_000);
+}
+
+/** The database's clock, by which the store measures leases. */
+async function databaseNow(client: pg.Client): Promise<number> {
+  const { rows } = await client.query<{ ms: string }>(`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms`);
+  return Number(rows[0]!.ms);
 }
 
 describeSessionStore(
@@ -19,6 +28,8 @@ describeSessionStore(
     await raw.connect();
     return {
       store,
+      elapse: (ms) => sleep(ms),
+      leaseNow: () => databaseNow(raw),
       openAnother: () => openSessionStore(url, { now }),
       async exec(sql) {
         await raw.query(sql);
@@ -29,5 +40,90 @@ describeSessionStore(
       },
     };
   },
-  postgres.skip ? { skip: postgres.skip } : {},
+  postgres.skip ? { skip: postgres.skip } : { sharedEvents: true },
 );
+
+describe.skipIf(postgres.skip !== null)("postgres session store: database time, timeouts, notifications", () => {
+  const opened: { close(): Promise<void> }[] = [];
+  afterEach(async () => {
+    for (const c of opened.splice(0).reverse()) await c.close();
+  });
+
+  async function fresh(): Promise<{ url: string; raw: pg.Client }> {
+    const url = await postgres.freshDatabase();
+    const raw = new pg.Client({ connectionString: url });
+    await raw.connect();
+    opened.push({ close: () => raw.end() });
+    return { url, raw };
+  }
+
+  async function open(url: string, options: PostgresSessionStoreOptions = {}): Promise<SessionStore> {
+    const store = await openSessionStore(url, options);
+    opened.push(store);
+    return store;
+  }
+
+  const session = (id: string) => ({
+    id,
+    goal: "g",
+    task: {},
+    budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1000 },
+    scopes: [],
+    policy: "scripted",
+    createdBy: "test",
+  });
+
+  it("measures leases by the database's clock: a replica an hour ahead cannot take a live lease, one an hour behind cannot keep an expired one", async () => {
+    const { url } = await fresh();
+    const hour = 3_600_000;
+    const ahead = await open(url, { now: () => Date.now() + hour });
+    const behind = await open(url, { now: () => Date.now() - hour });
+    await behind.create(session("s1"));
+    const [claimed] = await behind.claim("behind", 300, 10);
+    expect(claimed?.leaseOwner).toBe("behind");
+    expect(claimed!.leaseExpiresAt! - Date.now()).toBeLessThan(1000);
+    // By its own clock the lease ran out an hour ago; by the database's it is live.
+    expect(await ahead.claim("ahead", 60_000, 10)).toEqual([]);
+    await sleep(400);
+    // By its own clock the lease has an hour left; by the database's it is over.
+    expect(await behind.renewLease("s1", "behind", 300)).toBe(false);
+    await expect(behind.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "behind", audit: { at: Date.now() } })).rejects.toBeInstanceOf(LeaseLostError);
+    expect((await ahead.claim("ahead", 60_000, 10)).map((s) => s.leaseOwner)).toEqual(["ahead"]);
+  });
+
+  it("gives up on a statement after its timeout, as StoreUnavailableError (told to onUnavailable), instead of waiting on a lock", async () => {
+    const { url, raw } = await fresh();
+    const told: StoreUnavailableError[] = [];
+    const store = await open(url, { statementTimeoutMs: 300, onUnavailable: (e) => told.push(e) });
+    await store.create(session("s1"));
+    await raw.query("BEGIN");
+    await raw.query("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE");
+    const started = Date.now();
+    const error = await store.get("s1").then(() => undefined, (e: unknown) => e);
+    const waited = Date.now() - started;
+    await raw.query("ROLLBACK");
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect((error as StoreUnavailableError).operation).toBe("get");
+    expect(told).toEqual([error]);
+    expect(waited).toBeGreaterThanOrEqual(250);
+    expect(waited).toBeLessThan(5000);
+    expect((await store.get("s1"))?.id).toBe("s1");
+  });
+
+  it("replaces a lost listening connection: subscribers are told to read again, then hear changes as before", async () => {
+    const { url, raw } = await fresh();
+    const store = await open(url, { listenCheckMs: 200 });
+    const events: SessionEvent[] = [];
+    const stop = store.subscribe((e) => events.push(e));
+    const { rows } = await raw.query<{ n: string }>(
+      `SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity WHERE application_name = 'loopguard-orchestrator-listen' AND datname = current_database()`,
+    );
+    expect(Number(rows[0]!.n)).toBe(1);
+    for (let i = 0; i < 100 && !events.some((e) => e.kind === "resync"); i++) await sleep(50);
+    expect(events.filter((e) => e.kind === "resync")).toHaveLength(1);
+    await store.create(session("s1"));
+    for (let i = 0; i < 100 && !events.some((e) => e.kind === "changed"); i++) await sleep(20);
+    expect(events.find((e) => e.kind === "changed")).toEqual({ kind: "changed", id: "s1", version: 0, state: "IDLE", leaseOwner: null });
+    stop();
+  });
+});

@@ -45,9 +45,9 @@ export function processFixture(prefix: string) {
   }
 
   /** The three tools as processes on a fresh data folder, so the ledger holds this drill's refunds only. */
-  async function startTools(kbLatencyMs = 0): Promise<ProcessTools> {
+  async function startTools(kbLatencyMs = 0, env: Record<string, string> = {}): Promise<ProcessTools> {
     const dir = tempDir("tools");
-    const [kb, billing, risk] = await Promise.all([startTool("kb-search", dir), startTool("billing", dir), startTool("risk", dir)]);
+    const [kb, billing, risk] = await Promise.all([startTool("kb-search", dir, 0, env), startTool("billing", dir, 0, env), startTool("risk", dir, 0, env)]);
     processes.push(kb, billing, risk);
     if (kbLatencyMs > 0) {
       const admin = await clientFor(ToolAdminService, kb.address, ["tool:admin"], { audience: "kb-search" });

@@ -1,5 +1,6 @@
 // The one behavioural suite every SessionStore must pass; each backend's test file only says how
 // to open a fresh, empty store on its database.
+import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -21,12 +22,17 @@ import {
   type JsonObject,
   type JsonValue,
   type NewSession,
+  type SessionEvent,
   type SessionRecord,
   type SessionStore,
 } from "../src/session-store.js";
 
 export interface StoreHarness {
   readonly store: SessionStore;
+  /** Lets `ms` pass on the clock leases are measured by: the store's own (SQLite), or the database's (PostgreSQL: real time). */
+  elapse(ms: number): Promise<void>;
+  /** That clock's time now, in epoch milliseconds. */
+  leaseNow(): Promise<number>;
   /** Another store on the same database, as a second replica or process would open it. */
   openAnother(): Promise<SessionStore>;
   /** Runs SQL on the same database behind the store's back, to probe the database's own guards. */
@@ -34,9 +40,20 @@ export interface StoreHarness {
   close(): Promise<void>;
 }
 
-export type StoreFactory = (options: { now: () => number }) => Promise<StoreHarness>;
+export type StoreFactory = (options: { now: () => number; advance: (ms: number) => void }) => Promise<StoreHarness>;
+
+export interface SuiteOptions {
+  readonly skip?: string;
+  /** Store instances on one database hear each other's changes (PostgreSQL; SQLite serves one process). */
+  readonly sharedEvents?: boolean;
+}
 
 const T0 = 1_767_225_600_000;
+/**
+ * The lease time-to-live the lease tests use: long enough that no real-time store's lease
+ * expires while a test is still between its steps, short enough to wait out.
+ */
+const TTL = 1_000;
 
 function newSession(id: string, extra: Partial<NewSession> = {}): NewSession {
   return {
@@ -51,7 +68,7 @@ function newSession(id: string, extra: Partial<NewSession> = {}): NewSession {
   };
 }
 
-export function describeSessionStore(name: string, factory: StoreFactory, options: { skip?: string } = {}): void {
+export function describeSessionStore(name: string, factory: StoreFactory, options: SuiteOptions = {}): void {
   const suite = options.skip ? describe.skip : describe;
   suite(`SessionStore contract: ${name}`, () => {
     let clock = T0;
@@ -62,7 +79,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
 
     beforeEach(async () => {
       clock = T0;
-      h = await factory({ now });
+      h = await factory({ now, advance: (ms) => (clock += ms) });
       store = h.store;
     });
     afterEach(async () => {
@@ -323,14 +340,14 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           let s = (await store.get(id))!;
           s = await move(id, pass, s, "THINKING", { usage: { steps: 1, toolCalls: 0, tokens: 5, costMicros: 0, startedAt: T0 } });
           s = await move(id, pass, s, "TOOL_EXECUTING", { pending: { call: "c1" }, context: { history: [1] } });
-          clock = T0 + 10;
+          await h.elapse(10);
           expect(await store.renewLease(id, "a", 60_000)).toBe(true);
           // The lease moved without a transition: the stale copy passed along still gets the new expiry back.
+          const leasedUntil = s.leaseExpiresAt!;
           s = await move(id, pass, s, "OBSERVING", {});
-          expect(s.leaseExpiresAt).toBe(T0 + 60_010);
+          expect(s.leaseExpiresAt).toBeGreaterThan(leasedUntil);
           s = await move(id, pass, s, "DONE", { stopReason: "done", answer: "ok", pending: null });
           expect(s).toMatchObject({ state: "DONE", stopReason: "done", answer: "ok", pending: null, leaseOwner: null, context: { history: [1] } });
-          clock = T0;
         }
       });
 
@@ -498,40 +515,52 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
     });
 
     describe("leases", () => {
+      /** The lease a claim or create just gave `owner` for TTL, read between two readings of the lease clock. */
+      function expectLease(s: SessionRecord | undefined, owner: string, before: number, after: number): void {
+        expect(s?.leaseOwner).toBe(owner);
+        expect(s?.leaseExpiresAt).toBeGreaterThanOrEqual(before + TTL);
+        expect(s?.leaseExpiresAt).toBeLessThanOrEqual(after + TTL);
+      }
+
       it("never hands one session to two owners claiming concurrently", async () => {
         for (let i = 0; i < 40; i++) await store.create(newSession(`s${String(i).padStart(2, "0")}`));
         await drive(store, "s00", ["CANCELLED"], "cancelled");
         const peer = await another();
         const byOwner = new Map<string, string[]>([["a", []], ["b", []]]);
         for (let round = 0; round < 6; round++) {
-          const [a, b] = await Promise.all([store.claim("a", 60_000, 4), peer.claim("b", 60_000, 4)]);
+          const before = await h.leaseNow();
+          const [a, b] = await Promise.all([store.claim("a", TTL, 4), peer.claim("b", TTL, 4)]);
+          const after = await h.leaseNow();
           byOwner.get("a")!.push(...a.map((s) => s.id));
           byOwner.get("b")!.push(...b.map((s) => s.id));
-          for (const s of a) expect(s).toMatchObject({ leaseOwner: "a", leaseExpiresAt: T0 + 60_000 });
+          for (const s of a) expectLease(s, "a", before, after);
         }
-        const rest = await Promise.all([store.claim("a", 60_000, 100), peer.claim("b", 60_000, 100)]);
+        const rest = await Promise.all([store.claim("a", TTL, 100), peer.claim("b", TTL, 100)]);
         byOwner.get("a")!.push(...rest[0].map((s) => s.id));
         byOwner.get("b")!.push(...rest[1].map((s) => s.id));
         const all = [...byOwner.get("a")!, ...byOwner.get("b")!];
         expect(new Set(all).size).toBe(all.length);
         expect(all.sort()).toEqual(Array.from({ length: 39 }, (_, i) => `s${String(i + 1).padStart(2, "0")}`));
-        expect(await store.claim("c", 60_000, 100)).toEqual([]);
+        expect(await store.claim("c", TTL, 100)).toEqual([]);
         for (const id of byOwner.get("a")!) expect((await store.get(id))?.leaseOwner).toBe("a");
       });
 
       it("lets another owner take over an expired lease and fences the old owner out", async () => {
         await store.create(newSession("s1"));
-        const [claimed] = await store.claim("a", 1_000, 10);
-        expect(claimed).toMatchObject({ id: "s1", leaseOwner: "a", leaseExpiresAt: T0 + 1_000 });
+        const before = await h.leaseNow();
+        const [claimed] = await store.claim("a", TTL, 10);
+        expectLease(claimed, "a", before, await h.leaseNow());
+        expect(claimed).toMatchObject({ id: "s1" });
         await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
-        expect(await store.claim("b", 1_000, 10)).toEqual([]);
-        clock = T0 + 500;
-        expect(await store.renewLease("s1", "a", 1_000)).toBe(true);
-        expect((await store.get("s1"))?.leaseExpiresAt).toBe(T0 + 1_500);
-        clock = T0 + 1_500;
-        const [taken] = await store.claim("b", 1_000, 10);
+        expect(await store.claim("b", TTL, 10)).toEqual([]);
+        await h.elapse(TTL / 2);
+        const renewedFrom = await h.leaseNow();
+        expect(await store.renewLease("s1", "a", TTL)).toBe(true);
+        expectLease((await store.get("s1"))!, "a", renewedFrom, await h.leaseNow());
+        await h.elapse(TTL + 50);
+        const [taken] = await store.claim("b", TTL, 10);
         expect(taken).toMatchObject({ id: "s1", leaseOwner: "b", state: "THINKING", version: 1 });
-        expect(await store.renewLease("s1", "a", 1_000)).toBe(false);
+        expect(await store.renewLease("s1", "a", TTL)).toBe(false);
         const fenced = store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "a", audit: { at: now() } });
         await expect(fenced).rejects.toBeInstanceOf(LeaseLostError);
         await expect(fenced).rejects.toBeInstanceOf(StaleTransitionError);
@@ -541,41 +570,179 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.releaseLease("s1", "a")).toBe(false);
         expect(await store.releaseLease("s1", "b")).toBe(true);
         expect(await store.get("s1")).toMatchObject({ leaseOwner: null, leaseExpiresAt: null });
-        expect((await store.claim("a", 1_000, 10)).map((s) => s.id)).toEqual(["s1"]);
+        expect((await store.claim("a", TTL, 10)).map((s) => s.id)).toEqual(["s1"]);
       });
 
       it("creates a session already leased to its owner, which nobody else claims until the lease expires", async () => {
-        const { session } = await store.create(newSession("s1", { lease: { owner: "a", ttlMs: 1_000 } }));
-        expect(session).toMatchObject({ state: "IDLE", version: 0, leaseOwner: "a", leaseExpiresAt: T0 + 1_000 });
-        expect(await store.claim("b", 1_000, 10)).toEqual([]);
+        const before = await h.leaseNow();
+        const { session } = await store.create(newSession("s1", { lease: { owner: "a", ttlMs: TTL } }));
+        expectLease(session, "a", before, await h.leaseNow());
+        expect(session).toMatchObject({ state: "IDLE", version: 0 });
+        expect(await store.claim("b", TTL, 10)).toEqual([]);
         await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
         await expect(
           store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "b", audit: { at: now() } }),
         ).rejects.toBeInstanceOf(LeaseLostError);
-        clock = T0 + 1_000;
-        expect((await store.claim("b", 1_000, 10)).map((s) => s.id)).toEqual(["s1"]);
+        await h.elapse(TTL + 50);
+        expect((await store.claim("b", TTL, 10)).map((s) => s.id)).toEqual(["s1"]);
       });
 
       it("refuses an owner's transition once its own lease has expired, even if nobody took over", async () => {
         await store.create(newSession("s1"));
-        await store.claim("a", 1_000, 10);
-        clock = T0 + 1_000;
+        await store.claim("a", TTL, 10);
+        await h.elapse(TTL + 50);
         await expect(
           store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } }),
         ).rejects.toBeInstanceOf(LeaseLostError);
-        expect(await store.renewLease("s1", "a", 1_000)).toBe(false);
+        expect(await store.renewLease("s1", "a", TTL)).toBe(false);
         expect((await store.get("s1"))?.version).toBe(0);
       });
 
       it("releases the lease on a terminal transition and never claims finished sessions", async () => {
         await store.create(newSession("s1"));
         await store.create(newSession("s2"));
-        await store.claim("a", 60_000, 10);
+        await store.claim("a", TTL, 10);
         await drive(store, "s1", ["THINKING", "FAILED"], "unrecoverable_error");
         expect(await store.get("s1")).toMatchObject({ state: "FAILED", stopReason: "unrecoverable_error", leaseOwner: null, leaseExpiresAt: null });
-        expect(await store.renewLease("s1", "a", 1_000)).toBe(false);
-        clock = T0 + 120_000;
-        expect((await store.claim("b", 1_000, 10)).map((s) => s.id)).toEqual(["s2"]);
+        expect(await store.renewLease("s1", "a", TTL)).toBe(false);
+        await h.elapse(TTL + 50);
+        expect((await store.claim("b", TTL, 10)).map((s) => s.id)).toEqual(["s2"]);
+      });
+
+      it("releases the lease on entering AWAITING_APPROVAL, never claims a waiting session, and claims it again once an approval moves it on", async () => {
+        await store.create(newSession("s1", { lease: { owner: "a", ttlMs: TTL } }));
+        await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
+        const waiting = await store.transition({
+          id: "s1", from: "THINKING", to: "AWAITING_APPROVAL", expectedVersion: 1, owner: "a", current: (await store.get("s1"))!,
+          audit: { at: now() }, patch: { pending: { approval: { approvalId: "apr_1", expiresAt: T0 + 60_000 } } },
+        });
+        expect(waiting).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
+        expect(await store.get("s1")).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
+        expect(await store.renewLease("s1", "a", TTL)).toBe(false);
+        expect(await store.claim("a", TTL, 10)).toEqual([]);
+        expect(await store.claim("b", TTL, 10)).toEqual([]);
+        // The human's answer is an unfenced move (nobody holds the lease); then anyone may claim it.
+        await store.transition({ id: "s1", from: "AWAITING_APPROVAL", to: "TOOL_EXECUTING", expectedVersion: 2, audit: { at: now() }, patch: { pending: { approvedBy: "bob" } } });
+        expect((await store.claim("b", TTL, 10)).map((s) => [s.id, s.state, s.leaseOwner])).toEqual([["s1", "TOOL_EXECUTING", "b"]]);
+      });
+    });
+
+    describe("approvals", () => {
+      it("finds the waiting sessions whose approval expired by a given time, oldest first, and nothing else", async () => {
+        const wait = async (id: string, expiresAt: number | undefined) => {
+          clock += 1;
+          await store.create(newSession(id));
+          await drive(store, id, ["THINKING"]);
+          await store.transition({
+            id, from: "THINKING", to: "AWAITING_APPROVAL", expectedVersion: 1, audit: { at: now() },
+            patch: { pending: expiresAt === undefined ? { queue: [] } : { approval: { approvalId: `apr_${id}`, expiresAt } } },
+          });
+        };
+        await wait("late", T0 + 5_000);
+        await wait("early", T0 + 1_000);
+        await wait("exact", T0 + 2_000);
+        await wait("none", undefined);
+        await store.create(newSession("running"));
+        await drive(store, "running", ["THINKING"]);
+        expect(await store.expiredApprovals(T0 + 999, 10)).toEqual([]);
+        expect((await store.expiredApprovals(T0 + 2_000, 10)).map((s) => s.id)).toEqual(["early", "exact"]);
+        expect((await store.expiredApprovals(T0 + 10_000, 2)).map((s) => s.id)).toEqual(["late", "early"]);
+        const [first] = await store.expiredApprovals(T0 + 10_000, 1);
+        expect(first).toMatchObject({ id: "late", state: "AWAITING_APPROVAL", pending: { approval: { approvalId: "apr_late" } } });
+        await store.transition({ id: "early", from: "AWAITING_APPROVAL", to: "FAILED", expectedVersion: 2, audit: { at: now() }, patch: { stopReason: "approval_denied" } });
+        expect((await store.expiredApprovals(T0 + 10_000, 10)).map((s) => s.id)).toEqual(["late", "exact"]);
+      });
+    });
+
+    describe("events", () => {
+      /** Every event `s` tells until the returned function is called. */
+      function record(s: SessionStore): { events: SessionEvent[]; stop: () => void } {
+        const events: SessionEvent[] = [];
+        return { events, stop: s.subscribe((e) => events.push(e)) };
+      }
+
+      /** Waits (bounded) until `events` holds one that `match` accepts. */
+      async function eventually(events: SessionEvent[], match: (e: SessionEvent) => boolean): Promise<SessionEvent> {
+        for (let i = 0; i < 200; i++) {
+          const found = events.find(match);
+          if (found) return found;
+          await sleep(10);
+        }
+        throw new Error(`no matching event among ${JSON.stringify(events)}`);
+      }
+
+      const changedTo = (id: string, version: number) => (e: SessionEvent) => e.kind === "changed" && e.id === id && e.version === version;
+
+      it("tells subscribers of each committed creation, transition and lease release, after the commit, and nothing of a refused one", async () => {
+        const { events, stop } = record(store);
+        const readAtEvent: { version: number; read: Promise<SessionRecord | null> }[] = [];
+        const unsubscribe = store.subscribe((e) => {
+          if (e.kind === "changed") readAtEvent.push({ version: e.version, read: store.get(e.id) });
+        });
+        await store.create(newSession("s1", { lease: { owner: "a", ttlMs: TTL } }));
+        expect(await eventually(events, changedTo("s1", 0))).toEqual({ kind: "changed", id: "s1", version: 0, state: "IDLE", leaseOwner: "a" });
+        await store.transition({ id: "s1", from: "IDLE", to: "TOOL_EXECUTING", expectedVersion: 0, owner: "a", via: [{ state: "THINKING", audit: { at: now() } }], audit: { at: now() } });
+        expect(await eventually(events, changedTo("s1", 2))).toEqual({ kind: "changed", id: "s1", version: 2, state: "TOOL_EXECUTING", leaseOwner: "a" });
+        const heard = events.length;
+        // Refused moves and lease renewals change nothing anyone waits for: no event.
+        await expect(store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: now() } })).rejects.toBeInstanceOf(StaleTransitionError);
+        await expect(store.transition({ id: "s1", from: "TOOL_EXECUTING", to: "OBSERVING", expectedVersion: 2, owner: "b", audit: { at: now() } })).rejects.toBeInstanceOf(LeaseLostError);
+        expect(await store.renewLease("s1", "a", TTL)).toBe(true);
+        expect(await store.releaseLease("s1", "a")).toBe(true);
+        const released = await eventually(events, (e) => e.kind === "changed" && e.leaseOwner === null);
+        expect(events.slice(heard)).toEqual([released]);
+        expect(released).toEqual({ kind: "changed", id: "s1", version: 2, state: "TOOL_EXECUTING", leaseOwner: null });
+        await store.transition({ id: "s1", from: "TOOL_EXECUTING", to: "CANCELLED", expectedVersion: 2, audit: { at: now() }, patch: { stopReason: "cancelled" } });
+        expect(await eventually(events, changedTo("s1", 3))).toEqual({ kind: "changed", id: "s1", version: 3, state: "CANCELLED", leaseOwner: null });
+        stop();
+        unsubscribe();
+        await store.create(newSession("s2"));
+        await sleep(100);
+        expect(events.some((e) => e.kind === "changed" && e.id === "s2")).toBe(false);
+        // Whoever hears an event can already read what it announces (or something newer).
+        expect(readAtEvent.length).toBeGreaterThanOrEqual(4);
+        for (const { version, read } of readAtEvent) expect((await read)?.version).toBeGreaterThanOrEqual(version);
+      });
+
+      it("keeps telling the other subscribers when one throws", async () => {
+        const unsubscribe = store.subscribe(() => {
+          throw new Error("a broken listener");
+        });
+        const { events, stop } = record(store);
+        await store.create(newSession("s1"));
+        await eventually(events, changedTo("s1", 0));
+        stop();
+        unsubscribe();
+      });
+
+      // Only a store shared by several processes has peers to tell (SQLite serves one process).
+      if (options.sharedEvents) {
+        it("tells another store instance on the same database (another replica) of this one's changes", async () => {
+          const peer = await another();
+          const { events, stop } = record(peer);
+          await store.create(newSession("s1"));
+          await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: now() } });
+          expect(await eventually(events, changedTo("s1", 1))).toEqual({ kind: "changed", id: "s1", version: 1, state: "THINKING", leaseOwner: null });
+          stop();
+        });
+      }
+    });
+
+    describe("reading from where the reader left off", () => {
+      it("returns the audit rows after a version and the steps after a step number", async () => {
+        await store.create(newSession("s1"));
+        let v = 0;
+        for (const [i, to] of (["THINKING", "TOOL_EXECUTING", "OBSERVING", "THINKING"] as const).entries()) {
+          const from = i === 0 ? "IDLE" : (["THINKING", "TOOL_EXECUTING", "OBSERVING"] as const)[i - 1]!;
+          await store.transition({ id: "s1", from, to, expectedVersion: v, audit: { at: T0 + i }, ...(i % 2 === 1 ? { step: { step: (i + 1) / 2, at: T0 + i, payload: { i } } } : {}) });
+          v += 1;
+        }
+        expect((await store.auditTrail("s1", 2)).map((a) => [a.version, a.to])).toEqual([[3, "OBSERVING"], [4, "THINKING"]]);
+        expect(await store.auditTrail("s1", 4)).toEqual([]);
+        expect((await store.auditTrail("s1")).map((a) => a.version)).toEqual([1, 2, 3, 4]);
+        expect((await store.steps("s1", 1)).map((s) => s.payload)).toEqual([{ i: 3 }]);
+        expect(await store.steps("s1", 2)).toEqual([]);
+        expect((await store.steps("s1")).map((s) => s.step)).toEqual([1, 2]);
       });
     });
 

@@ -4,16 +4,23 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { openSessionStore } from "../src/open-store.js";
 import { describe, expect, it } from "vitest";
+import { StoreUnavailableError } from "../src/session-store.js";
 import { SqliteSessionStore } from "../src/sqlite-session-store.js";
 import { describeSessionStore } from "./session-store.suite.js";
 
-describeSessionStore("sqlite", async ({ now }) => {
+describeSessionStore("sqlite", async ({ now, advance }) => {
   const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
   const file = join(dir, "sessions.db");
   const store = await openSessionStore(`sqlite:${file}`, { now });
   const raw = new Database(file);
   return {
     store,
+    async elapse(ms) {
+      advance(ms);
+    },
+    async leaseNow() {
+      return now();
+    },
     openAnother: () => openSessionStore(`sqlite:${file}`, { now }),
     async exec(sql) {
       raw.exec(sql);
@@ -199,6 +206,41 @@ describe("sqlite group commit", () => {
       await Promise.all(moves);
       expect((await store.countByState()).THINKING).toBe(40);
     } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("sqlite store errors", () => {
+  it("reports a database another process holds locked past the busy timeout as StoreUnavailableError (told to onUnavailable); the next write after it works", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
+    const file = join(dir, "sessions.db");
+    const told: StoreUnavailableError[] = [];
+    const store = new SqliteSessionStore(file, { busyTimeoutMs: 100, onUnavailable: (e) => told.push(e) });
+    const other = new Database(file);
+    const session = (id: string) => ({ id, goal: "g", task: {}, budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1000 }, scopes: [], policy: "scripted", createdBy: "test" });
+    try {
+      await store.create(session("s1"));
+      other.exec("BEGIN IMMEDIATE");
+      const [created, moved] = await Promise.all(
+        [store.create(session("s2")), store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } })].map((p) =>
+          p.then(() => undefined, (e: unknown) => e),
+        ),
+      );
+      other.exec("ROLLBACK");
+      expect(created).toBeInstanceOf(StoreUnavailableError);
+      expect((created as StoreUnavailableError).operation).toBe("create");
+      expect((moved as StoreUnavailableError).operation).toBe("transition");
+      expect((created as Error).message).toMatch(/database is locked/);
+      expect(told.map((e) => e.operation).sort()).toEqual(["create", "transition"]);
+      // Reads go on meanwhile (WAL), and nothing of the refused writes was kept.
+      expect(await store.get("s2")).toBeNull();
+      expect((await store.get("s1"))?.version).toBe(0);
+      await store.create(session("s2"));
+      expect((await store.get("s2"))?.state).toBe("IDLE");
+    } finally {
+      other.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
     }

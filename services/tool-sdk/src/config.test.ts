@@ -16,6 +16,15 @@ describe("loadToolConfig", () => {
     expect(Object.isFrozen(config)).toBe(true);
   });
 
+  it("bounds streams apart from unary calls: a total and a per-caller share no larger than it", () => {
+    const defaults = { port: 1, metricsPort: 2, maxStreams: 100, maxStreamsPerCaller: 10 };
+    expect(loadToolConfig("orchestrator", defaults, auth)).toMatchObject({ maxConcurrent: 64, maxStreams: 100, maxStreamsPerCaller: 10 });
+    expect(loadToolConfig("orchestrator", defaults, { ...auth, ORCHESTRATOR_MAX_STREAMS: "5" })).toMatchObject({ maxStreams: 5, maxStreamsPerCaller: 5 });
+    expect(() => loadToolConfig("orchestrator", defaults, { ...auth, ORCHESTRATOR_MAX_STREAMS_PER_CALLER: "101" })).toThrow(
+      /ORCHESTRATOR_MAX_STREAMS_PER_CALLER must be an integer in 1..100, got "101"/,
+    );
+  });
+
   it("fails fast on a bad number, naming the variable", () => {
     expect(() => loadToolConfig("billing", { port: 1, metricsPort: 2 }, { ...auth, BILLING_PORT: "70000" })).toThrow(/BILLING_PORT must be an integer in 0..65535, got "70000"/);
   });

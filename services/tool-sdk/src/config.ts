@@ -12,6 +12,10 @@ export interface ToolConfig {
   readonly port: number;
   readonly metricsPort: number;
   readonly maxConcurrent: number;
+  /** Server streams open at once, counted apart from unary calls (maxConcurrent). */
+  readonly maxStreams: number;
+  /** Server streams one caller (token subject) may hold open at once. */
+  readonly maxStreamsPerCaller: number;
   readonly shutdownGraceMs: number;
   /**
    * A connection older than this is asked to go away (GOAWAY), so clients resolve the service's
@@ -35,6 +39,8 @@ export interface ToolDefaults {
   readonly port: number;
   readonly metricsPort: number;
   readonly maxConcurrent?: number;
+  readonly maxStreams?: number;
+  readonly maxStreamsPerCaller?: number;
   readonly maxConnectionAgeMs?: number;
   readonly maxConnectionAgeGraceMs?: number;
 }
@@ -135,12 +141,15 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
     throw new ConfigError(`${tool} only verifies tokens and must not hold a private key: unset LOOPGUARD_SIGNING_KEY_FILE`);
   }
   const prefix = tool.toUpperCase().replace(/[^A-Z0-9]+/g, "_");
+  const maxStreams = integer(env, `${prefix}_MAX_STREAMS`, defaults.maxStreams ?? 256, 1, 1_000_000);
   return Object.freeze({
     tool,
     host: env[`${prefix}_HOST`] || "127.0.0.1",
     port: integer(env, `${prefix}_PORT`, defaults.port, 0, 65535),
     metricsPort: integer(env, `${prefix}_METRICS_PORT`, defaults.metricsPort, 0, 65535),
     maxConcurrent: integer(env, `${prefix}_MAX_CONCURRENT`, defaults.maxConcurrent ?? 64, 1, 100_000),
+    maxStreams,
+    maxStreamsPerCaller: integer(env, `${prefix}_MAX_STREAMS_PER_CALLER`, Math.min(maxStreams, defaults.maxStreamsPerCaller ?? 64), 1, maxStreams),
     shutdownGraceMs: integer(env, `${prefix}_SHUTDOWN_GRACE_MS`, 10_000, 0, 600_000),
     maxConnectionAgeMs: integer(env, `${prefix}_MAX_CONNECTION_AGE_MS`, defaults.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS, 0, 2_000_000_000),
     maxConnectionAgeGraceMs: integer(

@@ -114,6 +114,8 @@ export interface CallFailure {
   readonly domain: string | undefined;
   readonly retryAfterMs: number | undefined;
   readonly fieldViolations: readonly FieldViolation[];
+  /** google.rpc.ErrorInfo.metadata, e.g. the limit a refusal names. */
+  readonly metadata: Readonly<Record<string, string>>;
 }
 
 export function decodeStatusDetails(error: Pick<ServiceError, "code" | "details" | "metadata">): CallFailure {
@@ -121,6 +123,7 @@ export function decodeStatusDetails(error: Pick<ServiceError, "code" | "details"
   let domain: string | undefined;
   let retryAfterMs: number | undefined;
   let fieldViolations: FieldViolation[] = [];
+  let metadata: Record<string, string> = {};
   const raw = error.metadata?.get(STATUS_DETAILS_KEY)[0];
   if (raw instanceof Buffer) {
     const statusProto = fromBinary(StatusSchema, raw);
@@ -129,6 +132,7 @@ export function decodeStatusDetails(error: Pick<ServiceError, "code" | "details"
       if (info) {
         reason = info.reason;
         domain = info.domain;
+        metadata = info.metadata;
         continue;
       }
       const retry = anyUnpack(any, RetryInfoSchema);
@@ -146,5 +150,5 @@ export function decodeStatusDetails(error: Pick<ServiceError, "code" | "details"
       }
     }
   }
-  return { code: error.code, message: error.details ?? "", reason, domain, retryAfterMs, fieldViolations };
+  return { code: error.code, message: error.details ?? "", reason, domain, retryAfterMs, fieldViolations, metadata };
 }

@@ -31,10 +31,10 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
-  /** Calls being handled right now. */
+  /** Unary calls being handled right now. */
   readonly inFlight = new Gauge({
     name: "loopguard_tool_in_flight_calls",
-    help: "Calls currently being handled by this tool server.",
+    help: "Unary calls currently being handled by this tool server.",
     labelNames: ["tool"] as const,
     registers: [this.registry],
   });
@@ -42,7 +42,31 @@ export class ServerMetrics {
   /** Calls refused because the server was at its concurrency limit. */
   readonly shed = new Counter({
     name: "loopguard_tool_shed_total",
-    help: "Calls refused with RESOURCE_EXHAUSTED because the concurrency limit was reached.",
+    help: "Unary calls refused with RESOURCE_EXHAUSTED because the concurrency limit was reached.",
+    labelNames: ["tool", "grpc_method"] as const,
+    registers: [this.registry],
+  });
+
+  /** Server streams open right now (not counted in loopguard_tool_in_flight_calls). */
+  readonly openStreams = new Gauge({
+    name: "loopguard_tool_open_streams",
+    help: "Server streams currently open on this tool server.",
+    labelNames: ["tool"] as const,
+    registers: [this.registry],
+  });
+
+  /** Streams refused because the server's or the caller's stream limit was reached. */
+  readonly streamsRefused = new Counter({
+    name: "loopguard_tool_streams_refused_total",
+    help: "Streams refused with RESOURCE_EXHAUSTED (TOO_MANY_STREAMS), by the limit reached: server or caller.",
+    labelNames: ["tool", "grpc_method", "limit"] as const,
+    registers: [this.registry],
+  });
+
+  /** Requests refused undecoded because they were larger than their method accepts. */
+  readonly tooLarge = new Counter({
+    name: "loopguard_tool_requests_too_large_total",
+    help: "Requests refused with INVALID_ARGUMENT (REQUEST_TOO_LARGE) before decoding, above their method's max_request_bytes.",
     labelNames: ["tool", "grpc_method"] as const,
     registers: [this.registry],
   });

@@ -13,6 +13,7 @@ export class CallError extends Error implements CallFailure {
   readonly domain: string | undefined;
   readonly retryAfterMs: number | undefined;
   readonly fieldViolations: CallFailure["fieldViolations"];
+  readonly metadata: CallFailure["metadata"];
 
   constructor(failure: CallFailure) {
     super(failure.message);
@@ -21,6 +22,7 @@ export class CallError extends Error implements CallFailure {
     this.domain = failure.domain;
     this.retryAfterMs = failure.retryAfterMs;
     this.fieldViolations = failure.fieldViolations;
+    this.metadata = failure.metadata;
   }
 }
 

@@ -1,8 +1,10 @@
 // serveTool: a grpc-js server for one contract. Every call runs the same pipeline, in this
-// order: trace-context extract → drain/shed gate → auth (token → scopes) → request
-// normalisation and validation → deadline/cancellation → fault injection → handler → response
-// validation → error mapping → RED metrics. Beside the contract it serves grpc.health.v1,
-// server reflection, the ToolAdminService (fault injection) and /metrics over HTTP.
+// order: trace-context extract → drain gate → request size → shed gate (unary calls and streams
+// counted apart) → auth (token → scopes; streams per caller) → request normalisation and
+// validation → deadline/cancellation → fault injection → handler → response validation → error
+// mapping → RED metrics. Beside the contract it serves grpc.health.v1, server reflection, the
+// ToolAdminService (fault injection) and /metrics over HTTP.
+import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -10,6 +12,7 @@ import {
   create,
   type DescMethod,
   type DescService,
+  fromBinary,
   type MessageInitShape,
   type MessageShape,
   toBinary,
@@ -97,8 +100,16 @@ export interface ServeOptions {
   readonly metricsPort: number;
   /** Public keys (JWKS) that verify callers' tokens; tokens must name this service's tool name as audience. */
   readonly publicKeys: JSONWebKeySet;
-  /** Calls handled at once; past it calls are refused with RESOURCE_EXHAUSTED. */
+  /** Unary calls handled at once; past it they are refused with RESOURCE_EXHAUSTED. */
   readonly maxConcurrent: number;
+  /**
+   * Server streams open at once (default 256), counted apart from unary calls so that long-lived
+   * streams never take the slots of short calls; past it new streams are refused with
+   * RESOURCE_EXHAUSTED (TOO_MANY_STREAMS).
+   */
+  readonly maxStreams?: number;
+  /** Server streams one caller (by token subject) may hold open at once (default 64). */
+  readonly maxStreamsPerCaller?: number;
   /** How long shutdown waits for calls in flight before cancelling them. */
   readonly shutdownGraceMs: number;
   /** Connections older than this get a GOAWAY so clients re-resolve (see ToolConfig); 0 or unset = never. */
@@ -125,7 +136,9 @@ export interface ToolServer {
   readonly address: string;
   readonly metrics: ServerMetrics;
   readonly faults: FaultSwitch;
+  /** Unary calls being handled. */
   readonly inFlight: () => number;
+  readonly openStreams: () => number;
   /** NOT_SERVING → refuse new calls → wait for in-flight ones (bounded) → stop. Idempotent. */
   shutdown(): Promise<void>;
   /** Installs SIGTERM/SIGINT handlers that shut down and exit 0 (1 if shutdown failed). */
@@ -133,6 +146,15 @@ export interface ToolServer {
 }
 
 const HEALTH_OVERALL = "";
+/** Largest request of a method whose contract declares no max_request_bytes. */
+export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024;
+/** Wait suggested to a caller refused a stream: streams are long-lived, so a slot frees slowly. */
+const STREAM_RETRY_AFTER_MS = 1000;
+
+/** What the deserializer hands on instead of a request too large for its method: its size, undecoded. */
+class OversizedRequest {
+  constructor(readonly bytes: number) {}
+}
 
 function bindAsync(server: Server, address: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -176,9 +198,16 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   const verifier = new TokenVerifier(options.publicKeys, tool);
   const log = options.logger;
   const shedRetryAfterMs = options.shedRetryAfterMs ?? 100;
+  const maxStreams = options.maxStreams ?? 256;
+  const maxStreamsPerCaller = Math.min(maxStreams, options.maxStreamsPerCaller ?? 64);
+  /** Unary calls being handled. */
   let inFlight = 0;
+  /** Server streams open, each with its controller, so a drain can end them. */
+  const streams = new Set<AbortController>();
+  const streamsByCaller = new Map<string, number>();
   let draining = false;
   let drained: (() => void) | undefined;
+  const idle = () => inFlight === 0 && streams.size === 0;
 
   const server = new Server({
     "grpc.max_receive_message_length": 4 * 1024 * 1024,
@@ -205,7 +234,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     for (const method of target.methods) {
       const handler = handlers[method.localName];
       if (typeof handler !== "function") throw new Error(`${target.typeName}: no handler for ${method.name}`);
-      definitions[method.localName] = methodDefinition(method);
+      definitions[method.localName] = withSizeLimit(method, methodDefinition(method));
       warmValidation(method);
       implementation[method.localName] = unary(
         method,
@@ -217,6 +246,15 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       );
     }
     server.addService(definitions, implementation);
+  }
+
+  /** Refuses to decode a request above its method's limit: the pipeline answers it without work. */
+  function withSizeLimit(method: DescMethod, definition: ReturnType<typeof methodDefinition>): ReturnType<typeof methodDefinition> {
+    const limit = methodPolicy(method).maxRequestBytes || DEFAULT_MAX_REQUEST_BYTES;
+    return {
+      ...definition,
+      requestDeserialize: (bytes: Buffer) => (bytes.length > limit ? (new OversizedRequest(bytes.length) as never) : fromBinary(method.input, bytes)),
+    };
   }
 
   function unary(
@@ -234,6 +272,11 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     const shedError = new ToolError(status.RESOURCE_EXHAUSTED, "OVERLOADED", `${tool} is at its concurrency limit of ${options.maxConcurrent}`, {
       retryAfterMs: shedRetryAfterMs,
     });
+    const streamsFull = new ToolError(status.RESOURCE_EXHAUSTED, "TOO_MANY_STREAMS", `${tool} has ${maxStreams} streams open, as many as it serves at once; retry later`, {
+      retryAfterMs: STREAM_RETRY_AFTER_MS,
+      metadata: { limit: "server", max_streams: String(maxStreams) },
+    });
+    const maxRequestBytes = policy.maxRequestBytes || DEFAULT_MAX_REQUEST_BYTES;
 
     return (
       call: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>,
@@ -273,14 +316,36 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
         finish(new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${tool} is shutting down`, { retryAfterMs: 0 }));
         return;
       }
-      if (inFlight >= options.maxConcurrent) {
-        metrics.shed.inc({ tool, grpc_method: method.name });
-        finish(shedError);
+      if (call.request instanceof OversizedRequest) {
+        const { bytes } = call.request;
+        metrics.tooLarge.inc({ tool, grpc_method: method.name });
+        finish(
+          new ToolError(status.INVALID_ARGUMENT, "REQUEST_TOO_LARGE", `${method.input.name} is ${bytes} bytes; ${method.name} accepts at most ${maxRequestBytes}`, {
+            metadata: { bytes: String(bytes), max_bytes: String(maxRequestBytes) },
+          }),
+        );
         return;
       }
-      inFlight += 1;
-      metrics.inFlight.set({ tool }, inFlight);
       const abort = new AbortController();
+      if (streaming) {
+        if (streams.size >= maxStreams) {
+          metrics.streamsRefused.inc({ tool, grpc_method: method.name, limit: "server" });
+          finish(streamsFull);
+          return;
+        }
+        streams.add(abort);
+        metrics.openStreams.set({ tool }, streams.size);
+      } else {
+        if (inFlight >= options.maxConcurrent) {
+          metrics.shed.inc({ tool, grpc_method: method.name });
+          finish(shedError);
+          return;
+        }
+        inFlight += 1;
+        metrics.inFlight.set({ tool }, inFlight);
+      }
+      /** The subject whose per-caller stream count this call holds, once it is counted. */
+      let streamCaller: string | undefined;
       const onCancelled = () => abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
       call.once("cancelled", onCancelled);
       let deadlineTimer: NodeJS.Timeout | undefined;
@@ -298,6 +363,18 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
           throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} requires scope "${policy.requiredScope}"`, {
             metadata: { required_scope: policy.requiredScope },
           });
+        }
+        if (streaming) {
+          const held = streamsByCaller.get(caller.subject) ?? 0;
+          if (held >= maxStreamsPerCaller) {
+            metrics.streamsRefused.inc({ tool, grpc_method: method.name, limit: "caller" });
+            throw new ToolError(status.RESOURCE_EXHAUSTED, "TOO_MANY_STREAMS", `${caller.subject} has ${held} streams open on ${tool}, as many as one caller may; close one or retry later`, {
+              retryAfterMs: STREAM_RETRY_AFTER_MS,
+              metadata: { limit: "caller", max_streams: String(maxStreamsPerCaller) },
+            });
+          }
+          streamCaller = caller.subject;
+          streamsByCaller.set(streamCaller, held + 1);
         }
         const request = call.request;
         normalise?.(request);
@@ -332,9 +409,6 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
           });
         }
         const ctx: CallContext = { signal: abort.signal, deadline, caller, traceId, log: callLog };
-        const aborted = new Promise<never>((_, reject) => {
-          abort.signal.addEventListener("abort", () => reject(abort.signal.reason), { once: true });
-        });
         const checked = (init: unknown) => {
           const response = create(method.output, init as MessageInitShape<typeof method.output>);
           const responseViolations = violationsOf(method.output, response);
@@ -351,10 +425,16 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
           const stream = call as ServerWritableStream<unknown, unknown>;
           for await (const item of (handler as unknown as StreamHandler<DescMethod>)(request as never, ctx)) {
             if (abort.signal.aborted) throw abort.signal.reason;
-            stream.write(checked(item));
+            // A slow reader holds the stream back rather than have its messages pile up here.
+            if (!stream.write(checked(item))) await once(stream, "drain", { signal: abort.signal }).catch(() => undefined);
           }
+          // A handler that ends on its signal (cancelled, deadline, drain) ends with that status, not OK.
+          if (abort.signal.aborted) throw abort.signal.reason;
           return undefined;
         }
+        const aborted = new Promise<never>((_, reject) => {
+          abort.signal.addEventListener("abort", () => reject(abort.signal.reason), { once: true });
+        });
         const init = await Promise.race([handler(request, ctx), aborted]);
         const response = checked(init);
         if (fault.responseDelayMs > 0) {
@@ -374,9 +454,19 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
         .finally(() => {
           clearTimeout(deadlineTimer);
           call.removeListener("cancelled", onCancelled);
-          inFlight -= 1;
-          metrics.inFlight.set({ tool }, inFlight);
-          if (draining && inFlight === 0) drained?.();
+          if (streaming) {
+            streams.delete(abort);
+            metrics.openStreams.set({ tool }, streams.size);
+            if (streamCaller !== undefined) {
+              const held = (streamsByCaller.get(streamCaller) ?? 1) - 1;
+              if (held > 0) streamsByCaller.set(streamCaller, held);
+              else streamsByCaller.delete(streamCaller);
+            }
+          } else {
+            inFlight -= 1;
+            metrics.inFlight.set({ tool }, inFlight);
+          }
+          if (draining && idle()) drained?.();
         });
     };
   }
@@ -436,9 +526,13 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       metrics.serving.set({ tool }, 0);
       health.setStatus(HEALTH_OVERALL, "NOT_SERVING");
       health.setStatus(service.typeName, "NOT_SERVING");
-      log.info("draining", { tool, in_flight: inFlight, grace_ms: options.shutdownGraceMs });
-      const idle = inFlight === 0 ? Promise.resolve() : new Promise<void>((resolve) => (drained = resolve));
-      const timedOut = await Promise.race([idle.then(() => false), sleep(options.shutdownGraceMs).then(() => true)]);
+      log.info("draining", { tool, in_flight: inFlight, streams: streams.size, grace_ms: options.shutdownGraceMs });
+      // Streams may stay open for as long as what they follow (an hour): they are ended now, and
+      // their callers (told UNAVAILABLE, retry at once) reopen them on another replica.
+      const ending = new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${tool} is shutting down; reopen the stream`, { retryAfterMs: 0 });
+      for (const stream of streams) stream.abort(ending);
+      const quiet = idle() ? Promise.resolve() : new Promise<void>((resolve) => (drained = resolve));
+      const timedOut = await Promise.race([quiet.then(() => false), sleep(options.shutdownGraceMs).then(() => true)]);
       if (timedOut) log.warn("grace period over; cancelling calls in flight", { tool, in_flight: inFlight });
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {
@@ -465,6 +559,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     metrics,
     faults,
     inFlight: () => inFlight,
+    openStreams: () => streams.size,
     shutdown,
     exitOnSignals() {
       for (const signal of ["SIGTERM", "SIGINT"] as const) {
@@ -484,7 +579,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     },
   };
   if (options.exitOnSignals) toolServer.exitOnSignals();
-  log.info("serving", { tool, address: `${options.host}:${port}`, metrics_port: metricsPort, limit: options.maxConcurrent });
+  log.info("serving", { tool, address: `${options.host}:${port}`, metrics_port: metricsPort, limit: options.maxConcurrent, max_streams: maxStreams, max_streams_per_caller: maxStreamsPerCaller });
   return toolServer;
 }
 

@@ -6,9 +6,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Metadata } from "@grpc/grpc-js";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { afterEach, describe, expect, it } from "vitest";
 import { mintToken, newKeyPair, signingKeyFromJwk } from "../src/auth.js";
-import { CallError, createRawClient } from "../src/raw-client.js";
+import { CallError, createRawClient, type RawClient } from "../src/raw-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
 import { checkHealth, metricValue, startTestTool, type TestTool, testToken } from "../src/testing.js";
@@ -284,5 +285,116 @@ describe("serveTool", () => {
     expect(services.split("\n")).toContain("grpc.health.v1.Health");
     const { stdout: answer } = await bufCurl("-d", JSON.stringify({ service: "loopguard.kb.v1.KbSearchService" }), `http://${t.address}/grpc.health.v1.Health/Check`);
     expect(JSON.parse(answer)).toEqual({ status: "SERVING" });
+  });
+});
+
+describe("serveTool limits: streams apart from unary calls, request sizes from the contract", () => {
+  type OrchestratorHandlers = ToolHandlers<typeof OrchestratorService>;
+  let orchestrator: TestTool<typeof OrchestratorService> | undefined;
+  afterEach(async () => {
+    await orchestrator?.close();
+    orchestrator = undefined;
+  });
+
+  /** A contract with a server stream: each stream stays open until its call is cancelled or the server drains. */
+  function serveWatcher(options: Record<string, number>, handled: string[] = []) {
+    const unused = async (): Promise<never> => {
+      throw new ToolError(status.INTERNAL, "INTERNAL_ERROR", "not used by this test");
+    };
+    const handlers: OrchestratorHandlers = {
+      startSession: async (req) => (handled.push("startSession"), { session: { sessionId: req.goal.slice(0, 8) } }),
+      getSession: async (req) => (handled.push("getSession"), { session: { sessionId: req.sessionId } }),
+      async *watchSession(req, ctx) {
+        yield { event: { case: "snapshot", value: { sessionId: req.sessionId } } };
+        await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+      },
+      listSessions: unused,
+      cancelSession: unused,
+      resolveApproval: unused,
+      getTrace: unused,
+    };
+    return startTestTool({ service: OrchestratorService, handlers }, options);
+  }
+
+  /** Opens a stream and waits for its first message, so the server has counted it. */
+  async function openStream(client: RawClient<typeof OrchestratorService>, id: string) {
+    const iterator = client.watchSession({ sessionId: id })[Symbol.asyncIterator]();
+    const first = await iterator.next();
+    return { first, next: () => iterator.next(), close: () => iterator.return?.() };
+  }
+
+  it("serves unary calls while streams hold more than maxConcurrent; refuses streams past the server's and each caller's limit with RetryInfo", async () => {
+    orchestrator = await serveWatcher({ maxConcurrent: 2, maxStreams: 5, maxStreamsPerCaller: 3 });
+    const alice = await orchestrator.client(["sessions:read"], "alice");
+    const bob = await orchestrator.client(["sessions:read"], "bob");
+    const aliceStreams = await Promise.all([1, 2, 3].map((i) => openStream(alice, `a${i}`)));
+    for (const s of aliceStreams) expect(s.first.done).toBe(false);
+
+    const perCaller = await failure(openStream(alice, "a4"));
+    expect(perCaller.code).toBe(status.RESOURCE_EXHAUSTED);
+    expect(perCaller.reason).toBe("TOO_MANY_STREAMS");
+    expect(perCaller.metadata).toMatchObject({ limit: "caller", max_streams: "3" });
+    expect(perCaller.retryAfterMs).toBe(1000);
+    expect(perCaller.message).toContain("alice has 3 streams open");
+
+    const bobStreams = await Promise.all([1, 2].map((i) => openStream(bob, `b${i}`)));
+    const server = await failure(openStream(bob, "b3"));
+    expect(server.code).toBe(status.RESOURCE_EXHAUSTED);
+    expect(server.metadata).toMatchObject({ limit: "server", max_streams: "5" });
+    expect(orchestrator.server.openStreams()).toBe(5);
+
+    // Five streams open, two unary slots: unary calls are neither shed nor queued behind streams.
+    const answers = await Promise.all(Array.from({ length: 2 }, (_, i) => alice.getSession({ sessionId: `s${i}` })));
+    expect(answers.map((a) => a.session?.sessionId)).toEqual(["s0", "s1"]);
+    expect(orchestrator.server.inFlight()).toBe(0);
+
+    await aliceStreams[0]!.close();
+    for (let i = 0; i < 50 && orchestrator.server.openStreams() > 4; i += 1) await sleep(20);
+    expect((await openStream(alice, "a5")).first.done).toBe(false);
+    const page = await orchestrator.server.metrics.registry.metrics();
+    expect(metricValue(page, "loopguard_tool_streams_refused_total", { limit: "caller" })).toBe(1);
+    expect(metricValue(page, "loopguard_tool_streams_refused_total", { limit: "server" })).toBe(1);
+    expect(metricValue(page, "loopguard_tool_open_streams")).toBe(5);
+    for (const s of [...aliceStreams, ...bobStreams]) await s.close();
+  });
+
+  it("ends open streams at once when the server drains, with UNAVAILABLE SHUTTING_DOWN, instead of waiting out the grace period", async () => {
+    orchestrator = await serveWatcher({ shutdownGraceMs: 10_000 });
+    const client = await orchestrator.client(["sessions:read"]);
+    const stream = await openStream(client, "s1");
+    const started = Date.now();
+    const ended = stream.next().then(() => undefined, (e: unknown) => e);
+    await orchestrator.server.shutdown();
+    const error = await ended;
+    expect(error).toBeInstanceOf(CallError);
+    expect((error as CallError).code).toBe(status.UNAVAILABLE);
+    expect((error as CallError).reason).toBe("SHUTTING_DOWN");
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it("refuses a request above its method's max_request_bytes with INVALID_ARGUMENT before decoding it or calling the handler", async () => {
+    const handled: string[] = [];
+    orchestrator = await serveWatcher({}, handled);
+    const client = await orchestrator.client(["sessions:read", "sessions:write"]);
+    // GetSession declares no limit (16 KiB); StartSession declares 128 KiB in the contract.
+    const big = await failure(client.getSession({ sessionId: "x".repeat(20_000) }));
+    expect(big.code).toBe(status.INVALID_ARGUMENT);
+    expect(big.reason).toBe("REQUEST_TOO_LARGE");
+    expect(big.message).toMatch(/^GetSessionRequest is 2000\d bytes; GetSession accepts at most 16384$/);
+    expect(big.metadata).toEqual({ bytes: expect.stringMatching(/^2000\d$/), max_bytes: "16384" });
+    const unauthenticated = createRawClient(OrchestratorService, orchestrator.address);
+    expect((await failure(unauthenticated.getSession({ sessionId: "x".repeat(20_000) }))).reason).toBe("REQUEST_TOO_LARGE");
+    unauthenticated.close();
+    expect((await failure(client.startSession({ goal: "g".repeat(140_000) }))).message).toMatch(/StartSession accepts at most 131072$/);
+    expect(handled).toEqual([]);
+
+    // Below the limit the request goes on through validation as always.
+    const invalid = await failure(client.startSession({ goal: "g".repeat(100_000) }));
+    expect(invalid.reason).toBe("REQUEST_INVALID");
+    expect((await client.getSession({ sessionId: "ses_1" })).session?.sessionId).toBe("ses_1");
+    expect(handled).toEqual(["getSession"]);
+    const page = await orchestrator.server.metrics.registry.metrics();
+    expect(metricValue(page, "loopguard_tool_requests_too_large_total", { grpc_method: "GetSession" })).toBe(2);
+    expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "StartSession", grpc_code: "INVALID_ARGUMENT" })).toBe(2);
   });
 });

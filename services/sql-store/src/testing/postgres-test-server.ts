@@ -18,6 +18,13 @@ export interface PostgresServer {
   /** A URL for `database` on this server (the database must exist: see createDatabase). */
   url(database: string): string;
   createDatabase(name: string): Promise<string>;
+  /**
+   * Stops the server, keeping its data, as an outage would: "fast" ends every connection
+   * (clients see them terminated), "immediate" is a crash (recovery runs on the next start).
+   */
+  halt(mode?: "fast" | "immediate"): Promise<void>;
+  /** Starts the halted server again on the same port with the same data. */
+  resume(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -114,11 +121,14 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       rmSync(root, { recursive: true, force: true });
     }
   };
-  try {
-    run("initdb", ["-D", dataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
-    const opts = `-p ${port} -k ${sockDir} -c listen_addresses=${host} -c max_connections=200${options.fsync ? "" : " -c fsync=off"}`;
+  const opts = `-p ${port} -k ${sockDir} -c listen_addresses=${host} -c max_connections=200${options.fsync ? "" : " -c fsync=off"}`;
+  const startServer = (): void => {
     run("pg_ctl", ["-D", dataDir, "-o", opts, "-l", join(root, "server.log"), "-w", "-t", "60", "start"]);
     started = true;
+  };
+  try {
+    run("initdb", ["-D", dataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
+    startServer();
   } catch (err) {
     await stop();
     throw err;
@@ -136,6 +146,13 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
         await client.end();
       }
       return url(name);
+    },
+    async halt(mode = "fast") {
+      run("pg_ctl", ["-D", dataDir, "-m", mode, "-w", "stop"]);
+      started = false;
+    },
+    async resume() {
+      startServer();
     },
     stop,
   };

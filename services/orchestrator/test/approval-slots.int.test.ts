@@ -1,0 +1,95 @@
+// Sessions waiting for a human hold neither one of the replica's active slots nor a lease: real
+// tool processes, a real orchestrator API with a small ORCHESTRATOR_MAX_ACTIVE_SESSIONS.
+import { setTimeout as sleep } from "node:timers/promises";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
+import { testToken } from "@loopguard/tool-sdk/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HIGH_RISK_CUSTOMER, startOrchestrator, startRefund, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+
+const HIGH_RISK_ORDER = "ord_DEMO00000008";
+
+let tools: Tools;
+beforeAll(async () => {
+  tools = await startTools();
+}, 60_000);
+afterAll(async () => {
+  await tools?.stop();
+});
+
+const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL;
+
+const startHighRiskRefund = (orch: TestOrchestrator) => startRefund(orch.api, HIGH_RISK_ORDER, 1000, HIGH_RISK_CUSTOMER);
+
+async function refundCount(): Promise<number> {
+  const billing = createRawClient(BillingService, tools.billing.address, { token: await testToken({ subject: "test", scopes: ["billing:read"] }) });
+  try {
+    return (await billing.listRefunds({ orderId: HIGH_RISK_ORDER })).refunds.length;
+  } finally {
+    billing.close();
+  }
+}
+
+describe("sessions waiting for approval release their slot and their lease", () => {
+  let orch: TestOrchestrator;
+  beforeAll(async () => {
+    orch = await startOrchestrator(tools, { ORCHESTRATOR_MAX_ACTIVE_SESSIONS: "2", APPROVAL_TTL_MS: "300000" });
+  });
+  afterAll(async () => {
+    await orch?.close();
+  });
+
+  it("more waiting sessions than ORCHESTRATOR_MAX_ACTIVE_SESSIONS do not block new sessions, and an approved one runs to DONE", async () => {
+    const ids = [];
+    for (let i = 0; i < 4; i += 1) ids.push(await startHighRiskRefund(orch));
+    for (const id of ids) expect((await waitForSession(orch.api, id, waiting)).pendingApproval?.tool).toBe("billing_refund");
+    for (const id of ids) expect(await orch.orchestrator.store.get(id)).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
+    for (let i = 0; i < 50 && orch.orchestrator.activeCount() > 0; i += 1) await sleep(20);
+    expect(orch.orchestrator.activeCount()).toBe(0);
+
+    // Both slots are free for new work while four sessions wait.
+    const questions = await Promise.all(
+      ["How long do card refunds take?", "What is the refund policy?", "Which refunds need an approval?"].map((goal) => orch.api.startSession({ goal, scopes: ["kb:read"] })),
+    );
+    for (const { session } of questions) expect((await waitForSession(orch.api, session!.sessionId)).stopReason).toBe("done");
+
+    const before = await refundCount();
+    const shown = (await orch.api.getSession({ sessionId: ids[0]! })).session!.pendingApproval!;
+    const approved = await orch.approver.resolveApproval({ sessionId: ids[0]!, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "checked" });
+    expect(approved.session?.state).toBe(SessionState.TOOL_EXECUTING);
+    const done = await waitForSession(orch.api, ids[0]!);
+    expect(done.stopReason).toBe("done");
+    expect(done.answer).toMatch(/rf_[A-Za-z0-9]{16}/);
+    expect(await refundCount()).toBe(before + 1);
+    for (const id of ids.slice(1)) expect((await orch.api.getSession({ sessionId: id })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
+    for (const id of ids.slice(1)) await orch.api.cancelSession({ sessionId: id, reason: "test over" });
+  });
+});
+
+describe("approvals left unanswered", () => {
+  let orch: TestOrchestrator;
+  beforeAll(async () => {
+    orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "1000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" });
+  });
+  afterAll(async () => {
+    await orch?.close();
+  });
+
+  it("end FAILED with approval_denied once expired, by the periodic sweep; nothing is refunded and a late answer is refused", async () => {
+    const before = await refundCount();
+    const id = await startHighRiskRefund(orch);
+    const shown = (await waitForSession(orch.api, id, waiting)).pendingApproval!;
+    const ended = await waitForSession(orch.api, id, undefined, 10_000);
+    expect(SessionState[ended.state]).toBe("FAILED");
+    expect(ended.stopReason).toBe("approval_denied");
+    expect(ended.answer).toBe(`approval ${shown.approvalId} expired unanswered`);
+    expect(await refundCount()).toBe(before);
+    const late = await orch.approver
+      .resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "too late" })
+      .then(() => undefined, (e: unknown) => e);
+    expect(late).toBeInstanceOf(CallError);
+    expect((late as CallError).code).toBe(status.FAILED_PRECONDITION);
+    expect((late as CallError).reason).toBe("SESSION_TERMINAL");
+  });
+});

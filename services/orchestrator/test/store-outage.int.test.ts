@@ -1,0 +1,113 @@
+// The orchestrator on a real PostgreSQL that is stopped and started again under it: the API says
+// UNAVAILABLE / STORE_UNAVAILABLE with RetryInfo (HTTP 503 + Retry-After), the errors are
+// counted, claims back off instead of spinning, no session fails for the outage, and after the
+// restart sessions resume and watchers hear them again.
+import { setTimeout as sleep } from "node:timers/promises";
+import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
+import { metricValue, testToken } from "@loopguard/tool-sdk/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type PostgresServer, postgresSkipReason, startPostgres } from "@loopguard/sql-store/testing";
+import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+
+const skip = postgresSkipReason();
+if (skip) console.warn(`[orchestrator] skipping the store outage test: ${skip}`);
+
+const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
+
+describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is down", () => {
+  let database: PostgresServer;
+  let tools: Tools;
+  let orch: TestOrchestrator;
+  beforeAll(async () => {
+    database = await startPostgres();
+    tools = await startTools();
+    orch = await startOrchestrator(tools, { ORCHESTRATOR_STORE: await database.createDatabase("outage"), APPROVAL_TTL_MS: "300000" });
+  }, 120_000);
+  afterAll(async () => {
+    await orch?.close();
+    await tools?.stop();
+    await database?.stop();
+  }, 60_000);
+
+  async function refusal(promise: Promise<unknown>): Promise<CallError> {
+    const error = await promise.then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(CallError);
+    return error as CallError;
+  }
+
+  const logged = (message: string) => orch.logs.filter((line) => (JSON.parse(line) as { msg: string }).msg === message);
+
+  it("refuses calls with STORE_UNAVAILABLE and RetryInfo, counts them, backs off, fails no session, and resumes everything after the restart", async () => {
+    // A session waiting for approval, watched from before the outage.
+    const { session: refund } = await orch.api.startSession({
+      goal: "Refund 10.00 of ord_DEMO00000008",
+      task: { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", ...HIGH_RISK } as never,
+      scopes: ALL_SCOPES,
+    });
+    const waitingId = refund!.sessionId;
+    const shown = (await waitForSession(orch.api, waitingId, (s) => s.state === SessionState.AWAITING_APPROVAL)).pendingApproval!;
+    const watch = orch.api.watchSession({ sessionId: waitingId })[Symbol.asyncIterator]();
+    for (let r = await watch.next(); !(r.value?.event.case === "transition" && r.value.event.value.to === SessionState.AWAITING_APPROVAL); r = await watch.next());
+    const heardAfter = (async () => {
+      const states: string[] = [];
+      for (let r = await watch.next(); !r.done; r = await watch.next()) if (r.value.event.case === "transition") states.push(SessionState[r.value.event.value.to]);
+      return states;
+    })();
+
+    // A session in the middle of a (slowed) tool call when the database goes away.
+    const admin = createRawClient(ToolAdminService, tools.kb.address, { token: await testToken({ subject: "drill", scopes: ["tool:admin"], audience: "kb-search" }) });
+    await admin.setFaults({ profile: { addedLatencyMs: 800 } });
+    const { session: question } = await orch.api.startSession({ goal: "How long do card refunds take?", scopes: ["kb:read"] });
+    const runningId = question!.sessionId;
+    await waitForSession(orch.api, runningId, (s: Session) => s.state === SessionState.TOOL_EXECUTING, 10_000);
+    const errorsBefore = metricValue(await (await fetch(`${orch.httpUrl}/metrics`)).text(), "loopguard_store_errors_total");
+
+    await database.halt("fast");
+    try {
+      const read = await refusal(orch.api.getSession({ sessionId: waitingId }));
+      expect(read.code).toBe(status.UNAVAILABLE);
+      expect(read.reason).toBe("STORE_UNAVAILABLE");
+      expect(read.retryAfterMs).toBe(1000);
+      expect(read.metadata).toEqual({ operation: "get" });
+      const start = await refusal(orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] }));
+      expect([start.code, start.reason]).toEqual([status.UNAVAILABLE, "STORE_UNAVAILABLE"]);
+
+      const token = await testToken({ subject: "test", scopes: ["sessions:read"] });
+      const http = await fetch(`${orch.httpUrl}/api/sessions/${waitingId}`, { headers: { authorization: `Bearer ${token}` } });
+      expect(http.status).toBe(503);
+      expect(http.headers.get("retry-after")).toBe("1");
+      expect(((await http.json()) as { error: { reason: string } }).error.reason).toBe("STORE_UNAVAILABLE");
+
+      // The slowed call finishes meanwhile; its session waits for the store rather than failing.
+      await sleep(2500);
+      const metrics = await fetch(`${orch.httpUrl}/metrics`);
+      expect(metrics.status).toBe(200);
+      const page = await metrics.text();
+      expect(metricValue(page, "loopguard_store_errors_total", { operation: "get" })).toBeGreaterThanOrEqual(2);
+      expect(metricValue(page, "loopguard_store_errors_total", { operation: "create" })).toBeGreaterThanOrEqual(1);
+      expect(metricValue(page, "loopguard_store_errors_total")).toBeGreaterThan(errorsBefore + 3);
+      // Claims tick every second and failed each time, yet the outage is logged once, not per tick.
+      expect(logged("claiming sessions failed; backing off until the store answers")).toHaveLength(1);
+      expect(logged("session store unavailable; the session waits for it").map((l) => (JSON.parse(l) as { session_id: string }).session_id)).toEqual([runningId]);
+    } finally {
+      await database.resume();
+    }
+
+    const done = await waitForSession(orch.api, runningId, undefined, 30_000);
+    expect(SessionState[done.state]).toBe("DONE");
+    expect(done.stopReason).toBe("done");
+    expect(logged("claiming sessions again")).toHaveLength(1);
+    await admin.setFaults({ profile: {} });
+    admin.close();
+
+    // The waiting session is approved after the restart and runs; its watcher, opened before the
+    // outage, hears every move (its listening connection came back) through to the end.
+    await orch.approver.resolveApproval({ sessionId: waitingId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "checked" });
+    expect((await waitForSession(orch.api, waitingId, undefined, 30_000)).stopReason).toBe("done");
+    const states = await heardAfter;
+    expect(states[0]).toBe("TOOL_EXECUTING");
+    expect(states.at(-1)).toBe("DONE");
+  });
+});

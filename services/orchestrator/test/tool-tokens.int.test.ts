@@ -1,0 +1,72 @@
+// The credential a tool receives is good for that tool, that session and that method only: a
+// token captured at kb-search (here by a stand-in kb-search that records what it is sent) is
+// refused by billing and by the orchestrator's own API.
+import { type sendUnaryData, Server, ServerCredentials, type ServerUnaryCall } from "@grpc/grpc-js";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { KbSearchService, SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { create } from "@bufbuild/protobuf";
+import { CallError, createRawClient, serviceDefinition, status } from "@loopguard/tool-sdk";
+import { decodeJwt, decodeProtectedHeader } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+
+let tools: Tools;
+let orch: TestOrchestrator;
+let standIn: Server;
+const captured: string[] = [];
+
+beforeAll(async () => {
+  tools = await startTools();
+  // A kb-search that answers every search and keeps the bearer token each call brought.
+  standIn = new Server();
+  standIn.addService(serviceDefinition(KbSearchService), {
+    search: (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+      captured.push(String(call.metadata.get("authorization")[0] ?? "").replace(/^Bearer /, ""));
+      callback(null, create(SearchResponseSchema, { hits: [{ docId: "refund-policy", version: 1, title: "Refund policy" }] }));
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) => standIn.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e: Error | null, p: number) => (e ? reject(e) : resolve(p))));
+  orch = await startOrchestrator({ ...tools, kb: { ...tools.kb, address: `127.0.0.1:${port}` } });
+});
+afterAll(async () => {
+  await orch?.close();
+  standIn?.forceShutdown();
+  await tools?.stop();
+});
+
+async function refusal(promise: Promise<unknown>): Promise<CallError> {
+  const error = await promise.then(() => undefined, (e: unknown) => e);
+  expect(error).toBeInstanceOf(CallError);
+  return error as CallError;
+}
+
+describe("per-call tool tokens", () => {
+  it("name the session, the tool and only the method's scope, and expire with the call", async () => {
+    const { session } = await orch.api.startSession({ goal: "How long do card refunds take?", scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"] });
+    await waitForSession(orch.api, session!.sessionId);
+    const token = captured.at(-1)!;
+    const claims = decodeJwt(token);
+    expect(decodeProtectedHeader(token).alg).toBe("EdDSA");
+    expect(claims).toMatchObject({ sub: `session:${session!.sessionId}`, aud: "kb-search", scope: "kb:read", iss: "loopguard" });
+    expect(typeof claims.jti).toBe("string");
+    // kb-search's SLA timeout (1 s) plus 5 s of clock skew, rounded up to the second.
+    expect(claims.exp! - claims.iat!).toBeLessThanOrEqual(7);
+  });
+
+  it("a token captured at kb-search is refused by billing and by the orchestrator API", async () => {
+    const token = captured.at(-1)!;
+    const billing = createRawClient(BillingService, tools.billing.address, { token });
+    const api = createRawClient(OrchestratorService, orch.server.address, { token });
+    try {
+      const atBilling = await refusal(billing.getOrder({ orderId: "ord_DEMO00000001" }));
+      expect(atBilling.code).toBe(status.UNAUTHENTICATED);
+      expect(atBilling.message).toContain("billing");
+      const atApi = await refusal(api.listSessions({}));
+      expect(atApi.code).toBe(status.UNAUTHENTICATED);
+    } finally {
+      billing.close();
+      api.close();
+    }
+  });
+});

@@ -15,7 +15,6 @@
 import type { IAnalysisTemplate } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/AnalysisTemplate";
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
 import type { ServiceSpec } from "@loopguard/supervisor/services";
-import { DEFAULT_MAX_CONNECTION_AGE_GRACE_MS, DEFAULT_MAX_CONNECTION_AGE_MS } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { Service } from "kubernetes-types/core/v1.js";
 import { appLabels, deployment, headlessService, NAMESPACE, podSelector } from "./k8s-objects.js";
@@ -30,10 +29,12 @@ export const ARGO_HASH_SERIES_LABEL = "rollouts_pod_template_hash";
 /** Marks the one Service per tool the ServiceMonitor scrapes when a release path is deployed. */
 export const METRICS_SERVICE_LABEL = "loopguard/metrics";
 /**
- * How long the old pods stay up after the flip: clients leave them when their connection ages out
- * (the tools' max connection age and its grace) and they resolve the name again, plus a margin.
+ * How long the old pods stay up after the flip. A client leaves them once its connection ages out
+ * (the tools' max connection age, 30 s, ±10 % jitter), it resolves the name again (grpc-js waits
+ * up to 30 s between two resolutions) and its subchannel pool closes the unused connection (10 s);
+ * measured locally: 10–45 s (docs/performance.md). Then the preStop and the drain.
  */
-export const SCALE_DOWN_DELAY_SECONDS = Math.ceil((DEFAULT_MAX_CONNECTION_AGE_MS + DEFAULT_MAX_CONNECTION_AGE_GRACE_MS) / 1000) + 20;
+export const SCALE_DOWN_DELAY_SECONDS = 90;
 /** prometheus-operator's Service in kube-prometheus(-stack)'s namespace; the template's argument overrides it. */
 export const PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc.cluster.local:9090";
 const ANALYSIS_INTERVAL = "30s";

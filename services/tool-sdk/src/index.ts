@@ -1,17 +1,6 @@
 export { type Caller, KeyError, mintToken, type MintOptions, newKeyPair, publicKeySet, type SigningKey, signingKeyFromJwk, TokenVerifier } from "./auth.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
-export {
-  ConfigError,
-  DEFAULT_MAX_CONNECTION_AGE_GRACE_MS,
-  DEFAULT_MAX_CONNECTION_AGE_MS,
-  describeConfig,
-  type LoadOptions,
-  loadToolConfig,
-  readPublicKeys,
-  readSigningKey,
-  type ToolConfig,
-  type ToolDefaults,
-} from "./config.js";
+export { ConfigError, describeConfig, type LoadOptions, loadToolConfig, readPublicKeys, readSigningKey, type ToolConfig, type ToolDefaults } from "./config.js";
 export { ADMIN_TOOL_NAME, audienceOf, Degradation, Effect, errorReasons, methodPath, methodPolicy, RoutingTag, servicePolicy, servicesOf } from "./contract.js";
 export {
   type CallFailure,

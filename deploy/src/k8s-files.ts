@@ -79,7 +79,7 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
     files.set(join(dir, name), Array.isArray(content) ? toYamlDocuments(content, GENERATED_HEADER) : toYaml(content, GENERATED_HEADER));
   const stateful = services.filter((s) => s.stateful);
   const tools = services.filter((s) => s.kind === "tool");
-  // Patches of a service's Deployment reach every Deployment of it (both colours of a blue-green tool), whatever the components' order.
+  // Patches of a service's Deployment reach every Deployment of it: both colours of a blue-green tool.
   const ofWorkloads = (names: readonly ServiceSpec[], file: (s: ServiceSpec) => string): Patch[] => names.map((s) => ({ path: file(s), target: workloadTarget(s) }));
   const perService = (name: string) => services.map((s) => `${s.name}.${name}.yaml`);
 

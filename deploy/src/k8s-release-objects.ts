@@ -1,8 +1,8 @@
 // The objects of the two blue-green paths per tool, as kustomize components on top of the
 // services' base objects (k8s-objects.ts):
 // - argo-rollouts: a Rollout that takes its pod template from the tool's Deployment
-//   (`workloadRef`, so every other component's patches of that Deployment still apply, in any
-//   order) with the blueGreen strategy: the tool's headless Service is the active Service, a
+//   (`workloadRef`, so every other component's patches of that Deployment still apply) with the
+//   blueGreen strategy: the tool's headless Service is the active Service, a
 //   `<tool>-preview` Service the preview, and an AnalysisTemplate of the contract's SLO queries
 //   gates the promotion and judges the new pods after it (a failure aborts: Argo switches back to
 //   the old pods, kept for scaleDownDelaySeconds);
@@ -11,7 +11,9 @@
 //   whatever the other components patched in), labelled `version: blue|green`; the tool's Service
 //   selects one colour, `<tool>-preview` the other, and `pnpm release` flips them.
 // Both scrape every pod of the tool through a `<tool>-metrics` Service that no release touches,
-// so the old and the new pods are measured alike and the analysis can tell them apart.
+// so the old and the new pods are measured alike and the analysis can tell them apart. Both patch
+// the autoscaler and ServiceMonitor of the high-availability and monitoring components: they go
+// on top of an overlay that has those (as `pnpm check:k8s` renders them on prod).
 import type { IAnalysisTemplate } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/AnalysisTemplate";
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
 import type { ServiceSpec } from "@loopguard/supervisor/services";

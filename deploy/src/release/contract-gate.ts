@@ -42,9 +42,10 @@ export function toolContractPaths(tool: string, files: readonly DescFile[] = con
   return [...paths].sort();
 }
 
-/** Copies the contracts an image carries into `dir`, pulling the image first when it is not here. */
-async function extractContracts(image: string, dir: string, name: string): Promise<string> {
+/** Copies the contracts an image carries into `dir`; an image that is not here is pulled when `pull` says so (a cluster's registry). */
+async function extractContracts(image: string, dir: string, name: string, pull: boolean): Promise<string> {
   if (!(await imageExists(image))) {
+    if (!pull) throw new ReleaseRefused(`image ${image} is missing: build it with \`pnpm images --tag ${image.split(":").at(-1)}\``);
     try {
       await docker(["pull", image], { timeoutMs: 600_000 });
     } catch (error) {
@@ -70,6 +71,8 @@ export interface ContractCheck {
   readonly live: string;
   readonly candidate: string;
   readonly paths: readonly string[];
+  /** Pull an image that is not here (images of a cluster's registry); local releases use local builds only. */
+  readonly pull: boolean;
 }
 
 function bufBreaking(args: readonly string[]): Promise<{ code: number; output: string }> {
@@ -90,7 +93,8 @@ function bufBreaking(args: readonly string[]): Promise<{ code: number; output: s
 export async function checkContracts(check: ContractCheck & { readonly root: string }): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "loopguard-release-gate-"));
   try {
-    const [live, candidate] = await Promise.all([extractContracts(check.live, dir, "live"), extractContracts(check.candidate, dir, "candidate")]);
+    const live = await extractContracts(check.live, dir, "live", check.pull);
+    const candidate = await extractContracts(check.candidate, dir, "candidate", check.pull);
     const { code, output } = await bufBreaking([
       "breaking",
       candidate,

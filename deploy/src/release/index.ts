@@ -68,7 +68,7 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
   if (kind === "release") {
     const paths = toolContractPaths(spec.name);
     log(`contract gate: buf breaking of ${plan.to.image} against the live ${plan.from.image} (${paths.join(", ")})`);
-    await checkContracts({ root, tool: spec.name, live: plan.from.image, candidate: plan.to.image, paths });
+    await checkContracts({ root, tool: spec.name, live: plan.from.image, candidate: plan.to.image, paths, pull: true });
     log("contract gate: compatible");
   }
   const sets = { from: { ...plan.from, pods: plan.from.objects }, to: { ...plan.to, pods: plan.to.objects } };

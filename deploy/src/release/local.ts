@@ -115,7 +115,7 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
   if (kind === "release") {
     const paths = toolContractPaths(spec.name);
     options.log(`contract gate: buf breaking of ${image(to.tag)} against the live ${image(from.tag)} (${paths.join(", ")})`);
-    await checkContracts({ root: options.root, tool: spec.name, live: image(from.tag), candidate: image(to.tag), paths });
+    await checkContracts({ root: options.root, tool: spec.name, live: image(from.tag), candidate: image(to.tag), paths, pull: false });
     options.log("contract gate: compatible");
   }
   const fromSet = { colour: from.colour, image: image(from.tag), pods: describePods(from.pods) };

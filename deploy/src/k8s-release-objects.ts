@@ -34,7 +34,7 @@ export const METRICS_SERVICE_LABEL = "loopguard/metrics";
  * How long the old pods stay up after the flip. A client leaves them once its connection ages out
  * (the tools' max connection age, 30 s, ±10 % jitter), it resolves the name again (grpc-js waits
  * up to 30 s between two resolutions) and its subchannel pool closes the unused connection (10 s);
- * measured locally: 10–45 s (docs/performance.md). Then the preStop and the drain.
+ * measured locally: 11–34 s (docs/performance.md). Then the preStop and the drain.
  */
 export const SCALE_DOWN_DELAY_SECONDS = 90;
 /** prometheus-operator's Service in kube-prometheus(-stack)'s namespace; the template's argument overrides it. */

@@ -1,15 +1,14 @@
-// The approval gate: irreversible actions above an amount, for a risky (or unscored) customer,
-// or decided with low confidence wait for a human. An approval is bound to the exact tool,
-// argument hash and world version, and expires.
+// The approval gate's numbers, and the pending approval itself: an irreversible action waits for
+// a human when its amounts (cumulative per entity and per session), its customer's risk or the
+// policy's confidence say so (decided in side-effect-guard.ts), or when its outcome could not be
+// established. An approval is bound to the exact tool, argument hash and world version, and expires.
 import { randomUUID } from "node:crypto";
-import { Effect } from "@loopguard/tool-sdk";
-import type { HistoryItem } from "./policy.js";
-import type { JsonObject } from "./session-store.js";
-import type { RegisteredTool } from "./tool-registry.js";
 
 export interface ApprovalRules {
-  /** Irreversible actions moving more than this many cents need approval. */
+  /** Above this total moved on one entity (earlier moves of any session included), a human approves. */
   readonly amountThresholdCents: number;
+  /** Above this total moved by one session (over all entities), a human approves. */
+  readonly sessionAmountThresholdCents: number;
   /** A customer risk score at or above this (or one that could not be computed) needs approval. */
   readonly riskThreshold: number;
   /** Policy confidence below this sends irreversible actions to approval. */
@@ -19,6 +18,7 @@ export interface ApprovalRules {
 
 export const DEFAULT_APPROVAL_RULES: ApprovalRules = Object.freeze({
   amountThresholdCents: 50_000,
+  sessionAmountThresholdCents: 50_000,
   riskThreshold: 70,
   minConfidence: 0.5,
   ttlMs: 15 * 60_000,
@@ -31,40 +31,19 @@ export interface PendingApproval {
   readonly worldVersion: string;
   readonly reason: string;
   readonly expiresAt: number;
+  /** "outcome_unknown": the call was sent and its outcome could not be established; approving re-sends it with the same key. "" otherwise. */
+  readonly kind: "" | "outcome_unknown";
   readonly [key: string]: string | number;
 }
 
-/** The latest customer risk score observed in this session: a number, -1 (not computable), "failed", or undefined. */
-export function observedRisk(history: readonly HistoryItem[]): number | "failed" | undefined {
-  for (let i = history.length - 1; i >= 0; i -= 1) {
-    const item = history[i]!;
-    if (item.kind !== "observation" || item.tool !== "risk_query_risk") continue;
-    if (!item.envelope.ok) return "failed";
-    const score = (item.envelope.data as JsonObject | undefined)?.riskScore;
-    return typeof score === "number" ? score : 0;
-  }
-  return undefined;
-}
-
-/** Why this call needs a human's approval, or undefined. */
-export function approvalReason(
-  tool: RegisteredTool,
-  args: JsonObject,
-  history: readonly HistoryItem[],
-  confidence: number | undefined,
-  rules: ApprovalRules,
-): string | undefined {
-  if (tool.effect !== Effect.IRREVERSIBLE_EXTERNAL) return undefined;
-  const amount = Number(args.amountCents ?? 0);
-  if (amount > rules.amountThresholdCents) return `amount ${amount} cents is above the approval threshold of ${rules.amountThresholdCents}`;
-  const risk = observedRisk(history);
-  if (risk === "failed") return "the customer's risk score could not be obtained";
-  if (risk === -1) return "the customer's risk score could not be computed";
-  if (risk !== undefined && risk >= rules.riskThreshold) return `customer risk score ${risk} is at or above ${rules.riskThreshold}`;
-  if (confidence !== undefined && confidence < rules.minConfidence) return `policy confidence ${confidence} is below ${rules.minConfidence}`;
-  return undefined;
-}
-
-export function newApproval(tool: string, argumentsHash: string, worldVersion: string, reason: string, now: number, rules: ApprovalRules): PendingApproval {
-  return { approvalId: `apr_${randomUUID().replace(/-/g, "").slice(0, 20)}`, tool, argumentsHash, worldVersion, reason, expiresAt: now + rules.ttlMs };
+export function newApproval(tool: string, argumentsHash: string, worldVersion: string, reason: string, now: number, rules: ApprovalRules, kind?: "outcome_unknown"): PendingApproval {
+  return {
+    approvalId: `apr_${randomUUID().replace(/-/g, "").slice(0, 20)}`,
+    tool,
+    argumentsHash,
+    worldVersion,
+    reason,
+    expiresAt: now + rules.ttlMs,
+    kind: kind ?? "",
+  };
 }

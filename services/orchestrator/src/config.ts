@@ -82,6 +82,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
     approvals: {
       amountThresholdCents: int(env, "APPROVAL_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amountThresholdCents, 0, 1_000_000_000),
+      sessionAmountThresholdCents: int(env, "APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.sessionAmountThresholdCents, 0, 1_000_000_000),
       riskThreshold: int(env, "APPROVAL_RISK_THRESHOLD", DEFAULT_APPROVAL_RULES.riskThreshold, 0, 101),
       minConfidence: DEFAULT_APPROVAL_RULES.minConfidence,
       ttlMs: int(env, "APPROVAL_TTL_MS", DEFAULT_APPROVAL_RULES.ttlMs, 1000, 7 * 24 * 3600_000),

@@ -120,7 +120,10 @@ export class Orchestrator {
     clearInterval(this.#timer);
     clearInterval(this.#renewTimer);
     for (const controller of this.#active.values()) controller.abort();
-    const deadline = Date.now() + 5000;
+    // Irreversible calls in flight are not cut off by the abort: wait for them to finish and be
+    // recorded, up to the longest such call's SLA timeout.
+    const longestIrreversible = Math.max(0, ...this.options.registry.list().filter((t) => t.effect === Effect.IRREVERSIBLE_EXTERNAL).map((t) => t.timeoutMs));
+    const deadline = Date.now() + Math.max(5000, longestIrreversible + 1000);
     while (this.#active.size > 0 && Date.now() < deadline) await sleep(20);
     await this.options.traces.close();
   }
@@ -260,6 +263,9 @@ export class Orchestrator {
       if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`);
       const inFlight = this.#irreversibleInFlight(s);
       if (inFlight) {
+        // Stops this replica's runner after the call is recorded (the call itself is not cut off),
+        // so the policy decides nothing more before the cancel lands.
+        this.#active.get(id)?.abort();
         if (this.options.now() - started > inFlight.timeoutMs + 1000) {
           throw new OrchestratorError("CALL_IN_FLIGHT", `session ${id} has an irreversible ${inFlight.name} call in flight whose outcome is still being resolved; cancel again shortly`);
         }
@@ -310,17 +316,13 @@ export class Orchestrator {
     if (approval.expiresAt <= now) throw new OrchestratorError("APPROVAL_EXPIRED", `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`);
     const by = redactText(`${input.approver}${input.reason ? `: ${input.reason}` : ""}`);
     if (!input.approve) {
-      return this.#runner.stop(s, "approval_denied", `${approval.tool} was not approved (denied by ${by}); nothing was executed`, {}, undefined, [], false);
+      const answer =
+        approval.kind === "outcome_unknown"
+          ? `${approval.tool} was not re-sent (denied by ${by}); whether its earlier attempt took effect is unknown: check ${approval.tool}'s records`
+          : `${approval.tool} was not approved (denied by ${by}); nothing was executed`;
+      return this.#runner.stop(s, "approval_denied", answer, {}, undefined, [], false);
     }
-    return this.#runner.move(
-      s,
-      "TOOL_EXECUTING",
-      { reason: `approved by ${by}`, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "approved" },
-      {
-        usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
-        pending: { ...(pending as JsonObject), approval: null, approvedBy: input.approver, startedBy: "approval" } as JsonObject,
-      },
-    );
+    return this.#runner.approve(s, input.approver, by);
   }
 
   async trace(id: string): Promise<string[]> {

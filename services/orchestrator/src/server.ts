@@ -12,6 +12,7 @@ import { createOpenAiPolicy } from "./policies/openai-policy.js";
 import { ScriptedPolicy } from "./policies/scripted-policy.js";
 import type { Policy } from "./policy.js";
 import { SessionMetrics } from "./session-metrics.js";
+import { SideEffectRules } from "./side-effects.js";
 import { DEFAULT_TOOL_SERVICES, ToolRegistry } from "./tool-registry.js";
 import { ToolTokens } from "./tool-tokens.js";
 import { TraceSink } from "./trace-sink.js";
@@ -42,6 +43,7 @@ export async function build(config: OrchestratorConfig, log: Logger, services: r
     policies,
     traces: new TraceSink(store, config.traceDir),
     tokens: new ToolTokens(config.signingKey),
+    rules: new SideEffectRules(registry),
     approvals: config.approvals,
     context: config.context,
     owner: config.instanceId,

@@ -3,10 +3,11 @@
 // budgets and stopping — happens here, and every move is a persisted transition (state +
 // version, with its audit row) so a session survives the process that ran it.
 import { createHash, randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
 import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
 import { type Context, context as otelContext, ROOT_CONTEXT, type Span, SpanStatusCode, trace, TraceFlags } from "@opentelemetry/api";
-import { type ApprovalRules, approvalReason, newApproval, type PendingApproval } from "./approvals.js";
+import { type ApprovalRules, newApproval, type PendingApproval } from "./approvals.js";
 import { deadlineOf, refuseStep, refuseToolCall } from "./budget.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS, governContext } from "./context-governance.js";
 import { itemJson } from "./history-json.js";
@@ -26,10 +27,13 @@ import {
   type StepRecord,
   type Usage,
 } from "./session-store.js";
+import { type EffectRecord, effectsOf, guardSideEffect, readLive, refusal, worldVersionOf } from "./side-effect-guard.js";
+import type { SideEffectRules } from "./side-effects.js";
 import { parseToolArguments } from "./tool-arguments.js";
 import type { RegisteredTool, ToolRegistry } from "./tool-registry.js";
 import type { ToolTokens } from "./tool-tokens.js";
 import type { TraceSink } from "./trace-sink.js";
+import { refsOf } from "./world-refs.js";
 
 export interface SessionContext extends JsonObject {
   history: HistoryItem[] & JsonValue[];
@@ -45,6 +49,19 @@ interface PendingCall extends JsonObject {
   argsHash: string;
   worldVersion: string;
 }
+
+/** A call waiting in TOOL_EXECUTING; an irreversible one carries the effect it will make. */
+type PendingCallWithEffect = PendingCall & { effect?: EffectRecord };
+
+/** What a send gave: an answer, or a failure (with how long it took). */
+type Sent = { readonly result: ToolResult<never> } | { readonly error: ToolCallError; readonly durationMs: number };
+
+/** `pending.startedBy` of a call a human approved: it goes out next, sent by whichever replica drives the session. */
+const APPROVED = "approved";
+/** Re-sends with the same key before an unknown outcome goes to a human, and the wait before the first (then 2×, 3×). */
+const OUTCOME_RESOLUTION_ROUNDS = 3;
+const OUTCOME_RESOLUTION_BACKOFF_MS = 500;
+const OUTCOME_RESOLUTION_MAX_WAIT_MS = 10_000;
 
 interface Pending extends JsonObject {
   queue: (ToolCallRequest & JsonObject)[];
@@ -79,6 +96,8 @@ export interface RunnerDeps {
   readonly traces: TraceSink;
   /** Per-call tool credentials: this session, this method's scope, this call's deadline. */
   readonly tokens: ToolTokens;
+  /** The side-effect guards the contracts declare. */
+  readonly rules: SideEffectRules;
   readonly approvals: ApprovalRules;
   /** Lease owner (this replica); every transition is fenced by it. */
   readonly owner: string;
@@ -117,7 +136,23 @@ function contextOf(s: SessionRecord): SessionContext {
   };
 }
 
-function pendingOf(s: SessionRecord): Pending & { call?: PendingCall; approval?: PendingApproval; envelope?: ResultEnvelope & JsonObject; approvedBy?: string; confidence?: number } {
+type PendingOf = Pending & {
+  call?: PendingCallWithEffect;
+  approval?: PendingApproval;
+  envelope?: ResultEnvelope & JsonObject;
+  approvedBy?: string;
+  confidence?: number;
+  startedBy?: string;
+  attempt?: number;
+  durationMs?: number;
+  /**
+   * An irreversible call was (or may have been) sent before and its outcome is not known yet: only
+   * the tool's own answer to the same key settles it (see #resolveUnknown).
+   */
+  unsettled?: boolean;
+};
+
+function pendingOf(s: SessionRecord): PendingOf {
   return { queue: [], ...(s.pending ?? {}) } as never;
 }
 
@@ -135,17 +170,14 @@ function errorEnvelope(code: string, message: string, suggestedAction: string, n
   return { ok: false, error: { code, message: redactText(message), retryable, suggestedAction }, refs: [], costMicros: 0, servedFrom: "none", observedAt: new Date(now).toISOString() };
 }
 
-/** World references a result depends on, for citations, approvals and progress fingerprints. */
-function refsOf(tool: RegisteredTool, data: JsonValue): string[] {
-  const d = data as JsonObject;
-  if (tool.tool === "kb-search" && Array.isArray(d.hits)) {
-    return (d.hits as JsonObject[]).map((h) => `kb:${String(h.docId)}@${String(h.version ?? 1)}`);
-  }
-  const order = d.order as JsonObject | undefined;
-  if (order) return [`order:${String(order.orderId)}@${String(order.version ?? "0")}`];
-  const refund = d.refund as JsonObject | undefined;
-  if (refund) return [`refund:${String(refund.refundId)}`, `order:${String(refund.orderId)}`];
-  return [];
+/**
+ * The idempotency key of a side effect: the session, the tool and the canonical arguments (the
+ * request's JSON in field order, without the key). The same intended effect gets the same key —
+ * across re-plans, retries and restarts — so a tool makes it at most once.
+ */
+function idempotencyKeyOf(sessionId: string, tool: RegisteredTool, args: JsonObject): string {
+  const { [tool.idempotencyKeyField ?? ""]: _key, ...rest } = args;
+  return `lg-${sha256(`${sessionId}\n${tool.name}\n${JSON.stringify(rest)}`).slice(0, 40)}`;
 }
 
 /** The irreversible side effects a session has observed succeed, by their world references (e.g. "refund:rf_…"). */
@@ -252,15 +284,6 @@ export class SessionRunner {
     return moved;
   }
 
-  /**
-   * A move made for someone outside the loop (a human's approval): the same persisted
-   * transition, audit row and metrics as the runner's own moves. Unfenced by a lease: the caller
-   * holds none, and the optimistic lock on (state, version) orders it against the runner.
-   */
-  move(s: SessionRecord, to: SessionState, audit: Omit<AuditInput, "at">, patch?: Partial<SessionPatch>): Promise<SessionRecord> {
-    return this.#move(s, to, audit, patch, undefined, [], false);
-  }
-
   async stop(s: SessionRecord, reason: StopReason, answer: string, patch: Partial<SessionPatch> = {}, step?: StepRecord, via: readonly Via[] = [], fenced = true): Promise<SessionRecord> {
     const clean = redactText(answer);
     const done = await this.#move(
@@ -337,7 +360,7 @@ export class SessionRunner {
     // The usual case — the first call can start right away — is one transition, THINKING ->
     // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
     const decided: SessionRecord = { ...s, usage, context: traceCtx as JsonObject };
-    const plan = queue[0] ? this.#planCall(decided, queue[0], decision.confidence) : undefined;
+    const plan = queue[0] ? await this.#planCall(decided, queue[0], decision.confidence) : undefined;
     const startsAt = plan?.kind === "start" ? "TOOL_EXECUTING" : "THINKING";
     const record = this.#step(s, step, s.state, startsAt, { kind: "tool_calls", calls: queue }, null, null, decision.promptHash, performance.now() - started);
     if (plan?.kind === "start") {
@@ -392,7 +415,7 @@ export class SessionRunner {
   }
 
   async #prepareCall(s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], confidence: number | undefined, signal: AbortSignal): Promise<SessionRecord> {
-    const plan = this.#planCall(s, call, confidence);
+    const plan = await this.#planCall(s, call, confidence);
     switch (plan.kind) {
       case "observe":
         return this.#observeInPlace(s, call, rest, plan.envelope, plan.reason);
@@ -410,17 +433,21 @@ export class SessionRunner {
     }
   }
 
-  /** The pipeline before a call: known tool, valid arguments, scope, budget, preconditions, approval. */
-  #planCall(s: SessionRecord, call: ToolCallRequest, confidence: number | undefined): CallPlan {
+  /**
+   * The pipeline before a call: known tool, valid arguments, scope, budget; for an irreversible
+   * one, the idempotency key and the host's side-effect guards (live reads, amounts, risk,
+   * entities the task declares), which decide between refusing, asking a human and calling.
+   */
+  async #planCall(s: SessionRecord, call: ToolCallRequest, confidence: number | undefined): Promise<CallPlan> {
     const now = this.deps.now();
     const tool = this.deps.registry.get(call.name);
     if (!tool) {
       const known = this.deps.registry.specs(s.scopes).map((t) => t.name).join(", ");
-      return { kind: "observe", envelope: errorEnvelope("ENOTOOL", `no tool named "${call.name}"`, `use one of: ${known}`, now), reason: "unknown tool" };
+      return { kind: "observe", envelope: errorEnvelope("ENOTOOL", `no tool named "${redactText(call.name)}"`, `use one of: ${known}`, now), reason: "unknown tool" };
     }
     const parsed = parseToolArguments(tool, call.arguments);
     if (!parsed.ok) {
-      return { kind: "observe", envelope: errorEnvelope("EINVAL", parsed.message, "fix the arguments and call again", now), reason: "invalid arguments" };
+      return { kind: "observe", envelope: errorEnvelope("EINVAL", redactText(parsed.message), "fix the arguments and call again", now), reason: "invalid arguments" };
     }
     if (tool.requiredScope && !s.scopes.includes(tool.requiredScope)) {
       return { kind: "stop", reason: "permission_denied", answer: `the session is not granted scope "${tool.requiredScope}" needed by ${tool.name}` };
@@ -429,21 +456,25 @@ export class SessionRunner {
     if (refused) return { kind: "stop", reason: refused, answer: `stopped before calling ${tool.name}: ${refused.replace(/_/g, " ")} reached` };
     const args = toJson(tool.method.input, parsed.message) as JsonObject;
     const ctx = contextOf(s);
-    const precondition = this.#precondition(tool, args, ctx.history);
-    if (precondition) return { kind: "observe", envelope: errorEnvelope("EPRECOND", precondition, "satisfy the precondition first", now), reason: "precondition not met" };
-    if (tool.idempotencyKeyField) {
-      // Derived from session + call, so a re-issued call after a crash carries the same key.
-      args[tool.idempotencyKeyField] = `lg-${sha256(`${s.id}:${call.id}:${ctx.traceSteps}`).slice(0, 40)}`;
-    }
+    if (tool.idempotencyKeyField) args[tool.idempotencyKeyField] = idempotencyKeyOf(s.id, tool, args);
     const argumentsJson = JSON.stringify(args);
     const hash = argsHash(tool.name, argumentsJson);
-    const worldVersion = this.#worldVersion(args, ctx.history);
-    const pendingCall: PendingCall = { id: call.id, tool: tool.name, arguments: argumentsJson, argsHash: hash, worldVersion };
     const history = [...ctx.history, { kind: "call", callId: call.id, tool: tool.name, arguments: JSON.stringify(redact(args)) } as HistoryItem];
     const context = { ...ctx, history } as JsonObject;
-    const why = approvalReason(tool, args, ctx.history, confidence, this.deps.approvals);
-    if (why) return { kind: "approve", tool, call: pendingCall, context, why };
-    return { kind: "start", tool, call: pendingCall, context };
+    const guard = this.deps.rules.effectOf(tool);
+    if (!guard) return { kind: "start", tool, call: { id: call.id, tool: tool.name, arguments: argumentsJson, argsHash: hash, worldVersion: "" }, context };
+    const verdict = await guardSideEffect(this.deps, s, guard, args, String(args[tool.idempotencyKeyField ?? ""] ?? ""), confidence);
+    switch (verdict.kind) {
+      case "refuse":
+        return { kind: "observe", envelope: refusal(verdict, this.deps.now()), reason: "precondition not met" };
+      case "stop":
+        return { kind: "stop", reason: "deadline", answer: verdict.answer };
+      case "approve":
+      case "start": {
+        const pendingCall: PendingCall = { id: call.id, tool: tool.name, arguments: argumentsJson, argsHash: hash, worldVersion: verdict.worldVersion, effect: verdict.effect };
+        return verdict.kind === "approve" ? { kind: "approve", tool, call: pendingCall, context, why: verdict.why } : { kind: "start", tool, call: pendingCall, context };
+      }
+    }
   }
 
   /**
@@ -467,34 +498,6 @@ export class SessionRunner {
     return this.#execute({ ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + 1 + startOf(s, "TOOL_EXECUTING").length }, signal, recorded);
   }
 
-  /** Rules the contract cannot express: a refund needs an observed paid order with enough refundable. */
-  #precondition(tool: RegisteredTool, args: JsonObject, history: readonly HistoryItem[]): string | undefined {
-    if (tool.name !== "billing_refund") return undefined;
-    const order = this.#observedOrder(history, String(args.orderId));
-    if (!order) return `look the order up with billing_get_order before refunding it`;
-    if (order.status !== "ORDER_STATUS_PAID") return `order ${String(args.orderId)} is ${String(order.status)}, not paid`;
-    if (Number(args.amountCents) > Number(order.refundableCents ?? 0)) {
-      return `amount ${String(args.amountCents)} exceeds the refundable ${String(order.refundableCents ?? 0)} cents`;
-    }
-    return undefined;
-  }
-
-  #observedOrder(history: readonly HistoryItem[], orderId: string): JsonObject | undefined {
-    for (let i = history.length - 1; i >= 0; i -= 1) {
-      const item = history[i]!;
-      if (item.kind !== "observation" || item.tool !== "billing_get_order" || !item.envelope.ok) continue;
-      const order = (item.envelope.data as JsonObject | undefined)?.order as JsonObject | undefined;
-      if (order?.orderId === orderId) return order;
-    }
-    return undefined;
-  }
-
-  #worldVersion(args: JsonObject, history: readonly HistoryItem[]): string {
-    if (typeof args.orderId !== "string") return "";
-    const order = this.#observedOrder(history, args.orderId);
-    return order ? `order:${args.orderId}@${String(order.version ?? "0")}` : "";
-  }
-
   /**
    * Makes the pending call and observes its answer. `recorded`, when given, is the commit of this
    * TOOL_EXECUTING record still in flight (`s` is what it will be); it settles before any write.
@@ -505,34 +508,28 @@ export class SessionRunner {
     if (!call) return this.stop(s, "unrecoverable_error", "a tool call was in flight but its record is missing");
     const tool = this.deps.registry.get(call.tool)!;
     const now = this.deps.now();
-    // "approval": a human approved this call just now, so it is a first attempt, not an interrupted one.
-    if (pending.startedBy !== this.deps.runId && pending.startedBy !== "approval") {
+    // "approved": a human approved this call, and it goes out now (with its idempotency key, so
+    // whoever sends it — this replica, or the next after a crash — sends the same effect).
+    if (pending.startedBy !== this.deps.runId && pending.startedBy !== APPROVED) {
       // This call was interrupted (its process died). Re-issue it only when that is safe.
       const safe = tool.effect === Effect.READ_ONLY || tool.effect === Effect.IDEMPOTENT_WRITE || (tool.idempotencyKeyField !== undefined && call.arguments.includes(tool.idempotencyKeyField));
       if (!safe) {
-        const approval = newApproval(tool.name, call.argsHash, call.worldVersion, "an interrupted call of a non-idempotent tool may or may not have taken effect", now, this.deps.approvals);
+        const approval = newApproval(tool.name, call.argsHash, call.worldVersion, "an interrupted call of a non-idempotent tool may or may not have taken effect", now, this.deps.approvals, "outcome_unknown");
         return this.#move(s, "AWAITING_APPROVAL", { reason: "interrupted non-idempotent call needs a human", tool: tool.name, argsHash: call.argsHash }, {
           pending: { ...pending, approval, startedBy: "" } as unknown as JsonObject,
         });
       }
       if (s.state === "RETRYING") s = await this.#move(s, "TOOL_EXECUTING", { reason: "re-issuing an interrupted call", tool: tool.name, argsHash: call.argsHash });
-      s = await this.deps.store.transition({
-        id: s.id, from: s.state, to: s.state === "TOOL_EXECUTING" ? "RETRYING" : "TOOL_EXECUTING", expectedVersion: s.version, current: s,
-        audit: { at: now, reason: "re-issuing an interrupted call (safe: read-only or same idempotency key)", tool: tool.name, argsHash: call.argsHash }, owner: this.deps.owner,
-        patch: { pending: { ...pending, startedBy: this.deps.runId } as JsonObject },
-      });
-      return s;
+      // An interrupted side effect may have been made: its re-send settles that, it does not start it.
+      const unsettled = tool.effect === Effect.IRREVERSIBLE_EXTERNAL ? { unsettled: true } : {};
+      return this.#move(
+        s,
+        s.state === "TOOL_EXECUTING" ? "RETRYING" : "TOOL_EXECUTING",
+        { reason: "re-issuing an interrupted call (safe: read-only or same idempotency key)", tool: tool.name, argsHash: call.argsHash },
+        { pending: { ...pending, startedBy: this.deps.runId, ...unsettled } as JsonObject },
+      );
     }
     if (s.state === "RETRYING") return this.#move(s, "TOOL_EXECUTING", { reason: "retrying", tool: tool.name, argsHash: call.argsHash });
-    if (pending.approvedBy && call.worldVersion) {
-      const current = await this.#currentWorldVersion(s, call);
-      if (current !== undefined && current !== call.worldVersion) {
-        const envelope = errorEnvelope("EAPPROVAL", `the world changed since approval (${call.worldVersion} → ${current}); look again and ask for a new approval`, "look the order up again", now);
-        return this.#move(s, "OBSERVING", { reason: "approval no longer matches the world", tool: tool.name, outcome: "EAPPROVAL" }, {
-          pending: { ...pending, envelope } as unknown as JsonObject,
-        });
-      }
-    }
     let state = s;
     let unsettled = recorded;
     const settle = async () => {
@@ -544,34 +541,88 @@ export class SessionRunner {
       await settle();
       return this.stop(state, "unrecoverable_error", `no client for tool ${tool.tool}`);
     }
-    const deadline = Math.min(now + tool.timeoutMs, deadlineOf(s.usage, s.budget));
-    const token = await this.deps.tokens.for(s.id, tool, deadline);
+    const onRetry = async () => {
+      await settle();
+      state = await this.#move(state, "RETRYING", { reason: "retryable failure", tool: tool.name, argsHash: call.argsHash });
+      state = await this.#move(state, "TOOL_EXECUTING", { reason: "retrying", tool: tool.name, argsHash: call.argsHash });
+    };
+    const sent = await this.#send(state, tool, client, call, signal, onRetry);
+    await settle();
+    if ("error" in sent && tool.effect === Effect.IRREVERSIBLE_EXTERNAL && !sent.error.refusedByTool && (sent.error.outcomeUnknown || pending.unsettled)) {
+      return this.#resolveUnknown(state, tool, client, call, pending, sent.error, signal);
+    }
+    return this.#observeSent(state, tool, call, pending, sent);
+  }
+
+  /**
+   * One call of the pending request through the tool's client. An irreversible call is never cut
+   * off — not by a cancel, a shutdown or a lost lease — and always gets its whole SLA timeout: an
+   * abandoned side effect is one whose outcome nobody knows.
+   */
+  async #send(s: SessionRecord, tool: RegisteredTool, client: ToolClient<DescService>, call: PendingCall, signal: AbortSignal, onRetry?: () => Promise<void>): Promise<Sent> {
+    const irreversible = tool.effect === Effect.IRREVERSIBLE_EXTERNAL;
+    const now = this.deps.now();
+    const deadline = irreversible ? now + tool.timeoutMs : Math.min(now + tool.timeoutMs, deadlineOf(s.usage, s.budget));
     const started = performance.now();
-    const outcome = await this.#span(s, `execute_tool ${tool.name}`, { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id }, async (span) => {
+    return this.#span(s, `execute_tool ${tool.name}`, { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id }, async (span) => {
       try {
+        const token = await this.deps.tokens.for(s.id, tool, deadline);
         const request = fromJson(tool.method.input, JSON.parse(call.arguments) as JsonValue);
         const result = await client.call(tool.method.localName as never, request as never, {
           deadline: new Date(deadline),
           token,
-          signal,
-          onRetry: async () => {
-            await settle();
-            state = await this.#move(state, "RETRYING", { reason: "retryable failure", tool: tool.name, argsHash: call.argsHash });
-            state = await this.#move(state, "TOOL_EXECUTING", { reason: "retrying", tool: tool.name, argsHash: call.argsHash });
-          },
+          ...(irreversible ? {} : { signal }),
+          ...(onRetry ? { onRetry } : {}),
         });
         span.setAttributes({ "loopguard.served_from": result.source, "loopguard.attempts": result.attempts, "loopguard.breaker_state": client.breakerState });
-        return { result } as const;
+        return { result: result as ToolResult<never> };
       } catch (error) {
         span.setStatus({ code: SpanStatusCode.ERROR });
-        return { error: error as ToolCallError | Error } as const;
+        if (!(error instanceof ToolCallError)) throw error;
+        return { error, durationMs: performance.now() - started };
       }
     });
-    await settle();
+  }
+
+  /**
+   * The call was sent but its outcome is unknown (a deadline, a dropped connection …): the host
+   * finds out before the policy hears anything, by sending the same request with the same
+   * idempotency key again — the tool replays it if it happened, makes it once if not. Until a
+   * definite answer comes, nothing is reported as failed; if none comes, a human decides, and
+   * approving re-sends it the same way. Shutdown or a lost lease leaves the session
+   * TOOL_EXECUTING, and whoever takes it over re-sends with the same key.
+   */
+  async #resolveUnknown(s: SessionRecord, tool: RegisteredTool, client: ToolClient<DescService>, call: PendingCall, before: PendingOf, first: ToolCallError, signal: AbortSignal): Promise<SessionRecord> {
+    let state = s;
+    let last = first;
+    const pending: PendingOf = { ...before, unsettled: true };
+    for (let round = 1; round <= OUTCOME_RESOLUTION_ROUNDS; round += 1) {
+      if (signal.aborted) return state;
+      const why = `outcome of ${tool.name} unknown (${status[last.code] ?? last.code}${last.reason ? ` ${last.reason}` : ""}); re-sending it with the same idempotency key`;
+      state = await this.#move(state, "RETRYING", { reason: why, tool: tool.name, argsHash: call.argsHash, outcome: "outcome_unknown" }, { pending: pending as JsonObject });
+      // The tool's (or the breaker's) RetryInfo when it gives one, bounded; else a growing backoff.
+      const waitMs = Math.min(Math.max(OUTCOME_RESOLUTION_BACKOFF_MS * round, last.retryAfterMs ?? 0), OUTCOME_RESOLUTION_MAX_WAIT_MS);
+      await sleep(waitMs, undefined, { signal }).catch(() => undefined);
+      state = await this.#move(state, "TOOL_EXECUTING", { reason: `re-sending ${tool.name} (round ${round})`, tool: tool.name, argsHash: call.argsHash });
+      const sent = await this.#send(state, tool, client, call, signal);
+      // Settled only by the tool's own answer to the same key: done (made now, or replayed), or
+      // refused by the tool (then no earlier attempt made it either). A refusal before any handler
+      // ran (an open breaker, a shed, a drain) says nothing about the earlier attempt.
+      if (!("error" in sent) || sent.error.refusedByTool) return this.#observeSent(state, tool, call, pending, sent);
+      last = sent.error;
+    }
+    const reason = `the outcome of ${tool.name} is unknown after ${OUTCOME_RESOLUTION_ROUNDS} re-sends (last: ${status[last.code] ?? last.code}${last.reason ? ` ${last.reason}` : ""}); approving re-sends it with the same idempotency key, which makes it at most once`;
+    const approval = newApproval(tool.name, call.argsHash, call.worldVersion, reason, this.deps.now(), this.deps.approvals, "outcome_unknown");
+    return this.#move(state, "AWAITING_APPROVAL", { reason: `outcome unknown: a human decides`, tool: tool.name, argsHash: call.argsHash, outcome: "outcome_unknown" }, {
+      pending: { ...pending, approval, startedBy: "" } as unknown as JsonObject,
+    });
+  }
+
+  /** Observes what one send gave: the answer (live or a fallback), or a failure that is certain. */
+  #observeSent(state: SessionRecord, tool: RegisteredTool, call: PendingCall, pending: PendingOf, sent: Sent): Promise<SessionRecord> {
     const observedAt = new Date(this.deps.now()).toISOString();
-    if ("error" in outcome) {
-      const e = outcome.error;
-      if (!(e instanceof ToolCallError)) throw e;
+    if ("error" in sent) {
+      const e = sent.error;
       if (e.code === status.PERMISSION_DENIED) return this.stop(state, "permission_denied", `${tool.name} refused the session's credentials: ${e.message}`);
       if (e.code === status.UNAUTHENTICATED) return this.stop(state, "unrecoverable_error", `${tool.name} did not accept the session token`);
       const envelope: ResultEnvelope = {
@@ -582,16 +633,16 @@ export class SessionRunner {
         servedFrom: "none",
         observedAt,
       };
-      return this.#observe(state, { ...pending, envelope: envelope as ResultEnvelope & JsonObject, attempt: e.attempts, durationMs: performance.now() - started }, [
+      return this.#observe(state, { ...pending, envelope: envelope as ResultEnvelope & JsonObject, attempt: e.attempts, durationMs: sent.durationMs }, [
         { state: "OBSERVING", audit: { reason: `${tool.name} failed`, tool: tool.name, argsHash: call.argsHash, outcome: envelope.error!.code } },
       ]);
     }
-    const result = outcome.result as ToolResult<never>;
+    const result = sent.result;
     const data = toJson(tool.method.output, result.response) as JsonValue;
     const envelope: ResultEnvelope = {
       ok: true,
       data,
-      refs: refsOf(tool, data),
+      refs: refsOf(tool.method.output, data),
       costMicros: tool.costMicros,
       servedFrom: result.source,
       observedAt,
@@ -609,16 +660,49 @@ export class SessionRunner {
     return this.#observe(state, { ...pending, envelope: envelope as ResultEnvelope & JsonObject, attempt: result.attempts, durationMs: result.latencyMs }, via);
   }
 
-  async #currentWorldVersion(s: SessionRecord, call: PendingCall): Promise<string | undefined> {
-    const orderId = (JSON.parse(call.arguments) as JsonObject).orderId;
-    const billing = this.deps.clients.get("billing");
-    const getOrder = this.deps.registry.get("billing_get_order");
-    if (typeof orderId !== "string" || !billing || !getOrder) return undefined;
-    const deadline = Math.min(this.deps.now() + getOrder.timeoutMs, deadlineOf(s.usage, s.budget));
-    const token = await this.deps.tokens.for(s.id, getOrder, deadline);
-    const result = await billing.call("getOrder" as never, { orderId } as never, { token, deadline: new Date(deadline) }).catch(() => undefined);
-    const order = (result?.response as { order?: { version: bigint } } | undefined)?.order;
-    return order ? `order:${orderId}@${String(order.version)}` : undefined;
+  /**
+   * A human approved the action the session waits on. Unless the approval is to settle an unknown
+   * outcome (a re-send of the same effect), the world is read again first: if the entity changed
+   * since the approval was asked, the approval no longer covers it and the policy hears EAPPROVAL.
+   */
+  async approve(s: SessionRecord, approver: string, why: string): Promise<SessionRecord> {
+    const pending = pendingOf(s);
+    const call = pending.call!;
+    const approval = pending.approval!;
+    const tool = this.deps.registry.get(call.tool)!;
+    const guard = this.deps.rules.effectOf(tool);
+    const audit = { tool: approval.tool, argsHash: approval.argumentsHash };
+    if (approval.kind !== "outcome_unknown" && call.worldVersion && guard?.reader) {
+      const entityId = String((JSON.parse(call.arguments) as JsonObject)[guard.idField] ?? "");
+      const live = await readLive(this.deps, s, guard.reader, entityId);
+      const current = live.ok ? worldVersionOf(guard, entityId, live.data) : undefined;
+      if (current !== call.worldVersion) {
+        const message = live.ok
+          ? `the world changed since the approval was asked (${call.worldVersion} → ${current}); look again and ask for a new approval`
+          : `the world could not be read again before acting on the approval (${live.why}); ask for a new approval`;
+        const envelope = errorEnvelope("EAPPROVAL", message, `look the ${guard.entity} up again`, this.deps.now());
+        const ctx = contextOf(s);
+        const history = [...ctx.history, { kind: "observation", callId: call.id, tool: call.tool, envelope } as HistoryItem];
+        return this.#move(
+          s,
+          "THINKING",
+          { reason: `approved by ${why}, but the approval no longer matches the world`, ...audit, outcome: "EAPPROVAL" },
+          { context: { ...ctx, history } as JsonObject, pending: pending.queue.length > 0 ? ({ queue: pending.queue } as JsonObject) : null },
+          undefined,
+          [],
+          false,
+        );
+      }
+    }
+    return this.#move(
+      s,
+      "TOOL_EXECUTING",
+      { reason: `approved by ${why}`, ...audit, outcome: "approved" },
+      { usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 }, pending: { ...pending, approval: null, approvedBy: approver, startedBy: APPROVED } as unknown as JsonObject },
+      undefined,
+      [],
+      false,
+    );
   }
 
   /**
@@ -651,6 +735,9 @@ export class SessionRunner {
       traceSteps: step,
       contextTokens: governed.tokens,
       compressions: Number(ctx.compressions ?? 0) + governed.compressed,
+      // A side effect observed done is counted in the session's totals and known as made (a later
+      // call with the same key is its replay); a failed one was not made.
+      ...(call.effect && envelope.ok && !effectsOf(ctx).some((e) => e.key === call.effect!.key) ? { effects: [...effectsOf(ctx), call.effect] } : {}),
     } as JsonObject;
     this.deps.onStep?.(s, call.tool, envelope);
     if (isStuck(fingerprints)) {

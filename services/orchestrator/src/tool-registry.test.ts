@@ -14,6 +14,7 @@ describe("ToolRegistry over the default contracts", () => {
       "billing_refund",
       "billing_list_refunds",
       "risk_query_risk",
+      "risk_get_customer_risk",
     ]);
     const methodCount = DEFAULT_TOOL_SERVICES.reduce((n, s) => n + s.methods.length, 0);
     expect(registry.list()).toHaveLength(methodCount);
@@ -78,7 +79,7 @@ describe("ToolRegistry over the default contracts", () => {
 
 describe("ToolRegistry.specs", () => {
   it("shows every tool when no scopes are given", () => {
-    expect(registry.specs().map((s) => s.name)).toHaveLength(5);
+    expect(registry.specs().map((s) => s.name)).toHaveLength(6);
   });
 
   it("shows only the tools the session's scopes allow", () => {

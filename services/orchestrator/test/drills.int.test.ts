@@ -2,27 +2,25 @@
 // so `pnpm build` first), faults made by real SIGKILL. What is asserted is what an operator
 // would check afterwards: every session ended, the billing ledger holds each refund once, and
 // no personal data reached a trace, a log line or the session store.
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
-import { type DescService, toJsonString } from "@bufbuild/protobuf";
+import { toJsonString } from "@bufbuild/protobuf";
 import Database from "better-sqlite3";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { OrchestratorService, type Session, SessionSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import type { RawClient } from "@loopguard/tool-sdk";
+import { SESSION_OPERATOR_SCOPES, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { kill, startTool } from "../../../test/e2e/processes.js";
+import { kill } from "../../../test/e2e/processes.js";
 import { PostgresSessionStore } from "../src/postgres-session-store.js";
 import type { JsonObject } from "../src/session-store.js";
 import { postgresSkipReason, type PostgresServer, startPostgres } from "@loopguard/sql-store/testing";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
 import { waitForSession } from "./harness.js";
+import { processFixture } from "./process-fixture.js";
 
-const ORCHESTRATOR_ENTRY = resolve(dirname(fileURLToPath(import.meta.url)), "..", "dist", "main.js");
 const ORDER_ID = "ord_DEMO00000002";
 const REFUND_CENTS = 100;
 const SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
@@ -31,66 +29,8 @@ const REFUND_ID = /rf_[A-Za-z0-9]{16}/;
 
 type OrchestratorClient = RawClient<typeof OrchestratorService>;
 
-const processes: ToolProcess[] = [];
-const clients: { close(): void }[] = [];
-const dirs: string[] = [];
-const closers: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.close();
-  await Promise.all(closers.splice(0).map((close) => close()));
-  await Promise.all(processes.splice(0).map((p) => kill(p)));
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
-
-function tempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `loopguard-drill-${prefix}-`));
-  dirs.push(dir);
-  return dir;
-}
-
-function track<T extends { close(): void }>(client: T): T {
-  clients.push(client);
-  return client;
-}
-
-/** `audience`: the tool served at `address`, needed when the scopes alone do not name it (tool:admin). */
-async function clientFor<S extends DescService>(service: S, address: string, scopes: string[], audience?: string): Promise<RawClient<S>> {
-  const token = await testToken({ subject: "drill", scopes, ttlSeconds: 600, ...(audience ? { audience } : {}) });
-  return track(createRawClient(service, address, { token }));
-}
-
-interface Tools {
-  readonly kb: ToolProcess;
-  readonly billing: ToolProcess;
-  readonly risk: ToolProcess;
-}
-
-/** The three tools as processes on a fresh data folder, so the ledger holds this drill's refunds only. */
-async function startTools(kbLatencyMs: number): Promise<Tools> {
-  const dir = tempDir("tools");
-  const [kb, billing, risk] = await Promise.all([startTool("kb-search", dir), startTool("billing", dir), startTool("risk", dir)]);
-  processes.push(kb, billing, risk);
-  if (kbLatencyMs > 0) {
-    const admin = await clientFor(ToolAdminService, kb.address, ["tool:admin"], "kb-search");
-    await admin.setFaults({ profile: { addedLatencyMs: kbLatencyMs } });
-  }
-  return { kb, billing, risk };
-}
-
-async function startOrchestrator(tools: Tools, env: Record<string, string>): Promise<ToolProcess> {
-  const proc = await spawnTool(ORCHESTRATOR_ENTRY, {
-    ...testOrchestratorEnv(),
-    ORCHESTRATOR_PORT: "0",
-    ORCHESTRATOR_HTTP_PORT: "0",
-    KB_SEARCH_ADDR: tools.kb.address,
-    BILLING_ADDR: tools.billing.address,
-    RISK_ADDR: tools.risk.address,
-    ORCHESTRATOR_LEASE_TTL_MS: "1000",
-    ...env,
-  });
-  processes.push(proc);
-  return proc;
-}
+const { tempDir, clientFor, startTools, startOrchestrator, cleanUp, onCleanUp } = processFixture("drill");
+afterEach(cleanUp);
 
 function refundTask(extra: Record<string, string> = {}): JsonObject {
   return { kind: "refund", order_id: ORDER_ID, amount_cents: REFUND_CENTS, reason: "DAMAGED", ...extra };
@@ -209,7 +149,7 @@ describe("orchestrator drills (real processes)", () => {
   it("SIGKILL the orchestrator with 50 sessions running, restart: all 50 reach a terminal state and the billing ledger has no duplicate refund", async () => {
     const tools = await startTools(300);
     // Slow refunds too, so that some are in flight on billing when the orchestrator dies.
-    const billingAdmin = await clientFor(ToolAdminService, tools.billing.address, ["tool:admin"], "billing");
+    const billingAdmin = await clientFor(ToolAdminService, tools.billing.address, ["tool:admin"], { audience: "billing" });
     await billingAdmin.setFaults({ profile: { addedLatencyMs: 150, methods: ["Refund"] } });
     const dir = tempDir("sqlite");
     const storeUrl = `sqlite:${join(dir, "orchestrator.db")}`;
@@ -319,7 +259,7 @@ describe("orchestrator drills (real processes)", () => {
       () => chatCompletion({ toolCalls: [{ id: "good", name: "risk_query_risk", arguments: JSON.stringify({ idCard: MODEL_ID_CARD, phone: "+86 (139) 1234-5678" }) }] }),
       () => chatCompletion({ content: `The customer at (139)12345678 (+86 139 1234 5678, id ${MODEL_ID_CARD}) has a low risk score.` }),
     ]);
-    closers.push(() => chat.close());
+    onCleanUp(() => chat.close());
     const tools = await startTools(0);
     const dir = tempDir("pii");
     const orchestrator = await startOrchestrator(tools, {
@@ -346,10 +286,16 @@ describe("orchestrator drills (real processes)", () => {
       const c = customers[n++]!;
       return refundTask({ id_card: c.idCard, phone: c.phone });
     });
-    // A risky customer (score 71): the refund waits for approval, its goal names the phone too.
+    // An order of a risky customer (the host reads its risk through the order): the refund waits
+    // for approval; its goal and task name a phone and an id card too.
     const risky = { idCard: "110101199212084567", phone: "+86 (186) 1234-5678" };
-    const riskyGoal = `refund ${REFUND_CENTS} cents of ${ORDER_ID} for the customer at ${risky.phone}`;
-    const waiting = await api.startSession({ goal: riskyGoal, task: refundTask({ id_card: risky.idCard, phone: risky.phone }), scopes: SCOPES, policy: "scripted" });
+    const riskyGoal = `refund ${REFUND_CENTS} cents of ord_DEMO00000008 for the customer at ${risky.phone}`;
+    const waiting = await api.startSession({
+      goal: riskyGoal,
+      task: refundTask({ order_id: "ord_DEMO00000008", id_card: risky.idCard, phone: risky.phone }),
+      scopes: SCOPES,
+      policy: "scripted",
+    });
     const model = await api.startSession({ goal: "How risky is the customer of this task?", task: { kind: "risk_check", id_card: MODEL_ID_CARD, phone: "(139)12345678" }, scopes: SCOPES, policy: "openai" });
 
     const sessions = await waitTerminal(api, [...ids, model.session!.sessionId], 60_000);

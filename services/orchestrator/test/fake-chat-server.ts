@@ -151,3 +151,15 @@ export function chatCompletion(reply: {
         }),
   };
 }
+
+/** A reply asking for one tool call. */
+export const toolCall = (name: string, args: string, id?: string) => chatCompletion({ toolCalls: [{ ...(id ? { id } : {}), name, arguments: args }] });
+
+/** The tool messages the model was sent in `request`, by tool_call_id. */
+export function toolResults(request: ReceivedRequest): Record<string, { ok: boolean; error?: { code: string; message: string } }> {
+  const out: Record<string, { ok: boolean; error?: { code: string; message: string } }> = {};
+  for (const m of request.body.messages as { role: string; tool_call_id?: string; content: string }[]) {
+    if (m.role === "tool" && m.tool_call_id) out[m.tool_call_id] = JSON.parse(m.content);
+  }
+  return out;
+}

@@ -3,7 +3,7 @@
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chatCompletion, type ReceivedRequest, type ScriptedReply, startFakeChatServer } from "./fake-chat-server.js";
+import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall, toolResults } from "./fake-chat-server.js";
 import { ALL_SCOPES, startOrchestrator, startTools, type Tools, waitForSession } from "./harness.js";
 
 let tools: Tools;
@@ -29,16 +29,8 @@ async function runWith(script: ScriptedReply[], goal = "How long do card refunds
   }
 }
 
-const call = (name: string, args: string, id?: string) => chatCompletion({ toolCalls: [{ ...(id ? { id } : {}), name, arguments: args }] });
+const call = toolCall;
 
-/** The tool messages the model was sent in its last request, by tool_call_id. */
-function toolResults(request: ReceivedRequest): Record<string, { ok: boolean; error?: { code: string; message: string } }> {
-  const out: Record<string, { ok: boolean; error?: { code: string; message: string } }> = {};
-  for (const m of request.body.messages as { role: string; tool_call_id?: string; content: string }[]) {
-    if (m.role === "tool" && m.tool_call_id) out[m.tool_call_id] = JSON.parse(m.content);
-  }
-  return out;
-}
 
 describe("openai policy sessions", () => {
   it("turns an unknown tool, malformed JSON and extra fields into ENOTOOL/EINVAL observations and recovers", async () => {

@@ -3,7 +3,7 @@
 // re-key there); every wait is bounded so an unreachable database is BACKEND_DOWN, never a hang.
 import { isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration } from "@loopguard/sql-store";
 import pg from "pg";
-import { type CustomerKeys, type CustomerRisk, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
+import { type CustomerKeys, type CustomerRisk, demoCustomerIds, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
 
 /** QueryRisk's SLA timeout is 1.5 s: an unanswering database must become BACKEND_DOWN inside it. */
 export const POSTGRES_RISK_DEFAULTS = { connectTimeoutMs: 500, statementTimeoutMs: 500, lockTimeoutMs: 500 } as const;
@@ -53,6 +53,22 @@ export function postgresRiskMigrations(keys: CustomerKeys): PostgresMigration[] 
         }
       },
     },
+    {
+      name: "0004-customer-ids",
+      up: async (db) => {
+        await db.query(`
+          CREATE TABLE customer_ids (
+            customer_id text PRIMARY KEY,
+            customer_key text NOT NULL REFERENCES customers (customer_key)
+          )`);
+        for (const row of demoCustomerIds(keys)) {
+          await db.query(
+            "INSERT INTO customer_ids (customer_id, customer_key) SELECT $1, customer_key FROM customers WHERE customer_key = $2 ON CONFLICT DO NOTHING",
+            [row.customerId, row.key],
+          );
+        }
+      },
+    },
   ];
 }
 
@@ -84,6 +100,17 @@ export class PostgresRiskStore implements RiskStore {
       this.pool.query<{ risk_score: number; reason: string; factors: string[] }>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = $1", [
         this.keys.key(idCard, phone),
       ]),
+    );
+    const row = rows[0];
+    return row ? { riskScore: row.risk_score, reason: row.reason, factors: row.factors } : undefined;
+  }
+
+  async findByCustomerId(customerId: string): Promise<CustomerRisk | undefined> {
+    const { rows } = await this.read(() =>
+      this.pool.query<{ risk_score: number; reason: string; factors: string[] }>(
+        "SELECT c.risk_score, c.reason, c.factors FROM customer_ids i JOIN customers c ON c.customer_key = i.customer_key WHERE i.customer_id = $1",
+        [customerId],
+      ),
     );
     const row = rows[0];
     return row ? { riskScore: row.risk_score, reason: row.reason, factors: row.factors } : undefined;

@@ -23,6 +23,8 @@ export interface RiskStore {
   readonly migrationsApplied: readonly string[];
   /** The customer's risk, or undefined when no customer has this id card and phone. */
   find(idCard: string, phone: string): Promise<CustomerRisk | undefined>;
+  /** The risk of the customer holding this customer id (as an order names it), or undefined. */
+  findByCustomerId(customerId: string): Promise<CustomerRisk | undefined>;
   /** Number of customers stored (with a peppered key). */
   size(): Promise<number>;
   /** Rows an earlier layout keyed by bare SHA-256 that could not be re-keyed; never read. */
@@ -78,6 +80,11 @@ export function demoRekeying(keys: CustomerKeys, demo: readonly DemoCustomer[] =
 /** A stored customer row: the demo customers as the seed migration writes them. */
 export function demoRows(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): { key: string; score: number; reason: string; factors: string }[] {
   return demo.map((c) => ({ key: keys.key(c.idCard, c.phone), score: c.riskScore, reason: c.reason, factors: JSON.stringify(c.factors) }));
+}
+
+/** The demo customers' customer ids, each with the peppered key of the person holding it. */
+export function demoCustomerIds(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): { customerId: string; key: string }[] {
+  return demo.flatMap((c) => c.customerIds.map((customerId) => ({ customerId, key: keys.key(c.idCard, c.phone) })));
 }
 
 export function pepperMismatch(): PepperMismatchError {

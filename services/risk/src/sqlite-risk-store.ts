@@ -3,7 +3,7 @@
 // are adopted by 0001 and re-keyed by 0002.
 import { openMigratedSqlite, type SqliteMigration } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
-import { type CustomerKeys, type CustomerRisk, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
+import { type CustomerKeys, type CustomerRisk, demoCustomerIds, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
 
 interface CustomerRow {
   readonly risk_score: number;
@@ -50,6 +50,19 @@ export function sqliteRiskMigrations(keys: CustomerKeys): SqliteMigration[] {
         for (const row of demoRows(keys)) insert.run(row);
       },
     },
+    {
+      // Customer ids (as orders name them) of the people scored: what GetCustomerRisk looks up.
+      name: "0004-customer-ids",
+      up: (db) => {
+        db.exec(`
+          CREATE TABLE customer_ids (
+            customer_id TEXT PRIMARY KEY,
+            customer_key TEXT NOT NULL REFERENCES customers (customer_key)
+          ) STRICT, WITHOUT ROWID;`);
+        const insert = db.prepare("INSERT OR IGNORE INTO customer_ids (customer_id, customer_key) SELECT @customerId, customer_key FROM customers WHERE customer_key = @key");
+        for (const row of demoCustomerIds(keys)) insert.run(row);
+      },
+    },
   ];
 }
 
@@ -58,11 +71,15 @@ export class SqliteRiskStore implements RiskStore {
   readonly #db: Database.Database;
   readonly #keys: CustomerKeys;
   readonly #select: Database.Statement<[string], CustomerRow>;
+  readonly #selectByCustomerId: Database.Statement<[string], CustomerRow>;
 
   private constructor(db: Database.Database, keys: CustomerKeys, readonly migrationsApplied: readonly string[]) {
     this.#db = db;
     this.#keys = keys;
     this.#select = db.prepare<[string], CustomerRow>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = ?");
+    this.#selectByCustomerId = db.prepare<[string], CustomerRow>(
+      "SELECT c.risk_score, c.reason, c.factors FROM customer_ids i JOIN customers c ON c.customer_key = i.customer_key WHERE i.customer_id = ?",
+    );
   }
 
   /** Opens (creating, migrating and seeding on first start) the store at `file`; refuses a database keyed with another pepper. */
@@ -77,6 +94,12 @@ export class SqliteRiskStore implements RiskStore {
 
   async find(idCard: string, phone: string): Promise<CustomerRisk | undefined> {
     const row = this.#read(() => this.#select.get(this.#keys.key(idCard, phone)));
+    if (!row) return undefined;
+    return { riskScore: row.risk_score, reason: row.reason, factors: JSON.parse(row.factors) as string[] };
+  }
+
+  async findByCustomerId(customerId: string): Promise<CustomerRisk | undefined> {
+    const row = this.#read(() => this.#selectByCustomerId.get(customerId));
     if (!row) return undefined;
     return { riskScore: row.risk_score, reason: row.reason, factors: JSON.parse(row.factors) as string[] };
   }

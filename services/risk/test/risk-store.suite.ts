@@ -43,8 +43,15 @@ export function describeRiskStore(name: string, factory: RiskStoreFactory, optio
       }
     });
 
+    it("finds each demo customer by every customer id they hold, and nobody by an unknown one", async () => {
+      for (const c of DEMO_CUSTOMERS) {
+        for (const id of c.customerIds) expect(await h.store.findByCustomerId(id)).toEqual({ riskScore: c.riskScore, reason: c.reason, factors: [...c.factors] });
+      }
+      expect(await h.store.findByCustomerId("cust_nobody")).toBeUndefined();
+    });
+
     it("does not migrate or seed again when reopened", async () => {
-      expect(h.store.migrationsApplied).toEqual(["0001-customers", "0002-peppered-customer-keys", "0003-demo-customers"]);
+      expect(h.store.migrationsApplied).toEqual(["0001-customers", "0002-peppered-customer-keys", "0003-demo-customers", "0004-customer-ids"]);
       const reopened = await another();
       expect(reopened.migrationsApplied).toEqual([]);
       expect(await reopened.size()).toBe(DEMO_CUSTOMERS.length);

@@ -63,6 +63,18 @@ describe("risk over gRPC", () => {
     expect(response.reason).not.toContain(c.phone.slice(3));
   });
 
+  it("GetCustomerRisk scores the customer an order names; an unknown customer id is NOT_FOUND USER_NOT_FOUND", async () => {
+    for (const c of DEMO_CUSTOMERS) {
+      for (const customerId of c.customerIds) expect((await client.getCustomerRisk({ customerId })).riskScore).toBe(c.riskScore);
+    }
+    const missing = await failure(client.getCustomerRisk({ customerId: "cust_nobody" }));
+    expect(missing.code).toBe(status.NOT_FOUND);
+    expect(missing.reason).toBe("USER_NOT_FOUND");
+    const empty = await failure(client.getCustomerRisk({ customerId: "" }));
+    expect(empty.code).toBe(status.INVALID_ARGUMENT);
+    expect(empty.fieldViolations.map((v) => v.field)).toEqual(["customer_id"]);
+  });
+
   it("answers -1 with the reason when the score cannot be computed", async () => {
     const response = await client.queryRisk({ idCard: UNSCORABLE.idCard, phone: UNSCORABLE.phone });
     expect(response.riskScore).toBe(-1);

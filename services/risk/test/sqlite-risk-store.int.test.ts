@@ -70,7 +70,7 @@ describe("the SQLite risk store file", () => {
       old.close();
 
       const store = await SqliteRiskStore.open(file, testKeys);
-      expect(store.migrationsApplied).toEqual(["0001-customers", "0002-peppered-customer-keys", "0003-demo-customers"]);
+      expect(store.migrationsApplied).toEqual(["0001-customers", "0002-peppered-customer-keys", "0003-demo-customers", "0004-customer-ids"]);
       for (const c of DEMO_CUSTOMERS) expect((await store.find(c.idCard, c.phone))?.riskScore).toBe(c.riskScore);
       expect(await store.find(stranger.idCard, stranger.phone)).toBeUndefined();
       expect([await store.size(), await store.unkeyedCount()]).toEqual([DEMO_CUSTOMERS.length, 1]);

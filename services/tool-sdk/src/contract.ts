@@ -1,10 +1,13 @@
 // Reads method and service semantics from the contract's custom options, the one source of
 // truth for effect, scope, SLA, cost, routing tags, degradation and the closed error reasons.
-import { type DescEnum, type DescFile, type DescMethod, type DescService, getOption } from "@bufbuild/protobuf";
+import { type DescEnum, type DescField, type DescFile, type DescMethod, type DescService, getOption } from "@bufbuild/protobuf";
 import { file_loopguard_tool_v1_errors } from "@loopguard/proto/gen/loopguard/tool/v1/errors_pb";
 import {
   Degradation,
   Effect,
+  type FieldPolicy,
+  FieldRole,
+  field as fieldOption,
   type MethodPolicy,
   RoutingTag,
   type ServicePolicy,
@@ -12,8 +15,13 @@ import {
   service as serviceOption,
 } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
 
-export { Degradation, Effect, RoutingTag };
-export type { MethodPolicy, ServicePolicy };
+export { Degradation, Effect, FieldRole, RoutingTag };
+export type { FieldPolicy, MethodPolicy, ServicePolicy };
+
+/** What a field means to the host's side-effect rules; role UNSPECIFIED when the contract says nothing. */
+export function fieldPolicy(field: DescField): FieldPolicy {
+  return getOption(field, fieldOption);
+}
 
 export function servicePolicy(service: DescService): ServicePolicy {
   const policy = getOption(service, serviceOption);
@@ -30,6 +38,9 @@ export function methodPolicy(method: DescMethod): MethodPolicy {
   }
   if (policy.effect === Effect.IRREVERSIBLE_EXTERNAL && !policy.idempotencyKeyField) {
     throw new Error(`irreversible method ${method.parent.typeName}.${method.name} must name its idempotency_key_field`);
+  }
+  if (policy.effect === Effect.IRREVERSIBLE_EXTERNAL && !policy.sideEffect?.entity) {
+    throw new Error(`irreversible method ${method.parent.typeName}.${method.name} must declare its side_effect (the entity it acts on, whether it moves money)`);
   }
   return policy;
 }

@@ -1,7 +1,21 @@
 export { type Caller, KeyError, mintToken, type MintOptions, newKeyPair, publicKeySet, type SigningKey, signingKeyFromJwk, TokenVerifier } from "./auth.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
 export { ConfigError, describeConfig, type LoadOptions, loadToolConfig, readPublicKeys, readSigningKey, type ToolConfig, type ToolDefaults } from "./config.js";
-export { ADMIN_TOOL_NAME, audienceOf, Degradation, Effect, errorReasons, methodPath, methodPolicy, RoutingTag, servicePolicy, servicesOf } from "./contract.js";
+export {
+  ADMIN_TOOL_NAME,
+  audienceOf,
+  Degradation,
+  Effect,
+  errorReasons,
+  type FieldPolicy,
+  FieldRole,
+  fieldPolicy,
+  methodPath,
+  methodPolicy,
+  RoutingTag,
+  servicePolicy,
+  servicesOf,
+} from "./contract.js";
 export {
   type CallFailure,
   decodeStatusDetails,

@@ -356,7 +356,13 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
           return undefined;
         }
         const init = await Promise.race([handler(request, ctx), aborted]);
-        return checked(init);
+        const response = checked(init);
+        if (fault.responseDelayMs > 0) {
+          metrics.faultsInjected.inc({ tool, grpc_method: method.name, kind: "response_delay" });
+          // Not cut short by a cancel: the point is an answer that arrives late or never.
+          await sleep(fault.responseDelayMs);
+        }
+        return response;
       };
 
       context
@@ -484,5 +490,5 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
 
 function faultSummary(faults: FaultSwitch): Record<string, unknown> {
   const p = faults.profile;
-  return { added_latency_ms: p.addedLatencyMs, error_rate: p.errorRate, outage: p.outage, retry_after_ms: p.retryAfterMs, methods: p.methods };
+  return { added_latency_ms: p.addedLatencyMs, response_delay_ms: p.responseDelayMs, error_rate: p.errorRate, outage: p.outage, retry_after_ms: p.retryAfterMs, methods: p.methods };
 }

@@ -50,7 +50,7 @@ async function rejection(promise: Promise<unknown>): Promise<ToolCallError> {
 }
 
 function outage(tool: TestTool<typeof KbSearchService>, on: boolean, retryAfterMs = 0) {
-  tool.server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 0, errorRate: 0, outage: on, retryAfterMs, methods: [] });
+  tool.server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 0, responseDelayMs: 0, errorRate: 0, outage: on, retryAfterMs, methods: [] });
 }
 
 describe("toolClient", () => {

@@ -32,8 +32,8 @@ async function serve(kind: string): Promise<number> {
   // The parent's test keys, passed in the environment: tokens the parent mints verify here.
   const options = { host: "127.0.0.1", port: 0, metricsPort: 0, publicKeys: readPublicKeys(), maxConcurrent: 1024, shutdownGraceMs: 1000, logger };
   if (kind === "risk-down") {
-    const server = await serveTool({ service: RiskService, handlers: { queryRisk: async () => ({ riskScore: 1, reason: "ok" }) } }, options);
-    server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 0, errorRate: 0, outage: true, retryAfterMs: 0, methods: [] });
+    const server = await serveTool({ service: RiskService, handlers: { queryRisk: async () => ({ riskScore: 1, reason: "ok" }), getCustomerRisk: async () => ({ riskScore: 1, reason: "ok" }) } }, options);
+    server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 0, errorRate: 0, outage: true, retryAfterMs: 0, responseDelayMs: 0, methods: [] });
     return server.port;
   }
   const server = await serveTool({ service: KbSearchService, handlers: { search: async () => answer } }, options);

@@ -17,7 +17,7 @@ import { type Context, context as otelContext, SpanKind, SpanStatusCode, trace }
 import { bulkhead, BulkheadRejectedError, type BulkheadPolicy } from "cockatiel";
 import CircuitBreaker from "opossum";
 import type { Registry } from "prom-client";
-import { Degradation, type MethodPolicy, methodPath, methodPolicy, RoutingTag, servicePolicy } from "../contract.js";
+import { commonReasons, Degradation, errorReasons, type MethodPolicy, methodPath, methodPolicy, RoutingTag, servicePolicy } from "../contract.js";
 import { decodeStatusDetails, type FieldViolation } from "../errors.js";
 import { injectContext, tracer } from "../tracing.js";
 import { violationsOf, warmValidation } from "../validation.js";
@@ -42,24 +42,64 @@ export interface ToolResult<T> {
   readonly liveError?: ToolCallError;
 }
 
+export interface ToolCallErrorOptions {
+  readonly code: status;
+  readonly reason?: string | undefined;
+  readonly message: string;
+  readonly retryAfterMs?: number | undefined;
+  readonly fieldViolations?: readonly FieldViolation[];
+  /** Attempts sent to the tool (0 when nothing was sent). */
+  readonly attempts: number;
+  readonly tool: string;
+  readonly method: string;
+  /** Some attempt may have reached the handler and taken effect (see ToolCallError.outcomeUnknown). */
+  readonly outcomeUnknown?: boolean;
+  /** The tool's handler refused with one of its own reasons (see ToolCallError.refusedByTool). */
+  readonly refusedByTool?: boolean;
+}
+
 export class ToolCallError extends Error {
   override readonly name = "ToolCallError";
+  readonly code: status;
+  readonly reason: string | undefined;
+  readonly retryAfterMs: number | undefined;
+  readonly fieldViolations: readonly FieldViolation[];
+  readonly attempts: number;
+  readonly tool: string;
+  readonly method: string;
+  /**
+   * True when the caller cannot tell whether the call happened: an attempt ended without an
+   * answer that proves it was refused before the handler acted (a deadline, a cancel, a dropped
+   * connection, an internal error). For a side effect this is "outcome unknown", not "failed".
+   */
+  readonly outcomeUnknown: boolean;
+  /**
+   * The tool itself looked at the request and refused it with a reason from its contract's closed
+   * set: it was processed, and did nothing. For an idempotent side effect sent again with its key,
+   * this settles what an earlier attempt did (the tool would have replayed it had it happened).
+   */
+  readonly refusedByTool: boolean;
 
-  constructor(
-    readonly code: status,
-    readonly reason: string | undefined,
-    message: string,
-    readonly retryAfterMs: number | undefined,
-    readonly fieldViolations: readonly FieldViolation[],
-    readonly attempts: number,
-    readonly tool: string,
-    readonly method: string,
-  ) {
-    super(message);
+  constructor(options: ToolCallErrorOptions) {
+    super(options.message);
+    this.code = options.code;
+    this.reason = options.reason;
+    this.retryAfterMs = options.retryAfterMs;
+    this.fieldViolations = options.fieldViolations ?? [];
+    this.attempts = options.attempts;
+    this.tool = options.tool;
+    this.method = options.method;
+    this.outcomeUnknown = options.outcomeUnknown ?? false;
+    this.refusedByTool = options.refusedByTool ?? false;
   }
 
   get retryable(): boolean {
     return RETRY_CODES.has(this.code);
+  }
+
+  /** The same failure, marked as one whose outcome is unknown. */
+  withOutcomeUnknown(): ToolCallError {
+    return new ToolCallError({ ...this, message: this.message, outcomeUnknown: true });
   }
 }
 
@@ -117,6 +157,11 @@ export interface CallOptions {
   readonly deadline?: Date | undefined;
   readonly token?: string;
   readonly signal?: AbortSignal;
+  /**
+   * false: fail rather than answer from the cache or the declared degraded answer — for reads
+   * whose live value a decision depends on (the host's checks before a side effect).
+   */
+  readonly fallback?: boolean;
   /** Awaited before each retry is sent (e.g. to record a RETRYING state); throwing stops the retries. */
   readonly onRetry?: (retry: { readonly attempt: number; readonly waitMs: number; readonly error: ToolCallError }) => void | Promise<void>;
 }
@@ -137,6 +182,19 @@ interface MethodPlan {
 }
 
 const passThrough = (bytes: Buffer): Buffer => bytes;
+
+/** Common reasons given before any handler runs: the call was not acted on. */
+const REFUSED_BEFORE_HANDLING: ReadonlySet<string> = new Set([
+  "CLIENT_VALIDATION_FAILED",
+  "BREAKER_OPEN",
+  "BULKHEAD_FULL",
+  "CREDENTIALS_INVALID",
+  "SCOPE_MISSING",
+  "REQUEST_INVALID",
+  "OVERLOADED",
+  "SHUTTING_DOWN",
+  "FAULT_INJECTED",
+]);
 
 function channelTarget(target: string | readonly string[]): string {
   if (typeof target === "string") return target;
@@ -160,9 +218,15 @@ export class ToolClient<S extends DescService> {
   readonly #metrics: ClientMetrics;
   readonly #options: ToolClientOptions;
   readonly #random: () => number;
+  /** When the breaker last opened; with its reset timeout, when it will let a probe through. */
+  #openedAt = 0;
+  readonly #resetTimeoutMs: number;
+  /** The service's own error reasons (its contract's enum), each a refusal that did nothing. */
+  readonly #domainReasons: ReadonlySet<string>;
 
   constructor(readonly service: S, options: ToolClientOptions) {
     this.tool = servicePolicy(service).toolName;
+    this.#domainReasons = new Set([...errorReasons(service)].filter((r) => !commonReasons.has(r)));
     this.#options = options;
     this.#random = options.random ?? Math.random;
     this.#client = new Client(channelTarget(options.target), options.channelCredentials ?? credentials.createInsecure(), {
@@ -192,6 +256,7 @@ export class ToolClient<S extends DescService> {
     if (!options.metrics && !options.registry) throw new Error("toolClient needs a metrics registry or a ClientMetrics");
     this.#metrics = options.metrics ?? new ClientMetrics(options.registry!);
     const breaker = options.breaker ?? {};
+    this.#resetTimeoutMs = breaker.resetTimeoutMs ?? 5_000;
     this.#breaker = new CircuitBreaker((attempt: () => Promise<unknown>) => attempt(), {
       // Deadlines are gRPC's job; the breaker only counts outcomes.
       timeout: false,
@@ -199,14 +264,17 @@ export class ToolClient<S extends DescService> {
       volumeThreshold: breaker.volumeThreshold ?? 5,
       rollingCountTimeout: breaker.rollingWindowMs ?? 10_000,
       rollingCountBuckets: 10,
-      resetTimeout: breaker.resetTimeoutMs ?? 5_000,
+      resetTimeout: this.#resetTimeoutMs,
       errorFilter: (error: unknown) => error instanceof ToolCallError && CALLER_ERROR_CODES.has(error.code),
     });
     const setState = (state: BreakerState) => {
       this.#metrics.breakerState.set({ tool: this.tool }, BREAKER_STATE_VALUE[state]);
       this.#metrics.breakerTransitions.inc({ tool: this.tool, state });
     };
-    this.#breaker.on("open", () => setState("open"));
+    this.#breaker.on("open", () => {
+      this.#openedAt = Date.now();
+      setState("open");
+    });
     this.#breaker.on("halfOpen", () => setState("half-open"));
     this.#breaker.on("close", () => setState("closed"));
     this.#metrics.breakerState.set({ tool: this.tool }, 0);
@@ -229,16 +297,15 @@ export class ToolClient<S extends DescService> {
     const violations = violationsOf(plan.method.input, message);
     if (violations.length > 0) {
       this.#count(plan, "client_invalid", status.INVALID_ARGUMENT);
-      throw new ToolCallError(
-        status.INVALID_ARGUMENT,
-        "CLIENT_VALIDATION_FAILED",
-        `invalid ${plan.method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
-        undefined,
-        violations,
-        0,
-        this.tool,
-        plan.method.name,
-      );
+      throw new ToolCallError({
+        code: status.INVALID_ARGUMENT,
+        reason: "CLIENT_VALIDATION_FAILED",
+        message: `invalid ${plan.method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
+        fieldViolations: violations,
+        attempts: 0,
+        tool: this.tool,
+        method: plan.method.name,
+      });
     }
     const bytes = Buffer.from(toBinary(plan.method.input, message));
     const now = Date.now();
@@ -272,9 +339,9 @@ export class ToolClient<S extends DescService> {
     } catch (thrown) {
       const error =
         thrown instanceof BulkheadRejectedError
-          ? new ToolCallError(status.RESOURCE_EXHAUSTED, "BULKHEAD_FULL", `${this.tool}: too many calls in flight`, undefined, [], 0, this.tool, plan.method.name)
+          ? new ToolCallError({ code: status.RESOURCE_EXHAUSTED, reason: "BULKHEAD_FULL", message: `${this.tool}: too many calls in flight`, attempts: 0, tool: this.tool, method: plan.method.name })
           : (thrown as ToolCallError);
-      if (fallbackMayAnswer(error.code)) {
+      if (options.fallback !== false && fallbackMayAnswer(error.code)) {
         const cached = cacheKey ? this.#cache.get(cacheKey) : undefined;
         if (cached) {
           this.#count(plan, "fallback_cache", error.code);
@@ -308,9 +375,16 @@ export class ToolClient<S extends DescService> {
     const retry = this.#options.retry ?? {};
     const maxAttempts = retry.maxAttempts ?? 4;
     let attempt = 0;
+    // Whether any attempt so far may have taken effect; a later attempt refused before its
+    // handler does not make an earlier one certain.
+    let uncertain = false;
+    const fail = (failure: ToolCallError): never => {
+      throw uncertain ? failure.withOutcomeUnknown() : failure;
+    };
     for (;;) {
       if (Date.now() >= deadline) {
-        throw new ToolCallError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", `${this.tool}: no time left for ${plan.method.name}`, undefined, [], attempt, this.tool, plan.method.name);
+        const late = new ToolCallError({ code: status.DEADLINE_EXCEEDED, reason: "DEADLINE_PASSED", message: `${this.tool}: no time left for ${plan.method.name}`, attempts: attempt, tool: this.tool, method: plan.method.name });
+        throw uncertain ? late.withOutcomeUnknown() : late;
       }
       let failure: ToolCallError;
       try {
@@ -324,28 +398,41 @@ export class ToolClient<S extends DescService> {
       } catch (thrown) {
         failure = this.#asCallError(thrown, plan, attempt);
       }
+      if (!this.#refusedBeforeHandling(failure)) uncertain = true;
       if (failure.reason === "BREAKER_OPEN" || !retryAllowed || !RETRY_CODES.has(failure.code) || attempt >= maxAttempts || signal?.aborted) {
-        throw failure;
+        fail(failure);
       }
       const waitMs = failure.retryAfterMs ?? backoffMs(attempt, retry.baseBackoffMs ?? 50, retry.maxBackoffMs ?? 1000, this.#random);
-      if (Date.now() + waitMs >= deadline) throw failure;
-      if (!this.#budget.tryRetry()) throw failure;
+      if (Date.now() + waitMs >= deadline) fail(failure);
+      if (!this.#budget.tryRetry()) fail(failure);
       this.#metrics.retries.inc({ tool: this.tool, method: plan.method.name });
       try {
         await options.onRetry?.({ attempt: attempt + 1, waitMs, error: failure });
       } catch {
-        throw failure;
+        fail(failure);
       }
       await sleep(waitMs, undefined, signal ? { signal } : {}).catch(() => undefined);
     }
   }
 
+  /**
+   * The failure proves the attempt did not act: refused before any handler ran (here, or by the
+   * server's pipeline), or a refusal from the service's own closed set of reasons, which the
+   * contract gives only when nothing was done. Anything else — a deadline, a cancel, a dropped
+   * connection, an internal error — may have come after the handler acted.
+   */
+  #refusedBeforeHandling(failure: ToolCallError): boolean {
+    return failure.refusedByTool || (failure.reason !== undefined && REFUSED_BEFORE_HANDLING.has(failure.reason));
+  }
+
   #asCallError(thrown: unknown, plan: MethodPlan, attempts: number): ToolCallError {
     if (thrown instanceof ToolCallError) return thrown;
     if ((thrown as { code?: string }).code === "EOPENBREAKER") {
-      return new ToolCallError(status.UNAVAILABLE, "BREAKER_OPEN", `${this.tool}: circuit breaker is open`, undefined, [], attempts, this.tool, plan.method.name);
+      // Like a server's RetryInfo: when the breaker will let a probe through.
+      const retryAfterMs = Math.max(0, this.#openedAt + this.#resetTimeoutMs - Date.now());
+      return new ToolCallError({ code: status.UNAVAILABLE, reason: "BREAKER_OPEN", message: `${this.tool}: circuit breaker is open`, retryAfterMs, attempts, tool: this.tool, method: plan.method.name });
     }
-    return new ToolCallError(status.INTERNAL, "INTERNAL_ERROR", `${this.tool}: ${(thrown as Error).message}`, undefined, [], attempts, this.tool, plan.method.name);
+    return new ToolCallError({ code: status.INTERNAL, reason: "INTERNAL_ERROR", message: `${this.tool}: ${(thrown as Error).message}`, attempts, tool: this.tool, method: plan.method.name });
   }
 
   /** One attempt on the wire; resolves with the validated response. */
@@ -370,12 +457,33 @@ export class ToolClient<S extends DescService> {
           this.#metrics.handlingSeconds.observe({ ...labels, grpc_code: status[code] }, (performance.now() - started) / 1000);
           if (error) {
             const failure = decodeStatusDetails(error);
-            reject(new ToolCallError(failure.code, failure.reason, failure.message, failure.retryAfterMs, failure.fieldViolations, attempt, this.tool, plan.method.name));
+            reject(
+              new ToolCallError({
+                code: failure.code,
+                reason: failure.reason,
+                message: failure.message,
+                retryAfterMs: failure.retryAfterMs,
+                fieldViolations: failure.fieldViolations,
+                attempts: attempt,
+                tool: this.tool,
+                method: plan.method.name,
+                refusedByTool: failure.reason !== undefined && this.#domainReasons.has(failure.reason),
+              }),
+            );
             return;
           }
           const violations = violationsOf(plan.method.output, response as MessageShape<DescMethod["output"]>);
           if (violations.length > 0) {
-            reject(new ToolCallError(status.INTERNAL, "CONTRACT_VIOLATION", `${this.tool} answered ${plan.method.name} with a response that breaks its contract: ${violations.map((v) => v.field).join(", ")}`, undefined, [], attempt, this.tool, plan.method.name));
+            reject(
+              new ToolCallError({
+                code: status.INTERNAL,
+                reason: "CONTRACT_VIOLATION",
+                message: `${this.tool} answered ${plan.method.name} with a response that breaks its contract: ${violations.map((v) => v.field).join(", ")}`,
+                attempts: attempt,
+                tool: this.tool,
+                method: plan.method.name,
+              }),
+            );
             return;
           }
           resolve(response);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file loopguard/risk/v1/risk.proto.
  */
 export const file_loopguard_risk_v1_risk: GenFile = /*@__PURE__*/
-  fileDesc("Chxsb29wZ3VhcmQvcmlzay92MS9yaXNrLnByb3RvEhFsb29wZ3VhcmQucmlzay52MSLQBgoQUXVlcnlSaXNrUmVxdWVzdBKSBgoHaWRfY2FyZBgBIAEoCUKABrpI/AW6Ad8FChBpZF9jYXJkLmNoZWNrc3VtEi9pZF9jYXJkIGNoZWNrIGNoYXJhY3RlciBkb2VzIG5vdCBtYXRjaCBHQiAxMTY0MxqZBSF0aGlzLm1hdGNoZXMoJ15bMC05XXsxN31bMC05WHhdJCcpIHx8ICcxMFg5ODc2NTQzMicuY2hhckF0KChpbnQodGhpcy5zdWJzdHJpbmcoMCwgMSkpICogNyArIGludCh0aGlzLnN1YnN0cmluZygxLCAyKSkgKiA5ICsgaW50KHRoaXMuc3Vic3RyaW5nKDIsIDMpKSAqIDEwICsgaW50KHRoaXMuc3Vic3RyaW5nKDMsIDQpKSAqIDUgKyBpbnQodGhpcy5zdWJzdHJpbmcoNCwgNSkpICogOCArIGludCh0aGlzLnN1YnN0cmluZyg1LCA2KSkgKiA0ICsgaW50KHRoaXMuc3Vic3RyaW5nKDYsIDcpKSAqIDIgKyBpbnQodGhpcy5zdWJzdHJpbmcoNywgOCkpICogMSArIGludCh0aGlzLnN1YnN0cmluZyg4LCA5KSkgKiA2ICsgaW50KHRoaXMuc3Vic3RyaW5nKDksIDEwKSkgKiAzICsgaW50KHRoaXMuc3Vic3RyaW5nKDEwLCAxMSkpICogNyArIGludCh0aGlzLnN1YnN0cmluZygxMSwgMTIpKSAqIDkgKyBpbnQodGhpcy5zdWJzdHJpbmcoMTIsIDEzKSkgKiAxMCArIGludCh0aGlzLnN1YnN0cmluZygxMywgMTQpKSAqIDUgKyBpbnQodGhpcy5zdWJzdHJpbmcoMTQsIDE1KSkgKiA4ICsgaW50KHRoaXMuc3Vic3RyaW5nKDE1LCAxNikpICogNCArIGludCh0aGlzLnN1YnN0cmluZygxNiwgMTcpKSAqIDIpICUgMTEpID09IHRoaXMuc3Vic3RyaW5nKDE3LCAxOCkudXBwZXJBc2NpaSgpchcyEl5bMC05XXsxN31bMC05WHhdJJgBEhInCgVwaG9uZRgCIAEoCUIYukgVchMQCxgUMg1eWyswLTkgKCktXSskIngKEVF1ZXJ5Umlza1Jlc3BvbnNlEiYKCnJpc2tfc2NvcmUYASABKAVCErpIDxoNGGQo////////////ARIaCgZyZWFzb24YAiABKAlCCrpIB3IFEAEYyAESHwoHZmFjdG9ycxgDIAMoCUIOukgLkgEIEAoiBHICGEAq2AEKD1Jpc2tFcnJvclJlYXNvbhIhCh1SSVNLX0VSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEiwKKFJJU0tfRVJST1JfUkVBU09OX0lOVkFMSURfSURfQ0FSRF9GT1JNQVQQARIqCiZSSVNLX0VSUk9SX1JFQVNPTl9JTlZBTElEX1BIT05FX0ZPUk1BVBACEiQKIFJJU0tfRVJST1JfUkVBU09OX1VTRVJfTk9UX0ZPVU5EEAMSIgoeUklTS19FUlJPUl9SRUFTT05fQkFDS0VORF9ET1dOEAQy3QIKC1Jpc2tTZXJ2aWNlEooCCglRdWVyeVJpc2sSIy5sb29wZ3VhcmQucmlzay52MS5RdWVyeVJpc2tSZXF1ZXN0GiQubG9vcGd1YXJkLnJpc2sudjEuUXVlcnlSaXNrUmVzcG9uc2UisQGQAgGKtRipAQgBEglyaXNrOnJlYWQaGAjcCxD6ARl7FK5H4XqUPyGuR+F6FK7vPyIDCPQDOAJCeVNjb3JlIHRoZSByaXNrIG9mIGFjdGluZyBmb3IgYSBjdXN0b21lciBpZGVudGlmaWVkIGJ5IGlkIGNhcmQgYW5kIG1vYmlsZSBwaG9uZTsgLTEgbWVhbnMgdGhlIHNjb3JlIGNvdWxkIG5vdCBiZSBjb21wdXRlZC4aQZK1GD0KBHJpc2sSIWxvb3BndWFyZC5yaXNrLnYxLlJpc2tFcnJvclJlYXNvbhoScmlzay5sb29wZ3VhcmQuZGV2YgZwcm90bzM", [file_buf_validate_validate, file_loopguard_tool_v1_options]);
+  fileDesc("Chxsb29wZ3VhcmQvcmlzay92MS9yaXNrLnByb3RvEhFsb29wZ3VhcmQucmlzay52MSLQBgoQUXVlcnlSaXNrUmVxdWVzdBKSBgoHaWRfY2FyZBgBIAEoCUKABrpI/AW6Ad8FChBpZF9jYXJkLmNoZWNrc3VtEi9pZF9jYXJkIGNoZWNrIGNoYXJhY3RlciBkb2VzIG5vdCBtYXRjaCBHQiAxMTY0MxqZBSF0aGlzLm1hdGNoZXMoJ15bMC05XXsxN31bMC05WHhdJCcpIHx8ICcxMFg5ODc2NTQzMicuY2hhckF0KChpbnQodGhpcy5zdWJzdHJpbmcoMCwgMSkpICogNyArIGludCh0aGlzLnN1YnN0cmluZygxLCAyKSkgKiA5ICsgaW50KHRoaXMuc3Vic3RyaW5nKDIsIDMpKSAqIDEwICsgaW50KHRoaXMuc3Vic3RyaW5nKDMsIDQpKSAqIDUgKyBpbnQodGhpcy5zdWJzdHJpbmcoNCwgNSkpICogOCArIGludCh0aGlzLnN1YnN0cmluZyg1LCA2KSkgKiA0ICsgaW50KHRoaXMuc3Vic3RyaW5nKDYsIDcpKSAqIDIgKyBpbnQodGhpcy5zdWJzdHJpbmcoNywgOCkpICogMSArIGludCh0aGlzLnN1YnN0cmluZyg4LCA5KSkgKiA2ICsgaW50KHRoaXMuc3Vic3RyaW5nKDksIDEwKSkgKiAzICsgaW50KHRoaXMuc3Vic3RyaW5nKDEwLCAxMSkpICogNyArIGludCh0aGlzLnN1YnN0cmluZygxMSwgMTIpKSAqIDkgKyBpbnQodGhpcy5zdWJzdHJpbmcoMTIsIDEzKSkgKiAxMCArIGludCh0aGlzLnN1YnN0cmluZygxMywgMTQpKSAqIDUgKyBpbnQodGhpcy5zdWJzdHJpbmcoMTQsIDE1KSkgKiA4ICsgaW50KHRoaXMuc3Vic3RyaW5nKDE1LCAxNikpICogNCArIGludCh0aGlzLnN1YnN0cmluZygxNiwgMTcpKSAqIDIpICUgMTEpID09IHRoaXMuc3Vic3RyaW5nKDE3LCAxOCkudXBwZXJBc2NpaSgpchcyEl5bMC05XXsxN31bMC05WHhdJJgBEhInCgVwaG9uZRgCIAEoCUIYukgVchMQCxgUMg1eWyswLTkgKCktXSskIkgKFkdldEN1c3RvbWVyUmlza1JlcXVlc3QSLgoLY3VzdG9tZXJfaWQYASABKAlCGbpIBnIEEAEYQJq1GAwIARIIY3VzdG9tZXIihAEKF0dldEN1c3RvbWVyUmlza1Jlc3BvbnNlEiwKCnJpc2tfc2NvcmUYASABKAVCGLpIDxoNGGQo////////////AZq1GAIIBxIaCgZyZWFzb24YAiABKAlCCrpIB3IFEAEYyAESHwoHZmFjdG9ycxgDIAMoCUIOukgLkgEIEAoiBHICGEAieAoRUXVlcnlSaXNrUmVzcG9uc2USJgoKcmlza19zY29yZRgBIAEoBUISukgPGg0YZCj///////////8BEhoKBnJlYXNvbhgCIAEoCUIKukgHcgUQARjIARIfCgdmYWN0b3JzGAMgAygJQg66SAuSAQgQCiIEcgIYQCrYAQoPUmlza0Vycm9yUmVhc29uEiEKHVJJU0tfRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASLAooUklTS19FUlJPUl9SRUFTT05fSU5WQUxJRF9JRF9DQVJEX0ZPUk1BVBABEioKJlJJU0tfRVJST1JfUkVBU09OX0lOVkFMSURfUEhPTkVfRk9STUFUEAISJAogUklTS19FUlJPUl9SRUFTT05fVVNFUl9OT1RfRk9VTkQQAxIiCh5SSVNLX0VSUk9SX1JFQVNPTl9CQUNLRU5EX0RPV04QBDKHBQoLUmlza1NlcnZpY2USigIKCVF1ZXJ5UmlzaxIjLmxvb3BndWFyZC5yaXNrLnYxLlF1ZXJ5Umlza1JlcXVlc3QaJC5sb29wZ3VhcmQucmlzay52MS5RdWVyeVJpc2tSZXNwb25zZSKxAZACAYq1GKkBCAESCXJpc2s6cmVhZBoYCNwLEPoBGXsUrkfhepQ/Ia5H4XoUru8/IgMI9AM4AkJ5U2NvcmUgdGhlIHJpc2sgb2YgYWN0aW5nIGZvciBhIGN1c3RvbWVyIGlkZW50aWZpZWQgYnkgaWQgY2FyZCBhbmQgbW9iaWxlIHBob25lOyAtMSBtZWFucyB0aGUgc2NvcmUgY291bGQgbm90IGJlIGNvbXB1dGVkLhKnAgoPR2V0Q3VzdG9tZXJSaXNrEikubG9vcGd1YXJkLnJpc2sudjEuR2V0Q3VzdG9tZXJSaXNrUmVxdWVzdBoqLmxvb3BndWFyZC5yaXNrLnYxLkdldEN1c3RvbWVyUmlza1Jlc3BvbnNlIrwBkAIBirUYtAEIARIJcmlzazpyZWFkGhgI3AsQ+gEZexSuR+F6lD8hrkfhehSu7z8iAwj0AyoBAjgBQndTY29yZSB0aGUgcmlzayBvZiBhY3RpbmcgZm9yIHRoZSBjdXN0b21lciBhbiBvcmRlciBuYW1lcywgYnkgaXRzIGN1c3RvbWVyIGlkOyAtMSBtZWFucyB0aGUgc2NvcmUgY291bGQgbm90IGJlIGNvbXB1dGVkLlIIY3VzdG9tZXIaQZK1GD0KBHJpc2sSIWxvb3BndWFyZC5yaXNrLnYxLlJpc2tFcnJvclJlYXNvbhoScmlzay5sb29wZ3VhcmQuZGV2YgZwcm90bzM", [file_buf_validate_validate, file_loopguard_tool_v1_options]);
 
 /**
  * @generated from message loopguard.risk.v1.QueryRiskRequest
@@ -40,6 +40,56 @@ export type QueryRiskRequest = Message<"loopguard.risk.v1.QueryRiskRequest"> & {
  */
 export const QueryRiskRequestSchema: GenMessage<QueryRiskRequest> = /*@__PURE__*/
   messageDesc(file_loopguard_risk_v1_risk, 0);
+
+/**
+ * @generated from message loopguard.risk.v1.GetCustomerRiskRequest
+ */
+export type GetCustomerRiskRequest = Message<"loopguard.risk.v1.GetCustomerRiskRequest"> & {
+  /**
+   * The customer id an order names (billing's Order.customer_id).
+   *
+   * @generated from field: string customer_id = 1;
+   */
+  customerId: string;
+};
+
+/**
+ * Describes the message loopguard.risk.v1.GetCustomerRiskRequest.
+ * Use `create(GetCustomerRiskRequestSchema)` to create a new message.
+ */
+export const GetCustomerRiskRequestSchema: GenMessage<GetCustomerRiskRequest> = /*@__PURE__*/
+  messageDesc(file_loopguard_risk_v1_risk, 1);
+
+/**
+ * @generated from message loopguard.risk.v1.GetCustomerRiskResponse
+ */
+export type GetCustomerRiskResponse = Message<"loopguard.risk.v1.GetCustomerRiskResponse"> & {
+  /**
+   * 0 (safe) .. 100 (risky); -1 when the score could not be computed.
+   *
+   * @generated from field: int32 risk_score = 1;
+   */
+  riskScore: number;
+
+  /**
+   * Why, in words an operator can read; never contains the id card or phone.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: repeated string factors = 3;
+   */
+  factors: string[];
+};
+
+/**
+ * Describes the message loopguard.risk.v1.GetCustomerRiskResponse.
+ * Use `create(GetCustomerRiskResponseSchema)` to create a new message.
+ */
+export const GetCustomerRiskResponseSchema: GenMessage<GetCustomerRiskResponse> = /*@__PURE__*/
+  messageDesc(file_loopguard_risk_v1_risk, 2);
 
 /**
  * @generated from message loopguard.risk.v1.QueryRiskResponse
@@ -72,7 +122,7 @@ export type QueryRiskResponse = Message<"loopguard.risk.v1.QueryRiskResponse"> &
  * Use `create(QueryRiskResponseSchema)` to create a new message.
  */
 export const QueryRiskResponseSchema: GenMessage<QueryRiskResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_risk_v1_risk, 1);
+  messageDesc(file_loopguard_risk_v1_risk, 3);
 
 /**
  * Closed set of risk error reasons (google.rpc.ErrorInfo.reason is the value name without the enum prefix).
@@ -100,7 +150,7 @@ export enum RiskErrorReason {
   INVALID_PHONE_FORMAT = 2,
 
   /**
-   * No customer has this id card and phone.
+   * No customer has this id card and phone (or this customer id).
    *
    * @generated from enum value: RISK_ERROR_REASON_USER_NOT_FOUND = 3;
    */
@@ -135,6 +185,17 @@ export const RiskService: GenService<{
     methodKind: "unary";
     input: typeof QueryRiskRequestSchema;
     output: typeof QueryRiskResponseSchema;
+  },
+  /**
+   * Scores the customer an order (or any record naming a customer id) belongs to: the live read
+   * the host makes itself before money moves for that customer.
+   *
+   * @generated from rpc loopguard.risk.v1.RiskService.GetCustomerRisk
+   */
+  getCustomerRisk: {
+    methodKind: "unary";
+    input: typeof GetCustomerRiskRequestSchema;
+    output: typeof GetCustomerRiskResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_loopguard_risk_v1_risk, 0);

@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { MethodOptions, ServiceOptions } from "@bufbuild/protobuf/wkt";
+import type { FieldOptions, MethodOptions, ServiceOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file loopguard/tool/v1/options.proto.
  */
 export const file_loopguard_tool_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Ch9sb29wZ3VhcmQvdG9vbC92MS9vcHRpb25zLnByb3RvEhFsb29wZ3VhcmQudG9vbC52MSJhCgNTbGESEgoKdGltZW91dF9tcxgBIAEoDRIVCg1wOTVfdGFyZ2V0X21zGAIgASgNEhkKEWVycm9yX3JhdGVfYnVkZ2V0GAMgASgBEhQKDGF2YWlsYWJpbGl0eRgEIAEoASIfCgRDb3N0EhcKD21pY3Jvc19wZXJfY2FsbBgBIAEoBCKzAgoMTWV0aG9kUG9saWN5EikKBmVmZmVjdBgBIAEoDjIZLmxvb3BndWFyZC50b29sLnYxLkVmZmVjdBIWCg5yZXF1aXJlZF9zY29wZRgCIAEoCRIjCgNzbGEYAyABKAsyFi5sb29wZ3VhcmQudG9vbC52MS5TbGESJQoEY29zdBgEIAEoCzIXLmxvb3BndWFyZC50b29sLnYxLkNvc3QSKwoEdGFncxgFIAMoDjIdLmxvb3BndWFyZC50b29sLnYxLlJvdXRpbmdUYWcSHQoVaWRlbXBvdGVuY3lfa2V5X2ZpZWxkGAYgASgJEjMKC2RlZ3JhZGF0aW9uGAcgASgOMh4ubG9vcGd1YXJkLnRvb2wudjEuRGVncmFkYXRpb24SEwoLZGVzY3JpcHRpb24YCCABKAkiUwoNU2VydmljZVBvbGljeRIRCgl0b29sX25hbWUYASABKAkSGQoRZXJyb3JfcmVhc29uX2VudW0YAiABKAkSFAoMZXJyb3JfZG9tYWluGAMgASgJKnUKBkVmZmVjdBIWChJFRkZFQ1RfVU5TUEVDSUZJRUQQABIUChBFRkZFQ1RfUkVBRF9PTkxZEAESGwoXRUZGRUNUX0lERU1QT1RFTlRfV1JJVEUQAhIgChxFRkZFQ1RfSVJSRVZFUlNJQkxFX0VYVEVSTkFMEAMqdQoKUm91dGluZ1RhZxIbChdST1VUSU5HX1RBR19VTlNQRUNJRklFRBAAEiEKHVJPVVRJTkdfVEFHX0xBVEVOQ1lfU0VOU0lUSVZFEAESJwojUk9VVElOR19UQUdfREFUQV9GUkVTSE5FU1NfQ1JJVElDQUwQAip5CgtEZWdyYWRhdGlvbhIbChdERUdSQURBVElPTl9VTlNQRUNJRklFRBAAEhQKEERFR1JBREFUSU9OX05PTkUQARIVChFERUdSQURBVElPTl9DQUNIRRACEiAKHERFR1JBREFUSU9OX0NBQ0hFX1RIRU5fRU1QVFkQAzpZCgZtZXRob2QSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjRhgMgASgLMh8ubG9vcGd1YXJkLnRvb2wudjEuTWV0aG9kUG9saWN5UgZtZXRob2Q6XQoHc2VydmljZRIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9ucxjShgMgASgLMiAubG9vcGd1YXJkLnRvb2wudjEuU2VydmljZVBvbGljeVIHc2VydmljZWIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("Ch9sb29wZ3VhcmQvdG9vbC92MS9vcHRpb25zLnByb3RvEhFsb29wZ3VhcmQudG9vbC52MSJhCgNTbGESEgoKdGltZW91dF9tcxgBIAEoDRIVCg1wOTVfdGFyZ2V0X21zGAIgASgNEhkKEWVycm9yX3JhdGVfYnVkZ2V0GAMgASgBEhQKDGF2YWlsYWJpbGl0eRgEIAEoASIfCgRDb3N0EhcKD21pY3Jvc19wZXJfY2FsbBgBIAEoBCIxCgpTaWRlRWZmZWN0Eg4KBmVudGl0eRgBIAEoCRITCgttb3Zlc19tb25leRgCIAEoCCL9AgoMTWV0aG9kUG9saWN5EikKBmVmZmVjdBgBIAEoDjIZLmxvb3BndWFyZC50b29sLnYxLkVmZmVjdBIWCg5yZXF1aXJlZF9zY29wZRgCIAEoCRIjCgNzbGEYAyABKAsyFi5sb29wZ3VhcmQudG9vbC52MS5TbGESJQoEY29zdBgEIAEoCzIXLmxvb3BndWFyZC50b29sLnYxLkNvc3QSKwoEdGFncxgFIAMoDjIdLmxvb3BndWFyZC50b29sLnYxLlJvdXRpbmdUYWcSHQoVaWRlbXBvdGVuY3lfa2V5X2ZpZWxkGAYgASgJEjMKC2RlZ3JhZGF0aW9uGAcgASgOMh4ubG9vcGd1YXJkLnRvb2wudjEuRGVncmFkYXRpb24SEwoLZGVzY3JpcHRpb24YCCABKAkSMgoLc2lkZV9lZmZlY3QYCSABKAsyHS5sb29wZ3VhcmQudG9vbC52MS5TaWRlRWZmZWN0EhQKDHJlYWRzX2VudGl0eRgKIAEoCSJJCgtGaWVsZFBvbGljeRIqCgRyb2xlGAEgASgOMhwubG9vcGd1YXJkLnRvb2wudjEuRmllbGRSb2xlEg4KBmVudGl0eRgCIAEoCSJTCg1TZXJ2aWNlUG9saWN5EhEKCXRvb2xfbmFtZRgBIAEoCRIZChFlcnJvcl9yZWFzb25fZW51bRgCIAEoCRIUCgxlcnJvcl9kb21haW4YAyABKAkqdQoGRWZmZWN0EhYKEkVGRkVDVF9VTlNQRUNJRklFRBAAEhQKEEVGRkVDVF9SRUFEX09OTFkQARIbChdFRkZFQ1RfSURFTVBPVEVOVF9XUklURRACEiAKHEVGRkVDVF9JUlJFVkVSU0lCTEVfRVhURVJOQUwQAyp1CgpSb3V0aW5nVGFnEhsKF1JPVVRJTkdfVEFHX1VOU1BFQ0lGSUVEEAASIQodUk9VVElOR19UQUdfTEFURU5DWV9TRU5TSVRJVkUQARInCiNST1VUSU5HX1RBR19EQVRBX0ZSRVNITkVTU19DUklUSUNBTBACKnkKC0RlZ3JhZGF0aW9uEhsKF0RFR1JBREFUSU9OX1VOU1BFQ0lGSUVEEAASFAoQREVHUkFEQVRJT05fTk9ORRABEhUKEURFR1JBREFUSU9OX0NBQ0hFEAISIAocREVHUkFEQVRJT05fQ0FDSEVfVEhFTl9FTVBUWRADKvEBCglGaWVsZFJvbGUSGgoWRklFTERfUk9MRV9VTlNQRUNJRklFRBAAEhgKFEZJRUxEX1JPTEVfRU5USVRZX0lEEAESFQoRRklFTERfUk9MRV9BTU9VTlQQAhIdChlGSUVMRF9ST0xFX0VOVElUWV9WRVJTSU9OEAMSGwoXRklFTERfUk9MRV9BTU9VTlRfTU9WRUQQBBIfChtGSUVMRF9ST0xFX0FNT1VOVF9BVkFJTEFCTEUQBRIfChtGSUVMRF9ST0xFX0xJTktFRF9FTlRJVFlfSUQQBhIZChVGSUVMRF9ST0xFX1JJU0tfU0NPUkUQBzpVCgVmaWVsZBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCzIeLmxvb3BndWFyZC50b29sLnYxLkZpZWxkUG9saWN5UgVmaWVsZDpZCgZtZXRob2QSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjRhgMgASgLMh8ubG9vcGd1YXJkLnRvb2wudjEuTWV0aG9kUG9saWN5UgZtZXRob2Q6XQoHc2VydmljZRIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9ucxjShgMgASgLMiAubG9vcGd1YXJkLnRvb2wudjEuU2VydmljZVBvbGljeVIHc2VydmljZWIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * The service level a tool promises for one method.
@@ -78,6 +78,40 @@ export const CostSchema: GenMessage<Cost> = /*@__PURE__*/
   messageDesc(file_loopguard_tool_v1_options, 1);
 
 /**
+ * What an irreversible method does to the world, so the host can enforce its rules on every such
+ * method without knowing the tool: which entity it acts on, and whether it moves money.
+ *
+ * @generated from message loopguard.tool.v1.SideEffect
+ */
+export type SideEffect = Message<"loopguard.tool.v1.SideEffect"> & {
+  /**
+   * Kind of entity the effect acts on (e.g. "order"); the request field holding its id has
+   * (field).role = FIELD_ROLE_ENTITY_ID with the same entity. A session may act only on entities
+   * of this kind its task declares ("<entity>_id" or "<entity>_ids" in the task).
+   *
+   * @generated from field: string entity = 1;
+   */
+  entity: string;
+
+  /**
+   * The effect moves money: the request has a FIELD_ROLE_AMOUNT field, and some method of the
+   * same tool reads the entity live (reads_entity) giving its version, the amount already moved
+   * and the amount still available, and the customer it belongs to, whose risk another method
+   * reads (reads_entity of the customer's entity kind, giving FIELD_ROLE_RISK_SCORE).
+   *
+   * @generated from field: bool moves_money = 2;
+   */
+  movesMoney: boolean;
+};
+
+/**
+ * Describes the message loopguard.tool.v1.SideEffect.
+ * Use `create(SideEffectSchema)` to create a new message.
+ */
+export const SideEffectSchema: GenMessage<SideEffect> = /*@__PURE__*/
+  messageDesc(file_loopguard_tool_v1_options, 2);
+
+/**
  * @generated from message loopguard.tool.v1.MethodPolicy
  */
 export type MethodPolicy = Message<"loopguard.tool.v1.MethodPolicy"> & {
@@ -126,6 +160,22 @@ export type MethodPolicy = Message<"loopguard.tool.v1.MethodPolicy"> & {
    * @generated from field: string description = 8;
    */
   description: string;
+
+  /**
+   * Required on EFFECT_IRREVERSIBLE_EXTERNAL methods: what the host guards before calling.
+   *
+   * @generated from field: loopguard.tool.v1.SideEffect side_effect = 9;
+   */
+  sideEffect?: SideEffect | undefined;
+
+  /**
+   * A read-only method that returns the live state of one entity of this kind (e.g. "order",
+   * "customer"), by its FIELD_ROLE_ENTITY_ID request field; the host calls it itself, live and
+   * never from a cache, before an irreversible call.
+   *
+   * @generated from field: string reads_entity = 10;
+   */
+  readsEntity: string;
 };
 
 /**
@@ -133,7 +183,31 @@ export type MethodPolicy = Message<"loopguard.tool.v1.MethodPolicy"> & {
  * Use `create(MethodPolicySchema)` to create a new message.
  */
 export const MethodPolicySchema: GenMessage<MethodPolicy> = /*@__PURE__*/
-  messageDesc(file_loopguard_tool_v1_options, 2);
+  messageDesc(file_loopguard_tool_v1_options, 3);
+
+/**
+ * @generated from message loopguard.tool.v1.FieldPolicy
+ */
+export type FieldPolicy = Message<"loopguard.tool.v1.FieldPolicy"> & {
+  /**
+   * @generated from field: loopguard.tool.v1.FieldRole role = 1;
+   */
+  role: FieldRole;
+
+  /**
+   * Kind of entity an ENTITY_ID or LINKED_ENTITY_ID field refers to, e.g. "order", "customer".
+   *
+   * @generated from field: string entity = 2;
+   */
+  entity: string;
+};
+
+/**
+ * Describes the message loopguard.tool.v1.FieldPolicy.
+ * Use `create(FieldPolicySchema)` to create a new message.
+ */
+export const FieldPolicySchema: GenMessage<FieldPolicy> = /*@__PURE__*/
+  messageDesc(file_loopguard_tool_v1_options, 4);
 
 /**
  * @generated from message loopguard.tool.v1.ServicePolicy
@@ -166,7 +240,7 @@ export type ServicePolicy = Message<"loopguard.tool.v1.ServicePolicy"> & {
  * Use `create(ServicePolicySchema)` to create a new message.
  */
 export const ServicePolicySchema: GenMessage<ServicePolicy> = /*@__PURE__*/
-  messageDesc(file_loopguard_tool_v1_options, 3);
+  messageDesc(file_loopguard_tool_v1_options, 5);
 
 /**
  * What calling a method does to the world.
@@ -280,14 +354,88 @@ export const DegradationSchema: GenEnum<Degradation> = /*@__PURE__*/
   enumDesc(file_loopguard_tool_v1_options, 2);
 
 /**
+ * What a request or response field means to the host's side-effect rules.
+ *
+ * @generated from enum loopguard.tool.v1.FieldRole
+ */
+export enum FieldRole {
+  /**
+   * @generated from enum value: FIELD_ROLE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The id of the entity a method acts on or reads; FieldPolicy.entity names its kind.
+   *
+   * @generated from enum value: FIELD_ROLE_ENTITY_ID = 1;
+   */
+  ENTITY_ID = 1,
+
+  /**
+   * Request of a money-moving method: the amount it moves, in minor units (e.g. cents).
+   *
+   * @generated from enum value: FIELD_ROLE_AMOUNT = 2;
+   */
+  AMOUNT = 2,
+
+  /**
+   * Response of an entity read: the entity's version, which changes with every write to it.
+   *
+   * @generated from enum value: FIELD_ROLE_ENTITY_VERSION = 3;
+   */
+  ENTITY_VERSION = 3,
+
+  /**
+   * Response of an entity read: the amount already moved on this entity (e.g. refunded so far).
+   *
+   * @generated from enum value: FIELD_ROLE_AMOUNT_MOVED = 4;
+   */
+  AMOUNT_MOVED = 4,
+
+  /**
+   * Response of an entity read: the most that may still be moved (0 when the entity allows none).
+   *
+   * @generated from enum value: FIELD_ROLE_AMOUNT_AVAILABLE = 5;
+   */
+  AMOUNT_AVAILABLE = 5,
+
+  /**
+   * Response of an entity read: the id of another entity it belongs to (e.g. the order's
+   * customer); FieldPolicy.entity names that entity's kind.
+   *
+   * @generated from enum value: FIELD_ROLE_LINKED_ENTITY_ID = 6;
+   */
+  LINKED_ENTITY_ID = 6,
+
+  /**
+   * Response of a customer read: its risk score, 0 (safe) .. 100 (risky), -1 not computable.
+   *
+   * @generated from enum value: FIELD_ROLE_RISK_SCORE = 7;
+   */
+  RISK_SCORE = 7,
+}
+
+/**
+ * Describes the enum loopguard.tool.v1.FieldRole.
+ */
+export const FieldRoleSchema: GenEnum<FieldRole> = /*@__PURE__*/
+  enumDesc(file_loopguard_tool_v1_options, 3);
+
+/**
+ * @generated from extension: loopguard.tool.v1.FieldPolicy field = 50003;
+ */
+export const field: GenExtension<FieldOptions, FieldPolicy> = /*@__PURE__*/
+  extDesc(file_loopguard_tool_v1_options, 0);
+
+/**
  * @generated from extension: loopguard.tool.v1.MethodPolicy method = 50001;
  */
 export const method: GenExtension<MethodOptions, MethodPolicy> = /*@__PURE__*/
-  extDesc(file_loopguard_tool_v1_options, 0);
+  extDesc(file_loopguard_tool_v1_options, 1);
 
 /**
  * @generated from extension: loopguard.tool.v1.ServicePolicy service = 50002;
  */
 export const service: GenExtension<ServiceOptions, ServicePolicy> = /*@__PURE__*/
-  extDesc(file_loopguard_tool_v1_options, 1);
+  extDesc(file_loopguard_tool_v1_options, 2);
 

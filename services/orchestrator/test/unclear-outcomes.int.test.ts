@@ -1,0 +1,180 @@
+// A refund whose outcome the orchestrator could not see — its answer lost, the orchestrator
+// stopped or killed while it was in flight — is never reported as failed and never made twice:
+// the host sends it again with the same idempotency key (the ledger replays it) before the policy
+// hears anything, or a human decides. Real processes, real signals, the ledger checked directly;
+// billing is slowed with fault injection that holds its answer after the refund was made.
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { SESSION_OPERATOR_SCOPES, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { afterEach, describe, expect, it } from "vitest";
+import { kill } from "../../../test/e2e/processes.js";
+import { chatCompletion, type ScriptedReply, startFakeChatServer } from "./fake-chat-server.js";
+import { isEnded, waitForSession } from "./harness.js";
+import { processFixture, type ProcessTools } from "./process-fixture.js";
+
+const SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
+const REFUND_ID = /rf_[A-Za-z0-9]{16}/;
+const { tempDir, clientFor, startTools, startOrchestrator, cleanUp, onCleanUp } = processFixture("outcome");
+afterEach(cleanUp);
+
+/** Holds billing's Refund answers `ms` after the refund is made (0 turns it off). */
+async function holdRefundAnswers(tools: ProcessTools, ms: number): Promise<void> {
+  const admin = await clientFor(ToolAdminService, tools.billing.address, ["tool:admin"], { audience: "billing" });
+  await admin.setFaults({ profile: { responseDelayMs: ms, methods: ["Refund"] } });
+}
+
+async function refundsOf(tools: ProcessTools, orderId: string) {
+  const billing = await clientFor(BillingService, tools.billing.address, ["billing:read"]);
+  return (await billing.listRefunds({ orderId })).refunds;
+}
+
+/** Polls until the ledger has `count` refunds of the order: the refund was made, its answer may still be on its way. */
+async function untilRefunded(tools: ProcessTools, orderId: string, count = 1): Promise<void> {
+  const until = Date.now() + 15_000;
+  while ((await refundsOf(tools, orderId)).length < count) {
+    if (Date.now() > until) throw new Error(`no refund of ${orderId} was made`);
+    await sleep(20);
+  }
+}
+
+/** A model that refunds the task's order, re-plans the refund (same arguments) whenever it hears it failed, and answers citing the refund id. */
+function replanningModel(orderId: string, amountCents: number): ScriptedReply[] {
+  let calls = 0;
+  const reply: ScriptedReply = (request) => {
+    const results = (request.body.messages as { role: string; content: string }[]).filter((m) => m.role === "tool").map((m) => JSON.parse(m.content) as { ok: boolean; data?: { refund?: { refundId: string } } });
+    const last = results.at(-1);
+    if (last?.ok && last.data?.refund) return chatCompletion({ content: `Refunded ${amountCents} cents of ${orderId}: refund ${last.data.refund.refundId}.` });
+    calls += 1;
+    return chatCompletion({ toolCalls: [{ id: `refund_${calls}`, name: "billing_refund", arguments: JSON.stringify({ orderId, amountCents, reason: "REFUND_REASON_DAMAGED" }) }] });
+  };
+  return Array.from({ length: 20 }, () => reply);
+}
+
+interface Run {
+  readonly tools: ProcessTools;
+  readonly env: Record<string, string>;
+  orchestrator: ToolProcess;
+  api(): Promise<Awaited<ReturnType<typeof clientFor<typeof OrchestratorService>>>>;
+  approver(): Promise<Awaited<ReturnType<typeof clientFor<typeof OrchestratorService>>>>;
+  restart(): Promise<void>;
+}
+
+/** Tools and an orchestrator process on a store that outlives it, so a restarted one resumes its sessions. */
+async function setUp(policy: "scripted" | "openai", model: ScriptedReply[] = []): Promise<Run> {
+  const tools = await startTools();
+  const env: Record<string, string> = { ORCHESTRATOR_STORE: `sqlite:${join(tempDir("store"), "orchestrator.db")}`, LOOPGUARD_DATA_DIR: tempDir("orchestrator") };
+  if (policy === "openai") {
+    const chat = await startFakeChatServer(model);
+    onCleanUp(() => chat.close());
+    Object.assign(env, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model" });
+  }
+  const run: Run = {
+    tools,
+    env,
+    orchestrator: await startOrchestrator(tools, env),
+    api: () => clientFor(OrchestratorService, run.orchestrator.address, SESSION_OPERATOR_SCOPES, { subject: "operator" }),
+    approver: () => clientFor(OrchestratorService, run.orchestrator.address, ["sessions:read", "approvals:write"], { subject: "second-operator" }),
+    async restart() {
+      run.orchestrator = await startOrchestrator(tools, env);
+    },
+  };
+  return run;
+}
+
+async function startRefund(run: Run, policy: "scripted" | "openai", orderId: string, amountCents: number): Promise<string> {
+  const api = await run.api();
+  const { session } = await api.startSession({
+    goal: `Refund ${amountCents} cents of ${orderId}`,
+    task: { kind: "refund", order_id: orderId, amount_cents: amountCents, reason: "DAMAGED" } as never,
+    scopes: SCOPES,
+    policy,
+  });
+  return session!.sessionId;
+}
+
+/** Exactly one refund in the ledger, and the session's answer cites it without calling anything failed. */
+async function expectRefundedOnce(run: Run, orderId: string, done: Session): Promise<void> {
+  expect(SessionState[done.state]).toBe("DONE");
+  const refunds = await refundsOf(run.tools, orderId);
+  expect(refunds).toHaveLength(1);
+  expect(REFUND_ID.exec(done.answer)?.[0]).toBe(refunds[0]!.refundId);
+  expect(done.answer).not.toMatch(/fail/i);
+}
+
+describe("a refund whose answer is lost", () => {
+  it("is sent again with the same key until its outcome is known: one refund, the answer cites it, the policy never hears it failed", async () => {
+    const run = await setUp("scripted");
+    await holdRefundAnswers(run.tools, 2500);
+    const id = await startRefund(run, "scripted", "ord_DEMO00000001", 300);
+    await untilRefunded(run.tools, "ord_DEMO00000001");
+    await holdRefundAnswers(run.tools, 0);
+    const done = await waitForSession(await run.api(), id, isEnded, 30_000);
+    await expectRefundedOnce(run, "ord_DEMO00000001", done);
+    const trace = (await (await run.api()).getTrace({ sessionId: id })).records.map((r) => JSON.parse(r) as { decision: { name?: string }; result: { ok?: boolean } | null });
+    const refundObservations = trace.filter((r) => r.decision.name === "billing_refund" && r.result);
+    expect(refundObservations.map((r) => r.result!.ok)).toEqual([true]);
+  }, 60_000);
+
+  it("that stays unknown goes to a human, and approving sends the same key again: still one refund", async () => {
+    const run = await setUp("scripted");
+    await holdRefundAnswers(run.tools, 2500);
+    const id = await startRefund(run, "scripted", "ord_DEMO00000001", 400);
+    const waiting = await waitForSession(await run.api(), id, (s) => s.state === SessionState.AWAITING_APPROVAL || isEnded(s), 40_000);
+    expect(SessionState[waiting.state]).toBe("AWAITING_APPROVAL");
+    expect(waiting.pendingApproval?.reason).toMatch(/outcome of billing_refund is unknown after 3 re-sends/);
+    expect(await refundsOf(run.tools, "ord_DEMO00000001")).toHaveLength(1);
+    await holdRefundAnswers(run.tools, 0);
+    const shown = waiting.pendingApproval!;
+    await (await run.approver()).resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "re-send it" });
+    await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 20_000));
+  }, 60_000);
+});
+
+describe("the orchestrator stopped while a refund is in flight", () => {
+  it.each([
+    ["SIGTERM", "scripted"],
+    ["SIGKILL", "scripted"],
+    ["SIGTERM", "openai"],
+    ["SIGKILL", "openai"],
+  ] as const)("%s with the %s policy: one refund, the answer cites it, never 'failed'", async (signal, policy) => {
+    const run = await setUp(policy, replanningModel("ord_DEMO00000001", 500));
+    await holdRefundAnswers(run.tools, 1500);
+    const id = await startRefund(run, policy, "ord_DEMO00000001", 500);
+    await untilRefunded(run.tools, "ord_DEMO00000001");
+    const exit = await kill(run.orchestrator, signal);
+    // SIGTERM drains: the refund in flight is finished and recorded before the process exits 0.
+    if (signal === "SIGTERM") expect(exit).toBe(0);
+    await holdRefundAnswers(run.tools, 0);
+    await run.restart();
+    await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 30_000));
+  }, 60_000);
+
+  it("SIGKILL during a refund a human approved: the next owner sends it with the same key, no stale-approval refusal, one refund", async () => {
+    const run = await setUp("scripted");
+    const id = await startRefund(run, "scripted", "ord_DEMO00000008", 1000);
+    const shown = (await waitForSession(await run.api(), id, (s) => s.state === SessionState.AWAITING_APPROVAL, 20_000)).pendingApproval!;
+    await holdRefundAnswers(run.tools, 1500);
+    await (await run.approver()).resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "checked" });
+    await untilRefunded(run.tools, "ord_DEMO00000008");
+    await kill(run.orchestrator, "SIGKILL");
+    await holdRefundAnswers(run.tools, 0);
+    await run.restart();
+    const done = await waitForSession(await run.api(), id, isEnded, 30_000);
+    await expectRefundedOnce(run, "ord_DEMO00000008", done);
+    expect(done.answer).not.toMatch(/EAPPROVAL|approval/);
+  }, 60_000);
+
+  it("a cancel while the refund is in flight waits for it and records what really happened", async () => {
+    const run = await setUp("scripted");
+    await holdRefundAnswers(run.tools, 1500);
+    const id = await startRefund(run, "scripted", "ord_DEMO00000001", 600);
+    await untilRefunded(run.tools, "ord_DEMO00000001");
+    const { session } = await (await run.api()).cancelSession({ sessionId: id, reason: "customer called back" });
+    expect(SessionState[session!.state]).toBe("CANCELLED");
+    const [refund] = await refundsOf(run.tools, "ord_DEMO00000001");
+    expect(session!.answer).toContain(`already done before the cancel: billing_refund refund:${refund!.refundId}`);
+  }, 60_000);
+});

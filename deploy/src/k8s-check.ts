@@ -85,7 +85,7 @@ export function renderAll(repoRoot: string): Rendering[] {
   return [...renderings, ...combinations.map((components) => renderOnProd(overlaysDir, componentsDir, components))];
 }
 
-/** The prod overlay with `components` added, rendered through a throwaway overlay beside nothing of the repository. */
+/** The prod overlay with `components` added, rendered through a throwaway overlay in a temporary folder. */
 export function renderOnProd(overlaysDir: string, componentsDir: string, components: readonly string[]): Rendering {
   // kustomize takes no absolute paths to other kustomizations: the throwaway overlay names them relatively.
   const scratch = mkdtempSync(join(tmpdir(), "loopguard-kustomize-"));

@@ -43,7 +43,7 @@ function documents(files: Map<string, string>, path: string): Record<string, any
 }
 
 describe("renderK8sFiles", () => {
-  const files = renderK8sFiles([geo, kb, orchestrator], { groups: [] });
+  const files = renderK8sFiles([geo, kb, orchestrator], { rules: { groups: [] }, methods: [] });
 
   it("gives a new tool its base objects and lists them in the base", () => {
     expect(documents(files, join(BASE_SERVICES_DIR, "geo.yaml")).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
@@ -63,6 +63,29 @@ describe("renderK8sFiles", () => {
     const postgres = documents(files, join(COMPONENTS_DIR, "postgres-stores", "geo.patch.yaml"))[0]!;
     expect(postgres.spec.template.spec.containers[0].env).toEqual([{ name: "GEO_STORE", valueFrom: { secretKeyRef: { name: "loopguard-geo-store", key: "dsn" } } }]);
     expect(files.has(join(COMPONENTS_DIR, "postgres-stores", "kb-search.patch.yaml"))).toBe(false);
+  });
+
+  it("gives a new tool its objects on both blue-green release paths, and none to the orchestrator", () => {
+    expect(documents(files, join(COMPONENTS_DIR, "argo-rollouts", "geo.yaml")).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
+      "Rollout/geo",
+      "Service/geo-preview",
+      "AnalysisTemplate/geo-slo",
+      "Service/geo-metrics",
+    ]);
+    expect(documents(files, join(COMPONENTS_DIR, "plain-blue-green", "geo.yaml")).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
+      "Deployment/geo-green",
+      "Service/geo-preview",
+      "Service/geo-metrics",
+    ]);
+    expect(documents(files, join(COMPONENTS_DIR, "plain-blue-green", "geo.blue.patch.yaml"))[0]).toContainEqual({ op: "replace", path: "/metadata/name", value: "geo-blue" });
+    const plain = documents(files, join(COMPONENTS_DIR, "plain-blue-green", "kustomization.yaml"))[0]!;
+    expect(plain.replacements.map((r: { source: { name: string } }) => r.source.name)).toEqual(["geo-blue", "geo-green", "kb-search-blue", "kb-search-green"]);
+    expect(files.has(join(COMPONENTS_DIR, "argo-rollouts", "orchestrator.yaml"))).toBe(false);
+    // Store patches reach every Deployment of a service, whichever its colour.
+    expect(documents(files, join(COMPONENTS_DIR, "postgres-stores", "kustomization.yaml"))[0]!.patches).toContainEqual({
+      path: "geo.patch.yaml",
+      target: { kind: "Deployment", labelSelector: "app.kubernetes.io/name=geo" },
+    });
   });
 
   it("points the orchestrator at the new tool's headless Service and lets it through both network policies", () => {

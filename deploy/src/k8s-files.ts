@@ -13,6 +13,7 @@ import {
   serviceObjects,
   sqliteVolume,
 } from "./k8s-objects.js";
+import { drillRunnerRole, shippedPodKills } from "./drills/pod-chaos.js";
 import { GENERATED_HEADER } from "./prometheus-files.js";
 import type { RuleFile } from "./slo-rules.js";
 import { toYaml, toYamlDocuments } from "./yaml.js";
@@ -23,7 +24,7 @@ export const COMPONENTS_DIR = join(K8S_DIR, "components");
 export const OVERLAYS_DIR = join(K8S_DIR, "overlays");
 
 /** Components whose content is generated, by folder name. */
-export const GENERATED_COMPONENTS = ["monitoring", "high-availability", "sqlite-volumes", "postgres-stores"] as const;
+export const GENERATED_COMPONENTS = ["monitoring", "high-availability", "sqlite-volumes", "postgres-stores", "chaos-drills"] as const;
 
 function kustomization(resources: readonly string[], patches: readonly string[] = []): object {
   return {
@@ -89,5 +90,10 @@ export function renderK8sFiles(services: readonly ServiceSpec[], rules: RuleFile
       stateful.map((s) => `${s.name}.patch.yaml`),
     ),
   );
+
+  const chaos = join(COMPONENTS_DIR, "chaos-drills");
+  for (const spec of services) put(chaos, `${spec.name}.pod-kill.yaml`, shippedPodKills(spec));
+  put(chaos, "drill-runner.role.yaml", drillRunnerRole());
+  put(chaos, "kustomization.yaml", component([...perService("pod-kill"), "drill-runner.role.yaml"]));
   return files;
 }

@@ -7,7 +7,6 @@ import { fileURLToPath } from "node:url";
 import { contractFiles } from "@loopguard/proto";
 import { discoverServices } from "@loopguard/supervisor/services";
 import { servicePolicy, servicesOf } from "@loopguard/tool-sdk";
-import { podChaosPlan, runK8sDrill } from "./k8s.js";
 import { type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
 import { type DrillResult, runIdOf, runLocalDrill } from "./run.js";
 import { toYamlDocuments } from "../yaml.js";
@@ -41,8 +40,10 @@ async function main(): Promise<number> {
     process.stderr.write(`drill: ${error.message}\n${USAGE}\n`);
     return 2;
   }
-  if (options.k8s && options.dryRun) {
-    const objects = podChaosPlan(options, runIdOf(options, new Date()));
+  // The Kubernetes client loads only for a cluster run.
+  const k8s = options.k8s ? await import("./k8s.js") : undefined;
+  if (k8s && options.dryRun) {
+    const objects = k8s.podChaosPlan(options, runIdOf(options, new Date()));
     process.stdout.write(options.json ? `${JSON.stringify(objects)}\n` : toYamlDocuments(objects));
     return 0;
   }
@@ -62,7 +63,7 @@ async function main(): Promise<number> {
     signal: abort.signal,
   };
   try {
-    const result = options.k8s ? await runK8sDrill(options, ctx) : await runLocalDrill(options, ctx);
+    const result = k8s ? await k8s.runK8sDrill(options, ctx) : await runLocalDrill(options, ctx);
     process.stderr.write(`report: ${result.markdownPath} (JSON: ${result.jsonPath})\n`);
     process.stdout.write(options.json ? `${JSON.stringify({ ...result.report, report_path: result.markdownPath })}\n` : summary(result));
     return 0;

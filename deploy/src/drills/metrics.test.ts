@@ -30,7 +30,7 @@ describe("drill metrics", () => {
   it("sums a tool's figures over every orchestrator replica as growth between two snapshots", () => {
     const from = snapshot(["orchestrator-0", page(10, 12, 0)], ["orchestrator-1", page(4, 4, 0)]);
     const to = snapshot(["orchestrator-0", page(30, 40, 1)], ["orchestrator-1", page(9, 10, 2)]);
-    expect(toolCallFigures(from, to, "kb-search", "loopguard.kb.v1.KbSearchService")).toEqual({ offered: 25, attempts: 34, fallbacks: 0, failed: 0 });
+    expect(toolCallFigures(from, to, "kb-search", "loopguard.kb.v1.KbSearchService")).toEqual({ offered: 25, attempts: 34, fallbacks: 0, failed: 0, failures: {} });
     expect(breakerTransitions(from, to, "kb-search")).toEqual({ open: 3 });
     expect(growth(from, to, "loopguard_tool_client_calls_total", { tool: "billing" })).toBe(0);
   });

@@ -53,16 +53,31 @@ export interface ToolCallFigures {
   readonly attempts: number;
   readonly fallbacks: number;
   readonly failed: number;
+  /** Failed calls by "outcome code", e.g. "error DEADLINE_EXCEEDED". */
+  readonly failures: Readonly<Record<string, number>>;
 }
 
 /** `grpcService`: the tool's protobuf service name, the label of the standard gRPC client metrics. */
 export function toolCallFigures(from: Snapshot, to: Snapshot, tool: string, grpcService: string): ToolCallFigures {
   const calls = (outcome: string) => growth(from, to, "loopguard_tool_client_calls_total", { tool, outcome });
+  const failures: Record<string, number> = {};
+  const kinds = new Set<string>();
+  for (const samples of to.pages.values()) {
+    for (const s of samples) {
+      if (s.name === "loopguard_tool_client_calls_total" && s.labels.tool === tool && (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? "")) kinds.add(`${s.labels.outcome} ${s.labels.grpc_code}`);
+    }
+  }
+  for (const kind of kinds) {
+    const [outcome, grpcCode] = kind.split(" ") as [string, string];
+    const n = growth(from, to, "loopguard_tool_client_calls_total", { tool, outcome, grpc_code: grpcCode });
+    if (n > 0) failures[kind] = n;
+  }
   return {
     offered: growth(from, to, "loopguard_tool_client_calls_total", { tool }),
     attempts: growth(from, to, "grpc_client_handled_total", { grpc_service: grpcService }),
     fallbacks: FALLBACK_OUTCOMES.reduce((sum, o) => sum + calls(o), 0),
     failed: FAILED_OUTCOMES.reduce((sum, o) => sum + calls(o), 0),
+    failures,
   };
 }
 

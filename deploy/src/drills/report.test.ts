@@ -88,8 +88,8 @@ describe("computeReport", () => {
     outcomes: [],
     audit: auditSideEffects([], [], []),
     tools: {
-      "kb-search": { offered: 40, attempts: 45, fallbacks: 12, failed: 1, breakerTransitions: { open: 1, "half-open": 1, closed: 1 } },
-      billing: { offered: 30, attempts: 30, fallbacks: 0, failed: 2, breakerTransitions: {} },
+      "kb-search": { offered: 40, attempts: 45, fallbacks: 12, failed: 1, failures: { "error DEADLINE_EXCEEDED": 1 }, breakerTransitions: { open: 1, "half-open": 1, closed: 1 } },
+      billing: { offered: 30, attempts: 30, fallbacks: 0, failed: 2, failures: { "breaker_rejected UNAVAILABLE": 2 }, breakerTransitions: {} },
     },
     deadWindows: [
       { fromMs: 1000, toMs: 4000, offered: 10, attempts: 11 },

@@ -160,6 +160,7 @@ export interface ToolFigures {
   readonly attempts: number;
   readonly fallbacks: number;
   readonly failed: number;
+  readonly failures: Readonly<Record<string, number>>;
   readonly breakerTransitions: Readonly<Record<string, number>>;
 }
 
@@ -211,6 +212,8 @@ export interface DrillReport {
   readonly dead_tool_ratio: number | null;
   readonly calls_failed: number;
   readonly calls_failed_by_tool: Readonly<Record<string, number>>;
+  /** Per tool, failed calls by outcome and gRPC code. */
+  readonly call_failures: Readonly<Record<string, Readonly<Record<string, number>>>>;
   readonly dead_windows: readonly DeadWindow[];
   readonly faults: readonly FaultEvent[];
   readonly sessions_bound_ms: number;
@@ -276,6 +279,7 @@ export function computeReport(input: ReportInput): DrillReport {
     dead_tool_ratio: dead && offeredWhileDown > 0 ? round(reachingDead / offeredWhileDown) : null,
     calls_failed: Object.values(failedByTool).reduce((a, b) => a + b, 0),
     calls_failed_by_tool: failedByTool,
+    call_failures: Object.fromEntries(Object.entries(input.tools).map(([tool, f]) => [tool, f.failures])),
     dead_windows: input.deadWindows,
     faults: input.faults,
     sessions_bound_ms: input.boundMs,
@@ -335,7 +339,8 @@ export function renderMarkdown(r: DrillReport, startedAt: Date): string {
     "| Tool | Offered | Failed | Fallbacks served | Breaker transitions |",
     "|---|---|---|---|---|",
     ...Object.keys(r.calls_failed_by_tool).map(
-      (tool) => `| ${tool} | ${r.calls_offered_by_tool[tool] ?? 0} | ${r.calls_failed_by_tool[tool]} | ${r.fallbacks_served[tool] ?? 0} | ${counts(r.breaker_transitions[tool] ?? {})} |`,
+      (tool) =>
+        `| ${tool} | ${r.calls_offered_by_tool[tool] ?? 0} | ${r.calls_failed_by_tool[tool]}${r.calls_failed_by_tool[tool] ? ` (${counts(r.call_failures[tool] ?? {})})` : ""} | ${r.fallbacks_served[tool] ?? 0} | ${counts(r.breaker_transitions[tool] ?? {})} |`,
     ),
     "",
     r.calls_reaching_dead_tool === null

@@ -4,7 +4,7 @@
 // version, with its audit row) so a session survives the process that ran it.
 import { createHash, randomUUID } from "node:crypto";
 import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
-import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
+import { CALLER_ERROR_CODES, Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
 import { type Context, context as otelContext, ROOT_CONTEXT, type Span, SpanStatusCode, trace, TraceFlags } from "@opentelemetry/api";
 import { type ApprovalRules, approvalReason, newApproval, type PendingApproval } from "./approvals.js";
 import { deadlineOf, refuseStep, refuseToolCall } from "./budget.js";
@@ -154,6 +154,14 @@ export function sideEffectsOf(s: SessionRecord, registry: ToolRegistry): string[
   return history.flatMap((item) =>
     item.kind === "observation" && item.envelope.ok && registry.get(item.tool)?.effect === Effect.IRREVERSIBLE_EXTERNAL ? [`${item.tool} ${item.envelope.refs.join(" ")}`] : [],
   );
+}
+
+/** Time a re-issue of an unclear call needs left on the session's clock, beyond its wait. */
+const REISSUE_MIN_LEFT_MS = 1000;
+
+/** Waits before re-issuing an unclear call the n-th time: 250 ms doubling to 2 s. */
+function reissueWaitMs(reissues: number): number {
+  return Math.min(2000, 250 * 2 ** reissues);
 }
 
 const SUGGESTIONS: Partial<Record<number, string>> = {
@@ -524,7 +532,7 @@ export class SessionRunner {
       return s;
     }
     if (s.state === "RETRYING") return this.#move(s, "TOOL_EXECUTING", { reason: "retrying", tool: tool.name, argsHash: call.argsHash });
-    if (pending.approvedBy && call.worldVersion) {
+    if (pending.approvedBy && call.worldVersion && !pending.reissues) {
       const current = await this.#currentWorldVersion(s, call);
       if (current !== undefined && current !== call.worldVersion) {
         const envelope = errorEnvelope("EAPPROVAL", `the world changed since approval (${call.worldVersion} → ${current}); look again and ask for a new approval`, "look the order up again", now);
@@ -574,6 +582,35 @@ export class SessionRunner {
       if (!(e instanceof ToolCallError)) throw e;
       if (e.code === status.PERMISSION_DENIED) return this.stop(state, "permission_denied", `${tool.name} refused the session's credentials: ${e.message}`);
       if (e.code === status.UNAUTHENTICATED) return this.stop(state, "unrecoverable_error", `${tool.name} did not accept the session token`);
+      // A side effect whose call failed without a definite answer (a deadline, a dropped
+      // connection, a dead replica) may have been made: the host asks again with the same
+      // idempotency key — the tool replays what it did or does it once — until it gets an answer
+      // or the session's clock runs out. The policy never sees a failure it would re-plan under
+      // a new key, nor tells a user "failed" about money that moved.
+      const keyed = tool.effect !== Effect.READ_ONLY && tool.idempotencyKeyField !== undefined && call.arguments.includes(`"${tool.idempotencyKeyField}"`);
+      if (keyed && !CALLER_ERROR_CODES.has(e.code)) {
+        const reissues = Number(pending.reissues ?? 0);
+        const waitMs = reissueWaitMs(reissues);
+        if (deadlineOf(state.usage, state.budget) - this.deps.now() > waitMs + REISSUE_MIN_LEFT_MS) {
+          await new Promise((resolve) => setTimeout(resolve, waitMs));
+          if (signal.aborted) return state;
+          return this.#move(
+            state,
+            "RETRYING",
+            { reason: `outcome unclear (${status[e.code]}${e.reason ? ` ${e.reason}` : ""}); re-issuing with the same idempotency key`, tool: tool.name, argsHash: call.argsHash, outcome: status[e.code] ?? String(e.code) },
+            { pending: { ...pending, reissues: reissues + 1 } as JsonObject },
+          );
+        }
+        const envelope = errorEnvelope(
+          "EUNCLEAR",
+          `${tool.name} gave no definite answer before the session's clock ran out (last: ${status[e.code]}${e.reason ? ` ${e.reason}` : ""}, after ${reissues + 1} attempt(s) with one idempotency key); it may have been made`,
+          "say the outcome is not confirmed; never make it again under another key",
+          this.deps.now(),
+        );
+        return this.#observe(state, { ...pending, envelope: envelope as ResultEnvelope & JsonObject, attempt: e.attempts, durationMs: performance.now() - started }, [
+          { state: "OBSERVING", audit: { reason: `${tool.name} outcome unclear`, tool: tool.name, argsHash: call.argsHash, outcome: "EUNCLEAR" } },
+        ]);
+      }
       const envelope: ResultEnvelope = {
         ok: false,
         error: { code: status[e.code] ?? String(e.code), message: `${e.reason ? `${e.reason}: ` : ""}${redactText(e.message)}`, retryable: e.retryable, suggestedAction: SUGGESTIONS[e.code] ?? "read the error and decide" },

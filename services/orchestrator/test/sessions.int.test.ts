@@ -6,7 +6,7 @@ import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orc
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
-import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
+import { metricValue, SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
@@ -313,6 +313,58 @@ describe("stop reasons", () => {
     } finally {
       await admin.setFaults({ profile: {} });
       admin.close();
+    }
+  });
+
+  it("a refund with no definite answer is re-issued with the same idempotency key until billing answers: made once, cited, never called failed", async () => {
+    const token = await testToken({ subject: "drill", audience: "billing", scopes: ["tool:admin"] });
+    const admin = createRawClient(ToolAdminService, tools.billing.address, { token });
+    const before = (await refundsOf("ord_DEMO00000002")).length;
+    // Longer than Refund's 2 s deadline: the first attempts end DEADLINE_EXCEEDED, an unclear outcome.
+    await admin.setFaults({ profile: { addedLatencyMs: 2500, methods: ["Refund"] } });
+    try {
+      const s = await start("Refund 0.40 of ord_DEMO00000002", refundTask("ord_DEMO00000002", 40));
+      // Billing answers again once the first unclear outcome has been recorded; the stream ends with the session.
+      const reasons: string[] = [];
+      for await (const event of orch.api.watchSession({ sessionId: s.sessionId })) {
+        if (event.event.case !== "transition") continue;
+        reasons.push(event.event.value.reason);
+        if (reasons.filter((r) => r.startsWith("outcome unclear (DEADLINE_EXCEEDED")).length === 1 && event.event.value.reason.startsWith("outcome unclear")) {
+          await admin.setFaults({ profile: {} });
+        }
+      }
+      expect(reasons.filter((r) => r.startsWith("outcome unclear (DEADLINE_EXCEEDED")).length).toBeGreaterThanOrEqual(1);
+      const done = await waitForSession(orch.api, s.sessionId);
+      expect(SessionState[done.state]).toBe("DONE");
+      expect(done.answer).toMatch(/^Refunded 40 cents of order ord_DEMO00000002 .*refund id rf_[A-Za-z0-9]{16}\.$/);
+      const refunds = await refundsOf("ord_DEMO00000002");
+      expect(refunds.length).toBe(before + 1);
+      expect(refunds.map((r) => r.refundId)).toContain(/rf_[A-Za-z0-9]{16}/.exec(done.answer)![0]);
+      const calls = (await orch.api.getTrace({ sessionId: s.sessionId })).records
+        .map((r) => JSON.parse(r) as { decision: { name?: string; arguments?: string } })
+        .filter((r) => r.decision.name === "billing_refund");
+      expect(calls).toHaveLength(1);
+    } finally {
+      await admin.setFaults({ profile: {} });
+      admin.close();
+    }
+  });
+
+  it("a refund still unclear when the session's clock runs out is reported as not confirmed, not as failed", async () => {
+    const token = await testToken({ subject: "drill", audience: "billing", scopes: ["tool:admin"] });
+    const admin = createRawClient(ToolAdminService, tools.billing.address, { token });
+    await admin.setFaults({ profile: { outage: true, methods: ["Refund"] } });
+    try {
+      const s = await start("Refund 0.40 of ord_DEMO00000002", refundTask("ord_DEMO00000002", 40), { budget: { maxWallClockMs: 4000 } });
+      const done = await waitForSession(orch.api, s.sessionId);
+      expect(done.answer).toMatch(/^The refund of order ord_DEMO00000002 is not confirmed \(EUNCLEAR: billing_refund gave no definite answer before the session's clock ran out \(last: UNAVAILABLE/);
+      expect(done.answer).toContain("it was not made again");
+    } finally {
+      await admin.setFaults({ profile: {} });
+      admin.close();
+      // The outage opened billing's breaker: let it reach half-open, so the next test's first call closes it.
+      const breaker = async () => metricValue(await (await fetch(`${orch.httpUrl}/metrics`)).text(), "loopguard_tool_breaker_state", { tool: "billing" });
+      for (let i = 0; i < 100 && (await breaker()) === 2; i += 1) await new Promise((r) => setTimeout(r, 100));
     }
   });
 

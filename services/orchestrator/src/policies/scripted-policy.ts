@@ -112,6 +112,7 @@ export class ScriptedPolicy implements Policy {
     if (!refund) {
       return call("billing_refund", { orderId, amountCents, reason: reason.startsWith("REFUND_REASON_") ? reason : `REFUND_REASON_${reason}` });
     }
+    if (!refund.ok && refund.error?.code === "EUNCLEAR") return final(`The refund of order ${orderId} is not confirmed (${failure(refund)}); it was not made again.`);
     if (!refund.ok) return final(`The refund of order ${orderId} failed (${failure(refund)}).`);
     const refundId = text(field(refund.data, "refund", "refundId"));
     const doc = hitsOf(policyDoc)[0];

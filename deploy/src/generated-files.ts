@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
 import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles } from "./k8s-files.js";
-import { readServices, renderPrometheusFiles, sloRules } from "./prometheus-files.js";
+import { readServices, renderPrometheusFiles, serviceSlos, sloRules } from "./prometheus-files.js";
 
 export interface GeneratedFiles {
   /** Path relative to the repository root → content. */
@@ -16,7 +16,7 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
   const services = readServices(repoRoot);
   const rules = sloRules(repoRoot, contracts, services);
   return {
-    files: new Map([...renderPrometheusFiles(services, rules), ...renderK8sFiles(services, rules)]),
+    files: new Map([...renderPrometheusFiles(services, rules), ...renderK8sFiles(services, { rules, methods: serviceSlos(repoRoot, contracts, services) })]),
     ownedDirs: [BASE_SERVICES_DIR, ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
   };
 }

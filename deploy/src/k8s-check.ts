@@ -14,7 +14,7 @@ import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Ajv, type ErrorObject } from "ajv";
 import { CRD_SCHEMAS } from "./k8s-crd-schemas.js";
-import { COMPONENTS_DIR, OVERLAYS_DIR } from "./k8s-files.js";
+import { COMPONENTS_DIR, OVERLAYS_DIR, RELEASE_COMPONENTS } from "./k8s-files.js";
 import { parseYamlDocuments } from "./yaml.js";
 
 const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -68,8 +68,9 @@ function componentsOf(kustomizationFile: string): string[] {
 }
 
 /**
- * Every overlay, plus each component no overlay uses rendered on top of the prod overlay, so
- * everything shipped under deploy/k8s is rendered and checked at least once.
+ * Every overlay; each component no overlay uses, rendered on top of the prod overlay; and each
+ * release path (argo-rollouts, plain-blue-green: one at a time) together with every other optional
+ * component, so everything shipped under deploy/k8s is rendered and checked, alone and combined.
  */
 export function renderAll(repoRoot: string): Rendering[] {
   const overlaysDir = join(repoRoot, OVERLAYS_DIR);
@@ -78,29 +79,31 @@ export function renderAll(repoRoot: string): Rendering[] {
   const used = new Set(overlays.flatMap((name) => componentsOf(join(overlaysDir, name, "kustomization.yaml"))));
   const renderings = overlays.map((name) => kustomize(join(overlaysDir, name), `overlays/${name}`));
   const optional = readdirSync(componentsDir).filter((name) => !used.has(join(componentsDir, name))).sort();
-  if (optional.length === 0) return renderings;
+  const releases = optional.filter((name) => (RELEASE_COMPONENTS as readonly string[]).includes(name));
+  const others = optional.filter((name) => !releases.includes(name));
+  const combinations = [...optional.map((name) => [name]), ...(others.length > 0 ? releases.map((release) => [release, ...others]) : [])];
+  return [...renderings, ...combinations.map((components) => renderOnProd(overlaysDir, componentsDir, components))];
+}
+
+/** The prod overlay with `components` added, rendered through a throwaway overlay beside nothing of the repository. */
+export function renderOnProd(overlaysDir: string, componentsDir: string, components: readonly string[]): Rendering {
   // kustomize takes no absolute paths to other kustomizations: the throwaway overlay names them relatively.
   const scratch = mkdtempSync(join(tmpdir(), "loopguard-kustomize-"));
   try {
-    for (const name of optional) {
-      const dir = join(scratch, name);
-      mkdirSync(dir);
-      writeFileSync(
-        join(dir, "kustomization.yaml"),
-        [
-          "apiVersion: kustomize.config.k8s.io/v1beta1",
-          "kind: Kustomization",
-          `resources: [${JSON.stringify(relative(dir, join(overlaysDir, "prod")))}]`,
-          `components: [${JSON.stringify(relative(dir, join(componentsDir, name)))}]`,
-          "",
-        ].join("\n"),
-      );
-      renderings.push(kustomize(dir, `overlays/prod + components/${name}`));
-    }
+    writeFileSync(
+      join(scratch, "kustomization.yaml"),
+      [
+        "apiVersion: kustomize.config.k8s.io/v1beta1",
+        "kind: Kustomization",
+        `resources: [${JSON.stringify(relative(scratch, join(overlaysDir, "prod")))}]`,
+        `components: [${components.map((name) => JSON.stringify(relative(scratch, join(componentsDir, name)))).join(", ")}]`,
+        "",
+      ].join("\n"),
+    );
+    return kustomize(scratch, ["overlays/prod", ...components.map((name) => `components/${name}`)].join(" + "));
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
-  return renderings;
 }
 
 /** TypeScript types of the typed APIs: modules of kubernetes-types by API group, then the CRD models. */

@@ -43,7 +43,7 @@ function documents(files: Map<string, string>, path: string): Record<string, any
 }
 
 describe("renderK8sFiles", () => {
-  const files = renderK8sFiles([geo, kb, orchestrator], { groups: [] });
+  const files = renderK8sFiles([geo, kb, orchestrator], { rules: { groups: [] }, methods: [] });
 
   it("gives a new tool its base objects and lists them in the base", () => {
     expect(documents(files, join(BASE_SERVICES_DIR, "geo.yaml")).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([

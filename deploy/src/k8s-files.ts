@@ -1,10 +1,12 @@
 // The generated parts of deploy/k8s, rendered in memory: the services' base objects and the
 // per-service components the overlays pick (monitoring, high availability, SQLite volumes,
-// PostgreSQL stores). `pnpm gen` writes them; tests and CI check the committed copies are current.
+// PostgreSQL stores, the two blue-green release paths of the tools). `pnpm gen` writes them;
+// tests and CI check the committed copies are current.
 import { join } from "node:path";
 import type { ServiceSpec } from "@loopguard/supervisor/services";
 import {
   horizontalPodAutoscaler,
+  podSelector,
   podDisruptionBudget,
   postgresEgress,
   postgresStore,
@@ -14,8 +16,24 @@ import {
   sqliteVolume,
 } from "./k8s-objects.js";
 import { drillRunnerRole, shippedPodKills } from "./drills/pod-chaos.js";
+import {
+  activeServicePatch,
+  analysisTemplate,
+  ARGO_HASH_LABEL,
+  blueDeploymentPatch,
+  COLOUR_LABEL,
+  greenDeployment,
+  greenReplacements,
+  metricsService,
+  previewService,
+  rollout,
+  rolloutAutoscalerPatch,
+  rolloutTemplatePatch,
+  serviceMonitorPatch,
+  workloadTarget,
+} from "./k8s-release-objects.js";
 import { GENERATED_HEADER } from "./prometheus-files.js";
-import type { RuleFile } from "./slo-rules.js";
+import type { MethodSlo, RuleFile } from "./slo-rules.js";
 import { toYaml, toYamlDocuments } from "./yaml.js";
 
 export const K8S_DIR = join("deploy", "k8s");
@@ -23,33 +41,47 @@ export const BASE_SERVICES_DIR = join(K8S_DIR, "base", "services");
 export const COMPONENTS_DIR = join(K8S_DIR, "components");
 export const OVERLAYS_DIR = join(K8S_DIR, "overlays");
 
-/** Components whose content is generated, by folder name. */
-export const GENERATED_COMPONENTS = ["monitoring", "high-availability", "sqlite-volumes", "postgres-stores", "chaos-drills"] as const;
+/** The blue-green release paths of the tools: at most one of them in a rendering. */
+export const RELEASE_COMPONENTS = ["argo-rollouts", "plain-blue-green"] as const;
+export type ReleasePath = (typeof RELEASE_COMPONENTS)[number];
 
-function kustomization(resources: readonly string[], patches: readonly string[] = []): object {
-  return {
-    apiVersion: "kustomize.config.k8s.io/v1beta1",
-    kind: "Kustomization",
-    resources,
-    ...(patches.length > 0 ? { patches: patches.map((path) => ({ path })) } : {}),
-  };
+/** Components whose content is generated, by folder name. */
+export const GENERATED_COMPONENTS = ["monitoring", "high-availability", "sqlite-volumes", "postgres-stores", "chaos-drills", ...RELEASE_COMPONENTS] as const;
+
+/** A kustomize patch file; with a target it applies to every object the target selects (none is no error). */
+type Patch = { readonly path: string; readonly target?: object };
+
+function kustomization(resources: readonly string[]): object {
+  return { apiVersion: "kustomize.config.k8s.io/v1beta1", kind: "Kustomization", resources };
 }
 
-function component(resources: readonly string[], patches: readonly string[] = []): object {
+function component(resources: readonly string[], patches: readonly Patch[] = [], replacements: readonly object[] = []): object {
   return {
     apiVersion: "kustomize.config.k8s.io/v1alpha1",
     kind: "Component",
     ...(resources.length > 0 ? { resources } : {}),
-    ...(patches.length > 0 ? { patches: patches.map((path) => ({ path })) } : {}),
+    ...(patches.length > 0 ? { patches } : {}),
+    ...(replacements.length > 0 ? { replacements } : {}),
   };
 }
 
+/** What the generated files derive from besides the services' manifests. */
+export interface SloInputs {
+  /** The rule groups of deploy/prometheus/rules.yml. */
+  readonly rules: RuleFile;
+  /** Every unary method's SLO (contract or override), for the release analysis. */
+  readonly methods: readonly MethodSlo[];
+}
+
 /** Path relative to the repository root → file content. */
-export function renderK8sFiles(services: readonly ServiceSpec[], rules: RuleFile): Map<string, string> {
+export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs): Map<string, string> {
   const files = new Map<string, string>();
   const put = (dir: string, name: string, content: object | object[]) =>
     files.set(join(dir, name), Array.isArray(content) ? toYamlDocuments(content, GENERATED_HEADER) : toYaml(content, GENERATED_HEADER));
   const stateful = services.filter((s) => s.stateful);
+  const tools = services.filter((s) => s.kind === "tool");
+  // Patches of a service's Deployment reach every Deployment of it: both colours of a blue-green tool.
+  const ofWorkloads = (names: readonly ServiceSpec[], file: (s: ServiceSpec) => string): Patch[] => names.map((s) => ({ path: file(s), target: workloadTarget(s) }));
   const perService = (name: string) => services.map((s) => `${s.name}.${name}.yaml`);
 
   for (const spec of services) put(BASE_SERVICES_DIR, `${spec.name}.yaml`, serviceObjects(spec, services));
@@ -57,7 +89,7 @@ export function renderK8sFiles(services: readonly ServiceSpec[], rules: RuleFile
 
   const monitoring = join(COMPONENTS_DIR, "monitoring");
   for (const spec of services) put(monitoring, `${spec.name}.service-monitor.yaml`, serviceMonitor(spec));
-  put(monitoring, "prometheus-rule.yaml", prometheusRule(rules));
+  put(monitoring, "prometheus-rule.yaml", prometheusRule(slo.rules));
   put(monitoring, "kustomization.yaml", component([...perService("service-monitor"), "prometheus-rule.yaml"]));
 
   const highAvailability = join(COMPONENTS_DIR, "high-availability");
@@ -75,7 +107,7 @@ export function renderK8sFiles(services: readonly ServiceSpec[], rules: RuleFile
     "kustomization.yaml",
     component(
       stateful.map((s) => `${s.name}.claim.yaml`),
-      stateful.map((s) => `${s.name}.patch.yaml`),
+      ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`),
     ),
   );
 
@@ -87,7 +119,51 @@ export function renderK8sFiles(services: readonly ServiceSpec[], rules: RuleFile
     "kustomization.yaml",
     component(
       ["network-policy.yaml"],
-      stateful.map((s) => `${s.name}.patch.yaml`),
+      ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`),
+    ),
+  );
+
+  const byTool = (kind: string, s: ServiceSpec) => ({ kind, name: s.name });
+  const argo = join(COMPONENTS_DIR, "argo-rollouts");
+  for (const spec of tools) {
+    const methods = slo.methods.filter((m) => m.tool === spec.name);
+    put(argo, `${spec.name}.yaml`, [rollout(spec), previewService(spec), analysisTemplate(spec, methods), metricsService(spec)]);
+    put(argo, `${spec.name}.deployment.patch.yaml`, rolloutTemplatePatch(spec));
+    put(argo, `${spec.name}.hpa.patch.yaml`, rolloutAutoscalerPatch(spec));
+    put(argo, `${spec.name}.service-monitor.patch.yaml`, serviceMonitorPatch(spec, [ARGO_HASH_LABEL]));
+  }
+  put(
+    argo,
+    "kustomization.yaml",
+    component(
+      tools.map((s) => `${s.name}.yaml`),
+      tools.flatMap((s) => [
+        { path: `${s.name}.deployment.patch.yaml`, target: byTool("Deployment", s) },
+        { path: `${s.name}.hpa.patch.yaml`, target: byTool("HorizontalPodAutoscaler", s) },
+        { path: `${s.name}.service-monitor.patch.yaml`, target: byTool("ServiceMonitor", s) },
+      ]),
+    ),
+  );
+
+  const plain = join(COMPONENTS_DIR, "plain-blue-green");
+  for (const spec of tools) {
+    put(plain, `${spec.name}.yaml`, [greenDeployment(spec), previewService(spec, { ...podSelector(spec), [COLOUR_LABEL]: "green" }), metricsService(spec)]);
+    // A JSON patch: one document holding the list of operations.
+    files.set(join(plain, `${spec.name}.blue.patch.yaml`), toYaml(blueDeploymentPatch(spec), GENERATED_HEADER));
+    put(plain, `${spec.name}.service.patch.yaml`, activeServicePatch(spec, "blue"));
+    put(plain, `${spec.name}.service-monitor.patch.yaml`, serviceMonitorPatch(spec, [COLOUR_LABEL]));
+  }
+  put(
+    plain,
+    "kustomization.yaml",
+    component(
+      tools.map((s) => `${s.name}.yaml`),
+      tools.flatMap((s) => [
+        { path: `${s.name}.blue.patch.yaml`, target: byTool("Deployment", s) },
+        { path: `${s.name}.service.patch.yaml`, target: byTool("Service", s) },
+        { path: `${s.name}.service-monitor.patch.yaml`, target: byTool("ServiceMonitor", s) },
+      ]),
+      tools.flatMap(greenReplacements),
     ),
   );
 

@@ -148,7 +148,7 @@ function serviceAccount(spec: ServiceSpec): ServiceAccount {
 }
 
 /** Headless, so DNS answers every ready pod and gRPC clients balance per call instead of per connection. */
-function headlessService(spec: ServiceSpec): Service {
+export function headlessService(spec: ServiceSpec): Service {
   return {
     apiVersion: "v1",
     kind: "Service",
@@ -164,7 +164,7 @@ function headlessService(spec: ServiceSpec): Service {
   };
 }
 
-function deployment(spec: ServiceSpec, tools: readonly ServiceSpec[]): Deployment {
+export function deployment(spec: ServiceSpec, tools: readonly ServiceSpec[]): Deployment {
   const { volumes: podVolumes, mounts } = volumes(spec);
   const spread = (topologyKey: string) => ({
     maxSkew: 1,

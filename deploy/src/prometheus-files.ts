@@ -7,7 +7,7 @@ import { type DescFile, type DescService, hasOption } from "@bufbuild/protobuf";
 import { service as serviceOption } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
 import { discoverServices, type ServiceSpec } from "@loopguard/supervisor/services";
 import { servicePolicy } from "@loopguard/tool-sdk";
-import { parseSloOverrides, type RuleFile, type SloOverrides, sloRuleGroups } from "./slo-rules.js";
+import { type MethodSlo, methodSlos, parseSloOverrides, type RuleFile, type SloOverrides, sloRuleGroups } from "./slo-rules.js";
 import { toYaml } from "./yaml.js";
 
 export const PROMETHEUS_DIR = join("deploy", "prometheus");
@@ -63,6 +63,11 @@ export function localScrapeConfig(services: readonly ScrapedService[], scrapeInt
 /** The SLO rule groups of every deployed service, with the deploy overrides applied: rules.yml and the PrometheusRule hold these. */
 export function sloRules(repoRoot: string, files: readonly DescFile[], services: readonly ScrapedService[]): RuleFile {
   return sloRuleGroups(deployedServices(files, services), readSloOverrides(join(repoRoot, OVERRIDES_FILE)));
+}
+
+/** Every unary method's SLO with the deploy overrides applied: what a release's analysis holds the new pods to. */
+export function serviceSlos(repoRoot: string, files: readonly DescFile[], services: readonly ScrapedService[]): MethodSlo[] {
+  return methodSlos(deployedServices(files, services), readSloOverrides(join(repoRoot, OVERRIDES_FILE)));
 }
 
 /** Path relative to the repository root → file content. */

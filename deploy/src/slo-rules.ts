@@ -69,8 +69,12 @@ export function pascalCase(toolName: string): string {
     .join("");
 }
 
-function selector(labels: Readonly<Record<string, string>>, regexLabels: Readonly<Record<string, string>> = {}): string {
-  const matchers = [...Object.entries(labels).map(([k, v]) => `${k}="${v}"`), ...Object.entries(regexLabels).map(([k, v]) => `${k}=~"${v}"`)];
+/** Label matchers added to a query, e.g. one ReplicaSet's pods: `{ rollouts_pod_template_hash: "…" }`. */
+export type Matchers = Readonly<Record<string, string>>;
+
+function selector(labels: Matchers, regexLabels: Matchers = {}, extra: Matchers = {}): string {
+  const equal = (entries: Matchers) => Object.entries(entries).map(([k, v]) => `${k}="${v}"`);
+  const matchers = [...equal(labels), ...Object.entries(regexLabels).map(([k, v]) => `${k}=~"${v}"`), ...equal(extra)];
   return `{${matchers.join(",")}}`;
 }
 
@@ -78,7 +82,10 @@ function percent(fraction: number): string {
   return `${Number((fraction * 100).toPrecision(6))}%`;
 }
 
-interface MethodSlo {
+/** The SLO of one unary method of a tool: the contract's numbers, or the deploy override's. */
+export interface MethodSlo {
+  readonly tool: string;
+  readonly method: DescMethod;
   readonly p95TargetMs: number;
   readonly errorRateBudget: number;
   readonly timeoutMs: number;
@@ -92,11 +99,45 @@ function sloOf(tool: string, method: DescMethod, overrides: SloOverrides): Metho
   if (sla.errorRateBudget === 0 && override.errorRateBudget === undefined) throw new Error(`${method.parent.typeName}.${method.name}: SLA has no error_rate_budget`);
   const overridden = override.p95TargetMs !== undefined || override.errorRateBudget !== undefined;
   return {
+    tool,
+    method,
     p95TargetMs: override.p95TargetMs ?? sla.p95TargetMs,
     errorRateBudget: override.errorRateBudget ?? sla.errorRateBudget,
     timeoutMs: sla.timeoutMs,
     source: overridden ? "deploy override" : "from the contract",
   };
+}
+
+function unaryMethods(service: DescService): DescMethod[] {
+  return service.methods.filter((m) => m.methodKind === "unary");
+}
+
+/** Every unary method's SLO; an override naming no unary method of these services is refused, so a typo cannot silently keep the old number. */
+export function methodSlos(services: readonly DescService[], overrides: SloOverrides = {}): MethodSlo[] {
+  const known = new Set(services.flatMap((s) => unaryMethods(s).map((m) => `${servicePolicy(s).toolName}/${m.name}`)));
+  const unknown = Object.keys(overrides).filter((key) => !known.has(key));
+  if (unknown.length > 0) throw new Error(`SLO overrides name no unary method of a tool service: ${unknown.join(", ")}`);
+  return services.flatMap((s) => unaryMethods(s).map((m) => sloOf(servicePolicy(s).toolName, m, overrides)));
+}
+
+/**
+ * p95 server latency in seconds per method, over 5 minutes: the recording rule's expression, and
+ * (with `matchers` naming one ReplicaSet's pods) what a release's analysis measures.
+ */
+export function p95Expression(service: DescService, methods: readonly DescMethod[], matchers: Matchers = {}): string {
+  const scope = selector({ grpc_service: service.typeName }, { grpc_method: methods.map((m) => m.name).join("|") }, matchers);
+  return `histogram_quantile(0.95, sum by (le, grpc_service, grpc_method) (rate(grpc_server_handling_seconds_bucket${scope}[5m])))`;
+}
+
+/** The share of calls per method that ended with a server-fault code over 3 minutes, like p95Expression. */
+export function errorRatioExpression(service: DescService, methods: readonly DescMethod[], matchers: Matchers = {}): string {
+  const names = methods.map((m) => m.name).join("|");
+  const scope = selector({ grpc_service: service.typeName }, { grpc_method: names }, matchers);
+  const faults = selector({ grpc_service: service.typeName }, { grpc_method: names, grpc_code: SERVER_FAULT_CODES.join("|") }, matchers);
+  const byMethod = "sum by (grpc_service, grpc_method)";
+  const total = `${byMethod} (rate(grpc_server_handled_total${scope}[${ERROR_WINDOW}]))`;
+  // `or … * 0` makes the ratio 0 rather than absent while no call has failed.
+  return `(\n  ${byMethod} (rate(grpc_server_handled_total${faults}[${ERROR_WINDOW}]))\n  or\n  ${total} * 0\n)\n/\n${total}`;
 }
 
 /**
@@ -105,27 +146,14 @@ function sloOf(tool: string, method: DescMethod, overrides: SloOverrides): Metho
  * them), and one rule per service is also fewer evaluations.
  */
 function recordingRules(tool: string, service: DescService, methods: readonly DescMethod[]): Rule[] {
-  const names = methods.map((m) => m.name).join("|");
-  const scope = selector({ grpc_service: service.typeName }, { grpc_method: names });
-  const faults = selector({ grpc_service: service.typeName }, { grpc_method: names, grpc_code: SERVER_FAULT_CODES.join("|") });
-  const byMethod = "sum by (grpc_service, grpc_method)";
-  const total = `${byMethod} (rate(grpc_server_handled_total${scope}[${ERROR_WINDOW}]))`;
   return [
-    {
-      record: P95_RECORD,
-      expr: `histogram_quantile(0.95, sum by (le, grpc_service, grpc_method) (rate(grpc_server_handling_seconds_bucket${scope}[5m])))`,
-      labels: { tool },
-    },
-    {
-      record: ERROR_RATIO_RECORD,
-      // `or … * 0` makes the ratio 0 rather than absent while no call has failed.
-      expr: `(\n  ${byMethod} (rate(grpc_server_handled_total${faults}[${ERROR_WINDOW}]))\n  or\n  ${total} * 0\n)\n/\n${total}`,
-      labels: { tool },
-    },
+    { record: P95_RECORD, expr: p95Expression(service, methods), labels: { tool } },
+    { record: ERROR_RATIO_RECORD, expr: errorRatioExpression(service, methods), labels: { tool } },
   ];
 }
 
-function methodAlerts(tool: string, method: DescMethod, slo: MethodSlo): Rule[] {
+function methodAlerts(slo: MethodSlo): Rule[] {
+  const { tool, method } = slo;
   const target = selector({ grpc_service: method.parent.typeName, grpc_method: method.name });
   const alertPrefix = `${pascalCase(tool)}${method.name}`;
   const path = `${method.parent.typeName}/${method.name}`;
@@ -177,18 +205,16 @@ function downAlert(tool: string): Rule {
  * Streaming methods are skipped: their duration is the stream's life, not a latency.
  */
 export function sloRuleGroups(services: readonly DescService[], overrides: SloOverrides = {}): RuleFile {
-  const known = new Set(services.flatMap((s) => s.methods.filter((m) => m.methodKind === "unary").map((m) => `${servicePolicy(s).toolName}/${m.name}`)));
-  const unknown = Object.keys(overrides).filter((key) => !known.has(key));
-  if (unknown.length > 0) throw new Error(`SLO overrides name no unary method of a tool service: ${unknown.join(", ")}`);
+  const slos = methodSlos(services, overrides);
   return {
     groups: services.map((service) => {
       const tool = servicePolicy(service).toolName;
-      const unary = service.methods.filter((m) => m.methodKind === "unary");
+      const unary = unaryMethods(service);
       return {
         name: `loopguard-slo-${tool}`,
         rules: [
           ...(unary.length > 0 ? recordingRules(tool, service, unary) : []),
-          ...unary.flatMap((m) => methodAlerts(tool, m, sloOf(tool, m, overrides))),
+          ...slos.filter((slo) => slo.method.parent === service).flatMap(methodAlerts),
           downAlert(tool),
         ],
       };

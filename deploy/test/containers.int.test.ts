@@ -2,52 +2,20 @@
 // one loopback address per pod, the cluster DNS, real signals. The images are built first (the
 // build cache makes that quick once `pnpm images` or `.ci/run` has built them). The orchestrator's
 // first replica holds 127.0.0.1:50051 and :8080, so these tests fail if `pnpm start` is running.
-import { execFile } from "node:child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { rmSync } from "node:fs";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient, mintToken, operatorSigningKey } from "@loopguard/tool-sdk";
 import { metricValue } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SuiteState } from "../src/containers/suite.js";
+import { docker, root, suiteProcesses } from "./suite-processes.js";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const dataDir = mkdtempSync(join(tmpdir(), "loopguard-containers-"));
-// PostgreSQL runs as its own user when started by root, and must reach its folder inside.
-chmodSync(dataDir, 0o755);
-const env = { ...process.env, LOOPGUARD_DATA_DIR: dataDir };
-
-interface Run {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function run(file: string, args: readonly string[], timeoutMs = 240_000): Promise<Run> {
-  return new Promise((done) => {
-    execFile(process.execPath, [file, ...args], { env, cwd: root, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-    });
-  });
-}
-
+const { dataDir, run, state } = suiteProcesses("loopguard-containers-");
 const containers = (...args: string[]) => run(join(root, "deploy", "dist", "containers", "main.js"), args);
 const cli = (...args: string[]) => run(join(root, "services", "orchestrator", "dist", "cli", "loopguard.js"), args, 60_000);
-
-function docker(args: readonly string[]): Promise<string> {
-  return new Promise((done, fail) =>
-    execFile("docker", args, (error, stdout, stderr) => (error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()))),
-  );
-}
-
-function state(): SuiteState {
-  return JSON.parse(readFileSync(join(dataDir, "containers", "state.json"), "utf8")) as SuiteState;
-}
 
 const podsOf = (service: string) => state().pods.filter((p) => p.service === service).sort((a, b) => a.index - b.index);
 /** A token signed with the local operator key (as the CLI's), for one service. */

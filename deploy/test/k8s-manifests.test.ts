@@ -52,7 +52,18 @@ describe("generated manifests", () => {
 describe("kubectl kustomize + strict validation", () => {
   it("renders every overlay and every optional component on prod", () => {
     const names = renderings.map((r) => r.name);
-    expect(names).toEqual(expect.arrayContaining(["overlays/dev", "overlays/prod", "overlays/prod + components/cloudnative-pg", "overlays/prod + components/llm-egress"]));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        "overlays/dev",
+        "overlays/prod",
+        "overlays/prod + components/cloudnative-pg",
+        "overlays/prod + components/llm-egress",
+        "overlays/prod + components/argo-rollouts",
+        "overlays/prod + components/plain-blue-green",
+        "overlays/prod + components/argo-rollouts + components/cloudnative-pg + components/llm-egress",
+        "overlays/prod + components/plain-blue-green + components/cloudnative-pg + components/llm-egress",
+      ]),
+    );
     for (const r of renderings) expect(r.objects.length, r.name).toBeGreaterThan(20);
   });
 
@@ -75,6 +86,7 @@ describe("the validator", () => {
       return copy as K8sObject;
     };
     const cluster = find(rendering("overlays/prod + components/cloudnative-pg").objects, "Cluster", "loopguard-postgres");
+    const argo = rendering("overlays/prod + components/argo-rollouts").objects;
     const broken: K8sObject[] = [
       named(deployment, "as-rendered", () => undefined),
       named(deployment, "misspelled-field", (d) => (d.spec.template.spec.containers[0].imagePullPolicyy = "Always")),
@@ -85,6 +97,8 @@ describe("the validator", () => {
       named(cluster, "cluster-misspelled", (c) => (c.spec.instancess = 3)),
       named(cluster, "cluster-wrong-type", (c) => (c.spec.instances = "3")),
       named(cluster, "cluster-missing-storage", (c) => delete c.spec.storage),
+      named(find(argo, "Rollout", "billing"), "rollout-misspelled", (r) => (r.spec.strategy.blueGreen.activeServce = "billing")),
+      named(find(argo, "AnalysisTemplate", "billing-slo"), "analysis-wrong-type", (t) => (t.spec.metrics[0].failureLimit = true)),
       { apiVersion: "example.com/v1", kind: "Widget", metadata: { name: "unknown-kind", namespace: "loopguard" } },
     ];
     errors = validateRenderings([{ name: "broken", objects: broken }]);
@@ -97,12 +111,14 @@ describe("the validator", () => {
   it("refuses a misspelled field, naming it", () => {
     expect(messages("misspelled-field").join("\n")).toMatch(/"imagePullPolicyy"' does not exist in type 'Container'/);
     expect(messages("monitor-misspelled").join("\n")).toMatch(/"endpoint"' does not exist/);
+    expect(messages("rollout-misspelled").join("\n")).toMatch(/"activeServce"' does not exist/);
     expect(messages("cluster-misspelled")).toEqual(["/spec must NOT have additional properties (instancess)"]);
   });
 
   it("refuses a wrong type", () => {
     expect(messages("wrong-type").join("\n")).toMatch(/Type 'string' is not assignable to type 'number'/);
     expect(messages("cluster-wrong-type")).toEqual(["/spec/instances must be integer"]);
+    expect(messages("analysis-wrong-type").join("\n")).toMatch(/Type 'true' is not assignable to type 'string \| number/);
   });
 
   it("refuses a missing required field", () => {
@@ -127,6 +143,8 @@ describe("the validator", () => {
         "cluster-misspelled",
         "cluster-wrong-type",
         "cluster-missing-storage",
+        "rollout-misspelled",
+        "analysis-wrong-type",
         "unknown-kind",
       ].sort(),
     );

@@ -1,10 +1,13 @@
 // What a platform team checks before applying the manifests, on the rendered output: every tool
-// has what it needs to run replicated and observed in prod (its workload — a Deployment or an
-// Argo Rollout —, headless Service, autoscaler, disruption budget, network policy, gRPC probes,
-// ServiceMonitor and alert rules), every container is hardened, secrets go only where they are
-// used, and SQLite never runs where a service can have more than one replica.
+// has what it needs to run replicated and observed in prod (its workload — a Deployment, an Argo
+// Rollout, or the blue and green Deployments of the plain release path —, headless Service,
+// autoscaler, disruption budget and network policy over every colour, gRPC probes, ServiceMonitor
+// and alert rules), every container is hardened, secrets go only where they are used, and SQLite
+// never runs where a service can have more than one replica.
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { IAnalysisTemplate } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/AnalysisTemplate";
+import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
 import { contractFiles } from "@loopguard/proto";
 import { discoverServices, type ServiceSpec } from "@loopguard/supervisor/services";
 import { methodPolicy, servicePolicy } from "@loopguard/tool-sdk";
@@ -17,13 +20,14 @@ import type { PodDisruptionBudget } from "kubernetes-types/policy/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, renderAll, type Rendering } from "../src/k8s-check.js";
 import { NAMESPACE } from "../src/k8s-objects.js";
-import { deployedServices } from "../src/prometheus-files.js";
+import { COLOUR_LABEL } from "../src/k8s-release-objects.js";
+import { deployedServices, serviceSlos } from "../src/prometheus-files.js";
 import { pascalCase } from "../src/slo-rules.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const services = discoverServices(join(root, "services"));
 const tools = services.filter((s) => s.kind === "tool");
-const WORKLOAD_KINDS = new Set(["apps/v1/Deployment", "argoproj.io/v1alpha1/Rollout"]);
+const NAME_LABEL = "app.kubernetes.io/name";
 
 let renderings: Rendering[];
 beforeAll(() => {
@@ -36,17 +40,32 @@ function ofKind<T>(objects: readonly K8sObject[], apiVersion: string, kind: stri
   return objects.filter((o) => o.apiVersion === apiVersion && o.kind === kind) as (K8sObject & T)[];
 }
 
-/** A workload: an object with a pod template, its name and kind. */
-type Workload = K8sObject & { spec: { template: PodTemplateSpec } };
-
-function workloads(objects: readonly K8sObject[]): Workload[] {
-  return objects.filter((o) => WORKLOAD_KINDS.has(`${o.apiVersion}/${o.kind}`)) as Workload[];
+/** What runs a service's pods: a Deployment, or a Rollout with the pod template of the Deployment it references. */
+interface Workload {
+  readonly object: K8sObject & { spec: { replicas?: number } };
+  readonly template: PodTemplateSpec;
 }
 
-function workloadOf(objects: readonly K8sObject[], name: string): Workload {
-  const found = workloads(objects).filter((w) => w.metadata.name === name);
-  expect(found, `${name}: exactly one Deployment or Rollout`).toHaveLength(1);
-  return found[0]!;
+function workloads(objects: readonly K8sObject[]): Workload[] {
+  const deployments = ofKind<Deployment>(objects, "apps/v1", "Deployment");
+  const rollouts = ofKind<IRollout>(objects, "argoproj.io/v1alpha1", "Rollout");
+  const referenced = new Set(rollouts.map((r) => r.spec.workloadRef?.name).filter(Boolean));
+  return [
+    ...rollouts.map((r) => {
+      const source = r.spec.workloadRef ? deployments.find((d) => d.metadata.name === r.spec.workloadRef!.name) : undefined;
+      const template = (source ? source.spec!.template : r.spec.template) as PodTemplateSpec | undefined;
+      expect(template, `Rollout ${r.metadata.name}: a template or a workloadRef to a Deployment`).toBeDefined();
+      return { object: r, template: template! };
+    }),
+    ...deployments.filter((d) => !referenced.has(d.metadata.name)).map((d) => ({ object: d, template: d.spec!.template })),
+  ] as Workload[];
+}
+
+/** The workloads of one service: one, or two for a tool on the plain blue-green path. */
+function workloadsOf(objects: readonly K8sObject[], name: string): Workload[] {
+  const found = workloads(objects).filter((w) => w.template.metadata?.labels?.[NAME_LABEL] === name);
+  expect(found.length, `${name}: a Deployment or Rollout, or blue and green Deployments`).toBeGreaterThan(0);
+  return found;
 }
 
 function selects(selector: LabelSelector | Record<string, string> | undefined, labels: Record<string, string> | undefined): boolean {
@@ -55,80 +74,122 @@ function selects(selector: LabelSelector | Record<string, string> | undefined, l
   return Object.entries(matchLabels).every(([key, value]) => labels?.[key] === value);
 }
 
+const labelsOf = (workload: Workload) => workload.template.metadata!.labels;
+
 function podSpec(workload: Workload): PodSpec {
-  return workload.spec.template.spec!;
+  return workload.template.spec!;
 }
 
 function mainContainer(workload: Workload): Container {
-  return podSpec(workload).containers.find((c) => c.name === workload.metadata.name)!;
+  return podSpec(workload).containers.find((c) => c.name === labelsOf(workload)?.[NAME_LABEL])!;
 }
 
 function envValue(container: Container, name: string): string | undefined {
   return container.env?.find((e) => e.name === name)?.value;
 }
 
+/** The tool's own headless Service: the name clients resolve. */
+function toolService(objects: readonly K8sObject[], name: string): K8sObject & Service {
+  const [service] = ofKind<Service>(objects, "v1", "Service").filter((s) => s.metadata.name === name);
+  expect(service, `Service ${name}`).toBeDefined();
+  return service!;
+}
+
+/** The workload that serves the tool's clients: the one its Service selects (the active colour), or its Rollout. */
+function activeWorkload(objects: readonly K8sObject[], name: string): Workload {
+  const all = workloadsOf(objects, name);
+  const rollout = all.find((w) => w.object.kind === "Rollout");
+  if (rollout) return rollout;
+  const selected = all.filter((w) => selects(toolService(objects, name).spec!.selector, labelsOf(w)));
+  expect(selected, `${name}: its Service selects one workload`).toHaveLength(1);
+  return selected[0]!;
+}
+
 describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, tool: ServiceSpec) => {
-  it("has a Deployment or Rollout with ≥ 2 replicas under an autoscaling/v2 HPA, spread over nodes and zones", () => {
+  it("has a Deployment or Rollout under an autoscaling/v2 HPA (min ≥ 2), every colour spread over nodes and zones, an idle colour or template holder without pods", () => {
     for (const { name, objects } of prodRenderings()) {
-      const workload = workloadOf(objects, tool.name);
-      const hpa = ofKind<HorizontalPodAutoscaler>(objects, "autoscaling/v2", "HorizontalPodAutoscaler").filter(
-        (h) => h.spec!.scaleTargetRef.name === tool.name && h.spec!.scaleTargetRef.kind === workload.kind,
+      const active = activeWorkload(objects, tool.name);
+      const own = workloadsOf(objects, tool.name);
+      const hpa = ofKind<HorizontalPodAutoscaler>(objects, "autoscaling/v2", "HorizontalPodAutoscaler").filter((h) =>
+        own.some((w) => w.object.kind === h.spec!.scaleTargetRef.kind && w.object.metadata.name === h.spec!.scaleTargetRef.name),
       );
       expect(hpa, `${name}: HPA of ${tool.name}`).toHaveLength(1);
+      expect(hpa[0]!.spec!.scaleTargetRef, name).toMatchObject({ kind: active.object.kind, name: active.object.metadata.name });
       expect(hpa[0]!.spec!.minReplicas, name).toBeGreaterThanOrEqual(2);
       expect(hpa[0]!.spec!.maxReplicas, name).toBeGreaterThan(hpa[0]!.spec!.minReplicas!);
-      const pod = podSpec(workload);
-      expect(pod.topologySpreadConstraints?.map((c) => c.topologyKey), name).toEqual(expect.arrayContaining(["kubernetes.io/hostname", "topology.kubernetes.io/zone"]));
-      expect(pod.affinity?.podAntiAffinity, name).toBeDefined();
-    }
-  });
-
-  it("has a headless Service with its gRPC port, and a PodDisruptionBudget over its pods", () => {
-    for (const { name, objects } of prodRenderings()) {
-      const labels = workloadOf(objects, tool.name).spec.template.metadata!.labels;
-      const headless = ofKind<Service>(objects, "v1", "Service").filter((s) => s.spec!.clusterIP === "None" && selects(s.spec!.selector, labels));
-      expect(headless.map((s) => s.spec!.ports!.map((p) => p.port)).flat(), name).toContain(tool.port);
-      const pdb = ofKind<PodDisruptionBudget>(objects, "policy/v1", "PodDisruptionBudget").filter((p) => selects(p.spec!.selector, labels));
-      expect(pdb, name).toHaveLength(1);
-      expect(pdb[0]!.spec!.maxUnavailable ?? pdb[0]!.spec!.minAvailable, name).toBeDefined();
-    }
-  });
-
-  it("has a NetworkPolicy that admits the orchestrator on its gRPC port only", () => {
-    for (const { name, objects } of prodRenderings()) {
-      const labels = workloadOf(objects, tool.name).spec.template.metadata!.labels;
-      const orchestratorLabels = workloadOf(objects, "orchestrator").spec.template.metadata!.labels;
-      const policies = ofKind<NetworkPolicy>(objects, "networking.k8s.io/v1", "NetworkPolicy").filter((p) => selects(p.spec!.podSelector, labels));
-      const grpcRules = policies.flatMap((p) => p.spec!.ingress ?? []).filter((rule) => rule.ports?.some((port) => port.port === tool.port));
-      expect(grpcRules.length, name).toBeGreaterThan(0);
-      for (const rule of grpcRules) {
-        expect(rule.from?.length, name).toBeGreaterThan(0);
-        for (const peer of rule.from!) expect(selects(peer.podSelector, orchestratorLabels) && !peer.namespaceSelector, `${name}: ${JSON.stringify(peer)}`).toBe(true);
+      for (const workload of own) {
+        const pod = podSpec(workload);
+        expect(pod.topologySpreadConstraints?.map((c) => c.topologyKey), name).toEqual(expect.arrayContaining(["kubernetes.io/hostname", "topology.kubernetes.io/zone"]));
+        expect(pod.affinity?.podAntiAffinity, name).toBeDefined();
+        if (workload.object !== active.object) expect(workload.object.spec.replicas, `${name}: idle ${workload.object.metadata.name}`).toBe(0);
+      }
+      const rollout = active.object as K8sObject & IRollout;
+      if (rollout.kind === "Rollout" && rollout.spec.workloadRef) {
+        const holder = ofKind<Deployment>(objects, "apps/v1", "Deployment").find((d) => d.metadata.name === rollout.spec.workloadRef!.name);
+        expect(holder?.spec?.replicas, `${name}: the Deployment ${tool.name}'s Rollout takes its template from runs no pods`).toBe(0);
       }
     }
   });
 
-  it("has native gRPC startup, readiness and liveness probes on its gRPC port, and a drain that fits the grace period", () => {
+  it("has a headless Service with its gRPC port selecting the active pods, and a PodDisruptionBudget over every colour's pods", () => {
     for (const { name, objects } of prodRenderings()) {
-      const workload = workloadOf(objects, tool.name);
-      const container = mainContainer(workload);
-      for (const probe of [container.startupProbe, container.readinessProbe, container.livenessProbe]) expect(probe?.grpc?.port, name).toBe(tool.port);
-      const drainMs = Number(envValue(container, `${tool.envPrefix}_SHUTDOWN_GRACE_MS`));
-      const preStop = container.lifecycle?.preStop?.sleep?.seconds ?? 0;
-      expect(drainMs, name).toBeGreaterThan(0);
-      expect(preStop, name).toBeGreaterThan(0);
-      expect(podSpec(workload).terminationGracePeriodSeconds, name).toBeGreaterThanOrEqual(preStop + (2 * drainMs) / 1000);
+      const service = toolService(objects, tool.name);
+      expect(service.spec!.clusterIP, name).toBe("None");
+      expect(selects(service.spec!.selector, labelsOf(activeWorkload(objects, tool.name))), name).toBe(true);
+      expect(service.spec!.ports!.map((p) => p.port), name).toContain(tool.port);
+      for (const workload of workloadsOf(objects, tool.name)) {
+        const pdb = ofKind<PodDisruptionBudget>(objects, "policy/v1", "PodDisruptionBudget").filter((p) => selects(p.spec!.selector, labelsOf(workload)));
+        expect(pdb, `${name}: ${workload.object.metadata.name}`).toHaveLength(1);
+        expect(pdb[0]!.spec!.maxUnavailable ?? pdb[0]!.spec!.minAvailable, name).toBeDefined();
+      }
     }
   });
 
-  it("has a ServiceMonitor on its Service's HTTP port, and alert rules from its contract", () => {
+  it("has a NetworkPolicy over every colour's pods that admits the orchestrator on its gRPC port only", () => {
     for (const { name, objects } of prodRenderings()) {
-      const services = ofKind<Service>(objects, "v1", "Service").filter((s) => s.metadata.name === tool.name);
-      const monitors = ofKind<{ spec: { selector: LabelSelector; endpoints: { port?: string }[] } }>(objects, "monitoring.coreos.com/v1", "ServiceMonitor").filter((m) =>
-        services.some((s) => selects(m.spec.selector, s.metadata.labels)),
+      const orchestratorLabels = labelsOf(activeWorkload(objects, "orchestrator"));
+      for (const workload of workloadsOf(objects, tool.name)) {
+        const where = `${name}: ${workload.object.metadata.name}`;
+        const policies = ofKind<NetworkPolicy>(objects, "networking.k8s.io/v1", "NetworkPolicy").filter((p) => selects(p.spec!.podSelector, labelsOf(workload)));
+        const grpcRules = policies.flatMap((p) => p.spec!.ingress ?? []).filter((rule) => rule.ports?.some((port) => port.port === tool.port));
+        expect(grpcRules.length, where).toBeGreaterThan(0);
+        for (const rule of grpcRules) {
+          expect(rule.from?.length, where).toBeGreaterThan(0);
+          for (const peer of rule.from!) expect(selects(peer.podSelector, orchestratorLabels) && !peer.namespaceSelector, `${where}: ${JSON.stringify(peer)}`).toBe(true);
+        }
+      }
+    }
+  });
+
+  it("has native gRPC startup, readiness and liveness probes on its gRPC port in every colour, and a drain that fits the grace period", () => {
+    for (const { name, objects } of prodRenderings()) {
+      for (const workload of workloadsOf(objects, tool.name)) {
+        const where = `${name}: ${workload.object.metadata.name}`;
+        const container = mainContainer(workload);
+        for (const probe of [container.startupProbe, container.readinessProbe, container.livenessProbe]) expect(probe?.grpc?.port, where).toBe(tool.port);
+        const drainMs = Number(envValue(container, `${tool.envPrefix}_SHUTDOWN_GRACE_MS`));
+        const preStop = container.lifecycle?.preStop?.sleep?.seconds ?? 0;
+        expect(drainMs, where).toBeGreaterThan(0);
+        expect(preStop, where).toBeGreaterThan(0);
+        expect(podSpec(workload).terminationGracePeriodSeconds, where).toBeGreaterThanOrEqual(preStop + (2 * drainMs) / 1000);
+      }
+    }
+  });
+
+  it("has a ServiceMonitor scraping every colour's pods once, on the HTTP port, as job <tool>, and alert rules from its contract", () => {
+    for (const { name, objects } of prodRenderings()) {
+      type Monitor = { spec: { selector: LabelSelector; jobLabel?: string; endpoints: { port?: string }[] } };
+      const monitors = ofKind<Monitor>(objects, "monitoring.coreos.com/v1", "ServiceMonitor");
+      const scraped = ofKind<Service>(objects, "v1", "Service").flatMap((service) =>
+        monitors.filter((m) => selects(m.spec.selector, service.metadata.labels)).map((monitor) => ({ service, monitor })),
       );
-      expect(monitors, name).toHaveLength(1);
-      const metricsPort = services[0]!.spec!.ports!.find((p) => p.name === monitors[0]!.spec.endpoints[0]!.port);
+      const ofTool = scraped.filter(({ service }) => workloadsOf(objects, tool.name).some((w) => selects(service.spec!.selector, labelsOf(w))));
+      expect(ofTool.map(({ service }) => service.metadata.name), `${name}: one scraped Service of ${tool.name}`).toHaveLength(1);
+      const { service, monitor } = ofTool[0]!;
+      for (const workload of workloadsOf(objects, tool.name)) expect(selects(service.spec!.selector, labelsOf(workload)), `${name}: ${workload.object.metadata.name} scraped`).toBe(true);
+      const job = monitor.spec.jobLabel ? service.metadata.labels?.[monitor.spec.jobLabel] : service.metadata.name;
+      expect(job, `${name}: the job the Down alert watches`).toBe(tool.name);
+      const metricsPort = service.spec!.ports!.find((p) => p.name === monitor.spec.endpoints[0]!.port);
       expect(metricsPort?.port, name).toBe(tool.metricsPort);
 
       const alerts = ofKind<{ spec: { groups: { name: string; rules: { alert?: string }[] }[] } }>(objects, "monitoring.coreos.com/v1", "PrometheusRule")
@@ -149,12 +210,57 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
   });
 });
 
+describe.each(tools.map((t) => [t.name, t] as const))("prod release paths: tool %s", (_name, tool: ServiceSpec) => {
+  const withPath = (component: string) => prodRenderings().filter((r) => r.name.includes(`components/${component}`));
+
+  it("argo-rollouts: a blueGreen Rollout between its Service and a headless preview Service, gated by its contract's SLO analysis before and after promotion", () => {
+    const renderingsWithArgo = withPath("argo-rollouts");
+    expect(renderingsWithArgo.length).toBeGreaterThan(0);
+    const slos = serviceSlos(root, contractFiles, [tool]).filter((s) => s.tool === tool.name);
+    for (const { name, objects } of renderingsWithArgo) {
+      const [rollout] = ofKind<IRollout>(objects, "argoproj.io/v1alpha1", "Rollout").filter((r) => r.metadata.name === tool.name);
+      const blueGreen = rollout!.spec.strategy!.blueGreen!;
+      expect(blueGreen.activeService, name).toBe(tool.name);
+      const preview = toolService(objects, blueGreen.previewService!);
+      expect(preview.spec!.clusterIP, name).toBe("None");
+      expect(preview.spec!.ports!.map((p) => p.port), name).toContain(tool.port);
+      expect(blueGreen.scaleDownDelaySeconds, name).toBeGreaterThan(30);
+      expect(blueGreen.autoPromotionEnabled === false || blueGreen.prePromotionAnalysis !== undefined, name).toBe(true);
+      for (const analysis of [blueGreen.prePromotionAnalysis!, blueGreen.postPromotionAnalysis!]) {
+        const [template] = ofKind<IAnalysisTemplate>(objects, "argoproj.io/v1alpha1", "AnalysisTemplate").filter((t) => t.metadata.name === analysis.templates![0]!.templateName);
+        const metrics = template!.spec.metrics;
+        for (const slo of slos) {
+          const of = (suffix: string) => metrics.find((m) => m.provider.prometheus?.query?.includes(`grpc_method=~"${slo.method.name}"`) && m.name.endsWith(suffix));
+          expect(of("-p95")?.successCondition, `${name}: ${slo.method.name} p95`).toMatch(new RegExp(`<= ${slo.p95TargetMs / 1000}$`));
+          expect(of("-error-ratio")?.successCondition, `${name}: ${slo.method.name} errors`).toMatch(new RegExp(`<= ${slo.errorRateBudget}$`));
+          expect(of("-p95")?.provider.prometheus?.query, name).toContain('rollouts_pod_template_hash="{{args.pod-template-hash}}"');
+        }
+      }
+    }
+  });
+
+  it("plain-blue-green: blue and green Deployments alike but for their version label, the Service on blue, the preview on green", () => {
+    const renderingsWithPlain = withPath("plain-blue-green");
+    expect(renderingsWithPlain.length).toBeGreaterThan(0);
+    for (const { name, objects } of renderingsWithPlain) {
+      const byColour = new Map(workloadsOf(objects, tool.name).map((w) => [labelsOf(w)?.[COLOUR_LABEL], w]));
+      expect([...byColour.keys()].sort(), name).toEqual(["blue", "green"]);
+      const withoutColour = (w: Workload) => ({ ...w.template, metadata: { labels: { ...labelsOf(w), [COLOUR_LABEL]: "" } } });
+      expect(withoutColour(byColour.get("green")!), name).toEqual(withoutColour(byColour.get("blue")!));
+      expect(toolService(objects, tool.name).spec!.selector?.[COLOUR_LABEL], name).toBe("blue");
+      expect(toolService(objects, `${tool.name}-preview`).spec!.selector?.[COLOUR_LABEL], name).toBe("green");
+    }
+  });
+});
+
 describe("prod", () => {
   it("runs every stateful service on PostgreSQL, its DSN from a Secret", () => {
     for (const { name, objects } of prodRenderings()) {
       for (const spec of services.filter((s) => s.stateful)) {
-        const store = mainContainer(workloadOf(objects, spec.name)).env?.find((e) => e.name === `${spec.envPrefix}_STORE`);
-        expect(store?.valueFrom?.secretKeyRef?.name, `${name}: ${spec.name}`).toBe(`loopguard-${spec.name}-store`);
+        for (const workload of workloadsOf(objects, spec.name)) {
+          const store = mainContainer(workload).env?.find((e) => e.name === `${spec.envPrefix}_STORE`);
+          expect(store?.valueFrom?.secretKeyRef?.name, `${name}: ${workload.object.metadata.name}`).toBe(`loopguard-${spec.name}-store`);
+        }
       }
     }
   });
@@ -174,7 +280,7 @@ describe("every rendering", () => {
       for (const workload of workloads(objects)) {
         const pod = podSpec(workload);
         for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
-          const where = `${name}: ${workload.metadata.name}/${container.name}`;
+          const where = `${name}: ${workload.object.metadata.name}/${container.name}`;
           const effective = { ...pod.securityContext, ...container.securityContext };
           expect(effective.runAsNonRoot, where).toBe(true);
           expect(effective.runAsUser, where).toBeGreaterThan(0);
@@ -204,8 +310,8 @@ describe("every rendering", () => {
       const accounts = new Map(objects.filter((o) => o.kind === "ServiceAccount").map((o) => [o.metadata.name, o]));
       for (const workload of workloads(objects)) {
         const pod = podSpec(workload);
-        expect(pod.automountServiceAccountToken, `${name}: ${workload.metadata.name}`).toBe(false);
-        expect(accounts.get(pod.serviceAccountName!)?.automountServiceAccountToken, `${name}: ${workload.metadata.name}`).toBe(false);
+        expect(pod.automountServiceAccountToken, `${name}: ${workload.object.metadata.name}`).toBe(false);
+        expect(accounts.get(pod.serviceAccountName!)?.automountServiceAccountToken, `${name}: ${workload.object.metadata.name}`).toBe(false);
       }
     }
   });
@@ -213,15 +319,18 @@ describe("every rendering", () => {
   it("mounts the token signing key into the orchestrator only, and every service's secret files where it reads them", () => {
     for (const { name, objects } of renderings) {
       const signing = workloads(objects).filter((w) => podSpec(w).volumes?.some((v) => v.secret?.secretName === "loopguard-signing-key"));
-      expect(signing.map((w) => w.metadata.name), name).toEqual(["orchestrator"]);
+      expect(signing.map((w) => w.object.metadata.name), name).toEqual(["orchestrator"]);
       for (const spec of services) {
-        const container = mainContainer(workloadOf(objects, spec.name));
-        expect(envValue(container, "LOOPGUARD_JWKS_FILE"), `${name}: ${spec.name}`).toBe("/etc/loopguard/jwks/jwks.json");
-        const signingKey = envValue(container, "LOOPGUARD_SIGNING_KEY_FILE");
-        expect(signingKey !== undefined, `${name}: ${spec.name} LOOPGUARD_SIGNING_KEY_FILE`).toBe(spec.kind === "orchestrator");
-        for (const variable of Object.keys(spec.secretFiles)) {
-          const path = envValue(container, variable)!;
-          expect(container.volumeMounts?.some((m) => path.startsWith(`${m.mountPath}/`) && m.readOnly), `${name}: ${spec.name} ${variable}`).toBe(true);
+        for (const workload of workloadsOf(objects, spec.name)) {
+          const container = mainContainer(workload);
+          const where = `${name}: ${workload.object.metadata.name}`;
+          expect(envValue(container, "LOOPGUARD_JWKS_FILE"), where).toBe("/etc/loopguard/jwks/jwks.json");
+          const signingKey = envValue(container, "LOOPGUARD_SIGNING_KEY_FILE");
+          expect(signingKey !== undefined, `${where} LOOPGUARD_SIGNING_KEY_FILE`).toBe(spec.kind === "orchestrator");
+          for (const variable of Object.keys(spec.secretFiles)) {
+            const path = envValue(container, variable)!;
+            expect(container.volumeMounts?.some((m) => path.startsWith(`${m.mountPath}/`) && m.readOnly), `${where} ${variable}`).toBe(true);
+          }
         }
       }
     }
@@ -231,14 +340,16 @@ describe("every rendering", () => {
     for (const { name, objects } of renderings) {
       const autoscaled = new Set(ofKind<HorizontalPodAutoscaler>(objects, "autoscaling/v2", "HorizontalPodAutoscaler").map((h) => h.spec!.scaleTargetRef.name));
       for (const spec of services.filter((s) => s.stateful)) {
-        const workload = workloadOf(objects, spec.name) as Workload & Deployment;
-        const store = mainContainer(workload).env?.find((e) => e.name === `${spec.envPrefix}_STORE`);
-        const sqlite = store?.valueFrom === undefined;
-        if (!sqlite) continue;
-        const where = `${name}: ${spec.name} on ${store?.value ?? "the default SQLite store"}`;
-        expect(autoscaled.has(spec.name), where).toBe(false);
-        expect(workload.spec?.replicas ?? 1, where).toBe(1);
-        expect(workload.spec?.strategy?.type, where).toBe("Recreate");
+        const all = workloadsOf(objects, spec.name);
+        for (const workload of all) {
+          const store = mainContainer(workload).env?.find((e) => e.name === `${spec.envPrefix}_STORE`);
+          if (store?.valueFrom !== undefined) continue;
+          const where = `${name}: ${workload.object.metadata.name} on ${store?.value ?? "the default SQLite store"}`;
+          expect(all.map((w) => w.object.kind), `${where}: a second colour or a Rollout's new pods would be a second replica`).toEqual(["Deployment"]);
+          expect(autoscaled.has(workload.object.metadata.name), where).toBe(false);
+          expect(workload.object.spec.replicas ?? 1, where).toBe(1);
+          expect((workload.object as K8sObject & Deployment).spec?.strategy?.type, where).toBe("Recreate");
+        }
       }
     }
   });

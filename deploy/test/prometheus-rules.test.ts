@@ -1,13 +1,16 @@
 // The committed Prometheus files are what the contracts generate, and Prometheus's own tool
 // accepts them: rules and config parse, and the hand-written alert unit tests pass.
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { contractFiles } from "@loopguard/proto";
 import { describe, expect, it } from "vitest";
 import { renderGeneratedFiles } from "../src/generated-files.js";
+import { COMPONENTS_DIR } from "../src/k8s-files.js";
 import { LOCAL_CONFIG_FILE, PROMETHEUS_DIR, RULES_FILE } from "../src/prometheus-files.js";
+import { parseYamlDocuments, toYaml } from "../src/yaml.js";
 import { findExecutable } from "./promtool.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -38,6 +41,25 @@ describe.skipIf(!promtool)("promtool", () => {
     const { status, output } = runPromtool("check", "config", LOCAL_CONFIG_FILE);
     expect(status, output).toBe(0);
     expect(output).toContain("1 rule files found");
+  });
+
+  it("accepts the release analysis queries (the AnalysisTemplates' PromQL, with a pod-template hash filled in)", () => {
+    const dir = join(root, COMPONENTS_DIR, "argo-rollouts");
+    type Template = { kind: string; spec: { metrics: { name: string; provider: { prometheus: { query: string } } }[] } };
+    const templates = readdirSync(dir)
+      .flatMap((name) => parseYamlDocuments(readFileSync(join(dir, name), "utf8"), name) as Template[])
+      .filter((o) => o.kind === "AnalysisTemplate");
+    const rules = templates.flatMap((t) => t.spec.metrics.map((m) => ({ record: `analysis:${m.name.replaceAll("-", "_")}`, expr: m.provider.prometheus.query.replaceAll("{{args.pod-template-hash}}", "6d4b9c8f7") })));
+    expect(rules.length).toBeGreaterThanOrEqual(6);
+    const scratch = mkdtempSync(join(tmpdir(), "loopguard-analysis-"));
+    try {
+      writeFileSync(join(scratch, "analysis.yml"), toYaml({ groups: templates.map((t, i) => ({ name: `analysis-${i}`, rules: rules.filter((r) => t.spec.metrics.some((m) => r.record === `analysis:${m.name.replaceAll("-", "_")}`)) })) }));
+      const { status, output } = runPromtool("check", "rules", join(scratch, "analysis.yml"));
+      expect(output).toContain("SUCCESS");
+      expect(status, output).toBe(0);
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
   });
 
   it("passes the alert unit tests: each SLO alert fires on a breach and stays silent otherwise", () => {

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { discoverServices } from "@loopguard/supervisor/services";
 import { checkTag } from "../images/images.js";
-import { ContainerSuite, dnsName, type SuiteState } from "./suite.js";
+import { activeColour, activePods, ContainerSuite, dnsName, type SuiteState } from "./suite.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const USAGE = "usage: pnpm containers up [--replicas SERVICE=N]… [--tag T] | down | status";
@@ -29,14 +29,22 @@ function describe(state: SuiteState, suite: ContainerSuite): string {
     .map((pod) => {
       const spec = services.find((s) => s.name === pod.service)!;
       const store = state.stores[pod.service] ? `  store ${state.stores[pod.service]}` : "";
-      return `  ${pod.name.padEnd(16)} ${pod.address.padEnd(12)} grpc ${`${pod.address}:${spec.port}`.padEnd(18)} http://${pod.address}:${spec.metricsPort}/metrics${store}`;
+      const role = pod.stopped ? "stopped" : pod.colour === activeColour(state, pod.service) ? "live" : "preview";
+      const set = `  ${pod.colour} :${pod.tag} ${role}`;
+      return `  ${pod.name.padEnd(16)} ${pod.address.padEnd(12)} grpc ${`${pod.address}:${spec.port}`.padEnd(18)} http://${pod.address}:${spec.metricsPort}/metrics${store}${set}`;
     });
   const names = [...new Set(state.pods.map((p) => p.service))].map((s) => dnsName(s)).join(", ");
+  const releases = Object.entries(state.releases).map(([service, release]) => {
+    const last = release.history.at(-1)!;
+    const live = activePods(state, service)[0];
+    return `  ${service}: ${release.active} live (loopguard/${service}:${live?.tag ?? last.to.tag}); last ${last.kind} at ${last.at} from ${last.from.colour} :${last.from.tag}`;
+  });
   return [
     `loopguard containers (images loopguard/*:${state.tag}; state in ${suite.stateDir}):`,
     ...rows,
     `  cluster DNS 127.0.0.9:53 answers ${names}${state.postgres ? `, ${dnsName("postgres")}` : ""}`,
     ...(state.postgres ? [`  PostgreSQL ${state.postgres.address}:${state.postgres.port} for ${Object.keys(state.stores).filter((s) => state.stores[s] === "postgres").join(", ")}`] : []),
+    ...(releases.length > 0 ? ["blue-green releases (`pnpm release <tool> --rollback` switches back):", ...releases] : []),
     "  the orchestrator's API is 127.0.0.1:50051 and its dashboard http://127.0.0.1:8080 (`pnpm loopguard …` works as is)",
     "",
   ].join("\n");

@@ -9,6 +9,10 @@
 //
 // What runs is kept in <data dir>/containers/state.json, so `down` and a later `up` (which scales:
 // adds and removes replicas, restarts stopped pods, leaves the rest alone) know it.
+//
+// Blue-green releases (deploy/src/release) run a second set of a tool's pods beside the live one:
+// each pod has a colour and an image tag; the tool's name answers the active colour's pods only,
+// `<tool>-preview` the other colour's running pods, as the Kubernetes paths' Services do.
 import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { promises as dns } from "node:dns";
 import { createServer } from "node:net";
@@ -22,11 +26,12 @@ import { suiteEnvironment } from "@loopguard/supervisor/suite-env";
 import { createRawClient } from "@loopguard/tool-sdk";
 import { docker, imageExists, requireDockerEngine } from "../docker.js";
 import { BASE_IMAGE, imageRepository } from "../images/images.js";
+import type { Colour } from "../k8s-release-objects.js";
 import { CLUSTER_DOMAIN, NAMESPACE, type Records, SEARCH_DOMAINS } from "./cluster-dns.js";
 
 /** The numeric user of the images (deploy/docker/Dockerfile); staged secrets are made readable to it. */
 const IMAGE_UID = 10001;
-const DNS_ADDRESS = "127.0.0.9";
+export const DNS_ADDRESS = "127.0.0.9";
 const POSTGRES_ADDRESS = "127.0.0.8";
 const POSTGRES_PORT = 5432;
 /** The orchestrator's first replica, where the CLI and dashboard look. */
@@ -53,15 +58,43 @@ export interface Pod {
   readonly address: string;
   readonly container: string;
   readonly volume: string;
+  /** The set the pod belongs to: blue from `up`, green the first release beside it, and so on in turn. */
+  readonly colour: Colour;
+  /** The image tag it runs. */
+  readonly tag: string;
+  /** Drained and stopped, kept for a rollback. */
+  stopped?: boolean;
+}
+
+/** One set of a service's pods: a colour and the image tag it runs. */
+export interface PodSet {
+  readonly colour: Colour;
+  readonly tag: string;
+}
+
+export interface ReleaseEvent {
+  readonly kind: "release" | "rollback";
+  /** ISO time of the flip. */
+  readonly at: string;
+  readonly from: PodSet;
+  readonly to: PodSet;
+}
+
+export interface ServiceRelease {
+  active: Colour;
+  history: ReleaseEvent[];
 }
 
 export interface SuiteState {
+  /** The tag `up` started the suite with; a released service's pods run the tags of their sets. */
   readonly tag: string;
   /** The store each stateful service was started with; it is kept while the suite runs. */
   stores: Record<string, Store>;
   postgres: { readonly dir: string; readonly address: string; readonly port: number } | undefined;
   dnsContainer: string | undefined;
   pods: Pod[];
+  /** Services released blue-green at least once, by name. */
+  releases: Record<string, ServiceRelease>;
 }
 
 export interface SuiteOptions {
@@ -81,6 +114,21 @@ export function dnsName(service: string): string {
   return `${service}.${NAMESPACE}.svc.${CLUSTER_DOMAIN}`;
 }
 
+/** The name that answers the pods of a service's other colour while they run (its Kubernetes preview Service). */
+export function previewName(service: string): string {
+  return `${service}-preview`;
+}
+
+export function activeColour(state: SuiteState, service: string): Colour {
+  return state.releases[service]?.active ?? "blue";
+}
+
+/** The pods a service's name answers: those of its active colour. */
+export function activePods(state: SuiteState, service: string): Pod[] {
+  const colour = activeColour(state, service);
+  return state.pods.filter((p) => p.service === service && p.colour === colour).sort((a, b) => a.index - b.index);
+}
+
 export class ContainerSuite {
   readonly stateDir: string;
   readonly #stateFile: string;
@@ -96,13 +144,20 @@ export class ContainerSuite {
 
   readState(): SuiteState | undefined {
     if (!existsSync(this.#stateFile)) return undefined;
-    return JSON.parse(readFileSync(this.#stateFile, "utf8")) as SuiteState;
+    const state = JSON.parse(readFileSync(this.#stateFile, "utf8")) as SuiteState;
+    // A state written before releases existed: every pod is blue and runs the suite's tag.
+    state.releases ??= {};
+    state.pods = state.pods.map((pod) => ({ ...pod, colour: pod.colour ?? "blue", tag: pod.tag ?? state.tag }));
+    return state;
   }
 
   #save(state: SuiteState): void {
     writeAtomically(this.#stateFile, `${JSON.stringify(state, null, 2)}\n`);
     const records: Record<string, string[]> = {};
-    for (const pod of state.pods) (records[pod.service] ??= []).push(pod.address);
+    for (const pod of state.pods.filter((p) => !p.stopped)) {
+      const name = pod.colour === activeColour(state, pod.service) ? pod.service : previewName(pod.service);
+      (records[name] ??= []).push(pod.address);
+    }
     if (state.postgres) records.postgres = [state.postgres.address];
     writeAtomically(this.#recordsFile, JSON.stringify(records satisfies Records));
   }
@@ -124,17 +179,16 @@ export class ContainerSuite {
     if (previous && previous.tag !== tag) {
       throw new SuiteError(`the suite runs images tagged "${previous.tag}"; \`pnpm containers down\` first to run "${tag}"`);
     }
-    const state: SuiteState = previous ?? { tag, stores: {}, postgres: undefined, dnsContainer: undefined, pods: [] };
-    const desired = new Map(this.options.services.map((s) => [s.name, options.replicas.get(s.name) ?? (previous ? this.#podsOf(state, s.name).length : 1)]));
+    const state: SuiteState = previous ?? { tag, stores: {}, postgres: undefined, dnsContainer: undefined, pods: [], releases: {} };
+    const desired = new Map(this.options.services.map((s) => [s.name, options.replicas.get(s.name) ?? (previous ? activePods(state, s.name).length : 1)]));
 
     // Every refusal before anything starts.
     for (const spec of this.options.services) {
       const count = desired.get(spec.name)!;
       const store = this.#storeFor(spec, state, count);
       if (store) state.stores[spec.name] = store;
-      if (count > 0 && !(await imageExists(`${imageRepository(spec.name)}:${tag}`))) {
-        throw new SuiteError(`image ${imageRepository(spec.name)}:${tag} is missing: run \`pnpm images\` first`);
-      }
+      const image = `${imageRepository(spec.name)}:${this.#activeTag(state, spec.name)}`;
+      if (count > 0 && !(await imageExists(image))) throw new SuiteError(`image ${image} is missing: run \`pnpm images\` first`);
     }
     if (!(await imageExists(BASE_IMAGE))) throw new SuiteError(`image ${BASE_IMAGE} is missing: run \`pnpm images\` first`);
 
@@ -145,8 +199,9 @@ export class ContainerSuite {
     await this.#ensureDns(state);
     if (Object.values(state.stores).includes("postgres")) await this.#ensurePostgres(state);
 
-    // Fewer replicas: out of DNS first (as endpoints are), then drained and removed.
-    const surplus = state.pods.filter((pod) => pod.index >= desired.get(pod.service)!);
+    // Fewer replicas: out of DNS first (as endpoints are), then drained and removed. A released
+    // service scales its active set; the other colour is the release's to keep or remove.
+    const surplus = state.pods.filter((pod) => pod.colour === activeColour(state, pod.service) && pod.index >= desired.get(pod.service)!);
     if (surplus.length > 0) {
       state.pods = state.pods.filter((pod) => !surplus.includes(pod));
       this.#save(state);
@@ -159,20 +214,77 @@ export class ContainerSuite {
     const used = new Set(state.pods.map((p) => p.address));
     const ordered = [...this.options.services].sort((a, b) => Number(a.kind === "orchestrator") - Number(b.kind === "orchestrator"));
     for (const spec of ordered) {
+      const set = { colour: activeColour(state, spec.name), tag: this.#activeTag(state, spec.name) };
       const pods: Pod[] = [];
       for (let index = 0; index < desired.get(spec.name)!; index += 1) {
-        const existing = state.pods.find((p) => p.service === spec.name && p.index === index);
-        pods.push(existing ?? newPod(spec, index, used));
+        const existing = state.pods.find((p) => p.service === spec.name && p.colour === set.colour && p.index === index);
+        pods.push(existing ?? newPod(spec, index, used, set));
       }
       await Promise.all(pods.map((pod) => this.#run(pod, spec, state)));
-      state.pods = [...state.pods.filter((p) => p.service !== spec.name), ...pods];
+      state.pods = [...state.pods.filter((p) => p.service !== spec.name || p.colour !== set.colour), ...pods];
       this.#save(state);
     }
     return state;
   }
 
-  #podsOf(state: SuiteState, service: string): Pod[] {
-    return state.pods.filter((p) => p.service === service);
+  /** The tag new pods of a service's active set run: that set's, or the suite's. */
+  #activeTag(state: SuiteState, service: string): string {
+    return activePods(state, service)[0]?.tag ?? state.tag;
+  }
+
+  #runningState(): SuiteState {
+    const state = this.readState();
+    if (!state) throw new SuiteError("nothing is up: `pnpm containers up` first");
+    return state;
+  }
+
+  /**
+   * Runs `count` pods of `service` from image tag `set.tag` as colour `set.colour`, beside the
+   * live set and out of the service's name (they answer `<service>-preview`), and returns once
+   * every one is SERVING. Kept pods of that colour are started again when they run that tag, and
+   * replaced when they run another.
+   */
+  async startSet(service: string, set: PodSet, count: number): Promise<Pod[]> {
+    const spec = this.#spec(service);
+    const state = this.#runningState();
+    if (set.colour === activeColour(state, service)) throw new SuiteError(`${service}'s ${set.colour} pods are the live ones`);
+    const image = `${imageRepository(service)}:${set.tag}`;
+    if (!(await imageExists(image))) throw new SuiteError(`image ${image} is missing: run \`pnpm images --tag ${set.tag}\` first`);
+    const stale = state.pods.filter((p) => p.service === service && p.colour === set.colour && (p.tag !== set.tag || p.index >= count));
+    if (stale.length > 0) {
+      state.pods = state.pods.filter((p) => !stale.includes(p));
+      this.#save(state);
+      await Promise.all(stale.map((pod) => this.#removePod(pod)));
+    }
+    const used = new Set(state.pods.map((p) => p.address));
+    const pods: Pod[] = [];
+    for (let index = 0; index < count; index += 1) {
+      const kept = state.pods.find((p) => p.service === service && p.colour === set.colour && p.index === index);
+      pods.push(kept ? { ...kept, stopped: false } : newPod(spec, index, used, set));
+    }
+    await Promise.all(pods.map((pod) => this.#run(pod, spec, state)));
+    state.pods = [...state.pods.filter((p) => p.service !== service || p.colour !== set.colour), ...pods];
+    this.#save(state);
+    return pods;
+  }
+
+  /** Points the service's name at `event.to`'s pods (the cluster DNS reads the records again on its next answer). */
+  activate(service: string, event: ReleaseEvent): SuiteState {
+    const state = this.#runningState();
+    const release = (state.releases[service] ??= { active: "blue", history: [] });
+    release.active = event.to.colour;
+    release.history.push(event);
+    this.#save(state);
+    return state;
+  }
+
+  /** Drains a set (SIGTERM: calls in flight finish) and keeps its stopped containers for a rollback. */
+  async stopSet(service: string, colour: Colour): Promise<void> {
+    const state = this.#runningState();
+    const pods = state.pods.filter((p) => p.service === service && p.colour === colour && !p.stopped);
+    await Promise.all(pods.map((pod) => docker(["stop", "--time", String(STOP_TIMEOUT_S), pod.container], { timeoutMs: (STOP_TIMEOUT_S + 10) * 1000 })));
+    for (const pod of pods) pod.stopped = true;
+    this.#save(state);
   }
 
   /** The store of a stateful service: PostgreSQL when it runs several replicas, SQLite in its pod otherwise. */
@@ -180,7 +292,7 @@ export class ContainerSuite {
     if (!spec.stateful) return undefined;
     const current = state.stores[spec.name];
     if (count <= 1) return current ?? "sqlite";
-    if (current === "sqlite" && this.#podsOf(state, spec.name).length > 0) {
+    if (current === "sqlite" && activePods(state, spec.name).length > 0) {
       throw new SuiteError(
         `${spec.name} runs on SQLite in its pod; ${count} replicas need PostgreSQL: ` +
           `\`pnpm containers down\`, then \`pnpm containers up --replicas ${spec.name}=${count}\``,
@@ -241,7 +353,7 @@ export class ContainerSuite {
       "--restart", "on-failure",
       "--stop-timeout", String(STOP_TIMEOUT_S),
       ...Object.entries(env).flatMap(([key, value]) => ["--env", `${key}=${value}`]),
-      `${imageRepository(spec.name)}:${state.tag}`,
+      `${imageRepository(spec.name)}:${pod.tag}`,
     ];
   }
 
@@ -383,8 +495,9 @@ export class ContainerSuite {
   }
 }
 
-function newPod(spec: ServiceSpec, index: number, used: Set<string>): Pod {
-  const name = `${spec.name}-${index}`;
+function newPod(spec: ServiceSpec, index: number, used: Set<string>, set: PodSet): Pod {
+  // Blue keeps the names `up` gives; the other colour's pods say theirs.
+  const name = set.colour === "blue" ? `${spec.name}-${index}` : `${spec.name}-${set.colour}-${index}`;
   let address = PUBLISHED_ADDRESS;
   if (!(spec.kind === "orchestrator" && index === 0)) {
     let octet = FIRST_POD_OCTET;
@@ -393,7 +506,7 @@ function newPod(spec: ServiceSpec, index: number, used: Set<string>): Pod {
     address = `127.0.0.${octet}`;
   }
   used.add(address);
-  return { name, service: spec.name, index, address, container: `loopguard-${name}`, volume: `loopguard-${name}-data` };
+  return { name, service: spec.name, index, address, container: `loopguard-${name}`, volume: `loopguard-${name}-data`, colour: set.colour, tag: set.tag };
 }
 
 function databaseOf(service: string): string {

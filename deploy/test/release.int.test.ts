@@ -1,0 +1,295 @@
+// `pnpm release` on real containers (`pnpm containers`, two billing replicas on PostgreSQL) with
+// refund and question sessions running through the orchestrator the whole time: a blue-green
+// flip of billing, then a rollback, with no failed session and no failed call (the orchestrator's
+// client counters and every billing pod's server counters), every refund exactly once in the
+// ledger, the new set serving every call after the flip and the old one after the rollback. The
+// contract gate refuses an image whose contracts break the live ones (a throwaway image carrying a
+// changed descriptor set, released through the same command), and the `--k8s --dry-run` plans of
+// both cluster paths hold objects that pass the strict validation. Needs the containers lock.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { FieldDescriptorProto_Type, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { createRawClient, mintToken, operatorSigningKey } from "@loopguard/tool-sdk";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type K8sObject, validateRenderings } from "../src/k8s-check.js";
+import type { K8sReleaseResult, ReleaseResult } from "../src/release/index.js";
+import { docker, root, suiteProcesses } from "./suite-processes.js";
+
+const { dataDir, run, state } = suiteProcesses("loopguard-release-");
+const TAG = "release-it";
+const GREEN = `${TAG}-green`;
+const BREAKING = `${TAG}-breaking`;
+const BILLING = "loopguard.billing.v1.BillingService";
+const REFUND_WORKERS = 3;
+
+const containers = (...args: string[]) => run(join(root, "deploy", "dist", "containers", "main.js"), args, 300_000);
+const releaseCli = (...args: string[]) => run(join(root, "deploy", "dist", "release", "main.js"), args, 300_000);
+const billingPods = () => state().pods.filter((p) => p.service === "billing");
+
+/** A throwaway billing image whose contracts change the type of RefundRequest.amount_cents: a wire break. */
+async function buildBreakingImage(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "loopguard-release-breaking-"));
+  try {
+    const container = await docker(["create", `loopguard/billing:${TAG}`]);
+    await docker(["cp", `${container}:/app/contracts.binpb`, join(dir, "live.binpb")]);
+    await docker(["rm", container]);
+    const set = fromBinary(FileDescriptorSetSchema, readFileSync(join(dir, "live.binpb")));
+    const refund = set.file.find((f) => f.name === "loopguard/billing/v1/billing.proto")!.messageType.find((m) => m.name === "RefundRequest")!;
+    refund.field.find((f) => f.name === "amount_cents")!.type = FieldDescriptorProto_Type.STRING;
+    writeFileSync(join(dir, "contracts.binpb"), toBinary(FileDescriptorSetSchema, set));
+    writeFileSync(join(dir, "Dockerfile"), `FROM loopguard/billing:${TAG}\nCOPY contracts.binpb /app/contracts.binpb\n`);
+    await docker(["build", "--quiet", "--tag", `loopguard/billing:${BREAKING}`, dir]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const token = (audience: string, scopes: string[]) => mintToken(operatorSigningKey({ LOOPGUARD_DATA_DIR: dataDir }), { subject: "release-test", audience, scopes });
+
+type Api = ReturnType<typeof createRawClient<typeof OrchestratorService>>;
+const TERMINAL = new Set([SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED]);
+const CUSTOMER = { id_card: "110101198003121232", phone: "+8613800138000" };
+// Small amounts over two paid orders: thousands of refunds stay far below the approval threshold and what was paid.
+const ORDERS = ["ord_DEMO00000001", "ord_DEMO00000002"];
+
+interface Outcome {
+  readonly kind: "refund" | "question";
+  readonly state: SessionState;
+  readonly answer: string;
+}
+
+async function session(api: Api, kind: "refund" | "question", n: number): Promise<Outcome> {
+  const request =
+    kind === "refund"
+      ? { goal: "Refund 0.10 USD: it arrived damaged", task: { kind: "refund", order_id: ORDERS[n % ORDERS.length], amount_cents: 10, reason: "DAMAGED", ...CUSTOMER }, scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"] }
+      : { goal: "How long do card refunds take?", scopes: ["kb:read"] };
+  const { session: started } = await api.startSession({ ...request, policy: "scripted" } as never, { deadline: 10_000 });
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const { session: now } = await api.getSession({ sessionId: started!.sessionId }, { deadline: 5000 });
+    if (TERMINAL.has(now!.state) || Date.now() > deadline) return { kind, state: now!.state, answer: now!.answer };
+    await sleep(50);
+  }
+}
+
+/** Every billing pod's server counters, sampled until stopped; a restarted process's counters add to its earlier ones. */
+class ServerCounters {
+  readonly #last = new Map<string, { ok: number; failed: number }>();
+  readonly #banked = new Map<string, { ok: number; failed: number }>();
+  #stop = false;
+  readonly done: Promise<void>;
+
+  constructor() {
+    this.done = this.#loop();
+  }
+
+  async #loop(): Promise<void> {
+    while (!this.#stop) {
+      await Promise.all(billingPods().map((pod) => this.sample(pod.address)));
+      await sleep(200);
+    }
+  }
+
+  async sample(address: string): Promise<void> {
+    const page = await fetch(`http://${address}:9462/metrics`, { signal: AbortSignal.timeout(1000) }).then((r) => r.text(), () => undefined);
+    if (page === undefined) return;
+    const handled = [...page.matchAll(/^grpc_server_handled_total\{([^}]*)\} (\d+)/gm)].filter(([, labels]) => labels!.includes(`grpc_service="${BILLING}"`));
+    const ok = handled.filter(([, labels]) => labels!.includes('grpc_code="OK"')).reduce((sum, [, , value]) => sum + Number(value), 0);
+    const failed = handled.filter(([, labels]) => !labels!.includes('grpc_code="OK"')).reduce((sum, [, , value]) => sum + Number(value), 0);
+    const last = this.#last.get(address);
+    if (last && ok + failed < last.ok + last.failed) {
+      const banked = this.#banked.get(address) ?? { ok: 0, failed: 0 };
+      this.#banked.set(address, { ok: banked.ok + last.ok, failed: banked.failed + last.failed });
+    }
+    this.#last.set(address, { ok, failed });
+  }
+
+  /** Calls each address served so far (OK), and failed. */
+  totals(addresses?: readonly string[]): { ok: number; failed: number } {
+    const all = [...new Set([...this.#last.keys(), ...this.#banked.keys()])].filter((a) => !addresses || addresses.includes(a));
+    return all.reduce(
+      (sum, a) => ({ ok: sum.ok + (this.#last.get(a)?.ok ?? 0) + (this.#banked.get(a)?.ok ?? 0), failed: sum.failed + (this.#last.get(a)?.failed ?? 0) + (this.#banked.get(a)?.failed ?? 0) }),
+      { ok: 0, failed: 0 },
+    );
+  }
+
+  async stop(): Promise<void> {
+    this.#stop = true;
+    await this.done;
+  }
+}
+
+/** The orchestrator's client counters for billing calls, by outcome. */
+async function clientCalls(): Promise<{ ok: number; failed: number }> {
+  const page = await (await fetch("http://127.0.0.1:8080/metrics")).text();
+  const lines = [...page.matchAll(/^grpc_client_handled_total\{([^}]*)\} (\d+)/gm)].filter(([, labels]) => labels!.includes(`grpc_service="${BILLING}"`));
+  const ok = lines.filter(([, labels]) => labels!.includes('grpc_code="OK"')).reduce((sum, [, , v]) => sum + Number(v), 0);
+  return { ok, failed: lines.reduce((sum, [, , v]) => sum + Number(v), 0) - ok };
+}
+
+beforeAll(async () => {
+  const images = await run(join(root, "deploy", "dist", "images", "main.js"), ["--tag", TAG], 1_500_000);
+  if (images.code !== 0) throw new Error(`the release tests need the images, and \`pnpm images\` failed:\n${images.stderr}`);
+  await docker(["tag", `loopguard/billing:${TAG}`, `loopguard/billing:${GREEN}`]);
+  await buildBreakingImage();
+  const up = await containers("up", "--tag", TAG, "--replicas", "billing=2");
+  expect(up.stderr).toBe("");
+  expect(up.code).toBe(0);
+}, 1_800_000);
+
+afterAll(async () => {
+  await containers("down");
+  await docker(["rmi", `loopguard/billing:${GREEN}`, `loopguard/billing:${BREAKING}`]).catch(() => undefined);
+  rmSync(dataDir, { recursive: true, force: true });
+}, 120_000);
+
+describe("pnpm release (local containers)", () => {
+  it("refuses an image whose contracts break the live ones, printing buf's findings, and starts nothing", async () => {
+    const result = await releaseCli("billing", "--to", BREAKING);
+    expect(result.code).toBe(1);
+    const [first, ...rest] = result.stderr.trim().split("\n").filter((line) => !line.startsWith("release: contract gate:"));
+    expect(first).toBe(`release: the contracts of loopguard/billing:${BREAKING} break those of the live loopguard/billing:${TAG} (buf breaking)`);
+    expect(rest.join("\n")).toMatch(/loopguard\/billing\/v1\/billing\.proto:.*Field "2" with name "amount_cents" on message "RefundRequest" changed type from "int64" to "string"/);
+    expect(billingPods().map((p) => p.colour)).toEqual(["blue", "blue"]);
+    await expect(docker(["container", "inspect", "loopguard-billing-green-0"])).rejects.toThrow();
+  }, 120_000);
+
+  it("refuses what it cannot do safely, with one line", async () => {
+    expect(await releaseCli("billing", "--rollback")).toMatchObject({ code: 1, stderr: "release: nothing to roll back to: billing has no previous set (its green pods)\n" });
+    expect(await releaseCli("billing", "--to", TAG)).toMatchObject({ code: 1, stderr: `release: billing already runs loopguard/billing:${TAG}\n` });
+    expect(await releaseCli("billing", "--to", "no-such-tag")).toMatchObject({ code: 1, stderr: expect.stringContaining("release: image loopguard/billing:no-such-tag is missing: build it with `pnpm images --tag no-such-tag`\n") });
+    expect((await releaseCli("risk", "--to", GREEN)).stderr).toMatch(/^release: risk keeps its state in SQLite inside its pod: a second set would have a store of its own/);
+  }, 120_000);
+
+  it("flips billing blue → green under load, then rolls back: no failed session or call, every refund once, the live set serves every call", async () => {
+    const api = createRawClient(OrchestratorService, "127.0.0.1:50051", {
+      token: await token("orchestrator", ["sessions:read", "sessions:write", "grant:kb:read", "grant:billing:read", "grant:billing:refund", "grant:risk:read"]),
+    });
+    const db = new pg.Client({ connectionString: `postgres://postgres@127.0.0.8:5432/billing` });
+    await db.connect();
+    const { rows: before } = await db.query<{ n: string }>("SELECT max(seq) AS n FROM refunds");
+    const counters = new ServerCounters();
+    const outcomes: Outcome[] = [];
+    let stop = false;
+    let n = 0;
+    const worker = (kind: "refund" | "question") => async () => {
+      while (!stop) {
+        outcomes.push(await session(api, kind, n++).catch((error: Error) => ({ kind, state: SessionState.FAILED, answer: error.message })));
+        await sleep(100);
+      }
+    };
+    const load = [...Array.from({ length: REFUND_WORKERS }, () => worker("refund")), worker("question"), worker("question")].map((w) => w());
+    /** Over a window of load: calls the orchestrator made to billing, and calls `addresses` served. */
+    const window = async (addresses: readonly string[]) => {
+      const [client, served] = [await clientCalls(), counters.totals(addresses)];
+      await sleep(8000);
+      await Promise.all(addresses.map((a) => counters.sample(a)));
+      const [clientAfter, servedAfter] = [await clientCalls(), counters.totals(addresses)];
+      return { made: clientAfter.ok + clientAfter.failed - client.ok - client.failed, served: servedAfter.ok - served.ok };
+    };
+    let flip: ReleaseResult;
+    let back: ReleaseResult;
+    let afterFlip: { made: number; served: number };
+    let afterRollback: { made: number; served: number };
+    try {
+      await sleep(5000);
+      const blue = billingPods().map((p) => p.address);
+      const released = await releaseCli("billing", "--to", GREEN, "--json");
+      expect(released.code, released.stderr).toBe(0);
+      flip = JSON.parse(released.stdout.trim().split("\n").at(-1)!) as ReleaseResult;
+      const green = billingPods().filter((p) => p.colour === "green").map((p) => p.address);
+      expect(flip).toMatchObject({ tool: "billing", kind: "release", target: "containers", from: { colour: "blue", image: `loopguard/billing:${TAG}` }, to: { colour: "green", image: `loopguard/billing:${GREEN}` }, clientsLeftAtDrain: 0 });
+      for (const pod of billingPods().filter((p) => p.colour === "blue")) {
+        expect(await docker(["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", pod.container])).toBe("exited 0");
+        expect(await docker(["logs", pod.container])).toMatch(/"msg":"draining".*"in_flight":0/);
+      }
+      expect((await containers("status")).stdout).toMatch(/billing: green live \(loopguard\/billing:release-it-green\); last release at .* from blue :release-it/);
+      afterFlip = await window(green);
+      expect(blue.every((a) => !green.includes(a))).toBe(true);
+
+      const rolledBack = await releaseCli("billing", "--rollback", "--json");
+      expect(rolledBack.code, rolledBack.stderr).toBe(0);
+      back = JSON.parse(rolledBack.stdout.trim().split("\n").at(-1)!) as ReleaseResult;
+      expect(back).toMatchObject({ kind: "rollback", from: { colour: "green" }, to: { colour: "blue", image: `loopguard/billing:${TAG}` }, clientsLeftAtDrain: 0 });
+      expect(billingPods().filter((p) => p.colour === "blue").map((p) => p.address)).toEqual(blue);
+      afterRollback = await window(blue);
+    } finally {
+      stop = true;
+      await Promise.all(load);
+      await counters.stop();
+      api.close();
+    }
+    const { rows: refunds } = await db.query<{ refund_id: string; idempotency_key: string }>("SELECT refund_id, idempotency_key FROM refunds WHERE seq > $1", [before[0]?.n ?? 0]);
+    await db.end();
+    const client = await clientCalls();
+    const server = counters.totals();
+    const done = outcomes.filter((o) => o.state === SessionState.DONE);
+    const refundIds = done.filter((o) => o.kind === "refund").map((o) => /refund id (\S+)\.$/.exec(o.answer)?.[1]);
+    console.info(
+      `[release] flip: start ${flip!.timings.startMs} ms, DNS ${flip!.timings.flipMs} ms, clients moved ${flip!.timings.clientsMovedMs} ms, drain ${flip!.timings.drainMs} ms, total ${flip!.timings.totalMs} ms; ` +
+        `rollback: start ${back!.timings.startMs} ms, DNS ${back!.timings.flipMs} ms, clients moved ${back!.timings.clientsMovedMs} ms, drain ${back!.timings.drainMs} ms, total ${back!.timings.totalMs} ms`,
+    );
+    console.info(
+      `[release] sessions: ${outcomes.length} (${refundIds.length} refunds, ${done.length - refundIds.length} questions done, ${outcomes.length - done.length} not done); ` +
+        `billing calls: client ${client.ok} OK / ${client.failed} failed, servers ${server.ok} OK / ${server.failed} failed; ` +
+        `8 s after the flip green served ${afterFlip!.served} of ${afterFlip!.made}, after the rollback blue served ${afterRollback!.served} of ${afterRollback!.made}`,
+    );
+    expect(outcomes.filter((o) => o.state !== SessionState.DONE)).toEqual([]);
+    expect(refundIds.length).toBeGreaterThan(50);
+    expect(client.failed).toBe(0);
+    expect(server.failed).toBe(0);
+    expect(server.ok).toBe(client.ok);
+    // The two counters are read a moment apart: calls in flight (at most one per refund worker) may land on either side.
+    for (const { made, served } of [afterFlip!, afterRollback!]) {
+      expect(made).toBeGreaterThan(20);
+      expect(Math.abs(served - made)).toBeLessThanOrEqual(REFUND_WORKERS);
+    }
+    // Every DONE refund once in the ledger, and nothing in the ledger no session owns.
+    expect(new Set(refundIds).size).toBe(refundIds.length);
+    expect(refunds.map((r) => r.refund_id).sort()).toEqual([...refundIds].sort());
+    for (const refund of refunds) expect(refund.idempotency_key).toMatch(/^lg-/);
+  }, 600_000);
+});
+
+describe("pnpm release --k8s --dry-run", () => {
+  /** prod + a release path, with billing's image pointed at the local build so the gate can read it. */
+  function overlay(component: string): string {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-release-overlay-"));
+    const k8s = join(root, "deploy", "k8s");
+    writeFileSync(
+      join(dir, "kustomization.yaml"),
+      [
+        `resources: [${JSON.stringify(relative(dir, join(k8s, "overlays", "prod")))}]`,
+        `components: [${JSON.stringify(relative(dir, join(k8s, "components", component)))}]`,
+        "images:",
+        `  - { name: registry.example.com/loopguard/billing, newName: loopguard/billing, newTag: ${TAG} }`,
+        "",
+      ].join("\n"),
+    );
+    return dir;
+  }
+
+  it.each(["plain-blue-green", "argo-rollouts"])("%s: plans through the gate, prints every patch and the object it leaves, and those validate strictly", async (component) => {
+    const dir = overlay(component);
+    try {
+      const result = await releaseCli("billing", "--to", GREEN, "--k8s", "--dry-run", "--from-manifests", dir, "--json");
+      expect(result.code, result.stderr).toBe(0);
+      expect(result.stderr).toContain("release: contract gate: compatible");
+      const planned = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as K8sReleaseResult;
+      expect(planned).toMatchObject({ dryRun: true, target: component, from: { image: `loopguard/billing:${TAG}` }, to: { image: `loopguard/billing:${GREEN}` } });
+      const objects = planned.plan.steps.flatMap((step) => (step.action === "patch" ? [step.result as K8sObject] : []));
+      expect(objects.length).toBeGreaterThan(0);
+      expect(validateRenderings([{ name: component, objects }])).toEqual([]);
+      const refused = await releaseCli("billing", "--to", BREAKING, "--k8s", "--dry-run", "--from-manifests", dir);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(`release: the contracts of loopguard/billing:${BREAKING} break those of the live loopguard/billing:${TAG} (buf breaking)`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});

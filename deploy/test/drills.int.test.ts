@@ -60,11 +60,12 @@ function expectNothingLost(report: DrillReport): void {
   expect(report.unowned_side_effects).toBe(0);
 }
 
+function dockerCli(args: readonly string[]): Promise<string> {
+  return new Promise((done, fail) => execFile("docker", args, (error, stdout, stderr) => (error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()))));
+}
+
 async function noContainersLeft(): Promise<void> {
-  const left = await new Promise<string>((done) =>
-    execFile("docker", ["ps", "--all", "--quiet", "--filter", "label=io.loopguard.containers"], (_e, stdout) => done(stdout.trim())),
-  );
-  expect(left).toBe("");
+  expect(await dockerCli(["ps", "--all", "--quiet", "--filter", "label=io.loopguard.containers"])).toBe("");
 }
 
 beforeAll(async () => {
@@ -125,6 +126,25 @@ describe("pnpm drill (small sizes)", () => {
     expect(report.calls_reaching_dead_tool!).toBeLessThanOrEqual(1.2 * Math.max(1, report.calls_offered_while_down!));
     await noContainersLeft();
   }, 300_000);
+
+  it("release billing: a blue-green flip under load, then a rollback; no session and no call fails", async () => {
+    const next = `${tag}-drill-next`;
+    await dockerCli(["tag", `loopguard/billing:${tag}`, `loopguard/billing:${next}`]);
+    try {
+      const report = await drill("release", "--tool", "billing", "--to", next, "--sessions", "160", "--refund-share", "100");
+      expectNothingLost(report);
+      expect(report.success_rate).toBe(1);
+      expect(report.calls_failed).toBe(0);
+      expect(report.faults.map((f) => f.what)).toEqual([
+        "releasing billing " + next + " blue-green",
+        expect.stringMatching(new RegExp(`^released billing: loopguard/billing:${tag} → loopguard/billing:${next}, serving after`)),
+        "rolling billing back",
+        expect.stringMatching(new RegExp(`^rolled back billing: loopguard/billing:${next} → loopguard/billing:${tag}, serving after`)),
+      ]);
+    } finally {
+      await dockerCli(["rmi", `loopguard/billing:${next}`]).catch(() => undefined);
+    }
+  }, 420_000);
 
   it("refuses to run beside another container suite, with one line and exit 1", async () => {
     const up = await run(join(root, "deploy", "dist", "containers", "main.js"), ["up", "--tag", tag], 240_000);

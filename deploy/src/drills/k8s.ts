@@ -54,7 +54,7 @@ export async function runK8sDrill(options: DrillOptions, ctx: RunContext): Promi
   const cluster: DrillCluster = {
     orchestratorApi: [PORT_FORWARDS.orchestratorApi],
     orchestratorMetrics: new Map([["orchestrator (port-forward)", PORT_FORWARDS.orchestratorMetrics]]),
-    billingApi: [PORT_FORWARDS.billingApi],
+    billingApi: () => [PORT_FORWARDS.billingApi],
     targets: targets.map((p) => ({ name: p.metadata!.name! })),
     toolPods: new Map(),
     signingKey: operatorSigningKey(process.env),
@@ -68,6 +68,9 @@ export async function runK8sDrill(options: DrillOptions, ctx: RunContext): Promi
       await custom.createNamespacedCustomObject({ ...CHAOS, namespace: NAMESPACE, body });
       created.push(body.metadata.name);
       return `PodChaos ${body.metadata.name}: pod-kill of ${body.spec.mode === "all" ? "every" : "one"} ${options.tool} pod (${targets.length} ready)`;
+    },
+    blueGreen() {
+      throw new DrillError("release on a cluster is `pnpm release … --k8s`");
     },
     async recover() {
       const deadline = Date.now() + RECOVERY_TIMEOUT_MS;

@@ -13,13 +13,14 @@ import { type FaultProfileSchema, ToolAdminService } from "@loopguard/proto/gen/
 import type { ServiceSpec } from "@loopguard/supervisor/services";
 import { createRawClient, methodPolicy, mintToken, operatorSigningKey, type RawClient, servicePolicy, servicesOf, type SigningKey } from "@loopguard/tool-sdk";
 import { docker } from "../docker.js";
-import { ContainerSuite, type Pod } from "../containers/suite.js";
+import { activePods, ContainerSuite, type Pod } from "../containers/suite.js";
 import { breakerTransitions, MetricsSampler, toolCallFigures } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import type { KillMode } from "./pod-chaos.js";
 import { auditSideEffects, computeReport, type DeadWindow, type DrillReport, type FaultEvent, type LedgerRefund, renderMarkdown, type SessionOutcome, type ToolFigures, traceFacts } from "./report.js";
 import { Approver, isTerminal, listAll, orchestratorApi, retryTransient, SESSION_SCOPES, type SessionView, startAll, tracesOf } from "./session-load.js";
-import { planSessions } from "./session-plan.js";
+import { type PlannedSession, planSessions } from "./session-plan.js";
+import { release, type ReleaseResult, rollback } from "../release/index.js";
 
 /** A run that could not be made (no Docker, images missing, another suite up): one line, exit 1. */
 export class DrillError extends Error {
@@ -52,7 +53,8 @@ export interface DrillCluster {
   readonly orchestratorApi: readonly string[];
   /** The orchestrator replicas' Prometheus pages, by pod name. */
   readonly orchestratorMetrics: ReadonlyMap<string, string>;
-  readonly billingApi: readonly string[];
+  /** Billing's API: every pod of its live set (a release moves it). */
+  billingApi(): readonly string[];
   /** Pods of the service the drill is aimed at. */
   readonly targets: readonly DrillPod[];
   /** Every tool's pods whose ToolAdminService the runner reaches (latency, errors and the backend latency); empty on a cluster. */
@@ -67,6 +69,8 @@ export interface DrillCluster {
   kill(victims: readonly DrillPod[], mode: KillMode): Promise<string>;
   /** Brings the killed pods back (restarts them; on a cluster, waits for the replacements) and resolves once they serve. */
   recover(victims: readonly DrillPod[]): Promise<void>;
+  /** A blue-green release of the target to an image tag, or a rollback to the set live before (`pnpm release`'s API). */
+  blueGreen(kind: "release" | "rollback", to: string | undefined, log: (line: string) => void): Promise<ReleaseResult>;
 }
 
 /** The fault starts once this share of the sessions has ended: the load is under way, most sessions are in flight. */
@@ -137,7 +141,7 @@ export function runIdOf(options: DrillOptions, startedAt: Date): string {
   return `${options.scenario}-${options.tool}-${startedAt.toISOString().replace(/[-:]/g, "").replace(/\..*/, "")}`;
 }
 
-function localCluster(services: readonly ServiceSpec[], suite: ContainerSuite, pods: readonly Pod[], suiteDir: string, target: string): DrillCluster {
+function localCluster(root: string, services: readonly ServiceSpec[], suite: ContainerSuite, pods: readonly Pod[], suiteDir: string, target: string): DrillCluster {
   const specOf = (service: string) => services.find((s) => s.name === service)!;
   const podsOf = (service: string) => pods.filter((p) => p.service === service).sort((a, b) => a.index - b.index);
   const orchestrator = services.find((s) => s.kind === "orchestrator")!;
@@ -145,7 +149,7 @@ function localCluster(services: readonly ServiceSpec[], suite: ContainerSuite, p
   return {
     orchestratorApi: podsOf(orchestrator.name).map((p) => `${p.address}:${orchestrator.port}`),
     orchestratorMetrics: new Map(podsOf(orchestrator.name).map((p) => [p.name, `http://${p.address}:${orchestrator.metricsPort}/metrics`])),
-    billingApi: podsOf("billing").map((p) => `${p.address}:${specOf("billing").port}`),
+    billingApi: () => activePods(suite.readState()!, "billing").map((p) => `${p.address}:${specOf("billing").port}`),
     targets: podsOf(target),
     toolPods: new Map(services.filter((s) => s.kind === "tool").map((s) => [s.name, podsOf(s.name)])),
     signingKey: operatorSigningKey({ LOOPGUARD_DATA_DIR: suiteDir }),
@@ -158,13 +162,14 @@ function localCluster(services: readonly ServiceSpec[], suite: ContainerSuite, p
     async recover(victims) {
       await Promise.all(victims.map((p) => suite.restart(byName.get(p.name)!)));
     },
+    blueGreen(kind, to, log) {
+      const options = { tool: target, root, dataDir: suiteDir, log };
+      return kind === "release" ? release({ ...options, to: to! }) : rollback(options);
+    },
   };
 }
 
 export async function runLocalDrill(options: DrillOptions, ctx: RunContext): Promise<DrillResult> {
-  if (options.scenario === "release") {
-    throw new DrillError("release flips billing blue-green through `pnpm release`, which this build does not have yet");
-  }
   const startedAt = new Date();
   const clock = performance.now();
   const cpu = process.cpuUsage();
@@ -179,7 +184,7 @@ export async function runLocalDrill(options: DrillOptions, ctx: RunContext): Pro
     ctx.progress(`starting the containers: ${options.tool} × ${options.replicas}, every other service × 1 (images tagged ${options.tag})`);
     const state = await suite.up({ replicas: replicasFor(options), tag: options.tag });
     if (ctx.signal.aborted) throw ctx.signal.reason;
-    const result = await drive(options, ctx, localCluster(ctx.services, suite, state.pods, suiteDir, options.tool), runId, closers);
+    const result = await drive(options, ctx, localCluster(ctx.root, ctx.services, suite, state.pods, suiteDir, options.tool), runId, closers);
     return writeReport(ctx, runId, startedAt, result, clock, cpu);
   } finally {
     for (const close of closers) close();
@@ -201,20 +206,22 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
 
   const requester = orchestratorApi(cluster.orchestratorApi, await token("drill-requester", orchestratorName, ["sessions:read", "sessions:write", ...SESSION_SCOPES.map((s) => `grant:${s}`)]));
   const approverApi = orchestratorApi(cluster.orchestratorApi, await token("drill-approver", orchestratorName, ["sessions:read", "approvals:write"]));
-  const ledger = createRawClient(BillingService, `ipv4:${cluster.billingApi.join(",")}`, { token: await token("drill-auditor", "billing", ["billing:read"]), channelOptions: balanced });
-  closers.push(() => requester.close(), () => approverApi.close(), () => ledger.close());
+  const auditor = await token("drill-auditor", "billing", ["billing:read"]);
+  closers.push(() => requester.close(), () => approverApi.close());
   const sampler = new MetricsSampler(() => cluster.orchestratorMetrics);
 
   const plan = planSessions(options.sessions, options.refundShare, runId.toLowerCase().replace(/[^a-z0-9-]/g, ""));
   const orders = [...new Set(plan.flatMap((p) => (p.orderId ? [p.orderId] : [])))];
-  const readLedger = async (): Promise<LedgerRefund[]> =>
-    (
-      await Promise.all(
-        orders.map(async (orderId) => (await retryTransient.execute(() => ledger.listRefunds({ orderId }, { deadline: 5000 }))).refunds),
-      )
-    )
-      .flat()
-      .map((r) => ({ refundId: r.refundId, orderId: r.orderId, amountCents: Number(r.amountCents) }));
+  // Billing's live set when the ledger is read: a release may have moved it.
+  const readLedger = async (): Promise<LedgerRefund[]> => {
+    const ledger = createRawClient(BillingService, `ipv4:${cluster.billingApi().join(",")}`, { token: auditor, channelOptions: balanced });
+    try {
+      const pages = await Promise.all(orders.map(async (orderId) => (await retryTransient.execute(() => ledger.listRefunds({ orderId }, { deadline: 5000 }))).refunds));
+      return pages.flat().map((r) => ({ refundId: r.refundId, orderId: r.orderId, amountCents: Number(r.amountCents) }));
+    } finally {
+      ledger.close();
+    }
+  };
   const ledgerBefore = await readLedger();
 
   const faults: FaultEvent[] = [];
@@ -243,21 +250,31 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   const approver = new Approver(approverApi);
   const approving = approver.run(approverStop.signal);
   const t0 = Date.now();
-  ctx.progress(`starting ${plan.length} sessions at once (${plan.filter((p) => p.kind === "refund").length} refunds, ${plan.filter((p) => p.needsApproval).length} of them for a high-risk customer)`);
-  const ids = await startAll(requester, plan, budgetMs);
-  const started = ids.filter((id): id is string => id !== undefined);
-  ctx.progress(`${started.length} of ${plan.length} sessions started in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  // A release runs its sessions in two waves, each started at once: one as the release begins,
+  // one as the rollback begins, so both flips happen under load.
+  const waves = options.scenario === "release" ? [plan.slice(0, Math.ceil(plan.length / 2)), plan.slice(Math.ceil(plan.length / 2))] : [plan];
+  const ids: (string | undefined)[] = plan.map(() => undefined);
+  const started: string[] = [];
+  const startWave = async (wave: readonly PlannedSession[]) => {
+    const at = Date.now();
+    ctx.progress(`starting ${wave.length} sessions at once (${wave.filter((p) => p.kind === "refund").length} refunds, ${wave.filter((p) => p.needsApproval).length} of them for a high-risk customer)`);
+    const got = await startAll(requester, wave, budgetMs);
+    wave.forEach((p, i) => (ids[p.index] = got[i]));
+    started.push(...got.filter((id): id is string => id !== undefined));
+    ctx.progress(`${got.filter(Boolean).length} of ${wave.length} sessions started in ${((Date.now() - at) / 1000).toFixed(1)} s`);
+  };
+  await startWave(waves[0]!);
 
   // The watcher: the latest view of every session, polled through the API like a dashboard.
   let latest = new Map<string, SessionView>();
   let faultNow = "no fault yet";
-  const wanted = new Set(started);
   const ended = () => started.filter((id) => isTerminal(latest.get(id)?.state ?? "")).length;
   const watchStop = new AbortController();
   const watching = (async () => {
     let lastLine = 0;
     while (!watchStop.signal.aborted) {
       const views = await listAll(requester).catch(() => undefined);
+      const wanted = new Set(started);
       if (views) latest = new Map(views.filter((v) => wanted.has(v.sessionId)).map((v) => [v.sessionId, v]));
       if (Date.now() - lastLine >= 2000) {
         lastLine = Date.now();
@@ -285,8 +302,11 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   };
 
   try {
+    // A release needs no trigger: its new set takes seconds to start before the flip, with the first wave in flight.
     const trigger = Math.max(1, Math.ceil(started.length * TRIGGER_SHARE));
-    if (!(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
+    if (options.scenario !== "release" && !(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) {
+      notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
+    }
     const service = contractOf(options.tool === orchestratorName ? tools[0]! : options.tool);
     const targets = cluster.targets;
     const hold = (ms: number) => until(allEnded, ms);
@@ -330,6 +350,21 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
         const [victim] = victimsOf();
         await sampler.sample();
         mark(`${await cluster.kill([victim!], "one")}; not restarted`);
+        break;
+      }
+      case "release": {
+        const log = (line: string) => ctx.progress(`[${elapsed(t0)}] release: ${line}`);
+        const flipped = (r: ReleaseResult) =>
+          `${r.kind === "release" ? "released" : "rolled back"} ${options.tool}: ${r.from.image} → ${r.to.image}, serving after ${((r.timings.startMs ?? 0) / 1000).toFixed(1)} s, ` +
+          `flipped at ${((Date.parse(r.flippedAt ?? r.startedAt) - t0) / 1000).toFixed(1)} s, old set drained after ${((r.timings.totalMs ?? 0) / 1000).toFixed(1)} s` +
+          (r.clientsLeftAtDrain ? ` (${r.clientsLeftAtDrain} client connection(s) still on it)` : "");
+        mark(`releasing ${options.tool} ${options.to} blue-green`);
+        mark(flipped(await cluster.blueGreen("release", options.to, log)));
+        const second = startWave(waves[1]!);
+        mark(`rolling ${options.tool} back`);
+        mark(flipped(await cluster.blueGreen("rollback", undefined, log)));
+        await second;
+        notes.push(`release: ${waves[0]!.length} sessions started as the release began and ${waves[1]!.length} as the rollback began; a released set runs without the added backend latency`);
         break;
       }
       case "latency":

@@ -15,6 +15,7 @@ import {
   serviceObjects,
   sqliteVolume,
 } from "./k8s-objects.js";
+import { drillRunnerRole, shippedPodKills } from "./drills/pod-chaos.js";
 import {
   activeServicePatch,
   analysisTemplate,
@@ -45,7 +46,7 @@ export const RELEASE_COMPONENTS = ["argo-rollouts", "plain-blue-green"] as const
 export type ReleasePath = (typeof RELEASE_COMPONENTS)[number];
 
 /** Components whose content is generated, by folder name. */
-export const GENERATED_COMPONENTS = ["monitoring", "high-availability", "sqlite-volumes", "postgres-stores", ...RELEASE_COMPONENTS] as const;
+export const GENERATED_COMPONENTS = ["monitoring", "high-availability", "sqlite-volumes", "postgres-stores", "chaos-drills", ...RELEASE_COMPONENTS] as const;
 
 /** A kustomize patch file; with a target it applies to every object the target selects (none is no error). */
 type Patch = { readonly path: string; readonly target?: object };
@@ -165,5 +166,10 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
       tools.flatMap(greenReplacements),
     ),
   );
+
+  const chaos = join(COMPONENTS_DIR, "chaos-drills");
+  for (const spec of services) put(chaos, `${spec.name}.pod-kill.yaml`, shippedPodKills(spec));
+  put(chaos, "drill-runner.role.yaml", drillRunnerRole());
+  put(chaos, "kustomization.yaml", component([...perService("pod-kill"), "drill-runner.role.yaml"]));
   return files;
 }

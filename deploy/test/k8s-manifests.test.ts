@@ -49,6 +49,22 @@ describe("generated manifests", () => {
   });
 });
 
+describe("the chaos-drills component", () => {
+  it("holds a paused pod-kill of one pod of every service and of all pods of every tool: applying it kills nothing", () => {
+    const chaos = rendering("overlays/prod + components/chaos-drills").objects.filter((o) => o.kind === "PodChaos") as (K8sObject & {
+      metadata: { annotations?: Record<string, string> };
+      spec: { action: string; mode: string; gracePeriod: number; selector: { labelSelectors: Record<string, string> } };
+    })[];
+    const kills = chaos.map((o) => `${o.spec.selector.labelSelectors["app.kubernetes.io/name"]} ${o.spec.mode}`).sort();
+    expect(kills).toEqual(["billing all", "billing one", "kb-search all", "kb-search one", "orchestrator one", "risk all", "risk one"]);
+    for (const o of chaos) {
+      expect(o.metadata.annotations?.["experiment.chaos-mesh.org/pause"]).toBe("true");
+      expect(o.spec).toMatchObject({ action: "pod-kill", gracePeriod: 0 });
+    }
+    expect(find(rendering("overlays/prod + components/chaos-drills").objects, "Role", "loopguard-drill-runner")).toBeDefined();
+  });
+});
+
 describe("kubectl kustomize + strict validation", () => {
   it("renders every overlay and every optional component on prod", () => {
     const names = renderings.map((r) => r.name);
@@ -56,12 +72,13 @@ describe("kubectl kustomize + strict validation", () => {
       expect.arrayContaining([
         "overlays/dev",
         "overlays/prod",
+        "overlays/prod + components/chaos-drills",
         "overlays/prod + components/cloudnative-pg",
         "overlays/prod + components/llm-egress",
         "overlays/prod + components/argo-rollouts",
         "overlays/prod + components/plain-blue-green",
-        "overlays/prod + components/argo-rollouts + components/cloudnative-pg + components/llm-egress",
-        "overlays/prod + components/plain-blue-green + components/cloudnative-pg + components/llm-egress",
+        "overlays/prod + components/argo-rollouts + components/chaos-drills + components/cloudnative-pg + components/llm-egress",
+        "overlays/prod + components/plain-blue-green + components/chaos-drills + components/cloudnative-pg + components/llm-egress",
       ]),
     );
     for (const r of renderings) expect(r.objects.length, r.name).toBeGreaterThan(20);

@@ -357,6 +357,17 @@ export class ContainerSuite {
     ];
   }
 
+  /** SIGKILLs a pod's process, as a crash would; `docker kill` leaves the restart policy out, so it stays down until `restart`. */
+  async kill(pod: Pod): Promise<void> {
+    await docker(["kill", "--signal", "KILL", pod.container]);
+  }
+
+  /** Starts a stopped pod again; resolves once it is SERVING. */
+  async restart(pod: Pod): Promise<void> {
+    await docker(["start", pod.container]);
+    await this.#untilServing(pod, this.#spec(pod.service));
+  }
+
   async #untilServing(pod: Pod, spec: ServiceSpec): Promise<void> {
     // Reconnect quickly while the process starts (grpc-js waits 1 s after a refused connection).
     const client = createRawClient(Health, `${pod.address}:${spec.port}`, {

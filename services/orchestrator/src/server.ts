@@ -33,7 +33,13 @@ export async function build(config: OrchestratorConfig, log: Logger, services: r
   const registry = new ToolRegistry(services);
   const clients = new Map<string, ToolClient<DescService>>();
   for (const service of services) {
-    const client = toolClient(service, { target: config.toolTargets[servicePolicy(service).toolName] ?? [], metrics: clientMetrics });
+    // A driven session makes one call at a time: with a queue as long as the sessions driven at
+    // once, a burst waits behind the calls in flight instead of getting a healthy tool's fallback.
+    const client = toolClient(service, {
+      target: config.toolTargets[servicePolicy(service).toolName] ?? [],
+      metrics: clientMetrics,
+      bulkhead: { maxQueue: config.maxActiveSessions },
+    });
     clients.set(client.tool, client as ToolClient<DescService>);
   }
   const policies = new Map<string, Policy>([["scripted", new ScriptedPolicy()]]);

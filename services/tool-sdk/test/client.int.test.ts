@@ -203,6 +203,16 @@ describe("toolClient", () => {
     }
   });
 
+  it("a call queued behind the bulkhead gets its whole SLA timeout once it is let go", async () => {
+    const { tool } = await kbServer(async () => (await sleep(300), { hits: [hit] }));
+    const { client } = await kbClient(tool.address, { bulkhead: { maxInFlight: 1, maxQueue: 1 }, timeoutMs: { "*": 450 } });
+    const started = performance.now();
+    const [first, queued] = await Promise.all([client.call("search", { query: "a", limit: 1 }), client.call("search", { query: "b", limit: 1 })]);
+    expect([first.source, queued.source]).toEqual(["live", "live"]);
+    // 300 ms waiting for the slot + 300 ms answering: past 450 ms from the call, within 450 ms of being let go.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(590);
+  });
+
   it("serves a cached answer with its age when the tool fails, and live again once it recovers", async () => {
     const { tool } = await kbServer();
     const { client } = await kbClient(tool.address, { retry: { maxAttempts: 1 } });

@@ -308,9 +308,7 @@ export class ToolClient<S extends DescService> {
       });
     }
     const bytes = Buffer.from(toBinary(plan.method.input, message));
-    const now = Date.now();
-    const callerDeadline = options.deadline;
-    const deadline = Math.min(now + plan.timeoutMs, callerDeadline?.getTime() ?? Number.POSITIVE_INFINITY);
+    const callerDeadline = options.deadline?.getTime() ?? Number.POSITIVE_INFINITY;
     const cacheKey = plan.cacheable ? ResponseCache.key(plan.path, bytes) : undefined;
     this.#budget.onRequest();
 
@@ -330,6 +328,10 @@ export class ToolClient<S extends DescService> {
     };
     try {
       const response = await this.#bulkhead.execute(async () => {
+        // The SLA timeout is the tool's time to answer, so it starts when the bulkhead lets the
+        // call go: a call queued behind a burst is not failed by time it spent waiting here. The
+        // caller's deadline bounds both.
+        const deadline = Math.min(Date.now() + plan.timeoutMs, callerDeadline);
         const token = options.token ?? (typeof this.#options.token === "function" ? await this.#options.token() : this.#options.token);
         return this.#attempts(plan, bytes, message as unknown as Record<string, unknown>, deadline, token, spanContext, options, (n) => (attempts = n));
       });

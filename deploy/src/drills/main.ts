@@ -1,0 +1,90 @@
+// `pnpm drill <scenario> --tool <name> …`: a fault-injection drill on the local containers (or,
+// with --k8s, a cluster), with a report for people (Markdown) and for machines (JSON). Progress
+// goes to stderr; with --json the last stdout line is the report. Exit 0 when the run completed,
+// whatever its figures; 2 for a wrong argument; 1, with one line, when it could not run.
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { contractFiles } from "@loopguard/proto";
+import { discoverServices } from "@loopguard/supervisor/services";
+import { servicePolicy, servicesOf } from "@loopguard/tool-sdk";
+import { type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
+import { type DrillResult, runIdOf, runLocalDrill } from "./run.js";
+import { toYamlDocuments } from "../yaml.js";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+
+function summary(result: DrillResult): string {
+  const r = result.report;
+  const dead = r.calls_reaching_dead_tool === null ? "" : `; dead ${r.tool}: ${r.calls_reaching_dead_tool} attempts for ${r.calls_offered_while_down} calls offered (ratio ${r.dead_tool_ratio ?? "–"})`;
+  return [
+    `drill ${r.scenario} ${r.tool}: ${r.sessions_ended}/${r.sessions_started} sessions ended, ${r.sessions_lost} lost, ${r.sessions_hung} hung, success ${(r.success_rate * 100).toFixed(2)} % (cache ${r.done.cache}, degraded ${r.done.degraded})`,
+    `  refunds: ${r.duplicate_side_effects} duplicate, ${r.lost_side_effects} lost, ${r.unowned_side_effects} unowned; calls failed ${r.calls_failed}${dead}`,
+    `  p50/p95/p99 ${r.p50_ms ?? "–"}/${r.p95_ms ?? "–"}/${r.p99_ms ?? "–"} ms; runtime ${(r.runtime_ms / 1000).toFixed(1)} s, runner CPU ${r.runner_cpu_ms} ms`,
+    `  report: ${result.markdownPath}`,
+    "",
+  ].join("\n");
+}
+
+async function main(): Promise<number> {
+  const services = discoverServices(join(root, "services"));
+  const contracts = servicesOf(contractFiles);
+  let options: DrillOptions;
+  try {
+    options = parseDrillArgs(process.argv.slice(2), {
+      tools: services.filter((s) => s.kind === "tool").map((s) => s.name),
+      orchestrator: services.find((s) => s.kind === "orchestrator")!.name,
+      methodsOf: (tool) => contracts.find((c) => servicePolicy(c).toolName === tool)?.methods.map((m) => m.name) ?? [],
+    });
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`drill: ${error.message}\n${USAGE}\n`);
+    return 2;
+  }
+  // The Kubernetes client loads only for a cluster run.
+  const k8s = options.k8s ? await import("./k8s.js") : undefined;
+  if (k8s && options.dryRun) {
+    const objects = k8s.podChaosPlan(options, runIdOf(options, new Date()));
+    process.stdout.write(options.json ? `${JSON.stringify(objects)}\n` : toYamlDocuments(objects));
+    return 0;
+  }
+  const abort = new AbortController();
+  const interrupt = () => {
+    if (abort.signal.aborted) process.exit(130);
+    process.stderr.write("drill: interrupted; removing the drill's containers (Ctrl-C again to leave them)\n");
+    abort.abort(new Interrupted());
+  };
+  process.on("SIGINT", interrupt);
+  process.on("SIGTERM", interrupt);
+  const ctx = {
+    root,
+    reportsDir: join(resolve(process.env.LOOPGUARD_DATA_DIR || join(root, ".data")), "drills"),
+    services,
+    progress: (line: string) => process.stderr.write(`${line}\n`),
+    signal: abort.signal,
+  };
+  try {
+    const result = k8s ? await k8s.runK8sDrill(options, ctx) : await runLocalDrill(options, ctx);
+    process.stderr.write(`report: ${result.markdownPath} (JSON: ${result.jsonPath})\n`);
+    process.stdout.write(options.json ? `${JSON.stringify({ ...result.report, report_path: result.markdownPath })}\n` : summary(result));
+    return 0;
+  } catch (error) {
+    if (error instanceof Interrupted) return 130;
+    process.stderr.write(`drill: ${(error as Error).message.split("\n")[0]}\n`);
+    return 1;
+  }
+}
+
+class Interrupted extends Error {
+  override readonly name = "Interrupted";
+  constructor() {
+    super("interrupted");
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`drill: ${(error as Error).message.split("\n")[0]}\n`);
+    process.exit(1);
+  },
+);

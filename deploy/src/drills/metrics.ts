@@ -1,0 +1,116 @@
+// The orchestrators' Prometheus pages, sampled during a drill: what the policies offered each
+// tool, what reached it, what fell back, what failed, and its breaker's moves. Counters are read
+// as differences between two snapshots; a replica that died keeps its last page, so its counts up
+// to the moment it was last sampled (the runner samples right before every kill) still add up.
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
+
+export interface Sample {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly value: number;
+}
+
+/** Every counter and gauge sample of one page (histograms and summaries are left out). */
+export function parseMetrics(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const family of parsePrometheusTextFormat(text)) {
+    if (family.type !== "COUNTER" && family.type !== "GAUGE" && family.type !== "UNTYPED") continue;
+    for (const metric of family.metrics) samples.push({ name: family.name, labels: metric.labels ?? {}, value: Number(metric.value) });
+  }
+  return samples;
+}
+
+/** Pages by pod name at one moment. */
+export interface Snapshot {
+  readonly at: number;
+  readonly pages: ReadonlyMap<string, readonly Sample[]>;
+}
+
+/** The sum over every pod of the samples of `name` whose labels include `labels`. */
+export function total(snapshot: Snapshot, name: string, labels: Readonly<Record<string, string>> = {}): number {
+  let sum = 0;
+  for (const samples of snapshot.pages.values()) {
+    for (const s of samples) {
+      if (s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)) sum += s.value;
+    }
+  }
+  return sum;
+}
+
+/** Counter growth from `from` to `to`. */
+export function growth(from: Snapshot, to: Snapshot, name: string, labels: Readonly<Record<string, string>> = {}): number {
+  return total(to, name, labels) - total(from, name, labels);
+}
+
+/** Outcomes of loopguard_tool_client_calls_total that a session saw as a failed call. */
+export const FAILED_OUTCOMES = ["error", "breaker_rejected", "bulkhead_rejected", "client_invalid"] as const;
+export const FALLBACK_OUTCOMES = ["fallback_cache", "fallback_degraded"] as const;
+
+export interface ToolCallFigures {
+  /** Calls the sessions' policies sent to the tool (one per call, whatever its retries). */
+  readonly offered: number;
+  /** RPC attempts the client put on the wire, retries included. */
+  readonly attempts: number;
+  readonly fallbacks: number;
+  readonly failed: number;
+  /** Failed calls by "outcome code", e.g. "error DEADLINE_EXCEEDED". */
+  readonly failures: Readonly<Record<string, number>>;
+}
+
+/** `grpcService`: the tool's protobuf service name, the label of the standard gRPC client metrics. */
+export function toolCallFigures(from: Snapshot, to: Snapshot, tool: string, grpcService: string): ToolCallFigures {
+  const calls = (outcome: string) => growth(from, to, "loopguard_tool_client_calls_total", { tool, outcome });
+  const failures: Record<string, number> = {};
+  const kinds = new Set<string>();
+  for (const samples of to.pages.values()) {
+    for (const s of samples) {
+      if (s.name === "loopguard_tool_client_calls_total" && s.labels.tool === tool && (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? "")) kinds.add(`${s.labels.outcome} ${s.labels.grpc_code}`);
+    }
+  }
+  for (const kind of kinds) {
+    const [outcome, grpcCode] = kind.split(" ") as [string, string];
+    const n = growth(from, to, "loopguard_tool_client_calls_total", { tool, outcome, grpc_code: grpcCode });
+    if (n > 0) failures[kind] = n;
+  }
+  return {
+    offered: growth(from, to, "loopguard_tool_client_calls_total", { tool }),
+    attempts: growth(from, to, "grpc_client_handled_total", { grpc_service: grpcService }),
+    fallbacks: FALLBACK_OUTCOMES.reduce((sum, o) => sum + calls(o), 0),
+    failed: FAILED_OUTCOMES.reduce((sum, o) => sum + calls(o), 0),
+    failures,
+  };
+}
+
+/** Breaker transitions of one tool, by the state entered. */
+export function breakerTransitions(from: Snapshot, to: Snapshot, tool: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const state of ["open", "half-open", "closed"]) {
+    const n = growth(from, to, "loopguard_tool_breaker_transitions_total", { tool, state });
+    if (n > 0) out[state] = n;
+  }
+  return out;
+}
+
+/**
+ * Samples the pages of a set of pods, keeping each pod's last good page: a pod that stops
+ * answering (killed) keeps counting with what it had said last.
+ */
+export class MetricsSampler {
+  readonly #last = new Map<string, readonly Sample[]>();
+
+  constructor(private readonly urls: () => ReadonlyMap<string, string>) {}
+
+  async sample(): Promise<Snapshot> {
+    await Promise.all(
+      [...this.urls()].map(async ([pod, url]) => {
+        try {
+          const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
+          if (response.ok) this.#last.set(pod, parseMetrics(await response.text()));
+        } catch {
+          // A dead pod: its last page stands.
+        }
+      }),
+    );
+    return { at: Date.now(), pages: new Map(this.#last) };
+  }
+}

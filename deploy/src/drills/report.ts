@@ -1,0 +1,362 @@
+// The drill report: what the agents experienced (sessions ended, lost, hung; how; how long),
+// what happened to money (refunds audited against billing's ledger), and what the tools saw
+// (calls offered, calls that reached a dead tool, fallbacks, breakers). Pure functions of what
+// the runner collected, so every figure is unit-tested.
+import type { DrillOptions } from "./options.js";
+import type { SessionKind } from "./session-plan.js";
+
+const TERMINAL = new Set(["DONE", "FAILED", "CANCELLED"]);
+const REFUND_ID = /rf_[A-Za-z0-9]{16}/g;
+
+/** What a session's step records (GetTrace) say about it. */
+export interface TraceFacts {
+  /** Where each tool answer came from: live, cache, degraded (none: the call failed). */
+  readonly servedFrom: readonly string[];
+  /** Refunds the session observed succeed. */
+  readonly refundIds: readonly string[];
+  /** Final answers the host accepted (more than one: the session was finished twice). */
+  readonly acceptedAnswers: number;
+  /** Step numbers recorded more than once (two replicas driving one session). */
+  readonly repeatedSteps: number;
+}
+
+export function traceFacts(records: readonly string[]): TraceFacts {
+  const servedFrom: string[] = [];
+  const refundIds = new Set<string>();
+  const steps = new Map<number, number>();
+  let acceptedAnswers = 0;
+  for (const line of records) {
+    const record = JSON.parse(line) as {
+      step?: number;
+      decision?: { kind?: string; served_from?: string; accepted?: boolean };
+      result?: { ok?: boolean; data?: { refund?: { refundId?: string } } } | null;
+    };
+    if (typeof record.step === "number") steps.set(record.step, (steps.get(record.step) ?? 0) + 1);
+    if (record.decision?.kind === "final" && record.decision.accepted === true) acceptedAnswers += 1;
+    if (record.decision?.kind === "tool_call" && record.decision.served_from) {
+      servedFrom.push(record.decision.served_from);
+      const refundId = record.result?.ok ? record.result.data?.refund?.refundId : undefined;
+      if (refundId) refundIds.add(refundId);
+    }
+  }
+  return { servedFrom, refundIds: [...refundIds], acceptedAnswers, repeatedSteps: [...steps.values()].filter((n) => n > 1).length };
+}
+
+/** One session as the drill saw it at the end. */
+export interface SessionOutcome {
+  readonly kind: SessionKind;
+  readonly needsApproval: boolean;
+  /** undefined: the orchestrator never acknowledged its start, or has no such session at the end. */
+  readonly sessionId: string | undefined;
+  /** State at the end (e.g. "DONE"), or undefined when the session is missing. */
+  readonly state: string | undefined;
+  readonly stopReason: string;
+  readonly answer: string;
+  /** Creation to the last update (its end, for an ended session), by the orchestrator's clock. */
+  readonly durationMs: number | undefined;
+  readonly trace: TraceFacts | undefined;
+}
+
+export interface LedgerRefund {
+  readonly refundId: string;
+  readonly orderId: string;
+  readonly amountCents: number;
+}
+
+export interface SideEffectAudit {
+  readonly method: string;
+  /** Refunds the ledger holds that this run made. */
+  readonly refundsInLedger: number;
+  /** Sessions that observed a refund succeed. */
+  readonly refundsReported: number;
+  /** Refund ids claimed by more than one session, and sessions holding more than one refund (the extra ones). */
+  readonly duplicate: number;
+  /** Sessions whose refund (observed or cited in the answer) the ledger does not have. */
+  readonly lost: number;
+  /** Refunds of this run in the ledger that no session owns: made twice, or made without the session learning of it. */
+  readonly unowned: number;
+  /** DONE sessions that reported a refund, each found exactly once in the ledger. */
+  readonly doneRefundsExactlyOnce: number;
+  readonly examples: readonly string[];
+}
+
+/**
+ * Refunds are matched by refund id: the ids each session observed (its trace) or cited (its
+ * answer), against the refunds billing lists for the drill's orders that were not there before.
+ */
+export function auditSideEffects(sessions: readonly SessionOutcome[], before: readonly LedgerRefund[], after: readonly LedgerRefund[]): SideEffectAudit {
+  const earlier = new Set(before.map((r) => r.refundId));
+  const made = after.filter((r) => !earlier.has(r.refundId));
+  const inLedger = new Map<string, number>();
+  for (const r of after) inLedger.set(r.refundId, (inLedger.get(r.refundId) ?? 0) + 1);
+  const owners = new Map<string, number>();
+  const examples: string[] = [];
+  let duplicate = 0;
+  let lost = 0;
+  let reported = 0;
+  let doneExactlyOnce = 0;
+  for (const s of sessions) {
+    const observed = new Set(s.trace?.refundIds ?? []);
+    const cited = new Set(s.answer.match(REFUND_ID) ?? []);
+    const claimed = new Set([...observed, ...cited]);
+    if (observed.size > 0) reported += 1;
+    if (observed.size > 1) {
+      duplicate += observed.size - 1;
+      examples.push(`${s.sessionId} observed ${observed.size} refunds: ${[...observed].join(", ")}`);
+    }
+    for (const id of claimed) {
+      owners.set(id, (owners.get(id) ?? 0) + 1);
+      if (!inLedger.has(id)) {
+        lost += 1;
+        examples.push(`${s.sessionId} reported ${id}, which the ledger does not have`);
+      }
+    }
+    if (s.state === "DONE" && cited.size > 0 && [...cited].every((id) => inLedger.get(id) === 1)) doneExactlyOnce += 1;
+  }
+  for (const [id, count] of owners) {
+    if (count > 1) {
+      duplicate += count - 1;
+      examples.push(`${id} is claimed by ${count} sessions`);
+    }
+  }
+  const unowned = made.filter((r) => !owners.has(r.refundId));
+  for (const r of unowned.slice(0, 5)) examples.push(`${r.refundId} (${r.amountCents} cents of ${r.orderId}) is in the ledger, but no session owns it`);
+  return {
+    method: "refund ids: observed in each session's step records (GetTrace) or cited in its answer, against billing ListRefunds of the drill's orders (refunds present before the run left out)",
+    refundsInLedger: made.length,
+    refundsReported: reported,
+    duplicate,
+    lost,
+    unowned: unowned.length,
+    doneRefundsExactlyOnce: doneExactlyOnce,
+    examples: examples.slice(0, 10),
+  };
+}
+
+/** Nearest-rank percentile of `values` (sorted ascending); undefined for none. */
+export function percentile(sorted: readonly number[], p: number): number | undefined {
+  if (sorted.length === 0) return undefined;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
+}
+
+export interface FaultEvent {
+  /** Milliseconds since the sessions were started. */
+  readonly atMs: number;
+  readonly what: string;
+}
+
+export interface DeadWindow {
+  readonly fromMs: number;
+  readonly toMs: number;
+  /** Calls the policies offered the tool while it was down. */
+  readonly offered: number;
+  /** Client RPC attempts sent to it while it was down, retries included. */
+  readonly attempts: number;
+}
+
+export interface ToolFigures {
+  readonly offered: number;
+  readonly attempts: number;
+  readonly fallbacks: number;
+  readonly failed: number;
+  readonly failures: Readonly<Record<string, number>>;
+  readonly breakerTransitions: Readonly<Record<string, number>>;
+}
+
+export interface ReportInput {
+  readonly options: DrillOptions;
+  readonly outcomes: readonly SessionOutcome[];
+  readonly audit: SideEffectAudit;
+  /** Per tool, over the whole load. */
+  readonly tools: Readonly<Record<string, ToolFigures>>;
+  readonly deadWindows: readonly DeadWindow[];
+  readonly faults: readonly FaultEvent[];
+  readonly approvalsResolved: number;
+  readonly boundMs: number;
+  readonly runtimeMs: number;
+  readonly runnerCpuMs: number;
+  readonly containers: Readonly<Record<string, number>>;
+  readonly notes: readonly string[];
+}
+
+export interface DrillReport {
+  readonly scenario: string;
+  readonly tool: string;
+  readonly kill: string | null;
+  readonly sessions_started: number;
+  readonly sessions_ended: number;
+  readonly sessions_lost: number;
+  readonly sessions_hung: number;
+  readonly sessions_ended_twice: number;
+  readonly success_rate: number;
+  /** Sessions ending done, by where their tool answers came from. */
+  readonly done: { readonly live: number; readonly cache: number; readonly degraded: number };
+  readonly stop_reasons: Readonly<Record<string, number>>;
+  readonly refund_sessions: number;
+  readonly approvals_resolved: number;
+  readonly duplicate_side_effects: number;
+  readonly lost_side_effects: number;
+  readonly unowned_side_effects: number;
+  readonly side_effects: SideEffectAudit;
+  readonly fallbacks_served: Readonly<Record<string, number>>;
+  readonly breaker_transitions: Readonly<Record<string, Readonly<Record<string, number>>>>;
+  readonly p50_ms: number | null;
+  readonly p95_ms: number | null;
+  readonly p99_ms: number | null;
+  readonly calls_offered: number;
+  readonly calls_offered_by_tool: Readonly<Record<string, number>>;
+  readonly calls_offered_while_down: number | null;
+  readonly calls_reaching_dead_tool: number | null;
+  /** calls_reaching_dead_tool ÷ calls_offered_while_down. */
+  readonly dead_tool_ratio: number | null;
+  readonly calls_failed: number;
+  readonly calls_failed_by_tool: Readonly<Record<string, number>>;
+  /** Per tool, failed calls by outcome and gRPC code. */
+  readonly call_failures: Readonly<Record<string, Readonly<Record<string, number>>>>;
+  readonly dead_windows: readonly DeadWindow[];
+  readonly faults: readonly FaultEvent[];
+  readonly sessions_bound_ms: number;
+  readonly runtime_ms: number;
+  readonly runner_cpu_ms: number;
+  readonly containers: Readonly<Record<string, number>>;
+  readonly notes: readonly string[];
+}
+
+function round(value: number, digits = 4): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+export function computeReport(input: ReportInput): DrillReport {
+  const { options, outcomes } = input;
+  const ended = outcomes.filter((o) => o.state !== undefined && TERMINAL.has(o.state));
+  const lost = outcomes.filter((o) => o.state === undefined).length;
+  const hung = outcomes.filter((o) => o.state !== undefined && !TERMINAL.has(o.state)).length;
+  const stopReasons: Record<string, number> = {};
+  for (const o of ended) stopReasons[o.stopReason || o.state!.toLowerCase()] = (stopReasons[o.stopReason || o.state!.toLowerCase()] ?? 0) + 1;
+  const done = { live: 0, cache: 0, degraded: 0 };
+  for (const o of ended.filter((e) => e.state === "DONE")) {
+    const from = o.trace?.servedFrom ?? [];
+    if (from.includes("degraded")) done.degraded += 1;
+    else if (from.includes("cache")) done.cache += 1;
+    else done.live += 1;
+  }
+  const durations = ended.map((o) => o.durationMs).filter((d): d is number => d !== undefined).sort((a, b) => a - b);
+  const twice = outcomes.filter((o) => o.trace && (o.trace.acceptedAnswers > 1 || o.trace.repeatedSteps > 0)).length;
+  const target = input.tools[options.tool];
+  const offeredWhileDown = input.deadWindows.reduce((sum, w) => sum + w.offered, 0);
+  const reachingDead = input.deadWindows.reduce((sum, w) => sum + w.attempts, 0);
+  const dead = input.deadWindows.length > 0 && options.scenario !== "kill-orchestrator";
+  const failedByTool = Object.fromEntries(Object.entries(input.tools).map(([tool, f]) => [tool, f.failed]));
+  return {
+    scenario: options.scenario,
+    tool: options.tool,
+    kill: options.scenario === "kill-tool" || options.scenario === "flap" || options.scenario === "kill-orchestrator" ? options.kill : null,
+    sessions_started: outcomes.length,
+    sessions_ended: ended.length,
+    sessions_lost: lost,
+    sessions_hung: hung,
+    sessions_ended_twice: twice,
+    success_rate: outcomes.length === 0 ? 0 : round((done.live + done.cache + done.degraded) / outcomes.length),
+    done,
+    stop_reasons: stopReasons,
+    refund_sessions: outcomes.filter((o) => o.kind === "refund").length,
+    approvals_resolved: input.approvalsResolved,
+    duplicate_side_effects: input.audit.duplicate,
+    lost_side_effects: input.audit.lost,
+    unowned_side_effects: input.audit.unowned,
+    side_effects: input.audit,
+    fallbacks_served: Object.fromEntries(Object.entries(input.tools).map(([tool, f]) => [tool, f.fallbacks])),
+    breaker_transitions: Object.fromEntries(Object.entries(input.tools).map(([tool, f]) => [tool, f.breakerTransitions])),
+    p50_ms: percentile(durations, 50) ?? null,
+    p95_ms: percentile(durations, 95) ?? null,
+    p99_ms: percentile(durations, 99) ?? null,
+    calls_offered: target?.offered ?? 0,
+    calls_offered_by_tool: Object.fromEntries(Object.entries(input.tools).map(([tool, f]) => [tool, f.offered])),
+    calls_offered_while_down: dead ? offeredWhileDown : null,
+    calls_reaching_dead_tool: dead ? reachingDead : null,
+    dead_tool_ratio: dead && offeredWhileDown > 0 ? round(reachingDead / offeredWhileDown) : null,
+    calls_failed: Object.values(failedByTool).reduce((a, b) => a + b, 0),
+    calls_failed_by_tool: failedByTool,
+    call_failures: Object.fromEntries(Object.entries(input.tools).map(([tool, f]) => [tool, f.failures])),
+    dead_windows: input.deadWindows,
+    faults: input.faults,
+    sessions_bound_ms: input.boundMs,
+    runtime_ms: Math.round(input.runtimeMs),
+    runner_cpu_ms: Math.round(input.runnerCpuMs),
+    containers: input.containers,
+    notes: input.notes,
+  };
+}
+
+function ms(value: number | null): string {
+  return value === null ? "–" : `${value} ms`;
+}
+
+function counts(record: Readonly<Record<string, number>>): string {
+  const entries = Object.entries(record).filter(([, n]) => n > 0);
+  return entries.length === 0 ? "none" : entries.map(([k, n]) => `${k} ${n}`).join(", ");
+}
+
+/** The report for people: the figures that answer "what did the agents experience?" first. */
+export function renderMarkdown(r: DrillReport, startedAt: Date): string {
+  const percent = (x: number) => `${(x * 100).toFixed(2)} %`;
+  const lines = [
+    `# Drill ${r.scenario} — ${r.tool}${r.kill ? ` (kill ${r.kill})` : ""}`,
+    "",
+    `Started ${startedAt.toISOString()}; ${r.sessions_started} sessions started at once (${r.refund_sessions} refunds, ${r.sessions_started - r.refund_sessions} knowledge questions); containers ${counts(r.containers)}.`,
+    "",
+    "## Sessions",
+    "",
+    "| Figure | Value |",
+    "|---|---|",
+    `| started / ended | ${r.sessions_started} / ${r.sessions_ended} |`,
+    `| lost (never acknowledged, or gone from the store) | ${r.sessions_lost} |`,
+    `| hung (not ended within ${(r.sessions_bound_ms / 1000).toFixed(0)} s) | ${r.sessions_hung} |`,
+    `| ended twice | ${r.sessions_ended_twice} |`,
+    `| success rate (ended done ÷ started) | ${percent(r.success_rate)} |`,
+    `| done with live answers / from cache / degraded | ${r.done.live} / ${r.done.cache} / ${r.done.degraded} |`,
+    `| stop reasons | ${counts(r.stop_reasons)} |`,
+    `| session duration p50 / p95 / p99 | ${ms(r.p50_ms)} / ${ms(r.p95_ms)} / ${ms(r.p99_ms)} |`,
+    `| approvals resolved by the second subject | ${r.approvals_resolved} |`,
+    "",
+    "## Side effects (billing ledger)",
+    "",
+    "| Figure | Value |",
+    "|---|---|",
+    `| refunds this run made (ledger) / sessions that saw theirs succeed | ${r.side_effects.refundsInLedger} / ${r.side_effects.refundsReported} |`,
+    `| DONE sessions whose cited refund is in the ledger exactly once | ${r.side_effects.doneRefundsExactlyOnce} |`,
+    `| duplicate | ${r.duplicate_side_effects} |`,
+    `| lost (reported, not in the ledger) | ${r.lost_side_effects} |`,
+    `| unowned (in the ledger, no session owns it) | ${r.unowned_side_effects} |`,
+    "",
+    `Matched by ${r.side_effects.method}.`,
+    ...(r.side_effects.examples.length > 0 ? ["", ...r.side_effects.examples.map((e) => `- ${e}`)] : []),
+    "",
+    "## Tool calls",
+    "",
+    "| Tool | Offered | Failed | Fallbacks served | Breaker transitions |",
+    "|---|---|---|---|---|",
+    ...Object.keys(r.calls_failed_by_tool).map(
+      (tool) =>
+        `| ${tool} | ${r.calls_offered_by_tool[tool] ?? 0} | ${r.calls_failed_by_tool[tool]}${r.calls_failed_by_tool[tool] ? ` (${counts(r.call_failures[tool] ?? {})})` : ""} | ${r.fallbacks_served[tool] ?? 0} | ${counts(r.breaker_transitions[tool] ?? {})} |`,
+    ),
+    "",
+    r.calls_reaching_dead_tool === null
+      ? `No window with ${r.tool} dead in this scenario.`
+      : `While ${r.tool} was dead (${r.dead_windows.length} window(s), ${r.dead_windows.map((w) => `${(w.fromMs / 1000).toFixed(1)}–${(w.toMs / 1000).toFixed(1)} s`).join(", ")}): ` +
+        `${r.calls_offered_while_down} calls offered, ${r.calls_reaching_dead_tool} RPC attempts reached it (retries included): ratio ${r.dead_tool_ratio ?? "–"}.`,
+    "",
+    "## Faults",
+    "",
+    ...r.faults.map((f) => `- ${(f.atMs / 1000).toFixed(1)} s: ${f.what}`),
+    "",
+    "## Cost of the run",
+    "",
+    `Runtime ${(r.runtime_ms / 1000).toFixed(1)} s (containers up and down included); the runner's own CPU ${r.runner_cpu_ms} ms.`,
+    ...(r.notes.length > 0 ? ["", "## Notes", "", ...r.notes.map((n) => `- ${n}`)] : []),
+    "",
+  ];
+  return lines.join("\n");
+}

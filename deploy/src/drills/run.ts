@@ -1,0 +1,437 @@
+// One drill on the local containers: start the container set the scenario needs, start every
+// session at once, inject the fault once the load is under way (a tenth of the sessions ended),
+// hold it, undo it, wait for every session to end (or the bound to pass), audit the ledger,
+// write the report, and remove the containers — also when the run fails or is interrupted.
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { DescService, MessageInitShape } from "@bufbuild/protobuf";
+import { contractFiles } from "@loopguard/proto";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { type FaultProfileSchema, ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import type { ServiceSpec } from "@loopguard/supervisor/services";
+import { createRawClient, methodPolicy, mintToken, operatorSigningKey, type RawClient, servicePolicy, servicesOf, type SigningKey } from "@loopguard/tool-sdk";
+import { docker } from "../docker.js";
+import { activePods, ContainerSuite, type Pod } from "../containers/suite.js";
+import { breakerTransitions, MetricsSampler, toolCallFigures } from "./metrics.js";
+import type { DrillOptions } from "./options.js";
+import type { KillMode } from "./pod-chaos.js";
+import { auditSideEffects, computeReport, type DeadWindow, type DrillReport, type FaultEvent, type LedgerRefund, renderMarkdown, type SessionOutcome, type ToolFigures, traceFacts } from "./report.js";
+import { Approver, isTerminal, listAll, orchestratorApi, retryTransient, SESSION_SCOPES, type SessionView, startAll, tracesOf } from "./session-load.js";
+import { type PlannedSession, planSessions } from "./session-plan.js";
+import { release, type ReleaseResult, rollback } from "../release/index.js";
+
+/** A run that could not be made (no Docker, images missing, another suite up): one line, exit 1. */
+export class DrillError extends Error {
+  override readonly name = "DrillError";
+}
+
+export interface RunContext {
+  readonly root: string;
+  /** Where reports are written, one folder per run. */
+  readonly reportsDir: string;
+  readonly services: readonly ServiceSpec[];
+  readonly progress: (line: string) => void;
+  readonly signal: AbortSignal;
+}
+
+export interface DrillResult {
+  readonly report: DrillReport;
+  readonly markdownPath: string;
+  readonly jsonPath: string;
+}
+
+/** A pod the drill may kill, by name. */
+export interface DrillPod {
+  readonly name: string;
+}
+
+/** What a drill needs of where it runs: the local containers, or a cluster through the Kubernetes API. */
+export interface DrillCluster {
+  /** The orchestrator's API: every replica's address, balanced per call. */
+  readonly orchestratorApi: readonly string[];
+  /** The orchestrator replicas' Prometheus pages, by pod name. */
+  readonly orchestratorMetrics: ReadonlyMap<string, string>;
+  /** Billing's API: every pod of its live set (a release moves it). */
+  billingApi(): readonly string[];
+  /** Pods of the service the drill is aimed at. */
+  readonly targets: readonly DrillPod[];
+  /** Every tool's pods whose ToolAdminService the runner reaches (latency, errors and the backend latency); empty on a cluster. */
+  readonly toolPods: ReadonlyMap<string, readonly DrillPod[]>;
+  /** Signs the drill's tokens (its requester, approver, auditor and operator subjects). */
+  readonly signingKey: SigningKey;
+  /** Replicas per service, for the report. */
+  readonly replicas: Readonly<Record<string, number>>;
+  /** The ToolAdminService address of one of `toolPods`. */
+  adminAddress(tool: string, pod: DrillPod): string;
+  /** SIGKILLs the pods; says what was done. */
+  kill(victims: readonly DrillPod[], mode: KillMode): Promise<string>;
+  /** Brings the killed pods back (restarts them; on a cluster, waits for the replacements) and resolves once they serve. */
+  recover(victims: readonly DrillPod[]): Promise<void>;
+  /** A blue-green release of the target to an image tag, or a rollback to the set live before (`pnpm release`'s API). */
+  blueGreen(kind: "release" | "rollback", to: string | undefined, log: (line: string) => void): Promise<ReleaseResult>;
+}
+
+/** The fault starts once this share of the sessions has ended: the load is under way, most sessions are in flight. */
+const TRIGGER_SHARE = 0.1;
+const TRIGGER_TIMEOUT_MS = 20_000;
+/** A session's wall clock beyond the fault; the run's bound is that plus a margin, so no healthy session counts as hung. */
+const SESSION_BUDGET_EXTRA_MS = 60_000;
+const BOUND_MARGIN_MS = 30_000;
+/** A flap: down this long, then up this long (after SERVING), over and over. */
+export const FLAP_DOWN_MS = 2000;
+export const FLAP_UP_MS = 3000;
+
+/** The contract service of a tool, by its tool name. */
+export function contractOf(tool: string): DescService {
+  const service = servicesOf(contractFiles).find((s) => servicePolicy(s).toolName === tool);
+  if (!service) throw new DrillError(`no contract names the tool "${tool}"`);
+  return service;
+}
+
+/** The container set a scenario needs: its target with `replicas` (an orchestrator drill: two on PostgreSQL), everything else one. */
+export function replicasFor(options: DrillOptions): Map<string, number> {
+  return new Map([[options.tool, options.replicas]]);
+}
+
+/** Refuses to start when any loopguard container suite is up: pods use fixed addresses, and two suites would break each other. */
+async function requireNoSuite(): Promise<void> {
+  const labels = (await docker(["ps", "--all", "--filter", "label=io.loopguard.containers", "--format", '{{.Label "io.loopguard.containers"}}'])).split("\n").filter(Boolean);
+  if (labels.length === 0) return;
+  const dataDir = labels[0]!.replace(/\/containers$/, "");
+  throw new DrillError(`a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\``);
+}
+
+function elapsed(t0: number): string {
+  return `${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s`;
+}
+
+/** Computes the report of what a run collected and writes it, Markdown and JSON, in a folder of its own. */
+export function writeReport(ctx: RunContext, runId: string, startedAt: Date, collected: Collected, clock: number, cpu: NodeJS.CpuUsage): DrillResult {
+  const used = process.cpuUsage(cpu);
+  const report = computeReport({ ...collected, runtimeMs: performance.now() - clock, runnerCpuMs: (used.user + used.system) / 1000 });
+  const dir = join(ctx.reportsDir, runId);
+  mkdirSync(dir, { recursive: true });
+  const markdownPath = join(dir, "report.md");
+  const jsonPath = join(dir, "report.json");
+  writeFileSync(markdownPath, renderMarkdown(report, startedAt));
+  writeFileSync(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
+  // Every session's own line, for whoever wants to look at one of them.
+  const sessions = collected.outcomes.map((o, index) =>
+    JSON.stringify({
+      index,
+      kind: o.kind,
+      needs_approval: o.needsApproval,
+      session_id: o.sessionId ?? null,
+      state: o.state ?? "MISSING",
+      stop_reason: o.stopReason,
+      duration_ms: o.durationMs ?? null,
+      served_from: o.trace?.servedFrom ?? [],
+      refund_ids: o.trace?.refundIds ?? [],
+      answer: o.answer,
+    }),
+  );
+  writeFileSync(join(dir, "sessions.jsonl"), `${sessions.join("\n")}\n`);
+  return { report, markdownPath, jsonPath };
+}
+
+/** A name for the run's report folder: scenario, target, start time. */
+export function runIdOf(options: DrillOptions, startedAt: Date): string {
+  return `${options.scenario}-${options.tool}-${startedAt.toISOString().replace(/[-:]/g, "").replace(/\..*/, "")}`;
+}
+
+function localCluster(root: string, services: readonly ServiceSpec[], suite: ContainerSuite, pods: readonly Pod[], suiteDir: string, target: string): DrillCluster {
+  const specOf = (service: string) => services.find((s) => s.name === service)!;
+  const podsOf = (service: string) => pods.filter((p) => p.service === service).sort((a, b) => a.index - b.index);
+  const orchestrator = services.find((s) => s.kind === "orchestrator")!;
+  const byName = new Map(pods.map((p) => [p.name, p]));
+  return {
+    orchestratorApi: podsOf(orchestrator.name).map((p) => `${p.address}:${orchestrator.port}`),
+    orchestratorMetrics: new Map(podsOf(orchestrator.name).map((p) => [p.name, `http://${p.address}:${orchestrator.metricsPort}/metrics`])),
+    billingApi: () => activePods(suite.readState()!, "billing").map((p) => `${p.address}:${specOf("billing").port}`),
+    targets: podsOf(target),
+    toolPods: new Map(services.filter((s) => s.kind === "tool").map((s) => [s.name, podsOf(s.name)])),
+    signingKey: operatorSigningKey({ LOOPGUARD_DATA_DIR: suiteDir }),
+    replicas: Object.fromEntries(services.map((s) => [s.name, podsOf(s.name).length])),
+    adminAddress: (tool, pod) => `${byName.get(pod.name)!.address}:${specOf(tool).port}`,
+    async kill(victims) {
+      await Promise.all(victims.map((p) => suite.kill(byName.get(p.name)!)));
+      return `SIGKILL ${victims.map((p) => p.name).join(", ")} (${victims.length} of ${podsOf(target).length} ${target} pods)`;
+    },
+    async recover(victims) {
+      await Promise.all(victims.map((p) => suite.restart(byName.get(p.name)!)));
+    },
+    blueGreen(kind, to, log) {
+      const options = { tool: target, root, dataDir: suiteDir, log };
+      return kind === "release" ? release({ ...options, to: to! }) : rollback(options);
+    },
+  };
+}
+
+export async function runLocalDrill(options: DrillOptions, ctx: RunContext): Promise<DrillResult> {
+  const startedAt = new Date();
+  const clock = performance.now();
+  const cpu = process.cpuUsage();
+  const runId = runIdOf(options, startedAt);
+  await requireNoSuite();
+  const suiteDir = mkdtempSync(join(tmpdir(), "loopguard-drill-"));
+  // PostgreSQL (run as its own user when the runner is root) must reach its folder inside.
+  chmodSync(suiteDir, 0o755);
+  const suite = new ContainerSuite({ root: ctx.root, dataDir: suiteDir, services: ctx.services, log: (line) => ctx.progress(line) });
+  const closers: (() => void)[] = [];
+  try {
+    ctx.progress(`starting the containers: ${options.tool} × ${options.replicas}, every other service × 1 (images tagged ${options.tag})`);
+    const state = await suite.up({ replicas: replicasFor(options), tag: options.tag });
+    if (ctx.signal.aborted) throw ctx.signal.reason;
+    const result = await drive(options, ctx, localCluster(ctx.root, ctx.services, suite, state.pods, suiteDir, options.tool), runId, closers);
+    return writeReport(ctx, runId, startedAt, result, clock, cpu);
+  } finally {
+    for (const close of closers) close();
+    ctx.progress("removing the drill's containers");
+    await suite.down().catch((error: unknown) => ctx.progress(`could not remove every container: ${(error as Error).message}`));
+    rmSync(suiteDir, { recursive: true, force: true });
+  }
+}
+
+type Collected = Omit<Parameters<typeof computeReport>[0], "runtimeMs" | "runnerCpuMs">;
+
+/** The load, the fault and the collection, wherever the drill runs. */
+export async function drive(options: DrillOptions, ctx: RunContext, cluster: DrillCluster, runId: string, closers: (() => void)[]): Promise<Collected> {
+  const tools = ctx.services.filter((s) => s.kind === "tool").map((s) => s.name);
+  const orchestratorName = ctx.services.find((s) => s.kind === "orchestrator")!.name;
+  const ttlSeconds = 3600;
+  const token = (subject: string, audience: string, scopes: string[]) => mintToken(cluster.signingKey, { subject, audience, scopes, ttlSeconds });
+  const balanced = { "grpc.service_config": JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }) };
+
+  const requester = orchestratorApi(cluster.orchestratorApi, await token("drill-requester", orchestratorName, ["sessions:read", "sessions:write", ...SESSION_SCOPES.map((s) => `grant:${s}`)]));
+  const approverApi = orchestratorApi(cluster.orchestratorApi, await token("drill-approver", orchestratorName, ["sessions:read", "approvals:write"]));
+  const auditor = await token("drill-auditor", "billing", ["billing:read"]);
+  closers.push(() => requester.close(), () => approverApi.close());
+  const sampler = new MetricsSampler(() => cluster.orchestratorMetrics);
+
+  const plan = planSessions(options.sessions, options.refundShare, runId.toLowerCase().replace(/[^a-z0-9-]/g, ""));
+  const orders = [...new Set(plan.flatMap((p) => (p.orderId ? [p.orderId] : [])))];
+  // Billing's live set when the ledger is read: a release may have moved it.
+  const readLedger = async (): Promise<LedgerRefund[]> => {
+    const ledger = createRawClient(BillingService, `ipv4:${cluster.billingApi().join(",")}`, { token: auditor, channelOptions: balanced });
+    try {
+      const pages = await Promise.all(orders.map(async (orderId) => (await retryTransient.execute(() => ledger.listRefunds({ orderId }, { deadline: 5000 }))).refunds));
+      return pages.flat().map((r) => ({ refundId: r.refundId, orderId: r.orderId, amountCents: Number(r.amountCents) }));
+    } finally {
+      ledger.close();
+    }
+  };
+  const ledgerBefore = await readLedger();
+
+  const faults: FaultEvent[] = [];
+  const deadWindows: DeadWindow[] = [];
+  const notes: string[] = [];
+  const budgetMs = options.durationS * 1000 + SESSION_BUDGET_EXTRA_MS;
+  const boundMs = budgetMs + BOUND_MARGIN_MS;
+  // Every tool answers after its backend's latency, so sessions overlap as they do in production
+  // instead of finishing in a few milliseconds on loopback; a restarted pod gets it again.
+  const baseline = options.backendLatencyMs > 0 ? { addedLatencyMs: options.backendLatencyMs } : {};
+  const admins = new Map<string, RawClient<typeof ToolAdminService>>();
+  for (const [tool, pods] of cluster.toolPods) {
+    const admin = await token("drill-operator", tool, ["tool:admin"]);
+    for (const pod of pods) admins.set(pod.name, createRawClient(ToolAdminService, cluster.adminAddress(tool, pod), { token: admin }));
+  }
+  closers.push(() => admins.forEach((c) => c.close()));
+  const setFaults = (pods: readonly DrillPod[], profile: MessageInitShape<typeof FaultProfileSchema>) =>
+    Promise.all(pods.map((p) => retryTransient.execute(() => admins.get(p.name)!.setFaults({ profile }, { deadline: 5000 }))));
+  for (const pods of cluster.toolPods.values()) await setFaults(pods, baseline);
+  if (options.backendLatencyMs > 0) {
+    notes.push(cluster.toolPods.size > 0 ? `every tool answered ${options.backendLatencyMs} ms later than it could (--backend-latency), standing in for its backend` : "backend latency: the cluster's own");
+  }
+  const first = await sampler.sample();
+
+  const approverStop = new AbortController();
+  const approver = new Approver(approverApi);
+  const approving = approver.run(approverStop.signal);
+  const t0 = Date.now();
+  // A release runs its sessions in two waves, each started at once: one as the release begins,
+  // one as the rollback begins, so both flips happen under load.
+  const waves = options.scenario === "release" ? [plan.slice(0, Math.ceil(plan.length / 2)), plan.slice(Math.ceil(plan.length / 2))] : [plan];
+  const ids: (string | undefined)[] = plan.map(() => undefined);
+  const started: string[] = [];
+  const startWave = async (wave: readonly PlannedSession[]) => {
+    const at = Date.now();
+    ctx.progress(`starting ${wave.length} sessions at once (${wave.filter((p) => p.kind === "refund").length} refunds, ${wave.filter((p) => p.needsApproval).length} of them for a high-risk customer)`);
+    const got = await startAll(requester, wave, budgetMs);
+    wave.forEach((p, i) => (ids[p.index] = got[i]));
+    started.push(...got.filter((id): id is string => id !== undefined));
+    ctx.progress(`${got.filter(Boolean).length} of ${wave.length} sessions started in ${((Date.now() - at) / 1000).toFixed(1)} s`);
+  };
+  await startWave(waves[0]!);
+
+  // The watcher: the latest view of every session, polled through the API like a dashboard.
+  let latest = new Map<string, SessionView>();
+  let faultNow = "no fault yet";
+  const ended = () => started.filter((id) => isTerminal(latest.get(id)?.state ?? "")).length;
+  const watchStop = new AbortController();
+  const watching = (async () => {
+    let lastLine = 0;
+    while (!watchStop.signal.aborted) {
+      const views = await listAll(requester).catch(() => undefined);
+      const wanted = new Set(started);
+      if (views) latest = new Map(views.filter((v) => wanted.has(v.sessionId)).map((v) => [v.sessionId, v]));
+      if (Date.now() - lastLine >= 2000) {
+        lastLine = Date.now();
+        const done = [...latest.values()].filter((v) => v.state === "DONE").length;
+        const waiting = [...latest.values()].filter((v) => v.state === "AWAITING_APPROVAL").length;
+        ctx.progress(`[${elapsed(t0)}] ${ended()}/${started.length} ended (done ${done}), ${waiting} awaiting approval; ${faultNow}`);
+      }
+      await sleep(250, undefined, { signal: watchStop.signal }).catch(() => undefined);
+    }
+  })();
+  const until = async (condition: () => boolean, timeoutMs: number): Promise<boolean> => {
+    const deadline = Date.now() + timeoutMs;
+    while (!condition()) {
+      if (Date.now() >= deadline) return false;
+      if (ctx.signal.aborted) throw ctx.signal.reason;
+      await sleep(100);
+    }
+    return true;
+  };
+  const allEnded = () => ended() === started.length;
+  const mark = (what: string) => {
+    faults.push({ atMs: Date.now() - t0, what });
+    faultNow = what;
+    ctx.progress(`[${elapsed(t0)}] ${what}`);
+  };
+
+  try {
+    // A release needs no trigger: its new set takes seconds to start before the flip, with the first wave in flight.
+    const trigger = Math.max(1, Math.ceil(started.length * TRIGGER_SHARE));
+    if (options.scenario !== "release" && !(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) {
+      notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
+    }
+    const service = contractOf(options.tool === orchestratorName ? tools[0]! : options.tool);
+    const targets = cluster.targets;
+    const hold = (ms: number) => until(allEnded, ms);
+
+    /** Kills `victims`, holds, restarts them; a window in which the tool was dead when they were all its pods. */
+    const killWindow = async (victims: readonly DrillPod[], downMs: number): Promise<void> => {
+      const before = await sampler.sample();
+      const from = Date.now() - t0;
+      mark(await cluster.kill(victims, options.kill));
+      await hold(downMs);
+      mark(`restarting ${victims.map((p) => p.name).join(", ")}`);
+      await cluster.recover(victims);
+      const after = await sampler.sample();
+      if (cluster.toolPods.has(options.tool)) await setFaults(victims, baseline);
+      faultNow = "no fault";
+      ctx.progress(`[${elapsed(t0)}] ${victims.map((p) => p.name).join(", ")} SERVING again`);
+      if (victims.length === targets.length) {
+        const figures = toolCallFigures(before, after, options.tool, service.typeName);
+        deadWindows.push({ fromMs: from, toMs: Date.now() - t0, offered: figures.offered, attempts: figures.attempts });
+      }
+    };
+    const victimsOf = (): readonly DrillPod[] => (options.kill === "all" ? targets : [targets[Math.floor(Math.random() * targets.length)]!]);
+
+    switch (options.scenario) {
+      case "kill-tool":
+        await killWindow(victimsOf(), options.durationS * 1000);
+        if (options.kill === "one") notes.push(`--kill one: ${options.tool} kept a live replica, so it was never dead and there is no dead-tool window`);
+        break;
+      case "flap": {
+        const end = Date.now() + options.durationS * 1000;
+        let cycles = 0;
+        while (Date.now() < end && !allEnded()) {
+          await killWindow(victimsOf(), FLAP_DOWN_MS);
+          cycles += 1;
+          await hold(Math.min(FLAP_UP_MS, Math.max(0, end - Date.now())));
+        }
+        notes.push(`${cycles} kill/restart cycle(s): down ${FLAP_DOWN_MS / 1000} s, then restarted and left up ${FLAP_UP_MS / 1000} s`);
+        break;
+      }
+      case "kill-orchestrator": {
+        const [victim] = victimsOf();
+        await sampler.sample();
+        mark(`${await cluster.kill([victim!], "one")}; not restarted`);
+        break;
+      }
+      case "release": {
+        const log = (line: string) => ctx.progress(`[${elapsed(t0)}] release: ${line}`);
+        const flipped = (r: ReleaseResult) =>
+          `${r.kind === "release" ? "released" : "rolled back"} ${options.tool}: ${r.from.image} → ${r.to.image}, serving after ${((r.timings.startMs ?? 0) / 1000).toFixed(1)} s, ` +
+          `flipped at ${((Date.parse(r.flippedAt ?? r.startedAt) - t0) / 1000).toFixed(1)} s, old set drained after ${((r.timings.totalMs ?? 0) / 1000).toFixed(1)} s` +
+          (r.clientsLeftAtDrain ? ` (${r.clientsLeftAtDrain} client connection(s) still on it)` : "");
+        mark(`releasing ${options.tool} ${options.to} blue-green`);
+        mark(flipped(await cluster.blueGreen("release", options.to, log)));
+        const second = startWave(waves[1]!);
+        mark(`rolling ${options.tool} back`);
+        mark(flipped(await cluster.blueGreen("rollback", undefined, log)));
+        await second;
+        notes.push(`release: ${waves[0]!.length} sessions started as the release began and ${waves[1]!.length} as the rollback began; a released set runs without the added backend latency`);
+        break;
+      }
+      case "latency":
+      case "errors": {
+        const methods = contractOf(options.tool).methods;
+        const method = methods.find((m) => m.name === options.method) ?? (options.scenario === "latency" ? methods[0]! : undefined);
+        // One profile per pod: with a method named, the backend latency applies to that method only while the fault lasts.
+        const profile =
+          options.scenario === "latency"
+            ? { addedLatencyMs: 2 * methodPolicy(method!).sla!.p95TargetMs, methods: [method!.name] }
+            : { ...baseline, errorRate: options.errorRate, methods: method ? [method.name] : [] };
+        await setFaults(targets, profile);
+        mark(
+          options.scenario === "latency"
+            ? `${options.tool} ${method!.name}: +${profile.addedLatencyMs} ms on every call (2 × its contract p95 target of ${methodPolicy(method!).sla!.p95TargetMs} ms) on ${targets.length} pods`
+            : `${options.tool}${method ? ` ${method.name}` : ""}: ${(options.errorRate * 100).toFixed(0)} % of calls fail UNAVAILABLE (injected) on ${targets.length} pods`,
+        );
+        await hold(options.durationS * 1000);
+        await setFaults(targets, baseline);
+        mark("faults cleared");
+        break;
+      }
+    }
+    const rest = t0 + boundMs - Date.now();
+    if (!(await until(allEnded, Math.max(0, rest)))) notes.push(`${started.length - ended()} session(s) had not ended when the run's bound passed`);
+  } finally {
+    approverStop.abort();
+    watchStop.abort();
+    await Promise.all([approving, watching]);
+  }
+
+  const last = await sampler.sample();
+  ctx.progress(`[${elapsed(t0)}] collecting: every session, its step records, the ledger`);
+  const final = new Map((await listAll(requester)).map((v) => [v.sessionId, v]));
+  const traces = await tracesOf(requester, started);
+  const ledgerAfter = await readLedger();
+
+  const outcomes: SessionOutcome[] = plan.map((p, i) => {
+    const id = ids[i];
+    const v = id ? final.get(id) : undefined;
+    const records = id ? traces.get(id) : undefined;
+    return {
+      kind: p.kind,
+      needsApproval: p.needsApproval,
+      sessionId: v?.sessionId,
+      state: v?.state,
+      stopReason: v?.stopReason ?? "",
+      answer: v?.answer ?? "",
+      durationMs: v ? Math.max(0, v.updatedAtMs - v.createdAtMs) : undefined,
+      trace: records ? traceFacts(records) : undefined,
+    };
+  });
+  const toolFigures: Record<string, ToolFigures> = {};
+  for (const tool of tools) {
+    const figures = toolCallFigures(first, last, tool, contractOf(tool).typeName);
+    toolFigures[tool] = { ...figures, breakerTransitions: breakerTransitions(first, last, tool) };
+  }
+  return {
+    options,
+    outcomes,
+    audit: auditSideEffects(outcomes, ledgerBefore, ledgerAfter),
+    tools: toolFigures,
+    deadWindows,
+    faults,
+    approvalsResolved: approver.resolved,
+    boundMs,
+    containers: cluster.replicas,
+    notes,
+  };
+}

@@ -1,0 +1,160 @@
+// Each drill scenario at a small size, as `pnpm drill … --json` runs it: real containers on
+// loopback, real SIGKILL, real PostgreSQL where a service runs twice. What is asserted is the
+// report's invariants a game day checks — nothing lost, nothing hung, no refund twice or lost,
+// the dead tool not hammered — and that the report's files are written. The images are built
+// first (quick once `pnpm images` or `.ci/run` has built them); like the containers tests, these
+// need the orchestrator's ports 127.0.0.1:50051 and :8080 free.
+import { execFile } from "node:child_process";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sourceRevision } from "../src/images/images.js";
+import type { DrillReport } from "../src/drills/report.js";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const dataDir = mkdtempSync(join(tmpdir(), "loopguard-drills-"));
+chmodSync(dataDir, 0o755);
+const env = { ...process.env, LOOPGUARD_DATA_DIR: dataDir };
+const tag = sourceRevision(root).tag;
+
+interface Run {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function run(file: string, args: readonly string[], timeoutMs: number): Promise<Run> {
+  return new Promise((done) => {
+    execFile(process.execPath, [file, ...args], { env, cwd: root, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+const drillCli = join(root, "deploy", "dist", "drills", "main.js");
+
+/** Runs a drill with --json; its report, after checking what every run must show. */
+async function drill(...args: string[]): Promise<DrillReport & { report_path: string }> {
+  const result = await run(drillCli, [...args, "--tag", tag, "--json"], 240_000);
+  if (result.code !== 0) throw new Error(`pnpm drill ${args.join(" ")} exited ${result.code}:\n${result.stderr.slice(-3000)}`);
+  const lines = result.stdout.trim().split("\n");
+  const report = JSON.parse(lines.at(-1)!) as DrillReport & { report_path: string };
+  console.info(`[drill ${args.join(" ")}] ${JSON.stringify({ ...report, side_effects: undefined, faults: undefined, notes: undefined })}`);
+  expect(existsSync(report.report_path)).toBe(true);
+  expect(readFileSync(report.report_path, "utf8")).toContain(`# Drill ${report.scenario}`);
+  expect(JSON.parse(readFileSync(join(dirname(report.report_path), "report.json"), "utf8"))).toMatchObject({ scenario: report.scenario, sessions_started: report.sessions_started });
+  expect(result.stderr).toContain("removing the drill's containers");
+  return report;
+}
+
+/** What no fault may cost: every session ended, none twice, and every refund made exactly once. */
+function expectNothingLost(report: DrillReport): void {
+  expect(report.sessions_lost).toBe(0);
+  expect(report.sessions_hung).toBe(0);
+  expect(report.sessions_ended).toBe(report.sessions_started);
+  expect(report.sessions_ended_twice).toBe(0);
+  expect(report.duplicate_side_effects).toBe(0);
+  expect(report.lost_side_effects).toBe(0);
+  expect(report.unowned_side_effects).toBe(0);
+}
+
+function dockerCli(args: readonly string[]): Promise<string> {
+  return new Promise((done, fail) => execFile("docker", args, (error, stdout, stderr) => (error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()))));
+}
+
+async function noContainersLeft(): Promise<void> {
+  expect(await dockerCli(["ps", "--all", "--quiet", "--filter", "label=io.loopguard.containers"])).toBe("");
+}
+
+beforeAll(async () => {
+  const images = await run(join(root, "deploy", "dist", "images", "main.js"), ["--tag", tag], 1_500_000);
+  if (images.code !== 0) throw new Error(`the drills need the images, and \`pnpm images\` failed:\n${images.stderr}`);
+}, 1_800_000);
+
+afterAll(() => {
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe("pnpm drill (small sizes)", () => {
+  it("kill-tool kb-search --kill all: sessions end on cached or degraded answers; the dead tool gets at most 1.2 attempts per call offered", async () => {
+    const report = await drill("kill-tool", "--tool", "kb-search", "--sessions", "80", "--duration", "4");
+    expectNothingLost(report);
+    expect(report.success_rate).toBeGreaterThanOrEqual(0.95);
+    expect(report.dead_windows).toHaveLength(1);
+    expect(report.calls_offered_while_down).toBeGreaterThan(0);
+    expect(report.calls_reaching_dead_tool!).toBeLessThanOrEqual(1.2 * report.calls_offered_while_down!);
+    expect(report.done.cache + report.done.degraded).toBeGreaterThan(0);
+    expect(report.fallbacks_served["kb-search"]).toBeGreaterThan(0);
+    await noContainersLeft();
+  }, 300_000);
+
+  it("kill-tool billing --kill one during refunds: no refund twice, none lost, the second replica serves on", async () => {
+    const report = await drill("kill-tool", "--tool", "billing", "--kill", "one", "--sessions", "60", "--refund-share", "100", "--duration", "4");
+    expectNothingLost(report);
+    expect(report.refund_sessions).toBe(60);
+    expect(report.side_effects.refundsInLedger).toBe(report.side_effects.refundsReported);
+    expect(report.approvals_resolved).toBeGreaterThan(0);
+    expect(report.calls_reaching_dead_tool).toBeNull();
+  }, 300_000);
+
+  it("kill-orchestrator: one of two replicas on PostgreSQL SIGKILLed mid-load; every session ends once, on the other", async () => {
+    const report = await drill("kill-orchestrator", "--sessions", "60");
+    expectNothingLost(report);
+    expect(report.containers.orchestrator).toBe(2);
+    expect(report.faults.some((f) => f.what.includes("SIGKILL orchestrator-"))).toBe(true);
+  }, 300_000);
+
+  it("latency: kb-search Search answers 2 × its p95 target late; sessions still end, slower", async () => {
+    const report = await drill("latency", "--tool", "kb-search", "--sessions", "40", "--duration", "3");
+    expectNothingLost(report);
+    expect(report.faults[0]?.what).toContain("+600 ms on every call (2 × its contract p95 target of 300 ms)");
+    expect(report.success_rate).toBe(1);
+  }, 300_000);
+
+  it("errors: 30 % of billing calls fail; retries and keys keep every refund once", async () => {
+    const report = await drill("errors", "--tool", "billing", "--error-rate", "30", "--sessions", "40", "--refund-share", "100", "--duration", "3");
+    expectNothingLost(report);
+    expect(report.faults[0]?.what).toContain("30 % of calls fail UNAVAILABLE (injected)");
+  }, 300_000);
+
+  it("flap kb-search: killed and restarted over and over; every dead window counted", async () => {
+    const report = await drill("flap", "--tool", "kb-search", "--sessions", "120", "--duration", "6");
+    expectNothingLost(report);
+    expect(report.dead_windows.length).toBeGreaterThanOrEqual(1);
+    expect(report.calls_reaching_dead_tool!).toBeLessThanOrEqual(1.2 * Math.max(1, report.calls_offered_while_down!));
+    await noContainersLeft();
+  }, 300_000);
+
+  it("release billing: a blue-green flip under load, then a rollback; no session and no call fails", async () => {
+    const next = `${tag}-drill-next`;
+    await dockerCli(["tag", `loopguard/billing:${tag}`, `loopguard/billing:${next}`]);
+    try {
+      const report = await drill("release", "--tool", "billing", "--to", next, "--sessions", "160", "--refund-share", "100");
+      expectNothingLost(report);
+      expect(report.success_rate).toBe(1);
+      expect(report.calls_failed).toBe(0);
+      expect(report.faults.map((f) => f.what)).toEqual([
+        "releasing billing " + next + " blue-green",
+        expect.stringMatching(new RegExp(`^released billing: loopguard/billing:${tag} → loopguard/billing:${next}, serving after`)),
+        "rolling billing back",
+        expect.stringMatching(new RegExp(`^rolled back billing: loopguard/billing:${next} → loopguard/billing:${tag}, serving after`)),
+      ]);
+    } finally {
+      await dockerCli(["rmi", `loopguard/billing:${next}`]).catch(() => undefined);
+    }
+  }, 420_000);
+
+  it("refuses to run beside another container suite, with one line and exit 1", async () => {
+    const up = await run(join(root, "deploy", "dist", "containers", "main.js"), ["up", "--tag", tag], 240_000);
+    expect(up.code).toBe(0);
+    try {
+      const refused = await run(drillCli, ["kill-tool", "--tool", "kb-search", "--tag", tag], 60_000);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(`drill: a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\`\n`);
+    } finally {
+      await run(join(root, "deploy", "dist", "containers", "main.js"), ["down"], 120_000);
+    }
+  }, 300_000);
+});

@@ -1,5 +1,6 @@
 // One drill on the local containers: start the container set the scenario needs, start every
-// session at once, inject the fault once the load is under way (a tenth of the sessions ended),
+// session at once, inject the fault once the load is under way (a tenth of the sessions' worth of
+// calls offered to the target tool, or a tenth of the sessions ended for the orchestrator),
 // hold it, undo it, wait for every session to end (or the bound to pass), audit the ledger,
 // write the report, and remove the containers — also when the run fails or is interrupted.
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -73,9 +74,13 @@ export interface DrillCluster {
   blueGreen(kind: "release" | "rollback", to: string | undefined, log: (line: string) => void): Promise<ReleaseResult>;
 }
 
-/** The fault starts once this share of the sessions has ended: the load is under way, most sessions are in flight. */
+/**
+ * The fault starts once the load is under way: a tool's, once the sessions have offered it this
+ * share of their number in calls; the orchestrator's, once this share of the sessions has ended.
+ */
 const TRIGGER_SHARE = 0.1;
 const TRIGGER_TIMEOUT_MS = 20_000;
+const TRIGGER_POLL_MS = 100;
 /** A session's wall clock beyond the fault; the run's bound is that plus a margin, so no healthy session counts as hung. */
 const SESSION_BUDGET_EXTRA_MS = 60_000;
 const BOUND_MARGIN_MS = 30_000;
@@ -302,12 +307,28 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   };
 
   try {
+    const service = contractOf(options.tool === orchestratorName ? tools[0]! : options.tool);
     // A release needs no trigger: its new set takes seconds to start before the flip, with the first wave in flight.
     const trigger = Math.max(1, Math.ceil(started.length * TRIGGER_SHARE));
-    if (options.scenario !== "release" && !(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) {
-      notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
+    if (options.scenario === "kill-orchestrator") {
+      if (!(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) {
+        notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
+      }
+    } else if (options.scenario !== "release") {
+      // A tool's fault starts once its calls are under way: sessions call kb-search first, so
+      // waiting for sessions to end would leave it no calls to fail.
+      let offered = 0;
+      const callsUnderWay = async () => {
+        const deadline = Date.now() + TRIGGER_TIMEOUT_MS;
+        while (Date.now() < deadline && !allEnded()) {
+          offered = toolCallFigures(first, await sampler.sample(), options.tool, service.typeName).offered;
+          if (offered >= trigger) return true;
+          await sleep(TRIGGER_POLL_MS);
+        }
+        return false;
+      };
+      if (!(await callsUnderWay())) notes.push(`the sessions had offered ${offered} of ${trigger} calls to ${options.tool} after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
     }
-    const service = contractOf(options.tool === orchestratorName ? tools[0]! : options.tool);
     const targets = cluster.targets;
     const hold = (ms: number) => until(allEnded, ms);
 

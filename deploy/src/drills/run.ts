@@ -268,7 +268,15 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     started.push(...got.filter((id): id is string => id !== undefined));
     ctx.progress(`${got.filter(Boolean).length} of ${wave.length} sessions started in ${((Date.now() - at) / 1000).toFixed(1)} s`);
   };
-  await startWave(waves[0]!);
+  // A tool's fault may start while the first wave is still being started: its calls come first
+  // (every session asks kb-search before anything else).
+  const toolFault = options.scenario !== "release" && options.scenario !== "kill-orchestrator";
+  let firstWaveStarted = false;
+  const firstWave = startWave(waves[0]!).then(() => {
+    firstWaveStarted = true;
+  });
+  firstWave.catch(() => undefined);
+  if (!toolFault) await firstWave;
 
   // The watcher: the latest view of every session, polled through the API like a dashboard.
   let latest = new Map<string, SessionView>();
@@ -299,7 +307,7 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     }
     return true;
   };
-  const allEnded = () => ended() === started.length;
+  const allEnded = () => firstWaveStarted && ended() === started.length;
   const mark = (what: string) => {
     faults.push({ atMs: Date.now() - t0, what });
     faultNow = what;
@@ -309,12 +317,12 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   try {
     const service = contractOf(options.tool === orchestratorName ? tools[0]! : options.tool);
     // A release needs no trigger: its new set takes seconds to start before the flip, with the first wave in flight.
-    const trigger = Math.max(1, Math.ceil(started.length * TRIGGER_SHARE));
+    const trigger = Math.max(1, Math.ceil(waves[0]!.length * TRIGGER_SHARE));
     if (options.scenario === "kill-orchestrator") {
       if (!(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) {
         notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
       }
-    } else if (options.scenario !== "release") {
+    } else if (toolFault) {
       // A tool's fault starts once its calls are under way: sessions call kb-search first, so
       // waiting for sessions to end would leave it no calls to fail.
       let offered = 0;
@@ -334,9 +342,10 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
 
     /** Kills `victims`, holds, restarts them; a window in which the tool was dead when they were all its pods. */
     const killWindow = async (victims: readonly DrillPod[], downMs: number): Promise<void> => {
+      mark(await cluster.kill(victims, options.kill));
+      // Sampled once they are dead: a call that ended before the kill did not reach a dead tool.
       const before = await sampler.sample();
       const from = Date.now() - t0;
-      mark(await cluster.kill(victims, options.kill));
       await hold(downMs);
       mark(`restarting ${victims.map((p) => p.name).join(", ")}`);
       await cluster.recover(victims);
@@ -409,6 +418,7 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
         break;
       }
     }
+    await firstWave;
     const rest = t0 + boundMs - Date.now();
     if (!(await until(allEnded, Math.max(0, rest)))) notes.push(`${started.length - ended()} session(s) had not ended when the run's bound passed`);
   } finally {

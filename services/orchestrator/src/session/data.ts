@@ -4,6 +4,7 @@
 import { Effect } from "@loopguard/tool-sdk";
 import { z } from "zod";
 import type { HistoryItem, ResultEnvelope } from "../policy.js";
+import { redact } from "../redact.js";
 import type { JsonObject, JsonValue, SessionRecord } from "../session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
 import { sessionTraceId } from "./trace-id.js";
@@ -128,6 +129,11 @@ export function queueLeft(queue: Pending["queue"]): JsonObject | null {
 
 export function envelopeJson(envelope: ResultEnvelope): JsonObject {
   return envelope as unknown as JsonObject;
+}
+
+/** The envelope with personal data redacted (from its data, messages and refs alike), still an envelope. */
+export function redactedEnvelope(envelope: ResultEnvelope): ResultEnvelope {
+  return envelopeSchema.parse(redact(envelopeJson(envelope)));
 }
 
 /** The irreversible side effects a session has observed succeed, by their world references (e.g. "refund:rf_…"). */

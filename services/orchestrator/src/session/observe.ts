@@ -4,9 +4,9 @@
 import { DEFAULT_CONTEXT_LIMITS, governContext } from "../context-governance.js";
 import type { ResultEnvelope, ToolCallRequest } from "../policy.js";
 import { fingerprint, isStuck, NO_PROGRESS_WINDOW } from "../progress.js";
-import { redact, redactText } from "../redact.js";
+import { redactText } from "../redact.js";
 import type { SessionRecord } from "../session-store.js";
-import { contextJson, contextOf, effectsOf, envelopeJson, type Pending, pendingOf, queueLeft } from "./data.js";
+import { contextJson, contextOf, effectsOf, envelopeJson, type Pending, pendingOf, queueLeft, redactedEnvelope } from "./data.js";
 import type { Kit } from "./kit.js";
 import type { Via } from "./moves.js";
 
@@ -21,7 +21,7 @@ export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pen
   const envelope = pending.envelope;
   if (!call || !envelope) return moves.stop(s, "unrecoverable_error", "an observation was expected but none was recorded");
   const ctx = contextOf(s);
-  const clean = redact(envelopeJson(envelope)) as unknown as ResultEnvelope;
+  const clean = redactedEnvelope(envelope);
   const durationMs = pending.durationMs ?? 0;
   const governed = governContext([...ctx.history, { kind: "observation", callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(durationMs) }], deps.context ?? DEFAULT_CONTEXT_LIMITS);
   if (governed.alarm) deps.onContextAlarm?.(s, governed.tokens);

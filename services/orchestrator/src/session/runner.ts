@@ -10,6 +10,7 @@ import { redactText } from "../redact.js";
 import { isTerminal } from "../session-state.js";
 import { LeaseLostError, type SessionRecord, StaleTransitionError, type StepRecord, type Usage } from "../session-store.js";
 import { guardSideEffect, refusal } from "../side-effect-guard.js";
+import type { RegisteredTool } from "../tool-registry.js";
 import { checkAnswer } from "./answer.js";
 import { approve } from "./approve.js";
 import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, type SessionContext } from "./data.js";
@@ -19,7 +20,6 @@ import { type SessionMoves, startOf } from "./moves.js";
 import { observe, observeInPlace } from "./observe.js";
 import { checkCall, type Refused } from "./plan.js";
 import { SessionSpans } from "./spans.js";
-import type { RegisteredTool } from "../tool-registry.js";
 
 /** What the host does with one tool call the policy asked for, decided before anything is written. */
 type CallPlan =

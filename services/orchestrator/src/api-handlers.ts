@@ -11,14 +11,16 @@ import {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
 import type { PendingApproval } from "./approvals.js";
-import { type Orchestrator, OrchestratorError, type WatchEvent } from "./orchestrator.js";
+import type { Orchestrator } from "./orchestrator.js";
+import { OrchestratorError } from "./orchestrator-error.js";
+import type { WatchEvent } from "./session/watch.js";
 import { refusedGrant } from "./grants.js";
 import { redact, redactText } from "./redact.js";
 import { startRequestHash, taskProblem } from "./start-request.js";
 import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
 import { type JsonObject, type SessionRecord, StoreUnavailableError } from "./session-store.js";
-import { traceIdOf } from "./session-runner.js";
+import { sessionTraceId } from "./session/trace-id.js";
 
 export function toProtoState(state: SessionState): ProtoState {
   return ProtoState[state];
@@ -61,7 +63,7 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
     answer: s.answer ?? "",
     createdAt: timestampFromMs(s.createdAt),
     updatedAt: timestampFromMs(s.updatedAt),
-    traceId: typeof s.context.traceId === "string" ? s.context.traceId : traceIdOf(s.id),
+    traceId: sessionTraceId(s),
     healthScore: healthScore(s),
     createdBy: s.createdBy,
     ...(approval && s.state === "AWAITING_APPROVAL"

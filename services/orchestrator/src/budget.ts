@@ -36,3 +36,14 @@ export function refuseToolCall(usage: Usage, limits: BudgetLimits, costMicros: n
 export function estimateTokens(text: string | number): number {
   return Math.ceil((typeof text === "string" ? text.length : text) / 4);
 }
+
+/** A session's limits: the ones asked for, the defaults for the rest (0 asks for the default). */
+export function budgetOf(asked: Partial<BudgetLimits>): BudgetLimits {
+  return {
+    maxSteps: asked.maxSteps || DEFAULT_BUDGET.maxSteps,
+    maxToolCalls: asked.maxToolCalls || DEFAULT_BUDGET.maxToolCalls,
+    maxTokens: asked.maxTokens || DEFAULT_BUDGET.maxTokens,
+    maxCostMicros: asked.maxCostMicros || DEFAULT_BUDGET.maxCostMicros,
+    deadlineMs: asked.deadlineMs || DEFAULT_BUDGET.deadlineMs,
+  };
+}

@@ -4,30 +4,27 @@
 // takes its sessions over. A session waiting for a human holds neither a slot nor a lease: an
 // approval makes it claimable again, and a periodic sweep (any replica's) ends expired ones.
 // Watchers, cancels and claims wake on the store's change events, not by polling it.
-import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Effect, type Logger } from "@loopguard/tool-sdk";
-import { DEFAULT_BUDGET } from "./budget.js";
-import type { PendingApproval } from "./approvals.js";
-import { SessionEvents, type SessionFollower } from "./session-events.js";
-import { isTerminal, type SessionState } from "./session-state.js";
-import {
-  type AuditRecord,
-  type BudgetLimits,
-  type JsonObject,
-  type SessionEvent,
-  type SessionRecord,
-  type SessionStore,
-  StaleTransitionError,
-  type StepRecord,
-  StoreUnavailableError,
-} from "./session-store.js";
-import type { SessionMetrics } from "./session-metrics.js";
+import { budgetOf } from "./budget.js";
+import { OrchestratorError } from "./orchestrator-error.js";
 import { redactText } from "./redact.js";
-import { type RunnerDeps, SessionRunner, sideEffectsOf } from "./session-runner.js";
-import type { RegisteredTool } from "./tool-registry.js";
+import { sessionHooks } from "./session/hooks.js";
+import { type ApprovalAnswer, answerApproval, cancelSession, expireApprovals, type HumanDeps } from "./session/human.js";
+import { newSessionId } from "./session/ids.js";
+import type { RunnerDeps } from "./session/kit.js";
+import { SessionMoves } from "./session/moves.js";
+import { claimable, storeBackoffMs } from "./session/replica.js";
+import { SessionRunner } from "./session/runner.js";
+import { type WatchEvent, watchSession } from "./session/watch.js";
+import { SessionEvents } from "./session-events.js";
+import type { SessionMetrics } from "./session-metrics.js";
+import { isTerminal, type SessionState } from "./session-state.js";
+import { type BudgetLimits, type JsonObject, type SessionRecord, type SessionStore, StoreUnavailableError } from "./session-store.js";
 
-export interface OrchestratorOptions extends Omit<RunnerDeps, "onStopped" | "onStep" | "onContextAlarm" | "onTransition"> {
+export { OrchestratorError } from "./orchestrator-error.js";
+
+export interface OrchestratorOptions extends Omit<RunnerDeps, "onStep" | "onContextAlarm"> {
   readonly log: Logger;
   readonly metrics?: SessionMetrics;
   readonly leaseTtlMs: number;
@@ -53,55 +50,11 @@ export interface StartInput {
   readonly requestHash: string;
 }
 
-export class OrchestratorError extends Error {
-  constructor(
-    readonly reason: "SESSION_NOT_FOUND" | "SESSION_TERMINAL" | "APPROVAL_MISMATCH" | "APPROVAL_EXPIRED" | "UNKNOWN_POLICY" | "SELF_APPROVAL" | "CALL_IN_FLIGHT",
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-export type WatchEvent =
-  | { readonly kind: "snapshot"; readonly session: SessionRecord }
-  | { readonly kind: "transition"; readonly audit: AuditRecord }
-  | { readonly kind: "step"; readonly step: StepRecord };
-
-const ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
-/** Most expired approvals one sweep ends; the next sweep takes the rest. */
-const SWEEP_BATCH = 100;
-const SWEEP_PAGES = 10;
-
-/** Wait before the `attempt`-th retry after a store outage: doubling from 100 ms up to 5 s, with jitter, so replicas do not retry in step. */
-function storeBackoffMs(attempt: number): number {
-  const ceiling = Math.min(5000, 100 * 2 ** Math.min(attempt - 1, 6));
-  return Math.round(ceiling * (0.5 + Math.random() / 2));
-}
-
-/** Whether an event says a session may be claimed now: live, not waiting for a human, and leased to nobody. */
-function claimable(event: SessionEvent): boolean {
-  return event.kind === "resync" || (event.leaseOwner === null && !isTerminal(event.state) && event.state !== "AWAITING_APPROVAL");
-}
-
-/**
- * `ses_` + 9 characters of creation time (milliseconds, base 36) + 11 random ones: ids of
- * sessions created together sort together, so the store's indexes keyed by session id (sessions,
- * audit rows, steps) touch a few recent pages per commit instead of one random page per session.
- */
-function newSessionId(now: number): string {
-  const time = now.toString(36).padStart(9, "0");
-  // The random bytes come from randomUUID, which draws on a cached entropy pool: randomBytes asks
-  // the CSPRNG on every call, about 1% of the orchestrator's CPU with one-step sessions. The
-  // UUID's version digit (12) and variant digit (16) are fixed, so they are left out.
-  const hex = randomUUID().replaceAll("-", "");
-  const random = hex.slice(0, 12) + hex.slice(13, 16) + hex.slice(17);
-  let id = `ses_${time}`;
-  for (let i = 0; i < 22; i += 2) id += ID_ALPHABET[Number.parseInt(random.slice(i, i + 2), 16) % ID_ALPHABET.length];
-  return id;
-}
-
 export class Orchestrator {
   readonly #runner: SessionRunner;
+  /** The one path that moves a session: the runner's moves and a human's alike. */
+  readonly #moves: SessionMoves;
+  readonly #human: HumanDeps;
   readonly #active = new Map<string, AbortController>();
   readonly #events: SessionEvents;
   #timer: NodeJS.Timeout | undefined;
@@ -123,23 +76,10 @@ export class Orchestrator {
   #waiting = false;
 
   constructor(private readonly options: OrchestratorOptions) {
-    this.#runner = new SessionRunner({
-      ...options,
-      onStopped: (s) => {
-        options.metrics?.stops.inc({ stop_reason: s.stopReason ?? "unknown" });
-        options.metrics?.stepsPerSession.observe(s.usage.steps);
-        options.log.info("session ended", { session_id: s.id, state: s.state, reason: s.stopReason ?? "", count: s.usage.steps, trace_id: String(s.context.traceId ?? "") });
-      },
-      onTransition: (to) => options.metrics?.transitions.inc({ to }),
-      onContextAlarm: (s, tokens) => {
-        options.metrics?.contextAlarms.inc();
-        options.log.warn("session context at 80% of the model window", { session_id: s.id, count: tokens, trace_id: String(s.context.traceId ?? "") });
-      },
-      onStep: (_s, tool, envelope) => {
-        options.metrics?.toolResults.inc({ tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error"), served_from: envelope.servedFrom });
-        options.metrics?.costMicros.inc(envelope.costMicros);
-      },
-    });
+    const hooks = sessionHooks(options.log, options.metrics);
+    this.#moves = new SessionMoves({ ...options, ...hooks });
+    this.#runner = new SessionRunner({ ...options, ...hooks }, this.#moves);
+    this.#human = { registry: options.registry, moves: this.#moves, now: options.now, get: (id) => this.get(id), abort: (id) => this.#active.get(id)?.abort() };
     this.#events = new SessionEvents(options.store, options.eventBackstopMs);
   }
 
@@ -251,7 +191,7 @@ export class Orchestrator {
         this.options.log.error("session runner failed", { error_name: (error as Error).name, error_message: (error as Error).message });
         const s = await this.options.store.get(session.id).catch(() => null);
         if (s && !isTerminal(s.state)) {
-          await this.#runner.stop(s, "unrecoverable_error", `the orchestrator failed: ${(error as Error).message}`).catch(() => undefined);
+          await this.#moves.stop(s, "unrecoverable_error", `the orchestrator failed: ${(error as Error).message}`, { fenced: false }).catch(() => undefined);
         }
       } finally {
         this.#active.delete(session.id);
@@ -261,26 +201,12 @@ export class Orchestrator {
     })();
   }
 
-  /**
-   * Ends the sessions whose approval expired unanswered. Every replica sweeps; the optimistic
-   * lock lets exactly one of them (or a human's answer racing it) move each session.
-   */
+  /** Ends the sessions whose approval expired unanswered (see expireApprovals); failures are logged once per outage. */
   async #sweepApprovals(): Promise<void> {
     if (this.#sweeping || this.#stopping) return;
     this.#sweeping = true;
     try {
-      for (let page = 0; page < SWEEP_PAGES; page += 1) {
-        const expired = await this.options.store.expiredApprovals(this.options.now(), SWEEP_BATCH);
-        for (const s of expired) {
-          const approval = (s.pending as { approval?: PendingApproval } | null)?.approval;
-          await this.#runner
-            .stop(s, "approval_denied", `approval ${approval?.approvalId ?? ""} expired unanswered`, {}, undefined, [], false)
-            .catch((error: unknown) => {
-              if (!(error instanceof StaleTransitionError)) throw error;
-            });
-        }
-        if (expired.length < SWEEP_BATCH) break;
-      }
+      await expireApprovals(this.#human, this.options.store);
       if (this.#sweepFailures > 0) this.options.log.info("approval sweep runs again", { count: this.#sweepFailures });
       this.#sweepFailures = 0;
     } catch (error) {
@@ -295,13 +221,6 @@ export class Orchestrator {
     if (!this.options.policies.has(input.policy)) {
       throw new OrchestratorError("UNKNOWN_POLICY", `policy "${input.policy}" is not configured; choose one of ${[...this.options.policies.keys()].join(", ")}`);
     }
-    const budget: BudgetLimits = {
-      maxSteps: input.budget.maxSteps || DEFAULT_BUDGET.maxSteps,
-      maxToolCalls: input.budget.maxToolCalls || DEFAULT_BUDGET.maxToolCalls,
-      maxTokens: input.budget.maxTokens || DEFAULT_BUDGET.maxTokens,
-      maxCostMicros: input.budget.maxCostMicros || DEFAULT_BUDGET.maxCostMicros,
-      deadlineMs: input.budget.deadlineMs || DEFAULT_BUDGET.deadlineMs,
-    };
     // With a free slot, the session is created leased to this replica and driven at once: no
     // claim, no re-read. Otherwise it waits, unleased, for whichever replica frees a slot first.
     const drive = !this.#stopping && this.#active.size + this.#starting < this.options.maxActiveSessions;
@@ -311,7 +230,7 @@ export class Orchestrator {
         id: newSessionId(this.options.now()),
         goal: input.goal,
         task: input.task,
-        budget,
+        budget: budgetOf(input.budget),
         scopes: [...input.scopes],
         policy: input.policy,
         createdBy: input.createdBy,
@@ -333,94 +252,26 @@ export class Orchestrator {
     return s;
   }
 
-  /**
-   * Cancels a session. An irreversible call in flight is never cut off: the cancel waits (up to
-   * the call's own timeout) for its outcome to be recorded, so the session ends CANCELLED with
-   * what really happened; past that it is refused with CALL_IN_FLIGHT, to be retried.
-   */
+  /** Cancels a session (see cancelSession: an irreversible call in flight is waited for, never cut off). */
   async cancel(id: string, cancelReason: string, by: string): Promise<SessionRecord> {
-    // Followed from before the first read: the outcome of a call in flight wakes the wait below.
+    // Followed from before the first read: the outcome of a call in flight wakes the wait.
     const changes = this.#events.follow(id);
     try {
-      return await this.#cancel(id, redactText(cancelReason), by, changes);
+      return await cancelSession(this.#human, id, redactText(cancelReason), by, changes);
     } finally {
       changes.close();
     }
   }
 
-  async #cancel(id: string, reason: string, by: string, changes: SessionFollower): Promise<SessionRecord> {
-    const started = this.options.now();
-    for (;;) {
-      const s = await this.get(id);
-      if (s.state === "CANCELLED") return s;
-      if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`);
-      const inFlight = this.#irreversibleInFlight(s);
-      if (inFlight) {
-        // Stops this replica's runner after the call is recorded (the call itself is not cut off),
-        // so the policy decides nothing more before the cancel lands.
-        this.#active.get(id)?.abort();
-        const left = started + inFlight.timeoutMs + 1000 - this.options.now();
-        if (left <= 0) {
-          throw new OrchestratorError("CALL_IN_FLIGHT", `session ${id} has an irreversible ${inFlight.name} call in flight whose outcome is still being resolved; cancel again shortly`);
-        }
-        await changes.next(undefined, left);
-        continue;
-      }
-      const done = sideEffectsOf(s, this.options.registry);
-      const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${done.length > 0 ? `; already done before the cancel: ${done.join(", ")}` : ""}`;
-      try {
-        const stopped = await this.#runner.stop(s, "cancelled", answer, {}, undefined, [], false);
-        this.#active.get(id)?.abort();
-        return stopped;
-      } catch (error) {
-        if (!(error instanceof StaleTransitionError)) throw error;
-      }
-    }
-  }
-
-  /** The irreversible tool a session is calling right now, if any. */
-  #irreversibleInFlight(s: SessionRecord): RegisteredTool | undefined {
-    if (s.state !== "TOOL_EXECUTING" && s.state !== "RETRYING") return undefined;
-    const call = (s.pending as { call?: { tool?: string } } | null)?.call;
-    const tool = call?.tool ? this.options.registry.get(call.tool) : undefined;
-    return tool?.effect === Effect.IRREVERSIBLE_EXTERNAL ? tool : undefined;
-  }
-
-  /**
-   * A human's answer to the approval a session waits on. It must name the approval and the
-   * arguments hash that were shown (anything else is stale: nothing is approved), and come from
-   * someone other than the session's creator (four eyes). The approver is the caller's
-   * authenticated subject.
-   */
-  async resolveApproval(input: { sessionId: string; approvalId: string; argumentsHash: string; approve: boolean; approver: string; reason: string }): Promise<SessionRecord> {
-    const s = await this.get(input.sessionId);
-    if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${s.id} already ended (${s.state})`);
-    const pending = (s.pending ?? {}) as { approval?: PendingApproval; [k: string]: unknown };
-    const approval = pending.approval;
-    if (s.state !== "AWAITING_APPROVAL" || !approval || approval.approvalId !== input.approvalId || approval.argumentsHash !== input.argumentsHash) {
-      throw new OrchestratorError(
-        "APPROVAL_MISMATCH",
-        `session ${s.id} is not waiting on approval ${input.approvalId} with arguments ${input.argumentsHash}${approval && s.state === "AWAITING_APPROVAL" ? ` (it waits on ${approval.approvalId} with arguments ${approval.argumentsHash}; look again)` : ""}; nothing was approved`,
-      );
-    }
-    if (input.approver === s.createdBy) {
-      throw new OrchestratorError("SELF_APPROVAL", `${input.approver} started session ${s.id} and cannot also ${input.approve ? "approve" : "deny"} its action; another person must`);
-    }
-    const now = this.options.now();
-    if (approval.expiresAt <= now) throw new OrchestratorError("APPROVAL_EXPIRED", `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`);
-    const by = redactText(`${input.approver}${input.reason ? `: ${input.reason}` : ""}`);
-    if (!input.approve) {
-      const answer =
-        approval.kind === "outcome_unknown"
-          ? `${approval.tool} was not re-sent (denied by ${by}); whether its earlier attempt took effect is unknown: check ${approval.tool}'s records`
-          : `${approval.tool} was not approved (denied by ${by}); nothing was executed`;
-      return this.#runner.stop(s, "approval_denied", answer, {}, undefined, [], false);
-    }
-    const approved = await this.#runner.approve(s, input.approver, by);
-    // Unleased since it began to wait: this replica claims it now if it has a free slot.
-    this.#waiting = true;
-    void this.#tick();
-    return approved;
+  /** A human's answer to the approval a session waits on; the approver is the caller's authenticated subject. */
+  async resolveApproval(input: ApprovalAnswer): Promise<SessionRecord> {
+    return answerApproval(this.#human, input, async (s, approver, by) => {
+      const approved = await this.#runner.approve(s, approver, by);
+      // Unleased since it began to wait: this replica claims it now if it has a free slot.
+      this.#waiting = true;
+      void this.#tick();
+      return approved;
+    });
   }
 
   async trace(id: string): Promise<string[]> {
@@ -428,32 +279,11 @@ export class Orchestrator {
     return this.options.traces.read(id);
   }
 
-  /**
-   * The session now, then its transitions and steps so far, then every new one as it is
-   * persisted, until the session ends. Between changes it waits on the store's events, reading
-   * only what is new when one arrives.
-   */
+  /** The session now, then every transition and step as it is persisted, until it ends (see watchSession). */
   async *watch(id: string, signal: AbortSignal): AsyncGenerator<WatchEvent> {
     const changes = this.#events.follow(id);
     try {
-      const s = await this.get(id);
-      yield { kind: "snapshot", session: s };
-      let ended = isTerminal(s.state);
-      let version = 0;
-      let steps = 0;
-      while (!signal.aborted) {
-        for (const audit of await this.options.store.auditTrail(id, version)) {
-          yield { kind: "transition", audit };
-          version = audit.version;
-          ended ||= isTerminal(audit.to);
-        }
-        for (const step of await this.options.store.steps(id, steps)) {
-          yield { kind: "step", step };
-          steps = step.step;
-        }
-        if (ended) return;
-        await changes.next(signal);
-      }
+      yield* watchSession(this.options.store, await this.get(id), changes, signal);
     } finally {
       changes.close();
     }

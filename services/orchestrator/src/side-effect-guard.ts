@@ -11,6 +11,7 @@ import type { ApprovalRules } from "./approvals.js";
 import { deadlineOf } from "./budget.js";
 import type { ResultEnvelope } from "./policy.js";
 import { redactText } from "./redact.js";
+import { type EffectRecord, effectsOf } from "./session/data.js";
 import { declaredEntities, type EntityReader, type GuardedEffect, type SideEffectRules, valueAt } from "./side-effects.js";
 import type { JsonObject, JsonValue, SessionRecord } from "./session-store.js";
 import type { ToolTokens } from "./tool-tokens.js";
@@ -23,27 +24,12 @@ export interface GuardDeps {
   readonly now: () => number;
 }
 
-/** One side effect a session made (or is making), kept in the session's context. */
-export interface EffectRecord extends JsonObject {
-  readonly key: string;
-  readonly tool: string;
-  readonly entity: string;
-  readonly entityId: string;
-  /** Minor units moved; 0 for effects that move no money. */
-  readonly amount: number;
-}
-
 export type GuardVerdict =
   /** Not allowed: an EPRECOND observation, and no call. */
   | { readonly kind: "refuse"; readonly message: string; readonly suggestedAction: string; readonly retryable: boolean }
   | { readonly kind: "stop"; readonly answer: string }
   | { readonly kind: "approve"; readonly why: string; readonly worldVersion: string; readonly effect: EffectRecord }
   | { readonly kind: "start"; readonly worldVersion: string; readonly effect: EffectRecord };
-
-/** The effects a session's context records as done (observed to succeed). */
-export function effectsOf(context: JsonObject): EffectRecord[] {
-  return Array.isArray(context.effects) ? (context.effects as unknown as EffectRecord[]) : [];
-}
 
 /** A live read the host makes for its own checks: the read's own token and deadline, and no cached or degraded answer. */
 export async function readLive(deps: GuardDeps, s: SessionRecord, reader: EntityReader, id: string): Promise<{ ok: true; data: JsonValue } | { ok: false; why: string }> {
@@ -99,7 +85,7 @@ export async function guardSideEffect(
   }
   const amount = guard.amountField ? num(args[guard.amountField]) : 0;
   const effect: EffectRecord = { key, tool: tool.name, entity: guard.entity, entityId, amount };
-  const done = effectsOf(s.context);
+  const done = effectsOf(s);
   const lowConfidence = confidence !== undefined && confidence < deps.approvals.minConfidence ? `policy confidence ${confidence} is below ${deps.approvals.minConfidence}` : undefined;
   if (done.some((e) => e.key === key)) return { kind: "start", worldVersion: "", effect };
   if (!guard.movesMoney || !guard.reader || !guard.risk) {

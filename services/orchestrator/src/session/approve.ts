@@ -1,0 +1,46 @@
+// A human approved the action a session waits on: the call goes out next (sent by whichever
+// replica drives the session), unless the world changed since the approval was asked.
+import type { JsonObject, SessionRecord } from "../session-store.js";
+import { readLive, worldVersionOf } from "../side-effect-guard.js";
+import { contextJson, contextOf, pendingJson, pendingOf, queueLeft } from "./data.js";
+import { APPROVED } from "./execute.js";
+import type { Kit } from "./kit.js";
+import { errorEnvelope } from "./plan.js";
+
+/**
+ * Unless the approval is to settle an unknown outcome (a re-send of the same effect), the world is
+ * read again first: if the entity changed since the approval was asked, the approval no longer
+ * covers it and the policy hears EAPPROVAL. Not fenced: a waiting session is leased to nobody.
+ */
+export async function approve(kit: Kit, s: SessionRecord, approver: string, why: string): Promise<SessionRecord> {
+  const { deps, moves } = kit;
+  const pending = pendingOf(s);
+  const call = pending.call!;
+  const approval = pending.approval!;
+  const tool = deps.registry.get(call.tool)!;
+  const guard = deps.rules.effectOf(tool);
+  const audit = { tool: approval.tool, argsHash: approval.argumentsHash };
+  if (approval.kind !== "outcome_unknown" && call.worldVersion && guard?.reader) {
+    const entityId = String((JSON.parse(call.arguments) as JsonObject)[guard.idField] ?? "");
+    const live = await readLive(deps, s, guard.reader, entityId);
+    const current = live.ok ? worldVersionOf(guard, entityId, live.data) : undefined;
+    if (current !== call.worldVersion) {
+      const message = live.ok
+        ? `the world changed since the approval was asked (${call.worldVersion} → ${current}); look again and ask for a new approval`
+        : `the world could not be read again before acting on the approval (${live.why}); ask for a new approval`;
+      const envelope = errorEnvelope("EAPPROVAL", message, `look the ${guard.entity} up again`, deps.now());
+      const ctx = contextOf(s);
+      const history = [...ctx.history, { kind: "observation" as const, callId: call.id, tool: call.tool, envelope }];
+      return moves.move(s, "THINKING", {
+        audit: { reason: `approved by ${why}, but the approval no longer matches the world`, ...audit, outcome: "EAPPROVAL" },
+        patch: { context: contextJson({ ...ctx, history }), pending: queueLeft(pending.queue) },
+        fenced: false,
+      });
+    }
+  }
+  return moves.move(s, "TOOL_EXECUTING", {
+    audit: { reason: `approved by ${why}`, ...audit, outcome: "approved" },
+    patch: { usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 }, pending: pendingJson({ ...pending, approval: null, approvedBy: approver, startedBy: APPROVED }) },
+    fenced: false,
+  });
+}

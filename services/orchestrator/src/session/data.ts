@@ -1,0 +1,144 @@
+// What a session keeps between steps, stored as JSON: its context (history, progress
+// fingerprints, trace, effects made) and its pending work (calls queued, the call in flight, an
+// approval). Parsed here, once per record the store hands over, into the types the runner uses.
+import { Effect } from "@loopguard/tool-sdk";
+import { z } from "zod";
+import type { HistoryItem, ResultEnvelope } from "../policy.js";
+import { redact } from "../redact.js";
+import type { JsonObject, JsonValue, SessionRecord } from "../session-store.js";
+import type { ToolRegistry } from "../tool-registry.js";
+import { sessionTraceId } from "./trace-id.js";
+
+/** A tool result's data is JSON the host made itself (from the tool's answer); it is kept, not re-checked. */
+const json = z.custom<JsonValue>(() => true);
+
+const envelopeSchema = z.object({
+  ok: z.boolean(),
+  data: json.optional(),
+  error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean(), suggestedAction: z.string() }).optional(),
+  refs: z.array(z.string()).readonly(),
+  costMicros: z.number(),
+  servedFrom: z.enum(["live", "cache", "degraded", "none"]),
+  observedAt: z.string(),
+});
+
+const HISTORY_KINDS: ReadonlySet<unknown> = new Set(["call", "observation", "rejected_answer"]);
+
+/**
+ * History items are checked by kind only and kept as the same objects: history-json caches each
+ * item's JSON text by identity, so a copy would serialise the whole history again on every step.
+ */
+const historyItemSchema = z.custom<HistoryItem>((item) => typeof item === "object" && item !== null && HISTORY_KINDS.has((item as { kind?: unknown }).kind), "a history item");
+
+const effectSchema = z.object({ key: z.string(), tool: z.string(), entity: z.string(), entityId: z.string(), amount: z.number() });
+
+const contextSchema = z.looseObject({
+  history: z.array(historyItemSchema).default([]),
+  fingerprints: z.array(z.string()).default([]),
+  traceId: z.string().optional(),
+  traceSteps: z.number().default(0),
+  contextTokens: z.number().optional(),
+  compressions: z.number().optional(),
+  effects: z.array(effectSchema).optional(),
+});
+
+const callRequestSchema = z.object({ id: z.string(), name: z.string(), arguments: z.string() });
+
+const pendingCallSchema = z.object({
+  id: z.string(),
+  tool: z.string(),
+  arguments: z.string(),
+  argsHash: z.string(),
+  worldVersion: z.string(),
+  /** The effect an irreversible call will make. */
+  effect: effectSchema.optional(),
+});
+
+const approvalSchema = z.object({
+  approvalId: z.string(),
+  tool: z.string(),
+  argumentsHash: z.string(),
+  worldVersion: z.string(),
+  reason: z.string(),
+  expiresAt: z.number(),
+  kind: z.enum(["", "outcome_unknown"]),
+});
+
+const pendingSchema = z.object({
+  queue: z.array(callRequestSchema).default([]),
+  call: pendingCallSchema.optional(),
+  approval: approvalSchema.nullish(),
+  envelope: envelopeSchema.optional(),
+  approvedBy: z.string().optional(),
+  confidence: z.number().optional(),
+  /** The run that sends the call, or APPROVED (see execute.ts); any other run's call was interrupted. */
+  startedBy: z.string().optional(),
+  attempt: z.number().optional(),
+  durationMs: z.number().optional(),
+  /** An irreversible call was (or may have been) sent and its outcome is not known yet: only the tool's own answer to the same key settles it. */
+  unsettled: z.boolean().optional(),
+});
+
+export type EffectRecord = z.infer<typeof effectSchema>;
+export type SessionContext = z.infer<typeof contextSchema> & { readonly traceId: string };
+export type PendingCall = z.infer<typeof pendingCallSchema>;
+export type Pending = z.infer<typeof pendingSchema>;
+export type PendingApprovalData = z.infer<typeof approvalSchema>;
+
+const contexts = new WeakMap<SessionRecord, SessionContext>();
+const pendings = new WeakMap<SessionRecord, Pending>();
+
+/** The session's context, typed (records are immutable, so each is parsed once). */
+export function contextOf(s: SessionRecord): SessionContext {
+  let parsed = contexts.get(s);
+  if (!parsed) {
+    parsed = { ...contextSchema.parse(s.context), traceId: sessionTraceId(s) };
+    contexts.set(s, parsed);
+  }
+  return parsed;
+}
+
+/** The session's pending work, typed; none is an empty queue. */
+export function pendingOf(s: SessionRecord): Pending {
+  let parsed = pendings.get(s);
+  if (!parsed) {
+    parsed = pendingSchema.parse(s.pending ?? {});
+    pendings.set(s, parsed);
+  }
+  return parsed;
+}
+
+/** The effects a session's context records as done (observed to succeed). */
+export function effectsOf(s: SessionRecord): EffectRecord[] {
+  return contextOf(s).effects ?? [];
+}
+
+// Context and pending are JSON by construction (every field above is JSON); the store takes them as such.
+export function contextJson(context: SessionContext): JsonObject {
+  return context as unknown as JsonObject;
+}
+
+export function pendingJson(pending: Pending): JsonObject {
+  return pending as unknown as JsonObject;
+}
+
+/** The pending work left after a call: the rest of the queue, or nothing. */
+export function queueLeft(queue: Pending["queue"]): JsonObject | null {
+  return queue.length > 0 ? pendingJson({ queue }) : null;
+}
+
+export function envelopeJson(envelope: ResultEnvelope): JsonObject {
+  return envelope as unknown as JsonObject;
+}
+
+/** The envelope with personal data redacted (from its data, messages and refs alike), still an envelope. */
+export function redactedEnvelope(envelope: ResultEnvelope): ResultEnvelope {
+  return envelopeSchema.parse(redact(envelopeJson(envelope)));
+}
+
+/** The irreversible side effects a session has observed succeed, by their world references (e.g. "refund:rf_…"). */
+export function sideEffectsOf(s: SessionRecord, registry: ToolRegistry): string[] {
+  return contextOf(s).history.flatMap((item) =>
+    item.kind === "observation" && item.envelope.ok && registry.get(item.tool)?.effect === Effect.IRREVERSIBLE_EXTERNAL ? [`${item.tool} ${item.envelope.refs.join(" ")}`] : [],
+  );
+}

@@ -1,0 +1,124 @@
+// Call execution: the pending call goes out through the tool's client and its answer is
+// observed; a call a dead replica left in flight is re-issued only when that is safe; an
+// irreversible call whose outcome is unknown is settled by re-sending the same idempotency key
+// before the policy hears anything, or goes to a human.
+import { setTimeout as sleep } from "node:timers/promises";
+import { Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
+import { newApproval } from "../approvals.js";
+import type { SessionRecord } from "../session-store.js";
+import type { RegisteredTool } from "../tool-registry.js";
+import { type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
+import type { Kit } from "./kit.js";
+import { safeToReissue } from "./plan.js";
+import { type InFlight, observeSent, type Sent, send } from "./send.js";
+
+/** `pending.startedBy` of a call a human approved: it goes out next, sent by whichever replica drives the session. */
+export const APPROVED = "approved";
+/** Re-sends with the same key before an unknown outcome goes to a human, and the wait before the first (then 2×, 3×). */
+const OUTCOME_RESOLUTION_ROUNDS = 3;
+const OUTCOME_RESOLUTION_BACKOFF_MS = 500;
+const OUTCOME_RESOLUTION_MAX_WAIT_MS = 10_000;
+
+function describe(error: ToolCallError): string {
+  return `${status[error.code] ?? error.code}${error.reason ? ` ${error.reason}` : ""}`;
+}
+
+/**
+ * A call whose run died with it (another run started it, and no human approved it since): sent
+ * again when that is safe — an interrupted side effect's re-send settles it, it does not start
+ * it — and otherwise left to a human.
+ */
+async function reissue(kit: Kit, s: SessionRecord, tool: RegisteredTool, call: PendingCall, pending: Pending): Promise<SessionRecord> {
+  const { deps, moves } = kit;
+  const audit = { tool: tool.name, argsHash: call.argsHash };
+  if (!safeToReissue(tool, call)) {
+    const approval = newApproval(tool.name, call.argsHash, call.worldVersion, "an interrupted call of a non-idempotent tool may or may not have taken effect", deps.now(), deps.approvals, "outcome_unknown");
+    return moves.move(s, "AWAITING_APPROVAL", { audit: { reason: "interrupted non-idempotent call needs a human", ...audit }, patch: { pending: pendingJson({ ...pending, approval, startedBy: "" }) } });
+  }
+  let state = s;
+  if (state.state === "RETRYING") state = await moves.move(state, "TOOL_EXECUTING", { audit: { reason: "re-issuing an interrupted call", ...audit } });
+  const unsettled = tool.effect === Effect.IRREVERSIBLE_EXTERNAL ? { unsettled: true } : {};
+  return moves.move(state, state.state === "TOOL_EXECUTING" ? "RETRYING" : "TOOL_EXECUTING", {
+    audit: { reason: "re-issuing an interrupted call (safe: read-only or same idempotency key)", ...audit },
+    patch: { pending: pendingJson({ ...pending, startedBy: deps.runId, ...unsettled }) },
+  });
+}
+
+/**
+ * Makes the pending call and observes its answer. `recorded`, when given, is the commit of this
+ * TOOL_EXECUTING record still in flight (`s` is what it will be); it settles before any write.
+ */
+export async function execute(kit: Kit, s: SessionRecord, signal: AbortSignal, recorded?: Promise<SessionRecord>): Promise<SessionRecord> {
+  const { deps, moves } = kit;
+  const pending = pendingOf(s);
+  const call = pending.call;
+  if (!call) return moves.stop(s, "unrecoverable_error", "a tool call was in flight but its record is missing");
+  const tool = deps.registry.get(call.tool)!;
+  // "approved": a human approved this call, and it goes out now (with its idempotency key, so
+  // whoever sends it — this replica, or the next after a crash — sends the same effect).
+  if (pending.startedBy !== deps.runId && pending.startedBy !== APPROVED) return reissue(kit, s, tool, call, pending);
+  const audit = { tool: tool.name, argsHash: call.argsHash };
+  if (s.state === "RETRYING") return moves.move(s, "TOOL_EXECUTING", { audit: { reason: "retrying", ...audit } });
+  let state = s;
+  let unsettled = recorded;
+  const settle = async () => {
+    if (unsettled) state = await unsettled;
+    unsettled = undefined;
+  };
+  const client = deps.clients.get(tool.tool);
+  if (!client) {
+    await settle();
+    return moves.stop(state, "unrecoverable_error", `no client for tool ${tool.tool}`);
+  }
+  const onRetry = async () => {
+    await settle();
+    state = await moves.move(state, "RETRYING", { audit: { reason: "retryable failure", ...audit } });
+    state = await moves.move(state, "TOOL_EXECUTING", { audit: { reason: "retrying", ...audit } });
+  };
+  const flight: InFlight = { tool, client, call, pending };
+  const sent = await send(kit, state, flight, signal, onRetry);
+  await settle();
+  if ("error" in sent && tool.effect === Effect.IRREVERSIBLE_EXTERNAL && !sent.error.refusedByTool && (sent.error.outcomeUnknown || pending.unsettled)) {
+    return resolveUnknown(kit, state, flight, sent.error, signal);
+  }
+  return observeSent(kit, state, flight, sent);
+}
+
+/**
+ * The call was sent but its outcome is unknown (a deadline, a dropped connection …): the host
+ * finds out before the policy hears anything, by sending the same request with the same
+ * idempotency key again — the tool replays it if it happened, makes it once if not. Until a
+ * definite answer comes, nothing is reported as failed; if none comes, a human decides, and
+ * approving re-sends it the same way. Shutdown or a lost lease leaves the session
+ * TOOL_EXECUTING, and whoever takes it over re-sends with the same key.
+ */
+async function resolveUnknown(kit: Kit, s: SessionRecord, before: InFlight, first: ToolCallError, signal: AbortSignal): Promise<SessionRecord> {
+  const { deps, moves } = kit;
+  const { tool, call } = before;
+  const flight: InFlight = { ...before, pending: { ...before.pending, unsettled: true } };
+  const audit = { tool: tool.name, argsHash: call.argsHash };
+  let state = s;
+  let last = first;
+  for (let round = 1; round <= OUTCOME_RESOLUTION_ROUNDS; round += 1) {
+    if (signal.aborted) return state;
+    const why = `outcome of ${tool.name} unknown (${describe(last)}); re-sending it with the same idempotency key`;
+    state = await moves.move(state, "RETRYING", { audit: { reason: why, ...audit, outcome: "outcome_unknown" }, patch: { pending: pendingJson(flight.pending) } });
+    // The tool's (or the breaker's) RetryInfo when it gives one, bounded; else a growing backoff.
+    const waitMs = Math.min(Math.max(OUTCOME_RESOLUTION_BACKOFF_MS * round, last.retryAfterMs ?? 0), OUTCOME_RESOLUTION_MAX_WAIT_MS);
+    await sleep(waitMs, undefined, { signal }).catch(() => undefined);
+    state = await moves.move(state, "TOOL_EXECUTING", { audit: { reason: `re-sending ${tool.name} (round ${round})`, ...audit } });
+    const sent: Sent = await send(kit, state, flight, signal);
+    // Settled only by the tool's own answer to the same key: done (made now, or replayed), or
+    // refused by the tool (then no earlier attempt made it either). A refusal before any handler
+    // ran (an open breaker, a shed, a drain) says nothing about the earlier attempt.
+    if (!("error" in sent) || sent.error.refusedByTool) return observeSent(kit, state, flight, sent);
+    last = sent.error;
+  }
+  const reason = `the outcome of ${tool.name} is unknown after ${OUTCOME_RESOLUTION_ROUNDS} re-sends (last: ${describe(last)}); approving re-sends it with the same idempotency key, which makes it at most once`;
+  const approval = newApproval(tool.name, call.argsHash, call.worldVersion, reason, deps.now(), deps.approvals, "outcome_unknown");
+  return moves.move(state, "AWAITING_APPROVAL", {
+    audit: { reason: "outcome unknown: a human decides", ...audit, outcome: "outcome_unknown" },
+    patch: { pending: pendingJson({ ...flight.pending, approval, startedBy: "" }) },
+  });
+}
+

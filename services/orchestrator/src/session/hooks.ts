@@ -1,0 +1,28 @@
+// What the orchestrator's metrics and log hear of sessions: every move and stop (from
+// SessionMoves, the one path that moves a session), every observed tool result, context alarms.
+import type { Logger } from "@loopguard/tool-sdk";
+import type { SessionMetrics } from "../session-metrics.js";
+import type { RunnerDeps } from "./kit.js";
+import type { MoveDeps } from "./moves.js";
+import { sessionTraceId } from "./trace-id.js";
+
+export type SessionHooks = Required<Pick<MoveDeps, "onTransition" | "onStopped"> & Pick<RunnerDeps, "onContextAlarm" | "onStep">>;
+
+export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): SessionHooks {
+  return {
+    onTransition: (to) => metrics?.transitions.inc({ to }),
+    onStopped: (s) => {
+      metrics?.stops.inc({ stop_reason: s.stopReason ?? "unknown" });
+      metrics?.stepsPerSession.observe(s.usage.steps);
+      log.info("session ended", { session_id: s.id, state: s.state, reason: s.stopReason ?? "", count: s.usage.steps, trace_id: sessionTraceId(s) });
+    },
+    onContextAlarm: (s, tokens) => {
+      metrics?.contextAlarms.inc();
+      log.warn("session context at 80% of the model window", { session_id: s.id, count: tokens, trace_id: sessionTraceId(s) });
+    },
+    onStep: (_s, tool, envelope) => {
+      metrics?.toolResults.inc({ tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error"), served_from: envelope.servedFrom });
+      metrics?.costMicros.inc(envelope.costMicros);
+    },
+  };
+}

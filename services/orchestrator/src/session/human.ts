@@ -1,0 +1,128 @@
+// What a human does to a session: cancel it, or answer the approval it waits on. Both move it
+// through SessionMoves like every other move (counted, audited), unfenced: a waiting session is
+// leased to nobody, and a running one may be another replica's.
+import { Effect } from "@loopguard/tool-sdk";
+import { OrchestratorError } from "../orchestrator-error.js";
+import { redactText } from "../redact.js";
+import type { SessionFollower } from "../session-events.js";
+import { isTerminal } from "../session-state.js";
+import { type SessionRecord, type SessionStore, StaleTransitionError } from "../session-store.js";
+import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
+import { pendingOf, sideEffectsOf } from "./data.js";
+import type { SessionMoves } from "./moves.js";
+
+export interface HumanDeps {
+  readonly registry: ToolRegistry;
+  readonly moves: SessionMoves;
+  readonly now: () => number;
+  /** The session, or SESSION_NOT_FOUND. */
+  get(id: string): Promise<SessionRecord>;
+  /** Stops this replica's runner of the session, if it drives it. */
+  abort(id: string): void;
+}
+
+export interface ApprovalAnswer {
+  readonly sessionId: string;
+  readonly approvalId: string;
+  readonly argumentsHash: string;
+  readonly approve: boolean;
+  readonly approver: string;
+  readonly reason: string;
+}
+
+/** The irreversible tool a session is calling right now, if any. */
+function irreversibleInFlight(s: SessionRecord, registry: ToolRegistry): RegisteredTool | undefined {
+  if (s.state !== "TOOL_EXECUTING" && s.state !== "RETRYING") return undefined;
+  const call = pendingOf(s).call;
+  const tool = call ? registry.get(call.tool) : undefined;
+  return tool?.effect === Effect.IRREVERSIBLE_EXTERNAL ? tool : undefined;
+}
+
+/**
+ * Cancels a session. An irreversible call in flight is never cut off: the cancel waits (up to the
+ * call's own timeout, woken by `changes`) for its outcome to be recorded, so the session ends
+ * CANCELLED with what really happened; past that it is refused with CALL_IN_FLIGHT, to be retried.
+ */
+export async function cancelSession(d: HumanDeps, id: string, reason: string, by: string, changes: SessionFollower): Promise<SessionRecord> {
+  const started = d.now();
+  for (;;) {
+    const s = await d.get(id);
+    if (s.state === "CANCELLED") return s;
+    if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`);
+    const inFlight = irreversibleInFlight(s, d.registry);
+    if (inFlight) {
+      // Stops this replica's runner after the call is recorded (the call itself is not cut off),
+      // so the policy decides nothing more before the cancel lands.
+      d.abort(id);
+      const left = started + inFlight.timeoutMs + 1000 - d.now();
+      if (left <= 0) {
+        throw new OrchestratorError("CALL_IN_FLIGHT", `session ${id} has an irreversible ${inFlight.name} call in flight whose outcome is still being resolved; cancel again shortly`);
+      }
+      await changes.next(undefined, left);
+      continue;
+    }
+    const done = sideEffectsOf(s, d.registry);
+    const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${done.length > 0 ? `; already done before the cancel: ${done.join(", ")}` : ""}`;
+    try {
+      const stopped = await d.moves.stop(s, "cancelled", answer, { fenced: false });
+      d.abort(id);
+      return stopped;
+    } catch (error) {
+      if (!(error instanceof StaleTransitionError)) throw error;
+    }
+  }
+}
+
+/**
+ * A human's answer to the approval a session waits on. It must name the approval and the
+ * arguments hash that were shown (anything else is stale: nothing is approved), and come from
+ * someone other than the session's creator (four eyes). A deny ends the session here; an approval
+ * is checked and recorded by `approve`.
+ */
+export async function answerApproval(
+  d: HumanDeps,
+  input: ApprovalAnswer,
+  approve: (s: SessionRecord, approver: string, by: string) => Promise<SessionRecord>,
+): Promise<SessionRecord> {
+  const s = await d.get(input.sessionId);
+  if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${s.id} already ended (${s.state})`);
+  const approval = pendingOf(s).approval;
+  if (s.state !== "AWAITING_APPROVAL" || !approval || approval.approvalId !== input.approvalId || approval.argumentsHash !== input.argumentsHash) {
+    throw new OrchestratorError(
+      "APPROVAL_MISMATCH",
+      `session ${s.id} is not waiting on approval ${input.approvalId} with arguments ${input.argumentsHash}${approval && s.state === "AWAITING_APPROVAL" ? ` (it waits on ${approval.approvalId} with arguments ${approval.argumentsHash}; look again)` : ""}; nothing was approved`,
+    );
+  }
+  if (input.approver === s.createdBy) {
+    throw new OrchestratorError("SELF_APPROVAL", `${input.approver} started session ${s.id} and cannot also ${input.approve ? "approve" : "deny"} its action; another person must`);
+  }
+  if (approval.expiresAt <= d.now()) throw new OrchestratorError("APPROVAL_EXPIRED", `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`);
+  const by = redactText(`${input.approver}${input.reason ? `: ${input.reason}` : ""}`);
+  if (input.approve) return approve(s, input.approver, by);
+  const answer =
+    approval.kind === "outcome_unknown"
+      ? `${approval.tool} was not re-sent (denied by ${by}); whether its earlier attempt took effect is unknown: check ${approval.tool}'s records`
+      : `${approval.tool} was not approved (denied by ${by}); nothing was executed`;
+  return d.moves.stop(s, "approval_denied", answer, { fenced: false });
+}
+
+/** Most expired approvals one sweep ends; the next sweep takes the rest. */
+const SWEEP_BATCH = 100;
+const SWEEP_PAGES = 10;
+
+/**
+ * Ends the sessions whose approval expired unanswered. Every replica sweeps; the optimistic lock
+ * lets exactly one of them (or a human's answer racing it) move each session.
+ */
+export async function expireApprovals(d: HumanDeps, store: SessionStore): Promise<void> {
+  for (let page = 0; page < SWEEP_PAGES; page += 1) {
+    const expired = await store.expiredApprovals(d.now(), SWEEP_BATCH);
+    for (const s of expired) {
+      const approval = pendingOf(s).approval;
+      await d.moves.stop(s, "approval_denied", `approval ${approval?.approvalId ?? ""} expired unanswered`, { fenced: false }).catch((error: unknown) => {
+        if (!(error instanceof StaleTransitionError)) throw error;
+      });
+    }
+    if (expired.length < SWEEP_BATCH) return;
+  }
+}

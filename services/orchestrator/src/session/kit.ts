@@ -1,0 +1,42 @@
+// What every part of the runner works with: its dependencies, the one path that moves a session,
+// and the session's spans and step records.
+import type { DescService } from "@bufbuild/protobuf";
+import type { ToolClient } from "@loopguard/tool-sdk";
+import type { ApprovalRules } from "../approvals.js";
+import type { ContextLimits } from "../context-governance.js";
+import type { Policy, ResultEnvelope } from "../policy.js";
+import type { SessionRecord, SessionStore } from "../session-store.js";
+import type { SideEffectRules } from "../side-effects.js";
+import type { ToolRegistry } from "../tool-registry.js";
+import type { ToolTokens } from "../tool-tokens.js";
+import type { TraceSink } from "../trace-sink.js";
+import type { SessionMoves } from "./moves.js";
+import type { SessionSpans } from "./spans.js";
+
+export interface RunnerDeps {
+  readonly store: SessionStore;
+  readonly registry: ToolRegistry;
+  /** Clients by the contract's tool name ("kb-search", "billing", "risk"). */
+  readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
+  readonly policies: ReadonlyMap<string, Policy>;
+  readonly traces: TraceSink;
+  /** Per-call tool credentials: this session, this method's scope, this call's deadline. */
+  readonly tokens: ToolTokens;
+  /** The side-effect guards the contracts declare. */
+  readonly rules: SideEffectRules;
+  readonly approvals: ApprovalRules;
+  /** Lease owner (this replica); every transition is fenced by it. */
+  readonly owner: string;
+  readonly runId: string;
+  readonly now: () => number;
+  readonly context?: ContextLimits;
+  /** Raised when a session's history reaches 80% of the model's window. */
+  readonly onContextAlarm?: (session: SessionRecord, tokens: number) => void;
+  readonly onStep?: (session: SessionRecord, tool: string, envelope: ResultEnvelope) => void;
+}
+
+export interface Kit {
+  readonly deps: RunnerDeps;
+  readonly moves: SessionMoves;
+  readonly spans: SessionSpans;
+}

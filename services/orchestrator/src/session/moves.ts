@@ -1,0 +1,89 @@
+// The one path that moves a session: every change of state — the runner's, a human's cancel,
+// approval or deny, an expiry, a crash re-issue — is a persisted transition (state + version,
+// with its audit rows) made here, and counted here (transitions, stops) and traced here (steps).
+import { redactText } from "../redact.js";
+import type { SessionState, StopReason } from "../session-state.js";
+import type { AuditInput, SessionPatch, SessionRecord, SessionStore, StepRecord } from "../session-store.js";
+import type { TraceSink } from "../trace-sink.js";
+
+/** A state a persisted transition passes through, with what its audit row says. */
+export interface Via {
+  readonly state: SessionState;
+  readonly audit: Omit<AuditInput, "at">;
+}
+
+export interface MoveOptions {
+  readonly audit: Omit<AuditInput, "at">;
+  readonly patch?: Partial<SessionPatch>;
+  /** The step this move completes, stored in the same transaction. */
+  readonly step?: StepRecord;
+  /** States passed on the way, each with its own audit row. */
+  readonly via?: readonly Via[];
+  /** Fenced by this replica's lease (the runner's moves); a human's move is not: the session may be leased to nobody. */
+  readonly fenced?: boolean;
+}
+
+export type StopOptions = Omit<MoveOptions, "audit">;
+
+export interface MoveDeps {
+  readonly store: SessionStore;
+  readonly traces: TraceSink;
+  /** Lease owner (this replica); every fenced transition is fenced by it. */
+  readonly owner: string;
+  readonly now: () => number;
+  readonly onTransition?: (to: SessionState) => void;
+  readonly onStopped?: (session: SessionRecord) => void;
+}
+
+const STARTED: Via = { state: "THINKING", audit: { reason: "session started" } };
+
+/** The states a move from `s` to `to` passes first: from IDLE, THINKING (the session's start). */
+export function startOf(s: SessionRecord, to: SessionState): readonly Via[] {
+  return s.state === "IDLE" && to !== "THINKING" ? [STARTED] : [];
+}
+
+/** Terminal state for a stop reason. */
+export function terminalStateOf(reason: StopReason): SessionState {
+  return reason === "done" ? "DONE" : reason === "cancelled" ? "CANCELLED" : "FAILED";
+}
+
+export class SessionMoves {
+  constructor(private readonly deps: MoveDeps) {}
+
+  /**
+   * One persisted transition: through the `via` states, to `to`. From IDLE the session passes
+   * THINKING first: its first decision is made before the start is stored, and both commit together.
+   */
+  async move(s: SessionRecord, to: SessionState, { audit, patch, step, via: through = [], fenced = true }: MoveOptions): Promise<SessionRecord> {
+    const at = this.deps.now();
+    const via = [...startOf(s, to), ...through];
+    const moved = await this.deps.store.transition({
+      id: s.id,
+      from: s.state,
+      to,
+      expectedVersion: s.version,
+      current: s,
+      audit: { ...audit, at },
+      ...(fenced ? { owner: this.deps.owner } : {}),
+      ...(via.length > 0 ? { via: via.map((v) => ({ state: v.state, audit: { ...v.audit, at } })) } : {}),
+      ...(patch ? { patch } : {}),
+      ...(step ? { step } : {}),
+    });
+    for (const v of via) this.deps.onTransition?.(v.state);
+    this.deps.onTransition?.(to);
+    if (step) await this.deps.traces.append(step);
+    return moved;
+  }
+
+  /** Ends the session with `reason` and its (redacted) answer; nothing stays pending. */
+  async stop(s: SessionRecord, reason: StopReason, answer: string, options: StopOptions = {}): Promise<SessionRecord> {
+    const clean = redactText(answer);
+    const done = await this.move(s, terminalStateOf(reason), {
+      ...options,
+      audit: { reason: `${reason}: ${clean.slice(0, 300)}`, outcome: reason },
+      patch: { ...options.patch, stopReason: reason, answer: clean, pending: null },
+    });
+    this.deps.onStopped?.(done);
+    return done;
+  }
+}

@@ -1,0 +1,84 @@
+// Observation: a tool's result (or the host's own verdict on a call) goes into the session's
+// history, governed to the model's window, fingerprinted for progress, with its step record; then
+// the session thinks again, or stops when it makes no progress.
+import { DEFAULT_CONTEXT_LIMITS, governContext } from "../context-governance.js";
+import type { ResultEnvelope, ToolCallRequest } from "../policy.js";
+import { fingerprint, isStuck, NO_PROGRESS_WINDOW } from "../progress.js";
+import { redactText } from "../redact.js";
+import type { SessionRecord } from "../session-store.js";
+import { contextJson, contextOf, effectsOf, envelopeJson, type Pending, pendingOf, queueLeft, redactedEnvelope } from "./data.js";
+import type { Kit } from "./kit.js";
+import type { Via } from "./moves.js";
+
+/**
+ * Appends the observation in `pending` to the history and moves on to THINKING (or stops on no
+ * progress). `s` is OBSERVING with the result in `pending`, or is still TOOL_EXECUTING and passes
+ * `via` OBSERVING in the same transition.
+ */
+export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pendingOf(s), via: readonly Via[] = []): Promise<SessionRecord> {
+  const { deps, moves } = kit;
+  const call = pending.call;
+  const envelope = pending.envelope;
+  if (!call || !envelope) return moves.stop(s, "unrecoverable_error", "an observation was expected but none was recorded");
+  const ctx = contextOf(s);
+  const clean = redactedEnvelope(envelope);
+  const durationMs = pending.durationMs ?? 0;
+  const governed = governContext([...ctx.history, { kind: "observation", callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(durationMs) }], deps.context ?? DEFAULT_CONTEXT_LIMITS);
+  if (governed.alarm) deps.onContextAlarm?.(s, governed.tokens);
+  const outcome = envelope.ok ? JSON.stringify(envelope.data ?? null) : (envelope.error?.code ?? "error");
+  const print = fingerprint(call.tool, call.arguments, outcome, envelope.refs);
+  const fingerprints = [...ctx.fingerprints, print].slice(-10);
+  const step = ctx.traceSteps + 1;
+  const usage = { ...s.usage, costMicros: s.usage.costMicros + envelope.costMicros };
+  const record = kit.spans.step(s, {
+    step,
+    before: "TOOL_EXECUTING",
+    after: "OBSERVING",
+    decision: { kind: "tool_call", id: call.id, name: call.tool, arguments: call.arguments, served_from: envelope.servedFrom },
+    result: envelopeJson(clean),
+    fingerprint: print,
+    durationMs,
+    attempt: pending.attempt ?? 1,
+  });
+  const effects = effectsOf(s);
+  const context = contextJson({
+    ...ctx,
+    history: [...governed.history],
+    fingerprints,
+    traceSteps: step,
+    contextTokens: governed.tokens,
+    compressions: (ctx.compressions ?? 0) + governed.compressed,
+    // A side effect observed done is counted in the session's totals and known as made (a later
+    // call with the same key is its replay); a failed one was not made.
+    ...(call.effect && envelope.ok && !effects.some((e) => e.key === call.effect!.key) ? { effects: [...effects, call.effect] } : {}),
+  });
+  deps.onStep?.(s, call.tool, envelope);
+  if (isStuck(fingerprints)) {
+    return moves.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`, { patch: { usage, context }, step: record, via });
+  }
+  return moves.move(s, "THINKING", {
+    audit: { reason: `observed ${call.tool}`, tool: call.tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error") },
+    patch: { usage, context, pending: queueLeft(pending.queue) },
+    step: record,
+    via,
+  });
+}
+
+/** Records an observation that needed no tool call (EINVAL, ENOTOOL …) and goes on thinking. */
+export async function observeInPlace(kit: Kit, s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], envelope: ResultEnvelope, reason: string): Promise<SessionRecord> {
+  const ctx = contextOf(s);
+  // The model wrote the name too: an unknown tool's name is stored like its arguments.
+  const name = redactText(call.name);
+  const history = [
+    ...ctx.history,
+    { kind: "call" as const, callId: call.id, tool: name, arguments: redactText(call.arguments) },
+    { kind: "observation" as const, callId: call.id, tool: name, envelope },
+  ];
+  const step = ctx.traceSteps + 1;
+  const record = kit.spans.step(s, { step, before: s.state, after: s.state, decision: { kind: "tool_call", id: call.id, name: call.name, arguments: call.arguments }, result: envelopeJson(envelope), durationMs: 0 });
+  return kit.moves.move(s, "THINKING", {
+    audit: { reason, tool: name, outcome: envelope.error?.code ?? "ok" },
+    patch: { context: contextJson({ ...ctx, history, traceSteps: step }), pending: queueLeft(rest) },
+    step: record,
+  });
+}

@@ -1,0 +1,81 @@
+import { describe, expect, it } from "vitest";
+import { DEFAULT_BUDGET } from "../budget.js";
+import type { Usage } from "../session-store.js";
+import { type RegisteredTool, ToolRegistry } from "../tool-registry.js";
+import type { SessionContext } from "./data.js";
+import { argsHash, type CheckInput, checkCall, idempotencyKeyOf, safeToReissue } from "./plan.js";
+
+const registry = new ToolRegistry();
+const NOW = Date.UTC(2026, 0, 1);
+const FRESH: Usage = { steps: 1, toolCalls: 0, tokens: 0, costMicros: 0, startedAt: NOW };
+const CONTEXT: SessionContext = { history: [], fingerprints: [], traceId: "0".repeat(32), traceSteps: 0 };
+const REFUND = JSON.stringify({ orderId: "ord_DEMO00000001", amountCents: 600, reason: "REFUND_REASON_DAMAGED" });
+
+function tool(name: string): RegisteredTool {
+  const found = registry.get(name);
+  if (!found) throw new Error(`no tool ${name}`);
+  return found;
+}
+
+function check(name: string, args: string, over: Partial<CheckInput["session"]> = {}) {
+  return checkCall({ session: { id: "ses_1", scopes: ["kb:read", "billing:read", "billing:refund"], usage: FRESH, budget: DEFAULT_BUDGET, ...over }, context: CONTEXT, call: { id: "c1", name, arguments: args }, registry, now: NOW });
+}
+
+describe("checkCall", () => {
+  it("an unknown tool is an ENOTOOL observation naming the tools the session may use", () => {
+    const plan = check("billing_refund_all", "{}");
+    expect(plan).toMatchObject({ kind: "observe", reason: "unknown tool", envelope: { ok: false, error: { code: "ENOTOOL" } } });
+    expect(plan.kind === "observe" && plan.envelope.error?.suggestedAction).toContain("billing_refund");
+  });
+
+  it("invalid arguments are an EINVAL observation, not a call", () => {
+    expect(check("billing_refund", JSON.stringify({ orderId: "ord_DEMO00000001", amountCents: -1 }))).toMatchObject({ kind: "observe", reason: "invalid arguments", envelope: { error: { code: "EINVAL" } } });
+  });
+
+  it("a tool outside the session's scopes stops it with permission_denied", () => {
+    expect(check("billing_refund", REFUND, { scopes: ["billing:read"] })).toMatchObject({ kind: "stop", reason: "permission_denied" });
+  });
+
+  it("a call past the tool-call budget stops the session before it is made", () => {
+    expect(check("kb_search_search", JSON.stringify({ query: "refunds", limit: 3 }), { usage: { ...FRESH, toolCalls: DEFAULT_BUDGET.maxToolCalls } })).toMatchObject({ kind: "stop", reason: "max_tool_calls" });
+  });
+
+  it("a valid call gets its key, its hash over the canonical arguments, and a redacted call in the history", () => {
+    const plan = check("billing_refund", REFUND);
+    if (plan.kind !== "checked") throw new Error(`expected a checked call, got ${plan.kind}`);
+    const { idempotencyKey, ...rest } = JSON.parse(plan.call.arguments) as Record<string, string | number>;
+    expect(rest).toMatchObject({ orderId: "ord_DEMO00000001" });
+    expect(idempotencyKey).toBe(idempotencyKeyOf("ses_1", tool("billing_refund"), rest));
+    expect(plan.call).toMatchObject({ id: "c1", tool: "billing_refund", argsHash: argsHash("billing_refund", plan.call.arguments), worldVersion: "" });
+    expect(plan.context.history).toEqual([{ kind: "call", callId: "c1", tool: "billing_refund", arguments: expect.any(String) }]);
+    expect(CONTEXT.history).toEqual([]);
+  });
+});
+
+describe("idempotencyKeyOf", () => {
+  const refund = tool("billing_refund");
+
+  it("is the same for the same intended effect, whatever key the arguments already carry", () => {
+    const args = { orderId: "ord_1", amountCents: 600 };
+    expect(idempotencyKeyOf("ses_1", refund, { ...args, idempotencyKey: "from-the-model" })).toBe(idempotencyKeyOf("ses_1", refund, args));
+  });
+
+  it("differs by session and by arguments", () => {
+    const key = idempotencyKeyOf("ses_1", refund, { orderId: "ord_1", amountCents: 600 });
+    expect(idempotencyKeyOf("ses_2", refund, { orderId: "ord_1", amountCents: 600 })).not.toBe(key);
+    expect(idempotencyKeyOf("ses_1", refund, { orderId: "ord_1", amountCents: 601 })).not.toBe(key);
+  });
+});
+
+describe("safeToReissue", () => {
+  const call = (arguments_: string) => ({ id: "c1", tool: "x", arguments: arguments_, argsHash: "h", worldVersion: "" });
+
+  it("a read is always sent again", () => {
+    expect(safeToReissue(tool("kb_search_search"), call("{}"))).toBe(true);
+  });
+
+  it("an irreversible call only with its idempotency key", () => {
+    expect(safeToReissue(tool("billing_refund"), call(JSON.stringify({ orderId: "ord_1", idempotencyKey: "lg-1" })))).toBe(true);
+    expect(safeToReissue(tool("billing_refund"), call(JSON.stringify({ orderId: "ord_1" })))).toBe(false);
+  });
+});

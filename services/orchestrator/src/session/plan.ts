@@ -1,0 +1,94 @@
+// Call planning as pure functions: what the host does with one tool call the policy asked for,
+// before anything is written and before any guard reads the world — known tool, valid arguments,
+// scope, budget, the idempotency key — and whether a call a dead replica left in flight may be
+// sent again.
+import { toJson } from "@bufbuild/protobuf";
+import { Effect } from "@loopguard/tool-sdk";
+import { refuseToolCall } from "../budget.js";
+import type { ResultEnvelope, ToolCallRequest } from "../policy.js";
+import { sha256 } from "../progress.js";
+import { redact, redactText } from "../redact.js";
+import type { StopReason } from "../session-state.js";
+import type { JsonObject, SessionRecord } from "../session-store.js";
+import { parseToolArguments } from "../tool-arguments.js";
+import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
+import type { PendingCall, SessionContext } from "./data.js";
+
+/** What a call becomes without a tool call: an observation the host makes itself, or the session's end. */
+export type Refused =
+  | { readonly kind: "observe"; readonly envelope: ResultEnvelope; readonly reason: string }
+  | { readonly kind: "stop"; readonly reason: StopReason; readonly answer: string };
+
+/** A call that passed the host's checks: its canonical arguments (key included) and the context that records it. */
+export interface Checked {
+  readonly kind: "checked";
+  readonly tool: RegisteredTool;
+  readonly args: JsonObject;
+  readonly call: PendingCall;
+  readonly context: SessionContext;
+}
+
+export interface CheckInput {
+  readonly session: Pick<SessionRecord, "id" | "scopes" | "usage" | "budget">;
+  readonly context: SessionContext;
+  readonly call: ToolCallRequest;
+  readonly registry: ToolRegistry;
+  readonly now: number;
+}
+
+export function argsHash(tool: string, args: string): string {
+  return sha256(`${tool}\n${args}`).slice(0, 32);
+}
+
+/** An observation the host makes itself; its message may quote the model's arguments, so it is redacted. */
+export function errorEnvelope(code: string, message: string, suggestedAction: string, now: number): ResultEnvelope {
+  return { ok: false, error: { code, message: redactText(message), retryable: false, suggestedAction }, refs: [], costMicros: 0, servedFrom: "none", observedAt: new Date(now).toISOString() };
+}
+
+/**
+ * The idempotency key of a side effect: the session, the tool and the canonical arguments (the
+ * request's JSON in field order, without the key). The same intended effect gets the same key —
+ * across re-plans, retries and restarts — so a tool makes it at most once.
+ */
+export function idempotencyKeyOf(sessionId: string, tool: RegisteredTool, args: JsonObject): string {
+  const { [tool.idempotencyKeyField ?? ""]: _key, ...rest } = args;
+  return `lg-${sha256(`${sessionId}\n${tool.name}\n${JSON.stringify(rest)}`).slice(0, 40)}`;
+}
+
+/** The checks before a call: known tool, valid arguments, scope, budget; then its key and its record in the history. */
+export function checkCall({ session: s, context, call, registry, now }: CheckInput): Refused | Checked {
+  const tool = registry.get(call.name);
+  if (!tool) {
+    const known = registry.specs(s.scopes).map((t) => t.name).join(", ");
+    return { kind: "observe", envelope: errorEnvelope("ENOTOOL", `no tool named "${redactText(call.name)}"`, `use one of: ${known}`, now), reason: "unknown tool" };
+  }
+  const parsed = parseToolArguments(tool, call.arguments);
+  if (!parsed.ok) {
+    return { kind: "observe", envelope: errorEnvelope("EINVAL", redactText(parsed.message), "fix the arguments and call again", now), reason: "invalid arguments" };
+  }
+  if (tool.requiredScope && !s.scopes.includes(tool.requiredScope)) {
+    return { kind: "stop", reason: "permission_denied", answer: `the session is not granted scope "${tool.requiredScope}" needed by ${tool.name}` };
+  }
+  const refused = refuseToolCall(s.usage, s.budget, tool.costMicros, now);
+  if (refused) return { kind: "stop", reason: refused, answer: `stopped before calling ${tool.name}: ${refused.replace(/_/g, " ")} reached` };
+  const args = toJson(tool.method.input, parsed.message) as JsonObject;
+  if (tool.idempotencyKeyField) args[tool.idempotencyKeyField] = idempotencyKeyOf(s.id, tool, args);
+  const argumentsJson = JSON.stringify(args);
+  const history = [...context.history, { kind: "call" as const, callId: call.id, tool: tool.name, arguments: JSON.stringify(redact(args)) }];
+  return {
+    kind: "checked",
+    tool,
+    args,
+    call: { id: call.id, tool: tool.name, arguments: argumentsJson, argsHash: argsHash(tool.name, argumentsJson), worldVersion: "" },
+    context: { ...context, history },
+  };
+}
+
+/**
+ * Whether a call a dead replica left in flight may be sent again: a read, an idempotent write, or
+ * one carrying its idempotency key (the tool replays it if it was made). Anything else may or may
+ * not have taken effect, and a human decides.
+ */
+export function safeToReissue(tool: RegisteredTool, call: PendingCall): boolean {
+  return tool.effect === Effect.READ_ONLY || tool.effect === Effect.IDEMPOTENT_WRITE || (tool.idempotencyKeyField !== undefined && call.arguments.includes(tool.idempotencyKeyField));
+}

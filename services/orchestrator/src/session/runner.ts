@@ -1,0 +1,222 @@
+// Drives one session through its state machine. The policy only decides; everything else —
+// parsing, validation, authorisation, preconditions, approvals, the tool call, observing,
+// budgets and stopping — happens here and in this folder, and every move is a persisted
+// transition made by SessionMoves, so a session survives the process that ran it.
+import { Effect } from "@loopguard/tool-sdk";
+import { newApproval } from "../approvals.js";
+import { deadlineOf, refuseStep } from "../budget.js";
+import type { Decision, ToolCallRequest } from "../policy.js";
+import { redactText } from "../redact.js";
+import { isTerminal } from "../session-state.js";
+import { LeaseLostError, type SessionRecord, StaleTransitionError, type StepRecord, type Usage } from "../session-store.js";
+import { guardSideEffect, refusal } from "../side-effect-guard.js";
+import type { RegisteredTool } from "../tool-registry.js";
+import { checkAnswer } from "./answer.js";
+import { approve } from "./approve.js";
+import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, type SessionContext } from "./data.js";
+import { execute } from "./execute.js";
+import type { Kit, RunnerDeps } from "./kit.js";
+import { type SessionMoves, startOf } from "./moves.js";
+import { observe, observeInPlace } from "./observe.js";
+import { checkCall, type Refused } from "./plan.js";
+import { SessionSpans } from "./spans.js";
+
+/** What the host does with one tool call the policy asked for, decided before anything is written. */
+type CallPlan =
+  | Refused
+  | { readonly kind: "approve"; readonly tool: RegisteredTool; readonly call: PendingCall; readonly context: SessionContext; readonly why: string }
+  | { readonly kind: "start"; readonly tool: RegisteredTool; readonly call: PendingCall; readonly context: SessionContext };
+
+/** A call about to start: what it records with it. */
+interface Start {
+  readonly tool: RegisteredTool;
+  readonly call: PendingCall;
+  readonly rest: Pending["queue"];
+  readonly context: SessionContext;
+  readonly step?: StepRecord;
+  readonly reason?: string;
+}
+
+export class SessionRunner {
+  readonly #kit: Kit;
+
+  constructor(deps: RunnerDeps, moves: SessionMoves) {
+    this.#kit = { deps, moves, spans: new SessionSpans(deps) };
+  }
+
+  /**
+   * Runs the session until it ends, waits for a human, or this replica loses its lease.
+   * `current` is the record as the caller just read or created it (saves reading it again).
+   * Returns the last record seen.
+   */
+  async run(id: string, signal: AbortSignal, current?: SessionRecord): Promise<SessionRecord | null> {
+    const span = this.#kit.spans.open(id);
+    try {
+      const last = await this.#run(id, current ?? (await this.#kit.deps.store.get(id)), signal);
+      if (last) span.setAttributes({ "loopguard.state": last.state, "loopguard.stop_reason": last.stopReason ?? "" });
+      return last;
+    } finally {
+      this.#kit.spans.close(id, span);
+    }
+  }
+
+  /** A human approved the action the session waits on (see approve.ts). */
+  approve(s: SessionRecord, approver: string, why: string): Promise<SessionRecord> {
+    return approve(this.#kit, s, approver, why);
+  }
+
+  async #run(id: string, first: SessionRecord | null, signal: AbortSignal): Promise<SessionRecord | null> {
+    let s = first;
+    while (s && !isTerminal(s.state) && !signal.aborted) {
+      if (s.state === "AWAITING_APPROVAL") return s;
+      try {
+        s = await this.#advance(s, signal);
+      } catch (error) {
+        if (error instanceof LeaseLostError) return null;
+        if (!(error instanceof StaleTransitionError)) throw error;
+        s = await this.#kit.deps.store.get(id);
+      }
+    }
+    return s;
+  }
+
+  #advance(s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
+    switch (s.state) {
+      // A new session's first decision is stored with its start (see SessionMoves.move): one commit, not two.
+      case "IDLE":
+      case "THINKING":
+        return this.#think(s, signal);
+      case "TOOL_EXECUTING":
+      case "RETRYING":
+        return execute(this.#kit, s, signal);
+      case "FALLBACK":
+        return this.#kit.moves.move(s, "OBSERVING", { audit: { reason: "fallback answer observed" } });
+      case "OBSERVING":
+        return observe(this.#kit, s);
+      default:
+        throw new Error(`cannot advance a session in ${s.state}`);
+    }
+  }
+
+  async #think(s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
+    const { deps, moves, spans } = this.#kit;
+    const pending = pendingOf(s);
+    const next = pending.queue[0];
+    if (next) return this.#prepareCall(s, next, pending, signal);
+    const refused = refuseStep(s.usage, s.budget, deps.now());
+    if (refused) return moves.stop(s, refused, `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached`);
+    const policy = deps.policies.get(s.policy);
+    if (!policy) return moves.stop(s, "unrecoverable_error", `unknown policy "${s.policy}"`);
+    const ctx = contextOf(s);
+    const started = performance.now();
+    let decision: Decision;
+    try {
+      decision = await spans.span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, () =>
+        policy.decide({ goal: s.goal, task: s.task, tools: deps.registry.specs(s.scopes), history: ctx.history, step: s.usage.steps + 1 }, signal),
+      );
+    } catch (error) {
+      const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };
+      if (retryable === true && deadlineOf(s.usage, s.budget) > deps.now() + 1000) {
+        await new Promise((resolve) => setTimeout(resolve, Math.min(Number(retryAfterMs ?? 500), 5000)));
+        return s;
+      }
+      return moves.stop(s, "unrecoverable_error", `the policy failed: ${redactText((error as Error).message)}`);
+    }
+    const usage: Usage = { ...s.usage, steps: s.usage.steps + 1, tokens: s.usage.tokens + decision.usage.input + decision.usage.output };
+    const step = ctx.traceSteps + 1;
+    const traced: SessionContext = { ...ctx, traceSteps: step };
+    const durationMs = () => performance.now() - started;
+    if (decision.kind === "final") {
+      const problem = checkAnswer(decision.answer, ctx.history);
+      const record = spans.step(s, { step, before: s.state, after: problem ? "THINKING" : "DONE", decision: { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "" }, promptHash: decision.promptHash, durationMs: durationMs() });
+      if (problem) {
+        const history = [...ctx.history, { kind: "rejected_answer" as const, text: redactText(decision.answer), why: problem }];
+        return moves.move(s, "THINKING", { audit: { reason: "answer rejected by the host", outcome: problem }, patch: { usage, context: contextJson({ ...traced, history }) }, step: record });
+      }
+      return moves.stop(s, "done", decision.answer, { patch: { usage, context: contextJson(traced) }, step: record });
+    }
+    const queue = decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
+    // The usual case — the first call can start right away — is one transition, THINKING ->
+    // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
+    const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };
+    const plan = queue[0] ? await this.#planCall(decided, queue[0], decision.confidence) : undefined;
+    const record = spans.step(s, { step, before: s.state, after: plan?.kind === "start" ? "TOOL_EXECUTING" : "THINKING", decision: { kind: "tool_calls", calls: queue }, promptHash: decision.promptHash, durationMs: durationMs() });
+    if (plan?.kind === "start") {
+      return this.#startCall(decided, { ...plan, rest: queue.slice(1), step: record, reason: `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}` }, signal);
+    }
+    return moves.move(s, "THINKING", {
+      audit: { reason: `policy asked for ${queue.length} tool call(s)` },
+      patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...(decision.confidence !== undefined ? { confidence: decision.confidence } : {}) }) },
+      step: record,
+    });
+  }
+
+  async #prepareCall(s: SessionRecord, call: ToolCallRequest, pending: Pending, signal: AbortSignal): Promise<SessionRecord> {
+    const { deps, moves } = this.#kit;
+    const rest = pending.queue.slice(1);
+    const plan = await this.#planCall(s, call, pending.confidence);
+    switch (plan.kind) {
+      case "observe":
+        return observeInPlace(this.#kit, s, call, rest, plan.envelope, plan.reason);
+      case "stop":
+        return moves.stop(s, plan.reason, plan.answer);
+      case "approve": {
+        const approval = newApproval(plan.tool.name, plan.call.argsHash, plan.call.worldVersion, plan.why, deps.now(), deps.approvals);
+        return moves.move(s, "AWAITING_APPROVAL", {
+          audit: { reason: `approval needed: ${plan.why}`, tool: plan.tool.name, argsHash: plan.call.argsHash },
+          patch: { context: contextJson(plan.context), pending: pendingJson({ queue: rest, call: plan.call, approval }) },
+        });
+      }
+      case "start":
+        return this.#startCall(s, { ...plan, rest }, signal);
+    }
+  }
+
+  /**
+   * The pipeline before a call: the host's checks (plan.ts); for an irreversible one, the
+   * side-effect guards (live reads, amounts, risk, entities the task declares), which decide
+   * between refusing, asking a human and calling.
+   */
+  async #planCall(s: SessionRecord, request: ToolCallRequest, confidence: number | undefined): Promise<CallPlan> {
+    const { deps } = this.#kit;
+    const checked = checkCall({ session: s, context: contextOf(s), call: request, registry: deps.registry, now: deps.now() });
+    if (checked.kind !== "checked") return checked;
+    const { tool, args, call, context } = checked;
+    const guard = deps.rules.effectOf(tool);
+    if (!guard) return { kind: "start", tool, call, context };
+    const verdict = await guardSideEffect(deps, s, guard, args, String(args[tool.idempotencyKeyField ?? ""] ?? ""), confidence);
+    switch (verdict.kind) {
+      case "refuse":
+        return { kind: "observe", envelope: refusal(verdict, deps.now()), reason: "precondition not met" };
+      case "stop":
+        return { kind: "stop", reason: "deadline", answer: verdict.answer };
+      case "approve":
+      case "start": {
+        const guarded: PendingCall = { ...call, worldVersion: verdict.worldVersion, effect: verdict.effect };
+        return verdict.kind === "approve" ? { kind: "approve", tool, call: guarded, context, why: verdict.why } : { kind: "start", tool, call: guarded, context };
+      }
+    }
+  }
+
+  /**
+   * Records TOOL_EXECUTING, then makes the call. A read-only call goes out while that record is
+   * being committed instead of after: re-issuing it is always safe, so a crash before the commit
+   * (the session resumes THINKING and decides again) loses nothing, and a step waits for one
+   * commit less. Every other call waits for its record, so an interrupted one is known.
+   */
+  #startCall(s: SessionRecord, { tool, call, rest, context, step, reason = `calling ${tool.name}` }: Start, signal: AbortSignal): Promise<SessionRecord> {
+    const { deps, moves } = this.#kit;
+    const patch = {
+      context: contextJson(context),
+      usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
+      pending: pendingJson({ queue: rest, call, startedBy: deps.runId }),
+    };
+    const recorded = moves.move(s, "TOOL_EXECUTING", { audit: { reason, tool: tool.name, argsHash: call.argsHash, expectedTimeoutMs: tool.timeoutMs }, patch, ...(step ? { step } : {}) });
+    if (tool.effect !== Effect.READ_ONLY) return recorded;
+    // Awaited by execute before its first write; this only keeps a failure from going unhandled
+    // if the call itself throws first.
+    recorded.catch(() => undefined);
+    // One version per state the move passes, as SessionMoves.move records it.
+    return execute(this.#kit, { ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + 1 + startOf(s, "TOOL_EXECUTING").length }, signal, recorded);
+  }
+}

@@ -1,0 +1,101 @@
+// One send of a pending call through the tool's client, and the observation of what it gave.
+import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
+import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
+import { SpanStatusCode } from "@opentelemetry/api";
+import { deadlineOf } from "../budget.js";
+import type { ResultEnvelope } from "../policy.js";
+import { redactText } from "../redact.js";
+import type { JsonValue, SessionRecord } from "../session-store.js";
+import type { RegisteredTool } from "../tool-registry.js";
+import { refsOf } from "../world-refs.js";
+import type { Pending, PendingCall } from "./data.js";
+import type { Kit } from "./kit.js";
+import type { Via } from "./moves.js";
+import { observe } from "./observe.js";
+
+/** One call in flight: the tool, its client, the request, and the session's pending work. */
+export interface InFlight {
+  readonly tool: RegisteredTool;
+  readonly client: ToolClient<DescService>;
+  readonly call: PendingCall;
+  readonly pending: Pending;
+}
+
+/** What a send gave: an answer, or a failure (with how long it took). */
+export type Sent = { readonly result: ToolResult<never> } | { readonly error: ToolCallError; readonly durationMs: number };
+
+const SUGGESTIONS: Partial<Record<number, string>> = {
+  [status.INVALID_ARGUMENT]: "fix the arguments named in the error and call again",
+  [status.NOT_FOUND]: "check the identifiers; do not retry the same call",
+  [status.FAILED_PRECONDITION]: "the world does not allow this action now; explain that in the answer",
+  [status.ALREADY_EXISTS]: "the action was already done with other parameters; do not repeat it",
+  [status.UNAVAILABLE]: "the tool is unavailable; answer with what is known or try later",
+  [status.DEADLINE_EXCEEDED]: "the tool did not answer in time; answer with what is known",
+  [status.RESOURCE_EXHAUSTED]: "the tool is overloaded; try later",
+};
+
+/**
+ * One call of the pending request through the tool's client. An irreversible call is never cut
+ * off — not by a cancel, a shutdown or a lost lease — and always gets its whole SLA timeout: an
+ * abandoned side effect is one whose outcome nobody knows.
+ */
+export async function send(kit: Kit, s: SessionRecord, { tool, client, call }: InFlight, signal: AbortSignal, onRetry?: () => Promise<void>): Promise<Sent> {
+  const irreversible = tool.effect === Effect.IRREVERSIBLE_EXTERNAL;
+  const now = kit.deps.now();
+  const deadline = irreversible ? now + tool.timeoutMs : Math.min(now + tool.timeoutMs, deadlineOf(s.usage, s.budget));
+  const started = performance.now();
+  return kit.spans.span(s, `execute_tool ${tool.name}`, { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id }, async (span) => {
+    try {
+      const token = await kit.deps.tokens.for(s.id, tool, deadline);
+      const request = fromJson(tool.method.input, JSON.parse(call.arguments) as JsonValue);
+      const result = await client.call(tool.method.localName as never, request as never, {
+        deadline: new Date(deadline),
+        token,
+        ...(irreversible ? {} : { signal }),
+        ...(onRetry ? { onRetry } : {}),
+      });
+      span.setAttributes({ "loopguard.served_from": result.source, "loopguard.attempts": result.attempts, "loopguard.breaker_state": client.breakerState });
+      return { result: result as ToolResult<never> };
+    } catch (error) {
+      span.setStatus({ code: SpanStatusCode.ERROR });
+      if (!(error instanceof ToolCallError)) throw error;
+      return { error, durationMs: performance.now() - started };
+    }
+  });
+}
+
+/** Observes what one send gave: the answer (live or a fallback), or a failure that is certain. */
+export function observeSent(kit: Kit, state: SessionRecord, { tool, call, pending }: InFlight, sent: Sent): Promise<SessionRecord> {
+  const observedAt = new Date(kit.deps.now()).toISOString();
+  if ("error" in sent) {
+    const e = sent.error;
+    if (e.code === status.PERMISSION_DENIED) return kit.moves.stop(state, "permission_denied", `${tool.name} refused the session's credentials: ${e.message}`);
+    if (e.code === status.UNAUTHENTICATED) return kit.moves.stop(state, "unrecoverable_error", `${tool.name} did not accept the session token`);
+    const code = status[e.code] ?? String(e.code);
+    const envelope: ResultEnvelope = {
+      ok: false,
+      error: { code, message: `${e.reason ? `${e.reason}: ` : ""}${redactText(e.message)}`, retryable: e.retryable, suggestedAction: SUGGESTIONS[e.code] ?? "read the error and decide" },
+      refs: [],
+      costMicros: tool.costMicros,
+      servedFrom: "none",
+      observedAt,
+    };
+    return observe(kit, state, { ...pending, envelope, attempt: e.attempts, durationMs: sent.durationMs }, [
+      { state: "OBSERVING", audit: { reason: `${tool.name} failed`, tool: tool.name, argsHash: call.argsHash, outcome: code } },
+    ]);
+  }
+  const result = sent.result;
+  const data = toJson(tool.method.output, result.response) as JsonValue;
+  const envelope: ResultEnvelope = { ok: true, data, refs: refsOf(tool.method.output, data), costMicros: tool.costMicros, servedFrom: result.source, observedAt };
+  // The answer is observed in the same transaction that records it: a crash before that commit
+  // leaves the session TOOL_EXECUTING, and the call is re-issued only if that is safe.
+  const answered = { tool: tool.name, argsHash: call.argsHash, outcome: result.source };
+  const via: Via[] =
+    result.source === "live"
+      ? [{ state: "OBSERVING", audit: { reason: `${tool.name} answered`, ...answered } }]
+      : [
+          { state: "FALLBACK", audit: { reason: `${tool.name} answered from ${result.source}`, ...answered } },
+          { state: "OBSERVING", audit: { reason: "fallback answer observed" } },
+        ];
+  return observe(kit, state, { ...pending, envelope, attempt: result.attempts, durationMs: result.latencyMs }, via);
+}

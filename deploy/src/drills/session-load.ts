@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, type RawClient, RETRYABLE_CODES } from "@loopguard/tool-sdk";
 import { ExponentialBackoff, handleWhen, retry } from "cockatiel";
 import type { PlannedSession } from "./session-plan.js";
 
@@ -13,11 +13,10 @@ import type { PlannedSession } from "./session-plan.js";
 export const SESSION_SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"] as const;
 
 const TERMINAL = new Set([SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED]);
-const RETRYABLE = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.DEADLINE_EXCEEDED, status.ABORTED]);
 
 /** Retries what a replica dying or being busy answers; anything else is the caller's to see. */
 export const retryTransient = retry(
-  handleWhen((error) => error instanceof CallError && RETRYABLE.has(error.code)),
+  handleWhen((error) => error instanceof CallError && RETRYABLE_CODES.has(error.code)),
   { maxAttempts: 30, backoff: new ExponentialBackoff({ initialDelay: 50, maxDelay: 1000 }) },
 );
 

@@ -4,7 +4,7 @@
 // page, the CLI and gRPC clients see the same fields and the same refusals.
 import { readFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { create, type DescMessage, type DescService, fromJson, type JsonValue, type MessageShape, toJson } from "@bufbuild/protobuf";
+import { create, type DescService, fromJson, type JsonValue, type MessageShape, toJson } from "@bufbuild/protobuf";
 import {
   CancelSessionRequestSchema,
   OrchestratorService,
@@ -14,15 +14,16 @@ import {
   StartSessionRequestSchema,
   StartSessionResponseSchema,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { type Caller, type CallContext, createLogger, type FieldViolation, INTERNAL_MESSAGE, type Logger, servicePolicy, status, TokenVerifier, type ToolClient, ToolError, violationsOf } from "@loopguard/tool-sdk";
+import { type Caller, type CallContext, createLogger, INTERNAL_MESSAGE, type Logger, servicePolicy, TokenVerifier, type ToolClient } from "@loopguard/tool-sdk";
 import type { JSONWebKeySet } from "jose";
 import type { Registry } from "prom-client";
-import { createOrchestratorHandlers, storeUnavailable, toProtoSession } from "./api-handlers.js";
+import { ApiError, apiErrorOf, badRequest, optionalString, readJsonObject, sendError, sendJson, validated } from "./admin-json.js";
+import { createOrchestratorHandlers, toProtoSession } from "./api-handlers.js";
 import type { LogTail } from "./log-tail.js";
-import { type Orchestrator, OrchestratorError } from "./orchestrator.js";
-import { redactText } from "./redact.js";
+import type { Orchestrator } from "./orchestrator.js";
 import { isSessionState, type SessionState } from "./session-state.js";
-import { type SessionRecord, StoreUnavailableError } from "./session-store.js";
+import type { SessionRecord } from "./session-store.js";
+import { toolStats } from "./tool-stats.js";
 
 export interface AdminHttpOptions {
   readonly orchestrator: Orchestrator;
@@ -41,7 +42,6 @@ export type AdminHttp = (req: IncomingMessage, res: ServerResponse) => boolean;
 
 const DEFAULT_PAGE_SIZE = 50;
 const MAX_PAGE_SIZE = 200;
-const MAX_BODY_BYTES = 64 * 1024;
 const APPROVALS_SHOWN = 200;
 
 // The only files served: a fixed table, so no request path ever reaches the file system.
@@ -62,105 +62,6 @@ const PAGE_HEADERS = {
 const SCOPE_READ = "sessions:read";
 const SCOPE_WRITE = "sessions:write";
 const SCOPE_APPROVE = "approvals:write";
-
-/** Refusal of one API request: an HTTP status plus the gRPC-style code and reason it stands for. */
-class ApiError extends Error {
-  constructor(
-    readonly httpStatus: number,
-    readonly code: string,
-    readonly reason: string,
-    message: string,
-    readonly fieldViolations: readonly FieldViolation[] = [],
-    /** Sent as Retry-After (whole seconds) on a refusal worth retrying. */
-    readonly retryAfterMs?: number,
-  ) {
-    super(message);
-  }
-}
-
-const badRequest = (message: string, violations: readonly FieldViolation[] = []) => new ApiError(400, "INVALID_ARGUMENT", "REQUEST_INVALID", message, violations);
-
-const HTTP_STATUS_OF: Partial<Record<status, number>> = {
-  [status.INVALID_ARGUMENT]: 400,
-  [status.OUT_OF_RANGE]: 400,
-  [status.UNAUTHENTICATED]: 401,
-  [status.PERMISSION_DENIED]: 403,
-  [status.NOT_FOUND]: 404,
-  [status.ALREADY_EXISTS]: 409,
-  [status.FAILED_PRECONDITION]: 409,
-  [status.ABORTED]: 409,
-  [status.RESOURCE_EXHAUSTED]: 429,
-  [status.UNAVAILABLE]: 503,
-  [status.DEADLINE_EXCEEDED]: 504,
-};
-
-function apiErrorOf(error: unknown): ApiError | undefined {
-  if (error instanceof ApiError) return error;
-  if (error instanceof ToolError) {
-    const message = error.code === status.INTERNAL ? INTERNAL_MESSAGE : error.message;
-    return new ApiError(HTTP_STATUS_OF[error.code] ?? 500, status[error.code], error.reason, message, error.fieldViolations, error.retryable ? error.retryAfterMs : undefined);
-  }
-  if (error instanceof StoreUnavailableError) return apiErrorOf(storeUnavailable(error));
-  if (error instanceof OrchestratorError) {
-    if (error.reason === "SESSION_NOT_FOUND") return new ApiError(404, "NOT_FOUND", error.reason, error.message);
-    if (error.reason === "UNKNOWN_POLICY") return badRequest(error.message, [{ field: "policy", description: error.message }]);
-    return new ApiError(409, "FAILED_PRECONDITION", error.reason, error.message);
-  }
-  // Stores throw RangeError for a malformed cursor or limit.
-  if (error instanceof RangeError) return badRequest(error.message);
-  return undefined;
-}
-
-function sendJson(res: ServerResponse, httpStatus: number, body: unknown, extra: Record<string, string> = {}): void {
-  if (res.headersSent) return;
-  res
-    .writeHead(httpStatus, { "content-type": "application/json; charset=utf-8", "cache-control": "no-store", "x-content-type-options": "nosniff", ...extra })
-    .end(JSON.stringify(body));
-}
-
-/** The one place an error becomes an HTTP body; its texts may echo the request (a JSON parser's excerpt), so they are redacted. */
-function sendError(res: ServerResponse, error: ApiError, extra: Record<string, string> = {}): void {
-  sendJson(
-    res,
-    error.httpStatus,
-    { error: { code: error.code, reason: error.reason, message: redactText(error.message), ...(error.fieldViolations.length > 0 ? { fieldViolations: error.fieldViolations.map((v) => ({ field: v.field, description: redactText(v.description) })) } : {}) } },
-    extra,
-  );
-}
-
-async function readJsonObject(req: IncomingMessage): Promise<Record<string, unknown>> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw new ApiError(413, "INVALID_ARGUMENT", "REQUEST_TOO_LARGE", `the request body is larger than ${MAX_BODY_BYTES} bytes`);
-    chunks.push(chunk);
-  }
-  const text = Buffer.concat(chunks).toString("utf8");
-  if (text.trim() === "") return {};
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch (error) {
-    throw badRequest(`the request body is not valid JSON: ${(error as Error).message}`);
-  }
-  if (!body || typeof body !== "object" || Array.isArray(body)) throw badRequest("the request body must be a JSON object");
-  return body as Record<string, unknown>;
-}
-
-function optionalString(body: Record<string, unknown>, field: string): string | undefined {
-  const value = body[field];
-  if (value === undefined || value === null) return undefined;
-  if (typeof value !== "string") throw badRequest(`${field} must be a string`, [{ field, description: "must be a string" }]);
-  return value;
-}
-
-/** Contract validation, as the gRPC pipeline does it before any handler runs. */
-function validated<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): MessageShape<Desc> {
-  const violations = violationsOf(schema, message);
-  if (violations.length > 0) throw badRequest(`invalid ${schema.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`, violations);
-  return message;
-}
 
 export function sessionJson(s: SessionRecord, options: { readonly withTask?: boolean } = {}): JsonValue {
   return toJson(SessionSchema, create(SessionSchema, toProtoSession(s, options)), { alwaysEmitImplicit: true });
@@ -194,88 +95,6 @@ function budgetRows(s: SessionRecord): { name: string; used: number; limit: numb
     row("cost_micros", s.usage.costMicros, s.budget.maxCostMicros),
     row("wall_clock_ms", wallClock, s.budget.deadlineMs),
   ];
-}
-
-type Buckets = Map<number, number>;
-
-/** Prometheus' histogram_quantile over cumulative buckets: linear inside the bucket holding the rank. */
-export function quantileOf(buckets: Buckets, q: number): number | null {
-  const bounds = [...buckets.keys()].sort((a, b) => a - b);
-  const total = buckets.get(Number.POSITIVE_INFINITY) ?? 0;
-  if (total === 0) return null;
-  const rank = q * total;
-  let previousBound = 0;
-  let previousCount = 0;
-  for (const bound of bounds) {
-    const count = buckets.get(bound) ?? 0;
-    if (count >= rank) {
-      if (!Number.isFinite(bound)) return previousBound;
-      if (count === previousCount) return bound;
-      return previousBound + (bound - previousBound) * ((rank - previousCount) / (count - previousCount));
-    }
-    previousBound = bound;
-    previousCount = count;
-  }
-  return previousBound;
-}
-
-interface ToolStats {
-  readonly tool: string;
-  readonly service: string;
-  readonly breaker: string;
-  readonly calls: number;
-  readonly p50Ms: number | null;
-  readonly p95Ms: number | null;
-  /** Share of calls the tool did not answer live (errors, fallbacks, rejections). */
-  readonly errorRate: number;
-  readonly fallbacksServed: number;
-  readonly outcomes: Record<string, number>;
-}
-
-type MetricValues = { value: number; labels: Record<string, string | number | undefined>; metricName?: string }[];
-
-async function valuesOf(registry: Registry, name: string): Promise<MetricValues> {
-  const metric = registry.getSingleMetric(name);
-  return metric ? ((await metric.get()).values as MetricValues) : [];
-}
-
-/** Per tool, since this process started: latency from grpc_client_handling_seconds, outcomes from loopguard_tool_client_calls_total. */
-async function toolStats(registry: Registry, clients: ReadonlyMap<string, ToolClient<DescService>>): Promise<ToolStats[]> {
-  const [latency, calls] = await Promise.all([valuesOf(registry, "grpc_client_handling_seconds"), valuesOf(registry, "loopguard_tool_client_calls_total")]);
-  const bucketsByService = new Map<string, Buckets>();
-  for (const v of latency) {
-    if (v.metricName !== "grpc_client_handling_seconds_bucket") continue;
-    const service = String(v.labels.grpc_service);
-    const le = v.labels.le === "+Inf" ? Number.POSITIVE_INFINITY : Number(v.labels.le);
-    const buckets = bucketsByService.get(service) ?? new Map<number, number>();
-    buckets.set(le, (buckets.get(le) ?? 0) + v.value);
-    bucketsByService.set(service, buckets);
-  }
-  const outcomesByTool = new Map<string, Record<string, number>>();
-  for (const v of calls) {
-    const tool = String(v.labels.tool);
-    const outcome = String(v.labels.outcome);
-    const outcomes = outcomesByTool.get(tool) ?? {};
-    outcomes[outcome] = (outcomes[outcome] ?? 0) + v.value;
-    outcomesByTool.set(tool, outcomes);
-  }
-  return [...clients.values()].map((client) => {
-    const buckets = bucketsByService.get(client.service.typeName) ?? new Map<number, number>();
-    const outcomes = outcomesByTool.get(client.tool) ?? {};
-    const total = Object.values(outcomes).reduce((a, b) => a + b, 0);
-    const ms = (seconds: number | null) => (seconds === null ? null : Math.round(seconds * 10_000) / 10);
-    return {
-      tool: client.tool,
-      service: client.service.typeName,
-      breaker: client.breakerState,
-      calls: total,
-      p50Ms: ms(quantileOf(buckets, 0.5)),
-      p95Ms: ms(quantileOf(buckets, 0.95)),
-      errorRate: total === 0 ? 0 : (total - (outcomes.ok ?? 0)) / total,
-      fallbacksServed: (outcomes.fallback_cache ?? 0) + (outcomes.fallback_degraded ?? 0),
-      outcomes,
-    };
-  });
 }
 
 function bearerToken(req: IncomingMessage): string | undefined {

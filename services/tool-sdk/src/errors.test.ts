@@ -3,7 +3,7 @@ import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import { BadRequestSchema, ErrorInfoSchema } from "@loopguard/proto/gen/google/rpc/error_details_pb";
 import { StatusSchema } from "@loopguard/proto/gen/google/rpc/status_pb";
 import { describe, expect, it } from "vitest";
-import { STATUS_DETAILS_KEY, status, ToolError, toServiceError } from "./errors.js";
+import { CALLER_ERROR_CODES, RETRY_IN_CALL_CODES, RETRYABLE_CODES, STATUS_DETAILS_KEY, status, ToolError, toServiceError } from "./errors.js";
 
 describe("toServiceError", () => {
   it("masks id cards and mobiles in every text it puts on the wire: message, google.rpc.Status, ErrorInfo, BadRequest", () => {
@@ -21,5 +21,14 @@ describe("toServiceError", () => {
     const bad = statusProto.details.map((d) => anyUnpack(d, BadRequestSchema)).find((d) => d !== undefined);
     expect(bad?.fieldViolations.map((v) => v.description)).toEqual(["got [redacted]"]);
     expect(raw.toString("latin1")).not.toMatch(/12345678|1234-5678|11010519491231002/);
+  });
+});
+
+describe("retryable codes", () => {
+  it("are one set; the in-call subset leaves out only DEADLINE_EXCEEDED, and no caller mistake is retryable", () => {
+    expect([...RETRY_IN_CALL_CODES].every((code) => RETRYABLE_CODES.has(code))).toBe(true);
+    expect([...RETRYABLE_CODES].filter((code) => !RETRY_IN_CALL_CODES.has(code))).toEqual([status.DEADLINE_EXCEEDED]);
+    expect([...CALLER_ERROR_CODES].some((code) => RETRYABLE_CODES.has(code))).toBe(false);
+    expect(new ToolError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", "late").retryable).toBe(true);
   });
 });

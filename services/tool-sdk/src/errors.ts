@@ -60,12 +60,33 @@ export class ToolError extends Error {
   }
 }
 
-/** Codes that say "the same request may succeed later"; everything else is the caller's to fix. */
+/**
+ * The one set of retryable codes: "the same request may succeed later"; everything else is the
+ * caller's to fix. The subsets below are drawn from it, never listed again.
+ */
 export const RETRYABLE_CODES: ReadonlySet<status> = new Set([
   status.UNAVAILABLE,
   status.RESOURCE_EXHAUSTED,
   status.ABORTED,
   status.DEADLINE_EXCEEDED,
+]);
+
+/**
+ * The retryable codes a client retries within one call: DEADLINE_EXCEEDED is out, the call's one
+ * deadline is spent (a later call, with a deadline of its own, may still succeed).
+ */
+export const RETRY_IN_CALL_CODES: ReadonlySet<status> = new Set([...RETRYABLE_CODES].filter((code) => code !== status.DEADLINE_EXCEEDED));
+
+/** Caller mistakes: they say nothing about the service's health, never trip a breaker, never get a fallback. */
+export const CALLER_ERROR_CODES: ReadonlySet<status> = new Set([
+  status.INVALID_ARGUMENT,
+  status.NOT_FOUND,
+  status.PERMISSION_DENIED,
+  status.FAILED_PRECONDITION,
+  status.ALREADY_EXISTS,
+  status.UNAUTHENTICATED,
+  status.OUT_OF_RANGE,
+  status.CANCELLED,
 ]);
 
 export const INTERNAL_MESSAGE = "internal error; see the server log for this trace id";

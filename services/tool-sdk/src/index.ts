@@ -21,6 +21,8 @@ export {
   decodeStatusDetails,
   type FieldViolation,
   INTERNAL_MESSAGE,
+  CALLER_ERROR_CODES,
+  RETRY_IN_CALL_CODES,
   RETRYABLE_CODES,
   status,
   ToolError,
@@ -35,10 +37,11 @@ export { ensureLocalKeys, type LocalKeys, localKeyPaths, operatorSigningKey } fr
 export { ensureSecretFile } from "./local-secret.js";
 export { runTool } from "./run.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
+export { type CallFn, compose, type Interceptor, type ServerCall } from "./server/interceptor.js";
 export { type CallContext, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer } from "./serve.js";
 export { violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";
-export { backoffMs, CALLER_ERROR_CODES, mayRetry, RETRY_CODES, RetryBudget } from "./client/retry.js";
+export { backoffMs, mayRetry, RetryBudget } from "./client/retry.js";
 export {
   type BreakerState,
   type CallOptions,

@@ -1,22 +1,15 @@
-// serveTool: a grpc-js server for one contract. Every call runs the same pipeline, in this
-// order: trace-context extract → drain gate → request size → shed gate (unary calls and streams
-// counted apart) → auth (token → scopes; streams per caller) → request normalisation and
-// validation → deadline/cancellation → fault injection → handler → response validation → error
-// mapping → RED metrics. Beside the contract it serves grpc.health.v1, server reflection, the
-// ToolAdminService (fault injection) and /metrics over HTTP.
+// serveTool: a grpc-js server for one contract. Every call runs one chain of interceptors
+// (src/server/), composed once per method, outermost first: RED metrics → trace (span, trace id
+// in the log) → error mapping → drain gate → request size → shed (unary calls and streams counted
+// apart) → auth (token → scopes; then streams per caller) → normalise and validate → deadline →
+// faults → response contract → the service's own interceptors → handler. Beside the contract it
+// serves grpc.health.v1, server reflection, the ToolAdminService (fault injection) and /metrics
+// over HTTP.
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import {
-  create,
-  type DescMethod,
-  type DescService,
-  fromBinary,
-  type MessageInitShape,
-  type MessageShape,
-  toBinary,
-} from "@bufbuild/protobuf";
+import { type DescMethod, type DescService, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import {
   type handleServerStreamingCall,
@@ -31,40 +24,23 @@ import {
 import { ReflectionService } from "@grpc/reflection";
 import { Health } from "@loopguard/proto/gen/grpc/health/v1/health_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { SpanStatusCode } from "@opentelemetry/api";
 import { HealthImplementation } from "grpc-health-check";
 import type { JSONWebKeySet } from "jose";
-import { type Caller, TokenVerifier } from "./auth.js";
+import { TokenVerifier } from "./auth.js";
 import { methodDefinition } from "./bridge.js";
 import { errorReasons, methodPolicy, servicePolicy } from "./contract.js";
-import { INTERNAL_MESSAGE, status, ToolError, toServiceError } from "./errors.js";
-import { FaultSwitch, NO_FAULT } from "./faults.js";
+import { status, ToolError, toServiceError } from "./errors.js";
+import { FaultSwitch } from "./faults.js";
 import type { Logger } from "./logger.js";
 import { ServerMetrics } from "./metrics.js";
+import { type CallContext, type StreamHandler, streamTerminal, type UnaryHandler, unaryTerminal } from "./server/handler.js";
+import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./server/interceptor.js";
+import { CallSlots } from "./server/slots.js";
+import { authStage, deadlineStage, errorsStage, faultStage, metricsStage, responseContractStage, sizeStage, traceStage, validateStage } from "./server/stages.js";
 import { shutdownTelemetry } from "./telemetry.js";
-import { context, startServerSpan } from "./tracing.js";
-import { violationsOf, warmValidation } from "./validation.js";
+import { warmValidation } from "./validation.js";
 
-/** What a handler knows about the call it serves. */
-export interface CallContext {
-  /** Aborted when the caller cancels or the deadline passes. */
-  readonly signal: AbortSignal;
-  /** The caller's deadline, if it sent one. */
-  readonly deadline: Date | undefined;
-  readonly caller: Caller;
-  readonly traceId: string;
-  /** Logger bound to this call's trace id and method. */
-  readonly log: Logger;
-}
-
-type UnaryHandler<M extends DescMethod> = M extends DescMethod & { methodKind: "unary" }
-  ? (request: MessageShape<M["input"]>, ctx: CallContext) => Promise<MessageInitShape<M["output"]>>
-  : never;
-
-type StreamHandler<M extends DescMethod> = (
-  request: MessageShape<M["input"]>,
-  ctx: CallContext,
-) => AsyncIterable<MessageInitShape<M["output"]>>;
+export type { CallContext };
 
 type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
 
@@ -73,7 +49,9 @@ export type ToolHandlers<S extends DescService> = {
   [K in keyof MethodsOf<S>]: MethodsOf<S>[K] extends DescMethod & { methodKind: "server_streaming" }
     ? StreamHandler<MethodsOf<S>[K]>
     : MethodsOf<S>[K] extends DescMethod
-      ? UnaryHandler<MethodsOf<S>[K]>
+      ? MethodsOf<S>[K] extends { methodKind: "unary" }
+        ? UnaryHandler<MethodsOf<S>[K]>
+        : never
       : never;
 };
 
@@ -128,6 +106,11 @@ export interface ServeOptions {
    * signal can never arrive between the two. For processes; tests in-process leave it off.
    */
   readonly exitOnSignals?: boolean;
+  /**
+   * The service's own interceptors, run on the contract's methods after auth, validation, the
+   * deadline and faults, inside the response contract check (first = outermost). See docs/tool-sdk.md.
+   */
+  readonly interceptors?: readonly Interceptor[];
 }
 
 export interface ToolServer {
@@ -148,12 +131,16 @@ export interface ToolServer {
 const HEALTH_OVERALL = "";
 /** Largest request of a method whose contract declares no max_request_bytes. */
 export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024;
-/** Wait suggested to a caller refused a stream: streams are long-lived, so a slot frees slowly. */
-const STREAM_RETRY_AFTER_MS = 1000;
 
-/** What the deserializer hands on instead of a request too large for its method: its size, undecoded. */
-class OversizedRequest {
-  constructor(readonly bytes: number) {}
+function maxRequestBytesOf(method: DescMethod): number {
+  return methodPolicy(method).maxRequestBytes || DEFAULT_MAX_REQUEST_BYTES;
+}
+
+const noStream = (): Promise<void> => Promise.reject(new Error("a unary call has no stream to send on"));
+
+async function writeTo(stream: ServerWritableStream<unknown, unknown>, message: unknown, signal: AbortSignal): Promise<void> {
+  // A slow reader holds the stream back rather than have its messages pile up here.
+  if (!stream.write(message)) await once(stream, "drain", { signal }).catch(() => undefined);
 }
 
 function bindAsync(server: Server, address: string): Promise<number> {
@@ -183,13 +170,6 @@ function reflectionFiles(services: readonly DescService[]): Uint8Array[] {
   return out;
 }
 
-function bearerToken(call: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>): string | undefined {
-  const value = call.metadata.get("authorization")[0];
-  if (typeof value !== "string") return undefined;
-  const match = /^Bearer\s+(\S+)$/i.exec(value);
-  return match?.[1];
-}
-
 export async function serveTool<S extends DescService>(definition: ToolDefinition<S>, options: ServeOptions): Promise<ToolServer> {
   const { service } = definition;
   const tool = servicePolicy(service).toolName;
@@ -197,17 +177,12 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   const faults = new FaultSwitch();
   const verifier = new TokenVerifier(options.publicKeys, tool);
   const log = options.logger;
-  const shedRetryAfterMs = options.shedRetryAfterMs ?? 100;
   const maxStreams = options.maxStreams ?? 256;
-  const maxStreamsPerCaller = Math.min(maxStreams, options.maxStreamsPerCaller ?? 64);
-  /** Unary calls being handled. */
-  let inFlight = 0;
-  /** Server streams open, each with its controller, so a drain can end them. */
-  const streams = new Set<AbortController>();
-  const streamsByCaller = new Map<string, number>();
-  let draining = false;
-  let drained: (() => void) | undefined;
-  const idle = () => inFlight === 0 && streams.size === 0;
+  const slots = new CallSlots(
+    tool,
+    { maxConcurrent: options.maxConcurrent, maxStreams, maxStreamsPerCaller: Math.min(maxStreams, options.maxStreamsPerCaller ?? 64), shedRetryAfterMs: options.shedRetryAfterMs ?? 100 },
+    metrics,
+  );
 
   const server = new Server({
     "grpc.max_receive_message_length": 4 * 1024 * 1024,
@@ -219,14 +194,33 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   // Health is described too, so `grpcurl`/`buf curl` can call grpc.health.v1.Health/Check by name.
   new ReflectionService({ loopguard: { fileDescriptorProtos: reflectionFiles([service, ToolAdminService, Health]) } } as never).addToServer(server);
 
-  // Faults are injected into the contract's methods only: the admin service that switches them
-  // must keep working during a drill's outage.
-  function register<T extends DescService>(
-    target: T,
-    handlers: Record<string, unknown>,
-    normalise: Record<string, unknown> | undefined,
-    injectFaults: boolean,
-  ): void {
+  /**
+   * The chain of one method, outermost first. Faults and the service's own interceptors apply to
+   * the contract's methods only: the admin service that switches faults must keep working during
+   * a drill's outage.
+   */
+  function chainOf(method: DescMethod, handler: unknown, normalise: ((request: unknown) => void) | undefined, reasons: ReadonlySet<string>, own: readonly Interceptor[] | undefined): CallFn {
+    const policy = methodPolicy(method);
+    const streaming = method.methodKind === "server_streaming";
+    const stages: Interceptor[] = [
+      metricsStage(metrics, method),
+      traceStage(method, log),
+      errorsStage(reasons),
+      slots.drainGate(),
+      sizeStage(metrics, tool, method, maxRequestBytesOf(method)),
+      streaming ? slots.streamShed(method) : slots.unaryShed(method),
+      authStage(verifier, tool, method, policy.requiredScope),
+      ...(streaming ? [slots.streamsPerCaller(method)] : []),
+      validateStage(method, normalise),
+      deadlineStage,
+      ...(own ? [faultStage(faults, metrics, tool, method)] : []),
+      responseContractStage(metrics, tool, method),
+      ...(own ?? []),
+    ];
+    return compose(stages, streaming ? streamTerminal(handler as StreamHandler<DescMethod>) : unaryTerminal(handler as UnaryHandler<DescMethod>));
+  }
+
+  function register<T extends DescService>(target: T, handlers: Record<string, unknown>, normalise: Record<string, unknown> | undefined, own: readonly Interceptor[] | undefined): void {
     const reasons = errorReasons(target);
     const domain = servicePolicy(target).errorDomain;
     const implementation: UntypedServiceImplementation = {};
@@ -236,259 +230,57 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       if (typeof handler !== "function") throw new Error(`${target.typeName}: no handler for ${method.name}`);
       definitions[method.localName] = withSizeLimit(method, methodDefinition(method));
       warmValidation(method);
-      implementation[method.localName] = unary(
-        method,
-        handler as (req: unknown, ctx: CallContext) => Promise<unknown>,
-        normalise?.[method.localName] as ((req: unknown) => void) | undefined,
-        reasons,
-        domain,
-        injectFaults,
-      );
+      const chain = chainOf(method, handler, normalise?.[method.localName] as ((req: unknown) => void) | undefined, reasons, own);
+      implementation[method.localName] = grpcHandler(method, chain, domain);
     }
     server.addService(definitions, implementation);
   }
 
-  /** Refuses to decode a request above its method's limit: the pipeline answers it without work. */
+  /** Adapts a chain to grpc-js: builds the ServerCall, ends the call with the chain's outcome. */
+  function grpcHandler(method: DescMethod, chain: CallFn, domain: string): handleUnaryCall<unknown, unknown> | handleServerStreamingCall<unknown, unknown> {
+    return (grpcCall: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>, callback?: sendUnaryData<unknown>) => {
+      const abort = new AbortController();
+      const onCancelled = () => abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
+      grpcCall.once("cancelled", onCancelled);
+      const rawDeadline = grpcCall.getDeadline();
+      const deadlineMs = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
+      const stream = callback ? undefined : (grpcCall as ServerWritableStream<unknown, unknown>);
+      const call: ServerCall = {
+        method,
+        request: grpcCall.request,
+        metadata: grpcCall.metadata,
+        deadline: Number.isFinite(deadlineMs) ? new Date(deadlineMs) : undefined,
+        abort,
+        caller: undefined,
+        traceId: "",
+        log,
+        send: stream ? (message) => writeTo(stream, message, abort.signal) : noStream,
+      };
+      chain(call).then(
+        (response) => {
+          grpcCall.removeListener("cancelled", onCancelled);
+          if (callback) callback(null, response);
+          else stream!.end();
+        },
+        (error: ToolError) => {
+          grpcCall.removeListener("cancelled", onCancelled);
+          if (callback) callback(toServiceError(error, domain), null);
+          else stream!.emit("error", toServiceError(error, domain));
+        },
+      );
+    };
+  }
+
+  /** Refuses to decode a request above its method's limit: the chain answers it without work. */
   function withSizeLimit(method: DescMethod, definition: ReturnType<typeof methodDefinition>): ReturnType<typeof methodDefinition> {
-    const limit = methodPolicy(method).maxRequestBytes || DEFAULT_MAX_REQUEST_BYTES;
+    const limit = maxRequestBytesOf(method);
     return {
       ...definition,
       requestDeserialize: (bytes: Buffer) => (bytes.length > limit ? (new OversizedRequest(bytes.length) as never) : fromBinary(method.input, bytes)),
     };
   }
 
-  function unary(
-    method: DescMethod,
-    handler: (req: unknown, ctx: CallContext) => Promise<unknown>,
-    normalise: ((req: unknown) => void) | undefined,
-    reasons: ReadonlySet<string>,
-    domain: string,
-    injectFaults: boolean,
-  ): handleUnaryCall<unknown, unknown> | handleServerStreamingCall<unknown, unknown> {
-    const policy = methodPolicy(method);
-    const streaming = method.methodKind === "server_streaming";
-    const labels = { grpc_type: method.methodKind === "server_streaming" ? "server_stream" : "unary", grpc_service: method.parent.typeName, grpc_method: method.name };
-    const spanName = `${method.parent.typeName}/${method.name}`;
-    const shedError = new ToolError(status.RESOURCE_EXHAUSTED, "OVERLOADED", `${tool} is at its concurrency limit of ${options.maxConcurrent}`, {
-      retryAfterMs: shedRetryAfterMs,
-    });
-    const streamsFull = new ToolError(status.RESOURCE_EXHAUSTED, "TOO_MANY_STREAMS", `${tool} has ${maxStreams} streams open, as many as it serves at once; retry later`, {
-      retryAfterMs: STREAM_RETRY_AFTER_MS,
-      metadata: { limit: "server", max_streams: String(maxStreams) },
-    });
-    const maxRequestBytes = policy.maxRequestBytes || DEFAULT_MAX_REQUEST_BYTES;
-
-    return (
-      call: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>,
-      callback?: sendUnaryData<unknown>,
-    ) => {
-      const started = performance.now();
-      metrics.started.inc(labels);
-      const { span, context: spanContext, traceId } = startServerSpan(spanName, call.metadata, {
-        "rpc.system": "grpc",
-        "rpc.service": method.parent.typeName,
-        "rpc.method": method.name,
-      });
-      const callLog = log.child({ trace_id: traceId, method: method.name });
-      let settled = false;
-
-      const finish = (error: ToolError | undefined, response?: unknown) => {
-        if (settled) return;
-        settled = true;
-        const code = error ? error.code : status.OK;
-        const codeName = status[code];
-        metrics.handled.inc({ ...labels, grpc_code: codeName });
-        metrics.handlingSeconds.observe({ ...labels, grpc_code: codeName }, (performance.now() - started) / 1000);
-        span.setAttribute("rpc.grpc.status_code", code);
-        if (error) span.setStatus({ code: SpanStatusCode.ERROR, message: error.reason });
-        if (callback) {
-          if (error) callback(toServiceError(error, domain), null);
-          else callback(null, response);
-        } else {
-          const stream = call as ServerWritableStream<unknown, unknown>;
-          if (error) stream.emit("error", toServiceError(error, domain));
-          else stream.end();
-        }
-        span.end();
-      };
-
-      if (draining) {
-        finish(new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${tool} is shutting down`, { retryAfterMs: 0 }));
-        return;
-      }
-      if (call.request instanceof OversizedRequest) {
-        const { bytes } = call.request;
-        metrics.tooLarge.inc({ tool, grpc_method: method.name });
-        finish(
-          new ToolError(status.INVALID_ARGUMENT, "REQUEST_TOO_LARGE", `${method.input.name} is ${bytes} bytes; ${method.name} accepts at most ${maxRequestBytes}`, {
-            metadata: { bytes: String(bytes), max_bytes: String(maxRequestBytes) },
-          }),
-        );
-        return;
-      }
-      const abort = new AbortController();
-      if (streaming) {
-        if (streams.size >= maxStreams) {
-          metrics.streamsRefused.inc({ tool, grpc_method: method.name, limit: "server" });
-          finish(streamsFull);
-          return;
-        }
-        streams.add(abort);
-        metrics.openStreams.set({ tool }, streams.size);
-      } else {
-        if (inFlight >= options.maxConcurrent) {
-          metrics.shed.inc({ tool, grpc_method: method.name });
-          finish(shedError);
-          return;
-        }
-        inFlight += 1;
-        metrics.inFlight.set({ tool }, inFlight);
-      }
-      /** The subject whose per-caller stream count this call holds, once it is counted. */
-      let streamCaller: string | undefined;
-      const onCancelled = () => abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
-      call.once("cancelled", onCancelled);
-      let deadlineTimer: NodeJS.Timeout | undefined;
-
-      const run = async (): Promise<unknown> => {
-        const token = bearerToken(call);
-        if (!token) throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", "missing bearer token in the authorization metadata");
-        let caller: Caller;
-        try {
-          caller = await verifier.verify(token);
-        } catch (cause) {
-          throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`, { cause });
-        }
-        if (policy.requiredScope && !caller.scopes.has(policy.requiredScope)) {
-          throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} requires scope "${policy.requiredScope}"`, {
-            metadata: { required_scope: policy.requiredScope },
-          });
-        }
-        if (streaming) {
-          const held = streamsByCaller.get(caller.subject) ?? 0;
-          if (held >= maxStreamsPerCaller) {
-            metrics.streamsRefused.inc({ tool, grpc_method: method.name, limit: "caller" });
-            throw new ToolError(status.RESOURCE_EXHAUSTED, "TOO_MANY_STREAMS", `${caller.subject} has ${held} streams open on ${tool}, as many as one caller may; close one or retry later`, {
-              retryAfterMs: STREAM_RETRY_AFTER_MS,
-              metadata: { limit: "caller", max_streams: String(maxStreamsPerCaller) },
-            });
-          }
-          streamCaller = caller.subject;
-          streamsByCaller.set(streamCaller, held + 1);
-        }
-        const request = call.request;
-        normalise?.(request);
-        const violations = violationsOf(method.input, request as MessageShape<typeof method.input>);
-        if (violations.length > 0) {
-          throw new ToolError(
-            status.INVALID_ARGUMENT,
-            "REQUEST_INVALID",
-            `invalid ${method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
-            { fieldViolations: violations },
-          );
-        }
-        const rawDeadline = call.getDeadline();
-        const deadlineMs = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
-        const deadline = Number.isFinite(deadlineMs) ? new Date(deadlineMs) : undefined;
-        if (deadline) {
-          deadlineTimer = setTimeout(
-            () => abort.abort(new ToolError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", "the deadline passed")),
-            Math.max(0, deadline.getTime() - Date.now()),
-          );
-        }
-        const fault = injectFaults ? faults.decide(method.name) : NO_FAULT;
-        if (fault.delayMs > 0) {
-          metrics.faultsInjected.inc({ tool, grpc_method: method.name, kind: "latency" });
-          await sleep(fault.delayMs, undefined, { signal: abort.signal }).catch(() => undefined);
-        }
-        if (abort.signal.aborted) throw abort.signal.reason;
-        if (fault.fail) {
-          metrics.faultsInjected.inc({ tool, grpc_method: method.name, kind: fault.fail });
-          throw new ToolError(status.UNAVAILABLE, "FAULT_INJECTED", `${tool} fault injected (${fault.fail})`, {
-            ...(fault.retryAfterMs !== undefined ? { retryAfterMs: fault.retryAfterMs } : {}),
-          });
-        }
-        const ctx: CallContext = { signal: abort.signal, deadline, caller, traceId, log: callLog };
-        const checked = (init: unknown) => {
-          const response = create(method.output, init as MessageInitShape<typeof method.output>);
-          const responseViolations = violationsOf(method.output, response);
-          if (responseViolations.length > 0) {
-            metrics.contractViolations.inc({ tool, grpc_method: method.name });
-            callLog.error("response withheld: it breaks its contract", {
-              violations: responseViolations.map((v) => ({ field: v.field, reason: v.reason ?? "" })),
-            });
-            throw new ToolError(status.INTERNAL, "CONTRACT_VIOLATION", `${tool} produced a response that breaks its contract`);
-          }
-          return response;
-        };
-        if (streaming) {
-          const stream = call as ServerWritableStream<unknown, unknown>;
-          for await (const item of (handler as unknown as StreamHandler<DescMethod>)(request as never, ctx)) {
-            if (abort.signal.aborted) throw abort.signal.reason;
-            // A slow reader holds the stream back rather than have its messages pile up here.
-            if (!stream.write(checked(item))) await once(stream, "drain", { signal: abort.signal }).catch(() => undefined);
-          }
-          // A handler that ends on its signal (cancelled, deadline, drain) ends with that status, not OK.
-          if (abort.signal.aborted) throw abort.signal.reason;
-          return undefined;
-        }
-        const aborted = new Promise<never>((_, reject) => {
-          abort.signal.addEventListener("abort", () => reject(abort.signal.reason), { once: true });
-        });
-        const init = await Promise.race([handler(request, ctx), aborted]);
-        const response = checked(init);
-        if (fault.responseDelayMs > 0) {
-          metrics.faultsInjected.inc({ tool, grpc_method: method.name, kind: "response_delay" });
-          // Not cut short by a cancel: the point is an answer that arrives late or never.
-          await sleep(fault.responseDelayMs);
-        }
-        return response;
-      };
-
-      context
-        .with(spanContext, run)
-        .then(
-          (response) => finish(undefined, response),
-          (error: unknown) => finish(mapError(error, reasons, callLog)),
-        )
-        .finally(() => {
-          clearTimeout(deadlineTimer);
-          call.removeListener("cancelled", onCancelled);
-          if (streaming) {
-            streams.delete(abort);
-            metrics.openStreams.set({ tool }, streams.size);
-            if (streamCaller !== undefined) {
-              const held = (streamsByCaller.get(streamCaller) ?? 1) - 1;
-              if (held > 0) streamsByCaller.set(streamCaller, held);
-              else streamsByCaller.delete(streamCaller);
-            }
-          } else {
-            inFlight -= 1;
-            metrics.inFlight.set({ tool }, inFlight);
-          }
-          if (draining && idle()) drained?.();
-        });
-    };
-  }
-
-  /** The single place an exception becomes a wire status; anything unknown becomes INTERNAL. */
-  function mapError(error: unknown, reasons: ReadonlySet<string>, callLog: Logger): ToolError {
-    if (error instanceof ToolError) {
-      if (reasons.has(error.reason)) {
-        if (error.code === status.INTERNAL || error.code === status.UNKNOWN) {
-          callLog.error("call failed", { reason: error.reason, error_name: error.name });
-        }
-        return error;
-      }
-      callLog.error("handler used an error reason outside its contract", { reason: error.reason });
-    } else {
-      const name = error instanceof Error ? error.name : typeof error;
-      callLog.error("unexpected exception in handler", { error_name: name, error_message: error instanceof Error ? error.message : "" });
-    }
-    return new ToolError(status.INTERNAL, "INTERNAL_ERROR", INTERNAL_MESSAGE);
-  }
-
-  register(service, definition.handlers as Record<string, unknown>, definition.normalise as Record<string, unknown> | undefined, true);
+  register(service, definition.handlers as Record<string, unknown>, definition.normalise as Record<string, unknown> | undefined, options.interceptors ?? []);
   register(
     ToolAdminService,
     {
@@ -500,7 +292,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       getFaults: async () => ({ profile: faults.profile }),
     },
     undefined,
-    false,
+    undefined,
   );
 
   const port = await bindAsync(server, `${options.host}:${options.port}`);
@@ -512,7 +304,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
         () => res.writeHead(500).end(),
       );
     } else if (req.url === "/healthz") {
-      res.writeHead(draining ? 503 : 200, { "content-type": "text/plain" }).end(draining ? "draining\n" : "ok\n");
+      res.writeHead(slots.draining ? 503 : 200, { "content-type": "text/plain" }).end(slots.draining ? "draining\n" : "ok\n");
     } else {
       res.writeHead(404).end();
     }
@@ -522,18 +314,15 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {
     shutdownPromise ??= (async () => {
-      draining = true;
       metrics.serving.set({ tool }, 0);
       health.setStatus(HEALTH_OVERALL, "NOT_SERVING");
       health.setStatus(service.typeName, "NOT_SERVING");
-      log.info("draining", { tool, in_flight: inFlight, streams: streams.size, grace_ms: options.shutdownGraceMs });
+      log.info("draining", { tool, in_flight: slots.inFlight, streams: slots.streams.size, grace_ms: options.shutdownGraceMs });
       // Streams may stay open for as long as what they follow (an hour): they are ended now, and
       // their callers (told UNAVAILABLE, retry at once) reopen them on another replica.
-      const ending = new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${tool} is shutting down; reopen the stream`, { retryAfterMs: 0 });
-      for (const stream of streams) stream.abort(ending);
-      const quiet = idle() ? Promise.resolve() : new Promise<void>((resolve) => (drained = resolve));
+      const quiet = slots.drain(new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${tool} is shutting down; reopen the stream`, { retryAfterMs: 0 }));
       const timedOut = await Promise.race([quiet.then(() => false), sleep(options.shutdownGraceMs).then(() => true)]);
-      if (timedOut) log.warn("grace period over; cancelling calls in flight", { tool, in_flight: inFlight });
+      if (timedOut) log.warn("grace period over; cancelling calls in flight", { tool, in_flight: slots.inFlight });
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {
           server.forceShutdown();
@@ -558,8 +347,8 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     address: `${options.host}:${port}`,
     metrics,
     faults,
-    inFlight: () => inFlight,
-    openStreams: () => streams.size,
+    inFlight: () => slots.inFlight,
+    openStreams: () => slots.streams.size,
     shutdown,
     exitOnSignals() {
       for (const signal of ["SIGTERM", "SIGINT"] as const) {
@@ -579,7 +368,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     },
   };
   if (options.exitOnSignals) toolServer.exitOnSignals();
-  log.info("serving", { tool, address: `${options.host}:${port}`, metrics_port: metricsPort, limit: options.maxConcurrent, max_streams: maxStreams, max_streams_per_caller: maxStreamsPerCaller });
+  log.info("serving", { tool, address: `${options.host}:${port}`, metrics_port: metricsPort, limit: options.maxConcurrent, max_streams: maxStreams, max_streams_per_caller: slots.limits.maxStreamsPerCaller });
   return toolServer;
 }
 

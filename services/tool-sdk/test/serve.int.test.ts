@@ -12,6 +12,7 @@ import { mintToken, newKeyPair, signingKeyFromJwk } from "../src/auth.js";
 import { CallError, createRawClient, type RawClient } from "../src/raw-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
+import type { Interceptor } from "../src/server/interceptor.js";
 import { checkHealth, metricValue, startTestTool, type TestTool, testToken } from "../src/testing.js";
 
 type KbHandlers = ToolHandlers<typeof KbSearchService>;
@@ -271,6 +272,25 @@ describe("serveTool", () => {
     const buf = join(dirname(require.resolve("@bufbuild/buf/package.json")), "bin", "buf");
     return promisify(execFile)(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", ...args]);
   };
+
+  it("runs the service's own interceptors after auth and validation, on the contract's methods only", async () => {
+    const seen: string[] = [];
+    const own: Interceptor = (next) => async (call) => {
+      seen.push(`${call.method.name} by ${call.caller?.subject}`);
+      if ((call.request as { query: string }).query === "blocked") throw new ToolError(status.FAILED_PRECONDITION, "REQUEST_INVALID", "blocked by the service");
+      return next(call);
+    };
+    const t = await start(okHandlers, { interceptors: [own] });
+    const client = await t.client(["kb:read"], "agent-7");
+    await client.search({ query: "refund", limit: 3 });
+    const error = await failure(client.search({ query: "blocked", limit: 3 }));
+    expect([error.code, error.reason]).toEqual([status.FAILED_PRECONDITION, "REQUEST_INVALID"]);
+    await failure(client.search({ query: "", limit: 3 }));
+    const admin = createRawClient(ToolAdminService, t.address, { token: await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] }) });
+    await admin.getFaults({});
+    admin.close();
+    expect(seen).toEqual(["Search by agent-7", "Search by agent-7"]);
+  });
 
   it("answers server reflection (buf curl lists the contract and the admin service)", async () => {
     const t = await start(okHandlers);

@@ -1,21 +1,5 @@
 // Which failures may be retried, how long to wait, and how many retries a tool may take.
-import { status } from "@grpc/grpc-js";
 import { Effect, type MethodPolicy } from "../contract.js";
-
-/** Codes a retry may fix. DEADLINE_EXCEEDED is absent: the call's one deadline is spent. */
-export const RETRY_CODES: ReadonlySet<status> = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.ABORTED]);
-
-/** Caller mistakes: they say nothing about the tool's health and never trip a breaker. */
-export const CALLER_ERROR_CODES: ReadonlySet<status> = new Set([
-  status.INVALID_ARGUMENT,
-  status.NOT_FOUND,
-  status.PERMISSION_DENIED,
-  status.FAILED_PRECONDITION,
-  status.ALREADY_EXISTS,
-  status.UNAUTHENTICATED,
-  status.OUT_OF_RANGE,
-  status.CANCELLED,
-]);
 
 /**
  * Read-only and idempotent methods may be retried; an irreversible one only when the request

@@ -18,13 +18,13 @@ import { bulkhead, BulkheadRejectedError, type BulkheadPolicy } from "cockatiel"
 import CircuitBreaker from "opossum";
 import type { Registry } from "prom-client";
 import { commonReasons, Degradation, errorReasons, type MethodPolicy, methodPath, methodPolicy, RoutingTag, servicePolicy } from "../contract.js";
-import { decodeStatusDetails, type FieldViolation } from "../errors.js";
+import { CALLER_ERROR_CODES, decodeStatusDetails, type FieldViolation, RETRY_IN_CALL_CODES } from "../errors.js";
 import { injectContext, tracer } from "../tracing.js";
 import { violationsOf, warmValidation } from "../validation.js";
 import { BREAKER_STATE_VALUE, ClientMetrics } from "./client-metrics.js";
 import { replicaListTarget } from "./replica-resolver.js";
 import { ResponseCache } from "./response-cache.js";
-import { backoffMs, CALLER_ERROR_CODES, mayRetry, RETRY_CODES, RetryBudget } from "./retry.js";
+import { backoffMs, mayRetry, RetryBudget } from "./retry.js";
 
 export type ResultSource = "live" | "cache" | "degraded";
 export type BreakerState = keyof typeof BREAKER_STATE_VALUE;
@@ -93,8 +93,9 @@ export class ToolCallError extends Error {
     this.refusedByTool = options.refusedByTool ?? false;
   }
 
+  /** Whether the client would have retried it within the call (RETRY_IN_CALL_CODES). */
   get retryable(): boolean {
-    return RETRY_CODES.has(this.code);
+    return RETRY_IN_CALL_CODES.has(this.code);
   }
 
   /** The same failure, marked as one whose outcome is unknown. */
@@ -401,7 +402,7 @@ export class ToolClient<S extends DescService> {
         failure = this.#asCallError(thrown, plan, attempt);
       }
       if (!this.#refusedBeforeHandling(failure)) uncertain = true;
-      if (failure.reason === "BREAKER_OPEN" || !retryAllowed || !RETRY_CODES.has(failure.code) || attempt >= maxAttempts || signal?.aborted) {
+      if (failure.reason === "BREAKER_OPEN" || !retryAllowed || !RETRY_IN_CALL_CODES.has(failure.code) || attempt >= maxAttempts || signal?.aborted) {
         fail(failure);
       }
       const waitMs = failure.retryAfterMs ?? backoffMs(attempt, retry.baseBackoffMs ?? 50, retry.maxBackoffMs ?? 1000, this.#random);

@@ -1,0 +1,87 @@
+// The dashboard's tool table: per tool, since this process started, latency quantiles and
+// outcomes read back from the tool clients' own Prometheus metrics.
+import type { DescService } from "@bufbuild/protobuf";
+import type { ToolClient } from "@loopguard/tool-sdk";
+import type { Registry } from "prom-client";
+
+type Buckets = Map<number, number>;
+
+/** Prometheus' histogram_quantile over cumulative buckets: linear inside the bucket holding the rank. */
+export function quantileOf(buckets: Buckets, q: number): number | null {
+  const bounds = [...buckets.keys()].sort((a, b) => a - b);
+  const total = buckets.get(Number.POSITIVE_INFINITY) ?? 0;
+  if (total === 0) return null;
+  const rank = q * total;
+  let previousBound = 0;
+  let previousCount = 0;
+  for (const bound of bounds) {
+    const count = buckets.get(bound) ?? 0;
+    if (count >= rank) {
+      if (!Number.isFinite(bound)) return previousBound;
+      if (count === previousCount) return bound;
+      return previousBound + (bound - previousBound) * ((rank - previousCount) / (count - previousCount));
+    }
+    previousBound = bound;
+    previousCount = count;
+  }
+  return previousBound;
+}
+
+export interface ToolStats {
+  readonly tool: string;
+  readonly service: string;
+  readonly breaker: string;
+  readonly calls: number;
+  readonly p50Ms: number | null;
+  readonly p95Ms: number | null;
+  /** Share of calls the tool did not answer live (errors, fallbacks, rejections). */
+  readonly errorRate: number;
+  readonly fallbacksServed: number;
+  readonly outcomes: Record<string, number>;
+}
+
+type MetricValues = { value: number; labels: Record<string, string | number | undefined>; metricName?: string }[];
+
+async function valuesOf(registry: Registry, name: string): Promise<MetricValues> {
+  const metric = registry.getSingleMetric(name);
+  return metric ? ((await metric.get()).values as MetricValues) : [];
+}
+
+/** Per tool, since this process started: latency from grpc_client_handling_seconds, outcomes from loopguard_tool_client_calls_total. */
+export async function toolStats(registry: Registry, clients: ReadonlyMap<string, ToolClient<DescService>>): Promise<ToolStats[]> {
+  const [latency, calls] = await Promise.all([valuesOf(registry, "grpc_client_handling_seconds"), valuesOf(registry, "loopguard_tool_client_calls_total")]);
+  const bucketsByService = new Map<string, Buckets>();
+  for (const v of latency) {
+    if (v.metricName !== "grpc_client_handling_seconds_bucket") continue;
+    const service = String(v.labels.grpc_service);
+    const le = v.labels.le === "+Inf" ? Number.POSITIVE_INFINITY : Number(v.labels.le);
+    const buckets = bucketsByService.get(service) ?? new Map<number, number>();
+    buckets.set(le, (buckets.get(le) ?? 0) + v.value);
+    bucketsByService.set(service, buckets);
+  }
+  const outcomesByTool = new Map<string, Record<string, number>>();
+  for (const v of calls) {
+    const tool = String(v.labels.tool);
+    const outcome = String(v.labels.outcome);
+    const outcomes = outcomesByTool.get(tool) ?? {};
+    outcomes[outcome] = (outcomes[outcome] ?? 0) + v.value;
+    outcomesByTool.set(tool, outcomes);
+  }
+  return [...clients.values()].map((client) => {
+    const buckets = bucketsByService.get(client.service.typeName) ?? new Map<number, number>();
+    const outcomes = outcomesByTool.get(client.tool) ?? {};
+    const total = Object.values(outcomes).reduce((a, b) => a + b, 0);
+    const ms = (seconds: number | null) => (seconds === null ? null : Math.round(seconds * 10_000) / 10);
+    return {
+      tool: client.tool,
+      service: client.service.typeName,
+      breaker: client.breakerState,
+      calls: total,
+      p50Ms: ms(quantileOf(buckets, 0.5)),
+      p95Ms: ms(quantileOf(buckets, 0.95)),
+      errorRate: total === 0 ? 0 : (total - (outcomes.ok ?? 0)) / total,
+      fallbacksServed: (outcomes.fallback_cache ?? 0) + (outcomes.fallback_degraded ?? 0),
+      outcomes,
+    };
+  });
+}

@@ -1,0 +1,42 @@
+// The server pipeline as a chain of interceptors in the Connect-ES shape, `(next) => (call) =>
+// response`: each stage is one function, composed once per method, testable alone. A stage
+// refuses a call by throwing a ToolError; the errors stage turns anything else into INTERNAL.
+import type { DescMethod } from "@bufbuild/protobuf";
+import type { Metadata } from "@grpc/grpc-js";
+import type { Caller } from "../auth.js";
+import type { Logger } from "../logger.js";
+
+/** One call as the interceptors see it; stages fill in what they learn (trace id, caller). */
+export interface ServerCall {
+  readonly method: DescMethod;
+  /** The decoded request; an OversizedRequest when it was larger than its method accepts. */
+  request: unknown;
+  /** The request's gRPC metadata (authorization, traceparent). */
+  readonly metadata: Metadata;
+  /** The caller's deadline, if it sent one. */
+  readonly deadline: Date | undefined;
+  /** Aborted on cancel, deadline or drain; its reason is the ToolError the call ends with. */
+  readonly abort: AbortController;
+  /** Set by the auth stage. */
+  caller: Caller | undefined;
+  /** Set by the trace stage. */
+  traceId: string;
+  /** Bound to this call's trace id and method by the trace stage. */
+  log: Logger;
+  /** Server streams: writes one response message, waiting while the reader is slow. */
+  send: (message: unknown) => Promise<void>;
+}
+
+/** Runs the rest of the chain: resolves with the response (unary) or once the stream is written. */
+export type CallFn = (call: ServerCall) => Promise<unknown>;
+export type Interceptor = (next: CallFn) => CallFn;
+
+/** The first interceptor is the outermost: it sees the call first and the outcome last. */
+export function compose(interceptors: readonly Interceptor[], terminal: CallFn): CallFn {
+  return interceptors.reduceRight<CallFn>((next, interceptor) => interceptor(next), terminal);
+}
+
+/** What the deserializer hands on instead of a request too large for its method: its size, undecoded. */
+export class OversizedRequest {
+  constructor(readonly bytes: number) {}
+}

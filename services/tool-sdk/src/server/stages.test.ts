@@ -1,0 +1,231 @@
+// Each interceptor alone: a ServerCall built by hand, the next stage a plain function.
+import { create } from "@bufbuild/protobuf";
+import { Metadata } from "@grpc/grpc-js";
+import { KbSearchService, SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { describe, expect, it } from "vitest";
+import { TokenVerifier } from "../auth.js";
+import { status, ToolError } from "../errors.js";
+import { FaultSwitch } from "../faults.js";
+import { createLogger } from "../logger.js";
+import { ServerMetrics } from "../metrics.js";
+import { metricValue, TEST_PUBLIC_KEYS, testToken } from "../testing.js";
+import { unaryTerminal } from "./handler.js";
+import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
+import { CallSlots } from "./slots.js";
+import { authStage, deadlineStage, errorsStage, faultStage, metricsStage, responseContractStage, sizeStage, traceStage, validateStage } from "./stages.js";
+
+const method = KbSearchService.method.search;
+const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
+
+function testCall(overrides: Partial<ServerCall> = {}, logged: string[] = []): ServerCall {
+  return {
+    method,
+    request: create(SearchRequestSchema, { query: "refund", limit: 3 }),
+    metadata: new Metadata(),
+    deadline: undefined,
+    abort: new AbortController(),
+    caller: undefined,
+    traceId: "",
+    log: createLogger({ service: "test", write: (line) => logged.push(line) }),
+    send: async () => undefined,
+    ...overrides,
+  };
+}
+
+async function refusal(promise: Promise<unknown>): Promise<ToolError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ToolError);
+  return error as ToolError;
+}
+
+const answer: CallFn = async () => ({ hits: [hit] });
+
+describe("compose", () => {
+  it("runs the first interceptor outermost", async () => {
+    const seen: string[] = [];
+    const tag =
+      (name: string): Interceptor =>
+      (next) =>
+      async (call) => {
+        seen.push(`${name} in`);
+        const response = await next(call);
+        seen.push(`${name} out`);
+        return response;
+      };
+    await compose([tag("a"), tag("b")], answer)(testCall());
+    expect(seen).toEqual(["a in", "b in", "b out", "a out"]);
+  });
+});
+
+describe("authStage", () => {
+  const verifier = new TokenVerifier(TEST_PUBLIC_KEYS, "kb-search");
+  const stage = authStage(verifier, "kb-search", method, "kb:read")(async (call) => call.caller?.subject);
+  const withToken = (token: string) => {
+    const metadata = new Metadata();
+    metadata.set("authorization", `Bearer ${token}`);
+    return testCall({ metadata });
+  };
+
+  it("refuses a call without a token UNAUTHENTICATED", async () => {
+    const error = await refusal(stage(testCall()));
+    expect([error.code, error.reason]).toEqual([status.UNAUTHENTICATED, "CREDENTIALS_INVALID"]);
+  });
+
+  it("refuses a token without the method's scope PERMISSION_DENIED, naming the scope", async () => {
+    const error = await refusal(stage(withToken(await testToken({ scopes: ["kb:write"], audience: "kb-search" }))));
+    expect([error.code, error.reason, error.metadata.required_scope]).toEqual([status.PERMISSION_DENIED, "SCOPE_MISSING", "kb:read"]);
+  });
+
+  it("refuses a token for another service", async () => {
+    const error = await refusal(stage(withToken(await testToken({ scopes: ["kb:read"], audience: "billing" }))));
+    expect(error.code).toBe(status.UNAUTHENTICATED);
+  });
+
+  it("hands on the verified caller", async () => {
+    await expect(stage(withToken(await testToken({ scopes: ["kb:read"], subject: "agent-7" })))).resolves.toBe("agent-7");
+  });
+});
+
+describe("validateStage", () => {
+  it("normalises, then refuses an invalid request with its field violations", async () => {
+    const stage = validateStage(method, (request) => ((request as { query: string }).query = ""))(answer);
+    const error = await refusal(stage(testCall()));
+    expect([error.code, error.reason]).toEqual([status.INVALID_ARGUMENT, "REQUEST_INVALID"]);
+    expect(error.fieldViolations.map((v) => v.field)).toEqual(["query"]);
+  });
+
+  it("passes a valid request", async () => {
+    await expect(validateStage(method, undefined)(answer)(testCall())).resolves.toEqual({ hits: [hit] });
+  });
+});
+
+describe("sizeStage", () => {
+  it("refuses an oversized request without calling on", async () => {
+    const metrics = new ServerMetrics("kb-search");
+    let reached = false;
+    const stage = sizeStage(metrics, "kb-search", method, 100)(async () => (reached = true));
+    const error = await refusal(stage(testCall({ request: new OversizedRequest(5000) })));
+    expect([error.reason, error.metadata.bytes, error.metadata.max_bytes, reached]).toEqual(["REQUEST_TOO_LARGE", "5000", "100", false]);
+    expect(metricValue(await metrics.registry.metrics(), "loopguard_tool_requests_too_large_total", { grpc_method: "Search" })).toBe(1);
+  });
+});
+
+describe("CallSlots", () => {
+  const limits = { maxConcurrent: 1, maxStreams: 1, maxStreamsPerCaller: 1, shedRetryAfterMs: 250 };
+
+  it("sheds a unary call past the limit and frees the slot when a call ends", async () => {
+    const slots = new CallSlots("kb-search", limits, new ServerMetrics("kb-search"));
+    let release!: () => void;
+    const held = slots.unaryShed(method)(() => new Promise((resolve) => (release = () => resolve({}))));
+    const first = held(testCall());
+    const error = await refusal(held(testCall()));
+    expect([error.code, error.reason, error.retryAfterMs]).toEqual([status.RESOURCE_EXHAUSTED, "OVERLOADED", 250]);
+    expect(slots.inFlight).toBe(1);
+    release();
+    await first;
+    expect(slots.inFlight).toBe(0);
+  });
+
+  it("refuses calls once draining, and the drain resolves when the last call ends", async () => {
+    const slots = new CallSlots("kb-search", limits, new ServerMetrics("kb-search"));
+    let release!: () => void;
+    const running = slots.unaryShed(method)(() => new Promise((resolve) => (release = () => resolve({}))))(testCall());
+    let drained = false;
+    const drain = slots.drain(new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", "bye")).then(() => (drained = true));
+    const error = await refusal(slots.drainGate()(answer)(testCall()));
+    expect(error.reason).toBe("SHUTTING_DOWN");
+    expect(drained).toBe(false);
+    release();
+    await running;
+    await drain;
+    expect(drained).toBe(true);
+  });
+
+  it("limits streams per caller apart from the server-wide limit", async () => {
+    const slots = new CallSlots("kb-search", { ...limits, maxStreams: 5 }, new ServerMetrics("kb-search"));
+    const caller = { subject: "agent-7", scopes: new Set<string>() } as ServerCall["caller"];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const stream = slots.streamsPerCaller(method)(async () => {
+      await gate;
+      return undefined;
+    });
+    const first = stream(testCall({ caller }));
+    const error = await refusal(stream(testCall({ caller })));
+    expect([error.reason, error.metadata.limit]).toEqual(["TOO_MANY_STREAMS", "caller"]);
+    const other = stream(testCall({ caller: { ...caller!, subject: "agent-8" } }));
+    release();
+    await expect(Promise.all([first, other])).resolves.toEqual([undefined, undefined]);
+    await expect(stream(testCall({ caller }))).resolves.toBeUndefined();
+  });
+});
+
+describe("deadlineStage", () => {
+  it("aborts the call's signal with DEADLINE_PASSED when the deadline passes", async () => {
+    const call = testCall({ deadline: new Date(Date.now() + 20) });
+    const error = await refusal(compose([deadlineStage], unaryTerminal(() => new Promise(() => undefined)))(call));
+    expect([error.code, error.reason]).toEqual([status.DEADLINE_EXCEEDED, "DEADLINE_PASSED"]);
+  });
+});
+
+describe("faultStage", () => {
+  it("fails calls UNAVAILABLE FAULT_INJECTED during an outage, and counts them", async () => {
+    const faults = new FaultSwitch();
+    const metrics = new ServerMetrics("kb-search");
+    faults.set({ outage: true, retryAfterMs: 300 } as never);
+    const error = await refusal(faultStage(faults, metrics, "kb-search", method)(answer)(testCall()));
+    expect([error.code, error.reason, error.retryAfterMs]).toEqual([status.UNAVAILABLE, "FAULT_INJECTED", 300]);
+    expect(metricValue(await metrics.registry.metrics(), "loopguard_tool_faults_injected_total", { kind: "outage" })).toBe(1);
+  });
+
+  it("passes calls through with no fault switched on", async () => {
+    await expect(faultStage(new FaultSwitch(), new ServerMetrics("kb-search"), "kb-search", method)(answer)(testCall())).resolves.toEqual({ hits: [hit] });
+  });
+});
+
+describe("responseContractStage", () => {
+  it("withholds a response that breaks the contract as INTERNAL CONTRACT_VIOLATION", async () => {
+    const logged: string[] = [];
+    const stage = responseContractStage(new ServerMetrics("kb-search"), "kb-search", method)(async () => ({ hits: [{ ...hit, docId: "" }] }));
+    const error = await refusal(stage(testCall({}, logged)));
+    expect([error.code, error.reason]).toEqual([status.INTERNAL, "CONTRACT_VIOLATION"]);
+    expect(logged.join("\n")).toContain("response withheld");
+  });
+});
+
+describe("errorsStage", () => {
+  const reasons = new Set(["REQUEST_INVALID"]);
+
+  it("passes a ToolError with a contract reason unchanged", async () => {
+    const own = new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", "no");
+    const error = await refusal(errorsStage(reasons)(() => Promise.reject(own))(testCall()));
+    expect(error).toBe(own);
+  });
+
+  it("turns an unknown exception or reason into INTERNAL and logs it", async () => {
+    const logged: string[] = [];
+    const thrown = await refusal(errorsStage(reasons)(() => Promise.reject(new TypeError("boom")))(testCall({}, logged)));
+    const foreign = await refusal(errorsStage(reasons)(() => Promise.reject(new ToolError(status.NOT_FOUND, "NOT_OURS", "x")))(testCall({}, logged)));
+    expect([thrown.reason, foreign.reason]).toEqual(["INTERNAL_ERROR", "INTERNAL_ERROR"]);
+    expect(logged.join("\n")).toContain("unexpected exception in handler");
+    expect(logged.join("\n")).toContain("outside its contract");
+  });
+});
+
+describe("metricsStage and traceStage", () => {
+  it("count every outcome by code and give the call a trace id and a bound logger", async () => {
+    const metrics = new ServerMetrics("kb-search");
+    const log = createLogger({ service: "test", write: () => undefined });
+    const chain = compose([metricsStage(metrics, method), traceStage(method, log)], async (call) => call.traceId);
+    const traceId = await chain(testCall());
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+    await refusal(compose([metricsStage(metrics, method)], () => Promise.reject(new ToolError(status.NOT_FOUND, "X", "x")))(testCall()));
+    const page = await metrics.registry.metrics();
+    expect(metricValue(page, "grpc_server_started_total", { grpc_method: "Search" })).toBe(2);
+    expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "OK" })).toBe(1);
+    expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "NOT_FOUND" })).toBe(1);
+  });
+});

@@ -1,0 +1,190 @@
+// The stages every call of a tool goes through, one interceptor each (see interceptor.ts for the
+// shape and serve.ts for their order).
+import { setTimeout as sleep } from "node:timers/promises";
+import { create, type DescMethod, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import { SpanStatusCode } from "@opentelemetry/api";
+import type { TokenVerifier } from "../auth.js";
+import { INTERNAL_MESSAGE, status, ToolError } from "../errors.js";
+import { type FaultSwitch, NO_FAULT } from "../faults.js";
+import type { Logger } from "../logger.js";
+import type { ServerMetrics } from "../metrics.js";
+import { context, startServerSpan } from "../tracing.js";
+import { violationsOf } from "../validation.js";
+import { type Interceptor, OversizedRequest } from "./interceptor.js";
+
+/** RED metrics: started, handled by code, handling seconds. Outermost, so every outcome counts. */
+export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interceptor {
+  const labels = { grpc_type: method.methodKind === "server_streaming" ? "server_stream" : "unary", grpc_service: method.parent.typeName, grpc_method: method.name };
+  return (next) => async (call) => {
+    const started = performance.now();
+    metrics.started.inc(labels);
+    let code = status.OK;
+    try {
+      return await next(call);
+    } catch (error) {
+      code = error instanceof ToolError ? error.code : status.UNKNOWN;
+      throw error;
+    } finally {
+      const done = { ...labels, grpc_code: status[code] };
+      metrics.handled.inc(done);
+      metrics.handlingSeconds.observe(done, (performance.now() - started) / 1000);
+    }
+  };
+}
+
+/** A server span from the caller's traceparent; the rest of the chain runs in its context and logs with its trace id. */
+export function traceStage(method: DescMethod, log: Logger): Interceptor {
+  const spanName = `${method.parent.typeName}/${method.name}`;
+  const attributes = { "rpc.system": "grpc", "rpc.service": method.parent.typeName, "rpc.method": method.name };
+  return (next) => async (call) => {
+    const { span, context: spanContext, traceId } = startServerSpan(spanName, call.metadata, attributes);
+    call.traceId = traceId;
+    call.log = log.child({ trace_id: traceId, method: method.name });
+    try {
+      const response = await context.with(spanContext, next, undefined, call);
+      span.setAttribute("rpc.grpc.status_code", status.OK);
+      return response;
+    } catch (error) {
+      const failure = error as ToolError;
+      span.setAttribute("rpc.grpc.status_code", failure.code);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: failure.reason });
+      throw error;
+    } finally {
+      span.end();
+    }
+  };
+}
+
+/**
+ * The single place an exception becomes a wire status: a ToolError with a reason from the
+ * service's contract passes, anything else becomes INTERNAL (and is logged, never sent).
+ */
+export function errorsStage(reasons: ReadonlySet<string>): Interceptor {
+  return (next) => async (call) => {
+    try {
+      return await next(call);
+    } catch (error) {
+      throw contractError(error, reasons, call.log);
+    }
+  };
+}
+
+export function contractError(error: unknown, reasons: ReadonlySet<string>, log: Logger): ToolError {
+  if (error instanceof ToolError) {
+    if (reasons.has(error.reason)) {
+      if (error.code === status.INTERNAL || error.code === status.UNKNOWN) log.error("call failed", { reason: error.reason, error_name: error.name });
+      return error;
+    }
+    log.error("handler used an error reason outside its contract", { reason: error.reason });
+  } else {
+    const name = error instanceof Error ? error.name : typeof error;
+    log.error("unexpected exception in handler", { error_name: name, error_message: error instanceof Error ? error.message : "" });
+  }
+  return new ToolError(status.INTERNAL, "INTERNAL_ERROR", INTERNAL_MESSAGE);
+}
+
+/** A request above its method's size limit (left undecoded by the deserializer) is refused without work. */
+export function sizeStage(metrics: ServerMetrics, tool: string, method: DescMethod, maxRequestBytes: number): Interceptor {
+  return (next) => (call) => {
+    if (!(call.request instanceof OversizedRequest)) return next(call);
+    const { bytes } = call.request;
+    metrics.tooLarge.inc({ tool, grpc_method: method.name });
+    return Promise.reject(
+      new ToolError(status.INVALID_ARGUMENT, "REQUEST_TOO_LARGE", `${method.input.name} is ${bytes} bytes; ${method.name} accepts at most ${maxRequestBytes}`, {
+        metadata: { bytes: String(bytes), max_bytes: String(maxRequestBytes) },
+      }),
+    );
+  };
+}
+
+function bearerToken(value: unknown): string | undefined {
+  if (typeof value !== "string") return undefined;
+  return /^Bearer\s+(\S+)$/i.exec(value)?.[1];
+}
+
+/** The bearer token must verify (audience: this tool) and carry the method's required scope. */
+export function authStage(verifier: TokenVerifier, tool: string, method: DescMethod, requiredScope: string): Interceptor {
+  return (next) => async (call) => {
+    const token = bearerToken(call.metadata.get("authorization")[0]);
+    if (!token) throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", "missing bearer token in the authorization metadata");
+    try {
+      call.caller = await verifier.verify(token);
+    } catch (cause) {
+      throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`, { cause });
+    }
+    if (requiredScope && !call.caller.scopes.has(requiredScope)) {
+      throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} requires scope "${requiredScope}"`, { metadata: { required_scope: requiredScope } });
+    }
+    return next(call);
+  };
+}
+
+/** The request rewritten into its canonical form (if the service says how), then checked against its contract. */
+export function validateStage(method: DescMethod, normalise: ((request: unknown) => void) | undefined): Interceptor {
+  return (next) => async (call) => {
+    normalise?.(call.request);
+    const violations = violationsOf(method.input, call.request as MessageShape<typeof method.input>);
+    if (violations.length === 0) return next(call);
+    throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `invalid ${method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`, {
+      fieldViolations: violations,
+    });
+  };
+}
+
+/** The caller's deadline aborts the call's signal when it passes. */
+export const deadlineStage: Interceptor = (next) => async (call) => {
+  if (!call.deadline) return next(call);
+  const timer = setTimeout(() => call.abort.abort(new ToolError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", "the deadline passed")), Math.max(0, call.deadline.getTime() - Date.now()));
+  try {
+    return await next(call);
+  } finally {
+    clearTimeout(timer);
+  }
+};
+
+/** Drill faults switched on through ToolAdminService: added latency, errors, an outage, answers held back. */
+export function faultStage(faults: FaultSwitch, metrics: ServerMetrics, tool: string, method: DescMethod): Interceptor {
+  const kind = (k: string) => ({ tool, grpc_method: method.name, kind: k });
+  return (next) => async (call) => {
+    const fault = faults.decide(method.name);
+    if (fault === NO_FAULT) return next(call);
+    if (fault.delayMs > 0) {
+      metrics.faultsInjected.inc(kind("latency"));
+      await sleep(fault.delayMs, undefined, { signal: call.abort.signal }).catch(() => undefined);
+    }
+    if (call.abort.signal.aborted) throw call.abort.signal.reason;
+    if (fault.fail) {
+      metrics.faultsInjected.inc(kind(fault.fail));
+      throw new ToolError(status.UNAVAILABLE, "FAULT_INJECTED", `${tool} fault injected (${fault.fail})`, {
+        ...(fault.retryAfterMs !== undefined ? { retryAfterMs: fault.retryAfterMs } : {}),
+      });
+    }
+    const response = await next(call);
+    if (fault.responseDelayMs > 0) {
+      metrics.faultsInjected.inc(kind("response_delay"));
+      // Not cut short by a cancel: the point is an answer that arrives late or never.
+      await sleep(fault.responseDelayMs);
+    }
+    return response;
+  };
+}
+
+/** Every response (each message of a stream) is built from the handler's answer and must meet its contract, or is withheld. */
+export function responseContractStage(metrics: ServerMetrics, tool: string, method: DescMethod): Interceptor {
+  const checked = (init: unknown, log: Logger) => {
+    const response = create(method.output, init as MessageInitShape<typeof method.output>);
+    const violations = violationsOf(method.output, response);
+    if (violations.length === 0) return response;
+    metrics.contractViolations.inc({ tool, grpc_method: method.name });
+    log.error("response withheld: it breaks its contract", { violations: violations.map((v) => ({ field: v.field, reason: v.reason ?? "" })) });
+    throw new ToolError(status.INTERNAL, "CONTRACT_VIOLATION", `${tool} produced a response that breaks its contract`);
+  };
+  if (method.methodKind === "server_streaming") {
+    return (next) => async (call) => {
+      const send = call.send;
+      call.send = (message) => send(checked(message, call.log));
+      return next(call);
+    };
+  }
+  return (next) => async (call) => checked(await next(call), call.log);
+}

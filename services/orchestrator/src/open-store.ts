@@ -11,5 +11,5 @@ export type SessionStoreOpenOptions = PostgresSessionStoreOptions & SqliteSessio
 
 export async function openSessionStore(url: string, options: SessionStoreOpenOptions = {}): Promise<SessionStore> {
   const location = parseStoreUrl(url, "ORCHESTRATOR_STORE");
-  return location.kind === "sqlite" ? new SqliteSessionStore(location.file, options) : PostgresSessionStore.open(location.url, options);
+  return location.kind === "sqlite" ? SqliteSessionStore.open(location.file, options) : PostgresSessionStore.open(location.url, options);
 }

@@ -157,7 +157,7 @@ async function benchTransitionLatency(): Promise<void> {
   console.log("steps: one session transition (optimistic-lock UPDATE + audit row), back to back on one session");
   const dir = mkdtempSync(join(tmpdir(), "loopguard-bench-transitions-"));
   try {
-    console.log(transitionRow("SQLite (WAL, synchronous=NORMAL)", await timed(new SqliteSessionStore(join(dir, "sessions.db")), 10_000)));
+    console.log(transitionRow("SQLite (WAL, synchronous=NORMAL)", await timed(await SqliteSessionStore.open(join(dir, "sessions.db")), 10_000)));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

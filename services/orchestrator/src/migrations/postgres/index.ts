@@ -1,0 +1,7 @@
+// The session tables' migrations on PostgreSQL, in the order they run; names are never changed once released.
+import type { PostgresMigration } from "@loopguard/sql-store";
+import { sessions } from "./0001-sessions.js";
+import { historyRows } from "./0002-history-rows.js";
+
+export { ILLEGAL_TRANSITION_SQLSTATE } from "./0001-sessions.js";
+export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [sessions, historyRows];

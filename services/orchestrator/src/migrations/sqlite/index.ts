@@ -1,0 +1,6 @@
+// The session tables' migrations on SQLite, in the order they run; names are never changed once released.
+import type { SqliteMigration } from "@loopguard/sql-store";
+import { sessions } from "./0001-sessions.js";
+
+export { OPEN_SQL } from "./0001-sessions.js";
+export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions];

@@ -1,0 +1,253 @@
+// What the SQLite and PostgreSQL session stores share, written once: argument checks, row
+// mapping, paging, `whyNotApplied` and error translation (the named parameters of every write
+// are built in sql-session-rows.ts). A backend keeps only its SQL and its driver (see
+// sqlite-session-store.ts, postgres-session-store.ts); both run the same layout, made by
+// versioned migrations (migrations/).
+import { IllegalTransitionError, type SessionState } from "./session-state.js";
+import {
+  type AuditRow,
+  type ClaimParams,
+  type ErrorKind,
+  type InsertParams,
+  type MoveParams,
+  type Moved,
+  moveParams,
+  NotApplied,
+  type PageParams,
+  type SessionRow,
+  type StepRow,
+  toAudit,
+} from "./sql-session-rows.js";
+import {
+  checkLimit,
+  checkTtl,
+  byCreated,
+  decodeCursor,
+  DuplicateStepError,
+  emptyCounts,
+  encodeCursor,
+  initialUsage,
+  LeaseLostError,
+  SessionExistsError,
+  SessionListeners,
+  SessionNotFoundError,
+  StaleTransitionError,
+  StoreUnavailableError,
+  type AuditRecord,
+  type JsonObject,
+  type JsonValue,
+  type ListQuery,
+  type NewSession,
+  type SessionListener,
+  type SessionPage,
+  type SessionRecord,
+  type SessionStore,
+  type SessionStoreOptions,
+  type StepRecord,
+  type TransitionInput,
+} from "./session-store.js";
+
+/** A SessionStore over SQL; a subclass supplies the statements, each run on its driver. */
+export abstract class SqlSessionStore implements SessionStore {
+  protected readonly listeners = new SessionListeners();
+  protected readonly now: () => number;
+  readonly #onUnavailable: ((error: StoreUnavailableError) => void) | undefined;
+
+  constructor(
+    options: SessionStoreOptions,
+    /** A JSON column's value as the driver returns it, parsed. */
+    private readonly json: (value: unknown) => unknown,
+  ) {
+    this.now = options.now ?? Date.now;
+    this.#onUnavailable = options.onUnavailable;
+  }
+
+  protected abstract errorKind(error: unknown): ErrorKind;
+  /** Inserts unless the id or (creator, key) is taken; undefined on a (creator, key) conflict. */
+  protected abstract insert(p: InsertParams): Promise<SessionRow | undefined>;
+  protected abstract byId(id: string): Promise<SessionRow | undefined>;
+  protected abstract byKey(createdBy: string, key: string): Promise<SessionRow | undefined>;
+  protected abstract page(p: PageParams): Promise<SessionRow[]>;
+  protected abstract stateCounts(): Promise<{ state: SessionState; n: number }[]>;
+  /** All moves, in one transaction; throws NotApplied (nothing written) when one matches no row. */
+  protected abstract move(moves: MoveParams[], current: SessionRecord | undefined): Promise<Moved>;
+  protected abstract stepRows(sessionId: string, afterStep: number): Promise<StepRow[]>;
+  protected abstract auditRows(sessionId: string, afterVersion: number): Promise<AuditRow[]>;
+  protected abstract claimRows(p: ClaimParams): Promise<SessionRow[]>;
+  protected abstract renew(p: { id: string; owner: string; ttlMs: number; now: number; expiresAt: number }): Promise<boolean>;
+  protected abstract release(p: { id: string; owner: string }): Promise<boolean>;
+  protected abstract expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]>;
+  abstract close(): Promise<void>;
+
+  protected toRecord(r: SessionRow): SessionRecord {
+    const context = this.json(r.context) as JsonObject;
+    if (r.history_len !== null) context.history = r.history == null ? [] : (this.json(r.history) as JsonValue[]);
+    return {
+      id: r.id,
+      state: r.state,
+      version: r.version,
+      goal: r.goal,
+      task: this.json(r.task) as JsonObject,
+      budget: this.json(r.budget) as SessionRecord["budget"],
+      usage: this.json(r.usage) as SessionRecord["usage"],
+      context,
+      pending: r.pending === null ? null : (this.json(r.pending) as JsonObject),
+      scopes: this.json(r.scopes) as string[],
+      policy: r.policy,
+      stopReason: r.stop_reason,
+      answer: r.answer,
+      createdAt: Number(r.created_at),
+      updatedAt: Number(r.updated_at),
+      leaseOwner: r.lease_owner,
+      leaseExpiresAt: r.lease_expires_at === null ? null : Number(r.lease_expires_at),
+      idempotencyKey: r.idempotency_key,
+      createdBy: r.created_by,
+      requestHash: r.request_hash,
+    };
+  }
+
+  /** Runs one store operation; a database that cannot serve becomes StoreUnavailableError. */
+  protected async guard<T>(operation: string, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (error) {
+      if (error instanceof StoreUnavailableError || this.errorKind(error) !== "unavailable") throw error;
+      const unavailable = new StoreUnavailableError(operation, error);
+      this.#onUnavailable?.(unavailable);
+      throw unavailable;
+    }
+  }
+
+  async create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }> {
+    const now = this.now();
+    const params: InsertParams = {
+      id: input.id,
+      goal: input.goal,
+      task: JSON.stringify(input.task),
+      budget: JSON.stringify(input.budget),
+      usage: JSON.stringify(initialUsage(now)),
+      scopes: JSON.stringify(input.scopes),
+      policy: input.policy,
+      now,
+      leaseOwner: input.lease?.owner ?? null,
+      leaseTtlMs: input.lease?.ttlMs ?? null,
+      leaseExpiresAt: input.lease ? now + input.lease.ttlMs : null,
+      idempotencyKey: input.idempotencyKey ?? null,
+      createdBy: input.createdBy,
+      requestHash: input.requestHash ?? null,
+    };
+    const row = await this.guard("create", () => this.insert(params)).catch((error: unknown) => {
+      throw this.errorKind(error) === "duplicate" ? new SessionExistsError(input.id) : error;
+    });
+    if (row) return { session: this.toRecord(row), created: true };
+    const key = input.idempotencyKey;
+    const existing = key === undefined ? undefined : await this.guard("create", () => this.byKey(input.createdBy, key));
+    if (existing) return { session: this.toRecord(existing), created: false };
+    throw new SessionExistsError(input.id);
+  }
+
+  async get(id: string): Promise<SessionRecord | null> {
+    const row = await this.guard("get", () => this.byId(id));
+    return row ? this.toRecord(row) : null;
+  }
+
+  async list(query: ListQuery): Promise<SessionPage> {
+    checkLimit(query.limit);
+    const after = query.after === undefined ? undefined : decodeCursor(query.after);
+    const rows = await this.guard("list", () =>
+      this.page({ state: query.state ?? null, limit: query.limit + 1, afterAt: after?.createdAt ?? null, afterId: after?.id ?? null }),
+    );
+    const sessions = rows.slice(0, query.limit).map((r) => this.toRecord(r));
+    const last = sessions.at(-1);
+    return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
+  }
+
+  async countByState(): Promise<Record<SessionState, number>> {
+    const counts = emptyCounts();
+    for (const { state, n } of await this.guard("countByState", () => this.stateCounts())) counts[state] = Number(n);
+    return counts;
+  }
+
+  async transition(t: TransitionInput): Promise<SessionRecord> {
+    const moves = moveParams(t, this.now());
+    let moved: Moved;
+    try {
+      moved = await this.guard("transition", () => this.move(moves, t.current));
+    } catch (error) {
+      if (error instanceof NotApplied) throw await this.whyNotApplied(t);
+      // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
+      const kind = error instanceof StoreUnavailableError ? "unavailable" : this.errorKind(error);
+      if (kind === "illegal") throw new IllegalTransitionError(t.from, t.to, `refused by the database: ${(error as Error).message}`);
+      if (kind === "duplicate" && t.step) throw new DuplicateStepError(t.id, t.step.step);
+      throw error;
+    }
+    const patch = t.patch ?? {};
+    if ("row" in moved) {
+      const record = this.toRecord(moved.row);
+      // A statement's RETURNING sees the history as it was before the statement wrote it.
+      return patch.context === undefined ? record : { ...record, context: patch.context };
+    }
+    // The row is what the caller moved from plus the patch; the lease comes from the row (a renewal may have changed it).
+    const last = moves.at(-1)!;
+    return {
+      ...t.current!,
+      ...(patch.usage !== undefined ? { usage: patch.usage } : {}),
+      ...(patch.context !== undefined ? { context: patch.context } : {}),
+      ...(patch.pending !== undefined ? { pending: patch.pending } : {}),
+      ...(patch.answer !== undefined ? { answer: patch.answer } : {}),
+      state: last.to,
+      stopReason: last.stopReason,
+      version: last.version,
+      updatedAt: last.at,
+      leaseOwner: moved.lease.owner,
+      leaseExpiresAt: moved.lease.expiresAt,
+    };
+  }
+
+  private async whyNotApplied(t: TransitionInput): Promise<Error> {
+    const row = await this.guard("transition", () => this.byId(t.id));
+    if (!row) return new SessionNotFoundError(t.id);
+    const actual = { state: row.state, version: row.version };
+    if (row.state !== t.from || row.version !== t.expectedVersion) {
+      return new StaleTransitionError(t.id, { state: t.from, version: t.expectedVersion }, actual);
+    }
+    return new LeaseLostError(t.id, actual, t.owner ?? "", row.lease_owner);
+  }
+
+  async steps(sessionId: string, afterStep = 0): Promise<StepRecord[]> {
+    const rows = await this.guard("steps", () => this.stepRows(sessionId, afterStep));
+    return rows.map((r) => ({ step: r.step, at: Number(r.at), payload: this.json(r.payload) as JsonObject }));
+  }
+
+  async auditTrail(sessionId: string, afterVersion = 0): Promise<AuditRecord[]> {
+    return (await this.guard("auditTrail", () => this.auditRows(sessionId, afterVersion))).map(toAudit);
+  }
+
+  async claim(owner: string, ttlMs: number, limit: number): Promise<SessionRecord[]> {
+    if (owner === "") throw new RangeError("owner must not be empty");
+    checkTtl(ttlMs);
+    checkLimit(limit);
+    const now = this.now();
+    const rows = await this.guard("claim", () => this.claimRows({ owner, ttlMs, now, expiresAt: now + ttlMs, limit }));
+    return rows.map((r) => this.toRecord(r)).sort(byCreated);
+  }
+
+  async renewLease(id: string, owner: string, ttlMs: number): Promise<boolean> {
+    checkTtl(ttlMs);
+    const now = this.now();
+    return this.guard("renewLease", () => this.renew({ id, owner, ttlMs, now, expiresAt: now + ttlMs }));
+  }
+
+  async releaseLease(id: string, owner: string): Promise<boolean> {
+    return this.guard("releaseLease", () => this.release({ id, owner }));
+  }
+
+  async expiredApprovals(now: number, limit: number): Promise<SessionRecord[]> {
+    checkLimit(limit);
+    return (await this.guard("expiredApprovals", () => this.expiredApprovalRows({ now, limit }))).map((r) => this.toRecord(r));
+  }
+
+  subscribe(listener: SessionListener): () => void {
+    return this.listeners.add(listener);
+  }
+}

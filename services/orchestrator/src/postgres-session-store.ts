@@ -1,6 +1,5 @@
 // SessionStore on PostgreSQL, for several orchestrator replicas sharing sessions through
-// leases. Round trips dominate here (about 0.6 ms each on a local socket), so the hot paths are
-// single statements: a transition is one UPDATE…RETURNING plus its audit INSERT in one
+// leases. Round trips dominate (docs/performance.md), so the hot paths are single statements: a transition is one UPDATE…RETURNING plus its audit INSERT in one
 // data-modifying CTE (atomic as one statement), a claim is one UPDATE over a
 // FOR UPDATE SKIP LOCKED subquery. Named statements are parsed once per connection.
 // Leases are measured by the database's clock, never a replica's. Every committed change is

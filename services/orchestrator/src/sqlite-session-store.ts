@@ -53,10 +53,8 @@ import {
 const OPEN_SQL = "stop_reason IS NULL";
 
 /**
- * `(column = 'a' OR column = 'b' …)` for known identifiers (never user input). SQLite evaluates
- * `column IN (list)` in a CHECK by building a temporary b-tree of the list every time the row is
- * written (a page cache of ~85 KB allocated and freed per UPDATE); a chain of comparisons costs
- * nothing of the kind.
+ * `(column = 'a' OR column = 'b' …)` for known identifiers (never user input): cheaper than
+ * `IN (list)` in a CHECK (docs/performance.md, "CHECK constraints in SQLite").
  */
 const oneOf = (column: string, values: readonly string[]): string => `(${values.map((v) => `${column} = '${v}'`).join(" OR ")})`;
 
@@ -578,11 +576,8 @@ export class SqliteSessionStore implements SessionStore {
    * caller is answered only after that commit, with its own result or error (a refused write
    * leaves no trace); a failed commit fails them all.
    *
-   * A commit takes at most MAX_GROUP_COMMIT writes; the rest wait for the next turn. Between
-   * turns, http2 sends the tool calls that the answered sessions started (it flushes once per
-   * turn), so tools work while the rest are committed. With no cap, sessions that moved together
-   * once kept moving together: every step all 64 calls left at once, and the orchestrator and
-   * the tool took turns idling (measured: 6-24% fewer steps/s with 64 sessions).
+   * A commit takes at most MAX_GROUP_COMMIT writes, the rest wait for the next turn, so that tools
+   * work while the rest are committed (docs/performance.md, "Group commit").
    */
   private write<T>(operation: string, run: (events: SessionEvent[]) => T): Promise<T> {
     return new Promise<T>((resolve, reject) => {

@@ -2,15 +2,12 @@ import { defineProject } from "vitest/config";
 
 export default defineProject({
   test: {
-    // The containers, release and drills tests run pods on fixed loopback addresses: one file at a
-    // time, in one process.
+    // The containers, release and drills tests run pods on the machine's fixed loopback addresses
+    // (the orchestrator on 127.0.0.1:50051, the cluster DNS on 127.0.0.9): one file at a time, in one process.
     pool: "forks",
     poolOptions: { forks: { singleFork: true } },
     include: ["src/**/*.test.ts", "test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    // The containers tests (containers, release) use the machine's fixed pod addresses (the
-    // orchestrator on 127.0.0.1:50051, the cluster DNS on 127.0.0.9): one test file at a time.
-    poolOptions: { forks: { singleFork: true } },
   },
 });

@@ -98,10 +98,7 @@ export class SqliteRefundLedger implements RefundLedger {
   /** Opens (creating and migrating) the ledger file; `:memory:` gives a private in-memory ledger. */
   static async open(file: string, options: SqliteLedgerOptions = {}): Promise<SqliteRefundLedger> {
     const { db, applied } = await openMigratedSqlite(file, "billing", SQLITE_LEDGER_MIGRATIONS, {
-      // FULL, not the NORMAL the other stores use: with WAL + NORMAL a commit survives a process
-      // crash but may be lost on power loss, and a refund we acknowledged has already moved money
-      // irreversibly; losing its row would let a retry with the same key refund it twice. FULL
-      // costs about 0.5 ms per commit, far inside Refund's 400 ms p95 target.
+      // FULL, not NORMAL: an acknowledged refund must survive power loss (docs/performance.md, "Billing's synchronous=FULL").
       synchronous: "FULL",
       busyTimeoutMs: options.lockTimeoutMs ?? 5000,
       foreignKeys: true,

@@ -2,6 +2,7 @@
 // already redacted (the logger's allow-list runs before `write`). Both bounds are hard: lines
 // per session, and sessions kept (least recently written dropped first), so a busy replica's
 // memory does not grow with the number of sessions it has ever run.
+import { LRUCache } from "lru-cache";
 
 export interface LogTailOptions {
   readonly linesPerSession?: number;
@@ -12,13 +13,12 @@ export type LogLine = Readonly<Record<string, unknown>>;
 
 export class LogTail {
   readonly #linesPerSession: number;
-  readonly #maxSessions: number;
-  /** Map iteration order is insertion order: re-inserting on write makes the first key the least recently written. */
-  readonly #bySession = new Map<string, LogLine[]>();
+  /** Recency is by write: reads peek, so the dashboard looking at a session does not keep it. */
+  readonly #bySession: LRUCache<string, LogLine[]>;
 
   constructor(options: LogTailOptions = {}) {
     this.#linesPerSession = options.linesPerSession ?? 50;
-    this.#maxSessions = options.maxSessions ?? 1000;
+    this.#bySession = new LRUCache({ max: options.maxSessions ?? 1000 });
   }
 
   /** Takes one JSON log line; lines without a session_id or trace_id are not kept. */
@@ -36,19 +36,14 @@ export class LogTail {
     const key = nonEmpty(fields.session_id) ?? nonEmpty(fields.trace_id);
     if (!key) return;
     const lines = this.#bySession.get(key) ?? [];
-    this.#bySession.delete(key);
-    this.#bySession.set(key, lines);
+    if (lines.length === 0) this.#bySession.set(key, lines);
     lines.push(fields);
     if (lines.length > this.#linesPerSession) lines.splice(0, lines.length - this.#linesPerSession);
-    if (this.#bySession.size > this.#maxSessions) {
-      const oldest = this.#bySession.keys().next().value;
-      if (oldest !== undefined) this.#bySession.delete(oldest);
-    }
   }
 
   /** The kept lines under any of these keys (a session's id and its trace id), oldest first. */
   linesFor(...keys: readonly string[]): LogLine[] {
-    const out = [...new Set(keys)].flatMap((k) => this.#bySession.get(k) ?? []);
+    const out = [...new Set(keys)].flatMap((k) => this.#bySession.peek(k) ?? []);
     return out.sort((a, b) => String(a.time ?? "").localeCompare(String(b.time ?? "")));
   }
 

@@ -27,8 +27,8 @@ function redactValue<T extends JsonValue | undefined>(value: T, key: string): T 
   if (typeof value === "number") return redactNumber(value) as T;
   if (value === null || typeof value !== "object" || redacted.has(value)) return value;
   if (Array.isArray(value)) return value.map((v) => redactValue(v, "")) as T;
-  // A loop, not Object.fromEntries(Object.entries(…).map(…)): no pair arrays to allocate on every
-  // step. defineProperty keeps an own "__proto__" key a plain key, as fromEntries does.
+  // A loop, not fromEntries(entries().map()): no pair arrays per step (docs/performance.md).
+  // defineProperty keeps an own "__proto__" key a plain key, as fromEntries does.
   const out: Record<string, JsonValue> = {};
   for (const k of Object.keys(value)) {
     const v = redactValue((value as Record<string, JsonValue>)[k], k) as JsonValue;

@@ -1,15 +1,24 @@
 // One JSONL record per step, redacted before it is written. The store copy (what GetTrace reads,
 // from any replica) is written in the same transaction as the transition that completes the
 // step; the file copy is appended once that transition committed, to one file per UTC day
-// (<data>/traces/steps-YYYY-MM-DD.jsonl) that every session of this process shares: one open
-// stream whose writes coalesce, instead of a file opened and closed per session, and the shape
-// log shippers tail. Each record carries its session_id and trace_id.
-import { createWriteStream, type WriteStream } from "node:fs";
+// (<data>/traces/steps-YYYY-MM-DD.jsonl) that every session of this process shares, the shape
+// log shippers tail. The file is pino's asynchronous destination (sonic-boom): lines written while
+// a write is in flight go out together in the next one. Each record carries its session_id and trace_id.
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { PRIVATE_DIR_MODE } from "@loopguard/sql-store";
+import { pino } from "pino";
 import { redact } from "./redact.js";
 import type { JsonObject, SessionStore, StepRecord } from "./session-store.js";
+
+type Destination = ReturnType<typeof pino.destination>;
+
+/** The open day file; `failed` once it reported an error, after which it takes no more lines. */
+interface DayFile {
+  readonly day: string;
+  readonly destination: Destination;
+  failed: boolean;
+}
 
 export interface StepTrace {
   readonly run_id: string;
@@ -33,12 +42,7 @@ export interface StepTrace {
 export class TraceSink {
   readonly #ready: Promise<unknown>;
   /** The open day file, rotated at midnight UTC. */
-  #file: { readonly day: string; readonly stream: WriteStream } | undefined;
-  /**
-   * Lines appended in this turn of the event loop, written to the stream as one chunk at its end:
-   * a stream write per line cost more than the line itself (a Buffer and a writev entry each).
-   */
-  #lines: string[] = [];
+  #file: DayFile | undefined;
 
   constructor(
     private readonly store: SessionStore,
@@ -62,31 +66,34 @@ export class TraceSink {
     await this.#ready;
     const day = new Date(step.at).toISOString().slice(0, 10);
     if (this.#file?.day !== day) {
-      this.#flush();
-      this.#file?.stream.end();
-      const stream = createWriteStream(join(this.dir, `steps-${day}.jsonl`), { flags: "a" });
+      if (this.#file) void closeDayFile(this.#file);
+      const destination = pino.destination({ dest: join(this.dir, `steps-${day}.jsonl`), append: true, sync: false });
+      const file: DayFile = { day, destination, failed: false };
       // The store holds the authoritative copy; a failing file copy must not fail the session.
-      stream.on("error", () => undefined);
-      this.#file = { day, stream };
+      destination.on("error", () => (file.failed = true));
+      this.#file = file;
     }
-    if (this.#lines.push(`${step.json ?? JSON.stringify(step.payload)}\n`) === 1) setImmediate(() => this.#flush());
-  }
-
-  #flush(): void {
-    if (this.#lines.length === 0) return;
-    this.#file?.stream.write(this.#lines.join(""));
-    this.#lines = [];
+    if (!this.#file.failed) this.#file.destination.write(`${step.json ?? JSON.stringify(step.payload)}\n`);
   }
 
   /** Flushes and closes the file; the next append opens it again. */
   async close(): Promise<void> {
-    this.#flush();
     const file = this.#file;
     this.#file = undefined;
-    if (file) await new Promise<void>((resolve) => file.stream.end(resolve));
+    if (file) await closeDayFile(file);
   }
 
   async read(sessionId: string): Promise<string[]> {
     return (await this.store.steps(sessionId)).map((s) => JSON.stringify(s.payload));
   }
+}
+
+/** Writes what is buffered and closes; a file that failed is only let go (it may never have opened). */
+function closeDayFile(file: DayFile): Promise<void> {
+  if (file.failed) return Promise.resolve();
+  return new Promise((resolve) => {
+    file.destination.once("close", resolve);
+    file.destination.once("error", () => resolve());
+    file.destination.end();
+  });
 }

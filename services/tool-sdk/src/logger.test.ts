@@ -25,6 +25,13 @@ describe("logger", () => {
     expect(lines[0]).toMatchObject({ id_card: REDACTED, phone: REDACTED, token: REDACTED, order_id: "ord_DEMO00000001" });
   });
 
+  it("redacts a child's bound fields as it does a call's", () => {
+    const { log, lines } = capture();
+    log.child({ trace_id: "abc", phone: "+8613800138000", url: "/api/customers/11010119900307803X" }).info("bound");
+    expect(JSON.stringify(lines[0])).not.toContain("13800138000");
+    expect(lines[0]).toMatchObject({ trace_id: "abc", phone: REDACTED, url: `/api/customers/${REDACTED}` });
+  });
+
   it("redacts nested objects under an unknown key and unknown keys inside a known one", () => {
     const { log, lines } = capture();
     log.info("cfg", { request: { phone: "+8613800138000" }, config: { port: 1, secret: "s3cr3t-value" } });

@@ -1,14 +1,16 @@
-// Structured JSON logs, one object a line, with trace ids. Redaction is an allow-list: only
-// fields named in SAFE_FIELDS are written; any other string field is replaced by "[redacted]"
-// before the line is written, so an id card, phone or token passed by mistake never reaches the
-// log. What is written (the message and the allowed fields, e.g. an error message echoing a
-// request) still has every id card and CN mobile in it masked (redactText).
+// Structured JSON logs through pino, one object a line, with trace ids. Redaction is an allow-list,
+// applied by pino's log formatter to a call's fields and by child() to its bindings (pino formats
+// no child's bindings): only fields named in SAFE_FIELDS are written; any other string field is
+// replaced by "[redacted]" before the line is written, so an id card, phone or token passed by
+// mistake never reaches the log. What is written (the message and the allowed fields, e.g. an
+// error message echoing a request) still has every id card and CN mobile in it masked (redactText).
+import { pino, type Logger as PinoLogger } from "pino";
 import { REDACTED, redactNumber, redactText } from "./pii.js";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 export type LogFields = Readonly<Record<string, unknown>>;
 
-const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+const LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
 
 const SAFE_FIELDS = new Set([
   "msg", "level", "time", "service", "tool", "method", "grpc_code", "code", "reason", "trace_id", "span_id",
@@ -16,6 +18,12 @@ const SAFE_FIELDS = new Set([
   "restart_in_ms", "error_name", "caller", "scopes", "config", "faults", "tool", "host", "storeUrl", "toolTargets", "kb-search", "billing", "risk", "instanceId", "leaseTtlMs", "maxActiveSessions", "approvals", "amountThresholdCents", "riskThreshold", "minConfidence", "ttlMs", "openai", "baseUrl", "model", "traceDir", "session_id", "max_concurrent", "shutdown_grace_ms", "dataDir", "logLevel", "maxConcurrent", "shutdownGraceMs", "metricsPort", "order_id", "refund_id", "replayed",
   "doc_count", "data_dir", "store", "migrations_applied", "violations", "outcome", "error_message", "field", "added_latency_ms", "error_rate", "outage", "retry_after_ms", "methods", "required_scope", "state", "count", "grace_ms", "url", "address",
 ]);
+
+function redactFields(fields: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(fields)) out[key] = redact(value, key);
+  return out;
+}
 
 function redact(value: unknown, key: string): unknown {
   if (value === null || value === undefined || typeof value === "boolean") return value;
@@ -41,29 +49,39 @@ export interface Logger {
 export interface LoggerOptions {
   readonly service: string;
   readonly level?: LogLevel;
+  /** Takes each line, without its newline; standard output when not set. */
   readonly write?: (line: string) => void;
 }
 
-export function createLogger(options: LoggerOptions, bound: LogFields = {}): Logger {
-  const min = LEVELS[options.level ?? "info"];
-  const write = options.write ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const emit = (level: LogLevel, msg: string, fields: LogFields = {}) => {
-    if (LEVELS[level] < min) return;
-    const record: Record<string, unknown> = { time: new Date().toISOString(), level, service: options.service, msg: redactText(msg) };
-    for (const [key, value] of Object.entries({ ...bound, ...fields })) record[key] = redact(value, key);
-    write(JSON.stringify(record));
-  };
+export function createLogger(options: LoggerOptions): Logger {
+  const write = options.write;
+  const destination = write ? { write: (chunk: string) => write(chunk.endsWith("\n") ? chunk.slice(0, -1) : chunk) } : pino.destination(1);
+  return wrap(
+    pino(
+      {
+        level: options.level ?? "info",
+        base: { service: options.service },
+        timestamp: pino.stdTimeFunctions.isoTime,
+        formatters: { level: (label) => ({ level: label }), log: redactFields },
+      },
+      destination,
+    ),
+  );
+}
+
+/** Our call shape (message first, fields second) over pino's; the message is masked here, as pino formats no message. */
+function wrap(logger: PinoLogger): Logger {
   return {
-    debug: (msg, fields) => emit("debug", msg, fields),
-    info: (msg, fields) => emit("info", msg, fields),
-    warn: (msg, fields) => emit("warn", msg, fields),
-    error: (msg, fields) => emit("error", msg, fields),
-    child: (fields) => createLogger(options, { ...bound, ...fields }),
+    debug: (msg, fields = {}) => logger.debug(fields, redactText(msg)),
+    info: (msg, fields = {}) => logger.info(fields, redactText(msg)),
+    warn: (msg, fields = {}) => logger.warn(fields, redactText(msg)),
+    error: (msg, fields = {}) => logger.error(fields, redactText(msg)),
+    child: (fields) => wrap(logger.child(redactFields(fields))),
   };
 }
 
 export function parseLogLevel(value: string | undefined): LogLevel {
   if (value === undefined || value === "") return "info";
-  if (value in LEVELS) return value as LogLevel;
-  throw new Error(`LOG_LEVEL must be one of ${Object.keys(LEVELS).join(", ")}, got "${value}"`);
+  if ((LEVELS as readonly string[]).includes(value)) return value as LogLevel;
+  throw new Error(`LOG_LEVEL must be one of ${LEVELS.join(", ")}, got "${value}"`);
 }

@@ -78,8 +78,9 @@ const PHONE_RUN = /[0-9][0-9 ()+-]{10,}/g;
 /** The pre-filter: an id card (17 digits) and a mobile (≥ 11 digits in ≤ 20 characters) both hold one. */
 const MAY_HOLD_NUMBER = /[0-9][0-9 ()+-]{10}/;
 /**
- * A cheap necessary condition on a window's digits, checked before libphonenumber (~20 µs a
- * number) is asked: every CN mobile ends in 11 digits 1[3-9]…, after at most a "0086" prefix.
+ * A cheap necessary condition on a window's digits, checked before libphonenumber (the costly
+ * part, docs/performance.md) is asked: every CN mobile ends in 11 digits 1[3-9]…, after at most
+ * a "0086" prefix.
  */
 const MOBILE_DIGITS = /^[0-9]{0,4}1[3-9][0-9]{9}$/;
 

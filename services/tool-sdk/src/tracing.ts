@@ -50,8 +50,8 @@ export function startServerSpan(name: string, metadata: Metadata, attributes: Re
   const parent = extractContext(metadata);
   const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
   const own = span.spanContext();
-  // For a call that carries no trace, its log lines still get a trace id. randomUUID draws from a
-  // cached entropy pool (~0.5 µs); randomBytes asks the CSPRNG each time (~5 µs, on every call).
+  // For a call that carries no trace, its log lines still get a trace id; randomUUID for its
+  // cached entropy pool (docs/performance.md, "Random ids").
   const traceId = isSpanContextValid(own) ? own.traceId : (trace.getSpanContext(parent)?.traceId ?? randomUUID().replaceAll("-", ""));
   return { span, context: trace.setSpan(parent, span), traceId };
 }

@@ -1,26 +1,20 @@
-// The `openai` policy: any OpenAI-compatible Chat Completions endpoint with tool calling.
-// The model sees only tool names, descriptions and JSON schemas. Whatever it replies is
-// turned into a Decision, even when malformed (unknown tool, bad JSON): the host makes those
-// observations the next step can correct (DESIGN, principle 2). Only transport failures throw.
+// The `openai` policy: any OpenAI-compatible Chat Completions endpoint with tool calling, reached
+// through the `openai` SDK. The model sees only tool names, descriptions and JSON schemas. Whatever
+// it replies is turned into a Decision, even when malformed (unknown tool, bad JSON): the host makes
+// those observations the next step can correct (DESIGN, principle 2). Only transport failures throw.
 import { createHash } from "node:crypto";
-import type {
-  Decision,
-  Policy,
-  PolicyInput,
-  TokenUsage,
-  ToolCallRequest,
-  ToolSpec,
-} from "../policy.js";
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from "openai";
+import type { ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import type { Decision, Policy, PolicyInput, TokenUsage, ToolCallRequest, ToolSpec } from "../policy.js";
 
 export interface OpenAiPolicyOptions {
-  /** e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"; `/chat/completions` is appended. */
+  /** e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"; the SDK appends `/chat/completions`. */
   readonly baseUrl: string;
   readonly model: string;
   /** Sent as `Authorization: Bearer …` only when set; never written into an error. */
   readonly apiKey?: string;
-  /** Per request, including reading the body. Default 30 000. */
+  /** Per request, including reading the body. Default 30 000. The SDK does not retry: the session runner does. */
   readonly timeoutMs?: number;
-  readonly fetch?: typeof fetch;
 }
 
 /** The endpoint could not produce a decision: HTTP error, timeout, network failure or a body that is not a chat completion. */
@@ -52,99 +46,71 @@ export const OPENAI_POLICY_SYSTEM_PROMPT =
 const DEFAULT_TIMEOUT_MS = 30_000;
 const ERROR_DETAIL_MAX_CHARS = 300;
 
-export interface ChatToolCall {
-  readonly id: string;
-  readonly type: "function";
-  readonly function: { readonly name: string; readonly arguments: string };
-}
-
-export type ChatMessage =
-  | { readonly role: "system" | "user"; readonly content: string }
-  | { readonly role: "assistant"; readonly content: string | null; readonly tool_calls?: readonly ChatToolCall[] }
-  | { readonly role: "tool"; readonly tool_call_id: string; readonly content: string };
-
-interface ChatTool {
-  readonly type: "function";
-  readonly function: { readonly name: string; readonly description: string; readonly parameters: ToolSpec["parameters"] };
-}
-
 export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
-  const url = `${options.baseUrl.replace(/\/+$/, "")}/chat/completions`;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const fetchFn = options.fetch ?? fetch;
-  const redact = (text: string): string =>
-    options.apiKey ? text.split(options.apiKey).join("[redacted]") : text;
+  const client = new OpenAI({
+    baseURL: options.baseUrl.replace(/\/+$/, ""),
+    // The SDK insists on a key; without one, the explicit null header sends no Authorization at all.
+    apiKey: options.apiKey ?? "unused",
+    ...(options.apiKey ? {} : { defaultHeaders: { authorization: null } }),
+    organization: null,
+    project: null,
+    timeout: timeoutMs,
+    maxRetries: 0,
+    logLevel: "off",
+  });
+  const redact = (text: string): string => (options.apiKey ? text.split(options.apiKey).join("[redacted]") : text);
 
   return {
     name: "openai",
     async decide(input: PolicyInput, signal: AbortSignal): Promise<Decision> {
       const messages = toChatMessages(input);
       const tools = input.tools.map(toChatTool);
-      // Some endpoints reject an empty `tools` array, so a tool-less request omits both fields.
-      const body = {
-        model: options.model,
-        messages,
-        ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}),
-      };
       const promptHash = createHash("sha256").update(JSON.stringify({ messages, tools })).digest("hex");
-
-      const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
-      if (options.apiKey) headers.authorization = `Bearer ${options.apiKey}`;
-
-      const timeout = AbortSignal.timeout(timeoutMs);
-      const combined = AbortSignal.any([signal, timeout]);
-      let status: number;
-      let responseHeaders: Headers;
-      let text: string;
+      let completion: unknown;
       try {
-        const response = await fetchFn(url, { method: "POST", headers, body: JSON.stringify(body), signal: combined });
-        status = response.status;
-        responseHeaders = response.headers;
-        text = await response.text();
+        // Some endpoints reject an empty `tools` array, so a tool-less request omits both fields.
+        completion = await client.chat.completions.create(
+          { model: options.model, messages, ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}) },
+          { signal },
+        );
       } catch (err) {
         // A caller's cancellation is not an outage: let the host see its own abort reason.
         if (signal.aborted) throw signal.reason;
-        if (timeout.aborted) {
-          throw new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, { retryable: true });
-        }
-        throw new PolicyUnavailableError(redact(`chat completions request failed: ${describeNetworkError(err)}`), {
-          retryable: true,
-        });
+        throw unavailable(err, timeoutMs, redact);
       }
-
-      if (status < 200 || status > 299) {
-        const retryAfterMs = parseRetryAfter(responseHeaders);
-        throw new PolicyUnavailableError(
-          redact(`chat completions returned HTTP ${status}${errorDetail(text)}`),
-          {
-            retryable: status === 429 || status >= 500,
-            status,
-            ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-          },
-        );
-      }
-
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        throw new PolicyUnavailableError("chat completions returned a body that is not JSON", {
-          retryable: true,
-          status,
-        });
-      }
-      return toDecision(parsed, input, promptHash, status);
+      return toDecision(completion, input, promptHash);
     },
   };
 }
 
-function toChatTool(tool: ToolSpec): ChatTool {
+/** What the SDK threw, as the PolicyUnavailableError the session runner retries or gives up on. */
+function unavailable(err: unknown, timeoutMs: number, redact: (text: string) => string): PolicyUnavailableError {
+  if (err instanceof APIConnectionTimeoutError) {
+    return new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, { retryable: true });
+  }
+  if (err instanceof APIError && err.status !== undefined) {
+    const retryAfterMs = err.headers ? parseRetryAfter(err.headers) : undefined;
+    return new PolicyUnavailableError(redact(`chat completions returned HTTP ${err.status}${errorDetail(err)}`), {
+      retryable: err.status === 429 || err.status >= 500,
+      status: err.status,
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    });
+  }
+  if (err instanceof SyntaxError) {
+    return new PolicyUnavailableError("chat completions returned a body that is not JSON", { retryable: true });
+  }
+  const reason = err instanceof APIConnectionError ? describeNetworkError(err.cause) : describeNetworkError(err);
+  return new PolicyUnavailableError(redact(`chat completions request failed: ${reason}`), { retryable: true });
+}
+
+function toChatTool(tool: ToolSpec): ChatCompletionTool {
   return { type: "function", function: { name: tool.name, description: tool.description, parameters: tool.parameters } };
 }
 
 /** PolicyInput → the message list. Exported so callers can inspect or count what the model sees. */
-export function toChatMessages(input: PolicyInput): ChatMessage[] {
-  const messages: ChatMessage[] = [
+export function toChatMessages(input: PolicyInput): ChatCompletionMessageParam[] {
+  const messages: ChatCompletionMessageParam[] = [
     { role: "system", content: OPENAI_POLICY_SYSTEM_PROMPT },
     { role: "user", content: `Goal: ${input.goal}\n\nTask (JSON):\n${JSON.stringify(input.task)}` },
   ];
@@ -152,7 +118,7 @@ export function toChatMessages(input: PolicyInput): ChatMessage[] {
   // after it, and a tool message that answers no call. History cut short (a session stopped
   // between calls, compressed context) must not make every later request fail.
   const unanswered: { id: string; tool: string }[] = [];
-  let group: ChatToolCall[] | null = null;
+  let group: ChatCompletionMessageFunctionToolCall[] | null = null;
   const closeTurn = (): void => {
     group = null;
     for (const call of unanswered.splice(0)) {
@@ -204,14 +170,11 @@ export function toChatMessages(input: PolicyInput): ChatMessage[] {
   return messages;
 }
 
-function toDecision(body: unknown, input: PolicyInput, promptHash: string, status: number): Decision {
+function toDecision(body: unknown, input: PolicyInput, promptHash: string): Decision {
   const choice = asRecord(asArray(asRecord(body)?.choices)?.[0]);
   const message = asRecord(choice?.message);
   if (message === undefined) {
-    throw new PolicyUnavailableError("chat completions returned a body without choices[0].message", {
-      retryable: true,
-      status,
-    });
+    throw new PolicyUnavailableError("chat completions returned a body without choices[0].message", { retryable: true });
   }
   const usage = toUsage(asRecord(asRecord(body)?.usage));
 
@@ -287,16 +250,10 @@ function parseRetryAfter(headers: Headers): number | undefined {
 }
 
 /** A short reason from the error body (OpenAI's `{error:{message}}` or plain text), for the operator. */
-function errorDetail(text: string): string {
-  let detail = text;
-  try {
-    const message = asRecord(asRecord(JSON.parse(text))?.error)?.message;
-    if (typeof message === "string") detail = message;
-  } catch {
-    // Not JSON: the text itself is the best detail there is.
-  }
-  detail = detail.replace(/\s+/g, " ").trim();
-  if (detail === "") return "";
+function errorDetail(err: APIError): string {
+  // The SDK's message is "<status> <the body's error.message, or the body itself>".
+  const detail = err.message.slice(String(err.status).length).replace(/\s+/g, " ").trim();
+  if (detail === "" || detail === "status code (no body)") return "";
   return `: ${detail.length > ERROR_DETAIL_MAX_CHARS ? `${detail.slice(0, ERROR_DETAIL_MAX_CHARS)}…` : detail}`;
 }
 

@@ -10,9 +10,8 @@ const ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz";
  */
 export function newSessionId(now: number): string {
   const time = now.toString(36).padStart(9, "0");
-  // The random bytes come from randomUUID, which draws on a cached entropy pool: randomBytes asks
-  // the CSPRNG on every call, about 1% of the orchestrator's CPU with one-step sessions. The
-  // UUID's version digit (12) and variant digit (16) are fixed, so they are left out.
+  // randomUUID, not randomBytes: it draws on a cached entropy pool (docs/performance.md, "Random
+  // ids"). The UUID's version digit (12) and variant digit (16) are fixed, so they are left out.
   const hex = randomUUID().replaceAll("-", "");
   const random = hex.slice(0, 12) + hex.slice(13, 16) + hex.slice(17);
   let id = `ses_${time}`;

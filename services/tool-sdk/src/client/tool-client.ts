@@ -151,7 +151,7 @@ export interface ToolClientOptions {
 /**
  * A handler that calls another tool passes its CallContext here (`client.call(m, request, ctx)`):
  * the call then ends by the incoming call's deadline and is cancelled with it. Explicit rather
- * than carried in AsyncLocalStorage, whose promise hooks cost every service 5-10% CPU per call.
+ * than carried in AsyncLocalStorage, for its cost (docs/performance.md, "Call context").
  */
 export interface CallOptions {
   /** The caller's own deadline (e.g. the session's remaining wall clock); the tighter one wins. */

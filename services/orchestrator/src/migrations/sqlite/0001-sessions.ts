@@ -10,9 +10,8 @@ import { SESSION_STATES, STOP_REASONS, TERMINAL_STATES } from "../../session-sta
 export const OPEN_SQL = "stop_reason IS NULL";
 
 /**
- * `(column = 'a' OR column = 'b' …)` for known identifiers (never user input). SQLite evaluates
- * `column IN (list)` in a CHECK by building a temporary b-tree of the list every time the row is
- * written; a chain of comparisons costs nothing of the kind.
+ * `(column = 'a' OR column = 'b' …)` for known identifiers (never user input): cheaper than
+ * `IN (list)` in a CHECK (docs/performance.md, "CHECK constraints in SQLite").
  */
 const oneOf = (column: string, values: readonly string[]): string => `(${values.map((v) => `${column} = '${v}'`).join(" OR ")})`;
 

@@ -9,8 +9,5 @@ export default defineProject({
     include: ["src/**/*.test.ts", "test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    // The containers tests (containers, release) use the machine's fixed pod addresses (the
-    // orchestrator on 127.0.0.1:50051, the cluster DNS on 127.0.0.9): one test file at a time.
-    poolOptions: { forks: { singleFork: true } },
   },
 });

@@ -27,6 +27,7 @@ export {
   type ToolErrorOptions,
 } from "./errors.js";
 export { FaultSwitch } from "./faults.js";
+export { checkHealth, type HealthStatus, waitUntilServing } from "./health-client.js";
 export { createLogger, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
 export { cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, REDACTED, redactNumber, redactText } from "./pii.js";

@@ -5,8 +5,7 @@
 // child still running after the grace period is killed (SIGKILL), as a kubelet does.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { type Logger, waitUntilServing } from "@loopguard/tool-sdk";
-import type { ServiceSpec } from "./services.js";
+import { type Logger, type ServiceSpec, waitUntilServing } from "@loopguard/tool-sdk";
 
 export interface SupervisorOptions {
   readonly env: Readonly<Record<string, string>>;

@@ -6,10 +6,9 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { createLogger } from "@loopguard/tool-sdk";
+import { createLogger, discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
 import { checkHealth, TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
-import { discoverServices, type ServiceSpec } from "../src/services.js";
 import { suiteEnvironment } from "../src/suite-env.js";
 import { Supervisor, type SupervisorOptions } from "../src/supervisor.js";
 

@@ -9,14 +9,13 @@ import { createInterface } from "node:readline";
 import type { DescService } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import {
-  ADMIN_TOOL_NAME,
   audienceOf,
   createLogger,
   createRawClient,
-  methodPolicy,
   mintToken,
   newKeyPair,
   publicKeySet,
+  requiredScopesOf,
   type RawClient,
   type ServeOptions,
   servicePolicy,
@@ -25,6 +24,7 @@ import {
   signingKeyFromJwk,
   type ToolDefinition,
   type ToolServer,
+  toolServicesOf,
 } from "@loopguard/tool-sdk";
 
 const testPair = newKeyPair("test-key");
@@ -51,14 +51,7 @@ export function testOrchestratorEnv(): Record<string, string> {
 }
 
 /** Every scope a tool method requires, from the contracts (the scopes a session may be granted). */
-export const TOOL_SCOPES: readonly string[] = [
-  ...new Set(
-    servicesOf(contractFiles)
-      .filter((s) => !["orchestrator", ADMIN_TOOL_NAME].includes(servicePolicy(s).toolName))
-      .flatMap((s) => s.methods.map((m) => methodPolicy(m).requiredScope))
-      .filter((scope) => scope !== ""),
-  ),
-];
+export const TOOL_SCOPES: readonly string[] = requiredScopesOf(toolServicesOf(contractFiles));
 
 /** An operator of the orchestrator API in tests: reads and starts sessions, and may grant them every tool scope. */
 export const SESSION_OPERATOR_SCOPES: readonly string[] = ["sessions:read", "sessions:write", ...TOOL_SCOPES.map((s) => `grant:${s}`)];

@@ -1,8 +1,10 @@
-// Everything `pnpm gen` writes besides the contracts' code, rendered from one reading of the
-// services' manifests and one set of SLO rules, so rules.yml and the PrometheusRule agree.
-import { join } from "node:path";
+// Everything `pnpm gen` writes besides the contracts' code (the orchestrator's local tool
+// addresses too), rendered from one reading of the services' manifests and one set of SLO rules,
+// so rules.yml and the PrometheusRule agree.
+import { dirname, join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
 import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles } from "./k8s-files.js";
+import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "./local-addresses.js";
 import { readServices, renderPrometheusFiles, serviceSlos, sloRules } from "./prometheus-files.js";
 
 export interface GeneratedFiles {
@@ -16,7 +18,11 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
   const services = readServices(repoRoot);
   const rules = sloRules(repoRoot, contracts, services);
   return {
-    files: new Map([...renderPrometheusFiles(services, rules), ...renderK8sFiles(services, { rules, methods: serviceSlos(repoRoot, contracts, services) })]),
-    ownedDirs: [BASE_SERVICES_DIR, ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
+    files: new Map([
+      ...renderPrometheusFiles(services, rules),
+      ...renderK8sFiles(services, { rules, methods: serviceSlos(repoRoot, contracts, services) }),
+      ...renderLocalToolAddresses(services),
+    ]),
+    ownedDirs: [BASE_SERVICES_DIR, dirname(LOCAL_ADDRESSES_FILE), ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
   };
 }

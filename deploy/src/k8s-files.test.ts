@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { ServiceSpec } from "@loopguard/supervisor/services";
+import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { describe, expect, it } from "vitest";

@@ -3,7 +3,7 @@
 // PostgreSQL stores, the two blue-green release paths of the tools). `pnpm gen` writes them;
 // tests and CI check the committed copies are current.
 import { join } from "node:path";
-import type { ServiceSpec } from "@loopguard/supervisor/services";
+import type { ServiceSpec } from "@loopguard/tool-sdk";
 import {
   horizontalPodAutoscaler,
   podSelector,

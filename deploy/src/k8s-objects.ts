@@ -5,7 +5,7 @@
 // overlays) live beside the generated ones under deploy/k8s.
 import type { IPrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule";
 import type { IServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor";
-import type { ServiceSpec } from "@loopguard/supervisor/services";
+import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
 import type { Container, EnvVar, PersistentVolumeClaim, Probe, Service, ServiceAccount, Volume, VolumeMount } from "kubernetes-types/core/v1.js";

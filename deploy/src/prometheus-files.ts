@@ -5,8 +5,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type DescFile, type DescService, hasOption } from "@bufbuild/protobuf";
 import { service as serviceOption } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
-import { discoverServices, type ServiceSpec } from "@loopguard/supervisor/services";
-import { servicePolicy } from "@loopguard/tool-sdk";
+import { discoverServices, servicePolicy, type ServiceSpec } from "@loopguard/tool-sdk";
 import { type MethodSlo, methodSlos, parseSloOverrides, type RuleFile, type SloOverrides, sloRuleGroups } from "./slo-rules.js";
 import { toYaml } from "./yaml.js";
 

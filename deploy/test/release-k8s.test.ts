@@ -5,7 +5,7 @@
 // delay, and a live object in another state than planned for refuses the release.
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { discoverServices } from "@loopguard/supervisor/services";
+import { discoverServices } from "@loopguard/tool-sdk";
 import type { Deployment, ReplicaSet } from "kubernetes-types/apps/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, renderOnProd, type Rendering, validateRenderings } from "../src/k8s-check.js";

@@ -1,23 +1,20 @@
-// Where the built services live and how to start them as real processes on loopback.
+// Where the built services live (from their manifests) and how to start them as real processes on loopback.
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
 
 /** The repository's root folder. */
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
-export const entries = {
-  "kb-search": join(root, "services", "kb-search", "dist", "main.js"),
-  billing: join(root, "services", "billing", "dist", "main.js"),
-  risk: join(root, "services", "risk", "dist", "main.js"),
-} as const;
+/** Every tool service of the workspace, read from the manifests (each services/<name>/package.json). */
+export const TOOLS: readonly ServiceSpec[] = discoverServices(join(root, "services")).filter((s) => s.kind === "tool");
 
-const prefixes = { "kb-search": "KB_SEARCH", billing: "BILLING", risk: "RISK" } as const;
-
-export type ToolName = keyof typeof entries;
+/** A tool service's folder name, which is its contract's tool name, e.g. "kb-search". */
+export type ToolName = string;
 
 /** Settings a tool cannot start without, beyond the common ones spawnTool gives every process. */
 const required: Partial<Record<ToolName, Record<string, string>>> = {
@@ -42,14 +39,25 @@ export function tempDataDir(): { dir: string; remove: () => void } {
 }
 
 export function startTool(tool: ToolName, dataDir: string, port = 0, extraEnv: Record<string, string> = {}): Promise<ToolProcess> {
-  const prefix = prefixes[tool];
-  return spawnTool(entries[tool], {
+  const spec = TOOLS.find((s) => s.name === tool);
+  if (!spec) throw new Error(`no tool service "${tool}" in services/ (tools: ${TOOLS.map((s) => s.name).join(", ")})`);
+  return spawnTool(spec.entry, {
     LOOPGUARD_DATA_DIR: dataDir,
-    [`${prefix}_PORT`]: String(port),
-    [`${prefix}_METRICS_PORT`]: "0",
+    [`${spec.envPrefix}_PORT`]: String(port),
+    [spec.metricsPortEnv]: "0",
     ...required[tool],
     ...extraEnv,
   });
+}
+
+/** Every tool of the workspace as a process on one data folder, by name. */
+export async function startAllTools(dataDir: string, extraEnv: Record<string, string> = {}): Promise<Record<ToolName, ToolProcess>> {
+  return Object.fromEntries(await Promise.all(TOOLS.map(async (spec) => [spec.name, await startTool(spec.name, dataDir, 0, extraEnv)] as const)));
+}
+
+/** An orchestrator's <PREFIX>_ADDR variables for these running tools. */
+export function toolAddressEnv(tools: Readonly<Record<ToolName, ToolProcess>>): Record<string, string> {
+  return Object.fromEntries(TOOLS.filter((s) => tools[s.name]).map((s) => [`${s.envPrefix}_ADDR`, tools[s.name]!.address]));
 }
 
 /** SIGKILL and wait until the process is gone. */

@@ -10,7 +10,7 @@ import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguar
 import { createRawClient } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kill, startTool, tempDataDir } from "./processes.js";
+import { kill, startAllTools, tempDataDir, toolAddressEnv } from "./processes.js";
 
 interface OtlpSpan {
   service: string;
@@ -79,12 +79,8 @@ const otel = () => ({
 
 describe("distributed tracing", () => {
   it("a refund session is one trace with spans from all four services, parent-linked, matching the JSONL trace id", async () => {
-    const [kb, billing, risk] = await Promise.all([
-      startTool("kb-search", data.dir, 0, otel()),
-      startTool("billing", data.dir, 0, otel()),
-      startTool("risk", data.dir, 0, otel()),
-    ]);
-    procs.push(kb, billing, risk);
+    const tools = await startAllTools(data.dir, otel());
+    procs.push(...Object.values(tools));
     const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
     const orchestrator = await spawnTool(join(root, "services", "orchestrator", "dist", "main.js"), {
       ...otel(),
@@ -92,9 +88,7 @@ describe("distributed tracing", () => {
       ...testOrchestratorEnv(),
       ORCHESTRATOR_PORT: "0",
       ORCHESTRATOR_HTTP_PORT: "0",
-      KB_SEARCH_ADDR: kb.address,
-      BILLING_ADDR: billing.address,
-      RISK_ADDR: risk.address,
+      ...toolAddressEnv(tools),
     });
     procs.push(orchestrator);
     const token = await testToken({ subject: "test", scopes: SESSION_OPERATOR_SCOPES });

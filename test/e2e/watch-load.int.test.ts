@@ -11,7 +11,7 @@ import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguar
 import { createRawClient, methodPolicy, type RawClient } from "@loopguard/tool-sdk";
 import { metricValue, SESSION_OPERATOR_SCOPES, spawnTool, testOrchestratorEnv, testToken, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kill, root, startTool, tempDataDir } from "./processes.js";
+import { kill, root, startAllTools, tempDataDir, toolAddressEnv } from "./processes.js";
 
 const ORCHESTRATOR_ENTRY = join(root, "services", "orchestrator", "dist", "main.js");
 const WATCHER_ENTRY = join(root, "test", "dist", "load", "watch-streams.js");
@@ -32,16 +32,14 @@ let api: Api;
 let approver: Api;
 
 beforeAll(async () => {
-  const [kb, billing, risk] = await Promise.all([startTool("kb-search", data.dir), startTool("billing", data.dir), startTool("risk", data.dir)]);
-  processes.push(kb, billing, risk);
+  const tools = await startAllTools(data.dir);
+  processes.push(...Object.values(tools));
   orchestrator = await spawnTool(ORCHESTRATOR_ENTRY, {
     ...testOrchestratorEnv(),
     LOOPGUARD_DATA_DIR: join(data.dir, "orchestrator"),
     ORCHESTRATOR_PORT: "0",
     ORCHESTRATOR_HTTP_PORT: "0",
-    KB_SEARCH_ADDR: kb.address,
-    BILLING_ADDR: billing.address,
-    RISK_ADDR: risk.address,
+    ...toolAddressEnv(tools),
     APPROVAL_TTL_MS: "600000",
   });
   processes.push(orchestrator);

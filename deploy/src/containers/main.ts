@@ -3,7 +3,7 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { discoverServices } from "@loopguard/supervisor/services";
+import { discoverServices } from "@loopguard/tool-sdk";
 import { checkTag } from "../images/images.js";
 import { activeColour, activePods, ContainerSuite, dnsName, type SuiteState } from "./suite.js";
 

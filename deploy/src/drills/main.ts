@@ -5,8 +5,7 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { contractFiles } from "@loopguard/proto";
-import { discoverServices } from "@loopguard/supervisor/services";
-import { servicePolicy, servicesOf } from "@loopguard/tool-sdk";
+import { discoverServices, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
 import { type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
 import { type DrillResult, runIdOf, runLocalDrill } from "./run.js";
 import { toYamlDocuments } from "../yaml.js";

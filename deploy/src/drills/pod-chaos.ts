@@ -1,7 +1,7 @@
 // Chaos Mesh PodChaos objects: what a drill applies on a cluster (`pnpm drill … --k8s`) and what
 // deploy/k8s/components/chaos-drills ships, paused, for game days run by hand. One builder for
 // both, so the manifests and the runner cannot drift apart.
-import type { ServiceSpec } from "@loopguard/supervisor/services";
+import type { ServiceSpec } from "@loopguard/tool-sdk";
 import { NAMESPACE } from "../containers/cluster-dns.js";
 
 export type KillMode = "one" | "all";

@@ -8,7 +8,7 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import type { ServiceSpec } from "@loopguard/supervisor/services";
+import type { ServiceSpec } from "@loopguard/tool-sdk";
 import { docker, DockerError, dockerToLog, imageExists } from "../docker.js";
 
 export const BASE_IMAGE = "node:24-bookworm-slim";

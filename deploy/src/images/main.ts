@@ -3,7 +3,7 @@
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { discoverServices } from "@loopguard/supervisor/services";
+import { discoverServices } from "@loopguard/tool-sdk";
 import { requireDockerEngine } from "../docker.js";
 import { buildImage, checkTag, ensureBaseImage, imageRepository, sourceRevision } from "./images.js";
 

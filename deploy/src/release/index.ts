@@ -8,7 +8,7 @@
 // contracts against the live image's.
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { discoverServices, type ServiceSpec } from "@loopguard/supervisor/services";
+import { discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
 import { type K8sObject, kustomize } from "../k8s-check.js";
 import { NAMESPACE } from "../k8s-objects.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";

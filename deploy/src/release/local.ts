@@ -8,7 +8,7 @@
 import { execFile } from "node:child_process";
 import { promises as dns } from "node:dns";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { ServiceSpec } from "@loopguard/supervisor/services";
+import type { ServiceSpec } from "@loopguard/tool-sdk";
 import { activeColour, activePods, ContainerSuite, DNS_ADDRESS, dnsName, type Pod, type PodSet, type SuiteState } from "../containers/suite.js";
 import { imageRepository } from "../images/images.js";
 import { COLOURS } from "../k8s-release-objects.js";

@@ -1,14 +1,14 @@
 // Wiring only: config from the environment (BILLING_PORT, BILLING_STORE, LOOPGUARD_DATA_DIR, …),
 // the ledger it names with the demo orders seeded, then serve until SIGTERM.
 import { describeStoreLocation } from "@loopguard/sql-store";
-import { runTool } from "@loopguard/tool-sdk";
+import { manifestDefaults, runTool } from "@loopguard/tool-sdk";
 import { systemClock } from "./clock.js";
 import { loadBillingConfig } from "./config.js";
 import { DEMO_ORDERS } from "./demo-orders.js";
 import { openLedger } from "./open-ledger.js";
 import { build } from "./server.js";
 
-await runTool("billing", { port: 50062, metricsPort: 9462 }, async (config, log) => {
+await runTool("billing", manifestDefaults(import.meta.url), async (config, log) => {
   const { store } = loadBillingConfig(config.dataDir);
   const ledger = await openLedger(store, {
     onIdleError: (error) => log.warn("ledger connection lost while idle", { error_message: error.message }),

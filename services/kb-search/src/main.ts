@@ -1,11 +1,11 @@
 // kb-search process: read config, open the index seeded from the shipped corpus, serve.
 import { join } from "node:path";
-import { runTool } from "@loopguard/tool-sdk";
+import { manifestDefaults, runTool } from "@loopguard/tool-sdk";
 import { loadCorpus, SHIPPED_CORPUS_DIR } from "./corpus.js";
 import { SearchIndex } from "./search-index.js";
 import { build } from "./server.js";
 
-await runTool("kb-search", { port: 50061, metricsPort: 9461 }, (config, log) => {
+await runTool("kb-search", manifestDefaults(import.meta.url), (config, log) => {
   const index = SearchIndex.open(join(config.dataDir, "kb-search.db"), loadCorpus(SHIPPED_CORPUS_DIR));
   const { added, updated, removed, documentCount } = index.seedReport;
   log.info("index ready", {

@@ -3,10 +3,12 @@
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { parseStoreUrl, redactStoreUrl } from "@loopguard/sql-store";
-import { ConfigError, loadToolConfig, readSigningKey, type SigningKey, type ToolConfig } from "@loopguard/tool-sdk";
+import { ConfigError, envPrefixOf, loadToolConfig, manifestDefaults, readSigningKey, servicePolicy, type SigningKey, type ToolConfig } from "@loopguard/tool-sdk";
 import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
+import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
 import { POSTGRES_STORE_DEFAULTS } from "./postgres-session-store.js";
+import { DEFAULT_TOOL_SERVICES } from "./tool-registry.js";
 
 export interface OrchestratorConfig extends ToolConfig {
   /** Signs the per-call tool tokens (LOOPGUARD_SIGNING_KEY_FILE); no other service holds it. */
@@ -64,7 +66,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
   // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
   // keeps its streams (no grace limit); new calls go to a fresh connection, maybe another replica.
-  const defaults = { port: 50051, metricsPort: 8080, maxConcurrent: 1024, maxStreams: 2048, maxStreamsPerCaller: 512, maxConnectionAgeMs: 300_000, maxConnectionAgeGraceMs: 0 };
+  const defaults = { ...manifestDefaults(import.meta.url), maxConcurrent: 1024, maxStreams: 2048, maxStreamsPerCaller: 512, maxConnectionAgeMs: 300_000, maxConnectionAgeGraceMs: 0 };
   const base = loadToolConfig("orchestrator", defaults, {
     ...env,
     ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
@@ -81,11 +83,12 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
       connectTimeoutMs: int(env, "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.connectTimeoutMs, 100, 600_000),
       statementTimeoutMs: int(env, "ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.statementTimeoutMs, 100, 600_000),
     },
-    toolTargets: {
-      "kb-search": targets(env, "KB_SEARCH_ADDR", "127.0.0.1:50061"),
-      billing: targets(env, "BILLING_ADDR", "127.0.0.1:50062"),
-      risk: targets(env, "RISK_ADDR", "127.0.0.1:50063"),
-    },
+    toolTargets: Object.fromEntries(
+      DEFAULT_TOOL_SERVICES.map((service) => {
+        const tool = servicePolicy(service).toolName;
+        return [tool, targets(env, `${envPrefixOf(tool)}_ADDR`, LOCAL_TOOL_ADDRESSES[tool] ?? "")];
+      }),
+    ),
     instanceId: env.ORCHESTRATOR_INSTANCE_ID || `${hostname()}-${process.pid}`,
     leaseTtlMs: int(env, "ORCHESTRATOR_LEASE_TTL_MS", 5000, 500, 600_000),
     maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
@@ -115,6 +118,8 @@ export function describeOrchestratorConfig(config: OrchestratorConfig): Record<s
     signingKey: signingKey.kid,
     publicKeys: publicKeys.keys.map((k) => k.kid),
     storeUrl: redactStoreUrl(storeUrl),
+    // A list, not an object keyed by tool, so the logger's allow-list names no tool.
+    toolTargets: Object.entries(config.toolTargets).map(([tool, address]) => ({ tool, address })),
     openai: openai ? { baseUrl: openai.baseUrl, model: openai.model } : "off",
   };
 }

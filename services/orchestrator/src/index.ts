@@ -3,5 +3,4 @@ export * from "./session-store.js";
 export { SqliteSessionStore } from "./sqlite-session-store.js";
 export { PostgresSessionStore, type PostgresSessionStoreOptions } from "./postgres-session-store.js";
 export { openSessionStore } from "./open-store.js";
-export { benchTransitions, type TransitionBenchResult } from "./bench-transitions.js";
 export { redact } from "./redact.js";

@@ -2,14 +2,13 @@
 // given services, with its semantics read from the method options. There is no second,
 // hand-kept list of tools to drift from the contracts.
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
-import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { type Degradation, Effect, methodPolicy, type RoutingTag, servicePolicy } from "@loopguard/tool-sdk";
+import { contractFiles } from "@loopguard/proto";
+import { type Degradation, Effect, methodPolicy, type RoutingTag, servicePolicy, toolServicesOf } from "@loopguard/tool-sdk";
 import { requestSchema } from "./json-schema.js";
 import type { ToolSpec } from "./policy.js";
 
-export const DEFAULT_TOOL_SERVICES: readonly DescService[] = [KbSearchService, BillingService, RiskService];
+/** Every tool service among the contracts (`contractFiles`). */
+export const DEFAULT_TOOL_SERVICES: readonly DescService[] = toolServicesOf(contractFiles);
 
 export interface RegisteredTool {
   /** Model-visible name, e.g. "billing_refund". */

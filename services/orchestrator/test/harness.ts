@@ -1,4 +1,4 @@
-// Test harness: the three tools as real processes, and an orchestrator built in-process (real
+// Test harness: every tool service (from the manifests) as real processes, and an orchestrator built in-process (real
 // gRPC API through serveTool, real SQLite store, real tool clients) with the config a test needs.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -7,7 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createLogger, createRawClient, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
 import { type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
-import { kill, startTool } from "../../../test/e2e/processes.js";
+import { kill, startAllTools, toolAddressEnv } from "../../../test/e2e/processes.js";
 import { createAdminHttp } from "../src/admin-http.js";
 import { loadOrchestratorConfig } from "../src/config.js";
 import { LogTail } from "../src/log-tail.js";
@@ -15,6 +15,8 @@ import type { Orchestrator } from "../src/orchestrator.js";
 import { build } from "../src/server.js";
 
 export interface Tools {
+  /** Every tool service of the workspace, by name. */
+  readonly all: Readonly<Record<string, ToolProcess>>;
   readonly kb: ToolProcess;
   readonly billing: ToolProcess;
   readonly risk: ToolProcess;
@@ -24,14 +26,15 @@ export interface Tools {
 
 export async function startTools(): Promise<Tools> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-tools-"));
-  const [kb, billing, risk] = await Promise.all([startTool("kb-search", dataDir), startTool("billing", dataDir), startTool("risk", dataDir)]);
+  const all = await startAllTools(dataDir);
   return {
-    kb,
-    billing,
-    risk,
+    all,
+    kb: all["kb-search"]!,
+    billing: all.billing!,
+    risk: all.risk!,
     dataDir,
     async stop() {
-      await Promise.all([kill(kb), kill(billing), kill(risk)]);
+      await Promise.all(Object.values(all).map((p) => kill(p)));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
@@ -59,9 +62,7 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
     LOOPGUARD_DATA_DIR: dataDir,
     ORCHESTRATOR_PORT: "0",
     ORCHESTRATOR_HTTP_PORT: "0",
-    KB_SEARCH_ADDR: tools.kb.address,
-    BILLING_ADDR: tools.billing.address,
-    RISK_ADDR: tools.risk.address,
+    ...toolAddressEnv(tools.all),
     ...env,
   });
   const logs: string[] = [];

@@ -9,11 +9,13 @@ import type { DescService } from "@bufbuild/protobuf";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess, testOrchestratorEnv, testToken } from "@loopguard/tool-sdk/testing";
-import { kill, startTool } from "../../../test/e2e/processes.js";
+import { kill, startAllTools, toolAddressEnv } from "../../../test/e2e/processes.js";
 
 export const ORCHESTRATOR_ENTRY = resolve(dirname(fileURLToPath(import.meta.url)), "..", "dist", "main.js");
 
 export interface ProcessTools {
+  /** Every tool service of the workspace, by name. */
+  readonly all: Readonly<Record<string, ToolProcess>>;
   readonly kb: ToolProcess;
   readonly billing: ToolProcess;
   readonly risk: ToolProcess;
@@ -44,16 +46,17 @@ export function processFixture(prefix: string) {
     return track(createRawClient(service, address, { token }));
   }
 
-  /** The three tools as processes on a fresh data folder, so the ledger holds this drill's refunds only. */
+  /** Every tool as a process on a fresh data folder, so the ledger holds this drill's refunds only. */
   async function startTools(kbLatencyMs = 0, env: Record<string, string> = {}): Promise<ProcessTools> {
     const dir = tempDir("tools");
-    const [kb, billing, risk] = await Promise.all([startTool("kb-search", dir, 0, env), startTool("billing", dir, 0, env), startTool("risk", dir, 0, env)]);
-    processes.push(kb, billing, risk);
+    const all = await startAllTools(dir, env);
+    processes.push(...Object.values(all));
+    const [kb, billing, risk] = [all["kb-search"]!, all.billing!, all.risk!];
     if (kbLatencyMs > 0) {
       const admin = await clientFor(ToolAdminService, kb.address, ["tool:admin"], { audience: "kb-search" });
       await admin.setFaults({ profile: { addedLatencyMs: kbLatencyMs } });
     }
-    return { kb, billing, risk, dir };
+    return { all, kb, billing, risk, dir };
   }
 
   async function startOrchestrator(tools: ProcessTools, env: Record<string, string>): Promise<ToolProcess> {
@@ -61,9 +64,7 @@ export function processFixture(prefix: string) {
       ...testOrchestratorEnv(),
       ORCHESTRATOR_PORT: "0",
       ORCHESTRATOR_HTTP_PORT: "0",
-      KB_SEARCH_ADDR: tools.kb.address,
-      BILLING_ADDR: tools.billing.address,
-      RISK_ADDR: tools.risk.address,
+      ...toolAddressEnv(tools.all),
       ORCHESTRATOR_LEASE_TTL_MS: "1000",
       ...env,
     });

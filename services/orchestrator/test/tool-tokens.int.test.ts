@@ -27,7 +27,8 @@ beforeAll(async () => {
     },
   });
   const port = await new Promise<number>((resolve, reject) => standIn.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e: Error | null, p: number) => (e ? reject(e) : resolve(p))));
-  orch = await startOrchestrator({ ...tools, kb: { ...tools.kb, address: `127.0.0.1:${port}` } });
+  const kb = { ...tools.kb, address: `127.0.0.1:${port}` };
+  orch = await startOrchestrator({ ...tools, kb, all: { ...tools.all, "kb-search": kb } });
 });
 afterAll(async () => {
   await orch?.close();

@@ -1,13 +1,13 @@
 // Wiring only: config from the environment (RISK_PORT, RISK_STORE, the customer key pepper,
 // LOOPGUARD_DATA_DIR, …), the store it names, the server.
 import { describeStoreLocation } from "@loopguard/sql-store";
-import { ConfigError, runTool } from "@loopguard/tool-sdk";
+import { ConfigError, manifestDefaults, runTool } from "@loopguard/tool-sdk";
 import { loadRiskConfig } from "./config.js";
 import { openRiskStore } from "./open-risk-store.js";
 import { CustomerKeys, PepperMismatchError } from "./risk-store.js";
 import { build } from "./server.js";
 
-await runTool("risk", { port: 50063, metricsPort: 9463 }, async (config, log) => {
+await runTool("risk", manifestDefaults(import.meta.url), async (config, log) => {
   const { store: location, customerKeyPepper } = loadRiskConfig(config.dataDir);
   const store = await openRiskStore(location, new CustomerKeys(customerKeyPepper), {
     onIdleError: (error) => log.warn("risk store connection lost while idle", { error_message: error.message }),

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MIGRATIONS_TABLE, migratePostgres, migrateSqlite, type PostgresMigration, type SqliteMigration } from "../src/migrate.js";
 import { openMigratedSqlite } from "../src/open.js";
 import { createPostgresPool, inTransaction, isPostgresUnavailable } from "../src/postgres.js";
-import { startTcpProxy, testPostgres } from "../src/testing/index.js";
+import { startTcpProxy, testPostgres } from "../testing/index.js";
 
 const sqliteMigrations = (log: string[] = []): SqliteMigration[] => [
   { name: "0001-things", up: (db) => void (log.push("0001"), db.exec("CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")) },

@@ -3,8 +3,7 @@
 // (0600, folders 0700) so a fresh clone still starts with one command. The signing key is no
 // plain secret: it is a key pair ensureLocalKeys makes.
 import { join } from "node:path";
-import { ensureSecretFile } from "@loopguard/tool-sdk";
-import type { ServiceSpec } from "./services.js";
+import { ensureSecretFile, type ServiceSpec } from "@loopguard/tool-sdk";
 
 const KEY_PAIR_FILES = new Set(["LOOPGUARD_SIGNING_KEY_FILE"]);
 

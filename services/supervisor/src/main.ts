@@ -5,8 +5,7 @@ import { spawn } from "node:child_process";
 import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createLogger, redactText } from "@loopguard/tool-sdk";
-import { discoverServices } from "./services.js";
+import { createLogger, discoverServices, redactText } from "@loopguard/tool-sdk";
 import { suiteEnvironment } from "./suite-env.js";
 import { Supervisor } from "./supervisor.js";
 

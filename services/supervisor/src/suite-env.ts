@@ -1,9 +1,8 @@
 // What each process of the local suite is given: the data folder and the public keys for all,
 // the orchestrator's private key for the orchestrator alone, and each service's own declared
 // secret files (risk's customer-key pepper) to that service alone (all made on first start).
-import { ensureLocalKeys } from "@loopguard/tool-sdk";
+import { ensureLocalKeys, type ServiceSpec } from "@loopguard/tool-sdk";
 import { localSecretFiles } from "./local-secrets.js";
-import type { ServiceSpec } from "./services.js";
 import type { SupervisorOptions } from "./supervisor.js";
 
 export function suiteEnvironment(dataDir: string): Pick<SupervisorOptions, "env" | "envFor"> {

@@ -1,10 +1,11 @@
-// Runs each service as its own child process, like pods: a process that exits unexpectedly is
-// restarted with exponential backoff (capped), and the backoff resets once it has stayed up.
-// SIGTERM/SIGINT to the supervisor is passed to every child, which drain and exit.
+// Runs each service as its own child process, like pods: a service is ready when it answers
+// grpc.health.v1 Check with SERVING (as a kubelet's grpc probe asks), a process that exits
+// unexpectedly is restarted with exponential backoff (capped), and the backoff resets once it has
+// stayed up. SIGTERM/SIGINT to the supervisor is passed to every child, which drain and exit; a
+// child still running after the grace period is killed (SIGKILL), as a kubelet does.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import type { Logger } from "@loopguard/tool-sdk";
-import type { ServiceSpec } from "./services.js";
+import { type Logger, type ServiceSpec, waitUntilServing } from "@loopguard/tool-sdk";
 
 export interface SupervisorOptions {
   readonly env: Readonly<Record<string, string>>;
@@ -17,6 +18,10 @@ export interface SupervisorOptions {
   readonly maxBackoffMs?: number;
   /** A process up this long is considered healthy again and its backoff resets. */
   readonly stableAfterMs?: number;
+  /** How long a first start may take to answer SERVING before the start fails. */
+  readonly readyTimeoutMs?: number;
+  /** How long a child has after SIGTERM before SIGKILL; above the services' own 10 s shutdown grace. */
+  readonly stopGraceMs?: number;
 }
 
 interface Running {
@@ -24,6 +29,8 @@ interface Running {
   served: boolean;
   lastLine: string;
   child: ChildProcess | undefined;
+  /** Ends the readiness probe of the current process. */
+  probe: AbortController | undefined;
   restarts: number;
   backoffMs: number;
   startedAt: number;
@@ -38,14 +45,14 @@ export class Supervisor {
   constructor(private readonly options: SupervisorOptions) {}
 
   /**
-   * Starts every service; resolves once each has reported that it is serving. A service that
-   * exits before it ever served (a port in use, bad config) fails the start instead of being
-   * restarted forever.
+   * Starts every service; resolves once each answers grpc.health.v1 Check with SERVING. A service
+   * that exits before it ever served (a port in use, bad config), or is not SERVING within
+   * `readyTimeoutMs`, fails the start instead of being restarted forever.
    */
   async start(specs: readonly ServiceSpec[]): Promise<void> {
     const ready = specs.map((spec) => new Promise<void>((resolve, reject) => this.#ready.set(spec.name, { resolve, reject })));
     for (const spec of specs) {
-      const entry: Running = { spec, served: false, lastLine: "", child: undefined, restarts: 0, backoffMs: this.options.initialBackoffMs ?? 250, startedAt: 0, timer: undefined };
+      const entry: Running = { spec, served: false, lastLine: "", child: undefined, probe: undefined, restarts: 0, backoffMs: this.options.initialBackoffMs ?? 250, startedAt: 0, timer: undefined };
       this.#running.set(spec.name, entry);
       this.#launch(entry);
     }
@@ -76,15 +83,13 @@ export class Supervisor {
     const forward = (line: string) => {
       this.options.output(spec.name, line);
       entry.lastLine = line;
-      if (!entry.served && line.includes('"msg":"serving"')) {
-        entry.served = true;
-        this.#ready.get(spec.name)?.resolve();
-      }
     };
     createInterface({ input: child.stdout! }).on("line", forward);
     createInterface({ input: child.stderr! }).on("line", forward);
+    if (!entry.served) this.#probe(entry);
     child.once("exit", (code, signal) => {
       entry.child = undefined;
+      entry.probe?.abort();
       if (this.#stopping) return;
       if (!entry.served) {
         this.#ready.get(spec.name)?.reject(new Error(`${spec.name} exited (${code ?? signal}) before serving: ${entry.lastLine.slice(0, 300)}`));
@@ -107,15 +112,43 @@ export class Supervisor {
     });
   }
 
-  /** Sends SIGTERM to every child and waits until all have exited. */
+  /** Readiness of a first start: SERVING on the service's gRPC port, or the start fails. */
+  #probe(entry: Running): void {
+    const { spec } = entry;
+    const probe = new AbortController();
+    entry.probe = probe;
+    const timeoutMs = this.options.readyTimeoutMs ?? 60_000;
+    const timer = setTimeout(() => probe.abort(new Error(`${spec.name} was not SERVING on 127.0.0.1:${spec.port} within ${timeoutMs} ms: ${entry.lastLine.slice(0, 300)}`)), timeoutMs);
+    waitUntilServing(`127.0.0.1:${spec.port}`, probe.signal).then(
+      () => {
+        entry.served = true;
+        this.#ready.get(spec.name)?.resolve();
+      },
+      () => {
+        // Only the timeout is reported here: an exit has rejected with its own reason already.
+        if (!this.#stopping && entry.child) this.#ready.get(spec.name)?.reject(probe.signal.reason as Error);
+      },
+    ).finally(() => clearTimeout(timer));
+  }
+
+  /** Sends SIGTERM to every child, SIGKILL to any still running after `stopGraceMs`, and waits until all have exited. */
   async stop(): Promise<void> {
     this.#stopping = true;
+    const graceMs = this.options.stopGraceMs ?? 15_000;
     const exits: Promise<void>[] = [];
     for (const entry of this.#running.values()) {
       clearTimeout(entry.timer);
+      entry.probe?.abort();
       const child = entry.child;
-      if (!child || child.exitCode !== null) continue;
-      exits.push(new Promise((resolve) => child.once("exit", () => resolve())));
+      if (!child || child.exitCode !== null || child.signalCode !== null) continue;
+      const kill = setTimeout(() => {
+        this.options.log.warn("service ignored SIGTERM; killing it", { service: entry.spec.name, pid: child.pid, grace_ms: graceMs });
+        child.kill("SIGKILL");
+      }, graceMs);
+      exits.push(new Promise((resolve) => child.once("exit", () => {
+        clearTimeout(kill);
+        resolve();
+      })));
       child.kill("SIGTERM");
     }
     await Promise.all(exits);

@@ -6,12 +6,11 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { createLogger } from "@loopguard/tool-sdk";
+import { createLogger, discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
 import { checkHealth, TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
-import { discoverServices, type ServiceSpec } from "../src/services.js";
 import { suiteEnvironment } from "../src/suite-env.js";
-import { Supervisor } from "../src/supervisor.js";
+import { Supervisor, type SupervisorOptions } from "../src/supervisor.js";
 
 const servicesDir = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -34,7 +33,10 @@ async function risk(): Promise<ServiceSpec> {
   return { ...spec, port: await freePort(), metricsPort: await freePort() };
 }
 
-function supervise(environment?: (dataDir: string) => ReturnType<typeof suiteEnvironment>): { supervisor: Supervisor; warnings: Record<string, unknown>[] } {
+function supervise(
+  environment?: (dataDir: string) => ReturnType<typeof suiteEnvironment>,
+  options: Partial<Pick<SupervisorOptions, "readyTimeoutMs" | "stopGraceMs">> = {},
+): { supervisor: Supervisor; warnings: Record<string, unknown>[] } {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-supervisor-"));
   const warnings: Record<string, unknown>[] = [];
   const supervisor = new Supervisor({
@@ -42,6 +44,7 @@ function supervise(environment?: (dataDir: string) => ReturnType<typeof suiteEnv
     log: createLogger({ service: "supervisor", write: (l) => warnings.push(JSON.parse(l) as Record<string, unknown>) }),
     output: () => undefined,
     initialBackoffMs: 100,
+    ...options,
   });
   cleanups.push(async () => {
     await supervisor.stop();
@@ -99,11 +102,40 @@ describe("Supervisor", () => {
   it("fails the start, naming the service, when it exits before serving (port taken)", async () => {
     const spec = await risk();
     const { supervisor } = supervise(suiteEnvironment);
+    // Not a gRPC server: it hangs up on the supervisor's health probes.
     const blocker: Server = await new Promise((ok) => {
-      const s = createServer().listen(spec.port, "127.0.0.1", () => ok(s));
+      const s = createServer((socket) => socket.destroy()).listen(spec.port, "127.0.0.1", () => ok(s));
     });
     cleanups.push(() => new Promise<void>((ok) => blocker.close(() => ok())));
     await expect(supervisor.start([spec])).rejects.toThrow(/risk exited .* before serving/);
+  });
+
+  it("is ready only when the service answers grpc.health.v1 SERVING, not when it logs \"serving\"", async () => {
+    const spec = { ...(await risk()), name: "log-only", entry: join(dirname(fileURLToPath(import.meta.url)), "fixtures", "log-only.mjs") };
+    const { supervisor } = supervise(undefined, { readyTimeoutMs: 1500 });
+    await expect(supervisor.start([spec])).rejects.toThrow(`log-only was not SERVING on 127.0.0.1:${spec.port} within 1500 ms`);
+  });
+
+  it("kills a service that ignores SIGTERM once the grace period is over", async () => {
+    const spec = await risk();
+    const { supervisor, warnings } = supervise(suiteEnvironment, { stopGraceMs: 500 });
+    await supervisor.start([spec]);
+    const pid = supervisor.pids().risk!;
+    // A stopped process leaves SIGTERM pending, as a hung one would never act on it.
+    process.kill(pid, "SIGSTOP");
+    const started = Date.now();
+    await supervisor.stop();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(500);
+    expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
+    expect(warnings.find((w) => w.msg === "service ignored SIGTERM; killing it")).toMatchObject({ service: "risk", pid, grace_ms: 500 });
+  });
+
+  it("stops a service that drains on SIGTERM without killing it", async () => {
+    const spec = await risk();
+    const { supervisor, warnings } = supervise(suiteEnvironment, { stopGraceMs: 10_000 });
+    await supervisor.start([spec]);
+    await supervisor.stop();
+    expect(warnings.find((w) => w.msg === "service ignored SIGTERM; killing it")).toBeUndefined();
   });
 
   it("gives the orchestrator its private key and no tool any: not in its environment, not in a file its configuration names", async () => {

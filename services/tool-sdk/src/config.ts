@@ -135,12 +135,17 @@ export interface LoadOptions {
   readonly signs?: boolean;
 }
 
+/** The prefix of a tool's variables: its contract's tool name, e.g. "kb-search" → KB_SEARCH (KB_SEARCH_PORT, KB_SEARCH_ADDR, …). */
+export function envPrefixOf(tool: string): string {
+  return tool.toUpperCase().replace(/[^A-Z0-9]+/g, "_");
+}
+
 /** `tool` is the contract's tool name, e.g. "kb-search" → variables KB_SEARCH_PORT, … */
 export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = process.env, options: LoadOptions = {}): ToolConfig {
   if (!options.signs && env.LOOPGUARD_SIGNING_KEY_FILE) {
     throw new ConfigError(`${tool} only verifies tokens and must not hold a private key: unset LOOPGUARD_SIGNING_KEY_FILE`);
   }
-  const prefix = tool.toUpperCase().replace(/[^A-Z0-9]+/g, "_");
+  const prefix = envPrefixOf(tool);
   const maxStreams = integer(env, `${prefix}_MAX_STREAMS`, defaults.maxStreams ?? 256, 1, 1_000_000);
   return Object.freeze({
     tool,

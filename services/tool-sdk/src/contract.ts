@@ -113,3 +113,16 @@ export const ADMIN_TOOL_NAME = "tool-admin";
 export function servicesOf(files: readonly DescFile[]): DescService[] {
   return files.flatMap((f) => f.services).filter((s) => getOption(s, serviceOption).toolName !== "");
 }
+
+/** The orchestrator's own contract's tool name: a ServicePolicy, but not a tool sessions call. */
+export const ORCHESTRATOR_TOOL_NAME = "orchestrator";
+
+/** The tool services among the contracts: every service with a ServicePolicy but the orchestrator's and the admin service. */
+export function toolServicesOf(files: readonly DescFile[]): DescService[] {
+  return servicesOf(files).filter((s) => ![ORCHESTRATOR_TOOL_NAME, ADMIN_TOOL_NAME].includes(servicePolicy(s).toolName));
+}
+
+/** Every scope a method of these services requires, in contract order (the scopes a session may be granted). */
+export function requiredScopesOf(services: readonly DescService[]): string[] {
+  return [...new Set(services.flatMap((s) => s.methods.map((m) => methodPolicy(m).requiredScope)).filter((scope) => scope !== ""))];
+}

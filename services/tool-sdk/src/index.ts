@@ -1,6 +1,6 @@
 export { type Caller, KeyError, mintToken, type MintOptions, newKeyPair, publicKeySet, type SigningKey, signingKeyFromJwk, TokenVerifier } from "./auth.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
-export { ConfigError, describeConfig, type LoadOptions, loadToolConfig, readPublicKeys, readSigningKey, type ToolConfig, type ToolDefaults } from "./config.js";
+export { ConfigError, describeConfig, envPrefixOf, type LoadOptions, loadToolConfig, readPublicKeys, readSigningKey, type ToolConfig, type ToolDefaults } from "./config.js";
 export {
   ADMIN_TOOL_NAME,
   audienceOf,
@@ -12,9 +12,12 @@ export {
   fieldPolicy,
   methodPath,
   methodPolicy,
+  ORCHESTRATOR_TOOL_NAME,
+  requiredScopesOf,
   RoutingTag,
   servicePolicy,
   servicesOf,
+  toolServicesOf,
 } from "./contract.js";
 export {
   type CallFailure,
@@ -29,6 +32,8 @@ export {
   type ToolErrorOptions,
 } from "./errors.js";
 export { FaultSwitch } from "./faults.js";
+export { checkHealth, type HealthStatus, waitUntilServing } from "./health-client.js";
+export { discoverServices, manifestDefaults, readManifest, type ServiceKind, type ServiceSpec } from "./manifest.js";
 export { createLogger, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
 export { cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, REDACTED, redactNumber, redactText } from "./pii.js";

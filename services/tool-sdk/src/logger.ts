@@ -15,7 +15,7 @@ const LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
 const SAFE_FIELDS = new Set([
   "msg", "level", "time", "service", "tool", "method", "grpc_code", "code", "reason", "trace_id", "span_id",
   "duration_ms", "in_flight", "limit", "port", "metrics_port", "host", "pid", "signal", "exit_code", "attempt",
-  "restart_in_ms", "error_name", "caller", "scopes", "config", "faults", "tool", "host", "storeUrl", "toolTargets", "kb-search", "billing", "risk", "instanceId", "leaseTtlMs", "maxActiveSessions", "approvals", "amountThresholdCents", "riskThreshold", "minConfidence", "ttlMs", "openai", "baseUrl", "model", "traceDir", "session_id", "max_concurrent", "shutdown_grace_ms", "dataDir", "logLevel", "maxConcurrent", "shutdownGraceMs", "metricsPort", "order_id", "refund_id", "replayed",
+  "restart_in_ms", "error_name", "caller", "scopes", "config", "faults", "tool", "host", "storeUrl", "toolTargets", "instanceId", "leaseTtlMs", "maxActiveSessions", "approvals", "amountThresholdCents", "riskThreshold", "minConfidence", "ttlMs", "openai", "baseUrl", "model", "traceDir", "session_id", "max_concurrent", "shutdown_grace_ms", "dataDir", "logLevel", "maxConcurrent", "shutdownGraceMs", "metricsPort", "order_id", "refund_id", "replayed",
   "doc_count", "data_dir", "store", "migrations_applied", "violations", "outcome", "error_message", "field", "added_latency_ms", "error_rate", "outage", "retry_after_ms", "methods", "required_scope", "state", "count", "grace_ms", "url", "address",
 ]);
 

@@ -7,7 +7,7 @@ import { mintToken } from "../src/auth.js";
 import { ToolCallError, toolClient, type ToolClientOptions } from "../src/client/tool-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
-import { metricValue, startTestTool, type TestTool, testToken } from "../src/testing.js";
+import { metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
 
 const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
 

@@ -8,7 +8,7 @@ import { createServer, Packet, type DnsServer } from "dns2";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { toolClient } from "../src/client/tool-client.js";
-import { startTestTool, testToken } from "../src/testing.js";
+import { startTestTool, testToken } from "../testing/index.js";
 
 // grpc-js honours a DNS server named in the target's authority only with its c-ares resolver,
 // chosen when grpc-js loads (getaddrinfo reads /etc/resolv.conf and cannot be pointed elsewhere).

@@ -13,7 +13,7 @@ import { CallError, createRawClient, type RawClient } from "../src/raw-client.js
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
 import type { Interceptor } from "../src/server/interceptor.js";
-import { checkHealth, metricValue, startTestTool, type TestTool, testToken } from "../src/testing.js";
+import { checkHealth, metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
 
 type KbHandlers = ToolHandlers<typeof KbSearchService>;
 

@@ -12,12 +12,13 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { benchTransitions, PostgresSessionStore, SqliteSessionStore, type SessionStore, type TransitionBenchResult } from "@loopguard/orchestrator";
+import { PostgresSessionStore, SqliteSessionStore, type SessionStore } from "@loopguard/orchestrator";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
 import { metricValue, spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
+import { benchTransitions, type TransitionBenchResult } from "./transitions.js";
 import { postgresUnavailable, startPostgres } from "@loopguard/sql-store/testing";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");

@@ -13,7 +13,8 @@ import {
   type SessionSchema,
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, mintToken, operatorSigningKey, type SigningKey, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, mintToken, operatorSigningKey, requiredScopesOf, type SigningKey, status } from "@loopguard/tool-sdk";
+import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 
 type Session = MessageShape<typeof SessionSchema>;
 
@@ -28,7 +29,8 @@ const USAGE = `usage: loopguard <command> [options]
 options: --addr HOST:PORT (ORCHESTRATOR_ADDR, default 127.0.0.1:50051)
          --http HOST:PORT (ORCHESTRATOR_HTTP_ADDR, default 127.0.0.1:8080)`;
 
-const DEFAULT_SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
+/** A new session may call every tool of the contracts unless --scope narrows it. */
+const DEFAULT_SCOPES = requiredScopesOf(DEFAULT_TOOL_SERVICES);
 const BUDGET_KEYS: Record<string, string> = {
   steps: "maxSteps",
   tool_calls: "maxToolCalls",

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { discoverServices } from "./services.js";
+import { discoverServices } from "./manifest.js";
 
 const dirs: string[] = [];
 afterEach(() => {

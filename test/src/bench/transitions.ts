@@ -1,8 +1,7 @@
 // Latency of the orchestrator's hottest write: one optimistic-lock transition plus its audit
 // row, issued back to back on one session the way a single session loop issues them.
 import { randomUUID } from "node:crypto";
-import type { SessionState } from "./session-state.js";
-import type { SessionStore } from "./session-store.js";
+import type { SessionState, SessionStore } from "@loopguard/orchestrator";
 
 export interface TransitionBenchResult {
   readonly n: number;

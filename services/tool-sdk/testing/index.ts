@@ -1,20 +1,31 @@
 // Helpers for tests of tool services: a real server on 127.0.0.1:0 with captured logs, real
-// clients with minted tokens, real child processes, and a real grpc.health.v1 client.
+// clients with minted tokens, real child processes. Kept out of src/ and out of the package's
+// "files", so no service image carries it.
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { DescService } from "@bufbuild/protobuf";
-import { credentials, loadPackageDefinition, type ServiceClientConstructor } from "@grpc/grpc-js";
-import { loadSync } from "@grpc/proto-loader";
 import { contractFiles } from "@loopguard/proto";
-import { protoPath as healthProtoPath } from "grpc-health-check";
-import { mintToken, newKeyPair, publicKeySet, signingKeyFromJwk } from "./auth.js";
-import { ADMIN_TOOL_NAME, audienceOf, methodPolicy, servicePolicy, servicesOf } from "./contract.js";
-import { createLogger } from "./logger.js";
-import { createRawClient, type RawClient } from "./raw-client.js";
-import { type ServeOptions, serveTool, type ToolDefinition, type ToolServer } from "./serve.js";
+import {
+  audienceOf,
+  createLogger,
+  createRawClient,
+  mintToken,
+  newKeyPair,
+  publicKeySet,
+  requiredScopesOf,
+  type RawClient,
+  type ServeOptions,
+  servicePolicy,
+  servicesOf,
+  serveTool,
+  signingKeyFromJwk,
+  type ToolDefinition,
+  type ToolServer,
+  toolServicesOf,
+} from "@loopguard/tool-sdk";
 
 const testPair = newKeyPair("test-key");
 /** The test run's key pair: the private key signs test tokens (and a test orchestrator's tool tokens). */
@@ -40,14 +51,7 @@ export function testOrchestratorEnv(): Record<string, string> {
 }
 
 /** Every scope a tool method requires, from the contracts (the scopes a session may be granted). */
-export const TOOL_SCOPES: readonly string[] = [
-  ...new Set(
-    servicesOf(contractFiles)
-      .filter((s) => !["orchestrator", ADMIN_TOOL_NAME].includes(servicePolicy(s).toolName))
-      .flatMap((s) => s.methods.map((m) => methodPolicy(m).requiredScope))
-      .filter((scope) => scope !== ""),
-  ),
-];
+export const TOOL_SCOPES: readonly string[] = requiredScopesOf(toolServicesOf(contractFiles));
 
 /** An operator of the orchestrator API in tests: reads and starts sessions, and may grant them every tool scope. */
 export const SESSION_OPERATOR_SCOPES: readonly string[] = ["sessions:read", "sessions:write", ...TOOL_SCOPES.map((s) => `grant:${s}`)];
@@ -111,28 +115,7 @@ export async function startTestTool<S extends DescService>(
   };
 }
 
-export type HealthStatus = "UNKNOWN" | "SERVING" | "NOT_SERVING" | "SERVICE_UNKNOWN";
-
-type HealthClient = InstanceType<ServiceClientConstructor>;
-let healthConstructor: ServiceClientConstructor | undefined;
-
-/** grpc.health.v1.Health/Check against a real server; "" asks for the server as a whole. */
-export function checkHealth(address: string, service = "", timeoutMs = 2000): Promise<HealthStatus> {
-  if (!healthConstructor) {
-    const pkg = loadPackageDefinition(loadSync(healthProtoPath, { keepCase: true, enums: String })) as unknown as {
-      grpc: { health: { v1: { Health: ServiceClientConstructor } } };
-    };
-    healthConstructor = pkg.grpc.health.v1.Health;
-  }
-  const client: HealthClient = new healthConstructor(address, credentials.createInsecure());
-  return new Promise((resolve, reject) => {
-    client.Check!({ service }, { deadline: new Date(Date.now() + timeoutMs) }, (error: Error | null, reply: { status: HealthStatus }) => {
-      client.close();
-      if (error) reject(error);
-      else resolve(reply.status);
-    });
-  });
-}
+export { checkHealth, type HealthStatus } from "@loopguard/tool-sdk";
 
 export interface ToolProcess {
   readonly child: ChildProcess;

@@ -8,7 +8,7 @@ import { status, ToolError } from "../errors.js";
 import { FaultSwitch } from "../faults.js";
 import { createLogger } from "../logger.js";
 import { ServerMetrics } from "../metrics.js";
-import { metricValue, TEST_PUBLIC_KEYS, testToken } from "../testing.js";
+import { metricValue, TEST_PUBLIC_KEYS, testToken } from "../../testing/index.js";
 import { unaryTerminal } from "./handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
 import { CallSlots } from "./slots.js";

@@ -1,8 +1,6 @@
-// SessionStore on one SQLite file (better-sqlite3, WAL, synchronous=NORMAL: a committed
-// transition survives a process crash): this file holds only its SQL and its driver, the rest is
-// SqlSessionStore's. better-sqlite3 is synchronous, so each write runs to its end before any
-// other caller in this process gets a turn; BEGIN IMMEDIATE and busy_timeout cover other
-// processes sharing the file.
+// SessionStore on one SQLite file (better-sqlite3, WAL, synchronous=NORMAL: a committed transition
+// survives a process crash): only its SQL and driver, the rest is SqlSessionStore's. Each write runs
+// to its end before another caller here gets a turn; BEGIN IMMEDIATE and busy_timeout cover other processes.
 import { isSqliteUnavailable, migrateSqlite, openSqlite } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import { OPEN_SQL, SQLITE_SESSION_MIGRATIONS } from "./migrations/sqlite/index.js";

@@ -2,17 +2,13 @@
 // `pnpm loopguard …`: the operator's command line for the orchestrator API.
 //   run "<goal>" [--task-file F | --task JSON] [--budget k=v…] [--scope s…] [--policy P] [--wait] [--json]
 //   sessions [--state S] [--limit N]   show ID   trace ID   approve ID   deny ID   cancel ID
-//   dashboard [--http HOST:PORT]   (prints the dashboard's address with a fresh operator token)
-// Every failure is one line on stderr naming the problem, and a non-zero exit code.
+//   dashboard [--http HOST:PORT]   (the dashboard's address with a fresh operator token)
+// Every failure: one line on stderr naming the problem, and a non-zero exit code.
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import type { MessageShape } from "@bufbuild/protobuf";
-import {
-  OrchestratorService,
-  type SessionSchema,
-  SessionState,
-} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { OrchestratorService, type SessionSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createRawClient, mintToken, operatorSigningKey, requiredScopesOf, type SigningKey, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 

@@ -1,0 +1,167 @@
+// What both session stores share beyond the contract: lease rules, listeners, the moves of a
+// transition, list cursors and argument checks.
+import { assertTransition, isTerminal, type SessionState } from "./session-state.js";
+import type { AuditInput, SessionEvent, SessionListener, SessionRecord, TransitionInput, Usage } from "./session-store.js";
+
+/** States whose entry releases the session's lease: nobody drives a session that ended or waits for a human. */
+export function releasesLease(state: SessionState): boolean {
+  return isTerminal(state) || state === "AWAITING_APPROVAL";
+}
+
+/** A store's subscribers; a listener that throws is not allowed to stop the others from hearing. */
+export class SessionListeners {
+  readonly #listeners = new Set<SessionListener>();
+
+  add(listener: SessionListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  get size(): number {
+    return this.#listeners.size;
+  }
+
+  emit(event: SessionEvent): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch {
+        // A listener's failure is its own; the commit it hears about stands.
+      }
+    }
+  }
+}
+
+/** The session moved on (or is not in `from`) since the caller read it; reload and decide again. */
+export class StaleTransitionError extends Error {
+  override readonly name: string = "StaleTransitionError";
+  constructor(
+    readonly sessionId: string,
+    readonly expected: { state: SessionState; version: number },
+    readonly actual: { state: SessionState; version: number },
+    message?: string,
+  ) {
+    super(
+      message ??
+        `session ${sessionId} is ${actual.state}@${actual.version}, not ${expected.state}@${expected.version}`,
+    );
+  }
+}
+
+/** The caller's lease is gone or expired, so another replica may own the session now. */
+export class LeaseLostError extends StaleTransitionError {
+  override readonly name = "LeaseLostError";
+  constructor(
+    sessionId: string,
+    state: { state: SessionState; version: number },
+    readonly owner: string,
+    readonly leaseOwner: string | null,
+  ) {
+    super(sessionId, state, state, `session ${sessionId}: lease not held by ${owner} (holder: ${leaseOwner ?? "none"})`);
+  }
+}
+
+export class SessionNotFoundError extends Error {
+  override readonly name = "SessionNotFoundError";
+  constructor(readonly sessionId: string) {
+    super(`session ${sessionId} not found`);
+  }
+}
+
+/** Same id, different (or no) idempotency key: a caller bug, not a retry. */
+export class SessionExistsError extends Error {
+  override readonly name = "SessionExistsError";
+  constructor(readonly sessionId: string) {
+    super(`session ${sessionId} already exists`);
+  }
+}
+
+export class DuplicateStepError extends Error {
+  override readonly name = "DuplicateStepError";
+  constructor(
+    readonly sessionId: string,
+    readonly step: number,
+  ) {
+    super(`session ${sessionId} already has step ${step}`);
+  }
+}
+
+/** One move of a transition: its edge, the version it produces and its audit row. */
+export interface Move {
+  readonly from: SessionState;
+  readonly to: SessionState;
+  readonly version: number;
+  readonly audit: AuditInput;
+}
+
+/**
+ * The moves a transition makes, `via` first, each checked against TRANSITIONS; throws
+ * IllegalTransitionError before anything is written.
+ */
+export function movesOf(t: TransitionInput): Move[] {
+  const moves: Move[] = [];
+  let from = t.from;
+  for (const hop of t.via ?? []) {
+    assertTransition(from, hop.state, null);
+    moves.push({ from, to: hop.state, version: t.expectedVersion + moves.length + 1, audit: hop.audit });
+    from = hop.state;
+  }
+  assertTransition(from, t.to, t.patch?.stopReason);
+  moves.push({ from, to: t.to, version: t.expectedVersion + moves.length + 1, audit: t.audit });
+  return moves;
+}
+
+/** Oldest first, then by id: the order lists and claims return sessions in. */
+export const byCreated = (a: SessionRecord, b: SessionRecord): number =>
+  a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+export function initialUsage(startedAt: number): Usage {
+  return { steps: 0, toolCalls: 0, tokens: 0, costMicros: 0, startedAt };
+}
+
+export interface Cursor {
+  readonly createdAt: number;
+  readonly id: string;
+}
+
+export function encodeCursor(c: Cursor): string {
+  return Buffer.from(JSON.stringify([c.createdAt, c.id])).toString("base64url");
+}
+
+export function decodeCursor(s: string): Cursor {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(s, "base64url").toString("utf8"));
+  } catch {
+    parsed = undefined;
+  }
+  if (!Array.isArray(parsed) || typeof parsed[0] !== "number" || typeof parsed[1] !== "string") {
+    throw new RangeError("invalid list cursor");
+  }
+  return { createdAt: parsed[0], id: parsed[1] };
+}
+
+export function checkLimit(limit: number, name = "limit"): void {
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
+    throw new RangeError(`${name} must be an integer in [1, 10000], got ${limit}`);
+  }
+}
+
+export function checkTtl(ttlMs: number): void {
+  if (!Number.isInteger(ttlMs) || ttlMs < 1) throw new RangeError(`ttlMs must be a positive integer, got ${ttlMs}`);
+}
+
+export function emptyCounts(): Record<SessionState, number> {
+  return {
+    IDLE: 0,
+    THINKING: 0,
+    TOOL_EXECUTING: 0,
+    OBSERVING: 0,
+    RETRYING: 0,
+    FALLBACK: 0,
+    AWAITING_APPROVAL: 0,
+    DONE: 0,
+    FAILED: 0,
+    CANCELLED: 0,
+  };
+}

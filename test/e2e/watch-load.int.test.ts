@@ -18,6 +18,8 @@ const WATCHER_ENTRY = join(root, "test", "dist", "load", "watch-streams.js");
 const STREAMS = 1000;
 const WATCHERS = 4;
 const WAITING_SESSIONS = 100;
+/** Sessions left waiting (never approved): their streams are still open when the client goes away. */
+const HELD_SESSIONS = 20;
 const GET_CALLS = 1000;
 const SETTLE_MS = 3000;
 const IDLE_MS = 5000;
@@ -107,7 +109,7 @@ describe("1,000 WatchSession streams against a real orchestrator process", () =>
     const approveTarget = methodPolicy(OrchestratorService.method.resolveApproval).sla!.p95TargetMs;
 
     const ids: string[] = [];
-    for (let i = 0; i < WAITING_SESSIONS; i += 1) {
+    for (let i = 0; i < WAITING_SESSIONS + HELD_SESSIONS; i += 1) {
       const { session } = await api.startSession({
         goal: "Refund 1.00 of ord_DEMO00000008",
         task: { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 100, reason: "DAMAGED", ...HIGH_RISK } as never,
@@ -117,12 +119,12 @@ describe("1,000 WatchSession streams against a real orchestrator process", () =>
     }
     for (let i = 0; i < 600; i += 1) {
       const { sessions } = await api.listSessions({ state: SessionState.AWAITING_APPROVAL, pageSize: 500 });
-      if (sessions.length === WAITING_SESSIONS) break;
+      if (sessions.length === WAITING_SESSIONS + HELD_SESSIONS) break;
       await sleep(100);
     }
     const shown = new Map<string, { approvalId: string; argumentsHash: string }>();
     for (const s of (await api.listSessions({ state: SessionState.AWAITING_APPROVAL, pageSize: 500 })).sessions) shown.set(s.sessionId, s.pendingApproval!);
-    expect(shown.size).toBe(WAITING_SESSIONS);
+    expect(shown.size).toBe(WAITING_SESSIONS + HELD_SESSIONS);
     // Warm both paths, so that compiling them is not what is measured.
     await timed(50, (i) => api.getSession({ sessionId: ids[i % ids.length]! }));
     const before = metricValue(await metrics(), "process_resident_memory_bytes");
@@ -156,14 +158,16 @@ describe("1,000 WatchSession streams against a real orchestrator process", () =>
 
     console.log(
       [
-        `WatchSession load: ${STREAMS} streams over ${WAITING_SESSIONS} sessions from ${WATCHERS} callers; the stream holder saw ${JSON.stringify(held)}`,
+        `WatchSession load: ${STREAMS} streams over ${WAITING_SESSIONS + HELD_SESSIONS} sessions from ${WATCHERS} callers; the stream holder saw ${JSON.stringify(held)}`,
         `  GetSession      ${summary(gets)}; contract p95 target ${getTarget} ms`,
         `  ResolveApproval ${summary(approvals)}; contract p95 target ${approveTarget} ms`,
         `  orchestrator CPU while nothing moves: ${idleAlone.toFixed(1)} ms per second without streams, ${idleWatched.toFixed(1)} ms per second with the ${STREAMS} streams open`,
         `  orchestrator RSS: ${mib(before)} MiB before, ${mib(opened)} MiB with the streams open, ${mib(during)} MiB after the calls, ${mib(after)} MiB once they closed`,
       ].join("\n"),
     );
-    // Every stream's client went away at once; the orchestrator let go of them all and runs on.
+    // The approved sessions ended and so did their streams; the held ones' were still open when
+    // their client went away at once. The orchestrator let go of them all and runs on.
+    expect(held.closed).toBeGreaterThan(0);
     expect(orchestrator.child.exitCode).toBeNull();
     expect(metricValue(closed, "loopguard_tool_open_streams")).toBe(0);
     expect(metricValue(closed, "loopguard_tool_streams_refused_total")).toBe(0);

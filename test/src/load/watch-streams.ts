@@ -59,7 +59,10 @@ async function follow(i: number): Promise<void> {
   }
 }
 
+// Alive until SIGTERM, also once every watched session has ended and its stream with it.
+const alive = setInterval(() => undefined, 60_000);
 process.once("SIGTERM", () => {
+  clearInterval(alive);
   report({ closed: opened - ended - Object.values(errors).reduce((a, b) => a + b, 0), opened, ended, messages, errors });
   process.exit(0);
 });

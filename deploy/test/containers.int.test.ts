@@ -116,7 +116,7 @@ describe("pnpm containers", () => {
     expect(await docker(["container", "inspect", "--format", "{{.State.Status}}", pod!.container])).toBe("exited");
     expect(await docker(["container", "inspect", "--format", "{{.State.ExitCode}}", pod!.container])).toBe("0");
     const logs = await docker(["logs", pod!.container]);
-    expect(logs).toMatch(/"msg":"draining".*"in_flight":1/);
+    expect(logs).toMatch(/^(?=.*"msg":"draining")(?=.*"in_flight":1\b).*$/m);
     expect(logs).toContain('"msg":"stopped"');
 
     const up = await containers("up");

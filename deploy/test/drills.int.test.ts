@@ -131,7 +131,7 @@ describe("pnpm drill (small sizes)", () => {
     const next = `${tag}-drill-next`;
     await dockerCli(["tag", `loopguard/billing:${tag}`, `loopguard/billing:${next}`]);
     try {
-      const report = await drill("release", "--tool", "billing", "--to", next, "--sessions", "160", "--refund-share", "100");
+      const report = await drill("release", "--tool", "billing", "--to", next, "--sessions", "80", "--refund-share", "100");
       expectNothingLost(report);
       expect(report.success_rate).toBe(1);
       expect(report.calls_failed).toBe(0);

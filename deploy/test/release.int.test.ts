@@ -211,7 +211,7 @@ describe("pnpm release (local containers)", () => {
       expect(flip).toMatchObject({ tool: "billing", kind: "release", target: "containers", from: { colour: "blue", image: `loopguard/billing:${TAG}` }, to: { colour: "green", image: `loopguard/billing:${GREEN}` }, clientsLeftAtDrain: 0 });
       for (const pod of billingPods().filter((p) => p.colour === "blue")) {
         expect(await docker(["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", pod.container])).toBe("exited 0");
-        expect(await docker(["logs", pod.container])).toMatch(/"msg":"draining".*"in_flight":0/);
+        expect(await docker(["logs", pod.container])).toMatch(/^(?=.*"msg":"draining")(?=.*"in_flight":0\b).*$/m);
       }
       expect((await containers("status")).stdout).toMatch(/billing: green live \(loopguard\/billing:release-it-green\); last release at .* from blue :release-it/);
       afterFlip = await window(green);

@@ -1,6 +1,6 @@
 // One drill on the local containers: start the container set the scenario needs, start every
-// session at once, inject the fault once the load is under way (a tenth of the sessions' worth of
-// calls offered to the target tool, or a tenth of the sessions ended for the orchestrator),
+// session at once, inject the fault once the load is under way (calls to the target tool numbering
+// 2% of the sessions offered, or a tenth of the sessions ended for the orchestrator),
 // hold it, undo it, wait for every session to end (or the bound to pass), audit the ledger,
 // write the report, and remove the containers — also when the run fails or is interrupted.
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -73,11 +73,10 @@ export interface DrillCluster {
   blueGreen(kind: "release" | "rollback", to: string | undefined, log: (line: string) => void): Promise<ReleaseResult>;
 }
 
-/**
- * The fault starts once the load is under way: a tool's, once the sessions have offered it this
- * share of their number in calls; the orchestrator's, once this share of the sessions has ended.
- */
+/** The orchestrator's fault starts once this share of the sessions has ended: the load is under way. */
 const TRIGGER_SHARE = 0.1;
+/** A tool's, once the sessions have offered it calls numbering this share of them: its calls have begun, most are still to come. */
+const TOOL_TRIGGER_SHARE = 0.02;
 const TRIGGER_TIMEOUT_MS = 20_000;
 const TRIGGER_POLL_MS = 100;
 /** A session's wall clock beyond the fault; the run's bound is that plus a margin, so no healthy session counts as hung. */
@@ -316,7 +315,7 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   try {
     const service = contractOf(options.tool === orchestratorName ? tools[0]! : options.tool);
     // A release needs no trigger: its new set takes seconds to start before the flip, with the first wave in flight.
-    const trigger = Math.max(1, Math.ceil(waves[0]!.length * TRIGGER_SHARE));
+    const trigger = Math.max(1, Math.ceil(waves[0]!.length * (toolFault ? TOOL_TRIGGER_SHARE : TRIGGER_SHARE)));
     if (options.scenario === "kill-orchestrator") {
       if (!(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) {
         notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);

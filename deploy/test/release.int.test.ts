@@ -15,7 +15,7 @@ import { FieldDescriptorProto_Type, FileDescriptorSetSchema } from "@bufbuild/pr
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, mintToken, operatorSigningKey } from "@loopguard/tool-sdk";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { type K8sObject, validateRenderings } from "../src/k8s-check.js";
 import type { K8sReleaseResult, ReleaseResult } from "../src/release/index.js";
 import { docker, root, suiteProcesses } from "./suite-processes.js";
@@ -172,6 +172,8 @@ describe("pnpm release (local containers)", () => {
     });
     const db = new pg.Client({ connectionString: `postgres://postgres@127.0.0.8:5432/billing` });
     await db.connect();
+    // Ended here also when an assertion fails first, before the suite stops PostgreSQL under it.
+    onTestFinished(() => db.end().catch(() => undefined));
     const { rows: before } = await db.query<{ n: string }>("SELECT max(seq) AS n FROM refunds");
     const counters = new ServerCounters();
     const outcomes: Outcome[] = [];
@@ -230,7 +232,6 @@ describe("pnpm release (local containers)", () => {
       api.close();
     }
     const { rows: refunds } = await db.query<{ refund_id: string; idempotency_key: string }>("SELECT refund_id, idempotency_key FROM refunds WHERE seq > $1", [before[0]?.n ?? 0]);
-    await db.end();
     const client = await clientCalls();
     const server = counters.totals();
     const done = outcomes.filter((o) => o.state === SessionState.DONE);

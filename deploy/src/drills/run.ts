@@ -1,6 +1,6 @@
 // One drill on the local containers: start the container set the scenario needs, start every
-// session at once, inject the fault once the load is under way (calls to the target tool numbering
-// 2% of the sessions offered, or a tenth of the sessions ended for the orchestrator),
+// session at once, inject the fault (every pod of a tool killed: at once; a tool's other faults: once
+// it has been offered calls numbering a tenth of the sessions; the orchestrator: a tenth of them ended),
 // hold it, undo it, wait for every session to end (or the bound to pass), audit the ledger,
 // write the report, and remove the containers — also when the run fails or is interrupted.
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -73,10 +73,12 @@ export interface DrillCluster {
   blueGreen(kind: "release" | "rollback", to: string | undefined, log: (line: string) => void): Promise<ReleaseResult>;
 }
 
-/** The orchestrator's fault starts once this share of the sessions has ended: the load is under way. */
+/**
+ * The fault starts once the load is under way: the orchestrator's once this share of the sessions
+ * has ended; a tool's (but a kill of every pod, at once) once the sessions have offered it calls
+ * numbering this share of them.
+ */
 const TRIGGER_SHARE = 0.1;
-/** A tool's, once the sessions have offered it calls numbering this share of them: its calls have begun, most are still to come. */
-const TOOL_TRIGGER_SHARE = 0.02;
 const TRIGGER_TIMEOUT_MS = 20_000;
 const TRIGGER_POLL_MS = 100;
 /** A session's wall clock beyond the fault; the run's bound is that plus a margin, so no healthy session counts as hung. */
@@ -269,6 +271,9 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   // A tool's fault may start while the first wave is still being started: its calls come first
   // (every session asks kb-search before anything else).
   const toolFault = options.scenario !== "release" && options.scenario !== "kill-orchestrator";
+  // Every pod of a tool dies as the sessions start: the calls of a burst are over within a second,
+  // and what is measured is how the sessions get through without it (fallbacks, the breaker).
+  const killsEveryPod = (options.scenario === "kill-tool" || options.scenario === "flap") && options.kill === "all";
   let firstWaveStarted = false;
   const firstWave = startWave(waves[0]!).then(() => {
     firstWaveStarted = true;
@@ -315,12 +320,12 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   try {
     const service = contractOf(options.tool === orchestratorName ? tools[0]! : options.tool);
     // A release needs no trigger: its new set takes seconds to start before the flip, with the first wave in flight.
-    const trigger = Math.max(1, Math.ceil(waves[0]!.length * (toolFault ? TOOL_TRIGGER_SHARE : TRIGGER_SHARE)));
+    const trigger = Math.max(1, Math.ceil(waves[0]!.length * TRIGGER_SHARE));
     if (options.scenario === "kill-orchestrator") {
       if (!(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) {
         notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
       }
-    } else if (toolFault) {
+    } else if (toolFault && !killsEveryPod) {
       // A tool's fault starts once its calls are under way: sessions call kb-search first, so
       // waiting for sessions to end would leave it no calls to fail.
       let offered = 0;
@@ -340,10 +345,9 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
 
     /** Kills `victims`, holds, restarts them; a window in which the tool was dead when they were all its pods. */
     const killWindow = async (victims: readonly DrillPod[], downMs: number): Promise<void> => {
-      mark(await cluster.kill(victims, options.kill));
-      // Sampled once they are dead: a call that ended before the kill did not reach a dead tool.
       const before = await sampler.sample();
       const from = Date.now() - t0;
+      mark(await cluster.kill(victims, options.kill));
       await hold(downMs);
       mark(`restarting ${victims.map((p) => p.name).join(", ")}`);
       await cluster.recover(victims);

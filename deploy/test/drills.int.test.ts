@@ -127,7 +127,7 @@ describe("pnpm drill (small sizes)", () => {
     await noContainersLeft();
   }, 300_000);
 
-  it("release billing: a blue-green flip under load, then a rollback; no session and no call fails", async () => {
+  it("release billing: a blue-green release under a steady load, then a rollback; sessions start through both moves, no session and no call fails", async () => {
     const next = `${tag}-drill-next`;
     await dockerCli(["tag", `loopguard/billing:${tag}`, `loopguard/billing:${next}`]);
     try {
@@ -141,6 +141,8 @@ describe("pnpm drill (small sizes)", () => {
         "rolling billing back",
         expect.stringMatching(new RegExp(`^rolled back billing: loopguard/billing:${next} → loopguard/billing:${tag}, serving after`)),
       ]);
+      // Calls crossed both moves: sessions started between each flip and the old set's drain.
+      for (const moved of [report.faults[1]!.what, report.faults[3]!.what]) expect(moved).toMatch(/; [1-9]\d* sessions started between the flip and the drain$/);
     } finally {
       await dockerCli(["rmi", `loopguard/billing:${next}`]).catch(() => undefined);
     }

@@ -12,6 +12,8 @@ export const USAGE =
   `  scenarios: ${SCENARIOS.join(", ")}`;
 
 export const MAX_SESSIONS = 1500;
+/** A release and its rollback take about 75 s locally: the new set starts, then clients leave the old one within the 30 s max connection age. */
+export const RELEASE_LOAD_S = 90;
 
 export interface DrillOptions {
   readonly scenario: Scenario;
@@ -19,7 +21,7 @@ export interface DrillOptions {
   readonly tool: string;
   readonly kill: KillMode;
   readonly sessions: number;
-  /** How long the fault lasts, in seconds (a flap: how long it keeps killing and restarting). */
+  /** How long the fault lasts, in seconds (a flap: how long it keeps killing and restarting; a release: how long its sessions keep being started). */
   readonly durationS: number;
   /** errors: the share of calls failed, 0..1. */
   readonly errorRate: number;
@@ -130,7 +132,7 @@ export function parseDrillArgs(argv: readonly string[], catalogue: Catalogue): D
     tool,
     kill,
     sessions: integer("sessions", values.sessions, 200, 1, MAX_SESSIONS),
-    durationS: integer("duration", values.duration, 10, 1, 600),
+    durationS: integer("duration", values.duration, scenario === "release" ? RELEASE_LOAD_S : 10, 1, 600),
     errorRate: errorPercent / 100,
     method: values.method,
     refundShare: integer("refund-share", values["refund-share"], 50, 0, 100) / 100,

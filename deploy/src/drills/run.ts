@@ -232,8 +232,11 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   const faults: FaultEvent[] = [];
   const deadWindows: DeadWindow[] = [];
   const notes: string[] = [];
-  const budgetMs = options.durationS * 1000 + SESSION_BUDGET_EXTRA_MS;
-  const boundMs = budgetMs + BOUND_MARGIN_MS;
+  // A release starts its sessions one by one over --duration (a steady load that spans both flips
+  // and both drains); every other scenario starts them at once and its fault lasts --duration.
+  const steady = options.scenario === "release";
+  const budgetMs = steady ? SESSION_BUDGET_EXTRA_MS : options.durationS * 1000 + SESSION_BUDGET_EXTRA_MS;
+  const boundMs = (steady ? options.durationS * 1000 : 0) + budgetMs + BOUND_MARGIN_MS;
   // Every tool answers after its backend's latency, so sessions overlap as they do in production
   // instead of finishing in a few milliseconds on loopback; a restarted pod gets it again.
   const baseline = options.backendLatencyMs > 0 ? { addedLatencyMs: options.backendLatencyMs } : {};
@@ -255,18 +258,29 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   const approver = new Approver(approverApi);
   const approving = approver.run(approverStop.signal);
   const t0 = Date.now();
-  // A release runs its sessions in two waves, each started at once: one as the release begins,
-  // one as the rollback begins, so both flips happen under load.
-  const waves = options.scenario === "release" ? [plan.slice(0, Math.ceil(plan.length / 2)), plan.slice(Math.ceil(plan.length / 2))] : [plan];
   const ids: (string | undefined)[] = plan.map(() => undefined);
   const started: string[] = [];
-  const startWave = async (wave: readonly PlannedSession[]) => {
+  /** When each session was asked for, for the sessions a release's flip and drain saw. */
+  const startTimes: number[] = [];
+  const startOne = async (p: PlannedSession) => {
+    startTimes.push(Date.now());
+    const [id] = await startAll(requester, [p], budgetMs);
+    ids[p.index] = id;
+    if (id) started.push(id);
+  };
+  const describe = (sessions: readonly PlannedSession[]) =>
+    `${sessions.filter((p) => p.kind === "refund").length} refunds, ${sessions.filter((p) => p.needsApproval).length} of them for a high-risk customer`;
+  const startLoad = async () => {
     const at = Date.now();
-    ctx.progress(`starting ${wave.length} sessions at once (${wave.filter((p) => p.kind === "refund").length} refunds, ${wave.filter((p) => p.needsApproval).length} of them for a high-risk customer)`);
-    const got = await startAll(requester, wave, budgetMs);
-    wave.forEach((p, i) => (ids[p.index] = got[i]));
-    started.push(...got.filter((id): id is string => id !== undefined));
-    ctx.progress(`${got.filter(Boolean).length} of ${wave.length} sessions started in ${((Date.now() - at) / 1000).toFixed(1)} s`);
+    if (steady) {
+      const gapMs = (options.durationS * 1000) / plan.length;
+      ctx.progress(`starting ${plan.length} sessions one every ${(gapMs / 1000).toFixed(2)} s over ${options.durationS} s (${describe(plan)})`);
+      await Promise.all(plan.map((p, i) => sleep(i * gapMs).then(() => startOne(p))));
+    } else {
+      ctx.progress(`starting ${plan.length} sessions at once (${describe(plan)})`);
+      await Promise.all(plan.map(startOne));
+    }
+    ctx.progress(`${started.length} of ${plan.length} sessions started in ${((Date.now() - at) / 1000).toFixed(1)} s`);
   };
   // A tool's fault may start while the first wave is still being started: its calls come first
   // (every session asks kb-search before anything else).
@@ -274,12 +288,12 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   // Every pod of a tool dies as the sessions start: the calls of a burst are over within a second,
   // and what is measured is how the sessions get through without it (fallbacks, the breaker).
   const killsEveryPod = (options.scenario === "kill-tool" || options.scenario === "flap") && options.kill === "all";
-  let firstWaveStarted = false;
-  const firstWave = startWave(waves[0]!).then(() => {
-    firstWaveStarted = true;
+  let loadStarted = false;
+  const loading = startLoad().then(() => {
+    loadStarted = true;
   });
-  firstWave.catch(() => undefined);
-  if (!toolFault) await firstWave;
+  loading.catch(() => undefined);
+  if (!toolFault && !steady) await loading;
 
   // The watcher: the latest view of every session, polled through the API like a dashboard.
   let latest = new Map<string, SessionView>();
@@ -310,7 +324,7 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     }
     return true;
   };
-  const allEnded = () => firstWaveStarted && ended() === started.length;
+  const allEnded = () => loadStarted && ended() === started.length;
   const mark = (what: string) => {
     faults.push({ atMs: Date.now() - t0, what });
     faultNow = what;
@@ -319,8 +333,8 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
 
   try {
     const service = contractOf(options.tool === orchestratorName ? tools[0]! : options.tool);
-    // A release needs no trigger: its new set takes seconds to start before the flip, with the first wave in flight.
-    const trigger = Math.max(1, Math.ceil(waves[0]!.length * TRIGGER_SHARE));
+    // A release needs no trigger: its sessions are started all through it.
+    const trigger = Math.max(1, Math.ceil(plan.length * TRIGGER_SHARE));
     if (options.scenario === "kill-orchestrator") {
       if (!(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) {
         notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
@@ -390,13 +404,23 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
           `${r.kind === "release" ? "released" : "rolled back"} ${options.tool}: ${r.from.image} → ${r.to.image}, serving after ${((r.timings.startMs ?? 0) / 1000).toFixed(1)} s, ` +
           `flipped at ${((Date.parse(r.flippedAt ?? r.startedAt) - t0) / 1000).toFixed(1)} s, old set drained after ${((r.timings.totalMs ?? 0) / 1000).toFixed(1)} s` +
           (r.clientsLeftAtDrain ? ` (${r.clientsLeftAtDrain} client connection(s) still on it)` : "");
+        // The sessions asked for between a flip and the old set's drain are the ones whose calls moved sets.
+        const startedDuring = (r: ReleaseResult) => {
+          const from = Date.parse(r.flippedAt ?? r.startedAt);
+          const to = r.drainedAt ? Date.parse(r.drainedAt) : Date.now();
+          return startTimes.filter((t) => t >= from && t <= to).length;
+        };
+        const releaseAndMark = async (kind: "release" | "rollback") => {
+          const r = await cluster.blueGreen(kind, kind === "release" ? options.to : undefined, log);
+          const during = startedDuring(r);
+          mark(`${flipped(r)}; ${during} sessions started between the flip and the drain`);
+          if (during === 0) notes.push(`no session started between the ${kind}'s flip and its drain: a longer --duration keeps the load on through it`);
+        };
         mark(`releasing ${options.tool} ${options.to} blue-green`);
-        mark(flipped(await cluster.blueGreen("release", options.to, log)));
-        const second = startWave(waves[1]!);
+        await releaseAndMark("release");
         mark(`rolling ${options.tool} back`);
-        mark(flipped(await cluster.blueGreen("rollback", undefined, log)));
-        await second;
-        notes.push(`release: ${waves[0]!.length} sessions started as the release began and ${waves[1]!.length} as the rollback began; a released set runs without the added backend latency`);
+        await releaseAndMark("rollback");
+        notes.push(`release: ${plan.length} sessions started one by one over ${options.durationS} s, through the release and the rollback; a released set runs without the added backend latency`);
         break;
       }
       case "latency":
@@ -420,7 +444,7 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
         break;
       }
     }
-    await firstWave;
+    await loading;
     const rest = t0 + boundMs - Date.now();
     if (!(await until(allEnded, Math.max(0, rest)))) notes.push(`${started.length - ended()} session(s) had not ended when the run's bound passed`);
   } finally {

@@ -61,7 +61,7 @@ afterAll(async () => {
 describe("pnpm containers", () => {
   it("runs one pod per service, each SERVING on its own loopback address, and prints them", async () => {
     const status = await containers("status");
-    for (const pod of state().pods) expect(status.stdout).toContain(`${pod.name}`.padEnd(16) + ` ${pod.address}`);
+    for (const pod of state().pods) expect(status.stdout).toContain(`${`${pod.name}`.padEnd(16)} ${pod.address}`);
     expect(podsOf("orchestrator")[0]?.address).toBe("127.0.0.1");
     const addresses = state().pods.map((p) => p.address);
     expect(new Set(addresses).size).toBe(addresses.length);

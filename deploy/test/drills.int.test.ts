@@ -136,7 +136,7 @@ describe("pnpm drill (small sizes)", () => {
       expect(report.success_rate).toBe(1);
       expect(report.calls_failed).toBe(0);
       expect(report.faults.map((f) => f.what)).toEqual([
-        "releasing billing " + next + " blue-green",
+        `releasing billing ${next} blue-green`,
         expect.stringMatching(new RegExp(`^released billing: loopguard/billing:${tag} → loopguard/billing:${next}, serving after`)),
         "rolling billing back",
         expect.stringMatching(new RegExp(`^rolled back billing: loopguard/billing:${next} → loopguard/billing:${tag}, serving after`)),

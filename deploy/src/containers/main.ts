@@ -51,12 +51,14 @@ function describe(state: SuiteState, suite: ContainerSuite): string {
 }
 
 async function main(): Promise<void> {
-  let parsed;
-  try {
-    parsed = parseArgs({ options: { replicas: { type: "string", multiple: true }, tag: { type: "string" } }, allowPositionals: true });
-  } catch (error) {
-    throw new UsageError(`${(error as Error).message.split(". ")[0]}; ${USAGE}`);
-  }
+  const parsed = (() => {
+    try {
+      return parseArgs({ options: { replicas: { type: "string", multiple: true }, tag: { type: "string" } }, allowPositionals: true });
+    } catch (error) {
+      throw new UsageError(`${(error as Error).message.split(". ")[0]}; ${USAGE}`);
+    }
+  })();
+
   const { values, positionals } = parsed;
   const [command, ...rest] = positionals;
   if (rest.length > 0 || !command || !["up", "down", "status"].includes(command)) throw new UsageError(USAGE);

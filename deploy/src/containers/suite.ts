@@ -155,7 +155,7 @@ export class ContainerSuite {
     const records: Record<string, string[]> = {};
     for (const pod of state.pods.filter((p) => !p.stopped)) {
       const name = pod.colour === activeColour(state, pod.service) ? pod.service : previewName(pod.service);
-      (records[name] ??= []).push(pod.address);
+      records[name] = [...(records[name] ?? []), pod.address];
     }
     if (state.postgres) records.postgres = [state.postgres.address];
     writeAtomically(this.#recordsFile, JSON.stringify(records satisfies Records));
@@ -270,7 +270,8 @@ export class ContainerSuite {
   /** Points the service's name at `event.to`'s pods (the cluster DNS reads the records again on its next answer). */
   activate(service: string, event: ReleaseEvent): SuiteState {
     const state = this.#runningState();
-    const release = (state.releases[service] ??= { active: "blue", history: [] });
+    const release: ServiceRelease = state.releases[service] ?? { active: "blue", history: [] };
+    state.releases[service] = release;
     release.active = event.to.colour;
     release.history.push(event);
     this.#save(state);

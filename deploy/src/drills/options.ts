@@ -61,31 +61,33 @@ function integer(name: string, raw: string | undefined, fallback: number, min: n
 }
 
 export function parseDrillArgs(argv: readonly string[], catalogue: Catalogue): DrillOptions {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      options: {
-        tool: { type: "string" },
-        kill: { type: "string" },
-        sessions: { type: "string" },
-        duration: { type: "string" },
-        "error-rate": { type: "string" },
-        method: { type: "string" },
-        "refund-share": { type: "string" },
-        "backend-latency": { type: "string" },
-        replicas: { type: "string" },
-        tag: { type: "string" },
-        to: { type: "string" },
-        json: { type: "boolean", default: false },
-        k8s: { type: "boolean", default: false },
-        "dry-run": { type: "boolean", default: false },
-      },
-    });
-  } catch (error) {
-    throw new UsageError((error as Error).message.split("\n")[0]!.split(". ")[0]!);
-  }
+  const parsed = (() => {
+    try {
+      return parseArgs({
+        args: [...argv],
+        allowPositionals: true,
+        options: {
+          tool: { type: "string" },
+          kill: { type: "string" },
+          sessions: { type: "string" },
+          duration: { type: "string" },
+          "error-rate": { type: "string" },
+          method: { type: "string" },
+          "refund-share": { type: "string" },
+          "backend-latency": { type: "string" },
+          replicas: { type: "string" },
+          tag: { type: "string" },
+          to: { type: "string" },
+          json: { type: "boolean", default: false },
+          k8s: { type: "boolean", default: false },
+          "dry-run": { type: "boolean", default: false },
+        },
+      });
+    } catch (error) {
+      throw new UsageError((error as Error).message.split("\n")[0]!.split(". ")[0]!);
+    }
+  })();
+
   const { values, positionals } = parsed;
   const [scenarioName, ...extra] = positionals;
   if (!scenarioName) throw new UsageError("name a scenario");

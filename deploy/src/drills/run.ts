@@ -245,7 +245,9 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     const admin = await token("drill-operator", tool, ["tool:admin"]);
     for (const pod of pods) admins.set(pod.name, createRawClient(ToolAdminService, cluster.adminAddress(tool, pod), { token: admin }));
   }
-  closers.push(() => admins.forEach((c) => c.close()));
+  closers.push(() => {
+    for (const c of admins.values()) c.close();
+  });
   const setFaults = (pods: readonly DrillPod[], profile: MessageInitShape<typeof FaultProfileSchema>) =>
     Promise.all(pods.map((p) => retryTransient.execute(() => admins.get(p.name)!.setFaults({ profile }, { deadline: 5000 }))));
   for (const pods of cluster.toolPods.values()) await setFaults(pods, baseline);

@@ -12,12 +12,14 @@ class UsageError extends Error {}
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
 async function main(): Promise<void> {
-  let parsed;
-  try {
-    parsed = parseArgs({ options: { tag: { type: "string" } }, allowPositionals: true });
-  } catch (error) {
-    throw new UsageError(`${(error as Error).message.split(". ")[0]}; usage: pnpm images [--tag T] [service…]`);
-  }
+  const parsed = (() => {
+    try {
+      return parseArgs({ options: { tag: { type: "string" } }, allowPositionals: true });
+    } catch (error) {
+      throw new UsageError(`${(error as Error).message.split(". ")[0]}; usage: pnpm images [--tag T] [service…]`);
+    }
+  })();
+
   const { values, positionals } = parsed;
   const all = discoverServices(join(root, "services"));
   const unknown = positionals.filter((name) => !all.some((s) => s.name === name));

@@ -23,7 +23,7 @@ function summary(result: ReleaseResult | K8sReleaseResult): string {
     `  to   ${result.to.colour ? `${result.to.colour} ` : ""}${result.to.image}  ${result.to.pods.join(" ")}`,
   ];
   if ("plan" in result) {
-    result.plan.steps.forEach((step, index) => lines.push(`  ${index + 1}. ${step.description}`, `     ${step.command.join(" ")}`));
+    for (const [index, step] of result.plan.steps.entries()) lines.push(`  ${index + 1}. ${step.description}`, `     ${step.command.join(" ")}`);
     if (result.dryRun) lines.push("  (--json shows each patch and the object it leaves)");
   }
   if (!result.dryRun) {
@@ -36,23 +36,25 @@ function summary(result: ReleaseResult | K8sReleaseResult): string {
 }
 
 async function main(): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      allowPositionals: true,
-      options: {
-        to: { type: "string" },
-        rollback: { type: "boolean" },
-        k8s: { type: "boolean" },
-        namespace: { type: "string" },
-        "from-manifests": { type: "string" },
-        "dry-run": { type: "boolean" },
-        json: { type: "boolean" },
-      },
-    });
-  } catch (error) {
-    throw new UsageError(`${(error as Error).message.split(". ")[0]}\n${USAGE}`);
-  }
+  const parsed = (() => {
+    try {
+      return parseArgs({
+        allowPositionals: true,
+        options: {
+          to: { type: "string" },
+          rollback: { type: "boolean" },
+          k8s: { type: "boolean" },
+          namespace: { type: "string" },
+          "from-manifests": { type: "string" },
+          "dry-run": { type: "boolean" },
+          json: { type: "boolean" },
+        },
+      });
+    } catch (error) {
+      throw new UsageError(`${(error as Error).message.split(". ")[0]}\n${USAGE}`);
+    }
+  })();
+
   const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new UsageError(`name one tool\n${USAGE}`);
   if (Boolean(values.to) === Boolean(values.rollback)) throw new UsageError(`give either --to <image tag> or --rollback\n${USAGE}`);

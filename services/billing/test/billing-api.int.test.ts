@@ -107,7 +107,7 @@ describe("each validation rule broken alone is INVALID_ARGUMENT naming the field
 
   it("accepts the boundary values 1 and 500000 cents and keys of 16 and 64 characters", async () => {
     const at16 = await refunder.refund({ ...validRefund, amountCents: 1n, idempotencyKey: "k".repeat(16) });
-    const at64 = await refunder.refund({ ...validRefund, amountCents: 1n, idempotencyKey: "K_.:-".repeat(12) + "abcd" });
+    const at64 = await refunder.refund({ ...validRefund, amountCents: 1n, idempotencyKey: `${"K_.:-".repeat(12)}abcd` });
     expect([at16.replayed, at64.replayed]).toEqual([false, false]);
     // 500000 passes validation and is then refused by the ledger: order 2 holds 450000.
     const error = await failure(refunder.refund({ ...validRefund, amountCents: 500_000n, idempotencyKey: "api-test-max-amount-0001" }));

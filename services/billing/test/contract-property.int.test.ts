@@ -1,6 +1,6 @@
 // Random requests over a real server: whatever arrives, the answer is OK, INVALID_ARGUMENT or
 // one of the method's domain errors — never INTERNAL — and the ledger stays consistent.
-import { type BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import type { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { CallError, type RawClient, status } from "@loopguard/tool-sdk";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

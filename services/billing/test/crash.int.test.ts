@@ -56,7 +56,7 @@ beforeAll(() => {
 });
 
 afterAll(async () => {
-  clients.forEach((c) => c.close());
+  for (const c of clients) c.close();
   for (const p of processes) {
     if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
     await p.exited;

@@ -2,7 +2,7 @@
 // to open a fresh ledger (demo orders seeded) and how to look at its rows behind its back.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
-import { type LedgerOptions } from "../src/open-ledger.js";
+import type { LedgerOptions } from "../src/open-ledger.js";
 import { LedgerError, type RefundCommand, type RefundLedger } from "../src/ledger.js";
 
 export interface LedgerHarness {

@@ -73,7 +73,7 @@ describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL"
 
   beforeAll(postgres.start, 120_000);
   afterAll(async () => {
-    clients.forEach((c) => c.close());
+    for (const c of clients) c.close();
     for (const r of replicas) {
       if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill("SIGTERM");
       await r.exited;

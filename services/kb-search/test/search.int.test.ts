@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import type { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { CallError, type RawClient, status } from "@loopguard/tool-sdk";
 import { startTestTool, type TestTool } from "@loopguard/tool-sdk/testing";
 import fc from "fast-check";

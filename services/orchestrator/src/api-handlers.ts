@@ -4,8 +4,8 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
   ApprovalSchema,
-  OrchestratorService,
-  SessionSchema,
+  type OrchestratorService,
+  type SessionSchema,
   SessionState as ProtoState,
   type WatchSessionResponseSchema,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";

@@ -41,10 +41,10 @@ describe("requestSchema of the tool requests", () => {
 
   it("billing refund with its idempotency key shows the key's rules and requires it", () => {
     const schema = requestSchema(RefundRequestSchema);
-    expect(schema["properties"]).toMatchObject({
+    expect(schema.properties).toMatchObject({
       idempotencyKey: { type: "string", minLength: 16, maxLength: 64, pattern: "^[A-Za-z0-9_.:-]+$" },
     });
-    expect(schema["required"]).toContain("idempotencyKey");
+    expect(schema.required).toContain("idempotencyKey");
   });
 
   it("billing get order and list refunds require an order id, because its pattern rejects the empty string", () => {
@@ -71,8 +71,8 @@ describe("requestSchema of the tool requests", () => {
   });
 
   it("patterns are ECMA-262 regular expressions that keep their meaning", () => {
-    const properties = requestSchema(RefundRequestSchema)["properties"] as Record<string, { pattern: string }>;
-    const orderId = new RegExp(properties["orderId"]?.pattern ?? "", "u");
+    const properties = requestSchema(RefundRequestSchema).properties as Record<string, { pattern: string }>;
+    const orderId = new RegExp(properties.orderId?.pattern ?? "", "u");
     expect(orderId.test("ord_A1b2C3d4E5f6")).toBe(true);
     expect(orderId.test("ord_short")).toBe(false);
     expect(orderId.test("")).toBe(false);
@@ -82,8 +82,8 @@ describe("requestSchema of the tool requests", () => {
 describe("requestSchema of other shapes", () => {
   it("nested messages become objects, Timestamp a date-time string, required=true a required property", () => {
     const schema = requestSchema(GetOrderResponseSchema);
-    expect(schema["required"]).toEqual(["order"]);
-    const order = (schema["properties"] as Record<string, Record<string, unknown>>)["order"];
+    expect(schema.required).toEqual(["order"]);
+    const order = (schema.properties as Record<string, Record<string, unknown>>).order;
     expect(order).toMatchObject({
       type: "object",
       additionalProperties: false,
@@ -94,24 +94,24 @@ describe("requestSchema of other shapes", () => {
         version: { type: "integer", minimum: 0 },
       },
     });
-    expect(order?.["required"]).toEqual(["orderId", "customerId", "status", "currency", "createdAt"]);
+    expect(order?.required).toEqual(["orderId", "customerId", "status", "currency", "createdAt"]);
   });
 
   it("repeated fields become arrays with maxItems and item rules", () => {
-    expect(requestSchema(QueryRiskResponseSchema)["properties"]).toEqual({
+    expect(requestSchema(QueryRiskResponseSchema).properties).toEqual({
       riskScore: { type: "integer", minimum: -1, maximum: 100 },
       reason: { type: "string", minLength: 1, maxLength: 200 },
       factors: { type: "array", items: { type: "string", maxLength: 64 }, maxItems: 10 },
     });
-    expect(requestSchema(SearchResponseSchema)["properties"]).toMatchObject({
+    expect(requestSchema(SearchResponseSchema).properties).toMatchObject({
       hits: { type: "array", maxItems: 10, items: { type: "object", required: ["docId", "version", "title"] } },
     });
   });
 
   it("doubles become numbers with their bounds; fields without rules are optional", () => {
     const schema = requestSchema(SetFaultsRequestSchema);
-    expect(schema["required"]).toEqual(["profile"]);
-    expect(schema["properties"]).toMatchObject({
+    expect(schema.required).toEqual(["profile"]);
+    expect(schema.properties).toMatchObject({
       profile: {
         properties: {
           errorRate: { type: "number", minimum: 0, maximum: 1 },

@@ -74,9 +74,9 @@ function fieldSchema(f: DescField, enclosing: ReadonlySet<string>): JsonObject {
             ? enumSchema(f.enum, itemRules)
             : messageSchema(f.message, enclosing);
       const schema: JsonObject = { type: "array", items };
-      if (repeated?.minItems) schema["minItems"] = Number(repeated.minItems);
-      if (repeated?.maxItems) schema["maxItems"] = Number(repeated.maxItems);
-      if (repeated?.unique) schema["uniqueItems"] = true;
+      if (repeated?.minItems) schema.minItems = Number(repeated.minItems);
+      if (repeated?.maxItems) schema.maxItems = Number(repeated.maxItems);
+      if (repeated?.unique) schema.uniqueItems = true;
       return schema;
     }
     case "map": {
@@ -89,8 +89,8 @@ function fieldSchema(f: DescField, enclosing: ReadonlySet<string>): JsonObject {
             ? enumSchema(f.enum, valueRules)
             : messageSchema(f.message, enclosing);
       const schema: JsonObject = { type: "object", additionalProperties: values };
-      if (map?.minPairs) schema["minProperties"] = Number(map.minPairs);
-      if (map?.maxPairs) schema["maxProperties"] = Number(map.maxPairs);
+      if (map?.minPairs) schema.minProperties = Number(map.minPairs);
+      if (map?.maxPairs) schema.maxProperties = Number(map.maxPairs);
       return schema;
     }
   }
@@ -143,7 +143,7 @@ function scalarSchema(scalar: ScalarType, rules: FieldRules | undefined): JsonOb
       return { type: "string", contentEncoding: "base64" };
     case ScalarType.BOOL: {
       const schema: JsonObject = { type: "boolean" };
-      if (type?.case === "bool" && type.value.const) schema["const"] = true;
+      if (type?.case === "bool" && type.value.const) schema.const = true;
       return schema;
     }
     case ScalarType.DOUBLE:
@@ -152,8 +152,8 @@ function scalarSchema(scalar: ScalarType, rules: FieldRules | undefined): JsonOb
     default: {
       const schema: JsonObject = { type: "integer" };
       const range = integerRanges[scalar];
-      if (range) [schema["minimum"], schema["maximum"]] = range;
-      else if (scalar === ScalarType.UINT64 || scalar === ScalarType.FIXED64) schema["minimum"] = 0;
+      if (range) [schema.minimum, schema.maximum] = range;
+      else if (scalar === ScalarType.UINT64 || scalar === ScalarType.FIXED64) schema.minimum = 0;
       return withNumericRules(schema, integerRules(type), true);
     }
   }
@@ -186,20 +186,20 @@ function withNumericRules(schema: JsonObject, rules: NumericRules | undefined, i
   const gt = rules.greaterThan;
   if (gt.case === "gte" || (gt.case === "gt" && integer)) {
     const min = Number(gt.value) + (gt.case === "gt" ? step : 0);
-    schema["minimum"] = Math.max(min, typeof schema["minimum"] === "number" ? schema["minimum"] : -Infinity);
+    schema.minimum = Math.max(min, typeof schema.minimum === "number" ? schema.minimum : -Infinity);
   } else if (gt.case === "gt") {
-    schema["exclusiveMinimum"] = Number(gt.value);
+    schema.exclusiveMinimum = Number(gt.value);
   }
   const lt = rules.lessThan;
   if (lt.case === "lte" || (lt.case === "lt" && integer)) {
     const max = Number(lt.value) - (lt.case === "lt" ? step : 0);
-    schema["maximum"] = Math.min(max, typeof schema["maximum"] === "number" ? schema["maximum"] : Infinity);
+    schema.maximum = Math.min(max, typeof schema.maximum === "number" ? schema.maximum : Infinity);
   } else if (lt.case === "lt") {
-    schema["exclusiveMaximum"] = Number(lt.value);
+    schema.exclusiveMaximum = Number(lt.value);
   }
-  if (rules.in.length > 0) schema["enum"] = rules.in.map(Number);
-  if (rules.notIn.length > 0) schema["not"] = { enum: rules.notIn.map(Number) };
-  if (Number(rules.const) !== 0) schema["const"] = Number(rules.const);
+  if (rules.in.length > 0) schema.enum = rules.in.map(Number);
+  if (rules.notIn.length > 0) schema.not = { enum: rules.notIn.map(Number) };
+  if (Number(rules.const) !== 0) schema.const = Number(rules.const);
   return schema;
 }
 
@@ -207,20 +207,20 @@ function stringSchema(rules: Extract<FieldRules["type"], { case: "string" }>["va
   const schema: JsonObject = { type: "string" };
   if (!rules) return schema;
   if (rules.len > 0n) {
-    schema["minLength"] = Number(rules.len);
-    schema["maxLength"] = Number(rules.len);
+    schema.minLength = Number(rules.len);
+    schema.maxLength = Number(rules.len);
   } else {
-    if (rules.minLen > 0n) schema["minLength"] = Number(rules.minLen);
-    if (rules.maxLen > 0n) schema["maxLength"] = Number(rules.maxLen);
+    if (rules.minLen > 0n) schema.minLength = Number(rules.minLen);
+    if (rules.maxLen > 0n) schema.maxLength = Number(rules.maxLen);
   }
   // protovalidate patterns are RE2; the ones a JSON Schema consumer (ECMA-262) cannot read
   // are left to the server-side check rather than shown wrong.
-  if (rules.pattern && isEcmaRegExp(rules.pattern)) schema["pattern"] = rules.pattern;
-  if (rules.in.length > 0) schema["enum"] = [...rules.in];
-  if (rules.notIn.length > 0) schema["not"] = { enum: [...rules.notIn] };
-  if (rules.const) schema["const"] = rules.const;
+  if (rules.pattern && isEcmaRegExp(rules.pattern)) schema.pattern = rules.pattern;
+  if (rules.in.length > 0) schema.enum = [...rules.in];
+  if (rules.notIn.length > 0) schema.not = { enum: [...rules.notIn] };
+  if (rules.const) schema.const = rules.const;
   const format = rules.wellKnown.case ? stringFormats[rules.wellKnown.case] : undefined;
-  if (format && rules.wellKnown.value) schema["format"] = format;
+  if (format && rules.wellKnown.value) schema.format = format;
   return schema;
 }
 

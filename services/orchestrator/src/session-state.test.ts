@@ -15,7 +15,11 @@ function reachable(from: SessionState): Set<SessionState> {
   const seen = new Set<SessionState>([from]);
   const queue = [from];
   for (let s = queue.shift(); s; s = queue.shift()) {
-    for (const next of TRANSITIONS[s]) if (!seen.has(next)) (seen.add(next), queue.push(next));
+    for (const next of TRANSITIONS[s]) {
+      if (seen.has(next)) continue;
+      seen.add(next);
+      queue.push(next);
+    }
   }
   return seen;
 }

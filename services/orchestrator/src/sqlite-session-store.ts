@@ -210,12 +210,15 @@ export class SqliteSessionStore extends SqlSessionStore {
       for (const item of batch) item.reject(error);
       return;
     }
-    outcomes.forEach((outcome, i) => {
+    for (const [i, outcome] of outcomes.entries()) {
       const item = batch[i]!;
-      if (!outcome.ok) return item.reject(outcome.error);
+      if (!outcome.ok) {
+        item.reject(outcome.error);
+        continue;
+      }
       for (const event of item.events) this.listeners.emit(event);
       item.resolve(outcome.value as never);
-    });
+    }
   }
 
   protected insert(p: InsertParams): Promise<SessionRow | undefined> {
@@ -256,7 +259,7 @@ export class SqliteSessionStore extends SqlSessionStore {
       }
       if (last.setContext) {
         if (last.historyKept === 0) this.stmt.clearHistory.run(last);
-        last.historyItems.forEach((item, i) => this.stmt.appendHistory.run({ id: last.id, seq: last.historyKept + i, item }));
+        for (const [i, item] of last.historyItems.entries()) this.stmt.appendHistory.run({ id: last.id, seq: last.historyKept + i, item });
       }
       if (last.step !== null) this.stmt.appendStep.run(last);
       const lease = last.releasesLease ? { lease_owner: null, lease_expires_at: null } : this.stmt.leaseOf.get(last)!;

@@ -146,12 +146,12 @@ describe("parseToolArguments answers EINVAL for", () => {
 function fromSchema(schema: JsonValue | undefined): fc.Arbitrary<JsonValue> {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) throw new Error("not a schema");
   const { type, minimum, maximum, minLength, maxLength, pattern } = schema;
-  if (Array.isArray(schema["enum"])) return fc.constantFrom(...schema["enum"]);
+  if (Array.isArray(schema.enum)) return fc.constantFrom(...schema.enum);
   switch (type) {
     case "object": {
-      const properties = schema["properties"] as { [name: string]: JsonValue };
+      const properties = schema.properties as { [name: string]: JsonValue };
       const model = Object.fromEntries(Object.entries(properties).map(([name, p]) => [name, fromSchema(p)]));
-      return fc.record(model, { requiredKeys: schema["required"] as string[] }) as fc.Arbitrary<JsonValue>;
+      return fc.record(model, { requiredKeys: schema.required as string[] }) as fc.Arbitrary<JsonValue>;
     }
     case "integer":
       return fc.integer({ min: minimum as number, max: maximum as number });
@@ -202,7 +202,7 @@ describe("parseToolArguments against the model-visible schemas", () => {
     });
 
     it(`names the field whose value has the wrong type in ${t.name}`, () => {
-      const required = t.spec.parameters["required"] as string[];
+      const required = t.spec.parameters.required as string[];
       const wrong = fc.constantFrom<JsonValue>(true, { nested: 1 }, [1, 2]);
       fc.assert(
         fc.property(argumentsOf(t), fc.constantFrom(...required), wrong, (args, field, value) => {

@@ -120,16 +120,16 @@ function fieldByKey(message: DescMessage, key: string): DescField | undefined {
 }
 
 function propertiesOf(tool: RegisteredTool): { readonly [name: string]: JsonValue | undefined } {
-  const properties = tool.spec.parameters["properties"];
+  const properties = tool.spec.parameters.properties;
   return typeof properties === "object" && properties !== null && !Array.isArray(properties) ? properties : {};
 }
 
 /** What the model-visible schema asks for, in words: the model is told in its own vocabulary. */
 function expectedValue(schema: JsonValue | undefined): string {
   if (typeof schema !== "object" || schema === null || Array.isArray(schema)) return "a valid value";
-  if (Array.isArray(schema["enum"])) return `one of ${schema["enum"].join(", ")}`;
+  if (Array.isArray(schema.enum)) return `one of ${schema.enum.join(", ")}`;
   const { minimum, maximum } = schema;
-  switch (schema["type"]) {
+  switch (schema.type) {
     case "integer":
       if (typeof minimum === "number" && typeof maximum === "number") return `an integer from ${minimum} to ${maximum}`;
       if (typeof minimum === "number") return `an integer of at least ${minimum}`;

@@ -67,7 +67,7 @@ describe("ToolRegistry over the default contracts", () => {
 
   it("never shows the idempotency key to the model: the host derives it", () => {
     const parameters = registry.get("billing_refund")?.spec.parameters;
-    expect(Object.keys(parameters?.["properties"] as object)).toEqual(["orderId", "amountCents", "reason"]);
+    expect(Object.keys(parameters?.properties as object)).toEqual(["orderId", "amountCents", "reason"]);
     expect(JSON.stringify(parameters)).not.toMatch(/idempotency/i);
   });
 

@@ -35,7 +35,6 @@ function token(scopes: string[], key: SigningKey = TEST_SIGNING_KEY, subject = "
 interface Reply {
   status: number;
   headers: Headers;
-  // biome-ignore lint/suspicious/noExplicitAny: JSON of any shape, checked by the assertions
   json: any;
   text: string;
 }

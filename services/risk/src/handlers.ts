@@ -2,7 +2,7 @@
 // customer id an order names. Requests have already passed auth, normalisation
 // (normaliseQueryRisk) and the contract's field rules; what is left here are the rules the
 // contract cannot express, and the store.
-import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
+import type { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { type CallContext, cnMobileToE164, parseIdCard, status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
 import { type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
 

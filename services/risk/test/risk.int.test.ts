@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
+import type { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { CallError, createRawClient, idCardCheckCharacter, type RawClient } from "@loopguard/tool-sdk";
 import { startTestTool, type TestTool, testToken } from "@loopguard/tool-sdk/testing";
 import fc from "fast-check";

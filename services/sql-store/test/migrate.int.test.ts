@@ -4,7 +4,6 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MIGRATIONS_TABLE, migratePostgres, migrateSqlite, type PostgresMigration, type SqliteMigration } from "../src/migrate.js";
 import { openMigratedSqlite } from "../src/open.js";
@@ -12,8 +11,16 @@ import { createPostgresPool, inTransaction, isPostgresUnavailable } from "../src
 import { startTcpProxy, testPostgres } from "../testing/index.js";
 
 const sqliteMigrations = (log: string[] = []): SqliteMigration[] => [
-  { name: "0001-things", up: (db) => void (log.push("0001"), db.exec("CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")) },
-  { name: "0002-thing-colour", up: (db) => void (log.push("0002"), db.exec("ALTER TABLE things ADD COLUMN colour TEXT")) },
+  { name: "0001-things", up: (db) => {
+      log.push("0001");
+      db.exec("CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT NOT NULL)");
+    },
+  },
+  { name: "0002-thing-colour", up: (db) => {
+      log.push("0002");
+      db.exec("ALTER TABLE things ADD COLUMN colour TEXT");
+    },
+  },
 ];
 
 describe("migrateSqlite", () => {

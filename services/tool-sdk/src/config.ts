@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { JSONWebKeySet } from "jose";
-import { KeyError, publicKeySet, type SigningKey, signingKeyFromJwk } from "./auth.js";
+import { type KeyError, publicKeySet, type SigningKey, signingKeyFromJwk } from "./auth.js";
 import { type LogLevel, parseLogLevel } from "./logger.js";
 
 export interface ToolConfig {

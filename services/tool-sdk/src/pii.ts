@@ -57,7 +57,7 @@ const PHONE_MAX_CHARS = 20;
 export function cnMobileToE164(raw: string): string | undefined {
   if (!PHONE_SHAPE.test(raw)) return undefined;
   const phone = parsePhoneNumberFromString(raw, "CN");
-  if (!phone || phone.country !== "CN") return undefined;
+  if (phone?.country !== "CN") return undefined;
   // No isValid(): with full metadata it is getType() !== undefined, the same patterns matched twice.
   const type = phone.getType();
   return type === "MOBILE" || type === "FIXED_LINE_OR_MOBILE" ? phone.number : undefined;

@@ -166,7 +166,7 @@ function reflectionFiles(services: readonly DescService[]): Uint8Array[] {
     file.dependencies.forEach(visit);
     out.push(toBinary(FileDescriptorProtoSchema, file.proto));
   };
-  services.forEach((s) => visit(s.file));
+  for (const s of services) visit(s.file);
   return out;
 }
 

@@ -3,7 +3,6 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
-import { mintToken } from "../src/auth.js";
 import { ToolCallError, toolClient, type ToolClientOptions } from "../src/client/tool-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
@@ -186,7 +185,10 @@ describe("toolClient", () => {
   it("fails fast past the bulkhead with RESOURCE_EXHAUSTED, queueing at most the bound", async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const { tool, seen } = await kbServer(async () => (await gate, { hits: [] }));
+    const { tool, seen } = await kbServer(async () => {
+      await gate;
+      return { hits: [] };
+    });
     const { client } = await kbClient(tool.address, { bulkhead: { maxInFlight: 2, maxQueue: 3 }, cache: { maxEntries: 1 } });
     const calls = Array.from({ length: 20 }, (_, i) => client.call("search", { query: `q${i}`, limit: 1 }));
     await sleep(100);
@@ -204,7 +206,10 @@ describe("toolClient", () => {
   });
 
   it("a call queued behind the bulkhead gets its whole SLA timeout once it is let go", async () => {
-    const { tool } = await kbServer(async () => (await sleep(300), { hits: [hit] }));
+    const { tool } = await kbServer(async () => {
+      await sleep(300);
+      return { hits: [hit] };
+    });
     const { client } = await kbClient(tool.address, { bulkhead: { maxInFlight: 1, maxQueue: 1 }, timeoutMs: { "*": 450 } });
     const started = performance.now();
     const [first, queued] = await Promise.all([client.call("search", { query: "a", limit: 1 }), client.call("search", { query: "b", limit: 1 })]);

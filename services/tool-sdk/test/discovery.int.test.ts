@@ -62,7 +62,10 @@ async function startReplicas(options: { maxConnectionAgeMs?: number; maxConnecti
   const replicas = [];
   for (const [index, host] of podAddresses.entries()) {
     const replica = await startTestTool(
-      { service: KbSearchService, handlers: { search: async () => ((calls[index]! += 1), { hits: [] }) } },
+      { service: KbSearchService, handlers: { search: async () => {
+          calls[index]! += 1;
+          return { hits: [] };
+        } } },
       { host, port, ...options },
     );
     port = replica.server.port;

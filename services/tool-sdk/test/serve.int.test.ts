@@ -89,7 +89,10 @@ describe("serveTool", () => {
 
   it("rejects an invalid request with INVALID_ARGUMENT naming each broken field, before the handler runs", async () => {
     let calls = 0;
-    const t = await start({ search: async () => ((calls += 1), { hits: [] }) });
+    const t = await start({ search: async () => {
+        calls += 1;
+        return { hits: [] };
+      } });
     const client = await t.client(["kb:read"]);
     const error = await failure(client.search({ query: "", limit: 11 }));
     expect(error.code).toBe(status.INVALID_ARGUMENT);
@@ -184,7 +187,12 @@ describe("serveTool", () => {
   it("sheds calls past the concurrency limit with RESOURCE_EXHAUSTED and RetryInfo, without queueing", async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const t = await start({ search: async () => (await gate, { hits: [] }) }, { maxConcurrent: 2, shedRetryAfterMs: 250 });
+    const t = await start({ search: async () => {
+          await gate;
+          return { hits: [] };
+        },
+      },
+      { maxConcurrent: 2, shedRetryAfterMs: 250 });
     const client = await t.client(["kb:read"]);
     const calls = Array.from({ length: 10 }, () => client.search({ query: "refund", limit: 1 }).then(() => "ok", (e: CallError) => e));
     await sleep(200);
@@ -202,7 +210,7 @@ describe("serveTool", () => {
   });
 
   it("gives the handler the caller's deadline and aborts it when the deadline passes", async () => {
-    let seen: { deadline?: Date; aborted?: boolean } = {};
+    const seen: { deadline?: Date; aborted?: boolean } = {};
     const t = await start({
       search: async (_req, ctx) => {
         seen.deadline = ctx.deadline;
@@ -250,7 +258,12 @@ describe("serveTool", () => {
   it("reports SERVING, then NOT_SERVING while draining; in-flight calls finish, new ones are refused", async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const t = await start({ search: async () => (await gate, { hits: [hit] }) });
+    const t = await start({
+      search: async () => {
+        await gate;
+        return { hits: [hit] };
+      },
+    });
     const client = await t.client(["kb:read"]);
     expect(await checkHealth(t.address)).toBe("SERVING");
     expect(await checkHealth(t.address, KbSearchService.typeName)).toBe("SERVING");
@@ -322,8 +335,14 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
       throw new ToolError(status.INTERNAL, "INTERNAL_ERROR", "not used by this test");
     };
     const handlers: OrchestratorHandlers = {
-      startSession: async (req) => (handled.push("startSession"), { session: { sessionId: req.goal.slice(0, 8) } }),
-      getSession: async (req) => (handled.push("getSession"), { session: { sessionId: req.sessionId } }),
+      startSession: async (req) => {
+        handled.push("startSession");
+        return { session: { sessionId: req.goal.slice(0, 8) } };
+      },
+      getSession: async (req) => {
+        handled.push("getSession");
+        return { session: { sessionId: req.sessionId } };
+      },
       async *watchSession(req, ctx) {
         yield { event: { case: "snapshot", value: { sessionId: req.sessionId } } };
         await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));

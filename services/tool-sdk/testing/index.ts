@@ -109,7 +109,7 @@ export async function startTestTool<S extends DescService>(
       return client;
     },
     async close() {
-      clients.forEach((c) => c.close());
+      for (const c of clients) c.close();
       await server.shutdown();
     },
   };

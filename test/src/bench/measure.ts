@@ -110,7 +110,7 @@ export async function compare(
       p.latencies.push(...round.latencies);
       p.steadyCalls += round.steadyCalls;
       p.steadyMs += round.steadyMs;
-      after.forEach((value, k) => (p.probed[k] = (p.probed[k] ?? 0) + value - (before[k] ?? 0)));
+      for (const [k, value] of after.entries()) p.probed[k] = (p.probed[k] ?? 0) + value - (before[k] ?? 0);
     }
   }
   return variants.map((v, i) => ({ ...figures(v.label, concurrency, pooled[i]!.latencies, pooled[i]!.steadyCalls, pooled[i]!.steadyMs), probed: pooled[i]!.probed }));

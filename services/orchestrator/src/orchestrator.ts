@@ -68,6 +68,7 @@ export class Orchestrator {
   #sweepFailures = 0;
   #stopping = false;
   #ticking = false;
+  #renewing = false;
   /** A claim was asked for while one was running: run another right after, not at the next interval. */
   #tickAgain = false;
   /** Sessions being created leased to this replica, holding a slot until they are driven. */
@@ -154,11 +155,23 @@ export class Orchestrator {
   }
 
   async #renew(): Promise<void> {
-    for (const [id, controller] of this.#active) {
-      // A store that cannot answer says nothing about the lease: the session keeps it until the
-      // store says otherwise, and its transitions stay fenced by the lease meanwhile.
-      const held = await this.options.store.renewLease(id, this.options.owner, this.options.leaseTtlMs).catch((error: unknown) => error instanceof StoreUnavailableError);
-      if (!held) controller.abort();
+    // One pass at a time: a pass still waiting on the store is not stacked with another.
+    if (this.#renewing) return;
+    this.#renewing = true;
+    try {
+      const ids = [...this.#active.keys()];
+      let held: Set<string>;
+      try {
+        held = await this.options.store.renewLeases(ids, this.options.owner, this.options.leaseTtlMs);
+      } catch (error) {
+        // A store that cannot answer says nothing about the leases: the sessions keep them until
+        // the store says otherwise, and their transitions stay fenced by the lease meanwhile.
+        if (error instanceof StoreUnavailableError) return;
+        held = new Set();
+      }
+      for (const id of ids) if (!held.has(id)) this.#active.get(id)?.abort();
+    } finally {
+      this.#renewing = false;
     }
   }
 

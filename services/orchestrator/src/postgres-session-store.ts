@@ -93,7 +93,8 @@ const Q = {
       FOR UPDATE SKIP LOCKED)
     RETURNING ${COLUMNS}, ${HISTORY} AS history`),
   renew: statement("lg_renew", `UPDATE sessions SET lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
-    WHERE id = :id AND lease_owner = :owner AND lease_expires_at > ${DB_NOW_MS} AND ${LIVE_SQL}`),
+    WHERE id IN (SELECT jsonb_array_elements_text(:ids::jsonb)) AND lease_owner = :owner AND lease_expires_at > ${DB_NOW_MS} AND ${LIVE_SQL}
+    RETURNING id`),
   release: statement("lg_release", `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = :id AND lease_owner = :owner`),
   expiredApprovals: statement("lg_expired_approvals", `${SESSION}
     WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= :now
@@ -239,8 +240,8 @@ export class PostgresSessionStore extends SqlSessionStore {
     return this.rows(Q.claim, p);
   }
 
-  protected async renew(p: { id: string; owner: string; ttlMs: number }): Promise<boolean> {
-    return (await this.changes(Q.renew, p)) === 1;
+  protected async renew(p: { ids: string; owner: string; ttlMs: number }): Promise<string[]> {
+    return (await this.rows<{ id: string }>(Q.renew, p)).map((r) => r.id);
   }
 
   protected async release(p: { id: string; owner: string }): Promise<boolean> {

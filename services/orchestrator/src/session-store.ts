@@ -204,8 +204,12 @@ export interface SessionStore {
    * session.
    */
   claim(owner: string, ttlMs: number, limit: number): Promise<SessionRecord[]>;
-  /** False when `owner` no longer holds an unexpired lease on a live session. */
-  renewLease(id: string, owner: string, ttlMs: number): Promise<boolean>;
+  /**
+   * Extends `owner`'s leases on `ids` by `ttlMs`, in one statement; returns the ids it still held
+   * (an unexpired lease on a live session). One round trip for every session a replica drives:
+   * renewing them one by one fell behind the lease under load, and their leases expired.
+   */
+  renewLeases(ids: readonly string[], owner: string, ttlMs: number): Promise<Set<string>>;
   /** False when `owner` did not hold the lease. */
   releaseLease(id: string, owner: string): Promise<boolean>;
   /**

@@ -74,7 +74,8 @@ export abstract class SqlSessionStore implements SessionStore {
   protected abstract stepRows(sessionId: string, afterStep: number): Promise<StepRow[]>;
   protected abstract auditRows(sessionId: string, afterVersion: number): Promise<AuditRow[]>;
   protected abstract claimRows(p: ClaimParams): Promise<SessionRow[]>;
-  protected abstract renew(p: { id: string; owner: string; ttlMs: number; now: number; expiresAt: number }): Promise<boolean>;
+  /** `ids`: a JSON array of session ids; returns those renewed. */
+  protected abstract renew(p: { ids: string; owner: string; ttlMs: number; now: number; expiresAt: number }): Promise<string[]>;
   protected abstract release(p: { id: string; owner: string }): Promise<boolean>;
   protected abstract expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]>;
   abstract close(): Promise<void>;
@@ -232,10 +233,11 @@ export abstract class SqlSessionStore implements SessionStore {
     return rows.map((r) => this.toRecord(r)).sort(byCreated);
   }
 
-  async renewLease(id: string, owner: string, ttlMs: number): Promise<boolean> {
+  async renewLeases(ids: readonly string[], owner: string, ttlMs: number): Promise<Set<string>> {
     checkTtl(ttlMs);
+    if (ids.length === 0) return new Set();
     const now = this.now();
-    return this.guard("renewLease", () => this.renew({ id, owner, ttlMs, now, expiresAt: now + ttlMs }));
+    return new Set(await this.guard("renewLeases", () => this.renew({ ids: JSON.stringify(ids), owner, ttlMs, now, expiresAt: now + ttlMs })));
   }
 
   async releaseLease(id: string, owner: string): Promise<boolean> {

@@ -109,9 +109,10 @@ function prepare(db: Database.Database) {
          ORDER BY created_at, id LIMIT @limit)
        RETURNING id`,
     ),
-    renew: db.prepare<[{ id: string; owner: string; now: number; expiresAt: number }]>(
+    renew: db.prepare<[{ ids: string; owner: string; now: number; expiresAt: number }], { id: string }>(
       `UPDATE sessions SET lease_expires_at = @expiresAt
-       WHERE id = @id AND lease_owner = @owner AND lease_expires_at > @now AND ${OPEN_SQL}`,
+       WHERE id IN (SELECT value FROM json_each(@ids)) AND lease_owner = @owner AND lease_expires_at > @now AND ${OPEN_SQL}
+       RETURNING id`,
     ),
     release: db.prepare<[{ id: string; owner: string }], Pick<SessionRow, "id" | "state" | "version" | "lease_owner">>(
       `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner RETURNING id, state, version, lease_owner`,
@@ -280,8 +281,8 @@ export class SqliteSessionStore extends SqlSessionStore {
     return this.write(() => this.stmt.claim.all(p).map(({ id }) => this.stmt.byId.get({ id })!));
   }
 
-  protected renew(p: { id: string; owner: string; now: number; expiresAt: number }): Promise<boolean> {
-    return this.write(() => this.stmt.renew.run(p).changes === 1);
+  protected renew(p: { ids: string; owner: string; now: number; expiresAt: number }): Promise<string[]> {
+    return this.write(() => this.stmt.renew.all(p).map((r) => r.id));
   }
 
   protected release(p: { id: string; owner: string }): Promise<boolean> {

@@ -341,7 +341,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           s = await move(id, pass, s, "THINKING", { usage: { steps: 1, toolCalls: 0, tokens: 5, costMicros: 0, startedAt: T0 } });
           s = await move(id, pass, s, "TOOL_EXECUTING", { pending: { call: "c1" }, context: { history: [1] } });
           await h.elapse(10);
-          expect(await store.renewLease(id, "a", 60_000)).toBe(true);
+          expect((await store.renewLeases([id], "a", 60_000)).has(id)).toBe(true);
           // The lease moved without a transition: the stale copy passed along still gets the new expiry back.
           const leasedUntil = s.leaseExpiresAt!;
           s = await move(id, pass, s, "OBSERVING", {});
@@ -545,6 +545,22 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         for (const id of byOwner.get("a")!) expect((await store.get(id))?.leaseOwner).toBe("a");
       });
 
+      it("renews every lease it is given in one call and returns the ones the owner still held", async () => {
+        for (const id of ["s1", "s2", "s3", "s4"]) await store.create(newSession(id));
+        expect((await store.claim("a", TTL, 3)).map((s) => s.id)).toEqual(["s1", "s2", "s3"]);
+        expect((await store.claim("b", TTL, 10)).map((s) => s.id)).toEqual(["s4"]);
+        await drive(store, "s3", ["THINKING", "FAILED"], "unrecoverable_error");
+        await h.elapse(TTL / 2);
+        const renewedFrom = await h.leaseNow();
+        // s3 ended (no lease), s4 is b's, s5 does not exist: only s1 and s2 come back, renewed.
+        expect([...(await store.renewLeases(["s1", "s2", "s3", "s4", "s5"], "a", TTL))].sort()).toEqual(["s1", "s2"]);
+        for (const id of ["s1", "s2"]) expectLease((await store.get(id))!, "a", renewedFrom, await h.leaseNow());
+        expect((await store.get("s4"))?.leaseOwner).toBe("b");
+        expect(await store.renewLeases([], "a", TTL)).toEqual(new Set());
+        await h.elapse(TTL + 50);
+        expect(await store.renewLeases(["s1", "s2"], "a", TTL)).toEqual(new Set());
+      });
+
       it("lets another owner take over an expired lease and fences the old owner out", async () => {
         await store.create(newSession("s1"));
         const before = await h.leaseNow();
@@ -555,12 +571,12 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.claim("b", TTL, 10)).toEqual([]);
         await h.elapse(TTL / 2);
         const renewedFrom = await h.leaseNow();
-        expect(await store.renewLease("s1", "a", TTL)).toBe(true);
+        expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(true);
         expectLease((await store.get("s1"))!, "a", renewedFrom, await h.leaseNow());
         await h.elapse(TTL + 50);
         const [taken] = await store.claim("b", TTL, 10);
         expect(taken).toMatchObject({ id: "s1", leaseOwner: "b", state: "THINKING", version: 1 });
-        expect(await store.renewLease("s1", "a", TTL)).toBe(false);
+        expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
         const fenced = store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "a", audit: { at: now() } });
         await expect(fenced).rejects.toBeInstanceOf(LeaseLostError);
         await expect(fenced).rejects.toBeInstanceOf(StaleTransitionError);
@@ -594,7 +610,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await expect(
           store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } }),
         ).rejects.toBeInstanceOf(LeaseLostError);
-        expect(await store.renewLease("s1", "a", TTL)).toBe(false);
+        expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
         expect((await store.get("s1"))?.version).toBe(0);
       });
 
@@ -604,7 +620,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.claim("a", TTL, 10);
         await drive(store, "s1", ["THINKING", "FAILED"], "unrecoverable_error");
         expect(await store.get("s1")).toMatchObject({ state: "FAILED", stopReason: "unrecoverable_error", leaseOwner: null, leaseExpiresAt: null });
-        expect(await store.renewLease("s1", "a", TTL)).toBe(false);
+        expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
         await h.elapse(TTL + 50);
         expect((await store.claim("b", TTL, 10)).map((s) => s.id)).toEqual(["s2"]);
       });
@@ -618,7 +634,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         });
         expect(waiting).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
         expect(await store.get("s1")).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
-        expect(await store.renewLease("s1", "a", TTL)).toBe(false);
+        expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
         expect(await store.claim("a", TTL, 10)).toEqual([]);
         expect(await store.claim("b", TTL, 10)).toEqual([]);
         // The human's answer is an unfenced move (nobody holds the lease); then anyone may claim it.
@@ -687,7 +703,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         // Refused moves and lease renewals change nothing anyone waits for: no event.
         await expect(store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: now() } })).rejects.toBeInstanceOf(StaleTransitionError);
         await expect(store.transition({ id: "s1", from: "TOOL_EXECUTING", to: "OBSERVING", expectedVersion: 2, owner: "b", audit: { at: now() } })).rejects.toBeInstanceOf(LeaseLostError);
-        expect(await store.renewLease("s1", "a", TTL)).toBe(true);
+        expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(true);
         expect(await store.releaseLease("s1", "a")).toBe(true);
         const released = await eventually(events, (e) => e.kind === "changed" && e.leaseOwner === null);
         expect(events.slice(heard)).toEqual([released]);

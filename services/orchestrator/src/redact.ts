@@ -15,13 +15,13 @@ const SENSITIVE_KEYS = new Set(["idcard", "id_card", "phone", "token", "authoriz
  */
 const redacted = new WeakSet<object>();
 
-export function redact<T extends JsonValue | undefined>(value: T): T {
+export function redact<T extends JsonValue | readonly JsonValue[] | undefined>(value: T): T {
   const out = redactValue(value, "");
   if (out !== null && typeof out === "object") redacted.add(out);
   return out;
 }
 
-function redactValue<T extends JsonValue | undefined>(value: T, key: string): T {
+function redactValue<T extends JsonValue | readonly JsonValue[] | undefined>(value: T, key: string): T {
   if (key && SENSITIVE_KEYS.has(key.toLowerCase())) return (value === undefined ? value : REDACTED) as T;
   if (typeof value === "string") return redactText(value) as T;
   if (typeof value === "number") return redactNumber(value) as T;

@@ -2,8 +2,9 @@
 // from any replica) is written in the same transaction as the transition that completes the
 // step; the file copy is appended once that transition committed, to one file per UTC day
 // (<data>/traces/steps-YYYY-MM-DD.jsonl) that every session of this process shares, the shape
-// log shippers tail. The file is pino's asynchronous destination (sonic-boom): lines written while
-// a write is in flight go out together in the next one. Each record carries its session_id and trace_id.
+// log shippers tail. The lines of one turn of the event loop go to the file as one write, through
+// pino's asynchronous destination (sonic-boom), which joins those that arrive while a write is in
+// flight. Each record carries its session_id and trace_id.
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { PRIVATE_DIR_MODE } from "@loopguard/sql-store";
@@ -18,6 +19,8 @@ interface DayFile {
   readonly day: string;
   readonly destination: Destination;
   failed: boolean;
+  /** Lines appended in this turn, written at its end (docs/performance.md). */
+  lines: string[];
 }
 
 export interface StepTrace {
@@ -68,12 +71,13 @@ export class TraceSink {
     if (this.#file?.day !== day) {
       if (this.#file) void closeDayFile(this.#file);
       const destination = pino.destination({ dest: join(this.dir, `steps-${day}.jsonl`), append: true, sync: false });
-      const file: DayFile = { day, destination, failed: false };
+      const file: DayFile = { day, destination, failed: false, lines: [] };
       // The store holds the authoritative copy; a failing file copy must not fail the session.
       destination.on("error", () => (file.failed = true));
       this.#file = file;
     }
-    if (!this.#file.failed) this.#file.destination.write(`${step.json ?? JSON.stringify(step.payload)}\n`);
+    const file = this.#file;
+    if (!file.failed && file.lines.push(`${step.json ?? JSON.stringify(step.payload)}\n`) === 1) setImmediate(() => writeLines(file));
   }
 
   /** Flushes and closes the file; the next append opens it again. */
@@ -88,8 +92,15 @@ export class TraceSink {
   }
 }
 
+function writeLines(file: DayFile): void {
+  if (file.lines.length === 0 || file.failed) return;
+  file.destination.write(file.lines.join(""));
+  file.lines = [];
+}
+
 /** Writes what is buffered and closes; a file that failed is only let go (it may never have opened). */
 function closeDayFile(file: DayFile): Promise<void> {
+  writeLines(file);
   if (file.failed) return Promise.resolve();
   return new Promise((resolve) => {
     file.destination.once("close", resolve);

@@ -15,6 +15,17 @@ describe("logger", () => {
     expect(lines[0]).toMatchObject({ level: "info", service: "t", msg: "hello", trace_id: "abc", method: "Search" });
   });
 
+  it("writes a nested child's bindings and its parent's, and leaves the parent's lines without them", () => {
+    const { log, lines } = capture();
+    const call = log.child({ trace_id: "abc" });
+    call.child({ method: "Search" }).warn("inner");
+    call.info("outer");
+    log.info("root");
+    expect(lines).toMatchObject([{ msg: "inner", trace_id: "abc", method: "Search" }, { msg: "outer", trace_id: "abc" }, { msg: "root" }]);
+    expect(lines[1]).not.toHaveProperty("method");
+    expect(lines[2]).not.toHaveProperty("trace_id");
+  });
+
   it("redacts every string field that is not on the allow-list", () => {
     const { log, lines } = capture();
     log.info("call", { id_card: "11010119900307803X", phone: "+8613800138000", token: "eyJhbGciOi", order_id: "ord_DEMO00000001" });

@@ -56,28 +56,63 @@ export interface LoggerOptions {
 export function createLogger(options: LoggerOptions): Logger {
   const write = options.write;
   const destination = write ? { write: (chunk: string) => write(chunk.endsWith("\n") ? chunk.slice(0, -1) : chunk) } : pino.destination(1);
-  return wrap(
-    pino(
-      {
-        level: options.level ?? "info",
-        base: { service: options.service },
-        timestamp: pino.stdTimeFunctions.isoTime,
-        formatters: { level: (label) => ({ level: label }), log: redactFields },
-      },
-      destination,
-    ),
+  const root = pino(
+    {
+      level: options.level ?? "info",
+      base: { service: options.service },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }), log: redactFields },
+    },
+    destination,
   );
+  return new PinoLogging(root, root);
 }
 
-/** Our call shape (message first, fields second) over pino's; the message is masked here, as pino formats no message. */
-function wrap(logger: PinoLogger): Logger {
-  return {
-    debug: (msg, fields = {}) => logger.debug(fields, redactText(msg)),
-    info: (msg, fields = {}) => logger.info(fields, redactText(msg)),
-    warn: (msg, fields = {}) => logger.warn(fields, redactText(msg)),
-    error: (msg, fields = {}) => logger.error(fields, redactText(msg)),
-    child: (fields) => wrap(logger.child(redactFields(fields))),
-  };
+/**
+ * Our call shape (message first, fields second) over pino's; the message is masked here, as pino
+ * formats no message. A line below the level costs a comparison. A child makes its pino child on
+ * its first line: servers make one per call, most calls write none, and pino serialises a child's
+ * bindings when it is made.
+ */
+class PinoLogging implements Logger {
+  #made: PinoLogger | undefined;
+
+  constructor(
+    private readonly root: PinoLogger,
+    made: PinoLogger | undefined,
+    private readonly parent?: PinoLogging,
+    private readonly bindings?: LogFields,
+  ) {
+    this.#made = made;
+  }
+
+  #pino(): PinoLogger {
+    return (this.#made ??= this.parent!.#pino().child(redactFields(this.bindings!)));
+  }
+
+  #write(level: LogLevel, msg: string, fields: LogFields = {}): void {
+    if (this.root.isLevelEnabled(level)) this.#pino()[level](fields, redactText(msg));
+  }
+
+  debug(msg: string, fields?: LogFields): void {
+    this.#write("debug", msg, fields);
+  }
+
+  info(msg: string, fields?: LogFields): void {
+    this.#write("info", msg, fields);
+  }
+
+  warn(msg: string, fields?: LogFields): void {
+    this.#write("warn", msg, fields);
+  }
+
+  error(msg: string, fields?: LogFields): void {
+    this.#write("error", msg, fields);
+  }
+
+  child(fields: LogFields): Logger {
+    return new PinoLogging(this.root, undefined, this, fields);
+  }
 }
 
 export function parseLogLevel(value: string | undefined): LogLevel {

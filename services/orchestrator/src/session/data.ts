@@ -85,25 +85,31 @@ export type PendingCall = z.infer<typeof pendingCallSchema>;
 export type Pending = z.infer<typeof pendingSchema>;
 export type PendingApprovalData = z.infer<typeof approvalSchema>;
 
-const contexts = new WeakMap<SessionRecord, SessionContext>();
-const pendings = new WeakMap<SessionRecord, Pending>();
+/**
+ * Typed values by the JSON object they are stored as. A context or pending the runner builds is
+ * stored as that same object (contextJson, pendingJson), and the store hands it back in the next
+ * record unchanged, so only what a store read from its database is parsed, once.
+ */
+const contexts = new WeakMap<JsonObject, SessionContext>();
+const pendings = new WeakMap<JsonObject, Pending>();
 
-/** The session's context, typed (records are immutable, so each is parsed once). */
+/** The session's context, typed. */
 export function contextOf(s: SessionRecord): SessionContext {
-  let parsed = contexts.get(s);
+  let parsed = contexts.get(s.context);
   if (!parsed) {
     parsed = { ...contextSchema.parse(s.context), traceId: sessionTraceId(s) };
-    contexts.set(s, parsed);
+    contexts.set(s.context, parsed);
   }
   return parsed;
 }
 
 /** The session's pending work, typed; none is an empty queue. */
 export function pendingOf(s: SessionRecord): Pending {
-  let parsed = pendings.get(s);
+  if (s.pending === null) return { queue: [] };
+  let parsed = pendings.get(s.pending);
   if (!parsed) {
-    parsed = pendingSchema.parse(s.pending ?? {});
-    pendings.set(s, parsed);
+    parsed = pendingSchema.parse(s.pending);
+    pendings.set(s.pending, parsed);
   }
   return parsed;
 }
@@ -113,13 +119,18 @@ export function effectsOf(s: SessionRecord): EffectRecord[] {
   return contextOf(s).effects ?? [];
 }
 
-// Context and pending are JSON by construction (every field above is JSON); the store takes them as such.
+// Context and pending are JSON by construction (every field above is JSON); the store takes them
+// as such, and the same object read back needs no parse.
 export function contextJson(context: SessionContext): JsonObject {
-  return context as unknown as JsonObject;
+  const json = context as unknown as JsonObject;
+  contexts.set(json, context);
+  return json;
 }
 
 export function pendingJson(pending: Pending): JsonObject {
-  return pending as unknown as JsonObject;
+  const json = pending as unknown as JsonObject;
+  pendings.set(json, pending);
+  return json;
 }
 
 /** The pending work left after a call: the rest of the queue, or nothing. */
@@ -131,9 +142,22 @@ export function envelopeJson(envelope: ResultEnvelope): JsonObject {
   return envelope as unknown as JsonObject;
 }
 
-/** The envelope with personal data redacted (from its data, messages and refs alike), still an envelope. */
+/**
+ * The envelope with personal data redacted from its data, error and refs; its flags, cost and
+ * timestamp are the host's own. Each part comes from redact(), so a step record holding it does
+ * not scan it again.
+ */
 export function redactedEnvelope(envelope: ResultEnvelope): ResultEnvelope {
-  return envelopeSchema.parse(redact(envelopeJson(envelope)));
+  const { data, error } = envelope;
+  return {
+    ok: envelope.ok,
+    ...(data === undefined ? {} : { data: redact(data) }),
+    ...(error === undefined ? {} : { error: redact(error) }),
+    refs: redact(envelope.refs),
+    costMicros: envelope.costMicros,
+    servedFrom: envelope.servedFrom,
+    observedAt: envelope.observedAt,
+  };
 }
 
 /** The irreversible side effects a session has observed succeed, by their world references (e.g. "refund:rf_…"). */

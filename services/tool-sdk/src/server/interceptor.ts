@@ -1,6 +1,8 @@
 // The server pipeline as a chain of interceptors in the Connect-ES shape, `(next) => (call) =>
 // response`: each stage is one function, composed once per method, testable alone. A stage
-// refuses a call by throwing a ToolError; the errors stage turns anything else into INTERNAL.
+// refuses a call by throwing a ToolError; the errors stage turns anything else into INTERNAL. A
+// stage that only checks and passes the call on is a plain function, not async: every async layer
+// costs each call a promise and turns of the microtask queue (docs/performance.md).
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { Metadata } from "@grpc/grpc-js";
 import type { Caller } from "../auth.js";

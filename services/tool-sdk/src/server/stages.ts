@@ -5,12 +5,12 @@ import { create, type DescMethod, type MessageInitShape, type MessageShape } fro
 import { SpanStatusCode } from "@opentelemetry/api";
 import type { TokenVerifier } from "../auth.js";
 import { INTERNAL_MESSAGE, status, ToolError } from "../errors.js";
-import { type FaultSwitch, NO_FAULT } from "../faults.js";
+import { type FaultDecision, type FaultSwitch, NO_FAULT } from "../faults.js";
 import type { Logger } from "../logger.js";
 import type { ServerMetrics } from "../metrics.js";
 import { context, startServerSpan } from "../tracing.js";
 import { violationsOf } from "../validation.js";
-import { type Interceptor, OversizedRequest } from "./interceptor.js";
+import { type CallFn, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
 
 /** RED metrics: started, handled by code, handling seconds. Outermost, so every outcome counts. */
 export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interceptor {
@@ -115,19 +115,19 @@ export function authStage(verifier: TokenVerifier, tool: string, method: DescMet
     if (requiredScope && !call.caller.scopes.has(requiredScope)) {
       throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} requires scope "${requiredScope}"`, { metadata: { required_scope: requiredScope } });
     }
-    return next(call);
+    return await next(call);
   };
 }
 
 /** The request rewritten into its canonical form (if the service says how), then checked against its contract. */
 export function validateStage(method: DescMethod, normalise: ((request: unknown) => void) | undefined): Interceptor {
-  return (next) => async (call) => {
+  return (next) => (call) => {
     normalise?.(call.request);
     const violations = violationsOf(method.input, call.request as MessageShape<typeof method.input>);
     if (violations.length === 0) return next(call);
-    throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `invalid ${method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`, {
+    return Promise.reject(new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `invalid ${method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`, {
       fieldViolations: violations,
-    });
+    }));
   };
 }
 
@@ -145,9 +145,7 @@ export const deadlineStage: Interceptor = (next) => async (call) => {
 /** Drill faults switched on through ToolAdminService: added latency, errors, an outage, answers held back. */
 export function faultStage(faults: FaultSwitch, metrics: ServerMetrics, tool: string, method: DescMethod): Interceptor {
   const kind = (k: string) => ({ tool, grpc_method: method.name, kind: k });
-  return (next) => async (call) => {
-    const fault = faults.decide(method.name);
-    if (fault === NO_FAULT) return next(call);
+  const faulted = async (fault: FaultDecision, next: CallFn, call: ServerCall) => {
     if (fault.delayMs > 0) {
       metrics.faultsInjected.inc(kind("latency"));
       await sleep(fault.delayMs, undefined, { signal: call.abort.signal }).catch(() => undefined);
@@ -167,6 +165,10 @@ export function faultStage(faults: FaultSwitch, metrics: ServerMetrics, tool: st
     }
     return response;
   };
+  return (next) => (call) => {
+    const fault = faults.decide(method.name);
+    return fault === NO_FAULT ? next(call) : faulted(fault, next, call);
+  };
 }
 
 /** Every response (each message of a stream) is built from the handler's answer and must meet its contract, or is withheld. */
@@ -180,11 +182,11 @@ export function responseContractStage(metrics: ServerMetrics, tool: string, meth
     throw new ToolError(status.INTERNAL, "CONTRACT_VIOLATION", `${tool} produced a response that breaks its contract`);
   };
   if (method.methodKind === "server_streaming") {
-    return (next) => async (call) => {
+    return (next) => (call) => {
       const send = call.send;
       call.send = (message) => send(checked(message, call.log));
       return next(call);
     };
   }
-  return (next) => async (call) => checked(await next(call), call.log);
+  return (next) => (call) => next(call).then((response) => checked(response, call.log));
 }

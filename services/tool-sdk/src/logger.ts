@@ -87,7 +87,8 @@ class PinoLogging implements Logger {
   }
 
   #pino(): PinoLogger {
-    return (this.#made ??= this.parent!.#pino().child(redactFields(this.bindings!)));
+    this.#made ??= this.parent!.#pino().child(redactFields(this.bindings!));
+    return this.#made;
   }
 
   #write(level: LogLevel, msg: string, fields: LogFields = {}): void {

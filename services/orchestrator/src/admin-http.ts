@@ -213,7 +213,8 @@ export function createAdminHttp(options: AdminHttpOptions = {}): HttpRoute {
     const verb = req.method === "HEAD" ? "GET" : (req.method ?? "GET");
     let parts: string[];
     try {
-      parts = url.pathname.slice("/api/".length).split("/").map(decodeURIComponent);
+      // "/api/sessions/" is "/api/sessions", as it always was.
+      parts = url.pathname.slice("/api/".length).replace(/\/$/, "").split("/").map(decodeURIComponent);
     } catch {
       throw invalid(`the path ${url.pathname} is not valid percent-encoding`);
     }

@@ -2,7 +2,6 @@
 // google.rpc details, mapped to a wire status in exactly one place (toServiceError); and its
 // inverse for callers (fromServiceError).
 import { create, type DescMessage, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
-import { type Code, ConnectError } from "@connectrpc/connect";
 import { anyPack, anyUnpack, type Duration, DurationSchema } from "@bufbuild/protobuf/wkt";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import {
@@ -102,7 +101,7 @@ function durationFromMs(ms: number): Duration {
  * text in them has id cards and CN mobiles masked: a message or a field violation may echo the
  * value that was refused.
  */
-function wireParts(error: ToolError, domain: string): { message: string; details: WireDetail[] } {
+export function wireParts(error: ToolError, domain: string): { message: string; details: WireDetail[] } {
   const message = redactText(error.message);
   const metadata: Record<string, string> = {};
   for (const [key, value] of Object.entries(error.metadata)) metadata[key] = redactText(value);
@@ -129,12 +128,6 @@ export function toServiceError(error: ToolError, domain: string): Partial<Servic
   const trailers = new Metadata();
   trailers.set(STATUS_DETAILS_KEY, Buffer.from(toBinary(StatusSchema, statusProto)));
   return { code: error.code, details: message, metadata: trailers };
-}
-
-/** The same error for a Connect handler: Connect's codes are gRPC's numbers, its details the same google.rpc messages. */
-export function toConnectError(error: ToolError, domain: string): ConnectError {
-  const { message, details } = wireParts(error, domain);
-  return new ConnectError(message, error.code as number as Code, undefined, details);
 }
 
 /** What a caller learns from a failed call: the code plus the decoded google.rpc details. */

@@ -44,7 +44,7 @@ export { runTool } from "./run.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallFn, compose, type Interceptor, type ServerCall } from "./server/interceptor.js";
 export { type CallContext, type HttpRoute, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer, type UnaryInvoker } from "./serve.js";
-export type { HttpCallInit } from "./server/connect.js";
+export type { HttpCallInit } from "./server/http-call.js";
 export { violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";
 export { backoffMs, mayRetry, RetryBudget } from "./client/retry.js";

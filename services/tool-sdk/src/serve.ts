@@ -33,7 +33,7 @@ import { status, ToolError, toServiceError } from "./errors.js";
 import { FaultSwitch } from "./faults.js";
 import type { Logger } from "./logger.js";
 import { ServerMetrics } from "./metrics.js";
-import { connectRoutes, type UnaryInvoker, type UnaryRoute, unaryInvoker } from "./server/connect.js";
+import { type UnaryInvoker, type UnaryRoute, unaryInvoker } from "./server/http-call.js";
 import { type CallContext, noStream, type StreamHandler, streamTerminal, type UnaryHandler, unaryTerminal } from "./server/handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./server/interceptor.js";
 import { CallSlots } from "./server/slots.js";
@@ -321,7 +321,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       res.writeHead(404).end();
     }
   };
-  const http = createServer(options.connect ? connectRoutes(unaryRoutes, invoke, routeHttp) : routeHttp);
+  const http = createServer(options.connect ? (await import("./server/connect.js")).connectRoutes(unaryRoutes, invoke, routeHttp) : routeHttp);
   const metricsPort = await listenHttp(http, options.host, options.metricsPort);
   metrics.serving.set({ tool }, 1);
   let shutdownPromise: Promise<void> | undefined;

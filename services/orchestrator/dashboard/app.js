@@ -117,21 +117,28 @@ function useToken(token) {
 
 // ---- API ----
 
+// The orchestrator's Connect API (loopguard.orchestrator.v1) over fetch: POST /<Service>/<Method>
+// with the request message as JSON; a refusal is a Connect error whose details carry the reason
+// (google.rpc.ErrorInfo) and field violations (google.rpc.BadRequest).
+const SERVICE = "loopguard.orchestrator.v1.OrchestratorService";
+
 class ApiError extends Error {
   constructor(httpStatus, body) {
-    const error = body?.error ?? {};
-    const fields = (error.fieldViolations ?? []).map((v) => `${v.field}: ${v.description}`).join("; ");
-    super(fields ? `${error.message ?? "request refused"} (${fields})` : (error.message ?? `HTTP ${httpStatus}`));
+    const details = body?.details ?? [];
+    const debugOf = (type) => details.find((d) => d.type === type)?.debug ?? {};
+    const fields = (debugOf("google.rpc.BadRequest").fieldViolations ?? []).map((v) => `${v.field}: ${v.description}`).join("; ");
+    const message = body?.message ?? `HTTP ${httpStatus}`;
+    super(fields ? `${message} (${fields})` : message);
     this.httpStatus = httpStatus;
-    this.reason = error.reason ?? "";
+    this.reason = debugOf("google.rpc.ErrorInfo").reason ?? "";
   }
 }
 
-async function api(path, { method = "GET", body } = {}) {
-  const response = await fetch(`api/${path}`, {
-    method,
-    headers: { authorization: `Bearer ${view.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
+async function rpc(method, request = {}) {
+  const response = await fetch(`${SERVICE}/${method}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${view.token}`, "content-type": "application/json" },
+    body: JSON.stringify(request),
     cache: "no-store",
   });
   const payload = await response.json().catch(() => null);
@@ -181,7 +188,7 @@ function setFilter(state) {
 }
 
 function renderSessions(page) {
-  view.nextCursor = page.nextCursor;
+  view.nextCursor = page.nextPageToken;
   const rows = page.sessions.map((s) =>
     h(
       "tr",
@@ -200,7 +207,7 @@ function renderSessions(page) {
   const first = view.pageIndex * PAGE_SIZE + 1;
   $("page-info").textContent = rows.length === 0 ? `page ${view.pageIndex + 1}` : `page ${view.pageIndex + 1} · ${first}–${first + rows.length - 1}`;
   $("page-prev").disabled = view.pageIndex === 0;
-  $("page-next").disabled = !page.nextCursor;
+  $("page-next").disabled = !page.nextPageToken;
 }
 
 // ---- tools ----
@@ -213,7 +220,7 @@ function renderTools({ tools }) {
         { "data-testid": "tool-row", "data-tool": t.tool },
         h("td", { class: "mono", title: t.service }, t.tool),
         h("td", {}, h("span", { class: `chip breaker-${t.breaker}`, "data-testid": "tool-breaker" }, t.breaker)),
-        h("td", { class: "num", "data-testid": "tool-p95" }, t.p95Ms === null ? "—" : `${t.p95Ms} ms`),
+        h("td", { class: "num", "data-testid": "tool-p95" }, t.p95Ms === undefined ? "—" : `${t.p95Ms} ms`),
         h("td", { class: `num ${t.errorRate > 0.05 ? "bad-text" : ""}`, "data-testid": "tool-error-rate", title: outcomeSummary(t.outcomes) }, `${(t.errorRate * 100).toFixed(1)}%`),
         h("td", { class: "num", "data-testid": "tool-fallbacks" }, String(t.fallbacksServed)),
         h("td", { class: "num", "data-testid": "tool-calls" }, String(t.calls)),
@@ -233,7 +240,7 @@ async function resolveApproval(sessionId, approval, action, reasonInput, item) {
   const message = item.querySelector(".approval-message");
   try {
     const body = { approvalId: approval.approvalId, argumentsHash: approval.argumentsHash, reason: reasonInput.value.trim() };
-    await api(`sessions/${encodeURIComponent(sessionId)}/${action}`, { method: "POST", body });
+    await rpc("ResolveApproval", { ...body, sessionId, approve: action === "approve" });
     message.textContent = action === "approve" ? "approved" : "denied";
     schedule(0);
   } catch (error) {
@@ -439,7 +446,7 @@ async function refreshDetail() {
   const id = view.selected;
   if (!id) return;
   try {
-    const detail = await api(`sessions/${encodeURIComponent(id)}`);
+    const detail = await rpc("GetSessionDetail", { sessionId: id });
     if (view.selected !== id) return;
     // Unchanged data is not re-rendered, so a text selection in the panel survives the poll.
     const fingerprint = JSON.stringify([detail.session.version, detail.session.state, detail.steps.length, detail.logs.length, detail.session.pendingApproval?.approvalId]);
@@ -481,7 +488,7 @@ async function startSession(event) {
   $("start-submit").disabled = true;
   result.textContent = "starting…";
   try {
-    const { session, created } = await api("sessions", { method: "POST", body });
+    const { session, created } = await rpc("StartSession", body);
     result.replaceChildren(
       created ? "Started " : "Already running: ",
       h("button", { type: "button", class: "link mono", "data-testid": "start-session-id", onclick: () => openSession(session.sessionId) }, session.sessionId),
@@ -500,14 +507,12 @@ async function startSession(event) {
 async function refresh() {
   if (view.paused || !view.token) return;
   const cursor = view.cursors[view.pageIndex] ?? "";
-  const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
-  if (view.filter) query.set("state", view.filter);
-  if (cursor) query.set("cursor", cursor);
+  const list = { pageSize: PAGE_SIZE, pageToken: cursor, ...(view.filter ? { state: `SESSION_STATE_${view.filter}` } : {}) };
   const results = await Promise.allSettled([
-    api("overview").then(renderCounts),
-    api(`sessions?${query}`).then(renderSessions),
-    api("tools").then(renderTools),
-    api("approvals").then(renderApprovals),
+    rpc("GetOverview").then(renderCounts),
+    rpc("ListSessions", list).then(renderSessions),
+    rpc("ListToolStats").then(renderTools),
+    rpc("ListApprovals").then(renderApprovals),
     refreshDetail(),
   ]);
   if (view.paused) return;
@@ -551,7 +556,7 @@ function init() {
     const id = view.selected;
     if (!id) return;
     try {
-      await api(`sessions/${encodeURIComponent(id)}/cancel`, { method: "POST", body: { reason: "cancelled from the dashboard" } });
+      await rpc("CancelSession", { sessionId: id, reason: "cancelled from the dashboard" });
       schedule(0);
     } catch (error) {
       $("detail-body").prepend(h("p", { class: "bad-text" }, error.message));

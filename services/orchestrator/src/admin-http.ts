@@ -1,48 +1,29 @@
-// The orchestrator's HTTP admin routes, beside /metrics and /healthz on the same port: the live
-// dashboard (static files, no build step) and a JSON API. The API runs the gRPC API's own
-// handlers and contract validation and answers with the Session message's JSON form, so the
-// page, the CLI and gRPC clients see the same fields and the same refusals.
+// The orchestrator's HTTP port beside /metrics, /healthz and the Connect routes (served by
+// serveTool): the live dashboard (static files, no build step) and the /api/* JSON API kept for
+// existing users. Each /api route is one row naming the orchestrator.v1 method it stands for:
+// its request is built from the path, query and body, runs through the method's own chain (auth
+// and scope, contract validation, error mapping, metrics) exactly as over gRPC and Connect, and
+// its answer is the response message's JSON.
 import { readFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { create, type DescService, fromJson, type JsonValue, type MessageShape, toJson } from "@bufbuild/protobuf";
-import {
-  CancelSessionRequestSchema,
-  OrchestratorService,
-  GetSessionRequestSchema,
-  ResolveApprovalRequestSchema,
-  SessionSchema,
-  StartSessionRequestSchema,
-  StartSessionResponseSchema,
-} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { type Caller, type CallContext, createLogger, INTERNAL_MESSAGE, type Logger, servicePolicy, TokenVerifier, type ToolClient } from "@loopguard/tool-sdk";
-import type { JSONWebKeySet } from "jose";
-import type { Registry } from "prom-client";
-import { ApiError, apiErrorOf, badRequest, optionalString, readJsonObject, sendError, sendJson, validated } from "./admin-json.js";
-import { createOrchestratorHandlers, toProtoSession } from "./api-handlers.js";
-import type { LogTail } from "./log-tail.js";
-import type { Orchestrator } from "./orchestrator.js";
-import { isSessionState, type SessionState } from "./session-state.js";
-import type { SessionRecord } from "./session-store.js";
-import { toolStats } from "./tool-stats.js";
+import { type DescField, type DescMessage, type DescMethod, fromJson, type JsonObject, type JsonValue, type Message, ScalarType, toJson } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { readAllBytes } from "@connectrpc/connect/protocol";
+import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
+import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { createLogger, type HttpRoute, INTERNAL_MESSAGE, type Logger, status, ToolError, type UnaryInvoker } from "@loopguard/tool-sdk";
+import { redactText } from "./redact.js";
+import { isSessionState } from "./session-state.js";
 
 export interface AdminHttpOptions {
-  readonly orchestrator: Orchestrator;
-  /** The registry the tool clients' metrics live in (ServerMetrics.registry). */
-  readonly registry: Registry;
-  readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
-  /** Public keys that verify operators' tokens (audience "orchestrator"). */
-  readonly publicKeys: JSONWebKeySet;
-  readonly logTail?: LogTail;
   readonly log?: Logger;
   /** Folder with index.html, app.js and style.css. */
   readonly dashboardDir?: URL;
 }
 
-export type AdminHttp = (req: IncomingMessage, res: ServerResponse) => boolean;
-
+const MAX_BODY_BYTES = 64 * 1024;
 const DEFAULT_PAGE_SIZE = 50;
 const MAX_PAGE_SIZE = 200;
-const APPROVALS_SHOWN = 200;
 
 // The only files served: a fixed table, so no request path ever reaches the file system.
 const STATIC_FILES: Readonly<Record<string, { file: string; type: string }>> = {
@@ -59,205 +40,212 @@ const PAGE_HEADERS = {
   "cache-control": "no-cache",
 };
 
-const SCOPE_READ = "sessions:read";
-const SCOPE_WRITE = "sessions:write";
-const SCOPE_APPROVE = "approvals:write";
+const invalid = (message: string, field?: string, description?: string) =>
+  new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", message, field ? { fieldViolations: [{ field, description: description ?? message }] } : {});
 
-export function sessionJson(s: SessionRecord, options: { readonly withTask?: boolean } = {}): JsonValue {
-  return toJson(SessionSchema, create(SessionSchema, toProtoSession(s, options)), { alwaysEmitImplicit: true });
+/** What the path, query and body of one /api request say. */
+interface ApiInput {
+  readonly id: string;
+  readonly query: URLSearchParams;
+  readonly body: JsonObject;
 }
 
-const listed = (s: SessionRecord) => sessionJson(s, { withTask: false });
+interface ApiRoute {
+  readonly verb: "GET" | "POST";
+  /** Path segments after /api/; ":id" matches a session id. */
+  readonly path: readonly string[];
+  readonly rpc: DescMethod;
+  /** The request message's JSON; the default is the body as it came. */
+  readonly request?: (input: ApiInput) => JsonObject;
+  /** Refuse body fields the request message lacks (else they are ignored). */
+  readonly strict?: boolean;
+  /** The answer's status and body; the default is 200 with the response's JSON. */
+  readonly reply?: (json: JsonObject) => { status?: number; body: JsonValue };
+}
 
-function parseState(raw: string | null): SessionState | undefined {
-  if (raw === null || raw === "") return undefined;
+const { method } = OrchestratorService;
+
+function stateOf(query: URLSearchParams): JsonObject {
+  const raw = query.get("state");
+  if (raw === null || raw === "") return {};
   const name = raw.toUpperCase().replace(/^SESSION_STATE_/, "");
-  if (!isSessionState(name)) throw badRequest(`state "${raw}" is not a session state`, [{ field: "state", description: "not a session state" }]);
-  return name;
+  if (!isSessionState(name)) throw invalid(`state "${raw}" is not a session state`, "state", "not a session state");
+  return { state: `SESSION_STATE_${name}` };
 }
 
-function parseLimit(raw: string | null): number {
+function pageSizeOf(query: URLSearchParams): number {
+  const raw = query.get("limit");
   if (raw === null || raw === "") return DEFAULT_PAGE_SIZE;
   const limit = Number(raw);
-  if (!/^\d+$/.test(raw) || limit < 1 || limit > MAX_PAGE_SIZE) {
-    throw badRequest(`limit must be an integer in 1..${MAX_PAGE_SIZE}, got "${raw}"`, [{ field: "limit", description: `must be 1..${MAX_PAGE_SIZE}` }]);
-  }
+  if (!/^\d+$/.test(raw) || limit < 1 || limit > MAX_PAGE_SIZE) throw invalid(`limit must be an integer in 1..${MAX_PAGE_SIZE}, got "${raw}"`, "limit", `must be 1..${MAX_PAGE_SIZE}`);
   return limit;
 }
 
-function budgetRows(s: SessionRecord): { name: string; used: number; limit: number; left: number }[] {
-  const wallClock = Math.max(0, (s.stopReason ? s.updatedAt : Date.now()) - s.usage.startedAt);
-  const row = (name: string, used: number, limit: number) => ({ name, used, limit, left: Math.max(0, limit - used) });
-  return [
-    row("steps", s.usage.steps, s.budget.maxSteps),
-    row("tool_calls", s.usage.toolCalls, s.budget.maxToolCalls),
-    row("tokens", s.usage.tokens, s.budget.maxTokens),
-    row("cost_micros", s.usage.costMicros, s.budget.maxCostMicros),
-    row("wall_clock_ms", wallClock, s.budget.deadlineMs),
-  ];
+const resolve = (approve: boolean) => ({ body, id }: ApiInput) => ({ ...body, sessionId: id, approve });
+
+/** The README's /api routes, each the orchestrator.v1 method it stands for. */
+const ROUTES: readonly ApiRoute[] = [
+  { verb: "GET", path: ["overview"], rpc: method.getOverview },
+  // Tools not called yet have no latency: null, as the API always said.
+  { verb: "GET", path: ["tools"], rpc: method.listToolStats, reply: (json) => ({ body: { tools: (json.tools as JsonObject[]).map((t) => ({ p50Ms: null, p95Ms: null, ...t })) } }) },
+  { verb: "GET", path: ["approvals"], rpc: method.listApprovals },
+  {
+    verb: "GET",
+    path: ["sessions"],
+    rpc: method.listSessions,
+    request: ({ query }) => ({ ...stateOf(query), pageSize: pageSizeOf(query), pageToken: query.get("cursor") ?? "" }),
+    reply: (json) => ({ body: { sessions: json.sessions ?? [], nextCursor: json.nextPageToken || null } }),
+  },
+  { verb: "POST", path: ["sessions"], rpc: method.startSession, strict: true, reply: (json) => ({ status: json.created ? 201 : 200, body: json }) },
+  { verb: "GET", path: ["sessions", ":id"], rpc: method.getSessionDetail, request: ({ id }) => ({ sessionId: id }) },
+  // The approval the human saw, named exactly: a stale one (another action, other arguments) is a 409.
+  { verb: "POST", path: ["sessions", ":id", "approve"], rpc: method.resolveApproval, request: resolve(true) },
+  { verb: "POST", path: ["sessions", ":id", "deny"], rpc: method.resolveApproval, request: resolve(false) },
+  { verb: "POST", path: ["sessions", ":id", "cancel"], rpc: method.cancelSession, request: ({ body, id }) => ({ ...body, sessionId: id }) },
+];
+
+function matches(route: ApiRoute, parts: readonly string[]): string | undefined {
+  if (route.path.length !== parts.length) return undefined;
+  let id = "";
+  for (const [i, segment] of route.path.entries()) {
+    if (segment === ":id" && parts[i] !== "") id = parts[i]!;
+    else if (segment !== parts[i]) return undefined;
+  }
+  return id;
 }
 
-function bearerToken(req: IncomingMessage): string | undefined {
-  const match = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? "");
-  return match?.[1];
+const JSON_TYPE_OF_SCALAR: Partial<Record<ScalarType, string>> = { [ScalarType.STRING]: "a string", [ScalarType.BOOL]: "true or false", [ScalarType.BYTES]: "base64 text" };
+
+/** How a field that did not decode should have been written. */
+function expected(field: DescField): string {
+  if (field.fieldKind === "scalar") return `must be ${JSON_TYPE_OF_SCALAR[field.scalar] ?? "a number"}`;
+  if (field.fieldKind === "list") return "must be a list";
+  if (field.fieldKind === "enum") return "must be one of the enum's value names";
+  return "must be an object";
 }
 
-export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
-  const { orchestrator, registry, clients, logTail } = options;
+/** The body's field that does not decode on its own, if one does not (protobuf-es names it only in its message). */
+function undecodable(schema: DescMessage, json: JsonObject): DescField | undefined {
+  for (const [key, value] of Object.entries(json)) {
+    const field = schema.fields.find((f) => f.jsonName === key || f.name === key);
+    if (!field) continue;
+    try {
+      fromJson(schema, { [key]: value });
+    } catch {
+      return field;
+    }
+  }
+  return undefined;
+}
+
+function requestOf(route: ApiRoute, json: JsonObject): Message {
+  try {
+    return fromJson(route.rpc.input, json, { ignoreUnknownFields: !route.strict });
+  } catch (error) {
+    const message = `the request body is not a ${route.rpc.input.name}: ${(error as Error).message}`;
+    const field = undecodable(route.rpc.input, json);
+    throw field ? invalid(message, field.name, expected(field)) : invalid(message);
+  }
+}
+
+async function bodyOf(req: IncomingMessage): Promise<JsonObject> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await readAllBytes(req, MAX_BODY_BYTES, req.headers["content-length"]);
+  } catch (error) {
+    if (error instanceof ConnectError && error.code === Code.ResourceExhausted) {
+      throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_TOO_LARGE", `the request body is larger than ${MAX_BODY_BYTES} bytes`);
+    }
+    throw error;
+  }
+  const text = new TextDecoder().decode(bytes);
+  if (text.trim() === "") return {};
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (error) {
+    throw invalid(`the request body is not valid JSON: ${(error as Error).message}`);
+  }
+  if (!body || typeof body !== "object" || Array.isArray(body)) throw invalid("the request body must be a JSON object");
+  return body as JsonObject;
+}
+
+function headersOf(req: IncomingMessage): Headers {
+  const headers = new Headers();
+  for (const [key, value] of Object.entries(req.headers)) {
+    for (const v of Array.isArray(value) ? value : [value ?? ""]) headers.append(key, v);
+  }
+  return headers;
+}
+
+/** The API's one departure from Connect's table: a refused precondition is a conflict (409), as the README has always said. */
+function httpStatusOf(error: ToolError): number {
+  if (error.reason === "REQUEST_TOO_LARGE") return 413;
+  if (error.code === status.FAILED_PRECONDITION) return 409;
+  return codeToHttpStatus(error.code as number as Code);
+}
+
+function sendJson(res: ServerResponse, httpStatus: number, body: unknown, extra: Record<string, string> = {}): void {
+  if (res.headersSent) return;
+  res
+    .writeHead(httpStatus, { "content-type": "application/json; charset=utf-8", "cache-control": "no-store", "x-content-type-options": "nosniff", ...extra })
+    .end(JSON.stringify(body));
+}
+
+/** The one place an error becomes an /api body; its texts may echo the request (a JSON parser's excerpt), so they are redacted. */
+function sendError(res: ServerResponse, error: ToolError, extra: Record<string, string> = {}): void {
+  const message = error.code === status.INTERNAL ? INTERNAL_MESSAGE : redactText(error.message);
+  const fieldViolations = error.fieldViolations.map((v) => ({ field: v.field, description: redactText(v.description) }));
+  const headers: Record<string, string> = { ...extra };
+  const httpStatus = httpStatusOf(error);
+  if (httpStatus === 401) headers["www-authenticate"] = "Bearer";
+  // The rest of an oversized body is never read: close rather than reuse the connection.
+  if (httpStatus === 413) headers.connection = "close";
+  if (error.retryable && error.retryAfterMs !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(error.retryAfterMs / 1000)));
+  sendJson(res, httpStatus, { error: { code: status[error.code], reason: error.reason, message, ...(fieldViolations.length > 0 ? { fieldViolations } : {}) } }, headers);
+}
+
+export function createAdminHttp(options: AdminHttpOptions = {}): HttpRoute {
   const log = options.log ?? createLogger({ service: "orchestrator", write: () => undefined });
-  const verifier = new TokenVerifier(options.publicKeys, servicePolicy(OrchestratorService).toolName);
-  const handlers = createOrchestratorHandlers(orchestrator);
   const dashboardDir = options.dashboardDir ?? new URL("../dashboard/", import.meta.url);
 
-  async function authorise(req: IncomingMessage, scope: string): Promise<Caller> {
-    const token = bearerToken(req);
-    if (!token) throw new ApiError(401, "UNAUTHENTICATED", "CREDENTIALS_INVALID", "missing bearer token in the Authorization header");
-    let caller: Caller;
-    try {
-      caller = await verifier.verify(token);
-    } catch {
-      throw new ApiError(401, "UNAUTHENTICATED", "CREDENTIALS_INVALID", "the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service)");
-    }
-    if (!caller.scopes.has(scope)) throw new ApiError(403, "PERMISSION_DENIED", "SCOPE_MISSING", `this request requires scope "${scope}"`);
-    return caller;
-  }
-
-  function callContext(caller: Caller): CallContext {
-    return { signal: new AbortController().signal, deadline: undefined, caller, traceId: "", log };
-  }
-
-  async function sessionDetail(id: string): Promise<unknown> {
-    validated(GetSessionRequestSchema, create(GetSessionRequestSchema, { sessionId: id }));
-    const s = await orchestrator.get(id);
-    const [trail, steps] = await Promise.all([orchestrator.store.auditTrail(id), orchestrator.store.steps(id)]);
-    const session = sessionJson(s) as { traceId: string };
-    return {
-      session,
-      budget: budgetRows(s),
-      transitions: trail.map((a) => ({
-        version: a.version,
-        from: a.from,
-        to: a.to,
-        at: new Date(a.at).toISOString(),
-        reason: a.reason,
-        tool: a.tool,
-        outcome: a.outcome,
-        argsHash: a.argsHash,
-        expectedTimeoutMs: a.expectedTimeoutMs,
-      })),
-      steps: steps.map((step) => ({ step: step.step, at: new Date(step.at).toISOString(), record: step.payload })),
-      logs: logTail?.linesFor(s.id, session.traceId) ?? [],
-    };
-  }
-
-  async function route(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
-    const method = req.method ?? "GET";
+  async function route(req: IncomingMessage, res: ServerResponse, url: URL, invoke: UnaryInvoker): Promise<void> {
+    const verb = req.method === "HEAD" ? "GET" : (req.method ?? "GET");
     let parts: string[];
     try {
-      parts = url.pathname.slice("/api/".length).split("/").map(decodeURIComponent);
+      // "/api/sessions/" is "/api/sessions", as it always was.
+      parts = url.pathname.slice("/api/".length).replace(/\/$/, "").split("/").map(decodeURIComponent);
     } catch {
-      throw badRequest(`the path ${url.pathname} is not valid percent-encoding`);
+      throw invalid(`the path ${url.pathname} is not valid percent-encoding`);
     }
-    const [resource, id, action, ...rest] = parts;
-    const isGet = method === "GET" || method === "HEAD";
-    const allow = (allowed: string) => new ApiError(405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED", `${method} is not allowed on ${url.pathname}; use ${allowed}`);
-
-    if (resource === "overview" && id === undefined) {
-      if (!isGet) throw allow("GET");
-      await authorise(req, SCOPE_READ);
-      const counts = await orchestrator.store.countByState();
-      const total = Object.values(counts).reduce((a, b) => a + b, 0);
-      return sendJson(res, 200, { counts, total, approvalsWaiting: counts.AWAITING_APPROVAL, activeHere: orchestrator.activeCount(), at: new Date().toISOString() });
+    const found = ROUTES.flatMap((r) => {
+      const id = matches(r, parts);
+      return id === undefined ? [] : [{ route: r, id }];
+    });
+    if (found.length === 0) throw new ToolError(status.NOT_FOUND, "ROUTE_NOT_FOUND", `no API route ${url.pathname}`);
+    const hit = found.find((f) => f.route.verb === verb);
+    if (!hit) {
+      const allowed = found.map((f) => f.route.verb).join(" or ");
+      return sendJson(res, 405, { error: { code: "UNIMPLEMENTED", reason: "METHOD_NOT_ALLOWED", message: `${req.method} is not allowed on ${url.pathname}; use ${allowed}` } }, { allow: allowed.replace(" or ", ", ") });
     }
-    if (resource === "tools" && id === undefined) {
-      if (!isGet) throw allow("GET");
-      await authorise(req, SCOPE_READ);
-      return sendJson(res, 200, { tools: await toolStats(registry, clients) });
-    }
-    if (resource === "approvals" && id === undefined) {
-      if (!isGet) throw allow("GET");
-      await authorise(req, SCOPE_READ);
-      const page = await orchestrator.list("AWAITING_APPROVAL", APPROVALS_SHOWN, undefined);
-      return sendJson(res, 200, { approvals: page.sessions.map(listed), more: page.nextCursor !== null });
-    }
-    if (resource !== "sessions" || rest.length > 0) throw new ApiError(404, "NOT_FOUND", "ROUTE_NOT_FOUND", `no API route ${url.pathname}`);
-
-    if (id === undefined || id === "") {
-      if (isGet) {
-        await authorise(req, SCOPE_READ);
-        const state = parseState(url.searchParams.get("state"));
-        const limit = parseLimit(url.searchParams.get("limit"));
-        const cursor = url.searchParams.get("cursor") || undefined;
-        if (cursor && cursor.length > 256) throw badRequest("cursor is too long", [{ field: "cursor", description: "at most 256 characters" }]);
-        const page = await orchestrator.list(state, limit, cursor);
-        return sendJson(res, 200, { sessions: page.sessions.map(listed), nextCursor: page.nextCursor });
-      }
-      if (method !== "POST") throw allow("GET or POST");
-      const caller = await authorise(req, SCOPE_WRITE);
-      const body = await readJsonObject(req);
-      let request: MessageShape<typeof StartSessionRequestSchema>;
-      try {
-        request = fromJson(StartSessionRequestSchema, body as JsonValue);
-      } catch (error) {
-        throw badRequest(`the request body is not a StartSessionRequest: ${(error as Error).message}`);
-      }
-      const response = await handlers.startSession(validated(StartSessionRequestSchema, request), callContext(caller));
-      const json = toJson(StartSessionResponseSchema, create(StartSessionResponseSchema, response), { alwaysEmitImplicit: true }) as { created: boolean };
-      return sendJson(res, json.created ? 201 : 200, json);
-    }
-
-    if (action === undefined) {
-      if (!isGet) throw allow("GET");
-      await authorise(req, SCOPE_READ);
-      return sendJson(res, 200, await sessionDetail(id));
-    }
-    if (method !== "POST") throw allow("POST");
-    if (action === "approve" || action === "deny") {
-      const caller = await authorise(req, SCOPE_APPROVE);
-      const body = await readJsonObject(req);
-      // The approval the human saw, named exactly: a stale one (another action, other arguments) is a 409.
-      const approvalId = optionalString(body, "approvalId") ?? "";
-      const argumentsHash = optionalString(body, "argumentsHash") ?? "";
-      const request = validated(
-        ResolveApprovalRequestSchema,
-        create(ResolveApprovalRequestSchema, {
-          sessionId: id,
-          approvalId,
-          argumentsHash,
-          approve: action === "approve",
-          approver: optionalString(body, "approver") ?? "",
-          reason: optionalString(body, "reason") ?? "",
-        }),
-      );
-      const { session } = await handlers.resolveApproval(request, callContext(caller));
-      return sendJson(res, 200, { session: toJson(SessionSchema, create(SessionSchema, session), { alwaysEmitImplicit: true }) });
-    }
-    if (action === "cancel") {
-      const caller = await authorise(req, SCOPE_WRITE);
-      const body = await readJsonObject(req);
-      const request = validated(CancelSessionRequestSchema, create(CancelSessionRequestSchema, { sessionId: id, reason: optionalString(body, "reason") ?? "" }));
-      const { session } = await handlers.cancelSession(request, callContext(caller));
-      return sendJson(res, 200, { session: toJson(SessionSchema, create(SessionSchema, session), { alwaysEmitImplicit: true }) });
-    }
-    throw new ApiError(404, "NOT_FOUND", "ROUTE_NOT_FOUND", `no API route ${url.pathname}`);
+    const { route: r, id } = hit;
+    const body = r.verb === "POST" ? await bodyOf(req) : {};
+    const request = requestOf(r, r.request ? r.request({ id, query: url.searchParams, body }) : body);
+    const gone = new AbortController();
+    res.once("close", () => gone.abort());
+    const response = await invoke(r.rpc, request, { headers: headersOf(req), signal: gone.signal });
+    const json = toJson(r.rpc.output, response as Message, { alwaysEmitImplicit: true }) as JsonObject;
+    const reply = r.reply?.(json) ?? { body: json };
+    sendJson(res, reply.status ?? 200, reply.body);
   }
 
-  async function api(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  async function api(req: IncomingMessage, res: ServerResponse, url: URL, invoke: UnaryInvoker): Promise<void> {
     try {
-      await route(req, res, url);
+      await route(req, res, url, invoke);
     } catch (error) {
-      const known = apiErrorOf(error);
-      if (known) {
-        const extra: Record<string, string> = {};
-        if (known.httpStatus === 401) extra["www-authenticate"] = "Bearer";
-        // The rest of an oversized body is never read: close rather than reuse the connection.
-        if (known.httpStatus === 413) extra.connection = "close";
-        if (known.retryAfterMs !== undefined) extra["retry-after"] = String(Math.max(1, Math.ceil(known.retryAfterMs / 1000)));
-        sendError(res, known, extra);
-        return;
-      }
+      if (error instanceof ToolError) return sendError(res, error);
       log.error("admin api request failed", { method: req.method ?? "", url: url.pathname, error_name: (error as Error)?.name ?? typeof error, error_message: (error as Error)?.message ?? "" });
-      sendError(res, new ApiError(500, "INTERNAL", "INTERNAL_ERROR", INTERNAL_MESSAGE));
+      sendError(res, new ToolError(status.INTERNAL, "INTERNAL_ERROR", INTERNAL_MESSAGE));
     }
   }
 
@@ -271,7 +259,7 @@ export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
     }
   }
 
-  return (req, res) => {
+  return (req, res, invoke) => {
     let url: URL;
     try {
       url = new URL(req.url ?? "/", "http://admin.invalid");
@@ -279,7 +267,7 @@ export function createAdminHttp(options: AdminHttpOptions): AdminHttp {
       return false;
     }
     if (url.pathname.startsWith("/api/")) {
-      void api(req, res, url);
+      void api(req, res, url, invoke);
       return true;
     }
     const entry = STATIC_FILES[url.pathname];

@@ -11,7 +11,7 @@ import {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
 import type { PendingApproval } from "./approvals.js";
-import type { Orchestrator } from "./orchestrator.js";
+import { approvalQueue, type DashboardSources, overview, sessionDetail, toolPanel } from "./dashboard-views.js";
 import { OrchestratorError } from "./orchestrator-error.js";
 import type { WatchEvent } from "./session/watch.js";
 import { refusedGrant } from "./grants.js";
@@ -127,7 +127,8 @@ function watchResponse(event: WatchEvent): MessageInitShape<typeof WatchSessionR
   };
 }
 
-export function createOrchestratorHandlers(orchestrator: Orchestrator): ToolHandlers<typeof OrchestratorService> {
+export function createOrchestratorHandlers(sources: DashboardSources): ToolHandlers<typeof OrchestratorService> {
+  const { orchestrator } = sources;
   return {
     async startSession(req, ctx) {
       const refused = refusedGrant(req.scopes, ctx.caller);
@@ -196,5 +197,9 @@ export function createOrchestratorHandlers(orchestrator: Orchestrator): ToolHand
     async getTrace(req) {
       return { records: await orchestrator.trace(req.sessionId).catch(mapError) };
     },
+    getOverview: () => overview(sources).catch(mapError),
+    listToolStats: () => toolPanel(sources).catch(mapError),
+    listApprovals: () => approvalQueue(sources).catch(mapError),
+    getSessionDetail: (req) => sessionDetail(sources, req.sessionId).catch(mapError),
   };
 }

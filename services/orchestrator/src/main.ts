@@ -27,9 +27,8 @@ const log = createLogger({
 });
 log.info("config", { config: describeOrchestratorConfig(config) });
 try {
-  const built = await build(config, log);
-  const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, publicKeys: config.publicKeys, logTail, log });
-  await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, http, exitOnSignals: true });
+  const built = await build(config, log, { logTail });
+  await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, connect: true, http: createAdminHttp({ log }), exitOnSignals: true });
   built.orchestrator.start();
 } catch (error) {
   log.error("failed to start", { error_name: (error as Error).name, error_message: (error as Error).message });

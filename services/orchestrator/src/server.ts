@@ -6,6 +6,7 @@ import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator
 import { ClientMetrics, type Logger, ServerMetrics, servicePolicy, type ToolClient, type ToolDefinition, toolClient } from "@loopguard/tool-sdk";
 import { createOrchestratorHandlers } from "./api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
+import type { LogTail } from "./log-tail.js";
 import { openSessionStore } from "./open-store.js";
 import { Orchestrator } from "./orchestrator.js";
 import { createOpenAiPolicy } from "./policies/openai-policy.js";
@@ -24,7 +25,14 @@ export interface BuiltOrchestrator {
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
 }
 
-export async function build(config: OrchestratorConfig, log: Logger, services: readonly DescService[] = DEFAULT_TOOL_SERVICES): Promise<BuiltOrchestrator> {
+export interface BuildOptions {
+  /** The tools' contracts (default: the suite's three). */
+  readonly services?: readonly DescService[];
+  /** This process's recent log lines, shown in GetSessionDetail. */
+  readonly logTail?: LogTail;
+}
+
+export async function build(config: OrchestratorConfig, log: Logger, { services = DEFAULT_TOOL_SERVICES, logTail }: BuildOptions = {}): Promise<BuiltOrchestrator> {
   const metrics = new ServerMetrics("orchestrator");
   const sessionMetrics = new SessionMetrics(metrics.registry);
   const store = await openSessionStore(config.storeUrl, { ...config.storeTimeouts, onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }) });
@@ -71,7 +79,7 @@ export async function build(config: OrchestratorConfig, log: Logger, services: r
     clients,
     definition: {
       service: OrchestratorService,
-      handlers: createOrchestratorHandlers(orchestrator),
+      handlers: createOrchestratorHandlers({ orchestrator, registry: metrics.registry, clients, logTail }),
       close: async () => {
         await orchestrator.stop();
         for (const client of clients.values()) client.close();

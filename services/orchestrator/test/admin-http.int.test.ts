@@ -284,6 +284,40 @@ describe("bad input", () => {
   });
 });
 
+describe("the same API over Connect", () => {
+  const rpc = (method: string, request: unknown, bearer: string | null = operator) =>
+    call(`/loopguard.orchestrator.v1.OrchestratorService/${method}`, { token: bearer, body: request });
+
+  it("the dashboard's views are orchestrator.v1 methods; /api answers from them, counted in the RPC metrics", async () => {
+    const id = await start("How long do card refunds take?", {});
+    await waitFor(id, stateIs("DONE"));
+    const connect = await rpc("GetSessionDetail", { sessionId: id });
+    expect(connect.status).toBe(200);
+    const legacy = (await call(`/api/sessions/${id}`)).json;
+    expect(connect.json.session).toEqual(legacy.session);
+    expect(connect.json.transitions).toEqual(legacy.transitions);
+    expect(connect.json.steps).toEqual(legacy.steps);
+    const overview = await rpc("GetOverview", {});
+    expect(overview.json.total).toBe(Object.values(overview.json.counts as Record<string, number>).reduce((a, b) => a + b, 0));
+    const metrics = await (await fetch(`${orch.httpUrl}/metrics`)).text();
+    expect(metrics).toMatch(/grpc_server_handled_total\{[^}]*grpc_method="GetSessionDetail"[^}]*grpc_code="OK"[^}]*\} [1-9]/);
+  });
+
+  it("a refusal is a Connect error with its code, message and google.rpc details", async () => {
+    const none = await rpc("GetOverview", {}, null);
+    expect(none.status).toBe(401);
+    expect(none.json.code).toBe("unauthenticated");
+    const invalid = await rpc("GetSessionDetail", { sessionId: "" });
+    expect(invalid.status).toBe(400);
+    expect(invalid.json.code).toBe("invalid_argument");
+    const badRequest = invalid.json.details.find((d: { type: string }) => d.type === "google.rpc.BadRequest");
+    expect(badRequest.debug.fieldViolations.map((v: { field: string }) => v.field)).toEqual(["session_id"]);
+    const missing = await rpc("GetSessionDetail", { sessionId: "ses_doesnotexist" });
+    expect(missing.status).toBe(404);
+    expect(missing.json.details.find((d: { type: string }) => d.type === "google.rpc.ErrorInfo").debug).toMatchObject({ reason: "SESSION_NOT_FOUND", domain: "orchestrator.loopguard.dev" });
+  });
+});
+
 describe("pagination over 1,000 sessions", () => {
   it("pages of the list neither repeat nor miss a session, and the first page answers in under 500 ms", async () => {
     // Stop driving first, so the inserted sessions stay where they are while the pages are read.

@@ -75,9 +75,8 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
       logTail.write(line);
     },
   });
-  const built = await build(config, log);
-  const http = createAdminHttp({ orchestrator: built.orchestrator, registry: built.metrics.registry, clients: built.clients, publicKeys: config.publicKeys, logTail, log });
-  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, http });
+  const built = await build(config, log, { logTail });
+  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, connect: true, http: createAdminHttp({ log }) });
   built.orchestrator.start();
   const token = await testToken({ subject: "test", scopes: [...SESSION_OPERATOR_SCOPES, "approvals:write"] });
   const api = createRawClient(OrchestratorService, server.address, { token });

@@ -1,7 +1,7 @@
 // One error type with an explicit gRPC code, a reason from the contract's closed set and
 // google.rpc details, mapped to a wire status in exactly one place (toServiceError); and its
 // inverse for callers (fromServiceError).
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, type DescMessage, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { anyPack, anyUnpack, type Duration, DurationSchema } from "@bufbuild/protobuf/wkt";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import {
@@ -97,31 +97,34 @@ function durationFromMs(ms: number): Duration {
 }
 
 /**
- * Builds the grpc-js error for a ToolError: status code, message, and google.rpc.Status details.
- * Every text in it has id cards and CN mobiles masked: a message or a field violation may echo
- * the value that was refused.
+ * What a ToolError tells the caller beyond its code: its message and google.rpc details. Every
+ * text in them has id cards and CN mobiles masked: a message or a field violation may echo the
+ * value that was refused.
  */
-export function toServiceError(error: ToolError, domain: string): Partial<ServiceError> {
+export function wireParts(error: ToolError, domain: string): { message: string; details: WireDetail[] } {
   const message = redactText(error.message);
   const metadata: Record<string, string> = {};
   for (const [key, value] of Object.entries(error.metadata)) metadata[key] = redactText(value);
-  const details = [anyPack(ErrorInfoSchema, create(ErrorInfoSchema, { reason: error.reason, domain, metadata }))];
+  const details: WireDetail[] = [{ desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason: error.reason, domain, metadata }) }];
   if (error.retryAfterMs !== undefined && error.retryable) {
-    details.push(anyPack(RetryInfoSchema, create(RetryInfoSchema, { retryDelay: durationFromMs(error.retryAfterMs) })));
+    details.push({ desc: RetryInfoSchema, value: create(RetryInfoSchema, { retryDelay: durationFromMs(error.retryAfterMs) }) });
   }
   if (error.fieldViolations.length > 0) {
-    details.push(
-      anyPack(
-        BadRequestSchema,
-        create(BadRequestSchema, {
-          fieldViolations: error.fieldViolations.map((v) =>
-            create(BadRequest_FieldViolationSchema, { field: v.field, description: redactText(v.description), reason: v.reason ?? "" }),
-          ),
-        }),
-      ),
-    );
+    const fieldViolations = error.fieldViolations.map((v) => create(BadRequest_FieldViolationSchema, { field: v.field, description: redactText(v.description), reason: v.reason ?? "" }));
+    details.push({ desc: BadRequestSchema, value: create(BadRequestSchema, { fieldViolations }) });
   }
-  const statusProto = create(StatusSchema, { code: error.code, message, details });
+  return { message, details };
+}
+
+type WireDetail =
+  | { desc: typeof ErrorInfoSchema; value: MessageShape<typeof ErrorInfoSchema> }
+  | { desc: typeof RetryInfoSchema; value: MessageShape<typeof RetryInfoSchema> }
+  | { desc: typeof BadRequestSchema; value: MessageShape<typeof BadRequestSchema> };
+
+/** The grpc-js error for a ToolError: status code, message, and google.rpc.Status details. */
+export function toServiceError(error: ToolError, domain: string): Partial<ServiceError> {
+  const { message, details } = wireParts(error, domain);
+  const statusProto = create(StatusSchema, { code: error.code, message, details: details.map((d) => anyPack(d.desc as DescMessage, d.value)) });
   const trailers = new Metadata();
   trailers.set(STATUS_DETAILS_KEY, Buffer.from(toBinary(StatusSchema, statusProto)));
   return { code: error.code, details: message, metadata: trailers };

@@ -33,14 +33,18 @@ import { status, ToolError, toServiceError } from "./errors.js";
 import { FaultSwitch } from "./faults.js";
 import type { Logger } from "./logger.js";
 import { ServerMetrics } from "./metrics.js";
-import { type CallContext, type StreamHandler, streamTerminal, type UnaryHandler, unaryTerminal } from "./server/handler.js";
+import { type UnaryInvoker, type UnaryRoute, unaryInvoker } from "./server/http-call.js";
+import { type CallContext, noStream, type StreamHandler, streamTerminal, type UnaryHandler, unaryTerminal } from "./server/handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./server/interceptor.js";
 import { CallSlots } from "./server/slots.js";
 import { authStage, deadlineStage, errorsStage, faultStage, metricsStage, responseContractStage, sizeStage, traceStage, validateStage } from "./server/stages.js";
 import { shutdownTelemetry } from "./telemetry.js";
 import { warmValidation } from "./validation.js";
 
-export type { CallContext };
+export type { CallContext, UnaryInvoker };
+
+/** An extra route on the HTTP port: answers and returns true, or returns false for a path it does not serve. */
+export type HttpRoute = (req: IncomingMessage, res: ServerResponse, invoke: UnaryInvoker) => boolean;
 
 type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
 
@@ -99,8 +103,13 @@ export interface ServeOptions {
   readonly shedRetryAfterMs?: number;
   /** Metrics to export, when the caller registers metrics of its own beside the server's. */
   readonly metrics?: ServerMetrics;
-  /** Extra routes on the HTTP port; returns false for a path it does not serve. */
-  readonly http?: (req: IncomingMessage, res: ServerResponse) => boolean;
+  /**
+   * Also serve the contract's unary methods on the HTTP port over the Connect protocol
+   * (POST /<package.Service>/<Method>, JSON or binary), through the same chain as over gRPC.
+   */
+  readonly connect?: boolean;
+  /** Extra routes on the HTTP port; `invoke` calls a unary method of the contract through its chain. */
+  readonly http?: HttpRoute;
   /**
    * Install SIGTERM/SIGINT handlers (drain, then exit 0) before announcing "serving", so a
    * signal can never arrive between the two. For processes; tests in-process leave it off.
@@ -135,8 +144,6 @@ export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024;
 function maxRequestBytesOf(method: DescMethod): number {
   return methodPolicy(method).maxRequestBytes || DEFAULT_MAX_REQUEST_BYTES;
 }
-
-const noStream = (): Promise<void> => Promise.reject(new Error("a unary call has no stream to send on"));
 
 async function writeTo(stream: ServerWritableStream<unknown, unknown>, message: unknown, signal: AbortSignal): Promise<void> {
   // A slow reader holds the stream back rather than have its messages pile up here.
@@ -220,6 +227,9 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     return compose(stages, streaming ? streamTerminal(handler as StreamHandler<DescMethod>) : unaryTerminal(handler as UnaryHandler<DescMethod>));
   }
 
+  /** The contract's unary methods' chains, for HTTP callers (Connect and options.http). */
+  const unaryRoutes = new Map<DescMethod, UnaryRoute>();
+
   function register<T extends DescService>(target: T, handlers: Record<string, unknown>, normalise: Record<string, unknown> | undefined, own: readonly Interceptor[] | undefined): void {
     const reasons = errorReasons(target);
     const domain = servicePolicy(target).errorDomain;
@@ -232,6 +242,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       warmValidation(method);
       const chain = chainOf(method, handler, normalise?.[method.localName] as ((req: unknown) => void) | undefined, reasons, own);
       implementation[method.localName] = grpcHandler(method, chain, domain);
+      if ((target as DescService) === service && method.methodKind === "unary") unaryRoutes.set(method, { chain, maxRequestBytes: maxRequestBytesOf(method), domain });
     }
     server.addService(definitions, implementation);
   }
@@ -296,8 +307,9 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   );
 
   const port = await bindAsync(server, `${options.host}:${options.port}`);
-  const http = createServer((req, res) => {
-    if (options.http?.(req, res)) return;
+  const invoke = unaryInvoker(unaryRoutes, log);
+  const routeHttp = (req: IncomingMessage, res: ServerResponse): void => {
+    if (options.http?.(req, res, invoke)) return;
     if (req.url === "/metrics") {
       metrics.registry.metrics().then(
         (body) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(body),
@@ -308,7 +320,8 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     } else {
       res.writeHead(404).end();
     }
-  });
+  };
+  const http = createServer(options.connect ? (await import("./server/connect.js")).connectRoutes(unaryRoutes, invoke, routeHttp) : routeHttp);
   const metricsPort = await listenHttp(http, options.host, options.metricsPort);
   metrics.serving.set({ tool }, 1);
   let shutdownPromise: Promise<void> | undefined;

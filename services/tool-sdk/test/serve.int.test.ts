@@ -351,6 +351,10 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
       cancelSession: unused,
       resolveApproval: unused,
       getTrace: unused,
+      getOverview: unused,
+      listToolStats: unused,
+      listApprovals: unused,
+      getSessionDetail: unused,
     };
     return startTestTool({ service: OrchestratorService, handlers }, options);
   }

@@ -20,6 +20,9 @@ export interface CallContext {
 export type UnaryHandler<M extends DescMethod> = (request: MessageShape<M["input"]>, ctx: CallContext) => Promise<MessageInitShape<M["output"]>>;
 export type StreamHandler<M extends DescMethod> = (request: MessageShape<M["input"]>, ctx: CallContext) => AsyncIterable<MessageInitShape<M["output"]>>;
 
+/** The `send` of a unary call: it has no stream. */
+export const noStream = (): Promise<void> => Promise.reject(new Error("a unary call has no stream to send on"));
+
 function callContext(call: ServerCall): CallContext {
   return { signal: call.abort.signal, deadline: call.deadline, caller: call.caller!, traceId: call.traceId, log: call.log };
 }

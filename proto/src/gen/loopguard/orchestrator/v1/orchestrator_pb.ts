@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file loopguard/orchestrator/v1/orchestrator.proto.
  */
 export const file_loopguard_orchestrator_v1_orchestrator: GenFile = /*@__PURE__*/
-  fileDesc("Cixsb29wZ3VhcmQvb3JjaGVzdHJhdG9yL3YxL29yY2hlc3RyYXRvci5wcm90bxIZbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MSK1AQoGQnVkZ2V0EhsKCW1heF9zdGVwcxgBIAEoDUIIukgFKgMY6AcSIAoObWF4X3Rvb2xfY2FsbHMYAiABKA1CCLpIBSoDGOgHEh4KCm1heF90b2tlbnMYAyABKARCCrpIBzIFGICt4gQSJQoRbWF4X3dhbGxfY2xvY2tfbXMYBCABKA1CCrpIByoFGIC4mSkSJQoPbWF4X2Nvc3RfbWljcm9zGAUgASgEQgy6SAkyBxiAoJSljR0ibAoLQnVkZ2V0VXNhZ2USDQoFc3RlcHMYASABKA0SEgoKdG9vbF9jYWxscxgCIAEoDRIOCgZ0b2tlbnMYAyABKAQSEwoLY29zdF9taWNyb3MYBCABKAQSFQoNd2FsbF9jbG9ja19tcxgFIAEoDSKsAgoTU3RhcnRTZXNzaW9uUmVxdWVzdBIYCgRnb2FsGAEgASgJQgq6SAdyBRABGKAfEiUKBHRhc2sYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgDIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0Ej8KBnNjb3BlcxgEIAMoCUIvukgskgEpECAiJXIjMiFeW2Etel1bYS16MC05LV0qOlthLXpdW2EtejAtOS1dKiQSKQoGcG9saWN5GAUgASgJQhm6SBZyFFIAUghzY3JpcHRlZFIGb3BlbmFpEjUKD2lkZW1wb3RlbmN5X2tleRgGIAEoCUIcukgZchcYgAEyEl5bQS1aYS16MC05Xy46LV0qJCJcChRTdGFydFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEg8KB2NyZWF0ZWQYAiABKAgiyAEKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSFgoOYXJndW1lbnRzX2hhc2gYAyABKAkSFQoNd29ybGRfdmVyc2lvbhgEIAEoCRIOCgZyZWFzb24YBSABKAkSLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoJYXJndW1lbnRzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKlBAoHU2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgJEjYKBXN0YXRlGAIgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBIMCgRnb2FsGAQgASgJEiUKBHRhc2sYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgGIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0EjUKBXVzYWdlGAcgASgLMiYubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXRVc2FnZRIOCgZzY29wZXMYCCADKAkSDgoGcG9saWN5GAkgASgJEhMKC3N0b3BfcmVhc29uGAogASgJEg4KBmFuc3dlchgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI9ChBwZW5kaW5nX2FwcHJvdmFsGA4gASgLMiMubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5BcHByb3ZhbBIQCgh0cmFjZV9pZBgPIAEoCRIUCgxoZWFsdGhfc2NvcmUYECABKA0SEgoKY3JlYXRlZF9ieRgRIAEoCSIyChFHZXRTZXNzaW9uUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEAiSQoSR2V0U2Vzc2lvblJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24iNAoTV2F0Y2hTZXNzaW9uUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEAiwQEKClRyYW5zaXRpb24SNQoEZnJvbRgBIAEoDjInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvblN0YXRlEjMKAnRvGAIgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBIOCgZyZWFzb24YBCABKAkSJgoCYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkIKCVN0ZXBFdmVudBIMCgRzdGVwGAEgASgNEicKBnJlY29yZBgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiygEKFFdhdGNoU2Vzc2lvblJlc3BvbnNlEjYKCHNuYXBzaG90GAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uSAASOwoKdHJhbnNpdGlvbhgCIAEoCzIlLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuVHJhbnNpdGlvbkgAEjQKBHN0ZXAYAyABKAsyJC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0ZXBFdmVudEgAQgcKBWV2ZW50IpIBChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EkAKBXN0YXRlGAEgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGVCCLpIBYIBAhABEhsKCXBhZ2Vfc2l6ZRgCIAEoDUIIukgFKgMY9AMSHAoKcGFnZV90b2tlbhgDIAEoCUIIukgFcgMYgAIiZQoUTGlzdFNlc3Npb25zUmVzcG9uc2USNAoIc2Vzc2lvbnMYASADKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KFENhbmNlbFNlc3Npb25SZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCbpIBnIEEAEYQBIYCgZyZWFzb24YAiABKAlCCLpIBXIDGPQDIkwKFUNhbmNlbFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uIsIBChZSZXNvbHZlQXBwcm92YWxSZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCbpIBnIEEAEYQBIeCgthcHByb3ZhbF9pZBgCIAEoCUIJukgGcgQQARhAEg8KB2FwcHJvdmUYAyABKAgSGgoIYXBwcm92ZXIYBCABKAlCCLpIBXIDGIABEhgKBnJlYXNvbhgFIAEoCUIIukgFcgMY9AMSIgoOYXJndW1lbnRzX2hhc2gYBiABKAlCCrpIB3IFEAEYgAEiTgoXUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USMwoHc2Vzc2lvbhgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbiIwCg9HZXRUcmFjZVJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIiMKEEdldFRyYWNlUmVzcG9uc2USDwoHcmVjb3JkcxgBIAMoCSr7AwoXT3JjaGVzdHJhdG9yRXJyb3JSZWFzb24SKQolT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEi8KK09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VTU0lPTl9OT1RfRk9VTkQQARIuCipPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1NFU1NJT05fVEVSTUlOQUwQAhIvCitPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX0FQUFJPVkFMX01JU01BVENIEAMSLgoqT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9BUFBST1ZBTF9FWFBJUkVEEAQSLworT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TVE9SRV9VTkFWQUlMQUJMRRAFEjQKME9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fSURFTVBPVEVOQ1lfS0VZX1JFVVNFRBAGEjEKLU9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0NPUEVfTk9UX0dSQU5UQUJMRRAHEisKJ09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VMRl9BUFBST1ZBTBAIEiwKKE9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fQ0FMTF9JTl9GTElHSFQQCSrMAgoMU2Vzc2lvblN0YXRlEh0KGVNFU1NJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIWChJTRVNTSU9OX1NUQVRFX0lETEUQARIaChZTRVNTSU9OX1NUQVRFX1RISU5LSU5HEAISIAocU0VTU0lPTl9TVEFURV9UT09MX0VYRUNVVElORxADEhsKF1NFU1NJT05fU1RBVEVfT0JTRVJWSU5HEAQSGgoWU0VTU0lPTl9TVEFURV9SRVRSWUlORxAFEhoKFlNFU1NJT05fU1RBVEVfRkFMTEJBQ0sQBhIjCh9TRVNTSU9OX1NUQVRFX0FXQUlUSU5HX0FQUFJPVkFMEAcSFgoSU0VTU0lPTl9TVEFURV9ET05FEAgSGAoUU0VTU0lPTl9TVEFURV9GQUlMRUQQCRIbChdTRVNTSU9OX1NUQVRFX0NBTkNFTExFRBAKMu0LChNPcmNoZXN0cmF0b3JTZXJ2aWNlEsMBCgxTdGFydFNlc3Npb24SLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlcXVlc3QaLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlc3BvbnNlIlKQAgKKtRhLCAISDnNlc3Npb25zOndyaXRlGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQhdTdGFydCBhbiBhZ2VudCBzZXNzaW9uLqABgIAIEq8BCgpHZXRTZXNzaW9uEiwubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uUmVxdWVzdBotLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0U2Vzc2lvblJlc3BvbnNlIkSQAgGKtRg9CAESDXNlc3Npb25zOnJlYWQaFwjoBxAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCD1JlYWQgYSBzZXNzaW9uLhLTAQoMV2F0Y2hTZXNzaW9uEi4ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXF1ZXN0Gi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXNwb25zZSJgkAIBirUYWQgBEg1zZXNzaW9uczpyZWFkGhkIgN3bARAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCKVN0cmVhbSBhIHNlc3Npb24ncyB0cmFuc2l0aW9ucyBhbmQgc3RlcHMuMAESyQEKDExpc3RTZXNzaW9ucxIuLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVxdWVzdBovLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiWJACAYq1GFEIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIjTGlzdCBzZXNzaW9ucywgb3B0aW9uYWxseSBieSBzdGF0ZS4SuwEKDUNhbmNlbFNlc3Npb24SLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkNhbmNlbFNlc3Npb25SZXF1ZXN0GjAubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5DYW5jZWxTZXNzaW9uUmVzcG9uc2UiR5ACAoq1GEAIAhIOc2Vzc2lvbnM6d3JpdGUaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCEUNhbmNlbCBhIHNlc3Npb24uEt8BCg9SZXNvbHZlQXBwcm92YWwSMS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaMi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlImWQAgKKtRheCAISD2FwcHJvdmFsczp3cml0ZRoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIuQXBwcm92ZSBvciBkZW55IHRoZSBhY3Rpb24gYSBzZXNzaW9uIHdhaXRzIG9uLhK4AQoIR2V0VHJhY2USKi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFRyYWNlUmVxdWVzdBorLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0VHJhY2VSZXNwb25zZSJTkAIBirUYTAgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQh5SZWFkIGEgc2Vzc2lvbidzIHN0ZXAgcmVjb3Jkcy4aYZK1GF0KDG9yY2hlc3RyYXRvchIxbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JFcnJvclJlYXNvbhoab3JjaGVzdHJhdG9yLmxvb3BndWFyZC5kZXZiBnByb3RvMw", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_loopguard_tool_v1_options]);
+  fileDesc("Cixsb29wZ3VhcmQvb3JjaGVzdHJhdG9yL3YxL29yY2hlc3RyYXRvci5wcm90bxIZbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MSK1AQoGQnVkZ2V0EhsKCW1heF9zdGVwcxgBIAEoDUIIukgFKgMY6AcSIAoObWF4X3Rvb2xfY2FsbHMYAiABKA1CCLpIBSoDGOgHEh4KCm1heF90b2tlbnMYAyABKARCCrpIBzIFGICt4gQSJQoRbWF4X3dhbGxfY2xvY2tfbXMYBCABKA1CCrpIByoFGIC4mSkSJQoPbWF4X2Nvc3RfbWljcm9zGAUgASgEQgy6SAkyBxiAoJSljR0ibAoLQnVkZ2V0VXNhZ2USDQoFc3RlcHMYASABKA0SEgoKdG9vbF9jYWxscxgCIAEoDRIOCgZ0b2tlbnMYAyABKAQSEwoLY29zdF9taWNyb3MYBCABKAQSFQoNd2FsbF9jbG9ja19tcxgFIAEoDSKsAgoTU3RhcnRTZXNzaW9uUmVxdWVzdBIYCgRnb2FsGAEgASgJQgq6SAdyBRABGKAfEiUKBHRhc2sYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgDIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0Ej8KBnNjb3BlcxgEIAMoCUIvukgskgEpECAiJXIjMiFeW2Etel1bYS16MC05LV0qOlthLXpdW2EtejAtOS1dKiQSKQoGcG9saWN5GAUgASgJQhm6SBZyFFIAUghzY3JpcHRlZFIGb3BlbmFpEjUKD2lkZW1wb3RlbmN5X2tleRgGIAEoCUIcukgZchcYgAEyEl5bQS1aYS16MC05Xy46LV0qJCJcChRTdGFydFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEg8KB2NyZWF0ZWQYAiABKAgiyAEKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSFgoOYXJndW1lbnRzX2hhc2gYAyABKAkSFQoNd29ybGRfdmVyc2lvbhgEIAEoCRIOCgZyZWFzb24YBSABKAkSLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoJYXJndW1lbnRzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKlBAoHU2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgJEjYKBXN0YXRlGAIgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBIMCgRnb2FsGAQgASgJEiUKBHRhc2sYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgGIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0EjUKBXVzYWdlGAcgASgLMiYubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXRVc2FnZRIOCgZzY29wZXMYCCADKAkSDgoGcG9saWN5GAkgASgJEhMKC3N0b3BfcmVhc29uGAogASgJEg4KBmFuc3dlchgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI9ChBwZW5kaW5nX2FwcHJvdmFsGA4gASgLMiMubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5BcHByb3ZhbBIQCgh0cmFjZV9pZBgPIAEoCRIUCgxoZWFsdGhfc2NvcmUYECABKA0SEgoKY3JlYXRlZF9ieRgRIAEoCSIyChFHZXRTZXNzaW9uUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEAiSQoSR2V0U2Vzc2lvblJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24iNAoTV2F0Y2hTZXNzaW9uUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEAiwQEKClRyYW5zaXRpb24SNQoEZnJvbRgBIAEoDjInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvblN0YXRlEjMKAnRvGAIgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBIOCgZyZWFzb24YBCABKAkSJgoCYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkIKCVN0ZXBFdmVudBIMCgRzdGVwGAEgASgNEicKBnJlY29yZBgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiygEKFFdhdGNoU2Vzc2lvblJlc3BvbnNlEjYKCHNuYXBzaG90GAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uSAASOwoKdHJhbnNpdGlvbhgCIAEoCzIlLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuVHJhbnNpdGlvbkgAEjQKBHN0ZXAYAyABKAsyJC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0ZXBFdmVudEgAQgcKBWV2ZW50IpIBChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EkAKBXN0YXRlGAEgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGVCCLpIBYIBAhABEhsKCXBhZ2Vfc2l6ZRgCIAEoDUIIukgFKgMY9AMSHAoKcGFnZV90b2tlbhgDIAEoCUIIukgFcgMYgAIiZQoUTGlzdFNlc3Npb25zUmVzcG9uc2USNAoIc2Vzc2lvbnMYASADKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KFENhbmNlbFNlc3Npb25SZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCbpIBnIEEAEYQBIYCgZyZWFzb24YAiABKAlCCLpIBXIDGPQDIkwKFUNhbmNlbFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uIsIBChZSZXNvbHZlQXBwcm92YWxSZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCbpIBnIEEAEYQBIeCgthcHByb3ZhbF9pZBgCIAEoCUIJukgGcgQQARhAEg8KB2FwcHJvdmUYAyABKAgSGgoIYXBwcm92ZXIYBCABKAlCCLpIBXIDGIABEhgKBnJlYXNvbhgFIAEoCUIIukgFcgMY9AMSIgoOYXJndW1lbnRzX2hhc2gYBiABKAlCCrpIB3IFEAEYgAEiTgoXUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USMwoHc2Vzc2lvbhgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbiIwCg9HZXRUcmFjZVJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIiMKEEdldFRyYWNlUmVzcG9uc2USDwoHcmVjb3JkcxgBIAMoCSIUChJHZXRPdmVydmlld1JlcXVlc3Qi9wEKE0dldE92ZXJ2aWV3UmVzcG9uc2USSgoGY291bnRzGAEgAygLMjoubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRPdmVydmlld1Jlc3BvbnNlLkNvdW50c0VudHJ5Eg0KBXRvdGFsGAIgASgNEhkKEWFwcHJvdmFsc193YWl0aW5nGAMgASgNEhMKC2FjdGl2ZV9oZXJlGAQgASgNEiYKAmF0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBotCgtDb3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBIhYKFExpc3RUb29sU3RhdHNSZXF1ZXN0Iq8CCglUb29sU3RhdHMSDAoEdG9vbBgBIAEoCRIPCgdzZXJ2aWNlGAIgASgJEg8KB2JyZWFrZXIYAyABKAkSDQoFY2FsbHMYBCABKA0SEwoGcDUwX21zGAUgASgBSACIAQESEwoGcDk1X21zGAYgASgBSAGIAQESEgoKZXJyb3JfcmF0ZRgHIAEoARIYChBmYWxsYmFja3Nfc2VydmVkGAggASgNEkQKCG91dGNvbWVzGAkgAygLMjIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5Ub29sU3RhdHMuT3V0Y29tZXNFbnRyeRovCg1PdXRjb21lc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDToCOAFCCQoHX3A1MF9tc0IJCgdfcDk1X21zIkwKFUxpc3RUb29sU3RhdHNSZXNwb25zZRIzCgV0b29scxgBIAMoCzIkLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuVG9vbFN0YXRzIhYKFExpc3RBcHByb3ZhbHNSZXF1ZXN0IlwKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRI1CglhcHByb3ZhbHMYASADKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24SDAoEbW9yZRgCIAEoCCI4ChdHZXRTZXNzaW9uRGV0YWlsUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEAiRAoJQnVkZ2V0Um93EgwKBG5hbWUYASABKAkSDAoEdXNlZBgCIAEoARINCgVsaW1pdBgDIAEoARIMCgRsZWZ0GAQgASgBIqICCg9BdWRpdFRyYW5zaXRpb24SDwoHdmVyc2lvbhgBIAEoDRIMCgRmcm9tGAIgASgJEgoKAnRvGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgZyZWFzb24YBSABKAlIAIgBARIRCgR0b29sGAYgASgJSAGIAQESFAoHb3V0Y29tZRgHIAEoCUgCiAEBEhYKCWFyZ3NfaGFzaBgIIAEoCUgDiAEBEiAKE2V4cGVjdGVkX3RpbWVvdXRfbXMYCSABKA1IBIgBAUIJCgdfcmVhc29uQgcKBV90b29sQgoKCF9vdXRjb21lQgwKCl9hcmdzX2hhc2hCFgoUX2V4cGVjdGVkX3RpbWVvdXRfbXMiawoKU3RlcFJlY29yZBIMCgRzdGVwGAEgASgNEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgZyZWNvcmQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IqMCChhHZXRTZXNzaW9uRGV0YWlsUmVzcG9uc2USMwoHc2Vzc2lvbhgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbhI0CgZidWRnZXQYAiADKAsyJC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkJ1ZGdldFJvdxI/Cgt0cmFuc2l0aW9ucxgDIAMoCzIqLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQXVkaXRUcmFuc2l0aW9uEjQKBXN0ZXBzGAQgAygLMiUubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TdGVwUmVjb3JkEiUKBGxvZ3MYBSADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KvsDChdPcmNoZXN0cmF0b3JFcnJvclJlYXNvbhIpCiVPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASLworT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TRVNTSU9OX05PVF9GT1VORBABEi4KKk9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VTU0lPTl9URVJNSU5BTBACEi8KK09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fQVBQUk9WQUxfTUlTTUFUQ0gQAxIuCipPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX0FQUFJPVkFMX0VYUElSRUQQBBIvCitPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1NUT1JFX1VOQVZBSUxBQkxFEAUSNAowT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9JREVNUE9URU5DWV9LRVlfUkVVU0VEEAYSMQotT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TQ09QRV9OT1RfR1JBTlRBQkxFEAcSKwonT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TRUxGX0FQUFJPVkFMEAgSLAooT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9DQUxMX0lOX0ZMSUdIVBAJKswCCgxTZXNzaW9uU3RhdGUSHQoZU0VTU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEhYKElNFU1NJT05fU1RBVEVfSURMRRABEhoKFlNFU1NJT05fU1RBVEVfVEhJTktJTkcQAhIgChxTRVNTSU9OX1NUQVRFX1RPT0xfRVhFQ1VUSU5HEAMSGwoXU0VTU0lPTl9TVEFURV9PQlNFUlZJTkcQBBIaChZTRVNTSU9OX1NUQVRFX1JFVFJZSU5HEAUSGgoWU0VTU0lPTl9TVEFURV9GQUxMQkFDSxAGEiMKH1NFU1NJT05fU1RBVEVfQVdBSVRJTkdfQVBQUk9WQUwQBxIWChJTRVNTSU9OX1NUQVRFX0RPTkUQCBIYChRTRVNTSU9OX1NUQVRFX0ZBSUxFRBAJEhsKF1NFU1NJT05fU1RBVEVfQ0FOQ0VMTEVEEAoy2RIKE09yY2hlc3RyYXRvclNlcnZpY2USwwEKDFN0YXJ0U2Vzc2lvbhIuLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU3RhcnRTZXNzaW9uUmVxdWVzdBovLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU3RhcnRTZXNzaW9uUmVzcG9uc2UiUpACAoq1GEsIAhIOc2Vzc2lvbnM6d3JpdGUaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCF1N0YXJ0IGFuIGFnZW50IHNlc3Npb24uoAGAgAgSrwEKCkdldFNlc3Npb24SLC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFNlc3Npb25SZXF1ZXN0Gi0ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uUmVzcG9uc2UiRJACAYq1GD0IARINc2Vzc2lvbnM6cmVhZBoXCOgHEDIZexSuR+F6hD8hK4cW2c737z84AUIPUmVhZCBhIHNlc3Npb24uEtMBCgxXYXRjaFNlc3Npb24SLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLldhdGNoU2Vzc2lvblJlcXVlc3QaLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLldhdGNoU2Vzc2lvblJlc3BvbnNlImCQAgGKtRhZCAESDXNlc3Npb25zOnJlYWQaGQiA3dsBEDIZexSuR+F6hD8hK4cW2c737z84AUIpU3RyZWFtIGEgc2Vzc2lvbidzIHRyYW5zaXRpb25zIGFuZCBzdGVwcy4wARLJAQoMTGlzdFNlc3Npb25zEi4ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZSJYkAIBirUYUQgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQiNMaXN0IHNlc3Npb25zLCBvcHRpb25hbGx5IGJ5IHN0YXRlLhK7AQoNQ2FuY2VsU2Vzc2lvbhIvLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQ2FuY2VsU2Vzc2lvblJlcXVlc3QaMC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkNhbmNlbFNlc3Npb25SZXNwb25zZSJHkAICirUYQAgCEg5zZXNzaW9uczp3cml0ZRoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIRQ2FuY2VsIGEgc2Vzc2lvbi4S3wEKD1Jlc29sdmVBcHByb3ZhbBIxLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBoyLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2UiZZACAoq1GF4IAhIPYXBwcm92YWxzOndyaXRlGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQi5BcHByb3ZlIG9yIGRlbnkgdGhlIGFjdGlvbiBhIHNlc3Npb24gd2FpdHMgb24uErgBCghHZXRUcmFjZRIqLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0VHJhY2VSZXF1ZXN0GisubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRUcmFjZVJlc3BvbnNlIlOQAgGKtRhMCAESDXNlc3Npb25zOnJlYWQaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCHlJlYWQgYSBzZXNzaW9uJ3Mgc3RlcCByZWNvcmRzLhK7AQoLR2V0T3ZlcnZpZXcSLS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldE92ZXJ2aWV3UmVxdWVzdBouLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0T3ZlcnZpZXdSZXNwb25zZSJNkAIBirUYRggBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQhhDb3VudCBzZXNzaW9ucyBieSBzdGF0ZS4S3wEKDUxpc3RUb29sU3RhdHMSLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkxpc3RUb29sU3RhdHNSZXF1ZXN0GjAubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5MaXN0VG9vbFN0YXRzUmVzcG9uc2Uia5ACAYq1GGQIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUI2UmVwb3J0IGVhY2ggdG9vbCdzIGJyZWFrZXIsIGxhdGVuY3kgYW5kIGNhbGwgb3V0Y29tZXMuEtMBCg1MaXN0QXBwcm92YWxzEi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5MaXN0QXBwcm92YWxzUmVxdWVzdBowLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdEFwcHJvdmFsc1Jlc3BvbnNlIl+QAgGKtRhYCAESDXNlc3Npb25zOnJlYWQaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCKkxpc3QgdGhlIHNlc3Npb25zIHdhaXRpbmcgZm9yIGFuIGFwcHJvdmFsLhLzAQoQR2V0U2Vzc2lvbkRldGFpbBIyLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0U2Vzc2lvbkRldGFpbFJlcXVlc3QaMy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFNlc3Npb25EZXRhaWxSZXNwb25zZSJ2kAIBirUYbwgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQkFSZWFkIGEgc2Vzc2lvbiB3aXRoIGl0cyBidWRnZXQsIHRyYW5zaXRpb25zLCBzdGVwcyBhbmQgbG9nIGxpbmVzLhphkrUYXQoMb3JjaGVzdHJhdG9yEjFsb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLk9yY2hlc3RyYXRvckVycm9yUmVhc29uGhpvcmNoZXN0cmF0b3IubG9vcGd1YXJkLmRldmIGcHJvdG8z", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_loopguard_tool_v1_options]);
 
 /**
  * Limits of one session; 0 means the orchestrator's default.
@@ -667,6 +667,388 @@ export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*
   messageDesc(file_loopguard_orchestrator_v1_orchestrator, 19);
 
 /**
+ * @generated from message loopguard.orchestrator.v1.GetOverviewRequest
+ */
+export type GetOverviewRequest = Message<"loopguard.orchestrator.v1.GetOverviewRequest"> & {
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.GetOverviewRequest.
+ * Use `create(GetOverviewRequestSchema)` to create a new message.
+ */
+export const GetOverviewRequestSchema: GenMessage<GetOverviewRequest> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 20);
+
+/**
+ * @generated from message loopguard.orchestrator.v1.GetOverviewResponse
+ */
+export type GetOverviewResponse = Message<"loopguard.orchestrator.v1.GetOverviewResponse"> & {
+  /**
+   * Sessions per state, keyed by the state's name without its prefix (e.g. "AWAITING_APPROVAL").
+   *
+   * @generated from field: map<string, uint32> counts = 1;
+   */
+  counts: { [key: string]: number };
+
+  /**
+   * @generated from field: uint32 total = 2;
+   */
+  total: number;
+
+  /**
+   * @generated from field: uint32 approvals_waiting = 3;
+   */
+  approvalsWaiting: number;
+
+  /**
+   * Sessions this orchestrator instance is driving right now.
+   *
+   * @generated from field: uint32 active_here = 4;
+   */
+  activeHere: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 5;
+   */
+  at?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.GetOverviewResponse.
+ * Use `create(GetOverviewResponseSchema)` to create a new message.
+ */
+export const GetOverviewResponseSchema: GenMessage<GetOverviewResponse> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 21);
+
+/**
+ * @generated from message loopguard.orchestrator.v1.ListToolStatsRequest
+ */
+export type ListToolStatsRequest = Message<"loopguard.orchestrator.v1.ListToolStatsRequest"> & {
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.ListToolStatsRequest.
+ * Use `create(ListToolStatsRequestSchema)` to create a new message.
+ */
+export const ListToolStatsRequestSchema: GenMessage<ListToolStatsRequest> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 22);
+
+/**
+ * One tool since this orchestrator process started.
+ *
+ * @generated from message loopguard.orchestrator.v1.ToolStats
+ */
+export type ToolStats = Message<"loopguard.orchestrator.v1.ToolStats"> & {
+  /**
+   * The tool's name, e.g. "kb-search".
+   *
+   * @generated from field: string tool = 1;
+   */
+  tool: string;
+
+  /**
+   * Its contract, e.g. "loopguard.kb.v1.KbSearchService".
+   *
+   * @generated from field: string service = 2;
+   */
+  service: string;
+
+  /**
+   * "closed", "open" or "half-open".
+   *
+   * @generated from field: string breaker = 3;
+   */
+  breaker: string;
+
+  /**
+   * @generated from field: uint32 calls = 4;
+   */
+  calls: number;
+
+  /**
+   * Unset until the tool has been called.
+   *
+   * @generated from field: optional double p50_ms = 5;
+   */
+  p50Ms?: number | undefined;
+
+  /**
+   * @generated from field: optional double p95_ms = 6;
+   */
+  p95Ms?: number | undefined;
+
+  /**
+   * Share of calls the tool did not answer live (errors, fallbacks, rejections).
+   *
+   * @generated from field: double error_rate = 7;
+   */
+  errorRate: number;
+
+  /**
+   * @generated from field: uint32 fallbacks_served = 8;
+   */
+  fallbacksServed: number;
+
+  /**
+   * Calls by outcome, e.g. "ok", "fallback_cache".
+   *
+   * @generated from field: map<string, uint32> outcomes = 9;
+   */
+  outcomes: { [key: string]: number };
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.ToolStats.
+ * Use `create(ToolStatsSchema)` to create a new message.
+ */
+export const ToolStatsSchema: GenMessage<ToolStats> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 23);
+
+/**
+ * @generated from message loopguard.orchestrator.v1.ListToolStatsResponse
+ */
+export type ListToolStatsResponse = Message<"loopguard.orchestrator.v1.ListToolStatsResponse"> & {
+  /**
+   * @generated from field: repeated loopguard.orchestrator.v1.ToolStats tools = 1;
+   */
+  tools: ToolStats[];
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.ListToolStatsResponse.
+ * Use `create(ListToolStatsResponseSchema)` to create a new message.
+ */
+export const ListToolStatsResponseSchema: GenMessage<ListToolStatsResponse> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 24);
+
+/**
+ * @generated from message loopguard.orchestrator.v1.ListApprovalsRequest
+ */
+export type ListApprovalsRequest = Message<"loopguard.orchestrator.v1.ListApprovalsRequest"> & {
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.ListApprovalsRequest.
+ * Use `create(ListApprovalsRequestSchema)` to create a new message.
+ */
+export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 25);
+
+/**
+ * @generated from message loopguard.orchestrator.v1.ListApprovalsResponse
+ */
+export type ListApprovalsResponse = Message<"loopguard.orchestrator.v1.ListApprovalsResponse"> & {
+  /**
+   * Sessions without their task (as ListSessions), each with its pending_approval.
+   *
+   * @generated from field: repeated loopguard.orchestrator.v1.Session approvals = 1;
+   */
+  approvals: Session[];
+
+  /**
+   * More sessions wait than one answer holds.
+   *
+   * @generated from field: bool more = 2;
+   */
+  more: boolean;
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.ListApprovalsResponse.
+ * Use `create(ListApprovalsResponseSchema)` to create a new message.
+ */
+export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 26);
+
+/**
+ * @generated from message loopguard.orchestrator.v1.GetSessionDetailRequest
+ */
+export type GetSessionDetailRequest = Message<"loopguard.orchestrator.v1.GetSessionDetailRequest"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.GetSessionDetailRequest.
+ * Use `create(GetSessionDetailRequestSchema)` to create a new message.
+ */
+export const GetSessionDetailRequestSchema: GenMessage<GetSessionDetailRequest> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 27);
+
+/**
+ * One limit of a session's budget against its use.
+ *
+ * @generated from message loopguard.orchestrator.v1.BudgetRow
+ */
+export type BudgetRow = Message<"loopguard.orchestrator.v1.BudgetRow"> & {
+  /**
+   * "steps", "tool_calls", "tokens", "cost_micros" or "wall_clock_ms".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: double used = 2;
+   */
+  used: number;
+
+  /**
+   * @generated from field: double limit = 3;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: double left = 4;
+   */
+  left: number;
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.BudgetRow.
+ * Use `create(BudgetRowSchema)` to create a new message.
+ */
+export const BudgetRowSchema: GenMessage<BudgetRow> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 28);
+
+/**
+ * One row of the session's audit trail.
+ *
+ * @generated from message loopguard.orchestrator.v1.AuditTransition
+ */
+export type AuditTransition = Message<"loopguard.orchestrator.v1.AuditTransition"> & {
+  /**
+   * The session version this transition produced (1 for the first).
+   *
+   * @generated from field: uint32 version = 1;
+   */
+  version: number;
+
+  /**
+   * State names without their prefix, e.g. "THINKING".
+   *
+   * @generated from field: string from = 2;
+   */
+  from: string;
+
+  /**
+   * @generated from field: string to = 3;
+   */
+  to: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 4;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * @generated from field: optional string reason = 5;
+   */
+  reason?: string | undefined;
+
+  /**
+   * Set on the moves of a tool call: the tool, its outcome, its arguments' hash and timeout.
+   *
+   * @generated from field: optional string tool = 6;
+   */
+  tool?: string | undefined;
+
+  /**
+   * @generated from field: optional string outcome = 7;
+   */
+  outcome?: string | undefined;
+
+  /**
+   * @generated from field: optional string args_hash = 8;
+   */
+  argsHash?: string | undefined;
+
+  /**
+   * @generated from field: optional uint32 expected_timeout_ms = 9;
+   */
+  expectedTimeoutMs?: number | undefined;
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.AuditTransition.
+ * Use `create(AuditTransitionSchema)` to create a new message.
+ */
+export const AuditTransitionSchema: GenMessage<AuditTransition> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 29);
+
+/**
+ * @generated from message loopguard.orchestrator.v1.StepRecord
+ */
+export type StepRecord = Message<"loopguard.orchestrator.v1.StepRecord"> & {
+  /**
+   * @generated from field: uint32 step = 1;
+   */
+  step: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 2;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * The step's JSONL record (redacted).
+   *
+   * @generated from field: google.protobuf.Struct record = 3;
+   */
+  record?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.StepRecord.
+ * Use `create(StepRecordSchema)` to create a new message.
+ */
+export const StepRecordSchema: GenMessage<StepRecord> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 30);
+
+/**
+ * @generated from message loopguard.orchestrator.v1.GetSessionDetailResponse
+ */
+export type GetSessionDetailResponse = Message<"loopguard.orchestrator.v1.GetSessionDetailResponse"> & {
+  /**
+   * With its task.
+   *
+   * @generated from field: loopguard.orchestrator.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+
+  /**
+   * @generated from field: repeated loopguard.orchestrator.v1.BudgetRow budget = 2;
+   */
+  budget: BudgetRow[];
+
+  /**
+   * @generated from field: repeated loopguard.orchestrator.v1.AuditTransition transitions = 3;
+   */
+  transitions: AuditTransition[];
+
+  /**
+   * @generated from field: repeated loopguard.orchestrator.v1.StepRecord steps = 4;
+   */
+  steps: StepRecord[];
+
+  /**
+   * This instance's latest log lines of the session (JSON objects), oldest first.
+   *
+   * @generated from field: repeated google.protobuf.Struct logs = 5;
+   */
+  logs: JsonObject[];
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.GetSessionDetailResponse.
+ * Use `create(GetSessionDetailResponseSchema)` to create a new message.
+ */
+export const GetSessionDetailResponseSchema: GenMessage<GetSessionDetailResponse> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 31);
+
+/**
  * Closed set of orchestrator error reasons (google.rpc.ErrorInfo.reason is the value name
  * without the enum prefix).
  *
@@ -887,6 +1269,47 @@ export const OrchestratorService: GenService<{
     methodKind: "unary";
     input: typeof GetTraceRequestSchema;
     output: typeof GetTraceResponseSchema;
+  },
+  /**
+   * The dashboard's header: sessions counted by state.
+   *
+   * @generated from rpc loopguard.orchestrator.v1.OrchestratorService.GetOverview
+   */
+  getOverview: {
+    methodKind: "unary";
+    input: typeof GetOverviewRequestSchema;
+    output: typeof GetOverviewResponseSchema;
+  },
+  /**
+   * The tools the orchestrator calls, as this process has seen them: breaker, latency, outcomes.
+   *
+   * @generated from rpc loopguard.orchestrator.v1.OrchestratorService.ListToolStats
+   */
+  listToolStats: {
+    methodKind: "unary";
+    input: typeof ListToolStatsRequestSchema;
+    output: typeof ListToolStatsResponseSchema;
+  },
+  /**
+   * The approval queue: sessions waiting in AWAITING_APPROVAL, oldest first.
+   *
+   * @generated from rpc loopguard.orchestrator.v1.OrchestratorService.ListApprovals
+   */
+  listApprovals: {
+    methodKind: "unary";
+    input: typeof ListApprovalsRequestSchema;
+    output: typeof ListApprovalsResponseSchema;
+  },
+  /**
+   * A session with everything the dashboard's session panel shows: budget rows, transitions,
+   * step records and this process's recent log lines of it.
+   *
+   * @generated from rpc loopguard.orchestrator.v1.OrchestratorService.GetSessionDetail
+   */
+  getSessionDetail: {
+    methodKind: "unary";
+    input: typeof GetSessionDetailRequestSchema;
+    output: typeof GetSessionDetailResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_loopguard_orchestrator_v1_orchestrator, 0);

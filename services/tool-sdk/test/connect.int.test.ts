@@ -1,0 +1,90 @@
+// The Connect routes on the HTTP port (serveTool's `connect` option) through a real Connect
+// client over HTTP/1.1: the same chain as gRPC answers them — auth and scope, validation, error
+// details, deadline, metrics.
+import { BadRequestSchema, ErrorInfoSchema } from "@loopguard/proto/gen/google/rpc/error_details_pb";
+import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { afterEach, describe, expect, it } from "vitest";
+import type { ToolHandlers } from "../src/serve.js";
+import { metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
+
+const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
+const handlers: ToolHandlers<typeof KbSearchService> = {
+  search: async (req, ctx) => {
+    if (req.query === "slow") await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+    return { hits: [hit].slice(0, req.limit) };
+  },
+};
+
+let tool: TestTool<typeof KbSearchService> | undefined;
+afterEach(async () => {
+  await tool?.close();
+  tool = undefined;
+});
+
+async function connectClient(scopes: string[] | undefined, useBinaryFormat = false) {
+  tool = await startTestTool({ service: KbSearchService, handlers }, { connect: true });
+  const token = scopes && (await testToken({ subject: "test", scopes, audience: "kb-search" }));
+  const transport = createConnectTransport({
+    baseUrl: `http://127.0.0.1:${tool.server.metricsPort}`,
+    httpVersion: "1.1",
+    useBinaryFormat,
+    interceptors: token ? [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] : [],
+  });
+  return createClient(KbSearchService, transport);
+}
+
+/** The error a call that must fail ends with. */
+const refusal = (call: Promise<unknown>): Promise<ConnectError> =>
+  call.then(
+    () => Promise.reject(new Error("the call was answered")),
+    (error: unknown) => ConnectError.from(error),
+  );
+
+describe("Connect on the HTTP port", () => {
+  it("answers a call in JSON and in binary, counted in the same RPC metrics as gRPC calls", async () => {
+    for (const binary of [false, true]) {
+      const client = await connectClient(["kb:read"], binary);
+      expect((await client.search({ query: "refund", limit: 3 })).hits.map((h) => h.docId)).toEqual(["refund-policy"]);
+      const page = await (await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/metrics`)).text();
+      expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "OK" })).toBe(1);
+      await tool!.close();
+      tool = undefined;
+    }
+  });
+
+  it("refuses a call without a token as unauthenticated, with the contract's ErrorInfo", async () => {
+    const client = await connectClient(undefined);
+    const error = await refusal(client.search({ query: "refund", limit: 3 }));
+    expect(error.code).toBe(Code.Unauthenticated);
+    expect(error.findDetails(ErrorInfoSchema)[0]).toMatchObject({ reason: "CREDENTIALS_INVALID", domain: "kb.loopguard.dev" });
+  });
+
+  it("refuses a token without the method's scope as permission denied", async () => {
+    const client = await connectClient(["billing:refund"]);
+    const error = await refusal(client.search({ query: "refund", limit: 3 }));
+    expect(error.code).toBe(Code.PermissionDenied);
+    expect(error.rawMessage).toContain('"kb:read"');
+  });
+
+  it("refuses an invalid request with the contract's field violations", async () => {
+    const client = await connectClient(["kb:read"]);
+    const error = await refusal(client.search({ query: "", limit: 11 }));
+    expect(error.code).toBe(Code.InvalidArgument);
+    expect(error.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field).sort()).toEqual(["limit", "query"]);
+  });
+
+  it("ends a call at the caller's timeout with deadline exceeded", async () => {
+    const client = await connectClient(["kb:read"]);
+    const error = await refusal(client.search({ query: "slow", limit: 1 }, { timeoutMs: 200 }));
+    expect(error.code).toBe(Code.DeadlineExceeded);
+  });
+
+  it("leaves other paths of the HTTP port alone", async () => {
+    await connectClient(["kb:read"]);
+    const base = `http://127.0.0.1:${tool!.server.metricsPort}`;
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    expect((await fetch(`${base}/loopguard.tool.v1.ToolAdminService/GetFaults`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(404);
+  });
+});

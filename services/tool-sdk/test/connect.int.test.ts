@@ -30,7 +30,14 @@ async function connectClient(scopes: string[] | undefined, useBinaryFormat = fal
     baseUrl: `http://127.0.0.1:${tool.server.metricsPort}`,
     httpVersion: "1.1",
     useBinaryFormat,
-    interceptors: token ? [(next) => (req) => (req.header.set("authorization", `Bearer ${token}`), next(req))] : [],
+    interceptors: token
+      ? [
+          (next) => (req) => {
+            req.header.set("authorization", `Bearer ${token}`);
+            return next(req);
+          },
+        ]
+      : [],
   });
   return createClient(KbSearchService, transport);
 }

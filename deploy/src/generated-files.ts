@@ -18,11 +18,7 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
   const services = readServices(repoRoot);
   const rules = sloRules(repoRoot, contracts, services);
   return {
-    files: new Map([
-      ...renderPrometheusFiles(services, rules),
-      ...renderK8sFiles(services, { rules, methods: serviceSlos(repoRoot, contracts, services) }),
-      ...renderLocalToolAddresses(services),
-    ]),
+    files: new Map([...renderPrometheusFiles(services, rules), ...renderK8sFiles(services, { rules, methods: serviceSlos(repoRoot, contracts, services) }), ...renderLocalToolAddresses(services)]),
     ownedDirs: [BASE_SERVICES_DIR, dirname(LOCAL_ADDRESSES_FILE), ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
   };
 }

@@ -75,10 +75,14 @@ function componentsOf(kustomizationFile: string): string[] {
 export function renderAll(repoRoot: string): Rendering[] {
   const overlaysDir = join(repoRoot, OVERLAYS_DIR);
   const componentsDir = join(repoRoot, COMPONENTS_DIR);
-  const overlays = readdirSync(overlaysDir).filter((name) => existsSync(join(overlaysDir, name, "kustomization.yaml"))).sort();
+  const overlays = readdirSync(overlaysDir)
+    .filter((name) => existsSync(join(overlaysDir, name, "kustomization.yaml")))
+    .sort();
   const used = new Set(overlays.flatMap((name) => componentsOf(join(overlaysDir, name, "kustomization.yaml"))));
   const renderings = overlays.map((name) => kustomize(join(overlaysDir, name), `overlays/${name}`));
-  const optional = readdirSync(componentsDir).filter((name) => !used.has(join(componentsDir, name))).sort();
+  const optional = readdirSync(componentsDir)
+    .filter((name) => !used.has(join(componentsDir, name)))
+    .sort();
   const releases = optional.filter((name) => (RELEASE_COMPONENTS as readonly string[]).includes(name));
   const others = optional.filter((name) => !releases.includes(name));
   const combinations = [...optional.map((name) => [name]), ...(others.length > 0 ? releases.map((release) => [release, ...others]) : [])];

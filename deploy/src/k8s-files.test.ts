@@ -46,12 +46,7 @@ describe("renderK8sFiles", () => {
   const files = renderK8sFiles([geo, kb, orchestrator], { rules: { groups: [] }, methods: [] });
 
   it("gives a new tool its base objects and lists them in the base", () => {
-    expect(documents(files, join(BASE_SERVICES_DIR, "geo.yaml")).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
-      "ServiceAccount/geo",
-      "Service/geo",
-      "Deployment/geo",
-      "NetworkPolicy/geo",
-    ]);
+    expect(documents(files, join(BASE_SERVICES_DIR, "geo.yaml")).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(["ServiceAccount/geo", "Service/geo", "Deployment/geo", "NetworkPolicy/geo"]);
     expect(documents(files, join(BASE_SERVICES_DIR, "kustomization.yaml"))[0]!.resources).toEqual(["geo.yaml", "kb-search.yaml", "orchestrator.yaml"]);
   });
 

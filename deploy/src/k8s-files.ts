@@ -4,17 +4,7 @@
 // tests and CI check the committed copies are current.
 import { join } from "node:path";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import {
-  horizontalPodAutoscaler,
-  podSelector,
-  podDisruptionBudget,
-  postgresEgress,
-  postgresStore,
-  prometheusRule,
-  serviceMonitor,
-  serviceObjects,
-  sqliteVolume,
-} from "./k8s-objects.js";
+import { horizontalPodAutoscaler, podSelector, podDisruptionBudget, postgresEgress, postgresStore, prometheusRule, serviceMonitor, serviceObjects, sqliteVolume } from "./k8s-objects.js";
 import { drillRunnerRole, shippedPodKills } from "./drills/pod-chaos.js";
 import {
   activeServicePatch,

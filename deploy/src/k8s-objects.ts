@@ -101,11 +101,7 @@ function volumes(spec: ServiceSpec): { volumes: Volume[]; mounts: VolumeMount[] 
       { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
       ...secrets.map((file) => ({ name: file.secret, secret: { secretName: file.secret, items: [{ key: file.key, path: file.key }], defaultMode: 0o440 } })),
     ],
-    mounts: [
-      { name: "data", mountPath: DATA_DIR },
-      { name: "tmp", mountPath: "/tmp" },
-      ...secrets.map((file) => ({ name: file.secret, mountPath: file.dir, readOnly: true })),
-    ],
+    mounts: [{ name: "data", mountPath: DATA_DIR }, { name: "tmp", mountPath: "/tmp" }, ...secrets.map((file) => ({ name: file.secret, mountPath: file.dir, readOnly: true }))],
   };
 }
 
@@ -200,9 +196,7 @@ export function deployment(spec: ServiceSpec, tools: readonly ServiceSpec[]): De
           topologySpreadConstraints: [spread("topology.kubernetes.io/zone"), spread("kubernetes.io/hostname")],
           affinity: {
             podAntiAffinity: {
-              preferredDuringSchedulingIgnoredDuringExecution: [
-                { weight: 100, podAffinityTerm: { topologyKey: "kubernetes.io/hostname", labelSelector: { matchLabels: podSelector(spec) } } },
-              ],
+              preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, podAffinityTerm: { topologyKey: "kubernetes.io/hostname", labelSelector: { matchLabels: podSelector(spec) } } }],
             },
           },
           containers: [container(spec, tools, mounts)],
@@ -237,9 +231,7 @@ function networkPolicy(spec: ServiceSpec, services: readonly ServiceSpec[]): Net
         { from: grpcFrom, ports: [{ protocol: "TCP", port: spec.port }] },
         { from: httpFrom, ports: [{ protocol: "TCP", port: spec.metricsPort }] },
       ],
-      ...(spec.kind === "orchestrator"
-        ? { egress: tools.map((t) => ({ to: [{ podSelector: { matchLabels: podSelector(t) } }], ports: [{ protocol: "TCP", port: t.port }] })) }
-        : {}),
+      ...(spec.kind === "orchestrator" ? { egress: tools.map((t) => ({ to: [{ podSelector: { matchLabels: podSelector(t) } }], ports: [{ protocol: "TCP", port: t.port }] })) } : {}),
     },
   };
 }
@@ -351,12 +343,16 @@ export const POSTGRES_CLIENT_LABEL = "loopguard/postgres-client";
 
 /** PostgreSQL for a stateful service: the DSN comes from the Secret loopguard-<service>-store, key `dsn`. */
 export function postgresStore(spec: ServiceSpec): object {
-  return deploymentPatch(spec, {}, {
-    labels: { [POSTGRES_CLIENT_LABEL]: "true" },
-    spec: {
-      containers: [{ name: spec.name, env: [{ name: `${spec.envPrefix}_STORE`, valueFrom: { secretKeyRef: { name: storeSecret(spec), key: "dsn" } } }] }],
+  return deploymentPatch(
+    spec,
+    {},
+    {
+      labels: { [POSTGRES_CLIENT_LABEL]: "true" },
+      spec: {
+        containers: [{ name: spec.name, env: [{ name: `${spec.envPrefix}_STORE`, valueFrom: { secretKeyRef: { name: storeSecret(spec), key: "dsn" } } }] }],
+      },
     },
-  });
+  );
 }
 
 /** Stateful services may open connections to PostgreSQL (in the cluster or a managed database outside it). */

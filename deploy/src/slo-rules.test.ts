@@ -10,7 +10,12 @@ import { parseYamlDocuments, toYaml } from "./yaml.js";
 const services = [KbSearchService, BillingService, RiskService, OrchestratorService];
 
 function alerts(file = sloRuleGroups(services)): Map<string, Rule> {
-  return new Map(file.groups.flatMap((g) => g.rules).filter((r) => "alert" in r).map((r) => [String(r.alert), r]));
+  return new Map(
+    file.groups
+      .flatMap((g) => g.rules)
+      .filter((r) => "alert" in r)
+      .map((r) => [String(r.alert), r]),
+  );
 }
 
 describe("sloRuleGroups", () => {
@@ -45,12 +50,7 @@ describe("sloRuleGroups", () => {
 
   it("gives every tool a Down alert on its scrape job", () => {
     expect(alerts().get("RiskDown")).toMatchObject({ expr: 'up{job="risk"} == 0', for: "1m", labels: { severity: "critical", tool: "risk" } });
-    expect(sloRuleGroups(services).groups.map((g) => g.name)).toEqual([
-      "loopguard-slo-kb-search",
-      "loopguard-slo-billing",
-      "loopguard-slo-risk",
-      "loopguard-slo-orchestrator",
-    ]);
+    expect(sloRuleGroups(services).groups.map((g) => g.name)).toEqual(["loopguard-slo-kb-search", "loopguard-slo-billing", "loopguard-slo-risk", "loopguard-slo-orchestrator"]);
   });
 
   it("counts only server-fault codes against the error budget", () => {
@@ -96,9 +96,7 @@ describe("parseSloOverrides", () => {
 
 describe("toYaml", () => {
   it("quotes what a YAML 1.1 reader (Prometheus, Kubernetes) would read as something other than the string", () => {
-    expect(toYaml({ a: "kb-search", b: "5m", c: "yes", d: "on", e: "12:30", f: "10001", g: 0.005, h: [] })).toBe(
-      'a: kb-search\nb: 5m\nc: "yes"\nd: "on"\ne: "12:30"\nf: "10001"\ng: 0.005\nh: []\n',
-    );
+    expect(toYaml({ a: "kb-search", b: "5m", c: "yes", d: "on", e: "12:30", f: "10001", g: 0.005, h: [] })).toBe('a: kb-search\nb: 5m\nc: "yes"\nd: "on"\ne: "12:30"\nf: "10001"\ng: 0.005\nh: []\n');
   });
 
   it("writes the header as comments and multi-line strings as literal blocks that read back unchanged", () => {

@@ -212,11 +212,7 @@ export function sloRuleGroups(services: readonly DescService[], overrides: SloOv
       const unary = unaryMethods(service);
       return {
         name: `loopguard-slo-${tool}`,
-        rules: [
-          ...(unary.length > 0 ? recordingRules(tool, service, unary) : []),
-          ...slos.filter((slo) => slo.method.parent === service).flatMap(methodAlerts),
-          downAlert(tool),
-        ],
+        rules: [...(unary.length > 0 ? recordingRules(tool, service, unary) : []), ...slos.filter((slo) => slo.method.parent === service).flatMap(methodAlerts), downAlert(tool)],
       };
     }),
   };

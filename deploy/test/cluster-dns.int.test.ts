@@ -17,10 +17,12 @@ const file = () => join(dir, "records.json");
 
 function freeUdpPort(): Promise<number> {
   const socket = createSocket("udp4");
-  return new Promise((resolve) => socket.bind(0, "127.0.0.1", () => {
-    const { port } = socket.address();
-    socket.close(() => resolve(port));
-  }));
+  return new Promise((resolve) =>
+    socket.bind(0, "127.0.0.1", () => {
+      const { port } = socket.address();
+      socket.close(() => resolve(port));
+    }),
+  );
 }
 
 beforeAll(async () => {

@@ -17,10 +17,12 @@ const { dataDir, run, state } = suiteProcesses("loopguard-containers-");
 const containers = (...args: string[]) => run(join(root, "deploy", "dist", "containers", "main.js"), args);
 const cli = (...args: string[]) => run(join(root, "services", "orchestrator", "dist", "cli", "loopguard.js"), args, 60_000);
 
-const podsOf = (service: string) => state().pods.filter((p) => p.service === service).sort((a, b) => a.index - b.index);
+const podsOf = (service: string) =>
+  state()
+    .pods.filter((p) => p.service === service)
+    .sort((a, b) => a.index - b.index);
 /** A token signed with the local operator key (as the CLI's), for one service. */
-const token = (audience: string, scopes: string[]) =>
-  mintToken(operatorSigningKey({ LOOPGUARD_DATA_DIR: dataDir }), { subject: "containers-test", audience, scopes });
+const token = (audience: string, scopes: string[]) => mintToken(operatorSigningKey({ LOOPGUARD_DATA_DIR: dataDir }), { subject: "containers-test", audience, scopes });
 
 async function orchestratorApi() {
   return createRawClient(OrchestratorService, "127.0.0.1:50051", { token: await token("orchestrator", ["sessions:read", "sessions:write", "grant:kb:read"]) });
@@ -159,7 +161,9 @@ describe("pnpm containers", () => {
         await sleep(1000);
       }
       const percent = (shares: number[]) => shares.map((s) => `${(s * 100).toFixed(0)}%`).join(" / ");
-      console.info(`[containers scale-out] ${spread ? `every replica ≥ 20% over the 10 s window ending ${(spread.afterMs / 1000).toFixed(1)} s after the new replicas were SERVING; shares ${percent(spread.shares)}` : "no spread within 60 s"}`);
+      console.info(
+        `[containers scale-out] ${spread ? `every replica ≥ 20% over the 10 s window ending ${(spread.afterMs / 1000).toFixed(1)} s after the new replicas were SERVING; shares ${percent(spread.shares)}` : "no spread within 60 s"}`,
+      );
       expect(spread).toBeDefined();
       const from = await Promise.all(replicas.map((p) => searchesServed(p.address)));
       await sleep(10_000);

@@ -59,10 +59,24 @@ describe("pnpm drill --k8s --dry-run", () => {
   });
 
   it("the schema refuses what Chaos Mesh would not read", () => {
-    const valid = { apiVersion: "chaos-mesh.org/v1alpha1", kind: "PodChaos", metadata: { name: "x", namespace: "loopguard" }, spec: { action: "pod-kill", mode: "all", selector: { namespaces: ["loopguard"], labelSelectors: { app: "x" } } } };
+    const valid = {
+      apiVersion: "chaos-mesh.org/v1alpha1",
+      kind: "PodChaos",
+      metadata: { name: "x", namespace: "loopguard" },
+      spec: { action: "pod-kill", mode: "all", selector: { namespaces: ["loopguard"], labelSelectors: { app: "x" } } },
+    };
     const errors = validateRenderings([
-      { name: "bad", objects: [{ ...valid, spec: { ...valid.spec, mode: "most" } }, { ...valid, spec: { ...valid.spec, gracePeriod: 0, graceperiod: 1 } }] },
+      {
+        name: "bad",
+        objects: [
+          { ...valid, spec: { ...valid.spec, mode: "most" } },
+          { ...valid, spec: { ...valid.spec, gracePeriod: 0, graceperiod: 1 } },
+        ],
+      },
     ]);
-    expect(errors.map((e) => e.message)).toEqual([expect.stringContaining("/spec/mode must be equal to one of the allowed values"), expect.stringContaining("/spec must NOT have additional properties (graceperiod)")]);
+    expect(errors.map((e) => e.message)).toEqual([
+      expect.stringContaining("/spec/mode must be equal to one of the allowed values"),
+      expect.stringContaining("/spec must NOT have additional properties (graceperiod)"),
+    ]);
   });
 });

@@ -118,7 +118,10 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
       expect(hpa[0]!.spec!.maxReplicas, name).toBeGreaterThan(hpa[0]!.spec!.minReplicas!);
       for (const workload of own) {
         const pod = podSpec(workload);
-        expect(pod.topologySpreadConstraints?.map((c) => c.topologyKey), name).toEqual(expect.arrayContaining(["kubernetes.io/hostname", "topology.kubernetes.io/zone"]));
+        expect(
+          pod.topologySpreadConstraints?.map((c) => c.topologyKey),
+          name,
+        ).toEqual(expect.arrayContaining(["kubernetes.io/hostname", "topology.kubernetes.io/zone"]));
         expect(pod.affinity?.podAntiAffinity, name).toBeDefined();
         if (workload.object !== active.object) expect(workload.object.spec.replicas, `${name}: idle ${workload.object.metadata.name}`).toBe(0);
       }
@@ -135,7 +138,10 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
       const service = toolService(objects, tool.name);
       expect(service.spec!.clusterIP, name).toBe("None");
       expect(selects(service.spec!.selector, labelsOf(activeWorkload(objects, tool.name))), name).toBe(true);
-      expect(service.spec!.ports!.map((p) => p.port), name).toContain(tool.port);
+      expect(
+        service.spec!.ports!.map((p) => p.port),
+        name,
+      ).toContain(tool.port);
       for (const workload of workloadsOf(objects, tool.name)) {
         const pdb = ofKind<PodDisruptionBudget>(objects, "policy/v1", "PodDisruptionBudget").filter((p) => selects(p.spec!.selector, labelsOf(workload)));
         expect(pdb, `${name}: ${workload.object.metadata.name}`).toHaveLength(1);
@@ -183,7 +189,10 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
         monitors.filter((m) => selects(m.spec.selector, service.metadata.labels)).map((monitor) => ({ service, monitor })),
       );
       const ofTool = scraped.filter(({ service }) => workloadsOf(objects, tool.name).some((w) => selects(service.spec!.selector, labelsOf(w))));
-      expect(ofTool.map(({ service }) => service.metadata.name), `${name}: one scraped Service of ${tool.name}`).toHaveLength(1);
+      expect(
+        ofTool.map(({ service }) => service.metadata.name),
+        `${name}: one scraped Service of ${tool.name}`,
+      ).toHaveLength(1);
       const { service, monitor } = ofTool[0]!;
       for (const workload of workloadsOf(objects, tool.name)) expect(selects(service.spec!.selector, labelsOf(workload)), `${name}: ${workload.object.metadata.name} scraped`).toBe(true);
       const job = monitor.spec.jobLabel ? service.metadata.labels?.[monitor.spec.jobLabel] : service.metadata.name;
@@ -222,7 +231,10 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod release paths: tool 
       expect(blueGreen.activeService, name).toBe(tool.name);
       const preview = toolService(objects, blueGreen.previewService!);
       expect(preview.spec!.clusterIP, name).toBe("None");
-      expect(preview.spec!.ports!.map((p) => p.port), name).toContain(tool.port);
+      expect(
+        preview.spec!.ports!.map((p) => p.port),
+        name,
+      ).toContain(tool.port);
       expect(blueGreen.scaleDownDelaySeconds, name).toBeGreaterThan(30);
       expect(blueGreen.autoPromotionEnabled === false || blueGreen.prePromotionAnalysis !== undefined, name).toBe(true);
       for (const analysis of [blueGreen.prePromotionAnalysis!, blueGreen.postPromotionAnalysis!]) {
@@ -318,7 +330,10 @@ describe("every rendering", () => {
   it("mounts the token signing key into the orchestrator only, and every service's secret files where it reads them", () => {
     for (const { name, objects } of renderings) {
       const signing = workloads(objects).filter((w) => podSpec(w).volumes?.some((v) => v.secret?.secretName === "loopguard-signing-key"));
-      expect(signing.map((w) => w.object.metadata.name), name).toEqual(["orchestrator"]);
+      expect(
+        signing.map((w) => w.object.metadata.name),
+        name,
+      ).toEqual(["orchestrator"]);
       for (const spec of services) {
         for (const workload of workloadsOf(objects, spec.name)) {
           const container = mainContainer(workload);
@@ -328,7 +343,10 @@ describe("every rendering", () => {
           expect(signingKey !== undefined, `${where} LOOPGUARD_SIGNING_KEY_FILE`).toBe(spec.kind === "orchestrator");
           for (const variable of Object.keys(spec.secretFiles)) {
             const path = envValue(container, variable)!;
-            expect(container.volumeMounts?.some((m) => path.startsWith(`${m.mountPath}/`) && m.readOnly), `${where} ${variable}`).toBe(true);
+            expect(
+              container.volumeMounts?.some((m) => path.startsWith(`${m.mountPath}/`) && m.readOnly),
+              `${where} ${variable}`,
+            ).toBe(true);
           }
         }
       }
@@ -344,7 +362,10 @@ describe("every rendering", () => {
           const store = mainContainer(workload).env?.find((e) => e.name === `${spec.envPrefix}_STORE`);
           if (store?.valueFrom !== undefined) continue;
           const where = `${name}: ${workload.object.metadata.name} on ${store?.value ?? "the default SQLite store"}`;
-          expect(all.map((w) => w.object.kind), `${where}: a second colour or a Rollout's new pods would be a second replica`).toEqual(["Deployment"]);
+          expect(
+            all.map((w) => w.object.kind),
+            `${where}: a second colour or a Rollout's new pods would be a second replica`,
+          ).toEqual(["Deployment"]);
           expect(autoscaled.has(workload.object.metadata.name), where).toBe(false);
           expect(workload.object.spec.replicas ?? 1, where).toBe(1);
           expect((workload.object as K8sObject & Deployment).spec?.strategy?.type, where).toBe("Recreate");

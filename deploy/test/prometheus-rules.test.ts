@@ -49,11 +49,16 @@ describe.skipIf(!promtool)("promtool", () => {
     const templates = readdirSync(dir)
       .flatMap((name) => parseYamlDocuments(readFileSync(join(dir, name), "utf8"), name) as Template[])
       .filter((o) => o.kind === "AnalysisTemplate");
-    const rules = templates.flatMap((t) => t.spec.metrics.map((m) => ({ record: `analysis:${m.name.replaceAll("-", "_")}`, expr: m.provider.prometheus.query.replaceAll("{{args.pod-template-hash}}", "6d4b9c8f7") })));
+    const rules = templates.flatMap((t) =>
+      t.spec.metrics.map((m) => ({ record: `analysis:${m.name.replaceAll("-", "_")}`, expr: m.provider.prometheus.query.replaceAll("{{args.pod-template-hash}}", "6d4b9c8f7") })),
+    );
     expect(rules.length).toBeGreaterThanOrEqual(6);
     const scratch = mkdtempSync(join(tmpdir(), "loopguard-analysis-"));
     try {
-      writeFileSync(join(scratch, "analysis.yml"), toYaml({ groups: templates.map((t, i) => ({ name: `analysis-${i}`, rules: rules.filter((r) => t.spec.metrics.some((m) => r.record === `analysis:${m.name.replaceAll("-", "_")}`)) })) }));
+      writeFileSync(
+        join(scratch, "analysis.yml"),
+        toYaml({ groups: templates.map((t, i) => ({ name: `analysis-${i}`, rules: rules.filter((r) => t.spec.metrics.some((m) => r.record === `analysis:${m.name.replaceAll("-", "_")}`)) })) }),
+      );
       const { status, output } = runPromtool("check", "rules", join(scratch, "analysis.yml"));
       expect(output).toContain("SUCCESS");
       expect(status, output).toBe(0);

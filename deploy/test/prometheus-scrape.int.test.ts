@@ -57,11 +57,9 @@ async function startPrometheus(targets: { name: string; metricsPort: number }[])
   const port = await freePort();
   const configFile = join(dataDir, "prometheus.yml");
   writeFileSync(configFile, toYaml(localScrapeConfig(targets, "1s", join(root, RULES_FILE))));
-  const child = spawn(
-    prometheusBinary!,
-    [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dataDir, "tsdb")}`, `--web.listen-address=127.0.0.1:${port}`, "--log.level=warn"],
-    { stdio: ["ignore", "ignore", "pipe"] },
-  );
+  const child = spawn(prometheusBinary!, [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dataDir, "tsdb")}`, `--web.listen-address=127.0.0.1:${port}`, "--log.level=warn"], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   prometheus = child;
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));

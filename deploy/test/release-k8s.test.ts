@@ -57,7 +57,11 @@ describe("plain-blue-green", () => {
 
   it("releases into the idle colour, flips once it is Ready, and scales the old colour down after the delay", () => {
     const p = plan(plain, "billing");
-    expect(p).toMatchObject({ path: "plain-blue-green", from: { colour: "blue", image: "registry.example.com/loopguard/billing:unset" }, to: { colour: "green", image: "registry.example.com/loopguard/billing:v2" } });
+    expect(p).toMatchObject({
+      path: "plain-blue-green",
+      from: { colour: "blue", image: "registry.example.com/loopguard/billing:unset" },
+      to: { colour: "green", image: "registry.example.com/loopguard/billing:v2" },
+    });
     expect(p.steps.map((s) => `${s.action} ${s.kind}/${s.name}`)).toEqual([
       "patch Deployment/billing-green",
       "wait Deployment/billing-green",
@@ -86,7 +90,11 @@ describe("plain-blue-green", () => {
     const released = plan(plain, "billing");
     const afterRelease = objectsOf(plain, "billing").map((o) => results(released).objects.find((r) => r.kind === o.kind && r.metadata.name === o.metadata.name) ?? o);
     const back = plan(plain, "billing", "rollback", afterRelease);
-    expect(back).toMatchObject({ kind: "rollback", from: { colour: "green", image: "registry.example.com/loopguard/billing:v2" }, to: { colour: "blue", image: "registry.example.com/loopguard/billing:unset" } });
+    expect(back).toMatchObject({
+      kind: "rollback",
+      from: { colour: "green", image: "registry.example.com/loopguard/billing:v2" },
+      to: { colour: "blue", image: "registry.example.com/loopguard/billing:unset" },
+    });
     expect(patches(back)[0]!.patch.some((op) => op.op === "replace")).toBe(false);
     expect(validateRenderings([results(back)])).toEqual([]);
     expect(refusal(() => plan(plain, "billing", "rollback"))).toBe("nothing to roll back to: billing-green runs the live image registry.example.com/loopguard/billing:unset");

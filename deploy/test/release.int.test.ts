@@ -66,7 +66,11 @@ interface Outcome {
 async function session(api: Api, kind: "refund" | "question", n: number): Promise<Outcome> {
   const request =
     kind === "refund"
-      ? { goal: "Refund 0.10 USD: it arrived damaged", task: { kind: "refund", order_id: ORDERS[n % ORDERS.length], amount_cents: 10, reason: "DAMAGED", ...CUSTOMER }, scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"] }
+      ? {
+          goal: "Refund 0.10 USD: it arrived damaged",
+          task: { kind: "refund", order_id: ORDERS[n % ORDERS.length], amount_cents: 10, reason: "DAMAGED", ...CUSTOMER },
+          scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"],
+        }
       : { goal: "How long do card refunds take?", scopes: ["kb:read"] };
   const { session: started } = await api.startSession({ ...request, policy: "scripted" } as never, { deadline: 10_000 });
   const deadline = Date.now() + 60_000;
@@ -96,7 +100,10 @@ class ServerCounters {
   }
 
   async sample(address: string): Promise<void> {
-    const page = await fetch(`http://${address}:9462/metrics`, { signal: AbortSignal.timeout(1000) }).then((r) => r.text(), () => undefined);
+    const page = await fetch(`http://${address}:9462/metrics`, { signal: AbortSignal.timeout(1000) }).then(
+      (r) => r.text(),
+      () => undefined,
+    );
     if (page === undefined) return;
     const handled = [...page.matchAll(/^grpc_server_handled_total\{([^}]*)\} (\d+)/gm)].filter(([, labels]) => labels!.includes(`grpc_service="${BILLING}"`));
     const ok = handled.filter(([, labels]) => labels!.includes('grpc_code="OK"')).reduce((sum, [, , value]) => sum + Number(value), 0);
@@ -152,7 +159,10 @@ describe("pnpm release (local containers)", () => {
   it("refuses an image whose contracts break the live ones, printing buf's findings, and starts nothing", async () => {
     const result = await releaseCli("billing", "--to", BREAKING);
     expect(result.code).toBe(1);
-    const [first, ...rest] = result.stderr.trim().split("\n").filter((line) => !line.startsWith("release: contract gate:"));
+    const [first, ...rest] = result.stderr
+      .trim()
+      .split("\n")
+      .filter((line) => !line.startsWith("release: contract gate:"));
     expect(first).toBe(`release: the contracts of loopguard/billing:${BREAKING} break those of the live loopguard/billing:${TAG} (buf breaking)`);
     expect(rest.join("\n")).toMatch(/loopguard\/billing\/v1\/billing\.proto:.*Field "2" with name "amount_cents" on message "RefundRequest" changed type from "int64" to "string"/);
     expect(billingPods().map((p) => p.colour)).toEqual(["blue", "blue"]);
@@ -162,7 +172,10 @@ describe("pnpm release (local containers)", () => {
   it("refuses what it cannot do safely, with one line", async () => {
     expect(await releaseCli("billing", "--rollback")).toMatchObject({ code: 1, stderr: "release: nothing to roll back to: billing has no previous set (its green pods)\n" });
     expect(await releaseCli("billing", "--to", TAG)).toMatchObject({ code: 1, stderr: `release: billing already runs loopguard/billing:${TAG}\n` });
-    expect(await releaseCli("billing", "--to", "no-such-tag")).toMatchObject({ code: 1, stderr: expect.stringContaining("release: image loopguard/billing:no-such-tag is missing: build it with `pnpm images --tag no-such-tag`\n") });
+    expect(await releaseCli("billing", "--to", "no-such-tag")).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining("release: image loopguard/billing:no-such-tag is missing: build it with `pnpm images --tag no-such-tag`\n"),
+    });
     expect((await releaseCli("risk", "--to", GREEN)).stderr).toMatch(/^release: risk keeps its state in SQLite inside its pod: a second set would have a store of its own/);
   }, 120_000);
 
@@ -209,8 +222,17 @@ describe("pnpm release (local containers)", () => {
       const released = await releaseCli("billing", "--to", GREEN, "--json");
       expect(released.code, released.stderr).toBe(0);
       flip = JSON.parse(released.stdout.trim().split("\n").at(-1)!) as ReleaseResult;
-      const green = billingPods().filter((p) => p.colour === "green").map((p) => p.address);
-      expect(flip).toMatchObject({ tool: "billing", kind: "release", target: "containers", from: { colour: "blue", image: `loopguard/billing:${TAG}` }, to: { colour: "green", image: `loopguard/billing:${GREEN}` }, clientsLeftAtDrain: 0 });
+      const green = billingPods()
+        .filter((p) => p.colour === "green")
+        .map((p) => p.address);
+      expect(flip).toMatchObject({
+        tool: "billing",
+        kind: "release",
+        target: "containers",
+        from: { colour: "blue", image: `loopguard/billing:${TAG}` },
+        to: { colour: "green", image: `loopguard/billing:${GREEN}` },
+        clientsLeftAtDrain: 0,
+      });
       for (const pod of billingPods().filter((p) => p.colour === "blue")) {
         expect(await docker(["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", pod.container])).toBe("exited 0");
         expect(await docker(["logs", pod.container])).toMatch(/^(?=.*"msg":"draining")(?=.*"in_flight":0\b).*$/m);
@@ -223,7 +245,11 @@ describe("pnpm release (local containers)", () => {
       expect(rolledBack.code, rolledBack.stderr).toBe(0);
       back = JSON.parse(rolledBack.stdout.trim().split("\n").at(-1)!) as ReleaseResult;
       expect(back).toMatchObject({ kind: "rollback", from: { colour: "green" }, to: { colour: "blue", image: `loopguard/billing:${TAG}` }, clientsLeftAtDrain: 0 });
-      expect(billingPods().filter((p) => p.colour === "blue").map((p) => p.address)).toEqual(blue);
+      expect(
+        billingPods()
+          .filter((p) => p.colour === "blue")
+          .map((p) => p.address),
+      ).toEqual(blue);
       afterRollback = await window(blue);
     } finally {
       stop = true;
@@ -280,22 +306,26 @@ describe("pnpm release --k8s --dry-run", () => {
     return dir;
   }
 
-  it.each(["plain-blue-green", "argo-rollouts"])("%s: plans through the gate, prints every patch and the object it leaves, and those validate strictly", async (component) => {
-    const dir = overlay(component);
-    try {
-      const result = await releaseCli("billing", "--to", GREEN, "--k8s", "--dry-run", "--from-manifests", dir, "--json");
-      expect(result.code, result.stderr).toBe(0);
-      expect(result.stderr).toContain("release: contract gate: compatible");
-      const planned = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as K8sReleaseResult;
-      expect(planned).toMatchObject({ dryRun: true, target: component, from: { image: `loopguard/billing:${TAG}` }, to: { image: `loopguard/billing:${GREEN}` } });
-      const objects = planned.plan.steps.flatMap((step) => (step.action === "patch" ? [step.result as K8sObject] : []));
-      expect(objects.length).toBeGreaterThan(0);
-      expect(validateRenderings([{ name: component, objects }])).toEqual([]);
-      const refused = await releaseCli("billing", "--to", BREAKING, "--k8s", "--dry-run", "--from-manifests", dir);
-      expect(refused.code).toBe(1);
-      expect(refused.stderr).toContain(`release: the contracts of loopguard/billing:${BREAKING} break those of the live loopguard/billing:${TAG} (buf breaking)`);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 120_000);
+  it.each(["plain-blue-green", "argo-rollouts"])(
+    "%s: plans through the gate, prints every patch and the object it leaves, and those validate strictly",
+    async (component) => {
+      const dir = overlay(component);
+      try {
+        const result = await releaseCli("billing", "--to", GREEN, "--k8s", "--dry-run", "--from-manifests", dir, "--json");
+        expect(result.code, result.stderr).toBe(0);
+        expect(result.stderr).toContain("release: contract gate: compatible");
+        const planned = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as K8sReleaseResult;
+        expect(planned).toMatchObject({ dryRun: true, target: component, from: { image: `loopguard/billing:${TAG}` }, to: { image: `loopguard/billing:${GREEN}` } });
+        const objects = planned.plan.steps.flatMap((step) => (step.action === "patch" ? [step.result as K8sObject] : []));
+        expect(objects.length).toBeGreaterThan(0);
+        expect(validateRenderings([{ name: component, objects }])).toEqual([]);
+        const refused = await releaseCli("billing", "--to", BREAKING, "--k8s", "--dry-run", "--from-manifests", dir);
+        expect(refused.code).toBe(1);
+        expect(refused.stderr).toContain(`release: the contracts of loopguard/billing:${BREAKING} break those of the live loopguard/billing:${TAG} (buf breaking)`);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
 });

@@ -40,7 +40,5 @@ export function suiteProcesses(prefix: string): SuiteProcesses {
 }
 
 export function docker(args: readonly string[]): Promise<string> {
-  return new Promise((done, fail) =>
-    execFile("docker", args, { timeout: 300_000 }, (error, stdout, stderr) => (error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()))),
-  );
+  return new Promise((done, fail) => execFile("docker", args, { timeout: 300_000 }, (error, stdout, stderr) => (error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()))));
 }

@@ -117,11 +117,7 @@ try {
   } else if (args[0] === "--breaking-against") {
     const againstDir = mkdtempSync(join(workDir, "against-"));
     const against = buildImage(resolve(args[1]), againstDir);
-    execFileSync(
-      bin("buf"),
-      ["breaking", image, "--against", against, "--config", join(protoDir, "buf.yaml"), "--path", "loopguard"],
-      { stdio: "inherit" },
-    );
+    execFileSync(bin("buf"), ["breaking", image, "--against", against, "--config", join(protoDir, "buf.yaml"), "--path", "loopguard"], { stdio: "inherit" });
     console.log("buf breaking: no wire-incompatible change");
   } else if (args[0] === "--check") {
     const fresh = join(workDir, "gen");

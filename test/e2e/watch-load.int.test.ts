@@ -77,7 +77,8 @@ async function timed(n: number, call: (i: number) => Promise<unknown>): Promise<
   return out.sort((a, b) => a - b);
 }
 
-const summary = (ms: readonly number[]) => `p50 ${percentile(ms, 50).toFixed(1)} ms, p95 ${percentile(ms, 95).toFixed(1)} ms, p99 ${percentile(ms, 99).toFixed(1)} ms, max ${ms.at(-1)!.toFixed(1)} ms (${ms.length} calls)`;
+const summary = (ms: readonly number[]) =>
+  `p50 ${percentile(ms, 50).toFixed(1)} ms, p95 ${percentile(ms, 95).toFixed(1)} ms, p99 ${percentile(ms, 99).toFixed(1)} ms, max ${ms.at(-1)!.toFixed(1)} ms (${ms.length} calls)`;
 
 /** Starts the stream holder and resolves once every stream has had its first message. */
 async function holdStreams(ids: readonly string[]): Promise<{ close: () => Promise<Record<string, unknown>> }> {

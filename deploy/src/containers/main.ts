@@ -43,7 +43,13 @@ function describe(state: SuiteState, suite: ContainerSuite): string {
     `loopguard containers (images loopguard/*:${state.tag}; state in ${suite.stateDir}):`,
     ...rows,
     `  cluster DNS 127.0.0.9:53 answers ${names}${state.postgres ? `, ${dnsName("postgres")}` : ""}`,
-    ...(state.postgres ? [`  PostgreSQL ${state.postgres.address}:${state.postgres.port} for ${Object.keys(state.stores).filter((s) => state.stores[s] === "postgres").join(", ")}`] : []),
+    ...(state.postgres
+      ? [
+          `  PostgreSQL ${state.postgres.address}:${state.postgres.port} for ${Object.keys(state.stores)
+            .filter((s) => state.stores[s] === "postgres")
+            .join(", ")}`,
+        ]
+      : []),
     ...(releases.length > 0 ? ["blue-green releases (`pnpm release <tool> --rollback` switches back):", ...releases] : []),
     "  the orchestrator's API is 127.0.0.1:50051 and its dashboard http://127.0.0.1:8080 (`pnpm loopguard …` works as is)",
     "",

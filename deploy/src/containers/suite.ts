@@ -293,17 +293,17 @@ export class ContainerSuite {
     const current = state.stores[spec.name];
     if (count <= 1) return current ?? "sqlite";
     if (current === "sqlite" && activePods(state, spec.name).length > 0) {
-      throw new SuiteError(
-        `${spec.name} runs on SQLite in its pod; ${count} replicas need PostgreSQL: ` +
-          `\`pnpm containers down\`, then \`pnpm containers up --replicas ${spec.name}=${count}\``,
-      );
+      throw new SuiteError(`${spec.name} runs on SQLite in its pod; ${count} replicas need PostgreSQL: ` + `\`pnpm containers down\`, then \`pnpm containers up --replicas ${spec.name}=${count}\``);
     }
     return "postgres";
   }
 
   /** Starts the pod's container unless it runs, then waits until it is SERVING. */
   async #run(pod: Pod, spec: ServiceSpec, state: SuiteState): Promise<void> {
-    const status = await docker(["container", "inspect", "--format", "{{.State.Status}}", pod.container]).then((s) => s.trim(), () => "missing");
+    const status = await docker(["container", "inspect", "--format", "{{.State.Status}}", pod.container]).then(
+      (s) => s.trim(),
+      () => "missing",
+    );
     if (status === "running") return;
     const started = performance.now();
     if (status !== "missing") {
@@ -341,17 +341,26 @@ export class ContainerSuite {
       env[`${spec.envPrefix}_STORE`] = `postgres://postgres@${dnsName("postgres")}:${POSTGRES_PORT}/${databaseOf(spec.name)}`;
     }
     return [
-      "--name", pod.container,
-      "--label", this.#label,
-      "--label", `io.loopguard.pod=${pod.name}`,
-      "--network", "host",
+      "--name",
+      pod.container,
+      "--label",
+      this.#label,
+      "--label",
+      `io.loopguard.pod=${pod.name}`,
+      "--network",
+      "host",
       "--read-only",
-      "--tmpfs", "/tmp",
-      "--mount", `type=volume,src=${pod.volume},dst=/data,volume-label=${this.#label}`,
-      "--mount", `type=bind,src=${join(this.stateDir, "resolv.conf")},dst=/etc/resolv.conf,readonly`,
+      "--tmpfs",
+      "/tmp",
+      "--mount",
+      `type=volume,src=${pod.volume},dst=/data,volume-label=${this.#label}`,
+      "--mount",
+      `type=bind,src=${join(this.stateDir, "resolv.conf")},dst=/etc/resolv.conf,readonly`,
       ...mounts,
-      "--restart", "on-failure",
-      "--stop-timeout", String(STOP_TIMEOUT_S),
+      "--restart",
+      "on-failure",
+      "--stop-timeout",
+      String(STOP_TIMEOUT_S),
       ...Object.entries(env).flatMap(([key, value]) => ["--env", `${key}=${value}`]),
       `${imageRepository(spec.name)}:${pod.tag}`,
     ];
@@ -418,24 +427,40 @@ export class ContainerSuite {
 
   async #ensureDns(state: SuiteState): Promise<void> {
     const container = "loopguard-cluster-dns";
-    const status = await docker(["container", "inspect", "--format", "{{.State.Status}}", container]).then((s) => s.trim(), () => "missing");
+    const status = await docker(["container", "inspect", "--format", "{{.State.Status}}", container]).then(
+      (s) => s.trim(),
+      () => "missing",
+    );
     if (status !== "running") {
       await docker(["rm", "--force", container]).catch(() => undefined);
       // The repository and the state folder are mounted read-only at their own paths: the DNS
       // runs this package's built code with its node_modules (pnpm's links are relative).
       await docker([
-        "run", "--detach",
-        "--name", container,
-        "--label", this.#label,
-        "--network", "host",
+        "run",
+        "--detach",
+        "--name",
+        container,
+        "--label",
+        this.#label,
+        "--network",
+        "host",
         "--read-only",
-        "--cap-drop", "ALL",
-        "--cap-add", "NET_BIND_SERVICE",
-        "--restart", "on-failure",
-        "--mount", `type=bind,src=${this.options.root},dst=${this.options.root},readonly`,
-        "--mount", `type=bind,src=${this.stateDir},dst=${this.stateDir},readonly`,
+        "--cap-drop",
+        "ALL",
+        "--cap-add",
+        "NET_BIND_SERVICE",
+        "--restart",
+        "on-failure",
+        "--mount",
+        `type=bind,src=${this.options.root},dst=${this.options.root},readonly`,
+        "--mount",
+        `type=bind,src=${this.stateDir},dst=${this.stateDir},readonly`,
         BASE_IMAGE,
-        "node", join(this.options.root, "deploy", "dist", "containers", "cluster-dns-main.js"), DNS_ADDRESS, "53", this.#recordsFile,
+        "node",
+        join(this.options.root, "deploy", "dist", "containers", "cluster-dns-main.js"),
+        DNS_ADDRESS,
+        "53",
+        this.#recordsFile,
       ]);
     }
     state.dnsContainer = container;

@@ -20,7 +20,10 @@ const RECOVERY_TIMEOUT_MS = 120_000;
 
 /** Every PodChaos object the run would create, in order (a flap: one per kill). */
 export function podChaosPlan(options: DrillOptions, runId: string): PodChaos[] {
-  const name = runId.toLowerCase().replace(/[^a-z0-9-]/g, "").slice(0, 48);
+  const name = runId
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "")
+    .slice(0, 48);
   const labels = { "loopguard/drill-run": name };
   const cycles = options.scenario === "flap" ? Math.max(1, Math.ceil((options.durationS * 1000) / (FLAP_DOWN_MS + FLAP_UP_MS))) : 1;
   return Array.from({ length: cycles }, (_, i) => podKill(options.tool, { mode: options.kill, name: `drill-${name}-${i + 1}`, labels }));
@@ -39,8 +42,7 @@ export async function runK8sDrill(options: DrillOptions, ctx: RunContext): Promi
   config.loadFromDefault();
   const core = config.makeApiClient(CoreV1Api);
   const custom = config.makeApiClient(CustomObjectsApi);
-  const podsOf = async (service: string) =>
-    (await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: `app.kubernetes.io/name=${service}` })).items.filter(ready);
+  const podsOf = async (service: string) => (await core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: `app.kubernetes.io/name=${service}` })).items.filter(ready);
   let targets: V1Pod[];
   try {
     targets = await podsOf(options.tool);
@@ -82,13 +84,17 @@ export async function runK8sDrill(options: DrillOptions, ctx: RunContext): Promi
   };
   try {
     const collected = await drive(options, ctx, cluster, runId, closers);
-    return writeReport(ctx, runId, startedAt, {
-      ...collected,
-      notes: [
-        ...collected.notes,
-        "on a cluster the killed pods are replaced by their Deployment (an orchestrator too); figures come from the orchestrator behind the port-forward only",
-      ],
-    }, clock, cpu);
+    return writeReport(
+      ctx,
+      runId,
+      startedAt,
+      {
+        ...collected,
+        notes: [...collected.notes, "on a cluster the killed pods are replaced by their Deployment (an orchestrator too); figures come from the orchestrator behind the port-forward only"],
+      },
+      clock,
+      cpu,
+    );
   } finally {
     for (const close of closers) close();
     for (const name of created) await custom.deleteNamespacedCustomObject({ ...CHAOS, namespace: NAMESPACE, name }).catch(() => undefined);

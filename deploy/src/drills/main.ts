@@ -14,7 +14,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
 function summary(result: DrillResult): string {
   const r = result.report;
-  const dead = r.calls_reaching_dead_tool === null ? "" : `; dead ${r.tool}: ${r.calls_reaching_dead_tool} attempts for ${r.calls_offered_while_down} calls offered (ratio ${r.dead_tool_ratio ?? "–"})`;
+  const dead =
+    r.calls_reaching_dead_tool === null ? "" : `; dead ${r.tool}: ${r.calls_reaching_dead_tool} attempts for ${r.calls_offered_while_down} calls offered (ratio ${r.dead_tool_ratio ?? "–"})`;
   return [
     `drill ${r.scenario} ${r.tool}: ${r.sessions_ended}/${r.sessions_started} sessions ended, ${r.sessions_lost} lost, ${r.sessions_hung} hung, success ${(r.success_rate * 100).toFixed(2)} % (cache ${r.done.cache}, degraded ${r.done.degraded})`,
     `  refunds: ${r.duplicate_side_effects} duplicate, ${r.lost_side_effects} lost, ${r.unowned_side_effects} unowned; calls failed ${r.calls_failed}${dead}`,

@@ -64,7 +64,8 @@ export function toolCallFigures(from: Snapshot, to: Snapshot, tool: string, grpc
   const kinds = new Set<string>();
   for (const samples of to.pages.values()) {
     for (const s of samples) {
-      if (s.name === "loopguard_tool_client_calls_total" && s.labels.tool === tool && (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? "")) kinds.add(`${s.labels.outcome} ${s.labels.grpc_code}`);
+      if (s.name === "loopguard_tool_client_calls_total" && s.labels.tool === tool && (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? ""))
+        kinds.add(`${s.labels.outcome} ${s.labels.grpc_code}`);
     }
   }
   for (const kind of kinds) {

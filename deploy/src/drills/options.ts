@@ -97,7 +97,8 @@ export function parseDrillArgs(argv: readonly string[], catalogue: Catalogue): D
 
   let tool = values.tool;
   if (scenario === "kill-orchestrator") {
-    if (tool !== undefined && tool !== catalogue.orchestrator) throw new UsageError(`kill-orchestrator kills an ${catalogue.orchestrator} replica; leave --tool out or say --tool ${catalogue.orchestrator}`);
+    if (tool !== undefined && tool !== catalogue.orchestrator)
+      throw new UsageError(`kill-orchestrator kills an ${catalogue.orchestrator} replica; leave --tool out or say --tool ${catalogue.orchestrator}`);
     tool = catalogue.orchestrator;
   } else if (tool === undefined) {
     throw new UsageError(`${scenario} needs --tool (${catalogue.tools.join(", ")})`);
@@ -122,10 +123,15 @@ export function parseDrillArgs(argv: readonly string[], catalogue: Catalogue): D
   if (scenario === "release" && values.to === undefined) throw new UsageError("release needs --to <image tag> (the version to flip to, then roll back from)");
   if (values.to !== undefined && scenario !== "release") throw new UsageError(`--to belongs to release, not ${scenario}`);
   if (values.k8s && !["kill-tool", "kill-orchestrator", "flap"].includes(scenario)) {
-    throw new UsageError(`--k8s runs the pod-kill scenarios (kill-tool, kill-orchestrator, flap) with Chaos Mesh; ${scenario === "release" ? "release on a cluster is `pnpm release … --k8s`" : `${scenario} sets faults in each pod through ToolAdminService, which needs the local containers`}`);
+    throw new UsageError(
+      `--k8s runs the pod-kill scenarios (kill-tool, kill-orchestrator, flap) with Chaos Mesh; ${scenario === "release" ? "release on a cluster is `pnpm release … --k8s`" : `${scenario} sets faults in each pod through ToolAdminService, which needs the local containers`}`,
+    );
   }
   if (values["dry-run"] && !values.k8s) throw new UsageError("--dry-run belongs to --k8s (it prints the objects a cluster run would apply)");
-  for (const [name, value] of [["tag", values.tag], ["to", values.to]] as const) {
+  for (const [name, value] of [
+    ["tag", values.tag],
+    ["to", values.to],
+  ] as const) {
     if (value !== undefined && !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/.test(value)) throw new UsageError(`--${name} must be 1-128 of [A-Za-z0-9_.-], not starting with . or -, got "${value}"`);
   }
 

@@ -242,7 +242,10 @@ export function computeReport(input: ReportInput): DrillReport {
     else if (from.includes("cache")) done.cache += 1;
     else done.live += 1;
   }
-  const durations = ended.map((o) => o.durationMs).filter((d): d is number => d !== undefined).sort((a, b) => a - b);
+  const durations = ended
+    .map((o) => o.durationMs)
+    .filter((d): d is number => d !== undefined)
+    .sort((a, b) => a - b);
   const twice = outcomes.filter((o) => o.trace && (o.trace.acceptedAnswers > 1 || o.trace.repeatedSteps > 0)).length;
   const target = input.tools[options.tool];
   const offeredWhileDown = input.deadWindows.reduce((sum, w) => sum + w.offered, 0);

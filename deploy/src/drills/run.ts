@@ -212,7 +212,10 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   const requester = orchestratorApi(cluster.orchestratorApi, await token("drill-requester", orchestratorName, ["sessions:read", "sessions:write", ...SESSION_SCOPES.map((s) => `grant:${s}`)]));
   const approverApi = orchestratorApi(cluster.orchestratorApi, await token("drill-approver", orchestratorName, ["sessions:read", "approvals:write"]));
   const auditor = await token("drill-auditor", "billing", ["billing:read"]);
-  closers.push(() => requester.close(), () => approverApi.close());
+  closers.push(
+    () => requester.close(),
+    () => approverApi.close(),
+  );
   const sampler = new MetricsSampler(() => cluster.orchestratorMetrics);
 
   const plan = planSessions(options.sessions, options.refundShare, runId.toLowerCase().replace(/[^a-z0-9-]/g, ""));
@@ -252,7 +255,9 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     Promise.all(pods.map((p) => retryTransient.execute(() => admins.get(p.name)!.setFaults({ profile }, { deadline: 5000 }))));
   for (const pods of cluster.toolPods.values()) await setFaults(pods, baseline);
   if (options.backendLatencyMs > 0) {
-    notes.push(cluster.toolPods.size > 0 ? `every tool answered ${options.backendLatencyMs} ms later than it could (--backend-latency), standing in for its backend` : "backend latency: the cluster's own");
+    notes.push(
+      cluster.toolPods.size > 0 ? `every tool answered ${options.backendLatencyMs} ms later than it could (--backend-latency), standing in for its backend` : "backend latency: the cluster's own",
+    );
   }
   const first = await sampler.sample();
 

@@ -116,9 +116,11 @@ export async function buildImage(spec: ServiceSpec, options: BuildOptions): Prom
   await dockerToLog(
     [
       "build",
-      "--network", "host",
+      "--network",
+      "host",
       "--force-rm",
-      "--file", join(root, "deploy", "docker", "Dockerfile"),
+      "--file",
+      join(root, "deploy", "docker", "Dockerfile"),
       ...Object.entries(args).flatMap(([key, value]) => ["--build-arg", `${key}=${value}`]),
       ...references.flatMap((reference) => ["--tag", reference]),
       root,

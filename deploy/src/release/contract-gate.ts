@@ -95,21 +95,11 @@ export async function checkContracts(check: ContractCheck & { readonly root: str
   try {
     const live = await extractContracts(check.live, dir, "live", check.pull);
     const candidate = await extractContracts(check.candidate, dir, "candidate", check.pull);
-    const { code, output } = await bufBreaking([
-      "breaking",
-      candidate,
-      "--against",
-      live,
-      "--config",
-      join(check.root, "proto", "buf.yaml"),
-      ...check.paths.flatMap((path) => ["--path", path]),
-    ]);
+    const { code, output } = await bufBreaking(["breaking", candidate, "--against", live, "--config", join(check.root, "proto", "buf.yaml"), ...check.paths.flatMap((path) => ["--path", path])]);
     if (code === 0) return;
     // buf exits 100 when it found breaking changes, and otherwise when it could not compare.
     const message =
-      code === 100
-        ? `the contracts of ${check.candidate} break those of the live ${check.live} (buf breaking)`
-        : `buf breaking could not compare ${check.candidate} with ${check.live} (exit ${code})`;
+      code === 100 ? `the contracts of ${check.candidate} break those of the live ${check.live} (buf breaking)` : `buf breaking could not compare ${check.candidate} with ${check.live} (exit ${code})`;
     throw new ReleaseRefused(message, output);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -48,7 +48,13 @@ function servicesOf(root: string): ServiceSpec[] {
 
 function specOf(services: readonly ServiceSpec[], tool: string): ServiceSpec {
   const spec = services.find((s) => s.name === tool);
-  if (!spec) throw new ReleaseRefused(`unknown tool "${tool}" (tools: ${services.filter((s) => s.kind === "tool").map((s) => s.name).join(", ")})`);
+  if (!spec)
+    throw new ReleaseRefused(
+      `unknown tool "${tool}" (tools: ${services
+        .filter((s) => s.kind === "tool")
+        .map((s) => s.name)
+        .join(", ")})`,
+    );
   return spec;
 }
 

@@ -155,7 +155,12 @@ function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, ki
     { op: "add", path: "/spec/replicas", value: replicas },
   ]);
   builder.wait("Deployment", idleName, `every ${idleName} pod Ready: its gRPC readiness probe (grpc.health.v1) answers SERVING`, "ready", [
-    "kubectl", "-n", builder.namespace, "rollout", "status", `deployment/${idleName}`,
+    "kubectl",
+    "-n",
+    builder.namespace,
+    "rollout",
+    "status",
+    `deployment/${idleName}`,
   ]);
   builder.patch("Service", tool, `flip: ${tool} selects the ${idleColour} pods`, [
     { op: "test", path: `/spec/selector/${COLOUR_LABEL}`, value: activeColour },
@@ -173,7 +178,14 @@ function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, ki
       { op: "replace", path: "/spec/scaleTargetRef/name", value: idleName },
     ]);
   }
-  builder.wait("Deployment", activeName, `${activeName} stays up ${SCALE_DOWN_DELAY_SECONDS} s while clients resolve ${tool} again (max connection age)`, "delay", ["sleep", String(SCALE_DOWN_DELAY_SECONDS)], SCALE_DOWN_DELAY_SECONDS);
+  builder.wait(
+    "Deployment",
+    activeName,
+    `${activeName} stays up ${SCALE_DOWN_DELAY_SECONDS} s while clients resolve ${tool} again (max connection age)`,
+    "delay",
+    ["sleep", String(SCALE_DOWN_DELAY_SECONDS)],
+    SCALE_DOWN_DELAY_SECONDS,
+  );
   builder.patch("Deployment", activeName, `scale ${activeName} to zero: preStop, then SIGTERM drains calls in flight (\`pnpm release ${tool} --k8s --rollback\` scales it up again)`, [
     { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: activeColour },
     { op: "add", path: "/spec/replicas", value: 0 },

@@ -83,7 +83,13 @@ interface Plan {
 
 function plan(suite: ContainerSuite, options: LocalReleaseOptions): Plan {
   const spec = options.services.find((s) => s.name === options.tool);
-  if (!spec) throw new ReleaseRefused(`unknown tool "${options.tool}" (tools: ${options.services.filter((s) => s.kind === "tool").map((s) => s.name).join(", ")})`);
+  if (!spec)
+    throw new ReleaseRefused(
+      `unknown tool "${options.tool}" (tools: ${options.services
+        .filter((s) => s.kind === "tool")
+        .map((s) => s.name)
+        .join(", ")})`,
+    );
   if (spec.kind !== "tool") throw new ReleaseRefused(`${spec.name} is not a tool: blue-green releases are per tool (scale the orchestrator with \`pnpm containers up\`)`);
   const state: SuiteState | undefined = suite.readState();
   const live = state ? activePods(state, spec.name).filter((p) => !p.stopped) : [];
@@ -120,7 +126,16 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
   }
   const fromSet = { colour: from.colour, image: image(from.tag), pods: describePods(from.pods) };
   if (options.dryRun) {
-    return { tool: spec.name, kind, target: "containers", dryRun: true, from: fromSet, to: { colour: to.colour, image: image(to.tag), pods: [] }, startedAt: started.toISOString(), timings: { totalMs: 0 } };
+    return {
+      tool: spec.name,
+      kind,
+      target: "containers",
+      dryRun: true,
+      from: fromSet,
+      to: { colour: to.colour, image: image(to.tag), pods: [] },
+      startedAt: started.toISOString(),
+      timings: { totalMs: 0 },
+    };
   }
 
   options.log(`starting ${from.pods.length} ${to.colour} pod(s) of ${image(to.tag)} beside the live ${from.colour} set`);
@@ -128,13 +143,23 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
   const pods = await suite.startSet(spec.name, to, from.pods.length);
   const servingAt = new Date().toISOString();
   suite.activate(spec.name, { kind, at: servingAt, from: { colour: from.colour, tag: from.tag }, to });
-  await untilAnswered(dnsName(spec.name), pods.map((p) => p.address));
+  await untilAnswered(
+    dnsName(spec.name),
+    pods.map((p) => p.address),
+  );
   const flippedAt = new Date().toISOString();
   options.log(`flipped: ${dnsName(spec.name)} answers the ${to.colour} set (${describePods(pods).join(", ")}); waiting for clients to leave the ${from.colour} set`);
 
-  const left = await untilClientsLeft(from.pods.map((p) => p.address), spec.port);
+  const left = await untilClientsLeft(
+    from.pods.map((p) => p.address),
+    spec.port,
+  );
   const clientsMovedAt = new Date().toISOString();
-  options.log(left === 0 ? `no client connection left on the ${from.colour} set; draining it` : `${left} client connection(s) still on the ${from.colour} set after ${CLIENTS_MOVE_TIMEOUT_MS / 1000} s; draining it anyway`);
+  options.log(
+    left === 0
+      ? `no client connection left on the ${from.colour} set; draining it`
+      : `${left} client connection(s) still on the ${from.colour} set after ${CLIENTS_MOVE_TIMEOUT_MS / 1000} s; draining it anyway`,
+  );
   await suite.stopSet(spec.name, from.colour);
   const drainedAt = new Date().toISOString();
   options.log(`drained and stopped the ${from.colour} set (kept for \`pnpm release ${spec.name} --rollback\`)`);

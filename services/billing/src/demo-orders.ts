@@ -17,9 +17,7 @@ export const DEMO_ORDERS: readonly SeedOrder[] = [
     amountPaidCents: 8_000,
     currency: "USD",
     createdAt: day("2026-11-10"),
-    refunds: [
-      { refundId: "rf_DEMO000000000005", amountCents: 2_500, reason: RefundReason.DAMAGED, idempotencyKey: "demo-seed-ord-0005-refund-1", createdAt: day("2026-11-12") },
-    ],
+    refunds: [{ refundId: "rf_DEMO000000000005", amountCents: 2_500, reason: RefundReason.DAMAGED, idempotencyKey: "demo-seed-ord-0005-refund-1", createdAt: day("2026-11-12") }],
   },
   {
     orderId: "ord_DEMO00000006",
@@ -28,9 +26,7 @@ export const DEMO_ORDERS: readonly SeedOrder[] = [
     amountPaidCents: 2_999,
     currency: "USD",
     createdAt: day("2026-11-01"),
-    refunds: [
-      { refundId: "rf_DEMO000000000006", amountCents: 2_999, reason: RefundReason.NOT_DELIVERED, idempotencyKey: "demo-seed-ord-0006-refund-1", createdAt: day("2026-11-04") },
-    ],
+    refunds: [{ refundId: "rf_DEMO000000000006", amountCents: 2_999, reason: RefundReason.NOT_DELIVERED, idempotencyKey: "demo-seed-ord-0006-refund-1", createdAt: day("2026-11-04") }],
   },
   { orderId: "ord_DEMO00000007", customerId: "cust_demo_0007", state: "PAID", amountPaidCents: 199, currency: "USD", createdAt: day("2026-11-15") },
   { orderId: "ord_DEMO00000008", customerId: "cust_demo_0008", state: "PAID", amountPaidCents: 59_900, currency: "CNY", createdAt: day("2026-11-18") },

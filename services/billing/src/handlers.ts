@@ -3,12 +3,7 @@
 // done by the tool-sdk before a handler runs.
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import {
-  type BillingService,
-  OrderStatus,
-  type OrderSchema,
-  type RefundSchema,
-} from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { type BillingService, OrderStatus, type OrderSchema, type RefundSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { status, type ToolHandlers, ToolError } from "@loopguard/tool-sdk";
 import type { Clock } from "./clock.js";
 import { LedgerError, type OrderRecord, type OrderState, type RefundLedger, type RefundRecord } from "./ledger.js";

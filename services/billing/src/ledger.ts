@@ -190,10 +190,7 @@ export function decideRefund(command: RefundCommand, earlier: RefundRow | undefi
   }
   const refundable = refundableOf(order);
   if (command.amountCents > refundable) {
-    throw new LedgerError(
-      "ORDER_NOT_REFUNDABLE",
-      `order ${command.orderId} has ${refundable} cents left to refund, less than the ${command.amountCents} asked`,
-    );
+    throw new LedgerError("ORDER_NOT_REFUNDABLE", `order ${command.orderId} has ${refundable} cents left to refund, less than the ${command.amountCents} asked`);
   }
   return {
     order,

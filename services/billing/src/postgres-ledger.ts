@@ -5,13 +5,7 @@
 // replays it. A key reused concurrently for another order meets the UNIQUE constraint instead;
 // the transaction then runs again and finds the key taken. Every wait is bounded (connect, lock,
 // statement, read), so an unreachable or stuck database is LEDGER_UNAVAILABLE, never a hang.
-import {
-  inTransaction,
-  isPostgresUnavailable,
-  openMigratedPostgres,
-  type PostgresMigrateOptions,
-  type PostgresMigration,
-} from "@loopguard/sql-store";
+import { inTransaction, isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration } from "@loopguard/sql-store";
 import type pg from "pg";
 import {
   decideRefund,

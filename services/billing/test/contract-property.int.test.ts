@@ -34,11 +34,7 @@ const amountCents = fc.oneof(fc.bigInt(1n, 500n), fc.bigInt(-1000n, 600_000n), f
 
 // A small pool of valid keys, so that replays and reuse with other parameters happen often.
 const keyPool = Array.from({ length: 40 }, (_, i) => `property-key-${String(i).padStart(4, "0")}`);
-const idempotencyKey = fc.oneof(
-  fc.constantFrom(...keyPool),
-  fc.string({ unit: fc.constantFrom(...KEY_CHARS), minLength: 16, maxLength: 64 }),
-  fc.string({ maxLength: 70 }),
-);
+const idempotencyKey = fc.oneof(fc.constantFrom(...keyPool), fc.string({ unit: fc.constantFrom(...KEY_CHARS), minLength: 16, maxLength: 64 }), fc.string({ maxLength: 70 }));
 
 /** "OK", or the status code name and ErrorInfo reason of the failure, e.g. "NOT_FOUND ORDER_NOT_FOUND". */
 async function outcomeOf(call: Promise<unknown>): Promise<string> {

@@ -113,9 +113,7 @@ it("keeps every acknowledged refund, writes none by halves and duplicates none a
       expect(order.sum).toBeLessThanOrEqual(order.paid);
     }
     for (const request of burst.filter((r) => acknowledged.has(r.idempotencyKey))) {
-      expect(rowOf(request.idempotencyKey)).toEqual([
-        { refund_id: acknowledged.get(request.idempotencyKey), order_id: request.orderId, amount_cents: Number(request.amountCents) },
-      ]);
+      expect(rowOf(request.idempotencyKey)).toEqual([{ refund_id: acknowledged.get(request.idempotencyKey), order_id: request.orderId, amount_cents: Number(request.amountCents) }]);
     }
 
     // Calls cut off by the kill either committed (their answer was lost) or left nothing.

@@ -56,8 +56,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       extra.push(other);
       return other;
     };
-    const refund = (l: RefundLedger, command: Partial<RefundCommand> & { idempotencyKey: string }) =>
-      l.refund({ orderId: "ord_DEMO00000001", amountCents: 100, reason: DAMAGED, at, ...command });
+    const refund = (l: RefundLedger, command: Partial<RefundCommand> & { idempotencyKey: string }) => l.refund({ orderId: "ord_DEMO00000001", amountCents: 100, reason: DAMAGED, at, ...command });
 
     it("seeds the demo orders once, deriving refunded totals from their refunds", async () => {
       await ledger.seed(DEMO_ORDERS);

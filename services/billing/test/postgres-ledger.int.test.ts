@@ -26,8 +26,7 @@ describeRefundLedger(
     return {
       ledger,
       openAnother: (options) => PostgresRefundLedger.open(url, options),
-      refundRows: async (orderId) =>
-        (await raw.query("SELECT amount_cents::int, idempotency_key FROM refunds WHERE order_id = $1 ORDER BY created_at, seq", [orderId])).rows,
+      refundRows: async (orderId) => (await raw.query("SELECT amount_cents::int, idempotency_key FROM refunds WHERE order_id = $1 ORDER BY created_at, seq", [orderId])).rows,
       async holdLock(orderId) {
         const holder = new pg.Client({ connectionString: url });
         await holder.connect();

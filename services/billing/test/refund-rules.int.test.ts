@@ -65,9 +65,7 @@ describe("Refund", () => {
   it("refuses more than is still refundable (ORDER_NOT_REFUNDABLE) and leaves order and rows unchanged", async () => {
     const before = billing.order("ord_DEMO00000005");
     const rowsBefore = billing.refunds();
-    const error = await failure(
-      client.refund({ orderId: "ord_DEMO00000005", amountCents: 5501n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-over-refund-0001" }),
-    );
+    const error = await failure(client.refund({ orderId: "ord_DEMO00000005", amountCents: 5501n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-over-refund-0001" }));
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
     expect(billing.order("ord_DEMO00000005")).toEqual(before);

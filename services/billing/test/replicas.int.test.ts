@@ -157,9 +157,7 @@ describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL"
       const duplicates = await db.query("SELECT idempotency_key FROM refunds GROUP BY idempotency_key HAVING count(*) > 1");
       expect(duplicates.rows).toEqual([]);
       const rows = await db.query<{ idempotency_key: string; refund_id: string }>("SELECT idempotency_key, refund_id FROM refunds WHERE idempotency_key LIKE 'replica-load-key-%'");
-      expect(new Map(rows.rows.map((r) => [r.idempotency_key, r.refund_id]))).toEqual(
-        new Map(refunded.map(([key, set]) => [requests[key]!.idempotencyKey, [...set][0]!])),
-      );
+      expect(new Map(rows.rows.map((r) => [r.idempotency_key, r.refund_id]))).toEqual(new Map(refunded.map(([key, set]) => [requests[key]!.idempotencyKey, [...set][0]!])));
       const orders = await db.query<{ order_id: string; paid: number; refunded: number; sum: number }>(
         `SELECT o.order_id, o.amount_paid_cents AS paid, o.amount_refunded_cents AS refunded,
                 COALESCE((SELECT sum(amount_cents) FROM refunds r WHERE r.order_id = o.order_id), 0)::bigint AS sum

@@ -16,8 +16,7 @@ describeRefundLedger("sqlite", async () => {
   return {
     ledger,
     openAnother: (options) => SqliteRefundLedger.open(file, options),
-    refundRows: async (orderId) =>
-      raw.prepare("SELECT amount_cents, idempotency_key FROM refunds WHERE order_id = ? ORDER BY created_at, rowid").all(orderId) as never,
+    refundRows: async (orderId) => raw.prepare("SELECT amount_cents, idempotency_key FROM refunds WHERE order_id = ? ORDER BY created_at, rowid").all(orderId) as never,
     async holdLock() {
       const holder = new Database(file);
       holder.exec("BEGIN IMMEDIATE");
@@ -68,9 +67,7 @@ describe("the SQLite ledger file", () => {
       const upgraded = await SqliteRefundLedger.open(file);
       expect(upgraded.migrationsApplied).toEqual(["0001-orders-and-refunds"]);
       expect(await upgraded.getOrder("ord_DEMO00000001")).toMatchObject({ amountRefundedCents: 500, version: 2 });
-      expect((await upgraded.refund({ orderId: "ord_DEMO00000001", amountCents: 500, reason: 1, idempotencyKey: "old-layout-key-0001", at: new Date() })).refund.refundId).toBe(
-        refund.refund.refundId,
-      );
+      expect((await upgraded.refund({ orderId: "ord_DEMO00000001", amountCents: 500, reason: 1, idempotencyKey: "old-layout-key-0001", at: new Date() })).refund.refundId).toBe(refund.refund.refundId);
       await upgraded.close();
       const reopened = await SqliteRefundLedger.open(file);
       expect(reopened.migrationsApplied).toEqual([]);

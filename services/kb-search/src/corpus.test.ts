@@ -16,12 +16,21 @@ describe("shipped corpus", () => {
 
   it("covers refunds, risk, payments, shipping, returns, account and product questions", () => {
     const ids = new Set(corpus.map((d) => d.id));
-    for (const id of ["refund-policy", "partial-refunds", "refund-timelines", "refund-approvals", "risk-policy", "identity-verification", "chargebacks", "shipping-policy", "returns-policy", "account-security"]) {
+    for (const id of [
+      "refund-policy",
+      "partial-refunds",
+      "refund-timelines",
+      "refund-approvals",
+      "risk-policy",
+      "identity-verification",
+      "chargebacks",
+      "shipping-policy",
+      "returns-policy",
+      "account-security",
+    ]) {
       expect(ids, id).toContain(id);
     }
-    expect(new Set(corpus.map((d) => d.category))).toEqual(
-      new Set(["refunds", "risk", "payments", "shipping", "orders", "returns", "account", "products", "support"]),
-    );
+    expect(new Set(corpus.map((d) => d.category))).toEqual(new Set(["refunds", "risk", "payments", "shipping", "orders", "returns", "account", "products", "support"]));
   });
 
   it("contains no square brackets, which would be confused with the snippet's match markers", () => {

@@ -12,10 +12,14 @@ const hit: SearchHit = { docId: "refund-policy", version: 1, title: "Refund poli
 describe("search handler", () => {
   it("passes the query and limit to the index and returns its hits", async () => {
     const seen: [string, number][] = [];
-    const handlers = createSearchHandlers({ index: { search: (q, l) => {
+    const handlers = createSearchHandlers({
+      index: {
+        search: (q, l) => {
           seen.push([q, l]);
           return [hit];
-        } } });
+        },
+      },
+    });
     expect(await handlers.search(request, ctx)).toEqual({ hits: [hit] });
     expect(seen).toEqual([["refund", 2]]);
   });

@@ -90,11 +90,7 @@ describe("KbSearchService.Search", () => {
 
   it("answers 1,000 random requests with OK or INVALID_ARGUMENT only, as the contract's rules say", async () => {
     const punctuation = fc.constantFrom(..."\"*^:()-+{}[],.;!?'`~\\/|&<>=_#@$% \t\n", "AND", "OR", "NOT", "NEAR", "title:", "body:", "refund");
-    const query = fc.oneof(
-      fc.string({ unit: "binary", maxLength: 600 }),
-      fc.string({ unit: punctuation, maxLength: 300 }),
-      fc.string({ unit: "grapheme", maxLength: 600 }),
-    );
+    const query = fc.oneof(fc.string({ unit: "binary", maxLength: 600 }), fc.string({ unit: punctuation, maxLength: 300 }), fc.string({ unit: "grapheme", maxLength: 600 }));
     await fc.assert(
       fc.asyncProperty(query, fc.integer({ min: 0, max: 12 }), async (text, limit) => {
         const valid = codePoints(text) >= 1 && codePoints(text) <= 512 && limit >= 1 && limit <= 10;

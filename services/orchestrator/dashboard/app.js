@@ -62,7 +62,12 @@ function stateChip(state) {
 function healthBar(score) {
   const value = Number(score ?? 0);
   const tone = value >= 70 ? "good" : value >= 40 ? "warn" : "bad";
-  return h("span", { class: `health ${tone}`, title: `health ${value}/100` }, h("span", { class: "health-track" }, h("span", { class: "health-fill", style: { width: `${Math.max(0, Math.min(100, value))}%` } })), h("span", { class: "health-value" }, String(value)));
+  return h(
+    "span",
+    { class: `health ${tone}`, title: `health ${value}/100` },
+    h("span", { class: "health-track" }, h("span", { class: "health-fill", style: { width: `${Math.max(0, Math.min(100, value))}%` } })),
+    h("span", { class: "health-value" }, String(value)),
+  );
 }
 
 // ---- token ----
@@ -192,7 +197,13 @@ function renderSessions(page) {
   const rows = page.sessions.map((s) =>
     h(
       "tr",
-      { "data-testid": "session-row", "data-session-id": s.sessionId, "data-state": stateName(s.state), class: view.selected === s.sessionId ? "selected" : "", onclick: () => openSession(s.sessionId) },
+      {
+        "data-testid": "session-row",
+        "data-session-id": s.sessionId,
+        "data-state": stateName(s.state),
+        class: view.selected === s.sessionId ? "selected" : "",
+        onclick: () => openSession(s.sessionId),
+      },
       h("td", { class: "mono", "data-testid": "cell-id", title: s.sessionId }, shortId(s.sessionId)),
       h("td", { "data-testid": "cell-state" }, stateChip(s.state)),
       h("td", { "data-testid": "cell-stop" }, s.stopReason || "—"),
@@ -229,7 +240,10 @@ function renderTools({ tools }) {
   );
 }
 
-const outcomeSummary = (outcomes) => Object.entries(outcomes).map(([k, v]) => `${k}: ${v}`).join(", ") || "no calls yet";
+const outcomeSummary = (outcomes) =>
+  Object.entries(outcomes)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join(", ") || "no calls yet";
 
 // ---- approvals ----
 
@@ -256,18 +270,24 @@ function approvalItem(s) {
   const item = h(
     "li",
     { class: "approval", "data-testid": "approval-item", "data-session-id": s.sessionId },
-    h("div", { class: "approval-head" },
+    h(
+      "div",
+      { class: "approval-head" },
       h("button", { type: "button", class: "link mono", onclick: () => openSession(s.sessionId), title: s.sessionId }, shortId(s.sessionId)),
       h("span", { class: "chip tool" }, a.tool ?? "?"),
-      h("span", { class: "muted expires", "data-expires": a.expiresAt ?? "" }, "")),
+      h("span", { class: "muted expires", "data-expires": a.expiresAt ?? "" }, ""),
+    ),
     h("div", { class: "approval-goal" }, s.goal),
     h("div", { class: "muted approval-creator", "data-testid": "approval-creator" }, `started by ${s.createdBy || "unknown"}`),
     h("div", { class: "approval-why" }, a.reason ?? ""),
     h("code", { class: "approval-args" }, JSON.stringify(a.arguments ?? {})),
-    h("div", { class: "approval-actions" },
+    h(
+      "div",
+      { class: "approval-actions" },
       reason,
       h("button", { type: "button", class: "approve", "data-testid": "approve", onclick: () => resolveApproval(s.sessionId, a, "approve", reason, item) }, "Approve"),
-      h("button", { type: "button", class: "deny", "data-testid": "deny", onclick: () => resolveApproval(s.sessionId, a, "deny", reason, item) }, "Deny")),
+      h("button", { type: "button", class: "deny", "data-testid": "deny", onclick: () => resolveApproval(s.sessionId, a, "deny", reason, item) }, "Deny"),
+    ),
     h("div", { class: "approval-message", "data-testid": "approval-message", role: "status" }),
   );
   return item;
@@ -400,7 +420,14 @@ function renderLogs(lines) {
         " ",
         h("span", { class: "log-msg" }, String(line.msg ?? "")),
         " ",
-        h("span", { class: "muted" }, Object.entries(line).filter(([k]) => !skip.has(k)).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ")),
+        h(
+          "span",
+          { class: "muted" },
+          Object.entries(line)
+            .filter(([k]) => !skip.has(k))
+            .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
+            .join(" "),
+        ),
       ),
     ),
   );
@@ -411,7 +438,13 @@ function renderDetail(detail) {
   const state = stateName(s.state);
   $("detail-cancel").hidden = TERMINAL.has(state);
   const body = [
-    h("div", { class: "detail-state" }, h("span", { "data-testid": "detail-state" }, stateChip(s.state)), s.stopReason ? h("span", { class: "muted", "data-testid": "detail-stop" }, s.stopReason) : null, healthBar(s.healthScore)),
+    h(
+      "div",
+      { class: "detail-state" },
+      h("span", { "data-testid": "detail-state" }, stateChip(s.state)),
+      s.stopReason ? h("span", { class: "muted", "data-testid": "detail-stop" }, s.stopReason) : null,
+      healthBar(s.healthScore),
+    ),
     h(
       "dl",
       { class: "facts" },
@@ -426,7 +459,15 @@ function renderDetail(detail) {
   ];
   if (s.pendingApproval) {
     const a = s.pendingApproval;
-    body.push(h("div", { class: "callout warn", "data-testid": "detail-approval" }, h("strong", {}, `Waiting for approval of ${a.tool}: `), a.reason, h("code", { class: "approval-args" }, JSON.stringify(a.arguments ?? {}))));
+    body.push(
+      h(
+        "div",
+        { class: "callout warn", "data-testid": "detail-approval" },
+        h("strong", {}, `Waiting for approval of ${a.tool}: `),
+        a.reason,
+        h("code", { class: "approval-args" }, JSON.stringify(a.arguments ?? {})),
+      ),
+    );
   }
   if (s.answer) body.push(h("div", { class: "callout answer", "data-testid": "detail-answer" }, h("strong", {}, "Answer "), s.answer));
   body.push(
@@ -483,7 +524,9 @@ async function startSession(event) {
     goal: $("start-goal").value.trim(),
     task,
     policy: $("start-policy").value,
-    scopes: $("start-scopes").value.split(/[\s,]+/).filter(Boolean),
+    scopes: $("start-scopes")
+      .value.split(/[\s,]+/)
+      .filter(Boolean),
   };
   $("start-submit").disabled = true;
   result.textContent = "starting…";

@@ -81,7 +81,9 @@ function pageSizeOf(query: URLSearchParams): number {
   return limit;
 }
 
-const resolve = (approve: boolean) => ({ body, id }: ApiInput) => ({ ...body, sessionId: id, approve });
+const resolve =
+  (approve: boolean) =>
+  ({ body, id }: ApiInput) => ({ ...body, sessionId: id, approve });
 
 /** The README's /api routes, each the orchestrator.v1 method it stands for. */
 const ROUTES: readonly ApiRoute[] = [
@@ -187,9 +189,7 @@ function httpStatusOf(error: ToolError): number {
 
 function sendJson(res: ServerResponse, httpStatus: number, body: unknown, extra: Record<string, string> = {}): void {
   if (res.headersSent) return;
-  res
-    .writeHead(httpStatus, { "content-type": "application/json; charset=utf-8", "cache-control": "no-store", "x-content-type-options": "nosniff", ...extra })
-    .end(JSON.stringify(body));
+  res.writeHead(httpStatus, { "content-type": "application/json; charset=utf-8", "cache-control": "no-store", "x-content-type-options": "nosniff", ...extra }).end(JSON.stringify(body));
 }
 
 /** The one place an error becomes an /api body; its texts may echo the request (a JSON parser's excerpt), so they are redacted. */
@@ -226,7 +226,12 @@ export function createAdminHttp(options: AdminHttpOptions = {}): HttpRoute {
     const hit = found.find((f) => f.route.verb === verb);
     if (!hit) {
       const allowed = found.map((f) => f.route.verb).join(" or ");
-      return sendJson(res, 405, { error: { code: "UNIMPLEMENTED", reason: "METHOD_NOT_ALLOWED", message: `${req.method} is not allowed on ${url.pathname}; use ${allowed}` } }, { allow: allowed.replace(" or ", ", ") });
+      return sendJson(
+        res,
+        405,
+        { error: { code: "UNIMPLEMENTED", reason: "METHOD_NOT_ALLOWED", message: `${req.method} is not allowed on ${url.pathname}; use ${allowed}` } },
+        { allow: allowed.replace(" or ", ", ") },
+      );
     }
     const { route: r, id } = hit;
     const body = r.verb === "POST" ? await bodyOf(req) : {};

@@ -67,10 +67,15 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
   // keeps its streams (no grace limit); new calls go to a fresh connection, maybe another replica.
   const defaults = { ...manifestDefaults(import.meta.url), maxConcurrent: 1024, maxStreams: 2048, maxStreamsPerCaller: 512, maxConnectionAgeMs: 300_000, maxConnectionAgeGraceMs: 0 };
-  const base = loadToolConfig("orchestrator", defaults, {
-    ...env,
-    ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
-  }, { signs: true });
+  const base = loadToolConfig(
+    "orchestrator",
+    defaults,
+    {
+      ...env,
+      ORCHESTRATOR_METRICS_PORT: env.ORCHESTRATOR_HTTP_PORT ?? env.ORCHESTRATOR_METRICS_PORT,
+    },
+    { signs: true },
+  );
   const openaiUrl = env.OPENAI_BASE_URL ?? "";
   const storeUrl = env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`;
   // Checked here, so that a bad URL stops the process (exit 2) before anything binds.

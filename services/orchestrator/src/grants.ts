@@ -7,9 +7,7 @@ import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { type Caller, methodPolicy } from "@loopguard/tool-sdk";
 
-export const OPERATOR_SCOPES: ReadonlySet<string> = new Set(
-  [...OrchestratorService.methods, ...ToolAdminService.methods].map((m) => methodPolicy(m).requiredScope).filter((s) => s !== ""),
-);
+export const OPERATOR_SCOPES: ReadonlySet<string> = new Set([...OrchestratorService.methods, ...ToolAdminService.methods].map((m) => methodPolicy(m).requiredScope).filter((s) => s !== ""));
 
 /** The prefix of a scope that lets its holder grant the rest to a session without holding it. */
 export const GRANT_PREFIX = "grant:";

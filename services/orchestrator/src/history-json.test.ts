@@ -6,7 +6,12 @@ import type { HistoryItem } from "./policy.js";
 import { ScriptedPolicy } from "./policies/scripted-policy.js";
 
 const observation = (n: number): HistoryItem =>
-  ({ kind: "observation", callId: `call_${n}`, tool: "kb_search_search", envelope: { ok: true, data: { hits: [{ docId: "refund-policy", version: 1, title: "Refunds \"quoted\" ü" }] }, refs: [], costMicros: 0, servedFrom: "live", observedAt: "2026-11-30T00:00:00.000Z" } }) as HistoryItem;
+  ({
+    kind: "observation",
+    callId: `call_${n}`,
+    tool: "kb_search_search",
+    envelope: { ok: true, data: { hits: [{ docId: "refund-policy", version: 1, title: 'Refunds "quoted" ü' }] }, refs: [], costMicros: 0, servedFrom: "live", observedAt: "2026-11-30T00:00:00.000Z" },
+  }) as HistoryItem;
 const histories: HistoryItem[][] = [[], [observation(1)], [{ kind: "call", callId: "call_1", tool: "kb_search_search", arguments: "{}" } as HistoryItem, observation(1), observation(2)]];
 
 describe("history JSON from cached item texts", () => {

@@ -5,13 +5,7 @@ import { SetFaultsRequestSchema } from "@loopguard/proto/gen/loopguard/tool/v1/a
 import { describe, expect, it } from "vitest";
 import { requestSchema } from "./json-schema.js";
 
-const refundReasons = [
-  "REFUND_REASON_DAMAGED",
-  "REFUND_REASON_NOT_DELIVERED",
-  "REFUND_REASON_WRONG_ITEM",
-  "REFUND_REASON_CUSTOMER_REQUEST",
-  "REFUND_REASON_DUPLICATE_CHARGE",
-];
+const refundReasons = ["REFUND_REASON_DAMAGED", "REFUND_REASON_NOT_DELIVERED", "REFUND_REASON_WRONG_ITEM", "REFUND_REASON_CUSTOMER_REQUEST", "REFUND_REASON_DUPLICATE_CHARGE"];
 
 describe("requestSchema of the tool requests", () => {
   it("kb search: query 1..512 characters and limit an integer 1..10, both required", () => {

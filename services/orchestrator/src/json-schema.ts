@@ -67,12 +67,7 @@ function fieldSchema(f: DescField, enclosing: ReadonlySet<string>): JsonObject {
     case "list": {
       const repeated = rules?.type.case === "repeated" ? rules.type.value : undefined;
       const itemRules = repeated?.items;
-      const items =
-        f.listKind === "scalar"
-          ? scalarSchema(f.scalar, itemRules)
-          : f.listKind === "enum"
-            ? enumSchema(f.enum, itemRules)
-            : messageSchema(f.message, enclosing);
+      const items = f.listKind === "scalar" ? scalarSchema(f.scalar, itemRules) : f.listKind === "enum" ? enumSchema(f.enum, itemRules) : messageSchema(f.message, enclosing);
       const schema: JsonObject = { type: "array", items };
       if (repeated?.minItems) schema.minItems = Number(repeated.minItems);
       if (repeated?.maxItems) schema.maxItems = Number(repeated.maxItems);
@@ -82,12 +77,7 @@ function fieldSchema(f: DescField, enclosing: ReadonlySet<string>): JsonObject {
     case "map": {
       const map = rules?.type.case === "map" ? rules.type.value : undefined;
       const valueRules = map?.values;
-      const values =
-        f.mapKind === "scalar"
-          ? scalarSchema(f.scalar, valueRules)
-          : f.mapKind === "enum"
-            ? enumSchema(f.enum, valueRules)
-            : messageSchema(f.message, enclosing);
+      const values = f.mapKind === "scalar" ? scalarSchema(f.scalar, valueRules) : f.mapKind === "enum" ? enumSchema(f.enum, valueRules) : messageSchema(f.message, enclosing);
       const schema: JsonObject = { type: "object", additionalProperties: values };
       if (map?.minPairs) schema.minProperties = Number(map.minPairs);
       if (map?.maxPairs) schema.maxProperties = Number(map.maxPairs);
@@ -250,11 +240,7 @@ function isEcmaRegExp(pattern: string): boolean {
 function enumSchema(desc: DescEnum, rules: FieldRules | undefined): JsonObject {
   const enumRules = rules?.type.case === "enum" ? rules.type.value : undefined;
   const allowed = desc.values.filter(
-    (v) =>
-      v.number !== 0 &&
-      (!enumRules?.in.length || enumRules.in.includes(v.number)) &&
-      !enumRules?.notIn.includes(v.number) &&
-      (!enumRules?.const || enumRules.const === v.number),
+    (v) => v.number !== 0 && (!enumRules?.in.length || enumRules.in.includes(v.number)) && !enumRules?.notIn.includes(v.number) && (!enumRules?.const || enumRules.const === v.number),
   );
   const names: JsonValue[] = allowed.map((v) => v.name);
   return { type: "string", enum: names };

@@ -113,7 +113,13 @@ export class Orchestrator {
     for (const controller of this.#active.values()) controller.abort();
     // Irreversible calls in flight are not cut off by the abort: wait for them to finish and be
     // recorded, up to the longest such call's SLA timeout.
-    const longestIrreversible = Math.max(0, ...this.options.registry.list().filter((t) => t.effect === Effect.IRREVERSIBLE_EXTERNAL).map((t) => t.timeoutMs));
+    const longestIrreversible = Math.max(
+      0,
+      ...this.options.registry
+        .list()
+        .filter((t) => t.effect === Effect.IRREVERSIBLE_EXTERNAL)
+        .map((t) => t.timeoutMs),
+    );
     const deadline = Date.now() + Math.max(5000, longestIrreversible + 1000);
     while (this.#active.size > 0 && Date.now() < deadline) await sleep(20);
     this.#events.close();

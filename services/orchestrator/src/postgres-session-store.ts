@@ -13,7 +13,19 @@ import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "./migr
 import { SessionNotifications } from "./postgres-notifications.js";
 import { TRANSITION_PAIRS, type SessionState } from "./session-state.js";
 import { LIVE_SQL } from "./session-sql.js";
-import { SESSIONS_MIGRATION_STORE, type AuditRow, type ClaimParams, type ErrorKind, type InsertParams, type MoveParams, type Moved, NotApplied, type PageParams, type SessionRow, type StepRow } from "./sql-session-rows.js";
+import {
+  SESSIONS_MIGRATION_STORE,
+  type AuditRow,
+  type ClaimParams,
+  type ErrorKind,
+  type InsertParams,
+  type MoveParams,
+  type Moved,
+  NotApplied,
+  type PageParams,
+  type SessionRow,
+  type StepRow,
+} from "./sql-session-rows.js";
 import { SqlSessionStore } from "./sql-session-store.js";
 import type { SessionStoreOptions } from "./session-store.js";
 
@@ -41,17 +53,22 @@ function statement(name: string, sql: string): Statement {
 }
 
 const Q = {
-  insert: statement("lg_session_insert", `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
+  insert: statement(
+    "lg_session_insert",
+    `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
       stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, created_by, request_hash)
     VALUES (:id, 'IDLE', 0, :goal, :task::jsonb, :budget::jsonb, :usage::jsonb, '{}'::jsonb, NULL, :scopes::jsonb, :policy, NULL, NULL,
       :now, :now, :leaseOwner, CASE WHEN :leaseTtlMs::bigint IS NULL THEN NULL ELSE ${DB_NOW_MS} + :leaseTtlMs::bigint END,
       :idempotencyKey, :createdBy, :requestHash)
     ON CONFLICT (created_by, idempotency_key) DO NOTHING
-    RETURNING ${COLUMNS}`),
+    RETURNING ${COLUMNS}`,
+  ),
   byId: statement("lg_session_by_id", `${SESSION} WHERE id = :id`),
   byKey: statement("lg_session_by_key", `${SESSION} WHERE created_by = :createdBy AND idempotency_key = :key`),
   // RETURNING sees the history rows as they were before the statement: gathered only when the move keeps them.
-  transition: statement("lg_transition", `WITH moved AS (
+  transition: statement(
+    "lg_transition",
+    `WITH moved AS (
       UPDATE sessions s SET
         state = :to,
         version = version + 1,
@@ -81,24 +98,34 @@ const Q = {
       INSERT INTO session_steps (session_id, step, at, payload)
       SELECT id, :step::int, :stepAt, :stepPayload::jsonb FROM moved WHERE :step::int IS NOT NULL
     )
-    SELECT * FROM moved`),
+    SELECT * FROM moved`,
+  ),
   auditTrail: statement("lg_audit_trail", `SELECT * FROM session_audit WHERE session_id = :id AND version > :after ORDER BY version`),
   steps: statement("lg_steps", `SELECT step, at, payload FROM session_steps WHERE session_id = :id AND step > :after ORDER BY step`),
   countByState: statement("lg_count_by_state", `SELECT state, count(*) AS n FROM sessions GROUP BY state`),
-  claim: statement("lg_claim", `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
+  claim: statement(
+    "lg_claim",
+    `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
     WHERE id IN (
       SELECT id FROM sessions
       WHERE ${LIVE_SQL} AND state <> 'AWAITING_APPROVAL' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})
       ORDER BY created_at, id LIMIT :limit
       FOR UPDATE SKIP LOCKED)
-    RETURNING ${COLUMNS}, ${HISTORY} AS history`),
-  renew: statement("lg_renew", `UPDATE sessions SET lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
+    RETURNING ${COLUMNS}, ${HISTORY} AS history`,
+  ),
+  renew: statement(
+    "lg_renew",
+    `UPDATE sessions SET lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
     WHERE id IN (SELECT jsonb_array_elements_text(:ids::jsonb)) AND lease_owner = :owner AND lease_expires_at > ${DB_NOW_MS} AND ${LIVE_SQL}
-    RETURNING id`),
+    RETURNING id`,
+  ),
   release: statement("lg_release", `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = :id AND lease_owner = :owner`),
-  expiredApprovals: statement("lg_expired_approvals", `${SESSION}
+  expiredApprovals: statement(
+    "lg_expired_approvals",
+    `${SESSION}
     WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= :now
-    ORDER BY created_at, id LIMIT :limit`),
+    ORDER BY created_at, id LIMIT :limit`,
+  ),
   all: statement("lg_list_all", `${SESSION} ORDER BY created_at, id LIMIT :limit`),
   allAfter: statement("lg_list_all_after", `${SESSION} WHERE (created_at, id) > (:afterAt, :afterId) ORDER BY created_at, id LIMIT :limit`),
   state: statement("lg_list_state", `${SESSION} WHERE state = :state ORDER BY created_at, id LIMIT :limit`),
@@ -161,10 +188,7 @@ export class PostgresSessionStore extends SqlSessionStore {
         inTransaction(pool, async (c) => {
           await c.query(`LOCK TABLE session_transitions IN EXCLUSIVE MODE`);
           await c.query(`DELETE FROM session_transitions`);
-          await c.query(`INSERT INTO session_transitions (from_state, to_state) SELECT * FROM unnest($1::text[], $2::text[])`, [
-            TRANSITION_PAIRS.map(([f]) => f),
-            TRANSITION_PAIRS.map(([, t]) => t),
-          ]);
+          await c.query(`INSERT INTO session_transitions (from_state, to_state) SELECT * FROM unnest($1::text[], $2::text[])`, [TRANSITION_PAIRS.map(([f]) => f), TRANSITION_PAIRS.map(([, t]) => t)]);
         }),
       );
       store.notifications = await SessionNotifications.start(

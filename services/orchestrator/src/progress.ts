@@ -5,7 +5,10 @@ import { createHash } from "node:crypto";
 export const NO_PROGRESS_WINDOW = 3;
 
 export function fingerprint(tool: string, argumentsJson: string, outcome: string, refs: readonly string[]): string {
-  return createHash("sha256").update(JSON.stringify([tool, argumentsJson, outcome, [...refs].sort()])).digest("hex").slice(0, 16);
+  return createHash("sha256")
+    .update(JSON.stringify([tool, argumentsJson, outcome, [...refs].sort()]))
+    .digest("hex")
+    .slice(0, 16);
 }
 
 /** True when the last `window` fingerprints are all the same. */

@@ -2,18 +2,7 @@
 // so the table is the single answer to "may a session go from A to B"; the stores also copy it
 // into the database, where a trigger refuses any state change that is not in it.
 
-export const SESSION_STATES = [
-  "IDLE",
-  "THINKING",
-  "TOOL_EXECUTING",
-  "OBSERVING",
-  "RETRYING",
-  "FALLBACK",
-  "AWAITING_APPROVAL",
-  "DONE",
-  "FAILED",
-  "CANCELLED",
-] as const;
+export const SESSION_STATES = ["IDLE", "THINKING", "TOOL_EXECUTING", "OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "DONE", "FAILED", "CANCELLED"] as const;
 
 export type SessionState = (typeof SESSION_STATES)[number];
 
@@ -50,9 +39,7 @@ export const TRANSITIONS: Readonly<Record<SessionState, readonly SessionState[]>
 } satisfies Record<SessionState, readonly SessionState[]>);
 
 /** Every allowed (from, to) pair, in table order; what the stores copy into the database. */
-export const TRANSITION_PAIRS: readonly (readonly [SessionState, SessionState])[] = SESSION_STATES.flatMap((from) =>
-  TRANSITIONS[from].map((to) => [from, to] as const),
-);
+export const TRANSITION_PAIRS: readonly (readonly [SessionState, SessionState])[] = SESSION_STATES.flatMap((from) => TRANSITIONS[from].map((to) => [from, to] as const));
 
 export function isSessionState(value: unknown): value is SessionState {
   return typeof value === "string" && (SESSION_STATES as readonly string[]).includes(value);

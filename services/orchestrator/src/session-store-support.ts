@@ -41,10 +41,7 @@ export class StaleTransitionError extends Error {
     readonly actual: { state: SessionState; version: number },
     message?: string,
   ) {
-    super(
-      message ??
-        `session ${sessionId} is ${actual.state}@${actual.version}, not ${expected.state}@${expected.version}`,
-    );
+    super(message ?? `session ${sessionId} is ${actual.state}@${actual.version}, not ${expected.state}@${expected.version}`);
   }
 }
 
@@ -112,8 +109,7 @@ export function movesOf(t: TransitionInput): Move[] {
 }
 
 /** Oldest first, then by id: the order lists and claims return sessions in. */
-export const byCreated = (a: SessionRecord, b: SessionRecord): number =>
-  a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+export const byCreated = (a: SessionRecord, b: SessionRecord): number => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 export function initialUsage(startedAt: number): Usage {
   return { steps: 0, toolCalls: 0, tokens: 0, costMicros: 0, startedAt };

@@ -174,9 +174,7 @@ export interface SessionPage {
  * of its lease (so another replica may claim it); or "resync": changes may have been missed (a
  * PostgreSQL listening connection was lost and is back), so anything waiting should read again.
  */
-export type SessionEvent =
-  | { readonly kind: "changed"; readonly id: string; readonly version: number; readonly state: SessionState; readonly leaseOwner: string | null }
-  | { readonly kind: "resync" };
+export type SessionEvent = { readonly kind: "changed"; readonly id: string; readonly version: number; readonly state: SessionState; readonly leaseOwner: string | null } | { readonly kind: "resync" };
 
 export type SessionListener = (event: SessionEvent) => void;
 

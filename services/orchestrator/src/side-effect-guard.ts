@@ -60,14 +60,7 @@ export function worldVersionOf(guard: GuardedEffect, id: string, data: JsonValue
  * call's idempotency key: an effect this session already made with the same key is a replay and
  * moves nothing new, so it passes without the money checks.
  */
-export async function guardSideEffect(
-  deps: GuardDeps,
-  s: SessionRecord,
-  guard: GuardedEffect,
-  args: JsonObject,
-  key: string,
-  confidence: number | undefined,
-): Promise<GuardVerdict> {
+export async function guardSideEffect(deps: GuardDeps, s: SessionRecord, guard: GuardedEffect, args: JsonObject, key: string, confidence: number | undefined): Promise<GuardVerdict> {
   const tool = guard.tool;
   const entityId = String(args[guard.idField] ?? "");
   const declared = declaredEntities(s.task, guard.entity);
@@ -81,7 +74,10 @@ export async function guardSideEffect(
   }
   const remaining = deadlineOf(s.usage, s.budget) - deps.now();
   if (remaining < tool.timeoutMs) {
-    return { kind: "stop", answer: `stopped before calling ${tool.name}: ${Math.max(0, remaining)} ms of the session's wall clock left, less than its ${tool.timeoutMs} ms SLA timeout; nothing was done` };
+    return {
+      kind: "stop",
+      answer: `stopped before calling ${tool.name}: ${Math.max(0, remaining)} ms of the session's wall clock left, less than its ${tool.timeoutMs} ms SLA timeout; nothing was done`,
+    };
   }
   const amount = guard.amountField ? num(args[guard.amountField]) : 0;
   const effect: EffectRecord = { key, tool: tool.name, entity: guard.entity, entityId, amount };
@@ -115,7 +111,9 @@ export async function guardSideEffect(
   const reasons: string[] = [];
   const entityTotal = moved + amount;
   if (entityTotal > deps.approvals.amountThresholdCents) {
-    reasons.push(`${guard.entity} ${entityId} would have ${entityTotal} moved in total (${moved} already, across all sessions), above the approval threshold of ${deps.approvals.amountThresholdCents}`);
+    reasons.push(
+      `${guard.entity} ${entityId} would have ${entityTotal} moved in total (${moved} already, across all sessions), above the approval threshold of ${deps.approvals.amountThresholdCents}`,
+    );
   }
   const sessionTotal = done.filter((e) => e.amount > 0).reduce((sum, e) => sum + e.amount, 0) + amount;
   if (sessionTotal > deps.approvals.sessionAmountThresholdCents) {

@@ -25,7 +25,10 @@ function edited(file: DescFile, serviceName: string, edit: (proto: FileDescripto
   return createFileRegistry(proto, (name) => deps.get(name)).getService(serviceName)!;
 }
 
-const rulesOf = (...services: DescService[]) => () => new SideEffectRules(new ToolRegistry(services));
+const rulesOf =
+  (...services: DescService[]) =>
+  () =>
+    new SideEffectRules(new ToolRegistry(services));
 
 describe("SideEffectRules over the shipped contracts", () => {
   it("guards billing's refund: the order it acts on, the amount, the order's live read and its customer's risk", () => {

@@ -155,9 +155,7 @@ export abstract class SqlSessionStore implements SessionStore {
   async list(query: ListQuery): Promise<SessionPage> {
     checkLimit(query.limit);
     const after = query.after === undefined ? undefined : decodeCursor(query.after);
-    const rows = await this.guard("list", () =>
-      this.page({ state: query.state ?? null, limit: query.limit + 1, afterAt: after?.createdAt ?? null, afterId: after?.id ?? null }),
-    );
+    const rows = await this.guard("list", () => this.page({ state: query.state ?? null, limit: query.limit + 1, afterAt: after?.createdAt ?? null, afterId: after?.id ?? null }));
     const sessions = rows.slice(0, query.limit).map((r) => this.toRecord(r));
     const last = sessions.at(-1);
     return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };

@@ -5,7 +5,20 @@ import { isSqliteUnavailable, migrateSqlite, openSqlite } from "@loopguard/sql-s
 import Database from "better-sqlite3";
 import { OPEN_SQL, SQLITE_SESSION_MIGRATIONS } from "./migrations/sqlite/index.js";
 import { isTerminal, TRANSITION_PAIRS, type SessionState } from "./session-state.js";
-import { SESSIONS_MIGRATION_STORE, type ErrorKind, type InsertParams, insertedRow, type MoveParams, type Moved, NotApplied, type PageParams, type AuditRow, type ClaimParams, type SessionRow, type StepRow } from "./sql-session-rows.js";
+import {
+  SESSIONS_MIGRATION_STORE,
+  type ErrorKind,
+  type InsertParams,
+  insertedRow,
+  type MoveParams,
+  type Moved,
+  NotApplied,
+  type PageParams,
+  type AuditRow,
+  type ClaimParams,
+  type SessionRow,
+  type StepRow,
+} from "./sql-session-rows.js";
 import { SqlSessionStore } from "./sql-session-store.js";
 import type { SessionEvent, SessionRecord, SessionStoreOptions } from "./session-store.js";
 
@@ -26,10 +39,18 @@ const moveSql = (into: "live" | "awaiting" | "terminal"): string => `UPDATE sess
     context = CASE WHEN @setContext THEN @context ELSE context END,
     history_len = CASE WHEN @setContext THEN @historyLen ELSE history_len END,
     pending = CASE WHEN @setPending THEN @pending ELSE pending END,
-    answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,${into === "terminal" ? `
-    stop_reason = @stopReason,` : ""}${into !== "live" ? `
+    answer = CASE WHEN @setAnswer THEN @answer ELSE answer END,${
+      into === "terminal"
+        ? `
+    stop_reason = @stopReason,`
+        : ""
+    }${
+      into !== "live"
+        ? `
     lease_owner = NULL,
-    lease_expires_at = NULL,` : ""}
+    lease_expires_at = NULL,`
+        : ""
+    }
     updated_at = @at
   WHERE id = @id AND state = @from AND version = @expectedVersion
     AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))`;
@@ -65,8 +86,7 @@ export interface SqliteSessionStoreOptions extends SessionStoreOptions {
 }
 
 function prepare(db: Database.Database) {
-  const page = (where: string) =>
-    db.prepare<unknown[], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s ${where} ORDER BY created_at, id LIMIT @limit`);
+  const page = (where: string) => db.prepare<unknown[], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s ${where} ORDER BY created_at, id LIMIT @limit`);
   // The stop_reason term, implied by the state, lets SQLite use the partial index it names.
   const pages = (where: string) => ({ first: page(where), after: page(`${where} AND (created_at, id) > (@afterAt, @afterId)`) });
   return {

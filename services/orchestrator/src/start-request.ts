@@ -28,5 +28,7 @@ export function taskProblem(task: JsonValue): string | undefined {
 /** SHA-256 of the request as canonical JSON (RFC 8785), its idempotency key left out. */
 export function startRequestHash(request: StartSessionRequest): string {
   const json = toJson(StartSessionRequestSchema, create(StartSessionRequestSchema, { ...request, idempotencyKey: "" }));
-  return createHash("sha256").update(canonicalize(json) ?? "").digest("hex");
+  return createHash("sha256")
+    .update(canonicalize(json) ?? "")
+    .digest("hex");
 }

@@ -26,10 +26,7 @@ function expectInvalid(result: ParsedArguments, fields: string[]): Extract<Parse
 
 describe("parseToolArguments accepts", () => {
   it("a valid refund, leaving the idempotency key for the host", () => {
-    const result = parseToolArguments(
-      tool("billing_refund"),
-      JSON.stringify({ orderId: "ord_A1b2C3d4E5f6", amountCents: 1250, reason: "REFUND_REASON_DAMAGED" }),
-    );
+    const result = parseToolArguments(tool("billing_refund"), JSON.stringify({ orderId: "ord_A1b2C3d4E5f6", amountCents: 1250, reason: "REFUND_REASON_DAMAGED" }));
     expect(result).toMatchObject({
       ok: true,
       message: { orderId: "ord_A1b2C3d4E5f6", amountCents: 1250n, reason: RefundReason.DAMAGED, idempotencyKey: "" },
@@ -118,10 +115,7 @@ describe("parseToolArguments answers EINVAL for", () => {
   });
 
   it("an id card whose check character is wrong, a rule the JSON schema cannot express", () => {
-    const result = expectInvalid(
-      parseToolArguments(tool("risk_query_risk"), JSON.stringify({ idCard: "110105194912310021", phone: "13800138000" })),
-      ["idCard"],
-    );
+    const result = expectInvalid(parseToolArguments(tool("risk_query_risk"), JSON.stringify({ idCard: "110105194912310021", phone: "13800138000" })), ["idCard"]);
     expect(result.violations[0]?.description).toMatch(/GB 11643/);
   });
 
@@ -133,11 +127,7 @@ describe("parseToolArguments answers EINVAL for", () => {
   });
 
   it("several problems at once, all named in one observation", () => {
-    expectInvalid(parseToolArguments(tool("billing_refund"), '{"orderId":"ord_A1b2C3d4E5f6","amountCents":true,"reason":7,"note":"x"}'), [
-      "note",
-      "amountCents",
-      "reason",
-    ]);
+    expectInvalid(parseToolArguments(tool("billing_refund"), '{"orderId":"ord_A1b2C3d4E5f6","amountCents":true,"reason":7,"note":"x"}'), ["note", "amountCents", "reason"]);
   });
 });
 

@@ -11,9 +11,7 @@ export interface ArgumentViolation {
   readonly description: string;
 }
 
-export type ParsedArguments =
-  | { readonly ok: true; readonly message: Message }
-  | { readonly ok: false; readonly code: "EINVAL"; readonly message: string; readonly violations: ArgumentViolation[] };
+export type ParsedArguments = { readonly ok: true; readonly message: Message } | { readonly ok: false; readonly code: "EINVAL"; readonly message: string; readonly violations: ArgumentViolation[] };
 
 /** Never throws: every failure is an EINVAL result. */
 export function parseToolArguments(tool: RegisteredTool, raw: string): ParsedArguments {

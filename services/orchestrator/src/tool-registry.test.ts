@@ -8,14 +8,7 @@ const registry = new ToolRegistry();
 
 describe("ToolRegistry over the default contracts", () => {
   it("registers every method of kb-search, billing and risk under its model-visible name", () => {
-    expect(registry.list().map((t) => t.name)).toEqual([
-      "kb_search_search",
-      "billing_get_order",
-      "billing_refund",
-      "billing_list_refunds",
-      "risk_query_risk",
-      "risk_get_customer_risk",
-    ]);
+    expect(registry.list().map((t) => t.name)).toEqual(["kb_search_search", "billing_get_order", "billing_refund", "billing_list_refunds", "risk_query_risk", "risk_get_customer_risk"]);
     const methodCount = DEFAULT_TOOL_SERVICES.reduce((n, s) => n + s.methods.length, 0);
     expect(registry.list()).toHaveLength(methodCount);
   });
@@ -58,9 +51,7 @@ describe("ToolRegistry over the default contracts", () => {
     expect(registry.get("billing_refund")?.spec.description).toBe(
       "Refund an amount in cents of a paid order to the customer. Irreversible; needs an idempotency key. (irreversible; may need human approval)",
     );
-    expect(registry.get("billing_get_order")?.spec.description).toBe(
-      "Look up an order: status, amount paid, amount already refunded and what is still refundable.",
-    );
+    expect(registry.get("billing_get_order")?.spec.description).toBe("Look up an order: status, amount paid, amount already refunded and what is still refundable.");
     const warned = registry.list().filter((t) => t.spec.description.endsWith("(irreversible; may need human approval)"));
     expect(warned.map((t) => t.name)).toEqual(["billing_refund"]);
   });
@@ -83,11 +74,7 @@ describe("ToolRegistry.specs", () => {
   });
 
   it("shows only the tools the session's scopes allow", () => {
-    expect(registry.specs(["kb:read", "billing:read"]).map((s) => s.name)).toEqual([
-      "kb_search_search",
-      "billing_get_order",
-      "billing_list_refunds",
-    ]);
+    expect(registry.specs(["kb:read", "billing:read"]).map((s) => s.name)).toEqual(["kb_search_search", "billing_get_order", "billing_list_refunds"]);
     expect(registry.specs(["billing:refund"]).map((s) => s.name)).toEqual(["billing_refund"]);
     expect(registry.specs([])).toEqual([]);
   });

@@ -23,9 +23,22 @@ async function sink(traceDir: (root: string) => string): Promise<{ root: string;
 
 function record(step: number, at: string, phone = "13912345678"): StepTrace {
   return {
-    run_id: "r", session_id: "ses_1", step, state_before: "RUNNING", state_after: "RUNNING", decision: { note: `call ${phone}` },
-    result: null, budget_before: {}, fingerprint: null, prompt_hash: null, tool_version: null, attempt: 1,
-    trace_id: "t", traceparent: "00-t-s-01", duration_ms: 1, at,
+    run_id: "r",
+    session_id: "ses_1",
+    step,
+    state_before: "RUNNING",
+    state_after: "RUNNING",
+    decision: { note: `call ${phone}` },
+    result: null,
+    budget_before: {},
+    fingerprint: null,
+    prompt_hash: null,
+    tool_version: null,
+    attempt: 1,
+    trace_id: "t",
+    traceparent: "00-t-s-01",
+    duration_ms: 1,
+    at,
   };
 }
 

@@ -8,7 +8,12 @@ import { refsOf } from "./world-refs.js";
 
 describe("refsOf, from the contracts' field roles", () => {
   it("cites every search hit with its version", () => {
-    const response = create(SearchResponseSchema, { hits: [{ docId: "refund-policy", version: 3, title: "t" }, { docId: "returns", version: 1, title: "t" }] });
+    const response = create(SearchResponseSchema, {
+      hits: [
+        { docId: "refund-policy", version: 3, title: "t" },
+        { docId: "returns", version: 1, title: "t" },
+      ],
+    });
     expect(refsOf(SearchResponseSchema, toJson(SearchResponseSchema, response) as JsonValue)).toEqual(["kb:refund-policy@3", "kb:returns@1"]);
   });
 

@@ -285,8 +285,7 @@ describe("bad input", () => {
 });
 
 describe("the same API over Connect", () => {
-  const rpc = (method: string, request: unknown, bearer: string | null = operator) =>
-    call(`/loopguard.orchestrator.v1.OrchestratorService/${method}`, { token: bearer, body: request });
+  const rpc = (method: string, request: unknown, bearer: string | null = operator) => call(`/loopguard.orchestrator.v1.OrchestratorService/${method}`, { token: bearer, body: request });
 
   it("the dashboard's views are orchestrator.v1 methods; /api answers from them, counted in the RPC metrics", async () => {
     const id = await start("How long do card refunds take?", {});
@@ -338,7 +337,10 @@ describe("pagination over 1,000 sessions", () => {
     expect(first.json.sessions).toHaveLength(50);
     expect(elapsed).toBeLessThan(500);
 
-    for (const [filter, expected, limit] of [["", total, 200], ["IDLE", 1000, 50]] as const) {
+    for (const [filter, expected, limit] of [
+      ["", total, 200],
+      ["IDLE", 1000, 50],
+    ] as const) {
       const seen: string[] = [];
       let cursor: string | null = "";
       let pages = 0;

@@ -85,9 +85,10 @@ describe("approvals left unanswered", () => {
     expect(ended.stopReason).toBe("approval_denied");
     expect(ended.answer).toBe(`approval ${shown.approvalId} expired unanswered`);
     expect(await refundCount()).toBe(before);
-    const late = await orch.approver
-      .resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "too late" })
-      .then(() => undefined, (e: unknown) => e);
+    const late = await orch.approver.resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "too late" }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(late).toBeInstanceOf(CallError);
     expect((late as CallError).code).toBe(status.FAILED_PRECONDITION);
     expect((late as CallError).reason).toBe("SESSION_TERMINAL");

@@ -205,7 +205,15 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     // Stop driving so the inserted sessions stay IDLE instead of all running at once.
     await orch.orchestrator.stop();
     for (let i = 0; i < 1000; i += 1) {
-      await orch.orchestrator.store.create({ id: `ses_bulk${String(i).padStart(16, "0")}`, goal: `bulk question ${i}`, task: {}, budget: DEFAULT_BUDGET, scopes: ["kb:read"], policy: "scripted", createdBy: "test" });
+      await orch.orchestrator.store.create({
+        id: `ses_bulk${String(i).padStart(16, "0")}`,
+        goal: `bulk question ${i}`,
+        task: {},
+        budget: DEFAULT_BUDGET,
+        scopes: ["kb:read"],
+        policy: "scripted",
+        createdBy: "test",
+      });
     }
     await page.waitForFunction(() => Number(document.querySelector('[data-testid="count-total"]')?.getAttribute("data-count")) >= 1000, undefined, { timeout: 5000 });
     const ids = () => page.getByTestId("session-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-session-id")));
@@ -227,7 +235,11 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     expect(await ids()).toEqual(first);
 
     await page.getByTestId("state-filter").selectOption("IDLE");
-    await page.waitForFunction(() => Array.from(document.querySelectorAll('[data-testid="session-row"]')).every((r) => r.getAttribute("data-state") === "IDLE") && document.querySelectorAll('[data-testid="session-row"]').length === 50);
+    await page.waitForFunction(
+      () =>
+        Array.from(document.querySelectorAll('[data-testid="session-row"]')).every((r) => r.getAttribute("data-state") === "IDLE") &&
+        document.querySelectorAll('[data-testid="session-row"]').length === 50,
+    );
     await page.getByTestId("page-next").click();
     await page.waitForFunction(() => document.querySelector('[data-testid="page-info"]')?.textContent === "page 2 · 51–100");
     await page.screenshot({ path: join(SCREENSHOTS, "dashboard-1000-idle.png") });

@@ -296,7 +296,12 @@ describe("orchestrator drills (real processes)", () => {
       scopes: SCOPES,
       policy: "scripted",
     });
-    const model = await api.startSession({ goal: "How risky is the customer of this task?", task: { kind: "risk_check", id_card: MODEL_ID_CARD, phone: "(139)12345678" }, scopes: SCOPES, policy: "openai" });
+    const model = await api.startSession({
+      goal: "How risky is the customer of this task?",
+      task: { kind: "risk_check", id_card: MODEL_ID_CARD, phone: "(139)12345678" },
+      scopes: SCOPES,
+      policy: "openai",
+    });
 
     const sessions = await waitTerminal(api, [...ids, model.session!.sessionId], 60_000);
     expect(sessions.map((s) => [SessionState[s.state], s.stopReason])).toEqual([...ids, model.session!.sessionId].map(() => ["DONE", "done"]));
@@ -308,10 +313,7 @@ describe("orchestrator drills (real processes)", () => {
     // Every way of writing these numbers: the digits with any separators between them.
     const nationals = ["13800138000", "13912345678", "15012345678", "18612345678"];
     const idCards = [...customers.map((c) => c.idCard), risky.idCard];
-    const needles = [
-      ...nationals.map((digits) => new RegExp(digits.split("").join("[ ()+-]*"))),
-      ...idCards.map((idCard) => new RegExp(idCard.slice(0, 17), "i")),
-    ];
+    const needles = [...nationals.map((digits) => new RegExp(digits.split("").join("[ ()+-]*"))), ...idCards.map((idCard) => new RegExp(idCard.slice(0, 17), "i"))];
     const leaks: string[] = [];
     const scan = (where: string, text: string) => {
       for (const needle of needles) if (needle.test(text)) leaks.push(`${where}: ${needle.source} in ${text.slice(0, 300)}`);
@@ -341,7 +343,12 @@ describe("orchestrator drills (real processes)", () => {
       scan(`GetSession ${id}`, toJsonString(SessionSchema, session!));
     }
 
-    const named: [string, ToolProcess][] = [["orchestrator", orchestrator], ["kb-search", tools.kb], ["billing", tools.billing], ["risk", tools.risk]];
+    const named: [string, ToolProcess][] = [
+      ["orchestrator", orchestrator],
+      ["kb-search", tools.kb],
+      ["billing", tools.billing],
+      ["risk", tools.risk],
+    ];
     for (const [name, proc] of named) for (const line of proc.lines) scan(`${name} log`, JSON.stringify(line));
 
     const db = new Database(join(dir, "orchestrator.db"), { readonly: true, fileMustExist: true });

@@ -47,7 +47,6 @@ const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL || is
 const refundArgs = (orderId: string, amountCents: number, reason = "REFUND_REASON_DAMAGED") => JSON.stringify({ orderId, amountCents, reason });
 const call = toolCall;
 
-
 describe("cumulative amounts", () => {
   it("10 sessions each refunding 45,000 of one order: the one that would take its total above 50,000 waits, and every later one", async () => {
     const orch = await orchestrator();
@@ -100,10 +99,9 @@ describe("cumulative amounts", () => {
   });
 
   it("per session: refunds on two orders the task names, each small, together above the session threshold, wait for approval", async () => {
-    const { orch } = await withModel(
-      [() => call("billing_refund", refundArgs("ord_DEMO00000001", 6000), "r1"), () => call("billing_refund", refundArgs("ord_DEMO00000002", 6000), "r2")],
-      { APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS: "10000" },
-    );
+    const { orch } = await withModel([() => call("billing_refund", refundArgs("ord_DEMO00000001", 6000), "r1"), () => call("billing_refund", refundArgs("ord_DEMO00000002", 6000), "r2")], {
+      APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS: "10000",
+    });
     const task = { kind: "refund", order_ids: ["ord_DEMO00000001", "ord_DEMO00000002"] };
     const { session } = await orch.api.startSession({ goal: "Refund both", task: task as never, scopes: ALL_SCOPES, policy: "openai" });
     const s = await waitForSession(orch.api, session!.sessionId, waiting);
@@ -154,10 +152,7 @@ describe("the order's own customer's risk, read by the host", () => {
 
 describe("only the entities the task names", () => {
   it("a refund of an order outside the task is an EPRECOND observation, and the ledger is untouched", async () => {
-    const { orch, chat } = await withModel([
-      () => call("billing_refund", refundArgs("ord_DEMO00000007", 100), "r1"),
-      () => chatCompletion({ content: "I may only refund the order of this task." }),
-    ]);
+    const { orch, chat } = await withModel([() => call("billing_refund", refundArgs("ord_DEMO00000007", 100), "r1"), () => chatCompletion({ content: "I may only refund the order of this task." })]);
     const { session } = await orch.api.startSession({ goal: "Refund", task: { kind: "refund", order_id: "ord_DEMO00000001" } as never, scopes: ALL_SCOPES, policy: "openai" });
     const s = await waitForSession(orch.api, session!.sessionId);
     expect(s.stopReason).toBe("done");

@@ -1,10 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  createOpenAiPolicy,
-  OPENAI_POLICY_SYSTEM_PROMPT,
-  PolicyUnavailableError,
-  type OpenAiPolicyOptions,
-} from "../src/policies/openai-policy.js";
+import { createOpenAiPolicy, OPENAI_POLICY_SYSTEM_PROMPT, PolicyUnavailableError, type OpenAiPolicyOptions } from "../src/policies/openai-policy.js";
 import type { Decision, PolicyInput, ResultEnvelope, ToolSpec } from "../src/policy.js";
 import { chatCompletion, startFakeChatServer, type FakeChatServer, type ScriptedReply } from "./fake-chat-server.js";
 
@@ -77,9 +72,7 @@ function toolCalls(decision: Decision) {
 
 describe("openai policy: request", () => {
   it("posts model, system prompt, goal with task JSON and the tools as functions with tool_choice auto", async () => {
-    const { server, policy } = await serve([
-      () => chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] }),
-    ]);
+    const { server, policy } = await serve([() => chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] })]);
     await policy.decide(input(), never());
 
     expect(server.requests).toHaveLength(1);
@@ -93,8 +86,7 @@ describe("openai policy: request", () => {
         { role: "system", content: OPENAI_POLICY_SYSTEM_PROMPT },
         {
           role: "user",
-          content:
-            'Goal: Refund order ord_AAAAAAAAAAAA if the policy allows it.\n\nTask (JSON):\n{"order_id":"ord_AAAAAAAAAAAA","customer":"c_1"}',
+          content: 'Goal: Refund order ord_AAAAAAAAAAAA if the policy allows it.\n\nTask (JSON):\n{"order_id":"ord_AAAAAAAAAAAA","customer":"c_1"}',
         },
       ],
       tools: TOOLS.map((tool) => ({
@@ -122,9 +114,7 @@ describe("openai policy: request", () => {
 
 describe("openai policy: replies", () => {
   it("turns a single tool call into a tool_calls decision with the model's id and raw arguments", async () => {
-    const { policy } = await serve([
-      () => chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] }),
-    ]);
+    const { policy } = await serve([() => chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] })]);
     const decision = await policy.decide(input(), never());
     expect(toolCalls(decision)).toEqual([{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }]);
   });
@@ -161,9 +151,7 @@ describe("openai policy: replies", () => {
   });
 
   it("passes an unknown tool name through unchanged", async () => {
-    const { policy } = await serve([
-      () => chatCompletion({ toolCalls: [{ id: "call_u", name: "delete_all_orders", arguments: "{}" }] }),
-    ]);
+    const { policy } = await serve([() => chatCompletion({ toolCalls: [{ id: "call_u", name: "delete_all_orders", arguments: "{}" }] })]);
     expect(toolCalls(await policy.decide(input(), never()))).toEqual([{ id: "call_u", name: "delete_all_orders", arguments: "{}" }]);
   });
 
@@ -208,9 +196,7 @@ describe("openai policy: replies", () => {
   });
 
   it("maps usage.prompt_tokens and completion_tokens to token usage", async () => {
-    const { policy } = await serve([
-      () => chatCompletion({ content: "done", usage: { prompt_tokens: 1234, completion_tokens: 56 } }),
-    ]);
+    const { policy } = await serve([() => chatCompletion({ content: "done", usage: { prompt_tokens: 1234, completion_tokens: 56 } })]);
     expect((await policy.decide(input(), never())).usage).toEqual({ input: 1234, output: 56 });
   });
 
@@ -273,8 +259,7 @@ describe("openai policy: history", () => {
       { role: "assistant", content: "The order was refunded." },
       {
         role: "user",
-        content:
-          "That answer was not accepted: the answer cites no refund id\nContinue: call tools if you need more facts or actions, then answer again.",
+        content: "That answer was not accepted: the answer cites no refund id\nContinue: call tools if you need more facts or actions, then answer again.",
       },
       {
         role: "assistant",
@@ -318,13 +303,7 @@ describe("openai policy: history", () => {
       never(),
     );
     const messages = server.requests[0]!.body.messages.slice(2);
-    expect(messages.map((m: { role: string; tool_call_id?: string }) => m.tool_call_id ?? m.role)).toEqual([
-      "assistant",
-      "c1",
-      "c2",
-      "assistant",
-      "user",
-    ]);
+    expect(messages.map((m: { role: string; tool_call_id?: string }) => m.tool_call_id ?? m.role)).toEqual(["assistant", "c1", "c2", "assistant", "user"]);
     expect(JSON.parse(messages[2].content)).toMatchObject({ ok: false });
   });
 });
@@ -379,9 +358,7 @@ describe("openai policy: endpoint failures", () => {
   });
 
   it("throws a non-retryable PolicyUnavailableError on 400", async () => {
-    const { policy } = await serve([
-      () => ({ status: 400, body: { error: { message: "Invalid schema for function 'kb_search'", type: "invalid_request_error" } } }),
-    ]);
+    const { policy } = await serve([() => ({ status: 400, body: { error: { message: "Invalid schema for function 'kb_search'", type: "invalid_request_error" } } })]);
     const err = await rejection(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: false, status: 400 });
@@ -389,9 +366,7 @@ describe("openai policy: endpoint failures", () => {
   });
 
   it("obeys retry-after on 429", async () => {
-    const { policy } = await serve([
-      () => ({ status: 429, headers: { "retry-after": "2" }, body: { error: { message: "Rate limit reached", type: "requests" } } }),
-    ]);
+    const { policy } = await serve([() => ({ status: 429, headers: { "retry-after": "2" }, body: { error: { message: "Rate limit reached", type: "requests" } } })]);
     const err = await rejection(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: true, status: 429, retryAfterMs: 2000 });

@@ -31,7 +31,6 @@ async function runWith(script: ScriptedReply[], goal = "How long do card refunds
 
 const call = toolCall;
 
-
 describe("openai policy sessions", () => {
   it("turns an unknown tool, malformed JSON and extra fields into ENOTOOL/EINVAL observations and recovers", async () => {
     const { done, requests } = await runWith([
@@ -67,15 +66,15 @@ describe("openai policy sessions", () => {
       () => chatCompletion({ content: "Order ord_DEMO00000001 is paid." }),
     ]);
     expect(done.stopReason).toBe("done");
-    const executed = trace.map((r) => JSON.parse(r) as { decision: { kind: string; name?: string } }).filter((r) => r.decision.kind === "tool_call").map((r) => r.decision.name);
+    const executed = trace
+      .map((r) => JSON.parse(r) as { decision: { kind: string; name?: string } })
+      .filter((r) => r.decision.kind === "tool_call")
+      .map((r) => r.decision.name);
     expect(executed).toEqual(["kb_search_search", "billing_get_order"]);
   });
 
   it("does not accept an answer citing a refund id no tool returned; the model corrects it", async () => {
-    const { done, requests } = await runWith([
-      () => chatCompletion({ content: "Refunded, id rf_AAAAAAAAAAAAAAAA." }),
-      () => chatCompletion({ content: "I have not made any refund." }),
-    ]);
+    const { done, requests } = await runWith([() => chatCompletion({ content: "Refunded, id rf_AAAAAAAAAAAAAAAA." }), () => chatCompletion({ content: "I have not made any refund." })]);
     expect(done.stopReason).toBe("done");
     expect(done.answer).toBe("I have not made any refund.");
     expect(JSON.stringify(requests[1]!.body.messages)).toMatch(/no tool returned/);
@@ -137,7 +136,10 @@ describe("openai policy sessions", () => {
   it("is refused at StartSession when no model endpoint is configured", async () => {
     const orch = await startOrchestrator(tools);
     try {
-      const error = await orch.api.startSession({ goal: "hi", scopes: ALL_SCOPES, policy: "openai" }).then(() => undefined, (e: unknown) => e);
+      const error = await orch.api.startSession({ goal: "hi", scopes: ALL_SCOPES, policy: "openai" }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(CallError);
       expect((error as CallError).code).toBe(status.INVALID_ARGUMENT);
       expect((error as CallError).fieldViolations[0]?.field).toBe("policy");
@@ -159,9 +161,10 @@ describe("approval expiry", () => {
       const waiting = await waitForSession(orch.api, session!.sessionId, (s) => s.state === SessionState.AWAITING_APPROVAL);
       await new Promise((resolve) => setTimeout(resolve, 1300));
       const shown = waiting.pendingApproval!;
-      const error = await orch.approver
-        .resolveApproval({ sessionId: session!.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "" })
-        .then(() => undefined, (e: unknown) => e);
+      const error = await orch.approver.resolveApproval({ sessionId: session!.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "" }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(CallError);
       expect((error as CallError).code).toBe(status.FAILED_PRECONDITION);
       expect(["APPROVAL_EXPIRED", "SESSION_TERMINAL"]).toContain((error as CallError).reason);

@@ -99,7 +99,10 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     await raw.query("BEGIN");
     await raw.query("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE");
     const started = Date.now();
-    const error = await store.get("s1").then(() => undefined, (e: unknown) => e);
+    const error = await store.get("s1").then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     const waited = Date.now() - started;
     await raw.query("ROLLBACK");
     expect(error).toBeInstanceOf(StoreUnavailableError);

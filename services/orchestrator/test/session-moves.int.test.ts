@@ -25,7 +25,15 @@ let storeDir: string;
 async function seedInterruptedCall(file: string): Promise<void> {
   const store = await SqliteSessionStore.open(file);
   const now = Date.now();
-  const { session } = await store.create({ id: CRASHED, goal: "What is the refund policy?", task: { kind: "question", question: "What is the refund policy?" }, budget: DEFAULT_BUDGET, scopes: ALL_SCOPES, policy: "scripted", createdBy: "test" });
+  const { session } = await store.create({
+    id: CRASHED,
+    goal: "What is the refund policy?",
+    task: { kind: "question", question: "What is the refund policy?" },
+    budget: DEFAULT_BUDGET,
+    scopes: ALL_SCOPES,
+    policy: "scripted",
+    createdBy: "test",
+  });
   const call = { id: "call_1", tool: "kb_search_search", arguments: JSON.stringify({ query: "refund policy" }), argsHash: "0".repeat(32), worldVersion: "" };
   await store.transition({
     id: CRASHED,

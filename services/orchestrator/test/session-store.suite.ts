@@ -3,16 +3,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  canTransition,
-  IllegalTransitionError,
-  isTerminal,
-  SESSION_STATES,
-  STOP_REASONS,
-  TRANSITIONS,
-  type SessionState,
-  type StopReason,
-} from "../src/session-state.js";
+import { canTransition, IllegalTransitionError, isTerminal, SESSION_STATES, STOP_REASONS, TRANSITIONS, type SessionState, type StopReason } from "../src/session-state.js";
 import {
   DuplicateStepError,
   LeaseLostError,
@@ -160,9 +151,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       });
 
       it("makes exactly one session when creates with one idempotency key race", async () => {
-        const results = await Promise.all(
-          Array.from({ length: 12 }, (_, i) => store.create(newSession(`race-${i}`, { idempotencyKey: "race-key" }))),
-        );
+        const results = await Promise.all(Array.from({ length: 12 }, (_, i) => store.create(newSession(`race-${i}`, { idempotencyKey: "race-key" }))));
         expect(results.filter((r) => r.created)).toHaveLength(1);
         expect(new Set(results.map((r) => r.session.id)).size).toBe(1);
         expect((await store.list({ limit: 100 })).sessions).toHaveLength(1);
@@ -171,9 +160,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       it("refuses a second session with the same id but no matching key", async () => {
         await store.create(newSession("dup"));
         await expect(store.create(newSession("dup"))).rejects.toBeInstanceOf(SessionExistsError);
-        await expect(store.create(newSession("dup", { idempotencyKey: "other" }))).rejects.toBeInstanceOf(
-          SessionExistsError,
-        );
+        await expect(store.create(newSession("dup", { idempotencyKey: "other" }))).rejects.toBeInstanceOf(SessionExistsError);
         expect((await store.countByState()).IDLE).toBe(1);
       });
     });
@@ -222,7 +209,19 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
 
         expect(await store.auditTrail("s1")).toEqual([
           { sessionId: "s1", version: 1, from: "IDLE", to: "THINKING", at: T0 + 100, reason: "start", tool: null, argsHash: null, expectedTimeoutMs: null, outcome: null, owner: null },
-          { sessionId: "s1", version: 2, from: "THINKING", to: "TOOL_EXECUTING", at: T0 + 150, reason: null, tool: "billing.refund", argsHash: "sha256:abc", expectedTimeoutMs: 2_000, outcome: "issued", owner: null },
+          {
+            sessionId: "s1",
+            version: 2,
+            from: "THINKING",
+            to: "TOOL_EXECUTING",
+            at: T0 + 150,
+            reason: null,
+            tool: "billing.refund",
+            argsHash: "sha256:abc",
+            expectedTimeoutMs: 2_000,
+            outcome: "issued",
+            owner: null,
+          },
           { sessionId: "s1", version: 3, from: "TOOL_EXECUTING", to: "OBSERVING", at: T0 + 180, reason: null, tool: null, argsHash: null, expectedTimeoutMs: null, outcome: "ok", owner: null },
         ]);
       });
@@ -230,13 +229,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       it("refuses a transition outside the table and writes nothing", async () => {
         const { session } = await store.create(newSession("s1"));
         for (const to of ["OBSERVING", "TOOL_EXECUTING", "RETRYING", "IDLE"] as const) {
-          await expect(
-            store.transition({ id: "s1", from: "IDLE", to, expectedVersion: 0, audit: { at: T0 } }),
-          ).rejects.toBeInstanceOf(IllegalTransitionError);
+          await expect(store.transition({ id: "s1", from: "IDLE", to, expectedVersion: 0, audit: { at: T0 } })).rejects.toBeInstanceOf(IllegalTransitionError);
         }
-        await expect(
-          store.transition({ id: "s1", from: "IDLE", to: "DONE", expectedVersion: 0, patch: { stopReason: "done" }, audit: { at: T0 } }),
-        ).rejects.toBeInstanceOf(IllegalTransitionError);
+        await expect(store.transition({ id: "s1", from: "IDLE", to: "DONE", expectedVersion: 0, patch: { stopReason: "done" }, audit: { at: T0 } })).rejects.toBeInstanceOf(IllegalTransitionError);
         expect(await store.get("s1")).toEqual(session);
         expect(await store.auditTrail("s1")).toEqual([]);
       });
@@ -245,9 +240,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s1"));
         const done = await drive(store, "s1", ["THINKING", "DONE"]);
         for (const to of SESSION_STATES) {
-          await expect(
-            store.transition({ id: "s1", from: "DONE", to, expectedVersion: done.version, audit: { at: T0 } }),
-          ).rejects.toBeInstanceOf(IllegalTransitionError);
+          await expect(store.transition({ id: "s1", from: "DONE", to, expectedVersion: done.version, audit: { at: T0 } })).rejects.toBeInstanceOf(IllegalTransitionError);
         }
         expect(await store.get("s1")).toEqual(done);
         expect(await store.auditTrail("s1")).toHaveLength(2);
@@ -256,12 +249,10 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       it("requires a stop reason exactly when entering a terminal state", async () => {
         await store.create(newSession("s1"));
         await drive(store, "s1", ["THINKING"]);
-        await expect(
-          store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 1, audit: { at: T0 } }),
-        ).rejects.toThrow(/stop reason/);
-        await expect(
-          store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, patch: { stopReason: "done" }, audit: { at: T0 } }),
-        ).rejects.toBeInstanceOf(IllegalTransitionError);
+        await expect(store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 1, audit: { at: T0 } })).rejects.toThrow(/stop reason/);
+        await expect(store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, patch: { stopReason: "done" }, audit: { at: T0 } })).rejects.toBeInstanceOf(
+          IllegalTransitionError,
+        );
         expect((await store.get("s1"))?.version).toBe(1);
         const done = await store.transition({
           id: "s1",
@@ -281,12 +272,8 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         const stale = store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } });
         await expect(stale).rejects.toBeInstanceOf(StaleTransitionError);
         await expect(stale).rejects.toMatchObject({ actual: { state: "THINKING", version: 1 } });
-        await expect(
-          store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 0, patch: { stopReason: "done" }, audit: { at: T0 } }),
-        ).rejects.toBeInstanceOf(StaleTransitionError);
-        await expect(
-          store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } }),
-        ).rejects.toBeInstanceOf(SessionNotFoundError);
+        await expect(store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 0, patch: { stopReason: "done" }, audit: { at: T0 } })).rejects.toBeInstanceOf(StaleTransitionError);
+        await expect(store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } })).rejects.toBeInstanceOf(SessionNotFoundError);
         expect(await store.auditTrail("s1")).toHaveLength(1);
         expect((await store.get("s1"))?.version).toBe(1);
       });
@@ -308,7 +295,10 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         const thinking = await store.transition({
           id: "s1",
           from: "TOOL_EXECUTING",
-          via: [{ state: "FALLBACK", audit: { at: T0 + 3, outcome: "cache" } }, { state: "OBSERVING", audit: { at: T0 + 3 } }],
+          via: [
+            { state: "FALLBACK", audit: { at: T0 + 3, outcome: "cache" } },
+            { state: "OBSERVING", audit: { at: T0 + 3 } },
+          ],
           to: "THINKING",
           expectedVersion: 2,
           owner: "a",
@@ -395,9 +385,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await expect(path(["DONE"], "THINKING", { patch: { stopReason: "done" } })).rejects.toBeInstanceOf(IllegalTransitionError);
         await expect(path(["TOOL_EXECUTING"], "IDLE")).rejects.toBeInstanceOf(IllegalTransitionError);
         await unchanged();
-        await expect(store.transition({ id: "s1", from: "THINKING", via: [{ state: "TOOL_EXECUTING", audit: { at: now() } }], to: "OBSERVING", expectedVersion: 0, audit: { at: now() } })).rejects.toBeInstanceOf(
-          StaleTransitionError,
-        );
+        await expect(
+          store.transition({ id: "s1", from: "THINKING", via: [{ state: "TOOL_EXECUTING", audit: { at: now() } }], to: "OBSERVING", expectedVersion: 0, audit: { at: now() } }),
+        ).rejects.toBeInstanceOf(StaleTransitionError);
         await unchanged();
         // The last move fails (its step number is taken), so the moves before it roll back too.
         await store.transition({ id: "s1", from: "THINKING", to: "THINKING", expectedVersion: 1, audit: { at: now() }, step: { step: 1, at: now(), payload: {} } });
@@ -526,7 +516,10 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         for (let i = 0; i < 40; i++) await store.create(newSession(`s${String(i).padStart(2, "0")}`));
         await drive(store, "s00", ["CANCELLED"], "cancelled");
         const peer = await another();
-        const byOwner = new Map<string, string[]>([["a", []], ["b", []]]);
+        const byOwner = new Map<string, string[]>([
+          ["a", []],
+          ["b", []],
+        ]);
         for (let round = 0; round < 6; round++) {
           const before = await h.leaseNow();
           const [a, b] = await Promise.all([store.claim("a", TTL, 4), peer.claim("b", TTL, 4)]);
@@ -596,9 +589,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(session).toMatchObject({ state: "IDLE", version: 0 });
         expect(await store.claim("b", TTL, 10)).toEqual([]);
         await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
-        await expect(
-          store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "b", audit: { at: now() } }),
-        ).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "b", audit: { at: now() } })).rejects.toBeInstanceOf(LeaseLostError);
         await h.elapse(TTL + 50);
         expect((await store.claim("b", TTL, 10)).map((s) => s.id)).toEqual(["s1"]);
       });
@@ -607,9 +598,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s1"));
         await store.claim("a", TTL, 10);
         await h.elapse(TTL + 50);
-        await expect(
-          store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } }),
-        ).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } })).rejects.toBeInstanceOf(LeaseLostError);
         expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
         expect((await store.get("s1"))?.version).toBe(0);
       });
@@ -629,8 +618,14 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s1", { lease: { owner: "a", ttlMs: TTL } }));
         await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
         const waiting = await store.transition({
-          id: "s1", from: "THINKING", to: "AWAITING_APPROVAL", expectedVersion: 1, owner: "a", current: (await store.get("s1"))!,
-          audit: { at: now() }, patch: { pending: { approval: { approvalId: "apr_1", expiresAt: T0 + 60_000 } } },
+          id: "s1",
+          from: "THINKING",
+          to: "AWAITING_APPROVAL",
+          expectedVersion: 1,
+          owner: "a",
+          current: (await store.get("s1"))!,
+          audit: { at: now() },
+          patch: { pending: { approval: { approvalId: "apr_1", expiresAt: T0 + 60_000 } } },
         });
         expect(waiting).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
         expect(await store.get("s1")).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
@@ -650,7 +645,11 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           await store.create(newSession(id));
           await drive(store, id, ["THINKING"]);
           await store.transition({
-            id, from: "THINKING", to: "AWAITING_APPROVAL", expectedVersion: 1, audit: { at: now() },
+            id,
+            from: "THINKING",
+            to: "AWAITING_APPROVAL",
+            expectedVersion: 1,
+            audit: { at: now() },
             patch: { pending: expiresAt === undefined ? { queue: [] } : { approval: { approvalId: `apr_${id}`, expiresAt } } },
           });
         };
@@ -753,7 +752,10 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           await store.transition({ id: "s1", from, to, expectedVersion: v, audit: { at: T0 + i }, ...(i % 2 === 1 ? { step: { step: (i + 1) / 2, at: T0 + i, payload: { i } } } : {}) });
           v += 1;
         }
-        expect((await store.auditTrail("s1", 2)).map((a) => [a.version, a.to])).toEqual([[3, "OBSERVING"], [4, "THINKING"]]);
+        expect((await store.auditTrail("s1", 2)).map((a) => [a.version, a.to])).toEqual([
+          [3, "OBSERVING"],
+          [4, "THINKING"],
+        ]);
         expect(await store.auditTrail("s1", 4)).toEqual([]);
         expect((await store.auditTrail("s1")).map((a) => a.version)).toEqual([1, 2, 3, 4]);
         expect((await store.steps("s1", 1)).map((s) => s.payload)).toEqual([{ i: 3 }]);
@@ -823,14 +825,28 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
     describe("steps", () => {
       it("reads steps in order, refusing a duplicate step number or an unknown session", async () => {
         await store.create(newSession("s1"));
-        const first = await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 + 1 }, step: { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } } });
-        await store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: first.version, audit: { at: T0 + 2 }, step: { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } } });
+        const first = await store.transition({
+          id: "s1",
+          from: "IDLE",
+          to: "THINKING",
+          expectedVersion: 0,
+          audit: { at: T0 + 1 },
+          step: { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } },
+        });
+        await store.transition({
+          id: "s1",
+          from: "THINKING",
+          to: "TOOL_EXECUTING",
+          expectedVersion: first.version,
+          audit: { at: T0 + 2 },
+          step: { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } },
+        });
         await expect(
           store.transition({ id: "s1", from: "TOOL_EXECUTING", to: "OBSERVING", expectedVersion: 2, audit: { at: T0 + 3 }, step: { step: 2, at: T0 + 3, payload: {} } }),
         ).rejects.toBeInstanceOf(DuplicateStepError);
-        await expect(
-          store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 }, step: { step: 1, at: T0, payload: {} } }),
-        ).rejects.toBeInstanceOf(SessionNotFoundError);
+        await expect(store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 }, step: { step: 1, at: T0, payload: {} } })).rejects.toBeInstanceOf(
+          SessionNotFoundError,
+        );
         expect(await store.steps("s1")).toEqual([
           { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } },
           { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } },
@@ -850,9 +866,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect((await store.get("s1"))?.state).toBe("THINKING");
         expect(await store.auditTrail("s1")).toHaveLength(1);
         // A stale transition writes no step either.
-        await expect(
-          store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 + 2 }, step: { step: 2, at: T0 + 2, payload: {} } }),
-        ).rejects.toBeInstanceOf(StaleTransitionError);
+        await expect(store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 + 2 }, step: { step: 2, at: T0 + 2, payload: {} } })).rejects.toBeInstanceOf(
+          StaleTransitionError,
+        );
         expect(await store.steps("s1")).toHaveLength(1);
       });
     });

@@ -45,7 +45,10 @@ async function refundsOf(orderId: string) {
 }
 
 async function rejection(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(error).toBeInstanceOf(CallError);
   return error as CallError;
 }
@@ -72,7 +75,10 @@ describe("refund sessions", () => {
     const file = join(orch.dataDir, "traces", `steps-${new Date().toISOString().slice(0, 10)}.jsonl`);
     const lines = () =>
       existsSync(file)
-        ? readFileSync(file, "utf8").split("\n").filter((line) => line.includes(s.sessionId)).map((line) => JSON.parse(line) as Record<string, unknown>)
+        ? readFileSync(file, "utf8")
+            .split("\n")
+            .filter((line) => line.includes(s.sessionId))
+            .map((line) => JSON.parse(line) as Record<string, unknown>)
         : [];
     for (let i = 0; i < 40 && lines().length < trace.length; i += 1) await new Promise((r) => setTimeout(r, 50));
     expect(lines()).toEqual(trace);
@@ -342,4 +348,3 @@ describe("stop reasons", () => {
     expect(error.reason).toBe("SESSION_NOT_FOUND");
   });
 });
-

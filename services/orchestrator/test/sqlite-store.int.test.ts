@@ -66,13 +66,24 @@ describe("sqlite store errors", () => {
     const told: StoreUnavailableError[] = [];
     const store = await SqliteSessionStore.open(file, { busyTimeoutMs: 100, onUnavailable: (e) => told.push(e) });
     const other = new Database(file);
-    const session = (id: string) => ({ id, goal: "g", task: {}, budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1000 }, scopes: [], policy: "scripted", createdBy: "test" });
+    const session = (id: string) => ({
+      id,
+      goal: "g",
+      task: {},
+      budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1000 },
+      scopes: [],
+      policy: "scripted",
+      createdBy: "test",
+    });
     try {
       await store.create(session("s1"));
       other.exec("BEGIN IMMEDIATE");
       const [created, moved] = await Promise.all(
         [store.create(session("s2")), store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } })].map((p) =>
-          p.then(() => undefined, (e: unknown) => e),
+          p.then(
+            () => undefined,
+            (e: unknown) => e,
+          ),
         ),
       );
       other.exec("ROLLBACK");

@@ -59,8 +59,13 @@ async function readAndContinue(store: SessionStore): Promise<void> {
 
   const grown = [...history, { kind: "observation", n: 3 }];
   const next = await store.transition({
-    id: "moving", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, current: moving,
-    patch: { context: { ...moving.context, history: grown } }, audit: { at: 4000, tool: "kb_search_search" },
+    id: "moving",
+    from: "THINKING",
+    to: "TOOL_EXECUTING",
+    expectedVersion: 1,
+    current: moving,
+    patch: { context: { ...moving.context, history: grown } },
+    audit: { at: 4000, tool: "kb_search_search" },
     step: { step: 2, at: 4000, payload: { n: 2 } },
   });
   expect(next).toMatchObject({ state: "TOOL_EXECUTING", version: 2 });

@@ -32,7 +32,10 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
   }, 60_000);
 
   async function refusal(promise: Promise<unknown>): Promise<CallError> {
-    const error = await promise.then(() => undefined, (e: unknown) => e);
+    const error = await promise.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(CallError);
     return error as CallError;
   }

@@ -37,7 +37,10 @@ afterAll(async () => {
 });
 
 async function refusal(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(error).toBeInstanceOf(CallError);
   return error as CallError;
 }

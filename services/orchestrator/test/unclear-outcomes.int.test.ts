@@ -44,7 +44,9 @@ async function untilRefunded(tools: ProcessTools, orderId: string, count = 1): P
 function replanningModel(orderId: string, amountCents: number): ScriptedReply[] {
   let calls = 0;
   const reply: ScriptedReply = (request) => {
-    const results = (request.body.messages as { role: string; content: string }[]).filter((m) => m.role === "tool").map((m) => JSON.parse(m.content) as { ok: boolean; data?: { refund?: { refundId: string } } });
+    const results = (request.body.messages as { role: string; content: string }[])
+      .filter((m) => m.role === "tool")
+      .map((m) => JSON.parse(m.content) as { ok: boolean; data?: { refund?: { refundId: string } } });
     const last = results.at(-1);
     if (last?.ok && last.data?.refund) return chatCompletion({ content: `Refunded ${amountCents} cents of ${orderId}: refund ${last.data.refund.refundId}.` });
     calls += 1;
@@ -139,18 +141,22 @@ describe("the orchestrator stopped while a refund is in flight", () => {
     ["SIGKILL", "scripted"],
     ["SIGTERM", "openai"],
     ["SIGKILL", "openai"],
-  ] as const)("%s with the %s policy: one refund, the answer cites it, never 'failed'", async (signal, policy) => {
-    const run = await setUp(policy, replanningModel("ord_DEMO00000001", 500));
-    await holdRefundAnswers(run.tools, 1500);
-    const id = await startRefund(run, policy, "ord_DEMO00000001", 500);
-    await untilRefunded(run.tools, "ord_DEMO00000001");
-    const exit = await kill(run.orchestrator, signal);
-    // SIGTERM drains: the refund in flight is finished and recorded before the process exits 0.
-    if (signal === "SIGTERM") expect(exit).toBe(0);
-    await holdRefundAnswers(run.tools, 0);
-    await run.restart();
-    await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 30_000));
-  }, 60_000);
+  ] as const)(
+    "%s with the %s policy: one refund, the answer cites it, never 'failed'",
+    async (signal, policy) => {
+      const run = await setUp(policy, replanningModel("ord_DEMO00000001", 500));
+      await holdRefundAnswers(run.tools, 1500);
+      const id = await startRefund(run, policy, "ord_DEMO00000001", 500);
+      await untilRefunded(run.tools, "ord_DEMO00000001");
+      const exit = await kill(run.orchestrator, signal);
+      // SIGTERM drains: the refund in flight is finished and recorded before the process exits 0.
+      if (signal === "SIGTERM") expect(exit).toBe(0);
+      await holdRefundAnswers(run.tools, 0);
+      await run.restart();
+      await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 30_000));
+    },
+    60_000,
+  );
 
   it("SIGKILL during a refund a human approved: the next owner sends it with the same key, no stale-approval refusal, one refund", async () => {
     const run = await setUp("scripted");

@@ -27,9 +27,7 @@ function readPepper(env: Env): string {
     }
   }
   if (pepper.length < MIN_PEPPER_LENGTH) {
-    throw new ConfigError(
-      `set RISK_CUSTOMER_KEY_PEPPER_FILE (or RISK_CUSTOMER_KEY_PEPPER) to a secret of at least ${MIN_PEPPER_LENGTH} characters; \`pnpm start\` makes one under .data/`,
-    );
+    throw new ConfigError(`set RISK_CUSTOMER_KEY_PEPPER_FILE (or RISK_CUSTOMER_KEY_PEPPER) to a secret of at least ${MIN_PEPPER_LENGTH} characters; \`pnpm start\` makes one under .data/`);
   }
   return pepper;
 }

@@ -44,12 +44,7 @@ export function postgresRiskMigrations(keys: CustomerKeys): PostgresMigration[] 
       name: "0003-demo-customers",
       up: async (db) => {
         for (const row of demoRows(keys)) {
-          await db.query("INSERT INTO customers (customer_key, risk_score, reason, factors) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [
-            row.key,
-            row.score,
-            row.reason,
-            row.factors,
-          ]);
+          await db.query("INSERT INTO customers (customer_key, risk_score, reason, factors) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [row.key, row.score, row.reason, row.factors]);
         }
       },
     },
@@ -62,10 +57,7 @@ export function postgresRiskMigrations(keys: CustomerKeys): PostgresMigration[] 
             customer_key text NOT NULL REFERENCES customers (customer_key)
           )`);
         for (const row of demoCustomerIds(keys)) {
-          await db.query(
-            "INSERT INTO customer_ids (customer_id, customer_key) SELECT $1, customer_key FROM customers WHERE customer_key = $2 ON CONFLICT DO NOTHING",
-            [row.customerId, row.key],
-          );
+          await db.query("INSERT INTO customer_ids (customer_id, customer_key) SELECT $1, customer_key FROM customers WHERE customer_key = $2 ON CONFLICT DO NOTHING", [row.customerId, row.key]);
         }
       },
     },
@@ -97,9 +89,7 @@ export class PostgresRiskStore implements RiskStore {
 
   async find(idCard: string, phone: string): Promise<CustomerRisk | undefined> {
     const { rows } = await this.read(() =>
-      this.pool.query<{ risk_score: number; reason: string; factors: string[] }>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = $1", [
-        this.keys.key(idCard, phone),
-      ]),
+      this.pool.query<{ risk_score: number; reason: string; factors: string[] }>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = $1", [this.keys.key(idCard, phone)]),
     );
     const row = rows[0];
     return row ? { riskScore: row.risk_score, reason: row.reason, factors: row.factors } : undefined;

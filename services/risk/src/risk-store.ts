@@ -88,7 +88,5 @@ export function demoCustomerIds(keys: CustomerKeys, demo: readonly DemoCustomer[
 }
 
 export function pepperMismatch(): PepperMismatchError {
-  return new PepperMismatchError(
-    "the customer key pepper (RISK_CUSTOMER_KEY_PEPPER_FILE / RISK_CUSTOMER_KEY_PEPPER) is not the one this database's keys were made with",
-  );
+  return new PepperMismatchError("the customer key pepper (RISK_CUSTOMER_KEY_PEPPER_FILE / RISK_CUSTOMER_KEY_PEPPER) is not the one this database's keys were made with");
 }

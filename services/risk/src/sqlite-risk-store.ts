@@ -73,7 +73,11 @@ export class SqliteRiskStore implements RiskStore {
   readonly #select: Database.Statement<[string], CustomerRow>;
   readonly #selectByCustomerId: Database.Statement<[string], CustomerRow>;
 
-  private constructor(db: Database.Database, keys: CustomerKeys, readonly migrationsApplied: readonly string[]) {
+  private constructor(
+    db: Database.Database,
+    keys: CustomerKeys,
+    readonly migrationsApplied: readonly string[],
+  ) {
     this.#db = db;
     this.#keys = keys;
     this.#select = db.prepare<[string], CustomerRow>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = ?");

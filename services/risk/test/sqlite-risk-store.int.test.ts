@@ -77,12 +77,8 @@ describe("the SQLite risk store file", () => {
       await store.close();
 
       const db = new Database(file, { readonly: true });
-      expect(db.prepare<[], string>("SELECT customer_key FROM customers").pluck().all().sort()).toEqual(
-        DEMO_CUSTOMERS.map((c) => testKeys.key(c.idCard, c.phone)).sort(),
-      );
-      expect(db.prepare("SELECT customer_key, risk_score FROM customers_unkeyed").all()).toEqual([
-        { customer_key: legacyCustomerKey(stranger.idCard, stranger.phone), risk_score: 40 },
-      ]);
+      expect(db.prepare<[], string>("SELECT customer_key FROM customers").pluck().all().sort()).toEqual(DEMO_CUSTOMERS.map((c) => testKeys.key(c.idCard, c.phone)).sort());
+      expect(db.prepare("SELECT customer_key, risk_score FROM customers_unkeyed").all()).toEqual([{ customer_key: legacyCustomerKey(stranger.idCard, stranger.phone), risk_score: 40 }]);
       db.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });

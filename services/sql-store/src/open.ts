@@ -12,12 +12,7 @@ export interface Migrated<Db> {
   readonly applied: readonly string[];
 }
 
-export async function openMigratedSqlite(
-  file: string,
-  store: string,
-  migrations: readonly SqliteMigration[],
-  options: SqliteOptions = {},
-): Promise<Migrated<Database.Database>> {
+export async function openMigratedSqlite(file: string, store: string, migrations: readonly SqliteMigration[], options: SqliteOptions = {}): Promise<Migrated<Database.Database>> {
   const db = openSqlite(file, options);
   try {
     return { db, applied: await migrateSqlite(db, store, migrations) };
@@ -27,12 +22,7 @@ export async function openMigratedSqlite(
   }
 }
 
-export async function openMigratedPostgres(
-  url: string,
-  store: string,
-  migrations: readonly PostgresMigration[],
-  options: PostgresMigrateOptions = {},
-): Promise<Migrated<pg.Pool>> {
+export async function openMigratedPostgres(url: string, store: string, migrations: readonly PostgresMigration[], options: PostgresMigrateOptions = {}): Promise<Migrated<pg.Pool>> {
   const applied = await migratePostgres(url, store, migrations, options);
   return { db: createPostgresPool(url, options), applied };
 }

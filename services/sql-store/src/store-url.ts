@@ -2,9 +2,7 @@
 // `sqlite:relative.db`, `sqlite::memory:` (one process) or `postgres://user@host:5432/db`
 // (several replicas). Errors name the variable and never echo a password.
 
-export type StoreLocation =
-  | { readonly kind: "sqlite"; readonly file: string }
-  | { readonly kind: "postgres"; readonly url: string };
+export type StoreLocation = { readonly kind: "sqlite"; readonly file: string } | { readonly kind: "postgres"; readonly url: string };
 
 /** A store URL that cannot be used; the message names the variable it came from. */
 export class StoreUrlError extends Error {

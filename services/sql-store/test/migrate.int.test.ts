@@ -11,12 +11,16 @@ import { createPostgresPool, inTransaction, isPostgresUnavailable } from "../src
 import { startTcpProxy, testPostgres } from "../testing/index.js";
 
 const sqliteMigrations = (log: string[] = []): SqliteMigration[] => [
-  { name: "0001-things", up: (db) => {
+  {
+    name: "0001-things",
+    up: (db) => {
       log.push("0001");
       db.exec("CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT NOT NULL)");
     },
   },
-  { name: "0002-thing-colour", up: (db) => {
+  {
+    name: "0002-thing-colour",
+    up: (db) => {
       log.push("0002");
       db.exec("ALTER TABLE things ADD COLUMN colour TEXT");
     },
@@ -146,7 +150,11 @@ describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
   it("tells a statement timeout and an unreachable server from a wrong statement", async () => {
     const url = await fresh();
     const pool = createPostgresPool(url, { statementTimeoutMs: 50 });
-    const errorOf = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e);
+    const errorOf = (p: Promise<unknown>) =>
+      p.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(isPostgresUnavailable(await errorOf(pool.query("SELECT pg_sleep(1)")))).toBe(true);
     expect(isPostgresUnavailable(await errorOf(pool.query("SELECT * FROM no_such_table")))).toBe(false);
     await pool.end();

@@ -74,7 +74,7 @@ process.stdout.write(
     "  pnpm loopguard dashboard                       the live dashboard's address (with a fresh token)",
     "  pnpm loopguard sessions                        sessions and their state",
     "  pnpm loopguard trace <session id>               the step-by-step JSONL trace",
-    "  pnpm loopguard run \"Refund order ord_DEMO00000008\" --task-file examples/high-risk-refund-task.json --wait",
+    '  pnpm loopguard run "Refund order ord_DEMO00000008" --task-file examples/high-risk-refund-task.json --wait',
     "                                                  a high-risk refund that waits for `pnpm loopguard approve <id>`",
     "  curl -s http://127.0.0.1:8080/metrics           orchestrator metrics (tools: ports 9461-9463)",
     "  TOKEN=$(pnpm -s mint-token --scope kb:read)     call a tool yourself through server reflection:",

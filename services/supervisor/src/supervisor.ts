@@ -119,16 +119,18 @@ export class Supervisor {
     entry.probe = probe;
     const timeoutMs = this.options.readyTimeoutMs ?? 60_000;
     const timer = setTimeout(() => probe.abort(new Error(`${spec.name} was not SERVING on 127.0.0.1:${spec.port} within ${timeoutMs} ms: ${entry.lastLine.slice(0, 300)}`)), timeoutMs);
-    waitUntilServing(`127.0.0.1:${spec.port}`, probe.signal).then(
-      () => {
-        entry.served = true;
-        this.#ready.get(spec.name)?.resolve();
-      },
-      () => {
-        // Only the timeout is reported here: an exit has rejected with its own reason already.
-        if (!this.#stopping && entry.child) this.#ready.get(spec.name)?.reject(probe.signal.reason as Error);
-      },
-    ).finally(() => clearTimeout(timer));
+    waitUntilServing(`127.0.0.1:${spec.port}`, probe.signal)
+      .then(
+        () => {
+          entry.served = true;
+          this.#ready.get(spec.name)?.resolve();
+        },
+        () => {
+          // Only the timeout is reported here: an exit has rejected with its own reason already.
+          if (!this.#stopping && entry.child) this.#ready.get(spec.name)?.reject(probe.signal.reason as Error);
+        },
+      )
+      .finally(() => clearTimeout(timer));
   }
 
   /** Sends SIGTERM to every child, SIGKILL to any still running after `stopGraceMs`, and waits until all have exited. */
@@ -145,10 +147,14 @@ export class Supervisor {
         this.options.log.warn("service ignored SIGTERM; killing it", { service: entry.spec.name, pid: child.pid, grace_ms: graceMs });
         child.kill("SIGKILL");
       }, graceMs);
-      exits.push(new Promise((resolve) => child.once("exit", () => {
-        clearTimeout(kill);
-        resolve();
-      })));
+      exits.push(
+        new Promise((resolve) =>
+          child.once("exit", () => {
+            clearTimeout(kill);
+            resolve();
+          }),
+        ),
+      );
       child.kill("SIGTERM");
     }
     await Promise.all(exits);

@@ -110,7 +110,7 @@ describe("Supervisor", () => {
     await expect(supervisor.start([spec])).rejects.toThrow(/risk exited .* before serving/);
   });
 
-  it("is ready only when the service answers grpc.health.v1 SERVING, not when it logs \"serving\"", async () => {
+  it('is ready only when the service answers grpc.health.v1 SERVING, not when it logs "serving"', async () => {
     const spec = { ...(await risk()), name: "log-only", entry: join(dirname(fileURLToPath(import.meta.url)), "fixtures", "log-only.mjs") };
     const { supervisor } = supervise(undefined, { readyTimeoutMs: 1500 });
     await expect(supervisor.start([spec])).rejects.toThrow(`log-only was not SERVING on 127.0.0.1:${spec.port} within 1500 ms`);

@@ -42,9 +42,7 @@ describe("loadToolConfig", () => {
     expect(config).toMatchObject({ maxConnectionAgeMs: 30_000, maxConnectionAgeGraceMs: 10_000 });
     const off = loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { ...auth, KB_SEARCH_MAX_CONNECTION_AGE_MS: "0" });
     expect(off.maxConnectionAgeMs).toBe(0);
-    expect(() => loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { ...auth, KB_SEARCH_MAX_CONNECTION_AGE_MS: "-1" })).toThrow(
-      /KB_SEARCH_MAX_CONNECTION_AGE_MS must be an integer/,
-    );
+    expect(() => loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { ...auth, KB_SEARCH_MAX_CONNECTION_AGE_MS: "-1" })).toThrow(/KB_SEARCH_MAX_CONNECTION_AGE_MS must be an integer/);
   });
 
   it("refuses the retired shared secret, saying what replaces it", () => {

@@ -55,9 +55,7 @@ export function methodPath(method: DescMethod): string {
  * without the enum's prefix, e.g. RISK_ERROR_REASON_USER_NOT_FOUND → USER_NOT_FOUND.
  */
 function reasonsOf(enumDesc: DescEnum): string[] {
-  return enumDesc.values
-    .filter((v) => v.number !== 0)
-    .map((v) => v.name.slice(enumDesc.sharedPrefix ? enumDesc.sharedPrefix.length : 0));
+  return enumDesc.values.filter((v) => v.number !== 0).map((v) => v.name.slice(enumDesc.sharedPrefix ? enumDesc.sharedPrefix.length : 0));
 }
 
 const commonEnum: DescEnum = (() => {

@@ -4,13 +4,7 @@
 import { create, type DescMessage, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { anyPack, anyUnpack, type Duration, DurationSchema } from "@bufbuild/protobuf/wkt";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
-import {
-  BadRequestSchema,
-  type BadRequest_FieldViolation,
-  BadRequest_FieldViolationSchema,
-  ErrorInfoSchema,
-  RetryInfoSchema,
-} from "@loopguard/proto/gen/google/rpc/error_details_pb";
+import { BadRequestSchema, type BadRequest_FieldViolation, BadRequest_FieldViolationSchema, ErrorInfoSchema, RetryInfoSchema } from "@loopguard/proto/gen/google/rpc/error_details_pb";
 import { StatusSchema } from "@loopguard/proto/gen/google/rpc/status_pb";
 import { redactText } from "./pii.js";
 
@@ -64,12 +58,7 @@ export class ToolError extends Error {
  * The one set of retryable codes: "the same request may succeed later"; everything else is the
  * caller's to fix. The subsets below are drawn from it, never listed again.
  */
-export const RETRYABLE_CODES: ReadonlySet<status> = new Set([
-  status.UNAVAILABLE,
-  status.RESOURCE_EXHAUSTED,
-  status.ABORTED,
-  status.DEADLINE_EXCEEDED,
-]);
+export const RETRYABLE_CODES: ReadonlySet<status> = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.ABORTED, status.DEADLINE_EXCEEDED]);
 
 /**
  * The retryable codes a client retries within one call: DEADLINE_EXCEEDED is out, the call's one

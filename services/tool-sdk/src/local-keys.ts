@@ -28,7 +28,10 @@ export function ensureLocalKeys(dataDir: string): LocalKeys {
   mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
   const stamp = new Date().toISOString().slice(0, 10);
   const publicKeys = [];
-  for (const [name, path] of [["orchestrator", paths.orchestrator], ["operator", paths.operator]] as const) {
+  for (const [name, path] of [
+    ["orchestrator", paths.orchestrator],
+    ["operator", paths.operator],
+  ] as const) {
     if (existsSync(path)) {
       const { d: _private, ...publicJwk } = JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
       publicKeys.push(publicJwk);

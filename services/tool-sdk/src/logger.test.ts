@@ -53,7 +53,7 @@ describe("logger", () => {
   it("masks id cards and mobiles inside the message and the allowed fields it writes", () => {
     const { log, lines } = capture();
     log.error("lookup for (139)12345678 failed", {
-      error_message: "Unexpected token 'x', \"{\"phone\": +86 (139) 1234-5678 x\" is not valid JSON",
+      error_message: 'Unexpected token \'x\', "{"phone": +86 (139) 1234-5678 x" is not valid JSON',
       url: "/api/customers/11010519491231002x",
       violations: [{ field: "phone", reason: "got 139 1234 5678" }],
       count: 13912345678,

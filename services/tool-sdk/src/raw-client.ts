@@ -36,16 +36,10 @@ type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : neve
 
 export type RawClient<S extends DescService> = {
   [K in keyof MethodsOf<S>]: MethodsOf<S>[K] extends DescMethod & { methodKind: "server_streaming" }
-    ? (
-        request: MessageInitShape<MethodsOf<S>[K]["input"]>,
-        options?: RawCallOptions,
-      ) => AsyncIterable<MessageShape<MethodsOf<S>[K]["output"]>>
+    ? (request: MessageInitShape<MethodsOf<S>[K]["input"]>, options?: RawCallOptions) => AsyncIterable<MessageShape<MethodsOf<S>[K]["output"]>>
     : MethodsOf<S>[K] extends DescMethod
-    ? (
-        request: MessageInitShape<MethodsOf<S>[K]["input"]>,
-        options?: RawCallOptions,
-      ) => Promise<MessageShape<MethodsOf<S>[K]["output"]>>
-    : never;
+      ? (request: MessageInitShape<MethodsOf<S>[K]["input"]>, options?: RawCallOptions) => Promise<MessageShape<MethodsOf<S>[K]["output"]>>
+      : never;
 } & { readonly grpc: Client; close(): void };
 
 export interface RawClientOptions {
@@ -68,9 +62,7 @@ export function createRawClient<S extends DescService>(service: S, target: strin
       out[method.localName] = (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions = {}) =>
         streamToIterable(
           client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, create((method as DescMethod).input, request), metadataFor(callOptions), {
-            ...(callOptions.deadline !== undefined
-              ? { deadline: typeof callOptions.deadline === "number" ? new Date(Date.now() + callOptions.deadline) : callOptions.deadline }
-              : {}),
+            ...(callOptions.deadline !== undefined ? { deadline: typeof callOptions.deadline === "number" ? new Date(Date.now() + callOptions.deadline) : callOptions.deadline } : {}),
           }),
         );
       continue;
@@ -81,8 +73,7 @@ export function createRawClient<S extends DescService>(service: S, target: strin
         if (options.token) metadata.set("authorization", `Bearer ${options.token}`);
         const grpcOptions: CallOptions = {};
         if (callOptions.deadline !== undefined) {
-          grpcOptions.deadline =
-            typeof callOptions.deadline === "number" ? new Date(Date.now() + callOptions.deadline) : callOptions.deadline;
+          grpcOptions.deadline = typeof callOptions.deadline === "number" ? new Date(Date.now() + callOptions.deadline) : callOptions.deadline;
         }
         client.makeUnaryRequest(
           def.path,

@@ -61,9 +61,7 @@ export type ToolHandlers<S extends DescService> = {
 
 /** Rewrites a request into its canonical form before validation (e.g. upper-case check characters). */
 export type Normaliser<S extends DescService> = {
-  [K in keyof MethodsOf<S>]?: MethodsOf<S>[K] extends DescMethod
-    ? (request: MessageShape<MethodsOf<S>[K]["input"]>) => void
-    : never;
+  [K in keyof MethodsOf<S>]?: MethodsOf<S>[K] extends DescMethod ? (request: MessageShape<MethodsOf<S>[K]["input"]>) => void : never;
 };
 
 export interface ToolDefinition<S extends DescService> {
@@ -337,10 +335,13 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       const timedOut = await Promise.race([quiet.then(() => false), sleep(options.shutdownGraceMs).then(() => true)]);
       if (timedOut) log.warn("grace period over; cancelling calls in flight", { tool, in_flight: slots.inFlight });
       await new Promise<void>((resolve) => {
-        const force = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, timedOut ? 0 : options.shutdownGraceMs);
+        const force = setTimeout(
+          () => {
+            server.forceShutdown();
+            resolve();
+          },
+          timedOut ? 0 : options.shutdownGraceMs,
+        );
         server.tryShutdown(() => {
           clearTimeout(force);
           resolve();
@@ -381,7 +382,14 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     },
   };
   if (options.exitOnSignals) toolServer.exitOnSignals();
-  log.info("serving", { tool, address: `${options.host}:${port}`, metrics_port: metricsPort, limit: options.maxConcurrent, max_streams: maxStreams, max_streams_per_caller: slots.limits.maxStreamsPerCaller });
+  log.info("serving", {
+    tool,
+    address: `${options.host}:${port}`,
+    metrics_port: metricsPort,
+    limit: options.maxConcurrent,
+    max_streams: maxStreams,
+    max_streams_per_caller: slots.limits.maxStreamsPerCaller,
+  });
   return toolServer;
 }
 

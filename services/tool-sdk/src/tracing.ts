@@ -2,17 +2,7 @@
 // metadata. Spans go to whatever tracer provider instrumentation.ts registered; without one,
 // the incoming trace id is still carried into logs.
 import { randomUUID } from "node:crypto";
-import {
-  type Context,
-  context,
-  isSpanContextValid,
-  ROOT_CONTEXT,
-  type Span,
-  SpanKind,
-  type TextMapGetter,
-  type TextMapSetter,
-  trace,
-} from "@opentelemetry/api";
+import { type Context, context, isSpanContextValid, ROOT_CONTEXT, type Span, SpanKind, type TextMapGetter, type TextMapSetter, trace } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import type { Metadata } from "@grpc/grpc-js";
 

@@ -43,7 +43,10 @@ async function kbClient(target: string | string[], overrides: Partial<ToolClient
 }
 
 async function rejection(promise: Promise<unknown>): Promise<ToolCallError> {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(error).toBeInstanceOf(ToolCallError);
   return error as ToolCallError;
 }
@@ -269,7 +272,10 @@ describe("toolClient", () => {
     const { tool: upstream } = await kbServer(async (req, ctx) => (await onward.call("search", req, ctx)).response);
     const caller = await upstream.client(["kb:read"]);
     const started = Date.now();
-    const error = await caller.search({ query: "slow", limit: 1 }, { deadline: 200 }).then(() => undefined, (e: { code: number }) => e);
+    const error = await caller.search({ query: "slow", limit: 1 }, { deadline: 200 }).then(
+      () => undefined,
+      (e: { code: number }) => e,
+    );
     expect(error?.code).toBe(status.DEADLINE_EXCEEDED);
     // kb-search's own SLA timeout is 1000 ms: the onward call got the caller's 200 ms instead.
     expect(onwardDeadline!.getTime()).toBeLessThanOrEqual(started + 205);

@@ -79,7 +79,12 @@ describe("Connect on the HTTP port", () => {
     const client = await connectClient(["kb:read"]);
     const error = await refusal(client.search({ query: "", limit: 11 }));
     expect(error.code).toBe(Code.InvalidArgument);
-    expect(error.findDetails(BadRequestSchema)[0]?.fieldViolations.map((v) => v.field).sort()).toEqual(["limit", "query"]);
+    expect(
+      error
+        .findDetails(BadRequestSchema)[0]
+        ?.fieldViolations.map((v) => v.field)
+        .sort(),
+    ).toEqual(["limit", "query"]);
   });
 
   it("ends a call at the caller's timeout with deadline exceeded", async () => {

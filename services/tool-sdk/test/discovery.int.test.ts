@@ -49,10 +49,12 @@ async function startDns(records: { addresses: string[] }): Promise<string> {
 
 function freeUdpPort(): Promise<number> {
   const socket = createSocket("udp4");
-  return new Promise((resolve) => socket.bind(0, "127.0.0.1", () => {
-    const { port } = socket.address();
-    socket.close(() => resolve(port));
-  }));
+  return new Promise((resolve) =>
+    socket.bind(0, "127.0.0.1", () => {
+      const { port } = socket.address();
+      socket.close(() => resolve(port));
+    }),
+  );
 }
 
 /** kb-search replicas on the pod addresses, all on one port as a headless Service's pods are. */
@@ -62,10 +64,15 @@ async function startReplicas(options: { maxConnectionAgeMs?: number; maxConnecti
   const replicas = [];
   for (const [index, host] of podAddresses.entries()) {
     const replica = await startTestTool(
-      { service: KbSearchService, handlers: { search: async () => {
-          calls[index]! += 1;
-          return { hits: [] };
-        } } },
+      {
+        service: KbSearchService,
+        handlers: {
+          search: async () => {
+            calls[index]! += 1;
+            return { hits: [] };
+          },
+        },
+      },
       { host, port, ...options },
     );
     port = replica.server.port;

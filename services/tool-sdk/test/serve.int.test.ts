@@ -89,10 +89,12 @@ describe("serveTool", () => {
 
   it("rejects an invalid request with INVALID_ARGUMENT naming each broken field, before the handler runs", async () => {
     let calls = 0;
-    const t = await start({ search: async () => {
+    const t = await start({
+      search: async () => {
         calls += 1;
         return { hits: [] };
-      } });
+      },
+    });
     const client = await t.client(["kb:read"]);
     const error = await failure(client.search({ query: "", limit: 11 }));
     expect(error.code).toBe(status.INVALID_ARGUMENT);
@@ -187,14 +189,22 @@ describe("serveTool", () => {
   it("sheds calls past the concurrency limit with RESOURCE_EXHAUSTED and RetryInfo, without queueing", async () => {
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const t = await start({ search: async () => {
+    const t = await start(
+      {
+        search: async () => {
           await gate;
           return { hits: [] };
         },
       },
-      { maxConcurrent: 2, shedRetryAfterMs: 250 });
+      { maxConcurrent: 2, shedRetryAfterMs: 250 },
+    );
     const client = await t.client(["kb:read"]);
-    const calls = Array.from({ length: 10 }, () => client.search({ query: "refund", limit: 1 }).then(() => "ok", (e: CallError) => e));
+    const calls = Array.from({ length: 10 }, () =>
+      client.search({ query: "refund", limit: 1 }).then(
+        () => "ok",
+        (e: CallError) => e,
+      ),
+    );
     await sleep(200);
     expect(t.server.inFlight()).toBe(2);
     release();
@@ -406,7 +416,10 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
     const client = await orchestrator.client(["sessions:read"]);
     const stream = await openStream(client, "s1");
     const started = Date.now();
-    const ended = stream.next().then(() => undefined, (e: unknown) => e);
+    const ended = stream.next().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     await orchestrator.server.shutdown();
     const error = await ended;
     expect(error).toBeInstanceOf(CallError);

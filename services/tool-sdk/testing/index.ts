@@ -81,10 +81,7 @@ export interface TestTool<S extends DescService> {
   close(): Promise<void>;
 }
 
-export async function startTestTool<S extends DescService>(
-  definition: ToolDefinition<S>,
-  options: Partial<Omit<ServeOptions, "logger" | "publicKeys">> = {},
-): Promise<TestTool<S>> {
+export async function startTestTool<S extends DescService>(definition: ToolDefinition<S>, options: Partial<Omit<ServeOptions, "logger" | "publicKeys">> = {}): Promise<TestTool<S>> {
   const logs: Record<string, unknown>[] = [];
   const logger = createLogger({ service: "test", level: "debug", write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>) });
   const server = await serveTool(definition, {

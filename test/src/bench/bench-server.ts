@@ -24,15 +24,16 @@ async function serve(kind: string): Promise<number> {
     server.addService(serviceDefinition(KbSearchService), {
       search: (_call: unknown, callback: (e: null, r: unknown) => void) => callback(null, response),
     });
-    return new Promise((resolve, reject) =>
-      server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e, port) => (e ? reject(e) : resolve(port))),
-    );
+    return new Promise((resolve, reject) => server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e, port) => (e ? reject(e) : resolve(port))));
   }
   const logger = createLogger({ service: "bench", level: "error" });
   // The parent's test keys, passed in the environment: tokens the parent mints verify here.
   const options = { host: "127.0.0.1", port: 0, metricsPort: 0, publicKeys: readPublicKeys(), maxConcurrent: 1024, shutdownGraceMs: 1000, logger };
   if (kind === "risk-down") {
-    const server = await serveTool({ service: RiskService, handlers: { queryRisk: async () => ({ riskScore: 1, reason: "ok" }), getCustomerRisk: async () => ({ riskScore: 1, reason: "ok" }) } }, options);
+    const server = await serveTool(
+      { service: RiskService, handlers: { queryRisk: async () => ({ riskScore: 1, reason: "ok" }), getCustomerRisk: async () => ({ riskScore: 1, reason: "ok" }) } },
+      options,
+    );
     server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 0, errorRate: 0, outage: true, retryAfterMs: 0, responseDelayMs: 0, methods: [] });
     return server.port;
   }

@@ -50,7 +50,9 @@ async function benchClient(): Promise<void> {
         { label: "toolClient", call: () => client.call("search", request) },
       ])) as [ProbedFigures, ProbedFigures, ProbedFigures];
       printComparison("client: calling side, same bare server (token sent by both)", baseline, subject);
-      console.log(`  ${withDeadline.label.padEnd(28)} ${String(inFlight).padStart(3)} in flight  ${withDeadline.perSecond.toFixed(0).padStart(7)} calls/s  ratio toolClient / this ${(subject.perSecond / withDeadline.perSecond).toFixed(2)}\n`);
+      console.log(
+        `  ${withDeadline.label.padEnd(28)} ${String(inFlight).padStart(3)} in flight  ${withDeadline.perSecond.toFixed(0).padStart(7)} calls/s  ratio toolClient / this ${(subject.perSecond / withDeadline.perSecond).toFixed(2)}\n`,
+      );
     }
   } finally {
     bare.close();

@@ -27,7 +27,14 @@ function stepRecord(): Parameters<typeof redact>[0] {
       servedFrom: "live",
       observedAt: "2026-11-29T10:15:42.123Z",
     },
-    budget_before: { steps: 2, toolCalls: 2, tokens: 812, costMicros: 200, startedAt: 1764411342000, limits: { maxSteps: 20, maxToolCalls: 10, maxTokens: 100000, deadlineMs: 120000, maxCostMicros: 1000000 } },
+    budget_before: {
+      steps: 2,
+      toolCalls: 2,
+      tokens: 812,
+      costMicros: 200,
+      startedAt: 1764411342000,
+      limits: { maxSteps: 20, maxToolCalls: 10, maxTokens: 100000, deadlineMs: 120000, maxCostMicros: 1000000 },
+    },
     fingerprint: "9f2c51d0a4b8e7f3c6d2a1b0e9f8d7c6",
     prompt_hash: "4b6f0c2e9a8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b",
     tool_version: "loopguard/kb/v1/kb.proto",
@@ -68,9 +75,17 @@ export function benchRedact(durationMs: number): void {
   const budget = Math.max(200, durationMs / (TEXTS.length + 1));
   const record = stepRecord();
   console.log("redact: µs per call (median of 2,000-call batches)");
-  console.log(`  ${"redact(step record)".padEnd(32)} ${perCallMicros(() => redact(record), budget).toFixed(3).padStart(8)} µs`);
+  console.log(
+    `  ${"redact(step record)".padEnd(32)} ${perCallMicros(() => redact(record), budget)
+      .toFixed(3)
+      .padStart(8)} µs`,
+  );
   for (const [label, text] of TEXTS) {
-    console.log(`  ${`redactText(${label})`.padEnd(32)} ${perCallMicros(() => redactText(text), budget).toFixed(3).padStart(8)} µs  (${text.length} chars)`);
+    console.log(
+      `  ${`redactText(${label})`.padEnd(32)} ${perCallMicros(() => redactText(text), budget)
+        .toFixed(3)
+        .padStart(8)} µs  (${text.length} chars)`,
+    );
   }
   console.log();
 }

@@ -115,7 +115,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
       console.log("steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback, rounds alternated)");
       const row = (f: Probed, stepsPerCall: number, unit: string) => {
         const steps = f.calls * stepsPerCall;
-        const cpu = (k: number) => ((f.probed[k] ?? 0) * 1000 / steps).toFixed(2);
+        const cpu = (k: number) => (((f.probed[k] ?? 0) * 1000) / steps).toFixed(2);
         return `  ${f.label.padEnd(40)} ${String(f.concurrency).padStart(3)} in flight  ${(f.perSecond * stepsPerCall).toFixed(0).padStart(6)} ${unit}  ratio ${((f.perSecond * stepsPerCall) / bare.perSecond).toFixed(2)}  CPU per step: orchestrator ${cpu(0)} ms, kb-search ${cpu(1)} ms`;
       };
       console.log(row(bare, 1, "calls/s"));

@@ -234,7 +234,12 @@ async function main(): Promise<void> {
       }
       case "sessions": {
         const state = values.state ? SessionState[values.state.toUpperCase() as keyof typeof SessionState] : SessionState.UNSPECIFIED;
-        if (state === undefined) throw new UsageError(`--state must be one of ${Object.keys(SessionState).filter((k) => Number.isNaN(Number(k)) && k !== "UNSPECIFIED").join(", ")}`);
+        if (state === undefined)
+          throw new UsageError(
+            `--state must be one of ${Object.keys(SessionState)
+              .filter((k) => Number.isNaN(Number(k)) && k !== "UNSPECIFIED")
+              .join(", ")}`,
+          );
         const limit = values.limit ? Number(values.limit) : 50;
         if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError("--limit must be 1..500");
         const page = await api.listSessions({ state, pageSize: limit }, { deadline });

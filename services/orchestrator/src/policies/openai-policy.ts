@@ -26,10 +26,7 @@ export class PolicyUnavailableError extends Error {
   /** HTTP status when there was a response. */
   readonly status: number | undefined;
 
-  constructor(
-    message: string,
-    opts: { retryable: boolean; retryAfterMs?: number; status?: number; cause?: unknown },
-  ) {
+  constructor(message: string, opts: { retryable: boolean; retryAfterMs?: number; status?: number; cause?: unknown }) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.retryable = opts.retryable;
     this.retryAfterMs = opts.retryAfterMs;
@@ -70,10 +67,7 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
       let completion: unknown;
       try {
         // Some endpoints reject an empty `tools` array, so a tool-less request omits both fields.
-        completion = await client.chat.completions.create(
-          { model: options.model, messages, ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}) },
-          { signal },
-        );
+        completion = await client.chat.completions.create({ model: options.model, messages, ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}) }, { signal });
       } catch (err) {
         // A caller's cancellation is not an outage: let the host see its own abort reason.
         if (signal.aborted) throw signal.reason;
@@ -190,10 +184,7 @@ function toDecision(body: unknown, input: PolicyInput, promptHash: string): Deci
       const fn = asRecord(call?.function);
       const modelId = call?.id;
       // Ids must be unique within the session; some servers omit them or reuse "call_0" every turn.
-      const id =
-        typeof modelId === "string" && modelId.length > 0 && !taken.has(modelId)
-          ? modelId
-          : uniqueId(`call_${input.step}_${index}`, taken);
+      const id = typeof modelId === "string" && modelId.length > 0 && !taken.has(modelId) ? modelId : uniqueId(`call_${input.step}_${index}`, taken);
       taken.add(id);
       return { id, name: typeof fn?.name === "string" ? fn.name : "", arguments: rawArguments(fn?.arguments) };
     });
@@ -221,9 +212,7 @@ function messageText(message: Record<string, unknown>): string {
   const { content, refusal } = message;
   if (typeof content === "string" && content.length > 0) return content;
   if (Array.isArray(content)) {
-    const parts = content
-      .map((part) => asRecord(part)?.text)
-      .filter((text): text is string => typeof text === "string");
+    const parts = content.map((part) => asRecord(part)?.text).filter((text): text is string => typeof text === "string");
     if (parts.length > 0) return parts.join("");
   }
   if (typeof refusal === "string") return refusal;
@@ -231,8 +220,7 @@ function messageText(message: Record<string, unknown>): string {
 }
 
 function toUsage(usage: Record<string, unknown> | undefined): TokenUsage {
-  const count = (value: unknown): number =>
-    typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0;
+  const count = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0);
   return { input: count(usage?.prompt_tokens), output: count(usage?.completion_tokens) };
 }
 

@@ -10,7 +10,6 @@ import type { JsonObject, JsonValue } from "../session-store.js";
 import { estimateTokens } from "../budget.js";
 import { hashHistory, historyJsonLength } from "../history-json.js";
 
-
 function lastObservation(history: readonly HistoryItem[], tool: string): ResultEnvelope | undefined {
   for (let i = history.length - 1; i >= 0; i -= 1) {
     const item = history[i]!;
@@ -65,7 +64,9 @@ export class ScriptedPolicy implements Policy {
     // The prompt is JSON.stringify({ goal, task, history }); its hash and size are computed from
     // the history items' cached texts instead of serialising the whole history again.
     const head = JSON.stringify({ goal: input.goal, task: input.task, history: [] });
-    const promptHash = hashHistory(createHash("sha256").update(head.slice(0, -"[]}".length)), input.history).update("}").digest("hex");
+    const promptHash = hashHistory(createHash("sha256").update(head.slice(0, -"[]}".length)), input.history)
+      .update("}")
+      .digest("hex");
     const usage = { input: estimateTokens(head.length - "[]".length + historyJsonLength(input.history)), output: 20 };
     const call = (name: string, args: Record<string, unknown>): Decision => ({
       kind: "tool_calls",
@@ -119,4 +120,3 @@ export class ScriptedPolicy implements Policy {
     return final(`Refunded ${amountCents} cents of order ${orderId}${basis}; refund id ${refundId}.`);
   }
 }
-

@@ -3,7 +3,12 @@ import type { HistoryItem } from "../policy.js";
 import { checkAnswer } from "./answer.js";
 
 const observed: HistoryItem[] = [
-  { kind: "observation", callId: "c1", tool: "billing_refund", envelope: { ok: true, data: { refund: { refundId: "rf_AAAAAAAAAAAAAAAA" } }, refs: ["refund:rf_AAAAAAAAAAAAAAAA"], costMicros: 0, servedFrom: "live", observedAt: "" } },
+  {
+    kind: "observation",
+    callId: "c1",
+    tool: "billing_refund",
+    envelope: { ok: true, data: { refund: { refundId: "rf_AAAAAAAAAAAAAAAA" } }, refs: ["refund:rf_AAAAAAAAAAAAAAAA"], costMicros: 0, servedFrom: "live", observedAt: "" },
+  },
   { kind: "observation", callId: "c2", tool: "kb_search_search", envelope: { ok: true, data: {}, refs: ["kb:refund-policy@3"], costMicros: 0, servedFrom: "live", observedAt: "" } },
 ];
 

@@ -9,7 +9,10 @@ const DOC_CITATION = /\[([a-z0-9-]+)@(\d+)\]/g;
 /** Why the answer is not accepted, or undefined when it is. */
 export function checkAnswer(answer: string, history: readonly HistoryItem[]): string | undefined {
   if (answer.trim().length === 0) return "the answer is empty";
-  const observed = history.filter((h) => h.kind === "observation").map(itemJson).join(",");
+  const observed = history
+    .filter((h) => h.kind === "observation")
+    .map(itemJson)
+    .join(",");
   for (const refundId of answer.match(REFUND_ID) ?? []) {
     if (!observed.includes(refundId)) return `the answer cites refund ${refundId}, which no tool returned`;
   }

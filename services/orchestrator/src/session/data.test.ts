@@ -7,9 +7,26 @@ import { contextJson, contextOf, pendingJson, pendingOf, redactedEnvelope, type 
 
 function record(context: JsonObject, pending: JsonObject | null = null): SessionRecord {
   return {
-    id: "ses_1", state: "THINKING", version: 1, goal: "g", task: {}, budget: DEFAULT_BUDGET, usage: initialUsage(0), context, pending,
-    scopes: [], policy: "scripted", stopReason: null, answer: null, createdAt: 0, updatedAt: 0, leaseOwner: null, leaseExpiresAt: null,
-    idempotencyKey: null, createdBy: "t", requestHash: null,
+    id: "ses_1",
+    state: "THINKING",
+    version: 1,
+    goal: "g",
+    task: {},
+    budget: DEFAULT_BUDGET,
+    usage: initialUsage(0),
+    context,
+    pending,
+    scopes: [],
+    policy: "scripted",
+    stopReason: null,
+    answer: null,
+    createdAt: 0,
+    updatedAt: 0,
+    leaseOwner: null,
+    leaseExpiresAt: null,
+    idempotencyKey: null,
+    createdBy: "t",
+    requestHash: null,
   };
 }
 
@@ -52,7 +69,7 @@ describe("redactedEnvelope", () => {
     };
     const clean = redactedEnvelope(envelope);
     const text = JSON.stringify(clean);
-    for (const raw of ["13912345678\"", "call 13912345678", "11010519491231002X", "user:13912345678"]) expect(text).not.toContain(raw);
+    for (const raw of ['13912345678"', "call 13912345678", "11010519491231002X", "user:13912345678"]) expect(text).not.toContain(raw);
     expect(clean).toMatchObject({ ok: false, costMicros: 13_912_345_678, servedFrom: "live", observedAt: "2026-12-01T00:00:00.000Z", error: { code: "NOT_FOUND", retryable: false } });
   });
 });

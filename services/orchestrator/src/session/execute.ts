@@ -32,8 +32,19 @@ async function reissue(kit: Kit, s: SessionRecord, tool: RegisteredTool, call: P
   const { deps, moves } = kit;
   const audit = { tool: tool.name, argsHash: call.argsHash };
   if (!safeToReissue(tool, call)) {
-    const approval = newApproval(tool.name, call.argsHash, call.worldVersion, "an interrupted call of a non-idempotent tool may or may not have taken effect", deps.now(), deps.approvals, "outcome_unknown");
-    return moves.move(s, "AWAITING_APPROVAL", { audit: { reason: "interrupted non-idempotent call needs a human", ...audit }, patch: { pending: pendingJson({ ...pending, approval, startedBy: "" }) } });
+    const approval = newApproval(
+      tool.name,
+      call.argsHash,
+      call.worldVersion,
+      "an interrupted call of a non-idempotent tool may or may not have taken effect",
+      deps.now(),
+      deps.approvals,
+      "outcome_unknown",
+    );
+    return moves.move(s, "AWAITING_APPROVAL", {
+      audit: { reason: "interrupted non-idempotent call needs a human", ...audit },
+      patch: { pending: pendingJson({ ...pending, approval, startedBy: "" }) },
+    });
   }
   let state = s;
   if (state.state === "RETRYING") state = await moves.move(state, "TOOL_EXECUTING", { audit: { reason: "re-issuing an interrupted call", ...audit } });
@@ -121,4 +132,3 @@ async function resolveUnknown(kit: Kit, s: SessionRecord, before: InFlight, firs
     patch: { pending: pendingJson({ ...flight.pending, approval, startedBy: "" }) },
   });
 }
-

@@ -79,11 +79,7 @@ export async function cancelSession(d: HumanDeps, id: string, reason: string, by
  * someone other than the session's creator (four eyes). A deny ends the session here; an approval
  * is checked and recorded by `approve`.
  */
-export async function answerApproval(
-  d: HumanDeps,
-  input: ApprovalAnswer,
-  approve: (s: SessionRecord, approver: string, by: string) => Promise<SessionRecord>,
-): Promise<SessionRecord> {
+export async function answerApproval(d: HumanDeps, input: ApprovalAnswer, approve: (s: SessionRecord, approver: string, by: string) => Promise<SessionRecord>): Promise<SessionRecord> {
   const s = await d.get(input.sessionId);
   if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${s.id} already ended (${s.state})`);
   const approval = pendingOf(s).approval;

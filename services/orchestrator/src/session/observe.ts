@@ -23,7 +23,10 @@ export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pen
   const ctx = contextOf(s);
   const clean = redactedEnvelope(envelope);
   const durationMs = pending.durationMs ?? 0;
-  const governed = governContext([...ctx.history, { kind: "observation", callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(durationMs) }], deps.context ?? DEFAULT_CONTEXT_LIMITS);
+  const governed = governContext(
+    [...ctx.history, { kind: "observation", callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(durationMs) }],
+    deps.context ?? DEFAULT_CONTEXT_LIMITS,
+  );
   if (governed.alarm) deps.onContextAlarm?.(s, governed.tokens);
   const outcome = envelope.ok ? JSON.stringify(envelope.data ?? null) : (envelope.error?.code ?? "error");
   const print = fingerprint(call.tool, call.arguments, outcome, envelope.refs);
@@ -75,7 +78,14 @@ export async function observeInPlace(kit: Kit, s: SessionRecord, call: ToolCallR
     { kind: "observation" as const, callId: call.id, tool: name, envelope },
   ];
   const step = ctx.traceSteps + 1;
-  const record = kit.spans.step(s, { step, before: s.state, after: s.state, decision: { kind: "tool_call", id: call.id, name: call.name, arguments: call.arguments }, result: envelopeJson(envelope), durationMs: 0 });
+  const record = kit.spans.step(s, {
+    step,
+    before: s.state,
+    after: s.state,
+    decision: { kind: "tool_call", id: call.id, name: call.name, arguments: call.arguments },
+    result: envelopeJson(envelope),
+    durationMs: 0,
+  });
   return kit.moves.move(s, "THINKING", {
     audit: { reason, tool: name, outcome: envelope.error?.code ?? "ok" },
     patch: { context: contextJson({ ...ctx, history, traceSteps: step }), pending: queueLeft(rest) },

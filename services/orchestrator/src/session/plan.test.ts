@@ -18,7 +18,13 @@ function tool(name: string): RegisteredTool {
 }
 
 function check(name: string, args: string, over: Partial<CheckInput["session"]> = {}) {
-  return checkCall({ session: { id: "ses_1", scopes: ["kb:read", "billing:read", "billing:refund"], usage: FRESH, budget: DEFAULT_BUDGET, ...over }, context: CONTEXT, call: { id: "c1", name, arguments: args }, registry, now: NOW });
+  return checkCall({
+    session: { id: "ses_1", scopes: ["kb:read", "billing:read", "billing:refund"], usage: FRESH, budget: DEFAULT_BUDGET, ...over },
+    context: CONTEXT,
+    call: { id: "c1", name, arguments: args },
+    registry,
+    now: NOW,
+  });
 }
 
 describe("checkCall", () => {
@@ -29,7 +35,11 @@ describe("checkCall", () => {
   });
 
   it("invalid arguments are an EINVAL observation, not a call", () => {
-    expect(check("billing_refund", JSON.stringify({ orderId: "ord_DEMO00000001", amountCents: -1 }))).toMatchObject({ kind: "observe", reason: "invalid arguments", envelope: { error: { code: "EINVAL" } } });
+    expect(check("billing_refund", JSON.stringify({ orderId: "ord_DEMO00000001", amountCents: -1 }))).toMatchObject({
+      kind: "observe",
+      reason: "invalid arguments",
+      envelope: { error: { code: "EINVAL" } },
+    });
   });
 
   it("a tool outside the session's scopes stops it with permission_denied", () => {
@@ -37,7 +47,10 @@ describe("checkCall", () => {
   });
 
   it("a call past the tool-call budget stops the session before it is made", () => {
-    expect(check("kb_search_search", JSON.stringify({ query: "refunds", limit: 3 }), { usage: { ...FRESH, toolCalls: DEFAULT_BUDGET.maxToolCalls } })).toMatchObject({ kind: "stop", reason: "max_tool_calls" });
+    expect(check("kb_search_search", JSON.stringify({ query: "refunds", limit: 3 }), { usage: { ...FRESH, toolCalls: DEFAULT_BUDGET.maxToolCalls } })).toMatchObject({
+      kind: "stop",
+      reason: "max_tool_calls",
+    });
   });
 
   it("a valid call gets its key, its hash over the canonical arguments, and a redacted call in the history", () => {

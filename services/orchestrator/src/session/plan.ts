@@ -15,9 +15,7 @@ import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import type { PendingCall, SessionContext } from "./data.js";
 
 /** What a call becomes without a tool call: an observation the host makes itself, or the session's end. */
-export type Refused =
-  | { readonly kind: "observe"; readonly envelope: ResultEnvelope; readonly reason: string }
-  | { readonly kind: "stop"; readonly reason: StopReason; readonly answer: string };
+export type Refused = { readonly kind: "observe"; readonly envelope: ResultEnvelope; readonly reason: string } | { readonly kind: "stop"; readonly reason: StopReason; readonly answer: string };
 
 /** A call that passed the host's checks: its canonical arguments (key included) and the context that records it. */
 export interface Checked {
@@ -59,7 +57,10 @@ export function idempotencyKeyOf(sessionId: string, tool: RegisteredTool, args: 
 export function checkCall({ session: s, context, call, registry, now }: CheckInput): Refused | Checked {
   const tool = registry.get(call.name);
   if (!tool) {
-    const known = registry.specs(s.scopes).map((t) => t.name).join(", ");
+    const known = registry
+      .specs(s.scopes)
+      .map((t) => t.name)
+      .join(", ");
     return { kind: "observe", envelope: errorEnvelope("ENOTOOL", `no tool named "${redactText(call.name)}"`, `use one of: ${known}`, now), reason: "unknown tool" };
   }
   const parsed = parseToolArguments(tool, call.arguments);

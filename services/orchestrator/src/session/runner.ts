@@ -128,7 +128,14 @@ export class SessionRunner {
     const durationMs = () => performance.now() - started;
     if (decision.kind === "final") {
       const problem = checkAnswer(decision.answer, ctx.history);
-      const record = spans.step(s, { step, before: s.state, after: problem ? "THINKING" : "DONE", decision: { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "" }, promptHash: decision.promptHash, durationMs: durationMs() });
+      const record = spans.step(s, {
+        step,
+        before: s.state,
+        after: problem ? "THINKING" : "DONE",
+        decision: { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "" },
+        promptHash: decision.promptHash,
+        durationMs: durationMs(),
+      });
       if (problem) {
         const history = [...ctx.history, { kind: "rejected_answer" as const, text: redactText(decision.answer), why: problem }];
         return moves.move(s, "THINKING", { audit: { reason: "answer rejected by the host", outcome: problem }, patch: { usage, context: contextJson({ ...traced, history }) }, step: record });
@@ -140,7 +147,14 @@ export class SessionRunner {
     // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
     const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };
     const plan = queue[0] ? await this.#planCall(decided, queue[0], decision.confidence) : undefined;
-    const record = spans.step(s, { step, before: s.state, after: plan?.kind === "start" ? "TOOL_EXECUTING" : "THINKING", decision: { kind: "tool_calls", calls: queue }, promptHash: decision.promptHash, durationMs: durationMs() });
+    const record = spans.step(s, {
+      step,
+      before: s.state,
+      after: plan?.kind === "start" ? "TOOL_EXECUTING" : "THINKING",
+      decision: { kind: "tool_calls", calls: queue },
+      promptHash: decision.promptHash,
+      durationMs: durationMs(),
+    });
     if (plan?.kind === "start") {
       return this.#startCall(decided, { ...plan, rest: queue.slice(1), step: record, reason: `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}` }, signal);
     }

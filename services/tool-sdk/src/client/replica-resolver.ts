@@ -22,19 +22,23 @@ class ReplicaListResolver implements experimental.Resolver {
     this.#resolved = hosts.map(() => undefined);
     this.#errors = hosts.map(() => undefined);
     this.#entries = hosts.map((path, index) =>
-      experimental.createResolver({ scheme: "dns", path }, (endpoints, _attributes, _config, note) => {
-        if (endpoints.ok) {
-          this.#resolved[index] = endpoints.value;
-          this.#errors[index] = undefined;
-        } else {
-          this.#errors[index] = endpoints.error.details;
-        }
-        const all = this.#resolved.flatMap((list) => list ?? []);
-        if (all.length > 0) return listener(experimental.statusOrFromValue(all), {}, null, note);
-        const details = this.#errors.filter(Boolean).join("; ") || `no address for ${target.path}`;
-        listener(experimental.statusOrFromError({ code: status.UNAVAILABLE, details }), {}, null, note);
-        return true;
-      }, options),
+      experimental.createResolver(
+        { scheme: "dns", path },
+        (endpoints, _attributes, _config, note) => {
+          if (endpoints.ok) {
+            this.#resolved[index] = endpoints.value;
+            this.#errors[index] = undefined;
+          } else {
+            this.#errors[index] = endpoints.error.details;
+          }
+          const all = this.#resolved.flatMap((list) => list ?? []);
+          if (all.length > 0) return listener(experimental.statusOrFromValue(all), {}, null, note);
+          const details = this.#errors.filter(Boolean).join("; ") || `no address for ${target.path}`;
+          listener(experimental.statusOrFromError({ code: status.UNAVAILABLE, details }), {}, null, note);
+          return true;
+        },
+        options,
+      ),
     );
   }
 

@@ -3,15 +3,7 @@
 // the tool's breaker, with the call's one deadline) → retries only where safe, with full-jitter
 // backoff, RetryInfo obeyed and a retry budget → response validation → cache fallbacks.
 import { setTimeout as sleep } from "node:timers/promises";
-import {
-  create,
-  type DescMethod,
-  type DescService,
-  fromBinary,
-  type MessageInitShape,
-  type MessageShape,
-  toBinary,
-} from "@bufbuild/protobuf";
+import { create, type DescMethod, type DescService, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { Client, type ChannelOptions, type ChannelCredentials, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import { type Context, context as otelContext, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { bulkhead, BulkheadRejectedError, type BulkheadPolicy } from "cockatiel";
@@ -225,7 +217,10 @@ export class ToolClient<S extends DescService> {
   /** The service's own error reasons (its contract's enum), each a refusal that did nothing. */
   readonly #domainReasons: ReadonlySet<string>;
 
-  constructor(readonly service: S, options: ToolClientOptions) {
+  constructor(
+    readonly service: S,
+    options: ToolClientOptions,
+  ) {
     this.tool = servicePolicy(service).toolName;
     this.#domainReasons = new Set([...errorReasons(service)].filter((r) => !commonReasons.has(r)));
     this.#options = options;
@@ -247,9 +242,7 @@ export class ToolClient<S extends DescService> {
         path: methodPath(method),
         policy,
         timeoutMs: options.timeoutMs?.[method.localName] ?? options.timeoutMs?.["*"] ?? sla.timeoutMs,
-        cacheable:
-          (policy.degradation === Degradation.CACHE || policy.degradation === Degradation.CACHE_THEN_EMPTY) &&
-          !policy.tags.includes(RoutingTag.DATA_FRESHNESS_CRITICAL),
+        cacheable: (policy.degradation === Degradation.CACHE || policy.degradation === Degradation.CACHE_THEN_EMPTY) && !policy.tags.includes(RoutingTag.DATA_FRESHNESS_CRITICAL),
         emptyFallback: policy.degradation === Degradation.CACHE_THEN_EMPTY,
         deserialize: (bytes) => fromBinary(method.output, bytes),
       });
@@ -386,7 +379,14 @@ export class ToolClient<S extends DescService> {
     };
     for (;;) {
       if (Date.now() >= deadline) {
-        const late = new ToolCallError({ code: status.DEADLINE_EXCEEDED, reason: "DEADLINE_PASSED", message: `${this.tool}: no time left for ${plan.method.name}`, attempts: attempt, tool: this.tool, method: plan.method.name });
+        const late = new ToolCallError({
+          code: status.DEADLINE_EXCEEDED,
+          reason: "DEADLINE_PASSED",
+          message: `${this.tool}: no time left for ${plan.method.name}`,
+          attempts: attempt,
+          tool: this.tool,
+          method: plan.method.name,
+        });
         throw uncertain ? late.withOutcomeUnknown() : late;
       }
       let failure: ToolCallError;
@@ -433,7 +433,15 @@ export class ToolClient<S extends DescService> {
     if ((thrown as { code?: string }).code === "EOPENBREAKER") {
       // Like a server's RetryInfo: when the breaker will let a probe through.
       const retryAfterMs = Math.max(0, this.#openedAt + this.#resetTimeoutMs - Date.now());
-      return new ToolCallError({ code: status.UNAVAILABLE, reason: "BREAKER_OPEN", message: `${this.tool}: circuit breaker is open`, retryAfterMs, attempts, tool: this.tool, method: plan.method.name });
+      return new ToolCallError({
+        code: status.UNAVAILABLE,
+        reason: "BREAKER_OPEN",
+        message: `${this.tool}: circuit breaker is open`,
+        retryAfterMs,
+        attempts,
+        tool: this.tool,
+        method: plan.method.name,
+      });
     }
     return new ToolCallError({ code: status.INTERNAL, reason: "INTERNAL_ERROR", message: `${this.tool}: ${(thrown as Error).message}`, attempts, tool: this.tool, method: plan.method.name });
   }
@@ -446,52 +454,44 @@ export class ToolClient<S extends DescService> {
     const started = performance.now();
     const labels = { grpc_type: "unary", grpc_service: plan.method.parent.typeName, grpc_method: plan.method.name };
     return new Promise((resolve, reject) => {
-      const call = this.#client.makeUnaryRequest(
-        plan.path,
-        passThrough,
-        plan.deserialize,
-        bytes,
-        metadata,
-        { deadline: new Date(deadline) },
-        (error: ServiceError | null, response?: unknown) => {
-          signal?.removeEventListener("abort", cancel);
-          const code = error ? error.code : status.OK;
-          this.#metrics.handled.inc({ ...labels, grpc_code: status[code] });
-          this.#metrics.handlingSeconds.observe({ ...labels, grpc_code: status[code] }, (performance.now() - started) / 1000);
-          if (error) {
-            const failure = decodeStatusDetails(error);
-            reject(
-              new ToolCallError({
-                code: failure.code,
-                reason: failure.reason,
-                message: failure.message,
-                retryAfterMs: failure.retryAfterMs,
-                fieldViolations: failure.fieldViolations,
-                attempts: attempt,
-                tool: this.tool,
-                method: plan.method.name,
-                refusedByTool: failure.reason !== undefined && this.#domainReasons.has(failure.reason),
-              }),
-            );
-            return;
-          }
-          const violations = violationsOf(plan.method.output, response as MessageShape<DescMethod["output"]>);
-          if (violations.length > 0) {
-            reject(
-              new ToolCallError({
-                code: status.INTERNAL,
-                reason: "CONTRACT_VIOLATION",
-                message: `${this.tool} answered ${plan.method.name} with a response that breaks its contract: ${violations.map((v) => v.field).join(", ")}`,
-                attempts: attempt,
-                tool: this.tool,
-                method: plan.method.name,
-              }),
-            );
-            return;
-          }
-          resolve(response);
-        },
-      );
+      const call = this.#client.makeUnaryRequest(plan.path, passThrough, plan.deserialize, bytes, metadata, { deadline: new Date(deadline) }, (error: ServiceError | null, response?: unknown) => {
+        signal?.removeEventListener("abort", cancel);
+        const code = error ? error.code : status.OK;
+        this.#metrics.handled.inc({ ...labels, grpc_code: status[code] });
+        this.#metrics.handlingSeconds.observe({ ...labels, grpc_code: status[code] }, (performance.now() - started) / 1000);
+        if (error) {
+          const failure = decodeStatusDetails(error);
+          reject(
+            new ToolCallError({
+              code: failure.code,
+              reason: failure.reason,
+              message: failure.message,
+              retryAfterMs: failure.retryAfterMs,
+              fieldViolations: failure.fieldViolations,
+              attempts: attempt,
+              tool: this.tool,
+              method: plan.method.name,
+              refusedByTool: failure.reason !== undefined && this.#domainReasons.has(failure.reason),
+            }),
+          );
+          return;
+        }
+        const violations = violationsOf(plan.method.output, response as MessageShape<DescMethod["output"]>);
+        if (violations.length > 0) {
+          reject(
+            new ToolCallError({
+              code: status.INTERNAL,
+              reason: "CONTRACT_VIOLATION",
+              message: `${this.tool} answered ${plan.method.name} with a response that breaks its contract: ${violations.map((v) => v.field).join(", ")}`,
+              attempts: attempt,
+              tool: this.tool,
+              method: plan.method.name,
+            }),
+          );
+          return;
+        }
+        resolve(response);
+      });
       const cancel = () => call.cancel();
       signal?.addEventListener("abort", cancel, { once: true });
     });

@@ -166,7 +166,12 @@ describe("CallSlots", () => {
 describe("deadlineStage", () => {
   it("aborts the call's signal with DEADLINE_PASSED when the deadline passes", async () => {
     const call = testCall({ deadline: new Date(Date.now() + 20) });
-    const error = await refusal(compose([deadlineStage], unaryTerminal(() => new Promise(() => undefined)))(call));
+    const error = await refusal(
+      compose(
+        [deadlineStage],
+        unaryTerminal(() => new Promise(() => undefined)),
+      )(call),
+    );
     expect([error.code, error.reason]).toEqual([status.DEADLINE_EXCEEDED, "DEADLINE_PASSED"]);
   });
 });

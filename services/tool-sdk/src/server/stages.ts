@@ -110,7 +110,12 @@ export function authStage(verifier: TokenVerifier, tool: string, method: DescMet
     try {
       call.caller = await verifier.verify(token);
     } catch (cause) {
-      throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`, { cause });
+      throw new ToolError(
+        status.UNAUTHENTICATED,
+        "CREDENTIALS_INVALID",
+        `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`,
+        { cause },
+      );
     }
     if (requiredScope && !call.caller.scopes.has(requiredScope)) {
       throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} requires scope "${requiredScope}"`, { metadata: { required_scope: requiredScope } });
@@ -125,9 +130,11 @@ export function validateStage(method: DescMethod, normalise: ((request: unknown)
     normalise?.(call.request);
     const violations = violationsOf(method.input, call.request as MessageShape<typeof method.input>);
     if (violations.length === 0) return next(call);
-    return Promise.reject(new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `invalid ${method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`, {
-      fieldViolations: violations,
-    }));
+    return Promise.reject(
+      new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `invalid ${method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`, {
+        fieldViolations: violations,
+      }),
+    );
   };
 }
 

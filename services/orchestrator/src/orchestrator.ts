@@ -14,7 +14,7 @@ import { type ApprovalAnswer, answerApproval, cancelSession, expireApprovals, ty
 import { newSessionId } from "./session/ids.js";
 import type { RunnerDeps } from "./session/kit.js";
 import { SessionMoves } from "./session/moves.js";
-import { claimable, storeBackoffMs } from "./session/replica.js";
+import { claimable, LeaseKeeper, storeBackoffMs } from "./session/replica.js";
 import { SessionRunner } from "./session/runner.js";
 import { type WatchEvent, watchSession } from "./session/watch.js";
 import { SessionEvents } from "./session-events.js";
@@ -57,6 +57,7 @@ export class Orchestrator {
   readonly #human: HumanDeps;
   readonly #active = new Map<string, AbortController>();
   readonly #events: SessionEvents;
+  readonly #leases: LeaseKeeper;
   #timer: NodeJS.Timeout | undefined;
   #renewTimer: NodeJS.Timeout | undefined;
   #sweepTimer: NodeJS.Timeout | undefined;
@@ -68,7 +69,6 @@ export class Orchestrator {
   #sweepFailures = 0;
   #stopping = false;
   #ticking = false;
-  #renewing = false;
   /** A claim was asked for while one was running: run another right after, not at the next interval. */
   #tickAgain = false;
   /** Sessions being created leased to this replica, holding a slot until they are driven. */
@@ -82,6 +82,7 @@ export class Orchestrator {
     this.#runner = new SessionRunner({ ...options, ...hooks }, this.#moves);
     this.#human = { registry: options.registry, moves: this.#moves, now: options.now, get: (id) => this.get(id), abort: (id) => this.#active.get(id)?.abort() };
     this.#events = new SessionEvents(options.store, options.eventBackstopMs);
+    this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active);
   }
 
   get store(): SessionStore {
@@ -91,7 +92,7 @@ export class Orchestrator {
   /** Starts claiming and driving sessions, including every non-terminal one left by a previous run. */
   start(): void {
     this.#timer = setInterval(() => void this.#tick(), this.options.claimIntervalMs);
-    this.#renewTimer = setInterval(() => void this.#renew(), Math.max(100, Math.floor(this.options.leaseTtlMs / 3)));
+    this.#renewTimer = setInterval(() => void this.#leases.renew(), Math.max(100, Math.floor(this.options.leaseTtlMs / 3)));
     this.#sweepTimer = setInterval(() => void this.#sweepApprovals(), this.options.approvalSweepMs);
     // A session let go elsewhere (created without a free slot, approved, released by a replica
     // that stops) is claimed on its event rather than at the next interval.
@@ -157,27 +158,6 @@ export class Orchestrator {
     } finally {
       this.#ticking = false;
       if (this.#tickAgain) void this.#tick();
-    }
-  }
-
-  async #renew(): Promise<void> {
-    // One pass at a time: a pass still waiting on the store is not stacked with another.
-    if (this.#renewing) return;
-    this.#renewing = true;
-    try {
-      const ids = [...this.#active.keys()];
-      let held: Set<string>;
-      try {
-        held = await this.options.store.renewLeases(ids, this.options.owner, this.options.leaseTtlMs);
-      } catch (error) {
-        // A store that cannot answer says nothing about the leases: the sessions keep them until
-        // the store says otherwise, and their transitions stay fenced by the lease meanwhile.
-        if (error instanceof StoreUnavailableError) return;
-        held = new Set();
-      }
-      for (const id of ids) if (!held.has(id)) this.#active.get(id)?.abort();
-    } finally {
-      this.#renewing = false;
     }
   }
 

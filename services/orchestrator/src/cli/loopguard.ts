@@ -7,12 +7,10 @@
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
-import type { MessageShape } from "@bufbuild/protobuf";
-import { OrchestratorService, type SessionSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createRawClient, mintToken, operatorSigningKey, requiredScopesOf, type SigningKey, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
-
-type Session = MessageShape<typeof SessionSchema>;
+import { jsonOf, printSession, stateName, summary } from "./session-text.js";
 
 const USAGE = `usage: loopguard <command> [options]
   run "<goal>" [--task-file F | --task JSON] [--budget key=value…] [--scope s…] [--policy scripted|openai] [--wait] [--json]
@@ -43,8 +41,6 @@ function fail(message: string, code = 1): never {
   process.stderr.write(`loopguard: ${message}\n`);
   process.exit(code);
 }
-
-const stateName = (s: SessionState) => SessionState[s] ?? String(s);
 
 function describeCallError(error: CallError): string {
   if (error.code === status.UNAVAILABLE && !error.reason) return `cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`;
@@ -82,42 +78,6 @@ async function confirm(question: string): Promise<boolean> {
   } finally {
     rl.close();
   }
-}
-
-function summary(s: Session): string {
-  const usage = s.usage;
-  return `${s.sessionId}  ${stateName(s.state).padEnd(17)} ${(s.stopReason || "-").padEnd(16)} steps ${usage?.steps ?? 0}/${s.budget?.maxSteps ?? 0}  tools ${usage?.toolCalls ?? 0}  health ${s.healthScore}  ${s.goal.slice(0, 60)}`;
-}
-
-function printSession(s: Session): void {
-  const lines = [
-    `session   ${s.sessionId}`,
-    `state     ${stateName(s.state)}${s.stopReason ? ` (${s.stopReason})` : ""}`,
-    `goal      ${s.goal}`,
-    `policy    ${s.policy}   scopes ${s.scopes.join(" ")}`,
-    `created   by ${s.createdBy || "unknown"}`,
-    `budget    steps ${s.usage?.steps}/${s.budget?.maxSteps}  tool calls ${s.usage?.toolCalls}/${s.budget?.maxToolCalls}  tokens ${s.usage?.tokens}/${s.budget?.maxTokens}  cost ${s.usage?.costMicros}/${s.budget?.maxCostMicros} µ  wall ${s.usage?.wallClockMs}/${s.budget?.maxWallClockMs} ms`,
-    `health    ${s.healthScore}/100`,
-    `trace id  ${s.traceId}`,
-  ];
-  if (s.pendingApproval) {
-    lines.push(`approval  ${s.pendingApproval.approvalId}: ${s.pendingApproval.tool} ${JSON.stringify(s.pendingApproval.arguments)} — ${s.pendingApproval.reason}`);
-  }
-  if (s.answer) lines.push(`answer    ${s.answer}`);
-  console.log(lines.join("\n"));
-}
-
-function jsonOf(s: Session): Record<string, unknown> {
-  return {
-    session_id: s.sessionId,
-    state: stateName(s.state),
-    stop_reason: s.stopReason,
-    answer: s.answer,
-    trace_id: s.traceId,
-    steps: s.usage?.steps ?? 0,
-    tool_calls: s.usage?.toolCalls ?? 0,
-    ...(s.pendingApproval ? { pending_approval: { approval_id: s.pendingApproval.approvalId, tool: s.pendingApproval.tool, reason: s.pendingApproval.reason } } : {}),
-  };
 }
 
 function readTask(values: { task?: string; "task-file"?: string }): Record<string, unknown> {

@@ -1,0 +1,43 @@
+// How the CLI shows a session: one line in a list, a block for \`show\`, an object for --json.
+import type { MessageShape } from "@bufbuild/protobuf";
+import { type SessionSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+
+type Session = MessageShape<typeof SessionSchema>;
+
+export const stateName = (s: SessionState) => SessionState[s] ?? String(s);
+
+export function summary(s: Session): string {
+  const usage = s.usage;
+  return `${s.sessionId}  ${stateName(s.state).padEnd(17)} ${(s.stopReason || "-").padEnd(16)} steps ${usage?.steps ?? 0}/${s.budget?.maxSteps ?? 0}  tools ${usage?.toolCalls ?? 0}  health ${s.healthScore}  ${s.goal.slice(0, 60)}`;
+}
+
+export function printSession(s: Session): void {
+  const lines = [
+    `session   ${s.sessionId}`,
+    `state     ${stateName(s.state)}${s.stopReason ? ` (${s.stopReason})` : ""}`,
+    `goal      ${s.goal}`,
+    `policy    ${s.policy}   scopes ${s.scopes.join(" ")}`,
+    `created   by ${s.createdBy || "unknown"}`,
+    `budget    steps ${s.usage?.steps}/${s.budget?.maxSteps}  tool calls ${s.usage?.toolCalls}/${s.budget?.maxToolCalls}  tokens ${s.usage?.tokens}/${s.budget?.maxTokens}  cost ${s.usage?.costMicros}/${s.budget?.maxCostMicros} µ  wall ${s.usage?.wallClockMs}/${s.budget?.maxWallClockMs} ms`,
+    `health    ${s.healthScore}/100`,
+    `trace id  ${s.traceId}`,
+  ];
+  if (s.pendingApproval) {
+    lines.push(`approval  ${s.pendingApproval.approvalId}: ${s.pendingApproval.tool} ${JSON.stringify(s.pendingApproval.arguments)} — ${s.pendingApproval.reason}`);
+  }
+  if (s.answer) lines.push(`answer    ${s.answer}`);
+  console.log(lines.join("\n"));
+}
+
+export function jsonOf(s: Session): Record<string, unknown> {
+  return {
+    session_id: s.sessionId,
+    state: stateName(s.state),
+    stop_reason: s.stopReason,
+    answer: s.answer,
+    trace_id: s.traceId,
+    steps: s.usage?.steps ?? 0,
+    tool_calls: s.usage?.toolCalls ?? 0,
+    ...(s.pendingApproval ? { pending_approval: { approval_id: s.pendingApproval.approvalId, tool: s.pendingApproval.tool, reason: s.pendingApproval.reason } } : {}),
+  };
+}

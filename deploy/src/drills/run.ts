@@ -282,8 +282,12 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     if (steady) {
       const gapMs = (options.durationS * 1000) / plan.length;
       ctx.progress(`starting ${plan.length} sessions one every ${(gapMs / 1000).toFixed(2)} s over ${options.durationS} s (${describe(plan)})`);
-      // Ctrl-C stops the sessions not yet started.
-      await Promise.all(plan.map((p, i) => sleep(i * gapMs, undefined, { signal: ctx.signal }).then(() => startOne(p), () => undefined)));
+      const startInTurn = async (p: PlannedSession, i: number) => {
+        // Ctrl-C: the sessions not yet started are not started.
+        const due = await sleep(i * gapMs, true, { signal: ctx.signal }).catch(() => false);
+        if (due) await startOne(p);
+      };
+      await Promise.all(plan.map(startInTurn));
     } else {
       ctx.progress(`starting ${plan.length} sessions at once (${describe(plan)})`);
       await Promise.all(plan.map(startOne));

@@ -149,9 +149,10 @@ describe("pnpm drill (small sizes)", () => {
   }, 420_000);
 
   it("refuses to run beside another container suite, with one line and exit 1", async () => {
-    const up = await run(join(root, "deploy", "dist", "containers", "main.js"), ["up", "--tag", tag], 240_000);
-    expect(up.code).toBe(0);
     try {
+      // An up that fails half-way leaves containers too: down runs whatever up did.
+      const up = await run(join(root, "deploy", "dist", "containers", "main.js"), ["up", "--tag", tag], 240_000);
+      expect(up.code).toBe(0);
       const refused = await run(drillCli, ["kill-tool", "--tool", "kb-search", "--tag", tag], 60_000);
       expect(refused.code).toBe(1);
       expect(refused.stderr).toBe(`drill: a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\`\n`);

@@ -125,9 +125,11 @@ class ServerCounters {
     );
   }
 
+  /** Stops sampling after one last sample of every pod: the loop may have slept through the last calls. */
   async stop(): Promise<void> {
     this.#stop = true;
     await this.done;
+    await Promise.all(billingPods().map((pod) => this.sample(pod.address)));
   }
 }
 

@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/open-store.js";
 import type { PostgresSessionStoreOptions } from "../src/postgres-session-store.js";
 import { LeaseLostError, type SessionEvent, type SessionStore, StoreUnavailableError } from "../src/session-store.js";
-import { describeSessionStore } from "./session-store.suite.js";
+import { describeSessionStore, newSession as session } from "./session-store.suite.js";
 
 const postgres = testPostgres("orchestrator");
 if (!postgres.skip) {
@@ -62,16 +62,6 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     opened.push(store);
     return store;
   }
-
-  const session = (id: string) => ({
-    id,
-    goal: "g",
-    task: {},
-    budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1000 },
-    scopes: [],
-    policy: "scripted",
-    createdBy: "test",
-  });
 
   it("measures leases by the database's clock: a replica an hour ahead cannot take a live lease, one an hour behind cannot keep an expired one", async () => {
     const { url } = await fresh();

@@ -46,7 +46,8 @@ const T0 = 1_767_225_600_000;
  */
 const TTL = 1_000;
 
-function newSession(id: string, extra: Partial<NewSession> = {}): NewSession {
+/** A session to create in a store test; `extra` overrides any field. */
+export function newSession(id: string, extra: Partial<NewSession> = {}): NewSession {
   return {
     id,
     goal: `refund order for ${id}`,

@@ -6,7 +6,7 @@ import { openSessionStore } from "../src/open-store.js";
 import { describe, expect, it } from "vitest";
 import { StoreUnavailableError } from "../src/session-store.js";
 import { SqliteSessionStore } from "../src/sqlite-session-store.js";
-import { describeSessionStore } from "./session-store.suite.js";
+import { describeSessionStore, newSession as session } from "./session-store.suite.js";
 
 describeSessionStore("sqlite", async ({ now, advance }) => {
   const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
@@ -66,15 +66,6 @@ describe("sqlite store errors", () => {
     const told: StoreUnavailableError[] = [];
     const store = await SqliteSessionStore.open(file, { busyTimeoutMs: 100, onUnavailable: (e) => told.push(e) });
     const other = new Database(file);
-    const session = (id: string) => ({
-      id,
-      goal: "g",
-      task: {},
-      budget: { maxSteps: 1, maxToolCalls: 1, maxTokens: 1, maxCostMicros: 1, deadlineMs: 1000 },
-      scopes: [],
-      policy: "scripted",
-      createdBy: "test",
-    });
     try {
       await store.create(session("s1"));
       other.exec("BEGIN IMMEDIATE");

@@ -49,8 +49,26 @@ async function drill(...args: string[]): Promise<DrillReport & { report_path: st
   return report;
 }
 
-/** What no fault may cost: every session ended, none twice, and every refund made exactly once. */
-function expectNothingLost(report: DrillReport): void {
+/** One line of a drill's sessions.jsonl. */
+interface SessionLine {
+  readonly needs_approval: boolean;
+  readonly refund_ids: readonly string[];
+  readonly answer: string;
+}
+
+function sessionLines(report: { report_path: string }): SessionLine[] {
+  return readFileSync(join(dirname(report.report_path), "sessions.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((line) => JSON.parse(line) as SessionLine);
+}
+
+/**
+ * What no fault may cost: every session ended, none twice, every refund made exactly once, and
+ * the high-risk refund made only after the second subject approved it; when a fault kept its
+ * session from reading the order, it made none and says so.
+ */
+function expectNothingLost(report: DrillReport & { report_path: string }): void {
   expect(report.sessions_lost).toBe(0);
   expect(report.sessions_hung).toBe(0);
   expect(report.sessions_ended).toBe(report.sessions_started);
@@ -58,6 +76,10 @@ function expectNothingLost(report: DrillReport): void {
   expect(report.duplicate_side_effects).toBe(0);
   expect(report.lost_side_effects).toBe(0);
   expect(report.unowned_side_effects).toBe(0);
+  for (const highRisk of sessionLines(report).filter((s) => s.needs_approval)) {
+    if (highRisk.refund_ids.length > 0) expect(report.approvals_resolved).toBeGreaterThan(0);
+    else expect(highRisk.answer).toContain("no refund was made");
+  }
 }
 
 function dockerCli(args: readonly string[]): Promise<string> {
@@ -95,7 +117,7 @@ describe("pnpm drill (small sizes)", () => {
     expectNothingLost(report);
     expect(report.refund_sessions).toBe(60);
     expect(report.side_effects.refundsInLedger).toBe(report.side_effects.refundsReported);
-    expect(report.approvals_resolved).toBeGreaterThan(0);
+    expect(sessionLines(report).filter((s) => s.needs_approval)).toHaveLength(1);
     expect(report.calls_reaching_dead_tool).toBeNull();
   }, 300_000);
 
@@ -111,6 +133,9 @@ describe("pnpm drill (small sizes)", () => {
     expectNothingLost(report);
     expect(report.faults[0]?.what).toContain("+600 ms on every call (2 × its contract p95 target of 300 ms)");
     expect(report.success_rate).toBe(1);
+    // Billing is healthy here, so the high-risk refund waits for its approval and is made.
+    expect(sessionLines(report).filter((s) => s.needs_approval && s.refund_ids.length === 1)).toHaveLength(1);
+    expect(report.approvals_resolved).toBeGreaterThan(0);
   }, 300_000);
 
   it("errors: 30 % of billing calls fail; retries and keys keep every refund once", async () => {

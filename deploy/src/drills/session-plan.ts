@@ -22,11 +22,12 @@ export interface PlannedSession {
 /** The order ordinary refunds draw on: 450,000 cents paid. */
 export const BULK_ORDER = "ord_DEMO00000002";
 /**
- * One high-risk refund per order at most: an approval is bound to the order's version, so two
- * approvals waiting on one order would make each other stale. These orders are refunded by
- * nothing else in a drill; ord_DEMO00000007 has 199 cents paid, so amounts stay below that.
+ * The host asks for an approval from the risk of the order's own customer, and of the demo orders
+ * a refund can be made on only ord_DEMO00000008's customer (cust_demo_0008, score 92) is at or
+ * above the threshold. One high-risk refund per order at most: an approval is bound to the order's
+ * version, so two approvals waiting on one order would make each other stale.
  */
-const APPROVAL_ORDERS = ["ord_DEMO00000008", "ord_DEMO00000001", "ord_DEMO00000007"] as const;
+const APPROVAL_ORDERS = ["ord_DEMO00000008"] as const;
 
 const LOW_RISK = [
   { id_card: "110101198003121232", phone: "+8613800138000" },

@@ -66,7 +66,7 @@ function sessionLines(report: { report_path: string }): SessionLine[] {
 /**
  * What no fault may cost: every session ended, none twice, every refund made exactly once, and
  * the high-risk refund made only after the second subject approved it; when a fault kept its
- * session from reading the order, it made none and says so.
+ * session from reading the order (before or after the approval), it made none and names none.
  */
 function expectNothingLost(report: DrillReport & { report_path: string }): void {
   expect(report.sessions_lost).toBe(0);
@@ -78,7 +78,7 @@ function expectNothingLost(report: DrillReport & { report_path: string }): void 
   expect(report.unowned_side_effects).toBe(0);
   for (const highRisk of sessionLines(report).filter((s) => s.needs_approval)) {
     if (highRisk.refund_ids.length > 0) expect(report.approvals_resolved).toBeGreaterThan(0);
-    else expect(highRisk.answer).toContain("no refund was made");
+    else expect(highRisk.answer).not.toContain("refund id");
   }
 }
 

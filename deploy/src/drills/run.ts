@@ -297,11 +297,14 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   // A tool's fault may start while the first wave is still being started: its calls come first
   // (every session asks kb-search before anything else).
   const toolFault = options.scenario !== "release" && options.scenario !== "kill-orchestrator";
-  // Every pod of a tool dies as the sessions start: the calls of a burst are over within a second,
-  // and what is measured is how the sessions get through without it (fallbacks, the breaker).
+  // Every pod of a tool dies just before the sessions start: the calls of a burst are over within a
+  // second, so killing as they start raced them (at small sizes every call could be answered
+  // before the pods died), and what is measured is how the sessions get through without it.
   const killsEveryPod = (options.scenario === "kill-tool" || options.scenario === "flap") && options.kill === "all";
+  let podsDown = () => {};
+  const firstKill = killsEveryPod ? new Promise<void>((resolveKill) => (podsDown = resolveKill)) : Promise.resolve();
   let loadStarted = false;
-  const loading = startLoad().then(() => {
+  const loading = firstKill.then(startLoad).then(() => {
     loadStarted = true;
   });
   loading.catch(() => undefined);
@@ -374,6 +377,7 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
       const before = await sampler.sample();
       const from = Date.now() - t0;
       mark(await cluster.kill(victims, options.kill));
+      podsDown();
       await hold(downMs);
       mark(`restarting ${victims.map((p) => p.name).join(", ")}`);
       await cluster.recover(victims);

@@ -15,7 +15,7 @@ import { FieldDescriptorProto_Type, FileDescriptorSetSchema } from "@bufbuild/pr
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, mintToken, operatorSigningKey } from "@loopguard/tool-sdk";
 import pg from "pg";
-import { FAILED_OUTCOMES } from "../src/drills/metrics.js";
+import { FAILED_OUTCOMES, parseMetrics, samplesOf, sumOf } from "../src/drills/metrics.js";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { type K8sObject, validateRenderings } from "../src/k8s-check.js";
 import type { K8sReleaseResult, ReleaseResult } from "../src/release/index.js";
@@ -106,9 +106,9 @@ class ServerCounters {
       () => undefined,
     );
     if (page === undefined) return;
-    const handled = [...page.matchAll(/^grpc_server_handled_total\{([^}]*)\} (\d+)/gm)].filter(([, labels]) => labels!.includes(`grpc_service="${BILLING}"`));
-    const ok = handled.filter(([, labels]) => labels!.includes('grpc_code="OK"')).reduce((sum, [, , value]) => sum + Number(value), 0);
-    const failed = handled.filter(([, labels]) => !labels!.includes('grpc_code="OK"')).reduce((sum, [, , value]) => sum + Number(value), 0);
+    const handled = samplesOf(parseMetrics(page), "grpc_server_handled_total", { grpc_service: BILLING });
+    const ok = sumOf(handled.filter((s) => s.labels.grpc_code === "OK"));
+    const failed = sumOf(handled) - ok;
     const last = this.#last.get(address);
     if (last && ok + failed < last.ok + last.failed) {
       const banked = this.#banked.get(address) ?? { ok: 0, failed: 0 };
@@ -139,15 +139,13 @@ class ServerCounters {
  * sessions' policies sent, retries included) that ended failed, as the drill report counts them.
  */
 async function clientCalls(): Promise<{ ok: number; failed: number; failedCalls: number; failedAttempts: string[] }> {
-  const page = await (await fetch("http://127.0.0.1:8080/metrics")).text();
-  const lines = [...page.matchAll(/^grpc_client_handled_total\{([^}]*)\} (\d+)/gm)].filter(([, labels]) => labels!.includes(`grpc_service="${BILLING}"`));
-  const ok = lines.filter(([, labels]) => labels!.includes('grpc_code="OK"')).reduce((sum, [, , v]) => sum + Number(v), 0);
-  const failedAttempts = lines
-    .filter(([, labels, v]) => !labels!.includes('grpc_code="OK"') && Number(v) > 0)
-    .map(([, labels, v]) => `${/grpc_method="([^"]*)"/.exec(labels!)?.[1]} ${/grpc_code="([^"]*)"/.exec(labels!)?.[1]} × ${v}`);
-  const calls = [...page.matchAll(/^loopguard_tool_client_calls_total\{([^}]*)\} (\d+)/gm)].filter(([, labels]) => labels!.includes('tool="billing"'));
-  const failedCalls = calls.filter(([, labels]) => FAILED_OUTCOMES.some((o) => labels!.includes(`outcome="${o}"`))).reduce((sum, [, , v]) => sum + Number(v), 0);
-  return { ok, failed: lines.reduce((sum, [, , v]) => sum + Number(v), 0) - ok, failedCalls, failedAttempts };
+  const samples = parseMetrics(await (await fetch("http://127.0.0.1:8080/metrics")).text());
+  const attempts = samplesOf(samples, "grpc_client_handled_total", { grpc_service: BILLING });
+  const ok = sumOf(attempts.filter((s) => s.labels.grpc_code === "OK"));
+  const failedAttempts = attempts.filter((s) => s.labels.grpc_code !== "OK" && s.value > 0).map((s) => `${s.labels.grpc_method} ${s.labels.grpc_code} × ${s.value}`);
+  const calls = samplesOf(samples, "loopguard_tool_client_calls_total", { tool: "billing" });
+  const failedCalls = sumOf(calls.filter((s) => (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? "")));
+  return { ok, failed: sumOf(attempts) - ok, failedCalls, failedAttempts };
 }
 
 beforeAll(async () => {

@@ -26,14 +26,20 @@ export interface Snapshot {
   readonly pages: ReadonlyMap<string, readonly Sample[]>;
 }
 
+/** The samples of `name` whose labels include `labels`. */
+export function samplesOf(samples: readonly Sample[], name: string, labels: Readonly<Record<string, string>> = {}): Sample[] {
+  return samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
+}
+
+/** The sum of the samples' values. */
+export function sumOf(samples: readonly Sample[]): number {
+  return samples.reduce((sum, s) => sum + s.value, 0);
+}
+
 /** The sum over every pod of the samples of `name` whose labels include `labels`. */
 export function total(snapshot: Snapshot, name: string, labels: Readonly<Record<string, string>> = {}): number {
   let sum = 0;
-  for (const samples of snapshot.pages.values()) {
-    for (const s of samples) {
-      if (s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)) sum += s.value;
-    }
-  }
+  for (const samples of snapshot.pages.values()) sum += sumOf(samplesOf(samples, name, labels));
   return sum;
 }
 

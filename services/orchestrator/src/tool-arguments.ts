@@ -58,8 +58,8 @@ function ruleViolations(tool: RegisteredTool, message: Message): ArgumentViolati
   return (
     violationsOf(input, message)
       .map((v) => ({ field: jsonPath(input, v.field), description: v.description }))
-      // The key is still empty here: the host derives and sets it after this step.
-      .filter((v) => !isUnder(v.field, tool.idempotencyKeyField))
+      // Host-owned fields are still empty here: the host sets them after this step.
+      .filter((v) => ![...tool.hostFields].some((f) => isUnder(v.field, f)))
   );
 }
 
@@ -85,7 +85,7 @@ function undecodable(tool: RegisteredTool, accepted: { readonly [key: string]: J
 
 function keyViolation(tool: RegisteredTool, key: string): ArgumentViolation | undefined {
   const field = fieldByKey(tool.method.input, key);
-  if (field && field.jsonName === tool.idempotencyKeyField) {
+  if (field && tool.hostFields.has(field.jsonName)) {
     return { field: field.jsonName, description: "is set by the host; leave it out" };
   }
   if (field) return undefined;

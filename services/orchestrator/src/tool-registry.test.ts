@@ -56,10 +56,11 @@ describe("ToolRegistry over the default contracts", () => {
     expect(warned.map((t) => t.name)).toEqual(["billing_refund"]);
   });
 
-  it("never shows the idempotency key to the model: the host derives it", () => {
+  it("never shows the host-owned fields to the model: the idempotency key and the amount bound", () => {
     const parameters = registry.get("billing_refund")?.spec.parameters;
     expect(Object.keys(parameters?.properties as object)).toEqual(["orderId", "amountCents", "reason"]);
     expect(JSON.stringify(parameters)).not.toMatch(/idempotency/i);
+    expect(JSON.stringify(parameters)).not.toMatch(/maxRefundedTotal/);
   });
 
   it("returns undefined for a name it does not know", () => {

@@ -3,7 +3,7 @@
 // hand-kept list of tools to drift from the contracts.
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
-import { type Degradation, Effect, methodPolicy, type RoutingTag, servicePolicy, toolServicesOf } from "@loopguard/tool-sdk";
+import { type Degradation, Effect, FieldRole, fieldPolicy, methodPolicy, type RoutingTag, servicePolicy, toolServicesOf } from "@loopguard/tool-sdk";
 import { requestSchema } from "./json-schema.js";
 import type { ToolSpec } from "./policy.js";
 
@@ -24,6 +24,8 @@ export interface RegisteredTool {
   readonly costMicros: number;
   /** JSON name of the request field carrying the idempotency key; the host fills it in. */
   readonly idempotencyKeyField: string | undefined;
+  /** JSON names of the request fields only the host fills (the idempotency key, the amount bound): never shown to or taken from the model. */
+  readonly hostFields: ReadonlySet<string>;
   readonly degradation: Degradation;
   readonly tags: readonly RoutingTag[];
   readonly spec: ToolSpec;
@@ -84,6 +86,7 @@ function registerMethod(toolName: string, service: DescService, method: DescMeth
     idempotencyKeyField = keyField.jsonName;
   }
 
+  const hostFields = new Set([...(idempotencyKeyField ? [idempotencyKeyField] : []), ...method.input.fields.filter((f) => fieldPolicy(f).role === FieldRole.AMOUNT_BOUND).map((f) => f.jsonName)]);
   const irreversible = policy.effect === Effect.IRREVERSIBLE_EXTERNAL;
   return {
     name,
@@ -95,12 +98,13 @@ function registerMethod(toolName: string, service: DescService, method: DescMeth
     timeoutMs: policy.sla?.timeoutMs ?? 0,
     costMicros: Number(policy.cost?.microsPerCall ?? 0n),
     idempotencyKeyField,
+    hostFields,
     degradation: policy.degradation,
     tags: [...policy.tags],
     spec: {
       name,
       description: irreversible ? `${policy.description} (irreversible; may need human approval)` : policy.description,
-      parameters: requestSchema(method.input, { omit: idempotencyKeyField ? [idempotencyKeyField] : [] }),
+      parameters: requestSchema(method.input, { omit: [...hostFields] }),
     },
   };
 }

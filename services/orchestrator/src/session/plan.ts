@@ -45,12 +45,13 @@ export function errorEnvelope(code: string, message: string, suggestedAction: st
 
 /**
  * The idempotency key of a side effect: the session, the tool and the canonical arguments (the
- * request's JSON in field order, without the key). The same intended effect gets the same key —
- * across re-plans, retries and restarts — so a tool makes it at most once.
+ * request's JSON in field order, without the fields the host fills: the key and the amount bound).
+ * The same intended effect gets the same key — across re-plans, retries, restarts and a bound
+ * decided again — so a tool makes it at most once.
  */
 export function idempotencyKeyOf(sessionId: string, tool: RegisteredTool, args: JsonObject): string {
-  const { [tool.idempotencyKeyField ?? ""]: _key, ...rest } = args;
-  return `lg-${sha256(`${sessionId}\n${tool.name}\n${JSON.stringify(rest)}`).slice(0, 40)}`;
+  const intent = Object.fromEntries(Object.entries(args).filter(([field]) => !tool.hostFields.has(field)));
+  return `lg-${sha256(`${sessionId}\n${tool.name}\n${JSON.stringify(intent)}`).slice(0, 40)}`;
 }
 
 /** The checks before a call: known tool, valid arguments, scope, budget; then its key and its record in the history. */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file loopguard/tool/v1/options.proto.
  */
 export const file_loopguard_tool_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Ch9sb29wZ3VhcmQvdG9vbC92MS9vcHRpb25zLnByb3RvEhFsb29wZ3VhcmQudG9vbC52MSJhCgNTbGESEgoKdGltZW91dF9tcxgBIAEoDRIVCg1wOTVfdGFyZ2V0X21zGAIgASgNEhkKEWVycm9yX3JhdGVfYnVkZ2V0GAMgASgBEhQKDGF2YWlsYWJpbGl0eRgEIAEoASIfCgRDb3N0EhcKD21pY3Jvc19wZXJfY2FsbBgBIAEoBCIxCgpTaWRlRWZmZWN0Eg4KBmVudGl0eRgBIAEoCRITCgttb3Zlc19tb25leRgCIAEoCCKYAwoMTWV0aG9kUG9saWN5EikKBmVmZmVjdBgBIAEoDjIZLmxvb3BndWFyZC50b29sLnYxLkVmZmVjdBIWCg5yZXF1aXJlZF9zY29wZRgCIAEoCRIjCgNzbGEYAyABKAsyFi5sb29wZ3VhcmQudG9vbC52MS5TbGESJQoEY29zdBgEIAEoCzIXLmxvb3BndWFyZC50b29sLnYxLkNvc3QSKwoEdGFncxgFIAMoDjIdLmxvb3BndWFyZC50b29sLnYxLlJvdXRpbmdUYWcSHQoVaWRlbXBvdGVuY3lfa2V5X2ZpZWxkGAYgASgJEjMKC2RlZ3JhZGF0aW9uGAcgASgOMh4ubG9vcGd1YXJkLnRvb2wudjEuRGVncmFkYXRpb24SEwoLZGVzY3JpcHRpb24YCCABKAkSMgoLc2lkZV9lZmZlY3QYCSABKAsyHS5sb29wZ3VhcmQudG9vbC52MS5TaWRlRWZmZWN0EhQKDHJlYWRzX2VudGl0eRgKIAEoCRIZChFtYXhfcmVxdWVzdF9ieXRlcxgUIAEoDSJJCgtGaWVsZFBvbGljeRIqCgRyb2xlGAEgASgOMhwubG9vcGd1YXJkLnRvb2wudjEuRmllbGRSb2xlEg4KBmVudGl0eRgCIAEoCSJTCg1TZXJ2aWNlUG9saWN5EhEKCXRvb2xfbmFtZRgBIAEoCRIZChFlcnJvcl9yZWFzb25fZW51bRgCIAEoCRIUCgxlcnJvcl9kb21haW4YAyABKAkqdQoGRWZmZWN0EhYKEkVGRkVDVF9VTlNQRUNJRklFRBAAEhQKEEVGRkVDVF9SRUFEX09OTFkQARIbChdFRkZFQ1RfSURFTVBPVEVOVF9XUklURRACEiAKHEVGRkVDVF9JUlJFVkVSU0lCTEVfRVhURVJOQUwQAyp1CgpSb3V0aW5nVGFnEhsKF1JPVVRJTkdfVEFHX1VOU1BFQ0lGSUVEEAASIQodUk9VVElOR19UQUdfTEFURU5DWV9TRU5TSVRJVkUQARInCiNST1VUSU5HX1RBR19EQVRBX0ZSRVNITkVTU19DUklUSUNBTBACKnkKC0RlZ3JhZGF0aW9uEhsKF0RFR1JBREFUSU9OX1VOU1BFQ0lGSUVEEAASFAoQREVHUkFEQVRJT05fTk9ORRABEhUKEURFR1JBREFUSU9OX0NBQ0hFEAISIAocREVHUkFEQVRJT05fQ0FDSEVfVEhFTl9FTVBUWRADKvEBCglGaWVsZFJvbGUSGgoWRklFTERfUk9MRV9VTlNQRUNJRklFRBAAEhgKFEZJRUxEX1JPTEVfRU5USVRZX0lEEAESFQoRRklFTERfUk9MRV9BTU9VTlQQAhIdChlGSUVMRF9ST0xFX0VOVElUWV9WRVJTSU9OEAMSGwoXRklFTERfUk9MRV9BTU9VTlRfTU9WRUQQBBIfChtGSUVMRF9ST0xFX0FNT1VOVF9BVkFJTEFCTEUQBRIfChtGSUVMRF9ST0xFX0xJTktFRF9FTlRJVFlfSUQQBhIZChVGSUVMRF9ST0xFX1JJU0tfU0NPUkUQBzpVCgVmaWVsZBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCzIeLmxvb3BndWFyZC50b29sLnYxLkZpZWxkUG9saWN5UgVmaWVsZDpZCgZtZXRob2QSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjRhgMgASgLMh8ubG9vcGd1YXJkLnRvb2wudjEuTWV0aG9kUG9saWN5UgZtZXRob2Q6XQoHc2VydmljZRIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9ucxjShgMgASgLMiAubG9vcGd1YXJkLnRvb2wudjEuU2VydmljZVBvbGljeVIHc2VydmljZWIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("Ch9sb29wZ3VhcmQvdG9vbC92MS9vcHRpb25zLnByb3RvEhFsb29wZ3VhcmQudG9vbC52MSJhCgNTbGESEgoKdGltZW91dF9tcxgBIAEoDRIVCg1wOTVfdGFyZ2V0X21zGAIgASgNEhkKEWVycm9yX3JhdGVfYnVkZ2V0GAMgASgBEhQKDGF2YWlsYWJpbGl0eRgEIAEoASIfCgRDb3N0EhcKD21pY3Jvc19wZXJfY2FsbBgBIAEoBCIxCgpTaWRlRWZmZWN0Eg4KBmVudGl0eRgBIAEoCRITCgttb3Zlc19tb25leRgCIAEoCCKYAwoMTWV0aG9kUG9saWN5EikKBmVmZmVjdBgBIAEoDjIZLmxvb3BndWFyZC50b29sLnYxLkVmZmVjdBIWCg5yZXF1aXJlZF9zY29wZRgCIAEoCRIjCgNzbGEYAyABKAsyFi5sb29wZ3VhcmQudG9vbC52MS5TbGESJQoEY29zdBgEIAEoCzIXLmxvb3BndWFyZC50b29sLnYxLkNvc3QSKwoEdGFncxgFIAMoDjIdLmxvb3BndWFyZC50b29sLnYxLlJvdXRpbmdUYWcSHQoVaWRlbXBvdGVuY3lfa2V5X2ZpZWxkGAYgASgJEjMKC2RlZ3JhZGF0aW9uGAcgASgOMh4ubG9vcGd1YXJkLnRvb2wudjEuRGVncmFkYXRpb24SEwoLZGVzY3JpcHRpb24YCCABKAkSMgoLc2lkZV9lZmZlY3QYCSABKAsyHS5sb29wZ3VhcmQudG9vbC52MS5TaWRlRWZmZWN0EhQKDHJlYWRzX2VudGl0eRgKIAEoCRIZChFtYXhfcmVxdWVzdF9ieXRlcxgUIAEoDSKPAQoLRmllbGRQb2xpY3kSKgoEcm9sZRgBIAEoDjIcLmxvb3BndWFyZC50b29sLnYxLkZpZWxkUm9sZRIOCgZlbnRpdHkYAiABKAkSEgoKdGFza19maWVsZBgDIAEoCRIwCgp0YXNrX2JvdW5kGAQgASgOMhwubG9vcGd1YXJkLnRvb2wudjEuVGFza0JvdW5kImwKDVNlcnZpY2VQb2xpY3kSEQoJdG9vbF9uYW1lGAEgASgJEhkKEWVycm9yX3JlYXNvbl9lbnVtGAIgASgJEhQKDGVycm9yX2RvbWFpbhgDIAEoCRIXCg9vcGVyYXRvcl9zY29wZXMYBCADKAkqdQoGRWZmZWN0EhYKEkVGRkVDVF9VTlNQRUNJRklFRBAAEhQKEEVGRkVDVF9SRUFEX09OTFkQARIbChdFRkZFQ1RfSURFTVBPVEVOVF9XUklURRACEiAKHEVGRkVDVF9JUlJFVkVSU0lCTEVfRVhURVJOQUwQAyp1CgpSb3V0aW5nVGFnEhsKF1JPVVRJTkdfVEFHX1VOU1BFQ0lGSUVEEAASIQodUk9VVElOR19UQUdfTEFURU5DWV9TRU5TSVRJVkUQARInCiNST1VUSU5HX1RBR19EQVRBX0ZSRVNITkVTU19DUklUSUNBTBACKnkKC0RlZ3JhZGF0aW9uEhsKF0RFR1JBREFUSU9OX1VOU1BFQ0lGSUVEEAASFAoQREVHUkFEQVRJT05fTk9ORRABEhUKEURFR1JBREFUSU9OX0NBQ0hFEAISIAocREVHUkFEQVRJT05fQ0FDSEVfVEhFTl9FTVBUWRADKsUCCglGaWVsZFJvbGUSGgoWRklFTERfUk9MRV9VTlNQRUNJRklFRBAAEhgKFEZJRUxEX1JPTEVfRU5USVRZX0lEEAESFQoRRklFTERfUk9MRV9BTU9VTlQQAhIdChlGSUVMRF9ST0xFX0VOVElUWV9WRVJTSU9OEAMSGwoXRklFTERfUk9MRV9BTU9VTlRfTU9WRUQQBBIfChtGSUVMRF9ST0xFX0FNT1VOVF9BVkFJTEFCTEUQBRIfChtGSUVMRF9ST0xFX0xJTktFRF9FTlRJVFlfSUQQBhIZChVGSUVMRF9ST0xFX1JJU0tfU0NPUkUQBxIbChdGSUVMRF9ST0xFX0FNT1VOVF9CT1VORBAIEhcKE0ZJRUxEX1JPTEVfQ1VSUkVOQ1kQCRIcChhGSUVMRF9ST0xFX1BFUlNPTkFMX0RBVEEQCipVCglUYXNrQm91bmQSGgoWVEFTS19CT1VORF9VTlNQRUNJRklFRBAAEhYKElRBU0tfQk9VTkRfQVRfTU9TVBABEhQKEFRBU0tfQk9VTkRfRVFVQUwQAjpVCgVmaWVsZBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCzIeLmxvb3BndWFyZC50b29sLnYxLkZpZWxkUG9saWN5UgVmaWVsZDpZCgZtZXRob2QSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjRhgMgASgLMh8ubG9vcGd1YXJkLnRvb2wudjEuTWV0aG9kUG9saWN5UgZtZXRob2Q6XQoHc2VydmljZRIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9ucxjShgMgASgLMiAubG9vcGd1YXJkLnRvb2wudjEuU2VydmljZVBvbGljeVIHc2VydmljZWIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * The service level a tool promises for one method.
@@ -210,6 +210,19 @@ export type FieldPolicy = Message<"loopguard.tool.v1.FieldPolicy"> & {
    * @generated from field: string entity = 2;
    */
   entity: string;
+
+  /**
+   * Request fields: the top-level task field that bounds this argument (e.g. "amount_cents"); see
+   * task_bound.
+   *
+   * @generated from field: string task_field = 3;
+   */
+  taskField: string;
+
+  /**
+   * @generated from field: loopguard.tool.v1.TaskBound task_bound = 4;
+   */
+  taskBound: TaskBound;
 };
 
 /**
@@ -243,6 +256,14 @@ export type ServicePolicy = Message<"loopguard.tool.v1.ServicePolicy"> & {
    * @generated from field: string error_domain = 3;
    */
   errorDomain: string;
+
+  /**
+   * Scopes the service checks itself beyond its methods' required scopes (e.g. "sessions:admin":
+   * acting on every caller's sessions). Like every operator scope, never granted to a session.
+   *
+   * @generated from field: repeated string operator_scopes = 4;
+   */
+  operatorScopes: string[];
 };
 
 /**
@@ -423,6 +444,33 @@ export enum FieldRole {
    * @generated from enum value: FIELD_ROLE_RISK_SCORE = 7;
    */
   RISK_SCORE = 7,
+
+  /**
+   * Request of a money-moving method: the most the entity may have moved in total once this call
+   * is made. The host fills it with the bound it decided on (never the model); the tool refuses the
+   * call, doing nothing, with FAILED_PRECONDITION and reason BOUND_EXCEEDED when its ledger would
+   * go above it. The host then reads the entity again and decides again.
+   *
+   * @generated from enum value: FIELD_ROLE_AMOUNT_BOUND = 8;
+   */
+  AMOUNT_BOUND = 8,
+
+  /**
+   * Response of an entity read: the ISO 4217 code of the entity's amounts (e.g. "USD"). Money
+   * totals and thresholds are kept per currency; two currencies are never added.
+   *
+   * @generated from enum value: FIELD_ROLE_CURRENCY = 9;
+   */
+  CURRENCY = 9,
+
+  /**
+   * Request: personal data that identifies a person (an id card, a phone). The model only ever sees
+   * a placeholder for it; the host puts the task's value (FieldPolicy.task_field) back on the way to
+   * the tool, and refuses a value the task does not hold.
+   *
+   * @generated from enum value: FIELD_ROLE_PERSONAL_DATA = 10;
+   */
+  PERSONAL_DATA = 10,
 }
 
 /**
@@ -430,6 +478,41 @@ export enum FieldRole {
  */
 export const FieldRoleSchema: GenEnum<FieldRole> = /*@__PURE__*/
   enumDesc(file_loopguard_tool_v1_options, 3);
+
+/**
+ * How a request field is bound to the task the session was started with.
+ *
+ * @generated from enum loopguard.tool.v1.TaskBound
+ */
+export enum TaskBound {
+  /**
+   * @generated from enum value: TASK_BOUND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A number at most the task field's (e.g. a refund's amount <= the task's amount_cents). On a
+   * FIELD_ROLE_AMOUNT field the bound is the session's total: every call of the method counts
+   * against the task's figure. Above it, or when the task states no figure, a human decides.
+   *
+   * @generated from enum value: TASK_BOUND_AT_MOST = 1;
+   */
+  AT_MOST = 1,
+
+  /**
+   * The task field's value: another value is refused with the bound named, never called. When the
+   * task names no value, any is accepted (a FIELD_ROLE_PERSONAL_DATA field: none is).
+   *
+   * @generated from enum value: TASK_BOUND_EQUAL = 2;
+   */
+  EQUAL = 2,
+}
+
+/**
+ * Describes the enum loopguard.tool.v1.TaskBound.
+ */
+export const TaskBoundSchema: GenEnum<TaskBound> = /*@__PURE__*/
+  enumDesc(file_loopguard_tool_v1_options, 4);
 
 /**
  * @generated from extension: loopguard.tool.v1.FieldPolicy field = 50003;

@@ -30,4 +30,7 @@ export const DEMO_ORDERS: readonly SeedOrder[] = [
   },
   { orderId: "ord_DEMO00000007", customerId: "cust_demo_0007", state: "PAID", amountPaidCents: 199, currency: "USD", createdAt: day("2026-11-15") },
   { orderId: "ord_DEMO00000008", customerId: "cust_demo_0008", state: "PAID", amountPaidCents: 59_900, currency: "CNY", createdAt: day("2026-11-18") },
+  // A second and a third order of cust_demo_0001: the per-customer total across orders, and one in another currency.
+  { orderId: "ord_DEMO00000009", customerId: "cust_demo_0001", state: "PAID", amountPaidCents: 250_000, currency: "USD", createdAt: day("2026-11-21") },
+  { orderId: "ord_DEMO00000010", customerId: "cust_demo_0001", state: "PAID", amountPaidCents: 300_000, currency: "CNY", createdAt: day("2026-11-22") },
 ];

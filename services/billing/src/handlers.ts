@@ -53,6 +53,8 @@ const LEDGER_ERROR_CODES: Record<LedgerError["reason"], status> = {
   // A key stands for one refund forever: its reuse for another refund conflicts with what exists.
   IDEMPOTENCY_KEY_REUSED: status.ALREADY_EXISTS,
   LEDGER_UNAVAILABLE: status.UNAVAILABLE,
+  // The caller decided on an older figure: nothing was done, and it may decide again.
+  BOUND_EXCEEDED: status.FAILED_PRECONDITION,
 };
 
 function toToolError(error: unknown): unknown {
@@ -92,6 +94,7 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
           amountCents: Number(request.amountCents),
           reason: request.reason,
           idempotencyKey: request.idempotencyKey,
+          maxRefundedTotalCents: Number(request.maxRefundedTotalCents),
           at: clock.now(),
         }),
       );

@@ -35,6 +35,8 @@ export interface RefundCommand {
   readonly amountCents: number;
   readonly reason: number;
   readonly idempotencyKey: string;
+  /** The most the order may have refunded in total once this refund is made; 0: no bound (a break-glass refund). */
+  readonly maxRefundedTotalCents: number;
   readonly at: Date;
 }
 
@@ -46,7 +48,7 @@ export interface RefundOutcome {
   readonly orderRefundableCents: number;
 }
 
-export type LedgerErrorReason = "ORDER_NOT_FOUND" | "ORDER_NOT_REFUNDABLE" | "IDEMPOTENCY_KEY_REUSED" | "LEDGER_UNAVAILABLE";
+export type LedgerErrorReason = "ORDER_NOT_FOUND" | "ORDER_NOT_REFUNDABLE" | "IDEMPOTENCY_KEY_REUSED" | "LEDGER_UNAVAILABLE" | "BOUND_EXCEEDED";
 
 /** A refusal from the ledger, named by the contract's BillingErrorReason (without prefix). */
 export class LedgerError extends Error {
@@ -174,7 +176,9 @@ export type RefundDecision = { readonly replay: RefundOutcome } | { readonly ins
 
 /**
  * Decides a refund from the key's earlier refund and the order, both read under the backend's
- * lock; throws LedgerError for a refusal.
+ * lock; throws LedgerError for a refusal. The key comes first: a refund already made replays
+ * whatever bound the repeat carries. A new one must keep the order's refunded total within the
+ * caller's bound, checked here under the lock, so concurrent refunds within it all pass.
  */
 export function decideRefund(command: RefundCommand, earlier: RefundRow | undefined, order: OrderRow | undefined): RefundDecision {
   const requestHash = refundRequestHash(command.orderId, command.amountCents, command.reason);
@@ -191,6 +195,13 @@ export function decideRefund(command: RefundCommand, earlier: RefundRow | undefi
   const refundable = refundableOf(order);
   if (command.amountCents > refundable) {
     throw new LedgerError("ORDER_NOT_REFUNDABLE", `order ${command.orderId} has ${refundable} cents left to refund, less than the ${command.amountCents} asked`);
+  }
+  const total = order.amount_refunded_cents + command.amountCents;
+  if (command.maxRefundedTotalCents > 0 && total > command.maxRefundedTotalCents) {
+    throw new LedgerError(
+      "BOUND_EXCEEDED",
+      `order ${command.orderId} would have ${total} refunded in total (${order.amount_refunded_cents} already), above the caller's bound of ${command.maxRefundedTotalCents}; nothing was refunded`,
+    );
   }
   return {
     order,

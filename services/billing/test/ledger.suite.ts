@@ -56,7 +56,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       extra.push(other);
       return other;
     };
-    const refund = (l: RefundLedger, command: Partial<RefundCommand> & { idempotencyKey: string }) => l.refund({ orderId: "ord_DEMO00000001", amountCents: 100, reason: DAMAGED, at, ...command });
+    const refund = (l: RefundLedger, command: Partial<RefundCommand> & { idempotencyKey: string }) => l.refund({ orderId: "ord_DEMO00000001", amountCents: 100, reason: DAMAGED, maxRefundedTotalCents: 0, at, ...command });
 
     it("seeds the demo orders once, deriving refunded totals from their refunds", async () => {
       await ledger.seed(DEMO_ORDERS);
@@ -99,7 +99,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       const command = { orderId: "ord_DEMO00000008", amountCents: 100, reason: WRONG_ITEM, idempotencyKey: "unit-key-000000001" };
       const first = await refund(ledger, command);
       await refund(ledger, { ...command, idempotencyKey: "unit-key-000000002" });
-      const again = await ledger.refund({ ...command, at: new Date(at.getTime() + 60_000) });
+      const again = await ledger.refund({ ...command, maxRefundedTotalCents: 0, at: new Date(at.getTime() + 60_000) });
       expect(again).toEqual({ ...first, replayed: true });
       expect(await h.refundRows("ord_DEMO00000008")).toHaveLength(2);
       expect(await ledger.getOrder("ord_DEMO00000008")).toMatchObject({ amountRefundedCents: 200, version: 3 });
@@ -115,6 +115,35 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       expect((await refusal(refund(ledger, { ...command, ...change }))).reason).toBe("IDEMPOTENCY_KEY_REUSED");
       expect(await h.refundRows("ord_DEMO00000008")).toHaveLength(1);
       expect(await h.refundRows("ord_DEMO00000001")).toHaveLength(0);
+    });
+
+    it("refuses a refund above the caller's bound with BOUND_EXCEEDED and writes nothing", async () => {
+      await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 45_000, idempotencyKey: "unit-key-000000001" });
+      const error = await refusal(refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 45_000, maxRefundedTotalCents: 50_000, idempotencyKey: "unit-key-000000002" }));
+      expect(error.reason).toBe("BOUND_EXCEEDED");
+      expect(await h.refundRows("ord_DEMO00000002")).toHaveLength(1);
+      expect(await ledger.getOrder("ord_DEMO00000002")).toMatchObject({ amountRefundedCents: 45_000, version: 2 });
+    });
+
+    it("lets concurrent refunds within the bound all pass, and refuses exactly those that would pass it", async () => {
+      const others = await Promise.all([another(), another()]);
+      const ledgers = [ledger, ...others];
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 12 }, (_, i) =>
+          refund(ledgers[i % ledgers.length]!, { orderId: "ord_DEMO00000002", amountCents: 10_000, maxRefundedTotalCents: 50_000, idempotencyKey: `unit-bound-key-${String(i).padStart(4, "0")}` }),
+        ),
+      );
+      const made = outcomes.filter((o) => o.status === "fulfilled");
+      const refused = outcomes.flatMap((o) => (o.status === "rejected" ? [(o.reason as LedgerError).reason] : []));
+      expect(made).toHaveLength(5);
+      expect(refused).toEqual(Array(7).fill("BOUND_EXCEEDED"));
+      expect(await ledger.getOrder("ord_DEMO00000002")).toMatchObject({ amountRefundedCents: 50_000 });
+    });
+
+    it("replays a refund already made whatever bound the repeat carries", async () => {
+      const first = await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 45_000, maxRefundedTotalCents: 50_000, idempotencyKey: "unit-key-000000001" });
+      const again = await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 45_000, maxRefundedTotalCents: 1, idempotencyKey: "unit-key-000000001" });
+      expect(again).toEqual({ ...first, replayed: true });
     });
 
     it("refuses an unknown order", async () => {

@@ -47,7 +47,7 @@ describeRefundLedger(
 );
 
 describe.skipIf(skip !== null)("the PostgreSQL ledger", () => {
-  const command = { orderId: "ord_DEMO00000002", amountCents: 700, reason: 1, idempotencyKey: "pg-only-key-00000001", at: new Date() };
+  const command = { orderId: "ord_DEMO00000002", amountCents: 700, reason: 1, idempotencyKey: "pg-only-key-00000001", maxRefundedTotalCents: 0, at: new Date() };
 
   it("migrates and seeds once when four replicas open one new database at the same moment", async () => {
     const url = await freshDatabase();

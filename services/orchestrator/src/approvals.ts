@@ -1,14 +1,27 @@
 // The approval gate's numbers, and the pending approval itself: an irreversible action waits for
-// a human when its amounts (cumulative per entity and per session), its customer's risk or the
+// a human when its amounts (per entity, per customer and per session, in the entity's currency,
+// held and made across every replica), the task's own figure, its customer's risk or the
 // policy's confidence say so (decided in side-effect-guard.ts), or when its outcome could not be
 // established. An approval is bound to the exact tool, argument hash and world version, and expires.
 import { randomUUID } from "node:crypto";
 
+/** Amounts, in a currency's minor units, above which a human approves. */
+export interface AmountThresholds {
+  /** The total moved on one entity: what its ledger says was moved, what calls in flight hold on it, and this call. */
+  readonly entity: number;
+  /** The total one session moves. */
+  readonly session: number;
+  /** The total one customer gets within the window, across entities and sessions. */
+  readonly customer: number;
+}
+
 export interface ApprovalRules {
-  /** Above this total moved on one entity (earlier moves of any session included), a human approves. */
-  readonly amountThresholdCents: number;
-  /** Above this total moved by one session (over all entities), a human approves. */
-  readonly sessionAmountThresholdCents: number;
+  /** Thresholds of a currency that has none of its own. */
+  readonly amounts: AmountThresholds;
+  /** Per ISO 4217 code, that currency's own thresholds; what one leaves out falls back to `amounts`. */
+  readonly amountsByCurrency: Readonly<Record<string, Partial<AmountThresholds>>>;
+  /** The customer total counts what was held or made within this window. */
+  readonly customerWindowMs: number;
   /** A customer risk score at or above this (or one that could not be computed) needs approval. */
   readonly riskThreshold: number;
   /** Policy confidence below this sends irreversible actions to approval. */
@@ -17,12 +30,28 @@ export interface ApprovalRules {
 }
 
 export const DEFAULT_APPROVAL_RULES: ApprovalRules = Object.freeze({
-  amountThresholdCents: 50_000,
-  sessionAmountThresholdCents: 50_000,
+  amounts: Object.freeze({ entity: 50_000, session: 50_000, customer: 200_000 }),
+  amountsByCurrency: Object.freeze({}),
+  customerWindowMs: 24 * 3600_000,
   riskThreshold: 70,
   minConfidence: 0.5,
   ttlMs: 15 * 60_000,
 });
+
+/** The thresholds amounts in `currency` are held to. */
+export function thresholdsIn(rules: ApprovalRules, currency: string): AmountThresholds {
+  return { ...rules.amounts, ...rules.amountsByCurrency[currency] };
+}
+
+/** The rules in one line, for the resolved configuration the orchestrator logs. */
+export function describeApprovalRules(rules: ApprovalRules): string {
+  const line = (t: Partial<AmountThresholds>) =>
+    Object.entries(t)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ");
+  const currencies = Object.entries(rules.amountsByCurrency).map(([code, t]) => `; ${code}: ${line(t)}`);
+  return `amounts above ${line(rules.amounts)} (customer over ${rules.customerWindowMs} ms)${currencies.join("")}; risk >= ${rules.riskThreshold}; confidence < ${rules.minConfidence}; approvals expire after ${rules.ttlMs} ms`;
+}
 
 export interface PendingApproval {
   readonly approvalId: string;

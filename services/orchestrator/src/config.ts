@@ -4,7 +4,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { parseStoreUrl, redactStoreUrl } from "@loopguard/sql-store";
 import { ConfigError, envPrefixOf, loadToolConfig, manifestDefaults, readSigningKey, servicePolicy, type SigningKey, type ToolConfig } from "@loopguard/tool-sdk";
-import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
+import { type AmountThresholds, type ApprovalRules, DEFAULT_APPROVAL_RULES, describeApprovalRules } from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
 import { POSTGRES_STORE_DEFAULTS } from "./postgres-session-store.js";
@@ -39,6 +39,27 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`${name} must be an integer in ${min}..${max}, got "${raw}"`);
   return value;
+}
+
+const MAX_AMOUNT = 1_000_000_000_000;
+
+/**
+ * Per-currency thresholds: "CNY:350000,JPY:7000000" (ISO 4217 code, a colon, minor units), one
+ * variable per kind of total.
+ */
+function thresholdsByCurrency(env: Env, names: Record<keyof AmountThresholds, string>): ApprovalRules["amountsByCurrency"] {
+  const out: Record<string, Partial<Record<keyof AmountThresholds, number>>> = {};
+  for (const [kind, name] of Object.entries(names) as [keyof AmountThresholds, string][]) {
+    const raw = env[name]?.trim();
+    if (!raw) continue;
+    for (const entry of raw.split(",")) {
+      const match = /^\s*([A-Z]{3})\s*:\s*(\d{1,13})\s*$/.exec(entry);
+      const amount = Number(match?.[2]);
+      if (!match || amount > MAX_AMOUNT) throw new ConfigError(`${name} must be CODE:AMOUNT[,CODE:AMOUNT…] with an ISO 4217 code and minor units up to ${MAX_AMOUNT}, got "${entry}"`);
+      out[match[1]!] = { ...out[match[1]!], [kind]: amount };
+    }
+  }
+  return out;
 }
 
 const HOST_PORT = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$/;
@@ -99,8 +120,17 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
     approvalSweepMs: int(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", 1000, 50, 600_000),
     approvals: {
-      amountThresholdCents: int(env, "APPROVAL_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amountThresholdCents, 0, 1_000_000_000),
-      sessionAmountThresholdCents: int(env, "APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.sessionAmountThresholdCents, 0, 1_000_000_000),
+      amounts: {
+        entity: int(env, "APPROVAL_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amounts.entity, 0, MAX_AMOUNT),
+        session: int(env, "APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amounts.session, 0, MAX_AMOUNT),
+        customer: int(env, "APPROVAL_CUSTOMER_AMOUNT_THRESHOLD", DEFAULT_APPROVAL_RULES.amounts.customer, 0, MAX_AMOUNT),
+      },
+      amountsByCurrency: thresholdsByCurrency(env, {
+        entity: "APPROVAL_AMOUNT_THRESHOLDS",
+        session: "APPROVAL_SESSION_AMOUNT_THRESHOLDS",
+        customer: "APPROVAL_CUSTOMER_AMOUNT_THRESHOLDS",
+      }),
+      customerWindowMs: int(env, "APPROVAL_CUSTOMER_WINDOW_MS", DEFAULT_APPROVAL_RULES.customerWindowMs, 60_000, 366 * 24 * 3600_000),
       riskThreshold: int(env, "APPROVAL_RISK_THRESHOLD", DEFAULT_APPROVAL_RULES.riskThreshold, 0, 101),
       minConfidence: DEFAULT_APPROVAL_RULES.minConfidence,
       ttlMs: int(env, "APPROVAL_TTL_MS", DEFAULT_APPROVAL_RULES.ttlMs, 1000, 7 * 24 * 3600_000),
@@ -117,9 +147,10 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
 
 /** The config as it may be logged: no secrets, no credentials in the store URL, keys by id only. */
 export function describeOrchestratorConfig(config: OrchestratorConfig): Record<string, unknown> {
-  const { signingKey, publicKeys, openai, storeUrl, ...rest } = config;
+  const { signingKey, publicKeys, openai, storeUrl, approvals, ...rest } = config;
   return {
     ...rest,
+    approvals: describeApprovalRules(approvals),
     signingKey: signingKey.kid,
     publicKeys: publicKeys.keys.map((k) => k.kid),
     storeUrl: redactStoreUrl(storeUrl),

@@ -1,6 +1,7 @@
 // The one persistence contract the orchestrator runs on. SQLite (one process) and PostgreSQL
 // (several replicas sharing sessions through leases) implement it, and the same test suite
 // holds both to it: see test/session-store.suite.ts.
+import type { MoneyChange, OtherEffects, Reservation, ReservationRecord } from "./effect-reservations.js";
 import type { SessionState, StopReason } from "./session-state.js";
 
 export * from "./session-store-support.js";
@@ -125,6 +126,12 @@ export interface TransitionInput {
    */
   readonly step?: StepRecord;
   /**
+   * Money reserved (checked against its limits: ReservationRefusedError, nothing written, above
+   * any) or settled in the same transaction as the move, so a call is recorded exactly when its
+   * amount is held. See effect-reservations.ts.
+   */
+  readonly money?: MoneyChange;
+  /**
    * The record the caller moves from (as the store returned it, at `expectedVersion`). When
    * given, the store may build the result from it and the patch instead of reading the whole
    * row back; the optimistic lock guarantees the row still matches it.
@@ -210,6 +217,14 @@ export interface SessionStore {
   renewLeases(ids: readonly string[], owner: string, ttlMs: number): Promise<Set<string>>;
   /** False when `owner` did not hold the lease. */
   releaseLease(id: string, owner: string): Promise<boolean>;
+  /**
+   * What other effects than `r` hold on its entity, and hold or made for its customer (since
+   * `customerSince`, in its currency) and its session (in its currency). A read without a lock:
+   * the totals a reserve checks are summed again inside its transaction.
+   */
+  otherEffects(r: Reservation, customerSince: number): Promise<OtherEffects>;
+  /** The session's reservations, oldest first. */
+  reservations(sessionId: string): Promise<ReservationRecord[]>;
   /**
    * Up to `limit` sessions in AWAITING_APPROVAL whose approval (`pending.approval.expiresAt`)
    * expired at or before `now`, oldest first.

@@ -1,19 +1,24 @@
 // Before an irreversible call, the host — not the model — decides whether it may happen: only on
 // an entity the task names; with the entity's state and its customer's risk read live by the host
-// itself (never from the model's history, never from a cache); amounts counted cumulatively per
-// entity (what the ledger says was already moved, across every session) and per session; anything
-// the host cannot establish goes to a human, never silently through. The same rules hold whatever
-// policy drives the session, because they run here.
+// itself (never from the model's history, never from a cache); its amount added to what the
+// entity's ledger says was moved and to what every session holds or made for the entity, the
+// customer and this session, in the entity's currency (effect-reservations.ts), against the
+// thresholds of that currency and the task's own figure (money-totals.ts); anything the host cannot
+// establish goes to a human, never silently through. The request then carries the bound the host
+// decided on, which the tool enforces too. The same rules hold whatever policy drives the session,
+// because they run here.
 import type { DescService } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
 import type { ToolCallError, ToolClient } from "@loopguard/tool-sdk";
-import type { ApprovalRules } from "./approvals.js";
+import { type ApprovalRules, thresholdsIn } from "./approvals.js";
 import { deadlineOf } from "./budget.js";
+import type { Reservation } from "./effect-reservations.js";
+import { decideMoney } from "./money-totals.js";
 import type { ResultEnvelope } from "./policy.js";
 import { redactText } from "./redact.js";
-import { type EffectRecord, effectsOf } from "./session/data.js";
+import { type EffectRecord, effectsOf, type PlannedReservation } from "./session/data.js";
 import { declaredEntities, type EntityReader, type GuardedEffect, type SideEffectRules, valueAt } from "./side-effects.js";
-import type { JsonObject, JsonValue, SessionRecord } from "./session-store.js";
+import type { JsonObject, JsonValue, SessionRecord, SessionStore } from "./session-store.js";
 import type { ToolTokens } from "./tool-tokens.js";
 
 export interface GuardDeps {
@@ -21,18 +26,27 @@ export interface GuardDeps {
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
   readonly tokens: ToolTokens;
   readonly approvals: ApprovalRules;
+  readonly store: SessionStore;
   readonly now: () => number;
+}
+
+/** What the call will do, as the host decided it: the effect, the amount it reserves (money), and the request with the host's bound in it. */
+export interface Planned {
+  readonly worldVersion: string;
+  readonly effect: EffectRecord;
+  readonly reservation: PlannedReservation | undefined;
+  readonly args: JsonObject;
 }
 
 export type GuardVerdict =
   /** Not allowed: an EPRECOND observation, and no call. */
   | { readonly kind: "refuse"; readonly message: string; readonly suggestedAction: string; readonly retryable: boolean }
   | { readonly kind: "stop"; readonly answer: string }
-  | { readonly kind: "approve"; readonly why: string; readonly worldVersion: string; readonly effect: EffectRecord }
-  | { readonly kind: "start"; readonly worldVersion: string; readonly effect: EffectRecord };
+  | ({ readonly kind: "approve"; readonly why: string } & Planned)
+  | ({ readonly kind: "start" } & Planned);
 
 /** A live read the host makes for its own checks: the read's own token and deadline, and no cached or degraded answer. */
-export async function readLive(deps: GuardDeps, s: SessionRecord, reader: EntityReader, id: string): Promise<{ ok: true; data: JsonValue } | { ok: false; why: string }> {
+export async function readLive(deps: Omit<GuardDeps, "store">, s: SessionRecord, reader: EntityReader, id: string): Promise<{ ok: true; data: JsonValue } | { ok: false; why: string }> {
   const tool = reader.tool;
   if (tool.requiredScope && !s.scopes.includes(tool.requiredScope)) return { ok: false, why: `the session is not granted ${tool.requiredScope}, which ${tool.name} needs` };
   const client = deps.clients.get(tool.tool);
@@ -55,10 +69,29 @@ export function worldVersionOf(guard: GuardedEffect, id: string, data: JsonValue
   return `${guard.entity}:${id}@${String(valueAt(data, guard.reader!.version!) ?? "0")}`;
 }
 
+/** The task's figure for a task field, when it states a usable one. */
+function taskFigure(task: JsonObject, field: string): number | undefined {
+  const v = task[field];
+  const n = typeof v === "number" ? v : typeof v === "string" && /^\d+$/.test(v) ? Number(v) : Number.NaN;
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}
+
+/** The customer's risk, as a reason for a human, or undefined when it is below the threshold. */
+async function riskReason(deps: GuardDeps, s: SessionRecord, guard: GuardedEffect, entityId: string, customerId: string): Promise<string | undefined> {
+  const risk = guard.risk!;
+  if (customerId === "") return `${guard.entity} ${entityId} names no ${risk.reader.entity}, so its risk cannot be checked`;
+  const read = await readLive(deps, s, risk.reader, customerId);
+  const score = read.ok ? valueAt(read.data, risk.reader.riskScore!) : undefined;
+  if (!read.ok) return `the ${risk.reader.entity}'s risk could not be read (${read.why})`;
+  if (score === -1) return `the ${risk.reader.entity}'s risk score could not be computed`;
+  if (num(score) >= deps.approvals.riskThreshold) return `${risk.reader.entity} risk score ${num(score)} is at or above ${deps.approvals.riskThreshold}`;
+  return undefined;
+}
+
 /**
  * What the host decides about one irreversible call, before anything is written. `key` is the
- * call's idempotency key: an effect this session already made with the same key is a replay and
- * moves nothing new, so it passes without the money checks.
+ * call's idempotency key: an effect this session already made with the same key is a replay —
+ * the same request again, which moves nothing new — and passes without the money checks.
  */
 export async function guardSideEffect(deps: GuardDeps, s: SessionRecord, guard: GuardedEffect, args: JsonObject, key: string, confidence: number | undefined): Promise<GuardVerdict> {
   const tool = guard.tool;
@@ -81,11 +114,12 @@ export async function guardSideEffect(deps: GuardDeps, s: SessionRecord, guard: 
   }
   const amount = guard.amountField ? num(args[guard.amountField]) : 0;
   const effect: EffectRecord = { key, tool: tool.name, entity: guard.entity, entityId, amount };
-  const done = effectsOf(s);
+  const made = effectsOf(s).find((e) => e.key === key);
+  if (made) return { kind: "start", worldVersion: "", effect: made, reservation: undefined, args: withBound(guard, args, made.bound) };
   const lowConfidence = confidence !== undefined && confidence < deps.approvals.minConfidence ? `policy confidence ${confidence} is below ${deps.approvals.minConfidence}` : undefined;
-  if (done.some((e) => e.key === key)) return { kind: "start", worldVersion: "", effect };
   if (!guard.movesMoney || !guard.reader || !guard.risk) {
-    return lowConfidence ? { kind: "approve", why: lowConfidence, worldVersion: "", effect } : { kind: "start", worldVersion: "", effect };
+    const planned = { worldVersion: "", effect, reservation: undefined, args };
+    return lowConfidence ? { kind: "approve", why: lowConfidence, ...planned } : { kind: "start", ...planned };
   }
 
   const entity = await readLive(deps, s, guard.reader, entityId);
@@ -107,34 +141,40 @@ export async function guardSideEffect(deps: GuardDeps, s: SessionRecord, guard: 
       retryable: false,
     };
   }
-  const worldVersion = worldVersionOf(guard, entityId, entity.data);
-  const reasons: string[] = [];
-  const entityTotal = moved + amount;
-  if (entityTotal > deps.approvals.amountThresholdCents) {
-    reasons.push(
-      `${guard.entity} ${entityId} would have ${entityTotal} moved in total (${moved} already, across all sessions), above the approval threshold of ${deps.approvals.amountThresholdCents}`,
-    );
-  }
-  const sessionTotal = done.filter((e) => e.amount > 0).reduce((sum, e) => sum + e.amount, 0) + amount;
-  if (sessionTotal > deps.approvals.sessionAmountThresholdCents) {
-    reasons.push(`this session would move ${sessionTotal} in total, above the per-session approval threshold of ${deps.approvals.sessionAmountThresholdCents}`);
-  }
-  const customerId = valueAt(entity.data, guard.risk.link);
-  if (typeof customerId !== "string" || customerId === "") {
-    reasons.push(`${guard.entity} ${entityId} names no ${guard.risk.reader.entity}, so its risk cannot be checked`);
-  } else {
-    const risk = await readLive(deps, s, guard.risk.reader, customerId);
-    const score = risk.ok ? valueAt(risk.data, guard.risk.reader.riskScore!) : undefined;
-    if (!risk.ok) reasons.push(`the ${guard.risk.reader.entity}'s risk could not be read (${risk.why})`);
-    else if (score === -1) reasons.push(`the ${guard.risk.reader.entity}'s risk score could not be computed`);
-    else if (num(score) >= deps.approvals.riskThreshold) reasons.push(`${guard.risk.reader.entity} risk score ${num(score)} is at or above ${deps.approvals.riskThreshold}`);
-  }
-  if (lowConfidence) reasons.push(lowConfidence);
-  return reasons.length > 0 ? { kind: "approve", why: reasons.join("; "), worldVersion, effect } : { kind: "start", worldVersion, effect };
+  const currency = String(valueAt(entity.data, guard.reader.currency!) ?? "");
+  const linked = valueAt(entity.data, guard.risk.link);
+  const customerId = typeof linked === "string" ? linked : "";
+  const reservation: Reservation = { key, sessionId: s.id, tool: tool.name, entity: guard.entity, entityId, customerId, currency, amount };
+  const now = deps.now();
+  const customerSince = now - deps.approvals.customerWindowMs;
+  const money = decideMoney({
+    reservation,
+    moved,
+    others: await deps.store.otherEffects(reservation, customerSince),
+    thresholds: thresholdsIn(deps.approvals, currency),
+    customerSince,
+    customerWindowMs: deps.approvals.customerWindowMs,
+    task: guard.amountTaskField ? { field: guard.amountTaskField, figure: taskFigure(s.task, guard.amountTaskField) } : undefined,
+  });
+  const risk = await riskReason(deps, s, guard, entityId, customerId);
+  const reasons = [...money.reasons, ...(risk ? [risk] : []), ...(lowConfidence ? [lowConfidence] : [])];
+  const bound = money.limits.entityMax;
+  const planned: Planned = {
+    worldVersion: worldVersionOf(guard, entityId, entity.data),
+    effect: { ...effect, bound },
+    reservation: { customerId, currency, limits: money.limits },
+    args: withBound(guard, args, bound),
+  };
+  return reasons.length > 0 ? { kind: "approve", why: reasons.join("; "), ...planned } : { kind: "start", ...planned };
+}
+
+/** The request with the host's bound in its bound field (an int64, as protobuf JSON writes one). */
+function withBound(guard: GuardedEffect, args: JsonObject, bound: number | undefined): JsonObject {
+  return guard.boundField && bound !== undefined ? { ...args, [guard.boundField]: String(bound) } : args;
 }
 
 /** An EPRECOND observation of a refused side effect. */
-export function refusal(verdict: Extract<GuardVerdict, { kind: "refuse" }>, now: number): ResultEnvelope {
+export function refusal(verdict: { readonly message: string; readonly suggestedAction: string; readonly retryable: boolean }, now: number): ResultEnvelope {
   return {
     ok: false,
     error: { code: "EPRECOND", message: verdict.message, retryable: verdict.retryable, suggestedAction: verdict.suggestedAction },

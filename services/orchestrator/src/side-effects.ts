@@ -6,7 +6,7 @@
 // way gets every guard, and one that declares a money effect without the reads the guards need is
 // refused when the orchestrator starts, with the reason.
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
-import { Effect, FieldRole, fieldPolicy, methodPolicy } from "@loopguard/tool-sdk";
+import { Effect, FieldRole, fieldPolicy, methodPolicy, TaskBound } from "@loopguard/tool-sdk";
 import type { JsonObject, JsonValue } from "./session-store.js";
 import type { RegisteredTool, ToolRegistry } from "./tool-registry.js";
 
@@ -23,6 +23,8 @@ export interface EntityReader {
   readonly moved: Path | undefined;
   readonly available: Path | undefined;
   readonly riskScore: Path | undefined;
+  /** The ISO 4217 code of the entity's amounts. */
+  readonly currency: Path | undefined;
   /** Entities this one belongs to (e.g. "customer"), by where their id is in the response. */
   readonly links: ReadonlyMap<string, Path>;
 }
@@ -36,6 +38,10 @@ export interface GuardedEffect {
   readonly movesMoney: boolean;
   /** JSON name of the request field holding the amount (money effects). */
   readonly amountField: string | undefined;
+  /** JSON name of the request field the host fills with the entity's bound (money effects). */
+  readonly boundField: string | undefined;
+  /** The task field the amount is at most, over the session (TASK_BOUND_AT_MOST on the amount field). */
+  readonly amountTaskField: string | undefined;
   /** The live read of the entity (money effects always have one). */
   readonly reader: EntityReader | undefined;
   /** The live risk read of the customer the entity belongs to (money effects). */
@@ -76,6 +82,7 @@ function readerOf(tool: RegisteredTool, entity: string, where: string): EntityRe
     moved: at(FieldRole.AMOUNT_MOVED),
     available: at(FieldRole.AMOUNT_AVAILABLE),
     riskScore: at(FieldRole.RISK_SCORE),
+    currency: at(FieldRole.CURRENCY),
     links,
   };
 }
@@ -106,18 +113,24 @@ export class SideEffectRules {
     const entity = declared?.entity ?? "";
     const id = requestField(tool.method.input, FieldRole.ENTITY_ID, entity);
     if (!id) throw new Error(`${where} acts on entity "${entity}" but no request field has (field) = {role: FIELD_ROLE_ENTITY_ID, entity: "${entity}"}`);
-    if (!declared?.movesMoney) return { tool, entity, idField: id.jsonName, movesMoney: false, amountField: undefined, reader: undefined, risk: undefined };
+    const none = { amountField: undefined, boundField: undefined, amountTaskField: undefined, reader: undefined, risk: undefined };
+    if (!declared?.movesMoney) return { tool, entity, idField: id.jsonName, movesMoney: false, ...none };
     const amount = requestField(tool.method.input, FieldRole.AMOUNT);
     if (!amount) throw new Error(`${where} moves money but no request field has (field).role = FIELD_ROLE_AMOUNT`);
+    const bound = requestField(tool.method.input, FieldRole.AMOUNT_BOUND);
+    if (!bound) throw new Error(`${where} moves money but no request field has (field).role = FIELD_ROLE_AMOUNT_BOUND: the tool could not refuse what exceeds the bound the host decided`);
     const reader = this.#readers.get(entity);
     if (!reader) throw new Error(`${where} moves money but no method declares reads_entity "${entity}": the host could not read the ${entity} live before calling it`);
-    const missing = (["version", "moved", "available"] as const).filter((k) => reader[k] === undefined);
+    const missing = (["version", "moved", "available", "currency"] as const).filter((k) => reader[k] === undefined);
     if (missing.length > 0) {
-      throw new Error(`${where} moves money but ${reader.tool.name}, the live read of "${entity}", gives no ${missing.join(", ")} (field roles ENTITY_VERSION, AMOUNT_MOVED, AMOUNT_AVAILABLE)`);
+      throw new Error(`${where} moves money but ${reader.tool.name}, the live read of "${entity}", gives no ${missing.join(", ")} (field roles ENTITY_VERSION, AMOUNT_MOVED, AMOUNT_AVAILABLE, CURRENCY)`);
     }
+    const amountPolicy = fieldPolicy(amount);
+    const amountTaskField = amountPolicy.taskBound === TaskBound.AT_MOST && amountPolicy.taskField ? amountPolicy.taskField : undefined;
+    const money = { amountField: amount.jsonName, boundField: bound.jsonName, amountTaskField, reader };
     for (const [linked, link] of reader.links) {
       const riskReader = this.#readers.get(linked);
-      if (riskReader?.riskScore) return { tool, entity, idField: id.jsonName, movesMoney: true, amountField: amount.jsonName, reader, risk: { link, reader: riskReader } };
+      if (riskReader?.riskScore) return { tool, entity, idField: id.jsonName, movesMoney: true, ...money, risk: { link, reader: riskReader } };
     }
     throw new Error(
       `${where} moves money but the ${entity} read by ${reader.tool.name} links to no entity whose live read gives a FIELD_ROLE_RISK_SCORE: the host could not check the customer's risk`,

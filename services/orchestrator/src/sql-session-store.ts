@@ -3,6 +3,8 @@
 // are built in sql-session-rows.ts). A backend keeps only its SQL and its driver (see
 // sqlite-session-store.ts, postgres-session-store.ts); both run the same layout, made by
 // versioned migrations (migrations/).
+import type { MoneyChange, OtherEffects, Reservation, ReservationRecord, ReservationRow } from "./effect-reservations.js";
+import { othersOf, reservationParams, toReservationRecord } from "./effect-reservations.js";
 import { IllegalTransitionError, type SessionState } from "./session-state.js";
 import {
   type AuditRow,
@@ -69,8 +71,13 @@ export abstract class SqlSessionStore implements SessionStore {
   protected abstract byKey(createdBy: string, key: string): Promise<SessionRow | undefined>;
   protected abstract page(p: PageParams): Promise<SessionRow[]>;
   protected abstract stateCounts(): Promise<{ state: SessionState; n: number }[]>;
-  /** All moves, in one transaction; throws NotApplied (nothing written) when one matches no row. */
-  protected abstract move(moves: MoveParams[], current: SessionRecord | undefined): Promise<Moved>;
+  /**
+   * All moves, and the money change with them, in one transaction; throws NotApplied or
+   * ReservationRefusedError (nothing written) when a move matches no row or a reserve goes above its limits.
+   */
+  protected abstract move(moves: MoveParams[], current: SessionRecord | undefined, money: MoneyChange | undefined, now: number): Promise<Moved>;
+  protected abstract otherEffectRows(p: ReturnType<typeof reservationParams>): Promise<{ entity_held: number | string; customer: number | string; session: number | string }>;
+  protected abstract reservationRows(sessionId: string): Promise<ReservationRow[]>;
   protected abstract stepRows(sessionId: string, afterStep: number): Promise<StepRow[]>;
   protected abstract auditRows(sessionId: string, afterVersion: number): Promise<AuditRow[]>;
   protected abstract claimRows(p: ClaimParams): Promise<SessionRow[]>;
@@ -168,10 +175,11 @@ export abstract class SqlSessionStore implements SessionStore {
   }
 
   async transition(t: TransitionInput): Promise<SessionRecord> {
-    const moves = moveParams(t, this.now());
+    const now = this.now();
+    const moves = moveParams(t, now);
     let moved: Moved;
     try {
-      moved = await this.guard("transition", () => this.move(moves, t.current));
+      moved = await this.guard("transition", () => this.move(moves, t.current, t.money, now));
     } catch (error) {
       if (error instanceof NotApplied) throw await this.whyNotApplied(t);
       // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
@@ -245,6 +253,14 @@ export abstract class SqlSessionStore implements SessionStore {
   async expiredApprovals(now: number, limit: number): Promise<SessionRecord[]> {
     checkLimit(limit);
     return (await this.guard("expiredApprovals", () => this.expiredApprovalRows({ now, limit }))).map((r) => this.toRecord(r));
+  }
+
+  async otherEffects(r: Reservation, customerSince: number): Promise<OtherEffects> {
+    return othersOf(await this.guard("otherEffects", () => this.otherEffectRows(reservationParams(r, customerSince, this.now()))));
+  }
+
+  async reservations(sessionId: string): Promise<ReservationRecord[]> {
+    return (await this.guard("reservations", () => this.reservationRows(sessionId))).map(toReservationRecord);
   }
 
   subscribe(listener: SessionListener): () => void {

@@ -3,6 +3,7 @@
 // to its end before another caller here gets a turn; BEGIN IMMEDIATE and busy_timeout cover other processes.
 import { isSqliteUnavailable, migrateSqlite, openSqlite } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
+import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus } from "./effect-reservations.js";
 import { OPEN_SQL, SQLITE_SESSION_MIGRATIONS } from "./migrations/sqlite/index.js";
 import { isTerminal, TRANSITION_PAIRS, type SessionState } from "./session-state.js";
 import {
@@ -104,6 +105,13 @@ function prepare(db: Database.Database) {
     release: db.prepare<[{ id: string; owner: string }], Pick<SessionRow, "id" | "state" | "version" | "lease_owner">>(
       `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner RETURNING id, state, version, lease_owner`,
     ),
+    reservation: {
+      status: db.prepare<[{ key: string }], { status: ReservationStatus }>(RESERVATION_SQL.status),
+      others: db.prepare<[ReturnType<typeof reservationParams>], { entity_held: number; customer: number; session: number }>(RESERVATION_SQL.others),
+      upsert: db.prepare<[ReturnType<typeof reservationParams>]>(RESERVATION_SQL.upsert),
+      settle: db.prepare<[{ key: string; outcome: string; now: number }]>(RESERVATION_SQL.settle),
+      ofSession: db.prepare<[{ sessionId: string }], ReservationRow>(RESERVATION_SQL.ofSession),
+    },
     expiredApprovals: db.prepare<[{ now: number; limit: number }], SessionRow>(
       `SELECT ${SESSION_COLUMNS} FROM sessions s
        WHERE ${OPEN_SQL} AND state = 'AWAITING_APPROVAL' AND json_extract(pending, '$.approval.expiresAt') <= @now
@@ -237,8 +245,10 @@ export class SqliteSessionStore extends SqlSessionStore {
   }
 
   /** Per move, the optimistic-lock UPDATE and its audit row; the last move carries the patch, the history rows and the step. */
-  protected move(moves: MoveParams[], current: SessionRecord | undefined): Promise<Moved> {
+  protected move(moves: MoveParams[], current: SessionRecord | undefined, money: MoneyChange | undefined, now: number): Promise<Moved> {
     return this.write((events) => {
+      // In the write's own transaction (or savepoint): a refused reserve, or a move that matches no row, undoes both.
+      if (money) this.changeMoney(money, now);
       const last = moves.at(-1)!;
       for (const move of moves) {
         const into = move !== last ? "hop" : isTerminal(move.to) ? "terminal" : move.releasesLease ? "awaiting" : "live";
@@ -254,6 +264,26 @@ export class SqliteSessionStore extends SqlSessionStore {
       events.push({ kind: "changed", id: last.id, version: last.version, state: last.to, leaseOwner: lease.lease_owner });
       return current ? { lease: { owner: lease.lease_owner, expiresAt: lease.lease_expires_at } } : { row: this.stmt.byId.get(last)! };
     });
+  }
+
+  /** Under the write lock every SQLite write holds (BEGIN IMMEDIATE): the totals read are the ones the row is written against. */
+  private changeMoney(money: MoneyChange, now: number): void {
+    const { reservation } = this.stmt;
+    if ("settle" in money) {
+      reservation.settle.run({ key: money.settle, outcome: money.outcome, now });
+      return;
+    }
+    const params = reservationParams(money.reserve, money.limits.customerSince, now);
+    const existing = reservation.status.get(params)?.status;
+    if (decideReservation(money.reserve, money.limits, existing, othersOf(reservation.others.get(params)!)) === "insert") reservation.upsert.run(params);
+  }
+
+  protected async otherEffectRows(p: ReturnType<typeof reservationParams>) {
+    return this.stmt.reservation.others.get(p)!;
+  }
+
+  protected async reservationRows(sessionId: string): Promise<ReservationRow[]> {
+    return this.stmt.reservation.ofSession.all({ sessionId });
   }
 
   protected async stepRows(id: string, after: number): Promise<StepRow[]> {

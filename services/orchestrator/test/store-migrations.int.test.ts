@@ -8,6 +8,8 @@ import { testPostgres } from "@loopguard/sql-store/testing";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { POSTGRES_SESSION_MIGRATIONS } from "../src/migrations/postgres/index.js";
+import { SQLITE_SESSION_MIGRATIONS } from "../src/migrations/sqlite/index.js";
 import { openSessionStore } from "../src/open-store.js";
 import { TRANSITION_PAIRS } from "../src/session-state.js";
 import type { SessionStore } from "../src/session-store.js";
@@ -100,7 +102,7 @@ describe("sqlite: databases made before versioned migrations", () => {
         await reopened.close();
 
         const check = new Database(file, { readonly: true });
-        expect(check.prepare(`SELECT name FROM loopguard_schema_migrations WHERE store = 'orchestrator-sessions'`).pluck().all()).toEqual(["0001-sessions"]);
+        expect(check.prepare(`SELECT name FROM loopguard_schema_migrations WHERE store = 'orchestrator-sessions'`).pluck().all()).toEqual(SQLITE_SESSION_MIGRATIONS.map((m) => m.name));
         expect(check.prepare(`SELECT context FROM sessions WHERE id = 'moving'`).pluck().get()).toBe(JSON.stringify({ note: "kept" }));
         const indexes = check.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' AND sql IS NOT NULL ORDER BY name`).pluck().all();
         expect(indexes).toEqual(["sessions_by_created", "sessions_ended", "sessions_open"]);
@@ -137,7 +139,7 @@ describe.skipIf(postgres.skip !== null)("postgres: a database made before versio
         await store.close();
       }
       const { rows } = await raw.query<{ name: string }>(`SELECT name FROM loopguard_schema_migrations WHERE store = 'orchestrator-sessions' ORDER BY name`);
-      expect(rows.map((r) => r.name)).toEqual(["0001-sessions", "0002-history-rows"]);
+      expect(rows.map((r) => r.name)).toEqual(POSTGRES_SESSION_MIGRATIONS.map((m) => m.name));
       const moved = await raw.query<{ context: unknown; history_len: number; items: string }>(
         `SELECT context, history_len, (SELECT count(*) FROM session_history WHERE session_id = 'moving') AS items FROM sessions WHERE id = 'moving'`,
       );

@@ -13,9 +13,10 @@ import {
   type ServicePolicy,
   method as methodOption,
   service as serviceOption,
+  TaskBound,
 } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
 
-export { Degradation, Effect, FieldRole, RoutingTag };
+export { Degradation, Effect, FieldRole, RoutingTag, TaskBound };
 export type { FieldPolicy, MethodPolicy, ServicePolicy };
 
 /** What a field means to the host's side-effect rules; role UNSPECIFIED when the contract says nothing. */

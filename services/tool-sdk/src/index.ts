@@ -17,6 +17,7 @@ export {
   RoutingTag,
   servicePolicy,
   servicesOf,
+  TaskBound,
   toolServicesOf,
 } from "./contract.js";
 export {

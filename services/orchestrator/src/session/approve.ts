@@ -2,7 +2,8 @@
 // replica drives the session), unless the world changed since the approval was asked.
 import type { JsonObject, SessionRecord } from "../session-store.js";
 import { readLive, worldVersionOf } from "../side-effect-guard.js";
-import { contextJson, contextOf, pendingJson, pendingOf, queueLeft } from "./data.js";
+import { ReservationRefusedError } from "../effect-reservations.js";
+import { contextJson, contextOf, pendingJson, pendingOf, queueLeft, reservationOf } from "./data.js";
 import { APPROVED } from "./execute.js";
 import type { Kit } from "./kit.js";
 import { errorEnvelope } from "./plan.js";
@@ -28,19 +29,39 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
       const message = live.ok
         ? `the world changed since the approval was asked (${call.worldVersion} → ${current}); look again and ask for a new approval`
         : `the world could not be read again before acting on the approval (${live.why}); ask for a new approval`;
-      const envelope = errorEnvelope("EAPPROVAL", message, `look the ${guard.entity} up again`, deps.now());
-      const ctx = contextOf(s);
-      const history = [...ctx.history, { kind: "observation" as const, callId: call.id, tool: call.tool, envelope }];
-      return moves.move(s, "THINKING", {
-        audit: { reason: `approved by ${why}, but the approval no longer matches the world`, ...audit, outcome: "EAPPROVAL" },
-        patch: { context: contextJson({ ...ctx, history }), pending: queueLeft(pending.queue) },
-        fenced: false,
-      });
+      return lookAgain(kit, s, `approved by ${why}, but the approval no longer matches the world`, message);
     }
   }
-  return moves.move(s, "TOOL_EXECUTING", {
-    audit: { reason: `approved by ${why}`, ...audit, outcome: "approved" },
-    patch: { usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 }, pending: pendingJson({ ...pending, approval: null, approvedBy: approver, startedBy: APPROVED }) },
+  // The amount is held now, against the figures the approver was shown: if other sessions moved
+  // the totals past them meanwhile, this approval no longer covers the call.
+  const money = approval.kind === "outcome_unknown" ? undefined : reservationOf(s, call);
+  try {
+    return await moves.move(s, "TOOL_EXECUTING", {
+      audit: { reason: `approved by ${why}`, ...audit, outcome: "approved" },
+      patch: { usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 }, pending: pendingJson({ ...pending, approval: null, approvedBy: approver, startedBy: APPROVED }) },
+      fenced: false,
+      ...(money ? { money } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof ReservationRefusedError)) throw error;
+    const totals = Object.entries(error.totals)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ");
+    return lookAgain(kit, s, `approved by ${why}, but the totals moved past what was approved`, `other sessions moved the totals past what was approved (now, with this call: ${totals}); ask for a new approval`);
+  }
+}
+
+/** The approval no longer covers the call: the policy hears EAPPROVAL, and plans again. */
+function lookAgain(kit: Kit, s: SessionRecord, auditReason: string, message: string): Promise<SessionRecord> {
+  const pending = pendingOf(s);
+  const call = pending.call!;
+  const approval = pending.approval!;
+  const envelope = errorEnvelope("EAPPROVAL", message, "look the entity up again", kit.deps.now());
+  const ctx = contextOf(s);
+  const history = [...ctx.history, { kind: "observation" as const, callId: call.id, tool: call.tool, envelope }];
+  return kit.moves.move(s, "THINKING", {
+    audit: { reason: auditReason, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "EAPPROVAL" },
+    patch: { context: contextJson({ ...ctx, history }), pending: queueLeft(pending.queue) },
     fenced: false,
   });
 }

@@ -3,6 +3,7 @@
 // approval). Parsed here, once per record the store hands over, into the types the runner uses.
 import { Effect } from "@loopguard/tool-sdk";
 import { z } from "zod";
+import type { MoneyChange } from "../effect-reservations.js";
 import type { HistoryItem, ResultEnvelope } from "../policy.js";
 import { redact } from "../redact.js";
 import type { JsonObject, JsonValue, SessionRecord } from "../session-store.js";
@@ -30,7 +31,27 @@ const HISTORY_KINDS: ReadonlySet<unknown> = new Set(["call", "observation", "rej
  */
 const historyItemSchema = z.custom<HistoryItem>((item) => typeof item === "object" && item !== null && HISTORY_KINDS.has((item as { kind?: unknown }).kind), "a history item");
 
-const effectSchema = z.object({ key: z.string(), tool: z.string(), entity: z.string(), entityId: z.string(), amount: z.number() });
+const effectSchema = z.object({
+  key: z.string(),
+  tool: z.string(),
+  entity: z.string(),
+  entityId: z.string(),
+  amount: z.number(),
+  /** The bound the host put in the request (money effects): a replay of the effect sends the same request. */
+  bound: z.number().optional(),
+});
+
+const limitsSchema = z.object({
+  entityMoved: z.number(),
+  entityMax: z.number(),
+  customerMax: z.number(),
+  customerSince: z.number(),
+  sessionMax: z.number(),
+  taskMax: z.number().optional(),
+});
+
+/** What a money effect reserves when its call is recorded (see effect-reservations.ts). */
+const reservationSchema = z.object({ customerId: z.string(), currency: z.string(), limits: limitsSchema });
 
 const contextSchema = z.looseObject({
   history: z.array(historyItemSchema).default([]),
@@ -52,6 +73,8 @@ const pendingCallSchema = z.object({
   worldVersion: z.string(),
   /** The effect an irreversible call will make. */
   effect: effectSchema.optional(),
+  /** The amount it holds, and the limits it is held to (money effects that are not replays). */
+  reservation: reservationSchema.optional(),
 });
 
 const approvalSchema = z.object({
@@ -80,6 +103,7 @@ const pendingSchema = z.object({
 });
 
 export type EffectRecord = z.infer<typeof effectSchema>;
+export type PlannedReservation = z.infer<typeof reservationSchema>;
 export type SessionContext = z.infer<typeof contextSchema> & { readonly traceId: string };
 export type PendingCall = z.infer<typeof pendingCallSchema>;
 export type Pending = z.infer<typeof pendingSchema>;
@@ -112,6 +136,17 @@ export function pendingOf(s: SessionRecord): Pending {
     pendings.set(s.pending, parsed);
   }
   return parsed;
+}
+
+/** The money change that records `call`: its reservation, held against the limits the host decided (none for other calls). */
+export function reservationOf(s: Pick<SessionRecord, "id">, call: PendingCall): MoneyChange | undefined {
+  const { effect, reservation } = call;
+  if (!effect || !reservation) return undefined;
+  const { customerId, currency, limits } = reservation;
+  return {
+    reserve: { key: effect.key, sessionId: s.id, tool: effect.tool, entity: effect.entity, entityId: effect.entityId, customerId, currency, amount: effect.amount },
+    limits: { ...limits, taskMax: limits.taskMax },
+  };
 }
 
 /** The effects a session's context records as done (observed to succeed). */

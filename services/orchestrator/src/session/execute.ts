@@ -5,9 +5,10 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
 import { newApproval } from "../approvals.js";
-import type { SessionRecord } from "../session-store.js";
+import { redactText } from "../redact.js";
+import type { JsonObject, SessionRecord } from "../session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
-import { type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
+import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
 import type { Kit } from "./kit.js";
 import { safeToReissue } from "./plan.js";
 import { type InFlight, observeSent, type Sent, send } from "./send.js";
@@ -89,10 +90,39 @@ export async function execute(kit: Kit, s: SessionRecord, signal: AbortSignal, r
   const flight: InFlight = { tool, client, call, pending };
   const sent = await send(kit, state, flight, signal, onRetry);
   await settle();
+  if ("error" in sent && boundExceeded(flight, sent.error)) return decideAgain(kit, state, flight, sent.error);
   if ("error" in sent && tool.effect === Effect.IRREVERSIBLE_EXTERNAL && !sent.error.refusedByTool && (sent.error.outcomeUnknown || pending.unsettled)) {
     return resolveUnknown(kit, state, flight, sent.error, signal);
   }
   return observeSent(kit, state, flight, sent);
+}
+
+/** The tool refused the bound the host put in a money call: the entity moved more since the host decided, and nothing was done. */
+function boundExceeded({ call }: InFlight, error: ToolCallError): boolean {
+  return call.reservation !== undefined && error.code === status.FAILED_PRECONDITION && error.reason === "BOUND_EXCEEDED";
+}
+
+/**
+ * After BOUND_EXCEEDED the host decides again, as if the policy had just asked: what was held is
+ * let go, and the policy's request goes back to the front of the queue (its record in the history
+ * with it), to be planned from a new live read — which now usually asks a human, showing the new totals.
+ */
+function decideAgain(kit: Kit, s: SessionRecord, { tool, call, pending }: InFlight, error: ToolCallError): Promise<SessionRecord> {
+  const request = JSON.parse(call.arguments) as JsonObject;
+  for (const field of tool.hostFields) delete request[field];
+  const ctx = contextOf(s);
+  const at = ctx.history.findLastIndex((h) => h.kind === "call" && h.callId === call.id);
+  const history = at < 0 ? ctx.history : [...ctx.history.slice(0, at), ...ctx.history.slice(at + 1)];
+  const audit = { tool: tool.name, argsHash: call.argsHash };
+  return kit.moves.move(s, "THINKING", {
+    via: [{ state: "OBSERVING", audit: { reason: `${tool.name} refused the host's bound: ${redactText(error.message)}`, ...audit, outcome: "BOUND_EXCEEDED" } }],
+    audit: { reason: `${tool.name}: deciding again from a new live read`, ...audit },
+    patch: {
+      context: contextJson({ ...ctx, history }),
+      pending: pendingJson({ queue: [{ id: call.id, name: tool.name, arguments: JSON.stringify(request) }, ...pending.queue] }),
+    },
+    money: { settle: call.effect!.key, outcome: "released" },
+  });
 }
 
 /**
@@ -122,6 +152,7 @@ async function resolveUnknown(kit: Kit, s: SessionRecord, before: InFlight, firs
     // Settled only by the tool's own answer to the same key: done (made now, or replayed), or
     // refused by the tool (then no earlier attempt made it either). A refusal before any handler
     // ran (an open breaker, a shed, a drain) says nothing about the earlier attempt.
+    if ("error" in sent && boundExceeded(flight, sent.error)) return decideAgain(kit, state, flight, sent.error);
     if (!("error" in sent) || sent.error.refusedByTool) return observeSent(kit, state, flight, sent);
     last = sent.error;
   }

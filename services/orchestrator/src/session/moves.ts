@@ -1,6 +1,7 @@
 // The one path that moves a session: every change of state — the runner's, a human's cancel,
 // approval or deny, an expiry, a crash re-issue — is a persisted transition (state + version,
 // with its audit rows) made here, and counted here (transitions, stops) and traced here (steps).
+import type { MoneyChange } from "../effect-reservations.js";
 import { redactText } from "../redact.js";
 import type { SessionState, StopReason } from "../session-state.js";
 import type { AuditInput, SessionPatch, SessionRecord, SessionStore, StepRecord } from "../session-store.js";
@@ -21,6 +22,8 @@ export interface MoveOptions {
   readonly via?: readonly Via[];
   /** Fenced by this replica's lease (the runner's moves); a human's move is not: the session may be leased to nobody. */
   readonly fenced?: boolean;
+  /** Money reserved or settled in the same transaction (a refused reserve writes nothing: ReservationRefusedError). */
+  readonly money?: MoneyChange;
 }
 
 export type StopOptions = Omit<MoveOptions, "audit">;
@@ -54,7 +57,7 @@ export class SessionMoves {
    * One persisted transition: through the `via` states, to `to`. From IDLE the session passes
    * THINKING first: its first decision is made before the start is stored, and both commit together.
    */
-  async move(s: SessionRecord, to: SessionState, { audit, patch, step, via: through = [], fenced = true }: MoveOptions): Promise<SessionRecord> {
+  async move(s: SessionRecord, to: SessionState, { audit, patch, step, via: through = [], fenced = true, money }: MoveOptions): Promise<SessionRecord> {
     const at = this.deps.now();
     const via = [...startOf(s, to), ...through];
     const moved = await this.deps.store.transition({
@@ -68,6 +71,7 @@ export class SessionMoves {
       ...(via.length > 0 ? { via: via.map((v) => ({ state: v.state, audit: { ...v.audit, at } })) } : {}),
       ...(patch ? { patch } : {}),
       ...(step ? { step } : {}),
+      ...(money ? { money } : {}),
     });
     for (const v of via) this.deps.onTransition?.(v.state);
     this.deps.onTransition?.(to);

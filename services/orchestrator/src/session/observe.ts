@@ -56,14 +56,17 @@ export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pen
     ...(call.effect && envelope.ok && !effects.some((e) => e.key === call.effect!.key) ? { effects: [...effects, call.effect] } : {}),
   });
   deps.onStep?.(s, call.tool, envelope);
+  // An outcome the tool gave (a success, or a failure that is certain): what was held becomes the ledger's figure, or is let go.
+  const money = call.effect ? { money: { settle: call.effect.key, outcome: envelope.ok ? ("settled" as const) : ("released" as const) } } : {};
   if (isStuck(fingerprints)) {
-    return moves.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`, { patch: { usage, context }, step: record, via });
+    return moves.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`, { patch: { usage, context }, step: record, via, ...money });
   }
   return moves.move(s, "THINKING", {
     audit: { reason: `observed ${call.tool}`, tool: call.tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error") },
     patch: { usage, context, pending: queueLeft(pending.queue) },
     step: record,
     via,
+    ...money,
   });
 }
 

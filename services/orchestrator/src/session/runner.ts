@@ -8,17 +8,19 @@ import { deadlineOf, refuseStep } from "../budget.js";
 import type { Decision, ToolCallRequest } from "../policy.js";
 import { redactText } from "../redact.js";
 import { isTerminal } from "../session-state.js";
+import { ReservationRefusedError } from "../effect-reservations.js";
 import { LeaseLostError, type SessionRecord, StaleTransitionError, type StepRecord, type Usage } from "../session-store.js";
 import { guardSideEffect, refusal } from "../side-effect-guard.js";
+import { outOfTask, reachedEntities } from "../task-scope.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { checkAnswer } from "./answer.js";
 import { approve } from "./approve.js";
-import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, type SessionContext } from "./data.js";
+import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, reservationOf, type SessionContext } from "./data.js";
 import { execute } from "./execute.js";
 import type { Kit, RunnerDeps } from "./kit.js";
 import { type SessionMoves, startOf } from "./moves.js";
 import { observe, observeInPlace } from "./observe.js";
-import { checkCall, type Refused } from "./plan.js";
+import { argsHash, checkCall, type Refused } from "./plan.js";
 import { SessionSpans } from "./spans.js";
 
 /** What the host does with one tool call the policy asked for, decided before anything is written. */
@@ -37,8 +39,13 @@ interface Start {
   readonly reason?: string;
 }
 
+/** Reserves refused by a race in a row before a human decides (see #reservationRaced). */
+const MAX_RESERVATION_RACES = 5;
+
 export class SessionRunner {
   readonly #kit: Kit;
+  /** Races per session and call, while they last; in memory only: a restart simply plans again. */
+  readonly #races = new Map<string, number>();
 
   constructor(deps: RunnerDeps, moves: SessionMoves) {
     this.#kit = { deps, moves, spans: new SessionSpans(deps) };
@@ -156,7 +163,12 @@ export class SessionRunner {
       durationMs: durationMs(),
     });
     if (plan?.kind === "start") {
-      return this.#startCall(decided, { ...plan, rest: queue.slice(1), step: record, reason: `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}` }, signal);
+      try {
+        return await this.#startCall(decided, { ...plan, rest: queue.slice(1), step: record, reason: `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}` }, signal);
+      } catch (error) {
+        // Another session's reserve got in between: the decision is stored below, and the call planned again.
+        if (!(error instanceof ReservationRefusedError)) throw error;
+      }
     }
     return moves.move(s, "THINKING", {
       audit: { reason: `policy asked for ${queue.length} tool call(s)` },
@@ -182,8 +194,37 @@ export class SessionRunner {
         });
       }
       case "start":
-        return this.#startCall(s, { ...plan, rest }, signal);
+        return this.#startCall(s, { ...plan, rest }, signal).then(
+          (started) => {
+            this.#races.delete(`${s.id}\n${plan.call.id}`);
+            return started;
+          },
+          (error: unknown) => this.#reservationRaced(s, plan, rest, error),
+        );
     }
+  }
+
+  /**
+   * The reserve, made atomically with the call's record, found totals that other sessions changed
+   * since the plan read them: the call is planned again from the new totals (and then usually
+   * waits for a human). After a few such races in a row the policy hears EPRECOND (retryable).
+   */
+  async #reservationRaced(s: SessionRecord, plan: Extract<CallPlan, { kind: "start" }>, rest: Pending["queue"], error: unknown): Promise<SessionRecord> {
+    if (!(error instanceof ReservationRefusedError)) throw error;
+    const raceKey = `${s.id}\n${plan.call.id}`;
+    const races = (this.#races.get(raceKey) ?? 0) + 1;
+    if (races < MAX_RESERVATION_RACES) {
+      this.#races.set(raceKey, races);
+      return s;
+    }
+    this.#races.delete(raceKey);
+    const totals = Object.entries(error.totals)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ");
+    const message = `${plan.tool.name} was not made: the amounts other sessions hold kept changing while the host decided (${races} times; last totals with this call: ${totals})`;
+    const envelope = refusal({ message, suggestedAction: "try again shortly", retryable: true }, this.#kit.deps.now());
+    const request = { id: plan.call.id, name: plan.tool.name, arguments: plan.call.arguments };
+    return observeInPlace(this.#kit, s, request, rest, envelope, "amounts kept changing");
   }
 
   /**
@@ -196,6 +237,8 @@ export class SessionRunner {
     const checked = checkCall({ session: s, context: contextOf(s), call: request, registry: deps.registry, now: deps.now() });
     if (checked.kind !== "checked") return checked;
     const { tool, args, call, context } = checked;
+    const outside = outOfTask(tool, args, s.task, reachedEntities(context.history));
+    if (outside) return { kind: "observe", envelope: refusal({ ...outside, retryable: false }, deps.now()), reason: "outside the task" };
     const guard = deps.rules.effectOf(tool);
     if (!guard) return { kind: "start", tool, call, context };
     const verdict = await guardSideEffect(deps, s, guard, args, String(args[tool.idempotencyKeyField ?? ""] ?? ""), confidence);
@@ -206,7 +249,16 @@ export class SessionRunner {
         return { kind: "stop", reason: "deadline", answer: verdict.answer };
       case "approve":
       case "start": {
-        const guarded: PendingCall = { ...call, worldVersion: verdict.worldVersion, effect: verdict.effect };
+        // The request as it goes out: with the bound the host decided on, which the approval's hash covers.
+        const argumentsJson = JSON.stringify(verdict.args);
+        const guarded: PendingCall = {
+          ...call,
+          arguments: argumentsJson,
+          argsHash: argsHash(tool.name, argumentsJson),
+          worldVersion: verdict.worldVersion,
+          effect: verdict.effect,
+          ...(verdict.reservation ? { reservation: verdict.reservation } : {}),
+        };
         return verdict.kind === "approve" ? { kind: "approve", tool, call: guarded, context, why: verdict.why } : { kind: "start", tool, call: guarded, context };
       }
     }
@@ -225,7 +277,13 @@ export class SessionRunner {
       usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
       pending: pendingJson({ queue: rest, call, startedBy: deps.runId }),
     };
-    const recorded = moves.move(s, "TOOL_EXECUTING", { audit: { reason, tool: tool.name, argsHash: call.argsHash, expectedTimeoutMs: tool.timeoutMs }, patch, ...(step ? { step } : {}) });
+    const money = reservationOf(s, call);
+    const recorded = moves.move(s, "TOOL_EXECUTING", {
+      audit: { reason, tool: tool.name, argsHash: call.argsHash, expectedTimeoutMs: tool.timeoutMs },
+      patch,
+      ...(step ? { step } : {}),
+      ...(money ? { money } : {}),
+    });
     if (tool.effect !== Effect.READ_ONLY) return recorded;
     // Awaited by execute before its first write; this only keeps a failure from going unhandled
     // if the call itself throws first.

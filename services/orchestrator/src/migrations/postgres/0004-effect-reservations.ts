@@ -1,0 +1,26 @@
+// Money held before it moves (see effect-reservations.ts): one row per irreversible effect, by its
+// idempotency key, with the indexes its three totals are summed by.
+import type { PostgresMigration } from "@loopguard/sql-store";
+
+export const effectReservations: PostgresMigration = {
+  name: "0004-effect-reservations",
+  async up(db) {
+    await db.query(`
+      CREATE TABLE effect_reservations (
+        key         text PRIMARY KEY,
+        session_id  text NOT NULL REFERENCES sessions (id),
+        tool        text NOT NULL,
+        entity      text NOT NULL,
+        entity_id   text NOT NULL,
+        customer_id text NOT NULL,
+        currency    text NOT NULL,
+        amount      bigint NOT NULL CHECK (amount >= 0),
+        status      text NOT NULL CHECK (status IN ('held', 'settled', 'released')),
+        created_at  bigint NOT NULL,
+        settled_at  bigint
+      );
+      CREATE INDEX effect_reservations_by_entity ON effect_reservations (entity, entity_id, status);
+      CREATE INDEX effect_reservations_by_customer ON effect_reservations (customer_id, currency, created_at);
+      CREATE INDEX effect_reservations_by_session ON effect_reservations (session_id);`);
+  },
+};

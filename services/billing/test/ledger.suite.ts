@@ -56,7 +56,8 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       extra.push(other);
       return other;
     };
-    const refund = (l: RefundLedger, command: Partial<RefundCommand> & { idempotencyKey: string }) => l.refund({ orderId: "ord_DEMO00000001", amountCents: 100, reason: DAMAGED, maxRefundedTotalCents: 0, at, ...command });
+    const refund = (l: RefundLedger, command: Partial<RefundCommand> & { idempotencyKey: string }) =>
+      l.refund({ orderId: "ord_DEMO00000001", amountCents: 100, reason: DAMAGED, maxRefundedTotalCents: 0, at, ...command });
 
     it("seeds the demo orders once, deriving refunded totals from their refunds", async () => {
       await ledger.seed(DEMO_ORDERS);

@@ -67,7 +67,9 @@ describe("the SQLite ledger file", () => {
       const upgraded = await SqliteRefundLedger.open(file);
       expect(upgraded.migrationsApplied).toEqual(["0001-orders-and-refunds"]);
       expect(await upgraded.getOrder("ord_DEMO00000001")).toMatchObject({ amountRefundedCents: 500, version: 2 });
-      expect((await upgraded.refund({ orderId: "ord_DEMO00000001", amountCents: 500, reason: 1, idempotencyKey: "old-layout-key-0001", maxRefundedTotalCents: 0, at: new Date() })).refund.refundId).toBe(refund.refund.refundId);
+      expect(
+        (await upgraded.refund({ orderId: "ord_DEMO00000001", amountCents: 500, reason: 1, idempotencyKey: "old-layout-key-0001", maxRefundedTotalCents: 0, at: new Date() })).refund.refundId,
+      ).toBe(refund.refund.refundId);
       await upgraded.close();
       const reopened = await SqliteRefundLedger.open(file);
       expect(reopened.migrationsApplied).toEqual([]);

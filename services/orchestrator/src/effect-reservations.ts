@@ -63,9 +63,7 @@ export interface OtherEffects {
 export type LimitName = "entity" | "customer" | "session" | "task";
 
 /** A change to the money held, made in the same transaction as the move it rides on. */
-export type MoneyChange =
-  | { readonly reserve: Reservation; readonly limits: ReservationLimits }
-  | { readonly settle: string; readonly outcome: Exclude<ReservationStatus, "held"> };
+export type MoneyChange = { readonly reserve: Reservation; readonly limits: ReservationLimits } | { readonly settle: string; readonly outcome: Exclude<ReservationStatus, "held"> };
 
 /** The reservation would take a total above its limit: nothing was written, the move included. */
 export class ReservationRefusedError extends Error {

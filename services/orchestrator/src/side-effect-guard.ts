@@ -7,6 +7,7 @@
 // establish goes to a human, never silently through. The request then carries the bound the host
 // decided on, which the tool enforces too. The same rules hold whatever policy drives the session,
 // because they run here.
+import { setTimeout as sleep } from "node:timers/promises";
 import type { DescService } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
 import type { ToolCallError, ToolClient } from "@loopguard/tool-sdk";
@@ -62,6 +63,10 @@ export async function readLive(deps: Omit<GuardDeps, "store">, s: SessionRecord,
   }
 }
 
+/** How long past its SLA timeout a call in flight on the entity is waited for before a human is shown the totals, and how often the store is asked. */
+const HELD_SETTLE_MARGIN_MS = 500;
+const HELD_POLL_MS = 50;
+
 const num = (v: JsonValue | undefined): number => (typeof v === "number" ? v : typeof v === "string" && v !== "" ? Number(v) : 0);
 
 /** The world version an approval is bound to: "<entity>:<id>@<version>". */
@@ -93,7 +98,15 @@ async function riskReason(deps: GuardDeps, s: SessionRecord, guard: GuardedEffec
  * call's idempotency key: an effect this session already made with the same key is a replay —
  * the same request again, which moves nothing new — and passes without the money checks.
  */
-export async function guardSideEffect(deps: GuardDeps, s: SessionRecord, guard: GuardedEffect, args: JsonObject, key: string, confidence: number | undefined): Promise<GuardVerdict> {
+export async function guardSideEffect(
+  deps: GuardDeps,
+  s: SessionRecord,
+  guard: GuardedEffect,
+  args: JsonObject,
+  key: string,
+  confidence: number | undefined,
+  waitedForHeld = false,
+): Promise<GuardVerdict> {
   const tool = guard.tool;
   const entityId = String(args[guard.idField] ?? "");
   const declared = declaredEntities(s.task, guard.entity);
@@ -147,15 +160,26 @@ export async function guardSideEffect(deps: GuardDeps, s: SessionRecord, guard: 
   const reservation: Reservation = { key, sessionId: s.id, tool: tool.name, entity: guard.entity, entityId, customerId, currency, amount };
   const now = deps.now();
   const customerSince = now - deps.approvals.customerWindowMs;
+  const others = await deps.store.otherEffects(reservation, customerSince);
+  const thresholds = thresholdsIn(deps.approvals, currency);
   const money = decideMoney({
     reservation,
     moved,
-    others: await deps.store.otherEffects(reservation, customerSince),
-    thresholds: thresholdsIn(deps.approvals, currency),
+    others,
+    thresholds,
     customerSince,
     customerWindowMs: deps.approvals.customerWindowMs,
     task: guard.amountTaskField ? { field: guard.amountTaskField, figure: taskFigure(s.task, guard.amountTaskField) } : undefined,
   });
+  // A human would be shown the entity's total while other calls on it are in flight: one that
+  // already reached the ledger is counted twice (moved, and still held) until its outcome is
+  // recorded. Those calls settle within their SLA; wait for them, then read the entity again, so
+  // the figures shown are the ones that stand.
+  if (!waitedForHeld && others.entityHeld > 0 && money.totals.entity > thresholds.entity) {
+    const heldUntil = deps.now() + tool.timeoutMs + HELD_SETTLE_MARGIN_MS;
+    while (deps.now() < heldUntil && (await deps.store.otherEffects(reservation, customerSince)).entityHeld > 0) await sleep(HELD_POLL_MS);
+    return guardSideEffect(deps, s, guard, args, key, confidence, true);
+  }
   const risk = await riskReason(deps, s, guard, entityId, customerId);
   const reasons = [...money.reasons, ...(risk ? [risk] : []), ...(lowConfidence ? [lowConfidence] : [])];
   const bound = money.limits.entityMax;

@@ -123,7 +123,9 @@ export class SideEffectRules {
     if (!reader) throw new Error(`${where} moves money but no method declares reads_entity "${entity}": the host could not read the ${entity} live before calling it`);
     const missing = (["version", "moved", "available", "currency"] as const).filter((k) => reader[k] === undefined);
     if (missing.length > 0) {
-      throw new Error(`${where} moves money but ${reader.tool.name}, the live read of "${entity}", gives no ${missing.join(", ")} (field roles ENTITY_VERSION, AMOUNT_MOVED, AMOUNT_AVAILABLE, CURRENCY)`);
+      throw new Error(
+        `${where} moves money but ${reader.tool.name}, the live read of "${entity}", gives no ${missing.join(", ")} (field roles ENTITY_VERSION, AMOUNT_MOVED, AMOUNT_AVAILABLE, CURRENCY)`,
+      );
     }
     const amountPolicy = fieldPolicy(amount);
     const amountTaskField = amountPolicy.taskBound === TaskBound.AT_MOST && amountPolicy.taskField ? amountPolicy.taskField : undefined;

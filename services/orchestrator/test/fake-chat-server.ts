@@ -30,7 +30,8 @@ export interface FakeChatServer {
   close(): Promise<void>;
 }
 
-export async function startFakeChatServer(script: readonly ScriptedReply[]): Promise<FakeChatServer> {
+/** `script`: the replies in order, one per request; or one reply function that answers every request (many sessions at once). */
+export async function startFakeChatServer(script: readonly ScriptedReply[] | ScriptedReply): Promise<FakeChatServer> {
   const requests: ReceivedRequest[] = [];
   let next = 0;
 
@@ -50,7 +51,7 @@ export async function startFakeChatServer(script: readonly ScriptedReply[]): Pro
         requests.push(request);
 
         let reply: HttpReply;
-        const step = script[next++];
+        const step = typeof script === "function" ? script : script[next++];
         if (req.method !== "POST" || req.url !== "/v1/chat/completions") {
           reply = { status: 404, body: { error: { message: `no route ${req.method} ${req.url}`, type: "invalid_request_error" } } };
         } else if (step === undefined) {

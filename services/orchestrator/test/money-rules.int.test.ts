@@ -2,48 +2,13 @@
 // the ledger, across sessions) and per session, the order's own customer's risk read live by the
 // host (a model's risk call about anyone counts for nothing), and side effects only on the
 // entities the task names. Real tool processes, a real orchestrator, the ledger checked directly.
-import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createRawClient } from "@loopguard/tool-sdk";
-import { testToken } from "@loopguard/tool-sdk/testing";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall, toolResults } from "./fake-chat-server.js";
-import { ALL_SCOPES, isEnded, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { describe, expect, it } from "vitest";
+import { chatCompletion, toolCall, toolResults } from "./fake-chat-server.js";
+import { ALL_SCOPES, waitForSession } from "./harness.js";
+import { moneyFixture, waiting } from "./money-fixture.js";
 
-let tools: Tools;
-const cleanups: (() => Promise<void>)[] = [];
-
-beforeEach(async () => {
-  tools = await startTools();
-});
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-  await tools?.stop();
-});
-
-async function orchestrator(env: Record<string, string> = {}): Promise<TestOrchestrator> {
-  const orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "60000", ...env });
-  cleanups.push(() => orch.close());
-  return orch;
-}
-
-/** An orchestrator whose openai policy answers from `script`. */
-async function withModel(script: ScriptedReply[], env: Record<string, string> = {}) {
-  const chat = await startFakeChatServer(script);
-  cleanups.push(() => chat.close());
-  return { chat, orch: await orchestrator({ OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model", ...env }) };
-}
-
-async function refundsOf(orderId: string) {
-  const billing = createRawClient(BillingService, tools.billing.address, { token: await testToken({ scopes: ["billing:read"] }) });
-  try {
-    return (await billing.listRefunds({ orderId })).refunds;
-  } finally {
-    billing.close();
-  }
-}
-
-const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL || isEnded(s);
+const { tools, orchestrator, withModel, refundsOf } = moneyFixture();
 const refundArgs = (orderId: string, amountCents: number, reason = "REFUND_REASON_DAMAGED") => JSON.stringify({ orderId, amountCents, reason });
 const call = toolCall;
 
@@ -60,7 +25,7 @@ describe("cumulative amounts", () => {
       const s = await waitForSession(orch.api, session!.sessionId, waiting);
       outcomes.push(SessionState[s.state]);
       if (s.state === SessionState.AWAITING_APPROVAL) {
-        expect(s.pendingApproval?.reason).toMatch(/order ord_DEMO00000002 would have 90000 moved in total \(45000 already, across all sessions\), above the approval threshold of 50000/);
+        expect(s.pendingApproval?.reason).toMatch(/order ord_DEMO00000002 would have 90000 USD moved in total \(45000 already, across all sessions\), above the approval threshold of 50000 USD/);
         await orch.api.cancelSession({ sessionId: s.sessionId, reason: "test" });
       }
     }
@@ -73,10 +38,12 @@ describe("cumulative amounts", () => {
       () => call("billing_refund", refundArgs("ord_DEMO00000002", 45_000), "r1"),
       () => call("billing_refund", refundArgs("ord_DEMO00000002", 45_000, "REFUND_REASON_NOT_DELIVERED"), "r2"),
     ]);
-    const { session } = await orch.api.startSession({ goal: "Refund twice", task: { kind: "refund", order_id: "ord_DEMO00000002" } as never, scopes: ALL_SCOPES, policy: "openai" });
+    const task = { kind: "refund", order_id: "ord_DEMO00000002", amount_cents: 45_000 };
+    const { session } = await orch.api.startSession({ goal: "Refund twice", task: task as never, scopes: ALL_SCOPES, policy: "openai" });
     const s = await waitForSession(orch.api, session!.sessionId, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
-    expect(s.pendingApproval?.reason).toMatch(/would have 90000 moved in total/);
+    expect(s.pendingApproval?.reason).toMatch(/would have 90000 USD moved in total/);
+    expect(s.pendingApproval?.reason).toMatch(/this session would move 90000 USD in total \(this call 45000\), above the task's amount_cents of 45000/);
     expect((await refundsOf("ord_DEMO00000002")).map((r) => Number(r.amountCents))).toEqual([45_000]);
   });
 
@@ -89,7 +56,8 @@ describe("cumulative amounts", () => {
         return chatCompletion({ content: `Refund ${results.r2!.data.refund.refundId} (replayed: ${String(results.r2!.data.replayed ?? false)}).` });
       },
     ]);
-    const { session } = await orch.api.startSession({ goal: "Refund", task: { kind: "refund", order_id: "ord_DEMO00000001" } as never, scopes: ALL_SCOPES, policy: "openai" });
+    const task = { kind: "refund", order_id: "ord_DEMO00000001", amount_cents: 700 };
+    const { session } = await orch.api.startSession({ goal: "Refund", task: task as never, scopes: ALL_SCOPES, policy: "openai" });
     const s = await waitForSession(orch.api, session!.sessionId);
     expect(s.stopReason).toBe("done");
     const refunds = await refundsOf("ord_DEMO00000001");
@@ -102,11 +70,11 @@ describe("cumulative amounts", () => {
     const { orch } = await withModel([() => call("billing_refund", refundArgs("ord_DEMO00000001", 6000), "r1"), () => call("billing_refund", refundArgs("ord_DEMO00000002", 6000), "r2")], {
       APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS: "10000",
     });
-    const task = { kind: "refund", order_ids: ["ord_DEMO00000001", "ord_DEMO00000002"] };
+    const task = { kind: "refund", order_ids: ["ord_DEMO00000001", "ord_DEMO00000002"], amount_cents: 12_000 };
     const { session } = await orch.api.startSession({ goal: "Refund both", task: task as never, scopes: ALL_SCOPES, policy: "openai" });
     const s = await waitForSession(orch.api, session!.sessionId, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
-    expect(s.pendingApproval?.reason).toMatch(/this session would move 12000 in total, above the per-session approval threshold of 10000/);
+    expect(s.pendingApproval?.reason).toMatch(/this session would move 12000 USD in total, above the per-session approval threshold of 10000 USD/);
     expect(await refundsOf("ord_DEMO00000002")).toHaveLength(0);
   });
 });
@@ -135,8 +103,8 @@ describe("the order's own customer's risk, read by the host", () => {
   });
 
   it("when the customer's risk cannot be read (risk down), the refund waits for a human instead of passing", async () => {
-    await tools.risk.child.kill("SIGKILL");
-    await tools.risk.exited;
+    await tools().risk.child.kill("SIGKILL");
+    await tools().risk.exited;
     const orch = await orchestrator();
     const { session } = await orch.api.startSession({
       goal: "Refund 1.00 of ord_DEMO00000001",

@@ -47,7 +47,12 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
     const totals = Object.entries(error.totals)
       .map(([k, v]) => `${k} ${v}`)
       .join(", ");
-    return lookAgain(kit, s, `approved by ${why}, but the totals moved past what was approved`, `other sessions moved the totals past what was approved (now, with this call: ${totals}); ask for a new approval`);
+    return lookAgain(
+      kit,
+      s,
+      `approved by ${why}, but the totals moved past what was approved`,
+      `other sessions moved the totals past what was approved (now, with this call: ${totals}); ask for a new approval`,
+    );
   }
 }
 

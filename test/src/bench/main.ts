@@ -1,4 +1,4 @@
-// `pnpm bench [tool|client|steps|all]`: side-by-side benchmarks on loopback, printed as figures and
+// `pnpm bench [tool|client|steps|refunds|redact|all]`: side-by-side benchmarks on loopback, printed as figures and
 // ratios to a bare grpc-js baseline measured in the same run. Bounded in time; stops by itself.
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
@@ -8,6 +8,7 @@ import { Registry } from "prom-client";
 import { startBenchServer } from "./bench-server.js";
 import { compare, type ProbedFigures, printComparison } from "./measure.js";
 import { benchRedact } from "./redact.js";
+import { benchRefunds } from "./refunds.js";
 import { benchSteps } from "./steps.js";
 
 const durationMs = Number(process.env.BENCH_DURATION_MS ?? 3000);
@@ -83,7 +84,13 @@ async function benchClient(): Promise<void> {
   }
 }
 
-const suites: Record<string, () => Promise<void>> = { tool: benchTool, client: benchClient, steps: () => benchSteps(durationMs), redact: async () => benchRedact(durationMs) };
+const suites: Record<string, () => Promise<void>> = {
+  tool: benchTool,
+  client: benchClient,
+  steps: () => benchSteps(durationMs),
+  refunds: () => benchRefunds(durationMs),
+  redact: async () => benchRedact(durationMs),
+};
 const names = process.argv.slice(2).filter((a) => a !== "--");
 const chosen = names.length === 0 || names.includes("all") ? Object.keys(suites) : names;
 for (const name of chosen) {

@@ -9,62 +9,24 @@
 //   (b) transition p50/p99 (optimistic-lock UPDATE + audit row) on SQLite and on PostgreSQL.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { PostgresSessionStore, SqliteSessionStore, type SessionStore } from "@loopguard/orchestrator";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { metricValue, spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
+import { cpuSeconds, entryOf, sessionEnds } from "./processes.js";
 import { benchTransitions, type TransitionBenchResult } from "./transitions.js";
 import { postgresUnavailable, startPostgres } from "@loopguard/sql-store/testing";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-const KB_ENTRY = join(root, "services", "kb-search", "dist", "main.js");
-const ORCHESTRATOR_ENTRY = join(root, "services", "orchestrator", "dist", "main.js");
+const KB_ENTRY = entryOf("kb-search");
+const ORCHESTRATOR_ENTRY = entryOf("orchestrator");
 const IN_FLIGHT = 64;
 const GOAL = "how do refunds work";
 /** What the scripted policy sends for a question: the goal as the query, three hits. */
 const SEARCH = { query: GOAL, limit: 3 };
 const SUBGOALS = ["which refunds need an approval", "how long do card refunds take", "what cannot be returned"];
-
-interface SessionEnd {
-  readonly state: string;
-  /** Decisions the policy made (the log line's `count`). */
-  readonly decisions: number;
-}
-
-/** Resolves, per session id, when the orchestrator logs that the session ended. */
-function sessionEnds(proc: ToolProcess): (sessionId: string) => Promise<SessionEnd> {
-  const waiting = new Map<string, (end: SessionEnd) => void>();
-  const ended = new Map<string, SessionEnd>();
-  createInterface({ input: proc.child.stdout! }).on("line", (line) => {
-    if (!line.includes('"session ended"')) return;
-    const record = JSON.parse(line) as { session_id?: string; state?: string; count?: number };
-    const id = String(record.session_id);
-    const end = { state: String(record.state), decisions: Number(record.count) };
-    const resolveEnd = waiting.get(id);
-    if (resolveEnd) {
-      waiting.delete(id);
-      resolveEnd(end);
-    } else ended.set(id, end);
-  });
-  return (sessionId) => {
-    const end = ended.get(sessionId);
-    if (end !== undefined) {
-      ended.delete(sessionId);
-      return Promise.resolve(end);
-    }
-    return new Promise((resolveEnd) => waiting.set(sessionId, resolveEnd));
-  };
-}
-
-async function cpuSeconds(proc: ToolProcess): Promise<number> {
-  const page = await (await fetch(`http://127.0.0.1:${proc.metricsPort}/metrics`)).text();
-  return metricValue(page, "process_cpu_seconds_total");
-}
 
 async function benchToolSteps(durationMs: number): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-bench-steps-"));

@@ -116,7 +116,8 @@ function failureExamples(sessions: readonly Session[]): string[] {
 async function expectOneRefundPerDoneSession(billingAddress: string, sessions: readonly Session[]): Promise<void> {
   const done = sessions.filter((s) => s.state === SessionState.DONE);
   const cited = done.map((s) => REFUND_ID.exec(s.answer)?.[0]);
-  expect(cited.filter((id) => id === undefined)).toEqual([]);
+  // The answers that cite no refund, so a failure says what those sessions answered.
+  expect(done.filter((_, i) => cited[i] === undefined).map((s) => `${s.sessionId}: ${s.answer}`)).toEqual([]);
   const billing = await clientFor(BillingService, billingAddress, ["billing:read"]);
   const { refunds } = await billing.listRefunds({ orderId: ORDER_ID });
   const ids = refunds.map((r) => r.refundId);

@@ -39,7 +39,7 @@ interface Start {
   readonly reason?: string;
 }
 
-/** Reserves refused by a race in a row before a human decides (see #reservationRaced). */
+/** Reserves refused by a race in a row before the policy hears the call was not made (see #reservationRaced). */
 const MAX_RESERVATION_RACES = 5;
 
 export class SessionRunner {

@@ -17,6 +17,8 @@ import {
   type SessionRow,
   type StepRow,
   toAudit,
+  type VisibilityParams,
+  visibilityOf,
 } from "./sql-session-rows.js";
 import {
   checkLimit,
@@ -40,6 +42,7 @@ import {
   type NewSession,
   type SessionListener,
   type SessionPage,
+  type SessionReader,
   type SessionRecord,
   type SessionStore,
   type SessionStoreOptions,
@@ -63,12 +66,16 @@ export abstract class SqlSessionStore implements SessionStore {
   }
 
   protected abstract errorKind(error: unknown): ErrorKind;
-  /** Inserts unless the id or (creator, key) is taken; undefined on a (creator, key) conflict. */
+  /**
+   * Inserts unless the id or (creator, key) is taken; undefined on a (creator, key) conflict. With
+   * `maxInFlight`, a creator without such a key and already at its quota gets SessionQuotaExceededError.
+   */
   protected abstract insert(p: InsertParams): Promise<SessionRow | undefined>;
   protected abstract byId(id: string): Promise<SessionRow | undefined>;
   protected abstract byKey(createdBy: string, key: string): Promise<SessionRow | undefined>;
   protected abstract page(p: PageParams): Promise<SessionRow[]>;
-  protected abstract stateCounts(): Promise<{ state: SessionState; n: number }[]>;
+  /** Counts by state; a state may come in several rows (e.g. live and ended ones apart), which add up. */
+  protected abstract stateCounts(p: VisibilityParams): Promise<{ state: SessionState; n: number }[]>;
   /** All moves, in one transaction; throws NotApplied (nothing written) when one matches no row. */
   protected abstract move(moves: MoveParams[], current: SessionRecord | undefined): Promise<Moved>;
   protected abstract stepRows(sessionId: string, afterStep: number): Promise<StepRow[]>;
@@ -120,6 +127,9 @@ export abstract class SqlSessionStore implements SessionStore {
   }
 
   async create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }> {
+    if (input.maxInFlight !== undefined && (!Number.isInteger(input.maxInFlight) || input.maxInFlight < 1)) {
+      throw new RangeError(`maxInFlight must be a positive integer, got ${input.maxInFlight}`);
+    }
     const now = this.now();
     const params: InsertParams = {
       id: input.id,
@@ -136,6 +146,7 @@ export abstract class SqlSessionStore implements SessionStore {
       idempotencyKey: input.idempotencyKey ?? null,
       createdBy: input.createdBy,
       requestHash: input.requestHash ?? null,
+      maxInFlight: input.maxInFlight ?? null,
     };
     const row = await this.guard("create", () => this.insert(params)).catch((error: unknown) => {
       throw this.errorKind(error) === "duplicate" ? new SessionExistsError(input.id) : error;
@@ -155,15 +166,16 @@ export abstract class SqlSessionStore implements SessionStore {
   async list(query: ListQuery): Promise<SessionPage> {
     checkLimit(query.limit);
     const after = query.after === undefined ? undefined : decodeCursor(query.after);
-    const rows = await this.guard("list", () => this.page({ state: query.state ?? null, limit: query.limit + 1, afterAt: after?.createdAt ?? null, afterId: after?.id ?? null }));
+    const state = query.state ?? null;
+    const rows = await this.guard("list", () => this.page({ state, limit: query.limit + 1, afterAt: after?.createdAt ?? null, afterId: after?.id ?? null, ...visibilityOf(query.visibleTo, state) }));
     const sessions = rows.slice(0, query.limit).map((r) => this.toRecord(r));
     const last = sessions.at(-1);
     return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
   }
 
-  async countByState(): Promise<Record<SessionState, number>> {
+  async countByState(visibleTo?: SessionReader): Promise<Record<SessionState, number>> {
     const counts = emptyCounts();
-    for (const { state, n } of await this.guard("countByState", () => this.stateCounts())) counts[state] = Number(n);
+    for (const { state, n } of await this.guard("countByState", () => this.stateCounts(visibilityOf(visibleTo, null)))) counts[state] += Number(n);
     return counts;
   }
 

@@ -17,6 +17,7 @@ import {
   type SessionRecord,
   type SessionStore,
 } from "../src/session-store.js";
+import { describeReadersAndQuotas } from "./session-store-readers.suite.js";
 
 export interface StoreHarness {
   readonly store: SessionStore;
@@ -822,6 +823,8 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await expect(store.list({ limit: 10, after: "not-a-cursor" })).rejects.toBeInstanceOf(RangeError);
       });
     });
+
+    describeReadersAndQuotas({ store: () => store, another, newSession, drive, tick: () => (clock += 1) });
 
     describe("steps", () => {
       it("reads steps in order, refusing a duplicate step number or an unknown session", async () => {

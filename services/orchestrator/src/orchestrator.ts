@@ -18,7 +18,7 @@ import { claimable, LeaseKeeper, storeBackoffMs } from "./session/replica.js";
 import { SessionRunner } from "./session/runner.js";
 import { type WatchEvent, watchSession } from "./session/watch.js";
 import type { StartInput } from "./start-request.js";
-import { accessTo, actionable, readable, readerOf, type Viewer, whileWaiting } from "./session-access.js";
+import { accessTo, actionable, readable, readerOf, sessionNotFound, type Viewer, whileWaiting } from "./session-access.js";
 import { SessionEvents } from "./session-events.js";
 import type { SessionMetrics } from "./session-metrics.js";
 import { isTerminal, type SessionState } from "./session-state.js";
@@ -240,7 +240,7 @@ export class Orchestrator {
 
   async get(id: string): Promise<SessionRecord> {
     const s = await this.options.store.get(id);
-    if (!s) throw new OrchestratorError("SESSION_NOT_FOUND", `no session ${id}`);
+    if (!s) throw sessionNotFound(id);
     return s;
   }
 

@@ -43,6 +43,8 @@ beforeAll(async () => {
     ORCHESTRATOR_HTTP_PORT: "0",
     ...toolAddressEnv(tools),
     APPROVAL_TTL_MS: "600000",
+    // One caller starts every session and they all stay in flight (waiting for an approval).
+    ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: String(WAITING_SESSIONS + HELD_SESSIONS),
   });
   processes.push(orchestrator);
   api = createRawClient(OrchestratorService, orchestrator.address, { token: await testToken({ subject: "load-operator", scopes: SESSION_OPERATOR_SCOPES }) });
@@ -82,7 +84,8 @@ const summary = (ms: readonly number[]) =>
 
 /** Starts the stream holder and resolves once every stream has had its first message. */
 async function holdStreams(ids: readonly string[]): Promise<{ close: () => Promise<Record<string, unknown>> }> {
-  const tokens = await Promise.all(Array.from({ length: WATCHERS }, (_, i) => testToken({ subject: `load-watcher-${i}`, scopes: ["sessions:read"] })));
+  // Operators' consoles: they follow every caller's sessions, through and after the approval.
+  const tokens = await Promise.all(Array.from({ length: WATCHERS }, (_, i) => testToken({ subject: `load-watcher-${i}`, scopes: ["sessions:read", "sessions:admin"] })));
   const child = spawn(process.execPath, [WATCHER_ENTRY], {
     env: { ...process.env, TARGET: orchestrator.address, TOKENS: JSON.stringify(tokens), SESSION_IDS: ids.join(","), STREAMS: String(STREAMS) },
     stdio: ["ignore", "pipe", "inherit"],

@@ -101,6 +101,8 @@ export interface SuiteOptions {
   readonly dataDir: string;
   readonly services: readonly ServiceSpec[];
   readonly log: (line: string) => void;
+  /** What a run sets in a service's environment beyond what `pnpm start` gives it (e.g. a drill's session quota). */
+  readonly envFor?: (spec: ServiceSpec) => Readonly<Record<string, string>>;
 }
 
 export interface UpOptions {
@@ -331,6 +333,7 @@ export class ContainerSuite {
       env[name] = `${SECRETS_TARGET}/${name}`;
       mounts.push("--mount", `type=bind,src=${this.#stageSecret(name, value)},dst=${env[name]},readonly`);
     }
+    Object.assign(env, this.options.envFor?.(spec));
     if (spec.kind === "orchestrator") {
       env.ORCHESTRATOR_INSTANCE_ID = pod.name;
       for (const tool of this.options.services.filter((s) => s.kind === "tool")) {

@@ -1,5 +1,7 @@
+import { DEFAULT_MAX_SESSIONS_PER_CALLER } from "@loopguard/orchestrator";
 import { describe, expect, it } from "vitest";
-import { parseDrillArgs, UsageError } from "./options.js";
+import { MAX_SESSIONS, parseDrillArgs, UsageError } from "./options.js";
+import { drillEnv } from "./run.js";
 import { planSessions } from "./session-plan.js";
 import { podChaosPlan } from "./k8s.js";
 
@@ -78,5 +80,14 @@ describe("podChaosPlan", () => {
     const flap = podChaosPlan(parse("flap", "--tool", "billing", "--duration", "12"), "flap-billing-20261201T101010");
     expect(flap.map((o) => o.metadata.name)).toEqual([1, 2, 3].map((i) => `drill-flap-billing-20261201t101010-${i}`));
     for (const object of [...kill, ...flap]) expect(object.metadata.name.length).toBeLessThanOrEqual(63);
+  });
+});
+
+describe("the drill's session quota", () => {
+  it("lets the drill's one requester have every session in flight: set on the local containers' orchestrators, and within the default a cluster runs with", () => {
+    const options = parse("kill-tool", "--tool", "kb-search", "--sessions", "1500");
+    expect(drillEnv(options, { kind: "orchestrator" })).toEqual({ ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: "1500" });
+    expect(drillEnv(options, { kind: "tool" })).toEqual({});
+    expect(MAX_SESSIONS).toBeLessThanOrEqual(DEFAULT_MAX_SESSIONS_PER_CALLER);
   });
 });

@@ -174,6 +174,14 @@ function localCluster(root: string, services: readonly ServiceSpec[], suite: Con
   };
 }
 
+/**
+ * What the drill's containers need beyond `pnpm start`'s environment: one requester starts every
+ * session at once, so its orchestrators let one caller have that many in flight.
+ */
+export function drillEnv(options: Pick<DrillOptions, "sessions">, spec: Pick<ServiceSpec, "kind">): Record<string, string> {
+  return spec.kind === "orchestrator" ? { ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: String(options.sessions) } : {};
+}
+
 export async function runLocalDrill(options: DrillOptions, ctx: RunContext): Promise<DrillResult> {
   const startedAt = new Date();
   const clock = performance.now();
@@ -183,7 +191,7 @@ export async function runLocalDrill(options: DrillOptions, ctx: RunContext): Pro
   const suiteDir = mkdtempSync(join(tmpdir(), "loopguard-drill-"));
   // PostgreSQL (run as its own user when the runner is root) must reach its folder inside.
   chmodSync(suiteDir, 0o755);
-  const suite = new ContainerSuite({ root: ctx.root, dataDir: suiteDir, services: ctx.services, log: (line) => ctx.progress(line) });
+  const suite = new ContainerSuite({ root: ctx.root, dataDir: suiteDir, services: ctx.services, log: (line) => ctx.progress(line), envFor: (spec) => drillEnv(options, spec) });
   const closers: (() => void)[] = [];
   try {
     ctx.progress(`starting the containers: ${options.tool} × ${options.replicas}, every other service × 1 (images tagged ${options.tag})`);

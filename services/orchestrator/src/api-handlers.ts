@@ -19,7 +19,8 @@ import { redact, redactText } from "./redact.js";
 import { startRequestHash, taskProblem } from "./start-request.js";
 import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
-import { type JsonObject, type SessionRecord, StoreUnavailableError } from "./session-store.js";
+import { viewerOf } from "./session-access.js";
+import { type JsonObject, SessionQuotaExceededError, type SessionRecord, StoreUnavailableError } from "./session-store.js";
 import { sessionTraceId } from "./session/trace-id.js";
 
 export function toProtoState(state: SessionState): ProtoState {
@@ -84,6 +85,8 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
 
 /** How long a caller told the store is unavailable waits before trying again. */
 const STORE_RETRY_AFTER_MS = 1000;
+/** How long a caller at its session quota waits before trying again: about as long as a session takes to end. */
+const QUOTA_RETRY_AFTER_MS = 5000;
 
 /** The status a store outage gets on the API; the cause stays in the logs and loopguard_store_errors_total. */
 export function storeUnavailable(error: StoreUnavailableError): ToolError {
@@ -96,6 +99,12 @@ export function storeUnavailable(error: StoreUnavailableError): ToolError {
 
 function mapError(error: unknown): never {
   if (error instanceof StoreUnavailableError) throw storeUnavailable(error);
+  if (error instanceof SessionQuotaExceededError) {
+    throw new ToolError(status.RESOURCE_EXHAUSTED, "SESSION_QUOTA_EXCEEDED", `${error.message} (ORCHESTRATOR_MAX_SESSIONS_PER_CALLER); start more once some have ended`, {
+      retryAfterMs: QUOTA_RETRY_AFTER_MS,
+      metadata: { quota: "sessions_in_flight_per_caller", limit: String(error.limit) },
+    });
+  }
   if (error instanceof OrchestratorError) {
     switch (error.reason) {
       case "SESSION_NOT_FOUND":
@@ -103,6 +112,7 @@ function mapError(error: unknown): never {
       case "UNKNOWN_POLICY":
         throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", error.message, { fieldViolations: [{ field: "policy", description: error.message }] });
       case "SELF_APPROVAL":
+      case "NOT_SESSION_OWNER":
         throw new ToolError(status.PERMISSION_DENIED, error.reason, error.message);
       case "CALL_IN_FLIGHT":
         throw new ToolError(status.UNAVAILABLE, error.reason, error.message, { retryAfterMs: 1000 });
@@ -161,11 +171,11 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
       }
       return { session: toProtoSession(result.session), created: result.created };
     },
-    async getSession(req) {
-      return { session: toProtoSession(await orchestrator.get(req.sessionId).catch(mapError)) };
+    async getSession(req, ctx) {
+      return { session: toProtoSession(await orchestrator.read(req.sessionId, viewerOf(ctx.caller)).catch(mapError)) };
     },
     async *watchSession(req, ctx) {
-      const events = orchestrator.watch(req.sessionId, ctx.signal);
+      const events = orchestrator.watch(req.sessionId, ctx.signal, viewerOf(ctx.caller));
       try {
         for (;;) {
           const next = await events.next().catch(mapError);
@@ -177,12 +187,12 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
         await events.return(undefined);
       }
     },
-    async listSessions(req) {
-      const page = await orchestrator.list(fromProtoState(req.state), req.pageSize || 50, req.pageToken || undefined).catch(mapError);
+    async listSessions(req, ctx) {
+      const page = await orchestrator.list(fromProtoState(req.state), req.pageSize || 50, req.pageToken || undefined, viewerOf(ctx.caller)).catch(mapError);
       return { sessions: page.sessions.map((s) => toProtoSession(s, { withTask: false })), nextPageToken: page.nextCursor ?? "" };
     },
     async cancelSession(req, ctx) {
-      return { session: toProtoSession(await orchestrator.cancel(req.sessionId, req.reason, ctx.caller.subject).catch(mapError)) };
+      return { session: toProtoSession(await orchestrator.cancel(req.sessionId, req.reason, viewerOf(ctx.caller)).catch(mapError)) };
     },
     async resolveApproval(req, ctx) {
       if (req.approver && req.approver !== ctx.caller.subject) {
@@ -194,12 +204,12 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
         .catch(mapError);
       return { session: toProtoSession(session) };
     },
-    async getTrace(req) {
-      return { records: await orchestrator.trace(req.sessionId).catch(mapError) };
+    async getTrace(req, ctx) {
+      return { records: await orchestrator.trace(req.sessionId, viewerOf(ctx.caller)).catch(mapError) };
     },
-    getOverview: () => overview(sources).catch(mapError),
+    getOverview: (_req, ctx) => overview(sources, viewerOf(ctx.caller)).catch(mapError),
     listToolStats: () => toolPanel(sources).catch(mapError),
-    listApprovals: () => approvalQueue(sources).catch(mapError),
-    getSessionDetail: (req) => sessionDetail(sources, req.sessionId).catch(mapError),
+    listApprovals: (_req, ctx) => approvalQueue(sources, viewerOf(ctx.caller)).catch(mapError),
+    getSessionDetail: (req, ctx) => sessionDetail(sources, req.sessionId, viewerOf(ctx.caller)).catch(mapError),
   };
 }

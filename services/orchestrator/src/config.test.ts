@@ -57,13 +57,14 @@ describe("max connection age", () => {
   });
 });
 
-describe("fair use: streams, approvals, store timeouts", () => {
-  it("bounds WatchSession streams apart from unary calls, sweeps approvals every second, and bounds PostgreSQL waits at 1 s", () => {
+describe("fair use: streams, approvals, sessions per caller, store timeouts", () => {
+  it("bounds WatchSession streams apart from unary calls, sweeps approvals every second, lets a caller have 2,000 sessions in flight, and bounds PostgreSQL waits at 1 s", () => {
     expect(loadOrchestratorConfig(base)).toMatchObject({
       maxConcurrent: 1024,
       maxStreams: 2048,
       maxStreamsPerCaller: 512,
       approvalSweepMs: 1000,
+      maxSessionsPerCaller: 2000,
       storeTimeouts: { connectTimeoutMs: 1000, statementTimeoutMs: 1000 },
     });
     const tuned = loadOrchestratorConfig({
@@ -71,14 +72,17 @@ describe("fair use: streams, approvals, store timeouts", () => {
       ORCHESTRATOR_MAX_STREAMS: "100",
       ORCHESTRATOR_APPROVAL_SWEEP_MS: "5000",
       ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS: "3000",
+      ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: "5",
     });
-    expect(tuned).toMatchObject({ maxStreams: 100, maxStreamsPerCaller: 100, approvalSweepMs: 5000, storeTimeouts: { statementTimeoutMs: 3000 } });
+    expect(tuned).toMatchObject({ maxStreams: 100, maxStreamsPerCaller: 100, approvalSweepMs: 5000, maxSessionsPerCaller: 5, storeTimeouts: { statementTimeoutMs: 3000 } });
   });
 
   it.each([
     ["ORCHESTRATOR_MAX_STREAMS_PER_CALLER", "4096"],
     ["ORCHESTRATOR_APPROVAL_SWEEP_MS", "0"],
     ["ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", "forever"],
+    ["ORCHESTRATOR_MAX_SESSIONS_PER_CALLER", "0"],
+    ["ORCHESTRATOR_MAX_SESSIONS_PER_CALLER", "2.5"],
   ])("refuses %s=%s, naming the variable", (name, value) => {
     expect(() => loadOrchestratorConfig({ ...base, [name]: value })).toThrow(new RegExp(`^${name} must be an integer`));
   });

@@ -22,6 +22,8 @@ export interface OrchestratorConfig extends ToolConfig {
   readonly instanceId: string;
   readonly leaseTtlMs: number;
   readonly maxActiveSessions: number;
+  /** Sessions one caller may have in flight (not ended), across every replica; past it StartSession is RESOURCE_EXHAUSTED. */
+  readonly maxSessionsPerCaller: number;
   /** How often approvals that expired unanswered are ended. */
   readonly approvalSweepMs: number;
   readonly approvals: ApprovalRules;
@@ -32,6 +34,9 @@ export interface OrchestratorConfig extends ToolConfig {
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
+
+/** Sessions in flight one caller may have unless ORCHESTRATOR_MAX_SESSIONS_PER_CALLER says otherwise. */
+export const DEFAULT_MAX_SESSIONS_PER_CALLER = 2000;
 
 function int(env: Env, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name];
@@ -118,6 +123,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     instanceId: env.ORCHESTRATOR_INSTANCE_ID || `${hostname()}-${process.pid}`,
     leaseTtlMs: int(env, "ORCHESTRATOR_LEASE_TTL_MS", 5000, 500, 600_000),
     maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
+    maxSessionsPerCaller: int(env, "ORCHESTRATOR_MAX_SESSIONS_PER_CALLER", DEFAULT_MAX_SESSIONS_PER_CALLER, 1, 1_000_000),
     approvalSweepMs: int(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", 1000, 50, 600_000),
     approvals: {
       amounts: {

@@ -13,6 +13,7 @@ import type { Registry } from "prom-client";
 import { toProtoSession } from "./api-handlers.js";
 import type { LogTail } from "./log-tail.js";
 import type { Orchestrator } from "./orchestrator.js";
+import { readerOf, type Viewer } from "./session-access.js";
 import { sessionTraceId } from "./session/trace-id.js";
 import type { JsonObject, SessionRecord } from "./session-store.js";
 import { toolStats } from "./tool-stats.js";
@@ -29,8 +30,9 @@ export interface DashboardSources {
 /** The approval queue shows this many sessions at most; `more` says when others wait. */
 const APPROVALS_SHOWN = 200;
 
-export async function overview({ orchestrator }: DashboardSources): Promise<MessageInitShape<typeof GetOverviewResponseSchema>> {
-  const counts = await orchestrator.store.countByState();
+/** The sessions `viewer` may list, counted by state: its own (and every waiting one for an approver), or all for sessions:admin. */
+export async function overview({ orchestrator }: DashboardSources, viewer: Viewer): Promise<MessageInitShape<typeof GetOverviewResponseSchema>> {
+  const counts = await orchestrator.store.countByState(readerOf(viewer));
   const total = Object.values(counts).reduce((a, b) => a + b, 0);
   return { counts, total, approvalsWaiting: counts.AWAITING_APPROVAL, activeHere: orchestrator.activeCount(), at: timestampFromMs(Date.now()) };
 }
@@ -40,8 +42,8 @@ export async function toolPanel({ registry, clients }: DashboardSources): Promis
   return { tools: tools.map((t) => ({ ...t, p50Ms: t.p50Ms ?? undefined, p95Ms: t.p95Ms ?? undefined })) };
 }
 
-export async function approvalQueue({ orchestrator }: DashboardSources): Promise<MessageInitShape<typeof ListApprovalsResponseSchema>> {
-  const page = await orchestrator.list("AWAITING_APPROVAL", APPROVALS_SHOWN, undefined);
+export async function approvalQueue({ orchestrator }: DashboardSources, viewer: Viewer): Promise<MessageInitShape<typeof ListApprovalsResponseSchema>> {
+  const page = await orchestrator.list("AWAITING_APPROVAL", APPROVALS_SHOWN, undefined, viewer);
   return { approvals: page.sessions.map((s) => toProtoSession(s, { withTask: false })), more: page.nextCursor !== null };
 }
 
@@ -57,8 +59,8 @@ function budgetRows(s: SessionRecord): { name: string; used: number; limit: numb
   ];
 }
 
-export async function sessionDetail({ orchestrator, logTail }: DashboardSources, id: string): Promise<MessageInitShape<typeof GetSessionDetailResponseSchema>> {
-  const s = await orchestrator.get(id);
+export async function sessionDetail({ orchestrator, logTail }: DashboardSources, id: string, viewer: Viewer): Promise<MessageInitShape<typeof GetSessionDetailResponseSchema>> {
+  const s = await orchestrator.read(id, viewer);
   const [trail, steps] = await Promise.all([orchestrator.store.auditTrail(id), orchestrator.store.steps(id)]);
   return {
     session: toProtoSession(s),

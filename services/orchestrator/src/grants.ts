@@ -2,12 +2,17 @@
 // may only grant what it holds itself — a scope, or "grant:<scope>" (the right to delegate it
 // without using it) — and never an operator scope: those steer the orchestrator and the tools'
 // drills, and no agent session should hold them. The operator scopes are read from the contracts
-// (every scope the orchestrator's API or the tools' admin service requires), not listed by hand.
+// (every scope the orchestrator's API or the tools' admin service requires, and every service's
+// declared operator_scopes, e.g. sessions:admin), not listed by hand.
+import { contractFiles } from "@loopguard/proto";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { type Caller, methodPolicy } from "@loopguard/tool-sdk";
+import { type Caller, methodPolicy, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
 
-export const OPERATOR_SCOPES: ReadonlySet<string> = new Set([...OrchestratorService.methods, ...ToolAdminService.methods].map((m) => methodPolicy(m).requiredScope).filter((s) => s !== ""));
+export const OPERATOR_SCOPES: ReadonlySet<string> = new Set([
+  ...[...OrchestratorService.methods, ...ToolAdminService.methods].map((m) => methodPolicy(m).requiredScope).filter((s) => s !== ""),
+  ...servicesOf(contractFiles).flatMap((service) => servicePolicy(service).operatorScopes),
+]);
 
 /** The prefix of a scope that lets its holder grant the rest to a session without holding it. */
 export const GRANT_PREFIX = "grant:";

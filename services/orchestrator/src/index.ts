@@ -4,3 +4,4 @@ export { SqliteSessionStore } from "./sqlite-session-store.js";
 export { PostgresSessionStore, type PostgresSessionStoreOptions } from "./postgres-session-store.js";
 export { openSessionStore } from "./open-store.js";
 export { redact } from "./redact.js";
+export { DEFAULT_MAX_SESSIONS_PER_CALLER } from "./config.js";

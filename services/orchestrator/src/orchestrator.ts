@@ -17,12 +17,15 @@ import { SessionMoves } from "./session/moves.js";
 import { claimable, LeaseKeeper, storeBackoffMs } from "./session/replica.js";
 import { SessionRunner } from "./session/runner.js";
 import { type WatchEvent, watchSession } from "./session/watch.js";
+import type { StartInput } from "./start-request.js";
+import { accessTo, actionable, readable, readerOf, sessionNotFound, type Viewer, whileWaiting } from "./session-access.js";
 import { SessionEvents } from "./session-events.js";
 import type { SessionMetrics } from "./session-metrics.js";
 import { isTerminal, type SessionState } from "./session-state.js";
-import { type BudgetLimits, type JsonObject, type SessionRecord, type SessionStore, StoreUnavailableError } from "./session-store.js";
+import { type SessionRecord, type SessionStore, StoreUnavailableError } from "./session-store.js";
 
 export { OrchestratorError } from "./orchestrator-error.js";
+export type { StartInput } from "./start-request.js";
 
 export interface OrchestratorOptions extends Omit<RunnerDeps, "onStep" | "onContextAlarm"> {
   readonly log: Logger;
@@ -30,24 +33,13 @@ export interface OrchestratorOptions extends Omit<RunnerDeps, "onStep" | "onCont
   readonly leaseTtlMs: number;
   /** Sessions this replica drives at once. */
   readonly maxActiveSessions: number;
+  /** Sessions one creator may have in flight, on every replica together (see NewSession.maxInFlight). */
+  readonly maxSessionsPerCaller: number;
   readonly claimIntervalMs: number;
   /** How often this replica ends sessions whose approval expired unanswered. */
   readonly approvalSweepMs: number;
   /** A follower of a session reads it again after this long without an event (default 5 s). */
   readonly eventBackstopMs?: number;
-}
-
-export interface StartInput {
-  readonly goal: string;
-  readonly task: JsonObject;
-  readonly budget: Partial<BudgetLimits>;
-  readonly scopes: readonly string[];
-  readonly policy: string;
-  readonly idempotencyKey?: string;
-  /** The caller's authenticated subject. */
-  readonly createdBy: string;
-  /** Hash of the canonical request, compared when the idempotency key matches an earlier start. */
-  readonly requestHash: string;
 }
 
 export class Orchestrator {
@@ -234,6 +226,7 @@ export class Orchestrator {
         policy: input.policy,
         createdBy: input.createdBy,
         requestHash: input.requestHash,
+        maxInFlight: this.options.maxSessionsPerCaller,
         ...(input.idempotencyKey ? { idempotencyKey: input.idempotencyKey } : {}),
         ...(drive ? { lease: { owner: this.options.owner, ttlMs: this.options.leaseTtlMs } } : {}),
       });
@@ -247,16 +240,22 @@ export class Orchestrator {
 
   async get(id: string): Promise<SessionRecord> {
     const s = await this.options.store.get(id);
-    if (!s) throw new OrchestratorError("SESSION_NOT_FOUND", `no session ${id}`);
+    if (!s) throw sessionNotFound(id);
     return s;
   }
 
-  /** Cancels a session (see cancelSession: an irreversible call in flight is waited for, never cut off). */
-  async cancel(id: string, cancelReason: string, by: string): Promise<SessionRecord> {
+  /** The session, if `viewer` may read it (see session-access.ts); else SESSION_NOT_FOUND, as for an unknown id. */
+  async read(id: string, viewer: Viewer): Promise<SessionRecord> {
+    return readable(viewer, await this.get(id));
+  }
+
+  /** Cancels a session `viewer` may act on (see cancelSession: an irreversible call in flight is waited for, never cut off). */
+  async cancel(id: string, cancelReason: string, viewer: Viewer): Promise<SessionRecord> {
+    actionable(viewer, await this.get(id));
     // Followed from before the first read: the outcome of a call in flight wakes the wait.
     const changes = this.#events.follow(id);
     try {
-      return await cancelSession(this.#human, id, redactText(cancelReason), by, changes);
+      return await cancelSession(this.#human, id, redactText(cancelReason), viewer.subject, changes);
     } finally {
       changes.close();
     }
@@ -273,22 +272,29 @@ export class Orchestrator {
     });
   }
 
-  async trace(id: string): Promise<string[]> {
-    await this.get(id);
+  async trace(id: string, viewer: Viewer): Promise<string[]> {
+    await this.read(id, viewer);
     return this.options.traces.read(id);
   }
 
-  /** The session now, then every transition and step as it is persisted, until it ends (see watchSession). */
-  async *watch(id: string, signal: AbortSignal): AsyncGenerator<WatchEvent> {
+  /**
+   * The session now, then every transition and step as it is persisted, until it ends (see
+   * watchSession); a reader who sees it only while it waits for an approval sees it leave, no further.
+   */
+  async *watch(id: string, signal: AbortSignal, viewer: Viewer): AsyncGenerator<WatchEvent> {
     const changes = this.#events.follow(id);
     try {
-      yield* watchSession(this.options.store, await this.get(id), changes, signal);
+      const s = await this.read(id, viewer);
+      const events = watchSession(this.options.store, s, changes, signal);
+      yield* accessTo(viewer, s) === "read" ? whileWaiting(events, s) : events;
     } finally {
       changes.close();
     }
   }
 
-  async list(state: SessionState | undefined, limit: number, after: string | undefined) {
-    return this.options.store.list({ ...(state ? { state } : {}), limit, ...(after ? { after } : {}) });
+  /** The sessions `viewer` may read, filtered by the store's query (pages stay full). */
+  async list(state: SessionState | undefined, limit: number, after: string | undefined, viewer: Viewer) {
+    const visibleTo = readerOf(viewer);
+    return this.options.store.list({ ...(state ? { state } : {}), limit, ...(after ? { after } : {}), ...(visibleTo ? { visibleTo } : {}) });
   }
 }

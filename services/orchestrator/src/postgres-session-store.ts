@@ -8,10 +8,10 @@
 // NOTIFY, which every store instance (every replica) LISTENs to.
 import { inTransaction, isPostgresUnavailable, migratePostgres, postgresClientConfig } from "@loopguard/sql-store";
 import pg from "pg";
-import yesql from "yesql";
 import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus } from "./effect-reservations.js";
 import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "./migrations/postgres/index.js";
 import { SessionNotifications } from "./postgres-notifications.js";
+import { COLUMNS, CREATOR_QUOTA, DB_NOW_MS, HISTORY, OWN_PAGES, SESSION, type Statement, statement, VISIBLE_COUNTS } from "./postgres-session-sql.js";
 import { TRANSITION_PAIRS, type SessionState } from "./session-state.js";
 import { LIVE_SQL } from "./session-sql.js";
 import {
@@ -26,32 +26,10 @@ import {
   type PageParams,
   type SessionRow,
   type StepRow,
+  type VisibilityParams,
 } from "./sql-session-rows.js";
 import { SqlSessionStore } from "./sql-session-store.js";
-import type { SessionStoreOptions } from "./session-store.js";
-
-/** The database's time in epoch milliseconds: the one clock every replica's leases are measured by. */
-const DB_NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
-
-const COLUMNS = `id, state, version, goal, task, budget, usage, context, pending, scopes, policy, stop_reason, answer,
-  created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, history_len, created_by, request_hash`;
-/** context.history gathered from its rows; `s` is the sessions row. */
-const HISTORY = `CASE WHEN s.history_len IS NULL THEN NULL ELSE
-  (SELECT jsonb_agg(h.item ORDER BY h.seq) FROM session_history h WHERE h.session_id = s.id) END`;
-const SESSION = `SELECT ${COLUMNS}, ${HISTORY} AS history FROM sessions s`;
-
-interface Statement {
-  readonly name: string;
-  readonly text: string;
-  /** The named parameters, in the order of the $n placeholders yesql put in their place. */
-  readonly names: readonly string[];
-}
-
-/** A named prepared statement with `:name` parameters; yesql turns them into $n once, here. */
-function statement(name: string, sql: string): Statement {
-  const { text, values } = yesql.pg<Record<string, string>>(sql)(new Proxy({}, { has: () => true, get: (_, key) => String(key) }));
-  return { name, text, names: values };
-}
+import { SessionQuotaExceededError, type SessionStoreOptions } from "./session-store.js";
 
 const Q = {
   insert: statement(
@@ -103,7 +81,6 @@ const Q = {
   ),
   auditTrail: statement("lg_audit_trail", `SELECT * FROM session_audit WHERE session_id = :id AND version > :after ORDER BY version`),
   steps: statement("lg_steps", `SELECT step, at, payload FROM session_steps WHERE session_id = :id AND step > :after ORDER BY step`),
-  countByState: statement("lg_count_by_state", `SELECT state, count(*) AS n FROM sessions GROUP BY state`),
   claim: statement(
     "lg_claim",
     `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
@@ -227,7 +204,16 @@ export class PostgresSessionStore extends SqlSessionStore {
   }
 
   protected async insert(p: InsertParams): Promise<SessionRow | undefined> {
-    return (await this.rows<SessionRow>(Q.insert, p))[0];
+    const max = p.maxInFlight;
+    if (max === null) return (await this.rows<SessionRow>(Q.insert, p))[0];
+    // One creator's creates take turns, on every replica: each counts in a statement that starts
+    // after the previous holder of the lock committed, so it sees that one's session.
+    return inTransaction(this.pool, async (client) => {
+      await client.query(bind(CREATOR_QUOTA.lock, p));
+      const [count] = await this.rows<{ n: string; retried: boolean }>(CREATOR_QUOTA.inFlight, p, client);
+      if (!count!.retried && Number(count!.n) >= max) throw new SessionQuotaExceededError(p.createdBy, max);
+      return (await this.rows<SessionRow>(Q.insert, p, client))[0];
+    });
   }
 
   protected async byId(id: string): Promise<SessionRow | undefined> {
@@ -239,12 +225,14 @@ export class PostgresSessionStore extends SqlSessionStore {
   }
 
   protected page(p: PageParams): Promise<SessionRow[]> {
-    const s = p.state === null ? (p.afterId === null ? Q.all : Q.allAfter) : p.afterId === null ? Q.state : Q.stateAfter;
-    return this.rows<SessionRow>(s, p);
+    const all = p.state === null ? ([Q.all, Q.allAfter] as const) : ([Q.state, Q.stateAfter] as const);
+    const own = p.state === null ? ([OWN_PAGES.own, OWN_PAGES.ownAfter] as const) : ([OWN_PAGES.ownState, OWN_PAGES.ownStateAfter] as const);
+    const [first, after] = p.visibility === "all" ? all : p.visibility === "own" ? own : ([OWN_PAGES.ownOrWaiting, OWN_PAGES.ownOrWaitingAfter] as const);
+    return this.rows<SessionRow>(p.afterId === null ? first : after, p);
   }
 
-  protected stateCounts(): Promise<{ state: SessionState; n: number }[]> {
-    return this.rows(Q.countByState, {});
+  protected stateCounts(p: VisibilityParams): Promise<{ state: SessionState; n: number }[]> {
+    return this.rows(VISIBLE_COUNTS[p.visibility], p);
   }
 
   /** Each move is one statement; moves through `via` share a transaction, a lone move needs none. */

@@ -69,6 +69,7 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     metrics: sessionMetrics,
     leaseTtlMs: config.leaseTtlMs,
     maxActiveSessions: config.maxActiveSessions,
+    maxSessionsPerCaller: config.maxSessionsPerCaller,
     // A backstop only: sessions let go are claimed on their event; this finds expired leases.
     claimIntervalMs: Math.min(1000, Math.floor(config.leaseTtlMs / 2)),
     approvalSweepMs: config.approvalSweepMs,

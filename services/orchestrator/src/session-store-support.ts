@@ -73,6 +73,17 @@ export class SessionExistsError extends Error {
   }
 }
 
+/** The creator already has `limit` sessions in flight (NewSession.maxInFlight): nothing was created. */
+export class SessionQuotaExceededError extends Error {
+  override readonly name = "SessionQuotaExceededError";
+  constructor(
+    readonly createdBy: string,
+    readonly limit: number,
+  ) {
+    super(`${createdBy} already has ${limit} sessions in flight, the most one caller may have at once`);
+  }
+}
+
 export class DuplicateStepError extends Error {
   override readonly name = "DuplicateStepError";
   constructor(

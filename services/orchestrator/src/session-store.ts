@@ -46,6 +46,13 @@ export interface NewSession {
   /** Hash of the whole canonical start request, so a reused key with another request is caught. */
   readonly requestHash?: string;
   /**
+   * The most sessions `createdBy` may have in flight (not in a terminal state), counting this one.
+   * Checked atomically with the insert (on PostgreSQL serialised per creator, so replicas creating
+   * at once cannot pass it together); past it the create throws SessionQuotaExceededError and
+   * writes nothing. A key that already made a session returns that session whatever the count.
+   */
+  readonly maxInFlight?: number;
+  /**
    * Creates the session already leased to `owner` (the replica that will drive it at once), so
    * no claim is needed; without it the session waits for the next claim.
    */
@@ -163,11 +170,22 @@ export interface StepRecord {
   readonly json?: string;
 }
 
+/**
+ * Whose sessions a list or a count covers: those `createdBy` created and, with `waiting`, every
+ * session waiting for an approval (AWAITING_APPROVAL) whoever created it.
+ */
+export interface SessionReader {
+  readonly createdBy: string;
+  readonly waiting: boolean;
+}
+
 export interface ListQuery {
   readonly state?: SessionState;
   readonly limit: number;
   /** `nextCursor` of the previous page. */
   readonly after?: string;
+  /** Only the sessions this reader sees, filtered by the query itself (pages stay full); absent, every session. */
+  readonly visibleTo?: SessionReader;
 }
 
 export interface SessionPage {
@@ -186,11 +204,13 @@ export type SessionEvent = { readonly kind: "changed"; readonly id: string; read
 export type SessionListener = (event: SessionEvent) => void;
 
 export interface SessionStore {
+  /** Throws SessionExistsError (the id is taken without a matching key) or SessionQuotaExceededError (see `maxInFlight`). */
   create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }>;
   get(id: string): Promise<SessionRecord | null>;
   /** Oldest first, by (createdAt, id); keyset pagination, so pages neither repeat nor skip rows. */
   list(query: ListQuery): Promise<SessionPage>;
-  countByState(): Promise<Record<SessionState, number>>;
+  /** Sessions by state: those `visibleTo` sees (as `list` filters them), or every session. */
+  countByState(visibleTo?: SessionReader): Promise<Record<SessionState, number>>;
   /**
    * Moves a session (through `via`, when given) and writes one audit row per move in one
    * transaction, under an optimistic lock on (state, version). Throws IllegalTransitionError

@@ -2,7 +2,7 @@
 // and return, built and read here once for both databases (see sql-session-store.ts).
 import { itemJson } from "./history-json.js";
 import type { SessionState, StopReason } from "./session-state.js";
-import { movesOf, releasesLease, type AuditRecord, type JsonObject, type JsonValue, type TransitionInput } from "./session-store.js";
+import { movesOf, releasesLease, type AuditRecord, type JsonObject, type JsonValue, type SessionReader, type TransitionInput } from "./session-store.js";
 
 /** The migration ledger's name for the session tables (see @loopguard/sql-store's migrate). */
 export const SESSIONS_MIGRATION_STORE = "orchestrator-sessions";
@@ -71,6 +71,8 @@ export interface InsertParams {
   idempotencyKey: string | null;
   createdBy: string;
   requestHash: string | null;
+  /** NewSession.maxInFlight; null: no quota. */
+  maxInFlight: number | null;
 }
 
 /**
@@ -110,7 +112,27 @@ export interface MoveParams {
   stepPayload: string | null;
 }
 
-export interface PageParams {
+/**
+ * Which sessions a page or a count covers (see SessionReader): every one, those `createdBy`
+ * created, or those and every session waiting for an approval.
+ */
+export type Visibility = "all" | "own" | "ownOrWaiting";
+
+export interface VisibilityParams {
+  visibility: Visibility;
+  /** The reader's subject; null when the visibility is "all". */
+  createdBy: string | null;
+}
+
+/** A reader's visibility, narrowed by the state asked for, so each backend has one query per case. */
+export function visibilityOf(reader: SessionReader | undefined, state: SessionState | null): VisibilityParams {
+  if (!reader) return { visibility: "all", createdBy: null };
+  // A reader who sees every waiting session and asks only for those sees what everyone sees.
+  if (reader.waiting && state === "AWAITING_APPROVAL") return { visibility: "all", createdBy: null };
+  return { visibility: reader.waiting && state === null ? "ownOrWaiting" : "own", createdBy: reader.createdBy };
+}
+
+export interface PageParams extends VisibilityParams {
   state: SessionState | null;
   limit: number;
   afterAt: number | null;

@@ -19,6 +19,8 @@ import {
   type SessionRow,
   type StepRow,
   toAudit,
+  type VisibilityParams,
+  visibilityOf,
 } from "./sql-session-rows.js";
 import {
   checkLimit,
@@ -42,6 +44,7 @@ import {
   type NewSession,
   type SessionListener,
   type SessionPage,
+  type SessionReader,
   type SessionRecord,
   type SessionStore,
   type SessionStoreOptions,
@@ -65,12 +68,16 @@ export abstract class SqlSessionStore implements SessionStore {
   }
 
   protected abstract errorKind(error: unknown): ErrorKind;
-  /** Inserts unless the id or (creator, key) is taken; undefined on a (creator, key) conflict. */
+  /**
+   * Inserts unless the id or (creator, key) is taken; undefined on a (creator, key) conflict. With
+   * `maxInFlight`, a creator without such a key and already at its quota gets SessionQuotaExceededError.
+   */
   protected abstract insert(p: InsertParams): Promise<SessionRow | undefined>;
   protected abstract byId(id: string): Promise<SessionRow | undefined>;
   protected abstract byKey(createdBy: string, key: string): Promise<SessionRow | undefined>;
   protected abstract page(p: PageParams): Promise<SessionRow[]>;
-  protected abstract stateCounts(): Promise<{ state: SessionState; n: number }[]>;
+  /** Counts by state; a state may come in several rows (e.g. live and ended ones apart), which add up. */
+  protected abstract stateCounts(p: VisibilityParams): Promise<{ state: SessionState; n: number }[]>;
   /**
    * All moves, and the money change with them, in one transaction; throws NotApplied or
    * ReservationRefusedError (nothing written) when a move matches no row or a reserve goes above its limits.
@@ -127,6 +134,9 @@ export abstract class SqlSessionStore implements SessionStore {
   }
 
   async create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }> {
+    if (input.maxInFlight !== undefined && (!Number.isInteger(input.maxInFlight) || input.maxInFlight < 1)) {
+      throw new RangeError(`maxInFlight must be a positive integer, got ${input.maxInFlight}`);
+    }
     const now = this.now();
     const params: InsertParams = {
       id: input.id,
@@ -143,6 +153,7 @@ export abstract class SqlSessionStore implements SessionStore {
       idempotencyKey: input.idempotencyKey ?? null,
       createdBy: input.createdBy,
       requestHash: input.requestHash ?? null,
+      maxInFlight: input.maxInFlight ?? null,
     };
     const row = await this.guard("create", () => this.insert(params)).catch((error: unknown) => {
       throw this.errorKind(error) === "duplicate" ? new SessionExistsError(input.id) : error;
@@ -162,15 +173,16 @@ export abstract class SqlSessionStore implements SessionStore {
   async list(query: ListQuery): Promise<SessionPage> {
     checkLimit(query.limit);
     const after = query.after === undefined ? undefined : decodeCursor(query.after);
-    const rows = await this.guard("list", () => this.page({ state: query.state ?? null, limit: query.limit + 1, afterAt: after?.createdAt ?? null, afterId: after?.id ?? null }));
+    const state = query.state ?? null;
+    const rows = await this.guard("list", () => this.page({ state, limit: query.limit + 1, afterAt: after?.createdAt ?? null, afterId: after?.id ?? null, ...visibilityOf(query.visibleTo, state) }));
     const sessions = rows.slice(0, query.limit).map((r) => this.toRecord(r));
     const last = sessions.at(-1);
     return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
   }
 
-  async countByState(): Promise<Record<SessionState, number>> {
+  async countByState(visibleTo?: SessionReader): Promise<Record<SessionState, number>> {
     const counts = emptyCounts();
-    for (const { state, n } of await this.guard("countByState", () => this.stateCounts())) counts[state] = Number(n);
+    for (const { state, n } of await this.guard("countByState", () => this.stateCounts(visibilityOf(visibleTo, null)))) counts[state] += Number(n);
     return counts;
   }
 

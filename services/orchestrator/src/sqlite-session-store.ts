@@ -19,10 +19,11 @@ import {
   type ClaimParams,
   type SessionRow,
   type StepRow,
+  type VisibilityParams,
 } from "./sql-session-rows.js";
 import { SqlSessionStore } from "./sql-session-store.js";
-import { moveSql, SESSION_COLUMNS } from "./sqlite-session-sql.js";
-import type { SessionEvent, SessionRecord, SessionStoreOptions } from "./session-store.js";
+import { COUNT_SQL, IN_FLIGHT_SQL, KEYSET_SQL, moveSql, ownOrWaitingPageSql, pageSql, SESSION_COLUMNS } from "./sqlite-session-sql.js";
+import { type SessionEvent, SessionQuotaExceededError, type SessionRecord, type SessionStoreOptions } from "./session-store.js";
 
 /** Most writes one group commit takes (see `write`). */
 const MAX_GROUP_COMMIT = 16;
@@ -54,9 +55,10 @@ export interface SqliteSessionStoreOptions extends SessionStoreOptions {
 }
 
 function prepare(db: Database.Database) {
-  const page = (where: string) => db.prepare<unknown[], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s ${where} ORDER BY created_at, id LIMIT @limit`);
+  const page = (where: string) => db.prepare<unknown[], SessionRow>(pageSql(where));
   // The stop_reason term, implied by the state, lets SQLite use the partial index it names.
-  const pages = (where: string) => ({ first: page(where), after: page(`${where} AND (created_at, id) > (@afterAt, @afterId)`) });
+  const pages = (where: string) => ({ first: page(where), after: page(`${where} AND ${KEYSET_SQL}`) });
+  const counts = (sql: string) => db.prepare<[VisibilityParams], { state: SessionState; n: number }>(sql);
   return {
     // No RETURNING (see moveSql): the store builds the row it inserts.
     insert: db.prepare<[InsertParams]>(
@@ -85,10 +87,10 @@ function prepare(db: Database.Database) {
     appendStep: db.prepare<[MoveParams]>(`INSERT INTO session_steps (session_id, step, at, payload) VALUES (@id, @step, @stepAt, @stepPayload)`),
     auditTrail: db.prepare<[{ id: string; after: number }], AuditRow>(`SELECT * FROM session_audit WHERE session_id = @id AND version > @after ORDER BY version`),
     steps: db.prepare<[{ id: string; after: number }], StepRow>(`SELECT step, at, payload FROM session_steps WHERE session_id = @id AND step > @after ORDER BY step`),
-    countByState: db.prepare<[], { state: SessionState; n: number }>(
-      `SELECT state, count(*) AS n FROM sessions WHERE ${OPEN_SQL} GROUP BY state
-       UNION ALL SELECT state, count(*) AS n FROM sessions WHERE stop_reason IS NOT NULL GROUP BY state`,
-    ),
+    countByState: { all: counts(COUNT_SQL.all), own: counts(COUNT_SQL.own), ownOrWaiting: counts(COUNT_SQL.ownOrWaiting) },
+    // The quota's count, along sessions_by_creator_open: only the creator's live sessions are read.
+    inFlight: db.prepare<[InsertParams], { n: number }>(IN_FLIGHT_SQL),
+    keyTaken: db.prepare<[InsertParams], { id: string }>(`SELECT id FROM sessions WHERE created_by = @createdBy AND idempotency_key = @idempotencyKey`),
     claim: db.prepare<[ClaimParams], { id: string }>(
       `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
        WHERE id IN (
@@ -118,9 +120,12 @@ function prepare(db: Database.Database) {
        ORDER BY created_at, id LIMIT @limit`,
     ),
     pages: {
-      all: { first: page(""), after: page(`WHERE (created_at, id) > (@afterAt, @afterId)`) },
+      all: { first: page(""), after: page(`WHERE ${KEYSET_SQL}`) },
       open: pages(`WHERE state = @state AND ${OPEN_SQL}`),
       ended: pages(`WHERE state = @state AND stop_reason IS NOT NULL`),
+      own: pages(`WHERE created_by = @createdBy`),
+      ownInState: pages(`WHERE created_by = @createdBy AND state = @state`),
+      ownOrWaiting: { first: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql("")), after: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql(` AND ${KEYSET_SQL}`)) },
     },
   };
 }
@@ -219,6 +224,9 @@ export class SqliteSessionStore extends SqlSessionStore {
 
   protected insert(p: InsertParams): Promise<SessionRow | undefined> {
     return this.write((events) => {
+      // Counted in the create's own write transaction, which no other writer shares.
+      const retried = p.idempotencyKey !== null && this.stmt.keyTaken.get(p) !== undefined;
+      if (p.maxInFlight !== null && !retried && this.stmt.inFlight.get(p)!.n >= p.maxInFlight) throw new SessionQuotaExceededError(p.createdBy, p.maxInFlight);
       if (this.stmt.insert.run(p).changes === 0) return undefined;
       const row = insertedRow(p);
       events.push(changed(row));
@@ -236,12 +244,13 @@ export class SqliteSessionStore extends SqlSessionStore {
 
   protected async page(p: PageParams): Promise<SessionRow[]> {
     const { pages } = this.stmt;
-    const stmts = p.state === null ? pages.all : isTerminal(p.state) ? pages.ended : pages.open;
+    const all = p.state === null ? pages.all : isTerminal(p.state) ? pages.ended : pages.open;
+    const stmts = p.visibility === "all" ? all : p.visibility === "ownOrWaiting" ? pages.ownOrWaiting : p.state === null ? pages.own : pages.ownInState;
     return (p.afterId === null ? stmts.first : stmts.after).all(p);
   }
 
-  protected async stateCounts(): Promise<{ state: SessionState; n: number }[]> {
-    return this.stmt.countByState.all();
+  protected async stateCounts(p: VisibilityParams): Promise<{ state: SessionState; n: number }[]> {
+    return this.stmt.countByState[p.visibility].all(p);
   }
 
   /** Per move, the optimistic-lock UPDATE and its audit row; the last move carries the patch, the history rows and the step. */

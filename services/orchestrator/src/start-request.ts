@@ -1,11 +1,26 @@
 // What a StartSession request must satisfy beyond its contract's field rules, and its identity
 // for idempotency: a task small and shallow enough to store and show, and a hash of the whole
-// canonical request so a reused idempotency key with any other request is caught.
+// canonical request so a reused idempotency key with any other request is caught; and the start
+// as the Orchestrator takes it.
 import { createHash } from "node:crypto";
 import { create, toJson } from "@bufbuild/protobuf";
 import { type StartSessionRequest, StartSessionRequestSchema } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import canonicalize from "canonicalize";
-import type { JsonValue } from "./session-store.js";
+import type { BudgetLimits, JsonObject, JsonValue } from "./session-store.js";
+
+/** A start as the Orchestrator takes it: the request's fields and who asked. */
+export interface StartInput {
+  readonly goal: string;
+  readonly task: JsonObject;
+  readonly budget: Partial<BudgetLimits>;
+  readonly scopes: readonly string[];
+  readonly policy: string;
+  readonly idempotencyKey?: string;
+  /** The caller's authenticated subject. */
+  readonly createdBy: string;
+  /** Hash of the canonical request, compared when the idempotency key matches an earlier start. */
+  readonly requestHash: string;
+}
 
 export const MAX_TASK_BYTES = 16 * 1024;
 export const MAX_TASK_DEPTH = 8;

@@ -3,7 +3,8 @@
 // tools as real processes.
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { mintToken, newKeyPair, type SigningKey, signingKeyFromJwk } from "@loopguard/tool-sdk";
+import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { createRawClient, mintToken, newKeyPair, type SigningKey, signingKeyFromJwk } from "@loopguard/tool-sdk";
 import { TEST_SIGNING_KEY, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/budget.js";
@@ -146,7 +147,8 @@ describe("sessions through the JSON API", () => {
 
   it("lists the session with the same fields as the gRPC API's Session", async () => {
     const id = await start("What is the refund policy?", {});
-    const grpc = (await orch.api.getSession({ sessionId: id })).session!;
+    const api = createRawClient(OrchestratorService, orch.server.address, { token: operator });
+    const grpc = (await api.getSession({ sessionId: id }).finally(() => api.close())).session!;
     const listed = (await call("/api/sessions?limit=200")).json.sessions.find((s: { sessionId: string }) => s.sessionId === id);
     expect(listed).toMatchObject({ sessionId: grpc.sessionId, goal: grpc.goal, traceId: grpc.traceId, policy: grpc.policy, scopes: grpc.scopes });
     expect(Object.keys(listed)).toEqual(expect.arrayContaining(["state", "stopReason", "usage", "budget", "healthScore", "updatedAt"]));
@@ -324,7 +326,7 @@ describe("pagination over 1,000 sessions", () => {
     const inserted = new Set<string>();
     for (let i = 0; i < 1000; i += 1) {
       const id = `ses_bulk${String(i).padStart(6, "0")}${randomBytes(4).toString("hex")}`;
-      await orch.orchestrator.store.create({ id, goal: `bulk session ${i}`, task: {}, budget: DEFAULT_BUDGET, scopes: ["kb:read"], policy: "scripted", createdBy: "test" });
+      await orch.orchestrator.store.create({ id, goal: `bulk session ${i}`, task: {}, budget: DEFAULT_BUDGET, scopes: ["kb:read"], policy: "scripted", createdBy: "ops:test" });
       inserted.add(id);
     }
     const total = (await call("/api/overview")).json.total as number;

@@ -5,7 +5,8 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { testToken, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -22,6 +23,8 @@ const OPERATOR_SCOPES = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
 
 let tools: Tools;
 let orch: TestOrchestrator;
+/** The API as the operator signed in to the page (who starts its sessions) sees it. */
+let api: RawClient<typeof OrchestratorService>;
 let browser: Browser;
 let page: Page;
 const pageErrors: string[] = [];
@@ -62,6 +65,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
     tools = await startTools();
     orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "120000" });
+    api = createRawClient(OrchestratorService, orch.server.address, { token: await operatorToken() });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
@@ -71,6 +75,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     await page.goto(`${orch.httpUrl}/#token=${await operatorToken()}`);
   }, 60_000);
   afterAll(async () => {
+    api?.close();
     await browser?.close();
     await orch?.close();
     await tools?.stop();
@@ -113,18 +118,20 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     expect(await page.getByTestId("approver-subject").textContent()).toBe("ops:browser");
     await item.getByTestId("approve").click();
     await item.getByTestId("approval-message").filter({ hasText: "cannot also approve" }).waitFor({ timeout: 5000 });
-    expect((await orch.api.getSession({ sessionId: id })).session!.state).toBe(SessionState.AWAITING_APPROVAL);
+    expect((await api.getSession({ sessionId: id })).session!.state).toBe(SessionState.AWAITING_APPROVAL);
 
-    // A second operator, signed in with her own token, approves it as herself.
+    // An approver, signed in with her own token, sees it in her queue (and only while it waits) and approves it as herself.
     const alice = await newPage();
-    await alice.goto(`${orch.httpUrl}/#token=${await testToken({ subject: "ops:alice", scopes: OPERATOR_SCOPES, ttlSeconds: 600 })}`);
+    await alice.goto(`${orch.httpUrl}/#token=${await testToken({ subject: "ops:alice", scopes: ["sessions:read", "approvals:write"], ttlSeconds: 600 })}`);
     const aliceItem = alice.locator(`[data-testid="approval-item"][data-session-id="${id}"]`);
     await aliceItem.waitFor({ timeout: 20_000 });
     expect(await alice.getByTestId("approver-subject").textContent()).toBe("ops:alice");
     expect(await aliceItem.getByTestId("approval-creator").textContent()).toContain("ops:browser");
+    await row(alice, id, "AWAITING_APPROVAL").waitFor({ timeout: 5000 });
     await aliceItem.getByTestId("approval-reason").fill("photos checked");
     await aliceItem.getByTestId("approve").click();
-    await row(alice, id, "DONE").waitFor({ timeout: 20_000 });
+    await aliceItem.waitFor({ state: "detached", timeout: 5000 });
+    await row(alice, id).waitFor({ state: "detached", timeout: 5000 });
     await alice.close();
     await row(page, id, "DONE").waitFor({ timeout: 20_000 });
     await item.waitFor({ state: "detached", timeout: 5000 });
@@ -133,9 +140,9 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     const panel = page.getByTestId("session-panel");
     await panel.waitFor();
     await panel.locator('[data-testid="detail-state"] [data-state="DONE"]').waitFor({ timeout: 5000 });
-    const api = (await orch.api.getSession({ sessionId: id })).session!;
-    expect(await panel.getByTestId("detail-trace-id").textContent()).toBe(api.traceId);
-    expect(api.traceId).toMatch(/^[0-9a-f]{32}$/);
+    const done = (await api.getSession({ sessionId: id })).session!;
+    expect(await panel.getByTestId("detail-trace-id").textContent()).toBe(done.traceId);
+    expect(done.traceId).toMatch(/^[0-9a-f]{32}$/);
     const timeline = await panel.getByTestId("timeline-item").evaluateAll((items) => items.map((i) => i.getAttribute("data-to")));
     expect(timeline[0]).toBe("THINKING");
     expect(timeline).toContain("AWAITING_APPROVAL");
@@ -146,7 +153,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     expect(servedFrom.length).toBeGreaterThanOrEqual(4);
     expect(servedFrom).toContain("live");
     expect(await panel.getByTestId("detail-answer").textContent()).toMatch(/rf_[A-Za-z0-9]{16}/);
-    expect(await panel.locator('[data-testid="budget-row"][data-budget="steps"] [data-testid="budget-left"]').textContent()).toBe(String(DEFAULT_BUDGET.maxSteps - (api.usage?.steps ?? 0)));
+    expect(await panel.locator('[data-testid="budget-row"][data-budget="steps"] [data-testid="budget-left"]').textContent()).toBe(String(DEFAULT_BUDGET.maxSteps - (done.usage?.steps ?? 0)));
     await panel.getByTestId("logs").filter({ hasText: "session ended" }).waitFor({ timeout: 5000 });
     expect(await panel.textContent()).not.toContain(HIGH_RISK_REFUND.phone);
     await page.screenshot({ path: join(SCREENSHOTS, "dashboard-session-panel.png") });
@@ -212,7 +219,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
         budget: DEFAULT_BUDGET,
         scopes: ["kb:read"],
         policy: "scripted",
-        createdBy: "test",
+        createdBy: "ops:browser",
       });
     }
     await page.waitForFunction(() => Number(document.querySelector('[data-testid="count-total"]')?.getAttribute("data-count")) >= 1000, undefined, { timeout: 5000 });

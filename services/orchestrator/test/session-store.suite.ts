@@ -18,6 +18,7 @@ import {
   type SessionStore,
 } from "../src/session-store.js";
 import { effectReservationTests } from "./effect-reservations.suite.js";
+import { describeReadersAndQuotas } from "./session-store-readers.suite.js";
 
 export interface StoreHarness {
   readonly store: SessionStore;
@@ -825,6 +826,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
     });
 
     describe("effect reservations", () => effectReservationTests({ store: () => store, another, now, newSession }));
+    describeReadersAndQuotas({ store: () => store, another, newSession, drive, tick: () => (clock += 1) });
 
     describe("steps", () => {
       it("reads steps in order, refusing a duplicate step number or an unknown session", async () => {

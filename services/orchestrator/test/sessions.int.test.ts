@@ -5,10 +5,10 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
+import { createRawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import { ALL_SCOPES, rejection, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
 const LOW_RISK = { id_card: "110101198003121232", phone: "+8613800138000" };
 const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
@@ -42,15 +42,6 @@ async function refundsOf(orderId: string) {
   } finally {
     billing.close();
   }
-}
-
-async function rejection(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CallError);
-  return error as CallError;
 }
 
 describe("refund sessions", () => {
@@ -241,7 +232,7 @@ describe("who may grant what", () => {
   });
 
   it("no caller can grant an operator scope to a session, even one it holds", async () => {
-    for (const scope of ["sessions:write", "approvals:write", "tool:admin", "sessions:read"]) {
+    for (const scope of ["sessions:write", "approvals:write", "tool:admin", "sessions:read", "sessions:admin"]) {
       const error = await rejection(orch.api.startSession({ goal: "escalate", scopes: ["kb:read", scope] }));
       expect(error.code).toBe(status.PERMISSION_DENIED);
       expect(error.message).toContain(scope);

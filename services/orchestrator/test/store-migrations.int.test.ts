@@ -12,7 +12,7 @@ import { POSTGRES_SESSION_MIGRATIONS } from "../src/migrations/postgres/index.js
 import { SQLITE_SESSION_MIGRATIONS } from "../src/migrations/sqlite/index.js";
 import { openSessionStore } from "../src/open-store.js";
 import { TRANSITION_PAIRS } from "../src/session-state.js";
-import type { SessionStore } from "../src/session-store.js";
+import { SessionQuotaExceededError, type SessionStore } from "../src/session-store.js";
 
 const fixture = (name: string): string => readFileSync(new URL(`fixtures/${name}`, import.meta.url), "utf8");
 
@@ -49,13 +49,20 @@ function seedSql({ historyRows, creator }: Layout): string {
 }
 
 /** Reads the seeded sessions back through the store, then drives them on. */
-async function readAndContinue(store: SessionStore): Promise<void> {
+async function readAndContinue(store: SessionStore, layout: Layout): Promise<void> {
   expect(await store.get("idle")).toMatchObject({ state: "IDLE", version: 0, idempotencyKey: "k", task: { kind: "refund", id: "idle" }, budget });
   const moving = (await store.get("moving"))!;
   expect(moving).toMatchObject({ state: "THINKING", version: 1, goal: "goal of moving", context: { note: "kept", history } });
   expect(await store.get("done")).toMatchObject({ state: "DONE", version: 2, stopReason: "done", answer: "42", context: { note: "kept", history } });
   expect((await store.list({ state: "THINKING", limit: 10 })).sessions.map((s) => s.id)).toEqual(["moving"]);
   expect(await store.countByState()).toMatchObject({ IDLE: 1, THINKING: 1, DONE: 1 });
+  // Found by their creator (rows from before creators were recorded have ''), and counted by the quota.
+  const creator = { createdBy: layout.creator ? "cli:alice" : "", waiting: false };
+  expect((await store.list({ limit: 10, visibleTo: creator })).sessions.map((s) => s.id)).toEqual(["done", "idle", "moving"]);
+  expect(await store.countByState(creator)).toMatchObject({ IDLE: 1, THINKING: 1, DONE: 1 });
+  await expect(store.create({ id: "over", goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: creator.createdBy, maxInFlight: 2 })).rejects.toBeInstanceOf(
+    SessionQuotaExceededError,
+  );
   expect((await store.auditTrail("done")).map((a) => a.to)).toEqual(["THINKING", "DONE"]);
   expect(await store.steps("moving")).toEqual([{ step: 1, at: 2000, payload: { n: 1 } }]);
 
@@ -95,7 +102,7 @@ describe("sqlite: databases made before versioned migrations", () => {
         raw.close();
 
         const store = await openSessionStore(`sqlite:${file}`);
-        await readAndContinue(store);
+        await readAndContinue(store, layout);
         await store.close();
         const reopened = await openSessionStore(`sqlite:${file}`);
         expect((await reopened.get("moving"))?.version).toBe(2);
@@ -105,7 +112,7 @@ describe("sqlite: databases made before versioned migrations", () => {
         expect(check.prepare(`SELECT name FROM loopguard_schema_migrations WHERE store = 'orchestrator-sessions'`).pluck().all()).toEqual(SQLITE_SESSION_MIGRATIONS.map((m) => m.name));
         expect(check.prepare(`SELECT context FROM sessions WHERE id = 'moving'`).pluck().get()).toBe(JSON.stringify({ note: "kept" }));
         const indexes = check.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' AND sql IS NOT NULL ORDER BY name`).pluck().all();
-        expect(indexes).toEqual(["sessions_by_created", "sessions_ended", "sessions_open"]);
+        expect(indexes).toEqual(["sessions_by_created", "sessions_by_creator", "sessions_by_creator_open", "sessions_ended", "sessions_open"]);
         expect(check.prepare(`SELECT sql FROM sqlite_master WHERE name = 'sessions'`).pluck().get()).not.toMatch(/ IN \(/);
         expect(check.prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'trigger'`).pluck().get()).toBe(3);
         expect(check.pragma("foreign_key_check")).toEqual([]);
@@ -130,11 +137,12 @@ describe.skipIf(postgres.skip !== null)("postgres: a database made before versio
     await raw.connect();
     try {
       await raw.query(fixture("postgres-unversioned.sql"));
-      await raw.query(seedSql({ historyRows: false, creator: true }));
+      const layout = { historyRows: false, creator: true };
+      await raw.query(seedSql(layout));
 
       const store = await openSessionStore(url);
       try {
-        await readAndContinue(store);
+        await readAndContinue(store, layout);
       } finally {
         await store.close();
       }

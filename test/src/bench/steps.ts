@@ -47,6 +47,8 @@ async function benchToolSteps(durationMs: number): Promise<void> {
       RISK_ADDR: "127.0.0.1:9",
       // Completion is read from the "session ended" info line.
       LOG_LEVEL: "info",
+      // Each call in flight is one session of the one bench caller, ended (and counted out) before the next starts.
+      ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: String(IN_FLIGHT),
     });
     procs.push(orchestrator);
     const endOf = sessionEnds(orchestrator);

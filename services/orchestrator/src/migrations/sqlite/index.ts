@@ -1,7 +1,8 @@
 // The session tables' migrations on SQLite, in the order they run; names are never changed once released.
 import type { SqliteMigration } from "@loopguard/sql-store";
 import { sessions } from "./0001-sessions.js";
+import { sessionsByCreator } from "./0002-sessions-by-creator.js";
 import { effectReservations } from "./0003-effect-reservations.js";
 
 export { OPEN_SQL } from "./0001-sessions.js";
-export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions, effectReservations];
+export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions, sessionsByCreator, effectReservations];

@@ -1,0 +1,148 @@
+// Who sees and acts on which session, through the real gRPC API, the /api JSON routes and Connect:
+// real tool processes, the harness' orchestrator, tokens of different subjects.
+import { OrchestratorService, SessionState, type WatchSessionResponse } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { type CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
+import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HIGH_RISK_CUSTOMER, rejection, startOrchestrator, startRefund, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+
+type Api = RawClient<typeof OrchestratorService>;
+
+let tools: Tools;
+let orch: TestOrchestrator;
+const people: Record<"owner" | "stranger" | "approver" | "operator", { api: Api; token: string }> = {} as never;
+
+beforeAll(async () => {
+  tools = await startTools();
+  orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "120000" });
+  const scopes = {
+    owner: SESSION_OPERATOR_SCOPES,
+    stranger: SESSION_OPERATOR_SCOPES,
+    approver: ["sessions:read", "sessions:write", "approvals:write"],
+    operator: ["sessions:read", "sessions:write", "sessions:admin"],
+  };
+  for (const [name, held] of Object.entries(scopes)) {
+    const token = await testToken({ subject: name, scopes: held });
+    people[name as keyof typeof people] = { api: createRawClient(OrchestratorService, orch.server.address, { token }), token };
+  }
+}, 60_000);
+afterAll(async () => {
+  for (const p of Object.values(people)) p.api.close();
+  await orch?.close();
+  await tools?.stop();
+});
+
+/** The transitions a watch stream sends until it ends, and the error it ends with, if any. */
+async function drain(stream: AsyncIterator<WatchSessionResponse>): Promise<{ to: string[]; error?: CallError }> {
+  const to: string[] = [];
+  try {
+    for (let r = await stream.next(); !r.done; r = await stream.next()) if (r.value.event.case === "transition") to.push(SessionState[r.value.event.value.to]);
+    return { to };
+  } catch (error) {
+    return { to, error: error as CallError };
+  }
+}
+
+const watchAll = (api: Api, sessionId: string) => drain(api.watchSession({ sessionId })[Symbol.asyncIterator]());
+
+/** The same call over the /api JSON routes and over Connect, as the dashboard makes it. */
+async function overHttp(token: string, path: string, init: { body?: unknown } = {}): Promise<number> {
+  const res = await fetch(`${orch.httpUrl}${path}`, {
+    method: init.body === undefined ? "GET" : "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+const waiting = (s: { state: SessionState }) => s.state === SessionState.AWAITING_APPROVAL;
+const idsOf = async (api: Api, state?: SessionState) => (await api.listSessions({ pageSize: 500, ...(state ? { state } : {}) })).sessions.map((s) => s.sessionId);
+
+describe("a session belongs to the subject that started it", () => {
+  it("another caller cannot get, watch, trace, read the detail of, list or cancel my session: NOT_FOUND exactly as for an unknown id", async () => {
+    const { owner, stranger } = people;
+    const question = (await owner.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] })).session!.sessionId;
+    const refund = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
+    await waitForSession(owner.api, question);
+    await waitForSession(owner.api, refund, waiting);
+
+    const unknown = await rejection(stranger.api.getSession({ sessionId: "ses_doesnotexist00000" }));
+    for (const id of [question, refund]) {
+      for (const call of [
+        stranger.api.getSession({ sessionId: id }),
+        stranger.api.getTrace({ sessionId: id }),
+        stranger.api.getSessionDetail({ sessionId: id }),
+        stranger.api.cancelSession({ sessionId: id, reason: "mine now" }),
+      ]) {
+        const error = await rejection(call);
+        expect([status[error.code], error.reason, error.message]).toEqual(["NOT_FOUND", "SESSION_NOT_FOUND", unknown.message.replace("ses_doesnotexist00000", id)]);
+      }
+      const watched = await watchAll(stranger.api, id);
+      expect([watched.to, watched.error?.code, watched.error?.reason]).toEqual([[], status.NOT_FOUND, "SESSION_NOT_FOUND"]);
+      expect(await overHttp(stranger.token, `/api/sessions/${id}`)).toBe(404);
+      expect(await overHttp(stranger.token, `/api/sessions/${id}/cancel`, { body: {} })).toBe(404);
+      expect(await overHttp(stranger.token, `/${OrchestratorService.typeName}/GetSession`, { body: { sessionId: id } })).toBe(404);
+    }
+    expect((await owner.api.getSession({ sessionId: refund })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
+    expect(await idsOf(stranger.api)).toEqual([]);
+    expect((await stranger.api.listApprovals({})).approvals).toEqual([]);
+    expect((await stranger.api.getOverview({})).total).toBe(0);
+    expect(await idsOf(owner.api)).toEqual([question, refund]);
+    expect((await owner.api.getOverview({})).counts).toMatchObject({ DONE: 1, AWAITING_APPROVAL: 1 });
+    await owner.api.cancelSession({ sessionId: refund, reason: "test over" });
+  });
+
+  it("an approver reads a waiting session, its detail, trace and queue, but cannot cancel it; once it stops waiting it is gone for the approver", async () => {
+    const { owner, approver } = people;
+    const id = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
+    const shown = (await waitForSession(owner.api, id, waiting)).pendingApproval!;
+
+    expect((await approver.api.getSession({ sessionId: id })).session?.pendingApproval?.approvalId).toBe(shown.approvalId);
+    expect((await approver.api.getSessionDetail({ sessionId: id })).transitions.at(-1)?.to).toBe("AWAITING_APPROVAL");
+    expect((await approver.api.getTrace({ sessionId: id })).records.length).toBeGreaterThan(0);
+    expect((await approver.api.listApprovals({})).approvals.map((s) => s.sessionId)).toContain(id);
+    expect(await idsOf(approver.api)).toContain(id);
+    expect((await approver.api.getOverview({})).counts?.AWAITING_APPROVAL).toBeGreaterThanOrEqual(1);
+    const cancel = await rejection(approver.api.cancelSession({ sessionId: id, reason: "not mine" }));
+    expect([status[cancel.code], cancel.reason]).toEqual(["PERMISSION_DENIED", "NOT_SESSION_OWNER"]);
+    expect(await overHttp(approver.token, `/api/sessions/${id}/cancel`, { body: {} })).toBe(403);
+    expect((await owner.api.getSession({ sessionId: id })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
+
+    // A watch the approver opened while the session waited sees it leave, and ends there.
+    const stream = approver.api.watchSession({ sessionId: id })[Symbol.asyncIterator]();
+    expect((await stream.next()).value?.event.case).toBe("snapshot");
+    const watch = drain(stream);
+    await approver.api.resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "checked" });
+    const watched = await watch;
+    expect(watched.to.at(-1)).toBe("TOOL_EXECUTING");
+    expect(watched.to).not.toContain("DONE");
+    expect([watched.error?.code, watched.error?.reason]).toEqual([status.NOT_FOUND, "SESSION_NOT_FOUND"]);
+
+    expect((await waitForSession(owner.api, id)).stopReason).toBe("done");
+    expect((await rejection(approver.api.getSession({ sessionId: id }))).reason).toBe("SESSION_NOT_FOUND");
+    expect((await rejection(approver.api.getTrace({ sessionId: id }))).reason).toBe("SESSION_NOT_FOUND");
+    expect(await idsOf(approver.api)).not.toContain(id);
+    expect((await approver.api.listApprovals({})).approvals.map((s) => s.sessionId)).not.toContain(id);
+    expect(await overHttp(approver.token, `/api/sessions/${id}`)).toBe(404);
+  });
+
+  it("sessions:admin sees, follows and cancels every caller's sessions", async () => {
+    const { owner, stranger, operator } = people;
+    const ownerRefund = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
+    const strangerQuestion = (await stranger.api.startSession({ goal: "How long do card refunds take?", scopes: ["kb:read"] })).session!.sessionId;
+    await waitForSession(owner.api, ownerRefund, waiting);
+    await waitForSession(stranger.api, strangerQuestion);
+
+    const all = await idsOf(operator.api);
+    expect(all).toEqual(expect.arrayContaining([ownerRefund, strangerQuestion]));
+    expect(all.length).toBe((await orch.orchestrator.store.list({ limit: 500 })).sessions.length);
+    expect((await operator.api.getOverview({})).total).toBe(all.length);
+    expect((await operator.api.listApprovals({})).approvals.map((s) => s.sessionId)).toContain(ownerRefund);
+    expect((await operator.api.getTrace({ sessionId: strangerQuestion })).records.length).toBeGreaterThan(0);
+    expect((await watchAll(operator.api, strangerQuestion)).to.at(-1)).toBe("DONE");
+    const cancelled = (await operator.api.cancelSession({ sessionId: ownerRefund, reason: "operator stop" })).session!;
+    expect([SessionState[cancelled.state], cancelled.answer]).toEqual(["CANCELLED", "cancelled by operator: operator stop"]);
+    expect(await overHttp(operator.token, `/api/sessions/${strangerQuestion}`)).toBe(200);
+  });
+});

@@ -13,9 +13,10 @@ import {
   type ServicePolicy,
   method as methodOption,
   service as serviceOption,
+  TaskBound,
 } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
 
-export { Degradation, Effect, FieldRole, RoutingTag };
+export { Degradation, Effect, FieldRole, RoutingTag, TaskBound };
 export type { FieldPolicy, MethodPolicy, ServicePolicy };
 
 /** What a field means to the host's side-effect rules; role UNSPECIFIED when the contract says nothing. */
@@ -43,6 +44,14 @@ export function methodPolicy(method: DescMethod): MethodPolicy {
     throw new Error(`irreversible method ${method.parent.typeName}.${method.name} must declare its side_effect (the entity it acts on, whether it moves money)`);
   }
   return policy;
+}
+
+/** Largest request of a method whose contract declares no max_request_bytes. */
+export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024;
+
+/** The largest encoded request a method accepts: its max_request_bytes, or the default. */
+export function maxRequestBytesOf(method: DescMethod): number {
+  return methodPolicy(method).maxRequestBytes || DEFAULT_MAX_REQUEST_BYTES;
 }
 
 /** "/loopguard.kb.v1.KbSearchService/Search" */

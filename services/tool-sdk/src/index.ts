@@ -4,12 +4,14 @@ export { ConfigError, describeConfig, envPrefixOf, type LoadOptions, loadToolCon
 export {
   ADMIN_TOOL_NAME,
   audienceOf,
+  DEFAULT_MAX_REQUEST_BYTES,
   Degradation,
   Effect,
   errorReasons,
   type FieldPolicy,
   FieldRole,
   fieldPolicy,
+  maxRequestBytesOf,
   methodPath,
   methodPolicy,
   ORCHESTRATOR_TOOL_NAME,
@@ -17,6 +19,7 @@ export {
   RoutingTag,
   servicePolicy,
   servicesOf,
+  TaskBound,
   toolServicesOf,
 } from "./contract.js";
 export {

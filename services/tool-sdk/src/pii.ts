@@ -164,7 +164,7 @@ export function redactNumber(value: number): number | string {
 }
 
 const isWord = (c: string | undefined) => c !== undefined && /\w/.test(c);
-const isLetter = (c: string | undefined) => c !== undefined && /[A-Za-z]/.test(c);
+const isLetter = (c: string | undefined) => c !== undefined && ((c >= "a" && c <= "z") || (c >= "A" && c <= "Z"));
 
 /**
  * Whether a number starting at `start` stands alone: nothing of a word before it, or letters only

@@ -38,7 +38,9 @@ export const OPENAI_POLICY_SYSTEM_PROMPT =
   "You are an agent working for a platform team. Reach the goal by calling the tools you are " +
   "given: use them to look facts up and to act, one decision at a time. When the goal is met, " +
   "reply in plain text without tool calls, and cite the document ids and refund ids your answer " +
-  "relies on. Never invent ids: use only ids that appear in the task or in tool results.";
+  "relies on. Never invent ids: use only ids that appear in the task or in tool results. " +
+  "Personal data is shown as placeholders such as {{task.phone}}: pass them to tools and write " +
+  "them in answers exactly as shown; the host fills in the values.";
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const ERROR_DETAIL_MAX_CHARS = 300;

@@ -5,6 +5,7 @@
 import { Effect } from "@loopguard/tool-sdk";
 import { newApproval } from "../approvals.js";
 import { deadlineOf, refuseStep } from "../budget.js";
+import { modelView } from "../personal-data.js";
 import type { Decision, ToolCallRequest } from "../policy.js";
 import { redactText } from "../redact.js";
 import { isTerminal } from "../session-state.js";
@@ -109,10 +110,12 @@ export class SessionRunner {
     if (!policy) return moves.stop(s, "unrecoverable_error", `unknown policy "${s.policy}"`);
     const ctx = contextOf(s);
     const started = performance.now();
+    // The policy sees the task's personal data as placeholders only; the history is redacted as it is written.
+    const { goal, task } = modelView(s.goal, s.task);
     let decision: Decision;
     try {
       decision = await spans.span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, () =>
-        policy.decide({ goal: s.goal, task: s.task, tools: deps.registry.specs(s.scopes), history: ctx.history, step: s.usage.steps + 1 }, signal),
+        policy.decide({ goal, task, tools: deps.registry.specs(s.scopes), history: ctx.history, step: s.usage.steps + 1 }, signal),
       );
     } catch (error) {
       const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };

@@ -3,7 +3,7 @@
 // hand-kept list of tools to drift from the contracts.
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
-import { type Degradation, Effect, FieldRole, fieldPolicy, methodPolicy, type RoutingTag, servicePolicy, toolServicesOf } from "@loopguard/tool-sdk";
+import { type Degradation, Effect, FieldRole, fieldPolicy, maxRequestBytesOf, methodPolicy, type RoutingTag, servicePolicy, toolServicesOf } from "@loopguard/tool-sdk";
 import { requestSchema } from "./json-schema.js";
 import { type PersonalField, personalFieldsOf } from "./personal-data.js";
 import type { ToolSpec } from "./policy.js";
@@ -29,6 +29,8 @@ export interface RegisteredTool {
   readonly hostFields: ReadonlySet<string>;
   /** Request fields that take personal data: the model names them by placeholder, the host fills in the task's value. */
   readonly personalFields: readonly PersonalField[];
+  /** The largest request the tool accepts (the contract's max_request_bytes); larger arguments are refused before they are parsed. */
+  readonly maxRequestBytes: number;
   readonly degradation: Degradation;
   readonly tags: readonly RoutingTag[];
   readonly spec: ToolSpec;
@@ -103,6 +105,7 @@ function registerMethod(toolName: string, service: DescService, method: DescMeth
     idempotencyKeyField,
     hostFields,
     personalFields: personalFieldsOf(method),
+    maxRequestBytes: maxRequestBytesOf(method),
     degradation: policy.degradation,
     tags: [...policy.tags],
     spec: {

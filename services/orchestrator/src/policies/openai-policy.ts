@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from "openai";
 import type { ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { Decision, Policy, PolicyInput, TokenUsage, ToolCallRequest, ToolSpec } from "../policy.js";
+import { TOOL_CALL_ID } from "../session/model-bounds.js";
 
 export interface OpenAiPolicyOptions {
   /** e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"; the SDK appends `/chat/completions`. */
@@ -43,6 +44,11 @@ export const OPENAI_POLICY_SYSTEM_PROMPT =
   "them in answers exactly as shown; the host fills in the values.";
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+/**
+ * The most of a reply that is read: a completion with an 8 KiB answer, or a dozen tool calls at
+ * their 16 KiB request limit, is far smaller; a larger one is a runaway or hostile endpoint.
+ */
+export const MAX_RESPONSE_BYTES = 256 * 1024;
 const ERROR_DETAIL_MAX_CHARS = 300;
 
 export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
@@ -55,6 +61,7 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
     organization: null,
     project: null,
     timeout: timeoutMs,
+    fetch: boundedFetch(MAX_RESPONSE_BYTES),
     maxRetries: 0,
     logLevel: "off",
   });
@@ -80,8 +87,39 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
   };
 }
 
+/** A reply body larger than MAX_RESPONSE_BYTES: reading stopped there. */
+class ResponseTooLargeError extends Error {
+  constructor(maxBytes: number) {
+    super(`chat completions returned a body of more than ${maxBytes} bytes, the most the host reads; the model's reply was not used`);
+  }
+}
+
+/** fetch whose response body errors with ResponseTooLargeError once more than `maxBytes` arrived (or are announced). */
+function boundedFetch(maxBytes: number): typeof fetch {
+  return async (input, init) => {
+    const response = await fetch(input, init);
+    if (!response.body) return response;
+    if (Number(response.headers.get("content-length") ?? 0) > maxBytes) {
+      await response.body.cancel();
+      throw new ResponseTooLargeError(maxBytes);
+    }
+    let seen = 0;
+    const limit = new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        seen += chunk.byteLength;
+        if (seen > maxBytes) controller.error(new ResponseTooLargeError(maxBytes));
+        else controller.enqueue(chunk);
+      },
+    });
+    return new Response(response.body.pipeThrough(limit), { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+}
+
 /** What the SDK threw, as the PolicyUnavailableError the session runner retries or gives up on. */
 function unavailable(err: unknown, timeoutMs: number, redact: (text: string) => string): PolicyUnavailableError {
+  const tooLarge = err instanceof APIConnectionError ? err.cause : err;
+  // Not retried: the same model asked the same question again would most likely run away again.
+  if (tooLarge instanceof ResponseTooLargeError) return new PolicyUnavailableError(tooLarge.message, { retryable: false });
   if (err instanceof APIConnectionTimeoutError) {
     return new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, { retryable: true });
   }
@@ -185,8 +223,8 @@ function toDecision(body: unknown, input: PolicyInput, promptHash: string): Deci
       const call = asRecord(entry);
       const fn = asRecord(call?.function);
       const modelId = call?.id;
-      // Ids must be unique within the session; some servers omit them or reuse "call_0" every turn.
-      const id = typeof modelId === "string" && modelId.length > 0 && !taken.has(modelId) ? modelId : uniqueId(`call_${input.step}_${index}`, taken);
+      // Ids must be unique within the session; some servers omit them or reuse "call_0" every turn, and a hostile one sends megabytes.
+      const id = typeof modelId === "string" && TOOL_CALL_ID.test(modelId) && !taken.has(modelId) ? modelId : uniqueId(`call_${input.step}_${index}`, taken);
       taken.add(id);
       return { id, name: typeof fn?.name === "string" ? fn.name : "", arguments: rawArguments(fn?.arguments) };
     });

@@ -19,11 +19,11 @@ function tool(name: string): RegisteredTool {
 
 const CUSTOMER = { id_card: "110101198003121232", phone: "+8613800138000" };
 
-function check(name: string, args: string, over: Partial<CheckInput["session"]> = {}) {
+function check(name: string, args: string, over: Partial<CheckInput["session"]> = {}, argumentsBytes?: number) {
   return checkCall({
     session: { id: "ses_1", scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"], usage: FRESH, budget: DEFAULT_BUDGET, task: { kind: "refund", ...CUSTOMER }, ...over },
     context: CONTEXT,
-    call: { id: "c1", name, arguments: args },
+    call: { id: "c1", name, arguments: args, ...(argumentsBytes === undefined ? {} : { argumentsBytes }) },
     registry,
     now: NOW,
   });
@@ -64,6 +64,12 @@ describe("checkCall", () => {
     expect(plan.call).toMatchObject({ id: "c1", tool: "billing_refund", argsHash: argsHash("billing_refund", plan.call.arguments), worldVersion: "" });
     expect(plan.context.history).toEqual([{ kind: "call", callId: "c1", tool: "billing_refund", arguments: expect.any(String) }]);
     expect(CONTEXT.history).toEqual([]);
+  });
+
+  it("arguments larger than the tool accepts are an EINVAL quoting only their redacted beginning", () => {
+    const plan = check("kb_search_search", '{"query":"call 13800138000 about', {}, 5_000_000);
+    expect(plan).toMatchObject({ kind: "observe", reason: "arguments too large", envelope: { error: { code: "EINVAL" } } });
+    expect(plan.kind === "observe" && plan.envelope.error?.message).toBe('arguments for kb_search_search are 5000000 bytes; it accepts at most 16384. They began: {"query":"call [redacted] about…');
   });
 
   it("sends the task's personal data where the model wrote placeholders, and keeps the placeholders in the history", () => {

@@ -56,7 +56,7 @@ export function idempotencyKeyOf(sessionId: string, tool: RegisteredTool, args: 
 }
 
 /**
- * The checks before a call: known tool, the task's values in its
+ * The checks before a call: known tool, arguments within the tool's size, the task's values in its
  * personal-data fields (personal-data.ts), valid arguments, scope, budget; then its key and its
  * record in the history, which keeps the model's placeholders while the call carries the values.
  */
@@ -68,6 +68,10 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
       .map((t) => t.name)
       .join(", ");
     return { kind: "observe", envelope: errorEnvelope("ENOTOOL", `no tool named "${redactText(call.name)}"`, `use one of: ${known}`, now), reason: "unknown tool" };
+  }
+  if (call.argumentsBytes !== undefined) {
+    const message = `arguments for ${tool.name} are ${call.argumentsBytes} bytes; it accepts at most ${tool.maxRequestBytes}. They began: ${call.arguments}…`;
+    return { kind: "observe", envelope: errorEnvelope("EINVAL", message, "send arguments within the size the tool accepts", now), reason: "arguments too large" };
   }
   const json = argumentsJson(call.arguments);
   if (!json.ok) return invalidArguments(json.message, now);

@@ -7,6 +7,7 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 
 import type { ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { Decision, Policy, PolicyInput, TokenUsage, ToolCallRequest, ToolSpec } from "../policy.js";
 import { TOOL_CALL_ID } from "../session/model-bounds.js";
+import { boundedFetch, ResponseTooLargeError } from "./bounded-fetch.js";
 
 export interface OpenAiPolicyOptions {
   /** e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"; the SDK appends `/chat/completions`. */
@@ -84,34 +85,6 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
       }
       return toDecision(completion, input, promptHash);
     },
-  };
-}
-
-/** A reply body larger than MAX_RESPONSE_BYTES: reading stopped there. */
-class ResponseTooLargeError extends Error {
-  constructor(maxBytes: number) {
-    super(`chat completions returned a body of more than ${maxBytes} bytes, the most the host reads; the model's reply was not used`);
-  }
-}
-
-/** fetch whose response body errors with ResponseTooLargeError once more than `maxBytes` arrived (or are announced). */
-function boundedFetch(maxBytes: number): typeof fetch {
-  return async (input, init) => {
-    const response = await fetch(input, init);
-    if (!response.body) return response;
-    if (Number(response.headers.get("content-length") ?? 0) > maxBytes) {
-      await response.body.cancel();
-      throw new ResponseTooLargeError(maxBytes);
-    }
-    let seen = 0;
-    const limit = new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, controller) {
-        seen += chunk.byteLength;
-        if (seen > maxBytes) controller.error(new ResponseTooLargeError(maxBytes));
-        else controller.enqueue(chunk);
-      },
-    });
-    return new Response(response.body.pipeThrough(limit), { status: response.status, statusText: response.statusText, headers: response.headers });
   };
 }
 

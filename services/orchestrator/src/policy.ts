@@ -57,6 +57,8 @@ export interface ToolCallRequest {
   readonly name: string;
   /** Raw JSON text as the model produced it; the host parses and validates it. */
   readonly arguments: string;
+  /** Set by the host when the arguments were larger than the tool accepts: their size in bytes; `arguments` then holds only their beginning. */
+  readonly argumentsBytes?: number;
 }
 
 export interface TokenUsage {

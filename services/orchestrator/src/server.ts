@@ -30,9 +30,11 @@ export interface BuildOptions {
   readonly services?: readonly DescService[];
   /** This process's recent log lines, shown in GetSessionDetail. */
   readonly logTail?: LogTail;
+  /** Policies in place of the built-in ones of the same name (tests drive "openai" sessions with a model of their own). */
+  readonly policies?: readonly Policy[];
 }
 
-export async function build(config: OrchestratorConfig, log: Logger, { services = DEFAULT_TOOL_SERVICES, logTail }: BuildOptions = {}): Promise<BuiltOrchestrator> {
+export async function build(config: OrchestratorConfig, log: Logger, { services = DEFAULT_TOOL_SERVICES, logTail, policies: extra = [] }: BuildOptions = {}): Promise<BuiltOrchestrator> {
   const metrics = new ServerMetrics("orchestrator");
   const sessionMetrics = new SessionMetrics(metrics.registry);
   const store = await openSessionStore(config.storeUrl, { ...config.storeTimeouts, onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }) });
@@ -52,6 +54,7 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
   }
   const policies = new Map<string, Policy>([["scripted", new ScriptedPolicy()]]);
   if (config.openai) policies.set("openai", createOpenAiPolicy({ baseUrl: config.openai.baseUrl, model: config.openai.model, ...(config.openai.apiKey ? { apiKey: config.openai.apiKey } : {}) }));
+  for (const policy of extra) policies.set(policy.name, policy);
   const orchestrator = new Orchestrator({
     store,
     registry,

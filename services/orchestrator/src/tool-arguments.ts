@@ -13,14 +13,25 @@ export interface ArgumentViolation {
 
 export type ParsedArguments = { readonly ok: true; readonly message: Message } | { readonly ok: false; readonly code: "EINVAL"; readonly message: string; readonly violations: ArgumentViolation[] };
 
+type Invalid = Extract<ParsedArguments, { ok: false }>;
+
 /** Never throws: every failure is an EINVAL result. */
 export function parseToolArguments(tool: RegisteredTool, raw: string): ParsedArguments {
-  let value: unknown;
+  const json = argumentsJson(raw);
+  return json.ok ? decodeToolArguments(tool, json.value) : json;
+}
+
+/** The first step alone: the raw text as JSON, or the EINVAL it is not valid JSON. */
+export function argumentsJson(raw: string): { readonly ok: true; readonly value: unknown } | Invalid {
   try {
-    value = JSON.parse(raw);
+    return { ok: true, value: JSON.parse(raw) };
   } catch (e) {
     return invalid(`arguments are not valid JSON: ${jsonErrorText(e)}`, []);
   }
+}
+
+/** The rest: parsed JSON into the request message, checked against the contract's rules. */
+export function decodeToolArguments(tool: RegisteredTool, value: unknown): ParsedArguments {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     return invalid(`arguments must be a JSON object, got ${jsonKind(value)}`, []);
   }
@@ -166,7 +177,7 @@ function invalidFields(tool: RegisteredTool, violations: ArgumentViolation[]): P
   return invalid(`invalid arguments for ${tool.name}: ${list}`, violations);
 }
 
-function invalid(message: string, violations: ArgumentViolation[]): ParsedArguments {
+function invalid(message: string, violations: ArgumentViolation[]): Invalid {
   return { ok: false, code: "EINVAL", message, violations };
 }
 

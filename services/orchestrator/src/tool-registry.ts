@@ -3,8 +3,9 @@
 // hand-kept list of tools to drift from the contracts.
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
-import { type Degradation, Effect, FieldRole, fieldPolicy, methodPolicy, type RoutingTag, servicePolicy, toolServicesOf } from "@loopguard/tool-sdk";
+import { type Degradation, Effect, FieldRole, fieldPolicy, maxRequestBytesOf, methodPolicy, type RoutingTag, servicePolicy, toolServicesOf } from "@loopguard/tool-sdk";
 import { requestSchema } from "./json-schema.js";
+import { type PersonalField, personalFieldsOf } from "./personal-data.js";
 import type { ToolSpec } from "./policy.js";
 
 /** Every tool service among the contracts (`contractFiles`). */
@@ -26,6 +27,10 @@ export interface RegisteredTool {
   readonly idempotencyKeyField: string | undefined;
   /** JSON names of the request fields only the host fills (the idempotency key, the amount bound): never shown to or taken from the model. */
   readonly hostFields: ReadonlySet<string>;
+  /** Request fields that take personal data: the model names them by placeholder, the host fills in the task's value. */
+  readonly personalFields: readonly PersonalField[];
+  /** The largest request the tool accepts (the contract's max_request_bytes); larger arguments are refused before they are parsed. */
+  readonly maxRequestBytes: number;
   readonly degradation: Degradation;
   readonly tags: readonly RoutingTag[];
   readonly spec: ToolSpec;
@@ -99,6 +104,8 @@ function registerMethod(toolName: string, service: DescService, method: DescMeth
     costMicros: Number(policy.cost?.microsPerCall ?? 0n),
     idempotencyKeyField,
     hostFields,
+    personalFields: personalFieldsOf(method),
+    maxRequestBytes: maxRequestBytesOf(method),
     degradation: policy.degradation,
     tags: [...policy.tags],
     spec: {

@@ -6,11 +6,12 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ensureLocalKeys } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
 import { processFixture, type ProcessTools } from "./process-fixture.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const CLI = join(root, "services", "orchestrator", "dist", "cli", "loopguard.js");
-const { tempDir, startTools, startOrchestrator, cleanUp } = processFixture("cli");
+const { tempDir, startTools, startOrchestrator, cleanUp, onCleanUp } = processFixture("cli");
 
 let dataDir: string;
 let address: string;
@@ -27,8 +28,12 @@ beforeAll(async () => {
 afterAll(cleanUp);
 
 function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return cliAt(address, ...args);
+}
+
+function cliAt(addr: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    const child = execFile(process.execPath, [CLI, ...args, "--addr", address], { env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir, USER: "alice" }, timeout: 60_000 }, (error, stdout, stderr) =>
+    const child = execFile(process.execPath, [CLI, ...args, "--addr", addr], { env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir, USER: "alice" }, timeout: 60_000 }, (error, stdout, stderr) =>
       done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
     child.stdin?.end();
@@ -75,5 +80,22 @@ describe("pnpm loopguard", () => {
     expect(done).toMatch(/state +DONE \(done\)/);
     const trace = await cli("trace", id);
     expect(trace.code).toBe(0);
+  });
+});
+
+describe("pnpm loopguard run --wait with a model", () => {
+  it("prints the answer with the task's own personal data, which the model and the orchestrator only hold as placeholders", async () => {
+    const chat = await startFakeChatServer([() => chatCompletion({ content: "Checked customer {{task.phone}} (id {{task.id_card}})." })]);
+    onCleanUp(() => chat.close());
+    const keys = ensureLocalKeys(dataDir);
+    const env = { LOOPGUARD_JWKS: "", LOOPGUARD_JWKS_FILE: keys.jwks, LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator, LOOPGUARD_DATA_DIR: tempDir("model"), OPENAI_BASE_URL: chat.baseUrl };
+    const withModel = (await startOrchestrator(tools, env)).address;
+    const run = await cliAt(withModel, "run", "Check customer 138 0013 8000", "--task-file", example("refund-task.json"), "--policy", "openai", "--wait", "--json");
+    expect(run.stderr).toBe("");
+    const session = JSON.parse(run.stdout) as { session_id: string; answer: string };
+    expect(session.answer).toBe("Checked customer +8613800138000 (id 110101198003121232).");
+    expect((await cliAt(withModel, "show", session.session_id)).stdout).toContain("answer    Checked customer {{task.phone}} (id {{task.id_card}}).");
+    expect(chat.requests[0]!.text).toContain("Goal: Check customer {{task.phone}}");
+    expect(chat.requests[0]!.text).not.toMatch(/13800138000|110101198003121232/);
   });
 });

@@ -13,7 +13,7 @@ import { createAdminHttp } from "../src/admin-http.js";
 import { loadOrchestratorConfig } from "../src/config.js";
 import { LogTail } from "../src/log-tail.js";
 import type { Orchestrator } from "../src/orchestrator.js";
-import { build } from "../src/server.js";
+import { type BuildOptions, build } from "../src/server.js";
 
 export interface Tools {
   /** Every tool service of the workspace, by name. */
@@ -56,7 +56,7 @@ export interface TestOrchestrator {
   close(): Promise<void>;
 }
 
-export async function startOrchestrator(tools: Tools, env: Record<string, string> = {}): Promise<TestOrchestrator> {
+export async function startOrchestrator(tools: Tools, env: Record<string, string> = {}, options: Pick<BuildOptions, "policies"> = {}): Promise<TestOrchestrator> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
   const config = loadOrchestratorConfig({
     ...testOrchestratorEnv(),
@@ -76,7 +76,7 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
       logTail.write(line);
     },
   });
-  const built = await build(config, log, { logTail });
+  const built = await build(config, log, { logTail, ...options });
   const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, connect: true, http: createAdminHttp({ log }) });
   built.orchestrator.start();
   const token = await testToken({ subject: "test", scopes: [...SESSION_OPERATOR_SCOPES, "approvals:write"] });

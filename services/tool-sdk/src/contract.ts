@@ -46,6 +46,14 @@ export function methodPolicy(method: DescMethod): MethodPolicy {
   return policy;
 }
 
+/** Largest request of a method whose contract declares no max_request_bytes. */
+export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024;
+
+/** The largest encoded request a method accepts: its max_request_bytes, or the default. */
+export function maxRequestBytesOf(method: DescMethod): number {
+  return methodPolicy(method).maxRequestBytes || DEFAULT_MAX_REQUEST_BYTES;
+}
+
 /** "/loopguard.kb.v1.KbSearchService/Search" */
 export function methodPath(method: DescMethod): string {
   return `/${method.parent.typeName}/${method.name}`;

@@ -4,12 +4,14 @@ export { ConfigError, describeConfig, envPrefixOf, type LoadOptions, loadToolCon
 export {
   ADMIN_TOOL_NAME,
   audienceOf,
+  DEFAULT_MAX_REQUEST_BYTES,
   Degradation,
   Effect,
   errorReasons,
   type FieldPolicy,
   FieldRole,
   fieldPolicy,
+  maxRequestBytesOf,
   methodPath,
   methodPolicy,
   ORCHESTRATOR_TOOL_NAME,
@@ -37,7 +39,7 @@ export { checkHealth, type HealthStatus, waitUntilServing } from "./health-clien
 export { discoverServices, manifestDefaults, readManifest, type ServiceKind, type ServiceSpec } from "./manifest.js";
 export { createLogger, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
-export { cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, REDACTED, redactNumber, redactText } from "./pii.js";
+export { canonicalPersonalData, cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, personalDataSpans, REDACTED, redactNumber, redactText, replacePersonalData } from "./pii.js";
 export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, operatorSigningKey } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, REDACTED, redactNumber, redactText } from "./pii.js";
+import { canonicalPersonalData, cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, personalDataSpans, REDACTED, redactNumber, redactText, replacePersonalData } from "./pii.js";
 
 describe("GB 11643 id card", () => {
   it("computes the check character, including X", () => {
@@ -134,10 +134,35 @@ describe("redactText", () => {
       "at 2026-11-29 10:15:42 +08:00, 1764411342000 ms since the epoch",
       "amount 123456789 cents, refundable 500000, total 12345678901234567890",
       "fixed line 010 1234 5678 and +1 202 555 0143",
+      // Amounts, versions and addresses written with the separators an id card or a phone may use.
+      "refunds of 100 200 300 400 500 600 cents",
+      "version 1.13.800.138000, address 10.138.0.13",
+      "order total 1380013.80 and 12 345 678 901 234 567 cents",
+      // A letter-glued number inside a longer token joined by "_" or a digit is part of that token.
+      "customer cus_AB13800138000 and key k9x110101198003121232",
       "",
       "no digits at all",
     ];
     for (const text of untouched) expect(redactText(text)).toBe(text);
+  });
+
+  it.each([
+    ["ID110101198003121232", `ID${REDACTED}`],
+    ["id card: ID110101198003121232.", `id card: ID${REDACTED}.`],
+    ["110101-19800312-1232", REDACTED],
+    ["110101 19800312 1232", REDACTED],
+    ["1101.0119.8003.1212.32 on file", `${REDACTED} on file`],
+    ["x13800138000", `x${REDACTED}`],
+    ["phone13800138000, please", `phone${REDACTED}, please`],
+    ["138.0013.8000", REDACTED],
+    ["call 138.0013.8000.", `call ${REDACTED}.`],
+    ["１３８００１３８０００", REDACTED],
+    ["手机：１３８ ００１３ ８０００。", `手机：${REDACTED}。`],
+    ["１１０１０１１９８００３１２１２３２", REDACTED],
+    ["身份证１１０１０５１９４９１２３１００２Ｘ", `身份证${REDACTED}`],
+    ["ＩＤ１１０１０１－１９８００３１２－１２３２", `ＩＤ${REDACTED}`],
+  ])("masks the personal data a model may write as %j to slip past", (text, masked) => {
+    expect(redactText(text)).toBe(masked);
   });
 
   it("masks every mobile a caller may write, wherever it stands alone in text", () => {
@@ -163,11 +188,36 @@ describe("redactText", () => {
   it("returns text with no run of 11 digits as it came", () => {
     fc.assert(
       fc.property(fc.string({ maxLength: 200 }), (text) => {
-        const digitsInRuns = text.split(/[^0-9 ()+-]/).map((run) => run.replace(/[^0-9]/g, "").length);
+        const digitsInRuns = text.split(/[^0-9 ()+.-]/).map((run) => run.replace(/[^0-9]/g, "").length);
         fc.pre(digitsInRuns.every((n) => n < 11));
         return redactText(text) === text;
       }),
     );
+  });
+});
+
+describe("personal data spans and canonical forms", () => {
+  it("finds id cards and mobiles in text order, whatever was found first", () => {
+    const text = "phone 13800138000, id 110101198003121232, phone 139 1234 5678";
+    const spans = personalDataSpans(text);
+    const found = [];
+    for (let i = 0; i < spans.length; i += 2) found.push(text.slice(spans[i], spans[i + 1]));
+    expect(found).toEqual(["13800138000", "110101198003121232", "139 1234 5678"]);
+  });
+
+  it("replaces each piece with what the caller makes of it", () => {
+    expect(replacePersonalData("call １３８ ００１３ ８０００ or 13912345678", (found) => `<${canonicalPersonalData(found)}>`)).toBe("call <+8613800138000> or <+8613912345678>");
+  });
+
+  it("gives one form for one person's data however it is written", () => {
+    for (const written of ["13800138000", "+86 138 0013 8000", "138.0013.8000", "１３８００１３８０００", "(+86) 138-0013-8000"]) expect(canonicalPersonalData(written)).toBe("+8613800138000");
+    for (const written of ["11010519491231002x", "110105-19491231-002X", "１１０１０５１９４９１２３１００２Ｘ", " 110105 19491231 002X "])
+      expect(canonicalPersonalData(written)).toBe("11010519491231002X");
+  });
+
+  it("gives no form for what is not one piece of personal data", () => {
+    for (const value of ["", "{{task.phone}}", "ID110101198003121232", "13800138000 13912345678", "010 1234 5678", "ord_DEMO00000001", "1234567890123456"])
+      expect(canonicalPersonalData(value)).toBeUndefined();
   });
 });
 

@@ -64,19 +64,32 @@ export function cnMobileToE164(raw: string): string | undefined {
 }
 
 /**
- * Id cards are masked where they stand alone (digits inside a longer token of letters and digits,
- * such as a trace id or a hash, are part of it), and by shape, not only when their check
- * character is right: a number with a wrong one is still a person's id, typed wrong.
+ * Full-width forms (U+FF01..U+FF5E) and the ideographic space, folded to ASCII one code unit for
+ * one, so that a span found in the fold is the same span of the text: "１３８ ００１３ ８０００".
  */
-const ID_CARD_IN_TEXT = /(?<![0-9A-Za-z])[0-9]{17}[0-9Xx](?![0-9A-Za-z])/g;
+const FULL_WIDTH = /[\uFF01-\uFF5E\u3000]/g;
+const FULL_WIDTH_DIGIT = /[\uFF10-\uFF19]/;
+const foldChar = (c: string) => (c === "\u3000" ? " " : String.fromCharCode(c.charCodeAt(0) - 0xfee0));
+const fold = (text: string) => (FULL_WIDTH_DIGIT.test(text) ? text.replace(FULL_WIDTH, foldChar) : text);
+
 /**
- * Stretches of what a phone may be written with ([+0-9 ()-]), from a digit and at least 11
- * characters long: the only places a mobile can be. Whether a stretch stands alone is decided
- * per piece (mobileSpans).
+ * An id card: 17 digits and a check character, each digit group optionally apart by one "-", "."
+ * or " " ("110101-19800312-1232"). It is masked where it stands alone or behind letters only
+ * ("ID110101198003121232", idStandsAlone); digits inside a longer token of letters and digits,
+ * such as a trace id or a hash, are part of it. A plain 18-character number is masked by shape, not only when its
+ * check character is right (a number with a wrong one is still a person's id, typed wrong); one
+ * with separators or letters before it only when it holds a real birth date, which amounts and
+ * lists of numbers do not.
  */
-const PHONE_RUN = /[0-9][0-9 ()+-]{10,}/g;
+const ID_CARD_IN_TEXT = /(?<![0-9])[0-9](?:[-. ]?[0-9]){16}[-. ]?[0-9Xx](?![0-9A-Za-z])/g;
+/**
+ * Stretches of what a phone may be written with ([+0-9 ()-], and "." between groups), from a
+ * digit and at least 11 characters long: the only places a mobile can be. Whether a stretch stands
+ * alone is decided per piece (mobileSpans).
+ */
+const PHONE_RUN = /[0-9][0-9 ()+.-]{10,}/g;
 /** The pre-filter: an id card (17 digits) and a mobile (≥ 11 digits in ≤ 20 characters) both hold one. */
-const MAY_HOLD_NUMBER = /[0-9][0-9 ()+-]{10}/;
+const MAY_HOLD_NUMBER = /[0-9][0-9 ()+.-]{10}/;
 /**
  * A cheap necessary condition on a window's digits, checked before libphonenumber (the costly
  * part, docs/performance.md) is asked: every CN mobile ends in 11 digits 1[3-9]…, after at most
@@ -85,24 +98,62 @@ const MAY_HOLD_NUMBER = /[0-9][0-9 ()+-]{10}/;
 const MOBILE_DIGITS = /^[0-9]{0,4}1[3-9][0-9]{9}$/;
 
 /**
- * Masks every id card number and CN mobile number standing alone in `text`, a mobile in any way
- * the risk contract accepts it ("(139)12345678", "+86 (139) 1234-5678", "86 13912345678" …):
- * candidate stretches are found by shape and masked where cnMobileToE164 says they are one.
+ * Where personal data stands in `text`: start, end pairs in order, each an id card number or a CN
+ * mobile number standing alone (or behind letters only), a mobile in any way the risk contract
+ * accepts it ("(139)12345678", "+86 (139) 1234-5678", "86 13912345678" …) and with dots between
+ * its groups, and both in full-width digits. Candidates are found by shape; a mobile is one where
+ * cnMobileToE164 says so.
  */
-export function redactText(text: string): string {
-  if (text.length < 11 || !MAY_HOLD_NUMBER.test(text)) return text;
-  const masked = text.replace(ID_CARD_IN_TEXT, REDACTED);
+export function personalDataSpans(text: string): number[] {
+  if (text.length < 11) return [];
+  const folded = fold(text);
+  if (!MAY_HOLD_NUMBER.test(folded)) return [];
   const spans: number[] = [];
+  ID_CARD_IN_TEXT.lastIndex = 0;
+  for (let id = ID_CARD_IN_TEXT.exec(folded); id; id = ID_CARD_IN_TEXT.exec(folded)) {
+    if (idStandsAlone(folded, id.index) && ((id[0].length === 18 && !isLetter(folded[id.index - 1])) || hasRealBirthDate(id[0].replace(/[-. ]/g, "")))) {
+      spans.push(id.index, ID_CARD_IN_TEXT.lastIndex);
+    } else {
+      ID_CARD_IN_TEXT.lastIndex = id.index + 1;
+    }
+  }
+  const masked = spans.length === 0 ? folded : maskSpans(folded, spans);
+  const ids = spans.length;
   PHONE_RUN.lastIndex = 0;
   for (let run = PHONE_RUN.exec(masked); run; run = PHONE_RUN.exec(masked)) mobileSpans(masked, run.index, PHONE_RUN.lastIndex, spans);
-  if (spans.length === 0) return masked;
+  return ids === 0 || spans.length === ids ? spans : sortSpans(spans);
+}
+
+/** `text` with each piece of personal data (personalDataSpans) replaced by what `replace` makes of it. */
+export function replacePersonalData(text: string, replace: (found: string) => string): string {
+  const spans = personalDataSpans(text);
+  if (spans.length === 0) return text;
   let out = "";
   let copied = 0;
   for (let i = 0; i < spans.length; i += 2) {
-    out += masked.slice(copied, spans[i]) + REDACTED;
+    out += text.slice(copied, spans[i]) + replace(text.slice(spans[i], spans[i + 1]));
     copied = spans[i + 1]!;
   }
-  return out + masked.slice(copied);
+  return out + text.slice(copied);
+}
+
+const masks = () => REDACTED;
+
+/** Masks every id card number and CN mobile number standing alone in `text` (personalDataSpans). */
+export function redactText(text: string): string {
+  return replacePersonalData(text, masks);
+}
+
+/**
+ * The canonical form of a value that is one piece of personal data, however it is written (full
+ * width, separators): an id card's 18 characters with an upper-case X, or a mobile in E.164;
+ * undefined for anything else. Two values name the same person's data when their forms are equal.
+ */
+export function canonicalPersonalData(value: string): string | undefined {
+  const folded = fold(value).trim();
+  const compact = folded.replace(/[-. ]/g, "");
+  if (ID_CARD_SHAPE.test(compact)) return normaliseIdCard(compact);
+  return cnMobileToE164(folded.replaceAll(".", " "));
 }
 
 /** A JSON number that is a CN mobile (13912345678, 8613912345678) becomes REDACTED. */
@@ -113,40 +164,88 @@ export function redactNumber(value: number): number | string {
 }
 
 const isWord = (c: string | undefined) => c !== undefined && /\w/.test(c);
+const isLetter = (c: string | undefined) => c !== undefined && ((c >= "a" && c <= "z") || (c >= "A" && c <= "Z"));
+
+/**
+ * Whether a number starting at `start` stands alone: nothing of a word before it, or letters only
+ * ("ID", "phone") back to a boundary. A number joined by "_", a digit or "-" to the token before it
+ * is part of that token: an order id ord_013912345678, a uuid's groups 0139-1234-5678, a key lg-…,
+ * a version 1.13.800.138000.
+ */
+function standsAlone(text: string, start: number): boolean {
+  let i = start - 1;
+  while (isLetter(text[i])) i -= 1;
+  return !(isWord(text[i]) || joins(text, i, i - 1));
+}
+
+/** A "-" between a word and the number, or a "." between digits (a decimal, a version), joins them. */
+const joins = (text: string, at: number, word: number) => (text[at] === "-" && isWord(text[word])) || (text[at] === "." && isDigit(text[word]));
+const isDigit = (c: string | undefined) => c !== undefined && c >= "0" && c <= "9";
+
+/** An id card stands alone with nothing but letters ("ID") between it and a boundary; a digit makes it part of a token (a hash, a trace id). */
+function idStandsAlone(text: string, start: number): boolean {
+  let i = start - 1;
+  while (isLetter(text[i])) i -= 1;
+  return !isDigit(text[i]);
+}
+
+/** `text` with each span filled with "#": the same length, so later spans are spans of the text, and "#" joins no number. */
+function maskSpans(text: string, spans: readonly number[]): string {
+  let out = "";
+  let copied = 0;
+  for (let i = 0; i < spans.length; i += 2) {
+    out += text.slice(copied, spans[i]) + "#".repeat(spans[i + 1]! - spans[i]!);
+    copied = spans[i + 1]!;
+  }
+  return out + text.slice(copied);
+}
+
+/** Start, end pairs of two kinds found apart (id cards, then mobiles), in text order. */
+function sortSpans(spans: number[]): number[] {
+  const pairs: [number, number][] = [];
+  for (let i = 0; i < spans.length; i += 2) pairs.push([spans[i]!, spans[i + 1]!]);
+  return pairs.sort((a, b) => a[0] - b[0]).flat();
+}
+
+const isGap = (c: string | undefined) => c === " " || c === "-" || c === ".";
 
 /**
  * Appends to `spans` (start, end pairs) the mobiles in the stretch text[start, end). The stretch
- * is cut into pieces at spaces and hyphens; from each piece, the longest window of neighbouring
- * pieces that is a CN mobile is masked, so that "13912345678 13800138000" is two numbers and
- * "139 1234 5678 12" one number and a "12". A piece joined to a token by a letter, a digit, "_"
- * or "-" is part of that token: an order id ord_013912345678 or a uuid's groups 0139-1234-5678
- * read like a mobile.
+ * is cut into pieces at spaces, hyphens and dots; from each piece, the longest window of
+ * neighbouring pieces that is a CN mobile is masked, so that "13912345678 13800138000" is two
+ * numbers and "139 1234 5678 12" one number and a "12". A first or last piece joined to a token
+ * (standsAlone; after it a letter, a digit, "_", "-" or "." and a digit) is part of that token.
  */
 function mobileSpans(text: string, start: number, end: number, spans: number[]): void {
   while (start > 0 && (text[start - 1] === "+" || text[start - 1] === "(")) start -= 1;
   const pieces: number[] = [];
   for (let i = start; i < end; ) {
-    while (i < end && (text[i] === " " || text[i] === "-")) i += 1;
+    while (i < end && isGap(text[i])) i += 1;
     const from = i;
-    while (i < end && text[i] !== " " && text[i] !== "-") i += 1;
+    while (i < end && !isGap(text[i])) i += 1;
     if (i > from) pieces.push(from, i);
   }
   let first = 0;
   let last = pieces.length - 2;
-  const before = text[start - 1];
-  if (isWord(before) || (before === "-" && isWord(text[start - 2]))) first += 2;
+  if (!standsAlone(text, start)) first += 2;
   const after = text[pieces[last + 1]!];
-  if (isWord(after) || (after === "-" && isWord(text[pieces[last + 1]! + 1]))) last -= 2;
+  if (isWord(after) || joins(text, pieces[last + 1]!, pieces[last + 1]! + 1)) last -= 2;
   for (let i = first; i <= last; ) {
     const from = pieces[i]!;
+    // Inside a stretch, only a "." between digits binds a piece to the one before (a decimal, a version).
+    if (text[from - 1] === "." && isDigit(text[from - 2])) {
+      i += 2;
+      continue;
+    }
     let j = i;
     while (j + 2 <= last && pieces[j + 3]! - from <= PHONE_MAX_CHARS) j += 2;
     let to = -1;
     for (; j >= i; j -= 2) {
+      if (text[pieces[j + 1]!] === "." && isDigit(text[pieces[j + 1]! + 1])) continue;
       const window = text.slice(from, pieces[j + 1]);
       const digits = window.replace(/[^0-9]/g, "");
       if (digits.length < 11) break;
-      if (MOBILE_DIGITS.test(digits) && cnMobileToE164(window)) {
+      if (MOBILE_DIGITS.test(digits) && cnMobileToE164(window.includes(".") ? window.replaceAll(".", " ") : window)) {
         to = pieces[j + 1]!;
         break;
       }

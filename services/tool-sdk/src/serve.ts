@@ -28,7 +28,7 @@ import { HealthImplementation } from "grpc-health-check";
 import type { JSONWebKeySet } from "jose";
 import { TokenVerifier } from "./auth.js";
 import { methodDefinition } from "./bridge.js";
-import { errorReasons, methodPolicy, servicePolicy } from "./contract.js";
+import { errorReasons, maxRequestBytesOf, methodPolicy, servicePolicy } from "./contract.js";
 import { status, ToolError, toServiceError } from "./errors.js";
 import { FaultSwitch } from "./faults.js";
 import type { Logger } from "./logger.js";
@@ -136,12 +136,6 @@ export interface ToolServer {
 }
 
 const HEALTH_OVERALL = "";
-/** Largest request of a method whose contract declares no max_request_bytes. */
-export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024;
-
-function maxRequestBytesOf(method: DescMethod): number {
-  return methodPolicy(method).maxRequestBytes || DEFAULT_MAX_REQUEST_BYTES;
-}
 
 async function writeTo(stream: ServerWritableStream<unknown, unknown>, message: unknown, signal: AbortSignal): Promise<void> {
   // A slow reader holds the stream back rather than have its messages pile up here.

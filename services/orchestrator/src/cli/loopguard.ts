@@ -10,7 +10,7 @@ import { parseArgs } from "node:util";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createRawClient, mintToken, operatorSigningKey, requiredScopesOf, type SigningKey, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
-import { jsonOf, printSession, stateName, summary } from "./session-text.js";
+import { jsonOf, printSession, stateName, summary, reidentified } from "./session-text.js";
 
 const USAGE = `usage: loopguard <command> [options]
   run "<goal>" [--task-file F | --task JSON] [--budget key=value…] [--scope s…] [--policy scripted|openai] [--wait] [--json]
@@ -188,6 +188,7 @@ async function main(): Promise<void> {
           }
           last = (await api.getSession({ sessionId: last.sessionId }, { deadline })).session!;
         }
+        last = reidentified(last, task);
         if (values.json) console.log(JSON.stringify(jsonOf(last)));
         else printSession(last);
         return;

@@ -1,6 +1,8 @@
 // How the CLI shows a session: one line in a list, a block for \`show\`, an object for --json.
 import type { MessageShape } from "@bufbuild/protobuf";
 import { type SessionSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { reidentify } from "../personal-data.js";
+import type { JsonObject } from "../session-store.js";
 
 type Session = MessageShape<typeof SessionSchema>;
 
@@ -40,4 +42,12 @@ export function jsonOf(s: Session): Record<string, unknown> {
     tool_calls: s.usage?.toolCalls ?? 0,
     ...(s.pendingApproval ? { pending_approval: { approval_id: s.pendingApproval.approvalId, tool: s.pendingApproval.tool, reason: s.pendingApproval.reason } } : {}),
   };
+}
+
+/**
+ * The session with its answer's placeholders ({{task.phone}}) replaced from `task`: only for the
+ * caller that sent the task (`run`); what the orchestrator stores and serves keeps placeholders.
+ */
+export function reidentified(s: Session, task: Record<string, unknown>): Session {
+  return s.answer ? { ...s, answer: reidentify(s.answer, task as JsonObject) } : s;
 }

@@ -6,6 +6,8 @@ import { createHash } from "node:crypto";
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from "openai";
 import type { ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import type { Decision, Policy, PolicyInput, TokenUsage, ToolCallRequest, ToolSpec } from "../policy.js";
+import { TOOL_CALL_ID } from "../session/model-bounds.js";
+import { boundedFetch, ResponseTooLargeError } from "./bounded-fetch.js";
 
 export interface OpenAiPolicyOptions {
   /** e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"; the SDK appends `/chat/completions`. */
@@ -38,9 +40,16 @@ export const OPENAI_POLICY_SYSTEM_PROMPT =
   "You are an agent working for a platform team. Reach the goal by calling the tools you are " +
   "given: use them to look facts up and to act, one decision at a time. When the goal is met, " +
   "reply in plain text without tool calls, and cite the document ids and refund ids your answer " +
-  "relies on. Never invent ids: use only ids that appear in the task or in tool results.";
+  "relies on. Never invent ids: use only ids that appear in the task or in tool results. " +
+  "Personal data is shown as placeholders such as {{task.phone}}: pass them to tools and write " +
+  "them in answers exactly as shown; the host fills in the values.";
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+/**
+ * The most of a reply that is read: a completion with an 8 KiB answer, or a dozen tool calls at
+ * their 16 KiB request limit, is far smaller; a larger one is a runaway or hostile endpoint.
+ */
+export const MAX_RESPONSE_BYTES = 256 * 1024;
 const ERROR_DETAIL_MAX_CHARS = 300;
 
 export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
@@ -53,6 +62,7 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
     organization: null,
     project: null,
     timeout: timeoutMs,
+    fetch: boundedFetch(MAX_RESPONSE_BYTES),
     maxRetries: 0,
     logLevel: "off",
   });
@@ -80,6 +90,9 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
 
 /** What the SDK threw, as the PolicyUnavailableError the session runner retries or gives up on. */
 function unavailable(err: unknown, timeoutMs: number, redact: (text: string) => string): PolicyUnavailableError {
+  const tooLarge = err instanceof APIConnectionError ? err.cause : err;
+  // Not retried: the same model asked the same question again would most likely run away again.
+  if (tooLarge instanceof ResponseTooLargeError) return new PolicyUnavailableError(tooLarge.message, { retryable: false });
   if (err instanceof APIConnectionTimeoutError) {
     return new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, { retryable: true });
   }
@@ -183,8 +196,8 @@ function toDecision(body: unknown, input: PolicyInput, promptHash: string): Deci
       const call = asRecord(entry);
       const fn = asRecord(call?.function);
       const modelId = call?.id;
-      // Ids must be unique within the session; some servers omit them or reuse "call_0" every turn.
-      const id = typeof modelId === "string" && modelId.length > 0 && !taken.has(modelId) ? modelId : uniqueId(`call_${input.step}_${index}`, taken);
+      // Ids must be unique within the session; some servers omit them or reuse "call_0" every turn, and a hostile one sends megabytes.
+      const id = typeof modelId === "string" && TOOL_CALL_ID.test(modelId) && !taken.has(modelId) ? modelId : uniqueId(`call_${input.step}_${index}`, taken);
       taken.add(id);
       return { id, name: typeof fn?.name === "string" ? fn.name : "", arguments: rawArguments(fn?.arguments) };
     });

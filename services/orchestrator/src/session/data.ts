@@ -63,7 +63,7 @@ const contextSchema = z.looseObject({
   effects: z.array(effectSchema).optional(),
 });
 
-const callRequestSchema = z.object({ id: z.string(), name: z.string(), arguments: z.string() });
+const callRequestSchema = z.object({ id: z.string(), name: z.string(), arguments: z.string(), argumentsBytes: z.number().optional() });
 
 const pendingCallSchema = z.object({
   id: z.string(),

@@ -17,11 +17,13 @@ function tool(name: string): RegisteredTool {
   return found;
 }
 
-function check(name: string, args: string, over: Partial<CheckInput["session"]> = {}) {
+const CUSTOMER = { id_card: "110101198003121232", phone: "+8613800138000" };
+
+function check(name: string, args: string, over: Partial<CheckInput["session"]> = {}, argumentsBytes?: number) {
   return checkCall({
-    session: { id: "ses_1", scopes: ["kb:read", "billing:read", "billing:refund"], usage: FRESH, budget: DEFAULT_BUDGET, ...over },
+    session: { id: "ses_1", scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"], usage: FRESH, budget: DEFAULT_BUDGET, task: { kind: "refund", ...CUSTOMER }, ...over },
     context: CONTEXT,
-    call: { id: "c1", name, arguments: args },
+    call: { id: "c1", name, arguments: args, ...(argumentsBytes === undefined ? {} : { argumentsBytes }) },
     registry,
     now: NOW,
   });
@@ -62,6 +64,28 @@ describe("checkCall", () => {
     expect(plan.call).toMatchObject({ id: "c1", tool: "billing_refund", argsHash: argsHash("billing_refund", plan.call.arguments), worldVersion: "" });
     expect(plan.context.history).toEqual([{ kind: "call", callId: "c1", tool: "billing_refund", arguments: expect.any(String) }]);
     expect(CONTEXT.history).toEqual([]);
+  });
+
+  it("arguments larger than the tool accepts are an EINVAL quoting only their redacted beginning", () => {
+    const plan = check("kb_search_search", '{"query":"call 13800138000 about', {}, 5_000_000);
+    expect(plan).toMatchObject({ kind: "observe", reason: "arguments too large", envelope: { error: { code: "EINVAL" } } });
+    expect(plan.kind === "observe" && plan.envelope.error?.message).toBe('arguments for kb_search_search are 5000000 bytes; it accepts at most 16384. They began: {"query":"call [redacted] about…');
+  });
+
+  it("sends the task's personal data where the model wrote placeholders, and keeps the placeholders in the history", () => {
+    const plan = check("risk_query_risk", JSON.stringify({ idCard: "{{task.id_card}}", phone: "{{task.phone}}" }));
+    if (plan.kind !== "checked") throw new Error(`expected a checked call, got ${plan.kind}`);
+    expect(JSON.parse(plan.call.arguments)).toEqual({ idCard: CUSTOMER.id_card, phone: CUSTOMER.phone });
+    expect(plan.call.argsHash).toBe(argsHash("risk_query_risk", plan.call.arguments));
+    expect(plan.context.history[0]).toMatchObject({ arguments: JSON.stringify({ idCard: "{{task.id_card}}", phone: "{{task.phone}}" }) });
+  });
+
+  it("another person's id card is an EPRECOND observation naming the bound, not a call", () => {
+    const plan = check("risk_query_risk", JSON.stringify({ idCard: "11010519491231002X", phone: "{{task.phone}}" }));
+    expect(plan).toMatchObject({ kind: "observe", envelope: { ok: false, error: { code: "EPRECOND" } } });
+    expect(plan.kind === "observe" && plan.envelope.error?.message).toBe(
+      "risk_query_risk.idCard must be the task's id_card ({{task.id_card}}); the host reads personal data only for the people the task names",
+    );
   });
 });
 

@@ -7,10 +7,11 @@ import { Effect } from "@loopguard/tool-sdk";
 import { refuseToolCall } from "../budget.js";
 import type { ResultEnvelope, ToolCallRequest } from "../policy.js";
 import { sha256 } from "../progress.js";
-import { redact, redactText } from "../redact.js";
+import { shownArguments, withTaskValues } from "../personal-data.js";
+import { redactText } from "../redact.js";
 import type { StopReason } from "../session-state.js";
 import type { JsonObject, SessionRecord } from "../session-store.js";
-import { parseToolArguments } from "../tool-arguments.js";
+import { argumentsJson, decodeToolArguments } from "../tool-arguments.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import type { PendingCall, SessionContext } from "./data.js";
 
@@ -27,7 +28,7 @@ export interface Checked {
 }
 
 export interface CheckInput {
-  readonly session: Pick<SessionRecord, "id" | "scopes" | "usage" | "budget">;
+  readonly session: Pick<SessionRecord, "id" | "scopes" | "usage" | "budget" | "task">;
   readonly context: SessionContext;
   readonly call: ToolCallRequest;
   readonly registry: ToolRegistry;
@@ -54,7 +55,11 @@ export function idempotencyKeyOf(sessionId: string, tool: RegisteredTool, args: 
   return `lg-${sha256(`${sessionId}\n${tool.name}\n${JSON.stringify(intent)}`).slice(0, 40)}`;
 }
 
-/** The checks before a call: known tool, valid arguments, scope, budget; then its key and its record in the history. */
+/**
+ * The checks before a call: known tool, arguments within the tool's size, the task's values in its
+ * personal-data fields (personal-data.ts), valid arguments, scope, budget; then its key and its
+ * record in the history, which keeps the model's placeholders while the call carries the values.
+ */
 export function checkCall({ session: s, context, call, registry, now }: CheckInput): Refused | Checked {
   const tool = registry.get(call.name);
   if (!tool) {
@@ -64,10 +69,16 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
       .join(", ");
     return { kind: "observe", envelope: errorEnvelope("ENOTOOL", `no tool named "${redactText(call.name)}"`, `use one of: ${known}`, now), reason: "unknown tool" };
   }
-  const parsed = parseToolArguments(tool, call.arguments);
-  if (!parsed.ok) {
-    return { kind: "observe", envelope: errorEnvelope("EINVAL", redactText(parsed.message), "fix the arguments and call again", now), reason: "invalid arguments" };
+  if (call.argumentsBytes !== undefined) {
+    const message = `arguments for ${tool.name} are ${call.argumentsBytes} bytes; it accepts at most ${tool.maxRequestBytes}. They began: ${call.arguments}…`;
+    return { kind: "observe", envelope: errorEnvelope("EINVAL", message, "send arguments within the size the tool accepts", now), reason: "arguments too large" };
   }
+  const json = argumentsJson(call.arguments);
+  if (!json.ok) return invalidArguments(json.message, now);
+  const personal = withTaskValues(tool.name, tool.personalFields, json.value, s.task);
+  if (!personal.ok) return { kind: "observe", envelope: errorEnvelope("EPRECOND", personal.message, personal.suggestedAction, now), reason: "personal data the task does not name" };
+  const parsed = decodeToolArguments(tool, personal.value);
+  if (!parsed.ok) return invalidArguments(parsed.message, now);
   if (tool.requiredScope && !s.scopes.includes(tool.requiredScope)) {
     return { kind: "stop", reason: "permission_denied", answer: `the session is not granted scope "${tool.requiredScope}" needed by ${tool.name}` };
   }
@@ -75,15 +86,19 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
   if (refused) return { kind: "stop", reason: refused, answer: `stopped before calling ${tool.name}: ${refused.replace(/_/g, " ")} reached` };
   const args = toJson(tool.method.input, parsed.message) as JsonObject;
   if (tool.idempotencyKeyField) args[tool.idempotencyKeyField] = idempotencyKeyOf(s.id, tool, args);
-  const argumentsJson = JSON.stringify(args);
-  const history = [...context.history, { kind: "call" as const, callId: call.id, tool: tool.name, arguments: JSON.stringify(redact(args)) }];
+  const request = JSON.stringify(args);
+  const history = [...context.history, { kind: "call" as const, callId: call.id, tool: tool.name, arguments: JSON.stringify(shownArguments(tool.personalFields, args)) }];
   return {
     kind: "checked",
     tool,
     args,
-    call: { id: call.id, tool: tool.name, arguments: argumentsJson, argsHash: argsHash(tool.name, argumentsJson), worldVersion: "" },
+    call: { id: call.id, tool: tool.name, arguments: request, argsHash: argsHash(tool.name, request), worldVersion: "" },
     context: { ...context, history },
   };
+}
+
+function invalidArguments(message: string, now: number): Refused {
+  return { kind: "observe", envelope: errorEnvelope("EINVAL", message, "fix the arguments and call again", now), reason: "invalid arguments" };
 }
 
 /**

@@ -5,6 +5,7 @@
 import { Effect } from "@loopguard/tool-sdk";
 import { newApproval } from "../approvals.js";
 import { deadlineOf, refuseStep } from "../budget.js";
+import { modelView } from "../personal-data.js";
 import type { Decision, ToolCallRequest } from "../policy.js";
 import { redactText } from "../redact.js";
 import { isTerminal } from "../session-state.js";
@@ -18,6 +19,7 @@ import { approve } from "./approve.js";
 import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, reservationOf, type SessionContext } from "./data.js";
 import { execute } from "./execute.js";
 import type { Kit, RunnerDeps } from "./kit.js";
+import { boundDecision, boundText, MAX_ANSWER_CHARS, MAX_REJECTED_ANSWER_CHARS } from "./model-bounds.js";
 import { type SessionMoves, startOf } from "./moves.js";
 import { observe, observeInPlace } from "./observe.js";
 import { argsHash, checkCall, type Refused } from "./plan.js";
@@ -116,10 +118,12 @@ export class SessionRunner {
     if (!policy) return moves.stop(s, "unrecoverable_error", `unknown policy "${s.policy}"`);
     const ctx = contextOf(s);
     const started = performance.now();
+    // The policy sees the task's personal data as placeholders only; the history is redacted as it is written.
+    const { goal, task } = modelView(s.goal, s.task);
     let decision: Decision;
     try {
       decision = await spans.span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, () =>
-        policy.decide({ goal: s.goal, task: s.task, tools: deps.registry.specs(s.scopes), history: ctx.history, step: s.usage.steps + 1 }, signal),
+        policy.decide({ goal, task, tools: deps.registry.specs(s.scopes), history: ctx.history, step: s.usage.steps + 1 }, signal),
       );
     } catch (error) {
       const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };
@@ -127,8 +131,9 @@ export class SessionRunner {
         await new Promise((resolve) => setTimeout(resolve, Math.min(Number(retryAfterMs ?? 500), 5000)));
         return s;
       }
-      return moves.stop(s, "unrecoverable_error", `the policy failed: ${redactText((error as Error).message)}`);
+      return moves.stop(s, "unrecoverable_error", `the policy failed: ${redactText(boundText(String((error as Error).message), MAX_ANSWER_CHARS))}`);
     }
+    decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
     const usage: Usage = { ...s.usage, steps: s.usage.steps + 1, tokens: s.usage.tokens + decision.usage.input + decision.usage.output };
     const step = ctx.traceSteps + 1;
     const traced: SessionContext = { ...ctx, traceSteps: step };
@@ -144,12 +149,12 @@ export class SessionRunner {
         durationMs: durationMs(),
       });
       if (problem) {
-        const history = [...ctx.history, { kind: "rejected_answer" as const, text: redactText(decision.answer), why: problem }];
+        const history = [...ctx.history, { kind: "rejected_answer" as const, text: redactText(boundText(decision.answer, MAX_REJECTED_ANSWER_CHARS)), why: problem }];
         return moves.move(s, "THINKING", { audit: { reason: "answer rejected by the host", outcome: problem }, patch: { usage, context: contextJson({ ...traced, history }) }, step: record });
       }
       return moves.stop(s, "done", decision.answer, { patch: { usage, context: contextJson(traced) }, step: record });
     }
-    const queue = decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
+    const queue = decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments, ...(c.argumentsBytes === undefined ? {} : { argumentsBytes: c.argumentsBytes }) }));
     // The usual case — the first call can start right away — is one transition, THINKING ->
     // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
     const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };

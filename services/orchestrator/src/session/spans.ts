@@ -3,13 +3,27 @@
 // each step's JSONL record carrying the traceparent of the span it happened in.
 import { randomUUID } from "node:crypto";
 import { type Context, context as otelContext, ROOT_CONTEXT, type Span, trace, TraceFlags } from "@opentelemetry/api";
+import { redactText } from "@loopguard/tool-sdk";
 import { deadlineOf } from "../budget.js";
 import type { JsonObject, SessionRecord, StepRecord } from "../session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
 import type { TraceSink } from "../trace-sink.js";
+import { cutText, MAX_SPAN_ATTRIBUTE_CHARS } from "./model-bounds.js";
 import { sessionTraceId, traceIdOf } from "./trace-id.js";
 
 const TRACER = "@loopguard/orchestrator";
+
+/** Span attributes whose values a model chose: bounded and redacted before any span holds them. */
+const MODEL_ATTRIBUTES: ReadonlySet<string> = new Set(["gen_ai.tool.call.id", "gen_ai.tool.name"]);
+
+function spanAttributes(attributes: Record<string, string | number>): Record<string, string | number> {
+  let out = attributes;
+  for (const key of MODEL_ATTRIBUTES) {
+    const value = attributes[key];
+    if (typeof value === "string") out = { ...out, [key]: redactText(cutText(value, MAX_SPAN_ATTRIBUTE_CHARS)) };
+  }
+  return out;
+}
 
 /** 16 hex digits from randomUUID, which draws from a cached entropy pool (randomBytes costs ~10x per call). */
 function newSpanId(): string {
@@ -67,7 +81,7 @@ export class SessionSpans {
           "loopguard.budget.steps_left": s.budget.maxSteps - s.usage.steps,
           "loopguard.budget.tool_calls_left": s.budget.maxToolCalls - s.usage.toolCalls,
           "loopguard.budget.ms_left": Math.max(0, deadlineOf(s.usage, s.budget) - this.deps.now()),
-          ...attributes,
+          ...spanAttributes(attributes),
         },
       },
       parent,

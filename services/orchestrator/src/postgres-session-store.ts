@@ -8,9 +8,10 @@
 // NOTIFY, which every store instance (every replica) LISTENs to.
 import { inTransaction, isPostgresUnavailable, migratePostgres, postgresClientConfig } from "@loopguard/sql-store";
 import pg from "pg";
-import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus } from "./effect-reservations.js";
+import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "./migrations/postgres/index.js";
 import { SessionNotifications } from "./postgres-notifications.js";
+import { changeMoney, otherEffectsRow, reservationRowsOf, type RunStatement } from "./postgres-reservations.js";
 import { COLUMNS, CREATOR_QUOTA, DB_NOW_MS, HISTORY, OWN_PAGES, SESSION, type Statement, statement, VISIBLE_COUNTS } from "./postgres-session-sql.js";
 import { TRANSITION_PAIRS, type SessionState } from "./session-state.js";
 import { LIVE_SQL } from "./session-sql.js";
@@ -104,13 +105,6 @@ const Q = {
     WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= :now
     ORDER BY created_at, id LIMIT :limit`,
   ),
-  reservationStatus: statement("lg_reservation_status", `${RESERVATION_SQL.status} FOR UPDATE`),
-  otherEffects: statement("lg_other_effects", RESERVATION_SQL.others),
-  reserve: statement("lg_reserve", RESERVATION_SQL.upsert),
-  settle: statement("lg_settle", RESERVATION_SQL.settle),
-  reservations: statement("lg_reservations", RESERVATION_SQL.ofSession),
-  /** Serialises the reserves of one entity, or of one customer in one currency, across replicas, until the transaction ends. */
-  lockTotal: statement("lg_lock_total", "SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
   all: statement("lg_list_all", `${SESSION} ORDER BY created_at, id LIMIT :limit`),
   allAfter: statement("lg_list_all_after", `${SESSION} WHERE (created_at, id) > (:afterAt, :afterId) ORDER BY created_at, id LIMIT :limit`),
   state: statement("lg_list_state", `${SESSION} WHERE state = :state ORDER BY created_at, id LIMIT :limit`),
@@ -199,6 +193,8 @@ export class PostgresSessionStore extends SqlSessionStore {
     return (await client.query<R>(bind(s, params))).rows;
   }
 
+  private readonly run: RunStatement = (s, params, client) => this.rows(s, params, client);
+
   private async changes(s: Statement, params: Params): Promise<number> {
     return (await this.pool.query(bind(s, params))).rowCount ?? 0;
   }
@@ -238,7 +234,7 @@ export class PostgresSessionStore extends SqlSessionStore {
   /** Each move is one statement; moves through `via` share a transaction, a lone move needs none. */
   protected async move(moves: MoveParams[], _current: unknown, money: MoneyChange | undefined, now: number): Promise<Moved> {
     const run = async (client: pg.ClientBase | pg.Pool): Promise<Moved> => {
-      if (money) await this.changeMoney(client, money, now);
+      if (money) await changeMoney(this.run, client as pg.ClientBase, money, now);
       let row: SessionRow | undefined;
       for (const move of moves) {
         row = (await this.rows<SessionRow>(Q.transition, move, client))[0];
@@ -249,31 +245,12 @@ export class PostgresSessionStore extends SqlSessionStore {
     return moves.length === 1 && !money ? run(this.pool) : inTransaction(this.pool, run);
   }
 
-  /**
-   * Inside the move's transaction. A reserve first takes the advisory locks of its entity and its
-   * customer's currency (always in that order), so concurrent reserves on either, from any
-   * replica, sum totals that include each other.
-   */
-  private async changeMoney(client: pg.ClientBase | pg.Pool, money: MoneyChange, now: number): Promise<void> {
-    if ("settle" in money) {
-      await this.rows(Q.settle, { key: money.settle, outcome: money.outcome, now }, client);
-      return;
-    }
-    const r = money.reserve;
-    const params = reservationParams(r, money.limits.customerSince, now);
-    await this.rows(Q.lockTotal, { name: `entity:${r.entity}:${r.entityId}` }, client);
-    if (r.customerId !== "") await this.rows(Q.lockTotal, { name: `customer:${r.customerId}:${r.currency}` }, client);
-    const existing = (await this.rows<{ status: ReservationStatus }>(Q.reservationStatus, params, client))[0]?.status;
-    const others = othersOf((await this.rows<{ entity_held: string; customer: string; session: string }>(Q.otherEffects, params, client))[0]!);
-    if (decideReservation(r, money.limits, existing, others) === "insert") await this.rows(Q.reserve, params, client);
-  }
-
-  protected async otherEffectRows(p: ReturnType<typeof reservationParams>) {
-    return (await this.rows<{ entity_held: string; customer: string; session: string }>(Q.otherEffects, p))[0]!;
+  protected otherEffectRows(p: ReturnType<typeof reservationParams>) {
+    return otherEffectsRow(this.run, p);
   }
 
   protected reservationRows(sessionId: string): Promise<ReservationRow[]> {
-    return this.rows<ReservationRow>(Q.reservations, { sessionId });
+    return reservationRowsOf(this.run, sessionId);
   }
 
   protected stepRows(id: string, after: number): Promise<StepRow[]> {

@@ -3,7 +3,7 @@
 // to its end before another caller here gets a turn; BEGIN IMMEDIATE and busy_timeout cover other processes.
 import { isSqliteUnavailable, migrateSqlite, openSqlite } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
-import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus } from "./effect-reservations.js";
+import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { OPEN_SQL, SQLITE_SESSION_MIGRATIONS } from "./migrations/sqlite/index.js";
 import { isTerminal, TRANSITION_PAIRS, type SessionState } from "./session-state.js";
 import {
@@ -22,11 +22,10 @@ import {
   type VisibilityParams,
 } from "./sql-session-rows.js";
 import { SqlSessionStore } from "./sql-session-store.js";
+import { GroupCommit } from "./sqlite-group-commit.js";
+import { SqliteReservations } from "./sqlite-reservations.js";
 import { COUNT_SQL, IN_FLIGHT_SQL, KEYSET_SQL, moveSql, ownOrWaitingPageSql, pageSql, SESSION_COLUMNS } from "./sqlite-session-sql.js";
 import { type SessionEvent, SessionQuotaExceededError, type SessionRecord, type SessionStoreOptions } from "./session-store.js";
-
-/** Most writes one group commit takes (see `write`). */
-const MAX_GROUP_COMMIT = 16;
 
 const changed = (r: Pick<SessionRow, "id" | "version" | "state" | "lease_owner">): SessionEvent => ({
   kind: "changed",
@@ -35,14 +34,6 @@ const changed = (r: Pick<SessionRow, "id" | "version" | "state" | "lease_owner">
   state: r.state,
   leaseOwner: r.lease_owner,
 });
-
-interface PendingWrite {
-  readonly run: (events: SessionEvent[]) => unknown;
-  /** What the write changed, told to subscribers once its commit is done. */
-  readonly events: SessionEvent[];
-  readonly resolve: (r: never) => void;
-  readonly reject: (e: unknown) => void;
-}
 
 export interface SqliteSessionStoreOptions extends SessionStoreOptions {
   /**
@@ -107,13 +98,6 @@ function prepare(db: Database.Database) {
     release: db.prepare<[{ id: string; owner: string }], Pick<SessionRow, "id" | "state" | "version" | "lease_owner">>(
       `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner RETURNING id, state, version, lease_owner`,
     ),
-    reservation: {
-      status: db.prepare<[{ key: string }], { status: ReservationStatus }>(RESERVATION_SQL.status),
-      others: db.prepare<[ReturnType<typeof reservationParams>], { entity_held: number; customer: number; session: number }>(RESERVATION_SQL.others),
-      upsert: db.prepare<[ReturnType<typeof reservationParams>]>(RESERVATION_SQL.upsert),
-      settle: db.prepare<[{ key: string; outcome: string; now: number }]>(RESERVATION_SQL.settle),
-      ofSession: db.prepare<[{ sessionId: string }], ReservationRow>(RESERVATION_SQL.ofSession),
-    },
     expiredApprovals: db.prepare<[{ now: number; limit: number }], SessionRow>(
       `SELECT ${SESSION_COLUMNS} FROM sessions s
        WHERE ${OPEN_SQL} AND state = 'AWAITING_APPROVAL' AND json_extract(pending, '$.approval.expiresAt') <= @now
@@ -132,9 +116,8 @@ function prepare(db: Database.Database) {
 
 export class SqliteSessionStore extends SqlSessionStore {
   private readonly stmt: ReturnType<typeof prepare>;
-  private readonly batchTx;
-  private readonly savepoint;
-  private pendingWrites: PendingWrite[] = [];
+  private readonly money: SqliteReservations;
+  private readonly writes: GroupCommit;
 
   private constructor(
     private readonly db: Database.Database,
@@ -142,21 +125,8 @@ export class SqliteSessionStore extends SqlSessionStore {
   ) {
     super(options, (value) => JSON.parse(value as string));
     this.stmt = prepare(db);
-    this.savepoint = db.transaction((run: () => unknown) => run());
-    // A write alone in its batch needs no savepoint: if it fails, the whole transaction rolls back.
-    this.batchTx = db.transaction((batch: PendingWrite[]) =>
-      batch.length === 1
-        ? [{ ok: true as const, value: batch[0]!.run(batch[0]!.events) }]
-        : batch.map((write) => {
-            try {
-              return { ok: true as const, value: this.savepoint(() => write.run(write.events)) };
-            } catch (error) {
-              // Rolled back to its savepoint: what it changed never happened.
-              write.events.length = 0;
-              return { ok: false as const, error };
-            }
-          }),
-    );
+    this.money = new SqliteReservations(db);
+    this.writes = new GroupCommit(db, (event) => this.listeners.emit(event));
   }
 
   /** Opens (creating it if missing) and migrates the file, then makes its copy of TRANSITIONS match this build's. */
@@ -186,40 +156,8 @@ export class SqliteSessionStore extends SqlSessionStore {
     return code === "SQLITE_CONSTRAINT_PRIMARYKEY" ? "duplicate" : "other";
   }
 
-  /**
-   * Group commit: writes asked for in the same turn of the event loop (many sessions moving at
-   * once) run in one transaction, each in its own savepoint, so one commit serves them all. Each
-   * caller is answered only after that commit, with its own result or error (a refused write
-   * leaves no trace); a failed commit fails them all. A commit takes at most MAX_GROUP_COMMIT
-   * writes, the rest wait for the next turn, so the tool calls of the sessions answered leave
-   * between turns (docs/performance.md).
-   */
   private write<T>(run: (events: SessionEvent[]) => T): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.pendingWrites.push({ run, events: [], resolve: resolve as (r: never) => void, reject });
-      if (this.pendingWrites.length === 1) setImmediate(() => this.flushWrites());
-    });
-  }
-
-  private flushWrites(): void {
-    const batch = this.pendingWrites.splice(0, MAX_GROUP_COMMIT);
-    if (this.pendingWrites.length > 0) setImmediate(() => this.flushWrites());
-    let outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[];
-    try {
-      outcomes = this.batchTx.immediate(batch);
-    } catch (error) {
-      for (const item of batch) item.reject(error);
-      return;
-    }
-    for (const [i, outcome] of outcomes.entries()) {
-      const item = batch[i]!;
-      if (!outcome.ok) {
-        item.reject(outcome.error);
-        continue;
-      }
-      for (const event of item.events) this.listeners.emit(event);
-      item.resolve(outcome.value as never);
-    }
+    return this.writes.write(run);
   }
 
   protected insert(p: InsertParams): Promise<SessionRow | undefined> {
@@ -257,7 +195,7 @@ export class SqliteSessionStore extends SqlSessionStore {
   protected move(moves: MoveParams[], current: SessionRecord | undefined, money: MoneyChange | undefined, now: number): Promise<Moved> {
     return this.write((events) => {
       // In the write's own transaction (or savepoint): a refused reserve, or a move that matches no row, undoes both.
-      if (money) this.changeMoney(money, now);
+      if (money) this.money.change(money, now);
       const last = moves.at(-1)!;
       for (const move of moves) {
         const into = move !== last ? "hop" : isTerminal(move.to) ? "terminal" : move.releasesLease ? "awaiting" : "live";
@@ -275,24 +213,12 @@ export class SqliteSessionStore extends SqlSessionStore {
     });
   }
 
-  /** Under the write lock every SQLite write holds (BEGIN IMMEDIATE): the totals read are the ones the row is written against. */
-  private changeMoney(money: MoneyChange, now: number): void {
-    const { reservation } = this.stmt;
-    if ("settle" in money) {
-      reservation.settle.run({ key: money.settle, outcome: money.outcome, now });
-      return;
-    }
-    const params = reservationParams(money.reserve, money.limits.customerSince, now);
-    const existing = reservation.status.get(params)?.status;
-    if (decideReservation(money.reserve, money.limits, existing, othersOf(reservation.others.get(params)!)) === "insert") reservation.upsert.run(params);
-  }
-
   protected async otherEffectRows(p: ReturnType<typeof reservationParams>) {
-    return this.stmt.reservation.others.get(p)!;
+    return this.money.othersRow(p);
   }
 
   protected async reservationRows(sessionId: string): Promise<ReservationRow[]> {
-    return this.stmt.reservation.ofSession.all({ sessionId });
+    return this.money.rowsOf(sessionId);
   }
 
   protected async stepRows(id: string, after: number): Promise<StepRow[]> {

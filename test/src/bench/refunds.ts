@@ -23,7 +23,13 @@ export async function benchRefunds(durationMs: number): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-bench-refunds-"));
   const procs: ToolProcess[] = [];
   const tool = async (service: string, prefix: string, env: Record<string, string> = {}) => {
-    const proc = await spawnTool(entryOf(service), { [`${prefix}_PORT`]: "0", [`${prefix}_METRICS_PORT`]: "0", [`${prefix}_MAX_CONCURRENT`]: "512", LOOPGUARD_DATA_DIR: join(dataDir, service), ...env });
+    const proc = await spawnTool(entryOf(service), {
+      [`${prefix}_PORT`]: "0",
+      [`${prefix}_METRICS_PORT`]: "0",
+      [`${prefix}_MAX_CONCURRENT`]: "512",
+      LOOPGUARD_DATA_DIR: join(dataDir, service),
+      ...env,
+    });
     procs.push(proc);
     return proc;
   };

@@ -1,0 +1,42 @@
+// Effect reservations on SQLite (see effect-reservations.ts): the statements, and a change made
+// inside the write of the move it rides on, under the write lock every SQLite write holds (BEGIN
+// IMMEDIATE), so the totals read are the ones the row is written against.
+import type Database from "better-sqlite3";
+import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus } from "./effect-reservations.js";
+
+type Params = ReturnType<typeof reservationParams>;
+
+export class SqliteReservations {
+  private readonly status: Database.Statement<[Params], { status: ReservationStatus }>;
+  private readonly others: Database.Statement<[Params], { entity_held: number; customer: number; session: number }>;
+  private readonly upsert: Database.Statement<[Params]>;
+  private readonly settle: Database.Statement<[{ key: string; outcome: string; now: number }]>;
+  private readonly ofSession: Database.Statement<[{ sessionId: string }], ReservationRow>;
+
+  constructor(db: Database.Database) {
+    this.status = db.prepare(RESERVATION_SQL.status);
+    this.others = db.prepare(RESERVATION_SQL.others);
+    this.upsert = db.prepare(RESERVATION_SQL.upsert);
+    this.settle = db.prepare(RESERVATION_SQL.settle);
+    this.ofSession = db.prepare(RESERVATION_SQL.ofSession);
+  }
+
+  /** Inside a write's transaction: throws ReservationRefusedError (the write then rolls back) above a limit. */
+  change(money: MoneyChange, now: number): void {
+    if ("settle" in money) {
+      this.settle.run({ key: money.settle, outcome: money.outcome, now });
+      return;
+    }
+    const params = reservationParams(money.reserve, money.limits.customerSince, now);
+    const existing = this.status.get(params)?.status;
+    if (decideReservation(money.reserve, money.limits, existing, othersOf(this.others.get(params)!)) === "insert") this.upsert.run(params);
+  }
+
+  othersRow(p: Params) {
+    return this.others.get(p)!;
+  }
+
+  rowsOf(sessionId: string): ReservationRow[] {
+    return this.ofSession.all({ sessionId });
+  }
+}

@@ -12,6 +12,7 @@ import {
   audienceOf,
   createLogger,
   createRawClient,
+  Effect,
   methodPolicy,
   mintToken,
   newKeyPair,
@@ -20,6 +21,7 @@ import {
   publicKeySet,
   requestDigest,
   requiredScopesOf,
+  type RawCallOptions,
   type RawClient,
   type ServeOptions,
   servicePolicy,
@@ -97,6 +99,22 @@ export function boundToken<S extends DescService>(service: S, method: string, re
     requestDigest: requestDigest(found.input, create(found.input, request)),
     ttlSeconds: 600,
   });
+}
+
+/**
+ * `client` as the orchestrator calls: each call of an irreversible method carries its own token
+ * bound to that request (boundToken); the other methods keep the client's token. For tests that
+ * call an irreversible method directly.
+ */
+export function withBoundTokens<S extends DescService>(service: S, client: RawClient<S>): RawClient<S> {
+  const out: Record<string, unknown> = { ...client };
+  for (const method of service.methods) {
+    if (methodPolicy(method).effect !== Effect.IRREVERSIBLE_EXTERNAL) continue;
+    const send = (client as Record<string, unknown>)[method.localName] as (request: unknown, options?: RawCallOptions) => Promise<unknown>;
+    out[method.localName] = async (request: MessageInitShape<DescMethod["input"]>, options: RawCallOptions = {}) =>
+      send(request, { ...options, token: await boundToken(service, method.name, request) });
+  }
+  return out as RawClient<S>;
 }
 
 /** A token of one of the local people whose keys `pnpm start` made under `dataDir`, signed as the CLI signs (subject: the key's binding). */

@@ -5,8 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createLogger, createRawClient, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
+import { CallError, createLogger, createRawClient, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
 import { type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import { expect } from "vitest";
 import { kill, startAllTools, toolAddressEnv } from "../../../test/e2e/processes.js";
 import { createAdminHttp } from "../src/admin-http.js";
 import { loadOrchestratorConfig } from "../src/config.js";
@@ -110,6 +111,16 @@ export async function waitForSession(api: RawClient<typeof OrchestratorService>,
     if (Date.now() > end) throw new Error(`session ${id} stuck in ${SessionState[session!.state]} (${session?.stopReason})`);
     await sleep(50);
   }
+}
+
+/** The CallError a call was refused with (fails the test if it was answered). */
+export async function refusal(promise: Promise<unknown>): Promise<CallError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(CallError);
+  return error as CallError;
 }
 
 export function isEnded(s: Session): boolean {

@@ -35,7 +35,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("the local people", () => {
   it("are three key pairs (0600) beside the orchestrator's, each bound to its subject and scopes, none holding billing:refund", () => {
-    const bindings = Object.fromEntries(jwksOf(keys.jwks).keys.map((k) => [k.loopguard_subject, [k.loopguard_role, k.loopguard_scopes]]));
+    const bindings: Record<string, [unknown, unknown]> = Object.fromEntries(jwksOf(keys.jwks).keys.map((k) => [String(k.loopguard_subject), [k.loopguard_role, k.loopguard_scopes]]));
     expect(Object.keys(bindings).sort()).toEqual(["approver", "operator", "requester", "session:*"]);
     expect(bindings["session:*"]).toEqual(["orchestrator", expect.arrayContaining(["kb:read", "billing:read", "billing:refund", "risk:read"])]);
     expect(bindings.approver).toEqual(["person", ["sessions:read", "approvals:write"]]);

@@ -146,7 +146,8 @@ async function main(): Promise<void> {
   const sessionScopes = values.scope ?? DEFAULT_SCOPES;
   const credentials =
     command === "run"
-      ? await apiToken(person, "start sessions", ["sessions:read", "sessions:write", ...sessionScopes.map((s) => `grant:${s}`)])
+      ? // Only the grants the person holds: the orchestrator names any other scope asked for (SCOPE_NOT_GRANTABLE).
+        await apiToken(person, "start sessions", ["sessions:read", "sessions:write", ...sessionScopes.map((s) => `grant:${s}`).filter((g) => person.scopeBeyond([g]) === undefined)])
       : command === "approve" || command === "deny"
         ? await apiToken(person, command, commandScopes(person, ["sessions:read", "approvals:write"]))
         : await apiToken(person, `${command} sessions`, commandScopes(person, command === "cancel" ? ["sessions:read", "sessions:write"] : ["sessions:read"]));

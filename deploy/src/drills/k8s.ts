@@ -9,7 +9,8 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from "@kubernetes
 import { NAMESPACE } from "../containers/cluster-dns.js";
 import type { DrillOptions } from "./options.js";
 import { type PodChaos, podKill } from "./pod-chaos.js";
-import { type DrillCluster, type DrillPod, type DrillResult, DrillError, drillPeople, drive, FLAP_DOWN_MS, FLAP_UP_MS, type RunContext, runIdOf, writeReport } from "./run.js";
+import { drillPeople } from "./people.js";
+import { type DrillCluster, type DrillPod, type DrillResult, DrillError, drive, FLAP_DOWN_MS, FLAP_UP_MS, type RunContext, runIdOf, writeReport } from "./run.js";
 
 /** Where `kubectl -n loopguard port-forward svc/orchestrator 50051 8080` and `svc/billing 50062` put the services. */
 export const PORT_FORWARDS = { orchestratorApi: "127.0.0.1:50051", orchestratorMetrics: "http://127.0.0.1:8080/metrics", billingApi: "127.0.0.1:50062" } as const;

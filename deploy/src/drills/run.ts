@@ -11,9 +11,10 @@ import type { DescService, MessageInitShape } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { type FaultProfileSchema, ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { createRawClient, methodPolicy, mintToken, PEOPLE, type PersonKey, type PersonRole, personKey, type RawClient, servicePolicy, servicesOf, type ServiceSpec } from "@loopguard/tool-sdk";
+import { createRawClient, methodPolicy, mintToken, type PersonRole, type RawClient, servicePolicy, servicesOf, type ServiceSpec } from "@loopguard/tool-sdk";
 import { docker } from "../docker.js";
 import { activePods, ContainerSuite, type Pod } from "../containers/suite.js";
+import { type DrillPeople, drillPeople } from "./people.js";
 import { breakerTransitions, MetricsSampler, toolCallFigures } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import type { KillMode } from "./pod-chaos.js";
@@ -40,14 +41,6 @@ export interface DrillResult {
   readonly report: DrillReport;
   readonly markdownPath: string;
   readonly jsonPath: string;
-}
-
-export type DrillPeople = Readonly<Record<PersonRole, PersonKey>>;
-
-/** The local people's keys (<LOOPGUARD_DATA_DIR>/keys/NAME.jwk), bound in the JWKS (LOOPGUARD_JWKS_FILE, else the local one). */
-export function drillPeople(env: Readonly<Record<string, string | undefined>>): DrillPeople {
-  const own = { LOOPGUARD_DATA_DIR: env.LOOPGUARD_DATA_DIR, LOOPGUARD_JWKS_FILE: env.LOOPGUARD_JWKS_FILE };
-  return Object.fromEntries(PEOPLE.map((p) => [p, personKey(own, p)])) as Record<PersonRole, PersonKey>;
 }
 
 /** A pod the drill may kill, by name. */

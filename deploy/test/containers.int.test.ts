@@ -8,8 +8,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { createRawClient, mintToken, operatorSigningKey } from "@loopguard/tool-sdk";
-import { metricValue } from "@loopguard/tool-sdk/testing";
+import { createRawClient } from "@loopguard/tool-sdk";
+import { localPersonToken, metricValue } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { docker, root, suiteProcesses } from "./suite-processes.js";
 
@@ -21,8 +21,8 @@ const podsOf = (service: string) =>
   state()
     .pods.filter((p) => p.service === service)
     .sort((a, b) => a.index - b.index);
-/** A token signed with the local operator key (as the CLI's), for one service. */
-const token = (audience: string, scopes: string[]) => mintToken(operatorSigningKey({ LOOPGUARD_DATA_DIR: dataDir }), { subject: "containers-test", audience, scopes });
+/** A token of one of the suite's local people (as the CLI signs), for one service: sessions are the requester's, the rest the operator's. */
+const token = (audience: string, scopes: string[]) => localPersonToken(dataDir, audience === "orchestrator" ? "requester" : "operator", audience, scopes);
 
 async function orchestratorApi() {
   return createRawClient(OrchestratorService, "127.0.0.1:50051", { token: await token("orchestrator", ["sessions:read", "sessions:write", "grant:kb:read"]) });

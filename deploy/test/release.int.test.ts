@@ -13,7 +13,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { FieldDescriptorProto_Type, FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createRawClient, mintToken, operatorSigningKey } from "@loopguard/tool-sdk";
+import { createRawClient } from "@loopguard/tool-sdk";
+import { localPersonToken } from "@loopguard/tool-sdk/testing";
 import pg from "pg";
 import { FAILED_OUTCOMES, parseMetrics, samplesOf, sumOf } from "../src/drills/metrics.js";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
@@ -50,7 +51,7 @@ async function buildBreakingImage(): Promise<void> {
   }
 }
 
-const token = (audience: string, scopes: string[]) => mintToken(operatorSigningKey({ LOOPGUARD_DATA_DIR: dataDir }), { subject: "release-test", audience, scopes });
+const token = (audience: string, scopes: string[]) => localPersonToken(dataDir, audience === "orchestrator" ? "requester" : "operator", audience, scopes);
 
 type Api = ReturnType<typeof createRawClient<typeof OrchestratorService>>;
 const TERMINAL = new Set([SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED]);

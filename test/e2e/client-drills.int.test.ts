@@ -4,7 +4,7 @@ import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/bil
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient, toolClient, type ToolResult } from "@loopguard/tool-sdk";
-import { metricValue, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
+import { boundToken, metricValue, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
 import { Registry } from "prom-client";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { freePort, kill, startTool, tempDataDir } from "./processes.js";
@@ -99,13 +99,15 @@ describe("toolClient against a real billing process", () => {
       await admin.setFaults({ profile: { outage: true, retryAfterMs: 100, methods: ["Refund"] } });
       const key = "e2e-retry-key-0000000001";
       const request = { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: key };
-      const pending = billing.call("refund", request);
+      // Billing takes a refund only under a token bound to it, as the orchestrator sends one.
+      const bound = { token: await boundToken(BillingService, "Refund", request) };
+      const pending = billing.call("refund", request, bound);
       await sleep(350);
       await admin.setFaults({ profile: {} });
       const result = await pending;
       expect(result.source).toBe("live");
       expect(result.attempts).toBeGreaterThan(1);
-      const again = await billing.call("refund", request);
+      const again = await billing.call("refund", request, bound);
       expect(again.response.replayed).toBe(true);
       expect(again.response.refund?.refundId).toBe(result.response.refund?.refundId);
       const refunds = await billing.call("listRefunds", { orderId: "ord_DEMO00000001" });

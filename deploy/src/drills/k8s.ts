@@ -6,10 +6,10 @@
 // `--dry-run` prints the objects a run would create, and creates nothing.
 import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Pod } from "@kubernetes/client-node";
-import { operatorSigningKey } from "@loopguard/tool-sdk";
 import { NAMESPACE } from "../containers/cluster-dns.js";
 import type { DrillOptions } from "./options.js";
 import { type PodChaos, podKill } from "./pod-chaos.js";
+import { drillPeople } from "./people.js";
 import { type DrillCluster, type DrillPod, type DrillResult, DrillError, drive, FLAP_DOWN_MS, FLAP_UP_MS, type RunContext, runIdOf, writeReport } from "./run.js";
 
 /** Where `kubectl -n loopguard port-forward svc/orchestrator 50051 8080` and `svc/billing 50062` put the services. */
@@ -59,7 +59,7 @@ export async function runK8sDrill(options: DrillOptions, ctx: RunContext): Promi
     billingApi: () => [PORT_FORWARDS.billingApi],
     targets: targets.map((p) => ({ name: p.metadata!.name! })),
     toolPods: new Map(),
-    signingKey: operatorSigningKey(process.env),
+    people: drillPeople(process.env),
     replicas: { [options.tool]: targets.length },
     adminAddress: () => {
       throw new DrillError("the runner sets no faults in a cluster's pods");

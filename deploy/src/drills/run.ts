@@ -11,9 +11,10 @@ import type { DescService, MessageInitShape } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { type FaultProfileSchema, ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { createRawClient, methodPolicy, mintToken, operatorSigningKey, type RawClient, servicePolicy, servicesOf, type ServiceSpec, type SigningKey } from "@loopguard/tool-sdk";
+import { createRawClient, methodPolicy, mintToken, type PersonRole, type RawClient, servicePolicy, servicesOf, type ServiceSpec } from "@loopguard/tool-sdk";
 import { docker } from "../docker.js";
 import { activePods, ContainerSuite, type Pod } from "../containers/suite.js";
+import { type DrillPeople, drillPeople } from "./people.js";
 import { breakerTransitions, MetricsSampler, toolCallFigures } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import type { KillMode } from "./pod-chaos.js";
@@ -59,8 +60,8 @@ export interface DrillCluster {
   readonly targets: readonly DrillPod[];
   /** Every tool's pods whose ToolAdminService the runner reaches (latency, errors and the backend latency); empty on a cluster. */
   readonly toolPods: ReadonlyMap<string, readonly DrillPod[]>;
-  /** Signs the drill's tokens (its requester, approver, auditor and operator subjects). */
-  readonly signingKey: SigningKey;
+  /** The people the drill acts as: sessions started by the requester, approvals answered by the approver, ledger audits and faults by the operator. */
+  readonly people: DrillPeople;
   /** Replicas per service, for the report. */
   readonly replicas: Readonly<Record<string, number>>;
   /** The ToolAdminService address of one of `toolPods`. */
@@ -157,7 +158,7 @@ function localCluster(root: string, services: readonly ServiceSpec[], suite: Con
     billingApi: () => activePods(suite.readState()!, "billing").map((p) => `${p.address}:${specOf("billing").port}`),
     targets: podsOf(target),
     toolPods: new Map(services.filter((s) => s.kind === "tool").map((s) => [s.name, podsOf(s.name)])),
-    signingKey: operatorSigningKey({ LOOPGUARD_DATA_DIR: suiteDir }),
+    people: drillPeople({ LOOPGUARD_DATA_DIR: suiteDir }),
     replicas: Object.fromEntries(services.map((s) => [s.name, podsOf(s.name).length])),
     adminAddress: (tool, pod) => `${byName.get(pod.name)!.address}:${specOf(tool).port}`,
     async kill(victims) {
@@ -214,12 +215,12 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   const tools = ctx.services.filter((s) => s.kind === "tool").map((s) => s.name);
   const orchestratorName = ctx.services.find((s) => s.kind === "orchestrator")!.name;
   const ttlSeconds = 3600;
-  const token = (subject: string, audience: string, scopes: string[]) => mintToken(cluster.signingKey, { subject, audience, scopes, ttlSeconds });
+  const token = (person: PersonRole, audience: string, scopes: string[]) => mintToken(cluster.people[person].key, { subject: cluster.people[person].binding.subject, audience, scopes, ttlSeconds });
   const balanced = { "grpc.service_config": JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }) };
 
-  const requester = orchestratorApi(cluster.orchestratorApi, await token("drill-requester", orchestratorName, ["sessions:read", "sessions:write", ...SESSION_SCOPES.map((s) => `grant:${s}`)]));
-  const approverApi = orchestratorApi(cluster.orchestratorApi, await token("drill-approver", orchestratorName, ["sessions:read", "approvals:write"]));
-  const auditor = await token("drill-auditor", "billing", ["billing:read"]);
+  const requester = orchestratorApi(cluster.orchestratorApi, await token("requester", orchestratorName, ["sessions:read", "sessions:write", ...SESSION_SCOPES.map((s) => `grant:${s}`)]));
+  const approverApi = orchestratorApi(cluster.orchestratorApi, await token("approver", orchestratorName, ["sessions:read", "approvals:write"]));
+  const auditor = await token("operator", "billing", ["billing:read"]);
   closers.push(
     () => requester.close(),
     () => approverApi.close(),
@@ -253,7 +254,7 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   const baseline = options.backendLatencyMs > 0 ? { addedLatencyMs: options.backendLatencyMs } : {};
   const admins = new Map<string, RawClient<typeof ToolAdminService>>();
   for (const [tool, pods] of cluster.toolPods) {
-    const admin = await token("drill-operator", tool, ["tool:admin"]);
+    const admin = await token("operator", tool, ["tool:admin"]);
     for (const pod of pods) admins.set(pod.name, createRawClient(ToolAdminService, cluster.adminAddress(tool, pod), { token: admin }));
   }
   closers.push(() => {

@@ -3,6 +3,7 @@
 import { BillingService, OrderStatus, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { type BillingFixture, FIXED_NOW, failure, startBilling } from "./billing-fixture.js";
 
 let billing: BillingFixture;
@@ -12,7 +13,7 @@ let refunder: RawClient<typeof BillingService>;
 beforeAll(async () => {
   billing = await startBilling();
   reader = await billing.tool.client(["billing:read"]);
-  refunder = await billing.tool.client(["billing:refund"]);
+  refunder = withBoundTokens(BillingService, await billing.tool.client(["billing:refund"]));
 });
 
 afterAll(async () => {

@@ -1,6 +1,7 @@
 // Random requests over a real server: whatever arrives, the answer is OK, INVALID_ARGUMENT or
 // one of the method's domain errors — never INTERNAL — and the ledger stays consistent.
-import type { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { BillingService, type RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { CallError, type RawClient, status } from "@loopguard/tool-sdk";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,7 +15,7 @@ let client: RawClient<typeof BillingService>;
 
 beforeAll(async () => {
   billing = await startBilling();
-  client = await billing.tool.client(["billing:refund", "billing:read"]);
+  client = withBoundTokens(BillingService, await billing.tool.client(["billing:refund", "billing:read"]));
 });
 
 afterAll(async () => {

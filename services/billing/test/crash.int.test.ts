@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
+import { spawnTool, type ToolProcess, testToken, withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, expect, it } from "vitest";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
@@ -45,7 +45,7 @@ function start(): Promise<ToolProcess> {
 
 async function clientOf(p: ToolProcess): Promise<RawClient<typeof BillingService>> {
   const token = await testToken({ subject: "crash-test", scopes: ["billing:refund", "billing:read"] });
-  const client = createRawClient(BillingService, p.address, { token });
+  const client = withBoundTokens(BillingService, createRawClient(BillingService, p.address, { token }));
   clients.push(client);
   return client;
 }

@@ -2,7 +2,8 @@
 // concurrency, and preconditions that leave nothing written when they fail.
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { type BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { type RawClient, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LEDGER_RETRY_AFTER_MS } from "../src/handlers.js";
@@ -13,7 +14,7 @@ let client: RawClient<typeof BillingService>;
 
 beforeAll(async () => {
   billing = await startBilling();
-  client = await billing.tool.client(["billing:refund", "billing:read"]);
+  client = withBoundTokens(BillingService, await billing.tool.client(["billing:refund", "billing:read"]));
 });
 
 afterAll(async () => {
@@ -103,7 +104,7 @@ describe("a locked ledger", () => {
     const locked = await startBilling({ lockTimeoutMs: 50 });
     const holder = new Database(join(locked.dir, "billing.db"));
     try {
-      const lockedClient = await locked.tool.client(["billing:refund"]);
+      const lockedClient = withBoundTokens(BillingService, await locked.tool.client(["billing:refund"]));
       const request = { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-locked-ledger-0001" };
       holder.exec("BEGIN IMMEDIATE");
       const error = await failure(lockedClient.refund(request));

@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { testPostgres } from "@loopguard/sql-store/testing";
 import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
+import { spawnTool, type ToolProcess, testToken, withBoundTokens } from "@loopguard/tool-sdk/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -68,7 +68,7 @@ describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL"
       const env = { BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: url, LOOPGUARD_DATA_DIR: dataDir };
       replicas.push(...(await Promise.all([spawnTool(MAIN, env), spawnTool(MAIN, env)])));
       const token = await testToken({ subject: "replica-test", scopes: ["billing:refund", "billing:read"] });
-      clients.push(...replicas.map((r) => createRawClient(BillingService, r.address, { token })));
+      clients.push(...replicas.map((r) => withBoundTokens(BillingService, createRawClient(BillingService, r.address, { token }))));
     })());
 
   beforeAll(postgres.start, 120_000);

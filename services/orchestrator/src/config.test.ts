@@ -1,5 +1,5 @@
 import { ConfigError } from "@loopguard/tool-sdk";
-import { testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
+import { TEST_AUTH_ENV, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
 import { describe, expect, it } from "vitest";
 import { describeOrchestratorConfig, loadOrchestratorConfig } from "./config.js";
 
@@ -85,5 +85,25 @@ describe("fair use: streams, approvals, sessions per caller, store timeouts", ()
     ["ORCHESTRATOR_MAX_SESSIONS_PER_CALLER", "2.5"],
   ])("refuses %s=%s, naming the variable", (name, value) => {
     expect(() => loadOrchestratorConfig({ ...base, [name]: value })).toThrow(new RegExp(`^${name} must be an integer`));
+  });
+});
+
+describe("identities", () => {
+  it("reads an OIDC provider only with https (or loopback http) and its client id, the roles claim defaulting to loopguard_roles", () => {
+    expect(loadOrchestratorConfig(base).oidc).toBeUndefined();
+    const oidc = loadOrchestratorConfig({ ...base, ORCHESTRATOR_OIDC_ISSUER: "https://id.example.com", ORCHESTRATOR_OIDC_AUDIENCE: "loopguard" });
+    expect(oidc.oidc).toEqual({ issuer: "https://id.example.com", audience: "loopguard", rolesClaim: "loopguard_roles" });
+    expect(describeOrchestratorConfig(oidc).oidc).toEqual(oidc.oidc);
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_OIDC_ISSUER: "http://id.example.com", ORCHESTRATOR_OIDC_AUDIENCE: "x" })).toThrow(/^ORCHESTRATOR_OIDC_ISSUER must be an https URL/);
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_OIDC_ISSUER: "https://id.example.com" })).toThrow(/ORCHESTRATOR_OIDC_AUDIENCE .* is required/);
+  });
+
+  it("refuses to sign tool calls with a key the JWKS binds to a person, or does not hold", () => {
+    const people = JSON.parse(TEST_AUTH_ENV.LOOPGUARD_JWKS!) as { keys: Record<string, unknown>[] };
+    const orchestratorKid = people.keys.find((k) => k.loopguard_role === "orchestrator")!.kid;
+    const asPerson = { keys: people.keys.map((k) => (k.kid === orchestratorKid ? { ...k, loopguard_role: "person", loopguard_subject: "robot" } : k)) };
+    expect(() => loadOrchestratorConfig({ ...base, LOOPGUARD_JWKS: JSON.stringify(asPerson) })).toThrow(/is bound as person in the JWKS; the orchestrator signs with a key of role orchestrator/);
+    const without = { keys: people.keys.filter((k) => k.kid !== orchestratorKid) };
+    expect(() => loadOrchestratorConfig({ ...base, LOOPGUARD_JWKS: JSON.stringify(without) })).toThrow(/is not in the JWKS/);
   });
 });

@@ -3,7 +3,20 @@
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { parseStoreUrl, redactStoreUrl } from "@loopguard/sql-store";
-import { ConfigError, envPrefixOf, loadToolConfig, manifestDefaults, readSigningKey, servicePolicy, type SigningKey, type ToolConfig } from "@loopguard/tool-sdk";
+import {
+  acceptableIssuerUrl,
+  type BoundKeySet,
+  ConfigError,
+  DEFAULT_OIDC_ROLES_CLAIM,
+  envPrefixOf,
+  loadToolConfig,
+  manifestDefaults,
+  type OidcSettings,
+  readSigningKey,
+  servicePolicy,
+  type SigningKey,
+  type ToolConfig,
+} from "@loopguard/tool-sdk";
 import { type AmountThresholds, type ApprovalRules, DEFAULT_APPROVAL_RULES, describeApprovalRules } from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
@@ -31,6 +44,8 @@ export interface OrchestratorConfig extends ToolConfig {
   /** Where step traces are written as JSONL files. */
   readonly traceDir: string;
   readonly context: ContextLimits;
+  /** People may also sign in with this OpenID Connect provider (ORCHESTRATOR_OIDC_*); off when unset. */
+  readonly oidc?: OidcSettings;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -88,6 +103,34 @@ function targets(env: Env, name: string, fallback: string): string[] {
   return list;
 }
 
+/** ORCHESTRATOR_OIDC_ISSUER (https, or http on loopback for tests), its client id and roles claim; undefined when no issuer is set. */
+function oidcSettings(env: Env): OidcSettings | undefined {
+  const issuer = env.ORCHESTRATOR_OIDC_ISSUER ?? "";
+  if (issuer === "") {
+    if (env.ORCHESTRATOR_OIDC_AUDIENCE) throw new ConfigError("ORCHESTRATOR_OIDC_AUDIENCE is set but ORCHESTRATOR_OIDC_ISSUER is not");
+    return undefined;
+  }
+  if (!acceptableIssuerUrl(issuer)) throw new ConfigError(`ORCHESTRATOR_OIDC_ISSUER must be an https URL (or http://127.0.0.1… for a local provider), got "${issuer}"`);
+  const audience = env.ORCHESTRATOR_OIDC_AUDIENCE ?? "";
+  if (audience === "") throw new ConfigError("ORCHESTRATOR_OIDC_AUDIENCE (the client id ID tokens are issued for) is required with ORCHESTRATOR_OIDC_ISSUER");
+  const rolesClaim = env.ORCHESTRATOR_OIDC_ROLES_CLAIM || DEFAULT_OIDC_ROLES_CLAIM;
+  return { issuer, audience, rolesClaim };
+}
+
+/** The orchestrator signs with a key the JWKS binds to it: any other would have every tool call refused. */
+function checkedSigningKey(env: Env, publicKeys: BoundKeySet): SigningKey {
+  const key = readSigningKey(env);
+  const published = publicKeys.keys.find((k) => k.kid === key.kid) as Record<string, unknown> | undefined;
+  if (!published)
+    throw new ConfigError(
+      `LOOPGUARD_SIGNING_KEY_FILE: key ${key.kid} is not in the JWKS (${publicKeys.revoked?.includes(key.kid) ? "revoked" : "add its public half"}); tools would refuse every call`,
+    );
+  if (published.loopguard_role !== "orchestrator") {
+    throw new ConfigError(`LOOPGUARD_SIGNING_KEY_FILE: key ${key.kid} is bound as ${String(published.loopguard_role)} in the JWKS; the orchestrator signs with a key of role orchestrator`);
+  }
+  return key;
+}
+
 export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConfig {
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
   // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
@@ -106,9 +149,10 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   const storeUrl = env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`;
   // Checked here, so that a bad URL stops the process (exit 2) before anything binds.
   parseStoreUrl(storeUrl, "ORCHESTRATOR_STORE", ConfigError);
+  const oidc = oidcSettings(env);
   return Object.freeze({
     ...base,
-    signingKey: readSigningKey(env),
+    signingKey: checkedSigningKey(env, base.publicKeys),
     storeUrl,
     storeTimeouts: {
       connectTimeoutMs: int(env, "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.connectTimeoutMs, 100, 600_000),
@@ -148,6 +192,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
       windowTokens: int(env, "MODEL_CONTEXT_WINDOW_TOKENS", DEFAULT_CONTEXT_LIMITS.windowTokens, 1000, 10_000_000),
       keepRecent: DEFAULT_CONTEXT_LIMITS.keepRecent,
     },
+    ...(oidc ? { oidc } : {}),
   });
 }
 
@@ -163,5 +208,6 @@ export function describeOrchestratorConfig(config: OrchestratorConfig): Record<s
     // A list, not an object keyed by tool, so the logger's allow-list names no tool.
     toolTargets: Object.entries(config.toolTargets).map(([tool, address]) => ({ tool, address })),
     openai: openai ? { baseUrl: openai.baseUrl, model: openai.model } : "off",
+    oidc: config.oidc ?? "off",
   };
 }

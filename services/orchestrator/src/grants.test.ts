@@ -1,7 +1,8 @@
+import type { Caller } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
 import { OPERATOR_SCOPES, refusedGrant } from "./grants.js";
 
-const caller = (...scopes: string[]) => ({ subject: "cli:alice", scopes: new Set(scopes) });
+const caller = (...scopes: string[]): Caller => ({ subject: "requester", scopes: new Set(scopes), role: "person", keyId: "local-requester" });
 
 describe("refusedGrant", () => {
   it("reads the operator scopes from the contracts", () => {

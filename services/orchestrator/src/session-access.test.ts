@@ -6,7 +6,7 @@ import type { SessionState } from "./session-state.js";
 
 const session = (state: SessionState, createdBy = "alice") => ({ id: "ses_1", state, createdBy });
 
-const viewer = (subject: string, ...scopes: string[]) => viewerOf({ subject, scopes: new Set(["sessions:read", "sessions:write", ...scopes]) });
+const viewer = (subject: string, ...scopes: string[]) => viewerOf({ subject, role: "person", keyId: "test", scopes: new Set(["sessions:read", "sessions:write", ...scopes]) });
 
 describe("session access", () => {
   it("reads its scopes from the contract: sessions:admin is an operator scope, approvals:write is ResolveApproval's", () => {

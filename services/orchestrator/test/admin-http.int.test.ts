@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, mintToken, newKeyPair, type SigningKey, signingKeyFromJwk } from "@loopguard/tool-sdk";
-import { TEST_SIGNING_KEY, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import { TEST_PEOPLE_KEY, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/budget.js";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
@@ -22,14 +22,14 @@ beforeAll(async () => {
   tools = await startTools();
   orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "60000" });
   operator = await token([...SESSION_OPERATOR_SCOPES, "approvals:write"]);
-  approverToken = await token(["sessions:read", "approvals:write"], TEST_SIGNING_KEY, "ops:alice");
+  approverToken = await token(["sessions:read", "approvals:write"], TEST_PEOPLE_KEY, "ops:alice");
 });
 afterAll(async () => {
   await orch?.close();
   await tools?.stop();
 });
 
-function token(scopes: string[], key: SigningKey = TEST_SIGNING_KEY, subject = "ops:test"): Promise<string> {
+function token(scopes: string[], key: SigningKey = TEST_PEOPLE_KEY, subject = "ops:test"): Promise<string> {
   return mintToken(key, { subject, audience: "orchestrator", scopes, ttlSeconds: 600 });
 }
 
@@ -86,7 +86,7 @@ describe("authentication and scopes", () => {
   });
 
   it("refuses a token signed with another secret with 401", async () => {
-    const forged = await token(["sessions:read"], signingKeyFromJwk(newKeyPair("test-key").privateJwk));
+    const forged = await token(["sessions:read"], signingKeyFromJwk(newKeyPair("test-people").privateJwk));
     const r = await call("/api/sessions", { token: forged });
     expect(r.status).toBe(401);
     expect(r.text).not.toMatch(/at .*\.(ts|js):\d+/);

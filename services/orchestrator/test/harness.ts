@@ -113,6 +113,16 @@ export async function waitForSession(api: RawClient<typeof OrchestratorService>,
   }
 }
 
+/** The CallError a call was refused with (fails the test if it was answered). */
+export async function refusal(promise: Promise<unknown>): Promise<CallError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(CallError);
+  return error as CallError;
+}
+
 export function isEnded(s: Session): boolean {
   return s.state === SessionState.DONE || s.state === SessionState.FAILED || s.state === SessionState.CANCELLED;
 }

@@ -1,6 +1,7 @@
 // `pnpm start`: the whole suite on one machine, every service its own supervised process on
-// loopback, data under .data/ (LOOPGUARD_DATA_DIR, 0700), a token-signing secret and the secrets
-// services declare (risk's customer-key pepper) made on first start.
+// loopback, data under .data/ (LOOPGUARD_DATA_DIR, 0700), the keys (the orchestrator's and the local
+// people's: requester, approver, operator) checked on every start and the secrets services declare
+// (risk's customer-key pepper) made on first start.
 import { spawn } from "node:child_process";
 import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -59,7 +60,8 @@ function runDemo(): Promise<number> {
   const cli = join(root, "services", "orchestrator", "dist", "cli", "loopguard.js");
   const task = join(root, "examples", "refund-task.json");
   process.stdout.write("\nDemo: a refund session (kb-search → billing.GetOrder → risk.QueryRisk → billing.Refund):\n");
-  const child = spawn(process.execPath, [cli, "run", "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged", "--task-file", task, "--wait"], {
+  // Run by the local requester: the person who asks for refunds (approvals are another person's, --as approver).
+  const child = spawn(process.execPath, [cli, "run", "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged", "--task-file", task, "--wait", "--as", "requester"], {
     env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir },
     stdio: ["ignore", "inherit", "inherit"],
   });
@@ -71,13 +73,13 @@ process.stdout.write(
   [
     "",
     "Where to look next:",
-    "  pnpm loopguard dashboard                       the live dashboard's address (with a fresh token)",
+    "  pnpm loopguard dashboard --as approver         the live dashboard's address (with a fresh token of that person)",
     "  pnpm loopguard sessions                        sessions and their state",
     "  pnpm loopguard trace <session id>               the step-by-step JSONL trace",
     '  pnpm loopguard run "Refund order ord_DEMO00000008" --task-file examples/high-risk-refund-task.json --wait',
-    "                                                  a high-risk refund that waits for `pnpm loopguard approve <id>`",
+    "                                                  a high-risk refund that waits for `pnpm loopguard approve <id> --as approver`",
     "  curl -s http://127.0.0.1:8080/metrics           orchestrator metrics (tools: ports 9461-9463)",
-    "  TOKEN=$(pnpm -s mint-token --scope kb:read)     call a tool yourself through server reflection:",
+    "  TOKEN=$(pnpm -s mint-token --as operator --scope kb:read)   call a tool yourself through server reflection:",
     '  pnpm -s buf curl --protocol grpc --http2-prior-knowledge -H "authorization: Bearer $TOKEN" \\',
     '    -d \'{"query":"refund","limit":3}\' http://127.0.0.1:50061/loopguard.kb.v1.KbSearchService/Search',
     "The suite keeps running; stop it with Ctrl-C.",

@@ -4,9 +4,12 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { newKeyPair } from "./auth.js";
 import { ConfigError, describeConfig, loadToolConfig, readSigningKey } from "./config.js";
+import { withBinding } from "./key-bindings.js";
 
 const pair = newKeyPair("unit-key");
-const auth = { LOOPGUARD_JWKS: JSON.stringify({ keys: [pair.publicJwk] }) };
+const bound = withBinding(pair.publicJwk, { role: "person", subject: "alice", scopes: ["kb:read"] });
+const auth = { LOOPGUARD_JWKS: JSON.stringify({ keys: [bound] }) };
+const jwks = (...keys: object[]) => ({ LOOPGUARD_JWKS: JSON.stringify({ keys }) });
 
 describe("loadToolConfig", () => {
   it("reads prefixed variables and falls back to the defaults", () => {
@@ -64,6 +67,23 @@ describe("loadToolConfig", () => {
     expect(readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: join(dir, "private.jwk") }).kid).toBe("unit-key");
     expect(() => readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: join(dir, "public.jwk") })).toThrow(/private Ed25519 JWK/);
     expect(() => readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: join(dir, "missing.jwk") })).toThrow(/cannot read/);
+  });
+
+  it("refuses a key bound to no one, naming `pnpm keys bind`, an unknown role, and an orchestrator key that may claim a person", () => {
+    const load = (env: Record<string, string>) => () => loadToolConfig("risk", { port: 1, metricsPort: 2 }, env);
+    expect(load(jwks(pair.publicJwk))).toThrow(/key unit-key of the JWKS is bound to no one: run `pnpm keys bind --kid unit-key --role/);
+    expect(load(jwks({ ...bound, loopguard_role: "admin" }))).toThrow(/loopguard_role must be one of orchestrator, person, break-glass/);
+    expect(load(jwks(withBinding(pair.publicJwk, { role: "orchestrator", subject: "*", scopes: ["kb:read"] })))).toThrow(/its loopguard_subject must be "session:\*"/);
+    expect(load(jwks({ ...bound, loopguard_scopes: "kb:read" }))).toThrow(/loopguard_scopes must be an array/);
+    expect(load({ LOOPGUARD_JWKS: JSON.stringify({ keys: [bound], revoked: ["unit-key"] }) })).toThrow(/unit-key of the JWKS is revoked/);
+  });
+
+  it("keeps break-glass off unless <PREFIX>_BREAK_GLASS=on", () => {
+    const load = (env: Record<string, string>) => loadToolConfig("billing", { port: 1, metricsPort: 2 }, { ...auth, ...env });
+    expect(load({}).breakGlass).toBe(false);
+    expect(load({ BILLING_BREAK_GLASS: "on" }).breakGlass).toBe(true);
+    expect(() => load({ BILLING_BREAK_GLASS: "yes" })).toThrow(/BILLING_BREAK_GLASS must be "on" or "off", got "yes"/);
+    expect(describeConfig(load({ BILLING_BREAK_GLASS: "on" })).breakGlass).toBe(true);
   });
 
   it("describes keys by id only", () => {

@@ -2,8 +2,8 @@
 // process before it binds anything. Names are prefixed by the tool, e.g. BILLING_PORT.
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import type { JSONWebKeySet } from "jose";
-import { type KeyError, publicKeySet, type SigningKey, signingKeyFromJwk } from "./auth.js";
+import { type KeyError, type SigningKey, signingKeyFromJwk } from "./auth.js";
+import { type BoundKeySet, publicKeySet } from "./key-bindings.js";
 import { type LogLevel, parseLogLevel } from "./logger.js";
 
 export interface ToolConfig {
@@ -26,8 +26,15 @@ export interface ToolConfig {
   readonly maxConnectionAgeGraceMs: number;
   /** Folder for the tool's data (SQLite files); created if missing. */
   readonly dataDir: string;
-  /** Public keys that verify callers' tokens (LOOPGUARD_JWKS_FILE or LOOPGUARD_JWKS). */
-  readonly publicKeys: JSONWebKeySet;
+  /** Public keys that verify callers' tokens, with their bindings (LOOPGUARD_JWKS_FILE or LOOPGUARD_JWKS). */
+  readonly publicKeys: BoundKeySet;
+  /** LOOPGUARD_JWKS_FILE, followed at run time: a key revoked there stops verifying within about a second. */
+  readonly publicKeysFile?: string;
+  /**
+   * <PREFIX>_BREAK_GLASS=on: an irreversible method also accepts a break-glass token (a person's
+   * break-glass key, with a reason) instead of the orchestrator's request-bound one. Default off.
+   */
+  readonly breakGlass: boolean;
   readonly logLevel: LogLevel;
 }
 
@@ -60,6 +67,13 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
     throw new ConfigError(`${name} must be an integer in ${min}..${max}, got "${raw}"`);
   }
   return value;
+}
+
+function onOff(env: Env, name: string): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === "" || raw === "off") return false;
+  if (raw === "on") return true;
+  throw new ConfigError(`${name} must be "on" or "off", got "${raw}"`);
 }
 
 function logLevel(raw: string | undefined): LogLevel {
@@ -96,7 +110,7 @@ function refuseSharedSecret(env: Env): void {
 }
 
 /** The public keys that verify callers' tokens: the JWKS file LOOPGUARD_JWKS_FILE names, or LOOPGUARD_JWKS inline. */
-export function readPublicKeys(env: Env = process.env): JSONWebKeySet {
+export function readPublicKeys(env: Env = process.env): BoundKeySet {
   refuseSharedSecret(env);
   const file = env.LOOPGUARD_JWKS_FILE;
   const name = file ? "LOOPGUARD_JWKS_FILE" : "LOOPGUARD_JWKS";
@@ -160,6 +174,8 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
     maxConnectionAgeGraceMs: integer(env, `${prefix}_MAX_CONNECTION_AGE_GRACE_MS`, defaults.maxConnectionAgeGraceMs ?? DEFAULT_MAX_CONNECTION_AGE_GRACE_MS, 0, 2_000_000_000),
     dataDir: resolve(env.LOOPGUARD_DATA_DIR || ".data"),
     publicKeys: readPublicKeys(env),
+    ...(env.LOOPGUARD_JWKS_FILE ? { publicKeysFile: env.LOOPGUARD_JWKS_FILE } : {}),
+    breakGlass: onOff(env, `${prefix}_BREAK_GLASS`),
     logLevel: logLevel(env.LOG_LEVEL),
   });
 }

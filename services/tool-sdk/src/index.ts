@@ -1,4 +1,19 @@
-export { type Caller, KeyError, mintToken, type MintOptions, newKeyPair, publicKeySet, type SigningKey, signingKeyFromJwk, TokenVerifier } from "./auth.js";
+export { type Caller, CredentialsError, KeyError, mintToken, type MintOptions, newKeyPair, requestDigest, type SigningKey, signingKeyFromJwk } from "./auth.js";
+export {
+  type BoundKeySet,
+  bindingProblem,
+  type KeyBinding,
+  KEY_ROLES,
+  type KeyRole,
+  publicKeySet,
+  scopeBeyond,
+  scopeMatcher,
+  subjectAllowed,
+  withBinding,
+} from "./key-bindings.js";
+export { acceptableIssuerUrl, DEFAULT_OIDC_ROLES_CLAIM, type OidcSettings, OidcVerifier } from "./oidc.js";
+export { irreversibleMethodOf, irreversibleScopes, orchestratorScopes, PEOPLE, type PersonRole, personScopes } from "./people.js";
+export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
 export { ConfigError, describeConfig, envPrefixOf, type LoadOptions, loadToolConfig, readPublicKeys, readSigningKey, type ToolConfig, type ToolDefaults } from "./config.js";
 export {
@@ -41,7 +56,7 @@ export { createLogger, type LogFields, type Logger, type LogLevel } from "./logg
 export { ServerMetrics } from "./metrics.js";
 export { canonicalPersonalData, cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, personalDataSpans, REDACTED, redactNumber, redactText, replacePersonalData } from "./pii.js";
 export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
-export { ensureLocalKeys, type LocalKeys, localKeyPaths, operatorSigningKey } from "./local-keys.js";
+export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
 export { runTool } from "./run.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";

@@ -1,59 +1,136 @@
-// The local suite's keys, made once under the data folder by `pnpm start`: the orchestrator's
-// signing key (tool calls), an operator key for the CLI and `pnpm mint-token`, and the JWKS of both
-// public halves that every service verifies with. Clusters mount their own from Secrets.
+// The local suite's keys, under the data folder, checked on every `pnpm start`: the orchestrator's
+// signing key (tool calls of sessions), one key per local person (requester, approver, operator),
+// and the JWKS of their public halves, each bound to its role, subject and scopes, that every
+// service verifies with. Clusters mount their own from Secrets (`pnpm keys`).
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { newKeyPair, type SigningKey } from "./auth.js";
-import { ConfigError, readSigningKey } from "./config.js";
+import { ConfigError, readPublicKeys, readSigningKey } from "./config.js";
+import { type BoundKeySet, bindingOf, type KeyBinding, scopeBeyond, scopeMatcher, withBinding } from "./key-bindings.js";
+import { orchestratorScopes, PEOPLE, type PersonRole, personScopes } from "./people.js";
+
+type Env = Readonly<Record<string, string | undefined>>;
 
 export interface LocalKeys {
   readonly dir: string;
-  /** Public keys of both: LOOPGUARD_JWKS_FILE of every service. */
+  /** Public keys of all, with their bindings: LOOPGUARD_JWKS_FILE of every service. */
   readonly jwks: string;
   /** The orchestrator's private key: its LOOPGUARD_SIGNING_KEY_FILE, and no one else's. */
   readonly orchestrator: string;
-  /** The local operator's private key: what `pnpm loopguard` and `pnpm mint-token` sign with. */
-  readonly operator: string;
+  /** Each local person's private key, e.g. people.approver = <dir>/approver.jwk. */
+  readonly people: Readonly<Record<PersonRole, string>>;
 }
 
 export function localKeyPaths(dataDir: string): LocalKeys {
   const dir = join(dataDir, "keys");
-  return { dir, jwks: join(dir, "jwks.json"), orchestrator: join(dir, "orchestrator.jwk"), operator: join(dir, "operator.jwk") };
+  return {
+    dir,
+    jwks: join(dir, "jwks.json"),
+    orchestrator: join(dir, "orchestrator.jwk"),
+    people: Object.fromEntries(PEOPLE.map((p) => [p, join(dir, `${p}.jwk`)])) as Record<PersonRole, string>,
+  };
 }
 
-/** Makes the keys that are missing (private keys 0600 in a 0700 folder) and returns where they are. */
-export function ensureLocalKeys(dataDir: string): LocalKeys {
-  const paths = localKeyPaths(dataDir);
-  if (existsSync(paths.jwks) && existsSync(paths.orchestrator) && existsSync(paths.operator)) return paths;
-  mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
-  const stamp = new Date().toISOString().slice(0, 10);
-  const publicKeys = [];
-  for (const [name, path] of [
-    ["orchestrator", paths.orchestrator],
-    ["operator", paths.operator],
-  ] as const) {
-    if (existsSync(path)) {
-      const { d: _private, ...publicJwk } = JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
-      publicKeys.push(publicJwk);
-      continue;
-    }
-    const { privateJwk, publicJwk } = newKeyPair(`local-${name}-${stamp}`);
-    writeFileSync(path, `${JSON.stringify(privateJwk)}\n`, { mode: 0o600, flag: "wx" });
-    publicKeys.push(publicJwk);
-  }
-  // Written whole then renamed, so a service starting at the same moment never reads half a file.
-  writeFileSync(`${paths.jwks}.tmp`, `${JSON.stringify({ keys: publicKeys }, null, 2)}\n`, { mode: 0o644 });
-  renameSync(`${paths.jwks}.tmp`, paths.jwks);
-  return paths;
+/** The bindings the local suite gives its keys, from the contracts. */
+function localBindings(): [string, KeyBinding][] {
+  const scopes = personScopes();
+  return [
+    ["orchestrator", { role: "orchestrator", subject: "session:*", scopes: orchestratorScopes() }],
+    ...PEOPLE.map((p): [string, KeyBinding] => [p, { role: "person", subject: p, scopes: scopes[p] }]),
+  ];
+}
+
+/** Written whole then renamed, so a service reading at the same moment never sees half a file. */
+function writeAtomically(path: string, text: string, mode: number): void {
+  writeFileSync(`${path}.tmp`, text, { mode });
+  renameSync(`${path}.tmp`, path);
+}
+
+function readExisting(path: string): { keys: Record<string, unknown>[]; revoked: string[] } {
+  if (!existsSync(path)) return { keys: [], revoked: [] };
+  const value = JSON.parse(readFileSync(path, "utf8")) as { keys?: Record<string, unknown>[]; revoked?: string[] };
+  return { keys: Array.isArray(value.keys) ? value.keys : [], revoked: Array.isArray(value.revoked) ? value.revoked : [] };
 }
 
 /**
- * The key a developer's command signs with: LOOPGUARD_SIGNING_KEY_FILE when set, else the local
- * suite's operator key. Throws ConfigError naming what to do when there is none.
+ * Makes the keys that are missing (private keys 0600 in a 0700 folder) and rebuilds the JWKS from
+ * the private key files with today's bindings, so an older folder is upgraded (its operator key
+ * becomes the operator person). A key revoked in the JWKS is replaced by a new one, never trusted
+ * again; keys added with `pnpm keys` are kept as they are.
  */
-export function operatorSigningKey(env: Readonly<Record<string, string | undefined>> = process.env): SigningKey {
-  if (env.LOOPGUARD_SIGNING_KEY_FILE) return readSigningKey(env);
-  const local = localKeyPaths(resolve(env.LOOPGUARD_DATA_DIR || ".data")).operator;
-  if (!existsSync(local)) throw new ConfigError(`no signing key: set LOOPGUARD_SIGNING_KEY_FILE or run \`pnpm start\` once (it creates ${local})`);
-  return readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: local });
+export function ensureLocalKeys(dataDir: string): LocalKeys {
+  const paths = localKeyPaths(dataDir);
+  mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
+  const existing = readExisting(paths.jwks);
+  const stamp = new Date().toISOString().slice(0, 10);
+  const managed: Record<string, unknown>[] = [];
+  for (const [name, binding] of localBindings()) {
+    const path = join(paths.dir, `${name}.jwk`);
+    let privateJwk = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>) : undefined;
+    if (!privateJwk || existing.revoked.includes(String(privateJwk.kid))) {
+      privateJwk = newKeyPair(`local-${name}-${stamp}-${randomBytes(3).toString("hex")}`).privateJwk as Record<string, unknown>;
+      writeAtomically(path, `${JSON.stringify(privateJwk)}\n`, 0o600);
+    }
+    const { d: _private, ...publicJwk } = privateJwk;
+    managed.push(withBinding(publicJwk, binding));
+  }
+  const managedKids = new Set(managed.map((k) => k.kid));
+  const jwks = { keys: [...managed, ...existing.keys.filter((k) => !managedKids.has(k.kid))], ...(existing.revoked.length > 0 ? { revoked: existing.revoked } : {}) };
+  const text = `${JSON.stringify(jwks, null, 2)}\n`;
+  if (!existsSync(paths.jwks) || readFileSync(paths.jwks, "utf8") !== text) writeAtomically(paths.jwks, text, 0o644);
+  return paths;
+}
+
+/** One person's key and what its binding in the JWKS lets it sign. */
+export interface PersonKey {
+  /** The name it was chosen by (--as), or the key file's kid. */
+  readonly name: string;
+  readonly key: SigningKey;
+  readonly binding: KeyBinding;
+  /** The first of `scopes` the key may not sign, if any. */
+  scopeBeyond(scopes: Iterable<string>): string | undefined;
+}
+
+const PERSON_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/** The JWKS a developer's command reads bindings from: the configured one, else the local suite's. */
+function bindingsJwks(env: Env, dataDir: string): BoundKeySet {
+  if (env.LOOPGUARD_JWKS_FILE || env.LOOPGUARD_JWKS) return readPublicKeys(env);
+  const local = localKeyPaths(dataDir).jwks;
+  if (!existsSync(local)) throw new ConfigError(`no JWKS: set LOOPGUARD_JWKS_FILE or run \`pnpm start\` once (it creates ${local})`);
+  return readPublicKeys({ LOOPGUARD_JWKS_FILE: local });
+}
+
+/**
+ * The key a developer's command signs with, acting as one person: `.data/keys/<as>.jwk` (as:
+ * --as, else LOOPGUARD_AS, else "requester"), or LOOPGUARD_SIGNING_KEY_FILE. Its binding in the
+ * JWKS decides the subject and the scopes. Throws ConfigError naming what to do.
+ */
+export function personKey(env: Env = process.env, as?: string): PersonKey {
+  const dataDir = resolve(env.LOOPGUARD_DATA_DIR || ".data");
+  const chosen = as ?? env.LOOPGUARD_AS;
+  let key: SigningKey;
+  let name: string;
+  if (env.LOOPGUARD_SIGNING_KEY_FILE) {
+    if (chosen !== undefined) throw new ConfigError("choose the person with --as/LOOPGUARD_AS or with LOOPGUARD_SIGNING_KEY_FILE, not both");
+    key = readSigningKey(env);
+    name = key.kid;
+  } else {
+    name = chosen ?? "requester";
+    if (!PERSON_NAME.test(name)) throw new ConfigError(`--as must be a key name such as requester, approver or operator, got "${name}"`);
+    const file = join(localKeyPaths(dataDir).dir, `${name}.jwk`);
+    if (!existsSync(file)) {
+      throw new ConfigError(`no key for "${name}": ${file} does not exist (the local people are ${PEOPLE.join(", ")}, made by \`pnpm start\`; \`pnpm keys new\` makes another)`);
+    }
+    key = readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: file });
+  }
+  const jwks = bindingsJwks(env, dataDir);
+  const published = jwks.keys.find((k) => k.kid === key.kid) as Record<string, unknown> | undefined;
+  if (!published) {
+    throw new ConfigError(`key ${key.kid} is ${jwks.revoked?.includes(key.kid) ? "revoked" : "not in the JWKS"}: services would refuse its tokens`);
+  }
+  const binding = bindingOf(published) as KeyBinding;
+  const matcher = scopeMatcher(binding.scopes);
+  return { name, key, binding, scopeBeyond: (scopes) => scopeBeyond(matcher, scopes) };
 }

@@ -86,6 +86,14 @@ const SAFE_FIELDS = new Set([
   "grace_ms",
   "url",
   "address",
+  "kids",
+  "break_glass",
+  "publicKeys",
+  "publicKeysFile",
+  "oidc",
+  "issuer",
+  "audience",
+  "rolesClaim",
 ]);
 
 function redactFields(fields: Record<string, unknown>): Record<string, unknown> {

@@ -30,6 +30,8 @@ export interface RawCallOptions {
   /** Absolute deadline, or milliseconds from now. */
   readonly deadline?: Date | number;
   readonly metadata?: Metadata;
+  /** Bearer token for this call instead of the client's (e.g. one bound to this request). */
+  readonly token?: string;
 }
 
 type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
@@ -53,7 +55,8 @@ export function createRawClient<S extends DescService>(service: S, target: strin
   const out: Record<string, unknown> = { grpc: client, close: () => client.close() };
   const metadataFor = (callOptions: RawCallOptions) => {
     const metadata = callOptions.metadata?.clone() ?? new Metadata();
-    if (options.token) metadata.set("authorization", `Bearer ${options.token}`);
+    const token = callOptions.token ?? options.token;
+    if (token) metadata.set("authorization", `Bearer ${token}`);
     return metadata;
   };
   for (const method of service.methods) {
@@ -69,8 +72,7 @@ export function createRawClient<S extends DescService>(service: S, target: strin
     }
     out[method.localName] = (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions = {}) =>
       new Promise((resolve, reject) => {
-        const metadata = callOptions.metadata?.clone() ?? new Metadata();
-        if (options.token) metadata.set("authorization", `Bearer ${options.token}`);
+        const metadata = metadataFor(callOptions);
         const grpcOptions: CallOptions = {};
         if (callOptions.deadline !== undefined) {
           grpcOptions.deadline = typeof callOptions.deadline === "number" ? new Date(Date.now() + callOptions.deadline) : callOptions.deadline;

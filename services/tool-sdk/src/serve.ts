@@ -1,7 +1,8 @@
 // serveTool: a grpc-js server for one contract. Every call runs one chain of interceptors
 // (src/server/), composed once per method, outermost first: RED metrics → trace (span, trace id
 // in the log) → error mapping → drain gate → request size → shed (unary calls and streams counted
-// apart) → auth (token → scopes; then streams per caller) → normalise and validate → deadline →
+// apart) → auth (token → scopes; then streams per caller) → request binding (irreversible methods:
+// a token bound to this exact request) → normalise and validate → deadline →
 // faults → response contract → the service's own interceptors → handler. Beside the contract it
 // serves grpc.health.v1, server reflection, the ToolAdminService (fault injection) and /metrics
 // over HTTP.
@@ -25,20 +26,21 @@ import { ReflectionService } from "@grpc/reflection";
 import { Health } from "@loopguard/proto/gen/grpc/health/v1/health_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { HealthImplementation } from "grpc-health-check";
-import type { JSONWebKeySet } from "jose";
-import { TokenVerifier } from "./auth.js";
 import { methodDefinition } from "./bridge.js";
-import { errorReasons, maxRequestBytesOf, methodPolicy, servicePolicy } from "./contract.js";
+import { Effect, errorReasons, maxRequestBytesOf, methodPolicy, servicePolicy } from "./contract.js";
 import { status, ToolError, toServiceError } from "./errors.js";
 import { FaultSwitch } from "./faults.js";
 import type { Logger } from "./logger.js";
+import type { BoundKeySet } from "./key-bindings.js";
 import { ServerMetrics } from "./metrics.js";
+import { type OidcSettings, OidcVerifier } from "./oidc.js";
 import { type UnaryInvoker, type UnaryRoute, unaryInvoker } from "./server/http-call.js";
 import { type CallContext, noStream, type StreamHandler, streamTerminal, type UnaryHandler, unaryTerminal } from "./server/handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./server/interceptor.js";
 import { CallSlots } from "./server/slots.js";
-import { authStage, deadlineStage, errorsStage, faultStage, metricsStage, responseContractStage, sizeStage, traceStage, validateStage } from "./server/stages.js";
+import { authStage, bindingStage, deadlineStage, errorsStage, faultStage, metricsStage, responseContractStage, sizeStage, traceStage, validateStage } from "./server/stages.js";
 import { shutdownTelemetry } from "./telemetry.js";
+import { TokenVerifier } from "./token-verifier.js";
 import { warmValidation } from "./validation.js";
 
 export type { CallContext, UnaryInvoker };
@@ -78,8 +80,14 @@ export interface ServeOptions {
   readonly port: number;
   /** Port of the HTTP server with /metrics and /healthz; 0 picks a free one. */
   readonly metricsPort: number;
-  /** Public keys (JWKS) that verify callers' tokens; tokens must name this service's tool name as audience. */
-  readonly publicKeys: JSONWebKeySet;
+  /** Public keys (JWKS) that verify callers' tokens, each bound to a role, subject and scopes; tokens must name this service's tool name as audience. */
+  readonly publicKeys: BoundKeySet;
+  /** The JWKS file the keys came from, followed: a key revoked there stops verifying within about a second. */
+  readonly publicKeysFile?: string;
+  /** Irreversible methods also accept a break-glass token (with a reason); off by default. */
+  readonly breakGlass?: boolean;
+  /** Also accept people's OpenID Connect ID tokens from this provider (the orchestrator's API). */
+  readonly oidc?: OidcSettings;
   /** Unary calls handled at once; past it they are refused with RESOURCE_EXHAUSTED. */
   readonly maxConcurrent: number;
   /**
@@ -174,8 +182,12 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   const tool = servicePolicy(service).toolName;
   const metrics = options.metrics ?? new ServerMetrics(tool);
   const faults = new FaultSwitch();
-  const verifier = new TokenVerifier(options.publicKeys, tool);
   const log = options.logger;
+  const verifier = new TokenVerifier(options.publicKeys, tool, {
+    ...(options.publicKeysFile ? { file: options.publicKeysFile } : {}),
+    ...(options.oidc ? { oidc: new OidcVerifier(options.oidc) } : {}),
+    onReload: (outcome) => ("error" in outcome ? log.error("trusted keys not reloaded", { reason: outcome.error }) : log.warn("trusted keys reloaded", { kids: outcome.kids })),
+  });
   const maxStreams = options.maxStreams ?? 256;
   const slots = new CallSlots(
     tool,
@@ -209,6 +221,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       sizeStage(metrics, tool, method, maxRequestBytesOf(method)),
       streaming ? slots.streamShed(method) : slots.unaryShed(method),
       authStage(verifier, tool, method, policy.requiredScope),
+      ...(policy.effect === Effect.IRREVERSIBLE_EXTERNAL ? [bindingStage(tool, method, options.breakGlass ?? false)] : []),
       ...(streaming ? [slots.streamsPerCaller(method)] : []),
       validateStage(method, normalise),
       deadlineStage,
@@ -383,7 +396,9 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     limit: options.maxConcurrent,
     max_streams: maxStreams,
     max_streams_per_caller: slots.limits.maxStreamsPerCaller,
+    break_glass: options.breakGlass ? "on" : "off",
   });
+  if (options.breakGlass) log.warn("break-glass is on: irreversible methods accept break-glass tokens with a reason", { tool });
   return toolServer;
 }
 

@@ -6,16 +6,22 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import type { DescService } from "@bufbuild/protobuf";
+import { create, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import {
   audienceOf,
   createLogger,
   createRawClient,
+  Effect,
+  methodPolicy,
   mintToken,
   newKeyPair,
+  type PersonRole,
+  personKey,
   publicKeySet,
+  requestDigest,
   requiredScopesOf,
+  type RawCallOptions,
   type RawClient,
   type ServeOptions,
   servicePolicy,
@@ -25,29 +31,35 @@ import {
   type ToolDefinition,
   type ToolServer,
   toolServicesOf,
+  withBinding,
 } from "@loopguard/tool-sdk";
 
-const testPair = newKeyPair("test-key");
-/** The test run's key pair: the private key signs test tokens (and a test orchestrator's tool tokens). */
-export const TEST_SIGNING_KEY = signingKeyFromJwk(testPair.privateJwk);
-/** What every test service verifies with. */
-export const TEST_PUBLIC_KEYS = publicKeySet({ keys: [testPair.publicJwk] });
+const orchestratorPair = newKeyPair("test-orchestrator");
+const peoplePair = newKeyPair("test-people");
+/** The test orchestrator's key (role orchestrator, subject "session:*"): test orchestrators sign their sessions' tool calls with it; boundToken too. */
+export const TEST_ORCHESTRATOR_KEY = signingKeyFromJwk(orchestratorPair.privateJwk);
+/** The test people's key (role person, any subject, any scope): testToken and test clients sign with it. */
+export const TEST_PEOPLE_KEY = signingKeyFromJwk(peoplePair.privateJwk);
+/** What every test service verifies with: both keys, bound. */
+export const TEST_PUBLIC_KEYS = publicKeySet({
+  keys: [withBinding(orchestratorPair.publicJwk, { role: "orchestrator", subject: "session:*", scopes: ["*"] }), withBinding(peoplePair.publicJwk, { role: "person", subject: "*", scopes: ["*"] })],
+});
 /** Environment a test service process needs to verify test tokens (public keys only). */
 export const TEST_AUTH_ENV: Readonly<Record<string, string>> = { LOOPGUARD_JWKS: JSON.stringify(TEST_PUBLIC_KEYS) };
 
-let signingKeyFile: string | undefined;
-/** A 0600 file holding the test private key, for a test orchestrator's LOOPGUARD_SIGNING_KEY_FILE. */
-export function testSigningKeyFile(): string {
-  if (!signingKeyFile) {
-    signingKeyFile = join(mkdtempSync(join(tmpdir(), "loopguard-test-key-")), "signing-key.jwk");
-    writeFileSync(signingKeyFile, JSON.stringify(testPair.privateJwk), { mode: 0o600 });
+let orchestratorKeyFile: string | undefined;
+/** A 0600 file holding the test orchestrator's private key, for a test orchestrator's LOOPGUARD_SIGNING_KEY_FILE. */
+export function testOrchestratorKeyFile(): string {
+  if (!orchestratorKeyFile) {
+    orchestratorKeyFile = join(mkdtempSync(join(tmpdir(), "loopguard-test-key-")), "orchestrator.jwk");
+    writeFileSync(orchestratorKeyFile, JSON.stringify(orchestratorPair.privateJwk), { mode: 0o600 });
   }
-  return signingKeyFile;
+  return orchestratorKeyFile;
 }
 
 /** Environment of a test orchestrator: the public keys, and the private key it signs tool tokens with. */
 export function testOrchestratorEnv(): Record<string, string> {
-  return { ...TEST_AUTH_ENV, LOOPGUARD_SIGNING_KEY_FILE: testSigningKeyFile() };
+  return { ...TEST_AUTH_ENV, LOOPGUARD_SIGNING_KEY_FILE: testOrchestratorKeyFile() };
 }
 
 /** Every scope a tool method requires, from the contracts (the scopes a session may be granted). */
@@ -64,11 +76,51 @@ export interface TestTokenOptions {
   readonly ttlSeconds?: number;
 }
 
-/** A token signed with the test key; its audience is derived from the contracts unless given. */
+/** A person's token signed with the test people's key; its audience is derived from the contracts unless given. */
 export function testToken(options: TestTokenOptions): Promise<string> {
   const audience = options.audience ?? audienceOf(options.scopes, servicesOf(contractFiles));
   if (!audience) throw new Error(`scopes ${options.scopes.join(" ")} do not name one service: pass audience`);
-  return mintToken(TEST_SIGNING_KEY, { subject: options.subject ?? "test", audience, scopes: options.scopes, ttlSeconds: options.ttlSeconds ?? 600 });
+  return mintToken(TEST_PEOPLE_KEY, { subject: options.subject ?? "test", audience, scopes: options.scopes, ttlSeconds: options.ttlSeconds ?? 600 });
+}
+
+/**
+ * What a test that calls an irreversible method directly sends: the orchestrator's token bound
+ * to this exact request (claim `req`), as the orchestrator mints it for one call. `method` is the
+ * method's name in the contract, e.g. "Refund".
+ */
+export function boundToken<S extends DescService>(service: S, method: string, request: MessageInitShape<DescMethod["input"]>, subject = "session:test"): Promise<string> {
+  const found = service.methods.find((m) => m.name === method);
+  if (!found) throw new Error(`${service.typeName} has no method ${method}`);
+  const scope = methodPolicy(found).requiredScope;
+  return mintToken(TEST_ORCHESTRATOR_KEY, {
+    subject,
+    audience: servicePolicy(service).toolName,
+    scopes: scope ? [scope] : [],
+    requestDigest: requestDigest(found.input, create(found.input, request)),
+    ttlSeconds: 600,
+  });
+}
+
+/**
+ * `client` as the orchestrator calls: each call of an irreversible method carries its own token
+ * bound to that request (boundToken); the other methods keep the client's token. For tests that
+ * call an irreversible method directly.
+ */
+export function withBoundTokens<S extends DescService>(service: S, client: RawClient<S>): RawClient<S> {
+  const out: Record<string, unknown> = { ...client };
+  for (const method of service.methods) {
+    if (methodPolicy(method).effect !== Effect.IRREVERSIBLE_EXTERNAL) continue;
+    const send = (client as Record<string, unknown>)[method.localName] as (request: unknown, options?: RawCallOptions) => Promise<unknown>;
+    out[method.localName] = async (request: MessageInitShape<DescMethod["input"]>, options: RawCallOptions = {}) =>
+      send(request, { ...options, token: await boundToken(service, method.name, request) });
+  }
+  return out as RawClient<S>;
+}
+
+/** A token of one of the local people whose keys `pnpm start` made under `dataDir`, signed as the CLI signs (subject: the key's binding). */
+export function localPersonToken(dataDir: string, person: PersonRole, audience: string, scopes: readonly string[]): Promise<string> {
+  const { key, binding } = personKey({ LOOPGUARD_DATA_DIR: dataDir }, person);
+  return mintToken(key, { subject: binding.subject, audience, scopes, ttlSeconds: 3600 });
 }
 
 export interface TestTool<S extends DescService> {

@@ -8,7 +8,7 @@ import { Server, ServerCredentials } from "@grpc/grpc-js";
 import { KbSearchService, SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { createLogger, readPublicKeys, serveTool, serviceDefinition } from "@loopguard/tool-sdk";
-import { TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
+import { benchPeople } from "./people.js";
 
 const answer: MessageInitShape<typeof SearchResponseSchema> = {
   hits: [
@@ -27,7 +27,7 @@ async function serve(kind: string): Promise<number> {
     return new Promise((resolve, reject) => server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e, port) => (e ? reject(e) : resolve(port))));
   }
   const logger = createLogger({ service: "bench", level: "error" });
-  // The parent's test keys, passed in the environment: tokens the parent mints verify here.
+  // The parent's local people's keys, passed in the environment: tokens the parent mints verify here.
   const options = { host: "127.0.0.1", port: 0, metricsPort: 0, publicKeys: readPublicKeys(), maxConcurrent: 1024, shutdownGraceMs: 1000, logger };
   if (kind === "risk-down") {
     const server = await serveTool(
@@ -43,7 +43,7 @@ async function serve(kind: string): Promise<number> {
 
 /** Starts a bench server in a child process; resolves with its address and a stop function. */
 export function startBenchServer(kind: "bare" | "tool" | "risk-down"): Promise<{ address: string; stop: () => void }> {
-  const child = fork(fileURLToPath(import.meta.url), [kind], { stdio: ["ignore", "inherit", "inherit", "ipc"], env: { ...process.env, ...TEST_AUTH_ENV } });
+  const child = fork(fileURLToPath(import.meta.url), [kind], { stdio: ["ignore", "inherit", "inherit", "ipc"], env: { ...process.env, ...benchPeople().env } });
   return new Promise((resolve, reject) => {
     child.once("message", (port) => resolve({ address: `127.0.0.1:${String(port)}`, stop: () => child.kill("SIGKILL") }));
     child.once("exit", (code) => reject(new Error(`bench server ${kind} exited with ${code}`)));

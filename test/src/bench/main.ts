@@ -3,10 +3,10 @@
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { createRawClient, ToolCallError, toolClient } from "@loopguard/tool-sdk";
-import { testToken } from "@loopguard/tool-sdk/testing";
 import { Registry } from "prom-client";
 import { startBenchServer } from "./bench-server.js";
 import { compare, type ProbedFigures, printComparison } from "./measure.js";
+import { benchPeople } from "./people.js";
 import { benchRedact } from "./redact.js";
 import { benchRefunds } from "./refunds.js";
 import { benchSteps } from "./steps.js";
@@ -17,7 +17,7 @@ const request = { query: "how do refunds work", limit: 3 };
 async function benchTool(): Promise<void> {
   const bare = await startBenchServer("bare");
   const tool = await startBenchServer("tool");
-  const token = await testToken({ subject: "bench", scopes: ["kb:read"] });
+  const token = await benchPeople().token("operator", ["kb:read"]);
   const bareClient = createRawClient(KbSearchService, bare.address, { token });
   const toolClientRaw = createRawClient(KbSearchService, tool.address, { token });
   try {
@@ -38,7 +38,7 @@ async function benchTool(): Promise<void> {
 
 async function benchClient(): Promise<void> {
   const server = await startBenchServer("bare");
-  const token = await testToken({ subject: "bench", scopes: ["kb:read"] });
+  const token = await benchPeople().token("operator", ["kb:read"]);
   const bare = createRawClient(KbSearchService, server.address, { token });
   const client = toolClient(KbSearchService, { target: server.address, token, registry: new Registry() });
   try {
@@ -63,7 +63,7 @@ async function benchClient(): Promise<void> {
 
   // Fast-fail latency with the breaker open: risk has no empty fallback, so the call is refused.
   const down = await startBenchServer("risk-down");
-  const riskToken = await testToken({ subject: "bench", scopes: ["risk:read"] });
+  const riskToken = await benchPeople().token("operator", ["risk:read"]);
   const risk = toolClient(RiskService, { target: down.address, token: riskToken, registry: new Registry(), breaker: { volumeThreshold: 5, resetTimeoutMs: 60_000 }, retry: { maxAttempts: 1 } });
   const req = { idCard: "11010519491231002X", phone: "+8613800138000" };
   try {

@@ -14,8 +14,9 @@ import { PostgresSessionStore, SqliteSessionStore, type SessionStore } from "@lo
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
+import { benchPeople } from "./people.js";
 import { cpuSeconds, entryOf, sessionEnds } from "./processes.js";
 import { benchTransitions, type TransitionBenchResult } from "./transitions.js";
 import { postgresUnavailable, startPostgres } from "@loopguard/sql-store/testing";
@@ -33,10 +34,11 @@ async function benchToolSteps(durationMs: number): Promise<void> {
   const procs: ToolProcess[] = [];
   try {
     // Allow more than IN_FLIGHT at once, so load shedding does not cap either side.
-    const kb = await spawnTool(KB_ENTRY, { KB_SEARCH_PORT: "0", KB_SEARCH_METRICS_PORT: "0", KB_SEARCH_MAX_CONCURRENT: "512", LOOPGUARD_DATA_DIR: join(dataDir, "kb") });
+    const people = benchPeople();
+    const kb = await spawnTool(KB_ENTRY, { ...people.env, KB_SEARCH_PORT: "0", KB_SEARCH_METRICS_PORT: "0", KB_SEARCH_MAX_CONCURRENT: "512", LOOPGUARD_DATA_DIR: join(dataDir, "kb") });
     procs.push(kb);
     const orchestrator = await spawnTool(ORCHESTRATOR_ENTRY, {
-      ...testOrchestratorEnv(),
+      ...people.orchestratorEnv,
       ORCHESTRATOR_PORT: "0",
       ORCHESTRATOR_HTTP_PORT: "0",
       ORCHESTRATOR_STORE: `sqlite:${join(dataDir, "orchestrator.db")}`,
@@ -53,8 +55,8 @@ async function benchToolSteps(durationMs: number): Promise<void> {
     procs.push(orchestrator);
     const endOf = sessionEnds(orchestrator);
 
-    const kbToken = await testToken({ subject: "bench", scopes: ["kb:read"], ttlSeconds: 600 });
-    const apiToken = await testToken({ subject: "bench", scopes: SESSION_OPERATOR_SCOPES, ttlSeconds: 600 });
+    const kbToken = await people.token("operator", ["kb:read"]);
+    const apiToken = await people.token("requester", ["sessions:read", "sessions:write", "grant:kb:read"], "orchestrator");
     const kbClient = createRawClient(KbSearchService, kb.address, { token: kbToken });
     const api = createRawClient(OrchestratorService, orchestrator.address, { token: apiToken });
     try {

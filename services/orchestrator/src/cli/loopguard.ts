@@ -1,26 +1,30 @@
 #!/usr/bin/env node
 // `pnpm loopguard …`: the operator's command line for the orchestrator API.
-//   run "<goal>" [--task-file F | --task JSON] [--budget k=v…] [--scope s…] [--policy P] [--wait] [--json]
+//   run "<goal>" [--task-file F | --task JSON] [--budget k=v…] [--scope s…] [--policy P] [--idempotency-key K] [--wait] [--json]
 //   sessions [--state S] [--limit N]   show ID   trace ID   approve ID   deny ID   cancel ID
-//   dashboard [--http HOST:PORT]   (the dashboard's address with a fresh operator token)
+//   dashboard [--http HOST:PORT]   (the dashboard's address with a fresh token of the person)
+// Every command acts as one person (--as NAME, LOOPGUARD_AS; default requester): see identity.ts.
 // Every failure: one line on stderr naming the problem, and a non-zero exit code.
+import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, mintToken, operatorSigningKey, requiredScopesOf, type SigningKey, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, type PersonKey, requiredScopesOf, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
-import { jsonOf, printSession, stateName, summary, reidentified } from "./session-text.js";
+import { actingPerson, apiToken, UsageError } from "./identity.js";
+import { jsonOf, printSession, reidentified, stateName, summary } from "./session-text.js";
 
 const USAGE = `usage: loopguard <command> [options]
-  run "<goal>" [--task-file F | --task JSON] [--budget key=value…] [--scope s…] [--policy scripted|openai] [--wait] [--json]
-      budget keys: steps, tool_calls, tokens, wall_clock_ms, cost_micros
+  run "<goal>" [--task-file F | --task JSON] [--budget key=value…] [--scope s…] [--policy scripted|openai] [--idempotency-key K] [--wait] [--json]
+      budget keys: steps, tool_calls, tokens, wall_clock_ms, cost_micros; a retried run with the key it printed returns the same session
   sessions [--state STATE] [--limit N]
   show ID        trace ID        cancel ID [--reason R]
   approve ID [--reason R] [--yes]        deny ID [--reason R] [--yes]
-      shows the action and asks before deciding (--yes: no question); you approve as cli-approver:$USER
-  dashboard [--http HOST:PORT]   prints the dashboard URL with a fresh 8-hour operator token
-options: --addr HOST:PORT (ORCHESTRATOR_ADDR, default 127.0.0.1:50051)
+      shows the action and asks before deciding (--yes: no question); approve as another person than the one who ran it (--as approver)
+  dashboard [--http HOST:PORT]   prints the dashboard URL with a fresh 8-hour token of the person
+options: --as NAME (LOOPGUARD_AS, default requester): act as the person whose key is .data/keys/NAME.jwk
+         --addr HOST:PORT (ORCHESTRATOR_ADDR, default 127.0.0.1:50051)
          --http HOST:PORT (ORCHESTRATOR_HTTP_ADDR, default 127.0.0.1:8080)`;
 
 /** A new session may call every tool of the contracts unless --scope narrows it. */
@@ -32,8 +36,6 @@ const BUDGET_KEYS: Record<string, string> = {
   wall_clock_ms: "maxWallClockMs",
   cost_micros: "maxCostMicros",
 };
-
-class UsageError extends Error {}
 
 let addr = process.env.ORCHESTRATOR_ADDR ?? "127.0.0.1:50051";
 
@@ -50,23 +52,10 @@ function describeCallError(error: CallError): string {
 }
 
 const DASHBOARD_TOKEN_TTL_SECONDS = 8 * 3600;
-const user = process.env.USER ?? "operator";
-/** Who the CLI acts as. Approving is a second subject, so the four-eyes rule (no one approves a session they started) holds for a person using both commands. */
-const SUBJECTS = { operator: `cli:${user}`, approver: `cli-approver:${user}`, dashboard: `dashboard:${user}` } as const;
 
-/**
- * A token for the orchestrator API signed with the operator key. It carries exactly what the
- * command needs, plus "grant:<scope>" for each scope it gives a new session (a session only
- * receives scopes its creator may grant).
- */
-async function token(subject: string, scopes: readonly string[], grants: readonly string[] = [], ttlSeconds = 3600): Promise<string> {
-  let key: SigningKey;
-  try {
-    key = operatorSigningKey();
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  return mintToken(key, { subject, audience: "orchestrator", scopes: [...scopes, ...grants.map((g) => `grant:${g}`)], ttlSeconds });
+/** What a command's token carries: what it needs, and seeing every session when the person may (sessions:admin). */
+function commandScopes(person: PersonKey, needed: readonly string[]): string[] {
+  return person.scopeBeyond(["sessions:admin"]) === undefined ? [...needed, "sessions:admin"] : [...needed];
 }
 
 /** Asks on the terminal; without one, refuses rather than deciding for the operator. */
@@ -131,6 +120,7 @@ async function main(): Promise<void> {
       reason: { type: "string" },
       "idempotency-key": { type: "string" },
       http: { type: "string" },
+      as: { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
@@ -144,38 +134,47 @@ async function main(): Promise<void> {
   if (needsId.includes(command) && !arg) throw new UsageError(`${command} needs a session id`);
   if (command === "run" && !arg) throw new UsageError('run needs a goal, e.g. loopguard run "Refund order ord_DEMO00000001"');
   if (!["run", "sessions", "dashboard", ...needsId].includes(command)) throw new UsageError(`unknown command "${command}"\n${USAGE}`);
+  const person = actingPerson(values.as);
   if (command === "dashboard") {
     const http = values.http ?? process.env.ORCHESTRATOR_HTTP_ADDR ?? "127.0.0.1:8080";
     if (!/^[\w.-]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/.test(http)) throw new UsageError(`--http must be HOST:PORT, got "${http}"`);
     // The token travels in the URL fragment, which browsers never send to the server or in a Referer.
-    const scopes = ["sessions:read", "sessions:write", "approvals:write"];
-    console.log(`http://${http}/#token=${await token(SUBJECTS.dashboard, scopes, DEFAULT_SCOPES, DASHBOARD_TOKEN_TTL_SECONDS)}`);
+    // The person's whole binding: the dashboard does what that person may, and no more.
+    console.log(`http://${http}/#token=${await apiToken(person, "open the dashboard", person.binding.scopes, DASHBOARD_TOKEN_TTL_SECONDS)}`);
     return;
   }
   const sessionScopes = values.scope ?? DEFAULT_SCOPES;
   const credentials =
-    command === "approve" || command === "deny"
-      ? await token(SUBJECTS.approver, ["sessions:read", "approvals:write"])
-      : await token(SUBJECTS.operator, ["sessions:read", "sessions:write"], command === "run" ? sessionScopes : []);
+    command === "run"
+      ? // Only the grants the person holds: the orchestrator names any other scope asked for (SCOPE_NOT_GRANTABLE).
+        await apiToken(person, "start sessions", ["sessions:read", "sessions:write", ...sessionScopes.map((s) => `grant:${s}`).filter((g) => person.scopeBeyond([g]) === undefined)])
+      : command === "approve" || command === "deny"
+        ? await apiToken(person, command, commandScopes(person, ["sessions:read", "approvals:write"]))
+        : await apiToken(person, `${command} sessions`, commandScopes(person, command === "cancel" ? ["sessions:read", "sessions:write"] : ["sessions:read"]));
   const api = createRawClient(OrchestratorService, addr, { token: credentials });
   const deadline = 10_000;
   try {
     switch (command) {
       case "run": {
         const task = readTask(values);
-        const { session } = await api.startSession(
+        // One key per invocation, printed: a run retried with it returns this session instead of starting a second.
+        const idempotencyKey = values["idempotency-key"] ?? `run-${randomUUID()}`;
+        const { session, created } = await api.startSession(
           {
             goal: arg!,
             task: task as never,
             budget: readBudget(values.budget ?? []),
             scopes: sessionScopes,
             policy: values.policy ?? "scripted",
-            idempotencyKey: values["idempotency-key"] ?? "",
+            idempotencyKey,
           },
           { deadline },
         );
         let last = session!;
-        if (!values.json) console.log(`started ${last.sessionId} (trace ${last.traceId})`);
+        if (!values.json) {
+          console.log(`${created ? "started" : "already started (same idempotency key):"} ${last.sessionId} (trace ${last.traceId})`);
+          console.log(`idempotency key ${idempotencyKey}   (retry with --idempotency-key ${idempotencyKey} to get this session back, never a second one)`);
+        }
         if (values.wait) {
           for await (const event of api.watchSession({ sessionId: last.sessionId })) {
             if (event.event.case === "snapshot") last = event.event.value;
@@ -183,13 +182,13 @@ async function main(): Promise<void> {
             if (event.event.case === "transition") {
               const t = event.event.value;
               console.log(`  ${stateName(t.from).padEnd(17)} → ${stateName(t.to).padEnd(17)} ${t.reason}`);
-              if (t.to === SessionState.AWAITING_APPROVAL) console.log(`  waiting for a human: pnpm loopguard approve ${last.sessionId}   (or deny)`);
+              if (t.to === SessionState.AWAITING_APPROVAL) console.log(`  waiting for another person: pnpm loopguard approve ${last.sessionId} --as approver   (or deny)`);
             }
           }
           last = (await api.getSession({ sessionId: last.sessionId }, { deadline })).session!;
         }
         last = reidentified(last, task);
-        if (values.json) console.log(JSON.stringify(jsonOf(last)));
+        if (values.json) console.log(JSON.stringify({ ...jsonOf(last), idempotency_key: idempotencyKey }));
         else printSession(last);
         return;
       }
@@ -238,7 +237,7 @@ async function main(): Promise<void> {
             `approval  ${approval.approvalId}  arguments ${approval.argumentsHash}`,
           ].join("\n"),
         );
-        if (!values.yes && !(await confirm(`${command} this action as ${SUBJECTS.approver}? [y/N] `))) {
+        if (!values.yes && !(await confirm(`${command} this action as ${person.binding.subject}? [y/N] `))) {
           console.log("nothing done");
           return;
         }

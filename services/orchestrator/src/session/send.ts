@@ -46,8 +46,8 @@ export async function send(kit: Kit, s: SessionRecord, { tool, client, call }: I
   const started = performance.now();
   return kit.spans.span(s, `execute_tool ${tool.name}`, { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id }, async (span) => {
     try {
-      const token = await kit.deps.tokens.for(s.id, tool, deadline);
       const request = fromJson(tool.method.input, JSON.parse(call.arguments) as JsonValue);
+      const token = await kit.deps.tokens.for(s.id, tool, deadline, request);
       const result = await client.call(tool.method.localName as never, request as never, {
         deadline: new Date(deadline),
         token,

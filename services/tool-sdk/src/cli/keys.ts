@@ -1,26 +1,45 @@
 #!/usr/bin/env node
-// Key management for deployments:
-//   pnpm keys new --kid orchestrator-2026-12 [--private-out FILE] [--jwks FILE]
-//     makes an Ed25519 key pair: the private JWK (0600) for the one service that signs, its public
-//     half added to the JWKS every service verifies with (created if missing).
-//   pnpm keys remove --kid KID [--jwks FILE]      drops a retired public key from the JWKS.
+// Key management for deployments. Every public key in the JWKS is bound to who may use it: a role
+// (orchestrator | person | break-glass), the subject its tokens must claim and the scopes they may carry.
+//   pnpm keys new --kid K --role R --subject S --scope SCOPE… [--private-out FILE] [--jwks FILE]
+//     an Ed25519 key pair: the private JWK (0600) for its one holder, the public half with its binding added to the JWKS.
+//   pnpm keys bind --kid K --role R --subject S --scope SCOPE… [--jwks FILE]   (re)binds a key already in the JWKS.
+//   pnpm keys revoke --kid K [--jwks FILE]   drops it and records it as revoked: services stop trusting it within ~1 s, and no key reuses its kid.
+//   pnpm keys remove --kid K [--jwks FILE]   drops a retired key after rotation.
 // Rotation: `new` (both keys trusted) → roll out the JWKS → switch the signer's key → `remove` the old.
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { KeyError, newKeyPair, publicKeySet } from "../auth.js";
+import { KeyError, newKeyPair } from "../auth.js";
+import { bindingProblem, type KeyBinding, type KeyRole, publicKeySet, withBinding } from "../key-bindings.js";
+import { irreversibleMethodOf } from "../people.js";
 
 function fail(message: string): never {
   process.stderr.write(`keys: ${message}\n`);
   process.exit(2);
 }
 
-const USAGE = "usage: pnpm keys new --kid KID [--private-out FILE] [--jwks FILE]\n       pnpm keys remove --kid KID [--jwks FILE]\n";
+const USAGE = `usage: pnpm keys new --kid KID --role orchestrator|person|break-glass --subject S --scope SCOPE… [--private-out FILE] [--jwks FILE]
+       pnpm keys bind --kid KID --role orchestrator|person|break-glass --subject S --scope SCOPE… [--jwks FILE]
+       pnpm keys revoke --kid KID [--jwks FILE]
+       pnpm keys remove --kid KID [--jwks FILE]
+  an orchestrator key: --subject 'session:*' and the tool methods' scopes; a person: their name and scopes (never an irreversible method's);
+  a break-glass key: a person's name and the irreversible scope it may use, accepted only where <TOOL>_BREAK_GLASS=on
+`;
 
-let parsed: { values: { kid?: string; "private-out"?: string; jwks?: string; help?: boolean }; positionals: string[] };
+type Values = { kid?: string; role?: string; subject?: string; scope?: string[]; "private-out"?: string; jwks?: string; help?: boolean };
+let parsed: { values: Values; positionals: string[] };
 try {
   parsed = parseArgs({
     allowPositionals: true,
-    options: { kid: { type: "string" }, "private-out": { type: "string" }, jwks: { type: "string", default: "jwks.json" }, help: { type: "boolean", short: "h" } },
+    options: {
+      kid: { type: "string" },
+      role: { type: "string" },
+      subject: { type: "string" },
+      scope: { type: "string", multiple: true },
+      "private-out": { type: "string" },
+      jwks: { type: "string", default: "jwks.json" },
+      help: { type: "boolean", short: "h" },
+    },
   });
 } catch (error) {
   fail((error as Error).message);
@@ -31,39 +50,91 @@ if (values.help || !command) {
   process.stdout.write(USAGE);
   process.exit(values.help ? 0 : 2);
 }
+if (!["new", "bind", "revoke", "remove"].includes(command)) fail(`unknown command "${command}"\n${USAGE}`);
 const kid = values.kid ?? "";
 if (!/^[A-Za-z0-9._-]{1,64}$/.test(kid)) fail("--kid must be 1..64 letters, digits, '.', '_' or '-'");
 const jwksPath = values.jwks ?? "jwks.json";
 
-function readJwks(): { keys: Record<string, unknown>[] } {
-  if (!existsSync(jwksPath)) return { keys: [] };
+/** Stands in for a missing binding while `bind` checks the rest of an older JWKS; never written. */
+const PLACEHOLDER: KeyBinding = { role: "person", subject: "unbound", scopes: [] };
+
+type Jwks = { keys: Record<string, unknown>[]; revoked: string[] };
+
+function readJwks(): Jwks {
+  if (!existsSync(jwksPath)) return { keys: [], revoked: [] };
+  let raw: unknown;
   try {
-    return publicKeySet(JSON.parse(readFileSync(jwksPath, "utf8"))) as unknown as { keys: Record<string, unknown>[] };
+    raw = JSON.parse(readFileSync(jwksPath, "utf8"));
+  } catch {
+    fail(`${jwksPath} is not JSON`);
+  }
+  // `bind` is how the keys of an older JWKS get their bindings, so for it a key may still lack one.
+  const keys = (raw as { keys?: unknown }).keys;
+  const checked = Array.isArray(keys) && command === "bind" ? keys.map((k: Record<string, unknown>) => (k?.loopguard_role === undefined ? withBinding(k, PLACEHOLDER) : k)) : keys;
+  try {
+    const set = publicKeySet({ ...(raw as object), keys: checked });
+    return { keys: keys as Record<string, unknown>[], revoked: [...(set.revoked ?? [])] };
   } catch (error) {
-    fail(`${jwksPath}: ${error instanceof KeyError ? error.message : "not JSON"}`);
+    fail(`${jwksPath}: ${error instanceof KeyError ? error.message : "not a JWKS"}`);
   }
 }
 
-function writeJwks(jwks: { keys: unknown[] }): void {
-  writeFileSync(`${jwksPath}.tmp`, `${JSON.stringify(jwks, null, 2)}\n`, { mode: 0o644 });
+function writeJwks(jwks: Jwks): void {
+  const out = jwks.revoked.length > 0 ? jwks : { keys: jwks.keys };
+  writeFileSync(`${jwksPath}.tmp`, `${JSON.stringify(out, null, 2)}\n`, { mode: 0o644 });
   renameSync(`${jwksPath}.tmp`, jwksPath);
 }
 
+/** The binding the command line asks for, checked. */
+function requestedBinding(): KeyBinding {
+  if (!values.role) fail("--role is required: orchestrator, person or break-glass");
+  if (!values.subject) fail("--subject is required: the subject this key's tokens must claim ('session:*' for the orchestrator, a person's name otherwise)");
+  const binding = { role: values.role as KeyRole, subject: values.subject, scopes: values.scope ?? [] };
+  const problem = bindingProblem(binding);
+  if (problem)
+    fail(
+      problem
+        .replace(/^loopguard_role/, "--role")
+        .replace(/^loopguard_subject/, "--subject")
+        .replace(/^loopguard_scopes/, "--scope"),
+    );
+  if (binding.scopes.length === 0) fail("name at least one --scope the key's tokens may carry");
+  if (binding.role === "person") {
+    for (const scope of binding.scopes) {
+      const method = irreversibleMethodOf(scope);
+      if (method)
+        fail(`a person's key may not hold "${scope}": it is (or covers) the scope of ${method}, which only the orchestrator may call, bound to one request (a break-glass key is --role break-glass)`);
+    }
+  }
+  return binding;
+}
+
 const jwks = readJwks();
+const index = jwks.keys.findIndex((k) => k.kid === kid);
 if (command === "new") {
-  if (jwks.keys.some((k) => k.kid === kid)) fail(`${jwksPath} already has a key "${kid}"`);
+  const binding = requestedBinding();
+  if (index >= 0) fail(`${jwksPath} already has a key "${kid}"`);
+  if (jwks.revoked.includes(kid)) fail(`"${kid}" was revoked; a revoked kid is never used again: choose another`);
   const privateOut = values["private-out"] ?? `${kid}.private.jwk`;
   if (existsSync(privateOut)) fail(`${privateOut} exists; not overwriting a private key`);
   const { privateJwk, publicJwk } = newKeyPair(kid);
   writeFileSync(privateOut, `${JSON.stringify(privateJwk)}\n`, { mode: 0o600, flag: "wx" });
-  writeJwks({ keys: [...jwks.keys, publicJwk] });
-  process.stdout.write(`private key ${privateOut} (keep it secret; give it only to the service that signs)\npublic key "${kid}" added to ${jwksPath}\n`);
-} else if (command === "remove") {
-  const kept = jwks.keys.filter((k) => k.kid !== kid);
-  if (kept.length === jwks.keys.length) fail(`${jwksPath} has no key "${kid}"`);
-  if (kept.length === 0) fail(`removing "${kid}" would leave ${jwksPath} empty; add its successor first`);
-  writeJwks({ keys: kept });
-  process.stdout.write(`public key "${kid}" removed from ${jwksPath}\n`);
+  writeJwks({ ...jwks, keys: [...jwks.keys, withBinding(publicJwk, binding)] });
+  process.stdout.write(
+    `private key ${privateOut} (keep it secret; give it only to its one holder)\npublic key "${kid}" added to ${jwksPath}: ${binding.role} "${binding.subject}", scopes ${binding.scopes.join(" ")}\n`,
+  );
+} else if (command === "bind") {
+  const binding = requestedBinding();
+  if (index < 0) fail(`${jwksPath} has no key "${kid}"${jwks.revoked.includes(kid) ? " (it was revoked)" : ""}`);
+  writeJwks({ ...jwks, keys: jwks.keys.map((k, i) => (i === index ? withBinding(k, binding) : k)) });
+  process.stdout.write(`key "${kid}" in ${jwksPath} bound: ${binding.role} "${binding.subject}", scopes ${binding.scopes.join(" ")}\n`);
+} else if (command === "revoke") {
+  if (index < 0) fail(jwks.revoked.includes(kid) ? `"${kid}" is already revoked in ${jwksPath}` : `${jwksPath} has no key "${kid}"`);
+  writeJwks({ keys: jwks.keys.filter((_, i) => i !== index), revoked: [...jwks.revoked, kid] });
+  process.stdout.write(`key "${kid}" revoked in ${jwksPath}: every service following this file refuses its tokens within about a second\n`);
 } else {
-  fail(`unknown command "${command}"\n${USAGE}`);
+  if (index < 0) fail(`${jwksPath} has no key "${kid}"`);
+  if (jwks.keys.length === 1) fail(`removing "${kid}" would leave ${jwksPath} empty; add its successor first`);
+  writeJwks({ ...jwks, keys: jwks.keys.filter((_, i) => i !== index) });
+  process.stdout.write(`public key "${kid}" removed from ${jwksPath}\n`);
 }

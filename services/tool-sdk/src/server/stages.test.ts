@@ -3,16 +3,18 @@ import { create } from "@bufbuild/protobuf";
 import { Metadata } from "@grpc/grpc-js";
 import { KbSearchService, SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { describe, expect, it } from "vitest";
-import { TokenVerifier } from "../auth.js";
+import { BillingService, RefundReason, RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { type Caller, requestDigest } from "../auth.js";
 import { status, ToolError } from "../errors.js";
 import { FaultSwitch } from "../faults.js";
 import { createLogger } from "../logger.js";
 import { ServerMetrics } from "../metrics.js";
 import { metricValue, TEST_PUBLIC_KEYS, testToken } from "../../testing/index.js";
+import { TokenVerifier } from "../token-verifier.js";
 import { unaryTerminal } from "./handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
 import { CallSlots } from "./slots.js";
-import { authStage, deadlineStage, errorsStage, faultStage, metricsStage, responseContractStage, sizeStage, traceStage, validateStage } from "./stages.js";
+import { authStage, bindingStage, deadlineStage, errorsStage, faultStage, metricsStage, responseContractStage, sizeStage, traceStage, validateStage } from "./stages.js";
 
 const method = KbSearchService.method.search;
 const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
@@ -89,6 +91,46 @@ describe("authStage", () => {
   });
 });
 
+describe("bindingStage", () => {
+  const refund = BillingService.method.refund;
+  const request = create(RefundRequestSchema, { orderId: "ord_DEMO00000001", amountCents: 500n, reason: RefundReason.DAMAGED, idempotencyKey: "binding-stage-0001" });
+  const boundTo = (r: typeof request): Caller => ({
+    subject: "session:s1",
+    scopes: new Set(["billing:refund"]),
+    role: "orchestrator",
+    keyId: "o",
+    requestDigest: requestDigest(RefundRequestSchema, r),
+  });
+  const through = (caller: Caller, breakGlass = false) => bindingStage("billing", refund, breakGlass)(async () => "done")(testCall({ method: refund, request, caller }));
+  const notBound = async (promise: Promise<unknown>) => {
+    const error = await refusal(promise);
+    expect([error.code, error.reason]).toEqual([status.PERMISSION_DENIED, "CREDENTIAL_NOT_BOUND"]);
+    return error.message;
+  };
+
+  it("passes the orchestrator's token bound to this exact request", async () => {
+    await expect(through(boundTo(request))).resolves.toBe("done");
+  });
+
+  it("refuses a token bound to another amount, order or key", async () => {
+    for (const change of [{ amountCents: 501n }, { orderId: "ord_DEMO00000002" }, { idempotencyKey: "binding-stage-0002" }]) {
+      expect(await notBound(through(boundTo(create(RefundRequestSchema, { ...request, ...change }))))).toMatch(/bound to another request/);
+    }
+  });
+
+  it("refuses an orchestrator token bound to no request, and any person's token", async () => {
+    await notBound(through({ ...boundTo(request), requestDigest: undefined }));
+    expect(await notBound(through({ subject: "operator", scopes: new Set(["billing:refund"]), role: "person", keyId: "p" }))).toMatch(/operator's person token/);
+  });
+
+  it("takes a break-glass token with a reason only where break-glass is on", async () => {
+    const glass: Caller = { subject: "alice", scopes: new Set(["billing:refund"]), role: "break-glass", keyId: "g", breakGlassReason: "ledger fix, INC-42" };
+    expect(await notBound(through(glass))).toMatch(/BILLING_BREAK_GLASS=on/);
+    await expect(through(glass, true)).resolves.toBe("done");
+    expect(await notBound(through({ ...glass, breakGlassReason: " " }, true))).toMatch(/must say why/);
+  });
+});
+
 describe("validateStage", () => {
   it("normalises, then refuses an invalid request with its field violations", async () => {
     const stage = validateStage(method, (request) => ((request as { query: string }).query = ""))(answer);
@@ -146,7 +188,7 @@ describe("CallSlots", () => {
 
   it("limits streams per caller apart from the server-wide limit", async () => {
     const slots = new CallSlots("kb-search", { ...limits, maxStreams: 5 }, new ServerMetrics("kb-search"));
-    const caller = { subject: "agent-7", scopes: new Set<string>() } as ServerCall["caller"];
+    const caller: Caller = { subject: "agent-7", scopes: new Set<string>(), role: "person", keyId: "test-people" };
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
     const stream = slots.streamsPerCaller(method)(async () => {

@@ -1,0 +1,107 @@
+// People signed in with an OpenID Connect provider, against a real local issuer on loopback
+// (oauth2-mock-server: discovery document, JWKS, signed ID tokens) and the orchestrator's real
+// gRPC API: a valid ID token starts a session as "oidc:<sub>"; a forged, expired or foreign one is
+// UNAUTHENTICATED; an OIDC approver cannot approve the session its own subject started.
+import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { createRawClient, status } from "@loopguard/tool-sdk";
+import { decodeJwt, decodeProtectedHeader, generateKeyPair, SignJWT } from "jose";
+import { OAuth2Server } from "oauth2-mock-server";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ALL_SCOPES, HIGH_RISK_CUSTOMER, refusal, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+
+const CLIENT_ID = "loopguard-test";
+let issuer: OAuth2Server;
+let tools: Tools;
+let orch: TestOrchestrator;
+
+beforeAll(async () => {
+  issuer = new OAuth2Server();
+  await issuer.issuer.keys.generate("RS256");
+  await issuer.start(0, "127.0.0.1");
+  tools = await startTools();
+  orch = await startOrchestrator(tools, { ORCHESTRATOR_OIDC_ISSUER: issuer.issuer.url!, ORCHESTRATOR_OIDC_AUDIENCE: CLIENT_ID });
+});
+afterAll(async () => {
+  await orch?.close();
+  await tools?.stop();
+  await issuer?.stop();
+});
+
+/** An ID token from the local issuer for `sub` holding `roles`; `change` edits its claims before signing. */
+function idToken(sub: string, roles: string[], change: (payload: Record<string, unknown>) => void = () => undefined, expiresIn = 300): Promise<string> {
+  return issuer.issuer.buildToken({
+    expiresIn,
+    scopesOrTransform: (_header, payload) => {
+      Object.assign(payload, { sub, aud: CLIENT_ID, loopguard_roles: roles });
+      change(payload);
+    },
+  });
+}
+
+function api(token: string) {
+  return createRawClient(OrchestratorService, orch.server.address, { token });
+}
+
+const question = { goal: "How long do card refunds take?", scopes: ["kb:read"] };
+
+describe("OIDC ID tokens at the orchestrator", () => {
+  it("start a session as oidc:<sub> with the scopes of the token's roles", async () => {
+    const client = api(await idToken("alice@example.com", ["requester"]));
+    try {
+      const { session } = await client.startSession(question);
+      expect(session?.createdBy).toBe("oidc:alice@example.com");
+      expect((await waitForSession(client, session!.sessionId)).state).toBe(SessionState.DONE);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("refuse a forged ID token (another key under the issuer's kid), UNAUTHENTICATED", async () => {
+    const genuine = await idToken("mallory", ["requester"]);
+    const { privateKey } = await generateKeyPair("RS256");
+    const forged = await new SignJWT(decodeJwt(genuine)).setProtectedHeader({ alg: "RS256", kid: String(decodeProtectedHeader(genuine).kid), typ: "JWT" }).sign(privateKey);
+    const client = api(forged);
+    try {
+      const error = await refusal(client.startSession(question));
+      expect([status[error.code], error.reason]).toEqual(["UNAUTHENTICATED", "CREDENTIALS_INVALID"]);
+      expect(error.message).toMatch(/signature does not verify/);
+    } finally {
+      client.close();
+    }
+  });
+
+  it.each([
+    ["expired", () => idToken("alice@example.com", ["requester"], () => undefined, -120), /expired/],
+    ["issued for another client", () => idToken("alice@example.com", ["requester"], (p) => (p.aud = "another-app")), /another service than the client id loopguard-test/],
+    ["naming no loopguard role", () => idToken("alice@example.com", ["admin"]), /names no loopguard role: its "loopguard_roles" claim/],
+  ])("refuse an ID token %s, UNAUTHENTICATED", async (_, make, why) => {
+    const client = api(await make());
+    try {
+      const error = await refusal(client.listSessions({}));
+      expect([status[error.code], error.reason]).toEqual(["UNAUTHENTICATED", "CREDENTIALS_INVALID"]);
+      expect(error.message).toMatch(why);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("refuse an OIDC approver the approval of the session its own subject started; another OIDC approver may", async () => {
+    const lead = api(await idToken("lead@example.com", ["requester", "approver"]));
+    const approver = api(await idToken("bob@example.com", ["approver"]));
+    try {
+      const { session } = await lead.startSession({
+        goal: "Refund 1.00 of ord_DEMO00000008",
+        task: { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 100, reason: "DAMAGED", ...HIGH_RISK_CUSTOMER } as never,
+        scopes: ALL_SCOPES,
+      });
+      const waiting = await waitForSession(lead, session!.sessionId, (s) => s.state === SessionState.AWAITING_APPROVAL);
+      const answer = { sessionId: waiting.sessionId, approvalId: waiting.pendingApproval!.approvalId, argumentsHash: waiting.pendingApproval!.argumentsHash, approve: true };
+      const self = await refusal(lead.resolveApproval(answer));
+      expect([status[self.code], self.reason]).toEqual(["PERMISSION_DENIED", "SELF_APPROVAL"]);
+      expect((await approver.resolveApproval(answer)).session?.state).not.toBe(SessionState.AWAITING_APPROVAL);
+    } finally {
+      lead.close();
+      approver.close();
+    }
+  });
+});

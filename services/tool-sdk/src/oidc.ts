@@ -1,0 +1,95 @@
+// People signed in with an OpenID Connect provider: their ID token is their credential at the
+// orchestrator's API. The issuer's keys are found by discovery (`/.well-known/openid-configuration`,
+// then its jwks_uri, fetched and refreshed by jose); issuer, audience (the client id) and expiry
+// are checked; the subject becomes "oidc:<sub>" and the roles claim gives the scopes.
+import { createRemoteJWKSet, decodeJwt, type JWTVerifyGetKey, jwtVerify } from "jose";
+import { type Caller, CredentialsError } from "./auth.js";
+import { PEOPLE, type PersonRole, personScopes } from "./people.js";
+import { credentialsErrorOf } from "./token-verifier.js";
+
+export interface OidcSettings {
+  /** The provider's issuer URL, exactly as its ID tokens' `iss` says it. */
+  readonly issuer: string;
+  /** The client id ID tokens must be issued for (`aud`). */
+  readonly audience: string;
+  /** The claim holding the person's loopguard roles: an array of requester, approver, operator. */
+  readonly rolesClaim: string;
+}
+
+export const DEFAULT_OIDC_ROLES_CLAIM = "loopguard_roles";
+/** Asymmetric algorithms only: a provider's shared secret is not a key loopguard can trust. */
+const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"];
+const FETCH_TIMEOUT_MS = 5000;
+
+/** A URL a provider may live at: https, or plain http on loopback (tests, a local provider). */
+export function acceptableIssuerUrl(raw: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    return false;
+  }
+  return url.protocol === "https:" || (url.protocol === "http:" && ["127.0.0.1", "[::1]", "localhost"].includes(url.hostname));
+}
+
+export class OidcVerifier {
+  readonly #settings: OidcSettings;
+  readonly #scopes = personScopes();
+  #keys: Promise<JWTVerifyGetKey> | undefined;
+
+  constructor(settings: OidcSettings) {
+    this.#settings = settings;
+  }
+
+  /** Whether the token says it comes from this provider (not verified: it only picks the verifier). */
+  issued(token: string): boolean {
+    try {
+      return decodeJwt(token).iss === this.#settings.issuer;
+    } catch {
+      return false;
+    }
+  }
+
+  async verify(token: string): Promise<{ caller: Caller; expiresAt: number }> {
+    const { issuer, audience, rolesClaim } = this.#settings;
+    const keys = await this.#keySet();
+    let verified: Awaited<ReturnType<typeof jwtVerify>>;
+    try {
+      verified = await jwtVerify(token, keys, { issuer, audience, algorithms: ALGORITHMS, requiredClaims: ["sub", "exp", "iat"] });
+    } catch (error) {
+      throw credentialsErrorOf(error, `the client id ${audience}`);
+    }
+    const { payload, protectedHeader } = verified;
+    const claimed = payload[rolesClaim];
+    const roles = (Array.isArray(claimed) ? claimed : []).filter((r): r is PersonRole => PEOPLE.includes(r as PersonRole));
+    if (roles.length === 0) throw new CredentialsError(`the ID token names no loopguard role: its "${rolesClaim}" claim must list some of ${PEOPLE.join(", ")}`);
+    const caller: Caller = {
+      subject: `oidc:${payload.sub}`,
+      scopes: new Set(roles.flatMap((r) => this.#scopes[r])),
+      role: "person",
+      keyId: `oidc:${protectedHeader.kid ?? ""}`,
+    };
+    return { caller, expiresAt: (payload.exp ?? 0) * 1000 };
+  }
+
+  /** The provider's keys, found once by discovery; a failed discovery is tried again on the next token. */
+  #keySet(): Promise<JWTVerifyGetKey> {
+    this.#keys ??= this.#discover().catch((error: unknown) => {
+      this.#keys = undefined;
+      throw error instanceof CredentialsError ? error : new CredentialsError(`the identity provider ${this.#settings.issuer} could not be reached to check the ID token`, { cause: error });
+    });
+    return this.#keys;
+  }
+
+  async #discover(): Promise<JWTVerifyGetKey> {
+    const { issuer } = this.#settings;
+    const response = await fetch(`${issuer.replace(/\/$/, "")}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), redirect: "error" });
+    if (!response.ok) throw new CredentialsError(`the identity provider's discovery document answered HTTP ${response.status}`);
+    const document = (await response.json()) as { issuer?: unknown; jwks_uri?: unknown };
+    if (document.issuer !== issuer) throw new CredentialsError(`the identity provider's discovery document names issuer ${JSON.stringify(document.issuer)}, not ${issuer}`);
+    if (typeof document.jwks_uri !== "string" || !acceptableIssuerUrl(document.jwks_uri)) {
+      throw new CredentialsError("the identity provider's discovery document has no acceptable jwks_uri (https, or http on loopback)");
+    }
+    return createRemoteJWKSet(new URL(document.jwks_uri), { timeoutDuration: FETCH_TIMEOUT_MS });
+  }
+}

@@ -1,0 +1,37 @@
+// The bench acts as the local people, with keys made as `pnpm start` makes them (in a throwaway
+// data folder): sessions are started by the requester, tools are read by the operator, and the
+// processes it starts verify with that folder's JWKS (the orchestrator signs with its own key).
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { audienceOf, ensureLocalKeys, mintToken, type PersonRole, personKey, servicesOf } from "@loopguard/tool-sdk";
+import { contractFiles } from "@loopguard/proto";
+
+export interface BenchPeople {
+  /** What every process the bench starts needs to verify the people's and the orchestrator's tokens. */
+  readonly env: Readonly<Record<string, string>>;
+  /** The orchestrator's environment: `env` and its signing key. */
+  readonly orchestratorEnv: Readonly<Record<string, string>>;
+  /** A token of `person` carrying `scopes`, for the one service they name (or `audience`). */
+  token(person: PersonRole, scopes: readonly string[], audience?: string): Promise<string>;
+}
+
+let people: BenchPeople | undefined;
+
+export function benchPeople(): BenchPeople {
+  if (people) return people;
+  const dataDir = mkdtempSync(join(tmpdir(), "loopguard-bench-people-"));
+  process.once("exit", () => rmSync(dataDir, { recursive: true, force: true }));
+  const keys = ensureLocalKeys(dataDir);
+  const env = { LOOPGUARD_JWKS: "", LOOPGUARD_JWKS_FILE: keys.jwks };
+  people = {
+    env,
+    orchestratorEnv: { ...env, LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator },
+    token(person, scopes, audience = audienceOf(scopes, servicesOf(contractFiles))) {
+      if (!audience) throw new Error(`scopes ${scopes.join(" ")} do not name one service`);
+      const { key, binding } = personKey({ LOOPGUARD_DATA_DIR: dataDir }, person);
+      return mintToken(key, { subject: binding.subject, audience, scopes, ttlSeconds: 3600 });
+    },
+  };
+  return people;
+}

@@ -4,7 +4,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { type BillingService, OrderStatus, type OrderSchema, type RefundSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { status, type ToolHandlers, ToolError } from "@loopguard/tool-sdk";
+import { redactText, status, type ToolHandlers, ToolError } from "@loopguard/tool-sdk";
 import type { Clock } from "./clock.js";
 import { LedgerError, type OrderRecord, type OrderState, type RefundLedger, type RefundRecord } from "./ledger.js";
 
@@ -86,7 +86,9 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
       return { order: orderMessage(order) };
     },
 
-    async refund(request) {
+    async refund(request, { caller, log }) {
+      const breakGlass = caller.role === "break-glass";
+      if (breakGlass) log.warn("break-glass refund", { caller: caller.subject, kids: [caller.keyId], order_id: request.orderId });
       const outcome = await withLedger(() =>
         ledger.refund({
           orderId: request.orderId,
@@ -96,6 +98,7 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
           idempotencyKey: request.idempotencyKey,
           maxRefundedTotalCents: Number(request.maxRefundedTotalCents),
           at: clock.now(),
+          ...(breakGlass ? { breakGlass: { subject: caller.subject, keyId: caller.keyId, reason: redactText(caller.breakGlassReason ?? "") } } : {}),
         }),
       );
       return {

@@ -38,6 +38,33 @@ export interface RefundCommand {
   /** The most the order may have refunded in total once this refund is made; 0: no bound (a break-glass refund). */
   readonly maxRefundedTotalCents: number;
   readonly at: Date;
+  /** Made by a person under break-glass: recorded with the refund, in the same transaction. */
+  readonly breakGlass?: BreakGlassUse;
+}
+
+/** Who used break-glass for a refund, with which key, and why (their own words, personal data masked). */
+export interface BreakGlassUse {
+  readonly subject: string;
+  readonly keyId: string;
+  readonly reason: string;
+}
+
+/** A break-glass refund as the ledger audits it. */
+export interface BreakGlassRow {
+  refund_id: string;
+  order_id: string;
+  amount_cents: number;
+  subject: string;
+  key_id: string;
+  reason: string;
+  at: number;
+}
+
+/** The audit row of a refund `decideRefund` chose to insert, when it was made under break-glass. */
+export function breakGlassRow(command: RefundCommand, row: NewRefundRow): BreakGlassRow | undefined {
+  const use = command.breakGlass;
+  if (!use) return undefined;
+  return { refund_id: row.refund_id, order_id: row.order_id, amount_cents: row.amount_cents, subject: use.subject, key_id: use.keyId, reason: use.reason, at: row.created_at };
 }
 
 export interface RefundOutcome {
@@ -87,6 +114,8 @@ export interface RefundLedger {
   /** Inserts the orders (and their refunds) that are not there yet; existing ones are left alone, even by concurrent seeders. */
   seed(orders: readonly SeedOrder[]): Promise<void>;
   getOrder(orderId: string): Promise<OrderRecord | undefined>;
+  /** Every refund made under break-glass, oldest first, with who made it and why. */
+  breakGlassRefunds(): Promise<BreakGlassRow[]>;
   /** The order's refunds, oldest first; undefined when there is no such order. */
   listRefunds(orderId: string): Promise<RefundRecord[] | undefined>;
   /**

@@ -8,6 +8,8 @@
 import { inTransaction, isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration } from "@loopguard/sql-store";
 import type pg from "pg";
 import {
+  type BreakGlassRow,
+  breakGlassRow,
   decideRefund,
   insertedOutcome,
   LedgerError,
@@ -59,6 +61,22 @@ export const POSTGRES_LEDGER_MIGRATIONS: readonly PostgresMigration[] = [
           seq                    bigint GENERATED ALWAYS AS IDENTITY
         );
         CREATE INDEX refunds_by_order ON refunds (order_id, created_at, seq);`);
+    },
+  },
+  {
+    name: "0002-break-glass-refunds",
+    up: async (db) => {
+      await db.query(`
+        CREATE TABLE break_glass_refunds (
+          refund_id    text PRIMARY KEY REFERENCES refunds (refund_id),
+          order_id     text NOT NULL,
+          amount_cents bigint NOT NULL,
+          subject      text NOT NULL,
+          key_id       text NOT NULL,
+          reason       text NOT NULL,
+          at           bigint NOT NULL,
+          seq          bigint GENERATED ALWAYS AS IDENTITY
+        );`);
     },
   },
 ];
@@ -156,7 +174,26 @@ export class PostgresRefundLedger implements RefundLedger {
       [r.refund_id, r.order_id, r.amount_cents, r.reason, r.idempotency_key, r.request_hash, r.refundable_after_cents, r.created_at, o.version],
     );
     if (updated.rowCount !== 1) throw new Error(`order ${o.order_id} changed inside its refund transaction`);
+    const audit = breakGlassRow(command, r);
+    if (audit) {
+      await client.query(`INSERT INTO break_glass_refunds (refund_id, order_id, amount_cents, subject, key_id, reason, at) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
+        audit.refund_id,
+        audit.order_id,
+        audit.amount_cents,
+        audit.subject,
+        audit.key_id,
+        audit.reason,
+        audit.at,
+      ]);
+    }
     return insertedOutcome(r);
+  }
+
+  async breakGlassRefunds(): Promise<BreakGlassRow[]> {
+    const { rows } = await this.guard(() =>
+      this.pool.query<BreakGlassRow>("SELECT refund_id, order_id, amount_cents::int AS amount_cents, subject, key_id, reason, at::float8 AS at FROM break_glass_refunds ORDER BY at, seq"),
+    );
+    return rows;
   }
 
   async close(): Promise<void> {

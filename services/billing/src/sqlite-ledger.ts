@@ -4,6 +4,8 @@
 import { isSqliteUnavailable, openMigratedSqlite, type SqliteMigration } from "@loopguard/sql-store";
 import type Database from "better-sqlite3";
 import {
+  type BreakGlassRow,
+  breakGlassRow,
   decideRefund,
   insertedOutcome,
   LedgerError,
@@ -57,6 +59,21 @@ export const SQLITE_LEDGER_MIGRATIONS: readonly SqliteMigration[] = [
         CREATE INDEX IF NOT EXISTS refunds_by_order ON refunds (order_id, created_at);`);
     },
   },
+  {
+    name: "0002-break-glass-refunds",
+    up: (db) => {
+      db.exec(`
+        CREATE TABLE IF NOT EXISTS break_glass_refunds (
+          refund_id    TEXT PRIMARY KEY REFERENCES refunds (refund_id),
+          order_id     TEXT NOT NULL,
+          amount_cents INTEGER NOT NULL,
+          subject      TEXT NOT NULL,
+          key_id       TEXT NOT NULL,
+          reason       TEXT NOT NULL,
+          at           INTEGER NOT NULL
+        ) STRICT;`);
+    },
+  },
 ];
 
 export class SqliteRefundLedger implements RefundLedger {
@@ -65,6 +82,8 @@ export class SqliteRefundLedger implements RefundLedger {
   private readonly selectRefundsOfOrder: Database.Statement<[string, number], RefundRow>;
   private readonly insertOrder: Database.Statement<[OrderRow]>;
   private readonly insertRefund: Database.Statement<[NewRefundRow]>;
+  private readonly insertBreakGlass: Database.Statement<[BreakGlassRow]>;
+  private readonly selectBreakGlass: Database.Statement<[], BreakGlassRow>;
   private readonly updateOrderTotals: Database.Statement<[{ order_id: string; amount_cents: number; version: number }]>;
   private readonly refundInTransaction: (command: RefundCommand) => RefundOutcome;
 
@@ -83,6 +102,10 @@ export class SqliteRefundLedger implements RefundLedger {
       `INSERT INTO refunds (refund_id, order_id, amount_cents, reason, idempotency_key, request_hash, refundable_after_cents, created_at)
        VALUES (@refund_id, @order_id, @amount_cents, @reason, @idempotency_key, @request_hash, @refundable_after_cents, @created_at)`,
     );
+    this.insertBreakGlass = db.prepare(
+      `INSERT INTO break_glass_refunds (refund_id, order_id, amount_cents, subject, key_id, reason, at) VALUES (@refund_id, @order_id, @amount_cents, @subject, @key_id, @reason, @at)`,
+    );
+    this.selectBreakGlass = db.prepare("SELECT * FROM break_glass_refunds ORDER BY at, rowid");
     // The version guard makes the update a no-op if the row changed since it was read, which
     // cannot happen inside the IMMEDIATE transaction; the change count is still checked below.
     this.updateOrderTotals = db.prepare(
@@ -139,6 +162,10 @@ export class SqliteRefundLedger implements RefundLedger {
     return guard(() => this.refundInTransaction(command));
   }
 
+  async breakGlassRefunds(): Promise<BreakGlassRow[]> {
+    return guard(() => this.selectBreakGlass.all());
+  }
+
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
   }
@@ -150,6 +177,8 @@ export class SqliteRefundLedger implements RefundLedger {
     this.insertRefund.run(insert);
     const updated = this.updateOrderTotals.run({ order_id: order.order_id, amount_cents: insert.amount_cents, version: order.version });
     if (updated.changes !== 1) throw new Error(`order ${order.order_id} changed inside its refund transaction`);
+    const audit = breakGlassRow(command, insert);
+    if (audit) this.insertBreakGlass.run(audit);
     return insertedOutcome(insert);
   }
 }

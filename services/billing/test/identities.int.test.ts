@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { createRawClient, ensureLocalKeys, type LocalKeys, mintToken, personKey, readSigningKey, status } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { failure } from "./billing-fixture.js";
 
@@ -111,11 +112,22 @@ describe("keys bound to who may use them", () => {
     expect([status[refused.code], refused.reason]).toEqual(["PERMISSION_DENIED", "CREDENTIAL_NOT_BOUND"]);
     expect(refused.message).toMatch(/BILLING_BREAK_GLASS=on/);
 
-    const on = await billing({ BILLING_BREAK_GLASS: "on" });
+    const ledgerDir = mkdtempSync(join(dir, "billing-glass-"));
+    const on = await billing({ BILLING_BREAK_GLASS: "on", LOOPGUARD_DATA_DIR: ledgerDir });
     expect(on.lines.find((l) => l.msg === "config")).toMatchObject({ config: { breakGlass: true } });
     const response = await call(on.address, token, (c) => c.refund(refund));
     expect(response.replayed).toBe(false);
     expect(response.refund?.amountCents).toBe(100n);
+    // Audited in the ledger, with the refund: who, with which key, and why.
+    const ledger = new Database(join(ledgerDir, "billing.db"), { readonly: true });
+    try {
+      expect(ledger.prepare("SELECT refund_id, subject, key_id, reason FROM break_glass_refunds").all()).toEqual([
+        { refund_id: response.refund?.refundId, subject: "alice", key_id: "glass-alice", reason: "ledger repair INC-42" },
+      ]);
+    } finally {
+      ledger.close();
+    }
+    expect(on.lines.find((l) => l.msg === "break-glass refund")).toMatchObject({ caller: "alice", order_id: "ord_DEMO00000002" });
   });
 
   it("stops trusting a key revoked with `pnpm keys revoke` within about a second, without a restart", async () => {

@@ -147,6 +147,16 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       expect(again).toEqual({ ...first, replayed: true });
     });
 
+    it("records who made a break-glass refund and why, with the refund and once, and nothing for other refunds", async () => {
+      const use = { subject: "alice", keyId: "glass-alice", reason: "INC-42: refund stuck behind an outage" };
+      const made = await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 700, idempotencyKey: "unit-glass-00000001", breakGlass: use });
+      await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 700, idempotencyKey: "unit-glass-00000001", breakGlass: use });
+      await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 800, maxRefundedTotalCents: 50_000, idempotencyKey: "unit-host-000000001" });
+      expect(await ledger.breakGlassRefunds()).toEqual([
+        { refund_id: made.refund.refundId, order_id: "ord_DEMO00000002", amount_cents: 700, subject: "alice", key_id: "glass-alice", reason: use.reason, at: at.getTime() },
+      ]);
+    });
+
     it("refuses an unknown order", async () => {
       expect((await refusal(refund(ledger, { orderId: "ord_UNKNOWN00001", amountCents: 1, idempotencyKey: "unit-key-000000001" }))).reason).toBe("ORDER_NOT_FOUND");
       expect(await ledger.getOrder("ord_UNKNOWN00001")).toBeUndefined();

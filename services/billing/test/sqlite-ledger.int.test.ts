@@ -4,7 +4,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
-import { SqliteRefundLedger } from "../src/sqlite-ledger.js";
+import { SQLITE_LEDGER_MIGRATIONS, SqliteRefundLedger } from "../src/sqlite-ledger.js";
 import { describeRefundLedger } from "./ledger.suite.js";
 
 describeRefundLedger("sqlite", async () => {
@@ -65,7 +65,7 @@ describe("the SQLite ledger file", () => {
       raw.close();
 
       const upgraded = await SqliteRefundLedger.open(file);
-      expect(upgraded.migrationsApplied).toEqual(["0001-orders-and-refunds"]);
+      expect(upgraded.migrationsApplied).toEqual(SQLITE_LEDGER_MIGRATIONS.map((m) => m.name));
       expect(await upgraded.getOrder("ord_DEMO00000001")).toMatchObject({ amountRefundedCents: 500, version: 2 });
       expect(
         (await upgraded.refund({ orderId: "ord_DEMO00000001", amountCents: 500, reason: 1, idempotencyKey: "old-layout-key-0001", maxRefundedTotalCents: 0, at: new Date() })).refund.refundId,

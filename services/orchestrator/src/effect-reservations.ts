@@ -5,7 +5,8 @@
 // replica sees it and two sessions can never both pass a threshold only one of them may pass. A
 // reservation becomes the ledger's figure ("settled") when the call succeeded, is "released" when
 // it is known to have failed, and stays "held" while its outcome is unknown. Both stores read the
-// reservation and the totals under their lock and write what `decideReservation` returns.
+// reservation and the totals under their lock and write what `decideReservation` returns, with the
+// totals' running sums (effect_totals) changed in the same transaction.
 
 /** An irreversible effect's amount, held against its totals until its outcome is known. */
 export interface Reservation {
@@ -118,28 +119,89 @@ export interface ReservationRow {
   created_at: number | string;
 }
 
+/** The customer window is counted in whole hours: a reservation's amount lands in the hour it was made. */
+export const CUSTOMER_BUCKET_MS = 3_600_000;
+
+const bucketOf = (at: number): number => Math.floor(at / CUSTOMER_BUCKET_MS);
+
 /** Named parameters of the statements below (the same `:name` spelling binds on both drivers). */
 export function reservationParams(r: Reservation, since: number, now: number) {
-  return { key: r.key, sessionId: r.sessionId, tool: r.tool, entity: r.entity, entityId: r.entityId, customerId: r.customerId, currency: r.currency, amount: r.amount, since, now };
+  return {
+    key: r.key,
+    sessionId: r.sessionId,
+    tool: r.tool,
+    entity: r.entity,
+    entityId: r.entityId,
+    entityKey: `${r.entity}:${r.entityId}`,
+    customerId: r.customerId,
+    currency: r.currency,
+    amount: r.amount,
+    sinceBucket: bucketOf(since),
+    now,
+  };
 }
 
+/**
+ * How a reserve (+amount held) or a settle (held → made, or let go) changes the running totals:
+ * the entity's held amount, the customer's held and made amounts in the hour of the reservation,
+ * the session's held and made amounts.
+ */
+export function totalsDelta(r: Pick<ReservationRow, "session_id" | "entity" | "entity_id" | "customer_id" | "currency" | "amount" | "created_at">, change: "reserve" | ReservationStatus) {
+  const amount = Number(r.amount);
+  const held = change === "reserve" ? amount : -amount;
+  return {
+    entityKey: `${r.entity}:${r.entity_id}`,
+    sessionId: r.session_id,
+    customerId: r.customer_id,
+    currency: r.currency,
+    bucket: bucketOf(Number(r.created_at)),
+    held,
+    made: change === "settled" ? amount : 0,
+  };
+}
+
+/**
+ * Each total is kept as running sums (effect_totals) beside the reservations, so a check reads a
+ * few rows however many effects an entity or a customer had: the entity's and the session's one
+ * row each, the customer's one row per hour of the window.
+ */
 export const RESERVATION_SQL = {
   status: "SELECT status FROM effect_reservations WHERE key = :key",
-  /** What other effects hold or made; three index lookups. */
+  byKey: "SELECT * FROM effect_reservations WHERE key = :key",
+  /** What other effects hold or made (the reserve's own key is never in them when it checks). */
   others: `SELECT
-      (SELECT coalesce(sum(amount), 0) FROM effect_reservations
-        WHERE entity = :entity AND entity_id = :entityId AND status = 'held' AND key <> :key) AS entity_held,
-      (SELECT coalesce(sum(amount), 0) FROM effect_reservations
-        WHERE customer_id = :customerId AND customer_id <> '' AND currency = :currency AND status <> 'released' AND created_at >= :since AND key <> :key) AS customer,
-      (SELECT coalesce(sum(amount), 0) FROM effect_reservations
-        WHERE session_id = :sessionId AND currency = :currency AND status <> 'released' AND key <> :key) AS session`,
+      coalesce((SELECT held FROM effect_totals WHERE scope = 'entity' AND id = :entityKey AND currency = '' AND bucket = 0), 0) AS entity_held,
+      coalesce((SELECT sum(held + made) FROM effect_totals
+        WHERE scope = 'customer' AND id = :customerId AND id <> '' AND currency = :currency AND bucket >= :sinceBucket), 0) AS customer,
+      coalesce((SELECT held + made FROM effect_totals WHERE scope = 'session' AND id = :sessionId AND currency = :currency AND bucket = 0), 0) AS session`,
   /** Insert, or turn a released reservation of the same key back into a held one. */
   upsert: `INSERT INTO effect_reservations (key, session_id, tool, entity, entity_id, customer_id, currency, amount, status, created_at, settled_at)
     VALUES (:key, :sessionId, :tool, :entity, :entityId, :customerId, :currency, :amount, 'held', :now, NULL)
     ON CONFLICT (key) DO UPDATE SET amount = excluded.amount, status = 'held', created_at = excluded.created_at, settled_at = NULL`,
-  settle: "UPDATE effect_reservations SET status = :outcome, settled_at = :now WHERE key = :key AND status = 'held'",
+  settle: "UPDATE effect_reservations SET status = :outcome, settled_at = :now WHERE key = :key AND status = 'held' RETURNING *",
+  /** Adds a totalsDelta to the running sums. */
+  addTotals: `INSERT INTO effect_totals (scope, id, currency, bucket, held, made) VALUES
+      ('entity', :entityKey, '', 0, :held, 0),
+      ('customer', :customerId, :currency, :bucket, :held, :made),
+      ('session', :sessionId, :currency, 0, :held, :made)
+    ON CONFLICT (scope, id, currency, bucket) DO UPDATE SET held = effect_totals.held + excluded.held, made = effect_totals.made + excluded.made`,
   ofSession: "SELECT * FROM effect_reservations WHERE session_id = :sessionId ORDER BY created_at, key",
 } as const;
+
+/**
+ * What other effects than `r` hold or made, from the running sums: `r`'s own reservation, when it
+ * is already counted there (a re-plan after a crash), is taken out again.
+ */
+export function othersBesides(r: Reservation, sinceBucket: number, sums: OtherEffects, own: ReservationRow | undefined): OtherEffects {
+  if (!own || own.status === "released") return sums;
+  const amount = Number(own.amount);
+  const sameCurrency = own.currency === r.currency;
+  return {
+    entityHeld: sums.entityHeld - (own.status === "held" ? amount : 0),
+    customer: sums.customer - (sameCurrency && own.customer_id === r.customerId && bucketOf(Number(own.created_at)) >= sinceBucket ? amount : 0),
+    session: sums.session - (sameCurrency ? amount : 0),
+  };
+}
 
 export function othersOf(row: { entity_held: number | string; customer: number | string; session: number | string }): OtherEffects {
   return { entityHeld: Number(row.entity_held), customer: Number(row.customer), session: Number(row.session) };

@@ -1,7 +1,7 @@
 // Effect reservations on PostgreSQL (see effect-reservations.ts): the statements, and a change
 // made inside the transaction of the move it rides on.
 import type pg from "pg";
-import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus } from "./effect-reservations.js";
+import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus, totalsDelta } from "./effect-reservations.js";
 import { type Statement, statement } from "./postgres-session-sql.js";
 
 const Q = {
@@ -10,6 +10,8 @@ const Q = {
   reserve: statement("lg_reserve", RESERVATION_SQL.upsert),
   settle: statement("lg_settle", RESERVATION_SQL.settle),
   ofSession: statement("lg_reservations", RESERVATION_SQL.ofSession),
+  byKey: statement("lg_reservation_by_key", RESERVATION_SQL.byKey),
+  addTotals: statement("lg_add_totals", RESERVATION_SQL.addTotals),
   /** Serialises the reserves of one entity, or of one customer in one currency, across replicas, until the transaction ends. */
   lockTotal: statement("lg_lock_total", "SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
 } as const;
@@ -25,7 +27,8 @@ type OthersRow = { entity_held: string; customer: string; session: string };
  */
 export async function changeMoney(rows: RunStatement, client: pg.ClientBase, money: MoneyChange, now: number): Promise<void> {
   if ("settle" in money) {
-    await rows(Q.settle, { key: money.settle, outcome: money.outcome, now }, client);
+    const [settled] = await rows<ReservationRow>(Q.settle, { key: money.settle, outcome: money.outcome, now }, client);
+    if (settled) await rows(Q.addTotals, totalsDelta(settled, money.outcome), client);
     return;
   }
   const r = money.reserve;
@@ -34,7 +37,14 @@ export async function changeMoney(rows: RunStatement, client: pg.ClientBase, mon
   if (r.customerId !== "") await rows(Q.lockTotal, { name: `customer:${r.customerId}:${r.currency}` }, client);
   const existing = (await rows<{ status: ReservationStatus }>(Q.status, params, client))[0]?.status;
   const others = othersOf((await rows<OthersRow>(Q.others, params, client))[0]!);
-  if (decideReservation(r, money.limits, existing, others) === "insert") await rows(Q.reserve, params, client);
+  if (decideReservation(r, money.limits, existing, others) !== "insert") return;
+  await rows(Q.reserve, params, client);
+  const row = { session_id: r.sessionId, entity: r.entity, entity_id: r.entityId, customer_id: r.customerId, currency: r.currency, amount: r.amount, created_at: now };
+  await rows(Q.addTotals, totalsDelta(row, "reserve"), client);
+}
+
+export async function ownRowOf(rows: RunStatement, key: string): Promise<ReservationRow | undefined> {
+  return (await rows<ReservationRow>(Q.byKey, { key }))[0];
 }
 
 export async function otherEffectsRow(rows: RunStatement, p: ReturnType<typeof reservationParams>): Promise<OthersRow> {

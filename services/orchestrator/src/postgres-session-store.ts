@@ -11,7 +11,7 @@ import pg from "pg";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "./migrations/postgres/index.js";
 import { SessionNotifications } from "./postgres-notifications.js";
-import { changeMoney, otherEffectsRow, reservationRowsOf, type RunStatement } from "./postgres-reservations.js";
+import { changeMoney, otherEffectsRow, ownRowOf, reservationRowsOf, type RunStatement } from "./postgres-reservations.js";
 import { COLUMNS, CREATOR_QUOTA, DB_NOW_MS, HISTORY, OWN_PAGES, SESSION, type Statement, statement, VISIBLE_COUNTS } from "./postgres-session-sql.js";
 import { TRANSITION_PAIRS, type SessionState } from "./session-state.js";
 import { LIVE_SQL } from "./session-sql.js";
@@ -251,6 +251,10 @@ export class PostgresSessionStore extends SqlSessionStore {
 
   protected reservationRows(sessionId: string): Promise<ReservationRow[]> {
     return reservationRowsOf(this.run, sessionId);
+  }
+
+  protected reservationRow(key: string): Promise<ReservationRow | undefined> {
+    return ownRowOf(this.run, key);
   }
 
   protected stepRows(id: string, after: number): Promise<StepRow[]> {

@@ -4,7 +4,7 @@
 // sqlite-session-store.ts, postgres-session-store.ts); both run the same layout, made by
 // versioned migrations (migrations/).
 import type { MoneyChange, OtherEffects, Reservation, ReservationRecord, ReservationRow } from "./effect-reservations.js";
-import { othersOf, reservationParams, toReservationRecord } from "./effect-reservations.js";
+import { othersBesides, othersOf, reservationParams, toReservationRecord } from "./effect-reservations.js";
 import { IllegalTransitionError, type SessionState } from "./session-state.js";
 import {
   type AuditRow,
@@ -85,6 +85,7 @@ export abstract class SqlSessionStore implements SessionStore {
   protected abstract move(moves: MoveParams[], current: SessionRecord | undefined, money: MoneyChange | undefined, now: number): Promise<Moved>;
   protected abstract otherEffectRows(p: ReturnType<typeof reservationParams>): Promise<{ entity_held: number | string; customer: number | string; session: number | string }>;
   protected abstract reservationRows(sessionId: string): Promise<ReservationRow[]>;
+  protected abstract reservationRow(key: string): Promise<ReservationRow | undefined>;
   protected abstract stepRows(sessionId: string, afterStep: number): Promise<StepRow[]>;
   protected abstract auditRows(sessionId: string, afterVersion: number): Promise<AuditRow[]>;
   protected abstract claimRows(p: ClaimParams): Promise<SessionRow[]>;
@@ -268,7 +269,9 @@ export abstract class SqlSessionStore implements SessionStore {
   }
 
   async otherEffects(r: Reservation, customerSince: number): Promise<OtherEffects> {
-    return othersOf(await this.guard("otherEffects", () => this.otherEffectRows(reservationParams(r, customerSince, this.now()))));
+    const params = reservationParams(r, customerSince, this.now());
+    const [sums, own] = await this.guard("otherEffects", () => Promise.all([this.otherEffectRows(params), this.reservationRow(r.key)]));
+    return othersBesides(r, params.sinceBucket, othersOf(sums), own);
   }
 
   async reservations(sessionId: string): Promise<ReservationRecord[]> {

@@ -2,7 +2,7 @@
 // inside the write of the move it rides on, under the write lock every SQLite write holds (BEGIN
 // IMMEDIATE), so the totals read are the ones the row is written against.
 import type Database from "better-sqlite3";
-import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus } from "./effect-reservations.js";
+import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus, totalsDelta } from "./effect-reservations.js";
 
 type Params = ReturnType<typeof reservationParams>;
 
@@ -10,7 +10,9 @@ export class SqliteReservations {
   private readonly status: Database.Statement<[Params], { status: ReservationStatus }>;
   private readonly others: Database.Statement<[Params], { entity_held: number; customer: number; session: number }>;
   private readonly upsert: Database.Statement<[Params]>;
-  private readonly settle: Database.Statement<[{ key: string; outcome: string; now: number }]>;
+  private readonly settle: Database.Statement<[{ key: string; outcome: string; now: number }], ReservationRow>;
+  private readonly addTotals: Database.Statement<[ReturnType<typeof totalsDelta>]>;
+  private readonly byKey: Database.Statement<[{ key: string }], ReservationRow>;
   private readonly ofSession: Database.Statement<[{ sessionId: string }], ReservationRow>;
 
   constructor(db: Database.Database) {
@@ -19,17 +21,28 @@ export class SqliteReservations {
     this.upsert = db.prepare(RESERVATION_SQL.upsert);
     this.settle = db.prepare(RESERVATION_SQL.settle);
     this.ofSession = db.prepare(RESERVATION_SQL.ofSession);
+    this.addTotals = db.prepare(RESERVATION_SQL.addTotals);
+    this.byKey = db.prepare(RESERVATION_SQL.byKey);
   }
 
   /** Inside a write's transaction: throws ReservationRefusedError (the write then rolls back) above a limit. */
   change(money: MoneyChange, now: number): void {
     if ("settle" in money) {
-      this.settle.run({ key: money.settle, outcome: money.outcome, now });
+      const settled = this.settle.get({ key: money.settle, outcome: money.outcome, now });
+      if (settled) this.addTotals.run(totalsDelta(settled, money.outcome));
       return;
     }
-    const params = reservationParams(money.reserve, money.limits.customerSince, now);
+    const r = money.reserve;
+    const params = reservationParams(r, money.limits.customerSince, now);
     const existing = this.status.get(params)?.status;
-    if (decideReservation(money.reserve, money.limits, existing, othersOf(this.others.get(params)!)) === "insert") this.upsert.run(params);
+    if (decideReservation(r, money.limits, existing, othersOf(this.others.get(params)!)) !== "insert") return;
+    this.upsert.run(params);
+    const row = { session_id: r.sessionId, entity: r.entity, entity_id: r.entityId, customer_id: r.customerId, currency: r.currency, amount: r.amount, created_at: now };
+    this.addTotals.run(totalsDelta(row, "reserve"));
+  }
+
+  ownRow(key: string): ReservationRow | undefined {
+    return this.byKey.get({ key });
   }
 
   othersRow(p: Params) {

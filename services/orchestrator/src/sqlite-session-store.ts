@@ -221,6 +221,10 @@ export class SqliteSessionStore extends SqlSessionStore {
     return this.money.rowsOf(sessionId);
   }
 
+  protected async reservationRow(key: string): Promise<ReservationRow | undefined> {
+    return this.money.ownRow(key);
+  }
+
   protected async stepRows(id: string, after: number): Promise<StepRow[]> {
     return this.stmt.steps.all({ id, after });
   }

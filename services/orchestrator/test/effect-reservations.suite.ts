@@ -3,7 +3,7 @@
 // written, above its limits; concurrent reserves from several store instances (replicas) never
 // both pass a limit only one may pass; totals never add currencies or look past the window.
 import { expect, it } from "vitest";
-import { type MoneyChange, type Reservation, ReservationRefusedError, type ReservationLimits } from "../src/effect-reservations.js";
+import { CUSTOMER_BUCKET_MS, type MoneyChange, type Reservation, ReservationRefusedError, type ReservationLimits } from "../src/effect-reservations.js";
 import type { NewSession, SessionRecord, SessionStore } from "../src/session-store.js";
 
 export interface MoneyContext {
@@ -77,6 +77,8 @@ export function effectReservationTests(t: MoneyContext): void {
     await store.transition({ id: "s1", from: "RETRYING", to: "TOOL_EXECUTING", expectedVersion: replanned.version, audit: { at: t.now() }, money: { reserve: r1, limits: tight } });
     expect(await store.reservations("s1")).toEqual([expect.objectContaining({ key: r1.key, status: "held", amount: 45_000 })]);
     expect(await store.otherEffects(reservation("s2", { key: "other" }), 0)).toMatchObject({ entityHeld: 45_000 });
+    // The effect itself, planned again, is not among the others: it is not counted twice.
+    expect(await store.otherEffects(r1, 0)).toEqual({ entityHeld: 0, customer: 0, session: 0 });
   });
 
   it("keeps totals per currency and per customer window, and the customer's across entities and sessions", async () => {
@@ -91,7 +93,8 @@ export function effectReservationTests(t: MoneyContext): void {
     }
     expect(await store.otherEffects(reservation("s4", { entityId: "ord_D" }), since)).toEqual({ entityHeld: 0, customer: 160_000, session: 0 });
     expect(await store.otherEffects(reservation("s4", { entityId: "ord_D", currency: "CNY" }), since)).toEqual({ entityHeld: 0, customer: 150_000, session: 0 });
-    expect(await store.otherEffects(reservation("s4", { entityId: "ord_D" }), t.now() + 1)).toEqual({ entityHeld: 0, customer: 0, session: 0 });
+    // The window is counted in whole hours: an amount leaves it once the window starts after its hour.
+    expect(await store.otherEffects(reservation("s4", { entityId: "ord_D" }), t.now() + CUSTOMER_BUCKET_MS)).toEqual({ entityHeld: 0, customer: 0, session: 0 });
     const refused = await call(store, await thinking(store, "s4"), { reserve: reservation("s4", { entityId: "ord_D" }), limits: { ...LIMITS, customerSince: since } }).catch((e: unknown) => e);
     expect(refused).toMatchObject({ totals: { customer: 205_000 }, exceeded: ["customer"] });
   });

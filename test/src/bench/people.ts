@@ -4,7 +4,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { audienceOf, ensureLocalKeys, mintToken, type PersonRole, personKey, servicesOf } from "@loopguard/tool-sdk";
+import { create, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
+import { audienceOf, ensureLocalKeys, methodPolicy, mintToken, type PersonRole, personKey, readSigningKey, requestDigest, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
 import { contractFiles } from "@loopguard/proto";
 
 export interface BenchPeople {
@@ -14,6 +15,8 @@ export interface BenchPeople {
   readonly orchestratorEnv: Readonly<Record<string, string>>;
   /** A token of `person` carrying `scopes`, for the one service they name (or `audience`). */
   token(person: PersonRole, scopes: readonly string[], audience?: string): Promise<string>;
+  /** What the orchestrator sends with an irreversible call: its own token, bound to this one request. */
+  boundToken<S extends DescService>(service: S, method: string, request: MessageInitShape<DescMethod["input"]>): Promise<string>;
 }
 
 let people: BenchPeople | undefined;
@@ -24,6 +27,7 @@ export function benchPeople(): BenchPeople {
   process.once("exit", () => rmSync(dataDir, { recursive: true, force: true }));
   const keys = ensureLocalKeys(dataDir);
   const env = { LOOPGUARD_JWKS: "", LOOPGUARD_JWKS_FILE: keys.jwks };
+  const orchestratorKey = readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator });
   people = {
     env,
     orchestratorEnv: { ...env, LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator },
@@ -31,6 +35,17 @@ export function benchPeople(): BenchPeople {
       if (!audience) throw new Error(`scopes ${scopes.join(" ")} do not name one service`);
       const { key, binding } = personKey({ LOOPGUARD_DATA_DIR: dataDir }, person);
       return mintToken(key, { subject: binding.subject, audience, scopes, ttlSeconds: 3600 });
+    },
+    boundToken(service, method, request) {
+      const found = service.methods.find((m) => m.name === method)!;
+      const scope = methodPolicy(found).requiredScope;
+      return mintToken(orchestratorKey, {
+        subject: "session:bench",
+        audience: servicePolicy(service).toolName,
+        scopes: scope ? [scope] : [],
+        requestDigest: requestDigest(found.input, create(found.input, request)),
+        ttlSeconds: 600,
+      });
     },
   };
   return people;

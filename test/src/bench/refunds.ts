@@ -10,8 +10,9 @@ import { join } from "node:path";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { SESSION_OPERATOR_SCOPES, spawnTool, type ToolProcess, testOrchestratorEnv, testToken } from "@loopguard/tool-sdk/testing";
+import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
+import { benchPeople } from "./people.js";
 import { cpuSeconds, entryOf, sessionEnds } from "./processes.js";
 
 const IN_FLIGHT = 64;
@@ -22,8 +23,10 @@ const SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
 export async function benchRefunds(durationMs: number): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-bench-refunds-"));
   const procs: ToolProcess[] = [];
+  const people = benchPeople();
   const tool = async (service: string, prefix: string, env: Record<string, string> = {}) => {
     const proc = await spawnTool(entryOf(service), {
+      ...people.env,
       [`${prefix}_PORT`]: "0",
       [`${prefix}_METRICS_PORT`]: "0",
       [`${prefix}_MAX_CONCURRENT`]: "512",
@@ -38,7 +41,7 @@ export async function benchRefunds(durationMs: number): Promise<void> {
     const billing = await tool("billing", "BILLING");
     const risk = await tool("risk", "RISK", { RISK_CUSTOMER_KEY_PEPPER: "bench-risk-customer-key-pepper-0123456789abcdef" });
     const orchestrator = await spawnTool(entryOf("orchestrator"), {
-      ...testOrchestratorEnv(),
+      ...people.orchestratorEnv,
       ORCHESTRATOR_PORT: "0",
       ORCHESTRATOR_HTTP_PORT: "0",
       LOOPGUARD_DATA_DIR: join(dataDir, "orchestrator"),
@@ -49,9 +52,11 @@ export async function benchRefunds(durationMs: number): Promise<void> {
     });
     procs.push(orchestrator);
     const endOf = sessionEnds(orchestrator);
-    const api = createRawClient(OrchestratorService, orchestrator.address, { token: await testToken({ subject: "bench", scopes: SESSION_OPERATOR_SCOPES, ttlSeconds: 600 }) });
-    const reader = createRawClient(BillingService, billing.address, { token: await testToken({ subject: "bench", scopes: ["billing:read"], ttlSeconds: 600 }) });
-    const refunder = createRawClient(BillingService, billing.address, { token: await testToken({ subject: "bench", scopes: ["billing:refund"], ttlSeconds: 600 }) });
+    const api = createRawClient(OrchestratorService, orchestrator.address, {
+      token: await people.token("requester", ["sessions:read", "sessions:write", ...SCOPES.map((s) => `grant:${s}`)], "orchestrator"),
+    });
+    const reader = createRawClient(BillingService, billing.address, { token: await people.token("operator", ["billing:read"]) });
+    const refunder = createRawClient(BillingService, billing.address, {});
     let bareKeys = 0;
     const ended = new Map<string, number>();
     try {
@@ -63,7 +68,15 @@ export async function benchRefunds(durationMs: number): Promise<void> {
             label: "bare GetOrder + Refund",
             call: async () => {
               await reader.getOrder({ orderId: ORDER });
-              await refunder.refund({ orderId: ORDER, amountCents: 1n, reason: RefundReason.DAMAGED, idempotencyKey: `bench-bare-refund-${String(++bareKeys).padStart(8, "0")}` });
+              // As the orchestrator sends one: a bound, and a token bound to this request (signed here, outside the measured processes).
+              const request = {
+                orderId: ORDER,
+                amountCents: 1n,
+                reason: RefundReason.DAMAGED,
+                idempotencyKey: `bench-bare-refund-${String(++bareKeys).padStart(8, "0")}`,
+                maxRefundedTotalCents: 50_000n,
+              };
+              await refunder.refund(request, { token: await people.boundToken(BillingService, "Refund", request) });
             },
           },
           {

@@ -1,5 +1,5 @@
 // Money held before it moves (see effect-reservations.ts): one row per irreversible effect, by its
-// idempotency key, with the indexes its three totals are summed by.
+// idempotency key, and the running sums of the three totals it counts in.
 import type { PostgresMigration } from "@loopguard/sql-store";
 
 export const effectReservations: PostgresMigration = {
@@ -19,8 +19,15 @@ export const effectReservations: PostgresMigration = {
         created_at  bigint NOT NULL,
         settled_at  bigint
       );
-      CREATE INDEX effect_reservations_by_entity ON effect_reservations (entity, entity_id, status);
-      CREATE INDEX effect_reservations_by_customer ON effect_reservations (customer_id, currency, created_at);
-      CREATE INDEX effect_reservations_by_session ON effect_reservations (session_id);`);
+      CREATE INDEX effect_reservations_by_session ON effect_reservations (session_id);
+      CREATE TABLE effect_totals (
+        scope    text NOT NULL CHECK (scope IN ('entity', 'customer', 'session')),
+        id       text NOT NULL,
+        currency text NOT NULL,
+        bucket   bigint NOT NULL,
+        held     bigint NOT NULL,
+        made     bigint NOT NULL,
+        PRIMARY KEY (scope, id, currency, bucket)
+      );`);
   },
 };

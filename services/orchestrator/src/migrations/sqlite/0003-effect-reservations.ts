@@ -1,5 +1,5 @@
 // Money held before it moves (see effect-reservations.ts): one row per irreversible effect, by its
-// idempotency key, with the indexes its three totals are summed by.
+// idempotency key, and the running sums of the three totals it counts in.
 import type { SqliteMigration } from "@loopguard/sql-store";
 
 export const effectReservations: SqliteMigration = {
@@ -19,8 +19,15 @@ export const effectReservations: SqliteMigration = {
         created_at  INTEGER NOT NULL,
         settled_at  INTEGER
       ) STRICT;
-      CREATE INDEX effect_reservations_by_entity ON effect_reservations (entity, entity_id, status);
-      CREATE INDEX effect_reservations_by_customer ON effect_reservations (customer_id, currency, created_at);
-      CREATE INDEX effect_reservations_by_session ON effect_reservations (session_id);`);
+      CREATE INDEX effect_reservations_by_session ON effect_reservations (session_id);
+      CREATE TABLE effect_totals (
+        scope    TEXT NOT NULL CHECK (scope = 'entity' OR scope = 'customer' OR scope = 'session'),
+        id       TEXT NOT NULL,
+        currency TEXT NOT NULL,
+        bucket   INTEGER NOT NULL,
+        held     INTEGER NOT NULL,
+        made     INTEGER NOT NULL,
+        PRIMARY KEY (scope, id, currency, bucket)
+      ) STRICT, WITHOUT ROWID;`);
   },
 };

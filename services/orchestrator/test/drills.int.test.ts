@@ -202,16 +202,18 @@ describe("orchestrator drills (real processes)", () => {
     it("Two replicas on one PostgreSQL, one SIGKILLed mid-load: the other finishes its sessions", async () => {
       server = await startPostgres();
       const url = await server.createDatabase(`drill_${process.pid}`);
-      const tools = await startTools(300);
+      // kb-search answers after a second: every session is mid-flight for at least that long.
+      const tools = await startTools(1000);
       const dir = tempDir("replicas");
       const env = (id: string) => ({ ORCHESTRATOR_STORE: url, ORCHESTRATOR_INSTANCE_ID: id, LOOPGUARD_DATA_DIR: join(dir, id) });
       const [a, b] = await Promise.all([startOrchestrator(tools, env("replica-a")), startOrchestrator(tools, env("replica-b"))]);
       const scopes = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
       const [apiA, apiB] = await Promise.all([clientFor(OrchestratorService, a.address, scopes), clientFor(OrchestratorService, b.address, scopes)]);
 
+      // Opened before the sessions start, so the first look at the leases comes while they run.
+      const store = await PostgresSessionStore.open(url, { maxConnections: 2 });
       const key = `drill-b-${Date.now()}`;
       const ids = [...(await startRefunds(apiA, 15, `${key}-a`)), ...(await startRefunds(apiB, 15, `${key}-b`))];
-      const store = await PostgresSessionStore.open(url, { maxConnections: 2 });
       try {
         // Kill replica-a while it holds leases on live sessions.
         let heldByA = 0;
@@ -251,8 +253,8 @@ describe("orchestrator drills (real processes)", () => {
   });
 
   it("No id card or phone number appears in any trace, log, store dump, GetTrace or GetSession, whichever way it was written", async () => {
-    // A model that puts a phone into a malformed tool call, into a wrongly typed argument and into
-    // its answer: each becomes an EINVAL observation or the session's answer, all stored.
+    // A model that puts a phone into a malformed tool call (an EINVAL observation), into a wrongly
+    // typed argument (the task's own number: the host sends the task's value) and into its answer.
     const MODEL_ID_CARD = "110101198507212349";
     const chat = await startFakeChatServer([
       () => chatCompletion({ toolCalls: [{ id: "bad-json", name: "risk_query_risk", arguments: `{"idCard":"${MODEL_ID_CARD}","phone":(139)12345678,"note":"call back"}` }] }),
@@ -336,7 +338,8 @@ describe("orchestrator drills (real processes)", () => {
     }
     expect([...tracedSessions].sort()).toEqual([...allIds].sort());
     expect(riskTraceLines).toBeGreaterThan(customers.length);
-    expect(einvalLines).toBe(2);
+    // The malformed call; the wrongly typed phone is the task's own number, which the host puts in its place.
+    expect(einvalLines).toBe(1);
 
     for (const id of allIds) {
       for (const record of (await api.getTrace({ sessionId: id })).records) scan(`GetTrace ${id}`, record);

@@ -93,6 +93,29 @@ describe("per customer and per currency", () => {
   });
 });
 
+describe("approvals hold the figures they showed", () => {
+  it("an approval answered after other sessions moved the customer's total past what it showed is EAPPROVAL, and nothing is refunded", async () => {
+    const { orch, chat } = await withModel([() => toolCall("billing_refund", refund("ord_DEMO00000009", 50_000), "r1"), done], { APPROVAL_CUSTOMER_AMOUNT_THRESHOLD: "60000" });
+    // No amount in the task: a human decides, and is shown the customer's total then (50,000 of 60,000).
+    const waitingOne = await start(orch, { kind: "refund", order_id: "ord_DEMO00000009", reason: "DAMAGED" });
+    expect(waitingOne.pendingApproval?.reason).toMatch(/the task states no amount_cents/);
+    const other = await orch.api.startSession({
+      goal: "Refund 120.00 of ord_DEMO00000001",
+      task: { kind: "refund", order_id: "ord_DEMO00000001", amount_cents: 12_000, reason: "DAMAGED" } as never,
+      scopes: ALL_SCOPES,
+    });
+    expect((await waitForSession(orch.api, other.session!.sessionId)).stopReason).toBe("done");
+    const approval = waitingOne.pendingApproval!;
+    await orch.approver.resolveApproval({ sessionId: waitingOne.sessionId, approvalId: approval.approvalId, argumentsHash: approval.argumentsHash, approve: true, reason: "checked" });
+    const after = await waitForSession(orch.api, waitingOne.sessionId);
+    expect(after.stopReason).toBe("done");
+    const seen = toolResults(chat.requests.at(-1)!).r1!;
+    expect(seen.error?.code).toBe("EAPPROVAL");
+    expect(seen.error?.message).toMatch(/other sessions moved the totals past what was approved \(now, with this call: .*customer 62000/);
+    expect(await refundsOf("ord_DEMO00000009")).toEqual([]);
+  });
+});
+
 describe("reads limited to what the task names or leads to", () => {
   it("reading an order the task does not name, its refunds, or a customer no answer linked to is EPRECOND; the order's own customer may be read", async () => {
     const { orch, chat } = await withModel([

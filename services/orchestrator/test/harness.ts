@@ -141,13 +141,3 @@ export async function startRefund(api: RawClient<typeof OrchestratorService>, or
   });
   return session!.sessionId;
 }
-
-/** The CallError a call is refused with; fails the test when the call succeeds or fails otherwise. */
-export async function rejection(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CallError);
-  return error as CallError;
-}

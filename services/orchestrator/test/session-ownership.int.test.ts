@@ -4,7 +4,7 @@ import { OrchestratorService, SessionState, type WatchSessionResponse } from "@l
 import { type CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HIGH_RISK_CUSTOMER, rejection, startOrchestrator, startRefund, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import { HIGH_RISK_CUSTOMER, refusal, startOrchestrator, startRefund, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
 type Api = RawClient<typeof OrchestratorService>;
 
@@ -67,7 +67,7 @@ describe("a session belongs to the subject that started it", () => {
     await waitForSession(owner.api, question);
     await waitForSession(owner.api, refund, waiting);
 
-    const unknown = await rejection(stranger.api.getSession({ sessionId: "ses_doesnotexist00000" }));
+    const unknown = await refusal(stranger.api.getSession({ sessionId: "ses_doesnotexist00000" }));
     for (const id of [question, refund]) {
       for (const call of [
         stranger.api.getSession({ sessionId: id }),
@@ -75,7 +75,7 @@ describe("a session belongs to the subject that started it", () => {
         stranger.api.getSessionDetail({ sessionId: id }),
         stranger.api.cancelSession({ sessionId: id, reason: "mine now" }),
       ]) {
-        const error = await rejection(call);
+        const error = await refusal(call);
         expect([status[error.code], error.reason, error.message]).toEqual(["NOT_FOUND", "SESSION_NOT_FOUND", unknown.message.replace("ses_doesnotexist00000", id)]);
       }
       const watched = await watchAll(stranger.api, id);
@@ -104,7 +104,7 @@ describe("a session belongs to the subject that started it", () => {
     expect((await approver.api.listApprovals({})).approvals.map((s) => s.sessionId)).toContain(id);
     expect(await idsOf(approver.api)).toContain(id);
     expect((await approver.api.getOverview({})).counts?.AWAITING_APPROVAL).toBeGreaterThanOrEqual(1);
-    const cancel = await rejection(approver.api.cancelSession({ sessionId: id, reason: "not mine" }));
+    const cancel = await refusal(approver.api.cancelSession({ sessionId: id, reason: "not mine" }));
     expect([status[cancel.code], cancel.reason]).toEqual(["PERMISSION_DENIED", "NOT_SESSION_OWNER"]);
     expect(await overHttp(approver.token, `/api/sessions/${id}/cancel`, { body: {} })).toBe(403);
     expect((await owner.api.getSession({ sessionId: id })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
@@ -120,8 +120,8 @@ describe("a session belongs to the subject that started it", () => {
     expect([watched.error?.code, watched.error?.reason]).toEqual([status.NOT_FOUND, "SESSION_NOT_FOUND"]);
 
     expect((await waitForSession(owner.api, id)).stopReason).toBe("done");
-    expect((await rejection(approver.api.getSession({ sessionId: id }))).reason).toBe("SESSION_NOT_FOUND");
-    expect((await rejection(approver.api.getTrace({ sessionId: id }))).reason).toBe("SESSION_NOT_FOUND");
+    expect((await refusal(approver.api.getSession({ sessionId: id }))).reason).toBe("SESSION_NOT_FOUND");
+    expect((await refusal(approver.api.getTrace({ sessionId: id }))).reason).toBe("SESSION_NOT_FOUND");
     expect(await idsOf(approver.api)).not.toContain(id);
     expect((await approver.api.listApprovals({})).approvals.map((s) => s.sessionId)).not.toContain(id);
     expect(await overHttp(approver.token, `/api/sessions/${id}`)).toBe(404);

@@ -8,7 +8,7 @@ import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator
 import { createRawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ALL_SCOPES, rejection, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import { ALL_SCOPES, refusal, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
 const LOW_RISK = { id_card: "110101198003121232", phone: "+8613800138000" };
 const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
@@ -96,10 +96,10 @@ describe("refund sessions", () => {
   it("the session's creator cannot approve its own action (four eyes); a named approver field must be the caller", async () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
     const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL)).pendingApproval!;
-    const own = await rejection(orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "" }));
+    const own = await refusal(orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "" }));
     expect(own.code).toBe(status.PERMISSION_DENIED);
     expect(own.reason).toBe("SELF_APPROVAL");
-    const impersonated = await rejection(
+    const impersonated = await refusal(
       orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, approver: "alice", reason: "" }),
     );
     expect(impersonated.code).toBe(status.INVALID_ARGUMENT);
@@ -123,10 +123,10 @@ describe("refund sessions", () => {
   it("refuses a stale approval: another approval id, or the right id with other arguments; nothing is approved", async () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
     const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL)).pendingApproval!;
-    const error = await rejection(orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: "apr_someotheraction000", argumentsHash: shown.argumentsHash, approve: true, reason: "" }));
+    const error = await refusal(orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: "apr_someotheraction000", argumentsHash: shown.argumentsHash, approve: true, reason: "" }));
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("APPROVAL_MISMATCH");
-    const otherArgs = await rejection(orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: "0".repeat(32), approve: true, reason: "" }));
+    const otherArgs = await refusal(orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: "0".repeat(32), approve: true, reason: "" }));
     expect(otherArgs.code).toBe(status.FAILED_PRECONDITION);
     expect(otherArgs.reason).toBe("APPROVAL_MISMATCH");
     expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
@@ -156,12 +156,12 @@ describe("refund sessions", () => {
     expect(first.created).toBe(true);
     expect(again.created).toBe(false);
     expect(again.session?.sessionId).toBe(first.session?.sessionId);
-    const other = await rejection(orch.api.startSession({ goal: "Something else", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" }));
+    const other = await refusal(orch.api.startSession({ goal: "Something else", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" }));
     expect(other.code).toBe(status.ALREADY_EXISTS);
     // The whole request counts, not only goal and policy: other scopes or another budget is another request.
-    const narrower = await rejection(orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "start-key-1" }));
+    const narrower = await refusal(orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "start-key-1" }));
     expect(narrower.code).toBe(status.ALREADY_EXISTS);
-    const otherBudget = await rejection(orch.api.startSession({ goal: "What is the refund policy?", scopes: ALL_SCOPES, budget: { maxSteps: 3 }, idempotencyKey: "start-key-1" }));
+    const otherBudget = await refusal(orch.api.startSession({ goal: "What is the refund policy?", scopes: ALL_SCOPES, budget: { maxSteps: 3 }, idempotencyKey: "start-key-1" }));
     expect(otherBudget.reason).toBe("IDEMPOTENCY_KEY_REUSED");
   });
 
@@ -206,7 +206,7 @@ describe("refund sessions", () => {
   });
 
   it("rejects a bad StartSession with field violations", async () => {
-    const error = await rejection(orch.api.startSession({ goal: "", scopes: ["not a scope"], policy: "magic" }));
+    const error = await refusal(orch.api.startSession({ goal: "", scopes: ["not a scope"], policy: "magic" }));
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.fieldViolations.map((v) => v.field).sort()).toEqual(["goal", "policy", "scopes[0]"]);
   });
@@ -219,7 +219,7 @@ describe("who may grant what", () => {
     const intern = createRawClient(OrchestratorService, orch.server.address, { token });
     try {
       const listedBefore = (await orch.api.listSessions({ pageSize: 500 })).sessions.length;
-      const error = await rejection(intern.startSession({ goal: "Refund 3.00 of ord_DEMO00000001", task: refundTask("ord_DEMO00000001", 300) as never, scopes: ["billing:refund"] }));
+      const error = await refusal(intern.startSession({ goal: "Refund 3.00 of ord_DEMO00000001", task: refundTask("ord_DEMO00000001", 300) as never, scopes: ["billing:refund"] }));
       expect(error.code).toBe(status.PERMISSION_DENIED);
       expect(error.reason).toBe("SCOPE_NOT_GRANTABLE");
       expect(error.message).toContain("billing:refund");
@@ -233,19 +233,19 @@ describe("who may grant what", () => {
 
   it("no caller can grant an operator scope to a session, even one it holds", async () => {
     for (const scope of ["sessions:write", "approvals:write", "tool:admin", "sessions:read", "sessions:admin"]) {
-      const error = await rejection(orch.api.startSession({ goal: "escalate", scopes: ["kb:read", scope] }));
+      const error = await refusal(orch.api.startSession({ goal: "escalate", scopes: ["kb:read", scope] }));
       expect(error.code).toBe(status.PERMISSION_DENIED);
       expect(error.message).toContain(scope);
     }
   });
 
   it("a task larger than 16 KiB or nested deeper than 8 levels is refused with INVALID_ARGUMENT on task", async () => {
-    const large = await rejection(orch.api.startSession({ goal: "big", task: { blob: "x".repeat(17 * 1024) } as never, scopes: ["kb:read"] }));
+    const large = await refusal(orch.api.startSession({ goal: "big", task: { blob: "x".repeat(17 * 1024) } as never, scopes: ["kb:read"] }));
     expect(large.code).toBe(status.INVALID_ARGUMENT);
     expect(large.fieldViolations).toEqual([{ field: "task", description: expect.stringMatching(/at most 16384/) }]);
     let deep: Record<string, unknown> = { leaf: true };
     for (let i = 0; i < 9; i += 1) deep = { inner: deep };
-    const nested = await rejection(orch.api.startSession({ goal: "deep", task: deep as never, scopes: ["kb:read"] }));
+    const nested = await refusal(orch.api.startSession({ goal: "deep", task: deep as never, scopes: ["kb:read"] }));
     expect(nested.fieldViolations[0]?.description).toMatch(/at most 8/);
   });
 
@@ -334,7 +334,7 @@ describe("stop reasons", () => {
   });
 
   it("GetSession of an unknown id is NOT_FOUND", async () => {
-    const error = await rejection(orch.api.getSession({ sessionId: "ses_doesnotexist" }));
+    const error = await refusal(orch.api.getSession({ sessionId: "ses_doesnotexist" }));
     expect(error.code).toBe(status.NOT_FOUND);
     expect(error.reason).toBe("SESSION_NOT_FOUND");
   });

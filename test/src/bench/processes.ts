@@ -1,5 +1,6 @@
 // The services as real processes for the end-to-end benchmarks: where their builds are, when the
 // orchestrator says a session ended (its info log line), and what CPU a process has spent (its /metrics).
+import { rmSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -44,4 +45,11 @@ export function sessionEnds(proc: ToolProcess): (sessionId: string) => Promise<S
 export async function cpuSeconds(proc: ToolProcess): Promise<number> {
   const page = await (await fetch(`http://127.0.0.1:${proc.metricsPort}/metrics`)).text();
   return metricValue(page, "process_cpu_seconds_total");
+}
+
+/** Ends the processes a benchmark started and removes its data folder. */
+export async function stopAll(procs: readonly ToolProcess[], dataDir: string): Promise<void> {
+  for (const p of procs) p.child.kill("SIGKILL");
+  await Promise.all(procs.map((p) => p.exited));
+  rmSync(dataDir, { recursive: true, force: true });
 }

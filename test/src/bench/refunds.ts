@@ -4,7 +4,7 @@
 // orchestrator run as real processes; 64 refunds are kept in flight on each side, the two loads
 // alternate in rounds, and the CPU each process spent is read from its /metrics. Scripted refund
 // sessions (kb search → GetOrder → Refund → answer) refund one cent of ord_DEMO00000002 each.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
@@ -13,7 +13,7 @@ import { createRawClient } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
 import { benchPeople } from "./people.js";
-import { cpuSeconds, entryOf, sessionEnds } from "./processes.js";
+import { cpuSeconds, entryOf, sessionEnds, stopAll } from "./processes.js";
 
 const IN_FLIGHT = 64;
 const ORDER = "ord_DEMO00000002";
@@ -105,8 +105,6 @@ export async function benchRefunds(durationMs: number): Promise<void> {
       refunder.close();
     }
   } finally {
-    for (const p of procs) p.child.kill("SIGKILL");
-    await Promise.all(procs.map((p) => p.exited));
-    rmSync(dataDir, { recursive: true, force: true });
+    await stopAll(procs, dataDir);
   }
 }

@@ -17,7 +17,7 @@ import { createRawClient } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
 import { benchPeople } from "./people.js";
-import { cpuSeconds, entryOf, sessionEnds } from "./processes.js";
+import { cpuSeconds, entryOf, sessionEnds, stopAll } from "./processes.js";
 import { benchTransitions, type TransitionBenchResult } from "./transitions.js";
 import { postgresUnavailable, startPostgres } from "@loopguard/sql-store/testing";
 
@@ -93,9 +93,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
       api.close();
     }
   } finally {
-    for (const p of procs) p.child.kill("SIGKILL");
-    await Promise.all(procs.map((p) => p.exited));
-    rmSync(dataDir, { recursive: true, force: true });
+    await stopAll(procs, dataDir);
   }
 }
 

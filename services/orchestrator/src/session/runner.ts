@@ -159,17 +159,12 @@ export class SessionRunner {
     // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
     const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };
     const plan = queue[0] ? await this.#planCall(decided, queue[0], decision.confidence) : undefined;
-    const record = spans.step(s, {
-      step,
-      before: s.state,
-      after: plan?.kind === "start" ? "TOOL_EXECUTING" : "THINKING",
-      decision: { kind: "tool_calls", calls: queue },
-      promptHash: decision.promptHash,
-      durationMs: durationMs(),
-    });
+    const record = (after: "TOOL_EXECUTING" | "THINKING") =>
+      spans.step(s, { step, before: s.state, after, decision: { kind: "tool_calls", calls: queue }, promptHash: decision.promptHash, durationMs: durationMs() });
     if (plan?.kind === "start") {
+      const reason = `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`;
       try {
-        return await this.#startCall(decided, { ...plan, rest: queue.slice(1), step: record, reason: `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}` }, signal);
+        return await this.#startCall(decided, { ...plan, rest: queue.slice(1), step: record("TOOL_EXECUTING"), reason }, signal);
       } catch (error) {
         // Another session's reserve got in between: the decision is stored below, and the call planned again.
         if (!(error instanceof ReservationRefusedError)) throw error;
@@ -178,7 +173,7 @@ export class SessionRunner {
     return moves.move(s, "THINKING", {
       audit: { reason: `policy asked for ${queue.length} tool call(s)` },
       patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...(decision.confidence !== undefined ? { confidence: decision.confidence } : {}) }) },
-      step: record,
+      step: record("THINKING"),
     });
   }
 

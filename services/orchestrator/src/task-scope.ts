@@ -54,7 +54,7 @@ function sameValue(field: DescField, taskValue: JsonValue, argument: JsonValue |
 const shown = (v: JsonValue | undefined): string => (typeof v === "string" ? v : JSON.stringify(v ?? null));
 
 /** "entity:id" of every entity the session's answers so far named or linked to (world refs, versions left off). */
-export function reachedEntities(history: readonly HistoryItem[]): Set<string> {
+function reachedEntities(history: readonly HistoryItem[]): Set<string> {
   const out = new Set<string>();
   for (const item of history) {
     if (item.kind !== "observation" || !item.envelope.ok) continue;
@@ -63,19 +63,24 @@ export function reachedEntities(history: readonly HistoryItem[]): Set<string> {
   return out;
 }
 
-/** Why `args` for `tool` go beyond the task, or undefined. `reached` comes from reachedEntities. */
-export function outOfTask(tool: RegisteredTool, args: JsonObject, task: JsonObject, reached: ReadonlySet<string>): OutOfTask | undefined {
+/** Why `args` for `tool` go beyond the task (whose session's history is `history`), or undefined. */
+export function outOfTask(tool: RegisteredTool, args: JsonObject, task: JsonObject, history: readonly HistoryItem[]): OutOfTask | undefined {
+  // Read from the history only for a call that names an entity (most calls name none).
+  let reached: ReadonlySet<string> | undefined;
   for (const c of checksOf(tool.method.input)) {
     const name = c.field.jsonName;
     const argument = args[name];
     if (c.role === FieldRole.ENTITY_ID && c.entity && tool.effect !== Effect.IRREVERSIBLE_EXTERNAL && argument !== undefined) {
       const id = String(argument);
       const declared = declaredEntities(task, c.entity);
-      if (!declared.includes(id) && !reached.has(`${c.entity}:${id}`)) {
-        return {
-          message: `${tool.name} reads ${c.entity} ${id}, which the task does not name${declared.length > 0 ? ` (it names ${declared.join(", ")})` : ""} and no answer so far links to; the host reads only what the task names or leads to`,
-          suggestedAction: `read only the ${c.entity} the task names, or what its answers link to`,
-        };
+      if (!declared.includes(id)) {
+        reached ??= reachedEntities(history);
+        if (!reached.has(`${c.entity}:${id}`)) {
+          return {
+            message: `${tool.name} reads ${c.entity} ${id}, which the task does not name${declared.length > 0 ? ` (it names ${declared.join(", ")})` : ""} and no answer so far links to; the host reads only what the task names or leads to`,
+            suggestedAction: `read only the ${c.entity} the task names, or what its answers link to`,
+          };
+        }
       }
     }
     const taskValue = c.taskField ? task[c.taskField] : undefined;

@@ -12,7 +12,7 @@ import { isTerminal } from "../session-state.js";
 import { ReservationRefusedError } from "../effect-reservations.js";
 import { LeaseLostError, type SessionRecord, StaleTransitionError, type StepRecord, type Usage } from "../session-store.js";
 import { guardSideEffect, refusal } from "../side-effect-guard.js";
-import { outOfTask, reachedEntities } from "../task-scope.js";
+import { outOfTask } from "../task-scope.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { checkAnswer } from "./answer.js";
 import { approve } from "./approve.js";
@@ -237,7 +237,7 @@ export class SessionRunner {
     const checked = checkCall({ session: s, context: contextOf(s), call: request, registry: deps.registry, now: deps.now() });
     if (checked.kind !== "checked") return checked;
     const { tool, args, call, context } = checked;
-    const outside = outOfTask(tool, args, s.task, reachedEntities(context.history));
+    const outside = outOfTask(tool, args, s.task, context.history);
     if (outside) return { kind: "observe", envelope: refusal({ ...outside, retryable: false }, deps.now()), reason: "outside the task" };
     const guard = deps.rules.effectOf(tool);
     if (!guard) return { kind: "start", tool, call, context };

@@ -11,7 +11,7 @@ import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/bil
 import { createRawClient, ensureLocalKeys, type LocalKeys, mintToken, personKey, readSigningKey, status } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import Database from "better-sqlite3";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { failure } from "./billing-fixture.js";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
@@ -127,7 +127,7 @@ describe("keys bound to who may use them", () => {
     } finally {
       ledger.close();
     }
-    expect(on.lines.find((l) => l.msg === "break-glass refund")).toMatchObject({ caller: "alice", order_id: "ord_DEMO00000002" });
+    await vi.waitFor(() => expect(on.lines.find((l) => l.msg === "break-glass refund")).toMatchObject({ caller: "alice", order_id: "ord_DEMO00000002" }), { timeout: 2000 });
   });
 
   it("stops trusting a key revoked with `pnpm keys revoke` within about a second, without a restart", async () => {
@@ -152,7 +152,8 @@ describe("keys bound to who may use them", () => {
     expect(Date.now() - started).toBeLessThan(1500);
     expect(error?.message).toMatch(/not trusted \(unknown or revoked\)/);
     expect(JSON.parse(readFileSync(keys.jwks, "utf8")).revoked).toEqual([key.kid]);
-    expect(proc.lines.some((l) => l.msg === "trusted keys reloaded")).toBe(true);
+    // The log line travels through a pipe and may arrive after the refusal it caused.
+    await vi.waitFor(() => expect(proc.lines.some((l) => l.msg === "trusted keys reloaded")).toBe(true), { timeout: 2000 });
     // Only the revoked key went: the orchestrator's still verifies.
     const orchestrator = await mintToken(readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator }), { subject: "session:s1", audience: "billing", scopes: ["billing:read"] });
     expect((await call(proc.address, orchestrator, (c) => c.getOrder({ orderId: "ord_DEMO00000001" }))).order?.orderId).toBe("ord_DEMO00000001");

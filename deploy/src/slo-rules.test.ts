@@ -4,7 +4,7 @@ import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { methodPolicy, servicePolicy } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
-import { ERROR_RATIO_RECORD, P95_RECORD, parseSloOverrides, pascalCase, type Rule, sloRuleGroups } from "./slo-rules.js";
+import { BURN_WINDOWS, ERROR_RATIO_RECORD, errorRatioRecord, P95_RECORD, parseSloOverrides, pascalCase, type Rule, sloRuleGroups } from "./slo-rules.js";
 import { parseYamlDocuments, toYaml } from "./yaml.js";
 
 const services = [KbSearchService, BillingService, RiskService, OrchestratorService];
@@ -19,14 +19,18 @@ function alerts(file = sloRuleGroups(services)): Map<string, Rule> {
 }
 
 describe("sloRuleGroups", () => {
-  it("gives every unary method a latency and an error-budget alert at its contract's numbers", () => {
+  it("gives every unary method a latency alert and two burn-rate alerts at its contract's numbers", () => {
     const byName = alerts();
     for (const service of services) {
       const tool = pascalCase(servicePolicy(service).toolName);
       for (const method of service.methods.filter((m) => m.methodKind === "unary")) {
         const sla = methodPolicy(method).sla!;
+        const at = (burn: number) => String(Number((burn * sla.errorRateBudget).toPrecision(6))).replace(".", "\\.");
         expect(byName.get(`${tool}${method.name}LatencyAboveSlo`)?.expr).toMatch(new RegExp(` > ${sla.p95TargetMs / 1000}$`));
-        expect(byName.get(`${tool}${method.name}ErrorBudgetBurn`)?.expr).toMatch(new RegExp(` > ${sla.errorRateBudget}$`));
+        const fast = String(byName.get(`${tool}${method.name}ErrorBudgetFastBurn`)?.expr);
+        expect(fast).toMatch(new RegExp(`rate1h\\{[^}]*grpc_method="${method.name}"\\} > ${at(14.4)}\nand\n[^\n]*rate5m\\{[^}]*\\} > ${at(14.4)}\n`));
+        const slow = String(byName.get(`${tool}${method.name}ErrorBudgetSlowBurn`)?.expr);
+        expect(slow).toMatch(new RegExp(`rate6h\\{[^}]*grpc_method="${method.name}"\\} > ${at(6)}\nand\n[^\n]*rate30m\\{[^}]*\\} > ${at(6)}\n`));
       }
     }
     expect(byName.get("KbSearchSearchLatencyAboveSlo")).toMatchObject({
@@ -34,11 +38,32 @@ describe("sloRuleGroups", () => {
       for: "5m",
       labels: { severity: "warning", tool: "kb-search", method: "Search" },
     });
-    expect(byName.get("BillingRefundErrorBudgetBurn")).toMatchObject({
-      expr: `${ERROR_RATIO_RECORD}{grpc_service="loopguard.billing.v1.BillingService",grpc_method="Refund"} > 0.005`,
-      for: "3m",
+  });
+
+  it("pages on a fast burn and files a ticket on a slow one, each only past 20 calls an hour", () => {
+    const byName = alerts();
+    const target = '{grpc_service="loopguard.billing.v1.BillingService",grpc_method="Refund"}';
+    expect(byName.get("BillingRefundErrorBudgetFastBurn")).toMatchObject({
+      expr: [
+        `loopguard:grpc_server_error_ratio:rate1h${target} > 0.072`,
+        "and",
+        `loopguard:grpc_server_error_ratio:rate5m${target} > 0.072`,
+        "and on (grpc_service, grpc_method)",
+        `sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total${target}[1h])) >= 20`,
+      ].join("\n"),
+      for: "2m",
       labels: { severity: "critical", tool: "billing", method: "Refund" },
     });
+    expect(byName.get("BillingRefundErrorBudgetSlowBurn")).toMatchObject({ for: "15m", labels: { severity: "warning", tool: "billing", method: "Refund" } });
+    expect(String(byName.get("BillingRefundErrorBudgetSlowBurn")!.expr)).toMatch(/\[6h\]\)\) >= 120$/);
+  });
+
+  it("records the error ratio per method over every burn-rate window, and over the release analysis's 3 minutes", () => {
+    for (const group of sloRuleGroups([KbSearchService, BillingService]).groups) {
+      const records = group.rules.filter((r) => "record" in r).map((r) => r.record);
+      expect(records).toEqual([P95_RECORD, ERROR_RATIO_RECORD, ...BURN_WINDOWS.map(errorRatioRecord)]);
+    }
+    expect(BURN_WINDOWS.map(errorRatioRecord)).toEqual(["5m", "1h", "30m", "6h"].map((w) => `loopguard:grpc_server_error_ratio:rate${w}`));
   });
 
   it("skips streaming methods: a stream's duration is its life, not a latency", () => {
@@ -48,16 +73,19 @@ describe("sloRuleGroups", () => {
     for (const rule of orchestrator.rules.filter((r) => "record" in r)) expect(String(rule.expr)).not.toContain("WatchSession");
   });
 
-  it("gives every tool a Down alert on its scrape job", () => {
-    expect(alerts().get("RiskDown")).toMatchObject({ expr: 'up{job="risk"} == 0', for: "1m", labels: { severity: "critical", tool: "risk" } });
+  it("gives every tool a Down alert on its scrape job that also fires when the job has no target at all", () => {
+    expect(alerts().get("RiskDown")).toMatchObject({ expr: 'up{job="risk"} == 0\nor\nabsent(up{job="risk"})', for: "1m", labels: { severity: "critical", tool: "risk" } });
     expect(sloRuleGroups(services).groups.map((g) => g.name)).toEqual(["loopguard-slo-kb-search", "loopguard-slo-billing", "loopguard-slo-risk", "loopguard-slo-orchestrator"]);
   });
 
-  it("counts only server-fault codes against the error budget", () => {
-    const ratio = sloRuleGroups([BillingService]).groups[0]!.rules.find((r) => r.record === ERROR_RATIO_RECORD)!;
-    expect(String(ratio.expr)).toContain('grpc_code=~"UNKNOWN|DEADLINE_EXCEEDED|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|DATA_LOSS"');
-    for (const callerCode of ["INVALID_ARGUMENT", "NOT_FOUND", "PERMISSION_DENIED", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"]) {
-      expect(String(ratio.expr)).not.toContain(callerCode);
+  it("counts only server-fault codes against the error budget, in every window", () => {
+    const ratios = sloRuleGroups([BillingService]).groups[0]!.rules.filter((r) => String(r.record).startsWith("loopguard:grpc_server_error_ratio:"));
+    expect(ratios).toHaveLength(1 + BURN_WINDOWS.length);
+    for (const ratio of ratios) {
+      expect(String(ratio.expr)).toContain('grpc_code=~"UNKNOWN|DEADLINE_EXCEEDED|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|DATA_LOSS"');
+      for (const callerCode of ["INVALID_ARGUMENT", "NOT_FOUND", "PERMISSION_DENIED", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"]) {
+        expect(String(ratio.expr)).not.toContain(callerCode);
+      }
     }
   });
 
@@ -66,9 +94,15 @@ describe("sloRuleGroups", () => {
     const latency = byName.get("KbSearchSearchLatencyAboveSlo")!;
     expect(latency.expr).toMatch(/ > 0\.45$/);
     expect((latency.annotations as Record<string, string>).description).toContain("p95 <= 450 ms, timeout 1000 ms (deploy override)");
-    expect(byName.get("KbSearchSearchErrorBudgetBurn")!.expr).toMatch(/ > 0\.01$/);
-    expect(byName.get("BillingRefundErrorBudgetBurn")!.expr).toMatch(/ > 0\.02$/);
-    expect((byName.get("BillingRefundErrorBudgetBurn")!.annotations as Record<string, string>).summary).toContain("2% error budget");
+    expect(byName.get("KbSearchSearchErrorBudgetFastBurn")!.expr).toContain(" > 0.144\n");
+    expect(byName.get("BillingRefundErrorBudgetFastBurn")!.expr).toContain(" > 0.288\n");
+    expect(byName.get("BillingRefundErrorBudgetSlowBurn")!.expr).toContain(" > 0.12\n");
+    expect((byName.get("BillingRefundErrorBudgetFastBurn")!.annotations as Record<string, string>).summary).toContain("2% error budget 14.4× too fast");
+  });
+
+  it("refuses a budget so large that even every call failing burns it slower than the page's 14.4×, so the page could never fire", () => {
+    expect(() => sloRuleGroups(services, { "billing/Refund": { errorRateBudget: 0.07 } })).toThrow(/billing\/Refund.*ErrorBudgetFastBurn could never fire/);
+    expect(() => sloRuleGroups(services, { "billing/Refund": { errorRateBudget: 0.069 } })).not.toThrow();
   });
 
   it("refuses an override naming no unary method, so a typo cannot silently keep the old number", () => {

@@ -21,7 +21,7 @@ import { type K8sObject, renderAll, type Rendering } from "../src/k8s-check.js";
 import { NAMESPACE } from "../src/k8s-objects.js";
 import { COLOUR_LABEL } from "../src/k8s-release-objects.js";
 import { deployedServices, serviceSlos } from "../src/prometheus-files.js";
-import { pascalCase } from "../src/slo-rules.js";
+import { BURN_RATE_ALERTS, pascalCase } from "../src/slo-rules.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const services = discoverServices(join(root, "services"));
@@ -211,7 +211,7 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
         `${pascalCase(tool.name)}Down`,
         ...contract[0]!.methods
           .filter((m) => m.methodKind === "unary" && methodPolicy(m).sla)
-          .flatMap((m) => [`${pascalCase(tool.name)}${m.name}LatencyAboveSlo`, `${pascalCase(tool.name)}${m.name}ErrorBudgetBurn`]),
+          .flatMap((m) => [`${pascalCase(tool.name)}${m.name}LatencyAboveSlo`, ...BURN_RATE_ALERTS.map((b) => `${pascalCase(tool.name)}${m.name}${b.kind}`)]),
       ];
       expect(alerts, name).toEqual(expect.arrayContaining(expected));
     }

@@ -18,7 +18,7 @@ const promtool = findExecutable("promtool");
 if (!promtool) console.warn("skipping promtool checks: promtool not found on PATH (install the Debian package `prometheus`)");
 
 function runPromtool(...args: string[]): { status: number | null; output: string } {
-  const result = spawnSync(promtool!, args, { cwd: root, encoding: "utf8", timeout: 30_000 });
+  const result = spawnSync(promtool!, args, { cwd: root, encoding: "utf8", timeout: 120_000 });
   return { status: result.status, output: `${result.stdout}${result.stderr}` };
 }
 
@@ -71,5 +71,5 @@ describe.skipIf(!promtool)("promtool", () => {
     const { status, output } = runPromtool("test", "rules", join(PROMETHEUS_DIR, "rules.test.yml"));
     expect(status, output).toBe(0);
     expect(output).toContain("SUCCESS");
-  });
+  }, 120_000);
 });

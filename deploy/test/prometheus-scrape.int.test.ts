@@ -186,7 +186,8 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
     });
     expect(groups.map((g) => g.name).sort()).toEqual(["loopguard-slo-billing", "loopguard-slo-kb-search", "loopguard-slo-orchestrator", "loopguard-slo-risk"]);
     const names = groups.flatMap((g) => g.rules.map((r) => r.name));
-    for (const name of ["loopguard:grpc_server_p95_seconds:5m", "loopguard:grpc_server_error_ratio:rate3m", "KbSearchSearchLatencyAboveSlo", "BillingRefundErrorBudgetBurn", "RiskDown"]) {
+    const records = ["loopguard:grpc_server_p95_seconds:5m", "loopguard:grpc_server_error_ratio:rate3m", "loopguard:grpc_server_error_ratio:rate1h"];
+    for (const name of [...records, "KbSearchSearchLatencyAboveSlo", "BillingRefundErrorBudgetFastBurn", "RiskDown"]) {
       expect(names).toContain(name);
     }
     const recorded = await eventually("the recorded p95 of kb-search Search", async () => {

@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
 import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles } from "./k8s-files.js";
 import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "./local-addresses.js";
-import { readServices, renderPrometheusFiles, serviceSlos, sloRules } from "./prometheus-files.js";
+import { alertRules, readServices, renderPrometheusFiles, serviceSlos } from "./prometheus-files.js";
 
 export interface GeneratedFiles {
   /** Path relative to the repository root → content. */
@@ -16,7 +16,7 @@ export interface GeneratedFiles {
 
 export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescFile[]): GeneratedFiles {
   const services = readServices(repoRoot);
-  const rules = sloRules(repoRoot, contracts, services);
+  const rules = alertRules(repoRoot, contracts, services);
   return {
     files: new Map([...renderPrometheusFiles(services, rules), ...renderK8sFiles(services, { rules, methods: serviceSlos(repoRoot, contracts, services) }), ...renderLocalToolAddresses(services)]),
     ownedDirs: [BASE_SERVICES_DIR, dirname(LOCAL_ADDRESSES_FILE), ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { type DescFile, type DescService, hasOption } from "@bufbuild/protobuf";
 import { service as serviceOption } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
 import { discoverServices, servicePolicy, type ServiceSpec } from "@loopguard/tool-sdk";
+import { agentRuleGroup } from "./agent-rules.js";
 import { type MethodSlo, methodSlos, parseSloOverrides, type RuleFile, type SloOverrides, sloRuleGroups } from "./slo-rules.js";
 import { toYaml } from "./yaml.js";
 
@@ -59,9 +60,13 @@ export function localScrapeConfig(services: readonly ScrapedService[], scrapeInt
   };
 }
 
-/** The SLO rule groups of every deployed service, with the deploy overrides applied: rules.yml and the PrometheusRule hold these. */
-export function sloRules(repoRoot: string, files: readonly DescFile[], services: readonly ScrapedService[]): RuleFile {
-  return sloRuleGroups(deployedServices(files, services), readSloOverrides(join(repoRoot, OVERRIDES_FILE)));
+/**
+ * What rules.yml and the PrometheusRule hold: the SLO rule group of every deployed service, with
+ * the deploy overrides applied, then the agents' alerts.
+ */
+export function alertRules(repoRoot: string, files: readonly DescFile[], services: readonly ScrapedService[]): RuleFile {
+  const slo = sloRuleGroups(deployedServices(files, services), readSloOverrides(join(repoRoot, OVERRIDES_FILE)));
+  return { groups: [...slo.groups, agentRuleGroup()] };
 }
 
 /** Every unary method's SLO with the deploy overrides applied: what a release's analysis holds the new pods to. */

@@ -11,6 +11,7 @@ import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, kill, startTool } from "../../test/e2e/processes.js";
+import { agentRuleGroup } from "../src/agent-rules.js";
 import { localScrapeConfig, RULES_FILE } from "../src/prometheus-files.js";
 import { toYaml } from "../src/yaml.js";
 import { findExecutable } from "./promtool.js";
@@ -34,6 +35,7 @@ let prometheus: ChildProcess | undefined;
 let prometheusUrl: string;
 const processes: ToolProcess[] = [];
 let api: RawClient<typeof OrchestratorService>;
+let orchestratorMetrics: string;
 
 async function query(promql: string): Promise<Sample[]> {
   const response = await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(promql)}`, { signal: AbortSignal.timeout(5000) });
@@ -114,6 +116,7 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
       RISK_ADDR: risk.address,
     });
     processes.push(orchestrator);
+    orchestratorMetrics = `http://127.0.0.1:${orchestrator.metricsPort}/metrics`;
     await startPrometheus([
       { name: "kb-search", metricsPort: kb.metricsPort },
       { name: "billing", metricsPort: billing.metricsPort },
@@ -184,10 +187,10 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
       const all = body.data.groups.flatMap((g) => g.rules);
       return all.length > 0 && all.every((r) => r.health === "ok") ? body.data.groups : undefined;
     });
-    expect(groups.map((g) => g.name).sort()).toEqual(["loopguard-slo-billing", "loopguard-slo-kb-search", "loopguard-slo-orchestrator", "loopguard-slo-risk"]);
+    expect(groups.map((g) => g.name).sort()).toEqual(["loopguard-agents", "loopguard-slo-billing", "loopguard-slo-kb-search", "loopguard-slo-orchestrator", "loopguard-slo-risk"]);
     const names = groups.flatMap((g) => g.rules.map((r) => r.name));
     const records = ["loopguard:grpc_server_p95_seconds:5m", "loopguard:grpc_server_error_ratio:rate3m", "loopguard:grpc_server_error_ratio:rate1h"];
-    for (const name of [...records, "KbSearchSearchLatencyAboveSlo", "BillingRefundErrorBudgetFastBurn", "RiskDown"]) {
+    for (const name of [...records, "KbSearchSearchLatencyAboveSlo", "BillingRefundErrorBudgetFastBurn", "RiskDown", "ToolBreakerOpen"]) {
       expect(names).toContain(name);
     }
     const recorded = await eventually("the recorded p95 of kb-search Search", async () => {
@@ -195,5 +198,21 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
       return result.length > 0 ? result : undefined;
     });
     expect(Number(recorded[0]!.value[1])).toBeGreaterThan(0);
+  });
+
+  it("scrapes from the orchestrator every metric the agents' alerts read, with the labels they select on", async () => {
+    // The orchestrator's parking work (issue 20) adds these two; this list must shrink to empty when it lands.
+    const pending = ["loopguard_approvals_overdue", "loopguard_sessions_parked_near_deadline"];
+    const read = new Set(agentRuleGroup().rules.flatMap((r) => String(r.expr).match(/\bloopguard_[a-z_]+/g) ?? []));
+    const exported = new Set([...(await (await fetch(orchestratorMetrics)).text()).matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
+    expect([...read].filter((name) => !exported.has(name)).sort()).toEqual(pending);
+    const stops = await eventually("stop reasons of the ended sessions", async () => {
+      const result = await query('sum by (stop_reason) (loopguard_session_stops_total{job="orchestrator"})');
+      return result.length > 0 ? result : undefined;
+    });
+    expect(stops.map((s) => s.metric.stop_reason)).toContain("done");
+    const calls = await query('sum by (tool, outcome) (loopguard_tool_client_calls_total{job="orchestrator"})');
+    expect(calls.map((s) => `${s.metric.tool} ${s.metric.outcome}`)).toEqual(expect.arrayContaining(["kb-search ok", "billing ok"]));
+    expect((await query("loopguard_tool_breaker_state")).map((s) => s.metric.tool).sort()).toEqual(["billing", "kb-search", "risk"]);
   });
 });

@@ -1,0 +1,102 @@
+// Alerts on what the agents do, from the orchestrator's own metrics: sessions that end without an
+// answer or go round in circles, tools answered by fallbacks or cut off by a breaker, approvals
+// the expiry sweep left behind, and sessions waiting out an outage with little budget left.
+// Ratios carry a minimum count, so an idle suite (0/0) or a handful of sessions does not alert.
+import { BREAKER_STATE_VALUE } from "@loopguard/tool-sdk";
+import { percent, runbookUrl, SEVERITY } from "./alert-conventions.js";
+import type { Rule, RuleGroup } from "./slo-rules.js";
+
+export const AGENT_RULE_GROUP = "loopguard-agents";
+
+/** Sessions ended over `window`; a share of them is judged only past `minSessions`. */
+const SESSIONS = { window: "30m", minSessions: 20, for: "10m" } as const;
+const STOP_REASONS_RATIO = 0.25;
+const NO_PROGRESS_RATIO = 0.1;
+const FALLBACKS = { window: "10m", ratio: 0.1, minCalls: 20, for: "10m" } as const;
+/** Not closed at any scrape of the window and reopened within it, for `for`: refusing calls for both together. */
+const BREAKER = { windowMinutes: 5, forMinutes: 5 } as const;
+const GAUGE_FOR = "5m";
+
+interface AgentAlert {
+  readonly name: string;
+  readonly expr: string;
+  readonly for: string;
+  readonly severity: string;
+  readonly summary: string;
+  readonly description: string;
+}
+
+function rule(a: AgentAlert): Rule {
+  const annotations = { summary: a.summary, description: a.description, runbook_url: runbookUrl(a.name.toLowerCase()) };
+  return { alert: a.name, expr: a.expr, for: a.for, labels: { severity: a.severity }, annotations };
+}
+
+/** The share of sessions ended over the window whose stop reason matches `matcher`, with the minimum-count guard. */
+function stopShare(matcher: string, ratio: number): string {
+  const ended = `sum(increase(loopguard_session_stops_total[${SESSIONS.window}]))`;
+  const matching = `sum(increase(loopguard_session_stops_total{${matcher}}[${SESSIONS.window}]))`;
+  return `${matching}\n/\n${ended}\n> ${ratio}\nand\n${ended} >= ${SESSIONS.minSessions}`;
+}
+
+const calls = (matcher: string) => `sum by (tool) (increase(loopguard_tool_client_calls_total${matcher}[${FALLBACKS.window}]))`;
+const notClosed = `min_over_time(loopguard_tool_breaker_state[${BREAKER.windowMinutes}m]) >= ${BREAKER_STATE_VALUE["half-open"]}`;
+const reopened = `increase(loopguard_tool_breaker_transitions_total{state="open"}[${BREAKER.windowMinutes}m]) > 0`;
+const endedOver = `the last ${SESSIONS.window} (at least ${SESSIONS.minSessions} ended)`;
+
+const AGENT_ALERTS: readonly AgentAlert[] = [
+  {
+    name: "SessionStopReasonsHigh",
+    expr: stopShare('stop_reason!="done"', STOP_REASONS_RATIO),
+    for: SESSIONS.for,
+    severity: SEVERITY.ticket,
+    summary: `More than ${percent(STOP_REASONS_RATIO)} of sessions end without an answer`,
+    description: `{{ $value | humanizePercentage }} of the sessions that ended in ${endedOver} stopped with a reason other than done.`,
+  },
+  {
+    name: "SessionNoProgressHigh",
+    expr: stopShare('stop_reason="no_progress"', NO_PROGRESS_RATIO),
+    for: SESSIONS.for,
+    severity: SEVERITY.ticket,
+    summary: `More than ${percent(NO_PROGRESS_RATIO)} of sessions stop going round in circles`,
+    description: `{{ $value | humanizePercentage }} of the sessions that ended in ${endedOver} stopped with no_progress (the same tool call, arguments and result three times).`,
+  },
+  {
+    name: "ToolFallbacksServedHigh",
+    expr: `${calls('{outcome=~"fallback_.*"}')}\n/\n${calls("")}\n> ${FALLBACKS.ratio}\nand\n${calls("")} >= ${FALLBACKS.minCalls}`,
+    for: FALLBACKS.for,
+    severity: SEVERITY.ticket,
+    summary: `More than ${percent(FALLBACKS.ratio)} of {{ $labels.tool }} calls are answered by a fallback`,
+    description: `{{ $value | humanizePercentage }} of the calls to {{ $labels.tool }} over the last ${FALLBACKS.window} were answered from the cache or degraded, not by the tool.`,
+  },
+  {
+    // A breaker left half-open by a caller gone idle refuses nothing: it must also have reopened lately.
+    name: "ToolBreakerOpen",
+    expr: `max by (tool) (\n  ${notClosed}\n  and ignoring (state)\n  ${reopened}\n)`,
+    for: `${BREAKER.forMinutes}m`,
+    severity: SEVERITY.page,
+    summary: "The circuit breaker for {{ $labels.tool }} has stayed open",
+    description: `The orchestrator's breaker for {{ $labels.tool }} has not closed for ${BREAKER.windowMinutes + BREAKER.forMinutes}m and keeps reopening: calls to the tool are refused.`,
+  },
+  // Every orchestrator replica reports the same store, so max() and not sum().
+  {
+    name: "ApprovalsOverdue",
+    expr: "max(loopguard_approvals_overdue) > 0",
+    for: GAUGE_FOR,
+    severity: SEVERITY.ticket,
+    summary: "Sessions wait for approvals that have expired",
+    description: `{{ $value }} sessions have been AWAITING_APPROVAL past their approval's expiry for ${GAUGE_FOR}: the expiry sweep should have ended them.`,
+  },
+  {
+    name: "SessionsParkedNearDeadline",
+    expr: "max(loopguard_sessions_parked_near_deadline) > 0",
+    for: GAUGE_FOR,
+    severity: SEVERITY.ticket,
+    summary: "Parked sessions are running out of wall-clock budget",
+    description: `For ${GAUGE_FOR} PARKED sessions have had less than 20% of their wall-clock budget left (now {{ $value }}): they will stop with deadline.`,
+  },
+];
+
+/** One group, evaluated against the orchestrator's metrics (every replica of it). */
+export function agentRuleGroup(): RuleGroup {
+  return { name: AGENT_RULE_GROUP, rules: AGENT_ALERTS.map(rule) };
+}

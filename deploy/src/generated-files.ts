@@ -3,9 +3,11 @@
 // so rules.yml and the PrometheusRule agree.
 import { dirname, join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
+import { servicePolicy } from "@loopguard/tool-sdk";
 import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles } from "./k8s-files.js";
 import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "./local-addresses.js";
-import { alertRules, readServices, renderPrometheusFiles, serviceSlos } from "./prometheus-files.js";
+import { alertRules, deployedServices, readServices, renderPrometheusFiles, serviceSlos } from "./prometheus-files.js";
+import { sloAlertCases } from "./slo-alert-cases.js";
 
 export interface GeneratedFiles {
   /** Path relative to the repository root → content. */
@@ -17,8 +19,10 @@ export interface GeneratedFiles {
 export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescFile[]): GeneratedFiles {
   const services = readServices(repoRoot);
   const rules = alertRules(repoRoot, contracts, services);
+  const methods = serviceSlos(repoRoot, contracts, services);
+  const tools = deployedServices(contracts, services).map((s) => servicePolicy(s).toolName);
   return {
-    files: new Map([...renderPrometheusFiles(services, rules), ...renderK8sFiles(services, { rules, methods: serviceSlos(repoRoot, contracts, services) }), ...renderLocalToolAddresses(services)]),
+    files: new Map([...renderPrometheusFiles(services, rules, sloAlertCases(rules, methods, tools)), ...renderK8sFiles(services, { rules, methods }), ...renderLocalToolAddresses(services)]),
     ownedDirs: [BASE_SERVICES_DIR, dirname(LOCAL_ADDRESSES_FILE), ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
   };
 }

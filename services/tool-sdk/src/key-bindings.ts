@@ -5,8 +5,12 @@ import { createPublicKey, type KeyObject, type JsonWebKey as NodeJwk } from "nod
 import type { JSONWebKeySet, JWK } from "jose";
 import { isEd25519, KeyError, TOKEN_ALGORITHM } from "./auth.js";
 
-/** What a key is for: the orchestrator (tool calls of sessions), a person, or a person's break-glass key. */
-export const KEY_ROLES = ["orchestrator", "person", "break-glass"] as const;
+/**
+ * What a key is for: the orchestrator (tool calls of sessions), a person, a person's break-glass
+ * key, or a probe (a release's synthetic checks), whose tokens every service accepts on read-only
+ * methods only.
+ */
+export const KEY_ROLES = ["orchestrator", "person", "break-glass", "probe"] as const;
 export type KeyRole = (typeof KEY_ROLES)[number];
 
 export interface KeyBinding {

@@ -4,7 +4,8 @@ import { Metadata } from "@grpc/grpc-js";
 import { KbSearchService, SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { describe, expect, it } from "vitest";
 import { BillingService, RefundReason, RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { type Caller, requestDigest } from "../auth.js";
+import { type Caller, mintToken, newKeyPair, requestDigest, signingKeyFromJwk } from "../auth.js";
+import { publicKeySet, withBinding } from "../key-bindings.js";
 import { status, ToolError } from "../errors.js";
 import { FaultSwitch } from "../faults.js";
 import { createLogger } from "../logger.js";
@@ -88,6 +89,24 @@ describe("authStage", () => {
 
   it("hands on the verified caller", async () => {
     await expect(stage(withToken(await testToken({ scopes: ["kb:read"], subject: "agent-7" })))).resolves.toBe("agent-7");
+  });
+
+  it("lets a probe's token (synthetic checks) call read-only methods only, whatever scopes its key may sign", async () => {
+    const pair = newKeyPair("test-probe");
+    const probeVerifier = new TokenVerifier(publicKeySet({ keys: [withBinding(pair.publicJwk, { role: "probe", subject: "release-smoke", scopes: ["*"] })] }), "billing");
+    const token = (scope: string) => mintToken(signingKeyFromJwk(pair.privateJwk), { subject: "release-smoke", audience: "billing", scopes: [scope] });
+    const through = async (m: typeof BillingService.method.getOrder | typeof BillingService.method.refund, scope: string) => {
+      const metadata = new Metadata();
+      metadata.set("authorization", `Bearer ${await token(scope)}`);
+      return authStage(probeVerifier, "billing", m, scope)(async (call) => call.caller?.role)(testCall({ method: m, metadata }));
+    };
+    await expect(through(BillingService.method.getOrder, "billing:read")).resolves.toBe("probe");
+    const error = await refusal(through(BillingService.method.refund, "billing:refund"));
+    expect([error.code, error.reason, error.message]).toEqual([
+      status.PERMISSION_DENIED,
+      "SCOPE_MISSING",
+      "Refund is not read-only: a probe's token (synthetic checks) may call read-only methods only",
+    ]);
   });
 });
 

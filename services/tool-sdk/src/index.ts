@@ -59,7 +59,7 @@ export { CallError, createRawClient, type RawCallOptions, type RawClient } from 
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
 export { runTool } from "./run.js";
-export { describeSmoke, minCallsToJudge, runSmoke, type SmokeCall, smokeCallOf, smokeCount, type SmokeOptions, smokePassed, type SmokeResult, smokeToken } from "./smoke.js";
+export { allowedFailures, describeSmoke, minCallsToJudge, runSmoke, type SmokeCall, smokeCallOf, smokeCount, type SmokeOptions, smokePassed, type SmokeResult, smokeToken } from "./smoke.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallFn, compose, type Interceptor, type ServerCall } from "./server/interceptor.js";
 export { type CallContext, type HttpRoute, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer, type UnaryInvoker } from "./serve.js";

@@ -409,6 +409,6 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     break_glass: options.breakGlass ? "on" : "off",
   });
   if (options.breakGlass) log.warn("break-glass is on: irreversible methods accept break-glass tokens with a reason", { tool });
-  if (options.faultProfile) log.warn("faults injected from the start", { tool, source: FAULT_PROFILE_ENV, faults: faultSummary(faults.profile) });
+  if (options.faultProfile) log.warn(`faults injected from the start (${FAULT_PROFILE_ENV})`, { tool, faults: faultSummary(faults.profile) });
   return toolServer;
 }

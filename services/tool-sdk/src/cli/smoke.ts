@@ -3,8 +3,9 @@
 // runs them against the new pods (and as anyone may against a running tool):
 //   loopguard-smoke --tool billing --target billing-preview.loopguard.svc.cluster.local:50062 [--count N] [--over SECONDS]
 // It sends the call the tool's contract declares (smoke_check) with a probe key's token carrying
-// that method's scope only, prints one line, and exits 0 when no more than --max-failed-ratio of
-// the calls failed (default: the method's error-rate budget), 1 when more did, 2 on a usage error.
+// that method's scope only, prints one line, and exits 0 when no more calls failed than a version
+// within --error-budget would fail (default: the method's error-rate budget; see allowedFailures),
+// 1 when more did, 2 on a usage error.
 import { parseArgs } from "node:util";
 import { contractFiles } from "@loopguard/proto";
 import { resolve } from "node:path";
@@ -14,7 +15,7 @@ import { localKeyPaths } from "../local-keys.js";
 import { SMOKE_SUBJECT } from "../people.js";
 import { describeSmoke, runSmoke, type SmokeCall, smokeCallOf, smokeCount, smokePassed, smokeToken } from "../smoke.js";
 
-const USAGE = `usage: loopguard-smoke --tool TOOL --target HOST:PORT [--target …] [--count N] [--concurrency N] [--over SECONDS] [--max-failed-ratio R] [--key FILE] [--subject S] [--json]
+const USAGE = `usage: loopguard-smoke --tool TOOL --target HOST:PORT [--target …] [--count N] [--concurrency N] [--over SECONDS] [--error-budget R] [--key FILE] [--subject S] [--json]
   the probe key: --key, else LOOPGUARD_SMOKE_KEY_FILE, else the local suite's (.data/keys/smoke.jwk); its subject: --subject, else ${SMOKE_SUBJECT}`;
 
 class UsageError extends Error {}
@@ -37,7 +38,7 @@ async function main(): Promise<number> {
         count: { type: "string" },
         concurrency: { type: "string" },
         over: { type: "string" },
-        "max-failed-ratio": { type: "string" },
+        "error-budget": { type: "string" },
         key: { type: "string" },
         subject: { type: "string" },
         json: { type: "boolean" },
@@ -65,7 +66,7 @@ async function main(): Promise<number> {
   const count = number(values.count as string | undefined, "count", smokeCount(call), 1, 100_000);
   const concurrency = number(values.concurrency as string | undefined, "concurrency", 4, 1, 256);
   const overSeconds = number(values.over as string | undefined, "over", 0, 0, 3600, false);
-  const maxFailedRatio = number(values["max-failed-ratio"] as string | undefined, "max-failed-ratio", call.errorRateBudget, 0, 1, false);
+  const errorBudget = number(values["error-budget"] as string | undefined, "error-budget", call.errorRateBudget, 0, 1, false);
   const keyFile = (values.key as string | undefined) ?? process.env.LOOPGUARD_SMOKE_KEY_FILE ?? localKeyPaths(resolve(process.env.LOOPGUARD_DATA_DIR || ".data")).smoke;
   let token: string;
   try {
@@ -74,8 +75,8 @@ async function main(): Promise<number> {
     throw new UsageError(error instanceof ConfigError ? error.message.replace("LOOPGUARD_SIGNING_KEY_FILE", "the probe key") : (error as Error).message);
   }
   const result = await runSmoke(call, { targets, token, count, concurrency, spreadMs: overSeconds * 1000 });
-  const passed = smokePassed(result, maxFailedRatio);
-  process.stdout.write(values.json ? `${JSON.stringify({ ...result, latenciesMs: undefined, passed, maxFailedRatio })}\n` : `${describeSmoke(result, maxFailedRatio)} → ${targets.join(", ")}\n`);
+  const passed = smokePassed(result, errorBudget);
+  process.stdout.write(values.json ? `${JSON.stringify({ ...result, latenciesMs: undefined, passed, errorBudget })}\n` : `${describeSmoke(result, errorBudget)} → ${targets.join(", ")}\n`);
   return passed ? 0 : 1;
 }
 

@@ -9,12 +9,16 @@
 //   the new Deployment; the old colour keeps running for the scale-down delay, while clients
 //   resolve the name again, then is scaled to zero (preStop, then SIGTERM: calls in flight
 //   finish). A rollback switches back the same way, without changing an image.
+// A release on the plain path passes the release gate twice (k8s-apply.ts runs it): before the flip
+// a smoke Job through `<tool>-preview` and the gate queries on the new colour's pods, after it
+// (and the scale-down delay) a smoke Job through `<tool>` and the same queries on every client's
+// calls. A gate that fails undoes the release: before the flip the new colour goes back to zero
+// pods, after it the plan flips back (a rollback, planned here too). On Argo the gate is the
+// Rollout's own analysis; an abort (or an inconclusive pause) puts the stable image back.
 // The plan is computed from the live objects (kubectl, or a `kubectl kustomize` rendering for a
 // review without a cluster) as JSON patches guarded by `test` operations, so a concurrent change
 // fails the patch rather than being overwritten; `--dry-run` shows each patch and the object it
 // produces, and the tests validate those objects strictly.
-import { execFile } from "node:child_process";
-import { setTimeout as sleep } from "node:timers/promises";
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import jsonPatch, { type Operation } from "fast-json-patch";
@@ -23,16 +27,16 @@ import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js
 import type { Service } from "kubernetes-types/core/v1.js";
 import type { K8sObject } from "../k8s-check.js";
 import type { ReleasePath } from "../k8s-files.js";
+import { serviceHost } from "../k8s-objects.js";
 import { type Colour, COLOUR_LABEL, COLOURS, colourDeploymentName, previewServiceName, SCALE_DOWN_DELAY_SECONDS } from "../k8s-release-objects.js";
+import { SMOKE_LABEL, smokeJobSpec } from "../k8s-smoke-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
+import { type JudgedMethod, judgedMethods, type ReleaseGate } from "./gate.js";
+import { type GateQuery, gateQueries } from "./gate-queries.js";
 import type { ReleaseKind } from "./result.js";
 
 /** The field manager the patches are recorded under, so `kubectl get --show-managed-fields` says who changed what. */
 export const FIELD_MANAGER = "loopguard-release";
-const READY_TIMEOUT_MS = 600_000;
-/** Pre- and post-promotion analysis (4 × 30 s each), pods starting, and the scale-down delay. */
-const ROLLOUT_TIMEOUT_MS = 1_200_000;
-const POLL_MS = 2_000;
 
 export interface PatchStep {
   readonly action: "patch";
@@ -54,9 +58,30 @@ export interface WaitStep {
   readonly seconds?: number;
   /** The kubectl command that shows the same progress. */
   readonly command: readonly string[];
+  /** Argo: what puts the stable pods back when the Rollout is aborted or paused on an inconclusive analysis (the stable image in its template). */
+  readonly onFailure?: readonly Step[];
 }
 
-export type Step = PatchStep | WaitStep;
+/** The release gate on the plain path: smoke calls from a Job, then the gate queries on the new colour's pods. */
+export interface GateStep {
+  readonly action: "gate";
+  readonly description: string;
+  readonly kind: "Job";
+  /** The smoke Job's name. */
+  readonly name: string;
+  readonly when: "before the flip" | "after the flip";
+  /** The smoke Job (batch/v1), created as it is. */
+  readonly job: K8sObject;
+  readonly queries: readonly GateQuery[];
+  /** The SLOs the answers are judged against. */
+  readonly methods: readonly JudgedMethod[];
+  readonly command: readonly string[];
+  /** What undoes the release when the gate fails, and what that leaves, in words. */
+  readonly onFailure: readonly Step[];
+  readonly undone: string;
+}
+
+export type Step = PatchStep | WaitStep | GateStep;
 
 export interface K8sPlan {
   readonly tool: string;
@@ -110,6 +135,16 @@ class PlanBuilder {
     for (const object of objects) this.#objects.set(`${object.kind}/${object.metadata.name}`, structuredClone(object));
   }
 
+  /** The objects as the steps so far leave them. */
+  current(): K8sObject[] {
+    return [...this.#objects.values()].map((o) => structuredClone(o));
+  }
+
+  /** A builder of steps that start from where these leave the objects (what undoes them). */
+  fork(): PlanBuilder {
+    return new PlanBuilder(this.namespace, this.current());
+  }
+
   patch(kind: string, name: string, description: string, patch: Operation[]): void {
     const current = this.#objects.get(`${kind}/${name}`);
     if (!current) throw new ReleaseRefused(`${kind} ${name} is not there`);
@@ -125,12 +160,37 @@ class PlanBuilder {
     this.steps.push({ action: "patch", description, kind, name, patch, command, result });
   }
 
-  wait(kind: string, name: string, description: string, until: WaitStep["until"], command: string[], seconds?: number): void {
-    this.steps.push({ action: "wait", description, kind, name, until, command, ...(seconds === undefined ? {} : { seconds }) });
+  wait(kind: string, name: string, description: string, until: WaitStep["until"], command: string[], seconds?: number, onFailure?: readonly Step[]): void {
+    this.steps.push({ action: "wait", description, kind, name, until, command, ...(seconds === undefined ? {} : { seconds }), ...(onFailure ? { onFailure } : {}) });
+  }
+
+  /** A smoke Job from `image` through Service `through`, then the gate queries on the pods of colour `colour`. */
+  gate(spec: ServiceSpec, gate: ReleaseGate, when: GateStep["when"], through: string, colour: Colour, image: string, undo: { steps: readonly Step[]; undone: string }): void {
+    const name = `${spec.name}-smoke-${when === "before the flip" ? "preview" : "live"}-${Date.now().toString(36)}`;
+    const job = {
+      apiVersion: "batch/v1",
+      kind: "Job",
+      metadata: { name, namespace: this.namespace, labels: { "app.kubernetes.io/name": spec.name, "app.kubernetes.io/part-of": "loopguard", [SMOKE_LABEL]: spec.name } },
+      // Kept an hour for `kubectl logs`, then the cluster removes it.
+      spec: { ...smokeJobSpec(spec, gate.call, `${serviceHost(through)}:${spec.port}`, image), ttlSecondsAfterFinished: 3600 },
+    };
+    this.steps.push({
+      action: "gate",
+      description: `release gate ${when}: smoke calls from Job ${name} through ${through}, then the SLO queries on the ${colour} pods`,
+      kind: "Job",
+      name,
+      when,
+      job,
+      queries: gateQueries(gate.slos, { [COLOUR_LABEL]: colour }),
+      methods: judgedMethods(gate.slos),
+      command: ["kubectl", "-n", this.namespace, "create", "-f", "-"],
+      onFailure: undo.steps,
+      undone: undo.undone,
+    });
   }
 }
 
-function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kind: ReleaseKind, tag: string | undefined): Omit<K8sPlan, "steps" | "namespace"> {
+function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kind: ReleaseKind, tag: string | undefined, gate?: ReleaseGate): Omit<K8sPlan, "steps" | "namespace"> {
   const tool = spec.name;
   const service = find<Service>(objects, "Service", tool);
   const activeColour = service?.spec?.selector?.[COLOUR_LABEL] as Colour | undefined;
@@ -162,6 +222,14 @@ function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, ki
     "status",
     `deployment/${idleName}`,
   ]);
+  if (gate) {
+    const undo = builder.fork();
+    undo.patch("Deployment", idleName, `scale ${idleName} back to zero: it failed the gate`, [
+      { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idleColour },
+      { op: "add", path: "/spec/replicas", value: 0 },
+    ]);
+    builder.gate(spec, gate, "before the flip", previewServiceName(tool), idleColour, image, { steps: undo.steps, undone: `${idleName} is scaled back to zero and ${activeName} stays live` });
+  }
   builder.patch("Service", tool, `flip: ${tool} selects the ${idleColour} pods`, [
     { op: "test", path: `/spec/selector/${COLOUR_LABEL}`, value: activeColour },
     { op: "replace", path: `/spec/selector/${COLOUR_LABEL}`, value: idleColour },
@@ -186,6 +254,15 @@ function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, ki
     ["sleep", String(SCALE_DOWN_DELAY_SECONDS)],
     SCALE_DOWN_DELAY_SECONDS,
   );
+  if (gate) {
+    // Planned from the objects as the flip leaves them: the same flip back as `--rollback`, ungated.
+    const undo = builder.fork();
+    planPlain(undo, undo.current(), spec, "rollback", undefined);
+    builder.gate(spec, gate, "after the flip", tool, idleColour, image, {
+      steps: undo.steps,
+      undone: `rolled back: ${tool} selects the ${activeColour} pods again and ${idleName} is scaled to zero`,
+    });
+  }
   builder.patch("Deployment", activeName, `scale ${activeName} to zero: preStop, then SIGTERM drains calls in flight (\`pnpm release ${tool} --k8s --rollback\` scales it up again)`, [
     { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: activeColour },
     { op: "add", path: "/spec/replicas", value: 0 },
@@ -232,14 +309,26 @@ function planArgo(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kin
     { op: "test", path: containerPath, value: current },
     { op: "replace", path: containerPath, value: image },
   ]);
+  let onFailure: Step[] | undefined;
+  if (kind === "release") {
+    // A new template clears an abort or a pause on an inconclusive analysis; the stable one needs no analysis (rollbackWindow).
+    const undo = builder.fork();
+    undo.patch("Deployment", template.metadata!.name!, `put the stable image ${liveImage} back, so the Rollout settles on the stable pods`, [
+      { op: "test", path: containerPath, value: image },
+      { op: "replace", path: containerPath, value: liveImage },
+    ]);
+    onFailure = undo.steps;
+  }
   builder.wait(
     "Rollout",
     tool,
     kind === "release"
-      ? `preview pods Ready, pre-promotion analysis (${tool}-slo), promotion, post-promotion analysis; an analysis failure aborts and keeps the old pods active`
+      ? `preview pods Ready, pre-promotion analysis (${tool}-slo: smoke Job through ${previewServiceName(tool)}, the gate queries), promotion, post-promotion analysis; a failure aborts and the stable image goes back`
       : "the previous pods active again (rollbackWindow: no analysis while they are still up)",
     "promoted",
     ["kubectl", "argo", "rollouts", "-n", builder.namespace, "status", tool],
+    undefined,
+    onFailure,
   );
   return {
     tool,
@@ -250,89 +339,23 @@ function planArgo(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kin
   };
 }
 
-/** The release's steps against the live objects of the tool (its Deployments, Services, HPA, Rollout and ReplicaSets). */
-export function planK8sRelease(options: { readonly objects: Objects; readonly spec: ServiceSpec; readonly namespace: string; readonly kind: ReleaseKind; readonly tag?: string }): K8sPlan {
+/**
+ * The release's steps against the live objects of the tool (its Deployments, Services, HPA, Rollout
+ * and ReplicaSets); a release on the plain path with `gate` passes it before and after the flip.
+ */
+export function planK8sRelease(options: {
+  readonly objects: Objects;
+  readonly spec: ServiceSpec;
+  readonly namespace: string;
+  readonly kind: ReleaseKind;
+  readonly tag?: string;
+  readonly gate?: ReleaseGate;
+}): K8sPlan {
   const { objects, spec, namespace, kind, tag } = options;
   if (spec.kind !== "tool") throw new ReleaseRefused(`${spec.name} is not a tool: blue-green releases are per tool`);
   if (kind === "release" && !tag) throw new ReleaseRefused("a release needs --to <image tag>");
   const builder = new PlanBuilder(namespace, objects);
-  const plan = releasePathOf(objects, spec.name) === "argo-rollouts" ? planArgo(builder, objects, spec, kind, tag) : planPlain(builder, objects, spec, kind, tag);
+  const gate = kind === "release" ? options.gate : undefined;
+  const plan = releasePathOf(objects, spec.name) === "argo-rollouts" ? planArgo(builder, objects, spec, kind, tag) : planPlain(builder, objects, spec, kind, tag, gate);
   return { ...plan, namespace, steps: builder.steps };
-}
-
-/** Runs kubectl; rejects with its stderr in one line. */
-export function kubectl(args: readonly string[], timeoutMs = 60_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile("kubectl", args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      if (!error) return resolve(stdout);
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return reject(new ReleaseRefused("kubectl is not installed (it talks to the cluster)"));
-      reject(new ReleaseRefused(`kubectl ${args.slice(0, 4).join(" ")}: ${(stderr || error.message).trim().replaceAll("\n", " | ")}`));
-    });
-  });
-}
-
-/** The tool's objects in the cluster: Deployments, Services, HPA, ReplicaSets, and its Rollout where Argo Rollouts is installed. */
-export async function liveObjects(namespace: string, tool: string): Promise<K8sObject[]> {
-  const selector = `app.kubernetes.io/name=${tool}`;
-  const list = async (kinds: string) => (JSON.parse(await kubectl(["-n", namespace, "get", kinds, "-l", selector, "-o", "json"])) as { items: K8sObject[] }).items;
-  const core = await list("deployments.apps,services,horizontalpodautoscalers.autoscaling,replicasets.apps");
-  const rollouts = await list("rollouts.argoproj.io").catch((error: unknown) => {
-    if (/the server doesn't have a resource type/.test((error as Error).message)) return [];
-    throw error;
-  });
-  return [...core, ...rollouts];
-}
-
-function deploymentReady(deployment: Deployment): boolean {
-  const want = deployment.spec?.replicas ?? 1;
-  const status = deployment.status ?? {};
-  return (status.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 0) && status.updatedReplicas === want && status.readyReplicas === want && status.availableReplicas === want;
-}
-
-type RolloutState = "promoted" | "aborted" | "progressing";
-
-function rolloutState(rollout: IRollout): { state: RolloutState; message: string } {
-  const status = rollout.status ?? {};
-  const message = status.message ?? status.phase ?? "";
-  if (status.abort || status.phase === "Degraded") return { state: "aborted", message };
-  const settled = status.currentPodHash !== undefined && status.currentPodHash === status.stableRS && status.blueGreen?.activeSelector === status.currentPodHash;
-  return { state: settled && status.phase === "Healthy" ? "promoted" : "progressing", message };
-}
-
-export interface StepTimes {
-  /** ISO time each step ended, in the plan's order. */
-  readonly ended: string[];
-  /** When the tool's Service (or Argo's active Service) started selecting the new pods. */
-  flippedAt?: string;
-}
-
-/** Applies a plan step by step; a wait that times out or an aborted rollout stops it with ReleaseRefused. */
-export async function applyK8sPlan(plan: K8sPlan, log: (line: string) => void): Promise<StepTimes> {
-  const times: StepTimes = { ended: [] };
-  for (const step of plan.steps) {
-    log(step.description);
-    if (step.action === "patch") {
-      await kubectl(step.command.slice(1));
-      if (step.kind === "Service" && step.name === plan.tool) times.flippedAt = new Date().toISOString();
-    } else if (step.until === "delay") {
-      await sleep(step.seconds! * 1000);
-    } else {
-      const deadline = Date.now() + (step.until === "ready" ? READY_TIMEOUT_MS : ROLLOUT_TIMEOUT_MS);
-      for (;;) {
-        const object = JSON.parse(await kubectl(["-n", plan.namespace, "get", step.kind === "Rollout" ? "rollouts.argoproj.io" : "deployments.apps", step.name, "-o", "json"]));
-        if (step.until === "ready" && deploymentReady(object as Deployment)) break;
-        if (step.until === "promoted") {
-          const { state, message } = rolloutState(object as IRollout);
-          const active = (object as IRollout).status?.blueGreen?.activeSelector;
-          if (!times.flippedAt && active && active === (object as IRollout).status?.currentPodHash) times.flippedAt = new Date().toISOString();
-          if (state === "promoted") break;
-          if (state === "aborted") throw new ReleaseRefused(`Rollout ${step.name} aborted: the old pods stay active (${message})`);
-        }
-        if (Date.now() > deadline) throw new ReleaseRefused(`${step.kind} ${step.name} did not get there in time: \`${step.command.join(" ")}\` shows why`);
-        await sleep(POLL_MS);
-      }
-    }
-    times.ended.push(new Date().toISOString());
-  }
-  return times;
 }

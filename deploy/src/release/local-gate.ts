@@ -23,8 +23,8 @@ export function readingOf(gate: LocalGate, pods: readonly Pod[]): Promise<Readin
   return readPages(new Map(pods.map((p) => [p.name, `http://${p.address}:${gate.metricsPort}/metrics`])));
 }
 
-/** Smoke calls to `pods`, then the verdict over the window since `since` (read now when not given). */
-export async function judgePods(gate: LocalGate, pods: readonly Pod[], since?: Reading): Promise<GateVerdict> {
+/** Smoke calls to `pods`, then the verdict over the window since `since` (read now when not given), with how many smoke calls were sent. */
+export async function judgePods(gate: LocalGate, pods: readonly Pod[], since?: Reading): Promise<GateVerdict & { readonly smokeCalls: number }> {
   const before = since ?? (await readingOf(gate, pods));
   const token = await smokeToken(gate.call, readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: gate.keyFile }), SMOKE_SUBJECT, 300);
   const result = await runSmoke(gate.call, {
@@ -36,5 +36,6 @@ export async function judgePods(gate: LocalGate, pods: readonly Pod[], since?: R
   });
   const after = await readingOf(gate, pods);
   const errorBudget = gate.call.errorRateBudget;
-  return gateVerdict(judgedMethods(gate.slos), measureLocally(gate.slos, before, after), { result, errorBudget, line: describeSmoke(result, errorBudget) });
+  const verdict = gateVerdict(judgedMethods(gate.slos), measureLocally(gate.slos, before, after), { result, errorBudget, line: describeSmoke(result, errorBudget) });
+  return { ...verdict, smokeCalls: result.calls };
 }

@@ -171,7 +171,7 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
   const pods = await suite.startSet(spec.name, to, from.pods.length);
   const servingAt = new Date().toISOString();
   const gate = kind === "release" ? gateOf(options, spec) : undefined;
-  let beforeFlip: GateVerdict | undefined;
+  let beforeFlip: Awaited<ReturnType<typeof judgePods>> | undefined;
   if (gate) {
     beforeFlip = await judgePods(gate, pods);
     logVerdict(options.log, "before the flip (smoke calls only)", beforeFlip);
@@ -193,7 +193,7 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
     spec.port,
   );
   const clientsMovedAt = new Date().toISOString();
-  let afterFlip: GateVerdict | undefined;
+  let afterFlip: Awaited<ReturnType<typeof judgePods>> | undefined;
   if (gate) {
     afterFlip = await judgePods(gate, pods, sinceFlip);
     logVerdict(options.log, "after the flip (every client's calls and smoke calls)", afterFlip);
@@ -243,6 +243,6 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
       drainMs: between(judgedAt, drainedAt),
       totalMs: between(startedAt, drainedAt)!,
     },
-    ...(beforeFlip ? { gate: { beforeFlip: beforeFlip.findings, ...(afterFlip ? { afterFlip: afterFlip.findings } : {}) } } : {}),
+    ...(beforeFlip && afterFlip ? { gate: { beforeFlip: beforeFlip.findings, afterFlip: afterFlip.findings, smokeCalls: beforeFlip.smokeCalls + afterFlip.smokeCalls } } : {}),
   };
 }

@@ -45,8 +45,8 @@ export interface ReleaseResult {
   /** Client connections still open on the old set when it was drained (0 unless clients did not re-resolve in time). */
   readonly clientsLeftAtDrain?: number;
   readonly timings: ReleaseTimings;
-  /** What the release gate judged, one line each, before the flip (smoke calls only) and after it (the clients' calls too). */
-  readonly gate?: { readonly beforeFlip: readonly string[]; readonly afterFlip?: readonly string[] };
+  /** What the release gate judged, one line each, before the flip (smoke calls only) and after it (the clients' calls too); locally, the smoke calls it sent. */
+  readonly gate?: { readonly beforeFlip: readonly string[]; readonly afterFlip?: readonly string[]; readonly smokeCalls?: number };
 }
 
 /** Milliseconds between two ISO times, both given. */

@@ -76,6 +76,9 @@ describe("loadToolConfig", () => {
     expect(load(jwks(withBinding(pair.publicJwk, { role: "orchestrator", subject: "*", scopes: ["kb:read"] })))).toThrow(/its loopguard_subject must be "session:\*"/);
     expect(load(jwks({ ...bound, loopguard_scopes: "kb:read" }))).toThrow(/loopguard_scopes must be an array/);
     expect(load({ LOOPGUARD_JWKS: JSON.stringify({ keys: [bound], revoked: ["unit-key"] }) })).toThrow(/unit-key of the JWKS is revoked/);
+    expect(load(jwks(withBinding(pair.publicJwk, { role: "probe", subject: "release-smoke", scopes: ["kb:read", "sessions:read"] })))).toThrow(
+      'key unit-key of the JWKS: a probe key may hold read-only scopes only (kb:read billing:read risk:read), not "sessions:read"',
+    );
   });
 
   it("keeps break-glass off unless <PREFIX>_BREAK_GLASS=on", () => {

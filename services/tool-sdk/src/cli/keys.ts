@@ -100,11 +100,6 @@ function requestedBinding(): KeyBinding {
         .replace(/^loopguard_scopes/, "--scope"),
     );
   if (binding.scopes.length === 0) fail("name at least one --scope the key's tokens may carry");
-  if (binding.role === "probe") {
-    const readOnly = readOnlyToolScopes();
-    const other = binding.scopes.find((scope) => !readOnly.includes(scope));
-    if (other !== undefined) fail(`a probe key may hold read-only scopes only (${readOnly.join(" ")}), not "${other}"`);
-  }
   if (binding.role === "person") {
     for (const scope of binding.scopes) {
       const method = irreversibleMethodOf(scope);

@@ -1,10 +1,12 @@
 import { join } from "node:path";
+import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { describe, expect, it } from "vitest";
 import { BASE_SERVICES_DIR, COMPONENTS_DIR, renderK8sFiles } from "./k8s-files.js";
 import { TERMINATION_GRACE_SECONDS } from "./k8s-objects.js";
+import { methodSlos } from "./slo-rules.js";
 import { parseYamlDocuments } from "./yaml.js";
 
 function spec(name: string, overrides: Partial<ServiceSpec>): ServiceSpec {
@@ -43,7 +45,9 @@ function documents(files: Map<string, string>, path: string): Record<string, any
 }
 
 describe("renderK8sFiles", () => {
-  const files = renderK8sFiles([geo, kb, orchestrator], { rules: { groups: [] }, methods: [] });
+  // geo has no contract of its own here: it is judged by kb-search's SLOs and smoke call.
+  const kbSlos = methodSlos([KbSearchService]);
+  const files = renderK8sFiles([geo, kb, orchestrator], { rules: { groups: [] }, methods: [...kbSlos, ...kbSlos.map((slo) => ({ ...slo, tool: "geo" }))] });
 
   it("gives a new tool its base objects and lists them in the base", () => {
     expect(documents(files, join(BASE_SERVICES_DIR, "geo.yaml")).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual(["ServiceAccount/geo", "Service/geo", "Deployment/geo", "NetworkPolicy/geo"]);

@@ -3,7 +3,7 @@
 // PostgreSQL stores, the two blue-green release paths of the tools). `pnpm gen` writes them;
 // tests and CI check the committed copies are current.
 import { join } from "node:path";
-import type { ServiceSpec } from "@loopguard/tool-sdk";
+import { type ServiceSpec, smokeCallOf } from "@loopguard/tool-sdk";
 import { horizontalPodAutoscaler, podSelector, podDisruptionBudget, postgresEgress, postgresStore, prometheusRule, serviceMonitor, serviceObjects, sqliteVolume } from "./k8s-objects.js";
 import { drillRunnerRole, shippedPodKills } from "./drills/pod-chaos.js";
 import {
@@ -20,8 +20,10 @@ import {
   rolloutAutoscalerPatch,
   rolloutTemplatePatch,
   serviceMonitorPatch,
+  smokeImageReplacements,
   workloadTarget,
 } from "./k8s-release-objects.js";
+import { smokeNetworkPolicies, smokeServiceAccount } from "./k8s-smoke-objects.js";
 import { GENERATED_HEADER } from "./prometheus-files.js";
 import type { MethodSlo, RuleFile } from "./slo-rules.js";
 import { toYaml, toYamlDocuments } from "./yaml.js";
@@ -114,10 +116,18 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   );
 
   const byTool = (kind: string, s: ServiceSpec) => ({ kind, name: s.name });
-  const argo = join(COMPONENTS_DIR, "argo-rollouts");
-  for (const spec of tools) {
+  const methodsOf = (spec: ServiceSpec) => {
     const methods = slo.methods.filter((m) => m.tool === spec.name);
-    put(argo, `${spec.name}.yaml`, [rollout(spec), previewService(spec), analysisTemplate(spec, methods), metricsService(spec)]);
+    if (methods.length === 0) throw new Error(`${spec.name}: no unary method with an SLO, so a release gate would judge nothing`);
+    return methods;
+  };
+  // Both release paths send the smoke calls from Jobs: their identity and the policies that let them in.
+  const smokeObjects = [smokeServiceAccount(), ...tools.flatMap(smokeNetworkPolicies)];
+  const argo = join(COMPONENTS_DIR, "argo-rollouts");
+  put(argo, "smoke-checks.yaml", smokeObjects);
+  for (const spec of tools) {
+    const methods = methodsOf(spec);
+    put(argo, `${spec.name}.yaml`, [rollout(spec), previewService(spec), analysisTemplate(spec, methods, smokeCallOf(methods[0]!.method.parent)), metricsService(spec)]);
     put(argo, `${spec.name}.deployment.patch.yaml`, rolloutTemplatePatch(spec));
     put(argo, `${spec.name}.hpa.patch.yaml`, rolloutAutoscalerPatch(spec));
     put(argo, `${spec.name}.service-monitor.patch.yaml`, serviceMonitorPatch(spec, [ARGO_HASH_LABEL]));
@@ -126,16 +136,18 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
     argo,
     "kustomization.yaml",
     component(
-      tools.map((s) => `${s.name}.yaml`),
+      [...tools.map((s) => `${s.name}.yaml`), "smoke-checks.yaml"],
       tools.flatMap((s) => [
         { path: `${s.name}.deployment.patch.yaml`, target: byTool("Deployment", s) },
         { path: `${s.name}.hpa.patch.yaml`, target: byTool("HorizontalPodAutoscaler", s) },
         { path: `${s.name}.service-monitor.patch.yaml`, target: byTool("ServiceMonitor", s) },
       ]),
+      tools.flatMap(smokeImageReplacements),
     ),
   );
 
   const plain = join(COMPONENTS_DIR, "plain-blue-green");
+  put(plain, "smoke-checks.yaml", smokeObjects);
   for (const spec of tools) {
     put(plain, `${spec.name}.yaml`, [greenDeployment(spec), previewService(spec, { ...podSelector(spec), [COLOUR_LABEL]: "green" }), metricsService(spec)]);
     // A JSON patch: one document holding the list of operations.
@@ -147,7 +159,7 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
     plain,
     "kustomization.yaml",
     component(
-      tools.map((s) => `${s.name}.yaml`),
+      [...tools.map((s) => `${s.name}.yaml`), "smoke-checks.yaml"],
       tools.flatMap((s) => [
         { path: `${s.name}.blue.patch.yaml`, target: byTool("Deployment", s) },
         { path: `${s.name}.service.patch.yaml`, target: byTool("Service", s) },

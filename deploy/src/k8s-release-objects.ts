@@ -3,9 +3,10 @@
 // - argo-rollouts: a Rollout that takes its pod template from the tool's Deployment
 //   (`workloadRef`, so every other component's patches of that Deployment still apply) with the
 //   blueGreen strategy: the tool's headless Service is the active Service, a
-//   `<tool>-preview` Service the preview, and an AnalysisTemplate of the contract's SLO queries
-//   gates the promotion and judges the new pods after it (a failure aborts: Argo switches back to
-//   the old pods, kept for scaleDownDelaySeconds);
+//   `<tool>-preview` Service the preview, and an AnalysisTemplate — the tool's smoke calls as a
+//   Job through the preview (then the active) Service, and the release gate's SLO queries on the
+//   new ReplicaSet's pods — gates the promotion and judges the new pods after it (a failure
+//   aborts: Argo switches back to the old pods, kept for scaleDownDelaySeconds);
 // - plain-blue-green: two Deployments, `<tool>-blue` (the base Deployment, renamed) and
 //   `<tool>-green` (a copy of blue's pod template, made by kustomize `replacements` so it holds
 //   whatever the other components patched in), labelled `version: blue|green`; the tool's Service
@@ -16,11 +17,13 @@
 // on top of an overlay that has those (as `pnpm check:k8s` renders them on prod).
 import type { IAnalysisTemplate } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/AnalysisTemplate";
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
-import type { ServiceSpec } from "@loopguard/tool-sdk";
+import type { ServiceSpec, SmokeCall } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { Service } from "kubernetes-types/core/v1.js";
-import { appLabels, deployment, headlessService, NAMESPACE, podSelector } from "./k8s-objects.js";
-import { errorRatioExpression, type MethodSlo, p95Expression } from "./slo-rules.js";
+import { appLabels, deployment, headlessService, NAMESPACE, podSelector, serviceHost } from "./k8s-objects.js";
+import { GATE_SCHEDULE, SMOKE_LABEL, smokeJobSpec } from "./k8s-smoke-objects.js";
+import { GATE_PASSES, gateQueries } from "./release/gate-queries.js";
+import type { MethodSlo } from "./slo-rules.js";
 
 export const COLOUR_LABEL = "version";
 export const COLOURS = ["blue", "green"] as const;
@@ -39,8 +42,7 @@ export const METRICS_SERVICE_LABEL = "loopguard/metrics";
 export const SCALE_DOWN_DELAY_SECONDS = 90;
 /** prometheus-operator's Service in kube-prometheus(-stack)'s namespace; the template's argument overrides it. */
 export const PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc.cluster.local:9090";
-const ANALYSIS_INTERVAL = "30s";
-const ANALYSIS_COUNT = 4;
+const SMOKE_METRIC = "smoke-calls";
 
 export function previewServiceName(tool: string): string {
   return `${tool}-preview`;
@@ -96,35 +98,58 @@ export function serviceMonitorPatch(spec: ServiceSpec, podLabels: readonly strin
 }
 
 /**
- * The tool's SLO per unary method, measured on one ReplicaSet's pods: the same p95 and error
- * ratio expressions as the recording rules, against the contract's targets. A method no call
- * reached has nothing to judge (an empty or NaN result passes): pre-promotion that is usual, as
- * only smoke calls through the preview Service reach the new pods; post-promotion they serve
- * every call.
+ * The release gate of one ReplicaSet's pods (`pod-template-hash`; Argo gives the new one as
+ * `Latest`, before promotion and after): the tool's smoke calls, sent by a Job through
+ * `smoke-target` (the preview Service, then the active one), and the gate queries on those pods
+ * (gate-queries.ts) on GATE_SCHEDULE. A smoke Job that fails, or a query whose answer is empty, NaN
+ * or above target in more than failureLimit measurements, fails the analysis: Argo aborts.
  */
-export function analysisTemplate(spec: ServiceSpec, slos: readonly MethodSlo[]): IAnalysisTemplate {
-  const hash = { [ARGO_HASH_SERIES_LABEL]: "{{args.pod-template-hash}}" };
-  const measured = (name: string, query: string, limit: number) => ({
-    name,
-    interval: ANALYSIS_INTERVAL,
-    count: ANALYSIS_COUNT,
-    failureLimit: 0,
-    successCondition: `len(result) == 0 || isNaN(result[0]) || result[0] <= ${limit}`,
+export function analysisTemplate(spec: ServiceSpec, slos: readonly MethodSlo[], call: SmokeCall): IAnalysisTemplate {
+  const s = GATE_SCHEDULE;
+  const measured = gateQueries(slos, { [ARGO_HASH_SERIES_LABEL]: "{{args.pod-template-hash}}" }).map(({ kind, query }) => ({
+    name: kind,
+    initialDelay: `${s.initialDelaySeconds}s`,
+    interval: `${s.intervalSeconds}s`,
+    count: s.count,
+    failureLimit: s.failureLimit,
+    consecutiveErrorLimit: s.consecutiveErrorLimit,
+    successCondition: GATE_PASSES,
     provider: { prometheus: { address: "{{args.prometheus-address}}", query } },
-  });
-  const kebab = (name: string) => name.replace(/(?<!^)([A-Z])/g, "-$1").toLowerCase();
+  }));
   return {
     apiVersion: "argoproj.io/v1alpha1",
     kind: "AnalysisTemplate",
     metadata: { name: analysisTemplateName(spec.name), namespace: NAMESPACE, labels: appLabels(spec) },
     spec: {
-      args: [{ name: "pod-template-hash" }, { name: "prometheus-address", value: PROMETHEUS_ADDRESS }],
-      metrics: slos.flatMap((slo) => [
-        measured(`${kebab(slo.method.name)}-p95`, p95Expression(slo.method.parent, [slo.method], hash), slo.p95TargetMs / 1000),
-        measured(`${kebab(slo.method.name)}-error-ratio`, errorRatioExpression(slo.method.parent, [slo.method], hash), slo.errorRateBudget),
-      ]),
+      args: [{ name: "pod-template-hash" }, { name: "smoke-target" }, { name: "prometheus-address", value: PROMETHEUS_ADDRESS }],
+      metrics: [
+        {
+          name: SMOKE_METRIC,
+          failureLimit: 0,
+          provider: { job: { metadata: { labels: { [SMOKE_LABEL]: spec.name } }, spec: smokeJobSpec(spec, call, `{{args.smoke-target}}:${spec.port}`) } },
+        },
+        ...measured,
+      ],
     },
   };
+}
+
+/**
+ * kustomize replacements: the smoke Job runs the image the tool's Deployment names, as the overlay
+ * tagged it (the component's own objects are added after the overlay's `images:` ran).
+ */
+export function smokeImageReplacements(spec: ServiceSpec): object[] {
+  return [
+    {
+      source: { kind: "Deployment", name: spec.name, fieldPath: `spec.template.spec.containers.[name=${spec.name}].image` },
+      targets: [
+        {
+          select: { kind: "AnalysisTemplate", name: analysisTemplateName(spec.name) },
+          fieldPaths: [`spec.metrics.[name=${SMOKE_METRIC}].provider.job.spec.template.spec.containers.[name=smoke].image`],
+        },
+      ],
+    },
+  ];
 }
 
 /**
@@ -132,9 +157,13 @@ export function analysisTemplate(spec: ServiceSpec, slos: readonly MethodSlo[]):
  * template (the Deployment's, scaled to zero, is the one source of the pod spec).
  */
 export function rollout(spec: ServiceSpec): IRollout {
-  const analysis = (hash: "Preview" | "Latest") => ({
+  // `Latest` is the ReplicaSet being released, before promotion and after; Argo knows no other value but `Stable`.
+  const analysis = (through: string) => ({
     templates: [{ templateName: analysisTemplateName(spec.name) }],
-    args: [{ name: "pod-template-hash", valueFrom: { podTemplateHashValue: hash } }],
+    args: [
+      { name: "pod-template-hash", valueFrom: { podTemplateHashValue: "Latest" } },
+      { name: "smoke-target", value: serviceHost(through) },
+    ],
   });
   return {
     apiVersion: "argoproj.io/v1alpha1",
@@ -151,8 +180,8 @@ export function rollout(spec: ServiceSpec): IRollout {
           activeService: spec.name,
           previewService: previewServiceName(spec.name),
           autoPromotionEnabled: true,
-          prePromotionAnalysis: analysis("Preview"),
-          postPromotionAnalysis: analysis("Latest"),
+          prePromotionAnalysis: analysis(previewServiceName(spec.name)),
+          postPromotionAnalysis: analysis(spec.name),
           scaleDownDelaySeconds: SCALE_DOWN_DELAY_SECONDS,
           abortScaleDownDelaySeconds: SCALE_DOWN_DELAY_SECONDS,
         },

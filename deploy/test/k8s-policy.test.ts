@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import type { IAnalysisTemplate } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/AnalysisTemplate";
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
 import { contractFiles } from "@loopguard/proto";
-import { discoverServices, methodPolicy, servicePolicy, type ServiceSpec } from "@loopguard/tool-sdk";
+import { discoverServices, methodPolicy, minCallsToJudge, servicePolicy, type ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
 import type { Container, PodSpec, PodTemplateSpec, Service } from "kubernetes-types/core/v1.js";
@@ -20,7 +20,9 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, renderAll, type Rendering } from "../src/k8s-check.js";
 import { NAMESPACE } from "../src/k8s-objects.js";
 import { COLOUR_LABEL } from "../src/k8s-release-objects.js";
+import { SMOKE_LABEL } from "../src/k8s-smoke-objects.js";
 import { deployedServices, serviceSlos } from "../src/prometheus-files.js";
+import { GATE_PASSES } from "../src/release/gate-queries.js";
 import { BURN_RATE_ALERTS, pascalCase } from "../src/slo-rules.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -74,6 +76,13 @@ function selects(selector: LabelSelector | Record<string, string> | undefined, l
 }
 
 const labelsOf = (workload: Workload) => workload.template.metadata!.labels;
+
+/** The pod specs of the smoke Jobs the release paths' AnalysisTemplates run. */
+function smokePods(objects: readonly K8sObject[]): { name: string; pod: PodSpec }[] {
+  return ofKind<IAnalysisTemplate>(objects, "argoproj.io/v1alpha1", "AnalysisTemplate").flatMap((t) =>
+    t.spec.metrics.flatMap((m) => (m.provider.job ? [{ name: `${t.metadata.name}/${m.name}`, pod: m.provider.job.spec.template.spec as PodSpec }] : [])),
+  );
+}
 
 function podSpec(workload: Workload): PodSpec {
   return workload.template.spec!;
@@ -150,9 +159,10 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
     }
   });
 
-  it("has a NetworkPolicy over every colour's pods that admits the orchestrator on its gRPC port only", () => {
+  it("has a NetworkPolicy over every colour's pods that admits the orchestrator (and, on a release path, its own smoke checks) on its gRPC port only", () => {
     for (const { name, objects } of prodRenderings()) {
       const orchestratorLabels = labelsOf(activeWorkload(objects, "orchestrator"));
+      const smokeLabels = { [SMOKE_LABEL]: tool.name };
       for (const workload of workloadsOf(objects, tool.name)) {
         const where = `${name}: ${workload.object.metadata.name}`;
         const policies = ofKind<NetworkPolicy>(objects, "networking.k8s.io/v1", "NetworkPolicy").filter((p) => selects(p.spec!.podSelector, labelsOf(workload)));
@@ -160,7 +170,10 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
         expect(grpcRules.length, where).toBeGreaterThan(0);
         for (const rule of grpcRules) {
           expect(rule.from?.length, where).toBeGreaterThan(0);
-          for (const peer of rule.from!) expect(selects(peer.podSelector, orchestratorLabels) && !peer.namespaceSelector, `${where}: ${JSON.stringify(peer)}`).toBe(true);
+          for (const peer of rule.from!) {
+            const admitted = selects(peer.podSelector, orchestratorLabels) || (/release|rollouts|blue-green/.test(name) && selects(peer.podSelector, smokeLabels));
+            expect(admitted && !peer.namespaceSelector, `${where}: ${JSON.stringify(peer)}`).toBe(true);
+          }
         }
       }
     }
@@ -237,14 +250,38 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod release paths: tool 
       ).toContain(tool.port);
       expect(blueGreen.scaleDownDelaySeconds, name).toBeGreaterThan(30);
       expect(blueGreen.autoPromotionEnabled === false || blueGreen.prePromotionAnalysis !== undefined, name).toBe(true);
-      for (const analysis of [blueGreen.prePromotionAnalysis!, blueGreen.postPromotionAnalysis!]) {
+      const host = (service: string) => `${service}.${NAMESPACE}.svc.cluster.local`;
+      for (const [analysis, through] of [
+        [blueGreen.prePromotionAnalysis!, host(blueGreen.previewService!)],
+        [blueGreen.postPromotionAnalysis!, host(tool.name)],
+      ] as const) {
+        // Argo fills podTemplateHashValue with Stable or Latest only; anything else leaves the hash empty and the queries match nothing.
+        expect(analysis.args, name).toEqual([
+          { name: "pod-template-hash", valueFrom: { podTemplateHashValue: "Latest" } },
+          { name: "smoke-target", value: through },
+        ]);
         const [template] = ofKind<IAnalysisTemplate>(objects, "argoproj.io/v1alpha1", "AnalysisTemplate").filter((t) => t.metadata.name === analysis.templates![0]!.templateName);
         const metrics = template!.spec.metrics;
-        for (const slo of slos) {
-          const of = (suffix: string) => metrics.find((m) => m.provider.prometheus?.query?.includes(`grpc_method=~"${slo.method.name}"`) && m.name.endsWith(suffix));
-          expect(of("-p95")?.successCondition, `${name}: ${slo.method.name} p95`).toMatch(new RegExp(`<= ${slo.p95TargetMs / 1000}$`));
-          expect(of("-error-ratio")?.successCondition, `${name}: ${slo.method.name} errors`).toMatch(new RegExp(`<= ${slo.errorRateBudget}$`));
-          expect(of("-p95")?.provider.prometheus?.query, name).toContain('rollouts_pod_template_hash="{{args.pod-template-hash}}"');
+        const smoke = metrics.find((m) => m.provider.job)!;
+        expect(smoke.failureLimit, name).toBe(0);
+        expect(smoke.provider.job!.spec.backoffLimit, name).toBe(0);
+        expect(smoke.provider.job!.spec.template.spec!.containers[0]!.args, name).toEqual(expect.arrayContaining(["--tool", tool.name, "--target", `{{args.smoke-target}}:${tool.port}`]));
+        const gates = metrics.filter((m) => m.provider.prometheus);
+        expect(gates.map((m) => m.name).sort(), name).toEqual(["error-ratio", "p95"]);
+        for (const gate of gates) {
+          // Never a pass without an answer: an empty result or a NaN fails; one bad measurement of the count is forgiven, two are not.
+          expect(gate.successCondition, name).toBe(GATE_PASSES);
+          expect(gate.failureCondition, name).toBeUndefined();
+          expect(Number(gate.failureLimit), name).toBeLessThan(Number(gate.count) / 2);
+          expect(Number(gate.consecutiveErrorLimit), name).toBeGreaterThan(0);
+          for (const slo of slos) {
+            const target = gate.name === "p95" ? slo.p95TargetMs / 1000 : slo.errorRateBudget;
+            const query = gate.provider.prometheus!.query!;
+            expect(query, `${name}: ${slo.method.name} ${gate.name}`).toContain(`grpc_method=~"${slo.method.name}",rollouts_pod_template_hash="{{args.pod-template-hash}}"`);
+            expect(query, `${name}: ${slo.method.name} ${gate.name}`).toMatch(
+              new RegExp(`\\) / ${target}\nand on \\(grpc_service, grpc_method\\)\n.*grpc_method="${slo.method.name}",.*>= ${minCallsToJudge(slo.errorRateBudget)}\n`),
+            );
+          }
         }
       }
     }
@@ -286,12 +323,12 @@ describe("prod", () => {
 });
 
 describe("every rendering", () => {
-  it("runs every container non-root, with a read-only root filesystem, no privilege escalation, no capabilities, seccomp and resource limits", () => {
+  it("runs every container (smoke Jobs' too) non-root, with a read-only root filesystem, no privilege escalation, no capabilities, seccomp and resource limits", () => {
     for (const { name, objects } of renderings) {
-      for (const workload of workloads(objects)) {
-        const pod = podSpec(workload);
+      const pods = [...workloads(objects).map((w) => ({ name: w.object.metadata.name, pod: podSpec(w) })), ...smokePods(objects)];
+      for (const { name: owner, pod } of pods) {
         for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
-          const where = `${name}: ${workload.object.metadata.name}/${container.name}`;
+          const where = `${name}: ${owner}/${container.name}`;
           const effective = { ...pod.securityContext, ...container.securityContext };
           expect(effective.runAsNonRoot, where).toBe(true);
           expect(effective.runAsUser, where).toBeGreaterThan(0);
@@ -310,19 +347,18 @@ describe("every rendering", () => {
 
   it("names a tag for every image (an overlay's `images:` list names every service)", () => {
     for (const { name, objects } of renderings) {
-      for (const container of workloads(objects).flatMap((w) => podSpec(w).containers)) {
+      for (const container of [...workloads(objects).map(podSpec), ...smokePods(objects).map((s) => s.pod)].flatMap((pod) => pod.containers)) {
         expect(container.image, `${name}: ${container.name} has no tag in the overlay's images:`).toMatch(/:\w[\w.-]*$/);
       }
     }
   });
 
-  it("gives every workload its own ServiceAccount and no API token", () => {
+  it("gives every workload (and the smoke Jobs) its own ServiceAccount and no API token", () => {
     for (const { name, objects } of renderings) {
       const accounts = new Map(objects.filter((o) => o.kind === "ServiceAccount").map((o) => [o.metadata.name, o]));
-      for (const workload of workloads(objects)) {
-        const pod = podSpec(workload);
-        expect(pod.automountServiceAccountToken, `${name}: ${workload.object.metadata.name}`).toBe(false);
-        expect(accounts.get(pod.serviceAccountName!)?.automountServiceAccountToken, `${name}: ${workload.object.metadata.name}`).toBe(false);
+      for (const { name: owner, pod } of [...workloads(objects).map((w) => ({ name: w.object.metadata.name, pod: podSpec(w) })), ...smokePods(objects)]) {
+        expect(pod.automountServiceAccountToken, `${name}: ${owner}`).toBe(false);
+        expect(accounts.get(pod.serviceAccountName!)?.automountServiceAccountToken, `${name}: ${owner}`).toBe(false);
       }
     }
   });

@@ -47,19 +47,19 @@ describe.skipIf(!promtool)("promtool", () => {
 
   it("accepts the release analysis queries (the AnalysisTemplates' PromQL, with a pod-template hash filled in)", () => {
     const dir = join(root, COMPONENTS_DIR, "argo-rollouts");
-    type Template = { kind: string; spec: { metrics: { name: string; provider: { prometheus: { query: string } } }[] } };
+    type Template = { kind: string; metadata: { name: string }; spec: { metrics: { name: string; provider: { prometheus?: { query: string } } }[] } };
     const templates = readdirSync(dir)
       .flatMap((name) => parseYamlDocuments(readFileSync(join(dir, name), "utf8"), name) as Template[])
-      .filter((o) => o.kind === "AnalysisTemplate");
-    const rules = templates.flatMap((t) =>
-      t.spec.metrics.map((m) => ({ record: `analysis:${m.name.replaceAll("-", "_")}`, expr: m.provider.prometheus.query.replaceAll("{{args.pod-template-hash}}", "6d4b9c8f7") })),
-    );
+      .filter((o) => o.kind === "AnalysisTemplate")
+      .map((t) => ({ ...t, spec: { metrics: t.spec.metrics.filter((m) => m.provider.prometheus) } }));
+    const record = (t: Template, m: { name: string }) => `analysis:${`${t.metadata.name}_${m.name}`.replaceAll("-", "_")}`;
+    const rules = templates.flatMap((t) => t.spec.metrics.map((m) => ({ record: record(t, m), expr: m.provider.prometheus!.query.replaceAll("{{args.pod-template-hash}}", "6d4b9c8f7") })));
     expect(rules.length).toBeGreaterThanOrEqual(6);
     const scratch = mkdtempSync(join(tmpdir(), "loopguard-analysis-"));
     try {
       writeFileSync(
         join(scratch, "analysis.yml"),
-        toYaml({ groups: templates.map((t, i) => ({ name: `analysis-${i}`, rules: rules.filter((r) => t.spec.metrics.some((m) => r.record === `analysis:${m.name.replaceAll("-", "_")}`)) })) }),
+        toYaml({ groups: templates.map((t, i) => ({ name: `analysis-${i}`, rules: rules.filter((r) => t.spec.metrics.some((m) => r.record === record(t, m))) })) }),
       );
       const { status, output } = runPromtool("check", "rules", join(scratch, "analysis.yml"));
       expect(output).toContain("SUCCESS");

@@ -12,7 +12,8 @@ import { type K8sObject, renderOnProd, type Rendering, validateRenderings } from
 import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/k8s-files.js";
 import { SCALE_DOWN_DELAY_SECONDS } from "../src/k8s-release-objects.js";
 import { ReleaseRefused } from "../src/release/contract-gate.js";
-import { type K8sPlan, type PatchStep, planK8sRelease, withTag } from "../src/release/k8s.js";
+import { releaseGateOf } from "../src/release/gate.js";
+import { type GateStep, type K8sPlan, type PatchStep, planK8sRelease, withTag } from "../src/release/k8s.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const services = discoverServices(join(root, "services"));
@@ -106,6 +107,42 @@ describe("plain-blue-green", () => {
     expect(refusal(() => plan(plain, "billing", "release", flipped))).toMatch(/^Service billing-preview is not as expected .*another release or a hand edit may be under way$/);
     expect(plan(plain, "billing", "release", objects).to.image).toBe("registry.example.com/loopguard/billing:v2");
   });
+
+  it("with the release gate: a smoke Job through the preview before the flip and through the Service after the delay, each undone by what it names; every object valid", () => {
+    const p = planK8sRelease({ objects: objectsOf(plain, "billing"), spec: spec("billing"), namespace: "loopguard", kind: "release", tag: "v2", gate: releaseGateOf(root, services, "billing") });
+    expect(p.steps.map((s) => `${s.action} ${s.kind}/${s.action === "gate" ? s.when : s.name}`)).toEqual([
+      "patch Deployment/billing-green",
+      "wait Deployment/billing-green",
+      "gate Job/before the flip",
+      "patch Service/billing",
+      "patch Service/billing-preview",
+      "patch HorizontalPodAutoscaler/billing",
+      "wait Deployment/billing-blue",
+      "gate Job/after the flip",
+      "patch Deployment/billing-blue",
+    ]);
+    const gates = p.steps.filter((s): s is GateStep => s.action === "gate");
+    expect(gates.map((g) => g.undone)).toEqual([
+      "billing-green is scaled back to zero and billing-blue stays live",
+      "rolled back: billing selects the blue pods again and billing-green is scaled to zero",
+    ]);
+    expect(gates[0]!.onFailure.map((s) => `${s.action} ${s.kind}/${s.name}`)).toEqual(["patch Deployment/billing-green"]);
+    expect(gates[1]!.onFailure.map((s) => `${s.action} ${s.kind}/${s.name}`)).toEqual([
+      "patch Deployment/billing-blue",
+      "wait Deployment/billing-blue",
+      "patch Service/billing",
+      "patch Service/billing-preview",
+      "patch HorizontalPodAutoscaler/billing",
+      "wait Deployment/billing-green",
+      "patch Deployment/billing-green",
+    ]);
+    const undone = gates.flatMap((g) => g.onFailure.flatMap((s) => (s.action === "patch" ? [s.result] : [])));
+    expect(validateRenderings([{ name: "gated release", objects: [...gates.map((g) => g.job), ...undone] }])).toEqual([]);
+    expect(gates.map((g) => g.queries.map((q) => q.query.includes('version="green"')))).toEqual([
+      [true, true],
+      [true, true],
+    ]);
+  }, 60_000);
 
   it("refuses a release of the image that runs", () => {
     expect(refusal(() => planK8sRelease({ objects: objectsOf(plain, "billing"), spec: spec("billing"), namespace: "loopguard", kind: "release", tag: "unset" }))).toBe(

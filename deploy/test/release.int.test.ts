@@ -1,11 +1,14 @@
 // `pnpm release` on real containers (`pnpm containers`, two billing replicas on PostgreSQL) with
 // refund and question sessions running through the orchestrator the whole time: a blue-green
-// flip of billing, then a rollback, with no failed session and no failed call (the orchestrator's
-// client counters and every billing pod's server counters), every refund exactly once in the
-// ledger, the new set serving every call after the flip and the old one after the rollback. The
-// contract gate refuses an image whose contracts break the live ones (a throwaway image carrying a
-// changed descriptor set, released through the same command), and the `--k8s --dry-run` plans of
-// both cluster paths hold objects that pass the strict validation. Needs the containers lock.
+// flip of billing through the release gate (smoke calls and the SLO, before and after the flip),
+// then a rollback, with no failed session and no failed call (the orchestrator's client counters
+// and every billing pod's server counters, less the gate's own smoke calls), every refund exactly
+// once in the ledger, the new set serving every call after the flip and the old one after the
+// rollback. A version whose image fails 30 % of its reads (LOOPGUARD_FAULT_PROFILE in its
+// environment) is stopped by the gate before any session reaches it. The contract gate refuses an
+// image whose contracts break the live ones (a throwaway image carrying a changed descriptor set,
+// released through the same command), and the `--k8s --dry-run` plans of both cluster paths hold
+// objects that pass the strict validation. Needs the containers lock.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
@@ -26,6 +29,7 @@ const { dataDir, run, state } = suiteProcesses("loopguard-release-");
 const TAG = "release-it";
 const GREEN = `${TAG}-green`;
 const BREAKING = `${TAG}-breaking`;
+const FAULTY = `${TAG}-faulty`;
 const BILLING = "loopguard.billing.v1.BillingService";
 const REFUND_WORKERS = 3;
 
@@ -46,6 +50,17 @@ async function buildBreakingImage(): Promise<void> {
     writeFileSync(join(dir, "contracts.binpb"), toBinary(FileDescriptorSetSchema, set));
     writeFileSync(join(dir, "Dockerfile"), `FROM loopguard/billing:${TAG}\nCOPY contracts.binpb /app/contracts.binpb\n`);
     await docker(["build", "--quiet", "--tag", `loopguard/billing:${BREAKING}`, dir]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** A billing image that is the live one but for its environment: every tool started from it fails 30 % of GetOrder. */
+async function buildFaultyImage(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "loopguard-release-faulty-"));
+  try {
+    writeFileSync(join(dir, "Dockerfile"), `FROM loopguard/billing:${TAG}\nENV LOOPGUARD_FAULT_PROFILE='{"errorRate": 0.3, "methods": ["GetOrder"]}'\n`);
+    await docker(["build", "--quiet", "--tag", `loopguard/billing:${FAULTY}`, dir]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -82,6 +97,32 @@ async function session(api: Api, kind: "refund" | "question", n: number): Promis
     await sleep(50);
   }
 }
+
+/** Refund and question sessions started one after the other by each worker (`refundWorkers` refund ones, two question ones) until stopped. */
+function sessionLoad(api: Api, refundWorkers: number): { readonly outcomes: Outcome[]; stop(): Promise<void> } {
+  const outcomes: Outcome[] = [];
+  let stopped = false;
+  let n = 0;
+  const worker = async (kind: "refund" | "question") => {
+    while (!stopped) {
+      outcomes.push(await session(api, kind, n++).catch((error: Error) => ({ kind, state: SessionState.FAILED, answer: error.message })));
+      await sleep(100);
+    }
+  };
+  const running = [...Array.from({ length: refundWorkers }, () => worker("refund")), worker("question"), worker("question")];
+  return {
+    outcomes,
+    async stop() {
+      stopped = true;
+      await Promise.all(running);
+    },
+  };
+}
+
+const orchestratorClient = async () =>
+  createRawClient(OrchestratorService, "127.0.0.1:50051", {
+    token: await token("orchestrator", ["sessions:read", "sessions:write", "grant:kb:read", "grant:billing:read", "grant:billing:refund", "grant:risk:read"]),
+  });
 
 /** Every billing pod's server counters, sampled until stopped; a restarted process's counters add to its earlier ones. */
 class ServerCounters {
@@ -154,6 +195,7 @@ beforeAll(async () => {
   if (images.code !== 0) throw new Error(`the release tests need the images, and \`pnpm images\` failed:\n${images.stderr}`);
   await docker(["tag", `loopguard/billing:${TAG}`, `loopguard/billing:${GREEN}`]);
   await buildBreakingImage();
+  await buildFaultyImage();
   const up = await containers("up", "--tag", TAG, "--replicas", "billing=2");
   expect(up.stderr).toBe("");
   expect(up.code).toBe(0);
@@ -161,7 +203,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await containers("down");
-  await docker(["rmi", `loopguard/billing:${GREEN}`, `loopguard/billing:${BREAKING}`]).catch(() => undefined);
+  await docker(["rmi", `loopguard/billing:${GREEN}`, `loopguard/billing:${BREAKING}`, `loopguard/billing:${FAULTY}`]).catch(() => undefined);
   rmSync(dataDir, { recursive: true, force: true });
 }, 120_000);
 
@@ -189,26 +231,45 @@ describe("pnpm release (local containers)", () => {
     expect((await releaseCli("risk", "--to", GREEN)).stderr).toMatch(/^release: risk keeps its state in SQLite inside its pod: a second set would have a store of its own/);
   }, 120_000);
 
+  it("stops a version failing 30 % of its reads at the gate before the flip: its pods removed, blue never left, no session touched", async () => {
+    const api = await orchestratorClient();
+    const load = sessionLoad(api, 1);
+    let released: Awaited<ReturnType<typeof releaseCli>>;
+    const started = Date.now();
+    try {
+      await sleep(2000);
+      released = await releaseCli("billing", "--to", FAULTY);
+    } finally {
+      await load.stop();
+      api.close();
+    }
+    const lines = released!.stderr.trim().split("\n");
+    const refusal = lines.find((l) => l.startsWith(`release: loopguard/billing:${FAULTY} failed`));
+    console.info(`[release] faulty version: refused after ${Date.now() - started} ms with: ${refusal}; sessions meanwhile: ${load.outcomes.length}`);
+    expect(released!.code, released!.stderr).toBe(1);
+    expect(refusal).toMatch(
+      new RegExp(
+        `^release: loopguard/billing:${FAULTY} failed the release gate before the flip: smoke billing GetOrder: \\d+ of 400 calls failed \\(UNAVAILABLE × \\d+[^)]*\\), 6 allowed at a 0\\.5 % error rate; p95 [\\d.]+ ms; its pods are removed and the blue set stays live$`,
+      ),
+    );
+    expect(lines).toContainEqual(expect.stringMatching(/^billing GetOrder error ratio [1-4]\d(\.\d)? % \(budget 0\.5 %\): above its budget$/));
+    expect(billingPods().map((p) => p.colour)).toEqual(["blue", "blue"]);
+    await expect(docker(["container", "inspect", "loopguard-billing-green-0"])).rejects.toThrow();
+    expect(load.outcomes.length).toBeGreaterThan(0);
+    expect(load.outcomes.filter((o) => o.state !== SessionState.DONE)).toEqual([]);
+    expect((await clientCalls()).failedCalls).toBe(0);
+  }, 180_000);
+
   it("flips billing blue → green under load, then rolls back: no failed session or call, every refund once, the live set serves every call", async () => {
-    const api = createRawClient(OrchestratorService, "127.0.0.1:50051", {
-      token: await token("orchestrator", ["sessions:read", "sessions:write", "grant:kb:read", "grant:billing:read", "grant:billing:refund", "grant:risk:read"]),
-    });
+    const api = await orchestratorClient();
     const db = new pg.Client({ connectionString: `postgres://postgres@127.0.0.8:5432/billing` });
     await db.connect();
     // Ended here also when an assertion fails first, before the suite stops PostgreSQL under it.
     onTestFinished(() => db.end().catch(() => undefined));
     const { rows: before } = await db.query<{ n: string }>("SELECT max(seq) AS n FROM refunds");
     const counters = new ServerCounters();
-    const outcomes: Outcome[] = [];
-    let stop = false;
-    let n = 0;
-    const worker = (kind: "refund" | "question") => async () => {
-      while (!stop) {
-        outcomes.push(await session(api, kind, n++).catch((error: Error) => ({ kind, state: SessionState.FAILED, answer: error.message })));
-        await sleep(100);
-      }
-    };
-    const load = [...Array.from({ length: REFUND_WORKERS }, () => worker("refund")), worker("question"), worker("question")].map((w) => w());
+    const load = sessionLoad(api, REFUND_WORKERS);
+    const outcomes = load.outcomes;
     /** Over a window of load: calls the orchestrator made to billing, and calls `addresses` served. */
     const window = async (addresses: readonly string[]) => {
       const read = async () => {
@@ -262,8 +323,7 @@ describe("pnpm release (local containers)", () => {
       ).toEqual(blue);
       afterRollback = await window(blue);
     } finally {
-      stop = true;
-      await Promise.all(load);
+      await load.stop();
       await counters.stop();
       api.close();
     }
@@ -273,7 +333,7 @@ describe("pnpm release (local containers)", () => {
     const done = outcomes.filter((o) => o.state === SessionState.DONE);
     const refundIds = done.filter((o) => o.kind === "refund").map((o) => /refund id (\S+)\.$/.exec(o.answer)?.[1]);
     console.info(
-      `[release] flip: start ${flip!.timings.startMs} ms, DNS ${flip!.timings.flipMs} ms, clients moved ${flip!.timings.clientsMovedMs} ms, drain ${flip!.timings.drainMs} ms, total ${flip!.timings.totalMs} ms; ` +
+      `[release] flip: start ${flip!.timings.startMs} ms, gate ${flip!.timings.gateMs} ms, DNS ${flip!.timings.flipMs} ms, clients moved ${flip!.timings.clientsMovedMs} ms, drain ${flip!.timings.drainMs} ms, total ${flip!.timings.totalMs} ms; ` +
         `rollback: start ${back!.timings.startMs} ms, DNS ${back!.timings.flipMs} ms, clients moved ${back!.timings.clientsMovedMs} ms, drain ${back!.timings.drainMs} ms, total ${back!.timings.totalMs} ms`,
     );
     console.info(
@@ -287,7 +347,9 @@ describe("pnpm release (local containers)", () => {
     // No call failed (an attempt the client retried, e.g. one caught by a connection's GOAWAY, is not a failed call).
     expect(client.failedCalls).toBe(0);
     expect(server.failed).toBe(0);
-    expect(server.ok).toBe(client.ok);
+    // Every call a billing pod served came from the orchestrator, or was one of the gate's smoke calls (to green, before and after the flip).
+    expect(flip!.gate).toMatchObject({ beforeFlip: expect.arrayContaining([expect.stringMatching(/^smoke billing GetOrder: 0 of 400 calls failed/)]), smokeCalls: 800 });
+    expect(server.ok).toBe(client.ok + flip!.gate!.smokeCalls!);
     // The two counters are read a moment apart: calls in flight then (at most one per refund worker) may count on one side only.
     for (const { made, served } of [afterFlip!, afterRollback!]) {
       expect(made).toBeGreaterThan(20);

@@ -289,6 +289,15 @@ export class ContainerSuite {
     this.#save(state);
   }
 
+  /** Drains and removes a set no one may roll back to: a release whose gate refused it. */
+  async removeSet(service: string, colour: Colour): Promise<void> {
+    const state = this.#runningState();
+    const pods = state.pods.filter((p) => p.service === service && p.colour === colour);
+    state.pods = state.pods.filter((p) => !pods.includes(p));
+    this.#save(state);
+    await Promise.all(pods.map((pod) => this.#removePod(pod)));
+  }
+
   /** The store of a stateful service: PostgreSQL when it runs several replicas, SQLite in its pod otherwise. */
   #storeFor(spec: ServiceSpec, state: SuiteState, count: number): Store | undefined {
     if (!spec.stateful) return undefined;

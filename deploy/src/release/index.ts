@@ -12,7 +12,10 @@ import { discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
 import { type K8sObject, kustomize } from "../k8s-check.js";
 import { NAMESPACE } from "../k8s-objects.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";
-import { applyK8sPlan, type K8sPlan, liveObjects, planK8sRelease } from "./k8s.js";
+import { type K8sPlan, planK8sRelease } from "./k8s.js";
+import { applyK8sPlan, liveObjects } from "./k8s-apply.js";
+import { releaseGateOf } from "./gate.js";
+import { prometheusProxyPath } from "./k8s-gate.js";
 import { releaseLocal } from "./local.js";
 import { between, type ReleaseKind, type ReleaseResult } from "./result.js";
 
@@ -36,6 +39,8 @@ export interface ReleaseOptions {
   readonly root?: string;
   /** The local suite's data folder (default LOOPGUARD_DATA_DIR, else <root>/.data). */
   readonly dataDir?: string;
+  /** Kubernetes, plain path: Prometheus's in-cluster URL, asked by the release gate through the API server (default prometheus-operator's). */
+  readonly prometheus?: string;
   /** Progress, one line at a time. */
   readonly log?: (line: string) => void;
 }
@@ -68,9 +73,11 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
   const root = options.root ?? defaultRoot;
   const log = options.log ?? (() => undefined);
   const namespace = options.namespace ?? NAMESPACE;
-  const spec = specOf(servicesOf(root), options.tool);
+  const services = servicesOf(root);
+  const spec = specOf(services, options.tool);
+  if (options.prometheus) prometheusProxyPath(options.prometheus);
   const startedAt = new Date().toISOString();
-  const plan = planK8sRelease({ objects: await toolObjects(options, namespace), spec, namespace, kind, ...(tag ? { tag } : {}) });
+  const plan = planK8sRelease({ objects: await toolObjects(options, namespace), spec, namespace, kind, ...(tag ? { tag, gate: releaseGateOf(root, services, spec.name) } : {}) });
   if (kind === "release") {
     const paths = toolContractPaths(spec.name);
     log(`contract gate: buf breaking of ${plan.to.image} against the live ${plan.from.image} (${paths.join(", ")})`);
@@ -80,7 +87,7 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
   const sets = { from: { ...plan.from, pods: plan.from.objects }, to: { ...plan.to, pods: plan.to.objects } };
   if (options.dryRun) return { tool: spec.name, kind, target: plan.path, dryRun: true, ...sets, startedAt, timings: { totalMs: 0 }, plan };
 
-  const times = await applyK8sPlan(plan, log);
+  const times = await applyK8sPlan(plan, log, options.prometheus ? { prometheus: options.prometheus } : {});
   const endOf = (until: string) => times.ended[plan.steps.findIndex((s) => s.action === "wait" && s.until === until)];
   const servingAt = endOf("ready");
   const clientsMovedAt = endOf("delay");
@@ -104,6 +111,7 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
       drainMs: between(clientsMovedAt, drainedAt),
       totalMs: between(startedAt, endedAt)!,
     },
+    ...(times.gates["before the flip"] ? { gate: { beforeFlip: times.gates["before the flip"], ...(times.gates["after the flip"] ? { afterFlip: times.gates["after the flip"] } : {}) } } : {}),
     plan,
   };
 }

@@ -9,15 +9,18 @@
 //   the new Deployment; the old colour keeps running for the scale-down delay, while clients
 //   resolve the name again, then is scaled to zero (preStop, then SIGTERM: calls in flight
 //   finish). A rollback switches back the same way, without changing an image.
+// A release on the plain path passes the release gate twice (k8s-apply.ts runs it): before the flip
+// a smoke Job through `<tool>-preview` and the gate queries on the new colour's pods, after it
+// (and the scale-down delay) a smoke Job through `<tool>` and the same queries on every client's
+// calls. A gate that fails undoes the release: before the flip the new colour goes back to zero
+// pods, after it the plan flips back (a rollback, planned here too). On Argo the gate is the
+// Rollout's own analysis; an abort (or an inconclusive pause) puts the stable image back.
 // The plan is computed from the live objects (kubectl, or a `kubectl kustomize` rendering for a
 // review without a cluster) as JSON patches guarded by `test` operations, so a concurrent change
 // fails the patch rather than being overwritten; `--dry-run` shows each patch and the object it
 // produces, and the tests validate those objects strictly.
-import { execFile } from "node:child_process";
-import { setTimeout as sleep } from "node:timers/promises";
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import jsonPatch, { type Operation } from "fast-json-patch";
 import type { Deployment, ReplicaSet } from "kubernetes-types/apps/v1.js";
 import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
 import type { Service } from "kubernetes-types/core/v1.js";
@@ -25,38 +28,11 @@ import type { K8sObject } from "../k8s-check.js";
 import type { ReleasePath } from "../k8s-files.js";
 import { type Colour, COLOUR_LABEL, COLOURS, colourDeploymentName, previewServiceName, SCALE_DOWN_DELAY_SECONDS } from "../k8s-release-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
+import type { ReleaseGate } from "./gate.js";
+import { PlanBuilder, type Step } from "./k8s-plan-steps.js";
 import type { ReleaseKind } from "./result.js";
 
-/** The field manager the patches are recorded under, so `kubectl get --show-managed-fields` says who changed what. */
-export const FIELD_MANAGER = "loopguard-release";
-const READY_TIMEOUT_MS = 600_000;
-/** Pre- and post-promotion analysis (4 × 30 s each), pods starting, and the scale-down delay. */
-const ROLLOUT_TIMEOUT_MS = 1_200_000;
-const POLL_MS = 2_000;
-
-export interface PatchStep {
-  readonly action: "patch";
-  readonly description: string;
-  readonly kind: string;
-  readonly name: string;
-  readonly patch: readonly Operation[];
-  readonly command: readonly string[];
-  /** The object as the patch leaves it. */
-  readonly result: K8sObject;
-}
-
-export interface WaitStep {
-  readonly action: "wait";
-  readonly description: string;
-  readonly kind: string;
-  readonly name: string;
-  readonly until: "ready" | "promoted" | "delay";
-  readonly seconds?: number;
-  /** The kubectl command that shows the same progress. */
-  readonly command: readonly string[];
-}
-
-export type Step = PatchStep | WaitStep;
+export { FIELD_MANAGER, type GateStep, type PatchStep, type Step, type WaitStep } from "./k8s-plan-steps.js";
 
 export interface K8sPlan {
   readonly tool: string;
@@ -99,38 +75,7 @@ export function releasePathOf(objects: Objects, tool: string): ReleasePath {
   );
 }
 
-class PlanBuilder {
-  readonly steps: Step[] = [];
-  readonly #objects = new Map<string, K8sObject>();
-
-  constructor(
-    readonly namespace: string,
-    objects: Objects,
-  ) {
-    for (const object of objects) this.#objects.set(`${object.kind}/${object.metadata.name}`, structuredClone(object));
-  }
-
-  patch(kind: string, name: string, description: string, patch: Operation[]): void {
-    const current = this.#objects.get(`${kind}/${name}`);
-    if (!current) throw new ReleaseRefused(`${kind} ${name} is not there`);
-    let result: K8sObject;
-    try {
-      result = jsonPatch.applyPatch(structuredClone(current), patch, true, false).newDocument;
-    } catch (error) {
-      // A `test` failed: the live object is not in the state the release expects.
-      throw new ReleaseRefused(`${kind} ${name} is not as expected (${(error as Error).message.split("\n")[0]}): another release or a hand edit may be under way`);
-    }
-    this.#objects.set(`${kind}/${name}`, result);
-    const command = ["kubectl", "-n", this.namespace, "patch", kind.toLowerCase(), name, "--type", "json", "--field-manager", FIELD_MANAGER, "-p", JSON.stringify(patch)];
-    this.steps.push({ action: "patch", description, kind, name, patch, command, result });
-  }
-
-  wait(kind: string, name: string, description: string, until: WaitStep["until"], command: string[], seconds?: number): void {
-    this.steps.push({ action: "wait", description, kind, name, until, command, ...(seconds === undefined ? {} : { seconds }) });
-  }
-}
-
-function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kind: ReleaseKind, tag: string | undefined): Omit<K8sPlan, "steps" | "namespace"> {
+function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kind: ReleaseKind, tag: string | undefined, gate?: ReleaseGate): Omit<K8sPlan, "steps" | "namespace"> {
   const tool = spec.name;
   const service = find<Service>(objects, "Service", tool);
   const activeColour = service?.spec?.selector?.[COLOUR_LABEL] as Colour | undefined;
@@ -162,6 +107,14 @@ function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, ki
     "status",
     `deployment/${idleName}`,
   ]);
+  if (gate) {
+    const undo = builder.fork();
+    undo.patch("Deployment", idleName, `scale ${idleName} back to zero: it failed the gate`, [
+      { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idleColour },
+      { op: "add", path: "/spec/replicas", value: 0 },
+    ]);
+    builder.gate(spec, gate, "before the flip", previewServiceName(tool), idleColour, image, { steps: undo.steps, undone: `${idleName} is scaled back to zero and ${activeName} stays live` });
+  }
   builder.patch("Service", tool, `flip: ${tool} selects the ${idleColour} pods`, [
     { op: "test", path: `/spec/selector/${COLOUR_LABEL}`, value: activeColour },
     { op: "replace", path: `/spec/selector/${COLOUR_LABEL}`, value: idleColour },
@@ -186,6 +139,15 @@ function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, ki
     ["sleep", String(SCALE_DOWN_DELAY_SECONDS)],
     SCALE_DOWN_DELAY_SECONDS,
   );
+  if (gate) {
+    // Planned from the objects as the flip leaves them: the same flip back as `--rollback`, ungated.
+    const undo = builder.fork();
+    planPlain(undo, undo.current(), spec, "rollback", undefined);
+    builder.gate(spec, gate, "after the flip", tool, idleColour, image, {
+      steps: undo.steps,
+      undone: `rolled back: ${tool} selects the ${activeColour} pods again and ${idleName} is scaled to zero`,
+    });
+  }
   builder.patch("Deployment", activeName, `scale ${activeName} to zero: preStop, then SIGTERM drains calls in flight (\`pnpm release ${tool} --k8s --rollback\` scales it up again)`, [
     { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: activeColour },
     { op: "add", path: "/spec/replicas", value: 0 },
@@ -232,14 +194,26 @@ function planArgo(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kin
     { op: "test", path: containerPath, value: current },
     { op: "replace", path: containerPath, value: image },
   ]);
+  let onFailure: Step[] | undefined;
+  if (kind === "release") {
+    // A new template clears an abort or a pause on an inconclusive analysis; the stable one needs no analysis (rollbackWindow).
+    const undo = builder.fork();
+    undo.patch("Deployment", template.metadata!.name!, `put the stable image ${liveImage} back, so the Rollout settles on the stable pods`, [
+      { op: "test", path: containerPath, value: image },
+      { op: "replace", path: containerPath, value: liveImage },
+    ]);
+    onFailure = undo.steps;
+  }
   builder.wait(
     "Rollout",
     tool,
     kind === "release"
-      ? `preview pods Ready, pre-promotion analysis (${tool}-slo), promotion, post-promotion analysis; an analysis failure aborts and keeps the old pods active`
+      ? `preview pods Ready, pre-promotion analysis (${tool}-slo: smoke Job through ${previewServiceName(tool)}, the gate queries), promotion, post-promotion analysis; a failure aborts and the stable image goes back`
       : "the previous pods active again (rollbackWindow: no analysis while they are still up)",
     "promoted",
     ["kubectl", "argo", "rollouts", "-n", builder.namespace, "status", tool],
+    undefined,
+    onFailure,
   );
   return {
     tool,
@@ -250,89 +224,23 @@ function planArgo(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kin
   };
 }
 
-/** The release's steps against the live objects of the tool (its Deployments, Services, HPA, Rollout and ReplicaSets). */
-export function planK8sRelease(options: { readonly objects: Objects; readonly spec: ServiceSpec; readonly namespace: string; readonly kind: ReleaseKind; readonly tag?: string }): K8sPlan {
+/**
+ * The release's steps against the live objects of the tool (its Deployments, Services, HPA, Rollout
+ * and ReplicaSets); a release on the plain path with `gate` passes it before and after the flip.
+ */
+export function planK8sRelease(options: {
+  readonly objects: Objects;
+  readonly spec: ServiceSpec;
+  readonly namespace: string;
+  readonly kind: ReleaseKind;
+  readonly tag?: string;
+  readonly gate?: ReleaseGate;
+}): K8sPlan {
   const { objects, spec, namespace, kind, tag } = options;
   if (spec.kind !== "tool") throw new ReleaseRefused(`${spec.name} is not a tool: blue-green releases are per tool`);
   if (kind === "release" && !tag) throw new ReleaseRefused("a release needs --to <image tag>");
   const builder = new PlanBuilder(namespace, objects);
-  const plan = releasePathOf(objects, spec.name) === "argo-rollouts" ? planArgo(builder, objects, spec, kind, tag) : planPlain(builder, objects, spec, kind, tag);
+  const gate = kind === "release" ? options.gate : undefined;
+  const plan = releasePathOf(objects, spec.name) === "argo-rollouts" ? planArgo(builder, objects, spec, kind, tag) : planPlain(builder, objects, spec, kind, tag, gate);
   return { ...plan, namespace, steps: builder.steps };
-}
-
-/** Runs kubectl; rejects with its stderr in one line. */
-export function kubectl(args: readonly string[], timeoutMs = 60_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    execFile("kubectl", args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      if (!error) return resolve(stdout);
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return reject(new ReleaseRefused("kubectl is not installed (it talks to the cluster)"));
-      reject(new ReleaseRefused(`kubectl ${args.slice(0, 4).join(" ")}: ${(stderr || error.message).trim().replaceAll("\n", " | ")}`));
-    });
-  });
-}
-
-/** The tool's objects in the cluster: Deployments, Services, HPA, ReplicaSets, and its Rollout where Argo Rollouts is installed. */
-export async function liveObjects(namespace: string, tool: string): Promise<K8sObject[]> {
-  const selector = `app.kubernetes.io/name=${tool}`;
-  const list = async (kinds: string) => (JSON.parse(await kubectl(["-n", namespace, "get", kinds, "-l", selector, "-o", "json"])) as { items: K8sObject[] }).items;
-  const core = await list("deployments.apps,services,horizontalpodautoscalers.autoscaling,replicasets.apps");
-  const rollouts = await list("rollouts.argoproj.io").catch((error: unknown) => {
-    if (/the server doesn't have a resource type/.test((error as Error).message)) return [];
-    throw error;
-  });
-  return [...core, ...rollouts];
-}
-
-function deploymentReady(deployment: Deployment): boolean {
-  const want = deployment.spec?.replicas ?? 1;
-  const status = deployment.status ?? {};
-  return (status.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 0) && status.updatedReplicas === want && status.readyReplicas === want && status.availableReplicas === want;
-}
-
-type RolloutState = "promoted" | "aborted" | "progressing";
-
-function rolloutState(rollout: IRollout): { state: RolloutState; message: string } {
-  const status = rollout.status ?? {};
-  const message = status.message ?? status.phase ?? "";
-  if (status.abort || status.phase === "Degraded") return { state: "aborted", message };
-  const settled = status.currentPodHash !== undefined && status.currentPodHash === status.stableRS && status.blueGreen?.activeSelector === status.currentPodHash;
-  return { state: settled && status.phase === "Healthy" ? "promoted" : "progressing", message };
-}
-
-export interface StepTimes {
-  /** ISO time each step ended, in the plan's order. */
-  readonly ended: string[];
-  /** When the tool's Service (or Argo's active Service) started selecting the new pods. */
-  flippedAt?: string;
-}
-
-/** Applies a plan step by step; a wait that times out or an aborted rollout stops it with ReleaseRefused. */
-export async function applyK8sPlan(plan: K8sPlan, log: (line: string) => void): Promise<StepTimes> {
-  const times: StepTimes = { ended: [] };
-  for (const step of plan.steps) {
-    log(step.description);
-    if (step.action === "patch") {
-      await kubectl(step.command.slice(1));
-      if (step.kind === "Service" && step.name === plan.tool) times.flippedAt = new Date().toISOString();
-    } else if (step.until === "delay") {
-      await sleep(step.seconds! * 1000);
-    } else {
-      const deadline = Date.now() + (step.until === "ready" ? READY_TIMEOUT_MS : ROLLOUT_TIMEOUT_MS);
-      for (;;) {
-        const object = JSON.parse(await kubectl(["-n", plan.namespace, "get", step.kind === "Rollout" ? "rollouts.argoproj.io" : "deployments.apps", step.name, "-o", "json"]));
-        if (step.until === "ready" && deploymentReady(object as Deployment)) break;
-        if (step.until === "promoted") {
-          const { state, message } = rolloutState(object as IRollout);
-          const active = (object as IRollout).status?.blueGreen?.activeSelector;
-          if (!times.flippedAt && active && active === (object as IRollout).status?.currentPodHash) times.flippedAt = new Date().toISOString();
-          if (state === "promoted") break;
-          if (state === "aborted") throw new ReleaseRefused(`Rollout ${step.name} aborted: the old pods stay active (${message})`);
-        }
-        if (Date.now() > deadline) throw new ReleaseRefused(`${step.kind} ${step.name} did not get there in time: \`${step.command.join(" ")}\` shows why`);
-        await sleep(POLL_MS);
-      }
-    }
-    times.ended.push(new Date().toISOString());
-  }
-  return times;
 }

@@ -1,18 +1,22 @@
 // A blue-green release of one tool on the local containers (`pnpm containers`): the new set
-// starts beside the live one with the same replica count, on its own loopback addresses; the
-// cluster DNS answers the tool's name with the new set once every new pod is SERVING; the old
-// set is drained (SIGTERM: calls in flight finish) once no client holds a connection to it any
-// more — clients leave it when the servers' max connection age sends them a GOAWAY and they
-// resolve the name again — and its stopped containers are kept, so a rollback starts them again
-// and flips back.
+// starts beside the live one with the same replica count, on its own loopback addresses; once
+// every new pod is SERVING the release gate judges it (smoke calls and the SLO, local-gate.ts) and
+// a set that fails is removed before any client reaches it; the cluster DNS then answers the
+// tool's name with the new set; once no client holds a connection to the old set any more —
+// clients leave it when the servers' max connection age sends them a GOAWAY and they resolve the
+// name again — the gate judges the new set again on every client's calls, and a failure flips
+// back to the old set, still running. Otherwise the old set is drained (SIGTERM: calls in flight
+// finish) and its stopped containers are kept, so a rollback starts them again and flips back.
 import { execFile } from "node:child_process";
 import { promises as dns } from "node:dns";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { ServiceSpec } from "@loopguard/tool-sdk";
+import { localKeyPaths, type ServiceSpec } from "@loopguard/tool-sdk";
 import { activeColour, activePods, ContainerSuite, DNS_ADDRESS, dnsName, type Pod, type PodSet, type SuiteState } from "../containers/suite.js";
 import { imageRepository } from "../images/images.js";
 import { COLOURS } from "../k8s-release-objects.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";
+import { type GateVerdict, releaseGateOf } from "./gate.js";
+import { judgePods, type LocalGate, readingOf } from "./local-gate.js";
 import { between, type ReleaseKind, type ReleaseResult } from "./result.js";
 
 /** How long clients get to leave the old set: max connection age with jitter, grpc-js's 30 s between resolutions, its subchannel pool's cleanup, a margin. */
@@ -81,6 +85,30 @@ interface Plan {
   readonly to: PodSet;
 }
 
+function gateOf(options: LocalReleaseOptions, spec: ServiceSpec): LocalGate {
+  return {
+    ...releaseGateOf(options.root, options.services, spec.name),
+    keyFile: localKeyPaths(options.dataDir).smoke,
+    grpcPort: spec.port,
+    metricsPort: spec.metricsPort,
+  };
+}
+
+function logVerdict(log: (line: string) => void, when: string, verdict: GateVerdict): void {
+  log(`gate ${when}: ${verdict.passed ? "passed" : "FAILED"}`);
+  for (const line of verdict.findings) log(`  ${line}`);
+}
+
+/** Switches the tool's name to `to` and waits until the cluster DNS answers with its pods. */
+async function flip(suite: ContainerSuite, spec: ServiceSpec, kind: ReleaseKind, from: PodSet, to: PodSet, pods: readonly Pod[]): Promise<string> {
+  suite.activate(spec.name, { kind, at: new Date().toISOString(), from, to });
+  await untilAnswered(
+    dnsName(spec.name),
+    pods.map((p) => p.address),
+  );
+  return new Date().toISOString();
+}
+
 function plan(suite: ContainerSuite, options: LocalReleaseOptions): Plan {
   const spec = options.services.find((s) => s.name === options.tool);
   if (!spec)
@@ -142,12 +170,22 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
   const starting = new Date().toISOString();
   const pods = await suite.startSet(spec.name, to, from.pods.length);
   const servingAt = new Date().toISOString();
-  suite.activate(spec.name, { kind, at: servingAt, from: { colour: from.colour, tag: from.tag }, to });
-  await untilAnswered(
-    dnsName(spec.name),
-    pods.map((p) => p.address),
-  );
-  const flippedAt = new Date().toISOString();
+  const gate = kind === "release" ? gateOf(options, spec) : undefined;
+  let beforeFlip: Awaited<ReturnType<typeof judgePods>> | undefined;
+  if (gate) {
+    beforeFlip = await judgePods(gate, pods);
+    logVerdict(options.log, "before the flip (smoke calls only)", beforeFlip);
+    if (!beforeFlip.passed) {
+      await suite.removeSet(spec.name, to.colour);
+      throw new ReleaseRefused(
+        `${image(to.tag)} failed the release gate before the flip: ${beforeFlip.findings[0]}; its pods are removed and the ${from.colour} set stays live`,
+        beforeFlip.findings.slice(1).join("\n"),
+      );
+    }
+  }
+  const gatedAt = new Date().toISOString();
+  const flippedAt = await flip(suite, spec, kind, { colour: from.colour, tag: from.tag }, to, pods);
+  const sinceFlip = gate ? await readingOf(gate, pods) : undefined;
   options.log(`flipped: ${dnsName(spec.name)} answers the ${to.colour} set (${describePods(pods).join(", ")}); waiting for clients to leave the ${from.colour} set`);
 
   const left = await untilClientsLeft(
@@ -155,6 +193,25 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
     spec.port,
   );
   const clientsMovedAt = new Date().toISOString();
+  let afterFlip: Awaited<ReturnType<typeof judgePods>> | undefined;
+  if (gate) {
+    afterFlip = await judgePods(gate, pods, sinceFlip);
+    logVerdict(options.log, "after the flip (every client's calls and smoke calls)", afterFlip);
+    if (!afterFlip.passed) {
+      await flip(suite, spec, "rollback", to, { colour: from.colour, tag: from.tag }, from.pods);
+      options.log(`rolled back: ${dnsName(spec.name)} answers the ${from.colour} set again; draining the ${to.colour} set once clients left it`);
+      await untilClientsLeft(
+        pods.map((p) => p.address),
+        spec.port,
+      );
+      await suite.removeSet(spec.name, to.colour);
+      throw new ReleaseRefused(
+        `${image(to.tag)} failed the release gate after the flip: ${afterFlip.findings[0]}; rolled back, the ${from.colour} set is live again and the ${to.colour} pods are removed`,
+        afterFlip.findings.slice(1).join("\n"),
+      );
+    }
+  }
+  const judgedAt = new Date().toISOString();
   options.log(
     left === 0
       ? `no client connection left on the ${from.colour} set; draining it`
@@ -180,10 +237,12 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
     clientsLeftAtDrain: left,
     timings: {
       startMs: between(starting, servingAt),
-      flipMs: between(servingAt, flippedAt),
+      ...(gate ? { gateMs: between(servingAt, gatedAt)! + between(clientsMovedAt, judgedAt)! } : {}),
+      flipMs: between(gatedAt, flippedAt),
       clientsMovedMs: between(flippedAt, clientsMovedAt),
-      drainMs: between(clientsMovedAt, drainedAt),
+      drainMs: between(judgedAt, drainedAt),
       totalMs: between(startedAt, drainedAt)!,
     },
+    ...(beforeFlip && afterFlip ? { gate: { beforeFlip: beforeFlip.findings, afterFlip: afterFlip.findings, smokeCalls: beforeFlip.smokeCalls + afterFlip.smokeCalls } } : {}),
   };
 }

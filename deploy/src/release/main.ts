@@ -1,13 +1,14 @@
-// `pnpm release <tool> --to <tag> | --rollback [--k8s [--namespace NS] [--from-manifests DIR]] [--dry-run] [--json]`:
+// `pnpm release <tool> --to <tag> | --rollback [--k8s [--namespace NS] [--from-manifests DIR] [--prometheus URL]] [--dry-run] [--json]`:
 // a blue-green release of one tool (see index.ts). Progress goes to stderr; the outcome to stdout
 // (with --json one JSON object on the last line). Exit 0 when done, 1 when refused or failed
-// (one line saying why, then buf's findings for a contract that breaks), 2 on a usage error.
+// (one line saying why — the contract or release gate that failed, and what was undone — then
+// buf's findings or the gate's other findings), 2 on a usage error.
 import { parseArgs } from "node:util";
 import { checkTag } from "../images/images.js";
 import { type K8sReleaseResult, release, ReleaseRefused, type ReleaseResult, rollback } from "./index.js";
 
 const USAGE =
-  "usage: pnpm release <tool> --to <image tag> [--k8s [--namespace NS] [--from-manifests DIR]] [--dry-run] [--json]\n" +
+  "usage: pnpm release <tool> --to <image tag> [--k8s [--namespace NS] [--from-manifests DIR] [--prometheus URL]] [--dry-run] [--json]\n" +
   "       pnpm release <tool> --rollback [--k8s [--namespace NS] [--from-manifests DIR]] [--dry-run] [--json]";
 
 class UsageError extends Error {}
@@ -23,12 +24,23 @@ function summary(result: ReleaseResult | K8sReleaseResult): string {
     `  to   ${result.to.colour ? `${result.to.colour} ` : ""}${result.to.image}  ${result.to.pods.join(" ")}`,
   ];
   if ("plan" in result) {
-    for (const [index, step] of result.plan.steps.entries()) lines.push(`  ${index + 1}. ${step.description}`, `     ${step.command.join(" ")}`);
+    for (const [index, step] of result.plan.steps.entries()) {
+      lines.push(`  ${index + 1}. ${step.description}`, `     ${step.command.join(" ")}`);
+      if (step.action === "gate") lines.push(`     if it fails: ${step.undone}`);
+    }
     if (result.dryRun) lines.push("  (--json shows each patch and the object it leaves)");
   }
   if (!result.dryRun) {
     const t = result.timings;
-    lines.push(`  started → serving ${seconds(t.startMs)}, flip ${seconds(t.flipMs)}, clients moved ${seconds(t.clientsMovedMs)}, drain ${seconds(t.drainMs)}, total ${seconds(t.totalMs)}`);
+    lines.push(
+      `  started → serving ${seconds(t.startMs)}, gate ${seconds(t.gateMs)}, flip ${seconds(t.flipMs)}, clients moved ${seconds(t.clientsMovedMs)}, drain ${seconds(t.drainMs)}, total ${seconds(t.totalMs)}`,
+    );
+    for (const [when, findings] of [
+      ["before the flip", result.gate?.beforeFlip],
+      ["after the flip", result.gate?.afterFlip],
+    ] as const) {
+      if (findings) lines.push(`  gate ${when}: ${findings.join("; ")}`);
+    }
     if (result.flippedAt) lines.push(`  flipped at ${result.flippedAt}`);
     if (result.clientsLeftAtDrain) lines.push(`  ${result.clientsLeftAtDrain} client connection(s) were still open on the old set when it was drained`);
   }
@@ -46,6 +58,7 @@ async function main(): Promise<number> {
           k8s: { type: "boolean" },
           namespace: { type: "string" },
           "from-manifests": { type: "string" },
+          prometheus: { type: "string" },
           "dry-run": { type: "boolean" },
           json: { type: "boolean" },
         },
@@ -58,7 +71,7 @@ async function main(): Promise<number> {
   const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new UsageError(`name one tool\n${USAGE}`);
   if (Boolean(values.to) === Boolean(values.rollback)) throw new UsageError(`give either --to <image tag> or --rollback\n${USAGE}`);
-  if (!values.k8s && (values.namespace || values["from-manifests"])) throw new UsageError(`--namespace and --from-manifests belong to --k8s\n${USAGE}`);
+  if (!values.k8s && (values.namespace || values["from-manifests"] || values.prometheus)) throw new UsageError(`--namespace, --from-manifests and --prometheus belong to --k8s\n${USAGE}`);
   if (values["from-manifests"] && !values["dry-run"]) throw new UsageError("--from-manifests plans against a rendering, not a cluster: add --dry-run");
   if (values.namespace !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(values.namespace)) throw new UsageError(`--namespace must be a Kubernetes namespace name, got "${values.namespace}"`);
   let to: string | undefined;
@@ -73,6 +86,7 @@ async function main(): Promise<number> {
     dryRun: values["dry-run"] ?? false,
     ...(values.namespace ? { namespace: values.namespace } : {}),
     ...(values["from-manifests"] ? { fromManifests: values["from-manifests"] } : {}),
+    ...(values.prometheus ? { prometheus: values.prometheus } : {}),
     log: (line: string) => process.stderr.write(`release: ${line}\n`),
   };
   const result = to ? await release({ ...options, to }) : await rollback(options);

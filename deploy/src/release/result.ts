@@ -18,7 +18,9 @@ export interface ReleasedSet {
 export interface ReleaseTimings {
   /** New set started → every pod SERVING (Ready on Kubernetes). */
   readonly startMs?: number;
-  /** Every new pod SERVING → the tool's name answers the new set only. */
+  /** The release gate, before and after the flip together: smoke calls and the SLO verdict. */
+  readonly gateMs?: number;
+  /** Every new pod SERVING (and through the gate) → the tool's name answers the new set only. */
   readonly flipMs?: number;
   /** The flip → no client connection left on the old set (locally), or the scale-down delay (Kubernetes). */
   readonly clientsMovedMs?: number;
@@ -43,6 +45,8 @@ export interface ReleaseResult {
   /** Client connections still open on the old set when it was drained (0 unless clients did not re-resolve in time). */
   readonly clientsLeftAtDrain?: number;
   readonly timings: ReleaseTimings;
+  /** What the release gate judged, one line each, before the flip (smoke calls only) and after it (the clients' calls too); locally, the smoke calls it sent. */
+  readonly gate?: { readonly beforeFlip: readonly string[]; readonly afterFlip?: readonly string[]; readonly smokeCalls?: number };
 }
 
 /** Milliseconds between two ISO times, both given. */

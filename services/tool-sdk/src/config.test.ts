@@ -76,6 +76,9 @@ describe("loadToolConfig", () => {
     expect(load(jwks(withBinding(pair.publicJwk, { role: "orchestrator", subject: "*", scopes: ["kb:read"] })))).toThrow(/its loopguard_subject must be "session:\*"/);
     expect(load(jwks({ ...bound, loopguard_scopes: "kb:read" }))).toThrow(/loopguard_scopes must be an array/);
     expect(load({ LOOPGUARD_JWKS: JSON.stringify({ keys: [bound], revoked: ["unit-key"] }) })).toThrow(/unit-key of the JWKS is revoked/);
+    expect(load(jwks(withBinding(pair.publicJwk, { role: "probe", subject: "release-smoke", scopes: ["kb:read", "sessions:read"] })))).toThrow(
+      'key unit-key of the JWKS: a probe key may hold read-only scopes only (kb:read billing:read risk:read), not "sessions:read"',
+    );
   });
 
   it("keeps break-glass off unless <PREFIX>_BREAK_GLASS=on", () => {
@@ -90,5 +93,39 @@ describe("loadToolConfig", () => {
     const config = loadToolConfig("risk", { port: 1, metricsPort: 2 }, auth);
     expect(describeConfig(config).publicKeys).toEqual(["unit-key"]);
     expect(JSON.stringify(describeConfig(config))).not.toContain(String(pair.publicJwk.x));
+  });
+
+  it("reads a fault profile at start from LOOPGUARD_FAULT_PROFILE, in the JSON form SetFaults takes", () => {
+    const load = (profile: string) => loadToolConfig("billing", { port: 1, metricsPort: 2 }, { ...auth, LOOPGUARD_FAULT_PROFILE: profile });
+    expect(load('{"errorRate": 0.3, "methods": ["GetOrder"]}').faultProfile).toMatchObject({ errorRate: 0.3, methods: ["GetOrder"], outage: false });
+    expect(load('{"added_latency_ms": 200, "retry_after_ms": 50}').faultProfile).toMatchObject({ addedLatencyMs: 200, retryAfterMs: 50 });
+    expect(load(" ").faultProfile).toBeUndefined();
+    expect(loadToolConfig("billing", { port: 1, metricsPort: 2 }, auth).faultProfile).toBeUndefined();
+    expect(describeConfig(load('{"errorRate": 0.3, "methods": ["GetOrder"]}')).faultProfile).toEqual({
+      added_latency_ms: 0,
+      response_delay_ms: 0,
+      error_rate: 0.3,
+      outage: false,
+      retry_after_ms: 0,
+      methods: ["GetOrder"],
+    });
+  });
+
+  it("refuses a malformed fault profile with one line naming the variable and the fault", () => {
+    const error = (profile: string) => {
+      try {
+        loadToolConfig("billing", { port: 1, metricsPort: 2 }, { ...auth, LOOPGUARD_FAULT_PROFILE: profile });
+      } catch (e) {
+        expect(e).toBeInstanceOf(ConfigError);
+        return (e as Error).message;
+      }
+      throw new Error(`accepted ${profile}`);
+    };
+    expect(error("{errorRate: 0.3}")).toMatch(/^LOOPGUARD_FAULT_PROFILE: not a fault profile: .*JSON/);
+    expect(error('{"errorRate": 1.5}')).toBe("LOOPGUARD_FAULT_PROFILE: error_rate: must be greater than or equal to 0 and less than or equal to 1");
+    expect(error('{"errorRatio": 0.3}')).toMatch(/^LOOPGUARD_FAULT_PROFILE: not a fault profile: .*"errorRatio" is unknown/);
+    expect(error('{"errorRate": "a lot"}')).toMatch(/^LOOPGUARD_FAULT_PROFILE: not a fault profile: /);
+    expect(error('{"addedLatencyMs": 120000}')).toMatch(/^LOOPGUARD_FAULT_PROFILE: added_latency_ms: must be less than or equal to 60000$/);
+    for (const profile of ["{", '{"errorRate": 1.5}', '{"errorRatio": 0.3}']) expect(error(profile)).not.toContain("\n");
   });
 });

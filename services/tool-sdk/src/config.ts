@@ -2,7 +2,9 @@
 // process before it binds anything. Names are prefixed by the tool, e.g. BILLING_PORT.
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import type { FaultProfile } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { type KeyError, type SigningKey, signingKeyFromJwk } from "./auth.js";
+import { faultSummary, parseFaultProfile } from "./faults.js";
 import { type BoundKeySet, publicKeySet } from "./key-bindings.js";
 import { type LogLevel, parseLogLevel } from "./logger.js";
 
@@ -36,7 +38,12 @@ export interface ToolConfig {
    */
   readonly breakGlass: boolean;
   readonly logLevel: LogLevel;
+  /** LOOPGUARD_FAULT_PROFILE: faults in force from the start (drills, a release rehearsal's bad version); none when unset. */
+  readonly faultProfile?: FaultProfile;
 }
+
+/** The variable that sets a fault profile at start, in the JSON form SetFaults takes. */
+export const FAULT_PROFILE_ENV = "LOOPGUARD_FAULT_PROFILE";
 
 export class ConfigError extends Error {
   override readonly name = "ConfigError";
@@ -81,6 +88,16 @@ function logLevel(raw: string | undefined): LogLevel {
     return parseLogLevel(raw);
   } catch (error) {
     throw new ConfigError((error as Error).message);
+  }
+}
+
+function readFaultProfile(env: Env): FaultProfile | undefined {
+  const raw = env[FAULT_PROFILE_ENV];
+  if (raw === undefined || raw.trim() === "") return undefined;
+  try {
+    return parseFaultProfile(raw);
+  } catch (error) {
+    throw new ConfigError(`${FAULT_PROFILE_ENV}: ${(error as Error).message}`);
   }
 }
 
@@ -161,6 +178,7 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
   }
   const prefix = envPrefixOf(tool);
   const maxStreams = integer(env, `${prefix}_MAX_STREAMS`, defaults.maxStreams ?? 256, 1, 1_000_000);
+  const faults = readFaultProfile(env);
   return Object.freeze({
     tool,
     host: env[`${prefix}_HOST`] || "127.0.0.1",
@@ -177,11 +195,12 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
     ...(env.LOOPGUARD_JWKS_FILE ? { publicKeysFile: env.LOOPGUARD_JWKS_FILE } : {}),
     breakGlass: onOff(env, `${prefix}_BREAK_GLASS`),
     logLevel: logLevel(env.LOG_LEVEL),
+    ...(faults ? { faultProfile: faults } : {}),
   });
 }
 
 /** The config as it may be logged: public keys by id only. */
 export function describeConfig(config: ToolConfig): Record<string, unknown> {
-  const { publicKeys, ...rest } = config;
-  return { ...rest, publicKeys: publicKeys.keys.map((k) => k.kid) };
+  const { publicKeys, faultProfile, ...rest } = config;
+  return { ...rest, publicKeys: publicKeys.keys.map((k) => k.kid), ...(faultProfile ? { faultProfile: faultSummary(faultProfile) } : {}) };
 }

@@ -1,8 +1,11 @@
-// Fault injection for drills, switchable at run time through ToolAdminService.SetFaults:
-// added latency, a random error rate, a full outage, or answers held back after the handler ran
-// (a lost response: the effect happened, the caller does not know), optionally for some methods.
-import { create } from "@bufbuild/protobuf";
+// Fault injection for drills, switchable at run time through ToolAdminService.SetFaults, or set at
+// start from LOOPGUARD_FAULT_PROFILE (the same profile as JSON, e.g. a release rehearsal's
+// deliberately bad image): added latency, a random error rate, a full outage, or answers held back
+// after the handler ran (a lost response: the effect happened, the caller does not know),
+// optionally for some methods.
+import { create, fromJsonString } from "@bufbuild/protobuf";
 import { type FaultProfile, FaultProfileSchema } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { violationsOf } from "./validation.js";
 
 export type FaultKind = "latency" | "error" | "outage";
 
@@ -38,4 +41,26 @@ export class FaultSwitch {
     const fail = p.outage ? "outage" : p.errorRate > 0 && this.random() < p.errorRate ? "error" : undefined;
     return { delayMs: p.addedLatencyMs, responseDelayMs: p.responseDelayMs, fail, retryAfterMs };
   }
+}
+
+/**
+ * A fault profile from its JSON form (protobuf JSON of FaultProfile, as SetFaults takes it, e.g.
+ * `{"errorRate": 0.3, "methods": ["GetOrder"]}`), checked against the contract's rules. Throws an
+ * Error whose message is one line saying what is wrong.
+ */
+export function parseFaultProfile(json: string): FaultProfile {
+  let profile: FaultProfile;
+  try {
+    profile = fromJsonString(FaultProfileSchema, json);
+  } catch (error) {
+    throw new Error(`not a fault profile: ${(error as Error).message.replace(/^cannot decode message [\w.]+ from JSON: /, "")}`);
+  }
+  const violations = violationsOf(FaultProfileSchema, profile);
+  if (violations.length > 0) throw new Error(violations.map((v) => `${v.field}: ${v.description}`).join("; "));
+  return profile;
+}
+
+/** What a log line says about a profile. */
+export function faultSummary(p: FaultProfile): Record<string, unknown> {
+  return { added_latency_ms: p.addedLatencyMs, response_delay_ms: p.responseDelayMs, error_rate: p.errorRate, outage: p.outage, retry_after_ms: p.retryAfterMs, methods: p.methods };
 }

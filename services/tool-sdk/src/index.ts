@@ -12,10 +12,10 @@ export {
   withBinding,
 } from "./key-bindings.js";
 export { acceptableIssuerUrl, DEFAULT_OIDC_ROLES_CLAIM, type OidcSettings, OidcVerifier } from "./oidc.js";
-export { irreversibleMethodOf, irreversibleScopes, orchestratorScopes, PEOPLE, type PersonRole, personScopes } from "./people.js";
+export { irreversibleMethodOf, irreversibleScopes, orchestratorScopes, PEOPLE, type PersonRole, personScopes, readOnlyToolScopes, SMOKE_SUBJECT } from "./people.js";
 export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
-export { ConfigError, describeConfig, envPrefixOf, type LoadOptions, loadToolConfig, readPublicKeys, readSigningKey, type ToolConfig, type ToolDefaults } from "./config.js";
+export { ConfigError, describeConfig, envPrefixOf, FAULT_PROFILE_ENV, type LoadOptions, loadToolConfig, readPublicKeys, readSigningKey, type ToolConfig, type ToolDefaults } from "./config.js";
 export {
   ADMIN_TOOL_NAME,
   audienceOf,
@@ -49,7 +49,7 @@ export {
   ToolError,
   type ToolErrorOptions,
 } from "./errors.js";
-export { FaultSwitch } from "./faults.js";
+export { FaultSwitch, faultSummary, parseFaultProfile } from "./faults.js";
 export { checkHealth, type HealthStatus, waitUntilServing } from "./health-client.js";
 export { discoverServices, manifestDefaults, readManifest, type ServiceKind, type ServiceSpec } from "./manifest.js";
 export { createLogger, type LogFields, type Logger, type LogLevel } from "./logger.js";
@@ -59,6 +59,7 @@ export { CallError, createRawClient, type RawCallOptions, type RawClient } from 
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
 export { runTool } from "./run.js";
+export { allowedFailures, describeSmoke, minCallsToJudge, runSmoke, type SmokeCall, smokeCallOf, smokeCount, type SmokeOptions, smokePassed, type SmokeResult, smokeToken } from "./smoke.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallFn, compose, type Interceptor, type ServerCall } from "./server/interceptor.js";
 export { type CallContext, type HttpRoute, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer, type UnaryInvoker } from "./serve.js";

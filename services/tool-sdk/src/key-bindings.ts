@@ -4,9 +4,14 @@
 import { createPublicKey, type KeyObject, type JsonWebKey as NodeJwk } from "node:crypto";
 import type { JSONWebKeySet, JWK } from "jose";
 import { isEd25519, KeyError, TOKEN_ALGORITHM } from "./auth.js";
+import { readOnlyToolScopes } from "./people.js";
 
-/** What a key is for: the orchestrator (tool calls of sessions), a person, or a person's break-glass key. */
-export const KEY_ROLES = ["orchestrator", "person", "break-glass"] as const;
+/**
+ * What a key is for: the orchestrator (tool calls of sessions), a person, a person's break-glass
+ * key, or a probe (a release's synthetic checks), whose tokens every service accepts on read-only
+ * methods only.
+ */
+export const KEY_ROLES = ["orchestrator", "person", "break-glass", "probe"] as const;
 export type KeyRole = (typeof KEY_ROLES)[number];
 
 export interface KeyBinding {
@@ -71,6 +76,11 @@ export function bindingProblem(binding: { role?: unknown; subject?: unknown; sco
     return `loopguard_scopes must be an array of scopes (no spaces; "*" or a prefix ending in "*" for patterns), got ${JSON.stringify(scopes)}`;
   }
   if (role === "orchestrator" && !subject.startsWith("session:")) return `an orchestrator key signs for sessions only: its loopguard_subject must be "session:*", got "${subject}"`;
+  if (role === "probe") {
+    const readOnly = readOnlyToolScopes();
+    const other = (scopes as string[]).find((scope) => !readOnly.includes(scope));
+    if (other !== undefined) return `a probe key may hold read-only scopes only (${readOnly.join(" ")}), not "${other}"`;
+  }
   if (role !== "orchestrator" && !subject.endsWith("*") && RESERVED_PERSON_SUBJECTS.some((p) => subject.startsWith(p))) {
     return `a ${role} key may not claim "${subject}": subjects starting with ${RESERVED_PERSON_SUBJECTS.join(" or ")} are the orchestrator's and the identity provider's`;
   }

@@ -1,14 +1,15 @@
 // The local suite's keys, under the data folder, checked on every `pnpm start`: the orchestrator's
 // signing key (tool calls of sessions), one key per local person (requester, approver, operator),
-// and the JWKS of their public halves, each bound to its role, subject and scopes, that every
-// service verifies with. Clusters mount their own from Secrets (`pnpm keys`).
+// the release's probe key (smoke calls, read-only methods only), and the JWKS of their public
+// halves, each bound to its role, subject and scopes, that every service verifies with. Clusters
+// mount their own from Secrets (`pnpm keys`).
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { newKeyPair, type SigningKey } from "./auth.js";
 import { ConfigError, readPublicKeys, readSigningKey } from "./config.js";
 import { type BoundKeySet, bindingOf, type KeyBinding, scopeBeyond, scopeMatcher, withBinding } from "./key-bindings.js";
-import { orchestratorScopes, PEOPLE, type PersonRole, personScopes } from "./people.js";
+import { orchestratorScopes, PEOPLE, type PersonRole, personScopes, readOnlyToolScopes, SMOKE_SUBJECT } from "./people.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -20,6 +21,8 @@ export interface LocalKeys {
   readonly orchestrator: string;
   /** Each local person's private key, e.g. people.approver = <dir>/approver.jwk. */
   readonly people: Readonly<Record<PersonRole, string>>;
+  /** The release's probe key (`pnpm release` smoke calls): subject release-smoke, the tools' read-only scopes. */
+  readonly smoke: string;
 }
 
 export function localKeyPaths(dataDir: string): LocalKeys {
@@ -29,6 +32,7 @@ export function localKeyPaths(dataDir: string): LocalKeys {
     jwks: join(dir, "jwks.json"),
     orchestrator: join(dir, "orchestrator.jwk"),
     people: Object.fromEntries(PEOPLE.map((p) => [p, join(dir, `${p}.jwk`)])) as Record<PersonRole, string>,
+    smoke: join(dir, "smoke.jwk"),
   };
 }
 
@@ -38,6 +42,7 @@ function localBindings(): [string, KeyBinding][] {
   return [
     ["orchestrator", { role: "orchestrator", subject: "session:*", scopes: orchestratorScopes() }],
     ...PEOPLE.map((p): [string, KeyBinding] => [p, { role: "person", subject: p, scopes: scopes[p] }]),
+    ["smoke", { role: "probe", subject: SMOKE_SUBJECT, scopes: readOnlyToolScopes() }],
   ];
 }
 

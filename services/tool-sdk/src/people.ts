@@ -33,14 +33,22 @@ export function orchestratorScopes(): readonly string[] {
   return requiredScopesOf(toolServicesOf(contractFiles));
 }
 
+/** The scopes of the tools' read-only methods, none an irreversible method's too: what may be read without acting. */
+export function readOnlyToolScopes(): readonly string[] {
+  const irreversible = irreversibleScopes();
+  const readOnly = toolServicesOf(contractFiles).flatMap((s) => s.methods.map(methodPolicy).filter((p) => p.effect === Effect.READ_ONLY && p.requiredScope !== ""));
+  return [...new Set(readOnly.map((p) => p.requiredScope))].filter((s) => !irreversible.has(s));
+}
+
+/** The subject the release's synthetic checks (smoke calls) claim, with a probe key of their own. */
+export const SMOKE_SUBJECT = "release-smoke";
+
 /** The scopes of each person role. None holds an irreversible method's scope: only the orchestrator moves money, bound to one request. */
 export function personScopes(): Readonly<Record<PersonRole, readonly string[]>> {
   const tools = toolServicesOf(contractFiles);
-  const irreversible = irreversibleScopes();
-  const readOnly = new Set(tools.flatMap((s) => s.methods.map(methodPolicy).filter((p) => p.effect === Effect.READ_ONLY && p.requiredScope !== "")).map((p) => p.requiredScope));
   return {
     requester: ["sessions:read", "sessions:write", ...requiredScopesOf(tools).map((s) => `grant:${s}`)],
     approver: ["sessions:read", "approvals:write"],
-    operator: ["sessions:read", "sessions:write", "sessions:admin", "tool:admin", ...[...readOnly].filter((s) => !irreversible.has(s))],
+    operator: ["sessions:read", "sessions:write", "sessions:admin", "tool:admin", ...readOnlyToolScopes()],
   };
 }

@@ -29,7 +29,9 @@ import { HealthImplementation } from "grpc-health-check";
 import { methodDefinition } from "./bridge.js";
 import { Effect, errorReasons, maxRequestBytesOf, methodPolicy, servicePolicy } from "./contract.js";
 import { status, ToolError, toServiceError } from "./errors.js";
-import { FaultSwitch } from "./faults.js";
+import { ConfigError, FAULT_PROFILE_ENV } from "./config.js";
+import { FaultSwitch, faultSummary } from "./faults.js";
+import type { FaultProfile } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import type { Logger } from "./logger.js";
 import type { BoundKeySet } from "./key-bindings.js";
 import { ServerMetrics } from "./metrics.js";
@@ -126,6 +128,8 @@ export interface ServeOptions {
    * deadline and faults, inside the response contract check (first = outermost). See docs/tool-sdk.md.
    */
   readonly interceptors?: readonly Interceptor[];
+  /** Faults in force from the start (LOOPGUARD_FAULT_PROFILE); SetFaults replaces them as usual. */
+  readonly faultProfile?: FaultProfile;
 }
 
 export interface ToolServer {
@@ -183,6 +187,12 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   const metrics = options.metrics ?? new ServerMetrics(tool);
   const faults = new FaultSwitch();
   const log = options.logger;
+  if (options.faultProfile) {
+    const names = service.methods.map((m) => m.name);
+    const unknown = options.faultProfile.methods.filter((m) => !names.includes(m));
+    if (unknown.length > 0) throw new ConfigError(`${FAULT_PROFILE_ENV}: methods names ${unknown.join(", ")}, not a method of ${service.typeName} (${names.join(", ")})`);
+    faults.set(options.faultProfile);
+  }
   const verifier = new TokenVerifier(options.publicKeys, tool, {
     ...(options.publicKeysFile ? { file: options.publicKeysFile } : {}),
     ...(options.oidc ? { oidc: new OidcVerifier(options.oidc) } : {}),
@@ -302,7 +312,7 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     {
       setFaults: async (req: { profile?: unknown }, ctx: CallContext) => {
         faults.set(req.profile as never);
-        ctx.log.warn("fault profile changed", { faults: faultSummary(faults) });
+        ctx.log.warn("fault profile changed", { faults: faultSummary(faults.profile) });
         return { profile: faults.profile };
       },
       getFaults: async () => ({ profile: faults.profile }),
@@ -399,10 +409,6 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     break_glass: options.breakGlass ? "on" : "off",
   });
   if (options.breakGlass) log.warn("break-glass is on: irreversible methods accept break-glass tokens with a reason", { tool });
+  if (options.faultProfile) log.warn(`faults injected from the start (${FAULT_PROFILE_ENV})`, { tool, faults: faultSummary(faults.profile) });
   return toolServer;
-}
-
-function faultSummary(faults: FaultSwitch): Record<string, unknown> {
-  const p = faults.profile;
-  return { added_latency_ms: p.addedLatencyMs, response_delay_ms: p.responseDelayMs, error_rate: p.errorRate, outage: p.outage, retry_after_ms: p.retryAfterMs, methods: p.methods };
 }

@@ -34,15 +34,16 @@ beforeAll(() => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("the local people", () => {
-  it("are three key pairs (0600) beside the orchestrator's, each bound to its subject and scopes, none holding billing:refund", () => {
+  it("are three key pairs (0600) beside the orchestrator's and the release's probe, each bound to its subject and scopes, none holding billing:refund", () => {
     const bindings: Record<string, [unknown, unknown]> = Object.fromEntries(jwksOf(keys.jwks).keys.map((k) => [String(k.loopguard_subject), [k.loopguard_role, k.loopguard_scopes]]));
-    expect(Object.keys(bindings).sort()).toEqual(["approver", "operator", "requester", "session:*"]);
+    expect(Object.keys(bindings).sort()).toEqual(["approver", "operator", "release-smoke", "requester", "session:*"]);
+    expect(bindings["release-smoke"]).toEqual(["probe", ["kb:read", "billing:read", "risk:read"]]);
     expect(bindings["session:*"]).toEqual(["orchestrator", expect.arrayContaining(["kb:read", "billing:read", "billing:refund", "risk:read"])]);
     expect(bindings.approver).toEqual(["person", ["sessions:read", "approvals:write"]]);
     expect(bindings.requester).toEqual(["person", expect.arrayContaining(["sessions:read", "sessions:write", "grant:billing:refund"])]);
     expect(bindings.operator).toEqual(["person", expect.arrayContaining(["sessions:admin", "tool:admin", "billing:read"])]);
     for (const [, [role, scopes]] of Object.entries(bindings)) if (role === "person") expect(scopes).not.toContain("billing:refund");
-    for (const path of [keys.orchestrator, ...Object.values(keys.people)]) expect(statSync(path).mode & 0o777).toBe(0o600);
+    for (const path of [keys.orchestrator, ...Object.values(keys.people), keys.smoke]) expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
   it("upgrade an older folder: its operator key becomes the operator person, and a revoked local key is replaced, never trusted again", () => {
@@ -86,6 +87,8 @@ describe("pnpm mint-token", () => {
     expect([beyond.code, beyond.stderr]).toEqual([2, expect.stringMatching(/^mint-token: approver's key may not carry "kb:read"/)]);
     const unknown = await run("mint-token", ["--as", "mallory", "--scope", "kb:read"]);
     expect([unknown.code, unknown.stderr]).toEqual([2, expect.stringMatching(/^mint-token: no key for "mallory"/)]);
+    const probe = await run("mint-token", ["--as", "smoke", "--scope", "kb:read"]);
+    expect([probe.code, probe.stderr]).toEqual([2, "mint-token: smoke's key is a probe key: it signs the release's smoke calls (`pnpm smoke`), not people's tokens\n"]);
   });
 
   it("mints as the person --as (or LOOPGUARD_AS) names, with the subject the key is bound to; requester by default", async () => {
@@ -103,6 +106,13 @@ describe("pnpm keys", () => {
     for (const scope of ["billing:refund", "billing:*", "*"]) {
       const r = await run("keys", ["new", "--kid", "bob-1", "--role", "person", "--subject", "bob", "--scope", "kb:read", "--scope", scope, "--jwks", keys.jwks]);
       expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/^keys: a person's key may not hold .*billing\.Refund/)]);
+    }
+  });
+
+  it("refuses a probe key holding any but the tools' read-only scopes", async () => {
+    for (const scope of ["billing:refund", "sessions:read", "*"]) {
+      const r = await run("keys", ["new", "--kid", "probe-1", "--role", "probe", "--subject", "release-smoke", "--scope", scope, "--jwks", keys.jwks]);
+      expect([r.code, r.stderr]).toEqual([2, `keys: a probe key may hold read-only scopes only (kb:read billing:read risk:read), not "${scope}"\n`]);
     }
   });
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Key management for deployments. Every public key in the JWKS is bound to who may use it: a role
-// (orchestrator | person | break-glass), the subject its tokens must claim and the scopes they may carry.
+// (orchestrator | person | break-glass | probe), the subject its tokens must claim and the scopes they may carry.
 //   pnpm keys new --kid K --role R --subject S --scope SCOPE… [--private-out FILE] [--jwks FILE]
 //     an Ed25519 key pair: the private JWK (0600) for its one holder, the public half with its binding added to the JWKS.
 //   pnpm keys bind --kid K --role R --subject S --scope SCOPE… [--jwks FILE]   (re)binds a key already in the JWKS.
@@ -11,19 +11,20 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { KeyError, newKeyPair } from "../auth.js";
 import { bindingProblem, type KeyBinding, type KeyRole, publicKeySet, withBinding } from "../key-bindings.js";
-import { irreversibleMethodOf } from "../people.js";
+import { irreversibleMethodOf, readOnlyToolScopes, SMOKE_SUBJECT } from "../people.js";
 
 function fail(message: string): never {
   process.stderr.write(`keys: ${message}\n`);
   process.exit(2);
 }
 
-const USAGE = `usage: pnpm keys new --kid KID --role orchestrator|person|break-glass --subject S --scope SCOPE… [--private-out FILE] [--jwks FILE]
-       pnpm keys bind --kid KID --role orchestrator|person|break-glass --subject S --scope SCOPE… [--jwks FILE]
+const USAGE = `usage: pnpm keys new --kid KID --role orchestrator|person|break-glass|probe --subject S --scope SCOPE… [--private-out FILE] [--jwks FILE]
+       pnpm keys bind --kid KID --role orchestrator|person|break-glass|probe --subject S --scope SCOPE… [--jwks FILE]
        pnpm keys revoke --kid KID [--jwks FILE]
        pnpm keys remove --kid KID [--jwks FILE]
   an orchestrator key: --subject 'session:*' and the tool methods' scopes; a person: their name and scopes (never an irreversible method's);
-  a break-glass key: a person's name and the irreversible scope it may use, accepted only where <TOOL>_BREAK_GLASS=on
+  a break-glass key: a person's name and the irreversible scope it may use, accepted only where <TOOL>_BREAK_GLASS=on;
+  a probe key (a release's smoke calls): --subject ${SMOKE_SUBJECT} and read-only scopes (${readOnlyToolScopes().join(" ")}), accepted on read-only methods only
 `;
 
 type Values = { kid?: string; role?: string; subject?: string; scope?: string[]; "private-out"?: string; jwks?: string; help?: boolean };
@@ -87,7 +88,7 @@ function writeJwks(jwks: Jwks): void {
 
 /** The binding the command line asks for, checked. */
 function requestedBinding(): KeyBinding {
-  if (!values.role) fail("--role is required: orchestrator, person or break-glass");
+  if (!values.role) fail("--role is required: orchestrator, person, break-glass or probe");
   if (!values.subject) fail("--subject is required: the subject this key's tokens must claim ('session:*' for the orchestrator, a person's name otherwise)");
   const binding = { role: values.role as KeyRole, subject: values.subject, scopes: values.scope ?? [] };
   const problem = bindingProblem(binding);

@@ -72,13 +72,12 @@ try {
 }
 const { role, subject } = person.binding;
 if (breakGlass && role !== "break-glass") fail(`${person.name}'s key is a ${role} key; --break-glass needs a break-glass key (\`pnpm keys new --role break-glass …\`)`);
-if (!breakGlass && role !== "person") {
-  fail(
-    role === "break-glass"
-      ? `${person.name}'s key is for break-glass only: add --break-glass --reason "why"`
-      : `${person.name}'s key is the orchestrator's: it signs sessions' tool calls, not people's tokens`,
-  );
-}
+const notPerson: Record<string, string> = {
+  "break-glass": `${person.name}'s key is for break-glass only: add --break-glass --reason "why"`,
+  orchestrator: `${person.name}'s key is the orchestrator's: it signs sessions' tool calls, not people's tokens`,
+  probe: `${person.name}'s key is a probe key: it signs the release's smoke calls (\`pnpm smoke\`), not people's tokens`,
+};
+if (!breakGlass && role !== "person") fail(notPerson[role]!);
 for (const scope of scopes) {
   const method = irreversibleMethodOf(scope);
   if (method && !breakGlass) {

@@ -4,7 +4,8 @@ import { Metadata } from "@grpc/grpc-js";
 import { KbSearchService, SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { describe, expect, it } from "vitest";
 import { BillingService, RefundReason, RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { type Caller, requestDigest } from "../auth.js";
+import { type Caller, mintToken, newKeyPair, requestDigest, signingKeyFromJwk } from "../auth.js";
+import { publicKeySet, withBinding } from "../key-bindings.js";
 import { status, ToolError } from "../errors.js";
 import { FaultSwitch } from "../faults.js";
 import { createLogger } from "../logger.js";
@@ -88,6 +89,25 @@ describe("authStage", () => {
 
   it("hands on the verified caller", async () => {
     await expect(stage(withToken(await testToken({ scopes: ["kb:read"], subject: "agent-7" })))).resolves.toBe("agent-7");
+  });
+
+  it("lets a probe's token (synthetic checks) call read-only methods only, even one whose scope it carries", async () => {
+    const pair = newKeyPair("test-probe");
+    const probeVerifier = new TokenVerifier(publicKeySet({ keys: [withBinding(pair.publicJwk, { role: "probe", subject: "release-smoke", scopes: ["billing:read"] })] }), "billing");
+    const token = await mintToken(signingKeyFromJwk(pair.privateJwk), { subject: "release-smoke", audience: "billing", scopes: ["billing:read"] });
+    // Refund stands for a write method that requires a read-only method's scope: the effect decides, not the scope's name.
+    const through = (m: typeof BillingService.method.getOrder | typeof BillingService.method.refund) => {
+      const metadata = new Metadata();
+      metadata.set("authorization", `Bearer ${token}`);
+      return authStage(probeVerifier, "billing", m, "billing:read")(async (call) => call.caller?.role)(testCall({ method: m, metadata }));
+    };
+    await expect(through(BillingService.method.getOrder)).resolves.toBe("probe");
+    const error = await refusal(through(BillingService.method.refund));
+    expect([error.code, error.reason, error.message]).toEqual([
+      status.PERMISSION_DENIED,
+      "SCOPE_MISSING",
+      "Refund is not read-only: a probe's token (synthetic checks) may call read-only methods only",
+    ]);
   });
 });
 

@@ -6,6 +6,7 @@ import { SpanStatusCode } from "@opentelemetry/api";
 import { CredentialsError, requestDigest } from "../auth.js";
 import type { TokenVerifier } from "../token-verifier.js";
 import { envPrefixOf } from "../config.js";
+import { Effect, methodPolicy } from "../contract.js";
 import { INTERNAL_MESSAGE, status, ToolError } from "../errors.js";
 import { type FaultDecision, type FaultSwitch, NO_FAULT } from "../faults.js";
 import type { Logger } from "../logger.js";
@@ -104,8 +105,12 @@ function bearerToken(value: unknown): string | undefined {
   return /^Bearer\s+(\S+)$/i.exec(value)?.[1];
 }
 
-/** The bearer token must verify (audience: this tool) and carry the method's required scope. */
+/**
+ * The bearer token must verify (audience: this tool) and carry the method's required scope; a
+ * probe's token (synthetic checks) reaches read-only methods only, whatever scopes it carries.
+ */
 export function authStage(verifier: TokenVerifier, tool: string, method: DescMethod, requiredScope: string): Interceptor {
+  const readOnly = methodPolicy(method).effect === Effect.READ_ONLY;
   return (next) => async (call) => {
     const token = bearerToken(call.metadata.get("authorization")[0]);
     if (!token) throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", "missing bearer token in the authorization metadata");
@@ -117,6 +122,9 @@ export function authStage(verifier: TokenVerifier, tool: string, method: DescMet
     }
     if (requiredScope && !call.caller.scopes.has(requiredScope)) {
       throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} requires scope "${requiredScope}"`, { metadata: { required_scope: requiredScope } });
+    }
+    if (call.caller.role === "probe" && !readOnly) {
+      throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} is not read-only: a probe's token (synthetic checks) may call read-only methods only`);
     }
     return await next(call);
   };

@@ -1,0 +1,50 @@
+// A recording `kubectl` for the release's tests, where no cluster can run: it appends each call's
+// argv and stdin to calls.jsonl in FAKE_KUBECTL_DIR and answers from that folder's scenario.json —
+// Prometheus answers recorded from a real Prometheus (test/fixtures/prometheus, one set per gate in
+// order: good, bad, empty, or "error" for a proxy that fails), each smoke Job's outcome in order,
+// Deployments always Ready, and the Rollout's status. Anything else it was not told about fails.
+import { appendFileSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+const dir = process.env.FAKE_KUBECTL_DIR;
+const args = process.argv.slice(2);
+const stdin = args.includes("-f") ? readFileSync(0, "utf8") : "";
+const scenario = JSON.parse(readFileSync(join(dir, "scenario.json"), "utf8"));
+const earlier = readFileSync(join(dir, "calls.jsonl"), { encoding: "utf8", flag: "a+" })
+  .split("\n")
+  .filter(Boolean)
+  .map((line) => JSON.parse(line));
+appendFileSync(join(dir, "calls.jsonl"), `${JSON.stringify({ args, stdin })}\n`);
+// The gate a call belongs to: the smoke Jobs created so far.
+const gate = earlier.filter((call) => call.args.includes("create")).length - (args.includes("create") ? 0 : 1);
+
+function fail(message) {
+  process.stderr.write(`${message}\n`);
+  process.exit(1);
+}
+
+if (args.includes("--raw")) {
+  const query = new URL(`http://proxy${args[args.indexOf("--raw") + 1]}`).searchParams.get("query") ?? "";
+  const set = scenario.prometheus[gate];
+  if (set === "error") fail('Error from server (ServiceUnavailable): no endpoints available for service "prometheus-operated"');
+  process.stdout.write(readFileSync(join(scenario.fixtures, `${set}-${query.includes("histogram_quantile") ? "p95" : "error-ratio"}.json`), "utf8"));
+} else if (args.includes("create")) {
+  process.stdout.write(`job.batch/${JSON.parse(stdin).metadata.name} created\n`);
+} else if (args.includes("get") && args.includes("job")) {
+  process.stdout.write(JSON.stringify({ status: { conditions: [{ type: scenario.jobs[gate], status: "True" }] } }));
+} else if (args.includes("logs")) {
+  process.stdout.write(
+    scenario.jobs[gate] === "Complete"
+      ? "smoke billing GetOrder: 0 of 400 calls failed, 6 allowed at a 0.5 % error rate; p95 3.1 ms → billing-preview.loopguard.svc.cluster.local:50062\n"
+      : "smoke billing GetOrder: 131 of 400 calls failed (UNAVAILABLE × 131), 6 allowed at a 0.5 % error rate; p95 2.8 ms → billing-preview.loopguard.svc.cluster.local:50062\n",
+  );
+} else if (args.includes("get") && args.includes("deployments.apps")) {
+  const ready = { observedGeneration: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2 };
+  process.stdout.write(JSON.stringify({ metadata: { generation: 2 }, spec: { replicas: 2 }, status: ready }));
+} else if (args.includes("get") && args.includes("rollouts.argoproj.io")) {
+  process.stdout.write(JSON.stringify(scenario.rollout));
+} else if (args.includes("patch")) {
+  process.stdout.write(`${args[args.indexOf("patch") + 1]}/${args[args.indexOf("patch") + 2]} patched\n`);
+} else {
+  fail(`fake kubectl: no answer for ${args.join(" ")}`);
+}

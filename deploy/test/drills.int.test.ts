@@ -100,15 +100,15 @@ afterAll(() => {
 });
 
 describe("pnpm drill (small sizes)", () => {
-  it("kill-tool kb-search --kill all: sessions end on cached or degraded answers; the dead tool gets at most 1.2 attempts per call offered", async () => {
+  it("kill-tool kb-search --kill all: sessions park while it is dead and answer live or from the cache once it is back; the dead tool gets at most 1.2 attempts per call offered", async () => {
     const report = await drill("kill-tool", "--tool", "kb-search", "--sessions", "80", "--duration", "4");
     expectNothingLost(report);
-    expect(report.success_rate).toBeGreaterThanOrEqual(0.95);
+    expect(report.success_rate).toBeGreaterThanOrEqual(0.995);
+    expect(report.done_live + report.done_cached).toBe(report.outcomes.succeeded);
+    expect(report.parks).toBeGreaterThan(0);
     expect(report.dead_windows).toHaveLength(1);
     expect(report.calls_offered_while_down).toBeGreaterThan(0);
     expect(report.calls_reaching_dead_tool!).toBeLessThanOrEqual(1.2 * report.calls_offered_while_down!);
-    expect(report.done.cache + report.done.degraded).toBeGreaterThan(0);
-    expect(report.fallbacks_served["kb-search"]).toBeGreaterThan(0);
     await noContainersLeft();
   }, 300_000);
 
@@ -117,6 +117,8 @@ describe("pnpm drill (small sizes)", () => {
     expectNothingLost(report);
     expect(report.refund_sessions).toBe(60);
     expect(report.side_effects.refundsInLedger).toBe(report.side_effects.refundsReported);
+    // Every refund but the high-risk one (approved by the drill's approver when billing lets it) is made.
+    expect(report.side_effects.refundsInLedger).toBeGreaterThanOrEqual(59);
     expect(sessionLines(report).filter((s) => s.needs_approval)).toHaveLength(1);
     expect(report.calls_reaching_dead_tool).toBeNull();
   }, 300_000);

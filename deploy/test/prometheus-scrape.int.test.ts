@@ -201,11 +201,9 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
   });
 
   it("scrapes from the orchestrator every metric the agents' alerts read, with the labels they select on", async () => {
-    // The orchestrator's parking work (issue 20) adds these two; this list must shrink to empty when it lands.
-    const pending = ["loopguard_approvals_overdue", "loopguard_sessions_parked_near_deadline"];
     const read = new Set(agentRuleGroup().rules.flatMap((r) => String(r.expr).match(/\bloopguard_[a-z_]+/g) ?? []));
     const exported = new Set([...(await (await fetch(orchestratorMetrics)).text()).matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
-    expect([...read].filter((name) => !exported.has(name)).sort()).toEqual(pending);
+    expect([...read].filter((name) => !exported.has(name)).sort()).toEqual([]);
     const stops = await eventually("stop reasons of the ended sessions", async () => {
       const result = await query('sum by (stop_reason) (loopguard_session_stops_total{job="orchestrator"})');
       return result.length > 0 ? result : undefined;

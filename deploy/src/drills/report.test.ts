@@ -20,6 +20,8 @@ function outcome(partial: Partial<SessionOutcome> & { records?: string[] }): Ses
     sessionId: "ses_1",
     state: "DONE",
     stopReason: "done",
+    outcome: "succeeded",
+    outcomeReason: "",
     answer: "",
     durationMs: 100,
     trace: records ? traceFacts(records) : traceFacts([]),
@@ -33,13 +35,13 @@ describe("traceFacts", () => {
   it("reads where each answer came from, the refunds observed, accepted answers and repeated steps", () => {
     const facts = traceFacts([
       step(1, { kind: "tool_calls" }),
-      step(2, { kind: "tool_call", name: "kb_search_search", served_from: "cache" }, { ok: true, data: { hits: [] } }),
+      step(2, { kind: "tool_call", name: "kb_search_search", served_from: "cache" }, { ok: true, ageMs: 840_000, data: { hits: [] } }),
       refundStep(3, "rf_AAAAAAAAAAAAAAAA"),
       step(4, { kind: "tool_call", name: "billing_refund", served_from: "none" }, { ok: false }),
       step(5, { kind: "final", accepted: true }),
       step(5, { kind: "final", accepted: true }),
     ]);
-    expect(facts).toEqual({ servedFrom: ["cache", "live", "none"], refundIds: ["rf_AAAAAAAAAAAAAAAA"], acceptedAnswers: 2, repeatedSteps: 1 });
+    expect(facts).toEqual({ servedFrom: ["cache", "live", "none"], refundIds: ["rf_AAAAAAAAAAAAAAAA"], acceptedAnswers: 2, repeatedSteps: 1, cacheAgesMs: [840_000] });
   });
 });
 
@@ -97,6 +99,7 @@ describe("computeReport", () => {
     ],
     faults: [],
     approvalsResolved: 1,
+    parks: 7,
     boundMs: 90_000,
     runtimeMs: 1234.5,
     runnerCpuMs: 99.6,
@@ -104,26 +107,36 @@ describe("computeReport", () => {
     notes: [],
   };
 
-  it("counts sessions ended, lost and hung; success is done ÷ started with cache and degraded answers apart", () => {
+  it("counts sessions ended, lost and hung; success is the sessions that succeeded ÷ started: a degraded answer or an undone task is no success", () => {
+    const cached = (ageMs: number) => step(2, { kind: "tool_call", served_from: "cache" }, { ok: true, ageMs });
     const report = computeReport({
       ...base,
       outcomes: [
         outcome({ records: [step(2, { kind: "tool_call", served_from: "live" })], durationMs: 100 }),
-        outcome({ records: [step(2, { kind: "tool_call", served_from: "cache" })], durationMs: 200 }),
-        outcome({ records: [step(2, { kind: "tool_call", served_from: "degraded" })], durationMs: 300 }),
-        outcome({ state: "FAILED", stopReason: "deadline", durationMs: 400 }),
-        outcome({ state: "THINKING", stopReason: "", durationMs: 500 }),
+        outcome({ records: [cached(60_000)], durationMs: 200 }),
+        outcome({ records: [cached(1000), cached(3000)], durationMs: 200 }),
+        outcome({ records: [step(2, { kind: "tool_call", served_from: "degraded" })], outcome: "partial", outcomeReason: "degraded: kb_search_search", durationMs: 300 }),
+        outcome({ outcome: "not_done", outcomeReason: "no_effect: billing_refund", durationMs: 300 }),
+        outcome({ state: "FAILED", stopReason: "tool_unavailable", outcome: "not_done", outcomeReason: "tool_unavailable", durationMs: 400 }),
+        outcome({ state: "PARKED", stopReason: "", outcome: "", durationMs: 500 }),
         outcome({ sessionId: undefined, state: undefined, durationMs: undefined, trace: undefined }),
       ],
     });
     expect(report).toMatchObject({
-      sessions_started: 6,
-      sessions_ended: 4,
+      sessions_started: 8,
+      sessions_ended: 6,
       sessions_lost: 1,
       sessions_hung: 1,
-      success_rate: 0.5,
-      done: { live: 1, cache: 1, degraded: 1 },
-      stop_reasons: { done: 3, deadline: 1 },
+      success_rate: 0.375,
+      outcomes: { succeeded: 3, partial: 1, not_done: 2 },
+      done_live: 1,
+      done_cached: 2,
+      done_cached_age_ms: { p50: 3000, max: 60_000 },
+      done_degraded: 1,
+      not_done: { "no_effect: billing_refund": 1, tool_unavailable: 1, "hung in PARKED": 1, lost: 1 },
+      done: { live: 2, cache: 2, degraded: 1 },
+      stop_reasons: { done: 5, tool_unavailable: 1 },
+      parks: 7,
       p50_ms: 200,
       p99_ms: 400,
     });

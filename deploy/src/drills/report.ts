@@ -18,10 +18,13 @@ export interface TraceFacts {
   readonly acceptedAnswers: number;
   /** Step numbers recorded more than once (two replicas driving one session). */
   readonly repeatedSteps: number;
+  /** Ages of the cached answers the session used. */
+  readonly cacheAgesMs: readonly number[];
 }
 
 export function traceFacts(records: readonly string[]): TraceFacts {
   const servedFrom: string[] = [];
+  const cacheAgesMs: number[] = [];
   const refundIds = new Set<string>();
   const steps = new Map<number, number>();
   let acceptedAnswers = 0;
@@ -29,17 +32,18 @@ export function traceFacts(records: readonly string[]): TraceFacts {
     const record = JSON.parse(line) as {
       step?: number;
       decision?: { kind?: string; served_from?: string; accepted?: boolean };
-      result?: { ok?: boolean; data?: { refund?: { refundId?: string } } } | null;
+      result?: { ok?: boolean; ageMs?: number; data?: { refund?: { refundId?: string } } } | null;
     };
     if (typeof record.step === "number") steps.set(record.step, (steps.get(record.step) ?? 0) + 1);
     if (record.decision?.kind === "final" && record.decision.accepted === true) acceptedAnswers += 1;
     if (record.decision?.kind === "tool_call" && record.decision.served_from) {
       servedFrom.push(record.decision.served_from);
+      if (record.decision.served_from === "cache") cacheAgesMs.push(record.result?.ageMs ?? 0);
       const refundId = record.result?.ok ? record.result.data?.refund?.refundId : undefined;
       if (refundId) refundIds.add(refundId);
     }
   }
-  return { servedFrom, refundIds: [...refundIds], acceptedAnswers, repeatedSteps: [...steps.values()].filter((n) => n > 1).length };
+  return { servedFrom, refundIds: [...refundIds], acceptedAnswers, repeatedSteps: [...steps.values()].filter((n) => n > 1).length, cacheAgesMs };
 }
 
 /** One session as the drill saw it at the end. */
@@ -51,6 +55,9 @@ export interface SessionOutcome {
   /** State at the end (e.g. "DONE"), or undefined when the session is missing. */
   readonly state: string | undefined;
   readonly stopReason: string;
+  /** What the user got, as the orchestrator says (succeeded, partial, not_done), and why when not succeeded; "" while it runs. */
+  readonly outcome: string;
+  readonly outcomeReason: string;
   readonly answer: string;
   /** Creation to the last update (its end, for an ended session), by the orchestrator's clock. */
   readonly durationMs: number | undefined;
@@ -173,6 +180,8 @@ export interface ReportInput {
   readonly deadWindows: readonly DeadWindow[];
   readonly faults: readonly FaultEvent[];
   readonly approvalsResolved: number;
+  /** Times sessions parked to wait for a tool (the orchestrators' transitions into PARKED). */
+  readonly parks: number;
   readonly boundMs: number;
   readonly runtimeMs: number;
   readonly runnerCpuMs: number;
@@ -189,12 +198,26 @@ export interface DrillReport {
   readonly sessions_lost: number;
   readonly sessions_hung: number;
   readonly sessions_ended_twice: number;
+  /** Sessions whose outcome is succeeded ÷ sessions started: a degraded answer or a session that did not do its task is not a success. */
   readonly success_rate: number;
   /** Sessions ending done, by where their tool answers came from. */
   readonly done: { readonly live: number; readonly cache: number; readonly degraded: number };
+  /** Sessions by outcome: succeeded, partial, not_done (and unknown: ended without one). */
+  readonly outcomes: Readonly<Record<string, number>>;
+  /** Succeeded sessions whose answers were all live. */
+  readonly done_live: number;
+  /** Succeeded sessions that used a cached answer, and the ages of the cached answers they used. */
+  readonly done_cached: number;
+  readonly done_cached_age_ms: { readonly p50: number | null; readonly max: number | null };
+  /** Ended sessions whose answer stands on a degraded answer (outcome partial). */
+  readonly done_degraded: number;
+  /** Sessions that did not do their task, by reason (lost and hung sessions included). */
+  readonly not_done: Readonly<Record<string, number>>;
   readonly stop_reasons: Readonly<Record<string, number>>;
   readonly refund_sessions: number;
   readonly approvals_resolved: number;
+  /** Times sessions parked to wait for a tool that was down (one session may park several times). */
+  readonly parks: number;
   readonly duplicate_side_effects: number;
   readonly lost_side_effects: number;
   readonly unowned_side_effects: number;
@@ -242,6 +265,27 @@ export function computeReport(input: ReportInput): DrillReport {
     else if (from.includes("cache")) done.cache += 1;
     else done.live += 1;
   }
+  const outcomeCounts: Record<string, number> = {};
+  const notDone: Record<string, number> = {};
+  const count = (into: Record<string, number>, key: string) => (into[key] = (into[key] ?? 0) + 1);
+  let doneLive = 0;
+  let doneDegraded = 0;
+  const cachedAges: number[] = [];
+  let doneCached = 0;
+  for (const o of outcomes) {
+    if (o.state === undefined) count(notDone, "lost");
+    else if (!TERMINAL.has(o.state)) count(notDone, `hung in ${o.state}`);
+    if (o.state === undefined || !TERMINAL.has(o.state)) continue;
+    count(outcomeCounts, o.outcome || "unknown");
+    const from = o.trace?.servedFrom ?? [];
+    if (o.outcome === "not_done") count(notDone, o.outcomeReason || o.stopReason);
+    else if (o.outcome === "partial" || from.includes("degraded")) doneDegraded += 1;
+    else if (o.outcome === "succeeded" && from.includes("cache")) {
+      doneCached += 1;
+      cachedAges.push(...(o.trace?.cacheAgesMs ?? []));
+    } else if (o.outcome === "succeeded") doneLive += 1;
+  }
+  cachedAges.sort((a, b) => a - b);
   const durations = ended
     .map((o) => o.durationMs)
     .filter((d): d is number => d !== undefined)
@@ -261,11 +305,18 @@ export function computeReport(input: ReportInput): DrillReport {
     sessions_lost: lost,
     sessions_hung: hung,
     sessions_ended_twice: twice,
-    success_rate: outcomes.length === 0 ? 0 : round((done.live + done.cache + done.degraded) / outcomes.length),
+    success_rate: outcomes.length === 0 ? 0 : round((outcomeCounts.succeeded ?? 0) / outcomes.length),
     done,
+    outcomes: outcomeCounts,
+    done_live: doneLive,
+    done_cached: doneCached,
+    done_cached_age_ms: { p50: percentile(cachedAges, 50) ?? null, max: cachedAges.at(-1) ?? null },
+    done_degraded: doneDegraded,
+    not_done: notDone,
     stop_reasons: stopReasons,
     refund_sessions: outcomes.filter((o) => o.kind === "refund").length,
     approvals_resolved: input.approvalsResolved,
+    parks: input.parks,
     duplicate_side_effects: input.audit.duplicate,
     lost_side_effects: input.audit.lost,
     unowned_side_effects: input.audit.unowned,
@@ -318,11 +369,15 @@ export function renderMarkdown(r: DrillReport, startedAt: Date): string {
     `| lost (never acknowledged, or gone from the store) | ${r.sessions_lost} |`,
     `| hung (not ended within ${(r.sessions_bound_ms / 1000).toFixed(0)} s) | ${r.sessions_hung} |`,
     `| ended twice | ${r.sessions_ended_twice} |`,
-    `| success rate (ended done ÷ started) | ${percent(r.success_rate)} |`,
-    `| done with live answers / from cache / degraded | ${r.done.live} / ${r.done.cache} / ${r.done.degraded} |`,
+    `| success rate (outcome succeeded ÷ started) | ${percent(r.success_rate)} |`,
+    `| succeeded live / from cache (age p50, max) / answered degraded | ${r.done_live} / ${r.done_cached} (${ms(r.done_cached_age_ms.p50)}, ${ms(r.done_cached_age_ms.max)}) / ${r.done_degraded} |`,
+    `| not done, by reason | ${counts(r.not_done)} |`,
+    `| outcomes | ${counts(r.outcomes)} |`,
+    `| ended done with live answers / from cache / degraded | ${r.done.live} / ${r.done.cache} / ${r.done.degraded} |`,
     `| stop reasons | ${counts(r.stop_reasons)} |`,
     `| session duration p50 / p95 / p99 | ${ms(r.p50_ms)} / ${ms(r.p95_ms)} / ${ms(r.p99_ms)} |`,
     `| approvals resolved by the second subject | ${r.approvals_resolved} |`,
+    `| times sessions parked to wait for a tool | ${r.parks} |`,
     "",
     "## Side effects (billing ledger)",
     "",

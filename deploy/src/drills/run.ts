@@ -15,7 +15,7 @@ import { createRawClient, methodPolicy, mintToken, type PersonRole, type RawClie
 import { docker } from "../docker.js";
 import { activePods, ContainerSuite, type Pod } from "../containers/suite.js";
 import { type DrillPeople, drillPeople } from "./people.js";
-import { breakerTransitions, MetricsSampler, toolCallFigures } from "./metrics.js";
+import { breakerTransitions, growth, MetricsSampler, toolCallFigures } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import type { KillMode } from "./pod-chaos.js";
 import { auditSideEffects, computeReport, type DeadWindow, type DrillReport, type FaultEvent, type LedgerRefund, renderMarkdown, type SessionOutcome, type ToolFigures, traceFacts } from "./report.js";
@@ -132,6 +132,8 @@ export function writeReport(ctx: RunContext, runId: string, startedAt: Date, col
       session_id: o.sessionId ?? null,
       state: o.state ?? "MISSING",
       stop_reason: o.stopReason,
+      outcome: o.outcome,
+      outcome_reason: o.outcomeReason,
       duration_ms: o.durationMs ?? null,
       served_from: o.trace?.servedFrom ?? [],
       refund_ids: o.trace?.refundIds ?? [],
@@ -494,6 +496,8 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
       sessionId: v?.sessionId,
       state: v?.state,
       stopReason: v?.stopReason ?? "",
+      outcome: v?.outcome ?? "",
+      outcomeReason: v?.outcomeReason ?? "",
       answer: v?.answer ?? "",
       durationMs: v ? Math.max(0, v.updatedAtMs - v.createdAtMs) : undefined,
       trace: records ? traceFacts(records) : undefined,
@@ -512,6 +516,7 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     deadWindows,
     faults,
     approvalsResolved: approver.resolved,
+    parks: growth(first, last, "loopguard_session_transitions_total", { to: "PARKED" }),
     boundMs,
     containers: cluster.replicas,
     notes,

@@ -41,6 +41,8 @@ export interface SessionView {
   readonly sessionId: string;
   readonly state: string;
   readonly stopReason: string;
+  readonly outcome: string;
+  readonly outcomeReason: string;
   readonly answer: string;
   readonly createdAtMs: number;
   readonly updatedAtMs: number;
@@ -51,6 +53,8 @@ function view(s: Session): SessionView {
     sessionId: s.sessionId,
     state: SessionState[s.state],
     stopReason: s.stopReason,
+    outcome: s.outcome?.kind ?? "",
+    outcomeReason: s.outcome?.reason ?? "",
     answer: s.answer,
     createdAtMs: s.createdAt ? timestampMs(s.createdAt) : 0,
     updatedAtMs: s.updatedAt ? timestampMs(s.updatedAt) : 0,

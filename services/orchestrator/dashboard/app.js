@@ -6,7 +6,7 @@
 const POLL_MS = 1000;
 const PAGE_SIZE = 50;
 const TOKEN_KEY = "loopguard.token";
-const STATES = ["IDLE", "THINKING", "TOOL_EXECUTING", "OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "DONE", "FAILED", "CANCELLED"];
+const STATES = ["IDLE", "THINKING", "TOOL_EXECUTING", "OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "PARKED", "DONE", "FAILED", "CANCELLED"];
 const TERMINAL = new Set(["DONE", "FAILED", "CANCELLED"]);
 const COUNT_LABELS = { TOOL_EXECUTING: "tool call", AWAITING_APPROVAL: "approval" };
 const PRESETS = {
@@ -207,6 +207,7 @@ function renderSessions(page) {
       h("td", { class: "mono", "data-testid": "cell-id", title: s.sessionId }, shortId(s.sessionId)),
       h("td", { "data-testid": "cell-state" }, stateChip(s.state)),
       h("td", { "data-testid": "cell-stop" }, s.stopReason || "—"),
+      h("td", { "data-testid": "cell-outcome", title: s.outcome?.reason ?? "" }, s.outcome ? `${s.outcome.kind}${s.outcome.reason ? ` (${s.outcome.reason})` : ""}` : "—"),
       h("td", { class: "num", "data-testid": "cell-steps" }, `${s.usage?.steps ?? 0}/${s.budget?.maxSteps ?? 0}`),
       h("td", { class: "num", "data-testid": "cell-health" }, healthBar(s.healthScore)),
       h("td", { class: "goal", "data-testid": "cell-goal", title: s.goal }, s.goal),
@@ -443,6 +444,7 @@ function renderDetail(detail) {
       { class: "detail-state" },
       h("span", { "data-testid": "detail-state" }, stateChip(s.state)),
       s.stopReason ? h("span", { class: "muted", "data-testid": "detail-stop" }, s.stopReason) : null,
+      s.outcome ? h("span", { class: "muted", "data-testid": "detail-outcome" }, `outcome: ${s.outcome.kind}${s.outcome.reason ? ` (${s.outcome.reason})` : ""}`) : null,
       healthBar(s.healthScore),
     ),
     h(
@@ -466,6 +468,17 @@ function renderDetail(detail) {
         h("strong", {}, `Waiting for approval of ${a.tool}: `),
         a.reason,
         h("code", { class: "approval-args" }, JSON.stringify(a.arguments ?? {})),
+      ),
+    );
+  }
+  if (s.parked) {
+    const p = s.parked;
+    body.push(
+      h(
+        "div",
+        { class: "callout warn", "data-testid": "detail-parked" },
+        h("strong", {}, `Waiting for ${p.tool}: `),
+        `${p.reason}; tried again at ${new Date(p.wakeAt).toLocaleTimeString()} (sooner if it recovers), parked ${p.attempts} time(s) since ${new Date(p.since).toLocaleTimeString()}`,
       ),
     );
   }

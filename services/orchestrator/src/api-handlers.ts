@@ -21,6 +21,7 @@ import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
 import { viewerOf } from "./session-access.js";
 import { type JsonObject, SessionQuotaExceededError, type SessionRecord, StoreUnavailableError } from "./session-store.js";
+import { pendingOf, storedOutcome } from "./session/data.js";
 import { sessionTraceId } from "./session/trace-id.js";
 
 export function toProtoState(state: SessionState): ProtoState {
@@ -67,6 +68,7 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
     traceId: sessionTraceId(s),
     healthScore: healthScore(s),
     createdBy: s.createdBy,
+    ...parkedAndOutcome(s),
     ...(approval && s.state === "AWAITING_APPROVAL"
       ? {
           pendingApproval: create(ApprovalSchema, {
@@ -80,6 +82,15 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
           }),
         }
       : {}),
+  };
+}
+
+function parkedAndOutcome(s: SessionRecord): Pick<MessageInitShape<typeof SessionSchema>, "parked" | "outcome"> {
+  const park = s.state === "PARKED" ? pendingOf(s).park : undefined;
+  const outcome = storedOutcome(s);
+  return {
+    ...(park ? { parked: { tool: park.tool, reason: park.reason, wakeAt: timestampFromMs(park.wakeAt), since: timestampFromMs(park.since), attempts: park.attempts } } : {}),
+    ...(outcome ? { outcome } : {}),
   };
 }
 

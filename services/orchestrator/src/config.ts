@@ -39,6 +39,8 @@ export interface OrchestratorConfig extends ToolConfig {
   readonly maxSessionsPerCaller: number;
   /** How often approvals that expired unanswered are ended. */
   readonly approvalSweepMs: number;
+  /** Parked sessions this replica wakes per second at most (a recovered tool's backlog comes back at this rate, in wake order). */
+  readonly wakePerSecond: number;
   readonly approvals: ApprovalRules;
   readonly openai: { readonly baseUrl: string; readonly model: string; readonly apiKey: string } | undefined;
   /** Where step traces are written as JSONL files. */
@@ -169,6 +171,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
     maxSessionsPerCaller: int(env, "ORCHESTRATOR_MAX_SESSIONS_PER_CALLER", DEFAULT_MAX_SESSIONS_PER_CALLER, 1, 1_000_000),
     approvalSweepMs: int(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", 1000, 50, 600_000),
+    wakePerSecond: int(env, "ORCHESTRATOR_WAKE_PER_SECOND", 50, 1, 10_000),
     approvals: {
       amounts: {
         entity: int(env, "APPROVAL_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amounts.entity, 0, MAX_AMOUNT),

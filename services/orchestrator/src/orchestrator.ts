@@ -2,7 +2,8 @@
 // with a SessionRunner, renews leases while it works, and serves the API operations. Several
 // replicas can share one PostgreSQL store; a replica that dies loses its leases and another
 // takes its sessions over. A session waiting for a human holds neither a slot nor a lease: an
-// approval makes it claimable again, and a periodic sweep (any replica's) ends expired ones.
+// approval makes it claimable again, and a periodic sweep (any replica's) ends expired ones. A
+// session parked for a tool holds neither: one query per tick wakes those due, at a bounded rate.
 // Watchers, cancels and claims wake on the store's change events, not by polling it.
 import { setTimeout as sleep } from "node:timers/promises";
 import { Effect, type Logger } from "@loopguard/tool-sdk";
@@ -14,7 +15,8 @@ import { type ApprovalAnswer, answerApproval, cancelSession, expireApprovals, ty
 import { newSessionId } from "./session/ids.js";
 import type { RunnerDeps } from "./session/kit.js";
 import { SessionMoves } from "./session/moves.js";
-import { claimable, LeaseKeeper, storeBackoffMs } from "./session/replica.js";
+import { outcomeOf } from "./session/outcome.js";
+import { claimable, LeaseKeeper, ParkedWaker, storeBackoffMs } from "./session/replica.js";
 import { SessionRunner } from "./session/runner.js";
 import { type WatchEvent, watchSession } from "./session/watch.js";
 import type { StartInput } from "./start-request.js";
@@ -40,6 +42,8 @@ export interface OrchestratorOptions extends Omit<RunnerDeps, "onStep" | "onCont
   readonly approvalSweepMs: number;
   /** A follower of a session reads it again after this long without an event (default 5 s). */
   readonly eventBackstopMs?: number;
+  /** Parked sessions woken per second at most (default 50). */
+  readonly wakePerSecond?: number;
 }
 
 export class Orchestrator {
@@ -53,6 +57,7 @@ export class Orchestrator {
   #timer: NodeJS.Timeout | undefined;
   #renewTimer: NodeJS.Timeout | undefined;
   #sweepTimer: NodeJS.Timeout | undefined;
+  readonly #waker: ParkedWaker;
   #stopListening: (() => void) | undefined;
   #sweeping = false;
   /** Consecutive failed claims and sweeps (store unavailable): claims back off, and each outage is logged once. */
@@ -70,11 +75,17 @@ export class Orchestrator {
 
   constructor(private readonly options: OrchestratorOptions) {
     const hooks = sessionHooks(options.log, options.metrics);
-    this.#moves = new SessionMoves({ ...options, ...hooks });
+    this.#moves = new SessionMoves({ ...options, ...hooks, outcomeOf: (ended) => outcomeOf(ended, options.rules) });
     this.#runner = new SessionRunner({ ...options, ...hooks }, this.#moves);
     this.#human = { registry: options.registry, moves: this.#moves, now: options.now, get: (id) => this.get(id), abort: (id) => this.#active.get(id)?.abort() };
     this.#events = new SessionEvents(options.store, options.eventBackstopMs);
     this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active);
+    this.#waker = new ParkedWaker({
+      ...options,
+      perSecond: options.wakePerSecond ?? 50,
+      free: () => (this.#stopping ? 0 : options.maxActiveSessions - this.#active.size - this.#starting),
+      drive: (session) => this.#drive(session),
+    });
   }
 
   get store(): SessionStore {
@@ -86,6 +97,7 @@ export class Orchestrator {
     this.#timer = setInterval(() => void this.#tick(), this.options.claimIntervalMs);
     this.#renewTimer = setInterval(() => void this.#leases.renew(), Math.max(100, Math.floor(this.options.leaseTtlMs / 3)));
     this.#sweepTimer = setInterval(() => void this.#sweepApprovals(), this.options.approvalSweepMs);
+    this.#waker.start();
     // A session let go elsewhere (created without a free slot, approved, released by a replica
     // that stops) is claimed on its event rather than at the next interval.
     this.#stopListening = this.#events.listen((event) => {
@@ -102,6 +114,7 @@ export class Orchestrator {
     clearInterval(this.#timer);
     clearInterval(this.#renewTimer);
     clearInterval(this.#sweepTimer);
+    this.#waker.stop();
     this.#stopListening?.();
     for (const controller of this.#active.values()) controller.abort();
     // Irreversible calls in flight are not cut off by the abort: wait for them to finish and be
@@ -166,7 +179,7 @@ export class Orchestrator {
           try {
             const last = await this.#runner.run(session.id, controller.signal, current);
             // Ended, waiting for a human (lease released by that move), or no longer ours.
-            if (!last || isTerminal(last.state) || last.state === "AWAITING_APPROVAL") break;
+            if (!last || isTerminal(last.state) || last.state === "AWAITING_APPROVAL" || last.state === "PARKED") break;
           } catch (error) {
             // A store outage pauses the session, never fails it: it resumes from what the store
             // holds once it answers (the lease, renewed meanwhile, keeps it ours).

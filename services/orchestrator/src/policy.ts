@@ -9,6 +9,8 @@ export interface ToolSpec {
   readonly description: string;
   /** JSON Schema (draft 2020-12 subset) of the arguments, derived from the request message and its rules. */
   readonly parameters: JsonObject;
+  /** Set while the tool's breaker is open: the host sends no call to it before this time (ISO 8601). */
+  readonly unavailableUntil?: string;
 }
 
 /** The result envelope of one tool call, as appended to the session and shown to the policy. */
@@ -21,12 +23,33 @@ export interface ResultEnvelope {
     readonly message: string;
     readonly retryable: boolean;
     readonly suggestedAction: string;
+    /** The tool's (or its breaker's) RetryInfo: no call before this long has passed. */
+    readonly retryAfterMs?: number;
   };
   /** World references the result depends on, e.g. ["kb:refund-policy@3", "order:ord_…@2"]. */
   readonly refs: readonly string[];
   readonly costMicros: number;
   readonly servedFrom: "live" | "cache" | "degraded" | "none";
+  /** When the data was true: now for a live answer, when it was given live for a cached one. */
   readonly observedAt: string;
+  /** A cached answer's age when it was served. */
+  readonly ageMs?: number;
+  /** The host's word on a fallback: why the live answer is missing, and what this answer is (and is not). */
+  readonly note?: string;
+}
+
+/** An age as people say it: "12 seconds", "14 minutes", "2 hours". */
+export function ageInWords(ms: number): string {
+  const units: [number, string][] = [
+    [3_600_000, "hour"],
+    [60_000, "minute"],
+    [1000, "second"],
+  ];
+  for (const [size, name] of units) {
+    const n = Math.floor(ms / size);
+    if (n >= 1 || size === 1000) return `${n} ${name}${n === 1 ? "" : "s"}`;
+  }
+  return "0 seconds";
 }
 
 export type HistoryItem =

@@ -19,6 +19,7 @@ import {
   SESSIONS_MIGRATION_STORE,
   type AuditRow,
   type ClaimParams,
+  type WakeParams,
   type ErrorKind,
   type InsertParams,
   type MoveParams,
@@ -87,10 +88,30 @@ const Q = {
     `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
     WHERE id IN (
       SELECT id FROM sessions
-      WHERE ${LIVE_SQL} AND state <> 'AWAITING_APPROVAL' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})
+      WHERE ${LIVE_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})
       ORDER BY created_at, id LIMIT :limit
       FOR UPDATE SKIP LOCKED)
     RETURNING ${COLUMNS}, ${HISTORY} AS history`,
+  ),
+  // Wake times are the orchestrators' clock (they set them), so `:now` is too; leases stay on the database's.
+  wake: statement(
+    "lg_wake",
+    `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
+    WHERE id IN (
+      SELECT id FROM sessions
+      WHERE state = 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})
+        AND ((pending->'park'->>'wakeAt')::bigint <= :now
+          OR (pending->'park'->>'parkedAt')::bigint < ((:recovered::jsonb)->>(pending->'park'->>'tool'))::bigint)
+      ORDER BY (pending->'park'->>'wakeAt')::bigint, created_at, id LIMIT :limit
+      FOR UPDATE SKIP LOCKED)
+    RETURNING ${COLUMNS}, ${HISTORY} AS history`,
+  ),
+  overdue: statement(
+    "lg_overdue",
+    `SELECT
+      (SELECT count(*) FROM sessions WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= :now) AS approvals,
+      (SELECT count(*) FROM sessions WHERE state = 'PARKED'
+        AND (usage->>'startedAt')::numeric + (budget->>'deadlineMs')::numeric - :now < (budget->>'deadlineMs')::numeric / 5) AS parked`,
   ),
   renew: statement(
     "lg_renew",
@@ -267,6 +288,14 @@ export class PostgresSessionStore extends SqlSessionStore {
 
   protected claimRows(p: ClaimParams): Promise<SessionRow[]> {
     return this.rows(Q.claim, p);
+  }
+
+  protected wakeRows(p: WakeParams): Promise<SessionRow[]> {
+    return this.rows(Q.wake, p);
+  }
+
+  protected async overdueRow(now: number): Promise<{ approvals: string; parked: string }> {
+    return (await this.rows<{ approvals: string; parked: string }>(Q.overdue, { now }))[0]!;
   }
 
   protected async renew(p: { ids: string; owner: string; ttlMs: number }): Promise<string[]> {

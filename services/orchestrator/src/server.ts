@@ -76,6 +76,7 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     // A backstop only: sessions let go are claimed on their event; this finds expired leases.
     claimIntervalMs: Math.min(1000, Math.floor(config.leaseTtlMs / 2)),
     approvalSweepMs: config.approvalSweepMs,
+    wakePerSecond: config.wakePerSecond,
   });
   return {
     orchestrator,

@@ -6,6 +6,7 @@ import type { SessionStore } from "./session-store.js";
 export class SessionMetrics {
   readonly storeErrors: Counter<"operation">;
   readonly stops: Counter<"stop_reason">;
+  readonly outcomes: Counter<"outcome" | "reason">;
   readonly stepsPerSession: Histogram;
   readonly toolResults: Counter<"tool" | "outcome" | "served_from">;
   readonly costMicros: Counter;
@@ -45,6 +46,31 @@ export class SessionMetrics {
       registers,
     });
     this.stops = new Counter({ name: "loopguard_session_stops_total", help: "Sessions ended, by stop reason.", labelNames: ["stop_reason"] as const, registers });
+    this.outcomes = new Counter({
+      name: "loopguard_session_outcomes_total",
+      help: "Sessions ended, by what the user got (succeeded, partial, not_done) and why when not succeeded.",
+      labelNames: ["outcome", "reason"] as const,
+      registers,
+    });
+    const overdue = async () => this.#store?.overdue(Date.now()).catch(() => undefined);
+    new Gauge({
+      name: "loopguard_approvals_overdue",
+      help: "Sessions still waiting for an approval whose expiry has passed (the sweep should have ended them).",
+      registers,
+      async collect() {
+        const now = await overdue();
+        if (now) this.set(now.approvals);
+      },
+    });
+    new Gauge({
+      name: "loopguard_sessions_parked_near_deadline",
+      help: "Sessions parked for a tool with less than a fifth of their wall-clock budget left.",
+      registers,
+      async collect() {
+        const now = await overdue();
+        if (now) this.set(now.parkedNearDeadline);
+      },
+    });
     this.stepsPerSession = new Histogram({ name: "loopguard_session_steps", help: "Policy steps a session took before it ended.", buckets: [1, 2, 3, 5, 8, 13, 20, 50], registers });
     this.toolResults = new Counter({
       name: "loopguard_session_tool_results_total",

@@ -2,7 +2,7 @@
 // so the table is the single answer to "may a session go from A to B"; the stores also copy it
 // into the database, where a trigger refuses any state change that is not in it.
 
-export const SESSION_STATES = ["IDLE", "THINKING", "TOOL_EXECUTING", "OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "DONE", "FAILED", "CANCELLED"] as const;
+export const SESSION_STATES = ["IDLE", "THINKING", "TOOL_EXECUTING", "OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "PARKED", "DONE", "FAILED", "CANCELLED"] as const;
 
 export type SessionState = (typeof SESSION_STATES)[number];
 
@@ -21,18 +21,22 @@ export const STOP_REASONS = [
   "unrecoverable_error",
   "approval_denied",
   "cancelled",
+  /** A tool the session needed stayed unavailable for as long as its wall clock allowed it to wait (PARKED). */
+  "tool_unavailable",
 ] as const;
 
 export type StopReason = (typeof STOP_REASONS)[number];
 
 export const TRANSITIONS: Readonly<Record<SessionState, readonly SessionState[]>> = Object.freeze({
   IDLE: ["THINKING", "CANCELLED", "FAILED"],
-  THINKING: ["TOOL_EXECUTING", "AWAITING_APPROVAL", "THINKING", "DONE", "FAILED", "CANCELLED"],
-  TOOL_EXECUTING: ["OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "FAILED", "CANCELLED"],
-  RETRYING: ["TOOL_EXECUTING", "FALLBACK", "FAILED", "CANCELLED"],
+  THINKING: ["TOOL_EXECUTING", "AWAITING_APPROVAL", "PARKED", "THINKING", "DONE", "FAILED", "CANCELLED"],
+  TOOL_EXECUTING: ["OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "PARKED", "FAILED", "CANCELLED"],
+  RETRYING: ["TOOL_EXECUTING", "FALLBACK", "PARKED", "FAILED", "CANCELLED"],
   FALLBACK: ["OBSERVING", "FAILED", "CANCELLED"],
   OBSERVING: ["THINKING", "DONE", "FAILED", "CANCELLED"],
   AWAITING_APPROVAL: ["TOOL_EXECUTING", "THINKING", "FAILED", "CANCELLED"],
+  // Woken: the call it waits on goes out again (TOOL_EXECUTING), or the host plans it again (THINKING).
+  PARKED: ["TOOL_EXECUTING", "THINKING", "AWAITING_APPROVAL", "FAILED", "CANCELLED"],
   DONE: [],
   FAILED: [],
   CANCELLED: [],

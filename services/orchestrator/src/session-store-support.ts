@@ -3,9 +3,9 @@
 import { assertTransition, isTerminal, type SessionState } from "./session-state.js";
 import type { AuditInput, SessionEvent, SessionListener, SessionRecord, TransitionInput, Usage } from "./session-store.js";
 
-/** States whose entry releases the session's lease: nobody drives a session that ended or waits for a human. */
+/** States whose entry releases the session's lease: nobody drives a session that ended, waits for a human or is parked. */
 export function releasesLease(state: SessionState): boolean {
-  return isTerminal(state) || state === "AWAITING_APPROVAL";
+  return isTerminal(state) || state === "AWAITING_APPROVAL" || state === "PARKED";
 }
 
 /** A store's subscribers; a listener that throws is not allowed to stop the others from hearing. */
@@ -122,6 +122,12 @@ export function movesOf(t: TransitionInput): Move[] {
 /** Oldest first, then by id: the order lists and claims return sessions in. */
 export const byCreated = (a: SessionRecord, b: SessionRecord): number => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
+/** When a PARKED session is due (`pending.park.wakeAt`); 0 for any other. */
+export function wakeAtOf(s: SessionRecord): number {
+  const park = (s.pending as { park?: { wakeAt?: unknown } } | null)?.park;
+  return typeof park?.wakeAt === "number" ? park.wakeAt : 0;
+}
+
 export function initialUsage(startedAt: number): Usage {
   return { steps: 0, toolCalls: 0, tokens: 0, costMicros: 0, startedAt };
 }
@@ -167,6 +173,7 @@ export function emptyCounts(): Record<SessionState, number> {
     RETRYING: 0,
     FALLBACK: 0,
     AWAITING_APPROVAL: 0,
+    PARKED: 0,
     DONE: 0,
     FAILED: 0,
     CANCELLED: 0,

@@ -225,10 +225,19 @@ export interface SessionStore {
   /**
    * Atomically leases up to `limit` sessions whose lease is absent or expired (oldest first) to
    * `owner` for `ttlMs`: live ones, except those waiting for a human (AWAITING_APPROVAL), which
-   * hold no lease until an approval moves them on. Two concurrent claims never return the same
+   * hold no lease until an approval moves them on, and those waiting for a tool (PARKED: see wake). Two concurrent claims never return the same
    * session.
    */
   claim(owner: string, ttlMs: number, limit: number): Promise<SessionRecord[]>;
+  /**
+   * Atomically leases up to `limit` PARKED sessions that are due to `owner` for `ttlMs`, in wake
+   * order (`pending.park.wakeAt`, then age): those whose wake time has come, and those parked on a
+   * tool in `recovered` (tool → epoch ms it recovered at) before it recovered. One statement for
+   * every parked session: nothing polls a parked session by itself.
+   */
+  wake(owner: string, ttlMs: number, limit: number, recovered?: Readonly<Record<string, number>>): Promise<SessionRecord[]>;
+  /** Sessions that wait too long: approvals past their expiry, and parked sessions with less than a fifth of their wall clock left. */
+  overdue(now: number): Promise<{ approvals: number; parkedNearDeadline: number }>;
   /**
    * Extends `owner`'s leases on `ids` by `ttlMs`, in one statement; returns the ids it still held
    * (an unexpired lease on a live session). One round trip for every session a replica drives:

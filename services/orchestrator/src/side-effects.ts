@@ -107,6 +107,11 @@ export class SideEffectRules {
     }
   }
 
+  /** The irreversible tools whose effect a task asks for: it states the figure the contract bounds their amount by (e.g. amount_cents). */
+  askedFor(task: JsonObject): string[] {
+    return [...this.#effects.values()].filter((g) => g.amountTaskField !== undefined && task[g.amountTaskField] != null && task[g.amountTaskField] !== "").map((g) => g.tool.name);
+  }
+
   #guard(tool: RegisteredTool): GuardedEffect {
     const where = `irreversible ${tool.name} (${tool.method.parent.typeName}.${tool.method.name})`;
     const declared = methodPolicy(tool.method).sideEffect;

@@ -147,6 +147,11 @@ export interface ClaimParams {
   limit: number;
 }
 
+/** A wake: ClaimParams, and the recovered tools as a JSON object (tool → epoch ms). */
+export interface WakeParams extends ClaimParams {
+  recovered: string;
+}
+
 /** What a backend's transition gives back: the row, or (when the caller passed `current`) only the lease. */
 export type Moved = { readonly row: SessionRow } | { readonly lease: { owner: string | null; expiresAt: number | null } };
 

@@ -21,11 +21,13 @@ import {
   toAudit,
   type VisibilityParams,
   visibilityOf,
+  type WakeParams,
 } from "./sql-session-rows.js";
 import {
   checkLimit,
   checkTtl,
   byCreated,
+  wakeAtOf,
   decodeCursor,
   DuplicateStepError,
   emptyCounts,
@@ -89,6 +91,8 @@ export abstract class SqlSessionStore implements SessionStore {
   protected abstract stepRows(sessionId: string, afterStep: number): Promise<StepRow[]>;
   protected abstract auditRows(sessionId: string, afterVersion: number): Promise<AuditRow[]>;
   protected abstract claimRows(p: ClaimParams): Promise<SessionRow[]>;
+  protected abstract wakeRows(p: WakeParams): Promise<SessionRow[]>;
+  protected abstract overdueRow(now: number): Promise<{ approvals: number | string; parked: number | string }>;
   /** `ids`: a JSON array of session ids; returns those renewed. */
   protected abstract renew(p: { ids: string; owner: string; ttlMs: number; now: number; expiresAt: number }): Promise<string[]>;
   protected abstract release(p: { id: string; owner: string }): Promise<boolean>;
@@ -250,6 +254,20 @@ export abstract class SqlSessionStore implements SessionStore {
     const now = this.now();
     const rows = await this.guard("claim", () => this.claimRows({ owner, ttlMs, now, expiresAt: now + ttlMs, limit }));
     return rows.map((r) => this.toRecord(r)).sort(byCreated);
+  }
+
+  async wake(owner: string, ttlMs: number, limit: number, recovered: Readonly<Record<string, number>> = {}): Promise<SessionRecord[]> {
+    if (owner === "") throw new RangeError("owner must not be empty");
+    checkTtl(ttlMs);
+    checkLimit(limit);
+    const now = this.now();
+    const rows = await this.guard("wake", () => this.wakeRows({ owner, ttlMs, now, expiresAt: now + ttlMs, limit, recovered: JSON.stringify(recovered) }));
+    return rows.map((r) => this.toRecord(r)).sort((a, b) => wakeAtOf(a) - wakeAtOf(b) || byCreated(a, b));
+  }
+
+  async overdue(now: number): Promise<{ approvals: number; parkedNearDeadline: number }> {
+    const row = await this.guard("overdue", () => this.overdueRow(now));
+    return { approvals: Number(row.approvals), parkedNearDeadline: Number(row.parked) };
   }
 
   async renewLeases(ids: readonly string[], owner: string, ttlMs: number): Promise<Set<string>> {

@@ -17,6 +17,7 @@ import {
   type PageParams,
   type AuditRow,
   type ClaimParams,
+  type WakeParams,
   type SessionRow,
   type StepRow,
   type VisibilityParams,
@@ -86,9 +87,33 @@ function prepare(db: Database.Database) {
       `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
        WHERE id IN (
          SELECT id FROM sessions
-         WHERE ${OPEN_SQL} AND state <> 'AWAITING_APPROVAL' AND (lease_owner IS NULL OR lease_expires_at <= @now)
+         WHERE ${OPEN_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= @now)
          ORDER BY created_at, id LIMIT @limit)
        RETURNING id`,
+    ),
+    // Due by the clock along sessions_parked; due by a tool's recovery only when one recovered.
+    wakeDue: db.prepare<[WakeParams], { id: string }>(
+      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
+       WHERE id IN (
+         SELECT id FROM sessions
+         WHERE state = 'PARKED' AND json_extract(pending, '$.park.wakeAt') <= @now AND (lease_owner IS NULL OR lease_expires_at <= @now)
+         ORDER BY json_extract(pending, '$.park.wakeAt'), created_at, id LIMIT @limit)
+       RETURNING id`,
+    ),
+    wakeRecovered: db.prepare<[WakeParams], { id: string }>(
+      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
+       WHERE id IN (
+         SELECT s.id FROM sessions s, json_each(@recovered) r
+         WHERE s.state = 'PARKED' AND (s.lease_owner IS NULL OR s.lease_expires_at <= @now)
+           AND r.key = json_extract(s.pending, '$.park.tool') AND json_extract(s.pending, '$.park.parkedAt') < r.value
+         ORDER BY json_extract(s.pending, '$.park.wakeAt'), s.created_at, s.id LIMIT @limit)
+       RETURNING id`,
+    ),
+    overdue: db.prepare<[{ now: number }], { approvals: number; parked: number }>(
+      `SELECT
+         (SELECT count(*) FROM sessions WHERE ${OPEN_SQL} AND state = 'AWAITING_APPROVAL' AND json_extract(pending, '$.approval.expiresAt') <= @now) AS approvals,
+         (SELECT count(*) FROM sessions WHERE state = 'PARKED'
+            AND json_extract(usage, '$.startedAt') + json_extract(budget, '$.deadlineMs') - @now < json_extract(budget, '$.deadlineMs') / 5) AS parked`,
     ),
     renew: db.prepare<[{ ids: string; owner: string; now: number; expiresAt: number }], { id: string }>(
       `UPDATE sessions SET lease_expires_at = @expiresAt
@@ -235,6 +260,18 @@ export class SqliteSessionStore extends SqlSessionStore {
 
   protected async claimRows(p: ClaimParams): Promise<SessionRow[]> {
     return this.write(() => this.stmt.claim.all(p).map(({ id }) => this.stmt.byId.get({ id })!));
+  }
+
+  protected wakeRows(p: WakeParams): Promise<SessionRow[]> {
+    return this.write(() => {
+      const ids = this.stmt.wakeDue.all(p).map(({ id }) => id);
+      if (ids.length < p.limit && p.recovered !== "{}") ids.push(...this.stmt.wakeRecovered.all({ ...p, limit: p.limit - ids.length }).map(({ id }) => id));
+      return ids.map((id) => this.stmt.byId.get({ id })!);
+    });
+  }
+
+  protected async overdueRow(now: number): Promise<{ approvals: number; parked: number }> {
+    return this.stmt.overdue.get({ now })!;
   }
 
   protected renew(p: { ids: string; owner: string; now: number; expiresAt: number }): Promise<string[]> {

@@ -99,6 +99,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     await row(page, id).waitFor({ timeout: 5000 });
     await row(page, id, "DONE").waitFor({ timeout: 20_000 });
     expect(await row(page, id).getByTestId("cell-stop").textContent()).toBe("done");
+    expect(await row(page, id).getByTestId("cell-outcome").textContent()).toBe("succeeded");
     expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
     await page.waitForFunction(() => Number(document.querySelector('[data-testid="count-DONE"]')?.getAttribute("data-count")) >= 1);
   }, 40_000);

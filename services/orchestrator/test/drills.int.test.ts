@@ -202,8 +202,8 @@ describe("orchestrator drills (real processes)", () => {
     it("Two replicas on one PostgreSQL, one SIGKILLed mid-load: the other finishes its sessions", async () => {
       server = await startPostgres();
       const url = await server.createDatabase(`drill_${process.pid}`);
-      // kb-search answers after a second: every session is mid-flight for at least that long.
-      const tools = await startTools(1000);
+      // kb-search answers after 700 ms (within its 1 s timeout): every session is mid-flight for at least that long.
+      const tools = await startTools(700);
       const dir = tempDir("replicas");
       const env = (id: string) => ({ ORCHESTRATOR_STORE: url, ORCHESTRATOR_INSTANCE_ID: id, LOOPGUARD_DATA_DIR: join(dir, id) });
       const [a, b] = await Promise.all([startOrchestrator(tools, env("replica-a")), startOrchestrator(tools, env("replica-b"))]);

@@ -102,7 +102,7 @@ describe("the order's own customer's risk, read by the host", () => {
     expect(await refundsOf("ord_DEMO00000008")).toHaveLength(0);
   });
 
-  it("when the customer's risk cannot be read (risk down), the refund waits for a human instead of passing", async () => {
+  it("when the customer's risk cannot be read (risk down), the session waits for risk (PARKED) instead of passing, and refunds nothing", async () => {
     await tools().risk.child.kill("SIGKILL");
     await tools().risk.exited;
     const orch = await orchestrator();
@@ -111,9 +111,9 @@ describe("the order's own customer's risk, read by the host", () => {
       task: { kind: "refund", order_id: "ord_DEMO00000001", amount_cents: 100, reason: "DAMAGED" } as never,
       scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"],
     });
-    const s = await waitForSession(orch.api, session!.sessionId, waiting);
-    expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
-    expect(s.pendingApproval?.reason).toMatch(/customer's risk could not be read/);
+    const s = await waitForSession(orch.api, session!.sessionId, (x) => x.state === SessionState.PARKED || waiting(x));
+    expect(SessionState[s.state]).toBe("PARKED");
+    expect(s.parked).toMatchObject({ tool: "risk", reason: expect.stringMatching(/UNAVAILABLE/) });
     expect(await refundsOf("ord_DEMO00000001")).toHaveLength(0);
   });
 });

@@ -97,6 +97,27 @@ describe("openai policy: request", () => {
     });
   });
 
+  it("marks a tool whose breaker is open with when it is tried again, and shows a fallback's age and note to the model", async () => {
+    const { server, policy } = await serve([() => chatCompletion({ content: "ok" })]);
+    const cached: ResultEnvelope = { ...envelope({ hits: [] }), servedFrom: "cache", ageMs: 840_000, note: "kb-search is unavailable now (UNAVAILABLE); this is its answer from 14 minutes ago" };
+    await policy.decide(
+      input({
+        tools: [{ ...TOOLS[0]!, unavailableUntil: "2026-12-01T10:00:05.000Z" }, TOOLS[1]!],
+        history: [
+          { kind: "call", callId: "call_1", tool: "kb_search", arguments: '{"query":"cables"}' },
+          { kind: "observation", callId: "call_1", tool: "kb_search", envelope: cached },
+        ],
+        step: 2,
+      }),
+      never(),
+    );
+    const body = server.requests[0]!.body as { tools: { function: { description: string } }[]; messages: { role: string; content: string }[] };
+    expect(body.tools[0]!.function.description).toBe(`${TOOLS[0]!.description} [Unavailable now: its circuit breaker is open; no call is sent before 2026-12-01T10:00:05.000Z.]`);
+    expect(body.tools[1]!.function.description).toBe(TOOLS[1]!.description);
+    const result = JSON.parse(body.messages.find((m) => m.role === "tool")!.content) as ResultEnvelope;
+    expect(result).toMatchObject({ servedFrom: "cache", ageMs: 840_000, note: expect.stringContaining("14 minutes ago") });
+  });
+
   it("leaves tools and tool_choice out when the session has no tools", async () => {
     const { server, policy } = await serve([() => chatCompletion({ content: "Nothing to do." })]);
     await policy.decide(input({ tools: [] }), never());

@@ -672,6 +672,73 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       });
     });
 
+    describe("parked sessions", () => {
+      const park = async (id: string, tool: string, wakeAt: number, parkedAt = T0) => {
+        clock += 1;
+        await store.create(newSession(id, { lease: { owner: "a", ttlMs: TTL } }));
+        await store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
+        return store.transition({
+          id,
+          from: "THINKING",
+          to: "PARKED",
+          expectedVersion: 1,
+          owner: "a",
+          audit: { at: now() },
+          patch: { pending: { queue: [], park: { tool, reason: "UNAVAILABLE", wakeAt, parkedAt, since: parkedAt, attempts: 1 } } },
+        });
+      };
+
+      it("lets go of the lease on parking; claims never take a parked session, wakes take the due ones in wake order", async () => {
+        const parked = await park("later", "billing", T0 + 5_000);
+        expect(parked).toMatchObject({ state: "PARKED", leaseOwner: null, leaseExpiresAt: null });
+        await park("sooner", "billing", T0 + 2_000);
+        await park("soonest", "kb-search", T0 + 1_000);
+        await store.create(newSession("running"));
+        expect((await store.claim("b", TTL, 10)).map((s) => s.id)).toEqual(["running"]);
+        expect(await store.wake("b", TTL, 10)).toEqual([]);
+        clock = T0 + 2_000;
+        const woken = await store.wake("b", TTL, 10);
+        expect(woken.map((s) => [s.id, s.state, s.leaseOwner])).toEqual([
+          ["soonest", "PARKED", "b"],
+          ["sooner", "PARKED", "b"],
+        ]);
+        // Leased now: another replica's wake does not take them too.
+        expect(await store.wake("c", TTL, 10)).toEqual([]);
+        // Woken sessions that were not moved on before their lease expired (their replica died) are due again.
+        await h.elapse(TTL + 50);
+        clock = T0 + 10_000;
+        expect((await store.wake("c", TTL, 1)).map((s) => s.id)).toEqual(["soonest"]);
+        expect((await store.wake("d", TTL, 10)).map((s) => s.id)).toEqual(["sooner", "later"]);
+      });
+
+      it("wakes before their time the sessions parked on a tool before it recovered, and only those", async () => {
+        await park("on-billing", "billing", T0 + 60_000, T0);
+        await park("on-billing-after", "billing", T0 + 30_000, T0 + 500);
+        await park("on-risk", "risk", T0 + 60_000, T0);
+        expect(await store.wake("b", TTL, 10, { kb: T0 + 100 })).toEqual([]);
+        expect((await store.wake("b", TTL, 10, { billing: T0 + 100 })).map((s) => s.id)).toEqual(["on-billing"]);
+        expect((await store.wake("c", TTL, 10, { billing: T0 + 1_000, risk: T0 + 1 })).map((s) => s.id)).toEqual(["on-billing-after", "on-risk"]);
+      });
+
+      it("counts parked sessions near their deadline and approvals past their expiry", async () => {
+        await park("fresh", "billing", T0 + 1_000);
+        expect(await store.overdue(T0)).toEqual({ approvals: 0, parkedNearDeadline: 0 });
+        const deadlineMs = (await store.get("fresh"))!.budget.deadlineMs;
+        expect(await store.overdue(T0 + deadlineMs * 0.85)).toEqual({ approvals: 0, parkedNearDeadline: 1 });
+        await store.create(newSession("waiting"));
+        await drive(store, "waiting", ["THINKING"]);
+        await store.transition({
+          id: "waiting",
+          from: "THINKING",
+          to: "AWAITING_APPROVAL",
+          expectedVersion: 1,
+          audit: { at: now() },
+          patch: { pending: { approval: { approvalId: "apr_1", expiresAt: T0 + 10 } } },
+        });
+        expect((await store.overdue(T0 + 11)).approvals).toBe(1);
+      });
+    });
+
     describe("events", () => {
       /** Every event `s` tells until the returned function is called. */
       function record(s: SessionStore): { events: SessionEvent[]; stop: () => void } {
@@ -813,6 +880,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           RETRYING: 0,
           FALLBACK: 0,
           AWAITING_APPROVAL: 0,
+          PARKED: 0,
           DONE: 0,
           FAILED: expected.filter((e) => e.state === "FAILED").length,
           CANCELLED: 0,

@@ -82,6 +82,10 @@ async function readAndContinue(store: SessionStore, layout: Layout): Promise<voi
   expect((await store.steps("moving", 1)).map((s) => s.step)).toEqual([2]);
   await store.transition({ id: "idle", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: 4000 } });
   expect((await store.get("idle"))?.version).toBe(1);
+  // States and stop reasons added since the layout was made are accepted by its database.
+  await store.transition({ id: "idle", from: "THINKING", to: "PARKED", expectedVersion: 1, audit: { at: 4000 }, patch: { pending: { queue: [], park: { tool: "billing", wakeAt: 4500 } } } });
+  await store.transition({ id: "idle", from: "PARKED", to: "FAILED", expectedVersion: 2, audit: { at: 4000 }, patch: { stopReason: "tool_unavailable" } });
+  expect(await store.get("idle")).toMatchObject({ state: "FAILED", stopReason: "tool_unavailable" });
   const again = await store.create({ id: "new", goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: "cli:bob", idempotencyKey: "k" });
   expect(again.created).toBe(true);
 }
@@ -112,7 +116,7 @@ describe("sqlite: databases made before versioned migrations", () => {
         expect(check.prepare(`SELECT name FROM loopguard_schema_migrations WHERE store = 'orchestrator-sessions'`).pluck().all()).toEqual(SQLITE_SESSION_MIGRATIONS.map((m) => m.name));
         expect(check.prepare(`SELECT context FROM sessions WHERE id = 'moving'`).pluck().get()).toBe(JSON.stringify({ note: "kept" }));
         const indexes = check.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' AND sql IS NOT NULL ORDER BY name`).pluck().all();
-        expect(indexes).toEqual(["sessions_by_created", "sessions_by_creator", "sessions_by_creator_open", "sessions_ended", "sessions_open"]);
+        expect(indexes).toEqual(["sessions_by_created", "sessions_by_creator", "sessions_by_creator_open", "sessions_ended", "sessions_open", "sessions_parked"]);
         expect(check.prepare(`SELECT sql FROM sqlite_master WHERE name = 'sessions'`).pluck().get()).not.toMatch(/ IN \(/);
         expect(check.prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'trigger'`).pluck().get()).toBe(3);
         expect(check.pragma("foreign_key_check")).toEqual([]);

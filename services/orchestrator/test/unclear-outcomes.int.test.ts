@@ -86,13 +86,14 @@ async function setUp(policy: "scripted" | "openai", model: ScriptedReply[] = [])
   return run;
 }
 
-async function startRefund(run: Run, policy: "scripted" | "openai", orderId: string, amountCents: number): Promise<string> {
+async function startRefund(run: Run, policy: "scripted" | "openai", orderId: string, amountCents: number, maxWallClockMs = 0): Promise<string> {
   const api = await run.api();
   const { session } = await api.startSession({
     goal: `Refund ${amountCents} cents of ${orderId}`,
     task: { kind: "refund", order_id: orderId, amount_cents: amountCents, reason: "DAMAGED" } as never,
     scopes: SCOPES,
     policy,
+    budget: { maxWallClockMs },
   });
   return session!.sessionId;
 }
@@ -120,18 +121,23 @@ describe("a refund whose answer is lost", () => {
     expect(refundObservations.map((r) => r.result!.ok)).toEqual([true]);
   }, 60_000);
 
-  it("that stays unknown goes to a human, and approving sends the same key again: still one refund", async () => {
+  it("that stays unknown (parked and re-sent while the wall clock lasts) goes to a human, and approving sends the same key again: still one refund", async () => {
     const run = await setUp("scripted");
     await holdRefundAnswers(run.tools, 2500);
-    const id = await startRefund(run, "scripted", "ord_DEMO00000001", 400);
+    const id = await startRefund(run, "scripted", "ord_DEMO00000001", 400, 16_000);
     const waiting = await waitForSession(await run.api(), id, (s) => s.state === SessionState.AWAITING_APPROVAL || isEnded(s), 40_000);
     expect(SessionState[waiting.state]).toBe("AWAITING_APPROVAL");
-    expect(waiting.pendingApproval?.reason).toMatch(/outcome of billing_refund is unknown after 3 re-sends/);
+    expect(waiting.pendingApproval?.reason).toMatch(/the outcome of an earlier attempt is unknown; approving re-sends it with the same idempotency key/);
     expect(await refundsOf(run.tools, "ord_DEMO00000001")).toHaveLength(1);
     await holdRefundAnswers(run.tools, 0);
     const shown = waiting.pendingApproval!;
     await (await run.approver()).resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "re-send it" });
-    await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 20_000));
+    // The wall clock was spent waiting: the session ends on it right after the re-send, saying what was done.
+    const ended = await waitForSession(await run.api(), id, isEnded, 20_000);
+    expect([ended.stopReason, ended.outcome?.kind]).toEqual(["deadline", "succeeded"]);
+    const refunds = await refundsOf(run.tools, "ord_DEMO00000001");
+    expect(refunds).toHaveLength(1);
+    expect(ended.answer).toMatch(new RegExp(`already done: billing_refund .*refund:${refunds[0]!.refundId}`));
   }, 60_000);
 });
 

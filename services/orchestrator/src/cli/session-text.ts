@@ -1,5 +1,6 @@
 // How the CLI shows a session: one line in a list, a block for \`show\`, an object for --json.
 import type { MessageShape } from "@bufbuild/protobuf";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { type SessionSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { reidentify } from "../personal-data.js";
 import type { JsonObject } from "../session-store.js";
@@ -17,6 +18,7 @@ export function printSession(s: Session): void {
   const lines = [
     `session   ${s.sessionId}`,
     `state     ${stateName(s.state)}${s.stopReason ? ` (${s.stopReason})` : ""}`,
+    ...(s.outcome ? [`outcome   ${s.outcome.kind}${s.outcome.reason ? ` (${s.outcome.reason})` : ""}`] : []),
     `goal      ${s.goal}`,
     `policy    ${s.policy}   scopes ${s.scopes.join(" ")}`,
     `created   by ${s.createdBy || "unknown"}`,
@@ -27,19 +29,24 @@ export function printSession(s: Session): void {
   if (s.pendingApproval) {
     lines.push(`approval  ${s.pendingApproval.approvalId}: ${s.pendingApproval.tool} ${JSON.stringify(s.pendingApproval.arguments)} — ${s.pendingApproval.reason}`);
   }
+  if (s.parked) lines.push(`parked    waiting for ${s.parked.tool} (${s.parked.reason}); tried again at ${isoOf(s.parked.wakeAt)}, parked ${s.parked.attempts} time(s) since ${isoOf(s.parked.since)}`);
   if (s.answer) lines.push(`answer    ${s.answer}`);
   console.log(lines.join("\n"));
 }
+
+const isoOf = (t: Parameters<typeof timestampMs>[0] | undefined): string => (t ? new Date(timestampMs(t)).toISOString() : "");
 
 export function jsonOf(s: Session): Record<string, unknown> {
   return {
     session_id: s.sessionId,
     state: stateName(s.state),
     stop_reason: s.stopReason,
+    ...(s.outcome ? { outcome: s.outcome.kind, outcome_reason: s.outcome.reason } : {}),
     answer: s.answer,
     trace_id: s.traceId,
     steps: s.usage?.steps ?? 0,
     tool_calls: s.usage?.toolCalls ?? 0,
+    ...(s.parked ? { parked: { tool: s.parked.tool, reason: s.parked.reason, wake_at: isoOf(s.parked.wakeAt), since: isoOf(s.parked.since), attempts: s.parked.attempts } } : {}),
     ...(s.pendingApproval ? { pending_approval: { approval_id: s.pendingApproval.approvalId, tool: s.pendingApproval.tool, reason: s.pendingApproval.reason } } : {}),
   };
 }

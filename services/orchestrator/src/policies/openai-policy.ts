@@ -42,7 +42,9 @@ export const OPENAI_POLICY_SYSTEM_PROMPT =
   "reply in plain text without tool calls, and cite the document ids and refund ids your answer " +
   "relies on. Never invent ids: use only ids that appear in the task or in tool results. " +
   "Personal data is shown as placeholders such as {{task.phone}}: pass them to tools and write " +
-  "them in answers exactly as shown; the host fills in the values.";
+  "them in answers exactly as shown; the host fills in the values. A result served from a cache " +
+  "is a past answer: say how old it is (its ageMs and observedAt). A degraded result means the " +
+  "tool was unavailable (its note says so): say that, never that what you looked for does not exist.";
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 /**
@@ -112,7 +114,8 @@ function unavailable(err: unknown, timeoutMs: number, redact: (text: string) => 
 }
 
 function toChatTool(tool: ToolSpec): ChatCompletionTool {
-  return { type: "function", function: { name: tool.name, description: tool.description, parameters: tool.parameters } };
+  const description = tool.unavailableUntil ? `${tool.description} [Unavailable now: its circuit breaker is open; no call is sent before ${tool.unavailableUntil}.]` : tool.description;
+  return { type: "function", function: { name: tool.name, description, parameters: tool.parameters } };
 }
 
 /** PolicyInput → the message list. Exported so callers can inspect or count what the model sees. */

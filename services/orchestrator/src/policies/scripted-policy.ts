@@ -5,7 +5,7 @@
 //   question: kb search for the goal, then one per subgoal in the task (`subgoals: [...]`) → an
 //             answer citing the documents found
 import { createHash } from "node:crypto";
-import type { Decision, HistoryItem, Policy, PolicyInput, ResultEnvelope } from "../policy.js";
+import { ageInWords, type Decision, type HistoryItem, type Policy, type PolicyInput, type ResultEnvelope } from "../policy.js";
 import type { JsonObject, JsonValue } from "../session-store.js";
 import { estimateTokens } from "../budget.js";
 import { hashHistory, historyJsonLength } from "../history-json.js";
@@ -53,6 +53,15 @@ function cite(hit: Hit): string {
   return `[${hit.docId}@${hit.version}]`;
 }
 
+/** What the answer says of fallback answers: how old a cached one is, and that a degraded one found nothing because the tool was down. */
+function provenance(searches: readonly ResultEnvelope[], hits: number): string {
+  const ages = searches.filter((s) => s.servedFrom === "cache").map((s) => s.ageMs ?? 0);
+  const parts = ages.length > 0 ? [`as of ${ageInWords(Math.max(...ages))} ago: the knowledge base is unavailable now and this is its last answer`] : [];
+  const down = searches.filter((s) => s.servedFrom === "degraded").length;
+  if (down > 0 && hits > 0) parts.push(`${down} of ${searches.length} searches could not be made: the knowledge base was unavailable`);
+  return parts.length > 0 ? ` (${parts.join("; ")})` : "";
+}
+
 function failure(envelope: ResultEnvelope): string {
   return `${envelope.error?.code ?? "ERROR"}: ${envelope.error?.message ?? "unknown error"}`;
 }
@@ -85,10 +94,13 @@ export class ScriptedPolicy implements Policy {
     if (next !== undefined) return call("kb_search_search", { query: next.slice(0, 512), limit: 3 });
     const hits = [...new Map(searches.flatMap(hitsOf).map((h) => [h.docId, h])).values()];
     if (hits.length === 0) {
+      if (searches.some((s) => s.servedFrom === "degraded")) {
+        return final("The knowledge base was unavailable, so it could not be searched; this says nothing about whether it holds an answer. Please ask again later.");
+      }
       const failed = searches.find((s) => !s.ok);
       return final(`I could not find an answer in the knowledge base${failed ? ` (${failure(failed)})` : ""}.`);
     }
-    return final(`From the knowledge base: ${hits.map((h) => `${h.title} ${cite(h)}`).join("; ")}.`);
+    return final(`From the knowledge base${provenance(searches, hits.length)}: ${hits.map((h) => `${h.title} ${cite(h)}`).join("; ")}.`);
   }
 
   #refund(input: PolicyInput, call: (name: string, args: Record<string, unknown>) => Decision, final: (answer: string) => Decision): Decision {

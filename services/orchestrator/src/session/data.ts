@@ -16,11 +16,13 @@ const json = z.custom<JsonValue>(() => true);
 const envelopeSchema = z.object({
   ok: z.boolean(),
   data: json.optional(),
-  error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean(), suggestedAction: z.string() }).optional(),
+  error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean(), suggestedAction: z.string(), retryAfterMs: z.number().optional() }).optional(),
   refs: z.array(z.string()).readonly(),
   costMicros: z.number(),
   servedFrom: z.enum(["live", "cache", "degraded", "none"]),
   observedAt: z.string(),
+  ageMs: z.number().optional(),
+  note: z.string().optional(),
 });
 
 const HISTORY_KINDS: ReadonlySet<unknown> = new Set(["call", "observation", "rejected_answer"]);
@@ -61,6 +63,8 @@ const contextSchema = z.looseObject({
   contextTokens: z.number().optional(),
   compressions: z.number().optional(),
   effects: z.array(effectSchema).optional(),
+  /** Set when the session ends (see outcome.ts). */
+  outcome: z.object({ kind: z.enum(["succeeded", "partial", "not_done"]), reason: z.string() }).optional(),
 });
 
 const callRequestSchema = z.object({ id: z.string(), name: z.string(), arguments: z.string(), argumentsBytes: z.number().optional() });
@@ -87,6 +91,19 @@ const approvalSchema = z.object({
   kind: z.enum(["", "outcome_unknown"]),
 });
 
+/** Why and until when a session waits for a tool (PARKED); kept while it retries the same call. */
+const parkSchema = z.object({
+  /** The tool service, e.g. "billing" (what its breaker and the wake query know it by). */
+  tool: z.string(),
+  reason: z.string(),
+  wakeAt: z.number(),
+  /** When it parked last: a recovery of the tool after this wakes it early. */
+  parkedAt: z.number(),
+  /** When it first parked for this call. */
+  since: z.number(),
+  attempts: z.number(),
+});
+
 const pendingSchema = z.object({
   queue: z.array(callRequestSchema).default([]),
   call: pendingCallSchema.optional(),
@@ -100,6 +117,7 @@ const pendingSchema = z.object({
   durationMs: z.number().optional(),
   /** An irreversible call was (or may have been) sent and its outcome is not known yet: only the tool's own answer to the same key settles it. */
   unsettled: z.boolean().optional(),
+  park: parkSchema.optional(),
 });
 
 export type EffectRecord = z.infer<typeof effectSchema>;
@@ -108,6 +126,7 @@ export type SessionContext = z.infer<typeof contextSchema> & { readonly traceId:
 export type PendingCall = z.infer<typeof pendingCallSchema>;
 export type Pending = z.infer<typeof pendingSchema>;
 export type PendingApprovalData = z.infer<typeof approvalSchema>;
+export type Park = z.infer<typeof parkSchema>;
 
 /**
  * Typed values by the JSON object they are stored as. A context or pending the runner builds is
@@ -147,6 +166,12 @@ export function reservationOf(s: Pick<SessionRecord, "id">, call: PendingCall): 
     reserve: { key: effect.key, sessionId: s.id, tool: effect.tool, entity: effect.entity, entityId: effect.entityId, customerId, currency, amount: effect.amount },
     limits: { ...limits, taskMax: limits.taskMax },
   };
+}
+
+/** What the user got from an ended session, as stored with its stop. */
+export function storedOutcome(s: Pick<SessionRecord, "context">): { readonly kind: string; readonly reason: string } | undefined {
+  const outcome = (s.context as { outcome?: { kind?: unknown; reason?: unknown } }).outcome;
+  return typeof outcome?.kind === "string" ? { kind: outcome.kind, reason: typeof outcome.reason === "string" ? outcome.reason : "" } : undefined;
 }
 
 /** The effects a session's context records as done (observed to succeed). */
@@ -192,6 +217,8 @@ export function redactedEnvelope(envelope: ResultEnvelope): ResultEnvelope {
     costMicros: envelope.costMicros,
     servedFrom: envelope.servedFrom,
     observedAt: envelope.observedAt,
+    ...(envelope.ageMs === undefined ? {} : { ageMs: envelope.ageMs }),
+    ...(envelope.note === undefined ? {} : { note: envelope.note }),
   };
 }
 

@@ -10,6 +10,7 @@ import type { JsonObject, SessionRecord } from "../session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
 import type { Kit } from "./kit.js";
+import { passes, waitForTool } from "./park.js";
 import { safeToReissue } from "./plan.js";
 import { type InFlight, observeSent, type Sent, send } from "./send.js";
 
@@ -94,6 +95,7 @@ export async function execute(kit: Kit, s: SessionRecord, signal: AbortSignal, r
   if ("error" in sent && tool.effect === Effect.IRREVERSIBLE_EXTERNAL && !sent.error.refusedByTool && (sent.error.outcomeUnknown || pending.unsettled)) {
     return resolveUnknown(kit, state, flight, sent.error, signal);
   }
+  if ("error" in sent && passes(sent.error) && !signal.aborted) return waitForTool(kit, state, flight, sent.error);
   return observeSent(kit, state, flight, sent);
 }
 
@@ -156,6 +158,8 @@ async function resolveUnknown(kit: Kit, s: SessionRecord, before: InFlight, firs
     if (!("error" in sent) || sent.error.refusedByTool) return observeSent(kit, state, flight, sent);
     last = sent.error;
   }
+  // The tool is down, not answering wrongly: the session waits for it, the outcome still unsettled.
+  if (passes(last)) return waitForTool(kit, state, flight, last);
   const reason = `the outcome of ${tool.name} is unknown after ${OUTCOME_RESOLUTION_ROUNDS} re-sends (last: ${describe(last)}); approving re-sends it with the same idempotency key, which makes it at most once`;
   const approval = newApproval(tool.name, call.argsHash, call.worldVersion, reason, deps.now(), deps.approvals, "outcome_unknown");
   return moves.move(state, "AWAITING_APPROVAL", {

@@ -4,6 +4,7 @@ import type { Logger } from "@loopguard/tool-sdk";
 import type { SessionMetrics } from "../session-metrics.js";
 import type { RunnerDeps } from "./kit.js";
 import type { MoveDeps } from "./moves.js";
+import { storedOutcome } from "./data.js";
 import { sessionTraceId } from "./trace-id.js";
 
 export type SessionHooks = Required<Pick<MoveDeps, "onTransition" | "onStopped"> & Pick<RunnerDeps, "onContextAlarm" | "onStep">>;
@@ -13,8 +14,10 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
     onTransition: (to) => metrics?.transitions.inc({ to }),
     onStopped: (s) => {
       metrics?.stops.inc({ stop_reason: s.stopReason ?? "unknown" });
+      const outcome = storedOutcome(s);
+      if (outcome) metrics?.outcomes.inc({ outcome: outcome.kind, reason: outcome.reason });
       metrics?.stepsPerSession.observe(s.usage.steps);
-      log.info("session ended", { session_id: s.id, state: s.state, reason: s.stopReason ?? "", count: s.usage.steps, trace_id: sessionTraceId(s) });
+      log.info("session ended", { session_id: s.id, state: s.state, reason: s.stopReason ?? "", outcome: outcome?.kind ?? "", count: s.usage.steps, trace_id: sessionTraceId(s) });
     },
     onContextAlarm: (s, tokens) => {
       metrics?.contextAlarms.inc();

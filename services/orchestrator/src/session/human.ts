@@ -64,7 +64,10 @@ export async function cancelSession(d: HumanDeps, id: string, reason: string, by
     const done = sideEffectsOf(s, d.registry);
     const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${done.length > 0 ? `; already done before the cancel: ${done.join(", ")}` : ""}`;
     try {
-      const stopped = await d.moves.stop(s, "cancelled", answer, { fenced: false });
+      // A parked money call that certainly was not made lets its hold go with the cancel.
+      const parked = s.state === "PARKED" ? pendingOf(s) : undefined;
+      const hold = parked?.call?.effect && !parked.unsettled ? { money: { settle: parked.call.effect.key, outcome: "released" as const } } : {};
+      const stopped = await d.moves.stop(s, "cancelled", answer, { fenced: false, ...hold });
       d.abort(id);
       return stopped;
     } catch (error) {

@@ -6,6 +6,8 @@ import { redactText } from "../redact.js";
 import type { SessionState, StopReason } from "../session-state.js";
 import type { AuditInput, SessionPatch, SessionRecord, SessionStore, StepRecord } from "../session-store.js";
 import type { TraceSink } from "../trace-sink.js";
+import { contextJson, contextOf } from "./data.js";
+import type { Outcome } from "./outcome.js";
 
 /** A state a persisted transition passes through, with what its audit row says. */
 export interface Via {
@@ -36,6 +38,8 @@ export interface MoveDeps {
   readonly now: () => number;
   readonly onTransition?: (to: SessionState) => void;
   readonly onStopped?: (session: SessionRecord) => void;
+  /** What the user got from a session that ends (see outcome.ts); stored in its context with the stop. */
+  readonly outcomeOf?: (ended: SessionRecord) => Outcome | undefined;
 }
 
 const STARTED: Via = { state: "THINKING", audit: { reason: "session started" } };
@@ -82,10 +86,12 @@ export class SessionMoves {
   /** Ends the session with `reason` and its (redacted) answer; nothing stays pending. */
   async stop(s: SessionRecord, reason: StopReason, answer: string, options: StopOptions = {}): Promise<SessionRecord> {
     const clean = redactText(answer);
+    const patch = { ...options.patch, stopReason: reason, answer: clean, pending: null };
+    const outcome = this.deps.outcomeOf?.({ ...s, ...patch, state: terminalStateOf(reason) });
     const done = await this.move(s, terminalStateOf(reason), {
       ...options,
       audit: { reason: `${reason}: ${clean.slice(0, 300)}`, outcome: reason },
-      patch: { ...options.patch, stopReason: reason, answer: clean, pending: null },
+      patch: outcome ? { ...patch, context: contextJson({ ...contextOf({ ...s, ...patch }), outcome }) } : patch,
     });
     this.deps.onStopped?.(done);
     return done;

@@ -1,6 +1,8 @@
 // How a replica claims sessions and lives through store outages.
+import type { DescService } from "@bufbuild/protobuf";
+import type { ToolClient } from "@loopguard/tool-sdk";
 import { isTerminal } from "../session-state.js";
-import { type SessionEvent, type SessionStore, StoreUnavailableError } from "../session-store.js";
+import { type SessionEvent, type SessionRecord, type SessionStore, StoreUnavailableError } from "../session-store.js";
 
 /** Wait before the `attempt`-th retry after a store outage: doubling from 100 ms up to 5 s, with jitter, so replicas do not retry in step. */
 export function storeBackoffMs(attempt: number): number {
@@ -8,9 +10,9 @@ export function storeBackoffMs(attempt: number): number {
   return Math.round(ceiling * (0.5 + Math.random() / 2));
 }
 
-/** Whether an event says a session may be claimed now: live, not waiting for a human, and leased to nobody. */
+/** Whether an event says a session may be claimed now: live, not waiting for a human or a tool, and leased to nobody. */
 export function claimable(event: SessionEvent): boolean {
-  return event.kind === "resync" || (event.leaseOwner === null && !isTerminal(event.state) && event.state !== "AWAITING_APPROVAL");
+  return event.kind === "resync" || (event.leaseOwner === null && !isTerminal(event.state) && event.state !== "AWAITING_APPROVAL" && event.state !== "PARKED");
 }
 
 /**
@@ -44,6 +46,70 @@ export class LeaseKeeper {
       for (const id of ids) if (!held.has(id)) this.driven.get(id)?.abort();
     } finally {
       this.#renewing = false;
+    }
+  }
+}
+
+/** How often parked sessions that are due are woken; each tick wakes at most a tenth of the rate per second. */
+const WAKE_TICK_MS = 100;
+
+export interface WakeOptions {
+  readonly store: SessionStore;
+  readonly owner: string;
+  readonly leaseTtlMs: number;
+  /** Parked sessions woken per second at most. */
+  readonly perSecond: number;
+  readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
+  readonly now: () => number;
+  /** Slots this replica has free for sessions now. */
+  readonly free: () => number;
+  readonly drive: (session: SessionRecord) => void;
+}
+
+/**
+ * Wakes a replica's share of the parked sessions that are due — by their wake time, or because
+ * the tool they wait for recovered (its breaker closed here after they parked) — in wake order,
+ * at most `perSecond` a second and never more than the free slots, so a tool's recovery is not met
+ * by its whole backlog at once. One store query per tick, whatever the number parked; a store
+ * outage skips ticks (the claim loop logs it).
+ */
+export class ParkedWaker {
+  readonly #recovered: Record<string, number> = {};
+  readonly #unsubscribe: (() => void)[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #waking = false;
+
+  constructor(private readonly options: WakeOptions) {}
+
+  start(): void {
+    for (const client of this.options.clients.values()) {
+      this.#unsubscribe.push(
+        client.onBreakerChange((state) => {
+          if (state === "closed") this.#recovered[client.tool] = this.options.now();
+          else if (state === "open") delete this.#recovered[client.tool];
+        }),
+      );
+    }
+    this.#timer = setInterval(() => void this.#tick(), WAKE_TICK_MS);
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    for (const unsubscribe of this.#unsubscribe.splice(0)) unsubscribe();
+  }
+
+  async #tick(): Promise<void> {
+    const free = this.options.free();
+    if (this.#waking || free <= 0) return;
+    const perTick = Math.max(1, Math.floor((this.options.perSecond * WAKE_TICK_MS) / 1000));
+    this.#waking = true;
+    try {
+      const woken = await this.options.store.wake(this.options.owner, this.options.leaseTtlMs, Math.min(free, perTick), this.#recovered);
+      for (const session of woken) this.options.drive(session);
+    } catch {
+      // A parked session simply wakes on a later tick.
+    } finally {
+      this.#waking = false;
     }
   }
 }

@@ -16,18 +16,21 @@ import { outOfTask } from "../task-scope.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { checkAnswer } from "./answer.js";
 import { approve } from "./approve.js";
-import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, reservationOf, type SessionContext } from "./data.js";
+import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, reservationOf, type SessionContext, sideEffectsOf } from "./data.js";
 import { execute } from "./execute.js";
 import type { Kit, RunnerDeps } from "./kit.js";
 import { boundDecision, boundText, MAX_ANSWER_CHARS, MAX_REJECTED_ANSWER_CHARS } from "./model-bounds.js";
 import { type SessionMoves, startOf } from "./moves.js";
 import { observe, observeInPlace } from "./observe.js";
+import { giveUp, park, toolsNow, wake, type WaitFor } from "./park.js";
 import { argsHash, checkCall, type Refused } from "./plan.js";
 import { SessionSpans } from "./spans.js";
 
 /** What the host does with one tool call the policy asked for, decided before anything is written. */
 type CallPlan =
   | Refused
+  /** A live read the host needs could not be made, for a reason that passes: the session waits for its tool. */
+  | ({ readonly kind: "park" } & WaitFor)
   | { readonly kind: "approve"; readonly tool: RegisteredTool; readonly call: PendingCall; readonly context: SessionContext; readonly why: string }
   | { readonly kind: "start"; readonly tool: RegisteredTool; readonly call: PendingCall; readonly context: SessionContext };
 
@@ -78,6 +81,8 @@ export class SessionRunner {
     let s = first;
     while (s && !isTerminal(s.state) && !signal.aborted) {
       if (s.state === "AWAITING_APPROVAL") return s;
+      // Parked by this run: it waits for its wake; a parked session handed to this run was woken.
+      if (s.state === "PARKED" && s !== first) return s;
       try {
         s = await this.#advance(s, signal);
       } catch (error) {
@@ -102,6 +107,8 @@ export class SessionRunner {
         return this.#kit.moves.move(s, "OBSERVING", { audit: { reason: "fallback answer observed" } });
       case "OBSERVING":
         return observe(this.#kit, s);
+      case "PARKED":
+        return wake(this.#kit, s);
       default:
         throw new Error(`cannot advance a session in ${s.state}`);
     }
@@ -113,7 +120,11 @@ export class SessionRunner {
     const next = pending.queue[0];
     if (next) return this.#prepareCall(s, next, pending, signal);
     const refused = refuseStep(s.usage, s.budget, deps.now());
-    if (refused) return moves.stop(s, refused, `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached`);
+    if (refused) {
+      // What was already done stays said: a budget that ran out after a refund does not hide it.
+      const done = sideEffectsOf(s, deps.registry);
+      return moves.stop(s, refused, `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`);
+    }
     const policy = deps.policies.get(s.policy);
     if (!policy) return moves.stop(s, "unrecoverable_error", `unknown policy "${s.policy}"`);
     const ctx = contextOf(s);
@@ -123,7 +134,7 @@ export class SessionRunner {
     let decision: Decision;
     try {
       decision = await spans.span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, () =>
-        policy.decide({ goal, task, tools: deps.registry.specs(s.scopes), history: ctx.history, step: s.usage.steps + 1 }, signal),
+        policy.decide({ goal, task, tools: toolsNow(this.#kit, s), history: ctx.history, step: s.usage.steps + 1 }, signal),
       );
     } catch (error) {
       const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };
@@ -186,6 +197,8 @@ export class SessionRunner {
         return observeInPlace(this.#kit, s, call, rest, plan.envelope, plan.reason);
       case "stop":
         return moves.stop(s, plan.reason, plan.answer);
+      case "park":
+        return park(this.#kit, s, pending, plan) ?? giveUp(this.#kit, s, plan, pending);
       case "approve": {
         const approval = newApproval(plan.tool.name, plan.call.argsHash, plan.call.worldVersion, plan.why, deps.now(), deps.approvals);
         return moves.move(s, "AWAITING_APPROVAL", {
@@ -243,6 +256,8 @@ export class SessionRunner {
     if (!guard) return { kind: "start", tool, call, context };
     const verdict = await guardSideEffect(deps, s, guard, args, String(args[tool.idempotencyKeyField ?? ""] ?? ""), confidence);
     switch (verdict.kind) {
+      case "park":
+        return { kind: "park", tool: verdict.tool, reason: verdict.why, retryAfterMs: verdict.retryAfterMs };
       case "refuse":
         return { kind: "observe", envelope: refusal(verdict, deps.now()), reason: "precondition not met" };
       case "stop":

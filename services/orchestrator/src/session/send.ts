@@ -3,7 +3,7 @@ import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
 import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
 import { SpanStatusCode } from "@opentelemetry/api";
 import { deadlineOf } from "../budget.js";
-import type { ResultEnvelope } from "../policy.js";
+import { ageInWords, type ResultEnvelope } from "../policy.js";
 import { redactText } from "../redact.js";
 import type { JsonValue, SessionRecord } from "../session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
@@ -51,6 +51,8 @@ export async function send(kit: Kit, s: SessionRecord, { tool, client, call }: I
       const result = await client.call(tool.method.localName as never, request as never, {
         deadline: new Date(deadline),
         token,
+        // The degraded answer is the host's last resort (park.ts), not the client's first.
+        degraded: false,
         ...(irreversible ? {} : { signal }),
         ...(onRetry ? { onRetry } : {}),
       });
@@ -64,6 +66,23 @@ export async function send(kit: Kit, s: SessionRecord, { tool, client, call }: I
   });
 }
 
+/** What a fallback answer is, in the envelope: a cached one's time and age, or why a degraded one stands in for the tool. */
+function fallbackWords(tool: RegisteredTool, result: ToolResult<never>): Partial<ResultEnvelope> {
+  const why = result.liveError ? `${status[result.liveError.code] ?? result.liveError.code}${result.liveError.reason ? ` ${result.liveError.reason}` : ""}` : "unavailable";
+  if (result.source === "cache" && result.cachedAt !== undefined) {
+    const ageMs = result.cacheAgeMs ?? 0;
+    return {
+      observedAt: new Date(result.cachedAt).toISOString(),
+      ageMs,
+      note: `${tool.tool} is unavailable now (${why}); this is its answer from ${ageInWords(ageMs)} ago, as of ${new Date(result.cachedAt).toISOString()}`,
+    };
+  }
+  if (result.source === "degraded") {
+    return { note: `${tool.tool} was unavailable (${why}); this is its declared empty answer, not a finding: say that ${tool.tool} could not be consulted` };
+  }
+  return {};
+}
+
 /** Observes what one send gave: the answer (live or a fallback), or a failure that is certain. */
 export function observeSent(kit: Kit, state: SessionRecord, { tool, call, pending }: InFlight, sent: Sent): Promise<SessionRecord> {
   const observedAt = new Date(kit.deps.now()).toISOString();
@@ -74,7 +93,13 @@ export function observeSent(kit: Kit, state: SessionRecord, { tool, call, pendin
     const code = status[e.code] ?? String(e.code);
     const envelope: ResultEnvelope = {
       ok: false,
-      error: { code, message: `${e.reason ? `${e.reason}: ` : ""}${redactText(e.message)}`, retryable: e.retryable, suggestedAction: SUGGESTIONS[e.code] ?? "read the error and decide" },
+      error: {
+        code,
+        message: `${e.reason ? `${e.reason}: ` : ""}${redactText(e.message)}`,
+        retryable: e.retryable,
+        suggestedAction: SUGGESTIONS[e.code] ?? "read the error and decide",
+        ...(e.retryAfterMs === undefined ? {} : { retryAfterMs: e.retryAfterMs }),
+      },
       refs: [],
       costMicros: tool.costMicros,
       servedFrom: "none",
@@ -86,7 +111,7 @@ export function observeSent(kit: Kit, state: SessionRecord, { tool, call, pendin
   }
   const result = sent.result;
   const data = toJson(tool.method.output, result.response) as JsonValue;
-  const envelope: ResultEnvelope = { ok: true, data, refs: refsOf(tool.method.output, data), costMicros: tool.costMicros, servedFrom: result.source, observedAt };
+  const envelope: ResultEnvelope = { ok: true, data, refs: refsOf(tool.method.output, data), costMicros: tool.costMicros, servedFrom: result.source, observedAt, ...fallbackWords(tool, result) };
   // The answer is observed in the same transaction that records it: a crash before that commit
   // leaves the session TOOL_EXECUTING, and the call is re-issued only if that is safe.
   const answered = { tool: tool.name, argsHash: call.argsHash, outcome: result.source };

@@ -30,6 +30,8 @@ export interface ToolResult<T> {
   readonly latencyMs: number;
   /** Age of a cached answer. */
   readonly cacheAgeMs?: number;
+  /** When a cached answer was given live (epoch ms). */
+  readonly cachedAt?: number;
   /** The live failure a fallback answered for. */
   readonly liveError?: ToolCallError;
 }
@@ -155,6 +157,11 @@ export interface CallOptions {
    * whose live value a decision depends on (the host's checks before a side effect).
    */
   readonly fallback?: boolean;
+  /**
+   * false: answer from the cache (within the method's max age) but never with the declared
+   * degraded answer — for a caller that would rather wait for the tool (see degradedResponse).
+   */
+  readonly degraded?: boolean;
   /** Awaited before each retry is sent (e.g. to record a RETRYING state); throwing stops the retries. */
   readonly onRetry?: (retry: { readonly attempt: number; readonly waitMs: number; readonly error: ToolCallError }) => void | Promise<void>;
 }
@@ -170,11 +177,16 @@ interface MethodPlan {
   readonly policy: MethodPolicy;
   readonly timeoutMs: number;
   readonly cacheable: boolean;
+  /** Oldest cached answer served: the contract's cache_max_age_ms, unless config overrides it. */
+  readonly cacheMaxAgeMs: number;
   readonly emptyFallback: boolean;
   readonly deserialize: (bytes: Buffer) => unknown;
 }
 
 const passThrough = (bytes: Buffer): Buffer => bytes;
+
+/** A method's cached answers are served up to this age when its contract names none. */
+const DEFAULT_CACHE_MAX_AGE_MS = 10 * 60_000;
 
 /** Common reasons given before any handler runs: the call was not acted on. */
 const REFUSED_BEFORE_HANDLING: ReadonlySet<string> = new Set([
@@ -216,6 +228,7 @@ export class ToolClient<S extends DescService> {
   readonly #resetTimeoutMs: number;
   /** The service's own error reasons (its contract's enum), each a refusal that did nothing. */
   readonly #domainReasons: ReadonlySet<string>;
+  readonly #breakerListeners = new Set<(state: BreakerState) => void>();
 
   constructor(
     readonly service: S,
@@ -243,6 +256,7 @@ export class ToolClient<S extends DescService> {
         policy,
         timeoutMs: options.timeoutMs?.[method.localName] ?? options.timeoutMs?.["*"] ?? sla.timeoutMs,
         cacheable: (policy.degradation === Degradation.CACHE || policy.degradation === Degradation.CACHE_THEN_EMPTY) && !policy.tags.includes(RoutingTag.DATA_FRESHNESS_CRITICAL),
+        cacheMaxAgeMs: options.cache?.maxAgeMs ?? (policy.cacheMaxAgeMs || DEFAULT_CACHE_MAX_AGE_MS),
         emptyFallback: policy.degradation === Degradation.CACHE_THEN_EMPTY,
         deserialize: (bytes) => fromBinary(method.output, bytes),
       });
@@ -264,6 +278,7 @@ export class ToolClient<S extends DescService> {
     const setState = (state: BreakerState) => {
       this.#metrics.breakerState.set({ tool: this.tool }, BREAKER_STATE_VALUE[state]);
       this.#metrics.breakerTransitions.inc({ tool: this.tool, state });
+      for (const listener of this.#breakerListeners) listener(state);
     };
     this.#breaker.on("open", () => {
       this.#openedAt = Date.now();
@@ -275,11 +290,29 @@ export class ToolClient<S extends DescService> {
     this.#bulkhead = bulkhead(options.bulkhead?.maxInFlight ?? 64, options.bulkhead?.maxQueue ?? 64);
     const retry = options.retry ?? {};
     this.#budget = new RetryBudget(retry.budgetRatio ?? 0.1, retry.budgetMaxTokens ?? 10);
-    this.#cache = new ResponseCache(options.cache?.maxEntries ?? 1000, options.cache?.maxAgeMs ?? 10 * 60_000);
+    const longestAge = Math.max(0, ...[...this.#plans.values()].map((p) => (p.cacheable ? p.cacheMaxAgeMs : 0)));
+    this.#cache = new ResponseCache(options.cache?.maxEntries ?? 1000, Math.max(1, longestAge));
   }
 
   get breakerState(): BreakerState {
     return this.#breaker.opened ? "open" : this.#breaker.halfOpen ? "half-open" : "closed";
+  }
+
+  /** While the breaker is open: when it will let a probe through (epoch ms); else undefined. */
+  get retryAt(): number | undefined {
+    return this.#breaker.opened ? this.#openedAt + this.#resetTimeoutMs : undefined;
+  }
+
+  /** Calls `listener` on every breaker transition (open, half-open, closed); returns the unsubscribe function. */
+  onBreakerChange(listener: (state: BreakerState) => void): () => void {
+    this.#breakerListeners.add(listener);
+    return () => this.#breakerListeners.delete(listener);
+  }
+
+  /** The method's declared degraded answer (CACHE_THEN_EMPTY: an empty response), or undefined when it has none. */
+  degradedResponse<K extends MethodKey<S>>(name: K): OutputOf<S, K> | undefined {
+    const plan = this.#plans.get(name);
+    return plan?.emptyFallback ? (create(plan.method.output) as OutputOf<S, K>) : undefined;
   }
 
   /** Calls one method of the tool. Resolves with the answer and where it came from; rejects with ToolCallError. */
@@ -339,12 +372,20 @@ export class ToolClient<S extends DescService> {
           : (thrown as ToolCallError);
       if (options.fallback !== false && fallbackMayAnswer(error.code)) {
         const cached = cacheKey ? this.#cache.get(cacheKey) : undefined;
-        if (cached) {
+        if (cached && Date.now() - cached.storedAt <= plan.cacheMaxAgeMs) {
           this.#count(plan, "fallback_cache", error.code);
           const ageMs = Date.now() - cached.storedAt;
-          return finish({ response: cached.response as OutputOf<S, K>, source: "cache", attempts, latencyMs: performance.now() - started, cacheAgeMs: ageMs, liveError: error });
+          return finish({
+            response: cached.response as OutputOf<S, K>,
+            source: "cache",
+            attempts,
+            latencyMs: performance.now() - started,
+            cacheAgeMs: ageMs,
+            cachedAt: cached.storedAt,
+            liveError: error,
+          });
         }
-        if (plan.emptyFallback) {
+        if (plan.emptyFallback && options.degraded !== false) {
           this.#count(plan, "fallback_degraded", error.code);
           return finish({ response: create(plan.method.output) as OutputOf<S, K>, source: "degraded", attempts, latencyMs: performance.now() - started, liveError: error });
         }

@@ -16,7 +16,7 @@ export const OPEN_SQL = "stop_reason IS NULL";
 const oneOf = (column: string, values: readonly string[]): string => `(${values.map((v) => `${column} = '${v}'`).join(" OR ")})`;
 
 /** The sessions table; a function of its name so that a layout change can rebuild it beside the old one. */
-const sessionsTable = (name: string): string => `CREATE TABLE IF NOT EXISTS ${name} (
+export const sessionsTable = (name: string): string => `CREATE TABLE IF NOT EXISTS ${name} (
   id TEXT PRIMARY KEY,
   state TEXT NOT NULL CHECK ${oneOf("state", SESSION_STATES)},
   version INTEGER NOT NULL CHECK (version >= 0),
@@ -63,7 +63,7 @@ const LAYOUT = 3;
 
 // The guards repeat in SQL what assertTransition checks in code, so that no code path (an old
 // binary, a hand-written UPDATE) can persist a transition outside TRANSITIONS.
-const SCHEMA = `
+export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS session_transitions (
   from_state TEXT NOT NULL,
   to_state TEXT NOT NULL,

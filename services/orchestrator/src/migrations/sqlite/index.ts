@@ -3,6 +3,7 @@ import type { SqliteMigration } from "@loopguard/sql-store";
 import { sessions } from "./0001-sessions.js";
 import { sessionsByCreator } from "./0002-sessions-by-creator.js";
 import { effectReservations } from "./0003-effect-reservations.js";
+import { parkedSessions } from "./0004-parked-sessions.js";
 
 export { OPEN_SQL } from "./0001-sessions.js";
-export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions, sessionsByCreator, effectReservations];
+export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions, sessionsByCreator, effectReservations, parkedSessions];

@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file loopguard/orchestrator/v1/orchestrator.proto.
  */
 export const file_loopguard_orchestrator_v1_orchestrator: GenFile = /*@__PURE__*/
-  fileDesc("Cixsb29wZ3VhcmQvb3JjaGVzdHJhdG9yL3YxL29yY2hlc3RyYXRvci5wcm90bxIZbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MSK1AQoGQnVkZ2V0EhsKCW1heF9zdGVwcxgBIAEoDUIIukgFKgMY6AcSIAoObWF4X3Rvb2xfY2FsbHMYAiABKA1CCLpIBSoDGOgHEh4KCm1heF90b2tlbnMYAyABKARCCrpIBzIFGICt4gQSJQoRbWF4X3dhbGxfY2xvY2tfbXMYBCABKA1CCrpIByoFGIC4mSkSJQoPbWF4X2Nvc3RfbWljcm9zGAUgASgEQgy6SAkyBxiAoJSljR0ibAoLQnVkZ2V0VXNhZ2USDQoFc3RlcHMYASABKA0SEgoKdG9vbF9jYWxscxgCIAEoDRIOCgZ0b2tlbnMYAyABKAQSEwoLY29zdF9taWNyb3MYBCABKAQSFQoNd2FsbF9jbG9ja19tcxgFIAEoDSKsAgoTU3RhcnRTZXNzaW9uUmVxdWVzdBIYCgRnb2FsGAEgASgJQgq6SAdyBRABGKAfEiUKBHRhc2sYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgDIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0Ej8KBnNjb3BlcxgEIAMoCUIvukgskgEpECAiJXIjMiFeW2Etel1bYS16MC05LV0qOlthLXpdW2EtejAtOS1dKiQSKQoGcG9saWN5GAUgASgJQhm6SBZyFFIAUghzY3JpcHRlZFIGb3BlbmFpEjUKD2lkZW1wb3RlbmN5X2tleRgGIAEoCUIcukgZchcYgAEyEl5bQS1aYS16MC05Xy46LV0qJCJcChRTdGFydFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEg8KB2NyZWF0ZWQYAiABKAgiyAEKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSFgoOYXJndW1lbnRzX2hhc2gYAyABKAkSFQoNd29ybGRfdmVyc2lvbhgEIAEoCRIOCgZyZWFzb24YBSABKAkSLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoJYXJndW1lbnRzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKlBAoHU2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgJEjYKBXN0YXRlGAIgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBIMCgRnb2FsGAQgASgJEiUKBHRhc2sYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgGIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0EjUKBXVzYWdlGAcgASgLMiYubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXRVc2FnZRIOCgZzY29wZXMYCCADKAkSDgoGcG9saWN5GAkgASgJEhMKC3N0b3BfcmVhc29uGAogASgJEg4KBmFuc3dlchgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI9ChBwZW5kaW5nX2FwcHJvdmFsGA4gASgLMiMubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5BcHByb3ZhbBIQCgh0cmFjZV9pZBgPIAEoCRIUCgxoZWFsdGhfc2NvcmUYECABKA0SEgoKY3JlYXRlZF9ieRgRIAEoCSIyChFHZXRTZXNzaW9uUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEAiSQoSR2V0U2Vzc2lvblJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24iNAoTV2F0Y2hTZXNzaW9uUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEAiwQEKClRyYW5zaXRpb24SNQoEZnJvbRgBIAEoDjInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvblN0YXRlEjMKAnRvGAIgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBIOCgZyZWFzb24YBCABKAkSJgoCYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkIKCVN0ZXBFdmVudBIMCgRzdGVwGAEgASgNEicKBnJlY29yZBgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiygEKFFdhdGNoU2Vzc2lvblJlc3BvbnNlEjYKCHNuYXBzaG90GAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uSAASOwoKdHJhbnNpdGlvbhgCIAEoCzIlLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuVHJhbnNpdGlvbkgAEjQKBHN0ZXAYAyABKAsyJC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0ZXBFdmVudEgAQgcKBWV2ZW50IpIBChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EkAKBXN0YXRlGAEgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGVCCLpIBYIBAhABEhsKCXBhZ2Vfc2l6ZRgCIAEoDUIIukgFKgMY9AMSHAoKcGFnZV90b2tlbhgDIAEoCUIIukgFcgMYgAIiZQoUTGlzdFNlc3Npb25zUmVzcG9uc2USNAoIc2Vzc2lvbnMYASADKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KFENhbmNlbFNlc3Npb25SZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCbpIBnIEEAEYQBIYCgZyZWFzb24YAiABKAlCCLpIBXIDGPQDIkwKFUNhbmNlbFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uIsIBChZSZXNvbHZlQXBwcm92YWxSZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCbpIBnIEEAEYQBIeCgthcHByb3ZhbF9pZBgCIAEoCUIJukgGcgQQARhAEg8KB2FwcHJvdmUYAyABKAgSGgoIYXBwcm92ZXIYBCABKAlCCLpIBXIDGIABEhgKBnJlYXNvbhgFIAEoCUIIukgFcgMY9AMSIgoOYXJndW1lbnRzX2hhc2gYBiABKAlCCrpIB3IFEAEYgAEiTgoXUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USMwoHc2Vzc2lvbhgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbiIwCg9HZXRUcmFjZVJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIiMKEEdldFRyYWNlUmVzcG9uc2USDwoHcmVjb3JkcxgBIAMoCSIUChJHZXRPdmVydmlld1JlcXVlc3Qi9wEKE0dldE92ZXJ2aWV3UmVzcG9uc2USSgoGY291bnRzGAEgAygLMjoubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRPdmVydmlld1Jlc3BvbnNlLkNvdW50c0VudHJ5Eg0KBXRvdGFsGAIgASgNEhkKEWFwcHJvdmFsc193YWl0aW5nGAMgASgNEhMKC2FjdGl2ZV9oZXJlGAQgASgNEiYKAmF0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBotCgtDb3VudHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBIhYKFExpc3RUb29sU3RhdHNSZXF1ZXN0Iq8CCglUb29sU3RhdHMSDAoEdG9vbBgBIAEoCRIPCgdzZXJ2aWNlGAIgASgJEg8KB2JyZWFrZXIYAyABKAkSDQoFY2FsbHMYBCABKA0SEwoGcDUwX21zGAUgASgBSACIAQESEwoGcDk1X21zGAYgASgBSAGIAQESEgoKZXJyb3JfcmF0ZRgHIAEoARIYChBmYWxsYmFja3Nfc2VydmVkGAggASgNEkQKCG91dGNvbWVzGAkgAygLMjIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5Ub29sU3RhdHMuT3V0Y29tZXNFbnRyeRovCg1PdXRjb21lc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDToCOAFCCQoHX3A1MF9tc0IJCgdfcDk1X21zIkwKFUxpc3RUb29sU3RhdHNSZXNwb25zZRIzCgV0b29scxgBIAMoCzIkLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuVG9vbFN0YXRzIhYKFExpc3RBcHByb3ZhbHNSZXF1ZXN0IlwKFUxpc3RBcHByb3ZhbHNSZXNwb25zZRI1CglhcHByb3ZhbHMYASADKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24SDAoEbW9yZRgCIAEoCCI4ChdHZXRTZXNzaW9uRGV0YWlsUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEAiRAoJQnVkZ2V0Um93EgwKBG5hbWUYASABKAkSDAoEdXNlZBgCIAEoARINCgVsaW1pdBgDIAEoARIMCgRsZWZ0GAQgASgBIqICCg9BdWRpdFRyYW5zaXRpb24SDwoHdmVyc2lvbhgBIAEoDRIMCgRmcm9tGAIgASgJEgoKAnRvGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgZyZWFzb24YBSABKAlIAIgBARIRCgR0b29sGAYgASgJSAGIAQESFAoHb3V0Y29tZRgHIAEoCUgCiAEBEhYKCWFyZ3NfaGFzaBgIIAEoCUgDiAEBEiAKE2V4cGVjdGVkX3RpbWVvdXRfbXMYCSABKA1IBIgBAUIJCgdfcmVhc29uQgcKBV90b29sQgoKCF9vdXRjb21lQgwKCl9hcmdzX2hhc2hCFgoUX2V4cGVjdGVkX3RpbWVvdXRfbXMiawoKU3RlcFJlY29yZBIMCgRzdGVwGAEgASgNEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBInCgZyZWNvcmQYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IqMCChhHZXRTZXNzaW9uRGV0YWlsUmVzcG9uc2USMwoHc2Vzc2lvbhgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbhI0CgZidWRnZXQYAiADKAsyJC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkJ1ZGdldFJvdxI/Cgt0cmFuc2l0aW9ucxgDIAMoCzIqLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQXVkaXRUcmFuc2l0aW9uEjQKBXN0ZXBzGAQgAygLMiUubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TdGVwUmVjb3JkEiUKBGxvZ3MYBSADKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KuIEChdPcmNoZXN0cmF0b3JFcnJvclJlYXNvbhIpCiVPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASLworT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TRVNTSU9OX05PVF9GT1VORBABEi4KKk9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VTU0lPTl9URVJNSU5BTBACEi8KK09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fQVBQUk9WQUxfTUlTTUFUQ0gQAxIuCipPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX0FQUFJPVkFMX0VYUElSRUQQBBIvCitPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1NUT1JFX1VOQVZBSUxBQkxFEAUSNAowT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9JREVNUE9URU5DWV9LRVlfUkVVU0VEEAYSMQotT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TQ09QRV9OT1RfR1JBTlRBQkxFEAcSKwonT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TRUxGX0FQUFJPVkFMEAgSLAooT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9DQUxMX0lOX0ZMSUdIVBAJEjQKME9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VTU0lPTl9RVU9UQV9FWENFRURFRBAKEi8KK09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fTk9UX1NFU1NJT05fT1dORVIQCyrMAgoMU2Vzc2lvblN0YXRlEh0KGVNFU1NJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIWChJTRVNTSU9OX1NUQVRFX0lETEUQARIaChZTRVNTSU9OX1NUQVRFX1RISU5LSU5HEAISIAocU0VTU0lPTl9TVEFURV9UT09MX0VYRUNVVElORxADEhsKF1NFU1NJT05fU1RBVEVfT0JTRVJWSU5HEAQSGgoWU0VTU0lPTl9TVEFURV9SRVRSWUlORxAFEhoKFlNFU1NJT05fU1RBVEVfRkFMTEJBQ0sQBhIjCh9TRVNTSU9OX1NUQVRFX0FXQUlUSU5HX0FQUFJPVkFMEAcSFgoSU0VTU0lPTl9TVEFURV9ET05FEAgSGAoUU0VTU0lPTl9TVEFURV9GQUlMRUQQCRIbChdTRVNTSU9OX1NUQVRFX0NBTkNFTExFRBAKMukSChNPcmNoZXN0cmF0b3JTZXJ2aWNlEsMBCgxTdGFydFNlc3Npb24SLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlcXVlc3QaLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlc3BvbnNlIlKQAgKKtRhLCAISDnNlc3Npb25zOndyaXRlGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQhdTdGFydCBhbiBhZ2VudCBzZXNzaW9uLqABgIAIEq8BCgpHZXRTZXNzaW9uEiwubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uUmVxdWVzdBotLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0U2Vzc2lvblJlc3BvbnNlIkSQAgGKtRg9CAESDXNlc3Npb25zOnJlYWQaFwjoBxAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCD1JlYWQgYSBzZXNzaW9uLhLTAQoMV2F0Y2hTZXNzaW9uEi4ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXF1ZXN0Gi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXNwb25zZSJgkAIBirUYWQgBEg1zZXNzaW9uczpyZWFkGhkIgN3bARAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCKVN0cmVhbSBhIHNlc3Npb24ncyB0cmFuc2l0aW9ucyBhbmQgc3RlcHMuMAESyQEKDExpc3RTZXNzaW9ucxIuLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVxdWVzdBovLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiWJACAYq1GFEIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIjTGlzdCBzZXNzaW9ucywgb3B0aW9uYWxseSBieSBzdGF0ZS4SuwEKDUNhbmNlbFNlc3Npb24SLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkNhbmNlbFNlc3Npb25SZXF1ZXN0GjAubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5DYW5jZWxTZXNzaW9uUmVzcG9uc2UiR5ACAoq1GEAIAhIOc2Vzc2lvbnM6d3JpdGUaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCEUNhbmNlbCBhIHNlc3Npb24uEt8BCg9SZXNvbHZlQXBwcm92YWwSMS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaMi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlImWQAgKKtRheCAISD2FwcHJvdmFsczp3cml0ZRoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIuQXBwcm92ZSBvciBkZW55IHRoZSBhY3Rpb24gYSBzZXNzaW9uIHdhaXRzIG9uLhK4AQoIR2V0VHJhY2USKi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFRyYWNlUmVxdWVzdBorLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0VHJhY2VSZXNwb25zZSJTkAIBirUYTAgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQh5SZWFkIGEgc2Vzc2lvbidzIHN0ZXAgcmVjb3Jkcy4SuwEKC0dldE92ZXJ2aWV3Ei0ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRPdmVydmlld1JlcXVlc3QaLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldE92ZXJ2aWV3UmVzcG9uc2UiTZACAYq1GEYIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIYQ291bnQgc2Vzc2lvbnMgYnkgc3RhdGUuEt8BCg1MaXN0VG9vbFN0YXRzEi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5MaXN0VG9vbFN0YXRzUmVxdWVzdBowLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFRvb2xTdGF0c1Jlc3BvbnNlImuQAgGKtRhkCAESDXNlc3Npb25zOnJlYWQaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCNlJlcG9ydCBlYWNoIHRvb2wncyBicmVha2VyLCBsYXRlbmN5IGFuZCBjYWxsIG91dGNvbWVzLhLTAQoNTGlzdEFwcHJvdmFscxIvLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaMC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZSJfkAIBirUYWAgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQipMaXN0IHRoZSBzZXNzaW9ucyB3YWl0aW5nIGZvciBhbiBhcHByb3ZhbC4S8wEKEEdldFNlc3Npb25EZXRhaWwSMi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFNlc3Npb25EZXRhaWxSZXF1ZXN0GjMubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uRGV0YWlsUmVzcG9uc2UidpACAYq1GG8IARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUJBUmVhZCBhIHNlc3Npb24gd2l0aCBpdHMgYnVkZ2V0LCB0cmFuc2l0aW9ucywgc3RlcHMgYW5kIGxvZyBsaW5lcy4acZK1GG0KDG9yY2hlc3RyYXRvchIxbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JFcnJvclJlYXNvbhoab3JjaGVzdHJhdG9yLmxvb3BndWFyZC5kZXYiDnNlc3Npb25zOmFkbWluYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_loopguard_tool_v1_options]);
+  fileDesc("Cixsb29wZ3VhcmQvb3JjaGVzdHJhdG9yL3YxL29yY2hlc3RyYXRvci5wcm90bxIZbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MSK1AQoGQnVkZ2V0EhsKCW1heF9zdGVwcxgBIAEoDUIIukgFKgMY6AcSIAoObWF4X3Rvb2xfY2FsbHMYAiABKA1CCLpIBSoDGOgHEh4KCm1heF90b2tlbnMYAyABKARCCrpIBzIFGICt4gQSJQoRbWF4X3dhbGxfY2xvY2tfbXMYBCABKA1CCrpIByoFGIC4mSkSJQoPbWF4X2Nvc3RfbWljcm9zGAUgASgEQgy6SAkyBxiAoJSljR0ibAoLQnVkZ2V0VXNhZ2USDQoFc3RlcHMYASABKA0SEgoKdG9vbF9jYWxscxgCIAEoDRIOCgZ0b2tlbnMYAyABKAQSEwoLY29zdF9taWNyb3MYBCABKAQSFQoNd2FsbF9jbG9ja19tcxgFIAEoDSKsAgoTU3RhcnRTZXNzaW9uUmVxdWVzdBIYCgRnb2FsGAEgASgJQgq6SAdyBRABGKAfEiUKBHRhc2sYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgDIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0Ej8KBnNjb3BlcxgEIAMoCUIvukgskgEpECAiJXIjMiFeW2Etel1bYS16MC05LV0qOlthLXpdW2EtejAtOS1dKiQSKQoGcG9saWN5GAUgASgJQhm6SBZyFFIAUghzY3JpcHRlZFIGb3BlbmFpEjUKD2lkZW1wb3RlbmN5X2tleRgGIAEoCUIcukgZchcYgAEyEl5bQS1aYS16MC05Xy46LV0qJCJcChRTdGFydFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEg8KB2NyZWF0ZWQYAiABKAgiyAEKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSFgoOYXJndW1lbnRzX2hhc2gYAyABKAkSFQoNd29ybGRfdmVyc2lvbhgEIAEoCRIOCgZyZWFzb24YBSABKAkSLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoJYXJndW1lbnRzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKNBQoHU2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgJEjYKBXN0YXRlGAIgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBIMCgRnb2FsGAQgASgJEiUKBHRhc2sYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgGIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0EjUKBXVzYWdlGAcgASgLMiYubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXRVc2FnZRIOCgZzY29wZXMYCCADKAkSDgoGcG9saWN5GAkgASgJEhMKC3N0b3BfcmVhc29uGAogASgJEg4KBmFuc3dlchgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI9ChBwZW5kaW5nX2FwcHJvdmFsGA4gASgLMiMubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5BcHByb3ZhbBIQCgh0cmFjZV9pZBgPIAEoCRIUCgxoZWFsdGhfc2NvcmUYECABKA0SEgoKY3JlYXRlZF9ieRgRIAEoCRIxCgZwYXJrZWQYEiABKAsyIS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlBhcmtlZBIzCgdvdXRjb21lGBMgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5PdXRjb21lIpABCgZQYXJrZWQSDAoEdG9vbBgBIAEoCRIOCgZyZWFzb24YAiABKAkSKwoHd2FrZV9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGF0dGVtcHRzGAUgASgNIicKB091dGNvbWUSDAoEa2luZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiMgoRR2V0U2Vzc2lvblJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIkkKEkdldFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uIjQKE1dhdGNoU2Vzc2lvblJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIsEBCgpUcmFuc2l0aW9uEjUKBGZyb20YASABKA4yJy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb25TdGF0ZRIzCgJ0bxgCIAEoDjInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvblN0YXRlEg8KB3ZlcnNpb24YAyABKAQSDgoGcmVhc29uGAQgASgJEiYKAmF0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCCglTdGVwRXZlbnQSDAoEc3RlcBgBIAEoDRInCgZyZWNvcmQYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IsoBChRXYXRjaFNlc3Npb25SZXNwb25zZRI2CghzbmFwc2hvdBgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbkgAEjsKCnRyYW5zaXRpb24YAiABKAsyJS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlRyYW5zaXRpb25IABI0CgRzdGVwGAMgASgLMiQubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TdGVwRXZlbnRIAEIHCgVldmVudCKSAQoTTGlzdFNlc3Npb25zUmVxdWVzdBJACgVzdGF0ZRgBIAEoDjInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvblN0YXRlQgi6SAWCAQIQARIbCglwYWdlX3NpemUYAiABKA1CCLpIBSoDGPQDEhwKCnBhZ2VfdG9rZW4YAyABKAlCCLpIBXIDGIACImUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEjQKCHNlc3Npb25zGAEgAygLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChRDYW5jZWxTZXNzaW9uUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEASGAoGcmVhc29uGAIgASgJQgi6SAVyAxj0AyJMChVDYW5jZWxTZXNzaW9uUmVzcG9uc2USMwoHc2Vzc2lvbhgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbiLCAQoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEASHgoLYXBwcm92YWxfaWQYAiABKAlCCbpIBnIEEAEYQBIPCgdhcHByb3ZlGAMgASgIEhoKCGFwcHJvdmVyGAQgASgJQgi6SAVyAxiAARIYCgZyZWFzb24YBSABKAlCCLpIBXIDGPQDEiIKDmFyZ3VtZW50c19oYXNoGAYgASgJQgq6SAdyBRABGIABIk4KF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24iMAoPR2V0VHJhY2VSZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCbpIBnIEEAEYQCIjChBHZXRUcmFjZVJlc3BvbnNlEg8KB3JlY29yZHMYASADKAkiFAoSR2V0T3ZlcnZpZXdSZXF1ZXN0IvcBChNHZXRPdmVydmlld1Jlc3BvbnNlEkoKBmNvdW50cxgBIAMoCzI6Lmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0T3ZlcnZpZXdSZXNwb25zZS5Db3VudHNFbnRyeRINCgV0b3RhbBgCIAEoDRIZChFhcHByb3ZhbHNfd2FpdGluZxgDIAEoDRITCgthY3RpdmVfaGVyZRgEIAEoDRImCgJhdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4ASIWChRMaXN0VG9vbFN0YXRzUmVxdWVzdCKvAgoJVG9vbFN0YXRzEgwKBHRvb2wYASABKAkSDwoHc2VydmljZRgCIAEoCRIPCgdicmVha2VyGAMgASgJEg0KBWNhbGxzGAQgASgNEhMKBnA1MF9tcxgFIAEoAUgAiAEBEhMKBnA5NV9tcxgGIAEoAUgBiAEBEhIKCmVycm9yX3JhdGUYByABKAESGAoQZmFsbGJhY2tzX3NlcnZlZBgIIAEoDRJECghvdXRjb21lcxgJIAMoCzIyLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuVG9vbFN0YXRzLk91dGNvbWVzRW50cnkaLwoNT3V0Y29tZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBQgkKB19wNTBfbXNCCQoHX3A5NV9tcyJMChVMaXN0VG9vbFN0YXRzUmVzcG9uc2USMwoFdG9vbHMYASADKAsyJC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlRvb2xTdGF0cyIWChRMaXN0QXBwcm92YWxzUmVxdWVzdCJcChVMaXN0QXBwcm92YWxzUmVzcG9uc2USNQoJYXBwcm92YWxzGAEgAygLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEgwKBG1vcmUYAiABKAgiOAoXR2V0U2Vzc2lvbkRldGFpbFJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIkQKCUJ1ZGdldFJvdxIMCgRuYW1lGAEgASgJEgwKBHVzZWQYAiABKAESDQoFbGltaXQYAyABKAESDAoEbGVmdBgEIAEoASKiAgoPQXVkaXRUcmFuc2l0aW9uEg8KB3ZlcnNpb24YASABKA0SDAoEZnJvbRgCIAEoCRIKCgJ0bxgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoGcmVhc29uGAUgASgJSACIAQESEQoEdG9vbBgGIAEoCUgBiAEBEhQKB291dGNvbWUYByABKAlIAogBARIWCglhcmdzX2hhc2gYCCABKAlIA4gBARIgChNleHBlY3RlZF90aW1lb3V0X21zGAkgASgNSASIAQFCCQoHX3JlYXNvbkIHCgVfdG9vbEIKCghfb3V0Y29tZUIMCgpfYXJnc19oYXNoQhYKFF9leHBlY3RlZF90aW1lb3V0X21zImsKClN0ZXBSZWNvcmQSDAoEc3RlcBgBIAEoDRImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoGcmVjb3JkGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKjAgoYR2V0U2Vzc2lvbkRldGFpbFJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24SNAoGYnVkZ2V0GAIgAygLMiQubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXRSb3cSPwoLdHJhbnNpdGlvbnMYAyADKAsyKi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkF1ZGl0VHJhbnNpdGlvbhI0CgVzdGVwcxgEIAMoCzIlLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU3RlcFJlY29yZBIlCgRsb2dzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCriBAoXT3JjaGVzdHJhdG9yRXJyb3JSZWFzb24SKQolT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEi8KK09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VTU0lPTl9OT1RfRk9VTkQQARIuCipPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1NFU1NJT05fVEVSTUlOQUwQAhIvCitPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX0FQUFJPVkFMX01JU01BVENIEAMSLgoqT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9BUFBST1ZBTF9FWFBJUkVEEAQSLworT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TVE9SRV9VTkFWQUlMQUJMRRAFEjQKME9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fSURFTVBPVEVOQ1lfS0VZX1JFVVNFRBAGEjEKLU9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0NPUEVfTk9UX0dSQU5UQUJMRRAHEisKJ09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VMRl9BUFBST1ZBTBAIEiwKKE9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fQ0FMTF9JTl9GTElHSFQQCRI0CjBPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1NFU1NJT05fUVVPVEFfRVhDRUVERUQQChIvCitPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX05PVF9TRVNTSU9OX09XTkVSEAsq5gIKDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGgoWU0VTU0lPTl9TVEFURV9USElOS0lORxACEiAKHFNFU1NJT05fU1RBVEVfVE9PTF9FWEVDVVRJTkcQAxIbChdTRVNTSU9OX1NUQVRFX09CU0VSVklORxAEEhoKFlNFU1NJT05fU1RBVEVfUkVUUllJTkcQBRIaChZTRVNTSU9OX1NUQVRFX0ZBTExCQUNLEAYSIwofU0VTU0lPTl9TVEFURV9BV0FJVElOR19BUFBST1ZBTBAHEhYKElNFU1NJT05fU1RBVEVfRE9ORRAIEhgKFFNFU1NJT05fU1RBVEVfRkFJTEVEEAkSGwoXU0VTU0lPTl9TVEFURV9DQU5DRUxMRUQQChIYChRTRVNTSU9OX1NUQVRFX1BBUktFRBALMukSChNPcmNoZXN0cmF0b3JTZXJ2aWNlEsMBCgxTdGFydFNlc3Npb24SLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlcXVlc3QaLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlc3BvbnNlIlKQAgKKtRhLCAISDnNlc3Npb25zOndyaXRlGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQhdTdGFydCBhbiBhZ2VudCBzZXNzaW9uLqABgIAIEq8BCgpHZXRTZXNzaW9uEiwubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uUmVxdWVzdBotLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0U2Vzc2lvblJlc3BvbnNlIkSQAgGKtRg9CAESDXNlc3Npb25zOnJlYWQaFwjoBxAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCD1JlYWQgYSBzZXNzaW9uLhLTAQoMV2F0Y2hTZXNzaW9uEi4ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXF1ZXN0Gi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXNwb25zZSJgkAIBirUYWQgBEg1zZXNzaW9uczpyZWFkGhkIgN3bARAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCKVN0cmVhbSBhIHNlc3Npb24ncyB0cmFuc2l0aW9ucyBhbmQgc3RlcHMuMAESyQEKDExpc3RTZXNzaW9ucxIuLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVxdWVzdBovLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiWJACAYq1GFEIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIjTGlzdCBzZXNzaW9ucywgb3B0aW9uYWxseSBieSBzdGF0ZS4SuwEKDUNhbmNlbFNlc3Npb24SLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkNhbmNlbFNlc3Npb25SZXF1ZXN0GjAubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5DYW5jZWxTZXNzaW9uUmVzcG9uc2UiR5ACAoq1GEAIAhIOc2Vzc2lvbnM6d3JpdGUaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCEUNhbmNlbCBhIHNlc3Npb24uEt8BCg9SZXNvbHZlQXBwcm92YWwSMS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaMi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlImWQAgKKtRheCAISD2FwcHJvdmFsczp3cml0ZRoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIuQXBwcm92ZSBvciBkZW55IHRoZSBhY3Rpb24gYSBzZXNzaW9uIHdhaXRzIG9uLhK4AQoIR2V0VHJhY2USKi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFRyYWNlUmVxdWVzdBorLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0VHJhY2VSZXNwb25zZSJTkAIBirUYTAgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQh5SZWFkIGEgc2Vzc2lvbidzIHN0ZXAgcmVjb3Jkcy4SuwEKC0dldE92ZXJ2aWV3Ei0ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRPdmVydmlld1JlcXVlc3QaLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldE92ZXJ2aWV3UmVzcG9uc2UiTZACAYq1GEYIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIYQ291bnQgc2Vzc2lvbnMgYnkgc3RhdGUuEt8BCg1MaXN0VG9vbFN0YXRzEi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5MaXN0VG9vbFN0YXRzUmVxdWVzdBowLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFRvb2xTdGF0c1Jlc3BvbnNlImuQAgGKtRhkCAESDXNlc3Npb25zOnJlYWQaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCNlJlcG9ydCBlYWNoIHRvb2wncyBicmVha2VyLCBsYXRlbmN5IGFuZCBjYWxsIG91dGNvbWVzLhLTAQoNTGlzdEFwcHJvdmFscxIvLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaMC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZSJfkAIBirUYWAgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQipMaXN0IHRoZSBzZXNzaW9ucyB3YWl0aW5nIGZvciBhbiBhcHByb3ZhbC4S8wEKEEdldFNlc3Npb25EZXRhaWwSMi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFNlc3Npb25EZXRhaWxSZXF1ZXN0GjMubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uRGV0YWlsUmVzcG9uc2UidpACAYq1GG8IARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUJBUmVhZCBhIHNlc3Npb24gd2l0aCBpdHMgYnVkZ2V0LCB0cmFuc2l0aW9ucywgc3RlcHMgYW5kIGxvZyBsaW5lcy4acZK1GG0KDG9yY2hlc3RyYXRvchIxbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JFcnJvclJlYXNvbhoab3JjaGVzdHJhdG9yLmxvb3BndWFyZC5kZXYiDnNlc3Npb25zOmFkbWluYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_loopguard_tool_v1_options]);
 
 /**
  * Limits of one session; 0 means the orchestrator's default.
@@ -320,6 +320,20 @@ export type Session = Message<"loopguard.orchestrator.v1.Session"> & {
    * @generated from field: string created_by = 17;
    */
   createdBy: string;
+
+  /**
+   * Set while the session waits in PARKED.
+   *
+   * @generated from field: loopguard.orchestrator.v1.Parked parked = 18;
+   */
+  parked?: Parked | undefined;
+
+  /**
+   * Set once the session ended: what the user got, beside how it stopped.
+   *
+   * @generated from field: loopguard.orchestrator.v1.Outcome outcome = 19;
+   */
+  outcome?: Outcome | undefined;
 };
 
 /**
@@ -328,6 +342,82 @@ export type Session = Message<"loopguard.orchestrator.v1.Session"> & {
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
   messageDesc(file_loopguard_orchestrator_v1_orchestrator, 5);
+
+/**
+ * Why and until when a session waits for a tool.
+ *
+ * @generated from message loopguard.orchestrator.v1.Parked
+ */
+export type Parked = Message<"loopguard.orchestrator.v1.Parked"> & {
+  /**
+   * The tool it waits for, e.g. "billing".
+   *
+   * @generated from field: string tool = 1;
+   */
+  tool: string;
+
+  /**
+   * What failed, e.g. "UNAVAILABLE BREAKER_OPEN".
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * When it is tried again (sooner when the tool's breaker closes).
+   *
+   * @generated from field: google.protobuf.Timestamp wake_at = 3;
+   */
+  wakeAt?: Timestamp | undefined;
+
+  /**
+   * When the session first parked for this call.
+   *
+   * @generated from field: google.protobuf.Timestamp since = 4;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * Times it parked for this call.
+   *
+   * @generated from field: uint32 attempts = 5;
+   */
+  attempts: number;
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.Parked.
+ * Use `create(ParkedSchema)` to create a new message.
+ */
+export const ParkedSchema: GenMessage<Parked> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 6);
+
+/**
+ * @generated from message loopguard.orchestrator.v1.Outcome
+ */
+export type Outcome = Message<"loopguard.orchestrator.v1.Outcome"> & {
+  /**
+   * "succeeded": the task's effect was made, or the question answered live or from a cache
+   * within its max age; "partial": answered, but from a degraded source; "not_done".
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * Why, when not "succeeded", e.g. "tool_unavailable: billing", "no_effect: billing_refund".
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.Outcome.
+ * Use `create(OutcomeSchema)` to create a new message.
+ */
+export const OutcomeSchema: GenMessage<Outcome> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 7);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetSessionRequest
@@ -344,7 +434,7 @@ export type GetSessionRequest = Message<"loopguard.orchestrator.v1.GetSessionReq
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 6);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 8);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetSessionResponse
@@ -361,7 +451,7 @@ export type GetSessionResponse = Message<"loopguard.orchestrator.v1.GetSessionRe
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 7);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 9);
 
 /**
  * @generated from message loopguard.orchestrator.v1.WatchSessionRequest
@@ -378,7 +468,7 @@ export type WatchSessionRequest = Message<"loopguard.orchestrator.v1.WatchSessio
  * Use `create(WatchSessionRequestSchema)` to create a new message.
  */
 export const WatchSessionRequestSchema: GenMessage<WatchSessionRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 8);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 10);
 
 /**
  * @generated from message loopguard.orchestrator.v1.Transition
@@ -415,7 +505,7 @@ export type Transition = Message<"loopguard.orchestrator.v1.Transition"> & {
  * Use `create(TransitionSchema)` to create a new message.
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 9);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 11);
 
 /**
  * @generated from message loopguard.orchestrator.v1.StepEvent
@@ -439,7 +529,7 @@ export type StepEvent = Message<"loopguard.orchestrator.v1.StepEvent"> & {
  * Use `create(StepEventSchema)` to create a new message.
  */
 export const StepEventSchema: GenMessage<StepEvent> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 10);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 12);
 
 /**
  * @generated from message loopguard.orchestrator.v1.WatchSessionResponse
@@ -474,7 +564,7 @@ export type WatchSessionResponse = Message<"loopguard.orchestrator.v1.WatchSessi
  * Use `create(WatchSessionResponseSchema)` to create a new message.
  */
 export const WatchSessionResponseSchema: GenMessage<WatchSessionResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 11);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 13);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListSessionsRequest
@@ -501,7 +591,7 @@ export type ListSessionsRequest = Message<"loopguard.orchestrator.v1.ListSession
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 12);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 14);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListSessionsResponse
@@ -523,7 +613,7 @@ export type ListSessionsResponse = Message<"loopguard.orchestrator.v1.ListSessio
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 13);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 15);
 
 /**
  * @generated from message loopguard.orchestrator.v1.CancelSessionRequest
@@ -545,7 +635,7 @@ export type CancelSessionRequest = Message<"loopguard.orchestrator.v1.CancelSess
  * Use `create(CancelSessionRequestSchema)` to create a new message.
  */
 export const CancelSessionRequestSchema: GenMessage<CancelSessionRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 14);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 16);
 
 /**
  * @generated from message loopguard.orchestrator.v1.CancelSessionResponse
@@ -562,7 +652,7 @@ export type CancelSessionResponse = Message<"loopguard.orchestrator.v1.CancelSes
  * Use `create(CancelSessionResponseSchema)` to create a new message.
  */
 export const CancelSessionResponseSchema: GenMessage<CancelSessionResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 15);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 17);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ResolveApprovalRequest
@@ -611,7 +701,7 @@ export type ResolveApprovalRequest = Message<"loopguard.orchestrator.v1.ResolveA
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 16);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 18);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ResolveApprovalResponse
@@ -628,7 +718,7 @@ export type ResolveApprovalResponse = Message<"loopguard.orchestrator.v1.Resolve
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 17);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 19);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetTraceRequest
@@ -645,7 +735,7 @@ export type GetTraceRequest = Message<"loopguard.orchestrator.v1.GetTraceRequest
  * Use `create(GetTraceRequestSchema)` to create a new message.
  */
 export const GetTraceRequestSchema: GenMessage<GetTraceRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 18);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 20);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetTraceResponse
@@ -664,7 +754,7 @@ export type GetTraceResponse = Message<"loopguard.orchestrator.v1.GetTraceRespon
  * Use `create(GetTraceResponseSchema)` to create a new message.
  */
 export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 19);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 21);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetOverviewRequest
@@ -677,7 +767,7 @@ export type GetOverviewRequest = Message<"loopguard.orchestrator.v1.GetOverviewR
  * Use `create(GetOverviewRequestSchema)` to create a new message.
  */
 export const GetOverviewRequestSchema: GenMessage<GetOverviewRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 20);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 22);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetOverviewResponse
@@ -718,7 +808,7 @@ export type GetOverviewResponse = Message<"loopguard.orchestrator.v1.GetOverview
  * Use `create(GetOverviewResponseSchema)` to create a new message.
  */
 export const GetOverviewResponseSchema: GenMessage<GetOverviewResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 21);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 23);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListToolStatsRequest
@@ -731,7 +821,7 @@ export type ListToolStatsRequest = Message<"loopguard.orchestrator.v1.ListToolSt
  * Use `create(ListToolStatsRequestSchema)` to create a new message.
  */
 export const ListToolStatsRequestSchema: GenMessage<ListToolStatsRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 22);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 24);
 
 /**
  * One tool since this orchestrator process started.
@@ -802,7 +892,7 @@ export type ToolStats = Message<"loopguard.orchestrator.v1.ToolStats"> & {
  * Use `create(ToolStatsSchema)` to create a new message.
  */
 export const ToolStatsSchema: GenMessage<ToolStats> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 23);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 25);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListToolStatsResponse
@@ -819,7 +909,7 @@ export type ListToolStatsResponse = Message<"loopguard.orchestrator.v1.ListToolS
  * Use `create(ListToolStatsResponseSchema)` to create a new message.
  */
 export const ListToolStatsResponseSchema: GenMessage<ListToolStatsResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 24);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 26);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListApprovalsRequest
@@ -832,7 +922,7 @@ export type ListApprovalsRequest = Message<"loopguard.orchestrator.v1.ListApprov
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 25);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 27);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListApprovalsResponse
@@ -858,7 +948,7 @@ export type ListApprovalsResponse = Message<"loopguard.orchestrator.v1.ListAppro
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 26);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 28);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetSessionDetailRequest
@@ -875,7 +965,7 @@ export type GetSessionDetailRequest = Message<"loopguard.orchestrator.v1.GetSess
  * Use `create(GetSessionDetailRequestSchema)` to create a new message.
  */
 export const GetSessionDetailRequestSchema: GenMessage<GetSessionDetailRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 27);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 29);
 
 /**
  * One limit of a session's budget against its use.
@@ -911,7 +1001,7 @@ export type BudgetRow = Message<"loopguard.orchestrator.v1.BudgetRow"> & {
  * Use `create(BudgetRowSchema)` to create a new message.
  */
 export const BudgetRowSchema: GenMessage<BudgetRow> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 28);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 30);
 
 /**
  * One row of the session's audit trail.
@@ -976,7 +1066,7 @@ export type AuditTransition = Message<"loopguard.orchestrator.v1.AuditTransition
  * Use `create(AuditTransitionSchema)` to create a new message.
  */
 export const AuditTransitionSchema: GenMessage<AuditTransition> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 29);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 31);
 
 /**
  * @generated from message loopguard.orchestrator.v1.StepRecord
@@ -1005,7 +1095,7 @@ export type StepRecord = Message<"loopguard.orchestrator.v1.StepRecord"> & {
  * Use `create(StepRecordSchema)` to create a new message.
  */
 export const StepRecordSchema: GenMessage<StepRecord> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 30);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 32);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetSessionDetailResponse
@@ -1046,7 +1136,7 @@ export type GetSessionDetailResponse = Message<"loopguard.orchestrator.v1.GetSes
  * Use `create(GetSessionDetailResponseSchema)` to create a new message.
  */
 export const GetSessionDetailResponseSchema: GenMessage<GetSessionDetailResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 31);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 33);
 
 /**
  * Closed set of orchestrator error reasons (google.rpc.ErrorInfo.reason is the value name
@@ -1206,6 +1296,15 @@ export enum SessionState {
    * @generated from enum value: SESSION_STATE_CANCELLED = 10;
    */
   CANCELLED = 10,
+
+  /**
+   * A call the session needs failed for a reason that passes (the tool down, its breaker open,
+   * overloaded): the session waits, durably and holding no lease, until its wake time or the
+   * tool's recovery, then goes on from where it was.
+   *
+   * @generated from enum value: SESSION_STATE_PARKED = 11;
+   */
+  PARKED = 11,
 }
 
 /**

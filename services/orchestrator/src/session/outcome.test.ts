@@ -1,0 +1,64 @@
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
+import { describe, expect, it } from "vitest";
+import type { HistoryItem, ResultEnvelope } from "../policy.js";
+import type { StopReason } from "../session-state.js";
+import type { JsonObject, SessionRecord } from "../session-store.js";
+import { SideEffectRules } from "../side-effects.js";
+import { ToolRegistry } from "../tool-registry.js";
+import { outcomeOf } from "./outcome.js";
+
+const rules = new SideEffectRules(new ToolRegistry([KbSearchService, BillingService, RiskService]));
+const REFUND_TASK = { kind: "refund", order_id: "ord_DEMO00000002", amount_cents: 500 };
+
+function envelope(servedFrom: ResultEnvelope["servedFrom"], error?: string): ResultEnvelope {
+  return {
+    ok: error === undefined,
+    ...(error ? { error: { code: error, message: "", retryable: true, suggestedAction: "" } } : { data: {} }),
+    refs: [],
+    costMicros: 0,
+    servedFrom,
+    observedAt: "2026-12-01T00:00:00Z",
+  };
+}
+
+function ended(stopReason: StopReason, task: JsonObject, history: HistoryItem[], effects: { tool: string }[] = []): SessionRecord {
+  return {
+    id: "ses_test",
+    state: stopReason === "done" ? "DONE" : "FAILED",
+    stopReason,
+    task,
+    context: { history, effects: effects.map((e) => ({ key: "k", entity: "order", entityId: "ord_DEMO00000002", amount: 500, ...e })) } as unknown as JsonObject,
+  } as unknown as SessionRecord;
+}
+
+const seen = (tool: string, e: ResultEnvelope): HistoryItem => ({ kind: "observation", callId: "c", tool, envelope: e });
+
+describe("outcomeOf", () => {
+  it("a running session has none", () => {
+    expect(outcomeOf({ ...ended("done", {}, []), state: "PARKED", stopReason: null }, rules)).toBeUndefined();
+  });
+
+  it("a refund task succeeded only when its refund was made, whatever the answer says", () => {
+    expect(outcomeOf(ended("done", REFUND_TASK, [], [{ tool: "billing_refund" }]), rules)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(ended("done", REFUND_TASK, [seen("billing_refund", envelope("none", "UNAVAILABLE"))]), rules)).toEqual({ kind: "not_done", reason: "no_effect: billing_refund" });
+  });
+
+  it("a question answered live or from the cache succeeded; on a degraded answer or a passing failure it is partial", () => {
+    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("live"))]), rules)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("cache"))]), rules)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("degraded"))]), rules)).toEqual({ kind: "partial", reason: "degraded: kb_search_search" });
+    expect(outcomeOf(ended("done", {}, [seen("risk_query_risk", envelope("none", "DEADLINE_EXCEEDED"))]), rules)).toEqual({ kind: "partial", reason: "tool_failed: risk_query_risk" });
+    expect(outcomeOf(ended("done", {}, [seen("billing_get_order", envelope("none", "NOT_FOUND"))]), rules)).toEqual({ kind: "succeeded", reason: "" });
+  });
+
+  it("any other stop is not done, by its stop reason", () => {
+    expect(outcomeOf(ended("tool_unavailable", REFUND_TASK, []), rules)).toEqual({ kind: "not_done", reason: "tool_unavailable" });
+    expect(outcomeOf(ended("approval_denied", REFUND_TASK, []), rules)).toEqual({ kind: "not_done", reason: "approval_denied" });
+  });
+
+  it("a refund made before the budget ran out (or a cancel) is still what the user asked for", () => {
+    expect(outcomeOf(ended("deadline", REFUND_TASK, [], [{ tool: "billing_refund" }]), rules)).toEqual({ kind: "succeeded", reason: "" });
+  });
+});

@@ -1,0 +1,41 @@
+// What the user got, beside how the session stopped: a refund task succeeded when its refund was
+// made; a question when it was answered live or from a cache within its max age (the client
+// serves no older one). An answer built on a tool's degraded answer, or on a failure that would
+// have passed, is partial; anything that stopped short of the task is not done, with why.
+import type { SessionRecord } from "../session-store.js";
+import { isTerminal } from "../session-state.js";
+import type { SideEffectRules } from "../side-effects.js";
+import { contextOf, effectsOf } from "./data.js";
+import { passesByName } from "./park.js";
+
+export const OUTCOMES = ["succeeded", "partial", "not_done"] as const;
+
+export interface Outcome {
+  readonly kind: (typeof OUTCOMES)[number];
+  /** Empty when succeeded; else e.g. "tool_unavailable", "no_effect: billing_refund", "degraded: kb_search_search". */
+  readonly reason: string;
+}
+
+/** The outcome of an ended session; undefined while it runs. */
+export function outcomeOf(s: SessionRecord, rules: SideEffectRules): Outcome | undefined {
+  if (!isTerminal(s.state)) return undefined;
+  // A task that asks for an effect succeeded when the effect was made, however the session ended after it.
+  const asked = rules.askedFor(s.task);
+  if (asked.length > 0) {
+    const made = new Set(effectsOf(s).map((e) => e.tool));
+    const missing = asked.filter((tool) => !made.has(tool));
+    if (missing.length === 0) return { kind: "succeeded", reason: "" };
+    if (s.stopReason === "done") return { kind: "not_done", reason: `no_effect: ${missing.join(", ")}` };
+  }
+  if (s.stopReason !== "done") return { kind: "not_done", reason: s.stopReason ?? "unknown" };
+  const degraded = new Set<string>();
+  const failed = new Set<string>();
+  for (const item of contextOf(s).history) {
+    if (item.kind !== "observation") continue;
+    if (item.envelope.servedFrom === "degraded") degraded.add(item.tool);
+    else if (!item.envelope.ok && passesByName(item.envelope.error?.code ?? "")) failed.add(item.tool);
+  }
+  if (degraded.size > 0) return { kind: "partial", reason: `degraded: ${[...degraded].join(", ")}` };
+  if (failed.size > 0) return { kind: "partial", reason: `tool_failed: ${[...failed].join(", ")}` };
+  return { kind: "succeeded", reason: "" };
+}

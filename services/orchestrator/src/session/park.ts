@@ -1,0 +1,142 @@
+// Riding out a tool's bad minutes: a call the session needs that failed for a reason that passes
+// (the tool down, its breaker open, overloaded, too slow) parks the session — PARKED, durable,
+// holding no lease, its call kept — until a wake time with backoff and jitter, or until the tool
+// recovers (Orchestrator's wake loop). It goes on from where it was as long as its wall clock
+// covers the wait and the call's SLA timeout; when it no longer does, a degraded answer stands in
+// if the method declares one, and otherwise the session ends tool_unavailable, saying so.
+import { Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
+import { newApproval } from "../approvals.js";
+import { deadlineOf } from "../budget.js";
+import type { ToolSpec } from "../policy.js";
+import type { SessionRecord } from "../session-store.js";
+import type { RegisteredTool } from "../tool-registry.js";
+import { type Park, type Pending, pendingJson, pendingOf } from "./data.js";
+import type { Kit } from "./kit.js";
+import { type InFlight, observeSent } from "./send.js";
+
+/** The first wait; each park of the same call doubles it, up to PARK_MAX_MS. */
+export const PARK_BASE_MS = 1000;
+export const PARK_MAX_MS = 15_000;
+
+/** Codes that say the tool cannot answer now, not that the request is wrong. */
+const PASSING: ReadonlySet<number> = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.DEADLINE_EXCEEDED]);
+
+export function passes(error: Pick<ToolCallError, "code">): boolean {
+  return PASSING.has(error.code);
+}
+
+/** The same, for a code as an envelope names it ("UNAVAILABLE"). */
+export function passesByName(code: string): boolean {
+  const value = (status as unknown as Record<string, unknown>)[code];
+  return typeof value === "number" && PASSING.has(value);
+}
+
+/** What failed, as the park record and answers say it: "UNAVAILABLE BREAKER_OPEN". */
+export function failureName(error: Pick<ToolCallError, "code" | "reason">): string {
+  return `${status[error.code] ?? error.code}${error.reason ? ` ${error.reason}` : ""}`;
+}
+
+/**
+ * When a call parked `attempts` times before is tried again: doubling backoff with equal jitter
+ * (half fixed, half random, so that parked sessions spread out but none comes back at once), and
+ * never before the tool's RetryInfo.
+ */
+export function wakeTime(now: number, attempts: number, retryAfterMs: number | undefined, random: () => number = Math.random): number {
+  const backoff = Math.min(PARK_MAX_MS, PARK_BASE_MS * 2 ** Math.min(attempts, 10));
+  return now + Math.max(retryAfterMs ?? 0, Math.round(backoff / 2 + (random() * backoff) / 2));
+}
+
+/** What a session is waiting for, for the reason it parks with. */
+export interface WaitFor {
+  readonly tool: RegisteredTool;
+  readonly reason: string;
+  readonly retryAfterMs?: number | undefined;
+}
+
+/**
+ * Parks `s` (TOOL_EXECUTING, RETRYING or THINKING) until the tool is tried again, keeping its
+ * pending work; undefined when its wall clock does not cover the wait plus the call's timeout.
+ */
+export function park(kit: Kit, s: SessionRecord, pending: Pending, { tool, reason, retryAfterMs }: WaitFor): Promise<SessionRecord> | undefined {
+  const now = kit.deps.now();
+  const before = pending.park?.tool === tool.tool ? pending.park : undefined;
+  const attempts = before?.attempts ?? 0;
+  const wakeAt = wakeTime(now, attempts, retryAfterMs);
+  if (wakeAt + tool.timeoutMs > deadlineOf(s.usage, s.budget)) return undefined;
+  const next: Park = { tool: tool.tool, reason, wakeAt, parkedAt: now, since: before?.since ?? now, attempts: attempts + 1 };
+  return kit.moves.move(s, "PARKED", {
+    audit: { reason: `${tool.name}: ${reason}; parked until ${new Date(wakeAt).toISOString()} (try ${attempts + 1})`, tool: tool.name, outcome: "parked" },
+    patch: { pending: pendingJson({ ...pending, startedBy: "", park: next }) },
+  });
+}
+
+/** The tools the session may call, each whose breaker is open marked with when it is tried again (no call goes out before). */
+export function toolsNow({ deps }: Kit, s: SessionRecord): ToolSpec[] {
+  const now = deps.now();
+  return deps.registry.specs(s.scopes).map((spec) => {
+    const tool = deps.registry.get(spec.name);
+    const retryAt = tool ? deps.clients.get(tool.tool)?.retryAt : undefined;
+    return retryAt !== undefined && retryAt > now ? { ...spec, unavailableUntil: new Date(retryAt).toISOString() } : spec;
+  });
+}
+
+/** A woken session goes on: its call goes out again, or (parked while planning) the host plans it again. */
+export function wake(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
+  const { deps, moves } = kit;
+  const pending = pendingOf(s);
+  const parked = pending.park;
+  const call = pending.call;
+  const tool = call ? deps.registry.get(call.tool) : undefined;
+  // A read is tried once more whatever is left (it may answer now; if not, its degraded answer
+  // stands in); an irreversible call is not started without its whole SLA timeout.
+  if (call && tool?.effect === Effect.IRREVERSIBLE_EXTERNAL && deadlineOf(s.usage, s.budget) < deps.now() + tool.timeoutMs) {
+    return giveUp(kit, s, { tool, reason: parked?.reason ?? "unavailable" }, pending);
+  }
+  const tries = `woken (parked ${parked?.attempts ?? 0} time(s) since ${new Date(parked?.since ?? deps.now()).toISOString()})`;
+  if (call) {
+    return moves.move(s, "TOOL_EXECUTING", {
+      audit: { reason: `${tries}: sending ${call.tool} again`, tool: call.tool, argsHash: call.argsHash },
+      patch: { pending: pendingJson({ ...pending, startedBy: deps.runId }) },
+    });
+  }
+  return moves.move(s, "THINKING", { audit: { reason: `${tries}: planning the call again` } });
+}
+
+/**
+ * The failure of a call in flight passes: park, or when the wall clock is too short for another
+ * try, answer with the method's degraded answer or end tool_unavailable.
+ */
+export function waitForTool(kit: Kit, s: SessionRecord, flight: InFlight, error: ToolCallError): Promise<SessionRecord> {
+  const wait = { tool: flight.tool, reason: failureName(error), retryAfterMs: error.retryAfterMs };
+  const parked = park(kit, s, flight.pending, wait);
+  if (parked) return parked;
+  const degraded = flight.client.degradedResponse(flight.tool.method.localName as never);
+  if (degraded !== undefined) {
+    return observeSent(kit, s, flight, { result: { response: degraded as never, source: "degraded", attempts: error.attempts, latencyMs: 0, liveError: error } });
+  }
+  return giveUp(kit, s, wait, flight.pending);
+}
+
+/**
+ * The session's wall clock cannot cover another try: it ends tool_unavailable and says so. A
+ * money call's hold is let go — the tool's refusals say nothing was done — except when an earlier
+ * attempt's outcome is unknown: then a human decides, and approving re-sends it with the same key.
+ */
+export function giveUp(kit: Kit, s: SessionRecord, { tool, reason }: WaitFor, pending: Pending): Promise<SessionRecord> {
+  const { deps, moves } = kit;
+  const call = pending.call;
+  const since = pending.park?.since;
+  const tries = pending.park?.attempts ?? 0;
+  if (call && pending.unsettled && tool.effect === Effect.IRREVERSIBLE_EXTERNAL) {
+    const why = `${tool.name} stayed unavailable (${reason}) and the outcome of an earlier attempt is unknown; approving re-sends it with the same idempotency key, which makes it at most once`;
+    const approval = newApproval(tool.name, call.argsHash, call.worldVersion, why, deps.now(), deps.approvals, "outcome_unknown");
+    return moves.move(s, "AWAITING_APPROVAL", {
+      audit: { reason: "outcome unknown: a human decides", tool: tool.name, argsHash: call.argsHash, outcome: "outcome_unknown" },
+      patch: { pending: pendingJson({ ...pending, approval, startedBy: "" }) },
+    });
+  }
+  const waited = since === undefined ? "" : ` since ${new Date(since).toISOString()} (${tries} tr${tries === 1 ? "y" : "ies"})`;
+  const notMade = call?.tool ?? pending.queue[0]?.name ?? tool.name;
+  const answer = `${tool.tool} was unavailable (${reason})${waited} for as long as the session's wall clock allowed; nothing was done: ${notMade} was not made.`;
+  return moves.stop(s, "tool_unavailable", answer, call?.effect ? { money: { settle: call.effect.key, outcome: "released" } } : {});
+}

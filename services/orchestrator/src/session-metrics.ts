@@ -3,6 +3,17 @@ import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import { SESSION_STATES } from "./session-state.js";
 import type { SessionStore } from "./session-store.js";
 
+/** `query`, run once for every caller that asks while a run is in flight. */
+function inFlightOnce<T>(query: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | undefined;
+  return () => {
+    running ??= query().finally(() => {
+      running = undefined;
+    });
+    return running;
+  };
+}
+
 export class SessionMetrics {
   readonly storeErrors: Counter<"operation">;
   readonly stops: Counter<"stop_reason">;
@@ -17,7 +28,8 @@ export class SessionMetrics {
 
   constructor(registry: Registry) {
     const registers = [registry];
-    const counts = async () => this.#store?.countByState().catch(() => undefined);
+    // Each query feeds two gauges, collected together by one scrape: they share its one run.
+    const counts = inFlightOnce(async () => this.#store?.countByState().catch(() => undefined));
     // A store that cannot answer leaves the last counts in place: /metrics keeps answering, and
     // loopguard_store_errors_total says why they are stale.
     new Gauge({
@@ -52,7 +64,7 @@ export class SessionMetrics {
       labelNames: ["outcome", "reason"] as const,
       registers,
     });
-    const overdue = async () => this.#store?.overdue(Date.now()).catch(() => undefined);
+    const overdue = inFlightOnce(async () => this.#store?.overdue(Date.now()).catch(() => undefined));
     new Gauge({
       name: "loopguard_approvals_overdue",
       help: "Sessions still waiting for an approval whose expiry has passed (the sweep should have ended them).",

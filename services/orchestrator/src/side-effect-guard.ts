@@ -11,7 +11,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { DescService } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
 import type { ToolCallError, ToolClient } from "@loopguard/tool-sdk";
-import { failureName, passes } from "./session/park.js";
+import { failureName, passes, type WaitFor } from "./session/park.js";
 import { type ApprovalRules, thresholdsIn } from "./approvals.js";
 import { deadlineOf } from "./budget.js";
 import type { Reservation } from "./effect-reservations.js";
@@ -21,7 +21,6 @@ import { redactText } from "./redact.js";
 import { type EffectRecord, effectsOf, type PlannedReservation } from "./session/data.js";
 import { declaredEntities, type EntityReader, type GuardedEffect, type SideEffectRules, valueAt } from "./side-effects.js";
 import type { JsonObject, JsonValue, SessionRecord, SessionStore } from "./session-store.js";
-import type { RegisteredTool } from "./tool-registry.js";
 import type { ToolTokens } from "./tool-tokens.js";
 
 export interface GuardDeps {
@@ -46,12 +45,13 @@ export type GuardVerdict =
   | { readonly kind: "refuse"; readonly message: string; readonly suggestedAction: string; readonly retryable: boolean }
   | { readonly kind: "stop"; readonly answer: string }
   /** A live read failed for a reason that passes: wait for its tool rather than decide without it. */
-  | { readonly kind: "park"; readonly tool: RegisteredTool; readonly why: string; readonly retryAfterMs: number | undefined }
+  | ({ readonly kind: "park" } & WaitFor)
   | ({ readonly kind: "approve"; readonly why: string } & Planned)
   | ({ readonly kind: "start" } & Planned);
 
 /** A live read the host makes for its own checks: the read's own token and deadline, and no cached or degraded answer. */
-export type LiveRead = { ok: true; data: JsonValue } | { ok: false; why: string; passing?: { readonly tool: RegisteredTool; readonly why: string; readonly retryAfterMs: number | undefined } };
+/** `passing`: the read failed for a reason that passes, and this is the tool to wait for. */
+export type LiveRead = { ok: true; data: JsonValue } | { ok: false; why: string; passing?: WaitFor };
 
 export async function readLive(deps: Omit<GuardDeps, "store">, s: SessionRecord, reader: EntityReader, id: string): Promise<LiveRead> {
   const tool = reader.tool;
@@ -66,7 +66,7 @@ export async function readLive(deps: Omit<GuardDeps, "store">, s: SessionRecord,
   } catch (error) {
     const e = error as ToolCallError;
     const why = `${tool.name} failed: ${e.reason ?? e.code}: ${redactText(e.message)}`;
-    return { ok: false, why, ...(passes(e) ? { passing: { tool, why: `live read failed: ${failureName(e)}`, retryAfterMs: e.retryAfterMs } } : {}) };
+    return { ok: false, why, ...(passes(e) ? { passing: { tool, reason: `live read failed: ${failureName(e)}`, retryAfterMs: e.retryAfterMs } } : {}) };
   }
 }
 
@@ -89,12 +89,12 @@ function taskFigure(task: JsonObject, field: string): number | undefined {
 }
 
 /** The customer's risk, as a reason for a human, or undefined when it is below the threshold; a read that failed for a reason that passes, to wait for. */
-async function riskReason(deps: GuardDeps, s: SessionRecord, guard: GuardedEffect, entityId: string, customerId: string): Promise<string | undefined | Extract<LiveRead, { ok: false }>> {
+async function riskReason(deps: GuardDeps, s: SessionRecord, guard: GuardedEffect, entityId: string, customerId: string): Promise<string | undefined | WaitFor> {
   const risk = guard.risk!;
   if (customerId === "") return `${guard.entity} ${entityId} names no ${risk.reader.entity}, so its risk cannot be checked`;
   const read = await readLive(deps, s, risk.reader, customerId);
   const score = read.ok ? valueAt(read.data, risk.reader.riskScore!) : undefined;
-  if (!read.ok && read.passing) return read;
+  if (!read.ok && read.passing) return read.passing;
   if (!read.ok) return `the ${risk.reader.entity}'s risk could not be read (${read.why})`;
   if (score === -1) return `the ${risk.reader.entity}'s risk score could not be computed`;
   if (num(score) >= deps.approvals.riskThreshold) return `${risk.reader.entity} risk score ${num(score)} is at or above ${deps.approvals.riskThreshold}`;
@@ -144,7 +144,7 @@ export async function guardSideEffect(
   }
 
   const entity = await readLive(deps, s, guard.reader, entityId);
-  if (!entity.ok && entity.passing) return { kind: "park", ...entity.passing, why: entity.passing.why };
+  if (!entity.ok && entity.passing) return { kind: "park", ...entity.passing };
   if (!entity.ok) {
     return {
       kind: "refuse",
@@ -190,9 +190,8 @@ export async function guardSideEffect(
     return guardSideEffect(deps, s, guard, args, key, confidence, true);
   }
   const risk = await riskReason(deps, s, guard, entityId, customerId);
-  if (typeof risk === "object" && risk.passing) return { kind: "park", ...risk.passing };
-  const riskWhy = typeof risk === "object" ? `the customer's risk could not be read (${risk.why})` : risk;
-  const reasons = [...money.reasons, ...(riskWhy ? [riskWhy] : []), ...(lowConfidence ? [lowConfidence] : [])];
+  if (typeof risk === "object") return { kind: "park", ...risk };
+  const reasons = [...money.reasons, ...(risk ? [risk] : []), ...(lowConfidence ? [lowConfidence] : [])];
   const bound = money.limits.entityMax;
   const planned: Planned = {
     worldVersion: worldVersionOf(guard, entityId, entity.data),

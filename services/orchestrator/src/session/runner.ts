@@ -257,7 +257,7 @@ export class SessionRunner {
     const verdict = await guardSideEffect(deps, s, guard, args, String(args[tool.idempotencyKeyField ?? ""] ?? ""), confidence);
     switch (verdict.kind) {
       case "park":
-        return { kind: "park", tool: verdict.tool, reason: verdict.why, retryAfterMs: verdict.retryAfterMs };
+        return verdict;
       case "refuse":
         return { kind: "observe", envelope: refusal(verdict, deps.now()), reason: "precondition not met" };
       case "stop":

@@ -4,13 +4,12 @@
 // before the policy hears anything, or goes to a human.
 import { setTimeout as sleep } from "node:timers/promises";
 import { Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
-import { newApproval } from "../approvals.js";
 import { redactText } from "../redact.js";
 import type { JsonObject, SessionRecord } from "../session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
 import type { Kit } from "./kit.js";
-import { passes, waitForTool } from "./park.js";
+import { outcomeToHuman, passes, waitForTool } from "./park.js";
 import { safeToReissue } from "./plan.js";
 import { type InFlight, observeSent, type Sent, send } from "./send.js";
 
@@ -34,19 +33,8 @@ async function reissue(kit: Kit, s: SessionRecord, tool: RegisteredTool, call: P
   const { deps, moves } = kit;
   const audit = { tool: tool.name, argsHash: call.argsHash };
   if (!safeToReissue(tool, call)) {
-    const approval = newApproval(
-      tool.name,
-      call.argsHash,
-      call.worldVersion,
-      "an interrupted call of a non-idempotent tool may or may not have taken effect",
-      deps.now(),
-      deps.approvals,
-      "outcome_unknown",
-    );
-    return moves.move(s, "AWAITING_APPROVAL", {
-      audit: { reason: "interrupted non-idempotent call needs a human", ...audit },
-      patch: { pending: pendingJson({ ...pending, approval, startedBy: "" }) },
-    });
+    const why = "an interrupted call of a non-idempotent tool may or may not have taken effect";
+    return outcomeToHuman(kit, s, tool, call, pending, why, { reason: "interrupted non-idempotent call needs a human" });
   }
   let state = s;
   if (state.state === "RETRYING") state = await moves.move(state, "TOOL_EXECUTING", { audit: { reason: "re-issuing an interrupted call", ...audit } });
@@ -136,7 +124,7 @@ function decideAgain(kit: Kit, s: SessionRecord, { tool, call, pending }: InFlig
  * TOOL_EXECUTING, and whoever takes it over re-sends with the same key.
  */
 async function resolveUnknown(kit: Kit, s: SessionRecord, before: InFlight, first: ToolCallError, signal: AbortSignal): Promise<SessionRecord> {
-  const { deps, moves } = kit;
+  const { moves } = kit;
   const { tool, call } = before;
   const flight: InFlight = { ...before, pending: { ...before.pending, unsettled: true } };
   const audit = { tool: tool.name, argsHash: call.argsHash };
@@ -160,10 +148,6 @@ async function resolveUnknown(kit: Kit, s: SessionRecord, before: InFlight, firs
   }
   // The tool is down, not answering wrongly: the session waits for it, the outcome still unsettled.
   if (passes(last)) return waitForTool(kit, state, flight, last);
-  const reason = `the outcome of ${tool.name} is unknown after ${OUTCOME_RESOLUTION_ROUNDS} re-sends (last: ${describe(last)}); approving re-sends it with the same idempotency key, which makes it at most once`;
-  const approval = newApproval(tool.name, call.argsHash, call.worldVersion, reason, deps.now(), deps.approvals, "outcome_unknown");
-  return moves.move(state, "AWAITING_APPROVAL", {
-    audit: { reason: "outcome unknown: a human decides", ...audit, outcome: "outcome_unknown" },
-    patch: { pending: pendingJson({ ...flight.pending, approval, startedBy: "" }) },
-  });
+  const why = `the outcome of ${tool.name} is unknown after ${OUTCOME_RESOLUTION_ROUNDS} re-sends (last: ${describe(last)}); approving re-sends it with the same idempotency key, which makes it at most once`;
+  return outcomeToHuman(kit, state, tool, call, flight.pending, why, { reason: "outcome unknown: a human decides", outcome: "outcome_unknown" });
 }

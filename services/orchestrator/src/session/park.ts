@@ -10,7 +10,7 @@ import { deadlineOf } from "../budget.js";
 import type { ToolSpec } from "../policy.js";
 import type { SessionRecord } from "../session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
-import { type Park, type Pending, pendingJson, pendingOf } from "./data.js";
+import { type Park, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
 import type { Kit } from "./kit.js";
 import { type InFlight, observeSent } from "./send.js";
 
@@ -118,22 +118,38 @@ export function waitForTool(kit: Kit, s: SessionRecord, flight: InFlight, error:
 }
 
 /**
+ * A call whose outcome the host cannot settle waits for a human (approval kind outcome_unknown);
+ * approving re-sends it with the same idempotency key, so whoever sends it makes it at most once.
+ */
+export function outcomeToHuman(
+  { deps, moves }: Kit,
+  s: SessionRecord,
+  tool: RegisteredTool,
+  call: PendingCall,
+  pending: Pending,
+  why: string,
+  audit: { readonly reason: string; readonly outcome?: string },
+): Promise<SessionRecord> {
+  const approval = newApproval(tool.name, call.argsHash, call.worldVersion, why, deps.now(), deps.approvals, "outcome_unknown");
+  return moves.move(s, "AWAITING_APPROVAL", {
+    audit: { ...audit, tool: tool.name, argsHash: call.argsHash },
+    patch: { pending: pendingJson({ ...pending, approval, startedBy: "" }) },
+  });
+}
+
+/**
  * The session's wall clock cannot cover another try: it ends tool_unavailable and says so. A
  * money call's hold is let go — the tool's refusals say nothing was done — except when an earlier
  * attempt's outcome is unknown: then a human decides, and approving re-sends it with the same key.
  */
 export function giveUp(kit: Kit, s: SessionRecord, { tool, reason }: WaitFor, pending: Pending): Promise<SessionRecord> {
-  const { deps, moves } = kit;
+  const { moves } = kit;
   const call = pending.call;
   const since = pending.park?.since;
   const tries = pending.park?.attempts ?? 0;
   if (call && pending.unsettled && tool.effect === Effect.IRREVERSIBLE_EXTERNAL) {
     const why = `${tool.name} stayed unavailable (${reason}) and the outcome of an earlier attempt is unknown; approving re-sends it with the same idempotency key, which makes it at most once`;
-    const approval = newApproval(tool.name, call.argsHash, call.worldVersion, why, deps.now(), deps.approvals, "outcome_unknown");
-    return moves.move(s, "AWAITING_APPROVAL", {
-      audit: { reason: "outcome unknown: a human decides", tool: tool.name, argsHash: call.argsHash, outcome: "outcome_unknown" },
-      patch: { pending: pendingJson({ ...pending, approval, startedBy: "" }) },
-    });
+    return outcomeToHuman(kit, s, tool, call, pending, why, { reason: "outcome unknown: a human decides", outcome: "outcome_unknown" });
   }
   const waited = since === undefined ? "" : ` since ${new Date(since).toISOString()} (${tries} tr${tries === 1 ? "y" : "ies"})`;
   const notMade = call?.tool ?? pending.queue[0]?.name ?? tool.name;

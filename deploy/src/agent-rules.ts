@@ -11,6 +11,7 @@ export const AGENT_RULE_GROUP = "loopguard-agents";
 /** Sessions ended over `window`; a share of them is judged only past `minSessions`. */
 const SESSIONS = { window: "30m", minSessions: 20, for: "10m" } as const;
 const STOP_REASONS_RATIO = 0.25;
+const NOT_SUCCEEDED_RATIO = 0.25;
 const NO_PROGRESS_RATIO = 0.1;
 const FALLBACKS = { window: "10m", ratio: 0.1, minCalls: 20, for: "10m" } as const;
 /** Not closed at any scrape of the window and reopened within it, for `for`: refusing calls for both together. */
@@ -31,12 +32,14 @@ function rule(a: AgentAlert): Rule {
   return { alert: a.name, expr: a.expr, for: a.for, labels: { severity: a.severity }, annotations };
 }
 
-/** The share of sessions ended over the window whose stop reason matches `matcher`, with the minimum-count guard. */
-function stopShare(matcher: string, ratio: number): string {
-  const ended = `sum(increase(loopguard_session_stops_total[${SESSIONS.window}]))`;
-  const matching = `sum(increase(loopguard_session_stops_total{${matcher}}[${SESSIONS.window}]))`;
+/** The share of sessions ended over the window whose `metric` labels match `matcher`, with the minimum-count guard. */
+function endedShare(metric: string, matcher: string, ratio: number): string {
+  const ended = `sum(increase(${metric}[${SESSIONS.window}]))`;
+  const matching = `sum(increase(${metric}{${matcher}}[${SESSIONS.window}]))`;
   return `${matching}\n/\n${ended}\n> ${ratio}\nand\n${ended} >= ${SESSIONS.minSessions}`;
 }
+
+const stopShare = (matcher: string, ratio: number) => endedShare("loopguard_session_stops_total", matcher, ratio);
 
 const calls = (matcher: string) => `sum by (tool) (increase(loopguard_tool_client_calls_total${matcher}[${FALLBACKS.window}]))`;
 const notClosed = `min_over_time(loopguard_tool_breaker_state[${BREAKER.windowMinutes}m]) >= ${BREAKER_STATE_VALUE["half-open"]}`;
@@ -51,6 +54,15 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     severity: SEVERITY.ticket,
     summary: `More than ${percent(STOP_REASONS_RATIO)} of sessions end without an answer`,
     description: `{{ $value | humanizePercentage }} of the sessions that ended in ${endedOver} stopped with a reason other than done.`,
+  },
+  {
+    // A session can stop `done` without doing its task (no refund made, a degraded answer): what the user got is its outcome.
+    name: "SessionOutcomesNotSucceededHigh",
+    expr: endedShare("loopguard_session_outcomes_total", 'outcome!="succeeded"', NOT_SUCCEEDED_RATIO),
+    for: SESSIONS.for,
+    severity: SEVERITY.ticket,
+    summary: `More than ${percent(NOT_SUCCEEDED_RATIO)} of sessions do not do what they were asked`,
+    description: `{{ $value | humanizePercentage }} of the sessions that ended in ${endedOver} had an outcome other than succeeded (partial: a degraded answer; not_done: the task's effect not made, or stopped short).`,
   },
   {
     name: "SessionNoProgressHigh",

@@ -5,9 +5,11 @@ import { dirname, join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
 import { servicePolicy } from "@loopguard/tool-sdk";
 import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles } from "./k8s-files.js";
+import { overlayNamesFiles } from "./k8s-names.js";
 import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "./local-addresses.js";
-import { alertRules, deployedServices, readServices, renderPrometheusFiles, serviceSlos } from "./prometheus-files.js";
+import { alertRules, deployedServices, GENERATED_HEADER, readServices, renderPrometheusFiles, serviceSlos } from "./prometheus-files.js";
 import { sloAlertCases } from "./slo-alert-cases.js";
+import { toYaml } from "./yaml.js";
 
 export interface GeneratedFiles {
   /** Path relative to the repository root → content. */
@@ -21,8 +23,10 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
   const rules = alertRules(repoRoot, contracts, services);
   const methods = serviceSlos(repoRoot, contracts, services);
   const tools = deployedServices(contracts, services).map((s) => servicePolicy(s).toolName);
+  const k8s = renderK8sFiles(services, { rules, methods });
+  const names = [...overlayNamesFiles(repoRoot, k8s)].map(([path, replacements]): [string, string] => [path, toYaml(replacements, GENERATED_HEADER)]);
   return {
-    files: new Map([...renderPrometheusFiles(services, rules, sloAlertCases(rules, methods, tools)), ...renderK8sFiles(services, { rules, methods }), ...renderLocalToolAddresses(services)]),
+    files: new Map([...renderPrometheusFiles(services, rules, sloAlertCases(rules, methods, tools)), ...k8s, ...names, ...renderLocalToolAddresses(services)]),
     ownedDirs: [BASE_SERVICES_DIR, dirname(LOCAL_ADDRESSES_FILE), ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
   };
 }

@@ -100,7 +100,8 @@ const podChaos: Schema = {
         selector: {
           type: "object",
           additionalProperties: false,
-          required: ["namespaces", "labelSelectors"],
+          // Without `namespaces` Chaos Mesh picks pods in the object's own namespace: the shipped kills name none.
+          required: ["labelSelectors"],
           properties: {
             namespaces: { type: "array", minItems: 1, items: { type: "string", minLength: 1 } },
             labelSelectors: { type: "object", minProperties: 1, propertyNames: labelName, additionalProperties: { type: "string" } },

@@ -90,8 +90,8 @@ describe("renderK8sFiles", () => {
   it("points the orchestrator at the new tool's headless Service and lets it through both network policies", () => {
     const [, , deployment, policy] = documents(files, join(BASE_SERVICES_DIR, "orchestrator.yaml")) as [unknown, unknown, Deployment, NetworkPolicy];
     const env = deployment.spec!.template.spec!.containers[0]!.env!;
-    expect(env).toContainEqual({ name: "GEO_ADDR", value: "dns:///geo.loopguard.svc.cluster.local:50064" });
-    expect(env).toContainEqual({ name: "KB_SEARCH_ADDR", value: "dns:///kb-search.loopguard.svc.cluster.local:50061" });
+    expect(env).toContainEqual({ name: "GEO_ADDR", value: "dns:///geo:50064" });
+    expect(env).toContainEqual({ name: "KB_SEARCH_ADDR", value: "dns:///kb-search:50061" });
     expect(policy.spec!.egress).toContainEqual({ to: [{ podSelector: { matchLabels: { "app.kubernetes.io/name": "geo" } } }], ports: [{ protocol: "TCP", port: 50064 }] });
     const geoPolicy = documents(files, join(BASE_SERVICES_DIR, "geo.yaml"))[3] as NetworkPolicy;
     expect(geoPolicy.spec!.ingress![0]).toEqual({ from: [{ podSelector: { matchLabels: { "app.kubernetes.io/name": "orchestrator" } } }], ports: [{ protocol: "TCP", port: 50064 }] });

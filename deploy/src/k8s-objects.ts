@@ -26,7 +26,6 @@ export const PROMETHEUS_PEER: NetworkPolicyPeer = {
 };
 /** Pods in any namespace with this label may call the orchestrator's API and open its dashboard. */
 export const API_CLIENT_LABEL = "loopguard/api-client";
-export const OTEL_COLLECTOR_ENDPOINT = `http://otel-collector.${NAMESPACE}.svc.cluster.local:4318`;
 /** ConfigMap (made by the base's configMapGenerator) with the OTEL_* variables every service shares. */
 export const TELEMETRY_CONFIG_MAP = "loopguard-telemetry";
 export const POSTGRES_PORT = 5432;
@@ -56,9 +55,13 @@ function metadata(spec: ServiceSpec, name = spec.name): ObjectMeta & { name: str
   return { name, namespace: NAMESPACE, labels: appLabels(spec) };
 }
 
-/** The cluster DNS name of a service's headless Service. */
+/**
+ * The DNS name of a Service, for a caller in the same namespace: the short name, resolved through
+ * the pod's search path (its own namespace first), so no object names the namespace the overlay
+ * puts the suite in.
+ */
 export function serviceHost(name: string): string {
-  return `${name}.${NAMESPACE}.svc.cluster.local`;
+  return name;
 }
 
 /** "loopguard-risk-pepper/pepper" → the secret, the key and where the file is mounted. */

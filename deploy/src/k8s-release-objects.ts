@@ -41,7 +41,7 @@ export const METRICS_SERVICE_LABEL = "loopguard/metrics";
  */
 export const SCALE_DOWN_DELAY_SECONDS = 90;
 /** prometheus-operator's Service in kube-prometheus(-stack)'s namespace; the template's argument overrides it. */
-export const PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc.cluster.local:9090";
+export const PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090";
 const SMOKE_METRIC = "smoke-calls";
 
 export function previewServiceName(tool: string): string {

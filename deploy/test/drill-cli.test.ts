@@ -45,7 +45,7 @@ describe("pnpm drill --k8s --dry-run", () => {
         apiVersion: "chaos-mesh.org/v1alpha1",
         kind: "PodChaos",
         metadata: { namespace: "loopguard" },
-        spec: { action: "pod-kill", mode, gracePeriod: 0, selector: { namespaces: ["loopguard"], labelSelectors: { "app.kubernetes.io/name": service } } },
+        spec: { action: "pod-kill", mode, gracePeriod: 0, selector: { labelSelectors: { "app.kubernetes.io/name": service } } },
       });
       // Not paused: a run's objects act as soon as they are created.
       expect((object.metadata as { annotations?: object }).annotations).toBeUndefined();

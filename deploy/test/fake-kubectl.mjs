@@ -35,8 +35,8 @@ if (args.includes("--raw")) {
 } else if (args.includes("logs")) {
   process.stdout.write(
     scenario.jobs[gate] === "Complete"
-      ? "smoke billing GetOrder: 0 of 400 calls failed, 6 allowed at a 0.5 % error rate; p95 3.1 ms → billing-preview.loopguard.svc.cluster.local:50062\n"
-      : "smoke billing GetOrder: 131 of 400 calls failed (UNAVAILABLE × 131), 6 allowed at a 0.5 % error rate; p95 2.8 ms → billing-preview.loopguard.svc.cluster.local:50062\n",
+      ? "smoke billing GetOrder: 0 of 400 calls failed, 6 allowed at a 0.5 % error rate; p95 3.1 ms → billing-preview:50062\n"
+      : "smoke billing GetOrder: 131 of 400 calls failed (UNAVAILABLE × 131), 6 allowed at a 0.5 % error rate; p95 2.8 ms → billing-preview:50062\n",
   );
 } else if (args.includes("get") && args.includes("deployments.apps")) {
   const ready = { observedGeneration: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2 };

@@ -250,10 +250,10 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod release paths: tool 
       ).toContain(tool.port);
       expect(blueGreen.scaleDownDelaySeconds, name).toBeGreaterThan(30);
       expect(blueGreen.autoPromotionEnabled === false || blueGreen.prePromotionAnalysis !== undefined, name).toBe(true);
-      const host = (service: string) => `${service}.${NAMESPACE}.svc.cluster.local`;
+      // The analysis Jobs run in the suite's namespace: the short Service name reaches the colour.
       for (const [analysis, through] of [
-        [blueGreen.prePromotionAnalysis!, host(blueGreen.previewService!)],
-        [blueGreen.postPromotionAnalysis!, host(tool.name)],
+        [blueGreen.prePromotionAnalysis!, blueGreen.previewService!],
+        [blueGreen.postPromotionAnalysis!, tool.name],
       ] as const) {
         // Argo fills podTemplateHashValue with Stable or Latest only; anything else leaves the hash empty and the queries match nothing.
         expect(analysis.args, name).toEqual([

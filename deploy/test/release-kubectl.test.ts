@@ -114,8 +114,8 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
       "patch deployment/billing-blue /spec/replicas=0",
     ]);
     const [preview, live] = calls.filter((c) => c.args.includes("create")).map((c) => JSON.parse(c.stdin) as { spec: { template: { spec: { containers: { image: string; args: string[] }[] } } } });
-    expect(preview!.spec.template.spec.containers[0]).toMatchObject({ image: NEW, args: expect.arrayContaining(["--target", "billing-preview.loopguard.svc.cluster.local:50062"]) });
-    expect(live!.spec.template.spec.containers[0]!.args).toEqual(expect.arrayContaining(["--target", "billing.loopguard.svc.cluster.local:50062"]));
+    expect(preview!.spec.template.spec.containers[0]).toMatchObject({ image: NEW, args: expect.arrayContaining(["--target", "billing-preview:50062"]) });
+    expect(live!.spec.template.spec.containers[0]!.args).toEqual(expect.arrayContaining(["--target", "billing:50062"]));
     const query = calls.find((c) => c.args.includes("--raw"))!.args.at(-1)!;
     expect(query).toMatch(/^\/api\/v1\/namespaces\/monitoring\/services\/http:prometheus-operated:9090\/proxy\/api\/v1\/query\?query=/);
     expect(decodeURIComponent(query)).toContain('grpc_method="GetOrder",version="green"}[3m])) >= 200');
@@ -125,7 +125,7 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
     const { calls, outcome, log } = await release(plain, { prometheus: ["bad"], jobs: ["Failed"] });
     expect(outcome).toBeInstanceOf(ReleaseRefused);
     expect(outcome!.message).toBe(
-      `${NEW} failed the release gate before the flip: smoke Job ${JSON.parse(calls.find((c) => c.args.includes("create"))!.stdin).metadata.name} failed: smoke billing GetOrder: 131 of 400 calls failed (UNAVAILABLE × 131), 6 allowed at a 0.5 % error rate; p95 2.8 ms → billing-preview.loopguard.svc.cluster.local:50062; billing-green is scaled back to zero and billing-blue stays live`,
+      `${NEW} failed the release gate before the flip: smoke Job ${JSON.parse(calls.find((c) => c.args.includes("create"))!.stdin).metadata.name} failed: smoke billing GetOrder: 131 of 400 calls failed (UNAVAILABLE × 131), 6 allowed at a 0.5 % error rate; p95 2.8 ms → billing-preview:50062; billing-green is scaled back to zero and billing-blue stays live`,
     );
     expect((outcome as ReleaseRefused).detail).toMatch(/^billing GetOrder error ratio 32\.8 % \(budget 0\.5 %\): above its budget\nerror-ratio failed 2 of its measurements \(1 allowed\)/);
     // Two failed measurements of three are enough to stop.

@@ -21,7 +21,7 @@ export interface PodChaos {
   readonly spec: {
     readonly action: "pod-kill";
     readonly mode: KillMode;
-    readonly selector: { readonly namespaces: readonly string[]; readonly labelSelectors: Readonly<Record<string, string>> };
+    readonly selector: { readonly labelSelectors: Readonly<Record<string, string>> };
     /** 0: the pod is deleted at once, its containers killed without a SIGTERM (a SIGKILL drill). */
     readonly gracePeriod: 0;
   };
@@ -50,7 +50,8 @@ export function podKill(service: string, options: PodKillOptions): PodChaos {
     spec: {
       action: "pod-kill",
       mode: options.mode,
-      selector: { namespaces: [NAMESPACE], labelSelectors: { "app.kubernetes.io/name": service } },
+      // No `namespaces`: Chaos Mesh then picks pods in the PodChaos object's own namespace, the one the overlay chose.
+      selector: { labelSelectors: { "app.kubernetes.io/name": service } },
       gracePeriod: 0,
     },
   };

@@ -11,7 +11,7 @@ import type { GateStep } from "./k8s.js";
 
 export interface GateRun {
   readonly namespace: string;
-  /** Prometheus's in-cluster URL, e.g. http://prometheus-operated.monitoring.svc.cluster.local:9090. */
+  /** Prometheus's in-cluster URL, e.g. http://prometheus-operated.monitoring.svc:9090. */
   readonly prometheus: string;
   readonly kubectl: (args: readonly string[], input?: string) => Promise<string>;
   readonly sleep: (ms: number) => Promise<void>;

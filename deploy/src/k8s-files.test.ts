@@ -5,7 +5,7 @@ import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { describe, expect, it } from "vitest";
 import { BASE_SERVICES_DIR, COMPONENTS_DIR, renderK8sFiles } from "./k8s-files.js";
-import { TERMINATION_GRACE_SECONDS } from "./k8s-objects.js";
+import { TERMINATION_GRACE_SECONDS } from "./pod-timings.js";
 import { methodSlos } from "./slo-rules.js";
 import { parseYamlDocuments } from "./yaml.js";
 

@@ -12,6 +12,7 @@ import type { Container, EnvVar, PersistentVolumeClaim, Probe, Service, ServiceA
 import type { ObjectMeta } from "kubernetes-types/meta/v1.js";
 import type { NetworkPolicy, NetworkPolicyPeer } from "kubernetes-types/networking/v1.js";
 import type { PodDisruptionBudget } from "kubernetes-types/policy/v1.js";
+import { CPU_REQUEST_MILLICORES, PRE_STOP_SECONDS, SHUTDOWN_GRACE_MS, STARTUP_PERIOD_SECONDS, startupBudgetSeconds, TERMINATION_GRACE_SECONDS } from "./pod-timings.js";
 import type { RuleFile } from "./slo-rules.js";
 
 export const NAMESPACE = "loopguard";
@@ -29,16 +30,6 @@ export const API_CLIENT_LABEL = "loopguard/api-client";
 /** ConfigMap (made by the base's configMapGenerator) with the OTEL_* variables every service shares. */
 export const TELEMETRY_CONFIG_MAP = "loopguard-telemetry";
 export const POSTGRES_PORT = 5432;
-
-/** The drain a service is given on SIGTERM (<PREFIX>_SHUTDOWN_GRACE_MS). */
-export const SHUTDOWN_GRACE_MS = 10_000;
-/** Time for the endpoints and DNS of a terminating pod to be withdrawn before it gets SIGTERM. */
-export const PRE_STOP_SECONDS = 5;
-/**
- * preStop, then the drain: up to the grace for calls in flight, then up to the grace again for
- * the server to close (tool-sdk's shutdown), plus a margin to flush telemetry before SIGKILL.
- */
-export const TERMINATION_GRACE_SECONDS = PRE_STOP_SECONDS + (2 * SHUTDOWN_GRACE_MS) / 1000 + 5;
 
 const PORT_GRPC = "grpc";
 const PORT_HTTP = "http";
@@ -121,13 +112,17 @@ function container(spec: ServiceSpec, tools: readonly ServiceSpec[], mounts: Vol
     ],
     env: env(spec, tools),
     envFrom: [{ configMapRef: { name: TELEMETRY_CONFIG_MAP } }],
-    resources: orchestrator
-      ? { requests: { cpu: "250m", memory: "256Mi" }, limits: { cpu: "2", memory: "512Mi" } }
-      : { requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "1", memory: "256Mi" } },
+    resources: {
+      requests: { cpu: `${CPU_REQUEST_MILLICORES[spec.kind]}m`, memory: orchestrator ? "256Mi" : "128Mi" },
+      limits: orchestrator ? { cpu: "2", memory: "512Mi" } : { cpu: "1", memory: "256Mi" },
+    },
     // Health is grpc.health.v1 on the gRPC port; it turns NOT_SERVING as soon as the drain starts.
-    startupProbe: grpcProbe(spec, 1, 30),
-    readinessProbe: grpcProbe(spec, 5, 1),
-    livenessProbe: grpcProbe(spec, 10, 3, 2),
+    // A health check costs microseconds of CPU: one that takes seconds means the event loop was
+    // stalled (a throttled pod, a long GC), so it takes three in a row, 15 s, to leave the Service
+    // (a terminating pod leaves at once, whatever its probes), and 30 s of them to be restarted.
+    startupProbe: grpcProbe(spec, STARTUP_PERIOD_SECONDS, startupBudgetSeconds(spec) / STARTUP_PERIOD_SECONDS),
+    readinessProbe: grpcProbe(spec, 5, 3, 3),
+    livenessProbe: grpcProbe(spec, 10, 3, 5),
     lifecycle: { preStop: { sleep: { seconds: PRE_STOP_SECONDS } } },
     securityContext: {
       runAsNonRoot: true,

@@ -128,6 +128,9 @@ const MODEL_TYPES: Readonly<Record<string, { readonly module: string; readonly t
   "argoproj.io/v1alpha1/AnalysisTemplate": { module: "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/AnalysisTemplate", type: "IAnalysisTemplate" },
 };
 
+/** "apiVersion/Kind" of every custom resource the check knows, so the docs can list what each needs installed. */
+export const CUSTOM_KINDS: readonly string[] = [...Object.keys(MODEL_TYPES), ...Object.keys(CRD_SCHEMAS)];
+
 function typeOf(object: K8sObject): { module: string; type: string } | undefined {
   const model = MODEL_TYPES[`${object.apiVersion}/${object.kind}`];
   if (model) return model;

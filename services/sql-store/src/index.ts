@@ -17,6 +17,7 @@ export {
   postgresClientConfig,
   type TransactionOptions,
 } from "./postgres.js";
+export { explainPostgresTlsError, PostgresTlsError, postgresTlsProblem } from "./postgres-tls.js";
 export {
   ensurePrivateDir,
   isSqliteUnavailable,

@@ -27,4 +27,5 @@ export {
   preparePrivateSqliteFile,
   type SqliteOptions,
 } from "./sqlite.js";
+export { MAX_STORE_POOL_SIZE, seedDemo, storePoolSize } from "./store-env.js";
 export { describeStoreLocation, parseStoreUrl, redactStoreUrl, type StoreLocation, StoreUrlError } from "./store-url.js";

@@ -80,12 +80,12 @@ function serviceConnections(service: string, own: readonly Workload[], objects: 
   const blueGreen = own.some((w) => w.object.spec?.strategy?.blueGreen) || new Set(own.map((w) => w.template.metadata?.labels?.[COLOUR_LABEL]).filter(Boolean)).size > 1;
   const surges = own.map((w) => w.object.spec?.strategy?.rollingUpdate?.maxSurge);
   const surge = Math.max(0, ...surges.map((n) => (typeof n === "number" ? n : 0)));
-  const env = own[0]?.template.spec?.containers?.flatMap((c) => c.env ?? []) ?? [];
-  const pool = env.find((e) => e.name.endsWith("_STORE_POOL_SIZE"));
-  const poolSize = Number(pool?.value);
-  if (!Number.isInteger(poolSize) || poolSize < 1) errors.push(`${service}: no <PREFIX>_STORE_POOL_SIZE: its pool is unbounded by the deployment`);
+  // Every workload of the service (each colour) must bound its pool; the largest counts.
+  const pools = own.map((w) => Number(w.template.spec?.containers?.flatMap((c) => c.env ?? []).find((e) => e.name.endsWith("_STORE_POOL_SIZE"))?.value));
+  if (pools.some((n) => !Number.isInteger(n) || n < 1)) errors.push(`${service}: no <PREFIX>_STORE_POOL_SIZE: its pool is unbounded by the deployment`);
+  const poolSize = Math.max(0, ...pools.filter(Number.isInteger));
   const orchestrator = own[0]?.template.metadata?.labels?.[COMPONENT_LABEL] === "orchestrator";
-  return { service, peakPods: Math.max(...bounds) * (blueGreen ? 2 : 1) + surge, poolSize: poolSize || 0, listeners: orchestrator ? 1 : 0 };
+  return { service, peakPods: Math.max(...bounds) * (blueGreen ? 2 : 1) + surge, poolSize, listeners: orchestrator ? 1 : 0 };
 }
 
 function poolerConnections(cluster: Obj, objects: readonly Obj[], errors: string[]): number {

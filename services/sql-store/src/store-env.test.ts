@@ -10,7 +10,7 @@ describe("store settings from the environment", () => {
     }
   });
 
-  it("seeds demo data unless <PREFIX>_SEED_DEMO is \"false\", and refuses anything but true or false", () => {
+  it('seeds demo data unless <PREFIX>_SEED_DEMO is "false", and refuses anything but true or false', () => {
     expect(seedDemo({}, "RISK")).toBe(true);
     expect(seedDemo({ RISK_SEED_DEMO: "true" }, "RISK")).toBe(true);
     expect(seedDemo({ RISK_SEED_DEMO: "false" }, "RISK")).toBe(false);

@@ -4,6 +4,7 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { renderAll, validateRenderings } from "./k8s-check.js";
+import { connectionBudget, describeBudget } from "./k8s-connection-budget.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const started = performance.now();
@@ -15,6 +16,12 @@ try {
   for (const rendering of renderings) {
     const count = errors.filter((e) => e.rendering === rendering.name).length;
     process.stdout.write(`${rendering.name}: ${rendering.objects.length} objects, ${count} errors\n`);
+  }
+  // Policy: the PostgreSQL connection budget of every rendering with database clients.
+  for (const budget of renderings.map(connectionBudget)) {
+    if (!budget) continue;
+    process.stdout.write(`${describeBudget(budget)}\n`);
+    for (const message of budget.errors) errors.push({ rendering: budget.rendering, object: `${budget.rendering} connection budget`, message });
   }
   for (const error of errors) process.stderr.write(`${error.object}: ${error.message}\n`);
   const total = renderings.reduce((sum, r) => sum + r.objects.length, 0);

@@ -60,7 +60,11 @@ describe("renderK8sFiles", () => {
     const sqlite = documents(files, join(COMPONENTS_DIR, "sqlite-volumes", "geo.patch.yaml"))[0]!;
     expect(sqlite.spec.template.spec.containers[0].env).toEqual([{ name: "GEO_STORE", value: "sqlite:/data/geo.db" }]);
     const postgres = documents(files, join(COMPONENTS_DIR, "postgres-stores", "geo.patch.yaml"))[0]!;
-    expect(postgres.spec.template.spec.containers[0].env).toEqual([{ name: "GEO_STORE", valueFrom: { secretKeyRef: { name: "loopguard-geo-store", key: "dsn" } } }]);
+    expect(postgres.spec.template.spec.containers[0].env).toEqual([
+      { name: "GEO_STORE", valueFrom: { secretKeyRef: { name: "loopguard-geo-store", key: "dsn" } } },
+      { name: "GEO_STORE_POOL_SIZE", value: "3" },
+      { name: "GEO_SEED_DEMO", value: "false" },
+    ]);
     expect(files.has(join(COMPONENTS_DIR, "postgres-stores", "kb-search.patch.yaml"))).toBe(false);
   });
 

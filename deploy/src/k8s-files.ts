@@ -4,6 +4,7 @@
 // tests and CI check the committed copies are current.
 import { join } from "node:path";
 import { type ServiceSpec, smokeCallOf } from "@loopguard/tool-sdk";
+import { storePoolSizes } from "./postgres-budget.js";
 import { horizontalPodAutoscaler, podSelector, podDisruptionBudget, postgresEgress, postgresStore, prometheusRule, serviceMonitor, serviceObjects, sqliteVolume } from "./k8s-objects.js";
 import { drillRunnerRole, shippedPodKills } from "./drills/pod-chaos.js";
 import {
@@ -104,7 +105,8 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   );
 
   const postgres = join(COMPONENTS_DIR, "postgres-stores");
-  for (const spec of stateful) put(postgres, `${spec.name}.patch.yaml`, postgresStore(spec));
+  const poolSizes = storePoolSizes(stateful);
+  for (const spec of stateful) put(postgres, `${spec.name}.patch.yaml`, postgresStore(spec, poolSizes[spec.name]!));
   put(postgres, "network-policy.yaml", postgresEgress());
   put(
     postgres,

@@ -263,6 +263,11 @@ export function prometheusRule(rules: RuleFile): IPrometheusRule {
   };
 }
 
+/** The autoscaler's bound; the PostgreSQL connection budget (postgres-budget.ts) is derived from it. */
+export function maxReplicas(spec: ServiceSpec): number {
+  return spec.kind === "orchestrator" ? 6 : 10;
+}
+
 export function horizontalPodAutoscaler(spec: ServiceSpec): HorizontalPodAutoscaler {
   return {
     apiVersion: "autoscaling/v2",
@@ -271,7 +276,7 @@ export function horizontalPodAutoscaler(spec: ServiceSpec): HorizontalPodAutosca
     spec: {
       scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: spec.name },
       minReplicas: 2,
-      maxReplicas: spec.kind === "orchestrator" ? 6 : 10,
+      maxReplicas: maxReplicas(spec),
       metrics: [{ type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 70 } } }],
       behavior: {
         scaleUp: { stabilizationWindowSeconds: 0, policies: [{ type: "Pods", value: 2, periodSeconds: 30 }] },
@@ -339,15 +344,36 @@ export function sqliteVolume(spec: ServiceSpec): { claim: PersistentVolumeClaim;
 /** Pods that open connections to PostgreSQL carry this label; the database's own policy admits them. */
 export const POSTGRES_CLIENT_LABEL = "loopguard/postgres-client";
 
-/** PostgreSQL for a stateful service: the DSN comes from the Secret loopguard-<service>-store, key `dsn`. */
-export function postgresStore(spec: ServiceSpec): object {
+/**
+ * The database's CA certificate: CloudNativePG's `<cluster>-ca` Secret (the cluster is
+ * loopguard-postgres), or one made by hand of that name with a managed database's CA bundle. Only
+ * `ca.crt` is projected into the pods: the operator's Secret holds the CA's key too.
+ */
+export const POSTGRES_CA_SECRET = "loopguard-postgres-ca";
+export const POSTGRES_CA_DIR = "/etc/loopguard/postgres-ca";
+/** What a DSN's sslrootcert names (sslmode=verify-full&sslrootcert=…). */
+export const POSTGRES_CA_FILE = `${POSTGRES_CA_DIR}/ca.crt`;
+
+/**
+ * PostgreSQL for a stateful service: the DSN comes from the Secret loopguard-<service>-store, key
+ * `dsn`; the pool its share of the connection budget; the CA its DSN's sslrootcert names; and no
+ * demo data, since a shared database is a real one.
+ */
+export function postgresStore(spec: ServiceSpec, poolSize: number): object {
+  const env: EnvVar[] = [
+    { name: `${spec.envPrefix}_STORE`, valueFrom: { secretKeyRef: { name: storeSecret(spec), key: "dsn" } } },
+    { name: `${spec.envPrefix}_STORE_POOL_SIZE`, value: String(poolSize) },
+    // The stateful tools seed demo rows (orders, customers); the orchestrator's sessions have none.
+    ...(spec.kind === "tool" ? [{ name: `${spec.envPrefix}_SEED_DEMO`, value: "false" }] : []),
+  ];
   return deploymentPatch(
     spec,
     {},
     {
       labels: { [POSTGRES_CLIENT_LABEL]: "true" },
       spec: {
-        containers: [{ name: spec.name, env: [{ name: `${spec.envPrefix}_STORE`, valueFrom: { secretKeyRef: { name: storeSecret(spec), key: "dsn" } } }] }],
+        containers: [{ name: spec.name, env, volumeMounts: [{ name: POSTGRES_CA_SECRET, mountPath: POSTGRES_CA_DIR, readOnly: true }] }],
+        volumes: [{ name: POSTGRES_CA_SECRET, secret: { secretName: POSTGRES_CA_SECRET, items: [{ key: "ca.crt", path: "ca.crt" }], defaultMode: 0o440 } }],
       },
     },
   );

@@ -1,5 +1,6 @@
-// Wiring only: config from the environment (BILLING_PORT, BILLING_STORE, LOOPGUARD_DATA_DIR, …),
-// the ledger it names with the demo orders seeded, then serve until SIGTERM.
+// Wiring only: config from the environment (BILLING_PORT, BILLING_STORE, BILLING_STORE_POOL_SIZE,
+// BILLING_SEED_DEMO, LOOPGUARD_DATA_DIR, …), the ledger it names with the demo orders seeded unless
+// BILLING_SEED_DEMO=false (production), then serve until SIGTERM.
 import { describeStoreLocation } from "@loopguard/sql-store";
 import { manifestDefaults, runTool } from "@loopguard/tool-sdk";
 import { systemClock } from "./clock.js";
@@ -9,13 +10,15 @@ import { openLedger } from "./open-ledger.js";
 import { build } from "./server.js";
 
 await runTool("billing", manifestDefaults(import.meta.url), async (config, log) => {
-  const { store } = loadBillingConfig(config.dataDir);
+  const { store, storePoolSize, seedDemo } = loadBillingConfig(config.dataDir);
   const ledger = await openLedger(store, {
+    ...(storePoolSize === undefined ? {} : { maxConnections: storePoolSize }),
     onIdleError: (error) => log.warn("ledger connection lost while idle", { error_message: error.message }),
   });
-  await ledger.seed(DEMO_ORDERS);
+  if (seedDemo) await ledger.seed(DEMO_ORDERS);
   log.info("ledger open", {
     store: describeStoreLocation(store),
+    seed_demo: seedDemo,
     migrations_applied: ledger.migrationsApplied,
   });
   return build({ ledger, clock: systemClock });

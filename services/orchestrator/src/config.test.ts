@@ -75,6 +75,9 @@ describe("fair use: streams, approvals, sessions per caller, store timeouts", ()
       ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: "5",
     });
     expect(tuned).toMatchObject({ maxStreams: 100, maxStreamsPerCaller: 100, approvalSweepMs: 5000, maxSessionsPerCaller: 5, storeTimeouts: { statementTimeoutMs: 3000 } });
+    expect(loadOrchestratorConfig(base).storePoolSize).toBeUndefined();
+    expect(loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE_POOL_SIZE: "5" }).storePoolSize).toBe(5);
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE_POOL_SIZE: "0" })).toThrow(/ORCHESTRATOR_STORE_POOL_SIZE must be an integer in 1\.\.100/);
   });
 
   it.each([

@@ -6,7 +6,7 @@
 // LOCKED subquery. Named statements are parsed once per connection. Leases are measured by the
 // database's clock, never a replica's. Every committed change is announced by a trigger's
 // NOTIFY, which every store instance (every replica) LISTENs to.
-import { inTransaction, isPostgresUnavailable, migratePostgres, postgresClientConfig } from "@loopguard/sql-store";
+import { explainPostgresTlsError, inTransaction, isPostgresUnavailable, migratePostgres, postgresClientConfig } from "@loopguard/sql-store";
 import pg from "pg";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "./migrations/postgres/index.js";
@@ -183,7 +183,10 @@ export class PostgresSessionStore extends SqlSessionStore {
     pool.on("error", () => {});
     const store = new PostgresSessionStore(pool, options);
     try {
-      await migratePostgres(url, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS, { ...bounds, applicationName: "loopguard-orchestrator-migrate" });
+      // The store's first connection: a TLS setup that does not work fails here, said plainly.
+      await migratePostgres(url, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS, { ...bounds, applicationName: "loopguard-orchestrator-migrate" }).catch((error: unknown) => {
+        throw explainPostgresTlsError(error, url);
+      });
       await store.guard("open", () =>
         inTransaction(pool, async (c) => {
           await c.query(`LOCK TABLE session_transitions IN EXCLUSIVE MODE`);

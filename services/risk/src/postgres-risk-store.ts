@@ -3,12 +3,13 @@
 // re-key there); every wait is bounded so an unreachable database is BACKEND_DOWN, never a hang.
 import { isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration } from "@loopguard/sql-store";
 import pg from "pg";
+import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
 import { type CustomerKeys, type CustomerRisk, demoCustomerIds, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
 
 /** QueryRisk's SLA timeout is 1.5 s: an unanswering database must become BACKEND_DOWN inside it. */
 export const POSTGRES_RISK_DEFAULTS = { connectTimeoutMs: 500, statementTimeoutMs: 500, lockTimeoutMs: 500 } as const;
 
-export function postgresRiskMigrations(keys: CustomerKeys): PostgresMigration[] {
+export function postgresRiskMigrations(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): PostgresMigration[] {
   return [
     {
       name: "0001-customers",
@@ -43,7 +44,7 @@ export function postgresRiskMigrations(keys: CustomerKeys): PostgresMigration[] 
     {
       name: "0003-demo-customers",
       up: async (db) => {
-        for (const row of demoRows(keys)) {
+        for (const row of demoRows(keys, demo)) {
           await db.query("INSERT INTO customers (customer_key, risk_score, reason, factors) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [row.key, row.score, row.reason, row.factors]);
         }
       },
@@ -56,7 +57,7 @@ export function postgresRiskMigrations(keys: CustomerKeys): PostgresMigration[] 
             customer_id text PRIMARY KEY,
             customer_key text NOT NULL REFERENCES customers (customer_key)
           )`);
-        for (const row of demoCustomerIds(keys)) {
+        for (const row of demoCustomerIds(keys, demo)) {
           await db.query("INSERT INTO customer_ids (customer_id, customer_key) SELECT $1, customer_key FROM customers WHERE customer_key = $2 ON CONFLICT DO NOTHING", [row.customerId, row.key]);
         }
       },
@@ -73,9 +74,12 @@ export class PostgresRiskStore implements RiskStore {
     readonly migrationsApplied: readonly string[],
   ) {}
 
-  /** Opens (migrating and seeding a new database) the store; refuses a database keyed with another pepper. */
-  static async open(url: string, keys: CustomerKeys, options: PostgresMigrateOptions = {}): Promise<PostgresRiskStore> {
-    const { db, applied } = await openMigratedPostgres(url, "risk", postgresRiskMigrations(keys), { ...POSTGRES_RISK_DEFAULTS, applicationName: "loopguard-risk", ...options });
+  /**
+   * Opens (migrating a new database, and seeding it with `demo`: none where demo data is off) the
+   * store; refuses a database keyed with another pepper.
+   */
+  static async open(url: string, keys: CustomerKeys, options: PostgresMigrateOptions = {}, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Promise<PostgresRiskStore> {
+    const { db, applied } = await openMigratedPostgres(url, "risk", postgresRiskMigrations(keys, demo), { ...POSTGRES_RISK_DEFAULTS, applicationName: "loopguard-risk", ...options });
     const check = await db.query<{ pepper_check: string }>("SELECT pepper_check FROM customer_key_pepper").catch(async (error: unknown) => {
       await db.end();
       throw error;

@@ -3,6 +3,7 @@
 // are adopted by 0001 and re-keyed by 0002.
 import { openMigratedSqlite, type SqliteMigration } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
+import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
 import { type CustomerKeys, type CustomerRisk, demoCustomerIds, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
 
 interface CustomerRow {
@@ -11,7 +12,7 @@ interface CustomerRow {
   readonly factors: string;
 }
 
-export function sqliteRiskMigrations(keys: CustomerKeys): SqliteMigration[] {
+export function sqliteRiskMigrations(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): SqliteMigration[] {
   return [
     {
       name: "0001-customers",
@@ -47,7 +48,7 @@ export function sqliteRiskMigrations(keys: CustomerKeys): SqliteMigration[] {
       name: "0003-demo-customers",
       up: (db) => {
         const insert = db.prepare("INSERT OR IGNORE INTO customers (customer_key, risk_score, reason, factors) VALUES (@key, @score, @reason, @factors)");
-        for (const row of demoRows(keys)) insert.run(row);
+        for (const row of demoRows(keys, demo)) insert.run(row);
       },
     },
     {
@@ -60,7 +61,7 @@ export function sqliteRiskMigrations(keys: CustomerKeys): SqliteMigration[] {
             customer_key TEXT NOT NULL REFERENCES customers (customer_key)
           ) STRICT, WITHOUT ROWID;`);
         const insert = db.prepare("INSERT OR IGNORE INTO customer_ids (customer_id, customer_key) SELECT @customerId, customer_key FROM customers WHERE customer_key = @key");
-        for (const row of demoCustomerIds(keys)) insert.run(row);
+        for (const row of demoCustomerIds(keys, demo)) insert.run(row);
       },
     },
   ];
@@ -86,9 +87,12 @@ export class SqliteRiskStore implements RiskStore {
     );
   }
 
-  /** Opens (creating, migrating and seeding on first start) the store at `file`; refuses a database keyed with another pepper. */
-  static async open(file: string, keys: CustomerKeys): Promise<SqliteRiskStore> {
-    const { db, applied } = await openMigratedSqlite(file, "risk", sqliteRiskMigrations(keys), { synchronous: "NORMAL", busyTimeoutMs: 1000 });
+  /**
+   * Opens (creating and migrating on first start, seeding with `demo`: none where demo data is
+   * off) the store at `file`; refuses a database keyed with another pepper.
+   */
+  static async open(file: string, keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Promise<SqliteRiskStore> {
+    const { db, applied } = await openMigratedSqlite(file, "risk", sqliteRiskMigrations(keys, demo), { synchronous: "NORMAL", busyTimeoutMs: 1000 });
     if (db.prepare<[], string>("SELECT pepper_check FROM customer_key_pepper").pluck().get() !== keys.check) {
       db.close();
       throw pepperMismatch();

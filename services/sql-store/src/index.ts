@@ -17,6 +17,7 @@ export {
   postgresClientConfig,
   type TransactionOptions,
 } from "./postgres.js";
+export { explainPostgresTlsError, PostgresTlsError, postgresTlsProblem } from "./postgres-tls.js";
 export {
   ensurePrivateDir,
   isSqliteUnavailable,
@@ -26,4 +27,5 @@ export {
   preparePrivateSqliteFile,
   type SqliteOptions,
 } from "./sqlite.js";
+export { MAX_STORE_POOL_SIZE, seedDemo, storePoolSize } from "./store-env.js";
 export { describeStoreLocation, parseStoreUrl, redactStoreUrl, type StoreLocation, StoreUrlError } from "./store-url.js";

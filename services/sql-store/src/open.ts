@@ -4,6 +4,7 @@ import type Database from "better-sqlite3";
 import type pg from "pg";
 import { migratePostgres, migrateSqlite, type PostgresMigrateOptions, type PostgresMigration, type SqliteMigration } from "./migrate.js";
 import { createPostgresPool } from "./postgres.js";
+import { explainPostgresTlsError } from "./postgres-tls.js";
 import { openSqlite, type SqliteOptions } from "./sqlite.js";
 
 export interface Migrated<Db> {
@@ -23,6 +24,9 @@ export async function openMigratedSqlite(file: string, store: string, migrations
 }
 
 export async function openMigratedPostgres(url: string, store: string, migrations: readonly PostgresMigration[], options: PostgresMigrateOptions = {}): Promise<Migrated<pg.Pool>> {
-  const applied = await migratePostgres(url, store, migrations, options);
+  // The first connection a store makes: a TLS setup that does not work fails here, said plainly.
+  const applied = await migratePostgres(url, store, migrations, options).catch((error: unknown) => {
+    throw explainPostgresTlsError(error, url);
+  });
   return { db: createPostgresPool(url, options), applied };
 }

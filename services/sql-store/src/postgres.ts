@@ -4,6 +4,7 @@
 // transactions retry where PostgreSQL asks for it.
 import pg from "pg";
 import { parse as parseConnectionString } from "pg-connection-string";
+import { PostgresTlsError, postgresTlsProblem } from "./postgres-tls.js";
 
 export interface PostgresOptions {
   readonly maxConnections?: number;
@@ -43,6 +44,9 @@ const safeInteger = (text: string): number => {
  * new build; the client-side read timeout follows whichever server timeout is larger.
  */
 export function postgresClientConfig(url: string, options: PostgresOptions = {}): pg.ClientConfig {
+  // Parsing reads the sslrootcert file: a missing one would otherwise surface as a bare ENOENT.
+  const tlsProblem = postgresTlsProblem(url);
+  if (tlsProblem !== null) throw new PostgresTlsError(tlsProblem);
   const fromUrl = parseConnectionString(url) as Record<string, unknown>;
   const ms = (name: string, fallback: number): number => {
     const raw = fromUrl[name];

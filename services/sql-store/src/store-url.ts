@@ -1,6 +1,7 @@
 // One way to name a store in configuration, whichever database it is: `sqlite:/abs/path.db`,
 // `sqlite:relative.db`, `sqlite::memory:` (one process) or `postgres://user@host:5432/db`
 // (several replicas). Errors name the variable and never echo a password.
+import { postgresTlsProblem } from "./postgres-tls.js";
 
 export type StoreLocation = { readonly kind: "sqlite"; readonly file: string } | { readonly kind: "postgres"; readonly url: string };
 
@@ -40,6 +41,8 @@ export function parseStoreUrl(url: string, variable: string, errorType: new (mes
     if (parsed.hostname === "" && !parsed.searchParams.has("host")) {
       throw new errorType(`${variable} names no PostgreSQL host: "${redactStoreUrl(url)}"`);
     }
+    const tlsProblem = postgresTlsProblem(url);
+    if (tlsProblem !== null) throw new errorType(`${variable}: ${tlsProblem}`);
     return { kind: "postgres", url };
   }
   throw new errorType(`${variable} must be sqlite:<file> or postgres://user@host:port/database, got "${redactStoreUrl(url)}"`);

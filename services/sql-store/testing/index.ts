@@ -9,3 +9,4 @@ export {
   testPostgres,
 } from "./postgres-test-server.js";
 export { startTcpProxy, type TcpProxy } from "./tcp-proxy.js";
+export { makeTestCa, type TestCa } from "./test-ca.js";

@@ -5,7 +5,7 @@
 // Where CI installs the server it sets LOOPGUARD_REQUIRE_POSTGRES=1: a missing server then fails
 // the tests instead of skipping them.
 import { execFileSync } from "node:child_process";
-import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -81,6 +81,11 @@ export interface StartPostgresOptions {
   readonly host?: string;
   /** Port; a free one by default. */
   readonly port?: number;
+  /**
+   * Serve TLS only (ssl=on, and TCP clients without TLS refused) with this certificate and key
+   * (PEM files; copied, the key kept private); createDatabase then goes through the unix socket.
+   */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string };
 }
 
 function pgRunner(): (bin: string, args: string[]) => string {
@@ -121,13 +126,23 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       rmSync(root, { recursive: true, force: true });
     }
   };
-  const opts = `-p ${port} -k ${sockDir} -c listen_addresses=${host} -c max_connections=200${options.fsync ? "" : " -c fsync=off"}`;
+  let opts = `-p ${port} -k ${sockDir} -c listen_addresses=${host} -c max_connections=200${options.fsync ? "" : " -c fsync=off"}`;
+  if (options.tls) {
+    // The server refuses a key file others can read, and must own it when it runs as postgres.
+    const [cert, key] = [join(root, "server.crt"), join(root, "server.key")];
+    copyFileSync(options.tls.certFile, cert);
+    copyFileSync(options.tls.keyFile, key);
+    chmodSync(key, 0o600);
+    if (owner) for (const file of [cert, key]) chownSync(file, owner.uid, owner.gid);
+    opts += ` -c ssl=on -c ssl_cert_file=${cert} -c ssl_key_file=${key}`;
+  }
   const startServer = (): void => {
     run("pg_ctl", ["-D", dataDir, "-o", opts, "-l", join(root, "server.log"), "-w", "-t", "60", "start"]);
     started = true;
   };
   try {
     run("initdb", ["-D", dataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
+    if (options.tls) writeFileSync(join(dataDir, "pg_hba.conf"), "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n");
     startServer();
   } catch (err) {
     await stop();
@@ -138,7 +153,8 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     port,
     url,
     async createDatabase(name: string): Promise<string> {
-      const client = new pg.Client({ connectionString: url("postgres") });
+      const admin = options.tls ? `postgres://postgres@/postgres?host=${encodeURIComponent(sockDir)}&port=${port}` : url("postgres");
+      const client = new pg.Client({ connectionString: admin });
       await client.connect();
       try {
         await client.query(`CREATE DATABASE "${name.replace(/"/g, "")}"`);

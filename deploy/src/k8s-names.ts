@@ -1,7 +1,7 @@
-// The names the suite's objects use for things outside their own namespace, and how an overlay
-// changes them. The suite's own namespace is the overlay's `namespace:`: objects address each
-// other by short Service names (resolved through the pod's DNS search path), so nothing inside
-// them names it. The other namespaces (Prometheus's, the CloudNativePG operator's) are keys of a
+// The namespaces the suite's objects name, and how an overlay changes them. The suite's own is
+// the overlay's `namespace:`: objects address each other by short Service names (resolved through
+// the pod's DNS search path), and the few strings that must spell it out (a certificate's DNS
+// names) take the renamed Namespace's name through a replacement. The other namespaces (Prometheus's, the CloudNativePG operator's) are keys of a
 // ConfigMap each overlay holds (names.yaml, never applied: local-config); kustomize carries
 // them into every object through the replacements `pnpm gen` writes beside it. The replacements
 // are found by reading every object the base and components declare, so a new object that names
@@ -9,6 +9,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { COMPONENTS_DIR, GENERATED_COMPONENTS, K8S_DIR, OVERLAYS_DIR } from "./k8s-files.js";
+import { NAMESPACE } from "./k8s-objects.js";
 import { type YamlValue, parseYamlDocuments } from "./yaml.js";
 
 /** The ConfigMap in each overlay whose keys name the namespaces outside the suite. */
@@ -60,9 +61,17 @@ function occurrences(node: YamlValue, namespace: string, path: readonly string[]
   }
 }
 
-/** The replacements of every outside namespace, over `objects` (what the base and components declare). */
+/** Where each name comes from in the overlay: the suite's own namespace after `namespace:`, the others from names.yaml. */
+function sources(): { namespace: string; source: object }[] {
+  return [
+    { namespace: NAMESPACE, source: { kind: "Namespace", fieldPath: "metadata.name" } },
+    ...Object.entries(OUTSIDE_NAMESPACES).map(([key, namespace]) => ({ namespace, source: { kind: "ConfigMap", name: NAMES_CONFIG_MAP, fieldPath: `data.${key}` } })),
+  ];
+}
+
+/** The replacements of every namespace an object names, over `objects` (what the base and components declare). */
 export function namesReplacements(objects: readonly YamlValue[]): object[] {
-  return Object.entries(OUTSIDE_NAMESPACES).flatMap(([key, namespace]) => {
+  return sources().flatMap(({ namespace, source }) => {
     const targets = new Map<string, Target>();
     for (const object of objects) {
       if (typeof object !== "object" || object === null || Array.isArray(object)) continue;
@@ -76,8 +85,7 @@ export function namesReplacements(objects: readonly YamlValue[]): object[] {
         targets.set(id, { select: { kind, name: metadata.name }, fieldPaths: [path], ...options });
       }
     }
-    if (targets.size === 0) return [];
-    return [{ source: { kind: "ConfigMap", name: NAMES_CONFIG_MAP, fieldPath: `data.${key}` }, targets: [...targets.values()] }];
+    return targets.size === 0 ? [] : [{ source, targets: [...targets.values()] }];
   });
 }
 

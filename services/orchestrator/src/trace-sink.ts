@@ -2,7 +2,7 @@
 // from any replica) is written in the same transaction as the transition that completes the
 // step; once that transition committed, the record goes to the rolling JSONL files that every
 // session of this process shares (trace-files.ts: rolled daily and by size, swept by age and total
-// size), the shape log shippers tail. The lines of
+// size), the shape log shippers tail, and to the OTLP logs pipeline (step-logs.ts). The lines of
 // one turn of the event loop go to the file as one write, through the rolling file's stream,
 // which joins those that arrive while a write is in flight (a Writable's `_writev`). Each record
 // carries its session_id and trace_id.
@@ -11,6 +11,7 @@ import { finished } from "node:stream/promises";
 import { PRIVATE_DIR_MODE } from "@loopguard/sql-store";
 import { redact } from "./redact.js";
 import type { JsonObject, SessionStore, StepRecord } from "./session-store.js";
+import { exportStep } from "./step-logs.js";
 import { DEFAULT_TRACE_RETENTION, openTraceFile, type TraceFileWriter, type TraceRetention } from "./trace-files.js";
 
 /** The open file; `failed` once it reported an error, after which it takes no more lines. */
@@ -58,8 +59,9 @@ export class TraceSink {
     return { step: record.step, at: Date.parse(record.at), payload, json: JSON.stringify(payload) };
   }
 
-  /** Appends a committed step to the JSONL file. */
+  /** Sends a committed step to the OTLP logs pipeline and appends it to the JSONL file. */
   async append(step: StepRecord): Promise<void> {
+    exportStep(step);
     if (!this.dir) return;
     this.#file ??= openFile(this.dir, this.retention);
     const file = await this.#file;

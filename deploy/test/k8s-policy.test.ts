@@ -353,11 +353,12 @@ describe("every rendering", () => {
     }
   });
 
-  it("gives every workload (and the smoke Jobs) its own ServiceAccount and no API token", () => {
+  it("gives every workload (and the smoke Jobs) its own ServiceAccount and no API token but the Collector's pods", () => {
     for (const { name, objects } of renderings) {
       const accounts = new Map(objects.filter((o) => o.kind === "ServiceAccount").map((o) => [o.metadata.name, o]));
       for (const { name: owner, pod } of [...workloads(objects).map((w) => ({ name: w.object.metadata.name, pod: podSpec(w) })), ...smokePods(objects)]) {
-        expect(pod.automountServiceAccountToken, `${name}: ${owner}`).toBe(false);
+        // k8sattributes reads pods with it; k8s-collector.test.ts checks its Role.
+        expect(pod.automountServiceAccountToken, `${name}: ${owner}`).toBe(owner === "otel-collector");
         expect(accounts.get(pod.serviceAccountName!)?.automountServiceAccountToken, `${name}: ${owner}`).toBe(false);
       }
     }

@@ -1,6 +1,7 @@
 // One trace across every hop: the suite as real processes exporting OTLP (http/json) to a
 // receiver started by this test; a refund session yields one trace with spans from all four
-// services, correctly parented, whose id is the one in the session's JSONL trace.
+// services, correctly parented, whose id is the one in the session's JSONL trace. The same
+// receiver takes the logs pipeline: the session's step records, redacted, as log records.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -25,7 +26,19 @@ interface OtlpSpan {
 const SPAN_KIND_SERVER = 2;
 const SPAN_KIND_CLIENT = 3;
 
+/** One OTLP log record, as the collector's logs pipeline would take it. */
+interface OtlpLog {
+  service: string;
+  scope: string;
+  traceId: string;
+  body: unknown;
+  attributes: Record<string, unknown>;
+}
+
+type AnyValue = Record<string, unknown>;
+
 const spans: OtlpSpan[] = [];
+const logRecords: OtlpLog[] = [];
 let receiver: Server;
 let endpoint = "";
 const data = tempDataDir();
@@ -35,11 +48,49 @@ function value(v: Record<string, unknown>): unknown {
   return v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
 }
 
+/** An OTLP AnyValue back to JSON (an absent value is JSON's null; int64 may arrive as a string). */
+function json(v: AnyValue | undefined): unknown {
+  if (!v || Object.keys(v).length === 0) return null;
+  if ("intValue" in v) return Number(v.intValue);
+  if ("kvlistValue" in v) return Object.fromEntries(((v.kvlistValue as { values?: { key: string; value?: AnyValue }[] }).values ?? []).map((kv) => [kv.key, json(kv.value)]));
+  if ("arrayValue" in v) return ((v.arrayValue as { values?: AnyValue[] }).values ?? []).map(json);
+  return value(v);
+}
+
+interface ResourceAttrs {
+  resource: { attributes: { key: string; value: Record<string, unknown> }[] };
+}
+
+function serviceOf(r: ResourceAttrs): string {
+  return String(value(r.resource.attributes.find((a) => a.key === "service.name")?.value ?? {}));
+}
+
+function collectLogs(payload: { resourceLogs: (ResourceAttrs & { scopeLogs: { scope?: { name?: string }; logRecords?: Record<string, unknown>[] }[] })[] }): void {
+  for (const rl of payload.resourceLogs) {
+    for (const sl of rl.scopeLogs) {
+      for (const r of sl.logRecords ?? []) {
+        logRecords.push({
+          service: serviceOf(rl),
+          scope: String(sl.scope?.name ?? ""),
+          traceId: String(r.traceId ?? ""),
+          body: json(r.body as AnyValue),
+          attributes: Object.fromEntries(((r.attributes ?? []) as { key: string; value: AnyValue }[]).map((a) => [a.key, json(a.value)])),
+        });
+      }
+    }
+  }
+}
+
 beforeAll(async () => {
   receiver = createServer((req, res) => {
     let body = "";
     req.on("data", (c: Buffer) => (body += c.toString()));
     req.on("end", () => {
+      if (req.url === "/v1/logs") {
+        collectLogs(JSON.parse(body));
+        res.writeHead(200, { "content-type": "application/json" }).end("{}");
+        return;
+      }
       const payload = JSON.parse(body) as { resourceSpans: { resource: { attributes: { key: string; value: Record<string, unknown> }[] }; scopeSpans: { spans: Record<string, unknown>[] }[] }[] };
       for (const rs of payload.resourceSpans) {
         const service = String(value(rs.resource.attributes.find((a) => a.key === "service.name")?.value ?? {}));
@@ -61,7 +112,7 @@ beforeAll(async () => {
     });
   });
   await new Promise<void>((ok) => receiver.listen(0, "127.0.0.1", () => ok()));
-  endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/v1/traces`;
+  endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
 });
 
 afterAll(async () => {
@@ -73,8 +124,11 @@ afterAll(async () => {
 const otel = () => ({
   OTEL_TRACES_EXPORTER: "otlp",
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json",
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: endpoint,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${endpoint}/v1/traces`,
   OTEL_BSP_SCHEDULE_DELAY: "100",
+  OTEL_EXPORTER_OTLP_LOGS_PROTOCOL: "http/json",
+  OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: `${endpoint}/v1/logs`,
+  OTEL_BLRP_SCHEDULE_DELAY: "100",
 });
 
 describe("distributed tracing", () => {
@@ -146,5 +200,16 @@ describe("distributed tracing", () => {
     for (const s of inTrace) {
       expect(JSON.stringify(s.attributes)).not.toMatch(/110101198003121232|13800138000/);
     }
+
+    // The logs pipeline: each step record of the session, the same redacted record as the JSONL
+    // file and GetTrace hold, from the orchestrator alone, linked to the session's trace.
+    const stepLogs = () => logRecords.filter((l) => l.attributes["session.id"] === session!.sessionId);
+    for (let i = 0; i < 100 && stepLogs().length < records.length; i += 1) await sleep(100);
+    expect(stepLogs().map((l) => l.body)).toEqual(records);
+    for (const log of stepLogs()) {
+      expect([log.service, log.scope, log.traceId, log.attributes["loopguard.trace_id"]]).toEqual(["orchestrator", "loopguard.orchestrator.steps", traceId, traceId]);
+    }
+    expect(new Set(logRecords.map((l) => l.service))).toEqual(new Set(["orchestrator"]));
+    expect(JSON.stringify(logRecords)).not.toMatch(/110101198003121232|13800138000/);
   });
 });

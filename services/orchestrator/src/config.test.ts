@@ -24,6 +24,13 @@ describe("ORCHESTRATOR_STORE", () => {
 });
 
 describe("tool targets", () => {
+  it("keeps step traces within half of the 1 GiB emptyDir unless told otherwise, and refuses a cap that holds one file", () => {
+    expect(loadOrchestratorConfig(base).traceRetention).toEqual({ fileBytes: 64 * 2 ** 20, totalBytes: 512 * 2 ** 20, maxAgeMs: 7 * 24 * 3600_000 });
+    const tuned = { ORCHESTRATOR_TRACE_FILE_BYTES: "1048576", ORCHESTRATOR_TRACE_TOTAL_BYTES: "8388608", ORCHESTRATOR_TRACE_MAX_AGE_HOURS: "24" };
+    expect(loadOrchestratorConfig({ ...base, ...tuned }).traceRetention).toEqual({ fileBytes: 2 ** 20, totalBytes: 8 * 2 ** 20, maxAgeMs: 24 * 3600_000 });
+    expect(() => loadOrchestratorConfig({ ...base, ...tuned, ORCHESTRATOR_TRACE_TOTAL_BYTES: "1048576" })).toThrow(/ORCHESTRATOR_TRACE_TOTAL_BYTES .* at least twice/);
+  });
+
   it("accepts replica lists of host names and IP literals", () => {
     const config = loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: "kb-0.kb:50061, kb-1.kb:50061,10.1.2.3:50061,[::1]:50061" });
     expect(config.toolTargets["kb-search"]).toEqual(["kb-0.kb:50061", "kb-1.kb:50061", "10.1.2.3:50061", "[::1]:50061"]);

@@ -22,6 +22,7 @@ import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
 import { POSTGRES_STORE_DEFAULTS } from "./postgres-session-store.js";
 import { DEFAULT_TOOL_SERVICES } from "./tool-registry.js";
+import { DEFAULT_TRACE_RETENTION, type TraceRetention } from "./trace-files.js";
 
 export interface OrchestratorConfig extends ToolConfig {
   /** Signs the per-call tool tokens (LOOPGUARD_SIGNING_KEY_FILE); no other service holds it. */
@@ -47,6 +48,8 @@ export interface OrchestratorConfig extends ToolConfig {
   readonly openai: { readonly baseUrl: string; readonly model: string; readonly apiKey: string } | undefined;
   /** Where step traces are written as JSONL files. */
   readonly traceDir: string;
+  /** How big a trace file grows, how much they take together, how long they are kept (ORCHESTRATOR_TRACE_*). */
+  readonly traceRetention: TraceRetention;
   readonly context: ContextLimits;
   /** People may also sign in with this OpenID Connect provider (ORCHESTRATOR_OIDC_*); off when unset. */
   readonly oidc?: OidcSettings;
@@ -135,6 +138,19 @@ function checkedSigningKey(env: Env, publicKeys: BoundKeySet): SigningKey {
   return key;
 }
 
+const GIB = 1024 ** 3;
+
+/** The trace files' limits; the total must hold the open file and at least one rolled one. */
+function traceRetention(env: Env): TraceRetention {
+  const fileBytes = int(env, "ORCHESTRATOR_TRACE_FILE_BYTES", DEFAULT_TRACE_RETENTION.fileBytes, 4096, GIB);
+  const totalBytes = int(env, "ORCHESTRATOR_TRACE_TOTAL_BYTES", DEFAULT_TRACE_RETENTION.totalBytes, 8192, 64 * GIB);
+  const maxAgeHours = int(env, "ORCHESTRATOR_TRACE_MAX_AGE_HOURS", DEFAULT_TRACE_RETENTION.maxAgeMs / 3600_000, 1, 366 * 24);
+  if (totalBytes < 2 * fileBytes) {
+    throw new ConfigError(`ORCHESTRATOR_TRACE_TOTAL_BYTES (${totalBytes}) must be at least twice ORCHESTRATOR_TRACE_FILE_BYTES (${fileBytes})`);
+  }
+  return Object.freeze({ fileBytes, totalBytes, maxAgeMs: maxAgeHours * 3600_000 });
+}
+
 export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConfig {
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
   // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
@@ -193,6 +209,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     },
     openai: openaiUrl ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || "gpt-4o-mini", apiKey: env.OPENAI_API_KEY ?? "" } : undefined,
     traceDir: join(base.dataDir, "traces"),
+    traceRetention: traceRetention(env),
     context: {
       compressAboveTokens: int(env, "CONTEXT_COMPRESS_TOKENS", DEFAULT_CONTEXT_LIMITS.compressAboveTokens, 100, 10_000_000),
       windowTokens: int(env, "MODEL_CONTEXT_WINDOW_TOKENS", DEFAULT_CONTEXT_LIMITS.windowTokens, 1000, 10_000_000),

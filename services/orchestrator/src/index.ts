@@ -5,3 +5,4 @@ export { PostgresSessionStore, type PostgresSessionStoreOptions } from "./postgr
 export { openSessionStore } from "./open-store.js";
 export { redact } from "./redact.js";
 export { DEFAULT_MAX_SESSIONS_PER_CALLER } from "./config.js";
+export { DEFAULT_TRACE_RETENTION, type TraceRetention } from "./trace-files.js";

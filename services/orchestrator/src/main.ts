@@ -6,7 +6,8 @@ import { describeOrchestratorConfig, loadOrchestratorConfig, type OrchestratorCo
 import { LogTail } from "./log-tail.js";
 import { build } from "./server.js";
 
-startTelemetry("orchestrator");
+// Step records go to the collector's logs pipeline too (step-logs.ts).
+startTelemetry("orchestrator", process.env, { logs: true });
 let config: OrchestratorConfig;
 try {
   config = loadOrchestratorConfig();

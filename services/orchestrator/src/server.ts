@@ -61,7 +61,7 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     registry,
     clients,
     policies,
-    traces: new TraceSink(store, config.traceDir),
+    traces: new TraceSink(store, config.traceDir, config.traceRetention),
     tokens: new ToolTokens(config.signingKey),
     rules: new SideEffectRules(registry),
     approvals: config.approvals,

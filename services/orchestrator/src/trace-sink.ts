@@ -1,23 +1,21 @@
 // One JSONL record per step, redacted before it is written. The store copy (what GetTrace reads,
 // from any replica) is written in the same transaction as the transition that completes the
-// step; the file copy is appended once that transition committed, to one file per UTC day
-// (<data>/traces/steps-YYYY-MM-DD.jsonl) that every session of this process shares, the shape
-// log shippers tail. The lines of one turn of the event loop go to the file as one write, through
-// pino's asynchronous destination (sonic-boom), which joins those that arrive while a write is in
-// flight. Each record carries its session_id and trace_id.
+// step; once that transition committed, the record goes to the rolling JSONL files that every
+// session of this process shares (trace-files.ts: rolled daily and by size, swept by age and total
+// size), the shape log shippers tail, and to the OTLP logs pipeline (step-logs.ts). The lines of
+// one turn of the event loop go to the file as one write, through the rolling file's stream,
+// which joins those that arrive while a write is in flight (a Writable's `_writev`). Each record
+// carries its session_id and trace_id.
 import { mkdir } from "node:fs/promises";
-import { join } from "node:path";
+import { finished } from "node:stream/promises";
 import { PRIVATE_DIR_MODE } from "@loopguard/sql-store";
-import { pino } from "pino";
 import { redact } from "./redact.js";
 import type { JsonObject, SessionStore, StepRecord } from "./session-store.js";
+import { exportStep } from "./step-logs.js";
+import { DEFAULT_TRACE_RETENTION, openTraceFile, type TraceFileWriter, type TraceRetention } from "./trace-files.js";
 
-type Destination = ReturnType<typeof pino.destination>;
-
-/** The open day file; `failed` once it reported an error, after which it takes no more lines. */
-interface DayFile {
-  readonly day: string;
-  readonly destination: Destination;
+/** The open file; `failed` once it reported an error, after which it takes no more lines. */
+interface OpenFile extends TraceFileWriter {
   failed: boolean;
   /** Lines appended in this turn, written at its end (docs/performance.md). */
   lines: string[];
@@ -43,16 +41,14 @@ export interface StepTrace {
 }
 
 export class TraceSink {
-  readonly #ready: Promise<unknown>;
-  /** The open day file, rotated at midnight UTC. */
-  #file: DayFile | undefined;
+  /** The rolling file, opened by the first append after construction or close. */
+  #file: Promise<OpenFile | undefined> | undefined;
 
   constructor(
     private readonly store: SessionStore,
     private readonly dir: string | undefined,
-  ) {
-    this.#ready = dir ? mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE }) : Promise.resolve();
-  }
+    private readonly retention: TraceRetention = DEFAULT_TRACE_RETENTION,
+  ) {}
 
   /**
    * The redacted step record, ready to go into the transition that completes the step; serialised
@@ -63,28 +59,21 @@ export class TraceSink {
     return { step: record.step, at: Date.parse(record.at), payload, json: JSON.stringify(payload) };
   }
 
-  /** Appends a committed step to the day's JSONL file. */
+  /** Sends a committed step to the OTLP logs pipeline and appends it to the JSONL file. */
   async append(step: StepRecord): Promise<void> {
+    exportStep(step);
     if (!this.dir) return;
-    await this.#ready;
-    const day = new Date(step.at).toISOString().slice(0, 10);
-    if (this.#file?.day !== day) {
-      if (this.#file) void closeDayFile(this.#file);
-      const destination = pino.destination({ dest: join(this.dir, `steps-${day}.jsonl`), append: true, sync: false });
-      const file: DayFile = { day, destination, failed: false, lines: [] };
-      // The store holds the authoritative copy; a failing file copy must not fail the session.
-      destination.on("error", () => (file.failed = true));
-      this.#file = file;
-    }
-    const file = this.#file;
-    if (!file.failed && file.lines.push(`${step.json ?? JSON.stringify(step.payload)}\n`) === 1) setImmediate(() => writeLines(file));
+    this.#file ??= openFile(this.dir, this.retention);
+    const file = await this.#file;
+    if (file && !file.failed && file.lines.push(`${step.json ?? JSON.stringify(step.payload)}\n`) === 1) setImmediate(() => writeLines(file));
   }
 
   /** Flushes and closes the file; the next append opens it again. */
   async close(): Promise<void> {
-    const file = this.#file;
+    const opening = this.#file;
     this.#file = undefined;
-    if (file) await closeDayFile(file);
+    const file = await opening;
+    if (file) await closeFile(file);
   }
 
   async read(sessionId: string): Promise<string[]> {
@@ -92,19 +81,28 @@ export class TraceSink {
   }
 }
 
-function writeLines(file: DayFile): void {
+/** The store holds the authoritative copy; a file copy that cannot be opened or written must not fail the session. */
+async function openFile(dir: string, retention: TraceRetention): Promise<OpenFile | undefined> {
+  try {
+    await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+    const writer = openTraceFile(dir, retention);
+    const file: OpenFile = { destination: writer.destination, swept: writer.swept, failed: false, lines: [] };
+    file.destination.on("error", () => (file.failed = true));
+    return file;
+  } catch {
+    return undefined;
+  }
+}
+
+function writeLines(file: OpenFile): void {
   if (file.lines.length === 0 || file.failed) return;
   file.destination.write(file.lines.join(""));
   file.lines = [];
 }
 
-/** Writes what is buffered and closes; a file that failed is only let go (it may never have opened). */
-function closeDayFile(file: DayFile): Promise<void> {
+/** Writes what is buffered, closes, and lets the last sweep finish; a file that failed is only let go (it may never have opened). */
+async function closeFile(file: OpenFile): Promise<void> {
   writeLines(file);
-  if (file.failed) return Promise.resolve();
-  return new Promise((resolve) => {
-    file.destination.once("close", resolve);
-    file.destination.once("error", () => resolve());
-    file.destination.end();
-  });
+  if (!file.failed) await finished(file.destination.end()).catch(() => undefined);
+  await file.swept();
 }

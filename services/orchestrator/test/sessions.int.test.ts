@@ -1,5 +1,5 @@
 // Sessions end to end: real tool processes, a real orchestrator API, the scripted policy.
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
@@ -8,6 +8,7 @@ import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator
 import { createRawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listTraceFiles } from "../src/trace-files.js";
 import { ALL_SCOPES, refusal, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
 const LOW_RISK = { id_card: "110101198003121232", phone: "+8613800138000" };
@@ -62,17 +63,16 @@ describe("refund sessions", () => {
       expect(String(record.traceparent)).toContain(done.traceId);
       for (const key of ["run_id", "step", "state_before", "state_after", "decision", "budget_before", "duration_ms"]) expect(record).toHaveProperty(key);
     }
-    // The day's JSONL file gets the same records, appended after each commit.
-    const file = join(orch.dataDir, "traces", `steps-${new Date().toISOString().slice(0, 10)}.jsonl`);
-    const lines = () =>
-      existsSync(file)
-        ? readFileSync(file, "utf8")
-            .split("\n")
-            .filter((line) => line.includes(s.sessionId))
-            .map((line) => JSON.parse(line) as Record<string, unknown>)
-        : [];
-    for (let i = 0; i < 40 && lines().length < trace.length; i += 1) await new Promise((r) => setTimeout(r, 50));
-    expect(lines()).toEqual(trace);
+    // The rolling JSONL files get the same records, appended after each commit; read oldest file first.
+    const lines = async () =>
+      (await listTraceFiles(join(orch.dataDir, "traces"))).flatMap((file) =>
+        readFileSync(file.path, "utf8")
+          .split("\n")
+          .filter((line) => line.includes(s.sessionId))
+          .map((line) => JSON.parse(line) as Record<string, unknown>),
+      );
+    for (let i = 0; i < 40 && (await lines()).length < trace.length; i += 1) await new Promise((r) => setTimeout(r, 50));
+    expect(await lines()).toEqual(trace);
     // Traces and the session database are for the operator alone.
     expect([statSync(join(orch.dataDir, "traces")).mode & 0o777, statSync(join(orch.dataDir, "orchestrator.db")).mode & 0o777]).toEqual([0o700, 0o600]);
   });

@@ -56,6 +56,7 @@ const SAFE_FIELDS = new Set([
   "baseUrl",
   "model",
   "traceDir",
+  "traceRetention",
   "session_id",
   "max_concurrent",
   "shutdown_grace_ms",

@@ -1,23 +1,36 @@
 // Telemetry boots first and only from the standard OTEL_* variables. Locally nothing is
 // exported unless asked: OTEL_TRACES_EXPORTER (otlp | console) or an OTLP endpoint turns the
 // OpenTelemetry Node SDK on; metrics stay with Prometheus (/metrics), so the SDK's own metric
-// and log exporters default to "none". Call startTelemetry() as the first statement of main.ts.
+// exporter defaults to "none", and so does its log exporter, except in a service that emits log
+// records (the orchestrator's step records) where an OTLP endpoint is set: those go to the
+// collector's logs pipeline. Call startTelemetry() as the first statement of main.ts.
 import { NodeSDK } from "@opentelemetry/sdk-node";
 
 let sdk: NodeSDK | undefined;
 
-function wanted(env: NodeJS.ProcessEnv): boolean {
+export interface TelemetryOptions {
+  /** The service emits OpenTelemetry log records: export them over OTLP when an endpoint is set. */
+  readonly logs?: boolean;
+}
+
+function logsEndpoint(env: NodeJS.ProcessEnv): boolean {
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_LOGS_ENDPOINT);
+}
+
+function wanted(env: NodeJS.ProcessEnv, options: TelemetryOptions): boolean {
+  if (env.OTEL_SDK_DISABLED === "true") return false;
+  if (options.logs && logsEndpoint(env) && env.OTEL_LOGS_EXPORTER !== "none") return true;
   const exporter = env.OTEL_TRACES_EXPORTER ?? "";
-  if (env.OTEL_SDK_DISABLED === "true" || exporter === "none") return false;
+  if (exporter === "none") return false;
   return exporter !== "" || Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 }
 
-/** Starts tracing when the environment asks for it; `serviceName` is the default for OTEL_SERVICE_NAME. */
-export function startTelemetry(serviceName: string, env: NodeJS.ProcessEnv = process.env): boolean {
-  if (sdk || !wanted(env)) return false;
+/** Starts tracing (and log export) when the environment asks for it; `serviceName` is the default for OTEL_SERVICE_NAME. */
+export function startTelemetry(serviceName: string, env: NodeJS.ProcessEnv = process.env, options: TelemetryOptions = {}): boolean {
+  if (sdk || !wanted(env, options)) return false;
   env.OTEL_SERVICE_NAME ??= serviceName;
   env.OTEL_METRICS_EXPORTER ??= "none";
-  env.OTEL_LOGS_EXPORTER ??= "none";
+  env.OTEL_LOGS_EXPORTER ??= options.logs && logsEndpoint(env) ? "otlp" : "none";
   sdk = new NodeSDK({ instrumentations: [] });
   sdk.start();
   return true;

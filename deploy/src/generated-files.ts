@@ -1,11 +1,13 @@
 // Everything `pnpm gen` writes besides the contracts' code (the orchestrator's local tool
-// addresses too), rendered from one reading of the services' manifests and one set of SLO rules,
-// so rules.yml and the PrometheusRule agree.
+// addresses and the network flows table of docs/kubernetes.md too), rendered from one reading of
+// the services' manifests and one set of SLO rules, so rules.yml and the PrometheusRule agree.
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
 import { servicePolicy } from "@loopguard/tool-sdk";
 import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles } from "./k8s-files.js";
 import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "./local-addresses.js";
+import { FLOWS_DOC, renderFlowsDoc } from "./network-flows.js";
 import { alertRules, deployedServices, readServices, renderPrometheusFiles, serviceSlos } from "./prometheus-files.js";
 import { sloAlertCases } from "./slo-alert-cases.js";
 
@@ -22,7 +24,12 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
   const methods = serviceSlos(repoRoot, contracts, services);
   const tools = deployedServices(contracts, services).map((s) => servicePolicy(s).toolName);
   return {
-    files: new Map([...renderPrometheusFiles(services, rules, sloAlertCases(rules, methods, tools)), ...renderK8sFiles(services, { rules, methods }), ...renderLocalToolAddresses(services)]),
+    files: new Map([
+      ...renderPrometheusFiles(services, rules, sloAlertCases(rules, methods, tools)),
+      ...renderK8sFiles(services, { rules, methods }),
+      ...renderLocalToolAddresses(services),
+      [FLOWS_DOC, renderFlowsDoc(readFileSync(join(repoRoot, FLOWS_DOC), "utf8"), services)],
+    ]),
     ownedDirs: [BASE_SERVICES_DIR, dirname(LOCAL_ADDRESSES_FILE), ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
   };
 }

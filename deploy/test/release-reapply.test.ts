@@ -6,6 +6,7 @@
 // and preview selectors, the autoscaler's target and bounds, each colour's count and image), and
 // the active colour's count is left out, to its owner. Without the state, the same re-apply puts
 // the Service back on blue, whose Deployment the release scaled to zero.
+import { spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join, relative, resolve } from "node:path";
@@ -151,4 +152,14 @@ describe("argo-rollouts: a re-apply after a release", () => {
     expect((find(rendered, "Deployment", "billing") as unknown as Deployment).spec!.template.spec!.containers[0]!.image).toBe("registry.example.com/loopguard/billing:v2");
     expect(find(rendered, "Rollout", "billing").spec.replicas).toBeUndefined();
   }, 60_000);
+});
+
+describe("pnpm release --k8s", () => {
+  it("needs --overlay, where it records the release (not for a dry run)", () => {
+    const cli = (...args: string[]) => spawnSync(process.execPath, [join(root, "deploy", "dist", "release", "main.js"), ...args], { encoding: "utf8" });
+    const refused = cli("billing", "--to", "v2", "--k8s");
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toMatch(/^release: --k8s needs --overlay DIR, where the release is recorded so a re-apply keeps it\n/);
+    expect(cli("billing", "--to", "v2", "--overlay", "x").stderr).toMatch(/--overlay belong to --k8s/);
+  });
 });

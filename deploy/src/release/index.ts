@@ -88,9 +88,9 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
   if (options.prometheus) prometheusProxyPath(options.prometheus);
   const startedAt = new Date().toISOString();
   const objects = await toolObjects(options, namespace);
+  const plan = planK8sRelease({ objects, spec, namespace, kind, ...(tag ? { tag, gate: releaseGateOf(root, services, spec.name) } : {}) });
   const overlay = options.overlay && !options.dryRun ? resolve(options.overlay) : undefined;
   if (overlay) checkOverlay(overlay, options.overlay!, objects, spec.name);
-  const plan = planK8sRelease({ objects, spec, namespace, kind, ...(tag ? { tag, gate: releaseGateOf(root, services, spec.name) } : {}) });
   if (kind === "release") {
     const paths = toolContractPaths(spec.name);
     log(`contract gate: buf breaking of ${plan.to.image} against the live ${plan.from.image} (${paths.join(", ")})`);

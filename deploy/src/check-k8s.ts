@@ -1,10 +1,15 @@
 // `pnpm check:k8s`: renders every overlay (and each optional component on prod) and validates
-// every object strictly, offline; prints objects per rendering, the errors, and the time taken.
+// every object strictly, offline, and checks every rendering's NetworkPolicies against the network
+// flows (network-flows-check.ts) and each release path's state against a re-apply
+// (release/reapply-check.ts); prints objects per rendering, the errors, and the time taken.
 // Exit 1 on any error.
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { discoverServices } from "@loopguard/tool-sdk";
 import { renderAll, validateRenderings } from "./k8s-check.js";
 import { connectionBudget, describeBudget } from "./k8s-connection-budget.js";
+import { checkFlows } from "./network-flows-check.js";
+import { checkReapply } from "./release/reapply-check.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const started = performance.now();
@@ -29,7 +34,15 @@ try {
     `${total} objects in ${renderings.length} renderings, ${errors.length} errors; ` +
       `render ${((rendered - started) / 1000).toFixed(2)} s, validate ${((validated - rendered) / 1000).toFixed(2)} s\n`,
   );
-  process.exit(errors.length === 0 ? 0 : 1);
+  const services = discoverServices(resolve(repoRoot, "services"));
+  const flows = checkFlows(repoRoot, renderings, services);
+  const flowErrors = [...flows.stopped, ...flows.through, ...flows.pendingPassing];
+  for (const error of flowErrors) process.stderr.write(`network flows: ${error}\n`);
+  process.stdout.write(`network flows (docs/kubernetes.md) in every rendering: ${flows.checked} checks, ${flowErrors.length} errors\n`);
+  const reapply = checkReapply(repoRoot, services);
+  for (const move of reapply.moves) process.stderr.write(`re-apply after a release: ${move}\n`);
+  process.stdout.write(`re-apply after a release of ${reapply.checked.join(", ")}: ${reapply.moves.length} fields moved; ${((performance.now() - validated) / 1000).toFixed(2)} s\n`);
+  process.exit(errors.length + flowErrors.length + reapply.moves.length === 0 ? 0 : 1);
 } catch (error) {
   process.stderr.write(`check-k8s: ${(error as Error).message}\n`);
   process.exit(2);

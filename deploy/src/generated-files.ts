@@ -1,12 +1,14 @@
 // Everything `pnpm gen` writes besides the contracts' code (the orchestrator's local tool
-// addresses too), rendered from one reading of the services' manifests and one set of SLO rules,
-// so rules.yml and the PrometheusRule agree.
+// addresses and the network flows table of docs/kubernetes.md too), rendered from one reading of
+// the services' manifests and one set of SLO rules, so rules.yml and the PrometheusRule agree.
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
 import { servicePolicy } from "@loopguard/tool-sdk";
 import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles } from "./k8s-files.js";
 import { overlayNamesFiles } from "./k8s-names.js";
 import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "./local-addresses.js";
+import { FLOWS_DOC, renderFlowsDoc } from "./network-flows.js";
 import { alertRules, deployedServices, GENERATED_HEADER, readServices, renderPrometheusFiles, serviceSlos } from "./prometheus-files.js";
 import { sloAlertCases } from "./slo-alert-cases.js";
 import { toYaml } from "./yaml.js";
@@ -26,7 +28,13 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
   const k8s = renderK8sFiles(services, { rules, methods });
   const names = [...overlayNamesFiles(repoRoot, k8s)].map(([path, replacements]): [string, string] => [path, toYaml(replacements, GENERATED_HEADER)]);
   return {
-    files: new Map([...renderPrometheusFiles(services, rules, sloAlertCases(rules, methods, tools)), ...k8s, ...names, ...renderLocalToolAddresses(services)]),
+    files: new Map([
+      ...renderPrometheusFiles(services, rules, sloAlertCases(rules, methods, tools)),
+      ...k8s,
+      ...names,
+      ...renderLocalToolAddresses(services),
+      [FLOWS_DOC, renderFlowsDoc(readFileSync(join(repoRoot, FLOWS_DOC), "utf8"), services)],
+    ]),
     ownedDirs: [BASE_SERVICES_DIR, dirname(LOCAL_ADDRESSES_FILE), ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
   };
 }

@@ -62,7 +62,8 @@ export function kustomize(dir: string, name = dir): Rendering {
   return { name, objects: documents as K8sObject[] };
 }
 
-function componentsOf(kustomizationFile: string): string[] {
+/** The components a kustomization file lists, as absolute paths. */
+export function componentsOf(kustomizationFile: string): string[] {
   const [document] = parseYamlDocuments(readFileSync(kustomizationFile, "utf8"), kustomizationFile) as [{ components?: string[] } | undefined];
   return (document?.components ?? []).map((path) => resolve(dirname(kustomizationFile), path));
 }

@@ -74,11 +74,12 @@ describe("kubectl kustomize + strict validation", () => {
         "overlays/prod",
         "overlays/prod + components/chaos-drills",
         "overlays/prod + components/cloudnative-pg",
+        "overlays/prod + components/dns-kube-dns-only",
         "overlays/prod + components/llm-egress",
         "overlays/prod + components/argo-rollouts",
         "overlays/prod + components/plain-blue-green",
-        "overlays/prod + components/argo-rollouts + components/chaos-drills + components/cloudnative-pg + components/llm-egress",
-        "overlays/prod + components/plain-blue-green + components/chaos-drills + components/cloudnative-pg + components/llm-egress",
+        "overlays/prod + components/argo-rollouts + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress",
+        "overlays/prod + components/plain-blue-green + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress",
       ]),
     );
     for (const r of renderings) expect(r.objects.length, r.name).toBeGreaterThan(20);

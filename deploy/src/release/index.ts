@@ -16,6 +16,7 @@ import { type K8sPlan, planK8sRelease } from "./k8s.js";
 import { applyK8sPlan, liveObjects } from "./k8s-apply.js";
 import { releaseGateOf } from "./gate.js";
 import { prometheusProxyPath } from "./k8s-gate.js";
+import { afterPlan, checkOverlay, recordState } from "./k8s-state.js";
 import { releaseLocal } from "./local.js";
 import { between, type ReleaseKind, type ReleaseResult } from "./result.js";
 
@@ -39,13 +40,22 @@ export interface ReleaseOptions {
   readonly root?: string;
   /** The local suite's data folder (default LOOPGUARD_DATA_DIR, else <root>/.data). */
   readonly dataDir?: string;
+  /**
+   * Kubernetes: the kustomization the cluster is applied from; the release records what it leaves
+   * in its release-state Component (k8s-state.ts), so a re-apply keeps it. `pnpm release` requires it.
+   */
+  readonly overlay?: string;
   /** Kubernetes, plain path: Prometheus's in-cluster URL, asked by the release gate through the API server (default prometheus-operator's). */
   readonly prometheus?: string;
   /** Progress, one line at a time. */
   readonly log?: (line: string) => void;
 }
 
-export type K8sReleaseResult = ReleaseResult & { readonly plan: K8sPlan };
+export type K8sReleaseResult = ReleaseResult & {
+  readonly plan: K8sPlan;
+  /** The state file the release wrote into the overlay, to commit. */
+  readonly recorded?: string;
+};
 
 function servicesOf(root: string): ServiceSpec[] {
   return discoverServices(join(root, "services"));
@@ -77,7 +87,10 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
   const spec = specOf(services, options.tool);
   if (options.prometheus) prometheusProxyPath(options.prometheus);
   const startedAt = new Date().toISOString();
-  const plan = planK8sRelease({ objects: await toolObjects(options, namespace), spec, namespace, kind, ...(tag ? { tag, gate: releaseGateOf(root, services, spec.name) } : {}) });
+  const objects = await toolObjects(options, namespace);
+  const plan = planK8sRelease({ objects, spec, namespace, kind, ...(tag ? { tag, gate: releaseGateOf(root, services, spec.name) } : {}) });
+  const overlay = options.overlay && !options.dryRun ? resolve(options.overlay) : undefined;
+  if (overlay) checkOverlay(overlay, options.overlay!, objects, spec.name);
   if (kind === "release") {
     const paths = toolContractPaths(spec.name);
     log(`contract gate: buf breaking of ${plan.to.image} against the live ${plan.from.image} (${paths.join(", ")})`);
@@ -88,6 +101,8 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
   if (options.dryRun) return { tool: spec.name, kind, target: plan.path, dryRun: true, ...sets, startedAt, timings: { totalMs: 0 }, plan };
 
   const times = await applyK8sPlan(plan, log, options.prometheus ? { prometheus: options.prometheus } : {});
+  const recorded = overlay ? recordState(overlay, options.overlay!, afterPlan(objects, plan), spec.name) : undefined;
+  if (recorded) log(`recorded in ${recorded}: commit it, so \`kubectl apply -k ${options.overlay}\` keeps this release`);
   const endOf = (until: string) => times.ended[plan.steps.findIndex((s) => s.action === "wait" && s.until === until)];
   const servingAt = endOf("ready");
   const clientsMovedAt = endOf("delay");
@@ -113,6 +128,7 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
     },
     ...(times.gates["before the flip"] ? { gate: { beforeFlip: times.gates["before the flip"], ...(times.gates["after the flip"] ? { afterFlip: times.gates["after the flip"] } : {}) } } : {}),
     plan,
+    ...(recorded ? { recorded } : {}),
   };
 }
 

@@ -11,7 +11,10 @@ import { ReleaseRefused } from "./contract-gate.js";
 import { type JudgedMethod, judgedMethods, type ReleaseGate } from "./gate.js";
 import { type GateQuery, gateQueries } from "./gate-queries.js";
 
-/** The field manager the patches are recorded under, so `kubectl get --show-managed-fields` says who changed what. */
+/**
+ * The field manager of every change a release makes (patches, smoke Jobs), so `kubectl get
+ * --show-managed-fields` says who changed what; the README applies the overlay as `loopguard`.
+ */
 export const FIELD_MANAGER = "loopguard-release";
 
 export interface PatchStep {
@@ -118,7 +121,7 @@ export class PlanBuilder {
       job,
       queries: gateQueries(gate.slos, { [COLOUR_LABEL]: colour }),
       methods: judgedMethods(gate.slos),
-      command: ["kubectl", "-n", this.namespace, "create", "-f", "-"],
+      command: ["kubectl", "-n", this.namespace, "create", "--field-manager", FIELD_MANAGER, "-f", "-"],
       onFailure: undo.steps,
       undone: undo.undone,
     });

@@ -1,4 +1,4 @@
-// `pnpm release <tool> --to <tag> | --rollback [--k8s [--namespace NS] [--from-manifests DIR] [--prometheus URL]] [--dry-run] [--json]`:
+// `pnpm release <tool> --to <tag> | --rollback [--k8s --overlay DIR [--namespace NS] [--from-manifests DIR] [--prometheus URL]] [--dry-run] [--json]`:
 // a blue-green release of one tool (see index.ts). Progress goes to stderr; the outcome to stdout
 // (with --json one JSON object on the last line). Exit 0 when done, 1 when refused or failed
 // (one line saying why — the contract or release gate that failed, and what was undone — then
@@ -8,8 +8,9 @@ import { checkTag } from "../images/images.js";
 import { type K8sReleaseResult, release, ReleaseRefused, type ReleaseResult, rollback } from "./index.js";
 
 const USAGE =
-  "usage: pnpm release <tool> --to <image tag> [--k8s [--namespace NS] [--from-manifests DIR] [--prometheus URL]] [--dry-run] [--json]\n" +
-  "       pnpm release <tool> --rollback [--k8s [--namespace NS] [--from-manifests DIR]] [--dry-run] [--json]";
+  "usage: pnpm release <tool> --to <image tag> [--k8s --overlay DIR [--namespace NS] [--from-manifests DIR] [--prometheus URL]] [--dry-run] [--json]\n" +
+  "       pnpm release <tool> --rollback [--k8s --overlay DIR [--namespace NS] [--from-manifests DIR]] [--dry-run] [--json]\n" +
+  "       --overlay: the kustomization the cluster is applied from; the release is recorded in its release-state component (not needed with --dry-run)";
 
 class UsageError extends Error {}
 
@@ -42,6 +43,7 @@ function summary(result: ReleaseResult | K8sReleaseResult): string {
       if (findings) lines.push(`  gate ${when}: ${findings.join("; ")}`);
     }
     if (result.flippedAt) lines.push(`  flipped at ${result.flippedAt}`);
+    if ("recorded" in result && result.recorded) lines.push(`  recorded in ${result.recorded}: commit it`);
     if (result.clientsLeftAtDrain) lines.push(`  ${result.clientsLeftAtDrain} client connection(s) were still open on the old set when it was drained`);
   }
   return `${lines.join("\n")}\n`;
@@ -58,6 +60,7 @@ async function main(): Promise<number> {
           k8s: { type: "boolean" },
           namespace: { type: "string" },
           "from-manifests": { type: "string" },
+          overlay: { type: "string" },
           prometheus: { type: "string" },
           "dry-run": { type: "boolean" },
           json: { type: "boolean" },
@@ -71,7 +74,10 @@ async function main(): Promise<number> {
   const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new UsageError(`name one tool\n${USAGE}`);
   if (Boolean(values.to) === Boolean(values.rollback)) throw new UsageError(`give either --to <image tag> or --rollback\n${USAGE}`);
-  if (!values.k8s && (values.namespace || values["from-manifests"] || values.prometheus)) throw new UsageError(`--namespace, --from-manifests and --prometheus belong to --k8s\n${USAGE}`);
+  if (!values.k8s && (values.namespace || values["from-manifests"] || values.prometheus || values.overlay)) {
+    throw new UsageError(`--namespace, --from-manifests, --prometheus and --overlay belong to --k8s\n${USAGE}`);
+  }
+  if (values.k8s && !values["dry-run"] && !values.overlay) throw new UsageError(`--k8s needs --overlay DIR, where the release is recorded so a re-apply keeps it\n${USAGE}`);
   if (values["from-manifests"] && !values["dry-run"]) throw new UsageError("--from-manifests plans against a rendering, not a cluster: add --dry-run");
   if (values.namespace !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(values.namespace)) throw new UsageError(`--namespace must be a Kubernetes namespace name, got "${values.namespace}"`);
   let to: string | undefined;
@@ -87,6 +93,7 @@ async function main(): Promise<number> {
     ...(values.namespace ? { namespace: values.namespace } : {}),
     ...(values["from-manifests"] ? { fromManifests: values["from-manifests"] } : {}),
     ...(values.prometheus ? { prometheus: values.prometheus } : {}),
+    ...(values.overlay ? { overlay: values.overlay } : {}),
     log: (line: string) => process.stderr.write(`release: ${line}\n`),
   };
   const result = to ? await release({ ...options, to }) : await rollback(options);

@@ -2,9 +2,10 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { methodPolicy, servicePolicy } from "@loopguard/tool-sdk";
+import { contractFiles } from "@loopguard/proto";
+import { methodPolicy, servicePolicy, smokeCallOf, status, toolServicesOf } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
-import { BURN_WINDOWS, ERROR_RATIO_RECORD, errorRatioRecord, P95_RECORD, parseSloOverrides, pascalCase, type Rule, sloRuleGroups } from "./slo-rules.js";
+import { BURN_WINDOWS, ERROR_RATIO_RECORD, errorRatioRecord, P95_RECORD, parseSloOverrides, pascalCase, type Rule, SERVER_FAULT_CODES, sloRuleGroups } from "./slo-rules.js";
 import { parseYamlDocuments, toYaml } from "./yaml.js";
 
 const services = [KbSearchService, BillingService, RiskService, OrchestratorService];
@@ -138,5 +139,14 @@ describe("toYaml", () => {
     const text = toYaml(value, ["header"]);
     expect(text).toBe("# header\ngroups:\n  - name: g\n    rules:\n      - expr: |-\n          a\n          /\n          b\n");
     expect(parseYamlDocuments(text, "test")).toEqual([value]);
+  });
+});
+
+describe("smoke checks and the error budget", () => {
+  it("no tool's smoke check expects an answer that spends the error budget: the gates would read a good version as failing", () => {
+    for (const service of toolServicesOf(contractFiles)) {
+      const call = smokeCallOf(service);
+      expect(SERVER_FAULT_CODES as readonly string[], call.tool).not.toContain(status[call.expectCode]);
+    }
   });
 });

@@ -87,7 +87,8 @@ describe.skipIf(!prometheusBinary)("the release gate on real processes", () => {
   beforeAll(async () => {
     dataDir = mkdtempSync(join(tmpdir(), "loopguard-gate-"));
     const keys = ensureLocalKeys(dataDir);
-    const env = { LOOPGUARD_JWKS_FILE: keys.jwks };
+    // No demo data, as in production: the smoke call asks for an order no deployment holds.
+    const env = { LOOPGUARD_JWKS_FILE: keys.jwks, BILLING_SEED_DEMO: "false" };
     [pods.good, pods.bad] = await Promise.all([startTool("billing", join(dataDir, "good"), 0, env), startTool("billing", join(dataDir, "bad"), 0, { ...env, LOOPGUARD_FAULT_PROFILE: FAULTS })]);
     await startPrometheus();
     // One pod after the other, the calls spread over 5 s so that several scrapes see them arrive.

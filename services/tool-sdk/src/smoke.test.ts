@@ -3,6 +3,7 @@ import { contractFiles } from "@loopguard/proto";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { describe, expect, it } from "vitest";
 import { servicePolicy, toolServicesOf } from "./contract.js";
+import { status } from "./errors.js";
 import { allowedFailures, describeSmoke, minCallsToJudge, type SmokeResult, smokeCallOf, smokeCount, smokePassed } from "./smoke.js";
 
 const result = (calls: number, failures: Record<string, number>): SmokeResult => ({
@@ -15,7 +16,7 @@ const result = (calls: number, failures: Record<string, number>): SmokeResult =>
 });
 
 describe("smoke calls", () => {
-  it("every tool contract declares one: a read-only method and a request that meets its contract", () => {
+  it("every tool contract declares one: a read-only method and a request that meets its contract, answered alike with or without demo data", () => {
     const calls = toolServicesOf(contractFiles).map(smokeCallOf);
     expect(calls.map((c) => [c.tool, c.method.name, c.scope])).toEqual([
       ["kb-search", "Search", "kb:read"],
@@ -24,9 +25,10 @@ describe("smoke calls", () => {
     ]);
     expect(calls.map((c) => c.request)).toEqual([
       expect.objectContaining({ query: "refund policy", limit: 3 }),
-      expect.objectContaining({ orderId: "ord_DEMO00000001" }),
-      expect.objectContaining({ customerId: "cust_demo_0001" }),
+      expect.objectContaining({ orderId: "ord_SMOKE0000000" }),
+      expect.objectContaining({ customerId: "cust_smoke_absent" }),
     ]);
+    expect(calls.map((c) => status[c.expectCode])).toEqual(["OK", "NOT_FOUND", "NOT_FOUND"]);
   });
 
   it("refuses a contract without one, naming the option", () => {

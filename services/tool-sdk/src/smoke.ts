@@ -1,8 +1,8 @@
 // Synthetic checks of a tool ("smoke calls"), as a release sends them to a new version before any
 // client reaches it and again once it serves them: the call its contract declares
-// (ServicePolicy.smoke_check, a read-only method and a request that succeeds on every deployment's
-// data), made `count` times with a probe's token that carries that method's scope only. Any answer
-// but OK is a failed call. Used by `loopguard-smoke` (cli/smoke.ts) and by `pnpm release`.
+// (ServicePolicy.smoke_check, a read-only method and a request every deployment answers alike:
+// OK, or the expected code, e.g. NOT_FOUND for an id no deployment holds), made `count` times with
+// a probe's token that carries that method's scope only. Any other answer is a failed call. Used by `loopguard-smoke` (cli/smoke.ts) and by `pnpm release`.
 import { type DescMethod, type DescService, fromJsonString, type Message } from "@bufbuild/protobuf";
 import { setTimeout as sleep } from "node:timers/promises";
 import { mintToken, type SigningKey } from "./auth.js";
@@ -17,6 +17,8 @@ export interface SmokeCall {
   readonly service: DescService;
   readonly method: DescMethod;
   readonly request: Message;
+  /** The status every deployment answers the call with (status.OK unless the contract names one). */
+  readonly expectCode: status;
   /** The one scope the probe's token carries: the method's. */
   readonly scope: string;
   /** The method's SLA error-rate budget: the share of smoke calls that may fail. */
@@ -41,7 +43,9 @@ export function smokeCallOf(service: DescService): SmokeCall {
   }
   const violations = violationsOf(method.input, request as never);
   if (violations.length > 0) throw new Error(`${where}: request_json breaks its contract: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`);
-  return { tool: toolName, service, method, request, scope: policy.requiredScope, errorRateBudget: policy.sla!.errorRateBudget, timeoutMs: policy.sla!.timeoutMs };
+  const expectCode = smokeCheck.expectCode === "" ? status.OK : (status as unknown as Record<string, number | undefined>)[smokeCheck.expectCode];
+  if (typeof expectCode !== "number") throw new Error(`${where}: expect_code "${smokeCheck.expectCode}" is not a gRPC status code name`);
+  return { tool: toolName, service, method, request, expectCode, scope: policy.requiredScope, errorRateBudget: policy.sla!.errorRateBudget, timeoutMs: policy.sla!.timeoutMs };
 }
 
 /**
@@ -101,13 +105,13 @@ export async function runSmoke(call: SmokeCall, options: SmokeOptions): Promise<
       const due = started + (options.spreadMs * i) / options.count;
       if (due > performance.now()) await sleep(due - performance.now());
       const sent = performance.now();
-      try {
-        await send(i)(call.request, { deadline: call.timeoutMs });
-        latencies.push(performance.now() - sent);
-      } catch (error) {
-        const code = status[error instanceof CallError ? error.code : status.UNKNOWN] ?? "UNKNOWN";
-        failures[code] = (failures[code] ?? 0) + 1;
-      }
+      const answered = await send(i)(call.request, { deadline: call.timeoutMs }).then(
+        () => status.OK,
+        (error: unknown) => (error instanceof CallError ? error.code : status.UNKNOWN),
+      );
+      const name = status[answered] ?? "UNKNOWN";
+      if (answered === call.expectCode) latencies.push(performance.now() - sent);
+      else failures[name] = (failures[name] ?? 0) + 1;
     }
   };
   try {

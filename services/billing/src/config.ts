@@ -1,15 +1,17 @@
 // Billing's own settings, read once from the environment; the common ones (ports, data folder,
 // auth) come from the tool-sdk. A bad value is a ConfigError: exit 2 before anything binds.
 import { join } from "node:path";
-import { parseStoreUrl, type StoreLocation } from "@loopguard/sql-store";
+import { parseStoreUrl, readMigrateOnStart, type StoreLocation } from "@loopguard/sql-store";
 import { ConfigError } from "@loopguard/tool-sdk";
 
 export interface BillingConfig {
   /** BILLING_STORE: `sqlite:<file>` (default `<data dir>/billing.db`) or `postgres://…` for several replicas. */
   readonly store: StoreLocation;
+  /** BILLING_MIGRATE_ON_START: apply pending migrations when serving starts (one local process), or only check the schema (pods). */
+  readonly migrateOnStart: boolean;
 }
 
 export function loadBillingConfig(dataDir: string, env: Readonly<Record<string, string | undefined>> = process.env): BillingConfig {
   const url = env.BILLING_STORE || `sqlite:${join(dataDir, "billing.db")}`;
-  return Object.freeze({ store: parseStoreUrl(url, "BILLING_STORE", ConfigError) });
+  return Object.freeze({ store: parseStoreUrl(url, "BILLING_STORE", ConfigError), migrateOnStart: readMigrateOnStart(env, "BILLING", ConfigError) });
 }

@@ -6,7 +6,7 @@
 // LOCKED subquery. Named statements are parsed once per connection. Leases are measured by the
 // database's clock, never a replica's. Every committed change is announced by a trigger's
 // NOTIFY, which every store instance (every replica) LISTENs to.
-import { inTransaction, isPostgresUnavailable, migratePostgres, postgresClientConfig } from "@loopguard/sql-store";
+import { inTransaction, isPostgresUnavailable, migratePostgres, postgresClientConfig, requireCurrentPostgres, type SchemaOptions } from "@loopguard/sql-store";
 import pg from "pg";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "./migrations/postgres/index.js";
@@ -143,7 +143,7 @@ const bind = (s: Statement, params: Params): pg.QueryConfig => ({
   }),
 });
 
-export interface PostgresSessionStoreOptions extends SessionStoreOptions {
+export interface PostgresSessionStoreOptions extends SessionStoreOptions, SchemaOptions {
   /** Pool size; each replica needs few, since the hot paths are one statement each. */
   readonly maxConnections?: number;
   /** Waiting for a connection, new or from the pool (default 1000). */
@@ -171,7 +171,7 @@ export class PostgresSessionStore extends SqlSessionStore {
     super(options, (value) => value);
   }
 
-  /** Connects, migrates the schema (see migrations/postgres) and starts listening; the database itself must exist. */
+  /** Connects, migrates (or, with `migrate: false`, checks) the schema (see migrations/postgres) and starts listening; the database itself must exist. */
   static async open(url: string, options: PostgresSessionStoreOptions = {}): Promise<PostgresSessionStore> {
     // Every wait bounded, so an outage surfaces as an error inside the API's deadlines.
     const statementTimeoutMs = options.statementTimeoutMs ?? POSTGRES_STORE_DEFAULTS.statementTimeoutMs;
@@ -183,7 +183,8 @@ export class PostgresSessionStore extends SqlSessionStore {
     pool.on("error", () => {});
     const store = new PostgresSessionStore(pool, options);
     try {
-      await migratePostgres(url, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS, { ...bounds, applicationName: "loopguard-orchestrator-migrate" });
+      if (options.migrate === false) await requireCurrentPostgres(pool, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS);
+      else await migratePostgres(url, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS, { ...bounds, applicationName: "loopguard-orchestrator-migrate" });
       await store.guard("open", () =>
         inTransaction(pool, async (c) => {
           await c.query(`LOCK TABLE session_transitions IN EXCLUSIVE MODE`);

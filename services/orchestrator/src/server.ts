@@ -37,7 +37,11 @@ export interface BuildOptions {
 export async function build(config: OrchestratorConfig, log: Logger, { services = DEFAULT_TOOL_SERVICES, logTail, policies: extra = [] }: BuildOptions = {}): Promise<BuiltOrchestrator> {
   const metrics = new ServerMetrics("orchestrator");
   const sessionMetrics = new SessionMetrics(metrics.registry);
-  const store = await openSessionStore(config.storeUrl, { ...config.storeTimeouts, onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }) });
+  const store = await openSessionStore(config.storeUrl, {
+    ...config.storeTimeouts,
+    migrate: config.migrateOnStart,
+    onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }),
+  });
   sessionMetrics.observe(store);
   const clientMetrics = new ClientMetrics(metrics.registry);
   const registry = new ToolRegistry(services);

@@ -2,7 +2,7 @@
 // come from the tool-sdk. A bad or missing value is a ConfigError: exit 2 before anything binds.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseStoreUrl, type StoreLocation } from "@loopguard/sql-store";
+import { parseStoreUrl, readMigrateOnStart, type StoreLocation } from "@loopguard/sql-store";
 import { ConfigError } from "@loopguard/tool-sdk";
 import { MIN_PEPPER_LENGTH } from "./risk-store.js";
 
@@ -13,6 +13,8 @@ export interface RiskConfig {
   readonly store: StoreLocation;
   /** The secret customer keys are HMAC'd with; never logged. */
   readonly customerKeyPepper: string;
+  /** RISK_MIGRATE_ON_START: apply pending migrations when serving starts (one local process), or only check the schema (pods). */
+  readonly migrateOnStart: boolean;
 }
 
 /** RISK_CUSTOMER_KEY_PEPPER_FILE names a file holding the pepper; RISK_CUSTOMER_KEY_PEPPER holds it inline. */
@@ -34,5 +36,9 @@ function readPepper(env: Env): string {
 
 export function loadRiskConfig(dataDir: string, env: Env = process.env): RiskConfig {
   const url = env.RISK_STORE || `sqlite:${join(dataDir, "risk.db")}`;
-  return Object.freeze({ store: parseStoreUrl(url, "RISK_STORE", ConfigError), customerKeyPepper: readPepper(env) });
+  return Object.freeze({
+    store: parseStoreUrl(url, "RISK_STORE", ConfigError),
+    customerKeyPepper: readPepper(env),
+    migrateOnStart: readMigrateOnStart(env, "RISK", ConfigError),
+  });
 }

@@ -31,6 +31,7 @@ export {
   type Migration,
   type MigrationDeclaration,
   MIGRATIONS_TABLE,
+  migrationLock,
   migratePostgres,
   migrateSqlite,
   type PostgresMigrateOptions,

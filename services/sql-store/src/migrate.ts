@@ -141,6 +141,11 @@ function lockKey(store: string): number {
   return createHash("sha256").update(store).digest().readInt32BE(0);
 }
 
+/** The two-key advisory lock a store's migrations hold, e.g. for `SELECT pg_advisory_lock($1, $2)` in a test. */
+export function migrationLock(store: string): [number, number] {
+  return [LOCK_CLASS, lockKey(store)];
+}
+
 export interface PostgresMigrateOptions extends PostgresOptions {
   /** Bounds waiting for another replica's migration and each migration statement. */
   readonly migrationTimeoutMs?: number;

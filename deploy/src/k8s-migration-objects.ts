@@ -20,6 +20,8 @@ export const MIGRATE_DEADLINE_SECONDS = 1800;
 /** Finished migrate Jobs stay this long for `kubectl logs`, then the cluster removes them (a later apply makes the next one). */
 export const MIGRATE_JOB_TTL_SECONDS = 86_400;
 export const MIGRATION_COMPONENT = "migration";
+/** The init container of a pod on PostgreSQL that holds it until the schema is current. */
+export const WAIT_FOR_SCHEMA = "wait-for-schema";
 
 export function migrateJobName(spec: ServiceSpec): string {
   return `${spec.name}-migrate`;
@@ -72,7 +74,7 @@ export function schemaContainer(spec: ServiceSpec, name: string, args: readonly 
 
 /** PostgreSQL: the pod waits for the schema its image needs; the migrate Job applies it. */
 export function waitForSchemaInitContainer(spec: ServiceSpec): Container {
-  return schemaContainer(spec, "wait-for-schema", ["wait-for-schema", "--timeout", String(SCHEMA_WAIT_SECONDS)], postgresStoreEnv(spec));
+  return schemaContainer(spec, WAIT_FOR_SCHEMA, [WAIT_FOR_SCHEMA, "--timeout", String(SCHEMA_WAIT_SECONDS)], postgresStoreEnv(spec));
 }
 
 /** SQLite: the pod migrates its own file before serving; SQLite's write lock keeps a second opener out. */

@@ -7,6 +7,7 @@ import { type ServiceSpec, smokeCallOf } from "@loopguard/tool-sdk";
 import { storePoolSizes } from "./postgres-budget.js";
 import { horizontalPodAutoscaler, podSelector, podDisruptionBudget, postgresEgress, postgresStore, prometheusRule, serviceMonitor, serviceObjects, sqliteVolume } from "./k8s-objects.js";
 import { drillRunnerRole, shippedPodKills } from "./drills/pod-chaos.js";
+import { migrateInitContainer, migrateJob, migrationStepPatch, waitForSchemaInitContainer } from "./k8s-migration-objects.js";
 import {
   activeServicePatch,
   analysisTemplate,
@@ -94,26 +95,31 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
     const { claim, patch } = sqliteVolume(spec);
     put(sqlite, `${spec.name}.claim.yaml`, claim);
     put(sqlite, `${spec.name}.patch.yaml`, patch);
+    put(sqlite, `${spec.name}.migration.patch.yaml`, migrationStepPatch(spec, migrateInitContainer(spec)));
   }
   put(
     sqlite,
     "kustomization.yaml",
     component(
       stateful.map((s) => `${s.name}.claim.yaml`),
-      ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`),
+      [...ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`), ...ofWorkloads(stateful, (s) => `${s.name}.migration.patch.yaml`)],
     ),
   );
 
   const postgres = join(COMPONENTS_DIR, "postgres-stores");
   const poolSizes = storePoolSizes(stateful);
-  for (const spec of stateful) put(postgres, `${spec.name}.patch.yaml`, postgresStore(spec, poolSizes[spec.name]!));
+  for (const spec of stateful) {
+    put(postgres, `${spec.name}.patch.yaml`, postgresStore(spec, poolSizes[spec.name]!));
+    put(postgres, `${spec.name}.migration.patch.yaml`, migrationStepPatch(spec, waitForSchemaInitContainer(spec)));
+    put(postgres, `${spec.name}.migrate-job.yaml`, migrateJob(spec));
+  }
   put(postgres, "network-policy.yaml", postgresEgress());
   put(
     postgres,
     "kustomization.yaml",
     component(
-      ["network-policy.yaml"],
-      ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`),
+      ["network-policy.yaml", ...stateful.map((s) => `${s.name}.migrate-job.yaml`)],
+      [...ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`), ...ofWorkloads(stateful, (s) => `${s.name}.migration.patch.yaml`)],
     ),
   );
 

@@ -359,22 +359,27 @@ export const POSTGRES_CA_FILE = `${POSTGRES_CA_DIR}/ca.crt`;
  * `dsn`; the pool its share of the connection budget; the CA its DSN's sslrootcert names; and no
  * demo data, since a shared database is a real one.
  */
+/** The database's CA (ca.crt only), mounted where the DSNs' sslrootcert points, for every container that connects. */
+export const POSTGRES_CA_MOUNT: VolumeMount = { name: POSTGRES_CA_SECRET, mountPath: POSTGRES_CA_DIR, readOnly: true };
+export const POSTGRES_CA_VOLUME: Volume = { name: POSTGRES_CA_SECRET, secret: { secretName: POSTGRES_CA_SECRET, items: [{ key: "ca.crt", path: "ca.crt" }], defaultMode: 0o440 } };
+
+/** The stateful tools seed demo rows (orders; customers, by a migration), never on a production database; the orchestrator's sessions have none. */
+export function seedDemoOff(spec: ServiceSpec): EnvVar[] {
+  return spec.kind === "tool" ? [{ name: `${spec.envPrefix}_SEED_DEMO`, value: "false" }] : [];
+}
+
 export function postgresStore(spec: ServiceSpec, poolSize: number): object {
   const env: EnvVar[] = [
     { name: `${spec.envPrefix}_STORE`, valueFrom: { secretKeyRef: { name: storeSecret(spec), key: "dsn" } } },
     { name: `${spec.envPrefix}_STORE_POOL_SIZE`, value: String(poolSize) },
-    // The stateful tools seed demo rows (orders, customers); the orchestrator's sessions have none.
-    ...(spec.kind === "tool" ? [{ name: `${spec.envPrefix}_SEED_DEMO`, value: "false" }] : []),
+    ...seedDemoOff(spec),
   ];
   return deploymentPatch(
     spec,
     {},
     {
       labels: { [POSTGRES_CLIENT_LABEL]: "true" },
-      spec: {
-        containers: [{ name: spec.name, env, volumeMounts: [{ name: POSTGRES_CA_SECRET, mountPath: POSTGRES_CA_DIR, readOnly: true }] }],
-        volumes: [{ name: POSTGRES_CA_SECRET, secret: { secretName: POSTGRES_CA_SECRET, items: [{ key: "ca.crt", path: "ca.crt" }], defaultMode: 0o440 } }],
-      },
+      spec: { containers: [{ name: spec.name, env, volumeMounts: [POSTGRES_CA_MOUNT] }], volumes: [POSTGRES_CA_VOLUME] },
     },
   );
 }

@@ -53,6 +53,11 @@ beforeAll(async () => {
   const up = await containers("up");
   expect(up.stderr).toBe("");
   expect(up.code).toBe(0);
+  // The migration step ran in a one-off container of each stateful service's image, on its pod's volume, before the pod.
+  for (const service of ["billing", "orchestrator", "risk"]) {
+    expect(up.stdout).toMatch(new RegExp(`^${service}: applied \\d+ migration\\(s\\) to sqlite:/data/${service}\\.db in .* \\(loopguard-${service}-0-data, `, "m"));
+    expect(up.stdout.indexOf(`${service}: applied`)).toBeLessThan(up.stdout.indexOf(`${service}-0 is SERVING`));
+  }
 }, 1_800_000);
 
 afterAll(async () => {

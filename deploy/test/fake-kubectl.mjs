@@ -1,7 +1,7 @@
 // A recording `kubectl` for the release's tests, where no cluster can run: it appends each call's
 // argv and stdin to calls.jsonl in FAKE_KUBECTL_DIR and answers from that folder's scenario.json —
 // Prometheus answers recorded from a real Prometheus (test/fixtures/prometheus, one set per gate in
-// order: good, bad, empty, or "error" for a proxy that fails), each smoke Job's outcome in order,
+// order: good, bad, empty, or "error" for a proxy that fails), each smoke Job's outcome in order, the migrate Job's (Complete unless told),
 // Deployments always Ready, and the Rollout's status. Anything else it was not told about fails.
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -15,8 +15,10 @@ const earlier = readFileSync(join(dir, "calls.jsonl"), { encoding: "utf8", flag:
   .filter(Boolean)
   .map((line) => JSON.parse(line));
 appendFileSync(join(dir, "calls.jsonl"), `${JSON.stringify({ args, stdin })}\n`);
-// The gate a call belongs to: the smoke Jobs created so far.
-const gate = earlier.filter((call) => call.args.includes("create")).length - (args.includes("create") ? 0 : 1);
+// The gate a call belongs to: the smoke Jobs created so far (a migrate Job is none).
+const isSmokeJob = (call) => call.args.includes("create") && call.stdin.includes("smoke-check");
+const gate = earlier.filter(isSmokeJob).length - (isSmokeJob({ args, stdin }) ? 0 : 1);
+const migrateJob = args.find((arg) => /-migrate-[a-z0-9]+$/.test(arg));
 
 function fail(message) {
   process.stderr.write(`${message}\n`);
@@ -30,6 +32,13 @@ if (args.includes("--raw")) {
   process.stdout.write(readFileSync(join(scenario.fixtures, `${set}-${query.includes("histogram_quantile") ? "p95" : "error-ratio"}.json`), "utf8"));
 } else if (args.includes("create")) {
   process.stdout.write(`job.batch/${JSON.parse(stdin).metadata.name} created\n`);
+} else if (args.includes("get") && args.includes("job") && migrateJob) {
+  const outcome = scenario.migration ?? "Complete";
+  process.stdout.write(
+    JSON.stringify({
+      status: { conditions: [{ type: outcome, status: "True", ...(outcome === "Failed" ? { reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit" } : {}) }] },
+    }),
+  );
 } else if (args.includes("get") && args.includes("job")) {
   process.stdout.write(JSON.stringify({ status: { conditions: [{ type: scenario.jobs[gate], status: "True" }] } }));
 } else if (args.includes("logs")) {

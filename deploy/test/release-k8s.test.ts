@@ -13,7 +13,7 @@ import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/k8s-files.js";
 import { SCALE_DOWN_DELAY_SECONDS } from "../src/k8s-release-objects.js";
 import { ReleaseRefused } from "../src/release/contract-gate.js";
 import { releaseGateOf } from "../src/release/gate.js";
-import { type GateStep, type K8sPlan, type PatchStep, planK8sRelease, withTag } from "../src/release/k8s.js";
+import { type GateStep, type K8sPlan, type MigrateStep, type PatchStep, planK8sRelease, type Step, withTag } from "../src/release/k8s.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const services = discoverServices(join(root, "services"));
@@ -34,11 +34,14 @@ const objectsOf = (rendering: Rendering, tool: string) => rendering.objects.filt
 const plan = (rendering: Rendering, tool: string, kind: "release" | "rollback" = "release", objects = objectsOf(rendering, tool)) =>
   planK8sRelease({ objects, spec: spec(tool), namespace: "loopguard", kind, ...(kind === "release" ? { tag: "v2" } : {}) });
 const patches = (p: K8sPlan) => p.steps.filter((s): s is PatchStep => s.action === "patch");
+/** A step by what it does and to what; a migrate Job's name loses its per-release suffix. */
+const named = (s: Step) => `${s.action} ${s.kind}/${s.action === "migrate" ? s.name.replace(/-[a-z0-9]+$/, "") : s.name}`;
 
-/** The objects as the last patch of each leaves them, as one rendering to validate. */
+/** The objects as the last patch of each leaves them, and the Jobs the plan creates, as one rendering to validate. */
 function results(p: K8sPlan): Rendering {
   const last = new Map(patches(p).map((step) => [`${step.kind}/${step.name}`, step.result]));
-  return { name: `release ${p.tool}`, objects: [...last.values()] };
+  const jobs = p.steps.flatMap((s) => (s.action === "migrate" ? [s.job] : []));
+  return { name: `release ${p.tool}`, objects: [...last.values(), ...jobs] };
 }
 
 function refusal(run: () => unknown): string {
@@ -63,7 +66,8 @@ describe("plain-blue-green", () => {
       from: { colour: "blue", image: "registry.example.com/loopguard/billing:unset" },
       to: { colour: "green", image: "registry.example.com/loopguard/billing:v2" },
     });
-    expect(p.steps.map((s) => `${s.action} ${s.kind}/${s.name}`)).toEqual([
+    expect(p.steps.map(named)).toEqual([
+      "migrate Job/billing-migrate",
       "patch Deployment/billing-green",
       "wait Deployment/billing-green",
       "patch Service/billing",
@@ -72,15 +76,20 @@ describe("plain-blue-green", () => {
       "wait Deployment/billing-blue",
       "patch Deployment/billing-blue",
     ]);
-    const [green, , service, preview, hpa, , blue] = p.steps as PatchStep[];
+    const [migrate, green, , service, preview, hpa, , blue] = p.steps as PatchStep[];
+    // The new image migrates first, in a Job from that image; green's pods wait for it.
+    expect((migrate as unknown as MigrateStep).job).toMatchObject({
+      kind: "Job",
+      spec: { template: { spec: { containers: [{ image: "registry.example.com/loopguard/billing:v2", args: ["migrate"] }] } } },
+    });
     const greenDeployment = green!.result as K8sObject & Deployment;
     expect(greenDeployment.spec!.template.spec!.containers[0]!.image).toBe("registry.example.com/loopguard/billing:v2");
     expect(greenDeployment.spec!.replicas).toBe(2);
-    expect(p.steps[1]).toMatchObject({ until: "ready" });
+    expect(p.steps[2]).toMatchObject({ until: "ready" });
     expect(service!.result).toMatchObject({ spec: { selector: { "app.kubernetes.io/name": "billing", version: "green" } } });
     expect(preview!.result).toMatchObject({ spec: { selector: { version: "blue" } } });
     expect(hpa!.result).toMatchObject({ spec: { scaleTargetRef: { kind: "Deployment", name: "billing-green" } } });
-    expect(p.steps[5]).toMatchObject({ until: "delay", seconds: SCALE_DOWN_DELAY_SECONDS });
+    expect(p.steps[6]).toMatchObject({ until: "delay", seconds: SCALE_DOWN_DELAY_SECONDS });
     expect((blue!.result as K8sObject & Deployment).spec!.replicas).toBe(0);
     // Guarded: each patch first tests the state it was planned against.
     for (const step of patches(p)) expect(step.patch[0]!.op).toBe("test");
@@ -110,7 +119,8 @@ describe("plain-blue-green", () => {
 
   it("with the release gate: a smoke Job through the preview before the flip and through the Service after the delay, each undone by what it names; every object valid", () => {
     const p = planK8sRelease({ objects: objectsOf(plain, "billing"), spec: spec("billing"), namespace: "loopguard", kind: "release", tag: "v2", gate: releaseGateOf(root, services, "billing") });
-    expect(p.steps.map((s) => `${s.action} ${s.kind}/${s.action === "gate" ? s.when : s.name}`)).toEqual([
+    expect(p.steps.map((s) => (s.action === "gate" ? `gate Job/${s.when}` : named(s)))).toEqual([
+      "migrate Job/billing-migrate",
       "patch Deployment/billing-green",
       "wait Deployment/billing-green",
       "gate Job/before the flip",
@@ -162,8 +172,9 @@ describe("argo-rollouts", () => {
     const plans = tools.map((t) => plan(argo, t.name));
     for (const p of plans) {
       expect(p.path).toBe("argo-rollouts");
-      expect(p.steps.map((s) => `${s.action} ${s.kind}/${s.name}`)).toEqual([`patch Deployment/${p.tool}`, `wait Rollout/${p.tool}`]);
-      expect(p.steps[1]).toMatchObject({ until: "promoted" });
+      const migrates = services.find((s) => s.name === p.tool)!.stateful ? [`migrate Job/${p.tool}-migrate`] : [];
+      expect(p.steps.map(named)).toEqual([...migrates, `patch Deployment/${p.tool}`, `wait Rollout/${p.tool}`]);
+      expect(p.steps.at(-1)).toMatchObject({ until: "promoted" });
     }
     expect(validateRenderings(plans.map(results))).toEqual([]);
   }, 60_000);

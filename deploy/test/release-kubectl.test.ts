@@ -52,6 +52,8 @@ interface Scenario {
   readonly prometheus?: readonly ("good" | "bad" | "empty" | "error")[];
   readonly jobs?: readonly ("Complete" | "Failed")[];
   readonly rollout?: object;
+  /** The migrate Job's outcome (Complete unless told). */
+  readonly migration?: "Complete" | "Failed";
 }
 
 interface Call {
@@ -92,10 +94,24 @@ function told(calls: readonly Call[]): string[] {
 }
 
 const QUERIES = ["query error-ratio", "query p95"];
-/** Green gets the new image and blue's replicas, then the first smoke Job goes through the preview. */
-const UP_TO_THE_GATE = [`patch deployment/billing-green /spec/template/spec/containers/0/image="${NEW}"`, "patch deployment/billing-green /spec/replicas=2", "create billing-smoke-preview"];
+/** The new image's migrate Job, then green gets the new image and blue's replicas, then the first smoke Job goes through the preview. */
+const UP_TO_THE_GATE = [
+  "create billing-migrate",
+  `patch deployment/billing-green /spec/template/spec/containers/0/image="${NEW}"`,
+  "patch deployment/billing-green /spec/replicas=2",
+  "create billing-smoke-preview",
+];
 
 describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
+  it("stops before any pod of the new image starts when its migration Job fails, and says where to look", async () => {
+    const { calls, outcome } = await release(plain, { migration: "Failed" });
+    expect(told(calls)).toEqual(["create billing-migrate"]);
+    expect(outcome).toBeInstanceOf(ReleaseRefused);
+    expect(outcome!.message).toMatch(
+      /^the migration step failed \(Job billing-migrate-[a-z0-9]+: Job has reached the specified backoff limit\); its transaction rolled back, no pod of the new image started and the live pods keep serving: `kubectl -n loopguard logs job\/billing-migrate-[a-z0-9]+` says why$/,
+    );
+  });
+
   it("a good version passes the gate before and after the flip: smoke Jobs through the preview, then the live Service, and the queries on green", async () => {
     const { calls, outcome } = await release(plain, { prometheus: ["good", "good"], jobs: ["Complete", "Complete"] });
     expect(outcome).toBeUndefined();
@@ -113,7 +129,10 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
       ...QUERIES,
       "patch deployment/billing-blue /spec/replicas=0",
     ]);
-    const [preview, live] = calls.filter((c) => c.args.includes("create")).map((c) => JSON.parse(c.stdin) as { spec: { template: { spec: { containers: { image: string; args: string[] }[] } } } });
+    const [migrate, preview, live] = calls
+      .filter((c) => c.args.includes("create"))
+      .map((c) => JSON.parse(c.stdin) as { spec: { template: { spec: { containers: { image: string; args: string[] }[] } } } });
+    expect(migrate!.spec.template.spec.containers[0]).toMatchObject({ image: NEW, args: ["migrate"] });
     expect(preview!.spec.template.spec.containers[0]).toMatchObject({ image: NEW, args: expect.arrayContaining(["--target", "billing-preview:50062"]) });
     expect(live!.spec.template.spec.containers[0]!.args).toEqual(expect.arrayContaining(["--target", "billing:50062"]));
     const query = calls.find((c) => c.args.includes("--raw"))!.args.at(-1)!;
@@ -125,7 +144,7 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
     const { calls, outcome, log } = await release(plain, { prometheus: ["bad"], jobs: ["Failed"] });
     expect(outcome).toBeInstanceOf(ReleaseRefused);
     expect(outcome!.message).toBe(
-      `${NEW} failed the release gate before the flip: smoke Job ${JSON.parse(calls.find((c) => c.args.includes("create"))!.stdin).metadata.name} failed: smoke billing GetOrder: 131 of 400 calls failed (UNAVAILABLE × 131), 6 allowed at a 0.5 % error rate; p95 2.8 ms → billing-preview:50062; billing-green is scaled back to zero and billing-blue stays live`,
+      `${NEW} failed the release gate before the flip: smoke Job ${JSON.parse(calls.find((c) => c.args.includes("create") && c.stdin.includes("smoke-check"))!.stdin).metadata.name} failed: smoke billing GetOrder: 131 of 400 calls failed (UNAVAILABLE × 131), 6 allowed at a 0.5 % error rate; p95 2.8 ms → billing-preview:50062; billing-green is scaled back to zero and billing-blue stays live`,
     );
     expect((outcome as ReleaseRefused).detail).toMatch(/^billing GetOrder error ratio 32\.8 % \(budget 0\.5 %\): above its budget\nerror-ratio failed 2 of its measurements \(1 allowed\)/);
     // Two failed measurements of three are enough to stop.
@@ -178,6 +197,10 @@ describe("pnpm release --k8s, Argo Rollouts, against a recording kubectl", () =>
   ])("a Rollout %s gets its stable image back", async (_why, extra, why) => {
     const { calls, outcome } = await release(argo, { rollout: status(extra) });
     expect(outcome!.message).toBe(`${why}: rolled back, ${LIVE} is the Rollout's image again and its pods stay active`);
-    expect(told(calls)).toEqual([`patch deployment/billing /spec/template/spec/containers/0/image="${NEW}"`, `patch deployment/billing /spec/template/spec/containers/0/image="${LIVE}"`]);
+    expect(told(calls)).toEqual([
+      "create billing-migrate",
+      `patch deployment/billing /spec/template/spec/containers/0/image="${NEW}"`,
+      `patch deployment/billing /spec/template/spec/containers/0/image="${LIVE}"`,
+    ]);
   });
 });

@@ -221,6 +221,12 @@ export class ContainerSuite {
         const existing = state.pods.find((p) => p.service === spec.name && p.colour === set.colour && p.index === index);
         pods.push(existing ?? newPod(spec, index, used, set));
       }
+      await this.#migrate(
+        spec,
+        state,
+        set.tag,
+        pods.filter((p) => !state.pods.includes(p)),
+      );
       await Promise.all(pods.map((pod) => this.#run(pod, spec, state)));
       state.pods = [...state.pods.filter((p) => p.service !== spec.name || p.colour !== set.colour), ...pods];
       this.#save(state);
@@ -263,6 +269,12 @@ export class ContainerSuite {
       const kept = state.pods.find((p) => p.service === service && p.colour === set.colour && p.index === index);
       pods.push(kept ? { ...kept, stopped: false } : newPod(spec, index, used, set));
     }
+    await this.#migrate(
+      spec,
+      state,
+      set.tag,
+      pods.filter((p) => !state.pods.some((q) => q.container === p.container)),
+    );
     await Promise.all(pods.map((pod) => this.#run(pod, spec, state)));
     state.pods = [...state.pods.filter((p) => p.service !== service || p.colour !== set.colour), ...pods];
     this.#save(state);
@@ -327,8 +339,31 @@ export class ContainerSuite {
     this.options.log(`${pod.name} is SERVING on ${pod.address}:${spec.port} (${((performance.now() - started) / 1000).toFixed(1)} s after its container was started)`);
   }
 
-  #runArguments(pod: Pod, spec: ServiceSpec, state: SuiteState): string[] {
-    const env: Record<string, string> = { [`${spec.envPrefix}_HOST`]: pod.address };
+  /**
+   * The migration step before a stateful service's new pods start, as a Job does on Kubernetes: a
+   * one-off container of the pods' image running `migrate`, once for a PostgreSQL store, on each
+   * new pod's own volume for SQLite. The pods themselves only check the schema.
+   */
+  async #migrate(spec: ServiceSpec, state: SuiteState, tag: string, newPods: readonly Pod[]): Promise<void> {
+    if (!spec.stateful || newPods.length === 0) return;
+    const image = `${imageRepository(spec.name)}:${tag}`;
+    const volumes = state.stores[spec.name] === "postgres" ? [undefined] : newPods.map((p) => p.volume);
+    for (const volume of volumes) {
+      const started = performance.now();
+      const { env, mounts } = this.#environment(spec, state);
+      const data = volume ? ["--mount", `type=volume,src=${volume},dst=/data,volume-label=${this.#label}`] : ["--tmpfs", "/data"];
+      const resolv = ["--mount", `type=bind,src=${join(this.stateDir, "resolv.conf")},dst=/etc/resolv.conf,readonly`];
+      const args = ["run", "--rm", "--label", this.#label, "--network", "host", "--read-only", "--tmpfs", "/tmp", ...data, ...resolv, ...mounts];
+      const output = await docker([...args, ...Object.entries(env).flatMap(([key, value]) => ["--env", `${key}=${value}`]), image, "migrate"], { timeoutMs: 600_000 }).catch((error: Error) => {
+        throw new SuiteError(`the migration step of ${spec.name} (${image} migrate) failed; no pod of it started: ${error.message}`);
+      });
+      this.options.log(`${output.trim()} (${volume ?? "PostgreSQL"}, ${((performance.now() - started) / 1000).toFixed(1)} s)`);
+    }
+  }
+
+  /** What a pod of the service gets in its environment, and the secret files it mounts. */
+  #environment(spec: ServiceSpec, state: SuiteState): { env: Record<string, string>; mounts: string[] } {
+    const env: Record<string, string> = {};
     const mounts: string[] = [];
     // What `pnpm start` gives this service (public keys to all, the signing key to the
     // orchestrator alone), with each file it names staged and mounted read-only.
@@ -344,7 +379,6 @@ export class ContainerSuite {
     }
     Object.assign(env, this.options.envFor?.(spec));
     if (spec.kind === "orchestrator") {
-      env.ORCHESTRATOR_INSTANCE_ID = pod.name;
       for (const tool of this.options.services.filter((s) => s.kind === "tool")) {
         env[`${tool.envPrefix}_ADDR`] = `dns:///${dnsName(tool.name)}:${tool.port}`;
       }
@@ -352,6 +386,15 @@ export class ContainerSuite {
     if (state.stores[spec.name] === "postgres") {
       env[`${spec.envPrefix}_STORE`] = `postgres://postgres@${dnsName("postgres")}:${POSTGRES_PORT}/${databaseOf(spec.name)}`;
     }
+    // The migration step ran before the pod (#migrate): serving checks the schema, never migrates.
+    if (spec.stateful) env[`${spec.envPrefix}_MIGRATE_ON_START`] = "false";
+    return { env, mounts };
+  }
+
+  #runArguments(pod: Pod, spec: ServiceSpec, state: SuiteState): string[] {
+    const { env, mounts } = this.#environment(spec, state);
+    env[`${spec.envPrefix}_HOST`] = pod.address;
+    if (spec.kind === "orchestrator") env.ORCHESTRATOR_INSTANCE_ID = pod.name;
     return [
       "--name",
       pod.container,

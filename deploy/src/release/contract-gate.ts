@@ -42,28 +42,36 @@ export function toolContractPaths(tool: string, files: readonly DescFile[] = con
   return [...paths].sort();
 }
 
-/** Copies the contracts an image carries into `dir`; an image that is not here is pulled when `pull` says so (a cluster's registry). */
-async function extractContracts(image: string, dir: string, name: string, pull: boolean): Promise<string> {
+/**
+ * Copies the file an image's label `label` names (what the image carries about itself: its
+ * contracts, its migrations) to `target`; an image that is not here is pulled when `pull` says so
+ * (a cluster's registry).
+ */
+export async function extractLabelledFile(image: string, label: string, target: string, pull: boolean, what: string): Promise<string> {
   if (!(await imageExists(image))) {
     if (!pull) throw new ReleaseRefused(`image ${image} is missing: build it with \`pnpm images --tag ${image.split(":").at(-1)}\``);
     try {
       await docker(["pull", image], { timeoutMs: 600_000 });
     } catch (error) {
-      throw new ReleaseRefused(`cannot read the contracts of ${image}: the image is not here and ${(error as Error).message}`);
+      throw new ReleaseRefused(`cannot read the ${what} of ${image}: the image is not here and ${(error as Error).message}`);
     }
   }
-  const path = (await docker(["image", "inspect", "--format", `{{ index .Config.Labels "${IMAGE_DESCRIPTOR_SET_LABEL}" }}`, image])).trim();
+  const path = (await docker(["image", "inspect", "--format", `{{ index .Config.Labels "${label}" }}`, image])).trim();
   if (!path || path === "<no value>") {
-    throw new ReleaseRefused(`${image} carries no contracts (label ${IMAGE_DESCRIPTOR_SET_LABEL}): it was built before releases were gated; rebuild it with \`pnpm images\``);
+    throw new ReleaseRefused(`${image} carries no ${what} (label ${label}): it was built before releases checked them; rebuild it with \`pnpm images\``);
   }
   const container = (await docker(["create", image])).trim();
-  const target = join(dir, `${name}.binpb`);
   try {
     await docker(["cp", `${container}:${path}`, target]);
   } finally {
     await docker(["rm", "--force", container]).catch(() => undefined);
   }
   return target;
+}
+
+/** Copies the contracts an image carries into `dir`. */
+function extractContracts(image: string, dir: string, name: string, pull: boolean): Promise<string> {
+  return extractLabelledFile(image, IMAGE_DESCRIPTOR_SET_LABEL, join(dir, `${name}.binpb`), pull, "contracts");
 }
 
 export interface ContractCheck {

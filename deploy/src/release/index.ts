@@ -18,6 +18,7 @@ import { releaseGateOf } from "./gate.js";
 import { prometheusProxyPath } from "./k8s-gate.js";
 import { afterPlan, checkOverlay, recordState } from "./k8s-state.js";
 import { releaseLocal } from "./local.js";
+import { migrationGate } from "./migration-gate.js";
 import { between, type ReleaseKind, type ReleaseResult } from "./result.js";
 
 export { ReleaseRefused } from "./contract-gate.js";
@@ -96,6 +97,7 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
     log(`contract gate: buf breaking of ${plan.to.image} against the live ${plan.from.image} (${paths.join(", ")})`);
     await checkContracts({ root, tool: spec.name, live: plan.from.image, candidate: plan.to.image, paths, pull: true });
     log("contract gate: compatible");
+    if (spec.stateful) await migrationGate(log, { live: plan.from.image, candidate: plan.to.image, pull: true, ...(plan.from.colour ? { colour: plan.from.colour } : {}) });
   }
   const sets = { from: { ...plan.from, pods: plan.from.objects }, to: { ...plan.to, pods: plan.to.objects } };
   if (options.dryRun) return { tool: spec.name, kind, target: plan.path, dryRun: true, ...sets, startedAt, timings: { totalMs: 0 }, plan };

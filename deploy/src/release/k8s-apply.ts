@@ -6,11 +6,13 @@ import { execFile } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
+import type { Job } from "kubernetes-types/batch/v1.js";
 import type { K8sObject } from "../k8s-check.js";
+import { MIGRATE_DEADLINE_SECONDS } from "../k8s-migration-objects.js";
 import { PROMETHEUS_ADDRESS } from "../k8s-release-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import { runGate } from "./k8s-gate.js";
-import type { K8sPlan, Step } from "./k8s.js";
+import type { K8sPlan, MigrateStep, Step } from "./k8s.js";
 
 const READY_TIMEOUT_MS = 600_000;
 /** Pre- and post-promotion analysis (smoke Job and queries, about 2.5 min each), pods starting, and the scale-down delay. */
@@ -59,6 +61,24 @@ function rolloutState(rollout: IRollout): { state: RolloutState; message: string
   return { state: settled && status.phase === "Healthy" ? "promoted" : "progressing", message };
 }
 
+/** Creates the migrate Job and waits for it; a failed one stops the release before any pod of the new image starts. */
+async function runMigration(step: MigrateStep, namespace: string, run: typeof kubectl, wait: (ms: number) => Promise<void>): Promise<void> {
+  await run(step.command.slice(1), JSON.stringify(step.job));
+  const deadline = Date.now() + (MIGRATE_DEADLINE_SECONDS + 60) * 1000;
+  for (;;) {
+    const job = JSON.parse(await run(["-n", namespace, "get", "job", step.name, "-o", "json"])) as Job;
+    const condition = (type: string) => job.status?.conditions?.find((c) => c.type === type && c.status === "True");
+    if (condition("Complete")) return;
+    const failed = condition("Failed");
+    if (failed || Date.now() > deadline) {
+      throw new ReleaseRefused(
+        `the migration step failed (Job ${step.name}: ${failed?.message ?? failed?.reason ?? "not complete in time"}); its transaction rolled back, no pod of the new image started and the live pods keep serving: \`kubectl -n ${namespace} logs job/${step.name}\` says why`,
+      );
+    }
+    await wait(POLL_MS);
+  }
+}
+
 export interface StepTimes {
   /** ISO time each step ended, in the plan's order. */
   readonly ended: string[];
@@ -98,6 +118,8 @@ async function runSteps(steps: readonly Step[], plan: K8sPlan, log: (line: strin
         await undo(step.onFailure);
         throw new ReleaseRefused(`${plan.to.image} failed the release gate ${step.when}: ${verdict.findings[0]}; ${step.undone}`, verdict.findings.slice(1).join("\n"));
       }
+    } else if (step.action === "migrate") {
+      await runMigration(step, plan.namespace, kubectl, wait);
     } else if (step.until === "delay") {
       await wait(step.seconds! * 1000);
     } else {

@@ -4,6 +4,7 @@
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import jsonPatch, { type Operation } from "fast-json-patch";
 import type { K8sObject } from "../k8s-check.js";
+import { migrateJob, migrateJobLabels, migrateJobName } from "../k8s-migration-objects.js";
 import { serviceHost } from "../k8s-objects.js";
 import { type Colour, COLOUR_LABEL } from "../k8s-release-objects.js";
 import { SMOKE_LABEL, smokeJobSpec } from "../k8s-smoke-objects.js";
@@ -60,7 +61,18 @@ export interface GateStep {
   readonly undone: string;
 }
 
-export type Step = PatchStep | WaitStep | GateStep;
+/** The new image's migration step: a Job running `migrate`, before any of its pods start (they wait for the schema in their init container). */
+export interface MigrateStep {
+  readonly action: "migrate";
+  readonly description: string;
+  readonly kind: "Job";
+  readonly name: string;
+  /** The Job (batch/v1), created as it is. */
+  readonly job: K8sObject;
+  readonly command: readonly string[];
+}
+
+export type Step = PatchStep | WaitStep | GateStep | MigrateStep;
 
 export class PlanBuilder {
   readonly steps: Step[] = [];
@@ -100,6 +112,20 @@ export class PlanBuilder {
 
   wait(kind: string, name: string, description: string, until: WaitStep["until"], command: string[], seconds?: number, onFailure?: readonly Step[]): void {
     this.steps.push({ action: "wait", description, kind, name, until, command, ...(seconds === undefined ? {} : { seconds }), ...(onFailure ? { onFailure } : {}) });
+  }
+
+  /** `migrate` from `image` in a Job of its own, named for this release, as the plan's first step. */
+  migrateFirst(spec: ServiceSpec, image: string): void {
+    const name = `${migrateJobName(spec)}-${Date.now().toString(36)}`;
+    const job = { ...migrateJob(spec, name, image), metadata: { name, namespace: this.namespace, labels: migrateJobLabels(spec) } } as K8sObject;
+    this.steps.unshift({
+      action: "migrate",
+      description: `migration step: Job ${name} runs \`migrate\` from ${image}; its pods wait for the schema it makes (wait-for-schema), the live pods keep serving`,
+      kind: "Job",
+      name,
+      job,
+      command: ["kubectl", "-n", this.namespace, "create", "-f", "-"],
+    });
   }
 
   /** A smoke Job from `image` through Service `through`, then the gate queries on the pods of colour `colour`. */

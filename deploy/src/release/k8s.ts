@@ -27,12 +27,13 @@ import type { Service } from "kubernetes-types/core/v1.js";
 import type { K8sObject } from "../k8s-check.js";
 import type { ReleasePath } from "../k8s-files.js";
 import { type Colour, COLOUR_LABEL, COLOURS, colourDeploymentName, previewServiceName, SCALE_DOWN_DELAY_SECONDS } from "../k8s-release-objects.js";
+import { WAIT_FOR_SCHEMA } from "../k8s-migration-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import type { ReleaseGate } from "./gate.js";
 import { PlanBuilder, type Step } from "./k8s-plan-steps.js";
 import type { ReleaseKind } from "./result.js";
 
-export { FIELD_MANAGER, type GateStep, type PatchStep, type Step, type WaitStep } from "./k8s-plan-steps.js";
+export { FIELD_MANAGER, type GateStep, type MigrateStep, type PatchStep, type Step, type WaitStep } from "./k8s-plan-steps.js";
 
 export interface K8sPlan {
   readonly tool: string;
@@ -224,6 +225,11 @@ function planArgo(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kin
   };
 }
 
+/** Whether the tool's pods wait for a migration step (components/postgres-stores): then the release runs one first. */
+function waitsForSchema(objects: Objects): boolean {
+  return objects.some((o) => o.kind === "Deployment" && (o as K8sObject & Deployment).spec?.template.spec?.initContainers?.some((c) => c.name === WAIT_FOR_SCHEMA));
+}
+
 /**
  * The release's steps against the live objects of the tool (its Deployments, Services, HPA, Rollout
  * and ReplicaSets); a release on the plain path with `gate` passes it before and after the flip.
@@ -242,5 +248,7 @@ export function planK8sRelease(options: {
   const builder = new PlanBuilder(namespace, objects);
   const gate = kind === "release" ? options.gate : undefined;
   const plan = releasePathOf(objects, spec.name) === "argo-rollouts" ? planArgo(builder, objects, spec, kind, tag) : planPlain(builder, objects, spec, kind, tag, gate);
+  // The new image's migrations before anything of the release: its pods would wait for them.
+  if (kind === "release" && waitsForSchema(objects)) builder.migrateFirst(spec, plan.to.image);
   return { ...plan, namespace, steps: builder.steps };
 }

@@ -16,6 +16,7 @@ import { imageRepository } from "../images/images.js";
 import { COLOURS } from "../k8s-release-objects.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";
 import { type GateVerdict, releaseGateOf } from "./gate.js";
+import { migrationGate } from "./migration-gate.js";
 import { judgePods, type LocalGate, readingOf } from "./local-gate.js";
 import { between, type ReleaseKind, type ReleaseResult } from "./result.js";
 
@@ -151,6 +152,7 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
     options.log(`contract gate: buf breaking of ${image(to.tag)} against the live ${image(from.tag)} (${paths.join(", ")})`);
     await checkContracts({ root: options.root, tool: spec.name, live: image(from.tag), candidate: image(to.tag), paths, pull: false });
     options.log("contract gate: compatible");
+    if (spec.stateful) await migrationGate(options.log, { live: image(from.tag), candidate: image(to.tag), pull: false, colour: from.colour });
   }
   const fromSet = { colour: from.colour, image: image(from.tag), pods: describePods(from.pods) };
   if (options.dryRun) {

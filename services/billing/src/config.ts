@@ -1,7 +1,7 @@
 // Billing's own settings, read once from the environment; the common ones (ports, data folder,
 // auth) come from the tool-sdk. A bad value is a ConfigError: exit 2 before anything binds.
 import { join } from "node:path";
-import { parseStoreUrl, seedDemo, type StoreLocation, storePoolSize } from "@loopguard/sql-store";
+import { parseStoreUrl, readMigrateOnStart, seedDemo, type StoreLocation, storePoolSize } from "@loopguard/sql-store";
 import { ConfigError } from "@loopguard/tool-sdk";
 
 export interface BillingConfig {
@@ -11,6 +11,8 @@ export interface BillingConfig {
   readonly storePoolSize: number | undefined;
   /** BILLING_SEED_DEMO: whether the demo orders are seeded at start ("false" in production). */
   readonly seedDemo: boolean;
+  /** BILLING_MIGRATE_ON_START: apply pending migrations when serving starts (one local process), or only check the schema (pods). */
+  readonly migrateOnStart: boolean;
 }
 
 export function loadBillingConfig(dataDir: string, env: Readonly<Record<string, string | undefined>> = process.env): BillingConfig {
@@ -19,5 +21,6 @@ export function loadBillingConfig(dataDir: string, env: Readonly<Record<string, 
     store: parseStoreUrl(url, "BILLING_STORE", ConfigError),
     storePoolSize: storePoolSize(env, "BILLING", ConfigError),
     seedDemo: seedDemo(env, "BILLING", ConfigError),
+    migrateOnStart: readMigrateOnStart(env, "BILLING", ConfigError),
   });
 }

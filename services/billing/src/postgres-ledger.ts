@@ -5,7 +5,7 @@
 // replays it. A key reused concurrently for another order meets the UNIQUE constraint instead;
 // the transaction then runs again and finds the key taken. Every wait is bounded (connect, lock,
 // statement, read), so an unreachable or stuck database is LEDGER_UNAVAILABLE, never a hang.
-import { inTransaction, isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration } from "@loopguard/sql-store";
+import { inTransaction, isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration, type SchemaOptions } from "@loopguard/sql-store";
 import type pg from "pg";
 import {
   type BreakGlassRow,
@@ -36,6 +36,7 @@ export const POSTGRES_LEDGER_DEFAULTS = { connectTimeoutMs: 1000, statementTimeo
 export const POSTGRES_LEDGER_MIGRATIONS: readonly PostgresMigration[] = [
   {
     name: "0001-orders-and-refunds",
+    compatibility: "expand",
     up: async (db) => {
       await db.query(`
         CREATE TABLE orders (
@@ -65,6 +66,7 @@ export const POSTGRES_LEDGER_MIGRATIONS: readonly PostgresMigration[] = [
   },
   {
     name: "0002-break-glass-refunds",
+    compatibility: "expand",
     up: async (db) => {
       await db.query(`
         CREATE TABLE break_glass_refunds (
@@ -95,7 +97,7 @@ export class PostgresRefundLedger implements RefundLedger {
     readonly migrationsApplied: readonly string[],
   ) {}
 
-  static async open(url: string, options: PostgresMigrateOptions = {}): Promise<PostgresRefundLedger> {
+  static async open(url: string, options: PostgresMigrateOptions & SchemaOptions = {}): Promise<PostgresRefundLedger> {
     const { db, applied } = await openMigratedPostgres(url, "billing", POSTGRES_LEDGER_MIGRATIONS, {
       ...POSTGRES_LEDGER_DEFAULTS,
       applicationName: "loopguard-billing",

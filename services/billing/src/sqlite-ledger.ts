@@ -1,7 +1,7 @@
 // RefundLedger on one SQLite file, for a single billing process. Every refund is one
 // BEGIN IMMEDIATE transaction: the write lock is taken before the key is read, so processes
 // sharing the file serialise on it, and a refund is either wholly recorded or not at all.
-import { isSqliteUnavailable, openMigratedSqlite, type SqliteMigration } from "@loopguard/sql-store";
+import { isSqliteUnavailable, openMigratedSqlite, type SchemaOptions, type SqliteMigration } from "@loopguard/sql-store";
 import type Database from "better-sqlite3";
 import {
   type BreakGlassRow,
@@ -24,7 +24,7 @@ import {
   seedRows,
 } from "./ledger.js";
 
-export interface SqliteLedgerOptions {
+export interface SqliteLedgerOptions extends SchemaOptions {
   /** How long a writer waits for another connection's lock before giving up with LEDGER_UNAVAILABLE. */
   readonly lockTimeoutMs?: number;
 }
@@ -33,6 +33,7 @@ export interface SqliteLedgerOptions {
 export const SQLITE_LEDGER_MIGRATIONS: readonly SqliteMigration[] = [
   {
     name: "0001-orders-and-refunds",
+    compatibility: "expand",
     up: (db) => {
       db.exec(`
         CREATE TABLE IF NOT EXISTS orders (
@@ -61,6 +62,7 @@ export const SQLITE_LEDGER_MIGRATIONS: readonly SqliteMigration[] = [
   },
   {
     name: "0002-break-glass-refunds",
+    compatibility: "expand",
     up: (db) => {
       db.exec(`
         CREATE TABLE IF NOT EXISTS break_glass_refunds (
@@ -125,6 +127,7 @@ export class SqliteRefundLedger implements RefundLedger {
       synchronous: "FULL",
       busyTimeoutMs: options.lockTimeoutMs ?? 5000,
       foreignKeys: true,
+      ...(options.migrate === undefined ? {} : { migrate: options.migrate }),
     });
     return new SqliteRefundLedger(db, applied);
   }

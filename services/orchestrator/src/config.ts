@@ -2,7 +2,7 @@
 // the process before it binds anything (exit 2).
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { parseStoreUrl, redactStoreUrl, storePoolSize } from "@loopguard/sql-store";
+import { parseStoreUrl, readMigrateOnStart, redactStoreUrl, storePoolSize } from "@loopguard/sql-store";
 import {
   acceptableIssuerUrl,
   type BoundKeySet,
@@ -33,6 +33,8 @@ export interface OrchestratorConfig extends ToolConfig {
   readonly storeTimeouts: { readonly connectTimeoutMs: number; readonly statementTimeoutMs: number };
   /** ORCHESTRATOR_STORE_POOL_SIZE: PostgreSQL connections per replica besides the listener (the store's default when unset). */
   readonly storePoolSize: number | undefined;
+  /** ORCHESTRATOR_MIGRATE_ON_START: apply pending migrations when serving starts (one local process), or only check the schema (pods). */
+  readonly migrateOnStart: boolean;
   /** Addresses per tool name; several comma-separated replicas are balanced round robin. */
   readonly toolTargets: Readonly<Record<string, string[]>>;
   readonly instanceId: string;
@@ -175,6 +177,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     signingKey: checkedSigningKey(env, base.publicKeys),
     storeUrl,
     storePoolSize: storePoolSize(env, "ORCHESTRATOR", ConfigError),
+    migrateOnStart: readMigrateOnStart(env, "ORCHESTRATOR", ConfigError),
     storeTimeouts: {
       connectTimeoutMs: int(env, "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.connectTimeoutMs, 100, 600_000),
       statementTimeoutMs: int(env, "ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.statementTimeoutMs, 100, 600_000),

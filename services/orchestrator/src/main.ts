@@ -1,10 +1,31 @@
-// Wiring only: config from the environment, build, serve the API and the HTTP port, start
-// driving sessions (including every unfinished one), drain on SIGTERM.
-import { ConfigError, createLogger, serveTool, startTelemetry } from "@loopguard/tool-sdk";
+// Wiring only: a schema command (`migrate`, `wait-for-schema`, `migrations`: sql-store's
+// schema-command.ts) when one is named; otherwise config from the environment, build, serve the
+// API and the HTTP port, start driving sessions (including every unfinished one), drain on SIGTERM.
+import { join } from "node:path";
+import { parseStoreUrl, runSchemaCommandAndExit, schemaCommandOf } from "@loopguard/sql-store";
+import { ConfigError, createLogger, dataDirOf, serveTool, startTelemetry } from "@loopguard/tool-sdk";
 import { createAdminHttp } from "./admin-http.js";
 import { describeOrchestratorConfig, loadOrchestratorConfig, type OrchestratorConfig } from "./config.js";
 import { LogTail } from "./log-tail.js";
+import { SESSIONS_SCHEMA } from "./open-store.js";
 import { build } from "./server.js";
+
+const argv = process.argv.slice(2);
+const command = schemaCommandOf(argv);
+if (command) {
+  await runSchemaCommandAndExit({
+    service: "orchestrator",
+    command,
+    argv,
+    // The store alone: migrating needs none of the keys and tool addresses serving does.
+    load: () => ({
+      location: parseStoreUrl(process.env.ORCHESTRATOR_STORE || `sqlite:${join(dataDirOf(), "orchestrator.db")}`, "ORCHESTRATOR_STORE", ConfigError),
+      schema: SESSIONS_SCHEMA,
+    }),
+    listing: SESSIONS_SCHEMA,
+    isConfigError: (error) => error instanceof ConfigError,
+  });
+}
 
 // Step records go to the collector's logs pipeline too (step-logs.ts).
 startTelemetry("orchestrator", process.env, { logs: true });

@@ -6,7 +6,7 @@
 // LOCKED subquery. Named statements are parsed once per connection. Leases are measured by the
 // database's clock, never a replica's. Every committed change is announced by a trigger's
 // NOTIFY, which every store instance (every replica) LISTENs to.
-import { explainPostgresTlsError, inTransaction, isPostgresUnavailable, migratePostgres, postgresClientConfig } from "@loopguard/sql-store";
+import { explainPostgresTlsError, inTransaction, isPostgresUnavailable, migratePostgres, postgresClientConfig, requireCurrentPostgres, type SchemaOptions } from "@loopguard/sql-store";
 import pg from "pg";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "./migrations/postgres/index.js";
@@ -143,7 +143,7 @@ const bind = (s: Statement, params: Params): pg.QueryConfig => ({
   }),
 });
 
-export interface PostgresSessionStoreOptions extends SessionStoreOptions {
+export interface PostgresSessionStoreOptions extends SessionStoreOptions, SchemaOptions {
   /** Pool size; each replica needs few, since the hot paths are one statement each. */
   readonly maxConnections?: number;
   /** Waiting for a connection, new or from the pool (default 1000). */
@@ -171,7 +171,7 @@ export class PostgresSessionStore extends SqlSessionStore {
     super(options, (value) => value);
   }
 
-  /** Connects, migrates the schema (see migrations/postgres) and starts listening; the database itself must exist. */
+  /** Connects, migrates (or, with `migrate: false`, checks) the schema (see migrations/postgres) and starts listening; the database itself must exist. */
   static async open(url: string, options: PostgresSessionStoreOptions = {}): Promise<PostgresSessionStore> {
     // Every wait bounded, so an outage surfaces as an error inside the API's deadlines.
     const statementTimeoutMs = options.statementTimeoutMs ?? POSTGRES_STORE_DEFAULTS.statementTimeoutMs;
@@ -184,7 +184,11 @@ export class PostgresSessionStore extends SqlSessionStore {
     const store = new PostgresSessionStore(pool, options);
     try {
       // The store's first connection: a TLS setup that does not work fails here, said plainly.
-      await migratePostgres(url, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS, { ...bounds, applicationName: "loopguard-orchestrator-migrate" }).catch((error: unknown) => {
+      const ready =
+        options.migrate === false
+          ? requireCurrentPostgres(pool, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS)
+          : migratePostgres(url, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS, { ...bounds, applicationName: "loopguard-orchestrator-migrate" });
+      await ready.catch((error: unknown) => {
         throw explainPostgresTlsError(error, url);
       });
       await store.guard("open", () =>

@@ -38,7 +38,12 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
   const metrics = new ServerMetrics("orchestrator");
   const sessionMetrics = new SessionMetrics(metrics.registry);
   const pool = config.storePoolSize === undefined ? {} : { maxConnections: config.storePoolSize };
-  const store = await openSessionStore(config.storeUrl, { ...config.storeTimeouts, ...pool, onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }) });
+  const store = await openSessionStore(config.storeUrl, {
+    ...config.storeTimeouts,
+    ...pool,
+    migrate: config.migrateOnStart,
+    onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }),
+  });
   sessionMetrics.observe(store);
   const clientMetrics = new ClientMetrics(metrics.registry);
   const registry = new ToolRegistry(services);

@@ -1,7 +1,7 @@
 // SessionStore on one SQLite file (better-sqlite3, WAL, synchronous=NORMAL: a committed transition
 // survives a process crash): only its SQL and driver, the rest is SqlSessionStore's. Each write runs
 // to its end before another caller here gets a turn; BEGIN IMMEDIATE and busy_timeout cover other processes.
-import { isSqliteUnavailable, migrateSqlite, openSqlite } from "@loopguard/sql-store";
+import { assessSchema, isSqliteUnavailable, migrateSqlite, openSqlite, requireCurrent, type SchemaOptions, sqliteLedger } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { OPEN_SQL, SQLITE_SESSION_MIGRATIONS } from "./migrations/sqlite/index.js";
@@ -36,7 +36,7 @@ const changed = (r: Pick<SessionRow, "id" | "version" | "state" | "lease_owner">
   leaseOwner: r.lease_owner,
 });
 
-export interface SqliteSessionStoreOptions extends SessionStoreOptions {
+export interface SqliteSessionStoreOptions extends SessionStoreOptions, SchemaOptions {
   /**
    * How long a write waits for another process holding the file's write lock before the store
    * reports itself unavailable. The orchestrator is the file's only writer, so a wait means a
@@ -154,13 +154,13 @@ export class SqliteSessionStore extends SqlSessionStore {
     this.writes = new GroupCommit(db, (event) => this.listeners.emit(event));
   }
 
-  /** Opens (creating it if missing) and migrates the file, then makes its copy of TRANSITIONS match this build's. */
+  /** Opens (creating it if missing) and migrates (or, with `migrate: false`, checks) the file, then makes its copy of TRANSITIONS match this build's. */
   static async open(file: string, options: SqliteSessionStoreOptions = {}): Promise<SqliteSessionStore> {
     const db = openSqlite(file, { synchronous: "NORMAL", busyTimeoutMs: options.busyTimeoutMs ?? 1000 });
     try {
-      // Foreign keys are off while migrating (better-sqlite3 turns them on by default): a layout change rebuilds tables others refer to.
-      db.pragma("foreign_keys = OFF");
-      await migrateSqlite(db, SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS);
+      // migrateSqlite turns foreign keys off while it migrates (a layout change rebuilds tables others refer to).
+      if (options.migrate === false) requireCurrent(assessSchema(SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS, sqliteLedger(db, SESSIONS_MIGRATION_STORE)));
+      else await migrateSqlite(db, SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS);
       db.pragma("foreign_keys = ON");
       const insert = db.prepare(`INSERT INTO session_transitions (from_state, to_state) VALUES (?, ?)`);
       db.transaction(() => {

@@ -2,7 +2,7 @@
 // come from the tool-sdk. A bad or missing value is a ConfigError: exit 2 before anything binds.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseStoreUrl, seedDemo, type StoreLocation, storePoolSize } from "@loopguard/sql-store";
+import { parseStoreUrl, readMigrateOnStart, seedDemo, type StoreLocation, storePoolSize } from "@loopguard/sql-store";
 import { ConfigError } from "@loopguard/tool-sdk";
 import { MIN_PEPPER_LENGTH } from "./risk-store.js";
 
@@ -17,6 +17,8 @@ export interface RiskConfig {
   readonly storePoolSize: number | undefined;
   /** RISK_SEED_DEMO: whether a new store gets the demo customers ("false" in production). */
   readonly seedDemo: boolean;
+  /** RISK_MIGRATE_ON_START: apply pending migrations when serving starts (one local process), or only check the schema (pods). */
+  readonly migrateOnStart: boolean;
 }
 
 /** RISK_CUSTOMER_KEY_PEPPER_FILE names a file holding the pepper; RISK_CUSTOMER_KEY_PEPPER holds it inline. */
@@ -43,5 +45,6 @@ export function loadRiskConfig(dataDir: string, env: Env = process.env): RiskCon
     customerKeyPepper: readPepper(env),
     storePoolSize: storePoolSize(env, "RISK", ConfigError),
     seedDemo: seedDemo(env, "RISK", ConfigError),
+    migrateOnStart: readMigrateOnStart(env, "RISK", ConfigError),
   });
 }

@@ -1,7 +1,7 @@
 // RiskStore on PostgreSQL, for several risk replicas reading one table. Same schema history as
 // the SQLite store (an unpeppered PostgreSQL layout never existed, so 0002 finds nothing to
 // re-key there); every wait is bounded so an unreachable database is BACKEND_DOWN, never a hang.
-import { isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration } from "@loopguard/sql-store";
+import { isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration, type SchemaOptions } from "@loopguard/sql-store";
 import pg from "pg";
 import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
 import { type CustomerKeys, type CustomerRisk, demoCustomerIds, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
@@ -13,6 +13,7 @@ export function postgresRiskMigrations(keys: CustomerKeys, demo: readonly DemoCu
   return [
     {
       name: "0001-customers",
+      compatibility: "expand",
       up: async (db) => {
         await db.query(`
           CREATE TABLE customers (
@@ -25,6 +26,8 @@ export function postgresRiskMigrations(keys: CustomerKeys, demo: readonly DemoCu
     },
     {
       name: "0002-peppered-customer-keys",
+      // Re-keys every customer: a build that looks customers up by the bare SHA-256 key finds none.
+      compatibility: "contract",
       up: async (db) => {
         await db.query(`
           CREATE TABLE customer_key_pepper (id integer PRIMARY KEY CHECK (id = 1), pepper_check text NOT NULL);
@@ -43,6 +46,7 @@ export function postgresRiskMigrations(keys: CustomerKeys, demo: readonly DemoCu
     },
     {
       name: "0003-demo-customers",
+      compatibility: "expand",
       up: async (db) => {
         for (const row of demoRows(keys, demo)) {
           await db.query("INSERT INTO customers (customer_key, risk_score, reason, factors) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [row.key, row.score, row.reason, row.factors]);
@@ -51,6 +55,7 @@ export function postgresRiskMigrations(keys: CustomerKeys, demo: readonly DemoCu
     },
     {
       name: "0004-customer-ids",
+      compatibility: "expand",
       up: async (db) => {
         await db.query(`
           CREATE TABLE customer_ids (
@@ -78,7 +83,7 @@ export class PostgresRiskStore implements RiskStore {
    * Opens (migrating a new database, and seeding it with `demo`: none where demo data is off) the
    * store; refuses a database keyed with another pepper.
    */
-  static async open(url: string, keys: CustomerKeys, options: PostgresMigrateOptions = {}, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Promise<PostgresRiskStore> {
+  static async open(url: string, keys: CustomerKeys, options: PostgresMigrateOptions & SchemaOptions = {}, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Promise<PostgresRiskStore> {
     const { db, applied } = await openMigratedPostgres(url, "risk", postgresRiskMigrations(keys, demo), { ...POSTGRES_RISK_DEFAULTS, applicationName: "loopguard-risk", ...options });
     const check = await db.query<{ pepper_check: string }>("SELECT pepper_check FROM customer_key_pepper").catch(async (error: unknown) => {
       await db.end();

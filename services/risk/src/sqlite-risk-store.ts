@@ -1,7 +1,7 @@
 // RiskStore on one SQLite file (WAL, synchronous=NORMAL: the data is reseedable, and reads
 // dominate). Files made before migrations existed (layout `user_version` 1, bare SHA-256 keys)
 // are adopted by 0001 and re-keyed by 0002.
-import { openMigratedSqlite, type SqliteMigration } from "@loopguard/sql-store";
+import { openMigratedSqlite, type SchemaOptions, type SqliteMigration } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
 import { type CustomerKeys, type CustomerRisk, demoCustomerIds, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
@@ -16,6 +16,7 @@ export function sqliteRiskMigrations(keys: CustomerKeys, demo: readonly DemoCust
   return [
     {
       name: "0001-customers",
+      compatibility: "expand",
       up: (db) => {
         db.exec(`
           CREATE TABLE IF NOT EXISTS customers (
@@ -28,6 +29,8 @@ export function sqliteRiskMigrations(keys: CustomerKeys, demo: readonly DemoCust
     },
     {
       name: "0002-peppered-customer-keys",
+      // Re-keys every customer: a build that looks customers up by the bare SHA-256 key finds none.
+      compatibility: "contract",
       up: (db) => {
         db.exec(`
           CREATE TABLE customer_key_pepper (id INTEGER PRIMARY KEY CHECK (id = 1), pepper_check TEXT NOT NULL) STRICT;
@@ -46,6 +49,7 @@ export function sqliteRiskMigrations(keys: CustomerKeys, demo: readonly DemoCust
     },
     {
       name: "0003-demo-customers",
+      compatibility: "expand",
       up: (db) => {
         const insert = db.prepare("INSERT OR IGNORE INTO customers (customer_key, risk_score, reason, factors) VALUES (@key, @score, @reason, @factors)");
         for (const row of demoRows(keys, demo)) insert.run(row);
@@ -54,6 +58,7 @@ export function sqliteRiskMigrations(keys: CustomerKeys, demo: readonly DemoCust
     {
       // Customer ids (as orders name them) of the people scored: what GetCustomerRisk looks up.
       name: "0004-customer-ids",
+      compatibility: "expand",
       up: (db) => {
         db.exec(`
           CREATE TABLE customer_ids (
@@ -91,8 +96,8 @@ export class SqliteRiskStore implements RiskStore {
    * Opens (creating and migrating on first start, seeding with `demo`: none where demo data is
    * off) the store at `file`; refuses a database keyed with another pepper.
    */
-  static async open(file: string, keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Promise<SqliteRiskStore> {
-    const { db, applied } = await openMigratedSqlite(file, "risk", sqliteRiskMigrations(keys, demo), { synchronous: "NORMAL", busyTimeoutMs: 1000 });
+  static async open(file: string, keys: CustomerKeys, options: SchemaOptions = {}, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Promise<SqliteRiskStore> {
+    const { db, applied } = await openMigratedSqlite(file, "risk", sqliteRiskMigrations(keys, demo), { synchronous: "NORMAL", busyTimeoutMs: 1000, ...options });
     if (db.prepare<[], string>("SELECT pepper_check FROM customer_key_pepper").pluck().get() !== keys.check) {
       db.close();
       throw pepperMismatch();

@@ -1,7 +1,37 @@
-export { type Migrated, openMigratedPostgres, openMigratedSqlite } from "./open.js";
+export { type Migrated, openMigratedPostgres, openMigratedSqlite, requireCurrentPostgres, type SchemaOptions } from "./open.js";
 export {
+  type AppliedMigration,
+  assessSchema,
+  assessStore,
+  migrateStore,
+  postgresLedger,
+  requireCurrent,
+  type SchemaAssessment,
+  SchemaNotCurrentError,
+  schemaProblem,
+  sqliteLedger,
+  type StoreSchema,
+} from "./schema.js";
+export {
+  DEFAULT_SCHEMA_WAIT_SECONDS,
+  listingOf,
+  type MigrationListing,
+  readMigrateOnStart,
+  runSchemaCommand,
+  runSchemaCommandAndExit,
+  SCHEMA_COMMANDS,
+  type SchemaCommand,
+  type SchemaCommandOptions,
+  schemaCommandOf,
+} from "./schema-command.js";
+export {
+  type Compatibility,
+  checkMigrationList,
+  declarationOf,
   type Migration,
+  type MigrationDeclaration,
   MIGRATIONS_TABLE,
+  migrationLock,
   migratePostgres,
   migrateSqlite,
   type PostgresMigrateOptions,

@@ -2,7 +2,9 @@
 // applied in one table, per store (billing and risk may share a PostgreSQL database), and all
 // pending migrations of a store run in one transaction under a lock: replicas starting at once
 // migrate once (the others wait, then find nothing pending), and a failed migration leaves the
-// database as it was.
+// database as it was. Each migration declares whether the release before it can still run on the
+// schema it leaves (expand/contract, see Compatibility); the ledger records that beside its name,
+// so an older build can tell a schema it may run on from one it must refuse (schema.ts).
 import { createHash } from "node:crypto";
 import { resolve } from "node:path";
 import type Database from "better-sqlite3";
@@ -10,16 +12,55 @@ import pg from "pg";
 import { Umzug } from "umzug";
 import { type PostgresOptions, postgresClientConfig } from "./postgres.js";
 
-export interface Migration<Db> {
+/**
+ * Whether code released before a migration runs on the schema it leaves, which decides whether
+ * a blue-green release may apply it while the previous colour still serves.
+ */
+export type Compatibility =
+  /** Adds only (tables, nullable or defaulted columns, indexes, wider checks, rows): earlier code runs on. */
+  | { readonly compatibility: "expand" }
+  /**
+   * Removes or changes what earlier code uses (a drop, a rename, data moved or re-keyed, a tighter
+   * check). `after` names the earlier migration (the expand step) whose release already runs
+   * without what this one removes: a live release that has it may keep serving while this one
+   * applies. Without `after`, no earlier release may.
+   */
+  | { readonly compatibility: "contract"; readonly after?: string };
+
+export type Migration<Db> = Compatibility & {
   /** Unique within its store and never renamed once released, e.g. "0001-orders-and-refunds"; they run in list order. */
   readonly name: string;
   up(db: Db): void | Promise<void>;
+};
+
+/** A migration's name and declaration, as the ledger records it and an image lists it. */
+export type MigrationDeclaration = Compatibility & { readonly name: string };
+
+export function declarationOf(migration: MigrationDeclaration): MigrationDeclaration {
+  const { name } = migration;
+  return migration.compatibility === "expand" ? { name, compatibility: "expand" } : { name, compatibility: "contract", ...(migration.after ? { after: migration.after } : {}) };
+}
+
+/** Throws when names repeat or a contract's `after` names no earlier migration of the list. */
+export function checkMigrationList(migrations: readonly MigrationDeclaration[]): void {
+  const seen = new Set<string>();
+  for (const m of migrations) {
+    if (seen.has(m.name)) throw new Error(`two migrations share the name ${m.name}`);
+    if (m.compatibility === "contract" && m.after !== undefined && !seen.has(m.after)) {
+      throw new Error(`migration ${m.name}: its expand step "${m.after}" is not an earlier migration of the same list`);
+    }
+    seen.add(m.name);
+  }
 }
 
 export type SqliteMigration = Migration<Database.Database>;
 export type PostgresMigration = Migration<pg.ClientBase>;
 
 export const MIGRATIONS_TABLE = "loopguard_schema_migrations";
+
+/** The ledger's columns for a declaration; rows recorded before declarations existed are filled in by the next run. */
+const LEDGER_DECLARATION_COLUMNS = ["compatibility", "contract_after"] as const;
+const declarationColumns = (m: MigrationDeclaration): [string, string | null] => [m.compatibility, m.compatibility === "contract" ? (m.after ?? null) : null];
 
 interface Ledger {
   applied(): Promise<string[]>;
@@ -28,8 +69,7 @@ interface Ledger {
 }
 
 async function runPending<Db extends object>(db: Db, migrations: readonly Migration<Db>[], ledger: Ledger): Promise<string[]> {
-  const names = new Set(migrations.map((m) => m.name));
-  if (names.size !== migrations.length) throw new Error("two migrations share a name");
+  checkMigrationList(migrations);
   const umzug = new Umzug<{ db: Db }>({
     migrations: migrations.map((m) => ({ name: m.name, up: async ({ context }) => m.up(context.db) })),
     context: { db },
@@ -65,20 +105,33 @@ export async function migrateSqlite(db: Database.Database, store: string, migrat
 }
 
 async function migrateSqliteLocked(db: Database.Database, store: string, migrations: readonly SqliteMigration[]): Promise<string[]> {
+  // A layout change may rebuild tables others refer to; foreign keys switch only outside a transaction.
+  const foreignKeys = db.pragma("foreign_keys", { simple: true }) as number;
+  db.pragma("foreign_keys = OFF");
   db.exec("BEGIN IMMEDIATE");
   try {
     db.exec(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
       store TEXT NOT NULL, name TEXT NOT NULL, applied_at INTEGER NOT NULL, PRIMARY KEY (store, name)) STRICT`);
+    const columns = new Set(db.prepare<[], string>(`SELECT name FROM pragma_table_info('${MIGRATIONS_TABLE}')`).pluck().all());
+    for (const column of LEDGER_DECLARATION_COLUMNS) if (!columns.has(column)) db.exec(`ALTER TABLE ${MIGRATIONS_TABLE} ADD COLUMN ${column} TEXT`);
+    const byName = new Map(migrations.map((m) => [m.name, m]));
     const applied = await runPending(db, migrations, {
       applied: async () => db.prepare<[string], string>(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = ? ORDER BY applied_at, name`).pluck().all(store),
-      record: async (name) => void db.prepare(`INSERT INTO ${MIGRATIONS_TABLE} (store, name, applied_at) VALUES (?, ?, ?)`).run(store, name, Date.now()),
+      record: async (name) =>
+        void db
+          .prepare(`INSERT INTO ${MIGRATIONS_TABLE} (store, name, applied_at, compatibility, contract_after) VALUES (?, ?, ?, ?, ?)`)
+          .run(store, name, Date.now(), ...declarationColumns(byName.get(name)!)),
       forget: async (name) => void db.prepare(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = ? AND name = ?`).run(store, name),
     });
+    const fill = db.prepare(`UPDATE ${MIGRATIONS_TABLE} SET compatibility = ?, contract_after = ? WHERE store = ? AND name = ? AND compatibility IS NULL`);
+    for (const m of migrations) fill.run(...declarationColumns(m), store, m.name);
     db.exec("COMMIT");
     return applied;
   } catch (error) {
     if (db.inTransaction) db.exec("ROLLBACK");
     throw error;
+  } finally {
+    db.pragma(`foreign_keys = ${foreignKeys ? "ON" : "OFF"}`);
   }
 }
 
@@ -86,6 +139,11 @@ async function migrateSqliteLocked(db: Database.Database, store: string, migrati
 const LOCK_CLASS = 0x4c474d;
 function lockKey(store: string): number {
   return createHash("sha256").update(store).digest().readInt32BE(0);
+}
+
+/** The two-key advisory lock a store's migrations hold, e.g. for `SELECT pg_advisory_lock($1, $2)` in a test. */
+export function migrationLock(store: string): [number, number] {
+  return [LOCK_CLASS, lockKey(store)];
 }
 
 export interface PostgresMigrateOptions extends PostgresOptions {
@@ -108,12 +166,18 @@ export async function migratePostgres(url: string, store: string, migrations: re
     await client.query(`SET LOCAL statement_timeout = ${timeoutMs}; SET LOCAL lock_timeout = ${timeoutMs}`);
     await client.query("SELECT pg_advisory_xact_lock($1, $2)", [LOCK_CLASS, lockKey(store)]);
     await client.query(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
-      store text NOT NULL, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (store, name))`);
+      store text NOT NULL, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (store, name));
+      ALTER TABLE ${MIGRATIONS_TABLE} ${LEDGER_DECLARATION_COLUMNS.map((c) => `ADD COLUMN IF NOT EXISTS ${c} text`).join(", ")}`);
+    const byName = new Map(migrations.map((m) => [m.name, m]));
     const applied = await runPending(client, migrations, {
       applied: async () => (await client.query<{ name: string }>(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = $1 ORDER BY applied_at, name`, [store])).rows.map((r) => r.name),
-      record: async (name) => void (await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (store, name) VALUES ($1, $2)`, [store, name])),
+      record: async (name) =>
+        void (await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (store, name, compatibility, contract_after) VALUES ($1, $2, $3, $4)`, [store, name, ...declarationColumns(byName.get(name)!)])),
       forget: async (name) => void (await client.query(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = $1 AND name = $2`, [store, name])),
     });
+    for (const m of migrations) {
+      await client.query(`UPDATE ${MIGRATIONS_TABLE} SET compatibility = $1, contract_after = $2 WHERE store = $3 AND name = $4 AND compatibility IS NULL`, [...declarationColumns(m), store, m.name]);
+    }
     await client.query("COMMIT");
     return applied;
   } catch (error) {

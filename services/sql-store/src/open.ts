@@ -1,21 +1,34 @@
-// A store's database, opened and brought up to its schema in one call: what every store's
-// `open` does before it prepares its statements.
+// A store's database, opened and brought up to (or checked against) its schema in one call: what
+// every store's `open` does before it prepares its statements.
 import type Database from "better-sqlite3";
 import type pg from "pg";
 import { migratePostgres, migrateSqlite, type PostgresMigrateOptions, type PostgresMigration, type SqliteMigration } from "./migrate.js";
 import { createPostgresPool } from "./postgres.js";
 import { explainPostgresTlsError } from "./postgres-tls.js";
+import { assessSchema, postgresLedger, requireCurrent, sqliteLedger } from "./schema.js";
 import { openSqlite, type SqliteOptions } from "./sqlite.js";
 
 export interface Migrated<Db> {
   readonly db: Db;
-  /** Names of the migrations this call applied (empty when the schema was current). */
+  /** Names of the migrations this call applied (empty when the schema was current, or only checked). */
   readonly applied: readonly string[];
 }
 
-export async function openMigratedSqlite(file: string, store: string, migrations: readonly SqliteMigration[], options: SqliteOptions = {}): Promise<Migrated<Database.Database>> {
+export interface SchemaOptions {
+  /**
+   * Apply pending migrations (default: one local process) or only check that the schema is
+   * current and throw SchemaNotCurrentError otherwise (pods, after the migration step).
+   */
+  readonly migrate?: boolean;
+}
+
+export async function openMigratedSqlite(file: string, store: string, migrations: readonly SqliteMigration[], options: SqliteOptions & SchemaOptions = {}): Promise<Migrated<Database.Database>> {
   const db = openSqlite(file, options);
   try {
+    if (options.migrate === false) {
+      requireCurrent(assessSchema(store, migrations, sqliteLedger(db, store)));
+      return { db, applied: [] };
+    }
     return { db, applied: await migrateSqlite(db, store, migrations) };
   } catch (error) {
     db.close();
@@ -23,10 +36,25 @@ export async function openMigratedSqlite(file: string, store: string, migrations
   }
 }
 
-export async function openMigratedPostgres(url: string, store: string, migrations: readonly PostgresMigration[], options: PostgresMigrateOptions = {}): Promise<Migrated<pg.Pool>> {
+/** Checks the schema on `pool`: what a serving process does instead of migrating. */
+export async function requireCurrentPostgres(pool: pg.Pool, store: string, migrations: readonly PostgresMigration[]): Promise<void> {
+  requireCurrent(assessSchema(store, migrations, await postgresLedger(pool, store)));
+}
+
+export async function openMigratedPostgres(url: string, store: string, migrations: readonly PostgresMigration[], options: PostgresMigrateOptions & SchemaOptions = {}): Promise<Migrated<pg.Pool>> {
   // The first connection a store makes: a TLS setup that does not work fails here, said plainly.
-  const applied = await migratePostgres(url, store, migrations, options).catch((error: unknown) => {
+  if (options.migrate !== false) {
+    const applied = await migratePostgres(url, store, migrations, options).catch((error: unknown) => {
+      throw explainPostgresTlsError(error, url);
+    });
+    return { db: createPostgresPool(url, options), applied };
+  }
+  const pool = createPostgresPool(url, options);
+  try {
+    await requireCurrentPostgres(pool, store, migrations);
+  } catch (error) {
+    await pool.end();
     throw explainPostgresTlsError(error, url);
-  });
-  return { db: createPostgresPool(url, options), applied };
+  }
+  return { db: pool, applied: [] };
 }

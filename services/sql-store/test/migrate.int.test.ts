@@ -13,6 +13,7 @@ import { startTcpProxy, testPostgres } from "../testing/index.js";
 const sqliteMigrations = (log: string[] = []): SqliteMigration[] => [
   {
     name: "0001-things",
+    compatibility: "expand",
     up: (db) => {
       log.push("0001");
       db.exec("CREATE TABLE things (id INTEGER PRIMARY KEY, name TEXT NOT NULL)");
@@ -20,6 +21,7 @@ const sqliteMigrations = (log: string[] = []): SqliteMigration[] => [
   },
   {
     name: "0002-thing-colour",
+    compatibility: "expand",
     up: (db) => {
       log.push("0002");
       db.exec("ALTER TABLE things ADD COLUMN colour TEXT");
@@ -42,7 +44,7 @@ describe("migrateSqlite", () => {
     expect(await migrateSqlite(db, "things", sqliteMigrations(log))).toEqual(["0002-thing-colour"]);
     expect(await migrateSqlite(db, "things", sqliteMigrations(log))).toEqual([]);
     expect(log).toEqual(["0001", "0002"]);
-    expect(await migrateSqlite(db, "other", [{ name: "0001-things", up: (d) => void d.exec("CREATE TABLE others (x)") }])).toEqual(["0001-things"]);
+    expect(await migrateSqlite(db, "other", [{ name: "0001-things", compatibility: "expand", up: (d) => void d.exec("CREATE TABLE others (x)") }])).toEqual(["0001-things"]);
     expect(db.prepare(`SELECT store, name FROM ${MIGRATIONS_TABLE} ORDER BY store, name`).all()).toEqual([
       { store: "other", name: "0001-things" },
       { store: "things", name: "0001-things" },
@@ -57,6 +59,7 @@ describe("migrateSqlite", () => {
       sqliteMigrations()[0]!,
       {
         name: "0002-broken",
+        compatibility: "expand",
         up: () => {
           throw new Error("broken migration");
         },
@@ -88,6 +91,7 @@ describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
   const pgMigrations = (log: string[] = []): PostgresMigration[] => [
     {
       name: "0001-things",
+      compatibility: "expand",
       up: async (db) => {
         log.push("0001");
         await db.query("CREATE TABLE things (id int PRIMARY KEY, name text NOT NULL)");
@@ -95,6 +99,7 @@ describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
     },
     {
       name: "0002-thing-colour",
+      compatibility: "expand",
       up: async (db) => {
         log.push("0002");
         await db.query("ALTER TABLE things ADD COLUMN colour text");
@@ -118,7 +123,7 @@ describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
 
   it("leaves the database as it was when a migration fails", async () => {
     const url = await fresh();
-    const failing: PostgresMigration[] = [pgMigrations()[0]!, { name: "0002-broken", up: async (db) => void (await db.query("SELECT no_such_column FROM things")) }];
+    const failing: PostgresMigration[] = [pgMigrations()[0]!, { name: "0002-broken", compatibility: "expand", up: async (db) => void (await db.query("SELECT no_such_column FROM things")) }];
     await expect(migratePostgres(url, "things", failing)).rejects.toThrow(/no_such_column/);
     const pool = createPostgresPool(url);
     expect((await pool.query("SELECT to_regclass('things') AS t")).rows).toEqual([{ t: null }]);

@@ -4,12 +4,13 @@
 // depends on the library each fail with an error that says which, never with the password.
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { PostgresMigration } from "../src/migrate.js";
 import { openMigratedPostgres } from "../src/open.js";
 import { PostgresTlsError } from "../src/postgres-tls.js";
 import { parseStoreUrl } from "../src/store-url.js";
 import { makeTestCa, type PostgresServer, postgresSkipReason, startPostgres, type TestCa } from "../testing/index.js";
 
-const MIGRATIONS = [{ name: "0001-things", up: async (c: { query(sql: string): Promise<unknown> }) => void (await c.query("CREATE TABLE things (id int)")) }];
+const MIGRATIONS: PostgresMigration[] = [{ name: "0001-things", compatibility: "expand", up: async (c) => void (await c.query("CREATE TABLE things (id int)")) }];
 const skip = postgresSkipReason();
 
 describe.skipIf(skip !== null)("PostgreSQL over TLS (verify-full)", () => {

@@ -172,6 +172,11 @@ export function envPrefixOf(tool: string): string {
 }
 
 /** `tool` is the contract's tool name, e.g. "kb-search" → variables KB_SEARCH_PORT, … */
+/** LOOPGUARD_DATA_DIR, absolute (default .data in the working directory). */
+export function dataDirOf(env: Env = process.env): string {
+  return resolve(env.LOOPGUARD_DATA_DIR || ".data");
+}
+
 export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = process.env, options: LoadOptions = {}): ToolConfig {
   if (!options.signs && env.LOOPGUARD_SIGNING_KEY_FILE) {
     throw new ConfigError(`${tool} only verifies tokens and must not hold a private key: unset LOOPGUARD_SIGNING_KEY_FILE`);
@@ -190,7 +195,7 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
     shutdownGraceMs: integer(env, `${prefix}_SHUTDOWN_GRACE_MS`, 10_000, 0, 600_000),
     maxConnectionAgeMs: integer(env, `${prefix}_MAX_CONNECTION_AGE_MS`, defaults.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS, 0, 2_000_000_000),
     maxConnectionAgeGraceMs: integer(env, `${prefix}_MAX_CONNECTION_AGE_GRACE_MS`, defaults.maxConnectionAgeGraceMs ?? DEFAULT_MAX_CONNECTION_AGE_GRACE_MS, 0, 2_000_000_000),
-    dataDir: resolve(env.LOOPGUARD_DATA_DIR || ".data"),
+    dataDir: dataDirOf(env),
     publicKeys: readPublicKeys(env),
     ...(env.LOOPGUARD_JWKS_FILE ? { publicKeysFile: env.LOOPGUARD_JWKS_FILE } : {}),
     breakGlass: onOff(env, `${prefix}_BREAK_GLASS`),

@@ -15,7 +15,19 @@ export { acceptableIssuerUrl, DEFAULT_OIDC_ROLES_CLAIM, type OidcSettings, OidcV
 export { irreversibleMethodOf, irreversibleScopes, orchestratorScopes, PEOPLE, type PersonRole, personScopes, readOnlyToolScopes, SMOKE_SUBJECT } from "./people.js";
 export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
-export { ConfigError, describeConfig, envPrefixOf, FAULT_PROFILE_ENV, type LoadOptions, loadToolConfig, readPublicKeys, readSigningKey, type ToolConfig, type ToolDefaults } from "./config.js";
+export {
+  ConfigError,
+  dataDirOf,
+  describeConfig,
+  envPrefixOf,
+  FAULT_PROFILE_ENV,
+  type LoadOptions,
+  loadToolConfig,
+  readPublicKeys,
+  readSigningKey,
+  type ToolConfig,
+  type ToolDefaults,
+} from "./config.js";
 export {
   ADMIN_TOOL_NAME,
   audienceOf,

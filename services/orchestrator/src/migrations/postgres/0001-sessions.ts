@@ -122,6 +122,7 @@ CREATE OR REPLACE TRIGGER sessions_notify_update AFTER UPDATE ON sessions
 
 export const sessions: PostgresMigration = {
   name: "0001-sessions",
+  compatibility: "expand",
   async up(db) {
     await db.query(SCHEMA);
   },

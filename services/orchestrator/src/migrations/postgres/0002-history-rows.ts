@@ -5,6 +5,8 @@ import type { PostgresMigration } from "@loopguard/sql-store";
 
 export const historyRows: PostgresMigration = {
   name: "0002-history-rows",
+  // Moves histories out of sessions.context: a build that reads them there sees every session without its history.
+  compatibility: "contract",
   async up(db) {
     await db.query(`
       ALTER TABLE sessions ADD COLUMN history_len integer CHECK (history_len >= 0);

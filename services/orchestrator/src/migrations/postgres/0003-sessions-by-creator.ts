@@ -6,6 +6,7 @@ import { LIVE_SQL } from "../../session-sql.js";
 
 export const sessionsByCreator: PostgresMigration = {
   name: "0003-sessions-by-creator",
+  compatibility: "expand",
   async up(db) {
     await db.query(`
       CREATE INDEX sessions_by_creator ON sessions (created_by, created_at, id);

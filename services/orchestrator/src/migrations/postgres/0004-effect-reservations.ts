@@ -4,6 +4,7 @@ import type { PostgresMigration } from "@loopguard/sql-store";
 
 export const effectReservations: PostgresMigration = {
   name: "0004-effect-reservations",
+  compatibility: "expand",
   async up(db) {
     await db.query(`
       CREATE TABLE effect_reservations (

@@ -7,6 +7,8 @@ import { sqlList } from "../../session-sql.js";
 
 export const parkedSessions: PostgresMigration = {
   name: "0005-parked-sessions",
+  // Widens the state and stop-reason checks only: a build without PARKED never writes the new values.
+  compatibility: "expand",
   async up(db) {
     await db.query(`
       ALTER TABLE sessions DROP CONSTRAINT IF EXISTS sessions_state_check,

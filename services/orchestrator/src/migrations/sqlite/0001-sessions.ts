@@ -165,6 +165,7 @@ function rebuild(db: Database.Database, layout: number): void {
 
 export const sessions: SqliteMigration = {
   name: "0001-sessions",
+  compatibility: "expand",
   up(db) {
     const existed = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
     const layout = Number(db.pragma("user_version", { simple: true }));

@@ -7,6 +7,7 @@ import { OPEN_SQL } from "./0001-sessions.js";
 
 export const sessionsByCreator: SqliteMigration = {
   name: "0002-sessions-by-creator",
+  compatibility: "expand",
   up(db) {
     db.exec(`
       CREATE INDEX sessions_by_creator ON sessions (created_by, created_at, id);

@@ -4,6 +4,7 @@ import type { SqliteMigration } from "@loopguard/sql-store";
 
 export const effectReservations: SqliteMigration = {
   name: "0003-effect-reservations",
+  compatibility: "expand",
   up(db) {
     db.exec(`
       CREATE TABLE effect_reservations (

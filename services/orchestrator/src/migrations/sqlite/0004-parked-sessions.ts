@@ -7,6 +7,8 @@ import { OPEN_SQL, SCHEMA, sessionsTable } from "./0001-sessions.js";
 
 export const parkedSessions: SqliteMigration = {
   name: "0004-parked-sessions",
+  // Rebuilds the sessions table with wider checks and every column it had: earlier builds read and write it as before.
+  compatibility: "expand",
   up(db) {
     const table = db.prepare<[], string>(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).pluck().get() ?? "";
     if (!table.includes("'PARKED'")) {

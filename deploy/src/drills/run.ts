@@ -15,7 +15,7 @@ import { createRawClient, methodPolicy, mintToken, type PersonRole, type RawClie
 import { docker } from "../docker.js";
 import { activePods, ContainerSuite, type Pod } from "../containers/suite.js";
 import { type DrillPeople, drillPeople } from "./people.js";
-import { breakerTransitions, growth, MetricsSampler, toolCallFigures } from "./metrics.js";
+import { breakerTransitions, growth, MetricsSampler, type PageReader, podPages, toolCallFigures } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import type { KillMode } from "./pod-chaos.js";
 import { auditSideEffects, computeReport, type DeadWindow, type DrillReport, type FaultEvent, type LedgerRefund, renderMarkdown, type SessionOutcome, type ToolFigures, traceFacts } from "./report.js";
@@ -28,16 +28,21 @@ export class DrillError extends Error {
   override readonly name = "DrillError";
 }
 
-export interface RunContext {
+/** What a drill needs to know of a service wherever it runs: its name and kind (a cluster's runner has no workspace to read manifests from). */
+export type DrillService = Pick<ServiceSpec, "name" | "kind">;
+
+export interface RunContext<S extends DrillService = DrillService> {
   readonly root: string;
   /** Where reports are written, one folder per run. */
   readonly reportsDir: string;
-  readonly services: readonly ServiceSpec[];
+  readonly services: readonly S[];
   readonly progress: (line: string) => void;
   readonly signal: AbortSignal;
 }
 
 export interface DrillResult {
+  readonly runId: string;
+  readonly startedAt: Date;
   readonly report: DrillReport;
   readonly markdownPath: string;
   readonly jsonPath: string;
@@ -50,12 +55,12 @@ export interface DrillPod {
 
 /** What a drill needs of where it runs: the local containers, or a cluster through the Kubernetes API. */
 export interface DrillCluster {
-  /** The orchestrator's API: every replica's address, balanced per call. */
-  readonly orchestratorApi: readonly string[];
-  /** The orchestrator replicas' Prometheus pages, by pod name. */
-  readonly orchestratorMetrics: ReadonlyMap<string, string>;
-  /** Billing's API: every pod of its live set (a release moves it). */
-  billingApi(): readonly string[];
+  /** The orchestrator's API as a gRPC target naming every replica (`ipv4:a,b` or a headless Service's `dns:///…`), balanced per call. */
+  readonly orchestratorApi: string;
+  /** Every orchestrator replica's Prometheus page, by pod name. */
+  readonly orchestratorMetrics: PageReader;
+  /** Billing's API as a gRPC target over every pod of its live set (a release moves it). */
+  billingApi(): string;
   /** Pods of the service the drill is aimed at. */
   readonly targets: readonly DrillPod[];
   /** Every tool's pods whose ToolAdminService the runner reaches (latency, errors and the backend latency); empty on a cluster. */
@@ -113,16 +118,22 @@ function elapsed(t0: number): string {
   return `${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s`;
 }
 
-/** Computes the report of what a run collected and writes it, Markdown and JSON, in a folder of its own. */
-export function writeReport(ctx: RunContext, runId: string, startedAt: Date, collected: Collected, clock: number, cpu: NodeJS.CpuUsage): DrillResult {
-  const used = process.cpuUsage(cpu);
-  const report = computeReport({ ...collected, runtimeMs: performance.now() - clock, runnerCpuMs: (used.user + used.system) / 1000 });
-  const dir = join(ctx.reportsDir, runId);
+/** Writes a report, Markdown and JSON, in the run's own folder under `reportsDir`. */
+export function writeReportFiles(reportsDir: string, runId: string, report: DrillReport, startedAt: Date): { dir: string; markdownPath: string; jsonPath: string } {
+  const dir = join(reportsDir, runId);
   mkdirSync(dir, { recursive: true });
   const markdownPath = join(dir, "report.md");
   const jsonPath = join(dir, "report.json");
   writeFileSync(markdownPath, renderMarkdown(report, startedAt));
   writeFileSync(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
+  return { dir, markdownPath, jsonPath };
+}
+
+/** Computes the report of what a run collected and writes it, Markdown and JSON, in a folder of its own. */
+export function writeReport(ctx: RunContext, runId: string, startedAt: Date, collected: Collected, clock: number, cpu: NodeJS.CpuUsage): DrillResult {
+  const used = process.cpuUsage(cpu);
+  const report = computeReport({ ...collected, runtimeMs: performance.now() - clock, runnerCpuMs: (used.user + used.system) / 1000 });
+  const { dir, markdownPath, jsonPath } = writeReportFiles(ctx.reportsDir, runId, report, startedAt);
   // Every session's own line, for whoever wants to look at one of them.
   const sessions = collected.outcomes.map((o, index) =>
     JSON.stringify({
@@ -141,7 +152,7 @@ export function writeReport(ctx: RunContext, runId: string, startedAt: Date, col
     }),
   );
   writeFileSync(join(dir, "sessions.jsonl"), `${sessions.join("\n")}\n`);
-  return { report, markdownPath, jsonPath };
+  return { runId, startedAt, report, markdownPath, jsonPath };
 }
 
 /** A name for the run's report folder: scenario, target, start time. */
@@ -155,9 +166,14 @@ function localCluster(root: string, services: readonly ServiceSpec[], suite: Con
   const orchestrator = services.find((s) => s.kind === "orchestrator")!;
   const byName = new Map(pods.map((p) => [p.name, p]));
   return {
-    orchestratorApi: podsOf(orchestrator.name).map((p) => `${p.address}:${orchestrator.port}`),
-    orchestratorMetrics: new Map(podsOf(orchestrator.name).map((p) => [p.name, `http://${p.address}:${orchestrator.metricsPort}/metrics`])),
-    billingApi: () => activePods(suite.readState()!, "billing").map((p) => `${p.address}:${specOf("billing").port}`),
+    orchestratorApi: `ipv4:${podsOf(orchestrator.name)
+      .map((p) => `${p.address}:${orchestrator.port}`)
+      .join(",")}`,
+    orchestratorMetrics: podPages(() => new Map(podsOf(orchestrator.name).map((p) => [p.name, `http://${p.address}:${orchestrator.metricsPort}/metrics`]))),
+    billingApi: () =>
+      `ipv4:${activePods(suite.readState()!, "billing")
+        .map((p) => `${p.address}:${specOf("billing").port}`)
+        .join(",")}`,
     targets: podsOf(target),
     toolPods: new Map(services.filter((s) => s.kind === "tool").map((s) => [s.name, podsOf(s.name)])),
     people: drillPeople({ LOOPGUARD_DATA_DIR: suiteDir }),
@@ -185,7 +201,7 @@ export function drillEnv(options: Pick<DrillOptions, "sessions">, spec: Pick<Ser
   return spec.kind === "orchestrator" ? { ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: String(options.sessions) } : {};
 }
 
-export async function runLocalDrill(options: DrillOptions, ctx: RunContext): Promise<DrillResult> {
+export async function runLocalDrill(options: DrillOptions, ctx: RunContext<ServiceSpec>): Promise<DrillResult> {
   const startedAt = new Date();
   const clock = performance.now();
   const cpu = process.cpuUsage();
@@ -227,13 +243,13 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     () => requester.close(),
     () => approverApi.close(),
   );
-  const sampler = new MetricsSampler(() => cluster.orchestratorMetrics);
+  const sampler = new MetricsSampler(cluster.orchestratorMetrics);
 
   const plan = planSessions(options.sessions, options.refundShare, runId.toLowerCase().replace(/[^a-z0-9-]/g, ""));
   const orders = [...new Set(plan.flatMap((p) => (p.orderId ? [p.orderId] : [])))];
   // Billing's live set when the ledger is read: a release may have moved it.
   const readLedger = async (): Promise<LedgerRefund[]> => {
-    const ledger = createRawClient(BillingService, `ipv4:${cluster.billingApi().join(",")}`, { token: auditor, channelOptions: balanced });
+    const ledger = createRawClient(BillingService, cluster.billingApi(), { token: auditor, channelOptions: balanced });
     try {
       const pages = await Promise.all(orders.map(async (orderId) => (await retryTransient.execute(() => ledger.listRefunds({ orderId }, { deadline: 5000 }))).refunds));
       return pages.flat().map((r) => ({ refundId: r.refundId, orderId: r.orderId, amountCents: Number(r.amountCents) }));

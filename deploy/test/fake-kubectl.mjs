@@ -2,7 +2,8 @@
 // argv and stdin to calls.jsonl in FAKE_KUBECTL_DIR and answers from that folder's scenario.json —
 // Prometheus answers recorded from a real Prometheus (test/fixtures/prometheus, one set per gate in
 // order: good, bad, empty, or "error" for a proxy that fails), each smoke Job's outcome in order,
-// Deployments always Ready, and the Rollout's status. Anything else it was not told about fails.
+// Deployments always Ready, and the Rollout's status; for `pnpm drill --k8s`, the drill runner's
+// CronJob template and its Job's log lines. Anything else it was not told about fails.
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -32,6 +33,10 @@ if (args.includes("--raw")) {
   process.stdout.write(`job.batch/${JSON.parse(stdin).metadata.name} created\n`);
 } else if (args.includes("get") && args.includes("job")) {
   process.stdout.write(JSON.stringify({ status: { conditions: [{ type: scenario.jobs[gate], status: "True" }] } }));
+} else if (args.includes("cronjob")) {
+  process.stdout.write(JSON.stringify(scenario.cronJob));
+} else if (args.includes("logs") && scenario.logs) {
+  process.stdout.write(scenario.logs.map((line) => `${line}\n`).join(""));
 } else if (args.includes("logs")) {
   process.stdout.write(
     scenario.jobs[gate] === "Complete"

@@ -2,17 +2,25 @@
 // cluster runs here): it lists the target's ready pods, finds every orchestrator replica through
 // the EndpointSlices of its headless Service, creates and deletes PodChaos objects — and makes no
 // API call beyond RUNNER_API_CALLS, the list the shipped Role is generated from. The replicas are
-// two real metrics pages (prom-client registries on loopback), and the report's figures are their sum.
+// two real metrics pages (prom-client registries on loopback), and the report's figures are their
+// sum, read from each page or through a real Prometheus scraping both (Debian's `prometheus`).
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { KubeConfig } from "@kubernetes/client-node";
 import { Counter, Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiCall, RUNNER_API_CALLS } from "../src/drills/api-calls.js";
 import { drillKube } from "../src/drills/cluster-api.js";
 import { podChaosPlan } from "../src/drills/k8s.js";
-import { MetricsSampler, podPages, toolCallFigures } from "../src/drills/metrics.js";
+import { MetricsSampler, podPages, prometheusPages, toolCallFigures } from "../src/drills/metrics.js";
 import { parseDrillArgs } from "../src/drills/options.js";
+import { toYaml } from "../src/yaml.js";
+import { findExecutable } from "./promtool.js";
 
 const TOKEN = "runner-service-account-token";
 
@@ -161,4 +169,43 @@ describe("the drill runner's Kubernetes client", () => {
     expect(toolCallFigures(first, third, "kb-search", "loopguard.kb.v1.KbSearchService").offered).toBe(10);
     expect([...third.pages.keys()].sort()).toEqual(["orchestrator-a", "orchestrator-b"]);
   });
+});
+
+describe.skipIf(!findExecutable("prometheus"))("the drill runner's figures through a real Prometheus", () => {
+  it("sums every replica's series, split by the pod label prometheus-operator adds", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-drill-prometheus-"));
+    const own = [replica(20, 22), replica(5, 9)];
+    const servers = own.map((r) => createServer(async (_, res) => res.end(await r.registry.metrics())));
+    let prometheus: ChildProcess | undefined;
+    try {
+      const ports = await Promise.all(servers.map(listen));
+      const probe = createServer();
+      const promPort = await listen(probe);
+      await new Promise((done) => probe.close(done));
+      // As a ServiceMonitor's scrape labels them: job after the Service, the namespace, each pod.
+      const scrape = ports.map((port, i) => ({ targets: [`127.0.0.1:${port}`], labels: { job: "orchestrator", namespace: "loopguard", pod: `orchestrator-${i}` } }));
+      writeFileSync(join(dir, "prometheus.yml"), toYaml({ global: { scrape_interval: "1s" }, scrape_configs: [{ job_name: "orchestrator", static_configs: scrape }] }));
+      prometheus = spawn(
+        findExecutable("prometheus")!,
+        [`--config.file=${join(dir, "prometheus.yml")}`, `--storage.tsdb.path=${join(dir, "tsdb")}`, `--web.listen-address=127.0.0.1:${promPort}`, "--log.level=warn"],
+        { stdio: "ignore" },
+      );
+      const read = prometheusPages(`http://127.0.0.1:${promPort}`, "loopguard", "orchestrator");
+      const deadline = Date.now() + 20_000;
+      let pages = new Map<string, readonly unknown[]>();
+      while (pages.size < 2 && Date.now() < deadline) {
+        pages = await read().catch(() => new Map());
+        await sleep(250);
+      }
+      expect([...pages.keys()].sort()).toEqual(["orchestrator-0", "orchestrator-1"]);
+      const sampler = new MetricsSampler(read);
+      const snapshot = await sampler.sample();
+      const empty = { at: 0, pages: new Map() };
+      expect(toolCallFigures(empty, snapshot, "kb-search", "loopguard.kb.v1.KbSearchService")).toMatchObject({ offered: 25, attempts: 31 });
+    } finally {
+      prometheus?.kill("SIGKILL");
+      for (const server of servers) server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 40_000);
 });

@@ -192,7 +192,7 @@ describe.skipIf(!findExecutable("prometheus"))("the drill runner's figures throu
       );
       const read = prometheusPages(`http://127.0.0.1:${promPort}`, "loopguard", "orchestrator");
       const deadline = Date.now() + 20_000;
-      let pages = new Map<string, readonly unknown[]>();
+      let pages: ReadonlyMap<string, readonly unknown[]> = new Map();
       while (pages.size < 2 && Date.now() < deadline) {
         pages = await read().catch(() => new Map());
         await sleep(250);

@@ -116,15 +116,20 @@ export interface Launched {
   readonly lastLine: string;
 }
 
-async function jobResult(ctx: LaunchContext, name: string): Promise<boolean> {
-  // `logs -f` ends with the container; the Job's condition follows within a few seconds.
-  for (let i = 0; i < 120; i++) {
-    const job = JSON.parse(await ctx.kubectl.run(["-n", ctx.namespace, "get", "job", name, "-o", "json"])) as Job;
-    const done = job.status?.conditions?.find((c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+/**
+ * `logs -f` ends with the container (the condition follows within seconds), or earlier when the
+ * log stream breaks; the Job's deadline bounds the wait either way (it then fails DeadlineExceeded).
+ */
+async function jobResult(ctx: LaunchContext, job: Job): Promise<boolean> {
+  const name = job.metadata!.name!;
+  const deadline = Date.now() + (job.spec!.activeDeadlineSeconds! + 120) * 1000;
+  for (;;) {
+    const live = JSON.parse(await ctx.kubectl.run(["-n", ctx.namespace, "get", "job", name, "-o", "json"])) as Job;
+    const done = live.status?.conditions?.find((c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
     if (done) return done.type === "Complete";
-    await ctx.sleep(1000);
+    if (Date.now() > deadline) throw new DrillError(`Job ${name} has no Complete or Failed condition past its deadline`);
+    await ctx.sleep(2000);
   }
-  throw new DrillError(`Job ${name} ended its log but has no Complete or Failed condition after 2 min`);
 }
 
 export async function launchK8sDrill(options: DrillOptions, runId: string, ctx: LaunchContext): Promise<Launched> {
@@ -140,15 +145,22 @@ export async function launchK8sDrill(options: DrillOptions, runId: string, ctx: 
   let output: RunnerOutput | undefined;
   let lastLine = "";
   try {
-    await ctx.kubectl.follow([...ns, "logs", "-f", `job/${name}`, "--pod-running-timeout=5m"], (line) => {
-      if (line.startsWith(`{"${REPORT_KEY}"`)) output = JSON.parse(line) as RunnerOutput;
-      else {
-        lastLine = line;
-        ctx.progress(line);
-      }
-    });
+    // A Ctrl-C reaches kubectl too (one process group): its exit then is the interruption, not an error.
+    const followed = await ctx.kubectl
+      .follow([...ns, "logs", "-f", `job/${name}`, "--pod-running-timeout=5m"], (line) => {
+        if (line.startsWith(`{"${REPORT_KEY}"`)) output = JSON.parse(line) as RunnerOutput;
+        else {
+          lastLine = line;
+          ctx.progress(line);
+        }
+      })
+      .then(
+        () => undefined,
+        (error: Error) => error,
+      );
     if (ctx.signal.aborted) throw ctx.signal.reason;
-    return { job: name, succeeded: await jobResult(ctx, name), output, lastLine };
+    if (followed) throw followed;
+    return { job: name, succeeded: await jobResult(ctx, job), output, lastLine };
   } finally {
     ctx.signal.removeEventListener("abort", remove);
   }

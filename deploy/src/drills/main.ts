@@ -54,7 +54,9 @@ async function main(): Promise<number> {
   const abort = new AbortController();
   const interrupt = () => {
     if (abort.signal.aborted) process.exit(130);
-    process.stderr.write("drill: interrupted; removing the drill's containers (Ctrl-C again to leave them)\n");
+    process.stderr.write(
+      options.k8s ? "drill: interrupted; deleting the drill's Job (its runner removes its PodChaos objects)\n" : "drill: interrupted; removing the drill's containers (Ctrl-C again to leave them)\n",
+    );
     abort.abort(new Interrupted());
   };
   process.on("SIGINT", interrupt);

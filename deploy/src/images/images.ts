@@ -118,7 +118,7 @@ export function serviceRecipe(spec: ServiceSpec): ImageRecipe {
 export const DRILL_RUNNER_RECIPE: ImageRecipe = {
   name: "drill-runner",
   target: "drill-runner",
-  args: { SERVICE: "drill-runner", PACKAGE: "@loopguard/deploy", ENTRY: "dist/drills/runner-main.js" },
+  args: {},
 };
 
 export async function buildImage(recipe: ImageRecipe, options: BuildOptions): Promise<BuiltImage> {

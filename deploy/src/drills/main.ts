@@ -12,7 +12,8 @@ import { toYamlDocuments } from "../yaml.js";
 import { podChaosPlan } from "./k8s.js";
 import { drillJob, jobNameOf, kubectl, launchK8sDrill } from "./k8s-launch.js";
 import { type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
-import { DrillError, type DrillResult, runIdOf, runLocalDrill, writeReportFiles } from "./run.js";
+import { runLocalDrill } from "./local.js";
+import { DrillError, type DrillResult, runIdOf, writeReportFiles } from "./run.js";
 import { drillRunnerTemplate } from "./runner-objects.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");

@@ -2,7 +2,7 @@
 // deploy/k8s/components/chaos-drills ships, paused, for game days run by hand. One builder for
 // both, so the manifests and the runner cannot drift apart.
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import { NAMESPACE } from "../containers/cluster-dns.js";
+import { NAMESPACE } from "../k8s-objects.js";
 
 export type KillMode = "one" | "all";
 

@@ -6,7 +6,8 @@ import { join } from "node:path";
 import { type ServiceSpec, smokeCallOf } from "@loopguard/tool-sdk";
 import { storePoolSizes } from "./postgres-budget.js";
 import { horizontalPodAutoscaler, podSelector, podDisruptionBudget, postgresEgress, postgresStore, prometheusRule, serviceMonitor, serviceObjects, sqliteVolume } from "./k8s-objects.js";
-import { drillRunnerRole, shippedPodKills } from "./drills/pod-chaos.js";
+import { shippedPodKills } from "./drills/pod-chaos.js";
+import { drillRunnerNetworkPolicies, drillRunnerRbac, drillRunnerTemplate } from "./drills/runner-objects.js";
 import { migrateInitContainer, migrateJob, migrationStepPatch, waitForSchemaInitContainer } from "./k8s-migration-objects.js";
 import {
   activeServicePatch,
@@ -179,7 +180,9 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
 
   const chaos = join(COMPONENTS_DIR, "chaos-drills");
   for (const spec of services) put(chaos, `${spec.name}.pod-kill.yaml`, shippedPodKills(spec));
-  put(chaos, "drill-runner.role.yaml", drillRunnerRole());
-  put(chaos, "kustomization.yaml", component([...perService("pod-kill"), "drill-runner.role.yaml"]));
+  put(chaos, "drill-runner.rbac.yaml", drillRunnerRbac());
+  put(chaos, "drill-runner.job.yaml", drillRunnerTemplate(services));
+  put(chaos, "drill-runner.network-policy.yaml", drillRunnerNetworkPolicies(services));
+  put(chaos, "kustomization.yaml", component([...perService("pod-kill"), "drill-runner.rbac.yaml", "drill-runner.job.yaml", "drill-runner.network-policy.yaml"]));
   return files;
 }

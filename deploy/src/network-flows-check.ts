@@ -72,20 +72,16 @@ export interface FlowReport {
   readonly stopped: string[];
   /** Denied flows that get through: each one an error. */
   readonly through: string[];
-  /** Pending flows (another part's policy) that pass already: their mark should go. */
-  readonly pendingPassing: string[];
   /** How many flow checks were made (flow × rendering). */
   readonly checked: number;
 }
 
 export function checkFlows(repoRoot: string, renderings: readonly Rendering[], services: readonly ServiceSpec[]): FlowReport {
-  const report = { stopped: [] as string[], through: [] as string[], pendingPassing: [] as string[], checked: 0 };
+  const report = { stopped: [] as string[], through: [] as string[], checked: 0 };
   for (const rendering of renderings) {
     const features = featuresOf(repoRoot, rendering);
     for (const flow of requiredFlows(services).filter((f) => applies(f, features))) {
-      const { failures } = blocked(flow, rendering);
-      if (flow.pending && failures.length === 0) report.pendingPassing.push(`${rendering.name}: ${nameOf(flow.from)} → ${nameOf(flow.to)} passes: remove its pending mark`);
-      if (!flow.pending) report.stopped.push(...failures);
+      report.stopped.push(...blocked(flow, rendering).failures);
       report.checked += 1;
     }
     for (const flow of deniedFlows(services).filter((f) => applies(f, features))) {

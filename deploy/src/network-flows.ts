@@ -34,8 +34,6 @@ export interface Flow {
   readonly when?: Feature | "release-path";
   /** Not where this component is. */
   readonly unless?: Feature;
-  /** A flow another part of issue 21 brings the policy for; the test expects it blocked until then. */
-  readonly pending?: "drills";
 }
 
 const tcp = (...ports: number[]): Port[] => ports.map((port) => ({ port, protocol: "TCP" }));
@@ -64,7 +62,8 @@ const OUTSIDE_RESOLVER: EndpointRef = { address: "203.0.113.53", name: "a resolv
 const API_CLIENT: EndpointRef = { pods: "API clients", namespace: "ingress", labels: { [API_CLIENT_LABEL]: "true" } };
 const UNLABELLED: EndpointRef = { pods: "a pod without the api-client label", namespace: "default", labels: { app: "curl" } };
 /** The drill runner Job of the chaos-drills component (its label is fixed by issue 21's drills part). */
-const DRILL_RUNNER: EndpointRef = { pods: "drill runner Job", namespace: NAMESPACE, labels: { "app.kubernetes.io/name": "drill-runner" } };
+// Its pods carry the API client label: the orchestrator admits them as it admits any API client.
+const DRILL_RUNNER: EndpointRef = { pods: "drill runner Job", namespace: NAMESPACE, labels: { "app.kubernetes.io/name": "drill-runner", [API_CLIENT_LABEL]: "true" } };
 const OTLP_HTTP = 4318;
 
 export function smokePods(tool: string): EndpointRef {
@@ -107,8 +106,10 @@ export function requiredFlows(services: readonly ServiceSpec[]): Flow[] {
     { from: CNPG_INSTANCES, to: KUBERNETES_API, ports: tcp(443, 6443), why: "instance manager", when: "cloudnative-pg" },
     ...orchestrators.map((o) => ({ from: us(o), to: LLM_ENDPOINT, ports: tcp(443), why: "the `openai` policy", when: "llm-egress" as const })),
     ...tools.map((t) => ({ from: smokePods(t.name), to: us(t), ports: tcp(t.port), why: "release gate smoke calls", when: "release-path" as const })),
-    ...orchestrators.map((o) => ({ from: DRILL_RUNNER, to: us(o), ports: tcp(o.port, o.metricsPort), why: "drill load and audit", when: "chaos-drills" as const, pending: "drills" as const })),
-    { from: DRILL_RUNNER, to: KUBERNETES_API, ports: tcp(443, 6443), why: "PodChaos, pods", when: "chaos-drills", pending: "drills" },
+    ...orchestrators.map((o) => ({ from: DRILL_RUNNER, to: us(o), ports: tcp(o.port, o.metricsPort), why: "drill load and audit", when: "chaos-drills" as const })),
+    ...tools.filter((t) => t.name === "billing").map((t) => ({ from: DRILL_RUNNER, to: us(t), ports: tcp(t.port), why: "the drill's ledger audit", when: "chaos-drills" as const })),
+    { from: DRILL_RUNNER, to: PROMETHEUS, ports: tcp(9090), why: "replicas' counters (--prometheus)", when: "chaos-drills" },
+    { from: DRILL_RUNNER, to: KUBERNETES_API, ports: tcp(443, 6443), why: "PodChaos, pods, EndpointSlices", when: "chaos-drills" },
   ];
 }
 
@@ -146,11 +147,7 @@ function describe(ref: EndpointRef): string {
 }
 
 function condition(flow: Flow): string {
-  const parts = [
-    ...(flow.when ? [flow.when === "release-path" ? "with a release path" : `with \`${flow.when}\``] : []),
-    ...(flow.unless ? [`not with \`${flow.unless}\``] : []),
-    ...(flow.pending ? [`policy comes with issue 21's ${flow.pending} part`] : []),
-  ];
+  const parts = [...(flow.when ? [flow.when === "release-path" ? "with a release path" : `with \`${flow.when}\``] : []), ...(flow.unless ? [`not with \`${flow.unless}\``] : [])];
   return parts.join("; ") || "always";
 }
 

@@ -1,9 +1,11 @@
-// `pnpm drill` without containers: its argument errors, and the --k8s path checked the only way
-// it can be here — the PodChaos objects it would apply, printed by --dry-run and validated
-// strictly against the same schema as the shipped chaos-drills component.
+// `pnpm drill` without containers: its argument errors, and the --k8s path's objects — the
+// runner's Job and the PodChaos objects it would apply, printed by --dry-run and validated
+// strictly as the shipped chaos-drills component is. (The launcher against a recording kubectl:
+// drill-k8s-launch.test.ts.)
 import { execFile } from "node:child_process";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { Job } from "kubernetes-types/batch/v1.js";
 import { describe, expect, it } from "vitest";
 import { type K8sObject, validateRenderings } from "../src/k8s-check.js";
 import { parseYamlDocuments } from "../src/yaml.js";
@@ -35,10 +37,15 @@ describe("pnpm drill --k8s --dry-run", () => {
     [["kill-tool", "--tool", "billing", "--kill", "one"], 1, "one", "billing"],
     [["kill-orchestrator"], 1, "one", "orchestrator"],
     [["flap", "--tool", "risk", "--duration", "20"], 4, "all", "risk"],
-  ])("%j prints the PodChaos objects it would apply, each valid", async (args, count, mode, service) => {
+  ])("%j prints the runner's Job and the PodChaos objects the runner would apply, each valid", async (args, count, mode, service) => {
     const json = await drill(...args, "--k8s", "--dry-run", "--json");
     expect(json.code).toBe(0);
-    const objects = JSON.parse(json.stdout.trim().split("\n").at(-1)!) as K8sObject[];
+    const [job, ...objects] = JSON.parse(json.stdout.trim().split("\n").at(-1)!) as K8sObject[];
+    // The runner gets the scenario as its arguments, spelled out.
+    expect(job).toMatchObject({ apiVersion: "batch/v1", kind: "Job", metadata: { namespace: "loopguard" } });
+    const container = (job as unknown as Job).spec!.template.spec!.containers[0]!;
+    expect(container.args!.slice(0, 3)).toEqual([args[0], "--tool", service]);
+    expect(container.args).toContain("--k8s");
     expect(objects).toHaveLength(count);
     for (const object of objects) {
       expect(object).toMatchObject({
@@ -50,12 +57,12 @@ describe("pnpm drill --k8s --dry-run", () => {
       // Not paused: a run's objects act as soon as they are created.
       expect((object.metadata as { annotations?: object }).annotations).toBeUndefined();
     }
-    expect(validateRenderings([{ name: `drill ${args.join(" ")}`, objects }])).toEqual([]);
+    expect(validateRenderings([{ name: `drill ${args.join(" ")}`, objects: [job!, ...objects] }])).toEqual([]);
 
     const yaml = await drill(...args, "--k8s", "--dry-run");
     expect(yaml.code).toBe(0);
     const documents = parseYamlDocuments(yaml.stdout, "dry-run") as K8sObject[];
-    expect(documents.map((d) => d.spec)).toEqual(objects.map((o) => o.spec));
+    expect(documents.slice(1).map((d) => d.spec)).toEqual(objects.map((o) => o.spec));
   });
 
   it("the schema refuses what Chaos Mesh would not read", () => {

@@ -2,7 +2,8 @@
 // argv and stdin to calls.jsonl in FAKE_KUBECTL_DIR and answers from that folder's scenario.json —
 // Prometheus answers recorded from a real Prometheus (test/fixtures/prometheus, one set per gate in
 // order: good, bad, empty, or "error" for a proxy that fails), each smoke Job's outcome in order, the migrate Job's (Complete unless told),
-// Deployments always Ready, and the Rollout's status. Anything else it was not told about fails.
+// Deployments always Ready, and the Rollout's status; for `pnpm drill --k8s`, the drill runner's
+// CronJob template and its Job's log lines. Anything else it was not told about fails.
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -15,9 +16,9 @@ const earlier = readFileSync(join(dir, "calls.jsonl"), { encoding: "utf8", flag:
   .filter(Boolean)
   .map((line) => JSON.parse(line));
 appendFileSync(join(dir, "calls.jsonl"), `${JSON.stringify({ args, stdin })}\n`);
-// The gate a call belongs to: the smoke Jobs created so far (a migrate Job is none).
-const isSmokeJob = (call) => call.args.includes("create") && call.stdin.includes("smoke-check");
-const gate = earlier.filter(isSmokeJob).length - (isSmokeJob({ args, stdin }) ? 0 : 1);
+// The gate a call belongs to: the Jobs created so far (smoke Jobs, or a drill's), a migrate Job is none.
+const isCountedJob = (call) => call.args.includes("create") && !/-migrate-[a-z0-9]+$/.test(JSON.parse(call.stdin).metadata?.name ?? "");
+const gate = earlier.filter(isCountedJob).length - (isCountedJob({ args, stdin }) ? 0 : 1);
 const migrateJob = args.find((arg) => /-migrate-[a-z0-9]+$/.test(arg));
 
 function fail(message) {
@@ -41,6 +42,10 @@ if (args.includes("--raw")) {
   );
 } else if (args.includes("get") && args.includes("job")) {
   process.stdout.write(JSON.stringify({ status: { conditions: [{ type: scenario.jobs[gate], status: "True" }] } }));
+} else if (args.includes("cronjob")) {
+  process.stdout.write(JSON.stringify(scenario.cronJob));
+} else if (args.includes("logs") && scenario.logs) {
+  process.stdout.write(scenario.logs.map((line) => `${line}\n`).join(""));
 } else if (args.includes("logs")) {
   process.stdout.write(
     scenario.jobs[gate] === "Complete"

@@ -20,6 +20,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, renderAll, type Rendering } from "../src/k8s-check.js";
 import { NAMESPACE } from "../src/k8s-objects.js";
 import { COLOUR_LABEL } from "../src/k8s-release-objects.js";
+import { RUNNER_LABELS } from "../src/drills/runner-objects.js";
 import { SMOKE_LABEL } from "../src/k8s-smoke-objects.js";
 import { deployedServices, serviceSlos } from "../src/prometheus-files.js";
 import { GATE_PASSES } from "../src/release/gate-queries.js";
@@ -171,7 +172,11 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
         for (const rule of grpcRules) {
           expect(rule.from?.length, where).toBeGreaterThan(0);
           for (const peer of rule.from!) {
-            const admitted = selects(peer.podSelector, orchestratorLabels) || (/release|rollouts|blue-green/.test(name) && selects(peer.podSelector, smokeLabels));
+            const admitted =
+              selects(peer.podSelector, orchestratorLabels) ||
+              (/release|rollouts|blue-green/.test(name) && selects(peer.podSelector, smokeLabels)) ||
+              // The drill's ledger audit reads billing (network-flows.ts has the flow).
+              (tool.name === "billing" && /chaos-drills/.test(name) && selects(peer.podSelector, RUNNER_LABELS));
             expect(admitted && !peer.namespaceSelector, `${where}: ${JSON.stringify(peer)}`).toBe(true);
           }
         }

@@ -1,14 +1,20 @@
 // `pnpm drill <scenario> --tool <name> …`: a fault-injection drill on the local containers (or,
-// with --k8s, a cluster), with a report for people (Markdown) and for machines (JSON). Progress
+// with --k8s, as a Job in a cluster: k8s-launch.ts), with a report for people (Markdown) and for machines (JSON). Progress
 // goes to stderr; with --json the last stdout line is the report. Exit 0 when the run completed,
 // whatever its figures; 2 for a wrong argument; 1, with one line, when it could not run.
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { contractFiles } from "@loopguard/proto";
 import { discoverServices, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
-import { type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
-import { type DrillResult, runIdOf, runLocalDrill } from "./run.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import { NAMESPACE } from "../k8s-objects.js";
 import { toYamlDocuments } from "../yaml.js";
+import { podChaosPlan } from "./k8s.js";
+import { drillJob, jobNameOf, kubectl, launchK8sDrill } from "./k8s-launch.js";
+import { type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
+import { runLocalDrill } from "./local.js";
+import { DrillError, type DrillResult, runIdOf, writeReportFiles } from "./run.js";
+import { drillRunnerTemplate } from "./runner-objects.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
@@ -40,17 +46,18 @@ async function main(): Promise<number> {
     process.stderr.write(`drill: ${error.message}\n${USAGE}\n`);
     return 2;
   }
-  // The Kubernetes client loads only for a cluster run.
-  const k8s = options.k8s ? await import("./k8s.js") : undefined;
-  if (k8s && options.dryRun) {
-    const objects = k8s.podChaosPlan(options, runIdOf(options, new Date()));
+  if (options.k8s && options.dryRun) {
+    const runId = runIdOf(options, new Date());
+    const objects = [drillJob(drillRunnerTemplate(services), jobNameOf(runId), options), ...podChaosPlan(options, runId)];
     process.stdout.write(options.json ? `${JSON.stringify(objects)}\n` : toYamlDocuments(objects));
     return 0;
   }
   const abort = new AbortController();
   const interrupt = () => {
     if (abort.signal.aborted) process.exit(130);
-    process.stderr.write("drill: interrupted; removing the drill's containers (Ctrl-C again to leave them)\n");
+    process.stderr.write(
+      options.k8s ? "drill: interrupted; deleting the drill's Job (its runner removes its PodChaos objects)\n" : "drill: interrupted; removing the drill's containers (Ctrl-C again to leave them)\n",
+    );
     abort.abort(new Interrupted());
   };
   process.on("SIGINT", interrupt);
@@ -63,7 +70,7 @@ async function main(): Promise<number> {
     signal: abort.signal,
   };
   try {
-    const result = k8s ? await k8s.runK8sDrill(options, ctx) : await runLocalDrill(options, ctx);
+    const result = options.k8s ? await launched(options, ctx) : await runLocalDrill(options, ctx);
     process.stderr.write(`report: ${result.markdownPath} (JSON: ${result.jsonPath})\n`);
     process.stdout.write(options.json ? `${JSON.stringify({ ...result.report, report_path: result.markdownPath })}\n` : summary(result));
     return 0;
@@ -72,6 +79,16 @@ async function main(): Promise<number> {
     process.stderr.write(`drill: ${(error as Error).message.split("\n")[0]}\n`);
     return 1;
   }
+}
+
+/** Runs the drill as a Job in the cluster and keeps the report it printed; a Job that failed is a run that could not be made. */
+async function launched(options: DrillOptions, ctx: { reportsDir: string; progress: (line: string) => void; signal: AbortSignal }): Promise<DrillResult> {
+  const runId = runIdOf(options, new Date());
+  const run = await launchK8sDrill(options, runId, { kubectl, namespace: NAMESPACE, progress: ctx.progress, sleep: (ms) => sleep(ms), signal: ctx.signal });
+  if (!run.succeeded || !run.output) throw new DrillError(`Job ${run.job} failed: ${run.lastLine || "it printed nothing"} (kubectl -n ${NAMESPACE} logs job/${run.job})`);
+  const startedAt = new Date(run.output.started_at);
+  const files = writeReportFiles(ctx.reportsDir, run.output.run_id, run.output.drill_report, startedAt);
+  return { runId: run.output.run_id, startedAt, report: run.output.drill_report, ...files };
 }
 
 class Interrupted extends Error {

@@ -98,26 +98,78 @@ export function breakerTransitions(from: Snapshot, to: Snapshot, tool: string): 
   return out;
 }
 
+/** Pages by pod name, read now; a pod that did not answer is left out. */
+export type PageReader = () => Promise<ReadonlyMap<string, readonly Sample[]>>;
+
+/** Reads each pod's own /metrics page (pod name → URL), in parallel, 2 s each. */
+export function podPages(urls: () => ReadonlyMap<string, string> | Promise<ReadonlyMap<string, string>>): PageReader {
+  return async () => {
+    const pages = new Map<string, readonly Sample[]>();
+    await Promise.all(
+      [...(await urls())].map(async ([pod, url]) => {
+        try {
+          const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
+          if (response.ok) pages.set(pod, parseMetrics(await response.text()));
+        } catch {
+          // A dead pod: the sampler keeps its last page.
+        }
+      }),
+    );
+    return pages;
+  };
+}
+
 /**
  * Samples the pages of a set of pods, keeping each pod's last good page: a pod that stops
  * answering (killed) keeps counting with what it had said last.
  */
 export class MetricsSampler {
   readonly #last = new Map<string, readonly Sample[]>();
+  #read = false;
 
-  constructor(private readonly urls: () => ReadonlyMap<string, string>) {}
+  constructor(private readonly read: PageReader) {}
 
+  /**
+   * A read that fails once the run is under way (Prometheus busy, the API server slow) leaves the
+   * last pages standing; a first read that fails says the run cannot measure, and throws.
+   */
   async sample(): Promise<Snapshot> {
-    await Promise.all(
-      [...this.urls()].map(async ([pod, url]) => {
-        try {
-          const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
-          if (response.ok) this.#last.set(pod, parseMetrics(await response.text()));
-        } catch {
-          // A dead pod: its last page stands.
-        }
-      }),
-    );
+    try {
+      for (const [pod, page] of await this.read()) this.#last.set(pod, page);
+      this.#read = true;
+    } catch (error) {
+      if (!this.#read) throw error;
+    }
     return { at: Date.now(), pages: new Map(this.#last) };
   }
+}
+
+/** The counters the report reads off the orchestrators' pages. */
+export const REPORT_METRICS = ["loopguard_tool_client_calls_total", "grpc_client_handled_total", "loopguard_tool_breaker_transitions_total", "loopguard_session_transitions_total"] as const;
+
+interface PromVector {
+  readonly status: string;
+  readonly error?: string;
+  readonly data?: { readonly result: readonly { readonly metric: Record<string, string>; readonly value: readonly [number, string] }[] };
+}
+
+/**
+ * The same pages from a Prometheus that scrapes them (prometheus-operator's ServiceMonitor labels
+ * each series with its `pod`): one instant query for REPORT_METRICS of `job` in `namespace`, split
+ * by pod. Figures are as fresh as the last scrape (15 s), not the moment of the sample.
+ */
+export function prometheusPages(baseUrl: string, namespace: string, job: string): PageReader {
+  const query = `{__name__=~"${REPORT_METRICS.join("|")}",namespace="${namespace}",job="${job}"}`;
+  return async () => {
+    const response = await fetch(`${baseUrl}/api/v1/query?query=${encodeURIComponent(query)}`, { signal: AbortSignal.timeout(5000) });
+    const body = (await response.json()) as PromVector;
+    if (body.status !== "success" || !body.data) throw new Error(`Prometheus at ${baseUrl} answered ${response.status}: ${body.error ?? body.status}`);
+    const pages = new Map<string, Sample[]>();
+    for (const { metric, value } of body.data.result) {
+      const { __name__: name, ...labels } = metric;
+      const pod = labels.pod ?? labels.instance ?? "";
+      pages.set(pod, [...(pages.get(pod) ?? []), { name: name!, labels, value: Number(value[1]) }]);
+    }
+    return pages;
+  };
 }

@@ -1,9 +1,10 @@
 import { DEFAULT_MAX_SESSIONS_PER_CALLER } from "@loopguard/orchestrator";
 import { describe, expect, it } from "vitest";
 import { MAX_SESSIONS, parseDrillArgs, UsageError } from "./options.js";
-import { drillEnv } from "./run.js";
+import { drillEnv } from "./local.js";
 import { planSessions } from "./session-plan.js";
 import { podChaosPlan } from "./k8s.js";
+import { runnerArgs } from "./k8s-launch.js";
 
 const catalogue = {
   tools: ["kb-search", "billing", "risk"],
@@ -68,6 +69,19 @@ describe("planSessions", () => {
     expect(new Set(plan.map((p) => p.idempotencyKey)).size).toBe(1500);
     expect(planSessions(1000, 1, "run").filter((p) => p.kind === "refund")).toHaveLength(1000);
     expect(planSessions(10, 0, "run").every((p) => p.kind === "question")).toBe(true);
+  });
+});
+
+describe("--prometheus", () => {
+  it("takes an in-cluster URL for a cluster run only, and round-trips through the runner's arguments", () => {
+    const options = parse("kill-orchestrator", "--k8s", "--prometheus", "http://prometheus-operated.monitoring.svc:9090/");
+    expect(options.prometheus).toBe("http://prometheus-operated.monitoring.svc:9090");
+    // The Job gets the options spelled out; the runner parses them back to the same run.
+    expect({ ...parseDrillArgs(runnerArgs(options), catalogue), dryRun: false }).toEqual({ ...options, dryRun: false });
+    const flap = parse("flap", "--tool", "risk", "--kill", "one", "--sessions", "70", "--duration", "20", "--refund-share", "30", "--k8s");
+    expect(parseDrillArgs(runnerArgs(flap), catalogue)).toEqual(flap);
+    expect(() => parse("kill-orchestrator", "--prometheus", "http://p:9090")).toThrow("--prometheus belongs to --k8s");
+    expect(() => parse("kill-orchestrator", "--k8s", "--prometheus", "prometheus:9090")).toThrow(UsageError);
   });
 });
 

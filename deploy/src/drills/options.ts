@@ -8,7 +8,7 @@ export type Scenario = (typeof SCENARIOS)[number];
 
 export const USAGE =
   "usage: pnpm drill <scenario> --tool <name> [--kill one|all] [--sessions N] [--duration S] [--error-rate P] [--method M] " +
-  "[--refund-share P] [--backend-latency MS] [--replicas N] [--tag T] [--to T] [--json] [--k8s [--dry-run]]\n" +
+  "[--refund-share P] [--backend-latency MS] [--replicas N] [--tag T] [--to T] [--json] [--k8s [--prometheus URL] [--dry-run]]\n" +
   `  scenarios: ${SCENARIOS.join(", ")}`;
 
 export const MAX_SESSIONS = 1500;
@@ -39,6 +39,8 @@ export interface DrillOptions {
   readonly to: string | undefined;
   readonly json: boolean;
   readonly k8s: boolean;
+  /** --k8s: the in-cluster URL of a Prometheus that scrapes the orchestrators; without it the runner reads each replica's page. */
+  readonly prometheus: string | undefined;
   readonly dryRun: boolean;
 }
 
@@ -80,6 +82,7 @@ export function parseDrillArgs(argv: readonly string[], catalogue: Catalogue): D
           to: { type: "string" },
           json: { type: "boolean", default: false },
           k8s: { type: "boolean", default: false },
+          prometheus: { type: "string" },
           "dry-run": { type: "boolean", default: false },
         },
       });
@@ -127,6 +130,11 @@ export function parseDrillArgs(argv: readonly string[], catalogue: Catalogue): D
       `--k8s runs the pod-kill scenarios (kill-tool, kill-orchestrator, flap) with Chaos Mesh; ${scenario === "release" ? "release on a cluster is `pnpm release … --k8s`" : `${scenario} sets faults in each pod through ToolAdminService, which needs the local containers`}`,
     );
   }
+  if (values.prometheus !== undefined) {
+    if (!values.k8s) throw new UsageError("--prometheus belongs to --k8s (where the runner reads the orchestrators' metrics)");
+    if (!/^https?:\/\/[A-Za-z0-9.-]+(:\d+)?(\/[A-Za-z0-9._~/-]*)?$/.test(values.prometheus))
+      throw new UsageError(`--prometheus takes an http(s) URL such as http://prometheus-operated.monitoring.svc:9090, got "${values.prometheus}"`);
+  }
   if (values["dry-run"] && !values.k8s) throw new UsageError("--dry-run belongs to --k8s (it prints the objects a cluster run would apply)");
   for (const [name, value] of [
     ["tag", values.tag],
@@ -150,6 +158,7 @@ export function parseDrillArgs(argv: readonly string[], catalogue: Catalogue): D
     to: values.to,
     json: values.json,
     k8s: values.k8s,
+    prometheus: values.prometheus?.replace(/\/+$/, ""),
     dryRun: values["dry-run"],
   };
 }

@@ -2,7 +2,7 @@
 // deploy/k8s/components/chaos-drills ships, paused, for game days run by hand. One builder for
 // both, so the manifests and the runner cannot drift apart.
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import { NAMESPACE } from "../containers/cluster-dns.js";
+import { NAMESPACE } from "../k8s-objects.js";
 
 export type KillMode = "one" | "all";
 
@@ -35,15 +35,18 @@ export interface PodKillOptions {
   readonly paused?: boolean;
   /** Labels naming the drill run that made the object, so it can be found and removed. */
   readonly labels?: Readonly<Record<string, string>>;
+  /** Where the object and its pods are: the runner's own namespace, else the manifests'. */
+  readonly namespace?: string | undefined;
 }
 
 export function podKill(service: string, options: PodKillOptions): PodChaos {
+  const namespace = options.namespace ?? NAMESPACE;
   return {
     apiVersion: "chaos-mesh.org/v1alpha1",
     kind: "PodChaos",
     metadata: {
       name: options.name ?? `drill-kill-${options.mode}-${service}`,
-      namespace: NAMESPACE,
+      namespace,
       labels: { "app.kubernetes.io/part-of": "loopguard", "loopguard/drill": "kill-pod", ...options.labels },
       ...(options.paused ? { annotations: { [PAUSE_ANNOTATION]: "true" } } : {}),
     },
@@ -64,17 +67,4 @@ export function podKill(service: string, options: PodKillOptions): PodChaos {
 export function shippedPodKills(spec: ServiceSpec): PodChaos[] {
   const modes: KillMode[] = spec.kind === "tool" ? ["one", "all"] : ["one"];
   return modes.map((mode) => podKill(spec.name, { mode, paused: true }));
-}
-
-/** What the runner needs on a cluster: create and remove PodChaos, watch the pods it kills. */
-export function drillRunnerRole(): object {
-  return {
-    apiVersion: "rbac.authorization.k8s.io/v1",
-    kind: "Role",
-    metadata: { name: "loopguard-drill-runner", namespace: NAMESPACE, labels: { "app.kubernetes.io/part-of": "loopguard" } },
-    rules: [
-      { apiGroups: ["chaos-mesh.org"], resources: ["podchaos"], verbs: ["create", "get", "list", "delete", "patch"] },
-      { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
-    ],
-  };
 }

@@ -1,10 +1,9 @@
-// One drill on the local containers: start the container set the scenario needs, start every
-// session at once, inject the fault (every pod of a tool killed: at once; a tool's other faults: once
-// it has been offered calls numbering a tenth of the sessions; the orchestrator: a tenth of them ended),
-// hold it, undo it, wait for every session to end (or the bound to pass), audit the ledger,
-// write the report, and remove the containers — also when the run fails or is interrupted.
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+// One drill, wherever it runs (local.ts: the local containers; k8s.ts: a cluster, from inside it):
+// start every session at once, inject the fault (every pod of a tool killed: at once; a tool's other
+// faults: once it has been offered calls numbering a tenth of the sessions; the orchestrator: a tenth
+// of them ended), hold it, undo it, wait for every session to end (or the bound to pass), audit the
+// ledger, and write the report.
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { DescService, MessageInitShape } from "@bufbuild/protobuf";
@@ -12,32 +11,35 @@ import { contractFiles } from "@loopguard/proto";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { type FaultProfileSchema, ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient, methodPolicy, mintToken, type PersonRole, type RawClient, servicePolicy, servicesOf, type ServiceSpec } from "@loopguard/tool-sdk";
-import { docker } from "../docker.js";
-import { activePods, ContainerSuite, type Pod } from "../containers/suite.js";
-import { type DrillPeople, drillPeople } from "./people.js";
-import { breakerTransitions, growth, MetricsSampler, toolCallFigures } from "./metrics.js";
+import type { DrillPeople } from "./people.js";
+import { breakerTransitions, growth, MetricsSampler, type PageReader, toolCallFigures } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import type { KillMode } from "./pod-chaos.js";
 import { auditSideEffects, computeReport, type DeadWindow, type DrillReport, type FaultEvent, type LedgerRefund, renderMarkdown, type SessionOutcome, type ToolFigures, traceFacts } from "./report.js";
 import { Approver, isTerminal, listAll, orchestratorApi, retryTransient, SESSION_SCOPES, type SessionView, startAll, tracesOf } from "./session-load.js";
 import { type PlannedSession, planSessions } from "./session-plan.js";
-import { release, type ReleaseResult, rollback } from "../release/index.js";
+import type { ReleaseResult } from "../release/index.js";
 
 /** A run that could not be made (no Docker, images missing, another suite up): one line, exit 1. */
 export class DrillError extends Error {
   override readonly name = "DrillError";
 }
 
-export interface RunContext {
+/** What a drill needs to know of a service wherever it runs: its name and kind (a cluster's runner has no workspace to read manifests from). */
+export type DrillService = Pick<ServiceSpec, "name" | "kind">;
+
+export interface RunContext<S extends DrillService = DrillService> {
   readonly root: string;
   /** Where reports are written, one folder per run. */
   readonly reportsDir: string;
-  readonly services: readonly ServiceSpec[];
+  readonly services: readonly S[];
   readonly progress: (line: string) => void;
   readonly signal: AbortSignal;
 }
 
 export interface DrillResult {
+  readonly runId: string;
+  readonly startedAt: Date;
   readonly report: DrillReport;
   readonly markdownPath: string;
   readonly jsonPath: string;
@@ -50,12 +52,12 @@ export interface DrillPod {
 
 /** What a drill needs of where it runs: the local containers, or a cluster through the Kubernetes API. */
 export interface DrillCluster {
-  /** The orchestrator's API: every replica's address, balanced per call. */
-  readonly orchestratorApi: readonly string[];
-  /** The orchestrator replicas' Prometheus pages, by pod name. */
-  readonly orchestratorMetrics: ReadonlyMap<string, string>;
-  /** Billing's API: every pod of its live set (a release moves it). */
-  billingApi(): readonly string[];
+  /** The orchestrator's API as a gRPC target naming every replica (`ipv4:a,b` or a headless Service's `dns:///…`), balanced per call. */
+  readonly orchestratorApi: string;
+  /** Every orchestrator replica's Prometheus page, by pod name. */
+  readonly orchestratorMetrics: PageReader;
+  /** Billing's API as a gRPC target over every pod of its live set (a release moves it). */
+  billingApi(): string;
   /** Pods of the service the drill is aimed at. */
   readonly targets: readonly DrillPod[];
   /** Every tool's pods whose ToolAdminService the runner reaches (latency, errors and the backend latency); empty on a cluster. */
@@ -96,33 +98,26 @@ export function contractOf(tool: string): DescService {
   return service;
 }
 
-/** The container set a scenario needs: its target with `replicas` (an orchestrator drill: two on PostgreSQL), everything else one. */
-export function replicasFor(options: DrillOptions): Map<string, number> {
-  return new Map([[options.tool, options.replicas]]);
-}
-
-/** Refuses to start when any loopguard container suite is up: pods use fixed addresses, and two suites would break each other. */
-async function requireNoSuite(): Promise<void> {
-  const labels = (await docker(["ps", "--all", "--filter", "label=io.loopguard.containers", "--format", '{{.Label "io.loopguard.containers"}}'])).split("\n").filter(Boolean);
-  if (labels.length === 0) return;
-  const dataDir = labels[0]!.replace(/\/containers$/, "");
-  throw new DrillError(`a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\``);
-}
-
 function elapsed(t0: number): string {
   return `${((Date.now() - t0) / 1000).toFixed(1).padStart(6)} s`;
+}
+
+/** Writes a report, Markdown and JSON, in the run's own folder under `reportsDir`. */
+export function writeReportFiles(reportsDir: string, runId: string, report: DrillReport, startedAt: Date): { dir: string; markdownPath: string; jsonPath: string } {
+  const dir = join(reportsDir, runId);
+  mkdirSync(dir, { recursive: true });
+  const markdownPath = join(dir, "report.md");
+  const jsonPath = join(dir, "report.json");
+  writeFileSync(markdownPath, renderMarkdown(report, startedAt));
+  writeFileSync(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
+  return { dir, markdownPath, jsonPath };
 }
 
 /** Computes the report of what a run collected and writes it, Markdown and JSON, in a folder of its own. */
 export function writeReport(ctx: RunContext, runId: string, startedAt: Date, collected: Collected, clock: number, cpu: NodeJS.CpuUsage): DrillResult {
   const used = process.cpuUsage(cpu);
   const report = computeReport({ ...collected, runtimeMs: performance.now() - clock, runnerCpuMs: (used.user + used.system) / 1000 });
-  const dir = join(ctx.reportsDir, runId);
-  mkdirSync(dir, { recursive: true });
-  const markdownPath = join(dir, "report.md");
-  const jsonPath = join(dir, "report.json");
-  writeFileSync(markdownPath, renderMarkdown(report, startedAt));
-  writeFileSync(jsonPath, `${JSON.stringify(report, null, 2)}\n`);
+  const { dir, markdownPath, jsonPath } = writeReportFiles(ctx.reportsDir, runId, report, startedAt);
   // Every session's own line, for whoever wants to look at one of them.
   const sessions = collected.outcomes.map((o, index) =>
     JSON.stringify({
@@ -141,7 +136,7 @@ export function writeReport(ctx: RunContext, runId: string, startedAt: Date, col
     }),
   );
   writeFileSync(join(dir, "sessions.jsonl"), `${sessions.join("\n")}\n`);
-  return { report, markdownPath, jsonPath };
+  return { runId, startedAt, report, markdownPath, jsonPath };
 }
 
 /** A name for the run's report folder: scenario, target, start time. */
@@ -149,68 +144,7 @@ export function runIdOf(options: DrillOptions, startedAt: Date): string {
   return `${options.scenario}-${options.tool}-${startedAt.toISOString().replace(/[-:]/g, "").replace(/\..*/, "")}`;
 }
 
-function localCluster(root: string, services: readonly ServiceSpec[], suite: ContainerSuite, pods: readonly Pod[], suiteDir: string, target: string): DrillCluster {
-  const specOf = (service: string) => services.find((s) => s.name === service)!;
-  const podsOf = (service: string) => pods.filter((p) => p.service === service).sort((a, b) => a.index - b.index);
-  const orchestrator = services.find((s) => s.kind === "orchestrator")!;
-  const byName = new Map(pods.map((p) => [p.name, p]));
-  return {
-    orchestratorApi: podsOf(orchestrator.name).map((p) => `${p.address}:${orchestrator.port}`),
-    orchestratorMetrics: new Map(podsOf(orchestrator.name).map((p) => [p.name, `http://${p.address}:${orchestrator.metricsPort}/metrics`])),
-    billingApi: () => activePods(suite.readState()!, "billing").map((p) => `${p.address}:${specOf("billing").port}`),
-    targets: podsOf(target),
-    toolPods: new Map(services.filter((s) => s.kind === "tool").map((s) => [s.name, podsOf(s.name)])),
-    people: drillPeople({ LOOPGUARD_DATA_DIR: suiteDir }),
-    replicas: Object.fromEntries(services.map((s) => [s.name, podsOf(s.name).length])),
-    adminAddress: (tool, pod) => `${byName.get(pod.name)!.address}:${specOf(tool).port}`,
-    async kill(victims) {
-      await Promise.all(victims.map((p) => suite.kill(byName.get(p.name)!)));
-      return `SIGKILL ${victims.map((p) => p.name).join(", ")} (${victims.length} of ${podsOf(target).length} ${target} pods)`;
-    },
-    async recover(victims) {
-      await Promise.all(victims.map((p) => suite.restart(byName.get(p.name)!)));
-    },
-    blueGreen(kind, to, log) {
-      const options = { tool: target, root, dataDir: suiteDir, log };
-      return kind === "release" ? release({ ...options, to: to! }) : rollback(options);
-    },
-  };
-}
-
-/**
- * What the drill's containers need beyond `pnpm start`'s environment: one requester starts every
- * session at once, so its orchestrators let one caller have that many in flight.
- */
-export function drillEnv(options: Pick<DrillOptions, "sessions">, spec: Pick<ServiceSpec, "kind">): Record<string, string> {
-  return spec.kind === "orchestrator" ? { ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: String(options.sessions) } : {};
-}
-
-export async function runLocalDrill(options: DrillOptions, ctx: RunContext): Promise<DrillResult> {
-  const startedAt = new Date();
-  const clock = performance.now();
-  const cpu = process.cpuUsage();
-  const runId = runIdOf(options, startedAt);
-  await requireNoSuite();
-  const suiteDir = mkdtempSync(join(tmpdir(), "loopguard-drill-"));
-  // PostgreSQL (run as its own user when the runner is root) must reach its folder inside.
-  chmodSync(suiteDir, 0o755);
-  const suite = new ContainerSuite({ root: ctx.root, dataDir: suiteDir, services: ctx.services, log: (line) => ctx.progress(line), envFor: (spec) => drillEnv(options, spec) });
-  const closers: (() => void)[] = [];
-  try {
-    ctx.progress(`starting the containers: ${options.tool} × ${options.replicas}, every other service × 1 (images tagged ${options.tag})`);
-    const state = await suite.up({ replicas: replicasFor(options), tag: options.tag });
-    if (ctx.signal.aborted) throw ctx.signal.reason;
-    const result = await drive(options, ctx, localCluster(ctx.root, ctx.services, suite, state.pods, suiteDir, options.tool), runId, closers);
-    return writeReport(ctx, runId, startedAt, result, clock, cpu);
-  } finally {
-    for (const close of closers) close();
-    ctx.progress("removing the drill's containers");
-    await suite.down().catch((error: unknown) => ctx.progress(`could not remove every container: ${(error as Error).message}`));
-    rmSync(suiteDir, { recursive: true, force: true });
-  }
-}
-
-type Collected = Omit<Parameters<typeof computeReport>[0], "runtimeMs" | "runnerCpuMs">;
+export type Collected = Omit<Parameters<typeof computeReport>[0], "runtimeMs" | "runnerCpuMs">;
 
 /** The load, the fault and the collection, wherever the drill runs. */
 export async function drive(options: DrillOptions, ctx: RunContext, cluster: DrillCluster, runId: string, closers: (() => void)[]): Promise<Collected> {
@@ -227,13 +161,13 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     () => requester.close(),
     () => approverApi.close(),
   );
-  const sampler = new MetricsSampler(() => cluster.orchestratorMetrics);
+  const sampler = new MetricsSampler(cluster.orchestratorMetrics);
 
   const plan = planSessions(options.sessions, options.refundShare, runId.toLowerCase().replace(/[^a-z0-9-]/g, ""));
   const orders = [...new Set(plan.flatMap((p) => (p.orderId ? [p.orderId] : [])))];
   // Billing's live set when the ledger is read: a release may have moved it.
   const readLedger = async (): Promise<LedgerRefund[]> => {
-    const ledger = createRawClient(BillingService, `ipv4:${cluster.billingApi().join(",")}`, { token: auditor, channelOptions: balanced });
+    const ledger = createRawClient(BillingService, cluster.billingApi(), { token: auditor, channelOptions: balanced });
     try {
       const pages = await Promise.all(orders.map(async (orderId) => (await retryTransient.execute(() => ledger.listRefunds({ orderId }, { deadline: 5000 }))).refunds));
       return pages.flat().map((r) => ({ refundId: r.refundId, orderId: r.orderId, amountCents: Number(r.amountCents) }));

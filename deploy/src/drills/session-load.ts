@@ -23,16 +23,19 @@ export const retryTransient = retry(
 export type OrchestratorApi = RawClient<typeof OrchestratorService>;
 
 /**
- * One client over every orchestrator replica, balanced per call, as a Service would spread
- * clients; a replica that dies is skipped once its connection fails.
+ * One client over every orchestrator replica (`ipv4:a,b` locally, the headless Service's
+ * `dns:///name:port` on a cluster), balanced per call; a replica that dies is skipped once its
+ * connection fails.
  */
-export function orchestratorApi(addresses: readonly string[], token: string): OrchestratorApi {
-  return createRawClient(OrchestratorService, `ipv4:${addresses.join(",")}`, {
+export function orchestratorApi(target: string, token: string): OrchestratorApi {
+  return createRawClient(OrchestratorService, target, {
     token,
     channelOptions: {
       "grpc.service_config": JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
       "grpc.initial_reconnect_backoff_ms": 200,
       "grpc.max_reconnect_backoff_ms": 1000,
+      // Behind a headless Service, a replacement pod is found by resolving the name again.
+      "grpc.dns_min_time_between_resolutions_ms": 2000,
     },
   });
 }

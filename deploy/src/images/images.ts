@@ -1,6 +1,6 @@
-// Builds one image per service from deploy/docker/Dockerfile. Services are the workspace's own
-// (services/*/package.json with a "loopguard" field, read by the supervisor's discovery), so a
-// new tool gets an image without anyone editing a list.
+// Builds one image per service from deploy/docker/Dockerfile, and the drill runner's from the same
+// build. Services are the workspace's own (services/*/package.json with a "loopguard" field, read
+// by the supervisor's discovery), so a new tool gets an image without anyone editing a list.
 //
 // Tag scheme: <registry>/loopguard/<service>:<tag>, where <registry>/ is LOOPGUARD_IMAGE_REGISTRY
 // (empty by default) and <tag> is --tag or the git short commit, with "-dirty" when the work tree
@@ -91,19 +91,43 @@ export interface BuildOptions {
   readonly env?: NodeJS.ProcessEnv;
 }
 
-export async function buildImage(spec: ServiceSpec, options: BuildOptions): Promise<BuiltImage> {
+/** What one image is built from: the Dockerfile's stage (the services' when undefined) and its build arguments. */
+export interface ImageRecipe {
+  readonly name: string;
+  readonly target?: string;
+  readonly args: Readonly<Record<string, string>>;
+}
+
+/** A service's image, from its manifest. */
+export function serviceRecipe(spec: ServiceSpec): ImageRecipe {
+  return {
+    name: spec.name,
+    args: {
+      SERVICE: spec.name,
+      PACKAGE: spec.packageName,
+      ENV_PREFIX: spec.envPrefix,
+      PORT: String(spec.port),
+      METRICS_PORT: String(spec.metricsPort),
+      ENTRY: relative(spec.dir, spec.entry),
+      DESCRIPTION: spec.description || `loopguard ${spec.name}`,
+    },
+  };
+}
+
+/** The image the chaos-drills component's Job runs: deploy's drill runner, from the same build as the services. */
+export const DRILL_RUNNER_RECIPE: ImageRecipe = {
+  name: "drill-runner",
+  target: "drill-runner",
+  args: {},
+};
+
+export async function buildImage(recipe: ImageRecipe, options: BuildOptions): Promise<BuiltImage> {
   const { root, tag } = options;
-  const repository = imageRepository(spec.name, options.env);
+  const repository = imageRepository(recipe.name, options.env);
   const references = [`${repository}:${tag}`, `${repository}:latest`];
   const pnpm = /^pnpm@(.+)$/.exec((JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { packageManager?: string }).packageManager ?? "");
   const args: Record<string, string> = {
-    SERVICE: spec.name,
-    PACKAGE: spec.packageName,
-    ENV_PREFIX: spec.envPrefix,
-    PORT: String(spec.port),
-    METRICS_PORT: String(spec.metricsPort),
-    ENTRY: relative(spec.dir, spec.entry),
-    DESCRIPTION: spec.description || `loopguard ${spec.name}`,
+    ...recipe.args,
     SOURCE: options.revision.source,
     VERSION: tag,
     REVISION: options.revision.revision,
@@ -111,7 +135,7 @@ export async function buildImage(spec: ServiceSpec, options: BuildOptions): Prom
     ...(pnpm ? { PNPM_VERSION: pnpm[1]! } : {}),
   };
   mkdirSync(options.logDir, { recursive: true });
-  const logFile = join(options.logDir, `${spec.name}.log`);
+  const logFile = join(options.logDir, `${recipe.name}.log`);
   const started = performance.now();
   await dockerToLog(
     [
@@ -121,6 +145,7 @@ export async function buildImage(spec: ServiceSpec, options: BuildOptions): Prom
       "--force-rm",
       "--file",
       join(root, "deploy", "docker", "Dockerfile"),
+      ...(recipe.target ? ["--target", recipe.target] : []),
       ...Object.entries(args).flatMap(([key, value]) => ["--build-arg", `${key}=${value}`]),
       ...references.flatMap((reference) => ["--tag", reference]),
       root,
@@ -131,5 +156,5 @@ export async function buildImage(spec: ServiceSpec, options: BuildOptions): Prom
   const seconds = (performance.now() - started) / 1000;
   const size = Number((await docker(["image", "inspect", "--format", "{{.Size}}", references[0]!])).trim());
   if (!Number.isFinite(size)) throw new DockerError(`cannot read the size of ${references[0]}`);
-  return { service: spec.name, references, sizeBytes: size, seconds };
+  return { service: recipe.name, references, sizeBytes: size, seconds };
 }

@@ -1,11 +1,11 @@
-// `pnpm images [--tag T] [service…]`: builds and tags the image of every service (or the named
-// ones); prints each image's references, size and build time. See images.ts for the tag scheme.
+// `pnpm images [--tag T] [image…]`: builds and tags the image of every service and the drill
+// runner's (or the named ones); prints each image's references, size and build time. See images.ts for the tag scheme.
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
 import { requireDockerEngine } from "../docker.js";
-import { buildImage, checkTag, ensureBaseImage, imageRepository, sourceRevision } from "./images.js";
+import { buildImage, checkTag, DRILL_RUNNER_RECIPE, ensureBaseImage, imageRepository, serviceRecipe, sourceRevision } from "./images.js";
 
 class UsageError extends Error {}
 
@@ -16,14 +16,14 @@ async function main(): Promise<void> {
     try {
       return parseArgs({ options: { tag: { type: "string" } }, allowPositionals: true });
     } catch (error) {
-      throw new UsageError(`${(error as Error).message.split(". ")[0]}; usage: pnpm images [--tag T] [service…]`);
+      throw new UsageError(`${(error as Error).message.split(". ")[0]}; usage: pnpm images [--tag T] [image…]`);
     }
   })();
 
   const { values, positionals } = parsed;
-  const all = discoverServices(join(root, "services"));
+  const all = [...discoverServices(join(root, "services")).map(serviceRecipe), DRILL_RUNNER_RECIPE];
   const unknown = positionals.filter((name) => !all.some((s) => s.name === name));
-  if (unknown.length > 0) throw new Error(`unknown service ${unknown.join(", ")} (services: ${all.map((s) => s.name).join(", ")})`);
+  if (unknown.length > 0) throw new Error(`unknown image ${unknown.join(", ")} (images: ${all.map((s) => s.name).join(", ")})`);
   const specs = positionals.length > 0 ? all.filter((s) => positionals.includes(s.name)) : all;
   const revision = sourceRevision(root);
   const tag = checkTag(values.tag ?? revision.tag);

@@ -1,0 +1,32 @@
+// The Kubernetes API calls of a drill on a cluster, as data: what the runner's Job makes with its
+// ServiceAccount (cluster-api.ts), and what the person's kubectl makes to launch and follow it
+// (k8s-launch.ts). The chaos-drills component's Roles are generated from these lists, and the
+// tests hold the real requests and the shipped Roles to them.
+
+export interface ApiCall {
+  /** "" for the core API. */
+  readonly group: string;
+  readonly resource: string;
+  readonly verb: string;
+}
+
+/** Every Kubernetes API call the in-cluster runner makes, and nothing else. */
+export const RUNNER_API_CALLS: readonly ApiCall[] = [
+  { group: "", resource: "pods", verb: "list" },
+  { group: "discovery.k8s.io", resource: "endpointslices", verb: "list" },
+  { group: "chaos-mesh.org", resource: "podchaos", verb: "create" },
+  { group: "chaos-mesh.org", resource: "podchaos", verb: "delete" },
+];
+
+/** The kubectl calls of `pnpm drill … --k8s` on the person's own credentials: read the template, create and follow the Job, delete it on Ctrl-C. */
+export const LAUNCHER_API_CALLS: readonly ApiCall[] = [
+  { group: "batch", resource: "cronjobs", verb: "get" },
+  { group: "batch", resource: "jobs", verb: "create" },
+  { group: "batch", resource: "jobs", verb: "get" },
+  { group: "batch", resource: "jobs", verb: "delete" },
+  // `kubectl logs -f job/…` finds the Job's pod by its selector, waits for it to run, then streams its log.
+  { group: "", resource: "pods", verb: "get" },
+  { group: "", resource: "pods", verb: "list" },
+  { group: "", resource: "pods", verb: "watch" },
+  { group: "", resource: "pods/log", verb: "get" },
+];

@@ -1,0 +1,51 @@
+// The drill-runner image's entry: one drill inside the cluster, as the Job `pnpm drill … --k8s`
+// creates runs it (arguments: the scenario's; environment: the Job template's). Progress goes
+// to stderr; the last stdout line is the report, `{"drill_report": …}`, which the launcher reads
+// off the Job's log. Exit 0 when the run completed, 2 for a wrong argument, 1 when it could not run.
+import { contractFiles } from "@loopguard/proto";
+import { servicePolicy, servicesOf } from "@loopguard/tool-sdk";
+import { KubeConfig } from "@kubernetes/client-node";
+import { drillKube } from "./cluster-api.js";
+import { clusterServices, runClusterDrill } from "./k8s.js";
+import { REPORT_KEY } from "./k8s-launch.js";
+import { parseDrillArgs, USAGE, UsageError } from "./options.js";
+import { RUNNER_TMP } from "./runner-objects.js";
+
+async function main(): Promise<number> {
+  const services = clusterServices(process.env.LOOPGUARD_DRILL_SERVICES);
+  const contracts = servicesOf(contractFiles);
+  let options: ReturnType<typeof parseDrillArgs>;
+  try {
+    options = parseDrillArgs(process.argv.slice(2), {
+      tools: services.filter((s) => s.kind === "tool").map((s) => s.name),
+      orchestrator: services.find((s) => s.kind === "orchestrator")!.name,
+      methodsOf: (tool) => contracts.find((c) => servicePolicy(c).toolName === tool)?.methods.map((m) => m.name) ?? [],
+    });
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`drill-runner: ${error.message}\n${USAGE}\n`);
+    return 2;
+  }
+  const namespace = process.env.LOOPGUARD_DRILL_NAMESPACE;
+  if (!namespace) throw new Error("LOOPGUARD_DRILL_NAMESPACE is not set (the Job template sets it from the pod's namespace)");
+  const config = new KubeConfig();
+  config.loadFromCluster();
+  const abort = new AbortController();
+  // The Job deleted (the launcher's Ctrl-C) or past its deadline: the run stops and removes its PodChaos objects.
+  process.on("SIGTERM", () => abort.abort(new Error("the runner was stopped (SIGTERM)")));
+  const result = await runClusterDrill(
+    options,
+    { root: RUNNER_TMP, reportsDir: `${RUNNER_TMP}/drills`, services, progress: (line) => process.stderr.write(`${line}\n`), signal: abort.signal },
+    { kube: drillKube(config, namespace), namespace },
+  );
+  process.stdout.write(`${JSON.stringify({ [REPORT_KEY]: result.report, run_id: result.runId, started_at: result.startedAt.toISOString() })}\n`);
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`drill-runner: ${(error as Error).message.split("\n")[0]}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,211 @@
+// The in-cluster drill runner's Kubernetes client against a small Kubernetes API on loopback (no
+// cluster runs here): it lists the target's ready pods, finds every orchestrator replica through
+// the EndpointSlices of its headless Service, creates and deletes PodChaos objects — and makes no
+// API call beyond RUNNER_API_CALLS, the list the shipped Role is generated from. The replicas are
+// two real metrics pages (prom-client registries on loopback), and the report's figures are their
+// sum, read from each page or through a real Prometheus scraping both (Debian's `prometheus`).
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { KubeConfig } from "@kubernetes/client-node";
+import { Counter, Registry } from "prom-client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ApiCall, RUNNER_API_CALLS } from "../src/drills/api-calls.js";
+import { drillKube } from "../src/drills/cluster-api.js";
+import { podChaosPlan } from "../src/drills/k8s.js";
+import { MetricsSampler, podPages, prometheusPages, toolCallFigures } from "../src/drills/metrics.js";
+import { parseDrillArgs } from "../src/drills/options.js";
+import { toYaml } from "../src/yaml.js";
+import { findExecutable } from "./promtool.js";
+
+const TOKEN = "runner-service-account-token";
+
+function listen(server: Server): Promise<number> {
+  return new Promise((done) => server.listen(0, "127.0.0.1", () => done((server.address() as AddressInfo).port)));
+}
+
+/** One orchestrator replica's page: the counters the report reads. */
+function replica(offered: number, attempts: number): { registry: Registry; calls: Counter; handled: Counter } {
+  const registry = new Registry();
+  const calls = new Counter({ name: "loopguard_tool_client_calls_total", help: "h", labelNames: ["tool", "method", "outcome", "grpc_code"], registers: [registry] });
+  const handled = new Counter({ name: "grpc_client_handled_total", help: "h", labelNames: ["grpc_service", "grpc_method", "grpc_code"], registers: [registry] });
+  calls.inc({ tool: "kb-search", method: "Search", outcome: "ok", grpc_code: "OK" }, offered);
+  handled.inc({ grpc_service: "loopguard.kb.v1.KbSearchService", grpc_method: "Search", grpc_code: "OK" }, attempts);
+  return { registry, calls, handled };
+}
+
+/** What the fake API server was asked, as RBAC sees it: group, resource, verb. */
+function asApiCall(request: IncomingMessage): ApiCall {
+  const url = new URL(request.url!, "http://api");
+  const parts = url.pathname.split("/").filter(Boolean);
+  // /api/v1/namespaces/NS/RES[/NAME] or /apis/GROUP/VERSION/namespaces/NS/RES[/NAME]
+  const [group, rest] = parts[0] === "api" ? ["", parts.slice(2)] : [parts[1]!, parts.slice(3)];
+  const [, , resource, name] = rest;
+  const verb = { GET: name ? "get" : "list", POST: "create", DELETE: "delete", PATCH: "patch", PUT: "update" }[request.method!]!;
+  return { group, resource: resource!, verb };
+}
+
+const pod = (name: string, ready: boolean, terminating = false) => ({
+  metadata: { name, namespace: "loopguard", ...(terminating ? { deletionTimestamp: "2026-12-01T00:00:00Z" } : {}) },
+  status: { conditions: [{ type: "Ready", status: ready ? "True" : "False" }] },
+});
+
+let api: Server;
+let apiPort: number;
+const pages: Server[] = [];
+const pagePorts: number[] = [];
+const replicas = [replica(30, 34), replica(12, 12)];
+const calls: (ApiCall & { auth: string | undefined; selector: string | null; body: unknown })[] = [];
+
+beforeAll(async () => {
+  for (const r of replicas) {
+    const server = createServer(async (_, res) => res.end(await r.registry.metrics()));
+    pages.push(server);
+    pagePorts.push(await listen(server));
+  }
+  api = createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk: Buffer) => (body += chunk));
+    req.on("end", () => {
+      const call = asApiCall(req);
+      calls.push({ ...call, auth: req.headers.authorization, selector: new URL(req.url!, "http://api").searchParams.get("labelSelector"), body: body ? JSON.parse(body) : undefined });
+      const json = (value: object, status = 200) => {
+        res.writeHead(status, { "content-type": "application/json" });
+        res.end(JSON.stringify(value));
+      };
+      if (call.resource === "pods")
+        return json({ apiVersion: "v1", kind: "PodList", metadata: {}, items: [pod("kb-search-a", true), pod("kb-search-b", true), pod("kb-search-c", false), pod("kb-search-d", true, true)] });
+      if (call.resource === "endpointslices") {
+        return json({
+          apiVersion: "discovery.k8s.io/v1",
+          kind: "EndpointSliceList",
+          metadata: {},
+          items: [
+            {
+              metadata: { name: "orchestrator-x1" },
+              addressType: "IPv4",
+              ports: [
+                { name: "grpc", port: 50051, protocol: "TCP" },
+                { name: "http", port: pagePorts[0], protocol: "TCP" },
+              ],
+              endpoints: [{ addresses: ["127.0.0.1"], targetRef: { kind: "Pod", name: "orchestrator-a" }, conditions: { ready: true } }],
+            },
+            {
+              metadata: { name: "orchestrator-x2" },
+              addressType: "IPv4",
+              ports: [{ name: "http", port: pagePorts[1], protocol: "TCP" }],
+              // Terminating: not ready, still answering; its figures count.
+              endpoints: [{ addresses: ["127.0.0.1"], targetRef: { kind: "Pod", name: "orchestrator-b" }, conditions: { ready: false, terminating: true } }],
+            },
+          ],
+        });
+      }
+      if (call.resource === "podchaos" && call.verb === "create") return json(JSON.parse(body), 201);
+      if (call.resource === "podchaos" && call.verb === "delete") return json({ kind: "Status", status: "Success" });
+      json({ kind: "Status", status: "Failure", code: 404 }, 404);
+    });
+  });
+  apiPort = await listen(api);
+});
+
+afterAll(() => {
+  for (const server of [api, ...pages]) server.close();
+});
+
+function config(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "fake", server: `http://127.0.0.1:${apiPort}`, skipTLSVerify: true }],
+    users: [{ name: "runner", token: TOKEN }],
+    contexts: [{ name: "fake", cluster: "fake", user: "runner", namespace: "loopguard" }],
+    currentContext: "fake",
+  });
+  return kc;
+}
+
+describe("the drill runner's Kubernetes client", () => {
+  it("picks the ready pods, finds every orchestrator replica, kills with PodChaos — within RUNNER_API_CALLS, with its token", async () => {
+    const kube = drillKube(config(), "loopguard");
+    expect(await kube.readyPods("kb-search")).toEqual(["kb-search-a", "kb-search-b"]);
+    expect(await kube.metricsUrls("orchestrator", "http")).toEqual(
+      new Map([
+        ["orchestrator-a", `http://127.0.0.1:${pagePorts[0]}/metrics`],
+        ["orchestrator-b", `http://127.0.0.1:${pagePorts[1]}/metrics`],
+      ]),
+    );
+    const options = parseDrillArgs(["kill-tool", "--tool", "kb-search", "--k8s"], { tools: ["kb-search"], orchestrator: "orchestrator", methodsOf: () => [] });
+    const [chaos] = podChaosPlan(options, "kill-tool-kb-search-x", "loopguard");
+    await kube.createPodChaos(chaos!);
+    await kube.deletePodChaos(chaos!.metadata.name);
+
+    expect(calls.map((c) => c.selector).slice(0, 2)).toEqual(["app.kubernetes.io/name=kb-search", "kubernetes.io/service-name=orchestrator"]);
+    expect(calls.find((c) => c.verb === "create")?.body).toMatchObject({ kind: "PodChaos", spec: { action: "pod-kill", mode: "all" } });
+    for (const call of calls) expect(call.auth).toBe(`Bearer ${TOKEN}`);
+    const made = calls.map(({ group, resource, verb }) => ({ group, resource, verb }));
+    // Every call is declared, and every declared call is one the runner makes: the list (and so the Role) is exact.
+    for (const call of made) expect(RUNNER_API_CALLS).toContainEqual(call);
+    for (const declared of RUNNER_API_CALLS) expect(made).toContainEqual(declared);
+  });
+
+  it("sums every replica's page into the report's figures, and keeps a killed replica's last page", async () => {
+    const kube = drillKube(config(), "loopguard");
+    const sampler = new MetricsSampler(podPages(() => kube.metricsUrls("orchestrator", "http")));
+    const first = await sampler.sample();
+    replicas[0]!.calls.inc({ tool: "kb-search", method: "Search", outcome: "ok", grpc_code: "OK" }, 5);
+    replicas[1]!.calls.inc({ tool: "kb-search", method: "Search", outcome: "fallback_cache", grpc_code: "UNAVAILABLE" }, 3);
+    replicas[1]!.handled.inc({ grpc_service: "loopguard.kb.v1.KbSearchService", grpc_method: "Search", grpc_code: "UNAVAILABLE" }, 7);
+    const second = await sampler.sample();
+    expect(toolCallFigures(first, second, "kb-search", "loopguard.kb.v1.KbSearchService")).toEqual({ offered: 8, attempts: 7, fallbacks: 3, failed: 0, failures: {} });
+
+    // Replica b dies: its page stops answering, and what it had said stands.
+    await new Promise((done) => pages[1]!.close(done));
+    pages[1]!.closeAllConnections();
+    replicas[0]!.calls.inc({ tool: "kb-search", method: "Search", outcome: "ok", grpc_code: "OK" }, 2);
+    const third = await sampler.sample();
+    expect(toolCallFigures(first, third, "kb-search", "loopguard.kb.v1.KbSearchService").offered).toBe(10);
+    expect([...third.pages.keys()].sort()).toEqual(["orchestrator-a", "orchestrator-b"]);
+  });
+});
+
+describe.skipIf(!findExecutable("prometheus"))("the drill runner's figures through a real Prometheus", () => {
+  it("sums every replica's series, split by the pod label prometheus-operator adds", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-drill-prometheus-"));
+    const own = [replica(20, 22), replica(5, 9)];
+    const servers = own.map((r) => createServer(async (_, res) => res.end(await r.registry.metrics())));
+    let prometheus: ChildProcess | undefined;
+    try {
+      const ports = await Promise.all(servers.map(listen));
+      const probe = createServer();
+      const promPort = await listen(probe);
+      await new Promise((done) => probe.close(done));
+      // As a ServiceMonitor's scrape labels them: job after the Service, the namespace, each pod.
+      const scrape = ports.map((port, i) => ({ targets: [`127.0.0.1:${port}`], labels: { job: "orchestrator", namespace: "loopguard", pod: `orchestrator-${i}` } }));
+      writeFileSync(join(dir, "prometheus.yml"), toYaml({ global: { scrape_interval: "1s" }, scrape_configs: [{ job_name: "orchestrator", static_configs: scrape }] }));
+      prometheus = spawn(
+        findExecutable("prometheus")!,
+        [`--config.file=${join(dir, "prometheus.yml")}`, `--storage.tsdb.path=${join(dir, "tsdb")}`, `--web.listen-address=127.0.0.1:${promPort}`, "--log.level=warn"],
+        { stdio: "ignore" },
+      );
+      const read = prometheusPages(`http://127.0.0.1:${promPort}`, "loopguard", "orchestrator");
+      const deadline = Date.now() + 20_000;
+      let pages: ReadonlyMap<string, readonly unknown[]> = new Map();
+      while (pages.size < 2 && Date.now() < deadline) {
+        pages = await read().catch(() => new Map());
+        await sleep(250);
+      }
+      expect([...pages.keys()].sort()).toEqual(["orchestrator-0", "orchestrator-1"]);
+      const sampler = new MetricsSampler(read);
+      const snapshot = await sampler.sample();
+      const empty = { at: 0, pages: new Map() };
+      expect(toolCallFigures(empty, snapshot, "kb-search", "loopguard.kb.v1.KbSearchService")).toMatchObject({ offered: 25, attempts: 31 });
+    } finally {
+      prometheus?.kill("SIGKILL");
+      for (const server of servers) server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 40_000);
+});

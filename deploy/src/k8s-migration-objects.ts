@@ -11,7 +11,7 @@
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Job } from "kubernetes-types/batch/v1.js";
 import type { Container, EnvVar, PodSpec, Volume, VolumeMount } from "kubernetes-types/core/v1.js";
-import { DATA_DIR, NAMESPACE, POSTGRES_CA_MOUNT, POSTGRES_CA_VOLUME, POSTGRES_CLIENT_LABEL, RUN_AS, secretFile, seedDemoOff, storeSecret } from "./k8s-objects.js";
+import { DATA_DIR, HARDENED_CONTAINER, NAMESPACE, POSTGRES_CA_MOUNT, POSTGRES_CA_VOLUME, POSTGRES_CLIENT_LABEL, RUN_AS, secretFile, seedDemoOff, storeSecret } from "./k8s-objects.js";
 
 /** How long a new pod waits in its init container for the migrate Job before it fails and is restarted. */
 export const SCHEMA_WAIT_SECONDS = 900;
@@ -69,15 +69,7 @@ export function schemaContainer(spec: ServiceSpec, name: string, args: readonly 
     args: [...args],
     env: [...store.env, { name: "LOOPGUARD_DATA_DIR", value: DATA_DIR }, ...secrets.env],
     resources: { requests: { cpu: "50m", memory: "96Mi" }, limits: { cpu: "1", memory: "256Mi" } },
-    securityContext: {
-      runAsNonRoot: true,
-      runAsUser: RUN_AS,
-      runAsGroup: RUN_AS,
-      readOnlyRootFilesystem: true,
-      allowPrivilegeEscalation: false,
-      capabilities: { drop: ["ALL"] },
-      seccompProfile: { type: "RuntimeDefault" },
-    },
+    securityContext: HARDENED_CONTAINER,
     volumeMounts: [{ name: "data", mountPath: DATA_DIR }, { name: "tmp", mountPath: "/tmp" }, ...secrets.mounts, ...store.mounts],
   };
 }

@@ -8,7 +8,7 @@ import type { IServiceMonitor } from "@kubernetes-models/prometheus-operator/mon
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
-import type { Container, EnvVar, PersistentVolumeClaim, Probe, Service, ServiceAccount, Volume, VolumeMount } from "kubernetes-types/core/v1.js";
+import type { Container, EnvVar, PersistentVolumeClaim, Probe, SecurityContext, Service, ServiceAccount, Volume, VolumeMount } from "kubernetes-types/core/v1.js";
 import type { ObjectMeta } from "kubernetes-types/meta/v1.js";
 import type { NetworkPolicy, NetworkPolicyPeer } from "kubernetes-types/networking/v1.js";
 import type { PodDisruptionBudget } from "kubernetes-types/policy/v1.js";
@@ -19,6 +19,16 @@ export const NAMESPACE = "loopguard";
 /** The uid and gid the images run as. */
 export const RUN_AS = 10001;
 export const DATA_DIR = "/data";
+/** Every container of the suite: the image's user, nothing writable but its volumes, no privileges (Pod Security "restricted"). */
+export const HARDENED_CONTAINER: SecurityContext = {
+  runAsNonRoot: true,
+  runAsUser: RUN_AS,
+  runAsGroup: RUN_AS,
+  readOnlyRootFilesystem: true,
+  allowPrivilegeEscalation: false,
+  capabilities: { drop: ["ALL"] },
+  seccompProfile: { type: "RuntimeDefault" },
+};
 export const JWKS_SECRET = "loopguard-jwks/jwks.json";
 /** Where Prometheus runs (kube-prometheus and kube-prometheus-stack defaults); its pods may scrape the HTTP ports. */
 export const PROMETHEUS_PEER: NetworkPolicyPeer = {
@@ -124,15 +134,7 @@ function container(spec: ServiceSpec, tools: readonly ServiceSpec[], mounts: Vol
     readinessProbe: grpcProbe(spec, 5, 3, 3),
     livenessProbe: grpcProbe(spec, 10, 3, 5),
     lifecycle: { preStop: { sleep: { seconds: PRE_STOP_SECONDS } } },
-    securityContext: {
-      runAsNonRoot: true,
-      runAsUser: RUN_AS,
-      runAsGroup: RUN_AS,
-      readOnlyRootFilesystem: true,
-      allowPrivilegeEscalation: false,
-      capabilities: { drop: ["ALL"] },
-      seccompProfile: { type: "RuntimeDefault" },
-    },
+    securityContext: HARDENED_CONTAINER,
     volumeMounts: mounts,
   };
 }

@@ -4,14 +4,13 @@
 // whatever its figures; 2 for a wrong argument; 1, with one line, when it could not run.
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { contractFiles } from "@loopguard/proto";
-import { discoverServices, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
+import { discoverServices } from "@loopguard/tool-sdk";
 import { setTimeout as sleep } from "node:timers/promises";
 import { NAMESPACE } from "../k8s-objects.js";
 import { toYamlDocuments } from "../yaml.js";
 import { podChaosPlan } from "./k8s.js";
 import { drillJob, jobNameOf, kubectl, launchK8sDrill } from "./k8s-launch.js";
-import { type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
+import { catalogueOf, type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
 import { runLocalDrill } from "./local.js";
 import { DrillError, type DrillResult, runIdOf, writeReportFiles } from "./run.js";
 import { drillRunnerTemplate } from "./runner-objects.js";
@@ -33,14 +32,9 @@ function summary(result: DrillResult): string {
 
 async function main(): Promise<number> {
   const services = discoverServices(join(root, "services"));
-  const contracts = servicesOf(contractFiles);
   let options: DrillOptions;
   try {
-    options = parseDrillArgs(process.argv.slice(2), {
-      tools: services.filter((s) => s.kind === "tool").map((s) => s.name),
-      orchestrator: services.find((s) => s.kind === "orchestrator")!.name,
-      methodsOf: (tool) => contracts.find((c) => servicePolicy(c).toolName === tool)?.methods.map((m) => m.name) ?? [],
-    });
+    options = parseDrillArgs(process.argv.slice(2), catalogueOf(services));
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`drill: ${error.message}\n${USAGE}\n`);

@@ -1,6 +1,8 @@
 // `pnpm drill` arguments, parsed and checked before anything starts: a wrong one is one line
 // naming it (exit 2), never a half-started container set.
 import { parseArgs } from "node:util";
+import { contractFiles } from "@loopguard/proto";
+import { type ServiceSpec, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
 import type { KillMode } from "./pod-chaos.js";
 
 export const SCENARIOS = ["kill-tool", "kill-orchestrator", "latency", "errors", "flap", "release"] as const;
@@ -53,6 +55,16 @@ export interface Catalogue {
   readonly tools: readonly string[];
   readonly orchestrator: string;
   readonly methodsOf: (tool: string) => readonly string[];
+}
+
+/** What the suite's services and contracts offer a drill to aim at. */
+export function catalogueOf(services: readonly Pick<ServiceSpec, "name" | "kind">[]): Catalogue {
+  const contracts = servicesOf(contractFiles);
+  return {
+    tools: services.filter((s) => s.kind === "tool").map((s) => s.name),
+    orchestrator: services.find((s) => s.kind === "orchestrator")!.name,
+    methodsOf: (tool) => contracts.find((c) => servicePolicy(c).toolName === tool)?.methods.map((m) => m.name) ?? [],
+  };
 }
 
 function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {

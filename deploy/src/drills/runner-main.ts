@@ -2,25 +2,18 @@
 // creates runs it (arguments: the scenario's; environment: the Job template's). Progress goes
 // to stderr; the last stdout line is the report, `{"drill_report": …}`, which the launcher reads
 // off the Job's log. Exit 0 when the run completed, 2 for a wrong argument, 1 when it could not run.
-import { contractFiles } from "@loopguard/proto";
-import { servicePolicy, servicesOf } from "@loopguard/tool-sdk";
 import { KubeConfig } from "@kubernetes/client-node";
 import { drillKube } from "./cluster-api.js";
 import { clusterServices, runClusterDrill } from "./k8s.js";
 import { REPORT_KEY } from "./k8s-launch.js";
-import { parseDrillArgs, USAGE, UsageError } from "./options.js";
+import { catalogueOf, parseDrillArgs, USAGE, UsageError } from "./options.js";
 import { RUNNER_TMP } from "./runner-objects.js";
 
 async function main(): Promise<number> {
   const services = clusterServices(process.env.LOOPGUARD_DRILL_SERVICES);
-  const contracts = servicesOf(contractFiles);
   let options: ReturnType<typeof parseDrillArgs>;
   try {
-    options = parseDrillArgs(process.argv.slice(2), {
-      tools: services.filter((s) => s.kind === "tool").map((s) => s.name),
-      orchestrator: services.find((s) => s.kind === "orchestrator")!.name,
-      methodsOf: (tool) => contracts.find((c) => servicePolicy(c).toolName === tool)?.methods.map((m) => m.name) ?? [],
-    });
+    options = parseDrillArgs(process.argv.slice(2), catalogueOf(services));
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`drill-runner: ${error.message}\n${USAGE}\n`);

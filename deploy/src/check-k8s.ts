@@ -9,6 +9,7 @@ import { discoverServices } from "@loopguard/tool-sdk";
 import { renderAll, validateRenderings } from "./k8s-check.js";
 import { connectionBudget, describeBudget } from "./k8s-connection-budget.js";
 import { checkFlows } from "./network-flows-check.js";
+import { checkRbac } from "./rbac-check.js";
 import { checkReapply } from "./release/reapply-check.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -39,10 +40,14 @@ try {
   const flowErrors = [...flows.stopped, ...flows.through];
   for (const error of flowErrors) process.stderr.write(`network flows: ${error}\n`);
   process.stdout.write(`network flows (docs/kubernetes.md) in every rendering: ${flows.checked} checks, ${flowErrors.length} errors\n`);
+  const rbac = checkRbac(renderings);
+  for (const error of rbac.errors) process.stderr.write(`RBAC: ${error}\n`);
+  const withTokens = [...new Set([...rbac.tokens.values()].flat())].sort();
+  process.stdout.write(`RBAC in every rendering: nothing cluster-wide, no wildcard, no Secret, writes only as listed; API tokens only in ${withTokens.join(", ")}; ${rbac.errors.length} errors\n`);
   const reapply = checkReapply(repoRoot, services);
   for (const move of reapply.moves) process.stderr.write(`re-apply after a release: ${move}\n`);
   process.stdout.write(`re-apply after a release of ${reapply.checked.join(", ")}: ${reapply.moves.length} fields moved; ${((performance.now() - validated) / 1000).toFixed(2)} s\n`);
-  process.exit(errors.length + flowErrors.length + reapply.moves.length === 0 ? 0 : 1);
+  process.exit(errors.length + flowErrors.length + rbac.errors.length + reapply.moves.length === 0 ? 0 : 1);
 } catch (error) {
   process.stderr.write(`check-k8s: ${(error as Error).message}\n`);
   process.exit(2);

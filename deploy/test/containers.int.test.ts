@@ -87,6 +87,10 @@ describe("pnpm containers", () => {
     expect(session.state).toBe("DONE");
     expect(session.stop_reason).toBe("done");
     expect(session.answer).toMatch(/refund/i);
+    // Its steps went to the orchestrator pod's rotated trace files (steps.<UTC day>.<n>.jsonl).
+    const [orchestrator] = podsOf("orchestrator");
+    const files = await docker(["exec", orchestrator!.container, "node", "-e", "console.log(require('fs').readdirSync('/data/traces').join('\\n'))"]);
+    expect(files.split("\n")).toContainEqual(expect.stringMatching(/^steps\.\d{4}-\d{2}-\d{2}\.\d+\.jsonl$/));
   }, 60_000);
 
   it("refuses replicas that would split a service's state, and bad arguments, with one line", async () => {

@@ -117,3 +117,12 @@ describe("identities", () => {
     expect(() => loadOrchestratorConfig({ ...base, LOOPGUARD_JWKS: JSON.stringify(without) })).toThrow(/is not in the JWKS/);
   });
 });
+
+describe("step retention and the dashboard's series", () => {
+  it("keeps ended sessions' step rows 30 days and samples every 10 s unless told otherwise, and names a bad value", () => {
+    expect(loadOrchestratorConfig(base).ops).toEqual({ stepRetentionDays: 30, stepRetentionIntervalMs: 3600_000, seriesIntervalMs: 10_000 });
+    const tuned = { ORCHESTRATOR_STEP_RETENTION_DAYS: "7", ORCHESTRATOR_STEP_RETENTION_INTERVAL_S: "60", ORCHESTRATOR_SERIES_INTERVAL_MS: "500" };
+    expect(loadOrchestratorConfig({ ...base, ...tuned }).ops).toEqual({ stepRetentionDays: 7, stepRetentionIntervalMs: 60_000, seriesIntervalMs: 500 });
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_STEP_RETENTION_DAYS: "0" })).toThrow(/ORCHESTRATOR_STEP_RETENTION_DAYS must be an integer in 1\.\.3660, got "0"/);
+  });
+});

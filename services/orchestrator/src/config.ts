@@ -53,6 +53,8 @@ export interface OrchestratorConfig extends ToolConfig {
   /** How big a trace file grows, how much they take together, how long they are kept (ORCHESTRATOR_TRACE_*). */
   readonly traceRetention: TraceRetention;
   readonly context: ContextLimits;
+  /** Step-row retention (step-retention.ts) and the dashboard's sampled series (time-series.ts). */
+  readonly ops: OpsSettings;
   /** People may also sign in with this OpenID Connect provider (ORCHESTRATOR_OIDC_*); off when unset. */
   readonly oidc?: OidcSettings;
 }
@@ -153,6 +155,20 @@ function traceRetention(env: Env): TraceRetention {
   return Object.freeze({ fileBytes, totalBytes, maxAgeMs: maxAgeHours * 3600_000 });
 }
 
+export interface OpsSettings {
+  readonly stepRetentionDays: number;
+  readonly stepRetentionIntervalMs: number;
+  readonly seriesIntervalMs: number;
+}
+
+function opsSettings(env: Env): OpsSettings {
+  return Object.freeze({
+    stepRetentionDays: int(env, "ORCHESTRATOR_STEP_RETENTION_DAYS", 30, 1, 3660),
+    stepRetentionIntervalMs: int(env, "ORCHESTRATOR_STEP_RETENTION_INTERVAL_S", 3600, 1, 86_400) * 1000,
+    seriesIntervalMs: int(env, "ORCHESTRATOR_SERIES_INTERVAL_MS", 10_000, 100, 600_000),
+  });
+}
+
 export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConfig {
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
   // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
@@ -218,6 +234,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
       windowTokens: int(env, "MODEL_CONTEXT_WINDOW_TOKENS", DEFAULT_CONTEXT_LIMITS.windowTokens, 1000, 10_000_000),
       keepRecent: DEFAULT_CONTEXT_LIMITS.keepRecent,
     },
+    ops: opsSettings(env),
     ...(oidc ? { oidc } : {}),
   });
 }

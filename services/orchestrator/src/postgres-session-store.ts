@@ -14,7 +14,7 @@ import { SessionNotifications } from "./postgres-notifications.js";
 import { changeMoney, otherEffectsRow, ownRowOf, reservationRowsOf, type RunStatement } from "./postgres-reservations.js";
 import { COLUMNS, CREATOR_QUOTA, DB_NOW_MS, HISTORY, OWN_PAGES, SESSION, type Statement, statement, VISIBLE_COUNTS } from "./postgres-session-sql.js";
 import { TRANSITION_PAIRS, type SessionState } from "./session-state.js";
-import { LIVE_SQL } from "./session-sql.js";
+import { LIVE_SQL, TERMINAL_SQL } from "./session-sql.js";
 import {
   SESSIONS_MIGRATION_STORE,
   type AuditRow,
@@ -126,6 +126,15 @@ const Q = {
     WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= :now
     ORDER BY created_at, id LIMIT :limit`,
   ),
+  // SKIP LOCKED: replicas pruning at once each take other rows instead of waiting on one another.
+  pruneSteps: statement(
+    "lg_prune_steps",
+    `DELETE FROM session_steps WHERE (session_id, step) IN (
+      SELECT st.session_id, st.step FROM session_steps st JOIN sessions s ON s.id = st.session_id
+      WHERE st.at < :before AND s.state IN (${TERMINAL_SQL}) ORDER BY st.at LIMIT :limit
+      FOR UPDATE OF st SKIP LOCKED)`,
+  ),
+  oldestStep: statement("lg_oldest_step", `SELECT min(at) AS at FROM session_steps`),
   all: statement("lg_list_all", `${SESSION} ORDER BY created_at, id LIMIT :limit`),
   allAfter: statement("lg_list_all_after", `${SESSION} WHERE (created_at, id) > (:afterAt, :afterId) ORDER BY created_at, id LIMIT :limit`),
   state: statement("lg_list_state", `${SESSION} WHERE state = :state ORDER BY created_at, id LIMIT :limit`),
@@ -315,6 +324,14 @@ export class PostgresSessionStore extends SqlSessionStore {
 
   protected expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]> {
     return this.rows(Q.expiredApprovals, p);
+  }
+
+  protected pruneStepRows(p: { before: number; limit: number }): Promise<number> {
+    return this.changes(Q.pruneSteps, p);
+  }
+
+  protected async oldestStepRow(): Promise<string | null> {
+    return (await this.rows<{ at: string | null }>(Q.oldestStep, {}))[0]?.at ?? null;
   }
 
   async close(): Promise<void> {

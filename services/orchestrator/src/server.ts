@@ -14,6 +14,7 @@ import { ScriptedPolicy } from "./policies/scripted-policy.js";
 import type { Policy } from "./policy.js";
 import { SessionMetrics } from "./session-metrics.js";
 import { SideEffectRules } from "./side-effects.js";
+import { StepRetention } from "./step-retention.js";
 import { DEFAULT_TOOL_SERVICES, ToolRegistry } from "./tool-registry.js";
 import { ToolTokens } from "./tool-tokens.js";
 import { TraceSink } from "./trace-sink.js";
@@ -84,6 +85,16 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     approvalSweepMs: config.approvalSweepMs,
     wakePerSecond: config.wakePerSecond,
   });
+  const retention = new StepRetention({
+    store,
+    days: config.ops.stepRetentionDays,
+    intervalMs: config.ops.stepRetentionIntervalMs,
+    batch: 500,
+    registry: metrics.registry,
+    log,
+    now: Date.now,
+  });
+  retention.start();
   return {
     orchestrator,
     metrics,
@@ -92,6 +103,7 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
       service: OrchestratorService,
       handlers: createOrchestratorHandlers({ orchestrator, registry: metrics.registry, clients, logTail }),
       close: async () => {
+        await retention.stop();
         await orchestrator.stop();
         for (const client of clients.values()) client.close();
         await store.close();

@@ -260,6 +260,14 @@ export interface SessionStore {
    */
   expiredApprovals(now: number, limit: number): Promise<SessionRecord[]>;
   /**
+   * Deletes up to `limit` step rows written before `before` (epoch ms) of sessions that have ended
+   * (a live session's rows are never touched); returns how many went. Safe to run on several
+   * replicas at once: PostgreSQL skips rows another replica is deleting, SQLite has one writer.
+   */
+  pruneSteps(before: number, limit: number): Promise<number>;
+  /** When the oldest step row kept was written (epoch ms), or null when there is none. */
+  oldestStepAt(): Promise<number | null>;
+  /**
    * Calls `listener` after every committed change of a session: creation, transition (once per
    * transition, with its final version), lease release. Returns the unsubscribe function. SQLite
    * tells the listeners of the store instance that committed; PostgreSQL tells every store

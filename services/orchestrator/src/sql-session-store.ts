@@ -97,6 +97,8 @@ export abstract class SqlSessionStore implements SessionStore {
   protected abstract renew(p: { ids: string; owner: string; ttlMs: number; now: number; expiresAt: number }): Promise<string[]>;
   protected abstract release(p: { id: string; owner: string }): Promise<boolean>;
   protected abstract expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]>;
+  protected abstract pruneStepRows(p: { before: number; limit: number }): Promise<number>;
+  protected abstract oldestStepRow(): Promise<number | string | null>;
   abstract close(): Promise<void>;
 
   protected toRecord(r: SessionRow): SessionRecord {
@@ -241,6 +243,15 @@ export abstract class SqlSessionStore implements SessionStore {
   async steps(sessionId: string, afterStep = 0): Promise<StepRecord[]> {
     const rows = await this.guard("steps", () => this.stepRows(sessionId, afterStep));
     return rows.map((r) => ({ step: r.step, at: Number(r.at), payload: this.json(r.payload) as JsonObject }));
+  }
+
+  pruneSteps(before: number, limit: number): Promise<number> {
+    return this.guard("pruneSteps", () => this.pruneStepRows({ before, limit }));
+  }
+
+  async oldestStepAt(): Promise<number | null> {
+    const at = await this.guard("oldestStepAt", () => this.oldestStepRow());
+    return at === null ? null : Number(at);
   }
 
   async auditTrail(sessionId: string, afterVersion = 0): Promise<AuditRecord[]> {

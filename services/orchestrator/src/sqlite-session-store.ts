@@ -6,6 +6,7 @@ import Database from "better-sqlite3";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { OPEN_SQL, SQLITE_SESSION_MIGRATIONS } from "./migrations/sqlite/index.js";
 import { isTerminal, TRANSITION_PAIRS, type SessionState } from "./session-state.js";
+import { TERMINAL_SQL } from "./session-sql.js";
 import {
   SESSIONS_MIGRATION_STORE,
   type ErrorKind,
@@ -78,6 +79,13 @@ function prepare(db: Database.Database) {
     clearHistory: db.prepare<[MoveParams]>(`DELETE FROM session_history WHERE session_id = @id`),
     appendStep: db.prepare<[MoveParams]>(`INSERT INTO session_steps (session_id, step, at, payload) VALUES (@id, @step, @stepAt, @stepPayload)`),
     auditTrail: db.prepare<[{ id: string; after: number }], AuditRow>(`SELECT * FROM session_audit WHERE session_id = @id AND version > @after ORDER BY version`),
+    // Oldest first by the step's own time (index session_steps_by_at), joined to the session's state.
+    pruneSteps: db.prepare<[{ before: number; limit: number }]>(
+      `DELETE FROM session_steps WHERE rowid IN (
+        SELECT st.rowid FROM session_steps st JOIN sessions s ON s.id = st.session_id
+        WHERE st.at < @before AND s.state IN (${TERMINAL_SQL}) ORDER BY st.at LIMIT @limit)`,
+    ),
+    oldestStep: db.prepare<[], { at: number | null }>(`SELECT min(at) AS at FROM session_steps`),
     steps: db.prepare<[{ id: string; after: number }], StepRow>(`SELECT step, at, payload FROM session_steps WHERE session_id = @id AND step > @after ORDER BY step`),
     countByState: { all: counts(COUNT_SQL.all), own: counts(COUNT_SQL.own), ownOrWaiting: counts(COUNT_SQL.ownOrWaiting) },
     // The quota's count, along sessions_by_creator_open: only the creator's live sessions are read.
@@ -288,6 +296,14 @@ export class SqliteSessionStore extends SqlSessionStore {
 
   protected async expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]> {
     return this.stmt.expiredApprovals.all(p);
+  }
+
+  protected pruneStepRows(p: { before: number; limit: number }): Promise<number> {
+    return this.write(() => this.stmt.pruneSteps.run(p).changes);
+  }
+
+  protected async oldestStepRow(): Promise<number | null> {
+    return this.stmt.oldestStep.get()?.at ?? null;
   }
 
   async close(): Promise<void> {

@@ -120,9 +120,17 @@ describe("identities", () => {
 
 describe("step retention and the dashboard's series", () => {
   it("keeps ended sessions' step rows 30 days and samples every 10 s unless told otherwise, and names a bad value", () => {
-    expect(loadOrchestratorConfig(base).ops).toEqual({ stepRetentionDays: 30, stepRetentionIntervalMs: 3600_000, seriesIntervalMs: 10_000 });
+    expect(loadOrchestratorConfig(base).ops).toEqual({ stepRetentionDays: 30, stepRetentionIntervalMs: 3600_000, seriesIntervalMs: 10_000, traceSampleRatio: 1 });
     const tuned = { ORCHESTRATOR_STEP_RETENTION_DAYS: "7", ORCHESTRATOR_STEP_RETENTION_INTERVAL_S: "60", ORCHESTRATOR_SERIES_INTERVAL_MS: "500" };
-    expect(loadOrchestratorConfig({ ...base, ...tuned }).ops).toEqual({ stepRetentionDays: 7, stepRetentionIntervalMs: 60_000, seriesIntervalMs: 500 });
+    expect(loadOrchestratorConfig({ ...base, ...tuned }).ops).toEqual({ stepRetentionDays: 7, stepRetentionIntervalMs: 60_000, seriesIntervalMs: 500, traceSampleRatio: 1 });
     expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_STEP_RETENTION_DAYS: "0" })).toThrow(/ORCHESTRATOR_STEP_RETENTION_DAYS must be an integer in 1\.\.3660, got "0"/);
+  });
+
+  it("keeps the share of session traces OTEL_TRACES_SAMPLER_ARG says for a ratio sampler, and names a ratio outside 0..1", () => {
+    expect(loadOrchestratorConfig({ ...base, OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.1" }).ops.traceSampleRatio).toBe(0.1);
+    expect(loadOrchestratorConfig({ ...base, OTEL_TRACES_SAMPLER: "parentbased_always_off" }).ops.traceSampleRatio).toBe(0);
+    expect(() => loadOrchestratorConfig({ ...base, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "10%" })).toThrow(
+      /OTEL_TRACES_SAMPLER_ARG must be a ratio in 0\.\.1 for traceidratio, got "10%"/,
+    );
   });
 });

@@ -1,5 +1,6 @@
 // The orchestrator's typed configuration, read once from the environment; a bad value stops
 // the process before it binds anything (exit 2).
+import { sessionSampleRatio } from "./session/sampling.js";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { parseStoreUrl, readMigrateOnStart, redactStoreUrl, storePoolSize } from "@loopguard/sql-store";
@@ -159,6 +160,8 @@ export interface OpsSettings {
   readonly stepRetentionDays: number;
   readonly stepRetentionIntervalMs: number;
   readonly seriesIntervalMs: number;
+  /** The ratio of ordinary sessions whose traces are kept (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG; see session/sampling.ts). */
+  readonly traceSampleRatio: number;
 }
 
 function opsSettings(env: Env): OpsSettings {
@@ -166,6 +169,7 @@ function opsSettings(env: Env): OpsSettings {
     stepRetentionDays: int(env, "ORCHESTRATOR_STEP_RETENTION_DAYS", 30, 1, 3660),
     stepRetentionIntervalMs: int(env, "ORCHESTRATOR_STEP_RETENTION_INTERVAL_S", 3600, 1, 86_400) * 1000,
     seriesIntervalMs: int(env, "ORCHESTRATOR_SERIES_INTERVAL_MS", 10_000, 100, 600_000),
+    traceSampleRatio: sessionSampleRatio(env),
   });
 }
 

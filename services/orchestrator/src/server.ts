@@ -13,6 +13,7 @@ import { createOpenAiPolicy } from "./policies/openai-policy.js";
 import { ScriptedPolicy } from "./policies/scripted-policy.js";
 import type { Policy } from "./policy.js";
 import { SessionMetrics } from "./session-metrics.js";
+import { SessionSampling } from "./session/sampling.js";
 import { SideEffectRules } from "./side-effects.js";
 import { StepRetention } from "./step-retention.js";
 import { DEFAULT_TOOL_SERVICES, ToolRegistry } from "./tool-registry.js";
@@ -84,6 +85,7 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     claimIntervalMs: Math.min(1000, Math.floor(config.leaseTtlMs / 2)),
     approvalSweepMs: config.approvalSweepMs,
     wakePerSecond: config.wakePerSecond,
+    sampling: new SessionSampling(config.ops.traceSampleRatio, registry),
   });
   const retention = new StepRetention({
     store,

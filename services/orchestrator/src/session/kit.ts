@@ -11,6 +11,7 @@ import type { ToolRegistry } from "../tool-registry.js";
 import type { ToolTokens } from "../tool-tokens.js";
 import type { TraceSink } from "../trace-sink.js";
 import type { SessionMoves } from "./moves.js";
+import type { SessionSampling } from "./sampling.js";
 import type { SessionSpans } from "./spans.js";
 
 export interface RunnerDeps {
@@ -33,6 +34,8 @@ export interface RunnerDeps {
   /** Raised when a session's history reaches 80% of the model's window. */
   readonly onContextAlarm?: (session: SessionRecord, tokens: number) => void;
   readonly onStep?: (session: SessionRecord, tool: string, envelope: ResultEnvelope) => void;
+  /** Head sampling of session traces (sampling.ts); without it every session's trace is kept. */
+  readonly sampling?: SessionSampling;
 }
 
 export interface Kit {

@@ -62,13 +62,16 @@ export class SessionRunner {
    * Returns the last record seen.
    */
   async run(id: string, signal: AbortSignal, current?: SessionRecord): Promise<SessionRecord | null> {
-    const span = this.#kit.spans.open(id);
+    const first = current ?? (await this.#kit.deps.store.get(id));
+    const span = this.#kit.spans.open(id, first);
+    let last: SessionRecord | null = null;
     try {
-      const last = await this.#run(id, current ?? (await this.#kit.deps.store.get(id)), signal);
-      if (last) span.setAttributes({ "loopguard.state": last.state, "loopguard.stop_reason": last.stopReason ?? "" });
+      last = await this.#run(id, first, signal);
+      if (last) span.span.setAttributes({ "loopguard.state": last.state, "loopguard.stop_reason": last.stopReason ?? "" });
       return last;
     } finally {
-      this.#kit.spans.close(id, span);
+      // Tracing never fails a run: a failed session whose steps cannot be read back keeps no trace.
+      await this.#kit.spans.close(id, span, last).catch(() => undefined);
     }
   }
 

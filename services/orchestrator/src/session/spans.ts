@@ -2,13 +2,14 @@
 // session id), each run an "invoke_agent" span, each policy call and tool call a child span, and
 // each step's JSONL record carrying the traceparent of the span it happened in.
 import { randomUUID } from "node:crypto";
-import { type Context, context as otelContext, ROOT_CONTEXT, type Span, trace, TraceFlags } from "@opentelemetry/api";
+import { type Context, isSpanContextValid, type Link, context as otelContext, ROOT_CONTEXT, type Span, trace, TraceFlags } from "@opentelemetry/api";
 import { redactText } from "@loopguard/tool-sdk";
 import { deadlineOf } from "../budget.js";
-import type { JsonObject, SessionRecord, StepRecord } from "../session-store.js";
+import type { JsonObject, SessionRecord, SessionStore, StepRecord } from "../session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
 import type { TraceSink } from "../trace-sink.js";
 import { cutText, MAX_SPAN_ATTRIBUTE_CHARS } from "./model-bounds.js";
+import type { KeptBy, SessionSampling } from "./sampling.js";
 import { sessionTraceId, traceIdOf } from "./trace-id.js";
 
 const TRACER = "@loopguard/orchestrator";
@@ -43,12 +44,24 @@ export interface StepInput {
   readonly attempt?: number;
 }
 
+/** One run's span and why its session's trace is kept (null: dropped by head sampling). */
+export interface SessionRun {
+  readonly span: Span;
+  readonly keptBy: KeptBy | null;
+}
+
 export interface SpanDeps {
+  readonly store: Pick<SessionStore, "steps">;
   readonly traces: TraceSink;
   readonly registry: ToolRegistry;
   readonly runId: string;
   readonly now: () => number;
+  /** Head sampling of session traces; without it every session's trace is kept. */
+  readonly sampling?: SessionSampling;
 }
+
+/** Steps a failed session's re-recorded trace holds at most (its budget bounds them anyway). */
+const MAX_RERECORDED_STEPS = 500;
 
 export class SessionSpans {
   /** The span of each session this runner is driving, parent of its step spans. */
@@ -56,17 +69,61 @@ export class SessionSpans {
 
   constructor(private readonly deps: SpanDeps) {}
 
-  /** Opens the session's "invoke_agent" span for one run; `close` ends it. */
-  open(id: string): Span {
-    const root = trace.setSpanContext(ROOT_CONTEXT, { traceId: traceIdOf(id), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED, isRemote: true });
-    const span = trace.getTracer(TRACER).startSpan("invoke_agent", { attributes: { "gen_ai.operation.name": "invoke_agent", "loopguard.session_id": id } }, root);
+  /**
+   * Opens the session's "invoke_agent" span for one run, sampled as SessionSampling decides (a
+   * caller's span, when the run starts in one, is linked, not followed); `close` ends it.
+   */
+  open(id: string, s: SessionRecord | null): SessionRun {
+    const traceId = traceIdOf(id);
+    const keptBy = this.deps.sampling ? this.deps.sampling.keep(s, traceId) : "ratio";
+    const traceFlags = keptBy ? TraceFlags.SAMPLED : TraceFlags.NONE;
+    const root = trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: newSpanId(), traceFlags, isRemote: true });
+    const caller = trace.getActiveSpan()?.spanContext();
+    const links: Link[] = caller && isSpanContextValid(caller) && caller.traceId !== traceId ? [{ context: caller }] : [];
+    const attributes = { "gen_ai.operation.name": "invoke_agent", "loopguard.session_id": id, ...(keptBy ? { "loopguard.kept_by": keptBy } : {}) };
+    const span = trace.getTracer(TRACER).startSpan("invoke_agent", { attributes, links }, root);
     this.#contexts.set(id, trace.setSpan(root, span));
-    return span;
+    return { span, keptBy };
   }
 
-  close(id: string, span: Span): void {
+  /** Ends the run's span; a dropped session's run that ended it in failure is recorded again (see rerecord). */
+  async close(id: string, run: SessionRun, last: SessionRecord | null): Promise<void> {
     this.#contexts.delete(id);
-    span.end();
+    run.span.end();
+    if (!run.keptBy && last?.state === "FAILED") await this.#rerecord(last);
+  }
+
+  /**
+   * The tail half of sampling: a failed session whose trace head sampling dropped gets one after
+   * all, from its stored step records — an "invoke_agent" span over its life and a span per step
+   * at the step's time. Its tools' own spans stay dropped (they followed the unsampled parent).
+   */
+  async #rerecord(s: SessionRecord): Promise<void> {
+    const steps = (await this.deps.store.steps(s.id)).slice(-MAX_RERECORDED_STEPS);
+    const root = trace.setSpanContext(ROOT_CONTEXT, { traceId: traceIdOf(s.id), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED, isRemote: true });
+    const tracer = trace.getTracer(TRACER);
+    const attributes = {
+      "gen_ai.operation.name": "invoke_agent",
+      "loopguard.session_id": s.id,
+      "loopguard.kept_by": "error" satisfies KeptBy,
+      "loopguard.state": s.state,
+      "loopguard.stop_reason": s.stopReason ?? "",
+    };
+    const agent = tracer.startSpan("invoke_agent", { attributes, startTime: s.createdAt }, root);
+    const parent = trace.setSpan(root, agent);
+    for (const { step, at, payload } of steps) {
+      const decision = payload.decision as JsonObject | null;
+      const name = typeof decision?.name === "string" ? decision.name : undefined;
+      const durationMs = typeof payload.duration_ms === "number" ? payload.duration_ms : 0;
+      const stepAttributes = spanAttributes({
+        "loopguard.step": step,
+        "loopguard.state_before": String(payload.state_before ?? ""),
+        "loopguard.state_after": String(payload.state_after ?? ""),
+        ...(name ? { "gen_ai.tool.name": name } : {}),
+      });
+      tracer.startSpan(`step ${step}`, { attributes: stepAttributes, startTime: at - durationMs }, parent).end(at);
+    }
+    agent.end(Math.max(s.updatedAt, s.createdAt));
   }
 
   /** Runs `fn` in a child span of the session's, carrying its budget left. */
@@ -92,7 +149,12 @@ export class SessionSpans {
   /** The step's trace record (redacted), to be stored with the transition that completes it. */
   step(s: SessionRecord, input: StepInput): StepRecord {
     const traceId = sessionTraceId(s);
-    const spanId = trace.getActiveSpan()?.spanContext().spanId ?? trace.getSpan(this.#contexts.get(s.id) ?? ROOT_CONTEXT)?.spanContext().spanId ?? newSpanId();
+    // The active span may be a caller's (a run started inside StartSession): only one of this trace is the step's.
+    const active = trace.getActiveSpan()?.spanContext();
+    const own = active?.traceId === traceId ? active : trace.getSpan(this.#contexts.get(s.id) ?? ROOT_CONTEXT)?.spanContext();
+    const spanId = own?.spanId ?? newSpanId();
+    // The record's traceparent says whether the span it names was kept.
+    const flags = own && (own.traceFlags & TraceFlags.SAMPLED) === 0 ? "00" : "01";
     const name = input.decision.name;
     return this.deps.traces.step({
       run_id: this.deps.runId,
@@ -108,7 +170,7 @@ export class SessionSpans {
       tool_version: typeof name === "string" ? (this.deps.registry.get(name)?.service.file.name ?? null) : null,
       attempt: input.attempt ?? 1,
       trace_id: traceId,
-      traceparent: `00-${traceId}-${spanId}-01`,
+      traceparent: `00-${traceId}-${spanId}-${flags}`,
       duration_ms: Math.round(input.durationMs * 1000) / 1000,
       at: new Date(this.deps.now()).toISOString(),
     });

@@ -1,7 +1,10 @@
 // loopguard's operations dashboard: polls the orchestrator's JSON API once a second and renders
-// sessions by state, one session's timeline, the tools' SLA figures and the approval queue.
+// sessions by state, one session's timeline, the tools' SLA figures, the approval queue and the
+// trends this orchestrator sampled over the last hour (plots.js).
 // Plain ES module, no build step. Every piece of data goes into the page as text (textContent,
 // attributes), never as markup.
+
+import { renderPlot } from "./plots.js";
 
 const POLL_MS = 1000;
 const PAGE_SIZE = 50;
@@ -245,6 +248,35 @@ const outcomeSummary = (outcomes) =>
   Object.entries(outcomes)
     .map(([k, v]) => `${k}: ${v}`)
     .join(", ") || "no calls yet";
+
+// ---- trends ----
+
+const percent = (v) => (v === null || v === undefined ? "—" : `${Math.round(v * 1000) / 10}%`);
+const millis = (v) => (v === null || v === undefined ? "—" : `${Math.round(v)} ms`);
+/** A SampleValue column (unset where nothing was measured) as numbers and nulls. */
+const column = (samples) => samples.map((s) => (typeof s.value === "number" ? s.value : null));
+
+function renderSeries({ at = [], sessions = [], tools = [], patrolSuccessRatio = [], intervalMs = 0 }) {
+  const times = at.map((t) => Date.parse(t));
+  $("trends-window").textContent = intervalMs ? `last hour · every ${intervalMs / 1000} s` : "last hour";
+  renderPlot($("plot-sessions"), {
+    title: "Sessions by state",
+    times,
+    series: sessions.filter((s) => s.counts.some((n) => n > 0)).map((s) => ({ name: s.state, values: s.counts })),
+    format: (v) => (v === undefined ? "—" : String(Math.round(v))),
+    empty: sessions.length === 0 ? "needs sessions:admin" : "no sessions yet",
+  });
+  renderPlot($("plot-tool-p95"), { title: "Tool p95 latency", times, series: tools.map((t) => ({ name: t.tool, values: column(t.p95Ms) })), format: millis, empty: "no tool calls yet" });
+  renderPlot($("plot-tool-errors"), {
+    title: "Tool error ratio",
+    times,
+    series: tools.map((t) => ({ name: t.tool, values: column(t.errorRatio) })),
+    format: percent,
+    yMax: 1,
+    empty: "no tool calls yet",
+  });
+  renderPlot($("plot-patrol"), { title: "Patrol success rate", times, series: [{ name: "golden set", values: column(patrolSuccessRatio) }], format: percent, yMax: 1, empty: "no patrol run yet" });
+}
 
 // ---- approvals ----
 
@@ -568,6 +600,7 @@ async function refresh() {
     rpc("GetOverview").then(renderCounts),
     rpc("ListSessions", list).then(renderSessions),
     rpc("ListToolStats").then(renderTools),
+    rpc("GetTimeSeries").then(renderSeries),
     rpc("ListApprovals").then(renderApprovals),
     refreshDetail(),
   ]);

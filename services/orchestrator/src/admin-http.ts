@@ -17,7 +17,7 @@ import { isSessionState } from "./session-state.js";
 
 export interface AdminHttpOptions {
   readonly log?: Logger;
-  /** Folder with index.html, app.js and style.css. */
+  /** Folder with index.html, app.js, plots.js and style.css. */
   readonly dashboardDir?: URL;
 }
 
@@ -30,6 +30,7 @@ const STATIC_FILES: Readonly<Record<string, { file: string; type: string }>> = {
   "/": { file: "index.html", type: "text/html; charset=utf-8" },
   "/index.html": { file: "index.html", type: "text/html; charset=utf-8" },
   "/app.js": { file: "app.js", type: "text/javascript; charset=utf-8" },
+  "/plots.js": { file: "plots.js", type: "text/javascript; charset=utf-8" },
   "/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
 };
 

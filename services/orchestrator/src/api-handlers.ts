@@ -220,6 +220,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
     },
     getOverview: (_req, ctx) => overview(sources, viewerOf(ctx.caller)).catch(mapError),
     listToolStats: () => toolPanel(sources).catch(mapError),
+    getTimeSeries: async (_req, ctx) => sources.series?.response(viewerOf(ctx.caller).admin) ?? {},
     listApprovals: (_req, ctx) => approvalQueue(sources, viewerOf(ctx.caller)).catch(mapError),
     getSessionDetail: (req, ctx) => sessionDetail(sources, req.sessionId, viewerOf(ctx.caller)).catch(mapError),
   };

@@ -16,6 +16,7 @@ import type { Orchestrator } from "./orchestrator.js";
 import { readerOf, type Viewer } from "./session-access.js";
 import { sessionTraceId } from "./session/trace-id.js";
 import type { JsonObject, SessionRecord } from "./session-store.js";
+import type { TimeSeries } from "./time-series.js";
 import { toolStats } from "./tool-stats.js";
 
 export interface DashboardSources {
@@ -25,6 +26,8 @@ export interface DashboardSources {
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
   /** This process's recent log lines by session; absent, the detail has none. */
   readonly logTail?: LogTail | undefined;
+  /** The sampled series the plots show (time-series.ts); absent, they are empty. */
+  readonly series?: TimeSeries | undefined;
 }
 
 /** The approval queue shows this many sessions at most; `more` says when others wait. */

@@ -16,6 +16,7 @@ import { SessionMetrics } from "./session-metrics.js";
 import { SessionSampling } from "./session/sampling.js";
 import { SideEffectRules } from "./side-effects.js";
 import { StepRetention } from "./step-retention.js";
+import { TimeSeries } from "./time-series.js";
 import { DEFAULT_TOOL_SERVICES, ToolRegistry } from "./tool-registry.js";
 import { ToolTokens } from "./tool-tokens.js";
 import { TraceSink } from "./trace-sink.js";
@@ -97,15 +98,18 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     now: Date.now,
   });
   retention.start();
+  const series = new TimeSeries({ store, registry: metrics.registry, clients, intervalMs: config.ops.seriesIntervalMs, now: Date.now });
+  series.start();
   return {
     orchestrator,
     metrics,
     clients,
     definition: {
       service: OrchestratorService,
-      handlers: createOrchestratorHandlers({ orchestrator, registry: metrics.registry, clients, logTail }),
+      handlers: createOrchestratorHandlers({ orchestrator, registry: metrics.registry, clients, logTail, series }),
       close: async () => {
         await retention.stop();
+        await series.stop();
         await orchestrator.stop();
         for (const client of clients.values()) client.close();
         await store.close();

@@ -4,7 +4,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import type { ToolClient } from "@loopguard/tool-sdk";
 import type { Registry } from "prom-client";
 
-type Buckets = Map<number, number>;
+export type Buckets = Map<number, number>;
 
 /** Prometheus' histogram_quantile over cumulative buckets: linear inside the bucket holding the rank. */
 export function quantileOf(buckets: Buckets, q: number): number | null {
@@ -47,8 +47,19 @@ async function valuesOf(registry: Registry, name: string): Promise<MetricValues>
   return metric ? ((await metric.get()).values as MetricValues) : [];
 }
 
+/** One tool's cumulative figures since this process started, as its client's metrics hold them. */
+export interface ToolCounters {
+  readonly tool: string;
+  readonly service: string;
+  readonly breaker: string;
+  /** Cumulative latency buckets in seconds (upper bound → calls), +Inf holding every call. */
+  readonly buckets: Buckets;
+  /** Calls by outcome, e.g. "ok", "fallback_cache". */
+  readonly outcomes: Record<string, number>;
+}
+
 /** Per tool, since this process started: latency from grpc_client_handling_seconds, outcomes from loopguard_tool_client_calls_total. */
-export async function toolStats(registry: Registry, clients: ReadonlyMap<string, ToolClient<DescService>>): Promise<ToolStats[]> {
+export async function toolCounters(registry: Registry, clients: ReadonlyMap<string, ToolClient<DescService>>): Promise<ToolCounters[]> {
   const [latency, calls] = await Promise.all([valuesOf(registry, "grpc_client_handling_seconds"), valuesOf(registry, "loopguard_tool_client_calls_total")]);
   const bucketsByService = new Map<string, Buckets>();
   for (const v of latency) {
@@ -67,21 +78,35 @@ export async function toolStats(registry: Registry, clients: ReadonlyMap<string,
     outcomes[outcome] = (outcomes[outcome] ?? 0) + v.value;
     outcomesByTool.set(tool, outcomes);
   }
-  return [...clients.values()].map((client) => {
-    const buckets = bucketsByService.get(client.service.typeName) ?? new Map<number, number>();
-    const outcomes = outcomesByTool.get(client.tool) ?? {};
-    const total = Object.values(outcomes).reduce((a, b) => a + b, 0);
-    const ms = (seconds: number | null) => (seconds === null ? null : Math.round(seconds * 10_000) / 10);
-    return {
-      tool: client.tool,
-      service: client.service.typeName,
-      breaker: client.breakerState,
-      calls: total,
-      p50Ms: ms(quantileOf(buckets, 0.5)),
-      p95Ms: ms(quantileOf(buckets, 0.95)),
-      errorRate: total === 0 ? 0 : (total - (outcomes.ok ?? 0)) / total,
-      fallbacksServed: (outcomes.fallback_cache ?? 0) + (outcomes.fallback_degraded ?? 0),
-      outcomes,
-    };
-  });
+  return [...clients.values()].map((client) => ({
+    tool: client.tool,
+    service: client.service.typeName,
+    breaker: client.breakerState,
+    buckets: bucketsByService.get(client.service.typeName) ?? new Map<number, number>(),
+    outcomes: outcomesByTool.get(client.tool) ?? {},
+  }));
+}
+
+/** Milliseconds, to a tenth, from seconds. */
+export const msOf = (seconds: number | null): number | null => (seconds === null ? null : Math.round(seconds * 10_000) / 10);
+
+/** Share of `outcomes` the tool did not answer live; null without calls. */
+export function errorRatioOf(outcomes: Readonly<Record<string, number>>): number | null {
+  const total = Object.values(outcomes).reduce((a, b) => a + b, 0);
+  return total === 0 ? null : (total - (outcomes.ok ?? 0)) / total;
+}
+
+/** Per tool, since this process started. */
+export async function toolStats(registry: Registry, clients: ReadonlyMap<string, ToolClient<DescService>>): Promise<ToolStats[]> {
+  return (await toolCounters(registry, clients)).map(({ tool, service, breaker, buckets, outcomes }) => ({
+    tool,
+    service,
+    breaker,
+    calls: Object.values(outcomes).reduce((a, b) => a + b, 0),
+    p50Ms: msOf(quantileOf(buckets, 0.5)),
+    p95Ms: msOf(quantileOf(buckets, 0.95)),
+    errorRate: errorRatioOf(outcomes) ?? 0,
+    fallbacksServed: (outcomes.fallback_cache ?? 0) + (outcomes.fallback_degraded ?? 0),
+    outcomes,
+  }));
 }

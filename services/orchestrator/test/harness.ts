@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createLogger, createRawClient, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
 import { type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import type { Registry } from "prom-client";
 import { expect } from "vitest";
 import { kill, startAllTools, toolAddressEnv } from "../../../test/e2e/processes.js";
 import { createAdminHttp } from "../src/admin-http.js";
@@ -53,6 +54,8 @@ export interface TestOrchestrator {
   /** The HTTP port's base URL (dashboard, JSON API, /metrics), e.g. http://127.0.0.1:41234. */
   readonly httpUrl: string;
   readonly logTail: LogTail;
+  /** The registry /metrics serves (the orchestrator's own metrics, the tool clients'). */
+  readonly registry: Registry;
   close(): Promise<void>;
 }
 
@@ -91,6 +94,7 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
     logs,
     httpUrl: `http://127.0.0.1:${server.metricsPort}`,
     logTail,
+    registry: built.metrics.registry,
     async close() {
       api.close();
       approver.close();

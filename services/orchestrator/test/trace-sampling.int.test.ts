@@ -1,14 +1,10 @@
 // Head sampling of session traces at ratio 0.1, as the prod overlay sets it: the orchestrator in
 // process with the SDK's own parent-based ratio sampler and an in-memory exporter, the tool services
 // as real processes exporting OTLP/JSON to a receiver this test runs on loopback.
-import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import type { ToolProcess } from "@loopguard/tool-sdk/testing";
 import { context, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { BasicTracerProvider, InMemorySpanExporter, ParentBasedSampler, SamplingDecision, SimpleSpanProcessor, TraceIdRatioBasedSampler } from "@opentelemetry/sdk-trace-base";
@@ -16,8 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SessionSampling } from "../src/session/sampling.js";
 import { traceIdOf } from "../src/session/trace-id.js";
 import { ToolRegistry } from "../src/tool-registry.js";
-import { kill, startTool, TOOLS, type ToolName } from "../../../test/e2e/processes.js";
 import { HIGH_RISK_CUSTOMER, startOrchestrator, startRefund, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import { startToolsInTurn } from "./tools-in-turn.js";
 
 const RATIO = 0.1;
 const ORDINARY = 40;
@@ -51,22 +47,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
   const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
   // The tools keep the SDK's default sampler (parent-based): their spans follow the orchestrator's flag.
-  const env = { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_TRACES_EXPORTER: "otlp", OTEL_BSP_SCHEDULE_DELAY: "100" };
-  const dataDir = mkdtempSync(join(tmpdir(), "loopguard-sampling-tools-"));
-  // One at a time: on a busy machine three cold starts at once can take longer than a start may.
-  const all: Record<ToolName, ToolProcess> = {};
-  for (const spec of TOOLS) all[spec.name] = await startTool(spec.name, dataDir, 0, env);
-  tools = {
-    all,
-    kb: all["kb-search"]!,
-    billing: all.billing!,
-    risk: all.risk!,
-    dataDir,
-    async stop() {
-      await Promise.all(Object.values(all).map((p) => kill(p)));
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+  tools = await startToolsInTurn({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_TRACES_EXPORTER: "otlp", OTEL_BSP_SCHEDULE_DELAY: "100" });
   orch = await startOrchestrator(tools, { OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: String(RATIO) });
 }, 120_000);
 afterAll(async () => {

@@ -1,0 +1,112 @@
+/// <reference lib="dom" />
+// The dashboard's trend plots in headless Chromium (playwright-core, the system's /usr/bin/chromium)
+// against the harness' orchestrator, sampling every 300 ms, and the three tools as real processes.
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
+import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
+import { type Browser, chromium, type Locator, type Page } from "playwright-core";
+import { Gauge } from "prom-client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PATROL_GAUGE } from "../src/time-series.js";
+import { startOrchestrator, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import { startToolsInTurn } from "./tools-in-turn.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const HAVE_CHROMIUM = existsSync(CHROMIUM);
+const SESSIONS = 4;
+const SCREENSHOTS = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "test-results");
+
+let tools: Tools;
+let orch: TestOrchestrator;
+let admin: RawClient<typeof OrchestratorService>;
+let browser: Browser;
+let page: Page;
+const pageErrors: string[] = [];
+
+const adminToken = () => testToken({ subject: "ops:plots", scopes: [...SESSION_OPERATOR_SCOPES, "sessions:admin"], ttlSeconds: 600 });
+const plot = (name: string): Locator => page.getByTestId(`plot-${name}`);
+const legend = (name: string, series: string): Locator => plot(name).locator(`[data-testid="legend-item"][data-series="${series}"]`);
+const points = async (l: Locator) => Number(await l.getAttribute("data-points"));
+
+describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromium", () => {
+  beforeAll(async () => {
+    tools = await startToolsInTurn();
+    orch = await startOrchestrator(tools, { ORCHESTRATOR_SERIES_INTERVAL_MS: "300" });
+    admin = createRawClient(OrchestratorService, orch.server.address, { token: await adminToken() });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
+    });
+    page = await browser.newPage({ viewport: { width: 1440, height: 1200 } });
+    page.on("pageerror", (error) => pageErrors.push(`pageerror: ${error.message}`));
+    page.on("console", (message) => {
+      if (message.type() === "error") pageErrors.push(`console: ${message.text()}`);
+    });
+    await page.goto(`${orch.httpUrl}/#token=${await adminToken()}`);
+  }, 90_000);
+  afterAll(async () => {
+    admin?.close();
+    await browser?.close();
+    await orch?.close();
+    await tools?.stop();
+  });
+
+  it("plots sessions by state, the tools' p95 and error ratio from real sessions, with axes, and keeps updating", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < SESSIONS; i++) {
+      const { session } = await admin.startSession({ goal: `How long do card refunds take? (${i})`, scopes: ["kb:read"], policy: "scripted" });
+      ids.push(session!.sessionId);
+    }
+    for (const id of ids) expect(SessionState[(await waitForSession(admin, id)).state]).toBe("DONE");
+
+    // Sessions by state: the DONE line reaches the sessions that ended.
+    await expect.poll(async () => legend("sessions", "DONE").textContent(), { timeout: 10_000 }).toBe(`DONE ${SESSIONS}`);
+    expect(await points(legend("sessions", "DONE"))).toBeGreaterThan(1);
+    expect(await plot("sessions").locator('polyline[data-series="DONE"]').count()).toBeGreaterThan(0);
+    // Axes: two time labels (start and end of the window shown), three value labels from 0 up.
+    expect(await plot("sessions").getByTestId("x-label").allTextContents()).toEqual([expect.stringMatching(/^\d\d:\d\d:\d\d/), expect.stringMatching(/^\d\d:\d\d:\d\d/)]);
+    expect((await plot("sessions").getByTestId("y-label").allTextContents()).at(-1)).toBe("0");
+
+    // The tools: kb-search was called by every session; its p95 is a latency in ms, its error ratio 0%.
+    await expect.poll(async () => points(legend("tool-p95", "kb-search")), { timeout: 10_000 }).toBeGreaterThan(0);
+    expect(await legend("tool-p95", "kb-search").textContent()).toMatch(/^kb-search \d+ ms$/);
+    expect(await plot("tool-p95").getByTestId("y-label").allTextContents()).toEqual([expect.stringMatching(/ ms$/), expect.stringMatching(/ ms$/), "0 ms"]);
+    expect(await legend("tool-errors", "kb-search").textContent()).toBe("kb-search 0%");
+    expect(await plot("tool-errors").getByTestId("y-label").allTextContents()).toEqual(["100%", "50%", "0%"]);
+
+    // Live: new samples keep arriving without a reload.
+    const before = await points(legend("sessions", "DONE"));
+    await expect.poll(async () => points(legend("sessions", "DONE")), { timeout: 10_000 }).toBeGreaterThan(before);
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    await page.getByTestId("trends-panel").screenshot({ path: join(SCREENSHOTS, "dashboard-trends.png") });
+    expect(pageErrors).toEqual([]);
+  }, 60_000);
+
+  it("says no patrol run yet until the patrol's gauge is there, then plots its success rate", async () => {
+    expect(await plot("patrol").getByTestId("plot-empty").textContent()).toBe("no patrol run yet");
+    // As the patrol's runs report it: the gauge in the orchestrator's registry.
+    const gauge = new Gauge({ name: PATROL_GAUGE, help: "Success ratio of the last patrol run.", registers: [orch.registry] });
+    gauge.set(0.8);
+    await expect.poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 }).toBe("golden set 80%");
+    expect(await plot("patrol").getByTestId("plot-empty").count()).toBe(0);
+    gauge.set(0.5);
+    await expect.poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 }).toBe("golden set 50%");
+  }, 30_000);
+
+  it("gives the sessions series only to a viewer who sees every session", async () => {
+    const reader = createRawClient(OrchestratorService, orch.server.address, { token: await testToken({ subject: "ops:reader", scopes: ["sessions:read"] }) });
+    try {
+      const theirs = await reader.getTimeSeries({});
+      expect(theirs.sessions).toEqual([]);
+      expect(theirs.tools.map((t) => t.tool).sort()).toEqual(["billing", "kb-search", "risk"]);
+      expect(theirs.at.length).toBe(theirs.patrolSuccessRatio.length);
+      expect((await admin.getTimeSeries({})).sessions.find((s) => s.state === "DONE")?.counts.at(-1)).toBe(SESSIONS);
+    } finally {
+      reader.close();
+    }
+  });
+});

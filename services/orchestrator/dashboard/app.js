@@ -263,7 +263,7 @@ function renderSeries({ at = [], sessions = [], tools = [], patrolSuccessRatio =
     title: "Sessions by state",
     times,
     series: sessions.filter((s) => s.counts.some((n) => n > 0)).map((s) => ({ name: s.state, values: s.counts })),
-    format: (v) => (v === undefined ? "—" : String(Math.round(v))),
+    format: (v) => (v === undefined ? "—" : Number.isInteger(v) ? String(v) : v.toFixed(1)),
     empty: sessions.length === 0 ? "needs sessions:admin" : "no sessions yet",
   });
   renderPlot($("plot-tool-p95"), { title: "Tool p95 latency", times, series: tools.map((t) => ({ name: t.tool, values: column(t.p95Ms) })), format: millis, empty: "no tool calls yet" });

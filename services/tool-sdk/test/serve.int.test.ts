@@ -363,6 +363,7 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
       getTrace: unused,
       getOverview: unused,
       listToolStats: unused,
+      getTimeSeries: unused,
       listApprovals: unused,
       getSessionDetail: unused,
     };

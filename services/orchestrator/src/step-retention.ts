@@ -5,6 +5,7 @@
 // rotation (trace-files.ts), which this does not touch.
 import type { Logger } from "@loopguard/tool-sdk";
 import { Counter, Gauge, type Registry } from "prom-client";
+import { Periodic } from "./periodic.js";
 import type { SessionStore } from "./session-store.js";
 
 const DAY_MS = 86_400_000;
@@ -26,38 +27,28 @@ export class StepRetention {
   readonly #deleted: Counter;
   readonly #lastRun: Gauge;
   readonly #oldestAge: Gauge;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<number> | undefined;
-  #stopped = false;
+  readonly #periodic: Periodic<number>;
 
   constructor(private readonly options: StepRetentionOptions) {
     const registers = [options.registry];
     this.#deleted = new Counter({ name: "loopguard_step_rows_deleted_total", help: "Step rows retention deleted (ended sessions' rows past ORCHESTRATOR_STEP_RETENTION_DAYS).", registers });
     this.#lastRun = new Gauge({ name: "loopguard_step_retention_last_run_timestamp_seconds", help: "When the last retention pass over the step rows finished (Unix seconds).", registers });
     this.#oldestAge = new Gauge({ name: "loopguard_step_oldest_row_age_seconds", help: "Age of the oldest step row kept, as of the last retention pass (0 when there is none).", registers });
+    this.#periodic = new Periodic(() => this.#pass(), options.intervalMs);
   }
 
-  /** Runs a pass now and then every `intervalMs`; the timer does not keep the process alive. */
+  /** Runs a pass now and then every `intervalMs`. */
   start(): void {
-    if (this.#timer) return;
-    void this.runOnce();
-    this.#timer = setInterval(() => void this.runOnce(), this.options.intervalMs);
-    this.#timer.unref();
+    this.#periodic.start();
   }
 
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    await this.#running;
+  stop(): Promise<void> {
+    return this.#periodic.stop();
   }
 
-  /** One pass: deletes batches until one comes back short; returns the rows deleted. A pass already running is joined, not doubled. */
+  /** One pass: deletes batches until one comes back short; returns the rows deleted. */
   runOnce(): Promise<number> {
-    this.#running ??= this.#pass().finally(() => {
-      this.#running = undefined;
-    });
-    return this.#running;
+    return this.#periodic.run();
   }
 
   async #pass(): Promise<number> {
@@ -69,7 +60,7 @@ export class StepRetention {
         const n = await store.pruneSteps(before, batch);
         total += n;
         this.#deleted.inc(n);
-        if (n < batch || this.#stopped) break;
+        if (n < batch || this.#periodic.stopped) break;
         // Lets the sessions' own writes in between two batches.
         await new Promise((resolve) => setImmediate(resolve));
       }

@@ -10,6 +10,7 @@ import type { GetTimeSeriesResponseSchema } from "@loopguard/proto/gen/loopguard
 import type { ToolClient } from "@loopguard/tool-sdk";
 import type { Registry } from "prom-client";
 import { SESSION_STATES, type SessionState } from "./session-state.js";
+import { Periodic } from "./periodic.js";
 import type { SessionStore } from "./session-store.js";
 import { type Buckets, errorRatioOf, msOf, quantileOf, toolCounters } from "./tool-stats.js";
 
@@ -55,33 +56,25 @@ export class TimeSeries {
   readonly #samples: Sample[] = [];
   /** Each tool's cumulative figures at the last sample, to take the next one's differences from. */
   #previous = new Map<string, { buckets: Buckets; outcomes: Record<string, number> }>();
-  #timer: NodeJS.Timeout | undefined;
-  #sampling: Promise<void> | undefined;
+  readonly #periodic: Periodic<void>;
 
   constructor(private readonly options: TimeSeriesOptions) {
     this.#capacity = Math.min(MAX_SAMPLES, Math.ceil(WINDOW_MS / options.intervalMs));
+    this.#periodic = new Periodic(() => this.#take(), options.intervalMs);
   }
 
-  /** Samples now and every `intervalMs`; the timer does not keep the process alive. */
+  /** Samples now and every `intervalMs`. */
   start(): void {
-    if (this.#timer) return;
-    void this.sample();
-    this.#timer = setInterval(() => void this.sample(), this.options.intervalMs);
-    this.#timer.unref();
+    this.#periodic.start();
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    await this.#sampling;
+  stop(): Promise<void> {
+    return this.#periodic.stop();
   }
 
-  /** Takes one sample (one at a time: a slow store makes a gap, not a pile-up). */
+  /** Takes one sample. */
   sample(): Promise<void> {
-    this.#sampling ??= this.#take().finally(() => {
-      this.#sampling = undefined;
-    });
-    return this.#sampling;
+    return this.#periodic.run();
   }
 
   async #take(): Promise<void> {

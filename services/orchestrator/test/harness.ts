@@ -28,7 +28,11 @@ export interface Tools {
 
 export async function startTools(): Promise<Tools> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-tools-"));
-  const all = await startAllTools(dataDir);
+  return toolsOf(await startAllTools(dataDir), dataDir);
+}
+
+/** Running tool processes on one data folder as Tools; stop() kills them and removes the folder. */
+export function toolsOf(all: Readonly<Record<string, ToolProcess>>, dataDir: string): Tools {
   return {
     all,
     kb: all["kb-search"]!,

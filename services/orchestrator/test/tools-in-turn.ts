@@ -1,11 +1,11 @@
 // Every tool service as a real process, started one after another: on a busy machine three cold
 // starts at once can take longer than spawnTool waits for one.
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ToolProcess } from "@loopguard/tool-sdk/testing";
 import { kill, startTool, TOOLS, type ToolName } from "../../../test/e2e/processes.js";
-import type { Tools } from "./harness.js";
+import { type Tools, toolsOf } from "./harness.js";
 
 /** `env`: more environment for every tool process (e.g. where to send their spans). */
 export async function startToolsInTurn(env: Record<string, string> = {}): Promise<Tools> {
@@ -17,15 +17,5 @@ export async function startToolsInTurn(env: Record<string, string> = {}): Promis
     await Promise.all(Object.values(all).map((p) => kill(p)));
     throw error;
   }
-  return {
-    all,
-    kb: all["kb-search"]!,
-    billing: all.billing!,
-    risk: all.risk!,
-    dataDir,
-    async stop() {
-      await Promise.all(Object.values(all).map((p) => kill(p)));
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+  return toolsOf(all, dataDir);
 }

@@ -67,7 +67,11 @@ function ended(s: Session): CallToolResult {
     const e = envelope.error;
     return text(`${e.code}: ${e.message}${e.suggestedAction ? ` (${e.suggestedAction})` : ""}`, { ...base, error: { code: e.code, message: e.message } }, true);
   }
-  return text(`session ${s.sessionId} ended ${SessionState[s.state]} (${s.stopReason || "no reason given"}): ${s.answer || "no answer"}`, { ...base, stopReason: s.stopReason, answer: s.answer }, true);
+  return text(
+    `session ${s.sessionId} ended ${SessionState[s.state]} (${s.stopReason || "no reason given"}): ${s.answer || "no answer"}`,
+    { ...base, stopReason: s.stopReason, answer: s.answer },
+    true,
+  );
 }
 
 function waiting(s: Session): CallToolResult {

@@ -73,7 +73,12 @@ export class SingleCallPolicy implements Policy {
     if (input.task.kind !== SINGLE_CALL_TASK_KIND || !tool || !isObject(input.task.arguments)) {
       const refused: ResultEnvelope = {
         ok: false,
-        error: { code: "EINVAL", message: `a ${SINGLE_CALL_POLICY} session needs a task {"kind":"${SINGLE_CALL_TASK_KIND}","tool":…,"arguments":{…}}`, retryable: false, suggestedAction: "start it with such a task" },
+        error: {
+          code: "EINVAL",
+          message: `a ${SINGLE_CALL_POLICY} session needs a task {"kind":"${SINGLE_CALL_TASK_KIND}","tool":…,"arguments":{…}}`,
+          retryable: false,
+          suggestedAction: "start it with such a task",
+        },
         refs: [],
         costMicros: 0,
         servedFrom: "none",

@@ -3,6 +3,8 @@
 // the real `pnpm -s mcp`, streamable HTTP through `--http` with bearer tokens.
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ToolRegistry } from "@loopguard/orchestrator/tool-registry";
@@ -51,6 +53,37 @@ async function stdioClient(extra: Record<string, string> = {}): Promise<{ client
   return { client, stderr: () => stderr };
 }
 
+interface ReceivedSpan {
+  readonly service: string;
+  readonly name: string;
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly parentSpanId: string;
+}
+type OtlpTraces = { resourceSpans: { resource: { attributes: { key: string; value: { stringValue?: string } }[] }; scopeSpans: { spans: Record<string, string>[] }[] }[] };
+
+/** The spans the orchestrator and the HTTP gateway export (OTLP http/json), as a collector would get them. */
+const spans: ReceivedSpan[] = [];
+const receiver = createServer((req, res) => {
+  let body = "";
+  req.on("data", (chunk: Buffer) => {
+    body += chunk.toString();
+  });
+  req.on("end", () => {
+    for (const rs of (JSON.parse(body) as OtlpTraces).resourceSpans) {
+      const service = rs.resource.attributes.find((a) => a.key === "service.name")?.value.stringValue ?? "";
+      for (const ss of rs.scopeSpans) for (const sp of ss.spans) spans.push({ service, name: sp.name!, traceId: sp.traceId!, spanId: sp.spanId!, parentSpanId: sp.parentSpanId ?? "" });
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end("{}");
+  });
+});
+const otel = () => ({
+  OTEL_TRACES_EXPORTER: "otlp",
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json",
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/v1/traces`,
+  OTEL_BSP_SCHEDULE_DELAY: "100",
+});
+
 let requester: Promise<{ client: Client; stderr: () => string }> | undefined;
 /** One `pnpm -s mcp` for the tests that act as the requester: starting it is the slow part. */
 async function requesterClient(): Promise<Client> {
@@ -69,6 +102,8 @@ async function httpClient(token: string | undefined): Promise<Client> {
 const textOf = (r: CallToolResult) => r.content.map((c) => (c.type === "text" ? c.text : "")).join("");
 
 beforeAll(async () => {
+  await new Promise<void>((listening) => receiver.listen(0, "127.0.0.1", () => listening()));
+  onCleanUp(() => new Promise((closed) => receiver.close(() => closed())));
   const [data, toolData, orchestratorData] = dirs.map((d) => d.dir) as [string, string, string];
   dataDir = data;
   const keys = ensureLocalKeys(dataDir);
@@ -80,12 +115,12 @@ beforeAll(async () => {
     processes.push(tools[spec.name]!);
   }
   const orchestratorEnv = { ...testOrchestratorEnv(), ORCHESTRATOR_PORT: "0", ORCHESTRATOR_HTTP_PORT: "0", ...toolAddressEnv(tools), ...auth };
-  const orchestrator = await spawnTool(ORCHESTRATOR_ENTRY, { ...orchestratorEnv, LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator, LOOPGUARD_DATA_DIR: orchestratorData }, 60_000);
+  const orchestrator = await spawnTool(ORCHESTRATOR_ENTRY, { ...orchestratorEnv, ...otel(), LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator, LOOPGUARD_DATA_DIR: orchestratorData }, 60_000);
   processes.push(orchestrator);
   orchestratorAddr = orchestrator.address;
 
   const port = await freePort();
-  const http: ChildProcess = spawn(process.execPath, [GATEWAY, "--http"], { env: gatewayEnv({ MCP_HTTP_PORT: String(port) }), stdio: ["ignore", "pipe", "pipe"] });
+  const http: ChildProcess = spawn(process.execPath, [GATEWAY, "--http"], { env: gatewayEnv({ MCP_HTTP_PORT: String(port), ...otel() }), stdio: ["ignore", "pipe", "pipe"] });
   onCleanUp(async () => {
     if (http.exitCode === null) {
       http.kill("SIGTERM");
@@ -213,6 +248,18 @@ describe("streamable HTTP: the client's bearer is the caller", () => {
     const result = (await client.callTool({ name: "kb_search_search", arguments: { query: "refund policy", limit: 2 } })) as CallToolResult;
     expect(result.isError).toBeFalsy();
     expect((result.structuredContent as { result: { hits: { docId: string }[] } }).result.hits[0]?.docId).toBe("refund-policy");
+  });
+
+  it("carries the client's traceparent (from _meta) and its own span to the orchestrator", async () => {
+    const client = await httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
+    const [traceId, clientSpan] = ["4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"];
+    const result = (await client.callTool({ name: "kb_search_search", arguments: { query: "refund policy", limit: 3 }, _meta: { traceparent: `00-${traceId}-${clientSpan}-01` } })) as CallToolResult;
+    expect(result.isError).toBeFalsy();
+    const named = (service: string, name: string) => spans.find((sp) => sp.service === service && sp.traceId === traceId && sp.name.endsWith(name));
+    for (let i = 0; i < 100 && !(named("mcp-gateway", "kb_search_search") && named("orchestrator", "/StartSession")); i += 1) await new Promise((r) => setTimeout(r, 100));
+    const gateway = named("mcp-gateway", "kb_search_search");
+    expect(gateway?.parentSpanId).toBe(clientSpan);
+    expect(named("orchestrator", "/StartSession")?.parentSpanId).toBe(gateway?.spanId);
   });
 
   it("refuses a call whose token may not grant the tool's scope, naming the scope", async () => {

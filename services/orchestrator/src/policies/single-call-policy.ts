@@ -31,8 +31,9 @@ export function singleCallTask(tool: RegisteredTool, args: JsonObject): JsonObje
     const p = fieldPolicy(field);
     if (p.role === FieldRole.PERSONAL_DATA && p.taskField) {
       task[p.taskField] = value;
+      // Protobuf JSON takes the field's proto name too ("id_card"): keep one spelling, the placeholder.
+      if (field.name !== field.jsonName) delete shown[field.name];
       shown[field.jsonName] = placeholderOf(p.taskField);
-      delete shown[field.name];
       continue;
     }
     if (p.role === FieldRole.ENTITY_ID && p.entity) task[`${p.entity}_id`] = value;

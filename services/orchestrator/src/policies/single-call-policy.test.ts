@@ -4,7 +4,6 @@ import { SingleCallPolicy, singleCallScopes, singleCallTask } from "./single-cal
 
 const registry = new ToolRegistry();
 const tool = (name: string) => registry.get(name)!;
-const signal = new AbortController().signal;
 
 describe("singleCallTask", () => {
   it("names the entity and the amount a refund's arguments carry, so the host's task rules hold the call", () => {
@@ -33,7 +32,7 @@ describe("SingleCallPolicy", () => {
   const task = singleCallTask(tool("kb_search_search"), { query: "refund policy", limit: 3 });
 
   it("makes exactly the task's call, claiming no confidence (so an irreversible one waits for a person)", async () => {
-    const decision = await policy.decide({ goal: "g", task, tools: registry.specs(), history: [], step: 1 }, signal);
+    const decision = await policy.decide({ goal: "g", task, tools: registry.specs(), history: [], step: 1 });
     expect(decision).toMatchObject({ kind: "tool_calls", confidence: 0, calls: [{ name: "kb_search_search", arguments: '{"query":"refund policy","limit":3}' }] });
   });
 
@@ -43,13 +42,13 @@ describe("SingleCallPolicy", () => {
       { kind: "call" as const, callId: "call_1_0", tool: "kb_search_search", arguments: "{}" },
       { kind: "observation" as const, callId: "call_1_0", tool: "kb_search_search", envelope },
     ];
-    const decision = await policy.decide({ goal: "g", task, tools: [], history, step: 2 }, signal);
+    const decision = await policy.decide({ goal: "g", task, tools: [], history, step: 2 });
     expect(decision.kind).toBe("final");
     expect(JSON.parse((decision as { answer: string }).answer)).toEqual(envelope);
   });
 
   it("answers EINVAL, calling nothing, for a task that names no call", async () => {
-    const decision = await policy.decide({ goal: "g", task: { kind: "refund" }, tools: [], history: [], step: 1 }, signal);
+    const decision = await policy.decide({ goal: "g", task: { kind: "refund" }, tools: [], history: [], step: 1 });
     expect(decision.kind).toBe("final");
     expect(JSON.parse((decision as { answer: string }).answer).error.code).toBe("EINVAL");
   });

@@ -11,6 +11,7 @@ import { openSessionStore } from "./open-store.js";
 import { Orchestrator } from "./orchestrator.js";
 import { createOpenAiPolicy } from "./policies/openai-policy.js";
 import { ScriptedPolicy } from "./policies/scripted-policy.js";
+import { SingleCallPolicy } from "./policies/single-call-policy.js";
 import type { Policy } from "./policy.js";
 import { SessionMetrics } from "./session-metrics.js";
 import { SessionSampling } from "./session/sampling.js";
@@ -61,7 +62,10 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     });
     clients.set(client.tool, client as ToolClient<DescService>);
   }
-  const policies = new Map<string, Policy>([["scripted", new ScriptedPolicy()]]);
+  const policies = new Map<string, Policy>([
+    ["scripted", new ScriptedPolicy()],
+    ["single-call", new SingleCallPolicy()],
+  ]);
   if (config.openai) policies.set("openai", createOpenAiPolicy({ baseUrl: config.openai.baseUrl, model: config.openai.model, ...(config.openai.apiKey ? { apiKey: config.openai.apiKey } : {}) }));
   for (const policy of extra) policies.set(policy.name, policy);
   const orchestrator = new Orchestrator({

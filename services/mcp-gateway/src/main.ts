@@ -1,0 +1,70 @@
+// `pnpm -s mcp`: the registry's tools over MCP on stdio, acting as the local person (LOOPGUARD_AS,
+// default requester); `pnpm -s mcp --http`: over streamable HTTP, acting as each request's bearer.
+// Stdout carries nothing but JSON-RPC on stdio: logs and notices go to stderr.
+import { parseArgs } from "node:util";
+import { singleCallScopes } from "@loopguard/orchestrator/single-call";
+import { type RegisteredTool, ToolRegistry } from "@loopguard/orchestrator/tool-registry";
+import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { ConfigError, checkHealth, createLogger, createRawClient, mintToken, type PersonKey, personKey, startTelemetry } from "@loopguard/tool-sdk";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { type GatewayConfig, loadGatewayConfig } from "./config.js";
+import { createGatewayServer } from "./gateway.js";
+import { MCP_PATH, serveMcpHttp } from "./http.js";
+
+function fail(message: string): never {
+  process.stderr.write(`mcp-gateway: ${message}\n`);
+  process.exit(2);
+}
+
+const { values } = parseArgs({ options: { http: { type: "boolean" } } });
+const stdio = !values.http;
+// A console exporter writes spans to stdout, which is the JSON-RPC channel on stdio.
+if (stdio && process.env.OTEL_TRACES_EXPORTER === "console") {
+  process.stderr.write("mcp-gateway: OTEL_TRACES_EXPORTER=console would write to stdout, the JSON-RPC channel; not exporting spans\n");
+  process.env.OTEL_TRACES_EXPORTER = "none";
+}
+startTelemetry("mcp-gateway");
+
+let config: GatewayConfig;
+try {
+  config = loadGatewayConfig();
+} catch (error) {
+  if (error instanceof ConfigError) fail(`configuration error: ${error.message}`);
+  throw error;
+}
+const log = createLogger({ service: "mcp-gateway", level: config.logLevel, write: (line) => process.stderr.write(`${line}\n`) });
+const api = createRawClient(OrchestratorService, config.orchestratorAddr);
+const registry = new ToolRegistry();
+const tools = registry.list();
+const scopesOf = singleCallScopes(registry);
+const deps = { api, tools, scopesOf, orchestratorAddr: config.orchestratorAddr, waitMs: config.callWaitMs, log };
+
+// The gateway needs a running suite; say so at once rather than at the first call.
+void checkHealth(config.orchestratorAddr).then(
+  (health) => health !== "SERVING" && process.stderr.write(`mcp-gateway: the orchestrator at ${config.orchestratorAddr} is ${health}\n`),
+  () => process.stderr.write(`mcp-gateway: cannot reach the orchestrator at ${config.orchestratorAddr}; start the suite with \`pnpm start\` (or set ORCHESTRATOR_ADDR)\n`),
+);
+
+if (stdio) {
+  let person: PersonKey;
+  try {
+    person = personKey(process.env);
+  } catch (error) {
+    fail(error instanceof ConfigError ? error.message : `cannot read the signing key: ${(error as Error).message}`);
+  }
+  // Only the grants the person's key holds: the orchestrator names any other (SCOPE_NOT_GRANTABLE).
+  const tokenFor = (tool: RegisteredTool) => {
+    const grants = scopesOf(tool)
+      .map((s) => `grant:${s}`)
+      .filter((g) => person.scopeBeyond([g]) === undefined);
+    return mintToken(person.key, { subject: person.binding.subject, audience: "orchestrator", scopes: ["sessions:read", "sessions:write", ...grants], ttlSeconds: 300 });
+  };
+  const server = createGatewayServer({ ...deps, tokenFor });
+  await server.connect(new StdioServerTransport());
+  process.stdin.once("end", () => process.exit(0));
+  log.info("serving MCP on stdio", { as: person.binding.subject, orchestrator: config.orchestratorAddr, tools: tools.length });
+} else {
+  const http = await serveMcpHttp(deps, config.httpHost, config.httpPort).catch((error: unknown) => fail(`cannot listen on ${config.httpHost}:${config.httpPort}: ${(error as Error).message}`));
+  log.info("serving MCP over streamable HTTP", { url: `http://${http.address}${MCP_PATH}`, orchestrator: config.orchestratorAddr, tools: tools.length });
+  for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => void http.close().then(() => process.exit(0)));
+}

@@ -58,6 +58,26 @@ describe("outcomeOf", () => {
     expect(outcomeOf(ended("approval_denied", REFUND_TASK, []), rules)).toEqual({ kind: "not_done", reason: "approval_denied" });
   });
 
+  it("a question answered below the confidence threshold is partial, with the policy's reason; at or above it, or with none stated, it succeeded", () => {
+    const answered = (value: number, reason: string) => {
+      const s = ended("done", {}, [seen("kb_search_search", envelope("live"))]);
+      return { ...s, context: { ...s.context, answerConfidence: { value, reason } } } as SessionRecord;
+    };
+    expect(outcomeOf(answered(0.2, "no document in the knowledge base matched"), rules, 0.6)).toEqual({
+      kind: "partial",
+      reason: "low_confidence: confidence 0.2 is below 0.6: no document in the knowledge base matched",
+    });
+    expect(outcomeOf(answered(0.6, ""), rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(answered(0.2, "unsure"), rules, 0)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("live"))]), rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
+  });
+
+  it("a refund made is judged by the refund, not by the answer's confidence (nothing would undo it)", () => {
+    const s = ended("done", REFUND_TASK, [], [{ tool: "billing_refund" }]);
+    const unsure = { ...s, context: { ...s.context, answerConfidence: { value: 0.1, reason: "unsure" } } } as SessionRecord;
+    expect(outcomeOf(unsure, rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
+  });
+
   it("a refund made before the budget ran out (or a cancel) is still what the user asked for", () => {
     expect(outcomeOf(ended("deadline", REFUND_TASK, [], [{ tool: "billing_refund" }]), rules)).toEqual({ kind: "succeeded", reason: "" });
   });

@@ -7,7 +7,7 @@ import type { StopReason } from "../session-state.js";
 import type { JsonObject, SessionRecord } from "../session-store.js";
 import { SideEffectRules } from "../side-effects.js";
 import { ToolRegistry } from "../tool-registry.js";
-import { outcomeOf } from "./outcome.js";
+import { outcomeOf, reasonLabel } from "./outcome.js";
 
 const rules = new SideEffectRules(new ToolRegistry([KbSearchService, BillingService, RiskService]));
 const REFUND_TASK = { kind: "refund", order_id: "ord_DEMO00000002", amount_cents: 500 };
@@ -70,6 +70,11 @@ describe("outcomeOf", () => {
     expect(outcomeOf(answered(0.6, ""), rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
     expect(outcomeOf(answered(0.2, "unsure"), rules, 0)).toEqual({ kind: "succeeded", reason: "" });
     expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("live"))]), rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
+  });
+
+  it("labels the metric low_confidence without the policy's words, and keeps other reasons", () => {
+    expect(reasonLabel("low_confidence: confidence 0.2 is below 0.6: anything the model wrote")).toBe("low_confidence");
+    expect(reasonLabel("degraded: kb_search_search")).toBe("degraded: kb_search_search");
   });
 
   it("a refund made is judged by the refund, not by the answer's confidence (nothing would undo it)", () => {

@@ -18,6 +18,13 @@ export interface Outcome {
   readonly reason: string;
 }
 
+const LOW_CONFIDENCE = "low_confidence";
+
+/** An outcome's reason as a metric label: a low-confidence one without the policy's own words, which are unbounded. */
+export function reasonLabel(reason: string): string {
+  return reason.startsWith(`${LOW_CONFIDENCE}:`) ? LOW_CONFIDENCE : reason;
+}
+
 /**
  * The outcome of an ended session; undefined while it runs. `confidenceThreshold`: an answer to a
  * question given with less is partial (a task that asked for an effect is judged by the effect).
@@ -43,6 +50,6 @@ export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceTh
   if (degraded.size > 0) return { kind: "partial", reason: `degraded: ${[...degraded].join(", ")}` };
   if (failed.size > 0) return { kind: "partial", reason: `tool_failed: ${[...failed].join(", ")}` };
   const low = asked.length === 0 ? belowThreshold(contextOf(s).answerConfidence, confidenceThreshold) : undefined;
-  if (low) return { kind: "partial", reason: `low_confidence: ${low}` };
+  if (low) return { kind: "partial", reason: `${LOW_CONFIDENCE}: ${low}` };
   return { kind: "succeeded", reason: "" };
 }

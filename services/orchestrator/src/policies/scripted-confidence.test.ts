@@ -4,7 +4,6 @@ import type { JsonObject } from "../session-store.js";
 import { ScriptedPolicy } from "./scripted-policy.js";
 
 const policy = new ScriptedPolicy();
-const signal = new AbortController().signal;
 const ORDER_OK = { order: { status: "ORDER_STATUS_PAID", refundableCents: "1000" } };
 const REFUND_TASK: JsonObject = { kind: "refund", order_id: "ord_DEMO00000002", amount_cents: 500, id_card: "id", phone: "p" };
 
@@ -25,7 +24,7 @@ const hits = (...ids: string[]): JsonObject => ({ hits: ids.map((docId) => ({ do
 const seen = (tool: string, e: ResultEnvelope, i = 0): HistoryItem => ({ kind: "observation", callId: `c${i}`, tool, envelope: e });
 
 async function decide(task: JsonObject, history: HistoryItem[]): Promise<Decision> {
-  return policy.decide({ goal: "Which cables are covered?", task, tools: [], history, step: history.length + 1 }, signal);
+  return policy.decide({ goal: "Which cables are covered?", task, tools: [], history, step: history.length + 1 });
 }
 
 const sureness = (d: Decision) => [d.confidence, d.uncertaintyReason];

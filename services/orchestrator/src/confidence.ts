@@ -41,6 +41,11 @@ export function statedConfidence(decision: { readonly confidence?: number; reado
   return { value, reason };
 }
 
+/** As a decision's fields (trace steps, pending calls): none when nothing was stated. */
+export function confidenceFields(stated: StatedConfidence | undefined): { confidence?: number; uncertaintyReason?: string } {
+  return stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {};
+}
+
 /** Why `stated` is too low to act on, or undefined when it is at or above the threshold (or not stated). */
 export function belowThreshold(stated: StatedConfidence | undefined, threshold: number): string | undefined {
   if (stated === undefined || stated.value >= threshold) return undefined;

@@ -5,7 +5,7 @@
 import { Effect } from "@loopguard/tool-sdk";
 import { newApproval } from "../approvals.js";
 import { deadlineOf, refuseStep } from "../budget.js";
-import { type StatedConfidence, statedConfidence } from "../confidence.js";
+import { confidenceFields, type StatedConfidence, statedConfidence } from "../confidence.js";
 import { modelView } from "../personal-data.js";
 import type { Decision, ToolCallRequest } from "../policy.js";
 import { redactText } from "../redact.js";
@@ -157,7 +157,7 @@ export class SessionRunner {
         step,
         before: s.state,
         after: problem ? "THINKING" : "DONE",
-        decision: { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "", ...(stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {}) },
+        decision: { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "", ...confidenceFields(stated) },
         promptHash: decision.promptHash,
         durationMs: durationMs(),
       });
@@ -173,14 +173,7 @@ export class SessionRunner {
     const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };
     const plan = queue[0] ? await this.#planCall(decided, queue[0], stated) : undefined;
     const record = (after: "TOOL_EXECUTING" | "THINKING") =>
-      spans.step(s, {
-        step,
-        before: s.state,
-        after,
-        decision: { kind: "tool_calls", calls: queue, ...(stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {}) },
-        promptHash: decision.promptHash,
-        durationMs: durationMs(),
-      });
+      spans.step(s, { step, before: s.state, after, decision: { kind: "tool_calls", calls: queue, ...confidenceFields(stated) }, promptHash: decision.promptHash, durationMs: durationMs() });
     if (plan?.kind === "start") {
       const reason = `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`;
       try {
@@ -192,7 +185,7 @@ export class SessionRunner {
     }
     return moves.move(s, "THINKING", {
       audit: { reason: `policy asked for ${queue.length} tool call(s)` },
-      patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...(stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {}) }) },
+      patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...confidenceFields(stated) }) },
       step: record("THINKING"),
     });
   }

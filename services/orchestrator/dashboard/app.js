@@ -477,6 +477,7 @@ function renderDetail(detail) {
       h("span", { "data-testid": "detail-state" }, stateChip(s.state)),
       s.stopReason ? h("span", { class: "muted", "data-testid": "detail-stop" }, s.stopReason) : null,
       s.outcome ? h("span", { class: "muted", "data-testid": "detail-outcome" }, `outcome: ${s.outcome.kind}${s.outcome.reason ? ` (${s.outcome.reason})` : ""}`) : null,
+      s.confidence !== undefined ? h("span", { class: "muted", "data-testid": "detail-confidence" }, `confidence: ${s.confidence}${s.uncertaintyReason ? ` (${s.uncertaintyReason})` : ""}`) : null,
       healthBar(s.healthScore),
     ),
     h(

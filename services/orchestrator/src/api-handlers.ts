@@ -21,7 +21,7 @@ import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
 import { viewerOf } from "./session-access.js";
 import { type JsonObject, SessionQuotaExceededError, type SessionRecord, StoreUnavailableError } from "./session-store.js";
-import { pendingOf, storedOutcome } from "./session/data.js";
+import { pendingOf, storedConfidence, storedOutcome } from "./session/data.js";
 import { sessionTraceId } from "./session/trace-id.js";
 
 export function toProtoState(state: SessionState): ProtoState {
@@ -85,12 +85,14 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
   };
 }
 
-function parkedAndOutcome(s: SessionRecord): Pick<MessageInitShape<typeof SessionSchema>, "parked" | "outcome"> {
+function parkedAndOutcome(s: SessionRecord): Pick<MessageInitShape<typeof SessionSchema>, "parked" | "outcome" | "confidence" | "uncertaintyReason"> {
   const park = s.state === "PARKED" ? pendingOf(s).park : undefined;
   const outcome = storedOutcome(s);
+  const stated = storedConfidence(s);
   return {
     ...(park ? { parked: { tool: park.tool, reason: park.reason, wakeAt: timestampFromMs(park.wakeAt), since: timestampFromMs(park.since), attempts: park.attempts } } : {}),
     ...(outcome ? { outcome } : {}),
+    ...(stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {}),
   };
 }
 

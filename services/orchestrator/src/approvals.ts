@@ -4,6 +4,7 @@
 // policy's confidence say so (decided in side-effect-guard.ts), or when its outcome could not be
 // established. An approval is bound to the exact tool, argument hash and world version, and expires.
 import { randomUUID } from "node:crypto";
+import { DEFAULT_CONFIDENCE_THRESHOLD } from "./confidence.js";
 
 /** Amounts, in a currency's minor units, above which a human approves. */
 export interface AmountThresholds {
@@ -24,7 +25,7 @@ export interface ApprovalRules {
   readonly customerWindowMs: number;
   /** A customer risk score at or above this (or one that could not be computed) needs approval. */
   readonly riskThreshold: number;
-  /** Policy confidence below this sends irreversible actions to approval. */
+  /** CONFIDENCE_THRESHOLD: a policy confidence below it sends irreversible actions to approval and makes a question's answer partial. */
   readonly minConfidence: number;
   readonly ttlMs: number;
 }
@@ -34,7 +35,7 @@ export const DEFAULT_APPROVAL_RULES: ApprovalRules = Object.freeze({
   amountsByCurrency: Object.freeze({}),
   customerWindowMs: 24 * 3600_000,
   riskThreshold: 70,
-  minConfidence: 0.5,
+  minConfidence: DEFAULT_CONFIDENCE_THRESHOLD,
   ttlMs: 15 * 60_000,
 });
 

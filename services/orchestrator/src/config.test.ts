@@ -134,3 +134,14 @@ describe("step retention and the dashboard's series", () => {
     );
   });
 });
+
+describe("CONFIDENCE_THRESHOLD", () => {
+  it("defaults to 0.6, takes a fraction in 0..1 and refuses anything else, naming the variable", () => {
+    expect(loadOrchestratorConfig(base).approvals.minConfidence).toBe(0.6);
+    expect(loadOrchestratorConfig({ ...base, CONFIDENCE_THRESHOLD: "0.75" }).approvals.minConfidence).toBe(0.75);
+    expect(loadOrchestratorConfig({ ...base, CONFIDENCE_THRESHOLD: "0" }).approvals.minConfidence).toBe(0);
+    for (const bad of ["1.5", "-0.1", "high", " ", "60%"]) {
+      expect(() => loadOrchestratorConfig({ ...base, CONFIDENCE_THRESHOLD: bad })).toThrow(`CONFIDENCE_THRESHOLD must be a number in 0..1, got "${bad}"`);
+    }
+  });
+});

@@ -75,6 +75,15 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
 
 const MAX_AMOUNT = 1_000_000_000_000;
 
+/** A fraction in 0..1 (CONFIDENCE_THRESHOLD): 0 turns the rule off, 1 sends every stated confidence below certainty to a human. */
+function fraction(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (raw.trim() === "" || !Number.isFinite(value) || value < 0 || value > 1) throw new ConfigError(`${name} must be a number in 0..1, got "${raw}"`);
+  return value;
+}
+
 /**
  * Per-currency thresholds: "CNY:350000,JPY:7000000" (ISO 4217 code, a colon, minor units), one
  * variable per kind of total.
@@ -227,7 +236,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
       }),
       customerWindowMs: int(env, "APPROVAL_CUSTOMER_WINDOW_MS", DEFAULT_APPROVAL_RULES.customerWindowMs, 60_000, 366 * 24 * 3600_000),
       riskThreshold: int(env, "APPROVAL_RISK_THRESHOLD", DEFAULT_APPROVAL_RULES.riskThreshold, 0, 101),
-      minConfidence: DEFAULT_APPROVAL_RULES.minConfidence,
+      minConfidence: fraction(env, "CONFIDENCE_THRESHOLD", DEFAULT_APPROVAL_RULES.minConfidence),
       ttlMs: int(env, "APPROVAL_TTL_MS", DEFAULT_APPROVAL_RULES.ttlMs, 1000, 7 * 24 * 3600_000),
     },
     openai: openaiUrl ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || "gpt-4o-mini", apiKey: env.OPENAI_API_KEY ?? "" } : undefined,

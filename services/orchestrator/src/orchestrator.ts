@@ -75,7 +75,7 @@ export class Orchestrator {
 
   constructor(private readonly options: OrchestratorOptions) {
     const hooks = sessionHooks(options.log, options.metrics);
-    this.#moves = new SessionMoves({ ...options, ...hooks, outcomeOf: (ended) => outcomeOf(ended, options.rules) });
+    this.#moves = new SessionMoves({ ...options, ...hooks, outcomeOf: (ended) => outcomeOf(ended, options.rules, options.approvals.minConfidence) });
     this.#runner = new SessionRunner({ ...options, ...hooks }, this.#moves);
     this.#human = { registry: options.registry, moves: this.#moves, now: options.now, get: (id) => this.get(id), abort: (id) => this.#active.get(id)?.abort() };
     this.#events = new SessionEvents(options.store, options.eventBackstopMs);

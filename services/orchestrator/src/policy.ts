@@ -94,14 +94,20 @@ export type Decision =
       readonly kind: "tool_calls";
       readonly calls: readonly ToolCallRequest[];
       readonly usage: TokenUsage;
-      /** 0..1 when the policy reports it; low confidence sends irreversible actions to approval. */
+      /** 0..1 when the policy reports it; below the threshold an irreversible action waits for a human. */
       readonly confidence?: number;
+      /** What the policy is unsure of about these calls; the approval's reason quotes it. */
+      readonly uncertaintyReason?: string;
       readonly promptHash: string;
     }
   | {
       /** The policy believes the goal is met; the host checks before accepting. */
       readonly kind: "final";
       readonly answer: string;
+      /** 0..1; below the threshold a question's outcome is partial (see session/outcome.ts). */
+      readonly confidence?: number;
+      /** Why the confidence is not 1, e.g. "the knowledge base answered from its cache"; empty when sure. */
+      readonly uncertaintyReason?: string;
       readonly usage: TokenUsage;
       readonly promptHash: string;
     };

@@ -14,6 +14,7 @@ import type { ToolCallError, ToolClient } from "@loopguard/tool-sdk";
 import { failureName, passes, type WaitFor } from "./session/park.js";
 import { type ApprovalRules, thresholdsIn } from "./approvals.js";
 import { deadlineOf } from "./budget.js";
+import { belowThreshold, type StatedConfidence } from "./confidence.js";
 import type { Reservation } from "./effect-reservations.js";
 import { decideMoney } from "./money-totals.js";
 import type { ResultEnvelope } from "./policy.js";
@@ -112,7 +113,7 @@ export async function guardSideEffect(
   guard: GuardedEffect,
   args: JsonObject,
   key: string,
-  confidence: number | undefined,
+  confidence: StatedConfidence | undefined,
   waitedForHeld = false,
 ): Promise<GuardVerdict> {
   const tool = guard.tool;
@@ -137,7 +138,8 @@ export async function guardSideEffect(
   const effect: EffectRecord = { key, tool: tool.name, entity: guard.entity, entityId, amount };
   const made = effectsOf(s).find((e) => e.key === key);
   if (made) return { kind: "start", worldVersion: "", effect: made, reservation: undefined, args: withBound(guard, args, made.bound) };
-  const lowConfidence = confidence !== undefined && confidence < deps.approvals.minConfidence ? `policy confidence ${confidence} is below ${deps.approvals.minConfidence}` : undefined;
+  const low = belowThreshold(confidence, deps.approvals.minConfidence);
+  const lowConfidence = low ? `policy ${low}` : undefined;
   if (!guard.movesMoney || !guard.reader || !guard.risk) {
     const planned = { worldVersion: "", effect, reservation: undefined, args };
     return lowConfidence ? { kind: "approve", why: lowConfidence, ...planned } : { kind: "start", ...planned };

@@ -76,6 +76,23 @@ describe("pnpm loopguard", () => {
     expect((await cli("show", session.session_id)).stdout).toContain("created   by requester");
   });
 
+  it("shows the answer's confidence and uncertainty reason beside the outcome: --json and show", async () => {
+    const sure = await cli("run", "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged", "--task-file", example("refund-task.json"), "--wait", "--json");
+    expect(JSON.parse(sure.stdout)).toMatchObject({ state: "DONE", outcome: "succeeded", confidence: 0.9, uncertainty_reason: "" });
+    // A question nothing in the knowledge base matches: the scripted policy says so, and the outcome is partial.
+    const unsure = await cli("run", "zyxwvutsrq", "--wait", "--json");
+    expect(unsure.stderr).toBe("");
+    const session = JSON.parse(unsure.stdout) as Record<string, unknown>;
+    expect(session).toMatchObject({
+      state: "DONE",
+      outcome: "partial",
+      outcome_reason: "low_confidence: confidence 0.2 is below 0.6: no document in the knowledge base matched",
+      confidence: 0.2,
+      uncertainty_reason: "no document in the knowledge base matched",
+    });
+    expect((await cli("show", session.session_id as string)).stdout).toContain("confidence 0.2 (no document in the knowledge base matched)");
+  });
+
   it("refuses to give a session an operator scope, naming it", async () => {
     const run = await cli("run", "escalate", "--scope", "kb:read", "--scope", "tool:admin");
     expect(run.code).toBe(1);

@@ -154,6 +154,9 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     expect(servedFrom.length).toBeGreaterThanOrEqual(4);
     expect(servedFrom).toContain("live");
     expect(await panel.getByTestId("detail-answer").textContent()).toMatch(/rf_[A-Za-z0-9]{16}/);
+    // Beside the outcome: how sure the policy was of its answer (live reads, a policy document found).
+    expect(done.confidence).toBe(0.9);
+    expect(await panel.getByTestId("detail-confidence").textContent()).toBe("confidence: 0.9");
     expect(await panel.locator('[data-testid="budget-row"][data-budget="steps"] [data-testid="budget-left"]').textContent()).toBe(String(DEFAULT_BUDGET.maxSteps - (done.usage?.steps ?? 0)));
     await panel.getByTestId("logs").filter({ hasText: "session ended" }).waitFor({ timeout: 5000 });
     expect(await panel.textContent()).not.toContain(HIGH_RISK_REFUND.phone);

@@ -184,6 +184,39 @@ describe("openai policy: replies", () => {
     expect(decision.kind === "final" && decision.answer).toBe(answer);
   });
 
+  it("asks for the answer as a JSON object with confidence and uncertainty_reason, and reads a high and a low one", async () => {
+    const { policy, server } = await serve([
+      () => chatCompletion({ content: JSON.stringify({ answer: "Refunds take 5 days [refund-policy@3].", confidence: 0.9, uncertainty_reason: "" }) }),
+      () => chatCompletion({ content: '```json\n{"answer": "Maybe 5 days.", "confidence": 0.2, "uncertainty_reason": "no document says so"}\n```' }),
+    ]);
+    expect(server.requests.length).toBe(0);
+    const high = await policy.decide(input(), never());
+    expect(server.requests[0]!.body.messages[0].content).toContain('"confidence": <0 to 1');
+    expect(high).toMatchObject({ kind: "final", answer: "Refunds take 5 days [refund-policy@3].", confidence: 0.9, uncertaintyReason: "" });
+    expect(await policy.decide(input(), never())).toMatchObject({ kind: "final", answer: "Maybe 5 days.", confidence: 0.2, uncertaintyReason: "no document says so" });
+  });
+
+  it("takes an answer with a missing or invalid confidence as 0: model gave no confidence", async () => {
+    const { policy } = await serve([
+      () => chatCompletion({ content: "Refunds take 5 days." }),
+      () => chatCompletion({ content: JSON.stringify({ answer: "Refunds take 5 days.", confidence: "quite" }) }),
+    ]);
+    for (let i = 0; i < 2; i += 1) {
+      expect(await policy.decide(input(), never())).toMatchObject({ kind: "final", answer: "Refunds take 5 days.", confidence: 0, uncertaintyReason: "model gave no confidence" });
+    }
+  });
+
+  it("reads a confidence written beside tool calls, and states none when the model wrote none", async () => {
+    const call = { id: "call_r", name: "billing_refund", arguments: '{"order_id":"ord_AAAAAAAAAAAA","amount_cents":500}' };
+    const { policy } = await serve([
+      () => chatCompletion({ content: '{"confidence": 0.4, "uncertainty_reason": "the order may be disputed"}', toolCalls: [call] }),
+      () => chatCompletion({ toolCalls: [call] }),
+    ]);
+    expect(await policy.decide(input(), never())).toMatchObject({ kind: "tool_calls", confidence: 0.4, uncertaintyReason: "the order may be disputed" });
+    const silent = await policy.decide(input(), never());
+    expect(silent.kind === "tool_calls" && [silent.confidence, silent.uncertaintyReason]).toEqual([undefined, undefined]);
+  });
+
   it("gives tool calls without an id a stable one from the step and position", async () => {
     const { policy } = await serve([
       () =>

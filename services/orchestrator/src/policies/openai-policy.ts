@@ -8,6 +8,7 @@ import type { ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam,
 import type { Decision, Policy, PolicyInput, TokenUsage, ToolCallRequest, ToolSpec } from "../policy.js";
 import { TOOL_CALL_ID } from "../session/model-bounds.js";
 import { boundedFetch, ResponseTooLargeError } from "./bounded-fetch.js";
+import { CONFIDENCE_INSTRUCTIONS, parseActionConfidence, parseFinalReply } from "./model-confidence.js";
 
 export interface OpenAiPolicyOptions {
   /** e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"; the SDK appends `/chat/completions`. */
@@ -38,13 +39,13 @@ export class PolicyUnavailableError extends Error {
 
 export const OPENAI_POLICY_SYSTEM_PROMPT =
   "You are an agent working for a platform team. Reach the goal by calling the tools you are " +
-  "given: use them to look facts up and to act, one decision at a time. When the goal is met, " +
-  "reply in plain text without tool calls, and cite the document ids and refund ids your answer " +
-  "relies on. Never invent ids: use only ids that appear in the task or in tool results. " +
+  "given: use them to look facts up and to act, one decision at a time. In your answer, " +
+  "cite the document ids and refund ids it relies on. Never invent ids: use only ids that appear in the task or in tool results. " +
   "Personal data is shown as placeholders such as {{task.phone}}: pass them to tools and write " +
   "them in answers exactly as shown; the host fills in the values. A result served from a cache " +
   "is a past answer: say how old it is (its ageMs and observedAt). A degraded result means the " +
-  "tool was unavailable (its note says so): say that, never that what you looked for does not exist.";
+  "tool was unavailable (its note says so): say that, never that what you looked for does not exist. " +
+  CONFIDENCE_INSTRUCTIONS;
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 /**
@@ -204,10 +205,10 @@ function toDecision(body: unknown, input: PolicyInput, promptHash: string): Deci
       taken.add(id);
       return { id, name: typeof fn?.name === "string" ? fn.name : "", arguments: rawArguments(fn?.arguments) };
     });
-    return { kind: "tool_calls", calls, usage, promptHash };
+    return { kind: "tool_calls", calls, usage, ...parseActionConfidence(messageText(message)), promptHash };
   }
 
-  return { kind: "final", answer: messageText(message), usage, promptHash };
+  return { kind: "final", ...parseFinalReply(messageText(message)), usage, promptHash };
 }
 
 function uniqueId(base: string, taken: ReadonlySet<string>): string {

@@ -4,11 +4,14 @@
 //             Refund → an answer citing the policy document and the refund id
 //   question: kb search for the goal, then one per subgoal in the task (`subgoals: [...]`) → an
 //             answer citing the documents found
+// Its confidence, with the refund call and every answer, is derived from what it observed
+// (scripted-confidence.ts).
 import { createHash } from "node:crypto";
 import { ageInWords, type Decision, type HistoryItem, type Policy, type PolicyInput, type ResultEnvelope } from "../policy.js";
 import type { JsonObject, JsonValue } from "../session-store.js";
 import { estimateTokens } from "../budget.js";
 import { hashHistory, historyJsonLength } from "../history-json.js";
+import { type Derived, questionConfidence, refundConfidence } from "./scripted-confidence.js";
 
 function lastObservation(history: readonly HistoryItem[], tool: string): ResultEnvelope | undefined {
   for (let i = history.length - 1; i >= 0; i -= 1) {
@@ -77,13 +80,14 @@ export class ScriptedPolicy implements Policy {
       .update("}")
       .digest("hex");
     const usage = { input: estimateTokens(head.length - "[]".length + historyJsonLength(input.history)), output: 20 };
-    const call = (name: string, args: Record<string, unknown>): Decision => ({
+    const call = (name: string, args: Record<string, unknown>, sure?: Derived): Decision => ({
       kind: "tool_calls",
       calls: [{ id: `call_${input.step}_0`, name, arguments: JSON.stringify(args) }],
       usage,
+      ...(sure ? { confidence: sure.confidence, uncertaintyReason: sure.uncertaintyReason } : {}),
       promptHash,
     });
-    const final = (answer: string): Decision => ({ kind: "final", answer, usage, promptHash });
+    const final = (answer: string, sure: Derived): Decision => ({ kind: "final", answer, confidence: sure.confidence, uncertaintyReason: sure.uncertaintyReason, usage, promptHash });
 
     if (input.task.kind === "refund") return this.#refund(input, call, final);
 
@@ -93,42 +97,45 @@ export class ScriptedPolicy implements Policy {
     const next = queries[searches.length];
     if (next !== undefined) return call("kb_search_search", { query: next.slice(0, 512), limit: 3 });
     const hits = [...new Map(searches.flatMap(hitsOf).map((h) => [h.docId, h])).values()];
+    const sure = questionConfidence(searches, hits.length);
     if (hits.length === 0) {
       if (searches.some((s) => s.servedFrom === "degraded")) {
-        return final("The knowledge base was unavailable, so it could not be searched; this says nothing about whether it holds an answer. Please ask again later.");
+        return final("The knowledge base was unavailable, so it could not be searched; this says nothing about whether it holds an answer. Please ask again later.", sure);
       }
       const failed = searches.find((s) => !s.ok);
-      return final(`I could not find an answer in the knowledge base${failed ? ` (${failure(failed)})` : ""}.`);
+      return final(`I could not find an answer in the knowledge base${failed ? ` (${failure(failed)})` : ""}.`, sure);
     }
-    return final(`From the knowledge base${provenance(searches, hits.length)}: ${hits.map((h) => `${h.title} ${cite(h)}`).join("; ")}.`);
+    return final(`From the knowledge base${provenance(searches, hits.length)}: ${hits.map((h) => `${h.title} ${cite(h)}`).join("; ")}.`, sure);
   }
 
-  #refund(input: PolicyInput, call: (name: string, args: Record<string, unknown>) => Decision, final: (answer: string) => Decision): Decision {
+  #refund(input: PolicyInput, call: (name: string, args: Record<string, unknown>, sure?: Derived) => Decision, final: (answer: string, sure: Derived) => Decision): Decision {
     const task = input.task;
     const orderId = text(task.order_id);
     const amountCents = Number(task.amount_cents);
     const reason = text(task.reason) || "CUSTOMER_REQUEST";
     const policyDoc = lastObservation(input.history, "kb_search_search");
     if (!policyDoc) return call("kb_search_search", { query: "refund policy", limit: 3 });
+    const sure = refundConfidence(input.history, hitsOf(policyDoc).length);
     const order = lastObservation(input.history, "billing_get_order");
     if (!order) return call("billing_get_order", { orderId });
-    if (!order.ok) return final(`I could not look up order ${orderId} (${failure(order)}); no refund was made.`);
+    if (!order.ok) return final(`I could not look up order ${orderId} (${failure(order)}); no refund was made.`, sure);
     const status = text(field(order.data, "order", "status"));
     const refundable = Number(text(field(order.data, "order", "refundableCents")) || 0);
     if (status !== "ORDER_STATUS_PAID" || refundable < amountCents) {
-      return final(`Order ${orderId} cannot be refunded ${amountCents} cents (status ${status}, refundable ${refundable} cents); no refund was made.`);
+      return final(`Order ${orderId} cannot be refunded ${amountCents} cents (status ${status}, refundable ${refundable} cents); no refund was made.`, sure);
     }
     if ((task.id_card || task.phone) && !lastObservation(input.history, "risk_query_risk")) {
       return call("risk_query_risk", { idCard: text(task.id_card), phone: text(task.phone) });
     }
     const refund = lastObservation(input.history, "billing_refund");
     if (!refund) {
-      return call("billing_refund", { orderId, amountCents, reason: reason.startsWith("REFUND_REASON_") ? reason : `REFUND_REASON_${reason}` });
+      const args = { orderId, amountCents, reason: reason.startsWith("REFUND_REASON_") ? reason : `REFUND_REASON_${reason}` };
+      return call("billing_refund", args, sure);
     }
-    if (!refund.ok) return final(`The refund of order ${orderId} failed (${failure(refund)}).`);
+    if (!refund.ok) return final(`The refund of order ${orderId} failed (${failure(refund)}).`, sure);
     const refundId = text(field(refund.data, "refund", "refundId"));
     const doc = hitsOf(policyDoc)[0];
     const basis = doc ? ` under ${doc.title} ${cite(doc)}` : "";
-    return final(`Refunded ${amountCents} cents of order ${orderId}${basis}; refund id ${refundId}.`);
+    return final(`Refunded ${amountCents} cents of order ${orderId}${basis}; refund id ${refundId}.`, sure);
   }
 }

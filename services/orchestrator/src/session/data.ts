@@ -63,6 +63,8 @@ const contextSchema = z.looseObject({
   contextTokens: z.number().optional(),
   compressions: z.number().optional(),
   effects: z.array(effectSchema).optional(),
+  /** The policy's confidence in the answer it ended with (see confidence.ts). */
+  answerConfidence: z.object({ value: z.number(), reason: z.string() }).optional(),
   /** Set when the session ends (see outcome.ts). */
   outcome: z.object({ kind: z.enum(["succeeded", "partial", "not_done"]), reason: z.string() }).optional(),
 });
@@ -111,6 +113,8 @@ const pendingSchema = z.object({
   envelope: envelopeSchema.optional(),
   approvedBy: z.string().optional(),
   confidence: z.number().optional(),
+  /** What the policy was unsure of about the queued calls (see confidence.ts). */
+  uncertaintyReason: z.string().optional(),
   /** The run that sends the call, or APPROVED (see execute.ts); any other run's call was interrupted. */
   startedBy: z.string().optional(),
   attempt: z.number().optional(),
@@ -172,6 +176,12 @@ export function reservationOf(s: Pick<SessionRecord, "id">, call: PendingCall): 
 export function storedOutcome(s: Pick<SessionRecord, "context">): { readonly kind: string; readonly reason: string } | undefined {
   const outcome = (s.context as { outcome?: { kind?: unknown; reason?: unknown } }).outcome;
   return typeof outcome?.kind === "string" ? { kind: outcome.kind, reason: typeof outcome.reason === "string" ? outcome.reason : "" } : undefined;
+}
+
+/** The confidence the session's final answer was given with, as stored with its stop. */
+export function storedConfidence(s: Pick<SessionRecord, "context">): { readonly value: number; readonly reason: string } | undefined {
+  const stated = (s.context as { answerConfidence?: { value?: unknown; reason?: unknown } }).answerConfidence;
+  return typeof stated?.value === "number" ? { value: stated.value, reason: typeof stated.reason === "string" ? stated.reason : "" } : undefined;
 }
 
 /** The effects a session's context records as done (observed to succeed). */

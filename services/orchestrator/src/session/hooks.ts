@@ -5,6 +5,7 @@ import type { SessionMetrics } from "../session-metrics.js";
 import type { RunnerDeps } from "./kit.js";
 import type { MoveDeps } from "./moves.js";
 import { storedOutcome } from "./data.js";
+import { reasonLabel } from "./outcome.js";
 import { sessionTraceId } from "./trace-id.js";
 
 export type SessionHooks = Required<Pick<MoveDeps, "onTransition" | "onStopped"> & Pick<RunnerDeps, "onContextAlarm" | "onStep">>;
@@ -15,7 +16,7 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
     onStopped: (s) => {
       metrics?.stops.inc({ stop_reason: s.stopReason ?? "unknown" });
       const outcome = storedOutcome(s);
-      if (outcome) metrics?.outcomes.inc({ outcome: outcome.kind, reason: outcome.reason });
+      if (outcome) metrics?.outcomes.inc({ outcome: outcome.kind, reason: reasonLabel(outcome.reason) });
       metrics?.stepsPerSession.observe(s.usage.steps);
       log.info("session ended", { session_id: s.id, state: s.state, reason: s.stopReason ?? "", outcome: outcome?.kind ?? "", count: s.usage.steps, trace_id: sessionTraceId(s) });
     },

@@ -7,7 +7,7 @@ import type { StopReason } from "../session-state.js";
 import type { JsonObject, SessionRecord } from "../session-store.js";
 import { SideEffectRules } from "../side-effects.js";
 import { ToolRegistry } from "../tool-registry.js";
-import { outcomeOf } from "./outcome.js";
+import { outcomeOf, reasonLabel } from "./outcome.js";
 
 const rules = new SideEffectRules(new ToolRegistry([KbSearchService, BillingService, RiskService]));
 const REFUND_TASK = { kind: "refund", order_id: "ord_DEMO00000002", amount_cents: 500 };
@@ -56,6 +56,31 @@ describe("outcomeOf", () => {
   it("any other stop is not done, by its stop reason", () => {
     expect(outcomeOf(ended("tool_unavailable", REFUND_TASK, []), rules)).toEqual({ kind: "not_done", reason: "tool_unavailable" });
     expect(outcomeOf(ended("approval_denied", REFUND_TASK, []), rules)).toEqual({ kind: "not_done", reason: "approval_denied" });
+  });
+
+  it("a question answered below the confidence threshold is partial, with the policy's reason; at or above it, or with none stated, it succeeded", () => {
+    const answered = (value: number, reason: string) => {
+      const s = ended("done", {}, [seen("kb_search_search", envelope("live"))]);
+      return { ...s, context: { ...s.context, answerConfidence: { value, reason } } } as SessionRecord;
+    };
+    expect(outcomeOf(answered(0.2, "no document in the knowledge base matched"), rules, 0.6)).toEqual({
+      kind: "partial",
+      reason: "low_confidence: confidence 0.2 is below 0.6: no document in the knowledge base matched",
+    });
+    expect(outcomeOf(answered(0.6, ""), rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(answered(0.2, "unsure"), rules, 0)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("live"))]), rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
+  });
+
+  it("labels the metric low_confidence without the policy's words, and keeps other reasons", () => {
+    expect(reasonLabel("low_confidence: confidence 0.2 is below 0.6: anything the model wrote")).toBe("low_confidence");
+    expect(reasonLabel("degraded: kb_search_search")).toBe("degraded: kb_search_search");
+  });
+
+  it("a refund made is judged by the refund, not by the answer's confidence (nothing would undo it)", () => {
+    const s = ended("done", REFUND_TASK, [], [{ tool: "billing_refund" }]);
+    const unsure = { ...s, context: { ...s.context, answerConfidence: { value: 0.1, reason: "unsure" } } } as SessionRecord;
+    expect(outcomeOf(unsure, rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
   });
 
   it("a refund made before the budget ran out (or a cancel) is still what the user asked for", () => {

@@ -1,10 +1,12 @@
 // What the user got, beside how the session stopped: a refund task succeeded when its refund was
 // made; a question when it was answered live or from a cache within its max age (the client
 // serves no older one). An answer built on a tool's degraded answer, or on a failure that would
-// have passed, is partial; anything that stopped short of the task is not done, with why.
+// have passed, is partial; so is an answer the policy gave with a confidence below the threshold
+// (see confidence.ts); anything that stopped short of the task is not done, with why.
 import type { SessionRecord } from "../session-store.js";
 import { isTerminal } from "../session-state.js";
 import type { SideEffectRules } from "../side-effects.js";
+import { belowThreshold } from "../confidence.js";
 import { contextOf, effectsOf } from "./data.js";
 import { passesByName } from "./park.js";
 
@@ -12,12 +14,22 @@ export const OUTCOMES = ["succeeded", "partial", "not_done"] as const;
 
 export interface Outcome {
   readonly kind: (typeof OUTCOMES)[number];
-  /** Empty when succeeded; else e.g. "tool_unavailable", "no_effect: billing_refund", "degraded: kb_search_search". */
+  /** Empty when succeeded; else e.g. "tool_unavailable", "no_effect: billing_refund", "degraded: kb_search_search", "low_confidence: …". */
   readonly reason: string;
 }
 
-/** The outcome of an ended session; undefined while it runs. */
-export function outcomeOf(s: SessionRecord, rules: SideEffectRules): Outcome | undefined {
+const LOW_CONFIDENCE = "low_confidence";
+
+/** An outcome's reason as a metric label: a low-confidence one without the policy's own words, which are unbounded. */
+export function reasonLabel(reason: string): string {
+  return reason.startsWith(`${LOW_CONFIDENCE}:`) ? LOW_CONFIDENCE : reason;
+}
+
+/**
+ * The outcome of an ended session; undefined while it runs. `confidenceThreshold`: an answer to a
+ * question given with less is partial (a task that asked for an effect is judged by the effect).
+ */
+export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceThreshold = 0): Outcome | undefined {
   if (!isTerminal(s.state)) return undefined;
   // A task that asks for an effect succeeded when the effect was made, however the session ended after it.
   const asked = rules.askedFor(s.task);
@@ -37,5 +49,7 @@ export function outcomeOf(s: SessionRecord, rules: SideEffectRules): Outcome | u
   }
   if (degraded.size > 0) return { kind: "partial", reason: `degraded: ${[...degraded].join(", ")}` };
   if (failed.size > 0) return { kind: "partial", reason: `tool_failed: ${[...failed].join(", ")}` };
+  const low = asked.length === 0 ? belowThreshold(contextOf(s).answerConfidence, confidenceThreshold) : undefined;
+  if (low) return { kind: "partial", reason: `${LOW_CONFIDENCE}: ${low}` };
   return { kind: "succeeded", reason: "" };
 }

@@ -5,6 +5,7 @@
 import { Effect } from "@loopguard/tool-sdk";
 import { newApproval } from "../approvals.js";
 import { deadlineOf, refuseStep } from "../budget.js";
+import { confidenceFields, type StatedConfidence, statedConfidence } from "../confidence.js";
 import { modelView } from "../personal-data.js";
 import type { Decision, ToolCallRequest } from "../policy.js";
 import { redactText } from "../redact.js";
@@ -16,7 +17,7 @@ import { outOfTask } from "../task-scope.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { checkAnswer } from "./answer.js";
 import { approve } from "./approve.js";
-import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, reservationOf, type SessionContext, sideEffectsOf } from "./data.js";
+import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, reservationOf, type SessionContext, sideEffectsOf, storedConfidence } from "./data.js";
 import { execute } from "./execute.js";
 import type { Kit, RunnerDeps } from "./kit.js";
 import { boundDecision, boundText, MAX_ANSWER_CHARS, MAX_REJECTED_ANSWER_CHARS } from "./model-bounds.js";
@@ -67,7 +68,7 @@ export class SessionRunner {
     let last: SessionRecord | null = null;
     try {
       last = await this.#run(id, first, signal);
-      if (last) span.span.setAttributes({ "loopguard.state": last.state, "loopguard.stop_reason": last.stopReason ?? "" });
+      if (last) span.span.setAttributes({ "loopguard.state": last.state, "loopguard.stop_reason": last.stopReason ?? "", ...confidenceAttributes(last) });
       return last;
     } finally {
       // Tracing never fails a run: a failed session whose steps cannot be read back keeps no trace.
@@ -152,13 +153,14 @@ export class SessionRunner {
     const step = ctx.traceSteps + 1;
     const traced: SessionContext = { ...ctx, traceSteps: step };
     const durationMs = () => performance.now() - started;
+    const stated = statedConfidence(decision);
     if (decision.kind === "final") {
       const problem = checkAnswer(decision.answer, ctx.history);
       const record = spans.step(s, {
         step,
         before: s.state,
         after: problem ? "THINKING" : "DONE",
-        decision: { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "" },
+        decision: { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "", ...confidenceFields(stated) },
         promptHash: decision.promptHash,
         durationMs: durationMs(),
       });
@@ -166,15 +168,15 @@ export class SessionRunner {
         const history = [...ctx.history, { kind: "rejected_answer" as const, text: redactText(boundText(decision.answer, MAX_REJECTED_ANSWER_CHARS)), why: problem }];
         return moves.move(s, "THINKING", { audit: { reason: "answer rejected by the host", outcome: problem }, patch: { usage, context: contextJson({ ...traced, history }) }, step: record });
       }
-      return moves.stop(s, "done", decision.answer, { patch: { usage, context: contextJson(traced) }, step: record });
+      return moves.stop(s, "done", decision.answer, { patch: { usage, context: contextJson(stated ? { ...traced, answerConfidence: stated } : traced) }, step: record });
     }
     const queue = decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments, ...(c.argumentsBytes === undefined ? {} : { argumentsBytes: c.argumentsBytes }) }));
     // The usual case — the first call can start right away — is one transition, THINKING ->
     // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
     const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };
-    const plan = queue[0] ? await this.#planCall(decided, queue[0], decision.confidence) : undefined;
+    const plan = queue[0] ? await this.#planCall(decided, queue[0], stated) : undefined;
     const record = (after: "TOOL_EXECUTING" | "THINKING") =>
-      spans.step(s, { step, before: s.state, after, decision: { kind: "tool_calls", calls: queue }, promptHash: decision.promptHash, durationMs: durationMs() });
+      spans.step(s, { step, before: s.state, after, decision: { kind: "tool_calls", calls: queue, ...confidenceFields(stated) }, promptHash: decision.promptHash, durationMs: durationMs() });
     if (plan?.kind === "start") {
       const reason = `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`;
       try {
@@ -186,7 +188,7 @@ export class SessionRunner {
     }
     return moves.move(s, "THINKING", {
       audit: { reason: `policy asked for ${queue.length} tool call(s)` },
-      patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...(decision.confidence !== undefined ? { confidence: decision.confidence } : {}) }) },
+      patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...confidenceFields(stated) }) },
       step: record("THINKING"),
     });
   }
@@ -194,7 +196,7 @@ export class SessionRunner {
   async #prepareCall(s: SessionRecord, call: ToolCallRequest, pending: Pending, signal: AbortSignal): Promise<SessionRecord> {
     const { deps, moves } = this.#kit;
     const rest = pending.queue.slice(1);
-    const plan = await this.#planCall(s, call, pending.confidence);
+    const plan = await this.#planCall(s, call, pending.confidence === undefined ? undefined : { value: pending.confidence, reason: pending.uncertaintyReason ?? "" });
     switch (plan.kind) {
       case "observe":
         return observeInPlace(this.#kit, s, call, rest, plan.envelope, plan.reason);
@@ -248,7 +250,7 @@ export class SessionRunner {
    * side-effect guards (live reads, amounts, risk, entities the task declares), which decide
    * between refusing, asking a human and calling.
    */
-  async #planCall(s: SessionRecord, request: ToolCallRequest, confidence: number | undefined): Promise<CallPlan> {
+  async #planCall(s: SessionRecord, request: ToolCallRequest, confidence: StatedConfidence | undefined): Promise<CallPlan> {
     const { deps } = this.#kit;
     const checked = checkCall({ session: s, context: contextOf(s), call: request, registry: deps.registry, now: deps.now() });
     if (checked.kind !== "checked") return checked;
@@ -309,4 +311,10 @@ export class SessionRunner {
     // One version per state the move passes, as SessionMoves.move records it.
     return execute(this.#kit, { ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + 1 + startOf(s, "TOOL_EXECUTING").length }, signal, recorded);
   }
+}
+
+/** The answer's confidence on the session's span, so a trace shows how sure the policy was beside how it stopped. */
+function confidenceAttributes(s: SessionRecord): Record<string, number | string> {
+  const stated = storedConfidence(s);
+  return stated ? { "loopguard.confidence": stated.value, "loopguard.uncertainty_reason": stated.reason } : {};
 }

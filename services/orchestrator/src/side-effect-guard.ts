@@ -15,6 +15,7 @@ import { failureName, passes, type WaitFor } from "./session/park.js";
 import { type ApprovalRules, thresholdsIn } from "./approvals.js";
 import { deadlineOf } from "./budget.js";
 import { belowThreshold, type StatedConfidence } from "./confidence.js";
+import { SINGLE_CALL_POLICY } from "./policies/single-call-policy.js";
 import type { Reservation } from "./effect-reservations.js";
 import { decideMoney } from "./money-totals.js";
 import type { ResultEnvelope } from "./policy.js";
@@ -139,10 +140,13 @@ export async function guardSideEffect(
   const made = effectsOf(s).find((e) => e.key === key);
   if (made) return { kind: "start", worldVersion: "", effect: made, reservation: undefined, args: withBound(guard, args, made.bound) };
   const low = belowThreshold(confidence, deps.approvals.minConfidence);
-  const lowConfidence = low ? `policy ${low}` : undefined;
+  // A call forwarded from an MCP client was judged by no policy at all: a person other than the
+  // caller decides every irreversible one, whatever the amount, risk or confidence threshold.
+  const forwarded = s.policy === SINGLE_CALL_POLICY ? `${tool.name} was asked for directly by an MCP client; another person decides every irreversible call` : undefined;
+  const asks = [...(low ? [`policy ${low}`] : []), ...(forwarded ? [forwarded] : [])];
   if (!guard.movesMoney || !guard.reader || !guard.risk) {
     const planned = { worldVersion: "", effect, reservation: undefined, args };
-    return lowConfidence ? { kind: "approve", why: lowConfidence, ...planned } : { kind: "start", ...planned };
+    return asks.length > 0 ? { kind: "approve", why: asks.join("; "), ...planned } : { kind: "start", ...planned };
   }
 
   const entity = await readLive(deps, s, guard.reader, entityId);
@@ -193,7 +197,7 @@ export async function guardSideEffect(
   }
   const risk = await riskReason(deps, s, guard, entityId, customerId);
   if (typeof risk === "object") return { kind: "park", ...risk };
-  const reasons = [...money.reasons, ...(risk ? [risk] : []), ...(lowConfidence ? [lowConfidence] : [])];
+  const reasons = [...money.reasons, ...(risk ? [risk] : []), ...asks];
   const bound = money.limits.entityMax;
   const planned: Planned = {
     worldVersion: worldVersionOf(guard, entityId, entity.data),

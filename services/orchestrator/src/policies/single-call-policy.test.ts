@@ -31,9 +31,10 @@ describe("SingleCallPolicy", () => {
   const policy = new SingleCallPolicy();
   const task = singleCallTask(tool("kb_search_search"), { query: "refund policy", limit: 3 });
 
-  it("makes exactly the task's call, claiming no confidence (so an irreversible one waits for a person)", async () => {
+  it("makes exactly the task's call and states no confidence (it judges nothing)", async () => {
     const decision = await policy.decide({ goal: "g", task, tools: registry.specs(), history: [], step: 1 });
-    expect(decision).toMatchObject({ kind: "tool_calls", confidence: 0, calls: [{ name: "kb_search_search", arguments: '{"query":"refund policy","limit":3}' }] });
+    expect(decision).toMatchObject({ kind: "tool_calls", calls: [{ name: "kb_search_search", arguments: '{"query":"refund policy","limit":3}' }] });
+    expect(decision).not.toHaveProperty("confidence");
   });
 
   it("answers with the call's result envelope as JSON once it is observed", async () => {

@@ -87,13 +87,12 @@ export class SingleCallPolicy implements Policy {
       };
       return { kind: "final", answer: JSON.stringify(refused), usage, promptHash };
     }
-    // The policy forwards a client's call and judges nothing, so it claims no confidence in it:
-    // the host then sends every irreversible call to a person (another than the caller) to decide.
+    // The policy forwards a client's call and judges nothing, so it states no confidence; the host
+    // sends every irreversible call of this policy's sessions to another person (side-effect-guard.ts).
     return {
       kind: "tool_calls",
       calls: [{ id: `call_${input.step}_0`, name: tool, arguments: JSON.stringify(input.task.arguments) }],
       usage,
-      confidence: 0,
       promptHash,
     };
   }

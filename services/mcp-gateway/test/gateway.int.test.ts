@@ -114,7 +114,8 @@ beforeAll(async () => {
     tools[spec.name] = await startTool(spec.name, toolData, 0, auth);
     processes.push(tools[spec.name]!);
   }
-  const orchestratorEnv = { ...testOrchestratorEnv(), ORCHESTRATOR_PORT: "0", ORCHESTRATOR_HTTP_PORT: "0", ...toolAddressEnv(tools), ...auth };
+  // The confidence rule turned off: a forwarded irreversible call must still wait, by the guard's own rule.
+  const orchestratorEnv = { ...testOrchestratorEnv(), ORCHESTRATOR_PORT: "0", ORCHESTRATOR_HTTP_PORT: "0", CONFIDENCE_THRESHOLD: "0", ...toolAddressEnv(tools), ...auth };
   const orchestrator = await spawnTool(ORCHESTRATOR_ENTRY, { ...orchestratorEnv, ...otel(), LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator, LOOPGUARD_DATA_DIR: orchestratorData }, 60_000);
   processes.push(orchestrator);
   orchestratorAddr = orchestrator.address;
@@ -197,6 +198,7 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
     const session = (await asApprover.listApprovals({})).approvals.find((a) => a.sessionId === waiting.sessionId);
     expect(session?.state).toBe(SessionState.AWAITING_APPROVAL);
     expect(session?.usage?.toolCalls).toBe(0);
+    expect(session?.pendingApproval?.reason).toContain("asked for directly by an MCP client");
     expect(await refundable()).toBe(before);
 
     const pending = session!.pendingApproval!;

@@ -11,6 +11,9 @@ export class ClientMetrics {
   /** One per call, by outcome: ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid. */
   readonly calls: Counter<"tool" | "method" | "outcome" | "grpc_code">;
   readonly retries: Counter<"tool" | "method">;
+  readonly hedges: Counter<"tool" | "method">;
+  readonly hedgesWon: Counter<"tool" | "method">;
+  readonly hedgeLosersCancelled: Counter<"tool" | "method">;
   /** 0 closed, 1 half-open, 2 open. */
   readonly breakerState: Gauge<"tool">;
   readonly breakerTransitions: Counter<"tool" | "state">;
@@ -39,6 +42,24 @@ export class ClientMetrics {
     this.retries = new Counter({
       name: "loopguard_tool_client_retries_total",
       help: "Retry attempts sent after a retryable failure.",
+      labelNames: ["tool", "method"] as const,
+      registers,
+    });
+    this.hedges = new Counter({
+      name: "loopguard_tool_client_hedges_total",
+      help: "Hedges sent: a second attempt of a hedged read to another replica after the hedge delay.",
+      labelNames: ["tool", "method"] as const,
+      registers,
+    });
+    this.hedgesWon = new Counter({
+      name: "loopguard_tool_client_hedges_won_total",
+      help: "Calls whose answer came from a hedge rather than the attempt it raced.",
+      labelNames: ["tool", "method"] as const,
+      registers,
+    });
+    this.hedgeLosersCancelled = new Counter({
+      name: "loopguard_tool_client_hedge_losers_cancelled_total",
+      help: "Attempts cancelled because another attempt of the same call answered first.",
       labelNames: ["tool", "method"] as const,
       registers,
     });

@@ -94,7 +94,17 @@ describe("hedged reads", () => {
     slow(replicas[0]!);
     for (let i = 0; i < 12; i++) await client.call("search", { query: `q${i}`, limit: 1 });
     // Two losses (calls 1 and 4 of 12), then every first attempt goes to the healthy two.
-    expect(await clientMetric(registry, "loopguard_tool_client_hedges_total")).toBe(2);
+    expect(await clientMetric(registry, "loopguard_tool_client_hedges_won_total")).toBe(2);
+  });
+
+  it("stops sending first attempts to a replica whose answers keep coming late, even with no budget for hedges", async () => {
+    const replicas = await kbReplicas(3);
+    const { client, registry } = await kbClient(replicas, { retry: { budgetRatio: 0, budgetMaxTokens: 0 }, hedge: { ...HEDGE, lossesToAvoid: 2 } });
+    slow(replicas[0]!, 500);
+    const results = [];
+    for (let i = 0; i < 12; i++) results.push(await client.call("search", { query: `q${i}`, limit: 1 }));
+    expect(results.filter((r) => r.latencyMs >= 500)).toHaveLength(2);
+    expect(await clientMetric(registry, "loopguard_tool_client_hedges_total")).toBe(0);
   });
 
   it("sends no hedge when the first answer comes before the delay", async () => {

@@ -21,6 +21,7 @@ import { benchPeople } from "./people.js";
 import { entryOf, sessionEnds, stopAll } from "./processes.js";
 
 const SESSIONS = 300;
+const ROUNDS = 3;
 const IN_FLIGHT = 16;
 const WARM_UP_SESSIONS = 60;
 const BASE_MS = 50;
@@ -28,11 +29,12 @@ const QUESTIONS = ["how do refunds work", "which refunds need an approval", "how
 
 interface Run {
   readonly label: string;
-  readonly p50Ms: number;
-  readonly p95Ms: number;
-  readonly calls: number;
-  readonly hedges: number;
-  readonly hedgesWon: number;
+  readonly latencies: number[];
+  calls: number;
+  hedges: number;
+  hedgesWon: number;
+  /** Searches each replica answered (OK), as its own /metrics counts them. */
+  readonly answered: number[];
 }
 
 const percentile = (sorted: readonly number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
@@ -45,6 +47,11 @@ async function kbCounters(orchestrator: ToolProcess): Promise<{ calls: number; h
     hedges: metricValue(page, "loopguard_tool_client_hedges_total", labels),
     hedgesWon: metricValue(page, "loopguard_tool_client_hedges_won_total", labels),
   };
+}
+
+async function searchesAnswered(kb: ToolProcess): Promise<number> {
+  const page = await (await fetch(`http://127.0.0.1:${kb.metricsPort}/metrics`)).text();
+  return metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "OK" });
 }
 
 export async function benchHedge(): Promise<void> {
@@ -122,41 +129,54 @@ export async function benchHedge(): Promise<void> {
         return latencies.sort((a, b) => a - b);
       };
       await sessions(WARM_UP_SESSIONS);
-      return {
-        async run(label: string): Promise<Run> {
-          const before = await kbCounters(proc);
-          const latencies = await sessions(SESSIONS);
-          const after = await kbCounters(proc);
-          return {
-            label,
-            p50Ms: percentile(latencies, 0.5),
-            p95Ms: percentile(latencies, 0.95),
-            calls: after.calls - before.calls,
-            hedges: after.hedges - before.hedges,
-            hedgesWon: after.hedgesWon - before.hedgesWon,
-          };
-        },
-      };
+      return { proc, sessions };
     };
     const hedging = await orchestrator("hedging", true);
     const plain = await orchestrator("plain", false);
-
-    const healthy = await hedging.run("(a) healthy, hedging on");
     const slowMs = Math.round(BASE_MS + 9 * normalMs);
-    await setLatency(0, slowMs);
-    const unhedged = await plain.run("(b) 1 of 3 slowed 10x, hedging off");
-    const hedged = await hedging.run("(c) 1 of 3 slowed 10x, hedging on");
 
-    console.log(`hedge: question sessions (1 kb-search Search each) through the orchestrator, 3 kb-search replicas as processes, ${SESSIONS} sessions per run, ${IN_FLIGHT} in flight`);
+    // Rounds alternate the three runs, so the machine's noise lands on all alike.
+    const runs: Run[] = [
+      { label: "(a) healthy, hedging on", latencies: [], calls: 0, hedges: 0, hedgesWon: 0, answered: [0, 0, 0] },
+      { label: "(b) 1 of 3 slowed 10x, hedging off", latencies: [], calls: 0, hedges: 0, hedgesWon: 0, answered: [0, 0, 0] },
+      { label: "(c) 1 of 3 slowed 10x, hedging on", latencies: [], calls: 0, hedges: 0, hedgesWon: 0, answered: [0, 0, 0] },
+    ];
+    const setup = [
+      { orchestrator: hedging, slow: false },
+      { orchestrator: plain, slow: true },
+      { orchestrator: hedging, slow: true },
+    ];
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [index, { orchestrator: o, slow }] of setup.entries()) {
+        const run = runs[index]!;
+        await setLatency(0, slow ? slowMs : BASE_MS);
+        const before = await kbCounters(o.proc);
+        const answeredBefore = await Promise.all(replicas.map(searchesAnswered));
+        run.latencies.push(...(await o.sessions(SESSIONS / ROUNDS)));
+        const after = await kbCounters(o.proc);
+        const answeredAfter = await Promise.all(replicas.map(searchesAnswered));
+        run.calls += after.calls - before.calls;
+        run.hedges += after.hedges - before.hedges;
+        run.hedgesWon += after.hedgesWon - before.hedgesWon;
+        for (let r = 0; r < 3; r++) run.answered[r]! += answeredAfter[r]! - answeredBefore[r]!;
+      }
+    }
+
+    console.log(
+      `hedge: question sessions (1 kb-search Search each) through the orchestrator, 3 kb-search replicas as processes, ${SESSIONS} sessions per run in ${ROUNDS} alternated rounds, ${IN_FLIGHT} in flight`,
+    );
     console.log(`  Search normal latency ${normalMs.toFixed(1)} ms (every replica +${BASE_MS} ms); slowed replica +${slowMs} ms (= ${BASE_MS} + 9 x normal)`);
-    for (const r of [healthy, unhedged, hedged]) {
+    for (const r of runs) r.latencies.sort((a, b) => a - b);
+    const p95 = (r: Run) => percentile(r.latencies, 0.95);
+    for (const r of runs) {
       const load = r.calls > 0 ? (100 * r.hedges) / r.calls : 0;
       console.log(
-        `  ${r.label.padEnd(38)} session p50 ${r.p50Ms.toFixed(1).padStart(6)} ms  p95 ${r.p95Ms.toFixed(1).padStart(6)} ms  kb calls ${String(r.calls).padStart(4)}  hedges ${String(r.hedges).padStart(3)} (won ${r.hedgesWon})  extra load ${load.toFixed(1)} %`,
+        `  ${r.label.padEnd(36)} session p50 ${percentile(r.latencies, 0.5).toFixed(0).padStart(5)} ms  p95 ${p95(r).toFixed(0).padStart(5)} ms  kb calls ${r.calls}  hedges ${r.hedges} (won ${r.hedgesWon})  extra load ${load.toFixed(1)} %  Searches answered by replica 0 (slowed)/1/2: ${r.answered.join("/")}`,
       );
     }
+    const [healthy, unhedged, hedged] = runs as [Run, Run, Run];
     console.log(
-      `  p95 (c)/(a) ${(hedged.p95Ms / healthy.p95Ms).toFixed(2)} (target <= 1.5); (b)/(a) ${(unhedged.p95Ms / healthy.p95Ms).toFixed(2)}; extra load of (c) ${((100 * hedged.hedges) / Math.max(1, hedged.calls)).toFixed(1)} % (target <= 10 %)\n`,
+      `  p95 (c)/(a) ${(p95(hedged) / p95(healthy)).toFixed(2)} (target <= 1.5); (b)/(a) ${(p95(unhedged) / p95(healthy)).toFixed(2)}; extra load of (c) ${((100 * hedged.hedges) / Math.max(1, hedged.calls)).toFixed(1)} % (target <= 10 %)\n`,
     );
   } finally {
     for (const close of closers) close();

@@ -10,7 +10,7 @@ export interface HedgeOverrides {
   readonly fallbackDelayMs?: number;
   /** Answers a method needs before its observed p95 is used. */
   readonly minSamples?: number;
-  /** First attempts lost to a hedge in a row after which a replica is avoided. */
+  /** First attempts in a row not answered within the hedge delay, after which a replica is avoided. */
   readonly lossesToAvoid?: number;
   /** How long a replica found slow is avoided by first attempts (ms). */
   readonly avoidForMs?: number;
@@ -55,10 +55,13 @@ export class LatencyWindow {
 }
 
 /**
- * Replicas whose first attempts keep losing to hedges: a slow replica, which round robin would
- * otherwise keep sending a third of the calls (each then needing a hedge). After `lossesToAvoid`
- * losses in a row a replica is avoided by first attempts for `avoidForMs` (it still takes them
- * when nothing else is ready), then tried again. At most half the replicas seen are avoided at once.
+ * Replicas whose first attempts keep coming late (not answered within the hedge delay, whether a
+ * hedge then won or the budget allowed none): a slow replica, which round robin would otherwise
+ * keep sending a third of the calls, each needing a hedge (more than the retry budget gives, so
+ * most would simply wait). After `lossesToAvoid` late answers in a row a replica is avoided by first
+ * attempts for `avoidForMs` (it still takes them when nothing else is ready), then tried again. At
+ * most half the replicas seen are avoided at once. A healthy replica is late 5 % of the time (the
+ * delay is the p95), so three in a row is rare.
  */
 export class SlowReplicas {
   readonly #losses = new Map<string, number>();
@@ -80,7 +83,8 @@ export class SlowReplicas {
     this.#losses.delete(address);
   }
 
-  lostToHedge(address: string, now: number): void {
+  late(address: string, now: number): void {
+    this.#seen.add(address);
     const losses = (this.#losses.get(address) ?? 0) + 1;
     this.#losses.set(address, losses);
     if (losses < this.lossesToAvoid || this.avoided(now).includes(address)) return;

@@ -222,6 +222,7 @@ interface Attempt {
   pending: boolean;
   /** Cancelled because another attempt answered first. */
   lost: boolean;
+  readonly sentAt: number;
 }
 
 /** Where an attempt may be sent: addresses it must not use, and ones it uses only if nothing else is ready. */
@@ -536,11 +537,12 @@ export class ToolClient<S extends DescService> {
     const racing: Attempt[] = [];
     let anyMayHaveActed = false;
     let timer: NodeJS.Timeout | undefined;
+    const delayMs = plan.maxHedges > 0 ? this.#hedgeDelayMs(plan) : Number.POSITIVE_INFINITY;
     return new Promise((resolve) => {
       let settled = false;
       const hedged = () => racing.some((a) => a.hedge);
       const launch = (hedge: boolean) => {
-        const attempt: Attempt = { number: 0, hedge, pending: true, lost: false };
+        const attempt: Attempt = { number: 0, hedge, pending: true, lost: false, sentAt: performance.now() };
         racing.push(attempt);
         const route: Route = {
           avoid: hedge ? racing.flatMap((a) => (a.call ? [a.call.getPeer()] : [])) : [],
@@ -555,6 +557,11 @@ export class ToolClient<S extends DescService> {
           })
           .then(
             (response) => {
+              const peer = attempt.call?.getPeer();
+              if (peer !== undefined) {
+                if (!attempt.hedge && performance.now() - attempt.sentAt > delayMs) this.#slow.late(peer, Date.now());
+                else this.#slow.answered(peer);
+              }
               if (settled) return;
               settled = true;
               clearTimeout(timer);
@@ -563,7 +570,7 @@ export class ToolClient<S extends DescService> {
                 other.lost = true;
                 other.call?.cancel();
                 this.#metrics.hedgeLosersCancelled.inc({ tool: this.tool, method: plan.method.name });
-                if (attempt.hedge && !other.hedge && other.call) this.#slow.lostToHedge(other.call.getPeer(), Date.now());
+                if (attempt.hedge && !other.hedge && other.call) this.#slow.late(other.call.getPeer(), Date.now());
               }
               if (attempt.hedge) this.#metrics.hedgesWon.inc({ tool: this.tool, method: plan.method.name });
               resolve({ ok: true, response, winner: attempt.number, hedged: hedged() });
@@ -579,7 +586,7 @@ export class ToolClient<S extends DescService> {
               resolve({ ok: false, failure, anyMayHaveActed, hedged: hedged() });
             },
           );
-        if (sent.hedges < plan.maxHedges) timer = setTimeout(hedgeIfStillWaiting, this.#hedgeDelayMs(plan));
+        if (sent.hedges < plan.maxHedges) timer = setTimeout(hedgeIfStillWaiting, delayMs);
       };
       const hedgeIfStillWaiting = () => {
         if (settled || wire.signal?.aborted || sent.attempts >= maxAttempts || Date.now() >= wire.deadline) return;
@@ -687,7 +694,6 @@ export class ToolClient<S extends DescService> {
           return;
         }
         plan.latency.add(elapsedMs);
-        this.#slow.answered(call.getPeer());
         resolve(response);
       });
       attempt.call = call;

@@ -60,7 +60,8 @@ export class LatencyWindow {
  * keep sending a third of the calls, each needing a hedge (more than the retry budget gives, so
  * most would simply wait). After `lossesToAvoid` late answers in a row a replica is avoided by first
  * attempts for `avoidForMs` (it still takes them when nothing else is ready), then tried again. At
- * most half the replicas seen are avoided at once. A healthy replica is late 5 % of the time (the
+ * most half the replicas seen are avoided at once (at that cap the one avoided longest ago makes way
+ * for a newly late one). A healthy replica is late 5 % of the time (the
  * delay is the p95), so three in a row is rare.
  */
 export class SlowReplicas {
@@ -87,8 +88,15 @@ export class SlowReplicas {
     this.#seen.add(address);
     const losses = (this.#losses.get(address) ?? 0) + 1;
     this.#losses.set(address, losses);
-    if (losses < this.lossesToAvoid || this.avoided(now).includes(address)) return;
-    if (this.avoided(now).length + 1 > Math.floor(this.#seen.size / 2)) return;
+    const avoided = this.avoided(now);
+    if (losses < this.lossesToAvoid || avoided.includes(address)) return;
+    if (avoided.length + 1 > Math.floor(this.#seen.size / 2)) {
+      // At the cap, the replica avoided longest ago makes way: it may have been late for a passing
+      // reason (a cold start), and this one is late now.
+      const oldest = [...this.#avoidedUntil.entries()].sort((a, b) => a[1] - b[1])[0];
+      if (!oldest) return;
+      this.#avoidedUntil.delete(oldest[0]);
+    }
     this.#avoidedUntil.set(address, now + this.avoidForMs);
     this.#losses.delete(address);
   }

@@ -292,7 +292,7 @@ export class ToolClient<S extends DescService> {
     this.#domainReasons = new Set([...errorReasons(service)].filter((r) => !commonReasons.has(r)));
     this.#options = options;
     const hedge = options.hedge ?? {};
-    this.#slow = new SlowReplicas(hedge.lossesToAvoid ?? 3, hedge.avoidForMs ?? 30_000);
+    this.#slow = new SlowReplicas(hedge.lossesToAvoid ?? 3, hedge.avoidForMs ?? 10_000);
     this.#random = options.random ?? Math.random;
     this.#client = new Client(channelTarget(options.target), options.channelCredentials ?? credentials.createInsecure(), {
       // One retry layer only: ours, which obeys RetryInfo and the retry budget.

@@ -47,6 +47,12 @@ describe("tool targets", () => {
     expect(config.toolTargets["kb-search"]).toEqual(["127.0.0.1:50061"]);
   });
 
+  it("hedges the contracts' hedged reads unless ORCHESTRATOR_HEDGED_READS is false, and refuses another value", () => {
+    expect(loadOrchestratorConfig(base).hedgedReads).toBe(true);
+    expect(loadOrchestratorConfig({ ...base, ORCHESTRATOR_HEDGED_READS: "false" }).hedgedReads).toBe(false);
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_HEDGED_READS: "off" })).toThrow('ORCHESTRATOR_HEDGED_READS must be true or false, got "off"');
+  });
+
   it.each(["kb-0.kb", "kb-0.kb:0", "kb-0.kb:70000", "kb_0:50061", "a:1,,b:2", "-kb:50061"])("refuses %j, naming the variable", (value) => {
     expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(ConfigError);
     expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(/^KB_SEARCH_ADDR must be host:port/);

@@ -38,6 +38,8 @@ export interface OrchestratorConfig extends ToolConfig {
   readonly migrateOnStart: boolean;
   /** Addresses per tool name; several comma-separated replicas are balanced round robin. */
   readonly toolTargets: Readonly<Record<string, string[]>>;
+  /** ORCHESTRATOR_HEDGED_READS: hedge the reads whose contract allows it (a second attempt to another replica after the method's p95). */
+  readonly hedgedReads: boolean;
   readonly instanceId: string;
   readonly leaseTtlMs: number;
   readonly maxActiveSessions: number;
@@ -182,6 +184,12 @@ function opsSettings(env: Env): OpsSettings {
   });
 }
 
+function hedgedReads(env: Env): boolean {
+  const value = env.ORCHESTRATOR_HEDGED_READS ?? "true";
+  if (value !== "true" && value !== "false") throw new ConfigError(`ORCHESTRATOR_HEDGED_READS must be true or false, got "${value}"`);
+  return value === "true";
+}
+
 export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConfig {
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
   // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
@@ -217,6 +225,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
         return [tool, targets(env, `${envPrefixOf(tool)}_ADDR`, LOCAL_TOOL_ADDRESSES[tool] ?? "")];
       }),
     ),
+    hedgedReads: hedgedReads(env),
     instanceId: env.ORCHESTRATOR_INSTANCE_ID || `${hostname()}-${process.pid}`,
     leaseTtlMs: int(env, "ORCHESTRATOR_LEASE_TTL_MS", 5000, 500, 600_000),
     maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),

@@ -59,6 +59,7 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
       target: config.toolTargets[servicePolicy(service).toolName] ?? [],
       metrics: clientMetrics,
       bulkhead: { maxQueue: config.maxActiveSessions },
+      hedge: { enabled: config.hedgedReads },
     });
     clients.set(client.tool, client as ToolClient<DescService>);
   }

@@ -43,6 +43,10 @@ export function methodPolicy(method: DescMethod): MethodPolicy {
   if (policy.effect === Effect.IRREVERSIBLE_EXTERNAL && !policy.sideEffect?.entity) {
     throw new Error(`irreversible method ${method.parent.typeName}.${method.name} must declare its side_effect (the entity it acts on, whether it moves money)`);
   }
+  // A hedge puts a second copy of the call in flight at once: harmless for a read, a double write otherwise.
+  if (policy.hedge?.enabled && policy.effect !== Effect.READ_ONLY) {
+    throw new Error(`method ${method.parent.typeName}.${method.name} sets option hedge but is not EFFECT_READ_ONLY: only reads may be hedged`);
+  }
   return policy;
 }
 

@@ -1,10 +1,11 @@
-// `pnpm bench [tool|client|steps|refunds|redact|all]`: side-by-side benchmarks on loopback, printed as figures and
+// `pnpm bench [tool|client|steps|refunds|redact|hedge|all]`: side-by-side benchmarks on loopback, printed as figures and
 // ratios to a bare grpc-js baseline measured in the same run. Bounded in time; stops by itself.
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { createRawClient, ToolCallError, toolClient } from "@loopguard/tool-sdk";
 import { Registry } from "prom-client";
 import { startBenchServer } from "./bench-server.js";
+import { benchHedge } from "./hedge.js";
 import { compare, type ProbedFigures, printComparison } from "./measure.js";
 import { benchPeople } from "./people.js";
 import { benchRedact } from "./redact.js";
@@ -90,6 +91,7 @@ const suites: Record<string, () => Promise<void>> = {
   steps: () => benchSteps(durationMs),
   refunds: () => benchRefunds(durationMs),
   redact: async () => benchRedact(durationMs),
+  hedge: benchHedge,
 };
 const names = process.argv.slice(2).filter((a) => a !== "--");
 const chosen = names.length === 0 || names.includes("all") ? Object.keys(suites) : names;

@@ -56,7 +56,13 @@ export async function send(kit: Kit, s: SessionRecord, { tool, client, call }: I
         ...(irreversible ? {} : { signal }),
         ...(onRetry ? { onRetry } : {}),
       });
-      span.setAttributes({ "loopguard.served_from": result.source, "loopguard.attempts": result.attempts, "loopguard.breaker_state": client.breakerState });
+      span.setAttributes({
+        "loopguard.served_from": result.source,
+        "loopguard.attempts": result.attempts,
+        "loopguard.breaker_state": client.breakerState,
+        // A hedge is one more attempt of the same tool call, not another call: the session counts one tool call either way.
+        "loopguard.hedged": result.hedged ?? false,
+      });
       return { result: result as ToolResult<never> };
     } catch (error) {
       span.setStatus({ code: SpanStatusCode.ERROR });

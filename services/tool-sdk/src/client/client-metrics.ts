@@ -1,5 +1,5 @@
 // Metrics of the calling side, declared in one place: the standard gRPC client twins plus
-// loopguard's per-tool outcomes, retries and breaker state. One instance per process, shared
+// loopguard's per-tool outcomes, retries, hedges and breaker state. One instance per process, shared
 // by every toolClient, registered in a registry the caller owns.
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 
@@ -11,6 +11,9 @@ export class ClientMetrics {
   /** One per call, by outcome: ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid. */
   readonly calls: Counter<"tool" | "method" | "outcome" | "grpc_code">;
   readonly retries: Counter<"tool" | "method">;
+  readonly hedges: Counter<"tool" | "method">;
+  readonly hedgesWon: Counter<"tool" | "method">;
+  readonly hedgeLosersCancelled: Counter<"tool" | "method">;
   /** 0 closed, 1 half-open, 2 open. */
   readonly breakerState: Gauge<"tool">;
   readonly breakerTransitions: Counter<"tool" | "state">;
@@ -36,12 +39,11 @@ export class ClientMetrics {
       labelNames: ["tool", "method", "outcome", "grpc_code"] as const,
       registers,
     });
-    this.retries = new Counter({
-      name: "loopguard_tool_client_retries_total",
-      help: "Retry attempts sent after a retryable failure.",
-      labelNames: ["tool", "method"] as const,
-      registers,
-    });
+    const perMethod = (name: string, help: string) => new Counter({ name, help, labelNames: ["tool", "method"] as const, registers });
+    this.retries = perMethod("loopguard_tool_client_retries_total", "Retry attempts sent after a retryable failure.");
+    this.hedges = perMethod("loopguard_tool_client_hedges_total", "Hedges sent: a second attempt of a hedged read to another replica after the hedge delay.");
+    this.hedgesWon = perMethod("loopguard_tool_client_hedges_won_total", "Calls whose answer came from a hedge rather than the attempt it raced.");
+    this.hedgeLosersCancelled = perMethod("loopguard_tool_client_hedge_losers_cancelled_total", "Attempts cancelled because another attempt of the same call answered first.");
     this.breakerState = new Gauge({
       name: "loopguard_tool_breaker_state",
       help: "Circuit breaker state per tool: 0 closed, 1 half-open, 2 open.",

@@ -1,10 +1,11 @@
 // toolClient: one client per tool, its policy derived from the contract's options and
 // overridable by config. Per call: client-side validation → bulkhead → attempts (each through
 // the tool's breaker, with the call's one deadline) → retries only where safe, with full-jitter
-// backoff, RetryInfo obeyed and a retry budget → response validation → cache fallbacks.
+// backoff, RetryInfo obeyed and a retry budget; hedged reads (a second attempt to another replica
+// after the method's p95) → response validation → cache fallbacks.
 import { setTimeout as sleep } from "node:timers/promises";
 import { create, type DescMethod, type DescService, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
-import { Client, type ChannelOptions, type ChannelCredentials, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import { type ChannelCredentials, type ChannelOptions, Client, type ClientUnaryCall, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import { type Context, context as otelContext, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { bulkhead, BulkheadRejectedError, type BulkheadPolicy } from "cockatiel";
 import CircuitBreaker from "opossum";
@@ -13,7 +14,9 @@ import { commonReasons, Degradation, errorReasons, type MethodPolicy, methodPath
 import { CALLER_ERROR_CODES, decodeStatusDetails, type FieldViolation, RETRY_IN_CALL_CODES } from "../errors.js";
 import { injectContext, tracer } from "../tracing.js";
 import { violationsOf, warmValidation } from "../validation.js";
+import { AVOID_HEADER, avoidingRoundRobinServiceConfig, PREFER_NOT_HEADER } from "./avoiding-round-robin.js";
 import { BREAKER_STATE_VALUE, ClientMetrics } from "./client-metrics.js";
+import { type HedgeOverrides, LatencyWindow, SlowReplicas } from "./hedge.js";
 import { replicaListTarget } from "./replica-resolver.js";
 import { ResponseCache } from "./response-cache.js";
 import { backoffMs, mayRetry, RetryBudget } from "./retry.js";
@@ -34,6 +37,10 @@ export interface ToolResult<T> {
   readonly cachedAt?: number;
   /** The live failure a fallback answered for. */
   readonly liveError?: ToolCallError;
+  /** A hedge was sent (a second attempt to another replica, counted in `attempts`). */
+  readonly hedged?: boolean;
+  /** Which attempt's answer this is (1 = the first); with `hedged`, whether the hedge won. */
+  readonly winningAttempt?: number;
 }
 
 export interface ToolCallErrorOptions {
@@ -137,6 +144,8 @@ export interface ToolClientOptions {
   readonly breaker?: BreakerOverrides;
   readonly bulkhead?: { readonly maxInFlight?: number; readonly maxQueue?: number };
   readonly cache?: { readonly maxEntries?: number; readonly maxAgeMs?: number };
+  /** Hedged reads of the methods whose contract sets option hedge. */
+  readonly hedge?: HedgeOverrides;
   readonly channelCredentials?: ChannelCredentials;
   readonly channelOptions?: ChannelOptions;
   readonly random?: () => number;
@@ -162,6 +171,11 @@ export interface CallOptions {
    * degraded answer — for a caller that would rather wait for the tool (see degradedResponse).
    */
   readonly degraded?: boolean;
+  /**
+   * Extra attempts (retries and hedges together) this call may send beyond its first, e.g. what is
+   * left of a session's retry budget; 0 sends one attempt only. Unset: the client's own limits.
+   */
+  readonly maxExtraAttempts?: number;
   /** Awaited before each retry is sent (e.g. to record a RETRYING state); throwing stops the retries. */
   readonly onRetry?: (retry: { readonly attempt: number; readonly waitMs: number; readonly error: ToolCallError }) => void | Promise<void>;
 }
@@ -181,6 +195,45 @@ interface MethodPlan {
   readonly cacheMaxAgeMs: number;
   readonly emptyFallback: boolean;
   readonly deserialize: (bytes: Buffer) => unknown;
+  /** Hedges one call may send (0: the method is not hedged). */
+  readonly maxHedges: number;
+  /** The contract's fixed hedge delay; 0 means the observed p95. */
+  readonly hedgeDelayMs: number;
+  /** The method's recent attempt latencies, for the hedge delay. */
+  readonly latency: LatencyWindow;
+}
+
+/** What every attempt of one call sends, and by when. */
+interface WireCall {
+  readonly plan: MethodPlan;
+  readonly bytes: Buffer;
+  readonly deadline: number;
+  readonly token: string | undefined;
+  readonly spanContext: Context;
+  readonly signal: AbortSignal | undefined;
+}
+
+/** One attempt on the wire, as the hedging race sees it. */
+interface Attempt {
+  /** 1 for the call's first attempt; 0 until the breaker lets it go. */
+  number: number;
+  readonly hedge: boolean;
+  call?: ClientUnaryCall;
+  pending: boolean;
+  /** Cancelled because another attempt answered first. */
+  lost: boolean;
+  readonly sentAt: number;
+}
+
+/** Where an attempt may be sent: addresses it must not use, and ones it uses only if nothing else is ready. */
+interface Route {
+  readonly avoid: readonly string[];
+  readonly preferNot: readonly string[];
+}
+
+/** A hedge race's loser, cancelled by us: neither a failure of the tool for the breaker nor an answer. */
+class LostRace extends Error {
+  override readonly name = "LostRace";
 }
 
 const passThrough = (bytes: Buffer): Buffer => bytes;
@@ -229,6 +282,7 @@ export class ToolClient<S extends DescService> {
   /** The service's own error reasons (its contract's enum), each a refusal that did nothing. */
   readonly #domainReasons: ReadonlySet<string>;
   readonly #breakerListeners = new Set<(state: BreakerState) => void>();
+  readonly #slow: SlowReplicas;
 
   constructor(
     readonly service: S,
@@ -237,11 +291,14 @@ export class ToolClient<S extends DescService> {
     this.tool = servicePolicy(service).toolName;
     this.#domainReasons = new Set([...errorReasons(service)].filter((r) => !commonReasons.has(r)));
     this.#options = options;
+    const hedge = options.hedge ?? {};
+    this.#slow = new SlowReplicas(hedge.lossesToAvoid ?? 3, hedge.avoidForMs ?? 10_000);
     this.#random = options.random ?? Math.random;
     this.#client = new Client(channelTarget(options.target), options.channelCredentials ?? credentials.createInsecure(), {
       // One retry layer only: ours, which obeys RetryInfo and the retry budget.
       "grpc.enable_retries": 0,
-      "grpc.service_config": JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }),
+      // Round robin over every address, where a hedge can be told which replicas to stay off.
+      "grpc.service_config": avoidingRoundRobinServiceConfig(),
       // The balancing policy is ours; no DNS TXT lookups for a service config.
       "grpc.service_config_disable_resolution": 1,
       ...options.channelOptions,
@@ -259,6 +316,9 @@ export class ToolClient<S extends DescService> {
         cacheMaxAgeMs: options.cache?.maxAgeMs ?? (policy.cacheMaxAgeMs || DEFAULT_CACHE_MAX_AGE_MS),
         emptyFallback: policy.degradation === Degradation.CACHE_THEN_EMPTY,
         deserialize: (bytes) => fromBinary(method.output, bytes),
+        maxHedges: policy.hedge?.enabled && hedge.enabled !== false ? policy.hedge.maxExtra || 1 : 0,
+        hedgeDelayMs: policy.hedge?.delayMs ?? 0,
+        latency: new LatencyWindow(),
       });
     }
     if (!options.metrics && !options.registry) throw new Error("toolClient needs a metrics registry or a ClientMetrics");
@@ -273,7 +333,7 @@ export class ToolClient<S extends DescService> {
       rollingCountTimeout: breaker.rollingWindowMs ?? 10_000,
       rollingCountBuckets: 10,
       resetTimeout: this.#resetTimeoutMs,
-      errorFilter: (error: unknown) => error instanceof ToolCallError && CALLER_ERROR_CODES.has(error.code),
+      errorFilter: (error: unknown) => error instanceof LostRace || (error instanceof ToolCallError && CALLER_ERROR_CODES.has(error.code)),
     });
     const setState = (state: BreakerState) => {
       this.#metrics.breakerState.set({ tool: this.tool }, BREAKER_STATE_VALUE[state]);
@@ -345,8 +405,10 @@ export class ToolClient<S extends DescService> {
     });
     const spanContext = trace.setSpan(otelContext.active(), span);
     let attempts = 0;
+    const race = { hedged: false, winner: 0 };
     const endSpan = (source: ResultSource | "none") => {
-      span.setAttributes({ "loopguard.served_from": source, "loopguard.attempts": attempts, "loopguard.breaker_state": this.breakerState });
+      span.setAttributes({ "loopguard.served_from": source, "loopguard.attempts": attempts, "loopguard.breaker_state": this.breakerState, "loopguard.hedged": race.hedged });
+      if (race.winner > 0) span.setAttribute("loopguard.winning_attempt", race.winner);
       span.end();
     };
     const finish = <T extends ToolResult<unknown>>(result: T): T => {
@@ -360,11 +422,11 @@ export class ToolClient<S extends DescService> {
         // caller's deadline bounds both.
         const deadline = Math.min(Date.now() + plan.timeoutMs, callerDeadline);
         const token = options.token ?? (typeof this.#options.token === "function" ? await this.#options.token() : this.#options.token);
-        return this.#attempts(plan, bytes, message as unknown as Record<string, unknown>, deadline, token, spanContext, options, (n) => (attempts = n));
+        return this.#attempts(plan, bytes, message as unknown as Record<string, unknown>, deadline, token, spanContext, options, (n) => (attempts = n), race);
       });
       if (cacheKey) this.#cache.set(cacheKey, response, Date.now());
       this.#count(plan, "ok", status.OK);
-      return finish({ response: response as OutputOf<S, K>, source: "live", attempts, latencyMs: performance.now() - started });
+      return finish({ response: response as OutputOf<S, K>, source: "live", attempts, latencyMs: performance.now() - started, hedged: race.hedged, winningAttempt: race.winner });
     } catch (thrown) {
       const error =
         thrown instanceof BulkheadRejectedError
@@ -406,12 +468,14 @@ export class ToolClient<S extends DescService> {
     spanContext: Context,
     options: CallOptions,
     setAttempts: (n: number) => void,
+    race: { hedged: boolean; winner: number },
   ): Promise<unknown> {
     const { signal } = options;
     const retryAllowed = mayRetry(plan.policy, request);
     const retry = this.#options.retry ?? {};
-    const maxAttempts = retry.maxAttempts ?? 4;
-    let attempt = 0;
+    const maxAttempts = Math.min(retry.maxAttempts ?? 4, 1 + (options.maxExtraAttempts ?? Number.POSITIVE_INFINITY));
+    const sent = { attempts: 0, hedges: 0 };
+    const wire = { plan, bytes, deadline, token, spanContext, signal };
     // Whether any attempt so far may have taken effect; a later attempt refused before its
     // handler does not make an earlier one certain.
     let uncertain = false;
@@ -420,29 +484,26 @@ export class ToolClient<S extends DescService> {
     };
     for (;;) {
       if (Date.now() >= deadline) {
-        const late = new ToolCallError({
-          code: status.DEADLINE_EXCEEDED,
-          reason: "DEADLINE_PASSED",
-          message: `${this.tool}: no time left for ${plan.method.name}`,
-          attempts: attempt,
-          tool: this.tool,
-          method: plan.method.name,
-        });
-        throw uncertain ? late.withOutcomeUnknown() : late;
+        fail(
+          new ToolCallError({
+            code: status.DEADLINE_EXCEEDED,
+            reason: "DEADLINE_PASSED",
+            message: `${this.tool}: no time left for ${plan.method.name}`,
+            attempts: sent.attempts,
+            tool: this.tool,
+            method: plan.method.name,
+          }),
+        );
       }
-      let failure: ToolCallError;
-      try {
-        const sentBefore = attempt;
-        const response = await this.#breaker.fire(() => {
-          attempt = sentBefore + 1;
-          setAttempts(attempt);
-          return this.#once(plan, bytes, deadline, token, spanContext, signal, attempt);
-        });
-        return response;
-      } catch (thrown) {
-        failure = this.#asCallError(thrown, plan, attempt);
+      const outcome = await this.#race(wire, sent, maxAttempts, setAttempts);
+      if (outcome.hedged) race.hedged = true;
+      if (outcome.ok) {
+        race.winner = outcome.winner;
+        return outcome.response;
       }
-      if (!this.#refusedBeforeHandling(failure)) uncertain = true;
+      const failure = outcome.failure;
+      if (outcome.anyMayHaveActed) uncertain = true;
+      const attempt = sent.attempts;
       if (failure.reason === "BREAKER_OPEN" || !retryAllowed || !RETRY_IN_CALL_CODES.has(failure.code) || attempt >= maxAttempts || signal?.aborted) {
         fail(failure);
       }
@@ -457,6 +518,97 @@ export class ToolClient<S extends DescService> {
       }
       await sleep(waitMs, undefined, signal ? { signal } : {}).catch(() => undefined);
     }
+  }
+
+  /**
+   * One attempt, and for a hedged method up to its hedges: each sent when nothing has answered
+   * after the hedge delay, to a replica none of the racing attempts uses, with a retry-budget token
+   * and within the call's extra attempts. The first answer wins and the others are cancelled. A
+   * failure ends the race only once no attempt is left in flight (a retry then follows as usual, so
+   * a failed first attempt is retried, not hedged as well).
+   */
+  #race(
+    wire: WireCall,
+    sent: { attempts: number; hedges: number },
+    maxAttempts: number,
+    setAttempts: (n: number) => void,
+  ): Promise<{ ok: true; response: unknown; winner: number; hedged: boolean } | { ok: false; failure: ToolCallError; anyMayHaveActed: boolean; hedged: boolean }> {
+    const { plan } = wire;
+    const racing: Attempt[] = [];
+    let anyMayHaveActed = false;
+    let timer: NodeJS.Timeout | undefined;
+    const delayMs = plan.maxHedges > 0 ? this.#hedgeDelayMs(plan) : Number.POSITIVE_INFINITY;
+    return new Promise((resolve) => {
+      let settled = false;
+      const hedged = () => racing.some((a) => a.hedge);
+      const launch = (hedge: boolean) => {
+        const attempt: Attempt = { number: 0, hedge, pending: true, lost: false, sentAt: performance.now() };
+        racing.push(attempt);
+        const route: Route = {
+          avoid: hedge ? racing.flatMap((a) => (a.call ? [a.call.getPeer()] : [])) : [],
+          preferNot: this.#slow.avoided(Date.now()),
+        };
+        this.#breaker
+          .fire(() => {
+            // Counted once the breaker lets it go: a call the open breaker refuses sent nothing.
+            attempt.number = ++sent.attempts;
+            setAttempts(attempt.number);
+            return this.#once(wire, attempt, route);
+          })
+          .then(
+            (response) => {
+              const peer = attempt.call?.getPeer();
+              if (peer !== undefined) {
+                if (!attempt.hedge && performance.now() - attempt.sentAt > delayMs) this.#slow.late(peer, Date.now());
+                else this.#slow.answered(peer);
+              }
+              if (settled) return;
+              settled = true;
+              clearTimeout(timer);
+              for (const other of racing) {
+                if (other === attempt || !other.pending) continue;
+                other.lost = true;
+                other.call?.cancel();
+                this.#metrics.hedgeLosersCancelled.inc({ tool: this.tool, method: plan.method.name });
+                if (attempt.hedge && !other.hedge && other.call) this.#slow.late(other.call.getPeer(), Date.now());
+              }
+              if (attempt.hedge) this.#metrics.hedgesWon.inc({ tool: this.tool, method: plan.method.name });
+              resolve({ ok: true, response, winner: attempt.number, hedged: hedged() });
+            },
+            (thrown: unknown) => {
+              attempt.pending = false;
+              if (settled) return;
+              const failure = this.#asCallError(thrown, plan, sent.attempts);
+              if (!this.#refusedBeforeHandling(failure)) anyMayHaveActed = true;
+              if (racing.some((a) => a.pending)) return;
+              settled = true;
+              clearTimeout(timer);
+              resolve({ ok: false, failure, anyMayHaveActed, hedged: hedged() });
+            },
+          );
+        if (sent.hedges < plan.maxHedges) timer = setTimeout(hedgeIfStillWaiting, delayMs);
+      };
+      const hedgeIfStillWaiting = () => {
+        if (settled || wire.signal?.aborted || sent.attempts >= maxAttempts || Date.now() >= wire.deadline) return;
+        // Another replica must have answered this client before: with one address, a hedge would queue behind the same slow server.
+        const inUse = new Set(racing.flatMap((a) => (a.call ? [a.call.getPeer()] : [])));
+        if (![...this.#slow.seen].some((address) => !inUse.has(address))) return;
+        if (!this.#budget.tryRetry()) return;
+        sent.hedges++;
+        this.#metrics.hedges.inc({ tool: this.tool, method: plan.method.name });
+        launch(true);
+      };
+      launch(false);
+    });
+  }
+
+  /** How long an attempt of a hedged method may go unanswered before a hedge is sent. */
+  #hedgeDelayMs(plan: MethodPlan): number {
+    if (plan.hedgeDelayMs > 0) return plan.hedgeDelayMs;
+    const hedge = this.#options.hedge ?? {};
+    const p95 = plan.latency.count >= (hedge.minSamples ?? 20) ? plan.latency.p95() : undefined;
+    if (p95 === undefined) return hedge.fallbackDelayMs ?? plan.policy.sla!.p95TargetMs;
+    return Math.max(hedge.minDelayMs ?? 5, p95);
   }
 
   /**
@@ -488,18 +640,28 @@ export class ToolClient<S extends DescService> {
   }
 
   /** One attempt on the wire; resolves with the validated response. */
-  #once(plan: MethodPlan, bytes: Buffer, deadline: number, token: string | undefined, spanContext: Context, signal: AbortSignal | undefined, attempt: number): Promise<unknown> {
+  #once(wire: WireCall, attempt: Attempt, route: Route): Promise<unknown> {
+    const { plan, bytes, deadline, token, spanContext, signal } = wire;
     const metadata = new Metadata();
     if (token) metadata.set("authorization", `Bearer ${token}`);
     injectContext(spanContext, metadata);
+    // Read by the channel's balancer at pick time and never sent (avoiding-round-robin.ts).
+    if (route.avoid.length > 0) metadata.set(AVOID_HEADER, route.avoid.join(","));
+    if (route.preferNot.length > 0) metadata.set(PREFER_NOT_HEADER, route.preferNot.join(","));
     const started = performance.now();
     const labels = { grpc_type: "unary", grpc_service: plan.method.parent.typeName, grpc_method: plan.method.name };
     return new Promise((resolve, reject) => {
       const call = this.#client.makeUnaryRequest(plan.path, passThrough, plan.deserialize, bytes, metadata, { deadline: new Date(deadline) }, (error: ServiceError | null, response?: unknown) => {
         signal?.removeEventListener("abort", cancel);
+        attempt.pending = false;
         const code = error ? error.code : status.OK;
+        const elapsedMs = performance.now() - started;
         this.#metrics.handled.inc({ ...labels, grpc_code: status[code] });
-        this.#metrics.handlingSeconds.observe({ ...labels, grpc_code: status[code] }, (performance.now() - started) / 1000);
+        this.#metrics.handlingSeconds.observe({ ...labels, grpc_code: status[code] }, elapsedMs / 1000);
+        if (error && attempt.lost) {
+          reject(new LostRace(`${this.tool}: another attempt answered first`));
+          return;
+        }
         if (error) {
           const failure = decodeStatusDetails(error);
           reject(
@@ -509,7 +671,7 @@ export class ToolClient<S extends DescService> {
               message: failure.message,
               retryAfterMs: failure.retryAfterMs,
               fieldViolations: failure.fieldViolations,
-              attempts: attempt,
+              attempts: attempt.number,
               tool: this.tool,
               method: plan.method.name,
               refusedByTool: failure.reason !== undefined && this.#domainReasons.has(failure.reason),
@@ -524,15 +686,17 @@ export class ToolClient<S extends DescService> {
               code: status.INTERNAL,
               reason: "CONTRACT_VIOLATION",
               message: `${this.tool} answered ${plan.method.name} with a response that breaks its contract: ${violations.map((v) => v.field).join(", ")}`,
-              attempts: attempt,
+              attempts: attempt.number,
               tool: this.tool,
               method: plan.method.name,
             }),
           );
           return;
         }
+        plan.latency.add(elapsedMs);
         resolve(response);
       });
+      attempt.call = call;
       const cancel = () => call.cancel();
       signal?.addEventListener("abort", cancel, { once: true });
     });

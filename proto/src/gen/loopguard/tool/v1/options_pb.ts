@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file loopguard/tool/v1/options.proto.
  */
 export const file_loopguard_tool_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Ch9sb29wZ3VhcmQvdG9vbC92MS9vcHRpb25zLnByb3RvEhFsb29wZ3VhcmQudG9vbC52MSJhCgNTbGESEgoKdGltZW91dF9tcxgBIAEoDRIVCg1wOTVfdGFyZ2V0X21zGAIgASgNEhkKEWVycm9yX3JhdGVfYnVkZ2V0GAMgASgBEhQKDGF2YWlsYWJpbGl0eRgEIAEoASIfCgRDb3N0EhcKD21pY3Jvc19wZXJfY2FsbBgBIAEoBCIxCgpTaWRlRWZmZWN0Eg4KBmVudGl0eRgBIAEoCRITCgttb3Zlc19tb25leRgCIAEoCCKyAwoMTWV0aG9kUG9saWN5EikKBmVmZmVjdBgBIAEoDjIZLmxvb3BndWFyZC50b29sLnYxLkVmZmVjdBIWCg5yZXF1aXJlZF9zY29wZRgCIAEoCRIjCgNzbGEYAyABKAsyFi5sb29wZ3VhcmQudG9vbC52MS5TbGESJQoEY29zdBgEIAEoCzIXLmxvb3BndWFyZC50b29sLnYxLkNvc3QSKwoEdGFncxgFIAMoDjIdLmxvb3BndWFyZC50b29sLnYxLlJvdXRpbmdUYWcSHQoVaWRlbXBvdGVuY3lfa2V5X2ZpZWxkGAYgASgJEjMKC2RlZ3JhZGF0aW9uGAcgASgOMh4ubG9vcGd1YXJkLnRvb2wudjEuRGVncmFkYXRpb24SEwoLZGVzY3JpcHRpb24YCCABKAkSMgoLc2lkZV9lZmZlY3QYCSABKAsyHS5sb29wZ3VhcmQudG9vbC52MS5TaWRlRWZmZWN0EhQKDHJlYWRzX2VudGl0eRgKIAEoCRIZChFtYXhfcmVxdWVzdF9ieXRlcxgUIAEoDRIYChBjYWNoZV9tYXhfYWdlX21zGBUgASgNIo8BCgtGaWVsZFBvbGljeRIqCgRyb2xlGAEgASgOMhwubG9vcGd1YXJkLnRvb2wudjEuRmllbGRSb2xlEg4KBmVudGl0eRgCIAEoCRISCgp0YXNrX2ZpZWxkGAMgASgJEjAKCnRhc2tfYm91bmQYBCABKA4yHC5sb29wZ3VhcmQudG9vbC52MS5UYXNrQm91bmQioAEKDVNlcnZpY2VQb2xpY3kSEQoJdG9vbF9uYW1lGAEgASgJEhkKEWVycm9yX3JlYXNvbl9lbnVtGAIgASgJEhQKDGVycm9yX2RvbWFpbhgDIAEoCRIXCg9vcGVyYXRvcl9zY29wZXMYBCADKAkSMgoLc21va2VfY2hlY2sYBSABKAsyHS5sb29wZ3VhcmQudG9vbC52MS5TbW9rZUNoZWNrIkcKClNtb2tlQ2hlY2sSDgoGbWV0aG9kGAEgASgJEhQKDHJlcXVlc3RfanNvbhgCIAEoCRITCgtleHBlY3RfY29kZRgDIAEoCSp1CgZFZmZlY3QSFgoSRUZGRUNUX1VOU1BFQ0lGSUVEEAASFAoQRUZGRUNUX1JFQURfT05MWRABEhsKF0VGRkVDVF9JREVNUE9URU5UX1dSSVRFEAISIAocRUZGRUNUX0lSUkVWRVJTSUJMRV9FWFRFUk5BTBADKnUKClJvdXRpbmdUYWcSGwoXUk9VVElOR19UQUdfVU5TUEVDSUZJRUQQABIhCh1ST1VUSU5HX1RBR19MQVRFTkNZX1NFTlNJVElWRRABEicKI1JPVVRJTkdfVEFHX0RBVEFfRlJFU0hORVNTX0NSSVRJQ0FMEAIqeQoLRGVncmFkYXRpb24SGwoXREVHUkFEQVRJT05fVU5TUEVDSUZJRUQQABIUChBERUdSQURBVElPTl9OT05FEAESFQoRREVHUkFEQVRJT05fQ0FDSEUQAhIgChxERUdSQURBVElPTl9DQUNIRV9USEVOX0VNUFRZEAMqxQIKCUZpZWxkUm9sZRIaChZGSUVMRF9ST0xFX1VOU1BFQ0lGSUVEEAASGAoURklFTERfUk9MRV9FTlRJVFlfSUQQARIVChFGSUVMRF9ST0xFX0FNT1VOVBACEh0KGUZJRUxEX1JPTEVfRU5USVRZX1ZFUlNJT04QAxIbChdGSUVMRF9ST0xFX0FNT1VOVF9NT1ZFRBAEEh8KG0ZJRUxEX1JPTEVfQU1PVU5UX0FWQUlMQUJMRRAFEh8KG0ZJRUxEX1JPTEVfTElOS0VEX0VOVElUWV9JRBAGEhkKFUZJRUxEX1JPTEVfUklTS19TQ09SRRAHEhsKF0ZJRUxEX1JPTEVfQU1PVU5UX0JPVU5EEAgSFwoTRklFTERfUk9MRV9DVVJSRU5DWRAJEhwKGEZJRUxEX1JPTEVfUEVSU09OQUxfREFUQRAKKlUKCVRhc2tCb3VuZBIaChZUQVNLX0JPVU5EX1VOU1BFQ0lGSUVEEAASFgoSVEFTS19CT1VORF9BVF9NT1NUEAESFAoQVEFTS19CT1VORF9FUVVBTBACOlUKBWZpZWxkEh0uZ29vZ2xlLnByb3RvYnVmLkZpZWxkT3B0aW9ucxjThgMgASgLMh4ubG9vcGd1YXJkLnRvb2wudjEuRmllbGRQb2xpY3lSBWZpZWxkOlkKBm1ldGhvZBIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGNGGAyABKAsyHy5sb29wZ3VhcmQudG9vbC52MS5NZXRob2RQb2xpY3lSBm1ldGhvZDpdCgdzZXJ2aWNlEh8uZ29vZ2xlLnByb3RvYnVmLlNlcnZpY2VPcHRpb25zGNKGAyABKAsyIC5sb29wZ3VhcmQudG9vbC52MS5TZXJ2aWNlUG9saWN5UgdzZXJ2aWNlYgZwcm90bzM", [file_google_protobuf_descriptor]);
+  fileDesc("Ch9sb29wZ3VhcmQvdG9vbC92MS9vcHRpb25zLnByb3RvEhFsb29wZ3VhcmQudG9vbC52MSJhCgNTbGESEgoKdGltZW91dF9tcxgBIAEoDRIVCg1wOTVfdGFyZ2V0X21zGAIgASgNEhkKEWVycm9yX3JhdGVfYnVkZ2V0GAMgASgBEhQKDGF2YWlsYWJpbGl0eRgEIAEoASIfCgRDb3N0EhcKD21pY3Jvc19wZXJfY2FsbBgBIAEoBCIxCgpTaWRlRWZmZWN0Eg4KBmVudGl0eRgBIAEoCRITCgttb3Zlc19tb25leRgCIAEoCCLbAwoMTWV0aG9kUG9saWN5EikKBmVmZmVjdBgBIAEoDjIZLmxvb3BndWFyZC50b29sLnYxLkVmZmVjdBIWCg5yZXF1aXJlZF9zY29wZRgCIAEoCRIjCgNzbGEYAyABKAsyFi5sb29wZ3VhcmQudG9vbC52MS5TbGESJQoEY29zdBgEIAEoCzIXLmxvb3BndWFyZC50b29sLnYxLkNvc3QSKwoEdGFncxgFIAMoDjIdLmxvb3BndWFyZC50b29sLnYxLlJvdXRpbmdUYWcSHQoVaWRlbXBvdGVuY3lfa2V5X2ZpZWxkGAYgASgJEjMKC2RlZ3JhZGF0aW9uGAcgASgOMh4ubG9vcGd1YXJkLnRvb2wudjEuRGVncmFkYXRpb24SEwoLZGVzY3JpcHRpb24YCCABKAkSMgoLc2lkZV9lZmZlY3QYCSABKAsyHS5sb29wZ3VhcmQudG9vbC52MS5TaWRlRWZmZWN0EhQKDHJlYWRzX2VudGl0eRgKIAEoCRIZChFtYXhfcmVxdWVzdF9ieXRlcxgUIAEoDRIYChBjYWNoZV9tYXhfYWdlX21zGBUgASgNEicKBWhlZGdlGBYgASgLMhgubG9vcGd1YXJkLnRvb2wudjEuSGVkZ2UiPQoFSGVkZ2USDwoHZW5hYmxlZBgBIAEoCBIQCghkZWxheV9tcxgCIAEoDRIRCgltYXhfZXh0cmEYAyABKA0ijwEKC0ZpZWxkUG9saWN5EioKBHJvbGUYASABKA4yHC5sb29wZ3VhcmQudG9vbC52MS5GaWVsZFJvbGUSDgoGZW50aXR5GAIgASgJEhIKCnRhc2tfZmllbGQYAyABKAkSMAoKdGFza19ib3VuZBgEIAEoDjIcLmxvb3BndWFyZC50b29sLnYxLlRhc2tCb3VuZCKgAQoNU2VydmljZVBvbGljeRIRCgl0b29sX25hbWUYASABKAkSGQoRZXJyb3JfcmVhc29uX2VudW0YAiABKAkSFAoMZXJyb3JfZG9tYWluGAMgASgJEhcKD29wZXJhdG9yX3Njb3BlcxgEIAMoCRIyCgtzbW9rZV9jaGVjaxgFIAEoCzIdLmxvb3BndWFyZC50b29sLnYxLlNtb2tlQ2hlY2siRwoKU21va2VDaGVjaxIOCgZtZXRob2QYASABKAkSFAoMcmVxdWVzdF9qc29uGAIgASgJEhMKC2V4cGVjdF9jb2RlGAMgASgJKnUKBkVmZmVjdBIWChJFRkZFQ1RfVU5TUEVDSUZJRUQQABIUChBFRkZFQ1RfUkVBRF9PTkxZEAESGwoXRUZGRUNUX0lERU1QT1RFTlRfV1JJVEUQAhIgChxFRkZFQ1RfSVJSRVZFUlNJQkxFX0VYVEVSTkFMEAMqdQoKUm91dGluZ1RhZxIbChdST1VUSU5HX1RBR19VTlNQRUNJRklFRBAAEiEKHVJPVVRJTkdfVEFHX0xBVEVOQ1lfU0VOU0lUSVZFEAESJwojUk9VVElOR19UQUdfREFUQV9GUkVTSE5FU1NfQ1JJVElDQUwQAip5CgtEZWdyYWRhdGlvbhIbChdERUdSQURBVElPTl9VTlNQRUNJRklFRBAAEhQKEERFR1JBREFUSU9OX05PTkUQARIVChFERUdSQURBVElPTl9DQUNIRRACEiAKHERFR1JBREFUSU9OX0NBQ0hFX1RIRU5fRU1QVFkQAyrFAgoJRmllbGRSb2xlEhoKFkZJRUxEX1JPTEVfVU5TUEVDSUZJRUQQABIYChRGSUVMRF9ST0xFX0VOVElUWV9JRBABEhUKEUZJRUxEX1JPTEVfQU1PVU5UEAISHQoZRklFTERfUk9MRV9FTlRJVFlfVkVSU0lPThADEhsKF0ZJRUxEX1JPTEVfQU1PVU5UX01PVkVEEAQSHwobRklFTERfUk9MRV9BTU9VTlRfQVZBSUxBQkxFEAUSHwobRklFTERfUk9MRV9MSU5LRURfRU5USVRZX0lEEAYSGQoVRklFTERfUk9MRV9SSVNLX1NDT1JFEAcSGwoXRklFTERfUk9MRV9BTU9VTlRfQk9VTkQQCBIXChNGSUVMRF9ST0xFX0NVUlJFTkNZEAkSHAoYRklFTERfUk9MRV9QRVJTT05BTF9EQVRBEAoqVQoJVGFza0JvdW5kEhoKFlRBU0tfQk9VTkRfVU5TUEVDSUZJRUQQABIWChJUQVNLX0JPVU5EX0FUX01PU1QQARIUChBUQVNLX0JPVU5EX0VRVUFMEAI6VQoFZmllbGQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGNOGAyABKAsyHi5sb29wZ3VhcmQudG9vbC52MS5GaWVsZFBvbGljeVIFZmllbGQ6WQoGbWV0aG9kEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMY0YYDIAEoCzIfLmxvb3BndWFyZC50b29sLnYxLk1ldGhvZFBvbGljeVIGbWV0aG9kOl0KB3NlcnZpY2USHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMY0oYDIAEoCzIgLmxvb3BndWFyZC50b29sLnYxLlNlcnZpY2VQb2xpY3lSB3NlcnZpY2ViBnByb3RvMw", [file_google_protobuf_descriptor]);
 
 /**
  * The service level a tool promises for one method.
@@ -194,6 +194,14 @@ export type MethodPolicy = Message<"loopguard.tool.v1.MethodPolicy"> & {
    * @generated from field: uint32 cache_max_age_ms = 21;
    */
   cacheMaxAgeMs: number;
+
+  /**
+   * Hedged reads: only an EFFECT_READ_ONLY method may enable it (a hedge is a second copy of the
+   * call in flight at once, which a write must never be).
+   *
+   * @generated from field: loopguard.tool.v1.Hedge hedge = 22;
+   */
+  hedge?: Hedge | undefined;
 };
 
 /**
@@ -202,6 +210,41 @@ export type MethodPolicy = Message<"loopguard.tool.v1.MethodPolicy"> & {
  */
 export const MethodPolicySchema: GenMessage<MethodPolicy> = /*@__PURE__*/
   messageDesc(file_loopguard_tool_v1_options, 3);
+
+/**
+ * A hedged read: when the first attempt has not answered after a delay, the client sends the same
+ * request to another replica, takes the first good answer and cancels the other. Each hedge takes a
+ * token of the client's retry budget and counts in the call's attempts.
+ *
+ * @generated from message loopguard.tool.v1.Hedge
+ */
+export type Hedge = Message<"loopguard.tool.v1.Hedge"> & {
+  /**
+   * @generated from field: bool enabled = 1;
+   */
+  enabled: boolean;
+
+  /**
+   * Wait before a hedge is sent; 0 means the method's p95 latency as the client observes it.
+   *
+   * @generated from field: uint32 delay_ms = 2;
+   */
+  delayMs: number;
+
+  /**
+   * Hedges one call may send at most; 0 means 1.
+   *
+   * @generated from field: uint32 max_extra = 3;
+   */
+  maxExtra: number;
+};
+
+/**
+ * Describes the message loopguard.tool.v1.Hedge.
+ * Use `create(HedgeSchema)` to create a new message.
+ */
+export const HedgeSchema: GenMessage<Hedge> = /*@__PURE__*/
+  messageDesc(file_loopguard_tool_v1_options, 4);
 
 /**
  * @generated from message loopguard.tool.v1.FieldPolicy
@@ -238,7 +281,7 @@ export type FieldPolicy = Message<"loopguard.tool.v1.FieldPolicy"> & {
  * Use `create(FieldPolicySchema)` to create a new message.
  */
 export const FieldPolicySchema: GenMessage<FieldPolicy> = /*@__PURE__*/
-  messageDesc(file_loopguard_tool_v1_options, 4);
+  messageDesc(file_loopguard_tool_v1_options, 5);
 
 /**
  * @generated from message loopguard.tool.v1.ServicePolicy
@@ -288,7 +331,7 @@ export type ServicePolicy = Message<"loopguard.tool.v1.ServicePolicy"> & {
  * Use `create(ServicePolicySchema)` to create a new message.
  */
 export const ServicePolicySchema: GenMessage<ServicePolicy> = /*@__PURE__*/
-  messageDesc(file_loopguard_tool_v1_options, 5);
+  messageDesc(file_loopguard_tool_v1_options, 6);
 
 /**
  * A safe call for synthetic checks: a read-only method of the service and a request whose answer
@@ -327,7 +370,7 @@ export type SmokeCheck = Message<"loopguard.tool.v1.SmokeCheck"> & {
  * Use `create(SmokeCheckSchema)` to create a new message.
  */
 export const SmokeCheckSchema: GenMessage<SmokeCheck> = /*@__PURE__*/
-  messageDesc(file_loopguard_tool_v1_options, 6);
+  messageDesc(file_loopguard_tool_v1_options, 7);
 
 /**
  * What calling a method does to the world.

@@ -9,6 +9,7 @@ export const DEFAULT_BUDGET: BudgetLimits = Object.freeze({
   maxTokens: 200_000,
   maxCostMicros: 1_000_000,
   deadlineMs: 120_000,
+  maxRetries: 10,
 });
 
 export function deadlineOf(usage: Usage, limits: BudgetLimits): number {
@@ -32,6 +33,11 @@ export function refuseToolCall(usage: Usage, limits: BudgetLimits, costMicros: n
   return null;
 }
 
+/** Retries the session may still make (model and tool calls together). */
+export function retriesLeft(usage: Usage, limits: BudgetLimits): number {
+  return Math.max(0, (limits.maxRetries ?? DEFAULT_BUDGET.maxRetries!) - (usage.retries ?? 0));
+}
+
 /** A rough token count for policies that report none (about four characters a token), of a text or a length. */
 export function estimateTokens(text: string | number): number {
   return Math.ceil((typeof text === "string" ? text.length : text) / 4);
@@ -45,5 +51,6 @@ export function budgetOf(asked: Partial<BudgetLimits>): BudgetLimits {
     maxTokens: asked.maxTokens || DEFAULT_BUDGET.maxTokens,
     maxCostMicros: asked.maxCostMicros || DEFAULT_BUDGET.maxCostMicros,
     deadlineMs: asked.deadlineMs || DEFAULT_BUDGET.deadlineMs,
+    maxRetries: asked.maxRetries || DEFAULT_BUDGET.maxRetries,
   };
 }

@@ -72,6 +72,12 @@ export interface PolicyInput {
   readonly history: readonly HistoryItem[];
   /** 1-based number of the step being decided. */
   readonly step: number;
+  /** The prompt's size as the host counted it (model-tokens.ts), for policies that report no usage. */
+  readonly promptTokens?: number;
+  /** The reply's token limit: the host checked that the prompt leaves room for it. */
+  readonly maxOutputTokens?: number;
+  /** The session's wall clock left: a model call must end within it. */
+  readonly timeoutMs?: number;
 }
 
 export interface ToolCallRequest {
@@ -108,6 +114,8 @@ export type Decision =
 
 export interface Policy {
   readonly name: string;
+  /** The model it calls, when it calls one: its price (model-prices.ts) is what a step costs. */
+  readonly model?: string;
   /** Throws only for transport failures (the host retries or fails the session); malformed model output is still a Decision. */
   decide(input: PolicyInput, signal: AbortSignal): Promise<Decision>;
 }

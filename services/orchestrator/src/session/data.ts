@@ -60,8 +60,13 @@ const contextSchema = z.looseObject({
   fingerprints: z.array(z.string()).default([]),
   traceId: z.string().optional(),
   traceSteps: z.number().default(0),
+  /** The last prompt's tokens as sent, after compression. */
   contextTokens: z.number().optional(),
   compressions: z.number().optional(),
+  /** Tokens compression took out of prompts, summed: the prompt would be contextTokens + savedTokens without it. */
+  savedTokens: z.number().optional(),
+  /** Prompts that reached 80% of the model's window. */
+  contextAlarms: z.number().optional(),
   effects: z.array(effectSchema).optional(),
   /** Set when the session ends (see outcome.ts). */
   outcome: z.object({ kind: z.enum(["succeeded", "partial", "not_done"]), reason: z.string() }).optional(),

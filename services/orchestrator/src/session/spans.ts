@@ -41,6 +41,7 @@ export interface StepInput {
   readonly promptHash?: string | null;
   readonly durationMs: number;
   readonly attempt?: number;
+  readonly context?: JsonObject;
 }
 
 export interface SpanDeps {
@@ -111,6 +112,7 @@ export class SessionSpans {
       traceparent: `00-${traceId}-${spanId}-01`,
       duration_ms: Math.round(input.durationMs * 1000) / 1000,
       at: new Date(this.deps.now()).toISOString(),
+      ...(input.context ? { context: input.context } : {}),
     });
   }
 }

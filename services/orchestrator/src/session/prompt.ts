@@ -61,6 +61,7 @@ export function preparePrompt(kit: Kit, s: SessionRecord, policy: Policy, view: 
     compressions: (ctx.compressions ?? 0) + governed.compressed,
     savedTokens: (ctx.savedTokens ?? 0) + governed.tokensBefore - governed.tokens,
     contextAlarms: (ctx.contextAlarms ?? 0) + (governed.alarm ? 1 : 0),
+    contextWindow: limits.windowTokens,
   };
   const record = { tokens_before: governed.tokensBefore, tokens: governed.tokens, compressed: governed.compressed, window: limits.windowTokens, alarm: governed.alarm };
   const input: PolicyInput = { ...view, tools, history: governed.history, step, promptTokens: governed.tokens, maxOutputTokens: limits.maxOutputTokens, timeoutMs };

@@ -4,7 +4,7 @@
 // transition made by SessionMoves, so a session survives the process that ran it.
 import { Effect } from "@loopguard/tool-sdk";
 import { newApproval } from "../approvals.js";
-import { deadlineOf, refuseStep, retriesLeft } from "../budget.js";
+import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft } from "../budget.js";
 import { modelView } from "../personal-data.js";
 import type { Decision, ToolCallRequest } from "../policy.js";
 import { redactText } from "../redact.js";
@@ -199,7 +199,7 @@ export class SessionRunner {
       return moves.stop(
         s,
         "unrecoverable_error",
-        `the policy failed: ${why}; not retried: the session's retry budget (${used} of ${s.budget.maxRetries ?? used}, model and tool calls together) is spent`,
+        `the policy failed: ${why}; not retried: the session's retry budget (${used} of ${s.budget.maxRetries ?? DEFAULT_MAX_RETRIES}, model and tool calls together) is spent`,
       );
     }
     await new Promise((resolve) => setTimeout(resolve, Math.min(Number(retryAfterMs ?? 500), 5000)));

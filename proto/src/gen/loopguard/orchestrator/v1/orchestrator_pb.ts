@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file loopguard/orchestrator/v1/orchestrator.proto.
  */
 export const file_loopguard_orchestrator_v1_orchestrator: GenFile = /*@__PURE__*/
-  fileDesc("Cixsb29wZ3VhcmQvb3JjaGVzdHJhdG9yL3YxL29yY2hlc3RyYXRvci5wcm90bxIZbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MSK1AQoGQnVkZ2V0EhsKCW1heF9zdGVwcxgBIAEoDUIIukgFKgMY6AcSIAoObWF4X3Rvb2xfY2FsbHMYAiABKA1CCLpIBSoDGOgHEh4KCm1heF90b2tlbnMYAyABKARCCrpIBzIFGICt4gQSJQoRbWF4X3dhbGxfY2xvY2tfbXMYBCABKA1CCrpIByoFGIC4mSkSJQoPbWF4X2Nvc3RfbWljcm9zGAUgASgEQgy6SAkyBxiAoJSljR0ibAoLQnVkZ2V0VXNhZ2USDQoFc3RlcHMYASABKA0SEgoKdG9vbF9jYWxscxgCIAEoDRIOCgZ0b2tlbnMYAyABKAQSEwoLY29zdF9taWNyb3MYBCABKAQSFQoNd2FsbF9jbG9ja19tcxgFIAEoDSKsAgoTU3RhcnRTZXNzaW9uUmVxdWVzdBIYCgRnb2FsGAEgASgJQgq6SAdyBRABGKAfEiUKBHRhc2sYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgDIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0Ej8KBnNjb3BlcxgEIAMoCUIvukgskgEpECAiJXIjMiFeW2Etel1bYS16MC05LV0qOlthLXpdW2EtejAtOS1dKiQSKQoGcG9saWN5GAUgASgJQhm6SBZyFFIAUghzY3JpcHRlZFIGb3BlbmFpEjUKD2lkZW1wb3RlbmN5X2tleRgGIAEoCUIcukgZchcYgAEyEl5bQS1aYS16MC05Xy46LV0qJCJcChRTdGFydFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEg8KB2NyZWF0ZWQYAiABKAgiyAEKCEFwcHJvdmFsEhMKC2FwcHJvdmFsX2lkGAEgASgJEgwKBHRvb2wYAiABKAkSFgoOYXJndW1lbnRzX2hhc2gYAyABKAkSFQoNd29ybGRfdmVyc2lvbhgEIAEoCRIOCgZyZWFzb24YBSABKAkSLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKgoJYXJndW1lbnRzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKNBQoHU2Vzc2lvbhISCgpzZXNzaW9uX2lkGAEgASgJEjYKBXN0YXRlGAIgASgOMicubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uU3RhdGUSDwoHdmVyc2lvbhgDIAEoBBIMCgRnb2FsGAQgASgJEiUKBHRhc2sYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EjEKBmJ1ZGdldBgGIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQnVkZ2V0EjUKBXVzYWdlGAcgASgLMiYubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXRVc2FnZRIOCgZzY29wZXMYCCADKAkSDgoGcG9saWN5GAkgASgJEhMKC3N0b3BfcmVhc29uGAogASgJEg4KBmFuc3dlchgLIAEoCRIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI9ChBwZW5kaW5nX2FwcHJvdmFsGA4gASgLMiMubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5BcHByb3ZhbBIQCgh0cmFjZV9pZBgPIAEoCRIUCgxoZWFsdGhfc2NvcmUYECABKA0SEgoKY3JlYXRlZF9ieRgRIAEoCRIxCgZwYXJrZWQYEiABKAsyIS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlBhcmtlZBIzCgdvdXRjb21lGBMgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5PdXRjb21lIpABCgZQYXJrZWQSDAoEdG9vbBgBIAEoCRIOCgZyZWFzb24YAiABKAkSKwoHd2FrZV9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGF0dGVtcHRzGAUgASgNIicKB091dGNvbWUSDAoEa2luZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiMgoRR2V0U2Vzc2lvblJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIkkKEkdldFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uIjQKE1dhdGNoU2Vzc2lvblJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIsEBCgpUcmFuc2l0aW9uEjUKBGZyb20YASABKA4yJy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb25TdGF0ZRIzCgJ0bxgCIAEoDjInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvblN0YXRlEg8KB3ZlcnNpb24YAyABKAQSDgoGcmVhc29uGAQgASgJEiYKAmF0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCCglTdGVwRXZlbnQSDAoEc3RlcBgBIAEoDRInCgZyZWNvcmQYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IsoBChRXYXRjaFNlc3Npb25SZXNwb25zZRI2CghzbmFwc2hvdBgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbkgAEjsKCnRyYW5zaXRpb24YAiABKAsyJS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlRyYW5zaXRpb25IABI0CgRzdGVwGAMgASgLMiQubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TdGVwRXZlbnRIAEIHCgVldmVudCKSAQoTTGlzdFNlc3Npb25zUmVxdWVzdBJACgVzdGF0ZRgBIAEoDjInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvblN0YXRlQgi6SAWCAQIQARIbCglwYWdlX3NpemUYAiABKA1CCLpIBSoDGPQDEhwKCnBhZ2VfdG9rZW4YAyABKAlCCLpIBXIDGIACImUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEjQKCHNlc3Npb25zGAEgAygLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChRDYW5jZWxTZXNzaW9uUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEASGAoGcmVhc29uGAIgASgJQgi6SAVyAxj0AyJMChVDYW5jZWxTZXNzaW9uUmVzcG9uc2USMwoHc2Vzc2lvbhgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbiLCAQoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEASHgoLYXBwcm92YWxfaWQYAiABKAlCCbpIBnIEEAEYQBIPCgdhcHByb3ZlGAMgASgIEhoKCGFwcHJvdmVyGAQgASgJQgi6SAVyAxiAARIYCgZyZWFzb24YBSABKAlCCLpIBXIDGPQDEiIKDmFyZ3VtZW50c19oYXNoGAYgASgJQgq6SAdyBRABGIABIk4KF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24iMAoPR2V0VHJhY2VSZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCbpIBnIEEAEYQCIjChBHZXRUcmFjZVJlc3BvbnNlEg8KB3JlY29yZHMYASADKAkiFAoSR2V0T3ZlcnZpZXdSZXF1ZXN0IvcBChNHZXRPdmVydmlld1Jlc3BvbnNlEkoKBmNvdW50cxgBIAMoCzI6Lmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0T3ZlcnZpZXdSZXNwb25zZS5Db3VudHNFbnRyeRINCgV0b3RhbBgCIAEoDRIZChFhcHByb3ZhbHNfd2FpdGluZxgDIAEoDRITCgthY3RpdmVfaGVyZRgEIAEoDRImCgJhdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4ASIWChRMaXN0VG9vbFN0YXRzUmVxdWVzdCKvAgoJVG9vbFN0YXRzEgwKBHRvb2wYASABKAkSDwoHc2VydmljZRgCIAEoCRIPCgdicmVha2VyGAMgASgJEg0KBWNhbGxzGAQgASgNEhMKBnA1MF9tcxgFIAEoAUgAiAEBEhMKBnA5NV9tcxgGIAEoAUgBiAEBEhIKCmVycm9yX3JhdGUYByABKAESGAoQZmFsbGJhY2tzX3NlcnZlZBgIIAEoDRJECghvdXRjb21lcxgJIAMoCzIyLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuVG9vbFN0YXRzLk91dGNvbWVzRW50cnkaLwoNT3V0Y29tZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBQgkKB19wNTBfbXNCCQoHX3A5NV9tcyJMChVMaXN0VG9vbFN0YXRzUmVzcG9uc2USMwoFdG9vbHMYASADKAsyJC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlRvb2xTdGF0cyIWChRMaXN0QXBwcm92YWxzUmVxdWVzdCJcChVMaXN0QXBwcm92YWxzUmVzcG9uc2USNQoJYXBwcm92YWxzGAEgAygLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEgwKBG1vcmUYAiABKAgiOAoXR2V0U2Vzc2lvbkRldGFpbFJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIkQKCUJ1ZGdldFJvdxIMCgRuYW1lGAEgASgJEgwKBHVzZWQYAiABKAESDQoFbGltaXQYAyABKAESDAoEbGVmdBgEIAEoASKiAgoPQXVkaXRUcmFuc2l0aW9uEg8KB3ZlcnNpb24YASABKA0SDAoEZnJvbRgCIAEoCRIKCgJ0bxgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoGcmVhc29uGAUgASgJSACIAQESEQoEdG9vbBgGIAEoCUgBiAEBEhQKB291dGNvbWUYByABKAlIAogBARIWCglhcmdzX2hhc2gYCCABKAlIA4gBARIgChNleHBlY3RlZF90aW1lb3V0X21zGAkgASgNSASIAQFCCQoHX3JlYXNvbkIHCgVfdG9vbEIKCghfb3V0Y29tZUIMCgpfYXJnc19oYXNoQhYKFF9leHBlY3RlZF90aW1lb3V0X21zImsKClN0ZXBSZWNvcmQSDAoEc3RlcBgBIAEoDRImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoGcmVjb3JkGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKjAgoYR2V0U2Vzc2lvbkRldGFpbFJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24SNAoGYnVkZ2V0GAIgAygLMiQubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXRSb3cSPwoLdHJhbnNpdGlvbnMYAyADKAsyKi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkF1ZGl0VHJhbnNpdGlvbhI0CgVzdGVwcxgEIAMoCzIlLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU3RlcFJlY29yZBIlCgRsb2dzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCriBAoXT3JjaGVzdHJhdG9yRXJyb3JSZWFzb24SKQolT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEi8KK09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VTU0lPTl9OT1RfRk9VTkQQARIuCipPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1NFU1NJT05fVEVSTUlOQUwQAhIvCitPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX0FQUFJPVkFMX01JU01BVENIEAMSLgoqT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9BUFBST1ZBTF9FWFBJUkVEEAQSLworT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TVE9SRV9VTkFWQUlMQUJMRRAFEjQKME9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fSURFTVBPVEVOQ1lfS0VZX1JFVVNFRBAGEjEKLU9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0NPUEVfTk9UX0dSQU5UQUJMRRAHEisKJ09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VMRl9BUFBST1ZBTBAIEiwKKE9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fQ0FMTF9JTl9GTElHSFQQCRI0CjBPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1NFU1NJT05fUVVPVEFfRVhDRUVERUQQChIvCitPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX05PVF9TRVNTSU9OX09XTkVSEAsq5gIKDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGgoWU0VTU0lPTl9TVEFURV9USElOS0lORxACEiAKHFNFU1NJT05fU1RBVEVfVE9PTF9FWEVDVVRJTkcQAxIbChdTRVNTSU9OX1NUQVRFX09CU0VSVklORxAEEhoKFlNFU1NJT05fU1RBVEVfUkVUUllJTkcQBRIaChZTRVNTSU9OX1NUQVRFX0ZBTExCQUNLEAYSIwofU0VTU0lPTl9TVEFURV9BV0FJVElOR19BUFBST1ZBTBAHEhYKElNFU1NJT05fU1RBVEVfRE9ORRAIEhgKFFNFU1NJT05fU1RBVEVfRkFJTEVEEAkSGwoXU0VTU0lPTl9TVEFURV9DQU5DRUxMRUQQChIYChRTRVNTSU9OX1NUQVRFX1BBUktFRBALMukSChNPcmNoZXN0cmF0b3JTZXJ2aWNlEsMBCgxTdGFydFNlc3Npb24SLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlcXVlc3QaLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlc3BvbnNlIlKQAgKKtRhLCAISDnNlc3Npb25zOndyaXRlGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQhdTdGFydCBhbiBhZ2VudCBzZXNzaW9uLqABgIAIEq8BCgpHZXRTZXNzaW9uEiwubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uUmVxdWVzdBotLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0U2Vzc2lvblJlc3BvbnNlIkSQAgGKtRg9CAESDXNlc3Npb25zOnJlYWQaFwjoBxAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCD1JlYWQgYSBzZXNzaW9uLhLTAQoMV2F0Y2hTZXNzaW9uEi4ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXF1ZXN0Gi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXNwb25zZSJgkAIBirUYWQgBEg1zZXNzaW9uczpyZWFkGhkIgN3bARAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCKVN0cmVhbSBhIHNlc3Npb24ncyB0cmFuc2l0aW9ucyBhbmQgc3RlcHMuMAESyQEKDExpc3RTZXNzaW9ucxIuLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVxdWVzdBovLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiWJACAYq1GFEIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIjTGlzdCBzZXNzaW9ucywgb3B0aW9uYWxseSBieSBzdGF0ZS4SuwEKDUNhbmNlbFNlc3Npb24SLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkNhbmNlbFNlc3Npb25SZXF1ZXN0GjAubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5DYW5jZWxTZXNzaW9uUmVzcG9uc2UiR5ACAoq1GEAIAhIOc2Vzc2lvbnM6d3JpdGUaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCEUNhbmNlbCBhIHNlc3Npb24uEt8BCg9SZXNvbHZlQXBwcm92YWwSMS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaMi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlImWQAgKKtRheCAISD2FwcHJvdmFsczp3cml0ZRoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIuQXBwcm92ZSBvciBkZW55IHRoZSBhY3Rpb24gYSBzZXNzaW9uIHdhaXRzIG9uLhK4AQoIR2V0VHJhY2USKi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFRyYWNlUmVxdWVzdBorLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0VHJhY2VSZXNwb25zZSJTkAIBirUYTAgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQh5SZWFkIGEgc2Vzc2lvbidzIHN0ZXAgcmVjb3Jkcy4SuwEKC0dldE92ZXJ2aWV3Ei0ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRPdmVydmlld1JlcXVlc3QaLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldE92ZXJ2aWV3UmVzcG9uc2UiTZACAYq1GEYIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIYQ291bnQgc2Vzc2lvbnMgYnkgc3RhdGUuEt8BCg1MaXN0VG9vbFN0YXRzEi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5MaXN0VG9vbFN0YXRzUmVxdWVzdBowLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFRvb2xTdGF0c1Jlc3BvbnNlImuQAgGKtRhkCAESDXNlc3Npb25zOnJlYWQaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCNlJlcG9ydCBlYWNoIHRvb2wncyBicmVha2VyLCBsYXRlbmN5IGFuZCBjYWxsIG91dGNvbWVzLhLTAQoNTGlzdEFwcHJvdmFscxIvLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaMC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZSJfkAIBirUYWAgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQipMaXN0IHRoZSBzZXNzaW9ucyB3YWl0aW5nIGZvciBhbiBhcHByb3ZhbC4S8wEKEEdldFNlc3Npb25EZXRhaWwSMi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFNlc3Npb25EZXRhaWxSZXF1ZXN0GjMubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uRGV0YWlsUmVzcG9uc2UidpACAYq1GG8IARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUJBUmVhZCBhIHNlc3Npb24gd2l0aCBpdHMgYnVkZ2V0LCB0cmFuc2l0aW9ucywgc3RlcHMgYW5kIGxvZyBsaW5lcy4acZK1GG0KDG9yY2hlc3RyYXRvchIxbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JFcnJvclJlYXNvbhoab3JjaGVzdHJhdG9yLmxvb3BndWFyZC5kZXYiDnNlc3Npb25zOmFkbWluYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_loopguard_tool_v1_options]);
+  fileDesc("Cixsb29wZ3VhcmQvb3JjaGVzdHJhdG9yL3YxL29yY2hlc3RyYXRvci5wcm90bxIZbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MSLUAQoGQnVkZ2V0EhsKCW1heF9zdGVwcxgBIAEoDUIIukgFKgMY6AcSIAoObWF4X3Rvb2xfY2FsbHMYAiABKA1CCLpIBSoDGOgHEh4KCm1heF90b2tlbnMYAyABKARCCrpIBzIFGICt4gQSJQoRbWF4X3dhbGxfY2xvY2tfbXMYBCABKA1CCrpIByoFGIC4mSkSJQoPbWF4X2Nvc3RfbWljcm9zGAUgASgEQgy6SAkyBxiAoJSljR0SHQoLbWF4X3JldHJpZXMYMiABKA1CCLpIBSoDGOgHIn0KC0J1ZGdldFVzYWdlEg0KBXN0ZXBzGAEgASgNEhIKCnRvb2xfY2FsbHMYAiABKA0SDgoGdG9rZW5zGAMgASgEEhMKC2Nvc3RfbWljcm9zGAQgASgEEhUKDXdhbGxfY2xvY2tfbXMYBSABKA0SDwoHcmV0cmllcxgzIAEoDSJ4CgxDb250ZXh0VXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoBBIVCg13aW5kb3dfdG9rZW5zGAIgASgEEhQKDHNhdmVkX3Rva2VucxgDIAEoBBIUCgxjb21wcmVzc2lvbnMYBCABKA0SDgoGYWxhcm1zGAUgASgNIqwCChNTdGFydFNlc3Npb25SZXF1ZXN0EhgKBGdvYWwYASABKAlCCrpIB3IFEAEYoB8SJQoEdGFzaxgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMQoGYnVkZ2V0GAMgASgLMiEubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXQSPwoGc2NvcGVzGAQgAygJQi+6SCySASkQICIlciMyIV5bYS16XVthLXowLTktXSo6W2Etel1bYS16MC05LV0qJBIpCgZwb2xpY3kYBSABKAlCGbpIFnIUUgBSCHNjcmlwdGVkUgZvcGVuYWkSNQoPaWRlbXBvdGVuY3lfa2V5GAYgASgJQhy6SBlyFxiAATISXltBLVphLXowLTlfLjotXSokIlwKFFN0YXJ0U2Vzc2lvblJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24SDwoHY3JlYXRlZBgCIAEoCCLIAQoIQXBwcm92YWwSEwoLYXBwcm92YWxfaWQYASABKAkSDAoEdG9vbBgCIAEoCRIWCg5hcmd1bWVudHNfaGFzaBgDIAEoCRIVCg13b3JsZF92ZXJzaW9uGAQgASgJEg4KBnJlYXNvbhgFIAEoCRIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIqCglhcmd1bWVudHMYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IscFCgdTZXNzaW9uEhIKCnNlc3Npb25faWQYASABKAkSNgoFc3RhdGUYAiABKA4yJy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb25TdGF0ZRIPCgd2ZXJzaW9uGAMgASgEEgwKBGdvYWwYBCABKAkSJQoEdGFzaxgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMQoGYnVkZ2V0GAYgASgLMiEubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXQSNQoFdXNhZ2UYByABKAsyJi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkJ1ZGdldFVzYWdlEg4KBnNjb3BlcxgIIAMoCRIOCgZwb2xpY3kYCSABKAkSEwoLc3RvcF9yZWFzb24YCiABKAkSDgoGYW5zd2VyGAsgASgJEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEj0KEHBlbmRpbmdfYXBwcm92YWwYDiABKAsyIy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkFwcHJvdmFsEhAKCHRyYWNlX2lkGA8gASgJEhQKDGhlYWx0aF9zY29yZRgQIAEoDRISCgpjcmVhdGVkX2J5GBEgASgJEjEKBnBhcmtlZBgSIAEoCzIhLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuUGFya2VkEjMKB291dGNvbWUYEyABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLk91dGNvbWUSOAoHY29udGV4dBg0IAEoCzInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuQ29udGV4dFVzYWdlIpABCgZQYXJrZWQSDAoEdG9vbBgBIAEoCRIOCgZyZWFzb24YAiABKAkSKwoHd2FrZV9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFc2luY2UYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGF0dGVtcHRzGAUgASgNIicKB091dGNvbWUSDAoEa2luZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiMgoRR2V0U2Vzc2lvblJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIkkKEkdldFNlc3Npb25SZXNwb25zZRIzCgdzZXNzaW9uGAEgASgLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uIjQKE1dhdGNoU2Vzc2lvblJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIsEBCgpUcmFuc2l0aW9uEjUKBGZyb20YASABKA4yJy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb25TdGF0ZRIzCgJ0bxgCIAEoDjInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvblN0YXRlEg8KB3ZlcnNpb24YAyABKAQSDgoGcmVhc29uGAQgASgJEiYKAmF0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCCglTdGVwRXZlbnQSDAoEc3RlcBgBIAEoDRInCgZyZWNvcmQYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IsoBChRXYXRjaFNlc3Npb25SZXNwb25zZRI2CghzbmFwc2hvdBgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbkgAEjsKCnRyYW5zaXRpb24YAiABKAsyJS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlRyYW5zaXRpb25IABI0CgRzdGVwGAMgASgLMiQubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TdGVwRXZlbnRIAEIHCgVldmVudCKSAQoTTGlzdFNlc3Npb25zUmVxdWVzdBJACgVzdGF0ZRgBIAEoDjInLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvblN0YXRlQgi6SAWCAQIQARIbCglwYWdlX3NpemUYAiABKA1CCLpIBSoDGPQDEhwKCnBhZ2VfdG9rZW4YAyABKAlCCLpIBXIDGIACImUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEjQKCHNlc3Npb25zGAEgAygLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChRDYW5jZWxTZXNzaW9uUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEASGAoGcmVhc29uGAIgASgJQgi6SAVyAxj0AyJMChVDYW5jZWxTZXNzaW9uUmVzcG9uc2USMwoHc2Vzc2lvbhgBIAEoCzIiLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU2Vzc2lvbiLCAQoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBIdCgpzZXNzaW9uX2lkGAEgASgJQgm6SAZyBBABGEASHgoLYXBwcm92YWxfaWQYAiABKAlCCbpIBnIEEAEYQBIPCgdhcHByb3ZlGAMgASgIEhoKCGFwcHJvdmVyGAQgASgJQgi6SAVyAxiAARIYCgZyZWFzb24YBSABKAlCCLpIBXIDGPQDEiIKDmFyZ3VtZW50c19oYXNoGAYgASgJQgq6SAdyBRABGIABIk4KF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24iMAoPR2V0VHJhY2VSZXF1ZXN0Eh0KCnNlc3Npb25faWQYASABKAlCCbpIBnIEEAEYQCIjChBHZXRUcmFjZVJlc3BvbnNlEg8KB3JlY29yZHMYASADKAkiFAoSR2V0T3ZlcnZpZXdSZXF1ZXN0IvcBChNHZXRPdmVydmlld1Jlc3BvbnNlEkoKBmNvdW50cxgBIAMoCzI6Lmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0T3ZlcnZpZXdSZXNwb25zZS5Db3VudHNFbnRyeRINCgV0b3RhbBgCIAEoDRIZChFhcHByb3ZhbHNfd2FpdGluZxgDIAEoDRITCgthY3RpdmVfaGVyZRgEIAEoDRImCgJhdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLQoLQ291bnRzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4ASIWChRMaXN0VG9vbFN0YXRzUmVxdWVzdCKvAgoJVG9vbFN0YXRzEgwKBHRvb2wYASABKAkSDwoHc2VydmljZRgCIAEoCRIPCgdicmVha2VyGAMgASgJEg0KBWNhbGxzGAQgASgNEhMKBnA1MF9tcxgFIAEoAUgAiAEBEhMKBnA5NV9tcxgGIAEoAUgBiAEBEhIKCmVycm9yX3JhdGUYByABKAESGAoQZmFsbGJhY2tzX3NlcnZlZBgIIAEoDRJECghvdXRjb21lcxgJIAMoCzIyLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuVG9vbFN0YXRzLk91dGNvbWVzRW50cnkaLwoNT3V0Y29tZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKA06AjgBQgkKB19wNTBfbXNCCQoHX3A5NV9tcyJMChVMaXN0VG9vbFN0YXRzUmVzcG9uc2USMwoFdG9vbHMYASADKAsyJC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlRvb2xTdGF0cyIWChRMaXN0QXBwcm92YWxzUmVxdWVzdCJcChVMaXN0QXBwcm92YWxzUmVzcG9uc2USNQoJYXBwcm92YWxzGAEgAygLMiIubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5TZXNzaW9uEgwKBG1vcmUYAiABKAgiOAoXR2V0U2Vzc2lvbkRldGFpbFJlcXVlc3QSHQoKc2Vzc2lvbl9pZBgBIAEoCUIJukgGcgQQARhAIkQKCUJ1ZGdldFJvdxIMCgRuYW1lGAEgASgJEgwKBHVzZWQYAiABKAESDQoFbGltaXQYAyABKAESDAoEbGVmdBgEIAEoASKiAgoPQXVkaXRUcmFuc2l0aW9uEg8KB3ZlcnNpb24YASABKA0SDAoEZnJvbRgCIAEoCRIKCgJ0bxgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoGcmVhc29uGAUgASgJSACIAQESEQoEdG9vbBgGIAEoCUgBiAEBEhQKB291dGNvbWUYByABKAlIAogBARIWCglhcmdzX2hhc2gYCCABKAlIA4gBARIgChNleHBlY3RlZF90aW1lb3V0X21zGAkgASgNSASIAQFCCQoHX3JlYXNvbkIHCgVfdG9vbEIKCghfb3V0Y29tZUIMCgpfYXJnc19oYXNoQhYKFF9leHBlY3RlZF90aW1lb3V0X21zImsKClN0ZXBSZWNvcmQSDAoEc3RlcBgBIAEoDRImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJwoGcmVjb3JkGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKjAgoYR2V0U2Vzc2lvbkRldGFpbFJlc3BvbnNlEjMKB3Nlc3Npb24YASABKAsyIi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlNlc3Npb24SNAoGYnVkZ2V0GAIgAygLMiQubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5CdWRnZXRSb3cSPwoLdHJhbnNpdGlvbnMYAyADKAsyKi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkF1ZGl0VHJhbnNpdGlvbhI0CgVzdGVwcxgEIAMoCzIlLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuU3RlcFJlY29yZBIlCgRsb2dzGAUgAygLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCriBAoXT3JjaGVzdHJhdG9yRXJyb3JSZWFzb24SKQolT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9VTlNQRUNJRklFRBAAEi8KK09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VTU0lPTl9OT1RfRk9VTkQQARIuCipPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1NFU1NJT05fVEVSTUlOQUwQAhIvCitPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX0FQUFJPVkFMX01JU01BVENIEAMSLgoqT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9BUFBST1ZBTF9FWFBJUkVEEAQSLworT1JDSEVTVFJBVE9SX0VSUk9SX1JFQVNPTl9TVE9SRV9VTkFWQUlMQUJMRRAFEjQKME9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fSURFTVBPVEVOQ1lfS0VZX1JFVVNFRBAGEjEKLU9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0NPUEVfTk9UX0dSQU5UQUJMRRAHEisKJ09SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fU0VMRl9BUFBST1ZBTBAIEiwKKE9SQ0hFU1RSQVRPUl9FUlJPUl9SRUFTT05fQ0FMTF9JTl9GTElHSFQQCRI0CjBPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX1NFU1NJT05fUVVPVEFfRVhDRUVERUQQChIvCitPUkNIRVNUUkFUT1JfRVJST1JfUkVBU09OX05PVF9TRVNTSU9OX09XTkVSEAsq5gIKDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGgoWU0VTU0lPTl9TVEFURV9USElOS0lORxACEiAKHFNFU1NJT05fU1RBVEVfVE9PTF9FWEVDVVRJTkcQAxIbChdTRVNTSU9OX1NUQVRFX09CU0VSVklORxAEEhoKFlNFU1NJT05fU1RBVEVfUkVUUllJTkcQBRIaChZTRVNTSU9OX1NUQVRFX0ZBTExCQUNLEAYSIwofU0VTU0lPTl9TVEFURV9BV0FJVElOR19BUFBST1ZBTBAHEhYKElNFU1NJT05fU1RBVEVfRE9ORRAIEhgKFFNFU1NJT05fU1RBVEVfRkFJTEVEEAkSGwoXU0VTU0lPTl9TVEFURV9DQU5DRUxMRUQQChIYChRTRVNTSU9OX1NUQVRFX1BBUktFRBALMukSChNPcmNoZXN0cmF0b3JTZXJ2aWNlEsMBCgxTdGFydFNlc3Npb24SLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlcXVlc3QaLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlN0YXJ0U2Vzc2lvblJlc3BvbnNlIlKQAgKKtRhLCAISDnNlc3Npb25zOndyaXRlGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQhdTdGFydCBhbiBhZ2VudCBzZXNzaW9uLqABgIAIEq8BCgpHZXRTZXNzaW9uEiwubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uUmVxdWVzdBotLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0U2Vzc2lvblJlc3BvbnNlIkSQAgGKtRg9CAESDXNlc3Npb25zOnJlYWQaFwjoBxAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCD1JlYWQgYSBzZXNzaW9uLhLTAQoMV2F0Y2hTZXNzaW9uEi4ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXF1ZXN0Gi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5XYXRjaFNlc3Npb25SZXNwb25zZSJgkAIBirUYWQgBEg1zZXNzaW9uczpyZWFkGhkIgN3bARAyGXsUrkfheoQ/ISuHFtnO9+8/OAFCKVN0cmVhbSBhIHNlc3Npb24ncyB0cmFuc2l0aW9ucyBhbmQgc3RlcHMuMAESyQEKDExpc3RTZXNzaW9ucxIuLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVxdWVzdBovLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiWJACAYq1GFEIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIjTGlzdCBzZXNzaW9ucywgb3B0aW9uYWxseSBieSBzdGF0ZS4SuwEKDUNhbmNlbFNlc3Npb24SLy5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkNhbmNlbFNlc3Npb25SZXF1ZXN0GjAubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5DYW5jZWxTZXNzaW9uUmVzcG9uc2UiR5ACAoq1GEAIAhIOc2Vzc2lvbnM6d3JpdGUaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCEUNhbmNlbCBhIHNlc3Npb24uEt8BCg9SZXNvbHZlQXBwcm92YWwSMS5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaMi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlImWQAgKKtRheCAISD2FwcHJvdmFsczp3cml0ZRoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIuQXBwcm92ZSBvciBkZW55IHRoZSBhY3Rpb24gYSBzZXNzaW9uIHdhaXRzIG9uLhK4AQoIR2V0VHJhY2USKi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFRyYWNlUmVxdWVzdBorLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuR2V0VHJhY2VSZXNwb25zZSJTkAIBirUYTAgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQh5SZWFkIGEgc2Vzc2lvbidzIHN0ZXAgcmVjb3Jkcy4SuwEKC0dldE92ZXJ2aWV3Ei0ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRPdmVydmlld1JlcXVlc3QaLi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldE92ZXJ2aWV3UmVzcG9uc2UiTZACAYq1GEYIARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUIYQ291bnQgc2Vzc2lvbnMgYnkgc3RhdGUuEt8BCg1MaXN0VG9vbFN0YXRzEi8ubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5MaXN0VG9vbFN0YXRzUmVxdWVzdBowLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdFRvb2xTdGF0c1Jlc3BvbnNlImuQAgGKtRhkCAESDXNlc3Npb25zOnJlYWQaFwjQDxBkGXsUrkfheoQ/ISuHFtnO9+8/OAFCNlJlcG9ydCBlYWNoIHRvb2wncyBicmVha2VyLCBsYXRlbmN5IGFuZCBjYWxsIG91dGNvbWVzLhLTAQoNTGlzdEFwcHJvdmFscxIvLmxvb3BndWFyZC5vcmNoZXN0cmF0b3IudjEuTGlzdEFwcHJvdmFsc1JlcXVlc3QaMC5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkxpc3RBcHByb3ZhbHNSZXNwb25zZSJfkAIBirUYWAgBEg1zZXNzaW9uczpyZWFkGhcI0A8QZBl7FK5H4XqEPyErhxbZzvfvPzgBQipMaXN0IHRoZSBzZXNzaW9ucyB3YWl0aW5nIGZvciBhbiBhcHByb3ZhbC4S8wEKEEdldFNlc3Npb25EZXRhaWwSMi5sb29wZ3VhcmQub3JjaGVzdHJhdG9yLnYxLkdldFNlc3Npb25EZXRhaWxSZXF1ZXN0GjMubG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5HZXRTZXNzaW9uRGV0YWlsUmVzcG9uc2UidpACAYq1GG8IARINc2Vzc2lvbnM6cmVhZBoXCNAPEGQZexSuR+F6hD8hK4cW2c737z84AUJBUmVhZCBhIHNlc3Npb24gd2l0aCBpdHMgYnVkZ2V0LCB0cmFuc2l0aW9ucywgc3RlcHMgYW5kIGxvZyBsaW5lcy4acZK1GG0KDG9yY2hlc3RyYXRvchIxbG9vcGd1YXJkLm9yY2hlc3RyYXRvci52MS5PcmNoZXN0cmF0b3JFcnJvclJlYXNvbhoab3JjaGVzdHJhdG9yLmxvb3BndWFyZC5kZXYiDnNlc3Npb25zOmFkbWluYgZwcm90bzM", [file_buf_validate_validate, file_google_protobuf_struct, file_google_protobuf_timestamp, file_loopguard_tool_v1_options]);
 
 /**
  * Limits of one session; 0 means the orchestrator's default.
@@ -46,6 +46,15 @@ export type Budget = Message<"loopguard.orchestrator.v1.Budget"> & {
    * @generated from field: uint64 max_cost_micros = 5;
    */
   maxCostMicros: bigint;
+
+  /**
+   * Retries the session may make in all: model calls retried by the host plus every tool call's
+   * attempts beyond its first. 0 asks for the default (10). When spent, a failed model call ends
+   * the session (unrecoverable_error, saying so) and tool failures go to the policy unretried.
+   *
+   * @generated from field: uint32 max_retries = 50;
+   */
+  maxRetries: number;
 };
 
 /**
@@ -83,6 +92,13 @@ export type BudgetUsage = Message<"loopguard.orchestrator.v1.BudgetUsage"> & {
    * @generated from field: uint32 wall_clock_ms = 5;
    */
   wallClockMs: number;
+
+  /**
+   * Retries made so far, against Budget.max_retries.
+   *
+   * @generated from field: uint32 retries = 51;
+   */
+  retries: number;
 };
 
 /**
@@ -91,6 +107,56 @@ export type BudgetUsage = Message<"loopguard.orchestrator.v1.BudgetUsage"> & {
  */
 export const BudgetUsageSchema: GenMessage<BudgetUsage> = /*@__PURE__*/
   messageDesc(file_loopguard_orchestrator_v1_orchestrator, 1);
+
+/**
+ * The model's context as the host governs it (before every model call).
+ *
+ * @generated from message loopguard.orchestrator.v1.ContextUsage
+ */
+export type ContextUsage = Message<"loopguard.orchestrator.v1.ContextUsage"> & {
+  /**
+   * Tokens of the last prompt as sent, after compression, by the model's tokenizer.
+   *
+   * @generated from field: uint64 prompt_tokens = 1;
+   */
+  promptTokens: bigint;
+
+  /**
+   * The model's context window.
+   *
+   * @generated from field: uint64 window_tokens = 2;
+   */
+  windowTokens: bigint;
+
+  /**
+   * Tokens compression took out of prompts in all: without it the last prompt would have been
+   * prompt_tokens + saved_tokens.
+   *
+   * @generated from field: uint64 saved_tokens = 3;
+   */
+  savedTokens: bigint;
+
+  /**
+   * Old tool results summarised (payload replaced by its sha256, refs and outcome kept).
+   *
+   * @generated from field: uint32 compressions = 4;
+   */
+  compressions: number;
+
+  /**
+   * Prompts that reached 80% of the window.
+   *
+   * @generated from field: uint32 alarms = 5;
+   */
+  alarms: number;
+};
+
+/**
+ * Describes the message loopguard.orchestrator.v1.ContextUsage.
+ * Use `create(ContextUsageSchema)` to create a new message.
+ */
+export const ContextUsageSchema: GenMessage<ContextUsage> = /*@__PURE__*/
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 2);
 
 /**
  * @generated from message loopguard.orchestrator.v1.StartSessionRequest
@@ -145,7 +211,7 @@ export type StartSessionRequest = Message<"loopguard.orchestrator.v1.StartSessio
  * Use `create(StartSessionRequestSchema)` to create a new message.
  */
 export const StartSessionRequestSchema: GenMessage<StartSessionRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 2);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 3);
 
 /**
  * @generated from message loopguard.orchestrator.v1.StartSessionResponse
@@ -169,7 +235,7 @@ export type StartSessionResponse = Message<"loopguard.orchestrator.v1.StartSessi
  * Use `create(StartSessionResponseSchema)` to create a new message.
  */
 export const StartSessionResponseSchema: GenMessage<StartSessionResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 3);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 4);
 
 /**
  * @generated from message loopguard.orchestrator.v1.Approval
@@ -222,7 +288,7 @@ export type Approval = Message<"loopguard.orchestrator.v1.Approval"> & {
  * Use `create(ApprovalSchema)` to create a new message.
  */
 export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 4);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 5);
 
 /**
  * @generated from message loopguard.orchestrator.v1.Session
@@ -334,6 +400,13 @@ export type Session = Message<"loopguard.orchestrator.v1.Session"> & {
    * @generated from field: loopguard.orchestrator.v1.Outcome outcome = 19;
    */
   outcome?: Outcome | undefined;
+
+  /**
+   * Set once the session has asked the model at least once.
+   *
+   * @generated from field: loopguard.orchestrator.v1.ContextUsage context = 52;
+   */
+  context?: ContextUsage | undefined;
 };
 
 /**
@@ -341,7 +414,7 @@ export type Session = Message<"loopguard.orchestrator.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 5);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 6);
 
 /**
  * Why and until when a session waits for a tool.
@@ -390,7 +463,7 @@ export type Parked = Message<"loopguard.orchestrator.v1.Parked"> & {
  * Use `create(ParkedSchema)` to create a new message.
  */
 export const ParkedSchema: GenMessage<Parked> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 6);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 7);
 
 /**
  * @generated from message loopguard.orchestrator.v1.Outcome
@@ -417,7 +490,7 @@ export type Outcome = Message<"loopguard.orchestrator.v1.Outcome"> & {
  * Use `create(OutcomeSchema)` to create a new message.
  */
 export const OutcomeSchema: GenMessage<Outcome> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 7);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 8);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetSessionRequest
@@ -434,7 +507,7 @@ export type GetSessionRequest = Message<"loopguard.orchestrator.v1.GetSessionReq
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 8);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 9);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetSessionResponse
@@ -451,7 +524,7 @@ export type GetSessionResponse = Message<"loopguard.orchestrator.v1.GetSessionRe
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 9);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 10);
 
 /**
  * @generated from message loopguard.orchestrator.v1.WatchSessionRequest
@@ -468,7 +541,7 @@ export type WatchSessionRequest = Message<"loopguard.orchestrator.v1.WatchSessio
  * Use `create(WatchSessionRequestSchema)` to create a new message.
  */
 export const WatchSessionRequestSchema: GenMessage<WatchSessionRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 10);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 11);
 
 /**
  * @generated from message loopguard.orchestrator.v1.Transition
@@ -505,7 +578,7 @@ export type Transition = Message<"loopguard.orchestrator.v1.Transition"> & {
  * Use `create(TransitionSchema)` to create a new message.
  */
 export const TransitionSchema: GenMessage<Transition> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 11);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 12);
 
 /**
  * @generated from message loopguard.orchestrator.v1.StepEvent
@@ -529,7 +602,7 @@ export type StepEvent = Message<"loopguard.orchestrator.v1.StepEvent"> & {
  * Use `create(StepEventSchema)` to create a new message.
  */
 export const StepEventSchema: GenMessage<StepEvent> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 12);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 13);
 
 /**
  * @generated from message loopguard.orchestrator.v1.WatchSessionResponse
@@ -564,7 +637,7 @@ export type WatchSessionResponse = Message<"loopguard.orchestrator.v1.WatchSessi
  * Use `create(WatchSessionResponseSchema)` to create a new message.
  */
 export const WatchSessionResponseSchema: GenMessage<WatchSessionResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 13);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 14);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListSessionsRequest
@@ -591,7 +664,7 @@ export type ListSessionsRequest = Message<"loopguard.orchestrator.v1.ListSession
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 14);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 15);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListSessionsResponse
@@ -613,7 +686,7 @@ export type ListSessionsResponse = Message<"loopguard.orchestrator.v1.ListSessio
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 15);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 16);
 
 /**
  * @generated from message loopguard.orchestrator.v1.CancelSessionRequest
@@ -635,7 +708,7 @@ export type CancelSessionRequest = Message<"loopguard.orchestrator.v1.CancelSess
  * Use `create(CancelSessionRequestSchema)` to create a new message.
  */
 export const CancelSessionRequestSchema: GenMessage<CancelSessionRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 16);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 17);
 
 /**
  * @generated from message loopguard.orchestrator.v1.CancelSessionResponse
@@ -652,7 +725,7 @@ export type CancelSessionResponse = Message<"loopguard.orchestrator.v1.CancelSes
  * Use `create(CancelSessionResponseSchema)` to create a new message.
  */
 export const CancelSessionResponseSchema: GenMessage<CancelSessionResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 17);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 18);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ResolveApprovalRequest
@@ -701,7 +774,7 @@ export type ResolveApprovalRequest = Message<"loopguard.orchestrator.v1.ResolveA
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 18);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 19);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ResolveApprovalResponse
@@ -718,7 +791,7 @@ export type ResolveApprovalResponse = Message<"loopguard.orchestrator.v1.Resolve
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 19);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 20);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetTraceRequest
@@ -735,7 +808,7 @@ export type GetTraceRequest = Message<"loopguard.orchestrator.v1.GetTraceRequest
  * Use `create(GetTraceRequestSchema)` to create a new message.
  */
 export const GetTraceRequestSchema: GenMessage<GetTraceRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 20);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 21);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetTraceResponse
@@ -754,7 +827,7 @@ export type GetTraceResponse = Message<"loopguard.orchestrator.v1.GetTraceRespon
  * Use `create(GetTraceResponseSchema)` to create a new message.
  */
 export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 21);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 22);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetOverviewRequest
@@ -767,7 +840,7 @@ export type GetOverviewRequest = Message<"loopguard.orchestrator.v1.GetOverviewR
  * Use `create(GetOverviewRequestSchema)` to create a new message.
  */
 export const GetOverviewRequestSchema: GenMessage<GetOverviewRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 22);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 23);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetOverviewResponse
@@ -808,7 +881,7 @@ export type GetOverviewResponse = Message<"loopguard.orchestrator.v1.GetOverview
  * Use `create(GetOverviewResponseSchema)` to create a new message.
  */
 export const GetOverviewResponseSchema: GenMessage<GetOverviewResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 23);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 24);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListToolStatsRequest
@@ -821,7 +894,7 @@ export type ListToolStatsRequest = Message<"loopguard.orchestrator.v1.ListToolSt
  * Use `create(ListToolStatsRequestSchema)` to create a new message.
  */
 export const ListToolStatsRequestSchema: GenMessage<ListToolStatsRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 24);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 25);
 
 /**
  * One tool since this orchestrator process started.
@@ -892,7 +965,7 @@ export type ToolStats = Message<"loopguard.orchestrator.v1.ToolStats"> & {
  * Use `create(ToolStatsSchema)` to create a new message.
  */
 export const ToolStatsSchema: GenMessage<ToolStats> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 25);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 26);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListToolStatsResponse
@@ -909,7 +982,7 @@ export type ListToolStatsResponse = Message<"loopguard.orchestrator.v1.ListToolS
  * Use `create(ListToolStatsResponseSchema)` to create a new message.
  */
 export const ListToolStatsResponseSchema: GenMessage<ListToolStatsResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 26);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 27);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListApprovalsRequest
@@ -922,7 +995,7 @@ export type ListApprovalsRequest = Message<"loopguard.orchestrator.v1.ListApprov
  * Use `create(ListApprovalsRequestSchema)` to create a new message.
  */
 export const ListApprovalsRequestSchema: GenMessage<ListApprovalsRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 27);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 28);
 
 /**
  * @generated from message loopguard.orchestrator.v1.ListApprovalsResponse
@@ -948,7 +1021,7 @@ export type ListApprovalsResponse = Message<"loopguard.orchestrator.v1.ListAppro
  * Use `create(ListApprovalsResponseSchema)` to create a new message.
  */
 export const ListApprovalsResponseSchema: GenMessage<ListApprovalsResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 28);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 29);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetSessionDetailRequest
@@ -965,7 +1038,7 @@ export type GetSessionDetailRequest = Message<"loopguard.orchestrator.v1.GetSess
  * Use `create(GetSessionDetailRequestSchema)` to create a new message.
  */
 export const GetSessionDetailRequestSchema: GenMessage<GetSessionDetailRequest> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 29);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 30);
 
 /**
  * One limit of a session's budget against its use.
@@ -1001,7 +1074,7 @@ export type BudgetRow = Message<"loopguard.orchestrator.v1.BudgetRow"> & {
  * Use `create(BudgetRowSchema)` to create a new message.
  */
 export const BudgetRowSchema: GenMessage<BudgetRow> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 30);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 31);
 
 /**
  * One row of the session's audit trail.
@@ -1066,7 +1139,7 @@ export type AuditTransition = Message<"loopguard.orchestrator.v1.AuditTransition
  * Use `create(AuditTransitionSchema)` to create a new message.
  */
 export const AuditTransitionSchema: GenMessage<AuditTransition> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 31);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 32);
 
 /**
  * @generated from message loopguard.orchestrator.v1.StepRecord
@@ -1095,7 +1168,7 @@ export type StepRecord = Message<"loopguard.orchestrator.v1.StepRecord"> & {
  * Use `create(StepRecordSchema)` to create a new message.
  */
 export const StepRecordSchema: GenMessage<StepRecord> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 32);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 33);
 
 /**
  * @generated from message loopguard.orchestrator.v1.GetSessionDetailResponse
@@ -1136,7 +1209,7 @@ export type GetSessionDetailResponse = Message<"loopguard.orchestrator.v1.GetSes
  * Use `create(GetSessionDetailResponseSchema)` to create a new message.
  */
 export const GetSessionDetailResponseSchema: GenMessage<GetSessionDetailResponse> = /*@__PURE__*/
-  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 33);
+  messageDesc(file_loopguard_orchestrator_v1_orchestrator, 34);
 
 /**
  * Closed set of orchestrator error reasons (google.rpc.ErrorInfo.reason is the value name

@@ -1,5 +1,6 @@
 // What a policy is: the model's side of a session. It only decides; the host observes,
 // executes, updates state and decides to stop (DESIGN, principle 1).
+import type { Context } from "@opentelemetry/api";
 import type { JsonObject, JsonValue } from "./session-store.js";
 
 /** A tool as the model sees it: name, description and a JSON schema, nothing else. */
@@ -78,6 +79,11 @@ export interface PolicyInput {
   readonly maxOutputTokens?: number;
   /** The session's wall clock left: a model call must end within it. */
   readonly timeoutMs?: number;
+  /**
+   * The step's span, parent of a model call's span and its `traceparent`: given explicitly because
+   * without telemetry on no context manager carries the active span across awaits.
+   */
+  readonly traceContext?: Context;
 }
 
 export interface ToolCallRequest {

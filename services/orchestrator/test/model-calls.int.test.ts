@@ -3,12 +3,17 @@
 // the reply's reserve checked before a call and sent as max_tokens, the 80% alarm on the session,
 // its trace and /metrics, the price of calls against the money budget, one retry budget, and the
 // session's wall clock as the call's deadline.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
+import type { ToolProcess } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chatCompletion, type FakeChatServer, type ReceivedRequest, startFakeChatServer, toolCall } from "./fake-chat-server.js";
-import { ALL_SCOPES, startOrchestrator, type TestOrchestrator, startTools, type Tools, waitForSession } from "./harness.js";
+import { chatCompletion, type FakeChatServer, type ReceivedRequest, startFakeChatServer } from "./fake-chat-server.js";
+import { kill, startTool, TOOLS } from "../../../test/e2e/processes.js";
+import { ALL_SCOPES, startOrchestrator, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
-const WINDOW = 8000;
+const WINDOW = 12_000;
 const RESERVE = 256;
 /** Steps of the long session: 39 searches, then the answer. */
 const LONG_STEPS = 40;
@@ -38,11 +43,29 @@ function model(request: ReceivedRequest): unknown {
   return chatCompletion({ content: "ok" });
 }
 
+/** The tools one after another: on a busy machine three starting at once can each miss their start-up timeout. */
+async function startToolsInTurn(): Promise<Tools> {
+  const dataDir = mkdtempSync(join(tmpdir(), "loopguard-model-tools-"));
+  const all: Record<string, ToolProcess> = {};
+  for (const spec of TOOLS) all[spec.name] = await startTool(spec.name, dataDir);
+  return {
+    all,
+    kb: all["kb-search"]!,
+    billing: all.billing!,
+    risk: all.risk!,
+    dataDir,
+    async stop() {
+      await Promise.all(Object.values(all).map((p) => kill(p)));
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
 let tools: Tools;
 let chat: FakeChatServer;
 let orch: TestOrchestrator;
 beforeAll(async () => {
-  tools = await startTools();
+  tools = await startToolsInTurn();
   chat = await startFakeChatServer(model);
   orch = await startOrchestrator(tools, {
     OPENAI_BASE_URL: chat.baseUrl,
@@ -53,7 +76,7 @@ beforeAll(async () => {
     // 1 unit per 1M tokens is 1 micro a token: prices easy to check.
     MODEL_PRICES: JSON.stringify({ "gpt-4o-mini": { input: 1, output: 2 } }),
   });
-});
+}, 90_000);
 afterAll(async () => {
   await orch?.close();
   await chat?.close();
@@ -106,6 +129,11 @@ describe("model calls", () => {
     expect(Number(context.savedTokens)).toBeGreaterThan(Number(context.promptTokens));
     expect(context.compressions).toBeGreaterThanOrEqual(summaries.length);
     expect(context.alarms).toBe(0);
+    // Without summaries the last prompt would not have fit the window at all.
+    expect(Number(context.promptTokens) + Number(context.savedTokens)).toBeGreaterThan(WINDOW);
+    const metrics = await (await fetch(`${orch.httpUrl}/metrics`)).text();
+    expect(metrics).toMatch(/^loopguard_session_context_compression_ratio_count({[^}]*})? [1-9]/m);
+    expect(metrics).toMatch(/^loopguard_model_cost_micros_total({[^}]*})? [1-9]/m);
 
     // The endpoint reported no usage: the tokenizer's counts are the session's tokens, priced from the table.
     const promptTokens = prompts.reduce((n, p) => n + p.tokens, 0);
@@ -117,15 +145,24 @@ describe("model calls", () => {
   }, 120_000);
 
   it("raises the 80% alarm on the session, in its trace and in /metrics", async () => {
-    const { done, requests, trace } = await run("alarm: answer a very long task", {}, { kind: "question", text: words(3300) });
-    expect(done.stopReason).toBe("done");
-    expect(requests).toHaveLength(1);
-    expect(done.context?.alarms).toBe(1);
-    expect(trace.find((r) => r.context)?.context).toMatchObject({ alarm: true, window: WINDOW });
-    const metrics = await (await fetch(`${orch.httpUrl}/metrics`)).text();
-    expect(metrics).toMatch(/^loopguard_session_context_alarms_total [1-9]/m);
-    expect(metrics).toMatch(/^loopguard_session_context_compression_ratio_count [1-9]/m);
-  });
+    // A model with a small window: the task alone (never compressed) takes it past 80%.
+    const small = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "gpt-4o-mini", MODEL_CONTEXT_WINDOW_TOKENS: "1000", MODEL_MAX_OUTPUT_TOKENS: "16" });
+    try {
+      const goal = "alarm: answer a long task";
+      const { session } = await small.api.startSession({ goal, task: { kind: "question", text: words(150) }, scopes: ALL_SCOPES, policy: "openai" });
+      const done = await waitForSession(small.api, session!.sessionId);
+      expect(done.stopReason).toBe("done");
+      expect(chat.requests.filter((r) => goalOf(r) === goal)).toHaveLength(1);
+      expect(done.context?.alarms).toBe(1);
+      const trace = (await small.api.getTrace({ sessionId: session!.sessionId })).records.map((r) => JSON.parse(r) as Record<string, any>);
+      expect(trace.find((r) => r.context)?.context).toMatchObject({ alarm: true, window: 1000 });
+      const metrics = await (await fetch(`${small.httpUrl}/metrics`)).text();
+      expect(metrics).toMatch(/^loopguard_session_context_alarms_total({[^}]*})? 1$/m);
+      expect(small.logs.some((line) => line.includes("session context at 80% of the model window"))).toBe(true);
+    } finally {
+      await small.close();
+    }
+  }, 60_000);
 
   it("stops with max_tokens, without calling the model, when the prompt and the reply's reserve exceed the tokens left", async () => {
     const { done, requests } = await run("small: any question", { maxTokens: 400n });

@@ -33,7 +33,12 @@ function readTasks(path: string): Task[] {
 
 /** A search result of a realistic size: three hits with titles and snippets. */
 function searchResult(i: number): HistoryItem[] {
-  const hits = [1, 2, 3].map((h) => ({ docId: `doc-${i}-${h}`, version: 1, title: `Refund rules, part ${i}.${h}`, snippet: `Refunds to cards take ${h + 2} to ${h + 9} business days; ${"the bank may hold the amount while it checks the order. ".repeat(4)}` }));
+  const hits = [1, 2, 3].map((h) => ({
+    docId: `doc-${i}-${h}`,
+    version: 1,
+    title: `Refund rules, part ${i}.${h}`,
+    snippet: `Refunds to cards take ${h + 2} to ${h + 9} business days; ${"the bank may hold the amount while it checks the order. ".repeat(4)}`,
+  }));
   return [
     { kind: "call", callId: `c${i}`, tool: "kb_search_search", arguments: JSON.stringify({ query: `refund rules part ${i}`, limit: 3 }) },
     {

@@ -95,7 +95,7 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
       // The session's wall clock left cuts the configured cap shorter: a call never outlives its session.
       const callTimeoutMs = Math.max(1, Math.min(timeoutMs, input.timeoutMs ?? timeoutMs));
       const maxTokens = input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
-      return modelCallSpan(options.model, maxTokens, async (span, headers) => {
+      return modelCallSpan(options.model, maxTokens, input.traceContext, async (span, headers) => {
         let completion: unknown;
         try {
           // Some endpoints reject an empty `tools` array, so a tool-less request omits both fields.

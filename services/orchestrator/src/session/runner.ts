@@ -3,6 +3,7 @@
 // budgets and stopping — happens here and in this folder, and every move is a persisted
 // transition made by SessionMoves, so a session survives the process that ran it.
 import { Effect } from "@loopguard/tool-sdk";
+import { context as otelContext, trace } from "@opentelemetry/api";
 import { newApproval } from "../approvals.js";
 import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft } from "../budget.js";
 import { modelView } from "../personal-data.js";
@@ -135,7 +136,9 @@ export class SessionRunner {
     const started = performance.now();
     let decision: Decision;
     try {
-      decision = await spans.span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, () => policy.decide(prompt.input, signal));
+      decision = await spans.span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, (span) =>
+        policy.decide({ ...prompt.input, traceContext: trace.setSpan(otelContext.active(), span) }, signal),
+      );
     } catch (error) {
       return this.#policyFailed(s, error);
     }

@@ -3,15 +3,10 @@
 // the reply's reserve checked before a call and sent as max_tokens, the 80% alarm on the session,
 // its trace and /metrics, the price of calls against the money budget, one retry budget, and the
 // session's wall clock as the call's deadline.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { ToolProcess } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatCompletion, type FakeChatServer, type ReceivedRequest, startFakeChatServer } from "./fake-chat-server.js";
-import { kill, startTool, TOOLS } from "../../../test/e2e/processes.js";
-import { ALL_SCOPES, startOrchestrator, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
 const WINDOW = 12_000;
 const RESERVE = 256;
@@ -43,29 +38,11 @@ function model(request: ReceivedRequest): unknown {
   return chatCompletion({ content: "ok" });
 }
 
-/** The tools one after another: on a busy machine three starting at once can each miss their start-up timeout. */
-async function startToolsInTurn(): Promise<Tools> {
-  const dataDir = mkdtempSync(join(tmpdir(), "loopguard-model-tools-"));
-  const all: Record<string, ToolProcess> = {};
-  for (const spec of TOOLS) all[spec.name] = await startTool(spec.name, dataDir);
-  return {
-    all,
-    kb: all["kb-search"]!,
-    billing: all.billing!,
-    risk: all.risk!,
-    dataDir,
-    async stop() {
-      await Promise.all(Object.values(all).map((p) => kill(p)));
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
-}
-
 let tools: Tools;
 let chat: FakeChatServer;
 let orch: TestOrchestrator;
 beforeAll(async () => {
-  tools = await startToolsInTurn();
+  tools = await startTools({ inTurn: true });
   chat = await startFakeChatServer(model);
   orch = await startOrchestrator(tools, {
     OPENAI_BASE_URL: chat.baseUrl,

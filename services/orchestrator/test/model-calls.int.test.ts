@@ -4,6 +4,9 @@
 // its trace and /metrics, the price of calls against the money budget, one retry budget, and the
 // session's wall clock as the call's deadline.
 import type { JsonObject } from "@bufbuild/protobuf";
+import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { status, ToolError } from "@loopguard/tool-sdk";
+import { startTestTool } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatCompletion, type FakeChatServer, type ReceivedRequest, startFakeChatServer } from "./fake-chat-server.js";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
@@ -32,6 +35,10 @@ function model(request: ReceivedRequest): unknown {
     if (results < LONG_STEPS - 1)
       return chatCompletion({ toolCalls: [{ id: `s${results}`, name: "kb_search_search", arguments: JSON.stringify({ query: `refund rules part ${results}`, limit: 3 }) }], usage: null });
     return chatCompletion({ content: "Done: the refund rules were read.", usage: null });
+  }
+  if (goal.startsWith("tool retry")) {
+    if (results === 0) return chatCompletion({ toolCalls: [{ id: "k1", name: "kb_search_search", arguments: '{"query":"refund policy","limit":1}' }] });
+    return chatCompletion({ content: "Read it." });
   }
   if (goal.startsWith("flaky")) return { status: 503, body: { error: { message: "overloaded" } } };
   if (goal.startsWith("hang")) return new Promise(() => {});
@@ -165,6 +172,32 @@ describe("model calls", () => {
     expect(done.usage?.retries).toBe(2);
     expect(done.budget?.maxRetries).toBe(2);
   });
+
+  it("counts a tool call's attempts beyond the first against the retry budget", async () => {
+    // A knowledge base that is unavailable once, then answers: the tool client retries it.
+    let calls = 0;
+    const kb = await startTestTool({
+      service: KbSearchService,
+      handlers: {
+        search: async () => {
+          calls += 1;
+          if (calls === 1) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading");
+          return { hits: [{ docId: "refund-policy", version: 3, title: "Refund policy" }] };
+        },
+      },
+    });
+    const flakyKb = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "gpt-4o-mini", KB_SEARCH_ADDR: kb.address });
+    try {
+      const { session } = await flakyKb.api.startSession({ goal: "tool retry: read the refund policy", scopes: ALL_SCOPES, policy: "openai" });
+      const done = await waitForSession(flakyKb.api, session!.sessionId);
+      expect(done.stopReason).toBe("done");
+      expect(calls).toBe(2);
+      expect(done.usage?.retries).toBe(1);
+    } finally {
+      await flakyKb.close();
+      await kb.close();
+    }
+  }, 60_000);
 
   it("gives a model call no more than the session's wall clock left", async () => {
     const started = Date.now();

@@ -17,6 +17,8 @@ const FALLBACKS = { window: "10m", ratio: 0.1, minCalls: 20, for: "10m" } as con
 /** Not closed at any scrape of the window and reopened within it, for `for`: refusing calls for both together. */
 const BREAKER = { windowMinutes: 5, forMinutes: 5 } as const;
 const GAUGE_FOR = "5m";
+/** Model prompts at 80% of the window over `window`, judged past `minPrompts`. */
+const CONTEXT = { window: "30m", ratio: 0.05, minPrompts: 20, for: "10m" } as const;
 
 interface AgentAlert {
   readonly name: string;
@@ -105,6 +107,15 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     severity: SEVERITY.ticket,
     summary: "Parked sessions are running out of wall-clock budget",
     description: `For ${GAUGE_FOR} PARKED sessions have had less than 20% of their wall-clock budget left (now {{ $value }}): they will stop with deadline.`,
+  },
+  {
+    // Counted after compression: prompts this large are mostly task and latest results, which are never summarised.
+    name: "ModelContextNearWindow",
+    expr: `sum(increase(loopguard_session_context_alarms_total[${CONTEXT.window}]))\n/\nsum(increase(loopguard_model_prompt_tokens_count[${CONTEXT.window}]))\n> ${CONTEXT.ratio}\nand\nsum(increase(loopguard_model_prompt_tokens_count[${CONTEXT.window}])) >= ${CONTEXT.minPrompts}`,
+    for: CONTEXT.for,
+    severity: SEVERITY.ticket,
+    summary: `More than ${percent(CONTEXT.ratio)} of model prompts reach 80% of the context window`,
+    description: `{{ $value | humanizePercentage }} of the model prompts over the last ${CONTEXT.window} (at least ${CONTEXT.minPrompts}) were at 80% of the model's context window after compression: sessions will soon stop with max_tokens.`,
   },
 ];
 

@@ -21,7 +21,8 @@ import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
 import { viewerOf } from "./session-access.js";
 import { type JsonObject, SessionQuotaExceededError, type SessionRecord, StoreUnavailableError } from "./session-store.js";
-import { pendingOf, storedConfidence, storedOutcome } from "./session/data.js";
+import { DEFAULT_MAX_RETRIES } from "./budget.js";
+import { contextUsageOf, pendingOf, storedConfidence, storedOutcome } from "./session/data.js";
 import { sessionTraceId } from "./session/trace-id.js";
 
 export function toProtoState(state: SessionState): ProtoState {
@@ -51,6 +52,7 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
       maxTokens: BigInt(s.budget.maxTokens),
       maxWallClockMs: s.budget.deadlineMs,
       maxCostMicros: BigInt(s.budget.maxCostMicros),
+      maxRetries: s.budget.maxRetries ?? DEFAULT_MAX_RETRIES,
     },
     usage: {
       steps: s.usage.steps,
@@ -58,7 +60,9 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
       tokens: BigInt(s.usage.tokens),
       costMicros: BigInt(s.usage.costMicros),
       wallClockMs: Math.max(0, Math.min((s.stopReason ? s.updatedAt : Date.now()) - s.usage.startedAt, 2 ** 32 - 1)),
+      retries: s.usage.retries ?? 0,
     },
+    ...contextUsageOf(s),
     scopes: [...s.scopes],
     policy: s.policy,
     stopReason: s.stopReason ?? "",
@@ -171,6 +175,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
             maxTokens: Number(budget?.maxTokens ?? 0n),
             deadlineMs: budget?.maxWallClockMs ?? 0,
             maxCostMicros: Number(budget?.maxCostMicros ?? 0n),
+            maxRetries: budget?.maxRetries ?? 0,
           },
           scopes: req.scopes,
           policy: req.policy || "scripted",

@@ -3,12 +3,16 @@
 import type { StopReason } from "./session-state.js";
 import type { BudgetLimits, Usage } from "./session-store.js";
 
+/** Retries a session may make (model and tool calls together) unless its budget says otherwise. */
+export const DEFAULT_MAX_RETRIES = 10;
+
 export const DEFAULT_BUDGET: BudgetLimits = Object.freeze({
   maxSteps: 20,
   maxToolCalls: 20,
   maxTokens: 200_000,
   maxCostMicros: 1_000_000,
   deadlineMs: 120_000,
+  maxRetries: DEFAULT_MAX_RETRIES,
 });
 
 export function deadlineOf(usage: Usage, limits: BudgetLimits): number {
@@ -32,6 +36,11 @@ export function refuseToolCall(usage: Usage, limits: BudgetLimits, costMicros: n
   return null;
 }
 
+/** Retries the session may still make (model and tool calls together). */
+export function retriesLeft(usage: Usage, limits: BudgetLimits): number {
+  return Math.max(0, (limits.maxRetries ?? DEFAULT_MAX_RETRIES) - (usage.retries ?? 0));
+}
+
 /** A rough token count for policies that report none (about four characters a token), of a text or a length. */
 export function estimateTokens(text: string | number): number {
   return Math.ceil((typeof text === "string" ? text.length : text) / 4);
@@ -45,5 +54,6 @@ export function budgetOf(asked: Partial<BudgetLimits>): BudgetLimits {
     maxTokens: asked.maxTokens || DEFAULT_BUDGET.maxTokens,
     maxCostMicros: asked.maxCostMicros || DEFAULT_BUDGET.maxCostMicros,
     deadlineMs: asked.deadlineMs || DEFAULT_BUDGET.deadlineMs,
+    maxRetries: asked.maxRetries || DEFAULT_MAX_RETRIES,
   };
 }

@@ -20,6 +20,7 @@ import {
 } from "@loopguard/tool-sdk";
 import { type AmountThresholds, type ApprovalRules, DEFAULT_APPROVAL_RULES, describeApprovalRules } from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
+import { type ModelSettings, modelSettings } from "./model-config.js";
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
 import { POSTGRES_STORE_DEFAULTS } from "./postgres-session-store.js";
 import { DEFAULT_TOOL_SERVICES } from "./tool-registry.js";
@@ -58,6 +59,7 @@ export interface OrchestratorConfig extends ToolConfig {
   readonly context: ContextLimits;
   /** Step-row retention (step-retention.ts) and the dashboard's sampled series (time-series.ts). */
   readonly ops: OpsSettings;
+  readonly model: ModelSettings;
   /** People may also sign in with this OpenID Connect provider (ORCHESTRATOR_OIDC_*); off when unset. */
   readonly oidc?: OidcSettings;
 }
@@ -76,6 +78,7 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
 }
 
 const MAX_AMOUNT = 1_000_000_000_000;
+const DEFAULT_OPENAI_MODEL = "gpt-4o-mini";
 
 /** A fraction in 0..1 (CONFIDENCE_THRESHOLD): 0 turns the rule off, 1 sends every stated confidence below certainty to a human. */
 function fraction(env: Env, name: string, fallback: number): number {
@@ -248,15 +251,17 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
       minConfidence: fraction(env, "CONFIDENCE_THRESHOLD", DEFAULT_APPROVAL_RULES.minConfidence),
       ttlMs: int(env, "APPROVAL_TTL_MS", DEFAULT_APPROVAL_RULES.ttlMs, 1000, 7 * 24 * 3600_000),
     },
-    openai: openaiUrl ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || "gpt-4o-mini", apiKey: env.OPENAI_API_KEY ?? "" } : undefined,
+    openai: openaiUrl ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL, apiKey: env.OPENAI_API_KEY ?? "" } : undefined,
     traceDir: join(base.dataDir, "traces"),
     traceRetention: traceRetention(env),
     context: {
       compressAboveTokens: int(env, "CONTEXT_COMPRESS_TOKENS", DEFAULT_CONTEXT_LIMITS.compressAboveTokens, 100, 10_000_000),
       windowTokens: int(env, "MODEL_CONTEXT_WINDOW_TOKENS", DEFAULT_CONTEXT_LIMITS.windowTokens, 1000, 10_000_000),
       keepRecent: DEFAULT_CONTEXT_LIMITS.keepRecent,
+      maxOutputTokens: int(env, "MODEL_MAX_OUTPUT_TOKENS", DEFAULT_CONTEXT_LIMITS.maxOutputTokens, 16, 1_000_000),
     },
     ops: opsSettings(env),
+    model: modelSettings(env, openaiUrl ? env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL : undefined, (message) => new ConfigError(message)),
     ...(oidc ? { oidc } : {}),
   });
 }

@@ -6,3 +6,8 @@ export { openSessionStore } from "./open-store.js";
 export { redact } from "./redact.js";
 export { DEFAULT_MAX_SESSIONS_PER_CALLER } from "./config.js";
 export { DEFAULT_TRACE_RETENTION, type TraceRetention } from "./trace-files.js";
+export { estimateTokens } from "./budget.js";
+export { DEFAULT_CONTEXT_LIMITS, governContext } from "./context-governance.js";
+export { encodingForModel, type EncodingName, tokenCounter } from "./model-tokens.js";
+export type { HistoryItem } from "./policy.js";
+export { ToolRegistry } from "./tool-registry.js";

@@ -29,7 +29,7 @@ import { type SessionRecord, type SessionStore, StoreUnavailableError } from "./
 export { OrchestratorError } from "./orchestrator-error.js";
 export type { StartInput } from "./start-request.js";
 
-export interface OrchestratorOptions extends Omit<RunnerDeps, "onStep" | "onContextAlarm"> {
+export interface OrchestratorOptions extends Omit<RunnerDeps, "onStep" | "onContext" | "onModelCall"> {
   readonly log: Logger;
   readonly metrics?: SessionMetrics;
   readonly leaseTtlMs: number;

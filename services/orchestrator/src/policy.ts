@@ -1,5 +1,6 @@
 // What a policy is: the model's side of a session. It only decides; the host observes,
 // executes, updates state and decides to stop (DESIGN, principle 1).
+import type { Context } from "@opentelemetry/api";
 import type { JsonObject, JsonValue } from "./session-store.js";
 
 /** A tool as the model sees it: name, description and a JSON schema, nothing else. */
@@ -72,6 +73,17 @@ export interface PolicyInput {
   readonly history: readonly HistoryItem[];
   /** 1-based number of the step being decided. */
   readonly step: number;
+  /** The prompt's size as the host counted it (model-tokens.ts), for policies that report no usage. */
+  readonly promptTokens?: number;
+  /** The reply's token limit: the host checked that the prompt leaves room for it. */
+  readonly maxOutputTokens?: number;
+  /** The session's wall clock left: a model call must end within it. */
+  readonly timeoutMs?: number;
+  /**
+   * The step's span, parent of a model call's span and its `traceparent`: given explicitly because
+   * without telemetry on no context manager carries the active span across awaits.
+   */
+  readonly traceContext?: Context;
 }
 
 export interface ToolCallRequest {
@@ -114,6 +126,8 @@ export type Decision =
 
 export interface Policy {
   readonly name: string;
+  /** The model it calls, when it calls one: its price (model-prices.ts) is what a step costs. */
+  readonly model?: string;
   /** Throws only for transport failures (the host retries or fails the session); malformed model output is still a Decision. */
   decide(input: PolicyInput, signal: AbortSignal): Promise<Decision>;
 }

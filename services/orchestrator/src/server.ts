@@ -8,6 +8,8 @@ import { createOrchestratorHandlers } from "./api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
 import type { LogTail } from "./log-tail.js";
 import { openSessionStore } from "./open-store.js";
+import { priceOf, priceTable } from "./model-prices.js";
+import { tokenCounter } from "./model-tokens.js";
 import { Orchestrator } from "./orchestrator.js";
 import { createOpenAiPolicy } from "./policies/openai-policy.js";
 import { ScriptedPolicy } from "./policies/scripted-policy.js";
@@ -67,8 +69,16 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     ["scripted", new ScriptedPolicy()],
     ["single-call", new SingleCallPolicy()],
   ]);
-  if (config.openai) policies.set("openai", createOpenAiPolicy({ baseUrl: config.openai.baseUrl, model: config.openai.model, ...(config.openai.apiKey ? { apiKey: config.openai.apiKey } : {}) }));
+  const prices = priceTable(config.model.prices);
+  if (config.openai) {
+    const { baseUrl, model, apiKey } = config.openai;
+    const price = priceOf(prices, model);
+    policies.set("openai", createOpenAiPolicy({ baseUrl, model, timeoutMs: config.model.timeoutMs, ...(apiKey ? { apiKey } : {}), ...(price ? { price } : {}) }));
+  }
   for (const policy of extra) policies.set(policy.name, policy);
+  const counter = tokenCounter(config.model.encoding);
+  // Loaded now, before the first session waits on it (a second or two: see model-tokens.ts).
+  counter.text("warm up");
   const orchestrator = new Orchestrator({
     store,
     registry,
@@ -79,6 +89,8 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     rules: new SideEffectRules(registry),
     approvals: config.approvals,
     context: config.context,
+    tokenCounter: counter,
+    prices,
     owner: config.instanceId,
     runId: `run_${randomBytes(6).toString("hex")}`,
     now: Date.now,

@@ -23,6 +23,9 @@ export class SessionMetrics {
   readonly costMicros: Counter;
   readonly transitions: Counter<"to">;
   readonly contextAlarms: Counter;
+  readonly promptTokens: Histogram;
+  readonly contextCompression: Histogram;
+  readonly modelCostMicros: Counter;
 
   #store: SessionStore | undefined;
 
@@ -91,7 +94,20 @@ export class SessionMetrics {
       registers,
     });
     this.costMicros = new Counter({ name: "loopguard_session_cost_micros_total", help: "Money spent by sessions on tool calls, in micro-units.", registers });
-    this.contextAlarms = new Counter({ name: "loopguard_session_context_alarms_total", help: "Times a session's history reached 80% of the model's context window.", registers });
+    this.contextAlarms = new Counter({ name: "loopguard_session_context_alarms_total", help: "Model prompts that reached 80% of the model's context window (after compression).", registers });
+    this.promptTokens = new Histogram({
+      name: "loopguard_model_prompt_tokens",
+      help: "Tokens of each model prompt as sent (after compression), counted with the model's tokenizer.",
+      buckets: [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 128_000],
+      registers,
+    });
+    this.contextCompression = new Histogram({
+      name: "loopguard_session_context_compression_ratio",
+      help: "Prompt tokens after compression over before, for prompts that were compressed (lower: more saved).",
+      buckets: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
+      registers,
+    });
+    this.modelCostMicros = new Counter({ name: "loopguard_model_cost_micros_total", help: "Money spent on model calls (price table x tokens), in micro-units.", registers });
     this.transitions = new Counter({ name: "loopguard_session_transitions_total", help: "Session state transitions, by the state entered.", labelNames: ["to"] as const, registers });
   }
 

@@ -17,6 +17,8 @@ export interface BudgetLimits {
   readonly maxCostMicros: number;
   /** Wall-clock milliseconds from `usage.startedAt` until the `deadline` stop reason. */
   readonly deadlineMs: number;
+  /** Retries of model and tool calls the session may make in all; absent in records from before it existed (the default applies). */
+  readonly maxRetries?: number;
 }
 
 /** What a session has spent so far, against its BudgetLimits. */
@@ -27,6 +29,8 @@ export interface Usage {
   readonly costMicros: number;
   /** Epoch milliseconds. */
   readonly startedAt: number;
+  /** Model calls retried by the runner plus (attempts - 1) of every tool call. */
+  readonly retries?: number;
 }
 
 export interface NewSession {

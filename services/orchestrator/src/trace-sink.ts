@@ -38,6 +38,8 @@ export interface StepTrace {
   readonly traceparent: string;
   readonly duration_ms: number;
   readonly at: string;
+  /** A decision step's prompt: tokens before and after compression, the window, and its 80% alarm. */
+  readonly context?: JsonObject;
 }
 
 export class TraceSink {

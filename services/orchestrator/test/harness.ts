@@ -9,7 +9,7 @@ import { CallError, createLogger, createRawClient, type RawClient, serveTool, ty
 import { type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import type { Registry } from "prom-client";
 import { expect } from "vitest";
-import { kill, startAllTools, toolAddressEnv } from "../../../test/e2e/processes.js";
+import { kill, startAllTools, startTool, TOOLS, toolAddressEnv } from "../../../test/e2e/processes.js";
 import { createAdminHttp } from "../src/admin-http.js";
 import { loadOrchestratorConfig } from "../src/config.js";
 import { LogTail } from "../src/log-tail.js";
@@ -26,9 +26,17 @@ export interface Tools {
   stop(): Promise<void>;
 }
 
-export async function startTools(): Promise<Tools> {
+async function startToolsInTurn(dataDir: string): Promise<Record<string, ToolProcess>> {
+  const all: Record<string, ToolProcess> = {};
+  for (const spec of TOOLS) all[spec.name] = await startTool(spec.name, dataDir);
+  return all;
+}
+
+/** `inTurn`: one after another, for a busy machine where three starting at once can each miss their start-up timeout. */
+export async function startTools({ inTurn = false }: { readonly inTurn?: boolean } = {}): Promise<Tools> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-tools-"));
-  return toolsOf(await startAllTools(dataDir), dataDir);
+  const all = inTurn ? await startToolsInTurn(dataDir) : await startAllTools(dataDir);
+  return toolsOf(all, dataDir);
 }
 
 /** Running tool processes on one data folder as Tools; stop() kills them and removes the folder. */

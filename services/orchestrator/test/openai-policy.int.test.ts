@@ -1,4 +1,7 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { context, ROOT_CONTEXT, TraceFlags, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createOpenAiPolicy, OPENAI_POLICY_SYSTEM_PROMPT, PolicyUnavailableError, type OpenAiPolicyOptions } from "../src/policies/openai-policy.js";
 import type { Decision, PolicyInput, ResultEnvelope, ToolSpec } from "../src/policy.js";
 import { chatCompletion, startFakeChatServer, type FakeChatServer, type ScriptedReply } from "./fake-chat-server.js";
@@ -39,6 +42,17 @@ function input(overrides: Partial<PolicyInput> = {}): PolicyInput {
 function envelope(data: ResultEnvelope["data"], refs: string[] = []): ResultEnvelope {
   return { ok: true, data, refs, costMicros: 0, servedFrom: "live", observedAt: "2026-11-29T20:00:00.000Z" };
 }
+
+// As instrumentation.ts sets up in the service: the active span follows the async call.
+const contextManager = new AsyncLocalStorageContextManager();
+const spans = new InMemorySpanExporter();
+trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
+beforeAll(() => {
+  context.setGlobalContextManager(contextManager.enable());
+});
+afterAll(() => {
+  context.disable();
+});
 
 let server: FakeChatServer | undefined;
 afterEach(async () => {
@@ -94,7 +108,38 @@ describe("openai policy: request", () => {
         function: { name: tool.name, description: tool.description, parameters: tool.parameters },
       })),
       tool_choice: "auto",
+      // The reply's reserve: without an input's own, the default.
+      max_tokens: 1024,
     });
+  });
+
+  it("sends the host's reply reserve as max_tokens, and as max_completion_tokens to the o-series and gpt-5", async () => {
+    const { server, policy } = await serve([() => chatCompletion({ content: "ok" })]);
+    await policy.decide(input({ maxOutputTokens: 333 }), never());
+    expect(server.requests[0]!.body).toMatchObject({ max_tokens: 333 });
+    await server.close();
+    const reasoning = await serve([() => chatCompletion({ content: "ok" })], { model: "o4-mini" });
+    await reasoning.policy.decide(input({ maxOutputTokens: 333 }), never());
+    const body = reasoning.server.requests[0]!.body as Record<string, unknown>;
+    expect(body.max_completion_tokens).toBe(333);
+    expect(body).not.toHaveProperty("max_tokens");
+  });
+
+  it("sends the active span's context as a W3C traceparent: same trace, a new span for the model call", async () => {
+    const reply = () => chatCompletion({ content: "the refund policy allows it", usage: { prompt_tokens: 120, completion_tokens: 7 } });
+    const { server, policy } = await serve([reply], { price: { input: 2, output: 10 } });
+    const traceId = "0af7651916cd43dd8448eb211c80319c";
+    const parent = trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: "b7ad6b7169203331", traceFlags: TraceFlags.SAMPLED, isRemote: true });
+    await context.with(parent, () => policy.decide(input(), never()));
+    const header = String(server.requests[0]!.headers.traceparent);
+    expect(header).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+    expect(header).not.toContain("b7ad6b7169203331");
+    // The model call's span: that id, the session's span its parent, the model and tokens on it, no prompt text.
+    const span = spans.getFinishedSpans().find((s) => s.spanContext().spanId === header.split("-")[2]);
+    expect(span?.name).toBe("chat gpt-test");
+    expect(span?.parentSpanContext?.spanId).toBe("b7ad6b7169203331");
+    expect(span?.attributes).toMatchObject({ "gen_ai.request.model": "gpt-test", "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 7, "loopguard.cost_micros": 310 });
+    expect(JSON.stringify(span?.attributes)).not.toContain("Refund order");
   });
 
   it("marks a tool whose breaker is open with when it is tried again, and shows a fallback's age and note to the model", async () => {
@@ -451,6 +496,14 @@ describe("openai policy: endpoint failures", () => {
     expect(elapsed).toBeGreaterThanOrEqual(250);
     expect(elapsed).toBeLessThan(1500);
     expect(server.requests).toHaveLength(1);
+  });
+
+  it("cuts the call short at the session's wall clock left when that is below the configured cap", async () => {
+    const { policy } = await serve([() => new Promise(() => {})], { timeoutMs: 10_000 });
+    const started = Date.now();
+    const err = await rejection(policy.decide(input({ timeoutMs: 300 }), never()));
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect((err as Error).message).toContain("timed out after 300 ms");
   });
 
   it("stops when the caller aborts, with the caller's abort reason rather than an outage", async () => {

@@ -1,4 +1,4 @@
-// `pnpm bench [tool|client|steps|refunds|redact|hedge|all]`: side-by-side benchmarks on loopback, printed as figures and
+// `pnpm bench [tool|client|steps|refunds|redact|hedge|tokens|all]`: side-by-side benchmarks on loopback, printed as figures and
 // ratios to a bare grpc-js baseline measured in the same run. Bounded in time; stops by itself.
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
@@ -11,6 +11,7 @@ import { benchPeople } from "./people.js";
 import { benchRedact } from "./redact.js";
 import { benchRefunds } from "./refunds.js";
 import { benchSteps } from "./steps.js";
+import { benchTokens } from "./tokens.js";
 
 const durationMs = Number(process.env.BENCH_DURATION_MS ?? 3000);
 const request = { query: "how do refunds work", limit: 3 };
@@ -92,8 +93,9 @@ const suites: Record<string, () => Promise<void>> = {
   refunds: () => benchRefunds(durationMs),
   redact: async () => benchRedact(durationMs),
   hedge: benchHedge,
+  tokens: async () => benchTokens(process.argv.slice(2).filter((a) => a !== "--" && a !== "tokens")),
 };
-const names = process.argv.slice(2).filter((a) => a !== "--");
+const names = process.argv.slice(2).filter((a) => a !== "--" && !a.endsWith(".jsonl"));
 const chosen = names.length === 0 || names.includes("all") ? Object.keys(suites) : names;
 for (const name of chosen) {
   const suite = suites[name];

@@ -17,7 +17,7 @@ import { jsonOf, printSession, reidentified, stateName, summary } from "./sessio
 
 const USAGE = `usage: loopguard <command> [options]
   run "<goal>" [--task-file F | --task JSON] [--budget key=value…] [--scope s…] [--policy scripted|openai] [--idempotency-key K] [--wait] [--json]
-      budget keys: steps, tool_calls, tokens, wall_clock_ms, cost_micros; a retried run with the key it printed returns the same session
+      budget keys: steps, tool_calls, tokens, wall_clock_ms, cost_micros, retries; a retried run with the key it printed returns the same session
   sessions [--state STATE] [--limit N]
   show ID        trace ID        cancel ID [--reason R]
   approve ID [--reason R] [--yes]        deny ID [--reason R] [--yes]
@@ -35,6 +35,7 @@ const BUDGET_KEYS: Record<string, string> = {
   tokens: "maxTokens",
   wall_clock_ms: "maxWallClockMs",
   cost_micros: "maxCostMicros",
+  retries: "maxRetries",
 };
 
 let addr = process.env.ORCHESTRATOR_ADDR ?? "127.0.0.1:50051";

@@ -4,11 +4,13 @@
 // those observations the next step can correct (DESIGN, principle 2). Only transport failures throw.
 import { createHash } from "node:crypto";
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from "openai";
-import type { ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import { costMicrosOf, type ModelPrice } from "../model-prices.js";
 import type { Decision, Policy, PolicyInput, TokenUsage, ToolCallRequest, ToolSpec } from "../policy.js";
 import { TOOL_CALL_ID } from "../session/model-bounds.js";
 import { boundedFetch, ResponseTooLargeError } from "./bounded-fetch.js";
 import { CONFIDENCE_INSTRUCTIONS, parseActionConfidence, parseFinalReply } from "./model-confidence.js";
+import { modelCallSpan } from "./model-span.js";
 
 export interface OpenAiPolicyOptions {
   /** e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"; the SDK appends `/chat/completions`. */
@@ -18,6 +20,8 @@ export interface OpenAiPolicyOptions {
   readonly apiKey?: string;
   /** Per request, including reading the body. Default 30 000. The SDK does not retry: the session runner does. */
   readonly timeoutMs?: number;
+  /** The model's price, for the cost on the call's span (the runner charges the session from the same table). */
+  readonly price?: ModelPrice;
 }
 
 /** The endpoint could not produce a decision: HTTP error, timeout, network failure or a body that is not a chat completion. */
@@ -48,6 +52,16 @@ export const OPENAI_POLICY_SYSTEM_PROMPT =
   CONFIDENCE_INSTRUCTIONS;
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+/** The reply's limit when the host sets none (it always does: MODEL_MAX_OUTPUT_TOKENS). */
+const DEFAULT_MAX_OUTPUT_TOKENS = 1024;
+
+/**
+ * The request field that limits the reply: the o-series and gpt-5 reject `max_tokens` and want
+ * `max_completion_tokens`; older OpenAI models and most compatible servers know only `max_tokens`.
+ */
+export function maxTokensFieldOf(model: string): "max_tokens" | "max_completion_tokens" {
+  return /^(o\d|gpt-5)/.test(model.toLowerCase().replace(/^.*\//, "")) ? "max_completion_tokens" : "max_tokens";
+}
 /**
  * The most of a reply that is read: a completion with an 8 KiB answer, or a dozen tool calls at
  * their 16 KiB request limit, is far smaller; a larger one is a runaway or hostile endpoint.
@@ -71,22 +85,33 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
   });
   const redact = (text: string): string => (options.apiKey ? text.split(options.apiKey).join("[redacted]") : text);
 
+  const maxTokensField = maxTokensFieldOf(options.model);
   return {
     name: "openai",
+    model: options.model,
     async decide(input: PolicyInput, signal: AbortSignal): Promise<Decision> {
       const messages = toChatMessages(input);
       const tools = input.tools.map(toChatTool);
       const promptHash = createHash("sha256").update(JSON.stringify({ messages, tools })).digest("hex");
-      let completion: unknown;
-      try {
-        // Some endpoints reject an empty `tools` array, so a tool-less request omits both fields.
-        completion = await client.chat.completions.create({ model: options.model, messages, ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}) }, { signal });
-      } catch (err) {
-        // A caller's cancellation is not an outage: let the host see its own abort reason.
-        if (signal.aborted) throw signal.reason;
-        throw unavailable(err, timeoutMs, redact);
-      }
-      return toDecision(completion, input, promptHash);
+      // The session's wall clock left cuts the configured cap shorter: a call never outlives its session.
+      const callTimeoutMs = Math.max(1, Math.min(timeoutMs, input.timeoutMs ?? timeoutMs));
+      const maxTokens = input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+      return modelCallSpan(options.model, maxTokens, input.traceContext, async (span, headers) => {
+        let completion: unknown;
+        try {
+          // Some endpoints reject an empty `tools` array, so a tool-less request omits both fields.
+          const body = { model: options.model, messages, [maxTokensField]: maxTokens, ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}) };
+          completion = await client.chat.completions.create(body as unknown as ChatCompletionCreateParamsNonStreaming, { signal, timeout: callTimeoutMs, headers });
+        } catch (err) {
+          // A caller's cancellation is not an outage: let the host see its own abort reason.
+          if (signal.aborted) throw signal.reason;
+          throw unavailable(err, callTimeoutMs, redact);
+        }
+        const decision = toDecision(completion, input, promptHash);
+        const { input: inputTokens, output: outputTokens } = decision.usage;
+        span.setAttributes({ "gen_ai.usage.input_tokens": inputTokens, "gen_ai.usage.output_tokens": outputTokens, "loopguard.cost_micros": costMicrosOf(options.price, decision.usage) });
+        return decision;
+      });
     },
   };
 }
@@ -114,13 +139,13 @@ function unavailable(err: unknown, timeoutMs: number, redact: (text: string) => 
   return new PolicyUnavailableError(redact(`chat completions request failed: ${reason}`), { retryable: true });
 }
 
-function toChatTool(tool: ToolSpec): ChatCompletionTool {
+export function toChatTool(tool: ToolSpec): ChatCompletionFunctionTool {
   const description = tool.unavailableUntil ? `${tool.description} [Unavailable now: its circuit breaker is open; no call is sent before ${tool.unavailableUntil}.]` : tool.description;
   return { type: "function", function: { name: tool.name, description, parameters: tool.parameters } };
 }
 
 /** PolicyInput → the message list. Exported so callers can inspect or count what the model sees. */
-export function toChatMessages(input: PolicyInput): ChatCompletionMessageParam[] {
+export function toChatMessages(input: Pick<PolicyInput, "goal" | "task" | "history">): ChatCompletionMessageParam[] {
   const messages: ChatCompletionMessageParam[] = [
     { role: "system", content: OPENAI_POLICY_SYSTEM_PROMPT },
     { role: "user", content: `Goal: ${input.goal}\n\nTask (JSON):\n${JSON.stringify(input.task)}` },

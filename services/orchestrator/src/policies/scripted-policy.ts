@@ -79,7 +79,8 @@ export class ScriptedPolicy implements Policy {
     const promptHash = hashHistory(createHash("sha256").update(head.slice(0, -"[]}".length)), input.history)
       .update("}")
       .digest("hex");
-    const usage = { input: estimateTokens(head.length - "[]".length + historyJsonLength(input.history)), output: 20 };
+    // The host's count of the prompt (the model's tokenizer over the messages it would send) when given.
+    const usage = { input: input.promptTokens ?? estimateTokens(head.length - "[]".length + historyJsonLength(input.history)), output: 20 };
     const call = (name: string, args: Record<string, unknown>, sure?: Derived): Decision => ({
       kind: "tool_calls",
       calls: [{ id: `call_${input.step}_0`, name, arguments: JSON.stringify(args) }],

@@ -60,8 +60,15 @@ const contextSchema = z.looseObject({
   fingerprints: z.array(z.string()).default([]),
   traceId: z.string().optional(),
   traceSteps: z.number().default(0),
+  /** The last prompt's tokens as sent, after compression. */
   contextTokens: z.number().optional(),
   compressions: z.number().optional(),
+  /** Tokens compression took out of prompts, summed: the prompt would be contextTokens + savedTokens without it. */
+  savedTokens: z.number().optional(),
+  /** Prompts that reached 80% of the model's window. */
+  contextAlarms: z.number().optional(),
+  /** The model's window when the last prompt was governed. */
+  contextWindow: z.number().optional(),
   effects: z.array(effectSchema).optional(),
   /** The policy's confidence in the answer it ended with (see confidence.ts). */
   answerConfidence: z.object({ value: z.number(), reason: z.string() }).optional(),
@@ -237,4 +244,19 @@ export function sideEffectsOf(s: SessionRecord, registry: ToolRegistry): string[
   return contextOf(s).history.flatMap((item) =>
     item.kind === "observation" && item.envelope.ok && registry.get(item.tool)?.effect === Effect.IRREVERSIBLE_EXTERNAL ? [`${item.tool} ${item.envelope.refs.join(" ")}`] : [],
   );
+}
+
+/** The session's context figures for the API, once it has asked the model (see prompt.ts). */
+export function contextUsageOf(s: SessionRecord): { context?: { promptTokens: bigint; windowTokens: bigint; savedTokens: bigint; compressions: number; alarms: number } } {
+  const ctx = contextOf(s);
+  if (ctx.contextTokens === undefined) return {};
+  return {
+    context: {
+      promptTokens: BigInt(ctx.contextTokens),
+      windowTokens: BigInt(ctx.contextWindow ?? 0),
+      savedTokens: BigInt(ctx.savedTokens ?? 0),
+      compressions: ctx.compressions ?? 0,
+      alarms: ctx.contextAlarms ?? 0,
+    },
+  };
 }

@@ -3,8 +3,10 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ToolClient } from "@loopguard/tool-sdk";
 import type { ApprovalRules } from "../approvals.js";
-import type { ContextLimits } from "../context-governance.js";
-import type { Policy, ResultEnvelope } from "../policy.js";
+import type { ContextLimits, Governed } from "../context-governance.js";
+import type { PriceTable } from "../model-prices.js";
+import type { TokenCounter } from "../model-tokens.js";
+import type { Policy, ResultEnvelope, TokenUsage } from "../policy.js";
 import type { SessionRecord, SessionStore } from "../session-store.js";
 import type { SideEffectRules } from "../side-effects.js";
 import type { ToolRegistry } from "../tool-registry.js";
@@ -31,8 +33,14 @@ export interface RunnerDeps {
   readonly runId: string;
   readonly now: () => number;
   readonly context?: ContextLimits;
-  /** Raised when a session's history reaches 80% of the model's window. */
-  readonly onContextAlarm?: (session: SessionRecord, tokens: number) => void;
+  /** Counts prompts as the model receives them; the default encoding's when not given. */
+  readonly tokenCounter?: TokenCounter;
+  /** Model prices; a model it does not list costs nothing. */
+  readonly prices?: PriceTable;
+  /** Each prompt as governed before a model call: its size, what compression saved, the 80% alarm. */
+  readonly onContext?: (session: SessionRecord, governed: Governed) => void;
+  /** Each model call's tokens (reported, or counted) and price. */
+  readonly onModelCall?: (model: string, usage: TokenUsage, costMicros: number) => void;
   readonly onStep?: (session: SessionRecord, tool: string, envelope: ResultEnvelope) => void;
   /** Head sampling of session traces (sampling.ts); without it every session's trace is kept. */
   readonly sampling?: SessionSampling;

@@ -1,7 +1,7 @@
 // Observation: a tool's result (or the host's own verdict on a call) goes into the session's
-// history, governed to the model's window, fingerprinted for progress, with its step record; then
-// the session thinks again, or stops when it makes no progress.
-import { DEFAULT_CONTEXT_LIMITS, governContext } from "../context-governance.js";
+// history (governed to the model's window before the next model call, see prompt.ts),
+// fingerprinted for progress, with its step record; then the session thinks again, or stops when
+// it makes no progress.
 import type { ResultEnvelope, ToolCallRequest } from "../policy.js";
 import { fingerprint, isStuck, NO_PROGRESS_WINDOW } from "../progress.js";
 import { redactText } from "../redact.js";
@@ -23,16 +23,13 @@ export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pen
   const ctx = contextOf(s);
   const clean = redactedEnvelope(envelope);
   const durationMs = pending.durationMs ?? 0;
-  const governed = governContext(
-    [...ctx.history, { kind: "observation", callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(durationMs) }],
-    deps.context ?? DEFAULT_CONTEXT_LIMITS,
-  );
-  if (governed.alarm) deps.onContextAlarm?.(s, governed.tokens);
+  const history = [...ctx.history, { kind: "observation" as const, callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(durationMs) }];
   const outcome = envelope.ok ? JSON.stringify(envelope.data ?? null) : (envelope.error?.code ?? "error");
   const print = fingerprint(call.tool, call.arguments, outcome, envelope.refs);
   const fingerprints = [...ctx.fingerprints, print].slice(-10);
   const step = ctx.traceSteps + 1;
-  const usage = { ...s.usage, costMicros: s.usage.costMicros + envelope.costMicros };
+  // Every attempt past the first (retries, hedges) spends the session's retry budget.
+  const usage = { ...s.usage, costMicros: s.usage.costMicros + envelope.costMicros, retries: (s.usage.retries ?? 0) + Math.max(0, (pending.attempt ?? 1) - 1) };
   const record = kit.spans.step(s, {
     step,
     before: "TOOL_EXECUTING",
@@ -46,11 +43,9 @@ export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pen
   const effects = effectsOf(s);
   const context = contextJson({
     ...ctx,
-    history: [...governed.history],
+    history,
     fingerprints,
     traceSteps: step,
-    contextTokens: governed.tokens,
-    compressions: (ctx.compressions ?? 0) + governed.compressed,
     // A side effect observed done is counted in the session's totals and known as made (a later
     // call with the same key is its replay); a failed one was not made.
     ...(call.effect && envelope.ok && !effects.some((e) => e.key === call.effect!.key) ? { effects: [...effects, call.effect] } : {}),

@@ -3,8 +3,9 @@
 // budgets and stopping — happens here and in this folder, and every move is a persisted
 // transition made by SessionMoves, so a session survives the process that ran it.
 import { Effect } from "@loopguard/tool-sdk";
+import { context as otelContext, trace } from "@opentelemetry/api";
 import { newApproval } from "../approvals.js";
-import { deadlineOf, refuseStep } from "../budget.js";
+import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft } from "../budget.js";
 import { confidenceFields, type StatedConfidence, statedConfidence } from "../confidence.js";
 import { modelView } from "../personal-data.js";
 import type { Decision, ToolCallRequest } from "../policy.js";
@@ -23,7 +24,8 @@ import type { Kit, RunnerDeps } from "./kit.js";
 import { boundDecision, boundText, MAX_ANSWER_CHARS, MAX_REJECTED_ANSWER_CHARS } from "./model-bounds.js";
 import { type SessionMoves, startOf } from "./moves.js";
 import { observe, observeInPlace } from "./observe.js";
-import { giveUp, park, toolsNow, wake, type WaitFor } from "./park.js";
+import { modelSpend, preparePrompt } from "./prompt.js";
+import { giveUp, park, wake, type WaitFor } from "./park.js";
 import { argsHash, checkCall, type Refused } from "./plan.js";
 import { SessionSpans } from "./spans.js";
 
@@ -131,25 +133,22 @@ export class SessionRunner {
     }
     const policy = deps.policies.get(s.policy);
     if (!policy) return moves.stop(s, "unrecoverable_error", `unknown policy "${s.policy}"`);
-    const ctx = contextOf(s);
-    const started = performance.now();
     // The policy sees the task's personal data as placeholders only; the history is redacted as it is written.
-    const { goal, task } = modelView(s.goal, s.task);
+    const prompt = preparePrompt(this.#kit, s, policy, modelView(s.goal, s.task), contextOf(s));
+    if (prompt.kind === "stop") return moves.stop(s, prompt.reason, prompt.answer);
+    const ctx = prompt.context;
+    const started = performance.now();
     let decision: Decision;
     try {
-      decision = await spans.span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, () =>
-        policy.decide({ goal, task, tools: toolsNow(this.#kit, s), history: ctx.history, step: s.usage.steps + 1 }, signal),
+      decision = await spans.span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, (span) =>
+        policy.decide({ ...prompt.input, traceContext: trace.setSpan(otelContext.active(), span) }, signal),
       );
     } catch (error) {
-      const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };
-      if (retryable === true && deadlineOf(s.usage, s.budget) > deps.now() + 1000) {
-        await new Promise((resolve) => setTimeout(resolve, Math.min(Number(retryAfterMs ?? 500), 5000)));
-        return s;
-      }
-      return moves.stop(s, "unrecoverable_error", `the policy failed: ${redactText(boundText(String((error as Error).message), MAX_ANSWER_CHARS))}`);
+      return this.#policyFailed(s, error);
     }
     decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
-    const usage: Usage = { ...s.usage, steps: s.usage.steps + 1, tokens: s.usage.tokens + decision.usage.input + decision.usage.output };
+    const spent = modelSpend(this.#kit, policy, decision, prompt.governed.tokens);
+    const usage: Usage = { ...s.usage, steps: s.usage.steps + 1, tokens: s.usage.tokens + spent.tokens, costMicros: s.usage.costMicros + spent.costMicros };
     const step = ctx.traceSteps + 1;
     const traced: SessionContext = { ...ctx, traceSteps: step };
     const durationMs = () => performance.now() - started;
@@ -163,6 +162,7 @@ export class SessionRunner {
         decision: { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "", ...confidenceFields(stated) },
         promptHash: decision.promptHash,
         durationMs: durationMs(),
+        context: prompt.record,
       });
       if (problem) {
         const history = [...ctx.history, { kind: "rejected_answer" as const, text: redactText(boundText(decision.answer, MAX_REJECTED_ANSWER_CHARS)), why: problem }];
@@ -176,7 +176,15 @@ export class SessionRunner {
     const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };
     const plan = queue[0] ? await this.#planCall(decided, queue[0], stated) : undefined;
     const record = (after: "TOOL_EXECUTING" | "THINKING") =>
-      spans.step(s, { step, before: s.state, after, decision: { kind: "tool_calls", calls: queue, ...confidenceFields(stated) }, promptHash: decision.promptHash, durationMs: durationMs() });
+      spans.step(s, {
+        step,
+        before: s.state,
+        after,
+        decision: { kind: "tool_calls", calls: queue, ...confidenceFields(stated) },
+        promptHash: decision.promptHash,
+        durationMs: durationMs(),
+        context: prompt.record,
+      });
     if (plan?.kind === "start") {
       const reason = `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`;
       try {
@@ -191,6 +199,28 @@ export class SessionRunner {
       patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...confidenceFields(stated) }) },
       step: record("THINKING"),
     });
+  }
+
+  /**
+   * A model call that failed: a retryable failure is tried again while the session has time and
+   * retries left (each one counted in its retry budget); otherwise the session stops.
+   */
+  async #policyFailed(s: SessionRecord, error: unknown): Promise<SessionRecord> {
+    const { deps, moves } = this.#kit;
+    const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };
+    const why = redactText(boundText(String((error as Error).message), MAX_ANSWER_CHARS));
+    if (retryable !== true || deadlineOf(s.usage, s.budget) <= deps.now() + 1000) return moves.stop(s, "unrecoverable_error", `the policy failed: ${why}`);
+    if (retriesLeft(s.usage, s.budget) === 0) {
+      const used = s.usage.retries ?? 0;
+      return moves.stop(
+        s,
+        "unrecoverable_error",
+        `the policy failed: ${why}; not retried: the session's retry budget (${used} of ${s.budget.maxRetries ?? DEFAULT_MAX_RETRIES}, model and tool calls together) is spent`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(Number(retryAfterMs ?? 500), 5000)));
+    const usage: Usage = { ...s.usage, retries: (s.usage.retries ?? 0) + 1 };
+    return moves.move(s, "THINKING", { audit: { reason: `model call failed, retrying: ${why}` }, patch: { usage } });
   }
 
   async #prepareCall(s: SessionRecord, call: ToolCallRequest, pending: Pending, signal: AbortSignal): Promise<SessionRecord> {

@@ -42,6 +42,7 @@ export interface StepInput {
   readonly promptHash?: string | null;
   readonly durationMs: number;
   readonly attempt?: number;
+  readonly context?: JsonObject;
 }
 
 /** One run's span and why its session's trace is kept (null: dropped by head sampling). */
@@ -173,6 +174,7 @@ export class SessionSpans {
       traceparent: `00-${traceId}-${spanId}-${flags}`,
       duration_ms: Math.round(input.durationMs * 1000) / 1000,
       at: new Date(this.deps.now()).toISOString(),
+      ...(input.context ? { context: input.context } : {}),
     });
   }
 }

@@ -1,0 +1,82 @@
+// The checks before a model call, made before anything is sent: the prompt counted as the model
+// will receive it and governed to fit (context-governance.ts), room for the reply's reserve in the
+// model's window and in the session's token budget, the call's price (prompt and reserve) within
+// the money budget, and a deadline that is the session's wall clock left, capped.
+import { deadlineOf } from "../budget.js";
+import { DEFAULT_CONTEXT_LIMITS, type Governed, governContext } from "../context-governance.js";
+import { costMicrosOf, priceOf } from "../model-prices.js";
+import { DEFAULT_ENCODING, type TokenCounter, tokenCounter } from "../model-tokens.js";
+import type { Decision, Policy, PolicyInput } from "../policy.js";
+import type { StopReason } from "../session-state.js";
+import type { JsonObject, SessionRecord } from "../session-store.js";
+import type { SessionContext } from "./data.js";
+import type { Kit } from "./kit.js";
+import { toolsNow } from "./park.js";
+
+let fallbackCounter: TokenCounter | undefined;
+
+/** The runner's counter, or one for the default encoding (tests and tools that build a runner without config). */
+export function counterOf(kit: Kit): TokenCounter {
+  if (kit.deps.tokenCounter) return kit.deps.tokenCounter;
+  fallbackCounter ??= tokenCounter(DEFAULT_ENCODING);
+  return fallbackCounter;
+}
+
+export type Prompt =
+  | { readonly kind: "stop"; readonly reason: StopReason; readonly answer: string }
+  | { readonly kind: "call"; readonly input: PolicyInput; readonly governed: Governed; readonly context: SessionContext; readonly record: JsonObject };
+
+/** What the policy is asked for step `s.usage.steps + 1`, or why it is not asked at all. */
+export function preparePrompt(kit: Kit, s: SessionRecord, policy: Policy, view: { goal: string; task: JsonObject }, ctx: SessionContext): Prompt {
+  const { deps } = kit;
+  const limits = deps.context ?? DEFAULT_CONTEXT_LIMITS;
+  const step = s.usage.steps + 1;
+  const tools = toolsNow(kit, s);
+  const tokensLeft = s.budget.maxTokens - s.usage.tokens;
+  const governed = governContext({ ...view, tools, history: ctx.history }, limits, counterOf(kit), tokensLeft);
+  deps.onContext?.(s, governed);
+  if (!governed.fits) {
+    const limit = limits.windowTokens <= tokensLeft ? `the model's context window (${limits.windowTokens} tokens)` : `the session's token budget left (${tokensLeft} tokens)`;
+    return {
+      kind: "stop",
+      reason: "max_tokens",
+      answer: `stopped before step ${step} without calling the model: the prompt (${governed.tokens} tokens after compressing old results) and the reply's reserve (${limits.maxOutputTokens} tokens) do not fit ${limit}`,
+    };
+  }
+  const price = priceOf(deps.prices ?? new Map(), policy.model);
+  const worstCase = costMicrosOf(price, { input: governed.tokens, output: limits.maxOutputTokens });
+  if (s.usage.costMicros + worstCase > s.budget.maxCostMicros) {
+    return {
+      kind: "stop",
+      reason: "max_cost",
+      answer: `stopped before step ${step} without calling the model: its call may cost up to ${worstCase} micros (prompt and reply reserve at ${policy.model}'s price) and ${s.budget.maxCostMicros - s.usage.costMicros} are left`,
+    };
+  }
+  const timeoutMs = deadlineOf(s.usage, s.budget) - deps.now();
+  if (timeoutMs <= 0) return { kind: "stop", reason: "deadline", answer: `stopped before step ${step}: deadline reached` };
+  const context: SessionContext = {
+    ...ctx,
+    history: governed.history,
+    contextTokens: governed.tokens,
+    compressions: (ctx.compressions ?? 0) + governed.compressed,
+    savedTokens: (ctx.savedTokens ?? 0) + governed.tokensBefore - governed.tokens,
+    contextAlarms: (ctx.contextAlarms ?? 0) + (governed.alarm ? 1 : 0),
+    contextWindow: limits.windowTokens,
+  };
+  const record = { tokens_before: governed.tokensBefore, tokens: governed.tokens, compressed: governed.compressed, window: limits.windowTokens, alarm: governed.alarm };
+  const input: PolicyInput = { ...view, tools, history: governed.history, step, promptTokens: governed.tokens, maxOutputTokens: limits.maxOutputTokens, timeoutMs };
+  return { kind: "call", input, governed, context, record };
+}
+
+/**
+ * What a model call spent: the tokens the endpoint reported, or the tokenizer's count when it
+ * reported none, and their price.
+ */
+export function modelSpend(kit: Kit, policy: Policy, decision: Decision, promptTokens: number): { tokens: number; costMicros: number } {
+  const reply = decision.kind === "final" ? decision.answer : decision.calls.map((c) => `${c.name}${c.arguments}`).join("");
+  const input = decision.usage.input > 0 ? decision.usage.input : promptTokens;
+  const output = decision.usage.output > 0 ? decision.usage.output : counterOf(kit).text(reply);
+  const costMicros = costMicrosOf(priceOf(kit.deps.prices ?? new Map(), policy.model), { input, output });
+  kit.deps.onModelCall?.(policy.model ?? policy.name, { input, output }, costMicros);
+  return { tokens: input + output, costMicros };
+}

@@ -199,6 +199,33 @@ describe("model calls", () => {
     }
   }, 60_000);
 
+  it("lets a read retry only as far as the session's retry budget reaches", async () => {
+    // Unavailable twice, then answers: the client alone would retry twice within the one call.
+    let calls = 0;
+    const kb = await startTestTool({
+      service: KbSearchService,
+      handlers: {
+        search: async () => {
+          calls += 1;
+          if (calls <= 2) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading");
+          return { hits: [{ docId: "refund-policy", version: 3, title: "Refund policy" }] };
+        },
+      },
+    });
+    const flakyKb = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "gpt-4o-mini", KB_SEARCH_ADDR: kb.address });
+    try {
+      const { session } = await flakyKb.api.startSession({ goal: "tool retry: read the refund policy", scopes: ALL_SCOPES, policy: "openai", budget: { maxRetries: 1 } });
+      const done = await waitForSession(flakyKb.api, session!.sessionId);
+      expect(done.budget?.maxRetries).toBe(1);
+      expect(done.usage?.retries).toBe(1);
+      const steps = (await flakyKb.api.getTrace({ sessionId: session!.sessionId })).records.map((r) => JSON.parse(r) as { attempt?: number });
+      expect(Math.max(...steps.map((step) => step.attempt ?? 1))).toBeLessThanOrEqual(2);
+    } finally {
+      await flakyKb.close();
+      await kb.close();
+    }
+  }, 60_000);
+
   it("gives a model call no more than the session's wall clock left", async () => {
     const started = Date.now();
     const { done, requests } = await run("hang: any question", { maxWallClockMs: 1500 });

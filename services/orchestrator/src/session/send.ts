@@ -2,7 +2,7 @@
 import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
 import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
 import { SpanStatusCode } from "@opentelemetry/api";
-import { deadlineOf } from "../budget.js";
+import { deadlineOf, retriesLeft } from "../budget.js";
 import { ageInWords, type ResultEnvelope } from "../policy.js";
 import { redactText } from "../redact.js";
 import type { JsonValue, SessionRecord } from "../session-store.js";
@@ -53,7 +53,9 @@ export async function send(kit: Kit, s: SessionRecord, { tool, client, call }: I
         token,
         // The degraded answer is the host's last resort (park.ts), not the client's first.
         degraded: false,
-        ...(irreversible ? {} : { signal }),
+        // A read's retries and hedges draw on the session's retry budget; an irreversible call's
+        // re-sends (same idempotency key) are how its outcome becomes known, so they are counted, never cut.
+        ...(irreversible ? {} : { signal, maxExtraAttempts: retriesLeft(s.usage, s.budget) }),
         ...(onRetry ? { onRetry } : {}),
       });
       span.setAttributes({

@@ -51,13 +51,15 @@ export interface WaitFor {
   readonly tool: RegisteredTool;
   readonly reason: string;
   readonly retryAfterMs?: number | undefined;
+  /** The failed call's attempts: those past the first spent the session's retry budget. */
+  readonly attempts?: number;
 }
 
 /**
  * Parks `s` (TOOL_EXECUTING, RETRYING or THINKING) until the tool is tried again, keeping its
  * pending work; undefined when its wall clock does not cover the wait plus the call's timeout.
  */
-export function park(kit: Kit, s: SessionRecord, pending: Pending, { tool, reason, retryAfterMs }: WaitFor): Promise<SessionRecord> | undefined {
+export function park(kit: Kit, s: SessionRecord, pending: Pending, { tool, reason, retryAfterMs, attempts: spent = 1 }: WaitFor): Promise<SessionRecord> | undefined {
   const now = kit.deps.now();
   const before = pending.park?.tool === tool.tool ? pending.park : undefined;
   const attempts = before?.attempts ?? 0;
@@ -66,7 +68,10 @@ export function park(kit: Kit, s: SessionRecord, pending: Pending, { tool, reaso
   const next: Park = { tool: tool.tool, reason, wakeAt, parkedAt: now, since: before?.since ?? now, attempts: attempts + 1 };
   return kit.moves.move(s, "PARKED", {
     audit: { reason: `${tool.name}: ${reason}; parked until ${new Date(wakeAt).toISOString()} (try ${attempts + 1})`, tool: tool.name, outcome: "parked" },
-    patch: { pending: pendingJson({ ...pending, startedBy: "", park: next }) },
+    patch: {
+      pending: pendingJson({ ...pending, startedBy: "", park: next }),
+      ...(spent > 1 ? { usage: { ...s.usage, retries: (s.usage.retries ?? 0) + spent - 1 } } : {}),
+    },
   });
 }
 
@@ -107,7 +112,7 @@ export function wake(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
  * try, answer with the method's degraded answer or end tool_unavailable.
  */
 export function waitForTool(kit: Kit, s: SessionRecord, flight: InFlight, error: ToolCallError): Promise<SessionRecord> {
-  const wait = { tool: flight.tool, reason: failureName(error), retryAfterMs: error.retryAfterMs };
+  const wait = { tool: flight.tool, reason: failureName(error), retryAfterMs: error.retryAfterMs, attempts: error.attempts };
   const parked = park(kit, s, flight.pending, wait);
   if (parked) return parked;
   const degraded = flight.client.degradedResponse(flight.tool.method.localName as never);

@@ -21,6 +21,7 @@ import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
 import { viewerOf } from "./session-access.js";
 import { type JsonObject, SessionQuotaExceededError, type SessionRecord, StoreUnavailableError } from "./session-store.js";
+import { listPatrolRuns, recordPatrolRun } from "./patrol-runs.js";
 import { pendingOf, storedOutcome } from "./session/data.js";
 import { sessionTraceId } from "./session/trace-id.js";
 
@@ -222,5 +223,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
     listToolStats: () => toolPanel(sources).catch(mapError),
     listApprovals: (_req, ctx) => approvalQueue(sources, viewerOf(ctx.caller)).catch(mapError),
     getSessionDetail: (req, ctx) => sessionDetail(sources, req.sessionId, viewerOf(ctx.caller)).catch(mapError),
+    recordPatrolRun: (req, ctx) => recordPatrolRun(orchestrator.store, req, ctx).catch(mapError),
+    listPatrolRuns: (req) => listPatrolRuns(orchestrator.store, req).catch(mapError),
   };
 }

@@ -12,6 +12,7 @@ import { Orchestrator } from "./orchestrator.js";
 import { createOpenAiPolicy } from "./policies/openai-policy.js";
 import { ScriptedPolicy } from "./policies/scripted-policy.js";
 import type { Policy } from "./policy.js";
+import { registerPatrolMetrics } from "./patrol-runs.js";
 import { SessionMetrics } from "./session-metrics.js";
 import { SideEffectRules } from "./side-effects.js";
 import { DEFAULT_TOOL_SERVICES, ToolRegistry } from "./tool-registry.js";
@@ -45,6 +46,7 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }),
   });
   sessionMetrics.observe(store);
+  registerPatrolMetrics(metrics.registry, store);
   const clientMetrics = new ClientMetrics(metrics.registry);
   const registry = new ToolRegistry(services);
   const clients = new Map<string, ToolClient<DescService>>();

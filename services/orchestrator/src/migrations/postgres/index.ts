@@ -5,6 +5,7 @@ import { historyRows } from "./0002-history-rows.js";
 import { sessionsByCreator } from "./0003-sessions-by-creator.js";
 import { effectReservations } from "./0004-effect-reservations.js";
 import { parkedSessions } from "./0005-parked-sessions.js";
+import { patrolRuns } from "./0006-patrol-runs.js";
 
 export { ILLEGAL_TRANSITION_SQLSTATE } from "./0001-sessions.js";
-export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [sessions, historyRows, sessionsByCreator, effectReservations, parkedSessions];
+export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [sessions, historyRows, sessionsByCreator, effectReservations, parkedSessions, patrolRuns];

@@ -4,6 +4,7 @@ import { sessions } from "./0001-sessions.js";
 import { sessionsByCreator } from "./0002-sessions-by-creator.js";
 import { effectReservations } from "./0003-effect-reservations.js";
 import { parkedSessions } from "./0004-parked-sessions.js";
+import { patrolRuns } from "./0005-patrol-runs.js";
 
 export { OPEN_SQL } from "./0001-sessions.js";
-export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions, sessionsByCreator, effectReservations, parkedSessions];
+export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions, sessionsByCreator, effectReservations, parkedSessions, patrolRuns];

@@ -17,6 +17,8 @@ const FALLBACKS = { window: "10m", ratio: 0.1, minCalls: 20, for: "10m" } as con
 /** Not closed at any scrape of the window and reopened within it, for `for`: refusing calls for both together. */
 const BREAKER = { windowMinutes: 5, forMinutes: 5 } as const;
 const GAUGE_FOR = "5m";
+/** The patrol runs daily (the CronJob of the patrol component): a day and two hours without a run means it stopped. */
+const PATROL_MAX_AGE_HOURS = 26;
 
 interface AgentAlert {
   readonly name: string;
@@ -105,6 +107,24 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     severity: SEVERITY.ticket,
     summary: "Parked sessions are running out of wall-clock budget",
     description: `For ${GAUGE_FOR} PARKED sessions have had less than 20% of their wall-clock budget left (now {{ $value }}): they will stop with deadline.`,
+  },
+  // The last patrol run, as every replica reads it from the store: max() and not sum().
+  {
+    name: "PatrolSuccessBelowThreshold",
+    expr: "max(loopguard_patrol_success_ratio) < max(loopguard_patrol_threshold)",
+    for: GAUGE_FOR,
+    severity: SEVERITY.ticket,
+    summary: "The last patrol run of the golden set is below its threshold",
+    description:
+      "The last `pnpm patrol` run matched {{ $value | humanizePercentage }} of the golden set's expectations, under the threshold it was run with: the agent no longer does some reference tasks as it should.",
+  },
+  {
+    name: "PatrolRunMissing",
+    expr: `time() - max(loopguard_patrol_last_run_timestamp_seconds) > ${PATROL_MAX_AGE_HOURS} * 3600`,
+    for: GAUGE_FOR,
+    severity: SEVERITY.ticket,
+    summary: `No patrol run for more than ${PATROL_MAX_AGE_HOURS} hours`,
+    description: `The last patrol run finished {{ $value | humanizeDuration }} ago: the daily patrol (\`pnpm patrol\`) has stopped, and regressions go unseen.`,
   },
 ];
 

@@ -17,7 +17,7 @@ const FALLBACKS = { window: "10m", ratio: 0.1, minCalls: 20, for: "10m" } as con
 /** Not closed at any scrape of the window and reopened within it, for `for`: refusing calls for both together. */
 const BREAKER = { windowMinutes: 5, forMinutes: 5 } as const;
 const GAUGE_FOR = "5m";
-/** The patrol runs daily (the CronJob of the patrol component): a day and two hours without a run means it stopped. */
+/** The patrol is meant to run daily: a day and two hours without a run means it stopped. */
 const PATROL_MAX_AGE_HOURS = 26;
 
 interface AgentAlert {

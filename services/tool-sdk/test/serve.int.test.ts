@@ -365,6 +365,8 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
       listToolStats: unused,
       listApprovals: unused,
       getSessionDetail: unused,
+      recordPatrolRun: unused,
+      listPatrolRuns: unused,
     };
     return startTestTool({ service: OrchestratorService, handlers }, options);
   }

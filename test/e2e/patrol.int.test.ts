@@ -6,7 +6,8 @@ import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { createRawClient, ensureLocalKeys, mintToken, personKey } from "@loopguard/tool-sdk";
+import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { CallError, createRawClient, ensureLocalKeys, mintToken, personKey, status } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kill, root, startAllTools, tempDataDir, toolAddressEnv } from "./processes.js";
@@ -112,6 +113,17 @@ describe("pnpm patrol", () => {
     expect(run.stdout).toMatch(/compare\s+the last run ran another golden set: not compared/);
     const again = await patrol("--tasks", file, "--threshold", "0.9");
     expect(again.stdout).toMatch(/compare\s+last run pr_\S+ \(.*\): 50\.0% → 50\.0% \(\+0 points\); newly failing: none; fixed: none/);
+
+    // Recording is the operator's (patrol:report); figures that disagree are refused with the field named.
+    const operator = personKey({ LOOPGUARD_DATA_DIR: data.dir }, "operator");
+    const recorder = createRawClient(OrchestratorService, orchestrator.address, {
+      token: await mintToken(operator.key, { subject: "operator", audience: "orchestrator", scopes: ["patrol:report"], ttlSeconds: 300 }),
+    });
+    const at = { seconds: BigInt(Math.floor(Date.now() / 1000)), nanos: 0 };
+    const refused = await recorder.recordPatrolRun({ run: { startedAt: at, finishedAt: at, tasks: 10, passed: 11, successRatio: 1, threshold: 0.95 } }).catch((e: unknown) => e);
+    recorder.close();
+    expect(refused).toBeInstanceOf(CallError);
+    expect([status[(refused as CallError).code], (refused as CallError).fieldViolations.map((v) => v.field)]).toEqual(["INVALID_ARGUMENT", ["run.passed"]]);
 
     const bad = await patrol("--threshold", "2");
     expect(bad.code).toBe(2);

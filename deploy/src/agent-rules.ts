@@ -19,6 +19,8 @@ const BREAKER = { windowMinutes: 5, forMinutes: 5 } as const;
 const GAUGE_FOR = "5m";
 /** Model prompts at 80% of the window over `window`, judged past `minPrompts`. */
 const CONTEXT = { window: "30m", ratio: 0.05, minPrompts: 20, for: "10m" } as const;
+/** The patrol is meant to run daily: a day and two hours without a run means it stopped. */
+const PATROL_MAX_AGE_HOURS = 26;
 
 interface AgentAlert {
   readonly name: string;
@@ -116,6 +118,24 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     severity: SEVERITY.ticket,
     summary: `More than ${percent(CONTEXT.ratio)} of model prompts reach 80% of the context window`,
     description: `{{ $value | humanizePercentage }} of the model prompts over the last ${CONTEXT.window} (at least ${CONTEXT.minPrompts}) were at 80% of the model's context window after compression: sessions will soon stop with max_tokens.`,
+  },
+  // The last patrol run, as every replica reads it from the store: max() and not sum().
+  {
+    name: "PatrolSuccessBelowThreshold",
+    expr: "max(loopguard_patrol_success_ratio) < max(loopguard_patrol_threshold)",
+    for: GAUGE_FOR,
+    severity: SEVERITY.ticket,
+    summary: "The last patrol run of the golden set is below its threshold",
+    description:
+      "The last `pnpm patrol` run matched {{ $value | humanizePercentage }} of the golden set's expectations, under the threshold it was run with: the agent no longer does some reference tasks as it should.",
+  },
+  {
+    name: "PatrolRunMissing",
+    expr: `time() - max(loopguard_patrol_last_run_timestamp_seconds) > ${PATROL_MAX_AGE_HOURS} * 3600`,
+    for: GAUGE_FOR,
+    severity: SEVERITY.ticket,
+    summary: `No patrol run for more than ${PATROL_MAX_AGE_HOURS} hours`,
+    description: `The last patrol run finished {{ $value | humanizeDuration }} ago: the daily patrol (\`pnpm patrol\`) has stopped, and regressions go unseen.`,
   },
 ];
 

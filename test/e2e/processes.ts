@@ -38,21 +38,26 @@ export function tempDataDir(): { dir: string; remove: () => void } {
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-export function startTool(tool: ToolName, dataDir: string, port = 0, extraEnv: Record<string, string> = {}): Promise<ToolProcess> {
+/** `timeoutMs`: how long it may take to serve (spawnTool's default when absent). */
+export function startTool(tool: ToolName, dataDir: string, port = 0, extraEnv: Record<string, string> = {}, timeoutMs?: number): Promise<ToolProcess> {
   const spec = TOOLS.find((s) => s.name === tool);
   if (!spec) throw new Error(`no tool service "${tool}" in services/ (tools: ${TOOLS.map((s) => s.name).join(", ")})`);
-  return spawnTool(spec.entry, {
-    LOOPGUARD_DATA_DIR: dataDir,
-    [`${spec.envPrefix}_PORT`]: String(port),
-    [spec.metricsPortEnv]: "0",
-    ...required[tool],
-    ...extraEnv,
-  });
+  return spawnTool(
+    spec.entry,
+    {
+      LOOPGUARD_DATA_DIR: dataDir,
+      [`${spec.envPrefix}_PORT`]: String(port),
+      [spec.metricsPortEnv]: "0",
+      ...required[tool],
+      ...extraEnv,
+    },
+    timeoutMs,
+  );
 }
 
 /** Every tool of the workspace as a process on one data folder, by name. */
-export async function startAllTools(dataDir: string, extraEnv: Record<string, string> = {}): Promise<Record<ToolName, ToolProcess>> {
-  return Object.fromEntries(await Promise.all(TOOLS.map(async (spec) => [spec.name, await startTool(spec.name, dataDir, 0, extraEnv)] as const)));
+export async function startAllTools(dataDir: string, extraEnv: Record<string, string> = {}, timeoutMs?: number): Promise<Record<ToolName, ToolProcess>> {
+  return Object.fromEntries(await Promise.all(TOOLS.map(async (spec) => [spec.name, await startTool(spec.name, dataDir, 0, extraEnv, timeoutMs)] as const)));
 }
 
 /** An orchestrator's <PREFIX>_ADDR variables for these running tools. */

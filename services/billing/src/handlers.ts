@@ -98,6 +98,7 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
           idempotencyKey: request.idempotencyKey,
           maxRefundedTotalCents: Number(request.maxRefundedTotalCents),
           at: clock.now(),
+          dryRun: request.dryRun,
           ...(breakGlass ? { breakGlass: { subject: caller.subject, keyId: caller.keyId, reason: redactText(caller.breakGlassReason ?? "") } } : {}),
         }),
       );
@@ -105,6 +106,7 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
         refund: refundMessage(outcome.refund),
         replayed: outcome.replayed,
         orderRefundableCents: BigInt(outcome.orderRefundableCents),
+        dryRun: outcome.dryRun === true,
       };
     },
 

@@ -40,6 +40,8 @@ export interface RefundCommand {
   readonly at: Date;
   /** Made by a person under break-glass: recorded with the refund, in the same transaction. */
   readonly breakGlass?: BreakGlassUse;
+  /** Decide exactly as for a real refund (same refusals), then write nothing: see dryRunOutcome. */
+  readonly dryRun?: boolean;
 }
 
 /** Who used break-glass for a refund, with which key, and why (their own words, personal data masked). */
@@ -71,8 +73,10 @@ export interface RefundOutcome {
   readonly refund: RefundRecord;
   /** True when the key was used before with the same parameters and nothing new was written. */
   readonly replayed: boolean;
-  /** What was still refundable on the order right after this refund was first made. */
+  /** What was still refundable on the order right after this refund was first made (a dry run: would be). */
   readonly orderRefundableCents: number;
+  /** True when nothing was written because the command was a dry run. */
+  readonly dryRun?: boolean;
 }
 
 export type LedgerErrorReason = "ORDER_NOT_FOUND" | "ORDER_NOT_REFUNDABLE" | "IDEMPOTENCY_KEY_REUSED" | "LEDGER_UNAVAILABLE" | "BOUND_EXCEEDED";
@@ -245,6 +249,14 @@ export function decideRefund(command: RefundCommand, earlier: RefundRow | undefi
       created_at: command.at.getTime(),
     },
   };
+}
+
+/**
+ * What a dry run answers for a refund `decideRefund` chose to insert, with nothing written: the
+ * refund as it would be, under an id that says so ("rf_dryrun…", never stored, so never found).
+ */
+export function dryRunOutcome(row: NewRefundRow): RefundOutcome {
+  return { refund: refundOf({ ...row, refund_id: `rf_dryrun${row.refund_id.slice(-10)}` }), replayed: false, orderRefundableCents: row.refundable_after_cents, dryRun: true };
 }
 
 /** The outcome of a refund `decideRefund` chose to insert, once written. */

@@ -11,6 +11,7 @@ import {
   type BreakGlassRow,
   breakGlassRow,
   decideRefund,
+  dryRunOutcome,
   insertedOutcome,
   LedgerError,
   MAX_LISTED_REFUNDS,
@@ -166,6 +167,7 @@ export class PostgresRefundLedger implements RefundLedger {
     const decision = decideRefund(command, earlier.rows[0], order.rows[0]);
     if ("replay" in decision) return decision.replay;
     const { insert: r, order: o } = decision;
+    if (command.dryRun) return dryRunOutcome(r);
     const updated = await client.query(
       `WITH refund AS (${INSERT_REFUND})
        UPDATE orders

@@ -7,6 +7,7 @@ import {
   type BreakGlassRow,
   breakGlassRow,
   decideRefund,
+  dryRunOutcome,
   insertedOutcome,
   LedgerError,
   MAX_LISTED_REFUNDS,
@@ -177,6 +178,7 @@ export class SqliteRefundLedger implements RefundLedger {
     const decision = decideRefund(command, this.selectRefundByKey.get(command.idempotencyKey), this.selectOrder.get(command.orderId));
     if ("replay" in decision) return decision.replay;
     const { insert, order } = decision;
+    if (command.dryRun) return dryRunOutcome(insert);
     this.insertRefund.run(insert);
     const updated = this.updateOrderTotals.run({ order_id: order.order_id, amount_cents: insert.amount_cents, version: order.version });
     if (updated.changes !== 1) throw new Error(`order ${order.order_id} changed inside its refund transaction`);

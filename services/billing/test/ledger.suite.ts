@@ -89,6 +89,42 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       expect(await ledger.getOrder("ord_DEMO00000001")).toMatchObject({ state: "PAID", amountRefundedCents: 2999, refundableCents: 10_000, version: 2 });
     });
 
+    it("a dry run decides as a real refund does and writes nothing: the order, its refunds and the key stay as they were", async () => {
+      const before = await ledger.getOrder("ord_DEMO00000001");
+      const dry = await refund(ledger, { amountCents: 2999, idempotencyKey: "unit-key-dry-00001", dryRun: true });
+      expect(dry).toMatchObject({ dryRun: true, replayed: false, orderRefundableCents: 10_000 });
+      expect(dry.refund.refundId).toMatch(/^rf_dryrun[A-Za-z0-9]{10}$/);
+      expect(await ledger.getOrder("ord_DEMO00000001")).toEqual(before);
+      expect(await h.refundRows("ord_DEMO00000001")).toEqual([]);
+      expect(await ledger.listRefunds("ord_DEMO00000001")).toEqual([]);
+      // The key was not used: the real refund with it is made, not replayed.
+      const real = await refund(ledger, { amountCents: 2999, idempotencyKey: "unit-key-dry-00001" });
+      expect(real).toMatchObject({ replayed: false, orderRefundableCents: 10_000 });
+      expect(real.dryRun).toBeUndefined();
+      expect(await h.refundRows("ord_DEMO00000001")).toHaveLength(1);
+    });
+
+    it("a dry run is refused exactly as the real refund would be, and writes nothing", async () => {
+      await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 100, idempotencyKey: "unit-key-used-0001" });
+      const cases: (Partial<RefundCommand> & { idempotencyKey: string })[] = [
+        { orderId: "ord_DEMO00000006", amountCents: 1, idempotencyKey: "unit-key-case-0001" },
+        { orderId: "ord_DEMO00000003", amountCents: 100, idempotencyKey: "unit-key-case-0002" },
+        { orderId: "ord_DEMO00000004", amountCents: 100, idempotencyKey: "unit-key-case-0003" },
+        { orderId: "ord_DEMO00000005", amountCents: 5501, idempotencyKey: "unit-key-case-0004" },
+        { orderId: "ord_NOSUCHORDER1", amountCents: 100, idempotencyKey: "unit-key-case-0005" },
+        { orderId: "ord_DEMO00000001", amountCents: 100, maxRefundedTotalCents: 99, idempotencyKey: "unit-key-case-0006" },
+        { orderId: "ord_DEMO00000002", amountCents: 200, idempotencyKey: "unit-key-used-0001" },
+      ];
+      const orders = async () => Promise.all(["ord_DEMO00000001", "ord_DEMO00000002", "ord_DEMO00000005", "ord_DEMO00000006"].map((id) => ledger.getOrder(id)));
+      const before = await orders();
+      for (const command of cases) {
+        const dry = await refusal(refund(ledger, { ...command, dryRun: true }));
+        const real = await refusal(refund(ledger, command));
+        expect([dry.reason, dry.message]).toEqual([real.reason, real.message]);
+      }
+      expect(await orders()).toEqual(before);
+    });
+
     it("marks the order REFUNDED when the last cent is refunded", async () => {
       await refund(ledger, { orderId: "ord_DEMO00000007", amountCents: 199, idempotencyKey: "unit-key-000000001" });
       expect(await ledger.getOrder("ord_DEMO00000007")).toMatchObject({ state: "REFUNDED", refundableCents: 0, amountRefundedCents: 199 });

@@ -341,6 +341,33 @@ function renderApprovals({ approvals, more }) {
   $("approvals-empty").hidden = approvals.length > 0;
 }
 
+// ---- patrol runs ----
+
+const PATROL_RUNS_SHOWN = 5;
+
+/** Each run beside the one before it (of the same golden set): its success, the change, and what did not match. */
+function renderPatrol({ runs = [] }) {
+  const rows = runs.slice(0, PATROL_RUNS_SHOWN).map((run, i) => {
+    const ratio = run.successRatio ?? 0;
+    const before = runs[i + 1];
+    const comparable = before && before.tasksSha256 === run.tasksSha256;
+    const change = comparable ? (ratio - (before.successRatio ?? 0)) * 100 : undefined;
+    const failed = ratio < (run.threshold ?? 0);
+    const mismatches = (run.mismatches ?? []).map((m) => m.taskId);
+    return h(
+      "tr",
+      { "data-testid": "patrol-row", class: failed ? "bad-text" : "" },
+      h("td", { title: `${run.dryRun ? "dry run" : "live"} · recorded by ${run.recordedBy ?? ""}` }, new Date(run.finishedAt).toLocaleString()),
+      h("td", { class: "num", "data-testid": "patrol-success" }, `${(ratio * 100).toFixed(1)}%${failed ? " ✗" : ""}`),
+      h("td", { class: "num", "data-testid": "patrol-change" }, change === undefined ? "–" : `${change >= 0 ? "+" : ""}${change.toFixed(1)}`),
+      h("td", { class: "num" }, `${run.passed ?? 0}/${run.tasks ?? 0}`),
+      h("td", { class: "mono", title: mismatches.join(", ") }, mismatches.length === 0 ? "none" : `${mismatches.slice(0, 3).join(", ")}${mismatches.length > 3 ? ` +${mismatches.length - 3}` : ""}`),
+    );
+  });
+  $("patrol-body").replaceChildren(...rows);
+  $("patrol-empty").hidden = rows.length > 0;
+}
+
 // ---- one session ----
 
 function openSession(id) {
@@ -603,6 +630,7 @@ async function refresh() {
     rpc("ListToolStats").then(renderTools),
     rpc("GetTimeSeries").then(renderSeries),
     rpc("ListApprovals").then(renderApprovals),
+    rpc("ListPatrolRuns", { limit: PATROL_RUNS_SHOWN + 1 }).then(renderPatrol),
     refreshDetail(),
   ]);
   if (view.paused) return;

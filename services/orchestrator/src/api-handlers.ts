@@ -22,6 +22,7 @@ import type { SessionState } from "./session-state.js";
 import { viewerOf } from "./session-access.js";
 import { type JsonObject, SessionQuotaExceededError, type SessionRecord, StoreUnavailableError } from "./session-store.js";
 import { DEFAULT_MAX_RETRIES } from "./budget.js";
+import { listPatrolRuns, recordPatrolRun } from "./patrol-runs.js";
 import { contextUsageOf, pendingOf, storedConfidence, storedOutcome } from "./session/data.js";
 import { sessionTraceId } from "./session/trace-id.js";
 
@@ -230,5 +231,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
     getTimeSeries: async (_req, ctx) => sources.series?.response(viewerOf(ctx.caller).admin) ?? {},
     listApprovals: (_req, ctx) => approvalQueue(sources, viewerOf(ctx.caller)).catch(mapError),
     getSessionDetail: (req, ctx) => sessionDetail(sources, req.sessionId, viewerOf(ctx.caller)).catch(mapError),
+    recordPatrolRun: (req, ctx) => recordPatrolRun(orchestrator.store, req, ctx).catch(mapError),
+    listPatrolRuns: (req) => listPatrolRuns(orchestrator.store, req).catch(mapError),
   };
 }

@@ -286,6 +286,14 @@ export class PostgresSessionStore extends SqlSessionStore {
     return otherEffectsRow(this.run, p);
   }
 
+  protected async insertPatrolRun(row: { run_id: string; finished_at: number; run: string }): Promise<void> {
+    await this.pool.query(`INSERT INTO patrol_runs (run_id, finished_at, run) VALUES ($1, $2, $3)`, [row.run_id, row.finished_at, row.run]);
+  }
+
+  protected async patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: string; run: unknown }[]> {
+    return (await this.pool.query(`SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT $1`, [limit])).rows;
+  }
+
   protected reservationRows(sessionId: string): Promise<ReservationRow[]> {
     return reservationRowsOf(this.run, sessionId);
   }

@@ -15,6 +15,7 @@ import { createOpenAiPolicy } from "./policies/openai-policy.js";
 import { ScriptedPolicy } from "./policies/scripted-policy.js";
 import { SingleCallPolicy } from "./policies/single-call-policy.js";
 import type { Policy } from "./policy.js";
+import { registerPatrolMetrics } from "./patrol-runs.js";
 import { SessionMetrics } from "./session-metrics.js";
 import { SessionSampling } from "./session/sampling.js";
 import { SideEffectRules } from "./side-effects.js";
@@ -51,6 +52,7 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }),
   });
   sessionMetrics.observe(store);
+  registerPatrolMetrics(metrics.registry, store);
   const clientMetrics = new ClientMetrics(metrics.registry);
   const registry = new ToolRegistry(services);
   const clients = new Map<string, ToolClient<DescService>>();

@@ -278,7 +278,18 @@ export interface SessionStore {
    * instance on the database (every replica), through LISTEN/NOTIFY.
    */
   subscribe(listener: SessionListener): () => void;
+  /** Stores a patrol run (its id unique); `finishedAt` (epoch ms) orders them. */
+  recordPatrolRun(run: PatrolRunRow): Promise<void>;
+  /** Up to `limit` patrol runs, the newest (by finish) first. */
+  patrolRuns(limit: number): Promise<PatrolRunRow[]>;
   close(): Promise<void>;
+}
+
+/** A patrol run as stored: the contract's PatrolRun in protobuf JSON, ordered by when it finished. */
+export interface PatrolRunRow {
+  readonly runId: string;
+  readonly finishedAt: number;
+  readonly run: JsonObject;
 }
 
 export interface SessionStoreOptions {

@@ -107,6 +107,11 @@ export class SideEffectRules {
     }
   }
 
+  /** Whether `name` (a model-visible tool name) is an irreversible tool. */
+  isIrreversible(name: string): boolean {
+    return this.#effects.has(name);
+  }
+
   /** The irreversible tools whose effect a task asks for: it states the figure the contract bounds their amount by (e.g. amount_cents). */
   askedFor(task: JsonObject): string[] {
     return [...this.#effects.values()].filter((g) => g.amountTaskField !== undefined && task[g.amountTaskField] != null && task[g.amountTaskField] !== "").map((g) => g.tool.name);

@@ -44,6 +44,7 @@ import {
   type JsonValue,
   type ListQuery,
   type NewSession,
+  type PatrolRunRow,
   type SessionListener,
   type SessionPage,
   type SessionReader,
@@ -99,7 +100,19 @@ export abstract class SqlSessionStore implements SessionStore {
   protected abstract expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]>;
   protected abstract pruneStepRows(p: { before: number; limit: number }): Promise<number>;
   protected abstract oldestStepRow(): Promise<number | string | null>;
+  protected abstract insertPatrolRun(row: { run_id: string; finished_at: number; run: string }): Promise<void>;
+  protected abstract patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: number | string; run: unknown }[]>;
   abstract close(): Promise<void>;
+
+  async recordPatrolRun(run: PatrolRunRow): Promise<void> {
+    await this.guard("recordPatrolRun", () => this.insertPatrolRun({ run_id: run.runId, finished_at: run.finishedAt, run: JSON.stringify(run.run) }));
+  }
+
+  async patrolRuns(limit: number): Promise<PatrolRunRow[]> {
+    checkLimit(limit);
+    const rows = await this.guard("patrolRuns", () => this.patrolRunRows(limit));
+    return rows.map((r) => ({ runId: r.run_id, finishedAt: Number(r.finished_at), run: this.json(r.run) as JsonObject }));
+  }
 
   protected toRecord(r: SessionRow): SessionRecord {
     const context = this.json(r.context) as JsonObject;

@@ -250,6 +250,14 @@ export class SqliteSessionStore extends SqlSessionStore {
     return this.money.othersRow(p);
   }
 
+  protected async insertPatrolRun(row: { run_id: string; finished_at: number; run: string }): Promise<void> {
+    this.db.prepare(`INSERT INTO patrol_runs (run_id, finished_at, run) VALUES (@run_id, @finished_at, @run)`).run(row);
+  }
+
+  protected async patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: number; run: string }[]> {
+    return this.db.prepare<[number], { run_id: string; finished_at: number; run: string }>(`SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT ?`).all(limit);
+  }
+
   protected async reservationRows(sessionId: string): Promise<ReservationRow[]> {
     return this.money.rowsOf(sessionId);
   }

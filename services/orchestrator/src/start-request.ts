@@ -37,6 +37,8 @@ export function taskProblem(task: JsonValue): string | undefined {
   if (bytes > MAX_TASK_BYTES) return `the task is ${bytes} bytes of JSON; at most ${MAX_TASK_BYTES} are accepted`;
   const depth = depthOf(task);
   if (depth > MAX_TASK_DEPTH) return `the task nests ${depth} levels deep; at most ${MAX_TASK_DEPTH} are accepted`;
+  // A dry run must be unmistakable: "false" or 1 would leave a patrol's money calls live.
+  if (task && typeof task === "object" && !Array.isArray(task) && "dry_run" in task && typeof task.dry_run !== "boolean") return "the task's dry_run must be true or false";
   return undefined;
 }
 

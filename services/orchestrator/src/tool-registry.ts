@@ -27,6 +27,11 @@ export interface RegisteredTool {
   readonly idempotencyKeyField: string | undefined;
   /** JSON names of the request fields only the host fills (the idempotency key, the amount bound): never shown to or taken from the model. */
   readonly hostFields: ReadonlySet<string>;
+  /**
+   * Request fields with FIELD_ROLE_DRY_RUN, by JSON name, with the task field that sets them: the host
+   * sets each to true when the task's field is true (a dry run the model cannot turn off).
+   */
+  readonly dryRunFields: readonly { readonly field: string; readonly taskField: string }[];
   /** Request fields that take personal data: the model names them by placeholder, the host fills in the task's value. */
   readonly personalFields: readonly PersonalField[];
   /** The largest request the tool accepts (the contract's max_request_bytes); larger arguments are refused before they are parsed. */
@@ -91,7 +96,12 @@ function registerMethod(toolName: string, service: DescService, method: DescMeth
     idempotencyKeyField = keyField.jsonName;
   }
 
-  const hostFields = new Set([...(idempotencyKeyField ? [idempotencyKeyField] : []), ...method.input.fields.filter((f) => fieldPolicy(f).role === FieldRole.AMOUNT_BOUND).map((f) => f.jsonName)]);
+  const dryRunFields = method.input.fields.filter((f) => fieldPolicy(f).role === FieldRole.DRY_RUN).map((f) => ({ field: f.jsonName, taskField: fieldPolicy(f).taskField || "dry_run" }));
+  const hostFields = new Set([
+    ...(idempotencyKeyField ? [idempotencyKeyField] : []),
+    ...method.input.fields.filter((f) => fieldPolicy(f).role === FieldRole.AMOUNT_BOUND).map((f) => f.jsonName),
+    ...dryRunFields.map((f) => f.field),
+  ]);
   const irreversible = policy.effect === Effect.IRREVERSIBLE_EXTERNAL;
   return {
     name,
@@ -104,6 +114,7 @@ function registerMethod(toolName: string, service: DescService, method: DescMeth
     costMicros: Number(policy.cost?.microsPerCall ?? 0n),
     idempotencyKeyField,
     hostFields,
+    dryRunFields,
     personalFields: personalFieldsOf(method),
     maxRequestBytes: maxRequestBytesOf(method),
     degradation: policy.degradation,

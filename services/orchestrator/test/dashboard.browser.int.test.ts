@@ -256,6 +256,40 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     await page.screenshot({ path: join(SCREENSHOTS, "dashboard-1000-idle.png") });
   }, 60_000);
 
+  it("the patrol panel says no run yet, then lists recorded runs newest first with their success, change and mismatches", async () => {
+    await expect.poll(() => page.getByTestId("patrol-empty").isVisible(), { timeout: 10_000 }).toBe(true);
+    const reporter = createRawClient(OrchestratorService, orch.server.address, { token: await operatorToken(["patrol:report"]) });
+    try {
+      const run = (passed: number, finished: number, mismatches: string[]) => ({
+        startedAt: { seconds: BigInt(finished - 60), nanos: 0 },
+        finishedAt: { seconds: BigInt(finished), nanos: 0 },
+        tasks: 100,
+        passed,
+        successRatio: passed / 100,
+        threshold: 0.95,
+        dryRun: true,
+        tasksSha256: "a".repeat(64),
+        mismatches: mismatches.map((taskId) => ({ taskId, expected: "succeeded done", got: "not_done done", sessionId: "" })),
+      });
+      const now = Math.floor(Date.now() / 1000);
+      await reporter.recordPatrolRun({ run: run(99, now - 86_400, ["question-07"]) });
+      await reporter.recordPatrolRun({
+        run: run(93, now, ["refund-small-usd-1", "question-07", "refund-risky-approved-1", "bad-policy", "refund-pending-order-1", "question-02", "refund-unknown-order"]),
+      });
+    } finally {
+      reporter.close();
+    }
+    const rows = page.getByTestId("patrol-row");
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(2);
+    expect(await page.getByTestId("patrol-empty").isVisible()).toBe(false);
+    expect(await rows.nth(0).getByTestId("patrol-success").textContent()).toBe("93.0% ✗");
+    expect(await rows.nth(0).getByTestId("patrol-change").textContent()).toBe("-6.0");
+    expect(await rows.nth(0).textContent()).toContain("refund-small-usd-1, question-07, refund-risky-approved-1 +4");
+    expect(await rows.nth(1).getByTestId("patrol-success").textContent()).toBe("99.0%");
+    expect(await rows.nth(1).getByTestId("patrol-change").textContent()).toBe("–");
+    await page.getByTestId("patrol-panel").screenshot({ path: join(SCREENSHOTS, "dashboard-patrol.png") });
+  });
+
   it("raised no script errors or content-security-policy violations", () => {
     expect(pageErrors).toEqual([]);
   });

@@ -103,6 +103,19 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       return rec;
     }
 
+    describe("patrol runs", () => {
+      it("keeps every run and lists the newest (by finish) first, as another replica sees them", async () => {
+        expect(await store.patrolRuns(5)).toEqual([]);
+        const run = (runId: string, finishedAt: number) => ({ runId, finishedAt, run: { runId, tasks: 101, passed: 99, successRatio: 99 / 101, stopReasons: { done: 86 } } });
+        await store.recordPatrolRun(run("pr_a", T0 + 10));
+        await store.recordPatrolRun(run("pr_c", T0 + 30));
+        await store.recordPatrolRun(run("pr_b", T0 + 20));
+        const listed = await (await another()).patrolRuns(2);
+        expect(listed).toEqual([run("pr_c", T0 + 30), run("pr_b", T0 + 20)]);
+        await expect(store.recordPatrolRun(run("pr_a", T0 + 40))).rejects.toThrow();
+      });
+    });
+
     describe("create", () => {
       it("creates an IDLE session at version 0 with everything it was given", async () => {
         clock = T0 + 5;

@@ -49,6 +49,7 @@ export function personScopes(): Readonly<Record<PersonRole, readonly string[]>> 
   return {
     requester: ["sessions:read", "sessions:write", ...requiredScopesOf(tools).map((s) => `grant:${s}`)],
     approver: ["sessions:read", "approvals:write"],
-    operator: ["sessions:read", "sessions:write", "sessions:admin", "tool:admin", ...readOnlyToolScopes()],
+    // patrol:report: the patrol (`pnpm patrol`) records its runs as the operator; it starts and approves as the others.
+    operator: ["sessions:read", "sessions:write", "sessions:admin", "tool:admin", "patrol:report", ...readOnlyToolScopes()],
   };
 }

@@ -366,6 +366,8 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
       getTimeSeries: unused,
       listApprovals: unused,
       getSessionDetail: unused,
+      recordPatrolRun: unused,
+      listPatrolRuns: unused,
     };
     return startTestTool({ service: OrchestratorService, handlers }, options);
   }

@@ -137,6 +137,7 @@ export class ScriptedPolicy implements Policy {
     const refundId = text(field(refund.data, "refund", "refundId"));
     const doc = hitsOf(policyDoc)[0];
     const basis = doc ? ` under ${doc.title} ${cite(doc)}` : "";
+    if (field(refund.data, "dryRun") === true) return final(`Dry run: ${amountCents} cents of order ${orderId} would be refunded${basis}; nothing was refunded.`, sure);
     return final(`Refunded ${amountCents} cents of order ${orderId}${basis}; refund id ${refundId}.`, sure);
   }
 }

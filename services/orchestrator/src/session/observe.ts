@@ -52,7 +52,9 @@ export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pen
   });
   deps.onStep?.(s, call.tool, envelope);
   // An outcome the tool gave (a success, or a failure that is certain): what was held becomes the ledger's figure, or is let go.
-  const money = call.effect ? { money: { settle: call.effect.key, outcome: envelope.ok ? ("settled" as const) : ("released" as const) } } : {};
+  // A dry run moved nothing: what it held is let go, so no total (the customer's, across sessions) counts it.
+  const made = envelope.ok && !isDryRun(kit, call);
+  const money = call.effect ? { money: { settle: call.effect.key, outcome: made ? ("settled" as const) : ("released" as const) } } : {};
   if (isStuck(fingerprints)) {
     return moves.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`, { patch: { usage, context }, step: record, via, ...money });
   }
@@ -63,6 +65,14 @@ export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pen
     via,
     ...money,
   });
+}
+
+/** Whether the call was sent as a dry run (a FIELD_ROLE_DRY_RUN field of its request set by the host). */
+function isDryRun(kit: Kit, call: { readonly tool: string; readonly arguments: string }): boolean {
+  const fields = kit.deps.registry.get(call.tool)?.dryRunFields ?? [];
+  if (fields.length === 0) return false;
+  const request = JSON.parse(call.arguments) as Record<string, unknown>;
+  return fields.some((f) => request[f.field] === true);
 }
 
 /** Records an observation that needed no tool call (EINVAL, ENOTOOL …) and goes on thinking. */

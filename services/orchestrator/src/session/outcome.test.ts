@@ -53,6 +53,14 @@ describe("outcomeOf", () => {
     expect(outcomeOf(ended("done", {}, [seen("billing_get_order", envelope("none", "NOT_FOUND"))]), rules)).toEqual({ kind: "succeeded", reason: "" });
   });
 
+  it("a task stating no amount whose irreversible call was refused is not done, though the session ended done", () => {
+    const task = { kind: "refund", order_id: "ord_DEMO00000007" };
+    expect(outcomeOf(ended("done", task, [seen("kb_search_search", envelope("live")), seen("billing_refund", envelope("none", "EINVAL"))]), rules)).toEqual({
+      kind: "not_done",
+      reason: "no_effect: billing_refund",
+    });
+  });
+
   it("any other stop is not done, by its stop reason", () => {
     expect(outcomeOf(ended("tool_unavailable", REFUND_TASK, []), rules)).toEqual({ kind: "not_done", reason: "tool_unavailable" });
     expect(outcomeOf(ended("approval_denied", REFUND_TASK, []), rules)).toEqual({ kind: "not_done", reason: "approval_denied" });

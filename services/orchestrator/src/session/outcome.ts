@@ -40,6 +40,11 @@ export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceTh
     if (s.stopReason === "done") return { kind: "not_done", reason: `no_effect: ${missing.join(", ")}` };
   }
   if (s.stopReason !== "done") return { kind: "not_done", reason: s.stopReason ?? "unknown" };
+  // A task that states no figure may still have led to an irreversible call (a refund task without
+  // its amount): one tried and never made means the user did not get what was asked, whatever the answer says.
+  const made = new Set(effectsOf(s).map((e) => e.tool));
+  const tried = new Set(contextOf(s).history.flatMap((h) => (h.kind === "observation" && rules.isIrreversible(h.tool) && !made.has(h.tool) ? [h.tool] : [])));
+  if (tried.size > 0) return { kind: "not_done", reason: `no_effect: ${[...tried].join(", ")}` };
   const degraded = new Set<string>();
   const failed = new Set<string>();
   for (const item of contextOf(s).history) {

@@ -55,6 +55,20 @@ describe("checkCall", () => {
     });
   });
 
+  it("a task run dry makes every refund a dry run: the host sets dry_run from the task, and the model can neither set nor clear it", () => {
+    const dry = check("billing_refund", REFUND, { task: { kind: "refund", ...CUSTOMER, dry_run: true } });
+    if (dry.kind !== "checked") throw new Error(`expected a checked call, got ${dry.kind}`);
+    expect(dry.args.dryRun).toBe(true);
+    expect(JSON.parse(dry.call.arguments)).toMatchObject({ dryRun: true });
+    const live = check("billing_refund", REFUND);
+    if (live.kind !== "checked") throw new Error(`expected a checked call, got ${live.kind}`);
+    expect(live.args).not.toHaveProperty("dryRun");
+    expect(tool("billing_refund").spec.parameters).not.toHaveProperty("properties.dryRun");
+    const turnedOff = check("billing_refund", JSON.stringify({ ...JSON.parse(REFUND), dryRun: false }), { task: { kind: "refund", ...CUSTOMER, dry_run: true } });
+    expect(turnedOff).toMatchObject({ kind: "observe", reason: "invalid arguments", envelope: { error: { code: "EINVAL" } } });
+    expect(turnedOff.kind === "observe" && turnedOff.envelope.error?.message).toContain("dryRun: is set by the host");
+  });
+
   it("a valid call gets its key, its hash over the canonical arguments, and a redacted call in the history", () => {
     const plan = check("billing_refund", REFUND);
     if (plan.kind !== "checked") throw new Error(`expected a checked call, got ${plan.kind}`);

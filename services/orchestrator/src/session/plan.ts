@@ -86,6 +86,8 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
   if (refused) return { kind: "stop", reason: refused, answer: `stopped before calling ${tool.name}: ${refused.replace(/_/g, " ")} reached` };
   const args = toJson(tool.method.input, parsed.message) as JsonObject;
   if (tool.idempotencyKeyField) args[tool.idempotencyKeyField] = idempotencyKeyOf(s.id, tool, args);
+  // After the key: a dry run and a live run of one intent share it (a session is one or the other, by its task).
+  for (const { field, taskField } of tool.dryRunFields) if (s.task[taskField] === true) args[field] = true;
   const request = JSON.stringify(args);
   const history = [...context.history, { kind: "call" as const, callId: call.id, tool: tool.name, arguments: JSON.stringify(shownArguments(tool.personalFields, args)) }];
   return {

@@ -6,6 +6,7 @@ import { sessionsByCreator } from "./0003-sessions-by-creator.js";
 import { effectReservations } from "./0004-effect-reservations.js";
 import { parkedSessions } from "./0005-parked-sessions.js";
 import { stepsByTime } from "./0006-steps-by-time.js";
+import { patrolRuns } from "./0007-patrol-runs.js";
 
 export { ILLEGAL_TRANSITION_SQLSTATE } from "./0001-sessions.js";
-export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [sessions, historyRows, sessionsByCreator, effectReservations, parkedSessions, stepsByTime];
+export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [sessions, historyRows, sessionsByCreator, effectReservations, parkedSessions, stepsByTime, patrolRuns];

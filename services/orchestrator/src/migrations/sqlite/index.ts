@@ -5,6 +5,7 @@ import { sessionsByCreator } from "./0002-sessions-by-creator.js";
 import { effectReservations } from "./0003-effect-reservations.js";
 import { parkedSessions } from "./0004-parked-sessions.js";
 import { stepsByTime } from "./0005-steps-by-time.js";
+import { patrolRuns } from "./0006-patrol-runs.js";
 
 export { OPEN_SQL } from "./0001-sessions.js";
-export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions, sessionsByCreator, effectReservations, parkedSessions, stepsByTime];
+export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions, sessionsByCreator, effectReservations, parkedSessions, stepsByTime, patrolRuns];

@@ -1,0 +1,81 @@
+// The patrol's golden set (test/golden/tasks.jsonl): one task per line with its expectation, read
+// strictly — a line that does not say what it expects is a usage error naming the line, never a
+// task silently skipped.
+import { UsageError } from "./identity.js";
+
+export type Approval = "none" | "approve" | "deny";
+
+export interface GoldenTask {
+  readonly id: string;
+  readonly goal: string;
+  readonly task: Record<string, unknown>;
+  readonly policy: string;
+  readonly budget: Record<string, number>;
+  readonly scopes?: readonly string[];
+  readonly idempotencyKey?: string;
+  /** Tasks of one lane run one after another (e.g. one customer's: their holds count in each other's totals). */
+  readonly lane: string;
+  readonly expect:
+    | { readonly outcome: "succeeded" | "partial" | "not_done"; readonly stopReason: string; readonly approval: Approval }
+    | { readonly error: { readonly code: string; readonly field: string } };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function parseLine(line: string, where: string): GoldenTask {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(line);
+  } catch (error) {
+    throw new UsageError(`${where}: not JSON (${(error as Error).message})`);
+  }
+  if (!isObject(raw)) throw new UsageError(`${where}: expected a JSON object`);
+  const { id, goal, task, policy, budget, scopes, idempotency_key: key, lane, expect } = raw;
+  if (typeof id !== "string" || !/^[\w.-]{1,64}$/.test(id)) throw new UsageError(`${where}: "id" must be 1..64 letters, digits, _ . -`);
+  if (typeof goal !== "string") throw new UsageError(`${where} (${id}): "goal" must be a string`);
+  if (task !== undefined && !isObject(task)) throw new UsageError(`${where} (${id}): "task" must be an object`);
+  if (!isObject(expect)) throw new UsageError(`${where} (${id}): "expect" must be an object`);
+  let expectation: GoldenTask["expect"];
+  if (isObject(expect.error)) {
+    const { code, field } = expect.error;
+    if (typeof code !== "string" || typeof field !== "string") throw new UsageError(`${where} (${id}): expect.error needs "code" and "field"`);
+    expectation = { error: { code, field } };
+  } else {
+    const { outcome, stop_reason: stopReason, approval } = expect;
+    if (outcome !== "succeeded" && outcome !== "partial" && outcome !== "not_done") throw new UsageError(`${where} (${id}): expect.outcome must be succeeded, partial or not_done`);
+    if (typeof stopReason !== "string") throw new UsageError(`${where} (${id}): expect.stop_reason must be a string`);
+    if (approval !== "none" && approval !== "approve" && approval !== "deny") throw new UsageError(`${where} (${id}): expect.approval must be none, approve or deny`);
+    expectation = { outcome, stopReason, approval };
+  }
+  return {
+    id,
+    goal,
+    task: (task as Record<string, unknown> | undefined) ?? {},
+    policy: typeof policy === "string" ? policy : "scripted",
+    budget: isObject(budget) ? (budget as Record<string, number>) : {},
+    ...(Array.isArray(scopes) ? { scopes: scopes.map(String) } : {}),
+    ...(typeof key === "string" ? { idempotencyKey: key } : {}),
+    lane: typeof lane === "string" ? lane : id,
+    expect: expectation,
+  };
+}
+
+/** Every task of the file's text; a UsageError naming the first line that is wrong, or a repeated id. */
+export function parseGoldenSet(text: string, file: string): GoldenTask[] {
+  const tasks: GoldenTask[] = [];
+  const seen = new Set<string>();
+  text.split("\n").forEach((line, i) => {
+    if (line.trim() === "") return;
+    const task = parseLine(line, `${file}:${i + 1}`);
+    if (seen.has(task.id)) throw new UsageError(`${file}:${i + 1}: id "${task.id}" is used twice`);
+    seen.add(task.id);
+    tasks.push(task);
+  });
+  if (tasks.length === 0) throw new UsageError(`${file} holds no tasks`);
+  return tasks;
+}
+
+/** What a task expects, as the report shows it. */
+export function expectedText(t: GoldenTask): string {
+  return "error" in t.expect ? `${t.expect.error.code} on ${t.expect.error.field}` : `${t.expect.outcome} ${t.expect.stopReason}${t.expect.approval === "none" ? "" : ` (${t.expect.approval})`}`;
+}

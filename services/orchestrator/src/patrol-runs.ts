@@ -63,14 +63,18 @@ export function registerPatrolMetrics(registry: Registry, store: SessionStore): 
       .finally(() => {
         reading = undefined;
       }));
+  // Labelled by the golden set (its file's hash) so that no run yet means no sample: prom-client
+  // gives an unlabelled gauge a 0, which would read as a run in 1970 and a success ratio of 0.
   const gauge = (name: string, help: string, value: (run: PatrolRun) => number): void => {
     new Gauge({
       name,
       help,
+      labelNames: ["golden_set"],
       registers: [registry],
       async collect() {
         await refresh();
-        if (last) this.set(value(last));
+        this.reset();
+        if (last) this.set({ golden_set: last.tasksSha256.slice(0, 12) || "unnamed" }, value(last));
       },
     });
   };

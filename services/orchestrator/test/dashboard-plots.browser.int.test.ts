@@ -8,9 +8,7 @@ import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguar
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { type Browser, chromium, type Locator, type Page } from "playwright-core";
-import { Gauge } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PATROL_GAUGE } from "../src/time-series.js";
 import { startOrchestrator, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 import { startToolsInTurn } from "./tools-in-turn.js";
 
@@ -86,15 +84,25 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromiu
     expect(pageErrors).toEqual([]);
   }, 60_000);
 
-  it("says no patrol run yet until the patrol's gauge is there, then plots its success rate", async () => {
+  it("says no patrol run yet until the patrol reports a run, then plots its success rate", async () => {
     expect(await plot("patrol").getByTestId("plot-empty").textContent()).toBe("no patrol run yet");
-    // As the patrol's runs report it: the gauge in the orchestrator's registry.
-    const gauge = new Gauge({ name: PATROL_GAUGE, help: "Success ratio of the last patrol run.", registers: [orch.registry] });
-    gauge.set(0.8);
-    await expect.poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 }).toBe("golden set 80%");
-    expect(await plot("patrol").getByTestId("plot-empty").count()).toBe(0);
-    gauge.set(0.5);
-    await expect.poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 }).toBe("golden set 50%");
+    // As `pnpm patrol` reports: RecordPatrolRun sets the orchestrator's gauge the plot samples.
+    const reporter = createRawClient(OrchestratorService, orch.server.address, { token: await testToken({ subject: "operator", scopes: ["patrol:report"] }) });
+    const record = async (passed: number) => {
+      const now = BigInt(Math.floor(Date.now() / 1000));
+      await reporter.recordPatrolRun({
+        run: { startedAt: { seconds: now - 60n, nanos: 0 }, finishedAt: { seconds: now, nanos: 0 }, tasks: 10, passed, successRatio: passed / 10, threshold: 0.95, tasksSha256: "b".repeat(64) },
+      });
+    };
+    try {
+      await record(8);
+      await expect.poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 }).toBe("golden set 80%");
+      expect(await plot("patrol").getByTestId("plot-empty").count()).toBe(0);
+      await record(5);
+      await expect.poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 }).toBe("golden set 50%");
+    } finally {
+      reporter.close();
+    }
   }, 30_000);
 
   it("gives the sessions series only to a viewer who sees every session", async () => {

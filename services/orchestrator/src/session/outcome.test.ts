@@ -36,6 +36,13 @@ function ended(stopReason: StopReason, task: JsonObject, history: HistoryItem[],
 const seen = (tool: string, e: ResultEnvelope): HistoryItem => ({ kind: "observation", callId: "c", tool, envelope: e });
 
 describe("outcomeOf", () => {
+  it("a forwarded call (single-call) refused by its tool is not done, naming the code; any other policy's answer after it may still succeed", () => {
+    const history = [seen("kb_search_search", envelope("none", "EINVAL"))];
+    expect(outcomeOf({ ...ended("done", {}, history), policy: "single-call" } as SessionRecord, rules)).toEqual({ kind: "not_done", reason: "call_failed: EINVAL" });
+    expect(outcomeOf({ ...ended("done", {}, [seen("kb_search_search", envelope("live"))]), policy: "single-call" } as SessionRecord, rules)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf({ ...ended("done", {}, history), policy: "scripted" } as SessionRecord, rules)?.kind).toBe("succeeded");
+  });
+
   it("a running session has none", () => {
     expect(outcomeOf({ ...ended("done", {}, []), state: "PARKED", stopReason: null }, rules)).toBeUndefined();
   });

@@ -5,8 +5,9 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
 import { servicePolicy } from "@loopguard/tool-sdk";
-import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles } from "./k8s-files.js";
+import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles, renderPatrolFiles } from "./k8s-files.js";
 import { overlayNamesFiles } from "./k8s-names.js";
+import { GOLDEN_SET_FILE } from "./patrol-objects.js";
 import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "./local-addresses.js";
 import { FLOWS_DOC, renderFlowsDoc } from "./network-flows.js";
 import { alertRules, deployedServices, GENERATED_HEADER, readServices, renderPrometheusFiles, serviceSlos } from "./prometheus-files.js";
@@ -25,7 +26,7 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
   const rules = alertRules(repoRoot, contracts, services);
   const methods = serviceSlos(repoRoot, contracts, services);
   const tools = deployedServices(contracts, services).map((s) => servicePolicy(s).toolName);
-  const k8s = renderK8sFiles(services, { rules, methods });
+  const k8s = new Map([...renderK8sFiles(services, { rules, methods }), ...renderPatrolFiles(services, readFileSync(join(repoRoot, GOLDEN_SET_FILE), "utf8"))]);
   const names = [...overlayNamesFiles(repoRoot, k8s)].map(([path, replacements]): [string, string] => [path, toYaml(replacements, GENERATED_HEADER)]);
   return {
     files: new Map([

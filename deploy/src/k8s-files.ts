@@ -27,6 +27,7 @@ import {
   workloadTarget,
 } from "./k8s-release-objects.js";
 import { smokeNetworkPolicies, smokeServiceAccount } from "./k8s-smoke-objects.js";
+import { patrolCronJob, patrolGoldenSet, patrolNetworkPolicy } from "./patrol-objects.js";
 import { GENERATED_HEADER } from "./prometheus-files.js";
 import type { MethodSlo, RuleFile } from "./slo-rules.js";
 import { toYaml, toYamlDocuments } from "./yaml.js";
@@ -41,7 +42,7 @@ export const RELEASE_COMPONENTS = ["argo-rollouts", "plain-blue-green"] as const
 export type ReleasePath = (typeof RELEASE_COMPONENTS)[number];
 
 /** Components whose content is generated, by folder name. */
-export const GENERATED_COMPONENTS = ["monitoring", "high-availability", "sqlite-volumes", "postgres-stores", "chaos-drills", ...RELEASE_COMPONENTS] as const;
+export const GENERATED_COMPONENTS = ["monitoring", "high-availability", "sqlite-volumes", "postgres-stores", "chaos-drills", "patrol", ...RELEASE_COMPONENTS] as const;
 
 /** A kustomize patch file; with a target it applies to every object the target selects (none is no error). */
 type Patch = { readonly path: string; readonly target?: object };
@@ -184,5 +185,18 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   put(chaos, "drill-runner.job.yaml", drillRunnerTemplate(services));
   put(chaos, "drill-runner.network-policy.yaml", drillRunnerNetworkPolicies(services));
   put(chaos, "kustomization.yaml", component([...perService("pod-kill"), "drill-runner.rbac.yaml", "drill-runner.job.yaml", "drill-runner.network-policy.yaml"]));
+  return files;
+}
+
+/** The patrol component (patrol-objects.ts): its CronJob, its NetworkPolicy and the golden set `goldenSet` (the file's text). */
+export function renderPatrolFiles(services: readonly ServiceSpec[], goldenSet: string): Map<string, string> {
+  const dir = join(COMPONENTS_DIR, "patrol");
+  const files = new Map<string, string>([
+    [join(dir, "patrol.cronjob.yaml"), toYaml(patrolCronJob(services), GENERATED_HEADER)],
+    [join(dir, "patrol.network-policy.yaml"), toYaml(patrolNetworkPolicy(services), GENERATED_HEADER)],
+    [join(dir, "golden-set.config-map.yaml"), toYaml(patrolGoldenSet(goldenSet), GENERATED_HEADER)],
+  ]);
+  const resources = [...files.keys()].map((path) => path.slice(dir.length + 1));
+  files.set(join(dir, "kustomization.yaml"), toYaml(component(resources), GENERATED_HEADER));
   return files;
 }

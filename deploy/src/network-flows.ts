@@ -7,9 +7,10 @@ import type { ServiceSpec } from "@loopguard/tool-sdk";
 import { API_CLIENT_LABEL, NAMESPACE, POSTGRES_PORT, PROMETHEUS_PEER } from "./k8s-objects.js";
 import { SMOKE_LABEL } from "./k8s-smoke-objects.js";
 import type { Protocol } from "./network-policy.js";
+import { PATROL_LABELS } from "./patrol-objects.js";
 
 /** Optional components a flow depends on (a rendering's overlay or added components). */
-export type Feature = "postgres-stores" | "cloudnative-pg" | "llm-egress" | "chaos-drills" | "argo-rollouts" | "plain-blue-green" | "dns-kube-dns-only";
+export type Feature = "postgres-stores" | "cloudnative-pg" | "llm-egress" | "chaos-drills" | "patrol" | "argo-rollouts" | "plain-blue-green" | "dns-kube-dns-only";
 
 /** One end of a flow. */
 export type EndpointRef =
@@ -64,6 +65,8 @@ const UNLABELLED: EndpointRef = { pods: "a pod without the api-client label", na
 /** The drill runner Job of the chaos-drills component (its label is fixed by issue 21's drills part). */
 // Its pods carry the API client label: the orchestrator admits them as it admits any API client.
 const DRILL_RUNNER: EndpointRef = { pods: "drill runner Job", namespace: NAMESPACE, labels: { "app.kubernetes.io/name": "drill-runner", [API_CLIENT_LABEL]: "true" } };
+/** The patrol CronJob's pods (components/patrol): an API client of the orchestrator's gRPC port, nothing else. */
+const PATROL: EndpointRef = { pods: "patrol CronJob", namespace: NAMESPACE, labels: { "app.kubernetes.io/name": PATROL_LABELS["app.kubernetes.io/name"], [API_CLIENT_LABEL]: "true" } };
 const OTLP_HTTP = 4318;
 
 export function smokePods(tool: string): EndpointRef {
@@ -80,6 +83,7 @@ export function requiredFlows(services: readonly ServiceSpec[]): Flow[] {
     { ref: COLLECTOR },
     ...tools.map((t) => ({ ref: smokePods(t.name), when: "release-path" as const })),
     { ref: DRILL_RUNNER, when: "chaos-drills" as const },
+    { ref: PATROL, when: "patrol" as const },
   ];
   const dns = clients.flatMap(({ ref, when }) => [
     { from: ref, to: KUBE_DNS, ports: both(53), why: "name lookups (cluster DNS pods)", ...(when ? { when } : {}) },
@@ -110,6 +114,7 @@ export function requiredFlows(services: readonly ServiceSpec[]): Flow[] {
     ...tools.filter((t) => t.name === "billing").map((t) => ({ from: DRILL_RUNNER, to: us(t), ports: tcp(t.port), why: "the drill's ledger audit", when: "chaos-drills" as const })),
     { from: DRILL_RUNNER, to: PROMETHEUS, ports: tcp(9090), why: "replicas' counters (--prometheus)", when: "chaos-drills" },
     { from: DRILL_RUNNER, to: KUBERNETES_API, ports: tcp(443, 6443), why: "PodChaos, pods, EndpointSlices", when: "chaos-drills" },
+    ...orchestrators.map((o) => ({ from: PATROL, to: us(o), ports: tcp(o.port), why: "the golden set's sessions and the run's record", when: "patrol" as const })),
   ];
 }
 
@@ -131,6 +136,10 @@ export function deniedFlows(services: readonly ServiceSpec[]): Flow[] {
       tools.filter((b) => b !== a).map((b) => ({ from: smokePods(a.name), to: us(b), ports: tcp(b.port), why: "a smoke Job reaches its own tool only", when: "release-path" as const })),
     ),
     ...services.map((s) => ({ from: us(s), to: OUTSIDE_RESOLVER, ports: both(53), why: "only the cluster's DNS", when: "dns-kube-dns-only" as const })),
+    ...orchestrators.map((o) => ({ from: PATROL, to: us(o), ports: tcp(o.metricsPort), why: "the patrol calls the API, it reads no metrics", when: "patrol" as const })),
+    ...tools.map((t) => ({ from: PATROL, to: us(t), ports: tcp(t.port), why: "the patrol goes through the orchestrator", when: "patrol" as const })),
+    { from: PATROL, to: KUBERNETES_API, ports: tcp(443, 6443), why: "the patrol has no API token and no business there", when: "patrol" },
+    { from: PATROL, to: INTERNET, ports: tcp(443, 80), why: "no internet egress", when: "patrol" },
   ];
 }
 

@@ -76,10 +76,11 @@ describe("kubectl kustomize + strict validation", () => {
         "overlays/prod + components/cloudnative-pg",
         "overlays/prod + components/dns-kube-dns-only",
         "overlays/prod + components/llm-egress",
+        "overlays/prod + components/patrol",
         "overlays/prod + components/argo-rollouts",
         "overlays/prod + components/plain-blue-green",
-        "overlays/prod + components/argo-rollouts + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress",
-        "overlays/prod + components/plain-blue-green + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress",
+        "overlays/prod + components/argo-rollouts + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress + components/patrol",
+        "overlays/prod + components/plain-blue-green + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress + components/patrol",
       ]),
     );
     for (const r of renderings) expect(r.objects.length, r.name).toBeGreaterThan(20);

@@ -12,7 +12,7 @@ import { NAMESPACE } from "../src/k8s-objects.js";
 import { NAMES_FILE, OUTSIDE_NAMESPACES } from "../src/k8s-names.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const OPTIONAL = ["chaos-drills", "cloudnative-pg", "llm-egress"];
+const OPTIONAL = ["chaos-drills", "cloudnative-pg", "llm-egress", "patrol"];
 /** Default → the name this test gives it. */
 const RENAMED: Record<string, string> = { [NAMESPACE]: "team-a", ...Object.fromEntries(Object.values(OUTSIDE_NAMESPACES).map((ns) => [ns, `${ns}-elsewhere`])) };
 

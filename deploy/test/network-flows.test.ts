@@ -66,7 +66,7 @@ describe("the policy evaluator", () => {
 describe("network flows in every rendering", () => {
   it("renders the combinations the flows depend on", () => {
     const all = new Set(renderings.flatMap((r) => [...featuresOf(root, r)]));
-    for (const feature of ["postgres-stores", "cloudnative-pg", "llm-egress", "chaos-drills", "argo-rollouts", "plain-blue-green", "dns-kube-dns-only"]) expect(all).toContain(feature);
+    for (const feature of ["postgres-stores", "cloudnative-pg", "llm-egress", "chaos-drills", "patrol", "argo-rollouts", "plain-blue-green", "dns-kube-dns-only"]) expect(all).toContain(feature);
     expect(
       renderings.some((r) => !featuresOf(root, r).has("postgres-stores")),
       "a rendering on SQLite (dev)",

@@ -21,7 +21,7 @@ describe("requestSchema of the tool requests", () => {
   });
 
   it("billing refund without its host-owned fields: order id pattern, amount 1..500000 cents, reason names without UNSPECIFIED", () => {
-    expect(requestSchema(RefundRequestSchema, { omit: ["idempotencyKey", "maxRefundedTotalCents"] })).toEqual({
+    expect(requestSchema(RefundRequestSchema, { omit: ["idempotencyKey", "maxRefundedTotalCents", "dryRun"] })).toEqual({
       type: "object",
       properties: {
         orderId: { type: "string", pattern: "^ord_[A-Za-z0-9]{12}$" },

@@ -6,7 +6,7 @@ const caller = (...scopes: string[]): Caller => ({ subject: "requester", scopes:
 
 describe("refusedGrant", () => {
   it("reads the operator scopes from the contracts", () => {
-    expect([...OPERATOR_SCOPES].sort()).toEqual(["approvals:write", "sessions:admin", "sessions:read", "sessions:write", "tool:admin"]);
+    expect([...OPERATOR_SCOPES].sort()).toEqual(["approvals:write", "patrol:report", "sessions:admin", "sessions:read", "sessions:write", "tool:admin"]);
   });
 
   it("lets a caller grant what it holds, or what it may delegate", () => {

@@ -52,6 +52,7 @@ try {
   const built = await build(config, log, { logTail });
   await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, connect: true, http: createAdminHttp({ log }), exitOnSignals: true });
   built.orchestrator.start();
+  setImmediate(built.warmUp);
 } catch (error) {
   log.error("failed to start", { error_name: (error as Error).name, error_message: (error as Error).message });
   process.exit(1);

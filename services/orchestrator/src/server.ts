@@ -30,6 +30,8 @@ export interface BuiltOrchestrator {
   readonly orchestrator: Orchestrator;
   readonly metrics: ServerMetrics;
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
+  /** Loads the model's tokenizer now rather than in the first session that counts a prompt. */
+  readonly warmUp: () => void;
 }
 
 export interface BuildOptions {
@@ -79,8 +81,6 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
   }
   for (const policy of extra) policies.set(policy.name, policy);
   const counter = tokenCounter(config.model.encoding);
-  // Loaded now, before the first session waits on it (a second or two: see model-tokens.ts).
-  counter.text("warm up");
   const orchestrator = new Orchestrator({
     store,
     registry,
@@ -123,6 +123,9 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     orchestrator,
     metrics,
     clients,
+    // The encoding takes a second or two of CPU to load (model-tokens.ts): once serving, so that it
+    // neither delays the startup probe nor the first session.
+    warmUp: () => void counter.text("warm up"),
     definition: {
       service: OrchestratorService,
       handlers: createOrchestratorHandlers({ orchestrator, registry: metrics.registry, clients, logTail, series }),

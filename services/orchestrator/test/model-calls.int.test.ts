@@ -173,57 +173,49 @@ describe("model calls", () => {
     expect(done.budget?.maxRetries).toBe(2);
   });
 
-  it("counts a tool call's attempts beyond the first against the retry budget", async () => {
-    // A knowledge base that is unavailable once, then answers: the tool client retries it.
+  /** A knowledge base unavailable for its first `failures` searches, then answering, under an orchestrator of its own. */
+  async function withFlakyKb(failures: number, check: (api: TestOrchestrator["api"], calls: () => number) => Promise<void>): Promise<void> {
     let calls = 0;
     const kb = await startTestTool({
       service: KbSearchService,
       handlers: {
         search: async () => {
           calls += 1;
-          if (calls === 1) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading");
+          if (calls <= failures) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading");
           return { hits: [{ docId: "refund-policy", version: 3, title: "Refund policy" }] };
         },
       },
     });
     const flakyKb = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "gpt-4o-mini", KB_SEARCH_ADDR: kb.address });
     try {
-      const { session } = await flakyKb.api.startSession({ goal: "tool retry: read the refund policy", scopes: ALL_SCOPES, policy: "openai" });
-      const done = await waitForSession(flakyKb.api, session!.sessionId);
-      expect(done.stopReason).toBe("done");
-      expect(calls).toBe(2);
-      expect(done.usage?.retries).toBe(1);
+      await check(flakyKb.api, () => calls);
     } finally {
       await flakyKb.close();
       await kb.close();
     }
+  }
+
+  it("counts a tool call's attempts beyond the first against the retry budget", async () => {
+    // Unavailable once, then answers: the tool client retries it.
+    await withFlakyKb(1, async (api, calls) => {
+      const { session } = await api.startSession({ goal: "tool retry: read the refund policy", scopes: ALL_SCOPES, policy: "openai" });
+      const done = await waitForSession(api, session!.sessionId);
+      expect(done.stopReason).toBe("done");
+      expect(calls()).toBe(2);
+      expect(done.usage?.retries).toBe(1);
+    });
   }, 60_000);
 
   it("lets a read retry only as far as the session's retry budget reaches", async () => {
     // Unavailable twice, then answers: the client alone would retry twice within the one call.
-    let calls = 0;
-    const kb = await startTestTool({
-      service: KbSearchService,
-      handlers: {
-        search: async () => {
-          calls += 1;
-          if (calls <= 2) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading");
-          return { hits: [{ docId: "refund-policy", version: 3, title: "Refund policy" }] };
-        },
-      },
-    });
-    const flakyKb = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "gpt-4o-mini", KB_SEARCH_ADDR: kb.address });
-    try {
-      const { session } = await flakyKb.api.startSession({ goal: "tool retry: read the refund policy", scopes: ALL_SCOPES, policy: "openai", budget: { maxRetries: 1 } });
-      const done = await waitForSession(flakyKb.api, session!.sessionId);
+    await withFlakyKb(2, async (api) => {
+      const { session } = await api.startSession({ goal: "tool retry: read the refund policy", scopes: ALL_SCOPES, policy: "openai", budget: { maxRetries: 1 } });
+      const done = await waitForSession(api, session!.sessionId);
       expect(done.budget?.maxRetries).toBe(1);
       expect(done.usage?.retries).toBe(1);
-      const steps = (await flakyKb.api.getTrace({ sessionId: session!.sessionId })).records.map((r) => JSON.parse(r) as { attempt?: number });
+      const steps = (await api.getTrace({ sessionId: session!.sessionId })).records.map((r) => JSON.parse(r) as { attempt?: number });
       expect(Math.max(...steps.map((step) => step.attempt ?? 1))).toBeLessThanOrEqual(2);
-    } finally {
-      await flakyKb.close();
-      await kb.close();
-    }
+    });
   }, 60_000);
 
   it("gives a model call no more than the session's wall clock left", async () => {

@@ -94,6 +94,8 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
   const built = await build(config, log, { logTail, ...options });
   const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, connect: true, http: createAdminHttp({ log }) });
   built.orchestrator.start();
+  // As main does once serving: the tokenizer's load is not charged to a test's first session.
+  built.warmUp();
   const token = await testToken({ subject: "test", scopes: [...SESSION_OPERATOR_SCOPES, "approvals:write"] });
   const api = createRawClient(OrchestratorService, server.address, { token });
   const approver = createRawClient(OrchestratorService, server.address, { token: await testToken({ subject: "test-approver", scopes: ["sessions:read", "approvals:write"] }) });

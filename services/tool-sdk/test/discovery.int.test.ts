@@ -84,7 +84,8 @@ async function startReplicas(options: { maxConnectionAgeMs?: number; maxConnecti
 
 async function kbClient(target: string, channelOptions = {}) {
   const token = await testToken({ subject: "orchestrator", scopes: ["kb:read"] });
-  const client = toolClient(KbSearchService, { target, token, registry: new Registry(), channelOptions });
+  // Exact round-robin counts: no hedges, and no replica set aside for answering late (hedge.int.test.ts covers both).
+  const client = toolClient(KbSearchService, { target, token, registry: new Registry(), channelOptions, hedge: { enabled: false } });
   cleanups.push(() => client.close());
   return client;
 }

@@ -66,7 +66,9 @@ describe("toolClient against real kb-search processes", () => {
     const a = await startTool("kb-search", data.dir);
     const b = await startTool("kb-search", data.dir);
     running.push(a, b);
-    const kb = toolClient(KbSearchService, { target: [a.address, b.address], token: await token(), registry: new Registry() });
+    // The retry budget holds a retry for each of the 8 calls that may be in flight on the killed
+    // replica, beside the half of it that hedges may spend (docs/tool-sdk.md, sizing the budget).
+    const kb = toolClient(KbSearchService, { target: [a.address, b.address], token: await token(), registry: new Registry(), retry: { budgetMaxTokens: 20 } });
     try {
       const results: ToolResult<unknown>[] = [];
       const stopAt = Date.now() + 2000;

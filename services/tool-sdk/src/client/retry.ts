@@ -49,8 +49,23 @@ export class RetryBudget {
     this.#tokens = Math.min(this.maxTokens, this.#tokens + this.ratio);
   }
 
+  /** A retry of a failed attempt: may take the bucket's last token. */
   tryRetry(): boolean {
-    if (this.#tokens < 1) return false;
+    return this.#take(1);
+  }
+
+  /**
+   * A hedge (a second attempt while the first is only slow) may spend the upper half of the bucket
+   * only: when a replica dies under load, every call in flight on it fails at once, and those
+   * retries must find tokens that a run of hedges has not used up.
+   */
+  tryHedge(): boolean {
+    return this.#take(this.maxTokens / 2 + 1);
+  }
+
+  /** Takes one token if at least `floor` are there. */
+  #take(floor: number): boolean {
+    if (this.#tokens < floor) return false;
     this.#tokens -= 1;
     return true;
   }

@@ -225,6 +225,13 @@ interface Attempt {
   readonly sentAt: number;
 }
 
+/** One call's attempts so far: how many, how many of them hedges, and the replicas that failed one. */
+interface Sent {
+  attempts: number;
+  hedges: number;
+  readonly failedPeers: string[];
+}
+
 /** Where an attempt may be sent: addresses it must not use, and ones it uses only if nothing else is ready. */
 interface Route {
   readonly avoid: readonly string[];
@@ -474,7 +481,7 @@ export class ToolClient<S extends DescService> {
     const retryAllowed = mayRetry(plan.policy, request);
     const retry = this.#options.retry ?? {};
     const maxAttempts = Math.min(retry.maxAttempts ?? 4, 1 + (options.maxExtraAttempts ?? Number.POSITIVE_INFINITY));
-    const sent = { attempts: 0, hedges: 0 };
+    const sent: Sent = { attempts: 0, hedges: 0, failedPeers: [] };
     const wire = { plan, bytes, deadline, token, spanContext, signal };
     // Whether any attempt so far may have taken effect; a later attempt refused before its
     // handler does not make an earlier one certain.
@@ -523,13 +530,13 @@ export class ToolClient<S extends DescService> {
   /**
    * One attempt, and for a hedged method up to its hedges: each sent when nothing has answered
    * after the hedge delay, to a replica none of the racing attempts uses, with a retry-budget token
-   * and within the call's extra attempts. The first answer wins and the others are cancelled. A
+   * from the bucket's upper half (RetryBudget.tryHedge) and within the call's extra attempts. The first answer wins and the others are cancelled. A
    * failure ends the race only once no attempt is left in flight (a retry then follows as usual, so
    * a failed first attempt is retried, not hedged as well).
    */
   #race(
     wire: WireCall,
-    sent: { attempts: number; hedges: number },
+    sent: Sent,
     maxAttempts: number,
     setAttempts: (n: number) => void,
   ): Promise<{ ok: true; response: unknown; winner: number; hedged: boolean } | { ok: false; failure: ToolCallError; anyMayHaveActed: boolean; hedged: boolean }> {
@@ -546,7 +553,9 @@ export class ToolClient<S extends DescService> {
         racing.push(attempt);
         const route: Route = {
           avoid: hedge ? racing.flatMap((a) => (a.call ? [a.call.getPeer()] : [])) : [],
-          preferNot: this.#slow.avoided(Date.now()),
+          // A retry goes to another replica than the attempts that failed, when one is ready (as
+          // Envoy's previous-hosts retry predicate): a replica that just died fails it again.
+          preferNot: [...this.#slow.avoided(Date.now()), ...sent.failedPeers],
         };
         this.#breaker
           .fire(() => {
@@ -577,6 +586,8 @@ export class ToolClient<S extends DescService> {
             },
             (thrown: unknown) => {
               attempt.pending = false;
+              const peer = attempt.call?.getPeer();
+              if (peer !== undefined) sent.failedPeers.push(peer);
               if (settled) return;
               const failure = this.#asCallError(thrown, plan, sent.attempts);
               if (!this.#refusedBeforeHandling(failure)) anyMayHaveActed = true;
@@ -593,7 +604,7 @@ export class ToolClient<S extends DescService> {
         // Another replica must have answered this client before: with one address, a hedge would queue behind the same slow server.
         const inUse = new Set(racing.flatMap((a) => (a.call ? [a.call.getPeer()] : [])));
         if (![...this.#slow.seen].some((address) => !inUse.has(address))) return;
-        if (!this.#budget.tryRetry()) return;
+        if (!this.#budget.tryHedge()) return;
         sent.hedges++;
         this.#metrics.hedges.inc({ tool: this.tool, method: plan.method.name });
         launch(true);

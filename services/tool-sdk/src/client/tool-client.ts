@@ -530,8 +530,8 @@ export class ToolClient<S extends DescService> {
   /**
    * One attempt, and for a hedged method up to its hedges: each sent when nothing has answered
    * after the hedge delay, to a replica none of the racing attempts uses, with a retry-budget token
-   * from the bucket's upper half (RetryBudget.tryHedge) and within the call's extra attempts. The first answer wins and the others are cancelled. A
-   * failure ends the race only once no attempt is left in flight (a retry then follows as usual, so
+   * from the bucket's upper half (RetryBudget.tryHedge) and within the call's extra attempts. The
+   * first answer wins and the others are cancelled. A failure ends the race only once no attempt is left in flight (a retry then follows as usual, so
    * a failed first attempt is retried, not hedged as well).
    */
   #race(
@@ -586,9 +586,10 @@ export class ToolClient<S extends DescService> {
             },
             (thrown: unknown) => {
               attempt.pending = false;
+              // A loser cancelled after another attempt won is not a failed replica.
+              if (settled) return;
               const peer = attempt.call?.getPeer();
               if (peer !== undefined) sent.failedPeers.push(peer);
-              if (settled) return;
               const failure = this.#asCallError(thrown, plan, sent.attempts);
               if (!this.#refusedBeforeHandling(failure)) anyMayHaveActed = true;
               if (racing.some((a) => a.pending)) return;

@@ -45,7 +45,8 @@ function endedShare(metric: string, matcher: string, ratio: number): string {
 
 const stopShare = (matcher: string, ratio: number) => endedShare("loopguard_session_stops_total", matcher, ratio);
 
-const calls = (matcher: string) => `sum by (tool) (increase(loopguard_tool_client_calls_total${matcher}[${FALLBACKS.window}]))`;
+const calls = (matcher: string) =>
+  `sum by (tool) (increase(loopguard_tool_client_calls_total${matcher}[${FALLBACKS.window}]))`;
 const notClosed = `min_over_time(loopguard_tool_breaker_state[${BREAKER.windowMinutes}m]) >= ${BREAKER_STATE_VALUE["half-open"]}`;
 const reopened = `increase(loopguard_tool_breaker_transitions_total{state="open"}[${BREAKER.windowMinutes}m]) > 0`;
 const endedOver = `the last ${SESSIONS.window} (at least ${SESSIONS.minSessions} ended)`;

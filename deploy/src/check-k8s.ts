@@ -27,7 +27,8 @@ try {
   for (const budget of renderings.map(connectionBudget)) {
     if (!budget) continue;
     process.stdout.write(`${describeBudget(budget)}\n`);
-    for (const message of budget.errors) errors.push({ rendering: budget.rendering, object: `${budget.rendering} connection budget`, message });
+    for (const message of budget.errors)
+      errors.push({ rendering: budget.rendering, object: `${budget.rendering} connection budget`, message });
   }
   for (const error of errors) process.stderr.write(`${error.object}: ${error.message}\n`);
   const total = renderings.reduce((sum, r) => sum + r.objects.length, 0);
@@ -39,14 +40,20 @@ try {
   const flows = checkFlows(repoRoot, renderings, services);
   const flowErrors = [...flows.stopped, ...flows.through];
   for (const error of flowErrors) process.stderr.write(`network flows: ${error}\n`);
-  process.stdout.write(`network flows (docs/kubernetes.md) in every rendering: ${flows.checked} checks, ${flowErrors.length} errors\n`);
+  process.stdout.write(
+    `network flows (docs/kubernetes.md) in every rendering: ${flows.checked} checks, ${flowErrors.length} errors\n`,
+  );
   const rbac = checkRbac(renderings);
   for (const error of rbac.errors) process.stderr.write(`RBAC: ${error}\n`);
   const withTokens = [...new Set([...rbac.tokens.values()].flat())].sort();
-  process.stdout.write(`RBAC in every rendering: nothing cluster-wide, no wildcard, no Secret, writes only as listed; API tokens only in ${withTokens.join(", ")}; ${rbac.errors.length} errors\n`);
+  process.stdout.write(
+    `RBAC in every rendering: nothing cluster-wide, no wildcard, no Secret, writes only as listed; API tokens only in ${withTokens.join(", ")}; ${rbac.errors.length} errors\n`,
+  );
   const reapply = checkReapply(repoRoot, services);
   for (const move of reapply.moves) process.stderr.write(`re-apply after a release: ${move}\n`);
-  process.stdout.write(`re-apply after a release of ${reapply.checked.join(", ")}: ${reapply.moves.length} fields moved; ${((performance.now() - validated) / 1000).toFixed(2)} s\n`);
+  process.stdout.write(
+    `re-apply after a release of ${reapply.checked.join(", ")}: ${reapply.moves.length} fields moved; ${((performance.now() - validated) / 1000).toFixed(2)} s\n`,
+  );
   process.exit(errors.length + flowErrors.length + rbac.errors.length + reapply.moves.length === 0 ? 0 : 1);
 } catch (error) {
   process.stderr.write(`check-k8s: ${(error as Error).message}\n`);

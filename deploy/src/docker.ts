@@ -11,13 +11,18 @@ export class DockerError extends Error {
 /** Runs `docker …` and resolves with its stdout; rejects with DockerError naming the command and its stderr. */
 export function docker(args: readonly string[], options: { timeoutMs?: number } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile("docker", args, { maxBuffer: 64 * 1024 * 1024, timeout: options.timeoutMs ?? 120_000 }, (error, stdout, stderr) => {
-      if (!error) return resolve(stdout);
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") return reject(new DockerError("docker is not installed (apt-get install docker.io)"));
-      const detail = (stderr || error.message).trim().split("\n").slice(-3).join(" | ");
-      reject(new DockerError(`docker ${args.slice(0, 2).join(" ")}: ${detail}`));
-    });
+    execFile(
+      "docker",
+      args,
+      { maxBuffer: 64 * 1024 * 1024, timeout: options.timeoutMs ?? 120_000 },
+      (error, stdout, stderr) => {
+        if (!error) return resolve(stdout);
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code === "ENOENT") return reject(new DockerError("docker is not installed (apt-get install docker.io)"));
+        const detail = (stderr || error.message).trim().split("\n").slice(-3).join(" | ");
+        reject(new DockerError(`docker ${args.slice(0, 2).join(" ")}: ${detail}`));
+      },
+    );
   });
 }
 
@@ -41,7 +46,11 @@ export async function imageExists(reference: string): Promise<boolean> {
  * Runs a long docker command (a build) with its output written to `logFile`; rejects with the
  * last lines of that output when it fails.
  */
-export function dockerToLog(args: readonly string[], logFile: string, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+export function dockerToLog(
+  args: readonly string[],
+  logFile: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const log = createWriteStream(logFile);
     const child = spawn("docker", args, { env, stdio: ["ignore", "pipe", "pipe"] });

@@ -46,6 +46,8 @@ for (const [path, content] of generated.files) {
   }
 }
 if (stale.length > 0) {
-  process.stderr.write(`out of date with the contracts and the services' manifests (run \`pnpm gen\`): ${stale.join(", ")}\n`);
+  process.stderr.write(
+    `out of date with the contracts and the services' manifests (run \`pnpm gen\`): ${stale.join(", ")}\n`,
+  );
   process.exit(1);
 }

@@ -5,12 +5,25 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
 import { servicePolicy } from "@loopguard/tool-sdk";
-import { BASE_SERVICES_DIR, COMPONENTS_DIR, GENERATED_COMPONENTS, renderK8sFiles, renderPatrolFiles } from "./k8s-files.js";
+import {
+  BASE_SERVICES_DIR,
+  COMPONENTS_DIR,
+  GENERATED_COMPONENTS,
+  renderK8sFiles,
+  renderPatrolFiles,
+} from "./k8s-files.js";
 import { overlayNamesFiles } from "./k8s-names.js";
 import { GOLDEN_SET_FILE } from "./patrol-objects.js";
 import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "./local-addresses.js";
 import { FLOWS_DOC, renderFlowsDoc } from "./network-flows.js";
-import { alertRules, deployedServices, GENERATED_HEADER, readServices, renderPrometheusFiles, serviceSlos } from "./prometheus-files.js";
+import {
+  alertRules,
+  deployedServices,
+  GENERATED_HEADER,
+  readServices,
+  renderPrometheusFiles,
+  serviceSlos,
+} from "./prometheus-files.js";
 import { sloAlertCases } from "./slo-alert-cases.js";
 import { toYaml } from "./yaml.js";
 
@@ -26,8 +39,14 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
   const rules = alertRules(repoRoot, contracts, services);
   const methods = serviceSlos(repoRoot, contracts, services);
   const tools = deployedServices(contracts, services).map((s) => servicePolicy(s).toolName);
-  const k8s = new Map([...renderK8sFiles(services, { rules, methods }), ...renderPatrolFiles(services, readFileSync(join(repoRoot, GOLDEN_SET_FILE), "utf8"))]);
-  const names = [...overlayNamesFiles(repoRoot, k8s)].map(([path, replacements]): [string, string] => [path, toYaml(replacements, GENERATED_HEADER)]);
+  const k8s = new Map([
+    ...renderK8sFiles(services, { rules, methods }),
+    ...renderPatrolFiles(services, readFileSync(join(repoRoot, GOLDEN_SET_FILE), "utf8")),
+  ]);
+  const names = [...overlayNamesFiles(repoRoot, k8s)].map(([path, replacements]): [string, string] => [
+    path,
+    toYaml(replacements, GENERATED_HEADER),
+  ]);
   return {
     files: new Map([
       ...renderPrometheusFiles(services, rules, sloAlertCases(rules, methods, tools)),
@@ -36,6 +55,10 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
       ...renderLocalToolAddresses(services),
       [FLOWS_DOC, renderFlowsDoc(readFileSync(join(repoRoot, FLOWS_DOC), "utf8"), services)],
     ]),
-    ownedDirs: [BASE_SERVICES_DIR, dirname(LOCAL_ADDRESSES_FILE), ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name))],
+    ownedDirs: [
+      BASE_SERVICES_DIR,
+      dirname(LOCAL_ADDRESSES_FILE),
+      ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name)),
+    ],
   };
 }

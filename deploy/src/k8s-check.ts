@@ -48,14 +48,21 @@ export function describeObject(rendering: string, object: K8sObject): string {
 function isObject(value: unknown): value is K8sObject {
   if (typeof value !== "object" || value === null) return false;
   const { apiVersion, kind, metadata } = value as Record<string, unknown>;
-  return typeof apiVersion === "string" && typeof kind === "string" && typeof metadata === "object" && metadata !== null;
+  return (
+    typeof apiVersion === "string" && typeof kind === "string" && typeof metadata === "object" && metadata !== null
+  );
 }
 
 /** Runs `kubectl kustomize dir`; a failure says what kustomize said, in one line. */
 export function kustomize(dir: string, name = dir): Rendering {
-  const result = spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8", timeout: 60_000, maxBuffer: 64 * 1024 * 1024 });
+  const result = spawnSync("kubectl", ["kustomize", dir], {
+    encoding: "utf8",
+    timeout: 60_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
   if (result.error) throw new Error(`kubectl kustomize ${name}: ${result.error.message} (kubectl is needed on PATH)`);
-  if (result.status !== 0) throw new Error(`kubectl kustomize ${name} failed: ${result.stderr.trim().replaceAll("\n", " ")}`);
+  if (result.status !== 0)
+    throw new Error(`kubectl kustomize ${name} failed: ${result.stderr.trim().replaceAll("\n", " ")}`);
   const documents = parseYamlDocuments(result.stdout, name);
   const invalid = documents.findIndex((document) => !isObject(document));
   if (invalid >= 0) throw new Error(`${name}: document ${invalid + 1} has no apiVersion, kind and metadata`);
@@ -64,7 +71,9 @@ export function kustomize(dir: string, name = dir): Rendering {
 
 /** The components a kustomization file lists, as absolute paths. */
 export function componentsOf(kustomizationFile: string): string[] {
-  const [document] = parseYamlDocuments(readFileSync(kustomizationFile, "utf8"), kustomizationFile) as [{ components?: string[] } | undefined];
+  const [document] = parseYamlDocuments(readFileSync(kustomizationFile, "utf8"), kustomizationFile) as [
+    { components?: string[] } | undefined,
+  ];
   return (document?.components ?? []).map((path) => resolve(dirname(kustomizationFile), path));
 }
 
@@ -86,7 +95,10 @@ export function renderAll(repoRoot: string): Rendering[] {
     .sort();
   const releases = optional.filter((name) => (RELEASE_COMPONENTS as readonly string[]).includes(name));
   const others = optional.filter((name) => !releases.includes(name));
-  const combinations = [...optional.map((name) => [name]), ...(others.length > 0 ? releases.map((release) => [release, ...others]) : [])];
+  const combinations = [
+    ...optional.map((name) => [name]),
+    ...(others.length > 0 ? releases.map((release) => [release, ...others]) : []),
+  ];
   return [...renderings, ...combinations.map((components) => renderOnProd(overlaysDir, componentsDir, components))];
 }
 
@@ -122,11 +134,26 @@ const KUBERNETES_TYPES_GROUPS: Readonly<Record<string, string>> = {
   "rbac.authorization.k8s.io": "rbac",
 };
 const MODEL_TYPES: Readonly<Record<string, { readonly module: string; readonly type: string }>> = {
-  "monitoring.coreos.com/v1/ServiceMonitor": { module: "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor", type: "IServiceMonitor" },
-  "monitoring.coreos.com/v1/PodMonitor": { module: "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor", type: "IPodMonitor" },
-  "monitoring.coreos.com/v1/PrometheusRule": { module: "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule", type: "IPrometheusRule" },
-  "argoproj.io/v1alpha1/Rollout": { module: "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout", type: "IRollout" },
-  "argoproj.io/v1alpha1/AnalysisTemplate": { module: "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/AnalysisTemplate", type: "IAnalysisTemplate" },
+  "monitoring.coreos.com/v1/ServiceMonitor": {
+    module: "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor",
+    type: "IServiceMonitor",
+  },
+  "monitoring.coreos.com/v1/PodMonitor": {
+    module: "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor",
+    type: "IPodMonitor",
+  },
+  "monitoring.coreos.com/v1/PrometheusRule": {
+    module: "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule",
+    type: "IPrometheusRule",
+  },
+  "argoproj.io/v1alpha1/Rollout": {
+    module: "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout",
+    type: "IRollout",
+  },
+  "argoproj.io/v1alpha1/AnalysisTemplate": {
+    module: "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/AnalysisTemplate",
+    type: "IAnalysisTemplate",
+  },
 };
 
 /** "apiVersion/Kind" of every custom resource the check knows, so the docs can list what each needs installed. */
@@ -175,12 +202,24 @@ function typeCheck(items: readonly TypedObject[]): ObjectError[] {
     writeFileSync(
       join(dir, "tsconfig.json"),
       JSON.stringify({
-        compilerOptions: { strict: true, noEmit: true, target: "ES2022", module: "ESNext", moduleResolution: "Bundler", skipLibCheck: true, types: [] },
+        compilerOptions: {
+          strict: true,
+          noEmit: true,
+          target: "ES2022",
+          module: "ESNext",
+          moduleResolution: "Bundler",
+          skipLibCheck: true,
+          types: [],
+        },
         files: ["objects.ts"],
       }),
     );
     const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
-    const result = spawnSync(process.execPath, [tsc, "--noEmit", "-p", dir, "--pretty", "false"], { encoding: "utf8", timeout: 120_000, maxBuffer: 64 * 1024 * 1024 });
+    const result = spawnSync(process.execPath, [tsc, "--noEmit", "-p", dir, "--pretty", "false"], {
+      encoding: "utf8",
+      timeout: 120_000,
+      maxBuffer: 64 * 1024 * 1024,
+    });
     if (result.error) throw new Error(`tsc: ${result.error.message}`);
     if (result.status === 0) return [];
     return parseTscOutput(result.stdout, located);
@@ -231,7 +270,10 @@ export function validateRenderings(renderings: readonly Rendering[]): ObjectErro
       } else if (type) {
         typed.push({ ...at, value, type });
       } else {
-        errors.push({ ...at, message: `no type or schema for ${value.apiVersion} ${value.kind}: add one in deploy/src/k8s-check.ts or k8s-crd-schemas.ts` });
+        errors.push({
+          ...at,
+          message: `no type or schema for ${value.apiVersion} ${value.kind}: add one in deploy/src/k8s-check.ts or k8s-crd-schemas.ts`,
+        });
       }
     }
   }

@@ -9,24 +9,48 @@ const str: Schema = { type: "string", minLength: 1 };
 const secretKey: Schema = closed({ name: str, key: str }, ["name", "key"]);
 
 function resource(kind: string, spec: Schema): Schema {
-  return closed({ apiVersion: { const: CNPG }, kind: { const: kind }, metadata, spec }, ["apiVersion", "kind", "metadata", "spec"]);
+  return closed({ apiVersion: { const: CNPG }, kind: { const: kind }, metadata, spec }, [
+    "apiVersion",
+    "kind",
+    "metadata",
+    "spec",
+  ]);
 }
 
 /** Role names PostgreSQL takes unquoted: what the services' DSNs name. */
 const roleName: Schema = { type: "string", pattern: "^[a-z_][a-z0-9_]*$", maxLength: 63 };
 
-const managedRole = closed({ name: roleName, ensure: { enum: ["present", "absent"] }, login: { type: "boolean" }, passwordSecret: localReference, connectionLimit: { type: "integer", minimum: -1 } }, [
-  "name",
-]);
+const managedRole = closed(
+  {
+    name: roleName,
+    ensure: { enum: ["present", "absent"] },
+    login: { type: "boolean" },
+    passwordSecret: localReference,
+    connectionLimit: { type: "integer", minimum: -1 },
+  },
+  ["name"],
+);
 
 const barmanObjectStore = closed(
   {
     destinationPath: { type: "string", pattern: "^(s3|gs|https?)://" },
     endpointURL: { type: "string", pattern: "^https?://" },
     serverName: str,
-    s3Credentials: closed({ accessKeyId: secretKey, secretAccessKey: secretKey, region: secretKey, sessionToken: secretKey, inheritFromIAMRole: { type: "boolean" } }),
-    wal: closed({ compression: { enum: ["bzip2", "gzip", "lz4", "snappy", "xz", "zstd"] }, maxParallel: { type: "integer", minimum: 1 } }),
-    data: closed({ compression: { enum: ["bzip2", "gzip", "lz4", "snappy", "xz", "zstd"] }, jobs: { type: "integer", minimum: 1 } }),
+    s3Credentials: closed({
+      accessKeyId: secretKey,
+      secretAccessKey: secretKey,
+      region: secretKey,
+      sessionToken: secretKey,
+      inheritFromIAMRole: { type: "boolean" },
+    }),
+    wal: closed({
+      compression: { enum: ["bzip2", "gzip", "lz4", "snappy", "xz", "zstd"] },
+      maxParallel: { type: "integer", minimum: 1 },
+    }),
+    data: closed({
+      compression: { enum: ["bzip2", "gzip", "lz4", "snappy", "xz", "zstd"] },
+      jobs: { type: "integer", minimum: 1 },
+    }),
   },
   ["destinationPath"],
 );
@@ -39,12 +63,17 @@ const cluster = resource(
       imageName: str,
       primaryUpdateStrategy: { enum: ["unsupervised", "supervised"] },
       storage: closed({ size: quantity, storageClass: { type: "string" } }, ["size"]),
-      bootstrap: closed({ initdb: closed({ database: str, owner: str, secret: localReference }, ["database", "owner"]) }),
+      bootstrap: closed({
+        initdb: closed({ database: str, owner: str, secret: localReference }, ["database", "owner"]),
+      }),
       managed: closed({ roles: { type: "array", items: managedRole } }),
       certificates: closed({ serverAltDNSNames: { type: "array", items: str } }),
       postgresql: closed({ parameters: stringMap }),
       backup: closed({ barmanObjectStore, retentionPolicy: { type: "string", pattern: "^[1-9][0-9]*[dwm]$" } }),
-      resources: closed({ requests: closed({ cpu: quantity, memory: quantity }), limits: closed({ cpu: quantity, memory: quantity }) }),
+      resources: closed({
+        requests: closed({ cpu: quantity, memory: quantity }),
+        limits: closed({ cpu: quantity, memory: quantity }),
+      }),
       affinity: closed({ enablePodAntiAffinity: { type: "boolean" }, topologyKey: { type: "string" } }),
       monitoring: closed({ enablePodMonitor: { type: "boolean" } }),
     },
@@ -67,7 +96,15 @@ const database = resource(
 );
 
 /** The PgBouncer settings CloudNativePG's webhook accepts in a Pooler (the ones used here; others are refused). */
-const PGBOUNCER_PARAMETERS = ["client_tls_sslmode", "default_pool_size", "max_client_conn", "max_db_connections", "reserve_pool_size", "query_wait_timeout", "server_idle_timeout"];
+const PGBOUNCER_PARAMETERS = [
+  "client_tls_sslmode",
+  "default_pool_size",
+  "max_client_conn",
+  "max_db_connections",
+  "reserve_pool_size",
+  "query_wait_timeout",
+  "server_idle_timeout",
+];
 
 const pooler = resource(
   "Pooler",
@@ -78,7 +115,11 @@ const pooler = resource(
       type: { enum: ["rw", "ro", "r"] },
       pgbouncer: closed({
         poolMode: { enum: ["session", "transaction"] },
-        parameters: { type: "object", propertyNames: { enum: PGBOUNCER_PARAMETERS }, additionalProperties: { type: "string" } },
+        parameters: {
+          type: "object",
+          propertyNames: { enum: PGBOUNCER_PARAMETERS },
+          additionalProperties: { type: "string" },
+        },
       }),
     },
     ["cluster", "pgbouncer"],

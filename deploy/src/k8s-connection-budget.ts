@@ -68,38 +68,74 @@ function workloads(objects: readonly Obj[]): Workload[] {
   const rollouts = objects.filter((o) => o.kind === "Rollout");
   const referenced = new Set(rollouts.map((r) => r.spec?.workloadRef?.name));
   return [
-    ...rollouts.map((r) => ({ object: r, template: r.spec?.template ?? deployments.find((d) => d.metadata.name === r.spec?.workloadRef?.name)?.spec?.template ?? {} })),
-    ...deployments.filter((d) => !referenced.has(d.metadata.name)).map((d) => ({ object: d, template: d.spec?.template ?? {} })),
+    ...rollouts.map((r) => ({
+      object: r,
+      template:
+        r.spec?.template ??
+        deployments.find((d) => d.metadata.name === r.spec?.workloadRef?.name)?.spec?.template ??
+        {},
+    })),
+    ...deployments
+      .filter((d) => !referenced.has(d.metadata.name))
+      .map((d) => ({ object: d, template: d.spec?.template ?? {} })),
   ];
 }
 
-function serviceConnections(service: string, own: readonly Workload[], objects: readonly Obj[], errors: string[]): ServiceConnections {
+function serviceConnections(
+  service: string,
+  own: readonly Workload[],
+  objects: readonly Obj[],
+  errors: string[],
+): ServiceConnections {
   const hpaMax = (w: Workload): number | undefined =>
-    objects.find((o) => o.kind === "HorizontalPodAutoscaler" && o.spec?.scaleTargetRef?.kind === w.object.kind && o.spec?.scaleTargetRef?.name === w.object.metadata.name)?.spec?.maxReplicas;
+    objects.find(
+      (o) =>
+        o.kind === "HorizontalPodAutoscaler" &&
+        o.spec?.scaleTargetRef?.kind === w.object.kind &&
+        o.spec?.scaleTargetRef?.name === w.object.metadata.name,
+    )?.spec?.maxReplicas;
   const bounds = own.map((w) => hpaMax(w) ?? w.object.spec?.replicas ?? 1);
-  const blueGreen = own.some((w) => w.object.spec?.strategy?.blueGreen) || new Set(own.map((w) => w.template.metadata?.labels?.[COLOUR_LABEL]).filter(Boolean)).size > 1;
+  const blueGreen =
+    own.some((w) => w.object.spec?.strategy?.blueGreen) ||
+    new Set(own.map((w) => w.template.metadata?.labels?.[COLOUR_LABEL]).filter(Boolean)).size > 1;
   const surges = own.map((w) => w.object.spec?.strategy?.rollingUpdate?.maxSurge);
   const surge = Math.max(0, ...surges.map((n) => (typeof n === "number" ? n : 0)));
   // Every workload of the service (each colour) must bound its pool; the largest counts.
-  const pools = own.map((w) => Number(w.template.spec?.containers?.flatMap((c) => c.env ?? []).find((e) => e.name.endsWith("_STORE_POOL_SIZE"))?.value));
-  if (pools.some((n) => !Number.isInteger(n) || n < 1)) errors.push(`${service}: no <PREFIX>_STORE_POOL_SIZE: its pool is unbounded by the deployment`);
+  const pools = own.map((w) =>
+    Number(
+      w.template.spec?.containers?.flatMap((c) => c.env ?? []).find((e) => e.name.endsWith("_STORE_POOL_SIZE"))?.value,
+    ),
+  );
+  if (pools.some((n) => !Number.isInteger(n) || n < 1))
+    errors.push(`${service}: no <PREFIX>_STORE_POOL_SIZE: its pool is unbounded by the deployment`);
   const poolSize = Math.max(0, ...pools.filter(Number.isInteger));
   const orchestrator = own[0]?.template.metadata?.labels?.[COMPONENT_LABEL] === "orchestrator";
-  return { service, peakPods: Math.max(...bounds) * (blueGreen ? 2 : 1) + surge, poolSize, listeners: orchestrator ? 1 : 0 };
+  return {
+    service,
+    peakPods: Math.max(...bounds) * (blueGreen ? 2 : 1) + surge,
+    poolSize,
+    listeners: orchestrator ? 1 : 0,
+  };
 }
 
 function poolerConnections(cluster: Obj, objects: readonly Obj[], errors: string[]): number {
-  const databases = objects.filter((o) => o.kind === "Database" && o.spec?.cluster?.name === cluster.metadata.name).length;
+  const databases = objects.filter(
+    (o) => o.kind === "Database" && o.spec?.cluster?.name === cluster.metadata.name,
+  ).length;
   let total = 0;
   for (const pooler of objects.filter((o) => o.kind === "Pooler" && o.spec?.cluster?.name === cluster.metadata.name)) {
     const { poolMode, parameters = {} } = pooler.spec?.pgbouncer ?? {};
-    if (poolMode !== "session") errors.push(`Pooler ${pooler.metadata.name}: poolMode ${poolMode ?? "(default)"} breaks LISTEN and named prepared statements; use session`);
+    if (poolMode !== "session")
+      errors.push(
+        `Pooler ${pooler.metadata.name}: poolMode ${poolMode ?? "(default)"} breaks LISTEN and named prepared statements; use session`,
+      );
     const perDatabase = Number(parameters.max_db_connections);
     if (!Number.isInteger(perDatabase) || perDatabase < 1) {
       errors.push(`Pooler ${pooler.metadata.name}: no max_db_connections, so its server connections are unbounded`);
       continue;
     }
-    if (Number(parameters.default_pool_size ?? 20) > perDatabase) errors.push(`Pooler ${pooler.metadata.name}: default_pool_size above max_db_connections`);
+    if (Number(parameters.default_pool_size ?? 20) > perDatabase)
+      errors.push(`Pooler ${pooler.metadata.name}: default_pool_size above max_db_connections`);
     // Each database it serves, and `postgres`, where its auth_query runs.
     total += (pooler.spec?.instances ?? 1) * perDatabase * (databases + 1);
   }
@@ -126,13 +162,25 @@ export function connectionBudget(rendering: Rendering): ConnectionBudget | null 
   const total = stores + pooler + reserved + OPERATOR_HEADROOM_CONNECTIONS;
   // PostgreSQL's own default where the Cluster leaves it unset.
   const maxConnections = cluster ? Number(parameters.max_connections ?? 100) : undefined;
-  if (maxConnections !== undefined && total > maxConnections) errors.push(`${total} connections at the peak exceed max_connections ${maxConnections}`);
-  return { rendering: rendering.name, services, pooler, reserved, headroom: OPERATOR_HEADROOM_CONNECTIONS, total, maxConnections, errors };
+  if (maxConnections !== undefined && total > maxConnections)
+    errors.push(`${total} connections at the peak exceed max_connections ${maxConnections}`);
+  return {
+    rendering: rendering.name,
+    services,
+    pooler,
+    reserved,
+    headroom: OPERATOR_HEADROOM_CONNECTIONS,
+    total,
+    maxConnections,
+    errors,
+  };
 }
 
 /** One line an operator reads: the sum, its parts, and what it is held against. */
 export function describeBudget(budget: ConnectionBudget): string {
-  const parts = budget.services.map((s) => `${s.service} ${s.peakPods} pods × (${s.poolSize}${s.listeners ? ` + ${s.listeners} LISTEN` : ""})`);
+  const parts = budget.services.map(
+    (s) => `${s.service} ${s.peakPods} pods × (${s.poolSize}${s.listeners ? ` + ${s.listeners} LISTEN` : ""})`,
+  );
   if (budget.pooler > 0) parts.push(`Pooler ${budget.pooler}`);
   parts.push(`reserved ${budget.reserved}`, `headroom ${budget.headroom}`);
   const against =

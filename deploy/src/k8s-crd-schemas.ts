@@ -4,7 +4,11 @@
 import { CNPG_SCHEMAS } from "./k8s-cnpg-schemas.js";
 import { metadata, type Schema } from "./k8s-schema-parts.js";
 
-const labelName: Schema = { type: "string", pattern: "^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", maxLength: 316 };
+const labelName: Schema = {
+  type: "string",
+  pattern: "^([a-z0-9.-]+/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+  maxLength: 316,
+};
 
 /** Chaos Mesh `PodChaos` (chaos-mesh.org/v1alpha1), the pod-kill drills. */
 const podChaos: Schema = {
@@ -30,7 +34,12 @@ const podChaos: Schema = {
           required: ["labelSelectors"],
           properties: {
             namespaces: { type: "array", minItems: 1, items: { type: "string", minLength: 1 } },
-            labelSelectors: { type: "object", minProperties: 1, propertyNames: labelName, additionalProperties: { type: "string" } },
+            labelSelectors: {
+              type: "object",
+              minProperties: 1,
+              propertyNames: labelName,
+              additionalProperties: { type: "string" },
+            },
           },
         },
         gracePeriod: { type: "integer", minimum: 0 },

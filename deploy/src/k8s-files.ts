@@ -5,10 +5,25 @@
 import { join } from "node:path";
 import { type ServiceSpec, smokeCallOf } from "@loopguard/tool-sdk";
 import { storePoolSizes } from "./postgres-budget.js";
-import { horizontalPodAutoscaler, podSelector, podDisruptionBudget, postgresEgress, postgresStore, prometheusRule, serviceMonitor, serviceObjects, sqliteVolume } from "./k8s-objects.js";
+import {
+  horizontalPodAutoscaler,
+  podSelector,
+  podDisruptionBudget,
+  postgresEgress,
+  postgresStore,
+  prometheusRule,
+  serviceMonitor,
+  serviceObjects,
+  sqliteVolume,
+} from "./k8s-objects.js";
 import { shippedPodKills } from "./drills/pod-chaos.js";
 import { drillRunnerNetworkPolicies, drillRunnerRbac, drillRunnerTemplate } from "./drills/runner-objects.js";
-import { migrateInitContainer, migrateJob, migrationStepPatch, waitForSchemaInitContainer } from "./k8s-migration-objects.js";
+import {
+  migrateInitContainer,
+  migrateJob,
+  migrationStepPatch,
+  waitForSchemaInitContainer,
+} from "./k8s-migration-objects.js";
 import {
   activeServicePatch,
   analysisTemplate,
@@ -42,7 +57,15 @@ export const RELEASE_COMPONENTS = ["argo-rollouts", "plain-blue-green"] as const
 export type ReleasePath = (typeof RELEASE_COMPONENTS)[number];
 
 /** Components whose content is generated, by folder name. */
-export const GENERATED_COMPONENTS = ["monitoring", "high-availability", "sqlite-volumes", "postgres-stores", "chaos-drills", "patrol", ...RELEASE_COMPONENTS] as const;
+export const GENERATED_COMPONENTS = [
+  "monitoring",
+  "high-availability",
+  "sqlite-volumes",
+  "postgres-stores",
+  "chaos-drills",
+  "patrol",
+  ...RELEASE_COMPONENTS,
+] as const;
 
 /** A kustomize patch file; with a target it applies to every object the target selects (none is no error). */
 type Patch = { readonly path: string; readonly target?: object };
@@ -51,7 +74,11 @@ function kustomization(resources: readonly string[]): object {
   return { apiVersion: "kustomize.config.k8s.io/v1beta1", kind: "Kustomization", resources };
 }
 
-function component(resources: readonly string[], patches: readonly Patch[] = [], replacements: readonly object[] = []): object {
+function component(
+  resources: readonly string[],
+  patches: readonly Patch[] = [],
+  replacements: readonly object[] = [],
+): object {
   return {
     apiVersion: "kustomize.config.k8s.io/v1alpha1",
     kind: "Component",
@@ -73,11 +100,15 @@ export interface SloInputs {
 export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs): Map<string, string> {
   const files = new Map<string, string>();
   const put = (dir: string, name: string, content: object | object[]) =>
-    files.set(join(dir, name), Array.isArray(content) ? toYamlDocuments(content, GENERATED_HEADER) : toYaml(content, GENERATED_HEADER));
+    files.set(
+      join(dir, name),
+      Array.isArray(content) ? toYamlDocuments(content, GENERATED_HEADER) : toYaml(content, GENERATED_HEADER),
+    );
   const stateful = services.filter((s) => s.stateful);
   const tools = services.filter((s) => s.kind === "tool");
   // Patches of a service's Deployment reach every Deployment of it: both colours of a blue-green tool.
-  const ofWorkloads = (names: readonly ServiceSpec[], file: (s: ServiceSpec) => string): Patch[] => names.map((s) => ({ path: file(s), target: workloadTarget(s) }));
+  const ofWorkloads = (names: readonly ServiceSpec[], file: (s: ServiceSpec) => string): Patch[] =>
+    names.map((s) => ({ path: file(s), target: workloadTarget(s) }));
   const perService = (name: string) => services.map((s) => `${s.name}.${name}.yaml`);
 
   for (const spec of services) put(BASE_SERVICES_DIR, `${spec.name}.yaml`, serviceObjects(spec, services));
@@ -89,7 +120,8 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   put(monitoring, "kustomization.yaml", component([...perService("service-monitor"), "prometheus-rule.yaml"]));
 
   const highAvailability = join(COMPONENTS_DIR, "high-availability");
-  for (const spec of services) put(highAvailability, `${spec.name}.yaml`, [horizontalPodAutoscaler(spec), podDisruptionBudget(spec)]);
+  for (const spec of services)
+    put(highAvailability, `${spec.name}.yaml`, [horizontalPodAutoscaler(spec), podDisruptionBudget(spec)]);
   put(highAvailability, "kustomization.yaml", component(services.map((s) => `${s.name}.yaml`)));
 
   const sqlite = join(COMPONENTS_DIR, "sqlite-volumes");
@@ -104,7 +136,10 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
     "kustomization.yaml",
     component(
       stateful.map((s) => `${s.name}.claim.yaml`),
-      [...ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`), ...ofWorkloads(stateful, (s) => `${s.name}.migration.patch.yaml`)],
+      [
+        ...ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`),
+        ...ofWorkloads(stateful, (s) => `${s.name}.migration.patch.yaml`),
+      ],
     ),
   );
 
@@ -121,14 +156,18 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
     "kustomization.yaml",
     component(
       ["network-policy.yaml", ...stateful.map((s) => `${s.name}.migrate-job.yaml`)],
-      [...ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`), ...ofWorkloads(stateful, (s) => `${s.name}.migration.patch.yaml`)],
+      [
+        ...ofWorkloads(stateful, (s) => `${s.name}.patch.yaml`),
+        ...ofWorkloads(stateful, (s) => `${s.name}.migration.patch.yaml`),
+      ],
     ),
   );
 
   const byTool = (kind: string, s: ServiceSpec) => ({ kind, name: s.name });
   const methodsOf = (spec: ServiceSpec) => {
     const methods = slo.methods.filter((m) => m.tool === spec.name);
-    if (methods.length === 0) throw new Error(`${spec.name}: no unary method with an SLO, so a release gate would judge nothing`);
+    if (methods.length === 0)
+      throw new Error(`${spec.name}: no unary method with an SLO, so a release gate would judge nothing`);
     return methods;
   };
   // Both release paths send the smoke calls from Jobs: their identity and the policies that let them in.
@@ -137,7 +176,12 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   put(argo, "smoke-checks.yaml", smokeObjects);
   for (const spec of tools) {
     const methods = methodsOf(spec);
-    put(argo, `${spec.name}.yaml`, [rollout(spec), previewService(spec), analysisTemplate(spec, methods, smokeCallOf(methods[0]!.method.parent)), metricsService(spec)]);
+    put(argo, `${spec.name}.yaml`, [
+      rollout(spec),
+      previewService(spec),
+      analysisTemplate(spec, methods, smokeCallOf(methods[0]!.method.parent)),
+      metricsService(spec),
+    ]);
     put(argo, `${spec.name}.deployment.patch.yaml`, rolloutTemplatePatch(spec));
     put(argo, `${spec.name}.hpa.patch.yaml`, rolloutAutoscalerPatch(spec));
     put(argo, `${spec.name}.service-monitor.patch.yaml`, serviceMonitorPatch(spec, [ARGO_HASH_LABEL]));
@@ -159,7 +203,11 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   const plain = join(COMPONENTS_DIR, "plain-blue-green");
   put(plain, "smoke-checks.yaml", smokeObjects);
   for (const spec of tools) {
-    put(plain, `${spec.name}.yaml`, [greenDeployment(spec), previewService(spec, { ...podSelector(spec), [COLOUR_LABEL]: "green" }), metricsService(spec)]);
+    put(plain, `${spec.name}.yaml`, [
+      greenDeployment(spec),
+      previewService(spec, { ...podSelector(spec), [COLOUR_LABEL]: "green" }),
+      metricsService(spec),
+    ]);
     // A JSON patch: one document holding the list of operations.
     files.set(join(plain, `${spec.name}.blue.patch.yaml`), toYaml(blueDeploymentPatch(spec), GENERATED_HEADER));
     put(plain, `${spec.name}.service.patch.yaml`, activeServicePatch(spec, "blue"));
@@ -184,7 +232,16 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   put(chaos, "drill-runner.rbac.yaml", drillRunnerRbac());
   put(chaos, "drill-runner.job.yaml", drillRunnerTemplate(services));
   put(chaos, "drill-runner.network-policy.yaml", drillRunnerNetworkPolicies(services));
-  put(chaos, "kustomization.yaml", component([...perService("pod-kill"), "drill-runner.rbac.yaml", "drill-runner.job.yaml", "drill-runner.network-policy.yaml"]));
+  put(
+    chaos,
+    "kustomization.yaml",
+    component([
+      ...perService("pod-kill"),
+      "drill-runner.rbac.yaml",
+      "drill-runner.job.yaml",
+      "drill-runner.network-policy.yaml",
+    ]),
+  );
   return files;
 }
 

@@ -11,7 +11,18 @@
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Job } from "kubernetes-types/batch/v1.js";
 import type { Container, EnvVar, PodSpec, Volume, VolumeMount } from "kubernetes-types/core/v1.js";
-import { DATA_DIR, HARDENED_CONTAINER, NAMESPACE, POSTGRES_CA_MOUNT, POSTGRES_CA_VOLUME, POSTGRES_CLIENT_LABEL, RUN_AS, secretFile, seedDemoOff, storeSecret } from "./k8s-objects.js";
+import {
+  DATA_DIR,
+  HARDENED_CONTAINER,
+  NAMESPACE,
+  POSTGRES_CA_MOUNT,
+  POSTGRES_CA_VOLUME,
+  POSTGRES_CLIENT_LABEL,
+  RUN_AS,
+  secretFile,
+  seedDemoOff,
+  storeSecret,
+} from "./k8s-objects.js";
 
 /** How long a new pod waits in its init container for the migrate Job before it fails and is restarted. */
 export const SCHEMA_WAIT_SECONDS = 900;
@@ -44,7 +55,10 @@ function secretMounts(spec: ServiceSpec): { env: EnvVar[]; volumes: Volume[]; mo
   const files = Object.entries(spec.secretFiles).map(([name, ref]) => ({ name, file: secretFile(ref) }));
   return {
     env: files.map(({ name, file }) => ({ name, value: file.path })),
-    volumes: files.map(({ file }) => ({ name: file.secret, secret: { secretName: file.secret, items: [{ key: file.key, path: file.key }], defaultMode: 0o440 } })),
+    volumes: files.map(({ file }) => ({
+      name: file.secret,
+      secret: { secretName: file.secret, items: [{ key: file.key, path: file.key }], defaultMode: 0o440 },
+    })),
     mounts: files.map(({ file }) => ({ name: file.secret, mountPath: file.dir, readOnly: true })),
   };
 }
@@ -60,7 +74,13 @@ function postgresAccess(spec: ServiceSpec): StoreAccess {
 }
 
 /** `node dist/main.js <args>` from the service's image, with its store and secrets, hardened as the serving container. */
-export function schemaContainer(spec: ServiceSpec, name: string, args: readonly string[], store: StoreAccess, image = `loopguard/${spec.name}`): Container {
+export function schemaContainer(
+  spec: ServiceSpec,
+  name: string,
+  args: readonly string[],
+  store: StoreAccess,
+  image = `loopguard/${spec.name}`,
+): Container {
   const secrets = secretMounts(spec);
   return {
     name,
@@ -70,13 +90,23 @@ export function schemaContainer(spec: ServiceSpec, name: string, args: readonly 
     env: [...store.env, { name: "LOOPGUARD_DATA_DIR", value: DATA_DIR }, ...secrets.env],
     resources: { requests: { cpu: "50m", memory: "96Mi" }, limits: { cpu: "1", memory: "256Mi" } },
     securityContext: HARDENED_CONTAINER,
-    volumeMounts: [{ name: "data", mountPath: DATA_DIR }, { name: "tmp", mountPath: "/tmp" }, ...secrets.mounts, ...store.mounts],
+    volumeMounts: [
+      { name: "data", mountPath: DATA_DIR },
+      { name: "tmp", mountPath: "/tmp" },
+      ...secrets.mounts,
+      ...store.mounts,
+    ],
   };
 }
 
 /** PostgreSQL: the pod waits for the schema its image needs; the migrate Job applies it. */
 export function waitForSchemaInitContainer(spec: ServiceSpec): Container {
-  return schemaContainer(spec, WAIT_FOR_SCHEMA, [WAIT_FOR_SCHEMA, "--timeout", String(SCHEMA_WAIT_SECONDS)], postgresAccess(spec));
+  return schemaContainer(
+    spec,
+    WAIT_FOR_SCHEMA,
+    [WAIT_FOR_SCHEMA, "--timeout", String(SCHEMA_WAIT_SECONDS)],
+    postgresAccess(spec),
+  );
 }
 
 /** SQLite: the pod migrates its own file before serving; SQLite's write lock keeps a second opener out. */
@@ -91,15 +121,30 @@ export function migratePodSpec(spec: ServiceSpec, image?: string): PodSpec {
     automountServiceAccountToken: false,
     enableServiceLinks: false,
     restartPolicy: "Never",
-    securityContext: { runAsNonRoot: true, runAsUser: RUN_AS, runAsGroup: RUN_AS, fsGroup: RUN_AS, seccompProfile: { type: "RuntimeDefault" } },
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: RUN_AS,
+      runAsGroup: RUN_AS,
+      fsGroup: RUN_AS,
+      seccompProfile: { type: "RuntimeDefault" },
+    },
     containers: [schemaContainer(spec, "migrate", ["migrate"], postgresAccess(spec), image)],
-    volumes: [{ name: "data", emptyDir: { sizeLimit: "64Mi" } }, { name: "tmp", emptyDir: { sizeLimit: "64Mi" } }, ...secretMounts(spec).volumes, POSTGRES_CA_VOLUME],
+    volumes: [
+      { name: "data", emptyDir: { sizeLimit: "64Mi" } },
+      { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
+      ...secretMounts(spec).volumes,
+      POSTGRES_CA_VOLUME,
+    ],
   };
 }
 
 export function migrateJobLabels(spec: ServiceSpec): Record<string, string> {
   // Not the service's own name label: its Service, PDB and policies select pods by that.
-  return { "app.kubernetes.io/name": migrateJobName(spec), "app.kubernetes.io/component": MIGRATION_COMPONENT, "app.kubernetes.io/part-of": "loopguard" };
+  return {
+    "app.kubernetes.io/name": migrateJobName(spec),
+    "app.kubernetes.io/component": MIGRATION_COMPONENT,
+    "app.kubernetes.io/part-of": "loopguard",
+  };
 }
 
 /** One run of `migrate` per release, before the new pods serve (they wait for it in wait-for-schema). */
@@ -114,7 +159,10 @@ export function migrateJob(spec: ServiceSpec, name = migrateJobName(spec), image
       backoffLimit: 1,
       activeDeadlineSeconds: MIGRATE_DEADLINE_SECONDS,
       ttlSecondsAfterFinished: MIGRATE_JOB_TTL_SECONDS,
-      template: { metadata: { labels: { ...labels, [POSTGRES_CLIENT_LABEL]: "true" } }, spec: migratePodSpec(spec, image) },
+      template: {
+        metadata: { labels: { ...labels, [POSTGRES_CLIENT_LABEL]: "true" } },
+        spec: migratePodSpec(spec, image),
+      },
     },
   };
 }
@@ -125,6 +173,8 @@ export function migrationStepPatch(spec: ServiceSpec, init: Container): object {
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name: spec.name, namespace: NAMESPACE },
-    spec: { template: { spec: { initContainers: [init], containers: [{ name: spec.name, env: [migrateOnStartEnv(spec)] }] } } },
+    spec: {
+      template: { spec: { initContainers: [init], containers: [{ name: spec.name, env: [migrateOnStartEnv(spec)] }] } },
+    },
   };
 }

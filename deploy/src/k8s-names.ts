@@ -40,12 +40,21 @@ function keySegment(key: string): string {
 
 /** A list element as a segment: by its name when it has one (stable under patches), else by index. */
 function elementSegment(element: YamlValue, index: number): string {
-  const name = typeof element === "object" && element !== null && !Array.isArray(element) ? (element as Record<string, YamlValue>).name : undefined;
+  const name =
+    typeof element === "object" && element !== null && !Array.isArray(element)
+      ? (element as Record<string, YamlValue>).name
+      : undefined;
   return typeof name === "string" ? `[name=${name}]` : String(index);
 }
 
 /** Where `value` (a whole label value, or the namespace part of a `<service>.<namespace>.svc` name) appears in `node`. */
-function occurrences(node: YamlValue, namespace: string, path: readonly string[], key: string | undefined, found: { path: string; index?: number }[]): void {
+function occurrences(
+  node: YamlValue,
+  namespace: string,
+  path: readonly string[],
+  key: string | undefined,
+  found: { path: string; index?: number }[],
+): void {
   if (typeof node === "string") {
     if (key === NAMESPACE_LABEL && node === namespace) found.push({ path: path.join(".") });
     const at = node.indexOf(`.${namespace}.svc`);
@@ -53,7 +62,8 @@ function occurrences(node: YamlValue, namespace: string, path: readonly string[]
     return;
   }
   if (Array.isArray(node)) {
-    for (const [i, element] of (node as readonly YamlValue[]).entries()) occurrences(element, namespace, [...path, elementSegment(element, i)], undefined, found);
+    for (const [i, element] of (node as readonly YamlValue[]).entries())
+      occurrences(element, namespace, [...path, elementSegment(element, i)], undefined, found);
     return;
   }
   if (typeof node === "object" && node !== null) {
@@ -65,7 +75,10 @@ function occurrences(node: YamlValue, namespace: string, path: readonly string[]
 function sources(): { namespace: string; source: object }[] {
   return [
     { namespace: NAMESPACE, source: { kind: "Namespace", fieldPath: "metadata.name" } },
-    ...Object.entries(OUTSIDE_NAMESPACES).map(([key, namespace]) => ({ namespace, source: { kind: "ConfigMap", name: NAMES_CONFIG_MAP, fieldPath: `data.${key}` } })),
+    ...Object.entries(OUTSIDE_NAMESPACES).map(([key, namespace]) => ({
+      namespace,
+      source: { kind: "ConfigMap", name: NAMES_CONFIG_MAP, fieldPath: `data.${key}` },
+    })),
   ];
 }
 
@@ -78,7 +91,8 @@ export function namesReplacements(objects: readonly YamlValue[]): object[] {
       const { kind, metadata } = object as { kind?: string; metadata?: { name?: string } };
       if (typeof kind !== "string" || typeof metadata?.name !== "string") continue;
       const found: { path: string; index?: number }[] = [];
-      for (const [k, v] of Object.entries(object)) if (k !== "metadata") occurrences(v, namespace, [keySegment(k)], k, found);
+      for (const [k, v] of Object.entries(object))
+        if (k !== "metadata") occurrences(v, namespace, [keySegment(k)], k, found);
       for (const { path, index } of found) {
         const id = `${kind}/${metadata.name}/${path}/${index ?? ""}`;
         const options = index === undefined ? {} : { options: { delimiter: ".", index } };
@@ -106,13 +120,19 @@ export function declaredObjects(repoRoot: string, generated: ReadonlyMap<string,
       return isFile(path) ? [path] : resourceFiles(path);
     });
   };
-  const components = [...new Set([...readdirSync(join(repoRoot, COMPONENTS_DIR)), ...GENERATED_COMPONENTS])].map((name) => join(COMPONENTS_DIR, name));
-  return [join(K8S_DIR, "base"), ...components].flatMap(resourceFiles).flatMap((path) => parseYamlDocuments(read(path), path) as YamlValue[]);
+  const components = [...new Set([...readdirSync(join(repoRoot, COMPONENTS_DIR)), ...GENERATED_COMPONENTS])].map(
+    (name) => join(COMPONENTS_DIR, name),
+  );
+  return [join(K8S_DIR, "base"), ...components]
+    .flatMap(resourceFiles)
+    .flatMap((path) => parseYamlDocuments(read(path), path) as YamlValue[]);
 }
 
 /** Every overlay's replacements file, path relative to the repository root → the objects to write. */
 export function overlayNamesFiles(repoRoot: string, generated: ReadonlyMap<string, string>): Map<string, object[]> {
   const replacements = namesReplacements(declaredObjects(repoRoot, generated));
-  const overlays = readdirSync(join(repoRoot, OVERLAYS_DIR)).filter((name) => existsSync(join(repoRoot, OVERLAYS_DIR, name, "kustomization.yaml")));
+  const overlays = readdirSync(join(repoRoot, OVERLAYS_DIR)).filter((name) =>
+    existsSync(join(repoRoot, OVERLAYS_DIR, name, "kustomization.yaml")),
+  );
   return new Map(overlays.map((name) => [join(OVERLAYS_DIR, name, NAMES_REPLACEMENTS_FILE), replacements]));
 }

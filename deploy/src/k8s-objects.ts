@@ -8,11 +8,28 @@ import type { IServiceMonitor } from "@kubernetes-models/prometheus-operator/mon
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
-import type { Container, EnvVar, PersistentVolumeClaim, Probe, SecurityContext, Service, ServiceAccount, Volume, VolumeMount } from "kubernetes-types/core/v1.js";
+import type {
+  Container,
+  EnvVar,
+  PersistentVolumeClaim,
+  Probe,
+  SecurityContext,
+  Service,
+  ServiceAccount,
+  Volume,
+  VolumeMount,
+} from "kubernetes-types/core/v1.js";
 import type { ObjectMeta } from "kubernetes-types/meta/v1.js";
 import type { NetworkPolicy, NetworkPolicyPeer } from "kubernetes-types/networking/v1.js";
 import type { PodDisruptionBudget } from "kubernetes-types/policy/v1.js";
-import { CPU_REQUEST_MILLICORES, PRE_STOP_SECONDS, SHUTDOWN_GRACE_MS, STARTUP_PERIOD_SECONDS, startupBudgetSeconds, TERMINATION_GRACE_SECONDS } from "./pod-timings.js";
+import {
+  CPU_REQUEST_MILLICORES,
+  PRE_STOP_SECONDS,
+  SHUTDOWN_GRACE_MS,
+  STARTUP_PERIOD_SECONDS,
+  startupBudgetSeconds,
+  TERMINATION_GRACE_SECONDS,
+} from "./pod-timings.js";
 import type { RuleFile } from "./slo-rules.js";
 
 export const NAMESPACE = "loopguard";
@@ -45,7 +62,11 @@ const PORT_GRPC = "grpc";
 const PORT_HTTP = "http";
 
 export function appLabels(spec: ServiceSpec): Record<string, string> {
-  return { "app.kubernetes.io/name": spec.name, "app.kubernetes.io/component": spec.kind, "app.kubernetes.io/part-of": "loopguard" };
+  return {
+    "app.kubernetes.io/name": spec.name,
+    "app.kubernetes.io/component": spec.kind,
+    "app.kubernetes.io/part-of": "loopguard",
+  };
 }
 
 export function podSelector(spec: ServiceSpec): Record<string, string> {
@@ -74,7 +95,10 @@ export function secretFile(ref: string): { secret: string; key: string; dir: str
 
 /** Variable → secret file of a service: the JWKS every service verifies tokens with, plus its own. */
 function secretFilesOf(spec: ServiceSpec): [string, ReturnType<typeof secretFile>][] {
-  return Object.entries({ LOOPGUARD_JWKS_FILE: JWKS_SECRET, ...spec.secretFiles }).map(([name, ref]) => [name, secretFile(ref)]);
+  return Object.entries({ LOOPGUARD_JWKS_FILE: JWKS_SECRET, ...spec.secretFiles }).map(([name, ref]) => [
+    name,
+    secretFile(ref),
+  ]);
 }
 
 function grpcProbe(spec: ServiceSpec, periodSeconds: number, failureThreshold: number, timeoutSeconds = 1): Probe {
@@ -93,7 +117,10 @@ function env(spec: ServiceSpec, tools: readonly ServiceSpec[]): EnvVar[] {
   ];
   // The orchestrator reaches every tool through its headless Service: grpc-js resolves every
   // ready pod's address and balances per call (round_robin).
-  const targets = spec.kind === "orchestrator" ? tools.map((t) => ({ name: `${t.envPrefix}_ADDR`, value: `dns:///${serviceHost(t.name)}:${t.port}` })) : [];
+  const targets =
+    spec.kind === "orchestrator"
+      ? tools.map((t) => ({ name: `${t.envPrefix}_ADDR`, value: `dns:///${serviceHost(t.name)}:${t.port}` }))
+      : [];
   return [...own, ...targets];
 }
 
@@ -103,9 +130,16 @@ function volumes(spec: ServiceSpec): { volumes: Volume[]; mounts: VolumeMount[] 
     volumes: [
       { name: "data", emptyDir: { sizeLimit: "1Gi" } },
       { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
-      ...secrets.map((file) => ({ name: file.secret, secret: { secretName: file.secret, items: [{ key: file.key, path: file.key }], defaultMode: 0o440 } })),
+      ...secrets.map((file) => ({
+        name: file.secret,
+        secret: { secretName: file.secret, items: [{ key: file.key, path: file.key }], defaultMode: 0o440 },
+      })),
     ],
-    mounts: [{ name: "data", mountPath: DATA_DIR }, { name: "tmp", mountPath: "/tmp" }, ...secrets.map((file) => ({ name: file.secret, mountPath: file.dir, readOnly: true }))],
+    mounts: [
+      { name: "data", mountPath: DATA_DIR },
+      { name: "tmp", mountPath: "/tmp" },
+      ...secrets.map((file) => ({ name: file.secret, mountPath: file.dir, readOnly: true })),
+    ],
   };
 }
 
@@ -196,7 +230,15 @@ export function deployment(spec: ServiceSpec, tools: readonly ServiceSpec[]): De
           topologySpreadConstraints: [spread("topology.kubernetes.io/zone"), spread("kubernetes.io/hostname")],
           affinity: {
             podAntiAffinity: {
-              preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, podAffinityTerm: { topologyKey: "kubernetes.io/hostname", labelSelector: { matchLabels: podSelector(spec) } } }],
+              preferredDuringSchedulingIgnoredDuringExecution: [
+                {
+                  weight: 100,
+                  podAffinityTerm: {
+                    topologyKey: "kubernetes.io/hostname",
+                    labelSelector: { matchLabels: podSelector(spec) },
+                  },
+                },
+              ],
             },
           },
           containers: [container(spec, tools, mounts)],
@@ -231,7 +273,14 @@ function networkPolicy(spec: ServiceSpec, services: readonly ServiceSpec[]): Net
         { from: grpcFrom, ports: [{ protocol: "TCP", port: spec.port }] },
         { from: httpFrom, ports: [{ protocol: "TCP", port: spec.metricsPort }] },
       ],
-      ...(spec.kind === "orchestrator" ? { egress: tools.map((t) => ({ to: [{ podSelector: { matchLabels: podSelector(t) } }], ports: [{ protocol: "TCP", port: t.port }] })) } : {}),
+      ...(spec.kind === "orchestrator"
+        ? {
+            egress: tools.map((t) => ({
+              to: [{ podSelector: { matchLabels: podSelector(t) } }],
+              ports: [{ protocol: "TCP", port: t.port }],
+            })),
+          }
+        : {}),
     },
   };
 }
@@ -261,7 +310,12 @@ export function prometheusRule(rules: RuleFile): IPrometheusRule {
     apiVersion: "monitoring.coreos.com/v1",
     kind: "PrometheusRule",
     metadata: { name: "loopguard-slo", namespace: NAMESPACE, labels: { "app.kubernetes.io/part-of": "loopguard" } },
-    spec: { groups: rules.groups.map((group) => ({ name: group.name, rules: group.rules as NonNullable<IPrometheusRule["spec"]["groups"]>[number]["rules"] })) },
+    spec: {
+      groups: rules.groups.map((group) => ({
+        name: group.name,
+        rules: group.rules as NonNullable<IPrometheusRule["spec"]["groups"]>[number]["rules"],
+      })),
+    },
   };
 }
 
@@ -279,7 +333,9 @@ export function horizontalPodAutoscaler(spec: ServiceSpec): HorizontalPodAutosca
       scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: spec.name },
       minReplicas: 2,
       maxReplicas: maxReplicas(spec),
-      metrics: [{ type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 70 } } }],
+      metrics: [
+        { type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: 70 } } },
+      ],
       behavior: {
         scaleUp: { stabilizationWindowSeconds: 0, policies: [{ type: "Pods", value: 2, periodSeconds: 30 }] },
         scaleDown: { stabilizationWindowSeconds: 300, policies: [{ type: "Pods", value: 1, periodSeconds: 60 }] },
@@ -307,12 +363,19 @@ export function storeSecret(spec: ServiceSpec): string {
 }
 
 /** A strategic-merge patch of a service's Deployment: `pod` merges into the pod template. */
-function deploymentPatch(spec: ServiceSpec, deploymentSpec: Record<string, unknown>, pod: { labels?: Record<string, string>; spec: Record<string, unknown> }): object {
+function deploymentPatch(
+  spec: ServiceSpec,
+  deploymentSpec: Record<string, unknown>,
+  pod: { labels?: Record<string, string>; spec: Record<string, unknown> },
+): object {
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name: spec.name, namespace: NAMESPACE },
-    spec: { ...deploymentSpec, template: { ...(pod.labels ? { metadata: { labels: pod.labels } } : {}), spec: pod.spec } },
+    spec: {
+      ...deploymentSpec,
+      template: { ...(pod.labels ? { metadata: { labels: pod.labels } } : {}), spec: pod.spec },
+    },
   };
 }
 
@@ -335,7 +398,12 @@ export function sqliteVolume(spec: ServiceSpec): { claim: PersistentVolumeClaim;
       { strategy: { type: "Recreate", rollingUpdate: null } },
       {
         spec: {
-          containers: [{ name: spec.name, env: [{ name: `${spec.envPrefix}_STORE`, value: `sqlite:${DATA_DIR}/${spec.name}.db` }] }],
+          containers: [
+            {
+              name: spec.name,
+              env: [{ name: `${spec.envPrefix}_STORE`, value: `sqlite:${DATA_DIR}/${spec.name}.db` }],
+            },
+          ],
           volumes: [{ name: "data", emptyDir: null, persistentVolumeClaim: { claimName } }],
         },
       },
@@ -363,7 +431,10 @@ export const POSTGRES_CA_FILE = `${POSTGRES_CA_DIR}/ca.crt`;
  */
 /** The database's CA (ca.crt only), mounted where the DSNs' sslrootcert points, for every container that connects. */
 export const POSTGRES_CA_MOUNT: VolumeMount = { name: POSTGRES_CA_SECRET, mountPath: POSTGRES_CA_DIR, readOnly: true };
-export const POSTGRES_CA_VOLUME: Volume = { name: POSTGRES_CA_SECRET, secret: { secretName: POSTGRES_CA_SECRET, items: [{ key: "ca.crt", path: "ca.crt" }], defaultMode: 0o440 } };
+export const POSTGRES_CA_VOLUME: Volume = {
+  name: POSTGRES_CA_SECRET,
+  secret: { secretName: POSTGRES_CA_SECRET, items: [{ key: "ca.crt", path: "ca.crt" }], defaultMode: 0o440 },
+};
 
 /** The stateful tools seed demo rows (orders; customers, by a migration), never on a production database; the orchestrator's sessions have none. */
 export function seedDemoOff(spec: ServiceSpec): EnvVar[] {
@@ -381,7 +452,10 @@ export function postgresStore(spec: ServiceSpec, poolSize: number): object {
     {},
     {
       labels: { [POSTGRES_CLIENT_LABEL]: "true" },
-      spec: { containers: [{ name: spec.name, env, volumeMounts: [POSTGRES_CA_MOUNT] }], volumes: [POSTGRES_CA_VOLUME] },
+      spec: {
+        containers: [{ name: spec.name, env, volumeMounts: [POSTGRES_CA_MOUNT] }],
+        volumes: [POSTGRES_CA_VOLUME],
+      },
     },
   );
 }

@@ -75,7 +75,11 @@ export function metricsService(spec: ServiceSpec): Service {
   const service = headlessService(spec);
   return {
     ...service,
-    metadata: { ...service.metadata, name: `${spec.name}-metrics`, labels: { ...service.metadata!.labels, [METRICS_SERVICE_LABEL]: "all-pods" } },
+    metadata: {
+      ...service.metadata,
+      name: `${spec.name}-metrics`,
+      labels: { ...service.metadata!.labels, [METRICS_SERVICE_LABEL]: "all-pods" },
+    },
     spec: { ...service.spec, ports: service.spec!.ports!.filter((p) => p.name === "http") },
   };
 }
@@ -106,27 +110,38 @@ export function serviceMonitorPatch(spec: ServiceSpec, podLabels: readonly strin
  */
 export function analysisTemplate(spec: ServiceSpec, slos: readonly MethodSlo[], call: SmokeCall): IAnalysisTemplate {
   const s = GATE_SCHEDULE;
-  const measured = gateQueries(slos, { [ARGO_HASH_SERIES_LABEL]: "{{args.pod-template-hash}}" }).map(({ kind, query }) => ({
-    name: kind,
-    initialDelay: `${s.initialDelaySeconds}s`,
-    interval: `${s.intervalSeconds}s`,
-    count: s.count,
-    failureLimit: s.failureLimit,
-    consecutiveErrorLimit: s.consecutiveErrorLimit,
-    successCondition: GATE_PASSES,
-    provider: { prometheus: { address: "{{args.prometheus-address}}", query } },
-  }));
+  const measured = gateQueries(slos, { [ARGO_HASH_SERIES_LABEL]: "{{args.pod-template-hash}}" }).map(
+    ({ kind, query }) => ({
+      name: kind,
+      initialDelay: `${s.initialDelaySeconds}s`,
+      interval: `${s.intervalSeconds}s`,
+      count: s.count,
+      failureLimit: s.failureLimit,
+      consecutiveErrorLimit: s.consecutiveErrorLimit,
+      successCondition: GATE_PASSES,
+      provider: { prometheus: { address: "{{args.prometheus-address}}", query } },
+    }),
+  );
   return {
     apiVersion: "argoproj.io/v1alpha1",
     kind: "AnalysisTemplate",
     metadata: { name: analysisTemplateName(spec.name), namespace: NAMESPACE, labels: appLabels(spec) },
     spec: {
-      args: [{ name: "pod-template-hash" }, { name: "smoke-target" }, { name: "prometheus-address", value: PROMETHEUS_ADDRESS }],
+      args: [
+        { name: "pod-template-hash" },
+        { name: "smoke-target" },
+        { name: "prometheus-address", value: PROMETHEUS_ADDRESS },
+      ],
       metrics: [
         {
           name: SMOKE_METRIC,
           failureLimit: 0,
-          provider: { job: { metadata: { labels: { [SMOKE_LABEL]: spec.name } }, spec: smokeJobSpec(spec, call, `{{args.smoke-target}}:${spec.port}`) } },
+          provider: {
+            job: {
+              metadata: { labels: { [SMOKE_LABEL]: spec.name } },
+              spec: smokeJobSpec(spec, call, `{{args.smoke-target}}:${spec.port}`),
+            },
+          },
         },
         ...measured,
       ],
@@ -141,11 +156,17 @@ export function analysisTemplate(spec: ServiceSpec, slos: readonly MethodSlo[], 
 export function smokeImageReplacements(spec: ServiceSpec): object[] {
   return [
     {
-      source: { kind: "Deployment", name: spec.name, fieldPath: `spec.template.spec.containers.[name=${spec.name}].image` },
+      source: {
+        kind: "Deployment",
+        name: spec.name,
+        fieldPath: `spec.template.spec.containers.[name=${spec.name}].image`,
+      },
       targets: [
         {
           select: { kind: "AnalysisTemplate", name: analysisTemplateName(spec.name) },
-          fieldPaths: [`spec.metrics.[name=${SMOKE_METRIC}].provider.job.spec.template.spec.containers.[name=smoke].image`],
+          fieldPaths: [
+            `spec.metrics.[name=${SMOKE_METRIC}].provider.job.spec.template.spec.containers.[name=smoke].image`,
+          ],
         },
       ],
     },
@@ -192,14 +213,20 @@ export function rollout(spec: ServiceSpec): IRollout {
 
 /** The Deployment the Rollout reads its template from: no pods of its own; placement spread per Argo ReplicaSet. */
 export function rolloutTemplatePatch(spec: ServiceSpec): object {
-  const spread = (topologyKey: string) => ({ topologyKey, whenUnsatisfiable: "ScheduleAnyway", matchLabelKeys: [ARGO_HASH_LABEL] });
+  const spread = (topologyKey: string) => ({
+    topologyKey,
+    whenUnsatisfiable: "ScheduleAnyway",
+    matchLabelKeys: [ARGO_HASH_LABEL],
+  });
   return {
     apiVersion: "apps/v1",
     kind: "Deployment",
     metadata: { name: spec.name, namespace: NAMESPACE },
     spec: {
       replicas: 0,
-      template: { spec: { topologySpreadConstraints: [spread("topology.kubernetes.io/zone"), spread("kubernetes.io/hostname")] } },
+      template: {
+        spec: { topologySpreadConstraints: [spread("topology.kubernetes.io/zone"), spread("kubernetes.io/hostname")] },
+      },
     },
   };
 }
@@ -232,12 +259,19 @@ export function greenDeployment(spec: ServiceSpec): Deployment {
   const colour = { [COLOUR_LABEL]: "green" };
   return {
     ...base,
-    metadata: { ...base.metadata, name: colourDeploymentName(spec.name, "green"), labels: { ...base.metadata!.labels, ...colour } },
+    metadata: {
+      ...base.metadata,
+      name: colourDeploymentName(spec.name, "green"),
+      labels: { ...base.metadata!.labels, ...colour },
+    },
     spec: {
       ...base.spec!,
       replicas: 0,
       selector: { matchLabels: { ...podSelector(spec), ...colour } },
-      template: { ...base.spec!.template, metadata: { labels: { ...base.spec!.template.metadata!.labels, ...colour } } },
+      template: {
+        ...base.spec!.template,
+        metadata: { labels: { ...base.spec!.template.metadata!.labels, ...colour } },
+      },
     },
   };
 }
@@ -257,5 +291,10 @@ export function greenReplacements(spec: ServiceSpec): object[] {
 
 /** The tool's Service selects the active colour (blue until the first release). */
 export function activeServicePatch(spec: ServiceSpec, colour: Colour): object {
-  return { apiVersion: "v1", kind: "Service", metadata: { name: spec.name, namespace: NAMESPACE }, spec: { selector: { [COLOUR_LABEL]: colour } } };
+  return {
+    apiVersion: "v1",
+    kind: "Service",
+    metadata: { name: spec.name, namespace: NAMESPACE },
+    spec: { selector: { [COLOUR_LABEL]: colour } },
+  };
 }

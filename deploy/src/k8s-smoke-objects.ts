@@ -43,27 +43,56 @@ export function smokeJobSpec(spec: ServiceSpec, call: SmokeCall, target: string,
     backoffLimit: 0,
     activeDeadlineSeconds: GATE_SCHEDULE.spreadSeconds + 120,
     template: {
-      metadata: { labels: { [SMOKE_LABEL]: spec.name, "app.kubernetes.io/component": "smoke-check", "app.kubernetes.io/part-of": "loopguard" } },
+      metadata: {
+        labels: {
+          [SMOKE_LABEL]: spec.name,
+          "app.kubernetes.io/component": "smoke-check",
+          "app.kubernetes.io/part-of": "loopguard",
+        },
+      },
       spec: {
         restartPolicy: "Never",
         serviceAccountName: SMOKE_SERVICE_ACCOUNT,
         automountServiceAccountToken: false,
         enableServiceLinks: false,
-        securityContext: { runAsNonRoot: true, runAsUser: RUN_AS, runAsGroup: RUN_AS, seccompProfile: { type: "RuntimeDefault" } },
+        securityContext: {
+          runAsNonRoot: true,
+          runAsUser: RUN_AS,
+          runAsGroup: RUN_AS,
+          seccompProfile: { type: "RuntimeDefault" },
+        },
         containers: [
           {
             name: "smoke",
             image,
             imagePullPolicy: "IfNotPresent",
             command: ["node", SMOKE_CLI],
-            args: ["--tool", spec.name, "--target", target, "--count", String(smokeCount(call)), "--over", String(GATE_SCHEDULE.spreadSeconds)],
+            args: [
+              "--tool",
+              spec.name,
+              "--target",
+              target,
+              "--count",
+              String(smokeCount(call)),
+              "--over",
+              String(GATE_SCHEDULE.spreadSeconds),
+            ],
             env: [{ name: "LOOPGUARD_SMOKE_KEY_FILE", value: key.path }],
             resources: { requests: { cpu: "50m", memory: "64Mi" }, limits: { cpu: "500m", memory: "128Mi" } },
-            securityContext: { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+            securityContext: {
+              readOnlyRootFilesystem: true,
+              allowPrivilegeEscalation: false,
+              capabilities: { drop: ["ALL"] },
+            },
             volumeMounts: [{ name: key.secret, mountPath: key.dir, readOnly: true }],
           },
         ],
-        volumes: [{ name: key.secret, secret: { secretName: key.secret, items: [{ key: key.key, path: key.key }], defaultMode: 0o440 } }],
+        volumes: [
+          {
+            name: key.secret,
+            secret: { secretName: key.secret, items: [{ key: key.key, path: key.key }], defaultMode: 0o440 },
+          },
+        ],
       },
     },
   } satisfies JobSpec;
@@ -73,7 +102,11 @@ export function smokeServiceAccount(): ServiceAccount {
   return {
     apiVersion: "v1",
     kind: "ServiceAccount",
-    metadata: { name: SMOKE_SERVICE_ACCOUNT, namespace: NAMESPACE, labels: { "app.kubernetes.io/component": "smoke-check", "app.kubernetes.io/part-of": "loopguard" } },
+    metadata: {
+      name: SMOKE_SERVICE_ACCOUNT,
+      namespace: NAMESPACE,
+      labels: { "app.kubernetes.io/component": "smoke-check", "app.kubernetes.io/part-of": "loopguard" },
+    },
     automountServiceAccountToken: false,
   };
 }
@@ -82,19 +115,31 @@ export function smokeServiceAccount(): ServiceAccount {
 export function smokeNetworkPolicies(spec: ServiceSpec): NetworkPolicy[] {
   const smokePods = { matchLabels: { [SMOKE_LABEL]: spec.name } };
   const grpc = [{ protocol: "TCP", port: spec.port }];
-  const metadata = (name: string) => ({ name, namespace: NAMESPACE, labels: { "app.kubernetes.io/name": spec.name, "app.kubernetes.io/part-of": "loopguard" } });
+  const metadata = (name: string) => ({
+    name,
+    namespace: NAMESPACE,
+    labels: { "app.kubernetes.io/name": spec.name, "app.kubernetes.io/part-of": "loopguard" },
+  });
   return [
     {
       apiVersion: "networking.k8s.io/v1",
       kind: "NetworkPolicy",
       metadata: metadata(`${spec.name}-from-smoke-checks`),
-      spec: { podSelector: { matchLabels: podSelector(spec) }, policyTypes: ["Ingress"], ingress: [{ from: [{ podSelector: smokePods }], ports: grpc }] },
+      spec: {
+        podSelector: { matchLabels: podSelector(spec) },
+        policyTypes: ["Ingress"],
+        ingress: [{ from: [{ podSelector: smokePods }], ports: grpc }],
+      },
     },
     {
       apiVersion: "networking.k8s.io/v1",
       kind: "NetworkPolicy",
       metadata: metadata(`${spec.name}-smoke-checks`),
-      spec: { podSelector: smokePods, policyTypes: ["Egress"], egress: [{ to: [{ podSelector: { matchLabels: podSelector(spec) } }], ports: grpc }] },
+      spec: {
+        podSelector: smokePods,
+        policyTypes: ["Egress"],
+        egress: [{ to: [{ podSelector: { matchLabels: podSelector(spec) } }], ports: grpc }],
+      },
     },
   ];
 }

@@ -14,7 +14,9 @@ import { connection, type Endpoint, namespaceLabels, type PodEndpoint, type Prot
 /** The components in a rendering: its overlay's and those added on top ("overlays/prod + components/x + …"), and "release-path". */
 export function featuresOf(repoRoot: string, rendering: Rendering): Set<string> {
   const [overlay, ...added] = rendering.name.split(" + ");
-  const own = componentsOf(join(repoRoot, OVERLAYS_DIR, overlay!.replace(/^overlays\//, ""), "kustomization.yaml")).map((path) => basename(path));
+  const own = componentsOf(join(repoRoot, OVERLAYS_DIR, overlay!.replace(/^overlays\//, ""), "kustomization.yaml")).map(
+    (path) => basename(path),
+  );
   const features = new Set([...own, ...added.map((c) => c.replace(/^components\//, ""))]);
   if (RELEASE_COMPONENTS.some((c) => features.has(c))) features.add("release-path");
   return features;
@@ -28,8 +30,10 @@ export function applies(flow: Flow, features: ReadonlySet<string>): boolean {
 export function endpoints(ref: EndpointRef, rendering: Rendering): Endpoint[] {
   if ("address" in ref) return [{ kind: "address", ip: ref.address }];
   const namespaceObject = rendering.objects.find((o) => o.kind === "Namespace");
-  const labelsOf = (namespace: string) => namespaceLabels(namespace, namespaceObject?.metadata.name === namespace ? namespaceObject.metadata.labels : {});
-  if ("pods" in ref) return [{ kind: "pod", namespace: ref.namespace, namespaceLabels: labelsOf(ref.namespace), labels: ref.labels }];
+  const labelsOf = (namespace: string) =>
+    namespaceLabels(namespace, namespaceObject?.metadata.name === namespace ? namespaceObject.metadata.labels : {});
+  if ("pods" in ref)
+    return [{ kind: "pod", namespace: ref.namespace, namespaceLabels: labelsOf(ref.namespace), labels: ref.labels }];
   const deployments = rendering.objects.filter((o) => o.kind === "Deployment") as (K8sObject & Deployment)[];
   const pods: PodEndpoint[] = deployments
     .filter((d) => d.spec!.template.metadata?.labels?.["app.kubernetes.io/name"] === ref.workload)
@@ -39,14 +43,19 @@ export function endpoints(ref: EndpointRef, rendering: Rendering): Endpoint[] {
       namespaceLabels: labelsOf(d.metadata.namespace!),
       labels: d.spec!.template.metadata!.labels!,
       namedPorts: Object.fromEntries(
-        d.spec!.template.spec!.containers.flatMap((c) => (c.ports ?? []).filter((p) => p.name).map((p) => [p.name!, { port: p.containerPort, protocol: (p.protocol ?? "TCP") as Protocol }])),
+        d.spec!.template.spec!.containers.flatMap((c) =>
+          (c.ports ?? [])
+            .filter((p) => p.name)
+            .map((p) => [p.name!, { port: p.containerPort, protocol: (p.protocol ?? "TCP") as Protocol }]),
+        ),
       ),
     }));
   if (pods.length === 0) throw new Error(`${rendering.name}: no Deployment runs ${ref.workload}`);
   return pods;
 }
 
-export const nameOf = (ref: EndpointRef): string => ("workload" in ref ? ref.workload : "address" in ref ? ref.name : ref.pods);
+export const nameOf = (ref: EndpointRef): string =>
+  "workload" in ref ? ref.workload : "address" in ref ? ref.name : ref.pods;
 
 /** Each pod × port of the flow that does not get through, with the end that stops it; `tried` counts every one. */
 export function blocked(flow: Flow, rendering: Rendering): { failures: string[]; tried: number } {
@@ -60,7 +69,10 @@ export function blocked(flow: Flow, rendering: Rendering): { failures: string[];
         const { egress, ingress } = connection(policies, from, to, port, protocol);
         const at = [...(egress.allowed ? [] : ["egress"]), ...(ingress.allowed ? [] : ["ingress"])];
         const colour = to.kind === "pod" && to.labels.version ? ` (${to.labels.version})` : "";
-        if (at.length > 0) failures.push(`${rendering.name}: ${nameOf(flow.from)} → ${nameOf(flow.to)}${colour} ${port}/${protocol} stopped at ${at.join(" and ")}`);
+        if (at.length > 0)
+          failures.push(
+            `${rendering.name}: ${nameOf(flow.from)} → ${nameOf(flow.to)}${colour} ${port}/${protocol} stopped at ${at.join(" and ")}`,
+          );
       }
     }
   }
@@ -76,7 +88,11 @@ export interface FlowReport {
   readonly checked: number;
 }
 
-export function checkFlows(repoRoot: string, renderings: readonly Rendering[], services: readonly ServiceSpec[]): FlowReport {
+export function checkFlows(
+  repoRoot: string,
+  renderings: readonly Rendering[],
+  services: readonly ServiceSpec[],
+): FlowReport {
   const report = { stopped: [] as string[], through: [] as string[], checked: 0 };
   for (const rendering of renderings) {
     const features = featuresOf(repoRoot, rendering);
@@ -86,7 +102,10 @@ export function checkFlows(repoRoot: string, renderings: readonly Rendering[], s
     }
     for (const flow of deniedFlows(services).filter((f) => applies(f, features))) {
       const { failures, tried } = blocked(flow, rendering);
-      if (failures.length < tried) report.through.push(`${rendering.name}: ${nameOf(flow.from)} → ${nameOf(flow.to)} ${flow.ports.map((p) => p.port).join(",")} gets through`);
+      if (failures.length < tried)
+        report.through.push(
+          `${rendering.name}: ${nameOf(flow.from)} → ${nameOf(flow.to)} ${flow.ports.map((p) => p.port).join(",")} gets through`,
+        );
       report.checked += 1;
     }
   }

@@ -46,7 +46,10 @@ export interface Verdict {
 }
 
 /** The namespace labels every cluster sets (Kubernetes ≥ 1.21), plus any the rendering gives it. */
-export function namespaceLabels(namespace: string, extra: Readonly<Record<string, string>> = {}): Record<string, string> {
+export function namespaceLabels(
+  namespace: string,
+  extra: Readonly<Record<string, string>> = {},
+): Record<string, string> {
   return { ...extra, "kubernetes.io/metadata.name": namespace };
 }
 
@@ -77,11 +80,18 @@ function inBlock(ip: string, block: NonNullable<NetworkPolicyPeer["ipBlock"]>): 
 function peerMatches(peer: NetworkPolicyPeer, policyNamespace: string, endpoint: Endpoint): boolean {
   if (peer.ipBlock) return endpoint.kind === "address" && inBlock(endpoint.ip, peer.ipBlock);
   if (endpoint.kind !== "pod") return false;
-  const namespaceOk = peer.namespaceSelector ? selectorMatches(peer.namespaceSelector, endpoint.namespaceLabels) : endpoint.namespace === policyNamespace;
+  const namespaceOk = peer.namespaceSelector
+    ? selectorMatches(peer.namespaceSelector, endpoint.namespaceLabels)
+    : endpoint.namespace === policyNamespace;
   return namespaceOk && (!peer.podSelector || selectorMatches(peer.podSelector, endpoint.labels));
 }
 
-function portMatches(ports: readonly NetworkPolicyPort[] | undefined, port: number, protocol: Protocol, destination: Endpoint): boolean {
+function portMatches(
+  ports: readonly NetworkPolicyPort[] | undefined,
+  port: number,
+  protocol: Protocol,
+  destination: Endpoint,
+): boolean {
   if (!ports || ports.length === 0) return true;
   return ports.some((rule) => {
     if ((rule.protocol ?? "TCP") !== protocol) return false;
@@ -100,11 +110,23 @@ function typesOf(policy: NetworkPolicy): readonly string[] {
 
 /** Policies of the pod's namespace that select it for `direction`. */
 export function selecting(policies: readonly NetworkPolicy[], pod: PodEndpoint, direction: Direction): NetworkPolicy[] {
-  return policies.filter((p) => p.metadata?.namespace === pod.namespace && typesOf(p).includes(direction) && selectorMatches(p.spec?.podSelector ?? {}, pod.labels));
+  return policies.filter(
+    (p) =>
+      p.metadata?.namespace === pod.namespace &&
+      typesOf(p).includes(direction) &&
+      selectorMatches(p.spec?.podSelector ?? {}, pod.labels),
+  );
 }
 
 /** Whether `direction` at the end the policies govern (the source for Egress, the destination for Ingress) lets the connection through. */
-export function verdict(policies: readonly NetworkPolicy[], direction: Direction, from: Endpoint, to: Endpoint, port: number, protocol: Protocol): Verdict {
+export function verdict(
+  policies: readonly NetworkPolicy[],
+  direction: Direction,
+  from: Endpoint,
+  to: Endpoint,
+  port: number,
+  protocol: Protocol,
+): Verdict {
   const [own, peer] = direction === "Egress" ? [from, to] : [to, from];
   if (own.kind !== "pod") return { allowed: true, isolated: false, by: [] };
   const governing = selecting(policies, own, direction);
@@ -113,8 +135,12 @@ export function verdict(policies: readonly NetworkPolicy[], direction: Direction
     .filter((policy) => {
       const rules = direction === "Egress" ? (policy.spec?.egress ?? []) : (policy.spec?.ingress ?? []);
       return rules.some((rule) => {
-        const peers = direction === "Egress" ? (rule as { to?: NetworkPolicyPeer[] }).to : (rule as { from?: NetworkPolicyPeer[] }).from;
-        const peerOk = !peers || peers.length === 0 || peers.some((p) => peerMatches(p, policy.metadata!.namespace!, peer));
+        const peers =
+          direction === "Egress"
+            ? (rule as { to?: NetworkPolicyPeer[] }).to
+            : (rule as { from?: NetworkPolicyPeer[] }).from;
+        const peerOk =
+          !peers || peers.length === 0 || peers.some((p) => peerMatches(p, policy.metadata!.namespace!, peer));
         return peerOk && portMatches(rule.ports, port, protocol, to);
       });
     })
@@ -123,6 +149,15 @@ export function verdict(policies: readonly NetworkPolicy[], direction: Direction
 }
 
 /** Both ends: the source's egress and the destination's ingress. */
-export function connection(policies: readonly NetworkPolicy[], from: Endpoint, to: Endpoint, port: number, protocol: Protocol): { egress: Verdict; ingress: Verdict } {
-  return { egress: verdict(policies, "Egress", from, to, port, protocol), ingress: verdict(policies, "Ingress", from, to, port, protocol) };
+export function connection(
+  policies: readonly NetworkPolicy[],
+  from: Endpoint,
+  to: Endpoint,
+  port: number,
+  protocol: Protocol,
+): { egress: Verdict; ingress: Verdict } {
+  return {
+    egress: verdict(policies, "Egress", from, to, port, protocol),
+    ingress: verdict(policies, "Ingress", from, to, port, protocol),
+  };
 }

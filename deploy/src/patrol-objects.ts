@@ -9,11 +9,24 @@ import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { CronJob } from "kubernetes-types/batch/v1.js";
 import type { ConfigMap } from "kubernetes-types/core/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
-import { API_CLIENT_LABEL, HARDENED_CONTAINER, JWKS_SECRET, NAMESPACE, podSelector, RUN_AS, secretFile, serviceHost } from "./k8s-objects.js";
+import {
+  API_CLIENT_LABEL,
+  HARDENED_CONTAINER,
+  JWKS_SECRET,
+  NAMESPACE,
+  podSelector,
+  RUN_AS,
+  secretFile,
+  serviceHost,
+} from "./k8s-objects.js";
 
 export const PATROL = "loopguard-patrol";
 /** The patrol's pods; its NetworkPolicy and the flows name them by it. */
-export const PATROL_LABELS = { "app.kubernetes.io/name": "patrol", "app.kubernetes.io/component": "patrol", "app.kubernetes.io/part-of": "loopguard" } as const;
+export const PATROL_LABELS = {
+  "app.kubernetes.io/name": "patrol",
+  "app.kubernetes.io/component": "patrol",
+  "app.kubernetes.io/part-of": "loopguard",
+} as const;
 /** The people the patrol acts as: requester.jwk (starts), approver.jwk (answers approvals), operator.jwk (records the run). */
 export const PATROL_PEOPLE_SECRET = "loopguard-patrol-people";
 export const PATROL_GOLDEN_CONFIG_MAP = "loopguard-patrol-golden-set";
@@ -32,8 +45,14 @@ const metadata = (name: string) => ({ name, namespace: NAMESPACE, labels: { ...P
 
 /** The golden set as a ConfigMap: the file's bytes under one key (a ConfigMap holds up to 1 MiB). */
 export function patrolGoldenSet(tasks: string): ConfigMap {
-  if (Buffer.byteLength(tasks) > 900 * 1024) throw new Error(`${GOLDEN_SET_FILE} is over 900 KiB: a ConfigMap holds at most 1 MiB`);
-  return { apiVersion: "v1", kind: "ConfigMap", metadata: metadata(PATROL_GOLDEN_CONFIG_MAP), data: { [GOLDEN_KEY]: tasks } };
+  if (Buffer.byteLength(tasks) > 900 * 1024)
+    throw new Error(`${GOLDEN_SET_FILE} is over 900 KiB: a ConfigMap holds at most 1 MiB`);
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: metadata(PATROL_GOLDEN_CONFIG_MAP),
+    data: { [GOLDEN_KEY]: tasks },
+  };
 }
 
 export function patrolCronJob(services: readonly ServiceSpec[]): CronJob {
@@ -65,7 +84,13 @@ export function patrolCronJob(services: readonly ServiceSpec[]): CronJob {
               // It talks to the orchestrator over gRPC only, never to the Kubernetes API.
               automountServiceAccountToken: false,
               enableServiceLinks: false,
-              securityContext: { runAsNonRoot: true, runAsUser: RUN_AS, runAsGroup: RUN_AS, fsGroup: RUN_AS, seccompProfile: { type: "RuntimeDefault" } },
+              securityContext: {
+                runAsNonRoot: true,
+                runAsUser: RUN_AS,
+                runAsGroup: RUN_AS,
+                fsGroup: RUN_AS,
+                seccompProfile: { type: "RuntimeDefault" },
+              },
               containers: [
                 {
                   name: "patrol",
@@ -74,7 +99,14 @@ export function patrolCronJob(services: readonly ServiceSpec[]): CronJob {
                   imagePullPolicy: "IfNotPresent",
                   command: ["node", "/app/dist/cli/patrol.js"],
                   // Dry run: no --live, ever (money tasks are validated against the ledger, nothing commits).
-                  args: ["--orchestrator", `${serviceHost(orchestrator.name)}:${orchestrator.port}`, "--tasks", `${GOLDEN_DIR}/${GOLDEN_KEY}`, "--threshold", PATROL_THRESHOLD],
+                  args: [
+                    "--orchestrator",
+                    `${serviceHost(orchestrator.name)}:${orchestrator.port}`,
+                    "--tasks",
+                    `${GOLDEN_DIR}/${GOLDEN_KEY}`,
+                    "--threshold",
+                    PATROL_THRESHOLD,
+                  ],
                   env: [
                     // The CLI reads the people's keys from <LOOPGUARD_DATA_DIR>/keys/<person>.jwk.
                     { name: "LOOPGUARD_DATA_DIR", value: PEOPLE_DIR },
@@ -91,8 +123,14 @@ export function patrolCronJob(services: readonly ServiceSpec[]): CronJob {
               ],
               volumes: [
                 { name: PATROL_PEOPLE_SECRET, secret: { secretName: PATROL_PEOPLE_SECRET, defaultMode: 0o440 } },
-                { name: jwks.secret, secret: { secretName: jwks.secret, items: [{ key: jwks.key, path: jwks.key }], defaultMode: 0o440 } },
-                { name: PATROL_GOLDEN_CONFIG_MAP, configMap: { name: PATROL_GOLDEN_CONFIG_MAP, items: [{ key: GOLDEN_KEY, path: GOLDEN_KEY }] } },
+                {
+                  name: jwks.secret,
+                  secret: { secretName: jwks.secret, items: [{ key: jwks.key, path: jwks.key }], defaultMode: 0o440 },
+                },
+                {
+                  name: PATROL_GOLDEN_CONFIG_MAP,
+                  configMap: { name: PATROL_GOLDEN_CONFIG_MAP, items: [{ key: GOLDEN_KEY, path: GOLDEN_KEY }] },
+                },
               ],
             },
           },
@@ -112,7 +150,12 @@ export function patrolNetworkPolicy(services: readonly ServiceSpec[]): NetworkPo
     spec: {
       podSelector: { matchLabels: { "app.kubernetes.io/name": PATROL_LABELS["app.kubernetes.io/name"] } },
       policyTypes: ["Ingress", "Egress"],
-      egress: [{ to: [{ podSelector: { matchLabels: podSelector(orchestrator) } }], ports: [{ protocol: "TCP", port: orchestrator.port }] }],
+      egress: [
+        {
+          to: [{ podSelector: { matchLabels: podSelector(orchestrator) } }],
+          ports: [{ protocol: "TCP", port: orchestrator.port }],
+        },
+      ],
     },
   };
 }

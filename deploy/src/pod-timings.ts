@@ -40,4 +40,5 @@ export const PRE_STOP_SECONDS = 5;
  * preStop, then the drain: up to the grace for calls in flight, then up to the grace again for
  * the server to close (tool-sdk's shutdown), then the telemetry flush, and a margin before SIGKILL.
  */
-export const TERMINATION_GRACE_SECONDS = PRE_STOP_SECONDS + (2 * SHUTDOWN_GRACE_MS) / 1000 + POD_TIMINGS.flushSeconds + 4;
+export const TERMINATION_GRACE_SECONDS =
+  PRE_STOP_SECONDS + (2 * SHUTDOWN_GRACE_MS) / 1000 + POD_TIMINGS.flushSeconds + 4;

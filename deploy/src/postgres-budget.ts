@@ -51,13 +51,18 @@ export function poolerServerConnections(databases: number): number {
 export function storePoolSizes(stateful: readonly ServiceSpec[]): Record<string, number> {
   const tools = stateful.filter((s) => s.kind !== "orchestrator");
   const orchestrators = stateful.filter((s) => s.kind === "orchestrator");
-  const fixed = SUPERUSER_RESERVED_CONNECTIONS + OPERATOR_HEADROOM_CONNECTIONS + poolerServerConnections(stateful.length);
+  const fixed =
+    SUPERUSER_RESERVED_CONNECTIONS + OPERATOR_HEADROOM_CONNECTIONS + poolerServerConnections(stateful.length);
   const toolConnections = tools.reduce((sum, s) => sum + peakPods(s) * TOOL_POOL_SIZE, 0);
   const orchestratorPods = orchestrators.reduce((sum, s) => sum + peakPods(s), 0);
   const left = POSTGRES_MAX_CONNECTIONS - fixed - toolConnections - orchestratorPods;
   const orchestratorPool = orchestratorPods === 0 ? 0 : Math.floor(left / orchestratorPods);
   if (orchestrators.length > 0 && orchestratorPool < 2) {
-    throw new Error(`max_connections ${POSTGRES_MAX_CONNECTIONS} leaves the orchestrator ${orchestratorPool} connections per pod at its peak: raise it or lower the replica bounds`);
+    throw new Error(
+      `max_connections ${POSTGRES_MAX_CONNECTIONS} leaves the orchestrator ${orchestratorPool} connections per pod at its peak: raise it or lower the replica bounds`,
+    );
   }
-  return Object.fromEntries(stateful.map((s) => [s.name, s.kind === "orchestrator" ? orchestratorPool : TOOL_POOL_SIZE]));
+  return Object.fromEntries(
+    stateful.map((s) => [s.name, s.kind === "orchestrator" ? orchestratorPool : TOOL_POOL_SIZE]),
+  );
 }

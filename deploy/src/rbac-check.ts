@@ -11,7 +11,10 @@ import type { K8sObject, Rendering } from "./k8s-check.js";
 
 const READ_VERBS = new Set(["get", "list", "watch"]);
 /** Roles that may write, with the exact rules they must hold. */
-const WRITERS: Readonly<Record<string, PolicyRule[]>> = { [DRILL_RUNNER]: rulesOf(RUNNER_API_CALLS), [DRILL_LAUNCHER]: rulesOf(LAUNCHER_API_CALLS) };
+const WRITERS: Readonly<Record<string, PolicyRule[]>> = {
+  [DRILL_RUNNER]: rulesOf(RUNNER_API_CALLS),
+  [DRILL_LAUNCHER]: rulesOf(LAUNCHER_API_CALLS),
+};
 /** Writers no ServiceAccount of the suite may be bound to. */
 const UNBOUND = new Set([DRILL_LAUNCHER]);
 
@@ -23,20 +26,27 @@ export interface RbacReport {
 
 /** The pod template of a workload object, with the object's name; undefined for anything that runs no pods. */
 function podOf(object: K8sObject): { owner: string; pod: PodSpec } | undefined {
-  const spec = object.spec as { template?: { spec?: PodSpec }; jobTemplate?: { spec?: { template?: { spec?: PodSpec } } } } | undefined;
+  const spec = object.spec as
+    | { template?: { spec?: PodSpec }; jobTemplate?: { spec?: { template?: { spec?: PodSpec } } } }
+    | undefined;
   const pod = spec?.template?.spec ?? spec?.jobTemplate?.spec?.template?.spec;
-  return pod && object.kind !== "AnalysisTemplate" ? { owner: `${object.kind} ${object.metadata.name}`, pod } : undefined;
+  return pod && object.kind !== "AnalysisTemplate"
+    ? { owner: `${object.kind} ${object.metadata.name}`, pod }
+    : undefined;
 }
 
 function ruleErrors(where: string, role: Role): string[] {
   const rules = role.rules ?? [];
   const errors = rules.flatMap((rule) => [
-    ...([...(rule.apiGroups ?? []), ...(rule.resources ?? []), ...rule.verbs].includes("*") ? [`${where}: a wildcard in ${JSON.stringify(rule)}`] : []),
+    ...([...(rule.apiGroups ?? []), ...(rule.resources ?? []), ...rule.verbs].includes("*")
+      ? [`${where}: a wildcard in ${JSON.stringify(rule)}`]
+      : []),
     ...((rule.resources ?? []).includes("secrets") ? [`${where}: grants access to Secrets`] : []),
   ]);
   const writer = WRITERS[role.metadata!.name!];
   if (writer) {
-    if (JSON.stringify(rules) !== JSON.stringify(writer)) errors.push(`${where}: grants ${JSON.stringify(rules)}, not exactly its API calls ${JSON.stringify(writer)}`);
+    if (JSON.stringify(rules) !== JSON.stringify(writer))
+      errors.push(`${where}: grants ${JSON.stringify(rules)}, not exactly its API calls ${JSON.stringify(writer)}`);
   } else if (rules.some((rule) => rule.verbs.some((verb) => !READ_VERBS.has(verb)))) {
     errors.push(`${where}: writes, and is no Role whose writes are listed (drills/api-calls.ts)`);
   }
@@ -47,22 +57,28 @@ export function checkRbac(renderings: readonly Rendering[]): RbacReport {
   const report: RbacReport = { errors: [], tokens: new Map() };
   for (const { name, objects } of renderings) {
     const at = (o: K8sObject) => `${name}: ${o.kind} ${o.metadata.name}`;
-    for (const object of objects.filter((o) => o.kind === "ClusterRole" || o.kind === "ClusterRoleBinding")) report.errors.push(`${at(object)}: nothing of the suite is cluster-wide`);
-    for (const role of objects.filter((o) => o.kind === "Role")) report.errors.push(...ruleErrors(at(role), role as unknown as Role));
+    for (const object of objects.filter((o) => o.kind === "ClusterRole" || o.kind === "ClusterRoleBinding"))
+      report.errors.push(`${at(object)}: nothing of the suite is cluster-wide`);
+    for (const role of objects.filter((o) => o.kind === "Role"))
+      report.errors.push(...ruleErrors(at(role), role as unknown as Role));
     const bound = new Set<string>();
     for (const object of objects.filter((o) => o.kind === "RoleBinding")) {
       const binding = object as unknown as RoleBinding;
-      if (UNBOUND.has(binding.roleRef.name)) report.errors.push(`${at(object)}: binds ${binding.roleRef.name}, which is a person's to be given`);
+      if (UNBOUND.has(binding.roleRef.name))
+        report.errors.push(`${at(object)}: binds ${binding.roleRef.name}, which is a person's to be given`);
       for (const subject of binding.subjects ?? []) if (subject.kind === "ServiceAccount") bound.add(subject.name);
     }
-    const accounts = new Map(objects.filter((o) => o.kind === "ServiceAccount").map((o) => [o.metadata.name, o as unknown as ServiceAccount]));
+    const accounts = new Map(
+      objects.filter((o) => o.kind === "ServiceAccount").map((o) => [o.metadata.name, o as unknown as ServiceAccount]),
+    );
     const tokens: string[] = [];
     for (const { owner, pod } of objects.flatMap((o) => podOf(o) ?? [])) {
       const account = pod.serviceAccountName ?? "default";
       const mounted = pod.automountServiceAccountToken ?? accounts.get(account)?.automountServiceAccountToken ?? true;
       if (!mounted) continue;
       tokens.push(owner);
-      if (!bound.has(account)) report.errors.push(`${name}: ${owner} carries an API token its ServiceAccount ${account} has no Role for`);
+      if (!bound.has(account))
+        report.errors.push(`${name}: ${owner} carries an API token its ServiceAccount ${account} has no Role for`);
     }
     report.tokens.set(name, tokens);
   }

@@ -40,7 +40,10 @@ const HUMANIZE: Readonly<Record<string, (v: number) => string>> = {
 /** The alert's annotation as Prometheus renders it; throws on a template construct it does not know. */
 function render(template: string, value: number, labels: Labels): string {
   const text = template
-    .replace(/\{\{ if \$labels\.(\w+) \}\}(.*?)\{\{ else \}\}(.*?)\{\{ end \}\}/gs, (_, name: string, then: string, other: string) => (labels[name] ? then : other))
+    .replace(
+      /\{\{ if \$labels\.(\w+) \}\}(.*?)\{\{ else \}\}(.*?)\{\{ end \}\}/gs,
+      (_, name: string, then: string, other: string) => (labels[name] ? then : other),
+    )
     .replace(/\{\{ \$value \| (\w+) \}\}/g, (whole: string, fn: string) => HUMANIZE[fn]?.(value) ?? whole)
     .replace(/\{\{ \$labels\.(\w+) \}\}/g, (_, name: string) => labels[name] ?? "");
   if (text.includes("{{")) throw new Error(`cannot render ${template}`);
@@ -49,12 +52,18 @@ function render(template: string, value: number, labels: Labels): string {
 
 function expected(rule: Rule, seriesLabels: Labels, value: number): Alert {
   const labels = { ...seriesLabels, ...(rule.labels as Labels) };
-  const annotations = Object.fromEntries(Object.entries(rule.annotations as Labels).map(([k, v]) => [k, render(v, value, labels)]));
+  const annotations = Object.fromEntries(
+    Object.entries(rule.annotations as Labels).map(([k, v]) => [k, render(v, value, labels)]),
+  );
   return { exp_labels: labels, exp_annotations: annotations };
 }
 
 /** Counters and histogram buckets of one method: `perMinute` calls by code; `buckets` each bound's cumulative share of them. */
-function methodSeries(slo: MethodSlo, perMinute: Readonly<Record<string, number>>, buckets: Readonly<Record<string, number>>): Series[] {
+function methodSeries(
+  slo: MethodSlo,
+  perMinute: Readonly<Record<string, number>>,
+  buckets: Readonly<Record<string, number>>,
+): Series[] {
   const call = { grpc_type: "unary", grpc_service: slo.method.parent.typeName, grpc_method: slo.method.name };
   const counter = (n: number) => (n === 0 ? `0x${SAMPLES}` : `0+${n}x${SAMPLES}`);
   return Object.entries(perMinute).flatMap(([code, n]) => [
@@ -78,15 +87,27 @@ function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: s
   const instance = { job: tool, instance: `${tool}-0` };
   const up = (value: number) => ({ series: seriesName("up", instance), values: `${value}x${SAMPLES}` });
   const down = (): AlertTest => ({ eval_time: EVAL, alertname: `${prefix}Down`, exp_alerts: [] });
-  const names = (slo: MethodSlo) => [`${prefix}${slo.method.name}LatencyAboveSlo`, ...BURN_RATE_ALERTS.map((b) => `${prefix}${slo.method.name}${b.kind}`)];
+  const names = (slo: MethodSlo) => [
+    `${prefix}${slo.method.name}LatencyAboveSlo`,
+    ...BURN_RATE_ALERTS.map((b) => `${prefix}${slo.method.name}${b.kind}`),
+  ];
 
   // Past the last finite bucket, histogram_quantile answers that bucket's bound: p95 is exactly `slow`.
   const slow = (slo: MethodSlo) => (slo.p95TargetMs + 1) / 1000;
-  const breach = slos.flatMap((slo) => methodSeries(slo, callsAt(slo, FIRING_BURN), { [String(slow(slo))]: 0, "+Inf": 1 }));
+  const breach = slos.flatMap((slo) =>
+    methodSeries(slo, callsAt(slo, FIRING_BURN), { [String(slow(slo))]: 0, "+Inf": 1 }),
+  );
   const firing = slos.flatMap((slo) => {
     const where = { grpc_service: slo.method.parent.typeName, grpc_method: slo.method.name };
-    const values = [slow(slo), ...BURN_RATE_ALERTS.map(() => callsAt(slo, FIRING_BURN).UNAVAILABLE! / CALLS_PER_MINUTE)];
-    return names(slo).map((alertname, i) => ({ eval_time: EVAL, alertname, exp_alerts: [expected(alertRule(alertname), where, values[i]!)] }));
+    const values = [
+      slow(slo),
+      ...BURN_RATE_ALERTS.map(() => callsAt(slo, FIRING_BURN).UNAVAILABLE! / CALLS_PER_MINUTE),
+    ];
+    return names(slo).map((alertname, i) => ({
+      eval_time: EVAL,
+      alertname,
+      exp_alerts: [expected(alertRule(alertname), where, values[i]!)],
+    }));
   });
 
   const within = slos.flatMap((slo) => {
@@ -98,7 +119,9 @@ function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: s
   const scrapeFails = {
     interval: "1m",
     input_series: [up(0)],
-    alert_rule_test: [{ eval_time: EVAL, alertname: `${prefix}Down`, exp_alerts: [expected(alertRule(`${prefix}Down`), instance, 0)] }],
+    alert_rule_test: [
+      { eval_time: EVAL, alertname: `${prefix}Down`, exp_alerts: [expected(alertRule(`${prefix}Down`), instance, 0)] },
+    ],
   };
   if (slos.length === 0) return [scrapeFails];
   return [
@@ -110,12 +133,18 @@ function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: s
 
 /** The promtool test file, next to rules.yml, for `tools` and their methods' SLOs. */
 export function sloAlertCases(rules: RuleFile, slos: readonly MethodSlo[], tools: readonly string[]): object {
-  const alerts = new Map(rules.groups.flatMap((g) => g.rules).flatMap((r) => (typeof r.alert === "string" ? [[r.alert, r] as const] : [])));
+  const alerts = new Map(
+    rules.groups.flatMap((g) => g.rules).flatMap((r) => (typeof r.alert === "string" ? [[r.alert, r] as const] : [])),
+  );
   const alertRule = (name: string) => {
     const rule = alerts.get(name);
     if (!rule) throw new Error(`no alert ${name} in the rules`);
     return rule;
   };
   const ofTool = (tool: string) => slos.filter((s) => s.tool === tool);
-  return { rule_files: ["rules.yml"], evaluation_interval: "1m", tests: tools.flatMap((tool) => toolCases(tool, ofTool(tool), alertRule)) };
+  return {
+    rule_files: ["rules.yml"],
+    evaluation_interval: "1m",
+    tests: tools.flatMap((tool) => toolCases(tool, ofTool(tool), alertRule)),
+  };
 }

@@ -23,8 +23,24 @@ export function errorRatioRecord(window: string): string {
  * KubeAPIErrorBudgetBurn: a single evaluation's blip does not page.
  */
 export const BURN_RATE_ALERTS = [
-  { kind: "ErrorBudgetFastBurn", burnRate: 14.4, longHours: 1, short: "5m", for: "2m", severity: SEVERITY.page, spends: "2% of a 30-day budget in 1h" },
-  { kind: "ErrorBudgetSlowBurn", burnRate: 6, longHours: 6, short: "30m", for: "15m", severity: SEVERITY.ticket, spends: "5% of a 30-day budget in 6h" },
+  {
+    kind: "ErrorBudgetFastBurn",
+    burnRate: 14.4,
+    longHours: 1,
+    short: "5m",
+    for: "2m",
+    severity: SEVERITY.page,
+    spends: "2% of a 30-day budget in 1h",
+  },
+  {
+    kind: "ErrorBudgetSlowBurn",
+    burnRate: 6,
+    longHours: 6,
+    short: "30m",
+    for: "15m",
+    severity: SEVERITY.ticket,
+    spends: "5% of a 30-day budget in 6h",
+  },
 ] as const;
 
 /** Every window a burn-rate alert reads: each has its error ratio recorded. */
@@ -38,7 +54,14 @@ export const MIN_CALLS_PER_HOUR = 20;
  * (INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION, …) and load shedding
  * (RESOURCE_EXHAUSTED, answered with RetryInfo) do not.
  */
-export const SERVER_FAULT_CODES = ["UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"] as const;
+export const SERVER_FAULT_CODES = [
+  "UNKNOWN",
+  "DEADLINE_EXCEEDED",
+  "UNIMPLEMENTED",
+  "INTERNAL",
+  "UNAVAILABLE",
+  "DATA_LOSS",
+] as const;
 
 const LATENCY_FOR = "5m";
 const ERROR_WINDOW = "3m";
@@ -65,15 +88,26 @@ export function parseSloOverrides(document: unknown, source = "SLO overrides"): 
   }
   const overrides: Record<string, SloOverride> = {};
   for (const [key, value] of Object.entries(document)) {
-    if (!/^[a-z][a-z0-9-]*\/[A-Z][A-Za-z0-9]*$/.test(key)) throw new Error(`${source}: key "${key}" is not "tool/Method"`);
-    if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error(`${source}: "${key}" must be an object`);
+    if (!/^[a-z][a-z0-9-]*\/[A-Z][A-Za-z0-9]*$/.test(key))
+      throw new Error(`${source}: key "${key}" is not "tool/Method"`);
+    if (typeof value !== "object" || value === null || Array.isArray(value))
+      throw new Error(`${source}: "${key}" must be an object`);
     const { p95TargetMs, errorRateBudget, ...unknown } = value as Record<string, unknown>;
     const extra = Object.keys(unknown);
-    if (extra.length > 0) throw new Error(`${source}: "${key}" has unknown fields ${extra.join(", ")} (allowed: p95TargetMs, errorRateBudget)`);
-    if (p95TargetMs !== undefined && (typeof p95TargetMs !== "number" || !Number.isInteger(p95TargetMs) || p95TargetMs <= 0)) {
+    if (extra.length > 0)
+      throw new Error(
+        `${source}: "${key}" has unknown fields ${extra.join(", ")} (allowed: p95TargetMs, errorRateBudget)`,
+      );
+    if (
+      p95TargetMs !== undefined &&
+      (typeof p95TargetMs !== "number" || !Number.isInteger(p95TargetMs) || p95TargetMs <= 0)
+    ) {
       throw new Error(`${source}: "${key}".p95TargetMs must be a positive integer`);
     }
-    if (errorRateBudget !== undefined && (typeof errorRateBudget !== "number" || !(errorRateBudget > 0 && errorRateBudget < 1))) {
+    if (
+      errorRateBudget !== undefined &&
+      (typeof errorRateBudget !== "number" || !(errorRateBudget > 0 && errorRateBudget < 1))
+    ) {
       throw new Error(`${source}: "${key}".errorRateBudget must be a number between 0 and 1 (exclusive)`);
     }
     overrides[key] = {
@@ -115,8 +149,10 @@ export interface MethodSlo {
 function sloOf(tool: string, method: DescMethod, overrides: SloOverrides): MethodSlo {
   const sla = methodPolicy(method).sla!;
   const override = overrides[`${tool}/${method.name}`] ?? {};
-  if (sla.p95TargetMs === 0 && override.p95TargetMs === undefined) throw new Error(`${method.parent.typeName}.${method.name}: SLA has no p95_target_ms`);
-  if (sla.errorRateBudget === 0 && override.errorRateBudget === undefined) throw new Error(`${method.parent.typeName}.${method.name}: SLA has no error_rate_budget`);
+  if (sla.p95TargetMs === 0 && override.p95TargetMs === undefined)
+    throw new Error(`${method.parent.typeName}.${method.name}: SLA has no p95_target_ms`);
+  if (sla.errorRateBudget === 0 && override.errorRateBudget === undefined)
+    throw new Error(`${method.parent.typeName}.${method.name}: SLA has no error_rate_budget`);
   const overridden = override.p95TargetMs !== undefined || override.errorRateBudget !== undefined;
   return {
     tool,
@@ -136,7 +172,8 @@ function unaryMethods(service: DescService): DescMethod[] {
 export function methodSlos(services: readonly DescService[], overrides: SloOverrides = {}): MethodSlo[] {
   const known = new Set(services.flatMap((s) => unaryMethods(s).map((m) => `${servicePolicy(s).toolName}/${m.name}`)));
   const unknown = Object.keys(overrides).filter((key) => !known.has(key));
-  if (unknown.length > 0) throw new Error(`SLO overrides name no unary method of a tool service: ${unknown.join(", ")}`);
+  if (unknown.length > 0)
+    throw new Error(`SLO overrides name no unary method of a tool service: ${unknown.join(", ")}`);
   return services.flatMap((s) => unaryMethods(s).map((m) => sloOf(servicePolicy(s).toolName, m, overrides)));
 }
 
@@ -145,19 +182,36 @@ export function methodSlos(services: readonly DescService[], overrides: SloOverr
  * (with `matchers` naming one ReplicaSet's pods) what a release's analysis measures.
  */
 export function p95Expression(service: DescService, methods: readonly DescMethod[], matchers: Matchers = {}): string {
-  const scope = selector({ grpc_service: service.typeName }, { grpc_method: methods.map((m) => m.name).join("|") }, matchers);
+  const scope = selector(
+    { grpc_service: service.typeName },
+    { grpc_method: methods.map((m) => m.name).join("|") },
+    matchers,
+  );
   return `histogram_quantile(0.95, sum by (le, grpc_service, grpc_method) (rate(grpc_server_handling_seconds_bucket${scope}[5m])))`;
 }
 
 /** The share of calls per method that ended with a server-fault code over 3 minutes, like p95Expression. */
-export function errorRatioExpression(service: DescService, methods: readonly DescMethod[], matchers: Matchers = {}): string {
+export function errorRatioExpression(
+  service: DescService,
+  methods: readonly DescMethod[],
+  matchers: Matchers = {},
+): string {
   return errorRatioOver(ERROR_WINDOW, service, methods, matchers);
 }
 
-function errorRatioOver(window: string, service: DescService, methods: readonly DescMethod[], matchers: Matchers = {}): string {
+function errorRatioOver(
+  window: string,
+  service: DescService,
+  methods: readonly DescMethod[],
+  matchers: Matchers = {},
+): string {
   const names = methods.map((m) => m.name).join("|");
   const scope = selector({ grpc_service: service.typeName }, { grpc_method: names }, matchers);
-  const faults = selector({ grpc_service: service.typeName }, { grpc_method: names, grpc_code: SERVER_FAULT_CODES.join("|") }, matchers);
+  const faults = selector(
+    { grpc_service: service.typeName },
+    { grpc_method: names, grpc_code: SERVER_FAULT_CODES.join("|") },
+    matchers,
+  );
   const byMethod = "sum by (grpc_service, grpc_method)";
   const total = `${byMethod} (rate(grpc_server_handled_total${scope}[${window}]))`;
   // `or … * 0` makes the ratio 0 rather than absent while no call has failed.
@@ -173,7 +227,11 @@ function recordingRules(tool: string, service: DescService, methods: readonly De
   return [
     { record: P95_RECORD, expr: p95Expression(service, methods), labels: { tool } },
     { record: ERROR_RATIO_RECORD, expr: errorRatioExpression(service, methods), labels: { tool } },
-    ...BURN_WINDOWS.map((w) => ({ record: errorRatioRecord(w), expr: errorRatioOver(w, service, methods), labels: { tool } })),
+    ...BURN_WINDOWS.map((w) => ({
+      record: errorRatioRecord(w),
+      expr: errorRatioOver(w, service, methods),
+      labels: { tool },
+    })),
   ];
 }
 
@@ -183,7 +241,9 @@ function burnRateAlert(slo: MethodSlo, policy: (typeof BURN_RATE_ALERTS)[number]
   const target = selector({ grpc_service: method.parent.typeName, grpc_method: method.name });
   const threshold = Number((policy.burnRate * slo.errorRateBudget).toPrecision(6));
   if (threshold >= 1) {
-    throw new Error(`${tool}/${method.name}: an error budget of ${slo.errorRateBudget} cannot burn ${policy.burnRate}× (every call failing is slower), so ${policy.kind} could never fire`);
+    throw new Error(
+      `${tool}/${method.name}: an error budget of ${slo.errorRateBudget} cannot burn ${policy.burnRate}× (every call failing is slower), so ${policy.kind} could never fire`,
+    );
   }
   const long = `${policy.longHours}h`;
   const calls = `sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total${target}[${long}]))`;
@@ -263,7 +323,11 @@ export function sloRuleGroups(services: readonly DescService[], overrides: SloOv
       const unary = unaryMethods(service);
       return {
         name: `loopguard-slo-${tool}`,
-        rules: [...(unary.length > 0 ? recordingRules(tool, service, unary) : []), ...slos.filter((slo) => slo.method.parent === service).flatMap(methodAlerts), downAlert(tool)],
+        rules: [
+          ...(unary.length > 0 ? recordingRules(tool, service, unary) : []),
+          ...slos.filter((slo) => slo.method.parent === service).flatMap(methodAlerts),
+          downAlert(tool),
+        ],
       };
     }),
   };

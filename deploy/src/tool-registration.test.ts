@@ -44,13 +44,29 @@ it("follows docs/adding-a-tool.md step 2 on a copy of services/billing: the new 
   try {
     const geo = join(workspace, "services", "geo");
     cpSync(join(repoRoot, "services", "billing", "package.json"), join(geo, "package.json"));
-    const manifest = JSON.parse(readFileSync(join(geo, "package.json"), "utf8")) as { name: string; description: string; loopguard: Record<string, unknown> };
+    const manifest = JSON.parse(readFileSync(join(geo, "package.json"), "utf8")) as {
+      name: string;
+      description: string;
+      loopguard: Record<string, unknown>;
+    };
     writeFileSync(
       join(geo, "package.json"),
-      JSON.stringify({ ...manifest, name: "@loopguard/geo", description: "Places.", loopguard: { ...manifest.loopguard, port: 50064, metricsPort: 9464, envPrefix: "GEO", stateful: false } }),
+      JSON.stringify({
+        ...manifest,
+        name: "@loopguard/geo",
+        description: "Places.",
+        loopguard: { ...manifest.loopguard, port: 50064, metricsPort: 9464, envPrefix: "GEO", stateful: false },
+      }),
     );
     const [spec] = discoverServices(join(workspace, "services"));
-    expect(spec).toMatchObject({ name: "geo", packageName: "@loopguard/geo", kind: "tool", port: 50064, metricsPortEnv: "GEO_METRICS_PORT", entry: join(geo, "dist", "main.js") });
+    expect(spec).toMatchObject({
+      name: "geo",
+      packageName: "@loopguard/geo",
+      kind: "tool",
+      port: 50064,
+      metricsPortEnv: "GEO_METRICS_PORT",
+      entry: join(geo, "dist", "main.js"),
+    });
     expect(renderLocalToolAddresses([spec!]).get(LOCAL_ADDRESSES_FILE)).toContain('"geo": "127.0.0.1:50064"');
   } finally {
     rmSync(workspace, { recursive: true, force: true });

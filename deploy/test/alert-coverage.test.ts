@@ -23,7 +23,9 @@ const alerts = readYaml<{ groups: { rules: Partial<Alert>[] }[] }>(RULES_FILE)
   .groups.flatMap((g) => g.rules)
   .filter((r): r is Alert => typeof r.alert === "string");
 
-const cases = TEST_FILES.flatMap((file) => readYaml<{ tests: { alert_rule_test?: AlertCase[] }[] }>(file).tests.flatMap((t) => t.alert_rule_test ?? []));
+const cases = TEST_FILES.flatMap((file) =>
+  readYaml<{ tests: { alert_rule_test?: AlertCase[] }[] }>(file).tests.flatMap((t) => t.alert_rule_test ?? []),
+);
 
 /** GitHub's heading anchors (github-slugger): the heading's text, lower case, punctuation dropped, spaces as hyphens, repeats numbered. */
 function headingAnchors(markdown: string): Set<string> {
@@ -48,15 +50,23 @@ function headingAnchors(markdown: string): Set<string> {
 
 describe("headingAnchors", () => {
   it("makes the anchors GitHub makes", () => {
-    const doc = "# Runbooks: loopguard's alerts\n## `<Tool>Down`\n```sh\n# not a heading\n```\n### Drills: [fault](x.md) injection\n## `<Tool>Down`\n";
-    expect([...headingAnchors(doc)]).toEqual(["runbooks-loopguards-alerts", "tooldown", "drills-fault-injection", "tooldown-1"]);
+    const doc =
+      "# Runbooks: loopguard's alerts\n## `<Tool>Down`\n```sh\n# not a heading\n```\n### Drills: [fault](x.md) injection\n## `<Tool>Down`\n";
+    expect([...headingAnchors(doc)]).toEqual([
+      "runbooks-loopguards-alerts",
+      "tooldown",
+      "drills-fault-injection",
+      "tooldown-1",
+    ]);
   });
 });
 
 describe("the generated alerts", () => {
   it("are all read from rules.yml", () => {
     expect(alerts.length).toBeGreaterThan(40);
-    expect(alerts.map((a) => a.alert)).toEqual(expect.arrayContaining(["KbSearchDown", "BillingRefundErrorBudgetFastBurn", "ToolBreakerOpen"]));
+    expect(alerts.map((a) => a.alert)).toEqual(
+      expect.arrayContaining(["KbSearchDown", "BillingRefundErrorBudgetFastBurn", "ToolBreakerOpen"]),
+    );
   });
 
   it("each point to a section of the runbooks that exists", () => {

@@ -41,7 +41,12 @@ afterAll(async () => {
 
 describe("cluster DNS", () => {
   it("answers a service's full and short names with every replica's address", async () => {
-    for (const name of ["kb-search.loopguard.svc.cluster.local", "kb-search.loopguard.svc", "kb-search.loopguard", "kb-search"]) {
+    for (const name of [
+      "kb-search.loopguard.svc.cluster.local",
+      "kb-search.loopguard.svc",
+      "kb-search.loopguard",
+      "kb-search",
+    ]) {
       expect((await resolver.resolve4(name)).sort()).toEqual(["127.0.0.10", "127.0.0.11"]);
     }
   });
@@ -53,8 +58,15 @@ describe("cluster DNS", () => {
   });
 
   it("follows the records file as replicas come and go", async () => {
-    writeFileSync(file(), JSON.stringify({ "kb-search": ["127.0.0.10", "127.0.0.11", "127.0.0.12"], billing: ["127.0.0.13"] }));
-    expect((await resolver.resolve4("kb-search.loopguard.svc.cluster.local")).sort()).toEqual(["127.0.0.10", "127.0.0.11", "127.0.0.12"]);
+    writeFileSync(
+      file(),
+      JSON.stringify({ "kb-search": ["127.0.0.10", "127.0.0.11", "127.0.0.12"], billing: ["127.0.0.13"] }),
+    );
+    expect((await resolver.resolve4("kb-search.loopguard.svc.cluster.local")).sort()).toEqual([
+      "127.0.0.10",
+      "127.0.0.11",
+      "127.0.0.12",
+    ]);
     expect(await resolver.resolve4("billing")).toEqual(["127.0.0.13"]);
     await expect(resolver.resolve4("orchestrator")).rejects.toMatchObject({ code: "ENOTFOUND" });
   });

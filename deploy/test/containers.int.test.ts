@@ -15,24 +15,31 @@ import { docker, root, suiteProcesses } from "./suite-processes.js";
 
 const { dataDir, run, state } = suiteProcesses("loopguard-containers-");
 const containers = (...args: string[]) => run(join(root, "deploy", "dist", "containers", "main.js"), args);
-const cli = (...args: string[]) => run(join(root, "services", "orchestrator", "dist", "cli", "loopguard.js"), args, 60_000);
+const cli = (...args: string[]) =>
+  run(join(root, "services", "orchestrator", "dist", "cli", "loopguard.js"), args, 60_000);
 
 const podsOf = (service: string) =>
   state()
     .pods.filter((p) => p.service === service)
     .sort((a, b) => a.index - b.index);
 /** A token of one of the suite's local people (as the CLI signs), for one service: sessions are the requester's, the rest the operator's. */
-const token = (audience: string, scopes: string[]) => localPersonToken(dataDir, audience === "orchestrator" ? "requester" : "operator", audience, scopes);
+const token = (audience: string, scopes: string[]) =>
+  localPersonToken(dataDir, audience === "orchestrator" ? "requester" : "operator", audience, scopes);
 
 async function orchestratorApi() {
-  return createRawClient(OrchestratorService, "127.0.0.1:50051", { token: await token("orchestrator", ["sessions:read", "sessions:write", "grant:kb:read"]) });
+  return createRawClient(OrchestratorService, "127.0.0.1:50051", {
+    token: await token("orchestrator", ["sessions:read", "sessions:write", "grant:kb:read"]),
+  });
 }
 
 const TERMINAL = new Set([SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED]);
 
 /** Starts a question session through the orchestrator and waits for its end; true when it is DONE. */
 async function questionSession(api: Awaited<ReturnType<typeof orchestratorApi>>): Promise<boolean> {
-  const { session } = await api.startSession({ goal: "How long do card refunds take?", scopes: ["kb:read"], policy: "scripted" }, { deadline: 10_000 });
+  const { session } = await api.startSession(
+    { goal: "How long do card refunds take?", scopes: ["kb:read"], policy: "scripted" },
+    { deadline: 10_000 },
+  );
   const deadline = Date.now() + 30_000;
   for (;;) {
     const { session: now } = await api.getSession({ sessionId: session!.sessionId }, { deadline: 5000 });
@@ -49,13 +56,19 @@ async function searchesServed(address: string): Promise<number> {
 
 beforeAll(async () => {
   const images = await run(join(root, "deploy", "dist", "images", "main.js"), [], 1_500_000);
-  if (images.code !== 0) throw new Error(`the containers tests need the images, and \`pnpm images\` failed:\n${images.stderr}`);
+  if (images.code !== 0)
+    throw new Error(`the containers tests need the images, and \`pnpm images\` failed:\n${images.stderr}`);
   const up = await containers("up");
   expect(up.stderr).toBe("");
   expect(up.code).toBe(0);
   // The migration step ran in a one-off container of each stateful service's image, on its pod's volume, before the pod.
   for (const service of ["billing", "orchestrator", "risk"]) {
-    expect(up.stdout).toMatch(new RegExp(`^${service}: applied \\d+ migration\\(s\\) to sqlite:/data/${service}\\.db in .* \\(loopguard-${service}-0-data, `, "m"));
+    expect(up.stdout).toMatch(
+      new RegExp(
+        `^${service}: applied \\d+ migration\\(s\\) to sqlite:/data/${service}\\.db in .* \\(loopguard-${service}-0-data, `,
+        "m",
+      ),
+    );
     expect(up.stdout.indexOf(`${service}: applied`)).toBeLessThan(up.stdout.indexOf(`${service}-0 is SERVING`));
   }
 }, 1_800_000);
@@ -73,7 +86,9 @@ describe("pnpm containers", () => {
     const addresses = state().pods.map((p) => p.address);
     expect(new Set(addresses).size).toBe(addresses.length);
     for (const pod of state().pods) {
-      const inspect = JSON.parse(await docker(["container", "inspect", pod.container])) as [{ HostConfig: { ReadonlyRootfs: boolean; NetworkMode: string }; Config: { User: string } }];
+      const inspect = JSON.parse(await docker(["container", "inspect", pod.container])) as [
+        { HostConfig: { ReadonlyRootfs: boolean; NetworkMode: string }; Config: { User: string } },
+      ];
       expect(inspect[0].HostConfig.ReadonlyRootfs).toBe(true);
       expect(inspect[0].HostConfig.NetworkMode).toBe("host");
       expect(inspect[0].Config.User).toBe("10001:10001");
@@ -81,7 +96,14 @@ describe("pnpm containers", () => {
   });
 
   it("runs the README's demo refund to DONE through the containers, with the CLI unchanged", async () => {
-    const result = await cli("run", "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged", "--task-file", join(root, "examples", "refund-task.json"), "--wait", "--json");
+    const result = await cli(
+      "run",
+      "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged",
+      "--task-file",
+      join(root, "examples", "refund-task.json"),
+      "--wait",
+      "--json",
+    );
     expect(result.stderr).toBe("");
     const session = JSON.parse(result.stdout) as { state: string; stop_reason: string; answer: string };
     expect(session.state).toBe("DONE");
@@ -89,17 +111,27 @@ describe("pnpm containers", () => {
     expect(session.answer).toMatch(/refund/i);
     // Its steps went to the orchestrator pod's rotated trace files (steps.<UTC day>.<n>.jsonl).
     const [orchestrator] = podsOf("orchestrator");
-    const files = await docker(["exec", orchestrator!.container, "node", "-e", "console.log(require('fs').readdirSync('/data/traces').join('\\n'))"]);
+    const files = await docker([
+      "exec",
+      orchestrator!.container,
+      "node",
+      "-e",
+      "console.log(require('fs').readdirSync('/data/traces').join('\\n'))",
+    ]);
     expect(files.split("\n")).toContainEqual(expect.stringMatching(/^steps\.\d{4}-\d{2}-\d{2}\.\d+\.jsonl$/));
   }, 60_000);
 
   it("refuses replicas that would split a service's state, and bad arguments, with one line", async () => {
     const billing = await containers("up", "--replicas", "billing=2");
     expect(billing.code).toBe(1);
-    expect(billing.stderr).toMatch(/^containers: billing runs on SQLite in its pod; 2 replicas need PostgreSQL: `pnpm containers down`.*\n$/);
+    expect(billing.stderr).toMatch(
+      /^containers: billing runs on SQLite in its pod; 2 replicas need PostgreSQL: `pnpm containers down`.*\n$/,
+    );
     const orchestrator = await containers("up", "--replicas", "orchestrator=2");
     expect(orchestrator.code).toBe(1);
-    expect(orchestrator.stderr).toMatch(/^containers: orchestrator runs on SQLite in its pod; 2 replicas need PostgreSQL: `pnpm containers down`.*\n$/);
+    expect(orchestrator.stderr).toMatch(
+      /^containers: orchestrator runs on SQLite in its pod; 2 replicas need PostgreSQL: `pnpm containers down`.*\n$/,
+    );
     const bad = await containers("up", "--replicas", "kb-search=three");
     expect(bad.code).toBe(2);
     expect(bad.stderr).toBe('containers: --replicas takes SERVICE=N (e.g. kb-search=3), got "kb-search=three"\n');
@@ -165,7 +197,8 @@ describe("pnpm containers", () => {
         if (first) {
           const counts = last.served.map((n, i) => n - first.served[i]!);
           const total = counts.reduce((a, b) => a + b, 0);
-          if (total > 0 && counts.every((n) => n / total >= 0.2)) spread = { afterMs: last.at - servingAt, shares: counts.map((n) => n / total) };
+          if (total > 0 && counts.every((n) => n / total >= 0.2))
+            spread = { afterMs: last.at - servingAt, shares: counts.map((n) => n / total) };
         }
         await sleep(1000);
       }
@@ -178,7 +211,9 @@ describe("pnpm containers", () => {
       await sleep(10_000);
       const counts = (await Promise.all(replicas.map((p) => searchesServed(p.address)))).map((n, i) => n - from[i]!);
       const total = counts.reduce((a, b) => a + b, 0);
-      console.info(`[containers scale-out] the next 10 s: ${total} searches, shares ${percent(counts.map((n) => n / total))}`);
+      console.info(
+        `[containers scale-out] the next 10 s: ${total} searches, shares ${percent(counts.map((n) => n / total))}`,
+      );
     } finally {
       stop = true;
       await Promise.all(workers);
@@ -205,11 +240,20 @@ describe("pnpm containers", () => {
     expect(up.stderr).toBe("");
     expect(up.stdout).toMatch(/PostgreSQL 127\.0\.0\.8:5432 for .*orchestrator/);
     expect(podsOf("billing")).toHaveLength(2);
-    const billingEnv = JSON.parse(await docker(["container", "inspect", "--format", "{{json .Config.Env}}", podsOf("billing")[1]!.container])) as string[];
+    const billingEnv = JSON.parse(
+      await docker(["container", "inspect", "--format", "{{json .Config.Env}}", podsOf("billing")[1]!.container]),
+    ) as string[];
     expect(billingEnv).toContain("BILLING_STORE=postgres://postgres@postgres.loopguard.svc.cluster.local:5432/billing");
-    expect(podsOf("orchestrator").map((p) => p.address)).toEqual(["127.0.0.1", expect.stringMatching(/^127\.0\.0\.\d+$/)]);
-    const env = JSON.parse(await docker(["container", "inspect", "--format", "{{json .Config.Env}}", podsOf("orchestrator")[1]!.container])) as string[];
-    expect(env).toContain("ORCHESTRATOR_STORE=postgres://postgres@postgres.loopguard.svc.cluster.local:5432/orchestrator");
+    expect(podsOf("orchestrator").map((p) => p.address)).toEqual([
+      "127.0.0.1",
+      expect.stringMatching(/^127\.0\.0\.\d+$/),
+    ]);
+    const env = JSON.parse(
+      await docker(["container", "inspect", "--format", "{{json .Config.Env}}", podsOf("orchestrator")[1]!.container]),
+    ) as string[];
+    expect(env).toContain(
+      "ORCHESTRATOR_STORE=postgres://postgres@postgres.loopguard.svc.cluster.local:5432/orchestrator",
+    );
     const api = await orchestratorApi();
     try {
       expect(await questionSession(api)).toBe(true);
@@ -217,7 +261,14 @@ describe("pnpm containers", () => {
       api.close();
     }
     // A refund through the two billing replicas, recorded once in their shared ledger.
-    const refund = await cli("run", "Refund 1.00 USD of order ord_DEMO00000001", "--task-file", join(root, "examples", "refund-task.json"), "--wait", "--json");
+    const refund = await cli(
+      "run",
+      "Refund 1.00 USD of order ord_DEMO00000001",
+      "--task-file",
+      join(root, "examples", "refund-task.json"),
+      "--wait",
+      "--json",
+    );
     expect(JSON.parse(refund.stdout)).toMatchObject({ state: "DONE", stop_reason: "done" });
 
     const label = `label=io.loopguard.containers=${join(dataDir, "containers")}`;

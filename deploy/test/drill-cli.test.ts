@@ -14,9 +14,14 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 function drill(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, [join(root, "deploy", "dist", "drills", "main.js"), ...args], { cwd: root, timeout: 30_000 }, (error, stdout, stderr) => {
-      done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [join(root, "deploy", "dist", "drills", "main.js"), ...args],
+      { cwd: root, timeout: 30_000 },
+      (error, stdout, stderr) => {
+        done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -37,33 +42,41 @@ describe("pnpm drill --k8s --dry-run", () => {
     [["kill-tool", "--tool", "billing", "--kill", "one"], 1, "one", "billing"],
     [["kill-orchestrator"], 1, "one", "orchestrator"],
     [["flap", "--tool", "risk", "--duration", "20"], 4, "all", "risk"],
-  ])("%j prints the runner's Job and the PodChaos objects the runner would apply, each valid", async (args, count, mode, service) => {
-    const json = await drill(...args, "--k8s", "--dry-run", "--json");
-    expect(json.code).toBe(0);
-    const [job, ...objects] = JSON.parse(json.stdout.trim().split("\n").at(-1)!) as K8sObject[];
-    // The runner gets the scenario as its arguments, spelled out.
-    expect(job).toMatchObject({ apiVersion: "batch/v1", kind: "Job", metadata: { namespace: "loopguard" } });
-    const container = (job as unknown as Job).spec!.template.spec!.containers[0]!;
-    expect(container.args!.slice(0, 3)).toEqual([args[0], "--tool", service]);
-    expect(container.args).toContain("--k8s");
-    expect(objects).toHaveLength(count);
-    for (const object of objects) {
-      expect(object).toMatchObject({
-        apiVersion: "chaos-mesh.org/v1alpha1",
-        kind: "PodChaos",
-        metadata: { namespace: "loopguard" },
-        spec: { action: "pod-kill", mode, gracePeriod: 0, selector: { labelSelectors: { "app.kubernetes.io/name": service } } },
-      });
-      // Not paused: a run's objects act as soon as they are created.
-      expect((object.metadata as { annotations?: object }).annotations).toBeUndefined();
-    }
-    expect(validateRenderings([{ name: `drill ${args.join(" ")}`, objects: [job!, ...objects] }])).toEqual([]);
+  ])(
+    "%j prints the runner's Job and the PodChaos objects the runner would apply, each valid",
+    async (args, count, mode, service) => {
+      const json = await drill(...args, "--k8s", "--dry-run", "--json");
+      expect(json.code).toBe(0);
+      const [job, ...objects] = JSON.parse(json.stdout.trim().split("\n").at(-1)!) as K8sObject[];
+      // The runner gets the scenario as its arguments, spelled out.
+      expect(job).toMatchObject({ apiVersion: "batch/v1", kind: "Job", metadata: { namespace: "loopguard" } });
+      const container = (job as unknown as Job).spec!.template.spec!.containers[0]!;
+      expect(container.args!.slice(0, 3)).toEqual([args[0], "--tool", service]);
+      expect(container.args).toContain("--k8s");
+      expect(objects).toHaveLength(count);
+      for (const object of objects) {
+        expect(object).toMatchObject({
+          apiVersion: "chaos-mesh.org/v1alpha1",
+          kind: "PodChaos",
+          metadata: { namespace: "loopguard" },
+          spec: {
+            action: "pod-kill",
+            mode,
+            gracePeriod: 0,
+            selector: { labelSelectors: { "app.kubernetes.io/name": service } },
+          },
+        });
+        // Not paused: a run's objects act as soon as they are created.
+        expect((object.metadata as { annotations?: object }).annotations).toBeUndefined();
+      }
+      expect(validateRenderings([{ name: `drill ${args.join(" ")}`, objects: [job!, ...objects] }])).toEqual([]);
 
-    const yaml = await drill(...args, "--k8s", "--dry-run");
-    expect(yaml.code).toBe(0);
-    const documents = parseYamlDocuments(yaml.stdout, "dry-run") as K8sObject[];
-    expect(documents.slice(1).map((d) => d.spec)).toEqual(objects.map((o) => o.spec));
-  });
+      const yaml = await drill(...args, "--k8s", "--dry-run");
+      expect(yaml.code).toBe(0);
+      const documents = parseYamlDocuments(yaml.stdout, "dry-run") as K8sObject[];
+      expect(documents.slice(1).map((d) => d.spec)).toEqual(objects.map((o) => o.spec));
+    },
+  );
 
   it("the schema refuses what Chaos Mesh would not read", () => {
     const valid = {

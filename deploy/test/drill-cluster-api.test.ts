@@ -31,8 +31,18 @@ function listen(server: Server): Promise<number> {
 /** One orchestrator replica's page: the counters the report reads. */
 function replica(offered: number, attempts: number): { registry: Registry; calls: Counter; handled: Counter } {
   const registry = new Registry();
-  const calls = new Counter({ name: "loopguard_tool_client_calls_total", help: "h", labelNames: ["tool", "method", "outcome", "grpc_code"], registers: [registry] });
-  const handled = new Counter({ name: "grpc_client_handled_total", help: "h", labelNames: ["grpc_service", "grpc_method", "grpc_code"], registers: [registry] });
+  const calls = new Counter({
+    name: "loopguard_tool_client_calls_total",
+    help: "h",
+    labelNames: ["tool", "method", "outcome", "grpc_code"],
+    registers: [registry],
+  });
+  const handled = new Counter({
+    name: "grpc_client_handled_total",
+    help: "h",
+    labelNames: ["grpc_service", "grpc_method", "grpc_code"],
+    registers: [registry],
+  });
   calls.inc({ tool: "kb-search", method: "Search", outcome: "ok", grpc_code: "OK" }, offered);
   handled.inc({ grpc_service: "loopguard.kb.v1.KbSearchService", grpc_method: "Search", grpc_code: "OK" }, attempts);
   return { registry, calls, handled };
@@ -45,7 +55,9 @@ function asApiCall(request: IncomingMessage): ApiCall {
   // /api/v1/namespaces/NS/RES[/NAME] or /apis/GROUP/VERSION/namespaces/NS/RES[/NAME]
   const [group, rest] = parts[0] === "api" ? ["", parts.slice(2)] : [parts[1]!, parts.slice(3)];
   const [, , resource, name] = rest;
-  const verb = { GET: name ? "get" : "list", POST: "create", DELETE: "delete", PATCH: "patch", PUT: "update" }[request.method!]!;
+  const verb = { GET: name ? "get" : "list", POST: "create", DELETE: "delete", PATCH: "patch", PUT: "update" }[
+    request.method!
+  ]!;
   return { group, resource: resource!, verb };
 }
 
@@ -72,13 +84,28 @@ beforeAll(async () => {
     req.on("data", (chunk: Buffer) => (body += chunk));
     req.on("end", () => {
       const call = asApiCall(req);
-      calls.push({ ...call, auth: req.headers.authorization, selector: new URL(req.url!, "http://api").searchParams.get("labelSelector"), body: body ? JSON.parse(body) : undefined });
+      calls.push({
+        ...call,
+        auth: req.headers.authorization,
+        selector: new URL(req.url!, "http://api").searchParams.get("labelSelector"),
+        body: body ? JSON.parse(body) : undefined,
+      });
       const json = (value: object, status = 200) => {
         res.writeHead(status, { "content-type": "application/json" });
         res.end(JSON.stringify(value));
       };
       if (call.resource === "pods")
-        return json({ apiVersion: "v1", kind: "PodList", metadata: {}, items: [pod("kb-search-a", true), pod("kb-search-b", true), pod("kb-search-c", false), pod("kb-search-d", true, true)] });
+        return json({
+          apiVersion: "v1",
+          kind: "PodList",
+          metadata: {},
+          items: [
+            pod("kb-search-a", true),
+            pod("kb-search-b", true),
+            pod("kb-search-c", false),
+            pod("kb-search-d", true, true),
+          ],
+        });
       if (call.resource === "endpointslices") {
         return json({
           apiVersion: "discovery.k8s.io/v1",
@@ -92,14 +119,26 @@ beforeAll(async () => {
                 { name: "grpc", port: 50051, protocol: "TCP" },
                 { name: "http", port: pagePorts[0], protocol: "TCP" },
               ],
-              endpoints: [{ addresses: ["127.0.0.1"], targetRef: { kind: "Pod", name: "orchestrator-a" }, conditions: { ready: true } }],
+              endpoints: [
+                {
+                  addresses: ["127.0.0.1"],
+                  targetRef: { kind: "Pod", name: "orchestrator-a" },
+                  conditions: { ready: true },
+                },
+              ],
             },
             {
               metadata: { name: "orchestrator-x2" },
               addressType: "IPv4",
               ports: [{ name: "http", port: pagePorts[1], protocol: "TCP" }],
               // Terminating: not ready, still answering; its figures count.
-              endpoints: [{ addresses: ["127.0.0.1"], targetRef: { kind: "Pod", name: "orchestrator-b" }, conditions: { ready: false, terminating: true } }],
+              endpoints: [
+                {
+                  addresses: ["127.0.0.1"],
+                  targetRef: { kind: "Pod", name: "orchestrator-b" },
+                  conditions: { ready: false, terminating: true },
+                },
+              ],
             },
           ],
         });
@@ -137,13 +176,23 @@ describe("the drill runner's Kubernetes client", () => {
         ["orchestrator-b", `http://127.0.0.1:${pagePorts[1]}/metrics`],
       ]),
     );
-    const options = parseDrillArgs(["kill-tool", "--tool", "kb-search", "--k8s"], { tools: ["kb-search"], orchestrator: "orchestrator", methodsOf: () => [] });
+    const options = parseDrillArgs(["kill-tool", "--tool", "kb-search", "--k8s"], {
+      tools: ["kb-search"],
+      orchestrator: "orchestrator",
+      methodsOf: () => [],
+    });
     const [chaos] = podChaosPlan(options, "kill-tool-kb-search-x", "loopguard");
     await kube.createPodChaos(chaos!);
     await kube.deletePodChaos(chaos!.metadata.name);
 
-    expect(calls.map((c) => c.selector).slice(0, 2)).toEqual(["app.kubernetes.io/name=kb-search", "kubernetes.io/service-name=orchestrator"]);
-    expect(calls.find((c) => c.verb === "create")?.body).toMatchObject({ kind: "PodChaos", spec: { action: "pod-kill", mode: "all" } });
+    expect(calls.map((c) => c.selector).slice(0, 2)).toEqual([
+      "app.kubernetes.io/name=kb-search",
+      "kubernetes.io/service-name=orchestrator",
+    ]);
+    expect(calls.find((c) => c.verb === "create")?.body).toMatchObject({
+      kind: "PodChaos",
+      spec: { action: "pod-kill", mode: "all" },
+    });
     for (const call of calls) expect(call.auth).toBe(`Bearer ${TOKEN}`);
     const made = calls.map(({ group, resource, verb }) => ({ group, resource, verb }));
     // Every call is declared, and every declared call is one the runner makes: the list (and so the Role) is exact.
@@ -156,10 +205,22 @@ describe("the drill runner's Kubernetes client", () => {
     const sampler = new MetricsSampler(podPages(() => kube.metricsUrls("orchestrator", "http")));
     const first = await sampler.sample();
     replicas[0]!.calls.inc({ tool: "kb-search", method: "Search", outcome: "ok", grpc_code: "OK" }, 5);
-    replicas[1]!.calls.inc({ tool: "kb-search", method: "Search", outcome: "fallback_cache", grpc_code: "UNAVAILABLE" }, 3);
-    replicas[1]!.handled.inc({ grpc_service: "loopguard.kb.v1.KbSearchService", grpc_method: "Search", grpc_code: "UNAVAILABLE" }, 7);
+    replicas[1]!.calls.inc(
+      { tool: "kb-search", method: "Search", outcome: "fallback_cache", grpc_code: "UNAVAILABLE" },
+      3,
+    );
+    replicas[1]!.handled.inc(
+      { grpc_service: "loopguard.kb.v1.KbSearchService", grpc_method: "Search", grpc_code: "UNAVAILABLE" },
+      7,
+    );
     const second = await sampler.sample();
-    expect(toolCallFigures(first, second, "kb-search", "loopguard.kb.v1.KbSearchService")).toEqual({ offered: 8, attempts: 7, fallbacks: 3, failed: 0, failures: {} });
+    expect(toolCallFigures(first, second, "kb-search", "loopguard.kb.v1.KbSearchService")).toEqual({
+      offered: 8,
+      attempts: 7,
+      fallbacks: 3,
+      failed: 0,
+      failures: {},
+    });
 
     // Replica b dies: its page stops answering, and what it had said stands.
     await new Promise((done) => pages[1]!.close(done));
@@ -183,11 +244,25 @@ describe.skipIf(!findExecutable("prometheus"))("the drill runner's figures throu
       const promPort = await listen(probe);
       await new Promise((done) => probe.close(done));
       // As a ServiceMonitor's scrape labels them: job after the Service, the namespace, each pod.
-      const scrape = ports.map((port, i) => ({ targets: [`127.0.0.1:${port}`], labels: { job: "orchestrator", namespace: "loopguard", pod: `orchestrator-${i}` } }));
-      writeFileSync(join(dir, "prometheus.yml"), toYaml({ global: { scrape_interval: "1s" }, scrape_configs: [{ job_name: "orchestrator", static_configs: scrape }] }));
+      const scrape = ports.map((port, i) => ({
+        targets: [`127.0.0.1:${port}`],
+        labels: { job: "orchestrator", namespace: "loopguard", pod: `orchestrator-${i}` },
+      }));
+      writeFileSync(
+        join(dir, "prometheus.yml"),
+        toYaml({
+          global: { scrape_interval: "1s" },
+          scrape_configs: [{ job_name: "orchestrator", static_configs: scrape }],
+        }),
+      );
       prometheus = spawn(
         findExecutable("prometheus")!,
-        [`--config.file=${join(dir, "prometheus.yml")}`, `--storage.tsdb.path=${join(dir, "tsdb")}`, `--web.listen-address=127.0.0.1:${promPort}`, "--log.level=warn"],
+        [
+          `--config.file=${join(dir, "prometheus.yml")}`,
+          `--storage.tsdb.path=${join(dir, "tsdb")}`,
+          `--web.listen-address=127.0.0.1:${promPort}`,
+          "--log.level=warn",
+        ],
         { stdio: "ignore" },
       );
       const read = prometheusPages(`http://127.0.0.1:${promPort}`, "loopguard", "orchestrator");
@@ -201,7 +276,10 @@ describe.skipIf(!findExecutable("prometheus"))("the drill runner's figures throu
       const sampler = new MetricsSampler(read);
       const snapshot = await sampler.sample();
       const empty = { at: 0, pages: new Map() };
-      expect(toolCallFigures(empty, snapshot, "kb-search", "loopguard.kb.v1.KbSearchService")).toMatchObject({ offered: 25, attempts: 31 });
+      expect(toolCallFigures(empty, snapshot, "kb-search", "loopguard.kb.v1.KbSearchService")).toMatchObject({
+        offered: 25,
+        attempts: 31,
+      });
     } finally {
       prometheus?.kill("SIGKILL");
       for (const server of servers) server.close();

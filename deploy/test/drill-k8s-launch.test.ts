@@ -25,18 +25,34 @@ beforeAll(() => {
   const rendering = renderOverlayWith(root, "prod", ["chaos-drills"]);
   cronJob = rendering.objects.find((o) => o.kind === "CronJob") as unknown as CronJob;
   fake = mkdtempSync(join(tmpdir(), "loopguard-fake-kubectl-"));
-  writeFileSync(join(fake, "kubectl"), `#!/bin/sh\nexec "${process.execPath}" "${join(here, "fake-kubectl.mjs")}" "$@"\n`);
+  writeFileSync(
+    join(fake, "kubectl"),
+    `#!/bin/sh\nexec "${process.execPath}" "${join(here, "fake-kubectl.mjs")}" "$@"\n`,
+  );
   chmodSync(join(fake, "kubectl"), 0o755);
 }, 60_000);
 
 afterAll(() => rmSync(fake, { recursive: true, force: true }));
 afterEach(() => rmSync(join(fake, "calls.jsonl"), { force: true }));
 
-const catalogue = { tools: ["kb-search", "billing", "risk"], orchestrator: "orchestrator", methodsOf: () => ["Search"] };
+const catalogue = {
+  tools: ["kb-search", "billing", "risk"],
+  orchestrator: "orchestrator",
+  methodsOf: () => ["Search"],
+};
 const report = computeReport({
   options: parseDrillArgs(["kill-tool", "--tool", "kb-search", "--k8s"], catalogue),
   outcomes: [],
-  audit: { method: "m", refundsInLedger: 0, refundsReported: 0, duplicate: 0, lost: 0, unowned: 0, doneRefundsExactlyOnce: 0, examples: [] },
+  audit: {
+    method: "m",
+    refundsInLedger: 0,
+    refundsReported: 0,
+    duplicate: 0,
+    lost: 0,
+    unowned: 0,
+    doneRefundsExactlyOnce: 0,
+    examples: [],
+  },
   tools: {},
   deadWindows: [],
   faults: [{ atMs: 1200, what: "PodChaos drill-x-1: pod-kill of every kb-search pod (2 ready)" }],
@@ -49,13 +65,27 @@ const report = computeReport({
   notes: ["figures summed over every orchestrator replica's own page"],
 });
 
-function drill(dataDir: string, scenario: object, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function drill(
+  dataDir: string,
+  scenario: object,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
   writeFileSync(join(fake, "scenario.json"), JSON.stringify({ cronJob, ...scenario }));
-  const env = { ...process.env, PATH: `${fake}${delimiter}${process.env.PATH}`, FAKE_KUBECTL_DIR: fake, LOOPGUARD_DATA_DIR: dataDir };
+  const env = {
+    ...process.env,
+    PATH: `${fake}${delimiter}${process.env.PATH}`,
+    FAKE_KUBECTL_DIR: fake,
+    LOOPGUARD_DATA_DIR: dataDir,
+  };
   return new Promise((done) => {
-    execFile(process.execPath, [join(root, "deploy", "dist", "drills", "main.js"), ...args], { cwd: root, env, timeout: 60_000 }, (error, stdout, stderr) => {
-      done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [join(root, "deploy", "dist", "drills", "main.js"), ...args],
+      { cwd: root, env, timeout: 60_000 },
+      (error, stdout, stderr) => {
+        done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -88,10 +118,17 @@ describe("pnpm drill --k8s", () => {
   it("creates one Job of the cluster's template with the scenario as arguments, prints its report and exits 0 when it completes", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "loopguard-drill-launch-"));
     try {
-      const line = JSON.stringify({ drill_report: report, run_id: "kill-tool-kb-search-20261201T220000", started_at: "2026-12-01T22:00:00.000Z" });
+      const line = JSON.stringify({
+        drill_report: report,
+        run_id: "kill-tool-kb-search-20261201T220000",
+        started_at: "2026-12-01T22:00:00.000Z",
+      });
       const result = await drill(
         dataDir,
-        { jobs: ["Complete"], logs: ["starting 200 sessions at once", "[   1.2 s] PodChaos drill-x-1: pod-kill", line] },
+        {
+          jobs: ["Complete"],
+          logs: ["starting 200 sessions at once", "[   1.2 s] PodChaos drill-x-1: pod-kill", line],
+        },
         "kill-tool",
         "--tool",
         "kb-search",
@@ -108,18 +145,42 @@ describe("pnpm drill --k8s", () => {
       expect(created).toHaveLength(1);
       const job = JSON.parse(created[0]!.stdin) as Job;
       const container = job.spec!.template.spec!.containers[0]!;
-      expect(container.args).toEqual(["kill-tool", "--tool", "kb-search", "--kill", "all", "--sessions", "300", "--duration", "10", "--refund-share", "50", "--k8s"]);
+      expect(container.args).toEqual([
+        "kill-tool",
+        "--tool",
+        "kb-search",
+        "--kill",
+        "all",
+        "--sessions",
+        "300",
+        "--duration",
+        "10",
+        "--refund-share",
+        "50",
+        "--k8s",
+      ]);
       // The overlay's image and the template's identity: what the cluster was given, not a second copy.
       expect(container.image).toBe(cronJob.spec!.jobTemplate.spec!.template.spec!.containers[0]!.image);
       expect(container.image).toBe("registry.example.com/loopguard/drill-runner:unset");
       expect(job.spec!.template.spec!.serviceAccountName).toBe("loopguard-drill-runner");
       expect(job.spec!.backoffLimit).toBe(0);
       expect(job.metadata!.name).toMatch(/^drill-kill-tool-kb-search-\d{8}t\d{6}$/);
-      expect(made.find((c) => c.args.includes("logs"))!.args).toEqual(["-n", "loopguard", "logs", "-f", `job/${job.metadata!.name}`, "--pod-running-timeout=5m"]);
+      expect(made.find((c) => c.args.includes("logs"))!.args).toEqual([
+        "-n",
+        "loopguard",
+        "logs",
+        "-f",
+        `job/${job.metadata!.name}`,
+        "--pod-running-timeout=5m",
+      ]);
 
-      const saved = JSON.parse(readFileSync(join(dataDir, "drills", "kill-tool-kb-search-20261201T220000", "report.json"), "utf8"));
+      const saved = JSON.parse(
+        readFileSync(join(dataDir, "drills", "kill-tool-kb-search-20261201T220000", "report.json"), "utf8"),
+      );
       expect(saved.faults).toEqual(report.faults);
-      expect(readFileSync(join(dataDir, "drills", "kill-tool-kb-search-20261201T220000", "report.md"), "utf8")).toContain("figures summed over every orchestrator replica");
+      expect(
+        readFileSync(join(dataDir, "drills", "kill-tool-kb-search-20261201T220000", "report.md"), "utf8"),
+      ).toContain("figures summed over every orchestrator replica");
 
       for (const call of made.flatMap((c) => apiCallsOf(c.args))) expect(LAUNCHER_API_CALLS).toContainEqual(call);
     } finally {
@@ -132,7 +193,12 @@ describe("pnpm drill --k8s", () => {
     try {
       const result = await drill(
         dataDir,
-        { jobs: ["Failed"], logs: ["drill-runner: kill-orchestrator needs at least 2 ready orchestrator pods in namespace loopguard; the cluster has 1"] },
+        {
+          jobs: ["Failed"],
+          logs: [
+            "drill-runner: kill-orchestrator needs at least 2 ready orchestrator pods in namespace loopguard; the cluster has 1",
+          ],
+        },
         "kill-orchestrator",
         "--k8s",
         "--prometheus",
@@ -140,7 +206,9 @@ describe("pnpm drill --k8s", () => {
       );
       expect(result.code).toBe(1);
       expect(result.stdout).toBe("");
-      expect(result.stderr.trim().split("\n").at(-1)).toMatch(/^drill: Job drill-kill-orchestrator-orchestrator-\S+ failed: drill-runner: kill-orchestrator needs at least 2 ready/);
+      expect(result.stderr.trim().split("\n").at(-1)).toMatch(
+        /^drill: Job drill-kill-orchestrator-orchestrator-\S+ failed: drill-runner: kill-orchestrator needs at least 2 ready/,
+      );
       const job = JSON.parse(calls().find((c) => c.args.includes("create"))!.stdin) as Job;
       expect(job.spec!.template.spec!.containers[0]!.args).toEqual([
         "kill-orchestrator",

@@ -31,7 +31,13 @@ beforeAll(() => {
 const key = (c: ApiCall) => `${c.group}/${c.resource}:${c.verb}`;
 
 function granted(role: Role): string[] {
-  return (role.rules ?? []).flatMap((rule) => (rule.apiGroups ?? []).flatMap((group) => (rule.resources ?? []).flatMap((resource) => rule.verbs.map((verb) => key({ group, resource, verb }))))).sort();
+  return (role.rules ?? [])
+    .flatMap((rule) =>
+      (rule.apiGroups ?? []).flatMap((group) =>
+        (rule.resources ?? []).flatMap((resource) => rule.verbs.map((verb) => key({ group, resource, verb }))),
+      ),
+    )
+    .sort();
 }
 
 function find<T>(objects: readonly K8sObject[], kind: string, name: string): K8sObject & T {
@@ -40,7 +46,8 @@ function find<T>(objects: readonly K8sObject[], kind: string, name: string): K8s
   return found as K8sObject & T;
 }
 
-const runnerPod = (objects: readonly K8sObject[]) => find<CronJob>(objects, "CronJob", DRILL_RUNNER).spec!.jobTemplate.spec!.template;
+const runnerPod = (objects: readonly K8sObject[]) =>
+  find<CronJob>(objects, "CronJob", DRILL_RUNNER).spec!.jobTemplate.spec!.template;
 
 describe("the drill runner's RBAC", () => {
   it("grants the runner exactly the calls it makes, through its own ServiceAccount, and nothing cluster-wide", () => {
@@ -48,7 +55,8 @@ describe("the drill runner's RBAC", () => {
       const role = find<Role>(objects, "Role", DRILL_RUNNER);
       expect(granted(role), name).toEqual(RUNNER_API_CALLS.map(key).sort());
       for (const rule of role.rules ?? []) {
-        for (const field of [rule.apiGroups, rule.resources, rule.verbs]) expect(field, `${name}: no wildcard`).not.toContain("*");
+        for (const field of [rule.apiGroups, rule.resources, rule.verbs])
+          expect(field, `${name}: no wildcard`).not.toContain("*");
         expect(rule.resources, `${name}: no Secret`).not.toContain("secrets");
         expect(rule.resourceNames, name).toBeUndefined();
       }
@@ -73,7 +81,12 @@ describe("the drill runner's RBAC", () => {
       const account = find<{ automountServiceAccountToken?: boolean }>(objects, "ServiceAccount", DRILL_RUNNER);
       expect(account.automountServiceAccountToken, name).toBe(false);
       const pods: [string, PodSpec][] = [
-        ...objects.filter((o) => o.kind === "Deployment").map((d): [string, PodSpec] => [d.metadata.name, (d as unknown as { spec: { template: { spec: PodSpec } } }).spec.template.spec]),
+        ...objects
+          .filter((o) => o.kind === "Deployment")
+          .map((d): [string, PodSpec] => [
+            d.metadata.name,
+            (d as unknown as { spec: { template: { spec: PodSpec } } }).spec.template.spec,
+          ]),
         [DRILL_RUNNER, runnerPod(objects).spec!],
       ];
       expect(
@@ -92,7 +105,11 @@ describe("the drill runner's Job template", () => {
       expect(cronJob.spec!.jobTemplate.spec!.backoffLimit, name).toBe(0);
       const pod = runnerPod(objects).spec!;
       const [container] = pod.containers;
-      expect(container!.image, name).toBe(name.startsWith("overlays/prod") ? "registry.example.com/loopguard/drill-runner:unset" : "loopguard/drill-runner:latest");
+      expect(container!.image, name).toBe(
+        name.startsWith("overlays/prod")
+          ? "registry.example.com/loopguard/drill-runner:unset"
+          : "loopguard/drill-runner:latest",
+      );
       expect({ ...pod.securityContext, ...container!.securityContext }).toMatchObject({
         runAsNonRoot: true,
         readOnlyRootFilesystem: true,
@@ -113,27 +130,59 @@ interface Pod {
   readonly labels: Labels;
 }
 
-const matches = (selector: { matchLabels?: Labels } | undefined, labels: Labels) => Object.entries(selector?.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+const matches = (selector: { matchLabels?: Labels } | undefined, labels: Labels) =>
+  Object.entries(selector?.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
 
 function peerMatches(peer: NetworkPolicyPeer, pod: Pod | undefined, policyNamespace: string): boolean {
   if (peer.ipBlock) return pod === undefined;
   if (!pod) return false;
-  const namespaceOk = peer.namespaceSelector ? matches(peer.namespaceSelector, { "kubernetes.io/metadata.name": pod.namespace }) : pod.namespace === policyNamespace;
+  const namespaceOk = peer.namespaceSelector
+    ? matches(peer.namespaceSelector, { "kubernetes.io/metadata.name": pod.namespace })
+    : pod.namespace === policyNamespace;
   return namespaceOk && (peer.podSelector ? matches(peer.podSelector, pod.labels) : true);
 }
 
 const portMatches = (ports: NetworkPolicyPort[] | undefined, port: number, protocol: string) =>
-  ports === undefined || ports.some((p) => (p.protocol ?? "TCP") === protocol && (p.port === undefined || p.port === port));
+  ports === undefined ||
+  ports.some((p) => (p.protocol ?? "TCP") === protocol && (p.port === undefined || p.port === port));
 
 /** Whether the policies selecting `pod` let it send to `peer` (a pod, or undefined: an address outside the pod network) on port/protocol. */
-function egressAllowed(policies: readonly NetworkPolicy[], pod: Pod, peer: Pod | undefined, port: number, protocol = "TCP"): boolean {
-  const selecting = policies.filter((p) => p.metadata!.namespace === pod.namespace && matches(p.spec!.podSelector, pod.labels) && p.spec!.policyTypes?.includes("Egress"));
-  return selecting.some((p) => (p.spec!.egress ?? []).some((rule) => (rule.to === undefined || rule.to.some((to) => peerMatches(to, peer, pod.namespace))) && portMatches(rule.ports, port, protocol)));
+function egressAllowed(
+  policies: readonly NetworkPolicy[],
+  pod: Pod,
+  peer: Pod | undefined,
+  port: number,
+  protocol = "TCP",
+): boolean {
+  const selecting = policies.filter(
+    (p) =>
+      p.metadata!.namespace === pod.namespace &&
+      matches(p.spec!.podSelector, pod.labels) &&
+      p.spec!.policyTypes?.includes("Egress"),
+  );
+  return selecting.some((p) =>
+    (p.spec!.egress ?? []).some(
+      (rule) =>
+        (rule.to === undefined || rule.to.some((to) => peerMatches(to, peer, pod.namespace))) &&
+        portMatches(rule.ports, port, protocol),
+    ),
+  );
 }
 
 function ingressAllowed(policies: readonly NetworkPolicy[], pod: Pod, from: Pod, port: number): boolean {
-  const selecting = policies.filter((p) => p.metadata!.namespace === pod.namespace && matches(p.spec!.podSelector, pod.labels) && p.spec!.policyTypes?.includes("Ingress"));
-  return selecting.some((p) => (p.spec!.ingress ?? []).some((rule) => (rule.from === undefined || rule.from.some((f) => peerMatches(f, from, pod.namespace))) && portMatches(rule.ports, port, "TCP")));
+  const selecting = policies.filter(
+    (p) =>
+      p.metadata!.namespace === pod.namespace &&
+      matches(p.spec!.podSelector, pod.labels) &&
+      p.spec!.policyTypes?.includes("Ingress"),
+  );
+  return selecting.some((p) =>
+    (p.spec!.ingress ?? []).some(
+      (rule) =>
+        (rule.from === undefined || rule.from.some((f) => peerMatches(f, from, pod.namespace))) &&
+        portMatches(rule.ports, port, "TCP"),
+    ),
+  );
 }
 
 describe("the drill runner's network", () => {
@@ -143,8 +192,11 @@ describe("the drill runner's network", () => {
       const runner: Pod = { namespace: "loopguard", labels: runnerPod(objects).metadata!.labels! };
       const podOf = (service: string): Pod => ({
         namespace: "loopguard",
-        labels: (objects.find((o) => o.kind === "Deployment" && o.metadata.labels?.["app.kubernetes.io/name"] === service) as unknown as { spec: { template: { metadata: { labels: Labels } } } }).spec
-          .template.metadata.labels,
+        labels: (
+          objects.find(
+            (o) => o.kind === "Deployment" && o.metadata.labels?.["app.kubernetes.io/name"] === service,
+          ) as unknown as { spec: { template: { metadata: { labels: Labels } } } }
+        ).spec.template.metadata.labels,
       });
       const orchestrator = podOf("orchestrator");
       const billing = podOf("billing");
@@ -159,13 +211,31 @@ describe("the drill runner's network", () => {
       ] as const) {
         expect(egressAllowed(policies, runner, peer, port), `${name}: runner → ${what}`).toBe(true);
       }
-      expect(egressAllowed(policies, runner, { namespace: "kube-system", labels: { "k8s-app": "kube-dns" } }, 53, "UDP"), `${name}: DNS`).toBe(true);
-      expect(ingressAllowed(policies, orchestrator, runner, spec("orchestrator").port), `${name}: orchestrator admits the runner's calls`).toBe(true);
-      expect(ingressAllowed(policies, orchestrator, runner, spec("orchestrator").metricsPort), `${name}: orchestrator admits the runner's scrapes`).toBe(true);
-      expect(ingressAllowed(policies, billing, runner, spec("billing").port), `${name}: billing admits the ledger audit`).toBe(true);
+      expect(
+        egressAllowed(policies, runner, { namespace: "kube-system", labels: { "k8s-app": "kube-dns" } }, 53, "UDP"),
+        `${name}: DNS`,
+      ).toBe(true);
+      expect(
+        ingressAllowed(policies, orchestrator, runner, spec("orchestrator").port),
+        `${name}: orchestrator admits the runner's calls`,
+      ).toBe(true);
+      expect(
+        ingressAllowed(policies, orchestrator, runner, spec("orchestrator").metricsPort),
+        `${name}: orchestrator admits the runner's scrapes`,
+      ).toBe(true);
+      expect(
+        ingressAllowed(policies, billing, runner, spec("billing").port),
+        `${name}: billing admits the ledger audit`,
+      ).toBe(true);
       // And nothing else: the runner neither calls the other tools nor is called.
-      for (const other of ["kb-search", "risk"]) expect(egressAllowed(policies, runner, podOf(other), spec(other).port), `${name}: runner → ${other}`).toBe(false);
-      expect(ingressAllowed(policies, runner, orchestrator, spec("orchestrator").port), `${name}: nothing calls the runner`).toBe(false);
+      for (const other of ["kb-search", "risk"])
+        expect(egressAllowed(policies, runner, podOf(other), spec(other).port), `${name}: runner → ${other}`).toBe(
+          false,
+        );
+      expect(
+        ingressAllowed(policies, runner, orchestrator, spec("orchestrator").port),
+        `${name}: nothing calls the runner`,
+      ).toBe(false);
     }
   });
 });

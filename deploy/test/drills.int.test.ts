@@ -27,9 +27,14 @@ interface Run {
 
 function run(file: string, args: readonly string[], timeoutMs: number): Promise<Run> {
   return new Promise((done) => {
-    execFile(process.execPath, [file, ...args], { env, cwd: root, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [file, ...args],
+      { env, cwd: root, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -38,13 +43,19 @@ const drillCli = join(root, "deploy", "dist", "drills", "main.js");
 /** Runs a drill with --json; its report, after checking what every run must show. */
 async function drill(...args: string[]): Promise<DrillReport & { report_path: string }> {
   const result = await run(drillCli, [...args, "--tag", tag, "--json"], 240_000);
-  if (result.code !== 0) throw new Error(`pnpm drill ${args.join(" ")} exited ${result.code}:\n${result.stderr.slice(-3000)}`);
+  if (result.code !== 0)
+    throw new Error(`pnpm drill ${args.join(" ")} exited ${result.code}:\n${result.stderr.slice(-3000)}`);
   const lines = result.stdout.trim().split("\n");
   const report = JSON.parse(lines.at(-1)!) as DrillReport & { report_path: string };
-  console.info(`[drill ${args.join(" ")}] ${JSON.stringify({ ...report, side_effects: undefined, faults: undefined, notes: undefined })}`);
+  console.info(
+    `[drill ${args.join(" ")}] ${JSON.stringify({ ...report, side_effects: undefined, faults: undefined, notes: undefined })}`,
+  );
   expect(existsSync(report.report_path)).toBe(true);
   expect(readFileSync(report.report_path, "utf8")).toContain(`# Drill ${report.scenario}`);
-  expect(JSON.parse(readFileSync(join(dirname(report.report_path), "report.json"), "utf8"))).toMatchObject({ scenario: report.scenario, sessions_started: report.sessions_started });
+  expect(JSON.parse(readFileSync(join(dirname(report.report_path), "report.json"), "utf8"))).toMatchObject({
+    scenario: report.scenario,
+    sessions_started: report.sessions_started,
+  });
   expect(result.stderr).toContain("removing the drill's containers");
   return report;
 }
@@ -83,7 +94,11 @@ function expectNothingLost(report: DrillReport & { report_path: string }): void 
 }
 
 function dockerCli(args: readonly string[]): Promise<string> {
-  return new Promise((done, fail) => execFile("docker", args, (error, stdout, stderr) => (error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()))));
+  return new Promise((done, fail) =>
+    execFile("docker", args, (error, stdout, stderr) =>
+      error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()),
+    ),
+  );
 }
 
 async function noContainersLeft(): Promise<void> {
@@ -113,7 +128,19 @@ describe("pnpm drill (small sizes)", () => {
   }, 300_000);
 
   it("kill-tool billing --kill one during refunds: no refund twice, none lost, the second replica serves on", async () => {
-    const report = await drill("kill-tool", "--tool", "billing", "--kill", "one", "--sessions", "60", "--refund-share", "100", "--duration", "4");
+    const report = await drill(
+      "kill-tool",
+      "--tool",
+      "billing",
+      "--kill",
+      "one",
+      "--sessions",
+      "60",
+      "--refund-share",
+      "100",
+      "--duration",
+      "4",
+    );
     expectNothingLost(report);
     expect(report.refund_sessions).toBe(60);
     expect(report.side_effects.refundsInLedger).toBe(report.side_effects.refundsReported);
@@ -141,7 +168,19 @@ describe("pnpm drill (small sizes)", () => {
   }, 300_000);
 
   it("errors: 30 % of billing calls fail; retries and keys keep every refund once", async () => {
-    const report = await drill("errors", "--tool", "billing", "--error-rate", "30", "--sessions", "40", "--refund-share", "100", "--duration", "3");
+    const report = await drill(
+      "errors",
+      "--tool",
+      "billing",
+      "--error-rate",
+      "30",
+      "--sessions",
+      "40",
+      "--refund-share",
+      "100",
+      "--duration",
+      "3",
+    );
     expectNothingLost(report);
     expect(report.faults[0]?.what).toContain("30 % of calls fail UNAVAILABLE (injected)");
   }, 300_000);
@@ -158,18 +197,33 @@ describe("pnpm drill (small sizes)", () => {
     const next = `${tag}-drill-next`;
     await dockerCli(["tag", `loopguard/billing:${tag}`, `loopguard/billing:${next}`]);
     try {
-      const report = await drill("release", "--tool", "billing", "--to", next, "--sessions", "80", "--refund-share", "100");
+      const report = await drill(
+        "release",
+        "--tool",
+        "billing",
+        "--to",
+        next,
+        "--sessions",
+        "80",
+        "--refund-share",
+        "100",
+      );
       expectNothingLost(report);
       expect(report.success_rate).toBe(1);
       expect(report.calls_failed).toBe(0);
       expect(report.faults.map((f) => f.what)).toEqual([
         `releasing billing ${next} blue-green`,
-        expect.stringMatching(new RegExp(`^released billing: loopguard/billing:${tag} → loopguard/billing:${next}, serving after`)),
+        expect.stringMatching(
+          new RegExp(`^released billing: loopguard/billing:${tag} → loopguard/billing:${next}, serving after`),
+        ),
         "rolling billing back",
-        expect.stringMatching(new RegExp(`^rolled back billing: loopguard/billing:${next} → loopguard/billing:${tag}, serving after`)),
+        expect.stringMatching(
+          new RegExp(`^rolled back billing: loopguard/billing:${next} → loopguard/billing:${tag}, serving after`),
+        ),
       ]);
       // Calls crossed both moves: sessions started between each flip and the old set's drain.
-      for (const moved of [report.faults[1]!.what, report.faults[3]!.what]) expect(moved).toMatch(/; [1-9]\d* sessions started between the flip and the drain$/);
+      for (const moved of [report.faults[1]!.what, report.faults[3]!.what])
+        expect(moved).toMatch(/; [1-9]\d* sessions started between the flip and the drain$/);
     } finally {
       await dockerCli(["rmi", `loopguard/billing:${next}`]).catch(() => undefined);
     }
@@ -182,7 +236,9 @@ describe("pnpm drill (small sizes)", () => {
       expect(up.code).toBe(0);
       const refused = await run(drillCli, ["kill-tool", "--tool", "kb-search", "--tag", tag], 60_000);
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toBe(`drill: a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\`\n`);
+      expect(refused.stderr).toBe(
+        `drill: a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\`\n`,
+      );
     } finally {
       await run(join(root, "deploy", "dist", "containers", "main.js"), ["down"], 120_000);
     }

@@ -17,7 +17,8 @@ const earlier = readFileSync(join(dir, "calls.jsonl"), { encoding: "utf8", flag:
   .map((line) => JSON.parse(line));
 appendFileSync(join(dir, "calls.jsonl"), `${JSON.stringify({ args, stdin })}\n`);
 // The gate a call belongs to: the Jobs created so far (smoke Jobs, or a drill's), a migrate Job is none.
-const isCountedJob = (call) => call.args.includes("create") && !/-migrate-[a-z0-9]+$/.test(JSON.parse(call.stdin).metadata?.name ?? "");
+const isCountedJob = (call) =>
+  call.args.includes("create") && !/-migrate-[a-z0-9]+$/.test(JSON.parse(call.stdin).metadata?.name ?? "");
 const gate = earlier.filter(isCountedJob).length - (isCountedJob({ args, stdin }) ? 0 : 1);
 const migrateJob = args.find((arg) => /-migrate-[a-z0-9]+$/.test(arg));
 
@@ -29,15 +30,31 @@ function fail(message) {
 if (args.includes("--raw")) {
   const query = new URL(`http://proxy${args[args.indexOf("--raw") + 1]}`).searchParams.get("query") ?? "";
   const set = scenario.prometheus[gate];
-  if (set === "error") fail('Error from server (ServiceUnavailable): no endpoints available for service "prometheus-operated"');
-  process.stdout.write(readFileSync(join(scenario.fixtures, `${set}-${query.includes("histogram_quantile") ? "p95" : "error-ratio"}.json`), "utf8"));
+  if (set === "error")
+    fail('Error from server (ServiceUnavailable): no endpoints available for service "prometheus-operated"');
+  process.stdout.write(
+    readFileSync(
+      join(scenario.fixtures, `${set}-${query.includes("histogram_quantile") ? "p95" : "error-ratio"}.json`),
+      "utf8",
+    ),
+  );
 } else if (args.includes("create")) {
   process.stdout.write(`job.batch/${JSON.parse(stdin).metadata.name} created\n`);
 } else if (args.includes("get") && args.includes("job") && migrateJob) {
   const outcome = scenario.migration ?? "Complete";
   process.stdout.write(
     JSON.stringify({
-      status: { conditions: [{ type: outcome, status: "True", ...(outcome === "Failed" ? { reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit" } : {}) }] },
+      status: {
+        conditions: [
+          {
+            type: outcome,
+            status: "True",
+            ...(outcome === "Failed"
+              ? { reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit" }
+              : {}),
+          },
+        ],
+      },
     }),
   );
 } else if (args.includes("get") && args.includes("job")) {

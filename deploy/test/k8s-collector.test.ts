@@ -66,8 +66,10 @@ describe.each([["overlays/dev"], ["overlays/prod"]])("%s: the OpenTelemetry Coll
     for (const [name, pipeline] of Object.entries(config.service.pipelines)) {
       expect(pipeline.receivers, name).toEqual(["otlp"]);
       expect(pipeline.processors, name).toEqual(["memory_limiter", "k8sattributes", "batch"]);
-      for (const exporter of pipeline.exporters) expect(config.exporters[exporter], `${name}: exporter ${exporter}`).toBeDefined();
-      for (const processor of pipeline.processors) expect(config.processors[processor], `${name}: processor ${processor}`).toBeDefined();
+      for (const exporter of pipeline.exporters)
+        expect(config.exporters[exporter], `${name}: exporter ${exporter}`).toBeDefined();
+      for (const processor of pipeline.processors)
+        expect(config.processors[processor], `${name}: processor ${processor}`).toBeDefined();
     }
     // Senders are named by their connection's address, which batching loses.
     expect(config.processors.k8sattributes!.pod_association).toEqual([{ sources: [{ from: "connection" }] }]);
@@ -80,7 +82,9 @@ describe.each([["overlays/dev"], ["overlays/prod"]])("%s: the OpenTelemetry Coll
     // The filter names the namespace the pod runs in, whatever namespace the overlay renders into.
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the Collector's own variable expansion, not a template
     expect(config.processors.k8sattributes!.filter?.namespace).toBe("${env:POD_NAMESPACE}");
-    expect(pod.containers[0]!.env?.find((e) => e.name === "POD_NAMESPACE")?.valueFrom?.fieldRef?.fieldPath).toBe("metadata.namespace");
+    expect(pod.containers[0]!.env?.find((e) => e.name === "POD_NAMESPACE")?.valueFrom?.fieldRef?.fieldPath).toBe(
+      "metadata.namespace",
+    );
     expect(pod.automountServiceAccountToken).toBe(true);
     const account = one<ServiceAccount>(objects(), "ServiceAccount");
     expect(pod.serviceAccountName).toBe(account.metadata.name);
@@ -92,7 +96,9 @@ describe.each([["overlays/dev"], ["overlays/prod"]])("%s: the OpenTelemetry Coll
     ]);
     const binding = one<RoleBinding>(objects(), "RoleBinding");
     expect(binding.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: role.metadata.name });
-    expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: account.metadata.name, namespace: deployment.metadata.namespace }]);
+    expect(binding.subjects).toEqual([
+      { kind: "ServiceAccount", name: account.metadata.name, namespace: deployment.metadata.namespace },
+    ]);
     expect(objects().filter((o) => o.kind === "ClusterRole" || o.kind === "ClusterRoleBinding")).toEqual([]);
   });
 
@@ -110,7 +116,8 @@ describe.each([["overlays/dev"], ["overlays/prod"]])("%s: the OpenTelemetry Coll
 describe("overlays/prod: the Collector's exporters", () => {
   it("sends traces to the tracing backend over OTLP and step logs to Loki's OTLP endpoint", () => {
     const config = collectorConfig(renderings.find((r) => r.name === "overlays/prod")!.objects);
-    const exporters = (pipeline: string) => config.service.pipelines[pipeline]!.exporters.map((e) => config.exporters[e]!.endpoint);
+    const exporters = (pipeline: string) =>
+      config.service.pipelines[pipeline]!.exporters.map((e) => config.exporters[e]!.endpoint);
     expect(exporters("traces")).toEqual(["tempo-distributor.observability.svc.cluster.local:4317"]);
     expect(exporters("logs")).toEqual(["http://loki-distributor.observability.svc.cluster.local:3100/otlp"]);
   });

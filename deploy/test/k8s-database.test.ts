@@ -19,11 +19,15 @@ type Obj = K8sObject & { spec: Record<string, any> };
 
 let rendering: Rendering;
 beforeAll(() => {
-  rendering = renderOnProd(join(root, OVERLAYS_DIR), join(root, COMPONENTS_DIR), ["plain-blue-green", "cloudnative-pg"]);
+  rendering = renderOnProd(join(root, OVERLAYS_DIR), join(root, COMPONENTS_DIR), [
+    "plain-blue-green",
+    "cloudnative-pg",
+  ]);
 }, 60_000);
 
 const objects = () => rendering.objects as Obj[];
-const one = (kind: string, name?: string) => objects().find((o) => o.kind === kind && (name === undefined || o.metadata.name === name))!;
+const one = (kind: string, name?: string) =>
+  objects().find((o) => o.kind === kind && (name === undefined || o.metadata.name === name))!;
 /** The rendering with `change` applied to a copy of one object. */
 function changed(kind: string, name: string, change: (o: Obj) => void): Rendering {
   const copyOf = (o: Obj): Obj => {
@@ -31,7 +35,10 @@ function changed(kind: string, name: string, change: (o: Obj) => void): Renderin
     change(copy);
     return copy;
   };
-  return { name: "changed", objects: objects().map((o) => (o.kind === kind && o.metadata.name === name ? copyOf(o) : o)) };
+  return {
+    name: "changed",
+    objects: objects().map((o) => (o.kind === kind && o.metadata.name === name ? copyOf(o) : o)),
+  };
 }
 
 describe("connection budget", () => {
@@ -61,11 +68,25 @@ describe("connection budget", () => {
       const container = d.spec.template.spec.containers[0];
       container.env = container.env.filter((e: { name: string }) => e.name !== "RISK_STORE_POOL_SIZE");
     };
-    expect(connectionBudget(changed("Deployment", "risk-green", withoutPool))!.errors).toContain("risk: no <PREFIX>_STORE_POOL_SIZE: its pool is unbounded by the deployment");
-    const transaction = changed("Pooler", "loopguard-postgres-pooler", (p) => (p.spec.pgbouncer.poolMode = "transaction"));
-    expect(connectionBudget(transaction)!.errors.join("\n")).toMatch(/poolMode transaction breaks LISTEN and named prepared statements/);
-    const unbounded = changed("Pooler", "loopguard-postgres-pooler", (p) => delete p.spec.pgbouncer.parameters.max_db_connections);
-    expect(connectionBudget(unbounded)!.errors.join("\n")).toMatch(/no max_db_connections, so its server connections are unbounded/);
+    expect(connectionBudget(changed("Deployment", "risk-green", withoutPool))!.errors).toContain(
+      "risk: no <PREFIX>_STORE_POOL_SIZE: its pool is unbounded by the deployment",
+    );
+    const transaction = changed(
+      "Pooler",
+      "loopguard-postgres-pooler",
+      (p) => (p.spec.pgbouncer.poolMode = "transaction"),
+    );
+    expect(connectionBudget(transaction)!.errors.join("\n")).toMatch(
+      /poolMode transaction breaks LISTEN and named prepared statements/,
+    );
+    const unbounded = changed(
+      "Pooler",
+      "loopguard-postgres-pooler",
+      (p) => delete p.spec.pgbouncer.parameters.max_db_connections,
+    );
+    expect(connectionBudget(unbounded)!.errors.join("\n")).toMatch(
+      /no max_db_connections, so its server connections are unbounded/,
+    );
   });
 });
 
@@ -74,21 +95,40 @@ describe("stateful services on the CloudNativePG cluster", () => {
     const cluster = one("Cluster", "loopguard-postgres");
     for (const spec of stateful) {
       const role = `loopguard_${spec.name}`;
-      expect(cluster.spec.managed.roles).toContainEqual({ name: role, ensure: "present", login: true, passwordSecret: { name: `loopguard-${spec.name}-db` } });
+      expect(cluster.spec.managed.roles).toContainEqual({
+        name: role,
+        ensure: "present",
+        login: true,
+        passwordSecret: { name: `loopguard-${spec.name}-db` },
+      });
       const database = objects().find((o) => o.kind === "Database" && o.spec.name === role);
-      expect(database?.spec, `Database ${role}`).toMatchObject({ cluster: { name: "loopguard-postgres" }, owner: role, ensure: "present", databaseReclaimPolicy: "retain" });
+      expect(database?.spec, `Database ${role}`).toMatchObject({
+        cluster: { name: "loopguard-postgres" },
+        owner: role,
+        ensure: "present",
+        databaseReclaimPolicy: "retain",
+      });
     }
   });
 
   it("mounts only ca.crt of the operator's CA Secret where sslrootcert points, in every colour, and seeds no demo data", () => {
-    const pods = objects().filter((o) => o.kind === "Deployment" && o.spec.template.metadata.labels["loopguard/postgres-client"] === "true");
-    expect(new Set(pods.map((d) => d.spec.template.metadata.labels["app.kubernetes.io/name"]))).toEqual(new Set(stateful.map((s) => s.name)));
+    const pods = objects().filter(
+      (o) => o.kind === "Deployment" && o.spec.template.metadata.labels["loopguard/postgres-client"] === "true",
+    );
+    expect(new Set(pods.map((d) => d.spec.template.metadata.labels["app.kubernetes.io/name"]))).toEqual(
+      new Set(stateful.map((s) => s.name)),
+    );
     for (const d of pods) {
       const pod = d.spec.template.spec;
-      expect(pod.volumes).toContainEqual({ name: POSTGRES_CA_SECRET, secret: { secretName: "loopguard-postgres-ca", items: [{ key: "ca.crt", path: "ca.crt" }], defaultMode: 0o440 } });
+      expect(pod.volumes).toContainEqual({
+        name: POSTGRES_CA_SECRET,
+        secret: { secretName: "loopguard-postgres-ca", items: [{ key: "ca.crt", path: "ca.crt" }], defaultMode: 0o440 },
+      });
       const mount = pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === POSTGRES_CA_SECRET);
       expect(`${mount.mountPath}/ca.crt`).toBe(POSTGRES_CA_FILE);
-      const env = Object.fromEntries(pod.containers[0].env.map((e: { name: string; value?: string }) => [e.name, e.value]));
+      const env = Object.fromEntries(
+        pod.containers[0].env.map((e: { name: string; value?: string }) => [e.name, e.value]),
+      );
       if (d.metadata.name.startsWith("billing")) expect(env.BILLING_SEED_DEMO).toBe("false");
       if (d.metadata.name.startsWith("risk")) expect(env.RISK_SEED_DEMO).toBe("false");
     }
@@ -105,7 +145,11 @@ describe("stateful services on the CloudNativePG cluster", () => {
     expect(backup.retentionPolicy).toMatch(/^[1-9][0-9]*[dwm]$/);
     expect(backup.barmanObjectStore.s3Credentials.accessKeyId.name).toBe("loopguard-postgres-backup");
     expect(backup.barmanObjectStore.wal).toBeDefined();
-    expect(one("ScheduledBackup").spec).toMatchObject({ cluster: { name: "loopguard-postgres" }, method: "barmanObjectStore", immediate: true });
+    expect(one("ScheduledBackup").spec).toMatchObject({
+      cluster: { name: "loopguard-postgres" },
+      method: "barmanObjectStore",
+      immediate: true,
+    });
   });
 });
 
@@ -125,7 +169,11 @@ describe("CloudNativePG schemas", () => {
           broken("ScheduledBackup", "loopguard-postgres-nightly", (b) => (b.spec.schedule = "0 3 * * *")),
           broken("Database", "loopguard-billing", (d) => (d.spec.name = "postgres")),
           broken("Cluster", "loopguard-postgres", (c) => (c.spec.backup.retentionPolicy = "30 days")),
-          broken("Cluster", "loopguard-postgres", (c) => (c.spec.managed.roles[0].passwordSecrett = c.spec.managed.roles[0].passwordSecret)),
+          broken(
+            "Cluster",
+            "loopguard-postgres",
+            (c) => (c.spec.managed.roles[0].passwordSecrett = c.spec.managed.roles[0].passwordSecret),
+          ),
         ],
       },
     ]).map((e) => e.message);

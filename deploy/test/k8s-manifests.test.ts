@@ -42,8 +42,12 @@ describe("generated manifests", () => {
   });
 
   it("give the PrometheusRule exactly the rule groups of deploy/prometheus/rules.yml", () => {
-    const [rulesFile] = parseYamlDocuments(readFileSync(join(root, RULES_FILE), "utf8"), RULES_FILE) as [{ groups: unknown[] }];
-    const rule = find(rendering("overlays/prod").objects, "PrometheusRule", "loopguard-slo") as K8sObject & { spec: { groups: unknown[] } };
+    const [rulesFile] = parseYamlDocuments(readFileSync(join(root, RULES_FILE), "utf8"), RULES_FILE) as [
+      { groups: unknown[] },
+    ];
+    const rule = find(rendering("overlays/prod").objects, "PrometheusRule", "loopguard-slo") as K8sObject & {
+      spec: { groups: unknown[] };
+    };
     expect(rule.spec.groups).toEqual(rulesFile.groups);
     expect(rule.spec.groups.length).toBeGreaterThanOrEqual(4);
   });
@@ -51,17 +55,29 @@ describe("generated manifests", () => {
 
 describe("the chaos-drills component", () => {
   it("holds a paused pod-kill of one pod of every service and of all pods of every tool: applying it kills nothing", () => {
-    const chaos = rendering("overlays/prod + components/chaos-drills").objects.filter((o) => o.kind === "PodChaos") as (K8sObject & {
+    const chaos = rendering("overlays/prod + components/chaos-drills").objects.filter(
+      (o) => o.kind === "PodChaos",
+    ) as (K8sObject & {
       metadata: { annotations?: Record<string, string> };
       spec: { action: string; mode: string; gracePeriod: number; selector: { labelSelectors: Record<string, string> } };
     })[];
     const kills = chaos.map((o) => `${o.spec.selector.labelSelectors["app.kubernetes.io/name"]} ${o.spec.mode}`).sort();
-    expect(kills).toEqual(["billing all", "billing one", "kb-search all", "kb-search one", "orchestrator one", "risk all", "risk one"]);
+    expect(kills).toEqual([
+      "billing all",
+      "billing one",
+      "kb-search all",
+      "kb-search one",
+      "orchestrator one",
+      "risk all",
+      "risk one",
+    ]);
     for (const o of chaos) {
       expect(o.metadata.annotations?.["experiment.chaos-mesh.org/pause"]).toBe("true");
       expect(o.spec).toMatchObject({ action: "pod-kill", gracePeriod: 0 });
     }
-    expect(find(rendering("overlays/prod + components/chaos-drills").objects, "Role", "loopguard-drill-runner")).toBeDefined();
+    expect(
+      find(rendering("overlays/prod + components/chaos-drills").objects, "Role", "loopguard-drill-runner"),
+    ).toBeDefined();
   });
 });
 
@@ -104,20 +120,40 @@ describe("the validator", () => {
       change(copy);
       return copy as K8sObject;
     };
-    const cluster = find(rendering("overlays/prod + components/cloudnative-pg").objects, "Cluster", "loopguard-postgres");
+    const cluster = find(
+      rendering("overlays/prod + components/cloudnative-pg").objects,
+      "Cluster",
+      "loopguard-postgres",
+    );
     const argo = rendering("overlays/prod + components/argo-rollouts").objects;
     const broken: K8sObject[] = [
       named(deployment, "as-rendered", () => undefined),
       named(deployment, "misspelled-field", (d) => (d.spec.template.spec.containers[0].imagePullPolicyy = "Always")),
       named(deployment, "wrong-type", (d) => (d.spec.template.spec.containers[0].ports[0].containerPort = "50061")),
       named(deployment, "missing-required", (d) => delete d.spec.template.spec.containers[0].name),
-      named(find(prod, "ServiceMonitor", "kb-search"), "monitor-misspelled", (m) => (m.spec.endpoint = m.spec.endpoints)),
-      named(find(prod, "HorizontalPodAutoscaler", "kb-search"), "hpa-missing-target", (h) => delete h.spec.scaleTargetRef),
+      named(
+        find(prod, "ServiceMonitor", "kb-search"),
+        "monitor-misspelled",
+        (m) => (m.spec.endpoint = m.spec.endpoints),
+      ),
+      named(
+        find(prod, "HorizontalPodAutoscaler", "kb-search"),
+        "hpa-missing-target",
+        (h) => delete h.spec.scaleTargetRef,
+      ),
       named(cluster, "cluster-misspelled", (c) => (c.spec.instancess = 3)),
       named(cluster, "cluster-wrong-type", (c) => (c.spec.instances = "3")),
       named(cluster, "cluster-missing-storage", (c) => delete c.spec.storage),
-      named(find(argo, "Rollout", "billing"), "rollout-misspelled", (r) => (r.spec.strategy.blueGreen.activeServce = "billing")),
-      named(find(argo, "AnalysisTemplate", "billing-slo"), "analysis-wrong-type", (t) => (t.spec.metrics[0].failureLimit = true)),
+      named(
+        find(argo, "Rollout", "billing"),
+        "rollout-misspelled",
+        (r) => (r.spec.strategy.blueGreen.activeServce = "billing"),
+      ),
+      named(
+        find(argo, "AnalysisTemplate", "billing-slo"),
+        "analysis-wrong-type",
+        (t) => (t.spec.metrics[0].failureLimit = true),
+      ),
       { apiVersion: "example.com/v1", kind: "Widget", metadata: { name: "unknown-kind", namespace: "loopguard" } },
     ];
     errors = validateRenderings([{ name: "broken", objects: broken }]);
@@ -137,7 +173,9 @@ describe("the validator", () => {
   it("refuses a wrong type", () => {
     expect(messages("wrong-type").join("\n")).toMatch(/Type 'string' is not assignable to type 'number'/);
     expect(messages("cluster-wrong-type")).toEqual(["/spec/instances must be integer"]);
-    expect(messages("analysis-wrong-type").join("\n")).toMatch(/Type 'true' is not assignable to type 'string \| number/);
+    expect(messages("analysis-wrong-type").join("\n")).toMatch(
+      /Type 'true' is not assignable to type 'string \| number/,
+    );
   });
 
   it("refuses a missing required field", () => {

@@ -21,8 +21,15 @@ beforeAll(() => {
   renderings = renderAll(root);
 }, 60_000);
 
-const deploymentsOf = (r: Rendering, service: string) => r.objects.filter((o): o is K8sObject & Deployment => o.kind === "Deployment" && o.metadata.labels?.["app.kubernetes.io/name"] === service);
-const jobsOf = (r: Rendering) => r.objects.filter((o): o is K8sObject & Job => o.kind === "Job" && o.metadata.labels?.["app.kubernetes.io/component"] === "migration");
+const deploymentsOf = (r: Rendering, service: string) =>
+  r.objects.filter(
+    (o): o is K8sObject & Deployment =>
+      o.kind === "Deployment" && o.metadata.labels?.["app.kubernetes.io/name"] === service,
+  );
+const jobsOf = (r: Rendering) =>
+  r.objects.filter(
+    (o): o is K8sObject & Job => o.kind === "Job" && o.metadata.labels?.["app.kubernetes.io/component"] === "migration",
+  );
 const envOf = (c: Container | undefined, name: string) => c?.env?.find((e) => e.name === name);
 const secretMounts = (c: Container | undefined) =>
   (c?.volumeMounts ?? [])
@@ -46,14 +53,22 @@ describe("migration step", () => {
           expect(
             pod.initContainers?.map((c) => [c.name, c.args]),
             where,
-          ).toEqual([postgres ? ["wait-for-schema", ["wait-for-schema", "--timeout", "900"]] : ["migrate", ["migrate"]]]);
+          ).toEqual([
+            postgres ? ["wait-for-schema", ["wait-for-schema", "--timeout", "900"]] : ["migrate", ["migrate"]],
+          ]);
           const init = pod.initContainers![0]!;
           expect(init.image, where).toBe(serving.image);
           expect(envOf(init, `${spec.envPrefix}_STORE`), where).toEqual(envOf(serving, `${spec.envPrefix}_STORE`));
           // Risk seeds its demo customers in a migration: the step and the pod must agree on whether it does.
-          expect(envOf(init, `${spec.envPrefix}_SEED_DEMO`), where).toEqual(envOf(serving, `${spec.envPrefix}_SEED_DEMO`));
+          expect(envOf(init, `${spec.envPrefix}_SEED_DEMO`), where).toEqual(
+            envOf(serving, `${spec.envPrefix}_SEED_DEMO`),
+          );
           expect(secretMounts(init), where).toEqual(secretMounts(serving));
-          expect(init.securityContext, where).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+          expect(init.securityContext, where).toMatchObject({
+            runAsNonRoot: true,
+            readOnlyRootFilesystem: true,
+            allowPrivilegeEscalation: false,
+          });
         }
       }
     }
@@ -66,17 +81,23 @@ describe("migration step", () => {
         expect(jobs, rendering.name).toEqual([]);
         continue;
       }
-      expect(jobs.map((j) => j.metadata!.name).sort(), rendering.name).toEqual(stateful.map((s) => `${s.name}-migrate`).sort());
+      expect(jobs.map((j) => j.metadata!.name).sort(), rendering.name).toEqual(
+        stateful.map((s) => `${s.name}-migrate`).sort(),
+      );
       for (const spec of stateful) {
         const job = jobs.find((j) => j.metadata!.name === `${spec.name}-migrate`)!;
         const pod = job.spec!.template.spec!;
         const migrate = pod.containers[0]!;
-        const serving = deploymentsOf(rendering, spec.name)[0]!.spec!.template.spec!.containers.find((c) => c.name === spec.name)!;
+        const serving = deploymentsOf(rendering, spec.name)[0]!.spec!.template.spec!.containers.find(
+          (c) => c.name === spec.name,
+        )!;
         const where = `${rendering.name}: job/${job.metadata!.name}`;
         expect(migrate.args, where).toEqual(["migrate"]);
         expect(migrate.image, where).toBe(serving.image);
         expect(envOf(migrate, `${spec.envPrefix}_STORE`), where).toEqual(envOf(serving, `${spec.envPrefix}_STORE`));
-        expect(envOf(migrate, `${spec.envPrefix}_SEED_DEMO`), where).toEqual(envOf(serving, `${spec.envPrefix}_SEED_DEMO`));
+        expect(envOf(migrate, `${spec.envPrefix}_SEED_DEMO`), where).toEqual(
+          envOf(serving, `${spec.envPrefix}_SEED_DEMO`),
+        );
         expect(secretMounts(migrate), where).toEqual(secretMounts(serving));
         expect(job.spec!.template.metadata!.labels![POSTGRES_CLIENT_LABEL], where).toBe("true");
         // Not selected by the service's Service, PDB or autoscaler.

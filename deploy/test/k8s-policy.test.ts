@@ -54,12 +54,16 @@ function workloads(objects: readonly K8sObject[]): Workload[] {
   const referenced = new Set(rollouts.map((r) => r.spec.workloadRef?.name).filter(Boolean));
   return [
     ...rollouts.map((r) => {
-      const source = r.spec.workloadRef ? deployments.find((d) => d.metadata.name === r.spec.workloadRef!.name) : undefined;
+      const source = r.spec.workloadRef
+        ? deployments.find((d) => d.metadata.name === r.spec.workloadRef!.name)
+        : undefined;
       const template = (source ? source.spec!.template : r.spec.template) as PodTemplateSpec | undefined;
       expect(template, `Rollout ${r.metadata.name}: a template or a workloadRef to a Deployment`).toBeDefined();
       return { object: r, template: template! };
     }),
-    ...deployments.filter((d) => !referenced.has(d.metadata.name)).map((d) => ({ object: d, template: d.spec!.template })),
+    ...deployments
+      .filter((d) => !referenced.has(d.metadata.name))
+      .map((d) => ({ object: d, template: d.spec!.template })),
   ] as Workload[];
 }
 
@@ -70,8 +74,14 @@ function workloadsOf(objects: readonly K8sObject[], name: string): Workload[] {
   return found;
 }
 
-function selects(selector: LabelSelector | Record<string, string> | undefined, labels: Record<string, string> | undefined): boolean {
-  const matchLabels = selector && "matchLabels" in selector ? (selector.matchLabels as Record<string, string>) : (selector as Record<string, string> | undefined);
+function selects(
+  selector: LabelSelector | Record<string, string> | undefined,
+  labels: Record<string, string> | undefined,
+): boolean {
+  const matchLabels =
+    selector && "matchLabels" in selector
+      ? (selector.matchLabels as Record<string, string>)
+      : (selector as Record<string, string> | undefined);
   if (!matchLabels || Object.keys(matchLabels).length === 0) return false;
   return Object.entries(matchLabels).every(([key, value]) => labels?.[key] === value);
 }
@@ -81,7 +91,11 @@ const labelsOf = (workload: Workload) => workload.template.metadata!.labels;
 /** The pod specs of the smoke Jobs the release paths' AnalysisTemplates run. */
 function smokePods(objects: readonly K8sObject[]): { name: string; pod: PodSpec }[] {
   return ofKind<IAnalysisTemplate>(objects, "argoproj.io/v1alpha1", "AnalysisTemplate").flatMap((t) =>
-    t.spec.metrics.flatMap((m) => (m.provider.job ? [{ name: `${t.metadata.name}/${m.name}`, pod: m.provider.job.spec.template.spec as PodSpec }] : [])),
+    t.spec.metrics.flatMap((m) =>
+      m.provider.job
+        ? [{ name: `${t.metadata.name}/${m.name}`, pod: m.provider.job.spec.template.spec as PodSpec }]
+        : [],
+    ),
   );
 }
 
@@ -120,10 +134,16 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
       const active = activeWorkload(objects, tool.name);
       const own = workloadsOf(objects, tool.name);
       const hpa = ofKind<HorizontalPodAutoscaler>(objects, "autoscaling/v2", "HorizontalPodAutoscaler").filter((h) =>
-        own.some((w) => w.object.kind === h.spec!.scaleTargetRef.kind && w.object.metadata.name === h.spec!.scaleTargetRef.name),
+        own.some(
+          (w) =>
+            w.object.kind === h.spec!.scaleTargetRef.kind && w.object.metadata.name === h.spec!.scaleTargetRef.name,
+        ),
       );
       expect(hpa, `${name}: HPA of ${tool.name}`).toHaveLength(1);
-      expect(hpa[0]!.spec!.scaleTargetRef, name).toMatchObject({ kind: active.object.kind, name: active.object.metadata.name });
+      expect(hpa[0]!.spec!.scaleTargetRef, name).toMatchObject({
+        kind: active.object.kind,
+        name: active.object.metadata.name,
+      });
       expect(hpa[0]!.spec!.minReplicas, name).toBeGreaterThanOrEqual(2);
       expect(hpa[0]!.spec!.maxReplicas, name).toBeGreaterThan(hpa[0]!.spec!.minReplicas!);
       for (const workload of own) {
@@ -133,12 +153,18 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
           name,
         ).toEqual(expect.arrayContaining(["kubernetes.io/hostname", "topology.kubernetes.io/zone"]));
         expect(pod.affinity?.podAntiAffinity, name).toBeDefined();
-        if (workload.object !== active.object) expect(workload.object.spec.replicas, `${name}: idle ${workload.object.metadata.name}`).toBe(0);
+        if (workload.object !== active.object)
+          expect(workload.object.spec.replicas, `${name}: idle ${workload.object.metadata.name}`).toBe(0);
       }
       const rollout = active.object as K8sObject & IRollout;
       if (rollout.kind === "Rollout" && rollout.spec.workloadRef) {
-        const holder = ofKind<Deployment>(objects, "apps/v1", "Deployment").find((d) => d.metadata.name === rollout.spec.workloadRef!.name);
-        expect(holder?.spec?.replicas, `${name}: the Deployment ${tool.name}'s Rollout takes its template from runs no pods`).toBe(0);
+        const holder = ofKind<Deployment>(objects, "apps/v1", "Deployment").find(
+          (d) => d.metadata.name === rollout.spec.workloadRef!.name,
+        );
+        expect(
+          holder?.spec?.replicas,
+          `${name}: the Deployment ${tool.name}'s Rollout takes its template from runs no pods`,
+        ).toBe(0);
       }
     }
   });
@@ -153,7 +179,9 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
         name,
       ).toContain(tool.port);
       for (const workload of workloadsOf(objects, tool.name)) {
-        const pdb = ofKind<PodDisruptionBudget>(objects, "policy/v1", "PodDisruptionBudget").filter((p) => selects(p.spec!.selector, labelsOf(workload)));
+        const pdb = ofKind<PodDisruptionBudget>(objects, "policy/v1", "PodDisruptionBudget").filter((p) =>
+          selects(p.spec!.selector, labelsOf(workload)),
+        );
         expect(pdb, `${name}: ${workload.object.metadata.name}`).toHaveLength(1);
         expect(pdb[0]!.spec!.maxUnavailable ?? pdb[0]!.spec!.minAvailable, name).toBeDefined();
       }
@@ -166,8 +194,12 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
       const smokeLabels = { [SMOKE_LABEL]: tool.name };
       for (const workload of workloadsOf(objects, tool.name)) {
         const where = `${name}: ${workload.object.metadata.name}`;
-        const policies = ofKind<NetworkPolicy>(objects, "networking.k8s.io/v1", "NetworkPolicy").filter((p) => selects(p.spec!.podSelector, labelsOf(workload)));
-        const grpcRules = policies.flatMap((p) => p.spec!.ingress ?? []).filter((rule) => rule.ports?.some((port) => port.port === tool.port));
+        const policies = ofKind<NetworkPolicy>(objects, "networking.k8s.io/v1", "NetworkPolicy").filter((p) =>
+          selects(p.spec!.podSelector, labelsOf(workload)),
+        );
+        const grpcRules = policies
+          .flatMap((p) => p.spec!.ingress ?? [])
+          .filter((rule) => rule.ports?.some((port) => port.port === tool.port));
         expect(grpcRules.length, where).toBeGreaterThan(0);
         for (const rule of grpcRules) {
           expect(rule.from?.length, where).toBeGreaterThan(0);
@@ -189,12 +221,15 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
       for (const workload of workloadsOf(objects, tool.name)) {
         const where = `${name}: ${workload.object.metadata.name}`;
         const container = mainContainer(workload);
-        for (const probe of [container.startupProbe, container.readinessProbe, container.livenessProbe]) expect(probe?.grpc?.port, where).toBe(tool.port);
+        for (const probe of [container.startupProbe, container.readinessProbe, container.livenessProbe])
+          expect(probe?.grpc?.port, where).toBe(tool.port);
         const drainMs = Number(envValue(container, `${tool.envPrefix}_SHUTDOWN_GRACE_MS`));
         const preStop = container.lifecycle?.preStop?.sleep?.seconds ?? 0;
         expect(drainMs, where).toBeGreaterThan(0);
         expect(preStop, where).toBeGreaterThan(0);
-        expect(podSpec(workload).terminationGracePeriodSeconds, where).toBeGreaterThanOrEqual(preStop + (2 * drainMs) / 1000);
+        expect(podSpec(workload).terminationGracePeriodSeconds, where).toBeGreaterThanOrEqual(
+          preStop + (2 * drainMs) / 1000,
+        );
       }
     }
   });
@@ -204,21 +239,33 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
       type Monitor = { spec: { selector: LabelSelector; jobLabel?: string; endpoints: { port?: string }[] } };
       const monitors = ofKind<Monitor>(objects, "monitoring.coreos.com/v1", "ServiceMonitor");
       const scraped = ofKind<Service>(objects, "v1", "Service").flatMap((service) =>
-        monitors.filter((m) => selects(m.spec.selector, service.metadata.labels)).map((monitor) => ({ service, monitor })),
+        monitors
+          .filter((m) => selects(m.spec.selector, service.metadata.labels))
+          .map((monitor) => ({ service, monitor })),
       );
-      const ofTool = scraped.filter(({ service }) => workloadsOf(objects, tool.name).some((w) => selects(service.spec!.selector, labelsOf(w))));
+      const ofTool = scraped.filter(({ service }) =>
+        workloadsOf(objects, tool.name).some((w) => selects(service.spec!.selector, labelsOf(w))),
+      );
       expect(
         ofTool.map(({ service }) => service.metadata.name),
         `${name}: one scraped Service of ${tool.name}`,
       ).toHaveLength(1);
       const { service, monitor } = ofTool[0]!;
-      for (const workload of workloadsOf(objects, tool.name)) expect(selects(service.spec!.selector, labelsOf(workload)), `${name}: ${workload.object.metadata.name} scraped`).toBe(true);
+      for (const workload of workloadsOf(objects, tool.name))
+        expect(
+          selects(service.spec!.selector, labelsOf(workload)),
+          `${name}: ${workload.object.metadata.name} scraped`,
+        ).toBe(true);
       const job = monitor.spec.jobLabel ? service.metadata.labels?.[monitor.spec.jobLabel] : service.metadata.name;
       expect(job, `${name}: the job the Down alert watches`).toBe(tool.name);
       const metricsPort = service.spec!.ports!.find((p) => p.name === monitor.spec.endpoints[0]!.port);
       expect(metricsPort?.port, name).toBe(tool.metricsPort);
 
-      const alerts = ofKind<{ spec: { groups: { name: string; rules: { alert?: string }[] }[] } }>(objects, "monitoring.coreos.com/v1", "PrometheusRule")
+      const alerts = ofKind<{ spec: { groups: { name: string; rules: { alert?: string }[] }[] } }>(
+        objects,
+        "monitoring.coreos.com/v1",
+        "PrometheusRule",
+      )
         .flatMap((r) => r.spec.groups)
         .filter((g) => g.name === `loopguard-slo-${tool.name}`)
         .flatMap((g) => g.rules.map((r) => r.alert))
@@ -229,7 +276,10 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
         `${pascalCase(tool.name)}Down`,
         ...contract[0]!.methods
           .filter((m) => m.methodKind === "unary" && methodPolicy(m).sla)
-          .flatMap((m) => [`${pascalCase(tool.name)}${m.name}LatencyAboveSlo`, ...BURN_RATE_ALERTS.map((b) => `${pascalCase(tool.name)}${m.name}${b.kind}`)]),
+          .flatMap((m) => [
+            `${pascalCase(tool.name)}${m.name}LatencyAboveSlo`,
+            ...BURN_RATE_ALERTS.map((b) => `${pascalCase(tool.name)}${m.name}${b.kind}`),
+          ]),
       ];
       expect(alerts, name).toEqual(expect.arrayContaining(expected));
     }
@@ -244,7 +294,9 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod release paths: tool 
     expect(renderingsWithArgo.length).toBeGreaterThan(0);
     const slos = serviceSlos(root, contractFiles, [tool]).filter((s) => s.tool === tool.name);
     for (const { name, objects } of renderingsWithArgo) {
-      const [rollout] = ofKind<IRollout>(objects, "argoproj.io/v1alpha1", "Rollout").filter((r) => r.metadata.name === tool.name);
+      const [rollout] = ofKind<IRollout>(objects, "argoproj.io/v1alpha1", "Rollout").filter(
+        (r) => r.metadata.name === tool.name,
+      );
       const blueGreen = rollout!.spec.strategy!.blueGreen!;
       expect(blueGreen.activeService, name).toBe(tool.name);
       const preview = toolService(objects, blueGreen.previewService!);
@@ -265,12 +317,16 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod release paths: tool 
           { name: "pod-template-hash", valueFrom: { podTemplateHashValue: "Latest" } },
           { name: "smoke-target", value: through },
         ]);
-        const [template] = ofKind<IAnalysisTemplate>(objects, "argoproj.io/v1alpha1", "AnalysisTemplate").filter((t) => t.metadata.name === analysis.templates![0]!.templateName);
+        const [template] = ofKind<IAnalysisTemplate>(objects, "argoproj.io/v1alpha1", "AnalysisTemplate").filter(
+          (t) => t.metadata.name === analysis.templates![0]!.templateName,
+        );
         const metrics = template!.spec.metrics;
         const smoke = metrics.find((m) => m.provider.job)!;
         expect(smoke.failureLimit, name).toBe(0);
         expect(smoke.provider.job!.spec.backoffLimit, name).toBe(0);
-        expect(smoke.provider.job!.spec.template.spec!.containers[0]!.args, name).toEqual(expect.arrayContaining(["--tool", tool.name, "--target", `{{args.smoke-target}}:${tool.port}`]));
+        expect(smoke.provider.job!.spec.template.spec!.containers[0]!.args, name).toEqual(
+          expect.arrayContaining(["--tool", tool.name, "--target", `{{args.smoke-target}}:${tool.port}`]),
+        );
         const gates = metrics.filter((m) => m.provider.prometheus);
         expect(gates.map((m) => m.name).sort(), name).toEqual(["error-ratio", "p95"]);
         for (const gate of gates) {
@@ -282,9 +338,13 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod release paths: tool 
           for (const slo of slos) {
             const target = gate.name === "p95" ? slo.p95TargetMs / 1000 : slo.errorRateBudget;
             const query = gate.provider.prometheus!.query!;
-            expect(query, `${name}: ${slo.method.name} ${gate.name}`).toContain(`grpc_method=~"${slo.method.name}",rollouts_pod_template_hash="{{args.pod-template-hash}}"`);
+            expect(query, `${name}: ${slo.method.name} ${gate.name}`).toContain(
+              `grpc_method=~"${slo.method.name}",rollouts_pod_template_hash="{{args.pod-template-hash}}"`,
+            );
             expect(query, `${name}: ${slo.method.name} ${gate.name}`).toMatch(
-              new RegExp(`\\) / ${target}\nand on \\(grpc_service, grpc_method\\)\n.*grpc_method="${slo.method.name}",.*>= ${minCallsToJudge(slo.errorRateBudget)}\n`),
+              new RegExp(
+                `\\) / ${target}\nand on \\(grpc_service, grpc_method\\)\n.*grpc_method="${slo.method.name}",.*>= ${minCallsToJudge(slo.errorRateBudget)}\n`,
+              ),
             );
           }
         }
@@ -298,7 +358,10 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod release paths: tool 
     for (const { name, objects } of renderingsWithPlain) {
       const byColour = new Map(workloadsOf(objects, tool.name).map((w) => [labelsOf(w)?.[COLOUR_LABEL], w]));
       expect([...byColour.keys()].sort(), name).toEqual(["blue", "green"]);
-      const withoutColour = (w: Workload) => ({ ...w.template, metadata: { labels: { ...labelsOf(w), [COLOUR_LABEL]: "" } } });
+      const withoutColour = (w: Workload) => ({
+        ...w.template,
+        metadata: { labels: { ...labelsOf(w), [COLOUR_LABEL]: "" } },
+      });
       expect(withoutColour(byColour.get("green")!), name).toEqual(withoutColour(byColour.get("blue")!));
       expect(toolService(objects, tool.name).spec!.selector?.[COLOUR_LABEL], name).toBe("blue");
       expect(toolService(objects, `${tool.name}-preview`).spec!.selector?.[COLOUR_LABEL], name).toBe("green");
@@ -312,7 +375,9 @@ describe("prod", () => {
       for (const spec of services.filter((s) => s.stateful)) {
         for (const workload of workloadsOf(objects, spec.name)) {
           const store = mainContainer(workload).env?.find((e) => e.name === `${spec.envPrefix}_STORE`);
-          expect(store?.valueFrom?.secretKeyRef?.name, `${name}: ${workload.object.metadata.name}`).toBe(`loopguard-${spec.name}-store`);
+          expect(store?.valueFrom?.secretKeyRef?.name, `${name}: ${workload.object.metadata.name}`).toBe(
+            `loopguard-${spec.name}-store`,
+          );
         }
       }
     }
@@ -330,7 +395,10 @@ describe("prod", () => {
 describe("every rendering", () => {
   it("runs every container (smoke Jobs' too) non-root, with a read-only root filesystem, no privilege escalation, no capabilities, seccomp and resource limits", () => {
     for (const { name, objects } of renderings) {
-      const pods = [...workloads(objects).map((w) => ({ name: w.object.metadata.name, pod: podSpec(w) })), ...smokePods(objects)];
+      const pods = [
+        ...workloads(objects).map((w) => ({ name: w.object.metadata.name, pod: podSpec(w) })),
+        ...smokePods(objects),
+      ];
       for (const { name: owner, pod } of pods) {
         for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
           const where = `${name}: ${owner}/${container.name}`;
@@ -352,8 +420,12 @@ describe("every rendering", () => {
 
   it("names a tag for every image (an overlay's `images:` list names every service)", () => {
     for (const { name, objects } of renderings) {
-      for (const container of [...workloads(objects).map(podSpec), ...smokePods(objects).map((s) => s.pod)].flatMap((pod) => pod.containers)) {
-        expect(container.image, `${name}: ${container.name} has no tag in the overlay's images:`).toMatch(/:\w[\w.-]*$/);
+      for (const container of [...workloads(objects).map(podSpec), ...smokePods(objects).map((s) => s.pod)].flatMap(
+        (pod) => pod.containers,
+      )) {
+        expect(container.image, `${name}: ${container.name} has no tag in the overlay's images:`).toMatch(
+          /:\w[\w.-]*$/,
+        );
       }
     }
   });
@@ -361,7 +433,10 @@ describe("every rendering", () => {
   it("gives every workload (and the smoke Jobs) its own ServiceAccount and no API token but the Collector's pods", () => {
     for (const { name, objects } of renderings) {
       const accounts = new Map(objects.filter((o) => o.kind === "ServiceAccount").map((o) => [o.metadata.name, o]));
-      for (const { name: owner, pod } of [...workloads(objects).map((w) => ({ name: w.object.metadata.name, pod: podSpec(w) })), ...smokePods(objects)]) {
+      for (const { name: owner, pod } of [
+        ...workloads(objects).map((w) => ({ name: w.object.metadata.name, pod: podSpec(w) })),
+        ...smokePods(objects),
+      ]) {
         // k8sattributes reads pods with it; k8s-collector.test.ts checks its Role.
         expect(pod.automountServiceAccountToken, `${name}: ${owner}`).toBe(owner === "otel-collector");
         expect(accounts.get(pod.serviceAccountName!)?.automountServiceAccountToken, `${name}: ${owner}`).toBe(false);
@@ -371,7 +446,9 @@ describe("every rendering", () => {
 
   it("mounts the token signing key into the orchestrator only, and every service's secret files where it reads them", () => {
     for (const { name, objects } of renderings) {
-      const signing = workloads(objects).filter((w) => podSpec(w).volumes?.some((v) => v.secret?.secretName === "loopguard-signing-key"));
+      const signing = workloads(objects).filter((w) =>
+        podSpec(w).volumes?.some((v) => v.secret?.secretName === "loopguard-signing-key"),
+      );
       expect(
         signing.map((w) => w.object.metadata.name),
         name,
@@ -397,7 +474,11 @@ describe("every rendering", () => {
 
   it("runs SQLite only where the service cannot get a second replica", () => {
     for (const { name, objects } of renderings) {
-      const autoscaled = new Set(ofKind<HorizontalPodAutoscaler>(objects, "autoscaling/v2", "HorizontalPodAutoscaler").map((h) => h.spec!.scaleTargetRef.name));
+      const autoscaled = new Set(
+        ofKind<HorizontalPodAutoscaler>(objects, "autoscaling/v2", "HorizontalPodAutoscaler").map(
+          (h) => h.spec!.scaleTargetRef.name,
+        ),
+      );
       for (const spec of services.filter((s) => s.stateful)) {
         const all = workloadsOf(objects, spec.name);
         for (const workload of all) {
@@ -418,9 +499,14 @@ describe("every rendering", () => {
 
   it("puts everything in namespace loopguard, behind a default-deny NetworkPolicy", () => {
     for (const { name, objects } of renderings) {
-      for (const object of objects.filter((o) => o.kind !== "Namespace")) expect(object.metadata.namespace, `${name}: ${object.kind} ${object.metadata.name}`).toBe(NAMESPACE);
+      for (const object of objects.filter((o) => o.kind !== "Namespace"))
+        expect(object.metadata.namespace, `${name}: ${object.kind} ${object.metadata.name}`).toBe(NAMESPACE);
       const denyAll = ofKind<NetworkPolicy>(objects, "networking.k8s.io/v1", "NetworkPolicy").filter(
-        (p) => Object.keys(p.spec!.podSelector).length === 0 && p.spec!.policyTypes?.length === 2 && !p.spec!.ingress && !p.spec!.egress,
+        (p) =>
+          Object.keys(p.spec!.podSelector).length === 0 &&
+          p.spec!.policyTypes?.length === 2 &&
+          !p.spec!.ingress &&
+          !p.spec!.egress,
       );
       expect(denyAll, name).toHaveLength(1);
     }

@@ -8,8 +8,13 @@ import { CUSTOM_KINDS } from "../src/k8s-check.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const docs = readFileSync(join(root, "docs", "kubernetes.md"), "utf8");
-const section = docs.slice(docs.indexOf("## Prerequisites"), docs.indexOf("\n## ", docs.indexOf("## Prerequisites") + 1));
-const rows = section.split("\n").filter((line) => line.startsWith("| ") && !line.startsWith("| What") && !line.startsWith("|---"));
+const section = docs.slice(
+  docs.indexOf("## Prerequisites"),
+  docs.indexOf("\n## ", docs.indexOf("## Prerequisites") + 1),
+);
+const rows = section
+  .split("\n")
+  .filter((line) => line.startsWith("| ") && !line.startsWith("| What") && !line.startsWith("|---"));
 
 describe("docs/kubernetes.md prerequisites", () => {
   it.each(CUSTOM_KINDS)("%s: its API group and kind are in a row that names a version", (apiVersionKind) => {

@@ -28,16 +28,23 @@ function bytes(quantity: string): number {
 describe("the orchestrator's step traces", () => {
   it("are capped at or under half of the /data volume in every rendering", () => {
     for (const { name, objects } of renderings) {
-      const deployments = objects.filter((o) => o.kind === "Deployment" && o.metadata.name === "orchestrator") as unknown as Deployment[];
+      const deployments = objects.filter(
+        (o) => o.kind === "Deployment" && o.metadata.name === "orchestrator",
+      ) as unknown as Deployment[];
       expect(deployments, name).toHaveLength(1);
       const pod = deployments[0]!.spec!.template.spec!;
       const container = pod.containers.find((c) => c.name === "orchestrator")!;
       const mount = container.volumeMounts?.find((m) => m.mountPath === "/data");
       const volume = pod.volumes?.find((v) => v.name === mount?.name);
-      const claim = objects.find((o) => o.kind === "PersistentVolumeClaim" && o.metadata.name === volume?.persistentVolumeClaim?.claimName) as PersistentVolumeClaim | undefined;
+      const claim = objects.find(
+        (o) => o.kind === "PersistentVolumeClaim" && o.metadata.name === volume?.persistentVolumeClaim?.claimName,
+      ) as PersistentVolumeClaim | undefined;
       const size = volume?.emptyDir?.sizeLimit ?? claim?.spec?.resources?.requests?.storage;
       expect(size, `${name}: /data has a size`).toBeDefined();
-      const cap = Number(container.env?.find((e) => e.name === "ORCHESTRATOR_TRACE_TOTAL_BYTES")?.value ?? DEFAULT_TRACE_RETENTION.totalBytes);
+      const cap = Number(
+        container.env?.find((e) => e.name === "ORCHESTRATOR_TRACE_TOTAL_BYTES")?.value ??
+          DEFAULT_TRACE_RETENTION.totalBytes,
+      );
       expect(cap, `${name}: trace cap against /data of ${String(size)}`).toBeLessThanOrEqual(bytes(String(size)) / 2);
     }
   });

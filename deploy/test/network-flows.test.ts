@@ -22,30 +22,64 @@ beforeAll(() => {
 }, 60_000);
 
 describe("the policy evaluator", () => {
-  const pod = (labels: Record<string, string>, namespace = "loopguard"): PodEndpoint => ({ kind: "pod", namespace, namespaceLabels: namespaceLabels(namespace), labels });
-  const policy = (spec: NetworkPolicy["spec"], namespace = "loopguard"): NetworkPolicy => ({ apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", metadata: { name: "p", namespace }, spec });
+  const pod = (labels: Record<string, string>, namespace = "loopguard"): PodEndpoint => ({
+    kind: "pod",
+    namespace,
+    namespaceLabels: namespaceLabels(namespace),
+    labels,
+  });
+  const policy = (spec: NetworkPolicy["spec"], namespace = "loopguard"): NetworkPolicy => ({
+    apiVersion: "networking.k8s.io/v1",
+    kind: "NetworkPolicy",
+    metadata: { name: "p", namespace },
+    spec,
+  });
   const a = pod({ app: "a" });
   const b = pod({ app: "b" });
 
   it("allows what no policy isolates, and isolates per direction (policyTypes defaults to Ingress, plus Egress with egress rules)", () => {
     expect(connection([], a, b, 80, "TCP").egress).toMatchObject({ allowed: true, isolated: false });
     const ingressOnly = policy({ podSelector: { matchLabels: { app: "b" } } });
-    expect(connection([ingressOnly], a, b, 80, "TCP")).toMatchObject({ egress: { allowed: true }, ingress: { allowed: false, isolated: true } });
+    expect(connection([ingressOnly], a, b, 80, "TCP")).toMatchObject({
+      egress: { allowed: true },
+      ingress: { allowed: false, isolated: true },
+    });
     expect(connection([ingressOnly], b, a, 80, "TCP").egress).toMatchObject({ allowed: true, isolated: false });
   });
 
   it("reads a podSelector peer in the policy's namespace, a namespaceSelector with a podSelector as their intersection", () => {
     const admit = (from: NetworkPolicy["spec"]) => [policy(from)];
-    const fromA = admit({ podSelector: { matchLabels: { app: "b" } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: "a" } } }] }] });
+    const fromA = admit({
+      podSelector: { matchLabels: { app: "b" } },
+      ingress: [{ from: [{ podSelector: { matchLabels: { app: "a" } } }] }],
+    });
     expect(connection(fromA, a, b, 80, "TCP").ingress.allowed).toBe(true);
     expect(connection(fromA, pod({ app: "a" }, "other"), b, 80, "TCP").ingress.allowed).toBe(false);
-    const anyNamespace = admit({ podSelector: {}, ingress: [{ from: [{ namespaceSelector: {}, podSelector: { matchExpressions: [{ key: "app", operator: "In", values: ["a"] }] } }] }] });
+    const anyNamespace = admit({
+      podSelector: {},
+      ingress: [
+        {
+          from: [
+            {
+              namespaceSelector: {},
+              podSelector: { matchExpressions: [{ key: "app", operator: "In", values: ["a"] }] },
+            },
+          ],
+        },
+      ],
+    });
     expect(connection(anyNamespace, pod({ app: "a" }, "other"), b, 80, "TCP").ingress.allowed).toBe(true);
     expect(connection(anyNamespace, pod({ app: "c" }, "other"), b, 80, "TCP").ingress.allowed).toBe(false);
   });
 
   it("matches an ipBlock (with except) against addresses outside the pod network only", () => {
-    const egress = [policy({ podSelector: {}, policyTypes: ["Egress"], egress: [{ to: [{ ipBlock: { cidr: "10.0.0.0/8", except: ["10.1.0.0/16"] } }] }] })];
+    const egress = [
+      policy({
+        podSelector: {},
+        policyTypes: ["Egress"],
+        egress: [{ to: [{ ipBlock: { cidr: "10.0.0.0/8", except: ["10.1.0.0/16"] } }] }],
+      }),
+    ];
     expect(connection(egress, a, { kind: "address", ip: "10.2.3.4" }, 443, "TCP").egress.allowed).toBe(true);
     expect(connection(egress, a, { kind: "address", ip: "10.1.3.4" }, 443, "TCP").egress.allowed).toBe(false);
     expect(connection(egress, a, { kind: "address", ip: "fd00::1" }, 443, "TCP").egress.allowed).toBe(false);
@@ -53,7 +87,13 @@ describe("the policy evaluator", () => {
   });
 
   it("matches ports by protocol (TCP by default), range and name", () => {
-    const egress = [policy({ podSelector: {}, policyTypes: ["Egress"], egress: [{ ports: [{ port: 53, protocol: "UDP" }, { port: 8000, endPort: 8100 }, { port: "grpc" }] }] })];
+    const egress = [
+      policy({
+        podSelector: {},
+        policyTypes: ["Egress"],
+        egress: [{ ports: [{ port: 53, protocol: "UDP" }, { port: 8000, endPort: 8100 }, { port: "grpc" }] }],
+      }),
+    ];
     const named: PodEndpoint = { ...b, namedPorts: { grpc: { port: 50061, protocol: "TCP" } } };
     expect(connection(egress, a, b, 53, "UDP").egress.allowed).toBe(true);
     expect(connection(egress, a, b, 53, "TCP").egress.allowed).toBe(false);
@@ -66,7 +106,17 @@ describe("the policy evaluator", () => {
 describe("network flows in every rendering", () => {
   it("renders the combinations the flows depend on", () => {
     const all = new Set(renderings.flatMap((r) => [...featuresOf(root, r)]));
-    for (const feature of ["postgres-stores", "cloudnative-pg", "llm-egress", "chaos-drills", "patrol", "argo-rollouts", "plain-blue-green", "dns-kube-dns-only"]) expect(all).toContain(feature);
+    for (const feature of [
+      "postgres-stores",
+      "cloudnative-pg",
+      "llm-egress",
+      "chaos-drills",
+      "patrol",
+      "argo-rollouts",
+      "plain-blue-green",
+      "dns-kube-dns-only",
+    ])
+      expect(all).toContain(feature);
     expect(
       renderings.some((r) => !featuresOf(root, r).has("postgres-stores")),
       "a rendering on SQLite (dev)",
@@ -82,11 +132,22 @@ describe("network flows in every rendering", () => {
 
   it("loses DNS without the allow-dns policy, and NodeLocal DNSCache with the kube-dns-only rule: the checks can fail", () => {
     const dev = renderings.find((r) => r.name === "overlays/dev")!;
-    const withoutDns = { ...dev, objects: dev.objects.filter((o) => !(o.kind === "NetworkPolicy" && o.metadata.name === "allow-dns")) };
-    const dns = requiredFlows(services).filter((f) => f.to !== undefined && "pods" in f.to && f.to.pods.startsWith("kube-dns") && "workload" in f.from);
+    const withoutDns = {
+      ...dev,
+      objects: dev.objects.filter((o) => !(o.kind === "NetworkPolicy" && o.metadata.name === "allow-dns")),
+    };
+    const dns = requiredFlows(services).filter(
+      (f) => f.to !== undefined && "pods" in f.to && f.to.pods.startsWith("kube-dns") && "workload" in f.from,
+    );
     expect(dns.flatMap((f) => blocked(f, withoutDns).failures).length).toBeGreaterThan(0);
-    const tight = renderings.find((r) => r.name.includes("components/dns-kube-dns-only") && !r.name.includes("argo") && !r.name.includes("plain"))!;
-    const nodeLocal = requiredFlows(services).filter((f) => f.unless === "dns-kube-dns-only" && "address" in f.to && "workload" in f.from);
-    expect(nodeLocal.flatMap((f) => blocked(f, tight).failures)).toContain(`${tight.name}: orchestrator → NodeLocal DNSCache (host network) 53/UDP stopped at egress`);
+    const tight = renderings.find(
+      (r) => r.name.includes("components/dns-kube-dns-only") && !r.name.includes("argo") && !r.name.includes("plain"),
+    )!;
+    const nodeLocal = requiredFlows(services).filter(
+      (f) => f.unless === "dns-kube-dns-only" && "address" in f.to && "workload" in f.from,
+    );
+    expect(nodeLocal.flatMap((f) => blocked(f, tight).failures)).toContain(
+      `${tight.name}: orchestrator → NodeLocal DNSCache (host network) 53/UDP stopped at egress`,
+    );
   });
 });

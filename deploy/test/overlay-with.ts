@@ -14,14 +14,19 @@ export function renderOverlayWith(root: string, overlay: string, components: rea
   try {
     // Its own files (generators' inputs, patches) beside it; what lies outside it named from the copy.
     cpSync(dir, scratch, { recursive: true });
-    const [kustomization] = parseYamlDocuments(readFileSync(join(dir, "kustomization.yaml"), "utf8"), overlay) as [Record<string, unknown>];
+    const [kustomization] = parseYamlDocuments(readFileSync(join(dir, "kustomization.yaml"), "utf8"), overlay) as [
+      Record<string, unknown>,
+    ];
     const outside = (path: string) => {
       const absolute = resolve(dir, path);
       return relative(dir, absolute).startsWith("..") ? relative(scratch, absolute) : path;
     };
     const listed = (key: string) => ((kustomization[key] as string[] | undefined) ?? []).map(outside);
     const added = components.map((name) => relative(scratch, join(root, COMPONENTS_DIR, name)));
-    writeFileSync(join(scratch, "kustomization.yaml"), toYaml({ ...kustomization, resources: listed("resources"), components: [...listed("components"), ...added] }));
+    writeFileSync(
+      join(scratch, "kustomization.yaml"),
+      toYaml({ ...kustomization, resources: listed("resources"), components: [...listed("components"), ...added] }),
+    );
     return kustomize(scratch, `overlays/${overlay} with ${components.join(", ")}`);
   } finally {
     rmSync(scratch, { recursive: true, force: true });

@@ -58,9 +58,14 @@ describe("the patrol CronJob", () => {
   it("runs dry against the orchestrator's Service, on the overlay's orchestrator image, with a threshold", () => {
     for (const { name, objects } of renderings) {
       const c = container(objects);
-      const deployed = find<{ spec: { template: { spec: PodSpec } } }>(objects, "Deployment", orchestrator.name).spec.template.spec.containers[0]!.image;
+      const deployed = find<{ spec: { template: { spec: PodSpec } } }>(objects, "Deployment", orchestrator.name).spec
+        .template.spec.containers[0]!.image;
       expect(c.image, name).toBe(deployed);
-      expect(c.image, name).toBe(name.startsWith("overlays/prod") ? "registry.example.com/loopguard/orchestrator:unset" : "loopguard/orchestrator:latest");
+      expect(c.image, name).toBe(
+        name.startsWith("overlays/prod")
+          ? "registry.example.com/loopguard/orchestrator:unset"
+          : "loopguard/orchestrator:latest",
+      );
       expect(c.command).toEqual(["node", "/app/dist/cli/patrol.js"]);
       // The image is the orchestrator package's build: the CLI is there at the same path under dist.
       expect(existsSync(join(orchestrator.dir, "dist", "cli", "patrol.js")), "pnpm build first").toBe(true);
@@ -87,7 +92,9 @@ describe("the patrol CronJob", () => {
       expect(c.resources?.requests).toMatchObject({ cpu: expect.any(String), memory: expect.any(String) });
       expect(c.resources?.limits).toMatchObject({ cpu: expect.any(String), memory: expect.any(String) });
       expect(c.env?.filter((e) => e.valueFrom !== undefined)).toEqual([]);
-      expect(p.volumes?.map((v) => v.secret?.secretName ?? v.configMap?.name).sort()).toEqual(["loopguard-jwks", PATROL_GOLDEN_CONFIG_MAP, PATROL_PEOPLE_SECRET].sort());
+      expect(p.volumes?.map((v) => v.secret?.secretName ?? v.configMap?.name).sort()).toEqual(
+        ["loopguard-jwks", PATROL_GOLDEN_CONFIG_MAP, PATROL_PEOPLE_SECRET].sort(),
+      );
     }
   });
 
@@ -113,7 +120,8 @@ describe("the patrol's network", () => {
     expect(required.length).toBeGreaterThan(1);
     expect(denied.length).toBeGreaterThan(3);
     for (const rendering of renderings) {
-      for (const flow of required.filter((f) => f.unless === undefined)) expect(blocked(flow, rendering).failures, flow.why).toEqual([]);
+      for (const flow of required.filter((f) => f.unless === undefined))
+        expect(blocked(flow, rendering).failures, flow.why).toEqual([]);
       for (const flow of denied) {
         const { failures, tried } = blocked(flow, rendering);
         expect(failures.length, `${rendering.name}: ${flow.why}`).toBe(tried);
@@ -123,7 +131,10 @@ describe("the patrol's network", () => {
 
   it("loses the orchestrator without its own policy: the check can fail", () => {
     const [dev] = renderings;
-    const without = { ...dev!, objects: dev!.objects.filter((o) => !(o.kind === "NetworkPolicy" && o.metadata.name === "patrol")) };
+    const without = {
+      ...dev!,
+      objects: dev!.objects.filter((o) => !(o.kind === "NetworkPolicy" && o.metadata.name === "patrol")),
+    };
     const toOrchestrator = patrolFlows(requiredFlows(services)).find((f) => "workload" in f.to)!;
     expect(blocked(toOrchestrator, without).failures).toEqual([expect.stringMatching(/50051\/TCP stopped at egress$/)]);
   });
@@ -151,7 +162,9 @@ describe("the rendered command line", () => {
       timeout: 30_000,
       env: { PATH: process.env.PATH, LOOPGUARD_DATA_DIR: dataDir, LOOPGUARD_JWKS_FILE: keys.jwks },
     });
-    expect(run.stdout).toMatch(/^patrol: \d+ tasks from .* against 127\.0\.0\.1:9, \d+ at once, dry run \(no money moves\)/);
+    expect(run.stdout).toMatch(
+      /^patrol: \d+ tasks from .* against 127\.0\.0\.1:9, \d+ at once, dry run \(no money moves\)/,
+    );
     expect(run.stderr).toContain("cannot reach the orchestrator");
     expect(run.status).toBe(1);
   }, 40_000);

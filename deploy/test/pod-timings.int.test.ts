@@ -12,18 +12,30 @@ import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { createRawClient, discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess, testOrchestratorEnv, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpuRequestCores, POD_TIMINGS, PRE_STOP_SECONDS, SHUTDOWN_GRACE_MS, startupBudgetSeconds, TERMINATION_GRACE_SECONDS } from "../src/pod-timings.js";
+import {
+  cpuRequestCores,
+  POD_TIMINGS,
+  PRE_STOP_SECONDS,
+  SHUTDOWN_GRACE_MS,
+  startupBudgetSeconds,
+  TERMINATION_GRACE_SECONDS,
+} from "../src/pod-timings.js";
 import { parseYamlDocuments } from "../src/yaml.js";
 import { root } from "./suite-processes.js";
 
 const services = discoverServices(join(root, "services"));
 const tools = services.filter((s) => s.kind === "tool");
 /** Settings a service cannot start without (its secret files are the test keys). */
-const REQUIRED: Record<string, Record<string, string>> = { risk: { RISK_CUSTOMER_KEY_PEPPER: "pod-timings-risk-customer-key-pepper-0123456789" } };
+const REQUIRED: Record<string, Record<string, string>> = {
+  risk: { RISK_CUSTOMER_KEY_PEPPER: "pod-timings-risk-customer-key-pepper-0123456789" },
+};
 
 /** The OTEL_* variables every pod gets from the base's loopguard-telemetry ConfigMap. */
 function telemetryEnv(): Record<string, string> {
-  const [base] = parseYamlDocuments(readFileSync(join(root, "deploy", "k8s", "base", "kustomization.yaml"), "utf8"), "base") as {
+  const [base] = parseYamlDocuments(
+    readFileSync(join(root, "deploy", "k8s", "base", "kustomization.yaml"), "utf8"),
+    "base",
+  ) as {
     configMapGenerator: { name: string; literals: string[] }[];
   }[];
   const literals = base!.configMapGenerator.find((g) => g.name === "loopguard-telemetry")!.literals;
@@ -80,8 +92,11 @@ describe("pod timings: probes and grace sized from the processes", () => {
     collector = await hungCollector();
     // One at a time, so one start's CPU is not another's wait.
     for (const tool of tools) await start(tool, {});
-    const addresses = Object.fromEntries(tools.map((t) => [`${t.envPrefix}_ADDR`, started.get(t.name)!.process.address]));
-    for (const orchestrator of services.filter((s) => s.kind === "orchestrator")) await start(orchestrator, { ...testOrchestratorEnv(), ...addresses });
+    const addresses = Object.fromEntries(
+      tools.map((t) => [`${t.envPrefix}_ADDR`, started.get(t.name)!.process.address]),
+    );
+    for (const orchestrator of services.filter((s) => s.kind === "orchestrator"))
+      await start(orchestrator, { ...testOrchestratorEnv(), ...addresses });
   }, 120_000);
 
   afterAll(() => {
@@ -94,7 +109,9 @@ describe("pod timings: probes and grace sized from the processes", () => {
     const rows = services.map((spec) => {
       const { cpu, wallMs } = started.get(spec.name)!;
       const atRequest = cpu / cpuRequestCores(spec);
-      process.stdout.write(`${spec.name}: serving after ${wallMs.toFixed(0)} ms, ${(cpu * 1000).toFixed(0)} ms of CPU → ${atRequest.toFixed(1)} s at its request\n`);
+      process.stdout.write(
+        `${spec.name}: serving after ${wallMs.toFixed(0)} ms, ${(cpu * 1000).toFixed(0)} ms of CPU → ${atRequest.toFixed(1)} s at its request\n`,
+      );
       return { spec, atRequest };
     });
     // The figure the manifests were sized with may not understate what a start costs here.
@@ -106,7 +123,9 @@ describe("pod timings: probes and grace sized from the processes", () => {
 
   it("a SIGTERM with a span waiting for a collector that never answers ends within the grace left after the preStop and the drain", async () => {
     const kb = started.get("kb-search")!.process;
-    const client = createRawClient(KbSearchService, kb.address, { token: await testToken({ subject: "test", scopes: ["kb:read"] }) });
+    const client = createRawClient(KbSearchService, kb.address, {
+      token: await testToken({ subject: "test", scopes: ["kb:read"] }),
+    });
     await client.search({ query: "refund", limit: 1 });
     client.close();
     const begun = performance.now();
@@ -116,6 +135,8 @@ describe("pod timings: probes and grace sized from the processes", () => {
     process.stdout.write(`kb-search: exited ${seconds.toFixed(1)} s after SIGTERM with its collector hung\n`);
     expect(seconds).toBeGreaterThan(1);
     expect(seconds).toBeLessThanOrEqual(POD_TIMINGS.flushSeconds);
-    expect(PRE_STOP_SECONDS + (2 * SHUTDOWN_GRACE_MS) / 1000 + POD_TIMINGS.flushSeconds).toBeLessThan(TERMINATION_GRACE_SECONDS);
+    expect(PRE_STOP_SECONDS + (2 * SHUTDOWN_GRACE_MS) / 1000 + POD_TIMINGS.flushSeconds).toBeLessThan(
+      TERMINATION_GRACE_SECONDS,
+    );
   }, 30_000);
 });

@@ -16,7 +16,8 @@ import { findExecutable } from "./promtool.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const promtool = findExecutable("promtool");
-if (!promtool) console.warn("skipping promtool checks: promtool not found on PATH (install the Debian package `prometheus`)");
+if (!promtool)
+  console.warn("skipping promtool checks: promtool not found on PATH (install the Debian package `prometheus`)");
 
 function runPromtool(...args: string[]): { status: number | null; output: string } {
   const result = spawnSync(promtool!, args, { cwd: root, encoding: "utf8", timeout: 120_000 });
@@ -47,19 +48,34 @@ describe.skipIf(!promtool)("promtool", () => {
 
   it("accepts the release analysis queries (the AnalysisTemplates' PromQL, with a pod-template hash filled in)", () => {
     const dir = join(root, COMPONENTS_DIR, "argo-rollouts");
-    type Template = { kind: string; metadata: { name: string }; spec: { metrics: { name: string; provider: { prometheus?: { query: string } } }[] } };
+    type Template = {
+      kind: string;
+      metadata: { name: string };
+      spec: { metrics: { name: string; provider: { prometheus?: { query: string } } }[] };
+    };
     const templates = readdirSync(dir)
       .flatMap((name) => parseYamlDocuments(readFileSync(join(dir, name), "utf8"), name) as Template[])
       .filter((o) => o.kind === "AnalysisTemplate")
       .map((t) => ({ ...t, spec: { metrics: t.spec.metrics.filter((m) => m.provider.prometheus) } }));
-    const record = (t: Template, m: { name: string }) => `analysis:${`${t.metadata.name}_${m.name}`.replaceAll("-", "_")}`;
-    const rules = templates.flatMap((t) => t.spec.metrics.map((m) => ({ record: record(t, m), expr: m.provider.prometheus!.query.replaceAll("{{args.pod-template-hash}}", "6d4b9c8f7") })));
+    const record = (t: Template, m: { name: string }) =>
+      `analysis:${`${t.metadata.name}_${m.name}`.replaceAll("-", "_")}`;
+    const rules = templates.flatMap((t) =>
+      t.spec.metrics.map((m) => ({
+        record: record(t, m),
+        expr: m.provider.prometheus!.query.replaceAll("{{args.pod-template-hash}}", "6d4b9c8f7"),
+      })),
+    );
     expect(rules.length).toBeGreaterThanOrEqual(6);
     const scratch = mkdtempSync(join(tmpdir(), "loopguard-analysis-"));
     try {
       writeFileSync(
         join(scratch, "analysis.yml"),
-        toYaml({ groups: templates.map((t, i) => ({ name: `analysis-${i}`, rules: rules.filter((r) => t.spec.metrics.some((m) => r.record === record(t, m))) })) }),
+        toYaml({
+          groups: templates.map((t, i) => ({
+            name: `analysis-${i}`,
+            rules: rules.filter((r) => t.spec.metrics.some((m) => r.record === record(t, m))),
+          })),
+        }),
       );
       const { status, output } = runPromtool("check", "rules", join(scratch, "analysis.yml"));
       expect(output).toContain("SUCCESS");
@@ -70,7 +86,12 @@ describe.skipIf(!promtool)("promtool", () => {
   });
 
   it("passes the alert unit tests: each alert fires on a breach and stays silent otherwise", () => {
-    const { status, output } = runPromtool("test", "rules", join(PROMETHEUS_DIR, "rules.test.yml"), SLO_ALERT_TESTS_FILE);
+    const { status, output } = runPromtool(
+      "test",
+      "rules",
+      join(PROMETHEUS_DIR, "rules.test.yml"),
+      SLO_ALERT_TESTS_FILE,
+    );
     expect(status, output).toBe(0);
     expect(output.match(/SUCCESS/g), output).toHaveLength(2);
   }, 120_000);

@@ -8,7 +8,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import {
+  spawnTool,
+  type ToolProcess,
+  testToken,
+  testOrchestratorEnv,
+  SESSION_OPERATOR_SCOPES,
+} from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, kill, startTool } from "../../test/e2e/processes.js";
 import { agentRuleGroup } from "../src/agent-rules.js";
@@ -18,7 +24,10 @@ import { findExecutable } from "./promtool.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const prometheusBinary = findExecutable("prometheus");
-if (!prometheusBinary) console.warn("skipping the Prometheus scrape test: prometheus not found on PATH (install the Debian package `prometheus`)");
+if (!prometheusBinary)
+  console.warn(
+    "skipping the Prometheus scrape test: prometheus not found on PATH (install the Debian package `prometheus`)",
+  );
 
 const SESSION_SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
 const REFUND_TASK = { kind: "refund", order_id: "ord_DEMO00000002", amount_cents: 100, reason: "DAMAGED" };
@@ -38,7 +47,9 @@ let api: RawClient<typeof OrchestratorService>;
 let orchestratorMetrics: string;
 
 async function query(promql: string): Promise<Sample[]> {
-  const response = await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(promql)}`, { signal: AbortSignal.timeout(5000) });
+  const response = await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(promql)}`, {
+    signal: AbortSignal.timeout(5000),
+  });
   const body = (await response.json()) as { status: string; error?: string; data: { result: Sample[] } };
   if (body.status !== "success") throw new Error(`query ${promql} failed: ${body.error}`);
   return body.data.result;
@@ -59,9 +70,18 @@ async function startPrometheus(targets: { name: string; metricsPort: number }[])
   const port = await freePort();
   const configFile = join(dataDir, "prometheus.yml");
   writeFileSync(configFile, toYaml(localScrapeConfig(targets, "1s", join(root, RULES_FILE))));
-  const child = spawn(prometheusBinary!, [`--config.file=${configFile}`, `--storage.tsdb.path=${join(dataDir, "tsdb")}`, `--web.listen-address=127.0.0.1:${port}`, "--log.level=warn"], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const child = spawn(
+    prometheusBinary!,
+    [
+      `--config.file=${configFile}`,
+      `--storage.tsdb.path=${join(dataDir, "tsdb")}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      "--log.level=warn",
+    ],
+    {
+      stdio: ["ignore", "ignore", "pipe"],
+    },
+  );
   prometheus = child;
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
@@ -104,7 +124,11 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
 
   beforeAll(async () => {
     dataDir = mkdtempSync(join(tmpdir(), "loopguard-prometheus-"));
-    const [kb, billing, risk] = await Promise.all([startTool("kb-search", dataDir), startTool("billing", dataDir), startTool("risk", dataDir)]);
+    const [kb, billing, risk] = await Promise.all([
+      startTool("kb-search", dataDir),
+      startTool("billing", dataDir),
+      startTool("risk", dataDir),
+    ]);
     processes.push(kb, billing, risk);
     const orchestrator = await spawnTool(join(root, "services", "orchestrator", "dist", "main.js"), {
       ...testOrchestratorEnv(),
@@ -165,7 +189,9 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
 
   it("reads a finite p95 latency above zero for kb-search and billing", async () => {
     const p95 = await eventually("a p95 for kb-search and billing", async () => {
-      const result = await query("histogram_quantile(0.95, sum by (le, grpc_service) (rate(grpc_server_handling_seconds_bucket[1m])))");
+      const result = await query(
+        "histogram_quantile(0.95, sum by (le, grpc_service) (rate(grpc_server_handling_seconds_bucket[1m])))",
+      );
       const byService = new Map(result.map((s) => [s.metric.grpc_service, Number(s.value[1])]));
       const usable = (v: number | undefined) => v !== undefined && Number.isFinite(v) && v > 0;
       return usable(byService.get(KB)) && usable(byService.get(BILLING)) ? byService : undefined;
@@ -187,10 +213,26 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
       const all = body.data.groups.flatMap((g) => g.rules);
       return all.length > 0 && all.every((r) => r.health === "ok") ? body.data.groups : undefined;
     });
-    expect(groups.map((g) => g.name).sort()).toEqual(["loopguard-agents", "loopguard-slo-billing", "loopguard-slo-kb-search", "loopguard-slo-orchestrator", "loopguard-slo-risk"]);
+    expect(groups.map((g) => g.name).sort()).toEqual([
+      "loopguard-agents",
+      "loopguard-slo-billing",
+      "loopguard-slo-kb-search",
+      "loopguard-slo-orchestrator",
+      "loopguard-slo-risk",
+    ]);
     const names = groups.flatMap((g) => g.rules.map((r) => r.name));
-    const records = ["loopguard:grpc_server_p95_seconds:5m", "loopguard:grpc_server_error_ratio:rate3m", "loopguard:grpc_server_error_ratio:rate1h"];
-    for (const name of [...records, "KbSearchSearchLatencyAboveSlo", "BillingRefundErrorBudgetFastBurn", "RiskDown", "ToolBreakerOpen"]) {
+    const records = [
+      "loopguard:grpc_server_p95_seconds:5m",
+      "loopguard:grpc_server_error_ratio:rate3m",
+      "loopguard:grpc_server_error_ratio:rate1h",
+    ];
+    for (const name of [
+      ...records,
+      "KbSearchSearchLatencyAboveSlo",
+      "BillingRefundErrorBudgetFastBurn",
+      "RiskDown",
+      "ToolBreakerOpen",
+    ]) {
       expect(names).toContain(name);
     }
     const recorded = await eventually("the recorded p95 of kb-search Search", async () => {
@@ -202,9 +244,13 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
 
   it("scrapes from the orchestrator every metric the agents' alerts read, with the labels they select on", async () => {
     const read = new Set(agentRuleGroup().rules.flatMap((r) => String(r.expr).match(/\bloopguard_[a-z_]+/g) ?? []));
-    const exported = new Set([...(await (await fetch(orchestratorMetrics)).text()).matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
+    const exported = new Set(
+      [...(await (await fetch(orchestratorMetrics)).text()).matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]),
+    );
     // A histogram's series (_count, _sum, _bucket) are exported under its one # TYPE line.
-    const missing = [...read].filter((name) => !exported.has(name) && !exported.has(name.replace(/_(count|sum|bucket)$/, "")));
+    const missing = [...read].filter(
+      (name) => !exported.has(name) && !exported.has(name.replace(/_(count|sum|bucket)$/, "")),
+    );
     expect(missing.sort()).toEqual([]);
     const stops = await eventually("stop reasons of the ended sessions", async () => {
       const result = await query('sum by (stop_reason) (loopguard_session_stops_total{job="orchestrator"})');
@@ -212,7 +258,13 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
     });
     expect(stops.map((s) => s.metric.stop_reason)).toContain("done");
     const calls = await query('sum by (tool, outcome) (loopguard_tool_client_calls_total{job="orchestrator"})');
-    expect(calls.map((s) => `${s.metric.tool} ${s.metric.outcome}`)).toEqual(expect.arrayContaining(["kb-search ok", "billing ok"]));
-    expect((await query("loopguard_tool_breaker_state")).map((s) => s.metric.tool).sort()).toEqual(["billing", "kb-search", "risk"]);
+    expect(calls.map((s) => `${s.metric.tool} ${s.metric.outcome}`)).toEqual(
+      expect.arrayContaining(["kb-search ok", "billing ok"]),
+    );
+    expect((await query("loopguard_tool_breaker_state")).map((s) => s.metric.tool).sort()).toEqual([
+      "billing",
+      "kb-search",
+      "risk",
+    ]);
   });
 });

@@ -17,7 +17,10 @@ import { toYaml } from "../src/yaml.js";
 import { findExecutable } from "./promtool.js";
 
 const promtool = findExecutable("promtool");
-if (!promtool) console.warn("skipping the gate query evaluation: promtool not found on PATH (install the Debian package `prometheus`)");
+if (!promtool)
+  console.warn(
+    "skipping the gate query evaluation: promtool not found on PATH (install the Debian package `prometheus`)",
+  );
 
 const slos = methodSlos([BillingService]);
 const SERVICE = BillingService.typeName;
@@ -41,10 +44,17 @@ interface Version {
 }
 
 function series(version: Version): { series: string; values: string }[] {
-  const labels = (extra: string) => `{grpc_type="unary",grpc_service="${SERVICE}",grpc_method="GetOrder",version="${version.name}"${extra}}`;
+  const labels = (extra: string) =>
+    `{grpc_type="unary",grpc_service="${SERVICE}",grpc_method="GetOrder",version="${version.name}"${extra}}`;
   return [
-    ...Object.entries(version.perMinute).map(([code, n]) => ({ series: `grpc_server_handled_total${labels(`,grpc_code="${code}"`)}`, values: `0+${n}x10` })),
-    ...[...version.buckets].map(([le, n]) => ({ series: `grpc_server_handling_seconds_bucket${labels(`,grpc_code="OK",le="${le === Infinity ? "+Inf" : le}"`)}`, values: `0+${n}x10` })),
+    ...Object.entries(version.perMinute).map(([code, n]) => ({
+      series: `grpc_server_handled_total${labels(`,grpc_code="${code}"`)}`,
+      values: `0+${n}x10`,
+    })),
+    ...[...version.buckets].map(([le, n]) => ({
+      series: `grpc_server_handling_seconds_bucket${labels(`,grpc_code="OK",le="${le === Infinity ? "+Inf" : le}"`)}`,
+      values: `0+${n}x10`,
+    })),
   ];
 }
 
@@ -72,56 +82,66 @@ describe("the gate queries", () => {
     expect(() => gateQueries([], {})).toThrow(/at least one method/);
   });
 
-  it.skipIf(!promtool)("are evaluated by Prometheus: good passes, 30 % errors and a slow p95 fail, too few calls and no series answer nothing", () => {
-    const good: Version = { name: "good", perMinute: { OK: 100 }, buckets: FAST };
-    const bad: Version = { name: "bad", perMinute: { OK: 70, UNAVAILABLE: 30 }, buckets: FAST };
-    const slow: Version = { name: "slow", perMinute: { OK: 100 }, buckets: SLOW };
-    const few: Version = { name: "few", perMinute: { OK: 10 }, buckets: FAST };
-    // Caller mistakes spend no budget: NOT_FOUND is not a server fault.
-    const notFound: Version = { name: "not-found", perMinute: { OK: 60, NOT_FOUND: 40 }, buckets: FAST };
-    const fastP95 = rounded(bucketQuantile(0.95, FAST) / 0.15);
-    const slowP95 = rounded(bucketQuantile(0.95, SLOW) / 0.15);
-    expect([fastP95, slowP95]).toEqual([0.117, 1.567]);
-    const tests = {
-      rule_files: [],
-      evaluation_interval: "1m",
-      tests: [
-        {
-          interval: "1m",
-          input_series: [good, bad, slow, few, notFound].flatMap(series),
-          promql_expr_test: [
-            expectation("good", "error-ratio", [0]),
-            expectation("good", "p95", [fastP95]),
-            expectation("bad", "error-ratio", [60]),
-            expectation("bad", "p95", [fastP95]),
-            expectation("slow", "error-ratio", [0]),
-            expectation("slow", "p95", [slowP95]),
-            expectation("few", "error-ratio", []),
-            expectation("few", "p95", []),
-            expectation("absent", "error-ratio", []),
-            expectation("not-found", "error-ratio", [0]),
-          ],
-        },
-      ],
-    };
-    const dir = mkdtempSync(join(tmpdir(), "loopguard-gate-queries-"));
-    try {
-      writeFileSync(join(dir, "gate.test.yml"), toYaml(tests));
-      const result = spawnSync(promtool!, ["test", "rules", join(dir, "gate.test.yml")], { encoding: "utf8", timeout: 60_000 });
-      expect(`${result.stdout}${result.stderr}`).toContain("SUCCESS");
-      expect(result.status).toBe(0);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-    // What each answer means to the gate.
-    const verdict = (errors: number[], p95s: number[]) =>
-      gateVerdict(judgedMethods(slos), [
-        { kind: "error-ratio", values: errors.map((value) => ({ method: "GetOrder", value })) },
-        { kind: "p95", values: p95s.map((value) => ({ method: "GetOrder", value })) },
-      ]);
-    expect(verdict([0], [fastP95]).passed).toBe(true);
-    expect(verdict([60], [fastP95]).findings[0]).toBe("billing GetOrder error ratio 30 % (budget 0.5 %): above its budget");
-    expect(verdict([0], [slowP95]).findings[0]).toBe("billing GetOrder p95 235 ms (target 150 ms): above its target");
-    expect(verdict([], []).findings[0]).toBe("no method of billing had the calls to judge its error ratio on (GetOrder 200, Refund 200, ListRefunds 200): no evidence is no pass");
-  });
+  it.skipIf(!promtool)(
+    "are evaluated by Prometheus: good passes, 30 % errors and a slow p95 fail, too few calls and no series answer nothing",
+    () => {
+      const good: Version = { name: "good", perMinute: { OK: 100 }, buckets: FAST };
+      const bad: Version = { name: "bad", perMinute: { OK: 70, UNAVAILABLE: 30 }, buckets: FAST };
+      const slow: Version = { name: "slow", perMinute: { OK: 100 }, buckets: SLOW };
+      const few: Version = { name: "few", perMinute: { OK: 10 }, buckets: FAST };
+      // Caller mistakes spend no budget: NOT_FOUND is not a server fault.
+      const notFound: Version = { name: "not-found", perMinute: { OK: 60, NOT_FOUND: 40 }, buckets: FAST };
+      const fastP95 = rounded(bucketQuantile(0.95, FAST) / 0.15);
+      const slowP95 = rounded(bucketQuantile(0.95, SLOW) / 0.15);
+      expect([fastP95, slowP95]).toEqual([0.117, 1.567]);
+      const tests = {
+        rule_files: [],
+        evaluation_interval: "1m",
+        tests: [
+          {
+            interval: "1m",
+            input_series: [good, bad, slow, few, notFound].flatMap(series),
+            promql_expr_test: [
+              expectation("good", "error-ratio", [0]),
+              expectation("good", "p95", [fastP95]),
+              expectation("bad", "error-ratio", [60]),
+              expectation("bad", "p95", [fastP95]),
+              expectation("slow", "error-ratio", [0]),
+              expectation("slow", "p95", [slowP95]),
+              expectation("few", "error-ratio", []),
+              expectation("few", "p95", []),
+              expectation("absent", "error-ratio", []),
+              expectation("not-found", "error-ratio", [0]),
+            ],
+          },
+        ],
+      };
+      const dir = mkdtempSync(join(tmpdir(), "loopguard-gate-queries-"));
+      try {
+        writeFileSync(join(dir, "gate.test.yml"), toYaml(tests));
+        const result = spawnSync(promtool!, ["test", "rules", join(dir, "gate.test.yml")], {
+          encoding: "utf8",
+          timeout: 60_000,
+        });
+        expect(`${result.stdout}${result.stderr}`).toContain("SUCCESS");
+        expect(result.status).toBe(0);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+      // What each answer means to the gate.
+      const verdict = (errors: number[], p95s: number[]) =>
+        gateVerdict(judgedMethods(slos), [
+          { kind: "error-ratio", values: errors.map((value) => ({ method: "GetOrder", value })) },
+          { kind: "p95", values: p95s.map((value) => ({ method: "GetOrder", value })) },
+        ]);
+      expect(verdict([0], [fastP95]).passed).toBe(true);
+      expect(verdict([60], [fastP95]).findings[0]).toBe(
+        "billing GetOrder error ratio 30 % (budget 0.5 %): above its budget",
+      );
+      expect(verdict([0], [slowP95]).findings[0]).toBe("billing GetOrder p95 235 ms (target 150 ms): above its target");
+      expect(verdict([], []).findings[0]).toBe(
+        "no method of billing had the calls to judge its error ratio on (GetOrder 200, Refund 200, ListRefunds 200): no evidence is no pass",
+      );
+    },
+  );
 });

@@ -27,7 +27,10 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const FIXTURES = join(root, "deploy", "test", "fixtures", "prometheus");
 const SMOKE_CLI = join(root, "services", "tool-sdk", "dist", "cli", "smoke.js");
 const prometheusBinary = findExecutable("prometheus");
-if (!prometheusBinary) console.warn("skipping the release gate test: prometheus not found on PATH (install the Debian package `prometheus`)");
+if (!prometheusBinary)
+  console.warn(
+    "skipping the release gate test: prometheus not found on PATH (install the Debian package `prometheus`)",
+  );
 
 const slos = methodSlos([BillingService]);
 const FAULTS = JSON.stringify({ errorRate: 0.3, methods: ["GetOrder"] });
@@ -37,19 +40,29 @@ let prometheus: ChildProcess | undefined;
 let prometheusUrl: string;
 const pods: Record<"good" | "bad", ToolProcess> = {} as never;
 
-function run(args: readonly string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, args, { env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir, ...env }, timeout: 60_000 }, (error, stdout, stderr) =>
-      done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      args,
+      { env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir, ...env }, timeout: 60_000 },
+      (error, stdout, stderr) =>
+        done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
 }
 
-const pageOf = (version: "good" | "bad"): Promise<Reading> => readPages(new Map([[version, `http://127.0.0.1:${pods[version].metricsPort}/metrics`]]));
+const pageOf = (version: "good" | "bad"): Promise<Reading> =>
+  readPages(new Map([[version, `http://127.0.0.1:${pods[version].metricsPort}/metrics`]]));
 
 async function ask(kind: GateKind, version: string): Promise<{ body: unknown; answer: GateAnswer }> {
   const query = gateQueries(slos, { version }).find((q) => q.kind === kind)!.query;
-  const response = await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(query)}`, { signal: AbortSignal.timeout(5000) });
+  const response = await fetch(`${prometheusUrl}/api/v1/query?query=${encodeURIComponent(query)}`, {
+    signal: AbortSignal.timeout(5000),
+  });
   const body = (await response.json()) as unknown;
   return { body, answer: prometheusAnswer(kind, body) };
 }
@@ -66,7 +79,12 @@ async function startPrometheus(): Promise<void> {
   writeFileSync(join(dataDir, "prometheus.yml"), toYaml(config));
   prometheus = spawn(
     prometheusBinary!,
-    [`--config.file=${join(dataDir, "prometheus.yml")}`, `--storage.tsdb.path=${join(dataDir, "tsdb")}`, `--web.listen-address=127.0.0.1:${port}`, "--log.level=warn"],
+    [
+      `--config.file=${join(dataDir, "prometheus.yml")}`,
+      `--storage.tsdb.path=${join(dataDir, "tsdb")}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      "--log.level=warn",
+    ],
     {
       stdio: "ignore",
     },
@@ -89,7 +107,10 @@ describe.skipIf(!prometheusBinary)("the release gate on real processes", () => {
     const keys = ensureLocalKeys(dataDir);
     // No demo data, as in production: the smoke call asks for an order no deployment holds.
     const env = { LOOPGUARD_JWKS_FILE: keys.jwks, BILLING_SEED_DEMO: "false" };
-    [pods.good, pods.bad] = await Promise.all([startTool("billing", join(dataDir, "good"), 0, env), startTool("billing", join(dataDir, "bad"), 0, { ...env, LOOPGUARD_FAULT_PROFILE: FAULTS })]);
+    [pods.good, pods.bad] = await Promise.all([
+      startTool("billing", join(dataDir, "good"), 0, env),
+      startTool("billing", join(dataDir, "bad"), 0, { ...env, LOOPGUARD_FAULT_PROFILE: FAULTS }),
+    ]);
     await startPrometheus();
     // One pod after the other, the calls spread over 5 s so that several scrapes see them arrive.
     for (const version of ["good", "bad"] as const) {
@@ -106,9 +127,16 @@ describe.skipIf(!prometheusBinary)("the release gate on real processes", () => {
   }, 20_000);
 
   it("starts a tool with the fault profile in force, and refuses a malformed one or one naming no method of the tool with one line, exit 2", async () => {
-    expect(pods.bad.lines.find((l) => l.msg === "faults injected from the start (LOOPGUARD_FAULT_PROFILE)")).toMatchObject({ faults: { error_rate: 0.3, methods: ["GetOrder"] } });
+    expect(
+      pods.bad.lines.find((l) => l.msg === "faults injected from the start (LOOPGUARD_FAULT_PROFILE)"),
+    ).toMatchObject({ faults: { error_rate: 0.3, methods: ["GetOrder"] } });
     const entry = join(root, "services", "billing", "dist", "main.js");
-    const env = { BILLING_PORT: "0", BILLING_METRICS_PORT: "0", LOOPGUARD_JWKS_FILE: join(dataDir, "keys", "jwks.json"), LOOPGUARD_DATA_DIR: join(dataDir, "refused") };
+    const env = {
+      BILLING_PORT: "0",
+      BILLING_METRICS_PORT: "0",
+      LOOPGUARD_JWKS_FILE: join(dataDir, "keys", "jwks.json"),
+      LOOPGUARD_DATA_DIR: join(dataDir, "refused"),
+    };
     for (const [profile, message] of [
       ['{"errorRate": 0.3,', /^billing: configuration error: LOOPGUARD_FAULT_PROFILE: not a fault profile: .+\n$/],
       [
@@ -123,7 +151,9 @@ describe.skipIf(!prometheusBinary)("the release gate on real processes", () => {
 
   it("smoke calls signed by the probe key: the good pod answers every one, the bad one about 30 % UNAVAILABLE", () => {
     expect(smoke.good!.code, smoke.good!.stdout).toBe(0);
-    expect(smoke.good!.stdout).toMatch(/^smoke billing GetOrder: [0-6] of 400 calls failed.*, 6 allowed at a 0\.5 % error rate; p95 [\d.]+ ms → 127\.0\.0\.1:\d+\n$/);
+    expect(smoke.good!.stdout).toMatch(
+      /^smoke billing GetOrder: [0-6] of 400 calls failed.*, 6 allowed at a 0\.5 % error rate; p95 [\d.]+ ms → 127\.0\.0\.1:\d+\n$/,
+    );
     expect(smoke.bad!.code).toBe(1);
     const failed = Number(/: (\d+) of 400 calls failed \(UNAVAILABLE × \d+\)/.exec(smoke.bad!.stdout)?.[1]);
     // 400 calls at 30 %: 120 expected, 9 the standard deviation.
@@ -132,13 +162,19 @@ describe.skipIf(!prometheusBinary)("the release gate on real processes", () => {
   });
 
   it("the local gate measures the good pod within its SLO and the bad one far above its error budget", () => {
-    const verdict = (version: "good" | "bad") => gateVerdict(judgedMethods(slos), measureLocally(slos, smoke[version]!.before, smoke[version]!.after));
+    const verdict = (version: "good" | "bad") =>
+      gateVerdict(judgedMethods(slos), measureLocally(slos, smoke[version]!.before, smoke[version]!.after));
     const good = verdict("good");
     expect(good.passed, good.findings.join("\n")).toBe(true);
-    expect(good.findings).toEqual([expect.stringMatching(/^billing GetOrder error ratio 0 % \(budget 0\.5 %\)$/), expect.stringMatching(/^billing GetOrder p95 \d+ ms \(target 150 ms\)$/)]);
+    expect(good.findings).toEqual([
+      expect.stringMatching(/^billing GetOrder error ratio 0 % \(budget 0\.5 %\)$/),
+      expect.stringMatching(/^billing GetOrder p95 \d+ ms \(target 150 ms\)$/),
+    ]);
     const bad = verdict("bad");
     expect(bad.passed).toBe(false);
-    expect(bad.findings[0]).toMatch(/^billing GetOrder error ratio [23]\d(\.\d)? % \(budget 0\.5 %\): above its budget$/);
+    expect(bad.findings[0]).toMatch(
+      /^billing GetOrder error ratio [23]\d(\.\d)? % \(budget 0\.5 %\): above its budget$/,
+    );
   });
 
   it("Prometheus answers the gate queries as the local gate measured: good passes, bad fails, a set never scraped answers nothing", async () => {
@@ -156,18 +192,23 @@ describe.skipIf(!prometheusBinary)("the release gate on real processes", () => {
         answers[`${version}-${kind}`] = await ask(kind, version);
       }
       if (Object.entries(answers).every(([name, a]) => name.startsWith("absent") || a.answer.values.length > 0)) break;
-      if (Date.now() > end) throw new Error(`Prometheus did not judge both pods within 20 s: ${JSON.stringify(answers)}`);
+      if (Date.now() > end)
+        throw new Error(`Prometheus did not judge both pods within 20 s: ${JSON.stringify(answers)}`);
     }
-    const judged = (version: string) => gateVerdict(judgedMethods(slos), [answers[`${version}-error-ratio`]!.answer, answers[`${version}-p95`]!.answer]);
+    const judged = (version: string) =>
+      gateVerdict(judgedMethods(slos), [answers[`${version}-error-ratio`]!.answer, answers[`${version}-p95`]!.answer]);
     expect(judged("good").passed, judged("good").findings.join("\n")).toBe(true);
-    expect(judged("bad").findings[0]).toMatch(/^billing GetOrder error ratio [23]\d(\.\d)? % \(budget 0\.5 %\): above its budget$/);
+    expect(judged("bad").findings[0]).toMatch(
+      /^billing GetOrder error ratio [23]\d(\.\d)? % \(budget 0\.5 %\): above its budget$/,
+    );
     expect(judged("absent").findings[0]).toMatch(/^no method of billing had the calls to judge its error ratio on/);
     // The same pods, the same ratio: Prometheus's rate over the window against the local count of calls.
     const local = measureLocally(slos, smoke.bad!.before, smoke.bad!.after)[0]!.values[0]!.value;
     expect(answers["bad-error-ratio"]!.answer.values[0]!.value).toBeCloseTo(local, -1);
     if (process.env.LOOPGUARD_RECORD_GATE_FIXTURES) {
       mkdirSync(FIXTURES, { recursive: true });
-      for (const [name, { body }] of Object.entries(answers)) writeFileSync(join(FIXTURES, `${name.replace("absent", "empty")}.json`), `${JSON.stringify(body, null, 2)}\n`);
+      for (const [name, { body }] of Object.entries(answers))
+        writeFileSync(join(FIXTURES, `${name.replace("absent", "empty")}.json`), `${JSON.stringify(body, null, 2)}\n`);
     }
   }, 30_000);
 });

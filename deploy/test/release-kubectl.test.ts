@@ -35,7 +35,10 @@ beforeAll(() => {
   plain = renderOnProd(join(root, OVERLAYS_DIR), join(root, COMPONENTS_DIR), ["plain-blue-green"]);
   argo = renderOnProd(join(root, OVERLAYS_DIR), join(root, COMPONENTS_DIR), ["argo-rollouts"]);
   fake = mkdtempSync(join(tmpdir(), "loopguard-fake-kubectl-"));
-  writeFileSync(join(fake, "kubectl"), `#!/bin/sh\nexec "${process.execPath}" "${join(here, "fake-kubectl.mjs")}" "$@"\n`);
+  writeFileSync(
+    join(fake, "kubectl"),
+    `#!/bin/sh\nexec "${process.execPath}" "${join(here, "fake-kubectl.mjs")}" "$@"\n`,
+  );
   chmodSync(join(fake, "kubectl"), 0o755);
   process.env.PATH = `${fake}${delimiter}${path}`;
   process.env.FAKE_KUBECTL_DIR = fake;
@@ -62,10 +65,18 @@ interface Call {
 }
 
 /** Applies a release of billing v2 against the fake; returns what kubectl was told and how the release ended. */
-async function release(rendering: Rendering, scenario: Scenario): Promise<{ calls: Call[]; outcome: Error | undefined; log: string[] }> {
-  writeFileSync(join(fake, "scenario.json"), JSON.stringify({ fixtures: join(here, "fixtures", "prometheus"), prometheus: [], jobs: [], ...scenario }));
+async function release(
+  rendering: Rendering,
+  scenario: Scenario,
+): Promise<{ calls: Call[]; outcome: Error | undefined; log: string[] }> {
+  writeFileSync(
+    join(fake, "scenario.json"),
+    JSON.stringify({ fixtures: join(here, "fixtures", "prometheus"), prometheus: [], jobs: [], ...scenario }),
+  );
   writeFileSync(join(fake, "calls.jsonl"), "");
-  const objects = rendering.objects.filter((o: K8sObject) => o.metadata.labels?.["app.kubernetes.io/name"] === "billing");
+  const objects = rendering.objects.filter(
+    (o: K8sObject) => o.metadata.labels?.["app.kubernetes.io/name"] === "billing",
+  );
   const plan = planK8sRelease({ objects, spec: billing, namespace: "loopguard", kind: "release", tag: "v2", gate });
   const log: string[] = [];
   const outcome = await applyK8sPlan(plan, (line) => log.push(line), { sleep: async () => undefined }).then(
@@ -85,10 +96,18 @@ function told(calls: readonly Call[]): string[] {
     const at = call.args.indexOf("patch");
     if (at >= 0) {
       const ops = JSON.parse(call.args.at(-1)!) as { op: string; path: string; value?: unknown }[];
-      return ops.filter((o) => o.op !== "test").map((o) => `patch ${call.args[at + 1]}/${call.args[at + 2]} ${o.path}=${JSON.stringify(o.value)}`);
+      return ops
+        .filter((o) => o.op !== "test")
+        .map((o) => `patch ${call.args[at + 1]}/${call.args[at + 2]} ${o.path}=${JSON.stringify(o.value)}`);
     }
-    if (call.args.includes("create")) return [`create ${JSON.parse(call.stdin).metadata.name.replace(/-[a-z0-9]+$/, "")}`];
-    if (call.args.includes("--raw")) return [new URL(`http://x${call.args.at(-1)}`).searchParams.get("query")!.includes("histogram_quantile") ? "query p95" : "query error-ratio"];
+    if (call.args.includes("create"))
+      return [`create ${JSON.parse(call.stdin).metadata.name.replace(/-[a-z0-9]+$/, "")}`];
+    if (call.args.includes("--raw"))
+      return [
+        new URL(`http://x${call.args.at(-1)}`).searchParams.get("query")!.includes("histogram_quantile")
+          ? "query p95"
+          : "query error-ratio",
+      ];
     return [];
   });
 }
@@ -131,12 +150,20 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
     ]);
     const [migrate, preview, live] = calls
       .filter((c) => c.args.includes("create"))
-      .map((c) => JSON.parse(c.stdin) as { spec: { template: { spec: { containers: { image: string; args: string[] }[] } } } });
+      .map(
+        (c) =>
+          JSON.parse(c.stdin) as { spec: { template: { spec: { containers: { image: string; args: string[] }[] } } } },
+      );
     expect(migrate!.spec.template.spec.containers[0]).toMatchObject({ image: NEW, args: ["migrate"] });
-    expect(preview!.spec.template.spec.containers[0]).toMatchObject({ image: NEW, args: expect.arrayContaining(["--target", "billing-preview:50062"]) });
+    expect(preview!.spec.template.spec.containers[0]).toMatchObject({
+      image: NEW,
+      args: expect.arrayContaining(["--target", "billing-preview:50062"]),
+    });
     expect(live!.spec.template.spec.containers[0]!.args).toEqual(expect.arrayContaining(["--target", "billing:50062"]));
     const query = calls.find((c) => c.args.includes("--raw"))!.args.at(-1)!;
-    expect(query).toMatch(/^\/api\/v1\/namespaces\/monitoring\/services\/http:prometheus-operated:9090\/proxy\/api\/v1\/query\?query=/);
+    expect(query).toMatch(
+      /^\/api\/v1\/namespaces\/monitoring\/services\/http:prometheus-operated:9090\/proxy\/api\/v1\/query\?query=/,
+    );
     expect(decodeURIComponent(query)).toContain('grpc_method="GetOrder",version="green"}[3m])) >= 200');
   });
 
@@ -146,9 +173,16 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
     expect(outcome!.message).toBe(
       `${NEW} failed the release gate before the flip: smoke Job ${JSON.parse(calls.find((c) => c.args.includes("create") && c.stdin.includes("smoke-check"))!.stdin).metadata.name} failed: smoke billing GetOrder: 131 of 400 calls failed (UNAVAILABLE × 131), 6 allowed at a 0.5 % error rate; p95 2.8 ms → billing-preview:50062; billing-green is scaled back to zero and billing-blue stays live`,
     );
-    expect((outcome as ReleaseRefused).detail).toMatch(/^billing GetOrder error ratio 32\.8 % \(budget 0\.5 %\): above its budget\nerror-ratio failed 2 of its measurements \(1 allowed\)/);
+    expect((outcome as ReleaseRefused).detail).toMatch(
+      /^billing GetOrder error ratio 32\.8 % \(budget 0\.5 %\): above its budget\nerror-ratio failed 2 of its measurements \(1 allowed\)/,
+    );
     // Two failed measurements of three are enough to stop.
-    expect(told(calls)).toEqual([...UP_TO_THE_GATE, ...QUERIES, ...QUERIES, "patch deployment/billing-green /spec/replicas=0"]);
+    expect(told(calls)).toEqual([
+      ...UP_TO_THE_GATE,
+      ...QUERIES,
+      ...QUERIES,
+      "patch deployment/billing-green /spec/replicas=0",
+    ]);
     expect(log).toContain("  undo: scale billing-green back to zero: it failed the gate");
   });
 
@@ -159,7 +193,9 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
     );
     expect(told(empty.calls).at(-1)).toBe("patch deployment/billing-green /spec/replicas=0");
     const down = await release(plain, { prometheus: ["error"], jobs: ["Complete"] });
-    expect(down.outcome!.message).toMatch(/failed the release gate before the flip: Prometheus could not answer the gate queries 3 times in a row: kubectl get --raw .*no endpoints available/);
+    expect(down.outcome!.message).toMatch(
+      /failed the release gate before the flip: Prometheus could not answer the gate queries 3 times in a row: kubectl get --raw .*no endpoints available/,
+    );
     expect(told(down.calls).filter((c) => c.startsWith("patch service"))).toEqual([]);
   });
 
@@ -181,12 +217,18 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
 });
 
 describe("pnpm release --k8s, Argo Rollouts, against a recording kubectl", () => {
-  const status = (extra: object) => ({ status: { currentPodHash: "new", stableRS: "old", blueGreen: { activeSelector: "old" }, phase: "Paused", ...extra } });
+  const status = (extra: object) => ({
+    status: { currentPodHash: "new", stableRS: "old", blueGreen: { activeSelector: "old" }, phase: "Paused", ...extra },
+  });
 
   it.each([
     [
       "aborted by its analysis",
-      { abort: true, phase: "Degraded", message: 'RolloutAborted: Metric "error-ratio" assessed Failed due to failed (2) > failureLimit (1)' },
+      {
+        abort: true,
+        phase: "Degraded",
+        message: 'RolloutAborted: Metric "error-ratio" assessed Failed due to failed (2) > failureLimit (1)',
+      },
       'Rollout billing was aborted by its analysis (RolloutAborted: Metric "error-ratio" assessed Failed due to failed (2) > failureLimit (1))',
     ],
     [

@@ -37,24 +37,36 @@ function overlay(path: "plain-blue-green" | "argo-rollouts", keep: boolean): str
   const dir = mkdtempSync(join(tmpdir(), "loopguard-overlay-"));
   scratch.push(dir);
   const components = [relative(dir, join(root, COMPONENTS_DIR, path)), ...(keep ? [RELEASE_STATE_DIR] : [])];
-  writeFileSync(join(dir, "kustomization.yaml"), `resources: [${JSON.stringify(relative(dir, join(root, OVERLAYS_DIR, "prod")))}]\ncomponents: ${JSON.stringify(components)}\n`);
+  writeFileSync(
+    join(dir, "kustomization.yaml"),
+    `resources: [${JSON.stringify(relative(dir, join(root, OVERLAYS_DIR, "prod")))}]\ncomponents: ${JSON.stringify(components)}\n`,
+  );
   return dir;
 }
 
-const ofBilling = (objects: readonly K8sObject[]) => objects.filter((o) => o.metadata.labels?.["app.kubernetes.io/name"] === "billing");
-const find = (objects: readonly K8sObject[], kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata.name === name) as K8sObject & { spec: Record<string, never> };
-const release = (live: readonly K8sObject[], kind: "release" | "rollback", tag?: string) => planK8sRelease({ objects: live, spec: billing, namespace: "loopguard", kind, ...(tag ? { tag } : {}) });
+const ofBilling = (objects: readonly K8sObject[]) =>
+  objects.filter((o) => o.metadata.labels?.["app.kubernetes.io/name"] === "billing");
+const find = (objects: readonly K8sObject[], kind: string, name: string) =>
+  objects.find((o) => o.kind === kind && o.metadata.name === name) as K8sObject & { spec: Record<string, never> };
+const release = (live: readonly K8sObject[], kind: "release" | "rollback", tag?: string) =>
+  planK8sRelease({ objects: live, spec: billing, namespace: "loopguard", kind, ...(tag ? { tag } : {}) });
 
 /** Every field the rendering sends, with the live value where it differs: what a re-apply would change. */
 function changes(rendered: unknown, live: unknown, path = ""): string[] {
   if (rendered !== null && typeof rendered === "object" && !Array.isArray(rendered)) {
-    return Object.entries(rendered).flatMap(([key, value]) => changes(value, (live as Record<string, unknown> | undefined)?.[key], `${path}.${key}`));
+    return Object.entries(rendered).flatMap(([key, value]) =>
+      changes(value, (live as Record<string, unknown> | undefined)?.[key], `${path}.${key}`),
+    );
   }
-  return JSON.stringify(rendered) === JSON.stringify(live) ? [] : [`${path}: ${JSON.stringify(live)} → ${JSON.stringify(rendered)}`];
+  return JSON.stringify(rendered) === JSON.stringify(live)
+    ? []
+    : [`${path}: ${JSON.stringify(live)} → ${JSON.stringify(rendered)}`];
 }
 
 function reapplied(rendered: readonly K8sObject[], live: readonly K8sObject[]): string[] {
-  return ofBilling(rendered).flatMap((o) => changes(o, find(live, o.kind, o.metadata.name)).map((c) => `${o.kind} ${o.metadata.name}${c}`));
+  return ofBilling(rendered).flatMap((o) =>
+    changes(o, find(live, o.kind, o.metadata.name)).map((c) => `${o.kind} ${o.metadata.name}${c}`),
+  );
 }
 
 describe("plain-blue-green: a re-apply after a release", () => {
@@ -63,9 +75,19 @@ describe("plain-blue-green: a re-apply after a release", () => {
   beforeAll(() => {
     fake = mkdtempSync(join(tmpdir(), "loopguard-fake-kubectl-"));
     scratch.push(fake);
-    writeFileSync(join(fake, "kubectl"), `#!/bin/sh\nexec "${process.execPath}" "${join(here, "fake-kubectl.mjs")}" "$@"\n`);
+    writeFileSync(
+      join(fake, "kubectl"),
+      `#!/bin/sh\nexec "${process.execPath}" "${join(here, "fake-kubectl.mjs")}" "$@"\n`,
+    );
     chmodSync(join(fake, "kubectl"), 0o755);
-    writeFileSync(join(fake, "scenario.json"), JSON.stringify({ fixtures: join(here, "fixtures", "prometheus"), prometheus: ["good", "good"], jobs: ["Complete", "Complete"] }));
+    writeFileSync(
+      join(fake, "scenario.json"),
+      JSON.stringify({
+        fixtures: join(here, "fixtures", "prometheus"),
+        prometheus: ["good", "good"],
+        jobs: ["Complete", "Complete"],
+      }),
+    );
   });
 
   it("without the release state, puts the Service back on blue at zero pods and the autoscaler on blue", () => {
@@ -86,7 +108,9 @@ describe("plain-blue-green: a re-apply after a release", () => {
     const dir = overlay("plain-blue-green", false);
     const live = ofBilling(kustomize(dir).objects);
     expect(() => checkOverlay(dir, "my-overlay", live, "billing")).toThrow(ReleaseRefused);
-    expect(() => checkOverlay(dir, "my-overlay", live, "billing")).toThrow(/my-overlay\/kustomization.yaml does not list the component release-state/);
+    expect(() => checkOverlay(dir, "my-overlay", live, "billing")).toThrow(
+      /my-overlay\/kustomization.yaml does not list the component release-state/,
+    );
     expect(readFileSync(join(dir, RELEASE_STATE_DIR, "billing.yaml"), "utf8")).toContain("version: blue");
   }, 60_000);
 
@@ -100,7 +124,14 @@ describe("plain-blue-green: a re-apply after a release", () => {
     let live = ofBilling(kustomize(dir).objects);
     expect(reapplied(live, live)).toEqual([]);
 
-    const plan = planK8sRelease({ objects: live, spec: billing, namespace: "loopguard", kind: "release", tag: "v2", gate: releaseGateOf(root, services, "billing") });
+    const plan = planK8sRelease({
+      objects: live,
+      spec: billing,
+      namespace: "loopguard",
+      kind: "release",
+      tag: "v2",
+      gate: releaseGateOf(root, services, "billing"),
+    });
     process.env.PATH = `${fake}${delimiter}${path}`;
     process.env.FAKE_KUBECTL_DIR = fake;
     try {
@@ -118,11 +149,16 @@ describe("plain-blue-green: a re-apply after a release", () => {
     const rendering = kustomize(dir, "overlay with release state");
     const rendered = ofBilling(rendering.objects);
     expect(reapplied(rendered, live)).toEqual([]);
-    expect(find(rendered, "Service", "billing").spec.selector).toEqual({ "app.kubernetes.io/name": "billing", version: "green" });
+    expect(find(rendered, "Service", "billing").spec.selector).toEqual({
+      "app.kubernetes.io/name": "billing",
+      version: "green",
+    });
     expect(find(rendered, "Deployment", "billing-green").spec.replicas, "left to the autoscaler").toBeUndefined();
     expect(find(live, "Deployment", "billing-green").spec.replicas).toBe(2);
     expect(find(rendered, "Deployment", "billing-blue").spec.replicas).toBe(0);
-    expect(find(rendered, "HorizontalPodAutoscaler", "billing").spec.minReplicas).toBe(find(live, "HorizontalPodAutoscaler", "billing").spec.minReplicas);
+    expect(find(rendered, "HorizontalPodAutoscaler", "billing").spec.minReplicas).toBe(
+      find(live, "HorizontalPodAutoscaler", "billing").spec.minReplicas,
+    );
     expect(validateRenderings([rendering])).toEqual([]);
 
     for (const [kind, tag, active, image] of [
@@ -135,7 +171,9 @@ describe("plain-blue-green: a re-apply after a release", () => {
       expect(reapplied(again, live), `after the ${kind}`).toEqual([]);
       expect(find(again, "Service", "billing").spec.selector, `after the ${kind}`).toMatchObject({ version: active });
       const deployment = find(again, "Deployment", `billing-${active}`) as unknown as Deployment;
-      expect(deployment.spec!.template.spec!.containers[0]!.image).toBe(`registry.example.com/loopguard/billing:${image}`);
+      expect(deployment.spec!.template.spec!.containers[0]!.image).toBe(
+        `registry.example.com/loopguard/billing:${image}`,
+      );
     }
   }, 180_000);
 });
@@ -149,17 +187,22 @@ describe("argo-rollouts: a re-apply after a release", () => {
     recordState(dir, "mine", live, "billing");
     const rendered = ofBilling(kustomize(dir).objects);
     expect(reapplied(rendered, live)).toEqual([]);
-    expect((find(rendered, "Deployment", "billing") as unknown as Deployment).spec!.template.spec!.containers[0]!.image).toBe("registry.example.com/loopguard/billing:v2");
+    expect(
+      (find(rendered, "Deployment", "billing") as unknown as Deployment).spec!.template.spec!.containers[0]!.image,
+    ).toBe("registry.example.com/loopguard/billing:v2");
     expect(find(rendered, "Rollout", "billing").spec.replicas).toBeUndefined();
   }, 60_000);
 });
 
 describe("pnpm release --k8s", () => {
   it("needs --overlay, where it records the release (not for a dry run)", () => {
-    const cli = (...args: string[]) => spawnSync(process.execPath, [join(root, "deploy", "dist", "release", "main.js"), ...args], { encoding: "utf8" });
+    const cli = (...args: string[]) =>
+      spawnSync(process.execPath, [join(root, "deploy", "dist", "release", "main.js"), ...args], { encoding: "utf8" });
     const refused = cli("billing", "--to", "v2", "--k8s");
     expect(refused.status).toBe(2);
-    expect(refused.stderr).toMatch(/^release: --k8s needs --overlay DIR, where the release is recorded so a re-apply keeps it\n/);
+    expect(refused.stderr).toMatch(
+      /^release: --k8s needs --overlay DIR, where the release is recorded so a re-apply keeps it\n/,
+    );
     expect(cli("billing", "--to", "v2", "--overlay", "x").stderr).toMatch(/--overlay belong to --k8s/);
   });
 });

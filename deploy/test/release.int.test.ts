@@ -48,10 +48,15 @@ async function buildBreakingImage(): Promise<void> {
     await docker(["cp", `${container}:/app/contracts.binpb`, join(dir, "live.binpb")]);
     await docker(["rm", container]);
     const set = fromBinary(FileDescriptorSetSchema, readFileSync(join(dir, "live.binpb")));
-    const refund = set.file.find((f) => f.name === "loopguard/billing/v1/billing.proto")!.messageType.find((m) => m.name === "RefundRequest")!;
+    const refund = set.file
+      .find((f) => f.name === "loopguard/billing/v1/billing.proto")!
+      .messageType.find((m) => m.name === "RefundRequest")!;
     refund.field.find((f) => f.name === "amount_cents")!.type = FieldDescriptorProto_Type.STRING;
     writeFileSync(join(dir, "contracts.binpb"), toBinary(FileDescriptorSetSchema, set));
-    writeFileSync(join(dir, "Dockerfile"), `FROM loopguard/billing:${TAG}\nCOPY contracts.binpb /app/contracts.binpb\n`);
+    writeFileSync(
+      join(dir, "Dockerfile"),
+      `FROM loopguard/billing:${TAG}\nCOPY contracts.binpb /app/contracts.binpb\n`,
+    );
     await docker(["build", "--quiet", "--tag", `loopguard/billing:${BREAKING}`, dir]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -62,14 +67,18 @@ async function buildBreakingImage(): Promise<void> {
 async function buildFaultyImage(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "loopguard-release-faulty-"));
   try {
-    writeFileSync(join(dir, "Dockerfile"), `FROM loopguard/billing:${TAG}\nENV LOOPGUARD_FAULT_PROFILE='{"errorRate": 0.3, "methods": ["GetOrder"]}'\n`);
+    writeFileSync(
+      join(dir, "Dockerfile"),
+      `FROM loopguard/billing:${TAG}\nENV LOOPGUARD_FAULT_PROFILE='{"errorRate": 0.3, "methods": ["GetOrder"]}'\n`,
+    );
     await docker(["build", "--quiet", "--tag", `loopguard/billing:${FAULTY}`, dir]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-const token = (audience: string, scopes: string[]) => localPersonToken(dataDir, audience === "orchestrator" ? "requester" : "operator", audience, scopes);
+const token = (audience: string, scopes: string[]) =>
+  localPersonToken(dataDir, audience === "orchestrator" ? "requester" : "operator", audience, scopes);
 
 type Api = ReturnType<typeof createRawClient<typeof OrchestratorService>>;
 const TERMINAL = new Set([SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED]);
@@ -88,11 +97,19 @@ async function session(api: Api, kind: "refund" | "question", n: number): Promis
     kind === "refund"
       ? {
           goal: "Refund 0.10 USD: it arrived damaged",
-          task: { kind: "refund", order_id: ORDERS[n % ORDERS.length], amount_cents: 10, reason: "DAMAGED", ...CUSTOMER },
+          task: {
+            kind: "refund",
+            order_id: ORDERS[n % ORDERS.length],
+            amount_cents: 10,
+            reason: "DAMAGED",
+            ...CUSTOMER,
+          },
           scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"],
         }
       : { goal: "How long do card refunds take?", scopes: ["kb:read"] };
-  const { session: started } = await api.startSession({ ...request, policy: "scripted" } as never, { deadline: 10_000 });
+  const { session: started } = await api.startSession({ ...request, policy: "scripted" } as never, {
+    deadline: 10_000,
+  });
   const deadline = Date.now() + 60_000;
   for (;;) {
     const { session: now } = await api.getSession({ sessionId: started!.sessionId }, { deadline: 5000 });
@@ -108,11 +125,21 @@ function sessionLoad(api: Api, refundWorkers: number): { readonly outcomes: Outc
   let n = 0;
   const worker = async (kind: "refund" | "question") => {
     while (!stopped) {
-      outcomes.push(await session(api, kind, n++).catch((error: Error) => ({ kind, state: SessionState.FAILED, answer: error.message })));
+      outcomes.push(
+        await session(api, kind, n++).catch((error: Error) => ({
+          kind,
+          state: SessionState.FAILED,
+          answer: error.message,
+        })),
+      );
       await sleep(100);
     }
   };
-  const running = [...Array.from({ length: refundWorkers }, () => worker("refund")), worker("question"), worker("question")];
+  const running = [
+    ...Array.from({ length: refundWorkers }, () => worker("refund")),
+    worker("question"),
+    worker("question"),
+  ];
   return {
     outcomes,
     async stop() {
@@ -124,7 +151,14 @@ function sessionLoad(api: Api, refundWorkers: number): { readonly outcomes: Outc
 
 const orchestratorClient = async () =>
   createRawClient(OrchestratorService, "127.0.0.1:50051", {
-    token: await token("orchestrator", ["sessions:read", "sessions:write", "grant:kb:read", "grant:billing:read", "grant:billing:refund", "grant:risk:read"]),
+    token: await token("orchestrator", [
+      "sessions:read",
+      "sessions:write",
+      "grant:kb:read",
+      "grant:billing:read",
+      "grant:billing:refund",
+      "grant:risk:read",
+    ]),
   });
 
 /** Over a window of load: calls the orchestrator saw through (not cancelled by itself), calls it cancelled, and calls the live set served. */
@@ -172,16 +206,29 @@ class ServerCounters {
     const last = this.#last.get(address);
     if (last && ok + failed + cancelled < last.ok + last.failed + last.cancelled) {
       const banked = this.#banked.get(address) ?? { ok: 0, failed: 0, cancelled: 0 };
-      this.#banked.set(address, { ok: banked.ok + last.ok, failed: banked.failed + last.failed, cancelled: banked.cancelled + last.cancelled });
+      this.#banked.set(address, {
+        ok: banked.ok + last.ok,
+        failed: banked.failed + last.failed,
+        cancelled: banked.cancelled + last.cancelled,
+      });
     }
     this.#last.set(address, { ok, failed, cancelled });
   }
 
   /** Calls each address served so far (as intended: OK, or the smoke check's expected code), and failed. */
   totals(addresses?: readonly string[]): Served {
-    const all = [...new Set([...this.#last.keys(), ...this.#banked.keys()])].filter((a) => !addresses || addresses.includes(a));
+    const all = [...new Set([...this.#last.keys(), ...this.#banked.keys()])].filter(
+      (a) => !addresses || addresses.includes(a),
+    );
     const of = (a: string, key: keyof Served) => (this.#last.get(a)?.[key] ?? 0) + (this.#banked.get(a)?.[key] ?? 0);
-    return all.reduce((sum, a) => ({ ok: sum.ok + of(a, "ok"), failed: sum.failed + of(a, "failed"), cancelled: sum.cancelled + of(a, "cancelled") }), { ok: 0, failed: 0, cancelled: 0 });
+    return all.reduce(
+      (sum, a) => ({
+        ok: sum.ok + of(a, "ok"),
+        failed: sum.failed + of(a, "failed"),
+        cancelled: sum.cancelled + of(a, "cancelled"),
+      }),
+      { ok: 0, failed: 0, cancelled: 0 },
+    );
   }
 
   /** Stops sampling after one last sample of every pod: the loop may have slept through the last calls. */
@@ -196,13 +243,23 @@ class ServerCounters {
  * The orchestrator's client counters for billing: RPC attempts by outcome, and calls (what the
  * sessions' policies sent, retries included) that ended failed, as the drill report counts them.
  */
-async function clientCalls(): Promise<{ ok: number; failed: number; cancelled: number; failedCalls: number; failedAttempts: string[] }> {
+async function clientCalls(): Promise<{
+  ok: number;
+  failed: number;
+  cancelled: number;
+  failedCalls: number;
+  failedAttempts: string[];
+}> {
   const samples = parseMetrics(await (await fetch("http://127.0.0.1:8080/metrics")).text());
   const attempts = samplesOf(samples, "grpc_client_handled_total", { grpc_service: BILLING });
   const ok = sumOf(attempts.filter((s) => s.labels.grpc_code === "OK"));
-  const failedAttempts = attempts.filter((s) => s.labels.grpc_code !== "OK" && s.value > 0).map((s) => `${s.labels.grpc_method} ${s.labels.grpc_code} × ${s.value}`);
+  const failedAttempts = attempts
+    .filter((s) => s.labels.grpc_code !== "OK" && s.value > 0)
+    .map((s) => `${s.labels.grpc_method} ${s.labels.grpc_code} × ${s.value}`);
   const calls = samplesOf(samples, "loopguard_tool_client_calls_total", { tool: "billing" });
-  const failedCalls = sumOf(calls.filter((s) => (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? "")));
+  const failedCalls = sumOf(
+    calls.filter((s) => (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? "")),
+  );
   // Attempts the client itself cancelled: the losers of hedged reads (GetOrder is hedgeable).
   const cancelled = sumOf(attempts.filter((s) => s.labels.grpc_code === "CANCELLED"));
   return { ok, failed: sumOf(attempts) - ok, cancelled, failedCalls, failedAttempts };
@@ -210,7 +267,8 @@ async function clientCalls(): Promise<{ ok: number; failed: number; cancelled: n
 
 beforeAll(async () => {
   const images = await run(join(root, "deploy", "dist", "images", "main.js"), ["--tag", TAG], 1_500_000);
-  if (images.code !== 0) throw new Error(`the release tests need the images, and \`pnpm images\` failed:\n${images.stderr}`);
+  if (images.code !== 0)
+    throw new Error(`the release tests need the images, and \`pnpm images\` failed:\n${images.stderr}`);
   await docker(["tag", `loopguard/billing:${TAG}`, `loopguard/billing:${GREEN}`]);
   await buildBreakingImage();
   await buildFaultyImage();
@@ -221,7 +279,12 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await containers("down");
-  await docker(["rmi", `loopguard/billing:${GREEN}`, `loopguard/billing:${BREAKING}`, `loopguard/billing:${FAULTY}`]).catch(() => undefined);
+  await docker([
+    "rmi",
+    `loopguard/billing:${GREEN}`,
+    `loopguard/billing:${BREAKING}`,
+    `loopguard/billing:${FAULTY}`,
+  ]).catch(() => undefined);
   rmSync(dataDir, { recursive: true, force: true });
 }, 120_000);
 
@@ -233,20 +296,34 @@ describe("pnpm release (local containers)", () => {
       .trim()
       .split("\n")
       .filter((line) => !line.startsWith("release: contract gate:"));
-    expect(first).toBe(`release: the contracts of loopguard/billing:${BREAKING} break those of the live loopguard/billing:${TAG} (buf breaking)`);
-    expect(rest.join("\n")).toMatch(/loopguard\/billing\/v1\/billing\.proto:.*Field "2" with name "amount_cents" on message "RefundRequest" changed type from "int64" to "string"/);
+    expect(first).toBe(
+      `release: the contracts of loopguard/billing:${BREAKING} break those of the live loopguard/billing:${TAG} (buf breaking)`,
+    );
+    expect(rest.join("\n")).toMatch(
+      /loopguard\/billing\/v1\/billing\.proto:.*Field "2" with name "amount_cents" on message "RefundRequest" changed type from "int64" to "string"/,
+    );
     expect(billingPods().map((p) => p.colour)).toEqual(["blue", "blue"]);
     await expect(docker(["container", "inspect", "loopguard-billing-green-0"])).rejects.toThrow();
   }, 120_000);
 
   it("refuses what it cannot do safely, with one line", async () => {
-    expect(await releaseCli("billing", "--rollback")).toMatchObject({ code: 1, stderr: "release: nothing to roll back to: billing has no previous set (its green pods)\n" });
-    expect(await releaseCli("billing", "--to", TAG)).toMatchObject({ code: 1, stderr: `release: billing already runs loopguard/billing:${TAG}\n` });
+    expect(await releaseCli("billing", "--rollback")).toMatchObject({
+      code: 1,
+      stderr: "release: nothing to roll back to: billing has no previous set (its green pods)\n",
+    });
+    expect(await releaseCli("billing", "--to", TAG)).toMatchObject({
+      code: 1,
+      stderr: `release: billing already runs loopguard/billing:${TAG}\n`,
+    });
     expect(await releaseCli("billing", "--to", "no-such-tag")).toMatchObject({
       code: 1,
-      stderr: expect.stringContaining("release: image loopguard/billing:no-such-tag is missing: build it with `pnpm images --tag no-such-tag`\n"),
+      stderr: expect.stringContaining(
+        "release: image loopguard/billing:no-such-tag is missing: build it with `pnpm images --tag no-such-tag`\n",
+      ),
     });
-    expect((await releaseCli("risk", "--to", GREEN)).stderr).toMatch(/^release: risk keeps its state in SQLite inside its pod: a second set would have a store of its own/);
+    expect((await releaseCli("risk", "--to", GREEN)).stderr).toMatch(
+      /^release: risk keeps its state in SQLite inside its pod: a second set would have a store of its own/,
+    );
   }, 120_000);
 
   it("stops a version failing 30 % of its reads at the gate before the flip: its pods removed, blue never left, no session touched", async () => {
@@ -263,14 +340,18 @@ describe("pnpm release (local containers)", () => {
     }
     const lines = released!.stderr.trim().split("\n");
     const refusal = lines.find((l) => l.startsWith(`release: loopguard/billing:${FAULTY} failed`));
-    console.info(`[release] faulty version: refused after ${Date.now() - started} ms with: ${refusal}; sessions meanwhile: ${load.outcomes.length}`);
+    console.info(
+      `[release] faulty version: refused after ${Date.now() - started} ms with: ${refusal}; sessions meanwhile: ${load.outcomes.length}`,
+    );
     expect(released!.code, released!.stderr).toBe(1);
     expect(refusal).toMatch(
       new RegExp(
         `^release: loopguard/billing:${FAULTY} failed the release gate before the flip: smoke billing GetOrder: \\d+ of 400 calls failed \\(UNAVAILABLE × \\d+[^)]*\\), 6 allowed at a 0\\.5 % error rate; p95 [\\d.]+ ms; its pods are removed and the blue set stays live$`,
       ),
     );
-    expect(lines).toContainEqual(expect.stringMatching(/^billing GetOrder error ratio [1-4]\d(\.\d)? % \(budget 0\.5 %\): above its budget$/));
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^billing GetOrder error ratio [1-4]\d(\.\d)? % \(budget 0\.5 %\): above its budget$/),
+    );
     expect(billingPods().map((p) => p.colour)).toEqual(["blue", "blue"]);
     await expect(docker(["container", "inspect", "loopguard-billing-green-0"])).rejects.toThrow();
     expect(load.outcomes.length).toBeGreaterThan(0);
@@ -299,7 +380,11 @@ describe("pnpm release (local containers)", () => {
       const start = await read();
       await sleep(8000);
       const end = await read();
-      return { made: end.made - start.made, served: end.served - start.served, cancelled: end.cancelled - start.cancelled };
+      return {
+        made: end.made - start.made,
+        served: end.served - start.served,
+        cancelled: end.cancelled - start.cancelled,
+      };
     };
     let flip: ReleaseResult;
     let back: ReleaseResult;
@@ -323,17 +408,26 @@ describe("pnpm release (local containers)", () => {
         clientsLeftAtDrain: 0,
       });
       for (const pod of billingPods().filter((p) => p.colour === "blue")) {
-        expect(await docker(["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", pod.container])).toBe("exited 0");
+        expect(
+          await docker(["container", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", pod.container]),
+        ).toBe("exited 0");
         expect(await docker(["logs", pod.container])).toMatch(/^(?=.*"msg":"draining")(?=.*"in_flight":0\b).*$/m);
       }
-      expect((await containers("status")).stdout).toMatch(/billing: green live \(loopguard\/billing:release-it-green\); last release at .* from blue :release-it/);
+      expect((await containers("status")).stdout).toMatch(
+        /billing: green live \(loopguard\/billing:release-it-green\); last release at .* from blue :release-it/,
+      );
       afterFlip = await window(green);
       expect(blue.every((a) => !green.includes(a))).toBe(true);
 
       const rolledBack = await releaseCli("billing", "--rollback", "--json");
       expect(rolledBack.code, rolledBack.stderr).toBe(0);
       back = JSON.parse(rolledBack.stdout.trim().split("\n").at(-1)!) as ReleaseResult;
-      expect(back).toMatchObject({ kind: "rollback", from: { colour: "green" }, to: { colour: "blue", image: `loopguard/billing:${TAG}` }, clientsLeftAtDrain: 0 });
+      expect(back).toMatchObject({
+        kind: "rollback",
+        from: { colour: "green" },
+        to: { colour: "blue", image: `loopguard/billing:${TAG}` },
+        clientsLeftAtDrain: 0,
+      });
       expect(
         billingPods()
           .filter((p) => p.colour === "blue")
@@ -345,7 +439,10 @@ describe("pnpm release (local containers)", () => {
       await counters.stop();
       api.close();
     }
-    const { rows: refunds } = await db.query<{ refund_id: string; idempotency_key: string }>("SELECT refund_id, idempotency_key FROM refunds WHERE seq > $1", [before[0]?.n ?? 0]);
+    const { rows: refunds } = await db.query<{ refund_id: string; idempotency_key: string }>(
+      "SELECT refund_id, idempotency_key FROM refunds WHERE seq > $1",
+      [before[0]?.n ?? 0],
+    );
     const client = await clientCalls();
     const server = counters.totals();
     const done = outcomes.filter((o) => o.state === SessionState.DONE);
@@ -366,7 +463,10 @@ describe("pnpm release (local containers)", () => {
     expect(client.failedCalls).toBe(0);
     expect(server.failed).toBe(0);
     // Every call a billing pod served came from the orchestrator, or was one of the gate's smoke calls (to green, before and after the flip).
-    expect(flip!.gate).toMatchObject({ beforeFlip: expect.arrayContaining([expect.stringMatching(/^smoke billing GetOrder: 0 of 400 calls failed/)]), smokeCalls: 800 });
+    expect(flip!.gate).toMatchObject({
+      beforeFlip: expect.arrayContaining([expect.stringMatching(/^smoke billing GetOrder: 0 of 400 calls failed/)]),
+      smokeCalls: 800,
+    });
     // A hedge's losing attempt the client cancelled was served OK, cancelled, or never reached the pod.
     expect(server.ok).toBeGreaterThanOrEqual(client.ok + flip!.gate!.smokeCalls!);
     expect(server.ok).toBeLessThanOrEqual(client.ok + flip!.gate!.smokeCalls! + client.cancelled - server.cancelled);
@@ -408,17 +508,35 @@ describe("pnpm release --k8s --dry-run", () => {
     async (component) => {
       const dir = overlay(component);
       try {
-        const result = await releaseCli("billing", "--to", GREEN, "--k8s", "--dry-run", "--from-manifests", dir, "--json");
+        const result = await releaseCli(
+          "billing",
+          "--to",
+          GREEN,
+          "--k8s",
+          "--dry-run",
+          "--from-manifests",
+          dir,
+          "--json",
+        );
         expect(result.code, result.stderr).toBe(0);
         expect(result.stderr).toContain("release: contract gate: compatible");
         const planned = JSON.parse(result.stdout.trim().split("\n").at(-1)!) as K8sReleaseResult;
-        expect(planned).toMatchObject({ dryRun: true, target: component, from: { image: `loopguard/billing:${TAG}` }, to: { image: `loopguard/billing:${GREEN}` } });
-        const objects = planned.plan.steps.flatMap((step) => (step.action === "patch" ? [step.result as K8sObject] : []));
+        expect(planned).toMatchObject({
+          dryRun: true,
+          target: component,
+          from: { image: `loopguard/billing:${TAG}` },
+          to: { image: `loopguard/billing:${GREEN}` },
+        });
+        const objects = planned.plan.steps.flatMap((step) =>
+          step.action === "patch" ? [step.result as K8sObject] : [],
+        );
         expect(objects.length).toBeGreaterThan(0);
         expect(validateRenderings([{ name: component, objects }])).toEqual([]);
         const refused = await releaseCli("billing", "--to", BREAKING, "--k8s", "--dry-run", "--from-manifests", dir);
         expect(refused.code).toBe(1);
-        expect(refused.stderr).toContain(`release: the contracts of loopguard/billing:${BREAKING} break those of the live loopguard/billing:${TAG} (buf breaking)`);
+        expect(refused.stderr).toContain(
+          `release: the contracts of loopguard/billing:${BREAKING} break those of the live loopguard/billing:${TAG} (buf breaking)`,
+        );
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }

@@ -31,14 +31,23 @@ export function suiteProcesses(prefix: string): SuiteProcesses {
     dataDir,
     run: (file, args, timeoutMs = 240_000) =>
       new Promise((done) => {
-        execFile(process.execPath, [file, ...args], { env, cwd: root, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-          done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-        });
+        execFile(
+          process.execPath,
+          [file, ...args],
+          { env, cwd: root, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+          (error, stdout, stderr) => {
+            done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
+          },
+        );
       }),
     state: () => JSON.parse(readFileSync(join(dataDir, "containers", "state.json"), "utf8")) as SuiteState,
   };
 }
 
 export function docker(args: readonly string[]): Promise<string> {
-  return new Promise((done, fail) => execFile("docker", args, { timeout: 300_000 }, (error, stdout, stderr) => (error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()))));
+  return new Promise((done, fail) =>
+    execFile("docker", args, { timeout: 300_000 }, (error, stdout, stderr) =>
+      error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()),
+    ),
+  );
 }

@@ -28,7 +28,13 @@ const rpcProtos = ["google/rpc/status.proto", "google/rpc/error_details.proto", 
 // server reflection can describe grpc.health.v1.Health (the proto-loader descriptor it carries
 // has a map entry protoc-based tools reject).
 const healthProto = "grpc/health/v1/health.proto";
-const healthSource = join(dirname(require.resolve("grpc-health-check/package.json")), "proto", "health", "v1", "health.proto");
+const healthSource = join(
+  dirname(require.resolve("grpc-health-check/package.json")),
+  "proto",
+  "health",
+  "v1",
+  "health.proto",
+);
 
 function listProtos(root, sub = "loopguard") {
   const out = [];
@@ -99,10 +105,14 @@ function generate(image, outDir, workDir) {
       "",
     ].join("\n"),
   );
-  execFileSync(bin("buf"), ["generate", image, "--template", template, "--path", "loopguard", "--path", "google/rpc", "--path", "grpc/health"], {
-    stdio: "inherit",
-    cwd: workDir,
-  });
+  execFileSync(
+    bin("buf"),
+    ["generate", image, "--template", template, "--path", "loopguard", "--path", "google/rpc", "--path", "grpc/health"],
+    {
+      stdio: "inherit",
+      cwd: workDir,
+    },
+  );
 }
 
 const args = process.argv.slice(2);
@@ -110,14 +120,20 @@ const workDir = mkdtempSync(join(tmpdir(), "loopguard-gen-"));
 try {
   const image = buildImage(protoDir, workDir);
   if (args[0] === "--lint") {
-    execFileSync(bin("buf"), ["lint", image, "--config", join(protoDir, "buf.yaml"), "--path", "loopguard"], { stdio: "inherit" });
+    execFileSync(bin("buf"), ["lint", image, "--config", join(protoDir, "buf.yaml"), "--path", "loopguard"], {
+      stdio: "inherit",
+    });
     console.log("buf lint: clean");
   } else if (args[0] === "--image") {
     cpSync(image, resolve(args[1]));
   } else if (args[0] === "--breaking-against") {
     const againstDir = mkdtempSync(join(workDir, "against-"));
     const against = buildImage(resolve(args[1]), againstDir);
-    execFileSync(bin("buf"), ["breaking", image, "--against", against, "--config", join(protoDir, "buf.yaml"), "--path", "loopguard"], { stdio: "inherit" });
+    execFileSync(
+      bin("buf"),
+      ["breaking", image, "--against", against, "--config", join(protoDir, "buf.yaml"), "--path", "loopguard"],
+      { stdio: "inherit" },
+    );
     console.log("buf breaking: no wire-incompatible change");
   } else if (args[0] === "--check") {
     const fresh = join(workDir, "gen");

@@ -68,12 +68,18 @@ describe("toolClient against real kb-search processes", () => {
     running.push(a, b);
     // The retry budget holds a retry for each of the 8 calls that may be in flight on the killed
     // replica, beside the half of it that hedges may spend (docs/tool-sdk.md, sizing the budget).
-    const kb = toolClient(KbSearchService, { target: [a.address, b.address], token: await token(), registry: new Registry(), retry: { budgetMaxTokens: 20 } });
+    const kb = toolClient(KbSearchService, {
+      target: [a.address, b.address],
+      token: await token(),
+      registry: new Registry(),
+      retry: { budgetMaxTokens: 20 },
+    });
     try {
       const results: ToolResult<unknown>[] = [];
       const stopAt = Date.now() + 2000;
       const worker = async () => {
-        while (Date.now() < stopAt) results.push(await kb.call("search", { query: `refund ${results.length % 7}`, limit: 2 }));
+        while (Date.now() < stopAt)
+          results.push(await kb.call("search", { query: `refund ${results.length % 7}`, limit: 2 }));
       };
       const load = Promise.all(Array.from({ length: 8 }, worker));
       await sleep(500);
@@ -81,7 +87,9 @@ describe("toolClient against real kb-search processes", () => {
       await load;
       expect(results.length).toBeGreaterThan(50);
       const notLive = results.filter((r) => r.source !== "live");
-      expect(notLive.map((r) => [r.source, r.attempts, r.liveError?.code, r.liveError?.reason, r.liveError?.message])).toEqual([]);
+      expect(
+        notLive.map((r) => [r.source, r.attempts, r.liveError?.code, r.liveError?.reason, r.liveError?.message]),
+      ).toEqual([]);
     } finally {
       kb.close();
     }
@@ -93,14 +101,28 @@ describe("toolClient against a real billing process", () => {
     const billingData = tempDataDir();
     const proc = await startTool("billing", billingData.dir);
     running.push(proc);
-    const token = await testToken({ subject: "orchestrator", scopes: ["billing:read", "billing:refund", "tool:admin"] });
+    const token = await testToken({
+      subject: "orchestrator",
+      scopes: ["billing:read", "billing:refund", "tool:admin"],
+    });
     const admin = createRawClient(ToolAdminService, proc.address, { token });
-    const billing = toolClient(BillingService, { target: proc.address, token, registry: new Registry(), retry: { maxAttempts: 8 }, breaker: { volumeThreshold: 1000 } });
+    const billing = toolClient(BillingService, {
+      target: proc.address,
+      token,
+      registry: new Registry(),
+      retry: { maxAttempts: 8 },
+      breaker: { volumeThreshold: 1000 },
+    });
     try {
       // Billing is down (RetryInfo 100 ms) when the refund is sent, and back 350 ms later.
       await admin.setFaults({ profile: { outage: true, retryAfterMs: 100, methods: ["Refund"] } });
       const key = "e2e-retry-key-0000000001";
-      const request = { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: key };
+      const request = {
+        orderId: "ord_DEMO00000001",
+        amountCents: 100n,
+        reason: RefundReason.DAMAGED,
+        idempotencyKey: key,
+      };
       // Billing takes a refund only under a token bound to it, as the orchestrator sends one.
       const bound = { token: await boundToken(BillingService, "Refund", request) };
       const pending = billing.call("refund", request, bound);
@@ -115,7 +137,9 @@ describe("toolClient against a real billing process", () => {
       const refunds = await billing.call("listRefunds", { orderId: "ord_DEMO00000001" });
       expect(refunds.response.refunds.filter((r) => r.refundId === result.response.refund?.refundId)).toHaveLength(1);
       const page = await fetch(`http://127.0.0.1:${proc.metricsPort}/metrics`).then((r) => r.text());
-      expect(metricValue(page, "grpc_server_started_total", { grpc_method: "Refund" })).toBe(result.attempts + again.attempts);
+      expect(metricValue(page, "grpc_server_started_total", { grpc_method: "Refund" })).toBe(
+        result.attempts + again.attempts,
+      );
     } finally {
       billing.close();
       admin.close();

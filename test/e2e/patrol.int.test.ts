@@ -19,7 +19,10 @@ let tools: Record<string, ToolProcess>;
 let orchestrator: ToolProcess;
 
 function patrol(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [PATROL, "--orchestrator", orchestrator.address, ...args], { env: { ...process.env, LOOPGUARD_DATA_DIR: data.dir }, cwd: root });
+  const child = spawn(process.execPath, [PATROL, "--orchestrator", orchestrator.address, ...args], {
+    env: { ...process.env, LOOPGUARD_DATA_DIR: data.dir },
+    cwd: root,
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
@@ -30,11 +33,21 @@ function patrol(...args: string[]): Promise<{ code: number | null; stdout: strin
 /** Every demo order's refunded total and refunds, as billing answers them to the operator. */
 async function ledger(): Promise<string> {
   const operator = personKey({ LOOPGUARD_DATA_DIR: data.dir }, "operator");
-  const token = await mintToken(operator.key, { subject: "operator", audience: "billing", scopes: ["billing:read"], ttlSeconds: 300 });
+  const token = await mintToken(operator.key, {
+    subject: "operator",
+    audience: "billing",
+    scopes: ["billing:read"],
+    ttlSeconds: 300,
+  });
   const billing = createRawClient(BillingService, tools.billing!.address, { token });
   try {
     const ids = Array.from({ length: 10 }, (_, i) => `ord_DEMO${String(i + 1).padStart(8, "0")}`);
-    const rows = await Promise.all(ids.map(async (orderId) => [(await billing.getOrder({ orderId })).order?.amountRefundedCents, (await billing.listRefunds({ orderId })).refunds.length]));
+    const rows = await Promise.all(
+      ids.map(async (orderId) => [
+        (await billing.getOrder({ orderId })).order?.amountRefundedCents,
+        (await billing.listRefunds({ orderId })).refunds.length,
+      ]),
+    );
     return JSON.stringify(rows, (_, v: unknown) => (typeof v === "bigint" ? String(v) : v));
   } finally {
     billing.close();
@@ -97,7 +110,10 @@ describe("pnpm patrol", () => {
     expect(await ledger()).toBe(before);
 
     const metrics = await (await fetch(`http://127.0.0.1:${orchestrator.metricsPort}/metrics`)).text();
-    expect(Number(/^loopguard_patrol_success_ratio(?:\{[^}]*\})? ([\d.e-]+)$/m.exec(metrics)?.[1])).toBeCloseTo(passed / total, 6);
+    expect(Number(/^loopguard_patrol_success_ratio(?:\{[^}]*\})? ([\d.e-]+)$/m.exec(metrics)?.[1])).toBeCloseTo(
+      passed / total,
+      6,
+    );
     expect(metrics).toMatch(new RegExp(`^loopguard_patrol_tasks(?:\\{[^}]*\\})? ${total}$`, "m"));
     expect(metrics).toMatch(/^loopguard_patrol_dry_run(?:\{[^}]*\})? 1$/m);
     const last = Number(/^loopguard_patrol_last_run_timestamp_seconds(?:\{[^}]*\})? ([\d.e+]+)$/m.exec(metrics)?.[1]);
@@ -106,28 +122,46 @@ describe("pnpm patrol", () => {
 
   it("exits 1 under the threshold with the mismatch named, compares with the last run, and 2 on bad usage", async () => {
     const lines = readFileSync(GOLDEN, "utf8").trim().split("\n");
-    const wrong = JSON.parse(lines.find((l) => l.includes('"refund-already-refunded-1"'))!) as { expect: Record<string, string> };
+    const wrong = JSON.parse(lines.find((l) => l.includes('"refund-already-refunded-1"'))!) as {
+      expect: Record<string, string>;
+    };
     wrong.expect = { outcome: "succeeded", stop_reason: "done", approval: "none" };
     const file = join(data.dir, "two-tasks.jsonl");
     writeFileSync(file, `${lines.find((l) => l.includes('"question-01"'))}\n${JSON.stringify(wrong)}\n`);
     const run = await patrol("--tasks", file, "--threshold", "0.9");
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/success\s+1\/2 = 50\.0% by outcome \(threshold 90\.0%\): FAIL/);
-    expect(run.stdout).toMatch(/refund-already-refunded-1\s+succeeded done\s+not_done done \[no_effect: billing_refund\]/);
+    expect(run.stdout).toMatch(
+      /refund-already-refunded-1\s+succeeded done\s+not_done done \[no_effect: billing_refund\]/,
+    );
     expect(run.stdout).toMatch(/compare\s+the last run ran another golden set: not compared/);
     const again = await patrol("--tasks", file, "--threshold", "0.9");
-    expect(again.stdout).toMatch(/compare\s+last run pr_\S+ \(.*\): 50\.0% → 50\.0% \(\+0 points\); newly failing: none; fixed: none/);
+    expect(again.stdout).toMatch(
+      /compare\s+last run pr_\S+ \(.*\): 50\.0% → 50\.0% \(\+0 points\); newly failing: none; fixed: none/,
+    );
 
     // Recording is the operator's (patrol:report); figures that disagree are refused with the field named.
     const operator = personKey({ LOOPGUARD_DATA_DIR: data.dir }, "operator");
     const recorder = createRawClient(OrchestratorService, orchestrator.address, {
-      token: await mintToken(operator.key, { subject: "operator", audience: "orchestrator", scopes: ["patrol:report"], ttlSeconds: 300 }),
+      token: await mintToken(operator.key, {
+        subject: "operator",
+        audience: "orchestrator",
+        scopes: ["patrol:report"],
+        ttlSeconds: 300,
+      }),
     });
     const at = { seconds: BigInt(Math.floor(Date.now() / 1000)), nanos: 0 };
-    const refused = await recorder.recordPatrolRun({ run: { startedAt: at, finishedAt: at, tasks: 10, passed: 11, successRatio: 1, threshold: 0.95 } }).catch((e: unknown) => e);
+    const refused = await recorder
+      .recordPatrolRun({
+        run: { startedAt: at, finishedAt: at, tasks: 10, passed: 11, successRatio: 1, threshold: 0.95 },
+      })
+      .catch((e: unknown) => e);
     recorder.close();
     expect(refused).toBeInstanceOf(CallError);
-    expect([status[(refused as CallError).code], (refused as CallError).fieldViolations.map((v) => v.field)]).toEqual(["INVALID_ARGUMENT", ["run.passed"]]);
+    expect([status[(refused as CallError).code], (refused as CallError).fieldViolations.map((v) => v.field)]).toEqual([
+      "INVALID_ARGUMENT",
+      ["run.passed"],
+    ]);
 
     const bad = await patrol("--threshold", "2");
     expect(bad.code).toBe(2);

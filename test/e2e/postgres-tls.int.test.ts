@@ -5,7 +5,13 @@
 // <SERVICE>_SEED_DEMO: seeded by default (local runs), never with "false" (production).
 import { spawnSync } from "node:child_process";
 import { createPostgresPool } from "@loopguard/sql-store";
-import { makeTestCa, type PostgresServer, postgresSkipReason, startPostgres, type TestCa } from "@loopguard/sql-store/testing";
+import {
+  makeTestCa,
+  type PostgresServer,
+  postgresSkipReason,
+  startPostgres,
+  type TestCa,
+} from "@loopguard/sql-store/testing";
 import { TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
 import { openSessionStore } from "@loopguard/orchestrator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -20,7 +26,8 @@ describe.skipIf(skip !== null)("stores over TLS with sslmode=verify-full and a m
   const data = tempDataDir();
   const verifyFull = (caFile: string) => `sslmode=verify-full&sslrootcert=${encodeURIComponent(caFile)}`;
   /** A new database, named as a store URL the way the README documents it (the password is never checked here). */
-  const store = async (name: string, caFile = ca.caFile): Promise<string> => `${(await server.createDatabase(name)).replace("postgres@", "postgres:hunter2@")}?${verifyFull(caFile)}`;
+  const store = async (name: string, caFile = ca.caFile): Promise<string> =>
+    `${(await server.createDatabase(name)).replace("postgres@", "postgres:hunter2@")}?${verifyFull(caFile)}`;
   const count = async (url: string, table: string): Promise<number> => {
     const pool = createPostgresPool(url);
     try {
@@ -45,15 +52,20 @@ describe.skipIf(skip !== null)("stores over TLS with sslmode=verify-full and a m
   it.each([
     ["billing", "BILLING", "orders"],
     ["risk", "RISK", "customers"],
-  ])("%s serves from its store over TLS; demo rows only when %s_SEED_DEMO is not false", async (tool, prefix, table) => {
-    const seeded = await store(`${tool}_seeded`);
-    const empty = await store(`${tool}_prod`);
-    const runs = [await startTool(tool, data.dir, 0, { [`${prefix}_STORE`]: seeded, [`${prefix}_STORE_POOL_SIZE`]: "2" })];
-    runs.push(await startTool(tool, data.dir, 0, { [`${prefix}_STORE`]: empty, [`${prefix}_SEED_DEMO`]: "false" }));
-    await Promise.all(runs.map((run) => kill(run, "SIGTERM")));
-    expect(await count(seeded, table)).toBeGreaterThan(0);
-    expect(await count(empty, table)).toBe(0);
-  });
+  ])(
+    "%s serves from its store over TLS; demo rows only when %s_SEED_DEMO is not false",
+    async (tool, prefix, table) => {
+      const seeded = await store(`${tool}_seeded`);
+      const empty = await store(`${tool}_prod`);
+      const runs = [
+        await startTool(tool, data.dir, 0, { [`${prefix}_STORE`]: seeded, [`${prefix}_STORE_POOL_SIZE`]: "2" }),
+      ];
+      runs.push(await startTool(tool, data.dir, 0, { [`${prefix}_STORE`]: empty, [`${prefix}_SEED_DEMO`]: "false" }));
+      await Promise.all(runs.map((run) => kill(run, "SIGTERM")));
+      expect(await count(seeded, table)).toBeGreaterThan(0);
+      expect(await count(empty, table)).toBe(0);
+    },
+  );
 
   it("the orchestrator's session store opens, migrates and listens over TLS", async () => {
     const sessions = await openSessionStore(await store("orchestrator"));
@@ -63,12 +75,21 @@ describe.skipIf(skip !== null)("stores over TLS with sslmode=verify-full and a m
   it("billing given another CA's file exits 1 saying the certificate does not verify, without the password", async () => {
     const billing = TOOLS.find((s) => s.name === "billing")!;
     const run = spawnSync(process.execPath, [billing.entry], {
-      env: { ...process.env, ...TEST_AUTH_ENV, LOOPGUARD_DATA_DIR: data.dir, BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: await store("billing_wrong_ca", otherCa.caFile) },
+      env: {
+        ...process.env,
+        ...TEST_AUTH_ENV,
+        LOOPGUARD_DATA_DIR: data.dir,
+        BILLING_PORT: "0",
+        BILLING_METRICS_PORT: "0",
+        BILLING_STORE: await store("billing_wrong_ca", otherCa.caFile),
+      },
       encoding: "utf8",
       timeout: 20_000,
     });
     expect(run.status).toBe(1);
-    expect(run.stdout + run.stderr).toMatch(/"error_name":"PostgresTlsError".*the server's certificate does not verify against the CA in sslrootcert=/);
+    expect(run.stdout + run.stderr).toMatch(
+      /"error_name":"PostgresTlsError".*the server's certificate does not verify against the CA in sslrootcert=/,
+    );
     expect(run.stdout + run.stderr).not.toContain("hunter2");
   });
 });

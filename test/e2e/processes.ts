@@ -39,7 +39,13 @@ export function tempDataDir(): { dir: string; remove: () => void } {
 }
 
 /** `timeoutMs`: how long it may take to serve (spawnTool's default when absent). */
-export function startTool(tool: ToolName, dataDir: string, port = 0, extraEnv: Record<string, string> = {}, timeoutMs?: number): Promise<ToolProcess> {
+export function startTool(
+  tool: ToolName,
+  dataDir: string,
+  port = 0,
+  extraEnv: Record<string, string> = {},
+  timeoutMs?: number,
+): Promise<ToolProcess> {
   const spec = TOOLS.find((s) => s.name === tool);
   if (!spec) throw new Error(`no tool service "${tool}" in services/ (tools: ${TOOLS.map((s) => s.name).join(", ")})`);
   return spawnTool(
@@ -56,13 +62,23 @@ export function startTool(tool: ToolName, dataDir: string, port = 0, extraEnv: R
 }
 
 /** Every tool of the workspace as a process on one data folder, by name. */
-export async function startAllTools(dataDir: string, extraEnv: Record<string, string> = {}, timeoutMs?: number): Promise<Record<ToolName, ToolProcess>> {
-  return Object.fromEntries(await Promise.all(TOOLS.map(async (spec) => [spec.name, await startTool(spec.name, dataDir, 0, extraEnv, timeoutMs)] as const)));
+export async function startAllTools(
+  dataDir: string,
+  extraEnv: Record<string, string> = {},
+  timeoutMs?: number,
+): Promise<Record<ToolName, ToolProcess>> {
+  return Object.fromEntries(
+    await Promise.all(
+      TOOLS.map(async (spec) => [spec.name, await startTool(spec.name, dataDir, 0, extraEnv, timeoutMs)] as const),
+    ),
+  );
 }
 
 /** An orchestrator's <PREFIX>_ADDR variables for these running tools. */
 export function toolAddressEnv(tools: Readonly<Record<ToolName, ToolProcess>>): Record<string, string> {
-  return Object.fromEntries(TOOLS.filter((s) => tools[s.name]).map((s) => [`${s.envPrefix}_ADDR`, tools[s.name]!.address]));
+  return Object.fromEntries(
+    TOOLS.filter((s) => tools[s.name]).map((s) => [`${s.envPrefix}_ADDR`, tools[s.name]!.address]),
+  );
 }
 
 /** SIGKILL and wait until the process is gone. */

@@ -9,7 +9,13 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import {
+  spawnTool,
+  type ToolProcess,
+  testToken,
+  testOrchestratorEnv,
+  SESSION_OPERATOR_SCOPES,
+} from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kill, startAllTools, tempDataDir, toolAddressEnv } from "./processes.js";
 
@@ -52,7 +58,13 @@ function value(v: Record<string, unknown>): unknown {
 function json(v: AnyValue | undefined): unknown {
   if (!v || Object.keys(v).length === 0) return null;
   if ("intValue" in v) return Number(v.intValue);
-  if ("kvlistValue" in v) return Object.fromEntries(((v.kvlistValue as { values?: { key: string; value?: AnyValue }[] }).values ?? []).map((kv) => [kv.key, json(kv.value)]));
+  if ("kvlistValue" in v)
+    return Object.fromEntries(
+      ((v.kvlistValue as { values?: { key: string; value?: AnyValue }[] }).values ?? []).map((kv) => [
+        kv.key,
+        json(kv.value),
+      ]),
+    );
   if ("arrayValue" in v) return ((v.arrayValue as { values?: AnyValue[] }).values ?? []).map(json);
   return value(v);
 }
@@ -65,7 +77,11 @@ function serviceOf(r: ResourceAttrs): string {
   return String(value(r.resource.attributes.find((a) => a.key === "service.name")?.value ?? {}));
 }
 
-function collectLogs(payload: { resourceLogs: (ResourceAttrs & { scopeLogs: { scope?: { name?: string }; logRecords?: Record<string, unknown>[] }[] })[] }): void {
+function collectLogs(payload: {
+  resourceLogs: (ResourceAttrs & {
+    scopeLogs: { scope?: { name?: string }; logRecords?: Record<string, unknown>[] }[];
+  })[];
+}): void {
   for (const rl of payload.resourceLogs) {
     for (const sl of rl.scopeLogs) {
       for (const r of sl.logRecords ?? []) {
@@ -74,7 +90,9 @@ function collectLogs(payload: { resourceLogs: (ResourceAttrs & { scopeLogs: { sc
           scope: String(sl.scope?.name ?? ""),
           traceId: String(r.traceId ?? ""),
           body: json(r.body as AnyValue),
-          attributes: Object.fromEntries(((r.attributes ?? []) as { key: string; value: AnyValue }[]).map((a) => [a.key, json(a.value)])),
+          attributes: Object.fromEntries(
+            ((r.attributes ?? []) as { key: string; value: AnyValue }[]).map((a) => [a.key, json(a.value)]),
+          ),
         });
       }
     }
@@ -91,7 +109,12 @@ beforeAll(async () => {
         res.writeHead(200, { "content-type": "application/json" }).end("{}");
         return;
       }
-      const payload = JSON.parse(body) as { resourceSpans: { resource: { attributes: { key: string; value: Record<string, unknown> }[] }; scopeSpans: { spans: Record<string, unknown>[] }[] }[] };
+      const payload = JSON.parse(body) as {
+        resourceSpans: {
+          resource: { attributes: { key: string; value: Record<string, unknown> }[] };
+          scopeSpans: { spans: Record<string, unknown>[] }[];
+        }[];
+      };
       for (const rs of payload.resourceSpans) {
         const service = String(value(rs.resource.attributes.find((a) => a.key === "service.name")?.value ?? {}));
         for (const ss of rs.scopeSpans) {
@@ -103,7 +126,12 @@ beforeAll(async () => {
               parentSpanId: String(s.parentSpanId ?? ""),
               name: String(s.name),
               kind: Number(s.kind),
-              attributes: Object.fromEntries(((s.attributes ?? []) as { key: string; value: Record<string, unknown> }[]).map((a) => [a.key, value(a.value)])),
+              attributes: Object.fromEntries(
+                ((s.attributes ?? []) as { key: string; value: Record<string, unknown> }[]).map((a) => [
+                  a.key,
+                  value(a.value),
+                ]),
+              ),
             });
           }
         }
@@ -149,7 +177,14 @@ describe("distributed tracing", () => {
     const api = createRawClient(OrchestratorService, orchestrator.address, { token });
     const { session } = await api.startSession({
       goal: "Refund 1.00 of ord_DEMO00000001",
-      task: { kind: "refund", order_id: "ord_DEMO00000001", amount_cents: 100, reason: "DAMAGED", id_card: "110101198003121232", phone: "+8613800138000" },
+      task: {
+        kind: "refund",
+        order_id: "ord_DEMO00000001",
+        amount_cents: 100,
+        reason: "DAMAGED",
+        id_card: "110101198003121232",
+        phone: "+8613800138000",
+      },
       scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"],
     });
     let state = session!.state;
@@ -159,7 +194,9 @@ describe("distributed tracing", () => {
     }
     expect(SessionState[state]).toBe("DONE");
     const traceId = session!.traceId;
-    const records = (await api.getTrace({ sessionId: session!.sessionId })).records.map((r) => JSON.parse(r) as { trace_id: string; traceparent: string });
+    const records = (await api.getTrace({ sessionId: session!.sessionId })).records.map(
+      (r) => JSON.parse(r) as { trace_id: string; traceparent: string },
+    );
     expect(new Set(records.map((r) => r.trace_id))).toEqual(new Set([traceId]));
     api.close();
 
@@ -181,7 +218,11 @@ describe("distributed tracing", () => {
     for (let i = 0; i < 150 && !arrived(); i += 1) await sleep(100);
     const inTrace = spans.filter((s) => s.traceId === traceId);
     expect(new Set(inTrace.map((s) => s.service))).toEqual(new Set(services));
-    expect(spans.filter((s) => s.name.includes("Refund") || s.name.includes("QueryRisk")).every((s) => s.traceId === traceId)).toBe(true);
+    expect(
+      spans
+        .filter((s) => s.name.includes("Refund") || s.name.includes("QueryRisk"))
+        .every((s) => s.traceId === traceId),
+    ).toBe(true);
 
     const byId = new Map(inTrace.map((s) => [s.spanId, s]));
     const servers = inTrace.filter((s) => s.kind === SPAN_KIND_SERVER && s.service !== "orchestrator");
@@ -207,7 +248,12 @@ describe("distributed tracing", () => {
     for (let i = 0; i < 100 && stepLogs().length < records.length; i += 1) await sleep(100);
     expect(stepLogs().map((l) => l.body)).toEqual(records);
     for (const log of stepLogs()) {
-      expect([log.service, log.scope, log.traceId, log.attributes["loopguard.trace_id"]]).toEqual(["orchestrator", "loopguard.orchestrator.steps", traceId, traceId]);
+      expect([log.service, log.scope, log.traceId, log.attributes["loopguard.trace_id"]]).toEqual([
+        "orchestrator",
+        "loopguard.orchestrator.steps",
+        traceId,
+        traceId,
+      ]);
     }
     expect(new Set(logRecords.map((l) => l.service))).toEqual(new Set(["orchestrator"]));
     expect(JSON.stringify(logRecords)).not.toMatch(/110101198003121232|13800138000/);

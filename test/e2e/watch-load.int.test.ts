@@ -9,7 +9,14 @@ import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, methodPolicy, type RawClient } from "@loopguard/tool-sdk";
-import { metricValue, SESSION_OPERATOR_SCOPES, spawnTool, testOrchestratorEnv, testToken, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import {
+  metricValue,
+  SESSION_OPERATOR_SCOPES,
+  spawnTool,
+  testOrchestratorEnv,
+  testToken,
+  type ToolProcess,
+} from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kill, root, startAllTools, tempDataDir, toolAddressEnv } from "./processes.js";
 
@@ -47,8 +54,12 @@ beforeAll(async () => {
     ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: String(WAITING_SESSIONS + HELD_SESSIONS),
   });
   processes.push(orchestrator);
-  api = createRawClient(OrchestratorService, orchestrator.address, { token: await testToken({ subject: "load-operator", scopes: SESSION_OPERATOR_SCOPES }) });
-  approver = createRawClient(OrchestratorService, orchestrator.address, { token: await testToken({ subject: "load-approver", scopes: ["sessions:read", "approvals:write"] }) });
+  api = createRawClient(OrchestratorService, orchestrator.address, {
+    token: await testToken({ subject: "load-operator", scopes: SESSION_OPERATOR_SCOPES }),
+  });
+  approver = createRawClient(OrchestratorService, orchestrator.address, {
+    token: await testToken({ subject: "load-approver", scopes: ["sessions:read", "approvals:write"] }),
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -85,14 +96,27 @@ const summary = (ms: readonly number[]) =>
 /** Starts the stream holder and resolves once every stream has had its first message. */
 async function holdStreams(ids: readonly string[]): Promise<{ close: () => Promise<Record<string, unknown>> }> {
   // Operators' consoles: they follow every caller's sessions, through and after the approval.
-  const tokens = await Promise.all(Array.from({ length: WATCHERS }, (_, i) => testToken({ subject: `load-watcher-${i}`, scopes: ["sessions:read", "sessions:admin"] })));
+  const tokens = await Promise.all(
+    Array.from({ length: WATCHERS }, (_, i) =>
+      testToken({ subject: `load-watcher-${i}`, scopes: ["sessions:read", "sessions:admin"] }),
+    ),
+  );
   const child = spawn(process.execPath, [WATCHER_ENTRY], {
-    env: { ...process.env, TARGET: orchestrator.address, TOKENS: JSON.stringify(tokens), SESSION_IDS: ids.join(","), STREAMS: String(STREAMS) },
+    env: {
+      ...process.env,
+      TARGET: orchestrator.address,
+      TOKENS: JSON.stringify(tokens),
+      SESSION_IDS: ids.join(","),
+      STREAMS: String(STREAMS),
+    },
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const next = async () => JSON.parse(String((await lines.next()).value)) as Record<string, unknown>;
-  const first: Record<string, unknown> = await Promise.race([next(), sleep(60_000, { failed: "no answer within 60 s" }, { ref: false })]);
+  const first: Record<string, unknown> = await Promise.race([
+    next(),
+    sleep(60_000, { failed: "no answer within 60 s" }, { ref: false }),
+  ]);
   if (first.opened !== STREAMS) {
     child.kill("SIGKILL");
     throw new Error(`the streams did not all open: ${JSON.stringify(first)}`);
@@ -116,7 +140,13 @@ describe("1,000 WatchSession streams against a real orchestrator process", () =>
     for (let i = 0; i < WAITING_SESSIONS + HELD_SESSIONS; i += 1) {
       const { session } = await api.startSession({
         goal: "Refund 1.00 of ord_DEMO00000008",
-        task: { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 100, reason: "DAMAGED", ...HIGH_RISK } as never,
+        task: {
+          kind: "refund",
+          order_id: "ord_DEMO00000008",
+          amount_cents: 100,
+          reason: "DAMAGED",
+          ...HIGH_RISK,
+        } as never,
         scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"],
       });
       ids.push(session!.sessionId);
@@ -127,7 +157,8 @@ describe("1,000 WatchSession streams against a real orchestrator process", () =>
       await sleep(100);
     }
     const shown = new Map<string, { approvalId: string; argumentsHash: string }>();
-    for (const s of (await api.listSessions({ state: SessionState.AWAITING_APPROVAL, pageSize: 500 })).sessions) shown.set(s.sessionId, s.pendingApproval!);
+    for (const s of (await api.listSessions({ state: SessionState.AWAITING_APPROVAL, pageSize: 500 })).sessions)
+      shown.set(s.sessionId, s.pendingApproval!);
     expect(shown.size).toBe(WAITING_SESSIONS + HELD_SESSIONS);
     // Warm both paths, so that compiling them is not what is measured.
     await timed(50, (i) => api.getSession({ sessionId: ids[i % ids.length]! }));
@@ -156,7 +187,8 @@ describe("1,000 WatchSession streams against a real orchestrator process", () =>
     });
     const during = metricValue(await metrics(), "process_resident_memory_bytes");
     const held = await streams.close();
-    for (let i = 0; i < 100 && metricValue(await metrics(), "loopguard_tool_open_streams") > 0; i += 1) await sleep(100);
+    for (let i = 0; i < 100 && metricValue(await metrics(), "loopguard_tool_open_streams") > 0; i += 1)
+      await sleep(100);
     const closed = await metrics();
     const after = metricValue(closed, "process_resident_memory_bytes");
 
@@ -175,7 +207,9 @@ describe("1,000 WatchSession streams against a real orchestrator process", () =>
     expect(orchestrator.child.exitCode).toBeNull();
     expect(metricValue(closed, "loopguard_tool_open_streams")).toBe(0);
     expect(metricValue(closed, "loopguard_tool_streams_refused_total")).toBe(0);
-    expect(metricValue(closed, "grpc_server_handled_total", { grpc_method: "GetSession", grpc_code: "OK" })).toBeGreaterThanOrEqual(GET_CALLS);
+    expect(
+      metricValue(closed, "grpc_server_handled_total", { grpc_method: "GetSession", grpc_code: "OK" }),
+    ).toBeGreaterThanOrEqual(GET_CALLS);
     expect(percentile(gets, 95)).toBeLessThanOrEqual(getTarget);
     expect(percentile(approvals, 95)).toBeLessThanOrEqual(approveTarget);
     // Bounded: a thousand idle streams cost tens of MiB, not a copy of each session per poll.

@@ -49,7 +49,11 @@ function recordsReader(file: string): () => Records {
 
 const NXDOMAIN = 3;
 
-export async function startClusterDns(options: { host: string; port: number; recordsFile: string }): Promise<DnsServer> {
+export async function startClusterDns(options: {
+  host: string;
+  port: number;
+  recordsFile: string;
+}): Promise<DnsServer> {
   const read = recordsReader(options.recordsFile);
   const server = createServer({
     udp: true,
@@ -61,12 +65,22 @@ export async function startClusterDns(options: { host: string; port: number; rec
       if (found === undefined) response.header.rcode = NXDOMAIN;
       for (const address of found ?? []) {
         // A short TTL, as a headless Service's records change as pods come and go.
-        response.answers.push(Packet.createResourceFromQuestion(question!, { type: Packet.TYPE.A, class: Packet.CLASS.IN, ttl: 5, address }));
+        response.answers.push(
+          Packet.createResourceFromQuestion(question!, {
+            type: Packet.TYPE.A,
+            class: Packet.CLASS.IN,
+            ttl: 5,
+            address,
+          }),
+        );
       }
       response.header.aa = 1;
       void send(response);
     },
   });
-  await server.listen({ udp: { port: options.port, address: options.host }, tcp: { port: options.port, address: options.host } });
+  await server.listen({
+    udp: { port: options.port, address: options.host },
+    tcp: { port: options.port, address: options.host },
+  });
   return server;
 }

@@ -50,7 +50,9 @@ function describe(state: SuiteState, suite: ContainerSuite): string {
             .join(", ")}`,
         ]
       : []),
-    ...(releases.length > 0 ? ["blue-green releases (`pnpm release <tool> --rollback` switches back):", ...releases] : []),
+    ...(releases.length > 0
+      ? ["blue-green releases (`pnpm release <tool> --rollback` switches back):", ...releases]
+      : []),
     "  the orchestrator's API is 127.0.0.1:50051 and its dashboard http://127.0.0.1:8080 (`pnpm loopguard …` works as is)",
     "",
   ].join("\n");
@@ -59,7 +61,10 @@ function describe(state: SuiteState, suite: ContainerSuite): string {
 async function main(): Promise<void> {
   const parsed = (() => {
     try {
-      return parseArgs({ options: { replicas: { type: "string", multiple: true }, tag: { type: "string" } }, allowPositionals: true });
+      return parseArgs({
+        options: { replicas: { type: "string", multiple: true }, tag: { type: "string" } },
+        allowPositionals: true,
+      });
     } catch (error) {
       throw new UsageError(`${(error as Error).message.split(". ")[0]}; ${USAGE}`);
     }
@@ -68,11 +73,20 @@ async function main(): Promise<void> {
   const { values, positionals } = parsed;
   const [command, ...rest] = positionals;
   if (rest.length > 0 || !command || !["up", "down", "status"].includes(command)) throw new UsageError(USAGE);
-  if (command !== "up" && (values.replicas || values.tag)) throw new UsageError(`--replicas and --tag belong to \`up\`; ${USAGE}`);
+  if (command !== "up" && (values.replicas || values.tag))
+    throw new UsageError(`--replicas and --tag belong to \`up\`; ${USAGE}`);
   const dataDir = resolve(process.env.LOOPGUARD_DATA_DIR || join(root, ".data"));
-  const suite = new ContainerSuite({ root, dataDir, services: discoverServices(join(root, "services")), log: (line) => process.stdout.write(`${line}\n`) });
+  const suite = new ContainerSuite({
+    root,
+    dataDir,
+    services: discoverServices(join(root, "services")),
+    log: (line) => process.stdout.write(`${line}\n`),
+  });
   if (command === "up") {
-    const state = await suite.up({ replicas: replicasOf(values.replicas ?? []), ...(values.tag ? { tag: checkTag(values.tag) } : {}) });
+    const state = await suite.up({
+      replicas: replicasOf(values.replicas ?? []),
+      ...(values.tag ? { tag: checkTag(values.tag) } : {}),
+    });
     process.stdout.write(describe(state, suite));
   } else if (command === "down") {
     process.stdout.write(`${(await suite.down()) ?? "nothing is up"}\n`);

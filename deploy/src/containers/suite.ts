@@ -13,7 +13,17 @@
 // Blue-green releases (deploy/src/release) run a second set of a tool's pods beside the live one:
 // each pod has a colour and an image tag; the tool's name answers the active colour's pods only,
 // `<tool>-preview` the other colour's running pods, as the Kubernetes paths' Services do.
-import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { promises as dns } from "node:dns";
 import { createServer } from "node:net";
 import { join } from "node:path";
@@ -165,23 +175,41 @@ export class ContainerSuite {
 
   #spec(service: string): ServiceSpec {
     const spec = this.options.services.find((s) => s.name === service);
-    if (!spec) throw new SuiteError(`unknown service "${service}" (services: ${this.options.services.map((s) => s.name).join(", ")})`);
+    if (!spec)
+      throw new SuiteError(
+        `unknown service "${service}" (services: ${this.options.services.map((s) => s.name).join(", ")})`,
+      );
     return spec;
   }
 
   async up(options: UpOptions): Promise<SuiteState> {
     for (const [service, count] of options.replicas) {
       this.#spec(service);
-      if (!Number.isInteger(count) || count < 0 || count > MAX_REPLICAS) throw new SuiteError(`--replicas ${service}=${count}: a count in 0..${MAX_REPLICAS}`);
+      if (!Number.isInteger(count) || count < 0 || count > MAX_REPLICAS)
+        throw new SuiteError(`--replicas ${service}=${count}: a count in 0..${MAX_REPLICAS}`);
     }
     await requireDockerEngine();
     const previous = this.readState();
     const tag = options.tag ?? previous?.tag ?? "latest";
     if (previous && previous.tag !== tag) {
-      throw new SuiteError(`the suite runs images tagged "${previous.tag}"; \`pnpm containers down\` first to run "${tag}"`);
+      throw new SuiteError(
+        `the suite runs images tagged "${previous.tag}"; \`pnpm containers down\` first to run "${tag}"`,
+      );
     }
-    const state: SuiteState = previous ?? { tag, stores: {}, postgres: undefined, dnsContainer: undefined, pods: [], releases: {} };
-    const desired = new Map(this.options.services.map((s) => [s.name, options.replicas.get(s.name) ?? (previous ? activePods(state, s.name).length : 1)]));
+    const state: SuiteState = previous ?? {
+      tag,
+      stores: {},
+      postgres: undefined,
+      dnsContainer: undefined,
+      pods: [],
+      releases: {},
+    };
+    const desired = new Map(
+      this.options.services.map((s) => [
+        s.name,
+        options.replicas.get(s.name) ?? (previous ? activePods(state, s.name).length : 1),
+      ]),
+    );
 
     // Every refusal before anything starts.
     for (const spec of this.options.services) {
@@ -189,20 +217,27 @@ export class ContainerSuite {
       const store = this.#storeFor(spec, state, count);
       if (store) state.stores[spec.name] = store;
       const image = `${imageRepository(spec.name)}:${this.#activeTag(state, spec.name)}`;
-      if (count > 0 && !(await imageExists(image))) throw new SuiteError(`image ${image} is missing: run \`pnpm images\` first`);
+      if (count > 0 && !(await imageExists(image)))
+        throw new SuiteError(`image ${image} is missing: run \`pnpm images\` first`);
     }
-    if (!(await imageExists(BASE_IMAGE))) throw new SuiteError(`image ${BASE_IMAGE} is missing: run \`pnpm images\` first`);
+    if (!(await imageExists(BASE_IMAGE)))
+      throw new SuiteError(`image ${BASE_IMAGE} is missing: run \`pnpm images\` first`);
 
     // Readable to the DNS container's user; the secrets inside have a folder of their own.
     mkdirSync(this.stateDir, { recursive: true, mode: 0o755 });
     this.#save(state);
-    writeFileSync(join(this.stateDir, "resolv.conf"), `nameserver ${DNS_ADDRESS}\nsearch ${SEARCH_DOMAINS.join(" ")}\noptions ndots:5\n`);
+    writeFileSync(
+      join(this.stateDir, "resolv.conf"),
+      `nameserver ${DNS_ADDRESS}\nsearch ${SEARCH_DOMAINS.join(" ")}\noptions ndots:5\n`,
+    );
     await this.#ensureDns(state);
     if (Object.values(state.stores).includes("postgres")) await this.#ensurePostgres(state);
 
     // Fewer replicas: out of DNS first (as endpoints are), then drained and removed. A released
     // service scales its active set; the other colour is the release's to keep or remove.
-    const surplus = state.pods.filter((pod) => pod.colour === activeColour(state, pod.service) && pod.index >= desired.get(pod.service)!);
+    const surplus = state.pods.filter(
+      (pod) => pod.colour === activeColour(state, pod.service) && pod.index >= desired.get(pod.service)!,
+    );
     if (surplus.length > 0) {
       state.pods = state.pods.filter((pod) => !surplus.includes(pod));
       this.#save(state);
@@ -213,12 +248,16 @@ export class ContainerSuite {
     // (the state) once it is SERVING, as a ready pod joins a Service's endpoints; `down` finds
     // the containers of an interrupted `up` by their label.
     const used = new Set(state.pods.map((p) => p.address));
-    const ordered = [...this.options.services].sort((a, b) => Number(a.kind === "orchestrator") - Number(b.kind === "orchestrator"));
+    const ordered = [...this.options.services].sort(
+      (a, b) => Number(a.kind === "orchestrator") - Number(b.kind === "orchestrator"),
+    );
     for (const spec of ordered) {
       const set = { colour: activeColour(state, spec.name), tag: this.#activeTag(state, spec.name) };
       const pods: Pod[] = [];
       for (let index = 0; index < desired.get(spec.name)!; index += 1) {
-        const existing = state.pods.find((p) => p.service === spec.name && p.colour === set.colour && p.index === index);
+        const existing = state.pods.find(
+          (p) => p.service === spec.name && p.colour === set.colour && p.index === index,
+        );
         pods.push(existing ?? newPod(spec, index, used, set));
       }
       await this.#migrate(
@@ -254,10 +293,14 @@ export class ContainerSuite {
   async startSet(service: string, set: PodSet, count: number): Promise<Pod[]> {
     const spec = this.#spec(service);
     const state = this.#runningState();
-    if (set.colour === activeColour(state, service)) throw new SuiteError(`${service}'s ${set.colour} pods are the live ones`);
+    if (set.colour === activeColour(state, service))
+      throw new SuiteError(`${service}'s ${set.colour} pods are the live ones`);
     const image = `${imageRepository(service)}:${set.tag}`;
-    if (!(await imageExists(image))) throw new SuiteError(`image ${image} is missing: run \`pnpm images --tag ${set.tag}\` first`);
-    const stale = state.pods.filter((p) => p.service === service && p.colour === set.colour && (p.tag !== set.tag || p.index >= count));
+    if (!(await imageExists(image)))
+      throw new SuiteError(`image ${image} is missing: run \`pnpm images --tag ${set.tag}\` first`);
+    const stale = state.pods.filter(
+      (p) => p.service === service && p.colour === set.colour && (p.tag !== set.tag || p.index >= count),
+    );
     if (stale.length > 0) {
       state.pods = state.pods.filter((p) => !stale.includes(p));
       this.#save(state);
@@ -296,7 +339,11 @@ export class ContainerSuite {
   async stopSet(service: string, colour: Colour): Promise<void> {
     const state = this.#runningState();
     const pods = state.pods.filter((p) => p.service === service && p.colour === colour && !p.stopped);
-    await Promise.all(pods.map((pod) => docker(["stop", "--time", String(STOP_TIMEOUT_S), pod.container], { timeoutMs: (STOP_TIMEOUT_S + 10) * 1000 })));
+    await Promise.all(
+      pods.map((pod) =>
+        docker(["stop", "--time", String(STOP_TIMEOUT_S), pod.container], { timeoutMs: (STOP_TIMEOUT_S + 10) * 1000 }),
+      ),
+    );
     for (const pod of pods) pod.stopped = true;
     this.#save(state);
   }
@@ -316,7 +363,10 @@ export class ContainerSuite {
     const current = state.stores[spec.name];
     if (count <= 1) return current ?? "sqlite";
     if (current === "sqlite" && activePods(state, spec.name).length > 0) {
-      throw new SuiteError(`${spec.name} runs on SQLite in its pod; ${count} replicas need PostgreSQL: ` + `\`pnpm containers down\`, then \`pnpm containers up --replicas ${spec.name}=${count}\``);
+      throw new SuiteError(
+        `${spec.name} runs on SQLite in its pod; ${count} replicas need PostgreSQL: ` +
+          `\`pnpm containers down\`, then \`pnpm containers up --replicas ${spec.name}=${count}\``,
+      );
     }
     return "postgres";
   }
@@ -336,7 +386,9 @@ export class ContainerSuite {
       await docker(["run", "--detach", ...this.#runArguments(pod, spec, state)]);
     }
     await this.#untilServing(pod, spec);
-    this.options.log(`${pod.name} is SERVING on ${pod.address}:${spec.port} (${((performance.now() - started) / 1000).toFixed(1)} s after its container was started)`);
+    this.options.log(
+      `${pod.name} is SERVING on ${pod.address}:${spec.port} (${((performance.now() - started) / 1000).toFixed(1)} s after its container was started)`,
+    );
   }
 
   /**
@@ -351,13 +403,35 @@ export class ContainerSuite {
     for (const volume of volumes) {
       const started = performance.now();
       const { env, mounts } = this.#environment(spec, state);
-      const data = volume ? ["--mount", `type=volume,src=${volume},dst=/data,volume-label=${this.#label}`] : ["--tmpfs", "/data"];
+      const data = volume
+        ? ["--mount", `type=volume,src=${volume},dst=/data,volume-label=${this.#label}`]
+        : ["--tmpfs", "/data"];
       const resolv = ["--mount", `type=bind,src=${join(this.stateDir, "resolv.conf")},dst=/etc/resolv.conf,readonly`];
-      const args = ["run", "--rm", "--label", this.#label, "--network", "host", "--read-only", "--tmpfs", "/tmp", ...data, ...resolv, ...mounts];
-      const output = await docker([...args, ...Object.entries(env).flatMap(([key, value]) => ["--env", `${key}=${value}`]), image, "migrate"], { timeoutMs: 600_000 }).catch((error: Error) => {
-        throw new SuiteError(`the migration step of ${spec.name} (${image} migrate) failed; no pod of it started: ${error.message}`);
+      const args = [
+        "run",
+        "--rm",
+        "--label",
+        this.#label,
+        "--network",
+        "host",
+        "--read-only",
+        "--tmpfs",
+        "/tmp",
+        ...data,
+        ...resolv,
+        ...mounts,
+      ];
+      const output = await docker(
+        [...args, ...Object.entries(env).flatMap(([key, value]) => ["--env", `${key}=${value}`]), image, "migrate"],
+        { timeoutMs: 600_000 },
+      ).catch((error: Error) => {
+        throw new SuiteError(
+          `the migration step of ${spec.name} (${image} migrate) failed; no pod of it started: ${error.message}`,
+        );
       });
-      this.options.log(`${output.trim()} (${volume ?? "PostgreSQL"}, ${((performance.now() - started) / 1000).toFixed(1)} s)`);
+      this.options.log(
+        `${output.trim()} (${volume ?? "PostgreSQL"}, ${((performance.now() - started) / 1000).toFixed(1)} s)`,
+      );
     }
   }
 
@@ -384,7 +458,8 @@ export class ContainerSuite {
       }
     }
     if (state.stores[spec.name] === "postgres") {
-      env[`${spec.envPrefix}_STORE`] = `postgres://postgres@${dnsName("postgres")}:${POSTGRES_PORT}/${databaseOf(spec.name)}`;
+      env[`${spec.envPrefix}_STORE`] =
+        `postgres://postgres@${dnsName("postgres")}:${POSTGRES_PORT}/${databaseOf(spec.name)}`;
     }
     // The migration step ran before the pod (#migrate): serving checks the schema, never migrates.
     if (spec.stateful) env[`${spec.envPrefix}_MIGRATE_ON_START`] = "false";
@@ -445,7 +520,9 @@ export class ContainerSuite {
         const status = (await docker(["container", "inspect", "--format", "{{.State.Status}}", pod.container])).trim();
         if (status === "exited" || status === "dead" || Date.now() > deadline) {
           const logs = await docker(["logs", "--tail", "8", pod.container]).catch(() => "");
-          throw new SuiteError(`${pod.name} did not become SERVING (container ${status}); its last log lines:\n${logs.trim()}`);
+          throw new SuiteError(
+            `${pod.name} did not become SERVING (container ${status}); its last log lines:\n${logs.trim()}`,
+          );
         }
         await sleep(100);
       }
@@ -455,7 +532,9 @@ export class ContainerSuite {
   }
 
   async #removePod(pod: Pod): Promise<void> {
-    await docker(["stop", "--time", String(STOP_TIMEOUT_S), pod.container], { timeoutMs: (STOP_TIMEOUT_S + 10) * 1000 }).catch(() => undefined);
+    await docker(["stop", "--time", String(STOP_TIMEOUT_S), pod.container], {
+      timeoutMs: (STOP_TIMEOUT_S + 10) * 1000,
+    }).catch(() => undefined);
     await docker(["rm", "--force", pod.container]).catch(() => undefined);
     await docker(["volume", "rm", "--force", pod.volume]).catch(() => undefined);
   }
@@ -540,7 +619,9 @@ export class ContainerSuite {
       this.#save(state);
       this.options.log(`PostgreSQL on ${POSTGRES_ADDRESS}:${POSTGRES_PORT} (${dnsName("postgres")})`);
     }
-    const client = new pg.Client({ connectionString: `postgres://postgres@${state.postgres.address}:${state.postgres.port}/postgres` });
+    const client = new pg.Client({
+      connectionString: `postgres://postgres@${state.postgres.address}:${state.postgres.port}/postgres`,
+    });
     await client.connect();
     try {
       for (const [service, store] of Object.entries(state.stores)) {
@@ -556,21 +637,35 @@ export class ContainerSuite {
   /** Removes everything `up` made and says what it was; undefined when there was nothing. */
   async down(): Promise<string | undefined> {
     const state = this.readState();
-    const containers = (await docker(["ps", "--all", "--quiet", "--filter", `label=${this.#label}`])).split("\n").filter(Boolean);
-    const volumes = (await docker(["volume", "ls", "--quiet", "--filter", `label=${this.#label}`])).split("\n").filter(Boolean);
+    const containers = (await docker(["ps", "--all", "--quiet", "--filter", `label=${this.#label}`]))
+      .split("\n")
+      .filter(Boolean);
+    const volumes = (await docker(["volume", "ls", "--quiet", "--filter", `label=${this.#label}`]))
+      .split("\n")
+      .filter(Boolean);
     if (!state && containers.length === 0 && volumes.length === 0 && !existsSync(this.stateDir)) return undefined;
     // The orchestrator first, so no session is sent to a tool that is going away.
     const pods = state?.pods ?? [];
-    const orchestrators = pods.filter((p) => this.options.services.find((s) => s.name === p.service)?.kind === "orchestrator");
+    const orchestrators = pods.filter(
+      (p) => this.options.services.find((s) => s.name === p.service)?.kind === "orchestrator",
+    );
     await Promise.all(orchestrators.map((pod) => this.#removePod(pod)));
     await Promise.all(pods.filter((p) => !orchestrators.includes(p)).map((pod) => this.#removePod(pod)));
-    const left = (await docker(["ps", "--all", "--quiet", "--filter", `label=${this.#label}`])).split("\n").filter(Boolean);
+    const left = (await docker(["ps", "--all", "--quiet", "--filter", `label=${this.#label}`]))
+      .split("\n")
+      .filter(Boolean);
     if (left.length > 0) await docker(["rm", "--force", ...left]);
-    const leftVolumes = (await docker(["volume", "ls", "--quiet", "--filter", `label=${this.#label}`])).split("\n").filter(Boolean);
+    const leftVolumes = (await docker(["volume", "ls", "--quiet", "--filter", `label=${this.#label}`]))
+      .split("\n")
+      .filter(Boolean);
     if (leftVolumes.length > 0) await docker(["volume", "rm", "--force", ...leftVolumes]);
     if (state?.postgres) stopPostgresIn(state.postgres.dir);
     rmSync(this.stateDir, { recursive: true, force: true });
-    const removed = [`${pods.length} pod(s) with their volumes`, ...(state?.dnsContainer ? ["the cluster DNS"] : []), ...(state?.postgres ? ["PostgreSQL"] : [])];
+    const removed = [
+      `${pods.length} pod(s) with their volumes`,
+      ...(state?.dnsContainer ? ["the cluster DNS"] : []),
+      ...(state?.postgres ? ["PostgreSQL"] : []),
+    ];
     return `removed ${removed.join(", ")} and ${this.stateDir}`;
   }
 }
@@ -586,7 +681,16 @@ function newPod(spec: ServiceSpec, index: number, used: Set<string>, set: PodSet
     address = `127.0.0.${octet}`;
   }
   used.add(address);
-  return { name, service: spec.name, index, address, container: `loopguard-${name}`, volume: `loopguard-${name}-data`, colour: set.colour, tag: set.tag };
+  return {
+    name,
+    service: spec.name,
+    index,
+    address,
+    container: `loopguard-${name}`,
+    volume: `loopguard-${name}-data`,
+    colour: set.colour,
+    tag: set.tag,
+  };
 }
 
 function databaseOf(service: string): string {

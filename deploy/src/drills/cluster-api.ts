@@ -18,7 +18,10 @@ export interface DrillKube {
 }
 
 function ready(pod: V1Pod): boolean {
-  return !pod.metadata?.deletionTimestamp && (pod.status?.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True");
+  return (
+    !pod.metadata?.deletionTimestamp &&
+    (pod.status?.conditions ?? []).some((c) => c.type === "Ready" && c.status === "True")
+  );
 }
 
 /** The runner's client in `namespace` (its own, from the downward API). */
@@ -33,7 +36,10 @@ export function drillKube(config: KubeConfig, namespace: string): DrillKube {
     },
     async metricsUrls(service, portName) {
       // A headless Service's slices list every pod it selects; a terminating one stays until it is gone, and may still answer.
-      const slices = await discovery.listNamespacedEndpointSlice({ namespace, labelSelector: `kubernetes.io/service-name=${service}` });
+      const slices = await discovery.listNamespacedEndpointSlice({
+        namespace,
+        labelSelector: `kubernetes.io/service-name=${service}`,
+      });
       const urls = new Map<string, string>();
       for (const slice of slices.items) {
         const port = slice.ports?.find((p) => p.name === portName)?.port;

@@ -31,7 +31,9 @@ export interface Kubectl {
 }
 
 function failure(args: readonly string[], stderr: string, code: number | null): DrillError {
-  return new DrillError(`kubectl ${args.slice(0, 4).join(" ")}: ${stderr.trim().replaceAll("\n", " | ") || `exit ${code}`}`);
+  return new DrillError(
+    `kubectl ${args.slice(0, 4).join(" ")}: ${stderr.trim().replaceAll("\n", " | ") || `exit ${code}`}`,
+  );
 }
 
 /** kubectl from PATH. */
@@ -80,7 +82,10 @@ export function runnerArgs(options: DrillOptions): string[] {
 export function drillJob(template: CronJob, name: string, options: DrillOptions, namespace = NAMESPACE): Job {
   const jobTemplate = template.spec?.jobTemplate;
   const container = jobTemplate?.spec?.template.spec?.containers[0];
-  if (!jobTemplate?.spec || !container) throw new DrillError(`CronJob ${DRILL_RUNNER} has no Job template with a container: apply the chaos-drills component`);
+  if (!jobTemplate?.spec || !container)
+    throw new DrillError(
+      `CronJob ${DRILL_RUNNER} has no Job template with a container: apply the chaos-drills component`,
+    );
   const spec = jobTemplate.spec;
   return {
     apiVersion: "batch/v1",
@@ -89,7 +94,10 @@ export function drillJob(template: CronJob, name: string, options: DrillOptions,
     spec: {
       ...spec,
       activeDeadlineSeconds: options.durationS + START_MARGIN_S,
-      template: { ...spec.template, spec: { ...spec.template.spec!, containers: [{ ...container, args: runnerArgs(options) }] } },
+      template: {
+        ...spec.template,
+        spec: { ...spec.template.spec!, containers: [{ ...container, args: runnerArgs(options) }] },
+      },
     },
   };
 }
@@ -125,9 +133,12 @@ async function jobResult(ctx: LaunchContext, job: Job): Promise<boolean> {
   const deadline = Date.now() + (job.spec!.activeDeadlineSeconds! + 120) * 1000;
   for (;;) {
     const live = JSON.parse(await ctx.kubectl.run(["-n", ctx.namespace, "get", "job", name, "-o", "json"])) as Job;
-    const done = live.status?.conditions?.find((c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+    const done = live.status?.conditions?.find(
+      (c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True",
+    );
     if (done) return done.type === "Complete";
-    if (Date.now() > deadline) throw new DrillError(`Job ${name} has no Complete or Failed condition past its deadline`);
+    if (Date.now() > deadline)
+      throw new DrillError(`Job ${name} has no Complete or Failed condition past its deadline`);
     await ctx.sleep(2000);
   }
 }
@@ -138,7 +149,9 @@ export async function launchK8sDrill(options: DrillOptions, runId: string, ctx: 
   const name = jobNameOf(runId);
   const job = drillJob(template, name, options, ctx.namespace);
   await ctx.kubectl.run([...ns, "create", "-f", "-"], JSON.stringify(job));
-  ctx.progress(`Job ${name} created (${job.spec!.template.spec!.containers[0]!.image}): ${runnerArgs(options).join(" ")}`);
+  ctx.progress(
+    `Job ${name} created (${job.spec!.template.spec!.containers[0]!.image}): ${runnerArgs(options).join(" ")}`,
+  );
   // Ctrl-C: the Job goes, and with it its pod; the runner removes its PodChaos objects on SIGTERM.
   const remove = () => void ctx.kubectl.run([...ns, "delete", "job", name, "--wait=false"]).catch(() => undefined);
   ctx.signal.addEventListener("abort", remove, { once: true });

@@ -13,7 +13,18 @@ import { MetricsSampler, prometheusPages, podPages } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import { drillPeople } from "./people.js";
 import { type PodChaos, podKill } from "./pod-chaos.js";
-import { type DrillCluster, DrillError, type DrillResult, type DrillService, drive, FLAP_DOWN_MS, FLAP_UP_MS, type RunContext, runIdOf, writeReport } from "./run.js";
+import {
+  type DrillCluster,
+  DrillError,
+  type DrillResult,
+  type DrillService,
+  drive,
+  FLAP_DOWN_MS,
+  FLAP_UP_MS,
+  type RunContext,
+  runIdOf,
+  writeReport,
+} from "./run.js";
 
 /** A service as the runner's Job knows it (LOOPGUARD_DRILL_SERVICES, rendered from the manifests). */
 export type ClusterService = DrillService & Pick<ServiceSpec, "port">;
@@ -29,15 +40,24 @@ export function podChaosPlan(options: DrillOptions, runId: string, namespace?: s
     .replace(/[^a-z0-9-]/g, "")
     .slice(0, 48);
   const labels = { "loopguard/drill-run": name };
-  const cycles = options.scenario === "flap" ? Math.max(1, Math.ceil((options.durationS * 1000) / (FLAP_DOWN_MS + FLAP_UP_MS))) : 1;
-  return Array.from({ length: cycles }, (_, i) => podKill(options.tool, { mode: options.kill, name: `drill-${name}-${i + 1}`, labels, namespace }));
+  const cycles =
+    options.scenario === "flap" ? Math.max(1, Math.ceil((options.durationS * 1000) / (FLAP_DOWN_MS + FLAP_UP_MS))) : 1;
+  return Array.from({ length: cycles }, (_, i) =>
+    podKill(options.tool, { mode: options.kill, name: `drill-${name}-${i + 1}`, labels, namespace }),
+  );
 }
 
 /** LOOPGUARD_DRILL_SERVICES: the JSON list of {name, kind, port} the Job template carries. */
 export function clusterServices(raw: string | undefined): ClusterService[] {
   const parsed = JSON.parse(raw ?? "[]") as ClusterService[];
-  if (!Array.isArray(parsed) || !parsed.some((s) => s.kind === "orchestrator") || !parsed.some((s) => s.name === "billing")) {
-    throw new DrillError("LOOPGUARD_DRILL_SERVICES must list the services (an orchestrator and billing among them) as [{name, kind, port}]");
+  if (
+    !Array.isArray(parsed) ||
+    !parsed.some((s) => s.kind === "orchestrator") ||
+    !parsed.some((s) => s.name === "billing")
+  ) {
+    throw new DrillError(
+      "LOOPGUARD_DRILL_SERVICES must list the services (an orchestrator and billing among them) as [{name, kind, port}]",
+    );
   }
   return parsed;
 }
@@ -49,7 +69,11 @@ export interface ClusterRun {
   readonly targetOf?: (service: ClusterService) => string;
 }
 
-export async function runClusterDrill(options: DrillOptions, ctx: RunContext<ClusterService>, run: ClusterRun): Promise<DrillResult> {
+export async function runClusterDrill(
+  options: DrillOptions,
+  ctx: RunContext<ClusterService>,
+  run: ClusterRun,
+): Promise<DrillResult> {
   const startedAt = new Date();
   const clock = performance.now();
   const cpu = process.cpuUsage();
@@ -64,11 +88,16 @@ export async function runClusterDrill(options: DrillOptions, ctx: RunContext<Clu
   } catch (error) {
     throw new DrillError(`the Kubernetes API does not answer the runner (${(error as Error).message.split("\n")[0]})`);
   }
-  if (targets.length < 2) throw new DrillError(`${options.scenario} needs at least 2 ready ${options.tool} pods in namespace ${namespace}; the cluster has ${targets.length}`);
+  if (targets.length < 2)
+    throw new DrillError(
+      `${options.scenario} needs at least 2 ready ${options.tool} pods in namespace ${namespace}; the cluster has ${targets.length}`,
+    );
   const plan = podChaosPlan(options, runId, namespace);
   const created: string[] = [];
   const closers: (() => void)[] = [];
-  const metrics = options.prometheus ? prometheusPages(options.prometheus, namespace, orchestrator.name) : podPages(() => kube.metricsUrls(orchestrator.name, METRICS_PORT_NAME));
+  const metrics = options.prometheus
+    ? prometheusPages(options.prometheus, namespace, orchestrator.name)
+    : podPages(() => kube.metricsUrls(orchestrator.name, METRICS_PORT_NAME));
   const cluster: DrillCluster = {
     orchestratorApi: targetOf(orchestrator),
     orchestratorMetrics: metrics,
@@ -93,7 +122,10 @@ export async function runClusterDrill(options: DrillOptions, ctx: RunContext<Clu
     async recover() {
       const deadline = Date.now() + RECOVERY_TIMEOUT_MS;
       while ((await kube.readyPods(options.tool)).length < targets.length) {
-        if (Date.now() > deadline) throw new DrillError(`${options.tool} did not get ${targets.length} ready pods back within ${RECOVERY_TIMEOUT_MS / 1000} s`);
+        if (Date.now() > deadline)
+          throw new DrillError(
+            `${options.tool} did not get ${targets.length} ready pods back within ${RECOVERY_TIMEOUT_MS / 1000} s`,
+          );
         await sleep(1000);
       }
     },
@@ -109,7 +141,13 @@ export async function runClusterDrill(options: DrillOptions, ctx: RunContext<Clu
       ctx,
       runId,
       startedAt,
-      { ...collected, notes: [...collected.notes, `on a cluster the killed pods are replaced by their Deployment (an orchestrator too); ${source}`] },
+      {
+        ...collected,
+        notes: [
+          ...collected.notes,
+          `on a cluster the killed pods are replaced by their Deployment (an orchestrator too); ${source}`,
+        ],
+      },
       clock,
       cpu,
     );

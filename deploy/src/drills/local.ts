@@ -11,7 +11,15 @@ import { release, rollback } from "../release/index.js";
 import type { DrillOptions } from "./options.js";
 import { drillPeople } from "./people.js";
 import { podPages } from "./metrics.js";
-import { type DrillCluster, DrillError, type DrillResult, drive, type RunContext, runIdOf, writeReport } from "./run.js";
+import {
+  type DrillCluster,
+  DrillError,
+  type DrillResult,
+  drive,
+  type RunContext,
+  runIdOf,
+  writeReport,
+} from "./run.js";
 
 /** The container set a scenario needs: its target with `replicas` (an orchestrator drill: two on PostgreSQL), everything else one. */
 export function replicasFor(options: DrillOptions): Map<string, number> {
@@ -20,13 +28,33 @@ export function replicasFor(options: DrillOptions): Map<string, number> {
 
 /** Refuses to start when any loopguard container suite is up: pods use fixed addresses, and two suites would break each other. */
 async function requireNoSuite(): Promise<void> {
-  const labels = (await docker(["ps", "--all", "--filter", "label=io.loopguard.containers", "--format", '{{.Label "io.loopguard.containers"}}'])).split("\n").filter(Boolean);
+  const labels = (
+    await docker([
+      "ps",
+      "--all",
+      "--filter",
+      "label=io.loopguard.containers",
+      "--format",
+      '{{.Label "io.loopguard.containers"}}',
+    ])
+  )
+    .split("\n")
+    .filter(Boolean);
   if (labels.length === 0) return;
   const dataDir = labels[0]!.replace(/\/containers$/, "");
-  throw new DrillError(`a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\``);
+  throw new DrillError(
+    `a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\``,
+  );
 }
 
-function localCluster(root: string, services: readonly ServiceSpec[], suite: ContainerSuite, pods: readonly Pod[], suiteDir: string, target: string): DrillCluster {
+function localCluster(
+  root: string,
+  services: readonly ServiceSpec[],
+  suite: ContainerSuite,
+  pods: readonly Pod[],
+  suiteDir: string,
+  target: string,
+): DrillCluster {
   const specOf = (service: string) => services.find((s) => s.name === service)!;
   const podsOf = (service: string) => pods.filter((p) => p.service === service).sort((a, b) => a.index - b.index);
   const orchestrator = services.find((s) => s.kind === "orchestrator")!;
@@ -35,7 +63,12 @@ function localCluster(root: string, services: readonly ServiceSpec[], suite: Con
     orchestratorApi: `ipv4:${podsOf(orchestrator.name)
       .map((p) => `${p.address}:${orchestrator.port}`)
       .join(",")}`,
-    orchestratorMetrics: podPages(() => new Map(podsOf(orchestrator.name).map((p) => [p.name, `http://${p.address}:${orchestrator.metricsPort}/metrics`]))),
+    orchestratorMetrics: podPages(
+      () =>
+        new Map(
+          podsOf(orchestrator.name).map((p) => [p.name, `http://${p.address}:${orchestrator.metricsPort}/metrics`]),
+        ),
+    ),
     billingApi: () =>
       `ipv4:${activePods(suite.readState()!, "billing")
         .map((p) => `${p.address}:${specOf("billing").port}`)
@@ -63,7 +96,10 @@ function localCluster(root: string, services: readonly ServiceSpec[], suite: Con
  * What the drill's containers need beyond `pnpm start`'s environment: one requester starts every
  * session at once, so its orchestrators let one caller have that many in flight.
  */
-export function drillEnv(options: Pick<DrillOptions, "sessions">, spec: Pick<ServiceSpec, "kind">): Record<string, string> {
+export function drillEnv(
+  options: Pick<DrillOptions, "sessions">,
+  spec: Pick<ServiceSpec, "kind">,
+): Record<string, string> {
   return spec.kind === "orchestrator" ? { ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: String(options.sessions) } : {};
 }
 
@@ -76,18 +112,34 @@ export async function runLocalDrill(options: DrillOptions, ctx: RunContext<Servi
   const suiteDir = mkdtempSync(join(tmpdir(), "loopguard-drill-"));
   // PostgreSQL (run as its own user when the runner is root) must reach its folder inside.
   chmodSync(suiteDir, 0o755);
-  const suite = new ContainerSuite({ root: ctx.root, dataDir: suiteDir, services: ctx.services, log: (line) => ctx.progress(line), envFor: (spec) => drillEnv(options, spec) });
+  const suite = new ContainerSuite({
+    root: ctx.root,
+    dataDir: suiteDir,
+    services: ctx.services,
+    log: (line) => ctx.progress(line),
+    envFor: (spec) => drillEnv(options, spec),
+  });
   const closers: (() => void)[] = [];
   try {
-    ctx.progress(`starting the containers: ${options.tool} × ${options.replicas}, every other service × 1 (images tagged ${options.tag})`);
+    ctx.progress(
+      `starting the containers: ${options.tool} × ${options.replicas}, every other service × 1 (images tagged ${options.tag})`,
+    );
     const state = await suite.up({ replicas: replicasFor(options), tag: options.tag });
     if (ctx.signal.aborted) throw ctx.signal.reason;
-    const result = await drive(options, ctx, localCluster(ctx.root, ctx.services, suite, state.pods, suiteDir, options.tool), runId, closers);
+    const result = await drive(
+      options,
+      ctx,
+      localCluster(ctx.root, ctx.services, suite, state.pods, suiteDir, options.tool),
+      runId,
+      closers,
+    );
     return writeReport(ctx, runId, startedAt, result, clock, cpu);
   } finally {
     for (const close of closers) close();
     ctx.progress("removing the drill's containers");
-    await suite.down().catch((error: unknown) => ctx.progress(`could not remove every container: ${(error as Error).message}`));
+    await suite
+      .down()
+      .catch((error: unknown) => ctx.progress(`could not remove every container: ${(error as Error).message}`));
     rmSync(suiteDir, { recursive: true, force: true });
   }
 }

@@ -20,7 +20,9 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 function summary(result: DrillResult): string {
   const r = result.report;
   const dead =
-    r.calls_reaching_dead_tool === null ? "" : `; dead ${r.tool}: ${r.calls_reaching_dead_tool} attempts for ${r.calls_offered_while_down} calls offered (ratio ${r.dead_tool_ratio ?? "–"})`;
+    r.calls_reaching_dead_tool === null
+      ? ""
+      : `; dead ${r.tool}: ${r.calls_reaching_dead_tool} attempts for ${r.calls_offered_while_down} calls offered (ratio ${r.dead_tool_ratio ?? "–"})`;
   return [
     `drill ${r.scenario} ${r.tool}: ${r.sessions_ended}/${r.sessions_started} sessions ended, ${r.sessions_lost} lost, ${r.sessions_hung} hung, success ${(r.success_rate * 100).toFixed(2)} % (cache ${r.done.cache}, degraded ${r.done.degraded})`,
     `  refunds: ${r.duplicate_side_effects} duplicate, ${r.lost_side_effects} lost, ${r.unowned_side_effects} unowned; calls failed ${r.calls_failed}${dead}`,
@@ -42,7 +44,10 @@ async function main(): Promise<number> {
   }
   if (options.k8s && options.dryRun) {
     const runId = runIdOf(options, new Date());
-    const objects = [drillJob(drillRunnerTemplate(services), jobNameOf(runId), options), ...podChaosPlan(options, runId)];
+    const objects = [
+      drillJob(drillRunnerTemplate(services), jobNameOf(runId), options),
+      ...podChaosPlan(options, runId),
+    ];
     process.stdout.write(options.json ? `${JSON.stringify(objects)}\n` : toYamlDocuments(objects));
     return 0;
   }
@@ -50,7 +55,9 @@ async function main(): Promise<number> {
   const interrupt = () => {
     if (abort.signal.aborted) process.exit(130);
     process.stderr.write(
-      options.k8s ? "drill: interrupted; deleting the drill's Job (its runner removes its PodChaos objects)\n" : "drill: interrupted; removing the drill's containers (Ctrl-C again to leave them)\n",
+      options.k8s
+        ? "drill: interrupted; deleting the drill's Job (its runner removes its PodChaos objects)\n"
+        : "drill: interrupted; removing the drill's containers (Ctrl-C again to leave them)\n",
     );
     abort.abort(new Interrupted());
   };
@@ -66,7 +73,9 @@ async function main(): Promise<number> {
   try {
     const result = options.k8s ? await launched(options, ctx) : await runLocalDrill(options, ctx);
     process.stderr.write(`report: ${result.markdownPath} (JSON: ${result.jsonPath})\n`);
-    process.stdout.write(options.json ? `${JSON.stringify({ ...result.report, report_path: result.markdownPath })}\n` : summary(result));
+    process.stdout.write(
+      options.json ? `${JSON.stringify({ ...result.report, report_path: result.markdownPath })}\n` : summary(result),
+    );
     return 0;
   } catch (error) {
     if (error instanceof Interrupted) return 130;
@@ -76,10 +85,22 @@ async function main(): Promise<number> {
 }
 
 /** Runs the drill as a Job in the cluster and keeps the report it printed; a Job that failed is a run that could not be made. */
-async function launched(options: DrillOptions, ctx: { reportsDir: string; progress: (line: string) => void; signal: AbortSignal }): Promise<DrillResult> {
+async function launched(
+  options: DrillOptions,
+  ctx: { reportsDir: string; progress: (line: string) => void; signal: AbortSignal },
+): Promise<DrillResult> {
   const runId = runIdOf(options, new Date());
-  const run = await launchK8sDrill(options, runId, { kubectl, namespace: NAMESPACE, progress: ctx.progress, sleep: (ms) => sleep(ms), signal: ctx.signal });
-  if (!run.succeeded || !run.output) throw new DrillError(`Job ${run.job} failed: ${run.lastLine || "it printed nothing"} (kubectl -n ${NAMESPACE} logs job/${run.job})`);
+  const run = await launchK8sDrill(options, runId, {
+    kubectl,
+    namespace: NAMESPACE,
+    progress: ctx.progress,
+    sleep: (ms) => sleep(ms),
+    signal: ctx.signal,
+  });
+  if (!run.succeeded || !run.output)
+    throw new DrillError(
+      `Job ${run.job} failed: ${run.lastLine || "it printed nothing"} (kubectl -n ${NAMESPACE} logs job/${run.job})`,
+    );
   const startedAt = new Date(run.output.started_at);
   const files = writeReportFiles(ctx.reportsDir, run.output.run_id, run.output.drill_report, startedAt);
   return { runId: run.output.run_id, startedAt, report: run.output.drill_report, ...files };

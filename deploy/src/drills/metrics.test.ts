@@ -18,7 +18,10 @@ grpc_client_handling_seconds_sum 0.2
 grpc_client_handling_seconds_count 3
 `;
 
-const snapshot = (...pages: [string, string][]): Snapshot => ({ at: 0, pages: new Map(pages.map(([pod, text]) => [pod, parseMetrics(text)])) });
+const snapshot = (...pages: [string, string][]): Snapshot => ({
+  at: 0,
+  pages: new Map(pages.map(([pod, text]) => [pod, parseMetrics(text)])),
+});
 
 describe("drill metrics", () => {
   it("reads counters by labels and leaves histograms out", () => {
@@ -30,7 +33,13 @@ describe("drill metrics", () => {
   it("sums a tool's figures over every orchestrator replica as growth between two snapshots", () => {
     const from = snapshot(["orchestrator-0", page(10, 12, 0)], ["orchestrator-1", page(4, 4, 0)]);
     const to = snapshot(["orchestrator-0", page(30, 40, 1)], ["orchestrator-1", page(9, 10, 2)]);
-    expect(toolCallFigures(from, to, "kb-search", "loopguard.kb.v1.KbSearchService")).toEqual({ offered: 25, attempts: 34, fallbacks: 0, failed: 0, failures: {} });
+    expect(toolCallFigures(from, to, "kb-search", "loopguard.kb.v1.KbSearchService")).toEqual({
+      offered: 25,
+      attempts: 34,
+      fallbacks: 0,
+      failed: 0,
+      failures: {},
+    });
     expect(breakerTransitions(from, to, "kb-search")).toEqual({ open: 3 });
     expect(growth(from, to, "loopguard_tool_client_calls_total", { tool: "billing" })).toBe(0);
   });

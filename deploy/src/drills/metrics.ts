@@ -15,7 +15,8 @@ export function parseMetrics(text: string): Sample[] {
   const samples: Sample[] = [];
   for (const family of parsePrometheusTextFormat(text)) {
     if (family.type !== "COUNTER" && family.type !== "GAUGE" && family.type !== "UNTYPED") continue;
-    for (const metric of family.metrics) samples.push({ name: family.name, labels: metric.labels ?? {}, value: Number(metric.value) });
+    for (const metric of family.metrics)
+      samples.push({ name: family.name, labels: metric.labels ?? {}, value: Number(metric.value) });
   }
   return samples;
 }
@@ -27,7 +28,11 @@ export interface Snapshot {
 }
 
 /** The samples of `name` whose labels include `labels`. */
-export function samplesOf(samples: readonly Sample[], name: string, labels: Readonly<Record<string, string>> = {}): Sample[] {
+export function samplesOf(
+  samples: readonly Sample[],
+  name: string,
+  labels: Readonly<Record<string, string>> = {},
+): Sample[] {
   return samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
 }
 
@@ -44,7 +49,12 @@ export function total(snapshot: Snapshot, name: string, labels: Readonly<Record<
 }
 
 /** Counter growth from `from` to `to`. */
-export function growth(from: Snapshot, to: Snapshot, name: string, labels: Readonly<Record<string, string>> = {}): number {
+export function growth(
+  from: Snapshot,
+  to: Snapshot,
+  name: string,
+  labels: Readonly<Record<string, string>> = {},
+): number {
   return total(to, name, labels) - total(from, name, labels);
 }
 
@@ -70,7 +80,11 @@ export function toolCallFigures(from: Snapshot, to: Snapshot, tool: string, grpc
   const kinds = new Set<string>();
   for (const samples of to.pages.values()) {
     for (const s of samples) {
-      if (s.name === "loopguard_tool_client_calls_total" && s.labels.tool === tool && (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? ""))
+      if (
+        s.name === "loopguard_tool_client_calls_total" &&
+        s.labels.tool === tool &&
+        (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? "")
+      )
         kinds.add(`${s.labels.outcome} ${s.labels.grpc_code}`);
     }
   }
@@ -145,12 +159,19 @@ export class MetricsSampler {
 }
 
 /** The counters the report reads off the orchestrators' pages. */
-export const REPORT_METRICS = ["loopguard_tool_client_calls_total", "grpc_client_handled_total", "loopguard_tool_breaker_transitions_total", "loopguard_session_transitions_total"] as const;
+export const REPORT_METRICS = [
+  "loopguard_tool_client_calls_total",
+  "grpc_client_handled_total",
+  "loopguard_tool_breaker_transitions_total",
+  "loopguard_session_transitions_total",
+] as const;
 
 interface PromVector {
   readonly status: string;
   readonly error?: string;
-  readonly data?: { readonly result: readonly { readonly metric: Record<string, string>; readonly value: readonly [number, string] }[] };
+  readonly data?: {
+    readonly result: readonly { readonly metric: Record<string, string>; readonly value: readonly [number, string] }[];
+  };
 }
 
 /**
@@ -161,9 +182,12 @@ interface PromVector {
 export function prometheusPages(baseUrl: string, namespace: string, job: string): PageReader {
   const query = `{__name__=~"${REPORT_METRICS.join("|")}",namespace="${namespace}",job="${job}"}`;
   return async () => {
-    const response = await fetch(`${baseUrl}/api/v1/query?query=${encodeURIComponent(query)}`, { signal: AbortSignal.timeout(5000) });
+    const response = await fetch(`${baseUrl}/api/v1/query?query=${encodeURIComponent(query)}`, {
+      signal: AbortSignal.timeout(5000),
+    });
     const body = (await response.json()) as PromVector;
-    if (body.status !== "success" || !body.data) throw new Error(`Prometheus at ${baseUrl} answered ${response.status}: ${body.error ?? body.status}`);
+    if (body.status !== "success" || !body.data)
+      throw new Error(`Prometheus at ${baseUrl} answered ${response.status}: ${body.error ?? body.status}`);
     const pages = new Map<string, Sample[]>();
     for (const { metric, value } of body.data.result) {
       const { __name__: name, ...labels } = metric;

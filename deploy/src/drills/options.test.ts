@@ -29,7 +29,10 @@ describe("parseDrillArgs", () => {
       k8s: false,
     });
     expect(parse("kill-orchestrator")).toMatchObject({ tool: "orchestrator", kill: "one" });
-    expect(parse("errors", "--tool", "billing", "--error-rate", "30", "--method", "Refund")).toMatchObject({ errorRate: 0.3, method: "Refund" });
+    expect(parse("errors", "--tool", "billing", "--error-rate", "30", "--method", "Refund")).toMatchObject({
+      errorRate: 0.3,
+      method: "Refund",
+    });
   });
 
   it.each([
@@ -42,7 +45,10 @@ describe("parseDrillArgs", () => {
     [["kill-tool", "--tool", "kb-search", "--sessions", "0"], '--sessions takes an integer in 1..1500, got "0"'],
     [["kill-tool", "--tool", "kb-search", "--sessions", "12.5"], '--sessions takes an integer in 1..1500, got "12.5"'],
     [["kill-tool", "--tool", "kb-search", "--replicas", "1"], '--replicas takes an integer in 2..8, got "1"'],
-    [["latency", "--tool", "billing", "--method", "Search"], 'billing has no method "Search" (methods: GetOrder, Refund, ListRefunds)'],
+    [
+      ["latency", "--tool", "billing", "--method", "Search"],
+      'billing has no method "Search" (methods: GetOrder, Refund, ListRefunds)',
+    ],
     [["kill-orchestrator", "--tool", "billing"], "kill-orchestrator kills an orchestrator replica"],
     [["release", "--tool", "billing"], "release needs --to"],
     [["kill-tool", "--tool", "kb-search", "--dry-run"], "--dry-run belongs to --k8s"],
@@ -74,11 +80,29 @@ describe("planSessions", () => {
 
 describe("--prometheus", () => {
   it("takes an in-cluster URL for a cluster run only, and round-trips through the runner's arguments", () => {
-    const options = parse("kill-orchestrator", "--k8s", "--prometheus", "http://prometheus-operated.monitoring.svc:9090/");
+    const options = parse(
+      "kill-orchestrator",
+      "--k8s",
+      "--prometheus",
+      "http://prometheus-operated.monitoring.svc:9090/",
+    );
     expect(options.prometheus).toBe("http://prometheus-operated.monitoring.svc:9090");
     // The Job gets the options spelled out; the runner parses them back to the same run.
     expect({ ...parseDrillArgs(runnerArgs(options), catalogue), dryRun: false }).toEqual({ ...options, dryRun: false });
-    const flap = parse("flap", "--tool", "risk", "--kill", "one", "--sessions", "70", "--duration", "20", "--refund-share", "30", "--k8s");
+    const flap = parse(
+      "flap",
+      "--tool",
+      "risk",
+      "--kill",
+      "one",
+      "--sessions",
+      "70",
+      "--duration",
+      "20",
+      "--refund-share",
+      "30",
+      "--k8s",
+    );
     expect(parseDrillArgs(runnerArgs(flap), catalogue)).toEqual(flap);
     expect(() => parse("kill-orchestrator", "--prometheus", "http://p:9090")).toThrow("--prometheus belongs to --k8s");
     expect(() => parse("kill-orchestrator", "--k8s", "--prometheus", "prometheus:9090")).toThrow(UsageError);
@@ -87,9 +111,15 @@ describe("--prometheus", () => {
 
 describe("podChaosPlan", () => {
   it("kills once for kill-tool, once per cycle for a flap, with names a cluster accepts", () => {
-    const kill = podChaosPlan(parse("kill-tool", "--tool", "kb-search", "--kill", "one"), "kill-tool-kb-search-20261201T101010");
+    const kill = podChaosPlan(
+      parse("kill-tool", "--tool", "kb-search", "--kill", "one"),
+      "kill-tool-kb-search-20261201T101010",
+    );
     expect(kill).toHaveLength(1);
-    expect(kill[0]).toMatchObject({ metadata: { name: "drill-kill-tool-kb-search-20261201t101010-1" }, spec: { action: "pod-kill", mode: "one", gracePeriod: 0 } });
+    expect(kill[0]).toMatchObject({
+      metadata: { name: "drill-kill-tool-kb-search-20261201t101010-1" },
+      spec: { action: "pod-kill", mode: "one", gracePeriod: 0 },
+    });
     expect(kill[0]!.metadata.annotations).toBeUndefined();
     const flap = podChaosPlan(parse("flap", "--tool", "billing", "--duration", "12"), "flap-billing-20261201T101010");
     expect(flap.map((o) => o.metadata.name)).toEqual([1, 2, 3].map((i) => `drill-flap-billing-20261201t101010-${i}`));

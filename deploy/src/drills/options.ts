@@ -70,7 +70,8 @@ export function catalogueOf(services: readonly Pick<ServiceSpec, "name" | "kind"
 function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
   if (raw === undefined) return fallback;
   const value = Number(raw);
-  if (!/^\d+$/.test(raw) || value < min || value > max) throw new UsageError(`--${name} takes an integer in ${min}..${max}, got "${raw}"`);
+  if (!/^\d+$/.test(raw) || value < min || value > max)
+    throw new UsageError(`--${name} takes an integer in ${min}..${max}, got "${raw}"`);
   return value;
 }
 
@@ -107,13 +108,16 @@ export function parseDrillArgs(argv: readonly string[], catalogue: Catalogue): D
   const [scenarioName, ...extra] = positionals;
   if (!scenarioName) throw new UsageError("name a scenario");
   if (extra.length > 0) throw new UsageError(`one scenario at a time, got "${positionals.join(" ")}"`);
-  if (!(SCENARIOS as readonly string[]).includes(scenarioName)) throw new UsageError(`unknown scenario "${scenarioName}"`);
+  if (!(SCENARIOS as readonly string[]).includes(scenarioName))
+    throw new UsageError(`unknown scenario "${scenarioName}"`);
   const scenario = scenarioName as Scenario;
 
   let tool = values.tool;
   if (scenario === "kill-orchestrator") {
     if (tool !== undefined && tool !== catalogue.orchestrator)
-      throw new UsageError(`kill-orchestrator kills an ${catalogue.orchestrator} replica; leave --tool out or say --tool ${catalogue.orchestrator}`);
+      throw new UsageError(
+        `kill-orchestrator kills an ${catalogue.orchestrator} replica; leave --tool out or say --tool ${catalogue.orchestrator}`,
+      );
     tool = catalogue.orchestrator;
   } else if (tool === undefined) {
     throw new UsageError(`${scenario} needs --tool (${catalogue.tools.join(", ")})`);
@@ -122,37 +126,49 @@ export function parseDrillArgs(argv: readonly string[], catalogue: Catalogue): D
   }
 
   const kills = scenario === "kill-tool" || scenario === "flap";
-  if (values.kill !== undefined && !kills) throw new UsageError(`--kill belongs to kill-tool and flap, not ${scenario}`);
-  if (values.kill !== undefined && values.kill !== "one" && values.kill !== "all") throw new UsageError(`--kill takes one or all, got "${values.kill}"`);
+  if (values.kill !== undefined && !kills)
+    throw new UsageError(`--kill belongs to kill-tool and flap, not ${scenario}`);
+  if (values.kill !== undefined && values.kill !== "one" && values.kill !== "all")
+    throw new UsageError(`--kill takes one or all, got "${values.kill}"`);
   const kill: KillMode = scenario === "kill-orchestrator" ? "one" : ((values.kill as KillMode | undefined) ?? "all");
 
-  if (values["error-rate"] !== undefined && scenario !== "errors") throw new UsageError(`--error-rate belongs to errors, not ${scenario}`);
+  if (values["error-rate"] !== undefined && scenario !== "errors")
+    throw new UsageError(`--error-rate belongs to errors, not ${scenario}`);
   const errorPercent = integer("error-rate", values["error-rate"], 20, 1, 100);
 
   if (values.method !== undefined) {
-    if (scenario !== "latency" && scenario !== "errors") throw new UsageError(`--method belongs to latency and errors, not ${scenario}`);
+    if (scenario !== "latency" && scenario !== "errors")
+      throw new UsageError(`--method belongs to latency and errors, not ${scenario}`);
     const methods = catalogue.methodsOf(tool);
-    if (!methods.includes(values.method)) throw new UsageError(`${tool} has no method "${values.method}" (methods: ${methods.join(", ")})`);
+    if (!methods.includes(values.method))
+      throw new UsageError(`${tool} has no method "${values.method}" (methods: ${methods.join(", ")})`);
   }
 
-  if (scenario === "release" && values.to === undefined) throw new UsageError("release needs --to <image tag> (the version to flip to, then roll back from)");
-  if (values.to !== undefined && scenario !== "release") throw new UsageError(`--to belongs to release, not ${scenario}`);
+  if (scenario === "release" && values.to === undefined)
+    throw new UsageError("release needs --to <image tag> (the version to flip to, then roll back from)");
+  if (values.to !== undefined && scenario !== "release")
+    throw new UsageError(`--to belongs to release, not ${scenario}`);
   if (values.k8s && !["kill-tool", "kill-orchestrator", "flap"].includes(scenario)) {
     throw new UsageError(
       `--k8s runs the pod-kill scenarios (kill-tool, kill-orchestrator, flap) with Chaos Mesh; ${scenario === "release" ? "release on a cluster is `pnpm release … --k8s`" : `${scenario} sets faults in each pod through ToolAdminService, which needs the local containers`}`,
     );
   }
   if (values.prometheus !== undefined) {
-    if (!values.k8s) throw new UsageError("--prometheus belongs to --k8s (where the runner reads the orchestrators' metrics)");
+    if (!values.k8s)
+      throw new UsageError("--prometheus belongs to --k8s (where the runner reads the orchestrators' metrics)");
     if (!/^https?:\/\/[A-Za-z0-9.-]+(:\d+)?(\/[A-Za-z0-9._~/-]*)?$/.test(values.prometheus))
-      throw new UsageError(`--prometheus takes an http(s) URL such as http://prometheus-operated.monitoring.svc:9090, got "${values.prometheus}"`);
+      throw new UsageError(
+        `--prometheus takes an http(s) URL such as http://prometheus-operated.monitoring.svc:9090, got "${values.prometheus}"`,
+      );
   }
-  if (values["dry-run"] && !values.k8s) throw new UsageError("--dry-run belongs to --k8s (it prints the objects a cluster run would apply)");
+  if (values["dry-run"] && !values.k8s)
+    throw new UsageError("--dry-run belongs to --k8s (it prints the objects a cluster run would apply)");
   for (const [name, value] of [
     ["tag", values.tag],
     ["to", values.to],
   ] as const) {
-    if (value !== undefined && !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/.test(value)) throw new UsageError(`--${name} must be 1-128 of [A-Za-z0-9_.-], not starting with . or -, got "${value}"`);
+    if (value !== undefined && !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/.test(value))
+      throw new UsageError(`--${name} must be 1-128 of [A-Za-z0-9_.-], not starting with . or -, got "${value}"`);
   }
 
   return {

@@ -1,8 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { parseDrillArgs } from "./options.js";
-import { auditSideEffects, computeReport, type LedgerRefund, percentile, type ReportInput, type SessionOutcome, traceFacts } from "./report.js";
+import {
+  auditSideEffects,
+  computeReport,
+  type LedgerRefund,
+  percentile,
+  type ReportInput,
+  type SessionOutcome,
+  traceFacts,
+} from "./report.js";
 
-const catalogue = { tools: ["kb-search", "billing", "risk"], orchestrator: "orchestrator", methodsOf: () => ["Search"] };
+const catalogue = {
+  tools: ["kb-search", "billing", "risk"],
+  orchestrator: "orchestrator",
+  methodsOf: () => ["Search"],
+};
 const options = parseDrillArgs(["kill-tool", "--tool", "kb-search"], catalogue);
 
 function step(step: number, decision: object, result: object | null = null): string {
@@ -10,7 +22,11 @@ function step(step: number, decision: object, result: object | null = null): str
 }
 
 const refundStep = (n: number, refundId: string) =>
-  step(n, { kind: "tool_call", name: "billing_refund", served_from: "live" }, { ok: true, data: { refund: { refundId, orderId: "ord_DEMO00000002" } } });
+  step(
+    n,
+    { kind: "tool_call", name: "billing_refund", served_from: "live" },
+    { ok: true, data: { refund: { refundId, orderId: "ord_DEMO00000002" } } },
+  );
 
 function outcome(partial: Partial<SessionOutcome> & { records?: string[] }): SessionOutcome {
   const { records, ...rest } = partial;
@@ -29,19 +45,30 @@ function outcome(partial: Partial<SessionOutcome> & { records?: string[] }): Ses
   };
 }
 
-const ledger = (...ids: string[]): LedgerRefund[] => ids.map((refundId) => ({ refundId, orderId: "ord_DEMO00000002", amountCents: 10 }));
+const ledger = (...ids: string[]): LedgerRefund[] =>
+  ids.map((refundId) => ({ refundId, orderId: "ord_DEMO00000002", amountCents: 10 }));
 
 describe("traceFacts", () => {
   it("reads where each answer came from, the refunds observed, accepted answers and repeated steps", () => {
     const facts = traceFacts([
       step(1, { kind: "tool_calls" }),
-      step(2, { kind: "tool_call", name: "kb_search_search", served_from: "cache" }, { ok: true, ageMs: 840_000, data: { hits: [] } }),
+      step(
+        2,
+        { kind: "tool_call", name: "kb_search_search", served_from: "cache" },
+        { ok: true, ageMs: 840_000, data: { hits: [] } },
+      ),
       refundStep(3, "rf_AAAAAAAAAAAAAAAA"),
       step(4, { kind: "tool_call", name: "billing_refund", served_from: "none" }, { ok: false }),
       step(5, { kind: "final", accepted: true }),
       step(5, { kind: "final", accepted: true }),
     ]);
-    expect(facts).toEqual({ servedFrom: ["cache", "live", "none"], refundIds: ["rf_AAAAAAAAAAAAAAAA"], acceptedAnswers: 2, repeatedSteps: 1, cacheAgesMs: [840_000] });
+    expect(facts).toEqual({
+      servedFrom: ["cache", "live", "none"],
+      refundIds: ["rf_AAAAAAAAAAAAAAAA"],
+      acceptedAnswers: 2,
+      repeatedSteps: 1,
+      cacheAgesMs: [840_000],
+    });
   });
 });
 
@@ -50,16 +77,46 @@ describe("auditSideEffects", () => {
 
   it("passes when every session's refund is in the ledger once and the ledger holds nothing else of the run", () => {
     const sessions = [
-      outcome({ sessionId: "a", answer: answer("rf_AAAAAAAAAAAAAAAA"), records: [refundStep(4, "rf_AAAAAAAAAAAAAAAA")] }),
-      outcome({ sessionId: "b", answer: answer("rf_BBBBBBBBBBBBBBBB"), records: [refundStep(4, "rf_BBBBBBBBBBBBBBBB")] }),
+      outcome({
+        sessionId: "a",
+        answer: answer("rf_AAAAAAAAAAAAAAAA"),
+        records: [refundStep(4, "rf_AAAAAAAAAAAAAAAA")],
+      }),
+      outcome({
+        sessionId: "b",
+        answer: answer("rf_BBBBBBBBBBBBBBBB"),
+        records: [refundStep(4, "rf_BBBBBBBBBBBBBBBB")],
+      }),
       outcome({ sessionId: "q", kind: "question", answer: "From the knowledge base: …" }),
     ];
-    const audit = auditSideEffects(sessions, ledger("rf_DEMO000000000005"), ledger("rf_DEMO000000000005", "rf_AAAAAAAAAAAAAAAA", "rf_BBBBBBBBBBBBBBBB"));
-    expect(audit).toMatchObject({ refundsInLedger: 2, refundsReported: 2, duplicate: 0, lost: 0, unowned: 0, doneRefundsExactlyOnce: 2, examples: [] });
+    const audit = auditSideEffects(
+      sessions,
+      ledger("rf_DEMO000000000005"),
+      ledger("rf_DEMO000000000005", "rf_AAAAAAAAAAAAAAAA", "rf_BBBBBBBBBBBBBBBB"),
+    );
+    expect(audit).toMatchObject({
+      refundsInLedger: 2,
+      refundsReported: 2,
+      duplicate: 0,
+      lost: 0,
+      unowned: 0,
+      doneRefundsExactlyOnce: 2,
+      examples: [],
+    });
   });
 
   it("counts a reported refund the ledger lacks as lost", () => {
-    const audit = auditSideEffects([outcome({ sessionId: "a", answer: answer("rf_AAAAAAAAAAAAAAAA"), records: [refundStep(4, "rf_AAAAAAAAAAAAAAAA")] })], [], []);
+    const audit = auditSideEffects(
+      [
+        outcome({
+          sessionId: "a",
+          answer: answer("rf_AAAAAAAAAAAAAAAA"),
+          records: [refundStep(4, "rf_AAAAAAAAAAAAAAAA")],
+        }),
+      ],
+      [],
+      [],
+    );
     expect(audit.lost).toBe(1);
     expect(audit.doneRefundsExactlyOnce).toBe(0);
     expect(audit.examples[0]).toContain("the ledger does not have");
@@ -67,10 +124,17 @@ describe("auditSideEffects", () => {
 
   it("counts a second refund of one session, a refund claimed twice, and a refund no session owns", () => {
     const sessions = [
-      outcome({ sessionId: "a", records: [refundStep(4, "rf_AAAAAAAAAAAAAAAA"), refundStep(6, "rf_CCCCCCCCCCCCCCCC")] }),
+      outcome({
+        sessionId: "a",
+        records: [refundStep(4, "rf_AAAAAAAAAAAAAAAA"), refundStep(6, "rf_CCCCCCCCCCCCCCCC")],
+      }),
       outcome({ sessionId: "b", answer: answer("rf_AAAAAAAAAAAAAAAA") }),
     ];
-    const audit = auditSideEffects(sessions, [], ledger("rf_AAAAAAAAAAAAAAAA", "rf_CCCCCCCCCCCCCCCC", "rf_DDDDDDDDDDDDDDDD"));
+    const audit = auditSideEffects(
+      sessions,
+      [],
+      ledger("rf_AAAAAAAAAAAAAAAA", "rf_CCCCCCCCCCCCCCCC", "rf_DDDDDDDDDDDDDDDD"),
+    );
     expect(audit).toMatchObject({ duplicate: 2, lost: 0, unowned: 1 });
   });
 });
@@ -78,7 +142,9 @@ describe("auditSideEffects", () => {
 describe("percentile", () => {
   it("is the nearest rank", () => {
     const values = Array.from({ length: 100 }, (_, i) => i + 1);
-    expect([percentile(values, 50), percentile(values, 95), percentile(values, 99), percentile(values, 100)]).toEqual([50, 95, 99, 100]);
+    expect([percentile(values, 50), percentile(values, 95), percentile(values, 99), percentile(values, 100)]).toEqual([
+      50, 95, 99, 100,
+    ]);
     expect(percentile([7], 99)).toBe(7);
     expect(percentile([], 50)).toBeUndefined();
   });
@@ -90,8 +156,22 @@ describe("computeReport", () => {
     outcomes: [],
     audit: auditSideEffects([], [], []),
     tools: {
-      "kb-search": { offered: 40, attempts: 45, fallbacks: 12, failed: 1, failures: { "error DEADLINE_EXCEEDED": 1 }, breakerTransitions: { open: 1, "half-open": 1, closed: 1 } },
-      billing: { offered: 30, attempts: 30, fallbacks: 0, failed: 2, failures: { "breaker_rejected UNAVAILABLE": 2 }, breakerTransitions: {} },
+      "kb-search": {
+        offered: 40,
+        attempts: 45,
+        fallbacks: 12,
+        failed: 1,
+        failures: { "error DEADLINE_EXCEEDED": 1 },
+        breakerTransitions: { open: 1, "half-open": 1, closed: 1 },
+      },
+      billing: {
+        offered: 30,
+        attempts: 30,
+        fallbacks: 0,
+        failed: 2,
+        failures: { "breaker_rejected UNAVAILABLE": 2 },
+        breakerTransitions: {},
+      },
     },
     deadWindows: [
       { fromMs: 1000, toMs: 4000, offered: 10, attempts: 11 },
@@ -115,9 +195,20 @@ describe("computeReport", () => {
         outcome({ records: [step(2, { kind: "tool_call", served_from: "live" })], durationMs: 100 }),
         outcome({ records: [cached(60_000)], durationMs: 200 }),
         outcome({ records: [cached(1000), cached(3000)], durationMs: 200 }),
-        outcome({ records: [step(2, { kind: "tool_call", served_from: "degraded" })], outcome: "partial", outcomeReason: "degraded: kb_search_search", durationMs: 300 }),
+        outcome({
+          records: [step(2, { kind: "tool_call", served_from: "degraded" })],
+          outcome: "partial",
+          outcomeReason: "degraded: kb_search_search",
+          durationMs: 300,
+        }),
         outcome({ outcome: "not_done", outcomeReason: "no_effect: billing_refund", durationMs: 300 }),
-        outcome({ state: "FAILED", stopReason: "tool_unavailable", outcome: "not_done", outcomeReason: "tool_unavailable", durationMs: 400 }),
+        outcome({
+          state: "FAILED",
+          stopReason: "tool_unavailable",
+          outcome: "not_done",
+          outcomeReason: "tool_unavailable",
+          durationMs: 400,
+        }),
         outcome({ state: "PARKED", stopReason: "", outcome: "", durationMs: 500 }),
         outcome({ sessionId: undefined, state: undefined, durationMs: undefined, trace: undefined }),
       ],
@@ -160,11 +251,20 @@ describe("computeReport", () => {
 
   it("has no dead-tool figures when no window had the tool dead", () => {
     const report = computeReport({ ...base, deadWindows: [] });
-    expect([report.calls_offered_while_down, report.calls_reaching_dead_tool, report.dead_tool_ratio]).toEqual([null, null, null]);
+    expect([report.calls_offered_while_down, report.calls_reaching_dead_tool, report.dead_tool_ratio]).toEqual([
+      null,
+      null,
+      null,
+    ]);
   });
 
   it("counts a session finished twice", () => {
-    const report = computeReport({ ...base, outcomes: [outcome({ records: [step(3, { kind: "final", accepted: true }), step(5, { kind: "final", accepted: true })] })] });
+    const report = computeReport({
+      ...base,
+      outcomes: [
+        outcome({ records: [step(3, { kind: "final", accepted: true }), step(5, { kind: "final", accepted: true })] }),
+      ],
+    });
     expect(report.sessions_ended_twice).toBe(1);
   });
 });

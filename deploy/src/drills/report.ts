@@ -43,7 +43,13 @@ export function traceFacts(records: readonly string[]): TraceFacts {
       if (refundId) refundIds.add(refundId);
     }
   }
-  return { servedFrom, refundIds: [...refundIds], acceptedAnswers, repeatedSteps: [...steps.values()].filter((n) => n > 1).length, cacheAgesMs };
+  return {
+    servedFrom,
+    refundIds: [...refundIds],
+    acceptedAnswers,
+    repeatedSteps: [...steps.values()].filter((n) => n > 1).length,
+    cacheAgesMs,
+  };
 }
 
 /** One session as the drill saw it at the end. */
@@ -91,7 +97,11 @@ export interface SideEffectAudit {
  * Refunds are matched by refund id: the ids each session observed (its trace) or cited (its
  * answer), against the refunds billing lists for the drill's orders that were not there before.
  */
-export function auditSideEffects(sessions: readonly SessionOutcome[], before: readonly LedgerRefund[], after: readonly LedgerRefund[]): SideEffectAudit {
+export function auditSideEffects(
+  sessions: readonly SessionOutcome[],
+  before: readonly LedgerRefund[],
+  after: readonly LedgerRefund[],
+): SideEffectAudit {
   const earlier = new Set(before.map((r) => r.refundId));
   const made = after.filter((r) => !earlier.has(r.refundId));
   const inLedger = new Map<string, number>();
@@ -127,9 +137,11 @@ export function auditSideEffects(sessions: readonly SessionOutcome[], before: re
     }
   }
   const unowned = made.filter((r) => !owners.has(r.refundId));
-  for (const r of unowned.slice(0, 5)) examples.push(`${r.refundId} (${r.amountCents} cents of ${r.orderId}) is in the ledger, but no session owns it`);
+  for (const r of unowned.slice(0, 5))
+    examples.push(`${r.refundId} (${r.amountCents} cents of ${r.orderId}) is in the ledger, but no session owns it`);
   return {
-    method: "refund ids: observed in each session's step records (GetTrace) or cited in its answer, against billing ListRefunds of the drill's orders (refunds present before the run left out)",
+    method:
+      "refund ids: observed in each session's step records (GetTrace) or cited in its answer, against billing ListRefunds of the drill's orders (refunds present before the run left out)",
     refundsInLedger: made.length,
     refundsReported: reported,
     duplicate,
@@ -257,7 +269,9 @@ export function computeReport(input: ReportInput): DrillReport {
   const lost = outcomes.filter((o) => o.state === undefined).length;
   const hung = outcomes.filter((o) => o.state !== undefined && !TERMINAL.has(o.state)).length;
   const stopReasons: Record<string, number> = {};
-  for (const o of ended) stopReasons[o.stopReason || o.state!.toLowerCase()] = (stopReasons[o.stopReason || o.state!.toLowerCase()] ?? 0) + 1;
+  for (const o of ended)
+    stopReasons[o.stopReason || o.state!.toLowerCase()] =
+      (stopReasons[o.stopReason || o.state!.toLowerCase()] ?? 0) + 1;
   const done = { live: 0, cache: 0, degraded: 0 };
   for (const o of ended.filter((e) => e.state === "DONE")) {
     const from = o.trace?.servedFrom ?? [];
@@ -299,7 +313,10 @@ export function computeReport(input: ReportInput): DrillReport {
   return {
     scenario: options.scenario,
     tool: options.tool,
-    kill: options.scenario === "kill-tool" || options.scenario === "flap" || options.scenario === "kill-orchestrator" ? options.kill : null,
+    kill:
+      options.scenario === "kill-tool" || options.scenario === "flap" || options.scenario === "kill-orchestrator"
+        ? options.kill
+        : null,
     sessions_started: outcomes.length,
     sessions_ended: ended.length,
     sessions_lost: lost,
@@ -322,7 +339,9 @@ export function computeReport(input: ReportInput): DrillReport {
     unowned_side_effects: input.audit.unowned,
     side_effects: input.audit,
     fallbacks_served: Object.fromEntries(Object.entries(input.tools).map(([tool, f]) => [tool, f.fallbacks])),
-    breaker_transitions: Object.fromEntries(Object.entries(input.tools).map(([tool, f]) => [tool, f.breakerTransitions])),
+    breaker_transitions: Object.fromEntries(
+      Object.entries(input.tools).map(([tool, f]) => [tool, f.breakerTransitions]),
+    ),
     p50_ms: percentile(durations, 50) ?? null,
     p95_ms: percentile(durations, 95) ?? null,
     p99_ms: percentile(durations, 99) ?? null,

@@ -10,13 +10,43 @@ import type { DescService, MessageInitShape } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { type FaultProfileSchema, ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { createRawClient, methodPolicy, mintToken, type PersonRole, type RawClient, servicePolicy, servicesOf, type ServiceSpec } from "@loopguard/tool-sdk";
+import {
+  createRawClient,
+  methodPolicy,
+  mintToken,
+  type PersonRole,
+  type RawClient,
+  servicePolicy,
+  servicesOf,
+  type ServiceSpec,
+} from "@loopguard/tool-sdk";
 import type { DrillPeople } from "./people.js";
 import { breakerTransitions, growth, MetricsSampler, type PageReader, toolCallFigures } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import type { KillMode } from "./pod-chaos.js";
-import { auditSideEffects, computeReport, type DeadWindow, type DrillReport, type FaultEvent, type LedgerRefund, renderMarkdown, type SessionOutcome, type ToolFigures, traceFacts } from "./report.js";
-import { Approver, isTerminal, listAll, orchestratorApi, retryTransient, SESSION_SCOPES, type SessionView, startAll, tracesOf } from "./session-load.js";
+import {
+  auditSideEffects,
+  computeReport,
+  type DeadWindow,
+  type DrillReport,
+  type FaultEvent,
+  type LedgerRefund,
+  renderMarkdown,
+  type SessionOutcome,
+  type ToolFigures,
+  traceFacts,
+} from "./report.js";
+import {
+  Approver,
+  isTerminal,
+  listAll,
+  orchestratorApi,
+  retryTransient,
+  SESSION_SCOPES,
+  type SessionView,
+  startAll,
+  tracesOf,
+} from "./session-load.js";
 import { type PlannedSession, planSessions } from "./session-plan.js";
 import type { ReleaseResult } from "../release/index.js";
 
@@ -103,7 +133,12 @@ function elapsed(t0: number): string {
 }
 
 /** Writes a report, Markdown and JSON, in the run's own folder under `reportsDir`. */
-export function writeReportFiles(reportsDir: string, runId: string, report: DrillReport, startedAt: Date): { dir: string; markdownPath: string; jsonPath: string } {
+export function writeReportFiles(
+  reportsDir: string,
+  runId: string,
+  report: DrillReport,
+  startedAt: Date,
+): { dir: string; markdownPath: string; jsonPath: string } {
   const dir = join(reportsDir, runId);
   mkdirSync(dir, { recursive: true });
   const markdownPath = join(dir, "report.md");
@@ -114,9 +149,20 @@ export function writeReportFiles(reportsDir: string, runId: string, report: Dril
 }
 
 /** Computes the report of what a run collected and writes it, Markdown and JSON, in a folder of its own. */
-export function writeReport(ctx: RunContext, runId: string, startedAt: Date, collected: Collected, clock: number, cpu: NodeJS.CpuUsage): DrillResult {
+export function writeReport(
+  ctx: RunContext,
+  runId: string,
+  startedAt: Date,
+  collected: Collected,
+  clock: number,
+  cpu: NodeJS.CpuUsage,
+): DrillResult {
   const used = process.cpuUsage(cpu);
-  const report = computeReport({ ...collected, runtimeMs: performance.now() - clock, runnerCpuMs: (used.user + used.system) / 1000 });
+  const report = computeReport({
+    ...collected,
+    runtimeMs: performance.now() - clock,
+    runnerCpuMs: (used.user + used.system) / 1000,
+  });
   const { dir, markdownPath, jsonPath } = writeReportFiles(ctx.reportsDir, runId, report, startedAt);
   // Every session's own line, for whoever wants to look at one of them.
   const sessions = collected.outcomes.map((o, index) =>
@@ -147,15 +193,37 @@ export function runIdOf(options: DrillOptions, startedAt: Date): string {
 export type Collected = Omit<Parameters<typeof computeReport>[0], "runtimeMs" | "runnerCpuMs">;
 
 /** The load, the fault and the collection, wherever the drill runs. */
-export async function drive(options: DrillOptions, ctx: RunContext, cluster: DrillCluster, runId: string, closers: (() => void)[]): Promise<Collected> {
+export async function drive(
+  options: DrillOptions,
+  ctx: RunContext,
+  cluster: DrillCluster,
+  runId: string,
+  closers: (() => void)[],
+): Promise<Collected> {
   const tools = ctx.services.filter((s) => s.kind === "tool").map((s) => s.name);
   const orchestratorName = ctx.services.find((s) => s.kind === "orchestrator")!.name;
   const ttlSeconds = 3600;
-  const token = (person: PersonRole, audience: string, scopes: string[]) => mintToken(cluster.people[person].key, { subject: cluster.people[person].binding.subject, audience, scopes, ttlSeconds });
+  const token = (person: PersonRole, audience: string, scopes: string[]) =>
+    mintToken(cluster.people[person].key, {
+      subject: cluster.people[person].binding.subject,
+      audience,
+      scopes,
+      ttlSeconds,
+    });
   const balanced = { "grpc.service_config": JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }) };
 
-  const requester = orchestratorApi(cluster.orchestratorApi, await token("requester", orchestratorName, ["sessions:read", "sessions:write", ...SESSION_SCOPES.map((s) => `grant:${s}`)]));
-  const approverApi = orchestratorApi(cluster.orchestratorApi, await token("approver", orchestratorName, ["sessions:read", "approvals:write"]));
+  const requester = orchestratorApi(
+    cluster.orchestratorApi,
+    await token("requester", orchestratorName, [
+      "sessions:read",
+      "sessions:write",
+      ...SESSION_SCOPES.map((s) => `grant:${s}`),
+    ]),
+  );
+  const approverApi = orchestratorApi(
+    cluster.orchestratorApi,
+    await token("approver", orchestratorName, ["sessions:read", "approvals:write"]),
+  );
   const auditor = await token("operator", "billing", ["billing:read"]);
   closers.push(
     () => requester.close(),
@@ -169,8 +237,15 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   const readLedger = async (): Promise<LedgerRefund[]> => {
     const ledger = createRawClient(BillingService, cluster.billingApi(), { token: auditor, channelOptions: balanced });
     try {
-      const pages = await Promise.all(orders.map(async (orderId) => (await retryTransient.execute(() => ledger.listRefunds({ orderId }, { deadline: 5000 }))).refunds));
-      return pages.flat().map((r) => ({ refundId: r.refundId, orderId: r.orderId, amountCents: Number(r.amountCents) }));
+      const pages = await Promise.all(
+        orders.map(
+          async (orderId) =>
+            (await retryTransient.execute(() => ledger.listRefunds({ orderId }, { deadline: 5000 }))).refunds,
+        ),
+      );
+      return pages
+        .flat()
+        .map((r) => ({ refundId: r.refundId, orderId: r.orderId, amountCents: Number(r.amountCents) }));
     } finally {
       ledger.close();
     }
@@ -191,17 +266,22 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
   const admins = new Map<string, RawClient<typeof ToolAdminService>>();
   for (const [tool, pods] of cluster.toolPods) {
     const admin = await token("operator", tool, ["tool:admin"]);
-    for (const pod of pods) admins.set(pod.name, createRawClient(ToolAdminService, cluster.adminAddress(tool, pod), { token: admin }));
+    for (const pod of pods)
+      admins.set(pod.name, createRawClient(ToolAdminService, cluster.adminAddress(tool, pod), { token: admin }));
   }
   closers.push(() => {
     for (const c of admins.values()) c.close();
   });
   const setFaults = (pods: readonly DrillPod[], profile: MessageInitShape<typeof FaultProfileSchema>) =>
-    Promise.all(pods.map((p) => retryTransient.execute(() => admins.get(p.name)!.setFaults({ profile }, { deadline: 5000 }))));
+    Promise.all(
+      pods.map((p) => retryTransient.execute(() => admins.get(p.name)!.setFaults({ profile }, { deadline: 5000 }))),
+    );
   for (const pods of cluster.toolPods.values()) await setFaults(pods, baseline);
   if (options.backendLatencyMs > 0) {
     notes.push(
-      cluster.toolPods.size > 0 ? `every tool answered ${options.backendLatencyMs} ms later than it could (--backend-latency), standing in for its backend` : "backend latency: the cluster's own",
+      cluster.toolPods.size > 0
+        ? `every tool answered ${options.backendLatencyMs} ms later than it could (--backend-latency), standing in for its backend`
+        : "backend latency: the cluster's own",
     );
   }
   const first = await sampler.sample();
@@ -226,7 +306,9 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     const at = Date.now();
     if (steady) {
       const gapMs = (options.durationS * 1000) / plan.length;
-      ctx.progress(`starting ${plan.length} sessions one every ${(gapMs / 1000).toFixed(2)} s over ${options.durationS} s (${describe(plan)})`);
+      ctx.progress(
+        `starting ${plan.length} sessions one every ${(gapMs / 1000).toFixed(2)} s over ${options.durationS} s (${describe(plan)})`,
+      );
       const startInTurn = async (p: PlannedSession, i: number) => {
         // Ctrl-C: the sessions not yet started are not started.
         const due = await sleep(i * gapMs, true, { signal: ctx.signal }).catch(() => false);
@@ -270,7 +352,9 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
         lastLine = Date.now();
         const done = [...latest.values()].filter((v) => v.state === "DONE").length;
         const waiting = [...latest.values()].filter((v) => v.state === "AWAITING_APPROVAL").length;
-        ctx.progress(`[${elapsed(t0)}] ${ended()}/${started.length} ended (done ${done}), ${waiting} awaiting approval; ${faultNow}`);
+        ctx.progress(
+          `[${elapsed(t0)}] ${ended()}/${started.length} ended (done ${done}), ${waiting} awaiting approval; ${faultNow}`,
+        );
       }
       await sleep(250, undefined, { signal: watchStop.signal }).catch(() => undefined);
     }
@@ -297,7 +381,9 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     const trigger = Math.max(1, Math.ceil(plan.length * TRIGGER_SHARE));
     if (options.scenario === "kill-orchestrator") {
       if (!(await until(() => ended() >= trigger, TRIGGER_TIMEOUT_MS))) {
-        notes.push(`the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
+        notes.push(
+          `the load had not ended ${trigger} sessions after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`,
+        );
       }
     } else if (toolFault && !killsEveryPod) {
       // A tool's fault starts once its calls are under way: sessions call kb-search first, so
@@ -312,7 +398,10 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
         }
         return false;
       };
-      if (!(await callsUnderWay())) notes.push(`the sessions had offered ${offered} of ${trigger} calls to ${options.tool} after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`);
+      if (!(await callsUnderWay()))
+        notes.push(
+          `the sessions had offered ${offered} of ${trigger} calls to ${options.tool} after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`,
+        );
     }
     const targets = cluster.targets;
     const hold = (ms: number) => until(allEnded, ms);
@@ -335,12 +424,16 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
         deadWindows.push({ fromMs: from, toMs: Date.now() - t0, offered: figures.offered, attempts: figures.attempts });
       }
     };
-    const victimsOf = (): readonly DrillPod[] => (options.kill === "all" ? targets : [targets[Math.floor(Math.random() * targets.length)]!]);
+    const victimsOf = (): readonly DrillPod[] =>
+      options.kill === "all" ? targets : [targets[Math.floor(Math.random() * targets.length)]!];
 
     switch (options.scenario) {
       case "kill-tool":
         await killWindow(victimsOf(), options.durationS * 1000);
-        if (options.kill === "one") notes.push(`--kill one: ${options.tool} kept a live replica, so it was never dead and there is no dead-tool window`);
+        if (options.kill === "one")
+          notes.push(
+            `--kill one: ${options.tool} kept a live replica, so it was never dead and there is no dead-tool window`,
+          );
         break;
       case "flap": {
         const end = Date.now() + options.durationS * 1000;
@@ -350,7 +443,9 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
           cycles += 1;
           await hold(Math.min(FLAP_UP_MS, Math.max(0, end - Date.now())));
         }
-        notes.push(`${cycles} kill/restart cycle(s): down ${FLAP_DOWN_MS / 1000} s, then restarted and left up ${FLAP_UP_MS / 1000} s`);
+        notes.push(
+          `${cycles} kill/restart cycle(s): down ${FLAP_DOWN_MS / 1000} s, then restarted and left up ${FLAP_UP_MS / 1000} s`,
+        );
         break;
       }
       case "kill-orchestrator": {
@@ -375,19 +470,25 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
           const r = await cluster.blueGreen(kind, kind === "release" ? options.to : undefined, log);
           const during = startedDuring(r);
           mark(`${flipped(r)}; ${during} sessions started between the flip and the drain`);
-          if (during === 0) notes.push(`no session started between the ${kind}'s flip and its drain: a longer --duration keeps the load on through it`);
+          if (during === 0)
+            notes.push(
+              `no session started between the ${kind}'s flip and its drain: a longer --duration keeps the load on through it`,
+            );
         };
         mark(`releasing ${options.tool} ${options.to} blue-green`);
         await releaseAndMark("release");
         mark(`rolling ${options.tool} back`);
         await releaseAndMark("rollback");
-        notes.push(`release: ${plan.length} sessions started one by one over ${options.durationS} s, through the release and the rollback; a released set runs without the added backend latency`);
+        notes.push(
+          `release: ${plan.length} sessions started one by one over ${options.durationS} s, through the release and the rollback; a released set runs without the added backend latency`,
+        );
         break;
       }
       case "latency":
       case "errors": {
         const methods = contractOf(options.tool).methods;
-        const method = methods.find((m) => m.name === options.method) ?? (options.scenario === "latency" ? methods[0]! : undefined);
+        const method =
+          methods.find((m) => m.name === options.method) ?? (options.scenario === "latency" ? methods[0]! : undefined);
         // One profile per pod: with a method named, the backend latency applies to that method only while the fault lasts.
         const profile =
           options.scenario === "latency"
@@ -407,7 +508,8 @@ export async function drive(options: DrillOptions, ctx: RunContext, cluster: Dri
     }
     await loading;
     const rest = t0 + boundMs - Date.now();
-    if (!(await until(allEnded, Math.max(0, rest)))) notes.push(`${started.length - ended()} session(s) had not ended when the run's bound passed`);
+    if (!(await until(allEnded, Math.max(0, rest))))
+      notes.push(`${started.length - ended()} session(s) had not ended when the run's bound passed`);
   } finally {
     approverStop.abort();
     watchStop.abort();

@@ -20,7 +20,8 @@ async function main(): Promise<number> {
     return 2;
   }
   const namespace = process.env.LOOPGUARD_DRILL_NAMESPACE;
-  if (!namespace) throw new Error("LOOPGUARD_DRILL_NAMESPACE is not set (the Job template sets it from the pod's namespace)");
+  if (!namespace)
+    throw new Error("LOOPGUARD_DRILL_NAMESPACE is not set (the Job template sets it from the pod's namespace)");
   const config = new KubeConfig();
   config.loadFromCluster();
   const abort = new AbortController();
@@ -28,10 +29,18 @@ async function main(): Promise<number> {
   process.on("SIGTERM", () => abort.abort(new Error("the runner was stopped (SIGTERM)")));
   const result = await runClusterDrill(
     options,
-    { root: RUNNER_TMP, reportsDir: `${RUNNER_TMP}/drills`, services, progress: (line) => process.stderr.write(`${line}\n`), signal: abort.signal },
+    {
+      root: RUNNER_TMP,
+      reportsDir: `${RUNNER_TMP}/drills`,
+      services,
+      progress: (line) => process.stderr.write(`${line}\n`),
+      signal: abort.signal,
+    },
     { kube: drillKube(config, namespace), namespace },
   );
-  process.stdout.write(`${JSON.stringify({ [REPORT_KEY]: result.report, run_id: result.runId, started_at: result.startedAt.toISOString() })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ [REPORT_KEY]: result.report, run_id: result.runId, started_at: result.startedAt.toISOString() })}\n`,
+  );
   return 0;
 }
 

@@ -10,13 +10,25 @@ import type { ServiceAccount } from "kubernetes-types/core/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import type { PolicyRule, Role, RoleBinding } from "kubernetes-types/rbac/v1.js";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import { API_CLIENT_LABEL, JWKS_SECRET, NAMESPACE, PROMETHEUS_PEER, podSelector, RUN_AS, secretFile } from "../k8s-objects.js";
+import {
+  API_CLIENT_LABEL,
+  JWKS_SECRET,
+  NAMESPACE,
+  PROMETHEUS_PEER,
+  podSelector,
+  RUN_AS,
+  secretFile,
+} from "../k8s-objects.js";
 import { type ApiCall, LAUNCHER_API_CALLS, RUNNER_API_CALLS } from "./api-calls.js";
 
 export const DRILL_RUNNER = "loopguard-drill-runner";
 export const DRILL_LAUNCHER = "loopguard-drill-launcher";
 /** The runner's pods; the NetworkPolicies name them by it. */
-export const RUNNER_LABELS = { "app.kubernetes.io/name": "drill-runner", "app.kubernetes.io/component": "drill-runner", "app.kubernetes.io/part-of": "loopguard" } as const;
+export const RUNNER_LABELS = {
+  "app.kubernetes.io/name": "drill-runner",
+  "app.kubernetes.io/component": "drill-runner",
+  "app.kubernetes.io/part-of": "loopguard",
+} as const;
 /** The people the drill acts as: their private keys (requester.jwk, approver.jwk, operator.jwk), each bound in the cluster's JWKS. */
 export const PEOPLE_SECRET = "loopguard-drill-people";
 const PEOPLE_DIR = "/etc/loopguard/drill";
@@ -63,7 +75,13 @@ function runnerJobTemplate(services: readonly ServiceSpec[]): NonNullable<CronJo
           // The one pod of the namespace that talks to the Kubernetes API (its Role: RUNNER_API_CALLS).
           automountServiceAccountToken: true,
           enableServiceLinks: false,
-          securityContext: { runAsNonRoot: true, runAsUser: RUN_AS, runAsGroup: RUN_AS, fsGroup: RUN_AS, seccompProfile: { type: "RuntimeDefault" } },
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: RUN_AS,
+            runAsGroup: RUN_AS,
+            fsGroup: RUN_AS,
+            seccompProfile: { type: "RuntimeDefault" },
+          },
           containers: [
             {
               name: "drill-runner",
@@ -77,7 +95,11 @@ function runnerJobTemplate(services: readonly ServiceSpec[]): NonNullable<CronJo
                 { name: "LOOPGUARD_JWKS_FILE", value: jwks.path },
               ],
               resources: { requests: { cpu: "250m", memory: "256Mi" }, limits: { cpu: "1", memory: "512Mi" } },
-              securityContext: { readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+              securityContext: {
+                readOnlyRootFilesystem: true,
+                allowPrivilegeEscalation: false,
+                capabilities: { drop: ["ALL"] },
+              },
               volumeMounts: [
                 { name: PEOPLE_SECRET, mountPath: `${PEOPLE_DIR}/keys`, readOnly: true },
                 { name: jwks.secret, mountPath: jwks.dir, readOnly: true },
@@ -87,7 +109,10 @@ function runnerJobTemplate(services: readonly ServiceSpec[]): NonNullable<CronJo
           ],
           volumes: [
             { name: PEOPLE_SECRET, secret: { secretName: PEOPLE_SECRET, defaultMode: 0o440 } },
-            { name: jwks.secret, secret: { secretName: jwks.secret, items: [{ key: jwks.key, path: jwks.key }], defaultMode: 0o440 } },
+            {
+              name: jwks.secret,
+              secret: { secretName: jwks.secret, items: [{ key: jwks.key, path: jwks.key }], defaultMode: 0o440 },
+            },
             { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
           ],
         },
@@ -102,14 +127,24 @@ export function drillRunnerTemplate(services: readonly ServiceSpec[]): CronJob {
     apiVersion: "batch/v1",
     kind: "CronJob",
     metadata: metadata(DRILL_RUNNER, { "app.kubernetes.io/name": "drill-runner" }),
-    spec: { suspend: true, schedule: "0 0 1 1 *", concurrencyPolicy: "Forbid", jobTemplate: runnerJobTemplate(services) },
+    spec: {
+      suspend: true,
+      schedule: "0 0 1 1 *",
+      concurrencyPolicy: "Forbid",
+      jobTemplate: runnerJobTemplate(services),
+    },
   };
 }
 
 export function drillRunnerRbac(): [ServiceAccount, Role, RoleBinding, Role] {
   return [
     { apiVersion: "v1", kind: "ServiceAccount", metadata: metadata(DRILL_RUNNER), automountServiceAccountToken: false },
-    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: metadata(DRILL_RUNNER), rules: rulesOf(RUNNER_API_CALLS) },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: metadata(DRILL_RUNNER),
+      rules: rulesOf(RUNNER_API_CALLS),
+    },
     {
       apiVersion: "rbac.authorization.k8s.io/v1",
       kind: "RoleBinding",
@@ -118,7 +153,12 @@ export function drillRunnerRbac(): [ServiceAccount, Role, RoleBinding, Role] {
       subjects: [{ kind: "ServiceAccount", name: DRILL_RUNNER, namespace: NAMESPACE }],
     },
     // Bound by whoever runs game days to the people who may (`kubectl create rolebinding`).
-    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: metadata(DRILL_LAUNCHER), rules: rulesOf(LAUNCHER_API_CALLS) },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: metadata(DRILL_LAUNCHER),
+      rules: rulesOf(LAUNCHER_API_CALLS),
+    },
   ];
 }
 
@@ -131,7 +171,9 @@ export function drillRunnerNetworkPolicies(services: readonly ServiceSpec[]): Ne
   const orchestrator = services.find((s) => s.kind === "orchestrator")!;
   // The ledger audit reads billing (a suite without it has no refunds to audit).
   const billing = services.filter((s) => s.name === "billing");
-  const runner = { podSelector: { matchLabels: { "app.kubernetes.io/name": RUNNER_LABELS["app.kubernetes.io/name"] } } };
+  const runner = {
+    podSelector: { matchLabels: { "app.kubernetes.io/name": RUNNER_LABELS["app.kubernetes.io/name"] } },
+  };
   const tcp = (...ports: number[]) => ports.map((port) => ({ protocol: "TCP", port }));
   return [
     {
@@ -142,7 +184,10 @@ export function drillRunnerNetworkPolicies(services: readonly ServiceSpec[]): Ne
         podSelector: runner.podSelector,
         policyTypes: ["Ingress", "Egress"],
         egress: [
-          { to: [{ podSelector: { matchLabels: podSelector(orchestrator) } }], ports: tcp(orchestrator.port, orchestrator.metricsPort) },
+          {
+            to: [{ podSelector: { matchLabels: podSelector(orchestrator) } }],
+            ports: tcp(orchestrator.port, orchestrator.metricsPort),
+          },
           ...billing.map((b) => ({ to: [{ podSelector: { matchLabels: podSelector(b) } }], ports: tcp(b.port) })),
           { to: [PROMETHEUS_PEER], ports: tcp(PROMETHEUS_PORT) },
           { ports: tcp(...API_SERVER_PORTS) },
@@ -154,7 +199,11 @@ export function drillRunnerNetworkPolicies(services: readonly ServiceSpec[]): Ne
         apiVersion: "networking.k8s.io/v1",
         kind: "NetworkPolicy",
         metadata: metadata("billing-from-drill-runner", { "app.kubernetes.io/name": b.name }),
-        spec: { podSelector: { matchLabels: podSelector(b) }, policyTypes: ["Ingress"], ingress: [{ from: [runner], ports: tcp(b.port) }] },
+        spec: {
+          podSelector: { matchLabels: podSelector(b) },
+          policyTypes: ["Ingress"],
+          ingress: [{ from: [runner], ports: tcp(b.port) }],
+        },
       }),
     ),
   ];

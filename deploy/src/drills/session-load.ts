@@ -4,7 +4,11 @@
 // approval it saw, and the sessions watched until they end or the run's bound passes.
 import { setTimeout as sleep } from "node:timers/promises";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
-import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  OrchestratorService,
+  type Session,
+  SessionState,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createRawClient, type RawClient, RETRYABLE_CODES } from "@loopguard/tool-sdk";
 import { ExponentialBackoff, handleWhen, retry } from "cockatiel";
 import type { PlannedSession } from "./session-plan.js";
@@ -65,7 +69,11 @@ function view(s: Session): SessionView {
 }
 
 /** Starts every planned session at once; the session id of each, or undefined when its start never got through. */
-export async function startAll(api: OrchestratorApi, plan: readonly PlannedSession[], budgetMs: number): Promise<(string | undefined)[]> {
+export async function startAll(
+  api: OrchestratorApi,
+  plan: readonly PlannedSession[],
+  budgetMs: number,
+): Promise<(string | undefined)[]> {
   return Promise.all(
     plan.map(async (p) => {
       try {
@@ -95,7 +103,9 @@ export async function listAll(api: OrchestratorApi, state?: SessionState): Promi
   const out: SessionView[] = [];
   let pageToken = "";
   do {
-    const page = await retryTransient.execute(() => api.listSessions({ pageSize: 500, pageToken, ...(state ? { state } : {}) }, { deadline: 5000 }));
+    const page = await retryTransient.execute(() =>
+      api.listSessions({ pageSize: 500, pageToken, ...(state ? { state } : {}) }, { deadline: 5000 }),
+    );
     out.push(...page.sessions.map(view));
     pageToken = page.nextPageToken;
   } while (pageToken);
@@ -131,8 +141,12 @@ export class Approver {
 
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      const page = await this.api.listSessions({ state: SessionState.AWAITING_APPROVAL, pageSize: 500 }, { deadline: 5000 }).catch(() => undefined);
-      const waiting = (page?.sessions ?? []).filter((s) => s.pendingApproval && !this.#seen.has(s.pendingApproval.approvalId));
+      const page = await this.api
+        .listSessions({ state: SessionState.AWAITING_APPROVAL, pageSize: 500 }, { deadline: 5000 })
+        .catch(() => undefined);
+      const waiting = (page?.sessions ?? []).filter(
+        (s) => s.pendingApproval && !this.#seen.has(s.pendingApproval.approvalId),
+      );
       await Promise.all(
         waiting.map(async (s) => {
           const approval = s.pendingApproval!;
@@ -141,7 +155,13 @@ export class Approver {
           try {
             await retryTransient.execute(() =>
               this.api.resolveApproval(
-                { sessionId: s.sessionId, approvalId: approval.approvalId, argumentsHash: approval.argumentsHash, approve: true, reason: "drill: reviewed" },
+                {
+                  sessionId: s.sessionId,
+                  approvalId: approval.approvalId,
+                  argumentsHash: approval.argumentsHash,
+                  approve: true,
+                  reason: "drill: reviewed",
+                },
                 { deadline: 5000 },
               ),
             );
@@ -157,13 +177,19 @@ export class Approver {
 }
 
 /** Each session's step records, a few requests at a time. */
-export async function tracesOf(api: OrchestratorApi, ids: readonly string[], concurrency = 16): Promise<Map<string, string[]>> {
+export async function tracesOf(
+  api: OrchestratorApi,
+  ids: readonly string[],
+  concurrency = 16,
+): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
   const queue = [...ids];
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
-        const trace = await retryTransient.execute(() => api.getTrace({ sessionId: id! }, { deadline: 10_000 })).catch(() => undefined);
+        const trace = await retryTransient
+          .execute(() => api.getTrace({ sessionId: id! }, { deadline: 10_000 }))
+          .catch(() => undefined);
         if (trace) out.set(id, trace.records);
       }
     }),

@@ -70,19 +70,25 @@ export function planSessions(count: number, refundShare: number, runId: string):
   const refunds = Math.round(count * refundShare);
   const approvals = Math.min(APPROVAL_ORDERS.length, Math.floor(refunds / 10));
   // Refunds and questions interleaved, so every moment of the load has both.
-  const kinds: SessionKind[] = Array.from({ length: count }, (_, i) => (Math.floor(((i + 1) * refunds) / count) > Math.floor((i * refunds) / count) ? "refund" : "question"));
+  const kinds: SessionKind[] = Array.from({ length: count }, (_, i) =>
+    Math.floor(((i + 1) * refunds) / count) > Math.floor((i * refunds) / count) ? "refund" : "question",
+  );
   let refundIndex = 0;
   return kinds.map((kind, index): PlannedSession => {
     const idempotencyKey = `drill-${runId}-${index}`;
     if (kind === "question") {
       const goal = QUESTIONS[index % QUESTIONS.length]!;
-      const task: JsonObject = index % 4 === 3 ? { kind: "question", subgoals: [QUESTIONS[(index + 5) % QUESTIONS.length]!] } : { kind: "question" };
+      const task: JsonObject =
+        index % 4 === 3
+          ? { kind: "question", subgoals: [QUESTIONS[(index + 5) % QUESTIONS.length]!] }
+          : { kind: "question" };
       return { index, kind, needsApproval: false, idempotencyKey, goal, task, orderId: undefined };
     }
     const r = refundIndex++;
     const [reason, story] = REASONS[r % REASONS.length]!;
     // Approvals spread over the run: every (refunds / approvals)-th refund.
-    const approval = approvals > 0 && r % Math.floor(refunds / approvals) === 0 && r / Math.floor(refunds / approvals) < approvals;
+    const approval =
+      approvals > 0 && r % Math.floor(refunds / approvals) === 0 && r / Math.floor(refunds / approvals) < approvals;
     const orderId = approval ? APPROVAL_ORDERS[r / Math.floor(refunds / approvals)]! : BULK_ORDER;
     const customer = approval ? HIGH_RISK[r % HIGH_RISK.length]! : LOW_RISK[r % LOW_RISK.length]!;
     const amountCents = approval ? 150 : bulkAmount(r);

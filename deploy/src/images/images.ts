@@ -23,13 +23,16 @@ export class ImageError extends Error {
 export function imageRepository(service: string, env: NodeJS.ProcessEnv = process.env): string {
   const registry = (env.LOOPGUARD_IMAGE_REGISTRY ?? "").replace(/\/+$/, "");
   if (registry && !REGISTRY.test(registry)) {
-    throw new ImageError(`LOOPGUARD_IMAGE_REGISTRY must look like registry.example.com[:port][/path], got "${registry}"`);
+    throw new ImageError(
+      `LOOPGUARD_IMAGE_REGISTRY must look like registry.example.com[:port][/path], got "${registry}"`,
+    );
   }
   return `${registry ? `${registry}/` : ""}loopguard/${service}`;
 }
 
 export function checkTag(tag: string): string {
-  if (!TAG.test(tag)) throw new ImageError(`--tag must be 1-128 of [A-Za-z0-9_.-], not starting with . or -, got "${tag}"`);
+  if (!TAG.test(tag))
+    throw new ImageError(`--tag must be 1-128 of [A-Za-z0-9_.-], not starting with . or -, got "${tag}"`);
   return tag;
 }
 
@@ -72,7 +75,9 @@ export async function ensureBaseImage(root: string, log: (line: string) => void)
   try {
     execFileSync("bash", [join(root, "deploy", "docker", "node-base-image.sh")], { stdio: "inherit" });
   } catch {
-    throw new ImageError(`could not build ${BASE_IMAGE}; run deploy/docker/node-base-image.sh as root and see its message`);
+    throw new ImageError(
+      `could not build ${BASE_IMAGE}; run deploy/docker/node-base-image.sh as root and see its message`,
+    );
   }
 }
 
@@ -125,7 +130,9 @@ export async function buildImage(recipe: ImageRecipe, options: BuildOptions): Pr
   const { root, tag } = options;
   const repository = imageRepository(recipe.name, options.env);
   const references = [`${repository}:${tag}`, `${repository}:latest`];
-  const pnpm = /^pnpm@(.+)$/.exec((JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { packageManager?: string }).packageManager ?? "");
+  const pnpm = /^pnpm@(.+)$/.exec(
+    (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { packageManager?: string }).packageManager ?? "",
+  );
   const args: Record<string, string> = {
     ...recipe.args,
     SOURCE: options.revision.source,

@@ -5,7 +5,15 @@ import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
 import { requireDockerEngine } from "../docker.js";
-import { buildImage, checkTag, DRILL_RUNNER_RECIPE, ensureBaseImage, imageRepository, serviceRecipe, sourceRevision } from "./images.js";
+import {
+  buildImage,
+  checkTag,
+  DRILL_RUNNER_RECIPE,
+  ensureBaseImage,
+  imageRepository,
+  serviceRecipe,
+  sourceRevision,
+} from "./images.js";
 
 class UsageError extends Error {}
 
@@ -23,7 +31,8 @@ async function main(): Promise<void> {
   const { values, positionals } = parsed;
   const all = [...discoverServices(join(root, "services")).map(serviceRecipe), DRILL_RUNNER_RECIPE];
   const unknown = positionals.filter((name) => !all.some((s) => s.name === name));
-  if (unknown.length > 0) throw new Error(`unknown image ${unknown.join(", ")} (images: ${all.map((s) => s.name).join(", ")})`);
+  if (unknown.length > 0)
+    throw new Error(`unknown image ${unknown.join(", ")} (images: ${all.map((s) => s.name).join(", ")})`);
   const specs = positionals.length > 0 ? all.filter((s) => positionals.includes(s.name)) : all;
   const revision = sourceRevision(root);
   const tag = checkTag(values.tag ?? revision.tag);
@@ -34,7 +43,9 @@ async function main(): Promise<void> {
   process.stdout.write(`building ${specs.length} image(s), tag ${tag} (build logs in ${logDir})\n`);
   for (const spec of specs) {
     const built = await buildImage(spec, { root, tag, revision, logDir });
-    process.stdout.write(`  ${built.references.join("  ").padEnd(60)} ${(built.sizeBytes / 1e6).toFixed(0).padStart(4)} MB  ${built.seconds.toFixed(0).padStart(4)} s\n`);
+    process.stdout.write(
+      `  ${built.references.join("  ").padEnd(60)} ${(built.sizeBytes / 1e6).toFixed(0).padStart(4)} MB  ${built.seconds.toFixed(0).padStart(4)} s\n`,
+    );
   }
 }
 

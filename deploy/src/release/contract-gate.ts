@@ -47,18 +47,31 @@ export function toolContractPaths(tool: string, files: readonly DescFile[] = con
  * contracts, its migrations) to `target`; an image that is not here is pulled when `pull` says so
  * (a cluster's registry).
  */
-export async function extractLabelledFile(image: string, label: string, target: string, pull: boolean, what: string): Promise<string> {
+export async function extractLabelledFile(
+  image: string,
+  label: string,
+  target: string,
+  pull: boolean,
+  what: string,
+): Promise<string> {
   if (!(await imageExists(image))) {
-    if (!pull) throw new ReleaseRefused(`image ${image} is missing: build it with \`pnpm images --tag ${image.split(":").at(-1)}\``);
+    if (!pull)
+      throw new ReleaseRefused(
+        `image ${image} is missing: build it with \`pnpm images --tag ${image.split(":").at(-1)}\``,
+      );
     try {
       await docker(["pull", image], { timeoutMs: 600_000 });
     } catch (error) {
-      throw new ReleaseRefused(`cannot read the ${what} of ${image}: the image is not here and ${(error as Error).message}`);
+      throw new ReleaseRefused(
+        `cannot read the ${what} of ${image}: the image is not here and ${(error as Error).message}`,
+      );
     }
   }
   const path = (await docker(["image", "inspect", "--format", `{{ index .Config.Labels "${label}" }}`, image])).trim();
   if (!path || path === "<no value>") {
-    throw new ReleaseRefused(`${image} carries no ${what} (label ${label}): it was built before releases checked them; rebuild it with \`pnpm images\``);
+    throw new ReleaseRefused(
+      `${image} carries no ${what} (label ${label}): it was built before releases checked them; rebuild it with \`pnpm images\``,
+    );
   }
   const container = (await docker(["create", image])).trim();
   try {
@@ -103,11 +116,21 @@ export async function checkContracts(check: ContractCheck & { readonly root: str
   try {
     const live = await extractContracts(check.live, dir, "live", check.pull);
     const candidate = await extractContracts(check.candidate, dir, "candidate", check.pull);
-    const { code, output } = await bufBreaking(["breaking", candidate, "--against", live, "--config", join(check.root, "proto", "buf.yaml"), ...check.paths.flatMap((path) => ["--path", path])]);
+    const { code, output } = await bufBreaking([
+      "breaking",
+      candidate,
+      "--against",
+      live,
+      "--config",
+      join(check.root, "proto", "buf.yaml"),
+      ...check.paths.flatMap((path) => ["--path", path]),
+    ]);
     if (code === 0) return;
     // buf exits 100 when it found breaking changes, and otherwise when it could not compare.
     const message =
-      code === 100 ? `the contracts of ${check.candidate} break those of the live ${check.live} (buf breaking)` : `buf breaking could not compare ${check.candidate} with ${check.live} (exit ${code})`;
+      code === 100
+        ? `the contracts of ${check.candidate} break those of the live ${check.live} (buf breaking)`
+        : `buf breaking could not compare ${check.candidate} with ${check.live} (exit ${code})`;
     throw new ReleaseRefused(message, output);
   } finally {
     rmSync(dir, { recursive: true, force: true });

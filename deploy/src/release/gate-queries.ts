@@ -34,7 +34,10 @@ function selector(method: DescMethod, matchers: Matchers): string {
 
 /** The method's measure over its target, only while the window holds at least the calls it is judged on. */
 function judgedTerm(kind: GateKind, slo: MethodSlo, matchers: Matchers): string {
-  const measure = kind === "p95" ? p95Expression(slo.method.parent, [slo.method], matchers) : errorRatioExpression(slo.method.parent, [slo.method], matchers);
+  const measure =
+    kind === "p95"
+      ? p95Expression(slo.method.parent, [slo.method], matchers)
+      : errorRatioExpression(slo.method.parent, [slo.method], matchers);
   const target = kind === "p95" ? slo.p95TargetMs / 1000 : slo.errorRateBudget;
   const calls = `sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total${selector(slo.method, matchers)}[${WINDOWS[kind]}]))`;
   return `(\n(\n${measure}\n) / ${target}\nand on (grpc_service, grpc_method)\n${calls} >= ${minCallsToJudge(slo.errorRateBudget)}\n)`;

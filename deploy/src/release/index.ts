@@ -77,10 +77,18 @@ function specOf(services: readonly ServiceSpec[], tool: string): ServiceSpec {
 async function toolObjects(options: ReleaseOptions, namespace: string): Promise<K8sObject[]> {
   if (!options.fromManifests) return liveObjects(namespace, options.tool);
   const rendering = kustomize(resolve(options.fromManifests), options.fromManifests);
-  return rendering.objects.filter((o) => (o.metadata.namespace ?? namespace) === namespace && o.metadata.labels?.["app.kubernetes.io/name"] === options.tool);
+  return rendering.objects.filter(
+    (o) =>
+      (o.metadata.namespace ?? namespace) === namespace &&
+      o.metadata.labels?.["app.kubernetes.io/name"] === options.tool,
+  );
 }
 
-async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: string | undefined): Promise<K8sReleaseResult> {
+async function onKubernetes(
+  options: ReleaseOptions,
+  kind: ReleaseKind,
+  tag: string | undefined,
+): Promise<K8sReleaseResult> {
   const root = options.root ?? defaultRoot;
   const log = options.log ?? (() => undefined);
   const namespace = options.namespace ?? NAMESPACE;
@@ -89,7 +97,13 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
   if (options.prometheus) prometheusProxyPath(options.prometheus);
   const startedAt = new Date().toISOString();
   const objects = await toolObjects(options, namespace);
-  const plan = planK8sRelease({ objects, spec, namespace, kind, ...(tag ? { tag, gate: releaseGateOf(root, services, spec.name) } : {}) });
+  const plan = planK8sRelease({
+    objects,
+    spec,
+    namespace,
+    kind,
+    ...(tag ? { tag, gate: releaseGateOf(root, services, spec.name) } : {}),
+  });
   const overlay = options.overlay && !options.dryRun ? resolve(options.overlay) : undefined;
   if (overlay) checkOverlay(overlay, options.overlay!, objects, spec.name);
   if (kind === "release") {
@@ -97,14 +111,31 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
     log(`contract gate: buf breaking of ${plan.to.image} against the live ${plan.from.image} (${paths.join(", ")})`);
     await checkContracts({ root, tool: spec.name, live: plan.from.image, candidate: plan.to.image, paths, pull: true });
     log("contract gate: compatible");
-    if (spec.stateful) await migrationGate(log, { live: plan.from.image, candidate: plan.to.image, pull: true, ...(plan.from.colour ? { colour: plan.from.colour } : {}) });
+    if (spec.stateful)
+      await migrationGate(log, {
+        live: plan.from.image,
+        candidate: plan.to.image,
+        pull: true,
+        ...(plan.from.colour ? { colour: plan.from.colour } : {}),
+      });
   }
   const sets = { from: { ...plan.from, pods: plan.from.objects }, to: { ...plan.to, pods: plan.to.objects } };
-  if (options.dryRun) return { tool: spec.name, kind, target: plan.path, dryRun: true, ...sets, startedAt, timings: { totalMs: 0 }, plan };
+  if (options.dryRun)
+    return {
+      tool: spec.name,
+      kind,
+      target: plan.path,
+      dryRun: true,
+      ...sets,
+      startedAt,
+      timings: { totalMs: 0 },
+      plan,
+    };
 
   const times = await applyK8sPlan(plan, log, options.prometheus ? { prometheus: options.prometheus } : {});
   const recorded = overlay ? recordState(overlay, options.overlay!, afterPlan(objects, plan), spec.name) : undefined;
-  if (recorded) log(`recorded in ${recorded}: commit it, so \`kubectl apply -k ${options.overlay}\` keeps this release`);
+  if (recorded)
+    log(`recorded in ${recorded}: commit it, so \`kubectl apply -k ${options.overlay}\` keeps this release`);
   const endOf = (until: string) => times.ended[plan.steps.findIndex((s) => s.action === "wait" && s.until === until)];
   const servingAt = endOf("ready");
   const clientsMovedAt = endOf("delay");
@@ -128,7 +159,14 @@ async function onKubernetes(options: ReleaseOptions, kind: ReleaseKind, tag: str
       drainMs: between(clientsMovedAt, drainedAt),
       totalMs: between(startedAt, endedAt)!,
     },
-    ...(times.gates["before the flip"] ? { gate: { beforeFlip: times.gates["before the flip"], ...(times.gates["after the flip"] ? { afterFlip: times.gates["after the flip"] } : {}) } } : {}),
+    ...(times.gates["before the flip"]
+      ? {
+          gate: {
+            beforeFlip: times.gates["before the flip"],
+            ...(times.gates["after the flip"] ? { afterFlip: times.gates["after the flip"] } : {}),
+          },
+        }
+      : {}),
     plan,
     ...(recorded ? { recorded } : {}),
   };

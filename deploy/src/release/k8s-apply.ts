@@ -22,11 +22,21 @@ const POLL_MS = 2_000;
 /** Runs kubectl (with `input` on stdin); rejects with its stderr in one line. */
 export function kubectl(args: readonly string[], input?: string, timeoutMs = 60_000): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = execFile("kubectl", args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      if (!error) return resolve(stdout);
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return reject(new ReleaseRefused("kubectl is not installed (it talks to the cluster)"));
-      reject(new ReleaseRefused(`kubectl ${args.slice(0, 4).join(" ")}: ${(stderr || error.message).trim().replaceAll("\n", " | ")}`));
-    });
+    const child = execFile(
+      "kubectl",
+      args,
+      { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (!error) return resolve(stdout);
+        if ((error as NodeJS.ErrnoException).code === "ENOENT")
+          return reject(new ReleaseRefused("kubectl is not installed (it talks to the cluster)"));
+        reject(
+          new ReleaseRefused(
+            `kubectl ${args.slice(0, 4).join(" ")}: ${(stderr || error.message).trim().replaceAll("\n", " | ")}`,
+          ),
+        );
+      },
+    );
     child.stdin?.end(input ?? "");
   });
 }
@@ -34,7 +44,9 @@ export function kubectl(args: readonly string[], input?: string, timeoutMs = 60_
 /** The tool's objects in the cluster: Deployments, Services, HPA, ReplicaSets, and its Rollout where Argo Rollouts is installed. */
 export async function liveObjects(namespace: string, tool: string): Promise<K8sObject[]> {
   const selector = `app.kubernetes.io/name=${tool}`;
-  const list = async (kinds: string) => (JSON.parse(await kubectl(["-n", namespace, "get", kinds, "-l", selector, "-o", "json"])) as { items: K8sObject[] }).items;
+  const list = async (kinds: string) =>
+    (JSON.parse(await kubectl(["-n", namespace, "get", kinds, "-l", selector, "-o", "json"])) as { items: K8sObject[] })
+      .items;
   const core = await list("deployments.apps,services,horizontalpodautoscalers.autoscaling,replicasets.apps");
   const rollouts = await list("rollouts.argoproj.io").catch((error: unknown) => {
     if (/the server doesn't have a resource type/.test((error as Error).message)) return [];
@@ -46,7 +58,12 @@ export async function liveObjects(namespace: string, tool: string): Promise<K8sO
 function deploymentReady(deployment: Deployment): boolean {
   const want = deployment.spec?.replicas ?? 1;
   const status = deployment.status ?? {};
-  return (status.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 0) && status.updatedReplicas === want && status.readyReplicas === want && status.availableReplicas === want;
+  return (
+    (status.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 0) &&
+    status.updatedReplicas === want &&
+    status.readyReplicas === want &&
+    status.availableReplicas === want
+  );
 }
 
 type RolloutState = "promoted" | "aborted" | "inconclusive" | "progressing";
@@ -56,13 +73,22 @@ function rolloutState(rollout: IRollout): { state: RolloutState; message: string
   const message = status.message ?? status.phase ?? "";
   if (status.abort || status.phase === "Degraded") return { state: "aborted", message };
   // Paused for a person to decide: the release decides instead, as for a failure.
-  if (status.pauseConditions?.some((c) => c.reason === "InconclusiveAnalysisRun")) return { state: "inconclusive", message: message || "an analysis was inconclusive" };
-  const settled = status.currentPodHash !== undefined && status.currentPodHash === status.stableRS && status.blueGreen?.activeSelector === status.currentPodHash;
+  if (status.pauseConditions?.some((c) => c.reason === "InconclusiveAnalysisRun"))
+    return { state: "inconclusive", message: message || "an analysis was inconclusive" };
+  const settled =
+    status.currentPodHash !== undefined &&
+    status.currentPodHash === status.stableRS &&
+    status.blueGreen?.activeSelector === status.currentPodHash;
   return { state: settled && status.phase === "Healthy" ? "promoted" : "progressing", message };
 }
 
 /** Creates the migrate Job and waits for it; a failed one stops the release before any pod of the new image starts. */
-async function runMigration(step: MigrateStep, namespace: string, run: typeof kubectl, wait: (ms: number) => Promise<void>): Promise<void> {
+async function runMigration(
+  step: MigrateStep,
+  namespace: string,
+  run: typeof kubectl,
+  wait: (ms: number) => Promise<void>,
+): Promise<void> {
   await run(step.command.slice(1), JSON.stringify(step.job));
   const deadline = Date.now() + (MIGRATE_DEADLINE_SECONDS + 60) * 1000;
   for (;;) {
@@ -96,27 +122,47 @@ export interface ApplyOptions {
 }
 
 /** Applies a plan step by step; a failed gate or analysis undoes the release, a wait that times out stops it, with ReleaseRefused. */
-export async function applyK8sPlan(plan: K8sPlan, log: (line: string) => void, options: ApplyOptions = {}): Promise<StepTimes> {
+export async function applyK8sPlan(
+  plan: K8sPlan,
+  log: (line: string) => void,
+  options: ApplyOptions = {},
+): Promise<StepTimes> {
   const times: StepTimes = { ended: [], gates: {} };
   await runSteps(plan.steps, plan, log, options, times);
   return times;
 }
 
-async function runSteps(steps: readonly Step[], plan: K8sPlan, log: (line: string) => void, options: ApplyOptions, times: StepTimes): Promise<void> {
+async function runSteps(
+  steps: readonly Step[],
+  plan: K8sPlan,
+  log: (line: string) => void,
+  options: ApplyOptions,
+  times: StepTimes,
+): Promise<void> {
   const wait = options.sleep ?? ((ms: number) => sleep(ms));
-  const undo = (undoSteps: readonly Step[]) => runSteps(undoSteps, plan, (line) => log(`  undo: ${line}`), options, { ended: [], gates: {} });
+  const undo = (undoSteps: readonly Step[]) =>
+    runSteps(undoSteps, plan, (line) => log(`  undo: ${line}`), options, { ended: [], gates: {} });
   for (const step of steps) {
     log(step.description);
     if (step.action === "patch") {
       await kubectl(step.command.slice(1));
       if (step.kind === "Service" && step.name === plan.tool) times.flippedAt = new Date().toISOString();
     } else if (step.action === "gate") {
-      const verdict = await runGate(step, { namespace: plan.namespace, prometheus: options.prometheus ?? PROMETHEUS_ADDRESS, kubectl, sleep: wait, log });
+      const verdict = await runGate(step, {
+        namespace: plan.namespace,
+        prometheus: options.prometheus ?? PROMETHEUS_ADDRESS,
+        kubectl,
+        sleep: wait,
+        log,
+      });
       times.gates[step.when] = verdict.findings;
       for (const line of verdict.findings) log(`  ${line}`);
       if (!verdict.passed) {
         await undo(step.onFailure);
-        throw new ReleaseRefused(`${plan.to.image} failed the release gate ${step.when}: ${verdict.findings[0]}; ${step.undone}`, verdict.findings.slice(1).join("\n"));
+        throw new ReleaseRefused(
+          `${plan.to.image} failed the release gate ${step.when}: ${verdict.findings[0]}; ${step.undone}`,
+          verdict.findings.slice(1).join("\n"),
+        );
       }
     } else if (step.action === "migrate") {
       await runMigration(step, plan.namespace, kubectl, wait);
@@ -125,21 +171,37 @@ async function runSteps(steps: readonly Step[], plan: K8sPlan, log: (line: strin
     } else {
       const deadline = Date.now() + (step.until === "ready" ? READY_TIMEOUT_MS : ROLLOUT_TIMEOUT_MS);
       for (;;) {
-        const object = JSON.parse(await kubectl(["-n", plan.namespace, "get", step.kind === "Rollout" ? "rollouts.argoproj.io" : "deployments.apps", step.name, "-o", "json"]));
+        const object = JSON.parse(
+          await kubectl([
+            "-n",
+            plan.namespace,
+            "get",
+            step.kind === "Rollout" ? "rollouts.argoproj.io" : "deployments.apps",
+            step.name,
+            "-o",
+            "json",
+          ]),
+        );
         if (step.until === "ready" && deploymentReady(object as Deployment)) break;
         if (step.until === "promoted") {
           const { state, message } = rolloutState(object as IRollout);
           const active = (object as IRollout).status?.blueGreen?.activeSelector;
-          if (!times.flippedAt && active && active === (object as IRollout).status?.currentPodHash) times.flippedAt = new Date().toISOString();
+          if (!times.flippedAt && active && active === (object as IRollout).status?.currentPodHash)
+            times.flippedAt = new Date().toISOString();
           if (state === "promoted") break;
           if (state === "aborted" || state === "inconclusive") {
             const why = `Rollout ${step.name} ${state === "aborted" ? "was aborted by its analysis" : "paused on an inconclusive analysis"} (${message})`;
             if (!step.onFailure) throw new ReleaseRefused(`${why}: the old pods stay active`);
             await undo(step.onFailure);
-            throw new ReleaseRefused(`${why}: rolled back, ${plan.from.image} is the Rollout's image again and its pods stay active`);
+            throw new ReleaseRefused(
+              `${why}: rolled back, ${plan.from.image} is the Rollout's image again and its pods stay active`,
+            );
           }
         }
-        if (Date.now() > deadline) throw new ReleaseRefused(`${step.kind} ${step.name} did not get there in time: \`${step.command.join(" ")}\` shows why`);
+        if (Date.now() > deadline)
+          throw new ReleaseRefused(
+            `${step.kind} ${step.name} did not get there in time: \`${step.command.join(" ")}\` shows why`,
+          );
         await wait(POLL_MS);
       }
     }

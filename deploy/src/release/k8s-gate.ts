@@ -21,7 +21,10 @@ export interface GateRun {
 /** The API server's proxy path to a Prometheus Service, from its in-cluster URL. */
 export function prometheusProxyPath(url: string): string {
   const match = /^(https?):\/\/([a-z0-9-]+)\.([a-z0-9-]+)\.svc(?:\.[a-z0-9.-]+)?:(\d+)\/?$/.exec(url);
-  if (!match) throw new ReleaseRefused(`--prometheus must be a Service's in-cluster URL, http://<service>.<namespace>.svc[.cluster.local]:<port>, got "${url}"`);
+  if (!match)
+    throw new ReleaseRefused(
+      `--prometheus must be a Service's in-cluster URL, http://<service>.<namespace>.svc[.cluster.local]:<port>, got "${url}"`,
+    );
   const [, scheme, service, namespace, port] = match;
   return `/api/v1/namespaces/${namespace}/services/${scheme}:${service}:${port}/proxy`;
 }
@@ -29,10 +32,15 @@ export function prometheusProxyPath(url: string): string {
 type JobOutcome = "succeeded" | "failed";
 
 async function jobOutcome(step: GateStep, run: GateRun): Promise<JobOutcome> {
-  const deadline = Date.now() + ((step.job.spec as { activeDeadlineSeconds: number }).activeDeadlineSeconds + 60) * 1000;
+  const deadline =
+    Date.now() + ((step.job.spec as { activeDeadlineSeconds: number }).activeDeadlineSeconds + 60) * 1000;
   for (;;) {
-    const job = JSON.parse(await run.kubectl(["-n", run.namespace, "get", "job", step.name, "-o", "json"])) as { status?: { conditions?: { type: string; status: string }[] } };
-    const done = job.status?.conditions?.find((c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+    const job = JSON.parse(await run.kubectl(["-n", run.namespace, "get", "job", step.name, "-o", "json"])) as {
+      status?: { conditions?: { type: string; status: string }[] };
+    };
+    const done = job.status?.conditions?.find(
+      (c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True",
+    );
     if (done) return done.type === "Complete" ? "succeeded" : "failed";
     if (Date.now() > deadline) return "failed";
     await run.sleep(GATE_SCHEDULE.intervalSeconds * 1000);
@@ -41,7 +49,9 @@ async function jobOutcome(step: GateStep, run: GateRun): Promise<JobOutcome> {
 
 /** The smoke Job's own line (what loopguard-smoke printed), or why there is none. */
 async function smokeLine(step: GateStep, run: GateRun): Promise<string> {
-  const logs = await run.kubectl(["-n", run.namespace, "logs", `job/${step.name}`, "--tail", "1"]).catch((error: Error) => `no log: ${error.message}`);
+  const logs = await run
+    .kubectl(["-n", run.namespace, "logs", `job/${step.name}`, "--tail", "1"])
+    .catch((error: Error) => `no log: ${error.message}`);
   return logs.trim() || "the smoke Job printed nothing";
 }
 
@@ -62,12 +72,22 @@ export async function runGate(step: GateStep, run: GateRun): Promise<GateVerdict
     if (i > 0) await run.sleep(s.intervalSeconds * 1000);
     const answers: GateAnswer[] = [];
     try {
-      for (const q of step.queries) answers.push(prometheusAnswer(q.kind, JSON.parse(await run.kubectl(["get", "--raw", `${proxy}/api/v1/query?query=${encodeURIComponent(q.query)}`]))));
+      for (const q of step.queries)
+        answers.push(
+          prometheusAnswer(
+            q.kind,
+            JSON.parse(
+              await run.kubectl(["get", "--raw", `${proxy}/api/v1/query?query=${encodeURIComponent(q.query)}`]),
+            ),
+          ),
+        );
       errorsInARow = 0;
     } catch (error) {
       errorsInARow += 1;
       if (errorsInARow > s.consecutiveErrorLimit) {
-        problems.push(`Prometheus could not answer the gate queries ${errorsInARow} times in a row: ${(error as Error).message}`);
+        problems.push(
+          `Prometheus could not answer the gate queries ${errorsInARow} times in a row: ${(error as Error).message}`,
+        );
         break;
       }
       continue;
@@ -79,11 +99,21 @@ export async function runGate(step: GateStep, run: GateRun): Promise<GateVerdict
     }
     if ([...failed.values()].some((n) => n > s.failureLimit)) break;
   }
-  const over = [...failed].filter(([, n]) => n > s.failureLimit).map(([kind, n]) => `${kind} failed ${n} of its measurements (${s.failureLimit} allowed)`);
+  const over = [...failed]
+    .filter(([, n]) => n > s.failureLimit)
+    .map(([kind, n]) => `${kind} failed ${n} of its measurements (${s.failureLimit} allowed)`);
   const outcome = await job;
-  const smoke = outcome instanceof Error ? `cannot follow the smoke Job: ${outcome.message}` : await smokeLine(step, run);
+  const smoke =
+    outcome instanceof Error ? `cannot follow the smoke Job: ${outcome.message}` : await smokeLine(step, run);
   const smokeFailed = outcome !== "succeeded";
-  const failures = [...(smokeFailed ? [`smoke Job ${step.name} failed: ${smoke}`] : []), ...(over.length > 0 ? [last!.findings[0]!, ...over] : []), ...problems];
+  const failures = [
+    ...(smokeFailed ? [`smoke Job ${step.name} failed: ${smoke}`] : []),
+    ...(over.length > 0 ? [last!.findings[0]!, ...over] : []),
+    ...problems,
+  ];
   if (!last && problems.length === 0) failures.push("Prometheus answered no gate query: no evidence is no pass");
-  return { passed: failures.length === 0, findings: [...failures, ...(smokeFailed ? [] : [smoke]), ...(last?.findings ?? [])] };
+  return {
+    passed: failures.length === 0,
+    findings: [...failures, ...(smokeFailed ? [] : [smoke]), ...(last?.findings ?? [])],
+  };
 }

@@ -103,21 +103,56 @@ export class PlanBuilder {
       result = jsonPatch.applyPatch(structuredClone(current), patch, true, false).newDocument;
     } catch (error) {
       // A `test` failed: the live object is not in the state the release expects.
-      throw new ReleaseRefused(`${kind} ${name} is not as expected (${(error as Error).message.split("\n")[0]}): another release or a hand edit may be under way`);
+      throw new ReleaseRefused(
+        `${kind} ${name} is not as expected (${(error as Error).message.split("\n")[0]}): another release or a hand edit may be under way`,
+      );
     }
     this.#objects.set(`${kind}/${name}`, result);
-    const command = ["kubectl", "-n", this.namespace, "patch", kind.toLowerCase(), name, "--type", "json", "--field-manager", FIELD_MANAGER, "-p", JSON.stringify(patch)];
+    const command = [
+      "kubectl",
+      "-n",
+      this.namespace,
+      "patch",
+      kind.toLowerCase(),
+      name,
+      "--type",
+      "json",
+      "--field-manager",
+      FIELD_MANAGER,
+      "-p",
+      JSON.stringify(patch),
+    ];
     this.steps.push({ action: "patch", description, kind, name, patch, command, result });
   }
 
-  wait(kind: string, name: string, description: string, until: WaitStep["until"], command: string[], seconds?: number, onFailure?: readonly Step[]): void {
-    this.steps.push({ action: "wait", description, kind, name, until, command, ...(seconds === undefined ? {} : { seconds }), ...(onFailure ? { onFailure } : {}) });
+  wait(
+    kind: string,
+    name: string,
+    description: string,
+    until: WaitStep["until"],
+    command: string[],
+    seconds?: number,
+    onFailure?: readonly Step[],
+  ): void {
+    this.steps.push({
+      action: "wait",
+      description,
+      kind,
+      name,
+      until,
+      command,
+      ...(seconds === undefined ? {} : { seconds }),
+      ...(onFailure ? { onFailure } : {}),
+    });
   }
 
   /** `migrate` from `image` in a Job of its own, named for this release, as the plan's first step. */
   migrateFirst(spec: ServiceSpec, image: string): void {
     const name = `${migrateJobName(spec)}-${Date.now().toString(36)}`;
-    const job = { ...migrateJob(spec, name, image), metadata: { name, namespace: this.namespace, labels: migrateJobLabels(spec) } } as K8sObject;
+    const job = {
+      ...migrateJob(spec, name, image),
+      metadata: { name, namespace: this.namespace, labels: migrateJobLabels(spec) },
+    } as K8sObject;
     this.steps.unshift({
       action: "migrate",
       description: `migration step: Job ${name} runs \`migrate\` from ${image}; its pods wait for the schema it makes (wait-for-schema), the live pods keep serving`,
@@ -129,14 +164,33 @@ export class PlanBuilder {
   }
 
   /** A smoke Job from `image` through Service `through`, then the gate queries on the pods of colour `colour`. */
-  gate(spec: ServiceSpec, gate: ReleaseGate, when: GateStep["when"], through: string, colour: Colour, image: string, undo: { steps: readonly Step[]; undone: string }): void {
+  gate(
+    spec: ServiceSpec,
+    gate: ReleaseGate,
+    when: GateStep["when"],
+    through: string,
+    colour: Colour,
+    image: string,
+    undo: { steps: readonly Step[]; undone: string },
+  ): void {
     const name = `${spec.name}-smoke-${when === "before the flip" ? "preview" : "live"}-${Date.now().toString(36)}`;
     const job = {
       apiVersion: "batch/v1",
       kind: "Job",
-      metadata: { name, namespace: this.namespace, labels: { "app.kubernetes.io/name": spec.name, "app.kubernetes.io/part-of": "loopguard", [SMOKE_LABEL]: spec.name } },
+      metadata: {
+        name,
+        namespace: this.namespace,
+        labels: {
+          "app.kubernetes.io/name": spec.name,
+          "app.kubernetes.io/part-of": "loopguard",
+          [SMOKE_LABEL]: spec.name,
+        },
+      },
       // Kept an hour for `kubectl logs`, then the cluster removes it.
-      spec: { ...smokeJobSpec(spec, gate.call, `${serviceHost(through)}:${spec.port}`, image), ttlSecondsAfterFinished: 3600 },
+      spec: {
+        ...smokeJobSpec(spec, gate.call, `${serviceHost(through)}:${spec.port}`, image),
+        ttlSecondsAfterFinished: 3600,
+      },
     };
     this.steps.push({
       action: "gate",

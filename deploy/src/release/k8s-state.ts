@@ -33,7 +33,9 @@ function find<T>(objects: Objects, kind: string, name: string): (K8sObject & T) 
 
 /** The objects as the plan's patches leave them. */
 export function afterPlan(objects: Objects, plan: K8sPlan): K8sObject[] {
-  const last = new Map(plan.steps.flatMap((s) => (s.action === "patch" ? [[`${s.kind}/${s.name}`, s.result] as const] : [])));
+  const last = new Map(
+    plan.steps.flatMap((s) => (s.action === "patch" ? [[`${s.kind}/${s.name}`, s.result] as const] : [])),
+  );
   return objects.map((o) => last.get(`${o.kind}/${o.metadata.name}`) ?? o);
 }
 
@@ -48,18 +50,26 @@ function patch(kind: string, apiVersion: string, object: K8sObject, spec: object
 /** The patches that make a rendering hold the tool's release state as `objects` (the cluster's) have it. */
 export function statePatches(objects: Objects, tool: string): object[] {
   const template = find<Deployment>(objects, "Deployment", tool);
-  if (find(objects, "Rollout", tool) && template) return [patch("Deployment", "apps/v1", template, { template: { spec: { containers: images(template) } } })];
+  if (find(objects, "Rollout", tool) && template)
+    return [patch("Deployment", "apps/v1", template, { template: { spec: { containers: images(template) } } })];
   const service = find<Service>(objects, "Service", tool)!;
   const active = service.spec!.selector![COLOUR_LABEL];
   const patches: object[] = [patch("Service", "v1", service, { selector: service.spec!.selector })];
   const preview = find<Service>(objects, "Service", previewServiceName(tool));
   if (preview) patches.push(patch("Service", "v1", preview, { selector: preview.spec!.selector }));
   const hpa = find<HorizontalPodAutoscaler>(objects, "HorizontalPodAutoscaler", tool);
-  if (hpa) patches.push(patch("HorizontalPodAutoscaler", "autoscaling/v2", hpa, { scaleTargetRef: { name: hpa.spec!.scaleTargetRef.name } }));
+  if (hpa)
+    patches.push(
+      patch("HorizontalPodAutoscaler", "autoscaling/v2", hpa, {
+        scaleTargetRef: { name: hpa.spec!.scaleTargetRef.name },
+      }),
+    );
   for (const colour of COLOURS) {
     const deployment = find<Deployment>(objects, "Deployment", colourDeploymentName(tool, colour))!;
     const replicas = colour === active ? null : (deployment.spec!.replicas ?? 0);
-    patches.push(patch("Deployment", "apps/v1", deployment, { replicas, template: { spec: { containers: images(deployment) } } }));
+    patches.push(
+      patch("Deployment", "apps/v1", deployment, { replicas, template: { spec: { containers: images(deployment) } } }),
+    );
   }
   return patches;
 }
@@ -77,7 +87,13 @@ export function writeReleaseState(overlayDir: string, tool: string, patches: rea
   const files = readdirSync(dir)
     .filter((name) => name.endsWith(".yaml") && name !== "kustomization.yaml")
     .sort();
-  writeFileSync(join(dir, "kustomization.yaml"), toYaml({ apiVersion: "kustomize.config.k8s.io/v1alpha1", kind: "Component", patches: files.map((path) => ({ path })) }, HEADER));
+  writeFileSync(
+    join(dir, "kustomization.yaml"),
+    toYaml(
+      { apiVersion: "kustomize.config.k8s.io/v1alpha1", kind: "Component", patches: files.map((path) => ({ path })) },
+      HEADER,
+    ),
+  );
   return join(dir, `${tool}.yaml`);
 }
 
@@ -87,7 +103,10 @@ export function writeReleaseState(overlayDir: string, tool: string, patches: rea
  * from the live objects, so the Component it is told to list exists and says what runs).
  */
 export function checkOverlay(overlayDir: string, given: string, live: Objects, tool: string): void {
-  if (!existsSync(join(overlayDir, "kustomization.yaml"))) throw new ReleaseRefused(`${given} has no kustomization.yaml: --overlay names the kustomization the cluster is applied from`);
+  if (!existsSync(join(overlayDir, "kustomization.yaml")))
+    throw new ReleaseRefused(
+      `${given} has no kustomization.yaml: --overlay names the kustomization the cluster is applied from`,
+    );
   if (overlayKeepsState(overlayDir)) return;
   const file = relative(process.cwd(), writeReleaseState(overlayDir, tool, statePatches(live, tool)));
   throw new ReleaseRefused(
@@ -99,7 +118,11 @@ export function checkOverlay(overlayDir: string, given: string, live: Objects, t
 export function recordState(overlayDir: string, given: string, after: Objects, tool: string): string {
   const file = writeReleaseState(overlayDir, tool, statePatches(after, tool));
   const moves = reapplyMoves(kustomize(overlayDir, given).objects, after, tool);
-  if (moves.length > 0) throw new ReleaseRefused(`released and recorded in ${file}, but applying ${given} would still move ${moves.length} field(s): ${moves[0]}`, moves.join("\n"));
+  if (moves.length > 0)
+    throw new ReleaseRefused(
+      `released and recorded in ${file}, but applying ${given} would still move ${moves.length} field(s): ${moves[0]}`,
+      moves.join("\n"),
+    );
   return file;
 }
 
@@ -117,12 +140,16 @@ export function reapplyMoves(rendered: Objects, live: Objects, tool: string): st
     const current = find<Record<string, unknown>>(live, object.kind, object.metadata.name);
     if (!current) continue;
     const check = (field: string, want: unknown, have: unknown) => {
-      if (want !== undefined && !same(want, have)) moves.push(`${object.kind} ${object.metadata.name} ${field}: ${JSON.stringify(have)} → ${JSON.stringify(want)}`);
+      if (want !== undefined && !same(want, have))
+        moves.push(
+          `${object.kind} ${object.metadata.name} ${field}: ${JSON.stringify(have)} → ${JSON.stringify(want)}`,
+        );
     };
     const [spec, liveSpec] = [object.spec as Record<string, never>, current.spec as Record<string, never>];
     if (object.kind === "Service") check("spec.selector", spec.selector, liveSpec.selector);
     if (object.kind === "HorizontalPodAutoscaler") {
-      for (const field of ["scaleTargetRef", "minReplicas", "maxReplicas"]) check(`spec.${field}`, spec[field], liveSpec[field]);
+      for (const field of ["scaleTargetRef", "minReplicas", "maxReplicas"])
+        check(`spec.${field}`, spec[field], liveSpec[field]);
     }
     if (object.kind === "Deployment") {
       check("spec.replicas", spec.replicas, liveSpec.replicas);

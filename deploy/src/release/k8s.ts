@@ -26,14 +26,28 @@ import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js
 import type { Service } from "kubernetes-types/core/v1.js";
 import type { K8sObject } from "../k8s-check.js";
 import type { ReleasePath } from "../k8s-files.js";
-import { type Colour, COLOUR_LABEL, COLOURS, colourDeploymentName, previewServiceName, SCALE_DOWN_DELAY_SECONDS } from "../k8s-release-objects.js";
+import {
+  type Colour,
+  COLOUR_LABEL,
+  COLOURS,
+  colourDeploymentName,
+  previewServiceName,
+  SCALE_DOWN_DELAY_SECONDS,
+} from "../k8s-release-objects.js";
 import { WAIT_FOR_SCHEMA } from "../k8s-migration-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import type { ReleaseGate } from "./gate.js";
 import { PlanBuilder, type Step } from "./k8s-plan-steps.js";
 import type { ReleaseKind } from "./result.js";
 
-export { FIELD_MANAGER, type GateStep, type MigrateStep, type PatchStep, type Step, type WaitStep } from "./k8s-plan-steps.js";
+export {
+  FIELD_MANAGER,
+  type GateStep,
+  type MigrateStep,
+  type PatchStep,
+  type Step,
+  type WaitStep,
+} from "./k8s-plan-steps.js";
 
 export interface K8sPlan {
   readonly tool: string;
@@ -70,17 +84,26 @@ export function withTag(image: string, tag: string): string {
 /** Which release path serves the tool; refuses a tool deployed without one. */
 export function releasePathOf(objects: Objects, tool: string): ReleasePath {
   if (find(objects, "Rollout", tool)) return "argo-rollouts";
-  if (COLOURS.every((colour) => find(objects, "Deployment", colourDeploymentName(tool, colour)))) return "plain-blue-green";
+  if (COLOURS.every((colour) => find(objects, "Deployment", colourDeploymentName(tool, colour))))
+    return "plain-blue-green";
   throw new ReleaseRefused(
     `${tool} is deployed without a release path: add deploy/k8s/components/argo-rollouts (clusters with Argo Rollouts) or deploy/k8s/components/plain-blue-green to the overlay`,
   );
 }
 
-function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kind: ReleaseKind, tag: string | undefined, gate?: ReleaseGate): Omit<K8sPlan, "steps" | "namespace"> {
+function planPlain(
+  builder: PlanBuilder,
+  objects: Objects,
+  spec: ServiceSpec,
+  kind: ReleaseKind,
+  tag: string | undefined,
+  gate?: ReleaseGate,
+): Omit<K8sPlan, "steps" | "namespace"> {
   const tool = spec.name;
   const service = find<Service>(objects, "Service", tool);
   const activeColour = service?.spec?.selector?.[COLOUR_LABEL] as Colour | undefined;
-  if (!service || !activeColour || !COLOURS.includes(activeColour)) throw new ReleaseRefused(`Service ${tool} selects no colour (${COLOUR_LABEL}: blue|green)`);
+  if (!service || !activeColour || !COLOURS.includes(activeColour))
+    throw new ReleaseRefused(`Service ${tool} selects no colour (${COLOUR_LABEL}: blue|green)`);
   const idleColour = COLOURS.find((c) => c !== activeColour)!;
   const active = find<Deployment>(objects, "Deployment", colourDeploymentName(tool, activeColour))!;
   const idle = find<Deployment>(objects, "Deployment", colourDeploymentName(tool, idleColour))!;
@@ -88,43 +111,56 @@ function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, ki
   const idleImage = imageOf(idle, tool);
   const image = kind === "release" ? withTag(liveImage, tag!) : idleImage;
   if (kind === "release" && image === liveImage) throw new ReleaseRefused(`${tool} already runs ${liveImage}`);
-  if (kind === "rollback" && idleImage === liveImage) throw new ReleaseRefused(`nothing to roll back to: ${idle.metadata!.name} runs the live image ${liveImage}`);
+  if (kind === "rollback" && idleImage === liveImage)
+    throw new ReleaseRefused(`nothing to roll back to: ${idle.metadata!.name} runs the live image ${liveImage}`);
   const hpa = find<HorizontalPodAutoscaler>(objects, "HorizontalPodAutoscaler", tool);
   const replicas = active.spec?.replicas ?? hpa?.spec?.minReplicas ?? 1;
   const containerPath = `/spec/template/spec/containers/${containerIndex(idle, tool)}/image`;
   const [activeName, idleName] = [active.metadata!.name!, idle.metadata!.name!];
 
-  builder.patch("Deployment", idleName, `${idleName}: ${kind === "release" ? `image ${image}, ` : ""}${replicas} replica(s), as many as ${activeName} runs`, [
-    { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idleColour },
-    { op: "test", path: containerPath, value: idleImage },
-    ...(image === idleImage ? [] : [{ op: "replace" as const, path: containerPath, value: image }]),
-    { op: "add", path: "/spec/replicas", value: replicas },
-  ]);
-  builder.wait("Deployment", idleName, `every ${idleName} pod Ready: its gRPC readiness probe (grpc.health.v1) answers SERVING`, "ready", [
-    "kubectl",
-    "-n",
-    builder.namespace,
-    "rollout",
-    "status",
-    `deployment/${idleName}`,
-  ]);
+  builder.patch(
+    "Deployment",
+    idleName,
+    `${idleName}: ${kind === "release" ? `image ${image}, ` : ""}${replicas} replica(s), as many as ${activeName} runs`,
+    [
+      { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idleColour },
+      { op: "test", path: containerPath, value: idleImage },
+      ...(image === idleImage ? [] : [{ op: "replace" as const, path: containerPath, value: image }]),
+      { op: "add", path: "/spec/replicas", value: replicas },
+    ],
+  );
+  builder.wait(
+    "Deployment",
+    idleName,
+    `every ${idleName} pod Ready: its gRPC readiness probe (grpc.health.v1) answers SERVING`,
+    "ready",
+    ["kubectl", "-n", builder.namespace, "rollout", "status", `deployment/${idleName}`],
+  );
   if (gate) {
     const undo = builder.fork();
     undo.patch("Deployment", idleName, `scale ${idleName} back to zero: it failed the gate`, [
       { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idleColour },
       { op: "add", path: "/spec/replicas", value: 0 },
     ]);
-    builder.gate(spec, gate, "before the flip", previewServiceName(tool), idleColour, image, { steps: undo.steps, undone: `${idleName} is scaled back to zero and ${activeName} stays live` });
+    builder.gate(spec, gate, "before the flip", previewServiceName(tool), idleColour, image, {
+      steps: undo.steps,
+      undone: `${idleName} is scaled back to zero and ${activeName} stays live`,
+    });
   }
   builder.patch("Service", tool, `flip: ${tool} selects the ${idleColour} pods`, [
     { op: "test", path: `/spec/selector/${COLOUR_LABEL}`, value: activeColour },
     { op: "replace", path: `/spec/selector/${COLOUR_LABEL}`, value: idleColour },
   ]);
   if (find(objects, "Service", previewServiceName(tool))) {
-    builder.patch("Service", previewServiceName(tool), `${previewServiceName(tool)} selects the ${activeColour} pods, for a check before scale-down`, [
-      { op: "test", path: `/spec/selector/${COLOUR_LABEL}`, value: idleColour },
-      { op: "replace", path: `/spec/selector/${COLOUR_LABEL}`, value: activeColour },
-    ]);
+    builder.patch(
+      "Service",
+      previewServiceName(tool),
+      `${previewServiceName(tool)} selects the ${activeColour} pods, for a check before scale-down`,
+      [
+        { op: "test", path: `/spec/selector/${COLOUR_LABEL}`, value: idleColour },
+        { op: "replace", path: `/spec/selector/${COLOUR_LABEL}`, value: activeColour },
+      ],
+    );
   }
   if (hpa) {
     builder.patch("HorizontalPodAutoscaler", tool, `the autoscaler scales ${idleName}`, [
@@ -149,10 +185,15 @@ function planPlain(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, ki
       undone: `rolled back: ${tool} selects the ${activeColour} pods again and ${idleName} is scaled to zero`,
     });
   }
-  builder.patch("Deployment", activeName, `scale ${activeName} to zero: preStop, then SIGTERM drains calls in flight (\`pnpm release ${tool} --k8s --rollback\` scales it up again)`, [
-    { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: activeColour },
-    { op: "add", path: "/spec/replicas", value: 0 },
-  ]);
+  builder.patch(
+    "Deployment",
+    activeName,
+    `scale ${activeName} to zero: preStop, then SIGTERM drains calls in flight (\`pnpm release ${tool} --k8s --rollback\` scales it up again)`,
+    [
+      { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: activeColour },
+      { op: "add", path: "/spec/replicas", value: 0 },
+    ],
+  );
   return {
     tool,
     kind,
@@ -166,15 +207,28 @@ function revisionOf(set: ReplicaSet): number {
   return Number(set.metadata?.annotations?.["rollout.argoproj.io/revision"] ?? 0);
 }
 
-function planArgo(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kind: ReleaseKind, tag: string | undefined): Omit<K8sPlan, "steps" | "namespace"> {
+function planArgo(
+  builder: PlanBuilder,
+  objects: Objects,
+  spec: ServiceSpec,
+  kind: ReleaseKind,
+  tag: string | undefined,
+): Omit<K8sPlan, "steps" | "namespace"> {
   const tool = spec.name;
   const rollout = find<IRollout>(objects, "Rollout", tool)!;
   const templateName = rollout.spec.workloadRef?.name;
   const template = templateName ? find<Deployment>(objects, "Deployment", templateName) : undefined;
-  if (!template) throw new ReleaseRefused(`Rollout ${tool} takes no template from a Deployment (workloadRef), as components/argo-rollouts makes it`);
-  const replicaSets = (objects.filter((o) => o.kind === "ReplicaSet") as ReplicaSet[]).filter((set) => set.metadata?.ownerReferences?.some((r) => r.kind === "Rollout" && r.name === tool));
+  if (!template)
+    throw new ReleaseRefused(
+      `Rollout ${tool} takes no template from a Deployment (workloadRef), as components/argo-rollouts makes it`,
+    );
+  const replicaSets = (objects.filter((o) => o.kind === "ReplicaSet") as ReplicaSet[]).filter((set) =>
+    set.metadata?.ownerReferences?.some((r) => r.kind === "Rollout" && r.name === tool),
+  );
   const imageOfSet = (set: ReplicaSet) => set.spec!.template!.spec!.containers.find((c) => c.name === tool)?.image;
-  const stable = replicaSets.find((set) => set.metadata!.labels?.["rollouts-pod-template-hash"] === rollout.status?.stableRS);
+  const stable = replicaSets.find(
+    (set) => set.metadata!.labels?.["rollouts-pod-template-hash"] === rollout.status?.stableRS,
+  );
   const current = imageOf(template, tool);
   const liveImage = (stable && imageOfSet(stable)) ?? current;
   let image: string;
@@ -185,24 +239,37 @@ function planArgo(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kin
     // A release under way (or aborted by its analysis): back to the stable pods.
     image = liveImage;
   } else {
-    const previous = replicaSets.filter((set) => revisionOf(set) < (stable ? revisionOf(stable) : Infinity)).sort((a, b) => revisionOf(b) - revisionOf(a))[0];
+    const previous = replicaSets
+      .filter((set) => revisionOf(set) < (stable ? revisionOf(stable) : Infinity))
+      .sort((a, b) => revisionOf(b) - revisionOf(a))[0];
     const previousImage = previous && imageOfSet(previous);
-    if (!previousImage || previousImage === liveImage) throw new ReleaseRefused(`nothing to roll back to: Rollout ${tool} has no earlier revision with another image`);
+    if (!previousImage || previousImage === liveImage)
+      throw new ReleaseRefused(`nothing to roll back to: Rollout ${tool} has no earlier revision with another image`);
     image = previousImage;
   }
   const containerPath = `/spec/template/spec/containers/${containerIndex(template, tool)}/image`;
-  builder.patch("Deployment", template.metadata!.name!, `${kind === "release" ? "release" : "roll back"} ${tool} to ${image} (Rollout ${tool} takes its template from here)`, [
-    { op: "test", path: containerPath, value: current },
-    { op: "replace", path: containerPath, value: image },
-  ]);
+  builder.patch(
+    "Deployment",
+    template.metadata!.name!,
+    `${kind === "release" ? "release" : "roll back"} ${tool} to ${image} (Rollout ${tool} takes its template from here)`,
+    [
+      { op: "test", path: containerPath, value: current },
+      { op: "replace", path: containerPath, value: image },
+    ],
+  );
   let onFailure: Step[] | undefined;
   if (kind === "release") {
     // A new template clears an abort or a pause on an inconclusive analysis; the stable one needs no analysis (rollbackWindow).
     const undo = builder.fork();
-    undo.patch("Deployment", template.metadata!.name!, `put the stable image ${liveImage} back, so the Rollout settles on the stable pods`, [
-      { op: "test", path: containerPath, value: image },
-      { op: "replace", path: containerPath, value: liveImage },
-    ]);
+    undo.patch(
+      "Deployment",
+      template.metadata!.name!,
+      `put the stable image ${liveImage} back, so the Rollout settles on the stable pods`,
+      [
+        { op: "test", path: containerPath, value: image },
+        { op: "replace", path: containerPath, value: liveImage },
+      ],
+    );
     onFailure = undo.steps;
   }
   builder.wait(
@@ -227,7 +294,11 @@ function planArgo(builder: PlanBuilder, objects: Objects, spec: ServiceSpec, kin
 
 /** Whether the tool's pods wait for a migration step (components/postgres-stores): then the release runs one first. */
 function waitsForSchema(objects: Objects): boolean {
-  return objects.some((o) => o.kind === "Deployment" && (o as K8sObject & Deployment).spec?.template.spec?.initContainers?.some((c) => c.name === WAIT_FOR_SCHEMA));
+  return objects.some(
+    (o) =>
+      o.kind === "Deployment" &&
+      (o as K8sObject & Deployment).spec?.template.spec?.initContainers?.some((c) => c.name === WAIT_FOR_SCHEMA),
+  );
 }
 
 /**
@@ -247,7 +318,10 @@ export function planK8sRelease(options: {
   if (kind === "release" && !tag) throw new ReleaseRefused("a release needs --to <image tag>");
   const builder = new PlanBuilder(namespace, objects);
   const gate = kind === "release" ? options.gate : undefined;
-  const plan = releasePathOf(objects, spec.name) === "argo-rollouts" ? planArgo(builder, objects, spec, kind, tag) : planPlain(builder, objects, spec, kind, tag, gate);
+  const plan =
+    releasePathOf(objects, spec.name) === "argo-rollouts"
+      ? planArgo(builder, objects, spec, kind, tag)
+      : planPlain(builder, objects, spec, kind, tag, gate);
   // The new image's migrations before anything of the release: its pods would wait for them.
   if (kind === "release" && waitsForSchema(objects)) builder.migrateFirst(spec, plan.to.image);
   return { ...plan, namespace, steps: builder.steps };

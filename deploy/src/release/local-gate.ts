@@ -24,9 +24,18 @@ export function readingOf(gate: LocalGate, pods: readonly Pod[]): Promise<Readin
 }
 
 /** Smoke calls to `pods`, then the verdict over the window since `since` (read now when not given), with how many smoke calls were sent. */
-export async function judgePods(gate: LocalGate, pods: readonly Pod[], since?: Reading): Promise<GateVerdict & { readonly smokeCalls: number }> {
+export async function judgePods(
+  gate: LocalGate,
+  pods: readonly Pod[],
+  since?: Reading,
+): Promise<GateVerdict & { readonly smokeCalls: number }> {
   const before = since ?? (await readingOf(gate, pods));
-  const token = await smokeToken(gate.call, readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: gate.keyFile }), SMOKE_SUBJECT, 300);
+  const token = await smokeToken(
+    gate.call,
+    readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: gate.keyFile }),
+    SMOKE_SUBJECT,
+    300,
+  );
   const result = await runSmoke(gate.call, {
     targets: pods.map((p) => `${p.address}:${gate.grpcPort}`),
     token,
@@ -36,6 +45,10 @@ export async function judgePods(gate: LocalGate, pods: readonly Pod[], since?: R
   });
   const after = await readingOf(gate, pods);
   const errorBudget = gate.call.errorRateBudget;
-  const verdict = gateVerdict(judgedMethods(gate.slos), measureLocally(gate.slos, before, after), { result, errorBudget, line: describeSmoke(result, errorBudget) });
+  const verdict = gateVerdict(judgedMethods(gate.slos), measureLocally(gate.slos, before, after), {
+    result,
+    errorBudget,
+    line: describeSmoke(result, errorBudget),
+  });
   return { ...verdict, smokeCalls: result.calls };
 }

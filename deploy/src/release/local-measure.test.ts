@@ -18,7 +18,11 @@ function record(metrics: ServerMetrics, method: string, code: string, calls: num
 }
 
 async function reading(pods: Record<string, ServerMetrics>): Promise<Reading> {
-  return new Map(await Promise.all(Object.entries(pods).map(async ([pod, m]) => [pod, parsePage(await m.registry.metrics())] as const)));
+  return new Map(
+    await Promise.all(
+      Object.entries(pods).map(async ([pod, m]) => [pod, parsePage(await m.registry.metrics())] as const),
+    ),
+  );
 }
 
 describe("the local gate's measures", () => {
@@ -32,7 +36,10 @@ describe("the local gate's measures", () => {
     record(pods["billing-green-1"], "GetOrder", "NOT_FOUND", 10, 0.001);
     record(pods["billing-green-0"], "Refund", "INTERNAL", 5, 0.3);
     const answers = measureLocally(slos, before, await reading(pods));
-    expect(answers[0]).toEqual({ kind: "error-ratio", values: [{ method: "GetOrder", value: expect.closeTo(120 / 410 / 0.005, 6) }] });
+    expect(answers[0]).toEqual({
+      kind: "error-ratio",
+      values: [{ method: "GetOrder", value: expect.closeTo(120 / 410 / 0.005, 6) }],
+    });
     // 410 calls: 120 in (0, 0.001], 10 more, 140 in (0.0025, 0.005], 140 in (0.01, 0.025]; rank 389.5 lies in the last.
     expect(answers[1]!.values[0]!.value * 0.15).toBeCloseTo(0.01 + 0.015 * ((389.5 - 270) / 140), 9);
     const verdict = gateVerdict(judgedMethods(slos), answers);

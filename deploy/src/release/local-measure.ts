@@ -28,7 +28,8 @@ export function parsePage(text: string): Sample[] {
     const match = /^([a-zA-Z_:][\w:]*)\{(.*)\}\s+(\S+)/.exec(line);
     if (!match || !WANTED.has(match[1]!)) continue;
     const labels: Record<string, string> = {};
-    for (const [, key, value] of match[2]!.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[key!] = value!.replace(/\\(.)/g, "$1");
+    for (const [, key, value] of match[2]!.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g))
+      labels[key!] = value!.replace(/\\(.)/g, "$1");
     samples.push({ name: match[1]!, labels, value: Number(match[3]) });
   }
   return samples;
@@ -49,7 +50,13 @@ export async function readPages(urls: ReadonlyMap<string, string>): Promise<Read
 }
 
 /** The growth of every matching sample from `before` to `after`, summed over pods, keyed by `keyOf`. */
-function growth(before: Reading, after: Reading, name: string, labels: Readonly<Record<string, string>>, keyOf: (s: Sample) => string): Map<string, number> {
+function growth(
+  before: Reading,
+  after: Reading,
+  name: string,
+  labels: Readonly<Record<string, string>>,
+  keyOf: (s: Sample) => string,
+): Map<string, number> {
   const sum = new Map<string, number>();
   const add = (reading: Reading, sign: number) => {
     for (const samples of reading.values()) {
@@ -89,7 +96,10 @@ export function measureLocally(slos: readonly MethodSlo[], before: Reading, afte
     if (calls < minCallsToJudge(slo.errorRateBudget)) continue;
     const faults = SERVER_FAULT_CODES.reduce((sum, code) => sum + (byCode.get(code) ?? 0), 0);
     const buckets = growth(before, after, "grpc_server_handling_seconds_bucket", scope, (s) => s.labels.le ?? "");
-    const p95 = bucketQuantile(0.95, new Map([...buckets].map(([le, n]) => [le === "+Inf" ? Infinity : Number(le), n])));
+    const p95 = bucketQuantile(
+      0.95,
+      new Map([...buckets].map(([le, n]) => [le === "+Inf" ? Infinity : Number(le), n])),
+    );
     errors.push({ method: slo.method.name, value: faults / calls / slo.errorRateBudget });
     p95s.push({ method: slo.method.name, value: p95 / (slo.p95TargetMs / 1000) });
   }

@@ -11,7 +11,16 @@ import { execFile } from "node:child_process";
 import { promises as dns } from "node:dns";
 import { setTimeout as sleep } from "node:timers/promises";
 import { localKeyPaths, type ServiceSpec } from "@loopguard/tool-sdk";
-import { activeColour, activePods, ContainerSuite, DNS_ADDRESS, dnsName, type Pod, type PodSet, type SuiteState } from "../containers/suite.js";
+import {
+  activeColour,
+  activePods,
+  ContainerSuite,
+  DNS_ADDRESS,
+  dnsName,
+  type Pod,
+  type PodSet,
+  type SuiteState,
+} from "../containers/suite.js";
 import { imageRepository } from "../images/images.js";
 import { COLOURS } from "../k8s-release-objects.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";
@@ -60,7 +69,10 @@ async function untilAnswered(name: string, addresses: readonly string[]): Promis
   for (;;) {
     const answer = await resolver.resolve4(name).catch(() => [] as string[]);
     if ([...answer].sort().join(",") === expected) return;
-    if (Date.now() > deadline) throw new ReleaseRefused(`the cluster DNS still answers ${name} with ${answer.join(", ") || "nothing"}, not ${expected}`);
+    if (Date.now() > deadline)
+      throw new ReleaseRefused(
+        `the cluster DNS still answers ${name} with ${answer.join(", ") || "nothing"}, not ${expected}`,
+      );
     await sleep(50);
   }
 }
@@ -101,7 +113,14 @@ function logVerdict(log: (line: string) => void, when: string, verdict: GateVerd
 }
 
 /** Switches the tool's name to `to` and waits until the cluster DNS answers with its pods. */
-async function flip(suite: ContainerSuite, spec: ServiceSpec, kind: ReleaseKind, from: PodSet, to: PodSet, pods: readonly Pod[]): Promise<string> {
+async function flip(
+  suite: ContainerSuite,
+  spec: ServiceSpec,
+  kind: ReleaseKind,
+  from: PodSet,
+  to: PodSet,
+  pods: readonly Pod[],
+): Promise<string> {
   suite.activate(spec.name, { kind, at: new Date().toISOString(), from, to });
   await untilAnswered(
     dnsName(spec.name),
@@ -119,10 +138,14 @@ function plan(suite: ContainerSuite, options: LocalReleaseOptions): Plan {
         .map((s) => s.name)
         .join(", ")})`,
     );
-  if (spec.kind !== "tool") throw new ReleaseRefused(`${spec.name} is not a tool: blue-green releases are per tool (scale the orchestrator with \`pnpm containers up\`)`);
+  if (spec.kind !== "tool")
+    throw new ReleaseRefused(
+      `${spec.name} is not a tool: blue-green releases are per tool (scale the orchestrator with \`pnpm containers up\`)`,
+    );
   const state: SuiteState | undefined = suite.readState();
   const live = state ? activePods(state, spec.name).filter((p) => !p.stopped) : [];
-  if (!state || live.length === 0) throw new ReleaseRefused(`${spec.name} is not running: \`pnpm containers up\` first`);
+  if (!state || live.length === 0)
+    throw new ReleaseRefused(`${spec.name} is not running: \`pnpm containers up\` first`);
   if (spec.stateful && state.stores[spec.name] !== "postgres") {
     throw new ReleaseRefused(
       `${spec.name} keeps its state in SQLite inside its pod: a second set would have a store of its own. Run it on PostgreSQL: ` +
@@ -133,26 +156,48 @@ function plan(suite: ContainerSuite, options: LocalReleaseOptions): Plan {
   const idle = other(from);
   if (options.rollback) {
     const kept = state.pods.filter((p) => p.service === spec.name && p.colour === idle);
-    if (kept.length === 0) throw new ReleaseRefused(`nothing to roll back to: ${spec.name} has no previous set (its ${idle} pods)`);
+    if (kept.length === 0)
+      throw new ReleaseRefused(`nothing to roll back to: ${spec.name} has no previous set (its ${idle} pods)`);
     return { spec, kind: "rollback", from, to: { colour: idle, tag: kept[0]!.tag } };
   }
   if (!options.to) throw new ReleaseRefused("a release needs --to <image tag>");
-  if (options.to === from.tag) throw new ReleaseRefused(`${spec.name} already runs ${imageRepository(spec.name)}:${from.tag}`);
+  if (options.to === from.tag)
+    throw new ReleaseRefused(`${spec.name} already runs ${imageRepository(spec.name)}:${from.tag}`);
   return { spec, kind: "release", from, to: { colour: idle, tag: options.to } };
 }
 
 export async function releaseLocal(options: LocalReleaseOptions): Promise<ReleaseResult> {
-  const suite = new ContainerSuite({ root: options.root, dataDir: options.dataDir, services: options.services, log: options.log });
+  const suite = new ContainerSuite({
+    root: options.root,
+    dataDir: options.dataDir,
+    services: options.services,
+    log: options.log,
+  });
   const { spec, kind, from, to } = plan(suite, options);
   const image = (tag: string) => `${imageRepository(spec.name)}:${tag}`;
   const started = new Date();
   // A rollback returns to contracts that were live before this release, so only releases are gated.
   if (kind === "release") {
     const paths = toolContractPaths(spec.name);
-    options.log(`contract gate: buf breaking of ${image(to.tag)} against the live ${image(from.tag)} (${paths.join(", ")})`);
-    await checkContracts({ root: options.root, tool: spec.name, live: image(from.tag), candidate: image(to.tag), paths, pull: false });
+    options.log(
+      `contract gate: buf breaking of ${image(to.tag)} against the live ${image(from.tag)} (${paths.join(", ")})`,
+    );
+    await checkContracts({
+      root: options.root,
+      tool: spec.name,
+      live: image(from.tag),
+      candidate: image(to.tag),
+      paths,
+      pull: false,
+    });
     options.log("contract gate: compatible");
-    if (spec.stateful) await migrationGate(options.log, { live: image(from.tag), candidate: image(to.tag), pull: false, colour: from.colour });
+    if (spec.stateful)
+      await migrationGate(options.log, {
+        live: image(from.tag),
+        candidate: image(to.tag),
+        pull: false,
+        colour: from.colour,
+      });
   }
   const fromSet = { colour: from.colour, image: image(from.tag), pods: describePods(from.pods) };
   if (options.dryRun) {
@@ -168,7 +213,9 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
     };
   }
 
-  options.log(`starting ${from.pods.length} ${to.colour} pod(s) of ${image(to.tag)} beside the live ${from.colour} set`);
+  options.log(
+    `starting ${from.pods.length} ${to.colour} pod(s) of ${image(to.tag)} beside the live ${from.colour} set`,
+  );
   const starting = new Date().toISOString();
   const pods = await suite.startSet(spec.name, to, from.pods.length);
   const servingAt = new Date().toISOString();
@@ -188,7 +235,9 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
   const gatedAt = new Date().toISOString();
   const flippedAt = await flip(suite, spec, kind, { colour: from.colour, tag: from.tag }, to, pods);
   const sinceFlip = gate ? await readingOf(gate, pods) : undefined;
-  options.log(`flipped: ${dnsName(spec.name)} answers the ${to.colour} set (${describePods(pods).join(", ")}); waiting for clients to leave the ${from.colour} set`);
+  options.log(
+    `flipped: ${dnsName(spec.name)} answers the ${to.colour} set (${describePods(pods).join(", ")}); waiting for clients to leave the ${from.colour} set`,
+  );
 
   const left = await untilClientsLeft(
     from.pods.map((p) => p.address),
@@ -201,7 +250,9 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
     logVerdict(options.log, "after the flip (every client's calls and smoke calls)", afterFlip);
     if (!afterFlip.passed) {
       await flip(suite, spec, "rollback", to, { colour: from.colour, tag: from.tag }, from.pods);
-      options.log(`rolled back: ${dnsName(spec.name)} answers the ${from.colour} set again; draining the ${to.colour} set once clients left it`);
+      options.log(
+        `rolled back: ${dnsName(spec.name)} answers the ${from.colour} set again; draining the ${to.colour} set once clients left it`,
+      );
       await untilClientsLeft(
         pods.map((p) => p.address),
         spec.port,
@@ -245,6 +296,14 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
       drainMs: between(judgedAt, drainedAt),
       totalMs: between(startedAt, drainedAt)!,
     },
-    ...(beforeFlip && afterFlip ? { gate: { beforeFlip: beforeFlip.findings, afterFlip: afterFlip.findings, smokeCalls: beforeFlip.smokeCalls + afterFlip.smokeCalls } } : {}),
+    ...(beforeFlip && afterFlip
+      ? {
+          gate: {
+            beforeFlip: beforeFlip.findings,
+            afterFlip: afterFlip.findings,
+            smokeCalls: beforeFlip.smokeCalls + afterFlip.smokeCalls,
+          },
+        }
+      : {}),
   };
 }

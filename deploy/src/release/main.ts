@@ -44,7 +44,10 @@ function summary(result: ReleaseResult | K8sReleaseResult): string {
     }
     if (result.flippedAt) lines.push(`  flipped at ${result.flippedAt}`);
     if ("recorded" in result && result.recorded) lines.push(`  recorded in ${result.recorded}: commit it`);
-    if (result.clientsLeftAtDrain) lines.push(`  ${result.clientsLeftAtDrain} client connection(s) were still open on the old set when it was drained`);
+    if (result.clientsLeftAtDrain)
+      lines.push(
+        `  ${result.clientsLeftAtDrain} client connection(s) were still open on the old set when it was drained`,
+      );
   }
   return `${lines.join("\n")}\n`;
 }
@@ -73,13 +76,17 @@ async function main(): Promise<number> {
 
   const { values, positionals } = parsed;
   if (positionals.length !== 1) throw new UsageError(`name one tool\n${USAGE}`);
-  if (Boolean(values.to) === Boolean(values.rollback)) throw new UsageError(`give either --to <image tag> or --rollback\n${USAGE}`);
+  if (Boolean(values.to) === Boolean(values.rollback))
+    throw new UsageError(`give either --to <image tag> or --rollback\n${USAGE}`);
   if (!values.k8s && (values.namespace || values["from-manifests"] || values.prometheus || values.overlay)) {
     throw new UsageError(`--namespace, --from-manifests, --prometheus and --overlay belong to --k8s\n${USAGE}`);
   }
-  if (values.k8s && !values["dry-run"] && !values.overlay) throw new UsageError(`--k8s needs --overlay DIR, where the release is recorded so a re-apply keeps it\n${USAGE}`);
-  if (values["from-manifests"] && !values["dry-run"]) throw new UsageError("--from-manifests plans against a rendering, not a cluster: add --dry-run");
-  if (values.namespace !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(values.namespace)) throw new UsageError(`--namespace must be a Kubernetes namespace name, got "${values.namespace}"`);
+  if (values.k8s && !values["dry-run"] && !values.overlay)
+    throw new UsageError(`--k8s needs --overlay DIR, where the release is recorded so a re-apply keeps it\n${USAGE}`);
+  if (values["from-manifests"] && !values["dry-run"])
+    throw new UsageError("--from-manifests plans against a rendering, not a cluster: add --dry-run");
+  if (values.namespace !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(values.namespace))
+    throw new UsageError(`--namespace must be a Kubernetes namespace name, got "${values.namespace}"`);
   let to: string | undefined;
   try {
     to = values.to === undefined ? undefined : checkTag(values.to);

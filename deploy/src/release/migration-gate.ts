@@ -22,16 +22,25 @@ export interface ImageMigrations {
 }
 
 /** The contract migrations `candidate` brings that the live release cannot run on. */
-export function contractsBlocking(live: readonly MigrationDeclaration[], candidate: readonly MigrationDeclaration[]): MigrationDeclaration[] {
+export function contractsBlocking(
+  live: readonly MigrationDeclaration[],
+  candidate: readonly MigrationDeclaration[],
+): MigrationDeclaration[] {
   const running = new Set(live.map((m) => m.name));
-  return candidate.filter((m) => !running.has(m.name) && m.compatibility === "contract" && !(m.after !== undefined && running.has(m.after)));
+  return candidate.filter(
+    (m) => !running.has(m.name) && m.compatibility === "contract" && !(m.after !== undefined && running.has(m.after)),
+  );
 }
 
 /**
  * Refuses (ReleaseRefused naming the migration) a release whose image brings a contract migration
  * the live colour cannot run on while it still serves; resolves with the migrations it brings.
  */
-export function checkMigrations(check: { readonly live: ImageMigrations; readonly candidate: ImageMigrations; readonly colour?: string }): string[] {
+export function checkMigrations(check: {
+  readonly live: ImageMigrations;
+  readonly candidate: ImageMigrations;
+  readonly colour?: string;
+}): string[] {
   const { live, candidate } = check;
   const running = new Set(live.listing[DIALECT].map((m) => m.name));
   const brought = candidate.listing[DIALECT].filter((m) => !running.has(m.name)).map((m) => m.name);
@@ -52,7 +61,13 @@ export function checkMigrations(check: { readonly live: ImageMigrations; readonl
 export async function imageMigrations(image: string, pull: boolean): Promise<ImageMigrations> {
   const dir = mkdtempSync(join(tmpdir(), "loopguard-release-migrations-"));
   try {
-    const file = await extractLabelledFile(image, IMAGE_MIGRATIONS_LABEL, join(dir, "migrations.json"), pull, "migration list");
+    const file = await extractLabelledFile(
+      image,
+      IMAGE_MIGRATIONS_LABEL,
+      join(dir, "migrations.json"),
+      pull,
+      "migration list",
+    );
     return { image, listing: JSON.parse(readFileSync(file, "utf8")) as MigrationListing };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -60,11 +75,16 @@ export async function imageMigrations(image: string, pull: boolean): Promise<Ima
 }
 
 /** The gate as a release runs it, after the contract gate: both images' lists, then checkMigrations. */
-export async function migrationGate(log: (line: string) => void, options: { readonly live: string; readonly candidate: string; readonly pull: boolean; readonly colour?: string }): Promise<string[]> {
+export async function migrationGate(
+  log: (line: string) => void,
+  options: { readonly live: string; readonly candidate: string; readonly pull: boolean; readonly colour?: string },
+): Promise<string[]> {
   log(`migration gate: the migrations ${options.candidate} brings against the live ${options.live}`);
   const live = await imageMigrations(options.live, options.pull);
   const candidate = await imageMigrations(options.candidate, options.pull);
   const brought = checkMigrations({ live, candidate, ...(options.colour ? { colour: options.colour } : {}) });
-  log(`migration gate: ${brought.length > 0 ? `brings ${brought.join(", ")}; the live set runs on each` : "brings no migration"}`);
+  log(
+    `migration gate: ${brought.length > 0 ? `brings ${brought.join(", ")}; the live set runs on each` : "brings no migration"}`,
+  );
   return brought;
 }

@@ -14,7 +14,10 @@ import { planK8sRelease } from "./k8s.js";
 import { afterPlan, RELEASE_STATE_DIR, reapplyMoves, statePatches, writeReleaseState } from "./k8s-state.js";
 
 /** What a re-apply would move after a release of every tool, per release path; empty when nothing. */
-export function checkReapply(repoRoot: string, services: readonly ServiceSpec[]): { checked: string[]; moves: string[] } {
+export function checkReapply(
+  repoRoot: string,
+  services: readonly ServiceSpec[],
+): { checked: string[]; moves: string[] } {
   const tools = services.filter((s) => s.kind === "tool");
   const checked: string[] = [];
   const moves: string[] = [];
@@ -29,7 +32,10 @@ export function checkReapply(repoRoot: string, services: readonly ServiceSpec[])
       const live: K8sObject[] = [];
       for (const spec of tools) {
         const objects = before.filter((o) => o.metadata.labels?.["app.kubernetes.io/name"] === spec.name);
-        const after = afterPlan(objects, planK8sRelease({ objects, spec, namespace: NAMESPACE, kind: "release", tag: "reapply-check" }));
+        const after = afterPlan(
+          objects,
+          planK8sRelease({ objects, spec, namespace: NAMESPACE, kind: "release", tag: "reapply-check" }),
+        );
         writeReleaseState(dir, spec.name, statePatches(after, spec.name));
         live.push(...after);
       }

@@ -46,7 +46,11 @@ export interface ReleaseResult {
   readonly clientsLeftAtDrain?: number;
   readonly timings: ReleaseTimings;
   /** What the release gate judged, one line each, before the flip (smoke calls only) and after it (the clients' calls too); locally, the smoke calls it sent. */
-  readonly gate?: { readonly beforeFlip: readonly string[]; readonly afterFlip?: readonly string[]; readonly smokeCalls?: number };
+  readonly gate?: {
+    readonly beforeFlip: readonly string[];
+    readonly afterFlip?: readonly string[];
+    readonly smokeCalls?: number;
+  };
 }
 
 /** Milliseconds between two ISO times, both given. */

@@ -15,7 +15,10 @@ export interface BillingConfig {
   readonly migrateOnStart: boolean;
 }
 
-export function loadBillingConfig(dataDir: string, env: Readonly<Record<string, string | undefined>> = process.env): BillingConfig {
+export function loadBillingConfig(
+  dataDir: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): BillingConfig {
   const url = env.BILLING_STORE || `sqlite:${join(dataDir, "billing.db")}`;
   return Object.freeze({
     store: parseStoreUrl(url, "BILLING_STORE", ConfigError),

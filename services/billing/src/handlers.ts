@@ -3,7 +3,12 @@
 // done by the tool-sdk before a handler runs.
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { type BillingService, OrderStatus, type OrderSchema, type RefundSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import {
+  type BillingService,
+  OrderStatus,
+  type OrderSchema,
+  type RefundSchema,
+} from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { redactText, status, type ToolHandlers, ToolError } from "@loopguard/tool-sdk";
 import type { Clock } from "./clock.js";
 import { LedgerError, type OrderRecord, type OrderState, type RefundLedger, type RefundRecord } from "./ledger.js";
@@ -88,7 +93,8 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
 
     async refund(request, { caller, log }) {
       const breakGlass = caller.role === "break-glass";
-      if (breakGlass) log.warn("break-glass refund", { caller: caller.subject, kids: [caller.keyId], order_id: request.orderId });
+      if (breakGlass)
+        log.warn("break-glass refund", { caller: caller.subject, kids: [caller.keyId], order_id: request.orderId });
       const outcome = await withLedger(() =>
         ledger.refund({
           orderId: request.orderId,
@@ -99,7 +105,15 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
           maxRefundedTotalCents: Number(request.maxRefundedTotalCents),
           at: clock.now(),
           dryRun: request.dryRun,
-          ...(breakGlass ? { breakGlass: { subject: caller.subject, keyId: caller.keyId, reason: redactText(caller.breakGlassReason ?? "") } } : {}),
+          ...(breakGlass
+            ? {
+                breakGlass: {
+                  subject: caller.subject,
+                  keyId: caller.keyId,
+                  reason: redactText(caller.breakGlassReason ?? ""),
+                },
+              }
+            : {}),
         }),
       );
       return {

@@ -66,7 +66,15 @@ export interface BreakGlassRow {
 export function breakGlassRow(command: RefundCommand, row: NewRefundRow): BreakGlassRow | undefined {
   const use = command.breakGlass;
   if (!use) return undefined;
-  return { refund_id: row.refund_id, order_id: row.order_id, amount_cents: row.amount_cents, subject: use.subject, key_id: use.keyId, reason: use.reason, at: row.created_at };
+  return {
+    refund_id: row.refund_id,
+    order_id: row.order_id,
+    amount_cents: row.amount_cents,
+    subject: use.subject,
+    key_id: use.keyId,
+    reason: use.reason,
+    at: row.created_at,
+  };
 }
 
 export interface RefundOutcome {
@@ -79,7 +87,12 @@ export interface RefundOutcome {
   readonly dryRun?: boolean;
 }
 
-export type LedgerErrorReason = "ORDER_NOT_FOUND" | "ORDER_NOT_REFUNDABLE" | "IDEMPOTENCY_KEY_REUSED" | "LEDGER_UNAVAILABLE" | "BOUND_EXCEEDED";
+export type LedgerErrorReason =
+  | "ORDER_NOT_FOUND"
+  | "ORDER_NOT_REFUNDABLE"
+  | "IDEMPOTENCY_KEY_REUSED"
+  | "LEDGER_UNAVAILABLE"
+  | "BOUND_EXCEEDED";
 
 /** A refusal from the ledger, named by the contract's BillingErrorReason (without prefix). */
 export class LedgerError extends Error {
@@ -205,7 +218,9 @@ export function refundOf(row: RefundRow): RefundRecord {
 }
 
 /** What a refund does: replay an earlier outcome, or insert this row and add its amount to the order. */
-export type RefundDecision = { readonly replay: RefundOutcome } | { readonly insert: NewRefundRow; readonly order: OrderRow };
+export type RefundDecision =
+  | { readonly replay: RefundOutcome }
+  | { readonly insert: NewRefundRow; readonly order: OrderRow };
 
 /**
  * Decides a refund from the key's earlier refund and the order, both read under the backend's
@@ -213,21 +228,33 @@ export type RefundDecision = { readonly replay: RefundOutcome } | { readonly ins
  * whatever bound the repeat carries. A new one must keep the order's refunded total within the
  * caller's bound, checked here under the lock, so concurrent refunds within it all pass.
  */
-export function decideRefund(command: RefundCommand, earlier: RefundRow | undefined, order: OrderRow | undefined): RefundDecision {
+export function decideRefund(
+  command: RefundCommand,
+  earlier: RefundRow | undefined,
+  order: OrderRow | undefined,
+): RefundDecision {
   const requestHash = refundRequestHash(command.orderId, command.amountCents, command.reason);
   if (earlier) {
     if (earlier.request_hash !== requestHash) {
       throw new LedgerError("IDEMPOTENCY_KEY_REUSED", "this idempotency key was used before for a different refund");
     }
-    return { replay: { refund: refundOf(earlier), replayed: true, orderRefundableCents: earlier.refundable_after_cents } };
+    return {
+      replay: { refund: refundOf(earlier), replayed: true, orderRefundableCents: earlier.refundable_after_cents },
+    };
   }
   if (!order) throw new LedgerError("ORDER_NOT_FOUND", `order ${command.orderId} does not exist`);
   if (order.status !== "PAID") {
-    throw new LedgerError("ORDER_NOT_REFUNDABLE", `order ${command.orderId} is ${order.status.toLowerCase()}, not paid`);
+    throw new LedgerError(
+      "ORDER_NOT_REFUNDABLE",
+      `order ${command.orderId} is ${order.status.toLowerCase()}, not paid`,
+    );
   }
   const refundable = refundableOf(order);
   if (command.amountCents > refundable) {
-    throw new LedgerError("ORDER_NOT_REFUNDABLE", `order ${command.orderId} has ${refundable} cents left to refund, less than the ${command.amountCents} asked`);
+    throw new LedgerError(
+      "ORDER_NOT_REFUNDABLE",
+      `order ${command.orderId} has ${refundable} cents left to refund, less than the ${command.amountCents} asked`,
+    );
   }
   const total = order.amount_refunded_cents + command.amountCents;
   if (command.maxRefundedTotalCents > 0 && total > command.maxRefundedTotalCents) {
@@ -256,7 +283,12 @@ export function decideRefund(command: RefundCommand, earlier: RefundRow | undefi
  * refund as it would be, under an id that says so ("rf_dryrun…", never stored, so never found).
  */
 export function dryRunOutcome(row: NewRefundRow): RefundOutcome {
-  return { refund: refundOf({ ...row, refund_id: `rf_dryrun${row.refund_id.slice(-10)}` }), replayed: false, orderRefundableCents: row.refundable_after_cents, dryRun: true };
+  return {
+    refund: refundOf({ ...row, refund_id: `rf_dryrun${row.refund_id.slice(-10)}` }),
+    replayed: false,
+    orderRefundableCents: row.refundable_after_cents,
+    dryRun: true,
+  };
 }
 
 /** The outcome of a refund `decideRefund` chose to insert, once written. */

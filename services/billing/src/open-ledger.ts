@@ -7,8 +7,14 @@ import { SQLITE_LEDGER_MIGRATIONS, SqliteRefundLedger } from "./sqlite-ledger.js
 export type LedgerOptions = PostgresOptions & SchemaOptions;
 
 /** The ledger's migrations, for the schema commands (`node dist/main.js migrate`). */
-export const LEDGER_SCHEMA: StoreSchema = { store: "billing", sqlite: SQLITE_LEDGER_MIGRATIONS, postgres: POSTGRES_LEDGER_MIGRATIONS };
+export const LEDGER_SCHEMA: StoreSchema = {
+  store: "billing",
+  sqlite: SQLITE_LEDGER_MIGRATIONS,
+  postgres: POSTGRES_LEDGER_MIGRATIONS,
+};
 
 export function openLedger(location: StoreLocation, options: LedgerOptions = {}): Promise<RefundLedger> {
-  return location.kind === "sqlite" ? SqliteRefundLedger.open(location.file, options) : PostgresRefundLedger.open(location.url, options);
+  return location.kind === "sqlite"
+    ? SqliteRefundLedger.open(location.file, options)
+    : PostgresRefundLedger.open(location.url, options);
 }

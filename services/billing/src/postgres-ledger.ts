@@ -5,7 +5,14 @@
 // replays it. A key reused concurrently for another order meets the UNIQUE constraint instead;
 // the transaction then runs again and finds the key taken. Every wait is bounded (connect, lock,
 // statement, read), so an unreachable or stuck database is LEDGER_UNAVAILABLE, never a hang.
-import { inTransaction, isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration, type SchemaOptions } from "@loopguard/sql-store";
+import {
+  inTransaction,
+  isPostgresUnavailable,
+  openMigratedPostgres,
+  type PostgresMigrateOptions,
+  type PostgresMigration,
+  type SchemaOptions,
+} from "@loopguard/sql-store";
 import type pg from "pg";
 import {
   type BreakGlassRow,
@@ -32,7 +39,11 @@ import {
  * Refund's SLA timeout is 2 s: a database that does not answer must become LEDGER_UNAVAILABLE
  * (with a retry delay) inside it, not a DEADLINE_EXCEEDED that says nothing.
  */
-export const POSTGRES_LEDGER_DEFAULTS = { connectTimeoutMs: 1000, statementTimeoutMs: 1000, lockTimeoutMs: 1000 } as const;
+export const POSTGRES_LEDGER_DEFAULTS = {
+  connectTimeoutMs: 1000,
+  statementTimeoutMs: 1000,
+  lockTimeoutMs: 1000,
+} as const;
 
 export const POSTGRES_LEDGER_MIGRATIONS: readonly PostgresMigration[] = [
   {
@@ -116,11 +127,29 @@ export class PostgresRefundLedger implements RefundLedger {
           const inserted = await client.query(
             `INSERT INTO orders (order_id, customer_id, status, amount_paid_cents, amount_refunded_cents, currency, created_at, version)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (order_id) DO NOTHING`,
-            [order.order_id, order.customer_id, order.status, order.amount_paid_cents, order.amount_refunded_cents, order.currency, order.created_at, order.version],
+            [
+              order.order_id,
+              order.customer_id,
+              order.status,
+              order.amount_paid_cents,
+              order.amount_refunded_cents,
+              order.currency,
+              order.created_at,
+              order.version,
+            ],
           );
           if (inserted.rowCount === 0) continue;
           for (const r of refunds) {
-            await client.query(INSERT_REFUND, [r.refund_id, r.order_id, r.amount_cents, r.reason, r.idempotency_key, r.request_hash, r.refundable_after_cents, r.created_at]);
+            await client.query(INSERT_REFUND, [
+              r.refund_id,
+              r.order_id,
+              r.amount_cents,
+              r.reason,
+              r.idempotency_key,
+              r.request_hash,
+              r.refundable_after_cents,
+              r.created_at,
+            ]);
           }
         }
       }),
@@ -128,7 +157,9 @@ export class PostgresRefundLedger implements RefundLedger {
   }
 
   async getOrder(orderId: string): Promise<OrderRecord | undefined> {
-    const { rows } = await this.guard(() => this.pool.query<OrderRow>("SELECT * FROM orders WHERE order_id = $1", [orderId]));
+    const { rows } = await this.guard(() =>
+      this.pool.query<OrderRow>("SELECT * FROM orders WHERE order_id = $1", [orderId]),
+    );
     return rows[0] ? orderOf(rows[0]) : undefined;
   }
 
@@ -160,7 +191,9 @@ export class PostgresRefundLedger implements RefundLedger {
   }
 
   private async refundLocked(client: pg.PoolClient, command: RefundCommand): Promise<RefundOutcome> {
-    const order = await client.query<OrderRow>("SELECT * FROM orders WHERE order_id = $1 FOR UPDATE", [command.orderId]);
+    const order = await client.query<OrderRow>("SELECT * FROM orders WHERE order_id = $1 FOR UPDATE", [
+      command.orderId,
+    ]);
     // Read again once the lock is held: READ COMMITTED gives each statement a fresh snapshot, so a
     // refund of this key committed by whoever held the lock before is visible here.
     const earlier = await client.query<RefundRow>(SELECT_REFUND_BY_KEY, [command.idempotencyKey]);
@@ -175,27 +208,34 @@ export class PostgresRefundLedger implements RefundLedger {
               status = CASE WHEN amount_refunded_cents + $3 = amount_paid_cents THEN 'REFUNDED' ELSE status END,
               version = version + 1
         WHERE order_id = $2 AND version = $9`,
-      [r.refund_id, r.order_id, r.amount_cents, r.reason, r.idempotency_key, r.request_hash, r.refundable_after_cents, r.created_at, o.version],
+      [
+        r.refund_id,
+        r.order_id,
+        r.amount_cents,
+        r.reason,
+        r.idempotency_key,
+        r.request_hash,
+        r.refundable_after_cents,
+        r.created_at,
+        o.version,
+      ],
     );
     if (updated.rowCount !== 1) throw new Error(`order ${o.order_id} changed inside its refund transaction`);
     const audit = breakGlassRow(command, r);
     if (audit) {
-      await client.query(`INSERT INTO break_glass_refunds (refund_id, order_id, amount_cents, subject, key_id, reason, at) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
-        audit.refund_id,
-        audit.order_id,
-        audit.amount_cents,
-        audit.subject,
-        audit.key_id,
-        audit.reason,
-        audit.at,
-      ]);
+      await client.query(
+        `INSERT INTO break_glass_refunds (refund_id, order_id, amount_cents, subject, key_id, reason, at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+        [audit.refund_id, audit.order_id, audit.amount_cents, audit.subject, audit.key_id, audit.reason, audit.at],
+      );
     }
     return insertedOutcome(r);
   }
 
   async breakGlassRefunds(): Promise<BreakGlassRow[]> {
     const { rows } = await this.guard(() =>
-      this.pool.query<BreakGlassRow>("SELECT refund_id, order_id, amount_cents::int AS amount_cents, subject, key_id, reason, at::float8 AS at FROM break_glass_refunds ORDER BY at, seq"),
+      this.pool.query<BreakGlassRow>(
+        "SELECT refund_id, order_id, amount_cents::int AS amount_cents, subject, key_id, reason, at::float8 AS at FROM break_glass_refunds ORDER BY at, seq",
+      ),
     );
     return rows;
   }
@@ -209,7 +249,8 @@ export class PostgresRefundLedger implements RefundLedger {
     try {
       return await work();
     } catch (error) {
-      if (isPostgresUnavailable(error)) throw new LedgerError("LEDGER_UNAVAILABLE", "the refund ledger cannot be used right now", { cause: error });
+      if (isPostgresUnavailable(error))
+        throw new LedgerError("LEDGER_UNAVAILABLE", "the refund ledger cannot be used right now", { cause: error });
       throw error;
     }
   }

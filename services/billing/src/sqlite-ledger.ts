@@ -1,7 +1,12 @@
 // RefundLedger on one SQLite file, for a single billing process. Every refund is one
 // BEGIN IMMEDIATE transaction: the write lock is taken before the key is read, so processes
 // sharing the file serialise on it, and a refund is either wholly recorded or not at all.
-import { isSqliteUnavailable, openMigratedSqlite, type SchemaOptions, type SqliteMigration } from "@loopguard/sql-store";
+import {
+  isSqliteUnavailable,
+  openMigratedSqlite,
+  type SchemaOptions,
+  type SqliteMigration,
+} from "@loopguard/sql-store";
 import type Database from "better-sqlite3";
 import {
   type BreakGlassRow,
@@ -96,7 +101,9 @@ export class SqliteRefundLedger implements RefundLedger {
   ) {
     this.selectOrder = db.prepare("SELECT * FROM orders WHERE order_id = ?");
     this.selectRefundByKey = db.prepare("SELECT * FROM refunds WHERE idempotency_key = ?");
-    this.selectRefundsOfOrder = db.prepare("SELECT * FROM refunds WHERE order_id = ? ORDER BY created_at, rowid LIMIT ?");
+    this.selectRefundsOfOrder = db.prepare(
+      "SELECT * FROM refunds WHERE order_id = ? ORDER BY created_at, rowid LIMIT ?",
+    );
     this.insertOrder = db.prepare(
       `INSERT OR IGNORE INTO orders (order_id, customer_id, status, amount_paid_cents, amount_refunded_cents, currency, created_at, version)
        VALUES (@order_id, @customer_id, @status, @amount_paid_cents, @amount_refunded_cents, @currency, @created_at, @version)`,
@@ -175,12 +182,20 @@ export class SqliteRefundLedger implements RefundLedger {
   }
 
   private refundUnlocked(command: RefundCommand): RefundOutcome {
-    const decision = decideRefund(command, this.selectRefundByKey.get(command.idempotencyKey), this.selectOrder.get(command.orderId));
+    const decision = decideRefund(
+      command,
+      this.selectRefundByKey.get(command.idempotencyKey),
+      this.selectOrder.get(command.orderId),
+    );
     if ("replay" in decision) return decision.replay;
     const { insert, order } = decision;
     if (command.dryRun) return dryRunOutcome(insert);
     this.insertRefund.run(insert);
-    const updated = this.updateOrderTotals.run({ order_id: order.order_id, amount_cents: insert.amount_cents, version: order.version });
+    const updated = this.updateOrderTotals.run({
+      order_id: order.order_id,
+      amount_cents: insert.amount_cents,
+      version: order.version,
+    });
     if (updated.changes !== 1) throw new Error(`order ${order.order_id} changed inside its refund transaction`);
     const audit = breakGlassRow(command, insert);
     if (audit) this.insertBreakGlass.run(audit);
@@ -193,7 +208,8 @@ function guard<T>(work: () => T): T {
   try {
     return work();
   } catch (error) {
-    if (isSqliteUnavailable(error)) throw new LedgerError("LEDGER_UNAVAILABLE", "the refund ledger cannot be used right now", { cause: error });
+    if (isSqliteUnavailable(error))
+      throw new LedgerError("LEDGER_UNAVAILABLE", "the refund ledger cannot be used right now", { cause: error });
     throw error;
   }
 }

@@ -47,16 +47,30 @@ describe("valid requests", () => {
     const response = await refunder.refund(validRefund);
     expect(response.replayed).toBe(false);
     expect(response.orderRefundableCents).toBe(448_500n);
-    expect(response.refund).toMatchObject({ orderId: "ord_DEMO00000002", amountCents: 1500n, reason: RefundReason.DAMAGED });
+    expect(response.refund).toMatchObject({
+      orderId: "ord_DEMO00000002",
+      amountCents: 1500n,
+      reason: RefundReason.DAMAGED,
+    });
     expect(response.refund?.refundId).toMatch(/^rf_[A-Za-z0-9]{16}$/);
     expect(response.refund?.createdAt?.seconds).toBe(BigInt(FIXED_NOW.getTime() / 1000));
     const { order } = await reader.getOrder({ orderId: "ord_DEMO00000002" });
-    expect(order).toMatchObject({ amountRefundedCents: 1500n, refundableCents: 448_500n, version: 2n, status: OrderStatus.PAID });
+    expect(order).toMatchObject({
+      amountRefundedCents: 1500n,
+      refundableCents: 448_500n,
+      version: 2n,
+      status: OrderStatus.PAID,
+    });
     expect(billing.refunds({ key: validRefund.idempotencyKey })).toHaveLength(1);
   });
 
   it("ListRefunds lists an order's refunds oldest first", async () => {
-    await refunder.refund({ orderId: "ord_DEMO00000005", amountCents: 500n, reason: RefundReason.WRONG_ITEM, idempotencyKey: "api-test-list-refunds-0001" });
+    await refunder.refund({
+      orderId: "ord_DEMO00000005",
+      amountCents: 500n,
+      reason: RefundReason.WRONG_ITEM,
+      idempotencyKey: "api-test-list-refunds-0001",
+    });
     const { refunds } = await reader.listRefunds({ orderId: "ord_DEMO00000005" });
     expect(refunds.map((r) => [r.refundId.startsWith("rf_"), r.amountCents, r.reason])).toEqual([
       [true, 2500n, RefundReason.DAMAGED],
@@ -99,7 +113,9 @@ describe("each validation rule broken alone is INVALID_ARGUMENT naming the field
     ["idempotency_key with slashes", "idempotency_key", { idempotencyKey: "key/with/slashes/0001" }],
   ])("Refund with %s", async (_, field, change) => {
     const rowsBefore = billing.refunds().length;
-    const error = await failure(refunder.refund({ ...validRefund, idempotencyKey: `api-test-invalid-${field}-0001`, ...change }));
+    const error = await failure(
+      refunder.refund({ ...validRefund, idempotencyKey: `api-test-invalid-${field}-0001`, ...change }),
+    );
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("REQUEST_INVALID");
     expect(error.fieldViolations.map((v) => v.field)).toEqual([field]);
@@ -108,10 +124,16 @@ describe("each validation rule broken alone is INVALID_ARGUMENT naming the field
 
   it("accepts the boundary values 1 and 500000 cents and keys of 16 and 64 characters", async () => {
     const at16 = await refunder.refund({ ...validRefund, amountCents: 1n, idempotencyKey: "k".repeat(16) });
-    const at64 = await refunder.refund({ ...validRefund, amountCents: 1n, idempotencyKey: `${"K_.:-".repeat(12)}abcd` });
+    const at64 = await refunder.refund({
+      ...validRefund,
+      amountCents: 1n,
+      idempotencyKey: `${"K_.:-".repeat(12)}abcd`,
+    });
     expect([at16.replayed, at64.replayed]).toEqual([false, false]);
     // 500000 passes validation and is then refused by the ledger: order 2 holds 450000.
-    const error = await failure(refunder.refund({ ...validRefund, amountCents: 500_000n, idempotencyKey: "api-test-max-amount-0001" }));
+    const error = await failure(
+      refunder.refund({ ...validRefund, amountCents: 500_000n, idempotencyKey: "api-test-max-amount-0001" }),
+    );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
   });
 });
@@ -133,7 +155,9 @@ describe("auth", () => {
     const anonymous = createRawClient(BillingService, billing.tool.address);
     try {
       const key = "api-test-no-token-0001";
-      expect((await failure(anonymous.refund({ ...validRefund, idempotencyKey: key }))).code).toBe(status.UNAUTHENTICATED);
+      expect((await failure(anonymous.refund({ ...validRefund, idempotencyKey: key }))).code).toBe(
+        status.UNAUTHENTICATED,
+      );
       expect((await failure(anonymous.getOrder({ orderId: "ord_DEMO00000001" }))).code).toBe(status.UNAUTHENTICATED);
       expect(billing.refunds({ key })).toEqual([]);
     } finally {

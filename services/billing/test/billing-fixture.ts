@@ -50,7 +50,9 @@ export async function startBilling(options: SqliteLedgerOptions = {}): Promise<B
     order: (orderId) => db.prepare("SELECT * FROM orders WHERE order_id = ?").get(orderId) as OrderRow | undefined,
     refunds: ({ orderId, key } = {}) =>
       db
-        .prepare("SELECT * FROM refunds WHERE (@orderId IS NULL OR order_id = @orderId) AND (@key IS NULL OR idempotency_key = @key) ORDER BY rowid")
+        .prepare(
+          "SELECT * FROM refunds WHERE (@orderId IS NULL OR order_id = @orderId) AND (@key IS NULL OR idempotency_key = @key) ORDER BY rowid",
+        )
         .all({ orderId: orderId ?? null, key: key ?? null }) as RefundRow[],
     async close() {
       db.close();

@@ -19,7 +19,12 @@ afterAll(async () => {
   await billing.close();
 });
 
-const request = { orderId: "ord_DEMO00000002", amountCents: 1500n, reason: RefundReason.DAMAGED, idempotencyKey: "bound-credentials-0001" };
+const request = {
+  orderId: "ord_DEMO00000002",
+  amountCents: 1500n,
+  reason: RefundReason.DAMAGED,
+  idempotencyKey: "bound-credentials-0001",
+};
 
 async function notBound(promise: Promise<unknown>): Promise<string> {
   const error = await failure(promise);
@@ -35,7 +40,11 @@ describe("Refund's credential", () => {
   });
 
   it("refuses the orchestrator's token when it is bound to no request", async () => {
-    const token = await mintToken(TEST_ORCHESTRATOR_KEY, { subject: "session:s1", audience: "billing", scopes: ["billing:refund"] });
+    const token = await mintToken(TEST_ORCHESTRATOR_KEY, {
+      subject: "session:s1",
+      audience: "billing",
+      scopes: ["billing:refund"],
+    });
     expect(await notBound(client.refund(request, { token }))).toMatch(/bound to none/);
     expect(billing.refunds({ key: request.idempotencyKey })).toEqual([]);
   });

@@ -13,12 +13,27 @@ const dataDir = mkdtempSync(join(tmpdir(), "billing-config-"));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
 it.each([
-  ["another database", "mysql://billing:hunter2@db.internal/billing", /^billing: configuration error: BILLING_STORE must be sqlite:<file> or postgres:\/\/.*\n$/],
+  [
+    "another database",
+    "mysql://billing:hunter2@db.internal/billing",
+    /^billing: configuration error: BILLING_STORE must be sqlite:<file> or postgres:\/\/.*\n$/,
+  ],
   ["a SQLite URL without a file", "sqlite:", /^billing: configuration error: BILLING_STORE names no SQLite file/],
-  ["a malformed PostgreSQL URL", "postgres://billing:hunter2@db:port/billing", /^billing: configuration error: BILLING_STORE is not a valid PostgreSQL URL/],
+  [
+    "a malformed PostgreSQL URL",
+    "postgres://billing:hunter2@db:port/billing",
+    /^billing: configuration error: BILLING_STORE is not a valid PostgreSQL URL/,
+  ],
 ])("exits 2 naming BILLING_STORE when it names %s", (_, store, message) => {
   const run = spawnSync(process.execPath, [MAIN], {
-    env: { ...process.env, ...TEST_AUTH_ENV, LOOPGUARD_DATA_DIR: dataDir, BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: store },
+    env: {
+      ...process.env,
+      ...TEST_AUTH_ENV,
+      LOOPGUARD_DATA_DIR: dataDir,
+      BILLING_PORT: "0",
+      BILLING_METRICS_PORT: "0",
+      BILLING_STORE: store,
+    },
     encoding: "utf8",
     timeout: 15_000,
   });

@@ -31,11 +31,19 @@ const orderId = fc.oneof(
   fc.string({ maxLength: 24 }),
 );
 
-const amountCents = fc.oneof(fc.bigInt(1n, 500n), fc.bigInt(-1000n, 600_000n), fc.constantFrom(0n, 1n, 500_000n, 500_001n));
+const amountCents = fc.oneof(
+  fc.bigInt(1n, 500n),
+  fc.bigInt(-1000n, 600_000n),
+  fc.constantFrom(0n, 1n, 500_000n, 500_001n),
+);
 
 // A small pool of valid keys, so that replays and reuse with other parameters happen often.
 const keyPool = Array.from({ length: 40 }, (_, i) => `property-key-${String(i).padStart(4, "0")}`);
-const idempotencyKey = fc.oneof(fc.constantFrom(...keyPool), fc.string({ unit: fc.constantFrom(...KEY_CHARS), minLength: 16, maxLength: 64 }), fc.string({ maxLength: 70 }));
+const idempotencyKey = fc.oneof(
+  fc.constantFrom(...keyPool),
+  fc.string({ unit: fc.constantFrom(...KEY_CHARS), minLength: 16, maxLength: 64 }),
+  fc.string({ maxLength: 70 }),
+);
 
 /** "OK", or the status code name and ErrorInfo reason of the failure, e.g. "NOT_FOUND ORDER_NOT_FOUND". */
 async function outcomeOf(call: Promise<unknown>): Promise<string> {
@@ -49,7 +57,11 @@ async function outcomeOf(call: Promise<unknown>): Promise<string> {
 }
 
 const READ_OUTCOMES = ["OK", "INVALID_ARGUMENT REQUEST_INVALID", "NOT_FOUND ORDER_NOT_FOUND"];
-const REFUND_OUTCOMES = [...READ_OUTCOMES, "FAILED_PRECONDITION ORDER_NOT_REFUNDABLE", "ALREADY_EXISTS IDEMPOTENCY_KEY_REUSED"];
+const REFUND_OUTCOMES = [
+  ...READ_OUTCOMES,
+  "FAILED_PRECONDITION ORDER_NOT_REFUNDABLE",
+  "ALREADY_EXISTS IDEMPOTENCY_KEY_REUSED",
+];
 
 describe("random requests", () => {
   it(`GetOrder: ${RUNS} requests never answer INTERNAL`, async () => {
@@ -73,11 +85,19 @@ describe("random requests", () => {
   it(`Refund: ${RUNS} requests never answer INTERNAL and keep every order's totals equal to its refunds`, async () => {
     const seen = new Set<string>();
     await fc.assert(
-      fc.asyncProperty(orderId, amountCents, fc.integer({ min: 0, max: 7 }), idempotencyKey, async (id, amount, reason, key) => {
-        const outcome = await outcomeOf(client.refund({ orderId: id, amountCents: amount, reason: reason as RefundReason, idempotencyKey: key }));
-        expect(REFUND_OUTCOMES).toContain(outcome);
-        seen.add(outcome);
-      }),
+      fc.asyncProperty(
+        orderId,
+        amountCents,
+        fc.integer({ min: 0, max: 7 }),
+        idempotencyKey,
+        async (id, amount, reason, key) => {
+          const outcome = await outcomeOf(
+            client.refund({ orderId: id, amountCents: amount, reason: reason as RefundReason, idempotencyKey: key }),
+          );
+          expect(REFUND_OUTCOMES).toContain(outcome);
+          seen.add(outcome);
+        },
+      ),
       { numRuns: RUNS },
     );
     // The generators reach every outcome, so the property covered each path of the handler.

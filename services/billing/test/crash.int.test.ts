@@ -113,7 +113,13 @@ it("keeps every acknowledged refund, writes none by halves and duplicates none a
       expect(order.sum).toBeLessThanOrEqual(order.paid);
     }
     for (const request of burst.filter((r) => acknowledged.has(r.idempotencyKey))) {
-      expect(rowOf(request.idempotencyKey)).toEqual([{ refund_id: acknowledged.get(request.idempotencyKey), order_id: request.orderId, amount_cents: Number(request.amountCents) }]);
+      expect(rowOf(request.idempotencyKey)).toEqual([
+        {
+          refund_id: acknowledged.get(request.idempotencyKey),
+          order_id: request.orderId,
+          amount_cents: Number(request.amountCents),
+        },
+      ]);
     }
 
     // Calls cut off by the kill either committed (their answer was lost) or left nothing.
@@ -137,7 +143,11 @@ it("keeps every acknowledged refund, writes none by halves and duplicates none a
     for (const request of unacknowledged) {
       const committed = committedUnanswered.get(request.idempotencyKey);
       const answer = retried.get(request.idempotencyKey);
-      expect(answer).toEqual(committed ? { refundId: committed, replayed: true } : { refundId: expect.stringMatching(/^rf_/), replayed: false });
+      expect(answer).toEqual(
+        committed
+          ? { refundId: committed, replayed: true }
+          : { refundId: expect.stringMatching(/^rf_/), replayed: false },
+      );
     }
 
     for (const request of burst) expect(rowOf(request.idempotencyKey), request.idempotencyKey).toHaveLength(1);
@@ -146,7 +156,11 @@ it("keeps every acknowledged refund, writes none by halves and duplicates none a
       expect(order.sum).toBeLessThanOrEqual(order.paid);
     }
     const burstTotal = burst.reduce((sum, r) => sum + Number(r.amountCents), 0);
-    const burstRows = db.prepare("SELECT COUNT(*) AS n, SUM(amount_cents) AS total FROM refunds WHERE idempotency_key LIKE 'crash-burst-key-%'").get();
+    const burstRows = db
+      .prepare(
+        "SELECT COUNT(*) AS n, SUM(amount_cents) AS total FROM refunds WHERE idempotency_key LIKE 'crash-burst-key-%'",
+      )
+      .get();
     expect(burstRows).toEqual({ n: BURST, total: burstTotal });
 
     // The API agrees with the file.

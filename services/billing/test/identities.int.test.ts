@@ -8,7 +8,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { createRawClient, ensureLocalKeys, type LocalKeys, mintToken, personKey, readSigningKey, status } from "@loopguard/tool-sdk";
+import {
+  createRawClient,
+  ensureLocalKeys,
+  type LocalKeys,
+  mintToken,
+  personKey,
+  readSigningKey,
+  status,
+} from "@loopguard/tool-sdk";
 import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -21,10 +29,17 @@ let dir: string;
 let keys: LocalKeys;
 const processes: ToolProcess[] = [];
 
-function cli(name: "keys" | "mint-token", ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function cli(
+  name: "keys" | "mint-token",
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, [join(TOOL_SDK_CLI, `${name}.js`), ...args], { env: { ...process.env, LOOPGUARD_DATA_DIR: dir }, timeout: 30_000 }, (error, stdout, stderr) =>
-      done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [join(TOOL_SDK_CLI, `${name}.js`), ...args],
+      { env: { ...process.env, LOOPGUARD_DATA_DIR: dir }, timeout: 30_000 },
+      (error, stdout, stderr) =>
+        done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
 }
@@ -42,7 +57,11 @@ async function billing(env: Record<string, string> = {}): Promise<ToolProcess> {
   return proc;
 }
 
-async function call<T>(address: string, token: string, run: (client: ReturnType<typeof createRawClient<typeof BillingService>>) => Promise<T>): Promise<T> {
+async function call<T>(
+  address: string,
+  token: string,
+  run: (client: ReturnType<typeof createRawClient<typeof BillingService>>) => Promise<T>,
+): Promise<T> {
   const client = createRawClient(BillingService, address, { token });
   try {
     return await run(client);
@@ -80,7 +99,12 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const refund = { orderId: "ord_DEMO00000002", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: "identities-glass-0001" };
+const refund = {
+  orderId: "ord_DEMO00000002",
+  amountCents: 100n,
+  reason: RefundReason.DAMAGED,
+  idempotencyKey: "identities-glass-0001",
+};
 
 describe("keys bound to who may use them", () => {
   it("refuses a person's token that claims another subject, naming the key's own", async () => {
@@ -91,20 +115,33 @@ describe("keys bound to who may use them", () => {
     expect([status[error.code], error.reason]).toEqual(["UNAUTHENTICATED", "CREDENTIALS_INVALID"]);
     expect(error.message).toMatch(/may sign only for subject "operator", not "approver"/);
     const honest = await mintToken(key, { subject: "operator", audience: "billing", scopes: ["billing:read"] });
-    expect((await call(proc.address, honest, (c) => c.getOrder({ orderId: "ord_DEMO00000001" }))).order?.orderId).toBe("ord_DEMO00000001");
+    expect((await call(proc.address, honest, (c) => c.getOrder({ orderId: "ord_DEMO00000001" }))).order?.orderId).toBe(
+      "ord_DEMO00000001",
+    );
   });
 
   it("refuses a token carrying a scope beyond its key's (the operator minting billing:refund by hand)", async () => {
     const proc = await billing();
     const { key } = personKey({ LOOPGUARD_DATA_DIR: dir }, "operator");
     const beyond = await mintToken(key, { subject: "operator", audience: "billing", scopes: ["billing:refund"] });
-    const error = await failure(call(proc.address, beyond, (c) => c.refund({ ...refund, idempotencyKey: "identities-beyond-0001" })));
+    const error = await failure(
+      call(proc.address, beyond, (c) => c.refund({ ...refund, idempotencyKey: "identities-beyond-0001" })),
+    );
     expect([status[error.code], error.reason]).toEqual(["UNAUTHENTICATED", "CREDENTIALS_INVALID"]);
     expect(error.message).toMatch(/may not sign scope "billing:refund"/);
   });
 
   it("refuses a break-glass token while break-glass is off (the default), and takes it, with its reason, where BILLING_BREAK_GLASS=on", async () => {
-    const minted = await cli("mint-token", "--as", "alice-glass", "--break-glass", "--reason", "ledger repair INC-42", "--scope", "billing:refund");
+    const minted = await cli(
+      "mint-token",
+      "--as",
+      "alice-glass",
+      "--break-glass",
+      "--reason",
+      "ledger repair INC-42",
+      "--scope",
+      "billing:refund",
+    );
     expect(minted.stderr).toBe("");
     const token = minted.stdout.trim();
     const off = await billing();
@@ -122,12 +159,24 @@ describe("keys bound to who may use them", () => {
     const ledger = new Database(join(ledgerDir, "billing.db"), { readonly: true });
     try {
       expect(ledger.prepare("SELECT refund_id, subject, key_id, reason FROM break_glass_refunds").all()).toEqual([
-        { refund_id: response.refund?.refundId, subject: "alice", key_id: "glass-alice", reason: "ledger repair INC-42" },
+        {
+          refund_id: response.refund?.refundId,
+          subject: "alice",
+          key_id: "glass-alice",
+          reason: "ledger repair INC-42",
+        },
       ]);
     } finally {
       ledger.close();
     }
-    await vi.waitFor(() => expect(on.lines.find((l) => l.msg === "break-glass refund")).toMatchObject({ caller: "alice", order_id: "ord_DEMO00000002" }), { timeout: 2000 });
+    await vi.waitFor(
+      () =>
+        expect(on.lines.find((l) => l.msg === "break-glass refund")).toMatchObject({
+          caller: "alice",
+          order_id: "ord_DEMO00000002",
+        }),
+      { timeout: 2000 },
+    );
   });
 
   it("stops trusting a key revoked with `pnpm keys revoke` within about a second, without a restart", async () => {
@@ -153,9 +202,17 @@ describe("keys bound to who may use them", () => {
     expect(error?.message).toMatch(/not trusted \(unknown or revoked\)/);
     expect(JSON.parse(readFileSync(keys.jwks, "utf8")).revoked).toEqual([key.kid]);
     // The log line travels through a pipe and may arrive after the refusal it caused.
-    await vi.waitFor(() => expect(proc.lines.some((l) => l.msg === "trusted keys reloaded")).toBe(true), { timeout: 2000 });
+    await vi.waitFor(() => expect(proc.lines.some((l) => l.msg === "trusted keys reloaded")).toBe(true), {
+      timeout: 2000,
+    });
     // Only the revoked key went: the orchestrator's still verifies.
-    const orchestrator = await mintToken(readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator }), { subject: "session:s1", audience: "billing", scopes: ["billing:read"] });
-    expect((await call(proc.address, orchestrator, (c) => c.getOrder({ orderId: "ord_DEMO00000001" }))).order?.orderId).toBe("ord_DEMO00000001");
+    const orchestrator = await mintToken(readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator }), {
+      subject: "session:s1",
+      audience: "billing",
+      scopes: ["billing:read"],
+    });
+    expect(
+      (await call(proc.address, orchestrator, (c) => c.getOrder({ orderId: "ord_DEMO00000001" }))).order?.orderId,
+    ).toBe("ord_DEMO00000001");
   });
 });

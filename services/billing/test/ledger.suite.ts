@@ -57,12 +57,29 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       return other;
     };
     const refund = (l: RefundLedger, command: Partial<RefundCommand> & { idempotencyKey: string }) =>
-      l.refund({ orderId: "ord_DEMO00000001", amountCents: 100, reason: DAMAGED, maxRefundedTotalCents: 0, at, ...command });
+      l.refund({
+        orderId: "ord_DEMO00000001",
+        amountCents: 100,
+        reason: DAMAGED,
+        maxRefundedTotalCents: 0,
+        at,
+        ...command,
+      });
 
     it("seeds the demo orders once, deriving refunded totals from their refunds", async () => {
       await ledger.seed(DEMO_ORDERS);
-      expect(await ledger.getOrder("ord_DEMO00000005")).toMatchObject({ state: "PAID", amountPaidCents: 8000, amountRefundedCents: 2500, refundableCents: 5500, version: 2 });
-      expect(await ledger.getOrder("ord_DEMO00000006")).toMatchObject({ state: "REFUNDED", amountRefundedCents: 2999, refundableCents: 0 });
+      expect(await ledger.getOrder("ord_DEMO00000005")).toMatchObject({
+        state: "PAID",
+        amountPaidCents: 8000,
+        amountRefundedCents: 2500,
+        refundableCents: 5500,
+        version: 2,
+      });
+      expect(await ledger.getOrder("ord_DEMO00000006")).toMatchObject({
+        state: "REFUNDED",
+        amountRefundedCents: 2999,
+        refundableCents: 0,
+      });
       expect(await ledger.getOrder("ord_DEMO00000003")).toMatchObject({ state: "PENDING", refundableCents: 0 });
       expect(await h.refundRows("ord_DEMO00000005")).toHaveLength(1);
     });
@@ -70,7 +87,9 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
     it("seeds once when replicas seed at the same moment", async () => {
       const others = await Promise.all([another(), another(), another()]);
       await Promise.all([ledger, ...others].map((l) => l.seed(DEMO_ORDERS)));
-      expect(await h.refundRows("ord_DEMO00000005")).toEqual([{ amount_cents: 2500, idempotency_key: "demo-seed-ord-0005-refund-1" }]);
+      expect(await h.refundRows("ord_DEMO00000005")).toEqual([
+        { amount_cents: 2500, idempotency_key: "demo-seed-ord-0005-refund-1" },
+      ]);
       expect(await ledger.getOrder("ord_DEMO00000005")).toMatchObject({ amountRefundedCents: 2500, version: 2 });
     });
 
@@ -84,9 +103,19 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       const outcome = await refund(ledger, { amountCents: 2999, idempotencyKey: "unit-key-000000001" });
       expect(outcome.replayed).toBe(false);
       expect(outcome.refund.refundId).toMatch(/^rf_[A-Za-z0-9]{16}$/);
-      expect(outcome.refund).toMatchObject({ orderId: "ord_DEMO00000001", amountCents: 2999, reason: DAMAGED, createdAt: at });
+      expect(outcome.refund).toMatchObject({
+        orderId: "ord_DEMO00000001",
+        amountCents: 2999,
+        reason: DAMAGED,
+        createdAt: at,
+      });
       expect(outcome.orderRefundableCents).toBe(10_000);
-      expect(await ledger.getOrder("ord_DEMO00000001")).toMatchObject({ state: "PAID", amountRefundedCents: 2999, refundableCents: 10_000, version: 2 });
+      expect(await ledger.getOrder("ord_DEMO00000001")).toMatchObject({
+        state: "PAID",
+        amountRefundedCents: 2999,
+        refundableCents: 10_000,
+        version: 2,
+      });
     });
 
     it("a dry run decides as a real refund does and writes nothing: the order, its refunds and the key stay as they were", async () => {
@@ -112,10 +141,20 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
         { orderId: "ord_DEMO00000004", amountCents: 100, idempotencyKey: "unit-key-case-0003" },
         { orderId: "ord_DEMO00000005", amountCents: 5501, idempotencyKey: "unit-key-case-0004" },
         { orderId: "ord_NOSUCHORDER1", amountCents: 100, idempotencyKey: "unit-key-case-0005" },
-        { orderId: "ord_DEMO00000001", amountCents: 100, maxRefundedTotalCents: 99, idempotencyKey: "unit-key-case-0006" },
+        {
+          orderId: "ord_DEMO00000001",
+          amountCents: 100,
+          maxRefundedTotalCents: 99,
+          idempotencyKey: "unit-key-case-0006",
+        },
         { orderId: "ord_DEMO00000002", amountCents: 200, idempotencyKey: "unit-key-used-0001" },
       ];
-      const orders = async () => Promise.all(["ord_DEMO00000001", "ord_DEMO00000002", "ord_DEMO00000005", "ord_DEMO00000006"].map((id) => ledger.getOrder(id)));
+      const orders = async () =>
+        Promise.all(
+          ["ord_DEMO00000001", "ord_DEMO00000002", "ord_DEMO00000005", "ord_DEMO00000006"].map((id) =>
+            ledger.getOrder(id),
+          ),
+        );
       const before = await orders();
       for (const command of cases) {
         const dry = await refusal(refund(ledger, { ...command, dryRun: true }));
@@ -127,13 +166,24 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
 
     it("marks the order REFUNDED when the last cent is refunded", async () => {
       await refund(ledger, { orderId: "ord_DEMO00000007", amountCents: 199, idempotencyKey: "unit-key-000000001" });
-      expect(await ledger.getOrder("ord_DEMO00000007")).toMatchObject({ state: "REFUNDED", refundableCents: 0, amountRefundedCents: 199 });
-      const error = await refusal(refund(ledger, { orderId: "ord_DEMO00000007", amountCents: 1, idempotencyKey: "unit-key-000000002" }));
+      expect(await ledger.getOrder("ord_DEMO00000007")).toMatchObject({
+        state: "REFUNDED",
+        refundableCents: 0,
+        amountRefundedCents: 199,
+      });
+      const error = await refusal(
+        refund(ledger, { orderId: "ord_DEMO00000007", amountCents: 1, idempotencyKey: "unit-key-000000002" }),
+      );
       expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
     });
 
     it("replays the first outcome for the same key and parameters without writing", async () => {
-      const command = { orderId: "ord_DEMO00000008", amountCents: 100, reason: WRONG_ITEM, idempotencyKey: "unit-key-000000001" };
+      const command = {
+        orderId: "ord_DEMO00000008",
+        amountCents: 100,
+        reason: WRONG_ITEM,
+        idempotencyKey: "unit-key-000000001",
+      };
       const first = await refund(ledger, command);
       await refund(ledger, { ...command, idempotencyKey: "unit-key-000000002" });
       const again = await ledger.refund({ ...command, maxRefundedTotalCents: 0, at: new Date(at.getTime() + 60_000) });
@@ -147,7 +197,12 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       ["another reason", { reason: DAMAGED }],
       ["another order", { orderId: "ord_DEMO00000001" }],
     ])("refuses a key reused with %s and writes nothing", async (_, change) => {
-      const command = { orderId: "ord_DEMO00000008", amountCents: 100, reason: WRONG_ITEM, idempotencyKey: "unit-key-000000001" };
+      const command = {
+        orderId: "ord_DEMO00000008",
+        amountCents: 100,
+        reason: WRONG_ITEM,
+        idempotencyKey: "unit-key-000000001",
+      };
       await refund(ledger, command);
       expect((await refusal(refund(ledger, { ...command, ...change }))).reason).toBe("IDEMPOTENCY_KEY_REUSED");
       expect(await h.refundRows("ord_DEMO00000008")).toHaveLength(1);
@@ -156,7 +211,14 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
 
     it("refuses a refund above the caller's bound with BOUND_EXCEEDED and writes nothing", async () => {
       await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 45_000, idempotencyKey: "unit-key-000000001" });
-      const error = await refusal(refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 45_000, maxRefundedTotalCents: 50_000, idempotencyKey: "unit-key-000000002" }));
+      const error = await refusal(
+        refund(ledger, {
+          orderId: "ord_DEMO00000002",
+          amountCents: 45_000,
+          maxRefundedTotalCents: 50_000,
+          idempotencyKey: "unit-key-000000002",
+        }),
+      );
       expect(error.reason).toBe("BOUND_EXCEEDED");
       expect(await h.refundRows("ord_DEMO00000002")).toHaveLength(1);
       expect(await ledger.getOrder("ord_DEMO00000002")).toMatchObject({ amountRefundedCents: 45_000, version: 2 });
@@ -167,7 +229,12 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       const ledgers = [ledger, ...others];
       const outcomes = await Promise.allSettled(
         Array.from({ length: 12 }, (_, i) =>
-          refund(ledgers[i % ledgers.length]!, { orderId: "ord_DEMO00000002", amountCents: 10_000, maxRefundedTotalCents: 50_000, idempotencyKey: `unit-bound-key-${String(i).padStart(4, "0")}` }),
+          refund(ledgers[i % ledgers.length]!, {
+            orderId: "ord_DEMO00000002",
+            amountCents: 10_000,
+            maxRefundedTotalCents: 50_000,
+            idempotencyKey: `unit-bound-key-${String(i).padStart(4, "0")}`,
+          }),
         ),
       );
       const made = outcomes.filter((o) => o.status === "fulfilled");
@@ -178,47 +245,109 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
     });
 
     it("replays a refund already made whatever bound the repeat carries", async () => {
-      const first = await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 45_000, maxRefundedTotalCents: 50_000, idempotencyKey: "unit-key-000000001" });
-      const again = await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 45_000, maxRefundedTotalCents: 1, idempotencyKey: "unit-key-000000001" });
+      const first = await refund(ledger, {
+        orderId: "ord_DEMO00000002",
+        amountCents: 45_000,
+        maxRefundedTotalCents: 50_000,
+        idempotencyKey: "unit-key-000000001",
+      });
+      const again = await refund(ledger, {
+        orderId: "ord_DEMO00000002",
+        amountCents: 45_000,
+        maxRefundedTotalCents: 1,
+        idempotencyKey: "unit-key-000000001",
+      });
       expect(again).toEqual({ ...first, replayed: true });
     });
 
     it("records who made a break-glass refund and why, with the refund and once, and nothing for other refunds", async () => {
       const use = { subject: "alice", keyId: "glass-alice", reason: "INC-42: refund stuck behind an outage" };
-      const made = await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 700, idempotencyKey: "unit-glass-00000001", breakGlass: use });
-      await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 700, idempotencyKey: "unit-glass-00000001", breakGlass: use });
-      await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 800, maxRefundedTotalCents: 50_000, idempotencyKey: "unit-host-000000001" });
+      const made = await refund(ledger, {
+        orderId: "ord_DEMO00000002",
+        amountCents: 700,
+        idempotencyKey: "unit-glass-00000001",
+        breakGlass: use,
+      });
+      await refund(ledger, {
+        orderId: "ord_DEMO00000002",
+        amountCents: 700,
+        idempotencyKey: "unit-glass-00000001",
+        breakGlass: use,
+      });
+      await refund(ledger, {
+        orderId: "ord_DEMO00000002",
+        amountCents: 800,
+        maxRefundedTotalCents: 50_000,
+        idempotencyKey: "unit-host-000000001",
+      });
       expect(await ledger.breakGlassRefunds()).toEqual([
-        { refund_id: made.refund.refundId, order_id: "ord_DEMO00000002", amount_cents: 700, subject: "alice", key_id: "glass-alice", reason: use.reason, at: at.getTime() },
+        {
+          refund_id: made.refund.refundId,
+          order_id: "ord_DEMO00000002",
+          amount_cents: 700,
+          subject: "alice",
+          key_id: "glass-alice",
+          reason: use.reason,
+          at: at.getTime(),
+        },
       ]);
     });
 
     it("refuses an unknown order", async () => {
-      expect((await refusal(refund(ledger, { orderId: "ord_UNKNOWN00001", amountCents: 1, idempotencyKey: "unit-key-000000001" }))).reason).toBe("ORDER_NOT_FOUND");
+      expect(
+        (
+          await refusal(
+            refund(ledger, { orderId: "ord_UNKNOWN00001", amountCents: 1, idempotencyKey: "unit-key-000000001" }),
+          )
+        ).reason,
+      ).toBe("ORDER_NOT_FOUND");
       expect(await ledger.getOrder("ord_UNKNOWN00001")).toBeUndefined();
       expect(await ledger.listRefunds("ord_UNKNOWN00001")).toBeUndefined();
     });
 
-    it.each(["ord_DEMO00000003", "ord_DEMO00000004", "ord_DEMO00000006"])("refuses to refund %s, which is not paid", async (orderId) => {
-      const before = await ledger.getOrder(orderId);
-      expect((await refusal(refund(ledger, { orderId, amountCents: 1, idempotencyKey: "unit-key-000000001" }))).reason).toBe("ORDER_NOT_REFUNDABLE");
-      expect(await ledger.getOrder(orderId)).toEqual(before);
-    });
+    it.each(["ord_DEMO00000003", "ord_DEMO00000004", "ord_DEMO00000006"])(
+      "refuses to refund %s, which is not paid",
+      async (orderId) => {
+        const before = await ledger.getOrder(orderId);
+        expect(
+          (await refusal(refund(ledger, { orderId, amountCents: 1, idempotencyKey: "unit-key-000000001" }))).reason,
+        ).toBe("ORDER_NOT_REFUNDABLE");
+        expect(await ledger.getOrder(orderId)).toEqual(before);
+      },
+    );
 
     it("refuses more than is still refundable and leaves the order as it was", async () => {
       const before = await ledger.getOrder("ord_DEMO00000005");
-      const error = await refusal(refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 5501, idempotencyKey: "unit-key-000000001" }));
+      const error = await refusal(
+        refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 5501, idempotencyKey: "unit-key-000000001" }),
+      );
       expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
       expect(await ledger.getOrder("ord_DEMO00000005")).toEqual(before);
       expect(await h.refundRows("ord_DEMO00000005")).toHaveLength(1);
       // The refused key stays free for a refund that fits.
-      expect((await refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 5500, idempotencyKey: "unit-key-000000001" })).replayed).toBe(false);
+      expect(
+        (await refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 5500, idempotencyKey: "unit-key-000000001" }))
+          .replayed,
+      ).toBe(false);
     });
 
     it("lists an order's refunds oldest first", async () => {
-      const first = await refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 100, idempotencyKey: "unit-key-000000001" });
-      const second = await refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 200, reason: WRONG_ITEM, idempotencyKey: "unit-key-000000002" });
-      expect((await ledger.listRefunds("ord_DEMO00000005"))?.map((r) => r.refundId)).toEqual(["rf_DEMO000000000005", first.refund.refundId, second.refund.refundId]);
+      const first = await refund(ledger, {
+        orderId: "ord_DEMO00000005",
+        amountCents: 100,
+        idempotencyKey: "unit-key-000000001",
+      });
+      const second = await refund(ledger, {
+        orderId: "ord_DEMO00000005",
+        amountCents: 200,
+        reason: WRONG_ITEM,
+        idempotencyKey: "unit-key-000000002",
+      });
+      expect((await ledger.listRefunds("ord_DEMO00000005"))?.map((r) => r.refundId)).toEqual([
+        "rf_DEMO000000000005",
+        first.refund.refundId,
+        second.refund.refundId,
+      ]);
       expect(await ledger.listRefunds("ord_DEMO00000001")).toEqual([]);
     });
 
@@ -243,12 +372,23 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
     it("never refunds more than was paid under 30 concurrent refunds of one order with distinct keys", async () => {
       const other = await another();
       const results = await Promise.allSettled(
-        Array.from({ length: 30 }, (_, i) => refund(i % 2 ? other : ledger, { orderId: "ord_DEMO00000007", amountCents: 10, idempotencyKey: `unit-key-${String(i).padStart(9, "0")}` })),
+        Array.from({ length: 30 }, (_, i) =>
+          refund(i % 2 ? other : ledger, {
+            orderId: "ord_DEMO00000007",
+            amountCents: 10,
+            idempotencyKey: `unit-key-${String(i).padStart(9, "0")}`,
+          }),
+        ),
       );
       const refused = results.filter((r) => r.status === "rejected").map((r) => (r.reason as LedgerError).reason);
       expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(19);
       expect(refused).toEqual(Array(11).fill("ORDER_NOT_REFUNDABLE"));
-      expect(await ledger.getOrder("ord_DEMO00000007")).toMatchObject({ state: "PAID", amountRefundedCents: 190, refundableCents: 9, version: 20 });
+      expect(await ledger.getOrder("ord_DEMO00000007")).toMatchObject({
+        state: "PAID",
+        amountRefundedCents: 190,
+        refundableCents: 9,
+        version: 20,
+      });
       expect(await h.refundRows("ord_DEMO00000007")).toHaveLength(19);
     });
 
@@ -261,7 +401,9 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
       const refused = results.find((r) => r.status === "rejected") as PromiseRejectedResult;
       expect((refused.reason as LedgerError).reason).toBe("IDEMPOTENCY_KEY_REUSED");
-      expect([...(await h.refundRows("ord_DEMO00000001")), ...(await h.refundRows("ord_DEMO00000008"))]).toHaveLength(1);
+      expect([...(await h.refundRows("ord_DEMO00000001")), ...(await h.refundRows("ord_DEMO00000008"))]).toHaveLength(
+        1,
+      );
     });
 
     it("reports LEDGER_UNAVAILABLE when another connection holds the lock past the lock timeout, and writes nothing", async () => {
@@ -269,13 +411,18 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       const release = await h.holdLock("ord_DEMO00000002");
       let error: LedgerError;
       try {
-        error = await refusal(refund(impatient, { orderId: "ord_DEMO00000002", amountCents: 1, idempotencyKey: "unit-key-000000001" }));
+        error = await refusal(
+          refund(impatient, { orderId: "ord_DEMO00000002", amountCents: 1, idempotencyKey: "unit-key-000000001" }),
+        );
       } finally {
         await release();
       }
       expect(error.reason).toBe("LEDGER_UNAVAILABLE");
       expect(await h.refundRows("ord_DEMO00000002")).toHaveLength(0);
-      expect((await refund(impatient, { orderId: "ord_DEMO00000002", amountCents: 1, idempotencyKey: "unit-key-000000001" })).replayed).toBe(false);
+      expect(
+        (await refund(impatient, { orderId: "ord_DEMO00000002", amountCents: 1, idempotencyKey: "unit-key-000000001" }))
+          .replayed,
+      ).toBe(false);
     });
   });
 }

@@ -26,7 +26,13 @@ describeRefundLedger(
     return {
       ledger,
       openAnother: (options) => PostgresRefundLedger.open(url, options),
-      refundRows: async (orderId) => (await raw.query("SELECT amount_cents::int, idempotency_key FROM refunds WHERE order_id = $1 ORDER BY created_at, seq", [orderId])).rows,
+      refundRows: async (orderId) =>
+        (
+          await raw.query(
+            "SELECT amount_cents::int, idempotency_key FROM refunds WHERE order_id = $1 ORDER BY created_at, seq",
+            [orderId],
+          )
+        ).rows,
       async holdLock(orderId) {
         const holder = new pg.Client({ connectionString: url });
         await holder.connect();
@@ -47,18 +53,32 @@ describeRefundLedger(
 );
 
 describe.skipIf(skip !== null)("the PostgreSQL ledger", () => {
-  const command = { orderId: "ord_DEMO00000002", amountCents: 700, reason: 1, idempotencyKey: "pg-only-key-00000001", maxRefundedTotalCents: 0, at: new Date() };
+  const command = {
+    orderId: "ord_DEMO00000002",
+    amountCents: 700,
+    reason: 1,
+    idempotencyKey: "pg-only-key-00000001",
+    maxRefundedTotalCents: 0,
+    at: new Date(),
+  };
 
   it("migrates and seeds once when four replicas open one new database at the same moment", async () => {
     const url = await freshDatabase();
     const replicas = await Promise.all(Array.from({ length: 4 }, () => PostgresRefundLedger.open(url)));
     try {
       await Promise.all(replicas.map((r) => r.seed(DEMO_ORDERS)));
-      expect(replicas.map((r) => r.migrationsApplied.length).sort()).toEqual([0, 0, 0, POSTGRES_LEDGER_MIGRATIONS.length]);
+      expect(replicas.map((r) => r.migrationsApplied.length).sort()).toEqual([
+        0,
+        0,
+        0,
+        POSTGRES_LEDGER_MIGRATIONS.length,
+      ]);
       const raw = new pg.Client({ connectionString: url });
       await raw.connect();
       try {
-        expect((await raw.query(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = 'billing'`)).rows).toEqual(POSTGRES_LEDGER_MIGRATIONS.map((m) => ({ name: m.name })));
+        expect((await raw.query(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = 'billing'`)).rows).toEqual(
+          POSTGRES_LEDGER_MIGRATIONS.map((m) => ({ name: m.name })),
+        );
         expect((await raw.query("SELECT count(*)::int AS n FROM orders")).rows[0].n).toBe(DEMO_ORDERS.length);
         expect((await raw.query("SELECT count(*)::int AS n FROM refunds")).rows[0].n).toBe(2);
       } finally {
@@ -100,7 +120,11 @@ describe.skipIf(skip !== null)("the PostgreSQL ledger", () => {
     url.port = String(proxy.port);
     let ledger: RefundLedger | undefined;
     try {
-      ledger = await PostgresRefundLedger.open(url.toString(), { connectTimeoutMs: 300, statementTimeoutMs: 300, lockTimeoutMs: 300 });
+      ledger = await PostgresRefundLedger.open(url.toString(), {
+        connectTimeoutMs: 300,
+        statementTimeoutMs: 300,
+        lockTimeoutMs: 300,
+      });
       await ledger.seed(DEMO_ORDERS);
       proxy.cut();
       for (const call of [() => ledger!.refund(command), () => ledger!.getOrder(command.orderId)]) {
@@ -122,7 +146,11 @@ describe.skipIf(skip !== null)("the PostgreSQL ledger", () => {
     proxy.cut();
     const started = Date.now();
     try {
-      await expect(PostgresRefundLedger.open(`postgres://loopguard:secret@127.0.0.1:${proxy.port}/billing`, { connectTimeoutMs: 300 })).rejects.toThrow(/timeout/i);
+      await expect(
+        PostgresRefundLedger.open(`postgres://loopguard:secret@127.0.0.1:${proxy.port}/billing`, {
+          connectTimeoutMs: 300,
+        }),
+      ).rejects.toThrow(/timeout/i);
       expect(Date.now() - started).toBeLessThan(5000);
     } finally {
       await proxy.close();

@@ -23,7 +23,12 @@ afterAll(async () => {
 
 describe("Refund", () => {
   it("replays the first result for the same key and parameters and writes one row", async () => {
-    const request = { orderId: "ord_DEMO00000001", amountCents: 1000n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-replay-0000001" };
+    const request = {
+      orderId: "ord_DEMO00000001",
+      amountCents: 1000n,
+      reason: RefundReason.DAMAGED,
+      idempotencyKey: "rules-replay-0000001",
+    };
     const first = await client.refund(request);
     const again = await client.refund(request);
     expect(first.replayed).toBe(false);
@@ -39,7 +44,12 @@ describe("Refund", () => {
     ["another reason", { reason: RefundReason.WRONG_ITEM }],
     ["another order", { orderId: "ord_DEMO00000008" }],
   ])("refuses the key reused with %s (IDEMPOTENCY_KEY_REUSED) and writes nothing", async (_, change) => {
-    const request = { orderId: "ord_DEMO00000002", amountCents: 1000n, reason: RefundReason.DAMAGED, idempotencyKey: `rules-reuse-${Object.keys(change)[0]}` };
+    const request = {
+      orderId: "ord_DEMO00000002",
+      amountCents: 1000n,
+      reason: RefundReason.DAMAGED,
+      idempotencyKey: `rules-reuse-${Object.keys(change)[0]}`,
+    };
     await client.refund(request);
     const rowsBefore = billing.refunds();
     const ordersBefore = [billing.order("ord_DEMO00000002"), billing.order("ord_DEMO00000008")];
@@ -51,7 +61,12 @@ describe("Refund", () => {
   });
 
   it("executes 50 concurrent calls with one key once, and all answer with the same refund", async () => {
-    const request = { orderId: "ord_DEMO00000008", amountCents: 700n, reason: RefundReason.NOT_DELIVERED, idempotencyKey: "rules-concurrent-0000001" };
+    const request = {
+      orderId: "ord_DEMO00000008",
+      amountCents: 700n,
+      reason: RefundReason.NOT_DELIVERED,
+      idempotencyKey: "rules-concurrent-0000001",
+    };
     const before = billing.order("ord_DEMO00000008")!;
     const responses = await Promise.all(Array.from({ length: 50 }, () => client.refund(request)));
     expect(new Set(responses.map((r) => r.refund?.refundId)).size).toBe(1);
@@ -66,12 +81,24 @@ describe("Refund", () => {
   it("refuses more than is still refundable (ORDER_NOT_REFUNDABLE) and leaves order and rows unchanged", async () => {
     const before = billing.order("ord_DEMO00000005");
     const rowsBefore = billing.refunds();
-    const error = await failure(client.refund({ orderId: "ord_DEMO00000005", amountCents: 5501n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-over-refund-0001" }));
+    const error = await failure(
+      client.refund({
+        orderId: "ord_DEMO00000005",
+        amountCents: 5501n,
+        reason: RefundReason.DAMAGED,
+        idempotencyKey: "rules-over-refund-0001",
+      }),
+    );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
     expect(billing.order("ord_DEMO00000005")).toEqual(before);
     expect(billing.refunds()).toEqual(rowsBefore);
-    const exact = await client.refund({ orderId: "ord_DEMO00000005", amountCents: 5500n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-exact-refund-0001" });
+    const exact = await client.refund({
+      orderId: "ord_DEMO00000005",
+      amountCents: 5500n,
+      reason: RefundReason.DAMAGED,
+      idempotencyKey: "rules-exact-refund-0001",
+    });
     expect(exact.orderRefundableCents).toBe(0n);
     expect(billing.order("ord_DEMO00000005")).toMatchObject({ status: "REFUNDED", amount_refunded_cents: 8000 });
   });
@@ -82,7 +109,14 @@ describe("Refund", () => {
     ["fully refunded", "ord_DEMO00000006"],
   ])("refuses a %s order (ORDER_NOT_REFUNDABLE)", async (_, orderId) => {
     const before = billing.order(orderId);
-    const error = await failure(client.refund({ orderId, amountCents: 1n, reason: RefundReason.CUSTOMER_REQUEST, idempotencyKey: `rules-unpaid-${orderId}` }));
+    const error = await failure(
+      client.refund({
+        orderId,
+        amountCents: 1n,
+        reason: RefundReason.CUSTOMER_REQUEST,
+        idempotencyKey: `rules-unpaid-${orderId}`,
+      }),
+    );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
     expect(billing.order(orderId)).toEqual(before);
@@ -91,10 +125,19 @@ describe("Refund", () => {
 
   it("answers NOT_FOUND (ORDER_NOT_FOUND) for an unknown order on every method", async () => {
     const orderId = "ord_NOSUCHORDER1";
-    const refund = await failure(client.refund({ orderId, amountCents: 1n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-unknown-order-0001" }));
+    const refund = await failure(
+      client.refund({
+        orderId,
+        amountCents: 1n,
+        reason: RefundReason.DAMAGED,
+        idempotencyKey: "rules-unknown-order-0001",
+      }),
+    );
     const get = await failure(client.getOrder({ orderId }));
     const list = await failure(client.listRefunds({ orderId }));
-    expect([refund, get, list].map((e) => [e.code, e.reason])).toEqual(Array(3).fill([status.NOT_FOUND, "ORDER_NOT_FOUND"]));
+    expect([refund, get, list].map((e) => [e.code, e.reason])).toEqual(
+      Array(3).fill([status.NOT_FOUND, "ORDER_NOT_FOUND"]),
+    );
     expect(billing.refunds({ key: "rules-unknown-order-0001" })).toEqual([]);
   });
 });
@@ -105,10 +148,19 @@ describe("a locked ledger", () => {
     const holder = new Database(join(locked.dir, "billing.db"));
     try {
       const lockedClient = withBoundTokens(BillingService, await locked.tool.client(["billing:refund"]));
-      const request = { orderId: "ord_DEMO00000001", amountCents: 100n, reason: RefundReason.DAMAGED, idempotencyKey: "rules-locked-ledger-0001" };
+      const request = {
+        orderId: "ord_DEMO00000001",
+        amountCents: 100n,
+        reason: RefundReason.DAMAGED,
+        idempotencyKey: "rules-locked-ledger-0001",
+      };
       holder.exec("BEGIN IMMEDIATE");
       const error = await failure(lockedClient.refund(request));
-      expect([error.code, error.reason, error.retryAfterMs]).toEqual([status.UNAVAILABLE, "LEDGER_UNAVAILABLE", LEDGER_RETRY_AFTER_MS]);
+      expect([error.code, error.reason, error.retryAfterMs]).toEqual([
+        status.UNAVAILABLE,
+        "LEDGER_UNAVAILABLE",
+        LEDGER_RETRY_AFTER_MS,
+      ]);
       holder.exec("ROLLBACK");
       expect(locked.refunds({ key: request.idempotencyKey })).toEqual([]);
       expect((await lockedClient.refund(request)).replayed).toBe(false);

@@ -32,7 +32,12 @@ const PLAN = [
 ];
 const requests = Array.from({ length: KEYS }, (_, k) => {
   const plan = PLAN[k % PLAN.length]!;
-  return { orderId: plan.orderId, amountCents: BigInt(plan.amountCents(k)), reason: RefundReason.DAMAGED, idempotencyKey: `replica-load-key-${String(k).padStart(4, "0")}` };
+  return {
+    orderId: plan.orderId,
+    amountCents: BigInt(plan.amountCents(k)),
+    reason: RefundReason.DAMAGED,
+    idempotencyKey: `replica-load-key-${String(k).padStart(4, "0")}`,
+  };
 });
 
 /** Deterministic shuffle (mulberry32), so a failure can be replayed. */
@@ -69,7 +74,9 @@ describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL"
       const env = { BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: url, LOOPGUARD_DATA_DIR: dataDir };
       replicas.push(...(await Promise.all([spawnTool(MAIN, env), spawnTool(MAIN, env)])));
       const token = await testToken({ subject: "replica-test", scopes: ["billing:refund", "billing:read"] });
-      clients.push(...replicas.map((r) => withBoundTokens(BillingService, createRawClient(BillingService, r.address, { token }))));
+      clients.push(
+        ...replicas.map((r) => withBoundTokens(BillingService, createRawClient(BillingService, r.address, { token }))),
+      );
     })());
 
   beforeAll(postgres.start, 120_000);
@@ -90,9 +97,13 @@ describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL"
     const db = new pg.Client({ connectionString: url });
     await db.connect();
     try {
-      expect((await db.query("SELECT order_id, amount_refunded_cents::int AS refunded FROM orders WHERE order_id = 'ord_DEMO00000005'")).rows).toEqual([
-        { order_id: "ord_DEMO00000005", refunded: 2500 },
-      ]);
+      expect(
+        (
+          await db.query(
+            "SELECT order_id, amount_refunded_cents::int AS refunded FROM orders WHERE order_id = 'ord_DEMO00000005'",
+          )
+        ).rows,
+      ).toEqual([{ order_id: "ord_DEMO00000005", refunded: 2500 }]);
       expect((await db.query("SELECT count(*)::int AS n FROM refunds")).rows[0].n).toBe(2);
     } finally {
       await db.end();
@@ -155,10 +166,16 @@ describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL"
     const db = new pg.Client({ connectionString: url });
     await db.connect();
     try {
-      const duplicates = await db.query("SELECT idempotency_key FROM refunds GROUP BY idempotency_key HAVING count(*) > 1");
+      const duplicates = await db.query(
+        "SELECT idempotency_key FROM refunds GROUP BY idempotency_key HAVING count(*) > 1",
+      );
       expect(duplicates.rows).toEqual([]);
-      const rows = await db.query<{ idempotency_key: string; refund_id: string }>("SELECT idempotency_key, refund_id FROM refunds WHERE idempotency_key LIKE 'replica-load-key-%'");
-      expect(new Map(rows.rows.map((r) => [r.idempotency_key, r.refund_id]))).toEqual(new Map(refunded.map(([key, set]) => [requests[key]!.idempotencyKey, [...set][0]!])));
+      const rows = await db.query<{ idempotency_key: string; refund_id: string }>(
+        "SELECT idempotency_key, refund_id FROM refunds WHERE idempotency_key LIKE 'replica-load-key-%'",
+      );
+      expect(new Map(rows.rows.map((r) => [r.idempotency_key, r.refund_id]))).toEqual(
+        new Map(refunded.map(([key, set]) => [requests[key]!.idempotencyKey, [...set][0]!])),
+      );
       const orders = await db.query<{ order_id: string; paid: number; refunded: number; sum: number }>(
         `SELECT o.order_id, o.amount_paid_cents AS paid, o.amount_refunded_cents AS refunded,
                 COALESCE((SELECT sum(amount_cents) FROM refunds r WHERE r.order_id = o.order_id), 0)::bigint AS sum

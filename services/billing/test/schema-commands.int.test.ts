@@ -24,7 +24,10 @@ interface Run {
 }
 
 function run(args: string[], env: Record<string, string>): Run {
-  const child = spawn(process.execPath, [MAIN, ...args], { env: { ...process.env, ...TEST_AUTH_ENV, BILLING_PORT: "0", BILLING_METRICS_PORT: "0", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    env: { ...process.env, ...TEST_AUTH_ENV, BILLING_PORT: "0", BILLING_METRICS_PORT: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
@@ -54,7 +57,9 @@ describe("billing's migration step on SQLite", () => {
     const env = { LOOPGUARD_DATA_DIR: dir, BILLING_STORE: `sqlite:${join(dir, "billing.db")}` };
     const refused = await refusal(env);
     expect(refused.code).toBe(1);
-    expect(refused.reason).toContain(`the billing schema lacks 2 migration(s) this build needs (${NAMES.join(", ")}): run the migration step first`);
+    expect(refused.reason).toContain(
+      `the billing schema lacks 2 migration(s) this build needs (${NAMES.join(", ")}): run the migration step first`,
+    );
 
     const waiting = run(["wait-for-schema", "--timeout", "30"], env);
     await sleep(1500);
@@ -62,10 +67,18 @@ describe("billing's migration step on SQLite", () => {
     const first = await run(["migrate"], env).done;
     expect(first).toMatchObject({ code: 0, stderr: "" });
     expect(first.stdout).toContain(`billing: applied 2 migration(s) to sqlite:${join(dir, "billing.db")}`);
-    expect(await waiting.done).toMatchObject({ code: 0, stdout: `billing: the schema at sqlite:${join(dir, "billing.db")} is current\n` });
+    expect(await waiting.done).toMatchObject({
+      code: 0,
+      stdout: `billing: the schema at sqlite:${join(dir, "billing.db")} is current\n`,
+    });
     expect((await run(["migrate"], env).done).stdout).toContain("is current (nothing to apply)");
 
-    const serving = await spawnTool(MAIN, { ...env, BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_MIGRATE_ON_START: "false" });
+    const serving = await spawnTool(MAIN, {
+      ...env,
+      BILLING_PORT: "0",
+      BILLING_METRICS_PORT: "0",
+      BILLING_MIGRATE_ON_START: "false",
+    });
     expect(serving.lines.find((l) => l.msg === "ledger open")?.migrations_applied).toEqual([]);
     serving.child.kill("SIGTERM");
     expect(await serving.exited).toBe(0);
@@ -100,9 +113,13 @@ describe.skipIf(postgres.skip !== null)("billing's migration step on PostgreSQL"
       const results = await Promise.all(runs.map((r) => r.done));
       expect(results.map((r) => r.code)).toEqual([0, 0]);
       const outputs = results.map((r) => r.stdout.trim()).sort();
-      expect(outputs[0]).toMatch(/^billing: applied 2 migration\(s\) to postgres:.* 0001-orders-and-refunds, 0002-break-glass-refunds; the schema is current$/);
+      expect(outputs[0]).toMatch(
+        /^billing: applied 2 migration\(s\) to postgres:.* 0001-orders-and-refunds, 0002-break-glass-refunds; the schema is current$/,
+      );
       expect(outputs[1]).toMatch(/^billing: the schema at postgres:.* is current \(nothing to apply\)$/);
-      const ledger = await holder.query(`SELECT name, compatibility, contract_after FROM ${MIGRATIONS_TABLE} WHERE store = 'billing' ORDER BY name`);
+      const ledger = await holder.query(
+        `SELECT name, compatibility, contract_after FROM ${MIGRATIONS_TABLE} WHERE store = 'billing' ORDER BY name`,
+      );
       expect(ledger.rows).toEqual(NAMES.map((name) => ({ name, compatibility: "expand", contract_after: null })));
     } finally {
       await holder.end();
@@ -121,13 +138,24 @@ describe.skipIf(postgres.skip !== null)("billing's migration step on PostgreSQL"
     await client.connect();
     try {
       // A later release dropped something this build uses; its expand step is one this build never had.
-      await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (store, name, compatibility, contract_after) VALUES ('billing', '0004-drop-refund-reason', 'contract', '0003-refund-reason-code')`);
+      await client.query(
+        `INSERT INTO ${MIGRATIONS_TABLE} (store, name, compatibility, contract_after) VALUES ('billing', '0004-drop-refund-reason', 'contract', '0003-refund-reason-code')`,
+      );
       const after = await refusal(env);
       expect(after.code).toBe(1);
-      expect(after.reason).toContain("the billing schema has contract migration(s) of a later release that this build cannot run on (0004-drop-refund-reason)");
+      expect(after.reason).toContain(
+        "the billing schema has contract migration(s) of a later release that this build cannot run on (0004-drop-refund-reason)",
+      );
       // Its expand step is this build's own: this build already runs without what it removed.
-      await client.query(`UPDATE ${MIGRATIONS_TABLE} SET contract_after = '0002-break-glass-refunds' WHERE name = '0004-drop-refund-reason'`);
-      const serving = await spawnTool(MAIN, { ...env, BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_MIGRATE_ON_START: "false" });
+      await client.query(
+        `UPDATE ${MIGRATIONS_TABLE} SET contract_after = '0002-break-glass-refunds' WHERE name = '0004-drop-refund-reason'`,
+      );
+      const serving = await spawnTool(MAIN, {
+        ...env,
+        BILLING_PORT: "0",
+        BILLING_METRICS_PORT: "0",
+        BILLING_MIGRATE_ON_START: "false",
+      });
       serving.child.kill("SIGTERM");
       expect(await serving.exited).toBe(0);
     } finally {

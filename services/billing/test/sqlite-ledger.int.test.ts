@@ -16,7 +16,10 @@ describeRefundLedger("sqlite", async () => {
   return {
     ledger,
     openAnother: (options) => SqliteRefundLedger.open(file, options),
-    refundRows: async (orderId) => raw.prepare("SELECT amount_cents, idempotency_key FROM refunds WHERE order_id = ? ORDER BY created_at, rowid").all(orderId) as never,
+    refundRows: async (orderId) =>
+      raw
+        .prepare("SELECT amount_cents, idempotency_key FROM refunds WHERE order_id = ? ORDER BY created_at, rowid")
+        .all(orderId) as never,
     async holdLock() {
       const holder = new Database(file);
       holder.exec("BEGIN IMMEDIATE");
@@ -41,7 +44,8 @@ describe("the SQLite ledger file", () => {
       const ledger = await SqliteRefundLedger.open(file);
       await ledger.seed(DEMO_ORDERS);
       expect(statSync(join(root, "data")).mode & 0o777).toBe(0o700);
-      for (const name of ["billing.db", "billing.db-wal", "billing.db-shm"]) expect(statSync(join(root, "data", name)).mode & 0o777, name).toBe(0o600);
+      for (const name of ["billing.db", "billing.db-wal", "billing.db-shm"])
+        expect(statSync(join(root, "data", name)).mode & 0o777, name).toBe(0o600);
       await ledger.close();
       const db = new Database(file, { readonly: true });
       expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
@@ -57,7 +61,14 @@ describe("the SQLite ledger file", () => {
     try {
       const first = await SqliteRefundLedger.open(file);
       await first.seed(DEMO_ORDERS);
-      const refund = await first.refund({ orderId: "ord_DEMO00000001", amountCents: 500, reason: 1, idempotencyKey: "old-layout-key-0001", maxRefundedTotalCents: 0, at: new Date() });
+      const refund = await first.refund({
+        orderId: "ord_DEMO00000001",
+        amountCents: 500,
+        reason: 1,
+        idempotencyKey: "old-layout-key-0001",
+        maxRefundedTotalCents: 0,
+        at: new Date(),
+      });
       await first.close();
       // What earlier builds left: the same tables, no migrations table.
       const raw = new Database(file);
@@ -68,7 +79,16 @@ describe("the SQLite ledger file", () => {
       expect(upgraded.migrationsApplied).toEqual(SQLITE_LEDGER_MIGRATIONS.map((m) => m.name));
       expect(await upgraded.getOrder("ord_DEMO00000001")).toMatchObject({ amountRefundedCents: 500, version: 2 });
       expect(
-        (await upgraded.refund({ orderId: "ord_DEMO00000001", amountCents: 500, reason: 1, idempotencyKey: "old-layout-key-0001", maxRefundedTotalCents: 0, at: new Date() })).refund.refundId,
+        (
+          await upgraded.refund({
+            orderId: "ord_DEMO00000001",
+            amountCents: 500,
+            reason: 1,
+            idempotencyKey: "old-layout-key-0001",
+            maxRefundedTotalCents: 0,
+            at: new Date(),
+          })
+        ).refund.refundId,
       ).toBe(refund.refund.refundId);
       await upgraded.close();
       const reopened = await SqliteRefundLedger.open(file);

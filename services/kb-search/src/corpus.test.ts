@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CorpusError, loadCorpus, parseDocument, SHIPPED_CORPUS_DIR } from "./corpus.js";
 
-const valid = "---\nid: refund-policy\nversion: 2\ntitle: Refund policy\ncategory: refunds\n---\n# Refund policy\n\nText.\n";
+const valid =
+  "---\nid: refund-policy\nversion: 2\ntitle: Refund policy\ncategory: refunds\n---\n# Refund policy\n\nText.\n";
 
 describe("shipped corpus", () => {
   const corpus = loadCorpus(SHIPPED_CORPUS_DIR);
@@ -30,7 +31,9 @@ describe("shipped corpus", () => {
     ]) {
       expect(ids, id).toContain(id);
     }
-    expect(new Set(corpus.map((d) => d.category))).toEqual(new Set(["refunds", "risk", "payments", "shipping", "orders", "returns", "account", "products", "support"]));
+    expect(new Set(corpus.map((d) => d.category))).toEqual(
+      new Set(["refunds", "risk", "payments", "shipping", "orders", "returns", "account", "products", "support"]),
+    );
   });
 
   it("contains no square brackets, which would be confused with the snippet's match markers", () => {

@@ -61,7 +61,8 @@ export function parseDocument(text: string, source: string): CorpusDocument {
     throw new CorpusError(`${source}: version must be an integer in 1..${MAX_VERSION}`);
   }
   const title = field("title");
-  if (codePoints(title) > MAX_TITLE_CHARS) throw new CorpusError(`${source}: title is longer than ${MAX_TITLE_CHARS} characters`);
+  if (codePoints(title) > MAX_TITLE_CHARS)
+    throw new CorpusError(`${source}: title is longer than ${MAX_TITLE_CHARS} characters`);
   const category = field("category");
   if (codePoints(category) > MAX_CATEGORY_CHARS) {
     throw new CorpusError(`${source}: category is longer than ${MAX_CATEGORY_CHARS} characters`);

@@ -8,7 +8,9 @@ describe("toMatchExpression", () => {
   });
 
   it("drops FTS5 operator characters, so column filters, prefixes and groups become plain words", () => {
-    expect(toMatchExpression('title:refund* (late -"lost")^ {x}+')).toBe('"title" OR "refund" OR "late" OR "lost" OR "x"');
+    expect(toMatchExpression('title:refund* (late -"lost")^ {x}+')).toBe(
+      '"title" OR "refund" OR "late" OR "lost" OR "x"',
+    );
   });
 
   it("keeps FTS5 keywords only as quoted words, which match literally", () => {
@@ -35,7 +37,13 @@ describe("toMatchExpression", () => {
 
 describe("queryTerms", () => {
   it("keeps words of any script, with their combining marks", () => {
-    expect(queryTerms("退款 politique de remboursement, cafe\u0301")).toEqual(["退款", "politique", "de", "remboursement", "cafe\u0301"]);
+    expect(queryTerms("退款 politique de remboursement, cafe\u0301")).toEqual([
+      "退款",
+      "politique",
+      "de",
+      "remboursement",
+      "cafe\u0301",
+    ]);
   });
 
   it("drops repeated words, ignoring case", () => {

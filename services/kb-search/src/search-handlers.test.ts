@@ -7,7 +7,14 @@ import { IndexUnavailableError, type SearchHit } from "./search-index.js";
 
 const ctx = {} as CallContext;
 const request = create(SearchRequestSchema, { query: "refund", limit: 2 });
-const hit: SearchHit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "[refund]", score: 2.5, category: "refunds" };
+const hit: SearchHit = {
+  docId: "refund-policy",
+  version: 1,
+  title: "Refund policy",
+  snippet: "[refund]",
+  score: 2.5,
+  category: "refunds",
+};
 
 describe("search handler", () => {
   it("passes the query and limit to the index and returns its hits", async () => {
@@ -34,7 +41,11 @@ describe("search handler", () => {
     });
     const error = await handlers.search(request, ctx).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ToolError);
-    expect(error).toMatchObject({ code: status.UNAVAILABLE, reason: "INDEX_UNAVAILABLE", retryAfterMs: INDEX_RETRY_AFTER_MS });
+    expect(error).toMatchObject({
+      code: status.UNAVAILABLE,
+      reason: "INDEX_UNAVAILABLE",
+      retryAfterMs: INDEX_RETRY_AFTER_MS,
+    });
   });
 
   it("lets other failures through, so the server reports them as INTERNAL", async () => {

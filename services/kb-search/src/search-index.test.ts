@@ -48,7 +48,12 @@ describe("ranking over the shipped corpus", () => {
 
   it("returns the document's id, version, title, category and a snippet with matches in brackets", () => {
     const [hit] = index.search("chargeback", 1);
-    expect(hit).toMatchObject({ docId: "chargebacks", version: 1, title: "Chargebacks and payment disputes", category: "payments" });
+    expect(hit).toMatchObject({
+      docId: "chargebacks",
+      version: 1,
+      title: "Chargebacks and payment disputes",
+      category: "payments",
+    });
     expect(hit?.snippet).toMatch(/\[chargeback\]/i);
     expect(hit?.snippet).not.toMatch(/\n/);
   });
@@ -69,7 +74,16 @@ describe("ranking over the shipped corpus", () => {
   });
 
   it("never throws on arbitrary text, and every snippet stays within 1000 characters", () => {
-    const specials = fc.constantFrom(..."\"*^:()-+{}[],.;!?' \\/", "AND", "OR", "NOT", "NEAR", "title:", "refund", "risk");
+    const specials = fc.constantFrom(
+      ..."\"*^:()-+{}[],.;!?' \\/",
+      "AND",
+      "OR",
+      "NOT",
+      "NEAR",
+      "title:",
+      "refund",
+      "risk",
+    );
     const text = fc.oneof(fc.string({ unit: "binary", maxLength: 600 }), fc.string({ unit: specials, maxLength: 100 }));
     fc.assert(
       fc.property(text, (query) => {
@@ -86,8 +100,20 @@ describe("ranking over the shipped corpus", () => {
 describe("title weighting", () => {
   it("ranks a document with the word in its title above one with it only in the body", () => {
     const index = SearchIndex.open(":memory:", [
-      { id: "body-only", version: 1, title: "Shipping", category: "c", body: "Our warranty covers shipping damage and other defects." },
-      { id: "in-title", version: 1, title: "Warranty", category: "c", body: "Covers shipping damage and other defects of the item." },
+      {
+        id: "body-only",
+        version: 1,
+        title: "Shipping",
+        category: "c",
+        body: "Our warranty covers shipping damage and other defects.",
+      },
+      {
+        id: "in-title",
+        version: 1,
+        title: "Warranty",
+        category: "c",
+        body: "Covers shipping damage and other defects of the item.",
+      },
     ]);
     try {
       expect(index.search("warranty", 2).map((h) => h.docId)).toEqual(["in-title", "body-only"]);
@@ -100,7 +126,13 @@ describe("title weighting", () => {
 describe("seeding", () => {
   let dir: string;
   let path: string;
-  const doc = (id: string, version: number, body: string): CorpusDocument => ({ id, version, title: id, category: "c", body });
+  const doc = (id: string, version: number, body: string): CorpusDocument => ({
+    id,
+    version,
+    title: id,
+    category: "c",
+    body,
+  });
 
   beforeEach(() => {
     dir = mkdtempSync(join(tmpdir(), "kb-index-"));

@@ -130,10 +130,16 @@ export class SearchIndex {
 /** Makes the stored documents equal to `corpus` in one transaction, touching only what changed. */
 function seed(db: Database.Database, corpus: readonly CorpusDocument[]): SeedReport {
   const selectStored = db.prepare<[], StoredVersion>("SELECT rowid, doc_id, version FROM documents");
-  const insertDocument = db.prepare<[string, number, string, string]>("INSERT INTO documents (doc_id, version, title, category) VALUES (?, ?, ?, ?)");
-  const updateDocument = db.prepare<[number, string, string, number]>("UPDATE documents SET version = ?, title = ?, category = ? WHERE rowid = ?");
+  const insertDocument = db.prepare<[string, number, string, string]>(
+    "INSERT INTO documents (doc_id, version, title, category) VALUES (?, ?, ?, ?)",
+  );
+  const updateDocument = db.prepare<[number, string, string, number]>(
+    "UPDATE documents SET version = ?, title = ?, category = ? WHERE rowid = ?",
+  );
   const deleteDocument = db.prepare<[number]>("DELETE FROM documents WHERE rowid = ?");
-  const insertText = db.prepare<[number | bigint, string, string]>("INSERT INTO documents_fts (rowid, title, body) VALUES (?, ?, ?)");
+  const insertText = db.prepare<[number | bigint, string, string]>(
+    "INSERT INTO documents_fts (rowid, title, body) VALUES (?, ?, ?)",
+  );
   const deleteText = db.prepare<[number]>("DELETE FROM documents_fts WHERE rowid = ?");
 
   const added: string[] = [];

@@ -35,7 +35,9 @@ describe("kb-search process", () => {
     running = await spawnTool(MAIN, env());
     expect(indexReady(running)).toMatchObject({ added: expect.any(Number), updated: 0, removed: 0 });
     expect(Number(indexReady(running)?.added)).toBeGreaterThanOrEqual(30);
-    expect([statSync(dataDir).mode & 0o777, statSync(join(dataDir, "kb-search.db")).mode & 0o777]).toEqual([0o700, 0o600]);
+    expect([statSync(dataDir).mode & 0o777, statSync(join(dataDir, "kb-search.db")).mode & 0o777]).toEqual([
+      0o700, 0o600,
+    ]);
     expect(await checkHealth(running.address)).toBe("SERVING");
 
     const client = createRawClient(KbSearchService, running.address, {

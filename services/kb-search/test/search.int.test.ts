@@ -44,7 +44,12 @@ describe("KbSearchService.Search", () => {
   it("answers a valid request with hits that carry id, version, title, snippet, score and category", async () => {
     const { hits } = await client.search({ query: "chargeback", limit: 3 });
     expect(hits.length).toBeGreaterThan(0);
-    expect(hits[0]).toMatchObject({ docId: "chargebacks", version: 1, title: "Chargebacks and payment disputes", category: "payments" });
+    expect(hits[0]).toMatchObject({
+      docId: "chargebacks",
+      version: 1,
+      title: "Chargebacks and payment disputes",
+      category: "payments",
+    });
     expect(hits[0]?.snippet).toContain("[");
     for (const hit of hits) expect(Number.isFinite(hit.score)).toBe(true);
   });
@@ -89,8 +94,21 @@ describe("KbSearchService.Search", () => {
   });
 
   it("answers 1,000 random requests with OK or INVALID_ARGUMENT only, as the contract's rules say", async () => {
-    const punctuation = fc.constantFrom(..."\"*^:()-+{}[],.;!?'`~\\/|&<>=_#@$% \t\n", "AND", "OR", "NOT", "NEAR", "title:", "body:", "refund");
-    const query = fc.oneof(fc.string({ unit: "binary", maxLength: 600 }), fc.string({ unit: punctuation, maxLength: 300 }), fc.string({ unit: "grapheme", maxLength: 600 }));
+    const punctuation = fc.constantFrom(
+      ..."\"*^:()-+{}[],.;!?'`~\\/|&<>=_#@$% \t\n",
+      "AND",
+      "OR",
+      "NOT",
+      "NEAR",
+      "title:",
+      "body:",
+      "refund",
+    );
+    const query = fc.oneof(
+      fc.string({ unit: "binary", maxLength: 600 }),
+      fc.string({ unit: punctuation, maxLength: 300 }),
+      fc.string({ unit: "grapheme", maxLength: 600 }),
+    );
     await fc.assert(
       fc.asyncProperty(query, fc.integer({ min: 0, max: 12 }), async (text, limit) => {
         const valid = codePoints(text) >= 1 && codePoints(text) <= 512 && limit >= 1 && limit <= 10;

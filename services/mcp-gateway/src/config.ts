@@ -18,13 +18,15 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
   return value;
 }
 
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const logLevel = env.MCP_LOG_LEVEL || "info";
-  if (!["debug", "info", "warn", "error"].includes(logLevel)) throw new ConfigError(`MCP_LOG_LEVEL must be debug, info, warn or error, got "${logLevel}"`);
+  if (!["debug", "info", "warn", "error"].includes(logLevel))
+    throw new ConfigError(`MCP_LOG_LEVEL must be debug, info, warn or error, got "${logLevel}"`);
   return Object.freeze({
     orchestratorAddr: env.ORCHESTRATOR_ADDR || "127.0.0.1:50051",
     httpHost: env.MCP_HTTP_HOST || "127.0.0.1",

@@ -28,9 +28,14 @@ export function createGatewayServer(deps: GatewayDeps): Server {
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
     const tool = byName.get(request.params.name);
-    if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${request.params.name}"; tools/list names them`);
+    if (!tool)
+      throw new McpError(ErrorCode.InvalidParams, `unknown tool "${request.params.name}"; tools/list names them`);
     // A client that traces puts its W3C traceparent in the request's _meta; the session's calls continue that trace.
-    const parent = propagator.extract(ROOT_CONTEXT, (request.params._meta ?? {}) as Record<string, unknown>, metaGetter);
+    const parent = propagator.extract(
+      ROOT_CONTEXT,
+      (request.params._meta ?? {}) as Record<string, unknown>,
+      metaGetter,
+    );
     return callAsSession(deps, tool, request.params.arguments ?? {}, await deps.tokenFor(tool), parent);
   });
   return server;

@@ -9,7 +9,12 @@ import { createGatewayServer, type GatewayDeps } from "./gateway.js";
 export const MCP_PATH = "/mcp";
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/;
 
-function jsonRpcError(res: ServerResponse, httpStatus: number, message: string, headers: Record<string, string> = {}): void {
+function jsonRpcError(
+  res: ServerResponse,
+  httpStatus: number,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(httpStatus, { "content-type": "application/json", ...headers });
   res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }));
 }
@@ -25,14 +30,23 @@ export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: st
   const loopback = host === "127.0.0.1" || host === "localhost" || host === "::1";
   let allowedHosts: string[] = [];
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (new URL(req.url ?? "/", "http://gateway").pathname !== MCP_PATH) return jsonRpcError(res, 404, `not found: the MCP endpoint is ${MCP_PATH}`);
+    if (new URL(req.url ?? "/", "http://gateway").pathname !== MCP_PATH)
+      return jsonRpcError(res, 404, `not found: the MCP endpoint is ${MCP_PATH}`);
     // Stateless: no server-sent stream to resume and no session to end.
-    if (req.method !== "POST") return jsonRpcError(res, 405, "method not allowed: POST JSON-RPC to this endpoint", { allow: "POST" });
+    if (req.method !== "POST")
+      return jsonRpcError(res, 405, "method not allowed: POST JSON-RPC to this endpoint", { allow: "POST" });
     const token = BEARER.exec(req.headers.authorization ?? "")?.[1];
-    if (!token) return jsonRpcError(res, 401, "missing bearer token: send Authorization: Bearer <token for the orchestrator>", { "www-authenticate": 'Bearer realm="loopguard"' });
+    if (!token)
+      return jsonRpcError(res, 401, "missing bearer token: send Authorization: Bearer <token for the orchestrator>", {
+        "www-authenticate": 'Bearer realm="loopguard"',
+      });
     const server = createGatewayServer({ ...deps, tokenFor: async () => token });
     // On loopback, refuse other Host headers (DNS rebinding from a browser page).
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true, ...(loopback ? { enableDnsRebindingProtection: true, allowedHosts } : {}) });
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+      ...(loopback ? { enableDnsRebindingProtection: true, allowedHosts } : {}),
+    });
     res.on("close", () => {
       void transport.close();
       void server.close();

@@ -5,7 +5,16 @@ import { parseArgs } from "node:util";
 import { singleCallScopes } from "@loopguard/orchestrator/single-call";
 import { type RegisteredTool, ToolRegistry } from "@loopguard/orchestrator/tool-registry";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { ConfigError, checkHealth, createLogger, createRawClient, mintToken, type PersonKey, personKey, startTelemetry } from "@loopguard/tool-sdk";
+import {
+  ConfigError,
+  checkHealth,
+  createLogger,
+  createRawClient,
+  mintToken,
+  type PersonKey,
+  personKey,
+  startTelemetry,
+} from "@loopguard/tool-sdk";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { type GatewayConfig, loadGatewayConfig } from "./config.js";
 import { createGatewayServer } from "./gateway.js";
@@ -20,7 +29,9 @@ const { values } = parseArgs({ options: { http: { type: "boolean" } } });
 const stdio = !values.http;
 // A console exporter writes spans to stdout, which is the JSON-RPC channel on stdio.
 if (stdio && process.env.OTEL_TRACES_EXPORTER === "console") {
-  process.stderr.write("mcp-gateway: OTEL_TRACES_EXPORTER=console would write to stdout, the JSON-RPC channel; not exporting spans\n");
+  process.stderr.write(
+    "mcp-gateway: OTEL_TRACES_EXPORTER=console would write to stdout, the JSON-RPC channel; not exporting spans\n",
+  );
   process.env.OTEL_TRACES_EXPORTER = "none";
 }
 startTelemetry("mcp-gateway");
@@ -32,7 +43,11 @@ try {
   if (error instanceof ConfigError) fail(`configuration error: ${error.message}`);
   throw error;
 }
-const log = createLogger({ service: "mcp-gateway", level: config.logLevel, write: (line) => process.stderr.write(`${line}\n`) });
+const log = createLogger({
+  service: "mcp-gateway",
+  level: config.logLevel,
+  write: (line) => process.stderr.write(`${line}\n`),
+});
 const api = createRawClient(OrchestratorService, config.orchestratorAddr);
 const registry = new ToolRegistry();
 const tools = registry.list();
@@ -41,8 +56,13 @@ const deps = { api, tools, scopesOf, orchestratorAddr: config.orchestratorAddr, 
 
 // The gateway needs a running suite; say so at once rather than at the first call.
 void checkHealth(config.orchestratorAddr).then(
-  (health) => health !== "SERVING" && process.stderr.write(`mcp-gateway: the orchestrator at ${config.orchestratorAddr} is ${health}\n`),
-  () => process.stderr.write(`mcp-gateway: cannot reach the orchestrator at ${config.orchestratorAddr}; start the suite with \`pnpm start\` (or set ORCHESTRATOR_ADDR)\n`),
+  (health) =>
+    health !== "SERVING" &&
+    process.stderr.write(`mcp-gateway: the orchestrator at ${config.orchestratorAddr} is ${health}\n`),
+  () =>
+    process.stderr.write(
+      `mcp-gateway: cannot reach the orchestrator at ${config.orchestratorAddr}; start the suite with \`pnpm start\` (or set ORCHESTRATOR_ADDR)\n`,
+    ),
 );
 
 if (stdio) {
@@ -57,14 +77,30 @@ if (stdio) {
     const grants = scopesOf(tool)
       .map((s) => `grant:${s}`)
       .filter((g) => person.scopeBeyond([g]) === undefined);
-    return mintToken(person.key, { subject: person.binding.subject, audience: "orchestrator", scopes: ["sessions:read", "sessions:write", ...grants], ttlSeconds: 300 });
+    return mintToken(person.key, {
+      subject: person.binding.subject,
+      audience: "orchestrator",
+      scopes: ["sessions:read", "sessions:write", ...grants],
+      ttlSeconds: 300,
+    });
   };
   const server = createGatewayServer({ ...deps, tokenFor });
   await server.connect(new StdioServerTransport());
   process.stdin.once("end", () => process.exit(0));
-  log.info("serving MCP on stdio", { as: person.binding.subject, orchestrator: config.orchestratorAddr, tools: tools.length });
+  log.info("serving MCP on stdio", {
+    as: person.binding.subject,
+    orchestrator: config.orchestratorAddr,
+    tools: tools.length,
+  });
 } else {
-  const http = await serveMcpHttp(deps, config.httpHost, config.httpPort).catch((error: unknown) => fail(`cannot listen on ${config.httpHost}:${config.httpPort}: ${(error as Error).message}`));
-  log.info("serving MCP over streamable HTTP", { url: `http://${http.address}${MCP_PATH}`, orchestrator: config.orchestratorAddr, tools: tools.length });
-  for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => void http.close().then(() => process.exit(0)));
+  const http = await serveMcpHttp(deps, config.httpHost, config.httpPort).catch((error: unknown) =>
+    fail(`cannot listen on ${config.httpHost}:${config.httpPort}: ${(error as Error).message}`),
+  );
+  log.info("serving MCP over streamable HTTP", {
+    url: `http://${http.address}${MCP_PATH}`,
+    orchestrator: config.orchestratorAddr,
+    tools: tools.length,
+  });
+  for (const signal of ["SIGTERM", "SIGINT"] as const)
+    process.once(signal, () => void http.close().then(() => process.exit(0)));
 }

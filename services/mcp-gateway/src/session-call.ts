@@ -7,7 +7,11 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Metadata } from "@grpc/grpc-js";
 import type { RegisteredTool } from "@loopguard/orchestrator/tool-registry";
 import { SINGLE_CALL_POLICY, singleCallTask } from "@loopguard/orchestrator/single-call";
-import { type OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  type OrchestratorService,
+  type Session,
+  SessionState,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, type Logger, type RawClient, status } from "@loopguard/tool-sdk";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { type Context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
@@ -28,11 +32,21 @@ const tracer = trace.getTracer("@loopguard/mcp-gateway");
 const propagator = new W3CTraceContextPropagator();
 
 /** States a call stops waiting in: the end, or a wait for a person or a tool that may be long. */
-const SETTLED = new Set([SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED, SessionState.AWAITING_APPROVAL, SessionState.PARKED]);
+const SETTLED = new Set([
+  SessionState.DONE,
+  SessionState.FAILED,
+  SessionState.CANCELLED,
+  SessionState.AWAITING_APPROVAL,
+  SessionState.PARKED,
+]);
 const POLL_MS = { first: 20, max: 250 };
 
 function text(message: string, structured: Json, isError = false): CallToolResult {
-  return { content: [{ type: "text", text: message }], structuredContent: structured, ...(isError ? { isError: true } : {}) };
+  return {
+    content: [{ type: "text", text: message }],
+    structuredContent: structured,
+    ...(isError ? { isError: true } : {}),
+  };
 }
 
 function iso(ts: Session["createdAt"]): string {
@@ -41,31 +55,63 @@ function iso(ts: Session["createdAt"]): string {
 
 /** A refused or failed API call, as precise as the orchestrator said it (reason, field violations). */
 export function refusal(error: unknown, addr: string): CallToolResult {
-  if (!(error instanceof CallError)) return text("the gateway failed to call the orchestrator", { error: { code: "INTERNAL" } }, true);
+  if (!(error instanceof CallError))
+    return text("the gateway failed to call the orchestrator", { error: { code: "INTERNAL" } }, true);
   if (error.code === status.UNAVAILABLE && !error.reason) {
-    return text(`cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`, { error: { code: "UNAVAILABLE", orchestrator: addr } }, true);
+    return text(
+      `cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`,
+      { error: { code: "UNAVAILABLE", orchestrator: addr } },
+      true,
+    );
   }
   const code = status[error.code] ?? String(error.code);
   const violations = error.fieldViolations.map((v) => ({ field: v.field, description: v.description }));
-  const detail = violations.length > 0 ? violations.map((v) => `${v.field}: ${v.description}`).join("; ") : error.message;
-  return text(`${code}${error.reason ? ` ${error.reason}` : ""}: ${detail}`, { error: { code, reason: error.reason ?? "", message: error.message, fieldViolations: violations } }, true);
+  const detail =
+    violations.length > 0 ? violations.map((v) => `${v.field}: ${v.description}`).join("; ") : error.message;
+  return text(
+    `${code}${error.reason ? ` ${error.reason}` : ""}: ${detail}`,
+    { error: { code, reason: error.reason ?? "", message: error.message, fieldViolations: violations } },
+    true,
+  );
 }
 
 /** The tool's result from the session's answer: the single-call policy answers with the call's result envelope. */
 function ended(s: Session): CallToolResult {
-  const base = { sessionId: s.sessionId, state: SessionState[s.state], outcome: s.outcome?.kind ?? "", traceId: s.traceId };
-  let envelope: { ok?: boolean; data?: unknown; error?: { code: string; message: string; suggestedAction?: string }; refs?: string[]; servedFrom?: string } | undefined;
+  const base = {
+    sessionId: s.sessionId,
+    state: SessionState[s.state],
+    outcome: s.outcome?.kind ?? "",
+    traceId: s.traceId,
+  };
+  let envelope:
+    | {
+        ok?: boolean;
+        data?: unknown;
+        error?: { code: string; message: string; suggestedAction?: string };
+        refs?: string[];
+        servedFrom?: string;
+      }
+    | undefined;
   try {
     envelope = JSON.parse(s.answer) as typeof envelope;
   } catch {
     envelope = undefined;
   }
   if (s.state === SessionState.DONE && envelope?.ok === true) {
-    return text(JSON.stringify(envelope.data ?? null), { ...base, result: (envelope.data ?? null) as never, refs: envelope.refs ?? [], servedFrom: envelope.servedFrom ?? "" });
+    return text(JSON.stringify(envelope.data ?? null), {
+      ...base,
+      result: (envelope.data ?? null) as never,
+      refs: envelope.refs ?? [],
+      servedFrom: envelope.servedFrom ?? "",
+    });
   }
   if (envelope?.error) {
     const e = envelope.error;
-    return text(`${e.code}: ${e.message}${e.suggestedAction ? ` (${e.suggestedAction})` : ""}`, { ...base, error: { code: e.code, message: e.message } }, true);
+    return text(
+      `${e.code}: ${e.message}${e.suggestedAction ? ` (${e.suggestedAction})` : ""}`,
+      { ...base, error: { code: e.code, message: e.message } },
+      true,
+    );
   }
   return text(
     `session ${s.sessionId} ended ${SessionState[s.state]} (${s.stopReason || "no reason given"}): ${s.answer || "no answer"}`,
@@ -82,23 +128,42 @@ function waiting(s: Session): CallToolResult {
     return text(
       `Not done yet: session ${s.sessionId} waits for approval by someone other than ${s.createdBy} (${a?.reason ?? "approval needed"}). ` +
         `Nothing has been executed. The approval expires at ${expiresAt}; an approver decides with \`pnpm loopguard approve ${s.sessionId} --as approver\` (or deny).`,
-      { ...base, approval: { approvalId: a?.approvalId ?? "", tool: a?.tool ?? "", reason: a?.reason ?? "", expiresAt } },
+      {
+        ...base,
+        approval: { approvalId: a?.approvalId ?? "", tool: a?.tool ?? "", reason: a?.reason ?? "", expiresAt },
+      },
     );
   }
   if (s.state === SessionState.PARKED) {
     const p = s.parked;
     const wakeAt = iso(p?.wakeAt);
-    return text(`Not done yet: session ${s.sessionId} waits for ${p?.tool ?? "a tool"} (${p?.reason ?? "unavailable"}) and tries again at ${wakeAt}.`, {
-      ...base,
-      parked: { tool: p?.tool ?? "", reason: p?.reason ?? "", wakeAt },
-    });
+    return text(
+      `Not done yet: session ${s.sessionId} waits for ${p?.tool ?? "a tool"} (${p?.reason ?? "unavailable"}) and tries again at ${wakeAt}.`,
+      {
+        ...base,
+        parked: { tool: p?.tool ?? "", reason: p?.reason ?? "", wakeAt },
+      },
+    );
   }
-  return text(`Not done yet: session ${s.sessionId} is still ${SessionState[s.state]}; look it up with \`pnpm loopguard show ${s.sessionId}\`.`, base);
+  return text(
+    `Not done yet: session ${s.sessionId} is still ${SessionState[s.state]}; look it up with \`pnpm loopguard show ${s.sessionId}\`.`,
+    base,
+  );
 }
 
 /** Runs `tool` with `args` as a one-call session of the caller, under `parent` (the client's trace, if it sent one). */
-export async function callAsSession(deps: CallDeps, tool: RegisteredTool, args: Record<string, unknown>, token: string, parent: Context): Promise<CallToolResult> {
-  const span = tracer.startSpan(`mcp ${tool.name}`, { kind: SpanKind.CLIENT, attributes: { "mcp.tool": tool.name } }, parent);
+export async function callAsSession(
+  deps: CallDeps,
+  tool: RegisteredTool,
+  args: Record<string, unknown>,
+  token: string,
+  parent: Context,
+): Promise<CallToolResult> {
+  const span = tracer.startSpan(
+    `mcp ${tool.name}`,
+    { kind: SpanKind.CLIENT, attributes: { "mcp.tool": tool.name } },
+    parent,
+  );
   const metadata = new Metadata();
   propagator.inject(trace.setSpan(parent, span), metadata, { set: (carrier, key, value) => carrier.set(key, value) });
   const options = { token, metadata };
@@ -124,13 +189,26 @@ export async function callAsSession(deps: CallDeps, tool: RegisteredTool, args: 
       pause = Math.min(POLL_MS.max, pause * 2);
       s = (await deps.api.getSession({ sessionId: s.sessionId }, { ...options, deadline: 5000 })).session!;
     }
-    const result = SETTLED.has(s.state) && s.state !== SessionState.AWAITING_APPROVAL && s.state !== SessionState.PARKED ? ended(s) : waiting(s);
-    deps.log.info("mcp call", { tool: tool.name, session_id: s.sessionId, state: SessionState[s.state], is_error: result.isError === true, duration_ms: Date.now() - started });
+    const result =
+      SETTLED.has(s.state) && s.state !== SessionState.AWAITING_APPROVAL && s.state !== SessionState.PARKED
+        ? ended(s)
+        : waiting(s);
+    deps.log.info("mcp call", {
+      tool: tool.name,
+      session_id: s.sessionId,
+      state: SessionState[s.state],
+      is_error: result.isError === true,
+      duration_ms: Date.now() - started,
+    });
     return result;
   } catch (error) {
     const result = refusal(error, deps.orchestratorAddr);
     span.setStatus({ code: SpanStatusCode.ERROR });
-    deps.log.warn("mcp call refused", { tool: tool.name, code: error instanceof CallError ? status[error.code] : "INTERNAL", reason: error instanceof CallError ? (error.reason ?? "") : "" });
+    deps.log.warn("mcp call refused", {
+      tool: tool.name,
+      code: error instanceof CallError ? status[error.code] : "INTERNAL",
+      reason: error instanceof CallError ? (error.reason ?? "") : "",
+    });
     return result;
   } finally {
     span.end();

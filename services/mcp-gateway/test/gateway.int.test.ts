@@ -42,7 +42,13 @@ async function tokenOf(person: string, scopes: readonly string[]): Promise<strin
 }
 
 async function stdioClient(extra: Record<string, string> = {}): Promise<{ client: Client; stderr: () => string }> {
-  const transport = new StdioClientTransport({ command: "pnpm", args: ["-s", "mcp"], cwd: root, env: gatewayEnv(extra), stderr: "pipe" });
+  const transport = new StdioClientTransport({
+    command: "pnpm",
+    args: ["-s", "mcp"],
+    cwd: root,
+    env: gatewayEnv(extra),
+    stderr: "pipe",
+  });
   let stderr = "";
   transport.stderr?.on("data", (chunk: Buffer) => {
     stderr += chunk.toString();
@@ -60,7 +66,12 @@ interface ReceivedSpan {
   readonly spanId: string;
   readonly parentSpanId: string;
 }
-type OtlpTraces = { resourceSpans: { resource: { attributes: { key: string; value: { stringValue?: string } }[] }; scopeSpans: { spans: Record<string, string>[] }[] }[] };
+type OtlpTraces = {
+  resourceSpans: {
+    resource: { attributes: { key: string; value: { stringValue?: string } }[] };
+    scopeSpans: { spans: Record<string, string>[] }[];
+  }[];
+};
 
 /** The spans the orchestrator and the HTTP gateway export (OTLP http/json), as a collector would get them. */
 const spans: ReceivedSpan[] = [];
@@ -72,7 +83,15 @@ const receiver = createServer((req, res) => {
   req.on("end", () => {
     for (const rs of (JSON.parse(body) as OtlpTraces).resourceSpans) {
       const service = rs.resource.attributes.find((a) => a.key === "service.name")?.value.stringValue ?? "";
-      for (const ss of rs.scopeSpans) for (const sp of ss.spans) spans.push({ service, name: sp.name!, traceId: sp.traceId!, spanId: sp.spanId!, parentSpanId: sp.parentSpanId ?? "" });
+      for (const ss of rs.scopeSpans)
+        for (const sp of ss.spans)
+          spans.push({
+            service,
+            name: sp.name!,
+            traceId: sp.traceId!,
+            spanId: sp.spanId!,
+            parentSpanId: sp.parentSpanId ?? "",
+          });
     }
     res.writeHead(200, { "content-type": "application/json" }).end("{}");
   });
@@ -92,7 +111,10 @@ async function requesterClient(): Promise<Client> {
 }
 
 async function httpClient(token: string | undefined): Promise<Client> {
-  const transport = new StreamableHTTPClientTransport(httpUrl, token === undefined ? {} : { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+  const transport = new StreamableHTTPClientTransport(
+    httpUrl,
+    token === undefined ? {} : { requestInit: { headers: { authorization: `Bearer ${token}` } } },
+  );
   const client = new Client({ name: "loopguard-test", version: "1.0.0" });
   await client.connect(transport);
   onCleanUp(() => client.close());
@@ -115,13 +137,32 @@ beforeAll(async () => {
     processes.push(tools[spec.name]!);
   }
   // The confidence rule turned off: a forwarded irreversible call must still wait, by the guard's own rule.
-  const orchestratorEnv = { ...testOrchestratorEnv(), ORCHESTRATOR_PORT: "0", ORCHESTRATOR_HTTP_PORT: "0", CONFIDENCE_THRESHOLD: "0", ...toolAddressEnv(tools), ...auth };
-  const orchestrator = await spawnTool(ORCHESTRATOR_ENTRY, { ...orchestratorEnv, ...otel(), LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator, LOOPGUARD_DATA_DIR: orchestratorData }, 60_000);
+  const orchestratorEnv = {
+    ...testOrchestratorEnv(),
+    ORCHESTRATOR_PORT: "0",
+    ORCHESTRATOR_HTTP_PORT: "0",
+    CONFIDENCE_THRESHOLD: "0",
+    ...toolAddressEnv(tools),
+    ...auth,
+  };
+  const orchestrator = await spawnTool(
+    ORCHESTRATOR_ENTRY,
+    {
+      ...orchestratorEnv,
+      ...otel(),
+      LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator,
+      LOOPGUARD_DATA_DIR: orchestratorData,
+    },
+    60_000,
+  );
   processes.push(orchestrator);
   orchestratorAddr = orchestrator.address;
 
   const port = await freePort();
-  const http: ChildProcess = spawn(process.execPath, [GATEWAY, "--http"], { env: gatewayEnv({ MCP_HTTP_PORT: String(port), ...otel() }), stdio: ["ignore", "pipe", "pipe"] });
+  const http: ChildProcess = spawn(process.execPath, [GATEWAY, "--http"], {
+    env: gatewayEnv({ MCP_HTTP_PORT: String(port), ...otel() }),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   onCleanUp(async () => {
     if (http.exitCode === null) {
       http.kill("SIGTERM");
@@ -155,14 +196,20 @@ describe("tools/list", () => {
         .map((t) => t.name)
         .sort(),
     );
-    expect([...byName.keys()]).toEqual(expect.arrayContaining(["kb_search_search", "billing_get_order", "billing_refund", "risk_query_risk"]));
+    expect([...byName.keys()]).toEqual(
+      expect.arrayContaining(["kb_search_search", "billing_get_order", "billing_refund", "risk_query_risk"]),
+    );
     const refund = byName.get("billing_refund")!;
     expect(refund.description).toContain("irreversible");
     expect(refund.inputSchema.required).toEqual(expect.arrayContaining(["orderId", "amountCents"]));
     // The host fills the idempotency key and the amount bound; a client never sends them.
     expect(Object.keys(refund.inputSchema.properties ?? {})).not.toContain("idempotencyKey");
     expect(refund.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, idempotentHint: false });
-    expect(byName.get("kb_search_search")!.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false, idempotentHint: true });
+    expect(byName.get("kb_search_search")!.annotations).toMatchObject({
+      readOnlyHint: true,
+      destructiveHint: false,
+      idempotentHint: true,
+    });
     expect(byName.get("kb_search_search")!.inputSchema.properties).toHaveProperty("query");
   });
 });
@@ -170,9 +217,16 @@ describe("tools/list", () => {
 describe("stdio: pnpm -s mcp as the local requester", () => {
   it("searches the knowledge base as a one-call session and returns its hits", async () => {
     const client = await requesterClient();
-    const result = (await client.callTool({ name: "kb_search_search", arguments: { query: "refund policy", limit: 3 } })) as CallToolResult;
+    const result = (await client.callTool({
+      name: "kb_search_search",
+      arguments: { query: "refund policy", limit: 3 },
+    })) as CallToolResult;
     expect(result.isError).toBeFalsy();
-    const structured = result.structuredContent as { sessionId: string; state: string; result: { hits: { docId: string }[] } };
+    const structured = result.structuredContent as {
+      sessionId: string;
+      state: string;
+      result: { hits: { docId: string }[] };
+    };
     expect(structured.state).toBe("DONE");
     expect(structured.result.hits.map((h) => h.docId)).toContain("refund-policy");
     expect(textOf(result)).toContain("refund-policy");
@@ -181,18 +235,32 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
   it("a refund waits for another person's approval, names the session and its expiry, and moves money only once the approver approves", async () => {
     const client = await requesterClient();
     const refundable = async () => {
-      const read = (await client.callTool({ name: "billing_get_order", arguments: { orderId: "ord_DEMO00000001" } })) as CallToolResult;
-      return Number((read.structuredContent as { result: { order: { refundableCents: string } } }).result.order.refundableCents);
+      const read = (await client.callTool({
+        name: "billing_get_order",
+        arguments: { orderId: "ord_DEMO00000001" },
+      })) as CallToolResult;
+      return Number(
+        (read.structuredContent as { result: { order: { refundableCents: string } } }).result.order.refundableCents,
+      );
     };
     const before = await refundable();
-    const result = (await client.callTool({ name: "billing_refund", arguments: { orderId: "ord_DEMO00000001", amountCents: 500, reason: "REFUND_REASON_DAMAGED" } })) as CallToolResult;
+    const result = (await client.callTool({
+      name: "billing_refund",
+      arguments: { orderId: "ord_DEMO00000001", amountCents: 500, reason: "REFUND_REASON_DAMAGED" },
+    })) as CallToolResult;
     expect(result.isError).toBeFalsy();
-    const waiting = result.structuredContent as { sessionId: string; state: string; approval: { approvalId: string; expiresAt: string } };
+    const waiting = result.structuredContent as {
+      sessionId: string;
+      state: string;
+      approval: { approvalId: string; expiresAt: string };
+    };
     expect(waiting.state).toBe("AWAITING_APPROVAL");
     expect(textOf(result)).toContain(`session ${waiting.sessionId} waits for approval by someone other than requester`);
     expect(Date.parse(waiting.approval.expiresAt)).toBeGreaterThan(Date.now());
 
-    const asApprover = createRawClient(OrchestratorService, orchestratorAddr, { token: await tokenOf("approver", ["sessions:read", "approvals:write"]) });
+    const asApprover = createRawClient(OrchestratorService, orchestratorAddr, {
+      token: await tokenOf("approver", ["sessions:read", "approvals:write"]),
+    });
     onCleanUp(async () => asApprover.close());
     // An approver sees the sessions waiting for someone; the requester's session is among them, not yet executed.
     const session = (await asApprover.listApprovals({})).approvals.find((a) => a.sessionId === waiting.sessionId);
@@ -202,8 +270,15 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
     expect(await refundable()).toBe(before);
 
     const pending = session!.pendingApproval!;
-    await asApprover.resolveApproval({ sessionId: waiting.sessionId, approvalId: pending.approvalId, argumentsHash: pending.argumentsHash, approve: true });
-    const asRequester = createRawClient(OrchestratorService, orchestratorAddr, { token: await tokenOf("requester", ["sessions:read"]) });
+    await asApprover.resolveApproval({
+      sessionId: waiting.sessionId,
+      approvalId: pending.approvalId,
+      argumentsHash: pending.argumentsHash,
+      approve: true,
+    });
+    const asRequester = createRawClient(OrchestratorService, orchestratorAddr, {
+      token: await tokenOf("requester", ["sessions:read"]),
+    });
     onCleanUp(async () => asRequester.close());
     let done = session!;
     for (let i = 0; i < 200 && done.state !== SessionState.DONE; i += 1) {
@@ -218,7 +293,10 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
   it("says on stderr, with the address, when the orchestrator is unreachable, and the call's result says so too", async () => {
     const addr = `127.0.0.1:${await freePort()}`;
     const { client, stderr } = await stdioClient({ ORCHESTRATOR_ADDR: addr });
-    const result = (await client.callTool({ name: "kb_search_search", arguments: { query: "refund" } })) as CallToolResult;
+    const result = (await client.callTool({
+      name: "kb_search_search",
+      arguments: { query: "refund" },
+    })) as CallToolResult;
     expect(result.isError).toBe(true);
     expect(textOf(result)).toBe(`cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`);
     expect(stderr()).toContain(`cannot reach the orchestrator at ${addr}`);
@@ -231,10 +309,20 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
       stdout += chunk.toString();
     });
     const send = (message: object) => child.stdin.write(`${JSON.stringify(message)}\n`);
-    send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } } });
+    send({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+    });
     send({ jsonrpc: "2.0", method: "notifications/initialized" });
     send({ jsonrpc: "2.0", id: 2, method: "tools/list" });
-    send({ jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "kb_search_search", arguments: { query: "refund policy" } } });
+    send({
+      jsonrpc: "2.0",
+      id: 3,
+      method: "tools/call",
+      params: { name: "kb_search_search", arguments: { query: "refund policy" } },
+    });
     for (let i = 0; i < 600 && !stdout.includes('"id":3'); i += 1) await new Promise((r) => setTimeout(r, 50));
     child.stdin.end();
     await once(child, "exit");
@@ -247,18 +335,33 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
 describe("streamable HTTP: the client's bearer is the caller", () => {
   it("searches with a requester's token", async () => {
     const client = await httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
-    const result = (await client.callTool({ name: "kb_search_search", arguments: { query: "refund policy", limit: 2 } })) as CallToolResult;
+    const result = (await client.callTool({
+      name: "kb_search_search",
+      arguments: { query: "refund policy", limit: 2 },
+    })) as CallToolResult;
     expect(result.isError).toBeFalsy();
-    expect((result.structuredContent as { result: { hits: { docId: string }[] } }).result.hits[0]?.docId).toBe("refund-policy");
+    expect((result.structuredContent as { result: { hits: { docId: string }[] } }).result.hits[0]?.docId).toBe(
+      "refund-policy",
+    );
   });
 
   it("carries the client's traceparent (from _meta) and its own span to the orchestrator", async () => {
     const client = await httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
     const [traceId, clientSpan] = ["4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"];
-    const result = (await client.callTool({ name: "kb_search_search", arguments: { query: "refund policy", limit: 3 }, _meta: { traceparent: `00-${traceId}-${clientSpan}-01` } })) as CallToolResult;
+    const result = (await client.callTool({
+      name: "kb_search_search",
+      arguments: { query: "refund policy", limit: 3 },
+      _meta: { traceparent: `00-${traceId}-${clientSpan}-01` },
+    })) as CallToolResult;
     expect(result.isError).toBeFalsy();
-    const named = (service: string, name: string) => spans.find((sp) => sp.service === service && sp.traceId === traceId && sp.name.endsWith(name));
-    for (let i = 0; i < 100 && !(named("mcp-gateway", "kb_search_search") && named("orchestrator", "/StartSession")); i += 1) await new Promise((r) => setTimeout(r, 100));
+    const named = (service: string, name: string) =>
+      spans.find((sp) => sp.service === service && sp.traceId === traceId && sp.name.endsWith(name));
+    for (
+      let i = 0;
+      i < 100 && !(named("mcp-gateway", "kb_search_search") && named("orchestrator", "/StartSession"));
+      i += 1
+    )
+      await new Promise((r) => setTimeout(r, 100));
     const gateway = named("mcp-gateway", "kb_search_search");
     expect(gateway?.parentSpanId).toBe(clientSpan);
     expect(named("orchestrator", "/StartSession")?.parentSpanId).toBe(gateway?.spanId);
@@ -266,7 +369,10 @@ describe("streamable HTTP: the client's bearer is the caller", () => {
 
   it("refuses a call whose token may not grant the tool's scope, naming the scope", async () => {
     const client = await httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
-    const result = (await client.callTool({ name: "billing_refund", arguments: { orderId: "ord_DEMO00000001", amountCents: 100 } })) as CallToolResult;
+    const result = (await client.callTool({
+      name: "billing_refund",
+      arguments: { orderId: "ord_DEMO00000001", amountCents: 100 },
+    })) as CallToolResult;
     expect(result.isError).toBe(true);
     expect(textOf(result)).toMatch(/^PERMISSION_DENIED SCOPE_NOT_GRANTABLE: .*billing:(refund|read)/);
     expect(textOf(result)).not.toMatch(/ at .*\.js:\d+/);
@@ -282,7 +388,10 @@ describe("streamable HTTP: the client's bearer is the caller", () => {
 
   it("returns the host's argument check as an error result naming the field", async () => {
     const client = await httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
-    const result = (await client.callTool({ name: "kb_search_search", arguments: { query: "refund", limit: 1000 } })) as CallToolResult;
+    const result = (await client.callTool({
+      name: "kb_search_search",
+      arguments: { query: "refund", limit: 1000 },
+    })) as CallToolResult;
     expect(result.isError).toBe(true);
     expect(textOf(result)).toMatch(/^EINVAL: .*limit/);
   });

@@ -9,14 +9,33 @@ import { renderPlot } from "./plots.js";
 const POLL_MS = 1000;
 const PAGE_SIZE = 50;
 const TOKEN_KEY = "loopguard.token";
-const STATES = ["IDLE", "THINKING", "TOOL_EXECUTING", "OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "PARKED", "DONE", "FAILED", "CANCELLED"];
+const STATES = [
+  "IDLE",
+  "THINKING",
+  "TOOL_EXECUTING",
+  "OBSERVING",
+  "RETRYING",
+  "FALLBACK",
+  "AWAITING_APPROVAL",
+  "PARKED",
+  "DONE",
+  "FAILED",
+  "CANCELLED",
+];
 const TERMINAL = new Set(["DONE", "FAILED", "CANCELLED"]);
 const COUNT_LABELS = { TOOL_EXECUTING: "tool call", AWAITING_APPROVAL: "approval" };
 const PRESETS = {
   question: { goal: "How long do card refunds take?", task: {} },
   refund: {
     goal: "Refund 10.00 of ord_DEMO00000008 (damaged)",
-    task: { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", id_card: "110101199810246781", phone: "+8617712345678" },
+    task: {
+      kind: "refund",
+      order_id: "ord_DEMO00000008",
+      amount_cents: 1000,
+      reason: "DAMAGED",
+      id_card: "110101199810246781",
+      phone: "+8617712345678",
+    },
   },
 };
 
@@ -68,7 +87,11 @@ function healthBar(score) {
   return h(
     "span",
     { class: `health ${tone}`, title: `health ${value}/100` },
-    h("span", { class: "health-track" }, h("span", { class: "health-fill", style: { width: `${Math.max(0, Math.min(100, value))}%` } })),
+    h(
+      "span",
+      { class: "health-track" },
+      h("span", { class: "health-fill", style: { width: `${Math.max(0, Math.min(100, value))}%` } }),
+    ),
     h("span", { class: "health-value" }, String(value)),
   );
 }
@@ -134,7 +157,9 @@ class ApiError extends Error {
   constructor(httpStatus, body) {
     const details = body?.details ?? [];
     const debugOf = (type) => details.find((d) => d.type === type)?.debug ?? {};
-    const fields = (debugOf("google.rpc.BadRequest").fieldViolations ?? []).map((v) => `${v.field}: ${v.description}`).join("; ");
+    const fields = (debugOf("google.rpc.BadRequest").fieldViolations ?? [])
+      .map((v) => `${v.field}: ${v.description}`)
+      .join("; ");
     const message = body?.message ?? `HTTP ${httpStatus}`;
     super(fields ? `${message} (${fields})` : message);
     this.httpStatus = httpStatus;
@@ -182,7 +207,10 @@ function renderCounts(overview) {
       h("span", { class: "count-value" }, String(count)),
       h("span", { class: "count-label" }, label),
     );
-  nav.replaceChildren(chip("", "total", overview.total), ...STATES.map((s) => chip(s, COUNT_LABELS[s] ?? s.toLowerCase(), overview.counts[s] ?? 0)));
+  nav.replaceChildren(
+    chip("", "total", overview.total),
+    ...STATES.map((s) => chip(s, COUNT_LABELS[s] ?? s.toLowerCase(), overview.counts[s] ?? 0)),
+  );
 }
 
 // ---- sessions table ----
@@ -210,7 +238,11 @@ function renderSessions(page) {
       h("td", { class: "mono", "data-testid": "cell-id", title: s.sessionId }, shortId(s.sessionId)),
       h("td", { "data-testid": "cell-state" }, stateChip(s.state)),
       h("td", { "data-testid": "cell-stop" }, s.stopReason || "—"),
-      h("td", { "data-testid": "cell-outcome", title: s.outcome?.reason ?? "" }, s.outcome ? `${s.outcome.kind}${s.outcome.reason ? ` (${s.outcome.reason})` : ""}` : "—"),
+      h(
+        "td",
+        { "data-testid": "cell-outcome", title: s.outcome?.reason ?? "" },
+        s.outcome ? `${s.outcome.kind}${s.outcome.reason ? ` (${s.outcome.reason})` : ""}` : "—",
+      ),
       h("td", { class: "num", "data-testid": "cell-steps" }, `${s.usage?.steps ?? 0}/${s.budget?.maxSteps ?? 0}`),
       h("td", { class: "num", "data-testid": "cell-health" }, healthBar(s.healthScore)),
       h("td", { class: "goal", "data-testid": "cell-goal", title: s.goal }, s.goal),
@@ -220,7 +252,10 @@ function renderSessions(page) {
   $("sessions-body").replaceChildren(...rows);
   $("sessions-empty").hidden = rows.length > 0;
   const first = view.pageIndex * PAGE_SIZE + 1;
-  $("page-info").textContent = rows.length === 0 ? `page ${view.pageIndex + 1}` : `page ${view.pageIndex + 1} · ${first}–${first + rows.length - 1}`;
+  $("page-info").textContent =
+    rows.length === 0
+      ? `page ${view.pageIndex + 1}`
+      : `page ${view.pageIndex + 1} · ${first}–${first + rows.length - 1}`;
   $("page-prev").disabled = view.pageIndex === 0;
   $("page-next").disabled = !page.nextPageToken;
 }
@@ -236,7 +271,15 @@ function renderTools({ tools }) {
         h("td", { class: "mono", title: t.service }, t.tool),
         h("td", {}, h("span", { class: `chip breaker-${t.breaker}`, "data-testid": "tool-breaker" }, t.breaker)),
         h("td", { class: "num", "data-testid": "tool-p95" }, t.p95Ms === undefined ? "—" : `${t.p95Ms} ms`),
-        h("td", { class: `num ${t.errorRate > 0.05 ? "bad-text" : ""}`, "data-testid": "tool-error-rate", title: outcomeSummary(t.outcomes) }, `${(t.errorRate * 100).toFixed(1)}%`),
+        h(
+          "td",
+          {
+            class: `num ${t.errorRate > 0.05 ? "bad-text" : ""}`,
+            "data-testid": "tool-error-rate",
+            title: outcomeSummary(t.outcomes),
+          },
+          `${(t.errorRate * 100).toFixed(1)}%`,
+        ),
         h("td", { class: "num", "data-testid": "tool-fallbacks" }, String(t.fallbacksServed)),
         h("td", { class: "num", "data-testid": "tool-calls" }, String(t.calls)),
       ),
@@ -266,7 +309,13 @@ function renderSeries({ at = [], sessions = [], tools = [], patrolSuccessRatio =
     format: (v) => (v === undefined ? "—" : Number.isInteger(v) ? String(v) : v.toFixed(1)),
     empty: sessions.length === 0 ? "needs sessions:admin" : "no sessions yet",
   });
-  renderPlot($("plot-tool-p95"), { title: "Tool p95 latency", times, series: tools.map((t) => ({ name: t.tool, values: column(t.p95Ms) })), format: millis, empty: "no tool calls yet" });
+  renderPlot($("plot-tool-p95"), {
+    title: "Tool p95 latency",
+    times,
+    series: tools.map((t) => ({ name: t.tool, values: column(t.p95Ms) })),
+    format: millis,
+    empty: "no tool calls yet",
+  });
   renderPlot($("plot-tool-errors"), {
     title: "Tool error ratio",
     times,
@@ -275,7 +324,14 @@ function renderSeries({ at = [], sessions = [], tools = [], patrolSuccessRatio =
     yMax: 1,
     empty: "no tool calls yet",
   });
-  renderPlot($("plot-patrol"), { title: "Patrol success rate", times, series: [{ name: "golden set", values: column(patrolSuccessRatio) }], format: percent, yMax: 1, empty: "no patrol run yet" });
+  renderPlot($("plot-patrol"), {
+    title: "Patrol success rate",
+    times,
+    series: [{ name: "golden set", values: column(patrolSuccessRatio) }],
+    format: percent,
+    yMax: 1,
+    empty: "no patrol run yet",
+  });
 }
 
 // ---- approvals ----
@@ -286,7 +342,11 @@ async function resolveApproval(sessionId, approval, action, reasonInput, item) {
   for (const button of item.querySelectorAll("button")) button.disabled = true;
   const message = item.querySelector(".approval-message");
   try {
-    const body = { approvalId: approval.approvalId, argumentsHash: approval.argumentsHash, reason: reasonInput.value.trim() };
+    const body = {
+      approvalId: approval.approvalId,
+      argumentsHash: approval.argumentsHash,
+      reason: reasonInput.value.trim(),
+    };
     await rpc("ResolveApproval", { ...body, sessionId, approve: action === "approve" });
     message.textContent = action === "approve" ? "approved" : "denied";
     schedule(0);
@@ -299,27 +359,58 @@ async function resolveApproval(sessionId, approval, action, reasonInput, item) {
 
 function approvalItem(s) {
   const a = s.pendingApproval ?? {};
-  const reason = h("input", { class: "approval-reason", "data-testid": "approval-reason", placeholder: "reason (optional)", maxlength: 500 });
+  const reason = h("input", {
+    class: "approval-reason",
+    "data-testid": "approval-reason",
+    placeholder: "reason (optional)",
+    maxlength: 500,
+  });
   const item = h(
     "li",
     { class: "approval", "data-testid": "approval-item", "data-session-id": s.sessionId },
     h(
       "div",
       { class: "approval-head" },
-      h("button", { type: "button", class: "link mono", onclick: () => openSession(s.sessionId), title: s.sessionId }, shortId(s.sessionId)),
+      h(
+        "button",
+        { type: "button", class: "link mono", onclick: () => openSession(s.sessionId), title: s.sessionId },
+        shortId(s.sessionId),
+      ),
       h("span", { class: "chip tool" }, a.tool ?? "?"),
       h("span", { class: "muted expires", "data-expires": a.expiresAt ?? "" }, ""),
     ),
     h("div", { class: "approval-goal" }, s.goal),
-    h("div", { class: "muted approval-creator", "data-testid": "approval-creator" }, `started by ${s.createdBy || "unknown"}`),
+    h(
+      "div",
+      { class: "muted approval-creator", "data-testid": "approval-creator" },
+      `started by ${s.createdBy || "unknown"}`,
+    ),
     h("div", { class: "approval-why" }, a.reason ?? ""),
     h("code", { class: "approval-args" }, JSON.stringify(a.arguments ?? {})),
     h(
       "div",
       { class: "approval-actions" },
       reason,
-      h("button", { type: "button", class: "approve", "data-testid": "approve", onclick: () => resolveApproval(s.sessionId, a, "approve", reason, item) }, "Approve"),
-      h("button", { type: "button", class: "deny", "data-testid": "deny", onclick: () => resolveApproval(s.sessionId, a, "deny", reason, item) }, "Deny"),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "approve",
+          "data-testid": "approve",
+          onclick: () => resolveApproval(s.sessionId, a, "approve", reason, item),
+        },
+        "Approve",
+      ),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "deny",
+          "data-testid": "deny",
+          onclick: () => resolveApproval(s.sessionId, a, "deny", reason, item),
+        },
+        "Deny",
+      ),
     ),
     h("div", { class: "approval-message", "data-testid": "approval-message", role: "status" }),
   );
@@ -335,7 +426,11 @@ function renderApprovals({ approvals, more }) {
   for (const s of approvals) if (!shown.has(s.sessionId)) list.append(approvalItem(s));
   for (const el of list.querySelectorAll(".expires")) {
     const seconds = Math.round((Date.parse(el.dataset.expires) - Date.now()) / 1000);
-    el.textContent = Number.isFinite(seconds) ? (seconds > 0 ? `expires in ${seconds >= 120 ? `${Math.floor(seconds / 60)}m` : `${seconds}s`}` : "expired") : "";
+    el.textContent = Number.isFinite(seconds)
+      ? seconds > 0
+        ? `expires in ${seconds >= 120 ? `${Math.floor(seconds / 60)}m` : `${seconds}s`}`
+        : "expired"
+      : "";
   }
   $("approvals-count").textContent = `${approvals.length}${more ? "+" : ""}`;
   $("approvals-empty").hidden = approvals.length > 0;
@@ -357,11 +452,25 @@ function renderPatrol({ runs = [] }) {
     return h(
       "tr",
       { "data-testid": "patrol-row", class: failed ? "bad-text" : "" },
-      h("td", { title: `${run.dryRun ? "dry run" : "live"} · recorded by ${run.recordedBy ?? ""}` }, new Date(run.finishedAt).toLocaleString()),
+      h(
+        "td",
+        { title: `${run.dryRun ? "dry run" : "live"} · recorded by ${run.recordedBy ?? ""}` },
+        new Date(run.finishedAt).toLocaleString(),
+      ),
       h("td", { class: "num", "data-testid": "patrol-success" }, `${(ratio * 100).toFixed(1)}%${failed ? " ✗" : ""}`),
-      h("td", { class: "num", "data-testid": "patrol-change" }, change === undefined ? "–" : `${change >= 0 ? "+" : ""}${change.toFixed(1)}`),
+      h(
+        "td",
+        { class: "num", "data-testid": "patrol-change" },
+        change === undefined ? "–" : `${change >= 0 ? "+" : ""}${change.toFixed(1)}`,
+      ),
       h("td", { class: "num" }, `${run.passed ?? 0}/${run.tasks ?? 0}`),
-      h("td", { class: "mono", title: mismatches.join(", ") }, mismatches.length === 0 ? "none" : `${mismatches.slice(0, 3).join(", ")}${mismatches.length > 3 ? ` +${mismatches.length - 3}` : ""}`),
+      h(
+        "td",
+        { class: "mono", title: mismatches.join(", ") },
+        mismatches.length === 0
+          ? "none"
+          : `${mismatches.slice(0, 3).join(", ")}${mismatches.length > 3 ? ` +${mismatches.length - 3}` : ""}`,
+      ),
     );
   });
   $("patrol-body").replaceChildren(...rows);
@@ -390,13 +499,31 @@ function fact(label, value, testid) {
   return h("div", { class: "fact" }, h("dt", {}, label), h("dd", { "data-testid": testid }, value));
 }
 
-const BUDGET_LABELS = { steps: "steps", tool_calls: "tool calls", tokens: "tokens", cost_micros: "cost (µ)", wall_clock_ms: "wall clock (ms)" };
+const BUDGET_LABELS = {
+  steps: "steps",
+  tool_calls: "tool calls",
+  tokens: "tokens",
+  cost_micros: "cost (µ)",
+  wall_clock_ms: "wall clock (ms)",
+};
 
 function renderBudget(rows) {
   return h(
     "table",
     { class: "grid compact budget", "data-testid": "budget" },
-    h("thead", {}, h("tr", {}, h("th", {}, "budget"), h("th", { class: "num" }, "used"), h("th", { class: "num" }, "limit"), h("th", { class: "num" }, "left"), h("th", {}, ""))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", {}, "budget"),
+        h("th", { class: "num" }, "used"),
+        h("th", { class: "num" }, "limit"),
+        h("th", { class: "num" }, "left"),
+        h("th", {}, ""),
+      ),
+    ),
     h(
       "tbody",
       {},
@@ -409,7 +536,15 @@ function renderBudget(rows) {
           h("td", { class: "num" }, r.used.toLocaleString()),
           h("td", { class: "num" }, r.limit.toLocaleString()),
           h("td", { class: "num", "data-testid": "budget-left" }, r.left.toLocaleString()),
-          h("td", { class: "bar-cell" }, h("span", { class: `bar ${share >= 0.8 ? "hot" : ""}` }, h("span", { class: "bar-fill", style: { width: `${(share * 100).toFixed(1)}%` } }))),
+          h(
+            "td",
+            { class: "bar-cell" },
+            h(
+              "span",
+              { class: `bar ${share >= 0.8 ? "hot" : ""}` },
+              h("span", { class: "bar-fill", style: { width: `${(share * 100).toFixed(1)}%` } }),
+            ),
+          ),
         );
       }),
     ),
@@ -441,14 +576,29 @@ function renderToolResults(steps) {
   return h(
     "table",
     { class: "grid compact", "data-testid": "tool-results" },
-    h("thead", {}, h("tr", {}, h("th", {}, "step"), h("th", {}, "tool"), h("th", {}, "result"), h("th", {}, "served from"), h("th", { class: "num" }, "ms"), h("th", { class: "num" }, "attempt"))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", {}, "step"),
+        h("th", {}, "tool"),
+        h("th", {}, "result"),
+        h("th", {}, "served from"),
+        h("th", { class: "num" }, "ms"),
+        h("th", { class: "num" }, "attempt"),
+      ),
+    ),
     h(
       "tbody",
       {},
       calls.map((s) => {
         const result = s.record.result ?? {};
         const served = s.record.decision.served_from ?? result.servedFrom ?? "";
-        const outcome = result.ok ? "ok" : `${result.error?.code ?? "error"}${result.error?.message ? `: ${result.error.message}` : ""}`;
+        const outcome = result.ok
+          ? "ok"
+          : `${result.error?.code ?? "error"}${result.error?.message ? `: ${result.error.message}` : ""}`;
         return h(
           "tr",
           { "data-testid": "tool-result" },
@@ -465,7 +615,8 @@ function renderToolResults(steps) {
 }
 
 function renderLogs(lines) {
-  if (lines.length === 0) return h("p", { class: "muted", "data-testid": "logs" }, "No log lines kept for this session.");
+  if (lines.length === 0)
+    return h("p", { class: "muted", "data-testid": "logs" }, "No log lines kept for this session.");
   const skip = new Set(["time", "level", "msg", "service"]);
   return h(
     "ol",
@@ -503,8 +654,20 @@ function renderDetail(detail) {
       { class: "detail-state" },
       h("span", { "data-testid": "detail-state" }, stateChip(s.state)),
       s.stopReason ? h("span", { class: "muted", "data-testid": "detail-stop" }, s.stopReason) : null,
-      s.outcome ? h("span", { class: "muted", "data-testid": "detail-outcome" }, `outcome: ${s.outcome.kind}${s.outcome.reason ? ` (${s.outcome.reason})` : ""}`) : null,
-      s.confidence !== undefined ? h("span", { class: "muted", "data-testid": "detail-confidence" }, `confidence: ${s.confidence}${s.uncertaintyReason ? ` (${s.uncertaintyReason})` : ""}`) : null,
+      s.outcome
+        ? h(
+            "span",
+            { class: "muted", "data-testid": "detail-outcome" },
+            `outcome: ${s.outcome.kind}${s.outcome.reason ? ` (${s.outcome.reason})` : ""}`,
+          )
+        : null,
+      s.confidence !== undefined
+        ? h(
+            "span",
+            { class: "muted", "data-testid": "detail-confidence" },
+            `confidence: ${s.confidence}${s.uncertaintyReason ? ` (${s.uncertaintyReason})` : ""}`,
+          )
+        : null,
       healthBar(s.healthScore),
     ),
     h(
@@ -542,7 +705,10 @@ function renderDetail(detail) {
       ),
     );
   }
-  if (s.answer) body.push(h("div", { class: "callout answer", "data-testid": "detail-answer" }, h("strong", {}, "Answer "), s.answer));
+  if (s.answer)
+    body.push(
+      h("div", { class: "callout answer", "data-testid": "detail-answer" }, h("strong", {}, "Answer "), s.answer),
+    );
   body.push(
     h("h3", {}, "Budget"),
     renderBudget(detail.budget),
@@ -563,7 +729,13 @@ async function refreshDetail() {
     const detail = await rpc("GetSessionDetail", { sessionId: id });
     if (view.selected !== id) return;
     // Unchanged data is not re-rendered, so a text selection in the panel survives the poll.
-    const fingerprint = JSON.stringify([detail.session.version, detail.session.state, detail.steps.length, detail.logs.length, detail.session.pendingApproval?.approvalId]);
+    const fingerprint = JSON.stringify([
+      detail.session.version,
+      detail.session.state,
+      detail.steps.length,
+      detail.logs.length,
+      detail.session.pendingApproval?.approvalId,
+    ]);
     if (fingerprint === view.lastDetail && TERMINAL.has(stateName(detail.session.state))) return;
     view.lastDetail = fingerprint;
     renderDetail(detail);
@@ -607,7 +779,16 @@ async function startSession(event) {
     const { session, created } = await rpc("StartSession", body);
     result.replaceChildren(
       created ? "Started " : "Already running: ",
-      h("button", { type: "button", class: "link mono", "data-testid": "start-session-id", onclick: () => openSession(session.sessionId) }, session.sessionId),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "link mono",
+          "data-testid": "start-session-id",
+          onclick: () => openSession(session.sessionId),
+        },
+        session.sessionId,
+      ),
     );
     schedule(0);
   } catch (error) {
@@ -623,7 +804,11 @@ async function startSession(event) {
 async function refresh() {
   if (view.paused || !view.token) return;
   const cursor = view.cursors[view.pageIndex] ?? "";
-  const list = { pageSize: PAGE_SIZE, pageToken: cursor, ...(view.filter ? { state: `SESSION_STATE_${view.filter}` } : {}) };
+  const list = {
+    pageSize: PAGE_SIZE,
+    pageToken: cursor,
+    ...(view.filter ? { state: `SESSION_STATE_${view.filter}` } : {}),
+  };
   const results = await Promise.allSettled([
     rpc("GetOverview").then(renderCounts),
     rpc("ListSessions", list).then(renderSessions),
@@ -652,7 +837,10 @@ function schedule(delay = POLL_MS) {
 
 function init() {
   takeTokenFromFragment();
-  $("state-filter").replaceChildren(h("option", { value: "" }, "all states"), ...STATES.map((s) => h("option", { value: s }, s)));
+  $("state-filter").replaceChildren(
+    h("option", { value: "" }, "all states"),
+    ...STATES.map((s) => h("option", { value: s }, s)),
+  );
   $("state-filter").addEventListener("change", (e) => setFilter(e.target.value));
   $("page-next").addEventListener("click", () => {
     if (!view.nextCursor) return;
@@ -681,7 +869,8 @@ function init() {
     }
   });
   $("start-form").addEventListener("submit", startSession);
-  for (const button of document.querySelectorAll("[data-preset]")) button.addEventListener("click", () => fillPreset(button.dataset.preset));
+  for (const button of document.querySelectorAll("[data-preset]"))
+    button.addEventListener("click", () => fillPreset(button.dataset.preset));
   $("token-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const token = $("token-input").value.trim();

@@ -7,7 +7,19 @@ const SVG = "http://www.w3.org/2000/svg";
 const WIDTH = 320;
 const HEIGHT = 120;
 const PAD = { left: 44, right: 8, top: 8, bottom: 20 };
-const COLORS = ["#2563eb", "#16a34a", "#dc2626", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563", "#65a30d", "#9333ea", "#ea580c"];
+const COLORS = [
+  "#2563eb",
+  "#16a34a",
+  "#dc2626",
+  "#d97706",
+  "#7c3aed",
+  "#0891b2",
+  "#db2777",
+  "#4b5563",
+  "#65a30d",
+  "#9333ea",
+  "#ea580c",
+];
 
 function svg(tag, attrs = {}, text) {
   const el = document.createElementNS(SVG, tag);
@@ -45,14 +57,35 @@ function runs(values, x, y) {
  */
 export function renderPlot(host, { title, times, series, format = String, yMax, empty = "no data yet" }) {
   const shown = series.filter((s) => s.values.some((v) => v !== null && v !== undefined));
-  const figure = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-label": title, class: "plot", "data-testid": "plot-svg" });
+  const figure = svg("svg", {
+    viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
+    role: "img",
+    "aria-label": title,
+    class: "plot",
+    "data-testid": "plot-svg",
+  });
   const left = PAD.left;
   const right = WIDTH - PAD.right;
   const top = PAD.top;
   const bottom = HEIGHT - PAD.bottom;
-  figure.append(svg("line", { x1: left, y1: bottom, x2: right, y2: bottom, class: "axis" }), svg("line", { x1: left, y1: top, x2: left, y2: bottom, class: "axis" }));
+  figure.append(
+    svg("line", { x1: left, y1: bottom, x2: right, y2: bottom, class: "axis" }),
+    svg("line", { x1: left, y1: top, x2: left, y2: bottom, class: "axis" }),
+  );
   if (times.length === 0 || shown.length === 0) {
-    figure.append(svg("text", { x: (left + right) / 2, y: (top + bottom) / 2, "text-anchor": "middle", class: "plot-empty", "data-testid": "plot-empty" }, empty));
+    figure.append(
+      svg(
+        "text",
+        {
+          x: (left + right) / 2,
+          y: (top + bottom) / 2,
+          "text-anchor": "middle",
+          class: "plot-empty",
+          "data-testid": "plot-empty",
+        },
+        empty,
+      ),
+    );
     host.replaceChildren(figure);
     return;
   }
@@ -66,12 +99,26 @@ export function renderPlot(host, { title, times, series, format = String, yMax, 
     [0, "y-label"],
   ]) {
     figure.append(svg("line", { x1: left, y1: y(v), x2: right, y2: y(v), class: "grid" }));
-    figure.append(svg("text", { x: left - 4, y: y(v) + 3, "text-anchor": "end", class: cls, "data-testid": "y-label" }, format(v)));
+    figure.append(
+      svg("text", { x: left - 4, y: y(v) + 3, "text-anchor": "end", class: cls, "data-testid": "y-label" }, format(v)),
+    );
   }
   const first = times[0];
   const last = times[times.length - 1];
-  figure.append(svg("text", { x: left, y: HEIGHT - 4, "text-anchor": "start", class: "x-label", "data-testid": "x-label" }, clock(first)));
-  figure.append(svg("text", { x: right, y: HEIGHT - 4, "text-anchor": "end", class: "x-label", "data-testid": "x-label" }, clock(last)));
+  figure.append(
+    svg(
+      "text",
+      { x: left, y: HEIGHT - 4, "text-anchor": "start", class: "x-label", "data-testid": "x-label" },
+      clock(first),
+    ),
+  );
+  figure.append(
+    svg(
+      "text",
+      { x: right, y: HEIGHT - 4, "text-anchor": "end", class: "x-label", "data-testid": "x-label" },
+      clock(last),
+    ),
+  );
   const legend = document.createElement("ul");
   legend.className = "legend";
   shown.forEach((s, n) => {
@@ -82,7 +129,16 @@ export function renderPlot(host, { title, times, series, format = String, yMax, 
       if (run.length === 1) {
         const [cx, cy] = run[0].split(",");
         figure.append(svg("circle", { cx, cy, r: 2, fill: color, "data-series": s.name }));
-      } else figure.append(svg("polyline", { points: run.join(" "), fill: "none", stroke: color, "stroke-width": 1.5, "data-series": s.name }));
+      } else
+        figure.append(
+          svg("polyline", {
+            points: run.join(" "),
+            fill: "none",
+            stroke: color,
+            "stroke-width": 1.5,
+            "data-series": s.name,
+          }),
+        );
     }
     const latest = [...s.values].reverse().find((v) => v !== null && v !== undefined);
     const item = document.createElement("li");

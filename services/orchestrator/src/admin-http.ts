@@ -6,12 +6,30 @@
 // its answer is the response message's JSON.
 import { readFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { type DescField, type DescMessage, type DescMethod, fromJson, type JsonObject, type JsonValue, type Message, ScalarType, toJson } from "@bufbuild/protobuf";
+import {
+  type DescField,
+  type DescMessage,
+  type DescMethod,
+  fromJson,
+  type JsonObject,
+  type JsonValue,
+  type Message,
+  ScalarType,
+  toJson,
+} from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { readAllBytes } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createLogger, type HttpRoute, INTERNAL_MESSAGE, type Logger, status, ToolError, type UnaryInvoker } from "@loopguard/tool-sdk";
+import {
+  createLogger,
+  type HttpRoute,
+  INTERNAL_MESSAGE,
+  type Logger,
+  status,
+  ToolError,
+  type UnaryInvoker,
+} from "@loopguard/tool-sdk";
 import { redactText } from "./redact.js";
 import { isSessionState } from "./session-state.js";
 
@@ -35,14 +53,20 @@ const STATIC_FILES: Readonly<Record<string, { file: string; type: string }>> = {
 };
 
 const PAGE_HEADERS = {
-  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   "x-content-type-options": "nosniff",
   "referrer-policy": "no-referrer",
   "cache-control": "no-cache",
 };
 
 const invalid = (message: string, field?: string, description?: string) =>
-  new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", message, field ? { fieldViolations: [{ field, description: description ?? message }] } : {});
+  new ToolError(
+    status.INVALID_ARGUMENT,
+    "REQUEST_INVALID",
+    message,
+    field ? { fieldViolations: [{ field, description: description ?? message }] } : {},
+  );
 
 /** What the path, query and body of one /api request say. */
 interface ApiInput {
@@ -78,7 +102,12 @@ function pageSizeOf(query: URLSearchParams): number {
   const raw = query.get("limit");
   if (raw === null || raw === "") return DEFAULT_PAGE_SIZE;
   const limit = Number(raw);
-  if (!/^\d+$/.test(raw) || limit < 1 || limit > MAX_PAGE_SIZE) throw invalid(`limit must be an integer in 1..${MAX_PAGE_SIZE}, got "${raw}"`, "limit", `must be 1..${MAX_PAGE_SIZE}`);
+  if (!/^\d+$/.test(raw) || limit < 1 || limit > MAX_PAGE_SIZE)
+    throw invalid(
+      `limit must be an integer in 1..${MAX_PAGE_SIZE}, got "${raw}"`,
+      "limit",
+      `must be 1..${MAX_PAGE_SIZE}`,
+    );
   return limit;
 }
 
@@ -90,7 +119,14 @@ const resolve =
 const ROUTES: readonly ApiRoute[] = [
   { verb: "GET", path: ["overview"], rpc: method.getOverview },
   // Tools not called yet have no latency: null, as the API always said.
-  { verb: "GET", path: ["tools"], rpc: method.listToolStats, reply: (json) => ({ body: { tools: (json.tools as JsonObject[]).map((t) => ({ p50Ms: null, p95Ms: null, ...t })) } }) },
+  {
+    verb: "GET",
+    path: ["tools"],
+    rpc: method.listToolStats,
+    reply: (json) => ({
+      body: { tools: (json.tools as JsonObject[]).map((t) => ({ p50Ms: null, p95Ms: null, ...t })) },
+    }),
+  },
   { verb: "GET", path: ["approvals"], rpc: method.listApprovals },
   {
     verb: "GET",
@@ -99,12 +135,23 @@ const ROUTES: readonly ApiRoute[] = [
     request: ({ query }) => ({ ...stateOf(query), pageSize: pageSizeOf(query), pageToken: query.get("cursor") ?? "" }),
     reply: (json) => ({ body: { sessions: json.sessions ?? [], nextCursor: json.nextPageToken || null } }),
   },
-  { verb: "POST", path: ["sessions"], rpc: method.startSession, strict: true, reply: (json) => ({ status: json.created ? 201 : 200, body: json }) },
+  {
+    verb: "POST",
+    path: ["sessions"],
+    rpc: method.startSession,
+    strict: true,
+    reply: (json) => ({ status: json.created ? 201 : 200, body: json }),
+  },
   { verb: "GET", path: ["sessions", ":id"], rpc: method.getSessionDetail, request: ({ id }) => ({ sessionId: id }) },
   // The approval the human saw, named exactly: a stale one (another action, other arguments) is a 409.
   { verb: "POST", path: ["sessions", ":id", "approve"], rpc: method.resolveApproval, request: resolve(true) },
   { verb: "POST", path: ["sessions", ":id", "deny"], rpc: method.resolveApproval, request: resolve(false) },
-  { verb: "POST", path: ["sessions", ":id", "cancel"], rpc: method.cancelSession, request: ({ body, id }) => ({ ...body, sessionId: id }) },
+  {
+    verb: "POST",
+    path: ["sessions", ":id", "cancel"],
+    rpc: method.cancelSession,
+    request: ({ body, id }) => ({ ...body, sessionId: id }),
+  },
 ];
 
 function matches(route: ApiRoute, parts: readonly string[]): string | undefined {
@@ -117,7 +164,11 @@ function matches(route: ApiRoute, parts: readonly string[]): string | undefined 
   return id;
 }
 
-const JSON_TYPE_OF_SCALAR: Partial<Record<ScalarType, string>> = { [ScalarType.STRING]: "a string", [ScalarType.BOOL]: "true or false", [ScalarType.BYTES]: "base64 text" };
+const JSON_TYPE_OF_SCALAR: Partial<Record<ScalarType, string>> = {
+  [ScalarType.STRING]: "a string",
+  [ScalarType.BOOL]: "true or false",
+  [ScalarType.BYTES]: "base64 text",
+};
 
 /** How a field that did not decode should have been written. */
 function expected(field: DescField): string {
@@ -157,7 +208,11 @@ async function bodyOf(req: IncomingMessage): Promise<JsonObject> {
     bytes = await readAllBytes(req, MAX_BODY_BYTES, req.headers["content-length"]);
   } catch (error) {
     if (error instanceof ConnectError && error.code === Code.ResourceExhausted) {
-      throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_TOO_LARGE", `the request body is larger than ${MAX_BODY_BYTES} bytes`);
+      throw new ToolError(
+        status.INVALID_ARGUMENT,
+        "REQUEST_TOO_LARGE",
+        `the request body is larger than ${MAX_BODY_BYTES} bytes`,
+      );
     }
     throw error;
   }
@@ -190,20 +245,43 @@ function httpStatusOf(error: ToolError): number {
 
 function sendJson(res: ServerResponse, httpStatus: number, body: unknown, extra: Record<string, string> = {}): void {
   if (res.headersSent) return;
-  res.writeHead(httpStatus, { "content-type": "application/json; charset=utf-8", "cache-control": "no-store", "x-content-type-options": "nosniff", ...extra }).end(JSON.stringify(body));
+  res
+    .writeHead(httpStatus, {
+      "content-type": "application/json; charset=utf-8",
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+      ...extra,
+    })
+    .end(JSON.stringify(body));
 }
 
 /** The one place an error becomes an /api body; its texts may echo the request (a JSON parser's excerpt), so they are redacted. */
 function sendError(res: ServerResponse, error: ToolError, extra: Record<string, string> = {}): void {
   const message = error.code === status.INTERNAL ? INTERNAL_MESSAGE : redactText(error.message);
-  const fieldViolations = error.fieldViolations.map((v) => ({ field: v.field, description: redactText(v.description) }));
+  const fieldViolations = error.fieldViolations.map((v) => ({
+    field: v.field,
+    description: redactText(v.description),
+  }));
   const headers: Record<string, string> = { ...extra };
   const httpStatus = httpStatusOf(error);
   if (httpStatus === 401) headers["www-authenticate"] = "Bearer";
   // The rest of an oversized body is never read: close rather than reuse the connection.
   if (httpStatus === 413) headers.connection = "close";
-  if (error.retryable && error.retryAfterMs !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(error.retryAfterMs / 1000)));
-  sendJson(res, httpStatus, { error: { code: status[error.code], reason: error.reason, message, ...(fieldViolations.length > 0 ? { fieldViolations } : {}) } }, headers);
+  if (error.retryable && error.retryAfterMs !== undefined)
+    headers["retry-after"] = String(Math.max(1, Math.ceil(error.retryAfterMs / 1000)));
+  sendJson(
+    res,
+    httpStatus,
+    {
+      error: {
+        code: status[error.code],
+        reason: error.reason,
+        message,
+        ...(fieldViolations.length > 0 ? { fieldViolations } : {}),
+      },
+    },
+    headers,
+  );
 }
 
 export function createAdminHttp(options: AdminHttpOptions = {}): HttpRoute {
@@ -230,7 +308,13 @@ export function createAdminHttp(options: AdminHttpOptions = {}): HttpRoute {
       return sendJson(
         res,
         405,
-        { error: { code: "UNIMPLEMENTED", reason: "METHOD_NOT_ALLOWED", message: `${req.method} is not allowed on ${url.pathname}; use ${allowed}` } },
+        {
+          error: {
+            code: "UNIMPLEMENTED",
+            reason: "METHOD_NOT_ALLOWED",
+            message: `${req.method} is not allowed on ${url.pathname}; use ${allowed}`,
+          },
+        },
         { allow: allowed.replace(" or ", ", ") },
       );
     }
@@ -250,7 +334,12 @@ export function createAdminHttp(options: AdminHttpOptions = {}): HttpRoute {
       await route(req, res, url, invoke);
     } catch (error) {
       if (error instanceof ToolError) return sendError(res, error);
-      log.error("admin api request failed", { method: req.method ?? "", url: url.pathname, error_name: (error as Error)?.name ?? typeof error, error_message: (error as Error)?.message ?? "" });
+      log.error("admin api request failed", {
+        method: req.method ?? "",
+        url: url.pathname,
+        error_name: (error as Error)?.name ?? typeof error,
+        error_message: (error as Error)?.message ?? "",
+      });
       sendError(res, new ToolError(status.INTERNAL, "INTERNAL_ERROR", INTERNAL_MESSAGE));
     }
   }
@@ -258,7 +347,9 @@ export function createAdminHttp(options: AdminHttpOptions = {}): HttpRoute {
   async function page(req: IncomingMessage, res: ServerResponse, entry: { file: string; type: string }): Promise<void> {
     try {
       const body = await readFile(new URL(entry.file, dashboardDir));
-      res.writeHead(200, { "content-type": entry.type, "content-length": body.length, ...PAGE_HEADERS }).end(req.method === "HEAD" ? undefined : body);
+      res
+        .writeHead(200, { "content-type": entry.type, "content-length": body.length, ...PAGE_HEADERS })
+        .end(req.method === "HEAD" ? undefined : body);
     } catch (error) {
       log.error("dashboard file missing", { url: entry.file, error_name: (error as Error).name });
       res.writeHead(500, { "content-type": "text/plain" }).end("dashboard files are missing from this build\n");

@@ -20,7 +20,12 @@ import { startRequestHash, taskProblem } from "./start-request.js";
 import { healthScore } from "./session-health.js";
 import type { SessionState } from "./session-state.js";
 import { viewerOf } from "./session-access.js";
-import { type JsonObject, SessionQuotaExceededError, type SessionRecord, StoreUnavailableError } from "./session-store.js";
+import {
+  type JsonObject,
+  SessionQuotaExceededError,
+  type SessionRecord,
+  StoreUnavailableError,
+} from "./session-store.js";
 import { DEFAULT_MAX_RETRIES } from "./budget.js";
 import { listPatrolRuns, recordPatrolRun } from "./patrol-runs.js";
 import { contextUsageOf, pendingOf, storedConfidence, storedOutcome } from "./session/data.js";
@@ -38,7 +43,10 @@ function fromProtoState(state: ProtoState): SessionState | undefined {
  * The contract's Session of a record. Lists leave the task out (`withTask: false`): a page of
  * sessions stays small however large each task is; GetSession has it.
  */
-export function toProtoSession(s: SessionRecord, options: { readonly withTask?: boolean } = {}): MessageInitShape<typeof SessionSchema> {
+export function toProtoSession(
+  s: SessionRecord,
+  options: { readonly withTask?: boolean } = {},
+): MessageInitShape<typeof SessionSchema> {
   const approval = (s.pending as { approval?: PendingApproval; call?: { arguments: string } } | null)?.approval;
   const callArgs = (s.pending as { call?: { arguments: string } } | null)?.call?.arguments;
   return {
@@ -90,12 +98,24 @@ export function toProtoSession(s: SessionRecord, options: { readonly withTask?: 
   };
 }
 
-function parkedAndOutcome(s: SessionRecord): Pick<MessageInitShape<typeof SessionSchema>, "parked" | "outcome" | "confidence" | "uncertaintyReason"> {
+function parkedAndOutcome(
+  s: SessionRecord,
+): Pick<MessageInitShape<typeof SessionSchema>, "parked" | "outcome" | "confidence" | "uncertaintyReason"> {
   const park = s.state === "PARKED" ? pendingOf(s).park : undefined;
   const outcome = storedOutcome(s);
   const stated = storedConfidence(s);
   return {
-    ...(park ? { parked: { tool: park.tool, reason: park.reason, wakeAt: timestampFromMs(park.wakeAt), since: timestampFromMs(park.since), attempts: park.attempts } } : {}),
+    ...(park
+      ? {
+          parked: {
+            tool: park.tool,
+            reason: park.reason,
+            wakeAt: timestampFromMs(park.wakeAt),
+            since: timestampFromMs(park.since),
+            attempts: park.attempts,
+          },
+        }
+      : {}),
     ...(outcome ? { outcome } : {}),
     ...(stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {}),
   };
@@ -108,27 +128,39 @@ const QUOTA_RETRY_AFTER_MS = 5000;
 
 /** The status a store outage gets on the API; the cause stays in the logs and loopguard_store_errors_total. */
 export function storeUnavailable(error: StoreUnavailableError): ToolError {
-  return new ToolError(status.UNAVAILABLE, "STORE_UNAVAILABLE", "the session store is unavailable right now; retry after the delay given", {
-    retryAfterMs: STORE_RETRY_AFTER_MS,
-    metadata: { operation: error.operation },
-    cause: error,
-  });
+  return new ToolError(
+    status.UNAVAILABLE,
+    "STORE_UNAVAILABLE",
+    "the session store is unavailable right now; retry after the delay given",
+    {
+      retryAfterMs: STORE_RETRY_AFTER_MS,
+      metadata: { operation: error.operation },
+      cause: error,
+    },
+  );
 }
 
 function mapError(error: unknown): never {
   if (error instanceof StoreUnavailableError) throw storeUnavailable(error);
   if (error instanceof SessionQuotaExceededError) {
-    throw new ToolError(status.RESOURCE_EXHAUSTED, "SESSION_QUOTA_EXCEEDED", `${error.message} (ORCHESTRATOR_MAX_SESSIONS_PER_CALLER); start more once some have ended`, {
-      retryAfterMs: QUOTA_RETRY_AFTER_MS,
-      metadata: { quota: "sessions_in_flight_per_caller", limit: String(error.limit) },
-    });
+    throw new ToolError(
+      status.RESOURCE_EXHAUSTED,
+      "SESSION_QUOTA_EXCEEDED",
+      `${error.message} (ORCHESTRATOR_MAX_SESSIONS_PER_CALLER); start more once some have ended`,
+      {
+        retryAfterMs: QUOTA_RETRY_AFTER_MS,
+        metadata: { quota: "sessions_in_flight_per_caller", limit: String(error.limit) },
+      },
+    );
   }
   if (error instanceof OrchestratorError) {
     switch (error.reason) {
       case "SESSION_NOT_FOUND":
         throw new ToolError(status.NOT_FOUND, error.reason, error.message);
       case "UNKNOWN_POLICY":
-        throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", error.message, { fieldViolations: [{ field: "policy", description: error.message }] });
+        throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", error.message, {
+          fieldViolations: [{ field: "policy", description: error.message }],
+        });
       case "SELF_APPROVAL":
       case "NOT_SESSION_OWNER":
         throw new ToolError(status.PERMISSION_DENIED, error.reason, error.message);
@@ -138,19 +170,29 @@ function mapError(error: unknown): never {
         throw new ToolError(status.FAILED_PRECONDITION, error.reason, error.message);
     }
   }
-  if (error instanceof RangeError) throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", error.message, { fieldViolations: [{ field: "page_token", description: error.message }] });
+  if (error instanceof RangeError)
+    throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", error.message, {
+      fieldViolations: [{ field: "page_token", description: error.message }],
+    });
   throw error;
 }
 
 /** One WatchSession message of an event. */
 function watchResponse(event: WatchEvent): MessageInitShape<typeof WatchSessionResponseSchema> {
   if (event.kind === "snapshot") return { event: { case: "snapshot", value: toProtoSession(event.session) } };
-  if (event.kind === "step") return { event: { case: "step", value: { step: event.step.step, record: event.step.payload } } };
+  if (event.kind === "step")
+    return { event: { case: "step", value: { step: event.step.step, record: event.step.payload } } };
   const { audit } = event;
   return {
     event: {
       case: "transition",
-      value: { from: toProtoState(audit.from), to: toProtoState(audit.to), version: BigInt(audit.version), reason: audit.reason ?? "", at: timestampFromMs(audit.at) },
+      value: {
+        from: toProtoState(audit.from),
+        to: toProtoState(audit.to),
+        version: BigInt(audit.version),
+        reason: audit.reason ?? "",
+        at: timestampFromMs(audit.at),
+      },
     },
   };
 }
@@ -160,10 +202,16 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
   return {
     async startSession(req, ctx) {
       const refused = refusedGrant(req.scopes, ctx.caller);
-      if (refused) throw new ToolError(status.PERMISSION_DENIED, "SCOPE_NOT_GRANTABLE", refused.why, { metadata: { scope: refused.scope } });
+      if (refused)
+        throw new ToolError(status.PERMISSION_DENIED, "SCOPE_NOT_GRANTABLE", refused.why, {
+          metadata: { scope: refused.scope },
+        });
       const task = (req.task ?? {}) as JsonObject;
       const problem = taskProblem(task);
-      if (problem) throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", problem, { fieldViolations: [{ field: "task", description: problem }] });
+      if (problem)
+        throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", problem, {
+          fieldViolations: [{ field: "task", description: problem }],
+        });
       const requestHash = startRequestHash(req);
       const budget = req.budget;
       const result = await orchestrator
@@ -186,7 +234,11 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
         })
         .catch(mapError);
       if (!result.created && result.session.requestHash !== requestHash) {
-        throw new ToolError(status.ALREADY_EXISTS, "IDEMPOTENCY_KEY_REUSED", `idempotency key was used for session ${result.session.id} with another request`);
+        throw new ToolError(
+          status.ALREADY_EXISTS,
+          "IDEMPOTENCY_KEY_REUSED",
+          `idempotency key was used for session ${result.session.id} with another request`,
+        );
       }
       return { session: toProtoSession(result.session), created: result.created };
     },
@@ -207,19 +259,37 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
       }
     },
     async listSessions(req, ctx) {
-      const page = await orchestrator.list(fromProtoState(req.state), req.pageSize || 50, req.pageToken || undefined, viewerOf(ctx.caller)).catch(mapError);
-      return { sessions: page.sessions.map((s) => toProtoSession(s, { withTask: false })), nextPageToken: page.nextCursor ?? "" };
+      const page = await orchestrator
+        .list(fromProtoState(req.state), req.pageSize || 50, req.pageToken || undefined, viewerOf(ctx.caller))
+        .catch(mapError);
+      return {
+        sessions: page.sessions.map((s) => toProtoSession(s, { withTask: false })),
+        nextPageToken: page.nextCursor ?? "",
+      };
     },
     async cancelSession(req, ctx) {
-      return { session: toProtoSession(await orchestrator.cancel(req.sessionId, req.reason, viewerOf(ctx.caller)).catch(mapError)) };
+      return {
+        session: toProtoSession(
+          await orchestrator.cancel(req.sessionId, req.reason, viewerOf(ctx.caller)).catch(mapError),
+        ),
+      };
     },
     async resolveApproval(req, ctx) {
       if (req.approver && req.approver !== ctx.caller.subject) {
         const why = `the approver is taken from your credentials (${ctx.caller.subject}); leave approver empty`;
-        throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", why, { fieldViolations: [{ field: "approver", description: why }] });
+        throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", why, {
+          fieldViolations: [{ field: "approver", description: why }],
+        });
       }
       const session = await orchestrator
-        .resolveApproval({ sessionId: req.sessionId, approvalId: req.approvalId, argumentsHash: req.argumentsHash, approve: req.approve, approver: ctx.caller.subject, reason: req.reason })
+        .resolveApproval({
+          sessionId: req.sessionId,
+          approvalId: req.approvalId,
+          argumentsHash: req.argumentsHash,
+          approve: req.approve,
+          approver: ctx.caller.subject,
+          reason: req.reason,
+        })
         .catch(mapError);
       return { session: toProtoSession(session) };
     },

@@ -66,7 +66,15 @@ export interface PendingApproval {
   readonly [key: string]: string | number;
 }
 
-export function newApproval(tool: string, argumentsHash: string, worldVersion: string, reason: string, now: number, rules: ApprovalRules, kind?: "outcome_unknown"): PendingApproval {
+export function newApproval(
+  tool: string,
+  argumentsHash: string,
+  worldVersion: string,
+  reason: string,
+  now: number,
+  rules: ApprovalRules,
+  kind?: "outcome_unknown",
+): PendingApproval {
   return {
     approvalId: `apr_${randomUUID().replace(/-/g, "").slice(0, 20)}`,
     tool,

@@ -11,7 +11,8 @@ describe("clampConfidence", () => {
   });
 
   it("has no value for what is not a number", () => {
-    for (const value of [undefined, null, "", "high", Number.NaN, Number.POSITIVE_INFINITY, {}, [0.5], true]) expect(clampConfidence(value)).toBeUndefined();
+    for (const value of [undefined, null, "", "high", Number.NaN, Number.POSITIVE_INFINITY, {}, [0.5], true])
+      expect(clampConfidence(value)).toBeUndefined();
   });
 });
 
@@ -21,7 +22,10 @@ describe("statedConfidence", () => {
   });
 
   it("bounds the reason to a sentence or two on one line and redacts personal data from it", () => {
-    const stated = statedConfidence({ confidence: 0.3, uncertaintyReason: `the customer 13800138000 may\\nbe ${"x".repeat(2000)}`.replace("\\n", "\n") });
+    const stated = statedConfidence({
+      confidence: 0.3,
+      uncertaintyReason: `the customer 13800138000 may\\nbe ${"x".repeat(2000)}`.replace("\\n", "\n"),
+    });
     expect(stated?.value).toBe(0.3);
     expect(stated?.reason).not.toContain("13800138000");
     expect(stated?.reason).not.toContain("\n");
@@ -31,7 +35,9 @@ describe("statedConfidence", () => {
 
 describe("belowThreshold", () => {
   it("says why below the threshold, and nothing at or above it or when nothing was stated", () => {
-    expect(belowThreshold({ value: 0.3, reason: "the order's status was not read" }, 0.6)).toBe("confidence 0.3 is below 0.6: the order's status was not read");
+    expect(belowThreshold({ value: 0.3, reason: "the order's status was not read" }, 0.6)).toBe(
+      "confidence 0.3 is below 0.6: the order's status was not read",
+    );
     expect(belowThreshold({ value: 0.3, reason: "" }, 0.6)).toBe("confidence 0.3 is below 0.6");
     expect(belowThreshold({ value: 0.6, reason: "" }, 0.6)).toBeUndefined();
     expect(belowThreshold(undefined, 0.6)).toBeUndefined();

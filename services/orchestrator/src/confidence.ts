@@ -23,7 +23,8 @@ export const MAX_UNCERTAINTY_REASON_CHARS = 300;
 
 /** A confidence as a number in 0..1, or undefined when `value` is not a finite number (or a numeric string). */
 export function clampConfidence(value: unknown): number | undefined {
-  const n = typeof value === "number" ? value : typeof value === "string" && value.trim() !== "" ? Number(value) : Number.NaN;
+  const n =
+    typeof value === "number" ? value : typeof value === "string" && value.trim() !== "" ? Number(value) : Number.NaN;
   if (!Number.isFinite(n)) return undefined;
   // A model that answers in percent ("85") means 0.85; anything else out of range is clamped.
   const fraction = n > 1 && n <= 100 ? n / 100 : n;
@@ -34,15 +35,23 @@ export function clampConfidence(value: unknown): number | undefined {
  * What the policy stated, within the host's bounds: its reason cut to a sentence or two and
  * redacted (it is written into approvals, traces and the API). Undefined when it stated nothing.
  */
-export function statedConfidence(decision: { readonly confidence?: number; readonly uncertaintyReason?: string }): StatedConfidence | undefined {
+export function statedConfidence(decision: {
+  readonly confidence?: number;
+  readonly uncertaintyReason?: string;
+}): StatedConfidence | undefined {
   if (decision.confidence === undefined) return undefined;
   const value = clampConfidence(decision.confidence) ?? 0;
-  const reason = redactText(cutText((decision.uncertaintyReason ?? "").replace(/\s+/g, " ").trim(), MAX_UNCERTAINTY_REASON_CHARS));
+  const reason = redactText(
+    cutText((decision.uncertaintyReason ?? "").replace(/\s+/g, " ").trim(), MAX_UNCERTAINTY_REASON_CHARS),
+  );
   return { value, reason };
 }
 
 /** As a decision's fields (trace steps, pending calls): none when nothing was stated. */
-export function confidenceFields(stated: StatedConfidence | undefined): { confidence?: number; uncertaintyReason?: string } {
+export function confidenceFields(stated: StatedConfidence | undefined): {
+  confidence?: number;
+  uncertaintyReason?: string;
+} {
   return stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {};
 }
 

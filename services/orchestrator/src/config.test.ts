@@ -25,15 +25,37 @@ describe("ORCHESTRATOR_STORE", () => {
 
 describe("tool targets", () => {
   it("keeps step traces within half of the 1 GiB emptyDir unless told otherwise, and refuses a cap that holds one file", () => {
-    expect(loadOrchestratorConfig(base).traceRetention).toEqual({ fileBytes: 64 * 2 ** 20, totalBytes: 512 * 2 ** 20, maxAgeMs: 7 * 24 * 3600_000 });
-    const tuned = { ORCHESTRATOR_TRACE_FILE_BYTES: "1048576", ORCHESTRATOR_TRACE_TOTAL_BYTES: "8388608", ORCHESTRATOR_TRACE_MAX_AGE_HOURS: "24" };
-    expect(loadOrchestratorConfig({ ...base, ...tuned }).traceRetention).toEqual({ fileBytes: 2 ** 20, totalBytes: 8 * 2 ** 20, maxAgeMs: 24 * 3600_000 });
-    expect(() => loadOrchestratorConfig({ ...base, ...tuned, ORCHESTRATOR_TRACE_TOTAL_BYTES: "1048576" })).toThrow(/ORCHESTRATOR_TRACE_TOTAL_BYTES .* at least twice/);
+    expect(loadOrchestratorConfig(base).traceRetention).toEqual({
+      fileBytes: 64 * 2 ** 20,
+      totalBytes: 512 * 2 ** 20,
+      maxAgeMs: 7 * 24 * 3600_000,
+    });
+    const tuned = {
+      ORCHESTRATOR_TRACE_FILE_BYTES: "1048576",
+      ORCHESTRATOR_TRACE_TOTAL_BYTES: "8388608",
+      ORCHESTRATOR_TRACE_MAX_AGE_HOURS: "24",
+    };
+    expect(loadOrchestratorConfig({ ...base, ...tuned }).traceRetention).toEqual({
+      fileBytes: 2 ** 20,
+      totalBytes: 8 * 2 ** 20,
+      maxAgeMs: 24 * 3600_000,
+    });
+    expect(() => loadOrchestratorConfig({ ...base, ...tuned, ORCHESTRATOR_TRACE_TOTAL_BYTES: "1048576" })).toThrow(
+      /ORCHESTRATOR_TRACE_TOTAL_BYTES .* at least twice/,
+    );
   });
 
   it("accepts replica lists of host names and IP literals", () => {
-    const config = loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: "kb-0.kb:50061, kb-1.kb:50061,10.1.2.3:50061,[::1]:50061" });
-    expect(config.toolTargets["kb-search"]).toEqual(["kb-0.kb:50061", "kb-1.kb:50061", "10.1.2.3:50061", "[::1]:50061"]);
+    const config = loadOrchestratorConfig({
+      ...base,
+      KB_SEARCH_ADDR: "kb-0.kb:50061, kb-1.kb:50061,10.1.2.3:50061,[::1]:50061",
+    });
+    expect(config.toolTargets["kb-search"]).toEqual([
+      "kb-0.kb:50061",
+      "kb-1.kb:50061",
+      "10.1.2.3:50061",
+      "[::1]:50061",
+    ]);
   });
 
   it("accepts one gRPC target such as a dns:/// name of a headless Service", () => {
@@ -50,13 +72,20 @@ describe("tool targets", () => {
   it("hedges the contracts' hedged reads unless ORCHESTRATOR_HEDGED_READS is false, and refuses another value", () => {
     expect(loadOrchestratorConfig(base).hedgedReads).toBe(true);
     expect(loadOrchestratorConfig({ ...base, ORCHESTRATOR_HEDGED_READS: "false" }).hedgedReads).toBe(false);
-    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_HEDGED_READS: "off" })).toThrow('ORCHESTRATOR_HEDGED_READS must be true or false, got "off"');
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_HEDGED_READS: "off" })).toThrow(
+      'ORCHESTRATOR_HEDGED_READS must be true or false, got "off"',
+    );
   });
 
-  it.each(["kb-0.kb", "kb-0.kb:0", "kb-0.kb:70000", "kb_0:50061", "a:1,,b:2", "-kb:50061"])("refuses %j, naming the variable", (value) => {
-    expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(ConfigError);
-    expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(/^KB_SEARCH_ADDR must be host:port/);
-  });
+  it.each(["kb-0.kb", "kb-0.kb:0", "kb-0.kb:70000", "kb_0:50061", "a:1,,b:2", "-kb:50061"])(
+    "refuses %j, naming the variable",
+    (value) => {
+      expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(ConfigError);
+      expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(
+        /^KB_SEARCH_ADDR must be host:port/,
+      );
+    },
+  );
 });
 
 describe("max connection age", () => {
@@ -66,7 +95,9 @@ describe("max connection age", () => {
     expect(config.maxConnectionAgeGraceMs).toBe(0);
     const tuned = loadOrchestratorConfig({ ...base, ORCHESTRATOR_MAX_CONNECTION_AGE_MS: "60000" });
     expect(tuned.maxConnectionAgeMs).toBe(60_000);
-    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_MAX_CONNECTION_AGE_GRACE_MS: "soon" })).toThrow(/ORCHESTRATOR_MAX_CONNECTION_AGE_GRACE_MS/);
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_MAX_CONNECTION_AGE_GRACE_MS: "soon" })).toThrow(
+      /ORCHESTRATOR_MAX_CONNECTION_AGE_GRACE_MS/,
+    );
   });
 });
 
@@ -87,10 +118,18 @@ describe("fair use: streams, approvals, sessions per caller, store timeouts", ()
       ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS: "3000",
       ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: "5",
     });
-    expect(tuned).toMatchObject({ maxStreams: 100, maxStreamsPerCaller: 100, approvalSweepMs: 5000, maxSessionsPerCaller: 5, storeTimeouts: { statementTimeoutMs: 3000 } });
+    expect(tuned).toMatchObject({
+      maxStreams: 100,
+      maxStreamsPerCaller: 100,
+      approvalSweepMs: 5000,
+      maxSessionsPerCaller: 5,
+      storeTimeouts: { statementTimeoutMs: 3000 },
+    });
     expect(loadOrchestratorConfig(base).storePoolSize).toBeUndefined();
     expect(loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE_POOL_SIZE: "5" }).storePoolSize).toBe(5);
-    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE_POOL_SIZE: "0" })).toThrow(/ORCHESTRATOR_STORE_POOL_SIZE must be an integer in 1\.\.100/);
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE_POOL_SIZE: "0" })).toThrow(
+      /ORCHESTRATOR_STORE_POOL_SIZE must be an integer in 1\.\.100/,
+    );
   });
 
   it.each([
@@ -107,37 +146,85 @@ describe("fair use: streams, approvals, sessions per caller, store timeouts", ()
 describe("identities", () => {
   it("reads an OIDC provider only with https (or loopback http) and its client id, the roles claim defaulting to loopguard_roles", () => {
     expect(loadOrchestratorConfig(base).oidc).toBeUndefined();
-    const oidc = loadOrchestratorConfig({ ...base, ORCHESTRATOR_OIDC_ISSUER: "https://id.example.com", ORCHESTRATOR_OIDC_AUDIENCE: "loopguard" });
-    expect(oidc.oidc).toEqual({ issuer: "https://id.example.com", audience: "loopguard", rolesClaim: "loopguard_roles" });
+    const oidc = loadOrchestratorConfig({
+      ...base,
+      ORCHESTRATOR_OIDC_ISSUER: "https://id.example.com",
+      ORCHESTRATOR_OIDC_AUDIENCE: "loopguard",
+    });
+    expect(oidc.oidc).toEqual({
+      issuer: "https://id.example.com",
+      audience: "loopguard",
+      rolesClaim: "loopguard_roles",
+    });
     expect(describeOrchestratorConfig(oidc).oidc).toEqual(oidc.oidc);
-    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_OIDC_ISSUER: "http://id.example.com", ORCHESTRATOR_OIDC_AUDIENCE: "x" })).toThrow(/^ORCHESTRATOR_OIDC_ISSUER must be an https URL/);
-    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_OIDC_ISSUER: "https://id.example.com" })).toThrow(/ORCHESTRATOR_OIDC_AUDIENCE .* is required/);
+    expect(() =>
+      loadOrchestratorConfig({
+        ...base,
+        ORCHESTRATOR_OIDC_ISSUER: "http://id.example.com",
+        ORCHESTRATOR_OIDC_AUDIENCE: "x",
+      }),
+    ).toThrow(/^ORCHESTRATOR_OIDC_ISSUER must be an https URL/);
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_OIDC_ISSUER: "https://id.example.com" })).toThrow(
+      /ORCHESTRATOR_OIDC_AUDIENCE .* is required/,
+    );
   });
 
   it("refuses to sign tool calls with a key the JWKS binds to a person, or does not hold", () => {
     const people = JSON.parse(TEST_AUTH_ENV.LOOPGUARD_JWKS!) as { keys: Record<string, unknown>[] };
     const orchestratorKid = people.keys.find((k) => k.loopguard_role === "orchestrator")!.kid;
-    const asPerson = { keys: people.keys.map((k) => (k.kid === orchestratorKid ? { ...k, loopguard_role: "person", loopguard_subject: "robot" } : k)) };
-    expect(() => loadOrchestratorConfig({ ...base, LOOPGUARD_JWKS: JSON.stringify(asPerson) })).toThrow(/is bound as person in the JWKS; the orchestrator signs with a key of role orchestrator/);
+    const asPerson = {
+      keys: people.keys.map((k) =>
+        k.kid === orchestratorKid ? { ...k, loopguard_role: "person", loopguard_subject: "robot" } : k,
+      ),
+    };
+    expect(() => loadOrchestratorConfig({ ...base, LOOPGUARD_JWKS: JSON.stringify(asPerson) })).toThrow(
+      /is bound as person in the JWKS; the orchestrator signs with a key of role orchestrator/,
+    );
     const without = { keys: people.keys.filter((k) => k.kid !== orchestratorKid) };
-    expect(() => loadOrchestratorConfig({ ...base, LOOPGUARD_JWKS: JSON.stringify(without) })).toThrow(/is not in the JWKS/);
+    expect(() => loadOrchestratorConfig({ ...base, LOOPGUARD_JWKS: JSON.stringify(without) })).toThrow(
+      /is not in the JWKS/,
+    );
   });
 });
 
 describe("step retention and the dashboard's series", () => {
   it("keeps ended sessions' step rows 30 days and samples every 10 s unless told otherwise, and names a bad value", () => {
-    expect(loadOrchestratorConfig(base).ops).toEqual({ stepRetentionDays: 30, stepRetentionIntervalMs: 3600_000, seriesIntervalMs: 10_000, traceSampleRatio: 1 });
-    const tuned = { ORCHESTRATOR_STEP_RETENTION_DAYS: "7", ORCHESTRATOR_STEP_RETENTION_INTERVAL_S: "60", ORCHESTRATOR_SERIES_INTERVAL_MS: "500" };
-    expect(loadOrchestratorConfig({ ...base, ...tuned }).ops).toEqual({ stepRetentionDays: 7, stepRetentionIntervalMs: 60_000, seriesIntervalMs: 500, traceSampleRatio: 1 });
-    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_STEP_RETENTION_DAYS: "0" })).toThrow(/ORCHESTRATOR_STEP_RETENTION_DAYS must be an integer in 1\.\.3660, got "0"/);
+    expect(loadOrchestratorConfig(base).ops).toEqual({
+      stepRetentionDays: 30,
+      stepRetentionIntervalMs: 3600_000,
+      seriesIntervalMs: 10_000,
+      traceSampleRatio: 1,
+    });
+    const tuned = {
+      ORCHESTRATOR_STEP_RETENTION_DAYS: "7",
+      ORCHESTRATOR_STEP_RETENTION_INTERVAL_S: "60",
+      ORCHESTRATOR_SERIES_INTERVAL_MS: "500",
+    };
+    expect(loadOrchestratorConfig({ ...base, ...tuned }).ops).toEqual({
+      stepRetentionDays: 7,
+      stepRetentionIntervalMs: 60_000,
+      seriesIntervalMs: 500,
+      traceSampleRatio: 1,
+    });
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_STEP_RETENTION_DAYS: "0" })).toThrow(
+      /ORCHESTRATOR_STEP_RETENTION_DAYS must be an integer in 1\.\.3660, got "0"/,
+    );
   });
 
   it("keeps the share of session traces OTEL_TRACES_SAMPLER_ARG says for a ratio sampler, and names a ratio outside 0..1", () => {
-    expect(loadOrchestratorConfig({ ...base, OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.1" }).ops.traceSampleRatio).toBe(0.1);
-    expect(loadOrchestratorConfig({ ...base, OTEL_TRACES_SAMPLER: "parentbased_always_off" }).ops.traceSampleRatio).toBe(0);
-    expect(() => loadOrchestratorConfig({ ...base, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "10%" })).toThrow(
-      /OTEL_TRACES_SAMPLER_ARG must be a ratio in 0\.\.1 for traceidratio, got "10%"/,
-    );
+    expect(
+      loadOrchestratorConfig({
+        ...base,
+        OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+        OTEL_TRACES_SAMPLER_ARG: "0.1",
+      }).ops.traceSampleRatio,
+    ).toBe(0.1);
+    expect(
+      loadOrchestratorConfig({ ...base, OTEL_TRACES_SAMPLER: "parentbased_always_off" }).ops.traceSampleRatio,
+    ).toBe(0);
+    expect(() =>
+      loadOrchestratorConfig({ ...base, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "10%" }),
+    ).toThrow(/OTEL_TRACES_SAMPLER_ARG must be a ratio in 0\.\.1 for traceidratio, got "10%"/);
   });
 });
 
@@ -147,7 +234,9 @@ describe("CONFIDENCE_THRESHOLD", () => {
     expect(loadOrchestratorConfig({ ...base, CONFIDENCE_THRESHOLD: "0.75" }).approvals.minConfidence).toBe(0.75);
     expect(loadOrchestratorConfig({ ...base, CONFIDENCE_THRESHOLD: "0" }).approvals.minConfidence).toBe(0);
     for (const bad of ["1.5", "-0.1", "high", " ", "60%"]) {
-      expect(() => loadOrchestratorConfig({ ...base, CONFIDENCE_THRESHOLD: bad })).toThrow(`CONFIDENCE_THRESHOLD must be a number in 0..1, got "${bad}"`);
+      expect(() => loadOrchestratorConfig({ ...base, CONFIDENCE_THRESHOLD: bad })).toThrow(
+        `CONFIDENCE_THRESHOLD must be a number in 0..1, got "${bad}"`,
+      );
     }
   });
 });

@@ -18,7 +18,12 @@ import {
   type SigningKey,
   type ToolConfig,
 } from "@loopguard/tool-sdk";
-import { type AmountThresholds, type ApprovalRules, DEFAULT_APPROVAL_RULES, describeApprovalRules } from "./approvals.js";
+import {
+  type AmountThresholds,
+  type ApprovalRules,
+  DEFAULT_APPROVAL_RULES,
+  describeApprovalRules,
+} from "./approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
 import { type ModelSettings, modelSettings } from "./model-config.js";
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
@@ -73,7 +78,8 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) throw new ConfigError(`${name} must be an integer in ${min}..${max}, got "${raw}"`);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new ConfigError(`${name} must be an integer in ${min}..${max}, got "${raw}"`);
   return value;
 }
 
@@ -85,7 +91,8 @@ function fraction(env: Env, name: string, fallback: number): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   const value = Number(raw);
-  if (raw.trim() === "" || !Number.isFinite(value) || value < 0 || value > 1) throw new ConfigError(`${name} must be a number in 0..1, got "${raw}"`);
+  if (raw.trim() === "" || !Number.isFinite(value) || value < 0 || value > 1)
+    throw new ConfigError(`${name} must be a number in 0..1, got "${raw}"`);
   return value;
 }
 
@@ -93,7 +100,10 @@ function fraction(env: Env, name: string, fallback: number): number {
  * Per-currency thresholds: "CNY:350000,JPY:7000000" (ISO 4217 code, a colon, minor units), one
  * variable per kind of total.
  */
-function thresholdsByCurrency(env: Env, names: Record<keyof AmountThresholds, string>): ApprovalRules["amountsByCurrency"] {
+function thresholdsByCurrency(
+  env: Env,
+  names: Record<keyof AmountThresholds, string>,
+): ApprovalRules["amountsByCurrency"] {
   const out: Record<string, Partial<Record<keyof AmountThresholds, number>>> = {};
   for (const [kind, name] of Object.entries(names) as [keyof AmountThresholds, string][]) {
     const raw = env[name]?.trim();
@@ -101,7 +111,10 @@ function thresholdsByCurrency(env: Env, names: Record<keyof AmountThresholds, st
     for (const entry of raw.split(",")) {
       const match = /^\s*([A-Z]{3})\s*:\s*(\d{1,13})\s*$/.exec(entry);
       const amount = Number(match?.[2]);
-      if (!match || amount > MAX_AMOUNT) throw new ConfigError(`${name} must be CODE:AMOUNT[,CODE:AMOUNT…] with an ISO 4217 code and minor units up to ${MAX_AMOUNT}, got "${entry}"`);
+      if (!match || amount > MAX_AMOUNT)
+        throw new ConfigError(
+          `${name} must be CODE:AMOUNT[,CODE:AMOUNT…] with an ISO 4217 code and minor units up to ${MAX_AMOUNT}, got "${entry}"`,
+        );
       out[match[1]!] = { ...out[match[1]!], [kind]: amount };
     }
   }
@@ -133,12 +146,19 @@ function targets(env: Env, name: string, fallback: string): string[] {
 function oidcSettings(env: Env): OidcSettings | undefined {
   const issuer = env.ORCHESTRATOR_OIDC_ISSUER ?? "";
   if (issuer === "") {
-    if (env.ORCHESTRATOR_OIDC_AUDIENCE) throw new ConfigError("ORCHESTRATOR_OIDC_AUDIENCE is set but ORCHESTRATOR_OIDC_ISSUER is not");
+    if (env.ORCHESTRATOR_OIDC_AUDIENCE)
+      throw new ConfigError("ORCHESTRATOR_OIDC_AUDIENCE is set but ORCHESTRATOR_OIDC_ISSUER is not");
     return undefined;
   }
-  if (!acceptableIssuerUrl(issuer)) throw new ConfigError(`ORCHESTRATOR_OIDC_ISSUER must be an https URL (or http://127.0.0.1… for a local provider), got "${issuer}"`);
+  if (!acceptableIssuerUrl(issuer))
+    throw new ConfigError(
+      `ORCHESTRATOR_OIDC_ISSUER must be an https URL (or http://127.0.0.1… for a local provider), got "${issuer}"`,
+    );
   const audience = env.ORCHESTRATOR_OIDC_AUDIENCE ?? "";
-  if (audience === "") throw new ConfigError("ORCHESTRATOR_OIDC_AUDIENCE (the client id ID tokens are issued for) is required with ORCHESTRATOR_OIDC_ISSUER");
+  if (audience === "")
+    throw new ConfigError(
+      "ORCHESTRATOR_OIDC_AUDIENCE (the client id ID tokens are issued for) is required with ORCHESTRATOR_OIDC_ISSUER",
+    );
   const rolesClaim = env.ORCHESTRATOR_OIDC_ROLES_CLAIM || DEFAULT_OIDC_ROLES_CLAIM;
   return { issuer, audience, rolesClaim };
 }
@@ -152,7 +172,9 @@ function checkedSigningKey(env: Env, publicKeys: BoundKeySet): SigningKey {
       `LOOPGUARD_SIGNING_KEY_FILE: key ${key.kid} is not in the JWKS (${publicKeys.revoked?.includes(key.kid) ? "revoked" : "add its public half"}); tools would refuse every call`,
     );
   if (published.loopguard_role !== "orchestrator") {
-    throw new ConfigError(`LOOPGUARD_SIGNING_KEY_FILE: key ${key.kid} is bound as ${String(published.loopguard_role)} in the JWKS; the orchestrator signs with a key of role orchestrator`);
+    throw new ConfigError(
+      `LOOPGUARD_SIGNING_KEY_FILE: key ${key.kid} is bound as ${String(published.loopguard_role)} in the JWKS; the orchestrator signs with a key of role orchestrator`,
+    );
   }
   return key;
 }
@@ -163,9 +185,17 @@ const GIB = 1024 ** 3;
 function traceRetention(env: Env): TraceRetention {
   const fileBytes = int(env, "ORCHESTRATOR_TRACE_FILE_BYTES", DEFAULT_TRACE_RETENTION.fileBytes, 4096, GIB);
   const totalBytes = int(env, "ORCHESTRATOR_TRACE_TOTAL_BYTES", DEFAULT_TRACE_RETENTION.totalBytes, 8192, 64 * GIB);
-  const maxAgeHours = int(env, "ORCHESTRATOR_TRACE_MAX_AGE_HOURS", DEFAULT_TRACE_RETENTION.maxAgeMs / 3600_000, 1, 366 * 24);
+  const maxAgeHours = int(
+    env,
+    "ORCHESTRATOR_TRACE_MAX_AGE_HOURS",
+    DEFAULT_TRACE_RETENTION.maxAgeMs / 3600_000,
+    1,
+    366 * 24,
+  );
   if (totalBytes < 2 * fileBytes) {
-    throw new ConfigError(`ORCHESTRATOR_TRACE_TOTAL_BYTES (${totalBytes}) must be at least twice ORCHESTRATOR_TRACE_FILE_BYTES (${fileBytes})`);
+    throw new ConfigError(
+      `ORCHESTRATOR_TRACE_TOTAL_BYTES (${totalBytes}) must be at least twice ORCHESTRATOR_TRACE_FILE_BYTES (${fileBytes})`,
+    );
   }
   return Object.freeze({ fileBytes, totalBytes, maxAgeMs: maxAgeHours * 3600_000 });
 }
@@ -189,7 +219,8 @@ function opsSettings(env: Env): OpsSettings {
 
 function hedgedReads(env: Env): boolean {
   const value = env.ORCHESTRATOR_HEDGED_READS ?? "true";
-  if (value !== "true" && value !== "false") throw new ConfigError(`ORCHESTRATOR_HEDGED_READS must be true or false, got "${value}"`);
+  if (value !== "true" && value !== "false")
+    throw new ConfigError(`ORCHESTRATOR_HEDGED_READS must be true or false, got "${value}"`);
   return value === "true";
 }
 
@@ -197,7 +228,14 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
   // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
   // keeps its streams (no grace limit); new calls go to a fresh connection, maybe another replica.
-  const defaults = { ...manifestDefaults(import.meta.url), maxConcurrent: 1024, maxStreams: 2048, maxStreamsPerCaller: 512, maxConnectionAgeMs: 300_000, maxConnectionAgeGraceMs: 0 };
+  const defaults = {
+    ...manifestDefaults(import.meta.url),
+    maxConcurrent: 1024,
+    maxStreams: 2048,
+    maxStreamsPerCaller: 512,
+    maxConnectionAgeMs: 300_000,
+    maxConnectionAgeGraceMs: 0,
+  };
   const base = loadToolConfig(
     "orchestrator",
     defaults,
@@ -219,8 +257,20 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     storePoolSize: storePoolSize(env, "ORCHESTRATOR", ConfigError),
     migrateOnStart: readMigrateOnStart(env, "ORCHESTRATOR", ConfigError),
     storeTimeouts: {
-      connectTimeoutMs: int(env, "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.connectTimeoutMs, 100, 600_000),
-      statementTimeoutMs: int(env, "ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS", POSTGRES_STORE_DEFAULTS.statementTimeoutMs, 100, 600_000),
+      connectTimeoutMs: int(
+        env,
+        "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS",
+        POSTGRES_STORE_DEFAULTS.connectTimeoutMs,
+        100,
+        600_000,
+      ),
+      statementTimeoutMs: int(
+        env,
+        "ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS",
+        POSTGRES_STORE_DEFAULTS.statementTimeoutMs,
+        100,
+        600_000,
+      ),
     },
     toolTargets: Object.fromEntries(
       DEFAULT_TOOL_SERVICES.map((service) => {
@@ -232,36 +282,72 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     instanceId: env.ORCHESTRATOR_INSTANCE_ID || `${hostname()}-${process.pid}`,
     leaseTtlMs: int(env, "ORCHESTRATOR_LEASE_TTL_MS", 5000, 500, 600_000),
     maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
-    maxSessionsPerCaller: int(env, "ORCHESTRATOR_MAX_SESSIONS_PER_CALLER", DEFAULT_MAX_SESSIONS_PER_CALLER, 1, 1_000_000),
+    maxSessionsPerCaller: int(
+      env,
+      "ORCHESTRATOR_MAX_SESSIONS_PER_CALLER",
+      DEFAULT_MAX_SESSIONS_PER_CALLER,
+      1,
+      1_000_000,
+    ),
     approvalSweepMs: int(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", 1000, 50, 600_000),
     wakePerSecond: int(env, "ORCHESTRATOR_WAKE_PER_SECOND", 50, 1, 10_000),
     approvals: {
       amounts: {
         entity: int(env, "APPROVAL_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amounts.entity, 0, MAX_AMOUNT),
-        session: int(env, "APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amounts.session, 0, MAX_AMOUNT),
-        customer: int(env, "APPROVAL_CUSTOMER_AMOUNT_THRESHOLD", DEFAULT_APPROVAL_RULES.amounts.customer, 0, MAX_AMOUNT),
+        session: int(
+          env,
+          "APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS",
+          DEFAULT_APPROVAL_RULES.amounts.session,
+          0,
+          MAX_AMOUNT,
+        ),
+        customer: int(
+          env,
+          "APPROVAL_CUSTOMER_AMOUNT_THRESHOLD",
+          DEFAULT_APPROVAL_RULES.amounts.customer,
+          0,
+          MAX_AMOUNT,
+        ),
       },
       amountsByCurrency: thresholdsByCurrency(env, {
         entity: "APPROVAL_AMOUNT_THRESHOLDS",
         session: "APPROVAL_SESSION_AMOUNT_THRESHOLDS",
         customer: "APPROVAL_CUSTOMER_AMOUNT_THRESHOLDS",
       }),
-      customerWindowMs: int(env, "APPROVAL_CUSTOMER_WINDOW_MS", DEFAULT_APPROVAL_RULES.customerWindowMs, 60_000, 366 * 24 * 3600_000),
+      customerWindowMs: int(
+        env,
+        "APPROVAL_CUSTOMER_WINDOW_MS",
+        DEFAULT_APPROVAL_RULES.customerWindowMs,
+        60_000,
+        366 * 24 * 3600_000,
+      ),
       riskThreshold: int(env, "APPROVAL_RISK_THRESHOLD", DEFAULT_APPROVAL_RULES.riskThreshold, 0, 101),
       minConfidence: fraction(env, "CONFIDENCE_THRESHOLD", DEFAULT_APPROVAL_RULES.minConfidence),
       ttlMs: int(env, "APPROVAL_TTL_MS", DEFAULT_APPROVAL_RULES.ttlMs, 1000, 7 * 24 * 3600_000),
     },
-    openai: openaiUrl ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL, apiKey: env.OPENAI_API_KEY ?? "" } : undefined,
+    openai: openaiUrl
+      ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL, apiKey: env.OPENAI_API_KEY ?? "" }
+      : undefined,
     traceDir: join(base.dataDir, "traces"),
     traceRetention: traceRetention(env),
     context: {
-      compressAboveTokens: int(env, "CONTEXT_COMPRESS_TOKENS", DEFAULT_CONTEXT_LIMITS.compressAboveTokens, 100, 10_000_000),
+      compressAboveTokens: int(
+        env,
+        "CONTEXT_COMPRESS_TOKENS",
+        DEFAULT_CONTEXT_LIMITS.compressAboveTokens,
+        100,
+        10_000_000,
+      ),
       windowTokens: int(env, "MODEL_CONTEXT_WINDOW_TOKENS", DEFAULT_CONTEXT_LIMITS.windowTokens, 1000, 10_000_000),
       keepRecent: DEFAULT_CONTEXT_LIMITS.keepRecent,
       maxOutputTokens: int(env, "MODEL_MAX_OUTPUT_TOKENS", DEFAULT_CONTEXT_LIMITS.maxOutputTokens, 16, 1_000_000),
     },
     ops: opsSettings(env),
-    model: modelSettings(env, openaiUrl ? env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL : undefined, (message) => new ConfigError(message)),
+    model: modelSettings(
+      env,
+      openaiUrl ? env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL : undefined,
+      (message) => new ConfigError(message),
+    ),
     ...(oidc ? { oidc } : {}),
   });
 }

@@ -19,7 +19,15 @@ function observation(i: number, size: number, tool = "kb_search_search"): Histor
     kind: "observation",
     callId: `c${i}`,
     tool,
-    envelope: { ok: true, data: { text: words(size, i) }, refs: [`kb:doc-${i}@1`], costMicros: 100, servedFrom: "cache", observedAt: "2026-11-29T00:00:00Z", ageMs: 5 },
+    envelope: {
+      ok: true,
+      data: { text: words(size, i) },
+      refs: [`kb:doc-${i}@1`],
+      costMicros: 100,
+      servedFrom: "cache",
+      observedAt: "2026-11-29T00:00:00Z",
+      ageMs: 5,
+    },
   };
 }
 
@@ -45,16 +53,30 @@ describe("governContext", () => {
     expect(g.compressed).toBe(4);
     const first = envelopeOf(g.history[0]);
     const original = envelopeOf(history[0]);
-    expect(first).toMatchObject({ ok: true, refs: ["kb:doc-0@1"], servedFrom: "cache", observedAt: "2026-11-29T00:00:00Z", ageMs: 5 });
+    expect(first).toMatchObject({
+      ok: true,
+      refs: ["kb:doc-0@1"],
+      servedFrom: "cache",
+      observedAt: "2026-11-29T00:00:00Z",
+      ageMs: 5,
+    });
     const dropped = JSON.stringify({ data: original.data, note: null, error: null });
-    expect(first.data).toEqual({ compressed: true, sha256: createHash("sha256").update(dropped).digest("hex"), bytes: Buffer.byteLength(dropped) });
+    expect(first.data).toEqual({
+      compressed: true,
+      sha256: createHash("sha256").update(dropped).digest("hex"),
+      bytes: Buffer.byteLength(dropped),
+    });
     expect(g.history[5]).toEqual(history[5]);
     expect(g.tokens).toBeLessThan(g.tokensBefore / 2);
   });
 
   it("never touches the latest observation of a tool, rejected answers or the task", () => {
     const order = observation(9, 400, "billing_get_order");
-    const rejected: HistoryItem = { kind: "rejected_answer", text: words(300, 1), why: "the answer cites rf_x, which no tool returned" };
+    const rejected: HistoryItem = {
+      kind: "rejected_answer",
+      text: words(300, 1),
+      why: "the answer cites rf_x, which no tool returned",
+    };
     const history = [order, rejected, ...Array.from({ length: 5 }, (_, i) => observation(i, 400))];
     const g = governContext(prompt(history), { ...limits, keepRecent: 1 }, counter, 100_000);
     expect(g.history[0]).toEqual(order);
@@ -66,7 +88,12 @@ describe("governContext", () => {
     const history = Array.from({ length: 4 }, (_, i) => observation(i, 400));
     const full = governContext(prompt(history), { ...limits, compressAboveTokens: 1_000_000 }, counter, 1_000_000);
     // Below the threshold, but the window leaves no room for the reply unless all but one are summarised.
-    const g = governContext(prompt(history), { ...limits, compressAboveTokens: 1_000_000, windowTokens: full.tokens - 2000 }, counter, 1_000_000);
+    const g = governContext(
+      prompt(history),
+      { ...limits, compressAboveTokens: 1_000_000, windowTokens: full.tokens - 2000 },
+      counter,
+      1_000_000,
+    );
     expect(g.fits).toBe(true);
     expect(g.compressed).toBe(3);
     expect(isSummary(envelopeOf(g.history[2]).data)).toBe(true);
@@ -80,7 +107,12 @@ describe("governContext", () => {
   });
 
   it("raises the alarm at 80% of the window", () => {
-    const g = governContext(prompt([observation(1, 1000)]), { ...limits, windowTokens: 2000, compressAboveTokens: 100_000 }, counter, 100_000);
+    const g = governContext(
+      prompt([observation(1, 1000)]),
+      { ...limits, windowTokens: 2000, compressAboveTokens: 100_000 },
+      counter,
+      100_000,
+    );
     expect(g.tokens).toBeGreaterThanOrEqual(1600);
     expect(g.alarm).toBe(true);
   });

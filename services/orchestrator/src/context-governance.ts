@@ -21,7 +21,12 @@ export interface ContextLimits {
   readonly maxOutputTokens: number;
 }
 
-export const DEFAULT_CONTEXT_LIMITS: ContextLimits = Object.freeze({ compressAboveTokens: 8000, windowTokens: 128_000, keepRecent: 4, maxOutputTokens: 1024 });
+export const DEFAULT_CONTEXT_LIMITS: ContextLimits = Object.freeze({
+  compressAboveTokens: 8000,
+  windowTokens: 128_000,
+  keepRecent: 4,
+  maxOutputTokens: 1024,
+});
 
 /** The share of the window at which the alarm is raised. */
 export const CONTEXT_ALARM_RATIO = 0.8;
@@ -55,8 +60,16 @@ export function isSummary(data: unknown): data is Summary {
 
 /** An observation's envelope without its payload, keeping outcome, error code, refs and provenance. */
 export function summarise(envelope: ResultEnvelope): ResultEnvelope {
-  const dropped = JSON.stringify({ data: envelope.data ?? null, note: envelope.note ?? null, error: envelope.error?.message ?? null });
-  const summary: Summary = { compressed: true, sha256: createHash("sha256").update(dropped).digest("hex"), bytes: Buffer.byteLength(dropped) };
+  const dropped = JSON.stringify({
+    data: envelope.data ?? null,
+    note: envelope.note ?? null,
+    error: envelope.error?.message ?? null,
+  });
+  const summary: Summary = {
+    compressed: true,
+    sha256: createHash("sha256").update(dropped).digest("hex"),
+    bytes: Buffer.byteLength(dropped),
+  };
   const { ok, refs, costMicros, servedFrom, observedAt, ageMs, error } = envelope;
   return {
     ok,
@@ -75,7 +88,12 @@ export function summarise(envelope: ResultEnvelope): ResultEnvelope {
  * summarised — first those older than `keepRecent`, then, if the reply still would not fit, every
  * one but the latest of each tool. `tokensLeft` is the session's token budget left.
  */
-export function governContext(prompt: Pick<PolicyInput, "goal" | "task" | "tools" | "history">, limits: ContextLimits, counter: TokenCounter, tokensLeft: number): Governed {
+export function governContext(
+  prompt: Pick<PolicyInput, "goal" | "task" | "tools" | "history">,
+  limits: ContextLimits,
+  counter: TokenCounter,
+  tokensLeft: number,
+): Governed {
   const ceiling = Math.min(limits.windowTokens, tokensLeft) - limits.maxOutputTokens;
   const count = (history: readonly HistoryItem[]) => counter.prompt({ ...prompt, history });
   const tokensBefore = count(prompt.history);
@@ -90,7 +108,15 @@ export function governContext(prompt: Pick<PolicyInput, "goal" | "task" | "tools
     compressed += pass.compressed;
     tokens = count(history);
   }
-  return { history, tokensBefore, tokens, compressed, fits: tokens <= ceiling, ceiling, alarm: tokens >= CONTEXT_ALARM_RATIO * limits.windowTokens };
+  return {
+    history,
+    tokensBefore,
+    tokens,
+    compressed,
+    fits: tokens <= ceiling,
+    ceiling,
+    alarm: tokens >= CONTEXT_ALARM_RATIO * limits.windowTokens,
+  };
 }
 
 function compress(history: readonly HistoryItem[], keepRecent: number): { history: HistoryItem[]; compressed: number } {

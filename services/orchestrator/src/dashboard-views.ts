@@ -34,20 +34,38 @@ export interface DashboardSources {
 const APPROVALS_SHOWN = 200;
 
 /** The sessions `viewer` may list, counted by state: its own (and every waiting one for an approver), or all for sessions:admin. */
-export async function overview({ orchestrator }: DashboardSources, viewer: Viewer): Promise<MessageInitShape<typeof GetOverviewResponseSchema>> {
+export async function overview(
+  { orchestrator }: DashboardSources,
+  viewer: Viewer,
+): Promise<MessageInitShape<typeof GetOverviewResponseSchema>> {
   const counts = await orchestrator.store.countByState(readerOf(viewer));
   const total = Object.values(counts).reduce((a, b) => a + b, 0);
-  return { counts, total, approvalsWaiting: counts.AWAITING_APPROVAL, activeHere: orchestrator.activeCount(), at: timestampFromMs(Date.now()) };
+  return {
+    counts,
+    total,
+    approvalsWaiting: counts.AWAITING_APPROVAL,
+    activeHere: orchestrator.activeCount(),
+    at: timestampFromMs(Date.now()),
+  };
 }
 
-export async function toolPanel({ registry, clients }: DashboardSources): Promise<MessageInitShape<typeof ListToolStatsResponseSchema>> {
+export async function toolPanel({
+  registry,
+  clients,
+}: DashboardSources): Promise<MessageInitShape<typeof ListToolStatsResponseSchema>> {
   const tools = await toolStats(registry, clients);
   return { tools: tools.map((t) => ({ ...t, p50Ms: t.p50Ms ?? undefined, p95Ms: t.p95Ms ?? undefined })) };
 }
 
-export async function approvalQueue({ orchestrator }: DashboardSources, viewer: Viewer): Promise<MessageInitShape<typeof ListApprovalsResponseSchema>> {
+export async function approvalQueue(
+  { orchestrator }: DashboardSources,
+  viewer: Viewer,
+): Promise<MessageInitShape<typeof ListApprovalsResponseSchema>> {
   const page = await orchestrator.list("AWAITING_APPROVAL", APPROVALS_SHOWN, undefined, viewer);
-  return { approvals: page.sessions.map((s) => toProtoSession(s, { withTask: false })), more: page.nextCursor !== null };
+  return {
+    approvals: page.sessions.map((s) => toProtoSession(s, { withTask: false })),
+    more: page.nextCursor !== null,
+  };
 }
 
 function budgetRows(s: SessionRecord): { name: string; used: number; limit: number; left: number }[] {
@@ -62,7 +80,11 @@ function budgetRows(s: SessionRecord): { name: string; used: number; limit: numb
   ];
 }
 
-export async function sessionDetail({ orchestrator, logTail }: DashboardSources, id: string, viewer: Viewer): Promise<MessageInitShape<typeof GetSessionDetailResponseSchema>> {
+export async function sessionDetail(
+  { orchestrator, logTail }: DashboardSources,
+  id: string,
+  viewer: Viewer,
+): Promise<MessageInitShape<typeof GetSessionDetailResponseSchema>> {
   const s = await orchestrator.read(id, viewer);
   const [trail, steps] = await Promise.all([orchestrator.store.auditTrail(id), orchestrator.store.steps(id)]);
   return {

@@ -64,7 +64,9 @@ export interface OtherEffects {
 export type LimitName = "entity" | "customer" | "session" | "task";
 
 /** A change to the money held, made in the same transaction as the move it rides on. */
-export type MoneyChange = { readonly reserve: Reservation; readonly limits: ReservationLimits } | { readonly settle: string; readonly outcome: Exclude<ReservationStatus, "held"> };
+export type MoneyChange =
+  | { readonly reserve: Reservation; readonly limits: ReservationLimits }
+  | { readonly settle: string; readonly outcome: Exclude<ReservationStatus, "held"> };
 
 /** The reservation would take a total above its limit: nothing was written, the move included. */
 export class ReservationRefusedError extends Error {
@@ -79,7 +81,11 @@ export class ReservationRefusedError extends Error {
 }
 
 export function totalsOf(r: Reservation, entityMoved: number, others: OtherEffects): EffectTotals {
-  return { entity: entityMoved + others.entityHeld + r.amount, customer: others.customer + r.amount, session: others.session + r.amount };
+  return {
+    entity: entityMoved + others.entityHeld + r.amount,
+    customer: others.customer + r.amount,
+    session: others.session + r.amount,
+  };
 }
 
 /** The limits a set of totals goes above. */
@@ -97,7 +103,12 @@ export function exceededLimits(totals: EffectTotals, limits: ReservationLimits):
  * both read under the store's lock: nothing (the effect is already held or made: a re-plan, a
  * re-send or a replay counts once), or insert it; throws ReservationRefusedError above a limit.
  */
-export function decideReservation(r: Reservation, limits: ReservationLimits, existing: ReservationStatus | undefined, others: OtherEffects): "keep" | "insert" {
+export function decideReservation(
+  r: Reservation,
+  limits: ReservationLimits,
+  existing: ReservationStatus | undefined,
+  others: OtherEffects,
+): "keep" | "insert" {
   if (existing === "held" || existing === "settled") return "keep";
   const totals = totalsOf(r, limits.entityMoved, others);
   const exceeded = exceededLimits(totals, limits);
@@ -146,7 +157,10 @@ export function reservationParams(r: Reservation, since: number, now: number) {
  * the entity's held amount, the customer's held and made amounts in the hour of the reservation,
  * the session's held and made amounts.
  */
-export function totalsDelta(r: Pick<ReservationRow, "session_id" | "entity" | "entity_id" | "customer_id" | "currency" | "amount" | "created_at">, change: "reserve" | ReservationStatus) {
+export function totalsDelta(
+  r: Pick<ReservationRow, "session_id" | "entity" | "entity_id" | "customer_id" | "currency" | "amount" | "created_at">,
+  change: "reserve" | ReservationStatus,
+) {
   const amount = Number(r.amount);
   const held = change === "reserve" ? amount : -amount;
   return {
@@ -178,7 +192,8 @@ export const RESERVATION_SQL = {
   upsert: `INSERT INTO effect_reservations (key, session_id, tool, entity, entity_id, customer_id, currency, amount, status, created_at, settled_at)
     VALUES (:key, :sessionId, :tool, :entity, :entityId, :customerId, :currency, :amount, 'held', :now, NULL)
     ON CONFLICT (key) DO UPDATE SET amount = excluded.amount, status = 'held', created_at = excluded.created_at, settled_at = NULL`,
-  settle: "UPDATE effect_reservations SET status = :outcome, settled_at = :now WHERE key = :key AND status = 'held' RETURNING *",
+  settle:
+    "UPDATE effect_reservations SET status = :outcome, settled_at = :now WHERE key = :key AND status = 'held' RETURNING *",
   /** Adds a totalsDelta to the running sums. */
   addTotals: `INSERT INTO effect_totals (scope, id, currency, bucket, held, made) VALUES
       ('entity', :entityKey, '', 0, :held, 0),
@@ -192,18 +207,31 @@ export const RESERVATION_SQL = {
  * What other effects than `r` hold or made, from the running sums: `r`'s own reservation, when it
  * is already counted there (a re-plan after a crash), is taken out again.
  */
-export function othersBesides(r: Reservation, sinceBucket: number, sums: OtherEffects, own: ReservationRow | undefined): OtherEffects {
+export function othersBesides(
+  r: Reservation,
+  sinceBucket: number,
+  sums: OtherEffects,
+  own: ReservationRow | undefined,
+): OtherEffects {
   if (!own || own.status === "released") return sums;
   const amount = Number(own.amount);
   const sameCurrency = own.currency === r.currency;
   return {
     entityHeld: sums.entityHeld - (own.status === "held" ? amount : 0),
-    customer: sums.customer - (sameCurrency && own.customer_id === r.customerId && bucketOf(Number(own.created_at)) >= sinceBucket ? amount : 0),
+    customer:
+      sums.customer -
+      (sameCurrency && own.customer_id === r.customerId && bucketOf(Number(own.created_at)) >= sinceBucket
+        ? amount
+        : 0),
     session: sums.session - (sameCurrency ? amount : 0),
   };
 }
 
-export function othersOf(row: { entity_held: number | string; customer: number | string; session: number | string }): OtherEffects {
+export function othersOf(row: {
+  entity_held: number | string;
+  customer: number | string;
+  session: number | string;
+}): OtherEffects {
   return { entityHeld: Number(row.entity_held), customer: Number(row.customer), session: Number(row.session) };
 }
 

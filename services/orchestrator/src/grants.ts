@@ -10,7 +10,9 @@ import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_p
 import { type Caller, methodPolicy, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
 
 export const OPERATOR_SCOPES: ReadonlySet<string> = new Set([
-  ...[...OrchestratorService.methods, ...ToolAdminService.methods].map((m) => methodPolicy(m).requiredScope).filter((s) => s !== ""),
+  ...[...OrchestratorService.methods, ...ToolAdminService.methods]
+    .map((m) => methodPolicy(m).requiredScope)
+    .filter((s) => s !== ""),
   ...servicesOf(contractFiles).flatMap((service) => servicePolicy(service).operatorScopes),
 ]);
 
@@ -20,9 +22,13 @@ export const GRANT_PREFIX = "grant:";
 /** Why `caller` may not grant `scopes` to a session, naming the first scope refused; undefined when it may. */
 export function refusedGrant(scopes: readonly string[], caller: Caller): { scope: string; why: string } | undefined {
   for (const scope of scopes) {
-    if (OPERATOR_SCOPES.has(scope)) return { scope, why: `"${scope}" is an operator scope and is never granted to a session` };
+    if (OPERATOR_SCOPES.has(scope))
+      return { scope, why: `"${scope}" is an operator scope and is never granted to a session` };
     if (!caller.scopes.has(scope) && !caller.scopes.has(`${GRANT_PREFIX}${scope}`)) {
-      return { scope, why: `the caller (${caller.subject}) holds neither "${scope}" nor "${GRANT_PREFIX}${scope}", so it cannot grant it to a session` };
+      return {
+        scope,
+        why: `the caller (${caller.subject}) holds neither "${scope}" nor "${GRANT_PREFIX}${scope}", so it cannot grant it to a session`,
+      };
     }
   }
   return undefined;

@@ -1,11 +1,22 @@
-import { GetOrderRequestSchema, GetOrderResponseSchema, ListRefundsRequestSchema, RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import {
+  GetOrderRequestSchema,
+  GetOrderResponseSchema,
+  ListRefundsRequestSchema,
+  RefundRequestSchema,
+} from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { SearchRequestSchema, SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { QueryRiskRequestSchema, QueryRiskResponseSchema } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { SetFaultsRequestSchema } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { describe, expect, it } from "vitest";
 import { requestSchema } from "./json-schema.js";
 
-const refundReasons = ["REFUND_REASON_DAMAGED", "REFUND_REASON_NOT_DELIVERED", "REFUND_REASON_WRONG_ITEM", "REFUND_REASON_CUSTOMER_REQUEST", "REFUND_REASON_DUPLICATE_CHARGE"];
+const refundReasons = [
+  "REFUND_REASON_DAMAGED",
+  "REFUND_REASON_NOT_DELIVERED",
+  "REFUND_REASON_WRONG_ITEM",
+  "REFUND_REASON_CUSTOMER_REQUEST",
+  "REFUND_REASON_DUPLICATE_CHARGE",
+];
 
 describe("requestSchema of the tool requests", () => {
   it("kb search: query 1..512 characters and limit an integer 1..10, both required", () => {
@@ -21,16 +32,18 @@ describe("requestSchema of the tool requests", () => {
   });
 
   it("billing refund without its host-owned fields: order id pattern, amount 1..500000 cents, reason names without UNSPECIFIED", () => {
-    expect(requestSchema(RefundRequestSchema, { omit: ["idempotencyKey", "maxRefundedTotalCents", "dryRun"] })).toEqual({
-      type: "object",
-      properties: {
-        orderId: { type: "string", pattern: "^ord_[A-Za-z0-9]{12}$" },
-        amountCents: { type: "integer", minimum: 1, maximum: 500000 },
-        reason: { type: "string", enum: refundReasons },
+    expect(requestSchema(RefundRequestSchema, { omit: ["idempotencyKey", "maxRefundedTotalCents", "dryRun"] })).toEqual(
+      {
+        type: "object",
+        properties: {
+          orderId: { type: "string", pattern: "^ord_[A-Za-z0-9]{12}$" },
+          amountCents: { type: "integer", minimum: 1, maximum: 500000 },
+          reason: { type: "string", enum: refundReasons },
+        },
+        required: ["orderId", "amountCents", "reason"],
+        additionalProperties: false,
       },
-      required: ["orderId", "amountCents", "reason"],
-      additionalProperties: false,
-    });
+    );
   });
 
   it("billing refund with its idempotency key shows the key's rules and requires it", () => {
@@ -82,7 +95,10 @@ describe("requestSchema of other shapes", () => {
       type: "object",
       additionalProperties: false,
       properties: {
-        status: { type: "string", enum: ["ORDER_STATUS_PENDING", "ORDER_STATUS_PAID", "ORDER_STATUS_CANCELLED", "ORDER_STATUS_REFUNDED"] },
+        status: {
+          type: "string",
+          enum: ["ORDER_STATUS_PENDING", "ORDER_STATUS_PAID", "ORDER_STATUS_CANCELLED", "ORDER_STATUS_REFUNDED"],
+        },
         amountPaidCents: { type: "integer", minimum: 0 },
         createdAt: { type: "string", format: "date-time" },
         version: { type: "integer", minimum: 0 },

@@ -11,7 +11,11 @@
 // (e.g. the id card's GB 11643 check character) cannot be expressed, so they surface only as
 // EINVAL observations from the protovalidate pass in tool-arguments.ts.
 import { type DescEnum, type DescField, type DescMessage, ScalarType, create, getOption } from "@bufbuild/protobuf";
-import { type FieldRules, Ignore, field as fieldRulesOption } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import {
+  type FieldRules,
+  Ignore,
+  field as fieldRulesOption,
+} from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { violationsOf } from "@loopguard/tool-sdk";
 import type { JsonObject, JsonValue } from "./session-store.js";
 
@@ -67,7 +71,12 @@ function fieldSchema(f: DescField, enclosing: ReadonlySet<string>): JsonObject {
     case "list": {
       const repeated = rules?.type.case === "repeated" ? rules.type.value : undefined;
       const itemRules = repeated?.items;
-      const items = f.listKind === "scalar" ? scalarSchema(f.scalar, itemRules) : f.listKind === "enum" ? enumSchema(f.enum, itemRules) : messageSchema(f.message, enclosing);
+      const items =
+        f.listKind === "scalar"
+          ? scalarSchema(f.scalar, itemRules)
+          : f.listKind === "enum"
+            ? enumSchema(f.enum, itemRules)
+            : messageSchema(f.message, enclosing);
       const schema: JsonObject = { type: "array", items };
       if (repeated?.minItems) schema.minItems = Number(repeated.minItems);
       if (repeated?.maxItems) schema.maxItems = Number(repeated.maxItems);
@@ -77,7 +86,12 @@ function fieldSchema(f: DescField, enclosing: ReadonlySet<string>): JsonObject {
     case "map": {
       const map = rules?.type.case === "map" ? rules.type.value : undefined;
       const valueRules = map?.values;
-      const values = f.mapKind === "scalar" ? scalarSchema(f.scalar, valueRules) : f.mapKind === "enum" ? enumSchema(f.enum, valueRules) : messageSchema(f.message, enclosing);
+      const values =
+        f.mapKind === "scalar"
+          ? scalarSchema(f.scalar, valueRules)
+          : f.mapKind === "enum"
+            ? enumSchema(f.enum, valueRules)
+            : messageSchema(f.message, enclosing);
       const schema: JsonObject = { type: "object", additionalProperties: values };
       if (map?.minPairs) schema.minProperties = Number(map.minPairs);
       if (map?.maxPairs) schema.maxProperties = Number(map.maxPairs);
@@ -138,7 +152,11 @@ function scalarSchema(scalar: ScalarType, rules: FieldRules | undefined): JsonOb
     }
     case ScalarType.DOUBLE:
     case ScalarType.FLOAT:
-      return withNumericRules({ type: "number" }, type?.case === "double" || type?.case === "float" ? type.value : undefined, false);
+      return withNumericRules(
+        { type: "number" },
+        type?.case === "double" || type?.case === "float" ? type.value : undefined,
+        false,
+      );
     default: {
       const schema: JsonObject = { type: "integer" };
       const range = integerRanges[scalar];
@@ -158,7 +176,18 @@ interface NumericRules {
   readonly notIn: readonly NumberLike[];
 }
 
-const integerRuleCases = new Set(["int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64", "sfixed32", "sfixed64"]);
+const integerRuleCases = new Set([
+  "int32",
+  "int64",
+  "uint32",
+  "uint64",
+  "sint32",
+  "sint64",
+  "fixed32",
+  "fixed64",
+  "sfixed32",
+  "sfixed64",
+]);
 
 function integerRules(type: FieldRules["type"] | undefined): NumericRules | undefined {
   if (!type?.case || !integerRuleCases.has(type.case)) return undefined;
@@ -240,7 +269,11 @@ function isEcmaRegExp(pattern: string): boolean {
 function enumSchema(desc: DescEnum, rules: FieldRules | undefined): JsonObject {
   const enumRules = rules?.type.case === "enum" ? rules.type.value : undefined;
   const allowed = desc.values.filter(
-    (v) => v.number !== 0 && (!enumRules?.in.length || enumRules.in.includes(v.number)) && !enumRules?.notIn.includes(v.number) && (!enumRules?.const || enumRules.const === v.number),
+    (v) =>
+      v.number !== 0 &&
+      (!enumRules?.in.length || enumRules.in.includes(v.number)) &&
+      !enumRules?.notIn.includes(v.number) &&
+      (!enumRules?.const || enumRules.const === v.number),
   );
   const names: JsonValue[] = allowed.map((v) => v.name);
   return { type: "string", enum: names };

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { LogTail } from "./log-tail.js";
 
-const line = (fields: Record<string, unknown>) => JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "m", ...fields });
+const line = (fields: Record<string, unknown>) =>
+  JSON.stringify({ time: new Date().toISOString(), level: "info", msg: "m", ...fields });
 
 describe("LogTail", () => {
   it("keeps lines by session_id, else by trace_id, and ignores lines with neither or that are not JSON", () => {

@@ -19,7 +19,11 @@ if (command) {
     argv,
     // The store alone: migrating needs none of the keys and tool addresses serving does.
     load: () => ({
-      location: parseStoreUrl(process.env.ORCHESTRATOR_STORE || `sqlite:${join(dataDirOf(), "orchestrator.db")}`, "ORCHESTRATOR_STORE", ConfigError),
+      location: parseStoreUrl(
+        process.env.ORCHESTRATOR_STORE || `sqlite:${join(dataDirOf(), "orchestrator.db")}`,
+        "ORCHESTRATOR_STORE",
+        ConfigError,
+      ),
       schema: SESSIONS_SCHEMA,
     }),
     listing: SESSIONS_SCHEMA,
@@ -50,7 +54,14 @@ const log = createLogger({
 log.info("config", { config: describeOrchestratorConfig(config) });
 try {
   const built = await build(config, log, { logTail });
-  await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, connect: true, http: createAdminHttp({ log }), exitOnSignals: true });
+  await serveTool(built.definition, {
+    ...config,
+    logger: log,
+    metrics: built.metrics,
+    connect: true,
+    http: createAdminHttp({ log }),
+    exitOnSignals: true,
+  });
   built.orchestrator.start();
   setImmediate(built.warmUp);
 } catch (error) {

@@ -18,11 +18,13 @@ type Env = Readonly<Record<string, string | undefined>>;
 /** Throws `fail(message)` naming the variable and what is wrong with it. */
 export function modelSettings(env: Env, model: string | undefined, fail: (message: string) => Error): ModelSettings {
   const named = env.MODEL_TOKENIZER_ENCODING ?? "";
-  if (named !== "" && !(ENCODINGS as readonly string[]).includes(named)) throw fail(`MODEL_TOKENIZER_ENCODING must be one of ${ENCODINGS.join(", ")}, got "${named}"`);
+  if (named !== "" && !(ENCODINGS as readonly string[]).includes(named))
+    throw fail(`MODEL_TOKENIZER_ENCODING must be one of ${ENCODINGS.join(", ")}, got "${named}"`);
   const encoding = named !== "" ? (named as EncodingName) : model ? encodingForModel(model) : DEFAULT_ENCODING;
   const rawTimeout = env.MODEL_TIMEOUT_MS ?? "";
   const timeoutMs = rawTimeout === "" ? DEFAULT_MODEL_TIMEOUT_MS : Number(rawTimeout);
-  if (!Number.isInteger(timeoutMs) || timeoutMs < 100 || timeoutMs > 600_000) throw fail(`MODEL_TIMEOUT_MS must be an integer in 100..600000, got "${rawTimeout}"`);
+  if (!Number.isInteger(timeoutMs) || timeoutMs < 100 || timeoutMs > 600_000)
+    throw fail(`MODEL_TIMEOUT_MS must be an integer in 100..600000, got "${rawTimeout}"`);
   return { encoding, timeoutMs, prices: parsePrices(env.MODEL_PRICES ?? "", fail) };
 }
 
@@ -37,7 +39,9 @@ function parsePrices(raw: string, fail: (message: string) => Error): Record<stri
   const parsed = priceTableSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw fail(`MODEL_PRICES ${issue?.path.join(".") || "(top level)"}: ${issue?.message ?? "invalid"} (expected {"<model>":{"input":<per 1M>,"output":<per 1M>}})`);
+    throw fail(
+      `MODEL_PRICES ${issue?.path.join(".") || "(top level)"}: ${issue?.message ?? "invalid"} (expected {"<model>":{"input":<per 1M>,"output":<per 1M>}})`,
+    );
   }
   return parsed.data;
 }

@@ -23,7 +23,10 @@ export const DEFAULT_MODEL_PRICES: Readonly<Record<string, ModelPrice>> = Object
   "o4-mini": { input: 1.1, output: 4.4 },
 });
 
-const priceSchema = z.strictObject({ input: z.number().min(0).max(1_000_000), output: z.number().min(0).max(1_000_000) });
+const priceSchema = z.strictObject({
+  input: z.number().min(0).max(1_000_000),
+  output: z.number().min(0).max(1_000_000),
+});
 export const priceTableSchema = z.record(z.string().min(1).max(200), priceSchema);
 
 /** The default table with `overrides` (MODEL_PRICES, already parsed) on top. */
@@ -37,7 +40,8 @@ export function priceOf(table: PriceTable, model: string | undefined): ModelPric
   const exact = table.get(model);
   if (exact) return exact;
   let best: [string, ModelPrice] | undefined;
-  for (const entry of table) if (model.startsWith(`${entry[0]}-`) && (!best || entry[0].length > best[0].length)) best = entry;
+  for (const entry of table)
+    if (model.startsWith(`${entry[0]}-`) && (!best || entry[0].length > best[0].length)) best = entry;
   return best?.[1];
 }
 

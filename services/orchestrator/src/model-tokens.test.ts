@@ -5,10 +5,19 @@ import { toChatMessages } from "./policies/openai-policy.js";
 
 describe("encodingForModel", () => {
   it("picks o200k_base for gpt-4o, gpt-4.1, gpt-5 and the o-series, cl100k_base for gpt-4 and gpt-3.5", () => {
-    for (const model of ["gpt-4o-mini", "gpt-4o-2024-08-06", "gpt-4.1", "gpt-5-mini", "o3-mini", "o4-mini", "openai/gpt-4o"]) {
+    for (const model of [
+      "gpt-4o-mini",
+      "gpt-4o-2024-08-06",
+      "gpt-4.1",
+      "gpt-5-mini",
+      "o3-mini",
+      "o4-mini",
+      "openai/gpt-4o",
+    ]) {
       expect(encodingForModel(model), model).toBe("o200k_base");
     }
-    for (const model of ["gpt-4", "gpt-4-turbo", "gpt-3.5-turbo"]) expect(encodingForModel(model), model).toBe("cl100k_base");
+    for (const model of ["gpt-4", "gpt-4-turbo", "gpt-3.5-turbo"])
+      expect(encodingForModel(model), model).toBe("cl100k_base");
   });
 
   it("falls back to the documented default for an unknown family", () => {
@@ -36,7 +45,11 @@ describe("tokenCounter", () => {
     const bare = counter.prompt(input);
     // 3 tokens of framing per message (role included) and 3 priming the reply.
     expect(bare).toBeGreaterThanOrEqual(contentOnly + 3 * messages.length + 3);
-    const tool = { name: "billing_get_order", description: "Looks an order up.", parameters: { type: "object", properties: { orderId: { type: "string" } }, required: ["orderId"] } };
+    const tool = {
+      name: "billing_get_order",
+      description: "Looks an order up.",
+      parameters: { type: "object", properties: { orderId: { type: "string" } }, required: ["orderId"] },
+    };
     expect(counter.prompt({ ...input, tools: [tool] })).toBeGreaterThan(bare + counter.text("billing_get_order"));
   });
 });

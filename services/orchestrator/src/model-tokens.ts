@@ -2,7 +2,11 @@
 // counted with the model family's BPE encoding (gpt-tokenizer bundles them, so this works offline)
 // and OpenAI's per-message and per-function overheads (gpt-tokenizer's computeChatCompletionTokenCount).
 import { createRequire } from "node:module";
-import { type ChatCompletionFunctionDefinition, type ChatMessage, computeChatCompletionTokenCount } from "gpt-tokenizer/functionCalling";
+import {
+  type ChatCompletionFunctionDefinition,
+  type ChatMessage,
+  computeChatCompletionTokenCount,
+} from "gpt-tokenizer/functionCalling";
 import { LRUCache } from "lru-cache";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { toChatMessages, toChatTool } from "./policies/openai-policy.js";
@@ -79,7 +83,13 @@ function toCountedMessages(message: ChatCompletionMessageParam): ChatMessage[] {
   const content = typeof message.content === "string" ? message.content : "";
   if (message.role === "assistant" && message.tool_calls && message.tool_calls.length > 0) {
     return message.tool_calls.map((call) =>
-      call.type === "function" ? { role: "assistant", content: "", function_call: { name: call.function.name, arguments: call.function.arguments } } : { role: "assistant", content: "" },
+      call.type === "function"
+        ? {
+            role: "assistant",
+            content: "",
+            function_call: { name: call.function.name, arguments: call.function.arguments },
+          }
+        : { role: "assistant", content: "" },
     );
   }
   return [{ role: message.role, content }];

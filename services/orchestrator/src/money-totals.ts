@@ -5,7 +5,13 @@
 // limits are the thresholds; with one they are raised to exactly what the approver is shown, so an
 // approval covers those figures and nothing more.
 import type { AmountThresholds } from "./approvals.js";
-import { type EffectTotals, type OtherEffects, type Reservation, type ReservationLimits, totalsOf } from "./effect-reservations.js";
+import {
+  type EffectTotals,
+  type OtherEffects,
+  type Reservation,
+  type ReservationLimits,
+  totalsOf,
+} from "./effect-reservations.js";
 
 export interface MoneyInput {
   readonly reservation: Reservation;
@@ -35,21 +41,30 @@ export function decideMoney(input: MoneyInput): MoneyDecision {
   const reasons: string[] = [];
   if (totals.entity > t.entity) {
     const held = others.entityHeld > 0 ? `, ${others.entityHeld} held by calls in flight` : "";
-    reasons.push(`${r.entity} ${r.entityId} would have ${totals.entity} ${cur} moved in total (${moved} already, across all sessions${held}), above the approval threshold of ${t.entity} ${cur}`);
+    reasons.push(
+      `${r.entity} ${r.entityId} would have ${totals.entity} ${cur} moved in total (${moved} already, across all sessions${held}), above the approval threshold of ${t.entity} ${cur}`,
+    );
   }
   if (r.customerId !== "" && totals.customer > t.customer) {
     reasons.push(
       `customer ${r.customerId} would get ${totals.customer} ${cur} within ${hours(input.customerWindowMs)} across orders and sessions (${others.customer} already), above the per-customer threshold of ${t.customer} ${cur}`,
     );
   }
-  if (totals.session > t.session) reasons.push(`this session would move ${totals.session} ${cur} in total, above the per-session approval threshold of ${t.session} ${cur}`);
-  if (task && task.figure === undefined) reasons.push(`the task states no ${task.field}, so a human decides the amount (${r.amount} ${cur})`);
+  if (totals.session > t.session)
+    reasons.push(
+      `this session would move ${totals.session} ${cur} in total, above the per-session approval threshold of ${t.session} ${cur}`,
+    );
+  if (task && task.figure === undefined)
+    reasons.push(`the task states no ${task.field}, so a human decides the amount (${r.amount} ${cur})`);
   else if (task?.figure !== undefined && totals.session > task.figure) {
-    reasons.push(`this session would move ${totals.session} ${cur} in total (this call ${r.amount}), above the task's ${task.field} of ${task.figure}`);
+    reasons.push(
+      `this session would move ${totals.session} ${cur} in total (this call ${r.amount}), above the task's ${task.field} of ${task.figure}`,
+    );
   }
   const approving = reasons.length > 0;
   const raised = (threshold: number, total: number) => (approving ? Math.max(threshold, total) : threshold);
-  const taskMax = task === undefined ? undefined : task.figure === undefined ? totals.session : raised(task.figure, totals.session);
+  const taskMax =
+    task === undefined ? undefined : task.figure === undefined ? totals.session : raised(task.figure, totals.session);
   return {
     totals,
     reasons,

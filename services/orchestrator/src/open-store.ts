@@ -10,12 +10,18 @@ import { SESSIONS_MIGRATION_STORE } from "./sql-session-rows.js";
 import { SqliteSessionStore, type SqliteSessionStoreOptions } from "./sqlite-session-store.js";
 
 /** The session tables' migrations, for the schema commands (`node dist/main.js migrate`). */
-export const SESSIONS_SCHEMA: StoreSchema = { store: SESSIONS_MIGRATION_STORE, sqlite: SQLITE_SESSION_MIGRATIONS, postgres: POSTGRES_SESSION_MIGRATIONS };
+export const SESSIONS_SCHEMA: StoreSchema = {
+  store: SESSIONS_MIGRATION_STORE,
+  sqlite: SQLITE_SESSION_MIGRATIONS,
+  postgres: POSTGRES_SESSION_MIGRATIONS,
+};
 
 /** Options of either backend; each reads its own. */
 export type SessionStoreOpenOptions = PostgresSessionStoreOptions & SqliteSessionStoreOptions;
 
 export async function openSessionStore(url: string, options: SessionStoreOpenOptions = {}): Promise<SessionStore> {
   const location = parseStoreUrl(url, "ORCHESTRATOR_STORE");
-  return location.kind === "sqlite" ? SqliteSessionStore.open(location.file, options) : PostgresSessionStore.open(location.url, options);
+  return location.kind === "sqlite"
+    ? SqliteSessionStore.open(location.file, options)
+    : PostgresSessionStore.open(location.url, options);
 }

@@ -11,7 +11,13 @@ import { budgetOf } from "./budget.js";
 import { OrchestratorError } from "./orchestrator-error.js";
 import { redactText } from "./redact.js";
 import { sessionHooks } from "./session/hooks.js";
-import { type ApprovalAnswer, answerApproval, cancelSession, expireApprovals, type HumanDeps } from "./session/human.js";
+import {
+  type ApprovalAnswer,
+  answerApproval,
+  cancelSession,
+  expireApprovals,
+  type HumanDeps,
+} from "./session/human.js";
 import { newSessionId } from "./session/ids.js";
 import type { RunnerDeps } from "./session/kit.js";
 import { SessionMoves } from "./session/moves.js";
@@ -20,7 +26,15 @@ import { claimable, LeaseKeeper, ParkedWaker, storeBackoffMs } from "./session/r
 import { SessionRunner } from "./session/runner.js";
 import { type WatchEvent, watchSession } from "./session/watch.js";
 import type { StartInput } from "./start-request.js";
-import { accessTo, actionable, readable, readerOf, sessionNotFound, type Viewer, whileWaiting } from "./session-access.js";
+import {
+  accessTo,
+  actionable,
+  readable,
+  readerOf,
+  sessionNotFound,
+  type Viewer,
+  whileWaiting,
+} from "./session-access.js";
 import { SessionEvents } from "./session-events.js";
 import type { SessionMetrics } from "./session-metrics.js";
 import { isTerminal, type SessionState } from "./session-state.js";
@@ -75,9 +89,19 @@ export class Orchestrator {
 
   constructor(private readonly options: OrchestratorOptions) {
     const hooks = sessionHooks(options.log, options.metrics);
-    this.#moves = new SessionMoves({ ...options, ...hooks, outcomeOf: (ended) => outcomeOf(ended, options.rules, options.approvals.minConfidence) });
+    this.#moves = new SessionMoves({
+      ...options,
+      ...hooks,
+      outcomeOf: (ended) => outcomeOf(ended, options.rules, options.approvals.minConfidence),
+    });
     this.#runner = new SessionRunner({ ...options, ...hooks }, this.#moves);
-    this.#human = { registry: options.registry, moves: this.#moves, now: options.now, get: (id) => this.get(id), abort: (id) => this.#active.get(id)?.abort() };
+    this.#human = {
+      registry: options.registry,
+      moves: this.#moves,
+      now: options.now,
+      get: (id) => this.get(id),
+      abort: (id) => this.#active.get(id)?.abort(),
+    };
     this.#events = new SessionEvents(options.store, options.eventBackstopMs);
     this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active);
     this.#waker = new ParkedWaker({
@@ -95,7 +119,10 @@ export class Orchestrator {
   /** Starts claiming and driving sessions, including every non-terminal one left by a previous run. */
   start(): void {
     this.#timer = setInterval(() => void this.#tick(), this.options.claimIntervalMs);
-    this.#renewTimer = setInterval(() => void this.#leases.renew(), Math.max(100, Math.floor(this.options.leaseTtlMs / 3)));
+    this.#renewTimer = setInterval(
+      () => void this.#leases.renew(),
+      Math.max(100, Math.floor(this.options.leaseTtlMs / 3)),
+    );
     this.#sweepTimer = setInterval(() => void this.#sweepApprovals(), this.options.approvalSweepMs);
     this.#waker.start();
     // A session let go elsewhere (created without a free slot, approved, released by a replica
@@ -158,7 +185,10 @@ export class Orchestrator {
       this.#claimRetryAt = Date.now() + storeBackoffMs(this.#claimFailures);
       this.#waiting = true;
       if (this.#claimFailures === 1) {
-        this.options.log.error("claiming sessions failed; backing off until the store answers", { error_name: (error as Error).name, error_message: (error as Error).message });
+        this.options.log.error("claiming sessions failed; backing off until the store answers", {
+          error_name: (error as Error).name,
+          error_message: (error as Error).message,
+        });
       }
     } finally {
       this.#ticking = false;
@@ -186,16 +216,26 @@ export class Orchestrator {
             if (!(error instanceof StoreUnavailableError)) throw error;
             outage += 1;
             const waitMs = storeBackoffMs(outage);
-            if (outage === 1) this.options.log.warn("session store unavailable; the session waits for it", { session_id: session.id, error_message: error.message, retry_in_ms: waitMs });
+            if (outage === 1)
+              this.options.log.warn("session store unavailable; the session waits for it", {
+                session_id: session.id,
+                error_message: error.message,
+                retry_in_ms: waitMs,
+              });
             await sleep(waitMs, undefined, { signal: controller.signal }).catch(() => undefined);
           }
           current = undefined;
         }
       } catch (error) {
-        this.options.log.error("session runner failed", { error_name: (error as Error).name, error_message: (error as Error).message });
+        this.options.log.error("session runner failed", {
+          error_name: (error as Error).name,
+          error_message: (error as Error).message,
+        });
         const s = await this.options.store.get(session.id).catch(() => null);
         if (s && !isTerminal(s.state)) {
-          await this.#moves.stop(s, "unrecoverable_error", `the orchestrator failed: ${(error as Error).message}`, { fenced: false }).catch(() => undefined);
+          await this.#moves
+            .stop(s, "unrecoverable_error", `the orchestrator failed: ${(error as Error).message}`, { fenced: false })
+            .catch(() => undefined);
         }
       } finally {
         this.#active.delete(session.id);
@@ -215,7 +255,11 @@ export class Orchestrator {
       this.#sweepFailures = 0;
     } catch (error) {
       this.#sweepFailures += 1;
-      if (this.#sweepFailures === 1) this.options.log.error("approval sweep failed; the next sweep tries again", { error_name: (error as Error).name, error_message: (error as Error).message });
+      if (this.#sweepFailures === 1)
+        this.options.log.error("approval sweep failed; the next sweep tries again", {
+          error_name: (error as Error).name,
+          error_message: (error as Error).message,
+        });
     } finally {
       this.#sweeping = false;
     }
@@ -223,7 +267,10 @@ export class Orchestrator {
 
   async startSession(input: StartInput): Promise<{ session: SessionRecord; created: boolean }> {
     if (!this.options.policies.has(input.policy)) {
-      throw new OrchestratorError("UNKNOWN_POLICY", `policy "${input.policy}" is not configured; choose one of ${[...this.options.policies.keys()].join(", ")}`);
+      throw new OrchestratorError(
+        "UNKNOWN_POLICY",
+        `policy "${input.policy}" is not configured; choose one of ${[...this.options.policies.keys()].join(", ")}`,
+      );
     }
     // With a free slot, the session is created leased to this replica and driven at once: no
     // claim, no re-read. Otherwise it waits, unleased, for whichever replica frees a slot first.
@@ -308,6 +355,11 @@ export class Orchestrator {
   /** The sessions `viewer` may read, filtered by the store's query (pages stay full). */
   async list(state: SessionState | undefined, limit: number, after: string | undefined, viewer: Viewer) {
     const visibleTo = readerOf(viewer);
-    return this.options.store.list({ ...(state ? { state } : {}), limit, ...(after ? { after } : {}), ...(visibleTo ? { visibleTo } : {}) });
+    return this.options.store.list({
+      ...(state ? { state } : {}),
+      limit,
+      ...(after ? { after } : {}),
+      ...(visibleTo ? { visibleTo } : {}),
+    });
   }
 }

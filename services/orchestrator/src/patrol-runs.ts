@@ -25,26 +25,45 @@ function runOf(row: { readonly run: JsonObject }): PatrolRun {
 
 /** What the request's figures say that its validation rules cannot: passed within tasks, the ratio theirs. */
 function inconsistency(run: PatrolRun): { field: string; description: string } | undefined {
-  if (run.passed > run.tasks) return { field: "run.passed", description: `is ${run.passed}, more than run.tasks (${run.tasks})` };
+  if (run.passed > run.tasks)
+    return { field: "run.passed", description: `is ${run.passed}, more than run.tasks (${run.tasks})` };
   if (Math.abs(run.successRatio - run.passed / run.tasks) > 1e-6) {
-    return { field: "run.success_ratio", description: `is ${run.successRatio}, not run.passed / run.tasks (${run.passed}/${run.tasks})` };
+    return {
+      field: "run.success_ratio",
+      description: `is ${run.successRatio}, not run.passed / run.tasks (${run.passed}/${run.tasks})`,
+    };
   }
-  if (timestampMs(run.finishedAt!) < timestampMs(run.startedAt!)) return { field: "run.finished_at", description: "is before run.started_at" };
+  if (timestampMs(run.finishedAt!) < timestampMs(run.startedAt!))
+    return { field: "run.finished_at", description: "is before run.started_at" };
   return undefined;
 }
 
-export async function recordPatrolRun(store: SessionStore, req: RecordPatrolRunRequest, ctx: CallContext): Promise<MessageInitShape<typeof RecordPatrolRunResponseSchema>> {
+export async function recordPatrolRun(
+  store: SessionStore,
+  req: RecordPatrolRunRequest,
+  ctx: CallContext,
+): Promise<MessageInitShape<typeof RecordPatrolRunResponseSchema>> {
   const given = req.run!;
   const problem = inconsistency(given);
-  if (problem) throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `${problem.field} ${problem.description}`, { fieldViolations: [problem] });
+  if (problem)
+    throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `${problem.field} ${problem.description}`, {
+      fieldViolations: [problem],
+    });
   // The id and the recorder are the orchestrator's, never the caller's word.
   const run = create(PatrolRunSchema, { ...given, runId: `pr_${randomUUID()}`, recordedBy: ctx.caller.subject });
   const [previous] = await store.patrolRuns(1);
-  await store.recordPatrolRun({ runId: run.runId, finishedAt: timestampMs(run.finishedAt!), run: toJson(PatrolRunSchema, run) as JsonObject });
+  await store.recordPatrolRun({
+    runId: run.runId,
+    finishedAt: timestampMs(run.finishedAt!),
+    run: toJson(PatrolRunSchema, run) as JsonObject,
+  });
   return { run, ...(previous ? { previous: runOf(previous) } : {}) };
 }
 
-export async function listPatrolRuns(store: SessionStore, req: ListPatrolRunsRequest): Promise<MessageInitShape<typeof ListPatrolRunsResponseSchema>> {
+export async function listPatrolRuns(
+  store: SessionStore,
+  req: ListPatrolRunsRequest,
+): Promise<MessageInitShape<typeof ListPatrolRunsResponseSchema>> {
   return { runs: (await store.patrolRuns(req.limit || DEFAULT_LISTED)).map(runOf) };
 }
 
@@ -78,12 +97,38 @@ export function registerPatrolMetrics(registry: Registry, store: SessionStore): 
       },
     });
   };
-  gauge("loopguard_patrol_success_ratio", "Share of the golden set's tasks whose session matched the expectation, last patrol run (0..1).", (r) => r.successRatio);
-  gauge("loopguard_patrol_threshold", "The success ratio the last patrol run was judged by (0..1).", (r) => r.threshold);
+  gauge(
+    "loopguard_patrol_success_ratio",
+    "Share of the golden set's tasks whose session matched the expectation, last patrol run (0..1).",
+    (r) => r.successRatio,
+  );
+  gauge(
+    "loopguard_patrol_threshold",
+    "The success ratio the last patrol run was judged by (0..1).",
+    (r) => r.threshold,
+  );
   gauge("loopguard_patrol_tasks", "Tasks in the last patrol run.", (r) => r.tasks);
-  gauge("loopguard_patrol_mismatches", "Tasks of the last patrol run whose session did not match the expectation.", (r) => r.tasks - r.passed);
-  gauge("loopguard_patrol_last_run_timestamp_seconds", "When the last patrol run finished (Unix seconds).", (r) => timestampMs(r.finishedAt!) / 1000);
-  gauge("loopguard_patrol_p95_latency_seconds", "p95 of the last patrol run's session latencies.", (r) => r.p95LatencyMs / 1000);
-  gauge("loopguard_patrol_cost_micros", "What the last patrol run's sessions cost, in micros of the budget's currency.", (r) => Number(r.costMicros));
-  gauge("loopguard_patrol_dry_run", "1 when the last patrol run moved no money (every money call a dry run).", (r) => (r.dryRun ? 1 : 0));
+  gauge(
+    "loopguard_patrol_mismatches",
+    "Tasks of the last patrol run whose session did not match the expectation.",
+    (r) => r.tasks - r.passed,
+  );
+  gauge(
+    "loopguard_patrol_last_run_timestamp_seconds",
+    "When the last patrol run finished (Unix seconds).",
+    (r) => timestampMs(r.finishedAt!) / 1000,
+  );
+  gauge(
+    "loopguard_patrol_p95_latency_seconds",
+    "p95 of the last patrol run's session latencies.",
+    (r) => r.p95LatencyMs / 1000,
+  );
+  gauge(
+    "loopguard_patrol_cost_micros",
+    "What the last patrol run's sessions cost, in micros of the budget's currency.",
+    (r) => Number(r.costMicros),
+  );
+  gauge("loopguard_patrol_dry_run", "1 when the last patrol run moved no money (every money call a dry run).", (r) =>
+    r.dryRun ? 1 : 0,
+  );
 }

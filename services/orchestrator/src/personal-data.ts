@@ -5,7 +5,16 @@
 // a caller that holds the task. What is personal data is tool-sdk's detection (pii.ts), the same
 // the redactor uses; which fields take it is the contracts' say, never a name known here.
 import type { DescMethod } from "@bufbuild/protobuf";
-import { canonicalPersonalData, FieldRole, fieldPolicy, personalDataSpans, REDACTED, redactNumber, replacePersonalData, TaskBound } from "@loopguard/tool-sdk";
+import {
+  canonicalPersonalData,
+  FieldRole,
+  fieldPolicy,
+  personalDataSpans,
+  REDACTED,
+  redactNumber,
+  replacePersonalData,
+  TaskBound,
+} from "@loopguard/tool-sdk";
 import { redact } from "./redact.js";
 import type { JsonObject, JsonValue } from "./session-store.js";
 
@@ -38,7 +47,9 @@ export function personalFieldsOf(method: DescMethod): PersonalField[] {
     const p = fieldPolicy(f);
     if (p.role !== FieldRole.PERSONAL_DATA) return [];
     if (!p.taskField || p.taskBound !== TaskBound.EQUAL || f.fieldKind !== "scalar") {
-      throw new Error(`personal-data field ${method.input.typeName}.${f.name} must be a scalar with (field) = {task_field: "...", task_bound: TASK_BOUND_EQUAL}`);
+      throw new Error(
+        `personal-data field ${method.input.typeName}.${f.name} must be a scalar with (field) = {task_field: "...", task_bound: TASK_BOUND_EQUAL}`,
+      );
     }
     return [{ jsonName: f.jsonName, name: f.name, taskField: p.taskField }];
   });
@@ -58,11 +69,14 @@ export function taskValueAt(task: JsonObject, path: string): JsonValue | undefin
 /** The canonical form of a task or argument value that is one piece of personal data. */
 function canonicalOf(value: JsonValue | undefined): string | undefined {
   if (typeof value === "string") return canonicalPersonalData(value);
-  return typeof value === "number" && redactNumber(value) === REDACTED ? canonicalPersonalData(String(value)) : undefined;
+  return typeof value === "number" && redactNumber(value) === REDACTED
+    ? canonicalPersonalData(String(value))
+    : undefined;
 }
 
 /** A path a placeholder may name: segments of word characters, none holding personal data itself. */
-const nameable = (path: readonly string[]) => path.every((segment) => PATH_SEGMENT.test(segment) && personalDataSpans(segment).length === 0);
+const nameable = (path: readonly string[]) =>
+  path.every((segment) => PATH_SEGMENT.test(segment) && personalDataSpans(segment).length === 0);
 
 /** Views by task object: a session's task never changes, and each step shows the policy the same view. */
 const views = new WeakMap<JsonObject, { readonly goal: string; readonly view: ModelView }>();
@@ -78,7 +92,8 @@ export function modelView(goal: string, task: JsonObject): ModelView {
   if (cached?.goal === goal) return cached.view;
   const placeholders = new Map<string, string>();
   collect(task, [], placeholders);
-  const inText = (text: string) => replacePersonalData(text, (found) => placeholders.get(canonicalPersonalData(found) ?? "") ?? REDACTED);
+  const inText = (text: string) =>
+    replacePersonalData(text, (found) => placeholders.get(canonicalPersonalData(found) ?? "") ?? REDACTED);
   const view: ModelView = { goal: inText(goal), task: viewOf(task, [], inText) as JsonObject };
   views.set(task, { goal, view });
   return view;
@@ -90,7 +105,8 @@ function collect(value: JsonValue, path: string[], placeholders: Map<string, str
     return;
   }
   const canonical = canonicalOf(value);
-  if (canonical !== undefined && !placeholders.has(canonical) && nameable(path)) placeholders.set(canonical, placeholderOf(path.join(".")));
+  if (canonical !== undefined && !placeholders.has(canonical) && nameable(path))
+    placeholders.set(canonical, placeholderOf(path.join(".")));
 }
 
 function viewOf(value: JsonValue, path: string[], inText: (text: string) => string): JsonValue {
@@ -112,7 +128,9 @@ function viewOf(value: JsonValue, path: string[], inText: (text: string) => stri
 }
 
 /** What becomes of the model's arguments on the way to the tool: the task's values in its personal-data fields, or why not. */
-export type WithTaskValues = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly message: string; readonly suggestedAction: string };
+export type WithTaskValues =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly message: string; readonly suggestedAction: string };
 
 /**
  * Puts the task's values into the personal-data fields of the model's arguments (`value`, parsed
@@ -121,8 +139,14 @@ export type WithTaskValues = { readonly ok: true; readonly value: unknown } | { 
  * value; any other value — another person's number, another field's placeholder, a value the
  * task does not hold — is refused. An absent or empty field is left to the contract's rules.
  */
-export function withTaskValues(toolName: string, fields: readonly PersonalField[], value: unknown, task: JsonObject): WithTaskValues {
-  if (fields.length === 0 || value === null || typeof value !== "object" || Array.isArray(value)) return { ok: true, value };
+export function withTaskValues(
+  toolName: string,
+  fields: readonly PersonalField[],
+  value: unknown,
+  task: JsonObject,
+): WithTaskValues {
+  if (fields.length === 0 || value === null || typeof value !== "object" || Array.isArray(value))
+    return { ok: true, value };
   const args = { ...(value as JsonObject) };
   for (const field of fields) {
     for (const key of field.jsonName === field.name ? [field.name] : [field.jsonName, field.name]) {
@@ -131,7 +155,8 @@ export function withTaskValues(toolName: string, fields: readonly PersonalField[
       const expected = taskValueAt(task, field.taskField);
       const held = typeof expected === "string" || typeof expected === "number" ? canonicalOf(expected) : undefined;
       const named = typeof given === "string" && given === placeholderOf(field.taskField);
-      if (held === undefined || (!named && canonicalOf(given) !== held)) return refusal(toolName, field, held !== undefined);
+      if (held === undefined || (!named && canonicalOf(given) !== held))
+        return refusal(toolName, field, held !== undefined);
       args[key] = String(expected);
     }
   }
@@ -140,11 +165,15 @@ export function withTaskValues(toolName: string, fields: readonly PersonalField[
 
 function refusal(toolName: string, field: PersonalField, taskHolds: boolean): WithTaskValues {
   const placeholder = placeholderOf(field.taskField);
-  const bound = taskHolds ? `the task's ${field.taskField} (${placeholder})` : `the task's ${field.taskField}, and this task names none`;
+  const bound = taskHolds
+    ? `the task's ${field.taskField} (${placeholder})`
+    : `the task's ${field.taskField}, and this task names none`;
   return {
     ok: false,
     message: `${toolName}.${field.jsonName} must be ${bound}; the host reads personal data only for the people the task names`,
-    suggestedAction: taskHolds ? `pass ${placeholder} as ${field.jsonName}, exactly as the task shows it` : `do not call ${toolName}: the task names no ${field.taskField}`,
+    suggestedAction: taskHolds
+      ? `pass ${placeholder} as ${field.jsonName}, exactly as the task shows it`
+      : `do not call ${toolName}: the task names no ${field.taskField}`,
   };
 }
 
@@ -155,7 +184,9 @@ function refusal(toolName: string, field: PersonalField, taskHolds: boolean): Wi
 export function shownArguments(fields: readonly PersonalField[], args: JsonObject): JsonObject {
   const shown = redact(args);
   const named = fields.filter((f) => args[f.jsonName] !== undefined);
-  return named.length === 0 ? shown : { ...shown, ...Object.fromEntries(named.map((f) => [f.jsonName, placeholderOf(f.taskField)])) };
+  return named.length === 0
+    ? shown
+    : { ...shown, ...Object.fromEntries(named.map((f) => [f.jsonName, placeholderOf(f.taskField)])) };
 }
 
 /** `text` with every placeholder naming a value of `task` replaced by that value: only for a caller that holds the task. */

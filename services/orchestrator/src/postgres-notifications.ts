@@ -29,7 +29,11 @@ export class SessionNotifications {
   }
 
   /** Listening once this resolves; a first connection that fails fails the store's open. */
-  static async start(config: pg.ClientConfig, listeners: SessionListeners, checkMs: number): Promise<SessionNotifications> {
+  static async start(
+    config: pg.ClientConfig,
+    listeners: SessionListeners,
+    checkMs: number,
+  ): Promise<SessionNotifications> {
     const notifications = new SessionNotifications({ ...config, query_timeout: checkMs }, listeners, checkMs);
     try {
       await notifications.#listen();
@@ -68,8 +72,15 @@ export class SessionNotifications {
     }
     if (!Array.isArray(parsed)) return;
     const [id, version, state, leaseOwner] = parsed as unknown[];
-    if (typeof id !== "string" || typeof version !== "number" || typeof state !== "string" || !isSessionState(state)) return;
-    this.listeners.emit({ kind: "changed", id, version, state, leaseOwner: typeof leaseOwner === "string" ? leaseOwner : null });
+    if (typeof id !== "string" || typeof version !== "number" || typeof state !== "string" || !isSessionState(state))
+      return;
+    this.listeners.emit({
+      kind: "changed",
+      id,
+      version,
+      state,
+      leaseOwner: typeof leaseOwner === "string" ? leaseOwner : null,
+    });
   }
 
   async #probe(): Promise<void> {

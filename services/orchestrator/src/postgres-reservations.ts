@@ -1,7 +1,16 @@
 // Effect reservations on PostgreSQL (see effect-reservations.ts): the statements, and a change
 // made inside the transaction of the move it rides on.
 import type pg from "pg";
-import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus, totalsDelta } from "./effect-reservations.js";
+import {
+  decideReservation,
+  type MoneyChange,
+  othersOf,
+  RESERVATION_SQL,
+  type ReservationRow,
+  reservationParams,
+  type ReservationStatus,
+  totalsDelta,
+} from "./effect-reservations.js";
 import { type Statement, statement } from "./postgres-session-sql.js";
 
 const Q = {
@@ -17,7 +26,11 @@ const Q = {
 } as const;
 
 /** The store's way of running a named statement, on a transaction's client or the pool. */
-export type RunStatement = <R extends pg.QueryResultRow>(s: Statement, params: object, client?: pg.ClientBase | pg.Pool) => Promise<R[]>;
+export type RunStatement = <R extends pg.QueryResultRow>(
+  s: Statement,
+  params: object,
+  client?: pg.ClientBase | pg.Pool,
+) => Promise<R[]>;
 
 type OthersRow = { entity_held: string; customer: string; session: string };
 
@@ -25,7 +38,12 @@ type OthersRow = { entity_held: string; customer: string; session: string };
  * A reserve first takes the advisory locks of its entity and of its customer's currency (always in
  * that order), so concurrent reserves on either, from any replica, sum totals that include each other.
  */
-export async function changeMoney(rows: RunStatement, client: pg.ClientBase, money: MoneyChange, now: number): Promise<void> {
+export async function changeMoney(
+  rows: RunStatement,
+  client: pg.ClientBase,
+  money: MoneyChange,
+  now: number,
+): Promise<void> {
   if ("settle" in money) {
     const [settled] = await rows<ReservationRow>(Q.settle, { key: money.settle, outcome: money.outcome, now }, client);
     if (settled) await rows(Q.addTotals, totalsDelta(settled, money.outcome), client);
@@ -39,7 +57,15 @@ export async function changeMoney(rows: RunStatement, client: pg.ClientBase, mon
   const others = othersOf((await rows<OthersRow>(Q.others, params, client))[0]!);
   if (decideReservation(r, money.limits, existing, others) !== "insert") return;
   await rows(Q.reserve, params, client);
-  const row = { session_id: r.sessionId, entity: r.entity, entity_id: r.entityId, customer_id: r.customerId, currency: r.currency, amount: r.amount, created_at: now };
+  const row = {
+    session_id: r.sessionId,
+    entity: r.entity,
+    entity_id: r.entityId,
+    customer_id: r.customerId,
+    currency: r.currency,
+    amount: r.amount,
+    created_at: now,
+  };
   await rows(Q.addTotals, totalsDelta(row, "reserve"), client);
 }
 

@@ -22,7 +22,9 @@ export interface Statement {
 
 /** A named prepared statement with `:name` parameters; yesql turns them into $n once, here. */
 export function statement(name: string, sql: string): Statement {
-  const { text, values } = yesql.pg<Record<string, string>>(sql)(new Proxy({}, { has: () => true, get: (_, key) => String(key) }));
+  const { text, values } = yesql.pg<Record<string, string>>(sql)(
+    new Proxy({}, { has: () => true, get: (_, key) => String(key) }),
+  );
   return { name, text, names: values };
 }
 
@@ -31,7 +33,8 @@ const KEYSET = "(created_at, id) > (:afterAt, :afterId)";
 const OTHERS_WAITING = "state = 'AWAITING_APPROVAL' AND created_by <> :createdBy";
 const page = (where: string): string => `${SESSION} ${where} ORDER BY created_at, id LIMIT :limit`;
 /** A reader's own sessions and every waiting one: each branch takes at most a page along its own index. */
-const ownOrWaiting = (keyset: string): string => `(${page(`WHERE created_by = :createdBy${keyset}`)}) UNION ALL (${page(`WHERE ${OTHERS_WAITING}${keyset}`)}) ORDER BY created_at, id LIMIT :limit`;
+const ownOrWaiting = (keyset: string): string =>
+  `(${page(`WHERE created_by = :createdBy${keyset}`)}) UNION ALL (${page(`WHERE ${OTHERS_WAITING}${keyset}`)}) ORDER BY created_at, id LIMIT :limit`;
 const OWN_COUNTS = "SELECT state, count(*) AS n FROM sessions WHERE created_by = :createdBy GROUP BY state";
 
 /** Pages of a reader's sessions (see Visibility), along sessions_by_creator. */
@@ -39,7 +42,10 @@ export const OWN_PAGES = {
   own: statement("lg_list_own", page("WHERE created_by = :createdBy")),
   ownAfter: statement("lg_list_own_after", page(`WHERE created_by = :createdBy AND ${KEYSET}`)),
   ownState: statement("lg_list_own_state", page("WHERE created_by = :createdBy AND state = :state")),
-  ownStateAfter: statement("lg_list_own_state_after", page(`WHERE created_by = :createdBy AND state = :state AND ${KEYSET}`)),
+  ownStateAfter: statement(
+    "lg_list_own_state_after",
+    page(`WHERE created_by = :createdBy AND state = :state AND ${KEYSET}`),
+  ),
   ownOrWaiting: statement("lg_list_own_or_waiting", ownOrWaiting("")),
   ownOrWaitingAfter: statement("lg_list_own_or_waiting_after", ownOrWaiting(` AND ${KEYSET}`)),
 } as const;
@@ -48,7 +54,10 @@ export const OWN_PAGES = {
 export const VISIBLE_COUNTS = {
   all: statement("lg_count_by_state", "SELECT state, count(*) AS n FROM sessions GROUP BY state"),
   own: statement("lg_count_own", OWN_COUNTS),
-  ownOrWaiting: statement("lg_count_own_or_waiting", `${OWN_COUNTS} UNION ALL SELECT state, count(*) AS n FROM sessions WHERE ${OTHERS_WAITING} GROUP BY state`),
+  ownOrWaiting: statement(
+    "lg_count_own_or_waiting",
+    `${OWN_COUNTS} UNION ALL SELECT state, count(*) AS n FROM sessions WHERE ${OTHERS_WAITING} GROUP BY state`,
+  ),
 } as const;
 
 /** The advisory lock class of one creator's creates (the two-key form, like the migrations' own); the key is hashtext(creator). */

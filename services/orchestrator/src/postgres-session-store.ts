@@ -6,13 +6,37 @@
 // LOCKED subquery. Named statements are parsed once per connection. Leases are measured by the
 // database's clock, never a replica's. Every committed change is announced by a trigger's
 // NOTIFY, which every store instance (every replica) LISTENs to.
-import { explainPostgresTlsError, inTransaction, isPostgresUnavailable, migratePostgres, postgresClientConfig, requireCurrentPostgres, type SchemaOptions } from "@loopguard/sql-store";
+import {
+  explainPostgresTlsError,
+  inTransaction,
+  isPostgresUnavailable,
+  migratePostgres,
+  postgresClientConfig,
+  requireCurrentPostgres,
+  type SchemaOptions,
+} from "@loopguard/sql-store";
 import pg from "pg";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "./migrations/postgres/index.js";
 import { SessionNotifications } from "./postgres-notifications.js";
-import { changeMoney, otherEffectsRow, ownRowOf, reservationRowsOf, type RunStatement } from "./postgres-reservations.js";
-import { COLUMNS, CREATOR_QUOTA, DB_NOW_MS, HISTORY, OWN_PAGES, SESSION, type Statement, statement, VISIBLE_COUNTS } from "./postgres-session-sql.js";
+import {
+  changeMoney,
+  otherEffectsRow,
+  ownRowOf,
+  reservationRowsOf,
+  type RunStatement,
+} from "./postgres-reservations.js";
+import {
+  COLUMNS,
+  CREATOR_QUOTA,
+  DB_NOW_MS,
+  HISTORY,
+  OWN_PAGES,
+  SESSION,
+  type Statement,
+  statement,
+  VISIBLE_COUNTS,
+} from "./postgres-session-sql.js";
 import { TRANSITION_PAIRS, type SessionState } from "./session-state.js";
 import { LIVE_SQL, TERMINAL_SQL } from "./session-sql.js";
 import {
@@ -81,8 +105,14 @@ const Q = {
     )
     SELECT * FROM moved`,
   ),
-  auditTrail: statement("lg_audit_trail", `SELECT * FROM session_audit WHERE session_id = :id AND version > :after ORDER BY version`),
-  steps: statement("lg_steps", `SELECT step, at, payload FROM session_steps WHERE session_id = :id AND step > :after ORDER BY step`),
+  auditTrail: statement(
+    "lg_audit_trail",
+    `SELECT * FROM session_audit WHERE session_id = :id AND version > :after ORDER BY version`,
+  ),
+  steps: statement(
+    "lg_steps",
+    `SELECT step, at, payload FROM session_steps WHERE session_id = :id AND step > :after ORDER BY step`,
+  ),
   claim: statement(
     "lg_claim",
     `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
@@ -119,7 +149,10 @@ const Q = {
     WHERE id IN (SELECT jsonb_array_elements_text(:ids::jsonb)) AND lease_owner = :owner AND lease_expires_at > ${DB_NOW_MS} AND ${LIVE_SQL}
     RETURNING id`,
   ),
-  release: statement("lg_release", `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = :id AND lease_owner = :owner`),
+  release: statement(
+    "lg_release",
+    `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = :id AND lease_owner = :owner`,
+  ),
   expiredApprovals: statement(
     "lg_expired_approvals",
     `${SESSION}
@@ -136,9 +169,15 @@ const Q = {
   ),
   oldestStep: statement("lg_oldest_step", `SELECT min(at) AS at FROM session_steps`),
   all: statement("lg_list_all", `${SESSION} ORDER BY created_at, id LIMIT :limit`),
-  allAfter: statement("lg_list_all_after", `${SESSION} WHERE (created_at, id) > (:afterAt, :afterId) ORDER BY created_at, id LIMIT :limit`),
+  allAfter: statement(
+    "lg_list_all_after",
+    `${SESSION} WHERE (created_at, id) > (:afterAt, :afterId) ORDER BY created_at, id LIMIT :limit`,
+  ),
   state: statement("lg_list_state", `${SESSION} WHERE state = :state ORDER BY created_at, id LIMIT :limit`),
-  stateAfter: statement("lg_list_state_after", `${SESSION} WHERE state = :state AND (created_at, id) > (:afterAt, :afterId) ORDER BY created_at, id LIMIT :limit`),
+  stateAfter: statement(
+    "lg_list_state_after",
+    `${SESSION} WHERE state = :state AND (created_at, id) > (:afterAt, :afterId) ORDER BY created_at, id LIMIT :limit`,
+  ),
 } as const;
 
 type Params = object;
@@ -167,7 +206,11 @@ export interface PostgresSessionStoreOptions extends SessionStoreOptions, Schema
   readonly listenCheckMs?: number;
 }
 
-export const POSTGRES_STORE_DEFAULTS = { connectTimeoutMs: 1000, statementTimeoutMs: 1000, listenCheckMs: 5000 } as const;
+export const POSTGRES_STORE_DEFAULTS = {
+  connectTimeoutMs: 1000,
+  statementTimeoutMs: 1000,
+  listenCheckMs: 5000,
+} as const;
 
 export class PostgresSessionStore extends SqlSessionStore {
   private notifications: SessionNotifications | undefined;
@@ -184,7 +227,11 @@ export class PostgresSessionStore extends SqlSessionStore {
   static async open(url: string, options: PostgresSessionStoreOptions = {}): Promise<PostgresSessionStore> {
     // Every wait bounded, so an outage surfaces as an error inside the API's deadlines.
     const statementTimeoutMs = options.statementTimeoutMs ?? POSTGRES_STORE_DEFAULTS.statementTimeoutMs;
-    const bounds = { connectTimeoutMs: options.connectTimeoutMs ?? POSTGRES_STORE_DEFAULTS.connectTimeoutMs, statementTimeoutMs, lockTimeoutMs: statementTimeoutMs };
+    const bounds = {
+      connectTimeoutMs: options.connectTimeoutMs ?? POSTGRES_STORE_DEFAULTS.connectTimeoutMs,
+      statementTimeoutMs,
+      lockTimeoutMs: statementTimeoutMs,
+    };
     const config = postgresClientConfig(url, { ...bounds, applicationName: "loopguard-orchestrator" });
     const pool = new pg.Pool({ ...config, max: options.maxConnections ?? 10 });
     // An idle client losing its connection emits 'error' on the pool, which would otherwise
@@ -196,7 +243,10 @@ export class PostgresSessionStore extends SqlSessionStore {
       const ready =
         options.migrate === false
           ? requireCurrentPostgres(pool, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS)
-          : migratePostgres(url, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS, { ...bounds, applicationName: "loopguard-orchestrator-migrate" });
+          : migratePostgres(url, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS, {
+              ...bounds,
+              applicationName: "loopguard-orchestrator-migrate",
+            });
       await ready.catch((error: unknown) => {
         throw explainPostgresTlsError(error, url);
       });
@@ -204,7 +254,10 @@ export class PostgresSessionStore extends SqlSessionStore {
         inTransaction(pool, async (c) => {
           await c.query(`LOCK TABLE session_transitions IN EXCLUSIVE MODE`);
           await c.query(`DELETE FROM session_transitions`);
-          await c.query(`INSERT INTO session_transitions (from_state, to_state) SELECT * FROM unnest($1::text[], $2::text[])`, [TRANSITION_PAIRS.map(([f]) => f), TRANSITION_PAIRS.map(([, t]) => t)]);
+          await c.query(
+            `INSERT INTO session_transitions (from_state, to_state) SELECT * FROM unnest($1::text[], $2::text[])`,
+            [TRANSITION_PAIRS.map(([f]) => f), TRANSITION_PAIRS.map(([, t]) => t)],
+          );
         }),
       );
       store.notifications = await SessionNotifications.start(
@@ -226,7 +279,11 @@ export class PostgresSessionStore extends SqlSessionStore {
     return code === "23505" ? "duplicate" : "other";
   }
 
-  private async rows<R extends pg.QueryResultRow>(s: Statement, params: Params, client: pg.ClientBase | pg.Pool = this.pool): Promise<R[]> {
+  private async rows<R extends pg.QueryResultRow>(
+    s: Statement,
+    params: Params,
+    client: pg.ClientBase | pg.Pool = this.pool,
+  ): Promise<R[]> {
     return (await client.query<R>(bind(s, params))).rows;
   }
 
@@ -259,8 +316,16 @@ export class PostgresSessionStore extends SqlSessionStore {
 
   protected page(p: PageParams): Promise<SessionRow[]> {
     const all = p.state === null ? ([Q.all, Q.allAfter] as const) : ([Q.state, Q.stateAfter] as const);
-    const own = p.state === null ? ([OWN_PAGES.own, OWN_PAGES.ownAfter] as const) : ([OWN_PAGES.ownState, OWN_PAGES.ownStateAfter] as const);
-    const [first, after] = p.visibility === "all" ? all : p.visibility === "own" ? own : ([OWN_PAGES.ownOrWaiting, OWN_PAGES.ownOrWaitingAfter] as const);
+    const own =
+      p.state === null
+        ? ([OWN_PAGES.own, OWN_PAGES.ownAfter] as const)
+        : ([OWN_PAGES.ownState, OWN_PAGES.ownStateAfter] as const);
+    const [first, after] =
+      p.visibility === "all"
+        ? all
+        : p.visibility === "own"
+          ? own
+          : ([OWN_PAGES.ownOrWaiting, OWN_PAGES.ownOrWaitingAfter] as const);
     return this.rows<SessionRow>(p.afterId === null ? first : after, p);
   }
 
@@ -269,7 +334,12 @@ export class PostgresSessionStore extends SqlSessionStore {
   }
 
   /** Each move is one statement; moves through `via` share a transaction, a lone move needs none. */
-  protected async move(moves: MoveParams[], _current: unknown, money: MoneyChange | undefined, now: number): Promise<Moved> {
+  protected async move(
+    moves: MoveParams[],
+    _current: unknown,
+    money: MoneyChange | undefined,
+    now: number,
+  ): Promise<Moved> {
     const run = async (client: pg.ClientBase | pg.Pool): Promise<Moved> => {
       if (money) await changeMoney(this.run, client as pg.ClientBase, money, now);
       let row: SessionRow | undefined;
@@ -287,11 +357,16 @@ export class PostgresSessionStore extends SqlSessionStore {
   }
 
   protected async insertPatrolRun(row: { run_id: string; finished_at: number; run: string }): Promise<void> {
-    await this.pool.query(`INSERT INTO patrol_runs (run_id, finished_at, run) VALUES ($1, $2, $3)`, [row.run_id, row.finished_at, row.run]);
+    await this.pool.query(`INSERT INTO patrol_runs (run_id, finished_at, run) VALUES ($1, $2, $3)`, [
+      row.run_id,
+      row.finished_at,
+      row.run,
+    ]);
   }
 
   protected async patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: string; run: unknown }[]> {
-    return (await this.pool.query(`SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT $1`, [limit])).rows;
+    return (await this.pool.query(`SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT $1`, [limit]))
+      .rows;
   }
 
   protected reservationRows(sessionId: string): Promise<ReservationRow[]> {

@@ -4,7 +4,9 @@ import { redact } from "./redact.js";
 
 describe("redact", () => {
   it("masks values under sensitive keys at any depth", () => {
-    expect(redact({ a: { idCard: "11010519491231002X", phone: "+8613800138000", orderId: "ord_DEMO00000001" } })).toEqual({
+    expect(
+      redact({ a: { idCard: "11010519491231002X", phone: "+8613800138000", orderId: "ord_DEMO00000001" } }),
+    ).toEqual({
       a: { idCard: REDACTED, phone: REDACTED, orderId: "ord_DEMO00000001" },
     });
   });
@@ -15,11 +17,19 @@ describe("redact", () => {
       note: "customer 11010519491231002x called from (139)12345678",
       contacts: ["+86 (139) 1234-5678", "139 1234 5678", "+86-139-1234-5678", "86 13912345678"],
     };
-    expect(redact(task)).toEqual({ kind: "refund", note: `customer ${REDACTED} called from ${REDACTED}`, contacts: [REDACTED, REDACTED, REDACTED, REDACTED] });
+    expect(redact(task)).toEqual({
+      kind: "refund",
+      note: `customer ${REDACTED} called from ${REDACTED}`,
+      contacts: [REDACTED, REDACTED, REDACTED, REDACTED],
+    });
   });
 
   it("masks a mobile written as a JSON number, and leaves amounts and timestamps as numbers", () => {
-    expect(redact({ customer: 13912345678, amountCents: 4500, startedAt: 1764411342000 })).toEqual({ customer: REDACTED, amountCents: 4500, startedAt: 1764411342000 });
+    expect(redact({ customer: 13912345678, amountCents: 4500, startedAt: 1764411342000 })).toEqual({
+      customer: REDACTED,
+      amountCents: 4500,
+      startedAt: 1764411342000,
+    });
   });
 
   it("keeps an own __proto__ key (JSON can hold one) as a plain key, redacted", () => {

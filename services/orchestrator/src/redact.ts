@@ -7,7 +7,17 @@ import type { JsonValue } from "./session-store.js";
 
 export { redactText };
 
-const SENSITIVE_KEYS = new Set(["idcard", "id_card", "phone", "token", "authorization", "apikey", "api_key", "secret", "password"]);
+const SENSITIVE_KEYS = new Set([
+  "idcard",
+  "id_card",
+  "phone",
+  "token",
+  "authorization",
+  "apikey",
+  "api_key",
+  "secret",
+  "password",
+]);
 
 /**
  * Objects and arrays that redact() returned. Records are never mutated once built, so one that
@@ -32,7 +42,8 @@ function redactValue<T extends JsonValue | readonly JsonValue[] | undefined>(val
   const out: Record<string, JsonValue> = {};
   for (const k of Object.keys(value)) {
     const v = redactValue((value as Record<string, JsonValue>)[k], k) as JsonValue;
-    if (k === "__proto__") Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
+    if (k === "__proto__")
+      Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
     else out[k] = v;
   }
   return out as T;

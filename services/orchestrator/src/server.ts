@@ -3,7 +3,15 @@
 import { randomBytes } from "node:crypto";
 import type { DescService } from "@bufbuild/protobuf";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { ClientMetrics, type Logger, ServerMetrics, servicePolicy, type ToolClient, type ToolDefinition, toolClient } from "@loopguard/tool-sdk";
+import {
+  ClientMetrics,
+  type Logger,
+  ServerMetrics,
+  servicePolicy,
+  type ToolClient,
+  type ToolDefinition,
+  toolClient,
+} from "@loopguard/tool-sdk";
 import { createOrchestratorHandlers } from "./api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
 import type { LogTail } from "./log-tail.js";
@@ -43,7 +51,11 @@ export interface BuildOptions {
   readonly policies?: readonly Policy[];
 }
 
-export async function build(config: OrchestratorConfig, log: Logger, { services = DEFAULT_TOOL_SERVICES, logTail, policies: extra = [] }: BuildOptions = {}): Promise<BuiltOrchestrator> {
+export async function build(
+  config: OrchestratorConfig,
+  log: Logger,
+  { services = DEFAULT_TOOL_SERVICES, logTail, policies: extra = [] }: BuildOptions = {},
+): Promise<BuiltOrchestrator> {
   const metrics = new ServerMetrics("orchestrator");
   const sessionMetrics = new SessionMetrics(metrics.registry);
   const pool = config.storePoolSize === undefined ? {} : { maxConnections: config.storePoolSize };
@@ -77,7 +89,16 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
   if (config.openai) {
     const { baseUrl, model, apiKey } = config.openai;
     const price = priceOf(prices, model);
-    policies.set("openai", createOpenAiPolicy({ baseUrl, model, timeoutMs: config.model.timeoutMs, ...(apiKey ? { apiKey } : {}), ...(price ? { price } : {}) }));
+    policies.set(
+      "openai",
+      createOpenAiPolicy({
+        baseUrl,
+        model,
+        timeoutMs: config.model.timeoutMs,
+        ...(apiKey ? { apiKey } : {}),
+        ...(price ? { price } : {}),
+      }),
+    );
   }
   for (const policy of extra) policies.set(policy.name, policy);
   const counter = tokenCounter(config.model.encoding);
@@ -117,7 +138,13 @@ export async function build(config: OrchestratorConfig, log: Logger, { services 
     now: Date.now,
   });
   retention.start();
-  const series = new TimeSeries({ store, registry: metrics.registry, clients, intervalMs: config.ops.seriesIntervalMs, now: Date.now });
+  const series = new TimeSeries({
+    store,
+    registry: metrics.registry,
+    clients,
+    intervalMs: config.ops.seriesIntervalMs,
+    now: Date.now,
+  });
   series.start();
   return {
     orchestrator,

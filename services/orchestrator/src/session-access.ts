@@ -26,7 +26,11 @@ export interface Viewer {
 }
 
 export function viewerOf(caller: Caller): Viewer {
-  return { subject: caller.subject, admin: caller.scopes.has(SESSIONS_ADMIN_SCOPE), approver: caller.scopes.has(APPROVER_SCOPE) };
+  return {
+    subject: caller.subject,
+    admin: caller.scopes.has(SESSIONS_ADMIN_SCOPE),
+    approver: caller.scopes.has(APPROVER_SCOPE),
+  };
 }
 
 /** What `viewer` may do with `s`: act on it (and read it), read it only while it waits for an approval, or nothing. */

@@ -60,7 +60,12 @@ export class SessionMetrics {
       labelNames: ["operation"] as const,
       registers,
     });
-    this.stops = new Counter({ name: "loopguard_session_stops_total", help: "Sessions ended, by stop reason.", labelNames: ["stop_reason"] as const, registers });
+    this.stops = new Counter({
+      name: "loopguard_session_stops_total",
+      help: "Sessions ended, by stop reason.",
+      labelNames: ["stop_reason"] as const,
+      registers,
+    });
     this.outcomes = new Counter({
       name: "loopguard_session_outcomes_total",
       help: "Sessions ended, by what the user got (succeeded, partial, not_done) and why when not succeeded.",
@@ -86,15 +91,28 @@ export class SessionMetrics {
         if (now) this.set(now.parkedNearDeadline);
       },
     });
-    this.stepsPerSession = new Histogram({ name: "loopguard_session_steps", help: "Policy steps a session took before it ended.", buckets: [1, 2, 3, 5, 8, 13, 20, 50], registers });
+    this.stepsPerSession = new Histogram({
+      name: "loopguard_session_steps",
+      help: "Policy steps a session took before it ended.",
+      buckets: [1, 2, 3, 5, 8, 13, 20, 50],
+      registers,
+    });
     this.toolResults = new Counter({
       name: "loopguard_session_tool_results_total",
       help: "Tool results observed by sessions, by tool, outcome (ok or error code) and where they came from.",
       labelNames: ["tool", "outcome", "served_from"] as const,
       registers,
     });
-    this.costMicros = new Counter({ name: "loopguard_session_cost_micros_total", help: "Money spent by sessions on tool calls, in micro-units.", registers });
-    this.contextAlarms = new Counter({ name: "loopguard_session_context_alarms_total", help: "Model prompts that reached 80% of the model's context window (after compression).", registers });
+    this.costMicros = new Counter({
+      name: "loopguard_session_cost_micros_total",
+      help: "Money spent by sessions on tool calls, in micro-units.",
+      registers,
+    });
+    this.contextAlarms = new Counter({
+      name: "loopguard_session_context_alarms_total",
+      help: "Model prompts that reached 80% of the model's context window (after compression).",
+      registers,
+    });
     this.promptTokens = new Histogram({
       name: "loopguard_model_prompt_tokens",
       help: "Tokens of each model prompt as sent (after compression), counted with the model's tokenizer.",
@@ -107,8 +125,17 @@ export class SessionMetrics {
       buckets: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
       registers,
     });
-    this.modelCostMicros = new Counter({ name: "loopguard_model_cost_micros_total", help: "Money spent on model calls (price table x tokens), in micro-units.", registers });
-    this.transitions = new Counter({ name: "loopguard_session_transitions_total", help: "Session state transitions, by the state entered.", labelNames: ["to"] as const, registers });
+    this.modelCostMicros = new Counter({
+      name: "loopguard_model_cost_micros_total",
+      help: "Money spent on model calls (price table x tokens), in micro-units.",
+      registers,
+    });
+    this.transitions = new Counter({
+      name: "loopguard_session_transitions_total",
+      help: "Session state transitions, by the state entered.",
+      labelNames: ["to"] as const,
+      registers,
+    });
   }
 
   /** The store the session gauges count (opened after these metrics, so that it can count its errors here). */

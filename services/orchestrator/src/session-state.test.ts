@@ -1,5 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { assertTransition, canTransition, IllegalTransitionError, isTerminal, SESSION_STATES, TERMINAL_STATES, TRANSITION_PAIRS, TRANSITIONS, type SessionState } from "./session-state.js";
+import {
+  assertTransition,
+  canTransition,
+  IllegalTransitionError,
+  isTerminal,
+  SESSION_STATES,
+  TERMINAL_STATES,
+  TRANSITION_PAIRS,
+  TRANSITIONS,
+  type SessionState,
+} from "./session-state.js";
 
 function reachable(from: SessionState): Set<SessionState> {
   const seen = new Set<SessionState>([from]);

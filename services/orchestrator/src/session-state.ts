@@ -2,7 +2,19 @@
 // so the table is the single answer to "may a session go from A to B"; the stores also copy it
 // into the database, where a trigger refuses any state change that is not in it.
 
-export const SESSION_STATES = ["IDLE", "THINKING", "TOOL_EXECUTING", "OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "PARKED", "DONE", "FAILED", "CANCELLED"] as const;
+export const SESSION_STATES = [
+  "IDLE",
+  "THINKING",
+  "TOOL_EXECUTING",
+  "OBSERVING",
+  "RETRYING",
+  "FALLBACK",
+  "AWAITING_APPROVAL",
+  "PARKED",
+  "DONE",
+  "FAILED",
+  "CANCELLED",
+] as const;
 
 export type SessionState = (typeof SESSION_STATES)[number];
 
@@ -43,7 +55,9 @@ export const TRANSITIONS: Readonly<Record<SessionState, readonly SessionState[]>
 } satisfies Record<SessionState, readonly SessionState[]>);
 
 /** Every allowed (from, to) pair, in table order; what the stores copy into the database. */
-export const TRANSITION_PAIRS: readonly (readonly [SessionState, SessionState])[] = SESSION_STATES.flatMap((from) => TRANSITIONS[from].map((to) => [from, to] as const));
+export const TRANSITION_PAIRS: readonly (readonly [SessionState, SessionState])[] = SESSION_STATES.flatMap((from) =>
+  TRANSITIONS[from].map((to) => [from, to] as const),
+);
 
 export function isSessionState(value: unknown): value is SessionState {
   return typeof value === "string" && (SESSION_STATES as readonly string[]).includes(value);
@@ -77,12 +91,20 @@ export class IllegalTransitionError extends Error {
  * Throws IllegalTransitionError unless `from -> to` is in TRANSITIONS and the stop reason fits:
  * present (and one of STOP_REASONS) exactly when `to` is terminal.
  */
-export function assertTransition(from: SessionState, to: SessionState, stopReason: StopReason | null | undefined): void {
+export function assertTransition(
+  from: SessionState,
+  to: SessionState,
+  stopReason: StopReason | null | undefined,
+): void {
   if (!isSessionState(from) || !isSessionState(to)) {
     throw new IllegalTransitionError(String(from), String(to), "unknown state");
   }
   if (!canTransition(from, to)) {
-    throw new IllegalTransitionError(from, to, isTerminal(from) ? `${from} is terminal` : "not in the transition table");
+    throw new IllegalTransitionError(
+      from,
+      to,
+      isTerminal(from) ? `${from} is terminal` : "not in the transition table",
+    );
   }
   const terminal = isTerminal(to);
   if (terminal && stopReason == null) {

@@ -1,7 +1,14 @@
 // What both session stores share beyond the contract: lease rules, listeners, the moves of a
 // transition, list cursors and argument checks.
 import { assertTransition, isTerminal, type SessionState } from "./session-state.js";
-import type { AuditInput, SessionEvent, SessionListener, SessionRecord, TransitionInput, Usage } from "./session-store.js";
+import type {
+  AuditInput,
+  SessionEvent,
+  SessionListener,
+  SessionRecord,
+  TransitionInput,
+  Usage,
+} from "./session-store.js";
 
 /** States whose entry releases the session's lease: nobody drives a session that ended, waits for a human or is parked. */
 export function releasesLease(state: SessionState): boolean {
@@ -41,7 +48,9 @@ export class StaleTransitionError extends Error {
     readonly actual: { state: SessionState; version: number },
     message?: string,
   ) {
-    super(message ?? `session ${sessionId} is ${actual.state}@${actual.version}, not ${expected.state}@${expected.version}`);
+    super(
+      message ?? `session ${sessionId} is ${actual.state}@${actual.version}, not ${expected.state}@${expected.version}`,
+    );
   }
 }
 
@@ -54,7 +63,12 @@ export class LeaseLostError extends StaleTransitionError {
     readonly owner: string,
     readonly leaseOwner: string | null,
   ) {
-    super(sessionId, state, state, `session ${sessionId}: lease not held by ${owner} (holder: ${leaseOwner ?? "none"})`);
+    super(
+      sessionId,
+      state,
+      state,
+      `session ${sessionId}: lease not held by ${owner} (holder: ${leaseOwner ?? "none"})`,
+    );
   }
 }
 
@@ -120,7 +134,8 @@ export function movesOf(t: TransitionInput): Move[] {
 }
 
 /** Oldest first, then by id: the order lists and claims return sessions in. */
-export const byCreated = (a: SessionRecord, b: SessionRecord): number => a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+export const byCreated = (a: SessionRecord, b: SessionRecord): number =>
+  a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /** When a PARKED session is due (`pending.park.wakeAt`); 0 for any other. */
 export function wakeAtOf(s: SessionRecord): number {

@@ -203,7 +203,15 @@ export interface SessionPage {
  * of its lease (so another replica may claim it); or "resync": changes may have been missed (a
  * PostgreSQL listening connection was lost and is back), so anything waiting should read again.
  */
-export type SessionEvent = { readonly kind: "changed"; readonly id: string; readonly version: number; readonly state: SessionState; readonly leaseOwner: string | null } | { readonly kind: "resync" };
+export type SessionEvent =
+  | {
+      readonly kind: "changed";
+      readonly id: string;
+      readonly version: number;
+      readonly state: SessionState;
+      readonly leaseOwner: string | null;
+    }
+  | { readonly kind: "resync" };
 
 export type SessionListener = (event: SessionEvent) => void;
 
@@ -239,7 +247,12 @@ export interface SessionStore {
    * tool in `recovered` (tool → epoch ms it recovered at) before it recovered. One statement for
    * every parked session: nothing polls a parked session by itself.
    */
-  wake(owner: string, ttlMs: number, limit: number, recovered?: Readonly<Record<string, number>>): Promise<SessionRecord[]>;
+  wake(
+    owner: string,
+    ttlMs: number,
+    limit: number,
+    recovered?: Readonly<Record<string, number>>,
+  ): Promise<SessionRecord[]>;
   /** Sessions that wait too long: approvals past their expiry, and parked sessions with less than a fifth of their wall clock left. */
   overdue(now: number): Promise<{ approvals: number; parkedNearDeadline: number }>;
   /**
@@ -314,6 +327,8 @@ export class StoreUnavailableError extends Error {
     readonly operation: string,
     cause: unknown,
   ) {
-    super(`session store unavailable (${operation}): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super(`session store unavailable (${operation}): ${cause instanceof Error ? cause.message : String(cause)}`, {
+      cause,
+    });
   }
 }

@@ -21,7 +21,13 @@ import { decideMoney } from "./money-totals.js";
 import type { ResultEnvelope } from "./policy.js";
 import { redactText } from "./redact.js";
 import { type EffectRecord, effectsOf, type PlannedReservation } from "./session/data.js";
-import { declaredEntities, type EntityReader, type GuardedEffect, type SideEffectRules, valueAt } from "./side-effects.js";
+import {
+  declaredEntities,
+  type EntityReader,
+  type GuardedEffect,
+  type SideEffectRules,
+  valueAt,
+} from "./side-effects.js";
 import type { JsonObject, JsonValue, SessionRecord, SessionStore } from "./session-store.js";
 import type { ToolTokens } from "./tool-tokens.js";
 
@@ -55,20 +61,36 @@ export type GuardVerdict =
 /** `passing`: the read failed for a reason that passes, and this is the tool to wait for. */
 export type LiveRead = { ok: true; data: JsonValue } | { ok: false; why: string; passing?: WaitFor };
 
-export async function readLive(deps: Omit<GuardDeps, "store">, s: SessionRecord, reader: EntityReader, id: string): Promise<LiveRead> {
+export async function readLive(
+  deps: Omit<GuardDeps, "store">,
+  s: SessionRecord,
+  reader: EntityReader,
+  id: string,
+): Promise<LiveRead> {
   const tool = reader.tool;
-  if (tool.requiredScope && !s.scopes.includes(tool.requiredScope)) return { ok: false, why: `the session is not granted ${tool.requiredScope}, which ${tool.name} needs` };
+  if (tool.requiredScope && !s.scopes.includes(tool.requiredScope))
+    return { ok: false, why: `the session is not granted ${tool.requiredScope}, which ${tool.name} needs` };
   const client = deps.clients.get(tool.tool);
   if (!client) return { ok: false, why: `no client for ${tool.tool}` };
   const deadline = Math.min(deps.now() + tool.timeoutMs, deadlineOf(s.usage, s.budget));
   try {
     const token = await deps.tokens.for(s.id, tool, deadline);
-    const result = await client.call(tool.method.localName as never, { [reader.idField]: id } as never, { token, deadline: new Date(deadline), fallback: false });
+    const result = await client.call(tool.method.localName as never, { [reader.idField]: id } as never, {
+      token,
+      deadline: new Date(deadline),
+      fallback: false,
+    });
     return { ok: true, data: toJson(tool.method.output, result.response as never) as JsonValue };
   } catch (error) {
     const e = error as ToolCallError;
     const why = `${tool.name} failed: ${e.reason ?? e.code}: ${redactText(e.message)}`;
-    return { ok: false, why, ...(passes(e) ? { passing: { tool, reason: `live read failed: ${failureName(e)}`, retryAfterMs: e.retryAfterMs } } : {}) };
+    return {
+      ok: false,
+      why,
+      ...(passes(e)
+        ? { passing: { tool, reason: `live read failed: ${failureName(e)}`, retryAfterMs: e.retryAfterMs } }
+        : {}),
+    };
   }
 }
 
@@ -76,7 +98,8 @@ export async function readLive(deps: Omit<GuardDeps, "store">, s: SessionRecord,
 const HELD_SETTLE_MARGIN_MS = 500;
 const HELD_POLL_MS = 50;
 
-const num = (v: JsonValue | undefined): number => (typeof v === "number" ? v : typeof v === "string" && v !== "" ? Number(v) : 0);
+const num = (v: JsonValue | undefined): number =>
+  typeof v === "number" ? v : typeof v === "string" && v !== "" ? Number(v) : 0;
 
 /** The world version an approval is bound to: "<entity>:<id>@<version>". */
 export function worldVersionOf(guard: GuardedEffect, id: string, data: JsonValue): string {
@@ -91,15 +114,23 @@ function taskFigure(task: JsonObject, field: string): number | undefined {
 }
 
 /** The customer's risk, as a reason for a human, or undefined when it is below the threshold; a read that failed for a reason that passes, to wait for. */
-async function riskReason(deps: GuardDeps, s: SessionRecord, guard: GuardedEffect, entityId: string, customerId: string): Promise<string | undefined | WaitFor> {
+async function riskReason(
+  deps: GuardDeps,
+  s: SessionRecord,
+  guard: GuardedEffect,
+  entityId: string,
+  customerId: string,
+): Promise<string | undefined | WaitFor> {
   const risk = guard.risk!;
-  if (customerId === "") return `${guard.entity} ${entityId} names no ${risk.reader.entity}, so its risk cannot be checked`;
+  if (customerId === "")
+    return `${guard.entity} ${entityId} names no ${risk.reader.entity}, so its risk cannot be checked`;
   const read = await readLive(deps, s, risk.reader, customerId);
   const score = read.ok ? valueAt(read.data, risk.reader.riskScore!) : undefined;
   if (!read.ok && read.passing) return read.passing;
   if (!read.ok) return `the ${risk.reader.entity}'s risk could not be read (${read.why})`;
   if (score === -1) return `the ${risk.reader.entity}'s risk score could not be computed`;
-  if (num(score) >= deps.approvals.riskThreshold) return `${risk.reader.entity} risk score ${num(score)} is at or above ${deps.approvals.riskThreshold}`;
+  if (num(score) >= deps.approvals.riskThreshold)
+    return `${risk.reader.entity} risk score ${num(score)} is at or above ${deps.approvals.riskThreshold}`;
   return undefined;
 }
 
@@ -138,11 +169,21 @@ export async function guardSideEffect(
   const amount = guard.amountField ? num(args[guard.amountField]) : 0;
   const effect: EffectRecord = { key, tool: tool.name, entity: guard.entity, entityId, amount };
   const made = effectsOf(s).find((e) => e.key === key);
-  if (made) return { kind: "start", worldVersion: "", effect: made, reservation: undefined, args: withBound(guard, args, made.bound) };
+  if (made)
+    return {
+      kind: "start",
+      worldVersion: "",
+      effect: made,
+      reservation: undefined,
+      args: withBound(guard, args, made.bound),
+    };
   const low = belowThreshold(confidence, deps.approvals.minConfidence);
   // A call forwarded from an MCP client was judged by no policy at all: a person other than the
   // caller decides every irreversible one, whatever the amount, risk or confidence threshold.
-  const forwarded = s.policy === SINGLE_CALL_POLICY ? `${tool.name} was asked for directly by an MCP client; another person decides every irreversible call` : undefined;
+  const forwarded =
+    s.policy === SINGLE_CALL_POLICY
+      ? `${tool.name} was asked for directly by an MCP client; another person decides every irreversible call`
+      : undefined;
   const asks = [...(low ? [`policy ${low}`] : []), ...(forwarded ? [forwarded] : [])];
   if (!guard.movesMoney || !guard.reader || !guard.risk) {
     const planned = { worldVersion: "", effect, reservation: undefined, args };
@@ -172,7 +213,16 @@ export async function guardSideEffect(
   const currency = String(valueAt(entity.data, guard.reader.currency!) ?? "");
   const linked = valueAt(entity.data, guard.risk.link);
   const customerId = typeof linked === "string" ? linked : "";
-  const reservation: Reservation = { key, sessionId: s.id, tool: tool.name, entity: guard.entity, entityId, customerId, currency, amount };
+  const reservation: Reservation = {
+    key,
+    sessionId: s.id,
+    tool: tool.name,
+    entity: guard.entity,
+    entityId,
+    customerId,
+    currency,
+    amount,
+  };
   const now = deps.now();
   const customerSince = now - deps.approvals.customerWindowMs;
   const others = await deps.store.otherEffects(reservation, customerSince);
@@ -184,7 +234,9 @@ export async function guardSideEffect(
     thresholds,
     customerSince,
     customerWindowMs: deps.approvals.customerWindowMs,
-    task: guard.amountTaskField ? { field: guard.amountTaskField, figure: taskFigure(s.task, guard.amountTaskField) } : undefined,
+    task: guard.amountTaskField
+      ? { field: guard.amountTaskField, figure: taskFigure(s.task, guard.amountTaskField) }
+      : undefined,
   });
   // A human would be shown the entity's total while other calls on it are in flight: one that
   // already reached the ledger is counted twice (moved, and still held) until its outcome is
@@ -192,7 +244,8 @@ export async function guardSideEffect(
   // the figures shown are the ones that stand.
   if (!waitedForHeld && others.entityHeld > 0 && money.totals.entity > thresholds.entity) {
     const heldUntil = deps.now() + tool.timeoutMs + HELD_SETTLE_MARGIN_MS;
-    while (deps.now() < heldUntil && (await deps.store.otherEffects(reservation, customerSince)).entityHeld > 0) await sleep(HELD_POLL_MS);
+    while (deps.now() < heldUntil && (await deps.store.otherEffects(reservation, customerSince)).entityHeld > 0)
+      await sleep(HELD_POLL_MS);
     return guardSideEffect(deps, s, guard, args, key, confidence, true);
   }
   const risk = await riskReason(deps, s, guard, entityId, customerId);
@@ -214,10 +267,18 @@ function withBound(guard: GuardedEffect, args: JsonObject, bound: number | undef
 }
 
 /** An EPRECOND observation of a refused side effect. */
-export function refusal(verdict: { readonly message: string; readonly suggestedAction: string; readonly retryable: boolean }, now: number): ResultEnvelope {
+export function refusal(
+  verdict: { readonly message: string; readonly suggestedAction: string; readonly retryable: boolean },
+  now: number,
+): ResultEnvelope {
   return {
     ok: false,
-    error: { code: "EPRECOND", message: verdict.message, retryable: verdict.retryable, suggestedAction: verdict.suggestedAction },
+    error: {
+      code: "EPRECOND",
+      message: verdict.message,
+      retryable: verdict.retryable,
+      suggestedAction: verdict.suggestedAction,
+    },
     refs: [],
     costMicros: 0,
     servedFrom: "none",

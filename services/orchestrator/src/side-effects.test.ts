@@ -1,6 +1,18 @@
-import { clearExtension, clone, create, createFileRegistry, type DescFile, type DescService, getExtension, setExtension } from "@bufbuild/protobuf";
+import {
+  clearExtension,
+  clone,
+  create,
+  createFileRegistry,
+  type DescFile,
+  type DescService,
+  getExtension,
+  setExtension,
+} from "@bufbuild/protobuf";
 import { type FileDescriptorProto, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import { BillingService, file_loopguard_billing_v1_billing } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import {
+  BillingService,
+  file_loopguard_billing_v1_billing,
+} from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { file_loopguard_risk_v1_risk, RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { field, method, MethodPolicySchema } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
@@ -35,7 +47,13 @@ describe("SideEffectRules over the shipped contracts", () => {
     const registry = new ToolRegistry([KbSearchService, BillingService, RiskService]);
     const guard = new SideEffectRules(registry).effectOf(registry.get("billing_refund")!)!;
     expect(guard).toMatchObject({ entity: "order", idField: "orderId", movesMoney: true, amountField: "amountCents" });
-    expect(guard.reader).toMatchObject({ entity: "order", idField: "orderId", version: ["order", "version"], moved: ["order", "amountRefundedCents"], available: ["order", "refundableCents"] });
+    expect(guard.reader).toMatchObject({
+      entity: "order",
+      idField: "orderId",
+      version: ["order", "version"],
+      moved: ["order", "amountRefundedCents"],
+      available: ["order", "refundableCents"],
+    });
     expect(guard.risk?.link).toEqual(["order", "customerId"]);
     expect(guard.risk?.reader.tool.name).toBe("risk_get_customer_risk");
     expect(guard.risk?.reader.riskScore).toEqual(["riskScore"]);
@@ -44,14 +62,17 @@ describe("SideEffectRules over the shipped contracts", () => {
   it("guards nothing that is not irreversible", () => {
     const registry = new ToolRegistry([KbSearchService, BillingService, RiskService]);
     const rules = new SideEffectRules(registry);
-    for (const tool of registry.list().filter((t) => t.name !== "billing_refund")) expect(rules.effectOf(tool)).toBeUndefined();
+    for (const tool of registry.list().filter((t) => t.name !== "billing_refund"))
+      expect(rules.effectOf(tool)).toBeUndefined();
   });
 });
 
 describe("a contract that declares a money effect the host cannot guard is refused at startup, saying why", () => {
-  const billing = (edit: (proto: FileDescriptorProto) => void) => edited(file_loopguard_billing_v1_billing, "loopguard.billing.v1.BillingService", edit);
+  const billing = (edit: (proto: FileDescriptorProto) => void) =>
+    edited(file_loopguard_billing_v1_billing, "loopguard.billing.v1.BillingService", edit);
   const methodOf = (proto: FileDescriptorProto, name: string) => proto.service[0]!.method.find((m) => m.name === name)!;
-  const fieldOf = (proto: FileDescriptorProto, message: string, name: string) => proto.messageType.find((m) => m.name === message)!.field.find((f) => f.name === name)!;
+  const fieldOf = (proto: FileDescriptorProto, message: string, name: string) =>
+    proto.messageType.find((m) => m.name === message)!.field.find((f) => f.name === name)!;
 
   it("an irreversible method without side_effect", () => {
     const service = billing((p) => {
@@ -59,7 +80,9 @@ describe("a contract that declares a money effect the host cannot guard is refus
       const { sideEffect: _dropped, ...policy } = getExtension(options, method);
       setExtension(options, method, create(MethodPolicySchema, policy));
     });
-    expect(rulesOf(KbSearchService, service, RiskService)).toThrow(/irreversible method loopguard\.billing\.v1\.BillingService\.Refund must declare its side_effect/);
+    expect(rulesOf(KbSearchService, service, RiskService)).toThrow(
+      /irreversible method loopguard\.billing\.v1\.BillingService\.Refund must declare its side_effect/,
+    );
   });
 
   it("no live read of the entity (reads_entity missing)", () => {
@@ -68,17 +91,23 @@ describe("a contract that declares a money effect the host cannot guard is refus
       const policy = getExtension(options, method);
       setExtension(options, method, { ...policy, readsEntity: "" });
     });
-    expect(rulesOf(KbSearchService, service, RiskService)).toThrow(/billing_refund .* moves money but no method declares reads_entity "order"/);
+    expect(rulesOf(KbSearchService, service, RiskService)).toThrow(
+      /billing_refund .* moves money but no method declares reads_entity "order"/,
+    );
   });
 
   it("no amount field", () => {
     const service = billing((p) => clearExtension(fieldOf(p, "RefundRequest", "amount_cents").options!, field));
-    expect(rulesOf(KbSearchService, service, RiskService)).toThrow(/billing_refund .* moves money but no request field has \(field\)\.role = FIELD_ROLE_AMOUNT/);
+    expect(rulesOf(KbSearchService, service, RiskService)).toThrow(
+      /billing_refund .* moves money but no request field has \(field\)\.role = FIELD_ROLE_AMOUNT/,
+    );
   });
 
   it("the entity read gives no amount already moved", () => {
     const service = billing((p) => clearExtension(fieldOf(p, "Order", "amount_refunded_cents").options!, field));
-    expect(rulesOf(KbSearchService, service, RiskService)).toThrow(/billing_get_order, the live read of "order", gives no moved/);
+    expect(rulesOf(KbSearchService, service, RiskService)).toThrow(
+      /billing_get_order, the live read of "order", gives no moved/,
+    );
   });
 
   it("no customer whose risk the host can read", () => {
@@ -86,7 +115,9 @@ describe("a contract that declares a money effect the host cannot guard is refus
       const options = p.service[0]!.method.find((m) => m.name === "GetCustomerRisk")!.options!;
       setExtension(options, method, { ...getExtension(options, method), readsEntity: "" });
     });
-    expect(rulesOf(KbSearchService, BillingService, risk)).toThrow(/links to no entity whose live read gives a FIELD_ROLE_RISK_SCORE/);
+    expect(rulesOf(KbSearchService, BillingService, risk)).toThrow(
+      /links to no entity whose live read gives a FIELD_ROLE_RISK_SCORE/,
+    );
   });
 });
 

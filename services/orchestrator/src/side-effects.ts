@@ -59,14 +59,22 @@ function requestField(message: DescMessage, role: FieldRole, entity?: string): D
 /** Every (path, field) of a response: its fields and those of its singular message fields, one level down. */
 function responseFields(message: DescMessage): { path: Path; field: DescField }[] {
   return message.fields.flatMap((f) =>
-    f.fieldKind === "message" ? [{ path: [f.jsonName], field: f }, ...f.message.fields.map((g) => ({ path: [f.jsonName, g.jsonName], field: g }))] : [{ path: [f.jsonName], field: f }],
+    f.fieldKind === "message"
+      ? [
+          { path: [f.jsonName], field: f },
+          ...f.message.fields.map((g) => ({ path: [f.jsonName, g.jsonName], field: g })),
+        ]
+      : [{ path: [f.jsonName], field: f }],
   );
 }
 
 function readerOf(tool: RegisteredTool, entity: string, where: string): EntityReader {
   if (tool.effect !== Effect.READ_ONLY) throw new Error(`${where} reads_entity "${entity}" but is not read-only`);
   const id = requestField(tool.method.input, FieldRole.ENTITY_ID, entity);
-  if (!id) throw new Error(`${where} reads_entity "${entity}" but no field of ${tool.method.input.typeName} has (field) = {role: FIELD_ROLE_ENTITY_ID, entity: "${entity}"}`);
+  if (!id)
+    throw new Error(
+      `${where} reads_entity "${entity}" but no field of ${tool.method.input.typeName} has (field) = {role: FIELD_ROLE_ENTITY_ID, entity: "${entity}"}`,
+    );
   const found = responseFields(tool.method.output);
   const at = (role: FieldRole) => found.find((x) => fieldPolicy(x.field).role === role)?.path;
   const links = new Map<string, Path>();
@@ -98,7 +106,10 @@ export class SideEffectRules {
       if (!entity) continue;
       const where = `${tool.name} (${tool.method.parent.typeName}.${tool.method.name})`;
       const clash = this.#readers.get(entity);
-      if (clash) throw new Error(`${where} and ${clash.tool.name} both declare reads_entity "${entity}"; one method must be the entity's live read`);
+      if (clash)
+        throw new Error(
+          `${where} and ${clash.tool.name} both declare reads_entity "${entity}"; one method must be the entity's live read`,
+        );
       this.#readers.set(entity, readerOf(tool, entity, where));
     }
     for (const tool of registry.list()) {
@@ -114,7 +125,11 @@ export class SideEffectRules {
 
   /** The irreversible tools whose effect a task asks for: it states the figure the contract bounds their amount by (e.g. amount_cents). */
   askedFor(task: JsonObject): string[] {
-    return [...this.#effects.values()].filter((g) => g.amountTaskField !== undefined && task[g.amountTaskField] != null && task[g.amountTaskField] !== "").map((g) => g.tool.name);
+    return [...this.#effects.values()]
+      .filter(
+        (g) => g.amountTaskField !== undefined && task[g.amountTaskField] != null && task[g.amountTaskField] !== "",
+      )
+      .map((g) => g.tool.name);
   }
 
   #guard(tool: RegisteredTool): GuardedEffect {
@@ -122,15 +137,30 @@ export class SideEffectRules {
     const declared = methodPolicy(tool.method).sideEffect;
     const entity = declared?.entity ?? "";
     const id = requestField(tool.method.input, FieldRole.ENTITY_ID, entity);
-    if (!id) throw new Error(`${where} acts on entity "${entity}" but no request field has (field) = {role: FIELD_ROLE_ENTITY_ID, entity: "${entity}"}`);
-    const none = { amountField: undefined, boundField: undefined, amountTaskField: undefined, reader: undefined, risk: undefined };
+    if (!id)
+      throw new Error(
+        `${where} acts on entity "${entity}" but no request field has (field) = {role: FIELD_ROLE_ENTITY_ID, entity: "${entity}"}`,
+      );
+    const none = {
+      amountField: undefined,
+      boundField: undefined,
+      amountTaskField: undefined,
+      reader: undefined,
+      risk: undefined,
+    };
     if (!declared?.movesMoney) return { tool, entity, idField: id.jsonName, movesMoney: false, ...none };
     const amount = requestField(tool.method.input, FieldRole.AMOUNT);
     if (!amount) throw new Error(`${where} moves money but no request field has (field).role = FIELD_ROLE_AMOUNT`);
     const bound = requestField(tool.method.input, FieldRole.AMOUNT_BOUND);
-    if (!bound) throw new Error(`${where} moves money but no request field has (field).role = FIELD_ROLE_AMOUNT_BOUND: the tool could not refuse what exceeds the bound the host decided`);
+    if (!bound)
+      throw new Error(
+        `${where} moves money but no request field has (field).role = FIELD_ROLE_AMOUNT_BOUND: the tool could not refuse what exceeds the bound the host decided`,
+      );
     const reader = this.#readers.get(entity);
-    if (!reader) throw new Error(`${where} moves money but no method declares reads_entity "${entity}": the host could not read the ${entity} live before calling it`);
+    if (!reader)
+      throw new Error(
+        `${where} moves money but no method declares reads_entity "${entity}": the host could not read the ${entity} live before calling it`,
+      );
     const missing = (["version", "moved", "available", "currency"] as const).filter((k) => reader[k] === undefined);
     if (missing.length > 0) {
       throw new Error(
@@ -138,11 +168,13 @@ export class SideEffectRules {
       );
     }
     const amountPolicy = fieldPolicy(amount);
-    const amountTaskField = amountPolicy.taskBound === TaskBound.AT_MOST && amountPolicy.taskField ? amountPolicy.taskField : undefined;
+    const amountTaskField =
+      amountPolicy.taskBound === TaskBound.AT_MOST && amountPolicy.taskField ? amountPolicy.taskField : undefined;
     const money = { amountField: amount.jsonName, boundField: bound.jsonName, amountTaskField, reader };
     for (const [linked, link] of reader.links) {
       const riskReader = this.#readers.get(linked);
-      if (riskReader?.riskScore) return { tool, entity, idField: id.jsonName, movesMoney: true, ...money, risk: { link, reader: riskReader } };
+      if (riskReader?.riskScore)
+        return { tool, entity, idField: id.jsonName, movesMoney: true, ...money, risk: { link, reader: riskReader } };
     }
     throw new Error(
       `${where} moves money but the ${entity} read by ${reader.tool.name} links to no entity whose live read gives a FIELD_ROLE_RISK_SCORE: the host could not check the customer's risk`,

@@ -2,7 +2,15 @@
 // and return, built and read here once for both databases (see sql-session-store.ts).
 import { itemJson } from "./history-json.js";
 import type { SessionState, StopReason } from "./session-state.js";
-import { movesOf, releasesLease, type AuditRecord, type JsonObject, type JsonValue, type SessionReader, type TransitionInput } from "./session-store.js";
+import {
+  movesOf,
+  releasesLease,
+  type AuditRecord,
+  type JsonObject,
+  type JsonValue,
+  type SessionReader,
+  type TransitionInput,
+} from "./session-store.js";
 
 /** The migration ledger's name for the session tables (see @loopguard/sql-store's migrate). */
 export const SESSIONS_MIGRATION_STORE = "orchestrator-sessions";
@@ -153,7 +161,9 @@ export interface WakeParams extends ClaimParams {
 }
 
 /** What a backend's transition gives back: the row, or (when the caller passed `current`) only the lease. */
-export type Moved = { readonly row: SessionRow } | { readonly lease: { owner: string | null; expiresAt: number | null } };
+export type Moved =
+  | { readonly row: SessionRow }
+  | { readonly lease: { owner: string | null; expiresAt: number | null } };
 
 /** Thrown by a backend when a move's optimistic-lock UPDATE changed no row; the store then reads why. */
 export class NotApplied extends Error {
@@ -163,10 +173,16 @@ export class NotApplied extends Error {
 /** How a backend classifies its driver's errors. */
 export type ErrorKind = "unavailable" | "illegal" | "duplicate" | "other";
 
-function historyDelta(history: JsonValue | undefined, before: JsonValue | undefined): { kept: number; items: string[] } {
+function historyDelta(
+  history: JsonValue | undefined,
+  before: JsonValue | undefined,
+): { kept: number; items: string[] } {
   const items = Array.isArray(history) ? history : [];
   // The same items, by identity, then more: only the new ones are written.
-  const kept = Array.isArray(before) && before.length <= items.length && before.every((item, i) => items[i] === item) ? before.length : 0;
+  const kept =
+    Array.isArray(before) && before.length <= items.length && before.every((item, i) => items[i] === item)
+      ? before.length
+      : 0;
   return { kept, items: items.slice(kept).map(itemJson) };
 }
 
@@ -178,7 +194,10 @@ function withoutHistory(context: JsonObject): JsonObject {
 export function moveParams(t: TransitionInput, now: number): MoveParams[] {
   const moves = movesOf(t);
   const patch = t.patch ?? {};
-  const delta = patch.context === undefined ? { kept: 0, items: [] } : historyDelta(patch.context.history, t.current?.context.history);
+  const delta =
+    patch.context === undefined
+      ? { kept: 0, items: [] }
+      : historyDelta(patch.context.history, t.current?.context.history);
   return moves.map((move, i) => {
     const last = i === moves.length - 1;
     return {

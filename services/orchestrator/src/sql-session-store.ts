@@ -3,7 +3,13 @@
 // are built in sql-session-rows.ts). A backend keeps only its SQL and its driver (see
 // sqlite-session-store.ts, postgres-session-store.ts); both run the same layout, made by
 // versioned migrations (migrations/).
-import type { MoneyChange, OtherEffects, Reservation, ReservationRecord, ReservationRow } from "./effect-reservations.js";
+import type {
+  MoneyChange,
+  OtherEffects,
+  Reservation,
+  ReservationRecord,
+  ReservationRow,
+} from "./effect-reservations.js";
 import { othersBesides, othersOf, reservationParams, toReservationRecord } from "./effect-reservations.js";
 import { IllegalTransitionError, type SessionState } from "./session-state.js";
 import {
@@ -85,8 +91,15 @@ export abstract class SqlSessionStore implements SessionStore {
    * All moves, and the money change with them, in one transaction; throws NotApplied or
    * ReservationRefusedError (nothing written) when a move matches no row or a reserve goes above its limits.
    */
-  protected abstract move(moves: MoveParams[], current: SessionRecord | undefined, money: MoneyChange | undefined, now: number): Promise<Moved>;
-  protected abstract otherEffectRows(p: ReturnType<typeof reservationParams>): Promise<{ entity_held: number | string; customer: number | string; session: number | string }>;
+  protected abstract move(
+    moves: MoveParams[],
+    current: SessionRecord | undefined,
+    money: MoneyChange | undefined,
+    now: number,
+  ): Promise<Moved>;
+  protected abstract otherEffectRows(
+    p: ReturnType<typeof reservationParams>,
+  ): Promise<{ entity_held: number | string; customer: number | string; session: number | string }>;
   protected abstract reservationRows(sessionId: string): Promise<ReservationRow[]>;
   protected abstract reservationRow(key: string): Promise<ReservationRow | undefined>;
   protected abstract stepRows(sessionId: string, afterStep: number): Promise<StepRow[]>;
@@ -95,23 +108,37 @@ export abstract class SqlSessionStore implements SessionStore {
   protected abstract wakeRows(p: WakeParams): Promise<SessionRow[]>;
   protected abstract overdueRow(now: number): Promise<{ approvals: number | string; parked: number | string }>;
   /** `ids`: a JSON array of session ids; returns those renewed. */
-  protected abstract renew(p: { ids: string; owner: string; ttlMs: number; now: number; expiresAt: number }): Promise<string[]>;
+  protected abstract renew(p: {
+    ids: string;
+    owner: string;
+    ttlMs: number;
+    now: number;
+    expiresAt: number;
+  }): Promise<string[]>;
   protected abstract release(p: { id: string; owner: string }): Promise<boolean>;
   protected abstract expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]>;
   protected abstract pruneStepRows(p: { before: number; limit: number }): Promise<number>;
   protected abstract oldestStepRow(): Promise<number | string | null>;
   protected abstract insertPatrolRun(row: { run_id: string; finished_at: number; run: string }): Promise<void>;
-  protected abstract patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: number | string; run: unknown }[]>;
+  protected abstract patrolRunRows(
+    limit: number,
+  ): Promise<{ run_id: string; finished_at: number | string; run: unknown }[]>;
   abstract close(): Promise<void>;
 
   async recordPatrolRun(run: PatrolRunRow): Promise<void> {
-    await this.guard("recordPatrolRun", () => this.insertPatrolRun({ run_id: run.runId, finished_at: run.finishedAt, run: JSON.stringify(run.run) }));
+    await this.guard("recordPatrolRun", () =>
+      this.insertPatrolRun({ run_id: run.runId, finished_at: run.finishedAt, run: JSON.stringify(run.run) }),
+    );
   }
 
   async patrolRuns(limit: number): Promise<PatrolRunRow[]> {
     checkLimit(limit);
     const rows = await this.guard("patrolRuns", () => this.patrolRunRows(limit));
-    return rows.map((r) => ({ runId: r.run_id, finishedAt: Number(r.finished_at), run: this.json(r.run) as JsonObject }));
+    return rows.map((r) => ({
+      runId: r.run_id,
+      finishedAt: Number(r.finished_at),
+      run: this.json(r.run) as JsonObject,
+    }));
   }
 
   protected toRecord(r: SessionRow): SessionRecord {
@@ -194,7 +221,15 @@ export abstract class SqlSessionStore implements SessionStore {
     checkLimit(query.limit);
     const after = query.after === undefined ? undefined : decodeCursor(query.after);
     const state = query.state ?? null;
-    const rows = await this.guard("list", () => this.page({ state, limit: query.limit + 1, afterAt: after?.createdAt ?? null, afterId: after?.id ?? null, ...visibilityOf(query.visibleTo, state) }));
+    const rows = await this.guard("list", () =>
+      this.page({
+        state,
+        limit: query.limit + 1,
+        afterAt: after?.createdAt ?? null,
+        afterId: after?.id ?? null,
+        ...visibilityOf(query.visibleTo, state),
+      }),
+    );
     const sessions = rows.slice(0, query.limit).map((r) => this.toRecord(r));
     const last = sessions.at(-1);
     return { sessions, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
@@ -202,7 +237,8 @@ export abstract class SqlSessionStore implements SessionStore {
 
   async countByState(visibleTo?: SessionReader): Promise<Record<SessionState, number>> {
     const counts = emptyCounts();
-    for (const { state, n } of await this.guard("countByState", () => this.stateCounts(visibilityOf(visibleTo, null)))) counts[state] += Number(n);
+    for (const { state, n } of await this.guard("countByState", () => this.stateCounts(visibilityOf(visibleTo, null))))
+      counts[state] += Number(n);
     return counts;
   }
 
@@ -216,7 +252,8 @@ export abstract class SqlSessionStore implements SessionStore {
       if (error instanceof NotApplied) throw await this.whyNotApplied(t);
       // Only reached if code and database disagree about TRANSITIONS (e.g. an older binary's table).
       const kind = error instanceof StoreUnavailableError ? "unavailable" : this.errorKind(error);
-      if (kind === "illegal") throw new IllegalTransitionError(t.from, t.to, `refused by the database: ${(error as Error).message}`);
+      if (kind === "illegal")
+        throw new IllegalTransitionError(t.from, t.to, `refused by the database: ${(error as Error).message}`);
       if (kind === "duplicate" && t.step) throw new DuplicateStepError(t.id, t.step.step);
       throw error;
     }
@@ -280,12 +317,19 @@ export abstract class SqlSessionStore implements SessionStore {
     return rows.map((r) => this.toRecord(r)).sort(byCreated);
   }
 
-  async wake(owner: string, ttlMs: number, limit: number, recovered: Readonly<Record<string, number>> = {}): Promise<SessionRecord[]> {
+  async wake(
+    owner: string,
+    ttlMs: number,
+    limit: number,
+    recovered: Readonly<Record<string, number>> = {},
+  ): Promise<SessionRecord[]> {
     if (owner === "") throw new RangeError("owner must not be empty");
     checkTtl(ttlMs);
     checkLimit(limit);
     const now = this.now();
-    const rows = await this.guard("wake", () => this.wakeRows({ owner, ttlMs, now, expiresAt: now + ttlMs, limit, recovered: JSON.stringify(recovered) }));
+    const rows = await this.guard("wake", () =>
+      this.wakeRows({ owner, ttlMs, now, expiresAt: now + ttlMs, limit, recovered: JSON.stringify(recovered) }),
+    );
     return rows.map((r) => this.toRecord(r)).sort((a, b) => wakeAtOf(a) - wakeAtOf(b) || byCreated(a, b));
   }
 
@@ -298,7 +342,11 @@ export abstract class SqlSessionStore implements SessionStore {
     checkTtl(ttlMs);
     if (ids.length === 0) return new Set();
     const now = this.now();
-    return new Set(await this.guard("renewLeases", () => this.renew({ ids: JSON.stringify(ids), owner, ttlMs, now, expiresAt: now + ttlMs })));
+    return new Set(
+      await this.guard("renewLeases", () =>
+        this.renew({ ids: JSON.stringify(ids), owner, ttlMs, now, expiresAt: now + ttlMs }),
+      ),
+    );
   }
 
   async releaseLease(id: string, owner: string): Promise<boolean> {
@@ -307,12 +355,16 @@ export abstract class SqlSessionStore implements SessionStore {
 
   async expiredApprovals(now: number, limit: number): Promise<SessionRecord[]> {
     checkLimit(limit);
-    return (await this.guard("expiredApprovals", () => this.expiredApprovalRows({ now, limit }))).map((r) => this.toRecord(r));
+    return (await this.guard("expiredApprovals", () => this.expiredApprovalRows({ now, limit }))).map((r) =>
+      this.toRecord(r),
+    );
   }
 
   async otherEffects(r: Reservation, customerSince: number): Promise<OtherEffects> {
     const params = reservationParams(r, customerSince, this.now());
-    const [sums, own] = await this.guard("otherEffects", () => Promise.all([this.otherEffectRows(params), this.reservationRow(r.key)]));
+    const [sums, own] = await this.guard("otherEffects", () =>
+      Promise.all([this.otherEffectRows(params), this.reservationRow(r.key)]),
+    );
     return othersBesides(r, params.sinceBucket, othersOf(sums), own);
   }
 

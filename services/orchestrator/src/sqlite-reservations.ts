@@ -2,7 +2,16 @@
 // inside the write of the move it rides on, under the write lock every SQLite write holds (BEGIN
 // IMMEDIATE), so the totals read are the ones the row is written against.
 import type Database from "better-sqlite3";
-import { decideReservation, type MoneyChange, othersOf, RESERVATION_SQL, type ReservationRow, reservationParams, type ReservationStatus, totalsDelta } from "./effect-reservations.js";
+import {
+  decideReservation,
+  type MoneyChange,
+  othersOf,
+  RESERVATION_SQL,
+  type ReservationRow,
+  reservationParams,
+  type ReservationStatus,
+  totalsDelta,
+} from "./effect-reservations.js";
 
 type Params = ReturnType<typeof reservationParams>;
 
@@ -37,7 +46,15 @@ export class SqliteReservations {
     const existing = this.status.get(params)?.status;
     if (decideReservation(r, money.limits, existing, othersOf(this.others.get(params)!)) !== "insert") return;
     this.upsert.run(params);
-    const row = { session_id: r.sessionId, entity: r.entity, entity_id: r.entityId, customer_id: r.customerId, currency: r.currency, amount: r.amount, created_at: now };
+    const row = {
+      session_id: r.sessionId,
+      entity: r.entity,
+      entity_id: r.entityId,
+      customer_id: r.customerId,
+      currency: r.currency,
+      amount: r.amount,
+      created_at: now,
+    };
     this.addTotals.run(totalsDelta(row, "reserve"));
   }
 

@@ -36,7 +36,8 @@ export const SESSION_COLUMNS = `s.*, CASE WHEN s.history_len IS NULL THEN NULL E
   (SELECT json_group_array(json(h.item) ORDER BY h.seq) FROM session_history h WHERE h.session_id = s.id) END AS history`;
 
 /** Sessions matching `where`, oldest first, a page at most. */
-export const pageSql = (where: string): string => `SELECT ${SESSION_COLUMNS} FROM sessions s ${where} ORDER BY created_at, id LIMIT @limit`;
+export const pageSql = (where: string): string =>
+  `SELECT ${SESSION_COLUMNS} FROM sessions s ${where} ORDER BY created_at, id LIMIT @limit`;
 
 /** After the previous page's last session (keyset pagination). */
 export const KEYSET_SQL = "(created_at, id) > (@afterAt, @afterId)";

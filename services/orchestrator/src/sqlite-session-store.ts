@@ -1,7 +1,15 @@
 // SessionStore on one SQLite file (better-sqlite3, WAL, synchronous=NORMAL: a committed transition
 // survives a process crash): only its SQL and driver, the rest is SqlSessionStore's. Each write runs
 // to its end before another caller here gets a turn; BEGIN IMMEDIATE and busy_timeout cover other processes.
-import { assessSchema, isSqliteUnavailable, migrateSqlite, openSqlite, requireCurrent, type SchemaOptions, sqliteLedger } from "@loopguard/sql-store";
+import {
+  assessSchema,
+  isSqliteUnavailable,
+  migrateSqlite,
+  openSqlite,
+  requireCurrent,
+  type SchemaOptions,
+  sqliteLedger,
+} from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { OPEN_SQL, SQLITE_SESSION_MIGRATIONS } from "./migrations/sqlite/index.js";
@@ -26,8 +34,21 @@ import {
 import { SqlSessionStore } from "./sql-session-store.js";
 import { GroupCommit } from "./sqlite-group-commit.js";
 import { SqliteReservations } from "./sqlite-reservations.js";
-import { COUNT_SQL, IN_FLIGHT_SQL, KEYSET_SQL, moveSql, ownOrWaitingPageSql, pageSql, SESSION_COLUMNS } from "./sqlite-session-sql.js";
-import { type SessionEvent, SessionQuotaExceededError, type SessionRecord, type SessionStoreOptions } from "./session-store.js";
+import {
+  COUNT_SQL,
+  IN_FLIGHT_SQL,
+  KEYSET_SQL,
+  moveSql,
+  ownOrWaitingPageSql,
+  pageSql,
+  SESSION_COLUMNS,
+} from "./sqlite-session-sql.js";
+import {
+  type SessionEvent,
+  SessionQuotaExceededError,
+  type SessionRecord,
+  type SessionStoreOptions,
+} from "./session-store.js";
 
 const changed = (r: Pick<SessionRow, "id" | "version" | "state" | "lease_owner">): SessionEvent => ({
   kind: "changed",
@@ -62,10 +83,18 @@ function prepare(db: Database.Database) {
        ON CONFLICT DO NOTHING`,
     ),
     byId: db.prepare<[{ id: string }], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE id = @id`),
-    byKey: db.prepare<[{ createdBy: string; key: string }], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE created_by = @createdBy AND idempotency_key = @key`),
-    move: { live: db.prepare<[MoveParams]>(moveSql("live")), awaiting: db.prepare<[MoveParams]>(moveSql("awaiting")), terminal: db.prepare<[MoveParams]>(moveSql("terminal")) },
+    byKey: db.prepare<[{ createdBy: string; key: string }], SessionRow>(
+      `SELECT ${SESSION_COLUMNS} FROM sessions s WHERE created_by = @createdBy AND idempotency_key = @key`,
+    ),
+    move: {
+      live: db.prepare<[MoveParams]>(moveSql("live")),
+      awaiting: db.prepare<[MoveParams]>(moveSql("awaiting")),
+      terminal: db.prepare<[MoveParams]>(moveSql("terminal")),
+    },
     // The lease is what a move's caller cannot know: renewals change it without a new version.
-    leaseOf: db.prepare<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at">>(`SELECT lease_owner, lease_expires_at FROM sessions WHERE id = @id`),
+    leaseOf: db.prepare<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at">>(
+      `SELECT lease_owner, lease_expires_at FROM sessions WHERE id = @id`,
+    ),
     hop: db.prepare<[MoveParams]>(
       `UPDATE sessions SET state = @to, version = version + 1, updated_at = @at
        WHERE id = @id AND state = @from AND version = @expectedVersion
@@ -75,10 +104,16 @@ function prepare(db: Database.Database) {
       `INSERT INTO session_audit (session_id, version, from_state, to_state, at, reason, tool, args_hash, expected_timeout_ms, outcome, owner)
        VALUES (@id, @version, @from, @to, @at, @reason, @tool, @argsHash, @expectedTimeoutMs, @outcome, @owner)`,
     ),
-    appendHistory: db.prepare<[{ id: string; seq: number; item: string }]>(`INSERT INTO session_history (session_id, seq, item) VALUES (@id, @seq, @item)`),
+    appendHistory: db.prepare<[{ id: string; seq: number; item: string }]>(
+      `INSERT INTO session_history (session_id, seq, item) VALUES (@id, @seq, @item)`,
+    ),
     clearHistory: db.prepare<[MoveParams]>(`DELETE FROM session_history WHERE session_id = @id`),
-    appendStep: db.prepare<[MoveParams]>(`INSERT INTO session_steps (session_id, step, at, payload) VALUES (@id, @step, @stepAt, @stepPayload)`),
-    auditTrail: db.prepare<[{ id: string; after: number }], AuditRow>(`SELECT * FROM session_audit WHERE session_id = @id AND version > @after ORDER BY version`),
+    appendStep: db.prepare<[MoveParams]>(
+      `INSERT INTO session_steps (session_id, step, at, payload) VALUES (@id, @step, @stepAt, @stepPayload)`,
+    ),
+    auditTrail: db.prepare<[{ id: string; after: number }], AuditRow>(
+      `SELECT * FROM session_audit WHERE session_id = @id AND version > @after ORDER BY version`,
+    ),
     // Oldest first by the step's own time (index session_steps_by_at), joined to the session's state.
     pruneSteps: db.prepare<[{ before: number; limit: number }]>(
       `DELETE FROM session_steps WHERE rowid IN (
@@ -86,11 +121,19 @@ function prepare(db: Database.Database) {
         WHERE st.at < @before AND s.state IN (${TERMINAL_SQL}) ORDER BY st.at LIMIT @limit)`,
     ),
     oldestStep: db.prepare<[], { at: number | null }>(`SELECT min(at) AS at FROM session_steps`),
-    steps: db.prepare<[{ id: string; after: number }], StepRow>(`SELECT step, at, payload FROM session_steps WHERE session_id = @id AND step > @after ORDER BY step`),
-    countByState: { all: counts(COUNT_SQL.all), own: counts(COUNT_SQL.own), ownOrWaiting: counts(COUNT_SQL.ownOrWaiting) },
+    steps: db.prepare<[{ id: string; after: number }], StepRow>(
+      `SELECT step, at, payload FROM session_steps WHERE session_id = @id AND step > @after ORDER BY step`,
+    ),
+    countByState: {
+      all: counts(COUNT_SQL.all),
+      own: counts(COUNT_SQL.own),
+      ownOrWaiting: counts(COUNT_SQL.ownOrWaiting),
+    },
     // The quota's count, along sessions_by_creator_open: only the creator's live sessions are read.
     inFlight: db.prepare<[InsertParams], { n: number }>(IN_FLIGHT_SQL),
-    keyTaken: db.prepare<[InsertParams], { id: string }>(`SELECT id FROM sessions WHERE created_by = @createdBy AND idempotency_key = @idempotencyKey`),
+    keyTaken: db.prepare<[InsertParams], { id: string }>(
+      `SELECT id FROM sessions WHERE created_by = @createdBy AND idempotency_key = @idempotencyKey`,
+    ),
     claim: db.prepare<[ClaimParams], { id: string }>(
       `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
        WHERE id IN (
@@ -142,7 +185,10 @@ function prepare(db: Database.Database) {
       ended: pages(`WHERE state = @state AND stop_reason IS NOT NULL`),
       own: pages(`WHERE created_by = @createdBy`),
       ownInState: pages(`WHERE created_by = @createdBy AND state = @state`),
-      ownOrWaiting: { first: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql("")), after: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql(` AND ${KEYSET_SQL}`)) },
+      ownOrWaiting: {
+        first: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql("")),
+        after: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql(` AND ${KEYSET_SQL}`)),
+      },
     },
   };
 }
@@ -167,7 +213,10 @@ export class SqliteSessionStore extends SqlSessionStore {
     const db = openSqlite(file, { synchronous: "NORMAL", busyTimeoutMs: options.busyTimeoutMs ?? 1000 });
     try {
       // migrateSqlite turns foreign keys off while it migrates (a layout change rebuilds tables others refer to).
-      if (options.migrate === false) requireCurrent(assessSchema(SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS, sqliteLedger(db, SESSIONS_MIGRATION_STORE)));
+      if (options.migrate === false)
+        requireCurrent(
+          assessSchema(SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS, sqliteLedger(db, SESSIONS_MIGRATION_STORE)),
+        );
       else await migrateSqlite(db, SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS);
       db.pragma("foreign_keys = ON");
       const insert = db.prepare(`INSERT INTO session_transitions (from_state, to_state) VALUES (?, ?)`);
@@ -197,7 +246,8 @@ export class SqliteSessionStore extends SqlSessionStore {
     return this.write((events) => {
       // Counted in the create's own write transaction, which no other writer shares.
       const retried = p.idempotencyKey !== null && this.stmt.keyTaken.get(p) !== undefined;
-      if (p.maxInFlight !== null && !retried && this.stmt.inFlight.get(p)!.n >= p.maxInFlight) throw new SessionQuotaExceededError(p.createdBy, p.maxInFlight);
+      if (p.maxInFlight !== null && !retried && this.stmt.inFlight.get(p)!.n >= p.maxInFlight)
+        throw new SessionQuotaExceededError(p.createdBy, p.maxInFlight);
       if (this.stmt.insert.run(p).changes === 0) return undefined;
       const row = insertedRow(p);
       events.push(changed(row));
@@ -216,7 +266,14 @@ export class SqliteSessionStore extends SqlSessionStore {
   protected async page(p: PageParams): Promise<SessionRow[]> {
     const { pages } = this.stmt;
     const all = p.state === null ? pages.all : isTerminal(p.state) ? pages.ended : pages.open;
-    const stmts = p.visibility === "all" ? all : p.visibility === "ownOrWaiting" ? pages.ownOrWaiting : p.state === null ? pages.own : pages.ownInState;
+    const stmts =
+      p.visibility === "all"
+        ? all
+        : p.visibility === "ownOrWaiting"
+          ? pages.ownOrWaiting
+          : p.state === null
+            ? pages.own
+            : pages.ownInState;
     return (p.afterId === null ? stmts.first : stmts.after).all(p);
   }
 
@@ -225,24 +282,39 @@ export class SqliteSessionStore extends SqlSessionStore {
   }
 
   /** Per move, the optimistic-lock UPDATE and its audit row; the last move carries the patch, the history rows and the step. */
-  protected move(moves: MoveParams[], current: SessionRecord | undefined, money: MoneyChange | undefined, now: number): Promise<Moved> {
+  protected move(
+    moves: MoveParams[],
+    current: SessionRecord | undefined,
+    money: MoneyChange | undefined,
+    now: number,
+  ): Promise<Moved> {
     return this.write((events) => {
       // In the write's own transaction (or savepoint): a refused reserve, or a move that matches no row, undoes both.
       if (money) this.money.change(money, now);
       const last = moves.at(-1)!;
       for (const move of moves) {
-        const into = move !== last ? "hop" : isTerminal(move.to) ? "terminal" : move.releasesLease ? "awaiting" : "live";
+        const into =
+          move !== last ? "hop" : isTerminal(move.to) ? "terminal" : move.releasesLease ? "awaiting" : "live";
         if ((into === "hop" ? this.stmt.hop : this.stmt.move[into]).run(move).changes !== 1) throw new NotApplied();
         this.stmt.audit.run(move);
       }
       if (last.setContext) {
         if (last.historyKept === 0) this.stmt.clearHistory.run(last);
-        for (const [i, item] of last.historyItems.entries()) this.stmt.appendHistory.run({ id: last.id, seq: last.historyKept + i, item });
+        for (const [i, item] of last.historyItems.entries())
+          this.stmt.appendHistory.run({ id: last.id, seq: last.historyKept + i, item });
       }
       if (last.step !== null) this.stmt.appendStep.run(last);
       const lease = last.releasesLease ? { lease_owner: null, lease_expires_at: null } : this.stmt.leaseOf.get(last)!;
-      events.push({ kind: "changed", id: last.id, version: last.version, state: last.to, leaseOwner: lease.lease_owner });
-      return current ? { lease: { owner: lease.lease_owner, expiresAt: lease.lease_expires_at } } : { row: this.stmt.byId.get(last)! };
+      events.push({
+        kind: "changed",
+        id: last.id,
+        version: last.version,
+        state: last.to,
+        leaseOwner: lease.lease_owner,
+      });
+      return current
+        ? { lease: { owner: lease.lease_owner, expiresAt: lease.lease_expires_at } }
+        : { row: this.stmt.byId.get(last)! };
     });
   }
 
@@ -255,7 +327,11 @@ export class SqliteSessionStore extends SqlSessionStore {
   }
 
   protected async patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: number; run: string }[]> {
-    return this.db.prepare<[number], { run_id: string; finished_at: number; run: string }>(`SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT ?`).all(limit);
+    return this.db
+      .prepare<[number], { run_id: string; finished_at: number; run: string }>(
+        `SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT ?`,
+      )
+      .all(limit);
   }
 
   protected async reservationRows(sessionId: string): Promise<ReservationRow[]> {
@@ -281,7 +357,8 @@ export class SqliteSessionStore extends SqlSessionStore {
   protected wakeRows(p: WakeParams): Promise<SessionRow[]> {
     return this.write(() => {
       const ids = this.stmt.wakeDue.all(p).map(({ id }) => id);
-      if (ids.length < p.limit && p.recovered !== "{}") ids.push(...this.stmt.wakeRecovered.all({ ...p, limit: p.limit - ids.length }).map(({ id }) => id));
+      if (ids.length < p.limit && p.recovered !== "{}")
+        ids.push(...this.stmt.wakeRecovered.all({ ...p, limit: p.limit - ids.length }).map(({ id }) => id));
       return ids.map((id) => this.stmt.byId.get({ id })!);
     });
   }

@@ -4,7 +4,10 @@
 // as the Orchestrator takes it.
 import { createHash } from "node:crypto";
 import { create, toJson } from "@bufbuild/protobuf";
-import { type StartSessionRequest, StartSessionRequestSchema } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  type StartSessionRequest,
+  StartSessionRequestSchema,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import canonicalize from "canonicalize";
 import type { BudgetLimits, JsonObject, JsonValue } from "./session-store.js";
 
@@ -38,7 +41,14 @@ export function taskProblem(task: JsonValue): string | undefined {
   const depth = depthOf(task);
   if (depth > MAX_TASK_DEPTH) return `the task nests ${depth} levels deep; at most ${MAX_TASK_DEPTH} are accepted`;
   // A dry run must be unmistakable: "false" or 1 would leave a patrol's money calls live.
-  if (task && typeof task === "object" && !Array.isArray(task) && "dry_run" in task && typeof task.dry_run !== "boolean") return "the task's dry_run must be true or false";
+  if (
+    task &&
+    typeof task === "object" &&
+    !Array.isArray(task) &&
+    "dry_run" in task &&
+    typeof task.dry_run !== "boolean"
+  )
+    return "the task's dry_run must be true or false";
   return undefined;
 }
 

@@ -16,7 +16,12 @@ function stepContext(traceparent: unknown): Context | undefined {
   const match = typeof traceparent === "string" ? TRACEPARENT.exec(traceparent) : null;
   if (!match) return undefined;
   const traceFlags = Number.parseInt(match[3] ?? "0", 16) & TraceFlags.SAMPLED;
-  return trace.setSpanContext(ROOT_CONTEXT, { traceId: match[1] ?? "", spanId: match[2] ?? "", traceFlags, isRemote: true });
+  return trace.setSpanContext(ROOT_CONTEXT, {
+    traceId: match[1] ?? "",
+    spanId: match[2] ?? "",
+    traceFlags,
+    isRemote: true,
+  });
 }
 
 /** Emits one committed (and already redacted) step record. */

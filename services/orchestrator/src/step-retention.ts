@@ -31,9 +31,21 @@ export class StepRetention {
 
   constructor(private readonly options: StepRetentionOptions) {
     const registers = [options.registry];
-    this.#deleted = new Counter({ name: "loopguard_step_rows_deleted_total", help: "Step rows retention deleted (ended sessions' rows past ORCHESTRATOR_STEP_RETENTION_DAYS).", registers });
-    this.#lastRun = new Gauge({ name: "loopguard_step_retention_last_run_timestamp_seconds", help: "When the last retention pass over the step rows finished (Unix seconds).", registers });
-    this.#oldestAge = new Gauge({ name: "loopguard_step_oldest_row_age_seconds", help: "Age of the oldest step row kept, as of the last retention pass (0 when there is none).", registers });
+    this.#deleted = new Counter({
+      name: "loopguard_step_rows_deleted_total",
+      help: "Step rows retention deleted (ended sessions' rows past ORCHESTRATOR_STEP_RETENTION_DAYS).",
+      registers,
+    });
+    this.#lastRun = new Gauge({
+      name: "loopguard_step_retention_last_run_timestamp_seconds",
+      help: "When the last retention pass over the step rows finished (Unix seconds).",
+      registers,
+    });
+    this.#oldestAge = new Gauge({
+      name: "loopguard_step_oldest_row_age_seconds",
+      help: "Age of the oldest step row kept, as of the last retention pass (0 when there is none).",
+      registers,
+    });
     this.#periodic = new Periodic(() => this.#pass(), options.intervalMs);
   }
 
@@ -71,7 +83,11 @@ export class StepRetention {
       if (total > 0) log.info("step retention pass", { rows_deleted: total, retention_days: this.options.days });
     } catch (error) {
       // The next pass tries again; loopguard_store_errors_total counts an unavailable store.
-      log.warn("step retention pass failed", { error_name: (error as Error).name, error_message: (error as Error).message, rows_deleted: total });
+      log.warn("step retention pass failed", {
+        error_name: (error as Error).name,
+        error_message: (error as Error).message,
+        rows_deleted: total,
+      });
     }
     return total;
   }

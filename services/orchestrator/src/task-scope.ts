@@ -34,7 +34,9 @@ function checksOf(message: DescMessage): readonly FieldCheck[] {
     found = message.fields.flatMap((field) => {
       const p = fieldPolicy(field);
       const bound = p.taskField && p.role !== FieldRole.PERSONAL_DATA ? p.taskBound : TaskBound.UNSPECIFIED;
-      return bound !== TaskBound.UNSPECIFIED || p.role === FieldRole.ENTITY_ID ? [{ field, role: p.role, entity: p.entity, taskField: p.taskField, bound }] : [];
+      return bound !== TaskBound.UNSPECIFIED || p.role === FieldRole.ENTITY_ID
+        ? [{ field, role: p.role, entity: p.entity, taskField: p.taskField, bound }]
+        : [];
     });
     checks.set(message, found);
   }
@@ -44,7 +46,10 @@ function checksOf(message: DescMessage): readonly FieldCheck[] {
 /** The task's value of a field bound to an enum, as that enum's value name: "DAMAGED" and "REFUND_REASON_DAMAGED" are one value. */
 function sameValue(field: DescField, taskValue: JsonValue, argument: JsonValue | undefined): boolean {
   if (field.fieldKind === "enum" && typeof taskValue === "string") {
-    const value = field.enum.values.find((v) => v.name === taskValue || v.localName === taskValue || v.name === `${field.enum.sharedPrefix ?? ""}${taskValue}`);
+    const value = field.enum.values.find(
+      (v) =>
+        v.name === taskValue || v.localName === taskValue || v.name === `${field.enum.sharedPrefix ?? ""}${taskValue}`,
+    );
     return value !== undefined && argument === value.name;
   }
   if (typeof taskValue === "number" || typeof argument === "number") return Number(taskValue) === Number(argument);
@@ -64,13 +69,23 @@ function reachedEntities(history: readonly HistoryItem[]): Set<string> {
 }
 
 /** Why `args` for `tool` go beyond the task (whose session's history is `history`), or undefined. */
-export function outOfTask(tool: RegisteredTool, args: JsonObject, task: JsonObject, history: readonly HistoryItem[]): OutOfTask | undefined {
+export function outOfTask(
+  tool: RegisteredTool,
+  args: JsonObject,
+  task: JsonObject,
+  history: readonly HistoryItem[],
+): OutOfTask | undefined {
   // Read from the history only for a call that names an entity (most calls name none).
   let reached: ReadonlySet<string> | undefined;
   for (const c of checksOf(tool.method.input)) {
     const name = c.field.jsonName;
     const argument = args[name];
-    if (c.role === FieldRole.ENTITY_ID && c.entity && tool.effect !== Effect.IRREVERSIBLE_EXTERNAL && argument !== undefined) {
+    if (
+      c.role === FieldRole.ENTITY_ID &&
+      c.entity &&
+      tool.effect !== Effect.IRREVERSIBLE_EXTERNAL &&
+      argument !== undefined
+    ) {
       const id = String(argument);
       const declared = declaredEntities(task, c.entity);
       if (!declared.includes(id)) {

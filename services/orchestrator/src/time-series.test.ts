@@ -11,7 +11,13 @@ describe("TimeSeries", () => {
   it("keeps one hour of samples at most, oldest dropped first", async () => {
     let now = 0;
     let done = 0;
-    const series = new TimeSeries({ store: { countByState: async () => counts(done++) }, registry: new Registry(), clients: new Map(), intervalMs: 10_000, now: () => now });
+    const series = new TimeSeries({
+      store: { countByState: async () => counts(done++) },
+      registry: new Registry(),
+      clients: new Map(),
+      intervalMs: 10_000,
+      now: () => now,
+    });
     for (let i = 0; i < 400; i++) {
       await series.sample();
       now += 10_000;

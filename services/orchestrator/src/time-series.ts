@@ -45,7 +45,10 @@ function difference(now: Buckets, before: Buckets | undefined): Buckets {
   return new Map([...now].map(([le, n]) => [le, n - (before?.get(le) ?? 0)]));
 }
 
-function outcomesSince(now: Readonly<Record<string, number>>, before: Readonly<Record<string, number>> | undefined): Record<string, number> {
+function outcomesSince(
+  now: Readonly<Record<string, number>>,
+  before: Readonly<Record<string, number>> | undefined,
+): Record<string, number> {
   return Object.fromEntries(Object.entries(now).map(([outcome, n]) => [outcome, n - (before?.[outcome] ?? 0)]));
 }
 
@@ -81,12 +84,19 @@ export class TimeSeries {
     const { store, registry, clients } = this.options;
     // A store that cannot answer leaves the last counts in place, as loopguard_sessions does.
     const last = this.#samples.at(-1);
-    const [states, counters, patrol] = await Promise.all([store.countByState().catch(() => last?.states ?? null), toolCounters(registry, clients), registry.getSingleMetric(PATROL_GAUGE)?.get()]);
+    const [states, counters, patrol] = await Promise.all([
+      store.countByState().catch(() => last?.states ?? null),
+      toolCounters(registry, clients),
+      registry.getSingleMetric(PATROL_GAUGE)?.get(),
+    ]);
     const tools = new Map<string, ToolSample>();
     const previous = new Map<string, { buckets: Buckets; outcomes: Record<string, number> }>();
     for (const c of counters) {
       const before = this.#previous.get(c.tool);
-      tools.set(c.tool, { p95Ms: msOf(quantileOf(difference(c.buckets, before?.buckets), 0.95)), errorRatio: errorRatioOf(outcomesSince(c.outcomes, before?.outcomes)) });
+      tools.set(c.tool, {
+        p95Ms: msOf(quantileOf(difference(c.buckets, before?.buckets), 0.95)),
+        errorRatio: errorRatioOf(outcomesSince(c.outcomes, before?.outcomes)),
+      });
       previous.set(c.tool, { buckets: new Map(c.buckets), outcomes: { ...c.outcomes } });
     }
     this.#previous = previous;
@@ -110,7 +120,9 @@ export class TimeSeries {
     const tools = [...this.options.clients.values()].map((c) => c.tool);
     return {
       at: samples.map((s) => timestampFromMs(s.at)),
-      sessions: seesAllSessions ? SESSION_STATES.map((state) => ({ state, counts: samples.map((s) => s.states[state]) })) : [],
+      sessions: seesAllSessions
+        ? SESSION_STATES.map((state) => ({ state, counts: samples.map((s) => s.states[state]) }))
+        : [],
       tools: tools.map((tool) => ({
         tool,
         p95Ms: samples.map((s) => optional(s.tools.get(tool)?.p95Ms ?? null)),

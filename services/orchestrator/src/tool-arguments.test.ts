@@ -26,7 +26,10 @@ function expectInvalid(result: ParsedArguments, fields: string[]): Extract<Parse
 
 describe("parseToolArguments accepts", () => {
   it("a valid refund, leaving the idempotency key for the host", () => {
-    const result = parseToolArguments(tool("billing_refund"), JSON.stringify({ orderId: "ord_A1b2C3d4E5f6", amountCents: 1250, reason: "REFUND_REASON_DAMAGED" }));
+    const result = parseToolArguments(
+      tool("billing_refund"),
+      JSON.stringify({ orderId: "ord_A1b2C3d4E5f6", amountCents: 1250, reason: "REFUND_REASON_DAMAGED" }),
+    );
     expect(result).toMatchObject({
       ok: true,
       message: { orderId: "ord_A1b2C3d4E5f6", amountCents: 1250n, reason: RefundReason.DAMAGED, idempotencyKey: "" },
@@ -34,8 +37,12 @@ describe("parseToolArguments accepts", () => {
   });
 
   it("a valid search, risk query and order lookup", () => {
-    expect(parseToolArguments(tool("kb_search_search"), '{"query":"refund window","limit":3}')).toMatchObject({ ok: true });
-    expect(parseToolArguments(tool("risk_query_risk"), JSON.stringify({ idCard: VALID_ID_CARD, phone: "13800138000" }))).toMatchObject({ ok: true });
+    expect(parseToolArguments(tool("kb_search_search"), '{"query":"refund window","limit":3}')).toMatchObject({
+      ok: true,
+    });
+    expect(
+      parseToolArguments(tool("risk_query_risk"), JSON.stringify({ idCard: VALID_ID_CARD, phone: "13800138000" })),
+    ).toMatchObject({ ok: true });
     expect(parseToolArguments(tool("billing_get_order"), '{"orderId":"ord_A1b2C3d4E5f6"}')).toMatchObject({ ok: true });
   });
 
@@ -61,23 +68,35 @@ describe("parseToolArguments answers EINVAL for", () => {
 
   it("JSON that is not an object", () => {
     for (const raw of ["[]", '"refund"', "null", "42"]) {
-      expect(expectInvalid(parseToolArguments(tool("kb_search_search"), raw), []).message).toMatch(/^arguments must be a JSON object/);
+      expect(expectInvalid(parseToolArguments(tool("kb_search_search"), raw), []).message).toMatch(
+        /^arguments must be a JSON object/,
+      );
     }
   });
 
   it("an unknown field, naming it and the expected ones", () => {
-    const result = expectInvalid(parseToolArguments(tool("kb_search_search"), '{"query":"refund","limit":3,"top_k":5}'), ["top_k"]);
+    const result = expectInvalid(
+      parseToolArguments(tool("kb_search_search"), '{"query":"refund","limit":3,"top_k":5}'),
+      ["top_k"],
+    );
     expect(result.violations[0]?.description).toBe("unknown field; expected one of: query, limit");
   });
 
   it("an idempotency key chosen by the model", () => {
-    const raw = JSON.stringify({ orderId: "ord_A1b2C3d4E5f6", amountCents: 100, reason: "REFUND_REASON_DAMAGED", idempotencyKey: "k".repeat(32) });
+    const raw = JSON.stringify({
+      orderId: "ord_A1b2C3d4E5f6",
+      amountCents: 100,
+      reason: "REFUND_REASON_DAMAGED",
+      idempotencyKey: "k".repeat(32),
+    });
     const result = expectInvalid(parseToolArguments(tool("billing_refund"), raw), ["idempotencyKey"]);
     expect(result.violations[0]?.description).toBe("is set by the host; leave it out");
   });
 
   it("a value of the wrong type, saying what the schema expects", () => {
-    const result = expectInvalid(parseToolArguments(tool("kb_search_search"), '{"query":"refund","limit":"three"}'), ["limit"]);
+    const result = expectInvalid(parseToolArguments(tool("kb_search_search"), '{"query":"refund","limit":"three"}'), [
+      "limit",
+    ]);
     expect(result.violations[0]?.description).toBe('expected an integer from 1 to 10, got "three"');
   });
 
@@ -102,8 +121,13 @@ describe("parseToolArguments answers EINVAL for", () => {
 
   it("a value of the wrong type holding a phone, shown with the phone masked before it is shortened", () => {
     const value = { text: "x".repeat(30), phone: "+86 (139) 1234-5678" };
-    const result = expectInvalid(parseToolArguments(tool("kb_search_search"), JSON.stringify({ query: value, limit: 3 })), ["query"]);
-    expect(result.violations[0]?.description).toBe(`expected a string, got {"text":"${"x".repeat(30)}","phone":"[redact...`);
+    const result = expectInvalid(
+      parseToolArguments(tool("kb_search_search"), JSON.stringify({ query: value, limit: 3 })),
+      ["query"],
+    );
+    expect(result.violations[0]?.description).toBe(
+      `expected a string, got {"text":"${"x".repeat(30)}","phone":"[redact...`,
+    );
   });
 
   it("missing required fields, each named", () => {
@@ -115,7 +139,13 @@ describe("parseToolArguments answers EINVAL for", () => {
   });
 
   it("an id card whose check character is wrong, a rule the JSON schema cannot express", () => {
-    const result = expectInvalid(parseToolArguments(tool("risk_query_risk"), JSON.stringify({ idCard: "110105194912310021", phone: "13800138000" })), ["idCard"]);
+    const result = expectInvalid(
+      parseToolArguments(
+        tool("risk_query_risk"),
+        JSON.stringify({ idCard: "110105194912310021", phone: "13800138000" }),
+      ),
+      ["idCard"],
+    );
     expect(result.violations[0]?.description).toMatch(/GB 11643/);
   });
 
@@ -127,7 +157,13 @@ describe("parseToolArguments answers EINVAL for", () => {
   });
 
   it("several problems at once, all named in one observation", () => {
-    expectInvalid(parseToolArguments(tool("billing_refund"), '{"orderId":"ord_A1b2C3d4E5f6","amountCents":true,"reason":7,"note":"x"}'), ["note", "amountCents", "reason"]);
+    expectInvalid(
+      parseToolArguments(
+        tool("billing_refund"),
+        '{"orderId":"ord_A1b2C3d4E5f6","amountCents":true,"reason":7,"note":"x"}',
+      ),
+      ["note", "amountCents", "reason"],
+    );
   });
 });
 
@@ -148,10 +184,16 @@ function fromSchema(schema: JsonValue | undefined): fc.Arbitrary<JsonValue> {
     case "string": {
       const min = typeof minLength === "number" ? minLength : 0;
       const max = typeof maxLength === "number" ? maxLength : undefined;
-      if (typeof pattern !== "string") return fc.string({ unit: "binary", minLength: min, ...(max === undefined ? {} : { maxLength: max }) });
+      if (typeof pattern !== "string")
+        return fc.string({ unit: "binary", minLength: min, ...(max === undefined ? {} : { maxLength: max }) });
       // "^[class]+$" with length bounds is drawn at those lengths directly rather than filtered.
-      const bounded = pattern.endsWith("]+$") && (min > 0 || max !== undefined) ? `${pattern.slice(0, -2)}{${Math.max(min, 1)},${max ?? ""}}$` : pattern;
-      return fc.stringMatching(new RegExp(bounded)).filter((s) => [...s].length >= min && (max === undefined || [...s].length <= max));
+      const bounded =
+        pattern.endsWith("]+$") && (min > 0 || max !== undefined)
+          ? `${pattern.slice(0, -2)}{${Math.max(min, 1)},${max ?? ""}}$`
+          : pattern;
+      return fc
+        .stringMatching(new RegExp(bounded))
+        .filter((s) => [...s].length >= min && (max === undefined || [...s].length <= max));
     }
     default:
       throw new Error(`fromSchema does not draw ${String(type)}`);

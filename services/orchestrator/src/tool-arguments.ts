@@ -11,7 +11,9 @@ export interface ArgumentViolation {
   readonly description: string;
 }
 
-export type ParsedArguments = { readonly ok: true; readonly message: Message } | { readonly ok: false; readonly code: "EINVAL"; readonly message: string; readonly violations: ArgumentViolation[] };
+export type ParsedArguments =
+  | { readonly ok: true; readonly message: Message }
+  | { readonly ok: false; readonly code: "EINVAL"; readonly message: string; readonly violations: ArgumentViolation[] };
 
 type Invalid = Extract<ParsedArguments, { ok: false }>;
 
@@ -79,13 +81,19 @@ function ruleViolations(tool: RegisteredTool, message: Message): ArgumentViolati
  * on its own names every bad one the way the model wrote it; the rest are then checked
  * against the rules too, so one observation tells the model everything to fix.
  */
-function undecodable(tool: RegisteredTool, accepted: { readonly [key: string]: JsonValue }, error: unknown): ArgumentViolation[] {
+function undecodable(
+  tool: RegisteredTool,
+  accepted: { readonly [key: string]: JsonValue },
+  error: unknown,
+): ArgumentViolation[] {
   const input = tool.method.input;
   const bad = Object.entries(accepted).flatMap(([key, v]) => decodeViolation(tool, key, v));
   // Keys that decode alone but not together (two members of one oneof) have no single culprit.
   if (bad.length === 0) return [{ field: "(arguments)", description: decodeDetail(error) }];
   const named = new Set(bad.map((v) => v.field));
-  const rest = Object.fromEntries(Object.entries(accepted).filter(([key]) => !named.has(fieldByKey(input, key)?.jsonName ?? key)));
+  const rest = Object.fromEntries(
+    Object.entries(accepted).filter(([key]) => !named.has(fieldByKey(input, key)?.jsonName ?? key)),
+  );
   try {
     const others = ruleViolations(tool, fromJson(input, rest, { ignoreUnknownFields: false }));
     return [...bad, ...others.filter((v) => !named.has(v.field.split(/[.[]/, 1)[0] ?? ""))];

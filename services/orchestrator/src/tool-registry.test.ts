@@ -8,7 +8,14 @@ const registry = new ToolRegistry();
 
 describe("ToolRegistry over the default contracts", () => {
   it("registers every method of kb-search, billing and risk under its model-visible name", () => {
-    expect(registry.list().map((t) => t.name)).toEqual(["kb_search_search", "billing_get_order", "billing_refund", "billing_list_refunds", "risk_query_risk", "risk_get_customer_risk"]);
+    expect(registry.list().map((t) => t.name)).toEqual([
+      "kb_search_search",
+      "billing_get_order",
+      "billing_refund",
+      "billing_list_refunds",
+      "risk_query_risk",
+      "risk_get_customer_risk",
+    ]);
     const methodCount = DEFAULT_TOOL_SERVICES.reduce((n, s) => n + s.methods.length, 0);
     expect(registry.list()).toHaveLength(methodCount);
   });
@@ -44,15 +51,23 @@ describe("ToolRegistry over the default contracts", () => {
       degradation: Degradation.CACHE_THEN_EMPTY,
       tags: [RoutingTag.LATENCY_SENSITIVE],
     });
-    expect(registry.get("risk_query_risk")).toMatchObject({ requiredScope: "risk:read", degradation: Degradation.CACHE, tags: [] });
+    expect(registry.get("risk_query_risk")).toMatchObject({
+      requiredScope: "risk:read",
+      degradation: Degradation.CACHE,
+      tags: [],
+    });
   });
 
   it("warns the model that an irreversible tool may need a human, and only that one", () => {
     expect(registry.get("billing_refund")?.spec.description).toBe(
       "Refund an amount in cents of a paid order to the customer. Irreversible; needs an idempotency key. (irreversible; may need human approval)",
     );
-    expect(registry.get("billing_get_order")?.spec.description).toBe("Look up an order: status, amount paid, amount already refunded and what is still refundable.");
-    const warned = registry.list().filter((t) => t.spec.description.endsWith("(irreversible; may need human approval)"));
+    expect(registry.get("billing_get_order")?.spec.description).toBe(
+      "Look up an order: status, amount paid, amount already refunded and what is still refundable.",
+    );
+    const warned = registry
+      .list()
+      .filter((t) => t.spec.description.endsWith("(irreversible; may need human approval)"));
     expect(warned.map((t) => t.name)).toEqual(["billing_refund"]);
   });
 
@@ -75,13 +90,18 @@ describe("ToolRegistry.specs", () => {
   });
 
   it("shows only the tools the session's scopes allow", () => {
-    expect(registry.specs(["kb:read", "billing:read"]).map((s) => s.name)).toEqual(["kb_search_search", "billing_get_order", "billing_list_refunds"]);
+    expect(registry.specs(["kb:read", "billing:read"]).map((s) => s.name)).toEqual([
+      "kb_search_search",
+      "billing_get_order",
+      "billing_list_refunds",
+    ]);
     expect(registry.specs(["billing:refund"]).map((s) => s.name)).toEqual(["billing_refund"]);
     expect(registry.specs([])).toEqual([]);
   });
 
   it("gives the policy name, description and JSON schema only", () => {
-    for (const spec of registry.specs()) expect(Object.keys(spec).sort()).toEqual(["description", "name", "parameters"]);
+    for (const spec of registry.specs())
+      expect(Object.keys(spec).sort()).toEqual(["description", "name", "parameters"]);
   });
 });
 
@@ -89,7 +109,11 @@ describe("ToolRegistry over other contracts", () => {
   it("derives its tools from whichever services it is given", () => {
     const admin = new ToolRegistry([ToolAdminService]);
     expect(admin.list().map((t) => t.name)).toEqual(["tool_admin_set_faults", "tool_admin_get_faults"]);
-    expect(admin.get("tool_admin_set_faults")).toMatchObject({ effect: Effect.IDEMPOTENT_WRITE, requiredScope: "tool:admin", costMicros: 0 });
+    expect(admin.get("tool_admin_set_faults")).toMatchObject({
+      effect: Effect.IDEMPOTENT_WRITE,
+      requiredScope: "tool:admin",
+      costMicros: 0,
+    });
     expect(admin.specs(["kb:read"])).toEqual([]);
   });
 

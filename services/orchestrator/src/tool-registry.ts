@@ -3,7 +3,17 @@
 // hand-kept list of tools to drift from the contracts.
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
-import { type Degradation, Effect, FieldRole, fieldPolicy, maxRequestBytesOf, methodPolicy, type RoutingTag, servicePolicy, toolServicesOf } from "@loopguard/tool-sdk";
+import {
+  type Degradation,
+  Effect,
+  FieldRole,
+  fieldPolicy,
+  maxRequestBytesOf,
+  methodPolicy,
+  type RoutingTag,
+  servicePolicy,
+  toolServicesOf,
+} from "@loopguard/tool-sdk";
 import { requestSchema } from "./json-schema.js";
 import { type PersonalField, personalFieldsOf } from "./personal-data.js";
 import type { ToolSpec } from "./policy.js";
@@ -57,7 +67,9 @@ export class ToolRegistry {
         const registered = registerMethod(toolName, service, method);
         const clash = tools.get(registered.name);
         if (clash) {
-          throw new Error(`tools ${clash.method.parent.typeName}.${clash.method.name} and ${service.typeName}.${method.name} share the name ${registered.name}`);
+          throw new Error(
+            `tools ${clash.method.parent.typeName}.${clash.method.name} and ${service.typeName}.${method.name} share the name ${registered.name}`,
+          );
         }
         tools.set(registered.name, registered);
       }
@@ -92,11 +104,16 @@ function registerMethod(toolName: string, service: DescService, method: DescMeth
   let idempotencyKeyField: string | undefined;
   if (policy.idempotencyKeyField) {
     const keyField = method.input.fields.find((f) => f.name === policy.idempotencyKeyField);
-    if (!keyField) throw new Error(`idempotency_key_field ${policy.idempotencyKeyField} of ${where} is not a field of ${method.input.typeName}`);
+    if (!keyField)
+      throw new Error(
+        `idempotency_key_field ${policy.idempotencyKeyField} of ${where} is not a field of ${method.input.typeName}`,
+      );
     idempotencyKeyField = keyField.jsonName;
   }
 
-  const dryRunFields = method.input.fields.filter((f) => fieldPolicy(f).role === FieldRole.DRY_RUN).map((f) => ({ field: f.jsonName, taskField: fieldPolicy(f).taskField || "dry_run" }));
+  const dryRunFields = method.input.fields
+    .filter((f) => fieldPolicy(f).role === FieldRole.DRY_RUN)
+    .map((f) => ({ field: f.jsonName, taskField: fieldPolicy(f).taskField || "dry_run" }));
   const hostFields = new Set([
     ...(idempotencyKeyField ? [idempotencyKeyField] : []),
     ...method.input.fields.filter((f) => fieldPolicy(f).role === FieldRole.AMOUNT_BOUND).map((f) => f.jsonName),

@@ -59,8 +59,14 @@ export interface ToolCounters {
 }
 
 /** Per tool, since this process started: latency from grpc_client_handling_seconds, outcomes from loopguard_tool_client_calls_total. */
-export async function toolCounters(registry: Registry, clients: ReadonlyMap<string, ToolClient<DescService>>): Promise<ToolCounters[]> {
-  const [latency, calls] = await Promise.all([valuesOf(registry, "grpc_client_handling_seconds"), valuesOf(registry, "loopguard_tool_client_calls_total")]);
+export async function toolCounters(
+  registry: Registry,
+  clients: ReadonlyMap<string, ToolClient<DescService>>,
+): Promise<ToolCounters[]> {
+  const [latency, calls] = await Promise.all([
+    valuesOf(registry, "grpc_client_handling_seconds"),
+    valuesOf(registry, "loopguard_tool_client_calls_total"),
+  ]);
   const bucketsByService = new Map<string, Buckets>();
   for (const v of latency) {
     if (v.metricName !== "grpc_client_handling_seconds_bucket") continue;
@@ -88,7 +94,8 @@ export async function toolCounters(registry: Registry, clients: ReadonlyMap<stri
 }
 
 /** Milliseconds, to a tenth, from seconds. */
-export const msOf = (seconds: number | null): number | null => (seconds === null ? null : Math.round(seconds * 10_000) / 10);
+export const msOf = (seconds: number | null): number | null =>
+  seconds === null ? null : Math.round(seconds * 10_000) / 10;
 
 /** Share of `outcomes` the tool did not answer live; null without calls. */
 export function errorRatioOf(outcomes: Readonly<Record<string, number>>): number | null {
@@ -97,7 +104,10 @@ export function errorRatioOf(outcomes: Readonly<Record<string, number>>): number
 }
 
 /** Per tool, since this process started. */
-export async function toolStats(registry: Registry, clients: ReadonlyMap<string, ToolClient<DescService>>): Promise<ToolStats[]> {
+export async function toolStats(
+  registry: Registry,
+  clients: ReadonlyMap<string, ToolClient<DescService>>,
+): Promise<ToolStats[]> {
   return (await toolCounters(registry, clients)).map(({ tool, service, breaker, buckets, outcomes }) => ({
     tool,
     service,

@@ -13,14 +13,31 @@ const deadline = Date.now() + 2000;
 describe("ToolTokens", () => {
   it("binds an irreversible call's token to the exact request sent, and mints one per call", async () => {
     const refund = registry.get("billing_refund")!;
-    const request = create(RefundRequestSchema, { orderId: "ord_DEMO00000001", amountCents: 500n, reason: RefundReason.DAMAGED, idempotencyKey: "tokens-unit-0001" });
+    const request = create(RefundRequestSchema, {
+      orderId: "ord_DEMO00000001",
+      amountCents: 500n,
+      reason: RefundReason.DAMAGED,
+      idempotencyKey: "tokens-unit-0001",
+    });
     const first = await tokens.for("s1", refund, deadline, request);
     const second = await tokens.for("s1", refund, deadline, request);
     expect(second).not.toBe(first);
-    expect(decodeJwt(first)).toMatchObject({ sub: "session:s1", aud: "billing", scope: "billing:refund", req: requestDigest(RefundRequestSchema, request) });
-    const other = await tokens.for("s1", refund, deadline, create(RefundRequestSchema, { ...request, amountCents: 501n }));
+    expect(decodeJwt(first)).toMatchObject({
+      sub: "session:s1",
+      aud: "billing",
+      scope: "billing:refund",
+      req: requestDigest(RefundRequestSchema, request),
+    });
+    const other = await tokens.for(
+      "s1",
+      refund,
+      deadline,
+      create(RefundRequestSchema, { ...request, amountCents: 501n }),
+    );
     expect(decodeJwt(other).req).not.toBe(decodeJwt(first).req);
-    await expect(tokens.for("s1", refund, deadline)).rejects.toThrow(/billing_refund is irreversible: its token is bound to the request/);
+    await expect(tokens.for("s1", refund, deadline)).rejects.toThrow(
+      /billing_refund is irreversible: its token is bound to the request/,
+    );
   });
 
   it("reuses a read's token for the same session and method, bound to no request", async () => {

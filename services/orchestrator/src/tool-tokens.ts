@@ -27,9 +27,15 @@ export class ToolTokens {
    */
   async for(sessionId: string, tool: RegisteredTool, deadline: number, request?: Message): Promise<string> {
     const expiresAt = Math.ceil((deadline + TOKEN_CLOCK_SKEW_MS) / 1000) * 1000;
-    const options = { subject: `session:${sessionId}`, audience: tool.tool, scopes: tool.requiredScope ? [tool.requiredScope] : [], expiresAt };
+    const options = {
+      subject: `session:${sessionId}`,
+      audience: tool.tool,
+      scopes: tool.requiredScope ? [tool.requiredScope] : [],
+      expiresAt,
+    };
     if (tool.effect === Effect.IRREVERSIBLE_EXTERNAL) {
-      if (!request) throw new Error(`${tool.name} is irreversible: its token is bound to the request, so pass the request`);
+      if (!request)
+        throw new Error(`${tool.name} is irreversible: its token is bound to the request, so pass the request`);
       return mintToken(this.#key, { ...options, requestDigest: requestDigest(tool.method.input, request as never) });
     }
     const cacheKey = `${sessionId}\n${tool.name}`;

@@ -59,7 +59,12 @@ export async function listTraceFiles(dir: string): Promise<TraceFile[]> {
  * then the oldest until the rest fit the cap beside the open file at its full size (or its actual
  * size, once a write took it past that). Returns the deleted paths.
  */
-export async function sweepTraceFiles(dir: string, retention: TraceRetention, open: string | undefined, now = Date.now()): Promise<string[]> {
+export async function sweepTraceFiles(
+  dir: string,
+  retention: TraceRetention,
+  open: string | undefined,
+  now = Date.now(),
+): Promise<string[]> {
   const files = await listTraceFiles(dir);
   const openPath = open === undefined ? undefined : normalize(open);
   const reserve = Math.max(retention.fileBytes, files.find((f) => f.path === openPath)?.bytes ?? 0);

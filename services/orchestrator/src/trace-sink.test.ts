@@ -1,4 +1,14 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -14,7 +24,10 @@ afterEach(async () => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-async function sink(traceDir: (root: string) => string, retention?: TraceRetention): Promise<{ root: string; traces: TraceSink }> {
+async function sink(
+  traceDir: (root: string) => string,
+  retention?: TraceRetention,
+): Promise<{ root: string; traces: TraceSink }> {
   const root = mkdtempSync(join(tmpdir(), "trace-sink-"));
   dirs.push(root);
   const store = await openSessionStore(`sqlite:${join(root, "o.db")}`);
@@ -51,7 +64,9 @@ function record(step: number, at: string, phone = "13912345678", session = "ses_
 describe("TraceSink", () => {
   it("appends redacted records to the rolling JSONL file, written out by close", async () => {
     const { root, traces } = await sink((r) => join(r, "traces"));
-    const steps = [record(1, "2026-11-30T23:59:59.000Z"), record(2, "2026-12-01T00:00:01.000Z")].map((r) => traces.step(r));
+    const steps = [record(1, "2026-11-30T23:59:59.000Z"), record(2, "2026-12-01T00:00:01.000Z")].map((r) =>
+      traces.step(r),
+    );
     for (const step of steps) await traces.append(step);
     await traces.close();
     expect(readdirSync(join(root, "traces"))).toEqual([`steps.${today()}.1.jsonl`]);
@@ -101,7 +116,8 @@ describe("TraceSink", () => {
       }
       if (i % 50 === 0) {
         // A write may take the directory past the cap until the sweep it starts is done.
-        for (let wait = 0; wait < 500 && (await used()) > retention.totalBytes; wait += 1) await new Promise((r) => setTimeout(r, 10));
+        for (let wait = 0; wait < 500 && (await used()) > retention.totalBytes; wait += 1)
+          await new Promise((r) => setTimeout(r, 10));
         expect(await used(), `after step ${i}`).toBeLessThanOrEqual(retention.totalBytes);
       }
     }

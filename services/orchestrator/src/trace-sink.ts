@@ -67,7 +67,8 @@ export class TraceSink {
     if (!this.dir) return;
     this.#file ??= openFile(this.dir, this.retention);
     const file = await this.#file;
-    if (file && !file.failed && file.lines.push(`${step.json ?? JSON.stringify(step.payload)}\n`) === 1) setImmediate(() => writeLines(file));
+    if (file && !file.failed && file.lines.push(`${step.json ?? JSON.stringify(step.payload)}\n`) === 1)
+      setImmediate(() => writeLines(file));
   }
 
   /** Flushes and closes the file; the next append opens it again. */

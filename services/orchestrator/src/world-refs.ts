@@ -33,7 +33,8 @@ function planOf(message: DescMessage): RefPlan {
     const policy = fieldPolicy(f);
     if (policy.role === FieldRole.ENTITY_ID && policy.entity) id = { field: f.jsonName, entity: policy.entity };
     else if (policy.role === FieldRole.ENTITY_VERSION) version = f.jsonName;
-    else if (policy.role === FieldRole.LINKED_ENTITY_ID && policy.entity) links.push({ field: f.jsonName, entity: policy.entity });
+    else if (policy.role === FieldRole.LINKED_ENTITY_ID && policy.entity)
+      links.push({ field: f.jsonName, entity: policy.entity });
     const child = childOf(f);
     if (child) children.push({ field: f.jsonName, message: child });
   }
@@ -53,7 +54,11 @@ function collect(message: DescMessage, value: JsonValue | undefined, out: string
   const id = plan.id ? obj[plan.id.field] : undefined;
   if (plan.id && id !== undefined && id !== null) {
     const version = plan.version ? obj[plan.version] : undefined;
-    out.push(version === undefined || version === null ? `${plan.id.entity}:${String(id)}` : `${plan.id.entity}:${String(id)}@${String(version)}`);
+    out.push(
+      version === undefined || version === null
+        ? `${plan.id.entity}:${String(id)}`
+        : `${plan.id.entity}:${String(id)}@${String(version)}`,
+    );
   }
   for (const link of plan.links) {
     const linked = obj[link.field];

@@ -10,7 +10,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/budget.js";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
 
-const HIGH_RISK_REFUND = { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", id_card: "110101199810246781", phone: "+8617712345678" };
+const HIGH_RISK_REFUND = {
+  kind: "refund",
+  order_id: "ord_DEMO00000008",
+  amount_cents: 1000,
+  reason: "DAMAGED",
+  id_card: "110101199810246781",
+  phone: "+8617712345678",
+};
 
 let tools: Tools;
 let orch: TestOrchestrator;
@@ -40,14 +47,21 @@ interface Reply {
   text: string;
 }
 
-async function call(path: string, init: { method?: string; token?: string | null; body?: unknown; rawBody?: string } = {}): Promise<Reply> {
+async function call(
+  path: string,
+  init: { method?: string; token?: string | null; body?: unknown; rawBody?: string } = {},
+): Promise<Reply> {
   const headers: Record<string, string> = {};
   const bearer = init.token === undefined ? operator : init.token;
   if (bearer) headers.authorization = `Bearer ${bearer}`;
   let body: string | undefined = init.rawBody;
   if (init.body !== undefined) body = JSON.stringify(init.body);
   if (body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(`${orch.httpUrl}${path}`, { method: init.method ?? (body === undefined ? "GET" : "POST"), headers, body });
+  const res = await fetch(`${orch.httpUrl}${path}`, {
+    method: init.method ?? (body === undefined ? "GET" : "POST"),
+    headers,
+    body,
+  });
   const text = await res.text();
   let json: unknown = null;
   try {
@@ -64,7 +78,11 @@ async function start(goal: string, task: Record<string, unknown>): Promise<strin
   return r.json.session.sessionId as string;
 }
 
-async function waitFor(id: string, until: (detail: Reply["json"]) => boolean, timeoutMs = 20_000): Promise<Reply["json"]> {
+async function waitFor(
+  id: string,
+  until: (detail: Reply["json"]) => boolean,
+  timeoutMs = 20_000,
+): Promise<Reply["json"]> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const r = await call(`/api/sessions/${id}`);
@@ -101,7 +119,10 @@ describe("authentication and scopes", () => {
 
   it("refuses to start a session with a read-only token with 403, and creates nothing", async () => {
     const before = (await call("/api/overview")).json.total;
-    const r = await call("/api/sessions", { token: await token(["sessions:read"]), body: { goal: "Should not run", scopes: ALL_SCOPES } });
+    const r = await call("/api/sessions", {
+      token: await token(["sessions:read"]),
+      body: { goal: "Should not run", scopes: ALL_SCOPES },
+    });
     expect(r.status).toBe(403);
     expect(r.json.error.message).toContain("sessions:write");
     expect((await call("/api/overview")).json.total).toBe(before);
@@ -109,7 +130,10 @@ describe("authentication and scopes", () => {
 
   it("refuses to give a session a scope the caller may not grant with 403 naming it, and creates nothing", async () => {
     const before = (await call("/api/overview")).json.total;
-    const r = await call("/api/sessions", { token: await token(["sessions:read", "sessions:write", "grant:kb:read"]), body: { goal: "Refund it", scopes: ["kb:read", "billing:refund"] } });
+    const r = await call("/api/sessions", {
+      token: await token(["sessions:read", "sessions:write", "grant:kb:read"]),
+      body: { goal: "Refund it", scopes: ["kb:read", "billing:refund"] },
+    });
     expect(r.status).toBe(403);
     expect(r.json.error).toMatchObject({ code: "PERMISSION_DENIED", reason: "SCOPE_NOT_GRANTABLE" });
     expect(r.json.error.message).toContain("billing:refund");
@@ -117,7 +141,10 @@ describe("authentication and scopes", () => {
   });
 
   it("refuses approve without approvals:write with 403", async () => {
-    const r = await call("/api/sessions/ses_whatever/approve", { token: await token(["sessions:read", "sessions:write"]), body: {} });
+    const r = await call("/api/sessions/ses_whatever/approve", {
+      token: await token(["sessions:read", "sessions:write"]),
+      body: {},
+    });
     expect(r.status).toBe(403);
     expect(r.json.error.message).toContain("approvals:write");
   });
@@ -130,28 +157,58 @@ describe("sessions through the JSON API", () => {
     expect(detail.session).toMatchObject({ sessionId: id, stopReason: "done", policy: "scripted" });
     expect(detail.session.answer).not.toBe("");
     expect(detail.session.traceId).toMatch(/^[0-9a-f]{32}$/);
-    expect(detail.transitions[0]).toMatchObject({ version: 1, from: "IDLE", to: "THINKING", reason: "session started" });
+    expect(detail.transitions[0]).toMatchObject({
+      version: 1,
+      from: "IDLE",
+      to: "THINKING",
+      reason: "session started",
+    });
     // The start is stored with the first decision, in one commit: both rows carry its time.
-    expect(detail.transitions[1]).toMatchObject({ version: 2, from: "THINKING", to: "TOOL_EXECUTING", at: detail.transitions[0].at });
+    expect(detail.transitions[1]).toMatchObject({
+      version: 2,
+      from: "THINKING",
+      to: "TOOL_EXECUTING",
+      at: detail.transitions[0].at,
+    });
     expect(detail.transitions.at(-1)).toMatchObject({ to: "DONE" });
-    const toolCalls = detail.steps.filter((s: { record: { decision: { kind: string } } }) => s.record.decision.kind === "tool_call");
+    const toolCalls = detail.steps.filter(
+      (s: { record: { decision: { kind: string } } }) => s.record.decision.kind === "tool_call",
+    );
     expect(toolCalls.length).toBeGreaterThan(0);
     expect(toolCalls[0].record.decision.name).toBe("kb_search_search");
     expect(["live", "cache", "degraded"]).toContain(toolCalls[0].record.decision.served_from);
     const steps = detail.budget.find((b: { name: string }) => b.name === "steps");
-    expect(steps).toEqual({ name: "steps", used: detail.session.usage.steps, limit: DEFAULT_BUDGET.maxSteps, left: DEFAULT_BUDGET.maxSteps - detail.session.usage.steps });
+    expect(steps).toEqual({
+      name: "steps",
+      used: detail.session.usage.steps,
+      limit: DEFAULT_BUDGET.maxSteps,
+      left: DEFAULT_BUDGET.maxSteps - detail.session.usage.steps,
+    });
     // The "session ended" line is written just after the last transition.
     const withLog = await waitFor(id, (d) => d.logs.some((l: { msg: string }) => l.msg === "session ended"), 2000);
-    expect(withLog.logs.find((l: { msg: string }) => l.msg === "session ended")).toMatchObject({ session_id: id, state: "DONE" });
+    expect(withLog.logs.find((l: { msg: string }) => l.msg === "session ended")).toMatchObject({
+      session_id: id,
+      state: "DONE",
+    });
   });
 
   it("lists the session with the same fields as the gRPC API's Session", async () => {
     const id = await start("What is the refund policy?", {});
     const api = createRawClient(OrchestratorService, orch.server.address, { token: operator });
     const grpc = (await api.getSession({ sessionId: id }).finally(() => api.close())).session!;
-    const listed = (await call("/api/sessions?limit=200")).json.sessions.find((s: { sessionId: string }) => s.sessionId === id);
-    expect(listed).toMatchObject({ sessionId: grpc.sessionId, goal: grpc.goal, traceId: grpc.traceId, policy: grpc.policy, scopes: grpc.scopes });
-    expect(Object.keys(listed)).toEqual(expect.arrayContaining(["state", "stopReason", "usage", "budget", "healthScore", "updatedAt"]));
+    const listed = (await call("/api/sessions?limit=200")).json.sessions.find(
+      (s: { sessionId: string }) => s.sessionId === id,
+    );
+    expect(listed).toMatchObject({
+      sessionId: grpc.sessionId,
+      goal: grpc.goal,
+      traceId: grpc.traceId,
+      policy: grpc.policy,
+      scopes: grpc.scopes,
+    });
+    expect(Object.keys(listed)).toEqual(
+      expect.arrayContaining(["state", "stopReason", "usage", "budget", "healthScore", "updatedAt"]),
+    );
   });
 
   it("a high-risk refund waits in the approval queue with redacted arguments; approve runs it to DONE; a second approve is refused with 409", async () => {
@@ -165,24 +222,40 @@ describe("sessions through the JSON API", () => {
     expect(JSON.stringify(queue.json)).not.toContain(HIGH_RISK_REFUND.id_card);
     expect(JSON.stringify(queue.json)).not.toContain(HIGH_RISK_REFUND.phone);
 
-    const shown = { approvalId: waiting.pendingApproval.approvalId, argumentsHash: waiting.pendingApproval.argumentsHash };
+    const shown = {
+      approvalId: waiting.pendingApproval.approvalId,
+      argumentsHash: waiting.pendingApproval.argumentsHash,
+    };
     const own = await call(`/api/sessions/${id}/approve`, { body: { ...shown, reason: "I started it" } });
     expect(own.status).toBe(403);
     expect(own.json.error).toMatchObject({ code: "PERMISSION_DENIED", reason: "SELF_APPROVAL" });
-    const stale = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: { ...shown, argumentsHash: "0".repeat(32) } });
+    const stale = await call(`/api/sessions/${id}/approve`, {
+      token: approverToken,
+      body: { ...shown, argumentsHash: "0".repeat(32) },
+    });
     expect(stale.status).toBe(409);
     expect(stale.json.error).toMatchObject({ code: "FAILED_PRECONDITION", reason: "APPROVAL_MISMATCH" });
     const unnamed = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: {} });
     expect(unnamed.status).toBe(400);
-    expect(unnamed.json.error.fieldViolations.map((v: { field: string }) => v.field).sort()).toEqual(["approval_id", "arguments_hash"]);
+    expect(unnamed.json.error.fieldViolations.map((v: { field: string }) => v.field).sort()).toEqual([
+      "approval_id",
+      "arguments_hash",
+    ]);
 
-    const approved = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: { ...shown, reason: "checked the photos" } });
+    const approved = await call(`/api/sessions/${id}/approve`, {
+      token: approverToken,
+      body: { ...shown, reason: "checked the photos" },
+    });
     expect(approved.status).toBe(200);
     expect(approved.json.session.state).toBe("SESSION_STATE_TOOL_EXECUTING");
     const done = await waitFor(id, stateIs("DONE"));
     expect(done.session.answer).toMatch(/rf_[A-Za-z0-9]{16}/);
-    expect(done.transitions.some((t: { reason: string }) => t.reason === "approved by ops:alice: checked the photos")).toBe(true);
-    expect((await call("/api/approvals")).json.approvals.map((s: { sessionId: string }) => s.sessionId)).not.toContain(id);
+    expect(
+      done.transitions.some((t: { reason: string }) => t.reason === "approved by ops:alice: checked the photos"),
+    ).toBe(true);
+    expect((await call("/api/approvals")).json.approvals.map((s: { sessionId: string }) => s.sessionId)).not.toContain(
+      id,
+    );
 
     const again = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: shown });
     expect(again.status).toBe(409);
@@ -192,8 +265,14 @@ describe("sessions through the JSON API", () => {
   it("deny ends a waiting session FAILED with approval_denied, recording the approver from the token", async () => {
     const id = await start("Refund 10.00 of ord_DEMO00000008 again", HIGH_RISK_REFUND);
     const waiting = (await waitFor(id, stateIs("AWAITING_APPROVAL"))).session;
-    const shown = { approvalId: waiting.pendingApproval.approvalId, argumentsHash: waiting.pendingApproval.argumentsHash };
-    const denied = await call(`/api/sessions/${id}/deny`, { token: approverToken, body: { ...shown, reason: "duplicate claim" } });
+    const shown = {
+      approvalId: waiting.pendingApproval.approvalId,
+      argumentsHash: waiting.pendingApproval.argumentsHash,
+    };
+    const denied = await call(`/api/sessions/${id}/deny`, {
+      token: approverToken,
+      body: { ...shown, reason: "duplicate claim" },
+    });
     expect(denied.status).toBe(200);
     expect(denied.json.session).toMatchObject({ state: "SESSION_STATE_FAILED", stopReason: "approval_denied" });
     const detail = await waitFor(id, stateIs("FAILED"));
@@ -206,12 +285,25 @@ describe("sessions through the JSON API", () => {
     const cancelled = await call(`/api/sessions/${id}/cancel`, { body: { reason: "customer withdrew" } });
     expect(cancelled.status).toBe(200);
     expect(cancelled.json.session).toMatchObject({ state: "SESSION_STATE_CANCELLED", stopReason: "cancelled" });
-    expect((await call(`/api/sessions/${id}/deny`, { token: approverToken, body: { approvalId: "apr_x", argumentsHash: "h" } })).status).toBe(409);
+    expect(
+      (
+        await call(`/api/sessions/${id}/deny`, {
+          token: approverToken,
+          body: { approvalId: "apr_x", argumentsHash: "h" },
+        })
+      ).status,
+    ).toBe(409);
   });
 
   it("answers 404 for an unknown session, on read and on approve", async () => {
-    expect((await call("/api/sessions/ses_doesnotexist")).json.error).toMatchObject({ code: "NOT_FOUND", reason: "SESSION_NOT_FOUND" });
-    expect((await call("/api/sessions/ses_doesnotexist/approve", { body: { approvalId: "apr_x", argumentsHash: "h" } })).status).toBe(404);
+    expect((await call("/api/sessions/ses_doesnotexist")).json.error).toMatchObject({
+      code: "NOT_FOUND",
+      reason: "SESSION_NOT_FOUND",
+    });
+    expect(
+      (await call("/api/sessions/ses_doesnotexist/approve", { body: { approvalId: "apr_x", argumentsHash: "h" } }))
+        .status,
+    ).toBe(404);
   });
 
   it("the overview counts sessions by state, and the tools panel reports every tool with a closed breaker and its latency", async () => {
@@ -252,13 +344,19 @@ describe("bad input", () => {
   it("an invalid StartSession is refused with 400 and the contract's field violations", async () => {
     const r = await call("/api/sessions", { body: { goal: "", scopes: ["not a scope"], policy: "magic" } });
     expect(r.status).toBe(400);
-    expect(r.json.error.fieldViolations.map((v: { field: string }) => v.field).sort()).toEqual(["goal", "policy", "scopes[0]"]);
+    expect(r.json.error.fieldViolations.map((v: { field: string }) => v.field).sort()).toEqual([
+      "goal",
+      "policy",
+      "scopes[0]",
+    ]);
   });
 
   it("an unknown field or a wrongly typed one is refused with 400", async () => {
     expect((await call("/api/sessions", { body: { goal: "x", colour: "red" } })).json.error.message).toMatch(/colour/);
     expect((await call("/api/sessions", { body: { goal: "x", task: "not an object" } })).status).toBe(400);
-    expect((await call("/api/sessions/ses_x/approve", { body: { approver: 42 } })).json.error.fieldViolations).toEqual([{ field: "approver", description: "must be a string" }]);
+    expect((await call("/api/sessions/ses_x/approve", { body: { approver: 42 } })).json.error.fieldViolations).toEqual([
+      { field: "approver", description: "must be a string" },
+    ]);
   });
 
   it("list parameters out of range are refused with 400", async () => {
@@ -287,7 +385,8 @@ describe("bad input", () => {
 });
 
 describe("the same API over Connect", () => {
-  const rpc = (method: string, request: unknown, bearer: string | null = operator) => call(`/loopguard.orchestrator.v1.OrchestratorService/${method}`, { token: bearer, body: request });
+  const rpc = (method: string, request: unknown, bearer: string | null = operator) =>
+    call(`/loopguard.orchestrator.v1.OrchestratorService/${method}`, { token: bearer, body: request });
 
   it("the dashboard's views are orchestrator.v1 methods; /api answers from them, counted in the RPC metrics", async () => {
     const id = await start("How long do card refunds take?", {});
@@ -299,9 +398,13 @@ describe("the same API over Connect", () => {
     expect(connect.json.transitions).toEqual(legacy.transitions);
     expect(connect.json.steps).toEqual(legacy.steps);
     const overview = await rpc("GetOverview", {});
-    expect(overview.json.total).toBe(Object.values(overview.json.counts as Record<string, number>).reduce((a, b) => a + b, 0));
+    expect(overview.json.total).toBe(
+      Object.values(overview.json.counts as Record<string, number>).reduce((a, b) => a + b, 0),
+    );
     const metrics = await (await fetch(`${orch.httpUrl}/metrics`)).text();
-    expect(metrics).toMatch(/grpc_server_handled_total\{[^}]*grpc_method="GetSessionDetail"[^}]*grpc_code="OK"[^}]*\} [1-9]/);
+    expect(metrics).toMatch(
+      /grpc_server_handled_total\{[^}]*grpc_method="GetSessionDetail"[^}]*grpc_code="OK"[^}]*\} [1-9]/,
+    );
   });
 
   it("a refusal is a Connect error with its code, message and google.rpc details", async () => {
@@ -315,7 +418,10 @@ describe("the same API over Connect", () => {
     expect(badRequest.debug.fieldViolations.map((v: { field: string }) => v.field)).toEqual(["session_id"]);
     const missing = await rpc("GetSessionDetail", { sessionId: "ses_doesnotexist" });
     expect(missing.status).toBe(404);
-    expect(missing.json.details.find((d: { type: string }) => d.type === "google.rpc.ErrorInfo").debug).toMatchObject({ reason: "SESSION_NOT_FOUND", domain: "orchestrator.loopguard.dev" });
+    expect(missing.json.details.find((d: { type: string }) => d.type === "google.rpc.ErrorInfo").debug).toMatchObject({
+      reason: "SESSION_NOT_FOUND",
+      domain: "orchestrator.loopguard.dev",
+    });
   });
 });
 
@@ -326,7 +432,15 @@ describe("pagination over 1,000 sessions", () => {
     const inserted = new Set<string>();
     for (let i = 0; i < 1000; i += 1) {
       const id = `ses_bulk${String(i).padStart(6, "0")}${randomBytes(4).toString("hex")}`;
-      await orch.orchestrator.store.create({ id, goal: `bulk session ${i}`, task: {}, budget: DEFAULT_BUDGET, scopes: ["kb:read"], policy: "scripted", createdBy: "ops:test" });
+      await orch.orchestrator.store.create({
+        id,
+        goal: `bulk session ${i}`,
+        task: {},
+        budget: DEFAULT_BUDGET,
+        scopes: ["kb:read"],
+        policy: "scripted",
+        createdBy: "ops:test",
+      });
       inserted.add(id);
     }
     const total = (await call("/api/overview")).json.total as number;

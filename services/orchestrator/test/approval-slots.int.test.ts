@@ -6,7 +6,15 @@ import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orche
 import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HIGH_RISK_CUSTOMER, startOrchestrator, startRefund, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  HIGH_RISK_CUSTOMER,
+  startOrchestrator,
+  startRefund,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 const HIGH_RISK_ORDER = "ord_DEMO00000008";
 
@@ -20,10 +28,13 @@ afterAll(async () => {
 
 const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL;
 
-const startHighRiskRefund = (orch: TestOrchestrator) => startRefund(orch.api, HIGH_RISK_ORDER, 1000, HIGH_RISK_CUSTOMER);
+const startHighRiskRefund = (orch: TestOrchestrator) =>
+  startRefund(orch.api, HIGH_RISK_ORDER, 1000, HIGH_RISK_CUSTOMER);
 
 async function refundCount(): Promise<number> {
-  const billing = createRawClient(BillingService, tools.billing.address, { token: await testToken({ subject: "test", scopes: ["billing:read"] }) });
+  const billing = createRawClient(BillingService, tools.billing.address, {
+    token: await testToken({ subject: "test", scopes: ["billing:read"] }),
+  });
   try {
     return (await billing.listRefunds({ orderId: HIGH_RISK_ORDER })).refunds.length;
   } finally {
@@ -43,26 +54,42 @@ describe("sessions waiting for approval release their slot and their lease", () 
   it("more waiting sessions than ORCHESTRATOR_MAX_ACTIVE_SESSIONS do not block new sessions, and an approved one runs to DONE", async () => {
     const ids = [];
     for (let i = 0; i < 4; i += 1) ids.push(await startHighRiskRefund(orch));
-    for (const id of ids) expect((await waitForSession(orch.api, id, waiting)).pendingApproval?.tool).toBe("billing_refund");
-    for (const id of ids) expect(await orch.orchestrator.store.get(id)).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
+    for (const id of ids)
+      expect((await waitForSession(orch.api, id, waiting)).pendingApproval?.tool).toBe("billing_refund");
+    for (const id of ids)
+      expect(await orch.orchestrator.store.get(id)).toMatchObject({
+        state: "AWAITING_APPROVAL",
+        leaseOwner: null,
+        leaseExpiresAt: null,
+      });
     for (let i = 0; i < 50 && orch.orchestrator.activeCount() > 0; i += 1) await sleep(20);
     expect(orch.orchestrator.activeCount()).toBe(0);
 
     // Both slots are free for new work while four sessions wait.
     const questions = await Promise.all(
-      ["How long do card refunds take?", "What is the refund policy?", "Which refunds need an approval?"].map((goal) => orch.api.startSession({ goal, scopes: ["kb:read"] })),
+      ["How long do card refunds take?", "What is the refund policy?", "Which refunds need an approval?"].map((goal) =>
+        orch.api.startSession({ goal, scopes: ["kb:read"] }),
+      ),
     );
-    for (const { session } of questions) expect((await waitForSession(orch.api, session!.sessionId)).stopReason).toBe("done");
+    for (const { session } of questions)
+      expect((await waitForSession(orch.api, session!.sessionId)).stopReason).toBe("done");
 
     const before = await refundCount();
     const shown = (await orch.api.getSession({ sessionId: ids[0]! })).session!.pendingApproval!;
-    const approved = await orch.approver.resolveApproval({ sessionId: ids[0]!, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "checked" });
+    const approved = await orch.approver.resolveApproval({
+      sessionId: ids[0]!,
+      approvalId: shown.approvalId,
+      argumentsHash: shown.argumentsHash,
+      approve: true,
+      reason: "checked",
+    });
     expect(approved.session?.state).toBe(SessionState.TOOL_EXECUTING);
     const done = await waitForSession(orch.api, ids[0]!);
     expect(done.stopReason).toBe("done");
     expect(done.answer).toMatch(/rf_[A-Za-z0-9]{16}/);
     expect(await refundCount()).toBe(before + 1);
-    for (const id of ids.slice(1)) expect((await orch.api.getSession({ sessionId: id })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
+    for (const id of ids.slice(1))
+      expect((await orch.api.getSession({ sessionId: id })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
     for (const id of ids.slice(1)) await orch.api.cancelSession({ sessionId: id, reason: "test over" });
   });
 });
@@ -85,10 +112,18 @@ describe("approvals left unanswered", () => {
     expect(ended.stopReason).toBe("approval_denied");
     expect(ended.answer).toBe(`approval ${shown.approvalId} expired unanswered`);
     expect(await refundCount()).toBe(before);
-    const late = await orch.approver.resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "too late" }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const late = await orch.approver
+      .resolveApproval({
+        sessionId: id,
+        approvalId: shown.approvalId,
+        argumentsHash: shown.argumentsHash,
+        approve: true,
+        reason: "too late",
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(late).toBeInstanceOf(CallError);
     expect((late as CallError).code).toBe(status.FAILED_PRECONDITION);
     expect((late as CallError).reason).toBe("SESSION_TERMINAL");

@@ -6,7 +6,15 @@ import { execFile } from "node:child_process";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, ensureLocalKeys, type LocalKeys, mintToken, personKey, status } from "@loopguard/tool-sdk";
+import {
+  CallError,
+  createRawClient,
+  ensureLocalKeys,
+  type LocalKeys,
+  mintToken,
+  personKey,
+  status,
+} from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
 import { processFixture, type ProcessTools } from "./process-fixture.js";
@@ -26,7 +34,11 @@ beforeAll(async () => {
   keys = ensureLocalKeys(dataDir);
   const auth = { LOOPGUARD_JWKS: "", LOOPGUARD_JWKS_FILE: keys.jwks };
   tools = await startTools(0, auth);
-  const orchestrator = await startOrchestrator(tools, { ...auth, LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator, LOOPGUARD_DATA_DIR: tempDir("orchestrator") });
+  const orchestrator = await startOrchestrator(tools, {
+    ...auth,
+    LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator,
+    LOOPGUARD_DATA_DIR: tempDir("orchestrator"),
+  });
   address = orchestrator.address;
   httpAddress = `127.0.0.1:${orchestrator.metricsPort}`;
 });
@@ -38,8 +50,12 @@ function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr:
 
 function cliAt(addr: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    const child = execFile(process.execPath, [CLI, ...args, "--addr", addr], { env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir }, timeout: 60_000 }, (error, stdout, stderr) =>
-      done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    const child = execFile(
+      process.execPath,
+      [CLI, ...args, "--addr", addr],
+      { env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir }, timeout: 60_000 },
+      (error, stdout, stderr) =>
+        done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
     child.stdin?.end();
   });
@@ -47,8 +63,11 @@ function cliAt(addr: string, ...args: string[]): Promise<{ code: number; stdout:
 
 function keysCli(...args: string[]): Promise<{ code: number; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, [join(root, "services", "tool-sdk", "dist", "cli", "keys.js"), ...args], { timeout: 30_000 }, (error, _stdout, stderr) =>
-      done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stderr }),
+    execFile(
+      process.execPath,
+      [join(root, "services", "tool-sdk", "dist", "cli", "keys.js"), ...args],
+      { timeout: 30_000 },
+      (error, _stdout, stderr) => done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stderr }),
     );
   });
 }
@@ -57,18 +76,34 @@ const example = (name: string) => join(root, "examples", name);
 
 /** Starts the README's high-risk refund as `person` and waits until it asks for an approval. */
 async function awaitingApproval(person: string): Promise<string> {
-  const run = await cli("run", "Refund ord_DEMO00000008", "--task-file", example("high-risk-refund-task.json"), "--json", "--as", person);
+  const run = await cli(
+    "run",
+    "Refund ord_DEMO00000008",
+    "--task-file",
+    example("high-risk-refund-task.json"),
+    "--json",
+    "--as",
+    person,
+  );
   expect(run.stderr).toBe("");
   const id = (JSON.parse(run.stdout) as { session_id: string }).session_id;
   let shown = "";
-  for (let i = 0; i < 100 && !shown.includes("AWAITING_APPROVAL"); i += 1) shown = (await cli("show", id, "--as", person)).stdout;
+  for (let i = 0; i < 100 && !shown.includes("AWAITING_APPROVAL"); i += 1)
+    shown = (await cli("show", id, "--as", person)).stdout;
   expect(shown).toContain("AWAITING_APPROVAL");
   return id;
 }
 
 describe("pnpm loopguard", () => {
   it("runs the README's refund to DONE, and show names who started it", async () => {
-    const run = await cli("run", "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged", "--task-file", example("refund-task.json"), "--wait", "--json");
+    const run = await cli(
+      "run",
+      "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged",
+      "--task-file",
+      example("refund-task.json"),
+      "--wait",
+      "--json",
+    );
     expect(run.stderr).toBe("");
     const session = JSON.parse(run.stdout) as { session_id: string; state: string; answer: string };
     expect(session.state).toBe("DONE");
@@ -77,8 +112,20 @@ describe("pnpm loopguard", () => {
   });
 
   it("shows the answer's confidence and uncertainty reason beside the outcome: --json and show", async () => {
-    const sure = await cli("run", "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged", "--task-file", example("refund-task.json"), "--wait", "--json");
-    expect(JSON.parse(sure.stdout)).toMatchObject({ state: "DONE", outcome: "succeeded", confidence: 0.9, uncertainty_reason: "" });
+    const sure = await cli(
+      "run",
+      "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged",
+      "--task-file",
+      example("refund-task.json"),
+      "--wait",
+      "--json",
+    );
+    expect(JSON.parse(sure.stdout)).toMatchObject({
+      state: "DONE",
+      outcome: "succeeded",
+      confidence: 0.9,
+      uncertainty_reason: "",
+    });
     // A question nothing in the knowledge base matches: the scripted policy says so, and the outcome is partial.
     const unsure = await cli("run", "zyxwvutsrq", "--wait", "--json");
     expect(unsure.stderr).toBe("");
@@ -90,7 +137,9 @@ describe("pnpm loopguard", () => {
       confidence: 0.2,
       uncertainty_reason: "no document in the knowledge base matched",
     });
-    expect((await cli("show", session.session_id as string)).stdout).toContain("confidence 0.2 (no document in the knowledge base matched)");
+    expect((await cli("show", session.session_id as string)).stdout).toContain(
+      "confidence 0.2 (no document in the knowledge base matched)",
+    );
   });
 
   it("refuses to give a session an operator scope, naming it", async () => {
@@ -100,7 +149,13 @@ describe("pnpm loopguard", () => {
   });
 
   it("approve shows the action and asks; without a terminal and without --yes it decides nothing", async () => {
-    const run = await cli("run", "Refund ord_DEMO00000008", "--task-file", example("high-risk-refund-task.json"), "--json");
+    const run = await cli(
+      "run",
+      "Refund ord_DEMO00000008",
+      "--task-file",
+      example("high-risk-refund-task.json"),
+      "--json",
+    );
     const id = (JSON.parse(run.stdout) as { session_id: string }).session_id;
     let shown = "";
     for (let i = 0; i < 100 && !shown.includes("AWAITING_APPROVAL"); i += 1) shown = (await cli("show", id)).stdout;
@@ -110,7 +165,9 @@ describe("pnpm loopguard", () => {
     expect(unconfirmed.code).toBe(2);
     expect(unconfirmed.stdout).toContain("action    billing_refund");
     expect(unconfirmed.stdout).not.toContain("110101199810246781");
-    expect(unconfirmed.stderr).toBe("loopguard: approve and deny ask for confirmation: run them in a terminal or pass --yes\n");
+    expect(unconfirmed.stderr).toBe(
+      "loopguard: approve and deny ask for confirmation: run them in a terminal or pass --yes\n",
+    );
     expect((await cli("show", id)).stdout).toContain("AWAITING_APPROVAL");
 
     const approved = await cli("approve", id, "--yes", "--reason", "verified by phone", "--as", "approver");
@@ -128,7 +185,10 @@ describe("four eyes: the same person through every door", () => {
   it("lets the requester not approve at all, and the approver approve", async () => {
     const id = await awaitingApproval("requester");
     const self = await cli("approve", id, "--yes", "--as", "requester");
-    expect([self.code, self.stderr]).toEqual([2, 'loopguard: requester may not approve: its key does not carry "approvals:write" (approve --as approver)\n']);
+    expect([self.code, self.stderr]).toEqual([
+      2,
+      'loopguard: requester may not approve: its key does not carry "approvals:write" (approve --as approver)\n',
+    ]);
     const approved = await cli("approve", id, "--yes", "--as", "approver");
     expect([approved.code, approved.stderr]).toEqual([0, ""]);
   });
@@ -162,11 +222,16 @@ describe("four eyes: the same person through every door", () => {
     const id = await awaitingApproval("lead");
 
     const viaCli = await cli("approve", id, "--yes", "--as", "lead");
-    expect([viaCli.code, viaCli.stderr]).toEqual([1, expect.stringMatching(/^loopguard: PERMISSION_DENIED SELF_APPROVAL: lead started session/)]);
+    expect([viaCli.code, viaCli.stderr]).toEqual([
+      1,
+      expect.stringMatching(/^loopguard: PERMISSION_DENIED SELF_APPROVAL: lead started session/),
+    ]);
 
     const dashboard = await cli("dashboard", "--as", "lead", "--http", httpAddress);
     const token = new URL(dashboard.stdout.trim()).hash.replace(/^#token=/, "");
-    const detail = (await (await fetch(`http://${httpAddress}/api/sessions/${id}`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
+    const detail = (await (
+      await fetch(`http://${httpAddress}/api/sessions/${id}`, { headers: { authorization: `Bearer ${token}` } })
+    ).json()) as {
       session: { pendingApproval: { approvalId: string; argumentsHash: string } };
     };
     const approval = detail.session.pendingApproval;
@@ -179,11 +244,27 @@ describe("four eyes: the same person through every door", () => {
     expect(JSON.stringify(await viaDashboard.json())).toContain("SELF_APPROVAL");
 
     const lead = personKey({ LOOPGUARD_DATA_DIR: dataDir }, "lead");
-    const api = createRawClient(OrchestratorService, address, { token: await mintToken(lead.key, { subject: "lead", audience: "orchestrator", scopes: ["sessions:read", "approvals:write"] }) });
+    const api = createRawClient(OrchestratorService, address, {
+      token: await mintToken(lead.key, {
+        subject: "lead",
+        audience: "orchestrator",
+        scopes: ["sessions:read", "approvals:write"],
+      }),
+    });
     try {
-      const viaApi = await api.resolveApproval({ sessionId: id, approvalId: approval.approvalId, argumentsHash: approval.argumentsHash, approve: true }).catch((e: unknown) => e as CallError);
+      const viaApi = await api
+        .resolveApproval({
+          sessionId: id,
+          approvalId: approval.approvalId,
+          argumentsHash: approval.argumentsHash,
+          approve: true,
+        })
+        .catch((e: unknown) => e as CallError);
       expect(viaApi).toBeInstanceOf(CallError);
-      expect([status[(viaApi as CallError).code], (viaApi as CallError).reason]).toEqual(["PERMISSION_DENIED", "SELF_APPROVAL"]);
+      expect([status[(viaApi as CallError).code], (viaApi as CallError).reason]).toEqual([
+        "PERMISSION_DENIED",
+        "SELF_APPROVAL",
+      ]);
     } finally {
       api.close();
     }
@@ -196,9 +277,15 @@ describe("pnpm loopguard run's idempotency key", () => {
   it("is made per run and printed, and a run retried with it returns the first session instead of a second", async () => {
     const goal = "How long do card refunds take?";
     const first = await cli("run", goal, "--json");
-    const { session_id: id, idempotency_key: key } = JSON.parse(first.stdout) as { session_id: string; idempotency_key: string };
+    const { session_id: id, idempotency_key: key } = JSON.parse(first.stdout) as {
+      session_id: string;
+      idempotency_key: string;
+    };
     expect(key).toMatch(/^run-[0-9a-f-]{36}$/);
-    const other = JSON.parse((await cli("run", goal, "--json")).stdout) as { session_id: string; idempotency_key: string };
+    const other = JSON.parse((await cli("run", goal, "--json")).stdout) as {
+      session_id: string;
+      idempotency_key: string;
+    };
     expect([other.session_id, other.idempotency_key]).not.toContain(id);
     const retried = await cli("run", goal, "--idempotency-key", key);
     expect(retried.stdout).toContain(`already started (same idempotency key): ${id}`);
@@ -210,15 +297,35 @@ describe("pnpm loopguard run's idempotency key", () => {
 
 describe("pnpm loopguard run --wait with a model", () => {
   it("prints the answer with the task's own personal data, which the model and the orchestrator only hold as placeholders", async () => {
-    const chat = await startFakeChatServer([() => chatCompletion({ content: "Checked customer {{task.phone}} (id {{task.id_card}})." })]);
+    const chat = await startFakeChatServer([
+      () => chatCompletion({ content: "Checked customer {{task.phone}} (id {{task.id_card}})." }),
+    ]);
     onCleanUp(() => chat.close());
-    const env = { LOOPGUARD_JWKS: "", LOOPGUARD_JWKS_FILE: keys.jwks, LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator, LOOPGUARD_DATA_DIR: tempDir("model"), OPENAI_BASE_URL: chat.baseUrl };
+    const env = {
+      LOOPGUARD_JWKS: "",
+      LOOPGUARD_JWKS_FILE: keys.jwks,
+      LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator,
+      LOOPGUARD_DATA_DIR: tempDir("model"),
+      OPENAI_BASE_URL: chat.baseUrl,
+    };
     const withModel = (await startOrchestrator(tools, env)).address;
-    const run = await cliAt(withModel, "run", "Check customer 138 0013 8000", "--task-file", example("refund-task.json"), "--policy", "openai", "--wait", "--json");
+    const run = await cliAt(
+      withModel,
+      "run",
+      "Check customer 138 0013 8000",
+      "--task-file",
+      example("refund-task.json"),
+      "--policy",
+      "openai",
+      "--wait",
+      "--json",
+    );
     expect(run.stderr).toBe("");
     const session = JSON.parse(run.stdout) as { session_id: string; answer: string };
     expect(session.answer).toBe("Checked customer +8613800138000 (id 110101198003121232).");
-    expect((await cliAt(withModel, "show", session.session_id)).stdout).toContain("answer    Checked customer {{task.phone}} (id {{task.id_card}}).");
+    expect((await cliAt(withModel, "show", session.session_id)).stdout).toContain(
+      "answer    Checked customer {{task.phone}} (id {{task.id_card}}).",
+    );
     expect(chat.requests[0]!.text).toContain("Goal: Check customer {{task.phone}}");
     expect(chat.requests[0]!.text).not.toMatch(/13800138000|110101198003121232/);
   });

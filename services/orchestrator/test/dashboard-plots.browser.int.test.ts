@@ -24,9 +24,11 @@ let browser: Browser;
 let page: Page;
 const pageErrors: string[] = [];
 
-const adminToken = () => testToken({ subject: "ops:plots", scopes: [...SESSION_OPERATOR_SCOPES, "sessions:admin"], ttlSeconds: 600 });
+const adminToken = () =>
+  testToken({ subject: "ops:plots", scopes: [...SESSION_OPERATOR_SCOPES, "sessions:admin"], ttlSeconds: 600 });
 const plot = (name: string): Locator => page.getByTestId(`plot-${name}`);
-const legend = (name: string, series: string): Locator => plot(name).locator(`[data-testid="legend-item"][data-series="${series}"]`);
+const legend = (name: string, series: string): Locator =>
+  plot(name).locator(`[data-testid="legend-item"][data-series="${series}"]`);
 const points = async (l: Locator) => Number(await l.getAttribute("data-points"));
 
 describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromium", () => {
@@ -37,7 +39,15 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromiu
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+      ],
     });
     page = await browser.newPage({ viewport: { width: 1440, height: 1200 } });
     page.on("pageerror", (error) => pageErrors.push(`pageerror: ${error.message}`));
@@ -56,23 +66,36 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromiu
   it("plots sessions by state, the tools' p95 and error ratio from real sessions, with axes, and keeps updating", async () => {
     const ids: string[] = [];
     for (let i = 0; i < SESSIONS; i++) {
-      const { session } = await admin.startSession({ goal: `How long do card refunds take? (${i})`, scopes: ["kb:read"], policy: "scripted" });
+      const { session } = await admin.startSession({
+        goal: `How long do card refunds take? (${i})`,
+        scopes: ["kb:read"],
+        policy: "scripted",
+      });
       ids.push(session!.sessionId);
     }
     for (const id of ids) expect(SessionState[(await waitForSession(admin, id)).state]).toBe("DONE");
 
     // Sessions by state: the DONE line reaches the sessions that ended.
-    await expect.poll(async () => legend("sessions", "DONE").textContent(), { timeout: 10_000 }).toBe(`DONE ${SESSIONS}`);
+    await expect
+      .poll(async () => legend("sessions", "DONE").textContent(), { timeout: 10_000 })
+      .toBe(`DONE ${SESSIONS}`);
     expect(await points(legend("sessions", "DONE"))).toBeGreaterThan(1);
     expect(await plot("sessions").locator('polyline[data-series="DONE"]').count()).toBeGreaterThan(0);
     // Axes: two time labels (start and end of the window shown), three value labels from 0 up.
-    expect(await plot("sessions").getByTestId("x-label").allTextContents()).toEqual([expect.stringMatching(/^\d\d:\d\d:\d\d/), expect.stringMatching(/^\d\d:\d\d:\d\d/)]);
+    expect(await plot("sessions").getByTestId("x-label").allTextContents()).toEqual([
+      expect.stringMatching(/^\d\d:\d\d:\d\d/),
+      expect.stringMatching(/^\d\d:\d\d:\d\d/),
+    ]);
     expect((await plot("sessions").getByTestId("y-label").allTextContents()).at(-1)).toBe("0");
 
     // The tools: kb-search was called by every session; its p95 is a latency in ms, its error ratio 0%.
     await expect.poll(async () => points(legend("tool-p95", "kb-search")), { timeout: 10_000 }).toBeGreaterThan(0);
     expect(await legend("tool-p95", "kb-search").textContent()).toMatch(/^kb-search \d+ ms$/);
-    expect(await plot("tool-p95").getByTestId("y-label").allTextContents()).toEqual([expect.stringMatching(/ ms$/), expect.stringMatching(/ ms$/), "0 ms"]);
+    expect(await plot("tool-p95").getByTestId("y-label").allTextContents()).toEqual([
+      expect.stringMatching(/ ms$/),
+      expect.stringMatching(/ ms$/),
+      "0 ms",
+    ]);
     expect(await legend("tool-errors", "kb-search").textContent()).toBe("kb-search 0%");
     expect(await plot("tool-errors").getByTestId("y-label").allTextContents()).toEqual(["100%", "50%", "0%"]);
 
@@ -87,26 +110,42 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromiu
   it("says no patrol run yet until the patrol reports a run, then plots its success rate", async () => {
     expect(await plot("patrol").getByTestId("plot-empty").textContent()).toBe("no patrol run yet");
     // As `pnpm patrol` reports: RecordPatrolRun sets the orchestrator's gauge the plot samples.
-    const reporter = createRawClient(OrchestratorService, orch.server.address, { token: await testToken({ subject: "operator", scopes: ["patrol:report"] }) });
+    const reporter = createRawClient(OrchestratorService, orch.server.address, {
+      token: await testToken({ subject: "operator", scopes: ["patrol:report"] }),
+    });
     const record = async (passed: number) => {
       const now = BigInt(Math.floor(Date.now() / 1000));
       await reporter.recordPatrolRun({
-        run: { startedAt: { seconds: now - 60n, nanos: 0 }, finishedAt: { seconds: now, nanos: 0 }, tasks: 10, passed, successRatio: passed / 10, threshold: 0.95, tasksSha256: "b".repeat(64) },
+        run: {
+          startedAt: { seconds: now - 60n, nanos: 0 },
+          finishedAt: { seconds: now, nanos: 0 },
+          tasks: 10,
+          passed,
+          successRatio: passed / 10,
+          threshold: 0.95,
+          tasksSha256: "b".repeat(64),
+        },
       });
     };
     try {
       await record(8);
-      await expect.poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 }).toBe("golden set 80%");
+      await expect
+        .poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 })
+        .toBe("golden set 80%");
       expect(await plot("patrol").getByTestId("plot-empty").count()).toBe(0);
       await record(5);
-      await expect.poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 }).toBe("golden set 50%");
+      await expect
+        .poll(async () => legend("patrol", "golden set").textContent(), { timeout: 10_000 })
+        .toBe("golden set 50%");
     } finally {
       reporter.close();
     }
   }, 30_000);
 
   it("gives the sessions series only to a viewer who sees every session", async () => {
-    const reader = createRawClient(OrchestratorService, orch.server.address, { token: await testToken({ subject: "ops:reader", scopes: ["sessions:read"] }) });
+    const reader = createRawClient(OrchestratorService, orch.server.address, {
+      token: await testToken({ subject: "ops:reader", scopes: ["sessions:read"] }),
+    });
     try {
       const theirs = await reader.getTimeSeries({});
       expect(theirs.sessions).toEqual([]);

@@ -15,10 +15,20 @@ import { startOrchestrator, startTools, type TestOrchestrator, type Tools } from
 
 const CHROMIUM = "/usr/bin/chromium";
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
-if (!HAVE_CHROMIUM) console.warn(`dashboard browser tests skipped: ${CHROMIUM} is missing (install it with \`apt-get install -y chromium\`)`);
+if (!HAVE_CHROMIUM)
+  console.warn(
+    `dashboard browser tests skipped: ${CHROMIUM} is missing (install it with \`apt-get install -y chromium\`)`,
+  );
 
 const SCREENSHOTS = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "test-results");
-const HIGH_RISK_REFUND = { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", id_card: "110101199810246781", phone: "+8617712345678" };
+const HIGH_RISK_REFUND = {
+  kind: "refund",
+  order_id: "ord_DEMO00000008",
+  amount_cents: 1000,
+  reason: "DAMAGED",
+  id_card: "110101199810246781",
+  phone: "+8617712345678",
+};
 const OPERATOR_SCOPES = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
 
 let tools: Tools;
@@ -34,7 +44,8 @@ async function newPage(): Promise<Page> {
   p.on("pageerror", (error) => pageErrors.push(`pageerror: ${error.message}`));
   // CSP violations and failed module loads surface as console errors.
   p.on("console", (message) => {
-    if (message.type() === "error" && !/status of 40[13]/.test(message.text())) pageErrors.push(`console: ${message.text()}`);
+    if (message.type() === "error" && !/status of 40[13]/.test(message.text()))
+      pageErrors.push(`console: ${message.text()}`);
   });
   return p;
 }
@@ -43,7 +54,8 @@ function operatorToken(scopes = OPERATOR_SCOPES): Promise<string> {
   return testToken({ subject: "ops:browser", scopes, ttlSeconds: 600 });
 }
 
-const row = (p: Page, id: string, state?: string) => p.locator(`[data-testid="session-row"][data-session-id="${id}"]${state ? `[data-state="${state}"]` : ""}`);
+const row = (p: Page, id: string, state?: string) =>
+  p.locator(`[data-testid="session-row"][data-session-id="${id}"]${state ? `[data-state="${state}"]` : ""}`);
 
 async function startFromForm(p: Page, goal: string, task: Record<string, unknown>): Promise<string> {
   await p.getByTestId("start-goal").fill(goal);
@@ -69,7 +81,15 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"],
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+      ],
     });
     page = await newPage();
     await page.goto(`${orch.httpUrl}/#token=${await operatorToken()}`);
@@ -101,7 +121,9 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     expect(await row(page, id).getByTestId("cell-stop").textContent()).toBe("done");
     expect(await row(page, id).getByTestId("cell-outcome").textContent()).toBe("succeeded");
     expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
-    await page.waitForFunction(() => Number(document.querySelector('[data-testid="count-DONE"]')?.getAttribute("data-count")) >= 1);
+    await page.waitForFunction(
+      () => Number(document.querySelector('[data-testid="count-DONE"]')?.getAttribute("data-count")) >= 1,
+    );
   }, 40_000);
 
   it("a high-risk refund waits in the approvals queue; Approve runs it to DONE; its panel shows the timeline, served_from and the trace id", async () => {
@@ -112,7 +134,9 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     expect(shown).toContain("billing_refund");
     expect(shown).toMatch(/risk score/);
     expect(shown).not.toContain(HIGH_RISK_REFUND.id_card);
-    await page.waitForFunction(() => Number(document.querySelector('[data-testid="count-AWAITING_APPROVAL"]')?.getAttribute("data-count")) >= 1);
+    await page.waitForFunction(
+      () => Number(document.querySelector('[data-testid="count-AWAITING_APPROVAL"]')?.getAttribute("data-count")) >= 1,
+    );
     await page.screenshot({ path: join(SCREENSHOTS, "dashboard-approval-waiting.png") });
 
     // Four eyes: the operator who started it cannot approve it; the page says so and nothing runs.
@@ -123,7 +147,9 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
 
     // An approver, signed in with her own token, sees it in her queue (and only while it waits) and approves it as herself.
     const alice = await newPage();
-    await alice.goto(`${orch.httpUrl}/#token=${await testToken({ subject: "ops:alice", scopes: ["sessions:read", "approvals:write"], ttlSeconds: 600 })}`);
+    await alice.goto(
+      `${orch.httpUrl}/#token=${await testToken({ subject: "ops:alice", scopes: ["sessions:read", "approvals:write"], ttlSeconds: 600 })}`,
+    );
     const aliceItem = alice.locator(`[data-testid="approval-item"][data-session-id="${id}"]`);
     await aliceItem.waitFor({ timeout: 20_000 });
     expect(await alice.getByTestId("approver-subject").textContent()).toBe("ops:alice");
@@ -144,7 +170,9 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     const done = (await api.getSession({ sessionId: id })).session!;
     expect(await panel.getByTestId("detail-trace-id").textContent()).toBe(done.traceId);
     expect(done.traceId).toMatch(/^[0-9a-f]{32}$/);
-    const timeline = await panel.getByTestId("timeline-item").evaluateAll((items) => items.map((i) => i.getAttribute("data-to")));
+    const timeline = await panel
+      .getByTestId("timeline-item")
+      .evaluateAll((items) => items.map((i) => i.getAttribute("data-to")));
     expect(timeline[0]).toBe("THINKING");
     expect(timeline).toContain("AWAITING_APPROVAL");
     expect(timeline.at(-1)).toBe("DONE");
@@ -157,7 +185,9 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     // Beside the outcome: how sure the policy was of its answer (live reads, a policy document found).
     expect(done.confidence).toBe(0.9);
     expect(await panel.getByTestId("detail-confidence").textContent()).toBe("confidence: 0.9");
-    expect(await panel.locator('[data-testid="budget-row"][data-budget="steps"] [data-testid="budget-left"]').textContent()).toBe(String(DEFAULT_BUDGET.maxSteps - (done.usage?.steps ?? 0)));
+    expect(
+      await panel.locator('[data-testid="budget-row"][data-budget="steps"] [data-testid="budget-left"]').textContent(),
+    ).toBe(String(DEFAULT_BUDGET.maxSteps - (done.usage?.steps ?? 0)));
     await panel.getByTestId("logs").filter({ hasText: "session ended" }).waitFor({ timeout: 5000 });
     expect(await panel.textContent()).not.toContain(HIGH_RISK_REFUND.phone);
     await page.screenshot({ path: join(SCREENSHOTS, "dashboard-session-panel.png") });
@@ -170,10 +200,18 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
   it("the tools panel lists kb-search, billing and risk with a closed breaker and their latency", async () => {
     const tools = page.getByTestId("tool-row");
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="tool-row"]').length === 3);
-    expect((await tools.evaluateAll((rows) => rows.map((r) => r.getAttribute("data-tool")))).sort()).toEqual(["billing", "kb-search", "risk"]);
+    expect((await tools.evaluateAll((rows) => rows.map((r) => r.getAttribute("data-tool")))).sort()).toEqual([
+      "billing",
+      "kb-search",
+      "risk",
+    ]);
     expect(await page.getByTestId("tool-breaker").allTextContents()).toEqual(["closed", "closed", "closed"]);
-    expect(await page.locator('[data-tool="kb-search"] [data-testid="tool-p95"]').textContent()).toMatch(/^\d+(\.\d+)? ms$/);
-    expect(Number(await page.locator('[data-tool="billing"] [data-testid="tool-calls"]').textContent())).toBeGreaterThan(0);
+    expect(await page.locator('[data-tool="kb-search"] [data-testid="tool-p95"]').textContent()).toMatch(
+      /^\d+(\.\d+)? ms$/,
+    );
+    expect(
+      Number(await page.locator('[data-tool="billing"] [data-testid="tool-calls"]').textContent()),
+    ).toBeGreaterThan(0);
     await page.screenshot({ path: join(SCREENSHOTS, "dashboard-overview.png") });
   });
 
@@ -192,7 +230,9 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
       await readOnly.goto(`${orch.httpUrl}/#token=${await operatorToken(["sessions:read"])}`);
       await readOnly.getByTestId("preset-question").click();
       await readOnly.getByTestId("start-submit").click();
-      await readOnly.waitForFunction(() => document.querySelector('[data-testid="start-result"]')?.textContent?.includes("sessions:write"));
+      await readOnly.waitForFunction(() =>
+        document.querySelector('[data-testid="start-result"]')?.textContent?.includes("sessions:write"),
+      );
     } finally {
       await readOnly.close();
     }
@@ -226,15 +266,22 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
         createdBy: "ops:browser",
       });
     }
-    await page.waitForFunction(() => Number(document.querySelector('[data-testid="count-total"]')?.getAttribute("data-count")) >= 1000, undefined, { timeout: 5000 });
-    const ids = () => page.getByTestId("session-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-session-id")));
+    await page.waitForFunction(
+      () => Number(document.querySelector('[data-testid="count-total"]')?.getAttribute("data-count")) >= 1000,
+      undefined,
+      { timeout: 5000 },
+    );
+    const ids = () =>
+      page.getByTestId("session-row").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-session-id")));
     await page.waitForFunction(() => document.querySelectorAll('[data-testid="session-row"]').length === 50);
     expect(await page.getByTestId("page-info").textContent()).toBe("page 1 · 1–50");
     const first = await ids();
 
     const started = Date.now();
     await page.getByTestId("page-next").click();
-    await page.waitForFunction(() => document.querySelector('[data-testid="page-info"]')?.textContent === "page 2 · 51–100");
+    await page.waitForFunction(
+      () => document.querySelector('[data-testid="page-info"]')?.textContent === "page 2 · 51–100",
+    );
     expect(Date.now() - started).toBeLessThan(2000);
     const second = await ids();
     expect(second).toHaveLength(50);
@@ -242,23 +289,30 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     await page.screenshot({ path: join(SCREENSHOTS, "dashboard-page-2.png") });
 
     await page.getByTestId("page-prev").click();
-    await page.waitForFunction(() => document.querySelector('[data-testid="page-info"]')?.textContent === "page 1 · 1–50");
+    await page.waitForFunction(
+      () => document.querySelector('[data-testid="page-info"]')?.textContent === "page 1 · 1–50",
+    );
     expect(await ids()).toEqual(first);
 
     await page.getByTestId("state-filter").selectOption("IDLE");
     await page.waitForFunction(
       () =>
-        Array.from(document.querySelectorAll('[data-testid="session-row"]')).every((r) => r.getAttribute("data-state") === "IDLE") &&
-        document.querySelectorAll('[data-testid="session-row"]').length === 50,
+        Array.from(document.querySelectorAll('[data-testid="session-row"]')).every(
+          (r) => r.getAttribute("data-state") === "IDLE",
+        ) && document.querySelectorAll('[data-testid="session-row"]').length === 50,
     );
     await page.getByTestId("page-next").click();
-    await page.waitForFunction(() => document.querySelector('[data-testid="page-info"]')?.textContent === "page 2 · 51–100");
+    await page.waitForFunction(
+      () => document.querySelector('[data-testid="page-info"]')?.textContent === "page 2 · 51–100",
+    );
     await page.screenshot({ path: join(SCREENSHOTS, "dashboard-1000-idle.png") });
   }, 60_000);
 
   it("the patrol panel says no run yet, then lists recorded runs newest first with their success, change and mismatches", async () => {
     await expect.poll(() => page.getByTestId("patrol-empty").isVisible(), { timeout: 10_000 }).toBe(true);
-    const reporter = createRawClient(OrchestratorService, orch.server.address, { token: await operatorToken(["patrol:report"]) });
+    const reporter = createRawClient(OrchestratorService, orch.server.address, {
+      token: await operatorToken(["patrol:report"]),
+    });
     try {
       const run = (passed: number, finished: number, mismatches: string[]) => ({
         startedAt: { seconds: BigInt(finished - 60), nanos: 0 },
@@ -269,12 +323,25 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
         threshold: 0.95,
         dryRun: true,
         tasksSha256: "a".repeat(64),
-        mismatches: mismatches.map((taskId) => ({ taskId, expected: "succeeded done", got: "not_done done", sessionId: "" })),
+        mismatches: mismatches.map((taskId) => ({
+          taskId,
+          expected: "succeeded done",
+          got: "not_done done",
+          sessionId: "",
+        })),
       });
       const now = Math.floor(Date.now() / 1000);
       await reporter.recordPatrolRun({ run: run(99, now - 86_400, ["question-07"]) });
       await reporter.recordPatrolRun({
-        run: run(93, now, ["refund-small-usd-1", "question-07", "refund-risky-approved-1", "bad-policy", "refund-pending-order-1", "question-02", "refund-unknown-order"]),
+        run: run(93, now, [
+          "refund-small-usd-1",
+          "question-07",
+          "refund-risky-approved-1",
+          "bad-policy",
+          "refund-pending-order-1",
+          "question-02",
+          "refund-unknown-order",
+        ]),
       });
     } finally {
       reporter.close();

@@ -8,7 +8,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { toJsonString } from "@bufbuild/protobuf";
 import Database from "better-sqlite3";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { OrchestratorService, type Session, SessionSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  OrchestratorService,
+  type Session,
+  SessionSchema,
+  SessionState,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import type { RawClient } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, type ToolProcess } from "@loopguard/tool-sdk/testing";
@@ -36,10 +41,21 @@ function refundTask(extra: Record<string, string> = {}): JsonObject {
   return { kind: "refund", order_id: ORDER_ID, amount_cents: REFUND_CENTS, reason: "DAMAGED", ...extra };
 }
 
-async function startRefunds(api: OrchestratorClient, count: number, keyPrefix: string, task: () => JsonObject = refundTask): Promise<string[]> {
+async function startRefunds(
+  api: OrchestratorClient,
+  count: number,
+  keyPrefix: string,
+  task: () => JsonObject = refundTask,
+): Promise<string[]> {
   const started = await Promise.all(
     Array.from({ length: count }, (_, i) =>
-      api.startSession({ goal: `refund ${REFUND_CENTS} cents of ${ORDER_ID}`, task: task(), scopes: SCOPES, policy: "scripted", idempotencyKey: `${keyPrefix}-${i}` }),
+      api.startSession({
+        goal: `refund ${REFUND_CENTS} cents of ${ORDER_ID}`,
+        task: task(),
+        scopes: SCOPES,
+        policy: "scripted",
+        idempotencyKey: `${keyPrefix}-${i}`,
+      }),
     ),
   );
   for (const r of started) expect(r.created).toBe(true);
@@ -70,11 +86,18 @@ async function waitTerminal(api: OrchestratorClient, ids: readonly string[], bou
 }
 
 /** Polls until at least `min` of `ids` are past IDLE and not yet terminal: sessions a kill interrupts. */
-async function waitMidFlight(api: OrchestratorClient, ids: readonly string[], min: number, boundMs: number): Promise<Session[]> {
+async function waitMidFlight(
+  api: OrchestratorClient,
+  ids: readonly string[],
+  min: number,
+  boundMs: number,
+): Promise<Session[]> {
   const wanted = new Set(ids);
   const until = Date.now() + boundMs;
   for (;;) {
-    const live = (await listAll(api)).filter((s) => wanted.has(s.sessionId) && s.state !== SessionState.IDLE && !TERMINAL.has(s.state));
+    const live = (await listAll(api)).filter(
+      (s) => wanted.has(s.sessionId) && s.state !== SessionState.IDLE && !TERMINAL.has(s.state),
+    );
     if (live.length >= min || Date.now() > until) return live;
     await sleep(50);
   }
@@ -84,7 +107,9 @@ async function waitMidFlight(api: OrchestratorClient, ids: readonly string[], mi
 async function waitRefundsInFlight(file: string, min: number, boundMs: number): Promise<number> {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
-    const count = db.prepare(`SELECT count(*) AS n FROM sessions WHERE state = 'TOOL_EXECUTING' AND pending LIKE '%"tool":"billing_refund"%'`);
+    const count = db.prepare(
+      `SELECT count(*) AS n FROM sessions WHERE state = 'TOOL_EXECUTING' AND pending LIKE '%"tool":"billing_refund"%'`,
+    );
     const until = Date.now() + boundMs;
     for (;;) {
       const { n } = count.get() as { n: number };
@@ -108,7 +133,9 @@ function stateCounts(sessions: readonly Session[]): Record<string, number> {
 /** One example answer per stop reason other than done, for the drill's report. */
 function failureExamples(sessions: readonly Session[]): string[] {
   const seen = new Map<string, string>();
-  for (const s of sessions) if (s.stopReason && s.stopReason !== "done" && !seen.has(s.stopReason)) seen.set(s.stopReason, `${s.stopReason}: ${s.answer}`);
+  for (const s of sessions)
+    if (s.stopReason && s.stopReason !== "done" && !seen.has(s.stopReason))
+      seen.set(s.stopReason, `${s.stopReason}: ${s.answer}`);
   return [...seen.values()];
 }
 
@@ -150,12 +177,21 @@ describe("orchestrator drills (real processes)", () => {
   it("SIGKILL the orchestrator with 50 sessions running, restart: all 50 reach a terminal state and the billing ledger has no duplicate refund", async () => {
     const tools = await startTools(300);
     // Slow refunds too, so that some are in flight on billing when the orchestrator dies.
-    const billingAdmin = await clientFor(ToolAdminService, tools.billing.address, ["tool:admin"], { audience: "billing" });
+    const billingAdmin = await clientFor(ToolAdminService, tools.billing.address, ["tool:admin"], {
+      audience: "billing",
+    });
     await billingAdmin.setFaults({ profile: { addedLatencyMs: 150, methods: ["Refund"] } });
     const dir = tempDir("sqlite");
     const storeUrl = `sqlite:${join(dir, "orchestrator.db")}`;
-    const first = await startOrchestrator(tools, { ORCHESTRATOR_STORE: storeUrl, ORCHESTRATOR_INSTANCE_ID: "drill-first", LOOPGUARD_DATA_DIR: dir });
-    const firstApi = await clientFor(OrchestratorService, first.address, [...SESSION_OPERATOR_SCOPES, "approvals:write"]);
+    const first = await startOrchestrator(tools, {
+      ORCHESTRATOR_STORE: storeUrl,
+      ORCHESTRATOR_INSTANCE_ID: "drill-first",
+      LOOPGUARD_DATA_DIR: dir,
+    });
+    const firstApi = await clientFor(OrchestratorService, first.address, [
+      ...SESSION_OPERATOR_SCOPES,
+      "approvals:write",
+    ]);
 
     const ids = await startRefunds(firstApi, 50, `drill-a-${Date.now()}`);
     await sleep(700);
@@ -165,19 +201,29 @@ describe("orchestrator drills (real processes)", () => {
     const refundsInFlight = await waitRefundsInFlight(join(dir, "orchestrator.db"), 3, 10_000);
     await kill(first);
 
-    const second = await startOrchestrator(tools, { ORCHESTRATOR_STORE: storeUrl, ORCHESTRATOR_INSTANCE_ID: "drill-second", LOOPGUARD_DATA_DIR: dir });
+    const second = await startOrchestrator(tools, {
+      ORCHESTRATOR_STORE: storeUrl,
+      ORCHESTRATOR_INSTANCE_ID: "drill-second",
+      LOOPGUARD_DATA_DIR: dir,
+    });
     const secondApi = await clientFor(OrchestratorService, second.address, ["sessions:read"]);
     const sessions = await waitTerminal(secondApi, ids, 60_000);
 
     expect(sessions).toHaveLength(50);
-    expect(sessions.filter((s) => !TERMINAL.has(s.state)).map((s) => `${s.sessionId} ${SessionState[s.state]}`)).toEqual([]);
+    expect(
+      sessions.filter((s) => !TERMINAL.has(s.state)).map((s) => `${s.sessionId} ${SessionState[s.state]}`),
+    ).toEqual([]);
     await expectOneRefundPerDoneSession(tools.billing.address, sessions);
 
     const db = new Database(join(dir, "orchestrator.db"), { readonly: true, fileMustExist: true });
     const rows = db.prepare(`SELECT session_id, reason, tool, owner FROM session_audit`).all() as AuditRow[];
     db.close();
     const { reissued, takenOver } = interrupted(rows);
-    const reissuedRefunds = new Set(rows.filter((r) => r.reason?.startsWith("re-issuing an interrupted call") && r.tool === "billing_refund").map((r) => r.session_id));
+    const reissuedRefunds = new Set(
+      rows
+        .filter((r) => r.reason?.startsWith("re-issuing an interrupted call") && r.tool === "billing_refund")
+        .map((r) => r.session_id),
+    );
     console.log(
       `[drill a] at SIGKILL ${midFlight.length} sessions were mid-flight (${JSON.stringify(stateCounts(midFlight))} when first seen), ` +
         `${refundsInFlight} with a refund call in flight; after restart ${JSON.stringify(stateCounts(sessions))}; ` +
@@ -205,10 +251,20 @@ describe("orchestrator drills (real processes)", () => {
       // kb-search answers after 700 ms (within its 1 s timeout): every session is mid-flight for at least that long.
       const tools = await startTools(700);
       const dir = tempDir("replicas");
-      const env = (id: string) => ({ ORCHESTRATOR_STORE: url, ORCHESTRATOR_INSTANCE_ID: id, LOOPGUARD_DATA_DIR: join(dir, id) });
-      const [a, b] = await Promise.all([startOrchestrator(tools, env("replica-a")), startOrchestrator(tools, env("replica-b"))]);
+      const env = (id: string) => ({
+        ORCHESTRATOR_STORE: url,
+        ORCHESTRATOR_INSTANCE_ID: id,
+        LOOPGUARD_DATA_DIR: join(dir, id),
+      });
+      const [a, b] = await Promise.all([
+        startOrchestrator(tools, env("replica-a")),
+        startOrchestrator(tools, env("replica-b")),
+      ]);
       const scopes = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
-      const [apiA, apiB] = await Promise.all([clientFor(OrchestratorService, a.address, scopes), clientFor(OrchestratorService, b.address, scopes)]);
+      const [apiA, apiB] = await Promise.all([
+        clientFor(OrchestratorService, a.address, scopes),
+        clientFor(OrchestratorService, b.address, scopes),
+      ]);
 
       // Opened before the sessions start, so the first look at the leases comes while they run.
       const store = await PostgresSessionStore.open(url, { maxConnections: 2 });
@@ -220,7 +276,10 @@ describe("orchestrator drills (real processes)", () => {
         const until = Date.now() + 5000;
         while (Date.now() < until) {
           const { sessions } = await store.list({ limit: 100 });
-          heldByA = sessions.filter((s) => s.leaseOwner === "replica-a" && s.state !== "IDLE" && !["DONE", "FAILED", "CANCELLED"].includes(s.state)).length;
+          heldByA = sessions.filter(
+            (s) =>
+              s.leaseOwner === "replica-a" && s.state !== "IDLE" && !["DONE", "FAILED", "CANCELLED"].includes(s.state),
+          ).length;
           if (heldByA >= 3) break;
           await sleep(50);
         }
@@ -229,11 +288,15 @@ describe("orchestrator drills (real processes)", () => {
 
         const sessions = await waitTerminal(apiB, ids, 60_000);
         expect(sessions).toHaveLength(30);
-        expect(sessions.filter((s) => !TERMINAL.has(s.state)).map((s) => `${s.sessionId} ${SessionState[s.state]}`)).toEqual([]);
+        expect(
+          sessions.filter((s) => !TERMINAL.has(s.state)).map((s) => `${s.sessionId} ${SessionState[s.state]}`),
+        ).toEqual([]);
         await expectOneRefundPerDoneSession(tools.billing.address, sessions);
 
         const rows: AuditRow[] = [];
-        for (const id of ids) for (const r of await store.auditTrail(id)) rows.push({ session_id: id, reason: r.reason, tool: r.tool, owner: r.owner });
+        for (const id of ids)
+          for (const r of await store.auditTrail(id))
+            rows.push({ session_id: id, reason: r.reason, tool: r.tool, owner: r.owner });
         const { reissued, takenOver } = interrupted(rows);
         const bothReplicas = [...takenOver].filter((id) => {
           const owners = new Set(rows.filter((r) => r.session_id === id).map((r) => r.owner));
@@ -257,10 +320,40 @@ describe("orchestrator drills (real processes)", () => {
     // typed argument (the task's own number: the host sends the task's value) and into its answer.
     const MODEL_ID_CARD = "110101198507212349";
     const chat = await startFakeChatServer([
-      () => chatCompletion({ toolCalls: [{ id: "bad-json", name: "risk_query_risk", arguments: `{"idCard":"${MODEL_ID_CARD}","phone":(139)12345678,"note":"call back"}` }] }),
-      () => chatCompletion({ toolCalls: [{ id: "bad-type", name: "risk_query_risk", arguments: `{"idCard":"${MODEL_ID_CARD}","phone":8613912345678}` }] }),
-      () => chatCompletion({ toolCalls: [{ id: "good", name: "risk_query_risk", arguments: JSON.stringify({ idCard: MODEL_ID_CARD, phone: "+86 (139) 1234-5678" }) }] }),
-      () => chatCompletion({ content: `The customer at (139)12345678 (+86 139 1234 5678, id ${MODEL_ID_CARD}) has a low risk score.` }),
+      () =>
+        chatCompletion({
+          toolCalls: [
+            {
+              id: "bad-json",
+              name: "risk_query_risk",
+              arguments: `{"idCard":"${MODEL_ID_CARD}","phone":(139)12345678,"note":"call back"}`,
+            },
+          ],
+        }),
+      () =>
+        chatCompletion({
+          toolCalls: [
+            {
+              id: "bad-type",
+              name: "risk_query_risk",
+              arguments: `{"idCard":"${MODEL_ID_CARD}","phone":8613912345678}`,
+            },
+          ],
+        }),
+      () =>
+        chatCompletion({
+          toolCalls: [
+            {
+              id: "good",
+              name: "risk_query_risk",
+              arguments: JSON.stringify({ idCard: MODEL_ID_CARD, phone: "+86 (139) 1234-5678" }),
+            },
+          ],
+        }),
+      () =>
+        chatCompletion({
+          content: `The customer at (139)12345678 (+86 139 1234 5678, id ${MODEL_ID_CARD}) has a low risk score.`,
+        }),
     ]);
     onCleanUp(() => chat.close());
     const tools = await startTools(0);
@@ -271,7 +364,10 @@ describe("orchestrator drills (real processes)", () => {
       OPENAI_BASE_URL: chat.baseUrl,
       OPENAI_MODEL: "fake-model",
     });
-    const api = await clientFor(OrchestratorService, orchestrator.address, [...SESSION_OPERATOR_SCOPES, "approvals:write"]);
+    const api = await clientFor(OrchestratorService, orchestrator.address, [
+      ...SESSION_OPERATOR_SCOPES,
+      "approvals:write",
+    ]);
     // Demo customers of the risk service (all below the approval threshold), written every way
     // the risk contract accepts them: E.164, national, "(139)12345678", "+86 (139) 1234-5678",
     // spaces, hyphens, a bare 86; upper- or lower-case check character.
@@ -307,8 +403,15 @@ describe("orchestrator drills (real processes)", () => {
     });
 
     const sessions = await waitTerminal(api, [...ids, model.session!.sessionId], 60_000);
-    expect(sessions.map((s) => [SessionState[s.state], s.stopReason])).toEqual([...ids, model.session!.sessionId].map(() => ["DONE", "done"]));
-    const approval = await waitForSession(api, waiting.session!.sessionId, (s) => s.state === SessionState.AWAITING_APPROVAL, 30_000);
+    expect(sessions.map((s) => [SessionState[s.state], s.stopReason])).toEqual(
+      [...ids, model.session!.sessionId].map(() => ["DONE", "done"]),
+    );
+    const approval = await waitForSession(
+      api,
+      waiting.session!.sessionId,
+      (s) => s.state === SessionState.AWAITING_APPROVAL,
+      30_000,
+    );
     expect(approval.pendingApproval?.tool).toBe("billing_refund");
     const modelSession = sessions.find((s) => s.sessionId === model.session!.sessionId)!;
     expect(modelSession.answer).toBe(`The customer at [redacted] ([redacted], id [redacted]) has a low risk score.`);
@@ -316,10 +419,14 @@ describe("orchestrator drills (real processes)", () => {
     // Every way of writing these numbers: the digits with any separators between them.
     const nationals = ["13800138000", "13912345678", "15012345678", "18612345678"];
     const idCards = [...customers.map((c) => c.idCard), risky.idCard];
-    const needles = [...nationals.map((digits) => new RegExp(digits.split("").join("[ ()+-]*"))), ...idCards.map((idCard) => new RegExp(idCard.slice(0, 17), "i"))];
+    const needles = [
+      ...nationals.map((digits) => new RegExp(digits.split("").join("[ ()+-]*"))),
+      ...idCards.map((idCard) => new RegExp(idCard.slice(0, 17), "i")),
+    ];
     const leaks: string[] = [];
     const scan = (where: string, text: string) => {
-      for (const needle of needles) if (needle.test(text)) leaks.push(`${where}: ${needle.source} in ${text.slice(0, 300)}`);
+      for (const needle of needles)
+        if (needle.test(text)) leaks.push(`${where}: ${needle.source} in ${text.slice(0, 300)}`);
     };
     const allIds = [...ids, waiting.session!.sessionId, model.session!.sessionId];
 
@@ -357,7 +464,9 @@ describe("orchestrator drills (real processes)", () => {
 
     const db = new Database(join(dir, "orchestrator.db"), { readonly: true, fileMustExist: true });
     try {
-      const tables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]).map((t) => t.name);
+      const tables = (
+        db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table'`).all() as { name: string }[]
+      ).map((t) => t.name);
       expect(tables).toEqual(expect.arrayContaining(["sessions", "session_audit", "session_steps"]));
       let callerInput = "";
       for (const table of tables) {

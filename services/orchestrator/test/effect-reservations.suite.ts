@@ -3,7 +3,13 @@
 // written, above its limits; concurrent reserves from several store instances (replicas) never
 // both pass a limit only one may pass; totals never add currencies or look past the window.
 import { expect, it } from "vitest";
-import { CUSTOMER_BUCKET_MS, type MoneyChange, type Reservation, ReservationRefusedError, type ReservationLimits } from "../src/effect-reservations.js";
+import {
+  CUSTOMER_BUCKET_MS,
+  type MoneyChange,
+  type Reservation,
+  ReservationRefusedError,
+  type ReservationLimits,
+} from "../src/effect-reservations.js";
 import type { NewSession, SessionRecord, SessionStore } from "../src/session-store.js";
 
 export interface MoneyContext {
@@ -13,10 +19,27 @@ export interface MoneyContext {
   newSession(id: string, extra?: Partial<NewSession>): NewSession;
 }
 
-const LIMITS: ReservationLimits = { entityMoved: 0, entityMax: 50_000, customerMax: 200_000, customerSince: 0, sessionMax: 50_000, taskMax: undefined };
+const LIMITS: ReservationLimits = {
+  entityMoved: 0,
+  entityMax: 50_000,
+  customerMax: 200_000,
+  customerSince: 0,
+  sessionMax: 50_000,
+  taskMax: undefined,
+};
 
 function reservation(sessionId: string, extra: Partial<Reservation> = {}): Reservation {
-  return { key: `lg-${sessionId}-refund`, sessionId, tool: "billing_refund", entity: "order", entityId: "ord_A", customerId: "cust_1", currency: "USD", amount: 45_000, ...extra };
+  return {
+    key: `lg-${sessionId}-refund`,
+    sessionId,
+    tool: "billing_refund",
+    entity: "order",
+    entityId: "ord_A",
+    customerId: "cust_1",
+    currency: "USD",
+    amount: 45_000,
+    ...extra,
+  };
 }
 
 export function effectReservationTests(t: MoneyContext): void {
@@ -26,9 +49,23 @@ export function effectReservationTests(t: MoneyContext): void {
     return store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: t.now() } });
   }
   const call = (store: SessionStore, s: SessionRecord, money: MoneyChange) =>
-    store.transition({ id: s.id, from: s.state, to: "TOOL_EXECUTING", expectedVersion: s.version, audit: { at: t.now(), reason: "calling" }, money });
+    store.transition({
+      id: s.id,
+      from: s.state,
+      to: "TOOL_EXECUTING",
+      expectedVersion: s.version,
+      audit: { at: t.now(), reason: "calling" },
+      money,
+    });
   const observe = (store: SessionStore, s: SessionRecord, money: MoneyChange) =>
-    store.transition({ id: s.id, from: "TOOL_EXECUTING", to: "OBSERVING", expectedVersion: s.version, audit: { at: t.now() }, money });
+    store.transition({
+      id: s.id,
+      from: "TOOL_EXECUTING",
+      to: "OBSERVING",
+      expectedVersion: s.version,
+      audit: { at: t.now() },
+      money,
+    });
 
   it("holds a reservation with the move that records the call, then settles or releases it with the move that observes the outcome", async () => {
     const store = t.store();
@@ -36,17 +73,29 @@ export function effectReservationTests(t: MoneyContext): void {
     const r1 = reservation("s1");
     const executing = await call(store, s1, { reserve: r1, limits: LIMITS });
     expect(await store.reservations("s1")).toEqual([{ ...r1, status: "held", createdAt: expect.any(Number) }]);
-    expect(await store.otherEffects(reservation("s2", { key: "other" }), 0)).toEqual({ entityHeld: 45_000, customer: 45_000, session: 0 });
+    expect(await store.otherEffects(reservation("s2", { key: "other" }), 0)).toEqual({
+      entityHeld: 45_000,
+      customer: 45_000,
+      session: 0,
+    });
     await observe(store, executing, { settle: r1.key, outcome: "settled" });
     expect((await store.reservations("s1"))[0]?.status).toBe("settled");
     // Made: no longer held on the entity (its ledger now says it), still counted for the customer and the session.
-    expect(await store.otherEffects(reservation("s1", { key: "other" }), 0)).toEqual({ entityHeld: 0, customer: 45_000, session: 45_000 });
+    expect(await store.otherEffects(reservation("s1", { key: "other" }), 0)).toEqual({
+      entityHeld: 0,
+      customer: 45_000,
+      session: 45_000,
+    });
 
     const s2 = await thinking(store, "s2");
     const r2 = reservation("s2", { amount: 1_000 });
     const executing2 = await call(store, s2, { reserve: r2, limits: { ...LIMITS, entityMoved: 45_000 } });
     await observe(store, executing2, { settle: r2.key, outcome: "released" });
-    expect(await store.otherEffects(reservation("s3", { key: "other" }), 0)).toEqual({ entityHeld: 0, customer: 45_000, session: 0 });
+    expect(await store.otherEffects(reservation("s3", { key: "other" }), 0)).toEqual({
+      entityHeld: 0,
+      customer: 45_000,
+      session: 0,
+    });
   });
 
   it("refuses a reserve above a limit, naming the totals, and writes neither the reservation nor the move", async () => {
@@ -56,7 +105,10 @@ export function effectReservationTests(t: MoneyContext): void {
     const s2 = await thinking(store, "s2");
     const refused = await call(store, s2, { reserve: reservation("s2"), limits: LIMITS }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ReservationRefusedError);
-    expect(refused).toMatchObject({ totals: { entity: 90_000, customer: 90_000, session: 45_000 }, exceeded: ["entity"] });
+    expect(refused).toMatchObject({
+      totals: { entity: 90_000, customer: 90_000, session: 45_000 },
+      exceeded: ["entity"],
+    });
     expect(await store.get("s2")).toMatchObject({ state: "THINKING", version: s2.version });
     expect(await store.auditTrail("s2")).toHaveLength(1);
     expect(await store.reservations("s2")).toEqual([]);
@@ -68,14 +120,35 @@ export function effectReservationTests(t: MoneyContext): void {
     const r1 = reservation("s1");
     const executing = await call(store, s1, { reserve: r1, limits: LIMITS });
     const observed = await observe(store, executing, { settle: r1.key, outcome: "released" });
-    const again = await store.transition({ id: "s1", from: "OBSERVING", to: "THINKING", expectedVersion: observed.version, audit: { at: t.now() } });
+    const again = await store.transition({
+      id: "s1",
+      from: "OBSERVING",
+      to: "THINKING",
+      expectedVersion: observed.version,
+      audit: { at: t.now() },
+    });
     const tight = { ...LIMITS, entityMax: 10_000 };
     await expect(call(store, again, { reserve: r1, limits: tight })).rejects.toBeInstanceOf(ReservationRefusedError);
     const held = await call(store, again, { reserve: r1, limits: LIMITS });
     // Re-planned after a crash, re-sent after a lost answer: the same key held again counts once, whatever the totals now.
-    const replanned = await store.transition({ id: "s1", from: "TOOL_EXECUTING", to: "RETRYING", expectedVersion: held.version, audit: { at: t.now() } });
-    await store.transition({ id: "s1", from: "RETRYING", to: "TOOL_EXECUTING", expectedVersion: replanned.version, audit: { at: t.now() }, money: { reserve: r1, limits: tight } });
-    expect(await store.reservations("s1")).toEqual([expect.objectContaining({ key: r1.key, status: "held", amount: 45_000 })]);
+    const replanned = await store.transition({
+      id: "s1",
+      from: "TOOL_EXECUTING",
+      to: "RETRYING",
+      expectedVersion: held.version,
+      audit: { at: t.now() },
+    });
+    await store.transition({
+      id: "s1",
+      from: "RETRYING",
+      to: "TOOL_EXECUTING",
+      expectedVersion: replanned.version,
+      audit: { at: t.now() },
+      money: { reserve: r1, limits: tight },
+    });
+    expect(await store.reservations("s1")).toEqual([
+      expect.objectContaining({ key: r1.key, status: "held", amount: 45_000 }),
+    ]);
     expect(await store.otherEffects(reservation("s2", { key: "other" }), 0)).toMatchObject({ entityHeld: 45_000 });
     // The effect itself, planned again, is not among the others: it is not counted twice.
     expect(await store.otherEffects(r1, 0)).toEqual({ entityHeld: 0, customer: 0, session: 0 });
@@ -89,13 +162,31 @@ export function effectReservationTests(t: MoneyContext): void {
       ["s2", { entityId: "ord_B", currency: "USD", amount: 60_000 }],
       ["s3", { entityId: "ord_C", currency: "CNY", amount: 150_000 }],
     ] as const) {
-      await call(store, await thinking(store, id), { reserve: reservation(id, extra), limits: { ...LIMITS, entityMax: 1e9, sessionMax: 1e9 } });
+      await call(store, await thinking(store, id), {
+        reserve: reservation(id, extra),
+        limits: { ...LIMITS, entityMax: 1e9, sessionMax: 1e9 },
+      });
     }
-    expect(await store.otherEffects(reservation("s4", { entityId: "ord_D" }), since)).toEqual({ entityHeld: 0, customer: 160_000, session: 0 });
-    expect(await store.otherEffects(reservation("s4", { entityId: "ord_D", currency: "CNY" }), since)).toEqual({ entityHeld: 0, customer: 150_000, session: 0 });
+    expect(await store.otherEffects(reservation("s4", { entityId: "ord_D" }), since)).toEqual({
+      entityHeld: 0,
+      customer: 160_000,
+      session: 0,
+    });
+    expect(await store.otherEffects(reservation("s4", { entityId: "ord_D", currency: "CNY" }), since)).toEqual({
+      entityHeld: 0,
+      customer: 150_000,
+      session: 0,
+    });
     // The window is counted in whole hours: an amount leaves it once the window starts after its hour.
-    expect(await store.otherEffects(reservation("s4", { entityId: "ord_D" }), t.now() + CUSTOMER_BUCKET_MS)).toEqual({ entityHeld: 0, customer: 0, session: 0 });
-    const refused = await call(store, await thinking(store, "s4"), { reserve: reservation("s4", { entityId: "ord_D" }), limits: { ...LIMITS, customerSince: since } }).catch((e: unknown) => e);
+    expect(await store.otherEffects(reservation("s4", { entityId: "ord_D" }), t.now() + CUSTOMER_BUCKET_MS)).toEqual({
+      entityHeld: 0,
+      customer: 0,
+      session: 0,
+    });
+    const refused = await call(store, await thinking(store, "s4"), {
+      reserve: reservation("s4", { entityId: "ord_D" }),
+      limits: { ...LIMITS, customerSince: since },
+    }).catch((e: unknown) => e);
     expect(refused).toMatchObject({ totals: { customer: 205_000 }, exceeded: ["customer"] });
   });
 
@@ -103,9 +194,13 @@ export function effectReservationTests(t: MoneyContext): void {
     const stores = [t.store(), ...(await Promise.all([t.another(), t.another(), t.another()]))];
     const ids = Array.from({ length: 16 }, (_, i) => `race${i}`);
     const ready = await Promise.all(ids.map((id, i) => thinking(stores[i % stores.length]!, id)));
-    const outcomes = await Promise.allSettled(ready.map((s, i) => call(stores[i % stores.length]!, s, { reserve: reservation(s.id), limits: LIMITS })));
+    const outcomes = await Promise.allSettled(
+      ready.map((s, i) => call(stores[i % stores.length]!, s, { reserve: reservation(s.id), limits: LIMITS })),
+    );
     expect(outcomes.filter((o) => o.status === "fulfilled")).toHaveLength(1);
-    expect(outcomes.filter((o) => o.status === "rejected" && o.reason instanceof ReservationRefusedError)).toHaveLength(15);
+    expect(outcomes.filter((o) => o.status === "rejected" && o.reason instanceof ReservationRefusedError)).toHaveLength(
+      15,
+    );
     expect(await t.store().otherEffects(reservation("none", { key: "none" }), 0)).toMatchObject({ entityHeld: 45_000 });
   });
 }

@@ -8,7 +8,16 @@ import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_p
 import { createRawClient } from "@loopguard/tool-sdk";
 import { testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { HIGH_RISK_CUSTOMER, LOW_RISK_CUSTOMER, startOrchestrator, startRefund, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  HIGH_RISK_CUSTOMER,
+  LOW_RISK_CUSTOMER,
+  startOrchestrator,
+  startRefund,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 let tools: Tools;
 let orch: TestOrchestrator;
@@ -27,7 +36,8 @@ describe("waiting on store events", () => {
     await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL);
     const store = orch.orchestrator.store;
     const reads = [vi.spyOn(store, "get"), vi.spyOn(store, "auditTrail"), vi.spyOn(store, "steps")];
-    const count = () => reads.reduce((n, spy) => n + spy.mock.calls.filter(([sessionId]) => sessionId === id).length, 0);
+    const count = () =>
+      reads.reduce((n, spy) => n + spy.mock.calls.filter(([sessionId]) => sessionId === id).length, 0);
     try {
       const stream = orch.api.watchSession({ sessionId: id })[Symbol.asyncIterator]();
       const seen: string[] = [];
@@ -51,21 +61,33 @@ describe("waiting on store events", () => {
   });
 
   it("a cancel during an irreversible call waits for its outcome, woken by the transition that records it, and names what was done", async () => {
-    const admin = createRawClient(ToolAdminService, tools.billing.address, { token: await testToken({ subject: "drill", scopes: ["tool:admin"], audience: "billing" }) });
+    const admin = createRawClient(ToolAdminService, tools.billing.address, {
+      token: await testToken({ subject: "drill", scopes: ["tool:admin"], audience: "billing" }),
+    });
     await admin.setFaults({ profile: { addedLatencyMs: 1200, methods: ["Refund"] } });
     try {
       const id = await startRefund(orch.api, "ord_DEMO00000001", 200, LOW_RISK_CUSTOMER);
       for (let i = 0; i < 200; i += 1) {
         const s = await orch.orchestrator.store.get(id);
-        if (s?.state === "TOOL_EXECUTING" && (s.pending as { call?: { tool?: string } } | null)?.call?.tool === "billing_refund") break;
+        if (
+          s?.state === "TOOL_EXECUTING" &&
+          (s.pending as { call?: { tool?: string } } | null)?.call?.tool === "billing_refund"
+        )
+          break;
         await sleep(25);
       }
       const cancelled = (await orch.api.cancelSession({ sessionId: id, reason: "customer called back" })).session!;
       expect(SessionState[cancelled.state]).toBe("CANCELLED");
       const refundId = /refund:(rf_[A-Za-z0-9]{16})/.exec(cancelled.answer)?.[1];
-      expect(cancelled.answer).toMatch(/^cancelled by test: customer called back; already done before the cancel: billing_refund refund:rf_/);
-      const billing = createRawClient(BillingService, tools.billing.address, { token: await testToken({ subject: "test", scopes: ["billing:read"] }) });
-      expect((await billing.listRefunds({ orderId: "ord_DEMO00000001" })).refunds.map((r) => r.refundId)).toContain(refundId);
+      expect(cancelled.answer).toMatch(
+        /^cancelled by test: customer called back; already done before the cancel: billing_refund refund:rf_/,
+      );
+      const billing = createRawClient(BillingService, tools.billing.address, {
+        token: await testToken({ subject: "test", scopes: ["billing:read"] }),
+      });
+      expect((await billing.listRefunds({ orderId: "ord_DEMO00000001" })).refunds.map((r) => r.refundId)).toContain(
+        refundId,
+      );
       billing.close();
     } finally {
       await admin.setFaults({ profile: {} });

@@ -47,20 +47,35 @@ export async function startFakeChatServer(script: readonly ScriptedReply[] | Scr
         } catch {
           body = undefined;
         }
-        const request: ReceivedRequest = { method: req.method ?? "", path: req.url ?? "", headers: req.headers, text, body };
+        const request: ReceivedRequest = {
+          method: req.method ?? "",
+          path: req.url ?? "",
+          headers: req.headers,
+          text,
+          body,
+        };
         requests.push(request);
 
         let reply: HttpReply;
         const step = typeof script === "function" ? script : script[next++];
         if (req.method !== "POST" || req.url !== "/v1/chat/completions") {
-          reply = { status: 404, body: { error: { message: `no route ${req.method} ${req.url}`, type: "invalid_request_error" } } };
+          reply = {
+            status: 404,
+            body: { error: { message: `no route ${req.method} ${req.url}`, type: "invalid_request_error" } },
+          };
         } else if (step === undefined) {
-          reply = { status: 500, body: { error: { message: "fake chat server: script exhausted", type: "server_error" } } };
+          reply = {
+            status: 500,
+            body: { error: { message: "fake chat server: script exhausted", type: "server_error" } },
+          };
         } else {
           try {
             reply = toHttpReply(await step(request));
           } catch (err) {
-            reply = { status: 500, body: { error: { message: `fake chat server: ${String(err)}`, type: "server_error" } } };
+            reply = {
+              status: 500,
+              body: { error: { message: `fake chat server: ${String(err)}`, type: "server_error" } },
+            };
           }
         }
         if (res.destroyed) return;
@@ -154,10 +169,13 @@ export function chatCompletion(reply: {
 }
 
 /** A reply asking for one tool call. */
-export const toolCall = (name: string, args: string, id?: string) => chatCompletion({ toolCalls: [{ ...(id ? { id } : {}), name, arguments: args }] });
+export const toolCall = (name: string, args: string, id?: string) =>
+  chatCompletion({ toolCalls: [{ ...(id ? { id } : {}), name, arguments: args }] });
 
 /** The tool messages the model was sent in `request`, by tool_call_id. */
-export function toolResults(request: ReceivedRequest): Record<string, { ok: boolean; error?: { code: string; message: string } }> {
+export function toolResults(
+  request: ReceivedRequest,
+): Record<string, { ok: boolean; error?: { code: string; message: string } }> {
   const out: Record<string, { ok: boolean; error?: { code: string; message: string } }> = {};
   for (const m of request.body.messages as { role: string; tool_call_id?: string; content: string }[]) {
     if (m.role === "tool" && m.tool_call_id) out[m.tool_call_id] = JSON.parse(m.content);

@@ -4,8 +4,19 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createLogger, createRawClient, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
+import {
+  OrchestratorService,
+  type Session,
+  SessionState,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  CallError,
+  createLogger,
+  createRawClient,
+  type RawClient,
+  serveTool,
+  type ToolServer,
+} from "@loopguard/tool-sdk";
 import { type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import type { Registry } from "prom-client";
 import { expect } from "vitest";
@@ -71,7 +82,11 @@ export interface TestOrchestrator {
   close(): Promise<void>;
 }
 
-export async function startOrchestrator(tools: Tools, env: Record<string, string> = {}, options: Pick<BuildOptions, "policies"> = {}): Promise<TestOrchestrator> {
+export async function startOrchestrator(
+  tools: Tools,
+  env: Record<string, string> = {},
+  options: Pick<BuildOptions, "policies"> = {},
+): Promise<TestOrchestrator> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
   const config = loadOrchestratorConfig({
     ...testOrchestratorEnv(),
@@ -92,13 +107,21 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
     },
   });
   const built = await build(config, log, { logTail, ...options });
-  const server = await serveTool(built.definition, { ...config, logger: log, metrics: built.metrics, connect: true, http: createAdminHttp({ log }) });
+  const server = await serveTool(built.definition, {
+    ...config,
+    logger: log,
+    metrics: built.metrics,
+    connect: true,
+    http: createAdminHttp({ log }),
+  });
   built.orchestrator.start();
   // As main does once serving: the tokenizer's load is not charged to a test's first session.
   built.warmUp();
   const token = await testToken({ subject: "test", scopes: [...SESSION_OPERATOR_SCOPES, "approvals:write"] });
   const api = createRawClient(OrchestratorService, server.address, { token });
-  const approver = createRawClient(OrchestratorService, server.address, { token: await testToken({ subject: "test-approver", scopes: ["sessions:read", "approvals:write"] }) });
+  const approver = createRawClient(OrchestratorService, server.address, {
+    token: await testToken({ subject: "test-approver", scopes: ["sessions:read", "approvals:write"] }),
+  });
   return {
     api,
     approver,
@@ -121,12 +144,18 @@ export async function startOrchestrator(tools: Tools, env: Record<string, string
 export const ALL_SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
 
 /** Polls GetSession until `until` holds (default: a terminal state); bounded. */
-export async function waitForSession(api: RawClient<typeof OrchestratorService>, id: string, until: (s: Session) => boolean = isEnded, timeoutMs = 20_000): Promise<Session> {
+export async function waitForSession(
+  api: RawClient<typeof OrchestratorService>,
+  id: string,
+  until: (s: Session) => boolean = isEnded,
+  timeoutMs = 20_000,
+): Promise<Session> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const { session } = await api.getSession({ sessionId: id });
     if (session && until(session)) return session;
-    if (Date.now() > end) throw new Error(`session ${id} stuck in ${SessionState[session!.state]} (${session?.stopReason})`);
+    if (Date.now() > end)
+      throw new Error(`session ${id} stuck in ${SessionState[session!.state]} (${session?.stopReason})`);
     await sleep(50);
   }
 }
@@ -150,7 +179,12 @@ export const LOW_RISK_CUSTOMER = { id_card: "110101198003121232", phone: "+86138
 export const HIGH_RISK_CUSTOMER = { id_card: "110101199810246781", phone: "+8617712345678" };
 
 /** Starts a scripted refund session of `amountCents` of `orderId` for `customer`; its id. */
-export async function startRefund(api: RawClient<typeof OrchestratorService>, orderId: string, amountCents: number, customer: Record<string, string>): Promise<string> {
+export async function startRefund(
+  api: RawClient<typeof OrchestratorService>,
+  orderId: string,
+  amountCents: number,
+  customer: Record<string, string>,
+): Promise<string> {
   const { session } = await api.startSession({
     goal: `Refund ${(amountCents / 100).toFixed(2)} of ${orderId}`,
     task: { kind: "refund", order_id: orderId, amount_cents: amountCents, reason: "DAMAGED", ...customer } as never,

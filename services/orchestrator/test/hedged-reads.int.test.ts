@@ -7,7 +7,14 @@ import { createRawClient } from "@loopguard/tool-sdk";
 import { type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kill, startTool } from "../../../test/e2e/processes.js";
-import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  startOrchestrator,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 const SLOW_MS = 3000;
 
@@ -31,7 +38,14 @@ async function question(goal: string) {
   const { session } = await orch.api.startSession({ goal, task: {}, scopes: ALL_SCOPES, policy: "scripted" });
   const done = await waitForSession(orch.api, session!.sessionId);
   const steps = (await orch.api.getTrace({ sessionId: session!.sessionId })).records
-    .map((r) => JSON.parse(r) as { decision: { kind: string }; attempt?: number; result: { ok?: boolean; refs?: unknown[] } | null })
+    .map(
+      (r) =>
+        JSON.parse(r) as {
+          decision: { kind: string };
+          attempt?: number;
+          result: { ok?: boolean; refs?: unknown[] } | null;
+        },
+    )
     .filter((r) => r.decision.kind === "tool_call");
   return { done, steps };
 }
@@ -39,8 +53,11 @@ async function question(goal: string) {
 describe("hedged reads in sessions", () => {
   it("a Search answered by a hedge is one tool call of the session, with two attempts, and the answer cites what it found", async () => {
     // Each replica answers once first, so the client knows there are others to hedge to.
-    for (let i = 0; i < 3; i++) expect((await question(`How long do card refunds take? ${i}`)).done.stopReason).toBe("done");
-    const admin = createRawClient(ToolAdminService, tools.kb.address, { token: await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] }) });
+    for (let i = 0; i < 3; i++)
+      expect((await question(`How long do card refunds take? ${i}`)).done.stopReason).toBe("done");
+    const admin = createRawClient(ToolAdminService, tools.kb.address, {
+      token: await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] }),
+    });
     await admin.setFaults({ profile: { addedLatencyMs: SLOW_MS } });
     admin.close();
     const sessions = [];

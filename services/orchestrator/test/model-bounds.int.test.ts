@@ -28,7 +28,9 @@ afterAll(async () => {
 const FIVE_MB = "call 13800138000 ".repeat(300_000);
 
 /** A model of the test's own in place of the openai policy: each step's decision from `steps`, every input it was given kept. */
-function scriptedModel(steps: ((input: PolicyInput) => Omit<Decision, "usage" | "promptHash">)[]): Policy & { readonly inputs: PolicyInput[] } {
+function scriptedModel(
+  steps: ((input: PolicyInput) => Omit<Decision, "usage" | "promptHash">)[],
+): Policy & { readonly inputs: PolicyInput[] } {
   const inputs: PolicyInput[] = [];
   return {
     name: "openai",
@@ -44,7 +46,11 @@ async function runWith(model: Policy) {
   const orch = await startOrchestrator(tools, {}, { policies: [model] });
   try {
     const cpu = process.cpuUsage();
-    const { session } = await orch.api.startSession({ goal: "Summarise the refund policy", scopes: ALL_SCOPES, policy: model.name });
+    const { session } = await orch.api.startSession({
+      goal: "Summarise the refund policy",
+      scopes: ALL_SCOPES,
+      policy: model.name,
+    });
     const done = await waitForSession(orch.api, session!.sessionId);
     const used = process.cpuUsage(cpu);
     const trace = (await orch.api.getTrace({ sessionId: session!.sessionId })).records;
@@ -57,7 +63,10 @@ async function runWith(model: Policy) {
 describe("what the model writes is bounded", () => {
   it("cuts a 5 MB answer and refuses 5 MB arguments before any redaction: the session costs well under a second of CPU", async () => {
     const big = JSON.stringify({ query: FIVE_MB, limit: 1 });
-    const model = scriptedModel([() => ({ kind: "tool_calls", calls: [{ id: "big", name: "kb_search_search", arguments: big }] }), () => ({ kind: "final", answer: FIVE_MB })]);
+    const model = scriptedModel([
+      () => ({ kind: "tool_calls", calls: [{ id: "big", name: "kb_search_search", arguments: big }] }),
+      () => ({ kind: "final", answer: FIVE_MB }),
+    ]);
     const { done, cpuMs, trace } = await runWith(model);
     expect(done.stopReason).toBe("done");
     expect(cpuMs).toBeLessThan(500);
@@ -69,7 +78,11 @@ describe("what the model writes is bounded", () => {
     expect(call?.kind === "call" && call.arguments.length).toBeLessThanOrEqual(200);
     expect(observation).toMatchObject({ kind: "observation", envelope: { ok: false, error: { code: "EINVAL" } } });
     const message = observation?.kind === "observation" ? (observation.envelope.error?.message ?? "") : "";
-    expect(message.startsWith(`arguments for kb_search_search are ${big.length} bytes; it accepts at most 16384. They began: {"query":"call [redacted] call`)).toBe(true);
+    expect(
+      message.startsWith(
+        `arguments for kb_search_search are ${big.length} bytes; it accepts at most 16384. They began: {"query":"call [redacted] call`,
+      ),
+    ).toBe(true);
     expect(message.length).toBeLessThan(400);
     expect(trace.join("").length).toBeLessThan(64 * 1024);
   });
@@ -98,18 +111,29 @@ describe("what the model writes is bounded", () => {
         expect(String(value)).not.toContain("13800138000");
       }
     }
-    expect(model.inputs[1]!.history.map((item) => item.kind !== "rejected_answer" && item.callId)).toEqual(["call_1_0", "call_1_0", "call_1_1", "call_1_1"]);
+    expect(model.inputs[1]!.history.map((item) => item.kind !== "rejected_answer" && item.callId)).toEqual([
+      "call_1_0",
+      "call_1_0",
+      "call_1_1",
+      "call_1_1",
+    ]);
   });
 
   it("does not read a model reply larger than the host reads: the session fails with a clear reason", async () => {
     const chat = await startFakeChatServer([() => chatCompletion({ content: FIVE_MB })]);
     const orch = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl });
     try {
-      const { session } = await orch.api.startSession({ goal: "Summarise the refund policy", scopes: ALL_SCOPES, policy: "openai" });
+      const { session } = await orch.api.startSession({
+        goal: "Summarise the refund policy",
+        scopes: ALL_SCOPES,
+        policy: "openai",
+      });
       const done = await waitForSession(orch.api, session!.sessionId);
       expect(SessionState[done.state]).toBe("FAILED");
       expect(done.stopReason).toBe("unrecoverable_error");
-      expect(done.answer).toBe("the policy failed: chat completions returned a body of more than 262144 bytes, the most the host reads; the model's reply was not used");
+      expect(done.answer).toBe(
+        "the policy failed: chat completions returned a body of more than 262144 bytes, the most the host reads; the model's reply was not used",
+      );
     } finally {
       await orch.close();
       await chat.close();

@@ -9,7 +9,14 @@ import { status, ToolError } from "@loopguard/tool-sdk";
 import { startTestTool } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatCompletion, type FakeChatServer, type ReceivedRequest, startFakeChatServer } from "./fake-chat-server.js";
-import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  startOrchestrator,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 const WINDOW = 12_000;
 const RESERVE = 256;
@@ -33,11 +40,23 @@ function model(request: ReceivedRequest): unknown {
   const results = (request.body.messages as { role: string }[]).filter((m) => m.role === "tool").length;
   if (goal.startsWith("long")) {
     if (results < LONG_STEPS - 1)
-      return chatCompletion({ toolCalls: [{ id: `s${results}`, name: "kb_search_search", arguments: JSON.stringify({ query: `refund rules part ${results}`, limit: 3 }) }], usage: null });
+      return chatCompletion({
+        toolCalls: [
+          {
+            id: `s${results}`,
+            name: "kb_search_search",
+            arguments: JSON.stringify({ query: `refund rules part ${results}`, limit: 3 }),
+          },
+        ],
+        usage: null,
+      });
     return chatCompletion({ content: "Done: the refund rules were read.", usage: null });
   }
   if (goal.startsWith("tool retry")) {
-    if (results === 0) return chatCompletion({ toolCalls: [{ id: "k1", name: "kb_search_search", arguments: '{"query":"refund policy","limit":1}' }] });
+    if (results === 0)
+      return chatCompletion({
+        toolCalls: [{ id: "k1", name: "kb_search_search", arguments: '{"query":"refund policy","limit":1}' }],
+      });
     return chatCompletion({ content: "Read it." });
   }
   if (goal.startsWith("flaky")) return { status: 503, body: { error: { message: "overloaded" } } };
@@ -79,15 +98,23 @@ async function run(goal: string, budget: Record<string, number | bigint> = {}, t
 describe("model calls", () => {
   it(`keeps a ${LONG_STEPS}-step session inside the window: old results become summaries with refs and a hash, the task stays exact`, async () => {
     const task = { kind: "question", order_id: "ord_DEMO00000001", note: "keep me" };
-    const { done, requests, trace } = await run("long: read every refund rule", { maxSteps: 50, maxToolCalls: 50, maxCostMicros: 10_000_000n }, task);
+    const { done, requests, trace } = await run(
+      "long: read every refund rule",
+      { maxSteps: 50, maxToolCalls: 50, maxCostMicros: 10_000_000n },
+      task,
+    );
     expect(done.stopReason).toBe("done");
     expect(done.usage?.steps).toBe(LONG_STEPS);
     expect(requests).toHaveLength(LONG_STEPS);
 
     // What the model saw last: the task exactly as given, old results summarised, the latest whole.
     const last = requests.at(-1)!.body;
-    expect(last.messages[1].content).toBe(`Goal: long: read every refund rule\n\nTask (JSON):\n${JSON.stringify(task)}`);
-    const results = (last.messages as { role: string; content: string }[]).filter((m) => m.role === "tool").map((m) => JSON.parse(m.content));
+    expect(last.messages[1].content).toBe(
+      `Goal: long: read every refund rule\n\nTask (JSON):\n${JSON.stringify(task)}`,
+    );
+    const results = (last.messages as { role: string; content: string }[])
+      .filter((m) => m.role === "tool")
+      .map((m) => JSON.parse(m.content));
     expect(results).toHaveLength(LONG_STEPS - 1);
     const summaries = results.filter((r) => r.data?.compressed === true);
     expect(summaries.length).toBeGreaterThanOrEqual(LONG_STEPS - 5);
@@ -100,7 +127,9 @@ describe("model calls", () => {
     expect(results.at(-1).data.hits.length).toBeGreaterThan(0);
 
     // Every prompt, counted before it was sent, left room for the reply; every call carried the reserve.
-    const prompts = trace.filter((r) => r.context).map((r) => r.context as { tokens: number; tokens_before: number; alarm: boolean });
+    const prompts = trace
+      .filter((r) => r.context)
+      .map((r) => r.context as { tokens: number; tokens_before: number; alarm: boolean });
     expect(prompts).toHaveLength(LONG_STEPS);
     for (const p of prompts) expect(p.tokens + RESERVE).toBeLessThanOrEqual(WINDOW);
     expect(prompts.some((p) => p.tokens < p.tokens_before)).toBe(true);
@@ -125,20 +154,33 @@ describe("model calls", () => {
     expect(Number(done.usage!.costMicros)).toBeGreaterThanOrEqual(promptTokens);
 
     // Every model call went out in the session's trace.
-    for (const r of requests) expect(String(r.headers.traceparent)).toMatch(new RegExp(`^00-${done.traceId}-[0-9a-f]{16}-01$`));
+    for (const r of requests)
+      expect(String(r.headers.traceparent)).toMatch(new RegExp(`^00-${done.traceId}-[0-9a-f]{16}-01$`));
   }, 120_000);
 
   it("raises the 80% alarm on the session, in its trace and in /metrics", async () => {
     // A model with a small window: the task alone (never compressed) takes it past 80%.
-    const small = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "gpt-4o-mini", MODEL_CONTEXT_WINDOW_TOKENS: "1000", MODEL_MAX_OUTPUT_TOKENS: "16" });
+    const small = await startOrchestrator(tools, {
+      OPENAI_BASE_URL: chat.baseUrl,
+      OPENAI_MODEL: "gpt-4o-mini",
+      MODEL_CONTEXT_WINDOW_TOKENS: "1000",
+      MODEL_MAX_OUTPUT_TOKENS: "16",
+    });
     try {
       const goal = "alarm: answer a long task";
-      const { session } = await small.api.startSession({ goal, task: { kind: "question", text: words(150) }, scopes: ALL_SCOPES, policy: "openai" });
+      const { session } = await small.api.startSession({
+        goal,
+        task: { kind: "question", text: words(150) },
+        scopes: ALL_SCOPES,
+        policy: "openai",
+      });
       const done = await waitForSession(small.api, session!.sessionId);
       expect(done.stopReason).toBe("done");
       expect(chat.requests.filter((r) => goalOf(r) === goal)).toHaveLength(1);
       expect(done.context?.alarms).toBe(1);
-      const trace = (await small.api.getTrace({ sessionId: session!.sessionId })).records.map((r) => JSON.parse(r) as Record<string, any>);
+      const trace = (await small.api.getTrace({ sessionId: session!.sessionId })).records.map(
+        (r) => JSON.parse(r) as Record<string, any>,
+      );
       expect(trace.find((r) => r.context)?.context).toMatchObject({ alarm: true, window: 1000 });
       const metrics = await (await fetch(`${small.httpUrl}/metrics`)).text();
       expect(metrics).toMatch(/^loopguard_session_context_alarms_total({[^}]*})? 1$/m);
@@ -174,7 +216,10 @@ describe("model calls", () => {
   });
 
   /** A knowledge base unavailable for its first `failures` searches, then answering, under an orchestrator of its own. */
-  async function withFlakyKb(failures: number, check: (api: TestOrchestrator["api"], calls: () => number) => Promise<void>): Promise<void> {
+  async function withFlakyKb(
+    failures: number,
+    check: (api: TestOrchestrator["api"], calls: () => number) => Promise<void>,
+  ): Promise<void> {
     let calls = 0;
     const kb = await startTestTool({
       service: KbSearchService,
@@ -186,7 +231,11 @@ describe("model calls", () => {
         },
       },
     });
-    const flakyKb = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "gpt-4o-mini", KB_SEARCH_ADDR: kb.address });
+    const flakyKb = await startOrchestrator(tools, {
+      OPENAI_BASE_URL: chat.baseUrl,
+      OPENAI_MODEL: "gpt-4o-mini",
+      KB_SEARCH_ADDR: kb.address,
+    });
     try {
       await check(flakyKb.api, () => calls);
     } finally {
@@ -198,7 +247,11 @@ describe("model calls", () => {
   it("counts a tool call's attempts beyond the first against the retry budget", async () => {
     // Unavailable once, then answers: the tool client retries it.
     await withFlakyKb(1, async (api, calls) => {
-      const { session } = await api.startSession({ goal: "tool retry: read the refund policy", scopes: ALL_SCOPES, policy: "openai" });
+      const { session } = await api.startSession({
+        goal: "tool retry: read the refund policy",
+        scopes: ALL_SCOPES,
+        policy: "openai",
+      });
       const done = await waitForSession(api, session!.sessionId);
       expect(done.stopReason).toBe("done");
       expect(calls()).toBe(2);
@@ -209,11 +262,18 @@ describe("model calls", () => {
   it("lets a read retry only as far as the session's retry budget reaches", async () => {
     // Unavailable twice, then answers: the client alone would retry twice within the one call.
     await withFlakyKb(2, async (api) => {
-      const { session } = await api.startSession({ goal: "tool retry: read the refund policy", scopes: ALL_SCOPES, policy: "openai", budget: { maxRetries: 1 } });
+      const { session } = await api.startSession({
+        goal: "tool retry: read the refund policy",
+        scopes: ALL_SCOPES,
+        policy: "openai",
+        budget: { maxRetries: 1 },
+      });
       const done = await waitForSession(api, session!.sessionId);
       expect(done.budget?.maxRetries).toBe(1);
       expect(done.usage?.retries).toBe(1);
-      const steps = (await api.getTrace({ sessionId: session!.sessionId })).records.map((r) => JSON.parse(r) as { attempt?: number });
+      const steps = (await api.getTrace({ sessionId: session!.sessionId })).records.map(
+        (r) => JSON.parse(r) as { attempt?: number },
+      );
       expect(Math.max(...steps.map((step) => step.attempt ?? 1))).toBeLessThanOrEqual(2);
     });
   }, 60_000);

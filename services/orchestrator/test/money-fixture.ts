@@ -40,7 +40,9 @@ export function moneyFixture() {
 
   /** An order's refunds, from the ledger. */
   async function refundsOf(orderId: string) {
-    const billing = createRawClient(BillingService, current().billing.address, { token: await testToken({ scopes: ["billing:read"] }) });
+    const billing = createRawClient(BillingService, current().billing.address, {
+      token: await testToken({ scopes: ["billing:read"] }),
+    });
     try {
       return (await billing.listRefunds({ orderId })).refunds;
     } finally {
@@ -49,7 +51,15 @@ export function moneyFixture() {
   }
 
   /** The amounts of an order's refunds, from the ledger. */
-  const amountsOf = async (orderId: string): Promise<number[]> => (await refundsOf(orderId)).map((r) => Number(r.amountCents));
+  const amountsOf = async (orderId: string): Promise<number[]> =>
+    (await refundsOf(orderId)).map((r) => Number(r.amountCents));
 
-  return { tools: current, orchestrator, withModel, refundsOf, amountsOf, onCleanUp: (c: () => Promise<void>) => cleanups.push(c) };
+  return {
+    tools: current,
+    orchestrator,
+    withModel,
+    refundsOf,
+    amountsOf,
+    onCleanUp: (c: () => Promise<void>) => cleanups.push(c),
+  };
 }

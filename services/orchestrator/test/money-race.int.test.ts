@@ -9,8 +9,22 @@ import { testPostgres } from "@loopguard/sql-store/testing";
 import { createRawClient } from "@loopguard/tool-sdk";
 import { testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { chatCompletion, type FakeChatServer, type ReceivedRequest, startFakeChatServer, toolCall } from "./fake-chat-server.js";
-import { ALL_SCOPES, isEnded, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  chatCompletion,
+  type FakeChatServer,
+  type ReceivedRequest,
+  startFakeChatServer,
+  toolCall,
+} from "./fake-chat-server.js";
+import {
+  ALL_SCOPES,
+  isEnded,
+  startOrchestrator,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 const ORDER = "ord_DEMO00000002";
 const AMOUNT = 45_000;
@@ -29,12 +43,18 @@ function racingModel(n: number): (request: ReceivedRequest) => Promise<unknown> 
     arrived += 1;
     if (arrived === n) release();
     await all;
-    return toolCall("billing_refund", JSON.stringify({ orderId: ORDER, amountCents: AMOUNT, reason: "REFUND_REASON_DAMAGED" }), "refund-1");
+    return toolCall(
+      "billing_refund",
+      JSON.stringify({ orderId: ORDER, amountCents: AMOUNT, reason: "REFUND_REASON_DAMAGED" }),
+      "refund-1",
+    );
   };
 }
 
 async function ledgerRefunds(tools: Tools): Promise<number[]> {
-  const billing = createRawClient(BillingService, tools.billing.address, { token: await testToken({ scopes: ["billing:read"] }) });
+  const billing = createRawClient(BillingService, tools.billing.address, {
+    token: await testToken({ scopes: ["billing:read"] }),
+  });
   try {
     return (await billing.listRefunds({ orderId: ORDER })).refunds.map((r) => Number(r.amountCents));
   } finally {
@@ -65,7 +85,9 @@ async function race(tools: Tools, replicas: readonly TestOrchestrator[], n: numb
     replicas: replicas.length,
     done: sessions.filter((s) => s.state === SessionState.DONE).length,
     awaitingApproval: sessions.filter((s) => s.state === SessionState.AWAITING_APPROVAL).length,
-    other: sessions.filter((s) => s.state !== SessionState.DONE && s.state !== SessionState.AWAITING_APPROVAL).map((s) => `${SessionState[s.state]} ${s.stopReason}`),
+    other: sessions
+      .filter((s) => s.state !== SessionState.DONE && s.state !== SessionState.AWAITING_APPROVAL)
+      .map((s) => `${SessionState[s.state]} ${s.stopReason}`),
     refunds: refunds.length,
     moved: refunds.reduce((a, b) => a + b, 0),
     ms: Math.round(performance.now() - started),
@@ -80,9 +102,10 @@ function expectAtMostTheThreshold({ sessions, refunds, figure }: Awaited<ReturnT
   for (const s of sessions) {
     if (s.state === SessionState.AWAITING_APPROVAL) {
       // 90,000 once the refund made is recorded; more while another session's call (which billing will refuse) is in flight.
-      const total = /order ord_DEMO00000002 would have (\d+) USD moved in total \(\d+ already, across all sessions[^)]*\), above the approval threshold of 50000 USD/.exec(
-        s.pendingApproval?.reason ?? "",
-      );
+      const total =
+        /order ord_DEMO00000002 would have (\d+) USD moved in total \(\d+ already, across all sessions[^)]*\), above the approval threshold of 50000 USD/.exec(
+          s.pendingApproval?.reason ?? "",
+        );
       expect(Number(total?.[1])).toBeGreaterThanOrEqual(90_000);
     } else {
       expect(s.state).toBe(SessionState.DONE);
@@ -97,14 +120,24 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setUp(n: number, env: Record<string, string>, replicas = 1): Promise<{ tools: Tools; orchs: TestOrchestrator[]; chat: FakeChatServer }> {
+async function setUp(
+  n: number,
+  env: Record<string, string>,
+  replicas = 1,
+): Promise<{ tools: Tools; orchs: TestOrchestrator[]; chat: FakeChatServer }> {
   const tools = await startTools();
   cleanups.push(() => tools.stop());
   const chat = await startFakeChatServer(racingModel(n));
   cleanups.push(() => chat.close());
   const orchs: TestOrchestrator[] = [];
   for (let i = 0; i < replicas; i += 1) {
-    const orch = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model", APPROVAL_TTL_MS: "600000", ORCHESTRATOR_INSTANCE_ID: `replica-${i}`, ...env });
+    const orch = await startOrchestrator(tools, {
+      OPENAI_BASE_URL: chat.baseUrl,
+      OPENAI_MODEL: "fake-model",
+      APPROVAL_TTL_MS: "600000",
+      ORCHESTRATOR_INSTANCE_ID: `replica-${i}`,
+      ...env,
+    });
     cleanups.push(() => orch.close());
     orchs.push(orch);
   }
@@ -112,10 +145,13 @@ async function setUp(n: number, env: Record<string, string>, replicas = 1): Prom
 }
 
 describe("sessions racing on one order, one orchestrator on SQLite", () => {
-  it.each([2, 4, 16])("%i sessions released at once: one refund of 45,000 is made, the others wait for approval", async (n) => {
-    const { tools, orchs } = await setUp(n, {});
-    expectAtMostTheThreshold(await race(tools, orchs, n));
-  });
+  it.each([2, 4, 16])(
+    "%i sessions released at once: one refund of 45,000 is made, the others wait for approval",
+    async (n) => {
+      const { tools, orchs } = await setUp(n, {});
+      expectAtMostTheThreshold(await race(tools, orchs, n));
+    },
+  );
 });
 
 const postgres = testPostgres("money-race");
@@ -123,9 +159,12 @@ describe.skipIf(postgres.skip)("sessions racing on one order, two orchestrator r
   beforeAll(postgres.start, 120_000);
   afterAll(postgres.stop, 60_000);
 
-  it.each([2, 4, 16])("%i sessions over two replicas released at once: one refund of 45,000 is made, the others wait for approval", async (n) => {
-    const url = await postgres.freshDatabase();
-    const { tools, orchs } = await setUp(n, { ORCHESTRATOR_STORE: url }, 2);
-    expectAtMostTheThreshold(await race(tools, orchs, n));
-  });
+  it.each([2, 4, 16])(
+    "%i sessions over two replicas released at once: one refund of 45,000 is made, the others wait for approval",
+    async (n) => {
+      const url = await postgres.freshDatabase();
+      const { tools, orchs } = await setUp(n, { ORCHESTRATOR_STORE: url }, 2);
+      expectAtMostTheThreshold(await race(tools, orchs, n));
+    },
+  );
 });

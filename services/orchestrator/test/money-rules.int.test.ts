@@ -9,7 +9,8 @@ import { ALL_SCOPES, waitForSession } from "./harness.js";
 import { moneyFixture, waiting } from "./money-fixture.js";
 
 const { tools, orchestrator, withModel, refundsOf } = moneyFixture();
-const refundArgs = (orderId: string, amountCents: number, reason = "REFUND_REASON_DAMAGED") => JSON.stringify({ orderId, amountCents, reason });
+const refundArgs = (orderId: string, amountCents: number, reason = "REFUND_REASON_DAMAGED") =>
+  JSON.stringify({ orderId, amountCents, reason });
 const call = toolCall;
 
 describe("cumulative amounts", () => {
@@ -25,7 +26,9 @@ describe("cumulative amounts", () => {
       const s = await waitForSession(orch.api, session!.sessionId, waiting);
       outcomes.push(SessionState[s.state]);
       if (s.state === SessionState.AWAITING_APPROVAL) {
-        expect(s.pendingApproval?.reason).toMatch(/order ord_DEMO00000002 would have 90000 USD moved in total \(45000 already, across all sessions\), above the approval threshold of 50000 USD/);
+        expect(s.pendingApproval?.reason).toMatch(
+          /order ord_DEMO00000002 would have 90000 USD moved in total \(45000 already, across all sessions\), above the approval threshold of 50000 USD/,
+        );
         await orch.api.cancelSession({ sessionId: s.sessionId, reason: "test" });
       }
     }
@@ -39,11 +42,18 @@ describe("cumulative amounts", () => {
       () => call("billing_refund", refundArgs("ord_DEMO00000002", 45_000, "REFUND_REASON_NOT_DELIVERED"), "r2"),
     ]);
     const task = { kind: "refund", order_id: "ord_DEMO00000002", amount_cents: 45_000 };
-    const { session } = await orch.api.startSession({ goal: "Refund twice", task: task as never, scopes: ALL_SCOPES, policy: "openai" });
+    const { session } = await orch.api.startSession({
+      goal: "Refund twice",
+      task: task as never,
+      scopes: ALL_SCOPES,
+      policy: "openai",
+    });
     const s = await waitForSession(orch.api, session!.sessionId, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
     expect(s.pendingApproval?.reason).toMatch(/would have 90000 USD moved in total/);
-    expect(s.pendingApproval?.reason).toMatch(/this session would move 90000 USD in total \(this call 45000\), above the task's amount_cents of 45000/);
+    expect(s.pendingApproval?.reason).toMatch(
+      /this session would move 90000 USD in total \(this call 45000\), above the task's amount_cents of 45000/,
+    );
     expect((await refundsOf("ord_DEMO00000002")).map((r) => Number(r.amountCents))).toEqual([45_000]);
   });
 
@@ -52,12 +62,22 @@ describe("cumulative amounts", () => {
       () => call("billing_refund", refundArgs("ord_DEMO00000001", 700), "r1"),
       () => call("billing_refund", refundArgs("ord_DEMO00000001", 700), "r2"),
       (req) => {
-        const results = toolResults(req) as unknown as Record<string, { data: { refund: { refundId: string }; replayed?: boolean } }>;
-        return chatCompletion({ content: `Refund ${results.r2!.data.refund.refundId} (replayed: ${String(results.r2!.data.replayed ?? false)}).` });
+        const results = toolResults(req) as unknown as Record<
+          string,
+          { data: { refund: { refundId: string }; replayed?: boolean } }
+        >;
+        return chatCompletion({
+          content: `Refund ${results.r2!.data.refund.refundId} (replayed: ${String(results.r2!.data.replayed ?? false)}).`,
+        });
       },
     ]);
     const task = { kind: "refund", order_id: "ord_DEMO00000001", amount_cents: 700 };
-    const { session } = await orch.api.startSession({ goal: "Refund", task: task as never, scopes: ALL_SCOPES, policy: "openai" });
+    const { session } = await orch.api.startSession({
+      goal: "Refund",
+      task: task as never,
+      scopes: ALL_SCOPES,
+      policy: "openai",
+    });
     const s = await waitForSession(orch.api, session!.sessionId);
     expect(s.stopReason).toBe("done");
     const refunds = await refundsOf("ord_DEMO00000001");
@@ -67,14 +87,27 @@ describe("cumulative amounts", () => {
   });
 
   it("per session: refunds on two orders the task names, each small, together above the session threshold, wait for approval", async () => {
-    const { orch } = await withModel([() => call("billing_refund", refundArgs("ord_DEMO00000001", 6000), "r1"), () => call("billing_refund", refundArgs("ord_DEMO00000002", 6000), "r2")], {
-      APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS: "10000",
-    });
+    const { orch } = await withModel(
+      [
+        () => call("billing_refund", refundArgs("ord_DEMO00000001", 6000), "r1"),
+        () => call("billing_refund", refundArgs("ord_DEMO00000002", 6000), "r2"),
+      ],
+      {
+        APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS: "10000",
+      },
+    );
     const task = { kind: "refund", order_ids: ["ord_DEMO00000001", "ord_DEMO00000002"], amount_cents: 12_000 };
-    const { session } = await orch.api.startSession({ goal: "Refund both", task: task as never, scopes: ALL_SCOPES, policy: "openai" });
+    const { session } = await orch.api.startSession({
+      goal: "Refund both",
+      task: task as never,
+      scopes: ALL_SCOPES,
+      policy: "openai",
+    });
     const s = await waitForSession(orch.api, session!.sessionId, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
-    expect(s.pendingApproval?.reason).toMatch(/this session would move 12000 USD in total, above the per-session approval threshold of 10000 USD/);
+    expect(s.pendingApproval?.reason).toMatch(
+      /this session would move 12000 USD in total, above the per-session approval threshold of 10000 USD/,
+    );
     expect(await refundsOf("ord_DEMO00000002")).toHaveLength(0);
   });
 });
@@ -82,7 +115,12 @@ describe("cumulative amounts", () => {
 describe("the order's own customer's risk, read by the host", () => {
   it("a refund of a high-risk customer's order with no risk call waits for approval, and nothing is refunded", async () => {
     const { orch } = await withModel([() => call("billing_refund", refundArgs("ord_DEMO00000008", 1000), "r1")]);
-    const { session } = await orch.api.startSession({ goal: "Refund", task: { kind: "refund", order_id: "ord_DEMO00000008" } as never, scopes: ALL_SCOPES, policy: "openai" });
+    const { session } = await orch.api.startSession({
+      goal: "Refund",
+      task: { kind: "refund", order_id: "ord_DEMO00000008" } as never,
+      scopes: ALL_SCOPES,
+      policy: "openai",
+    });
     const s = await waitForSession(orch.api, session!.sessionId, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
     expect(s.pendingApproval?.reason).toMatch(/customer risk score 92 is at or above 70/);
@@ -94,8 +132,18 @@ describe("the order's own customer's risk, read by the host", () => {
       () => call("risk_query_risk", JSON.stringify({ idCard: "110101198003121232", phone: "+8613800138000" }), "q1"),
       () => call("billing_refund", refundArgs("ord_DEMO00000008", 1000), "r1"),
     ]);
-    const task = { kind: "refund", order_id: "ord_DEMO00000008", id_card: "110101198003121232", phone: "+8613800138000" };
-    const { session } = await orch.api.startSession({ goal: "Refund", task: task as never, scopes: ALL_SCOPES, policy: "openai" });
+    const task = {
+      kind: "refund",
+      order_id: "ord_DEMO00000008",
+      id_card: "110101198003121232",
+      phone: "+8613800138000",
+    };
+    const { session } = await orch.api.startSession({
+      goal: "Refund",
+      task: task as never,
+      scopes: ALL_SCOPES,
+      policy: "openai",
+    });
     const s = await waitForSession(orch.api, session!.sessionId, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
     expect(s.pendingApproval?.reason).toMatch(/risk score 92/);
@@ -120,13 +168,23 @@ describe("the order's own customer's risk, read by the host", () => {
 
 describe("only the entities the task names", () => {
   it("a refund of an order outside the task is an EPRECOND observation, and the ledger is untouched", async () => {
-    const { orch, chat } = await withModel([() => call("billing_refund", refundArgs("ord_DEMO00000007", 100), "r1"), () => chatCompletion({ content: "I may only refund the order of this task." })]);
-    const { session } = await orch.api.startSession({ goal: "Refund", task: { kind: "refund", order_id: "ord_DEMO00000001" } as never, scopes: ALL_SCOPES, policy: "openai" });
+    const { orch, chat } = await withModel([
+      () => call("billing_refund", refundArgs("ord_DEMO00000007", 100), "r1"),
+      () => chatCompletion({ content: "I may only refund the order of this task." }),
+    ]);
+    const { session } = await orch.api.startSession({
+      goal: "Refund",
+      task: { kind: "refund", order_id: "ord_DEMO00000001" } as never,
+      scopes: ALL_SCOPES,
+      policy: "openai",
+    });
     const s = await waitForSession(orch.api, session!.sessionId);
     expect(s.stopReason).toBe("done");
     const seen = toolResults(chat.requests.at(-1)!).r1!;
     expect(seen.error?.code).toBe("EPRECOND");
-    expect(seen.error?.message).toMatch(/order ord_DEMO00000007, which the task does not name \(it names ord_DEMO00000001\)/);
+    expect(seen.error?.message).toMatch(
+      /order ord_DEMO00000007, which the task does not name \(it names ord_DEMO00000001\)/,
+    );
     expect(await refundsOf("ord_DEMO00000007")).toHaveLength(0);
   });
 });

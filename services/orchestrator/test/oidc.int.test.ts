@@ -7,7 +7,16 @@ import { createRawClient, status } from "@loopguard/tool-sdk";
 import { decodeJwt, decodeProtectedHeader, generateKeyPair, SignJWT } from "jose";
 import { OAuth2Server } from "oauth2-mock-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ALL_SCOPES, HIGH_RISK_CUSTOMER, refusal, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  HIGH_RISK_CUSTOMER,
+  refusal,
+  startOrchestrator,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 const CLIENT_ID = "loopguard-test";
 let issuer: OAuth2Server;
@@ -19,7 +28,10 @@ beforeAll(async () => {
   await issuer.issuer.keys.generate("RS256");
   await issuer.start(0, "127.0.0.1");
   tools = await startTools();
-  orch = await startOrchestrator(tools, { ORCHESTRATOR_OIDC_ISSUER: issuer.issuer.url!, ORCHESTRATOR_OIDC_AUDIENCE: CLIENT_ID });
+  orch = await startOrchestrator(tools, {
+    ORCHESTRATOR_OIDC_ISSUER: issuer.issuer.url!,
+    ORCHESTRATOR_OIDC_AUDIENCE: CLIENT_ID,
+  });
 });
 afterAll(async () => {
   await orch?.close();
@@ -28,7 +40,12 @@ afterAll(async () => {
 });
 
 /** An ID token from the local issuer for `sub` holding `roles`; `change` edits its claims before signing. */
-function idToken(sub: string, roles: string[], change: (payload: Record<string, unknown>) => void = () => undefined, expiresIn = 300): Promise<string> {
+function idToken(
+  sub: string,
+  roles: string[],
+  change: (payload: Record<string, unknown>) => void = () => undefined,
+  expiresIn = 300,
+): Promise<string> {
   return issuer.issuer.buildToken({
     expiresIn,
     scopesOrTransform: (_header, payload) => {
@@ -59,7 +76,9 @@ describe("OIDC ID tokens at the orchestrator", () => {
   it("refuse a forged ID token (another key under the issuer's kid), UNAUTHENTICATED", async () => {
     const genuine = await idToken("mallory", ["requester"]);
     const { privateKey } = await generateKeyPair("RS256");
-    const forged = await new SignJWT(decodeJwt(genuine)).setProtectedHeader({ alg: "RS256", kid: String(decodeProtectedHeader(genuine).kid), typ: "JWT" }).sign(privateKey);
+    const forged = await new SignJWT(decodeJwt(genuine))
+      .setProtectedHeader({ alg: "RS256", kid: String(decodeProtectedHeader(genuine).kid), typ: "JWT" })
+      .sign(privateKey);
     const client = api(forged);
     try {
       const error = await refusal(client.startSession(question));
@@ -72,8 +91,16 @@ describe("OIDC ID tokens at the orchestrator", () => {
 
   it.each([
     ["expired", () => idToken("alice@example.com", ["requester"], () => undefined, -120), /expired/],
-    ["issued for another client", () => idToken("alice@example.com", ["requester"], (p) => (p.aud = "another-app")), /another service than the client id loopguard-test/],
-    ["naming no loopguard role", () => idToken("alice@example.com", ["admin"]), /names no loopguard role: its "loopguard_roles" claim/],
+    [
+      "issued for another client",
+      () => idToken("alice@example.com", ["requester"], (p) => (p.aud = "another-app")),
+      /another service than the client id loopguard-test/,
+    ],
+    [
+      "naming no loopguard role",
+      () => idToken("alice@example.com", ["admin"]),
+      /names no loopguard role: its "loopguard_roles" claim/,
+    ],
   ])("refuse an ID token %s, UNAUTHENTICATED", async (_, make, why) => {
     const client = api(await make());
     try {
@@ -91,11 +118,22 @@ describe("OIDC ID tokens at the orchestrator", () => {
     try {
       const { session } = await lead.startSession({
         goal: "Refund 1.00 of ord_DEMO00000008",
-        task: { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 100, reason: "DAMAGED", ...HIGH_RISK_CUSTOMER } as never,
+        task: {
+          kind: "refund",
+          order_id: "ord_DEMO00000008",
+          amount_cents: 100,
+          reason: "DAMAGED",
+          ...HIGH_RISK_CUSTOMER,
+        } as never,
         scopes: ALL_SCOPES,
       });
       const waiting = await waitForSession(lead, session!.sessionId, (s) => s.state === SessionState.AWAITING_APPROVAL);
-      const answer = { sessionId: waiting.sessionId, approvalId: waiting.pendingApproval!.approvalId, argumentsHash: waiting.pendingApproval!.argumentsHash, approve: true };
+      const answer = {
+        sessionId: waiting.sessionId,
+        approvalId: waiting.pendingApproval!.approvalId,
+        argumentsHash: waiting.pendingApproval!.argumentsHash,
+        approve: true,
+      };
       const self = await refusal(lead.resolveApproval(answer));
       expect([status[self.code], self.reason]).toEqual(["PERMISSION_DENIED", "SELF_APPROVAL"]);
       expect((await approver.resolveApproval(answer)).session?.state).not.toBe(SessionState.AWAITING_APPROVAL);

@@ -2,7 +2,12 @@ import { context, ROOT_CONTEXT, TraceFlags, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createOpenAiPolicy, OPENAI_POLICY_SYSTEM_PROMPT, PolicyUnavailableError, type OpenAiPolicyOptions } from "../src/policies/openai-policy.js";
+import {
+  createOpenAiPolicy,
+  OPENAI_POLICY_SYSTEM_PROMPT,
+  PolicyUnavailableError,
+  type OpenAiPolicyOptions,
+} from "../src/policies/openai-policy.js";
 import type { Decision, PolicyInput, ResultEnvelope, ToolSpec } from "../src/policy.js";
 import { chatCompletion, startFakeChatServer, type FakeChatServer, type ScriptedReply } from "./fake-chat-server.js";
 
@@ -86,7 +91,10 @@ function toolCalls(decision: Decision) {
 
 describe("openai policy: request", () => {
   it("posts model, system prompt, goal with task JSON and the tools as functions with tool_choice auto", async () => {
-    const { server, policy } = await serve([() => chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] })]);
+    const { server, policy } = await serve([
+      () =>
+        chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] }),
+    ]);
     await policy.decide(input(), never());
 
     expect(server.requests).toHaveLength(1);
@@ -100,7 +108,8 @@ describe("openai policy: request", () => {
         { role: "system", content: OPENAI_POLICY_SYSTEM_PROMPT },
         {
           role: "user",
-          content: 'Goal: Refund order ord_AAAAAAAAAAAA if the policy allows it.\n\nTask (JSON):\n{"order_id":"ord_AAAAAAAAAAAA","customer":"c_1"}',
+          content:
+            'Goal: Refund order ord_AAAAAAAAAAAA if the policy allows it.\n\nTask (JSON):\n{"order_id":"ord_AAAAAAAAAAAA","customer":"c_1"}',
         },
       ],
       tools: TOOLS.map((tool) => ({
@@ -126,10 +135,16 @@ describe("openai policy: request", () => {
   });
 
   it("sends the active span's context as a W3C traceparent: same trace, a new span for the model call", async () => {
-    const reply = () => chatCompletion({ content: "the refund policy allows it", usage: { prompt_tokens: 120, completion_tokens: 7 } });
+    const reply = () =>
+      chatCompletion({ content: "the refund policy allows it", usage: { prompt_tokens: 120, completion_tokens: 7 } });
     const { server, policy } = await serve([reply], { price: { input: 2, output: 10 } });
     const traceId = "0af7651916cd43dd8448eb211c80319c";
-    const parent = trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: "b7ad6b7169203331", traceFlags: TraceFlags.SAMPLED, isRemote: true });
+    const parent = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId,
+      spanId: "b7ad6b7169203331",
+      traceFlags: TraceFlags.SAMPLED,
+      isRemote: true,
+    });
     await context.with(parent, () => policy.decide(input(), never()));
     const header = String(server.requests[0]!.headers.traceparent);
     expect(header).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
@@ -138,13 +153,23 @@ describe("openai policy: request", () => {
     const span = spans.getFinishedSpans().find((s) => s.spanContext().spanId === header.split("-")[2]);
     expect(span?.name).toBe("chat gpt-test");
     expect(span?.parentSpanContext?.spanId).toBe("b7ad6b7169203331");
-    expect(span?.attributes).toMatchObject({ "gen_ai.request.model": "gpt-test", "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 7, "loopguard.cost_micros": 310 });
+    expect(span?.attributes).toMatchObject({
+      "gen_ai.request.model": "gpt-test",
+      "gen_ai.usage.input_tokens": 120,
+      "gen_ai.usage.output_tokens": 7,
+      "loopguard.cost_micros": 310,
+    });
     expect(JSON.stringify(span?.attributes)).not.toContain("Refund order");
   });
 
   it("marks a tool whose breaker is open with when it is tried again, and shows a fallback's age and note to the model", async () => {
     const { server, policy } = await serve([() => chatCompletion({ content: "ok" })]);
-    const cached: ResultEnvelope = { ...envelope({ hits: [] }), servedFrom: "cache", ageMs: 840_000, note: "kb-search is unavailable now (UNAVAILABLE); this is its answer from 14 minutes ago" };
+    const cached: ResultEnvelope = {
+      ...envelope({ hits: [] }),
+      servedFrom: "cache",
+      ageMs: 840_000,
+      note: "kb-search is unavailable now (UNAVAILABLE); this is its answer from 14 minutes ago",
+    };
     await policy.decide(
       input({
         tools: [{ ...TOOLS[0]!, unavailableUntil: "2026-12-01T10:00:05.000Z" }, TOOLS[1]!],
@@ -156,11 +181,20 @@ describe("openai policy: request", () => {
       }),
       never(),
     );
-    const body = server.requests[0]!.body as { tools: { function: { description: string } }[]; messages: { role: string; content: string }[] };
-    expect(body.tools[0]!.function.description).toBe(`${TOOLS[0]!.description} [Unavailable now: its circuit breaker is open; no call is sent before 2026-12-01T10:00:05.000Z.]`);
+    const body = server.requests[0]!.body as {
+      tools: { function: { description: string } }[];
+      messages: { role: string; content: string }[];
+    };
+    expect(body.tools[0]!.function.description).toBe(
+      `${TOOLS[0]!.description} [Unavailable now: its circuit breaker is open; no call is sent before 2026-12-01T10:00:05.000Z.]`,
+    );
     expect(body.tools[1]!.function.description).toBe(TOOLS[1]!.description);
     const result = JSON.parse(body.messages.find((m) => m.role === "tool")!.content) as ResultEnvelope;
-    expect(result).toMatchObject({ servedFrom: "cache", ageMs: 840_000, note: expect.stringContaining("14 minutes ago") });
+    expect(result).toMatchObject({
+      servedFrom: "cache",
+      ageMs: 840_000,
+      note: expect.stringContaining("14 minutes ago"),
+    });
   });
 
   it("leaves tools and tool_choice out when the session has no tools", async () => {
@@ -180,9 +214,14 @@ describe("openai policy: request", () => {
 
 describe("openai policy: replies", () => {
   it("turns a single tool call into a tool_calls decision with the model's id and raw arguments", async () => {
-    const { policy } = await serve([() => chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] })]);
+    const { policy } = await serve([
+      () =>
+        chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] }),
+    ]);
     const decision = await policy.decide(input(), never());
-    expect(toolCalls(decision)).toEqual([{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }]);
+    expect(toolCalls(decision)).toEqual([
+      { id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' },
+    ]);
   });
 
   it("keeps every tool call of one reply, in the model's order", async () => {
@@ -206,19 +245,29 @@ describe("openai policy: replies", () => {
 
   it("passes arguments that are not valid JSON through as the raw string", async () => {
     const raw = '{"query": "refund policy",';
-    const { policy } = await serve([() => chatCompletion({ toolCalls: [{ id: "call_bad", name: "kb_search", arguments: raw }] })]);
-    expect(toolCalls(await policy.decide(input(), never()))).toEqual([{ id: "call_bad", name: "kb_search", arguments: raw }]);
+    const { policy } = await serve([
+      () => chatCompletion({ toolCalls: [{ id: "call_bad", name: "kb_search", arguments: raw }] }),
+    ]);
+    expect(toolCalls(await policy.decide(input(), never()))).toEqual([
+      { id: "call_bad", name: "kb_search", arguments: raw },
+    ]);
   });
 
   it("passes extra argument fields through unchanged", async () => {
     const raw = '{"query":"refund policy","limit":99,"hack":true}';
-    const { policy } = await serve([() => chatCompletion({ toolCalls: [{ id: "call_x", name: "kb_search", arguments: raw }] })]);
+    const { policy } = await serve([
+      () => chatCompletion({ toolCalls: [{ id: "call_x", name: "kb_search", arguments: raw }] }),
+    ]);
     expect(toolCalls(await policy.decide(input(), never()))[0]!.arguments).toBe(raw);
   });
 
   it("passes an unknown tool name through unchanged", async () => {
-    const { policy } = await serve([() => chatCompletion({ toolCalls: [{ id: "call_u", name: "delete_all_orders", arguments: "{}" }] })]);
-    expect(toolCalls(await policy.decide(input(), never()))).toEqual([{ id: "call_u", name: "delete_all_orders", arguments: "{}" }]);
+    const { policy } = await serve([
+      () => chatCompletion({ toolCalls: [{ id: "call_u", name: "delete_all_orders", arguments: "{}" }] }),
+    ]);
+    expect(toolCalls(await policy.decide(input(), never()))).toEqual([
+      { id: "call_u", name: "delete_all_orders", arguments: "{}" },
+    ]);
   });
 
   it("turns a plain text reply into a final decision with that text", async () => {
@@ -231,14 +280,35 @@ describe("openai policy: replies", () => {
 
   it("asks for the answer as a JSON object with confidence and uncertainty_reason, and reads a high and a low one", async () => {
     const { policy, server } = await serve([
-      () => chatCompletion({ content: JSON.stringify({ answer: "Refunds take 5 days [refund-policy@3].", confidence: 0.9, uncertainty_reason: "" }) }),
-      () => chatCompletion({ content: '```json\n{"answer": "Maybe 5 days.", "confidence": 0.2, "uncertainty_reason": "no document says so"}\n```' }),
+      () =>
+        chatCompletion({
+          content: JSON.stringify({
+            answer: "Refunds take 5 days [refund-policy@3].",
+            confidence: 0.9,
+            uncertainty_reason: "",
+          }),
+        }),
+      () =>
+        chatCompletion({
+          content:
+            '```json\n{"answer": "Maybe 5 days.", "confidence": 0.2, "uncertainty_reason": "no document says so"}\n```',
+        }),
     ]);
     expect(server.requests.length).toBe(0);
     const high = await policy.decide(input(), never());
     expect(server.requests[0]!.body.messages[0].content).toContain('"confidence": <0 to 1');
-    expect(high).toMatchObject({ kind: "final", answer: "Refunds take 5 days [refund-policy@3].", confidence: 0.9, uncertaintyReason: "" });
-    expect(await policy.decide(input(), never())).toMatchObject({ kind: "final", answer: "Maybe 5 days.", confidence: 0.2, uncertaintyReason: "no document says so" });
+    expect(high).toMatchObject({
+      kind: "final",
+      answer: "Refunds take 5 days [refund-policy@3].",
+      confidence: 0.9,
+      uncertaintyReason: "",
+    });
+    expect(await policy.decide(input(), never())).toMatchObject({
+      kind: "final",
+      answer: "Maybe 5 days.",
+      confidence: 0.2,
+      uncertaintyReason: "no document says so",
+    });
   });
 
   it("takes an answer with a missing or invalid confidence as 0: model gave no confidence", async () => {
@@ -247,19 +317,39 @@ describe("openai policy: replies", () => {
       () => chatCompletion({ content: JSON.stringify({ answer: "Refunds take 5 days.", confidence: "quite" }) }),
     ]);
     for (let i = 0; i < 2; i += 1) {
-      expect(await policy.decide(input(), never())).toMatchObject({ kind: "final", answer: "Refunds take 5 days.", confidence: 0, uncertaintyReason: "model gave no confidence" });
+      expect(await policy.decide(input(), never())).toMatchObject({
+        kind: "final",
+        answer: "Refunds take 5 days.",
+        confidence: 0,
+        uncertaintyReason: "model gave no confidence",
+      });
     }
   });
 
   it("reads a confidence written beside tool calls, and states none when the model wrote none", async () => {
-    const call = { id: "call_r", name: "billing_refund", arguments: '{"order_id":"ord_AAAAAAAAAAAA","amount_cents":500}' };
+    const call = {
+      id: "call_r",
+      name: "billing_refund",
+      arguments: '{"order_id":"ord_AAAAAAAAAAAA","amount_cents":500}',
+    };
     const { policy } = await serve([
-      () => chatCompletion({ content: '{"confidence": 0.4, "uncertainty_reason": "the order may be disputed"}', toolCalls: [call] }),
+      () =>
+        chatCompletion({
+          content: '{"confidence": 0.4, "uncertainty_reason": "the order may be disputed"}',
+          toolCalls: [call],
+        }),
       () => chatCompletion({ toolCalls: [call] }),
     ]);
-    expect(await policy.decide(input(), never())).toMatchObject({ kind: "tool_calls", confidence: 0.4, uncertaintyReason: "the order may be disputed" });
+    expect(await policy.decide(input(), never())).toMatchObject({
+      kind: "tool_calls",
+      confidence: 0.4,
+      uncertaintyReason: "the order may be disputed",
+    });
     const silent = await policy.decide(input(), never());
-    expect(silent.kind === "tool_calls" && [silent.confidence, silent.uncertaintyReason]).toEqual([undefined, undefined]);
+    expect(silent.kind === "tool_calls" && [silent.confidence, silent.uncertaintyReason]).toEqual([
+      undefined,
+      undefined,
+    ]);
   });
 
   it("gives tool calls without an id a stable one from the step and position", async () => {
@@ -295,7 +385,9 @@ describe("openai policy: replies", () => {
   });
 
   it("maps usage.prompt_tokens and completion_tokens to token usage", async () => {
-    const { policy } = await serve([() => chatCompletion({ content: "done", usage: { prompt_tokens: 1234, completion_tokens: 56 } })]);
+    const { policy } = await serve([
+      () => chatCompletion({ content: "done", usage: { prompt_tokens: 1234, completion_tokens: 56 } }),
+    ]);
     expect((await policy.decide(input(), never())).usage).toEqual({ input: 1234, output: 56 });
   });
 
@@ -320,7 +412,9 @@ describe("openai policy: replies", () => {
 
 describe("openai policy: history", () => {
   it("sends calls as assistant tool_calls, results as tool messages with matching ids, and a rejected answer with the reason", async () => {
-    const { server, policy } = await serve([() => chatCompletion({ content: "Refunded as rf_9 (kb:refund-policy@3)." })]);
+    const { server, policy } = await serve([
+      () => chatCompletion({ content: "Refunded as rf_9 (kb:refund-policy@3)." }),
+    ]);
     const kb = envelope({ hits: [{ id: "refund-policy", version: 3 }] }, ["kb:refund-policy@3"]);
     const order = envelope({ order_id: "ord_AAAAAAAAAAAA", refundable_cents: 500 }, ["order:ord_AAAAAAAAAAAA@2"]);
     const refund = envelope({ refund_id: "rf_9" });
@@ -358,12 +452,15 @@ describe("openai policy: history", () => {
       { role: "assistant", content: "The order was refunded." },
       {
         role: "user",
-        content: "That answer was not accepted: the answer cites no refund id\nContinue: call tools if you need more facts or actions, then answer again.",
+        content:
+          "That answer was not accepted: the answer cites no refund id\nContinue: call tools if you need more facts or actions, then answer again.",
       },
       {
         role: "assistant",
         content: null,
-        tool_calls: [{ id: "call_2_0", type: "function", function: { name: "billing_refund", arguments: "{not json" } }],
+        tool_calls: [
+          { id: "call_2_0", type: "function", function: { name: "billing_refund", arguments: "{not json" } },
+        ],
       },
       { role: "tool", tool_call_id: "call_2_0", content: JSON.stringify(refund) },
     ]);
@@ -402,7 +499,13 @@ describe("openai policy: history", () => {
       never(),
     );
     const messages = server.requests[0]!.body.messages.slice(2);
-    expect(messages.map((m: { role: string; tool_call_id?: string }) => m.tool_call_id ?? m.role)).toEqual(["assistant", "c1", "c2", "assistant", "user"]);
+    expect(messages.map((m: { role: string; tool_call_id?: string }) => m.tool_call_id ?? m.role)).toEqual([
+      "assistant",
+      "c1",
+      "c2",
+      "assistant",
+      "user",
+    ]);
     expect(JSON.parse(messages[2].content)).toMatchObject({ ok: false });
   });
 });
@@ -450,14 +553,21 @@ describe("openai policy: auth", () => {
 
 describe("openai policy: endpoint failures", () => {
   it("throws a retryable PolicyUnavailableError on 500", async () => {
-    const { policy } = await serve([() => ({ status: 500, body: { error: { message: "The server had an error", type: "server_error" } } })]);
+    const { policy } = await serve([
+      () => ({ status: 500, body: { error: { message: "The server had an error", type: "server_error" } } }),
+    ]);
     const err = await rejection(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: true, status: 500, retryAfterMs: undefined });
   });
 
   it("throws a non-retryable PolicyUnavailableError on 400", async () => {
-    const { policy } = await serve([() => ({ status: 400, body: { error: { message: "Invalid schema for function 'kb_search'", type: "invalid_request_error" } } })]);
+    const { policy } = await serve([
+      () => ({
+        status: 400,
+        body: { error: { message: "Invalid schema for function 'kb_search'", type: "invalid_request_error" } },
+      }),
+    ]);
     const err = await rejection(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: false, status: 400 });
@@ -465,7 +575,13 @@ describe("openai policy: endpoint failures", () => {
   });
 
   it("obeys retry-after on 429", async () => {
-    const { policy } = await serve([() => ({ status: 429, headers: { "retry-after": "2" }, body: { error: { message: "Rate limit reached", type: "requests" } } })]);
+    const { policy } = await serve([
+      () => ({
+        status: 429,
+        headers: { "retry-after": "2" },
+        body: { error: { message: "Rate limit reached", type: "requests" } },
+      }),
+    ]);
     const err = await rejection(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: true, status: 429, retryAfterMs: 2000 });

@@ -15,9 +15,17 @@ afterAll(async () => {
 });
 
 /** Runs one session through a fresh orchestrator whose model answers from `script`. */
-async function runWith(script: ScriptedReply[], goal = "How long do card refunds take?", extraEnv: Record<string, string> = {}) {
+async function runWith(
+  script: ScriptedReply[],
+  goal = "How long do card refunds take?",
+  extraEnv: Record<string, string> = {},
+) {
   const chat = await startFakeChatServer(script);
-  const orch = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model", ...extraEnv });
+  const orch = await startOrchestrator(tools, {
+    OPENAI_BASE_URL: chat.baseUrl,
+    OPENAI_MODEL: "fake-model",
+    ...extraEnv,
+  });
   try {
     const { session } = await orch.api.startSession({ goal, scopes: ALL_SCOPES, policy: "openai" });
     const done = await waitForSession(orch.api, session!.sessionId);
@@ -74,7 +82,10 @@ describe("openai policy sessions", () => {
   });
 
   it("does not accept an answer citing a refund id no tool returned; the model corrects it", async () => {
-    const { done, requests } = await runWith([() => chatCompletion({ content: "Refunded, id rf_AAAAAAAAAAAAAAAA." }), () => chatCompletion({ content: "I have not made any refund." })]);
+    const { done, requests } = await runWith([
+      () => chatCompletion({ content: "Refunded, id rf_AAAAAAAAAAAAAAAA." }),
+      () => chatCompletion({ content: "I have not made any refund." }),
+    ]);
     expect(done.stopReason).toBe("done");
     expect(done.answer).toBe("I have not made any refund.");
     expect(JSON.stringify(requests[1]!.body.messages)).toMatch(/no tool returned/);
@@ -85,7 +96,8 @@ describe("openai policy sessions", () => {
       () => call("kb_search_search", '{"query":"refund timelines","limit":1}', "s1"),
       () => chatCompletion({ content: "See [made-up-policy@1]." }),
       (req) => {
-        const hit = (toolResults(req).s1 as unknown as { data: { hits: { docId: string; version: number }[] } }).data.hits[0]!;
+        const hit = (toolResults(req).s1 as unknown as { data: { hits: { docId: string; version: number }[] } }).data
+          .hits[0]!;
         return chatCompletion({ content: `See [${hit.docId}@${hit.version}].` });
       },
     ]);
@@ -114,7 +126,11 @@ describe("openai policy sessions", () => {
     ]);
     const orch = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, CONTEXT_COMPRESS_TOKENS: "300" });
     try {
-      const { session } = await orch.api.startSession({ goal: "Summarise our policies", scopes: ALL_SCOPES, policy: "openai" });
+      const { session } = await orch.api.startSession({
+        goal: "Summarise our policies",
+        scopes: ALL_SCOPES,
+        policy: "openai",
+      });
       const done = await waitForSession(orch.api, session!.sessionId);
       expect(done.stopReason).toBe("done");
       const stored = await orch.orchestrator.store.get(session!.sessionId);
@@ -128,7 +144,9 @@ describe("openai policy sessions", () => {
   });
 
   it("stops with unrecoverable_error when the model endpoint refuses the request", async () => {
-    const { done } = await runWith([() => ({ status: 400, body: { error: { message: "model not found", type: "invalid_request_error" } } })]);
+    const { done } = await runWith([
+      () => ({ status: 400, body: { error: { message: "model not found", type: "invalid_request_error" } } }),
+    ]);
     expect(SessionState[done.state]).toBe("FAILED");
     expect(done.stopReason).toBe("unrecoverable_error");
   });
@@ -155,16 +173,35 @@ describe("approval expiry", () => {
     try {
       const { session } = await orch.api.startSession({
         goal: "Refund",
-        task: { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", id_card: "110101199810246781", phone: "+8617712345678" } as never,
+        task: {
+          kind: "refund",
+          order_id: "ord_DEMO00000008",
+          amount_cents: 1000,
+          reason: "DAMAGED",
+          id_card: "110101199810246781",
+          phone: "+8617712345678",
+        } as never,
         scopes: ALL_SCOPES,
       });
-      const waiting = await waitForSession(orch.api, session!.sessionId, (s) => s.state === SessionState.AWAITING_APPROVAL);
+      const waiting = await waitForSession(
+        orch.api,
+        session!.sessionId,
+        (s) => s.state === SessionState.AWAITING_APPROVAL,
+      );
       await new Promise((resolve) => setTimeout(resolve, 1300));
       const shown = waiting.pendingApproval!;
-      const error = await orch.approver.resolveApproval({ sessionId: session!.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "" }).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+      const error = await orch.approver
+        .resolveApproval({
+          sessionId: session!.sessionId,
+          approvalId: shown.approvalId,
+          argumentsHash: shown.argumentsHash,
+          approve: true,
+          reason: "",
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
       expect(error).toBeInstanceOf(CallError);
       expect((error as CallError).code).toBe(status.FAILED_PRECONDITION);
       expect(["APPROVAL_EXPIRED", "SESSION_TERMINAL"]).toContain((error as CallError).reason);

@@ -14,7 +14,16 @@ import { type FaultProfileSchema, ToolAdminService } from "@loopguard/proto/gen/
 import { createRawClient } from "@loopguard/tool-sdk";
 import { testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ALL_SCOPES, LOW_RISK_CUSTOMER, startOrchestrator, startRefund, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  LOW_RISK_CUSTOMER,
+  startOrchestrator,
+  startRefund,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 let tools: Tools;
 let orch: TestOrchestrator;
@@ -28,8 +37,13 @@ afterAll(async () => {
   await tools?.stop();
 });
 
-async function faults(tool: "billing" | "kb-search", profile: MessageInitShape<typeof FaultProfileSchema>): Promise<void> {
-  const admin = createRawClient(ToolAdminService, tools.all[tool]!.address, { token: await testToken({ subject: "drill", audience: tool, scopes: ["tool:admin"] }) });
+async function faults(
+  tool: "billing" | "kb-search",
+  profile: MessageInitShape<typeof FaultProfileSchema>,
+): Promise<void> {
+  const admin = createRawClient(ToolAdminService, tools.all[tool]!.address, {
+    token: await testToken({ subject: "drill", audience: tool, scopes: ["tool:admin"] }),
+  });
   try {
     await admin.setFaults({ profile });
   } finally {
@@ -38,7 +52,9 @@ async function faults(tool: "billing" | "kb-search", profile: MessageInitShape<t
 }
 
 async function refundsOf(orderId: string) {
-  const billing = createRawClient(BillingService, tools.billing.address, { token: await testToken({ subject: "test", scopes: ["billing:read"] }) });
+  const billing = createRawClient(BillingService, tools.billing.address, {
+    token: await testToken({ subject: "test", scopes: ["billing:read"] }),
+  });
   try {
     // This run's refunds: the demo data's own (rf_DEMO…) left out.
     return (await billing.listRefunds({ orderId })).refunds.filter((r) => !r.refundId.startsWith("rf_DEMO"));
@@ -57,7 +73,11 @@ describe("a parked session can be cancelled", () => {
       const id = await startRefund(orch.api, "ord_DEMO00000007", 150, LOW_RISK_CUSTOMER);
       await waitForSession(orch.api, id, parked);
       const cancelled = (await orch.api.cancelSession({ sessionId: id, reason: "customer withdrew" })).session!;
-      expect([SessionState[cancelled.state], cancelled.stopReason, cancelled.outcome?.kind]).toEqual(["CANCELLED", "cancelled", "not_done"]);
+      expect([SessionState[cancelled.state], cancelled.stopReason, cancelled.outcome?.kind]).toEqual([
+        "CANCELLED",
+        "cancelled",
+        "not_done",
+      ]);
       expect((await orch.orchestrator.store.reservations(id)).map((r) => r.status)).toEqual(["released"]);
     } finally {
       await faults("billing", {});
@@ -93,7 +113,13 @@ describe("a session that needs a tool which is down parks, and goes on when it i
     try {
       const { session } = await orch.api.startSession({
         goal: "Refund 4.00 of ord_DEMO00000002",
-        task: { kind: "refund", order_id: "ord_DEMO00000002", amount_cents: 400, reason: "DAMAGED", ...LOW_RISK_CUSTOMER } as never,
+        task: {
+          kind: "refund",
+          order_id: "ord_DEMO00000002",
+          amount_cents: 400,
+          reason: "DAMAGED",
+          ...LOW_RISK_CUSTOMER,
+        } as never,
         scopes: ALL_SCOPES,
         policy: "scripted",
         budget: { maxWallClockMs: 5000 },
@@ -102,7 +128,9 @@ describe("a session that needs a tool which is down parks, and goes on when it i
       await waitForSession(orch.api, id, parked);
       const ended = await waitForSession(orch.api, id, undefined, 15_000);
       expect([SessionState[ended.state], ended.stopReason]).toEqual(["FAILED", "tool_unavailable"]);
-      expect(ended.answer).toMatch(/^billing was unavailable \(UNAVAILABLE[^)]*\) since .* nothing was done: billing_refund was not made\.$/);
+      expect(ended.answer).toMatch(
+        /^billing was unavailable \(UNAVAILABLE[^)]*\) since .* nothing was done: billing_refund was not made\.$/,
+      );
       expect(ended.outcome).toMatchObject({ kind: "not_done", reason: "tool_unavailable" });
       expect(await refundsOf("ord_DEMO00000002")).toEqual([]);
       expect((await orch.orchestrator.store.reservations(id)).map((r) => r.status)).toEqual(["released"]);
@@ -116,9 +144,17 @@ describe("answers that say what happened", () => {
   it("kb-search down with no cached answer: the answer says the knowledge base could not be searched, outcome partial", async () => {
     await faults("kb-search", { outage: true });
     try {
-      const { session } = await orch.api.startSession({ goal: "What is the warranty on cables?", task: {}, scopes: ALL_SCOPES, policy: "scripted", budget: { maxWallClockMs: 2500 } });
+      const { session } = await orch.api.startSession({
+        goal: "What is the warranty on cables?",
+        task: {},
+        scopes: ALL_SCOPES,
+        policy: "scripted",
+        budget: { maxWallClockMs: 2500 },
+      });
       const done = await waitForSession(orch.api, session!.sessionId, undefined, 15_000);
-      expect(done.answer).toBe("The knowledge base was unavailable, so it could not be searched; this says nothing about whether it holds an answer. Please ask again later.");
+      expect(done.answer).toBe(
+        "The knowledge base was unavailable, so it could not be searched; this says nothing about whether it holds an answer. Please ask again later.",
+      );
       expect(done.outcome).toMatchObject({ kind: "partial", reason: "degraded: kb_search_search" });
     } finally {
       await faults("kb-search", {});
@@ -127,7 +163,12 @@ describe("answers that say what happened", () => {
 
   it("kb-search down with a cached answer: answered at once from the cache, with its age, outcome succeeded", async () => {
     const ask = async () => {
-      const { session } = await orch.api.startSession({ goal: "How do refunds work?", task: {}, scopes: ALL_SCOPES, policy: "scripted" });
+      const { session } = await orch.api.startSession({
+        goal: "How do refunds work?",
+        task: {},
+        scopes: ALL_SCOPES,
+        policy: "scripted",
+      });
       return waitForSession(orch.api, session!.sessionId, undefined, 15_000);
     };
     const live = await ask();
@@ -135,12 +176,18 @@ describe("answers that say what happened", () => {
     await faults("kb-search", { outage: true });
     try {
       const cached = await ask();
-      expect(cached.answer).toMatch(/^From the knowledge base \(as of \d+ seconds? ago: the knowledge base is unavailable now and this is its last answer\): .*\[[a-z0-9-]+@\d+\]/);
+      expect(cached.answer).toMatch(
+        /^From the knowledge base \(as of \d+ seconds? ago: the knowledge base is unavailable now and this is its last answer\): .*\[[a-z0-9-]+@\d+\]/,
+      );
       expect(cached.outcome).toMatchObject({ kind: "succeeded" });
-      const trace = (await orch.api.getTrace({ sessionId: cached.sessionId })).records.map((r) => JSON.parse(r) as { result?: { servedFrom?: string; ageMs?: number; note?: string } });
+      const trace = (await orch.api.getTrace({ sessionId: cached.sessionId })).records.map(
+        (r) => JSON.parse(r) as { result?: { servedFrom?: string; ageMs?: number; note?: string } },
+      );
       const fromCache = trace.find((r) => r.result?.servedFrom === "cache");
       expect(fromCache?.result?.ageMs).toBeGreaterThan(0);
-      expect(fromCache?.result?.note).toMatch(/^kb-search is unavailable now \(UNAVAILABLE[^)]*\); this is its answer from \d+ seconds? ago/);
+      expect(fromCache?.result?.note).toMatch(
+        /^kb-search is unavailable now \(UNAVAILABLE[^)]*\); this is its answer from \d+ seconds? ago/,
+      );
     } finally {
       await faults("kb-search", {});
     }
@@ -176,7 +223,12 @@ describe("parked sessions are durable and come back at a bounded rate", () => {
       await faults("kb-search", { outage: true });
       const ids: string[] = [];
       for (let i = 0; i < 30; i += 1) {
-        const { session } = await limited.api.startSession({ goal: `Which cables are covered? (${i})`, task: {}, scopes: ALL_SCOPES, policy: "scripted" });
+        const { session } = await limited.api.startSession({
+          goal: `Which cables are covered? (${i})`,
+          task: {},
+          scopes: ALL_SCOPES,
+          policy: "scripted",
+        });
         ids.push(session!.sessionId);
       }
       for (const id of ids) await waitForSession(limited.api, id, parked);

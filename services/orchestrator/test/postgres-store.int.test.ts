@@ -15,7 +15,9 @@ if (!postgres.skip) {
 
 /** The database's clock, by which the store measures leases. */
 async function databaseNow(client: pg.Client): Promise<number> {
-  const { rows } = await client.query<{ ms: string }>(`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms`);
+  const { rows } = await client.query<{ ms: string }>(
+    `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms`,
+  );
   return Number(rows[0]!.ms);
 }
 
@@ -77,7 +79,16 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     await sleep(400);
     // By its own clock the lease has an hour left; by the database's it is over.
     expect((await behind.renewLeases(["s1"], "behind", 300)).has("s1")).toBe(false);
-    await expect(behind.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "behind", audit: { at: Date.now() } })).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(
+      behind.transition({
+        id: "s1",
+        from: "IDLE",
+        to: "THINKING",
+        expectedVersion: 0,
+        owner: "behind",
+        audit: { at: Date.now() },
+      }),
+    ).rejects.toBeInstanceOf(LeaseLostError);
     expect((await ahead.claim("ahead", 60_000, 10)).map((s) => s.leaseOwner)).toEqual(["ahead"]);
   });
 
@@ -116,7 +127,13 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     expect(events.filter((e) => e.kind === "resync")).toHaveLength(1);
     await store.create(session("s1"));
     for (let i = 0; i < 100 && !events.some((e) => e.kind === "changed"); i++) await sleep(20);
-    expect(events.find((e) => e.kind === "changed")).toEqual({ kind: "changed", id: "s1", version: 0, state: "IDLE", leaseOwner: null });
+    expect(events.find((e) => e.kind === "changed")).toEqual({
+      kind: "changed",
+      id: "s1",
+      version: 0,
+      state: "IDLE",
+      leaseOwner: null,
+    });
     stop();
   });
 });

@@ -41,8 +41,18 @@ export function processFixture(prefix: string) {
   }
 
   /** `audience`: the tool served at `address`, needed when the scopes alone do not name it (tool:admin). */
-  async function clientFor<S extends DescService>(service: S, address: string, scopes: readonly string[], options: { audience?: string; subject?: string } = {}): Promise<RawClient<S>> {
-    const token = await testToken({ subject: options.subject ?? prefix, scopes, ttlSeconds: 600, ...(options.audience ? { audience: options.audience } : {}) });
+  async function clientFor<S extends DescService>(
+    service: S,
+    address: string,
+    scopes: readonly string[],
+    options: { audience?: string; subject?: string } = {},
+  ): Promise<RawClient<S>> {
+    const token = await testToken({
+      subject: options.subject ?? prefix,
+      scopes,
+      ttlSeconds: 600,
+      ...(options.audience ? { audience: options.audience } : {}),
+    });
     return track(createRawClient(service, address, { token }));
   }
 
@@ -79,5 +89,13 @@ export function processFixture(prefix: string) {
     for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
   }
 
-  return { tempDir, track, clientFor, startTools, startOrchestrator, cleanUp, onCleanUp: (close: () => Promise<void>) => closers.push(close) };
+  return {
+    tempDir,
+    track,
+    clientFor,
+    startTools,
+    startOrchestrator,
+    cleanUp,
+    onCleanUp: (close: () => Promise<void>) => closers.push(close),
+  };
 }

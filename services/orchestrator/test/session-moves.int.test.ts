@@ -11,7 +11,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/budget.js";
 import { SESSION_STATES, type SessionState as State } from "../src/session-state.js";
 import { SqliteSessionStore } from "../src/sqlite-session-store.js";
-import { ALL_SCOPES, HIGH_RISK_CUSTOMER, startOrchestrator, startRefund, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  HIGH_RISK_CUSTOMER,
+  startOrchestrator,
+  startRefund,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 const CRASHED = "ses_crashedbeforethecall";
 /** Moves the seeding below makes itself, outside any orchestrator: IDLE → THINKING → TOOL_EXECUTING. */
@@ -34,7 +43,13 @@ async function seedInterruptedCall(file: string): Promise<void> {
     policy: "scripted",
     createdBy: "test",
   });
-  const call = { id: "call_1", tool: "kb_search_search", arguments: JSON.stringify({ query: "refund policy" }), argsHash: "0".repeat(32), worldVersion: "" };
+  const call = {
+    id: "call_1",
+    tool: "kb_search_search",
+    arguments: JSON.stringify({ query: "refund policy" }),
+    argsHash: "0".repeat(32),
+    worldVersion: "",
+  };
   await store.transition({
     id: CRASHED,
     from: "IDLE",
@@ -54,7 +69,8 @@ async function metrics(): Promise<string> {
 
 async function awaitingApproval(): Promise<{ id: string; approvalId: string; argumentsHash: string }> {
   const id = await startRefund(orch.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
-  const shown = (await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL)).pendingApproval!;
+  const shown = (await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL))
+    .pendingApproval!;
   return { id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash };
 }
 
@@ -75,10 +91,22 @@ describe("every move of a session is counted", () => {
   it("a human deny is counted as an approval_denied stop and a move to FAILED", async () => {
     const waiting = await awaitingApproval();
     const before = await metrics();
-    await orch.approver.resolveApproval({ sessionId: waiting.id, approvalId: waiting.approvalId, argumentsHash: waiting.argumentsHash, approve: false, reason: "suspicious" });
+    await orch.approver.resolveApproval({
+      sessionId: waiting.id,
+      approvalId: waiting.approvalId,
+      argumentsHash: waiting.argumentsHash,
+      approve: false,
+      reason: "suspicious",
+    });
     const after = await metrics();
-    expect(metricValue(after, "loopguard_session_stops_total", { stop_reason: "approval_denied" }) - metricValue(before, "loopguard_session_stops_total", { stop_reason: "approval_denied" })).toBe(1);
-    expect(metricValue(after, "loopguard_session_transitions_total", { to: "FAILED" }) - metricValue(before, "loopguard_session_transitions_total", { to: "FAILED" })).toBe(1);
+    expect(
+      metricValue(after, "loopguard_session_stops_total", { stop_reason: "approval_denied" }) -
+        metricValue(before, "loopguard_session_stops_total", { stop_reason: "approval_denied" }),
+    ).toBe(1);
+    expect(
+      metricValue(after, "loopguard_session_transitions_total", { to: "FAILED" }) -
+        metricValue(before, "loopguard_session_transitions_total", { to: "FAILED" }),
+    ).toBe(1);
   });
 
   it("a cancel is counted as a cancelled stop and a move to CANCELLED", async () => {
@@ -86,20 +114,34 @@ describe("every move of a session is counted", () => {
     const before = await metrics();
     await orch.api.cancelSession({ sessionId: waiting.id, reason: "test over" });
     const after = await metrics();
-    expect(metricValue(after, "loopguard_session_stops_total", { stop_reason: "cancelled" }) - metricValue(before, "loopguard_session_stops_total", { stop_reason: "cancelled" })).toBe(1);
-    expect(metricValue(after, "loopguard_session_transitions_total", { to: "CANCELLED" }) - metricValue(before, "loopguard_session_transitions_total", { to: "CANCELLED" })).toBe(1);
+    expect(
+      metricValue(after, "loopguard_session_stops_total", { stop_reason: "cancelled" }) -
+        metricValue(before, "loopguard_session_stops_total", { stop_reason: "cancelled" }),
+    ).toBe(1);
+    expect(
+      metricValue(after, "loopguard_session_transitions_total", { to: "CANCELLED" }) -
+        metricValue(before, "loopguard_session_transitions_total", { to: "CANCELLED" }),
+    ).toBe(1);
   });
 
   it("an approval and the re-issue of an interrupted call are counted: one transition per audit row, by state entered", async () => {
     const waiting = await awaitingApproval();
-    await orch.approver.resolveApproval({ sessionId: waiting.id, approvalId: waiting.approvalId, argumentsHash: waiting.argumentsHash, approve: true, reason: "verified" });
+    await orch.approver.resolveApproval({
+      sessionId: waiting.id,
+      approvalId: waiting.approvalId,
+      argumentsHash: waiting.argumentsHash,
+      approve: true,
+      reason: "verified",
+    });
     const approved = await waitForSession(orch.api, waiting.id);
     expect(approved.stopReason).toBe("done");
     const reissued = await waitForSession(orch.api, CRASHED);
     expect(reissued.stopReason).toBe("done");
     const store = orch.orchestrator.store;
     const trail = await store.auditTrail(CRASHED);
-    expect(trail.map((a) => a.reason)).toContain("re-issuing an interrupted call (safe: read-only or same idempotency key)");
+    expect(trail.map((a) => a.reason)).toContain(
+      "re-issuing an interrupted call (safe: read-only or same idempotency key)",
+    );
     expect((await store.auditTrail(waiting.id)).map((a) => a.outcome)).toContain("approved");
     const rows = new Map<State, number>(SESSION_STATES.map((s) => [s, 0]));
     for (const s of (await store.list({ limit: 100 })).sessions) {
@@ -107,6 +149,7 @@ describe("every move of a session is counted", () => {
     }
     for (const seeded of SEEDED) rows.set(seeded, rows.get(seeded)! - 1);
     const page = await metrics();
-    for (const [to, count] of rows) expect({ to, count: metricValue(page, "loopguard_session_transitions_total", { to }) }).toEqual({ to, count });
+    for (const [to, count] of rows)
+      expect({ to, count: metricValue(page, "loopguard_session_transitions_total", { to }) }).toEqual({ to, count });
   });
 });

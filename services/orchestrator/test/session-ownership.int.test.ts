@@ -1,10 +1,23 @@
 // Who sees and acts on which session, through the real gRPC API, the /api JSON routes and Connect:
 // real tool processes, the harness' orchestrator, tokens of different subjects.
-import { OrchestratorService, SessionState, type WatchSessionResponse } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  OrchestratorService,
+  SessionState,
+  type WatchSessionResponse,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { type CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HIGH_RISK_CUSTOMER, refusal, startOrchestrator, startRefund, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  HIGH_RISK_CUSTOMER,
+  refusal,
+  startOrchestrator,
+  startRefund,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 type Api = RawClient<typeof OrchestratorService>;
 
@@ -23,7 +36,10 @@ beforeAll(async () => {
   };
   for (const [name, held] of Object.entries(scopes)) {
     const token = await testToken({ subject: name, scopes: held });
-    people[name as keyof typeof people] = { api: createRawClient(OrchestratorService, orch.server.address, { token }), token };
+    people[name as keyof typeof people] = {
+      api: createRawClient(OrchestratorService, orch.server.address, { token }),
+      token,
+    };
   }
 }, 60_000);
 afterAll(async () => {
@@ -36,7 +52,8 @@ afterAll(async () => {
 async function drain(stream: AsyncIterator<WatchSessionResponse>): Promise<{ to: string[]; error?: CallError }> {
   const to: string[] = [];
   try {
-    for (let r = await stream.next(); !r.done; r = await stream.next()) if (r.value.event.case === "transition") to.push(SessionState[r.value.event.value.to]);
+    for (let r = await stream.next(); !r.done; r = await stream.next())
+      if (r.value.event.case === "transition") to.push(SessionState[r.value.event.value.to]);
     return { to };
   } catch (error) {
     return { to, error: error as CallError };
@@ -57,12 +74,14 @@ async function overHttp(token: string, path: string, init: { body?: unknown } = 
 }
 
 const waiting = (s: { state: SessionState }) => s.state === SessionState.AWAITING_APPROVAL;
-const idsOf = async (api: Api, state?: SessionState) => (await api.listSessions({ pageSize: 500, ...(state ? { state } : {}) })).sessions.map((s) => s.sessionId);
+const idsOf = async (api: Api, state?: SessionState) =>
+  (await api.listSessions({ pageSize: 500, ...(state ? { state } : {}) })).sessions.map((s) => s.sessionId);
 
 describe("a session belongs to the subject that started it", () => {
   it("another caller cannot get, watch, trace, read the detail of, list or cancel my session: NOT_FOUND exactly as for an unknown id", async () => {
     const { owner, stranger } = people;
-    const question = (await owner.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] })).session!.sessionId;
+    const question = (await owner.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] }))
+      .session!.sessionId;
     const refund = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
     await waitForSession(owner.api, question);
     await waitForSession(owner.api, refund, waiting);
@@ -76,13 +95,23 @@ describe("a session belongs to the subject that started it", () => {
         stranger.api.cancelSession({ sessionId: id, reason: "mine now" }),
       ]) {
         const error = await refusal(call);
-        expect([status[error.code], error.reason, error.message]).toEqual(["NOT_FOUND", "SESSION_NOT_FOUND", unknown.message.replace("ses_doesnotexist00000", id)]);
+        expect([status[error.code], error.reason, error.message]).toEqual([
+          "NOT_FOUND",
+          "SESSION_NOT_FOUND",
+          unknown.message.replace("ses_doesnotexist00000", id),
+        ]);
       }
       const watched = await watchAll(stranger.api, id);
-      expect([watched.to, watched.error?.code, watched.error?.reason]).toEqual([[], status.NOT_FOUND, "SESSION_NOT_FOUND"]);
+      expect([watched.to, watched.error?.code, watched.error?.reason]).toEqual([
+        [],
+        status.NOT_FOUND,
+        "SESSION_NOT_FOUND",
+      ]);
       expect(await overHttp(stranger.token, `/api/sessions/${id}`)).toBe(404);
       expect(await overHttp(stranger.token, `/api/sessions/${id}/cancel`, { body: {} })).toBe(404);
-      expect(await overHttp(stranger.token, `/${OrchestratorService.typeName}/GetSession`, { body: { sessionId: id } })).toBe(404);
+      expect(
+        await overHttp(stranger.token, `/${OrchestratorService.typeName}/GetSession`, { body: { sessionId: id } }),
+      ).toBe(404);
     }
     expect((await owner.api.getSession({ sessionId: refund })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
     expect(await idsOf(stranger.api)).toEqual([]);
@@ -98,7 +127,9 @@ describe("a session belongs to the subject that started it", () => {
     const id = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
     const shown = (await waitForSession(owner.api, id, waiting)).pendingApproval!;
 
-    expect((await approver.api.getSession({ sessionId: id })).session?.pendingApproval?.approvalId).toBe(shown.approvalId);
+    expect((await approver.api.getSession({ sessionId: id })).session?.pendingApproval?.approvalId).toBe(
+      shown.approvalId,
+    );
     expect((await approver.api.getSessionDetail({ sessionId: id })).transitions.at(-1)?.to).toBe("AWAITING_APPROVAL");
     expect((await approver.api.getTrace({ sessionId: id })).records.length).toBeGreaterThan(0);
     expect((await approver.api.listApprovals({})).approvals.map((s) => s.sessionId)).toContain(id);
@@ -113,7 +144,13 @@ describe("a session belongs to the subject that started it", () => {
     const stream = approver.api.watchSession({ sessionId: id })[Symbol.asyncIterator]();
     expect((await stream.next()).value?.event.case).toBe("snapshot");
     const watch = drain(stream);
-    await approver.api.resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "checked" });
+    await approver.api.resolveApproval({
+      sessionId: id,
+      approvalId: shown.approvalId,
+      argumentsHash: shown.argumentsHash,
+      approve: true,
+      reason: "checked",
+    });
     const watched = await watch;
     expect(watched.to.at(-1)).toBe("TOOL_EXECUTING");
     expect(watched.to).not.toContain("DONE");
@@ -130,7 +167,9 @@ describe("a session belongs to the subject that started it", () => {
   it("sessions:admin sees, follows and cancels every caller's sessions", async () => {
     const { owner, stranger, operator } = people;
     const ownerRefund = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
-    const strangerQuestion = (await stranger.api.startSession({ goal: "How long do card refunds take?", scopes: ["kb:read"] })).session!.sessionId;
+    const strangerQuestion = (
+      await stranger.api.startSession({ goal: "How long do card refunds take?", scopes: ["kb:read"] })
+    ).session!.sessionId;
     await waitForSession(owner.api, ownerRefund, waiting);
     await waitForSession(stranger.api, strangerQuestion);
 
@@ -142,7 +181,10 @@ describe("a session belongs to the subject that started it", () => {
     expect((await operator.api.getTrace({ sessionId: strangerQuestion })).records.length).toBeGreaterThan(0);
     expect((await watchAll(operator.api, strangerQuestion)).to.at(-1)).toBe("DONE");
     const cancelled = (await operator.api.cancelSession({ sessionId: ownerRefund, reason: "operator stop" })).session!;
-    expect([SessionState[cancelled.state], cancelled.answer]).toEqual(["CANCELLED", "cancelled by operator: operator stop"]);
+    expect([SessionState[cancelled.state], cancelled.answer]).toEqual([
+      "CANCELLED",
+      "cancelled by operator: operator stop",
+    ]);
     expect(await overHttp(operator.token, `/api/sessions/${strangerQuestion}`)).toBe(200);
   });
 });

@@ -6,13 +6,27 @@ import { testPostgres } from "@loopguard/sql-store/testing";
 import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ALL_SCOPES, HIGH_RISK_CUSTOMER, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  HIGH_RISK_CUSTOMER,
+  startOrchestrator,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 type Api = RawClient<typeof OrchestratorService>;
 
 const QUOTA = 5;
 const QUOTA_ENV = { ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: String(QUOTA), APPROVAL_TTL_MS: "300000" };
-const REFUND = { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", ...HIGH_RISK_CUSTOMER };
+const REFUND = {
+  kind: "refund",
+  order_id: "ord_DEMO00000008",
+  amount_cents: 1000,
+  reason: "DAMAGED",
+  ...HIGH_RISK_CUSTOMER,
+};
 
 let tools: Tools;
 const closers: (() => void | Promise<void>)[] = [];
@@ -25,13 +39,20 @@ afterAll(async () => {
 });
 
 async function client(orch: TestOrchestrator, subject: string): Promise<Api> {
-  const api = createRawClient(OrchestratorService, orch.server.address, { token: await testToken({ subject, scopes: SESSION_OPERATOR_SCOPES }) });
+  const api = createRawClient(OrchestratorService, orch.server.address, {
+    token: await testToken({ subject, scopes: SESSION_OPERATOR_SCOPES }),
+  });
   closers.push(() => api.close());
   return api;
 }
 
 const start = (api: Api, idempotencyKey?: string) =>
-  api.startSession({ goal: "Refund 10.00 of ord_DEMO00000008", task: REFUND as never, scopes: ALL_SCOPES, ...(idempotencyKey ? { idempotencyKey } : {}) });
+  api.startSession({
+    goal: "Refund 10.00 of ord_DEMO00000008",
+    task: REFUND as never,
+    scopes: ALL_SCOPES,
+    ...(idempotencyKey ? { idempotencyKey } : {}),
+  });
 
 /** Whether each start made a session; anything but a quota refusal fails the test. */
 async function race(starts: Promise<unknown>[]): Promise<number> {
@@ -40,7 +61,10 @@ async function race(starts: Promise<unknown>[]): Promise<number> {
       p.then(
         () => true,
         (e: unknown) => {
-          if (!(e instanceof CallError && e.code === status.RESOURCE_EXHAUSTED && e.reason === "SESSION_QUOTA_EXCEEDED")) throw e;
+          if (
+            !(e instanceof CallError && e.code === status.RESOURCE_EXHAUSTED && e.reason === "SESSION_QUOTA_EXCEEDED")
+          )
+            throw e;
           return false;
         },
       ),
@@ -49,7 +73,8 @@ async function race(starts: Promise<unknown>[]): Promise<number> {
   return outcomes.filter(Boolean).length;
 }
 
-const mine = async (api: Api) => (await api.listSessions({ pageSize: 500 })).sessions.filter((s) => s.state !== SessionState.CANCELLED);
+const mine = async (api: Api) =>
+  (await api.listSessions({ pageSize: 500 })).sessions.filter((s) => s.state !== SessionState.CANCELLED);
 
 describe("sessions in flight per caller, on SQLite", () => {
   let orch: TestOrchestrator;
@@ -62,7 +87,8 @@ describe("sessions in flight per caller, on SQLite", () => {
     const alice = await client(orch, "quota-alice");
     const first = (await start(alice, "alice-start-key-1")).session!;
     for (let i = 1; i < QUOTA; i += 1) await start(alice);
-    for (const s of await mine(alice)) await waitForSession(alice, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    for (const s of await mine(alice))
+      await waitForSession(alice, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
 
     const refused = await start(alice).then(
       () => undefined,
@@ -79,14 +105,24 @@ describe("sessions in flight per caller, on SQLite", () => {
     expect(await mine(alice)).toHaveLength(QUOTA);
     const overHttp = await fetch(`${orch.httpUrl}/api/sessions`, {
       method: "POST",
-      headers: { authorization: `Bearer ${await testToken({ subject: "quota-alice", scopes: SESSION_OPERATOR_SCOPES })}`, "content-type": "application/json" },
+      headers: {
+        authorization: `Bearer ${await testToken({ subject: "quota-alice", scopes: SESSION_OPERATOR_SCOPES })}`,
+        "content-type": "application/json",
+      },
       body: JSON.stringify({ goal: "one more", scopes: ["kb:read"] }),
     });
-    expect([overHttp.status, overHttp.headers.get("retry-after"), ((await overHttp.json()) as { error: { reason: string } }).error.reason]).toEqual([429, "5", "SESSION_QUOTA_EXCEEDED"]);
+    expect([
+      overHttp.status,
+      overHttp.headers.get("retry-after"),
+      ((await overHttp.json()) as { error: { reason: string } }).error.reason,
+    ]).toEqual([429, "5", "SESSION_QUOTA_EXCEEDED"]);
     expect(await mine(alice)).toHaveLength(QUOTA);
 
     // A retried start whose first try made a session gets that session, at the quota too.
-    expect(await start(alice, "alice-start-key-1")).toMatchObject({ created: false, session: { sessionId: first.sessionId } });
+    expect(await start(alice, "alice-start-key-1")).toMatchObject({
+      created: false,
+      session: { sessionId: first.sessionId },
+    });
     const bob = await client(orch, "quota-bob");
     expect((await start(bob)).created).toBe(true);
 
@@ -111,7 +147,11 @@ describe.skipIf(postgres.skip !== null)("sessions in flight per caller, on two r
     const url = await postgres.freshDatabase();
     replicas = [];
     for (const name of ["replica-a", "replica-b"]) {
-      const orch = await startOrchestrator(tools, { ...QUOTA_ENV, ORCHESTRATOR_STORE: url, ORCHESTRATOR_INSTANCE_ID: name });
+      const orch = await startOrchestrator(tools, {
+        ...QUOTA_ENV,
+        ORCHESTRATOR_STORE: url,
+        ORCHESTRATOR_INSTANCE_ID: name,
+      });
       closers.push(() => orch.close());
       replicas.push(orch);
     }

@@ -3,7 +3,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { isTerminal, type SessionState, type StopReason } from "../src/session-state.js";
-import { type NewSession, SessionQuotaExceededError, type SessionEvent, type SessionReader, type SessionRecord, type SessionStore } from "../src/session-store.js";
+import {
+  type NewSession,
+  SessionQuotaExceededError,
+  type SessionEvent,
+  type SessionReader,
+  type SessionRecord,
+  type SessionStore,
+} from "../src/session-store.js";
 
 export interface ReadersSuiteContext {
   /** The test's store (opened fresh for each test). */
@@ -22,11 +29,21 @@ export function describeReadersAndQuotas(ctx: ReadersSuiteContext): void {
   const { newSession, drive } = ctx;
 
   /** Every page of a query, each checked full but the last; the ids in order. */
-  async function collect(store: SessionStore, limit: number, visibleTo?: SessionReader, state?: SessionState): Promise<string[]> {
+  async function collect(
+    store: SessionStore,
+    limit: number,
+    visibleTo?: SessionReader,
+    state?: SessionState,
+  ): Promise<string[]> {
     const ids: string[] = [];
     let after: string | undefined;
     for (;;) {
-      const page = await store.list({ limit, ...(state ? { state } : {}), ...(visibleTo ? { visibleTo } : {}), ...(after ? { after } : {}) });
+      const page = await store.list({
+        limit,
+        ...(state ? { state } : {}),
+        ...(visibleTo ? { visibleTo } : {}),
+        ...(after ? { after } : {}),
+      });
       ids.push(...page.sessions.map((s) => s.id));
       after = page.nextCursor ?? undefined;
       if (!after) return ids;
@@ -54,23 +71,43 @@ export function describeReadersAndQuotas(ctx: ReadersSuiteContext): void {
       const approver = { createdBy: "cli:alice", waiting: true };
 
       expect(await collect(store, 4, alice)).toEqual(ids((m) => m.createdBy === "cli:alice"));
-      expect(await collect(store, 4, approver)).toEqual(ids((m) => m.createdBy === "cli:alice" || m.state === "AWAITING_APPROVAL"));
-      expect(await collect(store, 3, approver, "AWAITING_APPROVAL")).toEqual(ids((m) => m.state === "AWAITING_APPROVAL"));
-      expect(await collect(store, 3, alice, "AWAITING_APPROVAL")).toEqual(ids((m) => m.createdBy === "cli:alice" && m.state === "AWAITING_APPROVAL"));
+      expect(await collect(store, 4, approver)).toEqual(
+        ids((m) => m.createdBy === "cli:alice" || m.state === "AWAITING_APPROVAL"),
+      );
+      expect(await collect(store, 3, approver, "AWAITING_APPROVAL")).toEqual(
+        ids((m) => m.state === "AWAITING_APPROVAL"),
+      );
+      expect(await collect(store, 3, alice, "AWAITING_APPROVAL")).toEqual(
+        ids((m) => m.createdBy === "cli:alice" && m.state === "AWAITING_APPROVAL"),
+      );
       for (const state of ["IDLE", "THINKING", "FAILED"] as const) {
-        expect(await collect(store, 2, approver, state)).toEqual(ids((m) => m.createdBy === "cli:alice" && m.state === state));
+        expect(await collect(store, 2, approver, state)).toEqual(
+          ids((m) => m.createdBy === "cli:alice" && m.state === state),
+        );
       }
       expect(await collect(store, 5, { createdBy: "cli:nobody", waiting: false })).toEqual([]);
-      expect(await collect(store, 5, { createdBy: "cli:nobody", waiting: true })).toEqual(ids((m) => m.state === "AWAITING_APPROVAL"));
+      expect(await collect(store, 5, { createdBy: "cli:nobody", waiting: true })).toEqual(
+        ids((m) => m.state === "AWAITING_APPROVAL"),
+      );
       expect(await collect(store, 7)).toEqual(ids(() => true));
 
       const countsOf = (keep: (m: (typeof made)[number]) => boolean) => {
         const seen = made.filter(keep);
-        return Object.fromEntries(["IDLE", "THINKING", "AWAITING_APPROVAL", "FAILED"].map((s) => [s, seen.filter((m) => m.state === s).length]));
+        return Object.fromEntries(
+          ["IDLE", "THINKING", "AWAITING_APPROVAL", "FAILED"].map((s) => [s, seen.filter((m) => m.state === s).length]),
+        );
       };
-      expect(await store.countByState(alice)).toMatchObject({ ...countsOf((m) => m.createdBy === "cli:alice"), DONE: 0, CANCELLED: 0 });
-      expect(await store.countByState(approver)).toMatchObject(countsOf((m) => m.createdBy === "cli:alice" || m.state === "AWAITING_APPROVAL"));
-      expect(await store.countByState({ createdBy: "cli:nobody", waiting: false })).toMatchObject(countsOf(() => false));
+      expect(await store.countByState(alice)).toMatchObject({
+        ...countsOf((m) => m.createdBy === "cli:alice"),
+        DONE: 0,
+        CANCELLED: 0,
+      });
+      expect(await store.countByState(approver)).toMatchObject(
+        countsOf((m) => m.createdBy === "cli:alice" || m.state === "AWAITING_APPROVAL"),
+      );
+      expect(await store.countByState({ createdBy: "cli:nobody", waiting: false })).toMatchObject(
+        countsOf(() => false),
+      );
       expect(await store.countByState()).toMatchObject(countsOf(() => true));
     });
   });
@@ -80,14 +117,18 @@ export function describeReadersAndQuotas(ctx: ReadersSuiteContext): void {
       const store = ctx.store();
       const events: SessionEvent[] = [];
       store.subscribe((e) => events.push(e));
-      for (let i = 0; i < 3; i++) await store.create(newSession(`q${i}`, { maxInFlight: 3, idempotencyKey: `key-${i}` }));
+      for (let i = 0; i < 3; i++)
+        await store.create(newSession(`q${i}`, { maxInFlight: 3, idempotencyKey: `key-${i}` }));
       const refused = await store.create(newSession("q3", { maxInFlight: 3 })).catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(SessionQuotaExceededError);
       expect(refused).toMatchObject({ createdBy: "cli:alice", limit: 3 });
       expect(await store.get("q3")).toBeNull();
 
       // A start retried with its key gets the session it made, at the quota too.
-      expect(await store.create(newSession("q1-again", { maxInFlight: 3, idempotencyKey: "key-1" }))).toEqual({ session: await store.get("q1"), created: false });
+      expect(await store.create(newSession("q1-again", { maxInFlight: 3, idempotencyKey: "key-1" }))).toEqual({
+        session: await store.get("q1"),
+        created: false,
+      });
       expect((await store.create(newSession("bob", { maxInFlight: 3, createdBy: "cli:bob" }))).created).toBe(true);
       // Subscribers hear of changes in commit order: once bob's creation is heard, the refused one would have been.
       const heard = () => events.flatMap((e) => (e.kind === "changed" ? [e.id] : []));
@@ -95,13 +136,19 @@ export function describeReadersAndQuotas(ctx: ReadersSuiteContext): void {
       expect(heard()).toEqual(["q0", "q1", "q2", "bob"]);
       // Waiting for an approval is in flight; ending is not.
       await drive(store, "q0", ["THINKING", "AWAITING_APPROVAL"]);
-      await expect(store.create(newSession("q4", { maxInFlight: 3 }))).rejects.toBeInstanceOf(SessionQuotaExceededError);
+      await expect(store.create(newSession("q4", { maxInFlight: 3 }))).rejects.toBeInstanceOf(
+        SessionQuotaExceededError,
+      );
       await drive(store, "q1", ["CANCELLED"], "cancelled");
       expect((await store.create(newSession("q4", { maxInFlight: 3 }))).created).toBe(true);
       // The sessions already there count, however they were made: a lower quota refuses at once.
-      await expect(store.create(newSession("q5", { maxInFlight: 1 }))).rejects.toBeInstanceOf(SessionQuotaExceededError);
+      await expect(store.create(newSession("q5", { maxInFlight: 1 }))).rejects.toBeInstanceOf(
+        SessionQuotaExceededError,
+      );
       await expect(store.create(newSession("q6", { maxInFlight: 0 }))).rejects.toBeInstanceOf(RangeError);
-      const live = (await store.list({ limit: 100, visibleTo: { createdBy: "cli:alice", waiting: false } })).sessions.filter((s) => !isTerminal(s.state));
+      const live = (
+        await store.list({ limit: 100, visibleTo: { createdBy: "cli:alice", waiting: false } })
+      ).sessions.filter((s) => !isTerminal(s.state));
       expect(live.map((s) => s.id)).toEqual(["q0", "q2", "q4"]);
     });
 
@@ -120,7 +167,10 @@ export function describeReadersAndQuotas(ctx: ReadersSuiteContext): void {
           ),
         );
       expect((await race("a")).filter(Boolean)).toHaveLength(5);
-      const inFlight = async () => (await stores[1]!.list({ limit: 100, visibleTo: { createdBy: "cli:alice", waiting: false } })).sessions.filter((s) => !isTerminal(s.state));
+      const inFlight = async () =>
+        (await stores[1]!.list({ limit: 100, visibleTo: { createdBy: "cli:alice", waiting: false } })).sessions.filter(
+          (s) => !isTerminal(s.state),
+        );
       const made = await inFlight();
       expect(made).toHaveLength(5);
       // At the quota less one, a race lets exactly one more through.

@@ -3,7 +3,16 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { canTransition, IllegalTransitionError, isTerminal, SESSION_STATES, STOP_REASONS, TRANSITIONS, type SessionState, type StopReason } from "../src/session-state.js";
+import {
+  canTransition,
+  IllegalTransitionError,
+  isTerminal,
+  SESSION_STATES,
+  STOP_REASONS,
+  TRANSITIONS,
+  type SessionState,
+  type StopReason,
+} from "../src/session-state.js";
 import {
   DuplicateStepError,
   LeaseLostError,
@@ -88,7 +97,12 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
     };
 
     /** Drives a session along legal edges, returning the record after the last one. */
-    async function drive(s: SessionStore, id: string, path: SessionState[], stopReason?: StopReason): Promise<SessionRecord> {
+    async function drive(
+      s: SessionStore,
+      id: string,
+      path: SessionState[],
+      stopReason?: StopReason,
+    ): Promise<SessionRecord> {
       let rec = (await s.get(id))!;
       for (const to of path) {
         rec = await s.transition({
@@ -106,7 +120,11 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
     describe("patrol runs", () => {
       it("keeps every run and lists the newest (by finish) first, as another replica sees them", async () => {
         expect(await store.patrolRuns(5)).toEqual([]);
-        const run = (runId: string, finishedAt: number) => ({ runId, finishedAt, run: { runId, tasks: 101, passed: 99, successRatio: 99 / 101, stopReasons: { done: 86 } } });
+        const run = (runId: string, finishedAt: number) => ({
+          runId,
+          finishedAt,
+          run: { runId, tasks: 101, passed: 99, successRatio: 99 / 101, stopReasons: { done: 86 } },
+        });
         await store.recordPatrolRun(run("pr_a", T0 + 10));
         await store.recordPatrolRun(run("pr_c", T0 + 30));
         await store.recordPatrolRun(run("pr_b", T0 + 20));
@@ -167,7 +185,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       });
 
       it("makes exactly one session when creates with one idempotency key race", async () => {
-        const results = await Promise.all(Array.from({ length: 12 }, (_, i) => store.create(newSession(`race-${i}`, { idempotencyKey: "race-key" }))));
+        const results = await Promise.all(
+          Array.from({ length: 12 }, (_, i) => store.create(newSession(`race-${i}`, { idempotencyKey: "race-key" }))),
+        );
         expect(results.filter((r) => r.created)).toHaveLength(1);
         expect(new Set(results.map((r) => r.session.id)).size).toBe(1);
         expect((await store.list({ limit: 100 })).sessions).toHaveLength(1);
@@ -176,7 +196,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       it("refuses a second session with the same id but no matching key", async () => {
         await store.create(newSession("dup"));
         await expect(store.create(newSession("dup"))).rejects.toBeInstanceOf(SessionExistsError);
-        await expect(store.create(newSession("dup", { idempotencyKey: "other" }))).rejects.toBeInstanceOf(SessionExistsError);
+        await expect(store.create(newSession("dup", { idempotencyKey: "other" }))).rejects.toBeInstanceOf(
+          SessionExistsError,
+        );
         expect((await store.countByState()).IDLE).toBe(1);
       });
     });
@@ -201,7 +223,13 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           to: "TOOL_EXECUTING",
           expectedVersion: 1,
           patch: { pending: { tool: "billing.refund", args: { orderId: "o1" } } },
-          audit: { at: T0 + 150, tool: "billing.refund", argsHash: "sha256:abc", expectedTimeoutMs: 2_000, outcome: "issued" },
+          audit: {
+            at: T0 + 150,
+            tool: "billing.refund",
+            argsHash: "sha256:abc",
+            expectedTimeoutMs: 2_000,
+            outcome: "issued",
+          },
         });
         expect(executing).toMatchObject({
           state: "TOOL_EXECUTING",
@@ -224,7 +252,19 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(observing.pending).toBeNull();
 
         expect(await store.auditTrail("s1")).toEqual([
-          { sessionId: "s1", version: 1, from: "IDLE", to: "THINKING", at: T0 + 100, reason: "start", tool: null, argsHash: null, expectedTimeoutMs: null, outcome: null, owner: null },
+          {
+            sessionId: "s1",
+            version: 1,
+            from: "IDLE",
+            to: "THINKING",
+            at: T0 + 100,
+            reason: "start",
+            tool: null,
+            argsHash: null,
+            expectedTimeoutMs: null,
+            outcome: null,
+            owner: null,
+          },
           {
             sessionId: "s1",
             version: 2,
@@ -238,16 +278,39 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
             outcome: "issued",
             owner: null,
           },
-          { sessionId: "s1", version: 3, from: "TOOL_EXECUTING", to: "OBSERVING", at: T0 + 180, reason: null, tool: null, argsHash: null, expectedTimeoutMs: null, outcome: "ok", owner: null },
+          {
+            sessionId: "s1",
+            version: 3,
+            from: "TOOL_EXECUTING",
+            to: "OBSERVING",
+            at: T0 + 180,
+            reason: null,
+            tool: null,
+            argsHash: null,
+            expectedTimeoutMs: null,
+            outcome: "ok",
+            owner: null,
+          },
         ]);
       });
 
       it("refuses a transition outside the table and writes nothing", async () => {
         const { session } = await store.create(newSession("s1"));
         for (const to of ["OBSERVING", "TOOL_EXECUTING", "RETRYING", "IDLE"] as const) {
-          await expect(store.transition({ id: "s1", from: "IDLE", to, expectedVersion: 0, audit: { at: T0 } })).rejects.toBeInstanceOf(IllegalTransitionError);
+          await expect(
+            store.transition({ id: "s1", from: "IDLE", to, expectedVersion: 0, audit: { at: T0 } }),
+          ).rejects.toBeInstanceOf(IllegalTransitionError);
         }
-        await expect(store.transition({ id: "s1", from: "IDLE", to: "DONE", expectedVersion: 0, patch: { stopReason: "done" }, audit: { at: T0 } })).rejects.toBeInstanceOf(IllegalTransitionError);
+        await expect(
+          store.transition({
+            id: "s1",
+            from: "IDLE",
+            to: "DONE",
+            expectedVersion: 0,
+            patch: { stopReason: "done" },
+            audit: { at: T0 },
+          }),
+        ).rejects.toBeInstanceOf(IllegalTransitionError);
         expect(await store.get("s1")).toEqual(session);
         expect(await store.auditTrail("s1")).toEqual([]);
       });
@@ -256,7 +319,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s1"));
         const done = await drive(store, "s1", ["THINKING", "DONE"]);
         for (const to of SESSION_STATES) {
-          await expect(store.transition({ id: "s1", from: "DONE", to, expectedVersion: done.version, audit: { at: T0 } })).rejects.toBeInstanceOf(IllegalTransitionError);
+          await expect(
+            store.transition({ id: "s1", from: "DONE", to, expectedVersion: done.version, audit: { at: T0 } }),
+          ).rejects.toBeInstanceOf(IllegalTransitionError);
         }
         expect(await store.get("s1")).toEqual(done);
         expect(await store.auditTrail("s1")).toHaveLength(2);
@@ -265,10 +330,19 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       it("requires a stop reason exactly when entering a terminal state", async () => {
         await store.create(newSession("s1"));
         await drive(store, "s1", ["THINKING"]);
-        await expect(store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 1, audit: { at: T0 } })).rejects.toThrow(/stop reason/);
-        await expect(store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, patch: { stopReason: "done" }, audit: { at: T0 } })).rejects.toBeInstanceOf(
-          IllegalTransitionError,
-        );
+        await expect(
+          store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 1, audit: { at: T0 } }),
+        ).rejects.toThrow(/stop reason/);
+        await expect(
+          store.transition({
+            id: "s1",
+            from: "THINKING",
+            to: "TOOL_EXECUTING",
+            expectedVersion: 1,
+            patch: { stopReason: "done" },
+            audit: { at: T0 },
+          }),
+        ).rejects.toBeInstanceOf(IllegalTransitionError);
         expect((await store.get("s1"))?.version).toBe(1);
         const done = await store.transition({
           id: "s1",
@@ -278,18 +352,40 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           patch: { stopReason: "done", answer: "Refunded 12.50 EUR to order ord-s1." },
           audit: { at: T0 + 1 },
         });
-        expect(done).toMatchObject({ state: "DONE", version: 2, stopReason: "done", answer: "Refunded 12.50 EUR to order ord-s1." });
+        expect(done).toMatchObject({
+          state: "DONE",
+          version: 2,
+          stopReason: "done",
+          answer: "Refunded 12.50 EUR to order ord-s1.",
+        });
         expect(await store.get("s1")).toEqual(done);
       });
 
       it("refuses a stale version, a wrong from-state and an unknown session", async () => {
         await store.create(newSession("s1"));
         await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } });
-        const stale = store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } });
+        const stale = store.transition({
+          id: "s1",
+          from: "IDLE",
+          to: "THINKING",
+          expectedVersion: 0,
+          audit: { at: T0 },
+        });
         await expect(stale).rejects.toBeInstanceOf(StaleTransitionError);
         await expect(stale).rejects.toMatchObject({ actual: { state: "THINKING", version: 1 } });
-        await expect(store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 0, patch: { stopReason: "done" }, audit: { at: T0 } })).rejects.toBeInstanceOf(StaleTransitionError);
-        await expect(store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } })).rejects.toBeInstanceOf(SessionNotFoundError);
+        await expect(
+          store.transition({
+            id: "s1",
+            from: "THINKING",
+            to: "DONE",
+            expectedVersion: 0,
+            patch: { stopReason: "done" },
+            audit: { at: T0 },
+          }),
+        ).rejects.toBeInstanceOf(StaleTransitionError);
+        await expect(
+          store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } }),
+        ).rejects.toBeInstanceOf(SessionNotFoundError);
         expect(await store.auditTrail("s1")).toHaveLength(1);
         expect((await store.get("s1"))?.version).toBe(1);
       });
@@ -307,7 +403,12 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           audit: { at: T0 + 2, reason: "calling", tool: "kb.search", expectedTimeoutMs: 500 },
           step: { step: 1, at: T0 + 2, payload: { decision: "search" } },
         });
-        expect(executing).toMatchObject({ state: "TOOL_EXECUTING", version: 2, pending: { call: "c1" }, updatedAt: T0 + 2 });
+        expect(executing).toMatchObject({
+          state: "TOOL_EXECUTING",
+          version: 2,
+          pending: { call: "c1" },
+          updatedAt: T0 + 2,
+        });
         const thinking = await store.transition({
           id: "s1",
           from: "TOOL_EXECUTING",
@@ -324,7 +425,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         });
         expect(thinking).toMatchObject({ state: "THINKING", version: 5, pending: null, context: { seen: 1 } });
         expect(await store.get("s1")).toEqual(thinking);
-        expect((await store.auditTrail("s1")).map((a) => [a.version, a.from, a.to, a.at, a.reason ?? a.outcome, a.owner])).toEqual([
+        expect(
+          (await store.auditTrail("s1")).map((a) => [a.version, a.from, a.to, a.at, a.reason ?? a.outcome, a.owner]),
+        ).toEqual([
           [1, "IDLE", "THINKING", T0 + 1, "started", "a"],
           [2, "THINKING", "TOOL_EXECUTING", T0 + 2, "calling", "a"],
           [3, "TOOL_EXECUTING", "FALLBACK", T0 + 3, "cache", "a"],
@@ -335,16 +438,28 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       });
 
       it("returns the record as stored whether or not the caller passes the record it moves from", async () => {
-        for (const id of ["with", "without"]) await store.create(newSession(id, { lease: { owner: "a", ttlMs: 60_000 } }));
+        for (const id of ["with", "without"])
+          await store.create(newSession(id, { lease: { owner: "a", ttlMs: 60_000 } }));
         const move = async (id: string, pass: boolean, current: SessionRecord, to: SessionState, patch: object) => {
-          const next = await store.transition({ id, from: current.state, to, expectedVersion: current.version, owner: "a", patch, audit: { at: now() }, ...(pass ? { current } : {}) });
+          const next = await store.transition({
+            id,
+            from: current.state,
+            to,
+            expectedVersion: current.version,
+            owner: "a",
+            patch,
+            audit: { at: now() },
+            ...(pass ? { current } : {}),
+          });
           expect(next).toEqual(await store.get(id));
           return next;
         };
         for (const pass of [true, false]) {
           const id = pass ? "with" : "without";
           let s = (await store.get(id))!;
-          s = await move(id, pass, s, "THINKING", { usage: { steps: 1, toolCalls: 0, tokens: 5, costMicros: 0, startedAt: T0 } });
+          s = await move(id, pass, s, "THINKING", {
+            usage: { steps: 1, toolCalls: 0, tokens: 5, costMicros: 0, startedAt: T0 },
+          });
           s = await move(id, pass, s, "TOOL_EXECUTING", { pending: { call: "c1" }, context: { history: [1] } });
           await h.elapse(10);
           expect((await store.renewLeases([id], "a", 60_000)).has(id)).toBe(true);
@@ -353,7 +468,14 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           s = await move(id, pass, s, "OBSERVING", {});
           expect(s.leaseExpiresAt).toBeGreaterThan(leasedUntil);
           s = await move(id, pass, s, "DONE", { stopReason: "done", answer: "ok", pending: null });
-          expect(s).toMatchObject({ state: "DONE", stopReason: "done", answer: "ok", pending: null, leaseOwner: null, context: { history: [1] } });
+          expect(s).toMatchObject({
+            state: "DONE",
+            stopReason: "done",
+            answer: "ok",
+            pending: null,
+            leaseOwner: null,
+            context: { history: [1] },
+          });
         }
       });
 
@@ -366,8 +488,17 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           expect((await store.get("s1"))?.context).toEqual(context);
         };
         const move = async (context: JsonObject, pass: boolean) => {
-          const to = s.state === "THINKING" ? "TOOL_EXECUTING" : s.state === "TOOL_EXECUTING" ? "OBSERVING" : "THINKING";
-          s = await store.transition({ id: "s1", from: s.state, to, expectedVersion: s.version, patch: { context }, audit: { at: now() }, ...(pass ? { current: s } : {}) });
+          const to =
+            s.state === "THINKING" ? "TOOL_EXECUTING" : s.state === "TOOL_EXECUTING" ? "OBSERVING" : "THINKING";
+          s = await store.transition({
+            id: "s1",
+            from: s.state,
+            to,
+            expectedVersion: s.version,
+            patch: { context },
+            audit: { at: now() },
+            ...(pass ? { current: s } : {}),
+          });
         };
         let history: JsonValue[] = [];
         for (const pass of [true, false, true]) {
@@ -395,19 +526,45 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           expect(await store.auditTrail("s1")).toHaveLength(1);
         };
         const path = (via: SessionState[], to: SessionState, extra: object = {}) =>
-          store.transition({ id: "s1", from: "THINKING", via: via.map((state) => ({ state, audit: { at: now() } })), to, expectedVersion: 1, audit: { at: now() }, ...extra });
+          store.transition({
+            id: "s1",
+            from: "THINKING",
+            via: via.map((state) => ({ state, audit: { at: now() } })),
+            to,
+            expectedVersion: 1,
+            audit: { at: now() },
+            ...extra,
+          });
         // OBSERVING cannot follow THINKING; a terminal state cannot be passed through.
         await expect(path(["OBSERVING"], "THINKING")).rejects.toBeInstanceOf(IllegalTransitionError);
-        await expect(path(["DONE"], "THINKING", { patch: { stopReason: "done" } })).rejects.toBeInstanceOf(IllegalTransitionError);
+        await expect(path(["DONE"], "THINKING", { patch: { stopReason: "done" } })).rejects.toBeInstanceOf(
+          IllegalTransitionError,
+        );
         await expect(path(["TOOL_EXECUTING"], "IDLE")).rejects.toBeInstanceOf(IllegalTransitionError);
         await unchanged();
         await expect(
-          store.transition({ id: "s1", from: "THINKING", via: [{ state: "TOOL_EXECUTING", audit: { at: now() } }], to: "OBSERVING", expectedVersion: 0, audit: { at: now() } }),
+          store.transition({
+            id: "s1",
+            from: "THINKING",
+            via: [{ state: "TOOL_EXECUTING", audit: { at: now() } }],
+            to: "OBSERVING",
+            expectedVersion: 0,
+            audit: { at: now() },
+          }),
         ).rejects.toBeInstanceOf(StaleTransitionError);
         await unchanged();
         // The last move fails (its step number is taken), so the moves before it roll back too.
-        await store.transition({ id: "s1", from: "THINKING", to: "THINKING", expectedVersion: 1, audit: { at: now() }, step: { step: 1, at: now(), payload: {} } });
-        await expect(path(["TOOL_EXECUTING"], "OBSERVING", { expectedVersion: 2, step: { step: 1, at: now(), payload: {} } })).rejects.toBeInstanceOf(DuplicateStepError);
+        await store.transition({
+          id: "s1",
+          from: "THINKING",
+          to: "THINKING",
+          expectedVersion: 1,
+          audit: { at: now() },
+          step: { step: 1, at: now(), payload: {} },
+        });
+        await expect(
+          path(["TOOL_EXECUTING"], "OBSERVING", { expectedVersion: 2, step: { step: 1, at: now(), payload: {} } }),
+        ).rejects.toBeInstanceOf(DuplicateStepError);
         expect(await store.get("s1")).toMatchObject({ state: "THINKING", version: 2 });
         expect(await store.auditTrail("s1")).toHaveLength(2);
       });
@@ -479,7 +636,11 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
               const from: SessionState = e.useCurrentFrom ? state : e.from;
               const legal: readonly SessionState[] = TRANSITIONS[from];
               const to: SessionState = e.legalTarget && legal.length > 0 ? legal[e.pick % legal.length]! : e.to;
-              const stopReason = isTerminal(to) ? e.stopReason : e.stopReason && e.pick % 7 === 0 ? e.stopReason : undefined;
+              const stopReason = isTerminal(to)
+                ? e.stopReason
+                : e.stopReason && e.pick % 7 === 0
+                  ? e.stopReason
+                  : undefined;
               const expectedVersion = Math.max(0, version + e.staleBy);
               const attempt = store.transition({
                 id,
@@ -576,7 +737,14 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         const [claimed] = await store.claim("a", TTL, 10);
         expectLease(claimed, "a", before, await h.leaseNow());
         expect(claimed).toMatchObject({ id: "s1" });
-        await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
+        await store.transition({
+          id: "s1",
+          from: "IDLE",
+          to: "THINKING",
+          expectedVersion: 0,
+          owner: "a",
+          audit: { at: now() },
+        });
         expect(await store.claim("b", TTL, 10)).toEqual([]);
         await h.elapse(TTL / 2);
         const renewedFrom = await h.leaseNow();
@@ -586,10 +754,24 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         const [taken] = await store.claim("b", TTL, 10);
         expect(taken).toMatchObject({ id: "s1", leaseOwner: "b", state: "THINKING", version: 1 });
         expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
-        const fenced = store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "a", audit: { at: now() } });
+        const fenced = store.transition({
+          id: "s1",
+          from: "THINKING",
+          to: "TOOL_EXECUTING",
+          expectedVersion: 1,
+          owner: "a",
+          audit: { at: now() },
+        });
         await expect(fenced).rejects.toBeInstanceOf(LeaseLostError);
         await expect(fenced).rejects.toBeInstanceOf(StaleTransitionError);
-        const next = await store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "b", audit: { at: now() } });
+        const next = await store.transition({
+          id: "s1",
+          from: "THINKING",
+          to: "TOOL_EXECUTING",
+          expectedVersion: 1,
+          owner: "b",
+          audit: { at: now() },
+        });
         expect(next.version).toBe(2);
         expect((await store.auditTrail("s1")).map((r) => r.owner)).toEqual(["a", "b"]);
         expect(await store.releaseLease("s1", "a")).toBe(false);
@@ -604,8 +786,24 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expectLease(session, "a", before, await h.leaseNow());
         expect(session).toMatchObject({ state: "IDLE", version: 0 });
         expect(await store.claim("b", TTL, 10)).toEqual([]);
-        await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
-        await expect(store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, owner: "b", audit: { at: now() } })).rejects.toBeInstanceOf(LeaseLostError);
+        await store.transition({
+          id: "s1",
+          from: "IDLE",
+          to: "THINKING",
+          expectedVersion: 0,
+          owner: "a",
+          audit: { at: now() },
+        });
+        await expect(
+          store.transition({
+            id: "s1",
+            from: "THINKING",
+            to: "TOOL_EXECUTING",
+            expectedVersion: 1,
+            owner: "b",
+            audit: { at: now() },
+          }),
+        ).rejects.toBeInstanceOf(LeaseLostError);
         await h.elapse(TTL + 50);
         expect((await store.claim("b", TTL, 10)).map((s) => s.id)).toEqual(["s1"]);
       });
@@ -614,7 +812,16 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s1"));
         await store.claim("a", TTL, 10);
         await h.elapse(TTL + 50);
-        await expect(store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } })).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(
+          store.transition({
+            id: "s1",
+            from: "IDLE",
+            to: "THINKING",
+            expectedVersion: 0,
+            owner: "a",
+            audit: { at: now() },
+          }),
+        ).rejects.toBeInstanceOf(LeaseLostError);
         expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
         expect((await store.get("s1"))?.version).toBe(0);
       });
@@ -624,7 +831,12 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s2"));
         await store.claim("a", TTL, 10);
         await drive(store, "s1", ["THINKING", "FAILED"], "unrecoverable_error");
-        expect(await store.get("s1")).toMatchObject({ state: "FAILED", stopReason: "unrecoverable_error", leaseOwner: null, leaseExpiresAt: null });
+        expect(await store.get("s1")).toMatchObject({
+          state: "FAILED",
+          stopReason: "unrecoverable_error",
+          leaseOwner: null,
+          leaseExpiresAt: null,
+        });
         expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
         await h.elapse(TTL + 50);
         expect((await store.claim("b", TTL, 10)).map((s) => s.id)).toEqual(["s2"]);
@@ -632,7 +844,14 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
 
       it("releases the lease on entering AWAITING_APPROVAL, never claims a waiting session, and claims it again once an approval moves it on", async () => {
         await store.create(newSession("s1", { lease: { owner: "a", ttlMs: TTL } }));
-        await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
+        await store.transition({
+          id: "s1",
+          from: "IDLE",
+          to: "THINKING",
+          expectedVersion: 0,
+          owner: "a",
+          audit: { at: now() },
+        });
         const waiting = await store.transition({
           id: "s1",
           from: "THINKING",
@@ -644,13 +863,26 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           patch: { pending: { approval: { approvalId: "apr_1", expiresAt: T0 + 60_000 } } },
         });
         expect(waiting).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
-        expect(await store.get("s1")).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
+        expect(await store.get("s1")).toMatchObject({
+          state: "AWAITING_APPROVAL",
+          leaseOwner: null,
+          leaseExpiresAt: null,
+        });
         expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
         expect(await store.claim("a", TTL, 10)).toEqual([]);
         expect(await store.claim("b", TTL, 10)).toEqual([]);
         // The human's answer is an unfenced move (nobody holds the lease); then anyone may claim it.
-        await store.transition({ id: "s1", from: "AWAITING_APPROVAL", to: "TOOL_EXECUTING", expectedVersion: 2, audit: { at: now() }, patch: { pending: { approvedBy: "bob" } } });
-        expect((await store.claim("b", TTL, 10)).map((s) => [s.id, s.state, s.leaseOwner])).toEqual([["s1", "TOOL_EXECUTING", "b"]]);
+        await store.transition({
+          id: "s1",
+          from: "AWAITING_APPROVAL",
+          to: "TOOL_EXECUTING",
+          expectedVersion: 2,
+          audit: { at: now() },
+          patch: { pending: { approvedBy: "bob" } },
+        });
+        expect((await store.claim("b", TTL, 10)).map((s) => [s.id, s.state, s.leaseOwner])).toEqual([
+          ["s1", "TOOL_EXECUTING", "b"],
+        ]);
       });
     });
 
@@ -666,7 +898,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
             to: "AWAITING_APPROVAL",
             expectedVersion: 1,
             audit: { at: now() },
-            patch: { pending: expiresAt === undefined ? { queue: [] } : { approval: { approvalId: `apr_${id}`, expiresAt } } },
+            patch: {
+              pending: expiresAt === undefined ? { queue: [] } : { approval: { approvalId: `apr_${id}`, expiresAt } },
+            },
           });
         };
         await wait("late", T0 + 5_000);
@@ -679,8 +913,19 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect((await store.expiredApprovals(T0 + 2_000, 10)).map((s) => s.id)).toEqual(["early", "exact"]);
         expect((await store.expiredApprovals(T0 + 10_000, 2)).map((s) => s.id)).toEqual(["late", "early"]);
         const [first] = await store.expiredApprovals(T0 + 10_000, 1);
-        expect(first).toMatchObject({ id: "late", state: "AWAITING_APPROVAL", pending: { approval: { approvalId: "apr_late" } } });
-        await store.transition({ id: "early", from: "AWAITING_APPROVAL", to: "FAILED", expectedVersion: 2, audit: { at: now() }, patch: { stopReason: "approval_denied" } });
+        expect(first).toMatchObject({
+          id: "late",
+          state: "AWAITING_APPROVAL",
+          pending: { approval: { approvalId: "apr_late" } },
+        });
+        await store.transition({
+          id: "early",
+          from: "AWAITING_APPROVAL",
+          to: "FAILED",
+          expectedVersion: 2,
+          audit: { at: now() },
+          patch: { stopReason: "approval_denied" },
+        });
         expect((await store.expiredApprovals(T0 + 10_000, 10)).map((s) => s.id)).toEqual(["late", "exact"]);
       });
     });
@@ -689,7 +934,14 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       const park = async (id: string, tool: string, wakeAt: number, parkedAt = T0) => {
         clock += 1;
         await store.create(newSession(id, { lease: { owner: "a", ttlMs: TTL } }));
-        await store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, owner: "a", audit: { at: now() } });
+        await store.transition({
+          id,
+          from: "IDLE",
+          to: "THINKING",
+          expectedVersion: 0,
+          owner: "a",
+          audit: { at: now() },
+        });
         return store.transition({
           id,
           from: "THINKING",
@@ -697,7 +949,12 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           expectedVersion: 1,
           owner: "a",
           audit: { at: now() },
-          patch: { pending: { queue: [], park: { tool, reason: "UNAVAILABLE", wakeAt, parkedAt, since: parkedAt, attempts: 1 } } },
+          patch: {
+            pending: {
+              queue: [],
+              park: { tool, reason: "UNAVAILABLE", wakeAt, parkedAt, since: parkedAt, attempts: 1 },
+            },
+          },
         });
       };
 
@@ -730,7 +987,10 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await park("on-risk", "risk", T0 + 60_000, T0);
         expect(await store.wake("b", TTL, 10, { kb: T0 + 100 })).toEqual([]);
         expect((await store.wake("b", TTL, 10, { billing: T0 + 100 })).map((s) => s.id)).toEqual(["on-billing"]);
-        expect((await store.wake("c", TTL, 10, { billing: T0 + 1_000, risk: T0 + 1 })).map((s) => s.id)).toEqual(["on-billing-after", "on-risk"]);
+        expect((await store.wake("c", TTL, 10, { billing: T0 + 1_000, risk: T0 + 1 })).map((s) => s.id)).toEqual([
+          "on-billing-after",
+          "on-risk",
+        ]);
       });
 
       it("counts parked sessions near their deadline and approvals past their expiry", async () => {
@@ -769,7 +1029,8 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         throw new Error(`no matching event among ${JSON.stringify(events)}`);
       }
 
-      const changedTo = (id: string, version: number) => (e: SessionEvent) => e.kind === "changed" && e.id === id && e.version === version;
+      const changedTo = (id: string, version: number) => (e: SessionEvent) =>
+        e.kind === "changed" && e.id === id && e.version === version;
 
       it("tells subscribers of each committed creation, transition and lease release, after the commit, and nothing of a refused one", async () => {
         const { events, stop } = record(store);
@@ -778,20 +1039,64 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           if (e.kind === "changed") readAtEvent.push({ version: e.version, read: store.get(e.id) });
         });
         await store.create(newSession("s1", { lease: { owner: "a", ttlMs: TTL } }));
-        expect(await eventually(events, changedTo("s1", 0))).toEqual({ kind: "changed", id: "s1", version: 0, state: "IDLE", leaseOwner: "a" });
-        await store.transition({ id: "s1", from: "IDLE", to: "TOOL_EXECUTING", expectedVersion: 0, owner: "a", via: [{ state: "THINKING", audit: { at: now() } }], audit: { at: now() } });
-        expect(await eventually(events, changedTo("s1", 2))).toEqual({ kind: "changed", id: "s1", version: 2, state: "TOOL_EXECUTING", leaseOwner: "a" });
+        expect(await eventually(events, changedTo("s1", 0))).toEqual({
+          kind: "changed",
+          id: "s1",
+          version: 0,
+          state: "IDLE",
+          leaseOwner: "a",
+        });
+        await store.transition({
+          id: "s1",
+          from: "IDLE",
+          to: "TOOL_EXECUTING",
+          expectedVersion: 0,
+          owner: "a",
+          via: [{ state: "THINKING", audit: { at: now() } }],
+          audit: { at: now() },
+        });
+        expect(await eventually(events, changedTo("s1", 2))).toEqual({
+          kind: "changed",
+          id: "s1",
+          version: 2,
+          state: "TOOL_EXECUTING",
+          leaseOwner: "a",
+        });
         const heard = events.length;
         // Refused moves and lease renewals change nothing anyone waits for: no event.
-        await expect(store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: now() } })).rejects.toBeInstanceOf(StaleTransitionError);
-        await expect(store.transition({ id: "s1", from: "TOOL_EXECUTING", to: "OBSERVING", expectedVersion: 2, owner: "b", audit: { at: now() } })).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(
+          store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: now() } }),
+        ).rejects.toBeInstanceOf(StaleTransitionError);
+        await expect(
+          store.transition({
+            id: "s1",
+            from: "TOOL_EXECUTING",
+            to: "OBSERVING",
+            expectedVersion: 2,
+            owner: "b",
+            audit: { at: now() },
+          }),
+        ).rejects.toBeInstanceOf(LeaseLostError);
         expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(true);
         expect(await store.releaseLease("s1", "a")).toBe(true);
         const released = await eventually(events, (e) => e.kind === "changed" && e.leaseOwner === null);
         expect(events.slice(heard)).toEqual([released]);
         expect(released).toEqual({ kind: "changed", id: "s1", version: 2, state: "TOOL_EXECUTING", leaseOwner: null });
-        await store.transition({ id: "s1", from: "TOOL_EXECUTING", to: "CANCELLED", expectedVersion: 2, audit: { at: now() }, patch: { stopReason: "cancelled" } });
-        expect(await eventually(events, changedTo("s1", 3))).toEqual({ kind: "changed", id: "s1", version: 3, state: "CANCELLED", leaseOwner: null });
+        await store.transition({
+          id: "s1",
+          from: "TOOL_EXECUTING",
+          to: "CANCELLED",
+          expectedVersion: 2,
+          audit: { at: now() },
+          patch: { stopReason: "cancelled" },
+        });
+        expect(await eventually(events, changedTo("s1", 3))).toEqual({
+          kind: "changed",
+          id: "s1",
+          version: 3,
+          state: "CANCELLED",
+          leaseOwner: null,
+        });
         stop();
         unsubscribe();
         await store.create(newSession("s2"));
@@ -820,7 +1125,13 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           const { events, stop } = record(peer);
           await store.create(newSession("s1"));
           await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: now() } });
-          expect(await eventually(events, changedTo("s1", 1))).toEqual({ kind: "changed", id: "s1", version: 1, state: "THINKING", leaseOwner: null });
+          expect(await eventually(events, changedTo("s1", 1))).toEqual({
+            kind: "changed",
+            id: "s1",
+            version: 1,
+            state: "THINKING",
+            leaseOwner: null,
+          });
           stop();
         });
       }
@@ -832,7 +1143,14 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         let v = 0;
         for (const [i, to] of (["THINKING", "TOOL_EXECUTING", "OBSERVING", "THINKING"] as const).entries()) {
           const from = i === 0 ? "IDLE" : (["THINKING", "TOOL_EXECUTING", "OBSERVING"] as const)[i - 1]!;
-          await store.transition({ id: "s1", from, to, expectedVersion: v, audit: { at: T0 + i }, ...(i % 2 === 1 ? { step: { step: (i + 1) / 2, at: T0 + i, payload: { i } } } : {}) });
+          await store.transition({
+            id: "s1",
+            from,
+            to,
+            expectedVersion: v,
+            audit: { at: T0 + i },
+            ...(i % 2 === 1 ? { step: { step: (i + 1) / 2, at: T0 + i, payload: { i } } } : {}),
+          });
           v += 1;
         }
         expect((await store.auditTrail("s1", 2)).map((a) => [a.version, a.to])).toEqual([
@@ -929,11 +1247,25 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           step: { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } },
         });
         await expect(
-          store.transition({ id: "s1", from: "TOOL_EXECUTING", to: "OBSERVING", expectedVersion: 2, audit: { at: T0 + 3 }, step: { step: 2, at: T0 + 3, payload: {} } }),
+          store.transition({
+            id: "s1",
+            from: "TOOL_EXECUTING",
+            to: "OBSERVING",
+            expectedVersion: 2,
+            audit: { at: T0 + 3 },
+            step: { step: 2, at: T0 + 3, payload: {} },
+          }),
         ).rejects.toBeInstanceOf(DuplicateStepError);
-        await expect(store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 }, step: { step: 1, at: T0, payload: {} } })).rejects.toBeInstanceOf(
-          SessionNotFoundError,
-        );
+        await expect(
+          store.transition({
+            id: "ghost",
+            from: "IDLE",
+            to: "THINKING",
+            expectedVersion: 0,
+            audit: { at: T0 },
+            step: { step: 1, at: T0, payload: {} },
+          }),
+        ).rejects.toBeInstanceOf(SessionNotFoundError);
         expect(await store.steps("s1")).toEqual([
           { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } },
           { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } },
@@ -943,19 +1275,40 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
 
       it("stores a step with the transition that completes it, or neither", async () => {
         await store.create(newSession("s1"));
-        const moved = await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 }, step: { step: 1, at: T0, payload: { decision: "start" } } });
+        const moved = await store.transition({
+          id: "s1",
+          from: "IDLE",
+          to: "THINKING",
+          expectedVersion: 0,
+          audit: { at: T0 },
+          step: { step: 1, at: T0, payload: { decision: "start" } },
+        });
         expect(moved.version).toBe(1);
         expect(await store.steps("s1")).toEqual([{ step: 1, at: T0, payload: { decision: "start" } }]);
         // A taken step number aborts the whole transition: state, version and audit stay as they were.
         await expect(
-          store.transition({ id: "s1", from: "THINKING", to: "TOOL_EXECUTING", expectedVersion: 1, audit: { at: T0 + 1 }, step: { step: 1, at: T0 + 1, payload: {} } }),
+          store.transition({
+            id: "s1",
+            from: "THINKING",
+            to: "TOOL_EXECUTING",
+            expectedVersion: 1,
+            audit: { at: T0 + 1 },
+            step: { step: 1, at: T0 + 1, payload: {} },
+          }),
         ).rejects.toBeInstanceOf(DuplicateStepError);
         expect((await store.get("s1"))?.state).toBe("THINKING");
         expect(await store.auditTrail("s1")).toHaveLength(1);
         // A stale transition writes no step either.
-        await expect(store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 + 2 }, step: { step: 2, at: T0 + 2, payload: {} } })).rejects.toBeInstanceOf(
-          StaleTransitionError,
-        );
+        await expect(
+          store.transition({
+            id: "s1",
+            from: "IDLE",
+            to: "THINKING",
+            expectedVersion: 0,
+            audit: { at: T0 + 2 },
+            step: { step: 2, at: T0 + 2, payload: {} },
+          }),
+        ).rejects.toBeInstanceOf(StaleTransitionError);
         expect(await store.steps("s1")).toHaveLength(1);
       });
     });

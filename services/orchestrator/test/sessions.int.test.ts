@@ -9,7 +9,15 @@ import { createRawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listTraceFiles } from "../src/trace-files.js";
-import { ALL_SCOPES, refusal, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  refusal,
+  startOrchestrator,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 const LOW_RISK = { id_card: "110101198003121232", phone: "+8613800138000" };
 const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
@@ -31,7 +39,13 @@ function refundTask(orderId: string, amount: number, customer: Record<string, st
 }
 
 async function start(goal: string, task: Record<string, unknown>, extra: Record<string, unknown> = {}) {
-  const { session } = await orch.api.startSession({ goal, task: task as never, scopes: ALL_SCOPES, policy: "scripted", ...extra });
+  const { session } = await orch.api.startSession({
+    goal,
+    task: task as never,
+    scopes: ALL_SCOPES,
+    policy: "scripted",
+    ...extra,
+  });
   return session!;
 }
 
@@ -55,13 +69,16 @@ describe("refund sessions", () => {
     const refundId = /rf_[A-Za-z0-9]{16}/.exec(done.answer)?.[0];
     expect(refundId).toBeDefined();
     expect((await refundsOf("ord_DEMO00000001")).map((r) => r.refundId)).toContain(refundId);
-    const trace = (await orch.api.getTrace({ sessionId: s.sessionId })).records.map((r) => JSON.parse(r) as Record<string, unknown>);
+    const trace = (await orch.api.getTrace({ sessionId: s.sessionId })).records.map(
+      (r) => JSON.parse(r) as Record<string, unknown>,
+    );
     expect(trace.length).toBeGreaterThanOrEqual(8);
     for (const record of trace) {
       expect(record.session_id).toBe(s.sessionId);
       expect(record.trace_id).toBe(done.traceId);
       expect(String(record.traceparent)).toContain(done.traceId);
-      for (const key of ["run_id", "step", "state_before", "state_after", "decision", "budget_before", "duration_ms"]) expect(record).toHaveProperty(key);
+      for (const key of ["run_id", "step", "state_before", "state_after", "decision", "budget_before", "duration_ms"])
+        expect(record).toHaveProperty(key);
     }
     // The rolling JSONL files get the same records, appended after each commit; read oldest file first.
     const lines = async () =>
@@ -71,10 +88,14 @@ describe("refund sessions", () => {
           .filter((line) => line.includes(s.sessionId))
           .map((line) => JSON.parse(line) as Record<string, unknown>),
       );
-    for (let i = 0; i < 40 && (await lines()).length < trace.length; i += 1) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 40 && (await lines()).length < trace.length; i += 1)
+      await new Promise((r) => setTimeout(r, 50));
     expect(await lines()).toEqual(trace);
     // Traces and the session database are for the operator alone.
-    expect([statSync(join(orch.dataDir, "traces")).mode & 0o777, statSync(join(orch.dataDir, "orchestrator.db")).mode & 0o777]).toEqual([0o700, 0o600]);
+    expect([
+      statSync(join(orch.dataDir, "traces")).mode & 0o777,
+      statSync(join(orch.dataDir, "orchestrator.db")).mode & 0o777,
+    ]).toEqual([0o700, 0o600]);
   });
 
   it("a high-risk refund waits in AWAITING_APPROVAL, and approve completes it", async () => {
@@ -85,7 +106,13 @@ describe("refund sessions", () => {
     expect(JSON.stringify(waiting.pendingApproval?.arguments)).not.toContain(HIGH_RISK.id_card);
     const before = (await refundsOf("ord_DEMO00000008")).length;
     const shown = waiting.pendingApproval!;
-    await orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "verified by phone" });
+    await orch.approver.resolveApproval({
+      sessionId: s.sessionId,
+      approvalId: shown.approvalId,
+      argumentsHash: shown.argumentsHash,
+      approve: true,
+      reason: "verified by phone",
+    });
     const done = await waitForSession(orch.api, s.sessionId);
     expect(done.stopReason).toBe("done");
     expect((await refundsOf("ord_DEMO00000008")).length).toBe(before + 1);
@@ -95,12 +122,28 @@ describe("refund sessions", () => {
 
   it("the session's creator cannot approve its own action (four eyes); a named approver field must be the caller", async () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
-    const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL)).pendingApproval!;
-    const own = await refusal(orch.api.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "" }));
+    const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL))
+      .pendingApproval!;
+    const own = await refusal(
+      orch.api.resolveApproval({
+        sessionId: s.sessionId,
+        approvalId: shown.approvalId,
+        argumentsHash: shown.argumentsHash,
+        approve: true,
+        reason: "",
+      }),
+    );
     expect(own.code).toBe(status.PERMISSION_DENIED);
     expect(own.reason).toBe("SELF_APPROVAL");
     const impersonated = await refusal(
-      orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, approver: "alice", reason: "" }),
+      orch.approver.resolveApproval({
+        sessionId: s.sessionId,
+        approvalId: shown.approvalId,
+        argumentsHash: shown.argumentsHash,
+        approve: true,
+        approver: "alice",
+        reason: "",
+      }),
     );
     expect(impersonated.code).toBe(status.INVALID_ARGUMENT);
     expect(impersonated.fieldViolations.map((v) => v.field)).toEqual(["approver"]);
@@ -113,7 +156,13 @@ describe("refund sessions", () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
     const waiting = await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
     const shown = waiting.pendingApproval!;
-    await orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: false, reason: "suspicious" });
+    await orch.approver.resolveApproval({
+      sessionId: s.sessionId,
+      approvalId: shown.approvalId,
+      argumentsHash: shown.argumentsHash,
+      approve: false,
+      reason: "suspicious",
+    });
     const done = await waitForSession(orch.api, s.sessionId);
     expect(SessionState[done.state]).toBe("FAILED");
     expect(done.stopReason).toBe("approval_denied");
@@ -122,11 +171,28 @@ describe("refund sessions", () => {
 
   it("refuses a stale approval: another approval id, or the right id with other arguments; nothing is approved", async () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
-    const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL)).pendingApproval!;
-    const error = await refusal(orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: "apr_someotheraction000", argumentsHash: shown.argumentsHash, approve: true, reason: "" }));
+    const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL))
+      .pendingApproval!;
+    const error = await refusal(
+      orch.approver.resolveApproval({
+        sessionId: s.sessionId,
+        approvalId: "apr_someotheraction000",
+        argumentsHash: shown.argumentsHash,
+        approve: true,
+        reason: "",
+      }),
+    );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("APPROVAL_MISMATCH");
-    const otherArgs = await refusal(orch.approver.resolveApproval({ sessionId: s.sessionId, approvalId: shown.approvalId, argumentsHash: "0".repeat(32), approve: true, reason: "" }));
+    const otherArgs = await refusal(
+      orch.approver.resolveApproval({
+        sessionId: s.sessionId,
+        approvalId: shown.approvalId,
+        argumentsHash: "0".repeat(32),
+        approve: true,
+        reason: "",
+      }),
+    );
     expect(otherArgs.code).toBe(status.FAILED_PRECONDITION);
     expect(otherArgs.reason).toBe("APPROVAL_MISMATCH");
     expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
@@ -151,26 +217,53 @@ describe("refund sessions", () => {
   });
 
   it("a retried StartSession with the same idempotency key returns the first session", async () => {
-    const first = await orch.api.startSession({ goal: "What is the refund policy?", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" });
-    const again = await orch.api.startSession({ goal: "What is the refund policy?", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" });
+    const first = await orch.api.startSession({
+      goal: "What is the refund policy?",
+      scopes: ALL_SCOPES,
+      idempotencyKey: "start-key-1",
+    });
+    const again = await orch.api.startSession({
+      goal: "What is the refund policy?",
+      scopes: ALL_SCOPES,
+      idempotencyKey: "start-key-1",
+    });
     expect(first.created).toBe(true);
     expect(again.created).toBe(false);
     expect(again.session?.sessionId).toBe(first.session?.sessionId);
-    const other = await refusal(orch.api.startSession({ goal: "Something else", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" }));
+    const other = await refusal(
+      orch.api.startSession({ goal: "Something else", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" }),
+    );
     expect(other.code).toBe(status.ALREADY_EXISTS);
     // The whole request counts, not only goal and policy: other scopes or another budget is another request.
-    const narrower = await refusal(orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "start-key-1" }));
+    const narrower = await refusal(
+      orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "start-key-1" }),
+    );
     expect(narrower.code).toBe(status.ALREADY_EXISTS);
-    const otherBudget = await refusal(orch.api.startSession({ goal: "What is the refund policy?", scopes: ALL_SCOPES, budget: { maxSteps: 3 }, idempotencyKey: "start-key-1" }));
+    const otherBudget = await refusal(
+      orch.api.startSession({
+        goal: "What is the refund policy?",
+        scopes: ALL_SCOPES,
+        budget: { maxSteps: 3 },
+        idempotencyKey: "start-key-1",
+      }),
+    );
     expect(otherBudget.reason).toBe("IDEMPOTENCY_KEY_REUSED");
   });
 
   it("idempotency keys belong to their caller: another caller's same key starts its own session", async () => {
-    const mine = await orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "shared-start-key" });
+    const mine = await orch.api.startSession({
+      goal: "What is the refund policy?",
+      scopes: ["kb:read"],
+      idempotencyKey: "shared-start-key",
+    });
     const token = await testToken({ subject: "someone-else", scopes: SESSION_OPERATOR_SCOPES });
     const theirs = createRawClient(OrchestratorService, orch.server.address, { token });
     try {
-      const started = await theirs.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "shared-start-key" });
+      const started = await theirs.startSession({
+        goal: "What is the refund policy?",
+        scopes: ["kb:read"],
+        idempotencyKey: "shared-start-key",
+      });
       expect(started.created).toBe(true);
       expect(started.session?.sessionId).not.toBe(mine.session?.sessionId);
       expect(started.session?.createdBy).toBe("someone-else");
@@ -194,9 +287,18 @@ describe("refund sessions", () => {
     expect(done.stopReason).toBe("done");
     expect(done.usage?.toolCalls).toBe(3);
     const calls = (await orch.api.getTrace({ sessionId: s.sessionId })).records
-      .map((r) => JSON.parse(r) as { decision: { kind: string; arguments?: string }; result: { data?: { hits?: { docId: string; version: number }[] } } | null })
+      .map(
+        (r) =>
+          JSON.parse(r) as {
+            decision: { kind: string; arguments?: string };
+            result: { data?: { hits?: { docId: string; version: number }[] } } | null;
+          },
+      )
       .filter((r) => r.decision.kind === "tool_call");
-    expect(calls.map((r) => (JSON.parse(r.decision.arguments!) as { query: string }).query)).toEqual(["How long do card refunds take?", ...subgoals]);
+    expect(calls.map((r) => (JSON.parse(r.decision.arguments!) as { query: string }).query)).toEqual([
+      "How long do card refunds take?",
+      ...subgoals,
+    ]);
     // Every search found something, and the answer cites every document any search returned.
     for (const call of calls) {
       const hits = call.result?.data?.hits ?? [];
@@ -219,7 +321,13 @@ describe("who may grant what", () => {
     const intern = createRawClient(OrchestratorService, orch.server.address, { token });
     try {
       const listedBefore = (await orch.api.listSessions({ pageSize: 500 })).sessions.length;
-      const error = await refusal(intern.startSession({ goal: "Refund 3.00 of ord_DEMO00000001", task: refundTask("ord_DEMO00000001", 300) as never, scopes: ["billing:refund"] }));
+      const error = await refusal(
+        intern.startSession({
+          goal: "Refund 3.00 of ord_DEMO00000001",
+          task: refundTask("ord_DEMO00000001", 300) as never,
+          scopes: ["billing:refund"],
+        }),
+      );
       expect(error.code).toBe(status.PERMISSION_DENIED);
       expect(error.reason).toBe("SCOPE_NOT_GRANTABLE");
       expect(error.message).toContain("billing:refund");
@@ -240,7 +348,9 @@ describe("who may grant what", () => {
   });
 
   it("a task larger than 16 KiB or nested deeper than 8 levels is refused with INVALID_ARGUMENT on task", async () => {
-    const large = await refusal(orch.api.startSession({ goal: "big", task: { blob: "x".repeat(17 * 1024) } as never, scopes: ["kb:read"] }));
+    const large = await refusal(
+      orch.api.startSession({ goal: "big", task: { blob: "x".repeat(17 * 1024) } as never, scopes: ["kb:read"] }),
+    );
     expect(large.code).toBe(status.INVALID_ARGUMENT);
     expect(large.fieldViolations).toEqual([{ field: "task", description: expect.stringMatching(/at most 16384/) }]);
     let deep: Record<string, unknown> = { leaf: true };
@@ -250,10 +360,15 @@ describe("who may grant what", () => {
   });
 
   it("lists leave the task out; GetSession has it", async () => {
-    const s = await start("What is the refund policy?", { kind: "question", subgoals: ["how long do card refunds take"] });
+    const s = await start("What is the refund policy?", {
+      kind: "question",
+      subgoals: ["how long do card refunds take"],
+    });
     const listed = (await orch.api.listSessions({ pageSize: 500 })).sessions.find((x) => x.sessionId === s.sessionId)!;
     expect(listed.task).toBeUndefined();
-    expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.task?.subgoals).toEqual(["how long do card refunds take"]);
+    expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.task?.subgoals).toEqual([
+      "how long do card refunds take",
+    ]);
   });
 });
 
@@ -263,7 +378,9 @@ describe("stop reasons", () => {
     const done = await waitForSession(orch.api, s.sessionId);
     expect(done.stopReason).toBe("max_steps");
     expect(done.usage?.steps).toBe(2);
-    const decisions = (await orch.api.getTrace({ sessionId: s.sessionId })).records.filter((r) => r.includes('"kind":"tool_calls"'));
+    const decisions = (await orch.api.getTrace({ sessionId: s.sessionId })).records.filter((r) =>
+      r.includes('"kind":"tool_calls"'),
+    );
     expect(decisions).toHaveLength(2);
   });
 
@@ -292,7 +409,11 @@ describe("stop reasons", () => {
 
   it("permission_denied: a session without billing:refund never refunds", async () => {
     const before = (await refundsOf("ord_DEMO00000002")).length;
-    const { session } = await orch.api.startSession({ goal: "Refund", task: refundTask("ord_DEMO00000002", 100) as never, scopes: ["kb:read", "billing:read", "risk:read"] });
+    const { session } = await orch.api.startSession({
+      goal: "Refund",
+      task: refundTask("ord_DEMO00000002", 100) as never,
+      scopes: ["kb:read", "billing:read", "risk:read"],
+    });
     const done = await waitForSession(orch.api, session!.sessionId);
     expect(done.stopReason).toBe("permission_denied");
     expect(done.answer).toMatch(/billing:refund/);

@@ -41,9 +41,14 @@ describe("sqlite group commit", () => {
     try {
       const budget = { maxSteps: 5, maxToolCalls: 5, maxTokens: 1000, maxCostMicros: 1000, deadlineMs: 60_000 };
       const ids = Array.from({ length: 40 }, (_, i) => `s${i}`);
-      for (const id of ids) await store.create({ id, goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: "test" });
+      for (const id of ids)
+        await store.create({ id, goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: "test" });
       let answered = 0;
-      const moves = ids.map((id) => store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } }).then(() => (answered += 1)));
+      const moves = ids.map((id) =>
+        store
+          .transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } })
+          .then(() => (answered += 1)),
+      );
       const answeredPerTurn: number[] = [];
       for (let i = 0; i < 3; i += 1) {
         await turn();
@@ -70,7 +75,10 @@ describe("sqlite store errors", () => {
       await store.create(session("s1"));
       other.exec("BEGIN IMMEDIATE");
       const [created, moved] = await Promise.all(
-        [store.create(session("s2")), store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } })].map((p) =>
+        [
+          store.create(session("s2")),
+          store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } }),
+        ].map((p) =>
           p.then(
             () => undefined,
             (e: unknown) => e,

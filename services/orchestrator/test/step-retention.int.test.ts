@@ -24,15 +24,35 @@ if (!postgres.skip) {
 }
 
 /** A session whose steps were written at `stepsAt`, left in THINKING or ended in `end`. */
-async function sessionWithSteps(store: SessionStore, id: string, stepsAt: readonly number[], end?: SessionState): Promise<void> {
+async function sessionWithSteps(
+  store: SessionStore,
+  id: string,
+  stepsAt: readonly number[],
+  end?: SessionState,
+): Promise<void> {
   await store.create(newSession(id));
   let from: SessionState = "IDLE";
   let version = 0;
   for (const [i, at] of stepsAt.entries()) {
-    await store.transition({ id, from, to: "THINKING", expectedVersion: version++, audit: { at }, step: { step: i + 1, at, payload: { i } } });
+    await store.transition({
+      id,
+      from,
+      to: "THINKING",
+      expectedVersion: version++,
+      audit: { at },
+      step: { step: i + 1, at, payload: { i } },
+    });
     from = "THINKING";
   }
-  if (end) await store.transition({ id, from, to: end, expectedVersion: version, audit: { at: NOW - DAY }, patch: { stopReason: end === "CANCELLED" ? "cancelled" : "unrecoverable_error" } });
+  if (end)
+    await store.transition({
+      id,
+      from,
+      to: end,
+      expectedVersion: version,
+      audit: { at: NOW - DAY },
+      patch: { stopReason: end === "CANCELLED" ? "cancelled" : "unrecoverable_error" },
+    });
 }
 
 async function value(registry: Registry, name: string): Promise<number> {
@@ -44,14 +64,22 @@ function retention(store: SessionStore, registry: Registry, batch: number): Step
   return new StepRetention({ store, days: 30, intervalMs: 3600_000, batch, registry, log, now: () => NOW });
 }
 
-const backends: { name: string; skip: string | null; open: () => Promise<{ store: SessionStore; another: () => Promise<SessionStore>; cleanup: () => void }> }[] = [
+const backends: {
+  name: string;
+  skip: string | null;
+  open: () => Promise<{ store: SessionStore; another: () => Promise<SessionStore>; cleanup: () => void }>;
+}[] = [
   {
     name: "sqlite",
     skip: null,
     async open() {
       const dir = mkdtempSync(join(tmpdir(), "loopguard-retention-"));
       const url = `sqlite:${join(dir, "sessions.db")}`;
-      return { store: await openSessionStore(url), another: () => openSessionStore(url), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+      return {
+        store: await openSessionStore(url),
+        another: () => openSessionStore(url),
+        cleanup: () => rmSync(dir, { recursive: true, force: true }),
+      };
     },
   },
   {
@@ -94,7 +122,10 @@ for (const backend of backends) {
       const other = await another();
       try {
         for (let i = 0; i < 40; i++) await sessionWithSteps(store, `s${i}`, [OLD, OLD + 1, OLD + 2], "FAILED");
-        const [a, b] = await Promise.all([retention(store, new Registry(), 7).runOnce(), retention(other, new Registry(), 7).runOnce()]);
+        const [a, b] = await Promise.all([
+          retention(store, new Registry(), 7).runOnce(),
+          retention(other, new Registry(), 7).runOnce(),
+        ]);
         expect(a + b).toBe(120);
         expect(await store.oldestStepAt()).toBeNull();
       } finally {

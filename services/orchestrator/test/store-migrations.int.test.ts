@@ -50,19 +50,49 @@ function seedSql({ historyRows, creator }: Layout): string {
 
 /** Reads the seeded sessions back through the store, then drives them on. */
 async function readAndContinue(store: SessionStore, layout: Layout): Promise<void> {
-  expect(await store.get("idle")).toMatchObject({ state: "IDLE", version: 0, idempotencyKey: "k", task: { kind: "refund", id: "idle" }, budget });
+  expect(await store.get("idle")).toMatchObject({
+    state: "IDLE",
+    version: 0,
+    idempotencyKey: "k",
+    task: { kind: "refund", id: "idle" },
+    budget,
+  });
   const moving = (await store.get("moving"))!;
-  expect(moving).toMatchObject({ state: "THINKING", version: 1, goal: "goal of moving", context: { note: "kept", history } });
-  expect(await store.get("done")).toMatchObject({ state: "DONE", version: 2, stopReason: "done", answer: "42", context: { note: "kept", history } });
+  expect(moving).toMatchObject({
+    state: "THINKING",
+    version: 1,
+    goal: "goal of moving",
+    context: { note: "kept", history },
+  });
+  expect(await store.get("done")).toMatchObject({
+    state: "DONE",
+    version: 2,
+    stopReason: "done",
+    answer: "42",
+    context: { note: "kept", history },
+  });
   expect((await store.list({ state: "THINKING", limit: 10 })).sessions.map((s) => s.id)).toEqual(["moving"]);
   expect(await store.countByState()).toMatchObject({ IDLE: 1, THINKING: 1, DONE: 1 });
   // Found by their creator (rows from before creators were recorded have ''), and counted by the quota.
   const creator = { createdBy: layout.creator ? "cli:alice" : "", waiting: false };
-  expect((await store.list({ limit: 10, visibleTo: creator })).sessions.map((s) => s.id)).toEqual(["done", "idle", "moving"]);
+  expect((await store.list({ limit: 10, visibleTo: creator })).sessions.map((s) => s.id)).toEqual([
+    "done",
+    "idle",
+    "moving",
+  ]);
   expect(await store.countByState(creator)).toMatchObject({ IDLE: 1, THINKING: 1, DONE: 1 });
-  await expect(store.create({ id: "over", goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: creator.createdBy, maxInFlight: 2 })).rejects.toBeInstanceOf(
-    SessionQuotaExceededError,
-  );
+  await expect(
+    store.create({
+      id: "over",
+      goal: "g",
+      task: {},
+      budget,
+      scopes: [],
+      policy: "scripted",
+      createdBy: creator.createdBy,
+      maxInFlight: 2,
+    }),
+  ).rejects.toBeInstanceOf(SessionQuotaExceededError);
   expect((await store.auditTrail("done")).map((a) => a.to)).toEqual(["THINKING", "DONE"]);
   expect(await store.steps("moving")).toEqual([{ step: 1, at: 2000, payload: { n: 1 } }]);
 
@@ -83,10 +113,33 @@ async function readAndContinue(store: SessionStore, layout: Layout): Promise<voi
   await store.transition({ id: "idle", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: 4000 } });
   expect((await store.get("idle"))?.version).toBe(1);
   // States and stop reasons added since the layout was made are accepted by its database.
-  await store.transition({ id: "idle", from: "THINKING", to: "PARKED", expectedVersion: 1, audit: { at: 4000 }, patch: { pending: { queue: [], park: { tool: "billing", wakeAt: 4500 } } } });
-  await store.transition({ id: "idle", from: "PARKED", to: "FAILED", expectedVersion: 2, audit: { at: 4000 }, patch: { stopReason: "tool_unavailable" } });
+  await store.transition({
+    id: "idle",
+    from: "THINKING",
+    to: "PARKED",
+    expectedVersion: 1,
+    audit: { at: 4000 },
+    patch: { pending: { queue: [], park: { tool: "billing", wakeAt: 4500 } } },
+  });
+  await store.transition({
+    id: "idle",
+    from: "PARKED",
+    to: "FAILED",
+    expectedVersion: 2,
+    audit: { at: 4000 },
+    patch: { stopReason: "tool_unavailable" },
+  });
   expect(await store.get("idle")).toMatchObject({ state: "FAILED", stopReason: "tool_unavailable" });
-  const again = await store.create({ id: "new", goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: "cli:bob", idempotencyKey: "k" });
+  const again = await store.create({
+    id: "new",
+    goal: "g",
+    task: {},
+    budget,
+    scopes: [],
+    policy: "scripted",
+    createdBy: "cli:bob",
+    idempotencyKey: "k",
+  });
   expect(again.created).toBe(true);
 }
 
@@ -113,11 +166,32 @@ describe("sqlite: databases made before versioned migrations", () => {
         await reopened.close();
 
         const check = new Database(file, { readonly: true });
-        expect(check.prepare(`SELECT name FROM loopguard_schema_migrations WHERE store = 'orchestrator-sessions'`).pluck().all()).toEqual(SQLITE_SESSION_MIGRATIONS.map((m) => m.name));
-        expect(check.prepare(`SELECT context FROM sessions WHERE id = 'moving'`).pluck().get()).toBe(JSON.stringify({ note: "kept" }));
-        const indexes = check.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' AND sql IS NOT NULL ORDER BY name`).pluck().all();
-        expect(indexes).toEqual(["sessions_by_created", "sessions_by_creator", "sessions_by_creator_open", "sessions_ended", "sessions_open", "sessions_parked"]);
-        expect(check.prepare(`SELECT sql FROM sqlite_master WHERE name = 'sessions'`).pluck().get()).not.toMatch(/ IN \(/);
+        expect(
+          check
+            .prepare(`SELECT name FROM loopguard_schema_migrations WHERE store = 'orchestrator-sessions'`)
+            .pluck()
+            .all(),
+        ).toEqual(SQLITE_SESSION_MIGRATIONS.map((m) => m.name));
+        expect(check.prepare(`SELECT context FROM sessions WHERE id = 'moving'`).pluck().get()).toBe(
+          JSON.stringify({ note: "kept" }),
+        );
+        const indexes = check
+          .prepare(
+            `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sessions' AND sql IS NOT NULL ORDER BY name`,
+          )
+          .pluck()
+          .all();
+        expect(indexes).toEqual([
+          "sessions_by_created",
+          "sessions_by_creator",
+          "sessions_by_creator_open",
+          "sessions_ended",
+          "sessions_open",
+          "sessions_parked",
+        ]);
+        expect(check.prepare(`SELECT sql FROM sqlite_master WHERE name = 'sessions'`).pluck().get()).not.toMatch(
+          / IN \(/,
+        );
         expect(check.prepare(`SELECT count(*) FROM sqlite_master WHERE type = 'trigger'`).pluck().get()).toBe(3);
         expect(check.pragma("foreign_key_check")).toEqual([]);
         check.close();
@@ -150,7 +224,9 @@ describe.skipIf(postgres.skip !== null)("postgres: a database made before versio
       } finally {
         await store.close();
       }
-      const { rows } = await raw.query<{ name: string }>(`SELECT name FROM loopguard_schema_migrations WHERE store = 'orchestrator-sessions' ORDER BY name`);
+      const { rows } = await raw.query<{ name: string }>(
+        `SELECT name FROM loopguard_schema_migrations WHERE store = 'orchestrator-sessions' ORDER BY name`,
+      );
       expect(rows.map((r) => r.name)).toEqual(POSTGRES_SESSION_MIGRATIONS.map((m) => m.name));
       const moved = await raw.query<{ context: unknown; history_len: number; items: string }>(
         `SELECT context, history_len, (SELECT count(*) FROM session_history WHERE session_id = 'moving') AS items FROM sessions WHERE id = 'moving'`,

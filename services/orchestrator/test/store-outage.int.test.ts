@@ -9,7 +9,14 @@ import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { metricValue, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresServer, postgresSkipReason, startPostgres } from "@loopguard/sql-store/testing";
-import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  startOrchestrator,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 
 const skip = postgresSkipReason();
 if (skip) console.warn(`[orchestrator] skipping the store outage test: ${skip}`);
@@ -23,7 +30,10 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
   beforeAll(async () => {
     database = await startPostgres();
     tools = await startTools();
-    orch = await startOrchestrator(tools, { ORCHESTRATOR_STORE: await database.createDatabase("outage"), APPROVAL_TTL_MS: "300000" });
+    orch = await startOrchestrator(tools, {
+      ORCHESTRATOR_STORE: await database.createDatabase("outage"),
+      APPROVAL_TTL_MS: "300000",
+    });
   }, 120_000);
   afterAll(async () => {
     await orch?.close();
@@ -46,26 +56,46 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
     // A session waiting for approval, watched from before the outage.
     const { session: refund } = await orch.api.startSession({
       goal: "Refund 10.00 of ord_DEMO00000008",
-      task: { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 1000, reason: "DAMAGED", ...HIGH_RISK } as never,
+      task: {
+        kind: "refund",
+        order_id: "ord_DEMO00000008",
+        amount_cents: 1000,
+        reason: "DAMAGED",
+        ...HIGH_RISK,
+      } as never,
       scopes: ALL_SCOPES,
     });
     const waitingId = refund!.sessionId;
-    const shown = (await waitForSession(orch.api, waitingId, (s) => s.state === SessionState.AWAITING_APPROVAL)).pendingApproval!;
+    const shown = (await waitForSession(orch.api, waitingId, (s) => s.state === SessionState.AWAITING_APPROVAL))
+      .pendingApproval!;
     const watch = orch.api.watchSession({ sessionId: waitingId })[Symbol.asyncIterator]();
-    for (let r = await watch.next(); !(r.value?.event.case === "transition" && r.value.event.value.to === SessionState.AWAITING_APPROVAL); r = await watch.next());
+    for (
+      let r = await watch.next();
+      !(r.value?.event.case === "transition" && r.value.event.value.to === SessionState.AWAITING_APPROVAL);
+      r = await watch.next()
+    );
     const heardAfter = (async () => {
       const states: string[] = [];
-      for (let r = await watch.next(); !r.done; r = await watch.next()) if (r.value.event.case === "transition") states.push(SessionState[r.value.event.value.to]);
+      for (let r = await watch.next(); !r.done; r = await watch.next())
+        if (r.value.event.case === "transition") states.push(SessionState[r.value.event.value.to]);
       return states;
     })();
 
     // A session in the middle of a (slowed) tool call when the database goes away.
-    const admin = createRawClient(ToolAdminService, tools.kb.address, { token: await testToken({ subject: "drill", scopes: ["tool:admin"], audience: "kb-search" }) });
+    const admin = createRawClient(ToolAdminService, tools.kb.address, {
+      token: await testToken({ subject: "drill", scopes: ["tool:admin"], audience: "kb-search" }),
+    });
     await admin.setFaults({ profile: { addedLatencyMs: 800 } });
-    const { session: question } = await orch.api.startSession({ goal: "How long do card refunds take?", scopes: ["kb:read"] });
+    const { session: question } = await orch.api.startSession({
+      goal: "How long do card refunds take?",
+      scopes: ["kb:read"],
+    });
     const runningId = question!.sessionId;
     await waitForSession(orch.api, runningId, (s: Session) => s.state === SessionState.TOOL_EXECUTING, 10_000);
-    const errorsBefore = metricValue(await (await fetch(`${orch.httpUrl}/metrics`)).text(), "loopguard_store_errors_total");
+    const errorsBefore = metricValue(
+      await (await fetch(`${orch.httpUrl}/metrics`)).text(),
+      "loopguard_store_errors_total",
+    );
 
     await database.halt("fast");
     try {
@@ -78,7 +108,9 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
       expect([start.code, start.reason]).toEqual([status.UNAVAILABLE, "STORE_UNAVAILABLE"]);
 
       const token = await testToken({ subject: "test", scopes: ["sessions:read"] });
-      const http = await fetch(`${orch.httpUrl}/api/sessions/${waitingId}`, { headers: { authorization: `Bearer ${token}` } });
+      const http = await fetch(`${orch.httpUrl}/api/sessions/${waitingId}`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
       expect(http.status).toBe(503);
       expect(http.headers.get("retry-after")).toBe("1");
       expect(((await http.json()) as { error: { reason: string } }).error.reason).toBe("STORE_UNAVAILABLE");
@@ -93,7 +125,11 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
       expect(metricValue(page, "loopguard_store_errors_total")).toBeGreaterThan(errorsBefore + 3);
       // Claims tick every second and failed each time, yet the outage is logged once, not per tick.
       expect(logged("claiming sessions failed; backing off until the store answers")).toHaveLength(1);
-      expect(logged("session store unavailable; the session waits for it").map((l) => (JSON.parse(l) as { session_id: string }).session_id)).toEqual([runningId]);
+      expect(
+        logged("session store unavailable; the session waits for it").map(
+          (l) => (JSON.parse(l) as { session_id: string }).session_id,
+        ),
+      ).toEqual([runningId]);
     } finally {
       await database.resume();
     }
@@ -107,7 +143,13 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
 
     // The waiting session is approved after the restart and runs; its watcher, opened before the
     // outage, hears every move (its listening connection came back) through to the end.
-    await orch.approver.resolveApproval({ sessionId: waitingId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "checked" });
+    await orch.approver.resolveApproval({
+      sessionId: waitingId,
+      approvalId: shown.approvalId,
+      argumentsHash: shown.argumentsHash,
+      approve: true,
+      reason: "checked",
+    });
     expect((await waitForSession(orch.api, waitingId, undefined, 30_000)).stopReason).toBe("done");
     const states = await heardAfter;
     expect(states[0]).toBe("TOOL_EXECUTING");

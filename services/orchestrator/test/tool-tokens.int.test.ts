@@ -23,10 +23,17 @@ beforeAll(async () => {
   standIn.addService(serviceDefinition(KbSearchService), {
     search: (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
       captured.push(String(call.metadata.get("authorization")[0] ?? "").replace(/^Bearer /, ""));
-      callback(null, create(SearchResponseSchema, { hits: [{ docId: "refund-policy", version: 1, title: "Refund policy" }] }));
+      callback(
+        null,
+        create(SearchResponseSchema, { hits: [{ docId: "refund-policy", version: 1, title: "Refund policy" }] }),
+      );
     },
   });
-  const port = await new Promise<number>((resolve, reject) => standIn.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e: Error | null, p: number) => (e ? reject(e) : resolve(p))));
+  const port = await new Promise<number>((resolve, reject) =>
+    standIn.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e: Error | null, p: number) =>
+      e ? reject(e) : resolve(p),
+    ),
+  );
   const kb = { ...tools.kb, address: `127.0.0.1:${port}` };
   orch = await startOrchestrator({ ...tools, kb, all: { ...tools.all, "kb-search": kb } });
 });
@@ -47,12 +54,20 @@ async function refusal(promise: Promise<unknown>): Promise<CallError> {
 
 describe("per-call tool tokens", () => {
   it("name the session, the tool and only the method's scope, and expire with the call", async () => {
-    const { session } = await orch.api.startSession({ goal: "How long do card refunds take?", scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"] });
+    const { session } = await orch.api.startSession({
+      goal: "How long do card refunds take?",
+      scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"],
+    });
     await waitForSession(orch.api, session!.sessionId);
     const token = captured.at(-1)!;
     const claims = decodeJwt(token);
     expect(decodeProtectedHeader(token).alg).toBe("EdDSA");
-    expect(claims).toMatchObject({ sub: `session:${session!.sessionId}`, aud: "kb-search", scope: "kb:read", iss: "loopguard" });
+    expect(claims).toMatchObject({
+      sub: `session:${session!.sessionId}`,
+      aud: "kb-search",
+      scope: "kb:read",
+      iss: "loopguard",
+    });
     expect(typeof claims.jti).toBe("string");
     // kb-search's SLA timeout (1 s) plus 5 s of clock skew, rounded up to the second.
     expect(claims.exp! - claims.iat!).toBeLessThanOrEqual(7);

@@ -7,12 +7,26 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { context, ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { BasicTracerProvider, InMemorySpanExporter, ParentBasedSampler, SamplingDecision, SimpleSpanProcessor, TraceIdRatioBasedSampler } from "@opentelemetry/sdk-trace-base";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  ParentBasedSampler,
+  SamplingDecision,
+  SimpleSpanProcessor,
+  TraceIdRatioBasedSampler,
+} from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SessionSampling } from "../src/session/sampling.js";
 import { traceIdOf } from "../src/session/trace-id.js";
 import { ToolRegistry } from "../src/tool-registry.js";
-import { HIGH_RISK_CUSTOMER, startOrchestrator, startRefund, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
+import {
+  HIGH_RISK_CUSTOMER,
+  startOrchestrator,
+  startRefund,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
 import { startToolsInTurn } from "./tools-in-turn.js";
 
 const RATIO = 0.1;
@@ -21,7 +35,12 @@ const FAILING = 4;
 
 const spans = new InMemorySpanExporter();
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-trace.setGlobalTracerProvider(new BasicTracerProvider({ sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(RATIO) }), spanProcessors: [new SimpleSpanProcessor(spans)] }));
+trace.setGlobalTracerProvider(
+  new BasicTracerProvider({
+    sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(RATIO) }),
+    spanProcessors: [new SimpleSpanProcessor(spans)],
+  }),
+);
 
 /** Trace ids of the spans the tool processes exported, by span name. */
 const toolSpans: { name: string; traceId: string }[] = [];
@@ -29,8 +48,13 @@ let receiver: Server;
 let tools: Tools;
 let orch: TestOrchestrator;
 
-const keptByRatio = (sessionId: string) => new TraceIdRatioBasedSampler(RATIO).shouldSample(ROOT_CONTEXT, traceIdOf(sessionId)).decision === SamplingDecision.RECORD_AND_SAMPLED;
-const agentSpans = (sessionId: string) => spans.getFinishedSpans().filter((s) => s.name === "invoke_agent" && s.attributes["loopguard.session_id"] === sessionId);
+const keptByRatio = (sessionId: string) =>
+  new TraceIdRatioBasedSampler(RATIO).shouldSample(ROOT_CONTEXT, traceIdOf(sessionId)).decision ===
+  SamplingDecision.RECORD_AND_SAMPLED;
+const agentSpans = (sessionId: string) =>
+  spans
+    .getFinishedSpans()
+    .filter((s) => s.name === "invoke_agent" && s.attributes["loopguard.session_id"] === sessionId);
 
 beforeAll(async () => {
   receiver = createServer((req, res) => {
@@ -39,16 +63,28 @@ beforeAll(async () => {
       body += chunk.toString();
     });
     req.on("end", () => {
-      const json = JSON.parse(body) as { resourceSpans: { scopeSpans: { spans: { name: string; traceId: string }[] }[] }[] };
-      for (const r of json.resourceSpans) for (const s of r.scopeSpans) for (const span of s.spans) toolSpans.push({ name: span.name, traceId: span.traceId });
+      const json = JSON.parse(body) as {
+        resourceSpans: { scopeSpans: { spans: { name: string; traceId: string }[] }[] }[];
+      };
+      for (const r of json.resourceSpans)
+        for (const s of r.scopeSpans)
+          for (const span of s.spans) toolSpans.push({ name: span.name, traceId: span.traceId });
       res.writeHead(200, { "content-type": "application/json" }).end("{}");
     });
   });
   await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
   const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
   // The tools keep the SDK's default sampler (parent-based): their spans follow the orchestrator's flag.
-  tools = await startToolsInTurn({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_TRACES_EXPORTER: "otlp", OTEL_BSP_SCHEDULE_DELAY: "100" });
-  orch = await startOrchestrator(tools, { OTEL_TRACES_SAMPLER: "parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG: String(RATIO) });
+  tools = await startToolsInTurn({
+    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+    OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+    OTEL_TRACES_EXPORTER: "otlp",
+    OTEL_BSP_SCHEDULE_DELAY: "100",
+  });
+  orch = await startOrchestrator(tools, {
+    OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+    OTEL_TRACES_SAMPLER_ARG: String(RATIO),
+  });
 }, 120_000);
 afterAll(async () => {
   await orch?.close();
@@ -68,7 +104,11 @@ describe("session traces at ratio 0.1", () => {
   it("keeps an ordinary session's trace exactly when its root's ratio says so, and the tools' spans follow it", async () => {
     const ids: string[] = [];
     for (let i = 0; i < ORDINARY; i++) {
-      const { session } = await orch.api.startSession({ goal: `What is the refund policy? (${i})`, scopes: ["kb:read"], policy: "scripted" });
+      const { session } = await orch.api.startSession({
+        goal: `What is the refund policy? (${i})`,
+        scopes: ["kb:read"],
+        policy: "scripted",
+      });
       ids.push(session!.sessionId);
     }
     for (const id of ids) expect(SessionState[(await waitForSession(orch.api, id)).state]).toBe("DONE");
@@ -94,7 +134,12 @@ describe("session traces at ratio 0.1", () => {
   it("keeps every failed session's trace, recorded from its steps when head sampling dropped it", async () => {
     const ids: string[] = [];
     for (let i = 0; ids.filter((id) => !keptByRatio(id)).length < FAILING; i++) {
-      const { session } = await orch.api.startSession({ goal: `What is the refund policy? (failing ${i})`, scopes: ["kb:read"], policy: "scripted", budget: { maxSteps: 1 } });
+      const { session } = await orch.api.startSession({
+        goal: `What is the refund policy? (failing ${i})`,
+        scopes: ["kb:read"],
+        policy: "scripted",
+        budget: { maxSteps: 1 },
+      });
       ids.push(session!.sessionId);
     }
     for (const id of ids) {
@@ -104,7 +149,9 @@ describe("session traces at ratio 0.1", () => {
       expect(agent.length).toBeGreaterThan(0);
       if (!keptByRatio(id)) {
         expect(agent.map((s) => s.attributes["loopguard.kept_by"])).toEqual(["error"]);
-        const steps = spans.getFinishedSpans().filter((s) => s.spanContext().traceId === traceIdOf(id) && s.name.startsWith("step "));
+        const steps = spans
+          .getFinishedSpans()
+          .filter((s) => s.spanContext().traceId === traceIdOf(id) && s.name.startsWith("step "));
         expect(steps.length).toBe((await orch.orchestrator.store.steps(id)).length);
         expect(steps.length).toBeGreaterThan(0);
       }
@@ -113,7 +160,8 @@ describe("session traces at ratio 0.1", () => {
 
   it("keeps every session that may wait for an approval, whatever the ratio says", async () => {
     const ids: string[] = [];
-    for (let i = 0; ids.filter((id) => !keptByRatio(id)).length < 2; i++) ids.push(await startRefund(orch.api, "ord_DEMO00000008", 1000 + i, HIGH_RISK_CUSTOMER));
+    for (let i = 0; ids.filter((id) => !keptByRatio(id)).length < 2; i++)
+      ids.push(await startRefund(orch.api, "ord_DEMO00000008", 1000 + i, HIGH_RISK_CUSTOMER));
     for (const id of ids) {
       await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL);
       expect(agentSpans(id).map((s) => s.attributes["loopguard.kept_by"])).toContain("approval");

@@ -6,7 +6,11 @@
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { OrchestratorService, type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  OrchestratorService,
+  type Session,
+  SessionState,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { SESSION_OPERATOR_SCOPES, type ToolProcess } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
@@ -48,9 +52,20 @@ function replanningModel(orderId: string, amountCents: number): ScriptedReply[] 
       .filter((m) => m.role === "tool")
       .map((m) => JSON.parse(m.content) as { ok: boolean; data?: { refund?: { refundId: string } } });
     const last = results.at(-1);
-    if (last?.ok && last.data?.refund) return chatCompletion({ content: `Refunded ${amountCents} cents of ${orderId}: refund ${last.data.refund.refundId}.` });
+    if (last?.ok && last.data?.refund)
+      return chatCompletion({
+        content: `Refunded ${amountCents} cents of ${orderId}: refund ${last.data.refund.refundId}.`,
+      });
     calls += 1;
-    return chatCompletion({ toolCalls: [{ id: `refund_${calls}`, name: "billing_refund", arguments: JSON.stringify({ orderId, amountCents, reason: "REFUND_REASON_DAMAGED" }) }] });
+    return chatCompletion({
+      toolCalls: [
+        {
+          id: `refund_${calls}`,
+          name: "billing_refund",
+          arguments: JSON.stringify({ orderId, amountCents, reason: "REFUND_REASON_DAMAGED" }),
+        },
+      ],
+    });
   };
   return Array.from({ length: 20 }, () => reply);
 }
@@ -67,7 +82,10 @@ interface Run {
 /** Tools and an orchestrator process on a store that outlives it, so a restarted one resumes its sessions. */
 async function setUp(policy: "scripted" | "openai", model: ScriptedReply[] = []): Promise<Run> {
   const tools = await startTools();
-  const env: Record<string, string> = { ORCHESTRATOR_STORE: `sqlite:${join(tempDir("store"), "orchestrator.db")}`, LOOPGUARD_DATA_DIR: tempDir("orchestrator") };
+  const env: Record<string, string> = {
+    ORCHESTRATOR_STORE: `sqlite:${join(tempDir("store"), "orchestrator.db")}`,
+    LOOPGUARD_DATA_DIR: tempDir("orchestrator"),
+  };
   if (policy === "openai") {
     const chat = await startFakeChatServer(model);
     onCleanUp(() => chat.close());
@@ -77,8 +95,12 @@ async function setUp(policy: "scripted" | "openai", model: ScriptedReply[] = [])
     tools,
     env,
     orchestrator: await startOrchestrator(tools, env),
-    api: () => clientFor(OrchestratorService, run.orchestrator.address, SESSION_OPERATOR_SCOPES, { subject: "operator" }),
-    approver: () => clientFor(OrchestratorService, run.orchestrator.address, ["sessions:read", "approvals:write"], { subject: "second-operator" }),
+    api: () =>
+      clientFor(OrchestratorService, run.orchestrator.address, SESSION_OPERATOR_SCOPES, { subject: "operator" }),
+    approver: () =>
+      clientFor(OrchestratorService, run.orchestrator.address, ["sessions:read", "approvals:write"], {
+        subject: "second-operator",
+      }),
     async restart() {
       run.orchestrator = await startOrchestrator(tools, env);
     },
@@ -86,7 +108,13 @@ async function setUp(policy: "scripted" | "openai", model: ScriptedReply[] = [])
   return run;
 }
 
-async function startRefund(run: Run, policy: "scripted" | "openai", orderId: string, amountCents: number, maxWallClockMs = 0): Promise<string> {
+async function startRefund(
+  run: Run,
+  policy: "scripted" | "openai",
+  orderId: string,
+  amountCents: number,
+  maxWallClockMs = 0,
+): Promise<string> {
   const api = await run.api();
   const { session } = await api.startSession({
     goal: `Refund ${amountCents} cents of ${orderId}`,
@@ -116,7 +144,9 @@ describe("a refund whose answer is lost", () => {
     await holdRefundAnswers(run.tools, 0);
     const done = await waitForSession(await run.api(), id, isEnded, 30_000);
     await expectRefundedOnce(run, "ord_DEMO00000001", done);
-    const trace = (await (await run.api()).getTrace({ sessionId: id })).records.map((r) => JSON.parse(r) as { decision: { name?: string }; result: { ok?: boolean } | null });
+    const trace = (await (await run.api()).getTrace({ sessionId: id })).records.map(
+      (r) => JSON.parse(r) as { decision: { name?: string }; result: { ok?: boolean } | null },
+    );
     const refundObservations = trace.filter((r) => r.decision.name === "billing_refund" && r.result);
     expect(refundObservations.map((r) => r.result!.ok)).toEqual([true]);
   }, 60_000);
@@ -125,13 +155,26 @@ describe("a refund whose answer is lost", () => {
     const run = await setUp("scripted");
     await holdRefundAnswers(run.tools, 2500);
     const id = await startRefund(run, "scripted", "ord_DEMO00000001", 400, 16_000);
-    const waiting = await waitForSession(await run.api(), id, (s) => s.state === SessionState.AWAITING_APPROVAL || isEnded(s), 40_000);
+    const waiting = await waitForSession(
+      await run.api(),
+      id,
+      (s) => s.state === SessionState.AWAITING_APPROVAL || isEnded(s),
+      40_000,
+    );
     expect(SessionState[waiting.state]).toBe("AWAITING_APPROVAL");
-    expect(waiting.pendingApproval?.reason).toMatch(/the outcome of an earlier attempt is unknown; approving re-sends it with the same idempotency key/);
+    expect(waiting.pendingApproval?.reason).toMatch(
+      /the outcome of an earlier attempt is unknown; approving re-sends it with the same idempotency key/,
+    );
     expect(await refundsOf(run.tools, "ord_DEMO00000001")).toHaveLength(1);
     await holdRefundAnswers(run.tools, 0);
     const shown = waiting.pendingApproval!;
-    await (await run.approver()).resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "re-send it" });
+    await (await run.approver()).resolveApproval({
+      sessionId: id,
+      approvalId: shown.approvalId,
+      argumentsHash: shown.argumentsHash,
+      approve: true,
+      reason: "re-send it",
+    });
     // The wall clock was spent waiting: the session ends on it right after the re-send, saying what was done.
     const ended = await waitForSession(await run.api(), id, isEnded, 20_000);
     expect([ended.stopReason, ended.outcome?.kind]).toEqual(["deadline", "succeeded"]);
@@ -167,9 +210,16 @@ describe("the orchestrator stopped while a refund is in flight", () => {
   it("SIGKILL during a refund a human approved: the next owner sends it with the same key, no stale-approval refusal, one refund", async () => {
     const run = await setUp("scripted");
     const id = await startRefund(run, "scripted", "ord_DEMO00000008", 1000);
-    const shown = (await waitForSession(await run.api(), id, (s) => s.state === SessionState.AWAITING_APPROVAL, 20_000)).pendingApproval!;
+    const shown = (await waitForSession(await run.api(), id, (s) => s.state === SessionState.AWAITING_APPROVAL, 20_000))
+      .pendingApproval!;
     await holdRefundAnswers(run.tools, 1500);
-    await (await run.approver()).resolveApproval({ sessionId: id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve: true, reason: "checked" });
+    await (await run.approver()).resolveApproval({
+      sessionId: id,
+      approvalId: shown.approvalId,
+      argumentsHash: shown.argumentsHash,
+      approve: true,
+      reason: "checked",
+    });
     await untilRefunded(run.tools, "ord_DEMO00000008");
     await kill(run.orchestrator, "SIGKILL");
     await holdRefundAnswers(run.tools, 0);

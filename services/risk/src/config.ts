@@ -29,11 +29,15 @@ function readPepper(env: Env): string {
     try {
       pepper = readFileSync(file, "utf8").trim();
     } catch (error) {
-      throw new ConfigError(`RISK_CUSTOMER_KEY_PEPPER_FILE: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? "error"})`);
+      throw new ConfigError(
+        `RISK_CUSTOMER_KEY_PEPPER_FILE: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? "error"})`,
+      );
     }
   }
   if (pepper.length < MIN_PEPPER_LENGTH) {
-    throw new ConfigError(`set RISK_CUSTOMER_KEY_PEPPER_FILE (or RISK_CUSTOMER_KEY_PEPPER) to a secret of at least ${MIN_PEPPER_LENGTH} characters; \`pnpm start\` makes one under .data/`);
+    throw new ConfigError(
+      `set RISK_CUSTOMER_KEY_PEPPER_FILE (or RISK_CUSTOMER_KEY_PEPPER) to a secret of at least ${MIN_PEPPER_LENGTH} characters; \`pnpm start\` makes one under .data/`,
+    );
   }
   return pepper;
 }

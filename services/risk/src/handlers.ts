@@ -3,7 +3,14 @@
 // (normaliseQueryRisk) and the contract's field rules; what is left here are the rules the
 // contract cannot express, and the store.
 import type { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { type CallContext, cnMobileToE164, parseIdCard, status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
+import {
+  type CallContext,
+  cnMobileToE164,
+  parseIdCard,
+  status,
+  ToolError,
+  type ToolHandlers,
+} from "@loopguard/tool-sdk";
 import { type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
 
 /** How long callers are told to wait when the store is down: long enough for a restart. */
@@ -19,15 +26,33 @@ export function createRiskHandlers({ store }: RiskHandlerDeps): ToolHandlers<typ
       // Messages name the field, never its value: callers and logs must not see the id card or phone.
       const idCard = parseIdCard(request.idCard);
       if (!idCard) {
-        throw new ToolError(status.INVALID_ARGUMENT, "INVALID_ID_CARD_FORMAT", "id_card is not a valid GB 11643 number", {
-          fieldViolations: [{ field: "id_card", description: "birth date or check character is not valid under GB 11643", reason: "id_card.gb11643" }],
-        });
+        throw new ToolError(
+          status.INVALID_ARGUMENT,
+          "INVALID_ID_CARD_FORMAT",
+          "id_card is not a valid GB 11643 number",
+          {
+            fieldViolations: [
+              {
+                field: "id_card",
+                description: "birth date or check character is not valid under GB 11643",
+                reason: "id_card.gb11643",
+              },
+            ],
+          },
+        );
       }
       const phone = cnMobileToE164(request.phone);
       if (!phone) {
-        throw new ToolError(status.INVALID_ARGUMENT, "INVALID_PHONE_FORMAT", "phone is not a mainland China mobile number", {
-          fieldViolations: [{ field: "phone", description: "must be a mainland China mobile number", reason: "phone.cn_mobile" }],
-        });
+        throw new ToolError(
+          status.INVALID_ARGUMENT,
+          "INVALID_PHONE_FORMAT",
+          "phone is not a mainland China mobile number",
+          {
+            fieldViolations: [
+              { field: "phone", description: "must be a mainland China mobile number", reason: "phone.cn_mobile" },
+            ],
+          },
+        );
       }
       const risk = await read(() => store.find(idCard, phone), ctx);
       if (!risk) throw new ToolError(status.NOT_FOUND, "USER_NOT_FOUND", "no customer has this id card and phone");
@@ -48,6 +73,9 @@ async function read<T>(work: () => Promise<T>, ctx: CallContext): Promise<T> {
   } catch (cause) {
     if (!(cause instanceof RiskStoreUnavailableError)) throw cause;
     ctx.log.warn("risk store unavailable", { error_message: cause.message });
-    throw new ToolError(status.UNAVAILABLE, "BACKEND_DOWN", "the risk backend is down", { retryAfterMs: BACKEND_DOWN_RETRY_AFTER_MS, cause });
+    throw new ToolError(status.UNAVAILABLE, "BACKEND_DOWN", "the risk backend is down", {
+      retryAfterMs: BACKEND_DOWN_RETRY_AFTER_MS,
+      cause,
+    });
   }
 }

@@ -12,11 +12,14 @@ describe("normaliseQueryRisk", () => {
     expect(request).toMatchObject({ idCard: "11010119830405052X", phone: "+8615012345678" });
   });
 
-  it.each(["(139)12345678", "+86 (139) 1234-5678", "139 1234 5678", "+86-139-1234-5678", "86 13912345678"])("writes %j as +8613912345678", (phone) => {
-    const request = create(QueryRiskRequestSchema, { idCard: "110101198507212349", phone });
-    normaliseQueryRisk(request);
-    expect(request.phone).toBe("+8613912345678");
-  });
+  it.each(["(139)12345678", "+86 (139) 1234-5678", "139 1234 5678", "+86-139-1234-5678", "86 13912345678"])(
+    "writes %j as +8613912345678",
+    (phone) => {
+      const request = create(QueryRiskRequestSchema, { idCard: "110101198507212349", phone });
+      normaliseQueryRisk(request);
+      expect(request.phone).toBe("+8613912345678");
+    },
+  );
 
   it("leaves what it does not recognise for validation to refuse", () => {
     const request = create(QueryRiskRequestSchema, { idCard: "not-an-id", phone: "+1 202 555 0143" });
@@ -26,8 +29,11 @@ describe("normaliseQueryRisk", () => {
 });
 
 describe("demo customers", () => {
-  it.each(DEMO_CUSTOMERS.map((c) => [c.idCard, c.phone] as const))("%s / %s are canonical and valid", (idCard, phone) => {
-    expect(parseIdCard(idCard)).toBe(idCard);
-    expect(cnMobileToE164(phone)).toBe(phone);
-  });
+  it.each(DEMO_CUSTOMERS.map((c) => [c.idCard, c.phone] as const))(
+    "%s / %s are canonical and valid",
+    (idCard, phone) => {
+      expect(parseIdCard(idCard)).toBe(idCard);
+      expect(cnMobileToE164(phone)).toBe(phone);
+    },
+  );
 });

@@ -20,7 +20,10 @@ if (command) {
     load: () => {
       // The demo customers are seeded by a migration: the Job migrates with the pods' RISK_SEED_DEMO.
       const { store, customerKeyPepper, seedDemo } = loadRiskConfig(dataDirOf());
-      return { location: store, schema: riskSchema(new CustomerKeys(customerKeyPepper), seedDemo ? DEMO_CUSTOMERS : []) };
+      return {
+        location: store,
+        schema: riskSchema(new CustomerKeys(customerKeyPepper), seedDemo ? DEMO_CUSTOMERS : []),
+      };
     },
     listing: riskSchema(new CustomerKeys(LISTING_PEPPER)),
     isConfigError: (error) => error instanceof ConfigError,
@@ -28,19 +31,38 @@ if (command) {
 }
 
 await runTool("risk", manifestDefaults(import.meta.url), async (config, log) => {
-  const { store: location, customerKeyPepper, storePoolSize, seedDemo, migrateOnStart } = loadRiskConfig(config.dataDir);
+  const {
+    store: location,
+    customerKeyPepper,
+    storePoolSize,
+    seedDemo,
+    migrateOnStart,
+  } = loadRiskConfig(config.dataDir);
   const options = {
     migrate: migrateOnStart,
     ...(storePoolSize === undefined ? {} : { maxConnections: storePoolSize }),
     onIdleError: (error: Error) => log.warn("risk store connection lost while idle", { error_message: error.message }),
   };
-  const store = await openRiskStore(location, new CustomerKeys(customerKeyPepper), options, seedDemo ? DEMO_CUSTOMERS : []).catch((error: unknown) => {
+  const store = await openRiskStore(
+    location,
+    new CustomerKeys(customerKeyPepper),
+    options,
+    seedDemo ? DEMO_CUSTOMERS : [],
+  ).catch((error: unknown) => {
     throw error instanceof PepperMismatchError ? new ConfigError(error.message) : error;
   });
-  log.info("risk store open", { store: describeStoreLocation(location), count: await store.size(), migrations_applied: store.migrationsApplied, seed_demo: seedDemo });
+  log.info("risk store open", {
+    store: describeStoreLocation(location),
+    count: await store.size(),
+    migrations_applied: store.migrationsApplied,
+    seed_demo: seedDemo,
+  });
   const unkeyed = await store.unkeyedCount();
   if (unkeyed > 0) {
-    log.warn("customers of the unpeppered layout wait to be reloaded with peppered keys (see services/risk/README.md)", { count: unkeyed });
+    log.warn(
+      "customers of the unpeppered layout wait to be reloaded with peppered keys (see services/risk/README.md)",
+      { count: unkeyed },
+    );
   }
   return build({ store });
 });

@@ -17,7 +17,12 @@ export function riskSchema(keys: CustomerKeys, demo: readonly DemoCustomer[] = D
 export const LISTING_PEPPER = "listing-only-".padEnd(MIN_PEPPER_LENGTH, "x");
 
 /** `demo` seeds a new store (the demo customers by default; none where RISK_SEED_DEMO=false). */
-export function openRiskStore(location: StoreLocation, keys: CustomerKeys, options: PostgresOptions & SchemaOptions = {}, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Promise<RiskStore> {
+export function openRiskStore(
+  location: StoreLocation,
+  keys: CustomerKeys,
+  options: PostgresOptions & SchemaOptions = {},
+  demo: readonly DemoCustomer[] = DEMO_CUSTOMERS,
+): Promise<RiskStore> {
   return location.kind === "sqlite"
     ? SqliteRiskStore.open(location.file, keys, options.migrate === undefined ? {} : { migrate: options.migrate }, demo)
     : PostgresRiskStore.open(location.url, keys, options, demo);

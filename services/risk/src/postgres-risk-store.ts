@@ -1,15 +1,33 @@
 // RiskStore on PostgreSQL, for several risk replicas reading one table. Same schema history as
 // the SQLite store (an unpeppered PostgreSQL layout never existed, so 0002 finds nothing to
 // re-key there); every wait is bounded so an unreachable database is BACKEND_DOWN, never a hang.
-import { isPostgresUnavailable, openMigratedPostgres, type PostgresMigrateOptions, type PostgresMigration, type SchemaOptions } from "@loopguard/sql-store";
+import {
+  isPostgresUnavailable,
+  openMigratedPostgres,
+  type PostgresMigrateOptions,
+  type PostgresMigration,
+  type SchemaOptions,
+} from "@loopguard/sql-store";
 import pg from "pg";
 import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
-import { type CustomerKeys, type CustomerRisk, demoCustomerIds, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
+import {
+  type CustomerKeys,
+  type CustomerRisk,
+  demoCustomerIds,
+  demoRekeying,
+  demoRows,
+  pepperMismatch,
+  type RiskStore,
+  RiskStoreUnavailableError,
+} from "./risk-store.js";
 
 /** QueryRisk's SLA timeout is 1.5 s: an unanswering database must become BACKEND_DOWN inside it. */
 export const POSTGRES_RISK_DEFAULTS = { connectTimeoutMs: 500, statementTimeoutMs: 500, lockTimeoutMs: 500 } as const;
 
-export function postgresRiskMigrations(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): PostgresMigration[] {
+export function postgresRiskMigrations(
+  keys: CustomerKeys,
+  demo: readonly DemoCustomer[] = DEMO_CUSTOMERS,
+): PostgresMigration[] {
   return [
     {
       name: "0001-customers",
@@ -35,7 +53,8 @@ export function postgresRiskMigrations(keys: CustomerKeys, demo: readonly DemoCu
             customer_key text PRIMARY KEY, risk_score integer NOT NULL, reason text NOT NULL, factors jsonb NOT NULL, moved_at timestamptz NOT NULL DEFAULT now()
           )`);
         const rekey = demoRekeying(keys);
-        for (const [legacy, peppered] of rekey) await db.query("UPDATE customers SET customer_key = $1 WHERE customer_key = $2", [peppered, legacy]);
+        for (const [legacy, peppered] of rekey)
+          await db.query("UPDATE customers SET customer_key = $1 WHERE customer_key = $2", [peppered, legacy]);
         await db.query(
           `WITH moved AS (DELETE FROM customers WHERE customer_key <> ALL($1::text[]) RETURNING customer_key, risk_score, reason, factors)
            INSERT INTO customers_unkeyed (customer_key, risk_score, reason, factors) SELECT * FROM moved`,
@@ -49,7 +68,10 @@ export function postgresRiskMigrations(keys: CustomerKeys, demo: readonly DemoCu
       compatibility: "expand",
       up: async (db) => {
         for (const row of demoRows(keys, demo)) {
-          await db.query("INSERT INTO customers (customer_key, risk_score, reason, factors) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING", [row.key, row.score, row.reason, row.factors]);
+          await db.query(
+            "INSERT INTO customers (customer_key, risk_score, reason, factors) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            [row.key, row.score, row.reason, row.factors],
+          );
         }
       },
     },
@@ -63,7 +85,10 @@ export function postgresRiskMigrations(keys: CustomerKeys, demo: readonly DemoCu
             customer_key text NOT NULL REFERENCES customers (customer_key)
           )`);
         for (const row of demoCustomerIds(keys, demo)) {
-          await db.query("INSERT INTO customer_ids (customer_id, customer_key) SELECT $1, customer_key FROM customers WHERE customer_key = $2 ON CONFLICT DO NOTHING", [row.customerId, row.key]);
+          await db.query(
+            "INSERT INTO customer_ids (customer_id, customer_key) SELECT $1, customer_key FROM customers WHERE customer_key = $2 ON CONFLICT DO NOTHING",
+            [row.customerId, row.key],
+          );
         }
       },
     },
@@ -83,12 +108,23 @@ export class PostgresRiskStore implements RiskStore {
    * Opens (migrating a new database, and seeding it with `demo`: none where demo data is off) the
    * store; refuses a database keyed with another pepper.
    */
-  static async open(url: string, keys: CustomerKeys, options: PostgresMigrateOptions & SchemaOptions = {}, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Promise<PostgresRiskStore> {
-    const { db, applied } = await openMigratedPostgres(url, "risk", postgresRiskMigrations(keys, demo), { ...POSTGRES_RISK_DEFAULTS, applicationName: "loopguard-risk", ...options });
-    const check = await db.query<{ pepper_check: string }>("SELECT pepper_check FROM customer_key_pepper").catch(async (error: unknown) => {
-      await db.end();
-      throw error;
+  static async open(
+    url: string,
+    keys: CustomerKeys,
+    options: PostgresMigrateOptions & SchemaOptions = {},
+    demo: readonly DemoCustomer[] = DEMO_CUSTOMERS,
+  ): Promise<PostgresRiskStore> {
+    const { db, applied } = await openMigratedPostgres(url, "risk", postgresRiskMigrations(keys, demo), {
+      ...POSTGRES_RISK_DEFAULTS,
+      applicationName: "loopguard-risk",
+      ...options,
     });
+    const check = await db
+      .query<{ pepper_check: string }>("SELECT pepper_check FROM customer_key_pepper")
+      .catch(async (error: unknown) => {
+        await db.end();
+        throw error;
+      });
     if (check.rows[0]?.pepper_check !== keys.check) {
       await db.end();
       throw pepperMismatch();
@@ -98,7 +134,10 @@ export class PostgresRiskStore implements RiskStore {
 
   async find(idCard: string, phone: string): Promise<CustomerRisk | undefined> {
     const { rows } = await this.read(() =>
-      this.pool.query<{ risk_score: number; reason: string; factors: string[] }>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = $1", [this.keys.key(idCard, phone)]),
+      this.pool.query<{ risk_score: number; reason: string; factors: string[] }>(
+        "SELECT risk_score, reason, factors FROM customers WHERE customer_key = $1",
+        [this.keys.key(idCard, phone)],
+      ),
     );
     const row = rows[0];
     return row ? { riskScore: row.risk_score, reason: row.reason, factors: row.factors } : undefined;
@@ -116,11 +155,13 @@ export class PostgresRiskStore implements RiskStore {
   }
 
   async size(): Promise<number> {
-    return (await this.read(() => this.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM customers"))).rows[0]!.n;
+    return (await this.read(() => this.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM customers"))).rows[0]!
+      .n;
   }
 
   async unkeyedCount(): Promise<number> {
-    return (await this.read(() => this.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM customers_unkeyed"))).rows[0]!.n;
+    return (await this.read(() => this.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM customers_unkeyed")))
+      .rows[0]!.n;
   }
 
   async close(): Promise<void> {
@@ -134,7 +175,8 @@ export class PostgresRiskStore implements RiskStore {
       return await work();
     } catch (cause) {
       // As on SQLite, any database failure of a read means the backend cannot answer.
-      if (isPostgresUnavailable(cause) || cause instanceof pg.DatabaseError) throw new RiskStoreUnavailableError("the risk store cannot be read", { cause });
+      if (isPostgresUnavailable(cause) || cause instanceof pg.DatabaseError)
+        throw new RiskStoreUnavailableError("the risk store cannot be read", { cause });
       throw cause;
     }
   }

@@ -52,7 +52,8 @@ export class CustomerKeys {
   readonly check: string;
 
   constructor(pepper: string) {
-    if (pepper.length < MIN_PEPPER_LENGTH) throw new RangeError(`a customer key pepper has at least ${MIN_PEPPER_LENGTH} characters`);
+    if (pepper.length < MIN_PEPPER_LENGTH)
+      throw new RangeError(`a customer key pepper has at least ${MIN_PEPPER_LENGTH} characters`);
     this.#pepper = pepper;
     this.check = createHmac("sha256", pepper).update("loopguard risk customer key pepper check").digest("hex");
   }
@@ -78,15 +79,28 @@ export function demoRekeying(keys: CustomerKeys, demo: readonly DemoCustomer[] =
 }
 
 /** A stored customer row: the demo customers as the seed migration writes them. */
-export function demoRows(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): { key: string; score: number; reason: string; factors: string }[] {
-  return demo.map((c) => ({ key: keys.key(c.idCard, c.phone), score: c.riskScore, reason: c.reason, factors: JSON.stringify(c.factors) }));
+export function demoRows(
+  keys: CustomerKeys,
+  demo: readonly DemoCustomer[] = DEMO_CUSTOMERS,
+): { key: string; score: number; reason: string; factors: string }[] {
+  return demo.map((c) => ({
+    key: keys.key(c.idCard, c.phone),
+    score: c.riskScore,
+    reason: c.reason,
+    factors: JSON.stringify(c.factors),
+  }));
 }
 
 /** The demo customers' customer ids, each with the peppered key of the person holding it. */
-export function demoCustomerIds(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): { customerId: string; key: string }[] {
+export function demoCustomerIds(
+  keys: CustomerKeys,
+  demo: readonly DemoCustomer[] = DEMO_CUSTOMERS,
+): { customerId: string; key: string }[] {
   return demo.flatMap((c) => c.customerIds.map((customerId) => ({ customerId, key: keys.key(c.idCard, c.phone) })));
 }
 
 export function pepperMismatch(): PepperMismatchError {
-  return new PepperMismatchError("the customer key pepper (RISK_CUSTOMER_KEY_PEPPER_FILE / RISK_CUSTOMER_KEY_PEPPER) is not the one this database's keys were made with");
+  return new PepperMismatchError(
+    "the customer key pepper (RISK_CUSTOMER_KEY_PEPPER_FILE / RISK_CUSTOMER_KEY_PEPPER) is not the one this database's keys were made with",
+  );
 }

@@ -4,7 +4,16 @@
 import { openMigratedSqlite, type SchemaOptions, type SqliteMigration } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
-import { type CustomerKeys, type CustomerRisk, demoCustomerIds, demoRekeying, demoRows, pepperMismatch, type RiskStore, RiskStoreUnavailableError } from "./risk-store.js";
+import {
+  type CustomerKeys,
+  type CustomerRisk,
+  demoCustomerIds,
+  demoRekeying,
+  demoRows,
+  pepperMismatch,
+  type RiskStore,
+  RiskStoreUnavailableError,
+} from "./risk-store.js";
 
 interface CustomerRow {
   readonly risk_score: number;
@@ -12,7 +21,10 @@ interface CustomerRow {
   readonly factors: string;
 }
 
-export function sqliteRiskMigrations(keys: CustomerKeys, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): SqliteMigration[] {
+export function sqliteRiskMigrations(
+  keys: CustomerKeys,
+  demo: readonly DemoCustomer[] = DEMO_CUSTOMERS,
+): SqliteMigration[] {
   return [
     {
       name: "0001-customers",
@@ -42,7 +54,10 @@ export function sqliteRiskMigrations(keys: CustomerKeys, demo: readonly DemoCust
         for (const [legacy, peppered] of rekey) update.run(peppered, legacy);
         const peppered = JSON.stringify([...rekey.values()]);
         const others = "FROM customers WHERE customer_key NOT IN (SELECT value FROM json_each(?))";
-        db.prepare(`INSERT INTO customers_unkeyed SELECT customer_key, risk_score, reason, factors, ? ${others}`).run(Date.now(), peppered);
+        db.prepare(`INSERT INTO customers_unkeyed SELECT customer_key, risk_score, reason, factors, ? ${others}`).run(
+          Date.now(),
+          peppered,
+        );
         db.prepare(`DELETE ${others}`).run(peppered);
         db.prepare("INSERT INTO customer_key_pepper (id, pepper_check) VALUES (1, ?)").run(keys.check);
       },
@@ -51,7 +66,9 @@ export function sqliteRiskMigrations(keys: CustomerKeys, demo: readonly DemoCust
       name: "0003-demo-customers",
       compatibility: "expand",
       up: (db) => {
-        const insert = db.prepare("INSERT OR IGNORE INTO customers (customer_key, risk_score, reason, factors) VALUES (@key, @score, @reason, @factors)");
+        const insert = db.prepare(
+          "INSERT OR IGNORE INTO customers (customer_key, risk_score, reason, factors) VALUES (@key, @score, @reason, @factors)",
+        );
         for (const row of demoRows(keys, demo)) insert.run(row);
       },
     },
@@ -65,7 +82,9 @@ export function sqliteRiskMigrations(keys: CustomerKeys, demo: readonly DemoCust
             customer_id TEXT PRIMARY KEY,
             customer_key TEXT NOT NULL REFERENCES customers (customer_key)
           ) STRICT, WITHOUT ROWID;`);
-        const insert = db.prepare("INSERT OR IGNORE INTO customer_ids (customer_id, customer_key) SELECT @customerId, customer_key FROM customers WHERE customer_key = @key");
+        const insert = db.prepare(
+          "INSERT OR IGNORE INTO customer_ids (customer_id, customer_key) SELECT @customerId, customer_key FROM customers WHERE customer_key = @key",
+        );
         for (const row of demoCustomerIds(keys, demo)) insert.run(row);
       },
     },
@@ -86,7 +105,9 @@ export class SqliteRiskStore implements RiskStore {
   ) {
     this.#db = db;
     this.#keys = keys;
-    this.#select = db.prepare<[string], CustomerRow>("SELECT risk_score, reason, factors FROM customers WHERE customer_key = ?");
+    this.#select = db.prepare<[string], CustomerRow>(
+      "SELECT risk_score, reason, factors FROM customers WHERE customer_key = ?",
+    );
     this.#selectByCustomerId = db.prepare<[string], CustomerRow>(
       "SELECT c.risk_score, c.reason, c.factors FROM customer_ids i JOIN customers c ON c.customer_key = i.customer_key WHERE i.customer_id = ?",
     );
@@ -96,8 +117,17 @@ export class SqliteRiskStore implements RiskStore {
    * Opens (creating and migrating on first start, seeding with `demo`: none where demo data is
    * off) the store at `file`; refuses a database keyed with another pepper.
    */
-  static async open(file: string, keys: CustomerKeys, options: SchemaOptions = {}, demo: readonly DemoCustomer[] = DEMO_CUSTOMERS): Promise<SqliteRiskStore> {
-    const { db, applied } = await openMigratedSqlite(file, "risk", sqliteRiskMigrations(keys, demo), { synchronous: "NORMAL", busyTimeoutMs: 1000, ...options });
+  static async open(
+    file: string,
+    keys: CustomerKeys,
+    options: SchemaOptions = {},
+    demo: readonly DemoCustomer[] = DEMO_CUSTOMERS,
+  ): Promise<SqliteRiskStore> {
+    const { db, applied } = await openMigratedSqlite(file, "risk", sqliteRiskMigrations(keys, demo), {
+      synchronous: "NORMAL",
+      busyTimeoutMs: 1000,
+      ...options,
+    });
     if (db.prepare<[], string>("SELECT pepper_check FROM customer_key_pepper").pluck().get() !== keys.check) {
       db.close();
       throw pepperMismatch();
@@ -136,7 +166,8 @@ export class SqliteRiskStore implements RiskStore {
       return work();
     } catch (cause) {
       // Any SQLite failure of a read (I/O, corruption, a missing table) means the backend cannot answer.
-      if (cause instanceof Database.SqliteError) throw new RiskStoreUnavailableError("the risk store cannot be read", { cause });
+      if (cause instanceof Database.SqliteError)
+        throw new RiskStoreUnavailableError("the risk store cannot be read", { cause });
       throw cause;
     }
   }

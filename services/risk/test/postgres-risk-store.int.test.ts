@@ -24,9 +24,16 @@ describeRiskStore(
     return {
       store,
       openAnother: (keys = testKeys) => PostgresRiskStore.open(url, keys),
-      storedKeys: async () => (await raw.query<{ customer_key: string }>("SELECT customer_key FROM customers")).rows.map((r) => r.customer_key),
+      storedKeys: async () =>
+        (await raw.query<{ customer_key: string }>("SELECT customer_key FROM customers")).rows.map(
+          (r) => r.customer_key,
+        ),
       storedText: async () =>
-        JSON.stringify([(await raw.query("SELECT * FROM customers")).rows, (await raw.query("SELECT * FROM customers_unkeyed")).rows, (await raw.query("SELECT * FROM customer_key_pepper")).rows]),
+        JSON.stringify([
+          (await raw.query("SELECT * FROM customers")).rows,
+          (await raw.query("SELECT * FROM customers_unkeyed")).rows,
+          (await raw.query("SELECT * FROM customer_key_pepper")).rows,
+        ]),
       async close() {
         await store.close();
         await raw.end();

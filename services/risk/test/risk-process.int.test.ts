@@ -30,7 +30,13 @@ describe("risk process", () => {
   });
 
   async function start(dataDir: string, env: Record<string, string> = {}): Promise<ToolProcess> {
-    const p = await spawnTool(ENTRY, { RISK_PORT: "0", RISK_METRICS_PORT: "0", LOOPGUARD_DATA_DIR: dataDir, RISK_CUSTOMER_KEY_PEPPER: TEST_PEPPER, ...env });
+    const p = await spawnTool(ENTRY, {
+      RISK_PORT: "0",
+      RISK_METRICS_PORT: "0",
+      LOOPGUARD_DATA_DIR: dataDir,
+      RISK_CUSTOMER_KEY_PEPPER: TEST_PEPPER,
+      ...env,
+    });
     started.push(p);
     return p;
   }
@@ -59,7 +65,13 @@ describe("risk process", () => {
 
   /** Runs the process to its exit (it must not get as far as serving), with only the pepper variables given. */
   function runToExit(dataDir: string, env: Record<string, string>) {
-    const base: Record<string, string | undefined> = { ...process.env, ...TEST_AUTH_ENV, LOOPGUARD_DATA_DIR: dataDir, RISK_PORT: "0", RISK_METRICS_PORT: "0" };
+    const base: Record<string, string | undefined> = {
+      ...process.env,
+      ...TEST_AUTH_ENV,
+      LOOPGUARD_DATA_DIR: dataDir,
+      RISK_PORT: "0",
+      RISK_METRICS_PORT: "0",
+    };
     delete base.RISK_CUSTOMER_KEY_PEPPER;
     delete base.RISK_CUSTOMER_KEY_PEPPER_FILE;
     return spawnSync(process.execPath, [ENTRY], { env: { ...base, ...env }, encoding: "utf8", timeout: 15_000 });
@@ -73,7 +85,9 @@ describe("risk process", () => {
     dirs.push(dataDir);
     const run = runToExit(dataDir, env);
     expect(run.status).toBe(2);
-    expect(run.stderr).toMatch(/^risk: configuration error: set RISK_CUSTOMER_KEY_PEPPER_FILE \(or RISK_CUSTOMER_KEY_PEPPER\) to a secret of at least 32 characters/);
+    expect(run.stderr).toMatch(
+      /^risk: configuration error: set RISK_CUSTOMER_KEY_PEPPER_FILE \(or RISK_CUSTOMER_KEY_PEPPER\) to a secret of at least 32 characters/,
+    );
     expect(run.stderr.trim().split("\n")).toHaveLength(1);
   });
 
@@ -82,7 +96,9 @@ describe("risk process", () => {
     dirs.push(dataDir);
     const run = runToExit(dataDir, { RISK_CUSTOMER_KEY_PEPPER_FILE: join(dataDir, "missing-pepper") });
     expect(run.status).toBe(2);
-    expect(run.stderr).toMatch(/^risk: configuration error: RISK_CUSTOMER_KEY_PEPPER_FILE: cannot read .*missing-pepper \(ENOENT\)\n$/);
+    expect(run.stderr).toMatch(
+      /^risk: configuration error: RISK_CUSTOMER_KEY_PEPPER_FILE: cannot read .*missing-pepper \(ENOENT\)\n$/,
+    );
   });
 
   it("reads the pepper from RISK_CUSTOMER_KEY_PEPPER_FILE, never logs it, and refuses a restart with another pepper (exit 2)", async () => {
@@ -91,7 +107,9 @@ describe("risk process", () => {
     const pepperFile = join(dataDir, "pepper");
     writeFileSync(pepperFile, `${TEST_PEPPER}\n`, { mode: 0o600 });
     const p = await start(dataDir, { RISK_CUSTOMER_KEY_PEPPER: "", RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile });
-    const client = createRawClient(RiskService, p.address, { token: await testToken({ subject: "test", scopes: ["risk:read"] }) });
+    const client = createRawClient(RiskService, p.address, {
+      token: await testToken({ subject: "test", scopes: ["risk:read"] }),
+    });
     const c = DEMO_CUSTOMERS[1]!;
     expect((await client.queryRisk({ idCard: c.idCard, phone: c.phone })).riskScore).toBe(c.riskScore);
     client.close();
@@ -102,7 +120,9 @@ describe("risk process", () => {
 
     const other = runToExit(dataDir, { RISK_CUSTOMER_KEY_PEPPER: `${TEST_PEPPER}-rotated` });
     expect(other.status).toBe(2);
-    expect(other.stderr).toMatch(/^risk: configuration error: the customer key pepper .* is not the one this database's keys were made with\n$/);
+    expect(other.stderr).toMatch(
+      /^risk: configuration error: the customer key pepper .* is not the one this database's keys were made with\n$/,
+    );
   });
 });
 
@@ -123,17 +143,34 @@ describe.skipIf(postgres.skip !== null)("two risk replicas on one PostgreSQL", (
 
   it("migrate and seed once when started together, and answer every customer with the same score", async () => {
     const url = await postgres.freshDatabase();
-    const env = { RISK_PORT: "0", RISK_METRICS_PORT: "0", LOOPGUARD_DATA_DIR: dataDir, RISK_STORE: url, RISK_CUSTOMER_KEY_PEPPER: TEST_PEPPER };
+    const env = {
+      RISK_PORT: "0",
+      RISK_METRICS_PORT: "0",
+      LOOPGUARD_DATA_DIR: dataDir,
+      RISK_STORE: url,
+      RISK_CUSTOMER_KEY_PEPPER: TEST_PEPPER,
+    };
     started.push(...(await Promise.all([spawnTool(ENTRY, env), spawnTool(ENTRY, env)])));
-    expect(started.map((p) => (p.lines.find((l) => l.msg === "risk store open")?.migrations_applied as string[] | undefined)?.length).sort()).toEqual([0, 4]);
-    expect(started.map((p) => p.lines.find((l) => l.msg === "risk store open")?.count)).toEqual([DEMO_CUSTOMERS.length, DEMO_CUSTOMERS.length]);
+    expect(
+      started
+        .map(
+          (p) => (p.lines.find((l) => l.msg === "risk store open")?.migrations_applied as string[] | undefined)?.length,
+        )
+        .sort(),
+    ).toEqual([0, 4]);
+    expect(started.map((p) => p.lines.find((l) => l.msg === "risk store open")?.count)).toEqual([
+      DEMO_CUSTOMERS.length,
+      DEMO_CUSTOMERS.length,
+    ]);
     expect(existsSync(join(dataDir, "risk.db"))).toBe(false);
 
     const token = await testToken({ subject: "test", scopes: ["risk:read"] });
     const clients = started.map((p) => createRawClient(RiskService, p.address, { token }));
     try {
       for (const c of DEMO_CUSTOMERS) {
-        const answers = await Promise.all(clients.map((client) => client.queryRisk({ idCard: c.idCard, phone: c.phone })));
+        const answers = await Promise.all(
+          clients.map((client) => client.queryRisk({ idCard: c.idCard, phone: c.phone })),
+        );
         expect(answers.map((a) => [a.riskScore, a.reason])).toEqual([
           [c.riskScore, c.reason],
           [c.riskScore, c.reason],

@@ -2,7 +2,13 @@
 // open a store on a fresh database and how to look at what it stored behind its back.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { DEMO_CUSTOMERS } from "../src/demo-customers.js";
-import { CustomerKeys, legacyCustomerKey, PepperMismatchError, type RiskStore, RiskStoreUnavailableError } from "../src/risk-store.js";
+import {
+  CustomerKeys,
+  legacyCustomerKey,
+  PepperMismatchError,
+  type RiskStore,
+  RiskStoreUnavailableError,
+} from "../src/risk-store.js";
 import { TEST_PEPPER, testKeys } from "./test-keys.js";
 
 export interface RiskStoreHarness {
@@ -39,19 +45,33 @@ export function describeRiskStore(name: string, factory: RiskStoreFactory, optio
     it("seeds the demo customers on first start and finds each by id card and phone", async () => {
       expect(await h.store.size()).toBe(DEMO_CUSTOMERS.length);
       for (const c of DEMO_CUSTOMERS) {
-        expect(await h.store.find(c.idCard, c.phone)).toEqual({ riskScore: c.riskScore, reason: c.reason, factors: [...c.factors] });
+        expect(await h.store.find(c.idCard, c.phone)).toEqual({
+          riskScore: c.riskScore,
+          reason: c.reason,
+          factors: [...c.factors],
+        });
       }
     });
 
     it("finds each demo customer by every customer id they hold, and nobody by an unknown one", async () => {
       for (const c of DEMO_CUSTOMERS) {
-        for (const id of c.customerIds) expect(await h.store.findByCustomerId(id)).toEqual({ riskScore: c.riskScore, reason: c.reason, factors: [...c.factors] });
+        for (const id of c.customerIds)
+          expect(await h.store.findByCustomerId(id)).toEqual({
+            riskScore: c.riskScore,
+            reason: c.reason,
+            factors: [...c.factors],
+          });
       }
       expect(await h.store.findByCustomerId("cust_nobody")).toBeUndefined();
     });
 
     it("does not migrate or seed again when reopened", async () => {
-      expect(h.store.migrationsApplied).toEqual(["0001-customers", "0002-peppered-customer-keys", "0003-demo-customers", "0004-customer-ids"]);
+      expect(h.store.migrationsApplied).toEqual([
+        "0001-customers",
+        "0002-peppered-customer-keys",
+        "0003-demo-customers",
+        "0004-customer-ids",
+      ]);
       const reopened = await another();
       expect(reopened.migrationsApplied).toEqual([]);
       expect(await reopened.size()).toBe(DEMO_CUSTOMERS.length);
@@ -59,7 +79,8 @@ export function describeRiskStore(name: string, factory: RiskStoreFactory, optio
 
     it("answers the same from a second replica", async () => {
       const replica = await another();
-      for (const c of DEMO_CUSTOMERS) expect(await replica.find(c.idCard, c.phone)).toEqual(await h.store.find(c.idCard, c.phone));
+      for (const c of DEMO_CUSTOMERS)
+        expect(await replica.find(c.idCard, c.phone)).toEqual(await h.store.find(c.idCard, c.phone));
     });
 
     it("finds nobody for an id card with another customer's phone", async () => {
@@ -71,7 +92,9 @@ export function describeRiskStore(name: string, factory: RiskStoreFactory, optio
       const stored = (await h.storedKeys()).sort();
       expect(stored).toEqual(DEMO_CUSTOMERS.map((c) => testKeys.key(c.idCard, c.phone)).sort());
       for (const c of DEMO_CUSTOMERS) expect(stored).not.toContain(legacyCustomerKey(c.idCard, c.phone));
-      expect(new CustomerKeys(`${TEST_PEPPER}-other`).key(DEMO_CUSTOMERS[0]!.idCard, DEMO_CUSTOMERS[0]!.phone)).not.toBe(stored[0]);
+      expect(
+        new CustomerKeys(`${TEST_PEPPER}-other`).key(DEMO_CUSTOMERS[0]!.idCard, DEMO_CUSTOMERS[0]!.phone),
+      ).not.toBe(stored[0]);
     });
 
     it("keeps no id card, phone or pepper anywhere in what it stores", async () => {
@@ -86,7 +109,9 @@ export function describeRiskStore(name: string, factory: RiskStoreFactory, optio
 
     it("refuses to open a database whose keys were made with another pepper", async () => {
       await expect(h.openAnother(new CustomerKeys(`${TEST_PEPPER}-other`))).rejects.toThrow(PepperMismatchError);
-      expect((await h.store.find(DEMO_CUSTOMERS[0]!.idCard, DEMO_CUSTOMERS[0]!.phone))?.riskScore).toBe(DEMO_CUSTOMERS[0]!.riskScore);
+      expect((await h.store.find(DEMO_CUSTOMERS[0]!.idCard, DEMO_CUSTOMERS[0]!.phone))?.riskScore).toBe(
+        DEMO_CUSTOMERS[0]!.riskScore,
+      );
     });
 
     it("reports itself unavailable when switched off, and recovers when switched on", async () => {

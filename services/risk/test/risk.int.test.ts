@@ -65,7 +65,8 @@ describe("risk over gRPC", () => {
 
   it("GetCustomerRisk scores the customer an order names; an unknown customer id is NOT_FOUND USER_NOT_FOUND", async () => {
     for (const c of DEMO_CUSTOMERS) {
-      for (const customerId of c.customerIds) expect((await client.getCustomerRisk({ customerId })).riskScore).toBe(c.riskScore);
+      for (const customerId of c.customerIds)
+        expect((await client.getCustomerRisk({ customerId })).riskScore).toBe(c.riskScore);
     }
     const missing = await failure(client.getCustomerRisk({ customerId: "cust_nobody" }));
     expect(missing.code).toBe(status.NOT_FOUND);
@@ -86,10 +87,13 @@ describe("risk over gRPC", () => {
     expect(response.riskScore).toBe(WITH_X.riskScore);
   });
 
-  it.each(["138 0013 8000", "+86 138-0013-8000", "13800138000"])("finds the customer by phone written as %j", async (phone) => {
-    const response = await client.queryRisk({ idCard: LOW.idCard, phone });
-    expect(response.riskScore).toBe(LOW.riskScore);
-  });
+  it.each(["138 0013 8000", "+86 138-0013-8000", "13800138000"])(
+    "finds the customer by phone written as %j",
+    async (phone) => {
+      const response = await client.queryRisk({ idCard: LOW.idCard, phone });
+      expect(response.riskScore).toBe(LOW.riskScore);
+    },
+  );
 
   it("refuses a wrong check character with a violation on id_card", async () => {
     const wrong = LOW.idCard.slice(0, 17) + (LOW.idCard[17] === "3" ? "4" : "3");
@@ -186,11 +190,17 @@ describe("risk over gRPC", () => {
 
   it("answers only OK, INVALID_ARGUMENT or NOT_FOUND to 1,000 random requests", async () => {
     const digits = (n: number) => fc.string({ unit: fc.constantFrom(..."0123456789"), minLength: n, maxLength: n });
-    const validShapedIdCard = fc.tuple(digits(17), fc.constantFrom(..."0123456789Xx")).map(([body, check]) => body + check);
+    const validShapedIdCard = fc
+      .tuple(digits(17), fc.constantFrom(..."0123456789Xx"))
+      .map(([body, check]) => body + check);
     const validIdCard = digits(17).map((body) => body + idCardCheckCharacter(body));
     const demoIdCard = fc.constantFrom(...DEMO_CUSTOMERS.map((c) => c.idCard), WITH_X.idCard.toLowerCase());
     const cnMobile = fc
-      .tuple(fc.constantFrom("13", "14", "15", "16", "17", "18", "19"), digits(9), fc.constantFrom("", "+86 ", "+86", "0086"))
+      .tuple(
+        fc.constantFrom("13", "14", "15", "16", "17", "18", "19"),
+        digits(9),
+        fc.constantFrom("", "+86 ", "+86", "0086"),
+      )
       .map(([prefix, rest, country]) => country + prefix + rest);
     const demoPhone = fc.constantFrom(...DEMO_CUSTOMERS.map((c) => c.phone), "138 0013 8000");
     const phoneAlphabet = fc.string({ unit: fc.constantFrom(..."+0123456789 ()-"), minLength: 0, maxLength: 24 });

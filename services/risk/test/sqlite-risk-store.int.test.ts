@@ -49,7 +49,8 @@ describe("the SQLite risk store file", () => {
     try {
       const store = await SqliteRiskStore.open(join(root, "data", "risk.db"), testKeys);
       expect(statSync(join(root, "data")).mode & 0o777).toBe(0o700);
-      for (const name of ["risk.db", "risk.db-wal", "risk.db-shm"]) expect(statSync(join(root, "data", name)).mode & 0o777, name).toBe(0o600);
+      for (const name of ["risk.db", "risk.db-wal", "risk.db-shm"])
+        expect(statSync(join(root, "data", name)).mode & 0o777, name).toBe(0o600);
       await store.close();
     } finally {
       rmSync(root, { recursive: true, force: true });
@@ -63,22 +64,32 @@ describe("the SQLite risk store file", () => {
       const old = new Database(file);
       old.exec(UNPEPPERED_LAYOUT);
       const insert = old.prepare("INSERT INTO customers VALUES (?, ?, ?, ?)");
-      for (const c of DEMO_CUSTOMERS) insert.run(legacyCustomerKey(c.idCard, c.phone), c.riskScore, c.reason, JSON.stringify(c.factors));
+      for (const c of DEMO_CUSTOMERS)
+        insert.run(legacyCustomerKey(c.idCard, c.phone), c.riskScore, c.reason, JSON.stringify(c.factors));
       // A customer an operator added: its raw id card and phone were never stored, so it cannot be re-keyed.
       const stranger = { idCard: "110101199001153454", phone: "+8613512345678" };
       insert.run(legacyCustomerKey(stranger.idCard, stranger.phone), 40, "Added by an operator.", "[]");
       old.close();
 
       const store = await SqliteRiskStore.open(file, testKeys);
-      expect(store.migrationsApplied).toEqual(["0001-customers", "0002-peppered-customer-keys", "0003-demo-customers", "0004-customer-ids"]);
+      expect(store.migrationsApplied).toEqual([
+        "0001-customers",
+        "0002-peppered-customer-keys",
+        "0003-demo-customers",
+        "0004-customer-ids",
+      ]);
       for (const c of DEMO_CUSTOMERS) expect((await store.find(c.idCard, c.phone))?.riskScore).toBe(c.riskScore);
       expect(await store.find(stranger.idCard, stranger.phone)).toBeUndefined();
       expect([await store.size(), await store.unkeyedCount()]).toEqual([DEMO_CUSTOMERS.length, 1]);
       await store.close();
 
       const db = new Database(file, { readonly: true });
-      expect(db.prepare<[], string>("SELECT customer_key FROM customers").pluck().all().sort()).toEqual(DEMO_CUSTOMERS.map((c) => testKeys.key(c.idCard, c.phone)).sort());
-      expect(db.prepare("SELECT customer_key, risk_score FROM customers_unkeyed").all()).toEqual([{ customer_key: legacyCustomerKey(stranger.idCard, stranger.phone), risk_score: 40 }]);
+      expect(db.prepare<[], string>("SELECT customer_key FROM customers").pluck().all().sort()).toEqual(
+        DEMO_CUSTOMERS.map((c) => testKeys.key(c.idCard, c.phone)).sort(),
+      );
+      expect(db.prepare("SELECT customer_key, risk_score FROM customers_unkeyed").all()).toEqual([
+        { customer_key: legacyCustomerKey(stranger.idCard, stranger.phone), risk_score: 40 },
+      ]);
       db.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });

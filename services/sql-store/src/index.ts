@@ -1,4 +1,10 @@
-export { type Migrated, openMigratedPostgres, openMigratedSqlite, requireCurrentPostgres, type SchemaOptions } from "./open.js";
+export {
+  type Migrated,
+  openMigratedPostgres,
+  openMigratedSqlite,
+  requireCurrentPostgres,
+  type SchemaOptions,
+} from "./open.js";
 export {
   type AppliedMigration,
   assessSchema,
@@ -58,4 +64,10 @@ export {
   type SqliteOptions,
 } from "./sqlite.js";
 export { MAX_STORE_POOL_SIZE, seedDemo, storePoolSize } from "./store-env.js";
-export { describeStoreLocation, parseStoreUrl, redactStoreUrl, type StoreLocation, StoreUrlError } from "./store-url.js";
+export {
+  describeStoreLocation,
+  parseStoreUrl,
+  redactStoreUrl,
+  type StoreLocation,
+  StoreUrlError,
+} from "./store-url.js";

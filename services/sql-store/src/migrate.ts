@@ -38,7 +38,9 @@ export type MigrationDeclaration = Compatibility & { readonly name: string };
 
 export function declarationOf(migration: MigrationDeclaration): MigrationDeclaration {
   const { name } = migration;
-  return migration.compatibility === "expand" ? { name, compatibility: "expand" } : { name, compatibility: "contract", ...(migration.after ? { after: migration.after } : {}) };
+  return migration.compatibility === "expand"
+    ? { name, compatibility: "expand" }
+    : { name, compatibility: "contract", ...(migration.after ? { after: migration.after } : {}) };
 }
 
 /** Throws when names repeat or a contract's `after` names no earlier migration of the list. */
@@ -60,7 +62,10 @@ export const MIGRATIONS_TABLE = "loopguard_schema_migrations";
 
 /** The ledger's columns for a declaration; rows recorded before declarations existed are filled in by the next run. */
 const LEDGER_DECLARATION_COLUMNS = ["compatibility", "contract_after"] as const;
-const declarationColumns = (m: MigrationDeclaration): [string, string | null] => [m.compatibility, m.compatibility === "contract" ? (m.after ?? null) : null];
+const declarationColumns = (m: MigrationDeclaration): [string, string | null] => [
+  m.compatibility,
+  m.compatibility === "contract" ? (m.after ?? null) : null,
+];
 
 interface Ledger {
   applied(): Promise<string[]>;
@@ -68,7 +73,11 @@ interface Ledger {
   forget(name: string): Promise<void>;
 }
 
-async function runPending<Db extends object>(db: Db, migrations: readonly Migration<Db>[], ledger: Ledger): Promise<string[]> {
+async function runPending<Db extends object>(
+  db: Db,
+  migrations: readonly Migration<Db>[],
+  ledger: Ledger,
+): Promise<string[]> {
   checkMigrationList(migrations);
   const umzug = new Umzug<{ db: Db }>({
     migrations: migrations.map((m) => ({ name: m.name, up: async ({ context }) => m.up(context.db) })),
@@ -93,9 +102,15 @@ const sqliteTurns = new Map<string, Promise<unknown>>();
  * Applies the store's pending migrations to a SQLite database and returns their names. The lock
  * is SQLite's write lock (BEGIN IMMEDIATE), waited for up to the connection's busy timeout.
  */
-export async function migrateSqlite(db: Database.Database, store: string, migrations: readonly SqliteMigration[]): Promise<string[]> {
+export async function migrateSqlite(
+  db: Database.Database,
+  store: string,
+  migrations: readonly SqliteMigration[],
+): Promise<string[]> {
   const file = db.memory ? db.name : resolve(db.name);
-  const turn = (sqliteTurns.get(file) ?? Promise.resolve()).catch(() => undefined).then(() => migrateSqliteLocked(db, store, migrations));
+  const turn = (sqliteTurns.get(file) ?? Promise.resolve())
+    .catch(() => undefined)
+    .then(() => migrateSqliteLocked(db, store, migrations));
   sqliteTurns.set(file, turn);
   try {
     return await turn;
@@ -104,7 +119,11 @@ export async function migrateSqlite(db: Database.Database, store: string, migrat
   }
 }
 
-async function migrateSqliteLocked(db: Database.Database, store: string, migrations: readonly SqliteMigration[]): Promise<string[]> {
+async function migrateSqliteLocked(
+  db: Database.Database,
+  store: string,
+  migrations: readonly SqliteMigration[],
+): Promise<string[]> {
   // A layout change may rebuild tables others refer to; foreign keys switch only outside a transaction.
   const foreignKeys = db.pragma("foreign_keys", { simple: true }) as number;
   db.pragma("foreign_keys = OFF");
@@ -112,18 +131,30 @@ async function migrateSqliteLocked(db: Database.Database, store: string, migrati
   try {
     db.exec(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
       store TEXT NOT NULL, name TEXT NOT NULL, applied_at INTEGER NOT NULL, PRIMARY KEY (store, name)) STRICT`);
-    const columns = new Set(db.prepare<[], string>(`SELECT name FROM pragma_table_info('${MIGRATIONS_TABLE}')`).pluck().all());
-    for (const column of LEDGER_DECLARATION_COLUMNS) if (!columns.has(column)) db.exec(`ALTER TABLE ${MIGRATIONS_TABLE} ADD COLUMN ${column} TEXT`);
+    const columns = new Set(
+      db.prepare<[], string>(`SELECT name FROM pragma_table_info('${MIGRATIONS_TABLE}')`).pluck().all(),
+    );
+    for (const column of LEDGER_DECLARATION_COLUMNS)
+      if (!columns.has(column)) db.exec(`ALTER TABLE ${MIGRATIONS_TABLE} ADD COLUMN ${column} TEXT`);
     const byName = new Map(migrations.map((m) => [m.name, m]));
     const applied = await runPending(db, migrations, {
-      applied: async () => db.prepare<[string], string>(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = ? ORDER BY applied_at, name`).pluck().all(store),
+      applied: async () =>
+        db
+          .prepare<[string], string>(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = ? ORDER BY applied_at, name`)
+          .pluck()
+          .all(store),
       record: async (name) =>
         void db
-          .prepare(`INSERT INTO ${MIGRATIONS_TABLE} (store, name, applied_at, compatibility, contract_after) VALUES (?, ?, ?, ?, ?)`)
+          .prepare(
+            `INSERT INTO ${MIGRATIONS_TABLE} (store, name, applied_at, compatibility, contract_after) VALUES (?, ?, ?, ?, ?)`,
+          )
           .run(store, name, Date.now(), ...declarationColumns(byName.get(name)!)),
-      forget: async (name) => void db.prepare(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = ? AND name = ?`).run(store, name),
+      forget: async (name) =>
+        void db.prepare(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = ? AND name = ?`).run(store, name),
     });
-    const fill = db.prepare(`UPDATE ${MIGRATIONS_TABLE} SET compatibility = ?, contract_after = ? WHERE store = ? AND name = ? AND compatibility IS NULL`);
+    const fill = db.prepare(
+      `UPDATE ${MIGRATIONS_TABLE} SET compatibility = ?, contract_after = ? WHERE store = ? AND name = ? AND compatibility IS NULL`,
+    );
     for (const m of migrations) fill.run(...declarationColumns(m), store, m.name);
     db.exec("COMMIT");
     return applied;
@@ -156,7 +187,12 @@ export interface PostgresMigrateOptions extends PostgresOptions {
  * returns their names. The lock is a transaction-scoped advisory lock, so a replica that dies
  * mid-migration releases it with its connection.
  */
-export async function migratePostgres(url: string, store: string, migrations: readonly PostgresMigration[], options: PostgresMigrateOptions = {}): Promise<string[]> {
+export async function migratePostgres(
+  url: string,
+  store: string,
+  migrations: readonly PostgresMigration[],
+  options: PostgresMigrateOptions = {},
+): Promise<string[]> {
   const timeoutMs = options.migrationTimeoutMs ?? 300_000;
   const config = postgresClientConfig(url, { ...options, statementTimeoutMs: timeoutMs, lockTimeoutMs: timeoutMs });
   const client = new pg.Client({ ...config, query_timeout: timeoutMs + 1000 });
@@ -170,13 +206,26 @@ export async function migratePostgres(url: string, store: string, migrations: re
       ALTER TABLE ${MIGRATIONS_TABLE} ${LEDGER_DECLARATION_COLUMNS.map((c) => `ADD COLUMN IF NOT EXISTS ${c} text`).join(", ")}`);
     const byName = new Map(migrations.map((m) => [m.name, m]));
     const applied = await runPending(client, migrations, {
-      applied: async () => (await client.query<{ name: string }>(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = $1 ORDER BY applied_at, name`, [store])).rows.map((r) => r.name),
+      applied: async () =>
+        (
+          await client.query<{ name: string }>(
+            `SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = $1 ORDER BY applied_at, name`,
+            [store],
+          )
+        ).rows.map((r) => r.name),
       record: async (name) =>
-        void (await client.query(`INSERT INTO ${MIGRATIONS_TABLE} (store, name, compatibility, contract_after) VALUES ($1, $2, $3, $4)`, [store, name, ...declarationColumns(byName.get(name)!)])),
-      forget: async (name) => void (await client.query(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = $1 AND name = $2`, [store, name])),
+        void (await client.query(
+          `INSERT INTO ${MIGRATIONS_TABLE} (store, name, compatibility, contract_after) VALUES ($1, $2, $3, $4)`,
+          [store, name, ...declarationColumns(byName.get(name)!)],
+        )),
+      forget: async (name) =>
+        void (await client.query(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = $1 AND name = $2`, [store, name])),
     });
     for (const m of migrations) {
-      await client.query(`UPDATE ${MIGRATIONS_TABLE} SET compatibility = $1, contract_after = $2 WHERE store = $3 AND name = $4 AND compatibility IS NULL`, [...declarationColumns(m), store, m.name]);
+      await client.query(
+        `UPDATE ${MIGRATIONS_TABLE} SET compatibility = $1, contract_after = $2 WHERE store = $3 AND name = $4 AND compatibility IS NULL`,
+        [...declarationColumns(m), store, m.name],
+      );
     }
     await client.query("COMMIT");
     return applied;

@@ -2,7 +2,13 @@
 // every store's `open` does before it prepares its statements.
 import type Database from "better-sqlite3";
 import type pg from "pg";
-import { migratePostgres, migrateSqlite, type PostgresMigrateOptions, type PostgresMigration, type SqliteMigration } from "./migrate.js";
+import {
+  migratePostgres,
+  migrateSqlite,
+  type PostgresMigrateOptions,
+  type PostgresMigration,
+  type SqliteMigration,
+} from "./migrate.js";
 import { createPostgresPool } from "./postgres.js";
 import { explainPostgresTlsError } from "./postgres-tls.js";
 import { assessSchema, postgresLedger, requireCurrent, sqliteLedger } from "./schema.js";
@@ -22,7 +28,12 @@ export interface SchemaOptions {
   readonly migrate?: boolean;
 }
 
-export async function openMigratedSqlite(file: string, store: string, migrations: readonly SqliteMigration[], options: SqliteOptions & SchemaOptions = {}): Promise<Migrated<Database.Database>> {
+export async function openMigratedSqlite(
+  file: string,
+  store: string,
+  migrations: readonly SqliteMigration[],
+  options: SqliteOptions & SchemaOptions = {},
+): Promise<Migrated<Database.Database>> {
   const db = openSqlite(file, options);
   try {
     if (options.migrate === false) {
@@ -37,11 +48,20 @@ export async function openMigratedSqlite(file: string, store: string, migrations
 }
 
 /** Checks the schema on `pool`: what a serving process does instead of migrating. */
-export async function requireCurrentPostgres(pool: pg.Pool, store: string, migrations: readonly PostgresMigration[]): Promise<void> {
+export async function requireCurrentPostgres(
+  pool: pg.Pool,
+  store: string,
+  migrations: readonly PostgresMigration[],
+): Promise<void> {
   requireCurrent(assessSchema(store, migrations, await postgresLedger(pool, store)));
 }
 
-export async function openMigratedPostgres(url: string, store: string, migrations: readonly PostgresMigration[], options: PostgresMigrateOptions & SchemaOptions = {}): Promise<Migrated<pg.Pool>> {
+export async function openMigratedPostgres(
+  url: string,
+  store: string,
+  migrations: readonly PostgresMigration[],
+  options: PostgresMigrateOptions & SchemaOptions = {},
+): Promise<Migrated<pg.Pool>> {
   // The first connection a store makes: a TLS setup that does not work fails here, said plainly.
   if (options.migrate !== false) {
     const applied = await migratePostgres(url, store, migrations, options).catch((error: unknown) => {

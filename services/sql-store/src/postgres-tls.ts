@@ -73,12 +73,21 @@ export function explainPostgresTlsError(error: unknown, url: string): unknown {
   if (!(error instanceof Error)) return error;
   const code = (error as { code?: unknown }).code;
   const { where, sslrootcert } = tlsParams(url);
-  const trusted = sslrootcert === null ? "the CAs Node.js trusts (no sslrootcert in the URL)" : `the CA in sslrootcert=${sslrootcert}`;
+  const trusted =
+    sslrootcert === null
+      ? "the CAs Node.js trusts (no sslrootcert in the URL)"
+      : `the CA in sslrootcert=${sslrootcert}`;
   if (code === "ERR_TLS_CERT_ALTNAME_INVALID") {
-    return new PostgresTlsError(`${where}: the server's certificate does not name this host (sslmode=verify-full): ${error.message}; connect by a name the certificate lists`, { cause: error });
+    return new PostgresTlsError(
+      `${where}: the server's certificate does not name this host (sslmode=verify-full): ${error.message}; connect by a name the certificate lists`,
+      { cause: error },
+    );
   }
   if (typeof code === "string" && UNTRUSTED_CERTIFICATE.has(code)) {
-    return new PostgresTlsError(`${where}: the server's certificate does not verify against ${trusted}: ${error.message} (${code})`, { cause: error });
+    return new PostgresTlsError(
+      `${where}: the server's certificate does not verify against ${trusted}: ${error.message} (${code})`,
+      { cause: error },
+    );
   }
   if (/server does not support SSL/i.test(error.message)) {
     return new PostgresTlsError(`${where}: the URL asks for TLS but the server does not offer it`, { cause: error });

@@ -63,7 +63,8 @@ export function postgresClientConfig(url: string, options: PostgresOptions = {})
     connectionTimeoutMillis: options.connectTimeoutMs ?? POSTGRES_DEFAULTS.connectTimeoutMs,
     statement_timeout: statementTimeout,
     lock_timeout: lockTimeout,
-    idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? POSTGRES_DEFAULTS.idleInTransactionTimeoutMs,
+    idle_in_transaction_session_timeout:
+      options.idleInTransactionTimeoutMs ?? POSTGRES_DEFAULTS.idleInTransactionTimeoutMs,
     query_timeout: ms("query_timeout", Math.max(statementTimeout, lockTimeout) + READ_TIMEOUT_MARGIN_MS),
     keepAlive: true,
     application_name: options.applicationName ?? "loopguard",
@@ -72,7 +73,10 @@ export function postgresClientConfig(url: string, options: PostgresOptions = {})
 }
 
 export function createPostgresPool(url: string, options: PostgresOptions = {}): pg.Pool {
-  const pool = new pg.Pool({ ...postgresClientConfig(url, options), max: options.maxConnections ?? POSTGRES_DEFAULTS.maxConnections });
+  const pool = new pg.Pool({
+    ...postgresClientConfig(url, options),
+    max: options.maxConnections ?? POSTGRES_DEFAULTS.maxConnections,
+  });
   // Without a listener an idle connection's error would crash the process.
   pool.on("error", (error) => options.onIdleError?.(error));
   return pool;
@@ -80,9 +84,20 @@ export function createPostgresPool(url: string, options: PostgresOptions = {}): 
 
 /** SQLSTATE classes and codes that mean "try again later": the request itself was fine. */
 const UNAVAILABLE_SQLSTATE = /^(08|53|57|58)|^(55P03|40001|40P01|25P03)$/;
-const UNAVAILABLE_ERRNO = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN", "EPIPE", "ECONNABORTED"]);
+const UNAVAILABLE_ERRNO = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EPIPE",
+  "ECONNABORTED",
+]);
 // node-postgres reports its own timeouts and lost connections as plain Errors with only a message.
-const UNAVAILABLE_MESSAGE = /timeout exceeded when trying to connect|Connection terminated|Query read timeout|not queryable|connection timeout|Cannot use a pool after calling end/i;
+const UNAVAILABLE_MESSAGE =
+  /timeout exceeded when trying to connect|Connection terminated|Query read timeout|not queryable|connection timeout|Cannot use a pool after calling end/i;
 
 /** Whether `error` says the database cannot be used right now (unreachable, overloaded, timed out, shutting down). */
 export function isPostgresUnavailable(error: unknown): boolean {
@@ -110,7 +125,11 @@ export interface TransactionOptions {
  * Runs `work` in one READ COMMITTED transaction on one pooled connection: COMMIT when it
  * resolves, ROLLBACK when it throws. A connection that failed is discarded, not pooled again.
  */
-export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+export async function inTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+  options: TransactionOptions = {},
+): Promise<T> {
   const attempts = options.attempts ?? 3;
   for (let attempt = 1; ; attempt += 1) {
     const client = await pool.connect();

@@ -11,7 +11,14 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { declarationOf, type MigrationDeclaration } from "./migrate.js";
 import { isPostgresUnavailable } from "./postgres.js";
-import { assessStore, migrateStore, requireCurrent, SchemaNotCurrentError, type StoreSchema, schemaProblem } from "./schema.js";
+import {
+  assessStore,
+  migrateStore,
+  requireCurrent,
+  SchemaNotCurrentError,
+  type StoreSchema,
+  schemaProblem,
+} from "./schema.js";
 import { isSqliteUnavailable } from "./sqlite.js";
 import { describeStoreLocation, type StoreLocation } from "./store-url.js";
 
@@ -26,7 +33,11 @@ export interface MigrationListing {
 }
 
 export function listingOf(schema: StoreSchema): MigrationListing {
-  return { store: schema.store, sqlite: schema.sqlite.map(declarationOf), postgres: schema.postgres.map(declarationOf) };
+  return {
+    store: schema.store,
+    sqlite: schema.sqlite.map(declarationOf),
+    postgres: schema.postgres.map(declarationOf),
+  };
 }
 
 /** The schema command `argv` (process.argv.slice(2)) names, or undefined to serve. */
@@ -35,7 +46,11 @@ export function schemaCommandOf(argv: readonly string[]): SchemaCommand | undefi
 }
 
 /** `<PREFIX>_MIGRATE_ON_START`: true (default) for one local process; false wherever a migration step runs first (every pod). */
-export function readMigrateOnStart(env: Readonly<Record<string, string | undefined>>, prefix: string, errorType: new (message: string) => Error): boolean {
+export function readMigrateOnStart(
+  env: Readonly<Record<string, string | undefined>>,
+  prefix: string,
+  errorType: new (message: string) => Error,
+): boolean {
   const name = `${prefix}_MIGRATE_ON_START`;
   const value = env[name] ?? "true";
   if (value !== "true" && value !== "false") throw new errorType(`${name} must be true or false, got "${value}"`);
@@ -72,11 +87,16 @@ export async function runSchemaCommand(options: SchemaCommandOptions): Promise<n
   let timeoutSeconds = DEFAULT_SCHEMA_WAIT_SECONDS;
   let store: ReturnType<SchemaCommandOptions["load"]>;
   try {
-    const { values } = parseArgs({ args: [...options.argv.slice(1)], options: { timeout: { type: "string" } }, strict: true });
+    const { values } = parseArgs({
+      args: [...options.argv.slice(1)],
+      options: { timeout: { type: "string" } },
+      strict: true,
+    });
     if (values.timeout !== undefined) {
       if (command !== "wait-for-schema") throw new Error("--timeout belongs to wait-for-schema");
       timeoutSeconds = Number(values.timeout);
-      if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1) throw new Error(`--timeout wants whole seconds, got "${values.timeout}"`);
+      if (!Number.isInteger(timeoutSeconds) || timeoutSeconds < 1)
+        throw new Error(`--timeout wants whole seconds, got "${values.timeout}"`);
     }
     store = options.load();
   } catch (error) {
@@ -125,7 +145,8 @@ export async function runSchemaCommand(options: SchemaCommandOptions): Promise<n
       await sleep(POLL_MS);
     }
   } catch (error) {
-    const message = error instanceof SchemaNotCurrentError ? error.message : `${(error as Error).name}: ${(error as Error).message}`;
+    const message =
+      error instanceof SchemaNotCurrentError ? error.message : `${(error as Error).name}: ${(error as Error).message}`;
     err(`${service}: ${command} failed at ${where}: ${message}`);
     return 1;
   }
@@ -134,6 +155,8 @@ export async function runSchemaCommand(options: SchemaCommandOptions): Promise<n
 /** Runs a schema command, then exits with its code once what it printed is written (a pipe is asynchronous). */
 export async function runSchemaCommandAndExit(options: SchemaCommandOptions): Promise<never> {
   const code = await runSchemaCommand(options);
-  await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write("", () => resolve()))));
+  await Promise.all(
+    [process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write("", () => resolve()))),
+  );
   process.exit(code);
 }

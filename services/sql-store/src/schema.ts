@@ -5,7 +5,15 @@
 // pod killed mid-migration by its startup probe would roll back and start over forever.
 import type Database from "better-sqlite3";
 import pg from "pg";
-import { type MigrationDeclaration, MIGRATIONS_TABLE, migratePostgres, migrateSqlite, type PostgresMigrateOptions, type PostgresMigration, type SqliteMigration } from "./migrate.js";
+import {
+  type MigrationDeclaration,
+  MIGRATIONS_TABLE,
+  migratePostgres,
+  migrateSqlite,
+  type PostgresMigrateOptions,
+  type PostgresMigration,
+  type SqliteMigration,
+} from "./migrate.js";
 import { postgresClientConfig } from "./postgres.js";
 import { openSqlite, type SqliteOptions } from "./sqlite.js";
 import type { StoreLocation } from "./store-url.js";
@@ -49,13 +57,19 @@ export class SchemaNotCurrentError extends Error {
  * release's expand migration is fine; its contract migration is fine only when its expand step
  * (`after`) is one this build has, since this build then already runs without what it removed.
  */
-export function assessSchema(store: string, migrations: readonly MigrationDeclaration[], applied: readonly AppliedMigration[]): SchemaAssessment {
+export function assessSchema(
+  store: string,
+  migrations: readonly MigrationDeclaration[],
+  applied: readonly AppliedMigration[],
+): SchemaAssessment {
   const done = new Set(applied.map((m) => m.name));
   const known = new Set(migrations.map((m) => m.name));
   return {
     store,
     pending: migrations.filter((m) => !done.has(m.name)).map((m) => m.name),
-    incompatible: applied.filter((m) => !known.has(m.name) && m.compatibility === "contract" && !(m.after !== null && known.has(m.after))),
+    incompatible: applied.filter(
+      (m) => !known.has(m.name) && m.compatibility === "contract" && !(m.after !== null && known.has(m.after)),
+    ),
   };
 }
 
@@ -93,10 +107,19 @@ const rowOf = (r: LedgerRow): AppliedMigration => ({
 });
 
 export function sqliteLedger(db: Database.Database, store: string): AppliedMigration[] {
-  const columns = new Set(db.prepare<[], string>(`SELECT name FROM pragma_table_info('${MIGRATIONS_TABLE}')`).pluck().all());
+  const columns = new Set(
+    db.prepare<[], string>(`SELECT name FROM pragma_table_info('${MIGRATIONS_TABLE}')`).pluck().all(),
+  );
   if (columns.size === 0) return [];
-  const declared = columns.has("compatibility") ? "compatibility, contract_after" : "NULL AS compatibility, NULL AS contract_after";
-  return db.prepare<[string], LedgerRow>(`SELECT name, ${declared} FROM ${MIGRATIONS_TABLE} WHERE store = ? ORDER BY applied_at, name`).all(store).map(rowOf);
+  const declared = columns.has("compatibility")
+    ? "compatibility, contract_after"
+    : "NULL AS compatibility, NULL AS contract_after";
+  return db
+    .prepare<[string], LedgerRow>(
+      `SELECT name, ${declared} FROM ${MIGRATIONS_TABLE} WHERE store = ? ORDER BY applied_at, name`,
+    )
+    .all(store)
+    .map(rowOf);
 }
 
 export async function postgresLedger(client: pg.ClientBase | pg.Pool, store: string): Promise<AppliedMigration[]> {
@@ -106,12 +129,23 @@ export async function postgresLedger(client: pg.ClientBase | pg.Pool, store: str
   );
   const columns = new Set(rows[0]?.columns ?? []);
   if (columns.size === 0) return [];
-  const declared = columns.has("compatibility") ? "compatibility, contract_after" : "NULL AS compatibility, NULL AS contract_after";
-  return (await client.query<LedgerRow>(`SELECT name, ${declared} FROM ${MIGRATIONS_TABLE} WHERE store = $1 ORDER BY applied_at, name`, [store])).rows.map(rowOf);
+  const declared = columns.has("compatibility")
+    ? "compatibility, contract_after"
+    : "NULL AS compatibility, NULL AS contract_after";
+  return (
+    await client.query<LedgerRow>(
+      `SELECT name, ${declared} FROM ${MIGRATIONS_TABLE} WHERE store = $1 ORDER BY applied_at, name`,
+      [store],
+    )
+  ).rows.map(rowOf);
 }
 
 /** Applies the store's pending migrations where `location` points and returns their names. */
-export async function migrateStore(location: StoreLocation, schema: StoreSchema, options: SqliteOptions & PostgresMigrateOptions = {}): Promise<string[]> {
+export async function migrateStore(
+  location: StoreLocation,
+  schema: StoreSchema,
+  options: SqliteOptions & PostgresMigrateOptions = {},
+): Promise<string[]> {
   if (location.kind === "postgres") return migratePostgres(location.url, schema.store, schema.postgres, options);
   const db = openSqlite(location.file, options);
   try {
@@ -122,7 +156,11 @@ export async function migrateStore(location: StoreLocation, schema: StoreSchema,
 }
 
 /** What the database where `location` points holds, against what this build needs; reads only. */
-export async function assessStore(location: StoreLocation, schema: StoreSchema, options: PostgresMigrateOptions = {}): Promise<SchemaAssessment> {
+export async function assessStore(
+  location: StoreLocation,
+  schema: StoreSchema,
+  options: PostgresMigrateOptions = {},
+): Promise<SchemaAssessment> {
   if (location.kind === "sqlite") {
     const db = openSqlite(location.file);
     try {
@@ -131,7 +169,9 @@ export async function assessStore(location: StoreLocation, schema: StoreSchema, 
       db.close();
     }
   }
-  const client = new pg.Client(postgresClientConfig(location.url, { applicationName: `loopguard-${schema.store}-schema`, ...options }));
+  const client = new pg.Client(
+    postgresClientConfig(location.url, { applicationName: `loopguard-${schema.store}-schema`, ...options }),
+  );
   await client.connect();
   try {
     return assessSchema(schema.store, schema.postgres, await postgresLedger(client, schema.store));

@@ -41,7 +41,11 @@ describe("openSqlite", () => {
 
   it("applies the synchronous mode, busy timeout and foreign keys asked for", () => {
     const db = openSqlite(join(root, "store.db"), { synchronous: "FULL", busyTimeoutMs: 1234, foreignKeys: true });
-    expect([db.pragma("synchronous", { simple: true }), db.pragma("busy_timeout", { simple: true }), db.pragma("foreign_keys", { simple: true })]).toEqual([2, 1234, 1]);
+    expect([
+      db.pragma("synchronous", { simple: true }),
+      db.pragma("busy_timeout", { simple: true }),
+      db.pragma("foreign_keys", { simple: true }),
+    ]).toEqual([2, 1234, 1]);
     db.close();
   });
 });

@@ -6,7 +6,9 @@ describe("store settings from the environment", () => {
     expect(storePoolSize({}, "BILLING")).toBeUndefined();
     expect(storePoolSize({ BILLING_STORE_POOL_SIZE: "3" }, "BILLING")).toBe(3);
     for (const bad of ["0", "2.5", "many", "101"]) {
-      expect(() => storePoolSize({ BILLING_STORE_POOL_SIZE: bad }, "BILLING")).toThrow(`BILLING_STORE_POOL_SIZE must be an integer in 1..100, got "${bad}"`);
+      expect(() => storePoolSize({ BILLING_STORE_POOL_SIZE: bad }, "BILLING")).toThrow(
+        `BILLING_STORE_POOL_SIZE must be an integer in 1..100, got "${bad}"`,
+      );
     }
   });
 
@@ -14,6 +16,8 @@ describe("store settings from the environment", () => {
     expect(seedDemo({}, "RISK")).toBe(true);
     expect(seedDemo({ RISK_SEED_DEMO: "true" }, "RISK")).toBe(true);
     expect(seedDemo({ RISK_SEED_DEMO: "false" }, "RISK")).toBe(false);
-    expect(() => seedDemo({ RISK_SEED_DEMO: "no" }, "RISK")).toThrow('RISK_SEED_DEMO must be "true" or "false", got "no"');
+    expect(() => seedDemo({ RISK_SEED_DEMO: "no" }, "RISK")).toThrow(
+      'RISK_SEED_DEMO must be "true" or "false", got "no"',
+    );
   });
 });

@@ -11,12 +11,17 @@ type Env = Readonly<Record<string, string | undefined>>;
 export const MAX_STORE_POOL_SIZE = 100;
 
 /** `<prefix>_STORE_POOL_SIZE` as a number, or undefined when unset. */
-export function storePoolSize(env: Env, prefix: string, errorType: new (message: string) => Error = Error): number | undefined {
+export function storePoolSize(
+  env: Env,
+  prefix: string,
+  errorType: new (message: string) => Error = Error,
+): number | undefined {
   const name = `${prefix}_STORE_POOL_SIZE`;
   const raw = env[name];
   if (raw === undefined || raw === "") return undefined;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1 || value > MAX_STORE_POOL_SIZE) throw new errorType(`${name} must be an integer in 1..${MAX_STORE_POOL_SIZE}, got "${raw}"`);
+  if (!Number.isInteger(value) || value < 1 || value > MAX_STORE_POOL_SIZE)
+    throw new errorType(`${name} must be an integer in 1..${MAX_STORE_POOL_SIZE}, got "${raw}"`);
   return value;
 }
 

@@ -11,12 +11,13 @@ describe("parseStoreUrl", () => {
     expect(parseStoreUrl(url, "BILLING_STORE")).toEqual({ kind: "sqlite", file });
   });
 
-  it.each(["postgres://billing@db.example:5432/billing", "postgresql://billing:pw@db/billing?statement_timeout=2000", "postgres:///billing?host=/run/postgresql"])(
-    "takes %s as a PostgreSQL URL, unchanged",
-    (url) => {
-      expect(parseStoreUrl(url, "BILLING_STORE")).toEqual({ kind: "postgres", url });
-    },
-  );
+  it.each([
+    "postgres://billing@db.example:5432/billing",
+    "postgresql://billing:pw@db/billing?statement_timeout=2000",
+    "postgres:///billing?host=/run/postgresql",
+  ])("takes %s as a PostgreSQL URL, unchanged", (url) => {
+    expect(parseStoreUrl(url, "BILLING_STORE")).toEqual({ kind: "postgres", url });
+  });
 
   it.each([
     ["sqlite:", /^RISK_STORE names no SQLite file/],
@@ -45,6 +46,8 @@ describe("parseStoreUrl", () => {
 describe("describeStoreLocation", () => {
   it("shows the file, or the URL without its credentials", () => {
     expect(describeStoreLocation({ kind: "sqlite", file: "/d/b.db" })).toBe("sqlite:/d/b.db");
-    expect(describeStoreLocation({ kind: "postgres", url: "postgres://u:hunter2@db:5432/b" })).toBe("postgres://***@db:5432/b");
+    expect(describeStoreLocation({ kind: "postgres", url: "postgres://u:hunter2@db:5432/b" })).toBe(
+      "postgres://***@db:5432/b",
+    );
   });
 });

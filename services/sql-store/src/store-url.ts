@@ -3,7 +3,9 @@
 // (several replicas). Errors name the variable and never echo a password.
 import { postgresTlsProblem } from "./postgres-tls.js";
 
-export type StoreLocation = { readonly kind: "sqlite"; readonly file: string } | { readonly kind: "postgres"; readonly url: string };
+export type StoreLocation =
+  | { readonly kind: "sqlite"; readonly file: string }
+  | { readonly kind: "postgres"; readonly url: string };
 
 /** A store URL that cannot be used; the message names the variable it came from. */
 export class StoreUrlError extends Error {
@@ -24,11 +26,18 @@ export function describeStoreLocation(location: StoreLocation): string {
  * Where `url` (the value of the environment variable `variable`) points. A bad URL throws
  * `errorType` (StoreUrlError unless a service passes its own configuration error).
  */
-export function parseStoreUrl(url: string, variable: string, errorType: new (message: string) => Error = StoreUrlError): StoreLocation {
+export function parseStoreUrl(
+  url: string,
+  variable: string,
+  errorType: new (message: string) => Error = StoreUrlError,
+): StoreLocation {
   if (url.startsWith("sqlite:")) {
     // `sqlite:///abs/path.db` is accepted as the URL spelling of `sqlite:/abs/path.db`.
     const file = url.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
-    if (file === "") throw new errorType(`${variable} names no SQLite file (want sqlite:/path/to/file.db or sqlite::memory:), got "${url}"`);
+    if (file === "")
+      throw new errorType(
+        `${variable} names no SQLite file (want sqlite:/path/to/file.db or sqlite::memory:), got "${url}"`,
+      );
     return { kind: "sqlite", file };
   }
   if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
@@ -45,5 +54,7 @@ export function parseStoreUrl(url: string, variable: string, errorType: new (mes
     if (tlsProblem !== null) throw new errorType(`${variable}: ${tlsProblem}`);
     return { kind: "postgres", url };
   }
-  throw new errorType(`${variable} must be sqlite:<file> or postgres://user@host:port/database, got "${redactStoreUrl(url)}"`);
+  throw new errorType(
+    `${variable} must be sqlite:<file> or postgres://user@host:port/database, got "${redactStoreUrl(url)}"`,
+  );
 }

@@ -5,7 +5,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MIGRATIONS_TABLE, migratePostgres, migrateSqlite, type PostgresMigration, type SqliteMigration } from "../src/migrate.js";
+import {
+  MIGRATIONS_TABLE,
+  migratePostgres,
+  migrateSqlite,
+  type PostgresMigration,
+  type SqliteMigration,
+} from "../src/migrate.js";
 import { openMigratedSqlite } from "../src/open.js";
 import { createPostgresPool, inTransaction, isPostgresUnavailable } from "../src/postgres.js";
 import { startTcpProxy, testPostgres } from "../testing/index.js";
@@ -44,7 +50,11 @@ describe("migrateSqlite", () => {
     expect(await migrateSqlite(db, "things", sqliteMigrations(log))).toEqual(["0002-thing-colour"]);
     expect(await migrateSqlite(db, "things", sqliteMigrations(log))).toEqual([]);
     expect(log).toEqual(["0001", "0002"]);
-    expect(await migrateSqlite(db, "other", [{ name: "0001-things", compatibility: "expand", up: (d) => void d.exec("CREATE TABLE others (x)") }])).toEqual(["0001-things"]);
+    expect(
+      await migrateSqlite(db, "other", [
+        { name: "0001-things", compatibility: "expand", up: (d) => void d.exec("CREATE TABLE others (x)") },
+      ]),
+    ).toEqual(["0001-things"]);
     expect(db.prepare(`SELECT store, name FROM ${MIGRATIONS_TABLE} ORDER BY store, name`).all()).toEqual([
       { store: "other", name: "0001-things" },
       { store: "things", name: "0001-things" },
@@ -74,7 +84,9 @@ describe("migrateSqlite", () => {
   it("migrates once when one process opens the same file several times at once", async () => {
     const file = join(dir, "racing.db");
     const log: string[] = [];
-    const opened = await Promise.all(Array.from({ length: 4 }, () => openMigratedSqlite(file, "things", sqliteMigrations(log))));
+    const opened = await Promise.all(
+      Array.from({ length: 4 }, () => openMigratedSqlite(file, "things", sqliteMigrations(log))),
+    );
     expect(opened.map((o) => o.applied.length).sort()).toEqual([0, 0, 0, 2]);
     expect(log).toEqual(["0001", "0002"]);
     for (const o of opened) o.db.close();
@@ -110,7 +122,9 @@ describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
   it("migrates once when six replicas start on a new database at the same moment", async () => {
     const url = await fresh();
     const log: string[] = [];
-    const applied = await Promise.all(Array.from({ length: 6 }, () => migratePostgres(url, "things", pgMigrations(log))));
+    const applied = await Promise.all(
+      Array.from({ length: 6 }, () => migratePostgres(url, "things", pgMigrations(log))),
+    );
     expect(applied.map((a) => a.length).sort()).toEqual([0, 0, 0, 0, 0, 2]);
     expect(log).toEqual(["0001", "0002"]);
     const pool = createPostgresPool(url);
@@ -123,7 +137,14 @@ describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
 
   it("leaves the database as it was when a migration fails", async () => {
     const url = await fresh();
-    const failing: PostgresMigration[] = [pgMigrations()[0]!, { name: "0002-broken", compatibility: "expand", up: async (db) => void (await db.query("SELECT no_such_column FROM things")) }];
+    const failing: PostgresMigration[] = [
+      pgMigrations()[0]!,
+      {
+        name: "0002-broken",
+        compatibility: "expand",
+        up: async (db) => void (await db.query("SELECT no_such_column FROM things")),
+      },
+    ];
     await expect(migratePostgres(url, "things", failing)).rejects.toThrow(/no_such_column/);
     const pool = createPostgresPool(url);
     expect((await pool.query("SELECT to_regclass('things') AS t")).rows).toEqual([{ t: null }]);

@@ -10,7 +10,13 @@ import { PostgresTlsError } from "../src/postgres-tls.js";
 import { parseStoreUrl } from "../src/store-url.js";
 import { makeTestCa, type PostgresServer, postgresSkipReason, startPostgres, type TestCa } from "../testing/index.js";
 
-const MIGRATIONS: PostgresMigration[] = [{ name: "0001-things", compatibility: "expand", up: async (c) => void (await c.query("CREATE TABLE things (id int)")) }];
+const MIGRATIONS: PostgresMigration[] = [
+  {
+    name: "0001-things",
+    compatibility: "expand",
+    up: async (c) => void (await c.query("CREATE TABLE things (id int)")),
+  },
+];
 const skip = postgresSkipReason();
 
 describe.skipIf(skip !== null)("PostgreSQL over TLS (verify-full)", () => {
@@ -19,7 +25,8 @@ describe.skipIf(skip !== null)("PostgreSQL over TLS (verify-full)", () => {
   let server: PostgresServer;
   let database: string;
   // The certificate names localhost only: 127.0.0.1 reaches the same server under a name it lacks.
-  const url = (host: string, params: string): string => `postgres://postgres:hunter2@${host}:${server.port}/${database}?${params}`;
+  const url = (host: string, params: string): string =>
+    `postgres://postgres:hunter2@${host}:${server.port}/${database}?${params}`;
   const verifyFull = (caFile: string): string => `sslmode=verify-full&sslrootcert=${encodeURIComponent(caFile)}`;
 
   beforeAll(async () => {
@@ -62,7 +69,9 @@ describe.skipIf(skip !== null)("PostgreSQL over TLS (verify-full)", () => {
   it("refuses a server whose certificate another CA signed, saying so", async () => {
     const error = await openError(url("localhost", verifyFull(otherCa.caFile)));
     expect(error).toBeInstanceOf(PostgresTlsError);
-    expect(error.message).toMatch(/^PostgreSQL at localhost:\d+: the server's certificate does not verify against the CA in sslrootcert=.*ca\.crt/);
+    expect(error.message).toMatch(
+      /^PostgreSQL at localhost:\d+: the server's certificate does not verify against the CA in sslrootcert=.*ca\.crt/,
+    );
   });
 
   it("refuses a host name the certificate does not list, saying so", async () => {
@@ -74,14 +83,18 @@ describe.skipIf(skip !== null)("PostgreSQL over TLS (verify-full)", () => {
   it("names a CA file that is not there, at configuration and at open", async () => {
     const missing = join(ca.caFile, "..", "no-such-ca.crt");
     const storeUrl = url("localhost", verifyFull(missing));
-    expect(() => parseStoreUrl(storeUrl, "RISK_STORE")).toThrow(/^RISK_STORE: PostgreSQL at localhost:\d+: cannot read the CA file sslrootcert=.*no-such-ca\.crt \(ENOENT\)/);
+    expect(() => parseStoreUrl(storeUrl, "RISK_STORE")).toThrow(
+      /^RISK_STORE: PostgreSQL at localhost:\d+: cannot read the CA file sslrootcert=.*no-such-ca\.crt \(ENOENT\)/,
+    );
     const error = await openError(storeUrl);
     expect(error).toBeInstanceOf(PostgresTlsError);
     expect(error.message).toContain("no-such-ca.crt (ENOENT)");
   });
 
   it("refuses sslmode=require, whose meaning differs between node-postgres and libpq", () => {
-    expect(() => parseStoreUrl(url("localhost", "sslmode=require"), "ORCHESTRATOR_STORE")).toThrow(/sslmode=require is not supported.*use sslmode=verify-full&sslrootcert=/);
+    expect(() => parseStoreUrl(url("localhost", "sslmode=require"), "ORCHESTRATOR_STORE")).toThrow(
+      /sslmode=require is not supported.*use sslmode=verify-full&sslrootcert=/,
+    );
   });
 
   it("is served over TLS only: a client without TLS is refused", async () => {

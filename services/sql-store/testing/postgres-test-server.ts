@@ -91,7 +91,9 @@ export interface StartPostgresOptions {
 function pgRunner(): (bin: string, args: string[]) => string {
   const owner = process.getuid?.() === 0 ? postgresUid() : null;
   return (bin, args) => {
-    const [cmd, argv] = owner ? ["runuser", ["-u", "postgres", "--", join(PG_BIN, bin), ...args]] : [join(PG_BIN, bin), args];
+    const [cmd, argv] = owner
+      ? ["runuser", ["-u", "postgres", "--", join(PG_BIN, bin), ...args]]
+      : [join(PG_BIN, bin), args];
     return execFileSync(cmd, argv, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
   };
 }
@@ -99,7 +101,8 @@ function pgRunner(): (bin: string, args: string[]) => string {
 /** Stops the server started with `dir` and removes its files; nothing happens when none runs there. */
 export function stopPostgresIn(dir: string): void {
   try {
-    if (existsSync(join(dir, "data", "postmaster.pid"))) pgRunner()("pg_ctl", ["-D", join(dir, "data"), "-m", "fast", "-w", "stop"]);
+    if (existsSync(join(dir, "data", "postmaster.pid")))
+      pgRunner()("pg_ctl", ["-D", join(dir, "data"), "-m", "fast", "-w", "stop"]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -142,7 +145,11 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
   };
   try {
     run("initdb", ["-D", dataDir, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
-    if (options.tls) writeFileSync(join(dataDir, "pg_hba.conf"), "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n");
+    if (options.tls)
+      writeFileSync(
+        join(dataDir, "pg_hba.conf"),
+        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n",
+      );
     startServer();
   } catch (err) {
     await stop();
@@ -153,7 +160,9 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     port,
     url,
     async createDatabase(name: string): Promise<string> {
-      const admin = options.tls ? `postgres://postgres@/postgres?host=${encodeURIComponent(sockDir)}&port=${port}` : url("postgres");
+      const admin = options.tls
+        ? `postgres://postgres@/postgres?host=${encodeURIComponent(sockDir)}&port=${port}`
+        : url("postgres");
       const client = new pg.Client({ connectionString: admin });
       await client.connect();
       try {

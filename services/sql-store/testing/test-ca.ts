@@ -31,8 +31,30 @@ export function makeTestCa(name = "loopguard test CA"): TestCa {
       const base = `server${++issued}`;
       const san = names.map((n) => (isIP(n) ? `IP:${n}` : `DNS:${n}`)).join(",");
       writeFileSync(join(dir, `${base}.ext`), `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
-      openssl(["req", "-new", ...ec, "-keyout", `${base}.key`, "-out", `${base}.csr`, "-subj", `/CN=${names[0] ?? "server"}`], dir);
-      openssl(["x509", "-req", "-in", `${base}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", `${base}.ext`, "-out", `${base}.crt`], dir);
+      openssl(
+        ["req", "-new", ...ec, "-keyout", `${base}.key`, "-out", `${base}.csr`, "-subj", `/CN=${names[0] ?? "server"}`],
+        dir,
+      );
+      openssl(
+        [
+          "x509",
+          "-req",
+          "-in",
+          `${base}.csr`,
+          "-CA",
+          "ca.crt",
+          "-CAkey",
+          "ca.key",
+          "-CAcreateserial",
+          "-days",
+          "2",
+          "-extfile",
+          `${base}.ext`,
+          "-out",
+          `${base}.crt`,
+        ],
+        dir,
+      );
       return { certFile: join(dir, `${base}.crt`), keyFile: join(dir, `${base}.key`) };
     },
     remove: () => rmSync(dir, { recursive: true, force: true }),

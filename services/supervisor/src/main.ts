@@ -52,7 +52,10 @@ try {
   await supervisor.stop();
   process.exit(1);
 }
-const rows = specs.map((s) => `  ${s.name.padEnd(13)} grpc 127.0.0.1:${s.port}   http://127.0.0.1:${s.metricsPort}/metrics   log ${join(logDir, `${s.name}.log`)}`);
+const rows = specs.map(
+  (s) =>
+    `  ${s.name.padEnd(13)} grpc 127.0.0.1:${s.port}   http://127.0.0.1:${s.metricsPort}/metrics   log ${join(logDir, `${s.name}.log`)}`,
+);
 process.stdout.write(["", `loopguard is up (data in ${dataDir}):`, ...rows, ""].join("\n"));
 
 /** The main job, shown once: a refund session run through the CLI, with live progress. */
@@ -61,10 +64,23 @@ function runDemo(): Promise<number> {
   const task = join(root, "examples", "refund-task.json");
   process.stdout.write("\nDemo: a refund session (kb-search → billing.GetOrder → risk.QueryRisk → billing.Refund):\n");
   // Run by the local requester: the person who asks for refunds (approvals are another person's, --as approver).
-  const child = spawn(process.execPath, [cli, "run", "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged", "--task-file", task, "--wait", "--as", "requester"], {
-    env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir },
-    stdio: ["ignore", "inherit", "inherit"],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      cli,
+      "run",
+      "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged",
+      "--task-file",
+      task,
+      "--wait",
+      "--as",
+      "requester",
+    ],
+    {
+      env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir },
+      stdio: ["ignore", "inherit", "inherit"],
+    },
+  );
   return new Promise((resolveExit) => child.once("exit", (code) => resolveExit(code ?? 1)));
 }
 

@@ -50,9 +50,21 @@ export class Supervisor {
    * `readyTimeoutMs`, fails the start instead of being restarted forever.
    */
   async start(specs: readonly ServiceSpec[]): Promise<void> {
-    const ready = specs.map((spec) => new Promise<void>((resolve, reject) => this.#ready.set(spec.name, { resolve, reject })));
+    const ready = specs.map(
+      (spec) => new Promise<void>((resolve, reject) => this.#ready.set(spec.name, { resolve, reject })),
+    );
     for (const spec of specs) {
-      const entry: Running = { spec, served: false, lastLine: "", child: undefined, probe: undefined, restarts: 0, backoffMs: this.options.initialBackoffMs ?? 250, startedAt: 0, timer: undefined };
+      const entry: Running = {
+        spec,
+        served: false,
+        lastLine: "",
+        child: undefined,
+        probe: undefined,
+        restarts: 0,
+        backoffMs: this.options.initialBackoffMs ?? 250,
+        startedAt: 0,
+        timer: undefined,
+      };
       this.#running.set(spec.name, entry);
       this.#launch(entry);
     }
@@ -92,7 +104,11 @@ export class Supervisor {
       entry.probe?.abort();
       if (this.#stopping) return;
       if (!entry.served) {
-        this.#ready.get(spec.name)?.reject(new Error(`${spec.name} exited (${code ?? signal}) before serving: ${entry.lastLine.slice(0, 300)}`));
+        this.#ready
+          .get(spec.name)
+          ?.reject(
+            new Error(`${spec.name} exited (${code ?? signal}) before serving: ${entry.lastLine.slice(0, 300)}`),
+          );
         return;
       }
       if (Date.now() - entry.startedAt > (this.options.stableAfterMs ?? 10_000)) {
@@ -118,7 +134,15 @@ export class Supervisor {
     const probe = new AbortController();
     entry.probe = probe;
     const timeoutMs = this.options.readyTimeoutMs ?? 60_000;
-    const timer = setTimeout(() => probe.abort(new Error(`${spec.name} was not SERVING on 127.0.0.1:${spec.port} within ${timeoutMs} ms: ${entry.lastLine.slice(0, 300)}`)), timeoutMs);
+    const timer = setTimeout(
+      () =>
+        probe.abort(
+          new Error(
+            `${spec.name} was not SERVING on 127.0.0.1:${spec.port} within ${timeoutMs} ms: ${entry.lastLine.slice(0, 300)}`,
+          ),
+        ),
+      timeoutMs,
+    );
     waitUntilServing(`127.0.0.1:${spec.port}`, probe.signal)
       .then(
         () => {
@@ -144,7 +168,11 @@ export class Supervisor {
       const child = entry.child;
       if (!child || child.exitCode !== null || child.signalCode !== null) continue;
       const kill = setTimeout(() => {
-        this.options.log.warn("service ignored SIGTERM; killing it", { service: entry.spec.name, pid: child.pid, grace_ms: graceMs });
+        this.options.log.warn("service ignored SIGTERM; killing it", {
+          service: entry.spec.name,
+          pid: child.pid,
+          grace_ms: graceMs,
+        });
         child.kill("SIGKILL");
       }, graceMs);
       exits.push(

@@ -68,7 +68,9 @@ describe("Supervisor", () => {
     const envOf = (name: string) => suiteEnvironment(dataDir).envFor!(specs.find((s) => s.name === name)!);
     const pepperFile = join(dataDir, "secrets", "loopguard-risk-pepper", "pepper");
     expect(envOf("risk")).toEqual({ RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile });
-    const modes = [dataDir, join(dataDir, "secrets"), dirname(pepperFile), pepperFile].map((path) => statSync(path).mode & 0o777);
+    const modes = [dataDir, join(dataDir, "secrets"), dirname(pepperFile), pepperFile].map(
+      (path) => statSync(path).mode & 0o777,
+    );
     expect(modes).toEqual([0o700, 0o700, 0o700, 0o600]);
     const pepper = readFileSync(pepperFile, "utf8");
     expect(pepper).toMatch(/^[0-9a-f]{64}$/);
@@ -96,7 +98,11 @@ describe("Supervisor", () => {
     }
     expect(status).toBe("SERVING");
     expect(supervisor.pids().risk).not.toBe(first);
-    expect(warnings.find((w) => w.msg === "service exited; restarting")).toMatchObject({ service: "risk", signal: "SIGKILL", restart_in_ms: 100 });
+    expect(warnings.find((w) => w.msg === "service exited; restarting")).toMatchObject({
+      service: "risk",
+      signal: "SIGKILL",
+      restart_in_ms: 100,
+    });
   });
 
   it("fails the start, naming the service, when it exits before serving (port taken)", async () => {
@@ -111,9 +117,15 @@ describe("Supervisor", () => {
   });
 
   it('is ready only when the service answers grpc.health.v1 SERVING, not when it logs "serving"', async () => {
-    const spec = { ...(await risk()), name: "log-only", entry: join(dirname(fileURLToPath(import.meta.url)), "fixtures", "log-only.mjs") };
+    const spec = {
+      ...(await risk()),
+      name: "log-only",
+      entry: join(dirname(fileURLToPath(import.meta.url)), "fixtures", "log-only.mjs"),
+    };
     const { supervisor } = supervise(undefined, { readyTimeoutMs: 1500 });
-    await expect(supervisor.start([spec])).rejects.toThrow(`log-only was not SERVING on 127.0.0.1:${spec.port} within 1500 ms`);
+    await expect(supervisor.start([spec])).rejects.toThrow(
+      `log-only was not SERVING on 127.0.0.1:${spec.port} within 1500 ms`,
+    );
   });
 
   it("kills a service that ignores SIGTERM once the grace period is over", async () => {
@@ -127,7 +139,11 @@ describe("Supervisor", () => {
     await supervisor.stop();
     expect(Date.now() - started).toBeGreaterThanOrEqual(500);
     expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
-    expect(warnings.find((w) => w.msg === "service ignored SIGTERM; killing it")).toMatchObject({ service: "risk", pid, grace_ms: 500 });
+    expect(warnings.find((w) => w.msg === "service ignored SIGTERM; killing it")).toMatchObject({
+      service: "risk",
+      pid,
+      grace_ms: 500,
+    });
   });
 
   it("stops a service that drains on SIGTERM without killing it", async () => {
@@ -139,7 +155,9 @@ describe("Supervisor", () => {
   });
 
   it("gives the orchestrator its private key and no tool any: not in its environment, not in a file its configuration names", async () => {
-    const specs = await Promise.all(discoverServices(servicesDir).map(async (s) => ({ ...s, port: await freePort(), metricsPort: await freePort() })));
+    const specs = await Promise.all(
+      discoverServices(servicesDir).map(async (s) => ({ ...s, port: await freePort(), metricsPort: await freePort() })),
+    );
     const { supervisor } = supervise(suiteEnvironment);
     await supervisor.start(specs);
     const privateMaterial = /"d"\s*:/;
@@ -154,7 +172,9 @@ describe("Supervisor", () => {
       const namedFiles = Object.entries(environ)
         .filter(([k, v]) => k.endsWith("_FILE") && existsSync(v))
         .map(([, v]) => v);
-      const holdsKey = [...Object.values(environ), ...namedFiles.map((f) => readFileSync(f, "utf8"))].some((text) => privateMaterial.test(text));
+      const holdsKey = [...Object.values(environ), ...namedFiles.map((f) => readFileSync(f, "utf8"))].some((text) =>
+        privateMaterial.test(text),
+      );
       expect(environ.LOOPGUARD_JWKS_FILE, spec.name).toBeDefined();
       if (spec.kind === "orchestrator") {
         expect(holdsKey, "the orchestrator signs tool tokens").toBe(true);

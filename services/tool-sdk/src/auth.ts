@@ -4,7 +4,14 @@
 // verifies with public keys only (a JWKS whose keys are bound to who may use them, see
 // key-bindings.ts), so a compromised tool cannot mint anything. Each token names its audience —
 // the one service that may accept it — so a token captured at one service is useless at another.
-import { createHash, createPrivateKey, generateKeyPairSync, type JsonWebKey as NodeJwk, type KeyObject, randomUUID } from "node:crypto";
+import {
+  createHash,
+  createPrivateKey,
+  generateKeyPairSync,
+  type JsonWebKey as NodeJwk,
+  type KeyObject,
+  randomUUID,
+} from "node:crypto";
 import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf";
 import canonicalize from "canonicalize";
 import { type JWK, SignJWT } from "jose";
@@ -67,7 +74,8 @@ export function signingKeyFromJwk(value: unknown): SigningKey {
   if (!jwk || typeof jwk !== "object" || !isEd25519(jwk) || typeof jwk.d !== "string") {
     throw new KeyError("the signing key must be a private Ed25519 JWK (kty OKP, crv Ed25519, with x and d)");
   }
-  if (typeof jwk.kid !== "string" || jwk.kid === "") throw new KeyError("the signing key must have a kid (its public key is found by it)");
+  if (typeof jwk.kid !== "string" || jwk.kid === "")
+    throw new KeyError("the signing key must have a kid (its public key is found by it)");
   try {
     return { kid: jwk.kid, key: createPrivateKey({ key: jwk as NodeJwk, format: "jwk" }) };
   } catch (cause) {
@@ -86,7 +94,8 @@ export function newKeyPair(kid: string): { readonly privateJwk: JWK; readonly pu
 }
 
 export async function mintToken(key: SigningKey, options: MintOptions): Promise<string> {
-  const expiresAt = options.expiresAt !== undefined ? Math.ceil(options.expiresAt / 1000) : `${options.ttlSeconds ?? 300}s`;
+  const expiresAt =
+    options.expiresAt !== undefined ? Math.ceil(options.expiresAt / 1000) : `${options.ttlSeconds ?? 300}s`;
   return new SignJWT({
     scope: options.scopes.join(" "),
     ...(options.requestDigest ? { req: options.requestDigest } : {}),

@@ -1,7 +1,14 @@
 // The protobuf-es ↔ grpc-js bridge: protobuf-es v2 emits no grpc-js service definitions, so a
 // GenService is mapped to a grpc-js ServiceDefinition here, with toBinary/fromBinary as the
 // (de)serializers. Tools are unary; the orchestrator also streams (server streaming).
-import { type DescMessage, type DescMethod, type DescService, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
+import {
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+  fromBinary,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 import { methodPath } from "./contract.js";
 

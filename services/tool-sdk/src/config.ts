@@ -140,7 +140,9 @@ export function readPublicKeys(env: Env = process.env): BoundKeySet {
       throw new ConfigError("LOOPGUARD_JWKS is not JSON");
     }
   } else {
-    throw new ConfigError("set LOOPGUARD_JWKS_FILE to a JWKS of the public keys that sign callers' tokens; `pnpm start` makes one under .data/keys/");
+    throw new ConfigError(
+      "set LOOPGUARD_JWKS_FILE to a JWKS of the public keys that sign callers' tokens; `pnpm start` makes one under .data/keys/",
+    );
   }
   try {
     return publicKeySet(value);
@@ -152,7 +154,10 @@ export function readPublicKeys(env: Env = process.env): BoundKeySet {
 /** The private key that signs tokens, from the JWK file LOOPGUARD_SIGNING_KEY_FILE names (never inline: a key in the environment leaks into process listings and crash dumps). */
 export function readSigningKey(env: Env = process.env): SigningKey {
   const file = env.LOOPGUARD_SIGNING_KEY_FILE;
-  if (!file) throw new ConfigError("set LOOPGUARD_SIGNING_KEY_FILE to the private JWK that signs tokens; `pnpm start` makes one under .data/keys/");
+  if (!file)
+    throw new ConfigError(
+      "set LOOPGUARD_SIGNING_KEY_FILE to the private JWK that signs tokens; `pnpm start` makes one under .data/keys/",
+    );
   try {
     return signingKeyFromJwk(readJson("LOOPGUARD_SIGNING_KEY_FILE", file));
   } catch (error) {
@@ -177,9 +182,16 @@ export function dataDirOf(env: Env = process.env): string {
   return resolve(env.LOOPGUARD_DATA_DIR || ".data");
 }
 
-export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = process.env, options: LoadOptions = {}): ToolConfig {
+export function loadToolConfig(
+  tool: string,
+  defaults: ToolDefaults,
+  env: Env = process.env,
+  options: LoadOptions = {},
+): ToolConfig {
   if (!options.signs && env.LOOPGUARD_SIGNING_KEY_FILE) {
-    throw new ConfigError(`${tool} only verifies tokens and must not hold a private key: unset LOOPGUARD_SIGNING_KEY_FILE`);
+    throw new ConfigError(
+      `${tool} only verifies tokens and must not hold a private key: unset LOOPGUARD_SIGNING_KEY_FILE`,
+    );
   }
   const prefix = envPrefixOf(tool);
   const maxStreams = integer(env, `${prefix}_MAX_STREAMS`, defaults.maxStreams ?? 256, 1, 1_000_000);
@@ -191,10 +203,28 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
     metricsPort: integer(env, `${prefix}_METRICS_PORT`, defaults.metricsPort, 0, 65535),
     maxConcurrent: integer(env, `${prefix}_MAX_CONCURRENT`, defaults.maxConcurrent ?? 64, 1, 100_000),
     maxStreams,
-    maxStreamsPerCaller: integer(env, `${prefix}_MAX_STREAMS_PER_CALLER`, Math.min(maxStreams, defaults.maxStreamsPerCaller ?? 64), 1, maxStreams),
+    maxStreamsPerCaller: integer(
+      env,
+      `${prefix}_MAX_STREAMS_PER_CALLER`,
+      Math.min(maxStreams, defaults.maxStreamsPerCaller ?? 64),
+      1,
+      maxStreams,
+    ),
     shutdownGraceMs: integer(env, `${prefix}_SHUTDOWN_GRACE_MS`, 10_000, 0, 600_000),
-    maxConnectionAgeMs: integer(env, `${prefix}_MAX_CONNECTION_AGE_MS`, defaults.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS, 0, 2_000_000_000),
-    maxConnectionAgeGraceMs: integer(env, `${prefix}_MAX_CONNECTION_AGE_GRACE_MS`, defaults.maxConnectionAgeGraceMs ?? DEFAULT_MAX_CONNECTION_AGE_GRACE_MS, 0, 2_000_000_000),
+    maxConnectionAgeMs: integer(
+      env,
+      `${prefix}_MAX_CONNECTION_AGE_MS`,
+      defaults.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS,
+      0,
+      2_000_000_000,
+    ),
+    maxConnectionAgeGraceMs: integer(
+      env,
+      `${prefix}_MAX_CONNECTION_AGE_GRACE_MS`,
+      defaults.maxConnectionAgeGraceMs ?? DEFAULT_MAX_CONNECTION_AGE_GRACE_MS,
+      0,
+      2_000_000_000,
+    ),
     dataDir: dataDirOf(env),
     publicKeys: readPublicKeys(env),
     ...(env.LOOPGUARD_JWKS_FILE ? { publicKeysFile: env.LOOPGUARD_JWKS_FILE } : {}),
@@ -207,5 +237,9 @@ export function loadToolConfig(tool: string, defaults: ToolDefaults, env: Env = 
 /** The config as it may be logged: public keys by id only. */
 export function describeConfig(config: ToolConfig): Record<string, unknown> {
   const { publicKeys, faultProfile, ...rest } = config;
-  return { ...rest, publicKeys: publicKeys.keys.map((k) => k.kid), ...(faultProfile ? { faultProfile: faultSummary(faultProfile) } : {}) };
+  return {
+    ...rest,
+    publicKeys: publicKeys.keys.map((k) => k.kid),
+    ...(faultProfile ? { faultProfile: faultSummary(faultProfile) } : {}),
+  };
 }

@@ -1,6 +1,13 @@
 // Reads method and service semantics from the contract's custom options, the one source of
 // truth for effect, scope, SLA, cost, routing tags, degradation and the closed error reasons.
-import { type DescEnum, type DescField, type DescFile, type DescMethod, type DescService, getOption } from "@bufbuild/protobuf";
+import {
+  type DescEnum,
+  type DescField,
+  type DescFile,
+  type DescMethod,
+  type DescService,
+  getOption,
+} from "@bufbuild/protobuf";
 import { file_loopguard_tool_v1_errors } from "@loopguard/proto/gen/loopguard/tool/v1/errors_pb";
 import {
   Degradation,
@@ -41,11 +48,15 @@ export function methodPolicy(method: DescMethod): MethodPolicy {
     throw new Error(`irreversible method ${method.parent.typeName}.${method.name} must name its idempotency_key_field`);
   }
   if (policy.effect === Effect.IRREVERSIBLE_EXTERNAL && !policy.sideEffect?.entity) {
-    throw new Error(`irreversible method ${method.parent.typeName}.${method.name} must declare its side_effect (the entity it acts on, whether it moves money)`);
+    throw new Error(
+      `irreversible method ${method.parent.typeName}.${method.name} must declare its side_effect (the entity it acts on, whether it moves money)`,
+    );
   }
   // A hedge puts a second copy of the call in flight at once: harmless for a read, a double write otherwise.
   if (policy.hedge?.enabled && policy.effect !== Effect.READ_ONLY) {
-    throw new Error(`method ${method.parent.typeName}.${method.name} sets option hedge but is not EFFECT_READ_ONLY: only reads may be hedged`);
+    throw new Error(
+      `method ${method.parent.typeName}.${method.name} sets option hedge but is not EFFECT_READ_ONLY: only reads may be hedged`,
+    );
   }
   return policy;
 }
@@ -68,7 +79,9 @@ export function methodPath(method: DescMethod): string {
  * without the enum's prefix, e.g. RISK_ERROR_REASON_USER_NOT_FOUND → USER_NOT_FOUND.
  */
 function reasonsOf(enumDesc: DescEnum): string[] {
-  return enumDesc.values.filter((v) => v.number !== 0).map((v) => v.name.slice(enumDesc.sharedPrefix ? enumDesc.sharedPrefix.length : 0));
+  return enumDesc.values
+    .filter((v) => v.number !== 0)
+    .map((v) => v.name.slice(enumDesc.sharedPrefix ? enumDesc.sharedPrefix.length : 0));
 }
 
 const commonEnum: DescEnum = (() => {
@@ -80,7 +93,9 @@ export const commonReasons: ReadonlySet<string> = new Set(reasonsOf(commonEnum))
 
 /** The closed set of reasons a service may put in ErrorInfo: its own enum plus the common one. */
 function findEnum(file: DescFile, typeName: string): DescEnum | undefined {
-  return file.enums.find((e) => e.typeName === typeName) ?? file.dependencies.map((d) => findEnum(d, typeName)).find(Boolean);
+  return (
+    file.enums.find((e) => e.typeName === typeName) ?? file.dependencies.map((d) => findEnum(d, typeName)).find(Boolean)
+  );
 }
 
 const reasonCache = new WeakMap<DescService, ReadonlySet<string>>();
@@ -90,7 +105,8 @@ export function errorReasons(service: DescService): ReadonlySet<string> {
   if (cached) return cached;
   const { errorReasonEnum } = servicePolicy(service);
   const own = errorReasonEnum === commonEnum.typeName ? commonEnum : findEnum(service.file, errorReasonEnum);
-  if (!own) throw new Error(`error reason enum ${errorReasonEnum} of ${service.typeName} is not in its file or imports`);
+  if (!own)
+    throw new Error(`error reason enum ${errorReasonEnum} of ${service.typeName} is not in its file or imports`);
   const reasons = new Set([...commonReasons, ...reasonsOf(own)]);
   reasonCache.set(service, reasons);
   return reasons;
@@ -108,7 +124,8 @@ export function audienceOf(scopes: readonly string[], services: readonly DescSer
   for (const scope of scopes) {
     const serving = new Set<string>();
     for (const service of services) {
-      if (service.methods.some((m) => methodPolicy(m).requiredScope === scope)) serving.add(servicePolicy(service).toolName);
+      if (service.methods.some((m) => methodPolicy(m).requiredScope === scope))
+        serving.add(servicePolicy(service).toolName);
     }
     const fits = serving.has(ADMIN_TOOL_NAME) || serving.size === 0 ? everyTool : serving;
     candidates = candidates ? new Set([...candidates].filter((c) => fits.has(c))) : fits;
@@ -130,10 +147,16 @@ export const ORCHESTRATOR_TOOL_NAME = "orchestrator";
 
 /** The tool services among the contracts: every service with a ServicePolicy but the orchestrator's and the admin service. */
 export function toolServicesOf(files: readonly DescFile[]): DescService[] {
-  return servicesOf(files).filter((s) => ![ORCHESTRATOR_TOOL_NAME, ADMIN_TOOL_NAME].includes(servicePolicy(s).toolName));
+  return servicesOf(files).filter(
+    (s) => ![ORCHESTRATOR_TOOL_NAME, ADMIN_TOOL_NAME].includes(servicePolicy(s).toolName),
+  );
 }
 
 /** Every scope a method of these services requires, in contract order (the scopes a session may be granted). */
 export function requiredScopesOf(services: readonly DescService[]): string[] {
-  return [...new Set(services.flatMap((s) => s.methods.map((m) => methodPolicy(m).requiredScope)).filter((scope) => scope !== ""))];
+  return [
+    ...new Set(
+      services.flatMap((s) => s.methods.map((m) => methodPolicy(m).requiredScope)).filter((scope) => scope !== ""),
+    ),
+  ];
 }

@@ -3,7 +3,15 @@ import { anyUnpack } from "@bufbuild/protobuf/wkt";
 import { BadRequestSchema, ErrorInfoSchema } from "@loopguard/proto/gen/google/rpc/error_details_pb";
 import { StatusSchema } from "@loopguard/proto/gen/google/rpc/status_pb";
 import { describe, expect, it } from "vitest";
-import { CALLER_ERROR_CODES, RETRY_IN_CALL_CODES, RETRYABLE_CODES, STATUS_DETAILS_KEY, status, ToolError, toServiceError } from "./errors.js";
+import {
+  CALLER_ERROR_CODES,
+  RETRY_IN_CALL_CODES,
+  RETRYABLE_CODES,
+  STATUS_DETAILS_KEY,
+  status,
+  ToolError,
+  toServiceError,
+} from "./errors.js";
 
 describe("toServiceError", () => {
   it("masks id cards and mobiles in every text it puts on the wire: message, google.rpc.Status, ErrorInfo, BadRequest", () => {

@@ -4,7 +4,13 @@
 import { create, type DescMessage, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { anyPack, anyUnpack, type Duration, DurationSchema } from "@bufbuild/protobuf/wkt";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
-import { BadRequestSchema, type BadRequest_FieldViolation, BadRequest_FieldViolationSchema, ErrorInfoSchema, RetryInfoSchema } from "@loopguard/proto/gen/google/rpc/error_details_pb";
+import {
+  BadRequestSchema,
+  type BadRequest_FieldViolation,
+  BadRequest_FieldViolationSchema,
+  ErrorInfoSchema,
+  RetryInfoSchema,
+} from "@loopguard/proto/gen/google/rpc/error_details_pb";
 import { StatusSchema } from "@loopguard/proto/gen/google/rpc/status_pb";
 import { redactText } from "./pii.js";
 
@@ -58,13 +64,20 @@ export class ToolError extends Error {
  * The one set of retryable codes: "the same request may succeed later"; everything else is the
  * caller's to fix. The subsets below are drawn from it, never listed again.
  */
-export const RETRYABLE_CODES: ReadonlySet<status> = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.ABORTED, status.DEADLINE_EXCEEDED]);
+export const RETRYABLE_CODES: ReadonlySet<status> = new Set([
+  status.UNAVAILABLE,
+  status.RESOURCE_EXHAUSTED,
+  status.ABORTED,
+  status.DEADLINE_EXCEEDED,
+]);
 
 /**
  * The retryable codes a client retries within one call: DEADLINE_EXCEEDED is out, the call's one
  * deadline is spent (a later call, with a deadline of its own, may still succeed).
  */
-export const RETRY_IN_CALL_CODES: ReadonlySet<status> = new Set([...RETRYABLE_CODES].filter((code) => code !== status.DEADLINE_EXCEEDED));
+export const RETRY_IN_CALL_CODES: ReadonlySet<status> = new Set(
+  [...RETRYABLE_CODES].filter((code) => code !== status.DEADLINE_EXCEEDED),
+);
 
 /** Caller mistakes: they say nothing about the service's health, never trip a breaker, never get a fallback. */
 export const CALLER_ERROR_CODES: ReadonlySet<status> = new Set([
@@ -94,12 +107,23 @@ export function wireParts(error: ToolError, domain: string): { message: string; 
   const message = redactText(error.message);
   const metadata: Record<string, string> = {};
   for (const [key, value] of Object.entries(error.metadata)) metadata[key] = redactText(value);
-  const details: WireDetail[] = [{ desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason: error.reason, domain, metadata }) }];
+  const details: WireDetail[] = [
+    { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason: error.reason, domain, metadata }) },
+  ];
   if (error.retryAfterMs !== undefined && error.retryable) {
-    details.push({ desc: RetryInfoSchema, value: create(RetryInfoSchema, { retryDelay: durationFromMs(error.retryAfterMs) }) });
+    details.push({
+      desc: RetryInfoSchema,
+      value: create(RetryInfoSchema, { retryDelay: durationFromMs(error.retryAfterMs) }),
+    });
   }
   if (error.fieldViolations.length > 0) {
-    const fieldViolations = error.fieldViolations.map((v) => create(BadRequest_FieldViolationSchema, { field: v.field, description: redactText(v.description), reason: v.reason ?? "" }));
+    const fieldViolations = error.fieldViolations.map((v) =>
+      create(BadRequest_FieldViolationSchema, {
+        field: v.field,
+        description: redactText(v.description),
+        reason: v.reason ?? "",
+      }),
+    );
     details.push({ desc: BadRequestSchema, value: create(BadRequestSchema, { fieldViolations }) });
   }
   return { message, details };
@@ -113,7 +137,11 @@ type WireDetail =
 /** The grpc-js error for a ToolError: status code, message, and google.rpc.Status details. */
 export function toServiceError(error: ToolError, domain: string): Partial<ServiceError> {
   const { message, details } = wireParts(error, domain);
-  const statusProto = create(StatusSchema, { code: error.code, message, details: details.map((d) => anyPack(d.desc as DescMessage, d.value)) });
+  const statusProto = create(StatusSchema, {
+    code: error.code,
+    message,
+    details: details.map((d) => anyPack(d.desc as DescMessage, d.value)),
+  });
   const trailers = new Metadata();
   trailers.set(STATUS_DETAILS_KEY, Buffer.from(toBinary(StatusSchema, statusProto)));
   return { code: error.code, details: message, metadata: trailers };

@@ -53,7 +53,9 @@ export function parseFaultProfile(json: string): FaultProfile {
   try {
     profile = fromJsonString(FaultProfileSchema, json);
   } catch (error) {
-    throw new Error(`not a fault profile: ${(error as Error).message.replace(/^cannot decode message [\w.]+ from JSON: /, "")}`);
+    throw new Error(
+      `not a fault profile: ${(error as Error).message.replace(/^cannot decode message [\w.]+ from JSON: /, "")}`,
+    );
   }
   const violations = violationsOf(FaultProfileSchema, profile);
   if (violations.length > 0) throw new Error(violations.map((v) => `${v.field}: ${v.description}`).join("; "));
@@ -62,5 +64,12 @@ export function parseFaultProfile(json: string): FaultProfile {
 
 /** What a log line says about a profile. */
 export function faultSummary(p: FaultProfile): Record<string, unknown> {
-  return { added_latency_ms: p.addedLatencyMs, response_delay_ms: p.responseDelayMs, error_rate: p.errorRate, outage: p.outage, retry_after_ms: p.retryAfterMs, methods: p.methods };
+  return {
+    added_latency_ms: p.addedLatencyMs,
+    response_delay_ms: p.responseDelayMs,
+    error_rate: p.errorRate,
+    outage: p.outage,
+    retry_after_ms: p.retryAfterMs,
+    methods: p.methods,
+  };
 }

@@ -29,7 +29,9 @@ export async function waitUntilServing(address: string, signal: AbortSignal, int
   try {
     for (;;) {
       signal.throwIfAborted();
-      const reply = await client.check({ service: "" }, { deadline: Math.max(intervalMs, 1000) }).catch(() => undefined);
+      const reply = await client
+        .check({ service: "" }, { deadline: Math.max(intervalMs, 1000) })
+        .catch(() => undefined);
       if (reply?.status === HealthCheckResponse_ServingStatus.SERVING) return;
       await sleep(intervalMs, undefined, { signal });
     }

@@ -1,4 +1,14 @@
-export { type Caller, CredentialsError, KeyError, mintToken, type MintOptions, newKeyPair, requestDigest, type SigningKey, signingKeyFromJwk } from "./auth.js";
+export {
+  type Caller,
+  CredentialsError,
+  KeyError,
+  mintToken,
+  type MintOptions,
+  newKeyPair,
+  requestDigest,
+  type SigningKey,
+  signingKeyFromJwk,
+} from "./auth.js";
 export {
   type BoundKeySet,
   bindingProblem,
@@ -12,7 +22,16 @@ export {
   withBinding,
 } from "./key-bindings.js";
 export { acceptableIssuerUrl, DEFAULT_OIDC_ROLES_CLAIM, type OidcSettings, OidcVerifier } from "./oidc.js";
-export { irreversibleMethodOf, irreversibleScopes, orchestratorScopes, PEOPLE, type PersonRole, personScopes, readOnlyToolScopes, SMOKE_SUBJECT } from "./people.js";
+export {
+  irreversibleMethodOf,
+  irreversibleScopes,
+  orchestratorScopes,
+  PEOPLE,
+  type PersonRole,
+  personScopes,
+  readOnlyToolScopes,
+  SMOKE_SUBJECT,
+} from "./people.js";
 export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
 export {
@@ -66,15 +85,48 @@ export { checkHealth, type HealthStatus, waitUntilServing } from "./health-clien
 export { discoverServices, manifestDefaults, readManifest, type ServiceKind, type ServiceSpec } from "./manifest.js";
 export { createLogger, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
-export { canonicalPersonalData, cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, personalDataSpans, REDACTED, redactNumber, redactText, replacePersonalData } from "./pii.js";
+export {
+  canonicalPersonalData,
+  cnMobileToE164,
+  idCardCheckCharacter,
+  normaliseIdCard,
+  parseIdCard,
+  personalDataSpans,
+  REDACTED,
+  redactNumber,
+  redactText,
+  replacePersonalData,
+} from "./pii.js";
 export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
 export { runTool } from "./run.js";
-export { allowedFailures, describeSmoke, minCallsToJudge, runSmoke, type SmokeCall, smokeCallOf, smokeCount, type SmokeOptions, smokePassed, type SmokeResult, smokeToken } from "./smoke.js";
+export {
+  allowedFailures,
+  describeSmoke,
+  minCallsToJudge,
+  runSmoke,
+  type SmokeCall,
+  smokeCallOf,
+  smokeCount,
+  type SmokeOptions,
+  smokePassed,
+  type SmokeResult,
+  smokeToken,
+} from "./smoke.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallFn, compose, type Interceptor, type ServerCall } from "./server/interceptor.js";
-export { type CallContext, type HttpRoute, type Normaliser, serveTool, type ServeOptions, type ToolDefinition, type ToolHandlers, type ToolServer, type UnaryInvoker } from "./serve.js";
+export {
+  type CallContext,
+  type HttpRoute,
+  type Normaliser,
+  serveTool,
+  type ServeOptions,
+  type ToolDefinition,
+  type ToolHandlers,
+  type ToolServer,
+  type UnaryInvoker,
+} from "./serve.js";
 export type { HttpCallInit } from "./server/http-call.js";
 export { violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";

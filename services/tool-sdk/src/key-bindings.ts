@@ -51,7 +51,10 @@ export function subjectAllowed(binding: KeyBinding, subject: string): boolean {
 }
 
 /** The first scope of `scopes` the key may not carry, if any. */
-export function scopeBeyond(key: Pick<TrustedKey, "exactScopes" | "scopePrefixes">, scopes: Iterable<string>): string | undefined {
+export function scopeBeyond(
+  key: Pick<TrustedKey, "exactScopes" | "scopePrefixes">,
+  scopes: Iterable<string>,
+): string | undefined {
   for (const scope of scopes) {
     if (key.exactScopes.has(scope)) continue;
     if (!key.scopePrefixes.some((prefix) => scope.startsWith(prefix))) return scope;
@@ -70,30 +73,47 @@ export function scopeMatcher(scopes: readonly string[]): Pick<TrustedKey, "exact
 /** Why a binding is not acceptable, or undefined. Shared by the JWKS check and `pnpm keys`. */
 export function bindingProblem(binding: { role?: unknown; subject?: unknown; scopes?: unknown }): string | undefined {
   const { role, subject, scopes } = binding;
-  if (!KEY_ROLES.includes(role as KeyRole)) return `loopguard_role must be one of ${KEY_ROLES.join(", ")}, got ${JSON.stringify(role)}`;
-  if (typeof subject !== "string" || !/^[^\s*]*\*?$/.test(subject) || subject === "") return `loopguard_subject must be a subject or a pattern ending in "*", got ${JSON.stringify(subject)}`;
+  if (!KEY_ROLES.includes(role as KeyRole))
+    return `loopguard_role must be one of ${KEY_ROLES.join(", ")}, got ${JSON.stringify(role)}`;
+  if (typeof subject !== "string" || !/^[^\s*]*\*?$/.test(subject) || subject === "")
+    return `loopguard_subject must be a subject or a pattern ending in "*", got ${JSON.stringify(subject)}`;
   if (!Array.isArray(scopes) || !scopes.every((s) => typeof s === "string" && SCOPE.test(s))) {
     return `loopguard_scopes must be an array of scopes (no spaces; "*" or a prefix ending in "*" for patterns), got ${JSON.stringify(scopes)}`;
   }
-  if (role === "orchestrator" && !subject.startsWith("session:")) return `an orchestrator key signs for sessions only: its loopguard_subject must be "session:*", got "${subject}"`;
+  if (role === "orchestrator" && !subject.startsWith("session:"))
+    return `an orchestrator key signs for sessions only: its loopguard_subject must be "session:*", got "${subject}"`;
   if (role === "probe") {
     const readOnly = readOnlyToolScopes();
     const other = (scopes as string[]).find((scope) => !readOnly.includes(scope));
-    if (other !== undefined) return `a probe key may hold read-only scopes only (${readOnly.join(" ")}), not "${other}"`;
+    if (other !== undefined)
+      return `a probe key may hold read-only scopes only (${readOnly.join(" ")}), not "${other}"`;
   }
-  if (role !== "orchestrator" && !subject.endsWith("*") && RESERVED_PERSON_SUBJECTS.some((p) => subject.startsWith(p))) {
+  if (
+    role !== "orchestrator" &&
+    !subject.endsWith("*") &&
+    RESERVED_PERSON_SUBJECTS.some((p) => subject.startsWith(p))
+  ) {
     return `a ${role} key may not claim "${subject}": subjects starting with ${RESERVED_PERSON_SUBJECTS.join(" or ")} are the orchestrator's and the identity provider's`;
   }
   return undefined;
 }
 
 export function bindingOf(jwk: Record<string, unknown>): Partial<KeyBinding> {
-  return { role: jwk.loopguard_role as KeyRole, subject: jwk.loopguard_subject as string, scopes: jwk.loopguard_scopes as string[] };
+  return {
+    role: jwk.loopguard_role as KeyRole,
+    subject: jwk.loopguard_subject as string,
+    scopes: jwk.loopguard_scopes as string[],
+  };
 }
 
 /** The binding members a public JWK carries. */
 export function withBinding<T extends object>(jwk: T, binding: KeyBinding): T {
-  return { ...jwk, loopguard_role: binding.role, loopguard_subject: binding.subject, loopguard_scopes: [...binding.scopes] };
+  return {
+    ...jwk,
+    loopguard_role: binding.role,
+    loopguard_subject: binding.subject,
+    loopguard_scopes: [...binding.scopes],
+  };
 }
 
 /**
@@ -104,12 +124,15 @@ export function withBinding<T extends object>(jwk: T, binding: KeyBinding): T {
 export function publicKeySet(value: unknown): BoundKeySet {
   const { keys, revoked = [] } = (value ?? {}) as { keys?: unknown; revoked?: unknown };
   if (!Array.isArray(keys)) throw new KeyError('a JWKS is a JSON object {"keys": [...]} with at least one key');
-  if (!Array.isArray(revoked) || !revoked.every((k) => typeof k === "string")) throw new KeyError('the JWKS member "revoked" must be a list of kids');
-  if (keys.length === 0 && revoked.length === 0) throw new KeyError('a JWKS is a JSON object {"keys": [...]} with at least one key');
+  if (!Array.isArray(revoked) || !revoked.every((k) => typeof k === "string"))
+    throw new KeyError('the JWKS member "revoked" must be a list of kids');
+  if (keys.length === 0 && revoked.length === 0)
+    throw new KeyError('a JWKS is a JSON object {"keys": [...]} with at least one key');
   const kids = new Set<string>();
   for (const [i, key] of keys.entries()) {
     const jwk = key as Record<string, unknown>;
-    if (!jwk || typeof jwk !== "object" || !isEd25519(jwk)) throw new KeyError(`key ${i} of the JWKS is not an Ed25519 public key (kty OKP, crv Ed25519)`);
+    if (!jwk || typeof jwk !== "object" || !isEd25519(jwk))
+      throw new KeyError(`key ${i} of the JWKS is not an Ed25519 public key (kty OKP, crv Ed25519)`);
     if ("d" in jwk) throw new KeyError(`key ${i} of the JWKS holds private material ("d"); publish public keys only`);
     if (typeof jwk.kid !== "string" || jwk.kid === "") throw new KeyError(`key ${i} of the JWKS has no kid`);
     const kid = jwk.kid;
@@ -117,7 +140,9 @@ export function publicKeySet(value: unknown): BoundKeySet {
     if (revoked.includes(kid)) throw new KeyError(`key ${kid} of the JWKS is revoked; drop it from "keys"`);
     kids.add(kid);
     if (jwk.loopguard_role === undefined) {
-      throw new KeyError(`key ${kid} of the JWKS is bound to no one: run \`pnpm keys bind --kid ${kid} --role orchestrator|person|break-glass --subject S --scope …\``);
+      throw new KeyError(
+        `key ${kid} of the JWKS is bound to no one: run \`pnpm keys bind --kid ${kid} --role orchestrator|person|break-glass --subject S --scope …\``,
+      );
     }
     const problem = bindingProblem(bindingOf(jwk));
     if (problem) throw new KeyError(`key ${kid} of the JWKS: ${problem}`);
@@ -137,7 +162,12 @@ export function trustedKeys(set: BoundKeySet): ReadonlyMap<string, TrustedKey> {
   for (const jwk of publicKeySet(set).keys) {
     const binding = bindingOf(jwk as Record<string, unknown>) as KeyBinding;
     const kid = jwk.kid as string;
-    out.set(kid, { kid, key: createPublicKey({ key: jwk as NodeJwk, format: "jwk" }), binding, ...scopeMatcher(binding.scopes) });
+    out.set(kid, {
+      kid,
+      key: createPublicKey({ key: jwk as NodeJwk, format: "jwk" }),
+      binding,
+      ...scopeMatcher(binding.scopes),
+    });
   }
   return out;
 }

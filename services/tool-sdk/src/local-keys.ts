@@ -8,8 +8,22 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "
 import { join, resolve } from "node:path";
 import { newKeyPair, type SigningKey } from "./auth.js";
 import { ConfigError, readPublicKeys, readSigningKey } from "./config.js";
-import { type BoundKeySet, bindingOf, type KeyBinding, scopeBeyond, scopeMatcher, withBinding } from "./key-bindings.js";
-import { orchestratorScopes, PEOPLE, type PersonRole, personScopes, readOnlyToolScopes, SMOKE_SUBJECT } from "./people.js";
+import {
+  type BoundKeySet,
+  bindingOf,
+  type KeyBinding,
+  scopeBeyond,
+  scopeMatcher,
+  withBinding,
+} from "./key-bindings.js";
+import {
+  orchestratorScopes,
+  PEOPLE,
+  type PersonRole,
+  personScopes,
+  readOnlyToolScopes,
+  SMOKE_SUBJECT,
+} from "./people.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -55,7 +69,10 @@ function writeAtomically(path: string, text: string, mode: number): void {
 function readExisting(path: string): { keys: Record<string, unknown>[]; revoked: string[] } {
   if (!existsSync(path)) return { keys: [], revoked: [] };
   const value = JSON.parse(readFileSync(path, "utf8")) as { keys?: Record<string, unknown>[]; revoked?: string[] };
-  return { keys: Array.isArray(value.keys) ? value.keys : [], revoked: Array.isArray(value.revoked) ? value.revoked : [] };
+  return {
+    keys: Array.isArray(value.keys) ? value.keys : [],
+    revoked: Array.isArray(value.revoked) ? value.revoked : [],
+  };
 }
 
 /**
@@ -74,14 +91,20 @@ export function ensureLocalKeys(dataDir: string): LocalKeys {
     const path = join(paths.dir, `${name}.jwk`);
     let privateJwk = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>) : undefined;
     if (!privateJwk || existing.revoked.includes(String(privateJwk.kid))) {
-      privateJwk = newKeyPair(`local-${name}-${stamp}-${randomBytes(3).toString("hex")}`).privateJwk as Record<string, unknown>;
+      privateJwk = newKeyPair(`local-${name}-${stamp}-${randomBytes(3).toString("hex")}`).privateJwk as Record<
+        string,
+        unknown
+      >;
       writeAtomically(path, `${JSON.stringify(privateJwk)}\n`, 0o600);
     }
     const { d: _private, ...publicJwk } = privateJwk;
     managed.push(withBinding(publicJwk, binding));
   }
   const managedKids = new Set(managed.map((k) => k.kid));
-  const jwks = { keys: [...managed, ...existing.keys.filter((k) => !managedKids.has(k.kid))], ...(existing.revoked.length > 0 ? { revoked: existing.revoked } : {}) };
+  const jwks = {
+    keys: [...managed, ...existing.keys.filter((k) => !managedKids.has(k.kid))],
+    ...(existing.revoked.length > 0 ? { revoked: existing.revoked } : {}),
+  };
   const text = `${JSON.stringify(jwks, null, 2)}\n`;
   if (!existsSync(paths.jwks) || readFileSync(paths.jwks, "utf8") !== text) writeAtomically(paths.jwks, text, 0o644);
   return paths;
@@ -103,7 +126,8 @@ const PERSON_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 function bindingsJwks(env: Env, dataDir: string): BoundKeySet {
   if (env.LOOPGUARD_JWKS_FILE || env.LOOPGUARD_JWKS) return readPublicKeys(env);
   const local = localKeyPaths(dataDir).jwks;
-  if (!existsSync(local)) throw new ConfigError(`no JWKS: set LOOPGUARD_JWKS_FILE or run \`pnpm start\` once (it creates ${local})`);
+  if (!existsSync(local))
+    throw new ConfigError(`no JWKS: set LOOPGUARD_JWKS_FILE or run \`pnpm start\` once (it creates ${local})`);
   return readPublicKeys({ LOOPGUARD_JWKS_FILE: local });
 }
 
@@ -118,22 +142,28 @@ export function personKey(env: Env = process.env, as?: string): PersonKey {
   let key: SigningKey;
   let name: string;
   if (env.LOOPGUARD_SIGNING_KEY_FILE) {
-    if (chosen !== undefined) throw new ConfigError("choose the person with --as/LOOPGUARD_AS or with LOOPGUARD_SIGNING_KEY_FILE, not both");
+    if (chosen !== undefined)
+      throw new ConfigError("choose the person with --as/LOOPGUARD_AS or with LOOPGUARD_SIGNING_KEY_FILE, not both");
     key = readSigningKey(env);
     name = key.kid;
   } else {
     name = chosen ?? "requester";
-    if (!PERSON_NAME.test(name)) throw new ConfigError(`--as must be a key name such as requester, approver or operator, got "${name}"`);
+    if (!PERSON_NAME.test(name))
+      throw new ConfigError(`--as must be a key name such as requester, approver or operator, got "${name}"`);
     const file = join(localKeyPaths(dataDir).dir, `${name}.jwk`);
     if (!existsSync(file)) {
-      throw new ConfigError(`no key for "${name}": ${file} does not exist (the local people are ${PEOPLE.join(", ")}, made by \`pnpm start\`; \`pnpm keys new\` makes another)`);
+      throw new ConfigError(
+        `no key for "${name}": ${file} does not exist (the local people are ${PEOPLE.join(", ")}, made by \`pnpm start\`; \`pnpm keys new\` makes another)`,
+      );
     }
     key = readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: file });
   }
   const jwks = bindingsJwks(env, dataDir);
   const published = jwks.keys.find((k) => k.kid === key.kid) as Record<string, unknown> | undefined;
   if (!published) {
-    throw new ConfigError(`key ${key.kid} is ${jwks.revoked?.includes(key.kid) ? "revoked" : "not in the JWKS"}: services would refuse its tokens`);
+    throw new ConfigError(
+      `key ${key.kid} is ${jwks.revoked?.includes(key.kid) ? "revoked" : "not in the JWKS"}: services would refuse its tokens`,
+    );
   }
   const binding = bindingOf(published) as KeyBinding;
   const matcher = scopeMatcher(binding.scopes);

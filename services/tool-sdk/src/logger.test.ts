@@ -21,19 +21,33 @@ describe("logger", () => {
     call.child({ method: "Search" }).warn("inner");
     call.info("outer");
     log.info("root");
-    expect(lines).toMatchObject([{ msg: "inner", trace_id: "abc", method: "Search" }, { msg: "outer", trace_id: "abc" }, { msg: "root" }]);
+    expect(lines).toMatchObject([
+      { msg: "inner", trace_id: "abc", method: "Search" },
+      { msg: "outer", trace_id: "abc" },
+      { msg: "root" },
+    ]);
     expect(lines[1]).not.toHaveProperty("method");
     expect(lines[2]).not.toHaveProperty("trace_id");
   });
 
   it("redacts every string field that is not on the allow-list", () => {
     const { log, lines } = capture();
-    log.info("call", { id_card: "11010119900307803X", phone: "+8613800138000", token: "eyJhbGciOi", order_id: "ord_DEMO00000001" });
+    log.info("call", {
+      id_card: "11010119900307803X",
+      phone: "+8613800138000",
+      token: "eyJhbGciOi",
+      order_id: "ord_DEMO00000001",
+    });
     const line = JSON.stringify(lines[0]);
     expect(line).not.toContain("11010119900307803X");
     expect(line).not.toContain("13800138000");
     expect(line).not.toContain("eyJhbGciOi");
-    expect(lines[0]).toMatchObject({ id_card: REDACTED, phone: REDACTED, token: REDACTED, order_id: "ord_DEMO00000001" });
+    expect(lines[0]).toMatchObject({
+      id_card: REDACTED,
+      phone: REDACTED,
+      token: REDACTED,
+      order_id: "ord_DEMO00000001",
+    });
   });
 
   it("redacts a child's bound fields as it does a call's", () => {
@@ -60,7 +74,8 @@ describe("logger", () => {
       trace_id: "ac09a81508038a8cd16222381507dadc",
     });
     const line = JSON.stringify(lines[0]);
-    for (const raw of ["(139)12345678", "(139) 1234-5678", "139 1234 5678", "13912345678", "11010519491231002x"]) expect(line).not.toContain(raw);
+    for (const raw of ["(139)12345678", "(139) 1234-5678", "139 1234 5678", "13912345678", "11010519491231002x"])
+      expect(line).not.toContain(raw);
     expect(lines[0]).toMatchObject({
       msg: `lookup for ${REDACTED} failed`,
       url: `/api/customers/${REDACTED}`,

@@ -133,7 +133,9 @@ export interface LoggerOptions {
 
 export function createLogger(options: LoggerOptions): Logger {
   const write = options.write;
-  const destination = write ? { write: (chunk: string) => write(chunk.endsWith("\n") ? chunk.slice(0, -1) : chunk) } : pino.destination(1);
+  const destination = write
+    ? { write: (chunk: string) => write(chunk.endsWith("\n") ? chunk.slice(0, -1) : chunk) }
+    : pino.destination(1);
   const root = pino(
     {
       level: options.level ?? "info",

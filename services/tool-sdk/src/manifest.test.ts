@@ -24,12 +24,21 @@ const geo = { kind: "tool", entry: "dist/main.js", port: 50064, metricsPort: 946
 describe("discoverServices", () => {
   it("reads kind, ports, store and secret files, with defaults for what a manifest leaves out", () => {
     const dir = workspace({
-      geo: { loopguard: { ...geo, stateful: true, secretFiles: { GEO_LICENSE_FILE: "loopguard-geo-license/license" } } },
+      geo: {
+        loopguard: { ...geo, stateful: true, secretFiles: { GEO_LICENSE_FILE: "loopguard-geo-license/license" } },
+      },
       maps: { loopguard: { ...geo, envPrefix: "MAPS" } },
       "sdk-only": { name: "@loopguard/sdk-only" },
     });
     expect(discoverServices(dir)).toMatchObject([
-      { name: "geo", kind: "tool", port: 50064, metricsPortEnv: "GEO_METRICS_PORT", stateful: true, secretFiles: { GEO_LICENSE_FILE: "loopguard-geo-license/license" } },
+      {
+        name: "geo",
+        kind: "tool",
+        port: 50064,
+        metricsPortEnv: "GEO_METRICS_PORT",
+        stateful: true,
+        secretFiles: { GEO_LICENSE_FILE: "loopguard-geo-license/license" },
+      },
       { name: "maps", kind: "tool", stateful: false, secretFiles: {} },
     ]);
   });
@@ -38,7 +47,10 @@ describe("discoverServices", () => {
     [{ ...geo, kind: "worker" }, /kind must be one of tool, orchestrator/],
     [{ ...geo, port: undefined }, /needs entry, port, metricsPort and envPrefix/],
     [{ ...geo, stateful: "yes" }, /stateful must be true or false/],
-    [{ ...geo, secretFiles: { GEO_LICENSE_FILE: "no-key" } }, /secretFiles must map VARIABLE names to "secret-name\/key"/],
+    [
+      { ...geo, secretFiles: { GEO_LICENSE_FILE: "no-key" } },
+      /secretFiles must map VARIABLE names to "secret-name\/key"/,
+    ],
   ])("refuses a manifest %j, naming the file", (loopguard, message) => {
     const dir = workspace({ geo: { loopguard } });
     expect(() => discoverServices(dir)).toThrow(message);

@@ -53,7 +53,10 @@ function secretFiles(value: unknown, manifestPath: string): Record<string, strin
     typeof value === "object" &&
     value !== null &&
     !Array.isArray(value) &&
-    Object.entries(value).every(([name, ref]) => /^[A-Z][A-Z0-9_]*$/.test(name) && typeof ref === "string" && /^[a-z0-9-]+\/[A-Za-z0-9._-]+$/.test(ref));
+    Object.entries(value).every(
+      ([name, ref]) =>
+        /^[A-Z][A-Z0-9_]*$/.test(name) && typeof ref === "string" && /^[a-z0-9-]+\/[A-Za-z0-9._-]+$/.test(ref),
+    );
   if (!valid) throw new Error(`${manifestPath}: "loopguard".secretFiles must map VARIABLE names to "secret-name/key"`);
   return value as Record<string, string>;
 }
@@ -69,8 +72,10 @@ export function readManifest(dir: string): ServiceSpec | undefined {
   if (!lg.entry || !lg.port || !lg.metricsPort || !lg.envPrefix) {
     throw new Error(`${manifestPath}: "loopguard" needs entry, port, metricsPort and envPrefix`);
   }
-  if (!KINDS.includes(lg.kind as ServiceKind)) throw new Error(`${manifestPath}: "loopguard".kind must be one of ${KINDS.join(", ")}`);
-  if (lg.stateful !== undefined && typeof lg.stateful !== "boolean") throw new Error(`${manifestPath}: "loopguard".stateful must be true or false`);
+  if (!KINDS.includes(lg.kind as ServiceKind))
+    throw new Error(`${manifestPath}: "loopguard".kind must be one of ${KINDS.join(", ")}`);
+  if (lg.stateful !== undefined && typeof lg.stateful !== "boolean")
+    throw new Error(`${manifestPath}: "loopguard".stateful must be true or false`);
   return {
     name,
     packageName: manifest.name ?? name,

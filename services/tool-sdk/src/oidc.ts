@@ -29,7 +29,10 @@ export function acceptableIssuerUrl(raw: string): boolean {
   } catch {
     return false;
   }
-  return url.protocol === "https:" || (url.protocol === "http:" && ["127.0.0.1", "[::1]", "localhost"].includes(url.hostname));
+  return (
+    url.protocol === "https:" ||
+    (url.protocol === "http:" && ["127.0.0.1", "[::1]", "localhost"].includes(url.hostname))
+  );
 }
 
 export class OidcVerifier {
@@ -55,14 +58,24 @@ export class OidcVerifier {
     const keys = await this.#keySet();
     let verified: Awaited<ReturnType<typeof jwtVerify>>;
     try {
-      verified = await jwtVerify(token, keys, { issuer, audience, algorithms: ALGORITHMS, requiredClaims: ["sub", "exp", "iat"] });
+      verified = await jwtVerify(token, keys, {
+        issuer,
+        audience,
+        algorithms: ALGORITHMS,
+        requiredClaims: ["sub", "exp", "iat"],
+      });
     } catch (error) {
       throw credentialsErrorOf(error, `the client id ${audience}`);
     }
     const { payload, protectedHeader } = verified;
     const claimed = payload[rolesClaim];
-    const roles = (Array.isArray(claimed) ? claimed : []).filter((r): r is PersonRole => PEOPLE.includes(r as PersonRole));
-    if (roles.length === 0) throw new CredentialsError(`the ID token names no loopguard role: its "${rolesClaim}" claim must list some of ${PEOPLE.join(", ")}`);
+    const roles = (Array.isArray(claimed) ? claimed : []).filter((r): r is PersonRole =>
+      PEOPLE.includes(r as PersonRole),
+    );
+    if (roles.length === 0)
+      throw new CredentialsError(
+        `the ID token names no loopguard role: its "${rolesClaim}" claim must list some of ${PEOPLE.join(", ")}`,
+      );
     const caller: Caller = {
       subject: `oidc:${payload.sub}`,
       scopes: new Set(roles.flatMap((r) => this.#scopes[r])),
@@ -76,19 +89,33 @@ export class OidcVerifier {
   #keySet(): Promise<JWTVerifyGetKey> {
     this.#keys ??= this.#discover().catch((error: unknown) => {
       this.#keys = undefined;
-      throw error instanceof CredentialsError ? error : new CredentialsError(`the identity provider ${this.#settings.issuer} could not be reached to check the ID token`, { cause: error });
+      throw error instanceof CredentialsError
+        ? error
+        : new CredentialsError(
+            `the identity provider ${this.#settings.issuer} could not be reached to check the ID token`,
+            { cause: error },
+          );
     });
     return this.#keys;
   }
 
   async #discover(): Promise<JWTVerifyGetKey> {
     const { issuer } = this.#settings;
-    const response = await fetch(`${issuer.replace(/\/$/, "")}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), redirect: "error" });
-    if (!response.ok) throw new CredentialsError(`the identity provider's discovery document answered HTTP ${response.status}`);
+    const response = await fetch(`${issuer.replace(/\/$/, "")}/.well-known/openid-configuration`, {
+      signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+      redirect: "error",
+    });
+    if (!response.ok)
+      throw new CredentialsError(`the identity provider's discovery document answered HTTP ${response.status}`);
     const document = (await response.json()) as { issuer?: unknown; jwks_uri?: unknown };
-    if (document.issuer !== issuer) throw new CredentialsError(`the identity provider's discovery document names issuer ${JSON.stringify(document.issuer)}, not ${issuer}`);
+    if (document.issuer !== issuer)
+      throw new CredentialsError(
+        `the identity provider's discovery document names issuer ${JSON.stringify(document.issuer)}, not ${issuer}`,
+      );
     if (typeof document.jwks_uri !== "string" || !acceptableIssuerUrl(document.jwks_uri)) {
-      throw new CredentialsError("the identity provider's discovery document has no acceptable jwks_uri (https, or http on loopback)");
+      throw new CredentialsError(
+        "the identity provider's discovery document has no acceptable jwks_uri (https, or http on loopback)",
+      );
     }
     return createRemoteJWKSet(new URL(document.jwks_uri), { timeoutDuration: FETCH_TIMEOUT_MS });
   }

@@ -14,7 +14,8 @@ export function irreversibleScopes(): ReadonlyMap<string, string> {
   for (const service of servicesOf(contractFiles)) {
     for (const method of service.methods) {
       const policy = methodPolicy(method);
-      if (policy.effect === Effect.IRREVERSIBLE_EXTERNAL && policy.requiredScope) out.set(policy.requiredScope, `${servicePolicy(service).toolName}.${method.name}`);
+      if (policy.effect === Effect.IRREVERSIBLE_EXTERNAL && policy.requiredScope)
+        out.set(policy.requiredScope, `${servicePolicy(service).toolName}.${method.name}`);
     }
   }
   return out;
@@ -36,7 +37,9 @@ export function orchestratorScopes(): readonly string[] {
 /** The scopes of the tools' read-only methods, none an irreversible method's too: what may be read without acting. */
 export function readOnlyToolScopes(): readonly string[] {
   const irreversible = irreversibleScopes();
-  const readOnly = toolServicesOf(contractFiles).flatMap((s) => s.methods.map(methodPolicy).filter((p) => p.effect === Effect.READ_ONLY && p.requiredScope !== ""));
+  const readOnly = toolServicesOf(contractFiles).flatMap((s) =>
+    s.methods.map(methodPolicy).filter((p) => p.effect === Effect.READ_ONLY && p.requiredScope !== ""),
+  );
   return [...new Set(readOnly.map((p) => p.requiredScope))].filter((s) => !irreversible.has(s));
 }
 
@@ -50,6 +53,13 @@ export function personScopes(): Readonly<Record<PersonRole, readonly string[]>> 
     requester: ["sessions:read", "sessions:write", ...requiredScopesOf(tools).map((s) => `grant:${s}`)],
     approver: ["sessions:read", "approvals:write"],
     // patrol:report: the patrol (`pnpm patrol`) records its runs as the operator; it starts and approves as the others.
-    operator: ["sessions:read", "sessions:write", "sessions:admin", "tool:admin", "patrol:report", ...readOnlyToolScopes()],
+    operator: [
+      "sessions:read",
+      "sessions:write",
+      "sessions:admin",
+      "tool:admin",
+      "patrol:report",
+      ...readOnlyToolScopes(),
+    ],
   };
 }

@@ -1,6 +1,17 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { canonicalPersonalData, cnMobileToE164, idCardCheckCharacter, normaliseIdCard, parseIdCard, personalDataSpans, REDACTED, redactNumber, redactText, replacePersonalData } from "./pii.js";
+import {
+  canonicalPersonalData,
+  cnMobileToE164,
+  idCardCheckCharacter,
+  normaliseIdCard,
+  parseIdCard,
+  personalDataSpans,
+  REDACTED,
+  redactNumber,
+  redactText,
+  replacePersonalData,
+} from "./pii.js";
 
 describe("GB 11643 id card", () => {
   it("computes the check character, including X", () => {
@@ -56,9 +67,14 @@ const PHONE_FORMATS = [
 ];
 
 describe("CN mobile", () => {
-  it.each(["138 0013 8000", "+86 138-0013-8000", "13800138000", "(+86) 138 0013 8000", "008613800138000", "+8613800138000"])("writes %j as +8613800138000", (raw) =>
-    expect(cnMobileToE164(raw)).toBe("+8613800138000"),
-  );
+  it.each([
+    "138 0013 8000",
+    "+86 138-0013-8000",
+    "13800138000",
+    "(+86) 138 0013 8000",
+    "008613800138000",
+    "+8613800138000",
+  ])("writes %j as +8613800138000", (raw) => expect(cnMobileToE164(raw)).toBe("+8613800138000"));
 
   it.each(PHONE_FORMATS)("writes %j as +8613912345678", (raw) => expect(cnMobileToE164(raw)).toBe("+8613912345678"));
 
@@ -91,8 +107,12 @@ describe("redactText", () => {
 
   it.each(PHONE_FORMATS)("masks the mobile written as %j inside JSON, an error message and a log line", (phone) => {
     expect(redactText(JSON.stringify({ customer: phone }))).toBe(JSON.stringify({ customer: REDACTED }));
-    expect(redactText(`invalid arguments: expected a string, got ${phone}`)).toBe(`invalid arguments: expected a string, got ${REDACTED}`);
-    expect(redactText(`Unexpected token 'x', "{"phone": ${phone}, x"... is not valid JSON`)).toBe(`Unexpected token 'x', "{"phone": ${REDACTED}, x"... is not valid JSON`);
+    expect(redactText(`invalid arguments: expected a string, got ${phone}`)).toBe(
+      `invalid arguments: expected a string, got ${REDACTED}`,
+    );
+    expect(redactText(`Unexpected token 'x', "{"phone": ${phone}, x"... is not valid JSON`)).toBe(
+      `Unexpected token 'x', "{"phone": ${REDACTED}, x"... is not valid JSON`,
+    );
   });
 
   it("masks id cards with an upper- or lower-case check character, and with a wrong one", () => {
@@ -206,17 +226,42 @@ describe("personal data spans and canonical forms", () => {
   });
 
   it("replaces each piece with what the caller makes of it", () => {
-    expect(replacePersonalData("call １３８ ００１３ ８０００ or 13912345678", (found) => `<${canonicalPersonalData(found)}>`)).toBe("call <+8613800138000> or <+8613912345678>");
+    expect(
+      replacePersonalData(
+        "call １３８ ００１３ ８０００ or 13912345678",
+        (found) => `<${canonicalPersonalData(found)}>`,
+      ),
+    ).toBe("call <+8613800138000> or <+8613912345678>");
   });
 
   it("gives one form for one person's data however it is written", () => {
-    for (const written of ["13800138000", "+86 138 0013 8000", "138.0013.8000", "１３８００１３８０００", "(+86) 138-0013-8000"]) expect(canonicalPersonalData(written)).toBe("+8613800138000");
-    for (const written of ["11010519491231002x", "110105-19491231-002X", "１１０１０５１９４９１２３１００２Ｘ", " 110105 19491231 002X "])
+    for (const written of [
+      "13800138000",
+      "+86 138 0013 8000",
+      "138.0013.8000",
+      "１３８００１３８０００",
+      "(+86) 138-0013-8000",
+    ])
+      expect(canonicalPersonalData(written)).toBe("+8613800138000");
+    for (const written of [
+      "11010519491231002x",
+      "110105-19491231-002X",
+      "１１０１０５１９４９１２３１００２Ｘ",
+      " 110105 19491231 002X ",
+    ])
       expect(canonicalPersonalData(written)).toBe("11010519491231002X");
   });
 
   it("gives no form for what is not one piece of personal data", () => {
-    for (const value of ["", "{{task.phone}}", "ID110101198003121232", "13800138000 13912345678", "010 1234 5678", "ord_DEMO00000001", "1234567890123456"])
+    for (const value of [
+      "",
+      "{{task.phone}}",
+      "ID110101198003121232",
+      "13800138000 13912345678",
+      "010 1234 5678",
+      "ord_DEMO00000001",
+      "1234567890123456",
+    ])
       expect(canonicalPersonalData(value)).toBeUndefined();
   });
 });

@@ -111,7 +111,10 @@ export function personalDataSpans(text: string): number[] {
   const spans: number[] = [];
   ID_CARD_IN_TEXT.lastIndex = 0;
   for (let id = ID_CARD_IN_TEXT.exec(folded); id; id = ID_CARD_IN_TEXT.exec(folded)) {
-    if (idStandsAlone(folded, id.index) && ((id[0].length === 18 && !isLetter(folded[id.index - 1])) || hasRealBirthDate(id[0].replace(/[-. ]/g, "")))) {
+    if (
+      idStandsAlone(folded, id.index) &&
+      ((id[0].length === 18 && !isLetter(folded[id.index - 1])) || hasRealBirthDate(id[0].replace(/[-. ]/g, "")))
+    ) {
       spans.push(id.index, ID_CARD_IN_TEXT.lastIndex);
     } else {
       ID_CARD_IN_TEXT.lastIndex = id.index + 1;
@@ -120,7 +123,8 @@ export function personalDataSpans(text: string): number[] {
   const masked = spans.length === 0 ? folded : maskSpans(folded, spans);
   const ids = spans.length;
   PHONE_RUN.lastIndex = 0;
-  for (let run = PHONE_RUN.exec(masked); run; run = PHONE_RUN.exec(masked)) mobileSpans(masked, run.index, PHONE_RUN.lastIndex, spans);
+  for (let run = PHONE_RUN.exec(masked); run; run = PHONE_RUN.exec(masked))
+    mobileSpans(masked, run.index, PHONE_RUN.lastIndex, spans);
   return ids === 0 || spans.length === ids ? spans : sortSpans(spans);
 }
 
@@ -179,7 +183,8 @@ function standsAlone(text: string, start: number): boolean {
 }
 
 /** A "-" between a word and the number, or a "." between digits (a decimal, a version), joins them. */
-const joins = (text: string, at: number, word: number) => (text[at] === "-" && isWord(text[word])) || (text[at] === "." && isDigit(text[word]));
+const joins = (text: string, at: number, word: number) =>
+  (text[at] === "-" && isWord(text[word])) || (text[at] === "." && isDigit(text[word]));
 const isDigit = (c: string | undefined) => c !== undefined && c >= "0" && c <= "9";
 
 /** An id card stands alone with nothing but letters ("ID") between it and a boundary; a digit makes it part of a token (a hash, a trace id). */
@@ -259,7 +264,10 @@ function mobileSpans(text: string, start: number, end: number, spans: number[]):
     const closes = window.split(")").length - 1;
     // A "(" or ")" of the sentence around the number stays: "(call 13912345678)", "(13912345678)".
     const wrapped = window.startsWith("(") && window.indexOf(")") === window.length - 1;
-    spans.push(window.startsWith("(") && (opens > closes || wrapped) ? from + 1 : from, window.endsWith(")") && (closes > opens || wrapped) ? to - 1 : to);
+    spans.push(
+      window.startsWith("(") && (opens > closes || wrapped) ? from + 1 : from,
+      window.endsWith(")") && (closes > opens || wrapped) ? to - 1 : to,
+    );
     i = j + 2;
   }
 }

@@ -1,8 +1,22 @@
 // A typed grpc-js client for a contract with no policy of its own: one attempt, the deadline
 // and metadata the caller gives. toolClient adds validation, retries, breaker and fallbacks on
 // top; tests use this one to see exactly what the server does.
-import { create, type DescMethod, type DescService, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
-import { type CallOptions, type ClientReadableStream, Client, type ChannelOptions, credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
+import {
+  create,
+  type DescMethod,
+  type DescService,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
+import {
+  type CallOptions,
+  type ClientReadableStream,
+  Client,
+  type ChannelOptions,
+  credentials,
+  Metadata,
+  type ServiceError,
+} from "@grpc/grpc-js";
 import { methodDefinition } from "./bridge.js";
 import { type CallFailure, decodeStatusDetails } from "./errors.js";
 
@@ -38,9 +52,15 @@ type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : neve
 
 export type RawClient<S extends DescService> = {
   [K in keyof MethodsOf<S>]: MethodsOf<S>[K] extends DescMethod & { methodKind: "server_streaming" }
-    ? (request: MessageInitShape<MethodsOf<S>[K]["input"]>, options?: RawCallOptions) => AsyncIterable<MessageShape<MethodsOf<S>[K]["output"]>>
+    ? (
+        request: MessageInitShape<MethodsOf<S>[K]["input"]>,
+        options?: RawCallOptions,
+      ) => AsyncIterable<MessageShape<MethodsOf<S>[K]["output"]>>
     : MethodsOf<S>[K] extends DescMethod
-      ? (request: MessageInitShape<MethodsOf<S>[K]["input"]>, options?: RawCallOptions) => Promise<MessageShape<MethodsOf<S>[K]["output"]>>
+      ? (
+          request: MessageInitShape<MethodsOf<S>[K]["input"]>,
+          options?: RawCallOptions,
+        ) => Promise<MessageShape<MethodsOf<S>[K]["output"]>>
       : never;
 } & { readonly grpc: Client; close(): void };
 
@@ -50,7 +70,11 @@ export interface RawClientOptions {
   readonly channelOptions?: ChannelOptions;
 }
 
-export function createRawClient<S extends DescService>(service: S, target: string, options: RawClientOptions = {}): RawClient<S> {
+export function createRawClient<S extends DescService>(
+  service: S,
+  target: string,
+  options: RawClientOptions = {},
+): RawClient<S> {
   const client = new Client(target, credentials.createInsecure(), options.channelOptions ?? {});
   const out: Record<string, unknown> = { grpc: client, close: () => client.close() };
   const metadataFor = (callOptions: RawCallOptions) => {
@@ -64,9 +88,23 @@ export function createRawClient<S extends DescService>(service: S, target: strin
     if (method.methodKind === "server_streaming") {
       out[method.localName] = (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions = {}) =>
         streamToIterable(
-          client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, create((method as DescMethod).input, request), metadataFor(callOptions), {
-            ...(callOptions.deadline !== undefined ? { deadline: typeof callOptions.deadline === "number" ? new Date(Date.now() + callOptions.deadline) : callOptions.deadline } : {}),
-          }),
+          client.makeServerStreamRequest(
+            def.path,
+            def.requestSerialize,
+            def.responseDeserialize,
+            create((method as DescMethod).input, request),
+            metadataFor(callOptions),
+            {
+              ...(callOptions.deadline !== undefined
+                ? {
+                    deadline:
+                      typeof callOptions.deadline === "number"
+                        ? new Date(Date.now() + callOptions.deadline)
+                        : callOptions.deadline,
+                  }
+                : {}),
+            },
+          ),
         );
       continue;
     }
@@ -75,7 +113,10 @@ export function createRawClient<S extends DescService>(service: S, target: strin
         const metadata = metadataFor(callOptions);
         const grpcOptions: CallOptions = {};
         if (callOptions.deadline !== undefined) {
-          grpcOptions.deadline = typeof callOptions.deadline === "number" ? new Date(Date.now() + callOptions.deadline) : callOptions.deadline;
+          grpcOptions.deadline =
+            typeof callOptions.deadline === "number"
+              ? new Date(Date.now() + callOptions.deadline)
+              : callOptions.deadline;
         }
         client.makeUnaryRequest(
           def.path,

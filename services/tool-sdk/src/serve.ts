@@ -37,10 +37,28 @@ import type { BoundKeySet } from "./key-bindings.js";
 import { ServerMetrics } from "./metrics.js";
 import { type OidcSettings, OidcVerifier } from "./oidc.js";
 import { type UnaryInvoker, type UnaryRoute, unaryInvoker } from "./server/http-call.js";
-import { type CallContext, noStream, type StreamHandler, streamTerminal, type UnaryHandler, unaryTerminal } from "./server/handler.js";
+import {
+  type CallContext,
+  noStream,
+  type StreamHandler,
+  streamTerminal,
+  type UnaryHandler,
+  unaryTerminal,
+} from "./server/handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./server/interceptor.js";
 import { CallSlots } from "./server/slots.js";
-import { authStage, bindingStage, deadlineStage, errorsStage, faultStage, metricsStage, responseContractStage, sizeStage, traceStage, validateStage } from "./server/stages.js";
+import {
+  authStage,
+  bindingStage,
+  deadlineStage,
+  errorsStage,
+  faultStage,
+  metricsStage,
+  responseContractStage,
+  sizeStage,
+  traceStage,
+  validateStage,
+} from "./server/stages.js";
 import { shutdownTelemetry } from "./telemetry.js";
 import { TokenVerifier } from "./token-verifier.js";
 import { warmValidation } from "./validation.js";
@@ -65,7 +83,9 @@ export type ToolHandlers<S extends DescService> = {
 
 /** Rewrites a request into its canonical form before validation (e.g. upper-case check characters). */
 export type Normaliser<S extends DescService> = {
-  [K in keyof MethodsOf<S>]?: MethodsOf<S>[K] extends DescMethod ? (request: MessageShape<MethodsOf<S>[K]["input"]>) => void : never;
+  [K in keyof MethodsOf<S>]?: MethodsOf<S>[K] extends DescMethod
+    ? (request: MessageShape<MethodsOf<S>[K]["input"]>) => void
+    : never;
 };
 
 export interface ToolDefinition<S extends DescService> {
@@ -149,14 +169,20 @@ export interface ToolServer {
 
 const HEALTH_OVERALL = "";
 
-async function writeTo(stream: ServerWritableStream<unknown, unknown>, message: unknown, signal: AbortSignal): Promise<void> {
+async function writeTo(
+  stream: ServerWritableStream<unknown, unknown>,
+  message: unknown,
+  signal: AbortSignal,
+): Promise<void> {
   // A slow reader holds the stream back rather than have its messages pile up here.
   if (!stream.write(message)) await once(stream, "drain", { signal }).catch(() => undefined);
 }
 
 function bindAsync(server: Server, address: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(address, ServerCredentials.createInsecure(), (error, port) => (error ? reject(error) : resolve(port)));
+    server.bindAsync(address, ServerCredentials.createInsecure(), (error, port) =>
+      error ? reject(error) : resolve(port),
+    );
   });
 }
 
@@ -181,7 +207,10 @@ function reflectionFiles(services: readonly DescService[]): Uint8Array[] {
   return out;
 }
 
-export async function serveTool<S extends DescService>(definition: ToolDefinition<S>, options: ServeOptions): Promise<ToolServer> {
+export async function serveTool<S extends DescService>(
+  definition: ToolDefinition<S>,
+  options: ServeOptions,
+): Promise<ToolServer> {
   const { service } = definition;
   const tool = servicePolicy(service).toolName;
   const metrics = options.metrics ?? new ServerMetrics(tool);
@@ -190,18 +219,29 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   if (options.faultProfile) {
     const names = service.methods.map((m) => m.name);
     const unknown = options.faultProfile.methods.filter((m) => !names.includes(m));
-    if (unknown.length > 0) throw new ConfigError(`${FAULT_PROFILE_ENV}: methods names ${unknown.join(", ")}, not a method of ${service.typeName} (${names.join(", ")})`);
+    if (unknown.length > 0)
+      throw new ConfigError(
+        `${FAULT_PROFILE_ENV}: methods names ${unknown.join(", ")}, not a method of ${service.typeName} (${names.join(", ")})`,
+      );
     faults.set(options.faultProfile);
   }
   const verifier = new TokenVerifier(options.publicKeys, tool, {
     ...(options.publicKeysFile ? { file: options.publicKeysFile } : {}),
     ...(options.oidc ? { oidc: new OidcVerifier(options.oidc) } : {}),
-    onReload: (outcome) => ("error" in outcome ? log.error("trusted keys not reloaded", { reason: outcome.error }) : log.warn("trusted keys reloaded", { kids: outcome.kids })),
+    onReload: (outcome) =>
+      "error" in outcome
+        ? log.error("trusted keys not reloaded", { reason: outcome.error })
+        : log.warn("trusted keys reloaded", { kids: outcome.kids }),
   });
   const maxStreams = options.maxStreams ?? 256;
   const slots = new CallSlots(
     tool,
-    { maxConcurrent: options.maxConcurrent, maxStreams, maxStreamsPerCaller: Math.min(maxStreams, options.maxStreamsPerCaller ?? 64), shedRetryAfterMs: options.shedRetryAfterMs ?? 100 },
+    {
+      maxConcurrent: options.maxConcurrent,
+      maxStreams,
+      maxStreamsPerCaller: Math.min(maxStreams, options.maxStreamsPerCaller ?? 64),
+      shedRetryAfterMs: options.shedRetryAfterMs ?? 100,
+    },
     metrics,
   );
 
@@ -213,14 +253,22 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   const health = new HealthImplementation({ [HEALTH_OVERALL]: "SERVING", [service.typeName]: "SERVING" });
   health.addToServer(server);
   // Health is described too, so `grpcurl`/`buf curl` can call grpc.health.v1.Health/Check by name.
-  new ReflectionService({ loopguard: { fileDescriptorProtos: reflectionFiles([service, ToolAdminService, Health]) } } as never).addToServer(server);
+  new ReflectionService({
+    loopguard: { fileDescriptorProtos: reflectionFiles([service, ToolAdminService, Health]) },
+  } as never).addToServer(server);
 
   /**
    * The chain of one method, outermost first. Faults and the service's own interceptors apply to
    * the contract's methods only: the admin service that switches faults must keep working during
    * a drill's outage.
    */
-  function chainOf(method: DescMethod, handler: unknown, normalise: ((request: unknown) => void) | undefined, reasons: ReadonlySet<string>, own: readonly Interceptor[] | undefined): CallFn {
+  function chainOf(
+    method: DescMethod,
+    handler: unknown,
+    normalise: ((request: unknown) => void) | undefined,
+    reasons: ReadonlySet<string>,
+    own: readonly Interceptor[] | undefined,
+  ): CallFn {
     const policy = methodPolicy(method);
     const streaming = method.methodKind === "server_streaming";
     const stages: Interceptor[] = [
@@ -231,7 +279,9 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       sizeStage(metrics, tool, method, maxRequestBytesOf(method)),
       streaming ? slots.streamShed(method) : slots.unaryShed(method),
       authStage(verifier, tool, method, policy.requiredScope),
-      ...(policy.effect === Effect.IRREVERSIBLE_EXTERNAL ? [bindingStage(tool, method, options.breakGlass ?? false)] : []),
+      ...(policy.effect === Effect.IRREVERSIBLE_EXTERNAL
+        ? [bindingStage(tool, method, options.breakGlass ?? false)]
+        : []),
       ...(streaming ? [slots.streamsPerCaller(method)] : []),
       validateStage(method, normalise),
       deadlineStage,
@@ -239,13 +289,23 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       responseContractStage(metrics, tool, method),
       ...(own ?? []),
     ];
-    return compose(stages, streaming ? streamTerminal(handler as StreamHandler<DescMethod>) : unaryTerminal(handler as UnaryHandler<DescMethod>));
+    return compose(
+      stages,
+      streaming
+        ? streamTerminal(handler as StreamHandler<DescMethod>)
+        : unaryTerminal(handler as UnaryHandler<DescMethod>),
+    );
   }
 
   /** The contract's unary methods' chains, for HTTP callers (Connect and options.http). */
   const unaryRoutes = new Map<DescMethod, UnaryRoute>();
 
-  function register<T extends DescService>(target: T, handlers: Record<string, unknown>, normalise: Record<string, unknown> | undefined, own: readonly Interceptor[] | undefined): void {
+  function register<T extends DescService>(
+    target: T,
+    handlers: Record<string, unknown>,
+    normalise: Record<string, unknown> | undefined,
+    own: readonly Interceptor[] | undefined,
+  ): void {
     const reasons = errorReasons(target);
     const domain = servicePolicy(target).errorDomain;
     const implementation: UntypedServiceImplementation = {};
@@ -255,18 +315,33 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       if (typeof handler !== "function") throw new Error(`${target.typeName}: no handler for ${method.name}`);
       definitions[method.localName] = withSizeLimit(method, methodDefinition(method));
       warmValidation(method);
-      const chain = chainOf(method, handler, normalise?.[method.localName] as ((req: unknown) => void) | undefined, reasons, own);
+      const chain = chainOf(
+        method,
+        handler,
+        normalise?.[method.localName] as ((req: unknown) => void) | undefined,
+        reasons,
+        own,
+      );
       implementation[method.localName] = grpcHandler(method, chain, domain);
-      if ((target as DescService) === service && method.methodKind === "unary") unaryRoutes.set(method, { chain, maxRequestBytes: maxRequestBytesOf(method), domain });
+      if ((target as DescService) === service && method.methodKind === "unary")
+        unaryRoutes.set(method, { chain, maxRequestBytes: maxRequestBytesOf(method), domain });
     }
     server.addService(definitions, implementation);
   }
 
   /** Adapts a chain to grpc-js: builds the ServerCall, ends the call with the chain's outcome. */
-  function grpcHandler(method: DescMethod, chain: CallFn, domain: string): handleUnaryCall<unknown, unknown> | handleServerStreamingCall<unknown, unknown> {
-    return (grpcCall: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>, callback?: sendUnaryData<unknown>) => {
+  function grpcHandler(
+    method: DescMethod,
+    chain: CallFn,
+    domain: string,
+  ): handleUnaryCall<unknown, unknown> | handleServerStreamingCall<unknown, unknown> {
+    return (
+      grpcCall: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>,
+      callback?: sendUnaryData<unknown>,
+    ) => {
       const abort = new AbortController();
-      const onCancelled = () => abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
+      const onCancelled = () =>
+        abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
       grpcCall.once("cancelled", onCancelled);
       const rawDeadline = grpcCall.getDeadline();
       const deadlineMs = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
@@ -298,15 +373,24 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
   }
 
   /** Refuses to decode a request above its method's limit: the chain answers it without work. */
-  function withSizeLimit(method: DescMethod, definition: ReturnType<typeof methodDefinition>): ReturnType<typeof methodDefinition> {
+  function withSizeLimit(
+    method: DescMethod,
+    definition: ReturnType<typeof methodDefinition>,
+  ): ReturnType<typeof methodDefinition> {
     const limit = maxRequestBytesOf(method);
     return {
       ...definition,
-      requestDeserialize: (bytes: Buffer) => (bytes.length > limit ? (new OversizedRequest(bytes.length) as never) : fromBinary(method.input, bytes)),
+      requestDeserialize: (bytes: Buffer) =>
+        bytes.length > limit ? (new OversizedRequest(bytes.length) as never) : fromBinary(method.input, bytes),
     };
   }
 
-  register(service, definition.handlers as Record<string, unknown>, definition.normalise as Record<string, unknown> | undefined, options.interceptors ?? []);
+  register(
+    service,
+    definition.handlers as Record<string, unknown>,
+    definition.normalise as Record<string, unknown> | undefined,
+    options.interceptors ?? [],
+  );
   register(
     ToolAdminService,
     {
@@ -331,12 +415,16 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
         () => res.writeHead(500).end(),
       );
     } else if (req.url === "/healthz") {
-      res.writeHead(slots.draining ? 503 : 200, { "content-type": "text/plain" }).end(slots.draining ? "draining\n" : "ok\n");
+      res
+        .writeHead(slots.draining ? 503 : 200, { "content-type": "text/plain" })
+        .end(slots.draining ? "draining\n" : "ok\n");
     } else {
       res.writeHead(404).end();
     }
   };
-  const http = createServer(options.connect ? (await import("./server/connect.js")).connectRoutes(unaryRoutes, invoke, routeHttp) : routeHttp);
+  const http = createServer(
+    options.connect ? (await import("./server/connect.js")).connectRoutes(unaryRoutes, invoke, routeHttp) : routeHttp,
+  );
   const metricsPort = await listenHttp(http, options.host, options.metricsPort);
   metrics.serving.set({ tool }, 1);
   let shutdownPromise: Promise<void> | undefined;
@@ -345,10 +433,19 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
       metrics.serving.set({ tool }, 0);
       health.setStatus(HEALTH_OVERALL, "NOT_SERVING");
       health.setStatus(service.typeName, "NOT_SERVING");
-      log.info("draining", { tool, in_flight: slots.inFlight, streams: slots.streams.size, grace_ms: options.shutdownGraceMs });
+      log.info("draining", {
+        tool,
+        in_flight: slots.inFlight,
+        streams: slots.streams.size,
+        grace_ms: options.shutdownGraceMs,
+      });
       // Streams may stay open for as long as what they follow (an hour): they are ended now, and
       // their callers (told UNAVAILABLE, retry at once) reopen them on another replica.
-      const quiet = slots.drain(new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${tool} is shutting down; reopen the stream`, { retryAfterMs: 0 }));
+      const quiet = slots.drain(
+        new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${tool} is shutting down; reopen the stream`, {
+          retryAfterMs: 0,
+        }),
+      );
       const timedOut = await Promise.race([quiet.then(() => false), sleep(options.shutdownGraceMs).then(() => true)]);
       if (timedOut) log.warn("grace period over; cancelling calls in flight", { tool, in_flight: slots.inFlight });
       await new Promise<void>((resolve) => {
@@ -408,7 +505,9 @@ export async function serveTool<S extends DescService>(definition: ToolDefinitio
     max_streams_per_caller: slots.limits.maxStreamsPerCaller,
     break_glass: options.breakGlass ? "on" : "off",
   });
-  if (options.breakGlass) log.warn("break-glass is on: irreversible methods accept break-glass tokens with a reason", { tool });
-  if (options.faultProfile) log.warn(`faults injected from the start (${FAULT_PROFILE_ENV})`, { tool, faults: faultSummary(faults.profile) });
+  if (options.breakGlass)
+    log.warn("break-glass is on: irreversible methods accept break-glass tokens with a reason", { tool });
+  if (options.faultProfile)
+    log.warn(`faults injected from the start (${FAULT_PROFILE_ENV})`, { tool, faults: faultSummary(faults.profile) });
   return toolServer;
 }

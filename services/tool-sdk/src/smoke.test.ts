@@ -4,7 +4,15 @@ import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_p
 import { describe, expect, it } from "vitest";
 import { servicePolicy, toolServicesOf } from "./contract.js";
 import { status } from "./errors.js";
-import { allowedFailures, describeSmoke, minCallsToJudge, type SmokeResult, smokeCallOf, smokeCount, smokePassed } from "./smoke.js";
+import {
+  allowedFailures,
+  describeSmoke,
+  minCallsToJudge,
+  type SmokeResult,
+  smokeCallOf,
+  smokeCount,
+  smokePassed,
+} from "./smoke.js";
 
 const result = (calls: number, failures: Record<string, number>): SmokeResult => ({
   tool: "billing",

@@ -30,11 +30,13 @@ export interface SmokeCall {
 export function smokeCallOf(service: DescService): SmokeCall {
   const { toolName, smokeCheck } = servicePolicy(service);
   const where = `${service.typeName} option (loopguard.tool.v1.service).smoke_check`;
-  if (!smokeCheck?.method) throw new Error(`${where} is missing: a release cannot judge ${toolName} without a call to send it`);
+  if (!smokeCheck?.method)
+    throw new Error(`${where} is missing: a release cannot judge ${toolName} without a call to send it`);
   const method = service.methods.find((m) => m.name === smokeCheck.method);
   if (!method) throw new Error(`${where} names ${smokeCheck.method}, not a method of the service`);
   const policy = methodPolicy(method);
-  if (method.methodKind !== "unary" || policy.effect !== Effect.READ_ONLY) throw new Error(`${where} names ${method.name}, which is not a read-only unary method`);
+  if (method.methodKind !== "unary" || policy.effect !== Effect.READ_ONLY)
+    throw new Error(`${where} names ${method.name}, which is not a read-only unary method`);
   let request: Message;
   try {
     request = fromJsonString(method.input, smokeCheck.requestJson);
@@ -42,10 +44,26 @@ export function smokeCallOf(service: DescService): SmokeCall {
     throw new Error(`${where}: request_json is not a ${method.input.typeName}: ${(error as Error).message}`);
   }
   const violations = violationsOf(method.input, request as never);
-  if (violations.length > 0) throw new Error(`${where}: request_json breaks its contract: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`);
-  const expectCode = smokeCheck.expectCode === "" ? status.OK : (status as unknown as Record<string, number | undefined>)[smokeCheck.expectCode];
-  if (typeof expectCode !== "number") throw new Error(`${where}: expect_code "${smokeCheck.expectCode}" is not a gRPC status code name`);
-  return { tool: toolName, service, method, request, expectCode, scope: policy.requiredScope, errorRateBudget: policy.sla!.errorRateBudget, timeoutMs: policy.sla!.timeoutMs };
+  if (violations.length > 0)
+    throw new Error(
+      `${where}: request_json breaks its contract: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
+    );
+  const expectCode =
+    smokeCheck.expectCode === ""
+      ? status.OK
+      : (status as unknown as Record<string, number | undefined>)[smokeCheck.expectCode];
+  if (typeof expectCode !== "number")
+    throw new Error(`${where}: expect_code "${smokeCheck.expectCode}" is not a gRPC status code name`);
+  return {
+    tool: toolName,
+    service,
+    method,
+    request,
+    expectCode,
+    scope: policy.requiredScope,
+    errorRateBudget: policy.sla!.errorRateBudget,
+    timeoutMs: policy.sla!.timeoutMs,
+  };
 }
 
 /**
@@ -94,8 +112,16 @@ export interface SmokeResult {
 /** Sends the smoke call `count` times and counts the answers. */
 export async function runSmoke(call: SmokeCall, options: SmokeOptions): Promise<SmokeResult> {
   const roundRobin = { "grpc.service_config": JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }) };
-  const clients = options.targets.map((target) => createRawClient(call.service, target, { token: options.token, channelOptions: roundRobin }));
-  const send = (i: number) => (clients[i % clients.length] as unknown as Record<string, (request: Message, o: RawCallOptions) => Promise<unknown>>)[call.method.localName]!;
+  const clients = options.targets.map((target) =>
+    createRawClient(call.service, target, { token: options.token, channelOptions: roundRobin }),
+  );
+  const send = (i: number) =>
+    (
+      clients[i % clients.length] as unknown as Record<
+        string,
+        (request: Message, o: RawCallOptions) => Promise<unknown>
+      >
+    )[call.method.localName]!;
   const failures: Record<string, number> = {};
   const latencies: number[] = [];
   const started = performance.now();
@@ -120,7 +146,14 @@ export async function runSmoke(call: SmokeCall, options: SmokeOptions): Promise<
     for (const client of clients) client.close();
   }
   const failed = Object.values(failures).reduce((sum, n) => sum + n, 0);
-  return { tool: call.tool, method: call.method.name, calls: options.count, failed, failures, latenciesMs: latencies.sort((a, b) => a - b) };
+  return {
+    tool: call.tool,
+    method: call.method.name,
+    calls: options.count,
+    failed,
+    failures,
+    latenciesMs: latencies.sort((a, b) => a - b),
+  };
 }
 
 /**

@@ -26,7 +26,11 @@ function wanted(env: NodeJS.ProcessEnv, options: TelemetryOptions): boolean {
 }
 
 /** Starts tracing (and log export) when the environment asks for it; `serviceName` is the default for OTEL_SERVICE_NAME. */
-export function startTelemetry(serviceName: string, env: NodeJS.ProcessEnv = process.env, options: TelemetryOptions = {}): boolean {
+export function startTelemetry(
+  serviceName: string,
+  env: NodeJS.ProcessEnv = process.env,
+  options: TelemetryOptions = {},
+): boolean {
   if (sdk || !wanted(env, options)) return false;
   env.OTEL_SERVICE_NAME ??= serviceName;
   env.OTEL_METRICS_EXPORTER ??= "none";

@@ -25,9 +25,12 @@ const MAX_CACHED = 10_000;
 export function credentialsErrorOf(error: unknown, audience: string): CredentialsError {
   if (error instanceof CredentialsError) return error;
   if (error instanceof joseErrors.JWTExpired) return new CredentialsError("the bearer token expired", { cause: error });
-  if (error instanceof joseErrors.JWTClaimValidationFailed && error.claim === "aud") return new CredentialsError(`the bearer token was issued for another service than ${audience}`, { cause: error });
-  if (error instanceof joseErrors.JWTClaimValidationFailed) return new CredentialsError(`the bearer token's "${error.claim}" claim is not acceptable`, { cause: error });
-  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return new CredentialsError("the bearer token's signature does not verify with its key", { cause: error });
+  if (error instanceof joseErrors.JWTClaimValidationFailed && error.claim === "aud")
+    return new CredentialsError(`the bearer token was issued for another service than ${audience}`, { cause: error });
+  if (error instanceof joseErrors.JWTClaimValidationFailed)
+    return new CredentialsError(`the bearer token's "${error.claim}" claim is not acceptable`, { cause: error });
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed)
+    return new CredentialsError("the bearer token's signature does not verify with its key", { cause: error });
   return new CredentialsError("the bearer token is malformed or not signed by a trusted key", { cause: error });
 }
 
@@ -81,17 +84,28 @@ export class TokenVerifier {
         token,
         (header) => {
           used = header.kid === undefined ? undefined : keys.get(header.kid);
-          if (!used) throw new CredentialsError(header.kid === undefined ? "the bearer token names no key (kid)" : `the bearer token's key ${header.kid} is not trusted (unknown or revoked)`);
+          if (!used)
+            throw new CredentialsError(
+              header.kid === undefined
+                ? "the bearer token names no key (kid)"
+                : `the bearer token's key ${header.kid} is not trusted (unknown or revoked)`,
+            );
           return used.key;
         },
-        { issuer: TOKEN_ISSUER, audience: this.#audience, algorithms: [TOKEN_ALGORITHM], requiredClaims: ["sub", "exp", "iat"] },
+        {
+          issuer: TOKEN_ISSUER,
+          audience: this.#audience,
+          algorithms: [TOKEN_ALGORITHM],
+          requiredClaims: ["sub", "exp", "iat"],
+        },
       ));
     } catch (error) {
       throw credentialsErrorOf(error, this.#audience);
     }
     const key = used!;
     const subject = payload.sub ?? "";
-    if (!subjectAllowed(key.binding, subject)) throw new CredentialsError(`key ${key.kid} may sign only for subject "${key.binding.subject}", not "${subject}"`);
+    if (!subjectAllowed(key.binding, subject))
+      throw new CredentialsError(`key ${key.kid} may sign only for subject "${key.binding.subject}", not "${subject}"`);
     const scopes = scopesOf(payload);
     const beyond = scopeBeyond(key, scopes);
     if (beyond !== undefined) throw new CredentialsError(`key ${key.kid} may not sign scope "${beyond}"`);
@@ -123,7 +137,9 @@ export class TokenVerifier {
     try {
       keys = trustedKeys(JSON.parse(readFileSync(file, "utf8")));
     } catch (error) {
-      this.#options.onReload?.({ error: `${file}: ${error instanceof SyntaxError ? "not JSON" : (error as Error).message}; the keys trusted so far stay` });
+      this.#options.onReload?.({
+        error: `${file}: ${error instanceof SyntaxError ? "not JSON" : (error as Error).message}; the keys trusted so far stay`,
+      });
       return;
     }
     this.#keys = keys;

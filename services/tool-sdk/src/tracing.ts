@@ -2,7 +2,17 @@
 // metadata. Spans go to whatever tracer provider instrumentation.ts registered; without one,
 // the incoming trace id is still carried into logs.
 import { randomUUID } from "node:crypto";
-import { type Context, context, isSpanContextValid, ROOT_CONTEXT, type Span, SpanKind, type TextMapGetter, type TextMapSetter, trace } from "@opentelemetry/api";
+import {
+  type Context,
+  context,
+  isSpanContextValid,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  type TextMapGetter,
+  type TextMapSetter,
+  trace,
+} from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import type { Metadata } from "@grpc/grpc-js";
 
@@ -42,7 +52,9 @@ export function startServerSpan(name: string, metadata: Metadata, attributes: Re
   const own = span.spanContext();
   // For a call that carries no trace, its log lines still get a trace id; randomUUID for its
   // cached entropy pool (docs/performance.md, "Random ids").
-  const traceId = isSpanContextValid(own) ? own.traceId : (trace.getSpanContext(parent)?.traceId ?? randomUUID().replaceAll("-", ""));
+  const traceId = isSpanContextValid(own)
+    ? own.traceId
+    : (trace.getSpanContext(parent)?.traceId ?? randomUUID().replaceAll("-", ""));
   return { span, context: trace.setSpan(parent, span), traceId };
 }
 

@@ -8,7 +8,14 @@ import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
 import { metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
 
-const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
+const hit = {
+  docId: "refund-policy",
+  version: 1,
+  title: "Refund policy",
+  snippet: "…",
+  score: 1.5,
+  category: "policy",
+};
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -38,7 +45,14 @@ async function kbClient(target: string | string[], overrides: Partial<ToolClient
   const registry = new Registry();
   const token = await testToken({ subject: "orchestrator", scopes: ["kb:read"] });
   // Exact call counts matter here: no hedges (a read hedged at its observed p95 adds about 5 % of calls; see hedge.int.test.ts).
-  const client = toolClient(KbSearchService, { target, token, registry, random: () => 1, hedge: { enabled: false }, ...overrides });
+  const client = toolClient(KbSearchService, {
+    target,
+    token,
+    registry,
+    random: () => 1,
+    hedge: { enabled: false },
+    ...overrides,
+  });
   cleanups.push(() => client.close());
   return { client, registry };
 }
@@ -53,7 +67,15 @@ async function rejection(promise: Promise<unknown>): Promise<ToolCallError> {
 }
 
 function outage(tool: TestTool<typeof KbSearchService>, on: boolean, retryAfterMs = 0) {
-  tool.server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 0, responseDelayMs: 0, errorRate: 0, outage: on, retryAfterMs, methods: [] });
+  tool.server.faults.set({
+    $typeName: "loopguard.tool.v1.FaultProfile",
+    addedLatencyMs: 0,
+    responseDelayMs: 0,
+    errorRate: 0,
+    outage: on,
+    retryAfterMs,
+    methods: [],
+  });
 }
 
 describe("toolClient", () => {
@@ -105,7 +127,8 @@ describe("toolClient", () => {
     const times: number[] = [];
     const { tool } = await kbServer(async () => {
       times.push(Date.now());
-      if (times.length === 1) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "busy", { retryAfterMs: 200 });
+      if (times.length === 1)
+        throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "busy", { retryAfterMs: 200 });
       return { hits: [hit] };
     });
     const { client } = await kbClient(tool.address);
@@ -138,7 +161,9 @@ describe("toolClient", () => {
       const result = await client.call("search", { query: `q${i}`, limit: 1 });
       expect(result.source).toBe("degraded");
     }
-    const attempts = metricValue(await tool.server.metrics.registry.metrics(), "grpc_server_started_total", { grpc_method: "Search" });
+    const attempts = metricValue(await tool.server.metrics.registry.metrics(), "grpc_server_started_total", {
+      grpc_method: "Search",
+    });
     expect(seen.calls).toBe(0);
     expect(attempts).toBeGreaterThanOrEqual(n);
     expect(attempts).toBeLessThanOrEqual(1.2 * n);
@@ -150,18 +175,23 @@ describe("toolClient", () => {
       breaker: { volumeThreshold: 4, errorThresholdPercentage: 50, resetTimeoutMs: 300 },
       retry: { maxAttempts: 1 },
     });
-    const state = async () => metricValue(await registry.metrics(), "loopguard_tool_breaker_state", { tool: "kb-search" });
+    const state = async () =>
+      metricValue(await registry.metrics(), "loopguard_tool_breaker_state", { tool: "kb-search" });
     expect(await state()).toBe(0);
     outage(tool, true);
     for (let i = 0; i < 4; i += 1) await client.call("search", { query: `q${i}`, limit: 1 });
     expect(client.breakerState).toBe("open");
     expect(await state()).toBe(2);
-    const before = metricValue(await tool.server.metrics.registry.metrics(), "grpc_server_started_total", { grpc_method: "Search" });
+    const before = metricValue(await tool.server.metrics.registry.metrics(), "grpc_server_started_total", {
+      grpc_method: "Search",
+    });
     const rejected = await client.call("search", { query: "while-open", limit: 1 });
     expect(rejected.source).toBe("degraded");
     expect(rejected.attempts).toBe(0);
     expect(rejected.liveError?.reason).toBe("BREAKER_OPEN");
-    expect(metricValue(await tool.server.metrics.registry.metrics(), "grpc_server_started_total", { grpc_method: "Search" })).toBe(before);
+    expect(
+      metricValue(await tool.server.metrics.registry.metrics(), "grpc_server_started_total", { grpc_method: "Search" }),
+    ).toBe(before);
     outage(tool, false);
     await sleep(350);
     expect(client.breakerState).toBe("half-open");
@@ -171,7 +201,8 @@ describe("toolClient", () => {
     expect(client.breakerState).toBe("closed");
     expect(await state()).toBe(0);
     const page = await registry.metrics();
-    for (const s of ["open", "half-open", "closed"]) expect(metricValue(page, "loopguard_tool_breaker_transitions_total", { state: s })).toBe(1);
+    for (const s of ["open", "half-open", "closed"])
+      expect(metricValue(page, "loopguard_tool_breaker_transitions_total", { state: s })).toBe(1);
   });
 
   it("leaves the breaker closed on caller errors", async () => {
@@ -193,7 +224,10 @@ describe("toolClient", () => {
       await gate;
       return { hits: [] };
     });
-    const { client } = await kbClient(tool.address, { bulkhead: { maxInFlight: 2, maxQueue: 3 }, cache: { maxEntries: 1 } });
+    const { client } = await kbClient(tool.address, {
+      bulkhead: { maxInFlight: 2, maxQueue: 3 },
+      cache: { maxEntries: 1 },
+    });
     const calls = Array.from({ length: 20 }, (_, i) => client.call("search", { query: `q${i}`, limit: 1 }));
     await sleep(100);
     expect(seen.calls).toBe(2);
@@ -214,9 +248,15 @@ describe("toolClient", () => {
       await sleep(300);
       return { hits: [hit] };
     });
-    const { client } = await kbClient(tool.address, { bulkhead: { maxInFlight: 1, maxQueue: 1 }, timeoutMs: { "*": 450 } });
+    const { client } = await kbClient(tool.address, {
+      bulkhead: { maxInFlight: 1, maxQueue: 1 },
+      timeoutMs: { "*": 450 },
+    });
     const started = performance.now();
-    const [first, queued] = await Promise.all([client.call("search", { query: "a", limit: 1 }), client.call("search", { query: "b", limit: 1 })]);
+    const [first, queued] = await Promise.all([
+      client.call("search", { query: "a", limit: 1 }),
+      client.call("search", { query: "b", limit: 1 }),
+    ]);
     expect([first.source, queued.source]).toEqual(["live", "live"]);
     // 300 ms waiting for the slot + 300 ms answering: past 450 ms from the call, within 450 ms of being let go.
     expect(performance.now() - started).toBeGreaterThanOrEqual(590);

@@ -9,10 +9,18 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { ToolHandlers } from "../src/serve.js";
 import { metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
 
-const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
+const hit = {
+  docId: "refund-policy",
+  version: 1,
+  title: "Refund policy",
+  snippet: "…",
+  score: 1.5,
+  category: "policy",
+};
 const handlers: ToolHandlers<typeof KbSearchService> = {
   search: async (req, ctx) => {
-    if (req.query === "slow") await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
+    if (req.query === "slow")
+      await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
     return { hits: [hit].slice(0, req.limit) };
   },
 };
@@ -65,7 +73,10 @@ describe("Connect on the HTTP port", () => {
     const client = await connectClient(undefined);
     const error = await refusal(client.search({ query: "refund", limit: 3 }));
     expect(error.code).toBe(Code.Unauthenticated);
-    expect(error.findDetails(ErrorInfoSchema)[0]).toMatchObject({ reason: "CREDENTIALS_INVALID", domain: "kb.loopguard.dev" });
+    expect(error.findDetails(ErrorInfoSchema)[0]).toMatchObject({
+      reason: "CREDENTIALS_INVALID",
+      domain: "kb.loopguard.dev",
+    });
   });
 
   it("refuses a token without the method's scope as permission denied", async () => {
@@ -97,6 +108,14 @@ describe("Connect on the HTTP port", () => {
     await connectClient(["kb:read"]);
     const base = `http://127.0.0.1:${tool!.server.metricsPort}`;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
-    expect((await fetch(`${base}/loopguard.tool.v1.ToolAdminService/GetFaults`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(404);
+    expect(
+      (
+        await fetch(`${base}/loopguard.tool.v1.ToolAdminService/GetFaults`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: "{}",
+        })
+      ).status,
+    ).toBe(404);
   });
 });

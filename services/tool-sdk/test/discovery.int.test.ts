@@ -35,7 +35,14 @@ async function startDns(records: { addresses: string[] }): Promise<string> {
       const question = request.questions[0];
       if (question?.type === Packet.TYPE.A && question.name.toLowerCase() === NAME) {
         for (const address of records.addresses) {
-          response.answers.push(Packet.createResourceFromQuestion(question, { type: Packet.TYPE.A, class: Packet.CLASS.IN, ttl: 1, address }));
+          response.answers.push(
+            Packet.createResourceFromQuestion(question, {
+              type: Packet.TYPE.A,
+              class: Packet.CLASS.IN,
+              ttl: 1,
+              address,
+            }),
+          );
         }
       }
       void send(response);
@@ -85,13 +92,24 @@ async function startReplicas(options: { maxConnectionAgeMs?: number; maxConnecti
 async function kbClient(target: string, channelOptions = {}) {
   const token = await testToken({ subject: "orchestrator", scopes: ["kb:read"] });
   // Exact round-robin counts: no hedges, and no replica set aside for answering late (hedge.int.test.ts covers both).
-  const client = toolClient(KbSearchService, { target, token, registry: new Registry(), channelOptions, hedge: { enabled: false } });
+  const client = toolClient(KbSearchService, {
+    target,
+    token,
+    registry: new Registry(),
+    channelOptions,
+    hedge: { enabled: false },
+  });
   cleanups.push(() => client.close());
   return client;
 }
 
 /** Calls until every replica in `which` has answered once (connections are made lazily). */
-async function untilAnswered(client: Awaited<ReturnType<typeof kbClient>>, calls: number[], which: number[], timeoutMs: number): Promise<void> {
+async function untilAnswered(
+  client: Awaited<ReturnType<typeof kbClient>>,
+  calls: number[],
+  which: number[],
+  timeoutMs: number,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (which.some((i) => calls[i] === 0) && Date.now() < deadline) {
     await client.call("search", { query: "refund", limit: 1 });

@@ -37,7 +37,9 @@ async function kbReplicas(n: number, fail?: (index: number) => ToolError | undef
           const failure = fail?.(index);
           if (failure) throw failure;
           replica.answered += 1;
-          return { hits: [{ docId: `doc-${index}`, version: 1, title: req.query, snippet: "…", score: 1, category: "policy" }] };
+          return {
+            hits: [{ docId: `doc-${index}`, version: 1, title: req.query, snippet: "…", score: 1, category: "policy" }],
+          };
         },
       },
     });
@@ -48,21 +50,41 @@ async function kbReplicas(n: number, fail?: (index: number) => ToolError | undef
 }
 
 function slow(replica: Replica, ms = SLOW_MS): void {
-  replica.tool.server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: ms, responseDelayMs: 0, errorRate: 0, outage: false, retryAfterMs: 0, methods: [] });
+  replica.tool.server.faults.set({
+    $typeName: "loopguard.tool.v1.FaultProfile",
+    addedLatencyMs: ms,
+    responseDelayMs: 0,
+    errorRate: 0,
+    outage: false,
+    retryAfterMs: 0,
+    methods: [],
+  });
 }
 
 async function kbClient(replicas: Replica[], overrides: Partial<ToolClientOptions> = {}) {
   const registry = new Registry();
   const token = await testToken({ subject: "orchestrator", scopes: ["kb:read"] });
-  const client = toolClient(KbSearchService, { target: replicas.map((r) => r.tool.address), token, registry, random: () => 0, hedge: HEDGE, ...overrides });
+  const client = toolClient(KbSearchService, {
+    target: replicas.map((r) => r.tool.address),
+    token,
+    registry,
+    random: () => 0,
+    hedge: HEDGE,
+    ...overrides,
+  });
   cleanups.push(() => client.close());
   // Every replica answers once, so the client knows there is another replica to hedge to.
   for (let i = 0; i < replicas.length; i++) await client.call("search", { query: "warm up", limit: 1 });
   return { client, registry };
 }
 
-const clientMetric = async (registry: Registry, name: string) => metricValue(await registry.metrics(), name, { tool: "kb-search", method: "Search" });
-const cancelledOn = async (replica: Replica) => metricValue(await replica.tool.server.metrics.registry.metrics(), "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "CANCELLED" });
+const clientMetric = async (registry: Registry, name: string) =>
+  metricValue(await registry.metrics(), name, { tool: "kb-search", method: "Search" });
+const cancelledOn = async (replica: Replica) =>
+  metricValue(await replica.tool.server.metrics.registry.metrics(), "grpc_server_handled_total", {
+    grpc_method: "Search",
+    grpc_code: "CANCELLED",
+  });
 
 describe("hedged reads", () => {
   it("sends a hedge to another replica when one is slow, answers from it and cancels the slow attempt", async () => {
@@ -99,7 +121,10 @@ describe("hedged reads", () => {
 
   it("stops sending first attempts to a replica whose answers keep coming late, even with no budget for hedges", async () => {
     const replicas = await kbReplicas(3);
-    const { client, registry } = await kbClient(replicas, { retry: { budgetRatio: 0, budgetMaxTokens: 0 }, hedge: { ...HEDGE, lossesToAvoid: 2 } });
+    const { client, registry } = await kbClient(replicas, {
+      retry: { budgetRatio: 0, budgetMaxTokens: 0 },
+      hedge: { ...HEDGE, lossesToAvoid: 2 },
+    });
     slow(replicas[0]!, 500);
     const results = [];
     for (let i = 0; i < 12; i++) results.push(await client.call("search", { query: `q${i}`, limit: 1 }));
@@ -111,7 +136,8 @@ describe("hedged reads", () => {
     const replicas = await kbReplicas(3);
     const { client, registry } = await kbClient(replicas);
     slow(replicas[0]!, 50);
-    for (let i = 0; i < 6; i++) expect(await client.call("search", { query: `q${i}`, limit: 1 })).toMatchObject({ attempts: 1, hedged: false });
+    for (let i = 0; i < 6; i++)
+      expect(await client.call("search", { query: `q${i}`, limit: 1 })).toMatchObject({ attempts: 1, hedged: false });
     expect(await clientMetric(registry, "loopguard_tool_client_hedges_total")).toBe(0);
   });
 
@@ -122,7 +148,8 @@ describe("hedged reads", () => {
     slow(replicas[0]!, 600);
     const waited = [];
     for (let i = 0; i < 3; i++) waited.push(await spent.client.call("search", { query: `q${i}`, limit: 1 }));
-    for (let i = 0; i < 3; i++) waited.push(await limited.client.call("search", { query: `q${i}`, limit: 1 }, { maxExtraAttempts: 0 }));
+    for (let i = 0; i < 3; i++)
+      waited.push(await limited.client.call("search", { query: `q${i}`, limit: 1 }, { maxExtraAttempts: 0 }));
     expect(waited.map((r) => r.hedged)).toEqual([false, false, false, false, false, false]);
     expect(waited.filter((r) => r.latencyMs >= 600)).toHaveLength(2);
     expect(await clientMetric(spent.registry, "loopguard_tool_client_hedges_total")).toBe(0);
@@ -131,7 +158,11 @@ describe("hedged reads", () => {
 
   it("retries a failed first attempt once, without a hedge on top", async () => {
     const fault = { armed: false, failures: 0 };
-    const replicas = await kbReplicas(3, (index) => (index === 0 && fault.armed && fault.failures++ < 1 ? new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading") : undefined));
+    const replicas = await kbReplicas(3, (index) =>
+      index === 0 && fault.armed && fault.failures++ < 1
+        ? new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading")
+        : undefined,
+    );
     const { client, registry } = await kbClient(replicas);
     fault.armed = true;
     const results = [];
@@ -154,7 +185,13 @@ describe("hedged reads", () => {
           },
           listRefunds: async () => ({ refunds: [] }),
           refund: async (req) => ({
-            refund: { refundId: "rf_AAAABBBBCCCCDDDD", orderId: req.orderId, amountCents: req.amountCents, reason: req.reason, createdAt: { seconds: 1n } },
+            refund: {
+              refundId: "rf_AAAABBBBCCCCDDDD",
+              orderId: req.orderId,
+              amountCents: req.amountCents,
+              reason: req.reason,
+              createdAt: { seconds: 1n },
+            },
             orderRefundableCents: 0n,
           }),
         },
@@ -164,14 +201,33 @@ describe("hedged reads", () => {
     }
     const registry = new Registry();
     const token = await testToken({ subject: "orchestrator", scopes: ["billing:refund", "billing:read"] });
-    const client = toolClient(BillingService, { target: replicas.map((r) => r.address), token, registry, hedge: HEDGE });
+    const client = toolClient(BillingService, {
+      target: replicas.map((r) => r.address),
+      token,
+      registry,
+      hedge: HEDGE,
+    });
     cleanups.push(() => client.close());
     const refund = async (i: number) => {
-      const request = { orderId: "ord_AAAABBBBCCCC", amountCents: 100n, reason: 1, idempotencyKey: `hedge-test-key-000${i}`, maxRefundedTotalCents: 100n };
+      const request = {
+        orderId: "ord_AAAABBBBCCCC",
+        amountCents: 100n,
+        reason: 1,
+        idempotencyKey: `hedge-test-key-000${i}`,
+        maxRefundedTotalCents: 100n,
+      };
       return client.call("refund", request, { token: await boundToken(BillingService, "Refund", request) });
     };
     for (let i = 0; i < 2; i++) await refund(i);
-    replicas[0]!.server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 600, responseDelayMs: 0, errorRate: 0, outage: false, retryAfterMs: 0, methods: [] });
+    replicas[0]!.server.faults.set({
+      $typeName: "loopguard.tool.v1.FaultProfile",
+      addedLatencyMs: 600,
+      responseDelayMs: 0,
+      errorRate: 0,
+      outage: false,
+      retryAfterMs: 0,
+      methods: [],
+    });
     const results = [await refund(2), await refund(3)];
     expect(results.map((r) => r.attempts)).toEqual([1, 1]);
     expect(results.filter((r) => r.latencyMs >= 600)).toHaveLength(1);

@@ -16,10 +16,18 @@ const CLI_DIR = fileURLToPath(new URL("../dist/cli/", import.meta.url));
 let dir: string;
 let keys: LocalKeys;
 
-function run(name: "keys" | "mint-token", args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(
+  name: "keys" | "mint-token",
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, [join(CLI_DIR, `${name}.js`), ...args], { env: { ...process.env, LOOPGUARD_DATA_DIR: dir, ...env }, timeout: 30_000 }, (error, stdout, stderr) =>
-      done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [join(CLI_DIR, `${name}.js`), ...args],
+      { env: { ...process.env, LOOPGUARD_DATA_DIR: dir, ...env }, timeout: 30_000 },
+      (error, stdout, stderr) =>
+        done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
 }
@@ -35,15 +43,28 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("the local people", () => {
   it("are three key pairs (0600) beside the orchestrator's and the release's probe, each bound to its subject and scopes, none holding billing:refund", () => {
-    const bindings: Record<string, [unknown, unknown]> = Object.fromEntries(jwksOf(keys.jwks).keys.map((k) => [String(k.loopguard_subject), [k.loopguard_role, k.loopguard_scopes]]));
+    const bindings: Record<string, [unknown, unknown]> = Object.fromEntries(
+      jwksOf(keys.jwks).keys.map((k) => [String(k.loopguard_subject), [k.loopguard_role, k.loopguard_scopes]]),
+    );
     expect(Object.keys(bindings).sort()).toEqual(["approver", "operator", "release-smoke", "requester", "session:*"]);
     expect(bindings["release-smoke"]).toEqual(["probe", ["kb:read", "billing:read", "risk:read"]]);
-    expect(bindings["session:*"]).toEqual(["orchestrator", expect.arrayContaining(["kb:read", "billing:read", "billing:refund", "risk:read"])]);
+    expect(bindings["session:*"]).toEqual([
+      "orchestrator",
+      expect.arrayContaining(["kb:read", "billing:read", "billing:refund", "risk:read"]),
+    ]);
     expect(bindings.approver).toEqual(["person", ["sessions:read", "approvals:write"]]);
-    expect(bindings.requester).toEqual(["person", expect.arrayContaining(["sessions:read", "sessions:write", "grant:billing:refund"])]);
-    expect(bindings.operator).toEqual(["person", expect.arrayContaining(["sessions:admin", "tool:admin", "billing:read"])]);
-    for (const [, [role, scopes]] of Object.entries(bindings)) if (role === "person") expect(scopes).not.toContain("billing:refund");
-    for (const path of [keys.orchestrator, ...Object.values(keys.people), keys.smoke]) expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(bindings.requester).toEqual([
+      "person",
+      expect.arrayContaining(["sessions:read", "sessions:write", "grant:billing:refund"]),
+    ]);
+    expect(bindings.operator).toEqual([
+      "person",
+      expect.arrayContaining(["sessions:admin", "tool:admin", "billing:read"]),
+    ]);
+    for (const [, [role, scopes]] of Object.entries(bindings))
+      if (role === "person") expect(scopes).not.toContain("billing:refund");
+    for (const path of [keys.orchestrator, ...Object.values(keys.people), keys.smoke])
+      expect(statSync(path).mode & 0o777).toBe(0o600);
   });
 
   it("upgrade an older folder: its operator key becomes the operator person, and a revoked local key is replaced, never trusted again", () => {
@@ -56,11 +77,17 @@ describe("the local people", () => {
       writeFileSync(before.orchestrator, JSON.stringify(orchestrator.privateJwk));
       writeFileSync(before.jwks, JSON.stringify({ keys: [operator.publicJwk, orchestrator.publicJwk] }));
       const upgraded = jwksOf(ensureLocalKeys(old).jwks);
-      expect(upgraded.keys.find((k) => k.kid === "local-operator-2026-11-01")).toMatchObject({ loopguard_role: "person", loopguard_subject: "operator" });
+      expect(upgraded.keys.find((k) => k.kid === "local-operator-2026-11-01")).toMatchObject({
+        loopguard_role: "person",
+        loopguard_subject: "operator",
+      });
       expect(() => publicKeySet(upgraded)).not.toThrow();
 
       const approverKid = upgraded.keys.find((k) => k.loopguard_subject === "approver")!.kid as string;
-      writeFileSync(before.jwks, JSON.stringify({ keys: upgraded.keys.filter((k) => k.kid !== approverKid), revoked: [approverKid] }));
+      writeFileSync(
+        before.jwks,
+        JSON.stringify({ keys: upgraded.keys.filter((k) => k.kid !== approverKid), revoked: [approverKid] }),
+      );
       const renewed = jwksOf(ensureLocalKeys(old).jwks);
       const approver = renewed.keys.find((k) => k.loopguard_subject === "approver")!;
       expect(approver.kid).not.toBe(approverKid);
@@ -76,19 +103,30 @@ describe("pnpm mint-token", () => {
   it("refuses an irreversible method's scope to every person, in one line, exit 2", async () => {
     const r = await run("mint-token", ["--as", "operator", "--scope", "billing:refund"]);
     expect([r.code, r.stdout]).toEqual([2, ""]);
-    expect(r.stderr).toMatch(/^mint-token: "billing:refund" is the scope of billing\.Refund, .*only the orchestrator mints it, bound to one request.*\n$/);
+    expect(r.stderr).toMatch(
+      /^mint-token: "billing:refund" is the scope of billing\.Refund, .*only the orchestrator mints it, bound to one request.*\n$/,
+    );
     expect(r.stderr.split("\n")).toHaveLength(2);
   });
 
   it("refuses --subject, and scopes the person's key may not carry", async () => {
     const subject = await run("mint-token", ["--subject", "approver", "--scope", "kb:read"]);
-    expect([subject.code, subject.stderr]).toEqual([2, expect.stringMatching(/^mint-token: --subject is gone: .*--as NAME/)]);
+    expect([subject.code, subject.stderr]).toEqual([
+      2,
+      expect.stringMatching(/^mint-token: --subject is gone: .*--as NAME/),
+    ]);
     const beyond = await run("mint-token", ["--as", "approver", "--scope", "kb:read"]);
-    expect([beyond.code, beyond.stderr]).toEqual([2, expect.stringMatching(/^mint-token: approver's key may not carry "kb:read"/)]);
+    expect([beyond.code, beyond.stderr]).toEqual([
+      2,
+      expect.stringMatching(/^mint-token: approver's key may not carry "kb:read"/),
+    ]);
     const unknown = await run("mint-token", ["--as", "mallory", "--scope", "kb:read"]);
     expect([unknown.code, unknown.stderr]).toEqual([2, expect.stringMatching(/^mint-token: no key for "mallory"/)]);
     const probe = await run("mint-token", ["--as", "smoke", "--scope", "kb:read"]);
-    expect([probe.code, probe.stderr]).toEqual([2, "mint-token: smoke's key is a probe key: it signs the release's smoke calls (`pnpm smoke`), not people's tokens\n"]);
+    expect([probe.code, probe.stderr]).toEqual([
+      2,
+      "mint-token: smoke's key is a probe key: it signs the release's smoke calls (`pnpm smoke`), not people's tokens\n",
+    ]);
   });
 
   it("mints as the person --as (or LOOPGUARD_AS) names, with the subject the key is bound to; requester by default", async () => {
@@ -104,15 +142,47 @@ describe("pnpm mint-token", () => {
 describe("pnpm keys", () => {
   it("refuses a person key holding an irreversible method's scope, or a pattern covering one", async () => {
     for (const scope of ["billing:refund", "billing:*", "*"]) {
-      const r = await run("keys", ["new", "--kid", "bob-1", "--role", "person", "--subject", "bob", "--scope", "kb:read", "--scope", scope, "--jwks", keys.jwks]);
-      expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/^keys: a person's key may not hold .*billing\.Refund/)]);
+      const r = await run("keys", [
+        "new",
+        "--kid",
+        "bob-1",
+        "--role",
+        "person",
+        "--subject",
+        "bob",
+        "--scope",
+        "kb:read",
+        "--scope",
+        scope,
+        "--jwks",
+        keys.jwks,
+      ]);
+      expect([r.code, r.stderr]).toEqual([
+        2,
+        expect.stringMatching(/^keys: a person's key may not hold .*billing\.Refund/),
+      ]);
     }
   });
 
   it("refuses a probe key holding any but the tools' read-only scopes", async () => {
     for (const scope of ["billing:refund", "sessions:read", "*"]) {
-      const r = await run("keys", ["new", "--kid", "probe-1", "--role", "probe", "--subject", "release-smoke", "--scope", scope, "--jwks", keys.jwks]);
-      expect([r.code, r.stderr]).toEqual([2, `keys: a probe key may hold read-only scopes only (kb:read billing:read risk:read), not "${scope}"\n`]);
+      const r = await run("keys", [
+        "new",
+        "--kid",
+        "probe-1",
+        "--role",
+        "probe",
+        "--subject",
+        "release-smoke",
+        "--scope",
+        scope,
+        "--jwks",
+        keys.jwks,
+      ]);
+      expect([r.code, r.stderr]).toEqual([
+        2,
+        `keys: a probe key may hold read-only scopes only (kb:read billing:read risk:read), not "${scope}"\n`,
+      ]);
     }
   });
 
@@ -120,14 +190,62 @@ describe("pnpm keys", () => {
     const jwks = join(dir, "deploy-jwks.json");
     const pair = newKeyPair("legacy-1");
     writeFileSync(jwks, JSON.stringify({ keys: [pair.publicJwk] }));
-    const bind = await run("keys", ["bind", "--kid", "legacy-1", "--role", "orchestrator", "--subject", "session:*", "--scope", "kb:read", "--jwks", jwks]);
+    const bind = await run("keys", [
+      "bind",
+      "--kid",
+      "legacy-1",
+      "--role",
+      "orchestrator",
+      "--subject",
+      "session:*",
+      "--scope",
+      "kb:read",
+      "--jwks",
+      jwks,
+    ]);
     expect(bind.stderr).toBe("");
-    expect(publicKeySet(jwksOf(jwks)).keys[0]).toMatchObject({ loopguard_role: "orchestrator", loopguard_subject: "session:*", loopguard_scopes: ["kb:read"] });
-    const person = await run("keys", ["bind", "--kid", "legacy-1", "--role", "orchestrator", "--subject", "alice", "--scope", "kb:read", "--jwks", jwks]);
-    expect([person.code, person.stderr]).toEqual([2, expect.stringMatching(/orchestrator key signs for sessions only/)]);
+    expect(publicKeySet(jwksOf(jwks)).keys[0]).toMatchObject({
+      loopguard_role: "orchestrator",
+      loopguard_subject: "session:*",
+      loopguard_scopes: ["kb:read"],
+    });
+    const person = await run("keys", [
+      "bind",
+      "--kid",
+      "legacy-1",
+      "--role",
+      "orchestrator",
+      "--subject",
+      "alice",
+      "--scope",
+      "kb:read",
+      "--jwks",
+      jwks,
+    ]);
+    expect([person.code, person.stderr]).toEqual([
+      2,
+      expect.stringMatching(/orchestrator key signs for sessions only/),
+    ]);
     expect((await run("keys", ["revoke", "--kid", "legacy-1", "--jwks", jwks])).code).toBe(0);
     expect(jwksOf(jwks)).toEqual({ keys: [], revoked: ["legacy-1"] });
-    const again = await run("keys", ["new", "--kid", "legacy-1", "--role", "person", "--subject", "alice", "--scope", "kb:read", "--jwks", jwks, "--private-out", join(dir, "x.jwk")]);
-    expect([again.code, again.stderr]).toEqual([2, expect.stringMatching(/"legacy-1" was revoked; a revoked kid is never used again/)]);
+    const again = await run("keys", [
+      "new",
+      "--kid",
+      "legacy-1",
+      "--role",
+      "person",
+      "--subject",
+      "alice",
+      "--scope",
+      "kb:read",
+      "--jwks",
+      jwks,
+      "--private-out",
+      join(dir, "x.jwk"),
+    ]);
+    expect([again.code, again.stderr]).toEqual([
+      2,
+      expect.stringMatching(/"legacy-1" was revoked; a revoked kid is never used again/),
+    ]);
   });
 });

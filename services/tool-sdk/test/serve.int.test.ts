@@ -17,7 +17,14 @@ import { checkHealth, metricValue, startTestTool, type TestTool, testToken } fro
 
 type KbHandlers = ToolHandlers<typeof KbSearchService>;
 
-const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
+const hit = {
+  docId: "refund-policy",
+  version: 1,
+  title: "Refund policy",
+  snippet: "…",
+  score: 1.5,
+  category: "policy",
+};
 const okHandlers: KbHandlers = { search: async (req) => ({ hits: [hit].slice(0, req.limit) }) };
 
 let tool: TestTool<typeof KbSearchService> | undefined;
@@ -158,7 +165,9 @@ describe("serveTool", () => {
       const error = await failure(client.search({ query: phone, limit: 3 }));
       expect(error.code).toBe(status.INVALID_ARGUMENT);
       expect(error.message).toBe("no customer [redacted]");
-      expect(error.fieldViolations).toEqual([{ field: "query", description: '"[redacted]" is a phone number, id [redacted]' }]);
+      expect(error.fieldViolations).toEqual([
+        { field: "query", description: '"[redacted]" is a phone number, id [redacted]' },
+      ]);
     }
   });
 
@@ -181,7 +190,9 @@ describe("serveTool", () => {
     await failure(client.search({ query: "", limit: 1 }));
     const page = await t.server.metrics.registry.metrics();
     expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "OK" })).toBe(n);
-    expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "INVALID_ARGUMENT" })).toBe(1);
+    expect(
+      metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "INVALID_ARGUMENT" }),
+    ).toBe(1);
     const http = await fetch(`http://127.0.0.1:${t.server.metricsPort}/metrics`).then((r) => r.text());
     expect(metricValue(http, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "OK" })).toBe(n);
   });
@@ -258,7 +269,9 @@ describe("serveTool", () => {
     await admin.setFaults({ profile: {} });
     expect((await admin.getFaults({})).profile?.addedLatencyMs).toBe(0);
     await client.search({ query: "refund", limit: 1 });
-    const reader = createRawClient(ToolAdminService, t.address, { token: await testToken({ subject: "reader", scopes: ["kb:read"] }) });
+    const reader = createRawClient(ToolAdminService, t.address, {
+      token: await testToken({ subject: "reader", scopes: ["kb:read"] }),
+    });
     const denied = await failure(reader.setFaults({ profile: { outage: true } }));
     expect(denied.code).toBe(status.PERMISSION_DENIED);
     reader.close();
@@ -300,7 +313,8 @@ describe("serveTool", () => {
     const seen: string[] = [];
     const own: Interceptor = (next) => async (call) => {
       seen.push(`${call.method.name} by ${call.caller?.subject}`);
-      if ((call.request as { query: string }).query === "blocked") throw new ToolError(status.FAILED_PRECONDITION, "REQUEST_INVALID", "blocked by the service");
+      if ((call.request as { query: string }).query === "blocked")
+        throw new ToolError(status.FAILED_PRECONDITION, "REQUEST_INVALID", "blocked by the service");
       return next(call);
     };
     const t = await start(okHandlers, { interceptors: [own] });
@@ -309,7 +323,9 @@ describe("serveTool", () => {
     const error = await failure(client.search({ query: "blocked", limit: 3 }));
     expect([error.code, error.reason]).toEqual([status.FAILED_PRECONDITION, "REQUEST_INVALID"]);
     await failure(client.search({ query: "", limit: 3 }));
-    const admin = createRawClient(ToolAdminService, t.address, { token: await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] }) });
+    const admin = createRawClient(ToolAdminService, t.address, {
+      token: await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] }),
+    });
     await admin.getFaults({});
     admin.close();
     expect(seen).toEqual(["Search by agent-7", "Search by agent-7"]);
@@ -326,7 +342,11 @@ describe("serveTool", () => {
     const t = await start(okHandlers);
     const { stdout: services } = await bufCurl("--list-services", `http://${t.address}`);
     expect(services.split("\n")).toContain("grpc.health.v1.Health");
-    const { stdout: answer } = await bufCurl("-d", JSON.stringify({ service: "loopguard.kb.v1.KbSearchService" }), `http://${t.address}/grpc.health.v1.Health/Check`);
+    const { stdout: answer } = await bufCurl(
+      "-d",
+      JSON.stringify({ service: "loopguard.kb.v1.KbSearchService" }),
+      `http://${t.address}/grpc.health.v1.Health/Check`,
+    );
     expect(JSON.parse(answer)).toEqual({ status: "SERVING" });
   });
 });
@@ -442,9 +462,13 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
     expect(big.message).toMatch(/^GetSessionRequest is 2000\d bytes; GetSession accepts at most 16384$/);
     expect(big.metadata).toEqual({ bytes: expect.stringMatching(/^2000\d$/), max_bytes: "16384" });
     const unauthenticated = createRawClient(OrchestratorService, orchestrator.address);
-    expect((await failure(unauthenticated.getSession({ sessionId: "x".repeat(20_000) }))).reason).toBe("REQUEST_TOO_LARGE");
+    expect((await failure(unauthenticated.getSession({ sessionId: "x".repeat(20_000) }))).reason).toBe(
+      "REQUEST_TOO_LARGE",
+    );
     unauthenticated.close();
-    expect((await failure(client.startSession({ goal: "g".repeat(140_000) }))).message).toMatch(/StartSession accepts at most 131072$/);
+    expect((await failure(client.startSession({ goal: "g".repeat(140_000) }))).message).toMatch(
+      /StartSession accepts at most 131072$/,
+    );
     expect(handled).toEqual([]);
 
     // Below the limit the request goes on through validation as always.
@@ -454,6 +478,8 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
     expect(handled).toEqual(["getSession"]);
     const page = await orchestrator.server.metrics.registry.metrics();
     expect(metricValue(page, "loopguard_tool_requests_too_large_total", { grpc_method: "GetSession" })).toBe(2);
-    expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "StartSession", grpc_code: "INVALID_ARGUMENT" })).toBe(2);
+    expect(
+      metricValue(page, "grpc_server_handled_total", { grpc_method: "StartSession", grpc_code: "INVALID_ARGUMENT" }),
+    ).toBe(2);
   });
 });

@@ -42,7 +42,10 @@ export const TEST_ORCHESTRATOR_KEY = signingKeyFromJwk(orchestratorPair.privateJ
 export const TEST_PEOPLE_KEY = signingKeyFromJwk(peoplePair.privateJwk);
 /** What every test service verifies with: both keys, bound. */
 export const TEST_PUBLIC_KEYS = publicKeySet({
-  keys: [withBinding(orchestratorPair.publicJwk, { role: "orchestrator", subject: "session:*", scopes: ["*"] }), withBinding(peoplePair.publicJwk, { role: "person", subject: "*", scopes: ["*"] })],
+  keys: [
+    withBinding(orchestratorPair.publicJwk, { role: "orchestrator", subject: "session:*", scopes: ["*"] }),
+    withBinding(peoplePair.publicJwk, { role: "person", subject: "*", scopes: ["*"] }),
+  ],
 });
 /** Environment a test service process needs to verify test tokens (public keys only). */
 export const TEST_AUTH_ENV: Readonly<Record<string, string>> = { LOOPGUARD_JWKS: JSON.stringify(TEST_PUBLIC_KEYS) };
@@ -66,7 +69,11 @@ export function testOrchestratorEnv(): Record<string, string> {
 export const TOOL_SCOPES: readonly string[] = requiredScopesOf(toolServicesOf(contractFiles));
 
 /** An operator of the orchestrator API in tests: reads and starts sessions, and may grant them every tool scope. */
-export const SESSION_OPERATOR_SCOPES: readonly string[] = ["sessions:read", "sessions:write", ...TOOL_SCOPES.map((s) => `grant:${s}`)];
+export const SESSION_OPERATOR_SCOPES: readonly string[] = [
+  "sessions:read",
+  "sessions:write",
+  ...TOOL_SCOPES.map((s) => `grant:${s}`),
+];
 
 export interface TestTokenOptions {
   readonly scopes: readonly string[];
@@ -80,7 +87,12 @@ export interface TestTokenOptions {
 export function testToken(options: TestTokenOptions): Promise<string> {
   const audience = options.audience ?? audienceOf(options.scopes, servicesOf(contractFiles));
   if (!audience) throw new Error(`scopes ${options.scopes.join(" ")} do not name one service: pass audience`);
-  return mintToken(TEST_PEOPLE_KEY, { subject: options.subject ?? "test", audience, scopes: options.scopes, ttlSeconds: options.ttlSeconds ?? 600 });
+  return mintToken(TEST_PEOPLE_KEY, {
+    subject: options.subject ?? "test",
+    audience,
+    scopes: options.scopes,
+    ttlSeconds: options.ttlSeconds ?? 600,
+  });
 }
 
 /**
@@ -88,7 +100,12 @@ export function testToken(options: TestTokenOptions): Promise<string> {
  * to this exact request (claim `req`), as the orchestrator mints it for one call. `method` is the
  * method's name in the contract, e.g. "Refund".
  */
-export function boundToken<S extends DescService>(service: S, method: string, request: MessageInitShape<DescMethod["input"]>, subject = "session:test"): Promise<string> {
+export function boundToken<S extends DescService>(
+  service: S,
+  method: string,
+  request: MessageInitShape<DescMethod["input"]>,
+  subject = "session:test",
+): Promise<string> {
   const found = service.methods.find((m) => m.name === method);
   if (!found) throw new Error(`${service.typeName} has no method ${method}`);
   const scope = methodPolicy(found).requiredScope;
@@ -110,7 +127,10 @@ export function withBoundTokens<S extends DescService>(service: S, client: RawCl
   const out: Record<string, unknown> = { ...client };
   for (const method of service.methods) {
     if (methodPolicy(method).effect !== Effect.IRREVERSIBLE_EXTERNAL) continue;
-    const send = (client as Record<string, unknown>)[method.localName] as (request: unknown, options?: RawCallOptions) => Promise<unknown>;
+    const send = (client as Record<string, unknown>)[method.localName] as (
+      request: unknown,
+      options?: RawCallOptions,
+    ) => Promise<unknown>;
     out[method.localName] = async (request: MessageInitShape<DescMethod["input"]>, options: RawCallOptions = {}) =>
       send(request, { ...options, token: await boundToken(service, method.name, request) });
   }
@@ -118,7 +138,12 @@ export function withBoundTokens<S extends DescService>(service: S, client: RawCl
 }
 
 /** A token of one of the local people whose keys `pnpm start` made under `dataDir`, signed as the CLI signs (subject: the key's binding). */
-export function localPersonToken(dataDir: string, person: PersonRole, audience: string, scopes: readonly string[]): Promise<string> {
+export function localPersonToken(
+  dataDir: string,
+  person: PersonRole,
+  audience: string,
+  scopes: readonly string[],
+): Promise<string> {
   const { key, binding } = personKey({ LOOPGUARD_DATA_DIR: dataDir }, person);
   return mintToken(key, { subject: binding.subject, audience, scopes, ttlSeconds: 3600 });
 }
@@ -133,9 +158,16 @@ export interface TestTool<S extends DescService> {
   close(): Promise<void>;
 }
 
-export async function startTestTool<S extends DescService>(definition: ToolDefinition<S>, options: Partial<Omit<ServeOptions, "logger" | "publicKeys">> = {}): Promise<TestTool<S>> {
+export async function startTestTool<S extends DescService>(
+  definition: ToolDefinition<S>,
+  options: Partial<Omit<ServeOptions, "logger" | "publicKeys">> = {},
+): Promise<TestTool<S>> {
   const logs: Record<string, unknown>[] = [];
-  const logger = createLogger({ service: "test", level: "debug", write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>) });
+  const logger = createLogger({
+    service: "test",
+    level: "debug",
+    write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>),
+  });
   const server = await serveTool(definition, {
     host: "127.0.0.1",
     port: 0,
@@ -188,7 +220,9 @@ export function spawnTool(entry: string, env: Record<string, string>, timeoutMs 
   const lines: Record<string, unknown>[] = [];
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? -1)));
+  const exited = new Promise<number | string>((resolve) =>
+    child.once("exit", (code, signal) => resolve(code ?? signal ?? -1)),
+  );
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");

@@ -12,8 +12,22 @@ import { benchPeople } from "./people.js";
 
 const answer: MessageInitShape<typeof SearchResponseSchema> = {
   hits: [
-    { docId: "refund-policy", version: 3, title: "Refund policy", snippet: "Refunds are issued to the original payment method…", score: 7.25, category: "policy" },
-    { docId: "refund-timelines", version: 1, title: "Refund timelines", snippet: "Card refunds take 5-10 business days…", score: 4.5, category: "policy" },
+    {
+      docId: "refund-policy",
+      version: 3,
+      title: "Refund policy",
+      snippet: "Refunds are issued to the original payment method…",
+      score: 7.25,
+      category: "policy",
+    },
+    {
+      docId: "refund-timelines",
+      version: 1,
+      title: "Refund timelines",
+      snippet: "Card refunds take 5-10 business days…",
+      score: 4.5,
+      category: "policy",
+    },
   ],
 };
 const response = create(SearchResponseSchema, answer);
@@ -24,17 +38,41 @@ async function serve(kind: string): Promise<number> {
     server.addService(serviceDefinition(KbSearchService), {
       search: (_call: unknown, callback: (e: null, r: unknown) => void) => callback(null, response),
     });
-    return new Promise((resolve, reject) => server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e, port) => (e ? reject(e) : resolve(port))));
+    return new Promise((resolve, reject) =>
+      server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e, port) => (e ? reject(e) : resolve(port))),
+    );
   }
   const logger = createLogger({ service: "bench", level: "error" });
   // The parent's local people's keys, passed in the environment: tokens the parent mints verify here.
-  const options = { host: "127.0.0.1", port: 0, metricsPort: 0, publicKeys: readPublicKeys(), maxConcurrent: 1024, shutdownGraceMs: 1000, logger };
+  const options = {
+    host: "127.0.0.1",
+    port: 0,
+    metricsPort: 0,
+    publicKeys: readPublicKeys(),
+    maxConcurrent: 1024,
+    shutdownGraceMs: 1000,
+    logger,
+  };
   if (kind === "risk-down") {
     const server = await serveTool(
-      { service: RiskService, handlers: { queryRisk: async () => ({ riskScore: 1, reason: "ok" }), getCustomerRisk: async () => ({ riskScore: 1, reason: "ok" }) } },
+      {
+        service: RiskService,
+        handlers: {
+          queryRisk: async () => ({ riskScore: 1, reason: "ok" }),
+          getCustomerRisk: async () => ({ riskScore: 1, reason: "ok" }),
+        },
+      },
       options,
     );
-    server.faults.set({ $typeName: "loopguard.tool.v1.FaultProfile", addedLatencyMs: 0, errorRate: 0, outage: true, retryAfterMs: 0, responseDelayMs: 0, methods: [] });
+    server.faults.set({
+      $typeName: "loopguard.tool.v1.FaultProfile",
+      addedLatencyMs: 0,
+      errorRate: 0,
+      outage: true,
+      retryAfterMs: 0,
+      responseDelayMs: 0,
+      methods: [],
+    });
     return server.port;
   }
   const server = await serveTool({ service: KbSearchService, handlers: { search: async () => answer } }, options);
@@ -43,9 +81,14 @@ async function serve(kind: string): Promise<number> {
 
 /** Starts a bench server in a child process; resolves with its address and a stop function. */
 export function startBenchServer(kind: "bare" | "tool" | "risk-down"): Promise<{ address: string; stop: () => void }> {
-  const child = fork(fileURLToPath(import.meta.url), [kind], { stdio: ["ignore", "inherit", "inherit", "ipc"], env: { ...process.env, ...benchPeople().env } });
+  const child = fork(fileURLToPath(import.meta.url), [kind], {
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+    env: { ...process.env, ...benchPeople().env },
+  });
   return new Promise((resolve, reject) => {
-    child.once("message", (port) => resolve({ address: `127.0.0.1:${String(port)}`, stop: () => child.kill("SIGKILL") }));
+    child.once("message", (port) =>
+      resolve({ address: `127.0.0.1:${String(port)}`, stop: () => child.kill("SIGKILL") }),
+    );
     child.once("exit", (code) => reject(new Error(`bench server ${kind} exited with ${code}`)));
   });
 }

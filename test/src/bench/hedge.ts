@@ -25,7 +25,13 @@ const ROUNDS = 3;
 const IN_FLIGHT = 16;
 const WARM_UP_SESSIONS = 60;
 const BASE_MS = 50;
-const QUESTIONS = ["how do refunds work", "which refunds need an approval", "how long do card refunds take", "what cannot be returned", "what is the risk policy"];
+const QUESTIONS = [
+  "how do refunds work",
+  "which refunds need an approval",
+  "how long do card refunds take",
+  "what cannot be returned",
+  "what is the risk policy",
+];
 
 interface Run {
   readonly label: string;
@@ -37,7 +43,8 @@ interface Run {
   readonly answered: number[];
 }
 
-const percentile = (sorted: readonly number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
+const percentile = (sorted: readonly number[], p: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
 
 async function kbCounters(orchestrator: ToolProcess): Promise<{ calls: number; hedges: number; hedgesWon: number }> {
   const page = await (await fetch(`http://127.0.0.1:${orchestrator.metricsPort}/metrics`)).text();
@@ -110,7 +117,9 @@ export async function benchHedge(): Promise<void> {
       });
       procs.push(proc);
       const endOf = sessionEnds(proc);
-      const api = createRawClient(OrchestratorService, proc.address, { token: await people.token("requester", ["sessions:read", "sessions:write", "grant:kb:read"], "orchestrator") });
+      const api = createRawClient(OrchestratorService, proc.address, {
+        token: await people.token("requester", ["sessions:read", "sessions:write", "grant:kb:read"], "orchestrator"),
+      });
       closers.push(() => api.close());
       const sessions = async (count: number): Promise<number[]> => {
         const latencies: number[] = [];
@@ -138,8 +147,22 @@ export async function benchHedge(): Promise<void> {
     // Rounds alternate the three runs, so the machine's noise lands on all alike.
     const runs: Run[] = [
       { label: "(a) healthy, hedging on", latencies: [], calls: 0, hedges: 0, hedgesWon: 0, answered: [0, 0, 0] },
-      { label: "(b) 1 of 3 slowed 10x, hedging off", latencies: [], calls: 0, hedges: 0, hedgesWon: 0, answered: [0, 0, 0] },
-      { label: "(c) 1 of 3 slowed 10x, hedging on", latencies: [], calls: 0, hedges: 0, hedgesWon: 0, answered: [0, 0, 0] },
+      {
+        label: "(b) 1 of 3 slowed 10x, hedging off",
+        latencies: [],
+        calls: 0,
+        hedges: 0,
+        hedgesWon: 0,
+        answered: [0, 0, 0],
+      },
+      {
+        label: "(c) 1 of 3 slowed 10x, hedging on",
+        latencies: [],
+        calls: 0,
+        hedges: 0,
+        hedgesWon: 0,
+        answered: [0, 0, 0],
+      },
     ];
     const setup = [
       { orchestrator: hedging, slow: false },
@@ -165,7 +188,9 @@ export async function benchHedge(): Promise<void> {
     console.log(
       `hedge: question sessions (1 kb-search Search each) through the orchestrator, 3 kb-search replicas as processes, ${SESSIONS} sessions per run in ${ROUNDS} alternated rounds, ${IN_FLIGHT} in flight`,
     );
-    console.log(`  Search normal latency ${normalMs.toFixed(1)} ms (every replica +${BASE_MS} ms); slowed replica +${slowMs} ms (= ${BASE_MS} + 9 x normal)`);
+    console.log(
+      `  Search normal latency ${normalMs.toFixed(1)} ms (every replica +${BASE_MS} ms); slowed replica +${slowMs} ms (= ${BASE_MS} + 9 x normal)`,
+    );
     for (const r of runs) r.latencies.sort((a, b) => a - b);
     const p95 = (r: Run) => percentile(r.latencies, 0.95);
     for (const r of runs) {

@@ -28,7 +28,11 @@ async function benchTool(): Promise<void> {
         { label: "bare grpc-js server", call: () => bareClient.search(request) },
         { label: "serveTool", call: () => toolClientRaw.search(request) },
       ])) as [ProbedFigures, ProbedFigures];
-      printComparison(`tool: server side, same client (raw grpc-js + protobuf-es, bearer token sent to both)`, baseline, subject);
+      printComparison(
+        `tool: server side, same client (raw grpc-js + protobuf-es, bearer token sent to both)`,
+        baseline,
+        subject,
+      );
     }
   } finally {
     bareClient.close();
@@ -66,7 +70,13 @@ async function benchClient(): Promise<void> {
   // Fast-fail latency with the breaker open: risk has no empty fallback, so the call is refused.
   const down = await startBenchServer("risk-down");
   const riskToken = await benchPeople().token("operator", ["risk:read"]);
-  const risk = toolClient(RiskService, { target: down.address, token: riskToken, registry: new Registry(), breaker: { volumeThreshold: 5, resetTimeoutMs: 60_000 }, retry: { maxAttempts: 1 } });
+  const risk = toolClient(RiskService, {
+    target: down.address,
+    token: riskToken,
+    registry: new Registry(),
+    breaker: { volumeThreshold: 5, resetTimeoutMs: 60_000 },
+    retry: { maxAttempts: 1 },
+  });
   const req = { idCard: "11010519491231002X", phone: "+8613800138000" };
   try {
     while (risk.breakerState !== "open") await risk.call("queryRisk", req).catch(() => undefined);
@@ -79,7 +89,9 @@ async function benchClient(): Promise<void> {
       });
     }
     const perCallMs = (performance.now() - started) / n;
-    console.log(`client: open-breaker fast fail  ${perCallMs.toFixed(4)} ms per call over ${n} calls (${refused} refused with BREAKER_OPEN)\n`);
+    console.log(
+      `client: open-breaker fast fail  ${perCallMs.toFixed(4)} ms per call over ${n} calls (${refused} refused with BREAKER_OPEN)\n`,
+    );
   } finally {
     risk.close();
     down.stop();

@@ -56,7 +56,13 @@ async function run(concurrency: number, durationMs: number, call: () => Promise<
   return { latencies, steadyCalls, steadyMs: end - from };
 }
 
-function figures(label: string, concurrency: number, latencies: number[], steadyCalls: number, steadyMs: number): Figures {
+function figures(
+  label: string,
+  concurrency: number,
+  latencies: number[],
+  steadyCalls: number,
+  steadyMs: number,
+): Figures {
   const sorted = Float64Array.from(latencies).sort();
   return {
     label,
@@ -71,7 +77,9 @@ function figures(label: string, concurrency: number, latencies: number[], steady
 export function printComparison(title: string, baseline: Figures, subject: Figures): void {
   const row = (f: Figures) =>
     `  ${f.label.padEnd(28)} ${String(f.concurrency).padStart(3)} in flight  ${f.perSecond.toFixed(0).padStart(7)} calls/s  p50 ${f.p50Ms.toFixed(3)} ms  p99 ${f.p99Ms.toFixed(3)} ms`;
-  console.log(`${title}\n${row(baseline)}\n${row(subject)}\n  ratio ${(subject.perSecond / baseline.perSecond).toFixed(2)}\n`);
+  console.log(
+    `${title}\n${row(baseline)}\n${row(subject)}\n  ratio ${(subject.perSecond / baseline.perSecond).toFixed(2)}\n`,
+  );
 }
 
 export interface CompareOptions {
@@ -100,7 +108,12 @@ export async function compare(
     for (let i = 0; i < 200; i += 1) await v.call();
     await run(concurrency, warmUpMs, v.call);
   }
-  const pooled = variants.map(() => ({ latencies: [] as number[], steadyCalls: 0, steadyMs: 0, probed: [] as number[] }));
+  const pooled = variants.map(() => ({
+    latencies: [] as number[],
+    steadyCalls: 0,
+    steadyMs: 0,
+    probed: [] as number[],
+  }));
   for (let r = 0; r < rounds; r += 1) {
     for (const [i, v] of variants.entries()) {
       const before = (await probe?.()) ?? [];
@@ -113,5 +126,8 @@ export async function compare(
       for (const [k, value] of after.entries()) p.probed[k] = (p.probed[k] ?? 0) + value - (before[k] ?? 0);
     }
   }
-  return variants.map((v, i) => ({ ...figures(v.label, concurrency, pooled[i]!.latencies, pooled[i]!.steadyCalls, pooled[i]!.steadyMs), probed: pooled[i]!.probed }));
+  return variants.map((v, i) => ({
+    ...figures(v.label, concurrency, pooled[i]!.latencies, pooled[i]!.steadyCalls, pooled[i]!.steadyMs),
+    probed: pooled[i]!.probed,
+  }));
 }

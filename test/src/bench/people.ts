@@ -5,7 +5,18 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
-import { audienceOf, ensureLocalKeys, methodPolicy, mintToken, type PersonRole, personKey, readSigningKey, requestDigest, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
+import {
+  audienceOf,
+  ensureLocalKeys,
+  methodPolicy,
+  mintToken,
+  type PersonRole,
+  personKey,
+  readSigningKey,
+  requestDigest,
+  servicePolicy,
+  servicesOf,
+} from "@loopguard/tool-sdk";
 import { contractFiles } from "@loopguard/proto";
 
 export interface BenchPeople {
@@ -16,7 +27,11 @@ export interface BenchPeople {
   /** A token of `person` carrying `scopes`, for the one service they name (or `audience`). */
   token(person: PersonRole, scopes: readonly string[], audience?: string): Promise<string>;
   /** What the orchestrator sends with an irreversible call: its own token, bound to this one request. */
-  boundToken<S extends DescService>(service: S, method: string, request: MessageInitShape<DescMethod["input"]>): Promise<string>;
+  boundToken<S extends DescService>(
+    service: S,
+    method: string,
+    request: MessageInitShape<DescMethod["input"]>,
+  ): Promise<string>;
 }
 
 let people: BenchPeople | undefined;

@@ -12,14 +12,38 @@ function stepRecord(): Parameters<typeof redact>[0] {
     step: 3,
     state_before: "TOOL_EXECUTING",
     state_after: "OBSERVING",
-    decision: { kind: "tool_call", id: "call_2_0", name: "kb_search_search", arguments: '{"query":"refund policy","limit":3}', served_from: "live" },
+    decision: {
+      kind: "tool_call",
+      id: "call_2_0",
+      name: "kb_search_search",
+      arguments: '{"query":"refund policy","limit":3}',
+      served_from: "live",
+    },
     result: {
       ok: true,
       data: {
         hits: [
-          { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "Refunds above 500.00 are approved by a second person within 2 business days.", score: 3.25 },
-          { docId: "card-refunds", version: 2, title: "Card refunds", snippet: "Card refunds take 5-10 days to appear on the statement.", score: 2.5 },
-          { docId: "returns", version: 1, title: "What cannot be returned", snippet: "Gift cards and opened software cannot be returned.", score: 1.75 },
+          {
+            docId: "refund-policy",
+            version: 1,
+            title: "Refund policy",
+            snippet: "Refunds above 500.00 are approved by a second person within 2 business days.",
+            score: 3.25,
+          },
+          {
+            docId: "card-refunds",
+            version: 2,
+            title: "Card refunds",
+            snippet: "Card refunds take 5-10 days to appear on the statement.",
+            score: 2.5,
+          },
+          {
+            docId: "returns",
+            version: 1,
+            title: "What cannot be returned",
+            snippet: "Gift cards and opened software cannot be returned.",
+            score: 1.75,
+          },
         ],
       },
       refs: ["kb:refund-policy@1", "kb:card-refunds@2", "kb:returns@1"],
@@ -48,7 +72,10 @@ function stepRecord(): Parameters<typeof redact>[0] {
 
 const TEXTS: readonly [string, string][] = [
   ["timestamp", "2026-11-29T10:15:42.123Z"],
-  ["refund answer", "Refunded 100 cents of order ord_DEMO00000002 under Refund policy [refund-policy@1]; refund id rf_AbCdEfGh12345678."],
+  [
+    "refund answer",
+    "Refunded 100 cents of order ord_DEMO00000002 under Refund policy [refund-policy@1]; refund id rf_AbCdEfGh12345678.",
+  ],
   ["step record JSON", JSON.stringify(stepRecord())],
   ["text with a phone", "The customer (139)12345678 asked for a refund of order ord_DEMO00000002 on 2026-11-29."],
   ["text with an id card", "id card 11010519491231002x, order ord_DEMO00000002"],

@@ -39,7 +39,9 @@ export async function benchRefunds(durationMs: number): Promise<void> {
   try {
     const kb = await tool("kb-search", "KB_SEARCH");
     const billing = await tool("billing", "BILLING");
-    const risk = await tool("risk", "RISK", { RISK_CUSTOMER_KEY_PEPPER: "bench-risk-customer-key-pepper-0123456789abcdef" });
+    const risk = await tool("risk", "RISK", {
+      RISK_CUSTOMER_KEY_PEPPER: "bench-risk-customer-key-pepper-0123456789abcdef",
+    });
     const orchestrator = await spawnTool(entryOf("orchestrator"), {
       ...people.orchestratorEnv,
       ORCHESTRATOR_PORT: "0",
@@ -53,9 +55,15 @@ export async function benchRefunds(durationMs: number): Promise<void> {
     procs.push(orchestrator);
     const endOf = sessionEnds(orchestrator);
     const api = createRawClient(OrchestratorService, orchestrator.address, {
-      token: await people.token("requester", ["sessions:read", "sessions:write", ...SCOPES.map((s) => `grant:${s}`)], "orchestrator"),
+      token: await people.token(
+        "requester",
+        ["sessions:read", "sessions:write", ...SCOPES.map((s) => `grant:${s}`)],
+        "orchestrator",
+      ),
     });
-    const reader = createRawClient(BillingService, billing.address, { token: await people.token("operator", ["billing:read"]) });
+    const reader = createRawClient(BillingService, billing.address, {
+      token: await people.token("operator", ["billing:read"]),
+    });
     const refunder = createRawClient(BillingService, billing.address, {});
     let bareKeys = 0;
     const ended = new Map<string, number>();
@@ -82,16 +90,24 @@ export async function benchRefunds(durationMs: number): Promise<void> {
           {
             label: "orchestrator refund session",
             call: async () => {
-              const { session } = await api.startSession({ goal: "Refund 0.01 of the bulk order", task: TASK as never, scopes: SCOPES, policy: "scripted" });
+              const { session } = await api.startSession({
+                goal: "Refund 0.01 of the bulk order",
+                task: TASK as never,
+                scopes: SCOPES,
+                policy: "scripted",
+              });
               const end = await endOf(session!.sessionId);
               ended.set(end.state, (ended.get(end.state) ?? 0) + 1);
-              if (end.state !== "DONE") throw new Error(`a bench refund session ended ${end.state} after ${end.decisions} decisions`);
+              if (end.state !== "DONE")
+                throw new Error(`a bench refund session ended ${end.state} after ${end.decisions} decisions`);
             },
           },
         ],
         { rounds: 3, warmUpMs: 3000, probe: async () => [await cpuSeconds(orchestrator), await cpuSeconds(billing)] },
       )) as [Probed, Probed];
-      console.log("refunds: refund sessions through the orchestrator vs bare GetOrder + Refund to the same billing process (processes, loopback, rounds alternated)");
+      console.log(
+        "refunds: refund sessions through the orchestrator vs bare GetOrder + Refund to the same billing process (processes, loopback, rounds alternated)",
+      );
       const row = (f: Probed) => {
         const cpu = (k: number) => (((f.probed[k] ?? 0) * 1000) / f.calls).toFixed(2);
         return `  ${f.label.padEnd(30)} ${String(f.concurrency).padStart(3)} in flight  ${f.perSecond.toFixed(0).padStart(6)} refunds/s  ratio ${(f.perSecond / bare.perSecond).toFixed(2)}  p50 ${f.p50Ms.toFixed(1)} ms  CPU per refund: orchestrator ${cpu(0)} ms, billing ${cpu(1)} ms`;

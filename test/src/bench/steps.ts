@@ -35,7 +35,13 @@ async function benchToolSteps(durationMs: number): Promise<void> {
   try {
     // Allow more than IN_FLIGHT at once, so load shedding does not cap either side.
     const people = benchPeople();
-    const kb = await spawnTool(KB_ENTRY, { ...people.env, KB_SEARCH_PORT: "0", KB_SEARCH_METRICS_PORT: "0", KB_SEARCH_MAX_CONCURRENT: "512", LOOPGUARD_DATA_DIR: join(dataDir, "kb") });
+    const kb = await spawnTool(KB_ENTRY, {
+      ...people.env,
+      KB_SEARCH_PORT: "0",
+      KB_SEARCH_METRICS_PORT: "0",
+      KB_SEARCH_MAX_CONCURRENT: "512",
+      LOOPGUARD_DATA_DIR: join(dataDir, "kb"),
+    });
     procs.push(kb);
     const orchestrator = await spawnTool(ORCHESTRATOR_ENTRY, {
       ...people.orchestratorEnv,
@@ -56,17 +62,27 @@ async function benchToolSteps(durationMs: number): Promise<void> {
     const endOf = sessionEnds(orchestrator);
 
     const kbToken = await people.token("operator", ["kb:read"]);
-    const apiToken = await people.token("requester", ["sessions:read", "sessions:write", "grant:kb:read"], "orchestrator");
+    const apiToken = await people.token(
+      "requester",
+      ["sessions:read", "sessions:write", "grant:kb:read"],
+      "orchestrator",
+    );
     const kbClient = createRawClient(KbSearchService, kb.address, { token: kbToken });
     const api = createRawClient(OrchestratorService, orchestrator.address, { token: apiToken });
     try {
       const ended = new Map<string, number>();
       const session = (subgoals: readonly string[]) => async () => {
-        const { session: s } = await api.startSession({ goal: GOAL, task: subgoals.length > 0 ? { kind: "question", subgoals: [...subgoals] } : {}, scopes: ["kb:read"], policy: "scripted" });
+        const { session: s } = await api.startSession({
+          goal: GOAL,
+          task: subgoals.length > 0 ? { kind: "question", subgoals: [...subgoals] } : {},
+          scopes: ["kb:read"],
+          policy: "scripted",
+        });
         const end = await endOf(s!.sessionId);
         ended.set(end.state, (ended.get(end.state) ?? 0) + 1);
         // Each search is a decision, and so is the answer.
-        if (end.state !== "DONE" || end.decisions !== subgoals.length + 2) throw new Error(`a bench session ended ${end.state} after ${end.decisions} decisions`);
+        if (end.state !== "DONE" || end.decisions !== subgoals.length + 2)
+          throw new Error(`a bench session ended ${end.state} after ${end.decisions} decisions`);
       };
       const [bare, oneStep, fourSteps] = (await compare(
         IN_FLIGHT,
@@ -78,7 +94,9 @@ async function benchToolSteps(durationMs: number): Promise<void> {
         ],
         { rounds: 3, warmUpMs: 3000, probe: async () => [await cpuSeconds(orchestrator), await cpuSeconds(kb)] },
       )) as [Probed, Probed, Probed];
-      console.log("steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback, rounds alternated)");
+      console.log(
+        "steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback, rounds alternated)",
+      );
       const row = (f: Probed, stepsPerCall: number, unit: string) => {
         const steps = f.calls * stepsPerCall;
         const cpu = (k: number) => (((f.probed[k] ?? 0) * 1000) / steps).toFixed(2);
@@ -111,7 +129,8 @@ const WARM_UP_MS = 2000;
 async function timed(store: SessionStore, n: number): Promise<TransitionBenchResult> {
   try {
     const started = performance.now();
-    for (let warmed = 0; warmed < 20_000 && performance.now() - started < WARM_UP_MS; warmed += 500) await benchTransitions(store, 500);
+    for (let warmed = 0; warmed < 20_000 && performance.now() - started < WARM_UP_MS; warmed += 500)
+      await benchTransitions(store, 500);
     return await benchTransitions(store, n);
   } finally {
     await store.close();
@@ -122,7 +141,12 @@ async function benchTransitionLatency(): Promise<void> {
   console.log("steps: one session transition (optimistic-lock UPDATE + audit row), back to back on one session");
   const dir = mkdtempSync(join(tmpdir(), "loopguard-bench-transitions-"));
   try {
-    console.log(transitionRow("SQLite (WAL, synchronous=NORMAL)", await timed(await SqliteSessionStore.open(join(dir, "sessions.db")), 10_000)));
+    console.log(
+      transitionRow(
+        "SQLite (WAL, synchronous=NORMAL)",
+        await timed(await SqliteSessionStore.open(join(dir, "sessions.db")), 10_000),
+      ),
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -134,7 +158,12 @@ async function benchTransitionLatency(): Promise<void> {
   // Default durability (fsync on): the figure is meant to be what a deployment would see.
   const server = await startPostgres({ fsync: true });
   try {
-    console.log(transitionRow("PostgreSQL 15 (TCP loopback, fsync on)", await timed(await PostgresSessionStore.open(await server.createDatabase("bench")), 2000)));
+    console.log(
+      transitionRow(
+        "PostgreSQL 15 (TCP loopback, fsync on)",
+        await timed(await PostgresSessionStore.open(await server.createDatabase("bench")), 2000),
+      ),
+    );
   } finally {
     await server.stop();
   }

@@ -5,11 +5,22 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { DEFAULT_CONTEXT_LIMITS, encodingForModel, estimateTokens, governContext, type HistoryItem, tokenCounter, ToolRegistry } from "@loopguard/orchestrator";
+import {
+  DEFAULT_CONTEXT_LIMITS,
+  encodingForModel,
+  estimateTokens,
+  governContext,
+  type HistoryItem,
+  tokenCounter,
+  ToolRegistry,
+} from "@loopguard/orchestrator";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 /** The patrol's golden set when it is there; a few sample tasks otherwise. */
-const DEFAULT_TASKS = [join(root, "test", "golden", "tasks.jsonl"), join(root, "test", "fixtures", "sample-tasks.jsonl")];
+const DEFAULT_TASKS = [
+  join(root, "test", "golden", "tasks.jsonl"),
+  join(root, "test", "fixtures", "sample-tasks.jsonl"),
+];
 const LONG_SESSION_STEPS = 40;
 
 interface Task {
@@ -40,12 +51,24 @@ function searchResult(i: number): HistoryItem[] {
     snippet: `Refunds to cards take ${h + 2} to ${h + 9} business days; ${"the bank may hold the amount while it checks the order. ".repeat(4)}`,
   }));
   return [
-    { kind: "call", callId: `c${i}`, tool: "kb_search_search", arguments: JSON.stringify({ query: `refund rules part ${i}`, limit: 3 }) },
+    {
+      kind: "call",
+      callId: `c${i}`,
+      tool: "kb_search_search",
+      arguments: JSON.stringify({ query: `refund rules part ${i}`, limit: 3 }),
+    },
     {
       kind: "observation",
       callId: `c${i}`,
       tool: "kb_search_search",
-      envelope: { ok: true, data: { hits }, refs: hits.map((h) => `kb:${h.docId}@1`), costMicros: 100, servedFrom: "live", observedAt: new Date(0).toISOString() },
+      envelope: {
+        ok: true,
+        data: { hits },
+        refs: hits.map((h) => `kb:${h.docId}@1`),
+        costMicros: 100,
+        servedFrom: "live",
+        observedAt: new Date(0).toISOString(),
+      },
     },
   ];
 }
@@ -62,7 +85,9 @@ export function benchTokens(args: readonly string[]): void {
     const counted = counter.prompt({ goal: t.goal, task: t.task as never, tools, history: [] });
     // The old estimate: four characters a token of JSON.stringify({ goal, task, history }), tools not counted.
     const old = estimateTokens(JSON.stringify({ goal: t.goal, task: t.task, history: [] }));
-    console.log(`  ${t.id.slice(0, 24).padEnd(24)} ${String(counted).padStart(9)} ${String(old).padStart(8)} ${(counted / old).toFixed(2).padStart(6)}`);
+    console.log(
+      `  ${t.id.slice(0, 24).padEnd(24)} ${String(counted).padStart(9)} ${String(old).padStart(8)} ${(counted / old).toFixed(2).padStart(6)}`,
+    );
   }
 
   const goal = "Collect every refund rule";
@@ -71,7 +96,12 @@ export function benchTokens(args: readonly string[]): void {
   let last = { tokens: 0, tokensBefore: 0 };
   for (let i = 0; i < LONG_SESSION_STEPS; i += 1) {
     history = [...history, ...searchResult(i)];
-    const governed = governContext({ goal, task: {}, tools, history }, DEFAULT_CONTEXT_LIMITS, counter, Number.MAX_SAFE_INTEGER);
+    const governed = governContext(
+      { goal, task: {}, tools, history },
+      DEFAULT_CONTEXT_LIMITS,
+      counter,
+      Number.MAX_SAFE_INTEGER,
+    );
     history = governed.history;
     saved += governed.tokensBefore - governed.tokens;
     last = governed;

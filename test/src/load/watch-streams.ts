@@ -37,7 +37,9 @@ function report(line: Record<string, unknown>): void {
 }
 
 async function follow(i: number): Promise<void> {
-  const iterator = clients[i % clients.length]!.watchSession({ sessionId: ids[i % ids.length]! })[Symbol.asyncIterator]();
+  const iterator = clients[i % clients.length]!.watchSession({ sessionId: ids[i % ids.length]! })[
+    Symbol.asyncIterator
+  ]();
   let first = true;
   try {
     for (let r = await iterator.next(); !r.done; r = await iterator.next()) {
@@ -50,7 +52,10 @@ async function follow(i: number): Promise<void> {
     }
     ended += 1;
   } catch (error) {
-    const name = error instanceof CallError ? `${status[error.code]}${error.reason ? `/${error.reason}` : ""}` : (error as Error).name;
+    const name =
+      error instanceof CallError
+        ? `${status[error.code]}${error.reason ? `/${error.reason}` : ""}`
+        : (error as Error).name;
     errors[name] = (errors[name] ?? 0) + 1;
     if (first) {
       report({ failed: name, message: (error as Error).message, opened });
@@ -63,7 +68,13 @@ async function follow(i: number): Promise<void> {
 const alive = setInterval(() => undefined, 60_000);
 process.once("SIGTERM", () => {
   clearInterval(alive);
-  report({ closed: opened - ended - Object.values(errors).reduce((a, b) => a + b, 0), opened, ended, messages, errors });
+  report({
+    closed: opened - ended - Object.values(errors).reduce((a, b) => a + b, 0),
+    opened,
+    ended,
+    messages,
+    errors,
+  });
   process.exit(0);
 });
 

@@ -12,11 +12,17 @@ export function actingPerson(as: string | undefined): PersonKey {
   try {
     person = personKey(process.env, as);
   } catch (error) {
-    throw new UsageError(error instanceof ConfigError ? error.message : `cannot read the signing key: ${(error as Error).message}`);
+    throw new UsageError(
+      error instanceof ConfigError ? error.message : `cannot read the signing key: ${(error as Error).message}`,
+    );
   }
   const { role, subject } = person.binding;
-  if (role !== "person") throw new UsageError(`${person.name}'s key is a ${role} key; the CLI acts as a person (--as requester, approver, operator…)`);
-  if (subject.endsWith("*")) throw new UsageError(`${person.name}'s key is bound to the pattern "${subject}", not to one person`);
+  if (role !== "person")
+    throw new UsageError(
+      `${person.name}'s key is a ${role} key; the CLI acts as a person (--as requester, approver, operator…)`,
+    );
+  if (subject.endsWith("*"))
+    throw new UsageError(`${person.name}'s key is bound to the pattern "${subject}", not to one person`);
   return person;
 }
 
@@ -25,8 +31,16 @@ export function actingPerson(as: string | undefined): PersonKey {
  * plus "grant:<scope>" for each scope it gives a new session). A scope the person's key may not
  * carry is refused here, naming it, rather than by the server.
  */
-export function apiToken(person: PersonKey, what: string, scopes: readonly string[], ttlSeconds = 3600): Promise<string> {
+export function apiToken(
+  person: PersonKey,
+  what: string,
+  scopes: readonly string[],
+  ttlSeconds = 3600,
+): Promise<string> {
   const beyond = person.scopeBeyond(scopes);
-  if (beyond !== undefined) throw new UsageError(`${person.name} may not ${what}: its key does not carry "${beyond}"${beyond === "approvals:write" ? " (approve --as approver)" : ""}`);
+  if (beyond !== undefined)
+    throw new UsageError(
+      `${person.name} may not ${what}: its key does not carry "${beyond}"${beyond === "approvals:write" ? " (approve --as approver)" : ""}`,
+    );
   return mintToken(person.key, { subject: person.binding.subject, audience: "orchestrator", scopes, ttlSeconds });
 }

@@ -46,7 +46,8 @@ function fail(message: string, code = 1): never {
 }
 
 function describeCallError(error: CallError): string {
-  if (error.code === status.UNAVAILABLE && !error.reason) return `cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`;
+  if (error.code === status.UNAVAILABLE && !error.reason)
+    return `cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`;
   if (error.code === status.DEADLINE_EXCEEDED) return `the orchestrator at ${addr} did not answer in time`;
   const fields = error.fieldViolations.map((v) => `${v.field}: ${v.description}`).join("; ");
   return `${status[error.code]}${error.reason ? ` ${error.reason}` : ""}: ${fields || error.message}`;
@@ -61,7 +62,8 @@ function commandScopes(person: PersonKey, needed: readonly string[]): string[] {
 
 /** Asks on the terminal; without one, refuses rather than deciding for the operator. */
 async function confirm(question: string): Promise<boolean> {
-  if (!process.stdin.isTTY) throw new UsageError("approve and deny ask for confirmation: run them in a terminal or pass --yes");
+  if (!process.stdin.isTTY)
+    throw new UsageError("approve and deny ask for confirmation: run them in a terminal or pass --yes");
   const rl = createInterface({ input: process.stdin, output: process.stdout });
   try {
     return /^y(es)?$/i.test((await rl.question(question)).trim());
@@ -76,7 +78,9 @@ function readTask(values: { task?: string; "task-file"?: string }): Record<strin
     try {
       raw = readFileSync(values["task-file"], "utf8");
     } catch (error) {
-      throw new UsageError(`cannot read --task-file ${values["task-file"]}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+      throw new UsageError(
+        `cannot read --task-file ${values["task-file"]}: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
+      );
     }
   }
   if (raw === undefined) return {};
@@ -96,7 +100,9 @@ function readBudget(pairs: readonly string[]): Record<string, number | bigint> {
     const [key, value] = pair.split("=");
     const field = key ? BUDGET_KEYS[key] : undefined;
     if (!field || value === undefined || !/^\d+$/.test(value)) {
-      throw new UsageError(`--budget ${pair}: expected key=integer with key one of ${Object.keys(BUDGET_KEYS).join(", ")}`);
+      throw new UsageError(
+        `--budget ${pair}: expected key=integer with key one of ${Object.keys(BUDGET_KEYS).join(", ")}`,
+      );
     }
     budget[field] = field === "maxTokens" || field === "maxCostMicros" ? BigInt(value) : Number(value);
   }
@@ -133,25 +139,38 @@ async function main(): Promise<void> {
   addr = values.addr ?? addr;
   const needsId = ["show", "trace", "approve", "deny", "cancel"];
   if (needsId.includes(command) && !arg) throw new UsageError(`${command} needs a session id`);
-  if (command === "run" && !arg) throw new UsageError('run needs a goal, e.g. loopguard run "Refund order ord_DEMO00000001"');
-  if (!["run", "sessions", "dashboard", ...needsId].includes(command)) throw new UsageError(`unknown command "${command}"\n${USAGE}`);
+  if (command === "run" && !arg)
+    throw new UsageError('run needs a goal, e.g. loopguard run "Refund order ord_DEMO00000001"');
+  if (!["run", "sessions", "dashboard", ...needsId].includes(command))
+    throw new UsageError(`unknown command "${command}"\n${USAGE}`);
   const person = actingPerson(values.as);
   if (command === "dashboard") {
     const http = values.http ?? process.env.ORCHESTRATOR_HTTP_ADDR ?? "127.0.0.1:8080";
-    if (!/^[\w.-]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/.test(http)) throw new UsageError(`--http must be HOST:PORT, got "${http}"`);
+    if (!/^[\w.-]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/.test(http))
+      throw new UsageError(`--http must be HOST:PORT, got "${http}"`);
     // The token travels in the URL fragment, which browsers never send to the server or in a Referer.
     // The person's whole binding: the dashboard does what that person may, and no more.
-    console.log(`http://${http}/#token=${await apiToken(person, "open the dashboard", person.binding.scopes, DASHBOARD_TOKEN_TTL_SECONDS)}`);
+    console.log(
+      `http://${http}/#token=${await apiToken(person, "open the dashboard", person.binding.scopes, DASHBOARD_TOKEN_TTL_SECONDS)}`,
+    );
     return;
   }
   const sessionScopes = values.scope ?? DEFAULT_SCOPES;
   const credentials =
     command === "run"
       ? // Only the grants the person holds: the orchestrator names any other scope asked for (SCOPE_NOT_GRANTABLE).
-        await apiToken(person, "start sessions", ["sessions:read", "sessions:write", ...sessionScopes.map((s) => `grant:${s}`).filter((g) => person.scopeBeyond([g]) === undefined)])
+        await apiToken(person, "start sessions", [
+          "sessions:read",
+          "sessions:write",
+          ...sessionScopes.map((s) => `grant:${s}`).filter((g) => person.scopeBeyond([g]) === undefined),
+        ])
       : command === "approve" || command === "deny"
         ? await apiToken(person, command, commandScopes(person, ["sessions:read", "approvals:write"]))
-        : await apiToken(person, `${command} sessions`, commandScopes(person, command === "cancel" ? ["sessions:read", "sessions:write"] : ["sessions:read"]));
+        : await apiToken(
+            person,
+            `${command} sessions`,
+            commandScopes(person, command === "cancel" ? ["sessions:read", "sessions:write"] : ["sessions:read"]),
+          );
   const api = createRawClient(OrchestratorService, addr, { token: credentials });
   const deadline = 10_000;
   try {
@@ -173,8 +192,12 @@ async function main(): Promise<void> {
         );
         let last = session!;
         if (!values.json) {
-          console.log(`${created ? "started" : "already started (same idempotency key):"} ${last.sessionId} (trace ${last.traceId})`);
-          console.log(`idempotency key ${idempotencyKey}   (retry with --idempotency-key ${idempotencyKey} to get this session back, never a second one)`);
+          console.log(
+            `${created ? "started" : "already started (same idempotency key):"} ${last.sessionId} (trace ${last.traceId})`,
+          );
+          console.log(
+            `idempotency key ${idempotencyKey}   (retry with --idempotency-key ${idempotencyKey} to get this session back, never a second one)`,
+          );
         }
         if (values.wait) {
           for await (const event of api.watchSession({ sessionId: last.sessionId })) {
@@ -183,7 +206,10 @@ async function main(): Promise<void> {
             if (event.event.case === "transition") {
               const t = event.event.value;
               console.log(`  ${stateName(t.from).padEnd(17)} → ${stateName(t.to).padEnd(17)} ${t.reason}`);
-              if (t.to === SessionState.AWAITING_APPROVAL) console.log(`  waiting for another person: pnpm loopguard approve ${last.sessionId} --as approver   (or deny)`);
+              if (t.to === SessionState.AWAITING_APPROVAL)
+                console.log(
+                  `  waiting for another person: pnpm loopguard approve ${last.sessionId} --as approver   (or deny)`,
+                );
             }
           }
           last = (await api.getSession({ sessionId: last.sessionId }, { deadline })).session!;
@@ -194,7 +220,9 @@ async function main(): Promise<void> {
         return;
       }
       case "sessions": {
-        const state = values.state ? SessionState[values.state.toUpperCase() as keyof typeof SessionState] : SessionState.UNSPECIFIED;
+        const state = values.state
+          ? SessionState[values.state.toUpperCase() as keyof typeof SessionState]
+          : SessionState.UNSPECIFIED;
         if (state === undefined)
           throw new UsageError(
             `--state must be one of ${Object.keys(SessionState)
@@ -228,7 +256,8 @@ async function main(): Promise<void> {
       case "deny": {
         const { session } = await api.getSession({ sessionId: arg! }, { deadline });
         const approval = session?.pendingApproval;
-        if (!approval) throw new UsageError(`session ${arg} is not waiting for an approval (state ${stateName(session!.state)})`);
+        if (!approval)
+          throw new UsageError(`session ${arg} is not waiting for an approval (state ${stateName(session!.state)})`);
         // What is being decided, shown before it is decided; the decision names exactly this approval.
         console.log(
           [
@@ -243,10 +272,18 @@ async function main(): Promise<void> {
           return;
         }
         const resolved = await api.resolveApproval(
-          { sessionId: arg!, approvalId: approval.approvalId, argumentsHash: approval.argumentsHash, approve: command === "approve", reason: values.reason ?? "" },
+          {
+            sessionId: arg!,
+            approvalId: approval.approvalId,
+            argumentsHash: approval.argumentsHash,
+            approve: command === "approve",
+            reason: values.reason ?? "",
+          },
           { deadline },
         );
-        console.log(`${command === "approve" ? "approved" : "denied"} ${approval.tool} for ${arg}: now ${stateName(resolved.session!.state)}`);
+        console.log(
+          `${command === "approve" ? "approved" : "denied"} ${approval.tool} for ${arg}: now ${stateName(resolved.session!.state)}`,
+        );
         return;
       }
     }

@@ -16,7 +16,12 @@ export type TaskResult =
       readonly approval: Approval;
       readonly costMicros: bigint;
     }
-  | { readonly task: GoldenTask; readonly sessionId: string; readonly latencyMs: number; readonly refused: { readonly code: string; readonly fields: readonly string[]; readonly message: string } };
+  | {
+      readonly task: GoldenTask;
+      readonly sessionId: string;
+      readonly latencyMs: number;
+      readonly refused: { readonly code: string; readonly fields: readonly string[]; readonly message: string };
+    };
 
 export interface Mismatch {
   readonly task: GoldenTask;
@@ -37,14 +42,21 @@ export interface Verdict {
 }
 
 function gotText(r: TaskResult): string {
-  if ("refused" in r) return `${r.refused.code} on ${r.refused.fields.join(", ") || "(no field)"}: ${r.refused.message}`;
+  if ("refused" in r)
+    return `${r.refused.code} on ${r.refused.fields.join(", ") || "(no field)"}: ${r.refused.message}`;
   return `${r.outcome || "(no outcome)"} ${r.stopReason || "(no stop reason)"}${r.approval === "none" ? "" : ` (${r.approval})`}${r.outcomeReason ? ` [${r.outcomeReason}]` : ""}`;
 }
 
 function passes(r: TaskResult): boolean {
   const e = r.task.expect;
   if ("error" in e)
-    return "refused" in r && r.refused.code === e.error.code && r.refused.fields.some((f) => f === e.error.field || f.startsWith(`${e.error.field}.`) || f.startsWith(`${e.error.field}[`));
+    return (
+      "refused" in r &&
+      r.refused.code === e.error.code &&
+      r.refused.fields.some(
+        (f) => f === e.error.field || f.startsWith(`${e.error.field}.`) || f.startsWith(`${e.error.field}[`),
+      )
+    );
   return !("refused" in r) && r.outcome === e.outcome && r.stopReason === e.stopReason && r.approval === e.approval;
 }
 
@@ -63,7 +75,8 @@ export function judge(results: readonly TaskResult[], threshold: number): Verdic
     const key = "refused" in r ? `refused:${r.refused.code}` : r.stopReason || "(none)";
     stopReasons[key] = (stopReasons[key] ?? 0) + 1;
     if (!("refused" in r)) costMicros += r.costMicros;
-    if (!passes(r)) mismatches.push({ task: r.task, expected: expectedText(r.task), got: gotText(r), sessionId: r.sessionId });
+    if (!passes(r))
+      mismatches.push({ task: r.task, expected: expectedText(r.task), got: gotText(r), sessionId: r.sessionId });
   }
   return {
     tasks: results.length,
@@ -100,7 +113,12 @@ export function printReport(v: Verdict, o: ReportOptions): void {
       }
     : undefined;
   if (o.json) {
-    const mismatches = v.mismatches.map((m) => ({ task: m.task.id, expected: m.expected, got: m.got, session_id: m.sessionId }));
+    const mismatches = v.mismatches.map((m) => ({
+      task: m.task.id,
+      expected: m.expected,
+      got: m.got,
+      session_id: m.sessionId,
+    }));
     console.log(
       JSON.stringify({
         run_id: o.runId,
@@ -130,7 +148,10 @@ export function printReport(v: Verdict, o: ReportOptions): void {
   ];
   if (v.mismatches.length > 0) {
     lines.push(`mismatches (${v.mismatches.length}):`, `  ${"task".padEnd(36)} ${"expected".padEnd(34)} got`);
-    for (const m of v.mismatches) lines.push(`  ${m.task.id.padEnd(36)} ${m.expected.padEnd(34)} ${m.got}${m.sessionId ? `  (${m.sessionId})` : ""}`);
+    for (const m of v.mismatches)
+      lines.push(
+        `  ${m.task.id.padEnd(36)} ${m.expected.padEnd(34)} ${m.got}${m.sessionId ? `  (${m.sessionId})` : ""}`,
+      );
   }
   if (compare && o.previous) {
     const at = new Date(timestampMs(o.previous.finishedAt!)).toISOString();
@@ -139,7 +160,11 @@ export function printReport(v: Verdict, o: ReportOptions): void {
       `compare   last run ${compare.previous_run_id} (${at}): ${percent(compare.previous_success_ratio)} → ${percent(ratio)} (${sign}${compare.change_points} points); newly failing: ${compare.newly_failing.join(", ") || "none"}; fixed: ${compare.fixed.join(", ") || "none"}`,
     );
   } else {
-    lines.push(o.previousOtherSet ? "compare   the last run ran another golden set: not compared" : "compare   no earlier run recorded");
+    lines.push(
+      o.previousOtherSet
+        ? "compare   the last run ran another golden set: not compared"
+        : "compare   no earlier run recorded",
+    );
   }
   console.log(lines.join("\n"));
 }

@@ -16,7 +16,11 @@ export interface GoldenTask {
   /** Tasks of one lane run one after another (e.g. one customer's: their holds count in each other's totals). */
   readonly lane: string;
   readonly expect:
-    | { readonly outcome: "succeeded" | "partial" | "not_done"; readonly stopReason: string; readonly approval: Approval }
+    | {
+        readonly outcome: "succeeded" | "partial" | "not_done";
+        readonly stopReason: string;
+        readonly approval: Approval;
+      }
     | { readonly error: { readonly code: string; readonly field: string } };
 }
 
@@ -31,20 +35,24 @@ function parseLine(line: string, where: string): GoldenTask {
   }
   if (!isObject(raw)) throw new UsageError(`${where}: expected a JSON object`);
   const { id, goal, task, policy, budget, scopes, idempotency_key: key, lane, expect } = raw;
-  if (typeof id !== "string" || !/^[\w.-]{1,64}$/.test(id)) throw new UsageError(`${where}: "id" must be 1..64 letters, digits, _ . -`);
+  if (typeof id !== "string" || !/^[\w.-]{1,64}$/.test(id))
+    throw new UsageError(`${where}: "id" must be 1..64 letters, digits, _ . -`);
   if (typeof goal !== "string") throw new UsageError(`${where} (${id}): "goal" must be a string`);
   if (task !== undefined && !isObject(task)) throw new UsageError(`${where} (${id}): "task" must be an object`);
   if (!isObject(expect)) throw new UsageError(`${where} (${id}): "expect" must be an object`);
   let expectation: GoldenTask["expect"];
   if (isObject(expect.error)) {
     const { code, field } = expect.error;
-    if (typeof code !== "string" || typeof field !== "string") throw new UsageError(`${where} (${id}): expect.error needs "code" and "field"`);
+    if (typeof code !== "string" || typeof field !== "string")
+      throw new UsageError(`${where} (${id}): expect.error needs "code" and "field"`);
     expectation = { error: { code, field } };
   } else {
     const { outcome, stop_reason: stopReason, approval } = expect;
-    if (outcome !== "succeeded" && outcome !== "partial" && outcome !== "not_done") throw new UsageError(`${where} (${id}): expect.outcome must be succeeded, partial or not_done`);
+    if (outcome !== "succeeded" && outcome !== "partial" && outcome !== "not_done")
+      throw new UsageError(`${where} (${id}): expect.outcome must be succeeded, partial or not_done`);
     if (typeof stopReason !== "string") throw new UsageError(`${where} (${id}): expect.stop_reason must be a string`);
-    if (approval !== "none" && approval !== "approve" && approval !== "deny") throw new UsageError(`${where} (${id}): expect.approval must be none, approve or deny`);
+    if (approval !== "none" && approval !== "approve" && approval !== "deny")
+      throw new UsageError(`${where} (${id}): expect.approval must be none, approve or deny`);
     expectation = { outcome, stopReason, approval };
   }
   return {
@@ -77,5 +85,7 @@ export function parseGoldenSet(text: string, file: string): GoldenTask[] {
 
 /** What a task expects, as the report shows it. */
 export function expectedText(t: GoldenTask): string {
-  return "error" in t.expect ? `${t.expect.error.code} on ${t.expect.error.field}` : `${t.expect.outcome} ${t.expect.stopReason}${t.expect.approval === "none" ? "" : ` (${t.expect.approval})`}`;
+  return "error" in t.expect
+    ? `${t.expect.error.code} on ${t.expect.error.field}`
+    : `${t.expect.outcome} ${t.expect.stopReason}${t.expect.approval === "none" ? "" : ` (${t.expect.approval})`}`;
 }

@@ -13,7 +13,11 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { OrchestratorService, type PatrolRunSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  OrchestratorService,
+  type PatrolRunSchema,
+  SessionState,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createRawClient, requiredScopesOf, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 import { actingPerson, apiToken, UsageError } from "./identity.js";
@@ -38,7 +42,14 @@ const BUDGET_FIELDS: Record<string, string> = {
   max_cost_micros: "maxCostMicros",
 };
 
-function numberOption(value: string | undefined, name: string, fallback: number, min: number, max: number, integer: boolean): number {
+function numberOption(
+  value: string | undefined,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+  integer: boolean,
+): number {
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n)))
@@ -56,7 +67,12 @@ interface Clients {
 /** One task, start to end: its result as the report judges it. */
 async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: boolean): Promise<TaskResult> {
   const started = Date.now();
-  const budget = Object.fromEntries(Object.entries(t.budget).map(([k, v]) => [BUDGET_FIELDS[k] ?? k, k === "max_tokens" || k === "max_cost_micros" ? BigInt(v) : v]));
+  const budget = Object.fromEntries(
+    Object.entries(t.budget).map(([k, v]) => [
+      BUDGET_FIELDS[k] ?? k,
+      k === "max_tokens" || k === "max_cost_micros" ? BigInt(v) : v,
+    ]),
+  );
   try {
     const { session } = await clients.requester.startSession(
       {
@@ -73,7 +89,8 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
     const id = session!.sessionId;
     for await (const event of clients.requester.watchSession({ sessionId: id })) {
       const waiting = event.event.case === "transition" && event.event.value.to === SessionState.AWAITING_APPROVAL;
-      const snapshotWaiting = event.event.case === "snapshot" && event.event.value.state === SessionState.AWAITING_APPROVAL;
+      const snapshotWaiting =
+        event.event.case === "snapshot" && event.event.value.state === SessionState.AWAITING_APPROVAL;
       if (!waiting && !snapshotWaiting) continue;
       const { session: s } = await clients.approver.getSession({ sessionId: id }, { deadline: 5000 });
       const pending = s?.pendingApproval;
@@ -82,7 +99,13 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
       const approve = !("error" in t.expect) && t.expect.approval === "approve";
       approval = approve ? "approve" : "deny";
       await clients.approver.resolveApproval(
-        { sessionId: id, approvalId: pending.approvalId, argumentsHash: pending.argumentsHash, approve, reason: `patrol ${runId}: task ${t.id}` },
+        {
+          sessionId: id,
+          approvalId: pending.approvalId,
+          argumentsHash: pending.argumentsHash,
+          approve,
+          reason: `patrol ${runId}: task ${t.id}`,
+        },
         { deadline: 5000 },
       );
     }
@@ -98,18 +121,27 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
       costMicros: end?.usage?.costMicros ?? 0n,
     };
   } catch (error) {
-    if (!(error instanceof CallError) || error.code === status.UNAVAILABLE || error.code === status.DEADLINE_EXCEEDED) throw error;
+    if (!(error instanceof CallError) || error.code === status.UNAVAILABLE || error.code === status.DEADLINE_EXCEEDED)
+      throw error;
     return {
       task: t,
       sessionId: "",
       latencyMs: Date.now() - started,
-      refused: { code: status[error.code] ?? String(error.code), fields: error.fieldViolations.map((v) => v.field), message: error.message },
+      refused: {
+        code: status[error.code] ?? String(error.code),
+        fields: error.fieldViolations.map((v) => v.field),
+        message: error.message,
+      },
     };
   }
 }
 
 /** Runs the tasks, `concurrency` at once, the tasks of one lane in file order one after another. */
-async function runAll(tasks: readonly GoldenTask[], concurrency: number, run: (t: GoldenTask) => Promise<TaskResult>): Promise<TaskResult[]> {
+async function runAll(
+  tasks: readonly GoldenTask[],
+  concurrency: number,
+  run: (t: GoldenTask) => Promise<TaskResult>,
+): Promise<TaskResult[]> {
   const lanes = new Map<string, GoldenTask[]>();
   for (const t of tasks) lanes.set(t.lane, [...(lanes.get(t.lane) ?? []), t]);
   // Longest lanes first, so one long lane does not finish alone at the end.
@@ -139,7 +171,8 @@ async function main(): Promise<void> {
     return;
   }
   const addr = values.orchestrator ?? process.env.ORCHESTRATOR_ADDR ?? "127.0.0.1:50051";
-  if (!/^[\w.-]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/.test(addr)) throw new UsageError(`--orchestrator must be HOST:PORT, got "${addr}"`);
+  if (!/^[\w.-]+:\d+$|^\[[0-9a-fA-F:]+\]:\d+$/.test(addr))
+    throw new UsageError(`--orchestrator must be HOST:PORT, got "${addr}"`);
   const threshold = numberOption(values.threshold, "threshold", 0.95, 0, 1, false);
   const concurrency = numberOption(values.concurrency, "concurrency", 4, 1, 64, true);
   const file = values.tasks ?? "test/golden/tasks.jsonl";
@@ -155,15 +188,29 @@ async function main(): Promise<void> {
   const requester = actingPerson("requester");
   const approver = actingPerson("approver");
   const operator = actingPerson("operator");
-  if (approver.binding.subject === requester.binding.subject) throw new UsageError("the approver's key is bound to the requester's subject: nobody approves their own request");
+  if (approver.binding.subject === requester.binding.subject)
+    throw new UsageError("the approver's key is bound to the requester's subject: nobody approves their own request");
   const clients: Clients = {
-    requester: createRawClient(OrchestratorService, addr, { token: await apiToken(requester, "start sessions", ["sessions:read", "sessions:write", ...scopes.map((s) => `grant:${s}`)]) }),
-    approver: createRawClient(OrchestratorService, addr, { token: await apiToken(approver, "answer approvals", ["sessions:read", "approvals:write"]) }),
+    requester: createRawClient(OrchestratorService, addr, {
+      token: await apiToken(requester, "start sessions", [
+        "sessions:read",
+        "sessions:write",
+        ...scopes.map((s) => `grant:${s}`),
+      ]),
+    }),
+    approver: createRawClient(OrchestratorService, addr, {
+      token: await apiToken(approver, "answer approvals", ["sessions:read", "approvals:write"]),
+    }),
   };
-  const reporter = createRawClient(OrchestratorService, addr, { token: await apiToken(operator, "record patrol runs", ["patrol:report"]) });
+  const reporter = createRawClient(OrchestratorService, addr, {
+    token: await apiToken(operator, "record patrol runs", ["patrol:report"]),
+  });
   const runId = `${Date.now().toString(36)}`;
   const startedAt = Date.now();
-  if (!values.json) console.log(`patrol: ${tasks.length} tasks from ${file} against ${addr}, ${concurrency} at once, ${dryRun ? "dry run (no money moves)" : "LIVE (money tasks commit)"}`);
+  if (!values.json)
+    console.log(
+      `patrol: ${tasks.length} tasks from ${file} against ${addr}, ${concurrency} at once, ${dryRun ? "dry run (no money moves)" : "LIVE (money tasks commit)"}`,
+    );
   try {
     const results = await runAll(tasks, concurrency, (t) => runTask(clients, t, runId, dryRun));
     const verdict = judge(results, threshold);
@@ -178,12 +225,23 @@ async function main(): Promise<void> {
       p95LatencyMs: verdict.p95LatencyMs,
       costMicros: verdict.costMicros,
       dryRun,
-      mismatches: verdict.mismatches.slice(0, 1000).map((m) => ({ taskId: m.task.id, expected: m.expected.slice(0, 256), got: m.got.slice(0, 512), sessionId: m.sessionId })),
+      mismatches: verdict.mismatches.slice(0, 1000).map((m) => ({
+        taskId: m.task.id,
+        expected: m.expected.slice(0, 256),
+        got: m.got.slice(0, 512),
+        sessionId: m.sessionId,
+      })),
       tasksSha256: createHash("sha256").update(text).digest("hex"),
     };
     const recorded = await reporter.recordPatrolRun({ run }, { deadline: 5000 });
-    const previous = recorded.previous && recorded.previous.tasksSha256 === run.tasksSha256 ? recorded.previous : undefined;
-    printReport(verdict, { json: values.json === true, runId: recorded.run!.runId, previous, previousOtherSet: recorded.previous !== undefined && previous === undefined });
+    const previous =
+      recorded.previous && recorded.previous.tasksSha256 === run.tasksSha256 ? recorded.previous : undefined;
+    printReport(verdict, {
+      json: values.json === true,
+      runId: recorded.run!.runId,
+      previous,
+      previousOtherSet: recorded.previous !== undefined && previous === undefined,
+    });
     if (verdict.passed / verdict.tasks < threshold) process.exitCode = 1;
   } finally {
     for (const c of [clients.requester, clients.approver, reporter]) c.close();

@@ -19,26 +19,36 @@ export function printSession(s: Session): void {
     `session   ${s.sessionId}`,
     `state     ${stateName(s.state)}${s.stopReason ? ` (${s.stopReason})` : ""}`,
     ...(s.outcome ? [`outcome   ${s.outcome.kind}${s.outcome.reason ? ` (${s.outcome.reason})` : ""}`] : []),
-    ...(s.confidence !== undefined ? [`confidence ${s.confidence}${s.uncertaintyReason ? ` (${s.uncertaintyReason})` : ""}`] : []),
+    ...(s.confidence !== undefined
+      ? [`confidence ${s.confidence}${s.uncertaintyReason ? ` (${s.uncertaintyReason})` : ""}`]
+      : []),
     `goal      ${s.goal}`,
     `policy    ${s.policy}   scopes ${s.scopes.join(" ")}`,
     `created   by ${s.createdBy || "unknown"}`,
     `budget    steps ${s.usage?.steps}/${s.budget?.maxSteps}  tool calls ${s.usage?.toolCalls}/${s.budget?.maxToolCalls}  tokens ${s.usage?.tokens}/${s.budget?.maxTokens}  cost ${s.usage?.costMicros}/${s.budget?.maxCostMicros} µ  wall ${s.usage?.wallClockMs}/${s.budget?.maxWallClockMs} ms  retries ${s.usage?.retries}/${s.budget?.maxRetries}`,
     ...(s.context
-      ? [`context   ${s.context.promptTokens}/${s.context.windowTokens} tokens  saved ${s.context.savedTokens} by ${s.context.compressions} summaries  80% alarms ${s.context.alarms}`]
+      ? [
+          `context   ${s.context.promptTokens}/${s.context.windowTokens} tokens  saved ${s.context.savedTokens} by ${s.context.compressions} summaries  80% alarms ${s.context.alarms}`,
+        ]
       : []),
     `health    ${s.healthScore}/100`,
     `trace id  ${s.traceId}`,
   ];
   if (s.pendingApproval) {
-    lines.push(`approval  ${s.pendingApproval.approvalId}: ${s.pendingApproval.tool} ${JSON.stringify(s.pendingApproval.arguments)} — ${s.pendingApproval.reason}`);
+    lines.push(
+      `approval  ${s.pendingApproval.approvalId}: ${s.pendingApproval.tool} ${JSON.stringify(s.pendingApproval.arguments)} — ${s.pendingApproval.reason}`,
+    );
   }
-  if (s.parked) lines.push(`parked    waiting for ${s.parked.tool} (${s.parked.reason}); tried again at ${isoOf(s.parked.wakeAt)}, parked ${s.parked.attempts} time(s) since ${isoOf(s.parked.since)}`);
+  if (s.parked)
+    lines.push(
+      `parked    waiting for ${s.parked.tool} (${s.parked.reason}); tried again at ${isoOf(s.parked.wakeAt)}, parked ${s.parked.attempts} time(s) since ${isoOf(s.parked.since)}`,
+    );
   if (s.answer) lines.push(`answer    ${s.answer}`);
   console.log(lines.join("\n"));
 }
 
-const isoOf = (t: Parameters<typeof timestampMs>[0] | undefined): string => (t ? new Date(timestampMs(t)).toISOString() : "");
+const isoOf = (t: Parameters<typeof timestampMs>[0] | undefined): string =>
+  t ? new Date(timestampMs(t)).toISOString() : "";
 
 export function jsonOf(s: Session): Record<string, unknown> {
   return {
@@ -51,8 +61,26 @@ export function jsonOf(s: Session): Record<string, unknown> {
     trace_id: s.traceId,
     steps: s.usage?.steps ?? 0,
     tool_calls: s.usage?.toolCalls ?? 0,
-    ...(s.parked ? { parked: { tool: s.parked.tool, reason: s.parked.reason, wake_at: isoOf(s.parked.wakeAt), since: isoOf(s.parked.since), attempts: s.parked.attempts } } : {}),
-    ...(s.pendingApproval ? { pending_approval: { approval_id: s.pendingApproval.approvalId, tool: s.pendingApproval.tool, reason: s.pendingApproval.reason } } : {}),
+    ...(s.parked
+      ? {
+          parked: {
+            tool: s.parked.tool,
+            reason: s.parked.reason,
+            wake_at: isoOf(s.parked.wakeAt),
+            since: isoOf(s.parked.since),
+            attempts: s.parked.attempts,
+          },
+        }
+      : {}),
+    ...(s.pendingApproval
+      ? {
+          pending_approval: {
+            approval_id: s.pendingApproval.approvalId,
+            tool: s.pendingApproval.tool,
+            reason: s.pendingApproval.reason,
+          },
+        }
+      : {}),
   };
 }
 

@@ -5,7 +5,9 @@
 /** A reply body larger than the bound: reading stopped there. */
 export class ResponseTooLargeError extends Error {
   constructor(maxBytes: number) {
-    super(`chat completions returned a body of more than ${maxBytes} bytes, the most the host reads; the model's reply was not used`);
+    super(
+      `chat completions returned a body of more than ${maxBytes} bytes, the most the host reads; the model's reply was not used`,
+    );
   }
 }
 
@@ -26,6 +28,10 @@ export function boundedFetch(maxBytes: number): typeof fetch {
         else controller.enqueue(chunk);
       },
     });
-    return new Response(response.body.pipeThrough(limit), { status: response.status, statusText: response.statusText, headers: response.headers });
+    return new Response(response.body.pipeThrough(limit), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
   };
 }

@@ -48,7 +48,9 @@ function jsonObject(text: string): Record<string, unknown> | undefined {
   if (!fenced.startsWith("{")) return undefined;
   try {
     const value: unknown = JSON.parse(fenced);
-    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    return typeof value === "object" && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }

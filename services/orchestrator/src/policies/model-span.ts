@@ -12,9 +12,18 @@ const tracer = trace.getTracer("@loopguard/orchestrator");
  * Runs `fn` in a span for one chat completion under `parent` (the active context when not given),
  * handing it the headers that carry the span's context.
  */
-export function modelCallSpan<T>(model: string, maxTokens: number, parent: Context | undefined, fn: (span: Span, headers: Record<string, string>) => Promise<T>): Promise<T> {
+export function modelCallSpan<T>(
+  model: string,
+  maxTokens: number,
+  parent: Context | undefined,
+  fn: (span: Span, headers: Record<string, string>) => Promise<T>,
+): Promise<T> {
   const parentContext = parent ?? context.active();
-  const attributes = { "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.request.max_tokens": maxTokens };
+  const attributes = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": model,
+    "gen_ai.request.max_tokens": maxTokens,
+  };
   const span = tracer.startSpan(`chat ${model}`, { kind: SpanKind.CLIENT, attributes }, parentContext);
   const active = trace.setSpan(parentContext, span);
   const headers: Record<string, string> = {};

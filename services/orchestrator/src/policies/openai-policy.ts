@@ -4,7 +4,12 @@
 // those observations the next step can correct (DESIGN, principle 2). Only transport failures throw.
 import { createHash } from "node:crypto";
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from "openai";
-import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionFunctionTool, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import type {
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionFunctionTool,
+  ChatCompletionMessageFunctionToolCall,
+  ChatCompletionMessageParam,
+} from "openai/resources/chat/completions";
 import { costMicrosOf, type ModelPrice } from "../model-prices.js";
 import type { Decision, Policy, PolicyInput, TokenUsage, ToolCallRequest, ToolSpec } from "../policy.js";
 import { TOOL_CALL_ID } from "../session/model-bounds.js";
@@ -100,8 +105,17 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
         let completion: unknown;
         try {
           // Some endpoints reject an empty `tools` array, so a tool-less request omits both fields.
-          const body = { model: options.model, messages, [maxTokensField]: maxTokens, ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}) };
-          completion = await client.chat.completions.create(body as unknown as ChatCompletionCreateParamsNonStreaming, { signal, timeout: callTimeoutMs, headers });
+          const body = {
+            model: options.model,
+            messages,
+            [maxTokensField]: maxTokens,
+            ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}),
+          };
+          completion = await client.chat.completions.create(body as unknown as ChatCompletionCreateParamsNonStreaming, {
+            signal,
+            timeout: callTimeoutMs,
+            headers,
+          });
         } catch (err) {
           // A caller's cancellation is not an outage: let the host see its own abort reason.
           if (signal.aborted) throw signal.reason;
@@ -109,7 +123,11 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
         }
         const decision = toDecision(completion, input, promptHash);
         const { input: inputTokens, output: outputTokens } = decision.usage;
-        span.setAttributes({ "gen_ai.usage.input_tokens": inputTokens, "gen_ai.usage.output_tokens": outputTokens, "loopguard.cost_micros": costMicrosOf(options.price, decision.usage) });
+        span.setAttributes({
+          "gen_ai.usage.input_tokens": inputTokens,
+          "gen_ai.usage.output_tokens": outputTokens,
+          "loopguard.cost_micros": costMicrosOf(options.price, decision.usage),
+        });
         return decision;
       });
     },
@@ -120,7 +138,8 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
 function unavailable(err: unknown, timeoutMs: number, redact: (text: string) => string): PolicyUnavailableError {
   const tooLarge = err instanceof APIConnectionError ? err.cause : err;
   // Not retried: the same model asked the same question again would most likely run away again.
-  if (tooLarge instanceof ResponseTooLargeError) return new PolicyUnavailableError(tooLarge.message, { retryable: false });
+  if (tooLarge instanceof ResponseTooLargeError)
+    return new PolicyUnavailableError(tooLarge.message, { retryable: false });
   if (err instanceof APIConnectionTimeoutError) {
     return new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, { retryable: true });
   }
@@ -140,7 +159,9 @@ function unavailable(err: unknown, timeoutMs: number, redact: (text: string) => 
 }
 
 export function toChatTool(tool: ToolSpec): ChatCompletionFunctionTool {
-  const description = tool.unavailableUntil ? `${tool.description} [Unavailable now: its circuit breaker is open; no call is sent before ${tool.unavailableUntil}.]` : tool.description;
+  const description = tool.unavailableUntil
+    ? `${tool.description} [Unavailable now: its circuit breaker is open; no call is sent before ${tool.unavailableUntil}.]`
+    : tool.description;
   return { type: "function", function: { name: tool.name, description, parameters: tool.parameters } };
 }
 
@@ -161,7 +182,10 @@ export function toChatMessages(input: Pick<PolicyInput, "goal" | "task" | "histo
       messages.push({
         role: "tool",
         tool_call_id: call.id,
-        content: JSON.stringify({ ok: false, note: `no result was recorded for this ${call.tool} call; it may not have run` }),
+        content: JSON.stringify({
+          ok: false,
+          note: `no result was recorded for this ${call.tool} call; it may not have run`,
+        }),
       });
     }
   };
@@ -210,7 +234,9 @@ function toDecision(body: unknown, input: PolicyInput, promptHash: string): Deci
   const choice = asRecord(asArray(asRecord(body)?.choices)?.[0]);
   const message = asRecord(choice?.message);
   if (message === undefined) {
-    throw new PolicyUnavailableError("chat completions returned a body without choices[0].message", { retryable: true });
+    throw new PolicyUnavailableError("chat completions returned a body without choices[0].message", {
+      retryable: true,
+    });
   }
   const usage = toUsage(asRecord(asRecord(body)?.usage));
 
@@ -226,7 +252,10 @@ function toDecision(body: unknown, input: PolicyInput, promptHash: string): Deci
       const fn = asRecord(call?.function);
       const modelId = call?.id;
       // Ids must be unique within the session; some servers omit them or reuse "call_0" every turn, and a hostile one sends megabytes.
-      const id = typeof modelId === "string" && TOOL_CALL_ID.test(modelId) && !taken.has(modelId) ? modelId : uniqueId(`call_${input.step}_${index}`, taken);
+      const id =
+        typeof modelId === "string" && TOOL_CALL_ID.test(modelId) && !taken.has(modelId)
+          ? modelId
+          : uniqueId(`call_${input.step}_${index}`, taken);
       taken.add(id);
       return { id, name: typeof fn?.name === "string" ? fn.name : "", arguments: rawArguments(fn?.arguments) };
     });
@@ -254,7 +283,9 @@ function messageText(message: Record<string, unknown>): string {
   const { content, refusal } = message;
   if (typeof content === "string" && content.length > 0) return content;
   if (Array.isArray(content)) {
-    const parts = content.map((part) => asRecord(part)?.text).filter((text): text is string => typeof text === "string");
+    const parts = content
+      .map((part) => asRecord(part)?.text)
+      .filter((text): text is string => typeof text === "string");
     if (parts.length > 0) return parts.join("");
   }
   if (typeof refusal === "string") return refusal;
@@ -262,7 +293,8 @@ function messageText(message: Record<string, unknown>): string {
 }
 
 function toUsage(usage: Record<string, unknown> | undefined): TokenUsage {
-  const count = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0);
+  const count = (value: unknown): number =>
+    typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0;
   return { input: count(usage?.prompt_tokens), output: count(usage?.completion_tokens) };
 }
 
@@ -295,7 +327,9 @@ function describeNetworkError(err: unknown): string {
 }
 
 function asRecord(value: unknown): Record<string, unknown> | undefined {
-  return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : undefined;
 }
 
 function asArray(value: unknown): unknown[] | undefined {

@@ -7,7 +7,14 @@
 // Its confidence, with the refund call and every answer, is derived from what it observed
 // (scripted-confidence.ts).
 import { createHash } from "node:crypto";
-import { ageInWords, type Decision, type HistoryItem, type Policy, type PolicyInput, type ResultEnvelope } from "../policy.js";
+import {
+  ageInWords,
+  type Decision,
+  type HistoryItem,
+  type Policy,
+  type PolicyInput,
+  type ResultEnvelope,
+} from "../policy.js";
 import type { JsonObject, JsonValue } from "../session-store.js";
 import { estimateTokens } from "../budget.js";
 import { hashHistory, historyJsonLength } from "../history-json.js";
@@ -43,13 +50,19 @@ interface Hit {
 function hitsOf(envelope: ResultEnvelope | undefined): Hit[] {
   const hits = field(envelope?.data, "hits");
   if (!Array.isArray(hits)) return [];
-  return hits.map((h) => ({ docId: text(field(h, "docId")), version: Number(field(h, "version") ?? 1), title: text(field(h, "title")) }));
+  return hits.map((h) => ({
+    docId: text(field(h, "docId")),
+    version: Number(field(h, "version") ?? 1),
+    title: text(field(h, "title")),
+  }));
 }
 
 /** A question task's `subgoals`: further questions, each searched after the goal. */
 function subgoalsOf(task: JsonObject): string[] {
   const subgoals = task.subgoals;
-  return Array.isArray(subgoals) ? subgoals.filter((g): g is string => typeof g === "string" && g.trim().length > 0) : [];
+  return Array.isArray(subgoals)
+    ? subgoals.filter((g): g is string => typeof g === "string" && g.trim().length > 0)
+    : [];
 }
 
 function cite(hit: Hit): string {
@@ -59,9 +72,15 @@ function cite(hit: Hit): string {
 /** What the answer says of fallback answers: how old a cached one is, and that a degraded one found nothing because the tool was down. */
 function provenance(searches: readonly ResultEnvelope[], hits: number): string {
   const ages = searches.filter((s) => s.servedFrom === "cache").map((s) => s.ageMs ?? 0);
-  const parts = ages.length > 0 ? [`as of ${ageInWords(Math.max(...ages))} ago: the knowledge base is unavailable now and this is its last answer`] : [];
+  const parts =
+    ages.length > 0
+      ? [
+          `as of ${ageInWords(Math.max(...ages))} ago: the knowledge base is unavailable now and this is its last answer`,
+        ]
+      : [];
   const down = searches.filter((s) => s.servedFrom === "degraded").length;
-  if (down > 0 && hits > 0) parts.push(`${down} of ${searches.length} searches could not be made: the knowledge base was unavailable`);
+  if (down > 0 && hits > 0)
+    parts.push(`${down} of ${searches.length} searches could not be made: the knowledge base was unavailable`);
   return parts.length > 0 ? ` (${parts.join("; ")})` : "";
 }
 
@@ -80,7 +99,10 @@ export class ScriptedPolicy implements Policy {
       .update("}")
       .digest("hex");
     // The host's count of the prompt (the model's tokenizer over the messages it would send) when given.
-    const usage = { input: input.promptTokens ?? estimateTokens(head.length - "[]".length + historyJsonLength(input.history)), output: 20 };
+    const usage = {
+      input: input.promptTokens ?? estimateTokens(head.length - "[]".length + historyJsonLength(input.history)),
+      output: 20,
+    };
     const call = (name: string, args: Record<string, unknown>, sure?: Derived): Decision => ({
       kind: "tool_calls",
       calls: [{ id: `call_${input.step}_0`, name, arguments: JSON.stringify(args) }],
@@ -88,28 +110,47 @@ export class ScriptedPolicy implements Policy {
       ...(sure ? { confidence: sure.confidence, uncertaintyReason: sure.uncertaintyReason } : {}),
       promptHash,
     });
-    const final = (answer: string, sure: Derived): Decision => ({ kind: "final", answer, confidence: sure.confidence, uncertaintyReason: sure.uncertaintyReason, usage, promptHash });
+    const final = (answer: string, sure: Derived): Decision => ({
+      kind: "final",
+      answer,
+      confidence: sure.confidence,
+      uncertaintyReason: sure.uncertaintyReason,
+      usage,
+      promptHash,
+    });
 
     if (input.task.kind === "refund") return this.#refund(input, call, final);
 
     // One search for the goal, then one per subgoal of the task, then an answer citing them all.
     const queries = [input.goal, ...subgoalsOf(input.task)];
-    const searches = input.history.filter((h) => h.kind === "observation" && h.tool === "kb_search_search").map((h) => (h as { envelope: ResultEnvelope }).envelope);
+    const searches = input.history
+      .filter((h) => h.kind === "observation" && h.tool === "kb_search_search")
+      .map((h) => (h as { envelope: ResultEnvelope }).envelope);
     const next = queries[searches.length];
     if (next !== undefined) return call("kb_search_search", { query: next.slice(0, 512), limit: 3 });
     const hits = [...new Map(searches.flatMap(hitsOf).map((h) => [h.docId, h])).values()];
     const sure = questionConfidence(searches, hits.length);
     if (hits.length === 0) {
       if (searches.some((s) => s.servedFrom === "degraded")) {
-        return final("The knowledge base was unavailable, so it could not be searched; this says nothing about whether it holds an answer. Please ask again later.", sure);
+        return final(
+          "The knowledge base was unavailable, so it could not be searched; this says nothing about whether it holds an answer. Please ask again later.",
+          sure,
+        );
       }
       const failed = searches.find((s) => !s.ok);
       return final(`I could not find an answer in the knowledge base${failed ? ` (${failure(failed)})` : ""}.`, sure);
     }
-    return final(`From the knowledge base${provenance(searches, hits.length)}: ${hits.map((h) => `${h.title} ${cite(h)}`).join("; ")}.`, sure);
+    return final(
+      `From the knowledge base${provenance(searches, hits.length)}: ${hits.map((h) => `${h.title} ${cite(h)}`).join("; ")}.`,
+      sure,
+    );
   }
 
-  #refund(input: PolicyInput, call: (name: string, args: Record<string, unknown>, sure?: Derived) => Decision, final: (answer: string, sure: Derived) => Decision): Decision {
+  #refund(
+    input: PolicyInput,
+    call: (name: string, args: Record<string, unknown>, sure?: Derived) => Decision,
+    final: (answer: string, sure: Derived) => Decision,
+  ): Decision {
     const task = input.task;
     const orderId = text(task.order_id);
     const amountCents = Number(task.amount_cents);
@@ -123,21 +164,32 @@ export class ScriptedPolicy implements Policy {
     const status = text(field(order.data, "order", "status"));
     const refundable = Number(text(field(order.data, "order", "refundableCents")) || 0);
     if (status !== "ORDER_STATUS_PAID" || refundable < amountCents) {
-      return final(`Order ${orderId} cannot be refunded ${amountCents} cents (status ${status}, refundable ${refundable} cents); no refund was made.`, sure);
+      return final(
+        `Order ${orderId} cannot be refunded ${amountCents} cents (status ${status}, refundable ${refundable} cents); no refund was made.`,
+        sure,
+      );
     }
     if ((task.id_card || task.phone) && !lastObservation(input.history, "risk_query_risk")) {
       return call("risk_query_risk", { idCard: text(task.id_card), phone: text(task.phone) });
     }
     const refund = lastObservation(input.history, "billing_refund");
     if (!refund) {
-      const args = { orderId, amountCents, reason: reason.startsWith("REFUND_REASON_") ? reason : `REFUND_REASON_${reason}` };
+      const args = {
+        orderId,
+        amountCents,
+        reason: reason.startsWith("REFUND_REASON_") ? reason : `REFUND_REASON_${reason}`,
+      };
       return call("billing_refund", args, sure);
     }
     if (!refund.ok) return final(`The refund of order ${orderId} failed (${failure(refund)}).`, sure);
     const refundId = text(field(refund.data, "refund", "refundId"));
     const doc = hitsOf(policyDoc)[0];
     const basis = doc ? ` under ${doc.title} ${cite(doc)}` : "";
-    if (field(refund.data, "dryRun") === true) return final(`Dry run: ${amountCents} cents of order ${orderId} would be refunded${basis}; nothing was refunded.`, sure);
+    if (field(refund.data, "dryRun") === true)
+      return final(
+        `Dry run: ${amountCents} cents of order ${orderId} would be refunded${basis}; nothing was refunded.`,
+        sure,
+      );
     return final(`Refunded ${amountCents} cents of order ${orderId}${basis}; refund id ${refundId}.`, sure);
   }
 }

@@ -9,7 +9,13 @@ describe("singleCallTask", () => {
   it("names the entity and the amount a refund's arguments carry, so the host's task rules hold the call", () => {
     const args = { orderId: "ord_DEMO00000001", amountCents: 500, reason: "REFUND_REASON_DAMAGED" };
     const task = singleCallTask(tool("billing_refund"), args);
-    expect(task).toMatchObject({ kind: "tool_call", tool: "billing_refund", order_id: "ord_DEMO00000001", amount_cents: 500, arguments: args });
+    expect(task).toMatchObject({
+      kind: "tool_call",
+      tool: "billing_refund",
+      order_id: "ord_DEMO00000001",
+      amount_cents: 500,
+      arguments: args,
+    });
   });
 
   it("keeps personal data out of the stored arguments: the task holds it, the arguments name it by placeholder", () => {
@@ -33,12 +39,22 @@ describe("SingleCallPolicy", () => {
 
   it("makes exactly the task's call and states no confidence (it judges nothing)", async () => {
     const decision = await policy.decide({ goal: "g", task, tools: registry.specs(), history: [], step: 1 });
-    expect(decision).toMatchObject({ kind: "tool_calls", calls: [{ name: "kb_search_search", arguments: '{"query":"refund policy","limit":3}' }] });
+    expect(decision).toMatchObject({
+      kind: "tool_calls",
+      calls: [{ name: "kb_search_search", arguments: '{"query":"refund policy","limit":3}' }],
+    });
     expect(decision).not.toHaveProperty("confidence");
   });
 
   it("answers with the call's result envelope as JSON once it is observed", async () => {
-    const envelope = { ok: true, data: { hits: [] }, refs: [], costMicros: 0, servedFrom: "live" as const, observedAt: "2026-12-02T00:00:00.000Z" };
+    const envelope = {
+      ok: true,
+      data: { hits: [] },
+      refs: [],
+      costMicros: 0,
+      servedFrom: "live" as const,
+      observedAt: "2026-12-02T00:00:00.000Z",
+    };
     const history = [
       { kind: "call" as const, callId: "call_1_0", tool: "kb_search_search", arguments: "{}" },
       { kind: "observation" as const, callId: "call_1_0", tool: "kb_search_search", envelope },

@@ -70,7 +70,8 @@ export class SingleCallPolicy implements Policy {
     const usage = { input: 0, output: 0 };
     const tool = typeof input.task.tool === "string" ? input.task.tool : "";
     const observed = input.history.find((h) => h.kind === "observation");
-    if (observed?.kind === "observation") return { kind: "final", answer: JSON.stringify(observed.envelope), usage, promptHash };
+    if (observed?.kind === "observation")
+      return { kind: "final", answer: JSON.stringify(observed.envelope), usage, promptHash };
     if (input.task.kind !== SINGLE_CALL_TASK_KIND || !tool || !isObject(input.task.arguments)) {
       const refused: ResultEnvelope = {
         ok: false,

@@ -7,9 +7,21 @@ const observed: HistoryItem[] = [
     kind: "observation",
     callId: "c1",
     tool: "billing_refund",
-    envelope: { ok: true, data: { refund: { refundId: "rf_AAAAAAAAAAAAAAAA" } }, refs: ["refund:rf_AAAAAAAAAAAAAAAA"], costMicros: 0, servedFrom: "live", observedAt: "" },
+    envelope: {
+      ok: true,
+      data: { refund: { refundId: "rf_AAAAAAAAAAAAAAAA" } },
+      refs: ["refund:rf_AAAAAAAAAAAAAAAA"],
+      costMicros: 0,
+      servedFrom: "live",
+      observedAt: "",
+    },
   },
-  { kind: "observation", callId: "c2", tool: "kb_search_search", envelope: { ok: true, data: {}, refs: ["kb:refund-policy@3"], costMicros: 0, servedFrom: "live", observedAt: "" } },
+  {
+    kind: "observation",
+    callId: "c2",
+    tool: "kb_search_search",
+    envelope: { ok: true, data: {}, refs: ["kb:refund-policy@3"], costMicros: 0, servedFrom: "live", observedAt: "" },
+  },
 ];
 
 describe("checkAnswer", () => {
@@ -22,14 +34,22 @@ describe("checkAnswer", () => {
   });
 
   it("rejects a refund id no tool returned", () => {
-    expect(checkAnswer("Refunded: rf_BBBBBBBBBBBBBBBB.", observed)).toBe("the answer cites refund rf_BBBBBBBBBBBBBBBB, which no tool returned");
+    expect(checkAnswer("Refunded: rf_BBBBBBBBBBBBBBBB.", observed)).toBe(
+      "the answer cites refund rf_BBBBBBBBBBBBBBBB, which no tool returned",
+    );
   });
 
   it("rejects a document version no search returned", () => {
-    expect(checkAnswer("See [refund-policy@2] and [refund-policy@3].", observed)).toBe("the answer cites refund-policy@2, which no search returned");
+    expect(checkAnswer("See [refund-policy@2] and [refund-policy@3].", observed)).toBe(
+      "the answer cites refund-policy@2, which no search returned",
+    );
   });
 
   it("does not count a call the model made as observed", () => {
-    expect(checkAnswer("Refunded: rf_CCCCCCCCCCCCCCCC.", [{ kind: "call", callId: "c3", tool: "billing_refund", arguments: "rf_CCCCCCCCCCCCCCCC" }])).toMatch(/rf_CCCCCCCCCCCCCCCC/);
+    expect(
+      checkAnswer("Refunded: rf_CCCCCCCCCCCCCCCC.", [
+        { kind: "call", callId: "c3", tool: "billing_refund", arguments: "rf_CCCCCCCCCCCCCCCC" },
+      ]),
+    ).toMatch(/rf_CCCCCCCCCCCCCCCC/);
   });
 });

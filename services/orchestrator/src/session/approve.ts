@@ -38,7 +38,10 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
   try {
     return await moves.move(s, "TOOL_EXECUTING", {
       audit: { reason: `approved by ${why}`, ...audit, outcome: "approved" },
-      patch: { usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 }, pending: pendingJson({ ...pending, approval: null, approvedBy: approver, startedBy: APPROVED }) },
+      patch: {
+        usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
+        pending: pendingJson({ ...pending, approval: null, approvedBy: approver, startedBy: APPROVED }),
+      },
       fenced: false,
       ...(money ? { money } : {}),
     });

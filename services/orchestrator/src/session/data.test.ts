@@ -61,7 +61,12 @@ describe("redactedEnvelope", () => {
     const envelope: ResultEnvelope = {
       ok: false,
       data: { phone: "+8613912345678", note: "call 13912345678" },
-      error: { code: "NOT_FOUND", message: "no user 11010519491231002X", retryable: false, suggestedAction: "ask again" },
+      error: {
+        code: "NOT_FOUND",
+        message: "no user 11010519491231002X",
+        retryable: false,
+        suggestedAction: "ask again",
+      },
       refs: ["user:13912345678"],
       costMicros: 13_912_345_678,
       servedFrom: "live",
@@ -69,7 +74,14 @@ describe("redactedEnvelope", () => {
     };
     const clean = redactedEnvelope(envelope);
     const text = JSON.stringify(clean);
-    for (const raw of ['13912345678"', "call 13912345678", "11010519491231002X", "user:13912345678"]) expect(text).not.toContain(raw);
-    expect(clean).toMatchObject({ ok: false, costMicros: 13_912_345_678, servedFrom: "live", observedAt: "2026-12-01T00:00:00.000Z", error: { code: "NOT_FOUND", retryable: false } });
+    for (const raw of ['13912345678"', "call 13912345678", "11010519491231002X", "user:13912345678"])
+      expect(text).not.toContain(raw);
+    expect(clean).toMatchObject({
+      ok: false,
+      costMicros: 13_912_345_678,
+      servedFrom: "live",
+      observedAt: "2026-12-01T00:00:00.000Z",
+      error: { code: "NOT_FOUND", retryable: false },
+    });
   });
 });

@@ -16,7 +16,15 @@ const json = z.custom<JsonValue>(() => true);
 const envelopeSchema = z.object({
   ok: z.boolean(),
   data: json.optional(),
-  error: z.object({ code: z.string(), message: z.string(), retryable: z.boolean(), suggestedAction: z.string(), retryAfterMs: z.number().optional() }).optional(),
+  error: z
+    .object({
+      code: z.string(),
+      message: z.string(),
+      retryable: z.boolean(),
+      suggestedAction: z.string(),
+      retryAfterMs: z.number().optional(),
+    })
+    .optional(),
   refs: z.array(z.string()).readonly(),
   costMicros: z.number(),
   servedFrom: z.enum(["live", "cache", "degraded", "none"]),
@@ -31,7 +39,10 @@ const HISTORY_KINDS: ReadonlySet<unknown> = new Set(["call", "observation", "rej
  * History items are checked by kind only and kept as the same objects: history-json caches each
  * item's JSON text by identity, so a copy would serialise the whole history again on every step.
  */
-const historyItemSchema = z.custom<HistoryItem>((item) => typeof item === "object" && item !== null && HISTORY_KINDS.has((item as { kind?: unknown }).kind), "a history item");
+const historyItemSchema = z.custom<HistoryItem>(
+  (item) => typeof item === "object" && item !== null && HISTORY_KINDS.has((item as { kind?: unknown }).kind),
+  "a history item",
+);
 
 const effectSchema = z.object({
   key: z.string(),
@@ -76,7 +87,12 @@ const contextSchema = z.looseObject({
   outcome: z.object({ kind: z.enum(["succeeded", "partial", "not_done"]), reason: z.string() }).optional(),
 });
 
-const callRequestSchema = z.object({ id: z.string(), name: z.string(), arguments: z.string(), argumentsBytes: z.number().optional() });
+const callRequestSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  arguments: z.string(),
+  argumentsBytes: z.number().optional(),
+});
 
 const pendingCallSchema = z.object({
   id: z.string(),
@@ -174,21 +190,38 @@ export function reservationOf(s: Pick<SessionRecord, "id">, call: PendingCall): 
   if (!effect || !reservation) return undefined;
   const { customerId, currency, limits } = reservation;
   return {
-    reserve: { key: effect.key, sessionId: s.id, tool: effect.tool, entity: effect.entity, entityId: effect.entityId, customerId, currency, amount: effect.amount },
+    reserve: {
+      key: effect.key,
+      sessionId: s.id,
+      tool: effect.tool,
+      entity: effect.entity,
+      entityId: effect.entityId,
+      customerId,
+      currency,
+      amount: effect.amount,
+    },
     limits: { ...limits, taskMax: limits.taskMax },
   };
 }
 
 /** What the user got from an ended session, as stored with its stop. */
-export function storedOutcome(s: Pick<SessionRecord, "context">): { readonly kind: string; readonly reason: string } | undefined {
+export function storedOutcome(
+  s: Pick<SessionRecord, "context">,
+): { readonly kind: string; readonly reason: string } | undefined {
   const outcome = (s.context as { outcome?: { kind?: unknown; reason?: unknown } }).outcome;
-  return typeof outcome?.kind === "string" ? { kind: outcome.kind, reason: typeof outcome.reason === "string" ? outcome.reason : "" } : undefined;
+  return typeof outcome?.kind === "string"
+    ? { kind: outcome.kind, reason: typeof outcome.reason === "string" ? outcome.reason : "" }
+    : undefined;
 }
 
 /** The confidence the session's final answer was given with, as stored with its stop. */
-export function storedConfidence(s: Pick<SessionRecord, "context">): { readonly value: number; readonly reason: string } | undefined {
+export function storedConfidence(
+  s: Pick<SessionRecord, "context">,
+): { readonly value: number; readonly reason: string } | undefined {
   const stated = (s.context as { answerConfidence?: { value?: unknown; reason?: unknown } }).answerConfidence;
-  return typeof stated?.value === "number" ? { value: stated.value, reason: typeof stated.reason === "string" ? stated.reason : "" } : undefined;
+  return typeof stated?.value === "number"
+    ? { value: stated.value, reason: typeof stated.reason === "string" ? stated.reason : "" }
+    : undefined;
 }
 
 /** The effects a session's context records as done (observed to succeed). */
@@ -242,12 +275,16 @@ export function redactedEnvelope(envelope: ResultEnvelope): ResultEnvelope {
 /** The irreversible side effects a session has observed succeed, by their world references (e.g. "refund:rf_…"). */
 export function sideEffectsOf(s: SessionRecord, registry: ToolRegistry): string[] {
   return contextOf(s).history.flatMap((item) =>
-    item.kind === "observation" && item.envelope.ok && registry.get(item.tool)?.effect === Effect.IRREVERSIBLE_EXTERNAL ? [`${item.tool} ${item.envelope.refs.join(" ")}`] : [],
+    item.kind === "observation" && item.envelope.ok && registry.get(item.tool)?.effect === Effect.IRREVERSIBLE_EXTERNAL
+      ? [`${item.tool} ${item.envelope.refs.join(" ")}`]
+      : [],
   );
 }
 
 /** The session's context figures for the API, once it has asked the model (see prompt.ts). */
-export function contextUsageOf(s: SessionRecord): { context?: { promptTokens: bigint; windowTokens: bigint; savedTokens: bigint; compressions: number; alarms: number } } {
+export function contextUsageOf(s: SessionRecord): {
+  context?: { promptTokens: bigint; windowTokens: bigint; savedTokens: bigint; compressions: number; alarms: number };
+} {
   const ctx = contextOf(s);
   if (ctx.contextTokens === undefined) return {};
   return {

@@ -29,15 +29,26 @@ function describe(error: ToolCallError): string {
  * again when that is safe — an interrupted side effect's re-send settles it, it does not start
  * it — and otherwise left to a human.
  */
-async function reissue(kit: Kit, s: SessionRecord, tool: RegisteredTool, call: PendingCall, pending: Pending): Promise<SessionRecord> {
+async function reissue(
+  kit: Kit,
+  s: SessionRecord,
+  tool: RegisteredTool,
+  call: PendingCall,
+  pending: Pending,
+): Promise<SessionRecord> {
   const { deps, moves } = kit;
   const audit = { tool: tool.name, argsHash: call.argsHash };
   if (!safeToReissue(tool, call)) {
     const why = "an interrupted call of a non-idempotent tool may or may not have taken effect";
-    return outcomeToHuman(kit, s, tool, call, pending, why, { reason: "interrupted non-idempotent call needs a human" });
+    return outcomeToHuman(kit, s, tool, call, pending, why, {
+      reason: "interrupted non-idempotent call needs a human",
+    });
   }
   let state = s;
-  if (state.state === "RETRYING") state = await moves.move(state, "TOOL_EXECUTING", { audit: { reason: "re-issuing an interrupted call", ...audit } });
+  if (state.state === "RETRYING")
+    state = await moves.move(state, "TOOL_EXECUTING", {
+      audit: { reason: "re-issuing an interrupted call", ...audit },
+    });
   const unsettled = tool.effect === Effect.IRREVERSIBLE_EXTERNAL ? { unsettled: true } : {};
   return moves.move(state, state.state === "TOOL_EXECUTING" ? "RETRYING" : "TOOL_EXECUTING", {
     audit: { reason: "re-issuing an interrupted call (safe: read-only or same idempotency key)", ...audit },
@@ -49,7 +60,12 @@ async function reissue(kit: Kit, s: SessionRecord, tool: RegisteredTool, call: P
  * Makes the pending call and observes its answer. `recorded`, when given, is the commit of this
  * TOOL_EXECUTING record still in flight (`s` is what it will be); it settles before any write.
  */
-export async function execute(kit: Kit, s: SessionRecord, signal: AbortSignal, recorded?: Promise<SessionRecord>): Promise<SessionRecord> {
+export async function execute(
+  kit: Kit,
+  s: SessionRecord,
+  signal: AbortSignal,
+  recorded?: Promise<SessionRecord>,
+): Promise<SessionRecord> {
   const { deps, moves } = kit;
   const pending = pendingOf(s);
   const call = pending.call;
@@ -80,7 +96,12 @@ export async function execute(kit: Kit, s: SessionRecord, signal: AbortSignal, r
   const sent = await send(kit, state, flight, signal, onRetry);
   await settle();
   if ("error" in sent && boundExceeded(flight, sent.error)) return decideAgain(kit, state, flight, sent.error);
-  if ("error" in sent && tool.effect === Effect.IRREVERSIBLE_EXTERNAL && !sent.error.refusedByTool && (sent.error.outcomeUnknown || pending.unsettled)) {
+  if (
+    "error" in sent &&
+    tool.effect === Effect.IRREVERSIBLE_EXTERNAL &&
+    !sent.error.refusedByTool &&
+    (sent.error.outcomeUnknown || pending.unsettled)
+  ) {
     return resolveUnknown(kit, state, flight, sent.error, signal);
   }
   if ("error" in sent && passes(sent.error) && !signal.aborted) return waitForTool(kit, state, flight, sent.error);
@@ -89,7 +110,9 @@ export async function execute(kit: Kit, s: SessionRecord, signal: AbortSignal, r
 
 /** The tool refused the bound the host put in a money call: the entity moved more since the host decided, and nothing was done. */
 function boundExceeded({ call }: InFlight, error: ToolCallError): boolean {
-  return call.reservation !== undefined && error.code === status.FAILED_PRECONDITION && error.reason === "BOUND_EXCEEDED";
+  return (
+    call.reservation !== undefined && error.code === status.FAILED_PRECONDITION && error.reason === "BOUND_EXCEEDED"
+  );
 }
 
 /**
@@ -97,7 +120,12 @@ function boundExceeded({ call }: InFlight, error: ToolCallError): boolean {
  * let go, and the policy's request goes back to the front of the queue (its record in the history
  * with it), to be planned from a new live read — which now usually asks a human, showing the new totals.
  */
-function decideAgain(kit: Kit, s: SessionRecord, { tool, call, pending }: InFlight, error: ToolCallError): Promise<SessionRecord> {
+function decideAgain(
+  kit: Kit,
+  s: SessionRecord,
+  { tool, call, pending }: InFlight,
+  error: ToolCallError,
+): Promise<SessionRecord> {
   const request = JSON.parse(call.arguments) as JsonObject;
   for (const field of tool.hostFields) delete request[field];
   const ctx = contextOf(s);
@@ -105,11 +133,22 @@ function decideAgain(kit: Kit, s: SessionRecord, { tool, call, pending }: InFlig
   const history = at < 0 ? ctx.history : [...ctx.history.slice(0, at), ...ctx.history.slice(at + 1)];
   const audit = { tool: tool.name, argsHash: call.argsHash };
   return kit.moves.move(s, "THINKING", {
-    via: [{ state: "OBSERVING", audit: { reason: `${tool.name} refused the host's bound: ${redactText(error.message)}`, ...audit, outcome: "BOUND_EXCEEDED" } }],
+    via: [
+      {
+        state: "OBSERVING",
+        audit: {
+          reason: `${tool.name} refused the host's bound: ${redactText(error.message)}`,
+          ...audit,
+          outcome: "BOUND_EXCEEDED",
+        },
+      },
+    ],
     audit: { reason: `${tool.name}: deciding again from a new live read`, ...audit },
     patch: {
       context: contextJson({ ...ctx, history }),
-      pending: pendingJson({ queue: [{ id: call.id, name: tool.name, arguments: JSON.stringify(request) }, ...pending.queue] }),
+      pending: pendingJson({
+        queue: [{ id: call.id, name: tool.name, arguments: JSON.stringify(request) }, ...pending.queue],
+      }),
     },
     money: { settle: call.effect!.key, outcome: "released" },
   });
@@ -123,7 +162,13 @@ function decideAgain(kit: Kit, s: SessionRecord, { tool, call, pending }: InFlig
  * approving re-sends it the same way. Shutdown or a lost lease leaves the session
  * TOOL_EXECUTING, and whoever takes it over re-sends with the same key.
  */
-async function resolveUnknown(kit: Kit, s: SessionRecord, before: InFlight, first: ToolCallError, signal: AbortSignal): Promise<SessionRecord> {
+async function resolveUnknown(
+  kit: Kit,
+  s: SessionRecord,
+  before: InFlight,
+  first: ToolCallError,
+  signal: AbortSignal,
+): Promise<SessionRecord> {
   const { moves } = kit;
   const { tool, call } = before;
   const flight: InFlight = { ...before, pending: { ...before.pending, unsettled: true } };
@@ -133,11 +178,19 @@ async function resolveUnknown(kit: Kit, s: SessionRecord, before: InFlight, firs
   for (let round = 1; round <= OUTCOME_RESOLUTION_ROUNDS; round += 1) {
     if (signal.aborted) return state;
     const why = `outcome of ${tool.name} unknown (${describe(last)}); re-sending it with the same idempotency key`;
-    state = await moves.move(state, "RETRYING", { audit: { reason: why, ...audit, outcome: "outcome_unknown" }, patch: { pending: pendingJson(flight.pending) } });
+    state = await moves.move(state, "RETRYING", {
+      audit: { reason: why, ...audit, outcome: "outcome_unknown" },
+      patch: { pending: pendingJson(flight.pending) },
+    });
     // The tool's (or the breaker's) RetryInfo when it gives one, bounded; else a growing backoff.
-    const waitMs = Math.min(Math.max(OUTCOME_RESOLUTION_BACKOFF_MS * round, last.retryAfterMs ?? 0), OUTCOME_RESOLUTION_MAX_WAIT_MS);
+    const waitMs = Math.min(
+      Math.max(OUTCOME_RESOLUTION_BACKOFF_MS * round, last.retryAfterMs ?? 0),
+      OUTCOME_RESOLUTION_MAX_WAIT_MS,
+    );
     await sleep(waitMs, undefined, { signal }).catch(() => undefined);
-    state = await moves.move(state, "TOOL_EXECUTING", { audit: { reason: `re-sending ${tool.name} (round ${round})`, ...audit } });
+    state = await moves.move(state, "TOOL_EXECUTING", {
+      audit: { reason: `re-sending ${tool.name} (round ${round})`, ...audit },
+    });
     const sent: Sent = await send(kit, state, flight, signal);
     // Settled only by the tool's own answer to the same key: done (made now, or replayed), or
     // refused by the tool (then no earlier attempt made it either). A refusal before any handler
@@ -149,5 +202,8 @@ async function resolveUnknown(kit: Kit, s: SessionRecord, before: InFlight, firs
   // The tool is down, not answering wrongly: the session waits for it, the outcome still unsettled.
   if (passes(last)) return waitForTool(kit, state, flight, last);
   const why = `the outcome of ${tool.name} is unknown after ${OUTCOME_RESOLUTION_ROUNDS} re-sends (last: ${describe(last)}); approving re-sends it with the same idempotency key, which makes it at most once`;
-  return outcomeToHuman(kit, state, tool, call, flight.pending, why, { reason: "outcome unknown: a human decides", outcome: "outcome_unknown" });
+  return outcomeToHuman(kit, state, tool, call, flight.pending, why, {
+    reason: "outcome unknown: a human decides",
+    outcome: "outcome_unknown",
+  });
 }

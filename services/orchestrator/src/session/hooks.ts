@@ -8,7 +8,9 @@ import { storedOutcome } from "./data.js";
 import { reasonLabel } from "./outcome.js";
 import { sessionTraceId } from "./trace-id.js";
 
-export type SessionHooks = Required<Pick<MoveDeps, "onTransition" | "onStopped"> & Pick<RunnerDeps, "onContext" | "onModelCall" | "onStep">>;
+export type SessionHooks = Required<
+  Pick<MoveDeps, "onTransition" | "onStopped"> & Pick<RunnerDeps, "onContext" | "onModelCall" | "onStep">
+>;
 
 export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): SessionHooks {
   return {
@@ -18,18 +20,33 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
       const outcome = storedOutcome(s);
       if (outcome) metrics?.outcomes.inc({ outcome: outcome.kind, reason: reasonLabel(outcome.reason) });
       metrics?.stepsPerSession.observe(s.usage.steps);
-      log.info("session ended", { session_id: s.id, state: s.state, reason: s.stopReason ?? "", outcome: outcome?.kind ?? "", count: s.usage.steps, trace_id: sessionTraceId(s) });
+      log.info("session ended", {
+        session_id: s.id,
+        state: s.state,
+        reason: s.stopReason ?? "",
+        outcome: outcome?.kind ?? "",
+        count: s.usage.steps,
+        trace_id: sessionTraceId(s),
+      });
     },
     onContext: (s, governed) => {
       metrics?.promptTokens.observe(governed.tokens);
       if (governed.compressed > 0) metrics?.contextCompression.observe(governed.tokens / governed.tokensBefore);
       if (!governed.alarm) return;
       metrics?.contextAlarms.inc();
-      log.warn("session context at 80% of the model window", { session_id: s.id, count: governed.tokens, trace_id: sessionTraceId(s) });
+      log.warn("session context at 80% of the model window", {
+        session_id: s.id,
+        count: governed.tokens,
+        trace_id: sessionTraceId(s),
+      });
     },
     onModelCall: (_model, _usage, costMicros) => metrics?.modelCostMicros.inc(costMicros),
     onStep: (_s, tool, envelope) => {
-      metrics?.toolResults.inc({ tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error"), served_from: envelope.servedFrom });
+      metrics?.toolResults.inc({
+        tool,
+        outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error"),
+        served_from: envelope.servedFrom,
+      });
       metrics?.costMicros.inc(envelope.costMicros);
     },
   };

@@ -43,12 +43,22 @@ function irreversibleInFlight(s: SessionRecord, registry: ToolRegistry): Registe
  * call's own timeout, woken by `changes`) for its outcome to be recorded, so the session ends
  * CANCELLED with what really happened; past that it is refused with CALL_IN_FLIGHT, to be retried.
  */
-export async function cancelSession(d: HumanDeps, id: string, reason: string, by: string, changes: SessionFollower): Promise<SessionRecord> {
+export async function cancelSession(
+  d: HumanDeps,
+  id: string,
+  reason: string,
+  by: string,
+  changes: SessionFollower,
+): Promise<SessionRecord> {
   const started = d.now();
   for (;;) {
     const s = await d.get(id);
     if (s.state === "CANCELLED") return s;
-    if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`);
+    if (isTerminal(s.state))
+      throw new OrchestratorError(
+        "SESSION_TERMINAL",
+        `session ${id} already ended (${s.state}, ${s.stopReason ?? ""})`,
+      );
     const inFlight = irreversibleInFlight(s, d.registry);
     if (inFlight) {
       // Stops this replica's runner after the call is recorded (the call itself is not cut off),
@@ -56,7 +66,10 @@ export async function cancelSession(d: HumanDeps, id: string, reason: string, by
       d.abort(id);
       const left = started + inFlight.timeoutMs + 1000 - d.now();
       if (left <= 0) {
-        throw new OrchestratorError("CALL_IN_FLIGHT", `session ${id} has an irreversible ${inFlight.name} call in flight whose outcome is still being resolved; cancel again shortly`);
+        throw new OrchestratorError(
+          "CALL_IN_FLIGHT",
+          `session ${id} has an irreversible ${inFlight.name} call in flight whose outcome is still being resolved; cancel again shortly`,
+        );
       }
       await changes.next(undefined, left);
       continue;
@@ -66,7 +79,10 @@ export async function cancelSession(d: HumanDeps, id: string, reason: string, by
     try {
       // A parked money call that certainly was not made lets its hold go with the cancel.
       const parked = s.state === "PARKED" ? pendingOf(s) : undefined;
-      const hold = parked?.call?.effect && !parked.unsettled ? { money: { settle: parked.call.effect.key, outcome: "released" as const } } : {};
+      const hold =
+        parked?.call?.effect && !parked.unsettled
+          ? { money: { settle: parked.call.effect.key, outcome: "released" as const } }
+          : {};
       const stopped = await d.moves.stop(s, "cancelled", answer, { fenced: false, ...hold });
       d.abort(id);
       return stopped;
@@ -82,20 +98,37 @@ export async function cancelSession(d: HumanDeps, id: string, reason: string, by
  * someone other than the session's creator (four eyes). A deny ends the session here; an approval
  * is checked and recorded by `approve`.
  */
-export async function answerApproval(d: HumanDeps, input: ApprovalAnswer, approve: (s: SessionRecord, approver: string, by: string) => Promise<SessionRecord>): Promise<SessionRecord> {
+export async function answerApproval(
+  d: HumanDeps,
+  input: ApprovalAnswer,
+  approve: (s: SessionRecord, approver: string, by: string) => Promise<SessionRecord>,
+): Promise<SessionRecord> {
   const s = await d.get(input.sessionId);
-  if (isTerminal(s.state)) throw new OrchestratorError("SESSION_TERMINAL", `session ${s.id} already ended (${s.state})`);
+  if (isTerminal(s.state))
+    throw new OrchestratorError("SESSION_TERMINAL", `session ${s.id} already ended (${s.state})`);
   const approval = pendingOf(s).approval;
-  if (s.state !== "AWAITING_APPROVAL" || !approval || approval.approvalId !== input.approvalId || approval.argumentsHash !== input.argumentsHash) {
+  if (
+    s.state !== "AWAITING_APPROVAL" ||
+    !approval ||
+    approval.approvalId !== input.approvalId ||
+    approval.argumentsHash !== input.argumentsHash
+  ) {
     throw new OrchestratorError(
       "APPROVAL_MISMATCH",
       `session ${s.id} is not waiting on approval ${input.approvalId} with arguments ${input.argumentsHash}${approval && s.state === "AWAITING_APPROVAL" ? ` (it waits on ${approval.approvalId} with arguments ${approval.argumentsHash}; look again)` : ""}; nothing was approved`,
     );
   }
   if (input.approver === s.createdBy) {
-    throw new OrchestratorError("SELF_APPROVAL", `${input.approver} started session ${s.id} and cannot also ${input.approve ? "approve" : "deny"} its action; another person must`);
+    throw new OrchestratorError(
+      "SELF_APPROVAL",
+      `${input.approver} started session ${s.id} and cannot also ${input.approve ? "approve" : "deny"} its action; another person must`,
+    );
   }
-  if (approval.expiresAt <= d.now()) throw new OrchestratorError("APPROVAL_EXPIRED", `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`);
+  if (approval.expiresAt <= d.now())
+    throw new OrchestratorError(
+      "APPROVAL_EXPIRED",
+      `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`,
+    );
   const by = redactText(`${input.approver}${input.reason ? `: ${input.reason}` : ""}`);
   if (input.approve) return approve(s, input.approver, by);
   const answer =
@@ -118,9 +151,11 @@ export async function expireApprovals(d: HumanDeps, store: SessionStore): Promis
     const expired = await store.expiredApprovals(d.now(), SWEEP_BATCH);
     for (const s of expired) {
       const approval = pendingOf(s).approval;
-      await d.moves.stop(s, "approval_denied", `approval ${approval?.approvalId ?? ""} expired unanswered`, { fenced: false }).catch((error: unknown) => {
-        if (!(error instanceof StaleTransitionError)) throw error;
-      });
+      await d.moves
+        .stop(s, "approval_denied", `approval ${approval?.approvalId ?? ""} expired unanswered`, { fenced: false })
+        .catch((error: unknown) => {
+          if (!(error instanceof StaleTransitionError)) throw error;
+        });
     }
     if (expired.length < SWEEP_BATCH) return;
   }

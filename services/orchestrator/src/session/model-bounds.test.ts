@@ -2,11 +2,23 @@ import { REDACTED, redactText } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
 import type { Decision } from "../policy.js";
 import { ToolRegistry } from "../tool-registry.js";
-import { ARGUMENTS_QUOTE_CHARS, boundDecision, boundText, cutText, MAX_ANSWER_CHARS, MAX_TOOL_NAME_CHARS } from "./model-bounds.js";
+import {
+  ARGUMENTS_QUOTE_CHARS,
+  boundDecision,
+  boundText,
+  cutText,
+  MAX_ANSWER_CHARS,
+  MAX_TOOL_NAME_CHARS,
+} from "./model-bounds.js";
 
 const registry = new ToolRegistry();
 const usage = { input: 1, output: 1 };
-const calls = (...list: { id: string; name: string; arguments: string }[]): Decision => ({ kind: "tool_calls", calls: list, usage, promptHash: "" });
+const calls = (...list: { id: string; name: string; arguments: string }[]): Decision => ({
+  kind: "tool_calls",
+  calls: list,
+  usage,
+  promptHash: "",
+});
 
 describe("cutText", () => {
   it("never leaves the beginning of a number the redactor would no longer recognise", () => {
@@ -30,7 +42,9 @@ describe("boundDecision", () => {
   it("cuts a long answer with a note saying how much was cut", () => {
     const answer = "x".repeat(MAX_ANSWER_CHARS + 5000);
     const bounded = boundDecision({ kind: "final", answer, usage, promptHash: "" }, registry, [], 1);
-    expect(bounded.kind === "final" && bounded.answer).toBe(`${"x".repeat(MAX_ANSWER_CHARS)}… [the host cut 5000 more characters]`);
+    expect(bounded.kind === "final" && bounded.answer).toBe(
+      `${"x".repeat(MAX_ANSWER_CHARS)}… [the host cut 5000 more characters]`,
+    );
     expect(boundText("short", 10)).toBe("short");
   });
 
@@ -47,14 +61,33 @@ describe("boundDecision", () => {
       [{ kind: "call", callId: "seen", tool: "kb_search_search", arguments: "{}" }],
       3,
     );
-    expect(bounded.kind === "tool_calls" && bounded.calls.map((c) => c.id)).toEqual(["call_3_0", "call_3_1", "call_3_2", "call_3_3", "call_abc-1"]);
+    expect(bounded.kind === "tool_calls" && bounded.calls.map((c) => c.id)).toEqual([
+      "call_3_0",
+      "call_3_1",
+      "call_3_2",
+      "call_3_3",
+      "call_abc-1",
+    ]);
   });
 
   it("keeps only the beginning of arguments larger than the tool accepts, and of a long unknown tool name", () => {
     const big = JSON.stringify({ query: "9".repeat(5_000_000) });
-    const bounded = boundDecision(calls({ id: "a", name: "kb_search_search", arguments: big }, { id: "b", name: "n".repeat(10_000), arguments: "{}" }), registry, [], 1);
+    const bounded = boundDecision(
+      calls(
+        { id: "a", name: "kb_search_search", arguments: big },
+        { id: "b", name: "n".repeat(10_000), arguments: "{}" },
+      ),
+      registry,
+      [],
+      1,
+    );
     if (bounded.kind !== "tool_calls") throw new Error("expected calls");
-    expect(bounded.calls[0]).toEqual({ id: "a", name: "kb_search_search", arguments: big.slice(0, ARGUMENTS_QUOTE_CHARS), argumentsBytes: big.length });
+    expect(bounded.calls[0]).toEqual({
+      id: "a",
+      name: "kb_search_search",
+      arguments: big.slice(0, ARGUMENTS_QUOTE_CHARS),
+      argumentsBytes: big.length,
+    });
     expect(bounded.calls[1]!.name).toBe(`${"n".repeat(MAX_TOOL_NAME_CHARS)}…`);
   });
 

@@ -41,11 +41,22 @@ export function boundText(text: string, max: number): string {
 }
 
 /** The decision within the host's bounds: its answer cut, and each call's id, name and arguments bounded. */
-export function boundDecision(decision: Decision, registry: ToolRegistry, history: readonly HistoryItem[], step: number): Decision {
-  if (decision.kind === "final") return decision.answer.length <= MAX_ANSWER_CHARS ? decision : { ...decision, answer: boundText(decision.answer, MAX_ANSWER_CHARS) };
+export function boundDecision(
+  decision: Decision,
+  registry: ToolRegistry,
+  history: readonly HistoryItem[],
+  step: number,
+): Decision {
+  if (decision.kind === "final")
+    return decision.answer.length <= MAX_ANSWER_CHARS
+      ? decision
+      : { ...decision, answer: boundText(decision.answer, MAX_ANSWER_CHARS) };
   const taken = new Set<string>();
   for (const item of history) if (item.kind !== "rejected_answer") taken.add(item.callId);
-  return { ...decision, calls: decision.calls.map((call, index) => boundCall(call, registry, taken, `call_${step}_${index}`)) };
+  return {
+    ...decision,
+    calls: decision.calls.map((call, index) => boundCall(call, registry, taken, `call_${step}_${index}`)),
+  };
 }
 
 function boundCall(call: ToolCallRequest, registry: ToolRegistry, taken: Set<string>, hostId: string): ToolCallRequest {

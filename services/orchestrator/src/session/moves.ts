@@ -61,7 +61,11 @@ export class SessionMoves {
    * One persisted transition: through the `via` states, to `to`. From IDLE the session passes
    * THINKING first: its first decision is made before the start is stored, and both commit together.
    */
-  async move(s: SessionRecord, to: SessionState, { audit, patch, step, via: through = [], fenced = true, money }: MoveOptions): Promise<SessionRecord> {
+  async move(
+    s: SessionRecord,
+    to: SessionState,
+    { audit, patch, step, via: through = [], fenced = true, money }: MoveOptions,
+  ): Promise<SessionRecord> {
     const at = this.deps.now();
     const via = [...startOf(s, to), ...through];
     const moved = await this.deps.store.transition({

@@ -6,7 +6,16 @@ import type { ResultEnvelope, ToolCallRequest } from "../policy.js";
 import { fingerprint, isStuck, NO_PROGRESS_WINDOW } from "../progress.js";
 import { redactText } from "../redact.js";
 import type { SessionRecord } from "../session-store.js";
-import { contextJson, contextOf, effectsOf, envelopeJson, type Pending, pendingOf, queueLeft, redactedEnvelope } from "./data.js";
+import {
+  contextJson,
+  contextOf,
+  effectsOf,
+  envelopeJson,
+  type Pending,
+  pendingOf,
+  queueLeft,
+  redactedEnvelope,
+} from "./data.js";
 import type { Kit } from "./kit.js";
 import type { Via } from "./moves.js";
 
@@ -15,26 +24,51 @@ import type { Via } from "./moves.js";
  * progress). `s` is OBSERVING with the result in `pending`, or is still TOOL_EXECUTING and passes
  * `via` OBSERVING in the same transition.
  */
-export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pendingOf(s), via: readonly Via[] = []): Promise<SessionRecord> {
+export async function observe(
+  kit: Kit,
+  s: SessionRecord,
+  pending: Pending = pendingOf(s),
+  via: readonly Via[] = [],
+): Promise<SessionRecord> {
   const { deps, moves } = kit;
   const call = pending.call;
   const envelope = pending.envelope;
-  if (!call || !envelope) return moves.stop(s, "unrecoverable_error", "an observation was expected but none was recorded");
+  if (!call || !envelope)
+    return moves.stop(s, "unrecoverable_error", "an observation was expected but none was recorded");
   const ctx = contextOf(s);
   const clean = redactedEnvelope(envelope);
   const durationMs = pending.durationMs ?? 0;
-  const history = [...ctx.history, { kind: "observation" as const, callId: call.id, tool: call.tool, envelope: clean, latencyMs: Math.round(durationMs) }];
+  const history = [
+    ...ctx.history,
+    {
+      kind: "observation" as const,
+      callId: call.id,
+      tool: call.tool,
+      envelope: clean,
+      latencyMs: Math.round(durationMs),
+    },
+  ];
   const outcome = envelope.ok ? JSON.stringify(envelope.data ?? null) : (envelope.error?.code ?? "error");
   const print = fingerprint(call.tool, call.arguments, outcome, envelope.refs);
   const fingerprints = [...ctx.fingerprints, print].slice(-10);
   const step = ctx.traceSteps + 1;
   // Every attempt past the first (retries, hedges) spends the session's retry budget.
-  const usage = { ...s.usage, costMicros: s.usage.costMicros + envelope.costMicros, retries: (s.usage.retries ?? 0) + Math.max(0, (pending.attempt ?? 1) - 1) };
+  const usage = {
+    ...s.usage,
+    costMicros: s.usage.costMicros + envelope.costMicros,
+    retries: (s.usage.retries ?? 0) + Math.max(0, (pending.attempt ?? 1) - 1),
+  };
   const record = kit.spans.step(s, {
     step,
     before: "TOOL_EXECUTING",
     after: "OBSERVING",
-    decision: { kind: "tool_call", id: call.id, name: call.tool, arguments: call.arguments, served_from: envelope.servedFrom },
+    decision: {
+      kind: "tool_call",
+      id: call.id,
+      name: call.tool,
+      arguments: call.arguments,
+      served_from: envelope.servedFrom,
+    },
     result: envelopeJson(clean),
     fingerprint: print,
     durationMs,
@@ -48,18 +82,31 @@ export async function observe(kit: Kit, s: SessionRecord, pending: Pending = pen
     traceSteps: step,
     // A side effect observed done is counted in the session's totals and known as made (a later
     // call with the same key is its replay); a failed one was not made.
-    ...(call.effect && envelope.ok && !effects.some((e) => e.key === call.effect!.key) ? { effects: [...effects, call.effect] } : {}),
+    ...(call.effect && envelope.ok && !effects.some((e) => e.key === call.effect!.key)
+      ? { effects: [...effects, call.effect] }
+      : {}),
   });
   deps.onStep?.(s, call.tool, envelope);
   // An outcome the tool gave (a success, or a failure that is certain): what was held becomes the ledger's figure, or is let go.
   // A dry run moved nothing: what it held is let go, so no total (the customer's, across sessions) counts it.
   const made = envelope.ok && !isDryRun(kit, call);
-  const money = call.effect ? { money: { settle: call.effect.key, outcome: made ? ("settled" as const) : ("released" as const) } } : {};
+  const money = call.effect
+    ? { money: { settle: call.effect.key, outcome: made ? ("settled" as const) : ("released" as const) } }
+    : {};
   if (isStuck(fingerprints)) {
-    return moves.stop(s, "no_progress", `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`, { patch: { usage, context }, step: record, via, ...money });
+    return moves.stop(
+      s,
+      "no_progress",
+      `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`,
+      { patch: { usage, context }, step: record, via, ...money },
+    );
   }
   return moves.move(s, "THINKING", {
-    audit: { reason: `observed ${call.tool}`, tool: call.tool, outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error") },
+    audit: {
+      reason: `observed ${call.tool}`,
+      tool: call.tool,
+      outcome: envelope.ok ? "ok" : (envelope.error?.code ?? "error"),
+    },
     patch: { usage, context, pending: queueLeft(pending.queue) },
     step: record,
     via,
@@ -76,7 +123,14 @@ function isDryRun(kit: Kit, call: { readonly tool: string; readonly arguments: s
 }
 
 /** Records an observation that needed no tool call (EINVAL, ENOTOOL …) and goes on thinking. */
-export async function observeInPlace(kit: Kit, s: SessionRecord, call: ToolCallRequest, rest: Pending["queue"], envelope: ResultEnvelope, reason: string): Promise<SessionRecord> {
+export async function observeInPlace(
+  kit: Kit,
+  s: SessionRecord,
+  call: ToolCallRequest,
+  rest: Pending["queue"],
+  envelope: ResultEnvelope,
+  reason: string,
+): Promise<SessionRecord> {
   const ctx = contextOf(s);
   // The model wrote the name too: an unknown tool's name is stored like its arguments.
   const name = redactText(call.name);

@@ -23,24 +23,47 @@ function envelope(servedFrom: ResultEnvelope["servedFrom"], error?: string): Res
   };
 }
 
-function ended(stopReason: StopReason, task: JsonObject, history: HistoryItem[], effects: { tool: string }[] = []): SessionRecord {
+function ended(
+  stopReason: StopReason,
+  task: JsonObject,
+  history: HistoryItem[],
+  effects: { tool: string }[] = [],
+): SessionRecord {
   return {
     id: "ses_test",
     state: stopReason === "done" ? "DONE" : "FAILED",
     stopReason,
     task,
-    context: { history, effects: effects.map((e) => ({ key: "k", entity: "order", entityId: "ord_DEMO00000002", amount: 500, ...e })) } as unknown as JsonObject,
+    context: {
+      history,
+      effects: effects.map((e) => ({ key: "k", entity: "order", entityId: "ord_DEMO00000002", amount: 500, ...e })),
+    } as unknown as JsonObject,
   } as unknown as SessionRecord;
 }
 
-const seen = (tool: string, e: ResultEnvelope): HistoryItem => ({ kind: "observation", callId: "c", tool, envelope: e });
+const seen = (tool: string, e: ResultEnvelope): HistoryItem => ({
+  kind: "observation",
+  callId: "c",
+  tool,
+  envelope: e,
+});
 
 describe("outcomeOf", () => {
   it("a forwarded call (single-call) refused by its tool is not done, naming the code; any other policy's answer after it may still succeed", () => {
     const history = [seen("kb_search_search", envelope("none", "EINVAL"))];
-    expect(outcomeOf({ ...ended("done", {}, history), policy: "single-call" } as SessionRecord, rules)).toEqual({ kind: "not_done", reason: "call_failed: EINVAL" });
-    expect(outcomeOf({ ...ended("done", {}, [seen("kb_search_search", envelope("live"))]), policy: "single-call" } as SessionRecord, rules)).toEqual({ kind: "succeeded", reason: "" });
-    expect(outcomeOf({ ...ended("done", {}, history), policy: "scripted" } as SessionRecord, rules)?.kind).toBe("succeeded");
+    expect(outcomeOf({ ...ended("done", {}, history), policy: "single-call" } as SessionRecord, rules)).toEqual({
+      kind: "not_done",
+      reason: "call_failed: EINVAL",
+    });
+    expect(
+      outcomeOf(
+        { ...ended("done", {}, [seen("kb_search_search", envelope("live"))]), policy: "single-call" } as SessionRecord,
+        rules,
+      ),
+    ).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf({ ...ended("done", {}, history), policy: "scripted" } as SessionRecord, rules)?.kind).toBe(
+      "succeeded",
+    );
   });
 
   it("a running session has none", () => {
@@ -48,29 +71,62 @@ describe("outcomeOf", () => {
   });
 
   it("a refund task succeeded only when its refund was made, whatever the answer says", () => {
-    expect(outcomeOf(ended("done", REFUND_TASK, [], [{ tool: "billing_refund" }]), rules)).toEqual({ kind: "succeeded", reason: "" });
-    expect(outcomeOf(ended("done", REFUND_TASK, [seen("billing_refund", envelope("none", "UNAVAILABLE"))]), rules)).toEqual({ kind: "not_done", reason: "no_effect: billing_refund" });
+    expect(outcomeOf(ended("done", REFUND_TASK, [], [{ tool: "billing_refund" }]), rules)).toEqual({
+      kind: "succeeded",
+      reason: "",
+    });
+    expect(
+      outcomeOf(ended("done", REFUND_TASK, [seen("billing_refund", envelope("none", "UNAVAILABLE"))]), rules),
+    ).toEqual({ kind: "not_done", reason: "no_effect: billing_refund" });
   });
 
   it("a question answered live or from the cache succeeded; on a degraded answer or a passing failure it is partial", () => {
-    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("live"))]), rules)).toEqual({ kind: "succeeded", reason: "" });
-    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("cache"))]), rules)).toEqual({ kind: "succeeded", reason: "" });
-    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("degraded"))]), rules)).toEqual({ kind: "partial", reason: "degraded: kb_search_search" });
-    expect(outcomeOf(ended("done", {}, [seen("risk_query_risk", envelope("none", "DEADLINE_EXCEEDED"))]), rules)).toEqual({ kind: "partial", reason: "tool_failed: risk_query_risk" });
-    expect(outcomeOf(ended("done", {}, [seen("billing_get_order", envelope("none", "NOT_FOUND"))]), rules)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("live"))]), rules)).toEqual({
+      kind: "succeeded",
+      reason: "",
+    });
+    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("cache"))]), rules)).toEqual({
+      kind: "succeeded",
+      reason: "",
+    });
+    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("degraded"))]), rules)).toEqual({
+      kind: "partial",
+      reason: "degraded: kb_search_search",
+    });
+    expect(
+      outcomeOf(ended("done", {}, [seen("risk_query_risk", envelope("none", "DEADLINE_EXCEEDED"))]), rules),
+    ).toEqual({ kind: "partial", reason: "tool_failed: risk_query_risk" });
+    expect(outcomeOf(ended("done", {}, [seen("billing_get_order", envelope("none", "NOT_FOUND"))]), rules)).toEqual({
+      kind: "succeeded",
+      reason: "",
+    });
   });
 
   it("a task stating no amount whose irreversible call was refused is not done, though the session ended done", () => {
     const task = { kind: "refund", order_id: "ord_DEMO00000007" };
-    expect(outcomeOf(ended("done", task, [seen("kb_search_search", envelope("live")), seen("billing_refund", envelope("none", "EINVAL"))]), rules)).toEqual({
+    expect(
+      outcomeOf(
+        ended("done", task, [
+          seen("kb_search_search", envelope("live")),
+          seen("billing_refund", envelope("none", "EINVAL")),
+        ]),
+        rules,
+      ),
+    ).toEqual({
       kind: "not_done",
       reason: "no_effect: billing_refund",
     });
   });
 
   it("any other stop is not done, by its stop reason", () => {
-    expect(outcomeOf(ended("tool_unavailable", REFUND_TASK, []), rules)).toEqual({ kind: "not_done", reason: "tool_unavailable" });
-    expect(outcomeOf(ended("approval_denied", REFUND_TASK, []), rules)).toEqual({ kind: "not_done", reason: "approval_denied" });
+    expect(outcomeOf(ended("tool_unavailable", REFUND_TASK, []), rules)).toEqual({
+      kind: "not_done",
+      reason: "tool_unavailable",
+    });
+    expect(outcomeOf(ended("approval_denied", REFUND_TASK, []), rules)).toEqual({
+      kind: "not_done",
+      reason: "approval_denied",
+    });
   });
 
   it("a question answered below the confidence threshold is partial, with the policy's reason; at or above it, or with none stated, it succeeded", () => {
@@ -84,7 +140,10 @@ describe("outcomeOf", () => {
     });
     expect(outcomeOf(answered(0.6, ""), rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
     expect(outcomeOf(answered(0.2, "unsure"), rules, 0)).toEqual({ kind: "succeeded", reason: "" });
-    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("live"))]), rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("live"))]), rules, 0.6)).toEqual({
+      kind: "succeeded",
+      reason: "",
+    });
   });
 
   it("labels the metric low_confidence without the policy's words, and keeps other reasons", () => {
@@ -94,11 +153,17 @@ describe("outcomeOf", () => {
 
   it("a refund made is judged by the refund, not by the answer's confidence (nothing would undo it)", () => {
     const s = ended("done", REFUND_TASK, [], [{ tool: "billing_refund" }]);
-    const unsure = { ...s, context: { ...s.context, answerConfidence: { value: 0.1, reason: "unsure" } } } as SessionRecord;
+    const unsure = {
+      ...s,
+      context: { ...s.context, answerConfidence: { value: 0.1, reason: "unsure" } },
+    } as SessionRecord;
     expect(outcomeOf(unsure, rules, 0.6)).toEqual({ kind: "succeeded", reason: "" });
   });
 
   it("a refund made before the budget ran out (or a cancel) is still what the user asked for", () => {
-    expect(outcomeOf(ended("deadline", REFUND_TASK, [], [{ tool: "billing_refund" }]), rules)).toEqual({ kind: "succeeded", reason: "" });
+    expect(outcomeOf(ended("deadline", REFUND_TASK, [], [{ tool: "billing_refund" }]), rules)).toEqual({
+      kind: "succeeded",
+      reason: "",
+    });
   });
 });

@@ -44,11 +44,17 @@ export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceTh
   // A task that states no figure may still have led to an irreversible call (a refund task without
   // its amount): one tried and never made means the user did not get what was asked, whatever the answer says.
   const made = new Set(effectsOf(s).map((e) => e.tool));
-  const tried = new Set(contextOf(s).history.flatMap((h) => (h.kind === "observation" && rules.isIrreversible(h.tool) && !made.has(h.tool) ? [h.tool] : [])));
+  const tried = new Set(
+    contextOf(s).history.flatMap((h) =>
+      h.kind === "observation" && rules.isIrreversible(h.tool) && !made.has(h.tool) ? [h.tool] : [],
+    ),
+  );
   if (tried.size > 0) return { kind: "not_done", reason: `no_effect: ${[...tried].join(", ")}` };
   // A forwarded call (the MCP gateway's single-call session) is the whole task: its refusal is the answer, not a success.
-  const forwarded = s.policy === SINGLE_CALL_POLICY ? contextOf(s).history.findLast((h) => h.kind === "observation") : undefined;
-  if (forwarded?.kind === "observation" && !forwarded.envelope.ok) return { kind: "not_done", reason: `call_failed: ${forwarded.envelope.error?.code ?? "error"}` };
+  const forwarded =
+    s.policy === SINGLE_CALL_POLICY ? contextOf(s).history.findLast((h) => h.kind === "observation") : undefined;
+  if (forwarded?.kind === "observation" && !forwarded.envelope.ok)
+    return { kind: "not_done", reason: `call_failed: ${forwarded.envelope.error?.code ?? "error"}` };
   const degraded = new Set<string>();
   const failed = new Set<string>();
   for (const item of contextOf(s).history) {

@@ -24,8 +24,20 @@ describe("wakeTime", () => {
 
 describe("which failures pass", () => {
   it("the tool down, overloaded or too slow; never a caller's mistake or a refusal", () => {
-    for (const code of [status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.DEADLINE_EXCEEDED]) expect(passes({ code })).toBe(true);
-    for (const code of [status.INVALID_ARGUMENT, status.NOT_FOUND, status.FAILED_PRECONDITION, status.PERMISSION_DENIED, status.INTERNAL]) expect(passes({ code })).toBe(false);
-    expect([passesByName("UNAVAILABLE"), passesByName("EPRECOND"), passesByName("NOT_FOUND")]).toEqual([true, false, false]);
+    for (const code of [status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.DEADLINE_EXCEEDED])
+      expect(passes({ code })).toBe(true);
+    for (const code of [
+      status.INVALID_ARGUMENT,
+      status.NOT_FOUND,
+      status.FAILED_PRECONDITION,
+      status.PERMISSION_DENIED,
+      status.INTERNAL,
+    ])
+      expect(passes({ code })).toBe(false);
+    expect([passesByName("UNAVAILABLE"), passesByName("EPRECOND"), passesByName("NOT_FOUND")]).toEqual([
+      true,
+      false,
+      false,
+    ]);
   });
 });

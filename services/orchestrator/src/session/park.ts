@@ -41,7 +41,12 @@ export function failureName(error: Pick<ToolCallError, "code" | "reason">): stri
  * (half fixed, half random, so that parked sessions spread out but none comes back at once), and
  * never before the tool's RetryInfo.
  */
-export function wakeTime(now: number, attempts: number, retryAfterMs: number | undefined, random: () => number = Math.random): number {
+export function wakeTime(
+  now: number,
+  attempts: number,
+  retryAfterMs: number | undefined,
+  random: () => number = Math.random,
+): number {
   const backoff = Math.min(PARK_MAX_MS, PARK_BASE_MS * 2 ** Math.min(attempts, 10));
   return now + Math.max(retryAfterMs ?? 0, Math.round(backoff / 2 + (random() * backoff) / 2));
 }
@@ -59,15 +64,31 @@ export interface WaitFor {
  * Parks `s` (TOOL_EXECUTING, RETRYING or THINKING) until the tool is tried again, keeping its
  * pending work; undefined when its wall clock does not cover the wait plus the call's timeout.
  */
-export function park(kit: Kit, s: SessionRecord, pending: Pending, { tool, reason, retryAfterMs, attempts: spent = 1 }: WaitFor): Promise<SessionRecord> | undefined {
+export function park(
+  kit: Kit,
+  s: SessionRecord,
+  pending: Pending,
+  { tool, reason, retryAfterMs, attempts: spent = 1 }: WaitFor,
+): Promise<SessionRecord> | undefined {
   const now = kit.deps.now();
   const before = pending.park?.tool === tool.tool ? pending.park : undefined;
   const attempts = before?.attempts ?? 0;
   const wakeAt = wakeTime(now, attempts, retryAfterMs);
   if (wakeAt + tool.timeoutMs > deadlineOf(s.usage, s.budget)) return undefined;
-  const next: Park = { tool: tool.tool, reason, wakeAt, parkedAt: now, since: before?.since ?? now, attempts: attempts + 1 };
+  const next: Park = {
+    tool: tool.tool,
+    reason,
+    wakeAt,
+    parkedAt: now,
+    since: before?.since ?? now,
+    attempts: attempts + 1,
+  };
   return kit.moves.move(s, "PARKED", {
-    audit: { reason: `${tool.name}: ${reason}; parked until ${new Date(wakeAt).toISOString()} (try ${attempts + 1})`, tool: tool.name, outcome: "parked" },
+    audit: {
+      reason: `${tool.name}: ${reason}; parked until ${new Date(wakeAt).toISOString()} (try ${attempts + 1})`,
+      tool: tool.name,
+      outcome: "parked",
+    },
     patch: {
       pending: pendingJson({ ...pending, startedBy: "", park: next }),
       ...(spent > 1 ? { usage: { ...s.usage, retries: (s.usage.retries ?? 0) + spent - 1 } } : {}),
@@ -81,7 +102,9 @@ export function toolsNow({ deps }: Kit, s: SessionRecord): ToolSpec[] {
   return deps.registry.specs(s.scopes).map((spec) => {
     const tool = deps.registry.get(spec.name);
     const retryAt = tool ? deps.clients.get(tool.tool)?.retryAt : undefined;
-    return retryAt !== undefined && retryAt > now ? { ...spec, unavailableUntil: new Date(retryAt).toISOString() } : spec;
+    return retryAt !== undefined && retryAt > now
+      ? { ...spec, unavailableUntil: new Date(retryAt).toISOString() }
+      : spec;
   });
 }
 
@@ -94,7 +117,11 @@ export function wake(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
   const tool = call ? deps.registry.get(call.tool) : undefined;
   // A read is tried once more whatever is left (it may answer now; if not, its degraded answer
   // stands in); an irreversible call is not started without its whole SLA timeout.
-  if (call && tool?.effect === Effect.IRREVERSIBLE_EXTERNAL && deadlineOf(s.usage, s.budget) < deps.now() + tool.timeoutMs) {
+  if (
+    call &&
+    tool?.effect === Effect.IRREVERSIBLE_EXTERNAL &&
+    deadlineOf(s.usage, s.budget) < deps.now() + tool.timeoutMs
+  ) {
     return giveUp(kit, s, { tool, reason: parked?.reason ?? "unavailable" }, pending);
   }
   const tries = `woken (parked ${parked?.attempts ?? 0} time(s) since ${new Date(parked?.since ?? deps.now()).toISOString()})`;
@@ -111,13 +138,31 @@ export function wake(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
  * The failure of a call in flight passes: park, or when the wall clock is too short for another
  * try, answer with the method's degraded answer or end tool_unavailable.
  */
-export function waitForTool(kit: Kit, s: SessionRecord, flight: InFlight, error: ToolCallError): Promise<SessionRecord> {
-  const wait = { tool: flight.tool, reason: failureName(error), retryAfterMs: error.retryAfterMs, attempts: error.attempts };
+export function waitForTool(
+  kit: Kit,
+  s: SessionRecord,
+  flight: InFlight,
+  error: ToolCallError,
+): Promise<SessionRecord> {
+  const wait = {
+    tool: flight.tool,
+    reason: failureName(error),
+    retryAfterMs: error.retryAfterMs,
+    attempts: error.attempts,
+  };
   const parked = park(kit, s, flight.pending, wait);
   if (parked) return parked;
   const degraded = flight.client.degradedResponse(flight.tool.method.localName as never);
   if (degraded !== undefined) {
-    return observeSent(kit, s, flight, { result: { response: degraded as never, source: "degraded", attempts: error.attempts, latencyMs: 0, liveError: error } });
+    return observeSent(kit, s, flight, {
+      result: {
+        response: degraded as never,
+        source: "degraded",
+        attempts: error.attempts,
+        latencyMs: 0,
+        liveError: error,
+      },
+    });
   }
   return giveUp(kit, s, wait, flight.pending);
 }
@@ -135,7 +180,15 @@ export function outcomeToHuman(
   why: string,
   audit: { readonly reason: string; readonly outcome?: string },
 ): Promise<SessionRecord> {
-  const approval = newApproval(tool.name, call.argsHash, call.worldVersion, why, deps.now(), deps.approvals, "outcome_unknown");
+  const approval = newApproval(
+    tool.name,
+    call.argsHash,
+    call.worldVersion,
+    why,
+    deps.now(),
+    deps.approvals,
+    "outcome_unknown",
+  );
   return moves.move(s, "AWAITING_APPROVAL", {
     audit: { ...audit, tool: tool.name, argsHash: call.argsHash },
     patch: { pending: pendingJson({ ...pending, approval, startedBy: "" }) },
@@ -147,17 +200,31 @@ export function outcomeToHuman(
  * money call's hold is let go — the tool's refusals say nothing was done — except when an earlier
  * attempt's outcome is unknown: then a human decides, and approving re-sends it with the same key.
  */
-export function giveUp(kit: Kit, s: SessionRecord, { tool, reason }: WaitFor, pending: Pending): Promise<SessionRecord> {
+export function giveUp(
+  kit: Kit,
+  s: SessionRecord,
+  { tool, reason }: WaitFor,
+  pending: Pending,
+): Promise<SessionRecord> {
   const { moves } = kit;
   const call = pending.call;
   const since = pending.park?.since;
   const tries = pending.park?.attempts ?? 0;
   if (call && pending.unsettled && tool.effect === Effect.IRREVERSIBLE_EXTERNAL) {
     const why = `${tool.name} stayed unavailable (${reason}) and the outcome of an earlier attempt is unknown; approving re-sends it with the same idempotency key, which makes it at most once`;
-    return outcomeToHuman(kit, s, tool, call, pending, why, { reason: "outcome unknown: a human decides", outcome: "outcome_unknown" });
+    return outcomeToHuman(kit, s, tool, call, pending, why, {
+      reason: "outcome unknown: a human decides",
+      outcome: "outcome_unknown",
+    });
   }
-  const waited = since === undefined ? "" : ` since ${new Date(since).toISOString()} (${tries} tr${tries === 1 ? "y" : "ies"})`;
+  const waited =
+    since === undefined ? "" : ` since ${new Date(since).toISOString()} (${tries} tr${tries === 1 ? "y" : "ies"})`;
   const notMade = call?.tool ?? pending.queue[0]?.name ?? tool.name;
   const answer = `${tool.tool} was unavailable (${reason})${waited} for as long as the session's wall clock allowed; nothing was done: ${notMade} was not made.`;
-  return moves.stop(s, "tool_unavailable", answer, call?.effect ? { money: { settle: call.effect.key, outcome: "released" } } : {});
+  return moves.stop(
+    s,
+    "tool_unavailable",
+    answer,
+    call?.effect ? { money: { settle: call.effect.key, outcome: "released" } } : {},
+  );
 }

@@ -16,7 +16,9 @@ import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import type { PendingCall, SessionContext } from "./data.js";
 
 /** What a call becomes without a tool call: an observation the host makes itself, or the session's end. */
-export type Refused = { readonly kind: "observe"; readonly envelope: ResultEnvelope; readonly reason: string } | { readonly kind: "stop"; readonly reason: StopReason; readonly answer: string };
+export type Refused =
+  | { readonly kind: "observe"; readonly envelope: ResultEnvelope; readonly reason: string }
+  | { readonly kind: "stop"; readonly reason: StopReason; readonly answer: string };
 
 /** A call that passed the host's checks: its canonical arguments (key included) and the context that records it. */
 export interface Checked {
@@ -41,7 +43,14 @@ export function argsHash(tool: string, args: string): string {
 
 /** An observation the host makes itself; its message may quote the model's arguments, so it is redacted. */
 export function errorEnvelope(code: string, message: string, suggestedAction: string, now: number): ResultEnvelope {
-  return { ok: false, error: { code, message: redactText(message), retryable: false, suggestedAction }, refs: [], costMicros: 0, servedFrom: "none", observedAt: new Date(now).toISOString() };
+  return {
+    ok: false,
+    error: { code, message: redactText(message), retryable: false, suggestedAction },
+    refs: [],
+    costMicros: 0,
+    servedFrom: "none",
+    observedAt: new Date(now).toISOString(),
+  };
 }
 
 /**
@@ -67,40 +76,80 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
       .specs(s.scopes)
       .map((t) => t.name)
       .join(", ");
-    return { kind: "observe", envelope: errorEnvelope("ENOTOOL", `no tool named "${redactText(call.name)}"`, `use one of: ${known}`, now), reason: "unknown tool" };
+    return {
+      kind: "observe",
+      envelope: errorEnvelope("ENOTOOL", `no tool named "${redactText(call.name)}"`, `use one of: ${known}`, now),
+      reason: "unknown tool",
+    };
   }
   if (call.argumentsBytes !== undefined) {
     const message = `arguments for ${tool.name} are ${call.argumentsBytes} bytes; it accepts at most ${tool.maxRequestBytes}. They began: ${call.arguments}…`;
-    return { kind: "observe", envelope: errorEnvelope("EINVAL", message, "send arguments within the size the tool accepts", now), reason: "arguments too large" };
+    return {
+      kind: "observe",
+      envelope: errorEnvelope("EINVAL", message, "send arguments within the size the tool accepts", now),
+      reason: "arguments too large",
+    };
   }
   const json = argumentsJson(call.arguments);
   if (!json.ok) return invalidArguments(json.message, now);
   const personal = withTaskValues(tool.name, tool.personalFields, json.value, s.task);
-  if (!personal.ok) return { kind: "observe", envelope: errorEnvelope("EPRECOND", personal.message, personal.suggestedAction, now), reason: "personal data the task does not name" };
+  if (!personal.ok)
+    return {
+      kind: "observe",
+      envelope: errorEnvelope("EPRECOND", personal.message, personal.suggestedAction, now),
+      reason: "personal data the task does not name",
+    };
   const parsed = decodeToolArguments(tool, personal.value);
   if (!parsed.ok) return invalidArguments(parsed.message, now);
   if (tool.requiredScope && !s.scopes.includes(tool.requiredScope)) {
-    return { kind: "stop", reason: "permission_denied", answer: `the session is not granted scope "${tool.requiredScope}" needed by ${tool.name}` };
+    return {
+      kind: "stop",
+      reason: "permission_denied",
+      answer: `the session is not granted scope "${tool.requiredScope}" needed by ${tool.name}`,
+    };
   }
   const refused = refuseToolCall(s.usage, s.budget, tool.costMicros, now);
-  if (refused) return { kind: "stop", reason: refused, answer: `stopped before calling ${tool.name}: ${refused.replace(/_/g, " ")} reached` };
+  if (refused)
+    return {
+      kind: "stop",
+      reason: refused,
+      answer: `stopped before calling ${tool.name}: ${refused.replace(/_/g, " ")} reached`,
+    };
   const args = toJson(tool.method.input, parsed.message) as JsonObject;
   if (tool.idempotencyKeyField) args[tool.idempotencyKeyField] = idempotencyKeyOf(s.id, tool, args);
   // After the key: a dry run and a live run of one intent share it (a session is one or the other, by its task).
   for (const { field, taskField } of tool.dryRunFields) if (s.task[taskField] === true) args[field] = true;
   const request = JSON.stringify(args);
-  const history = [...context.history, { kind: "call" as const, callId: call.id, tool: tool.name, arguments: JSON.stringify(shownArguments(tool.personalFields, args)) }];
+  const history = [
+    ...context.history,
+    {
+      kind: "call" as const,
+      callId: call.id,
+      tool: tool.name,
+      arguments: JSON.stringify(shownArguments(tool.personalFields, args)),
+    },
+  ];
   return {
     kind: "checked",
     tool,
     args,
-    call: { id: call.id, tool: tool.name, arguments: request, argsHash: argsHash(tool.name, request), worldVersion: "" },
+    call: {
+      id: call.id,
+      tool: tool.name,
+      arguments: request,
+      argsHash: argsHash(tool.name, request),
+      worldVersion: "",
+    },
     context: { ...context, history },
   };
 }
 
 function invalidArguments(message: string, now: number): Refused {
-  return { kind: "observe", envelope: errorEnvelope("EINVAL", message, "fix the arguments and call again", now), reason: "invalid arguments" };
+  return {
+    kind: "observe",
+    envelope: errorEnvelope("EINVAL", message, "fix the arguments and call again", now),
+    reason: "invalid arguments",
+  };
 }
 
 /**
@@ -109,5 +158,9 @@ function invalidArguments(message: string, now: number): Refused {
  * not have taken effect, and a human decides.
  */
 export function safeToReissue(tool: RegisteredTool, call: PendingCall): boolean {
-  return tool.effect === Effect.READ_ONLY || tool.effect === Effect.IDEMPOTENT_WRITE || (tool.idempotencyKeyField !== undefined && call.arguments.includes(tool.idempotencyKeyField));
+  return (
+    tool.effect === Effect.READ_ONLY ||
+    tool.effect === Effect.IDEMPOTENT_WRITE ||
+    (tool.idempotencyKeyField !== undefined && call.arguments.includes(tool.idempotencyKeyField))
+  );
 }

@@ -24,10 +24,22 @@ export function counterOf(kit: Kit): TokenCounter {
 
 export type Prompt =
   | { readonly kind: "stop"; readonly reason: StopReason; readonly answer: string }
-  | { readonly kind: "call"; readonly input: PolicyInput; readonly governed: Governed; readonly context: SessionContext; readonly record: JsonObject };
+  | {
+      readonly kind: "call";
+      readonly input: PolicyInput;
+      readonly governed: Governed;
+      readonly context: SessionContext;
+      readonly record: JsonObject;
+    };
 
 /** What the policy is asked for step `s.usage.steps + 1`, or why it is not asked at all. */
-export function preparePrompt(kit: Kit, s: SessionRecord, policy: Policy, view: { goal: string; task: JsonObject }, ctx: SessionContext): Prompt {
+export function preparePrompt(
+  kit: Kit,
+  s: SessionRecord,
+  policy: Policy,
+  view: { goal: string; task: JsonObject },
+  ctx: SessionContext,
+): Prompt {
   const { deps } = kit;
   const limits = deps.context ?? DEFAULT_CONTEXT_LIMITS;
   const step = s.usage.steps + 1;
@@ -36,7 +48,10 @@ export function preparePrompt(kit: Kit, s: SessionRecord, policy: Policy, view: 
   const governed = governContext({ ...view, tools, history: ctx.history }, limits, counterOf(kit), tokensLeft);
   deps.onContext?.(s, governed);
   if (!governed.fits) {
-    const limit = limits.windowTokens <= tokensLeft ? `the model's context window (${limits.windowTokens} tokens)` : `the session's token budget left (${tokensLeft} tokens)`;
+    const limit =
+      limits.windowTokens <= tokensLeft
+        ? `the model's context window (${limits.windowTokens} tokens)`
+        : `the session's token budget left (${tokensLeft} tokens)`;
     return {
       kind: "stop",
       reason: "max_tokens",
@@ -53,7 +68,8 @@ export function preparePrompt(kit: Kit, s: SessionRecord, policy: Policy, view: 
     };
   }
   const timeoutMs = deadlineOf(s.usage, s.budget) - deps.now();
-  if (timeoutMs <= 0) return { kind: "stop", reason: "deadline", answer: `stopped before step ${step}: deadline reached` };
+  if (timeoutMs <= 0)
+    return { kind: "stop", reason: "deadline", answer: `stopped before step ${step}: deadline reached` };
   const context: SessionContext = {
     ...ctx,
     history: governed.history,
@@ -63,8 +79,22 @@ export function preparePrompt(kit: Kit, s: SessionRecord, policy: Policy, view: 
     contextAlarms: (ctx.contextAlarms ?? 0) + (governed.alarm ? 1 : 0),
     contextWindow: limits.windowTokens,
   };
-  const record = { tokens_before: governed.tokensBefore, tokens: governed.tokens, compressed: governed.compressed, window: limits.windowTokens, alarm: governed.alarm };
-  const input: PolicyInput = { ...view, tools, history: governed.history, step, promptTokens: governed.tokens, maxOutputTokens: limits.maxOutputTokens, timeoutMs };
+  const record = {
+    tokens_before: governed.tokensBefore,
+    tokens: governed.tokens,
+    compressed: governed.compressed,
+    window: limits.windowTokens,
+    alarm: governed.alarm,
+  };
+  const input: PolicyInput = {
+    ...view,
+    tools,
+    history: governed.history,
+    step,
+    promptTokens: governed.tokens,
+    maxOutputTokens: limits.maxOutputTokens,
+    timeoutMs,
+  };
   return { kind: "call", input, governed, context, record };
 }
 
@@ -72,8 +102,14 @@ export function preparePrompt(kit: Kit, s: SessionRecord, policy: Policy, view: 
  * What a model call spent: the tokens the endpoint reported, or the tokenizer's count when it
  * reported none, and their price.
  */
-export function modelSpend(kit: Kit, policy: Policy, decision: Decision, promptTokens: number): { tokens: number; costMicros: number } {
-  const reply = decision.kind === "final" ? decision.answer : decision.calls.map((c) => `${c.name}${c.arguments}`).join("");
+export function modelSpend(
+  kit: Kit,
+  policy: Policy,
+  decision: Decision,
+  promptTokens: number,
+): { tokens: number; costMicros: number } {
+  const reply =
+    decision.kind === "final" ? decision.answer : decision.calls.map((c) => `${c.name}${c.arguments}`).join("");
   const input = decision.usage.input > 0 ? decision.usage.input : promptTokens;
   const output = decision.usage.output > 0 ? decision.usage.output : counterOf(kit).text(reply);
   const costMicros = costMicrosOf(priceOf(kit.deps.prices ?? new Map(), policy.model), { input, output });

@@ -12,7 +12,13 @@ export function storeBackoffMs(attempt: number): number {
 
 /** Whether an event says a session may be claimed now: live, not waiting for a human or a tool, and leased to nobody. */
 export function claimable(event: SessionEvent): boolean {
-  return event.kind === "resync" || (event.leaseOwner === null && !isTerminal(event.state) && event.state !== "AWAITING_APPROVAL" && event.state !== "PARKED");
+  return (
+    event.kind === "resync" ||
+    (event.leaseOwner === null &&
+      !isTerminal(event.state) &&
+      event.state !== "AWAITING_APPROVAL" &&
+      event.state !== "PARKED")
+  );
 }
 
 /**
@@ -104,7 +110,12 @@ export class ParkedWaker {
     const perTick = Math.max(1, Math.floor((this.options.perSecond * WAKE_TICK_MS) / 1000));
     this.#waking = true;
     try {
-      const woken = await this.options.store.wake(this.options.owner, this.options.leaseTtlMs, Math.min(free, perTick), this.#recovered);
+      const woken = await this.options.store.wake(
+        this.options.owner,
+        this.options.leaseTtlMs,
+        Math.min(free, perTick),
+        this.#recovered,
+      );
       for (const session of woken) this.options.drive(session);
     } catch {
       // A parked session simply wakes on a later tick.

@@ -12,13 +12,30 @@ import type { Decision, ToolCallRequest } from "../policy.js";
 import { redactText } from "../redact.js";
 import { isTerminal } from "../session-state.js";
 import { ReservationRefusedError } from "../effect-reservations.js";
-import { LeaseLostError, type SessionRecord, StaleTransitionError, type StepRecord, type Usage } from "../session-store.js";
+import {
+  LeaseLostError,
+  type SessionRecord,
+  StaleTransitionError,
+  type StepRecord,
+  type Usage,
+} from "../session-store.js";
 import { guardSideEffect, refusal } from "../side-effect-guard.js";
 import { outOfTask } from "../task-scope.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { checkAnswer } from "./answer.js";
 import { approve } from "./approve.js";
-import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf, reservationOf, type SessionContext, sideEffectsOf, storedConfidence } from "./data.js";
+import {
+  contextJson,
+  contextOf,
+  type Pending,
+  type PendingCall,
+  pendingJson,
+  pendingOf,
+  reservationOf,
+  type SessionContext,
+  sideEffectsOf,
+  storedConfidence,
+} from "./data.js";
 import { execute } from "./execute.js";
 import type { Kit, RunnerDeps } from "./kit.js";
 import { boundDecision, boundText, MAX_ANSWER_CHARS, MAX_REJECTED_ANSWER_CHARS } from "./model-bounds.js";
@@ -34,8 +51,19 @@ type CallPlan =
   | Refused
   /** A live read the host needs could not be made, for a reason that passes: the session waits for its tool. */
   | ({ readonly kind: "park" } & WaitFor)
-  | { readonly kind: "approve"; readonly tool: RegisteredTool; readonly call: PendingCall; readonly context: SessionContext; readonly why: string }
-  | { readonly kind: "start"; readonly tool: RegisteredTool; readonly call: PendingCall; readonly context: SessionContext };
+  | {
+      readonly kind: "approve";
+      readonly tool: RegisteredTool;
+      readonly call: PendingCall;
+      readonly context: SessionContext;
+      readonly why: string;
+    }
+  | {
+      readonly kind: "start";
+      readonly tool: RegisteredTool;
+      readonly call: PendingCall;
+      readonly context: SessionContext;
+    };
 
 /** A call about to start: what it records with it. */
 interface Start {
@@ -70,7 +98,12 @@ export class SessionRunner {
     let last: SessionRecord | null = null;
     try {
       last = await this.#run(id, first, signal);
-      if (last) span.span.setAttributes({ "loopguard.state": last.state, "loopguard.stop_reason": last.stopReason ?? "", ...confidenceAttributes(last) });
+      if (last)
+        span.span.setAttributes({
+          "loopguard.state": last.state,
+          "loopguard.stop_reason": last.stopReason ?? "",
+          ...confidenceAttributes(last),
+        });
       return last;
     } finally {
       // Tracing never fails a run: a failed session whose steps cannot be read back keeps no trace.
@@ -129,7 +162,11 @@ export class SessionRunner {
     if (refused) {
       // What was already done stays said: a budget that ran out after a refund does not hide it.
       const done = sideEffectsOf(s, deps.registry);
-      return moves.stop(s, refused, `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`);
+      return moves.stop(
+        s,
+        refused,
+        `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
+      );
     }
     const policy = deps.policies.get(s.policy);
     if (!policy) return moves.stop(s, "unrecoverable_error", `unknown policy "${s.policy}"`);
@@ -140,15 +177,23 @@ export class SessionRunner {
     const started = performance.now();
     let decision: Decision;
     try {
-      decision = await spans.span(s, "policy.decide", { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name }, (span) =>
-        policy.decide({ ...prompt.input, traceContext: trace.setSpan(otelContext.active(), span) }, signal),
+      decision = await spans.span(
+        s,
+        "policy.decide",
+        { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name },
+        (span) => policy.decide({ ...prompt.input, traceContext: trace.setSpan(otelContext.active(), span) }, signal),
       );
     } catch (error) {
       return this.#policyFailed(s, error);
     }
     decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
     const spent = modelSpend(this.#kit, policy, decision, prompt.governed.tokens);
-    const usage: Usage = { ...s.usage, steps: s.usage.steps + 1, tokens: s.usage.tokens + spent.tokens, costMicros: s.usage.costMicros + spent.costMicros };
+    const usage: Usage = {
+      ...s.usage,
+      steps: s.usage.steps + 1,
+      tokens: s.usage.tokens + spent.tokens,
+      costMicros: s.usage.costMicros + spent.costMicros,
+    };
     const step = ctx.traceSteps + 1;
     const traced: SessionContext = { ...ctx, traceSteps: step };
     const durationMs = () => performance.now() - started;
@@ -159,18 +204,43 @@ export class SessionRunner {
         step,
         before: s.state,
         after: problem ? "THINKING" : "DONE",
-        decision: { kind: "final", answer: decision.answer, accepted: !problem, why: problem ?? "", ...confidenceFields(stated) },
+        decision: {
+          kind: "final",
+          answer: decision.answer,
+          accepted: !problem,
+          why: problem ?? "",
+          ...confidenceFields(stated),
+        },
         promptHash: decision.promptHash,
         durationMs: durationMs(),
         context: prompt.record,
       });
       if (problem) {
-        const history = [...ctx.history, { kind: "rejected_answer" as const, text: redactText(boundText(decision.answer, MAX_REJECTED_ANSWER_CHARS)), why: problem }];
-        return moves.move(s, "THINKING", { audit: { reason: "answer rejected by the host", outcome: problem }, patch: { usage, context: contextJson({ ...traced, history }) }, step: record });
+        const history = [
+          ...ctx.history,
+          {
+            kind: "rejected_answer" as const,
+            text: redactText(boundText(decision.answer, MAX_REJECTED_ANSWER_CHARS)),
+            why: problem,
+          },
+        ];
+        return moves.move(s, "THINKING", {
+          audit: { reason: "answer rejected by the host", outcome: problem },
+          patch: { usage, context: contextJson({ ...traced, history }) },
+          step: record,
+        });
       }
-      return moves.stop(s, "done", decision.answer, { patch: { usage, context: contextJson(stated ? { ...traced, answerConfidence: stated } : traced) }, step: record });
+      return moves.stop(s, "done", decision.answer, {
+        patch: { usage, context: contextJson(stated ? { ...traced, answerConfidence: stated } : traced) },
+        step: record,
+      });
     }
-    const queue = decision.calls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments, ...(c.argumentsBytes === undefined ? {} : { argumentsBytes: c.argumentsBytes }) }));
+    const queue = decision.calls.map((c) => ({
+      id: c.id,
+      name: c.name,
+      arguments: c.arguments,
+      ...(c.argumentsBytes === undefined ? {} : { argumentsBytes: c.argumentsBytes }),
+    }));
     // The usual case — the first call can start right away — is one transition, THINKING ->
     // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
     const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };
@@ -188,7 +258,11 @@ export class SessionRunner {
     if (plan?.kind === "start") {
       const reason = `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`;
       try {
-        return await this.#startCall(decided, { ...plan, rest: queue.slice(1), step: record("TOOL_EXECUTING"), reason }, signal);
+        return await this.#startCall(
+          decided,
+          { ...plan, rest: queue.slice(1), step: record("TOOL_EXECUTING"), reason },
+          signal,
+        );
       } catch (error) {
         // Another session's reserve got in between: the decision is stored below, and the call planned again.
         if (!(error instanceof ReservationRefusedError)) throw error;
@@ -209,7 +283,8 @@ export class SessionRunner {
     const { deps, moves } = this.#kit;
     const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };
     const why = redactText(boundText(String((error as Error).message), MAX_ANSWER_CHARS));
-    if (retryable !== true || deadlineOf(s.usage, s.budget) <= deps.now() + 1000) return moves.stop(s, "unrecoverable_error", `the policy failed: ${why}`);
+    if (retryable !== true || deadlineOf(s.usage, s.budget) <= deps.now() + 1000)
+      return moves.stop(s, "unrecoverable_error", `the policy failed: ${why}`);
     if (retriesLeft(s.usage, s.budget) === 0) {
       const used = s.usage.retries ?? 0;
       return moves.stop(
@@ -223,10 +298,21 @@ export class SessionRunner {
     return moves.move(s, "THINKING", { audit: { reason: `model call failed, retrying: ${why}` }, patch: { usage } });
   }
 
-  async #prepareCall(s: SessionRecord, call: ToolCallRequest, pending: Pending, signal: AbortSignal): Promise<SessionRecord> {
+  async #prepareCall(
+    s: SessionRecord,
+    call: ToolCallRequest,
+    pending: Pending,
+    signal: AbortSignal,
+  ): Promise<SessionRecord> {
     const { deps, moves } = this.#kit;
     const rest = pending.queue.slice(1);
-    const plan = await this.#planCall(s, call, pending.confidence === undefined ? undefined : { value: pending.confidence, reason: pending.uncertaintyReason ?? "" });
+    const plan = await this.#planCall(
+      s,
+      call,
+      pending.confidence === undefined
+        ? undefined
+        : { value: pending.confidence, reason: pending.uncertaintyReason ?? "" },
+    );
     switch (plan.kind) {
       case "observe":
         return observeInPlace(this.#kit, s, call, rest, plan.envelope, plan.reason);
@@ -235,10 +321,20 @@ export class SessionRunner {
       case "park":
         return park(this.#kit, s, pending, plan) ?? giveUp(this.#kit, s, plan, pending);
       case "approve": {
-        const approval = newApproval(plan.tool.name, plan.call.argsHash, plan.call.worldVersion, plan.why, deps.now(), deps.approvals);
+        const approval = newApproval(
+          plan.tool.name,
+          plan.call.argsHash,
+          plan.call.worldVersion,
+          plan.why,
+          deps.now(),
+          deps.approvals,
+        );
         return moves.move(s, "AWAITING_APPROVAL", {
           audit: { reason: `approval needed: ${plan.why}`, tool: plan.tool.name, argsHash: plan.call.argsHash },
-          patch: { context: contextJson(plan.context), pending: pendingJson({ queue: rest, call: plan.call, approval }) },
+          patch: {
+            context: contextJson(plan.context),
+            pending: pendingJson({ queue: rest, call: plan.call, approval }),
+          },
         });
       }
       case "start":
@@ -257,7 +353,12 @@ export class SessionRunner {
    * since the plan read them: the call is planned again from the new totals (and then usually
    * waits for a human). After a few such races in a row the policy hears EPRECOND (retryable).
    */
-  async #reservationRaced(s: SessionRecord, plan: Extract<CallPlan, { kind: "start" }>, rest: Pending["queue"], error: unknown): Promise<SessionRecord> {
+  async #reservationRaced(
+    s: SessionRecord,
+    plan: Extract<CallPlan, { kind: "start" }>,
+    rest: Pending["queue"],
+    error: unknown,
+  ): Promise<SessionRecord> {
     if (!(error instanceof ReservationRefusedError)) throw error;
     const raceKey = `${s.id}\n${plan.call.id}`;
     const races = (this.#races.get(raceKey) ?? 0) + 1;
@@ -280,16 +381,38 @@ export class SessionRunner {
    * side-effect guards (live reads, amounts, risk, entities the task declares), which decide
    * between refusing, asking a human and calling.
    */
-  async #planCall(s: SessionRecord, request: ToolCallRequest, confidence: StatedConfidence | undefined): Promise<CallPlan> {
+  async #planCall(
+    s: SessionRecord,
+    request: ToolCallRequest,
+    confidence: StatedConfidence | undefined,
+  ): Promise<CallPlan> {
     const { deps } = this.#kit;
-    const checked = checkCall({ session: s, context: contextOf(s), call: request, registry: deps.registry, now: deps.now() });
+    const checked = checkCall({
+      session: s,
+      context: contextOf(s),
+      call: request,
+      registry: deps.registry,
+      now: deps.now(),
+    });
     if (checked.kind !== "checked") return checked;
     const { tool, args, call, context } = checked;
     const outside = outOfTask(tool, args, s.task, context.history);
-    if (outside) return { kind: "observe", envelope: refusal({ ...outside, retryable: false }, deps.now()), reason: "outside the task" };
+    if (outside)
+      return {
+        kind: "observe",
+        envelope: refusal({ ...outside, retryable: false }, deps.now()),
+        reason: "outside the task",
+      };
     const guard = deps.rules.effectOf(tool);
     if (!guard) return { kind: "start", tool, call, context };
-    const verdict = await guardSideEffect(deps, s, guard, args, String(args[tool.idempotencyKeyField ?? ""] ?? ""), confidence);
+    const verdict = await guardSideEffect(
+      deps,
+      s,
+      guard,
+      args,
+      String(args[tool.idempotencyKeyField ?? ""] ?? ""),
+      confidence,
+    );
     switch (verdict.kind) {
       case "park":
         return verdict;
@@ -309,7 +432,9 @@ export class SessionRunner {
           effect: verdict.effect,
           ...(verdict.reservation ? { reservation: verdict.reservation } : {}),
         };
-        return verdict.kind === "approve" ? { kind: "approve", tool, call: guarded, context, why: verdict.why } : { kind: "start", tool, call: guarded, context };
+        return verdict.kind === "approve"
+          ? { kind: "approve", tool, call: guarded, context, why: verdict.why }
+          : { kind: "start", tool, call: guarded, context };
       }
     }
   }
@@ -320,7 +445,11 @@ export class SessionRunner {
    * (the session resumes THINKING and decides again) loses nothing, and a step waits for one
    * commit less. Every other call waits for its record, so an interrupted one is known.
    */
-  #startCall(s: SessionRecord, { tool, call, rest, context, step, reason = `calling ${tool.name}` }: Start, signal: AbortSignal): Promise<SessionRecord> {
+  #startCall(
+    s: SessionRecord,
+    { tool, call, rest, context, step, reason = `calling ${tool.name}` }: Start,
+    signal: AbortSignal,
+  ): Promise<SessionRecord> {
     const { deps, moves } = this.#kit;
     const patch = {
       context: contextJson(context),
@@ -339,7 +468,12 @@ export class SessionRunner {
     // if the call itself throws first.
     recorded.catch(() => undefined);
     // One version per state the move passes, as SessionMoves.move records it.
-    return execute(this.#kit, { ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + 1 + startOf(s, "TOOL_EXECUTING").length }, signal, recorded);
+    return execute(
+      this.#kit,
+      { ...s, ...patch, state: "TOOL_EXECUTING", version: s.version + 1 + startOf(s, "TOOL_EXECUTING").length },
+      signal,
+      recorded,
+    );
   }
 }
 

@@ -28,7 +28,8 @@ export function sessionSampleRatio(env: Readonly<Record<string, string | undefin
   const raw = env.OTEL_TRACES_SAMPLER_ARG;
   if (raw === undefined || raw === "") return 1;
   const ratio = Number(raw);
-  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) throw new ConfigError(`OTEL_TRACES_SAMPLER_ARG must be a ratio in 0..1 for ${sampler}, got "${raw}"`);
+  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1)
+    throw new ConfigError(`OTEL_TRACES_SAMPLER_ARG must be a ratio in 0..1 for ${sampler}, got "${raw}"`);
   return ratio;
 }
 

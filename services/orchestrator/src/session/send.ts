@@ -22,7 +22,9 @@ export interface InFlight {
 }
 
 /** What a send gave: an answer, or a failure (with how long it took). */
-export type Sent = { readonly result: ToolResult<never> } | { readonly error: ToolCallError; readonly durationMs: number };
+export type Sent =
+  | { readonly result: ToolResult<never> }
+  | { readonly error: ToolCallError; readonly durationMs: number };
 
 const SUGGESTIONS: Partial<Record<number, string>> = {
   [status.INVALID_ARGUMENT]: "fix the arguments named in the error and call again",
@@ -39,44 +41,57 @@ const SUGGESTIONS: Partial<Record<number, string>> = {
  * off — not by a cancel, a shutdown or a lost lease — and always gets its whole SLA timeout: an
  * abandoned side effect is one whose outcome nobody knows.
  */
-export async function send(kit: Kit, s: SessionRecord, { tool, client, call }: InFlight, signal: AbortSignal, onRetry?: () => Promise<void>): Promise<Sent> {
+export async function send(
+  kit: Kit,
+  s: SessionRecord,
+  { tool, client, call }: InFlight,
+  signal: AbortSignal,
+  onRetry?: () => Promise<void>,
+): Promise<Sent> {
   const irreversible = tool.effect === Effect.IRREVERSIBLE_EXTERNAL;
   const now = kit.deps.now();
   const deadline = irreversible ? now + tool.timeoutMs : Math.min(now + tool.timeoutMs, deadlineOf(s.usage, s.budget));
   const started = performance.now();
-  return kit.spans.span(s, `execute_tool ${tool.name}`, { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id }, async (span) => {
-    try {
-      const request = fromJson(tool.method.input, JSON.parse(call.arguments) as JsonValue);
-      const token = await kit.deps.tokens.for(s.id, tool, deadline, request);
-      const result = await client.call(tool.method.localName as never, request as never, {
-        deadline: new Date(deadline),
-        token,
-        // The degraded answer is the host's last resort (park.ts), not the client's first.
-        degraded: false,
-        // A read's retries and hedges draw on the session's retry budget; an irreversible call's
-        // re-sends (same idempotency key) are how its outcome becomes known, so they are counted, never cut.
-        ...(irreversible ? {} : { signal, maxExtraAttempts: retriesLeft(s.usage, s.budget) }),
-        ...(onRetry ? { onRetry } : {}),
-      });
-      span.setAttributes({
-        "loopguard.served_from": result.source,
-        "loopguard.attempts": result.attempts,
-        "loopguard.breaker_state": client.breakerState,
-        // A hedge is one more attempt of the same tool call, not another call: the session counts one tool call either way.
-        "loopguard.hedged": result.hedged ?? false,
-      });
-      return { result: result as ToolResult<never> };
-    } catch (error) {
-      span.setStatus({ code: SpanStatusCode.ERROR });
-      if (!(error instanceof ToolCallError)) throw error;
-      return { error, durationMs: performance.now() - started };
-    }
-  });
+  return kit.spans.span(
+    s,
+    `execute_tool ${tool.name}`,
+    { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool.name, "gen_ai.tool.call.id": call.id },
+    async (span) => {
+      try {
+        const request = fromJson(tool.method.input, JSON.parse(call.arguments) as JsonValue);
+        const token = await kit.deps.tokens.for(s.id, tool, deadline, request);
+        const result = await client.call(tool.method.localName as never, request as never, {
+          deadline: new Date(deadline),
+          token,
+          // The degraded answer is the host's last resort (park.ts), not the client's first.
+          degraded: false,
+          // A read's retries and hedges draw on the session's retry budget; an irreversible call's
+          // re-sends (same idempotency key) are how its outcome becomes known, so they are counted, never cut.
+          ...(irreversible ? {} : { signal, maxExtraAttempts: retriesLeft(s.usage, s.budget) }),
+          ...(onRetry ? { onRetry } : {}),
+        });
+        span.setAttributes({
+          "loopguard.served_from": result.source,
+          "loopguard.attempts": result.attempts,
+          "loopguard.breaker_state": client.breakerState,
+          // A hedge is one more attempt of the same tool call, not another call: the session counts one tool call either way.
+          "loopguard.hedged": result.hedged ?? false,
+        });
+        return { result: result as ToolResult<never> };
+      } catch (error) {
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        if (!(error instanceof ToolCallError)) throw error;
+        return { error, durationMs: performance.now() - started };
+      }
+    },
+  );
 }
 
 /** What a fallback answer is, in the envelope: a cached one's time and age, or why a degraded one stands in for the tool. */
 function fallbackWords(tool: RegisteredTool, result: ToolResult<never>): Partial<ResultEnvelope> {
-  const why = result.liveError ? `${status[result.liveError.code] ?? result.liveError.code}${result.liveError.reason ? ` ${result.liveError.reason}` : ""}` : "unavailable";
+  const why = result.liveError
+    ? `${status[result.liveError.code] ?? result.liveError.code}${result.liveError.reason ? ` ${result.liveError.reason}` : ""}`
+    : "unavailable";
   if (result.source === "cache" && result.cachedAt !== undefined) {
     const ageMs = result.cacheAgeMs ?? 0;
     return {
@@ -86,18 +101,27 @@ function fallbackWords(tool: RegisteredTool, result: ToolResult<never>): Partial
     };
   }
   if (result.source === "degraded") {
-    return { note: `${tool.tool} was unavailable (${why}); this is its declared empty answer, not a finding: say that ${tool.tool} could not be consulted` };
+    return {
+      note: `${tool.tool} was unavailable (${why}); this is its declared empty answer, not a finding: say that ${tool.tool} could not be consulted`,
+    };
   }
   return {};
 }
 
 /** Observes what one send gave: the answer (live or a fallback), or a failure that is certain. */
-export function observeSent(kit: Kit, state: SessionRecord, { tool, call, pending }: InFlight, sent: Sent): Promise<SessionRecord> {
+export function observeSent(
+  kit: Kit,
+  state: SessionRecord,
+  { tool, call, pending }: InFlight,
+  sent: Sent,
+): Promise<SessionRecord> {
   const observedAt = new Date(kit.deps.now()).toISOString();
   if ("error" in sent) {
     const e = sent.error;
-    if (e.code === status.PERMISSION_DENIED) return kit.moves.stop(state, "permission_denied", `${tool.name} refused the session's credentials: ${e.message}`);
-    if (e.code === status.UNAUTHENTICATED) return kit.moves.stop(state, "unrecoverable_error", `${tool.name} did not accept the session token`);
+    if (e.code === status.PERMISSION_DENIED)
+      return kit.moves.stop(state, "permission_denied", `${tool.name} refused the session's credentials: ${e.message}`);
+    if (e.code === status.UNAUTHENTICATED)
+      return kit.moves.stop(state, "unrecoverable_error", `${tool.name} did not accept the session token`);
     const code = status[e.code] ?? String(e.code);
     const envelope: ResultEnvelope = {
       ok: false,
@@ -114,12 +138,23 @@ export function observeSent(kit: Kit, state: SessionRecord, { tool, call, pendin
       observedAt,
     };
     return observe(kit, state, { ...pending, envelope, attempt: e.attempts, durationMs: sent.durationMs }, [
-      { state: "OBSERVING", audit: { reason: `${tool.name} failed`, tool: tool.name, argsHash: call.argsHash, outcome: code } },
+      {
+        state: "OBSERVING",
+        audit: { reason: `${tool.name} failed`, tool: tool.name, argsHash: call.argsHash, outcome: code },
+      },
     ]);
   }
   const result = sent.result;
   const data = toJson(tool.method.output, result.response) as JsonValue;
-  const envelope: ResultEnvelope = { ok: true, data, refs: refsOf(tool.method.output, data), costMicros: tool.costMicros, servedFrom: result.source, observedAt, ...fallbackWords(tool, result) };
+  const envelope: ResultEnvelope = {
+    ok: true,
+    data,
+    refs: refsOf(tool.method.output, data),
+    costMicros: tool.costMicros,
+    servedFrom: result.source,
+    observedAt,
+    ...fallbackWords(tool, result),
+  };
   // The answer is observed in the same transaction that records it: a crash before that commit
   // leaves the session TOOL_EXECUTING, and the call is re-issued only if that is safe.
   const answered = { tool: tool.name, argsHash: call.argsHash, outcome: result.source };

@@ -2,7 +2,16 @@
 // session id), each run an "invoke_agent" span, each policy call and tool call a child span, and
 // each step's JSONL record carrying the traceparent of the span it happened in.
 import { randomUUID } from "node:crypto";
-import { type Context, isSpanContextValid, type Link, context as otelContext, ROOT_CONTEXT, type Span, trace, TraceFlags } from "@opentelemetry/api";
+import {
+  type Context,
+  isSpanContextValid,
+  type Link,
+  context as otelContext,
+  ROOT_CONTEXT,
+  type Span,
+  trace,
+  TraceFlags,
+} from "@opentelemetry/api";
 import { redactText } from "@loopguard/tool-sdk";
 import { deadlineOf } from "../budget.js";
 import type { JsonObject, SessionRecord, SessionStore, StepRecord } from "../session-store.js";
@@ -80,8 +89,13 @@ export class SessionSpans {
     const traceFlags = keptBy ? TraceFlags.SAMPLED : TraceFlags.NONE;
     const root = trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: newSpanId(), traceFlags, isRemote: true });
     const caller = trace.getActiveSpan()?.spanContext();
-    const links: Link[] = caller && isSpanContextValid(caller) && caller.traceId !== traceId ? [{ context: caller }] : [];
-    const attributes = { "gen_ai.operation.name": "invoke_agent", "loopguard.session_id": id, ...(keptBy ? { "loopguard.kept_by": keptBy } : {}) };
+    const links: Link[] =
+      caller && isSpanContextValid(caller) && caller.traceId !== traceId ? [{ context: caller }] : [];
+    const attributes = {
+      "gen_ai.operation.name": "invoke_agent",
+      "loopguard.session_id": id,
+      ...(keptBy ? { "loopguard.kept_by": keptBy } : {}),
+    };
     const span = trace.getTracer(TRACER).startSpan("invoke_agent", { attributes, links }, root);
     this.#contexts.set(id, trace.setSpan(root, span));
     return { span, keptBy };
@@ -101,7 +115,12 @@ export class SessionSpans {
    */
   async #rerecord(s: SessionRecord): Promise<void> {
     const steps = (await this.deps.store.steps(s.id)).slice(-MAX_RERECORDED_STEPS);
-    const root = trace.setSpanContext(ROOT_CONTEXT, { traceId: traceIdOf(s.id), spanId: newSpanId(), traceFlags: TraceFlags.SAMPLED, isRemote: true });
+    const root = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: traceIdOf(s.id),
+      spanId: newSpanId(),
+      traceFlags: TraceFlags.SAMPLED,
+      isRemote: true,
+    });
     const tracer = trace.getTracer(TRACER);
     const attributes = {
       "gen_ai.operation.name": "invoke_agent",
@@ -128,7 +147,12 @@ export class SessionSpans {
   }
 
   /** Runs `fn` in a child span of the session's, carrying its budget left. */
-  span<T>(s: SessionRecord, name: string, attributes: Record<string, string | number>, fn: (span: Span) => Promise<T>): Promise<T> {
+  span<T>(
+    s: SessionRecord,
+    name: string,
+    attributes: Record<string, string | number>,
+    fn: (span: Span) => Promise<T>,
+  ): Promise<T> {
     const parent = this.#contexts.get(s.id) ?? ROOT_CONTEXT;
     const span = trace.getTracer(TRACER).startSpan(
       name,
@@ -152,7 +176,8 @@ export class SessionSpans {
     const traceId = sessionTraceId(s);
     // The active span may be a caller's (a run started inside StartSession): only one of this trace is the step's.
     const active = trace.getActiveSpan()?.spanContext();
-    const own = active?.traceId === traceId ? active : trace.getSpan(this.#contexts.get(s.id) ?? ROOT_CONTEXT)?.spanContext();
+    const own =
+      active?.traceId === traceId ? active : trace.getSpan(this.#contexts.get(s.id) ?? ROOT_CONTEXT)?.spanContext();
     const spanId = own?.spanId ?? newSpanId();
     // The record's traceparent says whether the span it names was kept.
     const flags = own && (own.traceFlags & TraceFlags.SAMPLED) === 0 ? "00" : "01";

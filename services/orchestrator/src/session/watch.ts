@@ -10,7 +10,12 @@ export type WatchEvent =
   | { readonly kind: "step"; readonly step: StepRecord };
 
 /** Between changes it waits on the store's events (`changes`), reading only what is new when one arrives. */
-export async function* watchSession(store: SessionStore, s: SessionRecord, changes: SessionFollower, signal: AbortSignal): AsyncGenerator<WatchEvent> {
+export async function* watchSession(
+  store: SessionStore,
+  s: SessionRecord,
+  changes: SessionFollower,
+  signal: AbortSignal,
+): AsyncGenerator<WatchEvent> {
   yield { kind: "snapshot", session: s };
   let ended = isTerminal(s.state);
   let version = 0;

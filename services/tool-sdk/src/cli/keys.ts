@@ -27,7 +27,15 @@ const USAGE = `usage: pnpm keys new --kid KID --role orchestrator|person|break-g
   a probe key (a release's smoke calls): --subject ${SMOKE_SUBJECT} and read-only scopes (${readOnlyToolScopes().join(" ")}), accepted on read-only methods only
 `;
 
-type Values = { kid?: string; role?: string; subject?: string; scope?: string[]; "private-out"?: string; jwks?: string; help?: boolean };
+type Values = {
+  kid?: string;
+  role?: string;
+  subject?: string;
+  scope?: string[];
+  "private-out"?: string;
+  jwks?: string;
+  help?: boolean;
+};
 let parsed: { values: Values; positionals: string[] };
 try {
   parsed = parseArgs({
@@ -71,7 +79,10 @@ function readJwks(): Jwks {
   }
   // `bind` is how the keys of an older JWKS get their bindings, so for it a key may still lack one.
   const keys = (raw as { keys?: unknown }).keys;
-  const checked = Array.isArray(keys) && command === "bind" ? keys.map((k: Record<string, unknown>) => (k?.loopguard_role === undefined ? withBinding(k, PLACEHOLDER) : k)) : keys;
+  const checked =
+    Array.isArray(keys) && command === "bind"
+      ? keys.map((k: Record<string, unknown>) => (k?.loopguard_role === undefined ? withBinding(k, PLACEHOLDER) : k))
+      : keys;
   try {
     const set = publicKeySet({ ...(raw as object), keys: checked });
     return { keys: keys as Record<string, unknown>[], revoked: [...(set.revoked ?? [])] };
@@ -89,7 +100,10 @@ function writeJwks(jwks: Jwks): void {
 /** The binding the command line asks for, checked. */
 function requestedBinding(): KeyBinding {
   if (!values.role) fail("--role is required: orchestrator, person, break-glass or probe");
-  if (!values.subject) fail("--subject is required: the subject this key's tokens must claim ('session:*' for the orchestrator, a person's name otherwise)");
+  if (!values.subject)
+    fail(
+      "--subject is required: the subject this key's tokens must claim ('session:*' for the orchestrator, a person's name otherwise)",
+    );
   const binding = { role: values.role as KeyRole, subject: values.subject, scopes: values.scope ?? [] };
   const problem = bindingProblem(binding);
   if (problem)
@@ -104,7 +118,9 @@ function requestedBinding(): KeyBinding {
     for (const scope of binding.scopes) {
       const method = irreversibleMethodOf(scope);
       if (method)
-        fail(`a person's key may not hold "${scope}": it is (or covers) the scope of ${method}, which only the orchestrator may call, bound to one request (a break-glass key is --role break-glass)`);
+        fail(
+          `a person's key may not hold "${scope}": it is (or covers) the scope of ${method}, which only the orchestrator may call, bound to one request (a break-glass key is --role break-glass)`,
+        );
     }
   }
   return binding;
@@ -128,11 +144,16 @@ if (command === "new") {
   const binding = requestedBinding();
   if (index < 0) fail(`${jwksPath} has no key "${kid}"${jwks.revoked.includes(kid) ? " (it was revoked)" : ""}`);
   writeJwks({ ...jwks, keys: jwks.keys.map((k, i) => (i === index ? withBinding(k, binding) : k)) });
-  process.stdout.write(`key "${kid}" in ${jwksPath} bound: ${binding.role} "${binding.subject}", scopes ${binding.scopes.join(" ")}\n`);
+  process.stdout.write(
+    `key "${kid}" in ${jwksPath} bound: ${binding.role} "${binding.subject}", scopes ${binding.scopes.join(" ")}\n`,
+  );
 } else if (command === "revoke") {
-  if (index < 0) fail(jwks.revoked.includes(kid) ? `"${kid}" is already revoked in ${jwksPath}` : `${jwksPath} has no key "${kid}"`);
+  if (index < 0)
+    fail(jwks.revoked.includes(kid) ? `"${kid}" is already revoked in ${jwksPath}` : `${jwksPath} has no key "${kid}"`);
   writeJwks({ keys: jwks.keys.filter((_, i) => i !== index), revoked: [...jwks.revoked, kid] });
-  process.stdout.write(`key "${kid}" revoked in ${jwksPath}: every service following this file refuses its tokens within about a second\n`);
+  process.stdout.write(
+    `key "${kid}" revoked in ${jwksPath}: every service following this file refuses its tokens within about a second\n`,
+  );
 } else {
   if (index < 0) fail(`${jwksPath} has no key "${kid}"`);
   if (jwks.keys.length === 1) fail(`removing "${kid}" would leave ${jwksPath} empty; add its successor first`);

@@ -24,7 +24,16 @@ function fail(message: string): never {
 /** Break-glass tokens live briefly: long enough for one deliberate call. */
 const BREAK_GLASS_MAX_TTL = 900;
 
-type Values = { scope?: string[]; as?: string; subject?: string; ttl?: string; audience?: string; "break-glass"?: boolean; reason?: string; help?: boolean };
+type Values = {
+  scope?: string[];
+  as?: string;
+  subject?: string;
+  ttl?: string;
+  audience?: string;
+  "break-glass"?: boolean;
+  reason?: string;
+  help?: boolean;
+};
 let values: Values;
 try {
   ({ values } = parseArgs({
@@ -50,19 +59,26 @@ if (values.help) {
   );
   process.exit(0);
 }
-if (values.subject !== undefined) fail("--subject is gone: a token's subject is the one its key is bound to; choose the person with --as NAME (or LOOPGUARD_AS)");
+if (values.subject !== undefined)
+  fail(
+    "--subject is gone: a token's subject is the one its key is bound to; choose the person with --as NAME (or LOOPGUARD_AS)",
+  );
 const breakGlass = values["break-glass"] === true;
 const reason = values.reason?.trim() ?? "";
 if (values.reason !== undefined && !breakGlass) fail("--reason goes with --break-glass");
-if (breakGlass && (reason === "" || reason.length > 200)) fail('--break-glass needs --reason "why" (1..200 characters): it is recorded with every use');
+if (breakGlass && (reason === "" || reason.length > 200))
+  fail('--break-glass needs --reason "why" (1..200 characters): it is recorded with every use');
 const scopes = values.scope ?? [];
 if (scopes.length === 0) fail("name at least one --scope, e.g. --scope kb:read");
 const maxTtl = breakGlass ? BREAK_GLASS_MAX_TTL : 86_400;
 const ttl = Number(values.ttl ?? (breakGlass ? 300 : 3600));
-if (!Number.isInteger(ttl) || ttl < 1 || ttl > maxTtl) fail(`--ttl must be 1..${maxTtl} seconds${breakGlass ? " for a break-glass token" : ""}, got "${values.ttl}"`);
-if (values.audience !== undefined && !known.includes(values.audience)) fail(`--audience must be one of ${known.join(", ")}, got "${values.audience}"`);
+if (!Number.isInteger(ttl) || ttl < 1 || ttl > maxTtl)
+  fail(`--ttl must be 1..${maxTtl} seconds${breakGlass ? " for a break-glass token" : ""}, got "${values.ttl}"`);
+if (values.audience !== undefined && !known.includes(values.audience))
+  fail(`--audience must be one of ${known.join(", ")}, got "${values.audience}"`);
 const audience = values.audience ?? audienceOf(scopes, services);
-if (!audience) fail(`the scopes ${scopes.join(" ")} do not name one service; add --audience (one of ${known.join(", ")})`);
+if (!audience)
+  fail(`the scopes ${scopes.join(" ")} do not name one service; add --audience (one of ${known.join(", ")})`);
 
 let person: PersonKey;
 try {
@@ -71,7 +87,10 @@ try {
   fail(error instanceof ConfigError ? error.message : "could not read the signing key");
 }
 const { role, subject } = person.binding;
-if (breakGlass && role !== "break-glass") fail(`${person.name}'s key is a ${role} key; --break-glass needs a break-glass key (\`pnpm keys new --role break-glass …\`)`);
+if (breakGlass && role !== "break-glass")
+  fail(
+    `${person.name}'s key is a ${role} key; --break-glass needs a break-glass key (\`pnpm keys new --role break-glass …\`)`,
+  );
 const notPerson: Record<string, string> = {
   "break-glass": `${person.name}'s key is for break-glass only: add --break-glass --reason "why"`,
   orchestrator: `${person.name}'s key is the orchestrator's: it signs sessions' tool calls, not people's tokens`,
@@ -87,8 +106,16 @@ for (const scope of scopes) {
   }
 }
 const beyond = person.scopeBeyond(scopes);
-if (beyond !== undefined) fail(`${person.name}'s key may not carry "${beyond}" (it may carry: ${person.binding.scopes.join(" ")})`);
-if (subject.endsWith("*")) fail(`${person.name}'s key is bound to the pattern "${subject}", not to one subject; a person's token names one`);
+if (beyond !== undefined)
+  fail(`${person.name}'s key may not carry "${beyond}" (it may carry: ${person.binding.scopes.join(" ")})`);
+if (subject.endsWith("*"))
+  fail(`${person.name}'s key is bound to the pattern "${subject}", not to one subject; a person's token names one`);
 
-const token = await mintToken(person.key, { subject, audience, scopes, ttlSeconds: ttl, ...(breakGlass ? { breakGlassReason: reason } : {}) });
+const token = await mintToken(person.key, {
+  subject,
+  audience,
+  scopes,
+  ttlSeconds: ttl,
+  ...(breakGlass ? { breakGlassReason: reason } : {}),
+});
 process.stdout.write(`${token}\n`);

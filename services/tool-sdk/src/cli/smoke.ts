@@ -20,7 +20,14 @@ const USAGE = `usage: loopguard-smoke --tool TOOL --target HOST:PORT [--target �
 
 class UsageError extends Error {}
 
-function number(value: string | undefined, name: string, fallback: number, min: number, max: number, integer = true): number {
+function number(
+  value: string | undefined,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+  integer = true,
+): number {
   if (value === undefined) return fallback;
   const n = Number(value);
   if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n)))
@@ -54,7 +61,10 @@ async function main(): Promise<number> {
   }
   const tools = toolServicesOf(contractFiles);
   const service = tools.find((s) => servicePolicy(s).toolName === values.tool);
-  if (!service) throw new UsageError(`--tool must be one of ${tools.map((s) => servicePolicy(s).toolName).join(", ")}, got "${values.tool ?? ""}"\n${USAGE}`);
+  if (!service)
+    throw new UsageError(
+      `--tool must be one of ${tools.map((s) => servicePolicy(s).toolName).join(", ")}, got "${values.tool ?? ""}"\n${USAGE}`,
+    );
   const targets = (values.target as string[] | undefined) ?? [];
   if (targets.length === 0) throw new UsageError(`name at least one --target host:port\n${USAGE}`);
   let call: SmokeCall;
@@ -66,17 +76,40 @@ async function main(): Promise<number> {
   const count = number(values.count as string | undefined, "count", smokeCount(call), 1, 100_000);
   const concurrency = number(values.concurrency as string | undefined, "concurrency", 4, 1, 256);
   const overSeconds = number(values.over as string | undefined, "over", 0, 0, 3600, false);
-  const errorBudget = number(values["error-budget"] as string | undefined, "error-budget", call.errorRateBudget, 0, 1, false);
-  const keyFile = (values.key as string | undefined) ?? process.env.LOOPGUARD_SMOKE_KEY_FILE ?? localKeyPaths(resolve(process.env.LOOPGUARD_DATA_DIR || ".data")).smoke;
+  const errorBudget = number(
+    values["error-budget"] as string | undefined,
+    "error-budget",
+    call.errorRateBudget,
+    0,
+    1,
+    false,
+  );
+  const keyFile =
+    (values.key as string | undefined) ??
+    process.env.LOOPGUARD_SMOKE_KEY_FILE ??
+    localKeyPaths(resolve(process.env.LOOPGUARD_DATA_DIR || ".data")).smoke;
   let token: string;
   try {
-    token = await smokeToken(call, readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: keyFile }), (values.subject as string | undefined) ?? SMOKE_SUBJECT, overSeconds + 300);
+    token = await smokeToken(
+      call,
+      readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: keyFile }),
+      (values.subject as string | undefined) ?? SMOKE_SUBJECT,
+      overSeconds + 300,
+    );
   } catch (error) {
-    throw new UsageError(error instanceof ConfigError ? error.message.replace("LOOPGUARD_SIGNING_KEY_FILE", "the probe key") : (error as Error).message);
+    throw new UsageError(
+      error instanceof ConfigError
+        ? error.message.replace("LOOPGUARD_SIGNING_KEY_FILE", "the probe key")
+        : (error as Error).message,
+    );
   }
   const result = await runSmoke(call, { targets, token, count, concurrency, spreadMs: overSeconds * 1000 });
   const passed = smokePassed(result, errorBudget);
-  process.stdout.write(values.json ? `${JSON.stringify({ ...result, latenciesMs: undefined, passed, errorBudget })}\n` : `${describeSmoke(result, errorBudget)} → ${targets.join(", ")}\n`);
+  process.stdout.write(
+    values.json
+      ? `${JSON.stringify({ ...result, latenciesMs: undefined, passed, errorBudget })}\n`
+      : `${describeSmoke(result, errorBudget)} → ${targets.join(", ")}\n`,
+  );
   return passed ? 0 : 1;
 }
 

@@ -76,7 +76,12 @@ class AvoidingRoundRobin implements experimental.LoadBalancer {
     );
   }
 
-  updateAddressList(endpoints: experimental.StatusOr<experimental.Endpoint[]>, _config: experimental.TypedLoadBalancingConfig, options: ChannelOptions, note: string): boolean {
+  updateAddressList(
+    endpoints: experimental.StatusOr<experimental.Endpoint[]>,
+    _config: experimental.TypedLoadBalancingConfig,
+    options: ChannelOptions,
+    note: string,
+  ): boolean {
     return this.#child.updateAddressList(endpoints, this.#roundRobin, options, note);
   }
   exitIdle(): void {

@@ -39,11 +39,21 @@ export class ClientMetrics {
       labelNames: ["tool", "method", "outcome", "grpc_code"] as const,
       registers,
     });
-    const perMethod = (name: string, help: string) => new Counter({ name, help, labelNames: ["tool", "method"] as const, registers });
+    const perMethod = (name: string, help: string) =>
+      new Counter({ name, help, labelNames: ["tool", "method"] as const, registers });
     this.retries = perMethod("loopguard_tool_client_retries_total", "Retry attempts sent after a retryable failure.");
-    this.hedges = perMethod("loopguard_tool_client_hedges_total", "Hedges sent: a second attempt of a hedged read to another replica after the hedge delay.");
-    this.hedgesWon = perMethod("loopguard_tool_client_hedges_won_total", "Calls whose answer came from a hedge rather than the attempt it raced.");
-    this.hedgeLosersCancelled = perMethod("loopguard_tool_client_hedge_losers_cancelled_total", "Attempts cancelled because another attempt of the same call answered first.");
+    this.hedges = perMethod(
+      "loopguard_tool_client_hedges_total",
+      "Hedges sent: a second attempt of a hedged read to another replica after the hedge delay.",
+    );
+    this.hedgesWon = perMethod(
+      "loopguard_tool_client_hedges_won_total",
+      "Calls whose answer came from a hedge rather than the attempt it raced.",
+    );
+    this.hedgeLosersCancelled = perMethod(
+      "loopguard_tool_client_hedge_losers_cancelled_total",
+      "Attempts cancelled because another attempt of the same call answered first.",
+    );
     this.breakerState = new Gauge({
       name: "loopguard_tool_breaker_state",
       help: "Circuit breaker state per tool: 0 closed, 1 half-open, 2 open.",

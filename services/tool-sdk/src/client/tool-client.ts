@@ -4,13 +4,39 @@
 // backoff, RetryInfo obeyed and a retry budget; hedged reads (a second attempt to another replica
 // after the method's p95) → response validation → cache fallbacks.
 import { setTimeout as sleep } from "node:timers/promises";
-import { create, type DescMethod, type DescService, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
-import { type ChannelCredentials, type ChannelOptions, Client, type ClientUnaryCall, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import {
+  create,
+  type DescMethod,
+  type DescService,
+  fromBinary,
+  type MessageInitShape,
+  type MessageShape,
+  toBinary,
+} from "@bufbuild/protobuf";
+import {
+  type ChannelCredentials,
+  type ChannelOptions,
+  Client,
+  type ClientUnaryCall,
+  credentials,
+  Metadata,
+  type ServiceError,
+  status,
+} from "@grpc/grpc-js";
 import { type Context, context as otelContext, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { bulkhead, BulkheadRejectedError, type BulkheadPolicy } from "cockatiel";
 import CircuitBreaker from "opossum";
 import type { Registry } from "prom-client";
-import { commonReasons, Degradation, errorReasons, type MethodPolicy, methodPath, methodPolicy, RoutingTag, servicePolicy } from "../contract.js";
+import {
+  commonReasons,
+  Degradation,
+  errorReasons,
+  type MethodPolicy,
+  methodPath,
+  methodPolicy,
+  RoutingTag,
+  servicePolicy,
+} from "../contract.js";
 import { CALLER_ERROR_CODES, decodeStatusDetails, type FieldViolation, RETRY_IN_CALL_CODES } from "../errors.js";
 import { injectContext, tracer } from "../tracing.js";
 import { violationsOf, warmValidation } from "../validation.js";
@@ -177,13 +203,21 @@ export interface CallOptions {
    */
   readonly maxExtraAttempts?: number;
   /** Awaited before each retry is sent (e.g. to record a RETRYING state); throwing stops the retries. */
-  readonly onRetry?: (retry: { readonly attempt: number; readonly waitMs: number; readonly error: ToolCallError }) => void | Promise<void>;
+  readonly onRetry?: (retry: {
+    readonly attempt: number;
+    readonly waitMs: number;
+    readonly error: ToolCallError;
+  }) => void | Promise<void>;
 }
 
 type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
 type MethodKey<S extends DescService> = keyof MethodsOf<S> & string;
-type InputOf<S extends DescService, K extends MethodKey<S>> = MethodsOf<S>[K] extends DescMethod ? MessageInitShape<MethodsOf<S>[K]["input"]> : never;
-type OutputOf<S extends DescService, K extends MethodKey<S>> = MethodsOf<S>[K] extends DescMethod ? MessageShape<MethodsOf<S>[K]["output"]> : never;
+type InputOf<S extends DescService, K extends MethodKey<S>> = MethodsOf<S>[K] extends DescMethod
+  ? MessageInitShape<MethodsOf<S>[K]["input"]>
+  : never;
+type OutputOf<S extends DescService, K extends MethodKey<S>> = MethodsOf<S>[K] extends DescMethod
+  ? MessageShape<MethodsOf<S>[K]["output"]>
+  : never;
 
 interface MethodPlan {
   readonly method: DescMethod;
@@ -301,15 +335,19 @@ export class ToolClient<S extends DescService> {
     const hedge = options.hedge ?? {};
     this.#slow = new SlowReplicas(hedge.lossesToAvoid ?? 3, hedge.avoidForMs ?? 10_000);
     this.#random = options.random ?? Math.random;
-    this.#client = new Client(channelTarget(options.target), options.channelCredentials ?? credentials.createInsecure(), {
-      // One retry layer only: ours, which obeys RetryInfo and the retry budget.
-      "grpc.enable_retries": 0,
-      // Round robin over every address, where a hedge can be told which replicas to stay off.
-      "grpc.service_config": avoidingRoundRobinServiceConfig(),
-      // The balancing policy is ours; no DNS TXT lookups for a service config.
-      "grpc.service_config_disable_resolution": 1,
-      ...options.channelOptions,
-    });
+    this.#client = new Client(
+      channelTarget(options.target),
+      options.channelCredentials ?? credentials.createInsecure(),
+      {
+        // One retry layer only: ours, which obeys RetryInfo and the retry budget.
+        "grpc.enable_retries": 0,
+        // Round robin over every address, where a hedge can be told which replicas to stay off.
+        "grpc.service_config": avoidingRoundRobinServiceConfig(),
+        // The balancing policy is ours; no DNS TXT lookups for a service config.
+        "grpc.service_config_disable_resolution": 1,
+        ...options.channelOptions,
+      },
+    );
     for (const method of service.methods) {
       const policy = methodPolicy(method);
       warmValidation(method);
@@ -319,7 +357,9 @@ export class ToolClient<S extends DescService> {
         path: methodPath(method),
         policy,
         timeoutMs: options.timeoutMs?.[method.localName] ?? options.timeoutMs?.["*"] ?? sla.timeoutMs,
-        cacheable: (policy.degradation === Degradation.CACHE || policy.degradation === Degradation.CACHE_THEN_EMPTY) && !policy.tags.includes(RoutingTag.DATA_FRESHNESS_CRITICAL),
+        cacheable:
+          (policy.degradation === Degradation.CACHE || policy.degradation === Degradation.CACHE_THEN_EMPTY) &&
+          !policy.tags.includes(RoutingTag.DATA_FRESHNESS_CRITICAL),
         cacheMaxAgeMs: options.cache?.maxAgeMs ?? (policy.cacheMaxAgeMs || DEFAULT_CACHE_MAX_AGE_MS),
         emptyFallback: policy.degradation === Degradation.CACHE_THEN_EMPTY,
         deserialize: (bytes) => fromBinary(method.output, bytes),
@@ -328,7 +368,8 @@ export class ToolClient<S extends DescService> {
         latency: new LatencyWindow(),
       });
     }
-    if (!options.metrics && !options.registry) throw new Error("toolClient needs a metrics registry or a ClientMetrics");
+    if (!options.metrics && !options.registry)
+      throw new Error("toolClient needs a metrics registry or a ClientMetrics");
     this.#metrics = options.metrics ?? new ClientMetrics(options.registry!);
     const breaker = options.breaker ?? {};
     this.#resetTimeoutMs = breaker.resetTimeoutMs ?? 5_000;
@@ -340,7 +381,8 @@ export class ToolClient<S extends DescService> {
       rollingCountTimeout: breaker.rollingWindowMs ?? 10_000,
       rollingCountBuckets: 10,
       resetTimeout: this.#resetTimeoutMs,
-      errorFilter: (error: unknown) => error instanceof LostRace || (error instanceof ToolCallError && CALLER_ERROR_CODES.has(error.code)),
+      errorFilter: (error: unknown) =>
+        error instanceof LostRace || (error instanceof ToolCallError && CALLER_ERROR_CODES.has(error.code)),
     });
     const setState = (state: BreakerState) => {
       this.#metrics.breakerState.set({ tool: this.tool }, BREAKER_STATE_VALUE[state]);
@@ -383,7 +425,11 @@ export class ToolClient<S extends DescService> {
   }
 
   /** Calls one method of the tool. Resolves with the answer and where it came from; rejects with ToolCallError. */
-  async call<K extends MethodKey<S>>(name: K, request: InputOf<S, K>, options: CallOptions = {}): Promise<ToolResult<OutputOf<S, K>>> {
+  async call<K extends MethodKey<S>>(
+    name: K,
+    request: InputOf<S, K>,
+    options: CallOptions = {},
+  ): Promise<ToolResult<OutputOf<S, K>>> {
     const plan = this.#plans.get(name);
     if (!plan) throw new Error(`${this.tool} has no method ${name}`);
     const started = performance.now();
@@ -408,13 +454,23 @@ export class ToolClient<S extends DescService> {
 
     const span = tracer.startSpan(`${plan.method.parent.typeName}/${plan.method.name}`, {
       kind: SpanKind.CLIENT,
-      attributes: { "rpc.system": "grpc", "rpc.service": plan.method.parent.typeName, "rpc.method": plan.method.name, "loopguard.tool": this.tool },
+      attributes: {
+        "rpc.system": "grpc",
+        "rpc.service": plan.method.parent.typeName,
+        "rpc.method": plan.method.name,
+        "loopguard.tool": this.tool,
+      },
     });
     const spanContext = trace.setSpan(otelContext.active(), span);
     let attempts = 0;
     const race = { hedged: false, winner: 0 };
     const endSpan = (source: ResultSource | "none") => {
-      span.setAttributes({ "loopguard.served_from": source, "loopguard.attempts": attempts, "loopguard.breaker_state": this.breakerState, "loopguard.hedged": race.hedged });
+      span.setAttributes({
+        "loopguard.served_from": source,
+        "loopguard.attempts": attempts,
+        "loopguard.breaker_state": this.breakerState,
+        "loopguard.hedged": race.hedged,
+      });
       if (race.winner > 0) span.setAttribute("loopguard.winning_attempt", race.winner);
       span.end();
     };
@@ -428,16 +484,42 @@ export class ToolClient<S extends DescService> {
         // call go: a call queued behind a burst is not failed by time it spent waiting here. The
         // caller's deadline bounds both.
         const deadline = Math.min(Date.now() + plan.timeoutMs, callerDeadline);
-        const token = options.token ?? (typeof this.#options.token === "function" ? await this.#options.token() : this.#options.token);
-        return this.#attempts(plan, bytes, message as unknown as Record<string, unknown>, deadline, token, spanContext, options, (n) => (attempts = n), race);
+        const token =
+          options.token ??
+          (typeof this.#options.token === "function" ? await this.#options.token() : this.#options.token);
+        return this.#attempts(
+          plan,
+          bytes,
+          message as unknown as Record<string, unknown>,
+          deadline,
+          token,
+          spanContext,
+          options,
+          (n) => (attempts = n),
+          race,
+        );
       });
       if (cacheKey) this.#cache.set(cacheKey, response, Date.now());
       this.#count(plan, "ok", status.OK);
-      return finish({ response: response as OutputOf<S, K>, source: "live", attempts, latencyMs: performance.now() - started, hedged: race.hedged, winningAttempt: race.winner });
+      return finish({
+        response: response as OutputOf<S, K>,
+        source: "live",
+        attempts,
+        latencyMs: performance.now() - started,
+        hedged: race.hedged,
+        winningAttempt: race.winner,
+      });
     } catch (thrown) {
       const error =
         thrown instanceof BulkheadRejectedError
-          ? new ToolCallError({ code: status.RESOURCE_EXHAUSTED, reason: "BULKHEAD_FULL", message: `${this.tool}: too many calls in flight`, attempts: 0, tool: this.tool, method: plan.method.name })
+          ? new ToolCallError({
+              code: status.RESOURCE_EXHAUSTED,
+              reason: "BULKHEAD_FULL",
+              message: `${this.tool}: too many calls in flight`,
+              attempts: 0,
+              tool: this.tool,
+              method: plan.method.name,
+            })
           : (thrown as ToolCallError);
       if (options.fallback !== false && fallbackMayAnswer(error.code)) {
         const cached = cacheKey ? this.#cache.get(cacheKey) : undefined;
@@ -456,10 +538,24 @@ export class ToolClient<S extends DescService> {
         }
         if (plan.emptyFallback && options.degraded !== false) {
           this.#count(plan, "fallback_degraded", error.code);
-          return finish({ response: create(plan.method.output) as OutputOf<S, K>, source: "degraded", attempts, latencyMs: performance.now() - started, liveError: error });
+          return finish({
+            response: create(plan.method.output) as OutputOf<S, K>,
+            source: "degraded",
+            attempts,
+            latencyMs: performance.now() - started,
+            liveError: error,
+          });
         }
       }
-      this.#count(plan, error.reason === "BREAKER_OPEN" ? "breaker_rejected" : error.reason === "BULKHEAD_FULL" ? "bulkhead_rejected" : "error", error.code);
+      this.#count(
+        plan,
+        error.reason === "BREAKER_OPEN"
+          ? "breaker_rejected"
+          : error.reason === "BULKHEAD_FULL"
+            ? "bulkhead_rejected"
+            : "error",
+        error.code,
+      );
       span.setStatus({ code: SpanStatusCode.ERROR, message: error.reason ?? status[error.code] });
       endSpan("none");
       throw error;
@@ -511,10 +607,17 @@ export class ToolClient<S extends DescService> {
       const failure = outcome.failure;
       if (outcome.anyMayHaveActed) uncertain = true;
       const attempt = sent.attempts;
-      if (failure.reason === "BREAKER_OPEN" || !retryAllowed || !RETRY_IN_CALL_CODES.has(failure.code) || attempt >= maxAttempts || signal?.aborted) {
+      if (
+        failure.reason === "BREAKER_OPEN" ||
+        !retryAllowed ||
+        !RETRY_IN_CALL_CODES.has(failure.code) ||
+        attempt >= maxAttempts ||
+        signal?.aborted
+      ) {
         fail(failure);
       }
-      const waitMs = failure.retryAfterMs ?? backoffMs(attempt, retry.baseBackoffMs ?? 50, retry.maxBackoffMs ?? 1000, this.#random);
+      const waitMs =
+        failure.retryAfterMs ?? backoffMs(attempt, retry.baseBackoffMs ?? 50, retry.maxBackoffMs ?? 1000, this.#random);
       if (Date.now() + waitMs >= deadline) fail(failure);
       if (!this.#budget.tryRetry()) fail(failure);
       this.#metrics.retries.inc({ tool: this.tool, method: plan.method.name });
@@ -539,7 +642,10 @@ export class ToolClient<S extends DescService> {
     sent: Sent,
     maxAttempts: number,
     setAttempts: (n: number) => void,
-  ): Promise<{ ok: true; response: unknown; winner: number; hedged: boolean } | { ok: false; failure: ToolCallError; anyMayHaveActed: boolean; hedged: boolean }> {
+  ): Promise<
+    | { ok: true; response: unknown; winner: number; hedged: boolean }
+    | { ok: false; failure: ToolCallError; anyMayHaveActed: boolean; hedged: boolean }
+  > {
     const { plan } = wire;
     const racing: Attempt[] = [];
     let anyMayHaveActed = false;
@@ -648,7 +754,14 @@ export class ToolClient<S extends DescService> {
         method: plan.method.name,
       });
     }
-    return new ToolCallError({ code: status.INTERNAL, reason: "INTERNAL_ERROR", message: `${this.tool}: ${(thrown as Error).message}`, attempts, tool: this.tool, method: plan.method.name });
+    return new ToolCallError({
+      code: status.INTERNAL,
+      reason: "INTERNAL_ERROR",
+      message: `${this.tool}: ${(thrown as Error).message}`,
+      attempts,
+      tool: this.tool,
+      method: plan.method.name,
+    });
   }
 
   /** One attempt on the wire; resolves with the validated response. */
@@ -663,51 +776,59 @@ export class ToolClient<S extends DescService> {
     const started = performance.now();
     const labels = { grpc_type: "unary", grpc_service: plan.method.parent.typeName, grpc_method: plan.method.name };
     return new Promise((resolve, reject) => {
-      const call = this.#client.makeUnaryRequest(plan.path, passThrough, plan.deserialize, bytes, metadata, { deadline: new Date(deadline) }, (error: ServiceError | null, response?: unknown) => {
-        signal?.removeEventListener("abort", cancel);
-        attempt.pending = false;
-        const code = error ? error.code : status.OK;
-        const elapsedMs = performance.now() - started;
-        this.#metrics.handled.inc({ ...labels, grpc_code: status[code] });
-        this.#metrics.handlingSeconds.observe({ ...labels, grpc_code: status[code] }, elapsedMs / 1000);
-        if (error && attempt.lost) {
-          reject(new LostRace(`${this.tool}: another attempt answered first`));
-          return;
-        }
-        if (error) {
-          const failure = decodeStatusDetails(error);
-          reject(
-            new ToolCallError({
-              code: failure.code,
-              reason: failure.reason,
-              message: failure.message,
-              retryAfterMs: failure.retryAfterMs,
-              fieldViolations: failure.fieldViolations,
-              attempts: attempt.number,
-              tool: this.tool,
-              method: plan.method.name,
-              refusedByTool: failure.reason !== undefined && this.#domainReasons.has(failure.reason),
-            }),
-          );
-          return;
-        }
-        const violations = violationsOf(plan.method.output, response as MessageShape<DescMethod["output"]>);
-        if (violations.length > 0) {
-          reject(
-            new ToolCallError({
-              code: status.INTERNAL,
-              reason: "CONTRACT_VIOLATION",
-              message: `${this.tool} answered ${plan.method.name} with a response that breaks its contract: ${violations.map((v) => v.field).join(", ")}`,
-              attempts: attempt.number,
-              tool: this.tool,
-              method: plan.method.name,
-            }),
-          );
-          return;
-        }
-        plan.latency.add(elapsedMs);
-        resolve(response);
-      });
+      const call = this.#client.makeUnaryRequest(
+        plan.path,
+        passThrough,
+        plan.deserialize,
+        bytes,
+        metadata,
+        { deadline: new Date(deadline) },
+        (error: ServiceError | null, response?: unknown) => {
+          signal?.removeEventListener("abort", cancel);
+          attempt.pending = false;
+          const code = error ? error.code : status.OK;
+          const elapsedMs = performance.now() - started;
+          this.#metrics.handled.inc({ ...labels, grpc_code: status[code] });
+          this.#metrics.handlingSeconds.observe({ ...labels, grpc_code: status[code] }, elapsedMs / 1000);
+          if (error && attempt.lost) {
+            reject(new LostRace(`${this.tool}: another attempt answered first`));
+            return;
+          }
+          if (error) {
+            const failure = decodeStatusDetails(error);
+            reject(
+              new ToolCallError({
+                code: failure.code,
+                reason: failure.reason,
+                message: failure.message,
+                retryAfterMs: failure.retryAfterMs,
+                fieldViolations: failure.fieldViolations,
+                attempts: attempt.number,
+                tool: this.tool,
+                method: plan.method.name,
+                refusedByTool: failure.reason !== undefined && this.#domainReasons.has(failure.reason),
+              }),
+            );
+            return;
+          }
+          const violations = violationsOf(plan.method.output, response as MessageShape<DescMethod["output"]>);
+          if (violations.length > 0) {
+            reject(
+              new ToolCallError({
+                code: status.INTERNAL,
+                reason: "CONTRACT_VIOLATION",
+                message: `${this.tool} answered ${plan.method.name} with a response that breaks its contract: ${violations.map((v) => v.field).join(", ")}`,
+                attempts: attempt.number,
+                tool: this.tool,
+                method: plan.method.name,
+              }),
+            );
+            return;
+          }
+          plan.latency.add(elapsedMs);
+          resolve(response);
+        },
+      );
       attempt.call = call;
       const cancel = () => call.cancel();
       signal?.addEventListener("abort", cancel, { once: true });

@@ -40,7 +40,11 @@ export function connectRoutes(
       for (const [method, { domain }] of routes) {
         router.rpc(method as DescMethodUnary, async (request, context) => {
           try {
-            return (await invoke(method, request, { headers: context.requestHeader, signal: context.signal, timeoutMs: context.timeoutMs() })) as never;
+            return (await invoke(method, request, {
+              headers: context.requestHeader,
+              signal: context.signal,
+              timeoutMs: context.timeoutMs(),
+            })) as never;
           } catch (error) {
             throw error instanceof ToolError ? toConnectError(error, domain) : error;
           }

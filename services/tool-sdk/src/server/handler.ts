@@ -17,14 +17,26 @@ export interface CallContext {
   readonly log: Logger;
 }
 
-export type UnaryHandler<M extends DescMethod> = (request: MessageShape<M["input"]>, ctx: CallContext) => Promise<MessageInitShape<M["output"]>>;
-export type StreamHandler<M extends DescMethod> = (request: MessageShape<M["input"]>, ctx: CallContext) => AsyncIterable<MessageInitShape<M["output"]>>;
+export type UnaryHandler<M extends DescMethod> = (
+  request: MessageShape<M["input"]>,
+  ctx: CallContext,
+) => Promise<MessageInitShape<M["output"]>>;
+export type StreamHandler<M extends DescMethod> = (
+  request: MessageShape<M["input"]>,
+  ctx: CallContext,
+) => AsyncIterable<MessageInitShape<M["output"]>>;
 
 /** The `send` of a unary call: it has no stream. */
 export const noStream = (): Promise<void> => Promise.reject(new Error("a unary call has no stream to send on"));
 
 function callContext(call: ServerCall): CallContext {
-  return { signal: call.abort.signal, deadline: call.deadline, caller: call.caller!, traceId: call.traceId, log: call.log };
+  return {
+    signal: call.abort.signal,
+    deadline: call.deadline,
+    caller: call.caller!,
+    traceId: call.traceId,
+    log: call.log,
+  };
 }
 
 /** Calls a unary handler; the call ends with the signal's reason if it aborts first. */
@@ -32,7 +44,9 @@ export function unaryTerminal(handler: UnaryHandler<DescMethod>): CallFn {
   return (call) => {
     const { signal } = call.abort;
     if (signal.aborted) return Promise.reject(signal.reason);
-    const aborted = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true }));
+    const aborted = new Promise<never>((_, reject) =>
+      signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
+    );
     return Promise.race([handler(call.request as never, callContext(call)), aborted]);
   };
 }

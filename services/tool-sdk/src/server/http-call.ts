@@ -47,7 +47,8 @@ export function unaryInvoker(routes: ReadonlyMap<DescMethod, UnaryRoute>, log: L
     const route = routes.get(method);
     if (!route) return Promise.reject(new Error(`${method.parent.typeName}/${method.name} is not served over HTTP`));
     const abort = new AbortController();
-    const onAbort = () => abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
+    const onAbort = () =>
+      abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
     // The method's size limit is the contract's, in its binary form, as over gRPC.

@@ -48,7 +48,8 @@ export class CallSlots {
 
   /** The drain gate: once draining, new calls are refused UNAVAILABLE (retry at once elsewhere). */
   drainGate(): Interceptor {
-    const refusal = () => new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${this.tool} is shutting down`, { retryAfterMs: 0 });
+    const refusal = () =>
+      new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${this.tool} is shutting down`, { retryAfterMs: 0 });
     return (next) => (call) => (this.#draining ? Promise.reject(refusal()) : next(call));
   }
 
@@ -56,7 +57,12 @@ export class CallSlots {
   unaryShed(method: DescMethod): Interceptor {
     const { tool, metrics } = this;
     const { maxConcurrent, shedRetryAfterMs } = this.limits;
-    const shed = new ToolError(status.RESOURCE_EXHAUSTED, "OVERLOADED", `${tool} is at its concurrency limit of ${maxConcurrent}`, { retryAfterMs: shedRetryAfterMs });
+    const shed = new ToolError(
+      status.RESOURCE_EXHAUSTED,
+      "OVERLOADED",
+      `${tool} is at its concurrency limit of ${maxConcurrent}`,
+      { retryAfterMs: shedRetryAfterMs },
+    );
     const labels = { tool, grpc_method: method.name };
     const gauge = { tool };
     return (next) => async (call) => {
@@ -80,10 +86,15 @@ export class CallSlots {
   streamShed(method: DescMethod): Interceptor {
     const { tool, metrics } = this;
     const { maxStreams } = this.limits;
-    const full = new ToolError(status.RESOURCE_EXHAUSTED, "TOO_MANY_STREAMS", `${tool} has ${maxStreams} streams open, as many as it serves at once; retry later`, {
-      retryAfterMs: STREAM_RETRY_AFTER_MS,
-      metadata: { limit: "server", max_streams: String(maxStreams) },
-    });
+    const full = new ToolError(
+      status.RESOURCE_EXHAUSTED,
+      "TOO_MANY_STREAMS",
+      `${tool} has ${maxStreams} streams open, as many as it serves at once; retry later`,
+      {
+        retryAfterMs: STREAM_RETRY_AFTER_MS,
+        metadata: { limit: "server", max_streams: String(maxStreams) },
+      },
+    );
     return (next) => async (call) => {
       if (this.streams.size >= maxStreams) {
         metrics.streamsRefused.inc({ tool, grpc_method: method.name, limit: "server" });
@@ -110,10 +121,15 @@ export class CallSlots {
       const held = this.#byCaller.get(subject) ?? 0;
       if (held >= maxStreamsPerCaller) {
         metrics.streamsRefused.inc({ tool, grpc_method: method.name, limit: "caller" });
-        throw new ToolError(status.RESOURCE_EXHAUSTED, "TOO_MANY_STREAMS", `${subject} has ${held} streams open on ${tool}, as many as one caller may; close one or retry later`, {
-          retryAfterMs: STREAM_RETRY_AFTER_MS,
-          metadata: { limit: "caller", max_streams: String(maxStreamsPerCaller) },
-        });
+        throw new ToolError(
+          status.RESOURCE_EXHAUSTED,
+          "TOO_MANY_STREAMS",
+          `${subject} has ${held} streams open on ${tool}, as many as one caller may; close one or retry later`,
+          {
+            retryAfterMs: STREAM_RETRY_AFTER_MS,
+            metadata: { limit: "caller", max_streams: String(maxStreamsPerCaller) },
+          },
+        );
       }
       this.#byCaller.set(subject, held + 1);
       try {

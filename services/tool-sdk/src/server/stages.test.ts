@@ -3,7 +3,11 @@ import { create } from "@bufbuild/protobuf";
 import { Metadata } from "@grpc/grpc-js";
 import { KbSearchService, SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { describe, expect, it } from "vitest";
-import { BillingService, RefundReason, RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import {
+  BillingService,
+  RefundReason,
+  RefundRequestSchema,
+} from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { type Caller, mintToken, newKeyPair, requestDigest, signingKeyFromJwk } from "../auth.js";
 import { publicKeySet, withBinding } from "../key-bindings.js";
 import { status, ToolError } from "../errors.js";
@@ -15,10 +19,28 @@ import { TokenVerifier } from "../token-verifier.js";
 import { unaryTerminal } from "./handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
 import { CallSlots } from "./slots.js";
-import { authStage, bindingStage, deadlineStage, errorsStage, faultStage, metricsStage, responseContractStage, sizeStage, traceStage, validateStage } from "./stages.js";
+import {
+  authStage,
+  bindingStage,
+  deadlineStage,
+  errorsStage,
+  faultStage,
+  metricsStage,
+  responseContractStage,
+  sizeStage,
+  traceStage,
+  validateStage,
+} from "./stages.js";
 
 const method = KbSearchService.method.search;
-const hit = { docId: "refund-policy", version: 1, title: "Refund policy", snippet: "…", score: 1.5, category: "policy" };
+const hit = {
+  docId: "refund-policy",
+  version: 1,
+  title: "Refund policy",
+  snippet: "…",
+  score: 1.5,
+  category: "policy",
+};
 
 function testCall(overrides: Partial<ServerCall> = {}, logged: string[] = []): ServerCall {
   return {
@@ -79,7 +101,11 @@ describe("authStage", () => {
 
   it("refuses a token without the method's scope PERMISSION_DENIED, naming the scope", async () => {
     const error = await refusal(stage(withToken(await testToken({ scopes: ["kb:write"], audience: "kb-search" }))));
-    expect([error.code, error.reason, error.metadata.required_scope]).toEqual([status.PERMISSION_DENIED, "SCOPE_MISSING", "kb:read"]);
+    expect([error.code, error.reason, error.metadata.required_scope]).toEqual([
+      status.PERMISSION_DENIED,
+      "SCOPE_MISSING",
+      "kb:read",
+    ]);
   });
 
   it("refuses a token for another service", async () => {
@@ -88,18 +114,31 @@ describe("authStage", () => {
   });
 
   it("hands on the verified caller", async () => {
-    await expect(stage(withToken(await testToken({ scopes: ["kb:read"], subject: "agent-7" })))).resolves.toBe("agent-7");
+    await expect(stage(withToken(await testToken({ scopes: ["kb:read"], subject: "agent-7" })))).resolves.toBe(
+      "agent-7",
+    );
   });
 
   it("lets a probe's token (synthetic checks) call read-only methods only, even one whose scope it carries", async () => {
     const pair = newKeyPair("test-probe");
-    const probeVerifier = new TokenVerifier(publicKeySet({ keys: [withBinding(pair.publicJwk, { role: "probe", subject: "release-smoke", scopes: ["billing:read"] })] }), "billing");
-    const token = await mintToken(signingKeyFromJwk(pair.privateJwk), { subject: "release-smoke", audience: "billing", scopes: ["billing:read"] });
+    const probeVerifier = new TokenVerifier(
+      publicKeySet({
+        keys: [withBinding(pair.publicJwk, { role: "probe", subject: "release-smoke", scopes: ["billing:read"] })],
+      }),
+      "billing",
+    );
+    const token = await mintToken(signingKeyFromJwk(pair.privateJwk), {
+      subject: "release-smoke",
+      audience: "billing",
+      scopes: ["billing:read"],
+    });
     // Refund stands for a write method that requires a read-only method's scope: the effect decides, not the scope's name.
     const through = (m: typeof BillingService.method.getOrder | typeof BillingService.method.refund) => {
       const metadata = new Metadata();
       metadata.set("authorization", `Bearer ${token}`);
-      return authStage(probeVerifier, "billing", m, "billing:read")(async (call) => call.caller?.role)(testCall({ method: m, metadata }));
+      return authStage(probeVerifier, "billing", m, "billing:read")(async (call) => call.caller?.role)(
+        testCall({ method: m, metadata }),
+      );
     };
     await expect(through(BillingService.method.getOrder)).resolves.toBe("probe");
     const error = await refusal(through(BillingService.method.refund));
@@ -113,7 +152,12 @@ describe("authStage", () => {
 
 describe("bindingStage", () => {
   const refund = BillingService.method.refund;
-  const request = create(RefundRequestSchema, { orderId: "ord_DEMO00000001", amountCents: 500n, reason: RefundReason.DAMAGED, idempotencyKey: "binding-stage-0001" });
+  const request = create(RefundRequestSchema, {
+    orderId: "ord_DEMO00000001",
+    amountCents: 500n,
+    reason: RefundReason.DAMAGED,
+    idempotencyKey: "binding-stage-0001",
+  });
   const boundTo = (r: typeof request): Caller => ({
     subject: "session:s1",
     scopes: new Set(["billing:refund"]),
@@ -121,7 +165,8 @@ describe("bindingStage", () => {
     keyId: "o",
     requestDigest: requestDigest(RefundRequestSchema, r),
   });
-  const through = (caller: Caller, breakGlass = false) => bindingStage("billing", refund, breakGlass)(async () => "done")(testCall({ method: refund, request, caller }));
+  const through = (caller: Caller, breakGlass = false) =>
+    bindingStage("billing", refund, breakGlass)(async () => "done")(testCall({ method: refund, request, caller }));
   const notBound = async (promise: Promise<unknown>) => {
     const error = await refusal(promise);
     expect([error.code, error.reason]).toEqual([status.PERMISSION_DENIED, "CREDENTIAL_NOT_BOUND"]);
@@ -133,18 +178,32 @@ describe("bindingStage", () => {
   });
 
   it("refuses a token bound to another amount, order or key", async () => {
-    for (const change of [{ amountCents: 501n }, { orderId: "ord_DEMO00000002" }, { idempotencyKey: "binding-stage-0002" }]) {
-      expect(await notBound(through(boundTo(create(RefundRequestSchema, { ...request, ...change }))))).toMatch(/bound to another request/);
+    for (const change of [
+      { amountCents: 501n },
+      { orderId: "ord_DEMO00000002" },
+      { idempotencyKey: "binding-stage-0002" },
+    ]) {
+      expect(await notBound(through(boundTo(create(RefundRequestSchema, { ...request, ...change }))))).toMatch(
+        /bound to another request/,
+      );
     }
   });
 
   it("refuses an orchestrator token bound to no request, and any person's token", async () => {
     await notBound(through({ ...boundTo(request), requestDigest: undefined }));
-    expect(await notBound(through({ subject: "operator", scopes: new Set(["billing:refund"]), role: "person", keyId: "p" }))).toMatch(/operator's person token/);
+    expect(
+      await notBound(through({ subject: "operator", scopes: new Set(["billing:refund"]), role: "person", keyId: "p" })),
+    ).toMatch(/operator's person token/);
   });
 
   it("takes a break-glass token with a reason only where break-glass is on", async () => {
-    const glass: Caller = { subject: "alice", scopes: new Set(["billing:refund"]), role: "break-glass", keyId: "g", breakGlassReason: "ledger fix, INC-42" };
+    const glass: Caller = {
+      subject: "alice",
+      scopes: new Set(["billing:refund"]),
+      role: "break-glass",
+      keyId: "g",
+      breakGlassReason: "ledger fix, INC-42",
+    };
     expect(await notBound(through(glass))).toMatch(/BILLING_BREAK_GLASS=on/);
     await expect(through(glass, true)).resolves.toBe("done");
     expect(await notBound(through({ ...glass, breakGlassReason: " " }, true))).toMatch(/must say why/);
@@ -170,8 +229,17 @@ describe("sizeStage", () => {
     let reached = false;
     const stage = sizeStage(metrics, "kb-search", method, 100)(async () => (reached = true));
     const error = await refusal(stage(testCall({ request: new OversizedRequest(5000) })));
-    expect([error.reason, error.metadata.bytes, error.metadata.max_bytes, reached]).toEqual(["REQUEST_TOO_LARGE", "5000", "100", false]);
-    expect(metricValue(await metrics.registry.metrics(), "loopguard_tool_requests_too_large_total", { grpc_method: "Search" })).toBe(1);
+    expect([error.reason, error.metadata.bytes, error.metadata.max_bytes, reached]).toEqual([
+      "REQUEST_TOO_LARGE",
+      "5000",
+      "100",
+      false,
+    ]);
+    expect(
+      metricValue(await metrics.registry.metrics(), "loopguard_tool_requests_too_large_total", {
+        grpc_method: "Search",
+      }),
+    ).toBe(1);
   });
 });
 
@@ -245,18 +313,26 @@ describe("faultStage", () => {
     faults.set({ outage: true, retryAfterMs: 300 } as never);
     const error = await refusal(faultStage(faults, metrics, "kb-search", method)(answer)(testCall()));
     expect([error.code, error.reason, error.retryAfterMs]).toEqual([status.UNAVAILABLE, "FAULT_INJECTED", 300]);
-    expect(metricValue(await metrics.registry.metrics(), "loopguard_tool_faults_injected_total", { kind: "outage" })).toBe(1);
+    expect(
+      metricValue(await metrics.registry.metrics(), "loopguard_tool_faults_injected_total", { kind: "outage" }),
+    ).toBe(1);
   });
 
   it("passes calls through with no fault switched on", async () => {
-    await expect(faultStage(new FaultSwitch(), new ServerMetrics("kb-search"), "kb-search", method)(answer)(testCall())).resolves.toEqual({ hits: [hit] });
+    await expect(
+      faultStage(new FaultSwitch(), new ServerMetrics("kb-search"), "kb-search", method)(answer)(testCall()),
+    ).resolves.toEqual({ hits: [hit] });
   });
 });
 
 describe("responseContractStage", () => {
   it("withholds a response that breaks the contract as INTERNAL CONTRACT_VIOLATION", async () => {
     const logged: string[] = [];
-    const stage = responseContractStage(new ServerMetrics("kb-search"), "kb-search", method)(async () => ({ hits: [{ ...hit, docId: "" }] }));
+    const stage = responseContractStage(
+      new ServerMetrics("kb-search"),
+      "kb-search",
+      method,
+    )(async () => ({ hits: [{ ...hit, docId: "" }] }));
     const error = await refusal(stage(testCall({}, logged)));
     expect([error.code, error.reason]).toEqual([status.INTERNAL, "CONTRACT_VIOLATION"]);
     expect(logged.join("\n")).toContain("response withheld");
@@ -274,8 +350,14 @@ describe("errorsStage", () => {
 
   it("turns an unknown exception or reason into INTERNAL and logs it", async () => {
     const logged: string[] = [];
-    const thrown = await refusal(errorsStage(reasons)(() => Promise.reject(new TypeError("boom")))(testCall({}, logged)));
-    const foreign = await refusal(errorsStage(reasons)(() => Promise.reject(new ToolError(status.NOT_FOUND, "NOT_OURS", "x")))(testCall({}, logged)));
+    const thrown = await refusal(
+      errorsStage(reasons)(() => Promise.reject(new TypeError("boom")))(testCall({}, logged)),
+    );
+    const foreign = await refusal(
+      errorsStage(reasons)(() => Promise.reject(new ToolError(status.NOT_FOUND, "NOT_OURS", "x")))(
+        testCall({}, logged),
+      ),
+    );
     expect([thrown.reason, foreign.reason]).toEqual(["INTERNAL_ERROR", "INTERNAL_ERROR"]);
     expect(logged.join("\n")).toContain("unexpected exception in handler");
     expect(logged.join("\n")).toContain("outside its contract");
@@ -289,7 +371,11 @@ describe("metricsStage and traceStage", () => {
     const chain = compose([metricsStage(metrics, method), traceStage(method, log)], async (call) => call.traceId);
     const traceId = await chain(testCall());
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
-    await refusal(compose([metricsStage(metrics, method)], () => Promise.reject(new ToolError(status.NOT_FOUND, "X", "x")))(testCall()));
+    await refusal(
+      compose([metricsStage(metrics, method)], () => Promise.reject(new ToolError(status.NOT_FOUND, "X", "x")))(
+        testCall(),
+      ),
+    );
     const page = await metrics.registry.metrics();
     expect(metricValue(page, "grpc_server_started_total", { grpc_method: "Search" })).toBe(2);
     expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "OK" })).toBe(1);

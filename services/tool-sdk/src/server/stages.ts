@@ -17,7 +17,11 @@ import { type CallFn, type Interceptor, OversizedRequest, type ServerCall } from
 
 /** RED metrics: started, handled by code, handling seconds. Outermost, so every outcome counts. */
 export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interceptor {
-  const labels = { grpc_type: method.methodKind === "server_streaming" ? "server_stream" : "unary", grpc_service: method.parent.typeName, grpc_method: method.name };
+  const labels = {
+    grpc_type: method.methodKind === "server_streaming" ? "server_stream" : "unary",
+    grpc_service: method.parent.typeName,
+    grpc_method: method.name,
+  };
   return (next) => async (call) => {
     const started = performance.now();
     metrics.started.inc(labels);
@@ -75,27 +79,41 @@ export function errorsStage(reasons: ReadonlySet<string>): Interceptor {
 export function contractError(error: unknown, reasons: ReadonlySet<string>, log: Logger): ToolError {
   if (error instanceof ToolError) {
     if (reasons.has(error.reason)) {
-      if (error.code === status.INTERNAL || error.code === status.UNKNOWN) log.error("call failed", { reason: error.reason, error_name: error.name });
+      if (error.code === status.INTERNAL || error.code === status.UNKNOWN)
+        log.error("call failed", { reason: error.reason, error_name: error.name });
       return error;
     }
     log.error("handler used an error reason outside its contract", { reason: error.reason });
   } else {
     const name = error instanceof Error ? error.name : typeof error;
-    log.error("unexpected exception in handler", { error_name: name, error_message: error instanceof Error ? error.message : "" });
+    log.error("unexpected exception in handler", {
+      error_name: name,
+      error_message: error instanceof Error ? error.message : "",
+    });
   }
   return new ToolError(status.INTERNAL, "INTERNAL_ERROR", INTERNAL_MESSAGE);
 }
 
 /** A request above its method's size limit (left undecoded by the deserializer) is refused without work. */
-export function sizeStage(metrics: ServerMetrics, tool: string, method: DescMethod, maxRequestBytes: number): Interceptor {
+export function sizeStage(
+  metrics: ServerMetrics,
+  tool: string,
+  method: DescMethod,
+  maxRequestBytes: number,
+): Interceptor {
   return (next) => (call) => {
     if (!(call.request instanceof OversizedRequest)) return next(call);
     const { bytes } = call.request;
     metrics.tooLarge.inc({ tool, grpc_method: method.name });
     return Promise.reject(
-      new ToolError(status.INVALID_ARGUMENT, "REQUEST_TOO_LARGE", `${method.input.name} is ${bytes} bytes; ${method.name} accepts at most ${maxRequestBytes}`, {
-        metadata: { bytes: String(bytes), max_bytes: String(maxRequestBytes) },
-      }),
+      new ToolError(
+        status.INVALID_ARGUMENT,
+        "REQUEST_TOO_LARGE",
+        `${method.input.name} is ${bytes} bytes; ${method.name} accepts at most ${maxRequestBytes}`,
+        {
+          metadata: { bytes: String(bytes), max_bytes: String(maxRequestBytes) },
+        },
+      ),
     );
   };
 }
@@ -109,22 +127,44 @@ function bearerToken(value: unknown): string | undefined {
  * The bearer token must verify (audience: this tool) and carry the method's required scope; a
  * probe's token (synthetic checks) reaches read-only methods only, whatever scopes it carries.
  */
-export function authStage(verifier: TokenVerifier, tool: string, method: DescMethod, requiredScope: string): Interceptor {
+export function authStage(
+  verifier: TokenVerifier,
+  tool: string,
+  method: DescMethod,
+  requiredScope: string,
+): Interceptor {
   const readOnly = methodPolicy(method).effect === Effect.READ_ONLY;
   return (next) => async (call) => {
     const token = bearerToken(call.metadata.get("authorization")[0]);
-    if (!token) throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", "missing bearer token in the authorization metadata");
+    if (!token)
+      throw new ToolError(
+        status.UNAUTHENTICATED,
+        "CREDENTIALS_INVALID",
+        "missing bearer token in the authorization metadata",
+      );
     try {
       call.caller = await verifier.verify(token);
     } catch (cause) {
-      const why = cause instanceof CredentialsError ? cause.message : `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`;
+      const why =
+        cause instanceof CredentialsError
+          ? cause.message
+          : `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`;
       throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", why, { cause });
     }
     if (requiredScope && !call.caller.scopes.has(requiredScope)) {
-      throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} requires scope "${requiredScope}"`, { metadata: { required_scope: requiredScope } });
+      throw new ToolError(
+        status.PERMISSION_DENIED,
+        "SCOPE_MISSING",
+        `${method.name} requires scope "${requiredScope}"`,
+        { metadata: { required_scope: requiredScope } },
+      );
     }
     if (call.caller.role === "probe" && !readOnly) {
-      throw new ToolError(status.PERMISSION_DENIED, "SCOPE_MISSING", `${method.name} is not read-only: a probe's token (synthetic checks) may call read-only methods only`);
+      throw new ToolError(
+        status.PERMISSION_DENIED,
+        "SCOPE_MISSING",
+        `${method.name} is not read-only: a probe's token (synthetic checks) may call read-only methods only`,
+      );
     }
     return await next(call);
   };
@@ -137,23 +177,43 @@ export function authStage(verifier: TokenVerifier, tool: string, method: DescMet
  * entity or key under a bound token, and any person's token, is PERMISSION_DENIED.
  */
 export function bindingStage(tool: string, method: DescMethod, breakGlass: boolean): Interceptor {
-  const deny = (why: string) => new ToolError(status.PERMISSION_DENIED, "CREDENTIAL_NOT_BOUND", `${method.name} moves something that cannot be taken back: ${why}`);
+  const deny = (why: string) =>
+    new ToolError(
+      status.PERMISSION_DENIED,
+      "CREDENTIAL_NOT_BOUND",
+      `${method.name} moves something that cannot be taken back: ${why}`,
+    );
   const breakGlassNeeds = breakGlass ? "or a break-glass token with a reason" : "(break-glass is off on this service)";
   return (next) => (call) => {
     const caller = call.caller!;
     if (caller.role === "orchestrator") {
-      if (caller.requestDigest === undefined) return Promise.reject(deny(`it needs the orchestrator's token bound to this request (claim "req"); this one is bound to none`));
+      if (caller.requestDigest === undefined)
+        return Promise.reject(
+          deny(`it needs the orchestrator's token bound to this request (claim "req"); this one is bound to none`),
+        );
       if (caller.requestDigest !== requestDigest(method.input, call.request as never)) {
-        return Promise.reject(deny("the token is bound to another request (its amount, entity or key differ); nothing was done"));
+        return Promise.reject(
+          deny("the token is bound to another request (its amount, entity or key differ); nothing was done"),
+        );
       }
       return next(call);
     }
     if (caller.role === "break-glass") {
-      if (!breakGlass) return Promise.reject(deny(`break-glass is off on this service; enable it with ${envPrefixOf(tool)}_BREAK_GLASS=on, or let the orchestrator make the call`));
-      if (!caller.breakGlassReason?.trim()) return Promise.reject(deny('a break-glass token must say why (mint it with --reason "…")'));
+      if (!breakGlass)
+        return Promise.reject(
+          deny(
+            `break-glass is off on this service; enable it with ${envPrefixOf(tool)}_BREAK_GLASS=on, or let the orchestrator make the call`,
+          ),
+        );
+      if (!caller.breakGlassReason?.trim())
+        return Promise.reject(deny('a break-glass token must say why (mint it with --reason "…")'));
       return next(call);
     }
-    return Promise.reject(deny(`it needs the orchestrator's token bound to this exact request ${breakGlassNeeds}; ${caller.subject}'s ${caller.role} token is neither`));
+    return Promise.reject(
+      deny(
+        `it needs the orchestrator's token bound to this exact request ${breakGlassNeeds}; ${caller.subject}'s ${caller.role} token is neither`,
+      ),
+    );
   };
 }
 
@@ -164,9 +224,14 @@ export function validateStage(method: DescMethod, normalise: ((request: unknown)
     const violations = violationsOf(method.input, call.request as MessageShape<typeof method.input>);
     if (violations.length === 0) return next(call);
     return Promise.reject(
-      new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `invalid ${method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`, {
-        fieldViolations: violations,
-      }),
+      new ToolError(
+        status.INVALID_ARGUMENT,
+        "REQUEST_INVALID",
+        `invalid ${method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
+        {
+          fieldViolations: violations,
+        },
+      ),
     );
   };
 }
@@ -174,7 +239,10 @@ export function validateStage(method: DescMethod, normalise: ((request: unknown)
 /** The caller's deadline aborts the call's signal when it passes. */
 export const deadlineStage: Interceptor = (next) => async (call) => {
   if (!call.deadline) return next(call);
-  const timer = setTimeout(() => call.abort.abort(new ToolError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", "the deadline passed")), Math.max(0, call.deadline.getTime() - Date.now()));
+  const timer = setTimeout(
+    () => call.abort.abort(new ToolError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", "the deadline passed")),
+    Math.max(0, call.deadline.getTime() - Date.now()),
+  );
   try {
     return await next(call);
   } finally {
@@ -218,7 +286,9 @@ export function responseContractStage(metrics: ServerMetrics, tool: string, meth
     const violations = violationsOf(method.output, response);
     if (violations.length === 0) return response;
     metrics.contractViolations.inc({ tool, grpc_method: method.name });
-    log.error("response withheld: it breaks its contract", { violations: violations.map((v) => ({ field: v.field, reason: v.reason ?? "" })) });
+    log.error("response withheld: it breaks its contract", {
+      violations: violations.map((v) => ({ field: v.field, reason: v.reason ?? "" })),
+    });
     throw new ToolError(status.INTERNAL, "CONTRACT_VIOLATION", `${tool} produced a response that breaks its contract`);
   };
   if (method.methodKind === "server_streaming") {

@@ -9,4 +9,12 @@ import { stepsByTime } from "./0006-steps-by-time.js";
 import { patrolRuns } from "./0007-patrol-runs.js";
 
 export { ILLEGAL_TRANSITION_SQLSTATE } from "./0001-sessions.js";
-export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [sessions, historyRows, sessionsByCreator, effectReservations, parkedSessions, stepsByTime, patrolRuns];
+export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [
+  sessions,
+  historyRows,
+  sessionsByCreator,
+  effectReservations,
+  parkedSessions,
+  stepsByTime,
+  patrolRuns,
+];

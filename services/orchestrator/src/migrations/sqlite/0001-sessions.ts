@@ -13,7 +13,8 @@ export const OPEN_SQL = "stop_reason IS NULL";
  * `(column = 'a' OR column = 'b' …)` for known identifiers (never user input): cheaper than
  * `IN (list)` in a CHECK (docs/performance.md, "CHECK constraints in SQLite").
  */
-const oneOf = (column: string, values: readonly string[]): string => `(${values.map((v) => `${column} = '${v}'`).join(" OR ")})`;
+const oneOf = (column: string, values: readonly string[]): string =>
+  `(${values.map((v) => `${column} = '${v}'`).join(" OR ")})`;
 
 /** The sessions table; a function of its name so that a layout change can rebuild it beside the old one. */
 export const sessionsTable = (name: string): string => `CREATE TABLE IF NOT EXISTS ${name} (
@@ -167,7 +168,8 @@ export const sessions: SqliteMigration = {
   name: "0001-sessions",
   compatibility: "expand",
   up(db) {
-    const existed = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
+    const existed =
+      db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).get() !== undefined;
     const layout = Number(db.pragma("user_version", { simple: true }));
     if (existed && layout < LAYOUT) {
       db.exec(SCHEMA);

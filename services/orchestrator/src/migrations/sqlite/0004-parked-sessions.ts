@@ -10,7 +10,11 @@ export const parkedSessions: SqliteMigration = {
   // Rebuilds the sessions table with wider checks and every column it had: earlier builds read and write it as before.
   compatibility: "expand",
   up(db) {
-    const table = db.prepare<[], string>(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`).pluck().get() ?? "";
+    const table =
+      db
+        .prepare<[], string>(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sessions'`)
+        .pluck()
+        .get() ?? "";
     if (!table.includes("'PARKED'")) {
       const columns = db.prepare<[], string>(`SELECT name FROM pragma_table_info('sessions')`).pluck().all().join(", ");
       db.exec(`
@@ -25,7 +29,9 @@ export const parkedSessions: SqliteMigration = {
         CREATE INDEX sessions_by_creator ON sessions (created_by, created_at, id);
         CREATE INDEX sessions_by_creator_open ON sessions (created_by) WHERE ${OPEN_SQL};`);
     }
-    db.exec(`CREATE INDEX sessions_parked ON sessions (json_extract(pending, '$.park.wakeAt')) WHERE state = 'PARKED';`);
+    db.exec(
+      `CREATE INDEX sessions_parked ON sessions (json_extract(pending, '$.park.wakeAt')) WHERE state = 'PARKED';`,
+    );
     const broken = db.pragma("foreign_key_check") as unknown[];
     if (broken.length > 0) throw new Error(`sessions: ${broken.length} rows would lose their session`);
   },

@@ -8,4 +8,11 @@ import { stepsByTime } from "./0005-steps-by-time.js";
 import { patrolRuns } from "./0006-patrol-runs.js";
 
 export { OPEN_SQL } from "./0001-sessions.js";
-export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [sessions, sessionsByCreator, effectReservations, parkedSessions, stepsByTime, patrolRuns];
+export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [
+  sessions,
+  sessionsByCreator,
+  effectReservations,
+  parkedSessions,
+  stepsByTime,
+  patrolRuns,
+];

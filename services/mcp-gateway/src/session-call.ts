@@ -12,7 +12,7 @@ import {
   type Session,
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, type Logger, type RawClient, status } from "@loopguard/tool-sdk";
+import { backoffDelayMs, CallError, type Logger, type RawClient, status } from "@loopguard/tool-sdk";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { type Context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
@@ -39,7 +39,7 @@ const SETTLED = new Set([
   SessionState.AWAITING_APPROVAL,
   SessionState.PARKED,
 ]);
-const POLL_MS = { first: 20, max: 250 };
+const POLL_BACKOFF = { baseMs: 20, maxMs: 250, jitter: "none" } as const;
 
 function text(message: string, structured: Json, isError = false): CallToolResult {
   return {
@@ -183,10 +183,10 @@ export async function callAsSession(
     );
     let s = session!;
     span.setAttribute("loopguard.session_id", s.sessionId);
-    let pause = POLL_MS.first;
+    let polls = 0;
     while (!SETTLED.has(s.state) && Date.now() - started < deps.waitMs) {
-      await new Promise((done) => setTimeout(done, pause));
-      pause = Math.min(POLL_MS.max, pause * 2);
+      polls += 1;
+      await new Promise((done) => setTimeout(done, backoffDelayMs(POLL_BACKOFF, polls)));
       s = (await deps.api.getSession({ sessionId: s.sessionId }, { ...options, deadline: 5000 })).session!;
     }
     const result =

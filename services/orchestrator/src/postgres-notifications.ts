@@ -4,14 +4,14 @@
 // since notifications sent meanwhile are gone, the subscribers are then told to read again
 // ("resync"). The connection is checked every few seconds, so a network that silently stopped
 // answering is noticed as well as a refused or reset one.
+import { backoffDelayMs } from "@loopguard/tool-sdk";
 import pg from "pg";
 import { isSessionState } from "./session-state.js";
 import type { SessionListeners } from "./session-store.js";
 
 export const SESSIONS_CHANNEL = "loopguard_sessions";
 
-const RECONNECT_FIRST_MS = 100;
-const RECONNECT_MAX_MS = 5000;
+const RECONNECT_BACKOFF = { baseMs: 100, maxMs: 5000, jitter: "equal" } as const;
 
 export class SessionNotifications {
   #client: pg.Client | undefined;
@@ -99,15 +99,15 @@ export class SessionNotifications {
   async #reconnect(): Promise<void> {
     if (this.#reconnecting) return;
     this.#reconnecting = true;
-    let delay = RECONNECT_FIRST_MS;
+    let attempt = 0;
     while (!this.#closed) {
       try {
         await this.#listen();
         if (!this.#closed) this.listeners.emit({ kind: "resync" });
         break;
       } catch {
-        await new Promise((resolve) => setTimeout(resolve, delay).unref());
-        delay = Math.min(delay * 2, RECONNECT_MAX_MS);
+        attempt += 1;
+        await new Promise((resolve) => setTimeout(resolve, backoffDelayMs(RECONNECT_BACKOFF, attempt)).unref());
       }
     }
     this.#reconnecting = false;

@@ -5,7 +5,7 @@
 // child still running after the grace period is killed (SIGKILL), as a kubelet does.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { type Logger, type ServiceSpec, waitUntilServing } from "@loopguard/tool-sdk";
+import { backoffDelayMs, type Logger, type ServiceSpec, waitUntilServing } from "@loopguard/tool-sdk";
 
 export interface SupervisorOptions {
   readonly env: Readonly<Record<string, string>>;
@@ -32,7 +32,8 @@ interface Running {
   /** Ends the readiness probe of the current process. */
   probe: AbortController | undefined;
   restarts: number;
-  backoffMs: number;
+  /** Exits since the service last ran stably: the restart backoff's attempt number. */
+  quickExits: number;
   startedAt: number;
   timer: NodeJS.Timeout | undefined;
 }
@@ -61,7 +62,7 @@ export class Supervisor {
         child: undefined,
         probe: undefined,
         restarts: 0,
-        backoffMs: this.options.initialBackoffMs ?? 250,
+        quickExits: 0,
         startedAt: 0,
         timer: undefined,
       };
@@ -112,10 +113,13 @@ export class Supervisor {
         return;
       }
       if (Date.now() - entry.startedAt > (this.options.stableAfterMs ?? 10_000)) {
-        entry.backoffMs = this.options.initialBackoffMs ?? 250;
+        entry.quickExits = 0;
       }
-      const delay = entry.backoffMs;
-      entry.backoffMs = Math.min(entry.backoffMs * 2, this.options.maxBackoffMs ?? 10_000);
+      entry.quickExits += 1;
+      const delay = backoffDelayMs(
+        { baseMs: this.options.initialBackoffMs ?? 250, maxMs: this.options.maxBackoffMs ?? 10_000, jitter: "none" },
+        entry.quickExits,
+      );
       entry.restarts += 1;
       this.options.log.warn("service exited; restarting", {
         service: spec.name,

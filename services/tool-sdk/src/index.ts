@@ -130,7 +130,8 @@ export {
 export type { HttpCallInit } from "./server/http-call.js";
 export { violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";
-export { backoffMs, mayRetry, RetryBudget } from "./client/retry.js";
+export { type Backoff, backoffDelayMs, type Jitter } from "./backoff.js";
+export { mayRetry, RetryBudget } from "./client/retry.js";
 export {
   type BreakerState,
   type CallOptions,

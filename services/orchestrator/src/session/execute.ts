@@ -3,7 +3,7 @@
 // irreversible call whose outcome is unknown is settled by re-sending the same idempotency key
 // before the policy hears anything, or goes to a human.
 import { setTimeout as sleep } from "node:timers/promises";
-import { Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
+import { backoffDelayMs, Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
 import { redactText } from "../redact.js";
 import type { JsonObject, SessionRecord } from "../session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
@@ -17,8 +17,7 @@ import { type InFlight, observeSent, type Sent, send } from "./send.js";
 export const APPROVED = "approved";
 /** Re-sends with the same key before an unknown outcome goes to a human, and the wait before the first (then 2×, 3×). */
 const OUTCOME_RESOLUTION_ROUNDS = 3;
-const OUTCOME_RESOLUTION_BACKOFF_MS = 500;
-const OUTCOME_RESOLUTION_MAX_WAIT_MS = 10_000;
+const OUTCOME_RESOLUTION_BACKOFF = { baseMs: 500, maxMs: 10_000, jitter: "none" } as const;
 
 function describe(error: ToolCallError): string {
   return `${status[error.code] ?? error.code}${error.reason ? ` ${error.reason}` : ""}`;
@@ -184,8 +183,8 @@ async function resolveUnknown(
     });
     // The tool's (or the breaker's) RetryInfo when it gives one, bounded; else a growing backoff.
     const waitMs = Math.min(
-      Math.max(OUTCOME_RESOLUTION_BACKOFF_MS * round, last.retryAfterMs ?? 0),
-      OUTCOME_RESOLUTION_MAX_WAIT_MS,
+      Math.max(backoffDelayMs(OUTCOME_RESOLUTION_BACKOFF, round), last.retryAfterMs ?? 0),
+      OUTCOME_RESOLUTION_BACKOFF.maxMs,
     );
     await sleep(waitMs, undefined, { signal }).catch(() => undefined);
     state = await moves.move(state, "TOOL_EXECUTING", {

@@ -4,7 +4,7 @@
 // recovers (Orchestrator's wake loop). It goes on from where it was as long as its wall clock
 // covers the wait and the call's SLA timeout; when it no longer does, a degraded answer stands in
 // if the method declares one, and otherwise the session ends tool_unavailable, saying so.
-import { Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
+import { backoffDelayMs, Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
 import { newApproval } from "../approvals.js";
 import { deadlineOf } from "../budget.js";
 import type { ToolSpec } from "../policy.js";
@@ -47,8 +47,8 @@ export function wakeTime(
   retryAfterMs: number | undefined,
   random: () => number = Math.random,
 ): number {
-  const backoff = Math.min(PARK_MAX_MS, PARK_BASE_MS * 2 ** Math.min(attempts, 10));
-  return now + Math.max(retryAfterMs ?? 0, Math.round(backoff / 2 + (random() * backoff) / 2));
+  const backoff = backoffDelayMs({ baseMs: PARK_BASE_MS, maxMs: PARK_MAX_MS, jitter: "equal" }, attempts + 1, random);
+  return now + Math.max(retryAfterMs ?? 0, Math.round(backoff));
 }
 
 /** What a session is waiting for, for the reason it parks with. */

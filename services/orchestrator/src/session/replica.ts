@@ -1,13 +1,12 @@
 // How a replica claims sessions and lives through store outages.
 import type { DescService } from "@bufbuild/protobuf";
-import type { ToolClient } from "@loopguard/tool-sdk";
+import { backoffDelayMs, type ToolClient } from "@loopguard/tool-sdk";
 import { isTerminal } from "../session-state.js";
 import { type SessionEvent, type SessionRecord, type SessionStore, StoreUnavailableError } from "../session-store.js";
 
 /** Wait before the `attempt`-th retry after a store outage: doubling from 100 ms up to 5 s, with jitter, so replicas do not retry in step. */
 export function storeBackoffMs(attempt: number): number {
-  const ceiling = Math.min(5000, 100 * 2 ** Math.min(attempt - 1, 6));
-  return Math.round(ceiling * (0.5 + Math.random() / 2));
+  return Math.round(backoffDelayMs({ baseMs: 100, maxMs: 5000, jitter: "equal" }, attempt));
 }
 
 /** Whether an event says a session may be claimed now: live, not waiting for a human or a tool, and leased to nobody. */

@@ -20,11 +20,6 @@ export function mayRetry(policy: MethodPolicy, request: Record<string, unknown>)
   }
 }
 
-/** Exponential backoff with full jitter: uniform in [0, min(cap, base·2^(attempt-1))]. */
-export function backoffMs(attempt: number, baseMs: number, capMs: number, random: () => number = Math.random): number {
-  return random() * Math.min(capMs, baseMs * 2 ** (attempt - 1));
-}
-
 /**
  * A token bucket that keeps retries to a fraction of requests: each request deposits `ratio`
  * tokens (up to `maxTokens`), each retry takes one. In a full outage the tool sees at most

@@ -3,6 +3,7 @@
 // the tool's breaker, with the call's one deadline) → retries only where safe, with full-jitter
 // backoff, RetryInfo obeyed and a retry budget; hedged reads (a second attempt to another replica
 // after the method's p95) → response validation → cache fallbacks.
+import { backoffDelayMs } from "../backoff.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import {
   create,
@@ -45,7 +46,7 @@ import { BREAKER_STATE_VALUE, ClientMetrics } from "./client-metrics.js";
 import { type HedgeOverrides, LatencyWindow, SlowReplicas } from "./hedge.js";
 import { replicaListTarget } from "./replica-resolver.js";
 import { ResponseCache } from "./response-cache.js";
-import { backoffMs, mayRetry, RetryBudget } from "./retry.js";
+import { mayRetry, RetryBudget } from "./retry.js";
 
 export type ResultSource = "live" | "cache" | "degraded";
 export type BreakerState = keyof typeof BREAKER_STATE_VALUE;
@@ -617,7 +618,12 @@ export class ToolClient<S extends DescService> {
         fail(failure);
       }
       const waitMs =
-        failure.retryAfterMs ?? backoffMs(attempt, retry.baseBackoffMs ?? 50, retry.maxBackoffMs ?? 1000, this.#random);
+        failure.retryAfterMs ??
+        backoffDelayMs(
+          { baseMs: retry.baseBackoffMs ?? 50, maxMs: retry.maxBackoffMs ?? 1000, jitter: "full" },
+          attempt,
+          this.#random,
+        );
       if (Date.now() + waitMs >= deadline) fail(failure);
       if (!this.#budget.tryRetry()) fail(failure);
       this.#metrics.retries.inc({ tool: this.tool, method: plan.method.name });

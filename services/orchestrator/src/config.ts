@@ -23,13 +23,13 @@ import {
   type ApprovalRules,
   DEFAULT_APPROVAL_RULES,
   describeApprovalRules,
-} from "./approvals.js";
-import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./context-governance.js";
-import { type ModelSettings, modelSettings } from "./model-config.js";
+} from "./guard/approvals.js";
+import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./governance/context-governance.js";
+import { type ModelSettings, modelSettings } from "./policies/model-config.js";
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
-import { POSTGRES_STORE_DEFAULTS } from "./postgres-session-store.js";
+import { POSTGRES_STORE_DEFAULTS } from "./store/postgres-session-store.js";
 import { DEFAULT_TOOL_SERVICES } from "./tool-registry.js";
-import { DEFAULT_TRACE_RETENTION, type TraceRetention } from "./trace-files.js";
+import { DEFAULT_TRACE_RETENTION, type TraceRetention } from "./governance/trace-files.js";
 
 export interface OrchestratorConfig extends ToolConfig {
   /** Signs the per-call tool tokens (LOOPGUARD_SIGNING_KEY_FILE); no other service holds it. */

@@ -4,10 +4,10 @@
 import { join } from "node:path";
 import { parseStoreUrl, runSchemaCommandAndExit, schemaCommandOf } from "@loopguard/sql-store";
 import { ConfigError, createLogger, dataDirOf, serveTool, startTelemetry } from "@loopguard/tool-sdk";
-import { createAdminHttp } from "./admin-http.js";
+import { createAdminHttp } from "./api/admin-http.js";
 import { describeOrchestratorConfig, loadOrchestratorConfig, type OrchestratorConfig } from "./config.js";
-import { LogTail } from "./log-tail.js";
-import { SESSIONS_SCHEMA } from "./open-store.js";
+import { LogTail } from "./api/log-tail.js";
+import { SESSIONS_SCHEMA } from "./store/open-store.js";
 import { build } from "./server.js";
 
 const argv = process.argv.slice(2);

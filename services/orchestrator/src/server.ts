@@ -12,26 +12,26 @@ import {
   type ToolDefinition,
   toolClient,
 } from "@loopguard/tool-sdk";
-import { createOrchestratorHandlers } from "./api-handlers.js";
+import { createOrchestratorHandlers } from "./api/api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
-import type { LogTail } from "./log-tail.js";
-import { openSessionStore } from "./open-store.js";
-import { priceOf, priceTable } from "./model-prices.js";
-import { tokenCounter } from "./model-tokens.js";
-import { Orchestrator } from "./orchestrator.js";
+import type { LogTail } from "./api/log-tail.js";
+import { openSessionStore } from "./store/open-store.js";
+import { priceOf, priceTable } from "./policies/model-prices.js";
+import { tokenCounter } from "./policies/model-tokens.js";
+import { Orchestrator } from "./session/orchestrator.js";
 import { createOpenAiPolicy } from "./policies/openai-policy.js";
 import { ScriptedPolicy } from "./policies/scripted-policy.js";
 import { SingleCallPolicy } from "./policies/single-call-policy.js";
-import type { Policy } from "./policy.js";
-import { registerPatrolMetrics } from "./patrol-runs.js";
-import { SessionMetrics } from "./session-metrics.js";
+import type { Policy } from "./policies/policy.js";
+import { registerPatrolMetrics } from "./governance/patrol-runs.js";
+import { SessionMetrics } from "./governance/session-metrics.js";
 import { SessionSampling } from "./session/sampling.js";
-import { SideEffectRules } from "./side-effects.js";
-import { StepRetention } from "./step-retention.js";
-import { TimeSeries } from "./time-series.js";
+import { SideEffectRules } from "./guard/side-effects.js";
+import { StepRetention } from "./governance/step-retention.js";
+import { TimeSeries } from "./api/time-series.js";
 import { DEFAULT_TOOL_SERVICES, ToolRegistry } from "./tool-registry.js";
-import { ToolTokens } from "./tool-tokens.js";
-import { TraceSink } from "./trace-sink.js";
+import { ToolTokens } from "./guard/tool-tokens.js";
+import { TraceSink } from "./governance/trace-sink.js";
 
 export interface BuiltOrchestrator {
   readonly definition: ToolDefinition<typeof OrchestratorService>;

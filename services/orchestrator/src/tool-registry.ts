@@ -14,9 +14,9 @@ import {
   servicePolicy,
   toolServicesOf,
 } from "@loopguard/tool-sdk";
-import { requestSchema } from "./json-schema.js";
-import { type PersonalField, personalFieldsOf } from "./personal-data.js";
-import type { ToolSpec } from "./policy.js";
+import { requestSchema } from "./policies/json-schema.js";
+import { type PersonalField, personalFieldsOf } from "./guard/personal-data.js";
+import type { ToolSpec } from "./policies/policy.js";
 
 /** Every tool service among the contracts (`contractFiles`). */
 export const DEFAULT_TOOL_SERVICES: readonly DescService[] = toolServicesOf(contractFiles);

@@ -7,7 +7,7 @@ import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator
 import { createRawClient, mintToken, newKeyPair, type SigningKey, signingKeyFromJwk } from "@loopguard/tool-sdk";
 import { TEST_PEOPLE_KEY, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_BUDGET } from "../src/budget.js";
+import { DEFAULT_BUDGET } from "../src/guard/budget.js";
 import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
 
 const HIGH_RISK_REFUND = {

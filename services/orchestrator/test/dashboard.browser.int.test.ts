@@ -10,7 +10,7 @@ import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { testToken, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_BUDGET } from "../src/budget.js";
+import { DEFAULT_BUDGET } from "../src/guard/budget.js";
 import { startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
 
 const CHROMIUM = "/usr/bin/chromium";

@@ -9,8 +9,8 @@ import {
   type Reservation,
   ReservationRefusedError,
   type ReservationLimits,
-} from "../src/effect-reservations.js";
-import type { NewSession, SessionRecord, SessionStore } from "../src/session-store.js";
+} from "../src/store/effect-reservations.js";
+import type { NewSession, SessionRecord, SessionStore } from "../src/store/session-store.js";
 
 export interface MoneyContext {
   store(): SessionStore;

@@ -21,10 +21,10 @@ import { type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOP
 import type { Registry } from "prom-client";
 import { expect } from "vitest";
 import { kill, startAllTools, startTool, TOOLS, toolAddressEnv } from "../../../test/e2e/processes.js";
-import { createAdminHttp } from "../src/admin-http.js";
+import { createAdminHttp } from "../src/api/admin-http.js";
 import { loadOrchestratorConfig } from "../src/config.js";
-import { LogTail } from "../src/log-tail.js";
-import type { Orchestrator } from "../src/orchestrator.js";
+import { LogTail } from "../src/api/log-tail.js";
+import type { Orchestrator } from "../src/session/orchestrator.js";
 import { type BuildOptions, build } from "../src/server.js";
 
 export interface Tools {

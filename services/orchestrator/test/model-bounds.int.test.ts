@@ -8,7 +8,7 @@ import { redactText } from "@loopguard/tool-sdk";
 import { trace } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Decision, Policy, PolicyInput } from "../src/policy.js";
+import type { Decision, Policy, PolicyInput } from "../src/policies/policy.js";
 import { MAX_ANSWER_CHARS } from "../src/session/model-bounds.js";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
 import { ALL_SCOPES, startOrchestrator, startTools, type Tools, waitForSession } from "./harness.js";

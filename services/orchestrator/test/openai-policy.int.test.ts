@@ -8,7 +8,7 @@ import {
   PolicyUnavailableError,
   type OpenAiPolicyOptions,
 } from "../src/policies/openai-policy.js";
-import type { Decision, PolicyInput, ResultEnvelope, ToolSpec } from "../src/policy.js";
+import type { Decision, PolicyInput, ResultEnvelope, ToolSpec } from "../src/policies/policy.js";
 import { chatCompletion, startFakeChatServer, type FakeChatServer, type ScriptedReply } from "./fake-chat-server.js";
 
 const TOOLS: ToolSpec[] = [

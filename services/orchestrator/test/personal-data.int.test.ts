@@ -4,7 +4,7 @@
 // anyone else's is refused before any call.
 import { redactText } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { HistoryItem } from "../src/policy.js";
+import type { HistoryItem } from "../src/policies/policy.js";
 import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall, toolResults } from "./fake-chat-server.js";
 import {
   ALL_SCOPES,

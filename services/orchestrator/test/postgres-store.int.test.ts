@@ -2,9 +2,14 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { testPostgres } from "@loopguard/sql-store/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { openSessionStore } from "../src/open-store.js";
-import type { PostgresSessionStoreOptions } from "../src/postgres-session-store.js";
-import { LeaseLostError, type SessionEvent, type SessionStore, StoreUnavailableError } from "../src/session-store.js";
+import { openSessionStore } from "../src/store/open-store.js";
+import type { PostgresSessionStoreOptions } from "../src/store/postgres-session-store.js";
+import {
+  LeaseLostError,
+  type SessionEvent,
+  type SessionStore,
+  StoreUnavailableError,
+} from "../src/store/session-store.js";
 import { describeSessionStore, newSession as session } from "./session-store.suite.js";
 
 const postgres = testPostgres("orchestrator");

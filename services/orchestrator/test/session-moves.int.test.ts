@@ -8,9 +8,9 @@ import { join } from "node:path";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { metricValue } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_BUDGET } from "../src/budget.js";
-import { SESSION_STATES, type SessionState as State } from "../src/session-state.js";
-import { SqliteSessionStore } from "../src/sqlite-session-store.js";
+import { DEFAULT_BUDGET } from "../src/guard/budget.js";
+import { SESSION_STATES, type SessionState as State } from "../src/session/session-state.js";
+import { SqliteSessionStore } from "../src/store/sqlite-session-store.js";
 import {
   ALL_SCOPES,
   HIGH_RISK_CUSTOMER,

@@ -2,7 +2,7 @@
 // describeSessionStore on every backend (see session-store.suite.ts).
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { isTerminal, type SessionState, type StopReason } from "../src/session-state.js";
+import { isTerminal, type SessionState, type StopReason } from "../src/session/session-state.js";
 import {
   type NewSession,
   SessionQuotaExceededError,
@@ -10,7 +10,7 @@ import {
   type SessionReader,
   type SessionRecord,
   type SessionStore,
-} from "../src/session-store.js";
+} from "../src/store/session-store.js";
 
 export interface ReadersSuiteContext {
   /** The test's store (opened fresh for each test). */

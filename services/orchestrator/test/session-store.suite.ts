@@ -12,7 +12,7 @@ import {
   TRANSITIONS,
   type SessionState,
   type StopReason,
-} from "../src/session-state.js";
+} from "../src/session/session-state.js";
 import {
   DuplicateStepError,
   LeaseLostError,
@@ -25,7 +25,7 @@ import {
   type SessionEvent,
   type SessionRecord,
   type SessionStore,
-} from "../src/session-store.js";
+} from "../src/store/session-store.js";
 import { effectReservationTests } from "./effect-reservations.suite.js";
 import { describeReadersAndQuotas } from "./session-store-readers.suite.js";
 

@@ -8,7 +8,7 @@ import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator
 import { createRawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listTraceFiles } from "../src/trace-files.js";
+import { listTraceFiles } from "../src/governance/trace-files.js";
 import {
   ALL_SCOPES,
   refusal,

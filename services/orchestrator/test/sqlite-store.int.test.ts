@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { openSessionStore } from "../src/open-store.js";
+import { openSessionStore } from "../src/store/open-store.js";
 import { describe, expect, it } from "vitest";
-import { StoreUnavailableError } from "../src/session-store.js";
-import { SqliteSessionStore } from "../src/sqlite-session-store.js";
+import { StoreUnavailableError } from "../src/store/session-store.js";
+import { SqliteSessionStore } from "../src/store/sqlite-session-store.js";
 import { describeSessionStore, newSession as session } from "./session-store.suite.js";
 
 describeSessionStore("sqlite", async ({ now, advance }) => {

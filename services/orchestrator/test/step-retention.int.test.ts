@@ -6,10 +6,10 @@ import { createLogger } from "@loopguard/tool-sdk";
 import { testPostgres } from "@loopguard/sql-store/testing";
 import { Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openSessionStore } from "../src/open-store.js";
-import type { SessionState } from "../src/session-state.js";
-import type { SessionStore } from "../src/session-store.js";
-import { StepRetention } from "../src/step-retention.js";
+import { openSessionStore } from "../src/store/open-store.js";
+import type { SessionState } from "../src/session/session-state.js";
+import type { SessionStore } from "../src/store/session-store.js";
+import { StepRetention } from "../src/governance/step-retention.js";
 import { newSession } from "./session-store.suite.js";
 
 const DAY = 86_400_000;

@@ -10,9 +10,9 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_SESSION_MIGRATIONS } from "../src/migrations/postgres/index.js";
 import { SQLITE_SESSION_MIGRATIONS } from "../src/migrations/sqlite/index.js";
-import { openSessionStore } from "../src/open-store.js";
-import { TRANSITION_PAIRS } from "../src/session-state.js";
-import { SessionQuotaExceededError, type SessionStore } from "../src/session-store.js";
+import { openSessionStore } from "../src/store/open-store.js";
+import { TRANSITION_PAIRS } from "../src/session/session-state.js";
+import { SessionQuotaExceededError, type SessionStore } from "../src/store/session-store.js";
 
 const fixture = (name: string): string => readFileSync(new URL(`fixtures/${name}`, import.meta.url), "utf8");
 

@@ -2,8 +2,8 @@
 import type { MessageShape } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { type SessionSchema, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { reidentify } from "../personal-data.js";
-import type { JsonObject } from "../session-store.js";
+import { reidentify } from "../guard/personal-data.js";
+import type { JsonObject } from "../store/session-store.js";
 
 type Session = MessageShape<typeof SessionSchema>;
 

@@ -5,7 +5,7 @@
 // no confidence": an answer to a question is then partial. Beside tool calls, a confidence counts
 // only when the model wrote the object: reads need none, and an irreversible call is already held
 // to the host's amount and risk rules; a stated one that is not a number counts as 0 (a human approves).
-import { clampConfidence, NO_CONFIDENCE_REASON } from "../confidence.js";
+import { clampConfidence, NO_CONFIDENCE_REASON } from "../guard/confidence.js";
 
 /** Appended to the system prompt. */
 export const CONFIDENCE_INSTRUCTIONS =

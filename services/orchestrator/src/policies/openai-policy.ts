@@ -10,8 +10,8 @@ import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
 } from "openai/resources/chat/completions";
-import { costMicrosOf, type ModelPrice } from "../model-prices.js";
-import type { Decision, Policy, PolicyInput, TokenUsage, ToolCallRequest, ToolSpec } from "../policy.js";
+import { costMicrosOf, type ModelPrice } from "./model-prices.js";
+import type { Decision, Policy, PolicyInput, TokenUsage, ToolCallRequest, ToolSpec } from "./policy.js";
 import { TOOL_CALL_ID } from "../session/model-bounds.js";
 import { boundedFetch, ResponseTooLargeError } from "./bounded-fetch.js";
 import { CONFIDENCE_INSTRUCTIONS, parseActionConfidence, parseFinalReply } from "./model-confidence.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { Decision, HistoryItem, ResultEnvelope } from "../policy.js";
-import type { JsonObject } from "../session-store.js";
+import type { Decision, HistoryItem, ResultEnvelope } from "./policy.js";
+import type { JsonObject } from "../store/session-store.js";
 import { ScriptedPolicy } from "./scripted-policy.js";
 
 const policy = new ScriptedPolicy();

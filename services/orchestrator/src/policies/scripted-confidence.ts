@@ -4,7 +4,7 @@
 // judgement: only their order and the threshold (0.6 by default) matter — a question answered
 // from nothing, or a refund decided without its policy document or the customer's risk, falls
 // below it; a cached answer within its max age does not (the host serves no older one).
-import { ageInWords, type HistoryItem, type ResultEnvelope } from "../policy.js";
+import { ageInWords, type HistoryItem, type ResultEnvelope } from "./policy.js";
 
 export interface Derived {
   readonly confidence: number;

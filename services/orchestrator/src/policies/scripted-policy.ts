@@ -14,10 +14,10 @@ import {
   type Policy,
   type PolicyInput,
   type ResultEnvelope,
-} from "../policy.js";
-import type { JsonObject, JsonValue } from "../session-store.js";
-import { estimateTokens } from "../budget.js";
-import { hashHistory, historyJsonLength } from "../history-json.js";
+} from "./policy.js";
+import type { JsonObject, JsonValue } from "../store/session-store.js";
+import { estimateTokens } from "../guard/budget.js";
+import { hashHistory, historyJsonLength } from "../api/history-json.js";
 import { type Derived, questionConfidence, refundConfidence } from "./scripted-confidence.js";
 
 function lastObservation(history: readonly HistoryItem[], tool: string): ResultEnvelope | undefined {

@@ -5,10 +5,10 @@
 // personal-data rules hold it as they hold a model's call.
 import { createHash } from "node:crypto";
 import { FieldRole, fieldPolicy } from "@loopguard/tool-sdk";
-import { placeholderOf } from "../personal-data.js";
-import type { Decision, Policy, PolicyInput, ResultEnvelope } from "../policy.js";
-import type { JsonObject, JsonValue } from "../session-store.js";
-import { SideEffectRules } from "../side-effects.js";
+import { placeholderOf } from "../guard/personal-data.js";
+import type { Decision, Policy, PolicyInput, ResultEnvelope } from "./policy.js";
+import type { JsonObject, JsonValue } from "../store/session-store.js";
+import { SideEffectRules } from "../guard/side-effects.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 
 export const SINGLE_CALL_POLICY = "single-call";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { HistoryItem } from "../policy.js";
+import type { HistoryItem } from "../policies/policy.js";
 import { checkAnswer } from "./answer.js";
 
 const observed: HistoryItem[] = [

@@ -1,7 +1,7 @@
 // The host checks a final answer before it accepts it: every refund id and document it cites must
 // have been observed in the session's history.
-import { itemJson } from "../history-json.js";
-import type { HistoryItem } from "../policy.js";
+import { itemJson } from "../api/history-json.js";
+import type { HistoryItem } from "../policies/policy.js";
 
 const REFUND_ID = /rf_[A-Za-z0-9]{16}/g;
 const DOC_CITATION = /\[([a-z0-9-]+)@(\d+)\]/g;

@@ -1,8 +1,8 @@
 // A human approved the action a session waits on: the call goes out next (sent by whichever
 // replica drives the session), unless the world changed since the approval was asked.
-import type { JsonObject, SessionRecord } from "../session-store.js";
-import { readLive, worldVersionOf } from "../side-effect-guard.js";
-import { ReservationRefusedError } from "../effect-reservations.js";
+import type { JsonObject, SessionRecord } from "../store/session-store.js";
+import { readLive, worldVersionOf } from "../guard/side-effect-guard.js";
+import { ReservationRefusedError } from "../store/effect-reservations.js";
 import { contextJson, contextOf, pendingJson, pendingOf, queueLeft, reservationOf } from "./data.js";
 import { APPROVED } from "./execute.js";
 import type { Kit } from "./kit.js";

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_BUDGET } from "../budget.js";
-import type { ResultEnvelope } from "../policy.js";
-import { initialUsage } from "../session-store-support.js";
-import type { JsonObject, SessionRecord } from "../session-store.js";
+import { DEFAULT_BUDGET } from "../guard/budget.js";
+import type { ResultEnvelope } from "../policies/policy.js";
+import { initialUsage } from "../store/session-store-support.js";
+import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import { contextJson, contextOf, pendingJson, pendingOf, redactedEnvelope, type SessionContext } from "./data.js";
 
 function record(context: JsonObject, pending: JsonObject | null = null): SessionRecord {

@@ -3,10 +3,10 @@
 // approval). Parsed here, once per record the store hands over, into the types the runner uses.
 import { Effect } from "@loopguard/tool-sdk";
 import { z } from "zod";
-import type { MoneyChange } from "../effect-reservations.js";
-import type { HistoryItem, ResultEnvelope } from "../policy.js";
-import { redact } from "../redact.js";
-import type { JsonObject, JsonValue, SessionRecord } from "../session-store.js";
+import type { MoneyChange } from "../store/effect-reservations.js";
+import type { HistoryItem, ResultEnvelope } from "../policies/policy.js";
+import { redact } from "../guard/redact.js";
+import type { JsonObject, JsonValue, SessionRecord } from "../store/session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
 import { sessionTraceId } from "./trace-id.js";
 

@@ -4,12 +4,13 @@
 // before the policy hears anything, or goes to a human.
 import { setTimeout as sleep } from "node:timers/promises";
 import { backoffDelayMs, Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
-import { redactText } from "../redact.js";
-import type { JsonObject, SessionRecord } from "../session-store.js";
+import { redactText } from "../guard/redact.js";
+import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
 import type { Kit } from "./kit.js";
-import { outcomeToHuman, passes, waitForTool } from "./park.js";
+import { outcomeToHuman, waitForTool } from "./park.js";
+import { passes } from "./park-rules.js";
 import { safeToReissue } from "./plan.js";
 import { type InFlight, observeSent, type Sent, send } from "./send.js";
 

@@ -1,7 +1,7 @@
 // What the orchestrator's metrics and log hear of sessions: every move and stop (from
 // SessionMoves, the one path that moves a session), every observed tool result, context alarms.
 import type { Logger } from "@loopguard/tool-sdk";
-import type { SessionMetrics } from "../session-metrics.js";
+import type { SessionMetrics } from "../governance/session-metrics.js";
 import type { RunnerDeps } from "./kit.js";
 import type { MoveDeps } from "./moves.js";
 import { storedOutcome } from "./data.js";

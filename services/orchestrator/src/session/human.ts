@@ -2,11 +2,11 @@
 // through SessionMoves like every other move (counted, audited), unfenced: a waiting session is
 // leased to nobody, and a running one may be another replica's.
 import { Effect } from "@loopguard/tool-sdk";
-import { OrchestratorError } from "../orchestrator-error.js";
-import { redactText } from "../redact.js";
-import type { SessionFollower } from "../session-events.js";
-import { isTerminal } from "../session-state.js";
-import { type SessionRecord, type SessionStore, StaleTransitionError } from "../session-store.js";
+import { OrchestratorError } from "../api/orchestrator-error.js";
+import { redactText } from "../guard/redact.js";
+import type { SessionFollower } from "../store/session-events.js";
+import { isTerminal } from "./session-state.js";
+import { type SessionRecord, type SessionStore, StaleTransitionError } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import { pendingOf, sideEffectsOf } from "./data.js";
 import type { SessionMoves } from "./moves.js";

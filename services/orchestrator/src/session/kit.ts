@@ -2,16 +2,16 @@
 // and the session's spans and step records.
 import type { DescService } from "@bufbuild/protobuf";
 import type { ToolClient } from "@loopguard/tool-sdk";
-import type { ApprovalRules } from "../approvals.js";
-import type { ContextLimits, Governed } from "../context-governance.js";
-import type { PriceTable } from "../model-prices.js";
-import type { TokenCounter } from "../model-tokens.js";
-import type { Policy, ResultEnvelope, TokenUsage } from "../policy.js";
-import type { SessionRecord, SessionStore } from "../session-store.js";
-import type { SideEffectRules } from "../side-effects.js";
+import type { ApprovalRules } from "../guard/approvals.js";
+import type { ContextLimits, Governed } from "../governance/context-governance.js";
+import type { PriceTable } from "../policies/model-prices.js";
+import type { TokenCounter } from "../policies/model-tokens.js";
+import type { Policy, ResultEnvelope, TokenUsage } from "../policies/policy.js";
+import type { SessionRecord, SessionStore } from "../store/session-store.js";
+import type { SideEffectRules } from "../guard/side-effects.js";
 import type { ToolRegistry } from "../tool-registry.js";
-import type { ToolTokens } from "../tool-tokens.js";
-import type { TraceSink } from "../trace-sink.js";
+import type { ToolTokens } from "../guard/tool-tokens.js";
+import type { TraceSink } from "../governance/trace-sink.js";
 import type { SessionMoves } from "./moves.js";
 import type { SessionSampling } from "./sampling.js";
 import type { SessionSpans } from "./spans.js";

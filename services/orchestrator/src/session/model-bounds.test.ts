@@ -1,6 +1,6 @@
 import { REDACTED, redactText } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
-import type { Decision } from "../policy.js";
+import type { Decision } from "../policies/policy.js";
 import { ToolRegistry } from "../tool-registry.js";
 import {
   ARGUMENTS_QUOTE_CHARS,

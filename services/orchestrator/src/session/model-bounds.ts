@@ -2,7 +2,7 @@
 // stores, traces or redacts it: redaction costs up to ~1 s of CPU per MB of digits
 // (docs/performance.md), and a model's output is the one input the host does not choose.
 import { DEFAULT_MAX_REQUEST_BYTES, personalDataSpans } from "@loopguard/tool-sdk";
-import type { Decision, HistoryItem, ToolCallRequest } from "../policy.js";
+import type { Decision, HistoryItem, ToolCallRequest } from "../policies/policy.js";
 import type { ToolRegistry } from "../tool-registry.js";
 
 /** A final answer is read by a person: 8 KiB is pages of text; beyond it is a runaway model. */

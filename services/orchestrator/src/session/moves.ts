@@ -1,11 +1,11 @@
 // The one path that moves a session: every change of state — the runner's, a human's cancel,
 // approval or deny, an expiry, a crash re-issue — is a persisted transition (state + version,
 // with its audit rows) made here, and counted here (transitions, stops) and traced here (steps).
-import type { MoneyChange } from "../effect-reservations.js";
-import { redactText } from "../redact.js";
-import type { SessionState, StopReason } from "../session-state.js";
-import type { AuditInput, SessionPatch, SessionRecord, SessionStore, StepRecord } from "../session-store.js";
-import type { TraceSink } from "../trace-sink.js";
+import type { MoneyChange } from "../store/effect-reservations.js";
+import { redactText } from "../guard/redact.js";
+import type { SessionState, StopReason } from "./session-state.js";
+import type { AuditInput, SessionPatch, SessionRecord, SessionStore, StepRecord } from "../store/session-store.js";
+import type { TraceSink } from "../governance/trace-sink.js";
 import { contextJson, contextOf } from "./data.js";
 import type { Outcome } from "./outcome.js";
 

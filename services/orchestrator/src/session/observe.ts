@@ -2,10 +2,10 @@
 // history (governed to the model's window before the next model call, see prompt.ts),
 // fingerprinted for progress, with its step record; then the session thinks again, or stops when
 // it makes no progress.
-import type { ResultEnvelope, ToolCallRequest } from "../policy.js";
-import { fingerprint, isStuck, NO_PROGRESS_WINDOW } from "../progress.js";
-import { redactText } from "../redact.js";
-import type { SessionRecord } from "../session-store.js";
+import type { ResultEnvelope, ToolCallRequest } from "../policies/policy.js";
+import { fingerprint, isStuck, NO_PROGRESS_WINDOW } from "../guard/progress.js";
+import { redactText } from "../guard/redact.js";
+import type { SessionRecord } from "../store/session-store.js";
 import {
   contextJson,
   contextOf,

@@ -2,10 +2,10 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { describe, expect, it } from "vitest";
-import type { HistoryItem, ResultEnvelope } from "../policy.js";
-import type { StopReason } from "../session-state.js";
-import type { JsonObject, SessionRecord } from "../session-store.js";
-import { SideEffectRules } from "../side-effects.js";
+import type { HistoryItem, ResultEnvelope } from "../policies/policy.js";
+import type { StopReason } from "./session-state.js";
+import type { JsonObject, SessionRecord } from "../store/session-store.js";
+import { SideEffectRules } from "../guard/side-effects.js";
 import { ToolRegistry } from "../tool-registry.js";
 import { outcomeOf, reasonLabel } from "./outcome.js";
 

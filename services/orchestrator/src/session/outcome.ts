@@ -3,13 +3,13 @@
 // serves no older one). An answer built on a tool's degraded answer, or on a failure that would
 // have passed, is partial; so is an answer the policy gave with a confidence below the threshold
 // (see confidence.ts); anything that stopped short of the task is not done, with why.
-import type { SessionRecord } from "../session-store.js";
-import { isTerminal } from "../session-state.js";
-import type { SideEffectRules } from "../side-effects.js";
-import { belowThreshold } from "../confidence.js";
+import type { SessionRecord } from "../store/session-store.js";
+import { isTerminal } from "./session-state.js";
+import type { SideEffectRules } from "../guard/side-effects.js";
+import { belowThreshold } from "../guard/confidence.js";
 import { SINGLE_CALL_POLICY } from "../policies/single-call-policy.js";
 import { contextOf, effectsOf } from "./data.js";
-import { passesByName } from "./park.js";
+import { passesByName } from "./park-rules.js";
 
 export const OUTCOMES = ["succeeded", "partial", "not_done"] as const;
 

@@ -4,61 +4,16 @@
 // recovers (Orchestrator's wake loop). It goes on from where it was as long as its wall clock
 // covers the wait and the call's SLA timeout; when it no longer does, a degraded answer stands in
 // if the method declares one, and otherwise the session ends tool_unavailable, saying so.
-import { backoffDelayMs, Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
-import { newApproval } from "../approvals.js";
-import { deadlineOf } from "../budget.js";
-import type { ToolSpec } from "../policy.js";
-import type { SessionRecord } from "../session-store.js";
+import { Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
+import { newApproval } from "../guard/approvals.js";
+import { deadlineOf } from "../guard/budget.js";
+import type { ToolSpec } from "../policies/policy.js";
+import type { SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { type Park, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
 import type { Kit } from "./kit.js";
+import { failureName, passes, type WaitFor, wakeTime } from "./park-rules.js";
 import { type InFlight, observeSent } from "./send.js";
-
-/** The first wait; each park of the same call doubles it, up to PARK_MAX_MS. */
-export const PARK_BASE_MS = 1000;
-export const PARK_MAX_MS = 15_000;
-
-/** Codes that say the tool cannot answer now, not that the request is wrong. */
-const PASSING: ReadonlySet<number> = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.DEADLINE_EXCEEDED]);
-
-export function passes(error: Pick<ToolCallError, "code">): boolean {
-  return PASSING.has(error.code);
-}
-
-/** The same, for a code as an envelope names it ("UNAVAILABLE"). */
-export function passesByName(code: string): boolean {
-  const value = (status as unknown as Record<string, unknown>)[code];
-  return typeof value === "number" && PASSING.has(value);
-}
-
-/** What failed, as the park record and answers say it: "UNAVAILABLE BREAKER_OPEN". */
-export function failureName(error: Pick<ToolCallError, "code" | "reason">): string {
-  return `${status[error.code] ?? error.code}${error.reason ? ` ${error.reason}` : ""}`;
-}
-
-/**
- * When a call parked `attempts` times before is tried again: doubling backoff with equal jitter
- * (half fixed, half random, so that parked sessions spread out but none comes back at once), and
- * never before the tool's RetryInfo.
- */
-export function wakeTime(
-  now: number,
-  attempts: number,
-  retryAfterMs: number | undefined,
-  random: () => number = Math.random,
-): number {
-  const backoff = backoffDelayMs({ baseMs: PARK_BASE_MS, maxMs: PARK_MAX_MS, jitter: "equal" }, attempts + 1, random);
-  return now + Math.max(retryAfterMs ?? 0, Math.round(backoff));
-}
-
-/** What a session is waiting for, for the reason it parks with. */
-export interface WaitFor {
-  readonly tool: RegisteredTool;
-  readonly reason: string;
-  readonly retryAfterMs?: number | undefined;
-  /** The failed call's attempts: those past the first spent the session's retry budget. */
-  readonly attempts?: number;
-}
 
 /**
  * Parks `s` (TOOL_EXECUTING, RETRYING or THINKING) until the tool is tried again, keeping its

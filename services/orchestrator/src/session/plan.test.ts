@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_BUDGET } from "../budget.js";
-import type { Usage } from "../session-store.js";
+import { DEFAULT_BUDGET } from "../guard/budget.js";
+import type { Usage } from "../store/session-store.js";
 import { type RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import type { SessionContext } from "./data.js";
 import { argsHash, type CheckInput, checkCall, idempotencyKeyOf, safeToReissue } from "./plan.js";

@@ -4,14 +4,14 @@
 // sent again.
 import { toJson } from "@bufbuild/protobuf";
 import { Effect } from "@loopguard/tool-sdk";
-import { refuseToolCall } from "../budget.js";
-import type { ResultEnvelope, ToolCallRequest } from "../policy.js";
-import { sha256 } from "../progress.js";
-import { shownArguments, withTaskValues } from "../personal-data.js";
-import { redactText } from "../redact.js";
-import type { StopReason } from "../session-state.js";
-import type { JsonObject, SessionRecord } from "../session-store.js";
-import { argumentsJson, decodeToolArguments } from "../tool-arguments.js";
+import { refuseToolCall } from "../guard/budget.js";
+import type { ResultEnvelope, ToolCallRequest } from "../policies/policy.js";
+import { sha256 } from "../guard/progress.js";
+import { shownArguments, withTaskValues } from "../guard/personal-data.js";
+import { redactText } from "../guard/redact.js";
+import type { StopReason } from "./session-state.js";
+import type { JsonObject, SessionRecord } from "../store/session-store.js";
+import { argumentsJson, decodeToolArguments } from "../guard/tool-arguments.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import type { PendingCall, SessionContext } from "./data.js";
 

@@ -2,13 +2,13 @@
 // will receive it and governed to fit (context-governance.ts), room for the reply's reserve in the
 // model's window and in the session's token budget, the call's price (prompt and reserve) within
 // the money budget, and a deadline that is the session's wall clock left, capped.
-import { deadlineOf } from "../budget.js";
-import { DEFAULT_CONTEXT_LIMITS, type Governed, governContext } from "../context-governance.js";
-import { costMicrosOf, priceOf } from "../model-prices.js";
-import { DEFAULT_ENCODING, type TokenCounter, tokenCounter } from "../model-tokens.js";
-import type { Decision, Policy, PolicyInput } from "../policy.js";
-import type { StopReason } from "../session-state.js";
-import type { JsonObject, SessionRecord } from "../session-store.js";
+import { deadlineOf } from "../guard/budget.js";
+import { DEFAULT_CONTEXT_LIMITS, type Governed, governContext } from "../governance/context-governance.js";
+import { costMicrosOf, priceOf } from "../policies/model-prices.js";
+import { DEFAULT_ENCODING, type TokenCounter, tokenCounter } from "../policies/model-tokens.js";
+import type { Decision, Policy, PolicyInput } from "../policies/policy.js";
+import type { StopReason } from "./session-state.js";
+import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { SessionContext } from "./data.js";
 import type { Kit } from "./kit.js";
 import { toolsNow } from "./park.js";

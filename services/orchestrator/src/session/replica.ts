@@ -1,8 +1,13 @@
 // How a replica claims sessions and lives through store outages.
 import type { DescService } from "@bufbuild/protobuf";
 import { backoffDelayMs, type ToolClient } from "@loopguard/tool-sdk";
-import { isTerminal } from "../session-state.js";
-import { type SessionEvent, type SessionRecord, type SessionStore, StoreUnavailableError } from "../session-store.js";
+import { isTerminal } from "./session-state.js";
+import {
+  type SessionEvent,
+  type SessionRecord,
+  type SessionStore,
+  StoreUnavailableError,
+} from "../store/session-store.js";
 
 /** Wait before the `attempt`-th retry after a store outage: doubling from 100 ms up to 5 s, with jitter, so replicas do not retry in step. */
 export function storeBackoffMs(attempt: number): number {

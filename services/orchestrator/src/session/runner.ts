@@ -4,23 +4,23 @@
 // transition made by SessionMoves, so a session survives the process that ran it.
 import { Effect } from "@loopguard/tool-sdk";
 import { context as otelContext, trace } from "@opentelemetry/api";
-import { newApproval } from "../approvals.js";
-import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft } from "../budget.js";
-import { confidenceFields, type StatedConfidence, statedConfidence } from "../confidence.js";
-import { modelView } from "../personal-data.js";
-import type { Decision, ToolCallRequest } from "../policy.js";
-import { redactText } from "../redact.js";
-import { isTerminal } from "../session-state.js";
-import { ReservationRefusedError } from "../effect-reservations.js";
+import { newApproval } from "../guard/approvals.js";
+import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft } from "../guard/budget.js";
+import { confidenceFields, type StatedConfidence, statedConfidence } from "../guard/confidence.js";
+import { modelView } from "../guard/personal-data.js";
+import type { Decision, ToolCallRequest } from "../policies/policy.js";
+import { redactText } from "../guard/redact.js";
+import { isTerminal } from "./session-state.js";
+import { ReservationRefusedError } from "../store/effect-reservations.js";
 import {
   LeaseLostError,
   type SessionRecord,
   StaleTransitionError,
   type StepRecord,
   type Usage,
-} from "../session-store.js";
-import { guardSideEffect, refusal } from "../side-effect-guard.js";
-import { outOfTask } from "../task-scope.js";
+} from "../store/session-store.js";
+import { guardSideEffect, refusal } from "../guard/side-effect-guard.js";
+import { outOfTask } from "../guard/task-scope.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { checkAnswer } from "./answer.js";
 import { approve } from "./approve.js";
@@ -42,7 +42,8 @@ import { boundDecision, boundText, MAX_ANSWER_CHARS, MAX_REJECTED_ANSWER_CHARS }
 import { type SessionMoves, startOf } from "./moves.js";
 import { observe, observeInPlace } from "./observe.js";
 import { modelSpend, preparePrompt } from "./prompt.js";
-import { giveUp, park, wake, type WaitFor } from "./park.js";
+import { giveUp, park, wake } from "./park.js";
+import type { WaitFor } from "./park-rules.js";
 import { argsHash, checkCall, type Refused } from "./plan.js";
 import { SessionSpans } from "./spans.js";
 

@@ -10,7 +10,7 @@ import { Effect } from "@loopguard/tool-sdk";
 import { ConfigError } from "@loopguard/tool-sdk";
 import { ROOT_CONTEXT } from "@opentelemetry/api";
 import { SamplingDecision, TraceIdRatioBasedSampler } from "@opentelemetry/sdk-trace-base";
-import type { SessionRecord } from "../session-store.js";
+import type { SessionRecord } from "../store/session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
 
 /** Why a session's trace is kept: by the ratio, as a session that may need approval, or (recorded afterwards) as one that failed. */

@@ -2,12 +2,12 @@
 import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
 import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
 import { SpanStatusCode } from "@opentelemetry/api";
-import { deadlineOf, retriesLeft } from "../budget.js";
-import { ageInWords, type ResultEnvelope } from "../policy.js";
-import { redactText } from "../redact.js";
-import type { JsonValue, SessionRecord } from "../session-store.js";
+import { deadlineOf, retriesLeft } from "../guard/budget.js";
+import { ageInWords, type ResultEnvelope } from "../policies/policy.js";
+import { redactText } from "../guard/redact.js";
+import type { JsonValue, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
-import { refsOf } from "../world-refs.js";
+import { refsOf } from "./world-refs.js";
 import type { Pending, PendingCall } from "./data.js";
 import type { Kit } from "./kit.js";
 import type { Via } from "./moves.js";

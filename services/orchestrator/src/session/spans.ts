@@ -13,10 +13,10 @@ import {
   TraceFlags,
 } from "@opentelemetry/api";
 import { redactText } from "@loopguard/tool-sdk";
-import { deadlineOf } from "../budget.js";
-import type { JsonObject, SessionRecord, SessionStore, StepRecord } from "../session-store.js";
+import { deadlineOf } from "../guard/budget.js";
+import type { JsonObject, SessionRecord, SessionStore, StepRecord } from "../store/session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
-import type { TraceSink } from "../trace-sink.js";
+import type { TraceSink } from "../governance/trace-sink.js";
 import { cutText, MAX_SPAN_ATTRIBUTE_CHARS } from "./model-bounds.js";
 import type { KeptBy, SessionSampling } from "./sampling.js";
 import { sessionTraceId, traceIdOf } from "./trace-id.js";

@@ -1,6 +1,6 @@
 // The trace-id rule: one trace per session, whatever replica or restart drives it.
 import { createHash } from "node:crypto";
-import type { SessionRecord } from "../session-store.js";
+import type { SessionRecord } from "../store/session-store.js";
 
 /** The trace id derived from a session id (the first 32 hex digits of its SHA-256). */
 export function traceIdOf(sessionId: string): string {

@@ -1,8 +1,8 @@
 // Following a session: the session now, then its transitions and steps so far, then every new one
 // as it is persisted, until the session ends.
-import type { SessionFollower } from "../session-events.js";
-import { isTerminal } from "../session-state.js";
-import type { AuditRecord, SessionRecord, SessionStore, StepRecord } from "../session-store.js";
+import type { SessionFollower } from "../store/session-events.js";
+import { isTerminal } from "./session-state.js";
+import type { AuditRecord, SessionRecord, SessionStore, StepRecord } from "../store/session-store.js";
 
 export type WatchEvent =
   | { readonly kind: "snapshot"; readonly session: SessionRecord }

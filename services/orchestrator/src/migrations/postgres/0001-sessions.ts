@@ -2,9 +2,9 @@
 // versioned migrations (no version recorded) is adopted as it is, including the oldest, whose
 // idempotency keys were not yet scoped by creator.
 import type { PostgresMigration } from "@loopguard/sql-store";
-import { SESSIONS_CHANNEL } from "../../postgres-notifications.js";
-import { SESSION_STATES, STOP_REASONS } from "../../session-state.js";
-import { LIVE_SQL, sqlList, TERMINAL_SQL } from "../../session-sql.js";
+import { SESSIONS_CHANNEL } from "../../store/postgres-notifications.js";
+import { SESSION_STATES, STOP_REASONS } from "../../session/session-state.js";
+import { LIVE_SQL, sqlList, TERMINAL_SQL } from "../../store/session-sql.js";
 
 /** SQLSTATE raised by the guard triggers. */
 export const ILLEGAL_TRANSITION_SQLSTATE = "LGT01";

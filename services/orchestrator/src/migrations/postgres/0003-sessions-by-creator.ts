@@ -2,7 +2,7 @@
 // creation order (its lists, pages and counts), and its live sessions (the quota's count, read
 // inside the create's transaction under the creator's lock).
 import type { PostgresMigration } from "@loopguard/sql-store";
-import { LIVE_SQL } from "../../session-sql.js";
+import { LIVE_SQL } from "../../store/session-sql.js";
 
 export const sessionsByCreator: PostgresMigration = {
   name: "0003-sessions-by-creator",

@@ -2,8 +2,8 @@
 // checks take the new values (a table made by an older 0001 lacks them), and parked sessions are
 // found by their wake time.
 import type { PostgresMigration } from "@loopguard/sql-store";
-import { SESSION_STATES, STOP_REASONS } from "../../session-state.js";
-import { sqlList } from "../../session-sql.js";
+import { SESSION_STATES, STOP_REASONS } from "../../session/session-state.js";
+import { sqlList } from "../../store/session-sql.js";
 
 export const parkedSessions: PostgresMigration = {
   name: "0005-parked-sessions",

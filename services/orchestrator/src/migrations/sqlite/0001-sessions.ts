@@ -4,7 +4,7 @@
 // transaction; the store turns them on after migrating) and checked before the commit.
 import type { SqliteMigration } from "@loopguard/sql-store";
 import type Database from "better-sqlite3";
-import { SESSION_STATES, STOP_REASONS, TERMINAL_STATES } from "../../session-state.js";
+import { SESSION_STATES, STOP_REASONS, TERMINAL_STATES } from "../../session/session-state.js";
 
 /** A live session, as SQLite's partial indexes spell it; queries repeat it verbatim to use them. */
 export const OPEN_SQL = "stop_reason IS NULL";

@@ -1,0 +1,106 @@
+// A session record as the contract's Session message: what the API and the dashboard's views send.
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import {
+  ApprovalSchema,
+  type SessionSchema,
+  SessionState as ProtoState,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import type { PendingApproval } from "../guard/approvals.js";
+import { DEFAULT_MAX_RETRIES } from "../guard/budget.js";
+import { redact, redactText } from "../guard/redact.js";
+import { contextUsageOf, pendingOf, storedConfidence, storedOutcome } from "../session/data.js";
+import { healthScore } from "../session/session-health.js";
+import type { SessionState } from "../session/session-state.js";
+import { sessionTraceId } from "../session/trace-id.js";
+import type { JsonObject, SessionRecord } from "../store/session-store.js";
+
+export function toProtoState(state: SessionState): ProtoState {
+  return ProtoState[state];
+}
+
+export function fromProtoState(state: ProtoState): SessionState | undefined {
+  return state === ProtoState.UNSPECIFIED ? undefined : (ProtoState[state] as SessionState);
+}
+
+/**
+ * The contract's Session of a record. Lists leave the task out (`withTask: false`): a page of
+ * sessions stays small however large each task is; GetSession has it.
+ */
+export function toProtoSession(
+  s: SessionRecord,
+  options: { readonly withTask?: boolean } = {},
+): MessageInitShape<typeof SessionSchema> {
+  const approval = (s.pending as { approval?: PendingApproval; call?: { arguments: string } } | null)?.approval;
+  const callArgs = (s.pending as { call?: { arguments: string } } | null)?.call?.arguments;
+  return {
+    sessionId: s.id,
+    state: toProtoState(s.state),
+    version: BigInt(s.version),
+    goal: redactText(s.goal),
+    ...(options.withTask === false ? {} : { task: redact(s.task) }),
+    budget: {
+      maxSteps: s.budget.maxSteps,
+      maxToolCalls: s.budget.maxToolCalls,
+      maxTokens: BigInt(s.budget.maxTokens),
+      maxWallClockMs: s.budget.deadlineMs,
+      maxCostMicros: BigInt(s.budget.maxCostMicros),
+      maxRetries: s.budget.maxRetries ?? DEFAULT_MAX_RETRIES,
+    },
+    usage: {
+      steps: s.usage.steps,
+      toolCalls: s.usage.toolCalls,
+      tokens: BigInt(s.usage.tokens),
+      costMicros: BigInt(s.usage.costMicros),
+      wallClockMs: Math.max(0, Math.min((s.stopReason ? s.updatedAt : Date.now()) - s.usage.startedAt, 2 ** 32 - 1)),
+      retries: s.usage.retries ?? 0,
+    },
+    ...contextUsageOf(s),
+    scopes: [...s.scopes],
+    policy: s.policy,
+    stopReason: s.stopReason ?? "",
+    answer: s.answer ?? "",
+    createdAt: timestampFromMs(s.createdAt),
+    updatedAt: timestampFromMs(s.updatedAt),
+    traceId: sessionTraceId(s),
+    healthScore: healthScore(s),
+    createdBy: s.createdBy,
+    ...parkedAndOutcome(s),
+    ...(approval && s.state === "AWAITING_APPROVAL"
+      ? {
+          pendingApproval: create(ApprovalSchema, {
+            approvalId: approval.approvalId,
+            tool: approval.tool,
+            argumentsHash: approval.argumentsHash,
+            worldVersion: approval.worldVersion,
+            reason: approval.reason,
+            expiresAt: timestampFromMs(approval.expiresAt),
+            arguments: callArgs ? redact(JSON.parse(callArgs) as JsonObject) : {},
+          }),
+        }
+      : {}),
+  };
+}
+
+function parkedAndOutcome(
+  s: SessionRecord,
+): Pick<MessageInitShape<typeof SessionSchema>, "parked" | "outcome" | "confidence" | "uncertaintyReason"> {
+  const park = s.state === "PARKED" ? pendingOf(s).park : undefined;
+  const outcome = storedOutcome(s);
+  const stated = storedConfidence(s);
+  return {
+    ...(park
+      ? {
+          parked: {
+            tool: park.tool,
+            reason: park.reason,
+            wakeAt: timestampFromMs(park.wakeAt),
+            since: timestampFromMs(park.since),
+            attempts: park.attempts,
+          },
+        }
+      : {}),
+    ...(outcome ? { outcome } : {}),
+    ...(stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {}),
+  };
+}

@@ -1,0 +1,31 @@
+import { Registry } from "prom-client";
+import { describe, expect, it } from "vitest";
+import { SessionMetrics } from "./session-metrics.js";
+import type { SessionStore } from "../store/session-store.js";
+import { emptyCounts } from "../store/session-store-support.js";
+
+describe("SessionMetrics", () => {
+  it("asks the store once per scrape for the figures two gauges share", async () => {
+    const asked = { counts: 0, overdue: 0 };
+    const store = {
+      countByState: async () => {
+        asked.counts += 1;
+        return { ...emptyCounts(), AWAITING_APPROVAL: 3, PARKED: 2 };
+      },
+      overdue: async () => {
+        asked.overdue += 1;
+        return { approvals: 1, parkedNearDeadline: 4 };
+      },
+    } as unknown as SessionStore;
+    const registry = new Registry();
+    new SessionMetrics(registry).observe(store);
+    const page = await registry.metrics();
+    expect(page).toMatch(/^loopguard_approvals_waiting 3$/m);
+    expect(page).toMatch(/^loopguard_sessions\{state="PARKED"\} 2$/m);
+    expect(page).toMatch(/^loopguard_approvals_overdue 1$/m);
+    expect(page).toMatch(/^loopguard_sessions_parked_near_deadline 4$/m);
+    expect(asked).toEqual({ counts: 1, overdue: 1 });
+    await registry.metrics();
+    expect(asked).toEqual({ counts: 2, overdue: 2 });
+  });
+});

@@ -1,0 +1,145 @@
+// The orchestrator's own metrics, declared in one place, in the registry the server exports.
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { SESSION_STATES } from "../session/session-state.js";
+import type { SessionStore } from "../store/session-store.js";
+
+/** `query`, run once for every caller that asks while a run is in flight. */
+function inFlightOnce<T>(query: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | undefined;
+  return () => {
+    running ??= query().finally(() => {
+      running = undefined;
+    });
+    return running;
+  };
+}
+
+export class SessionMetrics {
+  readonly storeErrors: Counter<"operation">;
+  readonly stops: Counter<"stop_reason">;
+  readonly outcomes: Counter<"outcome" | "reason">;
+  readonly stepsPerSession: Histogram;
+  readonly toolResults: Counter<"tool" | "outcome" | "served_from">;
+  readonly costMicros: Counter;
+  readonly transitions: Counter<"to">;
+  readonly contextAlarms: Counter;
+  readonly promptTokens: Histogram;
+  readonly contextCompression: Histogram;
+  readonly modelCostMicros: Counter;
+
+  #store: SessionStore | undefined;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    // Each query feeds two gauges, collected together by one scrape: they share its one run.
+    const counts = inFlightOnce(async () => this.#store?.countByState().catch(() => undefined));
+    // A store that cannot answer leaves the last counts in place: /metrics keeps answering, and
+    // loopguard_store_errors_total says why they are stale.
+    new Gauge({
+      name: "loopguard_sessions",
+      help: "Sessions in the store by state.",
+      labelNames: ["state"] as const,
+      registers,
+      async collect() {
+        const now = await counts();
+        if (now) for (const state of SESSION_STATES) this.set({ state }, now[state] ?? 0);
+      },
+    });
+    new Gauge({
+      name: "loopguard_approvals_waiting",
+      help: "Sessions waiting for a human's approval.",
+      registers,
+      async collect() {
+        const now = await counts();
+        if (now) this.set(now.AWAITING_APPROVAL ?? 0);
+      },
+    });
+    this.storeErrors = new Counter({
+      name: "loopguard_store_errors_total",
+      help: "Session store operations that failed because the database could not serve (busy, unreachable, timed out), by operation.",
+      labelNames: ["operation"] as const,
+      registers,
+    });
+    this.stops = new Counter({
+      name: "loopguard_session_stops_total",
+      help: "Sessions ended, by stop reason.",
+      labelNames: ["stop_reason"] as const,
+      registers,
+    });
+    this.outcomes = new Counter({
+      name: "loopguard_session_outcomes_total",
+      help: "Sessions ended, by what the user got (succeeded, partial, not_done) and why when not succeeded.",
+      labelNames: ["outcome", "reason"] as const,
+      registers,
+    });
+    const overdue = inFlightOnce(async () => this.#store?.overdue(Date.now()).catch(() => undefined));
+    new Gauge({
+      name: "loopguard_approvals_overdue",
+      help: "Sessions still waiting for an approval whose expiry has passed (the sweep should have ended them).",
+      registers,
+      async collect() {
+        const now = await overdue();
+        if (now) this.set(now.approvals);
+      },
+    });
+    new Gauge({
+      name: "loopguard_sessions_parked_near_deadline",
+      help: "Sessions parked for a tool with less than a fifth of their wall-clock budget left.",
+      registers,
+      async collect() {
+        const now = await overdue();
+        if (now) this.set(now.parkedNearDeadline);
+      },
+    });
+    this.stepsPerSession = new Histogram({
+      name: "loopguard_session_steps",
+      help: "Policy steps a session took before it ended.",
+      buckets: [1, 2, 3, 5, 8, 13, 20, 50],
+      registers,
+    });
+    this.toolResults = new Counter({
+      name: "loopguard_session_tool_results_total",
+      help: "Tool results observed by sessions, by tool, outcome (ok or error code) and where they came from.",
+      labelNames: ["tool", "outcome", "served_from"] as const,
+      registers,
+    });
+    this.costMicros = new Counter({
+      name: "loopguard_session_cost_micros_total",
+      help: "Money spent by sessions on tool calls, in micro-units.",
+      registers,
+    });
+    this.contextAlarms = new Counter({
+      name: "loopguard_session_context_alarms_total",
+      help: "Model prompts that reached 80% of the model's context window (after compression).",
+      registers,
+    });
+    this.promptTokens = new Histogram({
+      name: "loopguard_model_prompt_tokens",
+      help: "Tokens of each model prompt as sent (after compression), counted with the model's tokenizer.",
+      buckets: [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 128_000],
+      registers,
+    });
+    this.contextCompression = new Histogram({
+      name: "loopguard_session_context_compression_ratio",
+      help: "Prompt tokens after compression over before, for prompts that were compressed (lower: more saved).",
+      buckets: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
+      registers,
+    });
+    this.modelCostMicros = new Counter({
+      name: "loopguard_model_cost_micros_total",
+      help: "Money spent on model calls (price table x tokens), in micro-units.",
+      registers,
+    });
+    this.transitions = new Counter({
+      name: "loopguard_session_transitions_total",
+      help: "Session state transitions, by the state entered.",
+      labelNames: ["to"] as const,
+      registers,
+    });
+  }
+
+  /** The store the session gauges count (opened after these metrics, so that it can count its errors here). */
+  observe(store: SessionStore): void {
+    this.#store = store;
+  }
+}

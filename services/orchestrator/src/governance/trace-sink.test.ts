@@ -1,0 +1,148 @@
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { openSessionStore } from "../store/open-store.js";
+import type { SessionStore } from "../store/session-store.js";
+import { listTraceFiles, type TraceRetention } from "./trace-files.js";
+import { TraceSink, type StepTrace } from "./trace-sink.js";
+
+const dirs: string[] = [];
+const stores: SessionStore[] = [];
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+async function sink(
+  traceDir: (root: string) => string,
+  retention?: TraceRetention,
+): Promise<{ root: string; traces: TraceSink }> {
+  const root = mkdtempSync(join(tmpdir(), "trace-sink-"));
+  dirs.push(root);
+  const store = await openSessionStore(`sqlite:${join(root, "o.db")}`);
+  stores.push(store);
+  return { root, traces: new TraceSink(store, traceDir(root), retention) };
+}
+
+/** The UTC day in the name of the file written now. */
+function today(): string {
+  return new Date().toISOString().slice(0, 10);
+}
+
+function record(step: number, at: string, phone = "13912345678", session = "ses_1"): StepTrace {
+  return {
+    run_id: "r",
+    session_id: session,
+    step,
+    state_before: "RUNNING",
+    state_after: "RUNNING",
+    decision: { note: `call ${phone}` },
+    result: null,
+    budget_before: {},
+    fingerprint: null,
+    prompt_hash: null,
+    tool_version: null,
+    attempt: 1,
+    trace_id: "t",
+    traceparent: "00-t-s-01",
+    duration_ms: 1,
+    at,
+  };
+}
+
+describe("TraceSink", () => {
+  it("appends redacted records to the rolling JSONL file, written out by close", async () => {
+    const { root, traces } = await sink((r) => join(r, "traces"));
+    const steps = [record(1, "2026-11-30T23:59:59.000Z"), record(2, "2026-12-01T00:00:01.000Z")].map((r) =>
+      traces.step(r),
+    );
+    for (const step of steps) await traces.append(step);
+    await traces.close();
+    expect(readdirSync(join(root, "traces"))).toEqual([`steps.${today()}.1.jsonl`]);
+    const text = readFileSync(join(root, "traces", `steps.${today()}.1.jsonl`), "utf8");
+    expect(text).toBe(`${steps[0]!.json}\n${steps[1]!.json}\n`);
+    expect(text).not.toContain("13912345678");
+    expect(statSync(join(root, "traces", `steps.${today()}.1.jsonl`)).mode & 0o777).toBe(0o600);
+  });
+
+  it("a file that cannot be opened fails neither the append nor close", async () => {
+    const { root, traces } = await sink((r) => join(r, "traces"));
+    const name = `steps.${today()}.1.jsonl`;
+    mkdirSync(join(root, "traces", name), { recursive: true });
+    await traces.append(traces.step(record(1, "2026-12-01T00:00:00.000Z")));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await traces.append(traces.step(record(2, "2026-12-01T00:00:01.000Z")));
+    await traces.close();
+    expect(statSync(join(root, "traces", name)).isDirectory()).toBe(true);
+  });
+
+  it("keeps the files at or under the cap: aged and oldest files go first, the newest steps stay readable", async () => {
+    const retention: TraceRetention = { fileBytes: 4096, totalBytes: 16_384, maxAgeMs: 24 * 3600_000 };
+    const { root, traces } = await sink((r) => join(r, "traces"), retention);
+    const dir = join(root, "traces");
+    // Left by earlier runs: one past the age limit, one recent in the one-file-a-day naming of earlier releases.
+    mkdirSync(dir, { recursive: true });
+    const aged = join(dir, "steps-2026-11-20.jsonl");
+    const earlier = join(dir, "steps-2026-12-01.jsonl");
+    writeFileSync(aged, "{}\n".repeat(100));
+    writeFileSync(earlier, "{}\n".repeat(1000));
+    utimesSync(aged, new Date(Date.now() - 10 * 24 * 3600_000), new Date(Date.now() - 10 * 24 * 3600_000));
+    utimesSync(earlier, new Date(Date.now() - 3600_000), new Date(Date.now() - 3600_000));
+
+    const used = async () => (await listTraceFiles(dir)).reduce((sum, f) => sum + f.bytes, 0);
+    const steps = 300;
+    let written = 0;
+    for (let i = 1; i <= steps; i += 1) {
+      const step = traces.step(record(i, new Date().toISOString(), "13912345678", `ses_${i % 3}`));
+      written += step.json!.length + 1;
+      await traces.append(step);
+      // One write per step, so the files roll as they would under steady load.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (i === 1) {
+        // Opening the first file sweeps: the aged file goes at once, the recent one while the cap still has room.
+        for (let wait = 0; wait < 500 && existsSync(aged); wait += 1) await new Promise((r) => setTimeout(r, 10));
+        expect([existsSync(aged), existsSync(earlier)]).toEqual([false, true]);
+      }
+      if (i % 50 === 0) {
+        // A write may take the directory past the cap until the sweep it starts is done.
+        for (let wait = 0; wait < 500 && (await used()) > retention.totalBytes; wait += 1)
+          await new Promise((r) => setTimeout(r, 10));
+        expect(await used(), `after step ${i}`).toBeLessThanOrEqual(retention.totalBytes);
+      }
+    }
+    await traces.close();
+
+    const files = await listTraceFiles(dir);
+    const total = files.reduce((sum, f) => sum + f.bytes, 0);
+    expect(written).toBeGreaterThan(4 * retention.totalBytes);
+    expect(total).toBeLessThanOrEqual(retention.totalBytes);
+    // It keeps what the cap allows, not only the open file.
+    expect(total).toBeGreaterThan(retention.totalBytes - 2 * retention.fileBytes);
+    expect(files.map((f) => f.path)).not.toContain(aged);
+    expect(files.map((f) => f.path)).not.toContain(earlier);
+    // Rolled by size: every file but the one written last reached it.
+    for (const f of files.slice(0, -1)) expect(f.bytes).toBeGreaterThanOrEqual(retention.fileBytes);
+    // Read oldest file first, as a reader does: a run of steps with no gap, ending at the newest one.
+    const kept = files.flatMap((f) =>
+      readFileSync(f.path, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => (JSON.parse(line) as { step: number }).step),
+    );
+    expect(kept.at(-1)).toBe(steps);
+    expect(kept[0]).toBeGreaterThan(1);
+    expect(kept).toEqual(Array.from({ length: kept.length }, (_, i) => kept[0]! + i));
+    expect(readFileSync(files.at(-1)!.path, "utf8")).not.toContain("13912345678");
+  });
+});

@@ -1,0 +1,111 @@
+// One JSONL record per step, redacted before it is written. The store copy (what GetTrace reads,
+// from any replica) is written in the same transaction as the transition that completes the
+// step; once that transition committed, the record goes to the rolling JSONL files that every
+// session of this process shares (trace-files.ts: rolled daily and by size, swept by age and total
+// size), the shape log shippers tail, and to the OTLP logs pipeline (step-logs.ts). The lines of
+// one turn of the event loop go to the file as one write, through the rolling file's stream,
+// which joins those that arrive while a write is in flight (a Writable's `_writev`). Each record
+// carries its session_id and trace_id.
+import { mkdir } from "node:fs/promises";
+import { finished } from "node:stream/promises";
+import { PRIVATE_DIR_MODE } from "@loopguard/sql-store";
+import { redact } from "../guard/redact.js";
+import type { JsonObject, SessionStore, StepRecord } from "../store/session-store.js";
+import { exportStep } from "./step-logs.js";
+import { DEFAULT_TRACE_RETENTION, openTraceFile, type TraceFileWriter, type TraceRetention } from "./trace-files.js";
+
+/** The open file; `failed` once it reported an error, after which it takes no more lines. */
+interface OpenFile extends TraceFileWriter {
+  failed: boolean;
+  /** Lines appended in this turn, written at its end (docs/performance.md). */
+  lines: string[];
+}
+
+export interface StepTrace {
+  readonly run_id: string;
+  readonly session_id: string;
+  readonly step: number;
+  readonly state_before: string;
+  readonly state_after: string;
+  readonly decision: JsonObject;
+  readonly result: JsonObject | null;
+  readonly budget_before: JsonObject;
+  readonly fingerprint: string | null;
+  readonly prompt_hash: string | null;
+  readonly tool_version: string | null;
+  readonly attempt: number;
+  readonly trace_id: string;
+  readonly traceparent: string;
+  readonly duration_ms: number;
+  readonly at: string;
+  /** A decision step's prompt: tokens before and after compression, the window, and its 80% alarm. */
+  readonly context?: JsonObject;
+}
+
+export class TraceSink {
+  /** The rolling file, opened by the first append after construction or close. */
+  #file: Promise<OpenFile | undefined> | undefined;
+
+  constructor(
+    private readonly store: SessionStore,
+    private readonly dir: string | undefined,
+    private readonly retention: TraceRetention = DEFAULT_TRACE_RETENTION,
+  ) {}
+
+  /**
+   * The redacted step record, ready to go into the transition that completes the step; serialised
+   * once, for the store and the file alike.
+   */
+  step(record: StepTrace): StepRecord {
+    const payload = redact(record as unknown as JsonObject);
+    return { step: record.step, at: Date.parse(record.at), payload, json: JSON.stringify(payload) };
+  }
+
+  /** Sends a committed step to the OTLP logs pipeline and appends it to the JSONL file. */
+  async append(step: StepRecord): Promise<void> {
+    exportStep(step);
+    if (!this.dir) return;
+    this.#file ??= openFile(this.dir, this.retention);
+    const file = await this.#file;
+    if (file && !file.failed && file.lines.push(`${step.json ?? JSON.stringify(step.payload)}\n`) === 1)
+      setImmediate(() => writeLines(file));
+  }
+
+  /** Flushes and closes the file; the next append opens it again. */
+  async close(): Promise<void> {
+    const opening = this.#file;
+    this.#file = undefined;
+    const file = await opening;
+    if (file) await closeFile(file);
+  }
+
+  async read(sessionId: string): Promise<string[]> {
+    return (await this.store.steps(sessionId)).map((s) => JSON.stringify(s.payload));
+  }
+}
+
+/** The store holds the authoritative copy; a file copy that cannot be opened or written must not fail the session. */
+async function openFile(dir: string, retention: TraceRetention): Promise<OpenFile | undefined> {
+  try {
+    await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+    const writer = openTraceFile(dir, retention);
+    const file: OpenFile = { destination: writer.destination, swept: writer.swept, failed: false, lines: [] };
+    file.destination.on("error", () => (file.failed = true));
+    return file;
+  } catch {
+    return undefined;
+  }
+}
+
+function writeLines(file: OpenFile): void {
+  if (file.lines.length === 0 || file.failed) return;
+  file.destination.write(file.lines.join(""));
+  file.lines = [];
+}
+
+/** Writes what is buffered, closes, and lets the last sweep finish; a file that failed is only let go (it may never have opened). */
+async function closeFile(file: OpenFile): Promise<void> {
+  writeLines(file);
+  if (!file.failed) await finished(file.destination.end()).catch(() => undefined);
+  await file.swept();
+}

@@ -1,0 +1,59 @@
+// The budget vector, checked before spending: a step or tool call that would pass a limit is
+// refused (and the session stopped with that limit's reason) rather than executed and regretted.
+import type { StopReason } from "../session/session-state.js";
+import type { BudgetLimits, Usage } from "../store/session-store.js";
+
+/** Retries a session may make (model and tool calls together) unless its budget says otherwise. */
+export const DEFAULT_MAX_RETRIES = 10;
+
+export const DEFAULT_BUDGET: BudgetLimits = Object.freeze({
+  maxSteps: 20,
+  maxToolCalls: 20,
+  maxTokens: 200_000,
+  maxCostMicros: 1_000_000,
+  deadlineMs: 120_000,
+  maxRetries: DEFAULT_MAX_RETRIES,
+});
+
+export function deadlineOf(usage: Usage, limits: BudgetLimits): number {
+  return usage.startedAt + limits.deadlineMs;
+}
+
+/** Why one more policy step may not be taken, or null. */
+export function refuseStep(usage: Usage, limits: BudgetLimits, now: number): StopReason | null {
+  if (now >= deadlineOf(usage, limits)) return "deadline";
+  if (usage.steps + 1 > limits.maxSteps) return "max_steps";
+  if (usage.tokens >= limits.maxTokens) return "max_tokens";
+  if (usage.costMicros >= limits.maxCostMicros) return "max_cost";
+  return null;
+}
+
+/** Why one more tool call costing `costMicros` may not be made, or null. */
+export function refuseToolCall(usage: Usage, limits: BudgetLimits, costMicros: number, now: number): StopReason | null {
+  if (now >= deadlineOf(usage, limits)) return "deadline";
+  if (usage.toolCalls + 1 > limits.maxToolCalls) return "max_tool_calls";
+  if (usage.costMicros + costMicros > limits.maxCostMicros) return "max_cost";
+  return null;
+}
+
+/** Retries the session may still make (model and tool calls together). */
+export function retriesLeft(usage: Usage, limits: BudgetLimits): number {
+  return Math.max(0, (limits.maxRetries ?? DEFAULT_MAX_RETRIES) - (usage.retries ?? 0));
+}
+
+/** A rough token count for policies that report none (about four characters a token), of a text or a length. */
+export function estimateTokens(text: string | number): number {
+  return Math.ceil((typeof text === "string" ? text.length : text) / 4);
+}
+
+/** A session's limits: the ones asked for, the defaults for the rest (0 asks for the default). */
+export function budgetOf(asked: Partial<BudgetLimits>): BudgetLimits {
+  return {
+    maxSteps: asked.maxSteps || DEFAULT_BUDGET.maxSteps,
+    maxToolCalls: asked.maxToolCalls || DEFAULT_BUDGET.maxToolCalls,
+    maxTokens: asked.maxTokens || DEFAULT_BUDGET.maxTokens,
+    maxCostMicros: asked.maxCostMicros || DEFAULT_BUDGET.maxCostMicros,
+    deadlineMs: asked.deadlineMs || DEFAULT_BUDGET.deadlineMs,
+    maxRetries: asked.maxRetries || DEFAULT_MAX_RETRIES,
+  };
+}

@@ -1,0 +1,96 @@
+// Token counts as the model sees them: the chat messages and tool schemas the openai policy sends,
+// counted with the model family's BPE encoding (gpt-tokenizer bundles them, so this works offline)
+// and OpenAI's per-message and per-function overheads (gpt-tokenizer's computeChatCompletionTokenCount).
+import { createRequire } from "node:module";
+import {
+  type ChatCompletionFunctionDefinition,
+  type ChatMessage,
+  computeChatCompletionTokenCount,
+} from "gpt-tokenizer/functionCalling";
+import { LRUCache } from "lru-cache";
+import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
+import { toChatMessages, toChatTool } from "./openai-policy.js";
+import type { PolicyInput } from "./policy.js";
+
+export const ENCODINGS = ["o200k_base", "cl100k_base"] as const;
+export type EncodingName = (typeof ENCODINGS)[number];
+
+/** For a model family the table below does not know (local models, other vendors): the newest OpenAI encoding. */
+export const DEFAULT_ENCODING: EncodingName = "o200k_base";
+
+/** The encoding of a model by its name: gpt-4o, gpt-4.1, gpt-5 and the o-series use o200k_base; gpt-4 and gpt-3.5 cl100k_base. */
+export function encodingForModel(model: string): EncodingName {
+  const name = model.toLowerCase().replace(/^.*\//, "");
+  if (/^(gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o\d|chatgpt-4o|gpt-oss)/.test(name)) return "o200k_base";
+  if (/^(gpt-4|gpt-3\.5|gpt-35)/.test(name)) return "cl100k_base";
+  return DEFAULT_ENCODING;
+}
+
+export interface TokenCounter {
+  readonly encoding: EncodingName;
+  /** Tokens of one text, without any chat framing. */
+  text(text: string): number;
+  /** Tokens of the request the openai policy would send for this input (messages, tool schemas, reply priming). */
+  prompt(input: Pick<PolicyInput, "goal" | "task" | "tools" | "history">): number;
+}
+
+/** Texts already counted: a session's messages repeat on every step, and most are counted again unchanged. */
+const CACHE_ENTRIES = 20_000;
+
+const require = createRequire(import.meta.url);
+
+/**
+ * The encoding's counter, loaded on first use: each encoding's ranks take a second or two to load
+ * and a few MB, so a process loads only the one it counts with (a static import would load both).
+ */
+function loadEncoding(encoding: EncodingName): (text: string) => number {
+  const module = require(`gpt-tokenizer/encoding/${encoding}`) as { countTokens: (text: string) => number };
+  return module.countTokens;
+}
+
+export function tokenCounter(encoding: EncodingName): TokenCounter {
+  let loaded: ((text: string) => number) | undefined;
+  const count = (value: string): number => {
+    loaded ??= loadEncoding(encoding);
+    return loaded(value);
+  };
+  const cache = new LRUCache<string, number>({ max: CACHE_ENTRIES });
+  const text = (value: string): number => {
+    if (value.length < 16) return count(value);
+    let n = cache.get(value);
+    if (n === undefined) {
+      n = count(value);
+      cache.set(value, n);
+    }
+    return n;
+  };
+  return {
+    encoding,
+    text,
+    prompt: (input) => {
+      const messages = toChatMessages(input).flatMap(toCountedMessages);
+      const functions = input.tools.map((tool) => toChatTool(tool).function as ChatCompletionFunctionDefinition);
+      return computeChatCompletionTokenCount({ messages, ...(functions.length > 0 ? { functions } : {}) }, text);
+    },
+  };
+}
+
+/**
+ * A Chat Completions message in the shape the counter knows: an assistant turn with several tool
+ * calls counts as one function call per call (what the model wrote), a tool result as its content.
+ */
+function toCountedMessages(message: ChatCompletionMessageParam): ChatMessage[] {
+  const content = typeof message.content === "string" ? message.content : "";
+  if (message.role === "assistant" && message.tool_calls && message.tool_calls.length > 0) {
+    return message.tool_calls.map((call) =>
+      call.type === "function"
+        ? {
+            role: "assistant",
+            content: "",
+            function_call: { name: call.function.name, arguments: call.function.arguments },
+          }
+        : { role: "assistant", content: "" },
+    );
+  }
+  return [{ role: message.role, content }];
+}

@@ -1,0 +1,426 @@
+// SessionStore on PostgreSQL, for several orchestrator replicas sharing sessions through
+// leases: this file holds only its SQL and its driver, the rest is SqlSessionStore's. Round trips
+// dominate here (about 0.6 ms each on a local socket), so the hot paths are single statements: a
+// transition is one UPDATE…RETURNING with its audit, history and step INSERTs in one
+// data-modifying CTE (atomic as one statement), a claim is one UPDATE over a FOR UPDATE SKIP
+// LOCKED subquery. Named statements are parsed once per connection. Leases are measured by the
+// database's clock, never a replica's. Every committed change is announced by a trigger's
+// NOTIFY, which every store instance (every replica) LISTENs to.
+import {
+  explainPostgresTlsError,
+  inTransaction,
+  isPostgresUnavailable,
+  migratePostgres,
+  postgresClientConfig,
+  requireCurrentPostgres,
+  type SchemaOptions,
+} from "@loopguard/sql-store";
+import pg from "pg";
+import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
+import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "../migrations/postgres/index.js";
+import { SessionNotifications } from "./postgres-notifications.js";
+import {
+  changeMoney,
+  otherEffectsRow,
+  ownRowOf,
+  reservationRowsOf,
+  type RunStatement,
+} from "./postgres-reservations.js";
+import {
+  COLUMNS,
+  CREATOR_QUOTA,
+  DB_NOW_MS,
+  HISTORY,
+  OWN_PAGES,
+  SESSION,
+  type Statement,
+  statement,
+  VISIBLE_COUNTS,
+} from "./postgres-session-sql.js";
+import { TRANSITION_PAIRS, type SessionState } from "../session/session-state.js";
+import { LIVE_SQL, TERMINAL_SQL } from "./session-sql.js";
+import {
+  SESSIONS_MIGRATION_STORE,
+  type AuditRow,
+  type ClaimParams,
+  type WakeParams,
+  type ErrorKind,
+  type InsertParams,
+  type MoveParams,
+  type Moved,
+  NotApplied,
+  type PageParams,
+  type SessionRow,
+  type StepRow,
+  type VisibilityParams,
+} from "./sql-session-rows.js";
+import { SqlSessionStore } from "./sql-session-store.js";
+import { SessionQuotaExceededError, type SessionStoreOptions } from "./session-store.js";
+
+const Q = {
+  insert: statement(
+    "lg_session_insert",
+    `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
+      stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, created_by, request_hash)
+    VALUES (:id, 'IDLE', 0, :goal, :task::jsonb, :budget::jsonb, :usage::jsonb, '{}'::jsonb, NULL, :scopes::jsonb, :policy, NULL, NULL,
+      :now, :now, :leaseOwner, CASE WHEN :leaseTtlMs::bigint IS NULL THEN NULL ELSE ${DB_NOW_MS} + :leaseTtlMs::bigint END,
+      :idempotencyKey, :createdBy, :requestHash)
+    ON CONFLICT (created_by, idempotency_key) DO NOTHING
+    RETURNING ${COLUMNS}`,
+  ),
+  byId: statement("lg_session_by_id", `${SESSION} WHERE id = :id`),
+  byKey: statement("lg_session_by_key", `${SESSION} WHERE created_by = :createdBy AND idempotency_key = :key`),
+  // RETURNING sees the history rows as they were before the statement: gathered only when the move keeps them.
+  transition: statement(
+    "lg_transition",
+    `WITH moved AS (
+      UPDATE sessions s SET
+        state = :to,
+        version = version + 1,
+        usage = CASE WHEN :setUsage::int = 1 THEN :usage::jsonb ELSE usage END,
+        context = CASE WHEN :setContext::int = 1 THEN :context::jsonb ELSE context END,
+        history_len = CASE WHEN :setContext::int = 1 THEN :historyLen::int ELSE history_len END,
+        pending = CASE WHEN :setPending::int = 1 THEN :pending::jsonb ELSE pending END,
+        answer = CASE WHEN :setAnswer::int = 1 THEN :answer::text ELSE answer END,
+        stop_reason = :stopReason::text,
+        updated_at = :at,
+        lease_owner = CASE WHEN :releasesLease::int = 1 THEN NULL ELSE lease_owner END,
+        lease_expires_at = CASE WHEN :releasesLease::int = 1 THEN NULL ELSE lease_expires_at END
+      WHERE id = :id AND state = :from AND version = :expectedVersion
+        AND (:owner::text IS NULL OR (lease_owner = :owner::text AND lease_expires_at > ${DB_NOW_MS}))
+      RETURNING ${COLUMNS}, CASE WHEN :setContext::int = 1 THEN NULL ELSE ${HISTORY} END AS history
+    ), audited AS (
+      INSERT INTO session_audit (session_id, version, from_state, to_state, at, reason, tool, args_hash, expected_timeout_ms, outcome, owner)
+      SELECT id, version, :from, :to, :at, :reason, :tool, :argsHash, :expectedTimeoutMs, :outcome, :owner FROM moved
+    ), trimmed AS (
+      DELETE FROM session_history h USING moved m
+      WHERE :setContext::int = 1 AND h.session_id = m.id AND h.seq >= coalesce(:historyLen::int, 0)
+    ), appended AS (
+      INSERT INTO session_history (session_id, seq, item)
+      SELECT m.id, :historyKept::int + i.ord - 1, i.item FROM moved m, jsonb_array_elements(:historyItems::jsonb) WITH ORDINALITY AS i (item, ord)
+      ON CONFLICT (session_id, seq) DO UPDATE SET item = EXCLUDED.item
+    ), stepped AS (
+      INSERT INTO session_steps (session_id, step, at, payload)
+      SELECT id, :step::int, :stepAt, :stepPayload::jsonb FROM moved WHERE :step::int IS NOT NULL
+    )
+    SELECT * FROM moved`,
+  ),
+  auditTrail: statement(
+    "lg_audit_trail",
+    `SELECT * FROM session_audit WHERE session_id = :id AND version > :after ORDER BY version`,
+  ),
+  steps: statement(
+    "lg_steps",
+    `SELECT step, at, payload FROM session_steps WHERE session_id = :id AND step > :after ORDER BY step`,
+  ),
+  claim: statement(
+    "lg_claim",
+    `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
+    WHERE id IN (
+      SELECT id FROM sessions
+      WHERE ${LIVE_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})
+      ORDER BY created_at, id LIMIT :limit
+      FOR UPDATE SKIP LOCKED)
+    RETURNING ${COLUMNS}, ${HISTORY} AS history`,
+  ),
+  // Wake times are the orchestrators' clock (they set them), so `:now` is too; leases stay on the database's.
+  wake: statement(
+    "lg_wake",
+    `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
+    WHERE id IN (
+      SELECT id FROM sessions
+      WHERE state = 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})
+        AND ((pending->'park'->>'wakeAt')::bigint <= :now
+          OR (pending->'park'->>'parkedAt')::bigint < ((:recovered::jsonb)->>(pending->'park'->>'tool'))::bigint)
+      ORDER BY (pending->'park'->>'wakeAt')::bigint, created_at, id LIMIT :limit
+      FOR UPDATE SKIP LOCKED)
+    RETURNING ${COLUMNS}, ${HISTORY} AS history`,
+  ),
+  overdue: statement(
+    "lg_overdue",
+    `SELECT
+      (SELECT count(*) FROM sessions WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= :now) AS approvals,
+      (SELECT count(*) FROM sessions WHERE state = 'PARKED'
+        AND (usage->>'startedAt')::numeric + (budget->>'deadlineMs')::numeric - :now < (budget->>'deadlineMs')::numeric / 5) AS parked`,
+  ),
+  renew: statement(
+    "lg_renew",
+    `UPDATE sessions SET lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
+    WHERE id IN (SELECT jsonb_array_elements_text(:ids::jsonb)) AND lease_owner = :owner AND lease_expires_at > ${DB_NOW_MS} AND ${LIVE_SQL}
+    RETURNING id`,
+  ),
+  release: statement(
+    "lg_release",
+    `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = :id AND lease_owner = :owner`,
+  ),
+  expiredApprovals: statement(
+    "lg_expired_approvals",
+    `${SESSION}
+    WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= :now
+    ORDER BY created_at, id LIMIT :limit`,
+  ),
+  // SKIP LOCKED: replicas pruning at once each take other rows instead of waiting on one another.
+  pruneSteps: statement(
+    "lg_prune_steps",
+    `DELETE FROM session_steps WHERE (session_id, step) IN (
+      SELECT st.session_id, st.step FROM session_steps st JOIN sessions s ON s.id = st.session_id
+      WHERE st.at < :before AND s.state IN (${TERMINAL_SQL}) ORDER BY st.at LIMIT :limit
+      FOR UPDATE OF st SKIP LOCKED)`,
+  ),
+  oldestStep: statement("lg_oldest_step", `SELECT min(at) AS at FROM session_steps`),
+  all: statement("lg_list_all", `${SESSION} ORDER BY created_at, id LIMIT :limit`),
+  allAfter: statement(
+    "lg_list_all_after",
+    `${SESSION} WHERE (created_at, id) > (:afterAt, :afterId) ORDER BY created_at, id LIMIT :limit`,
+  ),
+  state: statement("lg_list_state", `${SESSION} WHERE state = :state ORDER BY created_at, id LIMIT :limit`),
+  stateAfter: statement(
+    "lg_list_state_after",
+    `${SESSION} WHERE state = :state AND (created_at, id) > (:afterAt, :afterId) ORDER BY created_at, id LIMIT :limit`,
+  ),
+} as const;
+
+type Params = object;
+/** Values in the statement's order; a list of JSON texts (history items) goes as one JSON array. */
+const bind = (s: Statement, params: Params): pg.QueryConfig => ({
+  name: s.name,
+  text: s.text,
+  values: s.names.map((n) => {
+    const value = (params as Record<string, unknown>)[n];
+    return Array.isArray(value) ? `[${value.join(",")}]` : value;
+  }),
+});
+
+export interface PostgresSessionStoreOptions extends SessionStoreOptions, SchemaOptions {
+  /** Pool size; each replica needs few, since the hot paths are one statement each. */
+  readonly maxConnections?: number;
+  /** Waiting for a connection, new or from the pool (default 1000). */
+  readonly connectTimeoutMs?: number;
+  /**
+   * The server's statement_timeout and lock_timeout (default 1000); the client gives up on a
+   * reply 1 s after it, for a network that stops answering. `?statement_timeout=…` and
+   * `?lock_timeout=…` in the store URL win.
+   */
+  readonly statementTimeoutMs?: number;
+  /** How often the listening connection is checked; a dead one is replaced (default 5000). */
+  readonly listenCheckMs?: number;
+}
+
+export const POSTGRES_STORE_DEFAULTS = {
+  connectTimeoutMs: 1000,
+  statementTimeoutMs: 1000,
+  listenCheckMs: 5000,
+} as const;
+
+export class PostgresSessionStore extends SqlSessionStore {
+  private notifications: SessionNotifications | undefined;
+  private closed = false;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    options: SessionStoreOptions,
+  ) {
+    super(options, (value) => value);
+  }
+
+  /** Connects, migrates (or, with `migrate: false`, checks) the schema (see migrations/postgres) and starts listening; the database itself must exist. */
+  static async open(url: string, options: PostgresSessionStoreOptions = {}): Promise<PostgresSessionStore> {
+    // Every wait bounded, so an outage surfaces as an error inside the API's deadlines.
+    const statementTimeoutMs = options.statementTimeoutMs ?? POSTGRES_STORE_DEFAULTS.statementTimeoutMs;
+    const bounds = {
+      connectTimeoutMs: options.connectTimeoutMs ?? POSTGRES_STORE_DEFAULTS.connectTimeoutMs,
+      statementTimeoutMs,
+      lockTimeoutMs: statementTimeoutMs,
+    };
+    const config = postgresClientConfig(url, { ...bounds, applicationName: "loopguard-orchestrator" });
+    const pool = new pg.Pool({ ...config, max: options.maxConnections ?? 10 });
+    // An idle client losing its connection emits 'error' on the pool, which would otherwise
+    // crash the process; the pool drops that client and the next query reports any outage.
+    pool.on("error", () => {});
+    const store = new PostgresSessionStore(pool, options);
+    try {
+      // The store's first connection: a TLS setup that does not work fails here, said plainly.
+      const ready =
+        options.migrate === false
+          ? requireCurrentPostgres(pool, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS)
+          : migratePostgres(url, SESSIONS_MIGRATION_STORE, POSTGRES_SESSION_MIGRATIONS, {
+              ...bounds,
+              applicationName: "loopguard-orchestrator-migrate",
+            });
+      await ready.catch((error: unknown) => {
+        throw explainPostgresTlsError(error, url);
+      });
+      await store.guard("open", () =>
+        inTransaction(pool, async (c) => {
+          await c.query(`LOCK TABLE session_transitions IN EXCLUSIVE MODE`);
+          await c.query(`DELETE FROM session_transitions`);
+          await c.query(
+            `INSERT INTO session_transitions (from_state, to_state) SELECT * FROM unnest($1::text[], $2::text[])`,
+            [TRANSITION_PAIRS.map(([f]) => f), TRANSITION_PAIRS.map(([, t]) => t)],
+          );
+        }),
+      );
+      store.notifications = await SessionNotifications.start(
+        { ...config, application_name: "loopguard-orchestrator-listen" },
+        store.listeners,
+        options.listenCheckMs ?? POSTGRES_STORE_DEFAULTS.listenCheckMs,
+      );
+    } catch (err) {
+      await pool.end();
+      throw err;
+    }
+    return store;
+  }
+
+  protected errorKind(error: unknown): ErrorKind {
+    if (isPostgresUnavailable(error)) return "unavailable";
+    const code = typeof error === "object" && error !== null && "code" in error ? error.code : undefined;
+    if (code === ILLEGAL_TRANSITION_SQLSTATE || code === "23514") return "illegal";
+    return code === "23505" ? "duplicate" : "other";
+  }
+
+  private async rows<R extends pg.QueryResultRow>(
+    s: Statement,
+    params: Params,
+    client: pg.ClientBase | pg.Pool = this.pool,
+  ): Promise<R[]> {
+    return (await client.query<R>(bind(s, params))).rows;
+  }
+
+  private readonly run: RunStatement = (s, params, client) => this.rows(s, params, client);
+
+  private async changes(s: Statement, params: Params): Promise<number> {
+    return (await this.pool.query(bind(s, params))).rowCount ?? 0;
+  }
+
+  protected async insert(p: InsertParams): Promise<SessionRow | undefined> {
+    const max = p.maxInFlight;
+    if (max === null) return (await this.rows<SessionRow>(Q.insert, p))[0];
+    // One creator's creates take turns, on every replica: each counts in a statement that starts
+    // after the previous holder of the lock committed, so it sees that one's session.
+    return inTransaction(this.pool, async (client) => {
+      await client.query(bind(CREATOR_QUOTA.lock, p));
+      const [count] = await this.rows<{ n: string; retried: boolean }>(CREATOR_QUOTA.inFlight, p, client);
+      if (!count!.retried && Number(count!.n) >= max) throw new SessionQuotaExceededError(p.createdBy, max);
+      return (await this.rows<SessionRow>(Q.insert, p, client))[0];
+    });
+  }
+
+  protected async byId(id: string): Promise<SessionRow | undefined> {
+    return (await this.rows<SessionRow>(Q.byId, { id }))[0];
+  }
+
+  protected async byKey(createdBy: string, key: string): Promise<SessionRow | undefined> {
+    return (await this.rows<SessionRow>(Q.byKey, { createdBy, key }))[0];
+  }
+
+  protected page(p: PageParams): Promise<SessionRow[]> {
+    const all = p.state === null ? ([Q.all, Q.allAfter] as const) : ([Q.state, Q.stateAfter] as const);
+    const own =
+      p.state === null
+        ? ([OWN_PAGES.own, OWN_PAGES.ownAfter] as const)
+        : ([OWN_PAGES.ownState, OWN_PAGES.ownStateAfter] as const);
+    const [first, after] =
+      p.visibility === "all"
+        ? all
+        : p.visibility === "own"
+          ? own
+          : ([OWN_PAGES.ownOrWaiting, OWN_PAGES.ownOrWaitingAfter] as const);
+    return this.rows<SessionRow>(p.afterId === null ? first : after, p);
+  }
+
+  protected stateCounts(p: VisibilityParams): Promise<{ state: SessionState; n: number }[]> {
+    return this.rows(VISIBLE_COUNTS[p.visibility], p);
+  }
+
+  /** Each move is one statement; moves through `via` share a transaction, a lone move needs none. */
+  protected async move(
+    moves: MoveParams[],
+    _current: unknown,
+    money: MoneyChange | undefined,
+    now: number,
+  ): Promise<Moved> {
+    const run = async (client: pg.ClientBase | pg.Pool): Promise<Moved> => {
+      if (money) await changeMoney(this.run, client as pg.ClientBase, money, now);
+      let row: SessionRow | undefined;
+      for (const move of moves) {
+        row = (await this.rows<SessionRow>(Q.transition, move, client))[0];
+        if (!row) throw new NotApplied();
+      }
+      return { row: row! };
+    };
+    return moves.length === 1 && !money ? run(this.pool) : inTransaction(this.pool, run);
+  }
+
+  protected otherEffectRows(p: ReturnType<typeof reservationParams>) {
+    return otherEffectsRow(this.run, p);
+  }
+
+  protected async insertPatrolRun(row: { run_id: string; finished_at: number; run: string }): Promise<void> {
+    await this.pool.query(`INSERT INTO patrol_runs (run_id, finished_at, run) VALUES ($1, $2, $3)`, [
+      row.run_id,
+      row.finished_at,
+      row.run,
+    ]);
+  }
+
+  protected async patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: string; run: unknown }[]> {
+    return (await this.pool.query(`SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT $1`, [limit]))
+      .rows;
+  }
+
+  protected reservationRows(sessionId: string): Promise<ReservationRow[]> {
+    return reservationRowsOf(this.run, sessionId);
+  }
+
+  protected reservationRow(key: string): Promise<ReservationRow | undefined> {
+    return ownRowOf(this.run, key);
+  }
+
+  protected stepRows(id: string, after: number): Promise<StepRow[]> {
+    return this.rows(Q.steps, { id, after });
+  }
+
+  protected auditRows(id: string, after: number): Promise<AuditRow[]> {
+    return this.rows(Q.auditTrail, { id, after });
+  }
+
+  protected claimRows(p: ClaimParams): Promise<SessionRow[]> {
+    return this.rows(Q.claim, p);
+  }
+
+  protected wakeRows(p: WakeParams): Promise<SessionRow[]> {
+    return this.rows(Q.wake, p);
+  }
+
+  protected async overdueRow(now: number): Promise<{ approvals: string; parked: string }> {
+    return (await this.rows<{ approvals: string; parked: string }>(Q.overdue, { now }))[0]!;
+  }
+
+  protected async renew(p: { ids: string; owner: string; ttlMs: number }): Promise<string[]> {
+    return (await this.rows<{ id: string }>(Q.renew, p)).map((r) => r.id);
+  }
+
+  protected async release(p: { id: string; owner: string }): Promise<boolean> {
+    return (await this.changes(Q.release, p)) === 1;
+  }
+
+  protected expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]> {
+    return this.rows(Q.expiredApprovals, p);
+  }
+
+  protected pruneStepRows(p: { before: number; limit: number }): Promise<number> {
+    return this.changes(Q.pruneSteps, p);
+  }
+
+  protected async oldestStepRow(): Promise<string | null> {
+    return (await this.rows<{ at: string | null }>(Q.oldestStep, {}))[0]?.at ?? null;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.notifications?.close();
+    await this.pool.end();
+  }
+}

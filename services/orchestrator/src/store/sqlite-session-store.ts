@@ -1,0 +1,397 @@
+// SessionStore on one SQLite file (better-sqlite3, WAL, synchronous=NORMAL: a committed transition
+// survives a process crash): only its SQL and driver, the rest is SqlSessionStore's. Each write runs
+// to its end before another caller here gets a turn; BEGIN IMMEDIATE and busy_timeout cover other processes.
+import {
+  assessSchema,
+  isSqliteUnavailable,
+  migrateSqlite,
+  openSqlite,
+  requireCurrent,
+  type SchemaOptions,
+  sqliteLedger,
+} from "@loopguard/sql-store";
+import Database from "better-sqlite3";
+import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
+import { OPEN_SQL, SQLITE_SESSION_MIGRATIONS } from "../migrations/sqlite/index.js";
+import { isTerminal, TRANSITION_PAIRS, type SessionState } from "../session/session-state.js";
+import { TERMINAL_SQL } from "./session-sql.js";
+import {
+  SESSIONS_MIGRATION_STORE,
+  type ErrorKind,
+  type InsertParams,
+  insertedRow,
+  type MoveParams,
+  type Moved,
+  NotApplied,
+  type PageParams,
+  type AuditRow,
+  type ClaimParams,
+  type WakeParams,
+  type SessionRow,
+  type StepRow,
+  type VisibilityParams,
+} from "./sql-session-rows.js";
+import { SqlSessionStore } from "./sql-session-store.js";
+import { GroupCommit } from "./sqlite-group-commit.js";
+import { SqliteReservations } from "./sqlite-reservations.js";
+import {
+  COUNT_SQL,
+  IN_FLIGHT_SQL,
+  KEYSET_SQL,
+  moveSql,
+  ownOrWaitingPageSql,
+  pageSql,
+  SESSION_COLUMNS,
+} from "./sqlite-session-sql.js";
+import {
+  type SessionEvent,
+  SessionQuotaExceededError,
+  type SessionRecord,
+  type SessionStoreOptions,
+} from "./session-store.js";
+
+const changed = (r: Pick<SessionRow, "id" | "version" | "state" | "lease_owner">): SessionEvent => ({
+  kind: "changed",
+  id: r.id,
+  version: r.version,
+  state: r.state,
+  leaseOwner: r.lease_owner,
+});
+
+export interface SqliteSessionStoreOptions extends SessionStoreOptions, SchemaOptions {
+  /**
+   * How long a write waits for another process holding the file's write lock before the store
+   * reports itself unavailable. The orchestrator is the file's only writer, so a wait means a
+   * backup or a hand-run tool; it stays well inside the API's deadlines (better-sqlite3 waits
+   * synchronously, holding the event loop).
+   */
+  readonly busyTimeoutMs?: number;
+}
+
+function prepare(db: Database.Database) {
+  const page = (where: string) => db.prepare<unknown[], SessionRow>(pageSql(where));
+  // The stop_reason term, implied by the state, lets SQLite use the partial index it names.
+  const pages = (where: string) => ({ first: page(where), after: page(`${where} AND ${KEYSET_SQL}`) });
+  const counts = (sql: string) => db.prepare<[VisibilityParams], { state: SessionState; n: number }>(sql);
+  return {
+    // No RETURNING (see moveSql): the store builds the row it inserts.
+    insert: db.prepare<[InsertParams]>(
+      `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
+         stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, created_by, request_hash)
+       VALUES (@id, 'IDLE', 0, @goal, @task, @budget, @usage, '{}', NULL, @scopes, @policy,
+         NULL, NULL, @now, @now, @leaseOwner, @leaseExpiresAt, @idempotencyKey, @createdBy, @requestHash)
+       ON CONFLICT DO NOTHING`,
+    ),
+    byId: db.prepare<[{ id: string }], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE id = @id`),
+    byKey: db.prepare<[{ createdBy: string; key: string }], SessionRow>(
+      `SELECT ${SESSION_COLUMNS} FROM sessions s WHERE created_by = @createdBy AND idempotency_key = @key`,
+    ),
+    move: {
+      live: db.prepare<[MoveParams]>(moveSql("live")),
+      awaiting: db.prepare<[MoveParams]>(moveSql("awaiting")),
+      terminal: db.prepare<[MoveParams]>(moveSql("terminal")),
+    },
+    // The lease is what a move's caller cannot know: renewals change it without a new version.
+    leaseOf: db.prepare<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at">>(
+      `SELECT lease_owner, lease_expires_at FROM sessions WHERE id = @id`,
+    ),
+    hop: db.prepare<[MoveParams]>(
+      `UPDATE sessions SET state = @to, version = version + 1, updated_at = @at
+       WHERE id = @id AND state = @from AND version = @expectedVersion
+         AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))`,
+    ),
+    audit: db.prepare<[MoveParams]>(
+      `INSERT INTO session_audit (session_id, version, from_state, to_state, at, reason, tool, args_hash, expected_timeout_ms, outcome, owner)
+       VALUES (@id, @version, @from, @to, @at, @reason, @tool, @argsHash, @expectedTimeoutMs, @outcome, @owner)`,
+    ),
+    appendHistory: db.prepare<[{ id: string; seq: number; item: string }]>(
+      `INSERT INTO session_history (session_id, seq, item) VALUES (@id, @seq, @item)`,
+    ),
+    clearHistory: db.prepare<[MoveParams]>(`DELETE FROM session_history WHERE session_id = @id`),
+    appendStep: db.prepare<[MoveParams]>(
+      `INSERT INTO session_steps (session_id, step, at, payload) VALUES (@id, @step, @stepAt, @stepPayload)`,
+    ),
+    auditTrail: db.prepare<[{ id: string; after: number }], AuditRow>(
+      `SELECT * FROM session_audit WHERE session_id = @id AND version > @after ORDER BY version`,
+    ),
+    // Oldest first by the step's own time (index session_steps_by_at), joined to the session's state.
+    pruneSteps: db.prepare<[{ before: number; limit: number }]>(
+      `DELETE FROM session_steps WHERE rowid IN (
+        SELECT st.rowid FROM session_steps st JOIN sessions s ON s.id = st.session_id
+        WHERE st.at < @before AND s.state IN (${TERMINAL_SQL}) ORDER BY st.at LIMIT @limit)`,
+    ),
+    oldestStep: db.prepare<[], { at: number | null }>(`SELECT min(at) AS at FROM session_steps`),
+    steps: db.prepare<[{ id: string; after: number }], StepRow>(
+      `SELECT step, at, payload FROM session_steps WHERE session_id = @id AND step > @after ORDER BY step`,
+    ),
+    countByState: {
+      all: counts(COUNT_SQL.all),
+      own: counts(COUNT_SQL.own),
+      ownOrWaiting: counts(COUNT_SQL.ownOrWaiting),
+    },
+    // The quota's count, along sessions_by_creator_open: only the creator's live sessions are read.
+    inFlight: db.prepare<[InsertParams], { n: number }>(IN_FLIGHT_SQL),
+    keyTaken: db.prepare<[InsertParams], { id: string }>(
+      `SELECT id FROM sessions WHERE created_by = @createdBy AND idempotency_key = @idempotencyKey`,
+    ),
+    claim: db.prepare<[ClaimParams], { id: string }>(
+      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
+       WHERE id IN (
+         SELECT id FROM sessions
+         WHERE ${OPEN_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= @now)
+         ORDER BY created_at, id LIMIT @limit)
+       RETURNING id`,
+    ),
+    // Due by the clock along sessions_parked; due by a tool's recovery only when one recovered.
+    wakeDue: db.prepare<[WakeParams], { id: string }>(
+      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
+       WHERE id IN (
+         SELECT id FROM sessions
+         WHERE state = 'PARKED' AND json_extract(pending, '$.park.wakeAt') <= @now AND (lease_owner IS NULL OR lease_expires_at <= @now)
+         ORDER BY json_extract(pending, '$.park.wakeAt'), created_at, id LIMIT @limit)
+       RETURNING id`,
+    ),
+    wakeRecovered: db.prepare<[WakeParams], { id: string }>(
+      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
+       WHERE id IN (
+         SELECT s.id FROM sessions s, json_each(@recovered) r
+         WHERE s.state = 'PARKED' AND (s.lease_owner IS NULL OR s.lease_expires_at <= @now)
+           AND r.key = json_extract(s.pending, '$.park.tool') AND json_extract(s.pending, '$.park.parkedAt') < r.value
+         ORDER BY json_extract(s.pending, '$.park.wakeAt'), s.created_at, s.id LIMIT @limit)
+       RETURNING id`,
+    ),
+    overdue: db.prepare<[{ now: number }], { approvals: number; parked: number }>(
+      `SELECT
+         (SELECT count(*) FROM sessions WHERE ${OPEN_SQL} AND state = 'AWAITING_APPROVAL' AND json_extract(pending, '$.approval.expiresAt') <= @now) AS approvals,
+         (SELECT count(*) FROM sessions WHERE state = 'PARKED'
+            AND json_extract(usage, '$.startedAt') + json_extract(budget, '$.deadlineMs') - @now < json_extract(budget, '$.deadlineMs') / 5) AS parked`,
+    ),
+    renew: db.prepare<[{ ids: string; owner: string; now: number; expiresAt: number }], { id: string }>(
+      `UPDATE sessions SET lease_expires_at = @expiresAt
+       WHERE id IN (SELECT value FROM json_each(@ids)) AND lease_owner = @owner AND lease_expires_at > @now AND ${OPEN_SQL}
+       RETURNING id`,
+    ),
+    release: db.prepare<[{ id: string; owner: string }], Pick<SessionRow, "id" | "state" | "version" | "lease_owner">>(
+      `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner RETURNING id, state, version, lease_owner`,
+    ),
+    expiredApprovals: db.prepare<[{ now: number; limit: number }], SessionRow>(
+      `SELECT ${SESSION_COLUMNS} FROM sessions s
+       WHERE ${OPEN_SQL} AND state = 'AWAITING_APPROVAL' AND json_extract(pending, '$.approval.expiresAt') <= @now
+       ORDER BY created_at, id LIMIT @limit`,
+    ),
+    pages: {
+      all: { first: page(""), after: page(`WHERE ${KEYSET_SQL}`) },
+      open: pages(`WHERE state = @state AND ${OPEN_SQL}`),
+      ended: pages(`WHERE state = @state AND stop_reason IS NOT NULL`),
+      own: pages(`WHERE created_by = @createdBy`),
+      ownInState: pages(`WHERE created_by = @createdBy AND state = @state`),
+      ownOrWaiting: {
+        first: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql("")),
+        after: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql(` AND ${KEYSET_SQL}`)),
+      },
+    },
+  };
+}
+
+export class SqliteSessionStore extends SqlSessionStore {
+  private readonly stmt: ReturnType<typeof prepare>;
+  private readonly money: SqliteReservations;
+  private readonly writes: GroupCommit;
+
+  private constructor(
+    private readonly db: Database.Database,
+    options: SqliteSessionStoreOptions,
+  ) {
+    super(options, (value) => JSON.parse(value as string));
+    this.stmt = prepare(db);
+    this.money = new SqliteReservations(db);
+    this.writes = new GroupCommit(db, (event) => this.listeners.emit(event));
+  }
+
+  /** Opens (creating it if missing) and migrates (or, with `migrate: false`, checks) the file, then makes its copy of TRANSITIONS match this build's. */
+  static async open(file: string, options: SqliteSessionStoreOptions = {}): Promise<SqliteSessionStore> {
+    const db = openSqlite(file, { synchronous: "NORMAL", busyTimeoutMs: options.busyTimeoutMs ?? 1000 });
+    try {
+      // migrateSqlite turns foreign keys off while it migrates (a layout change rebuilds tables others refer to).
+      if (options.migrate === false)
+        requireCurrent(
+          assessSchema(SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS, sqliteLedger(db, SESSIONS_MIGRATION_STORE)),
+        );
+      else await migrateSqlite(db, SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS);
+      db.pragma("foreign_keys = ON");
+      const insert = db.prepare(`INSERT INTO session_transitions (from_state, to_state) VALUES (?, ?)`);
+      db.transaction(() => {
+        db.exec(`DELETE FROM session_transitions`);
+        for (const [from, to] of TRANSITION_PAIRS) insert.run(from, to);
+      }).immediate();
+      return new SqliteSessionStore(db, options);
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+  }
+
+  protected errorKind(error: unknown): ErrorKind {
+    if (isSqliteUnavailable(error)) return "unavailable";
+    const code = error instanceof Database.SqliteError ? error.code : undefined;
+    if (code === "SQLITE_CONSTRAINT_TRIGGER" || code === "SQLITE_CONSTRAINT_CHECK") return "illegal";
+    return code === "SQLITE_CONSTRAINT_PRIMARYKEY" ? "duplicate" : "other";
+  }
+
+  private write<T>(run: (events: SessionEvent[]) => T): Promise<T> {
+    return this.writes.write(run);
+  }
+
+  protected insert(p: InsertParams): Promise<SessionRow | undefined> {
+    return this.write((events) => {
+      // Counted in the create's own write transaction, which no other writer shares.
+      const retried = p.idempotencyKey !== null && this.stmt.keyTaken.get(p) !== undefined;
+      if (p.maxInFlight !== null && !retried && this.stmt.inFlight.get(p)!.n >= p.maxInFlight)
+        throw new SessionQuotaExceededError(p.createdBy, p.maxInFlight);
+      if (this.stmt.insert.run(p).changes === 0) return undefined;
+      const row = insertedRow(p);
+      events.push(changed(row));
+      return row;
+    });
+  }
+
+  protected async byId(id: string): Promise<SessionRow | undefined> {
+    return this.stmt.byId.get({ id });
+  }
+
+  protected async byKey(createdBy: string, key: string): Promise<SessionRow | undefined> {
+    return this.stmt.byKey.get({ createdBy, key });
+  }
+
+  protected async page(p: PageParams): Promise<SessionRow[]> {
+    const { pages } = this.stmt;
+    const all = p.state === null ? pages.all : isTerminal(p.state) ? pages.ended : pages.open;
+    const stmts =
+      p.visibility === "all"
+        ? all
+        : p.visibility === "ownOrWaiting"
+          ? pages.ownOrWaiting
+          : p.state === null
+            ? pages.own
+            : pages.ownInState;
+    return (p.afterId === null ? stmts.first : stmts.after).all(p);
+  }
+
+  protected async stateCounts(p: VisibilityParams): Promise<{ state: SessionState; n: number }[]> {
+    return this.stmt.countByState[p.visibility].all(p);
+  }
+
+  /** Per move, the optimistic-lock UPDATE and its audit row; the last move carries the patch, the history rows and the step. */
+  protected move(
+    moves: MoveParams[],
+    current: SessionRecord | undefined,
+    money: MoneyChange | undefined,
+    now: number,
+  ): Promise<Moved> {
+    return this.write((events) => {
+      // In the write's own transaction (or savepoint): a refused reserve, or a move that matches no row, undoes both.
+      if (money) this.money.change(money, now);
+      const last = moves.at(-1)!;
+      for (const move of moves) {
+        const into =
+          move !== last ? "hop" : isTerminal(move.to) ? "terminal" : move.releasesLease ? "awaiting" : "live";
+        if ((into === "hop" ? this.stmt.hop : this.stmt.move[into]).run(move).changes !== 1) throw new NotApplied();
+        this.stmt.audit.run(move);
+      }
+      if (last.setContext) {
+        if (last.historyKept === 0) this.stmt.clearHistory.run(last);
+        for (const [i, item] of last.historyItems.entries())
+          this.stmt.appendHistory.run({ id: last.id, seq: last.historyKept + i, item });
+      }
+      if (last.step !== null) this.stmt.appendStep.run(last);
+      const lease = last.releasesLease ? { lease_owner: null, lease_expires_at: null } : this.stmt.leaseOf.get(last)!;
+      events.push({
+        kind: "changed",
+        id: last.id,
+        version: last.version,
+        state: last.to,
+        leaseOwner: lease.lease_owner,
+      });
+      return current
+        ? { lease: { owner: lease.lease_owner, expiresAt: lease.lease_expires_at } }
+        : { row: this.stmt.byId.get(last)! };
+    });
+  }
+
+  protected async otherEffectRows(p: ReturnType<typeof reservationParams>) {
+    return this.money.othersRow(p);
+  }
+
+  protected async insertPatrolRun(row: { run_id: string; finished_at: number; run: string }): Promise<void> {
+    this.db.prepare(`INSERT INTO patrol_runs (run_id, finished_at, run) VALUES (@run_id, @finished_at, @run)`).run(row);
+  }
+
+  protected async patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: number; run: string }[]> {
+    return this.db
+      .prepare<[number], { run_id: string; finished_at: number; run: string }>(
+        `SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT ?`,
+      )
+      .all(limit);
+  }
+
+  protected async reservationRows(sessionId: string): Promise<ReservationRow[]> {
+    return this.money.rowsOf(sessionId);
+  }
+
+  protected async reservationRow(key: string): Promise<ReservationRow | undefined> {
+    return this.money.ownRow(key);
+  }
+
+  protected async stepRows(id: string, after: number): Promise<StepRow[]> {
+    return this.stmt.steps.all({ id, after });
+  }
+
+  protected async auditRows(id: string, after: number): Promise<AuditRow[]> {
+    return this.stmt.auditTrail.all({ id, after });
+  }
+
+  protected async claimRows(p: ClaimParams): Promise<SessionRow[]> {
+    return this.write(() => this.stmt.claim.all(p).map(({ id }) => this.stmt.byId.get({ id })!));
+  }
+
+  protected wakeRows(p: WakeParams): Promise<SessionRow[]> {
+    return this.write(() => {
+      const ids = this.stmt.wakeDue.all(p).map(({ id }) => id);
+      if (ids.length < p.limit && p.recovered !== "{}")
+        ids.push(...this.stmt.wakeRecovered.all({ ...p, limit: p.limit - ids.length }).map(({ id }) => id));
+      return ids.map((id) => this.stmt.byId.get({ id })!);
+    });
+  }
+
+  protected async overdueRow(now: number): Promise<{ approvals: number; parked: number }> {
+    return this.stmt.overdue.get({ now })!;
+  }
+
+  protected renew(p: { ids: string; owner: string; now: number; expiresAt: number }): Promise<string[]> {
+    return this.write(() => this.stmt.renew.all(p).map((r) => r.id));
+  }
+
+  protected release(p: { id: string; owner: string }): Promise<boolean> {
+    return this.write((events) => {
+      const row = this.stmt.release.get(p);
+      if (row) events.push(changed(row));
+      return row !== undefined;
+    });
+  }
+
+  protected async expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]> {
+    return this.stmt.expiredApprovals.all(p);
+  }
+
+  protected pruneStepRows(p: { before: number; limit: number }): Promise<number> {
+    return this.write(() => this.stmt.pruneSteps.run(p).changes);
+  }
+
+  protected async oldestStepRow(): Promise<number | null> {
+    return this.stmt.oldestStep.get()?.at ?? null;
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}

@@ -38,7 +38,7 @@ export type Step =
   | { readonly do: "hold"; readonly ms: number; readonly capped?: boolean }
   /** Runs `steps` over and over for `forMs` (while sessions run); notes "<cycles> <counted>". */
   | { readonly do: "repeat"; readonly forMs: number; readonly steps: readonly Step[]; readonly counted: string }
-  /** Sets the fault profile of every target pod, and says what it does. */
+  /** Sets the fault profile of every target pod and marks `what` (`{pods}`: how many pods). */
   | { readonly do: "set-faults"; readonly profile: FaultProfile; readonly what: string }
   /** A blue-green release of the target (or the rollback), through the place's own release path. */
   | { readonly do: "release"; readonly kind: ReleaseKind; readonly to?: string; readonly announce: string }

@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import { parseStoreUrl, runSchemaCommandAndExit, schemaCommandOf } from "@loopguard/sql-store";
 import { ConfigError, createLogger, dataDirOf, serveTool, startTelemetry } from "@loopguard/tool-sdk";
-import { createAdminHttp } from "./api/admin-http.js";
+import { createHttpPort } from "./api/http-port.js";
 import { describeOrchestratorConfig, loadOrchestratorConfig, type OrchestratorConfig } from "./config.js";
 import { LogTail } from "./api/log-tail.js";
 import { SESSIONS_SCHEMA } from "./store/open-store.js";
@@ -59,7 +59,7 @@ try {
     logger: log,
     metrics: built.metrics,
     connect: true,
-    http: createAdminHttp({ log }),
+    http: createHttpPort({ log }),
     exitOnSignals: true,
   });
   built.orchestrator.start();

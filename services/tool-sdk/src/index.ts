@@ -125,9 +125,7 @@ export {
   type ToolDefinition,
   type ToolHandlers,
   type ToolServer,
-  type UnaryInvoker,
 } from "./serve.js";
-export type { HttpCallInit } from "./server/http-call.js";
 export { violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";
 export { type Backoff, backoffDelayMs, type Jitter } from "./backoff.js";

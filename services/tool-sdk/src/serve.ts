@@ -36,7 +36,7 @@ import type { Logger } from "./logger.js";
 import type { BoundKeySet } from "./key-bindings.js";
 import { ServerMetrics } from "./metrics.js";
 import { type OidcSettings, OidcVerifier } from "./oidc.js";
-import { type UnaryInvoker, type UnaryRoute, unaryInvoker } from "./server/http-call.js";
+import { type UnaryRoute, unaryInvoker } from "./server/http-call.js";
 import {
   type CallContext,
   noStream,
@@ -63,10 +63,10 @@ import { shutdownTelemetry } from "./telemetry.js";
 import { TokenVerifier } from "./token-verifier.js";
 import { warmValidation } from "./validation.js";
 
-export type { CallContext, UnaryInvoker };
+export type { CallContext };
 
 /** An extra route on the HTTP port: answers and returns true, or returns false for a path it does not serve. */
-export type HttpRoute = (req: IncomingMessage, res: ServerResponse, invoke: UnaryInvoker) => boolean;
+export type HttpRoute = (req: IncomingMessage, res: ServerResponse) => boolean;
 
 type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
 
@@ -136,7 +136,7 @@ export interface ServeOptions {
    * (POST /<package.Service>/<Method>, JSON or binary), through the same chain as over gRPC.
    */
   readonly connect?: boolean;
-  /** Extra routes on the HTTP port; `invoke` calls a unary method of the contract through its chain. */
+  /** Extra routes on the HTTP port (beside /metrics, /healthz and Connect's). */
   readonly http?: HttpRoute;
   /**
    * Install SIGTERM/SIGINT handlers (drain, then exit 0) before announcing "serving", so a
@@ -297,7 +297,7 @@ export async function serveTool<S extends DescService>(
     );
   }
 
-  /** The contract's unary methods' chains, for HTTP callers (Connect and options.http). */
+  /** The contract's unary methods' chains, for Connect callers on the HTTP port. */
   const unaryRoutes = new Map<DescMethod, UnaryRoute>();
 
   function register<T extends DescService>(
@@ -408,7 +408,7 @@ export async function serveTool<S extends DescService>(
   const port = await bindAsync(server, `${options.host}:${options.port}`);
   const invoke = unaryInvoker(unaryRoutes, log);
   const routeHttp = (req: IncomingMessage, res: ServerResponse): void => {
-    if (options.http?.(req, res, invoke)) return;
+    if (options.http?.(req, res)) return;
     if (req.url === "/metrics") {
       metrics.registry.metrics().then(
         (body) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(body),

@@ -8,13 +8,13 @@ export {
   requestDigest,
   type SigningKey,
   signingKeyFromJwk,
+  KEY_ROLES,
+  type KeyRole,
 } from "./auth.js";
 export {
   type BoundKeySet,
   bindingProblem,
   type KeyBinding,
-  KEY_ROLES,
-  type KeyRole,
   publicKeySet,
   scopeBeyond,
   scopeMatcher,

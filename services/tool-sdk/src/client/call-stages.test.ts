@@ -33,14 +33,7 @@ import { requestValidationStage, responseValidationStage } from "./stages/valida
 
 const search = KbSearchService.method.search;
 const refund = BillingService.method.refund;
-const hit = {
-  docId: "refund-policy",
-  version: 1,
-  title: "Refund policy",
-  snippet: "…",
-  score: 1.5,
-  category: "policy",
-};
+const hit = { docId: "returns", version: 2, title: "Returns" };
 const kbTarget = callTarget("kb-search", search, new Set(["INDEX_UNAVAILABLE"]));
 
 function searchCall(query = "refund", options: ClientCall["options"] = {}): ClientCall {
@@ -69,12 +62,13 @@ const failure = (code: status, reason?: string, extra: Partial<CallError> = {}) 
   });
 
 async function rejection(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CallError);
-  return error as CallError;
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).toBeInstanceOf(CallError);
+    return error as CallError;
+  }
+  return expect.fail("the call was answered");
 }
 
 /** A next stage that answers from a script, one entry per attempt, counting attempts as the transport does. */
@@ -151,13 +145,14 @@ describe("credentialsStage", () => {
 
 describe("bulkheadStage", () => {
   it("refuses a call beyond the calls in flight and queued: RESOURCE_EXHAUSTED, BULKHEAD_FULL, nothing sent", async () => {
-    let release = () => undefined as void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    const stage = bulkheadStage(bulkhead(1, 0))(async () => held);
+    const held = new AbortController();
+    const stage = bulkheadStage(bulkhead(1, 0))(
+      () => new Promise((resolve) => held.signal.addEventListener("abort", resolve, { once: true })),
+    );
     const first = stage(searchCall());
     const error = await rejection(stage(searchCall()));
     expect([error.code, error.reason, error.attempts]).toEqual([status.RESOURCE_EXHAUSTED, "BULKHEAD_FULL", 0]);
-    release();
+    held.abort();
     await first;
   });
 });

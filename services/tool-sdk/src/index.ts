@@ -97,7 +97,8 @@ export {
   redactText,
   replacePersonalData,
 } from "./pii.js";
-export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
+export { createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
+export { CallError, type CallErrorOptions } from "./client/call-error.js";
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
 export { runTool } from "./run.js";
@@ -130,13 +131,7 @@ export { violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";
 export { type Backoff, backoffDelayMs, type Jitter } from "./backoff.js";
 export { mayRetry, RetryBudget } from "./client/retry.js";
-export {
-  type BreakerState,
-  type CallOptions,
-  type ResultSource,
-  ToolCallError,
-  ToolClient,
-  toolClient,
-  type ToolClientOptions,
-  type ToolResult,
-} from "./client/tool-client.js";
+export type { ResultSource } from "./client/chain.js";
+export type { ToolClientOptions } from "./client/plan.js";
+export type { BreakerState } from "./client/stages/breaker.js";
+export { type CallOptions, ToolClient, toolClient, type ToolResult } from "./client/tool-client.js";

@@ -10,7 +10,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { DescService } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
-import type { ToolCallError, ToolClient } from "@loopguard/tool-sdk";
+import type { CallError, ToolClient } from "@loopguard/tool-sdk";
 import { failureName, passes, type WaitFor } from "../session/park-rules.js";
 import { type ApprovalRules, thresholdsIn } from "./approvals.js";
 import { deadlineOf } from "./budget.js";
@@ -82,7 +82,7 @@ export async function readLive(
     });
     return { ok: true, data: toJson(tool.method.output, result.response as never) as JsonValue };
   } catch (error) {
-    const e = error as ToolCallError;
+    const e = error as CallError;
     const why = `${tool.name} failed: ${e.reason ?? e.code}: ${redactText(e.message)}`;
     return {
       ok: false,

@@ -4,6 +4,8 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import {
+  type CitationRule,
+  citationsOf,
   type Degradation,
   Effect,
   FieldRole,
@@ -56,6 +58,8 @@ const MODEL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
 export class ToolRegistry {
   readonly #tools: ReadonlyMap<string, RegisteredTool>;
+  /** How answers cite the entities these tools return (their contracts' citation options). */
+  readonly citations: readonly CitationRule[];
 
   /** Throws when a contract lacks the options a tool needs, or two methods map to one name. */
   constructor(services: readonly DescService[] = DEFAULT_TOOL_SERVICES) {
@@ -75,6 +79,7 @@ export class ToolRegistry {
       }
     }
     this.#tools = tools;
+    this.citations = citationsOf(services);
   }
 
   list(): RegisteredTool[] {

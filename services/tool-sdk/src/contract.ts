@@ -116,7 +116,7 @@ export function errorReasons(service: DescService): ReadonlySet<string> {
 /**
  * The one service a token carrying `scopes` is for, read from the contracts: the services whose
  * methods require each scope, intersected. The admin service's scope is served beside every tool,
- * and a scope no method requires (e.g. "grant:kb:read", which the orchestrator reads from its
+ * and a scope no method requires (e.g. "grant:<scope>", which the orchestrator reads from its
  * callers' tokens), so neither narrows anything. Undefined when the scopes fit no single service.
  */
 export function audienceOf(scopes: readonly string[], services: readonly DescService[]): string | undefined {
@@ -177,7 +177,7 @@ function messagesOf(services: readonly DescService[]): DescMessage[] {
   return [...seen];
 }
 
-/** The field names (as protobuf spells them, e.g. "order_id") these services declare log_safe. */
+/** The field names (as protobuf spells them, in snake case) these services declare log_safe. */
 export function logSafeFieldsOf(services: readonly DescService[]): ReadonlySet<string> {
   return new Set(
     messagesOf(services).flatMap((m) => m.fields.filter((f) => fieldPolicy(f).logSafe).map((f) => f.name)),

@@ -66,7 +66,6 @@ const SAFE_FIELDS = new Set([
   "maxConcurrent",
   "shutdownGraceMs",
   "metricsPort",
-  "replayed",
   "data_dir",
   "store",
   "migrations_applied",

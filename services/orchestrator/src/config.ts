@@ -128,7 +128,7 @@ const GRPC_TARGET = /^[A-Za-z][A-Za-z0-9+.-]*:(?!\d+(?:,|$))/;
 
 /**
  * A tool's replicas: "host:port[,host:port…]" (host names or IP literals, IPv6 in brackets),
- * or one gRPC target such as "dns:///kb-search.loopguard.svc.cluster.local:50061".
+ * or one gRPC target such as "dns:///<tool>.loopguard.svc.cluster.local:<port>".
  */
 function targets(env: Env, name: string, fallback: string): string[] {
   const raw = (env[name] || fallback).trim();

@@ -24,11 +24,11 @@ import type { ToolSpec } from "./policies/policy.js";
 export const DEFAULT_TOOL_SERVICES: readonly DescService[] = toolServicesOf(contractFiles);
 
 export interface RegisteredTool {
-  /** Model-visible name, e.g. "billing_refund". */
+  /** Model-visible name: "<tool>_<method in snake case>". */
   readonly name: string;
   readonly service: DescService;
   readonly method: DescMethod;
-  /** The service's tool name from its contract, e.g. "kb-search"; used in metrics and logs. */
+  /** The service's tool name from its contract; used in metrics and logs. */
   readonly tool: string;
   readonly effect: Effect;
   /** Scope the session's token must carry; "" means any authenticated caller. */

@@ -25,7 +25,7 @@ export interface ApprovalRules {
   /** The customer total counts what was held or made within this window. */
   readonly customerWindowMs: number;
   /**
-   * Per approval setting a contract declares (e.g. "risk" on a customer's risk score): a value at or
+   * Per approval setting a contract declares (a response field's `(field).approval`): a value at or
    * above it needs approval. A setting left out holds its contract's default threshold.
    */
   readonly thresholds: Readonly<Record<string, number>>;

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { parseStoreUrl, readMigrateOnStart, redactStoreUrl, storePoolSize } from "@loopguard/sql-store";
 import {
   acceptableIssuerUrl,
+  approvalFieldsOf,
   type BoundKeySet,
   ConfigError,
   DEFAULT_OIDC_ROLES_CLAIM,
@@ -127,7 +128,7 @@ const GRPC_TARGET = /^[A-Za-z][A-Za-z0-9+.-]*:(?!\d+(?:,|$))/;
 
 /**
  * A tool's replicas: "host:port[,host:port…]" (host names or IP literals, IPv6 in brackets),
- * or one gRPC target such as "dns:///kb-search.loopguard.svc.cluster.local:50061".
+ * or one gRPC target such as "dns:///<tool>.loopguard.svc.cluster.local:<port>".
  */
 function targets(env: Env, name: string, fallback: string): string[] {
   const raw = (env[name] || fallback).trim();
@@ -321,7 +322,12 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
         60_000,
         366 * 24 * 3600_000,
       ),
-      riskThreshold: int(env, "APPROVAL_RISK_THRESHOLD", DEFAULT_APPROVAL_RULES.riskThreshold, 0, 101),
+      thresholds: Object.fromEntries(
+        approvalFieldsOf(DEFAULT_TOOL_SERVICES).map((f) => [
+          f.setting,
+          int(env, `APPROVAL_${f.setting.toUpperCase()}_THRESHOLD`, f.defaultThreshold, 0, f.maxThreshold),
+        ]),
+      ),
       minConfidence: fraction(env, "CONFIDENCE_THRESHOLD", DEFAULT_APPROVAL_RULES.minConfidence),
       ttlMs: int(env, "APPROVAL_TTL_MS", DEFAULT_APPROVAL_RULES.ttlMs, 1000, 7 * 24 * 3600_000),
     },

@@ -54,7 +54,7 @@ export interface SigningKey {
 
 export interface MintOptions {
   readonly subject: string;
-  /** The service that may accept the token: its contract's tool name, e.g. "billing". */
+  /** The service that may accept the token: its contract's tool name. */
   readonly audience: string;
   readonly scopes: readonly string[];
   /** Lifetime from now; ignored when `expiresAt` is given. Default 300 s. */

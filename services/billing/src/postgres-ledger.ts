@@ -16,24 +16,17 @@ import {
 import type pg from "pg";
 import {
   type BreakGlassRow,
-  breakGlassRow,
-  decideRefund,
-  dryRunOutcome,
-  insertedOutcome,
   LedgerError,
   MAX_LISTED_REFUNDS,
   type OrderRecord,
-  type OrderRow,
-  orderOf,
   type RefundCommand,
   type RefundLedger,
   type RefundOutcome,
   type RefundRecord,
-  type RefundRow,
-  refundOf,
   type SeedOrder,
-  seedRows,
 } from "./ledger.js";
+import { breakGlassRow, type OrderRow, orderOf, type RefundRow, refundOf, seedRows } from "./ledger-rows.js";
+import { decideRefund, dryRunOutcome, insertedOutcome } from "./refund-decision.js";
 
 /**
  * Refund's SLA timeout is 2 s: a database that does not answer must become LEDGER_UNAVAILABLE

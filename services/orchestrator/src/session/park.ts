@@ -1,10 +1,10 @@
 // Riding out a tool's bad minutes: a call the session needs that failed for a reason that passes
 // (the tool down, its breaker open, overloaded, too slow) parks the session — PARKED, durable,
 // holding no lease, its call kept — until a wake time with backoff and jitter, or until the tool
-// recovers (the driver's wake loop, replica.ts). It goes on from where it was as long as its wall clock
+// recovers (Orchestrator's wake loop). It goes on from where it was as long as its wall clock
 // covers the wait and the call's SLA timeout; when it no longer does, a degraded answer stands in
 // if the method declares one, and otherwise the session ends tool_unavailable, saying so.
-import { Effect, type ToolCallError } from "@loopguard/tool-sdk";
+import { Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
 import { newApproval } from "../guard/approvals.js";
 import { deadlineOf } from "../guard/budget.js";
 import type { ToolSpec } from "../policies/policy.js";
@@ -12,7 +12,7 @@ import type { SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { type Park, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
 import type { Kit } from "./kit.js";
-import { failureName, type WaitFor, wakeTime } from "./park-rules.js";
+import { failureName, passes, type WaitFor, wakeTime } from "./park-rules.js";
 import { type InFlight, observeSent } from "./send.js";
 
 /**

@@ -142,3 +142,4 @@ export {
   type ToolClientOptions,
   type ToolResult,
 } from "./client/tool-client.js";
+export { numberOption, UsageError } from "./cli-options.js";

@@ -4,7 +4,7 @@
 // data (api-calls.ts): the Role in the chaos-drills component is generated from it, and the
 // tests hold the client's real requests and the shipped Role to it.
 import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
-import type { PodChaos } from "./pod-chaos.js";
+import type { PodChaos } from "../manifests/pod-chaos-objects.js";
 
 const CHAOS = { group: "chaos-mesh.org", version: "v1alpha1", plural: "podchaos" } as const;
 

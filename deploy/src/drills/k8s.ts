@@ -12,7 +12,7 @@ import type { DrillKube } from "./cluster-api.js";
 import { MetricsSampler, prometheusPages, podPages } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import { drillPeople } from "./people.js";
-import { type PodChaos, podKill } from "./pod-chaos.js";
+import { type PodChaos, podKill } from "../manifests/pod-chaos-objects.js";
 import {
   type DrillCluster,
   DrillError,

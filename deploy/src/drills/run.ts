@@ -23,7 +23,7 @@ import {
 import type { DrillPeople } from "./people.js";
 import { breakerTransitions, growth, MetricsSampler, type PageReader, toolCallFigures } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
-import type { KillMode } from "./pod-chaos.js";
+import type { KillMode } from "../manifests/pod-chaos-objects.js";
 import {
   auditSideEffects,
   computeReport,

@@ -15,10 +15,10 @@ import {
   smokePassed,
   toolServicesOf,
 } from "@loopguard/tool-sdk";
-import { serviceSlos } from "../prometheus-files.js";
-import type { MethodSlo } from "../slo-rules.js";
+import { serviceSlos } from "../manifests/prometheus-files.js";
+import type { MethodSlo } from "../manifests/slo-rules.js";
 import { ReleaseRefused } from "./contract-gate.js";
-import type { GateKind } from "./gate-queries.js";
+import type { GateKind } from "../manifests/gate-queries.js";
 
 /** What a release of a tool is judged by: its contract's smoke call, and its methods' SLOs (the deploy overrides applied). */
 export interface ReleaseGate {

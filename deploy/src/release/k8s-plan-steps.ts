@@ -3,14 +3,14 @@
 // produces; a gate step carries its smoke Job, its queries and the steps that undo the release.
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import jsonPatch, { type Operation } from "fast-json-patch";
-import type { K8sObject } from "../k8s-check.js";
-import { migrateJob, migrateJobLabels, migrateJobName } from "../k8s-migration-objects.js";
-import { serviceHost } from "../k8s-objects.js";
-import { type Colour, COLOUR_LABEL } from "../k8s-release-objects.js";
-import { SMOKE_LABEL, smokeJobSpec } from "../k8s-smoke-objects.js";
+import type { K8sObject } from "../manifests/renderings.js";
+import { migrateJob, migrateJobLabels, migrateJobName } from "../manifests/migration-objects.js";
+import { serviceHost } from "../manifests/service-objects.js";
+import { type Colour, COLOUR_LABEL } from "../manifests/release-objects.js";
+import { SMOKE_LABEL, smokeJobSpec } from "../manifests/smoke-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import { type JudgedMethod, judgedMethods, type ReleaseGate } from "./gate.js";
-import { type GateQuery, gateQueries } from "./gate-queries.js";
+import { type GateQuery, gateQueries } from "../manifests/gate-queries.js";
 
 /**
  * The field manager of every change a release makes (patches, smoke Jobs), so `kubectl get

@@ -24,8 +24,8 @@ import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment, ReplicaSet } from "kubernetes-types/apps/v1.js";
 import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
 import type { Service } from "kubernetes-types/core/v1.js";
-import type { K8sObject } from "../k8s-check.js";
-import type { ReleasePath } from "../k8s-files.js";
+import type { K8sObject } from "../manifests/renderings.js";
+import type { ReleasePath } from "../manifests/generated-components.js";
 import {
   type Colour,
   COLOUR_LABEL,
@@ -33,8 +33,8 @@ import {
   colourDeploymentName,
   previewServiceName,
   SCALE_DOWN_DELAY_SECONDS,
-} from "../k8s-release-objects.js";
-import { WAIT_FOR_SCHEMA } from "../k8s-migration-objects.js";
+} from "../manifests/release-objects.js";
+import { WAIT_FOR_SCHEMA } from "../manifests/migration-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import type { ReleaseGate } from "./gate.js";
 import { PlanBuilder, type Step } from "./k8s-plan-steps.js";

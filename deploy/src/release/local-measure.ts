@@ -4,7 +4,7 @@
 // same bucket interpolation as PromQL's histogram_quantile); a method is judged once it had
 // minCallsToJudge calls in the window, its value the measure over its target, as in gate-queries.ts.
 import { minCallsToJudge } from "@loopguard/tool-sdk";
-import { type MethodSlo, SERVER_FAULT_CODES } from "../slo-rules.js";
+import { type MethodSlo, SERVER_FAULT_CODES } from "../manifests/slo-rules.js";
 import type { GateAnswer, JudgedValue } from "./gate.js";
 
 interface Sample {

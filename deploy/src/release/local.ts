@@ -20,9 +20,9 @@ import {
   type Pod,
   type PodSet,
   type SuiteState,
-} from "../containers/suite.js";
-import { imageRepository } from "../images/images.js";
-import { COLOURS } from "../k8s-release-objects.js";
+} from "../local/suite.js";
+import { imageRepository } from "../local/images.js";
+import { COLOURS } from "../manifests/release-objects.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";
 import { type GateVerdict, releaseGateOf } from "./gate.js";
 import { migrationGate } from "./migration-gate.js";

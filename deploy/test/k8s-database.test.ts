@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, type Rendering, renderOnProd, validateRenderings } from "../src/manifests/renderings.js";
 import { connectionBudget } from "../src/manifests/connection-budget-check.js";
 import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/manifests/generated-components.js";
-import { POSTGRES_CA_FILE, POSTGRES_CA_SECRET } from "../src/manifests/service-objects.js";
+import { POSTGRES_CA_FILE, POSTGRES_CA_SECRET } from "../src/manifests/store-objects.js";
 import { storePoolSizes } from "../src/manifests/postgres-budget.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");

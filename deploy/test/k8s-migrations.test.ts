@@ -11,7 +11,7 @@ import type { Job } from "kubernetes-types/batch/v1.js";
 import type { Container } from "kubernetes-types/core/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, renderAll, type Rendering } from "../src/manifests/renderings.js";
-import { POSTGRES_CLIENT_LABEL } from "../src/manifests/service-objects.js";
+import { POSTGRES_CLIENT_LABEL } from "../src/manifests/cluster-names.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const stateful = discoverServices(join(root, "services")).filter((s) => s.stateful);

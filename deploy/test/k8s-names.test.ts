@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { type K8sObject, kustomize } from "../src/manifests/renderings.js";
 import { RELEASE_COMPONENTS } from "../src/manifests/generated-components.js";
-import { NAMESPACE } from "../src/manifests/service-objects.js";
+import { NAMESPACE } from "../src/manifests/cluster-names.js";
 import { NAMES_FILE, OUTSIDE_NAMESPACES } from "../src/manifests/namespace-replacements.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");

@@ -18,7 +18,7 @@ import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import type { PodDisruptionBudget } from "kubernetes-types/policy/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, renderAll, type Rendering } from "../src/manifests/renderings.js";
-import { NAMESPACE } from "../src/manifests/service-objects.js";
+import { NAMESPACE } from "../src/manifests/cluster-names.js";
 import { COLOUR_LABEL } from "../src/manifests/release-objects.js";
 import { RUNNER_LABELS } from "../src/manifests/drill-runner-objects.js";
 import { SMOKE_LABEL } from "../src/manifests/smoke-objects.js";

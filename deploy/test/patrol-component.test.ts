@@ -15,7 +15,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { K8sObject, Rendering } from "../src/manifests/renderings.js";
 import { blocked } from "../src/manifests/network-flows-check.js";
 import { deniedFlows, requiredFlows } from "../src/manifests/network-flows.js";
-import { GOLDEN_SET_FILE, PATROL, PATROL_GOLDEN_CONFIG_MAP, PATROL_PEOPLE_SECRET } from "../src/manifests/patrol-objects.js";
+import {
+  GOLDEN_SET_FILE,
+  PATROL,
+  PATROL_GOLDEN_CONFIG_MAP,
+  PATROL_PEOPLE_SECRET,
+} from "../src/manifests/patrol-objects.js";
 import { renderOverlayWith } from "./overlay-with.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");

@@ -6,7 +6,7 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { CronJob, Job } from "kubernetes-types/batch/v1.js";
-import { NAMESPACE } from "../manifests/service-objects.js";
+import { NAMESPACE } from "../manifests/cluster-names.js";
 import type { DrillOptions } from "./options.js";
 import type { DrillReport } from "./report.js";
 import { DrillError } from "./run.js";

@@ -6,7 +6,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
 import { setTimeout as sleep } from "node:timers/promises";
-import { NAMESPACE } from "../manifests/service-objects.js";
+import { NAMESPACE } from "../manifests/cluster-names.js";
 import { toYamlDocuments } from "../manifests/yaml.js";
 import { podChaosPlan } from "./k8s.js";
 import { drillJob, jobNameOf, kubectl, launchK8sDrill } from "./k8s-launch.js";

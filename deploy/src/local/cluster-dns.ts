@@ -5,9 +5,8 @@
 // that `pnpm containers` rewrites as it scales; it is read again whenever it changes.
 import { readFileSync, statSync } from "node:fs";
 import { createServer, type DnsServer, Packet } from "dns2";
+import { CLUSTER_DOMAIN, NAMESPACE } from "../manifests/cluster-names.js";
 
-export const NAMESPACE = "loopguard";
-export const CLUSTER_DOMAIN = "cluster.local";
 /** What a pod's /etc/resolv.conf searches, as the kubelet writes it. */
 export const SEARCH_DOMAINS = [`${NAMESPACE}.svc.${CLUSTER_DOMAIN}`, `svc.${CLUSTER_DOMAIN}`, CLUSTER_DOMAIN];
 

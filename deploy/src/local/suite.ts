@@ -36,7 +36,8 @@ import { suiteEnvironment } from "@loopguard/supervisor/suite-env";
 import { docker, imageExists, requireDockerEngine } from "./docker.js";
 import { BASE_IMAGE, imageRepository } from "./images.js";
 import type { Colour } from "../manifests/release-objects.js";
-import { CLUSTER_DOMAIN, NAMESPACE, type Records, SEARCH_DOMAINS } from "./cluster-dns.js";
+import { CLUSTER_DOMAIN, NAMESPACE } from "../manifests/cluster-names.js";
+import { type Records, SEARCH_DOMAINS } from "./cluster-dns.js";
 
 /** The numeric user of the images (deploy/docker/Dockerfile); staged secrets are made readable to it. */
 const IMAGE_UID = 10001;

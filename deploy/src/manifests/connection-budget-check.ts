@@ -7,7 +7,7 @@
 // fit max_connections; without it (a managed database), the sum is what max_connections must be
 // at least. `pnpm check:k8s` prints it and fails on an overdraft.
 import type { K8sObject, Rendering } from "./renderings.js";
-import { POSTGRES_CLIENT_LABEL } from "./service-objects.js";
+import { POSTGRES_CLIENT_LABEL } from "./cluster-names.js";
 import { COLOUR_LABEL } from "./release-objects.js";
 import { OPERATOR_HEADROOM_CONNECTIONS } from "./postgres-budget.js";
 

@@ -14,11 +14,12 @@ import {
   API_CLIENT_LABEL,
   JWKS_SECRET,
   NAMESPACE,
-  PROMETHEUS_PEER,
+  PROMETHEUS_PORT,
   podSelector,
-  RUN_AS,
-  secretFile,
-} from "./service-objects.js";
+  PART_OF_LABELS,
+} from "./cluster-names.js";
+import { PROMETHEUS_PEER } from "./monitoring-objects.js";
+import { RUN_AS, secretFile } from "./service-objects.js";
 import { type ApiCall, LAUNCHER_API_CALLS, RUNNER_API_CALLS } from "./drill-api-calls.js";
 
 export const DRILL_RUNNER = "loopguard-drill-runner";
@@ -27,7 +28,7 @@ export const DRILL_LAUNCHER = "loopguard-drill-launcher";
 export const RUNNER_LABELS = {
   "app.kubernetes.io/name": "drill-runner",
   "app.kubernetes.io/component": "drill-runner",
-  "app.kubernetes.io/part-of": "loopguard",
+  ...PART_OF_LABELS,
 } as const;
 /** The people the drill acts as: their private keys (requester.jwk, approver.jwk, operator.jwk), each bound in the cluster's JWKS. */
 export const PEOPLE_SECRET = "loopguard-drill-people";
@@ -36,12 +37,11 @@ const PEOPLE_DIR = "/etc/loopguard/drill";
 export const RUNNER_TMP = "/tmp";
 /** Kubernetes API server ports: 443 through the `kubernetes` Service, 6443 where a CNI sees the endpoint behind it. */
 const API_SERVER_PORTS = [443, 6443];
-const PROMETHEUS_PORT = 9090;
 
 const metadata = (name: string, labels: Record<string, string> = {}) => ({
   name,
   namespace: NAMESPACE,
-  labels: { "app.kubernetes.io/component": "drill-runner", "app.kubernetes.io/part-of": "loopguard", ...labels },
+  labels: { "app.kubernetes.io/component": "drill-runner", ...PART_OF_LABELS, ...labels },
 });
 
 /** One rule per API group and resource, verbs in the order listed. */

@@ -5,17 +5,11 @@
 import { join } from "node:path";
 import { type ServiceSpec, smokeCallOf } from "@loopguard/tool-sdk";
 import { storePoolSizes } from "./postgres-budget.js";
-import {
-  horizontalPodAutoscaler,
-  podSelector,
-  podDisruptionBudget,
-  postgresEgress,
-  postgresStore,
-  prometheusRule,
-  serviceMonitor,
-  serviceObjects,
-  sqliteVolume,
-} from "./service-objects.js";
+import { horizontalPodAutoscaler, podDisruptionBudget } from "./availability-objects.js";
+import { podSelector } from "./cluster-names.js";
+import { postgresEgress, postgresStore, sqliteVolume } from "./store-objects.js";
+import { prometheusRule, serviceMonitor } from "./monitoring-objects.js";
+import { serviceObjects } from "./service-objects.js";
 import { shippedPodKills } from "./pod-chaos-objects.js";
 import { drillRunnerNetworkPolicies, drillRunnerRbac, drillRunnerTemplate } from "./drill-runner-objects.js";
 import {

@@ -11,18 +11,9 @@
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Job } from "kubernetes-types/batch/v1.js";
 import type { Container, EnvVar, PodSpec, Volume, VolumeMount } from "kubernetes-types/core/v1.js";
-import {
-  DATA_DIR,
-  HARDENED_CONTAINER,
-  NAMESPACE,
-  POSTGRES_CA_MOUNT,
-  POSTGRES_CA_VOLUME,
-  POSTGRES_CLIENT_LABEL,
-  RUN_AS,
-  secretFile,
-  seedDemoOff,
-  storeSecret,
-} from "./service-objects.js";
+import { DATA_DIR, HARDENED_CONTAINER, RUN_AS, secretFile } from "./service-objects.js";
+import { NAMESPACE, POSTGRES_CLIENT_LABEL, PART_OF_LABELS } from "./cluster-names.js";
+import { POSTGRES_CA_MOUNT, POSTGRES_CA_VOLUME, seedDemoOff, storeSecret } from "./store-objects.js";
 
 /** How long a new pod waits in its init container for the migrate Job before it fails and is restarted. */
 export const SCHEMA_WAIT_SECONDS = 900;
@@ -143,7 +134,7 @@ export function migrateJobLabels(spec: ServiceSpec): Record<string, string> {
   return {
     "app.kubernetes.io/name": migrateJobName(spec),
     "app.kubernetes.io/component": MIGRATION_COMPONENT,
-    "app.kubernetes.io/part-of": "loopguard",
+    ...PART_OF_LABELS,
   };
 }
 

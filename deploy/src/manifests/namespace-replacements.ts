@@ -9,7 +9,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { COMPONENTS_DIR, GENERATED_COMPONENTS, K8S_DIR, OVERLAYS_DIR } from "./generated-components.js";
-import { NAMESPACE } from "./service-objects.js";
+import { CNPG_OPERATOR_NAMESPACE, NAMESPACE, NAMESPACE_NAME_LABEL, PROMETHEUS_NAMESPACE } from "./cluster-names.js";
 import { type YamlValue, parseYamlDocuments } from "./yaml.js";
 
 /** The ConfigMap in each overlay whose keys name the namespaces outside the suite. */
@@ -19,13 +19,9 @@ export const NAMES_REPLACEMENTS_FILE = "names.replacements.yaml";
 
 /** Key of the names ConfigMap → the namespace the objects are written with. */
 export const OUTSIDE_NAMESPACES = {
-  /** Where Prometheus runs (kube-prometheus and kube-prometheus-stack install it in `monitoring`). */
-  "prometheus-namespace": "monitoring",
-  /** Where the CloudNativePG operator runs (its manifests install it in `cnpg-system`). */
-  "cnpg-operator-namespace": "cnpg-system",
+  "prometheus-namespace": PROMETHEUS_NAMESPACE,
+  "cnpg-operator-namespace": CNPG_OPERATOR_NAMESPACE,
 } as const;
-
-const NAMESPACE_LABEL = "kubernetes.io/metadata.name";
 
 interface Target {
   readonly select: { readonly kind: string; readonly name: string };
@@ -56,7 +52,7 @@ function occurrences(
   found: { path: string; index?: number }[],
 ): void {
   if (typeof node === "string") {
-    if (key === NAMESPACE_LABEL && node === namespace) found.push({ path: path.join(".") });
+    if (key === NAMESPACE_NAME_LABEL && node === namespace) found.push({ path: path.join(".") });
     const at = node.indexOf(`.${namespace}.svc`);
     if (at >= 0) found.push({ path: path.join("."), index: node.slice(0, at + 1).split(".").length - 1 });
     return;

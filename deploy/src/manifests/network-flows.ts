@@ -4,7 +4,17 @@
 // (deploy/test/network-flows.test.ts) checks every rendering against them with network-policy.ts,
 // and `pnpm gen` writes them as a table into docs/kubernetes.md.
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import { API_CLIENT_LABEL, NAMESPACE, POSTGRES_PORT, PROMETHEUS_PEER } from "./service-objects.js";
+import {
+  API_CLIENT_LABEL,
+  CNPG_OPERATOR_NAMESPACE,
+  NAMESPACE,
+  OTLP_HTTP_PORT,
+  POSTGRES_PORT,
+  PROMETHEUS_NAMESPACE,
+  PROMETHEUS_PORT,
+  PART_OF_LABELS,
+} from "./cluster-names.js";
+import { PROMETHEUS_PEER } from "./monitoring-objects.js";
 import { SMOKE_LABEL } from "./smoke-objects.js";
 import type { Protocol } from "./network-policy.js";
 import { PATROL_LABELS } from "./patrol-objects.js";
@@ -53,7 +63,7 @@ const both = (port: number): Port[] => [
 
 const PROMETHEUS: EndpointRef = {
   pods: "Prometheus",
-  namespace: "monitoring",
+  namespace: PROMETHEUS_NAMESPACE,
   labels: PROMETHEUS_PEER.podSelector!.matchLabels!,
 };
 const COLLECTOR: EndpointRef = { workload: "otel-collector" };
@@ -78,7 +88,7 @@ const CNPG_INSTANCES: EndpointRef = {
 };
 const CNPG_OPERATOR: EndpointRef = {
   pods: "CloudNativePG operator",
-  namespace: "cnpg-system",
+  namespace: CNPG_OPERATOR_NAMESPACE,
   labels: { "app.kubernetes.io/name": "cloudnative-pg" },
 };
 const LLM_ENDPOINT: EndpointRef = { address: "203.0.113.30", name: "an OpenAI-compatible endpoint" };
@@ -103,7 +113,6 @@ const PATROL: EndpointRef = {
   namespace: NAMESPACE,
   labels: { "app.kubernetes.io/name": PATROL_LABELS["app.kubernetes.io/name"], [API_CLIENT_LABEL]: "true" },
 };
-const OTLP_HTTP = 4318;
 
 export function smokePods(tool: string): EndpointRef {
   return {
@@ -112,7 +121,7 @@ export function smokePods(tool: string): EndpointRef {
     labels: {
       [SMOKE_LABEL]: tool,
       "app.kubernetes.io/component": "smoke-check",
-      "app.kubernetes.io/part-of": "loopguard",
+      ...PART_OF_LABELS,
     },
   };
 }
@@ -159,11 +168,11 @@ export function requiredFlows(services: readonly ServiceSpec[]): Flow[] {
       why: "API, dashboard (pods labelled loopguard/api-client)",
     })),
     ...services.map((s) => ({ from: PROMETHEUS, to: us(s), ports: tcp(s.metricsPort), why: "scrape /metrics" })),
-    ...services.map((s) => ({ from: us(s), to: COLLECTOR, ports: tcp(OTLP_HTTP), why: "traces (OTLP/HTTP)" })),
+    ...services.map((s) => ({ from: us(s), to: COLLECTOR, ports: tcp(OTLP_HTTP_PORT), why: "traces (OTLP/HTTP)" })),
     {
       from: COLLECTOR,
       to: TRACING_BACKEND,
-      ports: tcp(4317, 4318, 443, 3100),
+      ports: tcp(4317, OTLP_HTTP_PORT, 443, 3100),
       why: "export traces and step logs (Loki's OTLP on 3100)",
     },
     { from: COLLECTOR, to: KUBERNETES_API, ports: tcp(443, 6443), why: "k8sattributes: pod metadata for spans" },
@@ -247,7 +256,7 @@ export function requiredFlows(services: readonly ServiceSpec[]): Flow[] {
     {
       from: DRILL_RUNNER,
       to: PROMETHEUS,
-      ports: tcp(9090),
+      ports: tcp(PROMETHEUS_PORT),
       why: "replicas' counters (--prometheus)",
       when: "chaos-drills",
     },

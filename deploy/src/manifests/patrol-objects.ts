@@ -9,23 +9,15 @@ import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { CronJob } from "kubernetes-types/batch/v1.js";
 import type { ConfigMap } from "kubernetes-types/core/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
-import {
-  API_CLIENT_LABEL,
-  HARDENED_CONTAINER,
-  JWKS_SECRET,
-  NAMESPACE,
-  podSelector,
-  RUN_AS,
-  secretFile,
-  serviceHost,
-} from "./service-objects.js";
+import { API_CLIENT_LABEL, JWKS_SECRET, NAMESPACE, podSelector, serviceHost, PART_OF_LABELS } from "./cluster-names.js";
+import { HARDENED_CONTAINER, RUN_AS, secretFile } from "./service-objects.js";
 
 export const PATROL = "loopguard-patrol";
 /** The patrol's pods; its NetworkPolicy and the flows name them by it. */
 export const PATROL_LABELS = {
   "app.kubernetes.io/name": "patrol",
   "app.kubernetes.io/component": "patrol",
-  "app.kubernetes.io/part-of": "loopguard",
+  ...PART_OF_LABELS,
 } as const;
 /** The people the patrol acts as: requester.jwk (starts), approver.jwk (answers approvals), operator.jwk (records the run). */
 export const PATROL_PEOPLE_SECRET = "loopguard-patrol-people";

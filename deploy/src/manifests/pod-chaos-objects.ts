@@ -2,7 +2,7 @@
 // deploy/k8s/components/chaos-drills ships, paused, for game days run by hand. One builder for
 // both, so the manifests and the runner cannot drift apart.
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import { NAMESPACE } from "./service-objects.js";
+import { NAMESPACE, PART_OF_LABELS } from "./cluster-names.js";
 
 export type KillMode = "one" | "all";
 
@@ -47,7 +47,7 @@ export function podKill(service: string, options: PodKillOptions): PodChaos {
     metadata: {
       name: options.name ?? `drill-kill-${options.mode}-${service}`,
       namespace,
-      labels: { "app.kubernetes.io/part-of": "loopguard", "loopguard/drill": "kill-pod", ...options.labels },
+      labels: { ...PART_OF_LABELS, "loopguard/drill": "kill-pod", ...options.labels },
       ...(options.paused ? { annotations: { [PAUSE_ANNOTATION]: "true" } } : {}),
     },
     spec: {

@@ -11,7 +11,7 @@
 // connection: the LISTEN for session changes. A pod's migration connection is closed before its
 // pool opens, so it adds nothing to the peak.
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import { maxReplicas } from "./service-objects.js";
+import { maxReplicas } from "./availability-objects.js";
 
 /** The CloudNativePG Cluster's max_connections (components/cloudnative-pg/cluster.yaml). */
 export const POSTGRES_MAX_CONNECTIONS = 200;

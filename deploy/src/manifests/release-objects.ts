@@ -20,7 +20,8 @@ import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1al
 import type { ServiceSpec, SmokeCall } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { Service } from "kubernetes-types/core/v1.js";
-import { appLabels, deployment, headlessService, NAMESPACE, podSelector, serviceHost } from "./service-objects.js";
+import { appLabels, NAMESPACE, PROMETHEUS_ADDRESS, podSelector, serviceHost } from "./cluster-names.js";
+import { deployment, headlessService } from "./service-objects.js";
 import { GATE_SCHEDULE, SMOKE_LABEL, smokeJobSpec } from "./smoke-objects.js";
 import { GATE_PASSES, gateQueries } from "./gate-queries.js";
 import type { MethodSlo } from "./slo-rules.js";
@@ -41,7 +42,6 @@ export const METRICS_SERVICE_LABEL = "loopguard/metrics";
  */
 export const SCALE_DOWN_DELAY_SECONDS = 90;
 /** prometheus-operator's Service in kube-prometheus(-stack)'s namespace; the template's argument overrides it. */
-export const PROMETHEUS_ADDRESS = "http://prometheus-operated.monitoring.svc:9090";
 const SMOKE_METRIC = "smoke-calls";
 
 export function previewServiceName(tool: string): string {

@@ -10,7 +10,8 @@ import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { JobSpec } from "kubernetes-types/batch/v1.js";
 import type { ServiceAccount } from "kubernetes-types/core/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
-import { NAMESPACE, podSelector, RUN_AS, secretFile } from "./service-objects.js";
+import { NAMESPACE, podSelector, PART_OF_LABELS } from "./cluster-names.js";
+import { RUN_AS, secretFile } from "./service-objects.js";
 
 /** Pods of a smoke Job carry this label, valued with the tool they call; the tool's NetworkPolicy admits them. */
 export const SMOKE_LABEL = "loopguard/smoke-check";
@@ -47,7 +48,7 @@ export function smokeJobSpec(spec: ServiceSpec, call: SmokeCall, target: string,
         labels: {
           [SMOKE_LABEL]: spec.name,
           "app.kubernetes.io/component": "smoke-check",
-          "app.kubernetes.io/part-of": "loopguard",
+          ...PART_OF_LABELS,
         },
       },
       spec: {

@@ -10,7 +10,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
 import { type K8sObject, kustomize } from "../manifests/renderings.js";
-import { NAMESPACE } from "../manifests/service-objects.js";
+import { NAMESPACE } from "../manifests/cluster-names.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";
 import { type K8sPlan, planK8sRelease } from "./k8s.js";
 import { applyK8sPlan, liveObjects } from "./k8s-apply.js";

@@ -9,7 +9,7 @@ import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { Job } from "kubernetes-types/batch/v1.js";
 import type { K8sObject } from "../manifests/renderings.js";
 import { MIGRATE_DEADLINE_SECONDS } from "../manifests/migration-objects.js";
-import { PROMETHEUS_ADDRESS } from "../manifests/release-objects.js";
+import { PROMETHEUS_ADDRESS } from "../manifests/cluster-names.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import { runGate } from "./k8s-gate.js";
 import type { K8sPlan, MigrateStep, Step } from "./k8s.js";

@@ -5,7 +5,7 @@ import type { ServiceSpec } from "@loopguard/tool-sdk";
 import jsonPatch, { type Operation } from "fast-json-patch";
 import type { K8sObject } from "../manifests/renderings.js";
 import { migrateJob, migrateJobLabels, migrateJobName } from "../manifests/migration-objects.js";
-import { serviceHost } from "../manifests/service-objects.js";
+import { serviceHost } from "../manifests/cluster-names.js";
 import { type Colour, COLOUR_LABEL } from "../manifests/release-objects.js";
 import { SMOKE_LABEL, smokeJobSpec } from "../manifests/smoke-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";

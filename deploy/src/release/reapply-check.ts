@@ -9,7 +9,7 @@ import { join, relative } from "node:path";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import { type K8sObject, kustomize } from "../manifests/renderings.js";
 import { COMPONENTS_DIR, OVERLAYS_DIR, RELEASE_COMPONENTS } from "../manifests/generated-components.js";
-import { NAMESPACE } from "../manifests/service-objects.js";
+import { NAMESPACE } from "../manifests/cluster-names.js";
 import { planK8sRelease } from "./k8s.js";
 import { afterPlan, RELEASE_STATE_DIR, reapplyMoves, statePatches, writeReleaseState } from "./k8s-state.js";
 

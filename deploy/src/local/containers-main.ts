@@ -6,7 +6,8 @@ import { parseArgs } from "node:util";
 import { discoverServices } from "@loopguard/tool-sdk";
 import { runCli, UsageError } from "../cli.js";
 import { checkTag } from "./images.js";
-import { activeColour, activePods, ContainerSuite, dnsName, type SuiteState } from "./suite.js";
+import { activeColour, activePods, dnsName, type SuiteState } from "./suite/state.js";
+import { ContainerSuite } from "./suite.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const USAGE = "usage: pnpm containers up [--replicas SERVICE=N]… [--tag T] | down | status";

@@ -11,16 +11,9 @@ import { execFile } from "node:child_process";
 import { promises as dns } from "node:dns";
 import { setTimeout as sleep } from "node:timers/promises";
 import { localKeyPaths, type ServiceSpec } from "@loopguard/tool-sdk";
-import {
-  activeColour,
-  activePods,
-  ContainerSuite,
-  DNS_ADDRESS,
-  dnsName,
-  type Pod,
-  type PodSet,
-  type SuiteState,
-} from "../local/suite.js";
+import { activeColour, activePods, dnsName, type Pod, type PodSet, type SuiteState } from "../local/suite/state.js";
+import { ContainerSuite } from "../local/suite.js";
+import { DNS_ADDRESS } from "../local/suite/dns.js";
 import { imageRepository } from "../local/images.js";
 import { COLOURS } from "../manifests/release-objects.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";

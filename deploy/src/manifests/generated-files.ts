@@ -15,7 +15,7 @@ import {
 import { overlayNamesFiles } from "./namespace-replacements.js";
 import { GOLDEN_SET_FILE } from "./patrol-objects.js";
 import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "../local/tool-addresses.js";
-import { FLOWS_DOC, renderFlowsDoc } from "./network-flows.js";
+import { FLOWS_DOC, renderFlowsDoc } from "./network-flows-doc.js";
 import {
   alertRules,
   deployedServices,

@@ -8,7 +8,8 @@ import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { componentsOf, type K8sObject, type Rendering } from "./renderings.js";
 import { OVERLAYS_DIR, RELEASE_COMPONENTS } from "./generated-components.js";
-import { deniedFlows, type EndpointRef, type Flow, requiredFlows } from "./network-flows.js";
+import type { EndpointRef, Flow } from "./network-endpoints.js";
+import { deniedFlows, requiredFlows } from "./network-flows.js";
 import { connection, type Endpoint, namespaceLabels, type PodEndpoint, type Protocol } from "./network-policy.js";
 
 /** The components in a rendering: its overlay's and those added on top ("overlays/prod + components/x + …"), and "release-path". */

@@ -4,128 +4,31 @@
 // (deploy/test/network-flows.test.ts) checks every rendering against them with network-policy.ts,
 // and `pnpm gen` writes them as a table into docs/kubernetes.md.
 import type { ServiceSpec } from "@loopguard/tool-sdk";
+import { OTLP_HTTP_PORT, POSTGRES_PORT, PROMETHEUS_PORT } from "./cluster-names.js";
 import {
-  API_CLIENT_LABEL,
-  CNPG_OPERATOR_NAMESPACE,
-  NAMESPACE,
-  OTLP_HTTP_PORT,
-  POSTGRES_PORT,
-  PROMETHEUS_NAMESPACE,
-  PROMETHEUS_PORT,
-  PART_OF_LABELS,
-} from "./cluster-names.js";
-import { PROMETHEUS_PEER } from "./monitoring-objects.js";
-import { SMOKE_LABEL } from "./smoke-objects.js";
-import type { Protocol } from "./network-policy.js";
-import { PATROL_LABELS } from "./patrol-objects.js";
-
-/** Optional components a flow depends on (a rendering's overlay or added components). */
-export type Feature =
-  | "postgres-stores"
-  | "cloudnative-pg"
-  | "llm-egress"
-  | "chaos-drills"
-  | "patrol"
-  | "argo-rollouts"
-  | "plain-blue-green"
-  | "dns-kube-dns-only";
-
-/** One end of a flow. */
-export type EndpointRef =
-  /** Every pod of a workload in the rendering (both colours of a tool on the plain release path), with its rendered labels. */
-  | { readonly workload: string }
-  /** Pods the rendering does not run (Prometheus, cluster DNS, Jobs made at run time), by their labels. */
-  | { readonly pods: string; readonly namespace: string; readonly labels: Readonly<Record<string, string>> }
-  /** An address outside the pod network; documentation addresses (RFC 5737) stand for real ones. */
-  | { readonly address: string; readonly name: string };
-
-export interface Port {
-  readonly port: number;
-  readonly protocol: Protocol;
-}
-
-export interface Flow {
-  readonly from: EndpointRef;
-  readonly to: EndpointRef;
-  readonly ports: readonly Port[];
-  readonly why: string;
-  /** Only where this component is in the rendering. */
-  readonly when?: Feature | "release-path";
-  /** Not where this component is. */
-  readonly unless?: Feature;
-}
-
-const tcp = (...ports: number[]): Port[] => ports.map((port) => ({ port, protocol: "TCP" }));
-const both = (port: number): Port[] => [
-  { port, protocol: "UDP" },
-  { port, protocol: "TCP" },
-];
-
-const PROMETHEUS: EndpointRef = {
-  pods: "Prometheus",
-  namespace: PROMETHEUS_NAMESPACE,
-  labels: PROMETHEUS_PEER.podSelector!.matchLabels!,
-};
-const COLLECTOR: EndpointRef = { workload: "otel-collector" };
-const KUBE_DNS: EndpointRef = {
-  pods: "kube-dns / CoreDNS",
-  namespace: "kube-system",
-  labels: { "k8s-app": "kube-dns" },
-};
-const NODE_LOCAL_DNS: EndpointRef = { address: "169.254.20.10", name: "NodeLocal DNSCache (host network)" };
-const OPENSHIFT_DNS: EndpointRef = {
-  pods: "OpenShift DNS",
-  namespace: "openshift-dns",
-  labels: { "dns.operator.openshift.io/daemonset-dns": "default" },
-};
-const KUBERNETES_API: EndpointRef = { address: "192.0.2.1", name: "Kubernetes API server" };
-const TRACING_BACKEND: EndpointRef = { address: "192.0.2.40", name: "tracing backend" };
-const MANAGED_POSTGRES: EndpointRef = { address: "198.51.100.20", name: "PostgreSQL outside the cluster" };
-const CNPG_INSTANCES: EndpointRef = {
-  pods: "CloudNativePG instances",
-  namespace: NAMESPACE,
-  labels: { "cnpg.io/cluster": "loopguard-postgres" },
-};
-const CNPG_OPERATOR: EndpointRef = {
-  pods: "CloudNativePG operator",
-  namespace: CNPG_OPERATOR_NAMESPACE,
-  labels: { "app.kubernetes.io/name": "cloudnative-pg" },
-};
-const LLM_ENDPOINT: EndpointRef = { address: "203.0.113.30", name: "an OpenAI-compatible endpoint" };
-const INTERNET: EndpointRef = { address: "203.0.113.80", name: "the internet" };
-const OUTSIDE_RESOLVER: EndpointRef = { address: "203.0.113.53", name: "a resolver outside the cluster" };
-const API_CLIENT: EndpointRef = { pods: "API clients", namespace: "ingress", labels: { [API_CLIENT_LABEL]: "true" } };
-const UNLABELLED: EndpointRef = {
-  pods: "a pod without the api-client label",
-  namespace: "default",
-  labels: { app: "curl" },
-};
-/** The drill runner Job of the chaos-drills component (its label is fixed by issue 21's drills part). */
-// Its pods carry the API client label: the orchestrator admits them as it admits any API client.
-const DRILL_RUNNER: EndpointRef = {
-  pods: "drill runner Job",
-  namespace: NAMESPACE,
-  labels: { "app.kubernetes.io/name": "drill-runner", [API_CLIENT_LABEL]: "true" },
-};
-/** The patrol CronJob's pods (components/patrol): an API client of the orchestrator's gRPC port, nothing else. */
-const PATROL: EndpointRef = {
-  pods: "patrol CronJob",
-  namespace: NAMESPACE,
-  labels: { "app.kubernetes.io/name": PATROL_LABELS["app.kubernetes.io/name"], [API_CLIENT_LABEL]: "true" },
-};
-
-export function smokePods(tool: string): EndpointRef {
-  return {
-    pods: `${tool} smoke Jobs`,
-    namespace: NAMESPACE,
-    labels: {
-      [SMOKE_LABEL]: tool,
-      "app.kubernetes.io/component": "smoke-check",
-      ...PART_OF_LABELS,
-    },
-  };
-}
-
+  API_CLIENT,
+  both,
+  CNPG_INSTANCES,
+  CNPG_OPERATOR,
+  COLLECTOR,
+  DRILL_RUNNER,
+  type EndpointRef,
+  type Flow,
+  INTERNET,
+  KUBE_DNS,
+  KUBERNETES_API,
+  LLM_ENDPOINT,
+  MANAGED_POSTGRES,
+  NODE_LOCAL_DNS,
+  OPENSHIFT_DNS,
+  OUTSIDE_RESOLVER,
+  PATROL,
+  PROMETHEUS,
+  smokePods,
+  TRACING_BACKEND,
+  tcp,
+  UNLABELLED,
+} from "./network-endpoints.js";
 /** Every connection the policies must allow. */
 export function requiredFlows(services: readonly ServiceSpec[]): Flow[] {
   const tools = services.filter((s) => s.kind === "tool");
@@ -369,67 +272,4 @@ export function deniedFlows(services: readonly ServiceSpec[]): Flow[] {
     },
     { from: PATROL, to: INTERNET, ports: tcp(443, 80), why: "no internet egress", when: "patrol" },
   ];
-}
-
-export const FLOWS_DOC = "docs/kubernetes.md";
-const BEGIN = "<!-- network flows: written by `pnpm gen` from deploy/src/manifests/network-flows.ts; do not edit -->";
-const END = "<!-- end of network flows -->";
-
-function describe(ref: EndpointRef): string {
-  if ("workload" in ref) return ref.workload;
-  if ("address" in ref) return `${ref.name} (${ref.address})`;
-  // The first label is the one that tells these pods apart.
-  const [key, value] = Object.entries(ref.labels)[0]!;
-  return `${ref.pods} (${ref.namespace === NAMESPACE ? "" : `ns ${ref.namespace}, `}${key}=${value})`;
-}
-
-function condition(flow: Flow): string {
-  const parts = [
-    ...(flow.when ? [flow.when === "release-path" ? "with a release path" : `with \`${flow.when}\``] : []),
-    ...(flow.unless ? [`not with \`${flow.unless}\``] : []),
-  ];
-  return parts.join("; ") || "always";
-}
-
-/** Rows with the same destination, ports, reason and condition merged into one, their sources listed together. */
-function table(flows: readonly Flow[]): string[] {
-  const rows = new Map<string, { from: string[]; cells: string[] }>();
-  for (const flow of flows) {
-    const cells = [
-      describe(flow.to),
-      flow.ports.map((p) => `${p.port}/${p.protocol}`).join(", "),
-      condition(flow),
-      flow.why,
-    ];
-    const key = cells.join("|");
-    const row = rows.get(key) ?? { from: [], cells };
-    row.from.push(describe(flow.from));
-    rows.set(key, row);
-  }
-  return [
-    "| From | To | Port | Where | Why |",
-    "|---|---|---|---|---|",
-    ...[...rows.values()].map((r) => `| ${[r.from.join(", "), ...r.cells].join(" | ")} |`),
-  ];
-}
-
-/** docs/kubernetes.md with its flows section rewritten between the markers. */
-export function renderFlowsDoc(current: string, services: readonly ServiceSpec[]): string {
-  const start = current.indexOf(BEGIN);
-  const end = current.indexOf(END);
-  if (start < 0 || end < start) throw new Error(`${FLOWS_DOC}: the markers of the network flows section are missing`);
-  const section = [
-    BEGIN,
-    "",
-    "Allowed (both ends: the source's egress and the destination's ingress):",
-    "",
-    ...table(requiredFlows(services)),
-    "",
-    "Denied (checked too, so a policy that opens too much fails):",
-    "",
-    ...table(deniedFlows(services)),
-    "",
-    "",
-  ].join("\n");
-  return `${current.slice(0, start)}${section}${current.slice(end)}`;
 }

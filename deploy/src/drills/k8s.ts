@@ -29,7 +29,7 @@ import {
 /** A service as the runner's Job knows it (LOOPGUARD_DRILL_SERVICES, rendered from the manifests). */
 export type ClusterService = DrillService & Pick<ServiceSpec, "port">;
 
-/** The port name of every Service's metrics page (k8s-objects.ts). */
+/** The port name of every Service's metrics page (manifests/cluster-names.ts). */
 const METRICS_PORT_NAME = "http";
 const RECOVERY_TIMEOUT_MS = 120_000;
 

@@ -1,7 +1,7 @@
 // How many PostgreSQL connections the stateful services may hold, derived from their replica
 // bounds, so that at the most pods a release and the autoscalers can run at once the sum stays
 // under the database's max_connections. `pnpm gen` renders each service's share as
-// <PREFIX>_STORE_POOL_SIZE (components/postgres-stores); the budget check (k8s-connection-budget.ts)
+// <PREFIX>_STORE_POOL_SIZE (components/postgres-stores); the budget check (connection-budget-check.ts)
 // recomputes the sum from the rendered objects, so a change to an HPA, the Cluster or the Pooler
 // that breaks it fails `pnpm check:k8s`.
 //
@@ -30,7 +30,7 @@ export const OPERATOR_HEADROOM_CONNECTIONS = 10;
 export const POOLER = { instances: 2, maxDbConnections: 2, defaultPoolSize: 2, maxClientConnections: 100 } as const;
 /** A tool call is one statement or one short transaction: a few connections per replica serve it. */
 export const TOOL_POOL_SIZE = 3;
-/** The Deployments' rolling update surge (k8s-objects.ts). */
+/** The Deployments' rolling update surge (service-objects.ts). */
 export const ROLLING_SURGE = 1;
 
 /** Pods of `spec` that may run at once: both colours of a tool scaled out during a release, plus the surge. */

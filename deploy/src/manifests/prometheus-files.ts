@@ -7,14 +7,8 @@ import { type DescFile, type DescService, hasOption } from "@bufbuild/protobuf";
 import { service as serviceOption } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
 import { discoverServices, servicePolicy, type ServiceSpec } from "@loopguard/tool-sdk";
 import { agentRuleGroup } from "./agent-rules.js";
-import {
-  type MethodSlo,
-  methodSlos,
-  parseSloOverrides,
-  type RuleFile,
-  type SloOverrides,
-  sloRuleGroups,
-} from "./slo-rules.js";
+import { type MethodSlo, methodSlos, type RuleFile, sloRuleGroups } from "./slo-rules.js";
+import { parseSloOverrides, type SloOverrides } from "./slo-overrides.js";
 import { toYaml } from "./yaml.js";
 
 export const PROMETHEUS_DIR = join("deploy", "prometheus");

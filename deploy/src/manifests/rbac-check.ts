@@ -1,6 +1,6 @@
 // RBAC of every rendering, checked beside its network flows: which pods may talk to the
 // Kubernetes API and what they may do there. Nothing cluster-wide; no wildcard and no Secret in
-// any rule; the only writes are the drill runner's, exactly its API calls (api-calls.ts), and the
+// any rule; the only writes are the drill runner's, exactly its API calls (drill-api-calls.ts), and the
 // launcher's, in a Role the suite binds to no one (people get it from their admin); a pod carries
 // an API token only when its ServiceAccount is bound to a Role of the rendering.
 import type { PolicyRule, Role, RoleBinding } from "kubernetes-types/rbac/v1.js";
@@ -48,7 +48,7 @@ function ruleErrors(where: string, role: Role): string[] {
     if (JSON.stringify(rules) !== JSON.stringify(writer))
       errors.push(`${where}: grants ${JSON.stringify(rules)}, not exactly its API calls ${JSON.stringify(writer)}`);
   } else if (rules.some((rule) => rule.verbs.some((verb) => !READ_VERBS.has(verb)))) {
-    errors.push(`${where}: writes, and is no Role whose writes are listed (drills/api-calls.ts)`);
+    errors.push(`${where}: writes, and is no Role whose writes are listed (manifests/drill-api-calls.ts)`);
   }
   return errors;
 }

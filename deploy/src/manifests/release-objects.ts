@@ -1,5 +1,5 @@
 // The objects of the two blue-green paths per tool, as kustomize components on top of the
-// services' base objects (k8s-objects.ts):
+// services' base objects (service-objects.ts):
 // - argo-rollouts: a Rollout that takes its pod template from the tool's Deployment
 //   (`workloadRef`, so every other component's patches of that Deployment still apply) with the
 //   blueGreen strategy: the tool's headless Service is the active Service, a

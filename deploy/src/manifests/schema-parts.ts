@@ -1,4 +1,4 @@
-// Pieces the strict JSON Schemas of custom resources share (k8s-crd-schemas.ts, k8s-cnpg-schemas.ts).
+// Pieces the strict JSON Schemas of custom resources share (crd-schemas.ts, cnpg-schemas.ts).
 export type Schema = Record<string, unknown>;
 
 export const stringMap: Schema = { type: "object", additionalProperties: { type: "string" } };

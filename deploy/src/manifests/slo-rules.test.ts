@@ -10,12 +10,12 @@ import {
   ERROR_RATIO_RECORD,
   errorRatioRecord,
   P95_RECORD,
-  parseSloOverrides,
   pascalCase,
   type Rule,
   SERVER_FAULT_CODES,
   sloRuleGroups,
 } from "./slo-rules.js";
+import { parseSloOverrides } from "./slo-overrides.js";
 import { parseYamlDocuments, toYaml } from "./yaml.js";
 
 const services = [KbSearchService, BillingService, RiskService, OrchestratorService];

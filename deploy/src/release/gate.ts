@@ -1,5 +1,5 @@
 // The release gate's verdict, the same on every path: the answers to the gate queries
-// (gate-queries.ts) — from Prometheus on Kubernetes, computed from the new pods' own /metrics pages
+// (manifests/gate-queries.ts) — from Prometheus on Kubernetes, computed from the new pods' own /metrics pages
 // locally (local-measure.ts) — hold one value per judged method, its measure over its target. The
 // gate passes when each kind has at least one value and none is above 1 (what GATE_PASSES tells
 // Argo Rollouts), and the smoke calls passed. Findings say, one line each, what was judged and why

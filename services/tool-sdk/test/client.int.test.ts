@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { refusal } from "@loopguard/test-kit";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Registry } from "prom-client";
@@ -57,15 +58,6 @@ async function kbClient(target: string | string[], overrides: Partial<ToolClient
   return { client, registry };
 }
 
-async function rejection(promise: Promise<unknown>): Promise<ToolCallError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ToolCallError);
-  return error as ToolCallError;
-}
-
 function outage(tool: TestTool<typeof KbSearchService>, on: boolean, retryAfterMs = 0) {
   tool.server.faults.set({
     $typeName: "loopguard.tool.v1.FaultProfile",
@@ -92,7 +84,7 @@ describe("toolClient", () => {
   it("never sends an invalid request: CLIENT_VALIDATION_FAILED naming the field", async () => {
     const { tool, seen } = await kbServer();
     const { client } = await kbClient(tool.address);
-    const error = await rejection(client.call("search", { query: "", limit: 3 }));
+    const error = await refusal(client.call("search", { query: "", limit: 3 }), ToolCallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("CLIENT_VALIDATION_FAILED");
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["query"]);
@@ -118,7 +110,7 @@ describe("toolClient", () => {
       throw new ToolError(status.FAILED_PRECONDITION, "INDEX_UNAVAILABLE", "no");
     });
     const { client } = await kbClient(tool.address);
-    const error = await rejection(client.call("search", { query: "refund", limit: 3 }));
+    const error = await refusal(client.call("search", { query: "refund", limit: 3 }), ToolCallError);
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(seen.calls).toBe(1);
   });
@@ -211,7 +203,7 @@ describe("toolClient", () => {
     });
     const { client } = await kbClient(tool.address, { breaker: { volumeThreshold: 2 } });
     for (let i = 0; i < 10; i += 1) {
-      const error = await rejection(client.call("search", { query: `q${i}`, limit: 1 }));
+      const error = await refusal(client.call("search", { query: `q${i}`, limit: 1 }), ToolCallError);
       expect(error.code).toBe(status.NOT_FOUND);
     }
     expect(client.breakerState).toBe("closed");

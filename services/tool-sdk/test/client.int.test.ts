@@ -7,16 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ToolCallError, toolClient, type ToolClientOptions } from "../src/client/tool-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
-import { metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
-
-const hit = {
-  docId: "refund-policy",
-  version: 1,
-  title: "Refund policy",
-  snippet: "…",
-  score: 1.5,
-  category: "policy",
-};
+import { metricValue, SAMPLE_HIT, startTestTool, testToken, type TestTool } from "../testing/index.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -32,7 +23,7 @@ async function kbServer(handler?: ToolHandlers<typeof KbSearchService>["search"]
       handlers: {
         search: async (req, ctx) => {
           seen.calls += 1;
-          return handler ? handler(req, ctx) : { hits: [{ ...hit, title: `hits for ${req.query}` }] };
+          return handler ? handler(req, ctx) : { hits: [{ ...SAMPLE_HIT, title: `hits for ${req.query}` }] };
         },
       },
     },
@@ -95,7 +86,7 @@ describe("toolClient", () => {
     let failuresLeft = 2;
     const { tool, seen } = await kbServer(async () => {
       if (failuresLeft-- > 0) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading");
-      return { hits: [hit] };
+      return { hits: [SAMPLE_HIT] };
     });
     const { client, registry } = await kbClient(tool.address);
     const result = await client.call("search", { query: "refund", limit: 3 });
@@ -121,7 +112,7 @@ describe("toolClient", () => {
       times.push(Date.now());
       if (times.length === 1)
         throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "busy", { retryAfterMs: 200 });
-      return { hits: [hit] };
+      return { hits: [SAMPLE_HIT] };
     });
     const { client } = await kbClient(tool.address);
     await client.call("search", { query: "refund", limit: 3 });
@@ -238,7 +229,7 @@ describe("toolClient", () => {
   it("a call queued behind the bulkhead gets its whole SLA timeout once it is let go", async () => {
     const { tool } = await kbServer(async () => {
       await sleep(300);
-      return { hits: [hit] };
+      return { hits: [SAMPLE_HIT] };
     });
     const { client } = await kbClient(tool.address, {
       bulkhead: { maxInFlight: 1, maxQueue: 1 },

@@ -14,19 +14,11 @@ import { CallError, createRawClient, type RawClient } from "../src/raw-client.js
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
 import type { Interceptor } from "../src/server/interceptor.js";
-import { checkHealth, metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
+import { checkHealth, metricValue, SAMPLE_HIT, startTestTool, testToken, type TestTool } from "../testing/index.js";
 
 type KbHandlers = ToolHandlers<typeof KbSearchService>;
 
-const hit = {
-  docId: "refund-policy",
-  version: 1,
-  title: "Refund policy",
-  snippet: "…",
-  score: 1.5,
-  category: "policy",
-};
-const okHandlers: KbHandlers = { search: async (req) => ({ hits: [hit].slice(0, req.limit) }) };
+const okHandlers: KbHandlers = { search: async (req) => ({ hits: [SAMPLE_HIT].slice(0, req.limit) }) };
 
 let tool: TestTool<typeof KbSearchService> | undefined;
 afterEach(async () => {
@@ -103,7 +95,7 @@ describe("serveTool", () => {
   });
 
   it("withholds a response that breaks its contract: INTERNAL / CONTRACT_VIOLATION", async () => {
-    const t = await start({ search: async () => ({ hits: [{ ...hit, snippet: "x".repeat(1001) }] }) });
+    const t = await start({ search: async () => ({ hits: [{ ...SAMPLE_HIT, snippet: "x".repeat(1001) }] }) });
     const client = await t.client(["kb:read"]);
     const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
     expect(error.code).toBe(status.INTERNAL);
@@ -276,7 +268,7 @@ describe("serveTool", () => {
     const t = await start({
       search: async () => {
         await gate;
-        return { hits: [hit] };
+        return { hits: [SAMPLE_HIT] };
       },
     });
     const client = await t.client(["kb:read"]);

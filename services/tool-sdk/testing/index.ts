@@ -159,6 +159,16 @@ export async function startTestTool<S extends DescService>(
 
 export { checkHealth, type HealthStatus } from "@loopguard/tool-sdk";
 
+/** A kb-search hit: the SDK's own tests serve KbSearchService as their sample contract. */
+export const SAMPLE_HIT = {
+  docId: "refund-policy",
+  version: 1,
+  title: "Refund policy",
+  snippet: "…",
+  score: 1.5,
+  category: "policy",
+};
+
 /** Reads one sample of a metric from a Prometheus text page (labels matched as a subset). */
 export function metricValue(page: string, name: string, labels: Record<string, string> = {}): number {
   let total = 0;

@@ -15,7 +15,7 @@ import { status, ToolError } from "../errors.js";
 import { FaultSwitch } from "../faults.js";
 import { createLogger } from "../logger.js";
 import { ServerMetrics } from "../metrics.js";
-import { metricValue, TEST_PUBLIC_KEYS, testToken } from "../../testing/index.js";
+import { metricValue, SAMPLE_HIT, TEST_PUBLIC_KEYS, testToken } from "../../testing/index.js";
 import { TokenVerifier } from "../token-verifier.js";
 import { unaryTerminal } from "./handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
@@ -34,14 +34,6 @@ import {
 } from "./stages.js";
 
 const method = KbSearchService.method.search;
-const hit = {
-  docId: "refund-policy",
-  version: 1,
-  title: "Refund policy",
-  snippet: "…",
-  score: 1.5,
-  category: "policy",
-};
 
 function testCall(overrides: Partial<ServerCall> = {}, logged: string[] = []): ServerCall {
   return {
@@ -58,7 +50,7 @@ function testCall(overrides: Partial<ServerCall> = {}, logged: string[] = []): S
   };
 }
 
-const answer: CallFn = async () => ({ hits: [hit] });
+const answer: CallFn = async () => ({ hits: [SAMPLE_HIT] });
 
 describe("compose", () => {
   it("runs the first interceptor outermost", async () => {
@@ -217,7 +209,7 @@ describe("validateStage", () => {
   });
 
   it("passes a valid request", async () => {
-    await expect(validateStage(method, undefined)(answer)(testCall())).resolves.toEqual({ hits: [hit] });
+    await expect(validateStage(method, undefined)(answer)(testCall())).resolves.toEqual({ hits: [SAMPLE_HIT] });
   });
 });
 
@@ -320,7 +312,7 @@ describe("faultStage", () => {
   it("passes calls through with no fault switched on", async () => {
     await expect(
       faultStage(new FaultSwitch(), new ServerMetrics("kb-search"), "kb-search", method)(answer)(testCall()),
-    ).resolves.toEqual({ hits: [hit] });
+    ).resolves.toEqual({ hits: [SAMPLE_HIT] });
   });
 });
 
@@ -331,7 +323,7 @@ describe("responseContractStage", () => {
       new ServerMetrics("kb-search"),
       "kb-search",
       method,
-    )(async () => ({ hits: [{ ...hit, docId: "" }] }));
+    )(async () => ({ hits: [{ ...SAMPLE_HIT, docId: "" }] }));
     const error = await refusal(stage(testCall({}, logged)), ToolError);
     expect([error.code, error.reason]).toEqual([status.INTERNAL, "CONTRACT_VIOLATION"]);
     expect(logged.join("\n")).toContain("response withheld");

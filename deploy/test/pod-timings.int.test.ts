@@ -8,9 +8,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { ServiceProcess } from "@loopguard/test-kit";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { createRawClient, discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testOrchestratorEnv, testToken } from "@loopguard/tool-sdk/testing";
+import { spawnTool, testOrchestratorEnv, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   cpuRequestCores,
@@ -69,7 +70,7 @@ function hungCollector(): Promise<{ server: Server; port: number; close(): void 
 
 describe("pod timings: probes and grace sized from the processes", () => {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-pod-timings-"));
-  const started = new Map<string, { process: ToolProcess; cpu: number; wallMs: number }>();
+  const started = new Map<string, { process: ServiceProcess; cpu: number; wallMs: number }>();
   let collector: Awaited<ReturnType<typeof hungCollector>>;
 
   const start = async (spec: ServiceSpec, extra: Record<string, string>) => {

@@ -6,17 +6,17 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { freePort, kill, type ServiceProcess } from "@loopguard/test-kit";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import {
-  spawnTool,
-  type ToolProcess,
-  testToken,
-  testOrchestratorEnv,
   SESSION_OPERATOR_SCOPES,
+  spawnTool,
+  startTool,
+  testOrchestratorEnv,
+  testToken,
 } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, kill, startTool } from "../../test/e2e/processes.js";
 import { agentRuleGroup } from "../src/manifests/agent-rules.js";
 import { localScrapeConfig, RULES_FILE } from "../src/manifests/prometheus-files.js";
 import { toYaml } from "../src/manifests/yaml.js";
@@ -42,7 +42,7 @@ interface Sample {
 let dataDir: string;
 let prometheus: ChildProcess | undefined;
 let prometheusUrl: string;
-const processes: ToolProcess[] = [];
+const processes: ServiceProcess[] = [];
 let api: RawClient<typeof OrchestratorService>;
 let orchestratorMetrics: string;
 

@@ -11,11 +11,11 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { freePort, kill, type ServiceProcess } from "@loopguard/test-kit";
+import { startTool } from "@loopguard/tool-sdk/testing";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { ensureLocalKeys } from "@loopguard/tool-sdk";
-import type { ToolProcess } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, kill, startTool } from "../../test/e2e/processes.js";
 import { type GateAnswer, gateVerdict, judgedMethods, prometheusAnswer } from "../src/release/gate.js";
 import { type GateKind, gateQueries } from "../src/manifests/gate-queries.js";
 import { measureLocally, type Reading, readPages } from "../src/release/local-measure.js";
@@ -38,7 +38,7 @@ const FAULTS = JSON.stringify({ errorRate: 0.3, methods: ["GetOrder"] });
 let dataDir: string;
 let prometheus: ChildProcess | undefined;
 let prometheusUrl: string;
-const pods: Record<"good" | "bad", ToolProcess> = {} as never;
+const pods: Record<"good" | "bad", ServiceProcess> = {} as never;
 
 function run(
   args: readonly string[],

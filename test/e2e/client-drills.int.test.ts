@@ -1,16 +1,16 @@
 // toolClient against real tool processes, with faults made by real SIGKILL.
 import { setTimeout as sleep } from "node:timers/promises";
+import { freePort, kill, type ServiceProcess, tempDir } from "@loopguard/test-kit";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient, toolClient, type ToolResult } from "@loopguard/tool-sdk";
-import { boundToken, metricValue, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
+import { boundToken, metricValue, startTool, testToken } from "@loopguard/tool-sdk/testing";
 import { Registry } from "prom-client";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { freePort, kill, startTool, tempDataDir } from "./processes.js";
 
-const data = tempDataDir();
-const running: ToolProcess[] = [];
+const data = tempDir("e2e");
+const running: ServiceProcess[] = [];
 afterEach(async () => {
   await Promise.all(running.splice(0).map((p) => kill(p)));
 });
@@ -98,7 +98,7 @@ describe("toolClient against real kb-search processes", () => {
 
 describe("toolClient against a real billing process", () => {
   it("retries a refund that carries its idempotency key through an outage and refunds exactly once", async () => {
-    const billingData = tempDataDir();
+    const billingData = tempDir("e2e");
     const proc = await startTool("billing", billingData.dir);
     running.push(proc);
     const token = await testToken({

@@ -16,7 +16,8 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import type { ServiceProcess } from "@loopguard/test-kit";
+import { spawnTool } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -35,7 +36,7 @@ const GENERATED = [
 
 const work = mkdtempSync(join(tmpdir(), "loopguard-fourth-tool-"));
 const data = join(work, ".data");
-const processes: ToolProcess[] = [];
+const processes: ServiceProcess[] = [];
 
 /** Runs a command in the copy; a non-zero exit rejects with the end of its output. */
 function run(command: string, args: string[], env: Record<string, string> = {}): Promise<string> {

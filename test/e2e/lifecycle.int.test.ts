@@ -1,13 +1,13 @@
 // Graceful shutdown of a real tool process: SIGTERM with calls in flight.
+import { kill, refusal, tempDir } from "@loopguard/test-kit";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
-import { checkHealth, testToken } from "@loopguard/tool-sdk/testing";
+import { checkHealth, startTool, testToken } from "@loopguard/tool-sdk/testing";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
-import { kill, startTool, tempDataDir } from "./processes.js";
 
-const data = tempDataDir();
+const data = tempDir("e2e");
 afterAll(() => data.remove());
 
 describe("kb-search process lifecycle", () => {
@@ -26,12 +26,8 @@ describe("kb-search process lifecycle", () => {
       proc.child.kill("SIGTERM");
       await sleep(100);
       expect(await checkHealth(proc.address)).toBe("NOT_SERVING");
-      const refused = await kb.search({ query: "refund", limit: 2 }).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect(refused).toBeInstanceOf(CallError);
-      expect((refused as CallError).code).toBe(status.UNAVAILABLE);
+      const refused = await refusal(kb.search({ query: "refund", limit: 2 }), CallError);
+      expect(refused.code).toBe(status.UNAVAILABLE);
 
       const answers = await Promise.all(inFlight);
       for (const a of answers) expect(a.hits[0]?.docId).toBe("refund-policy");

@@ -5,23 +5,23 @@
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { kill, repoRoot, type ServiceProcess, tempDir } from "@loopguard/test-kit";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createRawClient, ensureLocalKeys, mintToken, personKey, status } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { spawnTool, startAllTools, toolAddressEnv, workspaceService } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kill, root, startAllTools, tempDataDir, toolAddressEnv } from "./processes.js";
 
-const PATROL = join(root, "services", "orchestrator", "dist", "cli", "patrol.js");
-const GOLDEN = join(root, "test", "golden", "tasks.jsonl");
-const data = tempDataDir();
-let tools: Record<string, ToolProcess>;
-let orchestrator: ToolProcess;
+const PATROL = join(repoRoot, "services", "orchestrator", "dist", "cli", "patrol.js");
+const GOLDEN = join(repoRoot, "test", "golden", "tasks.jsonl");
+const data = tempDir("e2e");
+let tools: Record<string, ServiceProcess>;
+let orchestrator: ServiceProcess;
 
 function patrol(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [PATROL, "--orchestrator", orchestrator.address, ...args], {
     env: { ...process.env, LOOPGUARD_DATA_DIR: data.dir },
-    cwd: root,
+    cwd: repoRoot,
   });
   let stdout = "";
   let stderr = "";
@@ -58,9 +58,9 @@ beforeAll(async () => {
   const keys = ensureLocalKeys(data.dir);
   const jwks = readFileSync(keys.jwks, "utf8");
   // A first start on a busy machine (a fresh ledger, migrations, the demo seed) can take longer than spawnTool's default.
-  tools = await startAllTools(data.dir, { LOOPGUARD_JWKS: jwks }, 45_000);
+  tools = await startAllTools(data.dir, { env: { LOOPGUARD_JWKS: jwks }, timeoutMs: 45_000 });
   orchestrator = await spawnTool(
-    join(root, "services", "orchestrator", "dist", "main.js"),
+    workspaceService("orchestrator").entry,
     {
       LOOPGUARD_JWKS: jwks,
       LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator,

@@ -4,6 +4,7 @@
 // it. A process given someone else's CA does not start and says why. Demo data follows
 // <SERVICE>_SEED_DEMO: seeded by default (local runs), never with "false" (production).
 import { spawnSync } from "node:child_process";
+import { kill, tempDir } from "@loopguard/test-kit";
 import { createPostgresPool } from "@loopguard/sql-store";
 import {
   makeTestCa,
@@ -12,10 +13,9 @@ import {
   startPostgres,
   type TestCa,
 } from "@loopguard/sql-store/testing";
-import { TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
+import { startTool, TEST_AUTH_ENV, TOOLS } from "@loopguard/tool-sdk/testing";
 import { openSessionStore } from "@loopguard/orchestrator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kill, startTool, TOOLS, tempDataDir } from "./processes.js";
 
 const skip = postgresSkipReason();
 
@@ -23,7 +23,7 @@ describe.skipIf(skip !== null)("stores over TLS with sslmode=verify-full and a m
   let ca: TestCa;
   let otherCa: TestCa;
   let server: PostgresServer;
-  const data = tempDataDir();
+  const data = tempDir("e2e");
   const verifyFull = (caFile: string) => `sslmode=verify-full&sslrootcert=${encodeURIComponent(caFile)}`;
   /** A new database, named as a store URL the way the README documents it (the password is never checked here). */
   const store = async (name: string, caFile = ca.caFile): Promise<string> =>

@@ -5,19 +5,19 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { kill, type ServiceProcess, tempDir } from "@loopguard/test-kit";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
 import {
-  spawnTool,
-  type ToolProcess,
-  testToken,
-  testOrchestratorEnv,
   SESSION_OPERATOR_SCOPES,
+  spawnTool,
+  startAllTools,
+  testOrchestratorEnv,
+  testToken,
+  toolAddressEnv,
+  workspaceService,
 } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kill, startAllTools, tempDataDir, toolAddressEnv } from "./processes.js";
 
 interface OtlpSpan {
   service: string;
@@ -47,8 +47,8 @@ const spans: OtlpSpan[] = [];
 const logRecords: OtlpLog[] = [];
 let receiver: Server;
 let endpoint = "";
-const data = tempDataDir();
-const procs: ToolProcess[] = [];
+const data = tempDir("e2e");
+const procs: ServiceProcess[] = [];
 
 function value(v: Record<string, unknown>): unknown {
   return v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
@@ -161,10 +161,9 @@ const otel = () => ({
 
 describe("distributed tracing", () => {
   it("a refund session is one trace with spans from all four services, parent-linked, matching the JSONL trace id", async () => {
-    const tools = await startAllTools(data.dir, otel());
+    const tools = await startAllTools(data.dir, { env: otel() });
     procs.push(...Object.values(tools));
-    const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-    const orchestrator = await spawnTool(join(root, "services", "orchestrator", "dist", "main.js"), {
+    const orchestrator = await spawnTool(workspaceService("orchestrator").entry, {
       ...otel(),
       LOOPGUARD_DATA_DIR: data.dir,
       ...testOrchestratorEnv(),

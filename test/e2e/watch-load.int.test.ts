@@ -7,21 +7,22 @@ import { once } from "node:events";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { setTimeout as sleep } from "node:timers/promises";
+import { kill, repoRoot, type ServiceProcess, tempDir } from "@loopguard/test-kit";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, methodPolicy, type RawClient } from "@loopguard/tool-sdk";
 import {
   metricValue,
   SESSION_OPERATOR_SCOPES,
   spawnTool,
+  startAllTools,
   testOrchestratorEnv,
   testToken,
-  type ToolProcess,
+  toolAddressEnv,
+  workspaceService,
 } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kill, root, startAllTools, tempDataDir, toolAddressEnv } from "./processes.js";
 
-const ORCHESTRATOR_ENTRY = join(root, "services", "orchestrator", "dist", "main.js");
-const WATCHER_ENTRY = join(root, "test", "dist", "load", "watch-streams.js");
+const WATCHER_ENTRY = join(repoRoot, "test", "dist", "load", "watch-streams.js");
 const STREAMS = 1000;
 const WATCHERS = 4;
 const WAITING_SESSIONS = 100;
@@ -34,16 +35,16 @@ const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
 
 type Api = RawClient<typeof OrchestratorService>;
 
-const data = tempDataDir();
-const processes: ToolProcess[] = [];
-let orchestrator: ToolProcess;
+const data = tempDir("e2e");
+const processes: ServiceProcess[] = [];
+let orchestrator: ServiceProcess;
 let api: Api;
 let approver: Api;
 
 beforeAll(async () => {
   const tools = await startAllTools(data.dir);
   processes.push(...Object.values(tools));
-  orchestrator = await spawnTool(ORCHESTRATOR_ENTRY, {
+  orchestrator = await spawnTool(workspaceService("orchestrator").entry, {
     ...testOrchestratorEnv(),
     LOOPGUARD_DATA_DIR: join(data.dir, "orchestrator"),
     ORCHESTRATOR_PORT: "0",

@@ -1,10 +1,11 @@
 // Every method over a real server and client: valid requests, each validation rule broken
 // alone, and auth.
+import { refusal } from "@loopguard/test-kit";
 import { BillingService, OrderStatus, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { withBoundTokens } from "@loopguard/tool-sdk/testing";
-import { type BillingFixture, FIXED_NOW, failure, startBilling } from "./billing-fixture.js";
+import { type BillingFixture, FIXED_NOW, startBilling } from "./billing-fixture.js";
 
 let billing: BillingFixture;
 let reader: RawClient<typeof BillingService>;
@@ -88,14 +89,14 @@ describe("each validation rule broken alone is INVALID_ARGUMENT naming the field
   const badOrderIds = ["", "ord_short", "ORD_DEMO00000001", "ord_DEMO0000000!", "ord_DEMO000000012"];
 
   it.each(badOrderIds)("GetOrder order_id %j", async (orderId) => {
-    const error = await failure(reader.getOrder({ orderId }));
+    const error = await refusal(reader.getOrder({ orderId }), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("REQUEST_INVALID");
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["order_id"]);
   });
 
   it.each(badOrderIds)("ListRefunds order_id %j", async (orderId) => {
-    const error = await failure(reader.listRefunds({ orderId }));
+    const error = await refusal(reader.listRefunds({ orderId }), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["order_id"]);
   });
@@ -113,8 +114,9 @@ describe("each validation rule broken alone is INVALID_ARGUMENT naming the field
     ["idempotency_key with slashes", "idempotency_key", { idempotencyKey: "key/with/slashes/0001" }],
   ])("Refund with %s", async (_, field, change) => {
     const rowsBefore = billing.refunds().length;
-    const error = await failure(
+    const error = await refusal(
       refunder.refund({ ...validRefund, idempotencyKey: `api-test-invalid-${field}-0001`, ...change }),
+      CallError,
     );
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("REQUEST_INVALID");
@@ -131,8 +133,9 @@ describe("each validation rule broken alone is INVALID_ARGUMENT naming the field
     });
     expect([at16.replayed, at64.replayed]).toEqual([false, false]);
     // 500000 passes validation and is then refused by the ledger: order 2 holds 450000.
-    const error = await failure(
+    const error = await refusal(
       refunder.refund({ ...validRefund, amountCents: 500_000n, idempotencyKey: "api-test-max-amount-0001" }),
+      CallError,
     );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
   });
@@ -141,24 +144,30 @@ describe("each validation rule broken alone is INVALID_ARGUMENT naming the field
 describe("auth", () => {
   it("refuses Refund to a token with only billing:read (PERMISSION_DENIED)", async () => {
     const key = "api-test-scope-missing-0001";
-    const error = await failure(reader.refund({ ...validRefund, idempotencyKey: key }));
+    const error = await refusal(reader.refund({ ...validRefund, idempotencyKey: key }), CallError);
     expect(error.code).toBe(status.PERMISSION_DENIED);
     expect(billing.refunds({ key })).toEqual([]);
   });
 
   it("refuses the read methods to a token with only billing:refund (PERMISSION_DENIED)", async () => {
-    expect((await failure(refunder.getOrder({ orderId: "ord_DEMO00000001" }))).code).toBe(status.PERMISSION_DENIED);
-    expect((await failure(refunder.listRefunds({ orderId: "ord_DEMO00000001" }))).code).toBe(status.PERMISSION_DENIED);
+    expect((await refusal(refunder.getOrder({ orderId: "ord_DEMO00000001" }), CallError)).code).toBe(
+      status.PERMISSION_DENIED,
+    );
+    expect((await refusal(refunder.listRefunds({ orderId: "ord_DEMO00000001" }), CallError)).code).toBe(
+      status.PERMISSION_DENIED,
+    );
   });
 
   it("refuses a call without a token (UNAUTHENTICATED)", async () => {
     const anonymous = createRawClient(BillingService, billing.tool.address);
     try {
       const key = "api-test-no-token-0001";
-      expect((await failure(anonymous.refund({ ...validRefund, idempotencyKey: key }))).code).toBe(
+      expect((await refusal(anonymous.refund({ ...validRefund, idempotencyKey: key }), CallError)).code).toBe(
         status.UNAUTHENTICATED,
       );
-      expect((await failure(anonymous.getOrder({ orderId: "ord_DEMO00000001" }))).code).toBe(status.UNAUTHENTICATED);
+      expect((await refusal(anonymous.getOrder({ orderId: "ord_DEMO00000001" }), CallError)).code).toBe(
+        status.UNAUTHENTICATED,
+      );
       expect(billing.refunds({ key })).toEqual([]);
     } finally {
       anonymous.close();

@@ -5,7 +5,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import type { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { CallError } from "@loopguard/tool-sdk";
 import { startTestTool, type TestTool } from "@loopguard/tool-sdk/testing";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
 import { type SqliteLedgerOptions, SqliteRefundLedger } from "../src/sqlite-ledger.js";
@@ -60,15 +59,4 @@ export async function startBilling(options: SqliteLedgerOptions = {}): Promise<B
       rmSync(dir, { recursive: true, force: true });
     },
   };
-}
-
-/** The CallError of a call that must fail; a call that succeeds fails the test. */
-export async function failure(call: Promise<unknown>): Promise<CallError> {
-  try {
-    await call;
-  } catch (error) {
-    if (error instanceof CallError) return error;
-    throw error;
-  }
-  throw new Error("expected the call to fail");
 }

@@ -1,11 +1,12 @@
 // Billing holds the line itself: Refund runs only under the orchestrator's token bound to the exact
 // request (its `req` claim), over real gRPC. A person's token, an unbound orchestrator token, or one
 // bound to another amount, order or key is PERMISSION_DENIED CREDENTIAL_NOT_BOUND, and nothing moves.
+import { refusal } from "@loopguard/test-kit";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { createRawClient, mintToken, type RawClient, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, mintToken, type RawClient, status } from "@loopguard/tool-sdk";
 import { boundToken, TEST_ORCHESTRATOR_KEY } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type BillingFixture, failure, startBilling } from "./billing-fixture.js";
+import { type BillingFixture, startBilling } from "./billing-fixture.js";
 
 let billing: BillingFixture;
 let client: RawClient<typeof BillingService>;
@@ -27,7 +28,7 @@ const request = {
 };
 
 async function notBound(promise: Promise<unknown>): Promise<string> {
-  const error = await failure(promise);
+  const error = await refusal(promise, CallError);
   expect([status[error.code], error.reason]).toEqual(["PERMISSION_DENIED", "CREDENTIAL_NOT_BOUND"]);
   return error.message;
 }

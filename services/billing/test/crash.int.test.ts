@@ -6,9 +6,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
+import type { ServiceProcess } from "@loopguard/test-kit";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken, withBoundTokens } from "@loopguard/tool-sdk/testing";
+import { spawnTool, testToken, withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, expect, it } from "vitest";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
@@ -33,17 +34,17 @@ const burst: BurstRequest[] = Array.from({ length: BURST }, (_, i) => ({
 }));
 
 let dataDir: string;
-const processes: ToolProcess[] = [];
+const processes: ServiceProcess[] = [];
 const clients: RawClient<typeof BillingService>[] = [];
 
-function start(): Promise<ToolProcess> {
+function start(): Promise<ServiceProcess> {
   return spawnTool(MAIN, { BILLING_PORT: "0", BILLING_METRICS_PORT: "0", LOOPGUARD_DATA_DIR: dataDir }).then((p) => {
     processes.push(p);
     return p;
   });
 }
 
-async function clientOf(p: ToolProcess): Promise<RawClient<typeof BillingService>> {
+async function clientOf(p: ServiceProcess): Promise<RawClient<typeof BillingService>> {
   const token = await testToken({ subject: "crash-test", scopes: ["billing:refund", "billing:read"] });
   const client = withBoundTokens(BillingService, createRawClient(BillingService, p.address, { token }));
   clients.push(client);

@@ -7,8 +7,10 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { refusal, type ServiceProcess } from "@loopguard/test-kit";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import {
+  CallError,
   createRawClient,
   ensureLocalKeys,
   type LocalKeys,
@@ -17,17 +19,16 @@ import {
   readSigningKey,
   status,
 } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { spawnTool } from "@loopguard/tool-sdk/testing";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { failure } from "./billing-fixture.js";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const TOOL_SDK_CLI = fileURLToPath(new URL("../../tool-sdk/dist/cli/", import.meta.url));
 
 let dir: string;
 let keys: LocalKeys;
-const processes: ToolProcess[] = [];
+const processes: ServiceProcess[] = [];
 
 function cli(
   name: "keys" | "mint-token",
@@ -44,7 +45,7 @@ function cli(
   });
 }
 
-async function billing(env: Record<string, string> = {}): Promise<ToolProcess> {
+async function billing(env: Record<string, string> = {}): Promise<ServiceProcess> {
   const proc = await spawnTool(MAIN, {
     BILLING_PORT: "0",
     BILLING_METRICS_PORT: "0",
@@ -111,7 +112,10 @@ describe("keys bound to who may use them", () => {
     const proc = await billing();
     const { key } = personKey({ LOOPGUARD_DATA_DIR: dir }, "operator");
     const forged = await mintToken(key, { subject: "approver", audience: "billing", scopes: ["billing:read"] });
-    const error = await failure(call(proc.address, forged, (c) => c.getOrder({ orderId: "ord_DEMO00000001" })));
+    const error = await refusal(
+      call(proc.address, forged, (c) => c.getOrder({ orderId: "ord_DEMO00000001" })),
+      CallError,
+    );
     expect([status[error.code], error.reason]).toEqual(["UNAUTHENTICATED", "CREDENTIALS_INVALID"]);
     expect(error.message).toMatch(/may sign only for subject "operator", not "approver"/);
     const honest = await mintToken(key, { subject: "operator", audience: "billing", scopes: ["billing:read"] });
@@ -124,8 +128,9 @@ describe("keys bound to who may use them", () => {
     const proc = await billing();
     const { key } = personKey({ LOOPGUARD_DATA_DIR: dir }, "operator");
     const beyond = await mintToken(key, { subject: "operator", audience: "billing", scopes: ["billing:refund"] });
-    const error = await failure(
+    const error = await refusal(
       call(proc.address, beyond, (c) => c.refund({ ...refund, idempotencyKey: "identities-beyond-0001" })),
+      CallError,
     );
     expect([status[error.code], error.reason]).toEqual(["UNAUTHENTICATED", "CREDENTIALS_INVALID"]);
     expect(error.message).toMatch(/may not sign scope "billing:refund"/);
@@ -145,7 +150,10 @@ describe("keys bound to who may use them", () => {
     expect(minted.stderr).toBe("");
     const token = minted.stdout.trim();
     const off = await billing();
-    const refused = await failure(call(off.address, token, (c) => c.refund(refund)));
+    const refused = await refusal(
+      call(off.address, token, (c) => c.refund(refund)),
+      CallError,
+    );
     expect([status[refused.code], refused.reason]).toEqual(["PERMISSION_DENIED", "CREDENTIAL_NOT_BOUND"]);
     expect(refused.message).toMatch(/BILLING_BREAK_GLASS=on/);
 
@@ -189,11 +197,11 @@ describe("keys bound to who may use them", () => {
     const revoked = await cli("keys", "revoke", "--kid", key.kid, "--jwks", keys.jwks);
     expect(revoked.stderr).toBe("");
     const started = Date.now();
-    let error: Awaited<ReturnType<typeof failure>> | undefined;
+    let error: CallError | undefined;
     while (!error && Date.now() - started < 5000) {
       error = await read().then(
         () => undefined,
-        (e: unknown) => e as Awaited<ReturnType<typeof failure>>,
+        (e: unknown) => e as CallError,
       );
       if (!error) await new Promise((r) => setTimeout(r, 50));
     }

@@ -1,5 +1,6 @@
 // The one behavioural suite every RefundLedger must pass; each backend's test file only says how
 // to open a fresh ledger (demo orders seeded) and how to look at its rows behind its back.
+import { refusal } from "@loopguard/test-kit";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
 import type { LedgerOptions } from "../src/open-ledger.js";
@@ -24,16 +25,6 @@ export type LedgerFactory = () => Promise<LedgerHarness>;
 const at = new Date("2026-11-29T12:00:00.000Z");
 const DAMAGED = 1;
 const WRONG_ITEM = 3;
-
-export async function refusal(work: Promise<unknown>): Promise<LedgerError> {
-  try {
-    await work;
-  } catch (error) {
-    if (error instanceof LedgerError) return error;
-    throw error;
-  }
-  throw new Error("expected a LedgerError");
-}
 
 export function describeRefundLedger(name: string, factory: LedgerFactory, options: { skip?: string } = {}): void {
   const suite = options.skip ? describe.skip : describe;
@@ -157,8 +148,8 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
         );
       const before = await orders();
       for (const command of cases) {
-        const dry = await refusal(refund(ledger, { ...command, dryRun: true }));
-        const real = await refusal(refund(ledger, command));
+        const dry = await refusal(refund(ledger, { ...command, dryRun: true }), LedgerError);
+        const real = await refusal(refund(ledger, command), LedgerError);
         expect([dry.reason, dry.message]).toEqual([real.reason, real.message]);
       }
       expect(await orders()).toEqual(before);
@@ -173,6 +164,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       });
       const error = await refusal(
         refund(ledger, { orderId: "ord_DEMO00000007", amountCents: 1, idempotencyKey: "unit-key-000000002" }),
+        LedgerError,
       );
       expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
     });
@@ -204,7 +196,9 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
         idempotencyKey: "unit-key-000000001",
       };
       await refund(ledger, command);
-      expect((await refusal(refund(ledger, { ...command, ...change }))).reason).toBe("IDEMPOTENCY_KEY_REUSED");
+      expect((await refusal(refund(ledger, { ...command, ...change }), LedgerError)).reason).toBe(
+        "IDEMPOTENCY_KEY_REUSED",
+      );
       expect(await h.refundRows("ord_DEMO00000008")).toHaveLength(1);
       expect(await h.refundRows("ord_DEMO00000001")).toHaveLength(0);
     });
@@ -218,6 +212,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
           maxRefundedTotalCents: 50_000,
           idempotencyKey: "unit-key-000000002",
         }),
+        LedgerError,
       );
       expect(error.reason).toBe("BOUND_EXCEEDED");
       expect(await h.refundRows("ord_DEMO00000002")).toHaveLength(1);
@@ -298,6 +293,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
         (
           await refusal(
             refund(ledger, { orderId: "ord_UNKNOWN00001", amountCents: 1, idempotencyKey: "unit-key-000000001" }),
+            LedgerError,
           )
         ).reason,
       ).toBe("ORDER_NOT_FOUND");
@@ -310,7 +306,12 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       async (orderId) => {
         const before = await ledger.getOrder(orderId);
         expect(
-          (await refusal(refund(ledger, { orderId, amountCents: 1, idempotencyKey: "unit-key-000000001" }))).reason,
+          (
+            await refusal(
+              refund(ledger, { orderId, amountCents: 1, idempotencyKey: "unit-key-000000001" }),
+              LedgerError,
+            )
+          ).reason,
         ).toBe("ORDER_NOT_REFUNDABLE");
         expect(await ledger.getOrder(orderId)).toEqual(before);
       },
@@ -320,6 +321,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       const before = await ledger.getOrder("ord_DEMO00000005");
       const error = await refusal(
         refund(ledger, { orderId: "ord_DEMO00000005", amountCents: 5501, idempotencyKey: "unit-key-000000001" }),
+        LedgerError,
       );
       expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
       expect(await ledger.getOrder("ord_DEMO00000005")).toEqual(before);
@@ -413,6 +415,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       try {
         error = await refusal(
           refund(impatient, { orderId: "ord_DEMO00000002", amountCents: 1, idempotencyKey: "unit-key-000000001" }),
+          LedgerError,
         );
       } finally {
         await release();

@@ -1,12 +1,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { refusal } from "@loopguard/test-kit";
 import { MIGRATIONS_TABLE } from "@loopguard/sql-store";
 import { startTcpProxy, testPostgres } from "@loopguard/sql-store/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
-import type { RefundLedger } from "../src/ledger.js";
+import { LedgerError, type RefundLedger } from "../src/ledger.js";
 import { POSTGRES_LEDGER_MIGRATIONS, PostgresRefundLedger } from "../src/postgres-ledger.js";
-import { describeRefundLedger, refusal } from "./ledger.suite.js";
+import { describeRefundLedger } from "./ledger.suite.js";
 
 const postgres = testPostgres("billing");
 const { skip, freshDatabase } = postgres;
@@ -129,7 +130,7 @@ describe.skipIf(skip !== null)("the PostgreSQL ledger", () => {
       proxy.cut();
       for (const call of [() => ledger!.refund(command), () => ledger!.getOrder(command.orderId)]) {
         const started = Date.now();
-        expect((await refusal(call())).reason).toBe("LEDGER_UNAVAILABLE");
+        expect((await refusal(call(), LedgerError)).reason).toBe("LEDGER_UNAVAILABLE");
         // The client's read timeout is the statement timeout + 1 s.
         expect(Date.now() - started).toBeLessThan(5000);
       }

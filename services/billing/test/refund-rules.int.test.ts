@@ -2,12 +2,13 @@
 // concurrency, and preconditions that leave nothing written when they fail.
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import { refusal } from "@loopguard/test-kit";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { withBoundTokens } from "@loopguard/tool-sdk/testing";
-import { type RawClient, status } from "@loopguard/tool-sdk";
+import { CallError, type RawClient, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LEDGER_RETRY_AFTER_MS } from "../src/handlers.js";
-import { type BillingFixture, failure, startBilling } from "./billing-fixture.js";
+import { type BillingFixture, startBilling } from "./billing-fixture.js";
 
 let billing: BillingFixture;
 let client: RawClient<typeof BillingService>;
@@ -53,7 +54,7 @@ describe("Refund", () => {
     await client.refund(request);
     const rowsBefore = billing.refunds();
     const ordersBefore = [billing.order("ord_DEMO00000002"), billing.order("ord_DEMO00000008")];
-    const error = await failure(client.refund({ ...request, ...change }));
+    const error = await refusal(client.refund({ ...request, ...change }), CallError);
     expect(error.code).toBe(status.ALREADY_EXISTS);
     expect(error.reason).toBe("IDEMPOTENCY_KEY_REUSED");
     expect(billing.refunds()).toEqual(rowsBefore);
@@ -81,13 +82,14 @@ describe("Refund", () => {
   it("refuses more than is still refundable (ORDER_NOT_REFUNDABLE) and leaves order and rows unchanged", async () => {
     const before = billing.order("ord_DEMO00000005");
     const rowsBefore = billing.refunds();
-    const error = await failure(
+    const error = await refusal(
       client.refund({
         orderId: "ord_DEMO00000005",
         amountCents: 5501n,
         reason: RefundReason.DAMAGED,
         idempotencyKey: "rules-over-refund-0001",
       }),
+      CallError,
     );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
@@ -109,13 +111,14 @@ describe("Refund", () => {
     ["fully refunded", "ord_DEMO00000006"],
   ])("refuses a %s order (ORDER_NOT_REFUNDABLE)", async (_, orderId) => {
     const before = billing.order(orderId);
-    const error = await failure(
+    const error = await refusal(
       client.refund({
         orderId,
         amountCents: 1n,
         reason: RefundReason.CUSTOMER_REQUEST,
         idempotencyKey: `rules-unpaid-${orderId}`,
       }),
+      CallError,
     );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
@@ -125,16 +128,17 @@ describe("Refund", () => {
 
   it("answers NOT_FOUND (ORDER_NOT_FOUND) for an unknown order on every method", async () => {
     const orderId = "ord_NOSUCHORDER1";
-    const refund = await failure(
+    const refund = await refusal(
       client.refund({
         orderId,
         amountCents: 1n,
         reason: RefundReason.DAMAGED,
         idempotencyKey: "rules-unknown-order-0001",
       }),
+      CallError,
     );
-    const get = await failure(client.getOrder({ orderId }));
-    const list = await failure(client.listRefunds({ orderId }));
+    const get = await refusal(client.getOrder({ orderId }), CallError);
+    const list = await refusal(client.listRefunds({ orderId }), CallError);
     expect([refund, get, list].map((e) => [e.code, e.reason])).toEqual(
       Array(3).fill([status.NOT_FOUND, "ORDER_NOT_FOUND"]),
     );
@@ -155,7 +159,7 @@ describe("a locked ledger", () => {
         idempotencyKey: "rules-locked-ledger-0001",
       };
       holder.exec("BEGIN IMMEDIATE");
-      const error = await failure(lockedClient.refund(request));
+      const error = await refusal(lockedClient.refund(request), CallError);
       expect([error.code, error.reason, error.retryAfterMs]).toEqual([
         status.UNAVAILABLE,
         "LEDGER_UNAVAILABLE",

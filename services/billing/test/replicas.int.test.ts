@@ -8,10 +8,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import type { ServiceProcess } from "@loopguard/test-kit";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { testPostgres } from "@loopguard/sql-store/testing";
 import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testToken, withBoundTokens } from "@loopguard/tool-sdk/testing";
+import { spawnTool, testToken, withBoundTokens } from "@loopguard/tool-sdk/testing";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_LEDGER_MIGRATIONS } from "../src/postgres-ledger.js";
@@ -60,7 +61,7 @@ function shuffled<T>(items: T[], seed: number): T[] {
 describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL", () => {
   let url: string;
   let dataDir: string;
-  const replicas: ToolProcess[] = [];
+  const replicas: ServiceProcess[] = [];
   const clients: RawClient<typeof BillingService>[] = [];
 
   // Started inside the first test rather than in beforeAll, so that a server that cannot start

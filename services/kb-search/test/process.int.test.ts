@@ -5,16 +5,17 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { ServiceProcess } from "@loopguard/test-kit";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { checkHealth, spawnTool, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
+import { checkHealth, spawnTool, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 
 describe("kb-search process", () => {
   let dataDir: string;
-  let running: ToolProcess | undefined;
+  let running: ServiceProcess | undefined;
   const env = () => ({ KB_SEARCH_PORT: "0", KB_SEARCH_METRICS_PORT: "0", LOOPGUARD_DATA_DIR: dataDir });
 
   beforeAll(() => {
@@ -29,7 +30,7 @@ describe("kb-search process", () => {
   });
   afterAll(() => rmSync(dirname(dataDir), { recursive: true, force: true }));
 
-  const indexReady = (proc: ToolProcess) => proc.lines.find((line) => line.msg === "index ready");
+  const indexReady = (proc: ServiceProcess) => proc.lines.find((line) => line.msg === "index ready");
 
   it("seeds a private index file, serves searches, stops cleanly on SIGTERM and reuses the index on the next start", async () => {
     running = await spawnTool(MAIN, env());

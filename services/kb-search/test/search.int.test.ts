@@ -2,6 +2,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { refusal } from "@loopguard/test-kit";
 import type { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { CallError, type RawClient, status } from "@loopguard/tool-sdk";
 import { startTestTool, type TestTool } from "@loopguard/tool-sdk/testing";
@@ -12,15 +13,6 @@ import { SearchIndex } from "../src/search-index.js";
 import { build } from "../src/server.js";
 
 type KbClient = RawClient<typeof KbSearchService>;
-
-async function failure(call: Promise<unknown>): Promise<CallError> {
-  const error = await call.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (!(error instanceof CallError)) throw new Error(`expected a CallError, got ${String(error)}`);
-  return error;
-}
 
 const codePoints = (text: string) => Array.from(text).length;
 
@@ -75,7 +67,7 @@ describe("KbSearchService.Search", () => {
     ["limit 0", { query: "refund", limit: 0 }, "limit"],
     ["limit 11", { query: "refund", limit: 11 }, "limit"],
   ])("refuses %s with INVALID_ARGUMENT naming the field", async (_, request, field) => {
-    const error = await failure(client.search(request));
+    const error = await refusal(client.search(request), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("REQUEST_INVALID");
     expect(error.fieldViolations.map((v) => v.field)).toEqual([field]);
@@ -88,7 +80,7 @@ describe("KbSearchService.Search", () => {
 
   it("refuses a caller without scope kb:read with PERMISSION_DENIED", async () => {
     const other = await tool.client(["billing:read"]);
-    const error = await failure(other.search({ query: "refund", limit: 1 }));
+    const error = await refusal(other.search({ query: "refund", limit: 1 }), CallError);
     expect(error.code).toBe(status.PERMISSION_DENIED);
     expect(error.reason).toBe("SCOPE_MISSING");
   });
@@ -134,7 +126,7 @@ describe("KbSearchService.Search with an index that cannot be read", () => {
     try {
       const client = await tool.client(["kb:read"]);
       index.close();
-      const error = await failure(client.search({ query: "refund", limit: 1 }));
+      const error = await refusal(client.search({ query: "refund", limit: 1 }), CallError);
       expect(error.code).toBe(status.UNAVAILABLE);
       expect(error.reason).toBe("INDEX_UNAVAILABLE");
       expect(error.retryAfterMs).toBe(1000);

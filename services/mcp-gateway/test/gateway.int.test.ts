@@ -5,26 +5,30 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { freePort, kill, repoRoot, type ServiceProcess, tempDir } from "@loopguard/test-kit";
 import { ToolRegistry } from "@loopguard/orchestrator/tool-registry";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, ensureLocalKeys, mintToken, personKey } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
+import {
+  spawnTool,
+  startTool,
+  testOrchestratorEnv,
+  toolAddressEnv,
+  TOOLS,
+  workspaceService,
+} from "@loopguard/tool-sdk/testing";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, kill, startTool, TOOLS, tempDataDir, toolAddressEnv } from "../../../test/e2e/processes.js";
-import { ORCHESTRATOR_ENTRY } from "../../orchestrator/test/process-fixture.js";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-const GATEWAY = join(root, "services", "mcp-gateway", "dist", "main.js");
-const processes: ToolProcess[] = [];
+const GATEWAY = join(repoRoot, "services", "mcp-gateway", "dist", "main.js");
+const processes: ServiceProcess[] = [];
 const closers: (() => Promise<void>)[] = [];
 const onCleanUp = (close: () => Promise<void>) => closers.push(close);
-const dirs = [tempDataDir(), tempDataDir(), tempDataDir()];
+const dirs = [tempDir("e2e"), tempDir("e2e"), tempDir("e2e")];
 
 let dataDir: string;
 let orchestratorAddr: string;
@@ -45,7 +49,7 @@ async function stdioClient(extra: Record<string, string> = {}): Promise<{ client
   const transport = new StdioClientTransport({
     command: "pnpm",
     args: ["-s", "mcp"],
-    cwd: root,
+    cwd: repoRoot,
     env: gatewayEnv(extra),
     stderr: "pipe",
   });
@@ -131,7 +135,7 @@ beforeAll(async () => {
   const keys = ensureLocalKeys(dataDir);
   const auth = { LOOPGUARD_JWKS: "", LOOPGUARD_JWKS_FILE: keys.jwks };
   // One at a time: on a busy machine three starting at once can miss the start-up bound.
-  const tools: Record<string, ToolProcess> = {};
+  const tools: Record<string, ServiceProcess> = {};
   for (const spec of TOOLS) {
     tools[spec.name] = await startTool(spec.name, toolData, 0, auth);
     processes.push(tools[spec.name]!);
@@ -146,7 +150,7 @@ beforeAll(async () => {
     ...auth,
   };
   const orchestrator = await spawnTool(
-    ORCHESTRATOR_ENTRY,
+    workspaceService("orchestrator").entry,
     {
       ...orchestratorEnv,
       ...otel(),
@@ -303,7 +307,7 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
   });
 
   it("writes nothing but JSON-RPC on stdout", async () => {
-    const child = spawn("pnpm", ["-s", "mcp"], { cwd: root, env: gatewayEnv(), stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn("pnpm", ["-s", "mcp"], { cwd: repoRoot, env: gatewayEnv(), stdio: ["pipe", "pipe", "pipe"] });
     let stdout = "";
     child.stdout.on("data", (chunk: Buffer) => {
       stdout += chunk.toString();

@@ -1,30 +1,23 @@
 // Sessions waiting for a human hold neither one of the replica's active slots nor a lease: real
 // tool processes, a real orchestrator API with a small ORCHESTRATOR_MAX_ACTIVE_SESSIONS.
 import { setTimeout as sleep } from "node:timers/promises";
-import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { refusal } from "@loopguard/test-kit";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
-import { testToken } from "@loopguard/tool-sdk/testing";
+import { CallError, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   HIGH_RISK_CUSTOMER,
+  refundsOf,
   startOrchestrator,
   startRefund,
-  startTools,
   type TestOrchestrator,
-  type Tools,
+  useSuite,
   waitForSession,
 } from "./harness.js";
 
 const HIGH_RISK_ORDER = "ord_DEMO00000008";
 
-let tools: Tools;
-beforeAll(async () => {
-  tools = await startTools();
-}, 60_000);
-afterAll(async () => {
-  await tools?.stop();
-});
+const suite = useSuite({ orchestrator: false });
 
 const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL;
 
@@ -32,20 +25,13 @@ const startHighRiskRefund = (orch: TestOrchestrator) =>
   startRefund(orch.api, HIGH_RISK_ORDER, 1000, HIGH_RISK_CUSTOMER);
 
 async function refundCount(): Promise<number> {
-  const billing = createRawClient(BillingService, tools.billing.address, {
-    token: await testToken({ subject: "test", scopes: ["billing:read"] }),
-  });
-  try {
-    return (await billing.listRefunds({ orderId: HIGH_RISK_ORDER })).refunds.length;
-  } finally {
-    billing.close();
-  }
+  return (await refundsOf(suite.tools, HIGH_RISK_ORDER)).length;
 }
 
 describe("sessions waiting for approval release their slot and their lease", () => {
   let orch: TestOrchestrator;
   beforeAll(async () => {
-    orch = await startOrchestrator(tools, { ORCHESTRATOR_MAX_ACTIVE_SESSIONS: "2", APPROVAL_TTL_MS: "300000" });
+    orch = await startOrchestrator(suite.tools, { ORCHESTRATOR_MAX_ACTIVE_SESSIONS: "2", APPROVAL_TTL_MS: "300000" });
   });
   afterAll(async () => {
     await orch?.close();
@@ -97,7 +83,7 @@ describe("sessions waiting for approval release their slot and their lease", () 
 describe("approvals left unanswered", () => {
   let orch: TestOrchestrator;
   beforeAll(async () => {
-    orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "1000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" });
+    orch = await startOrchestrator(suite.tools, { APPROVAL_TTL_MS: "1000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" });
   });
   afterAll(async () => {
     await orch?.close();
@@ -112,20 +98,17 @@ describe("approvals left unanswered", () => {
     expect(ended.stopReason).toBe("approval_denied");
     expect(ended.answer).toBe(`approval ${shown.approvalId} expired unanswered`);
     expect(await refundCount()).toBe(before);
-    const late = await orch.approver
-      .resolveApproval({
+    const late = await refusal(
+      orch.approver.resolveApproval({
         sessionId: id,
         approvalId: shown.approvalId,
         argumentsHash: shown.argumentsHash,
         approve: true,
         reason: "too late",
-      })
-      .then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-    expect(late).toBeInstanceOf(CallError);
-    expect((late as CallError).code).toBe(status.FAILED_PRECONDITION);
-    expect((late as CallError).reason).toBe("SESSION_TERMINAL");
+      }),
+      CallError,
+    );
+    expect(late.code).toBe(status.FAILED_PRECONDITION);
+    expect(late.reason).toBe("SESSION_TERMINAL");
   });
 });

@@ -17,7 +17,8 @@ import {
 } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
-import { processFixture, type ProcessTools } from "./process-fixture.js";
+import type { Tools } from "./harness.js";
+import { processFixture } from "./process-fixture.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const CLI = join(root, "services", "orchestrator", "dist", "cli", "loopguard.js");
@@ -26,7 +27,7 @@ const { tempDir, startTools, startOrchestrator, cleanUp, onCleanUp } = processFi
 let dataDir: string;
 let address: string;
 let httpAddress: string;
-let tools: ProcessTools;
+let tools: Tools;
 let keys: LocalKeys;
 
 beforeAll(async () => {

@@ -3,53 +3,24 @@
 // question answered below it ends partial with the reason and waits for no one. The model is an
 // OpenAI-compatible server on loopback; tools, ledger and orchestrator API are real.
 import { timestampMs } from "@bufbuild/protobuf/wkt";
-import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createRawClient } from "@loopguard/tool-sdk";
-import { testToken } from "@loopguard/tool-sdk/testing";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall, toolResults } from "./fake-chat-server.js";
-import {
-  ALL_SCOPES,
-  startOrchestrator,
-  startTools,
-  type TestOrchestrator,
-  type Tools,
-  waitForSession,
-} from "./harness.js";
+import { ALL_SCOPES, refundsOf, type TestOrchestrator, useSuite, waitForSession } from "./harness.js";
 import { waiting } from "./money-fixture.js";
 
 // One set of tool processes for the file (each refund test uses its own order of the same low-risk customer).
-let tools: Tools;
-const cleanups: (() => Promise<void>)[] = [];
-beforeAll(async () => {
-  tools = await startTools();
-}, 60_000);
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-afterAll(async () => {
-  await tools?.stop();
-});
+const suite = useSuite({ orchestrator: false });
 
 /** An orchestrator in this process whose openai policy answers from `script`. */
 async function withModel(script: ScriptedReply[], env: Record<string, string> = {}): Promise<TestOrchestrator> {
   const chat = await startFakeChatServer(script);
-  cleanups.push(() => chat.close());
-  const orch = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model", ...env });
-  cleanups.push(() => orch.close());
-  return orch;
+  suite.onCleanUp(() => chat.close());
+  return suite.startOrchestrator({ OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model", ...env });
 }
 
 async function amountsOf(orderId: string): Promise<number[]> {
-  const billing = createRawClient(BillingService, tools.billing.address, {
-    token: await testToken({ scopes: ["billing:read"] }),
-  });
-  try {
-    return (await billing.listRefunds({ orderId })).refunds.map((r) => Number(r.amountCents));
-  } finally {
-    billing.close();
-  }
+  return (await refundsOf(suite.tools, orderId)).map((r) => Number(r.amountCents));
 }
 
 const refundTask = (orderId: string) => ({ kind: "refund", order_id: orderId, amount_cents: 300, reason: "DAMAGED" });

@@ -9,8 +9,7 @@ import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { type Browser, chromium, type Locator, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startOrchestrator, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
-import { startToolsInTurn } from "./tools-in-turn.js";
+import { startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -33,7 +32,7 @@ const points = async (l: Locator) => Number(await l.getAttribute("data-points"))
 
 describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromium", () => {
   beforeAll(async () => {
-    tools = await startToolsInTurn();
+    tools = await startTools({ inTurn: true });
     orch = await startOrchestrator(tools, { ORCHESTRATOR_SERIES_INTERVAL_MS: "300" });
     admin = createRawClient(OrchestratorService, orch.server.address, { token: await adminToken() });
     browser = await chromium.launch({

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { toJsonString } from "@bufbuild/protobuf";
 import Database from "better-sqlite3";
+import { kill, type ServiceProcess } from "@loopguard/test-kit";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import {
   OrchestratorService,
@@ -16,9 +17,8 @@ import {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import type { RawClient } from "@loopguard/tool-sdk";
-import { SESSION_OPERATOR_SCOPES, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { kill } from "../../../test/e2e/processes.js";
 import { PostgresSessionStore } from "../src/store/postgres-session-store.js";
 import type { JsonObject } from "../src/store/session-store.js";
 import { postgresSkipReason, type PostgresServer, startPostgres } from "@loopguard/sql-store/testing";
@@ -454,7 +454,7 @@ describe("orchestrator drills (real processes)", () => {
       scan(`GetSession ${id}`, toJsonString(SessionSchema, session!));
     }
 
-    const named: [string, ToolProcess][] = [
+    const named: [string, ServiceProcess][] = [
       ["orchestrator", orchestrator],
       ["kb-search", tools.kb],
       ["billing", tools.billing],

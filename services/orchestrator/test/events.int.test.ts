@@ -7,39 +7,21 @@ import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orc
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
 import { testToken } from "@loopguard/tool-sdk/testing";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import {
-  HIGH_RISK_CUSTOMER,
-  LOW_RISK_CUSTOMER,
-  startOrchestrator,
-  startRefund,
-  startTools,
-  type TestOrchestrator,
-  type Tools,
-  waitForSession,
-} from "./harness.js";
+import { describe, expect, it, vi } from "vitest";
+import { HIGH_RISK_CUSTOMER, LOW_RISK_CUSTOMER, startRefund, useSuite, waitForSession } from "./harness.js";
 
-let tools: Tools;
-let orch: TestOrchestrator;
-beforeAll(async () => {
-  tools = await startTools();
-  orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "300000" });
-}, 60_000);
-afterAll(async () => {
-  await orch?.close();
-  await tools?.stop();
-});
+const suite = useSuite({ orchestrator: { APPROVAL_TTL_MS: "300000" } });
 
 describe("waiting on store events", () => {
   it("a watcher of a waiting session reads nothing from the store until the session moves, then hears the move", async () => {
-    const id = await startRefund(orch.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
-    await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL);
-    const store = orch.orchestrator.store;
+    const id = await startRefund(suite.orch.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
+    await waitForSession(suite.orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL);
+    const store = suite.orch.orchestrator.store;
     const reads = [vi.spyOn(store, "get"), vi.spyOn(store, "auditTrail"), vi.spyOn(store, "steps")];
     const count = () =>
       reads.reduce((n, spy) => n + spy.mock.calls.filter(([sessionId]) => sessionId === id).length, 0);
     try {
-      const stream = orch.api.watchSession({ sessionId: id })[Symbol.asyncIterator]();
+      const stream = suite.orch.api.watchSession({ sessionId: id })[Symbol.asyncIterator]();
       const seen: string[] = [];
       while (!seen.includes("AWAITING_APPROVAL")) {
         const { value } = await stream.next();
@@ -49,7 +31,7 @@ describe("waiting on store events", () => {
       await sleep(1500);
       // Polling read the session every 150 ms; waiting on events reads nothing while nothing moves.
       expect(count()).toBe(afterCatchUp);
-      await orch.api.cancelSession({ sessionId: id, reason: "watched enough" });
+      await suite.orch.api.cancelSession({ sessionId: id, reason: "watched enough" });
       const next: string[] = [];
       for (let r = await stream.next(); !r.done; r = await stream.next()) {
         if (r.value.event.case === "transition") next.push(SessionState[r.value.event.value.to]);
@@ -61,14 +43,14 @@ describe("waiting on store events", () => {
   });
 
   it("a cancel during an irreversible call waits for its outcome, woken by the transition that records it, and names what was done", async () => {
-    const admin = createRawClient(ToolAdminService, tools.billing.address, {
+    const admin = createRawClient(ToolAdminService, suite.tools.billing.address, {
       token: await testToken({ subject: "drill", scopes: ["tool:admin"], audience: "billing" }),
     });
     await admin.setFaults({ profile: { addedLatencyMs: 1200, methods: ["Refund"] } });
     try {
-      const id = await startRefund(orch.api, "ord_DEMO00000001", 200, LOW_RISK_CUSTOMER);
+      const id = await startRefund(suite.orch.api, "ord_DEMO00000001", 200, LOW_RISK_CUSTOMER);
       for (let i = 0; i < 200; i += 1) {
-        const s = await orch.orchestrator.store.get(id);
+        const s = await suite.orch.orchestrator.store.get(id);
         if (
           s?.state === "TOOL_EXECUTING" &&
           (s.pending as { call?: { tool?: string } } | null)?.call?.tool === "billing_refund"
@@ -76,13 +58,14 @@ describe("waiting on store events", () => {
           break;
         await sleep(25);
       }
-      const cancelled = (await orch.api.cancelSession({ sessionId: id, reason: "customer called back" })).session!;
+      const cancelled = (await suite.orch.api.cancelSession({ sessionId: id, reason: "customer called back" }))
+        .session!;
       expect(SessionState[cancelled.state]).toBe("CANCELLED");
       const refundId = /refund:(rf_[A-Za-z0-9]{16})/.exec(cancelled.answer)?.[1];
       expect(cancelled.answer).toMatch(
         /^cancelled by test: customer called back; already done before the cancel: billing_refund refund:rf_/,
       );
-      const billing = createRawClient(BillingService, tools.billing.address, {
+      const billing = createRawClient(BillingService, suite.tools.billing.address, {
         token: await testToken({ subject: "test", scopes: ["billing:read"] }),
       });
       expect((await billing.listRefunds({ orderId: "ord_DEMO00000001" })).refunds.map((r) => r.refundId)).toContain(

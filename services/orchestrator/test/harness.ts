@@ -1,68 +1,47 @@
-// Test harness: every tool service (from the manifests) as real processes, and an orchestrator built in-process (real
-// gRPC API through serveTool, real SQLite store, real tool clients) with the config a test needs.
+// Test harness: every tool service (from the manifests) as real processes, an orchestrator built in-process (real
+// gRPC API through serveTool, real SQLite store, real tool clients) with the config a test needs, and useSuite, which
+// starts both for a test file and stops them after it.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import {
   OrchestratorService,
   type Session,
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { type FaultProfileSchema, ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import type { ServiceProcess } from "@loopguard/test-kit";
+import { createLogger, createRawClient, type RawClient, serveTool, type ToolServer } from "@loopguard/tool-sdk";
 import {
-  CallError,
-  createLogger,
-  createRawClient,
-  type RawClient,
-  serveTool,
-  type ToolServer,
-} from "@loopguard/tool-sdk";
-import { type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+  SESSION_OPERATOR_SCOPES,
+  type StartAllOptions,
+  startTools as startWorkspaceTools,
+  testOrchestratorEnv,
+  testToken,
+  toolAddressEnv,
+  type WorkspaceTools,
+} from "@loopguard/tool-sdk/testing";
 import type { Registry } from "prom-client";
-import { expect } from "vitest";
-import { kill, startAllTools, startTool, TOOLS, toolAddressEnv } from "../../../test/e2e/processes.js";
+import { afterAll, afterEach, beforeAll, beforeEach } from "vitest";
 import { createHttpPort } from "../src/api/http-port.js";
-import { loadOrchestratorConfig } from "../src/config.js";
 import { LogTail } from "../src/api/log-tail.js";
+import { loadOrchestratorConfig } from "../src/config.js";
 import type { Orchestrator } from "../src/session/orchestrator.js";
 import { type BuildOptions, build } from "../src/server.js";
 
-export interface Tools {
-  /** Every tool service of the workspace, by name. */
-  readonly all: Readonly<Record<string, ToolProcess>>;
-  readonly kb: ToolProcess;
-  readonly billing: ToolProcess;
-  readonly risk: ToolProcess;
-  readonly dataDir: string;
-  stop(): Promise<void>;
+export interface Tools extends WorkspaceTools {
+  readonly kb: ServiceProcess;
+  readonly billing: ServiceProcess;
+  readonly risk: ServiceProcess;
 }
 
-async function startToolsInTurn(dataDir: string): Promise<Record<string, ToolProcess>> {
-  const all: Record<string, ToolProcess> = {};
-  for (const spec of TOOLS) all[spec.name] = await startTool(spec.name, dataDir);
-  return all;
-}
-
-/** `inTurn`: one after another, for a busy machine where three starting at once can each miss their start-up timeout. */
-export async function startTools({ inTurn = false }: { readonly inTurn?: boolean } = {}): Promise<Tools> {
-  const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-tools-"));
-  const all = inTurn ? await startToolsInTurn(dataDir) : await startAllTools(dataDir);
-  return toolsOf(all, dataDir);
-}
-
-/** Running tool processes on one data folder as Tools; stop() kills them and removes the folder. */
-export function toolsOf(all: Readonly<Record<string, ToolProcess>>, dataDir: string): Tools {
-  return {
-    all,
-    kb: all["kb-search"]!,
-    billing: all.billing!,
-    risk: all.risk!,
-    dataDir,
-    async stop() {
-      await Promise.all(Object.values(all).map((p) => kill(p)));
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+/** Every tool of the workspace as a process on a fresh data folder, with the three the tests name. */
+export async function startTools(options: StartAllOptions = {}): Promise<Tools> {
+  const tools = await startWorkspaceTools(options);
+  return { ...tools, kb: tools.all["kb-search"]!, billing: tools.all.billing!, risk: tools.all.risk! };
 }
 
 export interface TestOrchestrator {
@@ -160,16 +139,6 @@ export async function waitForSession(
   }
 }
 
-/** The CallError a call was refused with (fails the test if it was answered). */
-export async function refusal(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CallError);
-  return error as CallError;
-}
-
 export function isEnded(s: Session): boolean {
   return s.state === SessionState.DONE || s.state === SessionState.FAILED || s.state === SessionState.CANCELLED;
 }
@@ -200,4 +169,101 @@ export async function startRefund(
     policy: "scripted",
   });
   return session!.sessionId;
+}
+
+/** This run's refunds of `orderId` in the ledger, read with a client of its own. */
+export async function refundsOf(tools: Tools, orderId: string) {
+  const billing = createRawClient(BillingService, tools.billing.address, {
+    token: await testToken({ subject: "test", scopes: ["billing:read"] }),
+  });
+  try {
+    return (await billing.listRefunds({ orderId })).refunds;
+  } finally {
+    billing.close();
+  }
+}
+
+/** Sets a tool's injected faults through its admin RPC (an empty profile clears them). */
+export async function setFaults(
+  tools: Tools,
+  tool: string,
+  profile: MessageInitShape<typeof FaultProfileSchema>,
+): Promise<void> {
+  const admin = createRawClient(ToolAdminService, tools.all[tool]!.address, {
+    token: await testToken({ subject: "drill", audience: tool, scopes: ["tool:admin"] }),
+  });
+  try {
+    await admin.setFaults({ profile });
+  } finally {
+    admin.close();
+  }
+}
+
+export interface SuiteOptions {
+  /**
+   * The file's orchestrator's environment, or a function that makes it once the tools run (e.g. from a fake model
+   * server it starts); `false`: the file has none, its tests start their own.
+   */
+  readonly orchestrator?: Record<string, string> | ((tools: Tools) => Promise<Record<string, string>>) | false;
+  readonly policies?: BuildOptions["policies"];
+  readonly tools?: StartAllOptions;
+}
+
+export interface Suite {
+  /** The file's tool processes. */
+  readonly tools: Tools;
+  /** The file's orchestrator. */
+  readonly orch: TestOrchestrator;
+  /** Another orchestrator on the file's tools, closed when the test (or, started outside a test, the file) ends. */
+  startOrchestrator(env?: Record<string, string>, options?: Pick<BuildOptions, "policies">): Promise<TestOrchestrator>;
+  /** Runs `close` when the test ends, or the file when called outside a test; newest first. */
+  onCleanUp(close: () => unknown): void;
+}
+
+async function closeAll(closes: (() => unknown)[]): Promise<void> {
+  for (const close of closes.splice(0).reverse()) await close();
+}
+
+/** The tools and (unless told not to) one orchestrator for a test file: started before its tests, stopped after. */
+export function useSuite(options: SuiteOptions = {}): Suite {
+  let tools: Tools | undefined;
+  let orch: TestOrchestrator | undefined;
+  let inTest = false;
+  const testCleanUps: (() => unknown)[] = [];
+  const fileCleanUps: (() => unknown)[] = [];
+  beforeAll(async () => {
+    tools = await startTools(options.tools);
+    const env = typeof options.orchestrator === "function" ? await options.orchestrator(tools) : options.orchestrator;
+    if (env !== false)
+      orch = await startOrchestrator(tools, env, options.policies ? { policies: options.policies } : {});
+  }, 90_000);
+  beforeEach(() => {
+    inTest = true;
+  });
+  afterEach(async () => {
+    inTest = false;
+    await closeAll(testCleanUps);
+  });
+  afterAll(async () => {
+    await orch?.close();
+    await closeAll(fileCleanUps);
+    await tools?.stop();
+  });
+  const suite: Suite = {
+    get tools() {
+      if (!tools) throw new Error("useSuite: the tools start in beforeAll");
+      return tools;
+    },
+    get orch() {
+      if (!orch) throw new Error("useSuite: no orchestrator (started in beforeAll unless `orchestrator: false`)");
+      return orch;
+    },
+    async startOrchestrator(env = {}, buildOptions = {}) {
+      const started = await startOrchestrator(suite.tools, env, buildOptions);
+      suite.onCleanUp(() => started.close());
+      return started;
+    },
+    onCleanUp: (close) => (inTest ? testCleanUps : fileCleanUps).push(close),
+  };
+  return suite;
 }

@@ -2,42 +2,27 @@
 // SetFaults): the hedged answer is the session's one tool call, validated and cited as usual, and
 // its extra attempt shows in the step's attempts.
 import { join } from "node:path";
+import { kill } from "@loopguard/test-kit";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kill, startTool } from "../../../test/e2e/processes.js";
-import {
-  ALL_SCOPES,
-  startOrchestrator,
-  startTools,
-  type TestOrchestrator,
-  type Tools,
-  waitForSession,
-} from "./harness.js";
+import { startTool, testToken } from "@loopguard/tool-sdk/testing";
+import { describe, expect, it } from "vitest";
+import { ALL_SCOPES, useSuite, waitForSession } from "./harness.js";
 
 const SLOW_MS = 3000;
 
-let tools: Tools;
-let extra: ToolProcess[] = [];
-let orch: TestOrchestrator;
-
-beforeAll(async () => {
-  tools = await startTools();
-  extra = await Promise.all([1, 2].map((n) => startTool("kb-search", join(tools.dataDir, `kb-${n}`))));
-  const replicas = [tools.kb, ...extra];
-  orch = await startOrchestrator(tools, { KB_SEARCH_ADDR: replicas.map((r) => r.address).join(",") });
-});
-afterAll(async () => {
-  await orch?.close();
-  await Promise.all(extra.map((p) => kill(p)));
-  await tools?.stop();
+const suite = useSuite({
+  orchestrator: async (tools) => {
+    const extra = await Promise.all([1, 2].map((n) => startTool("kb-search", join(tools.dataDir, `kb-${n}`))));
+    suite.onCleanUp(() => Promise.all(extra.map((p) => kill(p))));
+    return { KB_SEARCH_ADDR: [tools.kb, ...extra].map((r) => r.address).join(",") };
+  },
 });
 
 async function question(goal: string) {
-  const { session } = await orch.api.startSession({ goal, task: {}, scopes: ALL_SCOPES, policy: "scripted" });
-  const done = await waitForSession(orch.api, session!.sessionId);
-  const steps = (await orch.api.getTrace({ sessionId: session!.sessionId })).records
+  const { session } = await suite.orch.api.startSession({ goal, task: {}, scopes: ALL_SCOPES, policy: "scripted" });
+  const done = await waitForSession(suite.orch.api, session!.sessionId);
+  const steps = (await suite.orch.api.getTrace({ sessionId: session!.sessionId })).records
     .map(
       (r) =>
         JSON.parse(r) as {
@@ -55,7 +40,7 @@ describe("hedged reads in sessions", () => {
     // Each replica answers once first, so the client knows there are others to hedge to.
     for (let i = 0; i < 3; i++)
       expect((await question(`How long do card refunds take? ${i}`)).done.stopReason).toBe("done");
-    const admin = createRawClient(ToolAdminService, tools.kb.address, {
+    const admin = createRawClient(ToolAdminService, suite.tools.kb.address, {
       token: await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] }),
     });
     await admin.setFaults({ profile: { addedLatencyMs: SLOW_MS } });

@@ -7,16 +7,9 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { status, ToolError } from "@loopguard/tool-sdk";
 import { startTestTool } from "@loopguard/tool-sdk/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { chatCompletion, type FakeChatServer, type ReceivedRequest, startFakeChatServer } from "./fake-chat-server.js";
-import {
-  ALL_SCOPES,
-  startOrchestrator,
-  startTools,
-  type TestOrchestrator,
-  type Tools,
-  waitForSession,
-} from "./harness.js";
+import { ALL_SCOPES, startOrchestrator, type TestOrchestrator, useSuite, waitForSession } from "./harness.js";
 
 const WINDOW = 12_000;
 const RESERVE = 256;
@@ -64,34 +57,32 @@ function model(request: ReceivedRequest): unknown {
   return chatCompletion({ content: "ok" });
 }
 
-let tools: Tools;
 let chat: FakeChatServer;
-let orch: TestOrchestrator;
-beforeAll(async () => {
-  tools = await startTools({ inTurn: true });
-  chat = await startFakeChatServer(model);
-  orch = await startOrchestrator(tools, {
-    OPENAI_BASE_URL: chat.baseUrl,
-    OPENAI_MODEL: "gpt-4o-mini",
-    CONTEXT_COMPRESS_TOKENS: "1500",
-    MODEL_CONTEXT_WINDOW_TOKENS: String(WINDOW),
-    MODEL_MAX_OUTPUT_TOKENS: String(RESERVE),
-    // 1 unit per 1M tokens is 1 micro a token: prices easy to check.
-    MODEL_PRICES: JSON.stringify({ "gpt-4o-mini": { input: 1, output: 2 } }),
-  });
-}, 90_000);
-afterAll(async () => {
-  await orch?.close();
-  await chat?.close();
-  await tools?.stop();
+const suite = useSuite({
+  tools: { inTurn: true },
+  orchestrator: async () => {
+    chat = await startFakeChatServer(model);
+    suite.onCleanUp(() => chat.close());
+    return {
+      OPENAI_BASE_URL: chat.baseUrl,
+      OPENAI_MODEL: "gpt-4o-mini",
+      CONTEXT_COMPRESS_TOKENS: "1500",
+      MODEL_CONTEXT_WINDOW_TOKENS: String(WINDOW),
+      MODEL_MAX_OUTPUT_TOKENS: String(RESERVE),
+      // 1 unit per 1M tokens is 1 micro a token: prices easy to check.
+      MODEL_PRICES: JSON.stringify({ "gpt-4o-mini": { input: 1, output: 2 } }),
+    };
+  },
 });
 
 async function run(goal: string, budget: Record<string, number | bigint> = {}, task: JsonObject = {}) {
-  const { session } = await orch.api.startSession({ goal, task, scopes: ALL_SCOPES, policy: "openai", budget });
+  const { session } = await suite.orch.api.startSession({ goal, task, scopes: ALL_SCOPES, policy: "openai", budget });
   const id = session!.sessionId;
-  const done = await waitForSession(orch.api, id, undefined, 60_000);
+  const done = await waitForSession(suite.orch.api, id, undefined, 60_000);
   const requests = chat.requests.filter((r) => goalOf(r) === goal);
-  const trace = (await orch.api.getTrace({ sessionId: id })).records.map((r) => JSON.parse(r) as Record<string, any>);
+  const trace = (await suite.orch.api.getTrace({ sessionId: id })).records.map(
+    (r) => JSON.parse(r) as Record<string, any>,
+  );
   return { done, requests, trace };
 }
 
@@ -144,7 +135,7 @@ describe("model calls", () => {
     expect(context.alarms).toBe(0);
     // Without summaries the last prompt would not have fit the window at all.
     expect(Number(context.promptTokens) + Number(context.savedTokens)).toBeGreaterThan(WINDOW);
-    const metrics = await (await fetch(`${orch.httpUrl}/metrics`)).text();
+    const metrics = await (await fetch(`${suite.orch.httpUrl}/metrics`)).text();
     expect(metrics).toMatch(/^loopguard_session_context_compression_ratio_count({[^}]*})? [1-9]/m);
     expect(metrics).toMatch(/^loopguard_model_cost_micros_total({[^}]*})? [1-9]/m);
 
@@ -160,7 +151,7 @@ describe("model calls", () => {
 
   it("raises the 80% alarm on the session, in its trace and in /metrics", async () => {
     // A model with a small window: the task alone (never compressed) takes it past 80%.
-    const small = await startOrchestrator(tools, {
+    const small = await startOrchestrator(suite.tools, {
       OPENAI_BASE_URL: chat.baseUrl,
       OPENAI_MODEL: "gpt-4o-mini",
       MODEL_CONTEXT_WINDOW_TOKENS: "1000",
@@ -231,7 +222,7 @@ describe("model calls", () => {
         },
       },
     });
-    const flakyKb = await startOrchestrator(tools, {
+    const flakyKb = await startOrchestrator(suite.tools, {
       OPENAI_BASE_URL: chat.baseUrl,
       OPENAI_MODEL: "gpt-4o-mini",
       KB_SEARCH_ADDR: kb.address,

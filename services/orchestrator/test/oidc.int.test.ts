@@ -2,41 +2,24 @@
 // (oauth2-mock-server: discovery document, JWKS, signed ID tokens) and the orchestrator's real
 // gRPC API: a valid ID token starts a session as "oidc:<sub>"; a forged, expired or foreign one is
 // UNAUTHENTICATED; an OIDC approver cannot approve the session its own subject started.
+import { refusal } from "@loopguard/test-kit";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createRawClient, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { decodeJwt, decodeProtectedHeader, generateKeyPair, SignJWT } from "jose";
 import { OAuth2Server } from "oauth2-mock-server";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  ALL_SCOPES,
-  HIGH_RISK_CUSTOMER,
-  refusal,
-  startOrchestrator,
-  startTools,
-  type TestOrchestrator,
-  type Tools,
-  waitForSession,
-} from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { ALL_SCOPES, HIGH_RISK_CUSTOMER, useSuite, waitForSession } from "./harness.js";
 
 const CLIENT_ID = "loopguard-test";
 let issuer: OAuth2Server;
-let tools: Tools;
-let orch: TestOrchestrator;
-
-beforeAll(async () => {
-  issuer = new OAuth2Server();
-  await issuer.issuer.keys.generate("RS256");
-  await issuer.start(0, "127.0.0.1");
-  tools = await startTools();
-  orch = await startOrchestrator(tools, {
-    ORCHESTRATOR_OIDC_ISSUER: issuer.issuer.url!,
-    ORCHESTRATOR_OIDC_AUDIENCE: CLIENT_ID,
-  });
-});
-afterAll(async () => {
-  await orch?.close();
-  await tools?.stop();
-  await issuer?.stop();
+const suite = useSuite({
+  orchestrator: async () => {
+    issuer = new OAuth2Server();
+    await issuer.issuer.keys.generate("RS256");
+    await issuer.start(0, "127.0.0.1");
+    suite.onCleanUp(() => issuer.stop());
+    return { ORCHESTRATOR_OIDC_ISSUER: issuer.issuer.url!, ORCHESTRATOR_OIDC_AUDIENCE: CLIENT_ID };
+  },
 });
 
 /** An ID token from the local issuer for `sub` holding `roles`; `change` edits its claims before signing. */
@@ -56,7 +39,7 @@ function idToken(
 }
 
 function api(token: string) {
-  return createRawClient(OrchestratorService, orch.server.address, { token });
+  return createRawClient(OrchestratorService, suite.orch.server.address, { token });
 }
 
 const question = { goal: "How long do card refunds take?", scopes: ["kb:read"] };
@@ -81,7 +64,7 @@ describe("OIDC ID tokens at the orchestrator", () => {
       .sign(privateKey);
     const client = api(forged);
     try {
-      const error = await refusal(client.startSession(question));
+      const error = await refusal(client.startSession(question), CallError);
       expect([status[error.code], error.reason]).toEqual(["UNAUTHENTICATED", "CREDENTIALS_INVALID"]);
       expect(error.message).toMatch(/signature does not verify/);
     } finally {
@@ -104,7 +87,7 @@ describe("OIDC ID tokens at the orchestrator", () => {
   ])("refuse an ID token %s, UNAUTHENTICATED", async (_, make, why) => {
     const client = api(await make());
     try {
-      const error = await refusal(client.listSessions({}));
+      const error = await refusal(client.listSessions({}), CallError);
       expect([status[error.code], error.reason]).toEqual(["UNAUTHENTICATED", "CREDENTIALS_INVALID"]);
       expect(error.message).toMatch(why);
     } finally {
@@ -134,7 +117,7 @@ describe("OIDC ID tokens at the orchestrator", () => {
         argumentsHash: waiting.pendingApproval!.argumentsHash,
         approve: true,
       };
-      const self = await refusal(lead.resolveApproval(answer));
+      const self = await refusal(lead.resolveApproval(answer), CallError);
       expect([status[self.code], self.reason]).toEqual(["PERMISSION_DENIED", "SELF_APPROVAL"]);
       expect((await approver.resolveApproval(answer)).session?.state).not.toBe(SessionState.AWAITING_APPROVAL);
     } finally {

@@ -1,3 +1,4 @@
+import { errorOf } from "@loopguard/test-kit";
 import { context, ROOT_CONTEXT, TraceFlags, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
@@ -73,15 +74,6 @@ async function serve(script: ScriptedReply[], options: Partial<OpenAiPolicyOptio
 
 function never(): AbortSignal {
   return new AbortController().signal;
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  throw new Error("expected a rejection");
 }
 
 function toolCalls(decision: Decision) {
@@ -541,7 +533,7 @@ describe("openai policy: auth", () => {
       ],
       { apiKey: KEY },
     );
-    const err = await rejection(policy.decide(input(), never()));
+    const err = await errorOf(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     const error = err as PolicyUnavailableError;
     expect(error.message).toContain("HTTP 401");
@@ -556,7 +548,7 @@ describe("openai policy: endpoint failures", () => {
     const { policy } = await serve([
       () => ({ status: 500, body: { error: { message: "The server had an error", type: "server_error" } } }),
     ]);
-    const err = await rejection(policy.decide(input(), never()));
+    const err = await errorOf(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: true, status: 500, retryAfterMs: undefined });
   });
@@ -568,7 +560,7 @@ describe("openai policy: endpoint failures", () => {
         body: { error: { message: "Invalid schema for function 'kb_search'", type: "invalid_request_error" } },
       }),
     ]);
-    const err = await rejection(policy.decide(input(), never()));
+    const err = await errorOf(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: false, status: 400 });
     expect((err as Error).message).toContain("Invalid schema for function 'kb_search'");
@@ -582,21 +574,21 @@ describe("openai policy: endpoint failures", () => {
         body: { error: { message: "Rate limit reached", type: "requests" } },
       }),
     ]);
-    const err = await rejection(policy.decide(input(), never()));
+    const err = await errorOf(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: true, status: 429, retryAfterMs: 2000 });
   });
 
   it("throws a retryable PolicyUnavailableError when the body is not JSON", async () => {
     const { policy } = await serve([() => ({ status: 200, body: "<html>Bad gateway</html>" })]);
-    const err = await rejection(policy.decide(input(), never()));
+    const err = await errorOf(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: true });
   });
 
   it("throws a retryable PolicyUnavailableError when the JSON is not a chat completion", async () => {
     const { policy } = await serve([() => ({ status: 200, body: { object: "list", data: [] } })]);
-    const err = await rejection(policy.decide(input(), never()));
+    const err = await errorOf(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: true });
   });
@@ -604,7 +596,7 @@ describe("openai policy: endpoint failures", () => {
   it("times out a hanging server within the configured timeout", async () => {
     const { server, policy } = await serve([() => new Promise(() => {})], { timeoutMs: 300 });
     const started = Date.now();
-    const err = await rejection(policy.decide(input(), never()));
+    const err = await errorOf(policy.decide(input(), never()));
     const elapsed = Date.now() - started;
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: true });
@@ -617,7 +609,7 @@ describe("openai policy: endpoint failures", () => {
   it("cuts the call short at the session's wall clock left when that is below the configured cap", async () => {
     const { policy } = await serve([() => new Promise(() => {})], { timeoutMs: 10_000 });
     const started = Date.now();
-    const err = await rejection(policy.decide(input({ timeoutMs: 300 }), never()));
+    const err = await errorOf(policy.decide(input({ timeoutMs: 300 }), never()));
     expect(Date.now() - started).toBeLessThan(1500);
     expect((err as Error).message).toContain("timed out after 300 ms");
   });
@@ -627,7 +619,7 @@ describe("openai policy: endpoint failures", () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 100);
     const started = Date.now();
-    const err = await rejection(policy.decide(input(), controller.signal));
+    const err = await errorOf(policy.decide(input(), controller.signal));
     expect(Date.now() - started).toBeLessThan(1500);
     expect(err).not.toBeInstanceOf(PolicyUnavailableError);
     expect((err as Error).name).toBe("AbortError");
@@ -637,7 +629,7 @@ describe("openai policy: endpoint failures", () => {
     const closed = await startFakeChatServer([]);
     await closed.close();
     const policy = createOpenAiPolicy({ baseUrl: closed.baseUrl, model: "gpt-test", timeoutMs: 2000 });
-    const err = await rejection(policy.decide(input(), never()));
+    const err = await errorOf(policy.decide(input(), never()));
     expect(err).toBeInstanceOf(PolicyUnavailableError);
     expect(err).toMatchObject({ retryable: true, status: undefined });
     expect((err as Error).message).toContain("ECONNREFUSED");

@@ -1,5 +1,6 @@
 // Sessions driven by the openai policy against a local server speaking the chat-completions
 // wire format: malformed output becomes observations the next step corrects.
+import { refusal } from "@loopguard/test-kit";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -154,13 +155,12 @@ describe("openai policy sessions", () => {
   it("is refused at StartSession when no model endpoint is configured", async () => {
     const orch = await startOrchestrator(tools);
     try {
-      const error = await orch.api.startSession({ goal: "hi", scopes: ALL_SCOPES, policy: "openai" }).then(
-        () => undefined,
-        (e: unknown) => e,
+      const error = await refusal(
+        orch.api.startSession({ goal: "hi", scopes: ALL_SCOPES, policy: "openai" }),
+        CallError,
       );
-      expect(error).toBeInstanceOf(CallError);
-      expect((error as CallError).code).toBe(status.INVALID_ARGUMENT);
-      expect((error as CallError).fieldViolations[0]?.field).toBe("policy");
+      expect(error.code).toBe(status.INVALID_ARGUMENT);
+      expect(error.fieldViolations[0]?.field).toBe("policy");
     } finally {
       await orch.close();
     }
@@ -190,21 +190,18 @@ describe("approval expiry", () => {
       );
       await new Promise((resolve) => setTimeout(resolve, 1300));
       const shown = waiting.pendingApproval!;
-      const error = await orch.approver
-        .resolveApproval({
+      const error = await refusal(
+        orch.approver.resolveApproval({
           sessionId: session!.sessionId,
           approvalId: shown.approvalId,
           argumentsHash: shown.argumentsHash,
           approve: true,
           reason: "",
-        })
-        .then(
-          () => undefined,
-          (e: unknown) => e,
-        );
-      expect(error).toBeInstanceOf(CallError);
-      expect((error as CallError).code).toBe(status.FAILED_PRECONDITION);
-      expect(["APPROVAL_EXPIRED", "SESSION_TERMINAL"]).toContain((error as CallError).reason);
+        }),
+        CallError,
+      );
+      expect(error.code).toBe(status.FAILED_PRECONDITION);
+      expect(["APPROVAL_EXPIRED", "SESSION_TERMINAL"]).toContain(error.reason);
       const done = await waitForSession(orch.api, session!.sessionId);
       expect(done.stopReason).toBe("approval_denied");
     } finally {

@@ -8,60 +8,29 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
-import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { type FaultProfileSchema, ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { createRawClient } from "@loopguard/tool-sdk";
-import { testToken } from "@loopguard/tool-sdk/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FaultProfileSchema } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { describe, expect, it } from "vitest";
 import {
   ALL_SCOPES,
   LOW_RISK_CUSTOMER,
+  refundsOf,
+  setFaults,
   startOrchestrator,
   startRefund,
-  startTools,
   type TestOrchestrator,
-  type Tools,
+  useSuite,
   waitForSession,
 } from "./harness.js";
 
-let tools: Tools;
-let orch: TestOrchestrator;
+const suite = useSuite();
 
-beforeAll(async () => {
-  tools = await startTools();
-  orch = await startOrchestrator(tools);
-});
-afterAll(async () => {
-  await orch?.close();
-  await tools?.stop();
-});
+const faults = (tool: string, profile: MessageInitShape<typeof FaultProfileSchema>) =>
+  setFaults(suite.tools, tool, profile);
 
-async function faults(
-  tool: "billing" | "kb-search",
-  profile: MessageInitShape<typeof FaultProfileSchema>,
-): Promise<void> {
-  const admin = createRawClient(ToolAdminService, tools.all[tool]!.address, {
-    token: await testToken({ subject: "drill", audience: tool, scopes: ["tool:admin"] }),
-  });
-  try {
-    await admin.setFaults({ profile });
-  } finally {
-    admin.close();
-  }
-}
-
-async function refundsOf(orderId: string) {
-  const billing = createRawClient(BillingService, tools.billing.address, {
-    token: await testToken({ subject: "test", scopes: ["billing:read"] }),
-  });
-  try {
-    // This run's refunds: the demo data's own (rf_DEMO…) left out.
-    return (await billing.listRefunds({ orderId })).refunds.filter((r) => !r.refundId.startsWith("rf_DEMO"));
-  } finally {
-    billing.close();
-  }
-}
+/** This run's refunds: the demo data's own (rf_DEMO…) left out. */
+const runRefundsOf = async (orderId: string) =>
+  (await refundsOf(suite.tools, orderId)).filter((r) => !r.refundId.startsWith("rf_DEMO"));
 
 const parked = (s: { state: SessionState }) => s.state === SessionState.PARKED;
 
@@ -70,19 +39,19 @@ describe("a parked session can be cancelled", () => {
   it("cancelling a refund parked on billing ends it CANCELLED and lets its hold go; nothing is refunded", async () => {
     await faults("billing", { outage: true, methods: ["Refund"] });
     try {
-      const id = await startRefund(orch.api, "ord_DEMO00000007", 150, LOW_RISK_CUSTOMER);
-      await waitForSession(orch.api, id, parked);
-      const cancelled = (await orch.api.cancelSession({ sessionId: id, reason: "customer withdrew" })).session!;
+      const id = await startRefund(suite.orch.api, "ord_DEMO00000007", 150, LOW_RISK_CUSTOMER);
+      await waitForSession(suite.orch.api, id, parked);
+      const cancelled = (await suite.orch.api.cancelSession({ sessionId: id, reason: "customer withdrew" })).session!;
       expect([SessionState[cancelled.state], cancelled.stopReason, cancelled.outcome?.kind]).toEqual([
         "CANCELLED",
         "cancelled",
         "not_done",
       ]);
-      expect((await orch.orchestrator.store.reservations(id)).map((r) => r.status)).toEqual(["released"]);
+      expect((await suite.orch.orchestrator.store.reservations(id)).map((r) => r.status)).toEqual(["released"]);
     } finally {
       await faults("billing", {});
     }
-    expect(await refundsOf("ord_DEMO00000007")).toEqual([]);
+    expect(await runRefundsOf("ord_DEMO00000007")).toEqual([]);
   });
 });
 
@@ -91,27 +60,27 @@ describe("a session that needs a tool which is down parks, and goes on when it i
     await faults("billing", { outage: true, methods: ["Refund"] });
     let id: string;
     try {
-      id = await startRefund(orch.api, "ord_DEMO00000001", 700, LOW_RISK_CUSTOMER);
-      const waiting = await waitForSession(orch.api, id, parked);
+      id = await startRefund(suite.orch.api, "ord_DEMO00000001", 700, LOW_RISK_CUSTOMER);
+      const waiting = await waitForSession(suite.orch.api, id, parked);
       expect(waiting.parked).toMatchObject({ tool: "billing", reason: expect.stringMatching(/^UNAVAILABLE/) });
       expect(timestampMs(waiting.parked!.wakeAt!)).toBeGreaterThan(timestampMs(waiting.parked!.since!));
       expect(waiting.stopReason).toBe("");
-      expect(await refundsOf("ord_DEMO00000001")).toEqual([]);
+      expect(await runRefundsOf("ord_DEMO00000001")).toEqual([]);
     } finally {
       await faults("billing", {});
     }
-    const done = await waitForSession(orch.api, id, undefined, 30_000);
+    const done = await waitForSession(suite.orch.api, id, undefined, 30_000);
     expect([SessionState[done.state], done.stopReason]).toEqual(["DONE", "done"]);
     expect(done.outcome).toMatchObject({ kind: "succeeded", reason: "" });
     expect(done.answer).toMatch(/Refunded 700 cents of order ord_DEMO00000001/);
-    const refunds = await refundsOf("ord_DEMO00000001");
+    const refunds = await runRefundsOf("ord_DEMO00000001");
     expect(refunds.map((r) => r.amountCents)).toEqual([700n]);
   });
 
   it("billing down for longer than the wall clock: FAILED tool_unavailable, the answer names billing and says nothing was done, the hold is let go", async () => {
     await faults("billing", { outage: true, methods: ["Refund"] });
     try {
-      const { session } = await orch.api.startSession({
+      const { session } = await suite.orch.api.startSession({
         goal: "Refund 4.00 of ord_DEMO00000002",
         task: {
           kind: "refund",
@@ -125,15 +94,15 @@ describe("a session that needs a tool which is down parks, and goes on when it i
         budget: { maxWallClockMs: 5000 },
       });
       const id = session!.sessionId;
-      await waitForSession(orch.api, id, parked);
-      const ended = await waitForSession(orch.api, id, undefined, 15_000);
+      await waitForSession(suite.orch.api, id, parked);
+      const ended = await waitForSession(suite.orch.api, id, undefined, 15_000);
       expect([SessionState[ended.state], ended.stopReason]).toEqual(["FAILED", "tool_unavailable"]);
       expect(ended.answer).toMatch(
         /^billing was unavailable \(UNAVAILABLE[^)]*\) since .* nothing was done: billing_refund was not made\.$/,
       );
       expect(ended.outcome).toMatchObject({ kind: "not_done", reason: "tool_unavailable" });
-      expect(await refundsOf("ord_DEMO00000002")).toEqual([]);
-      expect((await orch.orchestrator.store.reservations(id)).map((r) => r.status)).toEqual(["released"]);
+      expect(await runRefundsOf("ord_DEMO00000002")).toEqual([]);
+      expect((await suite.orch.orchestrator.store.reservations(id)).map((r) => r.status)).toEqual(["released"]);
     } finally {
       await faults("billing", {});
     }
@@ -144,14 +113,14 @@ describe("answers that say what happened", () => {
   it("kb-search down with no cached answer: the answer says the knowledge base could not be searched, outcome partial", async () => {
     await faults("kb-search", { outage: true });
     try {
-      const { session } = await orch.api.startSession({
+      const { session } = await suite.orch.api.startSession({
         goal: "What is the warranty on cables?",
         task: {},
         scopes: ALL_SCOPES,
         policy: "scripted",
         budget: { maxWallClockMs: 2500 },
       });
-      const done = await waitForSession(orch.api, session!.sessionId, undefined, 15_000);
+      const done = await waitForSession(suite.orch.api, session!.sessionId, undefined, 15_000);
       expect(done.answer).toBe(
         "The knowledge base was unavailable, so it could not be searched; this says nothing about whether it holds an answer. Please ask again later.",
       );
@@ -163,13 +132,13 @@ describe("answers that say what happened", () => {
 
   it("kb-search down with a cached answer: answered at once from the cache, with its age, outcome succeeded", async () => {
     const ask = async () => {
-      const { session } = await orch.api.startSession({
+      const { session } = await suite.orch.api.startSession({
         goal: "How do refunds work?",
         task: {},
         scopes: ALL_SCOPES,
         policy: "scripted",
       });
-      return waitForSession(orch.api, session!.sessionId, undefined, 15_000);
+      return waitForSession(suite.orch.api, session!.sessionId, undefined, 15_000);
     };
     const live = await ask();
     expect(live.answer).toMatch(/^From the knowledge base: /);
@@ -180,7 +149,7 @@ describe("answers that say what happened", () => {
         /^From the knowledge base \(as of \d+ seconds? ago: the knowledge base is unavailable now and this is its last answer\): .*\[[a-z0-9-]+@\d+\]/,
       );
       expect(cached.outcome).toMatchObject({ kind: "succeeded" });
-      const trace = (await orch.api.getTrace({ sessionId: cached.sessionId })).records.map(
+      const trace = (await suite.orch.api.getTrace({ sessionId: cached.sessionId })).records.map(
         (r) => JSON.parse(r) as { result?: { servedFrom?: string; ageMs?: number; note?: string } },
       );
       const fromCache = trace.find((r) => r.result?.servedFrom === "cache");
@@ -200,15 +169,15 @@ describe("parked sessions are durable and come back at a bounded rate", () => {
     await faults("billing", { outage: true, methods: ["Refund"] });
     let second: TestOrchestrator | undefined;
     try {
-      const first = await startOrchestrator(tools, { LOOPGUARD_DATA_DIR: dataDir });
+      const first = await startOrchestrator(suite.tools, { LOOPGUARD_DATA_DIR: dataDir });
       const id = await startRefund(first.api, "ord_DEMO00000005", 300, LOW_RISK_CUSTOMER);
       await waitForSession(first.api, id, parked);
       await first.close();
       await faults("billing", {});
-      second = await startOrchestrator(tools, { LOOPGUARD_DATA_DIR: dataDir });
+      second = await startOrchestrator(suite.tools, { LOOPGUARD_DATA_DIR: dataDir });
       const done = await waitForSession(second.api, id, undefined, 30_000);
       expect([SessionState[done.state], done.outcome?.kind]).toEqual(["DONE", "succeeded"]);
-      expect((await refundsOf("ord_DEMO00000005")).map((r) => r.amountCents)).toEqual([300n]);
+      expect((await runRefundsOf("ord_DEMO00000005")).map((r) => r.amountCents)).toEqual([300n]);
     } finally {
       await faults("billing", {});
       await second?.close();
@@ -218,7 +187,10 @@ describe("parked sessions are durable and come back at a bounded rate", () => {
 
   it("when kb-search recovers, 30 parked questions wake at no more than ORCHESTRATOR_WAKE_PER_SECOND (10) and all answer live", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "loopguard-wake-"));
-    const limited = await startOrchestrator(tools, { LOOPGUARD_DATA_DIR: dataDir, ORCHESTRATOR_WAKE_PER_SECOND: "10" });
+    const limited = await startOrchestrator(suite.tools, {
+      LOOPGUARD_DATA_DIR: dataDir,
+      ORCHESTRATOR_WAKE_PER_SECOND: "10",
+    });
     try {
       await faults("kb-search", { outage: true });
       const ids: string[] = [];

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
+import { errorOf } from "@loopguard/test-kit";
 import { testPostgres } from "@loopguard/sql-store/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/store/open-store.js";
@@ -105,10 +106,7 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     await raw.query("BEGIN");
     await raw.query("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE");
     const started = Date.now();
-    const error = await store.get("s1").then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const error = await errorOf(store.get("s1"));
     const waited = Date.now() - started;
     await raw.query("ROLLBACK");
     expect(error).toBeInstanceOf(StoreUnavailableError);

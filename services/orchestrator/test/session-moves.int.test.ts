@@ -2,33 +2,19 @@
 // approval or deny, and the re-issue of a call a dead replica left in flight, are counted in
 // loopguard_session_transitions_total (one per audit row) and a stop in
 // loopguard_session_stops_total. Real tool processes, a real orchestrator, its real /metrics.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { tempDir } from "@loopguard/test-kit";
 import { metricValue } from "@loopguard/tool-sdk/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/guard/budget.js";
 import { SESSION_STATES, type SessionState as State } from "../src/session/session-state.js";
 import { SqliteSessionStore } from "../src/store/sqlite-session-store.js";
-import {
-  ALL_SCOPES,
-  HIGH_RISK_CUSTOMER,
-  startOrchestrator,
-  startRefund,
-  startTools,
-  type TestOrchestrator,
-  type Tools,
-  waitForSession,
-} from "./harness.js";
+import { ALL_SCOPES, HIGH_RISK_CUSTOMER, startRefund, useSuite, waitForSession } from "./harness.js";
 
 const CRASHED = "ses_crashedbeforethecall";
 /** Moves the seeding below makes itself, outside any orchestrator: IDLE → THINKING → TOOL_EXECUTING. */
 const SEEDED: readonly State[] = ["THINKING", "TOOL_EXECUTING"];
-
-let tools: Tools;
-let orch: TestOrchestrator;
-let storeDir: string;
 
 /** A session a replica that died left TOOL_EXECUTING a read-only search, in the store the orchestrator opens. */
 async function seedInterruptedCall(file: string): Promise<void> {
@@ -64,34 +50,31 @@ async function seedInterruptedCall(file: string): Promise<void> {
 }
 
 async function metrics(): Promise<string> {
-  return (await fetch(`${orch.httpUrl}/metrics`)).text();
+  return (await fetch(`${suite.orch.httpUrl}/metrics`)).text();
 }
 
 async function awaitingApproval(): Promise<{ id: string; approvalId: string; argumentsHash: string }> {
-  const id = await startRefund(orch.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
-  const shown = (await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL))
+  const id = await startRefund(suite.orch.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
+  const shown = (await waitForSession(suite.orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL))
     .pendingApproval!;
   return { id, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash };
 }
 
-beforeAll(async () => {
-  tools = await startTools();
-  storeDir = mkdtempSync(join(tmpdir(), "loopguard-moves-"));
-  const file = join(storeDir, "orchestrator.db");
-  await seedInterruptedCall(file);
-  orch = await startOrchestrator(tools, { ORCHESTRATOR_STORE: `sqlite:${file}`, APPROVAL_TTL_MS: "60000" });
-});
-afterAll(async () => {
-  await orch?.close();
-  await tools?.stop();
-  if (storeDir) rmSync(storeDir, { recursive: true, force: true });
+const suite = useSuite({
+  orchestrator: async () => {
+    const storeDir = tempDir("moves");
+    suite.onCleanUp(storeDir.remove);
+    const file = join(storeDir.dir, "orchestrator.db");
+    await seedInterruptedCall(file);
+    return { ORCHESTRATOR_STORE: `sqlite:${file}`, APPROVAL_TTL_MS: "60000" };
+  },
 });
 
 describe("every move of a session is counted", () => {
   it("a human deny is counted as an approval_denied stop and a move to FAILED", async () => {
     const waiting = await awaitingApproval();
     const before = await metrics();
-    await orch.approver.resolveApproval({
+    await suite.orch.approver.resolveApproval({
       sessionId: waiting.id,
       approvalId: waiting.approvalId,
       argumentsHash: waiting.argumentsHash,
@@ -112,7 +95,7 @@ describe("every move of a session is counted", () => {
   it("a cancel is counted as a cancelled stop and a move to CANCELLED", async () => {
     const waiting = await awaitingApproval();
     const before = await metrics();
-    await orch.api.cancelSession({ sessionId: waiting.id, reason: "test over" });
+    await suite.orch.api.cancelSession({ sessionId: waiting.id, reason: "test over" });
     const after = await metrics();
     expect(
       metricValue(after, "loopguard_session_stops_total", { stop_reason: "cancelled" }) -
@@ -126,18 +109,18 @@ describe("every move of a session is counted", () => {
 
   it("an approval and the re-issue of an interrupted call are counted: one transition per audit row, by state entered", async () => {
     const waiting = await awaitingApproval();
-    await orch.approver.resolveApproval({
+    await suite.orch.approver.resolveApproval({
       sessionId: waiting.id,
       approvalId: waiting.approvalId,
       argumentsHash: waiting.argumentsHash,
       approve: true,
       reason: "verified",
     });
-    const approved = await waitForSession(orch.api, waiting.id);
+    const approved = await waitForSession(suite.orch.api, waiting.id);
     expect(approved.stopReason).toBe("done");
-    const reissued = await waitForSession(orch.api, CRASHED);
+    const reissued = await waitForSession(suite.orch.api, CRASHED);
     expect(reissued.stopReason).toBe("done");
-    const store = orch.orchestrator.store;
+    const store = suite.orch.orchestrator.store;
     const trail = await store.auditTrail(CRASHED);
     expect(trail.map((a) => a.reason)).toContain(
       "re-issuing an interrupted call (safe: read-only or same idempotency key)",

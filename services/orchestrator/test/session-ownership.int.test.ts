@@ -1,33 +1,22 @@
 // Who sees and acts on which session, through the real gRPC API and Connect over HTTP:
 // real tool processes, the harness' orchestrator, tokens of different subjects.
+import { refusal } from "@loopguard/test-kit";
 import {
   OrchestratorService,
   SessionState,
   type WatchSessionResponse,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { type CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  HIGH_RISK_CUSTOMER,
-  refusal,
-  startOrchestrator,
-  startRefund,
-  startTools,
-  type TestOrchestrator,
-  type Tools,
-  waitForSession,
-} from "./harness.js";
+import { HIGH_RISK_CUSTOMER, startRefund, useSuite, waitForSession } from "./harness.js";
 
 type Api = RawClient<typeof OrchestratorService>;
 
-let tools: Tools;
-let orch: TestOrchestrator;
+const suite = useSuite({ orchestrator: { APPROVAL_TTL_MS: "120000" } });
 const people: Record<"owner" | "stranger" | "approver" | "operator", { api: Api; token: string }> = {} as never;
 
 beforeAll(async () => {
-  tools = await startTools();
-  orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "120000" });
   const scopes = {
     owner: SESSION_OPERATOR_SCOPES,
     stranger: SESSION_OPERATOR_SCOPES,
@@ -37,15 +26,13 @@ beforeAll(async () => {
   for (const [name, held] of Object.entries(scopes)) {
     const token = await testToken({ subject: name, scopes: held });
     people[name as keyof typeof people] = {
-      api: createRawClient(OrchestratorService, orch.server.address, { token }),
+      api: createRawClient(OrchestratorService, suite.orch.server.address, { token }),
       token,
     };
   }
 }, 60_000);
 afterAll(async () => {
   for (const p of Object.values(people)) p.api.close();
-  await orch?.close();
-  await tools?.stop();
 });
 
 /** The transitions a watch stream sends until it ends, and the error it ends with, if any. */
@@ -64,7 +51,7 @@ const watchAll = (api: Api, sessionId: string) => drain(api.watchSession({ sessi
 
 /** The same call over Connect, as the dashboard makes it: the answer's HTTP status. */
 async function overHttp(token: string, method: string, body: unknown): Promise<number> {
-  const res = await fetch(`${orch.httpUrl}/${OrchestratorService.typeName}/${method}`, {
+  const res = await fetch(`${suite.orch.httpUrl}/${OrchestratorService.typeName}/${method}`, {
     method: "POST",
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     body: JSON.stringify(body),
@@ -86,7 +73,7 @@ describe("a session belongs to the subject that started it", () => {
     await waitForSession(owner.api, question);
     await waitForSession(owner.api, refund, waiting);
 
-    const unknown = await refusal(stranger.api.getSession({ sessionId: "ses_doesnotexist00000" }));
+    const unknown = await refusal(stranger.api.getSession({ sessionId: "ses_doesnotexist00000" }), CallError);
     for (const id of [question, refund]) {
       for (const call of [
         stranger.api.getSession({ sessionId: id }),
@@ -94,7 +81,7 @@ describe("a session belongs to the subject that started it", () => {
         stranger.api.getSessionDetail({ sessionId: id }),
         stranger.api.cancelSession({ sessionId: id, reason: "mine now" }),
       ]) {
-        const error = await refusal(call);
+        const error = await refusal(call, CallError);
         expect([status[error.code], error.reason, error.message]).toEqual([
           "NOT_FOUND",
           "SESSION_NOT_FOUND",
@@ -133,7 +120,7 @@ describe("a session belongs to the subject that started it", () => {
     expect((await approver.api.listApprovals({})).approvals.map((s) => s.sessionId)).toContain(id);
     expect(await idsOf(approver.api)).toContain(id);
     expect((await approver.api.getOverview({})).counts?.AWAITING_APPROVAL).toBeGreaterThanOrEqual(1);
-    const cancel = await refusal(approver.api.cancelSession({ sessionId: id, reason: "not mine" }));
+    const cancel = await refusal(approver.api.cancelSession({ sessionId: id, reason: "not mine" }), CallError);
     expect([status[cancel.code], cancel.reason]).toEqual(["PERMISSION_DENIED", "NOT_SESSION_OWNER"]);
     expect(await overHttp(approver.token, "CancelSession", { sessionId: id })).toBe(403);
     expect((await owner.api.getSession({ sessionId: id })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
@@ -155,8 +142,8 @@ describe("a session belongs to the subject that started it", () => {
     expect([watched.error?.code, watched.error?.reason]).toEqual([status.NOT_FOUND, "SESSION_NOT_FOUND"]);
 
     expect((await waitForSession(owner.api, id)).stopReason).toBe("done");
-    expect((await refusal(approver.api.getSession({ sessionId: id }))).reason).toBe("SESSION_NOT_FOUND");
-    expect((await refusal(approver.api.getTrace({ sessionId: id }))).reason).toBe("SESSION_NOT_FOUND");
+    expect((await refusal(approver.api.getSession({ sessionId: id }), CallError)).reason).toBe("SESSION_NOT_FOUND");
+    expect((await refusal(approver.api.getTrace({ sessionId: id }), CallError)).reason).toBe("SESSION_NOT_FOUND");
     expect(await idsOf(approver.api)).not.toContain(id);
     expect((await approver.api.listApprovals({})).approvals.map((s) => s.sessionId)).not.toContain(id);
     expect(await overHttp(approver.token, "GetSessionDetail", { sessionId: id })).toBe(404);
@@ -173,7 +160,7 @@ describe("a session belongs to the subject that started it", () => {
 
     const all = await idsOf(operator.api);
     expect(all).toEqual(expect.arrayContaining([ownerRefund, strangerQuestion]));
-    expect(all.length).toBe((await orch.orchestrator.store.list({ limit: 500 })).sessions.length);
+    expect(all.length).toBe((await suite.orch.orchestrator.store.list({ limit: 500 })).sessions.length);
     expect((await operator.api.getOverview({})).total).toBe(all.length);
     expect((await operator.api.listApprovals({})).approvals.map((s) => s.sessionId)).toContain(ownerRefund);
     expect((await operator.api.getTrace({ sessionId: strangerQuestion })).records.length).toBeGreaterThan(0);

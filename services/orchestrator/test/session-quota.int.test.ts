@@ -1,6 +1,7 @@
 // Sessions in flight per caller (ORCHESTRATOR_MAX_SESSIONS_PER_CALLER) through the real API: on
 // SQLite, and on two orchestrator replicas sharing one PostgreSQL. The sessions are high-risk
 // refunds, which stay in flight (waiting for an approval) until someone ends them.
+import { refusal } from "@loopguard/test-kit";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { testPostgres } from "@loopguard/sql-store/testing";
 import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
@@ -10,9 +11,8 @@ import {
   ALL_SCOPES,
   HIGH_RISK_CUSTOMER,
   startOrchestrator,
-  startTools,
   type TestOrchestrator,
-  type Tools,
+  useSuite,
   waitForSession,
 } from "./harness.js";
 
@@ -28,14 +28,10 @@ const REFUND = {
   ...HIGH_RISK_CUSTOMER,
 };
 
-let tools: Tools;
 const closers: (() => void | Promise<void>)[] = [];
-beforeAll(async () => {
-  tools = await startTools();
-}, 60_000);
+const suite = useSuite({ orchestrator: false });
 afterAll(async () => {
   for (const close of closers.reverse()) await close();
-  await tools?.stop();
 });
 
 async function client(orch: TestOrchestrator, subject: string): Promise<Api> {
@@ -79,7 +75,7 @@ const mine = async (api: Api) =>
 describe("sessions in flight per caller, on SQLite", () => {
   let orch: TestOrchestrator;
   beforeAll(async () => {
-    orch = await startOrchestrator(tools, QUOTA_ENV);
+    orch = await startOrchestrator(suite.tools, QUOTA_ENV);
     closers.push(() => orch.close());
   });
 
@@ -90,18 +86,14 @@ describe("sessions in flight per caller, on SQLite", () => {
     for (const s of await mine(alice))
       await waitForSession(alice, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
 
-    const refused = await start(alice).then(
-      () => undefined,
-      (e: unknown) => e as CallError,
-    );
-    expect(refused).toBeInstanceOf(CallError);
-    expect([status[refused!.code], refused!.reason, refused!.retryAfterMs, refused!.metadata]).toEqual([
+    const refused = await refusal(start(alice), CallError);
+    expect([status[refused.code], refused.reason, refused.retryAfterMs, refused.metadata]).toEqual([
       "RESOURCE_EXHAUSTED",
       "SESSION_QUOTA_EXCEEDED",
       5000,
       { quota: "sessions_in_flight_per_caller", limit: String(QUOTA) },
     ]);
-    expect(refused!.message).toMatch(/ORCHESTRATOR_MAX_SESSIONS_PER_CALLER/);
+    expect(refused.message).toMatch(/ORCHESTRATOR_MAX_SESSIONS_PER_CALLER/);
     expect(await mine(alice)).toHaveLength(QUOTA);
     const overHttp = await fetch(`${orch.httpUrl}/${OrchestratorService.typeName}/StartSession`, {
       method: "POST",
@@ -148,7 +140,7 @@ describe.skipIf(postgres.skip !== null)("sessions in flight per caller, on two r
     const url = await postgres.freshDatabase();
     replicas = [];
     for (const name of ["replica-a", "replica-b"]) {
-      const orch = await startOrchestrator(tools, {
+      const orch = await startOrchestrator(suite.tools, {
         ...QUOTA_ENV,
         ORCHESTRATOR_STORE: url,
         ORCHESTRATOR_INSTANCE_ID: name,

@@ -1,45 +1,27 @@
 // Sessions end to end: real tool processes, a real orchestrator API, the scripted policy.
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { refusal } from "@loopguard/test-kit";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createRawClient, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { listTraceFiles } from "../src/governance/trace-files.js";
-import {
-  ALL_SCOPES,
-  refusal,
-  startOrchestrator,
-  startTools,
-  type TestOrchestrator,
-  type Tools,
-  waitForSession,
-} from "./harness.js";
+import { ALL_SCOPES, refundsOf, useSuite, waitForSession } from "./harness.js";
 
 const LOW_RISK = { id_card: "110101198003121232", phone: "+8613800138000" };
 const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
 
-let tools: Tools;
-let orch: TestOrchestrator;
-
-beforeAll(async () => {
-  tools = await startTools();
-  orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "60000" });
-});
-afterAll(async () => {
-  await orch?.close();
-  await tools?.stop();
-});
+const suite = useSuite({ orchestrator: { APPROVAL_TTL_MS: "60000" } });
 
 function refundTask(orderId: string, amount: number, customer: Record<string, string> | undefined = LOW_RISK) {
   return { kind: "refund", order_id: orderId, amount_cents: amount, reason: "DAMAGED", ...customer };
 }
 
 async function start(goal: string, task: Record<string, unknown>, extra: Record<string, unknown> = {}) {
-  const { session } = await orch.api.startSession({
+  const { session } = await suite.orch.api.startSession({
     goal,
     task: task as never,
     scopes: ALL_SCOPES,
@@ -49,27 +31,17 @@ async function start(goal: string, task: Record<string, unknown>, extra: Record<
   return session!;
 }
 
-async function refundsOf(orderId: string) {
-  const token = await testToken({ subject: "test", scopes: ["billing:read"] });
-  const billing = createRawClient(BillingService, tools.billing.address, { token });
-  try {
-    return (await billing.listRefunds({ orderId })).refunds;
-  } finally {
-    billing.close();
-  }
-}
-
 describe("refund sessions", () => {
   it("the happy path ends DONE with an answer citing the policy document and the refund id", async () => {
     const s = await start("Refund 3.00 of ord_DEMO00000001", refundTask("ord_DEMO00000001", 300));
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(SessionState[done.state]).toBe("DONE");
     expect(done.stopReason).toBe("done");
     expect(done.answer).toMatch(/\[refund-policy@\d+\]/);
     const refundId = /rf_[A-Za-z0-9]{16}/.exec(done.answer)?.[0];
     expect(refundId).toBeDefined();
-    expect((await refundsOf("ord_DEMO00000001")).map((r) => r.refundId)).toContain(refundId);
-    const trace = (await orch.api.getTrace({ sessionId: s.sessionId })).records.map(
+    expect((await refundsOf(suite.tools, "ord_DEMO00000001")).map((r) => r.refundId)).toContain(refundId);
+    const trace = (await suite.orch.api.getTrace({ sessionId: s.sessionId })).records.map(
       (r) => JSON.parse(r) as Record<string, unknown>,
     );
     expect(trace.length).toBeGreaterThanOrEqual(8);
@@ -82,7 +54,7 @@ describe("refund sessions", () => {
     }
     // The rolling JSONL files get the same records, appended after each commit; read oldest file first.
     const lines = async () =>
-      (await listTraceFiles(join(orch.dataDir, "traces"))).flatMap((file) =>
+      (await listTraceFiles(join(suite.orch.dataDir, "traces"))).flatMap((file) =>
         readFileSync(file.path, "utf8")
           .split("\n")
           .filter((line) => line.includes(s.sessionId))
@@ -93,50 +65,55 @@ describe("refund sessions", () => {
     expect(await lines()).toEqual(trace);
     // Traces and the session database are for the operator alone.
     expect([
-      statSync(join(orch.dataDir, "traces")).mode & 0o777,
-      statSync(join(orch.dataDir, "orchestrator.db")).mode & 0o777,
+      statSync(join(suite.orch.dataDir, "traces")).mode & 0o777,
+      statSync(join(suite.orch.dataDir, "orchestrator.db")).mode & 0o777,
     ]).toEqual([0o700, 0o600]);
   });
 
   it("a high-risk refund waits in AWAITING_APPROVAL, and approve completes it", async () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
-    const waiting = await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    const waiting = await waitForSession(
+      suite.orch.api,
+      s.sessionId,
+      (x) => x.state === SessionState.AWAITING_APPROVAL,
+    );
     expect(waiting.pendingApproval?.tool).toBe("billing_refund");
     expect(waiting.pendingApproval?.reason).toMatch(/risk score 92/);
     expect(JSON.stringify(waiting.pendingApproval?.arguments)).not.toContain(HIGH_RISK.id_card);
-    const before = (await refundsOf("ord_DEMO00000008")).length;
+    const before = (await refundsOf(suite.tools, "ord_DEMO00000008")).length;
     const shown = waiting.pendingApproval!;
-    await orch.approver.resolveApproval({
+    await suite.orch.approver.resolveApproval({
       sessionId: s.sessionId,
       approvalId: shown.approvalId,
       argumentsHash: shown.argumentsHash,
       approve: true,
       reason: "verified by phone",
     });
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(done.stopReason).toBe("done");
-    expect((await refundsOf("ord_DEMO00000008")).length).toBe(before + 1);
-    const trail = (await orch.orchestrator.store.auditTrail(s.sessionId)).map((a) => a.reason);
+    expect((await refundsOf(suite.tools, "ord_DEMO00000008")).length).toBe(before + 1);
+    const trail = (await suite.orch.orchestrator.store.auditTrail(s.sessionId)).map((a) => a.reason);
     expect(trail).toContain("approved by test-approver: verified by phone");
   });
 
   it("the session's creator cannot approve its own action (four eyes); a named approver field must be the caller", async () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
-    const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL))
+    const shown = (await waitForSession(suite.orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL))
       .pendingApproval!;
     const own = await refusal(
-      orch.api.resolveApproval({
+      suite.orch.api.resolveApproval({
         sessionId: s.sessionId,
         approvalId: shown.approvalId,
         argumentsHash: shown.argumentsHash,
         approve: true,
         reason: "",
       }),
+      CallError,
     );
     expect(own.code).toBe(status.PERMISSION_DENIED);
     expect(own.reason).toBe("SELF_APPROVAL");
     const impersonated = await refusal(
-      orch.approver.resolveApproval({
+      suite.orch.approver.resolveApproval({
         sessionId: s.sessionId,
         approvalId: shown.approvalId,
         argumentsHash: shown.argumentsHash,
@@ -144,85 +121,101 @@ describe("refund sessions", () => {
         approver: "alice",
         reason: "",
       }),
+      CallError,
     );
     expect(impersonated.code).toBe(status.INVALID_ARGUMENT);
     expect(impersonated.fieldViolations.map((v) => v.field)).toEqual(["approver"]);
-    expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
-    await orch.api.cancelSession({ sessionId: s.sessionId, reason: "test over" });
+    expect((await suite.orch.api.getSession({ sessionId: s.sessionId })).session?.state).toBe(
+      SessionState.AWAITING_APPROVAL,
+    );
+    await suite.orch.api.cancelSession({ sessionId: s.sessionId, reason: "test over" });
   });
 
   it("deny stops the session with approval_denied and refunds nothing", async () => {
-    const before = (await refundsOf("ord_DEMO00000008")).length;
+    const before = (await refundsOf(suite.tools, "ord_DEMO00000008")).length;
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
-    const waiting = await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    const waiting = await waitForSession(
+      suite.orch.api,
+      s.sessionId,
+      (x) => x.state === SessionState.AWAITING_APPROVAL,
+    );
     const shown = waiting.pendingApproval!;
-    await orch.approver.resolveApproval({
+    await suite.orch.approver.resolveApproval({
       sessionId: s.sessionId,
       approvalId: shown.approvalId,
       argumentsHash: shown.argumentsHash,
       approve: false,
       reason: "suspicious",
     });
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(SessionState[done.state]).toBe("FAILED");
     expect(done.stopReason).toBe("approval_denied");
-    expect((await refundsOf("ord_DEMO00000008")).length).toBe(before);
+    expect((await refundsOf(suite.tools, "ord_DEMO00000008")).length).toBe(before);
   });
 
   it("refuses a stale approval: another approval id, or the right id with other arguments; nothing is approved", async () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
-    const shown = (await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL))
+    const shown = (await waitForSession(suite.orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL))
       .pendingApproval!;
     const error = await refusal(
-      orch.approver.resolveApproval({
+      suite.orch.approver.resolveApproval({
         sessionId: s.sessionId,
         approvalId: "apr_someotheraction000",
         argumentsHash: shown.argumentsHash,
         approve: true,
         reason: "",
       }),
+      CallError,
     );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("APPROVAL_MISMATCH");
     const otherArgs = await refusal(
-      orch.approver.resolveApproval({
+      suite.orch.approver.resolveApproval({
         sessionId: s.sessionId,
         approvalId: shown.approvalId,
         argumentsHash: "0".repeat(32),
         approve: true,
         reason: "",
       }),
+      CallError,
     );
     expect(otherArgs.code).toBe(status.FAILED_PRECONDITION);
     expect(otherArgs.reason).toBe("APPROVAL_MISMATCH");
-    expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
-    await orch.api.cancelSession({ sessionId: s.sessionId, reason: "test over" });
+    expect((await suite.orch.api.getSession({ sessionId: s.sessionId })).session?.state).toBe(
+      SessionState.AWAITING_APPROVAL,
+    );
+    await suite.orch.api.cancelSession({ sessionId: s.sessionId, reason: "test over" });
   });
 
   it("an amount above the threshold needs approval even for a low-risk customer", async () => {
     const s = await start("Refund 900.00 of ord_DEMO00000002", refundTask("ord_DEMO00000002", 90_000));
-    const waiting = await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    const waiting = await waitForSession(
+      suite.orch.api,
+      s.sessionId,
+      (x) => x.state === SessionState.AWAITING_APPROVAL,
+    );
     expect(waiting.pendingApproval?.reason).toMatch(/above the approval threshold/);
-    const cancelled = (await orch.api.cancelSession({ sessionId: s.sessionId, reason: "customer withdrew" })).session!;
+    const cancelled = (await suite.orch.api.cancelSession({ sessionId: s.sessionId, reason: "customer withdrew" }))
+      .session!;
     expect(SessionState[cancelled.state]).toBe("CANCELLED");
     expect(cancelled.stopReason).toBe("cancelled");
   });
 
   it("an unpaid order ends DONE with an explanation and no refund", async () => {
     const s = await start("Refund ord_DEMO00000003", refundTask("ord_DEMO00000003", 100));
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(done.stopReason).toBe("done");
     expect(done.answer).toMatch(/cannot be refunded/);
-    expect(await refundsOf("ord_DEMO00000003")).toHaveLength(0);
+    expect(await refundsOf(suite.tools, "ord_DEMO00000003")).toHaveLength(0);
   });
 
   it("a retried StartSession with the same idempotency key returns the first session", async () => {
-    const first = await orch.api.startSession({
+    const first = await suite.orch.api.startSession({
       goal: "What is the refund policy?",
       scopes: ALL_SCOPES,
       idempotencyKey: "start-key-1",
     });
-    const again = await orch.api.startSession({
+    const again = await suite.orch.api.startSession({
       goal: "What is the refund policy?",
       scopes: ALL_SCOPES,
       idempotencyKey: "start-key-1",
@@ -231,33 +224,40 @@ describe("refund sessions", () => {
     expect(again.created).toBe(false);
     expect(again.session?.sessionId).toBe(first.session?.sessionId);
     const other = await refusal(
-      orch.api.startSession({ goal: "Something else", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" }),
+      suite.orch.api.startSession({ goal: "Something else", scopes: ALL_SCOPES, idempotencyKey: "start-key-1" }),
+      CallError,
     );
     expect(other.code).toBe(status.ALREADY_EXISTS);
     // The whole request counts, not only goal and policy: other scopes or another budget is another request.
     const narrower = await refusal(
-      orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"], idempotencyKey: "start-key-1" }),
+      suite.orch.api.startSession({
+        goal: "What is the refund policy?",
+        scopes: ["kb:read"],
+        idempotencyKey: "start-key-1",
+      }),
+      CallError,
     );
     expect(narrower.code).toBe(status.ALREADY_EXISTS);
     const otherBudget = await refusal(
-      orch.api.startSession({
+      suite.orch.api.startSession({
         goal: "What is the refund policy?",
         scopes: ALL_SCOPES,
         budget: { maxSteps: 3 },
         idempotencyKey: "start-key-1",
       }),
+      CallError,
     );
     expect(otherBudget.reason).toBe("IDEMPOTENCY_KEY_REUSED");
   });
 
   it("idempotency keys belong to their caller: another caller's same key starts its own session", async () => {
-    const mine = await orch.api.startSession({
+    const mine = await suite.orch.api.startSession({
       goal: "What is the refund policy?",
       scopes: ["kb:read"],
       idempotencyKey: "shared-start-key",
     });
     const token = await testToken({ subject: "someone-else", scopes: SESSION_OPERATOR_SCOPES });
-    const theirs = createRawClient(OrchestratorService, orch.server.address, { token });
+    const theirs = createRawClient(OrchestratorService, suite.orch.server.address, { token });
     try {
       const started = await theirs.startSession({
         goal: "What is the refund policy?",
@@ -275,7 +275,7 @@ describe("refund sessions", () => {
 
   it("a knowledge question is answered citing the documents found", async () => {
     const s = await start("How long do card refunds take?", {});
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(done.stopReason).toBe("done");
     expect(done.answer).toMatch(/\[[a-z0-9-]+@\d+\]/);
   });
@@ -283,10 +283,10 @@ describe("refund sessions", () => {
   it("a question with subgoals searches once per subgoal and cites what each search found", async () => {
     const subgoals = ["which refunds need an approval", "what cannot be returned"];
     const s = await start("How long do card refunds take?", { kind: "question", subgoals });
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(done.stopReason).toBe("done");
     expect(done.usage?.toolCalls).toBe(3);
-    const calls = (await orch.api.getTrace({ sessionId: s.sessionId })).records
+    const calls = (await suite.orch.api.getTrace({ sessionId: s.sessionId })).records
       .map(
         (r) =>
           JSON.parse(r) as {
@@ -308,7 +308,10 @@ describe("refund sessions", () => {
   });
 
   it("rejects a bad StartSession with field violations", async () => {
-    const error = await refusal(orch.api.startSession({ goal: "", scopes: ["not a scope"], policy: "magic" }));
+    const error = await refusal(
+      suite.orch.api.startSession({ goal: "", scopes: ["not a scope"], policy: "magic" }),
+      CallError,
+    );
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.fieldViolations.map((v) => v.field).sort()).toEqual(["goal", "policy", "scopes[0]"]);
   });
@@ -316,24 +319,25 @@ describe("refund sessions", () => {
 
 describe("who may grant what", () => {
   it("a caller holding only sessions:write cannot give a session billing:refund: PERMISSION_DENIED naming the scope, no session, no refund", async () => {
-    const before = (await refundsOf("ord_DEMO00000001")).length;
+    const before = (await refundsOf(suite.tools, "ord_DEMO00000001")).length;
     const token = await testToken({ subject: "intern", scopes: ["sessions:read", "sessions:write"] });
-    const intern = createRawClient(OrchestratorService, orch.server.address, { token });
+    const intern = createRawClient(OrchestratorService, suite.orch.server.address, { token });
     try {
-      const listedBefore = (await orch.api.listSessions({ pageSize: 500 })).sessions.length;
+      const listedBefore = (await suite.orch.api.listSessions({ pageSize: 500 })).sessions.length;
       const error = await refusal(
         intern.startSession({
           goal: "Refund 3.00 of ord_DEMO00000001",
           task: refundTask("ord_DEMO00000001", 300) as never,
           scopes: ["billing:refund"],
         }),
+        CallError,
       );
       expect(error.code).toBe(status.PERMISSION_DENIED);
       expect(error.reason).toBe("SCOPE_NOT_GRANTABLE");
       expect(error.message).toContain("billing:refund");
-      expect((await orch.api.listSessions({ pageSize: 500 })).sessions.length).toBe(listedBefore);
+      expect((await suite.orch.api.listSessions({ pageSize: 500 })).sessions.length).toBe(listedBefore);
       await new Promise((r) => setTimeout(r, 300));
-      expect((await refundsOf("ord_DEMO00000001")).length).toBe(before);
+      expect((await refundsOf(suite.tools, "ord_DEMO00000001")).length).toBe(before);
     } finally {
       intern.close();
     }
@@ -341,7 +345,10 @@ describe("who may grant what", () => {
 
   it("no caller can grant an operator scope to a session, even one it holds", async () => {
     for (const scope of ["sessions:write", "approvals:write", "tool:admin", "sessions:read", "sessions:admin"]) {
-      const error = await refusal(orch.api.startSession({ goal: "escalate", scopes: ["kb:read", scope] }));
+      const error = await refusal(
+        suite.orch.api.startSession({ goal: "escalate", scopes: ["kb:read", scope] }),
+        CallError,
+      );
       expect(error.code).toBe(status.PERMISSION_DENIED);
       expect(error.message).toContain(scope);
     }
@@ -349,13 +356,17 @@ describe("who may grant what", () => {
 
   it("a task larger than 16 KiB or nested deeper than 8 levels is refused with INVALID_ARGUMENT on task", async () => {
     const large = await refusal(
-      orch.api.startSession({ goal: "big", task: { blob: "x".repeat(17 * 1024) } as never, scopes: ["kb:read"] }),
+      suite.orch.api.startSession({ goal: "big", task: { blob: "x".repeat(17 * 1024) } as never, scopes: ["kb:read"] }),
+      CallError,
     );
     expect(large.code).toBe(status.INVALID_ARGUMENT);
     expect(large.fieldViolations).toEqual([{ field: "task", description: expect.stringMatching(/at most 16384/) }]);
     let deep: Record<string, unknown> = { leaf: true };
     for (let i = 0; i < 9; i += 1) deep = { inner: deep };
-    const nested = await refusal(orch.api.startSession({ goal: "deep", task: deep as never, scopes: ["kb:read"] }));
+    const nested = await refusal(
+      suite.orch.api.startSession({ goal: "deep", task: deep as never, scopes: ["kb:read"] }),
+      CallError,
+    );
     expect(nested.fieldViolations[0]?.description).toMatch(/at most 8/);
   });
 
@@ -364,9 +375,11 @@ describe("who may grant what", () => {
       kind: "question",
       subgoals: ["how long do card refunds take"],
     });
-    const listed = (await orch.api.listSessions({ pageSize: 500 })).sessions.find((x) => x.sessionId === s.sessionId)!;
+    const listed = (await suite.orch.api.listSessions({ pageSize: 500 })).sessions.find(
+      (x) => x.sessionId === s.sessionId,
+    )!;
     expect(listed.task).toBeUndefined();
-    expect((await orch.api.getSession({ sessionId: s.sessionId })).session?.task?.subgoals).toEqual([
+    expect((await suite.orch.api.getSession({ sessionId: s.sessionId })).session?.task?.subgoals).toEqual([
       "how long do card refunds take",
     ]);
   });
@@ -375,10 +388,10 @@ describe("who may grant what", () => {
 describe("stop reasons", () => {
   it("max_steps: step max+1 is never executed", async () => {
     const s = await start("Refund", refundTask("ord_DEMO00000002", 100), { budget: { maxSteps: 2 } });
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(done.stopReason).toBe("max_steps");
     expect(done.usage?.steps).toBe(2);
-    const decisions = (await orch.api.getTrace({ sessionId: s.sessionId })).records.filter((r) =>
+    const decisions = (await suite.orch.api.getTrace({ sessionId: s.sessionId })).records.filter((r) =>
       r.includes('"kind":"tool_calls"'),
     );
     expect(decisions).toHaveLength(2);
@@ -386,14 +399,14 @@ describe("stop reasons", () => {
 
   it("max_tool_calls: the call past the limit is not made", async () => {
     const s = await start("Refund", refundTask("ord_DEMO00000002", 100), { budget: { maxToolCalls: 1 } });
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(done.stopReason).toBe("max_tool_calls");
     expect(done.usage?.toolCalls).toBe(1);
   });
 
   it("max_tokens", async () => {
     const s = await start("Refund", refundTask("ord_DEMO00000002", 100), { budget: { maxTokens: 100n } });
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(done.stopReason).toBe("max_tokens");
     // Checked before the policy is asked: the prompt and the reply's reserve do not fit 100 tokens, so none are spent.
     expect(Number(done.usage?.tokens)).toBe(0);
@@ -402,32 +415,32 @@ describe("stop reasons", () => {
 
   it("max_cost: stops before the call that would pass the money budget", async () => {
     const s = await start("Refund", refundTask("ord_DEMO00000002", 100), { budget: { maxCostMicros: 150n } });
-    const done = await waitForSession(orch.api, s.sessionId);
+    const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(done.stopReason).toBe("max_cost");
     expect(Number(done.usage?.costMicros)).toBeLessThanOrEqual(150);
   });
 
   it("permission_denied: a session without billing:refund never refunds", async () => {
-    const before = (await refundsOf("ord_DEMO00000002")).length;
-    const { session } = await orch.api.startSession({
+    const before = (await refundsOf(suite.tools, "ord_DEMO00000002")).length;
+    const { session } = await suite.orch.api.startSession({
       goal: "Refund",
       task: refundTask("ord_DEMO00000002", 100) as never,
       scopes: ["kb:read", "billing:read", "risk:read"],
     });
-    const done = await waitForSession(orch.api, session!.sessionId);
+    const done = await waitForSession(suite.orch.api, session!.sessionId);
     expect(done.stopReason).toBe("permission_denied");
     expect(done.answer).toMatch(/billing:refund/);
-    expect((await refundsOf("ord_DEMO00000002")).length).toBe(before);
+    expect((await refundsOf(suite.tools, "ord_DEMO00000002")).length).toBe(before);
   });
 
   it("deadline: a slow tool and a short wall clock stop the session with deadline", async () => {
     const token = await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] });
-    const admin = createRawClient(ToolAdminService, tools.kb.address, { token });
+    const admin = createRawClient(ToolAdminService, suite.tools.kb.address, { token });
     await admin.setFaults({ profile: { addedLatencyMs: 3000, methods: ["Search"] } });
     try {
       const started = Date.now();
       const s = await start("How do refunds work?", {}, { budget: { maxWallClockMs: 800 } });
-      const done = await waitForSession(orch.api, s.sessionId);
+      const done = await waitForSession(suite.orch.api, s.sessionId);
       expect(done.stopReason).toBe("deadline");
       expect(Date.now() - started).toBeLessThan(2500);
     } finally {
@@ -438,17 +451,18 @@ describe("stop reasons", () => {
 
   it("cancelled: CancelSession ends a running session", async () => {
     const s = await start("Refund", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
-    await waitForSession(orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
-    const cancelled = (await orch.api.cancelSession({ sessionId: s.sessionId, reason: "duplicate ticket" })).session!;
+    await waitForSession(suite.orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL);
+    const cancelled = (await suite.orch.api.cancelSession({ sessionId: s.sessionId, reason: "duplicate ticket" }))
+      .session!;
     expect(cancelled.stopReason).toBe("cancelled");
-    const again = await orch.api.cancelSession({ sessionId: s.sessionId, reason: "" });
+    const again = await suite.orch.api.cancelSession({ sessionId: s.sessionId, reason: "" });
     expect(again.session?.stopReason).toBe("cancelled");
   });
 
   it("WatchSession streams every transition until the session ends", async () => {
     const s = await start("How do refunds work?", {});
     const seen: string[] = [];
-    for await (const event of orch.api.watchSession({ sessionId: s.sessionId })) {
+    for await (const event of suite.orch.api.watchSession({ sessionId: s.sessionId })) {
       if (event.event.case === "transition") seen.push(SessionState[event.event.value.to]);
     }
     expect(seen[0]).toBe("THINKING");
@@ -457,7 +471,7 @@ describe("stop reasons", () => {
   });
 
   it("GetSession of an unknown id is NOT_FOUND", async () => {
-    const error = await refusal(orch.api.getSession({ sessionId: "ses_doesnotexist" }));
+    const error = await refusal(suite.orch.api.getSession({ sessionId: "ses_doesnotexist" }), CallError);
     expect(error.code).toBe(status.NOT_FOUND);
     expect(error.reason).toBe("SESSION_NOT_FOUND");
   });

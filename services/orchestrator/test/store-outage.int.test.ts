@@ -3,6 +3,7 @@
 // counted, claims back off instead of spinning, no session fails for the outage, and after the
 // restart sessions resume and watchers hear them again.
 import { setTimeout as sleep } from "node:timers/promises";
+import { refusal } from "@loopguard/test-kit";
 import {
   OrchestratorService,
   type Session,
@@ -44,15 +45,6 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
     await tools?.stop();
     await database?.stop();
   }, 60_000);
-
-  async function refusal(promise: Promise<unknown>): Promise<CallError> {
-    const error = await promise.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(error).toBeInstanceOf(CallError);
-    return error as CallError;
-  }
 
   const logged = (message: string) => orch.logs.filter((line) => (JSON.parse(line) as { msg: string }).msg === message);
 
@@ -103,12 +95,15 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
 
     await database.halt("fast");
     try {
-      const read = await refusal(orch.api.getSession({ sessionId: waitingId }));
+      const read = await refusal(orch.api.getSession({ sessionId: waitingId }), CallError);
       expect(read.code).toBe(status.UNAVAILABLE);
       expect(read.reason).toBe("STORE_UNAVAILABLE");
       expect(read.retryAfterMs).toBe(1000);
       expect(read.metadata).toEqual({ operation: "get" });
-      const start = await refusal(orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] }));
+      const start = await refusal(
+        orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] }),
+        CallError,
+      );
       expect([start.code, start.reason]).toEqual([status.UNAVAILABLE, "STORE_UNAVAILABLE"]);
 
       const token = await testToken({ subject: "test", scopes: ["sessions:read"] });

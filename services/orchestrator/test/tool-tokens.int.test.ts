@@ -2,6 +2,7 @@
 // token captured at kb-search (here by a stand-in kb-search that records what it is sent) is
 // refused by billing and by the orchestrator's own API.
 import { type sendUnaryData, Server, ServerCredentials, type ServerUnaryCall } from "@grpc/grpc-js";
+import { refusal } from "@loopguard/test-kit";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService, SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
@@ -43,15 +44,6 @@ afterAll(async () => {
   await tools?.stop();
 });
 
-async function refusal(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CallError);
-  return error as CallError;
-}
-
 describe("per-call tool tokens", () => {
   it("name the session, the tool and only the method's scope, and expire with the call", async () => {
     const { session } = await orch.api.startSession({
@@ -78,10 +70,10 @@ describe("per-call tool tokens", () => {
     const billing = createRawClient(BillingService, tools.billing.address, { token });
     const api = createRawClient(OrchestratorService, orch.server.address, { token });
     try {
-      const atBilling = await refusal(billing.getOrder({ orderId: "ord_DEMO00000001" }));
+      const atBilling = await refusal(billing.getOrder({ orderId: "ord_DEMO00000001" }), CallError);
       expect(atBilling.code).toBe(status.UNAUTHENTICATED);
       expect(atBilling.message).toContain("billing");
-      const atApi = await refusal(api.listSessions({}));
+      const atApi = await refusal(api.listSessions({}), CallError);
       expect(atApi.code).toBe(status.UNAUTHENTICATED);
     } finally {
       billing.close();

@@ -23,11 +23,11 @@ import {
   HIGH_RISK_CUSTOMER,
   startOrchestrator,
   startRefund,
+  startTools,
   type TestOrchestrator,
   type Tools,
   waitForSession,
 } from "./harness.js";
-import { startToolsInTurn } from "./tools-in-turn.js";
 
 const RATIO = 0.1;
 const ORDINARY = 40;
@@ -75,11 +75,14 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
   const endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
   // The tools keep the SDK's default sampler (parent-based): their spans follow the orchestrator's flag.
-  tools = await startToolsInTurn({
-    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
-    OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
-    OTEL_TRACES_EXPORTER: "otlp",
-    OTEL_BSP_SCHEDULE_DELAY: "100",
+  tools = await startTools({
+    inTurn: true,
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+      OTEL_TRACES_EXPORTER: "otlp",
+      OTEL_BSP_SCHEDULE_DELAY: "100",
+    },
   });
   orch = await startOrchestrator(tools, {
     OTEL_TRACES_SAMPLER: "parentbased_traceidratio",

@@ -5,19 +5,17 @@
 // billing is slowed with fault injection that holds its answer after the refund was made.
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { kill, type ServiceProcess } from "@loopguard/test-kit";
 import {
   OrchestratorService,
   type Session,
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { SESSION_OPERATOR_SCOPES, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
-import { kill } from "../../../test/e2e/processes.js";
 import { chatCompletion, type ScriptedReply, startFakeChatServer } from "./fake-chat-server.js";
-import { isEnded, waitForSession } from "./harness.js";
-import { processFixture, type ProcessTools } from "./process-fixture.js";
+import { isEnded, refundsOf, setFaults, type Tools, waitForSession } from "./harness.js";
+import { processFixture } from "./process-fixture.js";
 
 const SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
 const REFUND_ID = /rf_[A-Za-z0-9]{16}/;
@@ -25,18 +23,12 @@ const { tempDir, clientFor, startTools, startOrchestrator, cleanUp, onCleanUp } 
 afterEach(cleanUp);
 
 /** Holds billing's Refund answers `ms` after the refund is made (0 turns it off). */
-async function holdRefundAnswers(tools: ProcessTools, ms: number): Promise<void> {
-  const admin = await clientFor(ToolAdminService, tools.billing.address, ["tool:admin"], { audience: "billing" });
-  await admin.setFaults({ profile: { responseDelayMs: ms, methods: ["Refund"] } });
-}
-
-async function refundsOf(tools: ProcessTools, orderId: string) {
-  const billing = await clientFor(BillingService, tools.billing.address, ["billing:read"]);
-  return (await billing.listRefunds({ orderId })).refunds;
+function holdRefundAnswers(tools: Tools, ms: number): Promise<void> {
+  return setFaults(tools, "billing", { responseDelayMs: ms, methods: ["Refund"] });
 }
 
 /** Polls until the ledger has `count` refunds of the order: the refund was made, its answer may still be on its way. */
-async function untilRefunded(tools: ProcessTools, orderId: string, count = 1): Promise<void> {
+async function untilRefunded(tools: Tools, orderId: string, count = 1): Promise<void> {
   const until = Date.now() + 15_000;
   while ((await refundsOf(tools, orderId)).length < count) {
     if (Date.now() > until) throw new Error(`no refund of ${orderId} was made`);
@@ -71,9 +63,9 @@ function replanningModel(orderId: string, amountCents: number): ScriptedReply[] 
 }
 
 interface Run {
-  readonly tools: ProcessTools;
+  readonly tools: Tools;
   readonly env: Record<string, string>;
-  orchestrator: ToolProcess;
+  orchestrator: ServiceProcess;
   api(): Promise<Awaited<ReturnType<typeof clientFor<typeof OrchestratorService>>>>;
   approver(): Promise<Awaited<ReturnType<typeof clientFor<typeof OrchestratorService>>>>;
   restart(): Promise<void>;

@@ -6,10 +6,11 @@ import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import type { ServiceProcess } from "@loopguard/test-kit";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { testPostgres } from "@loopguard/sql-store/testing";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { checkHealth, spawnTool, TEST_AUTH_ENV, type ToolProcess, testToken } from "@loopguard/tool-sdk/testing";
+import { checkHealth, spawnTool, TEST_AUTH_ENV, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DEMO_CUSTOMERS } from "../src/demo-customers.js";
 import { TEST_PEPPER } from "./test-keys.js";
@@ -17,7 +18,7 @@ import { TEST_PEPPER } from "./test-keys.js";
 const ENTRY = join(dirname(fileURLToPath(import.meta.url)), "..", "dist", "main.js");
 
 describe("risk process", () => {
-  const started: ToolProcess[] = [];
+  const started: ServiceProcess[] = [];
   const dirs: string[] = [];
   afterEach(async () => {
     for (const p of started.splice(0)) {
@@ -29,7 +30,7 @@ describe("risk process", () => {
     for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
   });
 
-  async function start(dataDir: string, env: Record<string, string> = {}): Promise<ToolProcess> {
+  async function start(dataDir: string, env: Record<string, string> = {}): Promise<ServiceProcess> {
     const p = await spawnTool(ENTRY, {
       RISK_PORT: "0",
       RISK_METRICS_PORT: "0",
@@ -129,7 +130,7 @@ describe("risk process", () => {
 const postgres = testPostgres("risk_replicas");
 
 describe.skipIf(postgres.skip !== null)("two risk replicas on one PostgreSQL", () => {
-  const started: ToolProcess[] = [];
+  const started: ServiceProcess[] = [];
   const dataDir = mkdtempSync(join(tmpdir(), "risk-replicas-"));
   beforeAll(postgres.start, 120_000);
   afterAll(async () => {

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { status } from "@grpc/grpc-js";
+import { refusal } from "@loopguard/test-kit";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import type { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { CallError, createRawClient, idCardCheckCharacter, type RawClient } from "@loopguard/tool-sdk";
@@ -19,15 +20,6 @@ const WITH_X = DEMO_CUSTOMERS.find((c) => c.idCard.endsWith("X"))!;
 const UNSCORABLE = DEMO_CUSTOMERS.find((c) => c.riskScore === -1)!;
 /** Valid id card and CN mobile that belong to no demo customer. */
 const STRANGER = { idCard: "110101199001153454", phone: "+8613512345678" };
-
-async function failure(call: Promise<unknown>): Promise<CallError> {
-  const error = await call.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CallError);
-  return error as CallError;
-}
 
 describe("risk over gRPC", () => {
   let dir: string;
@@ -68,10 +60,10 @@ describe("risk over gRPC", () => {
       for (const customerId of c.customerIds)
         expect((await client.getCustomerRisk({ customerId })).riskScore).toBe(c.riskScore);
     }
-    const missing = await failure(client.getCustomerRisk({ customerId: "cust_nobody" }));
+    const missing = await refusal(client.getCustomerRisk({ customerId: "cust_nobody" }), CallError);
     expect(missing.code).toBe(status.NOT_FOUND);
     expect(missing.reason).toBe("USER_NOT_FOUND");
-    const empty = await failure(client.getCustomerRisk({ customerId: "" }));
+    const empty = await refusal(client.getCustomerRisk({ customerId: "" }), CallError);
     expect(empty.code).toBe(status.INVALID_ARGUMENT);
     expect(empty.fieldViolations.map((v) => v.field)).toEqual(["customer_id"]);
   });
@@ -97,13 +89,13 @@ describe("risk over gRPC", () => {
 
   it("refuses a wrong check character with a violation on id_card", async () => {
     const wrong = LOW.idCard.slice(0, 17) + (LOW.idCard[17] === "3" ? "4" : "3");
-    const error = await failure(client.queryRisk({ idCard: wrong, phone: LOW.phone }));
+    const error = await refusal(client.queryRisk({ idCard: wrong, phone: LOW.phone }), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.fieldViolations).toEqual([expect.objectContaining({ field: "id_card", reason: "id_card.checksum" })]);
   });
 
   it("refuses a 17-character id card with a violation on id_card", async () => {
-    const error = await failure(client.queryRisk({ idCard: LOW.idCard.slice(0, 17), phone: LOW.phone }));
+    const error = await refusal(client.queryRisk({ idCard: LOW.idCard.slice(0, 17), phone: LOW.phone }), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.fieldViolations.map((v) => v.field)).toContain("id_card");
     expect(error.fieldViolations.every((v) => v.field === "id_card")).toBe(true);
@@ -111,14 +103,17 @@ describe("risk over gRPC", () => {
 
   it("refuses an id card whose birth date is no real day as INVALID_ID_CARD_FORMAT", async () => {
     const body = "11010119990229123";
-    const error = await failure(client.queryRisk({ idCard: body + idCardCheckCharacter(body), phone: LOW.phone }));
+    const error = await refusal(
+      client.queryRisk({ idCard: body + idCardCheckCharacter(body), phone: LOW.phone }),
+      CallError,
+    );
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("INVALID_ID_CARD_FORMAT");
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["id_card"]);
   });
 
   it("refuses a phone with letters with a violation on phone", async () => {
-    const error = await failure(client.queryRisk({ idCard: LOW.idCard, phone: "call 13800138000" }));
+    const error = await refusal(client.queryRisk({ idCard: LOW.idCard, phone: "call 13800138000" }), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["phone"]);
   });
@@ -128,33 +123,33 @@ describe("risk over gRPC", () => {
     ["a US number", "+1 202 555 0143"],
     ["digits that are no number", "12345678901"],
   ])("refuses %s as INVALID_PHONE_FORMAT on phone", async (_, phone) => {
-    const error = await failure(client.queryRisk({ idCard: LOW.idCard, phone }));
+    const error = await refusal(client.queryRisk({ idCard: LOW.idCard, phone }), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("INVALID_PHONE_FORMAT");
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["phone"]);
   });
 
   it("reports both fields when both are malformed", async () => {
-    const error = await failure(client.queryRisk({ idCard: "12345", phone: "abc" }));
+    const error = await refusal(client.queryRisk({ idCard: "12345", phone: "abc" }), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(new Set(error.fieldViolations.map((v) => v.field))).toEqual(new Set(["id_card", "phone"]));
   });
 
   it("answers NOT_FOUND USER_NOT_FOUND for a valid id card and phone nobody has", async () => {
-    const error = await failure(client.queryRisk(STRANGER));
+    const error = await refusal(client.queryRisk(STRANGER), CallError);
     expect(error.code).toBe(status.NOT_FOUND);
     expect(error.reason).toBe("USER_NOT_FOUND");
     expect(error.retryAfterMs).toBeUndefined();
   });
 
   it("answers NOT_FOUND for a demo id card with another demo customer's phone", async () => {
-    const error = await failure(client.queryRisk({ idCard: LOW.idCard, phone: WITH_X.phone }));
+    const error = await refusal(client.queryRisk({ idCard: LOW.idCard, phone: WITH_X.phone }), CallError);
     expect(error.code).toBe(status.NOT_FOUND);
   });
 
   it("answers UNAVAILABLE BACKEND_DOWN with a 30 s retry when the store is down, and recovers", async () => {
     store.available = false;
-    const error = await failure(client.queryRisk({ idCard: LOW.idCard, phone: LOW.phone }));
+    const error = await refusal(client.queryRisk({ idCard: LOW.idCard, phone: LOW.phone }), CallError);
     expect(error.code).toBe(status.UNAVAILABLE);
     expect(error.reason).toBe("BACKEND_DOWN");
     expect(error.retryAfterMs).toBe(BACKEND_DOWN_RETRY_AFTER_MS);
@@ -169,7 +164,7 @@ describe("risk over gRPC", () => {
     });
     try {
       await admin.setFaults({ profile: { outage: true, retryAfterMs: 30_000 } });
-      const error = await failure(client.queryRisk({ idCard: LOW.idCard, phone: LOW.phone }));
+      const error = await refusal(client.queryRisk({ idCard: LOW.idCard, phone: LOW.phone }), CallError);
       expect(error.code).toBe(status.UNAVAILABLE);
       expect(error.reason).toBe("FAULT_INJECTED");
       expect(error.retryAfterMs).toBe(30_000);
@@ -183,7 +178,7 @@ describe("risk over gRPC", () => {
 
   it("refuses a caller without scope risk:read with PERMISSION_DENIED", async () => {
     const other = await t.client(["billing:refund"]);
-    const error = await failure(other.queryRisk({ idCard: LOW.idCard, phone: LOW.phone }));
+    const error = await refusal(other.queryRisk({ idCard: LOW.idCard, phone: LOW.phone }), CallError);
     expect(error.code).toBe(status.PERMISSION_DENIED);
     expect(error.reason).toBe("SCOPE_MISSING");
   });
@@ -243,7 +238,7 @@ describe("risk over gRPC with its store closed", () => {
     try {
       const client = await t.client(["risk:read"]);
       await store.close();
-      const error = await failure(client.queryRisk({ idCard: LOW.idCard, phone: LOW.phone }));
+      const error = await refusal(client.queryRisk({ idCard: LOW.idCard, phone: LOW.phone }), CallError);
       expect(error.code).toBe(status.UNAVAILABLE);
       expect(error.reason).toBe("BACKEND_DOWN");
       expect(error.retryAfterMs).toBe(30_000);

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import { errorOf } from "@loopguard/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   MIGRATIONS_TABLE,
@@ -176,11 +177,6 @@ describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
   it("tells a statement timeout and an unreachable server from a wrong statement", async () => {
     const url = await fresh();
     const pool = createPostgresPool(url, { statementTimeoutMs: 50 });
-    const errorOf = (p: Promise<unknown>) =>
-      p.then(
-        () => undefined,
-        (e: unknown) => e,
-      );
     expect(isPostgresUnavailable(await errorOf(pool.query("SELECT pg_sleep(1)")))).toBe(true);
     expect(isPostgresUnavailable(await errorOf(pool.query("SELECT * FROM no_such_table")))).toBe(false);
     await pool.end();

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { refusal } from "@loopguard/test-kit";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Registry } from "prom-client";
@@ -8,16 +9,7 @@ import type { ToolClientOptions } from "../src/client/plan.js";
 import { toolClient } from "../src/client/tool-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
-import { metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
-
-const hit = {
-  docId: "refund-policy",
-  version: 1,
-  title: "Refund policy",
-  snippet: "…",
-  score: 1.5,
-  category: "policy",
-};
+import { metricValue, SAMPLE_HIT, startTestTool, type TestTool, testToken } from "../testing/index.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -33,7 +25,7 @@ async function kbServer(handler?: ToolHandlers<typeof KbSearchService>["search"]
       handlers: {
         search: async (req, ctx) => {
           seen.calls += 1;
-          return handler ? handler(req, ctx) : { hits: [{ ...hit, title: `hits for ${req.query}` }] };
+          return handler ? handler(req, ctx) : { hits: [{ ...SAMPLE_HIT, title: `hits for ${req.query}` }] };
         },
       },
     },
@@ -57,15 +49,6 @@ async function kbClient(target: string | string[], overrides: Partial<ToolClient
   });
   cleanups.push(() => client.close());
   return { client, registry };
-}
-
-async function rejection(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CallError);
-  return error as CallError;
 }
 
 function outage(tool: TestTool<typeof KbSearchService>, on: boolean, retryAfterMs = 0) {
@@ -94,7 +77,7 @@ describe("toolClient", () => {
   it("never sends an invalid request: CLIENT_VALIDATION_FAILED naming the field", async () => {
     const { tool, seen } = await kbServer();
     const { client } = await kbClient(tool.address);
-    const error = await rejection(client.call("search", { query: "", limit: 3 }));
+    const error = await refusal(client.call("search", { query: "", limit: 3 }), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("CLIENT_VALIDATION_FAILED");
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["query"]);
@@ -105,7 +88,7 @@ describe("toolClient", () => {
     let failuresLeft = 2;
     const { tool, seen } = await kbServer(async () => {
       if (failuresLeft-- > 0) throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "index reloading");
-      return { hits: [hit] };
+      return { hits: [SAMPLE_HIT] };
     });
     const { client, registry } = await kbClient(tool.address);
     const result = await client.call("search", { query: "refund", limit: 3 });
@@ -120,7 +103,7 @@ describe("toolClient", () => {
       throw new ToolError(status.FAILED_PRECONDITION, "INDEX_UNAVAILABLE", "no");
     });
     const { client } = await kbClient(tool.address);
-    const error = await rejection(client.call("search", { query: "refund", limit: 3 }));
+    const error = await refusal(client.call("search", { query: "refund", limit: 3 }), CallError);
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(seen.calls).toBe(1);
   });
@@ -131,7 +114,7 @@ describe("toolClient", () => {
       times.push(Date.now());
       if (times.length === 1)
         throw new ToolError(status.UNAVAILABLE, "INDEX_UNAVAILABLE", "busy", { retryAfterMs: 200 });
-      return { hits: [hit] };
+      return { hits: [SAMPLE_HIT] };
     });
     const { client } = await kbClient(tool.address);
     await client.call("search", { query: "refund", limit: 3 });
@@ -213,7 +196,7 @@ describe("toolClient", () => {
     });
     const { client } = await kbClient(tool.address, { breaker: { volumeThreshold: 2 } });
     for (let i = 0; i < 10; i += 1) {
-      const error = await rejection(client.call("search", { query: `q${i}`, limit: 1 }));
+      const error = await refusal(client.call("search", { query: `q${i}`, limit: 1 }), CallError);
       expect(error.code).toBe(status.NOT_FOUND);
     }
     expect(client.breakerState).toBe("closed");
@@ -248,7 +231,7 @@ describe("toolClient", () => {
   it("a call queued behind the bulkhead gets its whole SLA timeout once it is let go", async () => {
     const { tool } = await kbServer(async () => {
       await sleep(300);
-      return { hits: [hit] };
+      return { hits: [SAMPLE_HIT] };
     });
     const { client } = await kbClient(tool.address, {
       bulkhead: { maxInFlight: 1, maxQueue: 1 },

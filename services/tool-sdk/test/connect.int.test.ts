@@ -7,21 +7,13 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ToolHandlers } from "../src/serve.js";
-import { metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
+import { metricValue, SAMPLE_HIT, startTestTool, testToken, type TestTool } from "../testing/index.js";
 
-const hit = {
-  docId: "refund-policy",
-  version: 1,
-  title: "Refund policy",
-  snippet: "…",
-  score: 1.5,
-  category: "policy",
-};
 const handlers: ToolHandlers<typeof KbSearchService> = {
   search: async (req, ctx) => {
     if (req.query === "slow")
       await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
-    return { hits: [hit].slice(0, req.limit) };
+    return { hits: [SAMPLE_HIT].slice(0, req.limit) };
   },
 };
 

@@ -4,6 +4,7 @@ import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Metadata } from "@grpc/grpc-js";
+import { errorOf, refusal } from "@loopguard/test-kit";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
@@ -14,19 +15,11 @@ import { createRawClient, type RawClient } from "../src/raw-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
 import type { Interceptor } from "../src/server/interceptor.js";
-import { checkHealth, metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
+import { checkHealth, metricValue, SAMPLE_HIT, startTestTool, testToken, type TestTool } from "../testing/index.js";
 
 type KbHandlers = ToolHandlers<typeof KbSearchService>;
 
-const hit = {
-  docId: "refund-policy",
-  version: 1,
-  title: "Refund policy",
-  snippet: "…",
-  score: 1.5,
-  category: "policy",
-};
-const okHandlers: KbHandlers = { search: async (req) => ({ hits: [hit].slice(0, req.limit) }) };
+const okHandlers: KbHandlers = { search: async (req) => ({ hits: [SAMPLE_HIT].slice(0, req.limit) }) };
 
 let tool: TestTool<typeof KbSearchService> | undefined;
 afterEach(async () => {
@@ -37,15 +30,6 @@ afterEach(async () => {
 async function start(handlers: KbHandlers, options = {}) {
   tool = await startTestTool({ service: KbSearchService, handlers }, options);
   return tool;
-}
-
-async function failure(promise: Promise<unknown>): Promise<CallError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(CallError);
-  return error as CallError;
 }
 
 const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -61,7 +45,7 @@ describe("serveTool", () => {
   it("refuses a request without a token as UNAUTHENTICATED", async () => {
     const t = await start(okHandlers);
     const client = createRawClient(KbSearchService, t.address);
-    const error = await failure(client.search({ query: "refund", limit: 3 }));
+    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
     expect(error.code).toBe(status.UNAUTHENTICATED);
     expect(error.reason).toBe("CREDENTIALS_INVALID");
     client.close();
@@ -72,7 +56,7 @@ describe("serveTool", () => {
     const intruder = signingKeyFromJwk(newKeyPair("test-key").privateJwk);
     const token = await mintToken(intruder, { subject: "intruder", audience: "kb-search", scopes: ["kb:read"] });
     const client = createRawClient(KbSearchService, t.address, { token });
-    const error = await failure(client.search({ query: "refund", limit: 3 }));
+    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
     expect(error.code).toBe(status.UNAUTHENTICATED);
     client.close();
   });
@@ -81,7 +65,7 @@ describe("serveTool", () => {
     const t = await start(okHandlers);
     const token = await testToken({ subject: "session:ses_x", audience: "billing", scopes: ["kb:read"] });
     const client = createRawClient(KbSearchService, t.address, { token });
-    const error = await failure(client.search({ query: "refund", limit: 3 }));
+    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
     expect(error.code).toBe(status.UNAUTHENTICATED);
     expect(error.message).toContain("kb-search");
     client.close();
@@ -90,7 +74,7 @@ describe("serveTool", () => {
   it("refuses a caller without the method's scope as PERMISSION_DENIED", async () => {
     const t = await start(okHandlers);
     const client = await t.client(["billing:read"]);
-    const error = await failure(client.search({ query: "refund", limit: 3 }));
+    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
     expect(error.code).toBe(status.PERMISSION_DENIED);
     expect(error.reason).toBe("SCOPE_MISSING");
   });
@@ -104,7 +88,7 @@ describe("serveTool", () => {
       },
     });
     const client = await t.client(["kb:read"]);
-    const error = await failure(client.search({ query: "", limit: 11 }));
+    const error = await refusal(client.search({ query: "", limit: 11 }), CallError);
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("REQUEST_INVALID");
     expect(error.fieldViolations.map((v) => v.field).sort()).toEqual(["limit", "query"]);
@@ -112,9 +96,9 @@ describe("serveTool", () => {
   });
 
   it("withholds a response that breaks its contract: INTERNAL / CONTRACT_VIOLATION", async () => {
-    const t = await start({ search: async () => ({ hits: [{ ...hit, snippet: "x".repeat(1001) }] }) });
+    const t = await start({ search: async () => ({ hits: [{ ...SAMPLE_HIT, snippet: "x".repeat(1001) }] }) });
     const client = await t.client(["kb:read"]);
-    const error = await failure(client.search({ query: "refund", limit: 3 }));
+    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
     expect(error.code).toBe(status.INTERNAL);
     expect(error.reason).toBe("CONTRACT_VIOLATION");
     expect(error.message).not.toContain("xxxx");
@@ -130,7 +114,7 @@ describe("serveTool", () => {
     const client = await t.client(["kb:read"]);
     const metadata = new Metadata();
     metadata.set("traceparent", traceparent);
-    const error = await failure(client.search({ query: "refund", limit: 3 }, { metadata }));
+    const error = await refusal(client.search({ query: "refund", limit: 3 }, { metadata }), CallError);
     expect(error.code).toBe(status.INTERNAL);
     expect(error.message).not.toContain("secret");
     expect(error.message).not.toContain("TypeError");
@@ -145,7 +129,7 @@ describe("serveTool", () => {
       },
     });
     const client = await t.client(["kb:read"]);
-    const error = await failure(client.search({ query: "refund", limit: 3 }));
+    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
     expect(error.code).toBe(status.UNAVAILABLE);
     expect(error.reason).toBe("INDEX_UNAVAILABLE");
     expect(error.domain).toBe("kb.loopguard.dev");
@@ -163,7 +147,7 @@ describe("serveTool", () => {
     });
     const client = await t.client(["kb:read"]);
     for (const phone of ["(139)12345678", "+86 (139) 1234-5678"]) {
-      const error = await failure(client.search({ query: phone, limit: 3 }));
+      const error = await refusal(client.search({ query: phone, limit: 3 }), CallError);
       expect(error.code).toBe(status.INVALID_ARGUMENT);
       expect(error.message).toBe("no customer [redacted]");
       expect(error.fieldViolations).toEqual([
@@ -179,7 +163,7 @@ describe("serveTool", () => {
       },
     });
     const client = await t.client(["kb:read"]);
-    const error = await failure(client.search({ query: "refund", limit: 3 }));
+    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
     expect(error.code).toBe(status.INTERNAL);
   });
 
@@ -188,7 +172,7 @@ describe("serveTool", () => {
     const client = await t.client(["kb:read"]);
     const n = 17;
     await Promise.all(Array.from({ length: n }, () => client.search({ query: "refund", limit: 1 })));
-    await failure(client.search({ query: "", limit: 1 }));
+    await refusal(client.search({ query: "", limit: 1 }), CallError);
     const page = await t.server.metrics.registry.metrics();
     expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "OK" })).toBe(n);
     expect(
@@ -243,7 +227,7 @@ describe("serveTool", () => {
     });
     const client = await t.client(["kb:read"]);
     const before = Date.now();
-    const error = await failure(client.search({ query: "refund", limit: 1 }, { deadline: 150 }));
+    const error = await refusal(client.search({ query: "refund", limit: 1 }, { deadline: 150 }), CallError);
     expect(error.code).toBe(status.DEADLINE_EXCEEDED);
     expect(Date.now() - before).toBeLessThan(1000);
     await sleep(50);
@@ -257,7 +241,7 @@ describe("serveTool", () => {
     const adminToken = await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] });
     const admin = createRawClient(ToolAdminService, t.address, { token: adminToken });
     await admin.setFaults({ profile: { outage: true, retryAfterMs: 30_000 } });
-    const error = await failure(client.search({ query: "refund", limit: 1 }));
+    const error = await refusal(client.search({ query: "refund", limit: 1 }), CallError);
     expect(error.code).toBe(status.UNAVAILABLE);
     expect(error.reason).toBe("FAULT_INJECTED");
     expect(error.retryAfterMs).toBe(30_000);
@@ -273,7 +257,7 @@ describe("serveTool", () => {
     const reader = createRawClient(ToolAdminService, t.address, {
       token: await testToken({ subject: "reader", scopes: ["kb:read"] }),
     });
-    const denied = await failure(reader.setFaults({ profile: { outage: true } }));
+    const denied = await refusal(reader.setFaults({ profile: { outage: true } }), CallError);
     expect(denied.code).toBe(status.PERMISSION_DENIED);
     reader.close();
     admin.close();
@@ -285,7 +269,7 @@ describe("serveTool", () => {
     const t = await start({
       search: async () => {
         await gate;
-        return { hits: [hit] };
+        return { hits: [SAMPLE_HIT] };
       },
     });
     const client = await t.client(["kb:read"]);
@@ -296,7 +280,7 @@ describe("serveTool", () => {
     const stopping = t.server.shutdown();
     await sleep(50);
     expect(await checkHealth(t.address)).toBe("NOT_SERVING");
-    const refused = await failure(client.search({ query: "refund", limit: 1 }));
+    const refused = await refusal(client.search({ query: "refund", limit: 1 }), CallError);
     expect(refused.code).toBe(status.UNAVAILABLE);
     expect(refused.reason).toBe("SHUTTING_DOWN");
     release();
@@ -321,9 +305,9 @@ describe("serveTool", () => {
     const t = await start(okHandlers, { interceptors: [own] });
     const client = await t.client(["kb:read"], "agent-7");
     await client.search({ query: "refund", limit: 3 });
-    const error = await failure(client.search({ query: "blocked", limit: 3 }));
+    const error = await refusal(client.search({ query: "blocked", limit: 3 }), CallError);
     expect([error.code, error.reason]).toEqual([status.FAILED_PRECONDITION, "REQUEST_INVALID"]);
-    await failure(client.search({ query: "", limit: 3 }));
+    await refusal(client.search({ query: "", limit: 3 }), CallError);
     const admin = createRawClient(ToolAdminService, t.address, {
       token: await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] }),
     });
@@ -407,7 +391,7 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
     const aliceStreams = await Promise.all([1, 2, 3].map((i) => openStream(alice, `a${i}`)));
     for (const s of aliceStreams) expect(s.first.done).toBe(false);
 
-    const perCaller = await failure(openStream(alice, "a4"));
+    const perCaller = await refusal(openStream(alice, "a4"), CallError);
     expect(perCaller.code).toBe(status.RESOURCE_EXHAUSTED);
     expect(perCaller.reason).toBe("TOO_MANY_STREAMS");
     expect(perCaller.metadata).toMatchObject({ limit: "caller", max_streams: "3" });
@@ -415,7 +399,7 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
     expect(perCaller.message).toContain("alice has 3 streams open");
 
     const bobStreams = await Promise.all([1, 2].map((i) => openStream(bob, `b${i}`)));
-    const server = await failure(openStream(bob, "b3"));
+    const server = await refusal(openStream(bob, "b3"), CallError);
     expect(server.code).toBe(status.RESOURCE_EXHAUSTED);
     expect(server.metadata).toMatchObject({ limit: "server", max_streams: "5" });
     expect(orchestrator.server.openStreams()).toBe(5);
@@ -440,10 +424,7 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
     const client = await orchestrator.client(["sessions:read"]);
     const stream = await openStream(client, "s1");
     const started = Date.now();
-    const ended = stream.next().then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const ended = errorOf(stream.next());
     await orchestrator.server.shutdown();
     const error = await ended;
     expect(error).toBeInstanceOf(CallError);
@@ -457,23 +438,23 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
     orchestrator = await serveWatcher({}, handled);
     const client = await orchestrator.client(["sessions:read", "sessions:write"]);
     // GetSession declares no limit (16 KiB); StartSession declares 128 KiB in the contract.
-    const big = await failure(client.getSession({ sessionId: "x".repeat(20_000) }));
+    const big = await refusal(client.getSession({ sessionId: "x".repeat(20_000) }), CallError);
     expect(big.code).toBe(status.INVALID_ARGUMENT);
     expect(big.reason).toBe("REQUEST_TOO_LARGE");
     expect(big.message).toMatch(/^GetSessionRequest is 2000\d bytes; GetSession accepts at most 16384$/);
     expect(big.metadata).toEqual({ bytes: expect.stringMatching(/^2000\d$/), max_bytes: "16384" });
     const unauthenticated = createRawClient(OrchestratorService, orchestrator.address);
-    expect((await failure(unauthenticated.getSession({ sessionId: "x".repeat(20_000) }))).reason).toBe(
+    expect((await refusal(unauthenticated.getSession({ sessionId: "x".repeat(20_000) }), CallError)).reason).toBe(
       "REQUEST_TOO_LARGE",
     );
     unauthenticated.close();
-    expect((await failure(client.startSession({ goal: "g".repeat(140_000) }))).message).toMatch(
+    expect((await refusal(client.startSession({ goal: "g".repeat(140_000) }), CallError)).message).toMatch(
       /StartSession accepts at most 131072$/,
     );
     expect(handled).toEqual([]);
 
     // Below the limit the request goes on through validation as always.
-    const invalid = await failure(client.startSession({ goal: "g".repeat(100_000) }));
+    const invalid = await refusal(client.startSession({ goal: "g".repeat(100_000) }), CallError);
     expect(invalid.reason).toBe("REQUEST_INVALID");
     expect((await client.getSession({ sessionId: "ses_1" })).session?.sessionId).toBe("ses_1");
     expect(handled).toEqual(["getSession"]);

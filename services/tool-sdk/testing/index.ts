@@ -1,11 +1,6 @@
 // Helpers for tests of tool services: a real server on 127.0.0.1:0 with captured logs, real
-// clients with minted tokens, real child processes. Kept out of src/ and out of the package's
+// clients with minted tokens, the workspace's tools as real child processes. Kept out of src/ and out of the package's
 // "files", so no service image carries it.
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { create, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import {
@@ -15,10 +10,8 @@ import {
   Effect,
   methodPolicy,
   mintToken,
-  newKeyPair,
   type PersonRole,
   personKey,
-  publicKeySet,
   requestDigest,
   requiredScopesOf,
   type RawCallOptions,
@@ -27,45 +20,13 @@ import {
   servicePolicy,
   servicesOf,
   serveTool,
-  signingKeyFromJwk,
   type ToolDefinition,
   type ToolServer,
   toolServicesOf,
-  withBinding,
 } from "@loopguard/tool-sdk";
+import { TEST_ORCHESTRATOR_KEY, TEST_PEOPLE_KEY, TEST_PUBLIC_KEYS } from "./keys.js";
 
-const orchestratorPair = newKeyPair("test-orchestrator");
-const peoplePair = newKeyPair("test-people");
-/** The test orchestrator's key (role orchestrator, subject "session:*"): test orchestrators sign their sessions' tool calls with it; boundToken too. */
 export { editedContract } from "./edited-contract.js";
-
-export const TEST_ORCHESTRATOR_KEY = signingKeyFromJwk(orchestratorPair.privateJwk);
-/** The test people's key (role person, any subject, any scope): testToken and test clients sign with it. */
-export const TEST_PEOPLE_KEY = signingKeyFromJwk(peoplePair.privateJwk);
-/** What every test service verifies with: both keys, bound. */
-export const TEST_PUBLIC_KEYS = publicKeySet({
-  keys: [
-    withBinding(orchestratorPair.publicJwk, { role: "orchestrator", subject: "session:*", scopes: ["*"] }),
-    withBinding(peoplePair.publicJwk, { role: "person", subject: "*", scopes: ["*"] }),
-  ],
-});
-/** Environment a test service process needs to verify test tokens (public keys only). */
-export const TEST_AUTH_ENV: Readonly<Record<string, string>> = { LOOPGUARD_JWKS: JSON.stringify(TEST_PUBLIC_KEYS) };
-
-let orchestratorKeyFile: string | undefined;
-/** A 0600 file holding the test orchestrator's private key, for a test orchestrator's LOOPGUARD_SIGNING_KEY_FILE. */
-export function testOrchestratorKeyFile(): string {
-  if (!orchestratorKeyFile) {
-    orchestratorKeyFile = join(mkdtempSync(join(tmpdir(), "loopguard-test-key-")), "orchestrator.jwk");
-    writeFileSync(orchestratorKeyFile, JSON.stringify(orchestratorPair.privateJwk), { mode: 0o600 });
-  }
-  return orchestratorKeyFile;
-}
-
-/** Environment of a test orchestrator: the public keys, and the private key it signs tool tokens with. */
-export function testOrchestratorEnv(): Record<string, string> {
-  return { ...TEST_AUTH_ENV, LOOPGUARD_SIGNING_KEY_FILE: testOrchestratorKeyFile() };
-}
 
 /** Every scope a tool method requires, from the contracts (the scopes a session may be granted). */
 export const TOOL_SCOPES: readonly string[] = requiredScopesOf(toolServicesOf(contractFiles));
@@ -200,55 +161,15 @@ export async function startTestTool<S extends DescService>(
 
 export { checkHealth, type HealthStatus } from "@loopguard/tool-sdk";
 
-export interface ToolProcess {
-  readonly child: ChildProcess;
-  /** host:port the process serves gRPC on, read from its "serving" log line. */
-  readonly address: string;
-  readonly metricsPort: number;
-  readonly lines: Record<string, unknown>[];
-  /** Resolves with the exit code (or signal name) once the process has ended. */
-  readonly exited: Promise<number | string>;
-}
-
-/**
- * Starts `node <entry>` as a real child process and waits for its "serving" line. Pass port 0
- * variables in `env` to let the OS choose ports.
- */
-export function spawnTool(entry: string, env: Record<string, string>, timeoutMs = 15_000): Promise<ToolProcess> {
-  const child = spawn(process.execPath, [entry], {
-    env: { ...process.env, ...TEST_AUTH_ENV, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const lines: Record<string, unknown>[] = [];
-  let stderr = "";
-  child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | string>((resolve) =>
-    child.once("exit", (code, signal) => resolve(code ?? signal ?? -1)),
-  );
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`${entry} did not report serving within ${timeoutMs} ms; stderr: ${stderr}`));
-    }, timeoutMs);
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`${entry} exited (${code}) before serving; stderr: ${stderr}`));
-    });
-    createInterface({ input: child.stdout! }).on("line", (line) => {
-      let record: Record<string, unknown>;
-      try {
-        record = JSON.parse(line) as Record<string, unknown>;
-      } catch {
-        return;
-      }
-      lines.push(record);
-      if (record.msg === "serving") {
-        clearTimeout(timer);
-        resolve({ child, address: String(record.address), metricsPort: Number(record.metrics_port), lines, exited });
-      }
-    });
-  });
-}
+/** A kb-search hit: the SDK's own tests serve KbSearchService as their sample contract. */
+export const SAMPLE_HIT = {
+  docId: "refund-policy",
+  version: 1,
+  title: "Refund policy",
+  snippet: "…",
+  score: 1.5,
+  category: "policy",
+};
 
 /** Reads one sample of a metric from a Prometheus text page (labels matched as a subset). */
 export function metricValue(page: string, name: string, labels: Record<string, string> = {}): number {
@@ -261,3 +182,24 @@ export function metricValue(page: string, name: string, labels: Record<string, s
   }
   return total;
 }
+
+export {
+  TEST_AUTH_ENV,
+  TEST_ORCHESTRATOR_KEY,
+  TEST_PEOPLE_KEY,
+  TEST_PUBLIC_KEYS,
+  testOrchestratorEnv,
+  testOrchestratorKeyFile,
+} from "./keys.js";
+export {
+  spawnTool,
+  type StartAllOptions,
+  startAllTools,
+  startTool,
+  startTools,
+  TOOLS,
+  type ToolName,
+  toolAddressEnv,
+  type WorkspaceTools,
+  workspaceService,
+} from "./workspace.js";

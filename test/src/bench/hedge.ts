@@ -12,11 +12,12 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { ServiceProcess } from "@loopguard/test-kit";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { metricValue, spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { metricValue, spawnTool } from "@loopguard/tool-sdk/testing";
 import { benchPeople } from "./people.js";
 import { entryOf, sessionEnds, stopAll } from "./processes.js";
 
@@ -46,7 +47,7 @@ interface Run {
 const percentile = (sorted: readonly number[], p: number): number =>
   sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!;
 
-async function kbCounters(orchestrator: ToolProcess): Promise<{ calls: number; hedges: number; hedgesWon: number }> {
+async function kbCounters(orchestrator: ServiceProcess): Promise<{ calls: number; hedges: number; hedgesWon: number }> {
   const page = await (await fetch(`http://127.0.0.1:${orchestrator.metricsPort}/metrics`)).text();
   const labels = { tool: "kb-search", method: "Search" };
   return {
@@ -56,18 +57,18 @@ async function kbCounters(orchestrator: ToolProcess): Promise<{ calls: number; h
   };
 }
 
-async function searchesAnswered(kb: ToolProcess): Promise<number> {
+async function searchesAnswered(kb: ServiceProcess): Promise<number> {
   const page = await (await fetch(`http://127.0.0.1:${kb.metricsPort}/metrics`)).text();
   return metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "OK" });
 }
 
 export async function benchHedge(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-bench-hedge-"));
-  const procs: ToolProcess[] = [];
+  const procs: ServiceProcess[] = [];
   const people = benchPeople();
   const closers: (() => void)[] = [];
   try {
-    const replicas: ToolProcess[] = [];
+    const replicas: ServiceProcess[] = [];
     for (let i = 0; i < 3; i++) {
       const kb = await spawnTool(entryOf("kb-search"), {
         ...people.env,

@@ -4,7 +4,8 @@ import { rmSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { metricValue, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import type { ServiceProcess } from "@loopguard/test-kit";
+import { metricValue } from "@loopguard/tool-sdk/testing";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
@@ -18,7 +19,7 @@ export interface SessionEnd {
 }
 
 /** Resolves, per session id, when the orchestrator logs that the session ended. */
-export function sessionEnds(proc: ToolProcess): (sessionId: string) => Promise<SessionEnd> {
+export function sessionEnds(proc: ServiceProcess): (sessionId: string) => Promise<SessionEnd> {
   const waiting = new Map<string, (end: SessionEnd) => void>();
   const ended = new Map<string, SessionEnd>();
   createInterface({ input: proc.child.stdout! }).on("line", (line) => {
@@ -42,13 +43,13 @@ export function sessionEnds(proc: ToolProcess): (sessionId: string) => Promise<S
   };
 }
 
-export async function cpuSeconds(proc: ToolProcess): Promise<number> {
+export async function cpuSeconds(proc: ServiceProcess): Promise<number> {
   const page = await (await fetch(`http://127.0.0.1:${proc.metricsPort}/metrics`)).text();
   return metricValue(page, "process_cpu_seconds_total");
 }
 
 /** Ends the processes a benchmark started and removes its data folder. */
-export async function stopAll(procs: readonly ToolProcess[], dataDir: string): Promise<void> {
+export async function stopAll(procs: readonly ServiceProcess[], dataDir: string): Promise<void> {
   for (const p of procs) p.child.kill("SIGKILL");
   await Promise.all(procs.map((p) => p.exited));
   rmSync(dataDir, { recursive: true, force: true });

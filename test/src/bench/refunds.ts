@@ -7,10 +7,11 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { ServiceProcess } from "@loopguard/test-kit";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { spawnTool } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
 import { benchPeople } from "./people.js";
 import { cpuSeconds, entryOf, sessionEnds, stopAll } from "./processes.js";
@@ -22,7 +23,7 @@ const SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
 
 export async function benchRefunds(durationMs: number): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-bench-refunds-"));
-  const procs: ToolProcess[] = [];
+  const procs: ServiceProcess[] = [];
   const people = benchPeople();
   const tool = async (service: string, prefix: string, env: Record<string, string> = {}) => {
     const proc = await spawnTool(entryOf(service), {

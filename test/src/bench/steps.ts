@@ -10,11 +10,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { ServiceProcess } from "@loopguard/test-kit";
 import { PostgresSessionStore, SqliteSessionStore, type SessionStore } from "@loopguard/orchestrator";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { spawnTool, type ToolProcess } from "@loopguard/tool-sdk/testing";
+import { spawnTool } from "@loopguard/tool-sdk/testing";
 import { compare, type ProbedFigures as Probed } from "./measure.js";
 import { benchPeople } from "./people.js";
 import { cpuSeconds, entryOf, sessionEnds, stopAll } from "./processes.js";
@@ -31,7 +32,7 @@ const SUBGOALS = ["which refunds need an approval", "how long do card refunds ta
 
 async function benchToolSteps(durationMs: number): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-bench-steps-"));
-  const procs: ToolProcess[] = [];
+  const procs: ServiceProcess[] = [];
   try {
     // Allow more than IN_FLIGHT at once, so load shedding does not cap either side.
     const people = benchPeople();

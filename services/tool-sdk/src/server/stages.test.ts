@@ -1,6 +1,7 @@
 // Each interceptor alone: a ServerCall built by hand, the next stage a plain function.
 import { create } from "@bufbuild/protobuf";
 import { Metadata } from "@grpc/grpc-js";
+import { refusal } from "@loopguard/test-kit";
 import { KbSearchService, SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { describe, expect, it } from "vitest";
 import {
@@ -14,7 +15,7 @@ import { status, ToolError } from "../errors.js";
 import { FaultSwitch } from "../faults.js";
 import { createLogger } from "../logger.js";
 import { ServerMetrics } from "../metrics.js";
-import { metricValue, TEST_PUBLIC_KEYS, testToken } from "../../testing/index.js";
+import { metricValue, SAMPLE_HIT, TEST_PUBLIC_KEYS, testToken } from "../../testing/index.js";
 import { TokenVerifier } from "../token-verifier.js";
 import { unaryTerminal } from "./handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
@@ -32,14 +33,6 @@ import {
 } from "./stages.js";
 
 const method = KbSearchService.method.search;
-const hit = {
-  docId: "refund-policy",
-  version: 1,
-  title: "Refund policy",
-  snippet: "…",
-  score: 1.5,
-  category: "policy",
-};
 
 function testCall(overrides: Partial<ServerCall> = {}, logged: string[] = []): ServerCall {
   return {
@@ -56,16 +49,7 @@ function testCall(overrides: Partial<ServerCall> = {}, logged: string[] = []): S
   };
 }
 
-async function refusal(promise: Promise<unknown>): Promise<ToolError> {
-  const error = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ToolError);
-  return error as ToolError;
-}
-
-const answer: CallFn = async () => ({ hits: [hit] });
+const answer: CallFn = async () => ({ hits: [SAMPLE_HIT] });
 
 describe("compose", () => {
   it("runs the first interceptor outermost", async () => {
@@ -94,12 +78,15 @@ describe("authStage", () => {
   };
 
   it("refuses a call without a token UNAUTHENTICATED", async () => {
-    const error = await refusal(stage(testCall()));
+    const error = await refusal(stage(testCall()), ToolError);
     expect([error.code, error.reason]).toEqual([status.UNAUTHENTICATED, "CREDENTIALS_INVALID"]);
   });
 
   it("refuses a token without the method's scope PERMISSION_DENIED, naming the scope", async () => {
-    const error = await refusal(stage(withToken(await testToken({ scopes: ["kb:write"], audience: "kb-search" }))));
+    const error = await refusal(
+      stage(withToken(await testToken({ scopes: ["kb:write"], audience: "kb-search" }))),
+      ToolError,
+    );
     expect([error.code, error.reason, error.metadata.required_scope]).toEqual([
       status.PERMISSION_DENIED,
       "SCOPE_MISSING",
@@ -108,7 +95,10 @@ describe("authStage", () => {
   });
 
   it("refuses a token for another service", async () => {
-    const error = await refusal(stage(withToken(await testToken({ scopes: ["kb:read"], audience: "billing" }))));
+    const error = await refusal(
+      stage(withToken(await testToken({ scopes: ["kb:read"], audience: "billing" }))),
+      ToolError,
+    );
     expect(error.code).toBe(status.UNAUTHENTICATED);
   });
 
@@ -140,7 +130,7 @@ describe("authStage", () => {
       );
     };
     await expect(through(BillingService.method.getOrder)).resolves.toBe("probe");
-    const error = await refusal(through(BillingService.method.refund));
+    const error = await refusal(through(BillingService.method.refund), ToolError);
     expect([error.code, error.reason, error.message]).toEqual([
       status.PERMISSION_DENIED,
       "SCOPE_MISSING",
@@ -167,7 +157,7 @@ describe("bindingStage", () => {
   const through = (caller: Caller, breakGlass = false) =>
     bindingStage("billing", refund, breakGlass)(async () => "done")(testCall({ method: refund, request, caller }));
   const notBound = async (promise: Promise<unknown>) => {
-    const error = await refusal(promise);
+    const error = await refusal(promise, ToolError);
     expect([error.code, error.reason]).toEqual([status.PERMISSION_DENIED, "CREDENTIAL_NOT_BOUND"]);
     return error.message;
   };
@@ -212,13 +202,13 @@ describe("bindingStage", () => {
 describe("validateStage", () => {
   it("normalises, then refuses an invalid request with its field violations", async () => {
     const stage = validateStage(method, (request) => ((request as { query: string }).query = ""))(answer);
-    const error = await refusal(stage(testCall()));
+    const error = await refusal(stage(testCall()), ToolError);
     expect([error.code, error.reason]).toEqual([status.INVALID_ARGUMENT, "REQUEST_INVALID"]);
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["query"]);
   });
 
   it("passes a valid request", async () => {
-    await expect(validateStage(method, undefined)(answer)(testCall())).resolves.toEqual({ hits: [hit] });
+    await expect(validateStage(method, undefined)(answer)(testCall())).resolves.toEqual({ hits: [SAMPLE_HIT] });
   });
 });
 
@@ -227,7 +217,7 @@ describe("sizeStage", () => {
     const metrics = new ServerMetrics("kb-search");
     let reached = false;
     const stage = sizeStage(metrics, "kb-search", method, 100)(async () => (reached = true));
-    const error = await refusal(stage(testCall({ request: new OversizedRequest(5000) })));
+    const error = await refusal(stage(testCall({ request: new OversizedRequest(5000) })), ToolError);
     expect([error.reason, error.metadata.bytes, error.metadata.max_bytes, reached]).toEqual([
       "REQUEST_TOO_LARGE",
       "5000",
@@ -250,7 +240,7 @@ describe("CallSlots", () => {
     let release!: () => void;
     const held = slots.unaryShed(method)(() => new Promise((resolve) => (release = () => resolve({}))));
     const first = held(testCall());
-    const error = await refusal(held(testCall()));
+    const error = await refusal(held(testCall()), ToolError);
     expect([error.code, error.reason, error.retryAfterMs]).toEqual([status.RESOURCE_EXHAUSTED, "OVERLOADED", 250]);
     expect(slots.inFlight).toBe(1);
     release();
@@ -264,7 +254,7 @@ describe("CallSlots", () => {
     const running = slots.unaryShed(method)(() => new Promise((resolve) => (release = () => resolve({}))))(testCall());
     let drained = false;
     const drain = slots.drain(new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", "bye")).then(() => (drained = true));
-    const error = await refusal(slots.drainGate()(answer)(testCall()));
+    const error = await refusal(slots.drainGate()(answer)(testCall()), ToolError);
     expect(error.reason).toBe("SHUTTING_DOWN");
     expect(drained).toBe(false);
     release();
@@ -283,7 +273,7 @@ describe("CallSlots", () => {
       return undefined;
     });
     const first = stream(testCall({ caller }));
-    const error = await refusal(stream(testCall({ caller })));
+    const error = await refusal(stream(testCall({ caller })), ToolError);
     expect([error.reason, error.metadata.limit]).toEqual(["TOO_MANY_STREAMS", "caller"]);
     const other = stream(testCall({ caller: { ...caller!, subject: "agent-8" } }));
     release();
@@ -300,6 +290,7 @@ describe("deadlineStage", () => {
         [deadlineStage],
         unaryTerminal(() => new Promise(() => undefined)),
       )(call),
+      ToolError,
     );
     expect([error.code, error.reason]).toEqual([status.DEADLINE_EXCEEDED, "DEADLINE_PASSED"]);
   });
@@ -310,7 +301,7 @@ describe("faultStage", () => {
     const faults = new FaultSwitch();
     const metrics = new ServerMetrics("kb-search");
     faults.set({ outage: true, retryAfterMs: 300 } as never);
-    const error = await refusal(faultStage(faults, metrics, "kb-search", method)(answer)(testCall()));
+    const error = await refusal(faultStage(faults, metrics, "kb-search", method)(answer)(testCall()), ToolError);
     expect([error.code, error.reason, error.retryAfterMs]).toEqual([status.UNAVAILABLE, "FAULT_INJECTED", 300]);
     expect(
       metricValue(await metrics.registry.metrics(), "loopguard_tool_faults_injected_total", { kind: "outage" }),
@@ -320,7 +311,7 @@ describe("faultStage", () => {
   it("passes calls through with no fault switched on", async () => {
     await expect(
       faultStage(new FaultSwitch(), new ServerMetrics("kb-search"), "kb-search", method)(answer)(testCall()),
-    ).resolves.toEqual({ hits: [hit] });
+    ).resolves.toEqual({ hits: [SAMPLE_HIT] });
   });
 });
 
@@ -331,8 +322,8 @@ describe("responseContractStage", () => {
       new ServerMetrics("kb-search"),
       "kb-search",
       method,
-    )(async () => ({ hits: [{ ...hit, docId: "" }] }));
-    const error = await refusal(stage(testCall({}, logged)));
+    )(async () => ({ hits: [{ ...SAMPLE_HIT, docId: "" }] }));
+    const error = await refusal(stage(testCall({}, logged)), ToolError);
     expect([error.code, error.reason]).toEqual([status.INTERNAL, "CONTRACT_VIOLATION"]);
     expect(logged.join("\n")).toContain("response withheld");
   });
@@ -343,7 +334,7 @@ describe("errorsStage", () => {
 
   it("passes a ToolError with a contract reason unchanged", async () => {
     const own = new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", "no");
-    const error = await refusal(errorsStage(reasons)(() => Promise.reject(own))(testCall()));
+    const error = await refusal(errorsStage(reasons)(() => Promise.reject(own))(testCall()), ToolError);
     expect(error).toBe(own);
   });
 
@@ -351,11 +342,13 @@ describe("errorsStage", () => {
     const logged: string[] = [];
     const thrown = await refusal(
       errorsStage(reasons)(() => Promise.reject(new TypeError("boom")))(testCall({}, logged)),
+      ToolError,
     );
     const foreign = await refusal(
       errorsStage(reasons)(() => Promise.reject(new ToolError(status.NOT_FOUND, "NOT_OURS", "x")))(
         testCall({}, logged),
       ),
+      ToolError,
     );
     expect([thrown.reason, foreign.reason]).toEqual(["INTERNAL_ERROR", "INTERNAL_ERROR"]);
     expect(logged.join("\n")).toContain("unexpected exception in handler");
@@ -374,6 +367,7 @@ describe("metricsStage and traceStage", () => {
       compose([metricsStage(metrics, method)], () => Promise.reject(new ToolError(status.NOT_FOUND, "X", "x")))(
         testCall(),
       ),
+      ToolError,
     );
     const page = await metrics.registry.metrics();
     expect(metricValue(page, "grpc_server_started_total", { grpc_method: "Search" })).toBe(2);

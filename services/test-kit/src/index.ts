@@ -1,0 +1,2 @@
+export { type ErrorClass, errorOf, refusal } from "./errors.js";
+export { freePort, kill, repoRoot, type ServiceProcess, spawnService, type TempDir, tempDir } from "./processes.js";

@@ -1,0 +1,93 @@
+// Services as real child processes (`node <entry>`, a service's dist/main.js), and what starting
+// them needs: free ports, temp folders, the repository's root.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+/** The repository's root folder (this file is services/test-kit/{src,dist}/processes.*). */
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+
+export interface ServiceProcess {
+  readonly child: ChildProcess;
+  /** host:port the process serves gRPC on, read from its "serving" log line. */
+  readonly address: string;
+  readonly metricsPort: number;
+  /** Every JSON log line the process wrote to stdout, parsed. */
+  readonly lines: Record<string, unknown>[];
+  /** Resolves with the exit code (or signal name) once the process has ended. */
+  readonly exited: Promise<number | string>;
+}
+
+/**
+ * Starts `node <entry>` with `env` over this process's environment and waits for its "serving"
+ * line. Pass port 0 variables in `env` to let the OS choose ports.
+ */
+export function spawnService(entry: string, env: Record<string, string>, timeoutMs = 15_000): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, [entry], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const lines: Record<string, unknown>[] = [];
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | string>((resolveExit) =>
+    child.once("exit", (code, signal) => resolveExit(code ?? signal ?? -1)),
+  );
+  return new Promise((resolveServing, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`${entry} did not report serving within ${timeoutMs} ms; stderr: ${stderr}`));
+    }, timeoutMs);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`${entry} exited (${code}) before serving; stderr: ${stderr}`));
+    });
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      let record: Record<string, unknown>;
+      try {
+        record = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      lines.push(record);
+      if (record.msg === "serving") {
+        clearTimeout(timer);
+        const address = String(record.address);
+        resolveServing({ child, address, metricsPort: Number(record.metrics_port), lines, exited });
+      }
+    });
+  });
+}
+
+/** Sends `signal` (SIGKILL by default) unless the process has ended, and waits until it is gone. */
+export async function kill(proc: ServiceProcess, signal: NodeJS.Signals = "SIGKILL"): Promise<number | string> {
+  if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill(signal);
+  return proc.exited;
+}
+
+/** A port that was free a moment ago, so a restarted process can come back on the same one. */
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+export interface TempDir {
+  readonly dir: string;
+  remove(): void;
+}
+
+/** A fresh folder under the OS's temp folder, named loopguard-<prefix>-…. */
+export function tempDir(prefix: string): TempDir {
+  const dir = mkdtempSync(join(tmpdir(), `loopguard-${prefix}-`));
+  return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}

@@ -15,10 +15,10 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { Counter, Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiCall, RUNNER_API_CALLS } from "../src/manifests/drill-api-calls.js";
-import { drillKube } from "../src/drills/cluster-api.js";
-import { podChaosPlan } from "../src/drills/k8s.js";
-import { MetricsSampler, podPages, prometheusPages, toolCallFigures } from "../src/drills/metrics.js";
-import { parseDrillArgs } from "../src/drills/options.js";
+import { drillKube } from "../src/ops/drills/cluster-api.js";
+import { podChaosPlan } from "../src/ops/drills/k8s.js";
+import { MetricsSampler, podPages, prometheusPages, toolCallFigures } from "../src/ops/drills/metrics.js";
+import { parseDrillArgs } from "../src/ops/drills/options.js";
 import { toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
 

@@ -11,8 +11,8 @@ import { fileURLToPath } from "node:url";
 import type { CronJob, Job } from "kubernetes-types/batch/v1.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { LAUNCHER_API_CALLS } from "../src/manifests/drill-api-calls.js";
-import { parseDrillArgs } from "../src/drills/options.js";
-import { computeReport } from "../src/drills/report.js";
+import { parseDrillArgs } from "../src/ops/drills/options.js";
+import { computeReport } from "../src/ops/drills/report.js";
 import { renderOverlayWith } from "./overlay-with.js";
 
 const here = dirname(fileURLToPath(import.meta.url));

@@ -11,7 +11,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sourceRevision } from "../src/local/images.js";
-import type { DrillReport } from "../src/drills/report.js";
+import type { DrillReport } from "../src/ops/drills/report.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const dataDir = mkdtempSync(join(tmpdir(), "loopguard-drills-"));

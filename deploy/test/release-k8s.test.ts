@@ -11,8 +11,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, renderOnProd, type Rendering, validateRenderings } from "../src/manifests/renderings.js";
 import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/manifests/generated-components.js";
 import { SCALE_DOWN_DELAY_SECONDS } from "../src/manifests/release-objects.js";
-import { ReleaseRefused } from "../src/release/contract-gate.js";
-import { releaseGateOf } from "../src/release/gate.js";
+import { ReleaseRefused } from "../src/ops/release/contract-gate.js";
+import { releaseGateOf } from "../src/ops/release/gate.js";
 import {
   type GateStep,
   type K8sPlan,
@@ -21,7 +21,7 @@ import {
   planK8sRelease,
   type Step,
   withTag,
-} from "../src/release/k8s.js";
+} from "../src/ops/release/k8s.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const services = discoverServices(join(root, "services"));

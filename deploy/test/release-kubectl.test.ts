@@ -12,10 +12,10 @@ import { discoverServices } from "@loopguard/tool-sdk";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, renderOnProd, type Rendering } from "../src/manifests/renderings.js";
 import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/manifests/generated-components.js";
-import { ReleaseRefused } from "../src/release/contract-gate.js";
-import { releaseGateOf } from "../src/release/gate.js";
-import { planK8sRelease } from "../src/release/k8s.js";
-import { applyK8sPlan } from "../src/release/k8s-apply.js";
+import { ReleaseRefused } from "../src/ops/release/contract-gate.js";
+import { releaseGateOf } from "../src/ops/release/gate.js";
+import { planK8sRelease } from "../src/ops/release/k8s.js";
+import { applyK8sPlan } from "../src/ops/release/k8s-apply.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "..", "..");

@@ -16,11 +16,11 @@ import type { Deployment } from "kubernetes-types/apps/v1.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type K8sObject, kustomize, validateRenderings } from "../src/manifests/renderings.js";
 import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/manifests/generated-components.js";
-import { ReleaseRefused } from "../src/release/contract-gate.js";
-import { releaseGateOf } from "../src/release/gate.js";
-import { planK8sRelease } from "../src/release/k8s.js";
-import { applyK8sPlan } from "../src/release/k8s-apply.js";
-import { afterPlan, checkOverlay, RELEASE_STATE_DIR, reapplyMoves, recordState } from "../src/release/k8s-state.js";
+import { ReleaseRefused } from "../src/ops/release/contract-gate.js";
+import { releaseGateOf } from "../src/ops/release/gate.js";
+import { planK8sRelease } from "../src/ops/release/k8s.js";
+import { applyK8sPlan } from "../src/ops/release/k8s-apply.js";
+import { afterPlan, checkOverlay, RELEASE_STATE_DIR, reapplyMoves, recordState } from "../src/ops/release/k8s-state.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "..", "..");

@@ -20,10 +20,10 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { createRawClient, smokeCallOf, status } from "@loopguard/tool-sdk";
 import { localPersonToken } from "@loopguard/tool-sdk/testing";
 import pg from "pg";
-import { FAILED_OUTCOMES, parseMetrics, samplesOf, sumOf } from "../src/drills/metrics.js";
+import { FAILED_OUTCOMES, parseMetrics, samplesOf, sumOf } from "../src/ops/drills/metrics.js";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { type K8sObject, validateRenderings } from "../src/manifests/renderings.js";
-import type { K8sReleaseResult, ReleaseResult } from "../src/release/index.js";
+import type { K8sReleaseResult, ReleaseResult } from "../src/ops/release/index.js";
 import { docker, root, suiteProcesses } from "./suite-processes.js";
 
 const { dataDir, run, state } = suiteProcesses("loopguard-release-");

@@ -9,7 +9,7 @@
 // What runs is kept in <data dir>/containers/state.json (suite/state.ts), so `down` and a later `up`
 // (which scales: adds and removes replicas, restarts stopped pods, leaves the rest alone) know it.
 //
-// Blue-green releases (deploy/src/release) run a second set of a tool's pods beside the live one:
+// Blue-green releases (deploy/src/ops/release) run a second set of a tool's pods beside the live one:
 // each pod has a colour and an image tag; the tool's name answers the active colour's pods only,
 // `<tool>-preview` the other colour's running pods, as the Kubernetes paths' Services do.
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";

@@ -10,7 +10,7 @@ import { renderAll, validateRenderings } from "./renderings.js";
 import { connectionBudget, describeBudget } from "./connection-budget-check.js";
 import { checkFlows } from "./network-flows-check.js";
 import { checkRbac } from "./rbac-check.js";
-import { checkReapply } from "../release/reapply-check.js";
+import { checkReapply } from "../ops/release/reapply-check.js";
 import { runCli } from "../cli.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");

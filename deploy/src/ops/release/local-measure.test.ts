@@ -1,0 +1,69 @@
+// The local gate's measures from real prom-client pages (the metrics every tool exports): calls,
+// server faults and the p95 between two readings, summed over pods, judged like the gate queries.
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { ServerMetrics } from "@loopguard/tool-sdk";
+import { describe, expect, it } from "vitest";
+import { methodSlos } from "../../manifests/slo-rules.js";
+import { gateVerdict, judgedMethods } from "./gate.js";
+import { bucketQuantile, measureLocally, parsePage, type Reading } from "./local-measure.js";
+
+const slos = methodSlos([BillingService]);
+
+function record(metrics: ServerMetrics, method: string, code: string, calls: number, seconds: number): void {
+  const labels = { grpc_type: "unary", grpc_service: BillingService.typeName, grpc_method: method, grpc_code: code };
+  for (let i = 0; i < calls; i++) {
+    metrics.handled.inc(labels);
+    metrics.handlingSeconds.observe(labels, seconds);
+  }
+}
+
+async function reading(pods: Record<string, ServerMetrics>): Promise<Reading> {
+  return new Map(
+    await Promise.all(
+      Object.entries(pods).map(async ([pod, m]) => [pod, parsePage(await m.registry.metrics())] as const),
+    ),
+  );
+}
+
+describe("the local gate's measures", () => {
+  it("count each method's calls and server faults over the window, across pods, and leave out methods with too few calls", async () => {
+    const pods = { "billing-green-0": new ServerMetrics("billing"), "billing-green-1": new ServerMetrics("billing") };
+    record(pods["billing-green-0"], "GetOrder", "OK", 50, 0.004);
+    const before = await reading(pods);
+    record(pods["billing-green-0"], "GetOrder", "OK", 140, 0.004);
+    record(pods["billing-green-1"], "GetOrder", "OK", 140, 0.02);
+    record(pods["billing-green-1"], "GetOrder", "UNAVAILABLE", 120, 0.001);
+    record(pods["billing-green-1"], "GetOrder", "NOT_FOUND", 10, 0.001);
+    record(pods["billing-green-0"], "Refund", "INTERNAL", 5, 0.3);
+    const answers = measureLocally(slos, before, await reading(pods));
+    expect(answers[0]).toEqual({
+      kind: "error-ratio",
+      values: [{ method: "GetOrder", value: expect.closeTo(120 / 410 / 0.005, 6) }],
+    });
+    // 410 calls: 120 in (0, 0.001], 10 more, 140 in (0.0025, 0.005], 140 in (0.01, 0.025]; rank 389.5 lies in the last.
+    expect(answers[1]!.values[0]!.value * 0.15).toBeCloseTo(0.01 + 0.015 * ((389.5 - 270) / 140), 9);
+    const verdict = gateVerdict(judgedMethods(slos), answers);
+    expect(verdict.passed).toBe(false);
+    expect(verdict.findings[0]).toBe("billing GetOrder error ratio 29.3 % (budget 0.5 %): above its budget");
+  });
+
+  it("answer nothing when no method had its minimum of calls, which never passes", async () => {
+    const pod = new ServerMetrics("billing");
+    const before = await reading({ pod });
+    record(pod, "GetOrder", "OK", 199, 0.004);
+    const answers = measureLocally(slos, before, await reading({ pod }));
+    expect(answers.map((a) => a.values)).toEqual([[], []]);
+    expect(gateVerdict(judgedMethods(slos), answers).passed).toBe(false);
+  });
+
+  it("interpolate within a bucket as PromQL's histogram_quantile does, and give NaN without calls", () => {
+    const buckets = new Map([
+      [0.1, 50],
+      [0.25, 100],
+      [Infinity, 100],
+    ]);
+    expect(bucketQuantile(0.95, buckets)).toBeCloseTo(0.235, 9);
+    expect(bucketQuantile(0.95, new Map([...buckets, [Infinity, 200]]))).toBe(0.25);
+    expect(bucketQuantile(0.95, new Map([[Infinity, 0]]))).toBeNaN();
+  });
+});

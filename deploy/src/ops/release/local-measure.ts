@@ -1,0 +1,110 @@
+// The gate queries' answers computed from a set of pods' own /metrics pages, for the local release
+// path, which needs no Prometheus: two readings of every new pod's page, the gate's observation
+// window between them, give each unary method's calls, its server-fault ratio and its p95 (the
+// same bucket interpolation as PromQL's histogram_quantile); a method is judged once it had
+// minCallsToJudge calls in the window, its value the measure over its target, as in manifests/gate-queries.ts.
+import { minCallsToJudge } from "@loopguard/tool-sdk";
+import { type MethodSlo, SERVER_FAULT_CODES } from "../../manifests/slo-rules.js";
+import type { GateAnswer, JudgedValue } from "./gate.js";
+
+interface Sample {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly value: number;
+}
+
+/** One reading of each pod's page, by pod. */
+export type Reading = ReadonlyMap<string, readonly Sample[]>;
+
+const WANTED = new Set(["grpc_server_handled_total", "grpc_server_handling_seconds_bucket"]);
+
+/**
+ * The request counters and latency buckets of one page. Read line by line: the text-format parser
+ * the drills use merges a histogram's labelled series into one.
+ */
+export function parsePage(text: string): Sample[] {
+  const samples: Sample[] = [];
+  for (const line of text.split("\n")) {
+    const match = /^([a-zA-Z_:][\w:]*)\{(.*)\}\s+(\S+)/.exec(line);
+    if (!match || !WANTED.has(match[1]!)) continue;
+    const labels: Record<string, string> = {};
+    for (const [, key, value] of match[2]!.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g))
+      labels[key!] = value!.replace(/\\(.)/g, "$1");
+    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
+  }
+  return samples;
+}
+
+/** Reads every pod's page; a page that cannot be read fails the reading (a pod the gate cannot see is not judged healthy). */
+export async function readPages(urls: ReadonlyMap<string, string>): Promise<Reading> {
+  const pages = await Promise.all(
+    [...urls].map(async ([pod, url]) => {
+      const response = await fetch(url, { signal: AbortSignal.timeout(5000) }).catch((error: Error) => {
+        throw new Error(`cannot read ${pod}'s metrics at ${url}: ${error.message}`);
+      });
+      if (!response.ok) throw new Error(`cannot read ${pod}'s metrics at ${url}: HTTP ${response.status}`);
+      return [pod, parsePage(await response.text())] as const;
+    }),
+  );
+  return new Map(pages);
+}
+
+/** The growth of every matching sample from `before` to `after`, summed over pods, keyed by `keyOf`. */
+function growth(
+  before: Reading,
+  after: Reading,
+  name: string,
+  labels: Readonly<Record<string, string>>,
+  keyOf: (s: Sample) => string,
+): Map<string, number> {
+  const sum = new Map<string, number>();
+  const add = (reading: Reading, sign: number) => {
+    for (const samples of reading.values()) {
+      for (const s of samples) {
+        if (s.name !== name || !Object.entries(labels).every(([k, v]) => s.labels[k] === v)) continue;
+        sum.set(keyOf(s), (sum.get(keyOf(s)) ?? 0) + sign * s.value);
+      }
+    }
+  };
+  add(after, 1);
+  add(before, -1);
+  return sum;
+}
+
+/** PromQL's histogram_quantile over cumulative bucket counts by upper bound (with +Inf). */
+export function bucketQuantile(q: number, buckets: ReadonlyMap<number, number>): number {
+  const sorted = [...buckets].sort(([a], [b]) => a - b);
+  const total = sorted.at(-1)?.[1] ?? 0;
+  if (sorted.length < 2 || sorted.at(-1)![0] !== Infinity || total <= 0) return Number.NaN;
+  const rank = q * total;
+  const index = sorted.findIndex(([, count]) => count >= rank);
+  const [upper, count] = sorted[index]!;
+  if (upper === Infinity) return sorted[index - 1]![0];
+  const [lower, below] = index === 0 ? [0, 0] : sorted[index - 1]!;
+  if (index === 0 && upper <= 0) return upper;
+  return lower + (upper - lower) * ((rank - below) / (count - below));
+}
+
+/** The gate queries' answers over the window between two readings of the same pods. */
+export function measureLocally(slos: readonly MethodSlo[], before: Reading, after: Reading): GateAnswer[] {
+  const errors: JudgedValue[] = [];
+  const p95s: JudgedValue[] = [];
+  for (const slo of slos) {
+    const scope = { grpc_service: slo.method.parent.typeName, grpc_method: slo.method.name };
+    const byCode = growth(before, after, "grpc_server_handled_total", scope, (s) => s.labels.grpc_code ?? "");
+    const calls = [...byCode.values()].reduce((a, b) => a + b, 0);
+    if (calls < minCallsToJudge(slo.errorRateBudget)) continue;
+    const faults = SERVER_FAULT_CODES.reduce((sum, code) => sum + (byCode.get(code) ?? 0), 0);
+    const buckets = growth(before, after, "grpc_server_handling_seconds_bucket", scope, (s) => s.labels.le ?? "");
+    const p95 = bucketQuantile(
+      0.95,
+      new Map([...buckets].map(([le, n]) => [le === "+Inf" ? Infinity : Number(le), n])),
+    );
+    errors.push({ method: slo.method.name, value: faults / calls / slo.errorRateBudget });
+    p95s.push({ method: slo.method.name, value: p95 / (slo.p95TargetMs / 1000) });
+  }
+  return [
+    { kind: "error-ratio", values: errors },
+    { kind: "p95", values: p95s },
+  ];
+}

@@ -22,7 +22,6 @@ export {
   DEFAULT_SCHEMA_WAIT_SECONDS,
   listingOf,
   type MigrationListing,
-  readMigrateOnStart,
   runSchemaCommand,
   runSchemaCommandAndExit,
   SCHEMA_COMMANDS,
@@ -48,6 +47,7 @@ export {
   createPostgresPool,
   inTransaction,
   isPostgresUnavailable,
+  MAX_STORE_POOL_SIZE,
   POSTGRES_DEFAULTS,
   type PostgresOptions,
   postgresClientConfig,
@@ -63,7 +63,6 @@ export {
   preparePrivateSqliteFile,
   type SqliteOptions,
 } from "./sqlite.js";
-export { MAX_STORE_POOL_SIZE, seedDemo, storePoolSize } from "./store-env.js";
 export {
   describeStoreLocation,
   parseStoreUrl,

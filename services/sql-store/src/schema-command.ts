@@ -45,18 +45,6 @@ export function schemaCommandOf(argv: readonly string[]): SchemaCommand | undefi
   return SCHEMA_COMMANDS.find((c) => c === argv[0]);
 }
 
-/** `<PREFIX>_MIGRATE_ON_START`: true (default) for one local process; false wherever a migration step runs first (every pod). */
-export function readMigrateOnStart(
-  env: Readonly<Record<string, string | undefined>>,
-  prefix: string,
-  errorType: new (message: string) => Error,
-): boolean {
-  const name = `${prefix}_MIGRATE_ON_START`;
-  const value = env[name] ?? "true";
-  if (value !== "true" && value !== "false") throw new errorType(`${name} must be true or false, got "${value}"`);
-  return value === "true";
-}
-
 export interface SchemaCommandOptions {
   readonly service: string;
   readonly command: SchemaCommand;

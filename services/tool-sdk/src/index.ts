@@ -35,7 +35,17 @@ export {
 export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
 export {
+  booleanSetting,
   ConfigError,
+  enumSetting,
+  fractionSetting,
+  type IntegerBounds,
+  type IntegerSpec,
+  integerSetting,
+  optionalIntegerSetting,
+  switchSetting,
+} from "./settings.js";
+export {
   dataDirOf,
   describeConfig,
   envPrefixOf,
@@ -83,7 +93,7 @@ export {
 export { FaultSwitch, faultSummary, parseFaultProfile } from "./faults.js";
 export { checkHealth, type HealthStatus, waitUntilServing } from "./health-client.js";
 export { discoverServices, manifestDefaults, readManifest, type ServiceKind, type ServiceSpec } from "./manifest.js";
-export { createLogger, type LogFields, type Logger, type LogLevel } from "./logger.js";
+export { createLogger, LOG_LEVELS, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
 export {
   canonicalPersonalData,

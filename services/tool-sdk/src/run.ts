@@ -1,7 +1,8 @@
 // What a tool's main.ts calls: read config (exit 2 on a bad one, also when `build` finds one),
 // build, serve, exit cleanly on SIGTERM. Keeps every main.ts to wiring only.
 import type { DescService } from "@bufbuild/protobuf";
-import { ConfigError, describeConfig, loadToolConfig, type ToolConfig, type ToolDefaults } from "./config.js";
+import { describeConfig, loadToolConfig, type ToolConfig, type ToolDefaults } from "./config.js";
+import { ConfigError } from "./settings.js";
 import { createLogger, type Logger } from "./logger.js";
 import { serveTool, type ToolDefinition, type ToolServer } from "./serve.js";
 import { startTelemetry } from "./telemetry.js";

@@ -9,7 +9,8 @@
 import { parseArgs } from "node:util";
 import { contractFiles } from "@loopguard/proto";
 import { resolve } from "node:path";
-import { ConfigError, readSigningKey } from "../config.js";
+import { readSigningKey } from "../config.js";
+import { ConfigError } from "../settings.js";
 import { servicePolicy, toolServicesOf } from "../contract.js";
 import { localKeyPaths } from "../local-keys.js";
 import { SMOKE_SUBJECT } from "../people.js";

@@ -95,6 +95,7 @@ export { checkHealth, type HealthStatus, waitUntilServing } from "./health-clien
 export { discoverServices, manifestDefaults, readManifest, type ServiceKind, type ServiceSpec } from "./manifest.js";
 export { createLogger, LOG_LEVELS, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
+export { type Labels, metricValue, parseMetrics, type Sample, samplesOf, sumOf } from "./prometheus-text.js";
 export {
   canonicalPersonalData,
   cnMobileToE164,

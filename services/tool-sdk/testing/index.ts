@@ -34,6 +34,8 @@ import {
   withBinding,
 } from "@loopguard/tool-sdk";
 
+export { metricValue } from "@loopguard/tool-sdk";
+
 const orchestratorPair = newKeyPair("test-orchestrator");
 const peoplePair = newKeyPair("test-people");
 /** The test orchestrator's key (role orchestrator, subject "session:*"): test orchestrators sign their sessions' tool calls with it; boundToken too. */
@@ -246,16 +248,4 @@ export function spawnTool(entry: string, env: Record<string, string>, timeoutMs 
       }
     });
   });
-}
-
-/** Reads one sample of a metric from a Prometheus text page (labels matched as a subset). */
-export function metricValue(page: string, name: string, labels: Record<string, string> = {}): number {
-  let total = 0;
-  for (const line of page.split("\n")) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) {
-      total += Number(line.slice(line.lastIndexOf(" ") + 1));
-    }
-  }
-  return total;
 }

@@ -24,6 +24,7 @@ export {
   type MigrationListing,
   runSchemaCommand,
   runSchemaCommandAndExit,
+  runSchemaCommandIfNamed,
   SCHEMA_COMMANDS,
   type SchemaCommand,
   type SchemaCommandOptions,

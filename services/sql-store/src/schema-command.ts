@@ -148,3 +148,12 @@ export async function runSchemaCommandAndExit(options: SchemaCommandOptions): Pr
   );
   process.exit(code);
 }
+
+/** Runs the schema command `argv` names and exits; returns when none is named, so the service serves. */
+export async function runSchemaCommandIfNamed(
+  options: Omit<SchemaCommandOptions, "command" | "argv">,
+  argv: readonly string[] = process.argv.slice(2),
+): Promise<void> {
+  const command = schemaCommandOf(argv);
+  if (command) await runSchemaCommandAndExit({ ...options, command, argv });
+}

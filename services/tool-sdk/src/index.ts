@@ -111,7 +111,7 @@ export {
 export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
-export { runTool } from "./run.js";
+export { type BuiltService, runService, runTool, type ServiceStart } from "./run.js";
 export {
   allowedFailures,
   describeSmoke,

@@ -9,7 +9,7 @@ import type { CronJob, Job } from "kubernetes-types/batch/v1.js";
 import { NAMESPACE } from "../k8s-objects.js";
 import type { DrillOptions } from "./options.js";
 import type { DrillReport } from "./report.js";
-import { DrillError } from "./run.js";
+import { DrillError } from "./drill-error.js";
 import { DRILL_RUNNER } from "./runner-objects.js";
 
 /** The runner's last stdout line starts with this key: `{"drill_report": …, "run_id": …, "started_at": …}`. */

@@ -12,19 +12,11 @@ import type { DrillKube } from "./cluster-api.js";
 import { MetricsSampler, prometheusPages, podPages } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import { drillPeople } from "./people.js";
+import { FLAP_DOWN_MS, FLAP_UP_MS } from "./plan.js";
 import { type PodChaos, podKill } from "./pod-chaos.js";
-import {
-  type DrillCluster,
-  DrillError,
-  type DrillResult,
-  type DrillService,
-  drive,
-  FLAP_DOWN_MS,
-  FLAP_UP_MS,
-  type RunContext,
-  runIdOf,
-  writeReport,
-} from "./run.js";
+import { DrillError } from "./drill-error.js";
+import { type DrillResult, writeReport } from "./report-files.js";
+import { type DrillCluster, type DrillService, drive, type RunContext, runIdOf } from "./run.js";
 
 /** A service as the runner's Job knows it (LOOPGUARD_DRILL_SERVICES, rendered from the manifests). */
 export type ClusterService = DrillService & Pick<ServiceSpec, "port">;
@@ -81,7 +73,6 @@ export async function runClusterDrill(
   const { kube, namespace } = run;
   const targetOf = run.targetOf ?? ((s: ClusterService) => `dns:///${s.name}:${s.port}`);
   const orchestrator = ctx.services.find((s) => s.kind === "orchestrator")!;
-  const billing = ctx.services.find((s) => s.name === "billing")!;
   let targets: string[];
   try {
     targets = await kube.readyPods(options.tool);
@@ -101,7 +92,7 @@ export async function runClusterDrill(
   const cluster: DrillCluster = {
     orchestratorApi: targetOf(orchestrator),
     orchestratorMetrics: metrics,
-    billingApi: () => targetOf(billing),
+    serviceApi: (service) => targetOf(ctx.services.find((s) => s.name === service)!),
     targets: targets.map((name) => ({ name })),
     toolPods: new Map(),
     people: drillPeople(process.env),
@@ -138,7 +129,7 @@ export async function runClusterDrill(
       ? `figures summed over every orchestrator replica Prometheus (${options.prometheus}) scraped, as of its last scrape`
       : "figures summed over every orchestrator replica's own page, found through the EndpointSlices of its Service";
     return writeReport(
-      ctx,
+      ctx.reportsDir,
       runId,
       startedAt,
       {

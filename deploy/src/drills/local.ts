@@ -9,17 +9,11 @@ import { activePods, ContainerSuite, type Pod } from "../containers/suite.js";
 import { docker } from "../docker.js";
 import { release, rollback } from "../release/index.js";
 import type { DrillOptions } from "./options.js";
-import { drillPeople } from "./people.js";
+import { DrillError } from "./drill-error.js";
 import { podPages } from "./metrics.js";
-import {
-  type DrillCluster,
-  DrillError,
-  type DrillResult,
-  drive,
-  type RunContext,
-  runIdOf,
-  writeReport,
-} from "./run.js";
+import { drillPeople } from "./people.js";
+import { type DrillResult, writeReport } from "./report-files.js";
+import { type DrillCluster, drive, type RunContext, runIdOf } from "./run.js";
 
 /** The container set a scenario needs: its target with `replicas` (an orchestrator drill: two on PostgreSQL), everything else one. */
 export function replicasFor(options: DrillOptions): Map<string, number> {
@@ -69,9 +63,9 @@ function localCluster(
           podsOf(orchestrator.name).map((p) => [p.name, `http://${p.address}:${orchestrator.metricsPort}/metrics`]),
         ),
     ),
-    billingApi: () =>
-      `ipv4:${activePods(suite.readState()!, "billing")
-        .map((p) => `${p.address}:${specOf("billing").port}`)
+    serviceApi: (service) =>
+      `ipv4:${activePods(suite.readState()!, service)
+        .map((p) => `${p.address}:${specOf(service).port}`)
         .join(",")}`,
     targets: podsOf(target),
     toolPods: new Map(services.filter((s) => s.kind === "tool").map((s) => [s.name, podsOf(s.name)])),
@@ -133,7 +127,7 @@ export async function runLocalDrill(options: DrillOptions, ctx: RunContext<Servi
       runId,
       closers,
     );
-    return writeReport(ctx, runId, startedAt, result, clock, cpu);
+    return writeReport(ctx.reportsDir, runId, startedAt, result, clock, cpu);
   } finally {
     for (const close of closers) close();
     ctx.progress("removing the drill's containers");

@@ -12,7 +12,9 @@ import { podChaosPlan } from "./k8s.js";
 import { drillJob, jobNameOf, kubectl, launchK8sDrill } from "./k8s-launch.js";
 import { catalogueOf, type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
 import { runLocalDrill } from "./local.js";
-import { DrillError, type DrillResult, runIdOf, writeReportFiles } from "./run.js";
+import { DrillError } from "./drill-error.js";
+import { type DrillResult, writeReportFiles } from "./report-files.js";
+import { runIdOf } from "./run.js";
 import { drillRunnerTemplate } from "./runner-objects.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");

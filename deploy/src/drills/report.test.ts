@@ -1,14 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseDrillArgs } from "./options.js";
-import {
-  auditSideEffects,
-  computeReport,
-  type LedgerRefund,
-  percentile,
-  type ReportInput,
-  type SessionOutcome,
-  traceFacts,
-} from "./report.js";
+import { auditSideEffects, type LedgerRefund } from "./money.js";
+import { computeReport, percentile, type ReportInput, type SessionOutcome, traceFacts } from "./report.js";
 
 const catalogue = {
   tools: ["kb-search", "billing", "risk"],

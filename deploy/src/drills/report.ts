@@ -1,12 +1,12 @@
-// The drill report: what the agents experienced (sessions ended, lost, hung; how; how long),
-// what happened to money (refunds audited against billing's ledger), and what the tools saw
-// (calls offered, calls that reached a dead tool, fallbacks, breakers). Pure functions of what
-// the runner collected, so every figure is unit-tested.
+// The drill report, built: what the agents experienced (sessions ended, lost, hung; how; how long),
+// what happened to money (the side-effect audit, money.ts), and what the tools saw (calls offered,
+// calls that reached a dead tool, fallbacks, breakers). Pure functions of what the runner
+// collected, so every figure is unit-tested; its JSON field names are docs/game-day.md's contract.
+// Rendered for people in report-markdown.ts, written to files in report-files.ts.
 import type { DrillOptions } from "./options.js";
 import type { SessionKind } from "./session-plan.js";
 
 const TERMINAL = new Set(["DONE", "FAILED", "CANCELLED"]);
-const REFUND_ID = /rf_[A-Za-z0-9]{16}/g;
 
 /** What a session's step records (GetTrace) say about it. */
 export interface TraceFacts {
@@ -70,12 +70,6 @@ export interface SessionOutcome {
   readonly trace: TraceFacts | undefined;
 }
 
-export interface LedgerRefund {
-  readonly refundId: string;
-  readonly orderId: string;
-  readonly amountCents: number;
-}
-
 export interface SideEffectAudit {
   readonly method: string;
   /** Refunds the ledger holds that this run made. */
@@ -91,65 +85,6 @@ export interface SideEffectAudit {
   /** DONE sessions that reported a refund, each found exactly once in the ledger. */
   readonly doneRefundsExactlyOnce: number;
   readonly examples: readonly string[];
-}
-
-/**
- * Refunds are matched by refund id: the ids each session observed (its trace) or cited (its
- * answer), against the refunds billing lists for the drill's orders that were not there before.
- */
-export function auditSideEffects(
-  sessions: readonly SessionOutcome[],
-  before: readonly LedgerRefund[],
-  after: readonly LedgerRefund[],
-): SideEffectAudit {
-  const earlier = new Set(before.map((r) => r.refundId));
-  const made = after.filter((r) => !earlier.has(r.refundId));
-  const inLedger = new Map<string, number>();
-  for (const r of after) inLedger.set(r.refundId, (inLedger.get(r.refundId) ?? 0) + 1);
-  const owners = new Map<string, number>();
-  const examples: string[] = [];
-  let duplicate = 0;
-  let lost = 0;
-  let reported = 0;
-  let doneExactlyOnce = 0;
-  for (const s of sessions) {
-    const observed = new Set(s.trace?.refundIds ?? []);
-    const cited = new Set(s.answer.match(REFUND_ID) ?? []);
-    const claimed = new Set([...observed, ...cited]);
-    if (observed.size > 0) reported += 1;
-    if (observed.size > 1) {
-      duplicate += observed.size - 1;
-      examples.push(`${s.sessionId} observed ${observed.size} refunds: ${[...observed].join(", ")}`);
-    }
-    for (const id of claimed) {
-      owners.set(id, (owners.get(id) ?? 0) + 1);
-      if (!inLedger.has(id)) {
-        lost += 1;
-        examples.push(`${s.sessionId} reported ${id}, which the ledger does not have`);
-      }
-    }
-    if (s.state === "DONE" && cited.size > 0 && [...cited].every((id) => inLedger.get(id) === 1)) doneExactlyOnce += 1;
-  }
-  for (const [id, count] of owners) {
-    if (count > 1) {
-      duplicate += count - 1;
-      examples.push(`${id} is claimed by ${count} sessions`);
-    }
-  }
-  const unowned = made.filter((r) => !owners.has(r.refundId));
-  for (const r of unowned.slice(0, 5))
-    examples.push(`${r.refundId} (${r.amountCents} cents of ${r.orderId}) is in the ledger, but no session owns it`);
-  return {
-    method:
-      "refund ids: observed in each session's step records (GetTrace) or cited in its answer, against billing ListRefunds of the drill's orders (refunds present before the run left out)",
-    refundsInLedger: made.length,
-    refundsReported: reported,
-    duplicate,
-    lost,
-    unowned: unowned.length,
-    doneRefundsExactlyOnce: doneExactlyOnce,
-    examples: examples.slice(0, 10),
-  };
 }
 
 /** Nearest-rank percentile of `values` (sorted ascending); undefined for none. */
@@ -361,79 +296,4 @@ export function computeReport(input: ReportInput): DrillReport {
     containers: input.containers,
     notes: input.notes,
   };
-}
-
-function ms(value: number | null): string {
-  return value === null ? "–" : `${value} ms`;
-}
-
-function counts(record: Readonly<Record<string, number>>): string {
-  const entries = Object.entries(record).filter(([, n]) => n > 0);
-  return entries.length === 0 ? "none" : entries.map(([k, n]) => `${k} ${n}`).join(", ");
-}
-
-/** The report for people: the figures that answer "what did the agents experience?" first. */
-export function renderMarkdown(r: DrillReport, startedAt: Date): string {
-  const percent = (x: number) => `${(x * 100).toFixed(2)} %`;
-  const lines = [
-    `# Drill ${r.scenario} — ${r.tool}${r.kill ? ` (kill ${r.kill})` : ""}`,
-    "",
-    `Started ${startedAt.toISOString()}; ${r.sessions_started} sessions started at once (${r.refund_sessions} refunds, ${r.sessions_started - r.refund_sessions} knowledge questions); containers ${counts(r.containers)}.`,
-    "",
-    "## Sessions",
-    "",
-    "| Figure | Value |",
-    "|---|---|",
-    `| started / ended | ${r.sessions_started} / ${r.sessions_ended} |`,
-    `| lost (never acknowledged, or gone from the store) | ${r.sessions_lost} |`,
-    `| hung (not ended within ${(r.sessions_bound_ms / 1000).toFixed(0)} s) | ${r.sessions_hung} |`,
-    `| ended twice | ${r.sessions_ended_twice} |`,
-    `| success rate (outcome succeeded ÷ started) | ${percent(r.success_rate)} |`,
-    `| succeeded live / from cache (age p50, max) / answered degraded | ${r.done_live} / ${r.done_cached} (${ms(r.done_cached_age_ms.p50)}, ${ms(r.done_cached_age_ms.max)}) / ${r.done_degraded} |`,
-    `| not done, by reason | ${counts(r.not_done)} |`,
-    `| outcomes | ${counts(r.outcomes)} |`,
-    `| ended done with live answers / from cache / degraded | ${r.done.live} / ${r.done.cache} / ${r.done.degraded} |`,
-    `| stop reasons | ${counts(r.stop_reasons)} |`,
-    `| session duration p50 / p95 / p99 | ${ms(r.p50_ms)} / ${ms(r.p95_ms)} / ${ms(r.p99_ms)} |`,
-    `| approvals resolved by the second subject | ${r.approvals_resolved} |`,
-    `| times sessions parked to wait for a tool | ${r.parks} |`,
-    "",
-    "## Side effects (billing ledger)",
-    "",
-    "| Figure | Value |",
-    "|---|---|",
-    `| refunds this run made (ledger) / sessions that saw theirs succeed | ${r.side_effects.refundsInLedger} / ${r.side_effects.refundsReported} |`,
-    `| DONE sessions whose cited refund is in the ledger exactly once | ${r.side_effects.doneRefundsExactlyOnce} |`,
-    `| duplicate | ${r.duplicate_side_effects} |`,
-    `| lost (reported, not in the ledger) | ${r.lost_side_effects} |`,
-    `| unowned (in the ledger, no session owns it) | ${r.unowned_side_effects} |`,
-    "",
-    `Matched by ${r.side_effects.method}.`,
-    ...(r.side_effects.examples.length > 0 ? ["", ...r.side_effects.examples.map((e) => `- ${e}`)] : []),
-    "",
-    "## Tool calls",
-    "",
-    "| Tool | Offered | Failed | Fallbacks served | Breaker transitions |",
-    "|---|---|---|---|---|",
-    ...Object.keys(r.calls_failed_by_tool).map(
-      (tool) =>
-        `| ${tool} | ${r.calls_offered_by_tool[tool] ?? 0} | ${r.calls_failed_by_tool[tool]}${r.calls_failed_by_tool[tool] ? ` (${counts(r.call_failures[tool] ?? {})})` : ""} | ${r.fallbacks_served[tool] ?? 0} | ${counts(r.breaker_transitions[tool] ?? {})} |`,
-    ),
-    "",
-    r.calls_reaching_dead_tool === null
-      ? `No window with ${r.tool} dead in this scenario.`
-      : `While ${r.tool} was dead (${r.dead_windows.length} window(s), ${r.dead_windows.map((w) => `${(w.fromMs / 1000).toFixed(1)}–${(w.toMs / 1000).toFixed(1)} s`).join(", ")}): ` +
-        `${r.calls_offered_while_down} calls offered, ${r.calls_reaching_dead_tool} RPC attempts reached it (retries included): ratio ${r.dead_tool_ratio ?? "–"}.`,
-    "",
-    "## Faults",
-    "",
-    ...r.faults.map((f) => `- ${(f.atMs / 1000).toFixed(1)} s: ${f.what}`),
-    "",
-    "## Cost of the run",
-    "",
-    `Runtime ${(r.runtime_ms / 1000).toFixed(1)} s (containers up and down included); the runner's own CPU ${r.runner_cpu_ms} ms.`,
-    ...(r.notes.length > 0 ? ["", "## Notes", "", ...r.notes.map((n) => `- ${n}`)] : []),
-    "",
-  ];
-  return lines.join("\n");
 }

@@ -4,6 +4,9 @@
 // offer the same work.
 import type { JsonObject } from "@loopguard/orchestrator";
 
+/** The scopes every drill session is granted: what the reference tasks need, nothing more. */
+export const SESSION_SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"] as const;
+
 export type SessionKind = "refund" | "question";
 
 export interface PlannedSession {

@@ -1,9 +1,12 @@
 // The steps of a Kubernetes release plan (k8s.ts) and the builder that makes them: each patch is a
 // JSON patch computed against the objects as the steps before it leave them, with the object it
 // produces; a gate step carries its smoke Job, its queries and the steps that undo the release.
+// Also what both paths read off the live objects (an object by kind and name, a container's image).
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import jsonPatch, { type Operation } from "fast-json-patch";
+import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { K8sObject } from "../k8s-check.js";
+import type { ReleasePath } from "../k8s-files.js";
 import { migrateJob, migrateJobLabels, migrateJobName } from "../k8s-migration-objects.js";
 import { serviceHost } from "../k8s-objects.js";
 import { type Colour, COLOUR_LABEL } from "../k8s-release-objects.js";
@@ -11,6 +14,7 @@ import { SMOKE_LABEL, smokeJobSpec } from "../k8s-smoke-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import { type JudgedMethod, judgedMethods, type ReleaseGate } from "./gate.js";
 import { type GateQuery, gateQueries } from "./gate-queries.js";
+import type { ReleaseKind } from "./result.js";
 
 /**
  * The field manager of every change a release makes (patches, smoke Jobs), so `kubectl get
@@ -73,6 +77,38 @@ export interface MigrateStep {
 }
 
 export type Step = PatchStep | WaitStep | GateStep | MigrateStep;
+
+export interface K8sPlan {
+  readonly tool: string;
+  readonly kind: ReleaseKind;
+  readonly path: ReleasePath;
+  readonly namespace: string;
+  readonly from: { readonly colour?: Colour; readonly image: string; readonly objects: readonly string[] };
+  readonly to: { readonly colour?: Colour; readonly image: string; readonly objects: readonly string[] };
+  readonly steps: readonly Step[];
+}
+
+export type Objects = readonly K8sObject[];
+
+export function find<T>(objects: Objects, kind: string, name: string): (K8sObject & T) | undefined {
+  return objects.find((o) => o.kind === kind && o.metadata.name === name) as (K8sObject & T) | undefined;
+}
+
+export function containerIndex(deployment: Deployment, tool: string): number {
+  const index = deployment.spec!.template.spec!.containers.findIndex((c) => c.name === tool);
+  if (index < 0) throw new ReleaseRefused(`Deployment ${deployment.metadata!.name} has no container named ${tool}`);
+  return index;
+}
+
+export function imageOf(deployment: Deployment, tool: string): string {
+  return deployment.spec!.template.spec!.containers[containerIndex(deployment, tool)]!.image!;
+}
+
+/** The live image's repository with another tag: registry.example.com/loopguard/billing:3f2a1bc. */
+export function withTag(image: string, tag: string): string {
+  const repository = image.replace(/@sha256:[0-9a-f]+$/, "").replace(/:[^:/]+$/, "");
+  return `${repository}:${tag}`;
+}
 
 export class PlanBuilder {
   readonly steps: Step[] = [];

@@ -16,7 +16,7 @@ import { componentsOf, type K8sObject, kustomize } from "../k8s-check.js";
 import { COLOUR_LABEL, COLOURS, colourDeploymentName, previewServiceName } from "../k8s-release-objects.js";
 import { toYaml, toYamlDocuments } from "../yaml.js";
 import { ReleaseRefused } from "./contract-gate.js";
-import type { K8sPlan } from "./k8s.js";
+import { find, type K8sPlan, type Objects } from "./k8s-plan-steps.js";
 
 /** The Component's folder inside the overlay; the overlay lists it after its release path. */
 export const RELEASE_STATE_DIR = "release-state";
@@ -24,12 +24,6 @@ const HEADER = [
   "Written by `pnpm release <tool> --k8s --overlay` after each release: what the cluster runs, so that",
   "`kubectl apply -k` of this overlay keeps it. Commit it with the release; do not edit.",
 ];
-
-type Objects = readonly K8sObject[];
-
-function find<T>(objects: Objects, kind: string, name: string): (K8sObject & T) | undefined {
-  return objects.find((o) => o.kind === kind && o.metadata.name === name) as (K8sObject & T) | undefined;
-}
 
 /** The objects as the plan's patches leave them. */
 export function afterPlan(objects: Objects, plan: K8sPlan): K8sObject[] {

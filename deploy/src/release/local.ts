@@ -1,5 +1,5 @@
-// A blue-green release of one tool on the local containers (`pnpm containers`): the new set
-// starts beside the live one with the same replica count, on its own loopback addresses; once
+// A blue-green release of one tool on the local containers (`pnpm containers`), driving the
+// blue-green model (blue-green.ts): the new set starts beside the live one with the same replica count, on its own loopback addresses; once
 // every new pod is SERVING the release gate judges it (smoke calls and the SLO, local-gate.ts) and
 // a set that fails is removed before any client reaches it; the cluster DNS then answers the
 // tool's name with the new set; once no client holds a connection to the old set any more —
@@ -7,33 +7,25 @@
 // name again — the gate judges the new set again on every client's calls, and a failure flips
 // back to the old set, still running. Otherwise the old set is drained (SIGTERM: calls in flight
 // finish) and its stopped containers are kept, so a rollback starts them again and flips back.
-import { execFile } from "node:child_process";
-import { promises as dns } from "node:dns";
-import { setTimeout as sleep } from "node:timers/promises";
 import { localKeyPaths, type ServiceSpec } from "@loopguard/tool-sdk";
 import {
   activeColour,
   activePods,
   ContainerSuite,
-  DNS_ADDRESS,
   dnsName,
   type Pod,
   type PodSet,
   type SuiteState,
 } from "../containers/suite.js";
 import { imageRepository } from "../images/images.js";
-import { COLOURS } from "../k8s-release-objects.js";
+import { type BlueGreenDriver, driveBlueGreen, type GateWhen, idleColour } from "./blue-green.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";
 import { type GateVerdict, releaseGateOf } from "./gate.js";
-import { migrationGate } from "./migration-gate.js";
 import { judgePods, type LocalGate, readingOf } from "./local-gate.js";
+import { CLIENTS_MOVE_TIMEOUT_MS, untilAnswered, untilClientsLeft } from "./local-clients.js";
+import type { Reading } from "./local-measure.js";
+import { migrationGate } from "./migration-gate.js";
 import { between, type ReleaseKind, type ReleaseResult } from "./result.js";
-
-/** How long clients get to leave the old set: max connection age with jitter, grpc-js's 30 s between resolutions, its subchannel pool's cleanup, a margin. */
-const CLIENTS_MOVE_TIMEOUT_MS = 120_000;
-/** No connection to the old set for this long: a client whose connection aged out would have reconnected within it. */
-const QUIET_MS = 2_000;
-const POLL_MS = 200;
 
 export interface LocalReleaseOptions {
   readonly root: string;
@@ -47,49 +39,17 @@ export interface LocalReleaseOptions {
   readonly log: (line: string) => void;
 }
 
-const other = (set: PodSet) => COLOURS.find((c) => c !== set.colour)!;
 const describePods = (pods: readonly Pod[]) => pods.map((p) => `${p.name}@${p.address}`);
 
-/** Established TCP connections whose local end is one of `addresses` on `port` (the pods use the host's network). */
-function connectionsTo(addresses: readonly string[], port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    execFile("ss", ["-Htn", "state", "established", `( sport = :${port} )`], { timeout: 10_000 }, (error, stdout) => {
-      if (error) return reject(new ReleaseRefused(`cannot list connections with ss (iproute2): ${error.message}`));
-      const local = new Set(addresses.map((a) => `${a}:${port}`));
-      resolve(stdout.split("\n").filter((line) => local.has(line.trim().split(/\s+/)[2] ?? "")).length);
-    });
-  });
-}
-
-async function untilAnswered(name: string, addresses: readonly string[]): Promise<void> {
-  const resolver = new dns.Resolver({ timeout: 500, tries: 1 });
-  resolver.setServers([DNS_ADDRESS]);
-  const expected = [...addresses].sort().join(",");
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const answer = await resolver.resolve4(name).catch(() => [] as string[]);
-    if ([...answer].sort().join(",") === expected) return;
-    if (Date.now() > deadline)
-      throw new ReleaseRefused(
-        `the cluster DNS still answers ${name} with ${answer.join(", ") || "nothing"}, not ${expected}`,
-      );
-    await sleep(50);
-  }
-}
-
-/** Waits until no connection to the old set is left for QUIET_MS; returns how many remain at the timeout. */
-async function untilClientsLeft(addresses: readonly string[], port: number): Promise<number> {
-  const deadline = Date.now() + CLIENTS_MOVE_TIMEOUT_MS;
-  let quietSince: number | undefined;
-  for (;;) {
-    const open = await connectionsTo(addresses, port);
-    const now = Date.now();
-    quietSince = open === 0 ? (quietSince ?? now) : undefined;
-    if (quietSince !== undefined && now - quietSince >= QUIET_MS) return 0;
-    if (now > deadline) return open;
-    await sleep(POLL_MS);
-  }
-}
+/** What each gate judges, and what a failure of it leaves. */
+const JUDGED: Record<GateWhen, string> = {
+  "before the flip": "smoke calls only",
+  "after the flip": "every client's calls and smoke calls",
+};
+const UNDONE: Record<GateWhen, (live: string, idle: string) => string> = {
+  "before the flip": (live) => `its pods are removed and the ${live} set stays live`,
+  "after the flip": (live, idle) => `rolled back, the ${live} set is live again and the ${idle} pods are removed`,
+};
 
 interface Plan {
   readonly spec: ServiceSpec;
@@ -153,7 +113,7 @@ function plan(suite: ContainerSuite, options: LocalReleaseOptions): Plan {
     );
   }
   const from = { colour: activeColour(state, spec.name), tag: live[0]!.tag, pods: live };
-  const idle = other(from);
+  const idle = idleColour(from.colour);
   if (options.rollback) {
     const kept = state.pods.filter((p) => p.service === spec.name && p.colour === idle);
     if (kept.length === 0)
@@ -217,64 +177,70 @@ export async function releaseLocal(options: LocalReleaseOptions): Promise<Releas
     `starting ${from.pods.length} ${to.colour} pod(s) of ${image(to.tag)} beside the live ${from.colour} set`,
   );
   const starting = new Date().toISOString();
-  const pods = await suite.startSet(spec.name, to, from.pods.length);
-  const servingAt = new Date().toISOString();
+  const live = { colour: from.colour, tag: from.tag };
   const gate = kind === "release" ? gateOf(options, spec) : undefined;
-  let beforeFlip: Awaited<ReturnType<typeof judgePods>> | undefined;
-  if (gate) {
-    beforeFlip = await judgePods(gate, pods);
-    logVerdict(options.log, "before the flip (smoke calls only)", beforeFlip);
-    if (!beforeFlip.passed) {
+  const verdicts: Partial<Record<GateWhen, GateVerdict & { readonly smokeCalls: number }>> = {};
+  let pods: Pod[] = [];
+  let sinceFlip: Reading | undefined;
+  let flippedAt = "";
+  let left = 0;
+  const driver: BlueGreenDriver<Promise<void>> = {
+    async start() {
+      pods = await suite.startSet(spec.name, to, from.pods.length);
+    },
+    async gate(when) {
+      const verdict = await judgePods(gate!, pods, when === "after the flip" ? sinceFlip : undefined);
+      verdicts[when] = verdict;
+      logVerdict(options.log, `${when} (${JUDGED[when]})`, verdict);
+      if (verdict.passed) return;
+      if (when === "after the flip") {
+        await flip(suite, spec, "rollback", to, live, from.pods);
+        options.log(
+          `rolled back: ${dnsName(spec.name)} answers the ${from.colour} set again; draining the ${to.colour} set once clients left it`,
+        );
+        await untilClientsLeft(
+          pods.map((p) => p.address),
+          spec.port,
+        );
+      }
       await suite.removeSet(spec.name, to.colour);
       throw new ReleaseRefused(
-        `${image(to.tag)} failed the release gate before the flip: ${beforeFlip.findings[0]}; its pods are removed and the ${from.colour} set stays live`,
-        beforeFlip.findings.slice(1).join("\n"),
+        `${image(to.tag)} failed the release gate ${when}: ${verdict.findings[0]}; ${UNDONE[when](from.colour, to.colour)}`,
+        verdict.findings.slice(1).join("\n"),
       );
-    }
-  }
-  const gatedAt = new Date().toISOString();
-  const flippedAt = await flip(suite, spec, kind, { colour: from.colour, tag: from.tag }, to, pods);
-  const sinceFlip = gate ? await readingOf(gate, pods) : undefined;
-  options.log(
-    `flipped: ${dnsName(spec.name)} answers the ${to.colour} set (${describePods(pods).join(", ")}); waiting for clients to leave the ${from.colour} set`,
-  );
-
-  const left = await untilClientsLeft(
-    from.pods.map((p) => p.address),
-    spec.port,
-  );
-  const clientsMovedAt = new Date().toISOString();
-  let afterFlip: Awaited<ReturnType<typeof judgePods>> | undefined;
-  if (gate) {
-    afterFlip = await judgePods(gate, pods, sinceFlip);
-    logVerdict(options.log, "after the flip (every client's calls and smoke calls)", afterFlip);
-    if (!afterFlip.passed) {
-      await flip(suite, spec, "rollback", to, { colour: from.colour, tag: from.tag }, from.pods);
+    },
+    async flip() {
+      flippedAt = await flip(suite, spec, kind, live, to, pods);
+      sinceFlip = gate ? await readingOf(gate, pods) : undefined;
       options.log(
-        `rolled back: ${dnsName(spec.name)} answers the ${from.colour} set again; draining the ${to.colour} set once clients left it`,
+        `flipped: ${dnsName(spec.name)} answers the ${to.colour} set (${describePods(pods).join(", ")}); waiting for clients to leave the ${from.colour} set`,
       );
-      await untilClientsLeft(
-        pods.map((p) => p.address),
+    },
+    async clientsMove() {
+      left = await untilClientsLeft(
+        from.pods.map((p) => p.address),
         spec.port,
       );
-      await suite.removeSet(spec.name, to.colour);
-      throw new ReleaseRefused(
-        `${image(to.tag)} failed the release gate after the flip: ${afterFlip.findings[0]}; rolled back, the ${from.colour} set is live again and the ${to.colour} pods are removed`,
-        afterFlip.findings.slice(1).join("\n"),
+    },
+    async drain() {
+      options.log(
+        left === 0
+          ? `no client connection left on the ${from.colour} set; draining it`
+          : `${left} client connection(s) still on the ${from.colour} set after ${CLIENTS_MOVE_TIMEOUT_MS / 1000} s; draining it anyway`,
       );
-    }
-  }
-  const judgedAt = new Date().toISOString();
-  options.log(
-    left === 0
-      ? `no client connection left on the ${from.colour} set; draining it`
-      : `${left} client connection(s) still on the ${from.colour} set after ${CLIENTS_MOVE_TIMEOUT_MS / 1000} s; draining it anyway`,
-  );
-  await suite.stopSet(spec.name, from.colour);
-  const drainedAt = new Date().toISOString();
+      await suite.stopSet(spec.name, from.colour);
+    },
+  };
+  const ended = await driveBlueGreen(driver, gate !== undefined);
+  const servingAt = ended.start!;
+  const gatedAt = ended["gate before the flip"] ?? servingAt;
+  const clientsMovedAt = ended["clients move"]!;
+  const judgedAt = ended["gate after the flip"] ?? clientsMovedAt;
+  const drainedAt = ended.drain!;
   options.log(`drained and stopped the ${from.colour} set (kept for \`pnpm release ${spec.name} --rollback\`)`);
 
   const startedAt = started.toISOString();
+  const { "before the flip": beforeFlip, "after the flip": afterFlip } = verdicts;
   return {
     tool: spec.name,
     kind,

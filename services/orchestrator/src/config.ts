@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { MAX_STORE_POOL_SIZE, parseStoreUrl, redactStoreUrl } from "@loopguard/sql-store";
 import {
   acceptableIssuerUrl,
+  approvalFieldsOf,
   type BoundKeySet,
   booleanSetting,
   ConfigError,
@@ -109,7 +110,7 @@ const GRPC_TARGET = /^[A-Za-z][A-Za-z0-9+.-]*:(?!\d+(?:,|$))/;
 
 /**
  * A tool's replicas: "host:port[,host:port…]" (host names or IP literals, IPv6 in brackets),
- * or one gRPC target such as "dns:///kb-search.loopguard.svc.cluster.local:50061".
+ * or one gRPC target such as "dns:///<tool>.loopguard.svc.cluster.local:<port>".
  */
 function targets(env: Env, name: string, fallback: string): string[] {
   const raw = (env[name] || fallback).trim();
@@ -215,7 +216,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     }),
     approvalSweepMs: integerSetting(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", { default: 1000, min: 50, max: 600_000 }),
     wakePerSecond: integerSetting(env, "ORCHESTRATOR_WAKE_PER_SECOND", { default: 50, min: 1, max: 10_000 }),
-    approvals: approvalSettings(env),
+    approvals: approvalSettings(env, approvalFieldsOf(DEFAULT_TOOL_SERVICES)),
     openai: openaiUrl
       ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL, apiKey: env.OPENAI_API_KEY ?? "" }
       : undefined,

@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { parseStoreUrl, runSchemaCommandIfNamed } from "@loopguard/sql-store";
 import { ConfigError, dataDirOf, runService } from "@loopguard/tool-sdk";
-import { createAdminHttp } from "./api/admin-http.js";
+import { createHttpPort } from "./api/http-port.js";
 import { LogTail } from "./api/log-tail.js";
 import { describeOrchestratorConfig, loadOrchestratorConfig } from "./config.js";
 import { build } from "./server.js";
@@ -38,7 +38,7 @@ await runService("orchestrator", {
     const built = await build(config, log, { logTail });
     return {
       definition: built.definition,
-      serve: { metrics: built.metrics, connect: true, http: createAdminHttp({ log }) },
+      serve: { metrics: built.metrics, connect: true, http: createHttpPort({ log }) },
       onServing: () => {
         built.orchestrator.start();
         setImmediate(built.warmUp);

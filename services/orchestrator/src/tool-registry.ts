@@ -4,6 +4,8 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import {
+  type CitationRule,
+  citationsOf,
   type Degradation,
   Effect,
   FieldRole,
@@ -22,11 +24,11 @@ import type { ToolSpec } from "./policies/policy.js";
 export const DEFAULT_TOOL_SERVICES: readonly DescService[] = toolServicesOf(contractFiles);
 
 export interface RegisteredTool {
-  /** Model-visible name, e.g. "billing_refund". */
+  /** Model-visible name: "<tool>_<method in snake case>". */
   readonly name: string;
   readonly service: DescService;
   readonly method: DescMethod;
-  /** The service's tool name from its contract, e.g. "kb-search"; used in metrics and logs. */
+  /** The service's tool name from its contract; used in metrics and logs. */
   readonly tool: string;
   readonly effect: Effect;
   /** Scope the session's token must carry; "" means any authenticated caller. */
@@ -56,6 +58,8 @@ const MODEL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
 export class ToolRegistry {
   readonly #tools: ReadonlyMap<string, RegisteredTool>;
+  /** How answers cite the entities these tools return (their contracts' citation options). */
+  readonly citations: readonly CitationRule[];
 
   /** Throws when a contract lacks the options a tool needs, or two methods map to one name. */
   constructor(services: readonly DescService[] = DEFAULT_TOOL_SERVICES) {
@@ -75,6 +79,7 @@ export class ToolRegistry {
       }
     }
     this.#tools = tools;
+    this.citations = citationsOf(services);
   }
 
   list(): RegisteredTool[] {

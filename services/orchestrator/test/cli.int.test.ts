@@ -229,16 +229,22 @@ describe("four eyes: the same person through every door", () => {
 
     const dashboard = await cli("dashboard", "--as", "lead", "--http", httpAddress);
     const token = new URL(dashboard.stdout.trim()).hash.replace(/^#token=/, "");
-    const detail = (await (
-      await fetch(`http://${httpAddress}/api/sessions/${id}`, { headers: { authorization: `Bearer ${token}` } })
-    ).json()) as {
+    // As the dashboard calls the orchestrator: Connect, JSON, the page's token.
+    const asDashboard = (method: string, body: unknown) =>
+      fetch(`http://${httpAddress}/${OrchestratorService.typeName}/${method}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const detail = (await (await asDashboard("GetSessionDetail", { sessionId: id })).json()) as {
       session: { pendingApproval: { approvalId: string; argumentsHash: string } };
     };
     const approval = detail.session.pendingApproval;
-    const viaDashboard = await fetch(`http://${httpAddress}/api/sessions/${id}/approve`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body: JSON.stringify({ approvalId: approval.approvalId, argumentsHash: approval.argumentsHash }),
+    const viaDashboard = await asDashboard("ResolveApproval", {
+      sessionId: id,
+      approve: true,
+      approvalId: approval.approvalId,
+      argumentsHash: approval.argumentsHash,
     });
     expect(viaDashboard.status).toBe(403);
     expect(JSON.stringify(await viaDashboard.json())).toContain("SELF_APPROVAL");

@@ -11,7 +11,7 @@ import { testToken, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing"
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/guard/budget.js";
-import { startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
+import { HIGH_RISK_REFUND, startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
@@ -21,14 +21,6 @@ if (!HAVE_CHROMIUM)
   );
 
 const SCREENSHOTS = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "test-results");
-const HIGH_RISK_REFUND = {
-  kind: "refund",
-  order_id: "ord_DEMO00000008",
-  amount_cents: 1000,
-  reason: "DAMAGED",
-  id_card: "110101199810246781",
-  phone: "+8617712345678",
-};
 const OPERATOR_SCOPES = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
 
 let tools: Tools;

@@ -21,7 +21,7 @@ import { type ToolProcess, testToken, testOrchestratorEnv, SESSION_OPERATOR_SCOP
 import type { Registry } from "prom-client";
 import { expect } from "vitest";
 import { kill, startAllTools, startTool, TOOLS, toolAddressEnv } from "../../../test/e2e/processes.js";
-import { createAdminHttp } from "../src/api/admin-http.js";
+import { createHttpPort } from "../src/api/http-port.js";
 import { loadOrchestratorConfig } from "../src/config.js";
 import { LogTail } from "../src/api/log-tail.js";
 import type { Orchestrator } from "../src/session/orchestrator.js";
@@ -112,7 +112,7 @@ export async function startOrchestrator(
     logger: log,
     metrics: built.metrics,
     connect: true,
-    http: createAdminHttp({ log }),
+    http: createHttpPort({ log }),
   });
   built.orchestrator.start();
   // As main does once serving: the tokenizer's load is not charged to a test's first session.
@@ -177,6 +177,14 @@ export function isEnded(s: Session): boolean {
 /** Demo customers of the risk service: score 5, and score 92 (at or above the approval threshold). */
 export const LOW_RISK_CUSTOMER = { id_card: "110101198003121232", phone: "+8613800138000" };
 export const HIGH_RISK_CUSTOMER = { id_card: "110101199810246781", phone: "+8617712345678" };
+/** A refund task for the high-risk customer: it waits for an approval. */
+export const HIGH_RISK_REFUND = {
+  kind: "refund",
+  order_id: "ord_DEMO00000008",
+  amount_cents: 1000,
+  reason: "DAMAGED",
+  ...HIGH_RISK_CUSTOMER,
+};
 
 /** Starts a scripted refund session of `amountCents` of `orderId` for `customer`; its id. */
 export async function startRefund(

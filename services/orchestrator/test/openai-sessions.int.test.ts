@@ -103,7 +103,7 @@ describe("openai policy sessions", () => {
     ]);
     expect(done.stopReason).toBe("done");
     expect(done.answer).not.toContain("made-up-policy");
-    expect(JSON.stringify(requests[2]!.body.messages)).toMatch(/made-up-policy@1, which no search returned/);
+    expect(JSON.stringify(requests[2]!.body.messages)).toMatch(/made-up-policy@1, which no tool returned/);
   });
 
   it("stops with no_progress when the same call keeps giving the same result", async () => {

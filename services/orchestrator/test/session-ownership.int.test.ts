@@ -1,4 +1,4 @@
-// Who sees and acts on which session, through the real gRPC API, the /api JSON routes and Connect:
+// Who sees and acts on which session, through the real gRPC API and Connect over HTTP:
 // real tool processes, the harness' orchestrator, tokens of different subjects.
 import {
   OrchestratorService,
@@ -62,12 +62,12 @@ async function drain(stream: AsyncIterator<WatchSessionResponse>): Promise<{ to:
 
 const watchAll = (api: Api, sessionId: string) => drain(api.watchSession({ sessionId })[Symbol.asyncIterator]());
 
-/** The same call over the /api JSON routes and over Connect, as the dashboard makes it. */
-async function overHttp(token: string, path: string, init: { body?: unknown } = {}): Promise<number> {
-  const res = await fetch(`${orch.httpUrl}${path}`, {
-    method: init.body === undefined ? "GET" : "POST",
+/** The same call over Connect, as the dashboard makes it: the answer's HTTP status. */
+async function overHttp(token: string, method: string, body: unknown): Promise<number> {
+  const res = await fetch(`${orch.httpUrl}/${OrchestratorService.typeName}/${method}`, {
+    method: "POST",
     headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
+    body: JSON.stringify(body),
   });
   await res.arrayBuffer();
   return res.status;
@@ -107,11 +107,9 @@ describe("a session belongs to the subject that started it", () => {
         status.NOT_FOUND,
         "SESSION_NOT_FOUND",
       ]);
-      expect(await overHttp(stranger.token, `/api/sessions/${id}`)).toBe(404);
-      expect(await overHttp(stranger.token, `/api/sessions/${id}/cancel`, { body: {} })).toBe(404);
-      expect(
-        await overHttp(stranger.token, `/${OrchestratorService.typeName}/GetSession`, { body: { sessionId: id } }),
-      ).toBe(404);
+      expect(await overHttp(stranger.token, "GetSessionDetail", { sessionId: id })).toBe(404);
+      expect(await overHttp(stranger.token, "CancelSession", { sessionId: id })).toBe(404);
+      expect(await overHttp(stranger.token, "GetSession", { sessionId: id })).toBe(404);
     }
     expect((await owner.api.getSession({ sessionId: refund })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
     expect(await idsOf(stranger.api)).toEqual([]);
@@ -137,7 +135,7 @@ describe("a session belongs to the subject that started it", () => {
     expect((await approver.api.getOverview({})).counts?.AWAITING_APPROVAL).toBeGreaterThanOrEqual(1);
     const cancel = await refusal(approver.api.cancelSession({ sessionId: id, reason: "not mine" }));
     expect([status[cancel.code], cancel.reason]).toEqual(["PERMISSION_DENIED", "NOT_SESSION_OWNER"]);
-    expect(await overHttp(approver.token, `/api/sessions/${id}/cancel`, { body: {} })).toBe(403);
+    expect(await overHttp(approver.token, "CancelSession", { sessionId: id })).toBe(403);
     expect((await owner.api.getSession({ sessionId: id })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
 
     // A watch the approver opened while the session waited sees it leave, and ends there.
@@ -161,7 +159,7 @@ describe("a session belongs to the subject that started it", () => {
     expect((await refusal(approver.api.getTrace({ sessionId: id }))).reason).toBe("SESSION_NOT_FOUND");
     expect(await idsOf(approver.api)).not.toContain(id);
     expect((await approver.api.listApprovals({})).approvals.map((s) => s.sessionId)).not.toContain(id);
-    expect(await overHttp(approver.token, `/api/sessions/${id}`)).toBe(404);
+    expect(await overHttp(approver.token, "GetSessionDetail", { sessionId: id })).toBe(404);
   });
 
   it("sessions:admin sees, follows and cancels every caller's sessions", async () => {
@@ -185,6 +183,6 @@ describe("a session belongs to the subject that started it", () => {
       "CANCELLED",
       "cancelled by operator: operator stop",
     ]);
-    expect(await overHttp(operator.token, `/api/sessions/${strangerQuestion}`)).toBe(200);
+    expect(await overHttp(operator.token, "GetSessionDetail", { sessionId: strangerQuestion })).toBe(200);
   });
 });

@@ -103,7 +103,7 @@ describe("sessions in flight per caller, on SQLite", () => {
     ]);
     expect(refused!.message).toMatch(/ORCHESTRATOR_MAX_SESSIONS_PER_CALLER/);
     expect(await mine(alice)).toHaveLength(QUOTA);
-    const overHttp = await fetch(`${orch.httpUrl}/api/sessions`, {
+    const overHttp = await fetch(`${orch.httpUrl}/${OrchestratorService.typeName}/StartSession`, {
       method: "POST",
       headers: {
         authorization: `Bearer ${await testToken({ subject: "quota-alice", scopes: SESSION_OPERATOR_SCOPES })}`,
@@ -111,10 +111,11 @@ describe("sessions in flight per caller, on SQLite", () => {
       },
       body: JSON.stringify({ goal: "one more", scopes: ["kb:read"] }),
     });
+    const { details } = (await overHttp.json()) as { details: { type: string; debug: { reason?: string } }[] };
     expect([
       overHttp.status,
       overHttp.headers.get("retry-after"),
-      ((await overHttp.json()) as { error: { reason: string } }).error.reason,
+      details.find((d) => d.type === "google.rpc.ErrorInfo")?.debug.reason,
     ]).toEqual([429, "5", "SESSION_QUOTA_EXCEEDED"]);
     expect(await mine(alice)).toHaveLength(QUOTA);
 

@@ -3,7 +3,11 @@
 // counted, claims back off instead of spinning, no session fails for the outage, and after the
 // restart sessions resume and watchers hear them again.
 import { setTimeout as sleep } from "node:timers/promises";
-import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  OrchestratorService,
+  type Session,
+  SessionState,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { metricValue, testToken } from "@loopguard/tool-sdk/testing";
@@ -108,12 +112,15 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
       expect([start.code, start.reason]).toEqual([status.UNAVAILABLE, "STORE_UNAVAILABLE"]);
 
       const token = await testToken({ subject: "test", scopes: ["sessions:read"] });
-      const http = await fetch(`${orch.httpUrl}/api/sessions/${waitingId}`, {
-        headers: { authorization: `Bearer ${token}` },
+      const http = await fetch(`${orch.httpUrl}/${OrchestratorService.typeName}/GetSessionDetail`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ sessionId: waitingId }),
       });
       expect(http.status).toBe(503);
       expect(http.headers.get("retry-after")).toBe("1");
-      expect(((await http.json()) as { error: { reason: string } }).error.reason).toBe("STORE_UNAVAILABLE");
+      const { details } = (await http.json()) as { details: { type: string; debug: { reason?: string } }[] };
+      expect(details.find((d) => d.type === "google.rpc.ErrorInfo")?.debug.reason).toBe("STORE_UNAVAILABLE");
 
       // The slowed call finishes meanwhile; its session waits for the store rather than failing.
       await sleep(2500);

@@ -14,11 +14,18 @@ import {
 } from "node:crypto";
 import { type DescMessage, type MessageShape, toJson } from "@bufbuild/protobuf";
 import canonicalize from "canonicalize";
-import { type JWK, SignJWT } from "jose";
-import type { KeyRole } from "./key-bindings.js";
+import { errors as joseErrors, type JWK, SignJWT } from "jose";
 
 export const TOKEN_ISSUER = "loopguard";
 export const TOKEN_ALGORITHM = "EdDSA";
+
+/**
+ * What a key is for: the orchestrator (tool calls of sessions), a person, a person's break-glass
+ * key, or a probe (a release's synthetic checks), whose tokens every service accepts on read-only
+ * methods only.
+ */
+export const KEY_ROLES = ["orchestrator", "person", "break-glass", "probe"] as const;
+export type KeyRole = (typeof KEY_ROLES)[number];
 
 export interface Caller {
   /** Who is calling, e.g. "session:ses_…" (a tool call), "approver" (a local person) or "oidc:…" (a person signed in). */
@@ -47,7 +54,7 @@ export interface SigningKey {
 
 export interface MintOptions {
   readonly subject: string;
-  /** The service that may accept the token: its contract's tool name, e.g. "billing". */
+  /** The service that may accept the token: its contract's tool name. */
   readonly audience: string;
   readonly scopes: readonly string[];
   /** Lifetime from now; ignored when `expiresAt` is given. Default 300 s. */
@@ -120,4 +127,17 @@ export function requestDigest<Desc extends DescMessage>(schema: Desc, message: M
   return createHash("sha256")
     .update(canonicalize(toJson(schema, message)) ?? "")
     .digest("hex");
+}
+
+/** A jose failure as what may be told to the caller. */
+export function credentialsErrorOf(error: unknown, audience: string): CredentialsError {
+  if (error instanceof CredentialsError) return error;
+  if (error instanceof joseErrors.JWTExpired) return new CredentialsError("the bearer token expired", { cause: error });
+  if (error instanceof joseErrors.JWTClaimValidationFailed && error.claim === "aud")
+    return new CredentialsError(`the bearer token was issued for another service than ${audience}`, { cause: error });
+  if (error instanceof joseErrors.JWTClaimValidationFailed)
+    return new CredentialsError(`the bearer token's "${error.claim}" claim is not acceptable`, { cause: error });
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed)
+    return new CredentialsError("the bearer token's signature does not verify with its key", { cause: error });
+  return new CredentialsError("the bearer token is malformed or not signed by a trusted key", { cause: error });
 }

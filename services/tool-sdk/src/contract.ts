@@ -4,6 +4,7 @@ import {
   type DescEnum,
   type DescField,
   type DescFile,
+  type DescMessage,
   type DescMethod,
   type DescService,
   getOption,
@@ -115,7 +116,7 @@ export function errorReasons(service: DescService): ReadonlySet<string> {
 /**
  * The one service a token carrying `scopes` is for, read from the contracts: the services whose
  * methods require each scope, intersected. The admin service's scope is served beside every tool,
- * and a scope no method requires (e.g. "grant:kb:read", which the orchestrator reads from its
+ * and a scope no method requires (e.g. "grant:<scope>", which the orchestrator reads from its
  * callers' tokens), so neither narrows anything. Undefined when the scopes fit no single service.
  */
 export function audienceOf(scopes: readonly string[], services: readonly DescService[]): string | undefined {
@@ -159,4 +160,100 @@ export function requiredScopesOf(services: readonly DescService[]): string[] {
       services.flatMap((s) => s.methods.map((m) => methodPolicy(m).requiredScope)).filter((scope) => scope !== ""),
     ),
   ];
+}
+
+/** Every message the methods of these services take or give, and the messages inside them. */
+function messagesOf(services: readonly DescService[]): DescMessage[] {
+  const seen = new Set<DescMessage>();
+  const visit = (message: DescMessage): void => {
+    if (seen.has(message)) return;
+    seen.add(message);
+    for (const f of message.fields) if (f.message) visit(f.message);
+  };
+  for (const method of services.flatMap((s) => s.methods)) {
+    visit(method.input);
+    visit(method.output);
+  }
+  return [...seen];
+}
+
+/** The field names (as protobuf spells them, in snake case) these services declare log_safe. */
+export function logSafeFieldsOf(services: readonly DescService[]): ReadonlySet<string> {
+  return new Set(
+    messagesOf(services).flatMap((m) => m.fields.filter((f) => fieldPolicy(f).logSafe).map((f) => f.name)),
+  );
+}
+
+/** How an answer cites one kind of entity: by its id (which starts with `idPrefix`) or as "[<id>@<version>]". */
+export interface CitationRule {
+  readonly entity: string;
+  readonly idPrefix: string;
+  readonly atVersion: boolean;
+}
+
+const ID_PREFIX = /^[A-Za-z0-9_-]+$/;
+
+/** The citation of every entity kind these services' messages declare one for; throws naming a field whose citation cannot work. */
+export function citationsOf(services: readonly DescService[]): CitationRule[] {
+  const rules = new Map<string, CitationRule>();
+  for (const message of messagesOf(services)) {
+    for (const f of message.fields) {
+      const { role, entity, citation } = fieldPolicy(f);
+      if (!citation) continue;
+      const where = `${message.typeName}.${f.name}`;
+      if (role !== FieldRole.ENTITY_ID || !entity)
+        throw new Error(`${where} declares a citation but is not a FIELD_ROLE_ENTITY_ID field naming its entity`);
+      if ((citation.idPrefix !== "") === citation.atVersion)
+        throw new Error(`${where} must set exactly one of citation.id_prefix and citation.at_version`);
+      if (citation.idPrefix && !ID_PREFIX.test(citation.idPrefix))
+        throw new Error(`${where} citation.id_prefix must be letters, digits, "_" or "-"`);
+      if (citation.atVersion && !message.fields.some((g) => fieldPolicy(g).role === FieldRole.ENTITY_VERSION))
+        throw new Error(`${where} cites at_version but ${message.typeName} has no FIELD_ROLE_ENTITY_VERSION field`);
+      rules.set(entity, { entity, idPrefix: citation.idPrefix, atVersion: citation.atVersion });
+    }
+  }
+  return [...rules.values()];
+}
+
+/** A response field compared with an approval threshold: the setting the operator sets it by, its default and largest value. */
+export interface ApprovalField {
+  readonly setting: string;
+  readonly defaultThreshold: number;
+  readonly maxThreshold: number;
+}
+
+const SETTING = /^[a-z][a-z0-9_]*$/;
+
+/** The approval setting a field declares, or undefined; throws when the declaration cannot be read as a threshold. */
+export function approvalOf(field: DescField): ApprovalField | undefined {
+  const approval = fieldPolicy(field).approval;
+  if (!approval) return undefined;
+  const where = `${field.parent.typeName}.${field.name}`;
+  const declared = {
+    setting: approval.setting,
+    defaultThreshold: Number(approval.defaultThreshold),
+    maxThreshold: Number(approval.maxThreshold),
+  };
+  if (!SETTING.test(declared.setting))
+    throw new Error(`${where} approval.setting must be lower-case letters, digits and "_", got "${declared.setting}"`);
+  if (declared.defaultThreshold < 0 || declared.defaultThreshold > declared.maxThreshold)
+    throw new Error(`${where} approval.default_threshold must be within 0..max_threshold`);
+  return declared;
+}
+
+/** Every approval setting these services declare, once each; throws when two fields declare one setting differently. */
+export function approvalFieldsOf(services: readonly DescService[]): ApprovalField[] {
+  const settings = new Map<string, ApprovalField>();
+  for (const f of messagesOf(services).flatMap((m) => m.fields)) {
+    const declared = approvalOf(f);
+    if (!declared) continue;
+    const earlier = settings.get(declared.setting);
+    if (
+      earlier &&
+      (earlier.defaultThreshold !== declared.defaultThreshold || earlier.maxThreshold !== declared.maxThreshold)
+    )
+      throw new Error(`approval setting "${declared.setting}" is declared twice with different thresholds`);
+    settings.set(declared.setting, declared);
+  }
+  return [...settings.values()];
 }

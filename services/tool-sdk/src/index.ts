@@ -8,13 +8,13 @@ export {
   requestDigest,
   type SigningKey,
   signingKeyFromJwk,
+  KEY_ROLES,
+  type KeyRole,
 } from "./auth.js";
 export {
   type BoundKeySet,
   bindingProblem,
   type KeyBinding,
-  KEY_ROLES,
-  type KeyRole,
   publicKeySet,
   scopeBeyond,
   scopeMatcher,
@@ -68,6 +68,12 @@ export {
   FieldRole,
   fieldPolicy,
   maxRequestBytesOf,
+  logSafeFieldsOf,
+  citationsOf,
+  type CitationRule,
+  approvalOf,
+  approvalFieldsOf,
+  type ApprovalField,
   methodPath,
   methodPolicy,
   ORCHESTRATOR_TOOL_NAME,
@@ -108,7 +114,8 @@ export {
   redactText,
   replacePersonalData,
 } from "./pii.js";
-export { CallError, createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
+export { createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
+export { CallError, type CallErrorOptions } from "./client/call-error.js";
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
 export { type BuiltService, runService, runTool, type ServiceStart } from "./run.js";
@@ -136,20 +143,12 @@ export {
   type ToolDefinition,
   type ToolHandlers,
   type ToolServer,
-  type UnaryInvoker,
 } from "./serve.js";
-export type { HttpCallInit } from "./server/http-call.js";
 export { violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";
 export { type Backoff, backoffDelayMs, type Jitter } from "./backoff.js";
 export { mayRetry, RetryBudget } from "./client/retry.js";
-export {
-  type BreakerState,
-  type CallOptions,
-  type ResultSource,
-  ToolCallError,
-  ToolClient,
-  toolClient,
-  type ToolClientOptions,
-  type ToolResult,
-} from "./client/tool-client.js";
+export type { ResultSource } from "./client/chain.js";
+export type { ToolClientOptions } from "./client/plan.js";
+export type { BreakerState } from "./client/stages/breaker.js";
+export { type CallOptions, ToolClient, toolClient, type ToolResult } from "./client/tool-client.js";

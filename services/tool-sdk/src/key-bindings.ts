@@ -3,16 +3,8 @@
 // only. A token whose subject or scopes go beyond its key's binding is refused, whoever signed it.
 import { createPublicKey, type KeyObject, type JsonWebKey as NodeJwk } from "node:crypto";
 import type { JSONWebKeySet, JWK } from "jose";
-import { isEd25519, KeyError, TOKEN_ALGORITHM } from "./auth.js";
+import { isEd25519, KEY_ROLES, KeyError, type KeyRole, TOKEN_ALGORITHM } from "./auth.js";
 import { readOnlyToolScopes } from "./people.js";
-
-/**
- * What a key is for: the orchestrator (tool calls of sessions), a person, a person's break-glass
- * key, or a probe (a release's synthetic checks), whose tokens every service accepts on read-only
- * methods only.
- */
-export const KEY_ROLES = ["orchestrator", "person", "break-glass", "probe"] as const;
-export type KeyRole = (typeof KEY_ROLES)[number];
 
 export interface KeyBinding {
   readonly role: KeyRole;

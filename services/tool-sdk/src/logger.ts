@@ -1,10 +1,13 @@
 // Structured JSON logs through pino, one object a line, with trace ids. Redaction is an allow-list,
 // applied by pino's log formatter to a call's fields and by child() to its bindings (pino formats
-// no child's bindings): only fields named in SAFE_FIELDS are written; any other string field is
-// replaced by "[redacted]" before the line is written, so an id card, phone or token passed by
-// mistake never reaches the log. What is written (the message and the allowed fields, e.g. an
+// no child's bindings): only the SDK's own fields (SAFE_FIELDS) and those the contracts declare
+// log_safe are written; any other string field is replaced by "[redacted]" before the line is
+// written, so an id card, phone or token passed by mistake never reaches the log. What is written (the message and the allowed fields, e.g. an
 // error message echoing a request) still has every id card and CN mobile in it masked (redactText).
+import type { DescService } from "@bufbuild/protobuf";
+import { contractFiles } from "@loopguard/proto";
 import { pino, type Logger as PinoLogger } from "pino";
+import { logSafeFieldsOf, servicesOf } from "./contract.js";
 import { REDACTED, redactNumber, redactText } from "./pii.js";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
@@ -48,8 +51,6 @@ const SAFE_FIELDS = new Set([
   "leaseTtlMs",
   "maxActiveSessions",
   "approvals",
-  "amountThresholdCents",
-  "riskThreshold",
   "minConfidence",
   "ttlMs",
   "openai",
@@ -65,10 +66,6 @@ const SAFE_FIELDS = new Set([
   "maxConcurrent",
   "shutdownGraceMs",
   "metricsPort",
-  "order_id",
-  "refund_id",
-  "replayed",
-  "doc_count",
   "data_dir",
   "store",
   "migrations_applied",
@@ -97,23 +94,30 @@ const SAFE_FIELDS = new Set([
   "rolesClaim",
 ]);
 
-function redactFields(fields: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(fields)) out[key] = redact(value, key);
-  return out;
+/** What a logger writes: the SDK's own fields and the log_safe fields of `contracts`. */
+function redactorFor(contracts: readonly DescService[]): Redactor {
+  const safe = new Set([...SAFE_FIELDS, ...logSafeFieldsOf(contracts)]);
+  const redact = (value: unknown, key: string): unknown => {
+    if (value === null || value === undefined || typeof value === "boolean") return value;
+    if (typeof value === "number") return redactNumber(value);
+    if (typeof value === "string") return safe.has(key) ? redactText(value) : REDACTED;
+    if (Array.isArray(value)) return safe.has(key) ? value.map((v) => redact(v, key)) : REDACTED;
+    if (typeof value === "object") {
+      if (!safe.has(key)) return REDACTED;
+      return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, redact(v, k)]));
+    }
+    return REDACTED;
+  };
+  return (fields) => {
+    const out: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(fields)) out[key] = redact(value, key);
+    return out;
+  };
 }
 
-function redact(value: unknown, key: string): unknown {
-  if (value === null || value === undefined || typeof value === "boolean") return value;
-  if (typeof value === "number") return redactNumber(value);
-  if (typeof value === "string") return SAFE_FIELDS.has(key) ? redactText(value) : REDACTED;
-  if (Array.isArray(value)) return SAFE_FIELDS.has(key) ? value.map((v) => redact(v, key)) : REDACTED;
-  if (typeof value === "object") {
-    if (!SAFE_FIELDS.has(key)) return REDACTED;
-    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, redact(v, k)]));
-  }
-  return REDACTED;
-}
+type Redactor = (fields: Record<string, unknown>) => Record<string, unknown>;
+
+const everyContract: Redactor = redactorFor(servicesOf(contractFiles));
 
 export interface Logger {
   debug(msg: string, fields?: LogFields): void;
@@ -129,6 +133,8 @@ export interface LoggerOptions {
   readonly level?: LogLevel;
   /** Takes each line, without its newline; standard output when not set. */
   readonly write?: (line: string) => void;
+  /** The contracts whose log_safe fields are written; every contract's when not set. */
+  readonly contracts?: readonly DescService[];
 }
 
 export function createLogger(options: LoggerOptions): Logger {
@@ -136,6 +142,7 @@ export function createLogger(options: LoggerOptions): Logger {
   const destination = write
     ? { write: (chunk: string) => write(chunk.endsWith("\n") ? chunk.slice(0, -1) : chunk) }
     : pino.destination(1);
+  const redactFields = options.contracts ? redactorFor(options.contracts) : everyContract;
   const root = pino(
     {
       level: options.level ?? "info",
@@ -145,7 +152,7 @@ export function createLogger(options: LoggerOptions): Logger {
     },
     destination,
   );
-  return new PinoLogging(root, root);
+  return new PinoLogging(root, root, redactFields);
 }
 
 /**
@@ -160,6 +167,7 @@ class PinoLogging implements Logger {
   constructor(
     private readonly root: PinoLogger,
     made: PinoLogger | undefined,
+    private readonly redactFields: Redactor,
     private readonly parent?: PinoLogging,
     private readonly bindings?: LogFields,
   ) {
@@ -167,7 +175,7 @@ class PinoLogging implements Logger {
   }
 
   #pino(): PinoLogger {
-    this.#made ??= this.parent!.#pino().child(redactFields(this.bindings!));
+    this.#made ??= this.parent!.#pino().child(this.redactFields(this.bindings!));
     return this.#made;
   }
 
@@ -192,6 +200,6 @@ class PinoLogging implements Logger {
   }
 
   child(fields: LogFields): Logger {
-    return new PinoLogging(this.root, undefined, this, fields);
+    return new PinoLogging(this.root, undefined, this.redactFields, this, fields);
   }
 }

@@ -12,7 +12,7 @@ export type ServiceKind = "tool" | "orchestrator";
 
 export interface ServiceSpec {
   readonly name: string;
-  /** The workspace package, e.g. "@loopguard/billing". */
+  /** The workspace package, "@loopguard/<tool>". */
   readonly packageName: string;
   readonly description: string;
   readonly kind: ServiceKind;

@@ -3,9 +3,8 @@
 // then its jwks_uri, fetched and refreshed by jose); issuer, audience (the client id) and expiry
 // are checked; the subject becomes "oidc:<sub>" and the roles claim gives the scopes.
 import { createRemoteJWKSet, decodeJwt, type JWTVerifyGetKey, jwtVerify } from "jose";
-import { type Caller, CredentialsError } from "./auth.js";
+import { type Caller, CredentialsError, credentialsErrorOf } from "./auth.js";
 import { PEOPLE, type PersonRole, personScopes } from "./people.js";
-import { credentialsErrorOf } from "./token-verifier.js";
 
 export interface OidcSettings {
   /** The provider's issuer URL, exactly as its ID tokens' `iss` says it. */

@@ -8,7 +8,7 @@ import { Effect, methodPolicy, requiredScopesOf, servicePolicy, servicesOf, tool
 export const PEOPLE = ["requester", "approver", "operator"] as const;
 export type PersonRole = (typeof PEOPLE)[number];
 
-/** Every scope an irreversible method requires, with the method ("billing.Refund") that requires it. */
+/** Every scope an irreversible method requires, with the method ("<tool>.<Method>") that requires it. */
 export function irreversibleScopes(): ReadonlyMap<string, string> {
   const out = new Map<string, string>();
   for (const service of servicesOf(contractFiles)) {
@@ -21,7 +21,7 @@ export function irreversibleScopes(): ReadonlyMap<string, string> {
   return out;
 }
 
-/** The irreversible method whose scope `scope` is, or covers (a pattern such as "*" or "billing:*"). */
+/** The irreversible method whose scope `scope` is, or covers (a pattern such as "*" or "<tool>:*"). */
 export function irreversibleMethodOf(scope: string): string | undefined {
   for (const [needed, method] of irreversibleScopes()) {
     if (scope === needed || (scope.endsWith("*") && needed.startsWith(scope.slice(0, -1)))) return method;

@@ -1,6 +1,6 @@
-// A typed grpc-js client for a contract with no policy of its own: one attempt, the deadline
-// and metadata the caller gives. toolClient adds validation, retries, breaker and fallbacks on
-// top; tests use this one to see exactly what the server does.
+// A typed grpc-js client for a contract with no policy of its own: the empty chain, the transport
+// alone (one attempt, the deadline and metadata the caller gives). toolClient composes its stages in
+// front of the same transport; tests use this one to see exactly what the server does.
 import {
   create,
   type DescMethod,
@@ -9,36 +9,15 @@ import {
   type MessageShape,
 } from "@bufbuild/protobuf";
 import {
-  type CallOptions,
-  type ClientReadableStream,
-  Client,
   type ChannelOptions,
+  Client,
+  type ClientReadableStream,
   credentials,
-  Metadata,
+  type Metadata,
   type ServiceError,
 } from "@grpc/grpc-js";
-import { methodDefinition } from "./bridge.js";
-import { type CallFailure, decodeStatusDetails } from "./errors.js";
-
-export class CallError extends Error implements CallFailure {
-  override readonly name = "CallError";
-  readonly code: CallFailure["code"];
-  readonly reason: string | undefined;
-  readonly domain: string | undefined;
-  readonly retryAfterMs: number | undefined;
-  readonly fieldViolations: CallFailure["fieldViolations"];
-  readonly metadata: CallFailure["metadata"];
-
-  constructor(failure: CallFailure) {
-    super(failure.message);
-    this.code = failure.code;
-    this.reason = failure.reason;
-    this.domain = failure.domain;
-    this.retryAfterMs = failure.retryAfterMs;
-    this.fieldViolations = failure.fieldViolations;
-    this.metadata = failure.metadata;
-  }
-}
+import { type CallTarget, callTarget, newCall } from "./client/chain.js";
+import { metadataFor, statusError, transport } from "./client/stages/transport.js";
 
 export interface RawCallOptions {
   /** Absolute deadline, or milliseconds from now. */
@@ -70,77 +49,56 @@ export interface RawClientOptions {
   readonly channelOptions?: ChannelOptions;
 }
 
+/** No contract policy here: errors name the service by its type name, and no reason counts as the tool's own. */
+const NO_DOMAIN_REASONS: ReadonlySet<string> = new Set();
+
 export function createRawClient<S extends DescService>(
   service: S,
   target: string,
   options: RawClientOptions = {},
 ): RawClient<S> {
   const client = new Client(target, credentials.createInsecure(), options.channelOptions ?? {});
+  const send = transport(client);
   const out: Record<string, unknown> = { grpc: client, close: () => client.close() };
-  const metadataFor = (callOptions: RawCallOptions) => {
-    const metadata = callOptions.metadata?.clone() ?? new Metadata();
-    const token = callOptions.token ?? options.token;
-    if (token) metadata.set("authorization", `Bearer ${token}`);
-    return metadata;
-  };
-  for (const method of service.methods) {
-    const def = methodDefinition(method as DescMethod);
-    if (method.methodKind === "server_streaming") {
-      out[method.localName] = (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions = {}) =>
-        streamToIterable(
-          client.makeServerStreamRequest(
-            def.path,
-            def.requestSerialize,
-            def.responseDeserialize,
-            create((method as DescMethod).input, request),
-            metadataFor(callOptions),
-            {
-              ...(callOptions.deadline !== undefined
-                ? {
-                    deadline:
-                      typeof callOptions.deadline === "number"
-                        ? new Date(Date.now() + callOptions.deadline)
-                        : callOptions.deadline,
-                  }
-                : {}),
-            },
-          ),
-        );
-      continue;
-    }
-    out[method.localName] = (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions = {}) =>
-      new Promise((resolve, reject) => {
-        const metadata = metadataFor(callOptions);
-        const grpcOptions: CallOptions = {};
-        if (callOptions.deadline !== undefined) {
-          grpcOptions.deadline =
-            typeof callOptions.deadline === "number"
-              ? new Date(Date.now() + callOptions.deadline)
-              : callOptions.deadline;
-        }
-        client.makeUnaryRequest(
-          def.path,
-          def.requestSerialize,
-          def.responseDeserialize,
-          create((method as DescMethod).input, request),
-          metadata,
-          grpcOptions,
-          (error: ServiceError | null, response?: unknown) => {
-            if (error) reject(new CallError(decodeStatusDetails(error)));
-            else resolve(response);
-          },
-        );
+  for (const method of service.methods as DescMethod[]) {
+    const callTargetOf = callTarget(service.typeName, method, NO_DOMAIN_REASONS);
+    const callOf = (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions) =>
+      newCall({
+        target: callTargetOf,
+        request: create(method.input, request),
+        metadata: callOptions.metadata,
+        token: callOptions.token ?? options.token,
+        deadline:
+          typeof callOptions.deadline === "number"
+            ? Date.now() + callOptions.deadline
+            : callOptions.deadline?.getTime(),
       });
+    out[method.localName] =
+      method.methodKind === "server_streaming"
+        ? (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions = {}) => {
+            const call = callOf(request, callOptions);
+            const stream = client.makeServerStreamRequest(
+              callTargetOf.path,
+              (bytes: Buffer) => bytes,
+              callTargetOf.deserialize,
+              call.bytes,
+              metadataFor(call),
+              call.deadline === undefined ? {} : { deadline: new Date(call.deadline) },
+            );
+            return streamToIterable(stream, callTargetOf);
+          }
+        : (request: MessageInitShape<DescMethod["input"]>, callOptions: RawCallOptions = {}) =>
+            send(callOf(request, callOptions));
   }
   return out as RawClient<S>;
 }
 
 /** A grpc-js response stream as an async iterable that rejects with CallError. */
-async function* streamToIterable(stream: ClientReadableStream<unknown>): AsyncGenerator<unknown> {
+async function* streamToIterable(stream: ClientReadableStream<unknown>, target: CallTarget): AsyncGenerator<unknown> {
   try {
     for await (const message of stream) yield message;
   } catch (error) {
-    throw new CallError(decodeStatusDetails(error as ServiceError));
+    throw statusError(error as ServiceError, { target }, 1);
   } finally {
     stream.cancel();
   }

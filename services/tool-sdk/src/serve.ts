@@ -4,53 +4,34 @@
 // apart) → auth (token → scopes; then streams per caller) → request binding (irreversible methods:
 // a token bound to this exact request) → normalise and validate → deadline →
 // faults → response contract → the service's own interceptors → handler. Beside the contract it
-// serves grpc.health.v1, server reflection, the ToolAdminService (fault injection) and /metrics
-// over HTTP.
-import { once } from "node:events";
-import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { setTimeout as sleep } from "node:timers/promises";
-import { type DescMethod, type DescService, fromBinary, type MessageShape, toBinary } from "@bufbuild/protobuf";
-import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
-import {
-  type handleServerStreamingCall,
-  type handleUnaryCall,
-  Server,
-  ServerCredentials,
-  type ServerUnaryCall,
-  type ServerWritableStream,
-  type sendUnaryData,
-  type UntypedServiceImplementation,
-} from "@grpc/grpc-js";
-import { ReflectionService } from "@grpc/reflection";
-import { Health } from "@loopguard/proto/gen/grpc/health/v1/health_pb";
+// serves grpc.health.v1 and reflection (server/introspection.ts), the ToolAdminService (fault
+// injection) and the HTTP port (server/http-port.ts); server/shutdown.ts drains and stops it.
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import { Server, type UntypedServiceImplementation } from "@grpc/grpc-js";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { HealthImplementation } from "grpc-health-check";
 import { methodDefinition } from "./bridge.js";
-import { Effect, errorReasons, maxRequestBytesOf, methodPolicy, servicePolicy } from "./contract.js";
-import { status, ToolError, toServiceError } from "./errors.js";
 import { FAULT_PROFILE_ENV } from "./config.js";
 import { ConfigError } from "./settings.js";
+import { Effect, errorReasons, maxRequestBytesOf, methodPolicy, servicePolicy } from "./contract.js";
 import { FaultSwitch, faultSummary } from "./faults.js";
-import type { FaultProfile } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import type { Logger } from "./logger.js";
-import type { BoundKeySet } from "./key-bindings.js";
 import { ServerMetrics } from "./metrics.js";
-import { type OidcSettings, OidcVerifier } from "./oidc.js";
-import { type UnaryInvoker, type UnaryRoute, unaryInvoker } from "./server/http-call.js";
+import { OidcVerifier } from "./oidc.js";
+import { authStage, bindingStage } from "./server/auth-stages.js";
+import { bindAsync, grpcHandler, withSizeLimit } from "./server/grpc-handler.js";
 import {
   type CallContext,
-  noStream,
   type StreamHandler,
   streamTerminal,
   type UnaryHandler,
   unaryTerminal,
 } from "./server/handler.js";
-import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./server/interceptor.js";
+import type { UnaryRoute } from "./server/http-call.js";
+import { serveHttpPort } from "./server/http-port.js";
+import { type CallFn, compose, type Interceptor } from "./server/interceptor.js";
+import { serveIntrospection } from "./server/introspection.js";
+import type { ServeOptions, ToolDefinition, ToolServer } from "./server/options.js";
 import { CallSlots } from "./server/slots.js";
 import {
-  authStage,
-  bindingStage,
   deadlineStage,
   errorsStage,
   faultStage,
@@ -60,153 +41,19 @@ import {
   traceStage,
   validateStage,
 } from "./server/stages.js";
-import { shutdownTelemetry } from "./telemetry.js";
+import { exitOnSignals, shutdownOf } from "./server/shutdown.js";
 import { TokenVerifier } from "./token-verifier.js";
 import { warmValidation } from "./validation.js";
 
-export type { CallContext, UnaryInvoker };
-
-/** An extra route on the HTTP port: answers and returns true, or returns false for a path it does not serve. */
-export type HttpRoute = (req: IncomingMessage, res: ServerResponse, invoke: UnaryInvoker) => boolean;
-
-type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
-
-/** One handler per method of the contract, keyed by the method's local name (e.g. "getOrder"). */
-export type ToolHandlers<S extends DescService> = {
-  [K in keyof MethodsOf<S>]: MethodsOf<S>[K] extends DescMethod & { methodKind: "server_streaming" }
-    ? StreamHandler<MethodsOf<S>[K]>
-    : MethodsOf<S>[K] extends DescMethod
-      ? MethodsOf<S>[K] extends { methodKind: "unary" }
-        ? UnaryHandler<MethodsOf<S>[K]>
-        : never
-      : never;
-};
-
-/** Rewrites a request into its canonical form before validation (e.g. upper-case check characters). */
-export type Normaliser<S extends DescService> = {
-  [K in keyof MethodsOf<S>]?: MethodsOf<S>[K] extends DescMethod
-    ? (request: MessageShape<MethodsOf<S>[K]["input"]>) => void
-    : never;
-};
-
-export interface ToolDefinition<S extends DescService> {
-  readonly service: S;
-  readonly handlers: ToolHandlers<S>;
-  readonly normalise?: Normaliser<S>;
-  /** Called on shutdown after the server stopped, e.g. to close a database. */
-  readonly close?: () => void | Promise<void>;
-}
-
-export interface ServeOptions {
-  readonly host: string;
-  /** 0 picks a free port. */
-  readonly port: number;
-  /** Port of the HTTP server with /metrics and /healthz; 0 picks a free one. */
-  readonly metricsPort: number;
-  /** Public keys (JWKS) that verify callers' tokens, each bound to a role, subject and scopes; tokens must name this service's tool name as audience. */
-  readonly publicKeys: BoundKeySet;
-  /** The JWKS file the keys came from, followed: a key revoked there stops verifying within about a second. */
-  readonly publicKeysFile?: string;
-  /** Irreversible methods also accept a break-glass token (with a reason); off by default. */
-  readonly breakGlass?: boolean;
-  /** Also accept people's OpenID Connect ID tokens from this provider (the orchestrator's API). */
-  readonly oidc?: OidcSettings;
-  /** Unary calls handled at once; past it they are refused with RESOURCE_EXHAUSTED. */
-  readonly maxConcurrent: number;
-  /**
-   * Server streams open at once (default 256), counted apart from unary calls so that long-lived
-   * streams never take the slots of short calls; past it new streams are refused with
-   * RESOURCE_EXHAUSTED (TOO_MANY_STREAMS).
-   */
-  readonly maxStreams?: number;
-  /** Server streams one caller (by token subject) may hold open at once (default 64). */
-  readonly maxStreamsPerCaller?: number;
-  /** How long shutdown waits for calls in flight before cancelling them. */
-  readonly shutdownGraceMs: number;
-  /** Connections older than this get a GOAWAY so clients re-resolve (see ToolConfig); 0 or unset = never. */
-  readonly maxConnectionAgeMs?: number;
-  /** Calls on an aged connection may run this long before it closes; 0 or unset = until they end. */
-  readonly maxConnectionAgeGraceMs?: number;
-  readonly logger: Logger;
-  /** Wait suggested to callers refused for overload. */
-  readonly shedRetryAfterMs?: number;
-  /** Metrics to export, when the caller registers metrics of its own beside the server's. */
-  readonly metrics?: ServerMetrics;
-  /**
-   * Also serve the contract's unary methods on the HTTP port over the Connect protocol
-   * (POST /<package.Service>/<Method>, JSON or binary), through the same chain as over gRPC.
-   */
-  readonly connect?: boolean;
-  /** Extra routes on the HTTP port; `invoke` calls a unary method of the contract through its chain. */
-  readonly http?: HttpRoute;
-  /**
-   * Install SIGTERM/SIGINT handlers (drain, then exit 0) before announcing "serving", so a
-   * signal can never arrive between the two. For processes; tests in-process leave it off.
-   */
-  readonly exitOnSignals?: boolean;
-  /**
-   * The service's own interceptors, run on the contract's methods after auth, validation, the
-   * deadline and faults, inside the response contract check (first = outermost). See docs/tool-sdk.md.
-   */
-  readonly interceptors?: readonly Interceptor[];
-  /** Faults in force from the start (LOOPGUARD_FAULT_PROFILE); SetFaults replaces them as usual. */
-  readonly faultProfile?: FaultProfile;
-}
-
-export interface ToolServer {
-  readonly port: number;
-  readonly metricsPort: number;
-  readonly address: string;
-  readonly metrics: ServerMetrics;
-  readonly faults: FaultSwitch;
-  /** Unary calls being handled. */
-  readonly inFlight: () => number;
-  readonly openStreams: () => number;
-  /** NOT_SERVING → refuse new calls → wait for in-flight ones (bounded) → stop. Idempotent. */
-  shutdown(): Promise<void>;
-  /** Installs SIGTERM/SIGINT handlers that shut down and exit 0 (1 if shutdown failed). */
-  exitOnSignals(): void;
-}
-
-const HEALTH_OVERALL = "";
-
-async function writeTo(
-  stream: ServerWritableStream<unknown, unknown>,
-  message: unknown,
-  signal: AbortSignal,
-): Promise<void> {
-  // A slow reader holds the stream back rather than have its messages pile up here.
-  if (!stream.write(message)) await once(stream, "drain", { signal }).catch(() => undefined);
-}
-
-function bindAsync(server: Server, address: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.bindAsync(address, ServerCredentials.createInsecure(), (error, port) =>
-      error ? reject(error) : resolve(port),
-    );
-  });
-}
-
-function listenHttp(server: HttpServer, host: string, port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => resolve((server.address() as AddressInfo).port));
-  });
-}
-
-/** FileDescriptorProtos of a file and everything it imports, for server reflection. */
-function reflectionFiles(services: readonly DescService[]): Uint8Array[] {
-  const seen = new Set<string>();
-  const out: Uint8Array[] = [];
-  const visit = (file: DescService["file"]) => {
-    if (seen.has(file.name)) return;
-    seen.add(file.name);
-    file.dependencies.forEach(visit);
-    out.push(toBinary(FileDescriptorProtoSchema, file.proto));
-  };
-  for (const s of services) visit(s.file);
-  return out;
-}
+export type { CallContext };
+export type {
+  HttpRoute,
+  Normaliser,
+  ServeOptions,
+  ToolDefinition,
+  ToolHandlers,
+  ToolServer,
+} from "./server/options.js";
 
 export async function serveTool<S extends DescService>(
   definition: ToolDefinition<S>,
@@ -251,12 +98,7 @@ export async function serveTool<S extends DescService>(
     ...(options.maxConnectionAgeMs ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
     ...(options.maxConnectionAgeGraceMs ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs } : {}),
   });
-  const health = new HealthImplementation({ [HEALTH_OVERALL]: "SERVING", [service.typeName]: "SERVING" });
-  health.addToServer(server);
-  // Health is described too, so `grpcurl`/`buf curl` can call grpc.health.v1.Health/Check by name.
-  new ReflectionService({
-    loopguard: { fileDescriptorProtos: reflectionFiles([service, ToolAdminService, Health]) },
-  } as never).addToServer(server);
+  const notServing = serveIntrospection(server, service);
 
   /**
    * The chain of one method, outermost first. Faults and the service's own interceptors apply to
@@ -298,7 +140,7 @@ export async function serveTool<S extends DescService>(
     );
   }
 
-  /** The contract's unary methods' chains, for HTTP callers (Connect and options.http). */
+  /** The contract's unary methods' chains, for Connect callers on the HTTP port. */
   const unaryRoutes = new Map<DescMethod, UnaryRoute>();
 
   function register<T extends DescService>(
@@ -323,67 +165,11 @@ export async function serveTool<S extends DescService>(
         reasons,
         own,
       );
-      implementation[method.localName] = grpcHandler(method, chain, domain);
+      implementation[method.localName] = grpcHandler(method, chain, domain, log);
       if ((target as DescService) === service && method.methodKind === "unary")
         unaryRoutes.set(method, { chain, maxRequestBytes: maxRequestBytesOf(method), domain });
     }
     server.addService(definitions, implementation);
-  }
-
-  /** Adapts a chain to grpc-js: builds the ServerCall, ends the call with the chain's outcome. */
-  function grpcHandler(
-    method: DescMethod,
-    chain: CallFn,
-    domain: string,
-  ): handleUnaryCall<unknown, unknown> | handleServerStreamingCall<unknown, unknown> {
-    return (
-      grpcCall: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>,
-      callback?: sendUnaryData<unknown>,
-    ) => {
-      const abort = new AbortController();
-      const onCancelled = () =>
-        abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
-      grpcCall.once("cancelled", onCancelled);
-      const rawDeadline = grpcCall.getDeadline();
-      const deadlineMs = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
-      const stream = callback ? undefined : (grpcCall as ServerWritableStream<unknown, unknown>);
-      const call: ServerCall = {
-        method,
-        request: grpcCall.request,
-        metadata: grpcCall.metadata,
-        deadline: Number.isFinite(deadlineMs) ? new Date(deadlineMs) : undefined,
-        abort,
-        caller: undefined,
-        traceId: "",
-        log,
-        send: stream ? (message) => writeTo(stream, message, abort.signal) : noStream,
-      };
-      chain(call).then(
-        (response) => {
-          grpcCall.removeListener("cancelled", onCancelled);
-          if (callback) callback(null, response);
-          else stream!.end();
-        },
-        (error: ToolError) => {
-          grpcCall.removeListener("cancelled", onCancelled);
-          if (callback) callback(toServiceError(error, domain), null);
-          else stream!.emit("error", toServiceError(error, domain));
-        },
-      );
-    };
-  }
-
-  /** Refuses to decode a request above its method's limit: the chain answers it without work. */
-  function withSizeLimit(
-    method: DescMethod,
-    definition: ReturnType<typeof methodDefinition>,
-  ): ReturnType<typeof methodDefinition> {
-    const limit = maxRequestBytesOf(method);
-    return {
-      ...definition,
-      requestDeserialize: (bytes: Buffer) =>
-        bytes.length > limit ? (new OversizedRequest(bytes.length) as never) : fromBinary(method.input, bytes),
-    };
   }
 
   register(
@@ -407,68 +193,19 @@ export async function serveTool<S extends DescService>(
   );
 
   const port = await bindAsync(server, `${options.host}:${options.port}`);
-  const invoke = unaryInvoker(unaryRoutes, log);
-  const routeHttp = (req: IncomingMessage, res: ServerResponse): void => {
-    if (options.http?.(req, res, invoke)) return;
-    if (req.url === "/metrics") {
-      metrics.registry.metrics().then(
-        (body) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(body),
-        () => res.writeHead(500).end(),
-      );
-    } else if (req.url === "/healthz") {
-      res
-        .writeHead(slots.draining ? 503 : 200, { "content-type": "text/plain" })
-        .end(slots.draining ? "draining\n" : "ok\n");
-    } else {
-      res.writeHead(404).end();
-    }
-  };
-  const http = createServer(
-    options.connect ? (await import("./server/connect.js")).connectRoutes(unaryRoutes, invoke, routeHttp) : routeHttp,
-  );
-  const metricsPort = await listenHttp(http, options.host, options.metricsPort);
+  const { http, port: metricsPort } = await serveHttpPort({ options, metrics, slots, unaryRoutes, log });
   metrics.serving.set({ tool }, 1);
-  let shutdownPromise: Promise<void> | undefined;
-  const shutdown = (): Promise<void> => {
-    shutdownPromise ??= (async () => {
-      metrics.serving.set({ tool }, 0);
-      health.setStatus(HEALTH_OVERALL, "NOT_SERVING");
-      health.setStatus(service.typeName, "NOT_SERVING");
-      log.info("draining", {
-        tool,
-        in_flight: slots.inFlight,
-        streams: slots.streams.size,
-        grace_ms: options.shutdownGraceMs,
-      });
-      // Streams may stay open for as long as what they follow (an hour): they are ended now, and
-      // their callers (told UNAVAILABLE, retry at once) reopen them on another replica.
-      const quiet = slots.drain(
-        new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${tool} is shutting down; reopen the stream`, {
-          retryAfterMs: 0,
-        }),
-      );
-      const timedOut = await Promise.race([quiet.then(() => false), sleep(options.shutdownGraceMs).then(() => true)]);
-      if (timedOut) log.warn("grace period over; cancelling calls in flight", { tool, in_flight: slots.inFlight });
-      await new Promise<void>((resolve) => {
-        const force = setTimeout(
-          () => {
-            server.forceShutdown();
-            resolve();
-          },
-          timedOut ? 0 : options.shutdownGraceMs,
-        );
-        server.tryShutdown(() => {
-          clearTimeout(force);
-          resolve();
-        });
-      });
-      await new Promise<void>((resolve) => http.close(() => resolve()));
-      http.closeAllConnections();
-      await definition.close?.();
-      log.info("stopped", { tool });
-    })();
-    return shutdownPromise;
-  };
+  const shutdown = shutdownOf({
+    tool,
+    log,
+    metrics,
+    slots,
+    server,
+    http,
+    notServing,
+    graceMs: options.shutdownGraceMs,
+    close: definition.close,
+  });
 
   const toolServer: ToolServer = {
     port,
@@ -479,22 +216,7 @@ export async function serveTool<S extends DescService>(
     inFlight: () => slots.inFlight,
     openStreams: () => slots.streams.size,
     shutdown,
-    exitOnSignals() {
-      for (const signal of ["SIGTERM", "SIGINT"] as const) {
-        process.once(signal, () => {
-          log.info("signal received", { signal });
-          shutdown()
-            .then(shutdownTelemetry)
-            .then(
-              () => process.exit(0),
-              (error: unknown) => {
-                log.error("shutdown failed", { error_name: error instanceof Error ? error.name : "unknown" });
-                process.exit(1);
-              },
-            );
-        });
-      }
-    },
+    exitOnSignals: () => exitOnSignals(shutdown, log),
   };
   if (options.exitOnSignals) toolServer.exitOnSignals();
   log.info("serving", {

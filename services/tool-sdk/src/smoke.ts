@@ -8,7 +8,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { mintToken, type SigningKey } from "./auth.js";
 import { Effect, methodPolicy, servicePolicy } from "./contract.js";
 import { status } from "./errors.js";
-import { CallError, createRawClient, type RawCallOptions } from "./raw-client.js";
+import { CallError } from "./client/call-error.js";
+import { createRawClient, type RawCallOptions } from "./raw-client.js";
 import { violationsOf } from "./validation.js";
 
 /** The smoke call of one tool, read from its contract. */

@@ -2,8 +2,8 @@
 // the key's binding (subject and scopes). Follows the JWKS file it was given, so a key revoked or
 // added there takes effect within about a second, without a restart.
 import { readFileSync, statSync } from "node:fs";
-import { errors as joseErrors, type JWTPayload, jwtVerify } from "jose";
-import { type Caller, CredentialsError, TOKEN_ALGORITHM, TOKEN_ISSUER } from "./auth.js";
+import { type JWTPayload, jwtVerify } from "jose";
+import { type Caller, CredentialsError, credentialsErrorOf, TOKEN_ALGORITHM, TOKEN_ISSUER } from "./auth.js";
 import { type BoundKeySet, scopeBeyond, subjectAllowed, type TrustedKey, trustedKeys } from "./key-bindings.js";
 import type { OidcVerifier } from "./oidc.js";
 
@@ -20,19 +20,6 @@ export interface TokenVerifierOptions {
 
 const RELOAD_CHECK_MS = 1000;
 const MAX_CACHED = 10_000;
-
-/** A jose failure as what may be told to the caller. */
-export function credentialsErrorOf(error: unknown, audience: string): CredentialsError {
-  if (error instanceof CredentialsError) return error;
-  if (error instanceof joseErrors.JWTExpired) return new CredentialsError("the bearer token expired", { cause: error });
-  if (error instanceof joseErrors.JWTClaimValidationFailed && error.claim === "aud")
-    return new CredentialsError(`the bearer token was issued for another service than ${audience}`, { cause: error });
-  if (error instanceof joseErrors.JWTClaimValidationFailed)
-    return new CredentialsError(`the bearer token's "${error.claim}" claim is not acceptable`, { cause: error });
-  if (error instanceof joseErrors.JWSSignatureVerificationFailed)
-    return new CredentialsError("the bearer token's signature does not verify with its key", { cause: error });
-  return new CredentialsError("the bearer token is malformed or not signed by a trusted key", { cause: error });
-}
 
 function scopesOf(payload: JWTPayload): string[] {
   return typeof payload.scope === "string" ? payload.scope.split(" ").filter(Boolean) : [];

@@ -3,7 +3,9 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
-import { ToolCallError, toolClient, type ToolClientOptions } from "../src/client/tool-client.js";
+import { CallError } from "../src/client/call-error.js";
+import type { ToolClientOptions } from "../src/client/plan.js";
+import { toolClient } from "../src/client/tool-client.js";
 import { status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
 import { metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
@@ -57,13 +59,13 @@ async function kbClient(target: string | string[], overrides: Partial<ToolClient
   return { client, registry };
 }
 
-async function rejection(promise: Promise<unknown>): Promise<ToolCallError> {
+async function rejection(promise: Promise<unknown>): Promise<CallError> {
   const error = await promise.then(
     () => undefined,
     (e: unknown) => e,
   );
-  expect(error).toBeInstanceOf(ToolCallError);
-  return error as ToolCallError;
+  expect(error).toBeInstanceOf(CallError);
+  return error as CallError;
 }
 
 function outage(tool: TestTool<typeof KbSearchService>, on: boolean, retryAfterMs = 0) {

@@ -98,6 +98,48 @@ describe("Connect on the HTTP port", () => {
     ).toEqual(["limit", "query"]);
   });
 
+  it("refuses JSON that does not decode as invalid argument naming the problem: unknown field, wrong type, not JSON", async () => {
+    await connectClient(["kb:read"]);
+    const token = await testToken({ subject: "test", scopes: ["kb:read"], audience: "kb-search" });
+    const post = async (body: string) => {
+      const res = await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body,
+      });
+      return { status: res.status, json: (await res.json()) as { code: string; message: string; details: unknown[] } };
+    };
+    const unknown = await post('{"query":"refund","limit":3,"colour":"red"}');
+    expect([unknown.status, unknown.json.code, unknown.json.message]).toEqual([
+      400,
+      "invalid_argument",
+      "the request is not a SearchRequest: colour is not a field of SearchRequest",
+    ]);
+    expect(unknown.json.details).toContainEqual(
+      expect.objectContaining({
+        type: "google.rpc.BadRequest",
+        debug: { fieldViolations: [{ field: "colour", description: "is not a field of SearchRequest", reason: "" }] },
+      }),
+    );
+    expect(unknown.json.details).toContainEqual(
+      expect.objectContaining({ debug: { reason: "REQUEST_INVALID", domain: "kb.loopguard.dev", metadata: {} } }),
+    );
+    const typed = await post('{"query":"refund","limit":"three"}');
+    expect([typed.status, typed.json.message]).toEqual([
+      400,
+      "the request is not a SearchRequest: limit must be a number",
+    ]);
+    const malformed = await post('{"query":(139)12345678}');
+    expect([malformed.status, malformed.json.code, malformed.json.message]).toEqual([
+      400,
+      "invalid_argument",
+      "the request is not a SearchRequest: the body is not valid JSON (Unexpected token '(')",
+    ]);
+    expect(JSON.stringify(malformed.json)).not.toMatch(/12345678|at .*\.(ts|js):\d+/);
+    const metrics = await (await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/metrics`)).text();
+    expect(metricValue(metrics, "grpc_server_handled_total", { grpc_method: "Search" })).toBe(0);
+  });
+
   it("ends a call at the caller's timeout with deadline exceeded", async () => {
     const client = await connectClient(["kb:read"]);
     const error = await refusal(client.search({ query: "slow", limit: 1 }, { timeoutMs: 200 }));

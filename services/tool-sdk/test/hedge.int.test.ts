@@ -4,7 +4,8 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
-import { toolClient, type ToolClientOptions } from "../src/client/tool-client.js";
+import type { ToolClientOptions } from "../src/client/plan.js";
+import { toolClient } from "../src/client/tool-client.js";
 import { status, ToolError } from "../src/errors.js";
 import { boundToken, metricValue, startTestTool, type TestTool, testToken } from "../testing/index.js";
 

@@ -39,6 +39,8 @@ export { metricValue } from "@loopguard/tool-sdk";
 const orchestratorPair = newKeyPair("test-orchestrator");
 const peoplePair = newKeyPair("test-people");
 /** The test orchestrator's key (role orchestrator, subject "session:*"): test orchestrators sign their sessions' tool calls with it; boundToken too. */
+export { editedContract } from "./edited-contract.js";
+
 export const TEST_ORCHESTRATOR_KEY = signingKeyFromJwk(orchestratorPair.privateJwk);
 /** The test people's key (role person, any subject, any scope): testToken and test clients sign with it. */
 export const TEST_PEOPLE_KEY = signingKeyFromJwk(peoplePair.privateJwk);

@@ -2,7 +2,7 @@
 // ratios to a bare grpc-js baseline measured in the same run. Bounded in time; stops by itself.
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { createRawClient, ToolCallError, toolClient } from "@loopguard/tool-sdk";
+import { createRawClient, CallError, toolClient } from "@loopguard/tool-sdk";
 import { Registry } from "prom-client";
 import { startBenchServer } from "./bench-server.js";
 import { benchHedge } from "./hedge.js";
@@ -85,7 +85,7 @@ async function benchClient(): Promise<void> {
     let refused = 0;
     for (let i = 0; i < n; i += 1) {
       await risk.call("queryRisk", req).catch((e: unknown) => {
-        if (e instanceof ToolCallError && e.reason === "BREAKER_OPEN") refused += 1;
+        if (e instanceof CallError && e.reason === "BREAKER_OPEN") refused += 1;
       });
     }
     const perCallMs = (performance.now() - started) / n;

@@ -1,5 +1,5 @@
 // The approval rules from the environment (APPROVAL_*, CONFIDENCE_THRESHOLD), over DEFAULT_APPROVAL_RULES.
-import { ConfigError, fractionSetting, integerSetting } from "@loopguard/tool-sdk";
+import { type ApprovalField, ConfigError, fractionSetting, integerSetting } from "@loopguard/tool-sdk";
 import { type AmountThresholds, type ApprovalRules, DEFAULT_APPROVAL_RULES } from "./approvals.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -36,7 +36,8 @@ function amount(env: Env, name: string, fallback: number): number {
   return integerSetting(env, name, { default: fallback, min: 0, max: MAX_AMOUNT });
 }
 
-export function approvalSettings(env: Env): ApprovalRules {
+/** `fields`: the approval settings the tools' contracts declare, each read as APPROVAL_<SETTING>_THRESHOLD. */
+export function approvalSettings(env: Env, fields: readonly ApprovalField[]): ApprovalRules {
   const defaults = DEFAULT_APPROVAL_RULES;
   return {
     amounts: {
@@ -54,11 +55,16 @@ export function approvalSettings(env: Env): ApprovalRules {
       min: 60_000,
       max: 366 * DAY_MS,
     }),
-    riskThreshold: integerSetting(env, "APPROVAL_RISK_THRESHOLD", {
-      default: defaults.riskThreshold,
-      min: 0,
-      max: 101,
-    }),
+    thresholds: Object.fromEntries(
+      fields.map((f) => [
+        f.setting,
+        integerSetting(env, `APPROVAL_${f.setting.toUpperCase()}_THRESHOLD`, {
+          default: f.defaultThreshold,
+          min: 0,
+          max: f.maxThreshold,
+        }),
+      ]),
+    ),
     // 0 turns the rule off; 1 sends every stated confidence below certainty to a human.
     minConfidence: fractionSetting(env, "CONFIDENCE_THRESHOLD", defaults.minConfidence),
     ttlMs: integerSetting(env, "APPROVAL_TTL_MS", { default: defaults.ttlMs, min: 1000, max: 7 * DAY_MS }),

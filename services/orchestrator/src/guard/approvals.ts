@@ -5,6 +5,7 @@
 // established. An approval is bound to the exact tool, argument hash and world version, and expires.
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
+import type { ApprovalField } from "@loopguard/tool-sdk";
 import { DEFAULT_CONFIDENCE_THRESHOLD } from "./confidence.js";
 
 /** Amounts, in a currency's minor units, above which a human approves. */
@@ -24,8 +25,11 @@ export interface ApprovalRules {
   readonly amountsByCurrency: Readonly<Record<string, Partial<AmountThresholds>>>;
   /** The customer total counts what was held or made within this window. */
   readonly customerWindowMs: number;
-  /** A customer risk score at or above this (or one that could not be computed) needs approval. */
-  readonly riskThreshold: number;
+  /**
+   * Per approval setting a contract declares (a response field's `(field).approval`): a value at or
+   * above it needs approval. A setting left out holds its contract's default threshold.
+   */
+  readonly thresholds: Readonly<Record<string, number>>;
   /** CONFIDENCE_THRESHOLD: a policy confidence below it sends irreversible actions to approval and makes a question's answer partial. */
   readonly minConfidence: number;
   readonly ttlMs: number;
@@ -35,10 +39,15 @@ export const DEFAULT_APPROVAL_RULES: ApprovalRules = Object.freeze({
   amounts: Object.freeze({ entity: 50_000, session: 50_000, customer: 200_000 }),
   amountsByCurrency: Object.freeze({}),
   customerWindowMs: 24 * 3600_000,
-  riskThreshold: 70,
+  thresholds: Object.freeze({}),
   minConfidence: DEFAULT_CONFIDENCE_THRESHOLD,
   ttlMs: 15 * 60_000,
 });
+
+/** The threshold a declared approval field's value is compared with. */
+export function thresholdOf(rules: ApprovalRules, field: ApprovalField): number {
+  return rules.thresholds[field.setting] ?? field.defaultThreshold;
+}
 
 /** The thresholds amounts in `currency` are held to. */
 export function thresholdsIn(rules: ApprovalRules, currency: string): AmountThresholds {
@@ -52,7 +61,8 @@ export function describeApprovalRules(rules: ApprovalRules): string {
       .map(([k, v]) => `${k} ${v}`)
       .join(", ");
   const currencies = Object.entries(rules.amountsByCurrency).map(([code, t]) => `; ${code}: ${line(t)}`);
-  return `amounts above ${line(rules.amounts)} (customer over ${rules.customerWindowMs} ms)${currencies.join("")}; risk >= ${rules.riskThreshold}; confidence < ${rules.minConfidence}; approvals expire after ${rules.ttlMs} ms`;
+  const settings = Object.entries(rules.thresholds).map(([setting, t]) => `; ${setting} >= ${t}`);
+  return `amounts above ${line(rules.amounts)} (customer over ${rules.customerWindowMs} ms)${currencies.join("")}${settings.join("")}; confidence < ${rules.minConfidence}; approvals expire after ${rules.ttlMs} ms`;
 }
 
 /** An approval a session waits for, as its pending state stores it and the API shows it. */

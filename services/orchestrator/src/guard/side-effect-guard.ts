@@ -10,9 +10,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { DescService } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
-import type { ToolCallError, ToolClient } from "@loopguard/tool-sdk";
+import type { CallError, ToolClient } from "@loopguard/tool-sdk";
 import { failureName, passes, type WaitFor } from "../session/park-rules.js";
-import { type ApprovalRules, thresholdsIn } from "./approvals.js";
+import { type ApprovalRules, thresholdOf, thresholdsIn } from "./approvals.js";
 import { deadlineOf } from "./budget.js";
 import { belowThreshold, type StatedConfidence } from "./confidence.js";
 import { SINGLE_CALL_POLICY } from "../policies/single-call-policy.js";
@@ -82,7 +82,7 @@ export async function readLive(
     });
     return { ok: true, data: toJson(tool.method.output, result.response as never) as JsonValue };
   } catch (error) {
-    const e = error as ToolCallError;
+    const e = error as CallError;
     const why = `${tool.name} failed: ${e.reason ?? e.code}: ${redactText(e.message)}`;
     return {
       ok: false,
@@ -113,7 +113,7 @@ function taskFigure(task: JsonObject, field: string): number | undefined {
   return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
 }
 
-/** The customer's risk, as a reason for a human, or undefined when it is below the threshold; a read that failed for a reason that passes, to wait for. */
+/** The customer's risk, as a reason for a human, or undefined when each value its contract gates is below its threshold; a read that failed for a reason that passes, to wait for. */
 async function riskReason(
   deps: GuardDeps,
   s: SessionRecord,
@@ -129,8 +129,11 @@ async function riskReason(
   if (!read.ok && read.passing) return read.passing;
   if (!read.ok) return `the ${risk.reader.entity}'s risk could not be read (${read.why})`;
   if (score === -1) return `the ${risk.reader.entity}'s risk score could not be computed`;
-  if (num(score) >= deps.approvals.riskThreshold)
-    return `${risk.reader.entity} risk score ${num(score)} is at or above ${deps.approvals.riskThreshold}`;
+  for (const gate of risk.reader.approvals) {
+    const value = num(valueAt(read.data, gate.path));
+    const threshold = thresholdOf(deps.approvals, gate.approval);
+    if (value >= threshold) return `${risk.reader.entity} ${gate.words} ${value} is at or above ${threshold}`;
+  }
   return undefined;
 }
 

@@ -1,41 +1,21 @@
-import {
-  clearExtension,
-  clone,
-  create,
-  createFileRegistry,
-  type DescFile,
-  type DescService,
-  getExtension,
-  setExtension,
-} from "@bufbuild/protobuf";
-import { type FileDescriptorProto, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { clearExtension, create, type DescService, getExtension, setExtension } from "@bufbuild/protobuf";
+import type { FileDescriptorProto } from "@bufbuild/protobuf/wkt";
+import { editedContract } from "@loopguard/tool-sdk/testing";
 import {
   BillingService,
   file_loopguard_billing_v1_billing,
 } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { file_loopguard_risk_v1_risk, RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { field, method, MethodPolicySchema } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
+import {
+  field,
+  FieldPolicySchema,
+  method,
+  MethodPolicySchema,
+} from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
 import { describe, expect, it } from "vitest";
 import { declaredEntities, SideEffectRules } from "./side-effects.js";
 import { ToolRegistry } from "../tool-registry.js";
-
-/** Every file a contract file imports, by its import path ("a/b.proto"; DescFile names drop ".proto"). */
-function dependencies(file: DescFile, out = new Map<string, DescFile>()): Map<string, DescFile> {
-  for (const d of file.dependencies) {
-    out.set(`${d.name}.proto`, d);
-    dependencies(d, out);
-  }
-  return out;
-}
-
-/** The service of `file` after `edit` changed its descriptor: the contract a team might write by mistake. */
-function edited(file: DescFile, serviceName: string, edit: (proto: FileDescriptorProto) => void): DescService {
-  const proto = clone(FileDescriptorProtoSchema, file.proto);
-  edit(proto);
-  const deps = dependencies(file);
-  return createFileRegistry(proto, (name) => deps.get(name)).getService(serviceName)!;
-}
 
 const rulesOf =
   (...services: DescService[]) =>
@@ -57,6 +37,13 @@ describe("SideEffectRules over the shipped contracts", () => {
     expect(guard.risk?.link).toEqual(["order", "customerId"]);
     expect(guard.risk?.reader.tool.name).toBe("risk_get_customer_risk");
     expect(guard.risk?.reader.riskScore).toEqual(["riskScore"]);
+    expect(guard.risk?.reader.approvals).toEqual([
+      {
+        path: ["riskScore"],
+        words: "risk score",
+        approval: { setting: "risk", defaultThreshold: 70, maxThreshold: 101 },
+      },
+    ]);
   });
 
   it("guards nothing that is not irreversible", () => {
@@ -69,7 +56,7 @@ describe("SideEffectRules over the shipped contracts", () => {
 
 describe("a contract that declares a money effect the host cannot guard is refused at startup, saying why", () => {
   const billing = (edit: (proto: FileDescriptorProto) => void) =>
-    edited(file_loopguard_billing_v1_billing, "loopguard.billing.v1.BillingService", edit);
+    editedContract(file_loopguard_billing_v1_billing, "loopguard.billing.v1.BillingService", edit);
   const methodOf = (proto: FileDescriptorProto, name: string) => proto.service[0]!.method.find((m) => m.name === name)!;
   const fieldOf = (proto: FileDescriptorProto, message: string, name: string) =>
     proto.messageType.find((m) => m.name === message)!.field.find((f) => f.name === name)!;
@@ -111,12 +98,23 @@ describe("a contract that declares a money effect the host cannot guard is refus
   });
 
   it("no customer whose risk the host can read", () => {
-    const risk = edited(file_loopguard_risk_v1_risk, "loopguard.risk.v1.RiskService", (p) => {
+    const risk = editedContract(file_loopguard_risk_v1_risk, "loopguard.risk.v1.RiskService", (p) => {
       const options = p.service[0]!.method.find((m) => m.name === "GetCustomerRisk")!.options!;
       setExtension(options, method, { ...getExtension(options, method), readsEntity: "" });
     });
     expect(rulesOf(KbSearchService, BillingService, risk)).toThrow(
       /links to no entity whose live read gives a FIELD_ROLE_RISK_SCORE/,
+    );
+  });
+
+  it("a risk score with no approval threshold to compare it with", () => {
+    const risk = editedContract(file_loopguard_risk_v1_risk, "loopguard.risk.v1.RiskService", (p) => {
+      const score = p.messageType.find((m) => m.name === "GetCustomerRiskResponse")!.field[0]!;
+      const { approval: _dropped, ...policy } = getExtension(score.options!, field);
+      setExtension(score.options!, field, create(FieldPolicySchema, policy));
+    });
+    expect(rulesOf(KbSearchService, BillingService, risk)).toThrow(
+      /risk_get_customer_risk gives a FIELD_ROLE_RISK_SCORE without \(field\)\.approval/,
     );
   });
 });

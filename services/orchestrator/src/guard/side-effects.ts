@@ -6,7 +6,15 @@
 // way gets every guard, and one that declares a money effect without the reads the guards need is
 // refused when the orchestrator starts, with the reason.
 import type { DescField, DescMessage } from "@bufbuild/protobuf";
-import { Effect, FieldRole, fieldPolicy, methodPolicy, TaskBound } from "@loopguard/tool-sdk";
+import {
+  type ApprovalField,
+  approvalOf,
+  Effect,
+  FieldRole,
+  fieldPolicy,
+  methodPolicy,
+  TaskBound,
+} from "@loopguard/tool-sdk";
 import type { JsonObject, JsonValue } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 
@@ -27,6 +35,15 @@ export interface EntityReader {
   readonly currency: Path | undefined;
   /** Entities this one belongs to (e.g. "customer"), by where their id is in the response. */
   readonly links: ReadonlyMap<string, Path>;
+  /** Fields compared with an approval threshold (e.g. a risk score), with the words a human is shown ("risk score"). */
+  readonly approvals: readonly ApprovalGate[];
+}
+
+/** A response field whose value at or above its setting's threshold sends the call to a human. */
+export interface ApprovalGate {
+  readonly path: Path;
+  readonly words: string;
+  readonly approval: ApprovalField;
 }
 
 /** What the host checks before one irreversible method. */
@@ -78,9 +95,12 @@ function readerOf(tool: RegisteredTool, entity: string, where: string): EntityRe
   const found = responseFields(tool.method.output);
   const at = (role: FieldRole) => found.find((x) => fieldPolicy(x.field).role === role)?.path;
   const links = new Map<string, Path>();
+  const approvals: ApprovalGate[] = [];
   for (const x of found) {
     const p = fieldPolicy(x.field);
     if (p.role === FieldRole.LINKED_ENTITY_ID && p.entity) links.set(p.entity, x.path);
+    const approval = approvalOf(x.field);
+    if (approval) approvals.push({ path: x.path, words: x.field.name.replaceAll("_", " "), approval });
   }
   return {
     tool,
@@ -92,6 +112,7 @@ function readerOf(tool: RegisteredTool, entity: string, where: string): EntityRe
     riskScore: at(FieldRole.RISK_SCORE),
     currency: at(FieldRole.CURRENCY),
     links,
+    approvals,
   };
 }
 
@@ -173,8 +194,12 @@ export class SideEffectRules {
     const money = { amountField: amount.jsonName, boundField: bound.jsonName, amountTaskField, reader };
     for (const [linked, link] of reader.links) {
       const riskReader = this.#readers.get(linked);
-      if (riskReader?.riskScore)
-        return { tool, entity, idField: id.jsonName, movesMoney: true, ...money, risk: { link, reader: riskReader } };
+      if (!riskReader?.riskScore) continue;
+      if (riskReader.approvals.length === 0)
+        throw new Error(
+          `${where} moves money but ${riskReader.tool.name} gives a FIELD_ROLE_RISK_SCORE without (field).approval: the host has no threshold to compare it with`,
+        );
+      return { tool, entity, idField: id.jsonName, movesMoney: true, ...money, risk: { link, reader: riskReader } };
     }
     throw new Error(
       `${where} moves money but the ${entity} read by ${reader.tool.name} links to no entity whose live read gives a FIELD_ROLE_RISK_SCORE: the host could not check the customer's risk`,

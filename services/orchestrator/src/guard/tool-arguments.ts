@@ -6,7 +6,7 @@ import { redactText, violationsOf } from "@loopguard/tool-sdk";
 import type { RegisteredTool } from "../tool-registry.js";
 
 export interface ArgumentViolation {
-  /** JSON path as the model names it, e.g. "amountCents" or "items[2].sku". */
+  /** JSON path as the model names it, e.g. "itemCount" or "items[2].sku". */
   readonly field: string;
   readonly description: string;
 }
@@ -164,7 +164,7 @@ function expectedValue(schema: JsonValue | undefined): string {
   }
 }
 
-/** "order_id" → "orderId", "hits[0].doc_id" → "hits[0].docId", following the message types. */
+/** "item_id" → "itemId", "hits[0].item_id" → "hits[0].itemId", following the message types. */
 function jsonPath(message: DescMessage, protoPath: string): string {
   if (protoPath.startsWith("(")) return protoPath; // "(message)": a rule over the whole request
   let current: DescMessage | undefined = message;

@@ -5,7 +5,7 @@ import type { JsonObject, JsonValue } from "../store/session-store.js";
 
 /** A tool as the model sees it: name, description and a JSON schema, nothing else. */
 export interface ToolSpec {
-  /** Model-visible name, e.g. "billing_refund" (OpenAI function-name safe). */
+  /** Model-visible name, "<tool>_<method in snake case>" (OpenAI function-name safe). */
   readonly name: string;
   readonly description: string;
   /** JSON Schema (draft 2020-12 subset) of the arguments, derived from the request message and its rules. */
@@ -27,7 +27,7 @@ export interface ResultEnvelope {
     /** The tool's (or its breaker's) RetryInfo: no call before this long has passed. */
     readonly retryAfterMs?: number;
   };
-  /** World references the result depends on, e.g. ["kb:refund-policy@3", "order:ord_…@2"]. */
+  /** World references the result depends on, "<entity>:<id>[@<version>]" each (see world-refs.ts). */
   readonly refs: readonly string[];
   readonly costMicros: number;
   readonly servedFrom: "live" | "cache" | "degraded" | "none";

@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
 import type { HistoryItem } from "../policies/policy.js";
-import { checkAnswer } from "./answer.js";
+import { ToolRegistry } from "../tool-registry.js";
+import { checkAnswer as checkWith } from "./answer.js";
+
+/** The citations the shipped contracts declare: billing's refund ids, kb-search's documents at a version. */
+const citations = new ToolRegistry().citations;
+const checkAnswer = (answer: string, history: readonly HistoryItem[]) => checkWith(answer, history, citations);
 
 const observed: HistoryItem[] = [
   {
@@ -41,7 +46,7 @@ describe("checkAnswer", () => {
 
   it("rejects a document version no search returned", () => {
     expect(checkAnswer("See [refund-policy@2] and [refund-policy@3].", observed)).toBe(
-      "the answer cites refund-policy@2, which no search returned",
+      "the answer cites refund-policy@2, which no tool returned",
     );
   });
 

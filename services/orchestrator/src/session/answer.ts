@@ -1,23 +1,32 @@
-// The host checks a final answer before it accepts it: every refund id and document it cites must
-// have been observed in the session's history.
+// The host checks a final answer before it accepts it: every entity it cites, in the way the
+// contracts say answers cite it (CitationRule), must have been observed in the session's history.
+import type { CitationRule } from "@loopguard/tool-sdk";
 import { itemJson } from "../api/history-json.js";
 import type { HistoryItem } from "../policies/policy.js";
 
-const REFUND_ID = /rf_[A-Za-z0-9]{16}/g;
-const DOC_CITATION = /\[([a-z0-9-]+)@(\d+)\]/g;
+const AT_VERSION = /\[([A-Za-z0-9_-]+)@(\d+)\]/g;
 
 /** Why the answer is not accepted, or undefined when it is. */
-export function checkAnswer(answer: string, history: readonly HistoryItem[]): string | undefined {
+export function checkAnswer(
+  answer: string,
+  history: readonly HistoryItem[],
+  citations: readonly CitationRule[],
+): string | undefined {
   if (answer.trim().length === 0) return "the answer is empty";
   const observed = history
     .filter((h) => h.kind === "observation")
     .map(itemJson)
     .join(",");
-  for (const refundId of answer.match(REFUND_ID) ?? []) {
-    if (!observed.includes(refundId)) return `the answer cites refund ${refundId}, which no tool returned`;
+  for (const { entity, idPrefix } of citations.filter((c) => c.idPrefix !== "")) {
+    for (const id of answer.match(new RegExp(`${idPrefix}[A-Za-z0-9]+`, "g")) ?? []) {
+      if (!observed.includes(id)) return `the answer cites ${entity} ${id}, which no tool returned`;
+    }
   }
-  for (const [, id, version] of answer.matchAll(DOC_CITATION)) {
-    if (!observed.includes(`kb:${id}@${version}`)) return `the answer cites ${id}@${version}, which no search returned`;
+  const versioned = citations.filter((c) => c.atVersion).map((c) => c.entity);
+  if (versioned.length === 0) return undefined;
+  for (const [, id, version] of answer.matchAll(AT_VERSION)) {
+    if (!versioned.some((entity) => observed.includes(`${entity}:${id}@${version}`)))
+      return `the answer cites ${id}@${version}, which no tool returned`;
   }
   return undefined;
 }

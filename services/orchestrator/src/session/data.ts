@@ -109,7 +109,7 @@ const pendingCallSchema = z.object({
 
 /** Why and until when a session waits for a tool (PARKED); kept while it retries the same call. */
 const parkSchema = z.object({
-  /** The tool service, e.g. "billing" (what its breaker and the wake query know it by). */
+  /** The tool service's contract name (what its breaker and the wake query know it by). */
   tool: z.string(),
   reason: z.string(),
   wakeAt: z.number(),
@@ -262,7 +262,7 @@ export function redactedEnvelope(envelope: ResultEnvelope): ResultEnvelope {
   };
 }
 
-/** The irreversible side effects a session has observed succeed, by their world references (e.g. "refund:rf_…"). */
+/** The irreversible side effects a session has observed succeed, by their world references ("<entity>:<id>"). */
 export function sideEffectsOf(s: SessionRecord, registry: ToolRegistry): string[] {
   return contextOf(s).history.flatMap((item) =>
     item.kind === "observation" && item.envelope.ok && registry.get(item.tool)?.effect === Effect.IRREVERSIBLE_EXTERNAL

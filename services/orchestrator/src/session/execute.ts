@@ -3,7 +3,7 @@
 // irreversible call whose outcome is unknown is settled by re-sending the same idempotency key
 // before the policy hears anything, or goes to a human.
 import { setTimeout as sleep } from "node:timers/promises";
-import { backoffDelayMs, Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
+import { backoffDelayMs, Effect, status, type CallError } from "@loopguard/tool-sdk";
 import { redactText } from "../guard/redact.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
@@ -20,7 +20,7 @@ export const APPROVED = "approved";
 const OUTCOME_RESOLUTION_ROUNDS = 3;
 const OUTCOME_RESOLUTION_BACKOFF = { baseMs: 500, maxMs: 10_000, jitter: "none" } as const;
 
-function describe(error: ToolCallError): string {
+function describe(error: CallError): string {
   return `${status[error.code] ?? error.code}${error.reason ? ` ${error.reason}` : ""}`;
 }
 
@@ -109,7 +109,7 @@ export async function execute(
 }
 
 /** The tool refused the bound the host put in a money call: the entity moved more since the host decided, and nothing was done. */
-function boundExceeded({ call }: InFlight, error: ToolCallError): boolean {
+function boundExceeded({ call }: InFlight, error: CallError): boolean {
   return (
     call.reservation !== undefined && error.code === status.FAILED_PRECONDITION && error.reason === "BOUND_EXCEEDED"
   );
@@ -124,7 +124,7 @@ function decideAgain(
   kit: Kit,
   s: SessionRecord,
   { tool, call, pending }: InFlight,
-  error: ToolCallError,
+  error: CallError,
 ): Promise<SessionRecord> {
   const request = JSON.parse(call.arguments) as JsonObject;
   for (const field of tool.hostFields) delete request[field];
@@ -166,7 +166,7 @@ async function resolveUnknown(
   kit: Kit,
   s: SessionRecord,
   before: InFlight,
-  first: ToolCallError,
+  first: CallError,
   signal: AbortSignal,
 ): Promise<SessionRecord> {
   const { moves } = kit;

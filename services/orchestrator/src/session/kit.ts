@@ -19,7 +19,7 @@ import type { SessionSpans } from "./spans.js";
 export interface RunnerDeps {
   readonly store: SessionStore;
   readonly registry: ToolRegistry;
-  /** Clients by the contract's tool name ("kb-search", "billing", "risk"). */
+  /** Clients by the contract's tool name. */
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
   readonly policies: ReadonlyMap<string, Policy>;
   readonly traces: TraceSink;

@@ -15,7 +15,7 @@ export const OUTCOMES = ["succeeded", "partial", "not_done"] as const;
 
 export interface Outcome {
   readonly kind: (typeof OUTCOMES)[number];
-  /** Empty when succeeded; else e.g. "tool_unavailable", "no_effect: billing_refund", "degraded: kb_search_search", "low_confidence: …". */
+  /** Empty when succeeded; else e.g. "tool_unavailable", "no_effect: <tool>", "degraded: <tool>", "low_confidence: …". */
   readonly reason: string;
 }
 

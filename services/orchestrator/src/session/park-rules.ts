@@ -1,6 +1,6 @@
 // Which failures park a session and when a parked call is tried again: pure rules, shared by the
 // runner's park and the side-effect guard.
-import { backoffDelayMs, status, type ToolCallError } from "@loopguard/tool-sdk";
+import { backoffDelayMs, status, type CallError } from "@loopguard/tool-sdk";
 import type { RegisteredTool } from "../tool-registry.js";
 
 /** The first wait; each park of the same call doubles it, up to PARK_MAX_MS. */
@@ -10,7 +10,7 @@ export const PARK_MAX_MS = 15_000;
 /** Codes that say the tool cannot answer now, not that the request is wrong. */
 const PASSING: ReadonlySet<number> = new Set([status.UNAVAILABLE, status.RESOURCE_EXHAUSTED, status.DEADLINE_EXCEEDED]);
 
-export function passes(error: Pick<ToolCallError, "code">): boolean {
+export function passes(error: Pick<CallError, "code">): boolean {
   return PASSING.has(error.code);
 }
 
@@ -21,7 +21,7 @@ export function passesByName(code: string): boolean {
 }
 
 /** What failed, as the park record and answers say it: "UNAVAILABLE BREAKER_OPEN". */
-export function failureName(error: Pick<ToolCallError, "code" | "reason">): string {
+export function failureName(error: Pick<CallError, "code" | "reason">): string {
   return `${status[error.code] ?? error.code}${error.reason ? ` ${error.reason}` : ""}`;
 }
 

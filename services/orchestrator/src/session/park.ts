@@ -4,7 +4,7 @@
 // recovers (Orchestrator's wake loop). It goes on from where it was as long as its wall clock
 // covers the wait and the call's SLA timeout; when it no longer does, a degraded answer stands in
 // if the method declares one, and otherwise the session ends tool_unavailable, saying so.
-import { Effect, status, type ToolCallError } from "@loopguard/tool-sdk";
+import { Effect, type CallError } from "@loopguard/tool-sdk";
 import { newApproval } from "../guard/approvals.js";
 import { deadlineOf } from "../guard/budget.js";
 import type { ToolSpec } from "../policies/policy.js";
@@ -12,7 +12,7 @@ import type { SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { type Park, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
 import type { Kit } from "./kit.js";
-import { failureName, passes, type WaitFor, wakeTime } from "./park-rules.js";
+import { failureName, type WaitFor, wakeTime } from "./park-rules.js";
 import { type InFlight, observeSent } from "./send.js";
 
 /**
@@ -93,12 +93,7 @@ export function wake(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
  * The failure of a call in flight passes: park, or when the wall clock is too short for another
  * try, answer with the method's degraded answer or end tool_unavailable.
  */
-export function waitForTool(
-  kit: Kit,
-  s: SessionRecord,
-  flight: InFlight,
-  error: ToolCallError,
-): Promise<SessionRecord> {
+export function waitForTool(kit: Kit, s: SessionRecord, flight: InFlight, error: CallError): Promise<SessionRecord> {
   const wait = {
     tool: flight.tool,
     reason: failureName(error),

@@ -200,7 +200,7 @@ export class SessionRunner {
     const durationMs = () => performance.now() - started;
     const stated = statedConfidence(decision);
     if (decision.kind === "final") {
-      const problem = checkAnswer(decision.answer, ctx.history);
+      const problem = checkAnswer(decision.answer, ctx.history, deps.registry.citations);
       const record = spans.step(s, {
         step,
         before: s.state,

@@ -1,6 +1,6 @@
 // One send of a pending call through the tool's client, and the observation of what it gave.
 import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
-import { Effect, status, ToolCallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
+import { Effect, status, CallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
 import { SpanStatusCode } from "@opentelemetry/api";
 import { deadlineOf, retriesLeft } from "../guard/budget.js";
 import { ageInWords, type ResultEnvelope } from "../policies/policy.js";
@@ -22,9 +22,7 @@ export interface InFlight {
 }
 
 /** What a send gave: an answer, or a failure (with how long it took). */
-export type Sent =
-  | { readonly result: ToolResult<never> }
-  | { readonly error: ToolCallError; readonly durationMs: number };
+export type Sent = { readonly result: ToolResult<never> } | { readonly error: CallError; readonly durationMs: number };
 
 const SUGGESTIONS: Partial<Record<number, string>> = {
   [status.INVALID_ARGUMENT]: "fix the arguments named in the error and call again",
@@ -80,7 +78,7 @@ export async function send(
         return { result: result as ToolResult<never> };
       } catch (error) {
         span.setStatus({ code: SpanStatusCode.ERROR });
-        if (!(error instanceof ToolCallError)) throw error;
+        if (!(error instanceof CallError)) throw error;
         return { error, durationMs: performance.now() - started };
       }
     },

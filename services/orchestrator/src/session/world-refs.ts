@@ -1,4 +1,4 @@
-// World references of a tool's answer — "kb:refund-policy@3", "order:ord_…@2", "refund:rf_…" —
+// World references of a tool's answer — "<entity>:<id>@<version>", or "<entity>:<id>" without one —
 // read from the contract's field roles: every message in the response holding an ENTITY_ID (with
 // its ENTITY_VERSION when it has one) and every LINKED_ENTITY_ID. They are what answers cite,
 // what approvals are bound to and what progress fingerprints compare; no tool is known by name.

@@ -10,7 +10,8 @@
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { KeyError, newKeyPair } from "../auth.js";
-import { bindingProblem, type KeyBinding, type KeyRole, publicKeySet, withBinding } from "../key-bindings.js";
+import type { KeyRole } from "../auth.js";
+import { bindingProblem, type KeyBinding, publicKeySet, withBinding } from "../key-bindings.js";
 import { irreversibleMethodOf, readOnlyToolScopes, SMOKE_SUBJECT } from "../people.js";
 
 function fail(message: string): never {

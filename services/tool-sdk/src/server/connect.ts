@@ -4,20 +4,54 @@
 // ToolError comes back a ConnectError. Loaded only when serveTool's `connect` is on, so tools
 // that do not serve Connect do not load it.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { DescMethod, DescMethodUnary } from "@bufbuild/protobuf";
+import type { DescMessage, DescMethod, DescMethodUnary } from "@bufbuild/protobuf";
 import { type Code, ConnectError } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { ToolError, wireParts } from "../errors.js";
+import { status, ToolError, wireParts } from "../errors.js";
 import type { UnaryInvoker, UnaryRoute } from "./http-call.js";
+import { checkJsonBody } from "./json-body.js";
 
 /** A ToolError for a Connect handler: Connect's codes are gRPC's numbers, its details the same google.rpc messages. */
 function toConnectError(error: ToolError, domain: string): ConnectError {
   const { message, details } = wireParts(error, domain);
-  return new ConnectError(message, error.code as number as Code, undefined, details);
+  // HTTP's own words for what the details say, for clients and proxies that read only headers.
+  const headers = new Headers();
+  if (error.code === status.UNAUTHENTICATED) headers.set("www-authenticate", "Bearer");
+  if (error.retryable && error.retryAfterMs !== undefined)
+    headers.set("retry-after", String(Math.max(1, Math.ceil(error.retryAfterMs / 1000))));
+  return new ConnectError(message, error.code as number as Code, headers, details);
+}
+
+/**
+ * How Connect reads one method's JSON requests: unknown fields refused, and every body checked
+ * first — Connect reads JSON text through this decoder and offers no other hook before its own
+ * parse, whose errors name neither the field nor a reason and may quote the body.
+ */
+function jsonOptionsFor(input: DescMessage, domain: string) {
+  const utf8 = new TextDecoder();
+  return {
+    ignoreUnknownFields: false,
+    // As the HTTP API always did: zeros and empty lists are written, not left out.
+    alwaysEmitImplicit: true,
+    textDecoder: {
+      decode(bytes?: Uint8Array): string {
+        const text = utf8.decode(bytes);
+        try {
+          checkJsonBody(input, text);
+        } catch (error) {
+          throw error instanceof ToolError ? toConnectError(error, domain) : error;
+        }
+        return text;
+      },
+    },
+  };
 }
 
 /** The largest Connect request body read at all (as grpc's max receive length); each method's own limit applies after. */
 const CONNECT_READ_MAX_BYTES = 4 * 1024 * 1024;
+
+/** The Connect protocol only (gRPC has its own port); repeated per method, whose options replace the router's choice. */
+const CONNECT_ONLY = { grpc: false, grpcWeb: false } as const;
 
 /**
  * Serves each route's method at POST /<package.Service>/<Method> (Connect protocol only: gRPC
@@ -29,26 +63,28 @@ export function connectRoutes(
   fallback: (req: IncomingMessage, res: ServerResponse) => void,
 ): (req: IncomingMessage, res: ServerResponse) => void {
   const handle = connectNodeAdapter({
-    grpc: false,
-    grpcWeb: false,
+    ...CONNECT_ONLY,
     readMaxBytes: CONNECT_READ_MAX_BYTES,
-    // As the HTTP API always did: zeros and empty lists are written, not left out.
-    jsonOptions: { alwaysEmitImplicit: true },
     // Served by an HTTP/1.1 server, so every request is an IncomingMessage.
     fallback: (req, res) => fallback(req as IncomingMessage, res as ServerResponse),
     routes(router) {
       for (const [method, { domain }] of routes) {
-        router.rpc(method as DescMethodUnary, async (request, context) => {
-          try {
-            return (await invoke(method, request, {
-              headers: context.requestHeader,
-              signal: context.signal,
-              timeoutMs: context.timeoutMs(),
-            })) as never;
-          } catch (error) {
-            throw error instanceof ToolError ? toConnectError(error, domain) : error;
-          }
-        });
+        const jsonOptions = jsonOptionsFor(method.input, domain);
+        router.rpc(
+          method as DescMethodUnary,
+          async (request, context) => {
+            try {
+              return (await invoke(method, request, {
+                headers: context.requestHeader,
+                signal: context.signal,
+                timeoutMs: context.timeoutMs(),
+              })) as never;
+            } catch (error) {
+              throw error instanceof ToolError ? toConnectError(error, domain) : error;
+            }
+          },
+          { ...CONNECT_ONLY, jsonOptions },
+        );
       }
     },
   });

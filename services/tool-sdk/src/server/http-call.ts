@@ -1,6 +1,5 @@
-// One unary method's chain called from an HTTP request (Connect's routes, or any other route on
-// the HTTP port that stands for a method): the request's headers, signal and timeout become a
-// ServerCall, so the call meets the same stages as over gRPC.
+// One unary method's chain called from an HTTP request (Connect's routes): the request's headers,
+// signal and timeout become a ServerCall, so the call meets the same stages as over gRPC.
 import { type DescMethod, toBinary } from "@bufbuild/protobuf";
 import { Metadata } from "@grpc/grpc-js";
 import { status, ToolError } from "../errors.js";
@@ -19,8 +18,8 @@ export interface HttpCallInit {
 
 /**
  * Runs one unary method of the served contract through its full chain (metrics, trace, errors,
- * shed, auth, validation, deadline…); rejects with the chain's ToolError. Connect's routes and
- * any other HTTP route on the port that stands for a method call this, never a handler directly.
+ * shed, auth, validation, deadline…); rejects with the chain's ToolError. Connect's routes call
+ * this, never a handler directly.
  */
 export type UnaryInvoker = (method: DescMethod, request: unknown, init: HttpCallInit) => Promise<unknown>;
 

@@ -33,9 +33,15 @@ export interface ServerCall {
 export type CallFn = (call: ServerCall) => Promise<unknown>;
 export type Interceptor = (next: CallFn) => CallFn;
 
-/** The first interceptor is the outermost: it sees the call first and the outcome last. */
-export function compose(interceptors: readonly Interceptor[], terminal: CallFn): CallFn {
-  return interceptors.reduceRight<CallFn>((next, interceptor) => interceptor(next), terminal);
+/**
+ * The first interceptor is the outermost: it sees the call first and the outcome last. The calling
+ * side composes its own call type (client/chain.ts) the same way.
+ */
+export function compose<C = ServerCall>(
+  interceptors: readonly ((next: (call: C) => Promise<unknown>) => (call: C) => Promise<unknown>)[],
+  terminal: (call: C) => Promise<unknown>,
+): (call: C) => Promise<unknown> {
+  return interceptors.reduceRight((next, interceptor) => interceptor(next), terminal);
 }
 
 /** What the deserializer hands on instead of a request too large for its method: its size, undecoded. */

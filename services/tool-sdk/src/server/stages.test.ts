@@ -19,9 +19,8 @@ import { TokenVerifier } from "../token-verifier.js";
 import { unaryTerminal } from "./handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
 import { CallSlots } from "./slots.js";
+import { authStage, bindingStage } from "./auth-stages.js";
 import {
-  authStage,
-  bindingStage,
   deadlineStage,
   errorsStage,
   faultStage,

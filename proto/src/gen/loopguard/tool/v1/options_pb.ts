@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file loopguard/tool/v1/options.proto.
  */
 export const file_loopguard_tool_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("Ch9sb29wZ3VhcmQvdG9vbC92MS9vcHRpb25zLnByb3RvEhFsb29wZ3VhcmQudG9vbC52MSJhCgNTbGESEgoKdGltZW91dF9tcxgBIAEoDRIVCg1wOTVfdGFyZ2V0X21zGAIgASgNEhkKEWVycm9yX3JhdGVfYnVkZ2V0GAMgASgBEhQKDGF2YWlsYWJpbGl0eRgEIAEoASIfCgRDb3N0EhcKD21pY3Jvc19wZXJfY2FsbBgBIAEoBCIxCgpTaWRlRWZmZWN0Eg4KBmVudGl0eRgBIAEoCRITCgttb3Zlc19tb25leRgCIAEoCCLbAwoMTWV0aG9kUG9saWN5EikKBmVmZmVjdBgBIAEoDjIZLmxvb3BndWFyZC50b29sLnYxLkVmZmVjdBIWCg5yZXF1aXJlZF9zY29wZRgCIAEoCRIjCgNzbGEYAyABKAsyFi5sb29wZ3VhcmQudG9vbC52MS5TbGESJQoEY29zdBgEIAEoCzIXLmxvb3BndWFyZC50b29sLnYxLkNvc3QSKwoEdGFncxgFIAMoDjIdLmxvb3BndWFyZC50b29sLnYxLlJvdXRpbmdUYWcSHQoVaWRlbXBvdGVuY3lfa2V5X2ZpZWxkGAYgASgJEjMKC2RlZ3JhZGF0aW9uGAcgASgOMh4ubG9vcGd1YXJkLnRvb2wudjEuRGVncmFkYXRpb24SEwoLZGVzY3JpcHRpb24YCCABKAkSMgoLc2lkZV9lZmZlY3QYCSABKAsyHS5sb29wZ3VhcmQudG9vbC52MS5TaWRlRWZmZWN0EhQKDHJlYWRzX2VudGl0eRgKIAEoCRIZChFtYXhfcmVxdWVzdF9ieXRlcxgUIAEoDRIYChBjYWNoZV9tYXhfYWdlX21zGBUgASgNEicKBWhlZGdlGBYgASgLMhgubG9vcGd1YXJkLnRvb2wudjEuSGVkZ2UiPQoFSGVkZ2USDwoHZW5hYmxlZBgBIAEoCBIQCghkZWxheV9tcxgCIAEoDRIRCgltYXhfZXh0cmEYAyABKA0ijwEKC0ZpZWxkUG9saWN5EioKBHJvbGUYASABKA4yHC5sb29wZ3VhcmQudG9vbC52MS5GaWVsZFJvbGUSDgoGZW50aXR5GAIgASgJEhIKCnRhc2tfZmllbGQYAyABKAkSMAoKdGFza19ib3VuZBgEIAEoDjIcLmxvb3BndWFyZC50b29sLnYxLlRhc2tCb3VuZCKgAQoNU2VydmljZVBvbGljeRIRCgl0b29sX25hbWUYASABKAkSGQoRZXJyb3JfcmVhc29uX2VudW0YAiABKAkSFAoMZXJyb3JfZG9tYWluGAMgASgJEhcKD29wZXJhdG9yX3Njb3BlcxgEIAMoCRIyCgtzbW9rZV9jaGVjaxgFIAEoCzIdLmxvb3BndWFyZC50b29sLnYxLlNtb2tlQ2hlY2siRwoKU21va2VDaGVjaxIOCgZtZXRob2QYASABKAkSFAoMcmVxdWVzdF9qc29uGAIgASgJEhMKC2V4cGVjdF9jb2RlGAMgASgJKnUKBkVmZmVjdBIWChJFRkZFQ1RfVU5TUEVDSUZJRUQQABIUChBFRkZFQ1RfUkVBRF9PTkxZEAESGwoXRUZGRUNUX0lERU1QT1RFTlRfV1JJVEUQAhIgChxFRkZFQ1RfSVJSRVZFUlNJQkxFX0VYVEVSTkFMEAMqdQoKUm91dGluZ1RhZxIbChdST1VUSU5HX1RBR19VTlNQRUNJRklFRBAAEiEKHVJPVVRJTkdfVEFHX0xBVEVOQ1lfU0VOU0lUSVZFEAESJwojUk9VVElOR19UQUdfREFUQV9GUkVTSE5FU1NfQ1JJVElDQUwQAip5CgtEZWdyYWRhdGlvbhIbChdERUdSQURBVElPTl9VTlNQRUNJRklFRBAAEhQKEERFR1JBREFUSU9OX05PTkUQARIVChFERUdSQURBVElPTl9DQUNIRRACEiAKHERFR1JBREFUSU9OX0NBQ0hFX1RIRU5fRU1QVFkQAyrdAgoJRmllbGRSb2xlEhoKFkZJRUxEX1JPTEVfVU5TUEVDSUZJRUQQABIYChRGSUVMRF9ST0xFX0VOVElUWV9JRBABEhUKEUZJRUxEX1JPTEVfQU1PVU5UEAISHQoZRklFTERfUk9MRV9FTlRJVFlfVkVSU0lPThADEhsKF0ZJRUxEX1JPTEVfQU1PVU5UX01PVkVEEAQSHwobRklFTERfUk9MRV9BTU9VTlRfQVZBSUxBQkxFEAUSHwobRklFTERfUk9MRV9MSU5LRURfRU5USVRZX0lEEAYSGQoVRklFTERfUk9MRV9SSVNLX1NDT1JFEAcSGwoXRklFTERfUk9MRV9BTU9VTlRfQk9VTkQQCBIXChNGSUVMRF9ST0xFX0NVUlJFTkNZEAkSHAoYRklFTERfUk9MRV9QRVJTT05BTF9EQVRBEAoSFgoSRklFTERfUk9MRV9EUllfUlVOEC0qVQoJVGFza0JvdW5kEhoKFlRBU0tfQk9VTkRfVU5TUEVDSUZJRUQQABIWChJUQVNLX0JPVU5EX0FUX01PU1QQARIUChBUQVNLX0JPVU5EX0VRVUFMEAI6VQoFZmllbGQSHS5nb29nbGUucHJvdG9idWYuRmllbGRPcHRpb25zGNOGAyABKAsyHi5sb29wZ3VhcmQudG9vbC52MS5GaWVsZFBvbGljeVIFZmllbGQ6WQoGbWV0aG9kEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMY0YYDIAEoCzIfLmxvb3BndWFyZC50b29sLnYxLk1ldGhvZFBvbGljeVIGbWV0aG9kOl0KB3NlcnZpY2USHy5nb29nbGUucHJvdG9idWYuU2VydmljZU9wdGlvbnMY0oYDIAEoCzIgLmxvb3BndWFyZC50b29sLnYxLlNlcnZpY2VQb2xpY3lSB3NlcnZpY2ViBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("Ch9sb29wZ3VhcmQvdG9vbC92MS9vcHRpb25zLnByb3RvEhFsb29wZ3VhcmQudG9vbC52MSJhCgNTbGESEgoKdGltZW91dF9tcxgBIAEoDRIVCg1wOTVfdGFyZ2V0X21zGAIgASgNEhkKEWVycm9yX3JhdGVfYnVkZ2V0GAMgASgBEhQKDGF2YWlsYWJpbGl0eRgEIAEoASIfCgRDb3N0EhcKD21pY3Jvc19wZXJfY2FsbBgBIAEoBCIxCgpTaWRlRWZmZWN0Eg4KBmVudGl0eRgBIAEoCRITCgttb3Zlc19tb25leRgCIAEoCCLbAwoMTWV0aG9kUG9saWN5EikKBmVmZmVjdBgBIAEoDjIZLmxvb3BndWFyZC50b29sLnYxLkVmZmVjdBIWCg5yZXF1aXJlZF9zY29wZRgCIAEoCRIjCgNzbGEYAyABKAsyFi5sb29wZ3VhcmQudG9vbC52MS5TbGESJQoEY29zdBgEIAEoCzIXLmxvb3BndWFyZC50b29sLnYxLkNvc3QSKwoEdGFncxgFIAMoDjIdLmxvb3BndWFyZC50b29sLnYxLlJvdXRpbmdUYWcSHQoVaWRlbXBvdGVuY3lfa2V5X2ZpZWxkGAYgASgJEjMKC2RlZ3JhZGF0aW9uGAcgASgOMh4ubG9vcGd1YXJkLnRvb2wudjEuRGVncmFkYXRpb24SEwoLZGVzY3JpcHRpb24YCCABKAkSMgoLc2lkZV9lZmZlY3QYCSABKAsyHS5sb29wZ3VhcmQudG9vbC52MS5TaWRlRWZmZWN0EhQKDHJlYWRzX2VudGl0eRgKIAEoCRIZChFtYXhfcmVxdWVzdF9ieXRlcxgUIAEoDRIYChBjYWNoZV9tYXhfYWdlX21zGBUgASgNEicKBWhlZGdlGBYgASgLMhgubG9vcGd1YXJkLnRvb2wudjEuSGVkZ2UiPQoFSGVkZ2USDwoHZW5hYmxlZBgBIAEoCBIQCghkZWxheV9tcxgCIAEoDRIRCgltYXhfZXh0cmEYAyABKA0i/wEKC0ZpZWxkUG9saWN5EioKBHJvbGUYASABKA4yHC5sb29wZ3VhcmQudG9vbC52MS5GaWVsZFJvbGUSDgoGZW50aXR5GAIgASgJEhIKCnRhc2tfZmllbGQYAyABKAkSMAoKdGFza19ib3VuZBgEIAEoDjIcLmxvb3BndWFyZC50b29sLnYxLlRhc2tCb3VuZBIQCghsb2dfc2FmZRgFIAEoCBItCghjaXRhdGlvbhgGIAEoCzIbLmxvb3BndWFyZC50b29sLnYxLkNpdGF0aW9uEi0KCGFwcHJvdmFsGAcgASgLMhsubG9vcGd1YXJkLnRvb2wudjEuQXBwcm92YWwiMQoIQ2l0YXRpb24SEQoJaWRfcHJlZml4GAEgASgJEhIKCmF0X3ZlcnNpb24YAiABKAgiTQoIQXBwcm92YWwSDwoHc2V0dGluZxgBIAEoCRIZChFkZWZhdWx0X3RocmVzaG9sZBgCIAEoAxIVCg1tYXhfdGhyZXNob2xkGAMgASgDIqABCg1TZXJ2aWNlUG9saWN5EhEKCXRvb2xfbmFtZRgBIAEoCRIZChFlcnJvcl9yZWFzb25fZW51bRgCIAEoCRIUCgxlcnJvcl9kb21haW4YAyABKAkSFwoPb3BlcmF0b3Jfc2NvcGVzGAQgAygJEjIKC3Ntb2tlX2NoZWNrGAUgASgLMh0ubG9vcGd1YXJkLnRvb2wudjEuU21va2VDaGVjayJHCgpTbW9rZUNoZWNrEg4KBm1ldGhvZBgBIAEoCRIUCgxyZXF1ZXN0X2pzb24YAiABKAkSEwoLZXhwZWN0X2NvZGUYAyABKAkqdQoGRWZmZWN0EhYKEkVGRkVDVF9VTlNQRUNJRklFRBAAEhQKEEVGRkVDVF9SRUFEX09OTFkQARIbChdFRkZFQ1RfSURFTVBPVEVOVF9XUklURRACEiAKHEVGRkVDVF9JUlJFVkVSU0lCTEVfRVhURVJOQUwQAyp1CgpSb3V0aW5nVGFnEhsKF1JPVVRJTkdfVEFHX1VOU1BFQ0lGSUVEEAASIQodUk9VVElOR19UQUdfTEFURU5DWV9TRU5TSVRJVkUQARInCiNST1VUSU5HX1RBR19EQVRBX0ZSRVNITkVTU19DUklUSUNBTBACKnkKC0RlZ3JhZGF0aW9uEhsKF0RFR1JBREFUSU9OX1VOU1BFQ0lGSUVEEAASFAoQREVHUkFEQVRJT05fTk9ORRABEhUKEURFR1JBREFUSU9OX0NBQ0hFEAISIAocREVHUkFEQVRJT05fQ0FDSEVfVEhFTl9FTVBUWRADKt0CCglGaWVsZFJvbGUSGgoWRklFTERfUk9MRV9VTlNQRUNJRklFRBAAEhgKFEZJRUxEX1JPTEVfRU5USVRZX0lEEAESFQoRRklFTERfUk9MRV9BTU9VTlQQAhIdChlGSUVMRF9ST0xFX0VOVElUWV9WRVJTSU9OEAMSGwoXRklFTERfUk9MRV9BTU9VTlRfTU9WRUQQBBIfChtGSUVMRF9ST0xFX0FNT1VOVF9BVkFJTEFCTEUQBRIfChtGSUVMRF9ST0xFX0xJTktFRF9FTlRJVFlfSUQQBhIZChVGSUVMRF9ST0xFX1JJU0tfU0NPUkUQBxIbChdGSUVMRF9ST0xFX0FNT1VOVF9CT1VORBAIEhcKE0ZJRUxEX1JPTEVfQ1VSUkVOQ1kQCRIcChhGSUVMRF9ST0xFX1BFUlNPTkFMX0RBVEEQChIWChJGSUVMRF9ST0xFX0RSWV9SVU4QLSpVCglUYXNrQm91bmQSGgoWVEFTS19CT1VORF9VTlNQRUNJRklFRBAAEhYKElRBU0tfQk9VTkRfQVRfTU9TVBABEhQKEFRBU0tfQk9VTkRfRVFVQUwQAjpVCgVmaWVsZBIdLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE9wdGlvbnMY04YDIAEoCzIeLmxvb3BndWFyZC50b29sLnYxLkZpZWxkUG9saWN5UgVmaWVsZDpZCgZtZXRob2QSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxjRhgMgASgLMh8ubG9vcGd1YXJkLnRvb2wudjEuTWV0aG9kUG9saWN5UgZtZXRob2Q6XQoHc2VydmljZRIfLmdvb2dsZS5wcm90b2J1Zi5TZXJ2aWNlT3B0aW9ucxjShgMgASgLMiAubG9vcGd1YXJkLnRvb2wudjEuU2VydmljZVBvbGljeVIHc2VydmljZWIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * The service level a tool promises for one method.
@@ -274,6 +274,30 @@ export type FieldPolicy = Message<"loopguard.tool.v1.FieldPolicy"> & {
    * @generated from field: loopguard.tool.v1.TaskBound task_bound = 4;
    */
   taskBound: TaskBound;
+
+  /**
+   * The field's value may be written to logs under its name (an opaque id such as an order id, never
+   * personal data): the tools' loggers write every other string field as "[redacted]".
+   *
+   * @generated from field: bool log_safe = 5;
+   */
+  logSafe: boolean;
+
+  /**
+   * An ENTITY_ID field of a response: how a final answer cites the entity. The host accepts an answer
+   * only when every citation in it names an entity (at a version) a tool returned in the session.
+   *
+   * @generated from field: loopguard.tool.v1.Citation citation = 6;
+   */
+  citation?: Citation | undefined;
+
+  /**
+   * A response field of an entity read that the host compares with an operator's approval threshold
+   * before an irreversible call: at or above it, a human approves.
+   *
+   * @generated from field: loopguard.tool.v1.Approval approval = 7;
+   */
+  approval?: Approval | undefined;
 };
 
 /**
@@ -282,6 +306,71 @@ export type FieldPolicy = Message<"loopguard.tool.v1.FieldPolicy"> & {
  */
 export const FieldPolicySchema: GenMessage<FieldPolicy> = /*@__PURE__*/
   messageDesc(file_loopguard_tool_v1_options, 5);
+
+/**
+ * How an answer writes a citation of an entity. Set exactly one.
+ *
+ * @generated from message loopguard.tool.v1.Citation
+ */
+export type Citation = Message<"loopguard.tool.v1.Citation"> & {
+  /**
+   * The answer writes the id itself, which starts with this prefix followed by letters and digits
+   * (e.g. "rf_" for "rf_0123456789abcdef").
+   *
+   * @generated from field: string id_prefix = 1;
+   */
+  idPrefix: string;
+
+  /**
+   * The answer writes "[<id>@<version>]", the version being the ENTITY_VERSION field beside the id.
+   *
+   * @generated from field: bool at_version = 2;
+   */
+  atVersion: boolean;
+};
+
+/**
+ * Describes the message loopguard.tool.v1.Citation.
+ * Use `create(CitationSchema)` to create a new message.
+ */
+export const CitationSchema: GenMessage<Citation> = /*@__PURE__*/
+  messageDesc(file_loopguard_tool_v1_options, 6);
+
+/**
+ * A threshold setting for one response field.
+ *
+ * @generated from message loopguard.tool.v1.Approval
+ */
+export type Approval = Message<"loopguard.tool.v1.Approval"> & {
+  /**
+   * The setting's name, lower case (e.g. "risk"): the operator sets it as APPROVAL_<SETTING>_THRESHOLD
+   * (e.g. APPROVAL_RISK_THRESHOLD).
+   *
+   * @generated from field: string setting = 1;
+   */
+  setting: string;
+
+  /**
+   * The threshold when the operator sets none.
+   *
+   * @generated from field: int64 default_threshold = 2;
+   */
+  defaultThreshold: bigint;
+
+  /**
+   * The largest threshold an operator may set: one above every value the field takes never asks.
+   *
+   * @generated from field: int64 max_threshold = 3;
+   */
+  maxThreshold: bigint;
+};
+
+/**
+ * Describes the message loopguard.tool.v1.Approval.
+ * Use `create(ApprovalSchema)` to create a new message.
+ */
+export const ApprovalSchema: GenMessage<Approval> = /*@__PURE__*/
+  messageDesc(file_loopguard_tool_v1_options, 7);
 
 /**
  * @generated from message loopguard.tool.v1.ServicePolicy
@@ -331,7 +420,7 @@ export type ServicePolicy = Message<"loopguard.tool.v1.ServicePolicy"> & {
  * Use `create(ServicePolicySchema)` to create a new message.
  */
 export const ServicePolicySchema: GenMessage<ServicePolicy> = /*@__PURE__*/
-  messageDesc(file_loopguard_tool_v1_options, 6);
+  messageDesc(file_loopguard_tool_v1_options, 8);
 
 /**
  * A safe call for synthetic checks: a read-only method of the service and a request whose answer
@@ -370,7 +459,7 @@ export type SmokeCheck = Message<"loopguard.tool.v1.SmokeCheck"> & {
  * Use `create(SmokeCheckSchema)` to create a new message.
  */
 export const SmokeCheckSchema: GenMessage<SmokeCheck> = /*@__PURE__*/
-  messageDesc(file_loopguard_tool_v1_options, 7);
+  messageDesc(file_loopguard_tool_v1_options, 9);
 
 /**
  * What calling a method does to the world.

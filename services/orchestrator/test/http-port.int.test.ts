@@ -1,6 +1,7 @@
-// The admin JSON API through real HTTP: the in-process orchestrator from the harness (real gRPC
-// server, real SQLite store, the HTTP port serveTool opens) driving sessions against the three
-// tools as real processes.
+// The orchestrator's HTTP port through real HTTP: its Connect API as curl or the dashboard calls
+// it (JSON), the dashboard's files, and what a caller of the removed /api routes is told. The
+// in-process orchestrator from the harness (real gRPC server, real SQLite store, the HTTP port
+// serveTool opens) drives sessions against the three tools as real processes.
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
@@ -8,16 +9,14 @@ import { createRawClient, mintToken, newKeyPair, type SigningKey, signingKeyFrom
 import { TEST_PEOPLE_KEY, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/guard/budget.js";
-import { ALL_SCOPES, startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
-
-const HIGH_RISK_REFUND = {
-  kind: "refund",
-  order_id: "ord_DEMO00000008",
-  amount_cents: 1000,
-  reason: "DAMAGED",
-  id_card: "110101199810246781",
-  phone: "+8617712345678",
-};
+import {
+  ALL_SCOPES,
+  HIGH_RISK_REFUND,
+  startOrchestrator,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+} from "./harness.js";
 
 let tools: Tools;
 let orch: TestOrchestrator;
@@ -72,9 +71,20 @@ async function call(
   return { status: res.status, headers: res.headers, json, text };
 }
 
+/** One orchestrator.v1 method over Connect, as curl or the dashboard calls it. */
+const rpc = (method: string, request: unknown, init: { token?: string | null; rawBody?: string } = {}) =>
+  call(`/${OrchestratorService.typeName}/${method}`, init.rawBody === undefined ? { ...init, body: request } : init);
+
+/** A Connect error's google.rpc detail of that type (its JSON in `debug`). */
+const detail = (r: Reply, type: string) =>
+  (r.json.details as { type: string; debug: any }[]).find((d) => d.type === `google.rpc.${type}`)?.debug;
+const reasonOf = (r: Reply): string | undefined => detail(r, "ErrorInfo")?.reason;
+const violatedFields = (r: Reply): string[] =>
+  detail(r, "BadRequest").fieldViolations.map((v: { field: string }) => v.field);
+
 async function start(goal: string, task: Record<string, unknown>): Promise<string> {
-  const r = await call("/api/sessions", { body: { goal, task, scopes: ALL_SCOPES, policy: "scripted" } });
-  expect(r.status).toBe(201);
+  const r = await rpc("StartSession", { goal, task, scopes: ALL_SCOPES, policy: "scripted" });
+  expect([r.status, r.json.created]).toEqual([200, true]);
   return r.json.session.sessionId as string;
 }
 
@@ -85,7 +95,7 @@ async function waitFor(
 ): Promise<Reply["json"]> {
   const end = Date.now() + timeoutMs;
   for (;;) {
-    const r = await call(`/api/sessions/${id}`);
+    const r = await rpc("GetSessionDetail", { sessionId: id });
     expect(r.status).toBe(200);
     if (until(r.json)) return r.json;
     if (Date.now() > end) throw new Error(`session ${id} stuck in ${r.json.session.state}`);
@@ -96,61 +106,64 @@ async function waitFor(
 const stateIs = (state: string) => (d: Reply["json"]) => d.session.state === `SESSION_STATE_${state}`;
 
 describe("authentication and scopes", () => {
-  it("refuses a request without a token with 401 and a JSON error", async () => {
-    const r = await call("/api/overview", { token: null });
+  it("refuses a request without a token with 401, WWW-Authenticate and the reason", async () => {
+    const r = await rpc("GetOverview", {}, { token: null });
     expect(r.status).toBe(401);
     expect(r.headers.get("www-authenticate")).toBe("Bearer");
-    expect(r.json.error).toMatchObject({ code: "UNAUTHENTICATED", reason: "CREDENTIALS_INVALID" });
+    expect([r.json.code, reasonOf(r)]).toEqual(["unauthenticated", "CREDENTIALS_INVALID"]);
   });
 
   it("refuses a token signed with another secret with 401", async () => {
     const forged = await token(["sessions:read"], signingKeyFromJwk(newKeyPair("test-people").privateJwk));
-    const r = await call("/api/sessions", { token: forged });
+    const r = await rpc("ListSessions", {}, { token: forged });
     expect(r.status).toBe(401);
     expect(r.text).not.toMatch(/at .*\.(ts|js):\d+/);
   });
 
   it("refuses a read without sessions:read with 403", async () => {
-    const r = await call("/api/tools", { token: await token(["approvals:write"]) });
+    const r = await rpc("ListToolStats", {}, { token: await token(["approvals:write"]) });
     expect(r.status).toBe(403);
-    expect(r.json.error).toMatchObject({ code: "PERMISSION_DENIED", reason: "SCOPE_MISSING" });
-    expect(r.json.error.message).toContain("sessions:read");
+    expect([r.json.code, reasonOf(r)]).toEqual(["permission_denied", "SCOPE_MISSING"]);
+    expect(r.json.message).toContain("sessions:read");
   });
 
   it("refuses to start a session with a read-only token with 403, and creates nothing", async () => {
-    const before = (await call("/api/overview")).json.total;
-    const r = await call("/api/sessions", {
-      token: await token(["sessions:read"]),
-      body: { goal: "Should not run", scopes: ALL_SCOPES },
-    });
+    const before = (await rpc("GetOverview", {})).json.total;
+    const r = await rpc(
+      "StartSession",
+      { goal: "Should not run", scopes: ALL_SCOPES },
+      { token: await token(["sessions:read"]) },
+    );
     expect(r.status).toBe(403);
-    expect(r.json.error.message).toContain("sessions:write");
-    expect((await call("/api/overview")).json.total).toBe(before);
+    expect(r.json.message).toContain("sessions:write");
+    expect((await rpc("GetOverview", {})).json.total).toBe(before);
   });
 
   it("refuses to give a session a scope the caller may not grant with 403 naming it, and creates nothing", async () => {
-    const before = (await call("/api/overview")).json.total;
-    const r = await call("/api/sessions", {
-      token: await token(["sessions:read", "sessions:write", "grant:kb:read"]),
-      body: { goal: "Refund it", scopes: ["kb:read", "billing:refund"] },
-    });
+    const before = (await rpc("GetOverview", {})).json.total;
+    const r = await rpc(
+      "StartSession",
+      { goal: "Refund it", scopes: ["kb:read", "billing:refund"] },
+      { token: await token(["sessions:read", "sessions:write", "grant:kb:read"]) },
+    );
     expect(r.status).toBe(403);
-    expect(r.json.error).toMatchObject({ code: "PERMISSION_DENIED", reason: "SCOPE_NOT_GRANTABLE" });
-    expect(r.json.error.message).toContain("billing:refund");
-    expect((await call("/api/overview")).json.total).toBe(before);
+    expect([r.json.code, reasonOf(r)]).toEqual(["permission_denied", "SCOPE_NOT_GRANTABLE"]);
+    expect(r.json.message).toContain("billing:refund");
+    expect((await rpc("GetOverview", {})).json.total).toBe(before);
   });
 
   it("refuses approve without approvals:write with 403", async () => {
-    const r = await call("/api/sessions/ses_whatever/approve", {
-      token: await token(["sessions:read", "sessions:write"]),
-      body: {},
-    });
+    const r = await rpc(
+      "ResolveApproval",
+      { sessionId: "ses_whatever", approve: true },
+      { token: await token(["sessions:read", "sessions:write"]) },
+    );
     expect(r.status).toBe(403);
-    expect(r.json.error.message).toContain("approvals:write");
+    expect(r.json.message).toContain("approvals:write");
   });
 });
 
-describe("sessions through the JSON API", () => {
+describe("sessions through the Connect API", () => {
   it("a question started over HTTP reaches DONE; its page shows timeline, tool results with served_from, trace id, budget and log lines", async () => {
     const id = await start("How long do card refunds take?", {});
     const detail = await waitFor(id, stateIs("DONE"));
@@ -196,7 +209,7 @@ describe("sessions through the JSON API", () => {
     const id = await start("What is the refund policy?", {});
     const api = createRawClient(OrchestratorService, orch.server.address, { token: operator });
     const grpc = (await api.getSession({ sessionId: id }).finally(() => api.close())).session!;
-    const listed = (await call("/api/sessions?limit=200")).json.sessions.find(
+    const listed = (await rpc("ListSessions", { pageSize: 200 })).json.sessions.find(
       (s: { sessionId: string }) => s.sessionId === id,
     );
     expect(listed).toMatchObject({
@@ -211,10 +224,10 @@ describe("sessions through the JSON API", () => {
     );
   });
 
-  it("a high-risk refund waits in the approval queue with redacted arguments; approve runs it to DONE; a second approve is refused with 409", async () => {
+  it("a high-risk refund waits in the approval queue with redacted arguments; approve runs it to DONE; a second approve is refused as FAILED_PRECONDITION", async () => {
     const id = await start("Refund 10.00 of ord_DEMO00000008", HIGH_RISK_REFUND);
     await waitFor(id, stateIs("AWAITING_APPROVAL"));
-    const queue = await call("/api/approvals");
+    const queue = await rpc("ListApprovals", {});
     expect(queue.status).toBe(200);
     const waiting = queue.json.approvals.find((s: { sessionId: string }) => s.sessionId === id);
     expect(waiting.pendingApproval).toMatchObject({ tool: "billing_refund" });
@@ -223,29 +236,21 @@ describe("sessions through the JSON API", () => {
     expect(JSON.stringify(queue.json)).not.toContain(HIGH_RISK_REFUND.phone);
 
     const shown = {
+      sessionId: id,
+      approve: true,
       approvalId: waiting.pendingApproval.approvalId,
       argumentsHash: waiting.pendingApproval.argumentsHash,
     };
-    const own = await call(`/api/sessions/${id}/approve`, { body: { ...shown, reason: "I started it" } });
+    const own = await rpc("ResolveApproval", { ...shown, reason: "I started it" });
     expect(own.status).toBe(403);
-    expect(own.json.error).toMatchObject({ code: "PERMISSION_DENIED", reason: "SELF_APPROVAL" });
-    const stale = await call(`/api/sessions/${id}/approve`, {
-      token: approverToken,
-      body: { ...shown, argumentsHash: "0".repeat(32) },
-    });
-    expect(stale.status).toBe(409);
-    expect(stale.json.error).toMatchObject({ code: "FAILED_PRECONDITION", reason: "APPROVAL_MISMATCH" });
-    const unnamed = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: {} });
-    expect(unnamed.status).toBe(400);
-    expect(unnamed.json.error.fieldViolations.map((v: { field: string }) => v.field).sort()).toEqual([
-      "approval_id",
-      "arguments_hash",
-    ]);
+    expect([own.json.code, reasonOf(own)]).toEqual(["permission_denied", "SELF_APPROVAL"]);
+    const stale = await rpc("ResolveApproval", { ...shown, argumentsHash: "0".repeat(32) }, { token: approverToken });
+    expect([stale.status, stale.json.code, reasonOf(stale)]).toEqual([400, "failed_precondition", "APPROVAL_MISMATCH"]);
+    const unnamed = await rpc("ResolveApproval", { sessionId: id, approve: true }, { token: approverToken });
+    expect([unnamed.status, unnamed.json.code]).toEqual([400, "invalid_argument"]);
+    expect(violatedFields(unnamed).sort()).toEqual(["approval_id", "arguments_hash"]);
 
-    const approved = await call(`/api/sessions/${id}/approve`, {
-      token: approverToken,
-      body: { ...shown, reason: "checked the photos" },
-    });
+    const approved = await rpc("ResolveApproval", { ...shown, reason: "checked the photos" }, { token: approverToken });
     expect(approved.status).toBe(200);
     expect(approved.json.session.state).toBe("SESSION_STATE_TOOL_EXECUTING");
     const done = await waitFor(id, stateIs("DONE"));
@@ -253,68 +258,69 @@ describe("sessions through the JSON API", () => {
     expect(
       done.transitions.some((t: { reason: string }) => t.reason === "approved by ops:alice: checked the photos"),
     ).toBe(true);
-    expect((await call("/api/approvals")).json.approvals.map((s: { sessionId: string }) => s.sessionId)).not.toContain(
-      id,
-    );
+    expect(
+      (await rpc("ListApprovals", {})).json.approvals.map((s: { sessionId: string }) => s.sessionId),
+    ).not.toContain(id);
 
-    const again = await call(`/api/sessions/${id}/approve`, { token: approverToken, body: shown });
-    expect(again.status).toBe(409);
-    expect(again.json.error).toMatchObject({ code: "FAILED_PRECONDITION", reason: "SESSION_TERMINAL" });
+    const again = await rpc("ResolveApproval", shown, { token: approverToken });
+    expect([again.status, again.json.code, reasonOf(again)]).toEqual([400, "failed_precondition", "SESSION_TERMINAL"]);
   });
 
   it("deny ends a waiting session FAILED with approval_denied, recording the approver from the token", async () => {
     const id = await start("Refund 10.00 of ord_DEMO00000008 again", HIGH_RISK_REFUND);
     const waiting = (await waitFor(id, stateIs("AWAITING_APPROVAL"))).session;
-    const shown = {
-      approvalId: waiting.pendingApproval.approvalId,
-      argumentsHash: waiting.pendingApproval.argumentsHash,
-    };
-    const denied = await call(`/api/sessions/${id}/deny`, {
-      token: approverToken,
-      body: { ...shown, reason: "duplicate claim" },
-    });
+    const denied = await rpc(
+      "ResolveApproval",
+      {
+        sessionId: id,
+        approve: false,
+        approvalId: waiting.pendingApproval.approvalId,
+        argumentsHash: waiting.pendingApproval.argumentsHash,
+        reason: "duplicate claim",
+      },
+      { token: approverToken },
+    );
     expect(denied.status).toBe(200);
     expect(denied.json.session).toMatchObject({ state: "SESSION_STATE_FAILED", stopReason: "approval_denied" });
     const detail = await waitFor(id, stateIs("FAILED"));
     expect(detail.transitions.at(-1).reason).toMatch(/^approval_denied: .*denied by ops:alice: duplicate claim/);
   });
 
-  it("cancel ends a waiting session CANCELLED; cancelling again after it ended is refused with 409", async () => {
+  it("cancel ends a waiting session CANCELLED; a deny after it ended is refused as FAILED_PRECONDITION", async () => {
     const id = await start("Refund to cancel", HIGH_RISK_REFUND);
     await waitFor(id, stateIs("AWAITING_APPROVAL"));
-    const cancelled = await call(`/api/sessions/${id}/cancel`, { body: { reason: "customer withdrew" } });
+    const cancelled = await rpc("CancelSession", { sessionId: id, reason: "customer withdrew" });
     expect(cancelled.status).toBe(200);
     expect(cancelled.json.session).toMatchObject({ state: "SESSION_STATE_CANCELLED", stopReason: "cancelled" });
-    expect(
-      (
-        await call(`/api/sessions/${id}/deny`, {
-          token: approverToken,
-          body: { approvalId: "apr_x", argumentsHash: "h" },
-        })
-      ).status,
-    ).toBe(409);
+    const late = await rpc(
+      "ResolveApproval",
+      { sessionId: id, approve: false, approvalId: "apr_x", argumentsHash: "h" },
+      { token: approverToken },
+    );
+    expect([late.status, late.json.code]).toEqual([400, "failed_precondition"]);
   });
 
   it("answers 404 for an unknown session, on read and on approve", async () => {
-    expect((await call("/api/sessions/ses_doesnotexist")).json.error).toMatchObject({
-      code: "NOT_FOUND",
-      reason: "SESSION_NOT_FOUND",
+    const read = await rpc("GetSessionDetail", { sessionId: "ses_doesnotexist" });
+    expect([read.status, read.json.code, reasonOf(read)]).toEqual([404, "not_found", "SESSION_NOT_FOUND"]);
+    const approve = await rpc("ResolveApproval", {
+      sessionId: "ses_doesnotexist",
+      approve: true,
+      approvalId: "apr_x",
+      argumentsHash: "h",
     });
-    expect(
-      (await call("/api/sessions/ses_doesnotexist/approve", { body: { approvalId: "apr_x", argumentsHash: "h" } }))
-        .status,
-    ).toBe(404);
+    expect(approve.status).toBe(404);
   });
 
   it("the overview counts sessions by state, and the tools panel reports every tool with a closed breaker and its latency", async () => {
-    const overview = await call("/api/overview");
+    const overview = await rpc("GetOverview", {});
     expect(overview.status).toBe(200);
     const counts = overview.json.counts as Record<string, number>;
     expect(Object.values(counts).reduce((a, b) => a + b, 0)).toBe(overview.json.total);
     expect(counts.DONE).toBeGreaterThanOrEqual(2);
     expect(overview.json.approvalsWaiting).toBe(counts.AWAITING_APPROVAL);
 
-    const { tools: stats } = (await call("/api/tools")).json;
+    const { tools: stats } = (await rpc("ListToolStats", {})).json;
     expect(stats.map((t: { tool: string }) => t.tool).sort()).toEqual(["billing", "kb-search", "risk"]);
     for (const t of stats) expect(t.breaker).toBe("closed");
     const kb = stats.find((t: { tool: string }) => t.tool === "kb-search");
@@ -325,78 +331,10 @@ describe("sessions through the JSON API", () => {
     const billing = stats.find((t: { tool: string }) => t.tool === "billing");
     expect(billing.outcomes.ok).toBeGreaterThan(0);
   });
-});
 
-describe("bad input", () => {
-  it("a body that is not JSON is refused with 400 naming the problem", async () => {
-    const r = await call("/api/sessions", { rawBody: "{goal: nope" });
-    expect(r.status).toBe(400);
-    expect(r.json.error).toMatchObject({ code: "INVALID_ARGUMENT", reason: "REQUEST_INVALID" });
-    expect(r.json.error.message).toMatch(/not valid JSON/);
-  });
-
-  it("a JSON array body is refused with 400", async () => {
-    const r = await call("/api/sessions", { rawBody: "[1,2]" });
-    expect(r.status).toBe(400);
-    expect(r.json.error.message).toMatch(/JSON object/);
-  });
-
-  it("an invalid StartSession is refused with 400 and the contract's field violations", async () => {
-    const r = await call("/api/sessions", { body: { goal: "", scopes: ["not a scope"], policy: "magic" } });
-    expect(r.status).toBe(400);
-    expect(r.json.error.fieldViolations.map((v: { field: string }) => v.field).sort()).toEqual([
-      "goal",
-      "policy",
-      "scopes[0]",
-    ]);
-  });
-
-  it("an unknown field or a wrongly typed one is refused with 400", async () => {
-    expect((await call("/api/sessions", { body: { goal: "x", colour: "red" } })).json.error.message).toMatch(/colour/);
-    expect((await call("/api/sessions", { body: { goal: "x", task: "not an object" } })).status).toBe(400);
-    expect((await call("/api/sessions/ses_x/approve", { body: { approver: 42 } })).json.error.fieldViolations).toEqual([
-      { field: "approver", description: "must be a string" },
-    ]);
-  });
-
-  it("list parameters out of range are refused with 400", async () => {
-    for (const query of ["limit=0", "limit=201", "limit=abc", "state=SLEEPING", "cursor=bm90LWEtY3Vyc29y"]) {
-      const r = await call(`/api/sessions?${query}`);
-      expect(r.status, query).toBe(400);
-      expect(r.json.error.code, query).toBe("INVALID_ARGUMENT");
-    }
-  });
-
-  it("an unknown API route is a JSON 404 and a wrong method a 405", async () => {
-    expect((await call("/api/nothing-here")).status).toBe(404);
-    expect((await call("/api/overview", { method: "DELETE" })).status).toBe(405);
-  });
-
-  it("the dashboard page and its assets are served with a strict content security policy; /metrics still works", async () => {
-    const page = await fetch(`${orch.httpUrl}/`);
-    expect(page.status).toBe(200);
-    expect(page.headers.get("content-type")).toMatch(/text\/html/);
-    expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
-    expect(await page.text()).toContain('data-testid="sessions-table"');
-    expect((await fetch(`${orch.httpUrl}/app.js`)).headers.get("content-type")).toMatch(/javascript/);
-    expect((await fetch(`${orch.httpUrl}/../package.json`)).status).toBe(404);
-    expect(await (await fetch(`${orch.httpUrl}/metrics`)).text()).toContain("grpc_client_handling_seconds_bucket");
-  });
-});
-
-describe("the same API over Connect", () => {
-  const rpc = (method: string, request: unknown, bearer: string | null = operator) =>
-    call(`/loopguard.orchestrator.v1.OrchestratorService/${method}`, { token: bearer, body: request });
-
-  it("the dashboard's views are orchestrator.v1 methods; /api answers from them, counted in the RPC metrics", async () => {
+  it("the dashboard's views are orchestrator.v1 methods, counted in the RPC metrics", async () => {
     const id = await start("How long do card refunds take?", {});
     await waitFor(id, stateIs("DONE"));
-    const connect = await rpc("GetSessionDetail", { sessionId: id });
-    expect(connect.status).toBe(200);
-    const legacy = (await call(`/api/sessions/${id}`)).json;
-    expect(connect.json.session).toEqual(legacy.session);
-    expect(connect.json.transitions).toEqual(legacy.transitions);
-    expect(connect.json.steps).toEqual(legacy.steps);
     const overview = await rpc("GetOverview", {});
     expect(overview.json.total).toBe(
       Object.values(overview.json.counts as Record<string, number>).reduce((a, b) => a + b, 0),
@@ -408,20 +346,97 @@ describe("the same API over Connect", () => {
   });
 
   it("a refusal is a Connect error with its code, message and google.rpc details", async () => {
-    const none = await rpc("GetOverview", {}, null);
-    expect(none.status).toBe(401);
-    expect(none.json.code).toBe("unauthenticated");
     const invalid = await rpc("GetSessionDetail", { sessionId: "" });
-    expect(invalid.status).toBe(400);
-    expect(invalid.json.code).toBe("invalid_argument");
-    const badRequest = invalid.json.details.find((d: { type: string }) => d.type === "google.rpc.BadRequest");
-    expect(badRequest.debug.fieldViolations.map((v: { field: string }) => v.field)).toEqual(["session_id"]);
+    expect([invalid.status, invalid.json.code]).toEqual([400, "invalid_argument"]);
+    expect(violatedFields(invalid)).toEqual(["session_id"]);
     const missing = await rpc("GetSessionDetail", { sessionId: "ses_doesnotexist" });
-    expect(missing.status).toBe(404);
-    expect(missing.json.details.find((d: { type: string }) => d.type === "google.rpc.ErrorInfo").debug).toMatchObject({
+    expect(detail(missing, "ErrorInfo")).toMatchObject({
       reason: "SESSION_NOT_FOUND",
       domain: "orchestrator.loopguard.dev",
     });
+  });
+});
+
+describe("bad input", () => {
+  it("a body that is not JSON is refused with 400 naming the problem, without quoting the body", async () => {
+    const r = await rpc("StartSession", undefined, { rawBody: '{"goal": call (139)12345678}' });
+    expect([r.status, r.json.code, reasonOf(r)]).toEqual([400, "invalid_argument", "REQUEST_INVALID"]);
+    expect(r.json.message).toBe(
+      "the request is not a StartSessionRequest: the body is not valid JSON (Unexpected token 'c')",
+    );
+    expect(r.text).not.toMatch(/12345678|at .*\.(ts|js):\d+/);
+  });
+
+  it("a JSON array body is refused with 400", async () => {
+    const r = await rpc("StartSession", undefined, { rawBody: "[1,2]" });
+    expect(r.status).toBe(400);
+    expect(r.json.message).toMatch(/must be a JSON object/);
+  });
+
+  it("an invalid StartSession is refused with 400 and the contract's field violations", async () => {
+    const r = await rpc("StartSession", { goal: "", scopes: ["not a scope"], policy: "magic" });
+    expect(r.status).toBe(400);
+    expect(violatedFields(r).sort()).toEqual(["goal", "policy", "scopes[0]"]);
+  });
+
+  it("an unknown field or a wrongly typed one is refused with 400 naming it, and starts nothing", async () => {
+    const before = (await rpc("GetOverview", {})).json.total;
+    const unknown = await rpc("StartSession", { goal: "x", scopes: ["kb:read"], colour: "red" });
+    expect([unknown.status, unknown.json.code, reasonOf(unknown)]).toEqual([
+      400,
+      "invalid_argument",
+      "REQUEST_INVALID",
+    ]);
+    expect(unknown.json.message).toBe(
+      "the request is not a StartSessionRequest: colour is not a field of StartSessionRequest",
+    );
+    expect(violatedFields(unknown)).toEqual(["colour"]);
+    expect((await rpc("StartSession", { goal: "x", task: "not an object" })).status).toBe(400);
+    expect(detail(await rpc("ResolveApproval", { sessionId: "ses_x", approver: 42 }), "BadRequest")).toEqual({
+      fieldViolations: [{ field: "approver", description: "must be a string", reason: "" }],
+    });
+    expect((await rpc("GetOverview", {})).json.total).toBe(before);
+  });
+
+  it("list parameters out of range are refused with 400", async () => {
+    for (const request of [
+      { pageSize: 501 },
+      { pageSize: "abc" },
+      { state: "SLEEPING" },
+      { pageToken: "bm90LWEtY3Vyc29y" },
+    ]) {
+      const r = await rpc("ListSessions", request);
+      expect([r.status, r.json.code], JSON.stringify(request)).toEqual([400, "invalid_argument"]);
+    }
+  });
+
+  it("a removed /api route is a JSON 404 naming the Connect method that replaced it; a write method refuses GET", async () => {
+    const removed = await call("/api/sessions/ses_x/approve", { body: { approvalId: "apr_x" } });
+    expect([removed.status, removed.json.code, removed.json.replacedBy]).toEqual([
+      404,
+      "not_found",
+      "loopguard.orchestrator.v1.OrchestratorService.ResolveApproval",
+    ]);
+    expect(removed.json.message).toBe(
+      "POST /api/sessions/ses_x/approve was removed: POST /loopguard.orchestrator.v1.OrchestratorService/ResolveApproval instead (Connect, JSON body)",
+    );
+    expect((await call("/api/sessions")).json.replacedBy).toBe(
+      "loopguard.orchestrator.v1.OrchestratorService.ListSessions",
+    );
+    const unknown = await call("/api/nothing-here");
+    expect([unknown.status, unknown.json.replacedBy]).toEqual([404, undefined]);
+    expect((await call(`/${OrchestratorService.typeName}/StartSession`, { method: "GET" })).status).toBe(405);
+  });
+
+  it("the dashboard page and its assets are served with a strict content security policy; /metrics still works", async () => {
+    const page = await fetch(`${orch.httpUrl}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/text\/html/);
+    expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
+    expect(await page.text()).toContain('data-testid="sessions-table"');
+    expect((await fetch(`${orch.httpUrl}/app.js`)).headers.get("content-type")).toMatch(/javascript/);
+    expect((await fetch(`${orch.httpUrl}/../package.json`)).status).toBe(404);
+    expect(await (await fetch(`${orch.httpUrl}/metrics`)).text()).toContain("grpc_client_handling_seconds_bucket");
   });
 });
 
@@ -443,35 +458,33 @@ describe("pagination over 1,000 sessions", () => {
       });
       inserted.add(id);
     }
-    const total = (await call("/api/overview")).json.total as number;
+    const total = (await rpc("GetOverview", {})).json.total as number;
     expect(total).toBeGreaterThanOrEqual(1000);
 
     const started = performance.now();
-    const first = await call("/api/sessions");
+    const first = await rpc("ListSessions", { pageSize: 50 });
     const elapsed = performance.now() - started;
     expect(first.status).toBe(200);
     expect(first.json.sessions).toHaveLength(50);
     expect(elapsed).toBeLessThan(500);
 
-    for (const [filter, expected, limit] of [
+    for (const [filter, expected, pageSize] of [
       ["", total, 200],
       ["IDLE", 1000, 50],
     ] as const) {
       const seen: string[] = [];
-      let cursor: string | null = "";
+      let pageToken = "";
       let pages = 0;
-      while (cursor !== null) {
-        const query = new URLSearchParams({ limit: String(limit) });
-        if (filter) query.set("state", filter);
-        if (cursor) query.set("cursor", cursor);
-        const page = await call(`/api/sessions?${query}`);
+      do {
+        const request = { pageSize, pageToken, ...(filter ? { state: `SESSION_STATE_${filter}` } : {}) };
+        const page = await rpc("ListSessions", request);
         expect(page.status).toBe(200);
-        expect(page.json.sessions.length).toBeLessThanOrEqual(limit);
+        expect(page.json.sessions.length).toBeLessThanOrEqual(pageSize);
         seen.push(...page.json.sessions.map((s: { sessionId: string }) => s.sessionId));
-        cursor = page.json.nextCursor;
+        pageToken = page.json.nextPageToken;
         pages += 1;
         expect(pages).toBeLessThan(100);
-      }
+      } while (pageToken !== "");
       expect(new Set(seen).size, `duplicates with state=${filter}`).toBe(seen.length);
       expect(seen.length).toBe(expected);
       const seenSet = new Set(seen);

@@ -1,0 +1,153 @@
+// Kubernetes's plain blue-green path, planned through the blue-green model (blue-green.ts): the
+// idle colour gets the new image and the live replica count; once every new pod is Ready (the
+// kubelet's native gRPC probe on grpc.health.v1 answered SERVING), the tool's Service is switched
+// to it, the preview Service to the old colour and the autoscaler to the new Deployment; the old
+// colour keeps running for the scale-down delay, while clients resolve the name again, then is
+// scaled to zero (preStop, then SIGTERM: calls in flight finish). A rollback switches back the
+// same way, without changing an image. A release passes the release gate twice (k8s-apply.ts runs
+// it): before the flip a smoke Job through `<tool>-preview` and the gate queries on the new
+// colour's pods, after it (and the scale-down delay) a smoke Job through `<tool>` and the same
+// queries on every client's calls. A failure before the flip scales the new colour back to zero;
+// after it the plan flips back (a rollback, planned here too).
+import type { ServiceSpec } from "@loopguard/tool-sdk";
+import type { Deployment } from "kubernetes-types/apps/v1.js";
+import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
+import type { Service } from "kubernetes-types/core/v1.js";
+import {
+  type Colour,
+  COLOUR_LABEL,
+  COLOURS,
+  colourDeploymentName,
+  previewServiceName,
+  SCALE_DOWN_DELAY_SECONDS,
+} from "../k8s-release-objects.js";
+import { type BlueGreenDriver, idleColour, planBlueGreen } from "./blue-green.js";
+import { ReleaseRefused } from "./contract-gate.js";
+import type { ReleaseGate } from "./gate.js";
+import type { K8sPlan, Objects, PlanBuilder } from "./k8s-plan-steps.js";
+import { containerIndex, find, imageOf, withTag } from "./k8s-plan-steps.js";
+import type { ReleaseKind } from "./result.js";
+
+export function planPlain(
+  builder: PlanBuilder,
+  objects: Objects,
+  spec: ServiceSpec,
+  kind: ReleaseKind,
+  tag: string | undefined,
+  gate?: ReleaseGate,
+): Omit<K8sPlan, "steps" | "namespace"> {
+  const tool = spec.name;
+  const service = find<Service>(objects, "Service", tool);
+  const activeColour = service?.spec?.selector?.[COLOUR_LABEL] as Colour | undefined;
+  if (!service || !activeColour || !COLOURS.includes(activeColour))
+    throw new ReleaseRefused(`Service ${tool} selects no colour (${COLOUR_LABEL}: blue|green)`);
+  const idle = idleColour(activeColour);
+  const active = find<Deployment>(objects, "Deployment", colourDeploymentName(tool, activeColour))!;
+  const idleDeployment = find<Deployment>(objects, "Deployment", colourDeploymentName(tool, idle))!;
+  const [activeName, idleName] = [active.metadata!.name!, idleDeployment.metadata!.name!];
+  const liveImage = imageOf(active, tool);
+  const idleImage = imageOf(idleDeployment, tool);
+  const image = kind === "release" ? withTag(liveImage, tag!) : idleImage;
+  if (kind === "release" && image === liveImage) throw new ReleaseRefused(`${tool} already runs ${liveImage}`);
+  if (kind === "rollback" && idleImage === liveImage)
+    throw new ReleaseRefused(`nothing to roll back to: ${idleName} runs the live image ${liveImage}`);
+  const hpa = find<HorizontalPodAutoscaler>(objects, "HorizontalPodAutoscaler", tool);
+  const replicas = active.spec?.replicas ?? hpa?.spec?.minReplicas ?? 1;
+  const containerPath = `/spec/template/spec/containers/${containerIndex(idleDeployment, tool)}/image`;
+
+  const driver: BlueGreenDriver<void> = {
+    start() {
+      builder.patch(
+        "Deployment",
+        idleName,
+        `${idleName}: ${kind === "release" ? `image ${image}, ` : ""}${replicas} replica(s), as many as ${activeName} runs`,
+        [
+          { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idle },
+          { op: "test", path: containerPath, value: idleImage },
+          ...(image === idleImage ? [] : [{ op: "replace" as const, path: containerPath, value: image }]),
+          { op: "add", path: "/spec/replicas", value: replicas },
+        ],
+      );
+      builder.wait(
+        "Deployment",
+        idleName,
+        `every ${idleName} pod Ready: its gRPC readiness probe (grpc.health.v1) answers SERVING`,
+        "ready",
+        ["kubectl", "-n", builder.namespace, "rollout", "status", `deployment/${idleName}`],
+      );
+    },
+    gate(when) {
+      if (when === "before the flip") {
+        const undo = builder.fork();
+        undo.patch("Deployment", idleName, `scale ${idleName} back to zero: it failed the gate`, [
+          { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idle },
+          { op: "add", path: "/spec/replicas", value: 0 },
+        ]);
+        builder.gate(spec, gate!, "before the flip", previewServiceName(tool), idle, image, {
+          steps: undo.steps,
+          undone: `${idleName} is scaled back to zero and ${activeName} stays live`,
+        });
+        return;
+      }
+      // Planned from the objects as the flip leaves them: the same flip back as `--rollback`, ungated.
+      const undo = builder.fork();
+      planPlain(undo, undo.current(), spec, "rollback", undefined);
+      builder.gate(spec, gate!, "after the flip", tool, idle, image, {
+        steps: undo.steps,
+        undone: `rolled back: ${tool} selects the ${activeColour} pods again and ${idleName} is scaled to zero`,
+      });
+    },
+    flip() {
+      builder.patch("Service", tool, `flip: ${tool} selects the ${idle} pods`, [
+        { op: "test", path: `/spec/selector/${COLOUR_LABEL}`, value: activeColour },
+        { op: "replace", path: `/spec/selector/${COLOUR_LABEL}`, value: idle },
+      ]);
+      if (find(objects, "Service", previewServiceName(tool))) {
+        builder.patch(
+          "Service",
+          previewServiceName(tool),
+          `${previewServiceName(tool)} selects the ${activeColour} pods, for a check before scale-down`,
+          [
+            { op: "test", path: `/spec/selector/${COLOUR_LABEL}`, value: idle },
+            { op: "replace", path: `/spec/selector/${COLOUR_LABEL}`, value: activeColour },
+          ],
+        );
+      }
+      if (hpa) {
+        builder.patch("HorizontalPodAutoscaler", tool, `the autoscaler scales ${idleName}`, [
+          { op: "test", path: "/spec/scaleTargetRef/name", value: activeName },
+          { op: "replace", path: "/spec/scaleTargetRef/name", value: idleName },
+        ]);
+      }
+    },
+    clientsMove() {
+      builder.wait(
+        "Deployment",
+        activeName,
+        `${activeName} stays up ${SCALE_DOWN_DELAY_SECONDS} s while clients resolve ${tool} again (max connection age)`,
+        "delay",
+        ["sleep", String(SCALE_DOWN_DELAY_SECONDS)],
+        SCALE_DOWN_DELAY_SECONDS,
+      );
+    },
+    drain() {
+      builder.patch(
+        "Deployment",
+        activeName,
+        `scale ${activeName} to zero: preStop, then SIGTERM drains calls in flight (\`pnpm release ${tool} --k8s --rollback\` scales it up again)`,
+        [
+          { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: activeColour },
+          { op: "add", path: "/spec/replicas", value: 0 },
+        ],
+      );
+    },
+  };
+  planBlueGreen(driver, gate !== undefined);
+  return {
+    tool,
+    kind,
+    path: "plain-blue-green",
+    from: { colour: activeColour, image: liveImage, objects: [`deployment/${activeName}`] },
+    to: { colour: idle, image, objects: [`deployment/${idleName}`] },
+  };
+}

@@ -1,0 +1,367 @@
+// Each client stage alone: a ClientCall built by hand, the next stage a plain function.
+import { create } from "@bufbuild/protobuf";
+import { Metadata, type ClientUnaryCall } from "@grpc/grpc-js";
+import {
+  BillingService,
+  RefundReason,
+  RefundRequestSchema,
+} from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { KbSearchService, SearchRequestSchema, SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { bulkhead } from "cockatiel";
+import { Registry } from "prom-client";
+import { describe, expect, it } from "vitest";
+import { metricValue } from "../../testing/index.js";
+import { methodPolicy } from "../contract.js";
+import { status } from "../errors.js";
+import { AVOID_HEADER, PREFER_NOT_HEADER } from "./avoiding-round-robin.js";
+import { CallError } from "./call-error.js";
+import { callTarget, type ClientCall, type ClientCallFn, composeClient, newCall } from "./chain.js";
+import { ClientMetrics } from "./client-metrics.js";
+import { LatencyWindow, SlowReplicas } from "./hedge.js";
+import { ResponseCache } from "./response-cache.js";
+import { RetryBudget } from "./retry.js";
+import { breakerStage, ToolBreaker } from "./stages/breaker.js";
+import { bulkheadStage } from "./stages/bulkhead.js";
+import { cacheStage } from "./stages/cache.js";
+import { credentialsStage } from "./stages/credentials.js";
+import { deadlineStage } from "./stages/deadline.js";
+import { hedgeStage } from "./stages/hedge.js";
+import { callMetricsStage } from "./stages/metrics.js";
+import { retryStage } from "./stages/retry.js";
+import { metadataFor } from "./stages/transport.js";
+import { requestValidationStage, responseValidationStage } from "./stages/validation.js";
+
+const search = KbSearchService.method.search;
+const refund = BillingService.method.refund;
+const hit = { docId: "returns", version: 2, title: "Returns" };
+const kbTarget = callTarget("kb-search", search, new Set(["INDEX_UNAVAILABLE"]));
+
+function searchCall(query = "refund", options: ClientCall["options"] = {}): ClientCall {
+  return newCall({ target: kbTarget, request: create(SearchRequestSchema, { query, limit: 3 }), options });
+}
+
+function refundCall(idempotencyKey: string, deadline?: number): ClientCall {
+  const request = create(RefundRequestSchema, {
+    orderId: "ord_DEMO00000001",
+    amountCents: 500n,
+    reason: RefundReason.DAMAGED,
+    idempotencyKey,
+  });
+  return newCall({ target: callTarget("billing", refund, new Set()), request, deadline });
+}
+
+const failure = (code: status, reason?: string, extra: Partial<CallError> = {}) =>
+  new CallError({
+    code,
+    reason,
+    message: reason ?? status[code],
+    attempts: 1,
+    tool: "kb-search",
+    method: "Search",
+    ...extra,
+  });
+
+async function rejection(promise: Promise<unknown>): Promise<CallError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).toBeInstanceOf(CallError);
+    return error as CallError;
+  }
+  return expect.fail("the call was answered");
+}
+
+/** A next stage that answers from a script, one entry per attempt, counting attempts as the transport does. */
+function scripted(...outcomes: (CallError | object)[]): ClientCallFn & { calls: number } {
+  const fn = async (call: ClientCall) => {
+    call.attempt.number = ++call.sent.attempts;
+    const outcome = outcomes[fn.calls++ % outcomes.length];
+    if (outcome instanceof CallError) throw outcome;
+    return outcome;
+  };
+  fn.calls = 0;
+  return fn;
+}
+
+const metrics = () => new ClientMetrics(new Registry());
+
+describe("composeClient", () => {
+  it("runs the first interceptor outermost", async () => {
+    const seen: string[] = [];
+    const tag = (name: string) => (next: ClientCallFn) => async (call: ClientCall) => {
+      seen.push(`${name} in`);
+      const response = await next(call);
+      seen.push(`${name} out`);
+      return response;
+    };
+    await composeClient([tag("a"), tag("b")], scripted({}))(searchCall());
+    expect(seen).toEqual(["a in", "b in", "b out", "a out"]);
+  });
+});
+
+describe("validation stages", () => {
+  it("never sends a request that breaks its contract: INVALID_ARGUMENT, CLIENT_VALIDATION_FAILED, no attempt", async () => {
+    const next = scripted({});
+    const error = await rejection(requestValidationStage(next)(searchCall("")));
+    expect([error.code, error.reason, error.attempts, next.calls]).toEqual([
+      status.INVALID_ARGUMENT,
+      "CLIENT_VALIDATION_FAILED",
+      0,
+      0,
+    ]);
+    expect(error.fieldViolations.map((v) => v.field)).toEqual(["query"]);
+  });
+
+  it("withholds an answer that breaks its contract: INTERNAL, CONTRACT_VIOLATION", async () => {
+    const broken = create(SearchResponseSchema, { hits: [{ ...hit, docId: "" }] });
+    const error = await rejection(responseValidationStage(scripted(broken))(searchCall()));
+    expect([error.code, error.reason]).toEqual([status.INTERNAL, "CONTRACT_VIOLATION"]);
+    const good = create(SearchResponseSchema, { hits: [hit] });
+    await expect(responseValidationStage(scripted(good))(searchCall())).resolves.toBe(good);
+  });
+});
+
+describe("deadlineStage", () => {
+  it("gives the call the tighter of the SLA timeout and the caller's deadline", async () => {
+    const seen = async (call: ClientCall) => call.deadline;
+    const now = Date.now();
+    const own = await deadlineStage(200)(seen)(searchCall());
+    expect((own as number) - now).toBeGreaterThanOrEqual(200);
+    expect((own as number) - now).toBeLessThan(1000);
+    const tight = refundCall("k-1", now + 50);
+    await expect(deadlineStage(200)(seen)(tight)).resolves.toBe(now + 50);
+  });
+});
+
+describe("credentialsStage", () => {
+  it("sends the client's token unless the call brings its own", async () => {
+    const seen = async (call: ClientCall) => call.token;
+    await expect(credentialsStage(async () => "client-token")(seen)(searchCall())).resolves.toBe("client-token");
+    const own = searchCall();
+    own.token = "session-token";
+    await expect(credentialsStage("client-token")(seen)(own)).resolves.toBe("session-token");
+  });
+});
+
+describe("bulkheadStage", () => {
+  it("refuses a call beyond the calls in flight and queued: RESOURCE_EXHAUSTED, BULKHEAD_FULL, nothing sent", async () => {
+    const held = new AbortController();
+    const stage = bulkheadStage(bulkhead(1, 0))(
+      () => new Promise((resolve) => held.signal.addEventListener("abort", resolve, { once: true })),
+    );
+    const first = stage(searchCall());
+    const error = await rejection(stage(searchCall()));
+    expect([error.code, error.reason, error.attempts]).toEqual([status.RESOURCE_EXHAUSTED, "BULKHEAD_FULL", 0]);
+    held.abort();
+    await first;
+  });
+});
+
+describe("breakerStage", () => {
+  const options = { volumeThreshold: 2, errorThresholdPercentage: 50, resetTimeoutMs: 60_000 };
+
+  it("opens on the tool's failures and then refuses UNAVAILABLE, BREAKER_OPEN, with when it lets a probe through", async () => {
+    const breaker = new ToolBreaker("kb-search", options, metrics());
+    const stage = breakerStage(breaker)(scripted(failure(status.UNAVAILABLE)));
+    for (let i = 0; i < 2; i++) await rejection(stage(searchCall()));
+    expect(breaker.state).toBe("open");
+    const error = await rejection(stage(searchCall()));
+    expect([error.code, error.reason, error.attempts]).toEqual([status.UNAVAILABLE, "BREAKER_OPEN", 0]);
+    expect(error.retryAfterMs).toBeGreaterThan(59_000);
+    breaker.shutdown();
+  });
+
+  it("is never tripped by a caller's mistake nor by a hedge race's cancelled loser", async () => {
+    const breaker = new ToolBreaker("kb-search", options, metrics());
+    const mistakes = breakerStage(breaker)(scripted(failure(status.INVALID_ARGUMENT, "REQUEST_INVALID")));
+    for (let i = 0; i < 4; i++) await rejection(mistakes(searchCall()));
+    const lost = breakerStage(breaker)(async (call) => {
+      call.attempt.lost = true;
+      throw failure(status.CANCELLED);
+    });
+    for (let i = 0; i < 4; i++) await lost(searchCall()).catch(() => undefined);
+    expect(breaker.state).toBe("closed");
+    breaker.shutdown();
+  });
+});
+
+describe("retryStage", () => {
+  const parts = () => ({ budget: new RetryBudget(0.1, 10), metrics: metrics(), random: () => 0 });
+  const fast = { baseBackoffMs: 1, maxBackoffMs: 1 };
+
+  it("retries a retryable failure of a read until it answers", async () => {
+    const next = scripted(failure(status.UNAVAILABLE), failure(status.UNAVAILABLE), { hits: [] });
+    const call = searchCall();
+    call.deadline = Date.now() + 5_000;
+    await expect(retryStage(methodPolicy(search), fast, parts())(next)(call)).resolves.toEqual({ hits: [] });
+    expect(call.sent.attempts).toBe(3);
+  });
+
+  it("sends an irreversible call once without its idempotency key, retries it with one", async () => {
+    const deadline = Date.now() + 5_000;
+    const unkeyed = scripted(failure(status.UNAVAILABLE));
+    await rejection(retryStage(methodPolicy(refund), fast, parts())(unkeyed)(refundCall("", deadline)));
+    expect(unkeyed.calls).toBe(1);
+    const keyed = scripted(failure(status.UNAVAILABLE), {});
+    await retryStage(methodPolicy(refund), fast, parts())(keyed)(refundCall("k-1", deadline));
+    expect(keyed.calls).toBe(2);
+  });
+
+  it("gives up at once when the server's RetryInfo asks for a wait beyond the deadline", async () => {
+    const next = scripted(failure(status.UNAVAILABLE, "OVERLOADED", { retryAfterMs: 10_000 }));
+    const call = searchCall();
+    call.deadline = Date.now() + 1_000;
+    const error = await rejection(retryStage(methodPolicy(search), fast, parts())(next)(call));
+    expect([error.reason, next.calls]).toEqual(["OVERLOADED", 1]);
+  });
+
+  it("stops when the retry budget is spent", async () => {
+    const budget = new RetryBudget(0, 1);
+    const next = scripted(failure(status.UNAVAILABLE));
+    const call = searchCall();
+    call.deadline = Date.now() + 5_000;
+    await rejection(retryStage(methodPolicy(search), fast, { ...parts(), budget })(next)(call));
+    expect(next.calls).toBe(2);
+  });
+
+  it("marks the failure outcome-unknown when an attempt may have acted, even if a later one was refused first", async () => {
+    const next = scripted(failure(status.UNAVAILABLE), failure(status.UNAVAILABLE, "OVERLOADED"));
+    const call = refundCall("k-1", Date.now() + 5_000);
+    // As the hedging slot records a first attempt that ended without proof it was refused.
+    call.sent.mayHaveActed = true;
+    const error = await rejection(retryStage(methodPolicy(refund), { ...fast, maxAttempts: 2 }, parts())(next)(call));
+    expect([error.reason, error.outcomeUnknown]).toEqual(["OVERLOADED", true]);
+  });
+});
+
+describe("hedgeStage", () => {
+  const slot = () => ({ maxHedges: 1, fixedDelayMs: 20, slaP95Ms: 100, latency: new LatencyWindow() });
+  const seenBoth = () => {
+    const slow = new SlowReplicas(3, 10_000);
+    slow.answered("a");
+    slow.answered("b");
+    return slow;
+  };
+  /** First attempt on replica a, never answering until cancelled; the hedge on b answers. */
+  const replicas = () => {
+    const cancelled: string[] = [];
+    const next = (call: ClientCall) =>
+      new Promise((resolve, reject) => {
+        call.attempt.number = ++call.sent.attempts;
+        const peer = call.attempt.hedge ? "b" : "a";
+        const cancel = () => {
+          cancelled.push(peer);
+          call.attempt.pending = false;
+          reject(failure(status.CANCELLED));
+        };
+        call.attempt.call = { getPeer: () => peer, cancel } as unknown as ClientUnaryCall;
+        if (call.attempt.hedge) resolve({ from: peer });
+      });
+    return { next, cancelled };
+  };
+
+  it("hedges to another replica after the delay; the first answer wins, the loser is cancelled and not a failed peer", async () => {
+    const { next, cancelled } = replicas();
+    const call = searchCall();
+    call.sent.maxAttempts = 4;
+    const parts = { overrides: {}, slow: seenBoth(), budget: new RetryBudget(0.1, 10), metrics: metrics() };
+    await expect(hedgeStage(slot(), parts)(next)(call)).resolves.toEqual({ from: "b" });
+    expect([call.outcome.hedged, call.outcome.winner, cancelled, call.sent.failedPeers]).toEqual([true, 2, ["a"], []]);
+  });
+
+  it("sends no hedge from the lower half of the retry budget", async () => {
+    const budget = new RetryBudget(0, 10);
+    while (budget.tryHedge());
+    const call = searchCall();
+    call.sent.maxAttempts = 4;
+    const parts = { overrides: {}, slow: seenBoth(), budget, metrics: metrics() };
+    const answer = hedgeStage(
+      slot(),
+      parts,
+    )(async (c) => {
+      c.attempt.number = ++c.sent.attempts;
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      return { hits: [] };
+    })(call);
+    await expect(answer).resolves.toEqual({ hits: [] });
+    expect([call.outcome.hedged, call.sent.attempts, budget.tokens]).toEqual([false, 1, 5]);
+  });
+
+  it("records a failed attempt's replica, and whether it may have acted", async () => {
+    const call = searchCall();
+    const parts = { overrides: {}, slow: seenBoth(), budget: new RetryBudget(0.1, 10), metrics: metrics() };
+    const failing = async (c: ClientCall) => {
+      c.attempt.call = { getPeer: () => "a" } as unknown as ClientUnaryCall;
+      throw failure(status.DEADLINE_EXCEEDED);
+    };
+    await rejection(hedgeStage({ ...slot(), maxHedges: 0 }, parts)(failing)(call));
+    expect([call.sent.failedPeers, call.sent.mayHaveActed]).toEqual([["a"], true]);
+  });
+});
+
+describe("cacheStage", () => {
+  const fallback = { cacheable: true, maxAgeMs: 60_000, emptyFallback: true };
+
+  it("serves the last good answer when the tool fails, marked as from the cache with its age", async () => {
+    const stage = cacheStage(fallback, new ResponseCache(10, 60_000));
+    const good = { hits: [hit] };
+    await stage(scripted(good))(searchCall());
+    const call = searchCall();
+    await expect(stage(scripted(failure(status.UNAVAILABLE)))(call)).resolves.toBe(good);
+    expect(call.outcome.source).toBe("cache");
+    expect(call.outcome.cacheAgeMs).toBeGreaterThanOrEqual(0);
+    expect(call.outcome.liveError?.code).toBe(status.UNAVAILABLE);
+  });
+
+  it("answers with the declared degraded answer when nothing is cached, unless the caller declines it", async () => {
+    const stage = cacheStage(fallback, new ResponseCache(10, 60_000));
+    const call = searchCall("never asked");
+    await expect(stage(scripted(failure(status.UNAVAILABLE)))(call)).resolves.toEqual(create(SearchResponseSchema, {}));
+    expect(call.outcome.source).toBe("degraded");
+    await rejection(stage(scripted(failure(status.UNAVAILABLE)))(searchCall("never asked", { degraded: false })));
+  });
+
+  it("never answers for a caller's mistake, nor when the caller asks for the live value", async () => {
+    const stage = cacheStage(fallback, new ResponseCache(10, 60_000));
+    await stage(scripted({ hits: [] }))(searchCall());
+    await rejection(stage(scripted(failure(status.INVALID_ARGUMENT)))(searchCall()));
+    await rejection(stage(scripted(failure(status.UNAVAILABLE)))(searchCall("refund", { fallback: false })));
+  });
+});
+
+describe("callMetricsStage", () => {
+  it("counts one outcome per call: ok, a fallback by the live failure's code, or the refusal", async () => {
+    const registry = new Registry();
+    const stage = callMetricsStage(new ClientMetrics(registry));
+    await stage(scripted({}))(searchCall());
+    const cached = searchCall();
+    await stage(async (call) => {
+      Object.assign(call.outcome, { source: "cache", liveError: failure(status.UNAVAILABLE) });
+      return {};
+    })(cached);
+    await rejection(stage(scripted(failure(status.UNAVAILABLE, "BREAKER_OPEN")))(searchCall()));
+    const page = await registry.metrics();
+    const count = (outcome: string, grpc_code: string) =>
+      metricValue(page, "loopguard_tool_client_calls_total", { tool: "kb-search", outcome, grpc_code });
+    expect([
+      count("ok", "OK"),
+      count("fallback_cache", "UNAVAILABLE"),
+      count("breaker_rejected", "UNAVAILABLE"),
+    ]).toEqual([1, 1, 1]);
+  });
+});
+
+describe("metadataFor", () => {
+  it("adds the bearer token and the attempt's routing headers to a copy of the caller's metadata", () => {
+    const metadata = new Metadata();
+    metadata.set("x-request", "1");
+    const call = { ...searchCall(), metadata, token: "t" };
+    const sent = metadataFor({ ...call, attempt: { ...call.attempt, avoid: ["a"], preferNot: ["b"] } });
+    expect([sent.get("x-request"), sent.get("authorization"), metadata.get("authorization")]).toEqual([
+      ["1"],
+      ["Bearer t"],
+      [],
+    ]);
+    expect([sent.get(AVOID_HEADER), sent.get(PREFER_NOT_HEADER)]).toEqual([["a"], ["b"]]);
+  });
+});

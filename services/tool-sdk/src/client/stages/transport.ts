@@ -1,0 +1,61 @@
+// The end of every chain: one grpc-js unary call of the request's bytes, with the call's deadline,
+// token, trace context and routing headers. A failure becomes a CallError decoded from the status.
+import { type Client, Metadata, type ServiceError } from "@grpc/grpc-js";
+import { decodeStatusDetails } from "../../errors.js";
+import { injectContext } from "../../tracing.js";
+import { AVOID_HEADER, PREFER_NOT_HEADER } from "../avoiding-round-robin.js";
+import { CallError } from "../call-error.js";
+import type { ClientCall, ClientCallFn } from "../chain.js";
+
+const passThrough = (bytes: Buffer): Buffer => bytes;
+
+/** What an attempt sends besides its message: the caller's metadata, the bearer token, traceparent, routing. */
+export function metadataFor(call: Pick<ClientCall, "metadata" | "token" | "spanContext"> & Partial<ClientCall>) {
+  const metadata = call.metadata?.clone() ?? new Metadata();
+  if (call.token) metadata.set("authorization", `Bearer ${call.token}`);
+  if (call.spanContext) injectContext(call.spanContext, metadata);
+  // Read by the channel's balancer at pick time and never sent (avoiding-round-robin.ts).
+  if (call.attempt && call.attempt.avoid.length > 0) metadata.set(AVOID_HEADER, call.attempt.avoid.join(","));
+  if (call.attempt && call.attempt.preferNot.length > 0)
+    metadata.set(PREFER_NOT_HEADER, call.attempt.preferNot.join(","));
+  return metadata;
+}
+
+/** A failed status as the caller's CallError. */
+export function statusError(error: ServiceError, call: Pick<ClientCall, "target">, attempts: number): CallError {
+  const failure = decodeStatusDetails(error);
+  return new CallError({
+    ...failure,
+    attempts,
+    tool: call.target.tool,
+    method: call.target.method.name,
+    refusedByTool: failure.reason !== undefined && call.target.domainReasons.has(failure.reason),
+  });
+}
+
+/** Sends the call's attempt; counts it as sent, and cancels it when the caller's signal aborts. */
+export function transport(client: Client): ClientCallFn {
+  return (call) =>
+    new Promise((resolve, reject) => {
+      const { attempt, target } = call;
+      const signal = call.options.signal;
+      attempt.number = ++call.sent.attempts;
+      const grpcCall = client.makeUnaryRequest(
+        target.path,
+        passThrough,
+        target.deserialize,
+        call.bytes,
+        metadataFor(call),
+        call.deadline === undefined ? {} : { deadline: new Date(call.deadline) },
+        (error: ServiceError | null, response?: unknown) => {
+          signal?.removeEventListener("abort", cancel);
+          attempt.pending = false;
+          if (error) reject(statusError(error, call, attempt.number));
+          else resolve(response);
+        },
+      );
+      attempt.call = grpcCall;
+      const cancel = () => grpcCall.cancel();
+      signal?.addEventListener("abort", cancel, { once: true });
+    });
+}

@@ -1,0 +1,93 @@
+// The grpc-js side of a method's chain: the request decoded (or left undecoded when too large), the
+// ServerCall built from the grpc-js call, and the chain's outcome sent back as a status.
+import { once } from "node:events";
+import { type DescMethod, fromBinary } from "@bufbuild/protobuf";
+import {
+  type handleServerStreamingCall,
+  type handleUnaryCall,
+  type Server,
+  ServerCredentials,
+  type ServerUnaryCall,
+  type ServerWritableStream,
+  type sendUnaryData,
+} from "@grpc/grpc-js";
+import type { methodDefinition } from "../bridge.js";
+import { maxRequestBytesOf } from "../contract.js";
+import { status, ToolError, toServiceError } from "../errors.js";
+import type { Logger } from "../logger.js";
+import { noStream } from "./handler.js";
+import { type CallFn, OversizedRequest, type ServerCall } from "./interceptor.js";
+
+async function writeTo(
+  stream: ServerWritableStream<unknown, unknown>,
+  message: unknown,
+  signal: AbortSignal,
+): Promise<void> {
+  // A slow reader holds the stream back rather than have its messages pile up here.
+  if (!stream.write(message)) await once(stream, "drain", { signal }).catch(() => undefined);
+}
+
+export function bindAsync(server: Server, address: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.bindAsync(address, ServerCredentials.createInsecure(), (error, port) =>
+      error ? reject(error) : resolve(port),
+    );
+  });
+}
+
+/** Adapts a chain to grpc-js: builds the ServerCall, ends the call with the chain's outcome. */
+export function grpcHandler(
+  method: DescMethod,
+  chain: CallFn,
+  domain: string,
+  log: Logger,
+): handleUnaryCall<unknown, unknown> | handleServerStreamingCall<unknown, unknown> {
+  return (
+    grpcCall: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>,
+    callback?: sendUnaryData<unknown>,
+  ) => {
+    const abort = new AbortController();
+    const onCancelled = () =>
+      abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
+    grpcCall.once("cancelled", onCancelled);
+    const rawDeadline = grpcCall.getDeadline();
+    const deadlineMs = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
+    const stream = callback ? undefined : (grpcCall as ServerWritableStream<unknown, unknown>);
+    const call: ServerCall = {
+      method,
+      request: grpcCall.request,
+      metadata: grpcCall.metadata,
+      deadline: Number.isFinite(deadlineMs) ? new Date(deadlineMs) : undefined,
+      abort,
+      caller: undefined,
+      traceId: "",
+      log,
+      send: stream ? (message) => writeTo(stream, message, abort.signal) : noStream,
+    };
+    chain(call).then(
+      (response) => {
+        grpcCall.removeListener("cancelled", onCancelled);
+        if (callback) callback(null, response);
+        else stream!.end();
+      },
+      (error: ToolError) => {
+        grpcCall.removeListener("cancelled", onCancelled);
+        if (callback) callback(toServiceError(error, domain), null);
+        else stream!.emit("error", toServiceError(error, domain));
+      },
+    );
+  };
+}
+
+/** Refuses to decode a request above its method's limit: the chain answers it without work. */
+export function withSizeLimit(
+  method: DescMethod,
+  definition: ReturnType<typeof methodDefinition>,
+): ReturnType<typeof methodDefinition> {
+  const limit = maxRequestBytesOf(method);
+  return {
+    ...definition,
+    requestDeserialize: (bytes: Buffer) =>
+      bytes.length > limit ? (new OversizedRequest(bytes.length) as never) : fromBinary(method.input, bytes),
+  };
+}

@@ -1,0 +1,56 @@
+import type { DescMessage } from "@bufbuild/protobuf";
+import { RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { describe, expect, it } from "vitest";
+import { status, ToolError } from "../errors.js";
+import { checkJsonBody } from "./json-body.js";
+
+/** The ToolError a body is refused with. */
+function refusal(text: string, input: DescMessage = SearchRequestSchema): ToolError {
+  try {
+    checkJsonBody(input, text);
+  } catch (error) {
+    if (error instanceof ToolError) return error;
+    throw error;
+  }
+  throw new Error(`${text} was accepted`);
+}
+
+describe("checkJsonBody", () => {
+  it("accepts a body that decodes, by JSON names and proto names alike", () => {
+    expect(() => checkJsonBody(SearchRequestSchema, '{"query":"refund","limit":3}')).not.toThrow();
+    expect(() => checkJsonBody(RefundRequestSchema, '{"order_id":"ord_1","amountCents":"100"}')).not.toThrow();
+    expect(() => checkJsonBody(SearchRequestSchema, "{}")).not.toThrow();
+  });
+
+  it("refuses malformed JSON as INVALID_ARGUMENT with the parser's reason but not its excerpt of the body", () => {
+    const error = refusal('{"query":(139)12345678}');
+    expect([status[error.code], error.reason]).toEqual(["INVALID_ARGUMENT", "REQUEST_INVALID"]);
+    expect(error.message).toBe("the request is not a SearchRequest: the body is not valid JSON (Unexpected token '(')");
+    expect(refusal("").message).toMatch(/not valid JSON \(Unexpected end of JSON input\)$/);
+  });
+
+  it("refuses a body that is not a JSON object", () => {
+    expect(refusal("[1,2]").message).toBe(
+      "the request is not a SearchRequest: the body must be a JSON object, not a list",
+    );
+    expect(refusal("null").message).toMatch(/not null$/);
+  });
+
+  it("refuses a field the message lacks, naming it", () => {
+    const error = refusal('{"query":"refund","colour":"red"}');
+    expect(error.message).toBe("the request is not a SearchRequest: colour is not a field of SearchRequest");
+    expect(error.fieldViolations).toEqual([{ field: "colour", description: "is not a field of SearchRequest" }]);
+  });
+
+  it("refuses values of the wrong type, every field named with what it must be", () => {
+    const error = refusal('{"query":5,"limit":"many"}');
+    expect(error.fieldViolations).toEqual([
+      { field: "query", description: "must be a string" },
+      { field: "limit", description: "must be a number" },
+    ]);
+    expect(refusal('{"reason":"SOMETIMES"}', RefundRequestSchema).fieldViolations).toEqual([
+      { field: "reason", description: "must be one of the enum's value names" },
+    ]);
+  });
+});

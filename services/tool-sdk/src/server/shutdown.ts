@@ -1,0 +1,80 @@
+// Health and shutdown as one unit: NOT_SERVING → drain (streams ended, calls in flight waited for up
+// to the grace period) → tryShutdown bounded by a timer → forceShutdown → the HTTP port → close.
+import type { Server as HttpServer } from "node:http";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Server } from "@grpc/grpc-js";
+import { status, ToolError } from "../errors.js";
+import type { Logger } from "../logger.js";
+import type { ServerMetrics } from "../metrics.js";
+import { shutdownTelemetry } from "../telemetry.js";
+import type { CallSlots } from "./slots.js";
+
+export interface StopParts {
+  readonly tool: string;
+  readonly log: Logger;
+  readonly metrics: ServerMetrics;
+  readonly slots: CallSlots;
+  readonly server: Server;
+  readonly http: HttpServer;
+  readonly notServing: () => void;
+  readonly graceMs: number;
+  readonly close: (() => void | Promise<void>) | undefined;
+}
+
+/** The server's shutdown, idempotent: every call after the first gets the same promise. */
+export function shutdownOf(parts: StopParts): () => Promise<void> {
+  const { tool, log, slots, server, graceMs } = parts;
+  let shutdownPromise: Promise<void> | undefined;
+  return () => {
+    shutdownPromise ??= (async () => {
+      parts.metrics.serving.set({ tool }, 0);
+      parts.notServing();
+      log.info("draining", { tool, in_flight: slots.inFlight, streams: slots.streams.size, grace_ms: graceMs });
+      // Streams may stay open for as long as what they follow (an hour): they are ended now, and
+      // their callers (told UNAVAILABLE, retry at once) reopen them on another replica.
+      const quiet = slots.drain(
+        new ToolError(status.UNAVAILABLE, "SHUTTING_DOWN", `${tool} is shutting down; reopen the stream`, {
+          retryAfterMs: 0,
+        }),
+      );
+      const timedOut = await Promise.race([quiet.then(() => false), sleep(graceMs).then(() => true)]);
+      if (timedOut) log.warn("grace period over; cancelling calls in flight", { tool, in_flight: slots.inFlight });
+      await new Promise<void>((resolve) => {
+        const force = setTimeout(
+          () => {
+            server.forceShutdown();
+            resolve();
+          },
+          timedOut ? 0 : graceMs,
+        );
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      });
+      await new Promise<void>((resolve) => parts.http.close(() => resolve()));
+      parts.http.closeAllConnections();
+      await parts.close?.();
+      log.info("stopped", { tool });
+    })();
+    return shutdownPromise;
+  };
+}
+
+/** SIGTERM/SIGINT: shut down, flush telemetry, exit 0 (1 if shutdown failed). */
+export function exitOnSignals(shutdown: () => Promise<void>, log: Logger): void {
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.once(signal, () => {
+      log.info("signal received", { signal });
+      shutdown()
+        .then(shutdownTelemetry)
+        .then(
+          () => process.exit(0),
+          (error: unknown) => {
+            log.error("shutdown failed", { error_name: error instanceof Error ? error.name : "unknown" });
+            process.exit(1);
+          },
+        );
+    });
+  }
+}

@@ -5,9 +5,9 @@ import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { RUNBOOK_DOC } from "../src/alert-conventions.js";
-import { PROMETHEUS_DIR, RULES_FILE, SLO_ALERT_TESTS_FILE } from "../src/prometheus-files.js";
-import { parseYamlDocuments } from "../src/yaml.js";
+import { RUNBOOK_DOC } from "../src/manifests/alert-conventions.js";
+import { PROMETHEUS_DIR, RULES_FILE, SLO_ALERT_TESTS_FILE } from "../src/manifests/prometheus-files.js";
+import { parseYamlDocuments } from "../src/manifests/yaml.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const TEST_FILES = [join(PROMETHEUS_DIR, "rules.test.yml"), SLO_ALERT_TESTS_FILE];

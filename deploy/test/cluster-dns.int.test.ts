@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DnsServer } from "dns2";
-import { startClusterDns } from "../src/containers/cluster-dns.js";
+import { startClusterDns } from "../src/local/cluster-dns.js";
 
 let server: DnsServer;
 let dir: string;

@@ -7,8 +7,8 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Job } from "kubernetes-types/batch/v1.js";
 import { describe, expect, it } from "vitest";
-import { type K8sObject, validateRenderings } from "../src/k8s-check.js";
-import { parseYamlDocuments } from "../src/yaml.js";
+import { type K8sObject, validateRenderings } from "../src/manifests/renderings.js";
+import { parseYamlDocuments } from "../src/manifests/yaml.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 

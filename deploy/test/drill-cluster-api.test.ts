@@ -14,12 +14,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { KubeConfig } from "@kubernetes/client-node";
 import { Counter, Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ApiCall, RUNNER_API_CALLS } from "../src/drills/api-calls.js";
+import { type ApiCall, RUNNER_API_CALLS } from "../src/manifests/drill-api-calls.js";
 import { drillKube } from "../src/drills/cluster-api.js";
 import { podChaosPlan } from "../src/drills/k8s.js";
 import { MetricsSampler, podPages, prometheusPages, toolCallFigures } from "../src/drills/metrics.js";
 import { parseDrillArgs } from "../src/drills/options.js";
-import { toYaml } from "../src/yaml.js";
+import { toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
 
 const TOKEN = "runner-service-account-token";

@@ -10,7 +10,7 @@ import { delimiter, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CronJob, Job } from "kubernetes-types/batch/v1.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { LAUNCHER_API_CALLS } from "../src/drills/api-calls.js";
+import { LAUNCHER_API_CALLS } from "../src/manifests/drill-api-calls.js";
 import { parseDrillArgs } from "../src/drills/options.js";
 import { computeReport } from "../src/drills/report.js";
 import { renderOverlayWith } from "./overlay-with.js";

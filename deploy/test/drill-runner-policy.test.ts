@@ -14,9 +14,9 @@ import type { PodSpec } from "kubernetes-types/core/v1.js";
 import type { NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort } from "kubernetes-types/networking/v1.js";
 import type { Role, RoleBinding } from "kubernetes-types/rbac/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type ApiCall, LAUNCHER_API_CALLS, RUNNER_API_CALLS } from "../src/drills/api-calls.js";
-import { DRILL_LAUNCHER, DRILL_RUNNER } from "../src/drills/runner-objects.js";
-import type { K8sObject, Rendering } from "../src/k8s-check.js";
+import { type ApiCall, LAUNCHER_API_CALLS, RUNNER_API_CALLS } from "../src/manifests/drill-api-calls.js";
+import { DRILL_LAUNCHER, DRILL_RUNNER } from "../src/manifests/drill-runner-objects.js";
+import type { K8sObject, Rendering } from "../src/manifests/renderings.js";
 import { renderOverlayWith } from "./overlay-with.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");

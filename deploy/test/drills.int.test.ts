@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sourceRevision } from "../src/images/images.js";
+import { sourceRevision } from "../src/local/images.js";
 import type { DrillReport } from "../src/drills/report.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");

@@ -11,8 +11,8 @@ import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import type { PodDisruptionBudget } from "kubernetes-types/policy/v1.js";
 import type { Role, RoleBinding } from "kubernetes-types/rbac/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type K8sObject, renderAll, type Rendering } from "../src/k8s-check.js";
-import { parseYamlDocuments } from "../src/yaml.js";
+import { type K8sObject, renderAll, type Rendering } from "../src/manifests/renderings.js";
+import { parseYamlDocuments } from "../src/manifests/yaml.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const NAME = "otel-collector";

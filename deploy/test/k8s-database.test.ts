@@ -7,11 +7,11 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type K8sObject, type Rendering, renderOnProd, validateRenderings } from "../src/k8s-check.js";
-import { connectionBudget } from "../src/k8s-connection-budget.js";
-import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/k8s-files.js";
-import { POSTGRES_CA_FILE, POSTGRES_CA_SECRET } from "../src/k8s-objects.js";
-import { storePoolSizes } from "../src/postgres-budget.js";
+import { type K8sObject, type Rendering, renderOnProd, validateRenderings } from "../src/manifests/renderings.js";
+import { connectionBudget } from "../src/manifests/connection-budget-check.js";
+import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/manifests/generated-components.js";
+import { POSTGRES_CA_FILE, POSTGRES_CA_SECRET } from "../src/manifests/store-objects.js";
+import { storePoolSizes } from "../src/manifests/postgres-budget.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const stateful = discoverServices(join(root, "services")).filter((s) => s.stateful);

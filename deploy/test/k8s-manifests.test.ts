@@ -6,10 +6,10 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { contractFiles } from "@loopguard/proto";
 import { beforeAll, describe, expect, it } from "vitest";
-import { renderGeneratedFiles } from "../src/generated-files.js";
-import { type K8sObject, renderAll, type Rendering, validateRenderings } from "../src/k8s-check.js";
-import { RULES_FILE } from "../src/prometheus-files.js";
-import { parseYamlDocuments } from "../src/yaml.js";
+import { renderGeneratedFiles } from "../src/manifests/generated-files.js";
+import { type K8sObject, renderAll, type Rendering, validateRenderings } from "../src/manifests/renderings.js";
+import { RULES_FILE } from "../src/manifests/prometheus-files.js";
+import { parseYamlDocuments } from "../src/manifests/yaml.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 

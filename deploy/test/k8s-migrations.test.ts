@@ -10,8 +10,8 @@ import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { Job } from "kubernetes-types/batch/v1.js";
 import type { Container } from "kubernetes-types/core/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type K8sObject, renderAll, type Rendering } from "../src/k8s-check.js";
-import { POSTGRES_CLIENT_LABEL } from "../src/k8s-objects.js";
+import { type K8sObject, renderAll, type Rendering } from "../src/manifests/renderings.js";
+import { POSTGRES_CLIENT_LABEL } from "../src/manifests/cluster-names.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const stateful = discoverServices(join(root, "services")).filter((s) => s.stateful);

@@ -6,10 +6,10 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { type K8sObject, kustomize } from "../src/k8s-check.js";
-import { RELEASE_COMPONENTS } from "../src/k8s-files.js";
-import { NAMESPACE } from "../src/k8s-objects.js";
-import { NAMES_FILE, OUTSIDE_NAMESPACES } from "../src/k8s-names.js";
+import { type K8sObject, kustomize } from "../src/manifests/renderings.js";
+import { RELEASE_COMPONENTS } from "../src/manifests/generated-components.js";
+import { NAMESPACE } from "../src/manifests/cluster-names.js";
+import { NAMES_FILE, OUTSIDE_NAMESPACES } from "../src/manifests/namespace-replacements.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const OPTIONAL = ["chaos-drills", "cloudnative-pg", "llm-egress", "patrol"];

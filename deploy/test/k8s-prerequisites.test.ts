@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { CUSTOM_KINDS } from "../src/k8s-check.js";
+import { CUSTOM_KINDS } from "../src/manifests/renderings.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const docs = readFileSync(join(root, "docs", "kubernetes.md"), "utf8");

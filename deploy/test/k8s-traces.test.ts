@@ -8,7 +8,7 @@ import { DEFAULT_TRACE_RETENTION } from "@loopguard/orchestrator";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { PersistentVolumeClaim } from "kubernetes-types/core/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
-import { renderAll, type Rendering } from "../src/k8s-check.js";
+import { renderAll, type Rendering } from "../src/manifests/renderings.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 

@@ -8,10 +8,10 @@ import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
-import { renderAll, type Rendering } from "../src/k8s-check.js";
-import { requiredFlows } from "../src/network-flows.js";
-import { blocked, checkFlows, featuresOf } from "../src/network-flows-check.js";
-import { connection, namespaceLabels, type PodEndpoint } from "../src/network-policy.js";
+import { renderAll, type Rendering } from "../src/manifests/renderings.js";
+import { requiredFlows } from "../src/manifests/network-flows.js";
+import { blocked, checkFlows, featuresOf } from "../src/manifests/network-flows-check.js";
+import { connection, namespaceLabels, type PodEndpoint } from "../src/manifests/network-policy.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const services = discoverServices(join(root, "services"));

@@ -4,9 +4,9 @@
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
-import { type Rendering, kustomize } from "../src/k8s-check.js";
-import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/k8s-files.js";
-import { parseYamlDocuments, toYaml } from "../src/yaml.js";
+import { type Rendering, kustomize } from "../src/manifests/renderings.js";
+import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/manifests/generated-components.js";
+import { parseYamlDocuments, toYaml } from "../src/manifests/yaml.js";
 
 export function renderOverlayWith(root: string, overlay: string, components: readonly string[]): Rendering {
   const dir = join(root, OVERLAYS_DIR, overlay);

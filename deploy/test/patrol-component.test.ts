@@ -12,10 +12,15 @@ import { discoverServices, ensureLocalKeys } from "@loopguard/tool-sdk";
 import type { CronJob } from "kubernetes-types/batch/v1.js";
 import type { ConfigMap, Container, PodSpec } from "kubernetes-types/core/v1.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { K8sObject, Rendering } from "../src/k8s-check.js";
-import { blocked } from "../src/network-flows-check.js";
-import { deniedFlows, requiredFlows } from "../src/network-flows.js";
-import { GOLDEN_SET_FILE, PATROL, PATROL_GOLDEN_CONFIG_MAP, PATROL_PEOPLE_SECRET } from "../src/patrol-objects.js";
+import type { K8sObject, Rendering } from "../src/manifests/renderings.js";
+import { blocked } from "../src/manifests/network-flows-check.js";
+import { deniedFlows, requiredFlows } from "../src/manifests/network-flows.js";
+import {
+  GOLDEN_SET_FILE,
+  PATROL,
+  PATROL_GOLDEN_CONFIG_MAP,
+  PATROL_PEOPLE_SECRET,
+} from "../src/manifests/patrol-objects.js";
 import { renderOverlayWith } from "./overlay-with.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");

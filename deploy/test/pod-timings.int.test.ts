@@ -19,8 +19,8 @@ import {
   SHUTDOWN_GRACE_MS,
   startupBudgetSeconds,
   TERMINATION_GRACE_SECONDS,
-} from "../src/pod-timings.js";
-import { parseYamlDocuments } from "../src/yaml.js";
+} from "../src/manifests/pod-timings.js";
+import { parseYamlDocuments } from "../src/manifests/yaml.js";
 import { root } from "./suite-processes.js";
 
 const services = discoverServices(join(root, "services"));

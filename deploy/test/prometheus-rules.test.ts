@@ -8,10 +8,15 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { contractFiles } from "@loopguard/proto";
 import { describe, expect, it } from "vitest";
-import { renderGeneratedFiles } from "../src/generated-files.js";
-import { COMPONENTS_DIR } from "../src/k8s-files.js";
-import { LOCAL_CONFIG_FILE, PROMETHEUS_DIR, RULES_FILE, SLO_ALERT_TESTS_FILE } from "../src/prometheus-files.js";
-import { parseYamlDocuments, toYaml } from "../src/yaml.js";
+import { renderGeneratedFiles } from "../src/manifests/generated-files.js";
+import { COMPONENTS_DIR } from "../src/manifests/generated-components.js";
+import {
+  LOCAL_CONFIG_FILE,
+  PROMETHEUS_DIR,
+  RULES_FILE,
+  SLO_ALERT_TESTS_FILE,
+} from "../src/manifests/prometheus-files.js";
+import { parseYamlDocuments, toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");

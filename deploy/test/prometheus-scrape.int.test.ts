@@ -17,9 +17,9 @@ import {
 } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, kill, startTool } from "../../test/e2e/processes.js";
-import { agentRuleGroup } from "../src/agent-rules.js";
-import { localScrapeConfig, RULES_FILE } from "../src/prometheus-files.js";
-import { toYaml } from "../src/yaml.js";
+import { agentRuleGroup } from "../src/manifests/agent-rules.js";
+import { localScrapeConfig, RULES_FILE } from "../src/manifests/prometheus-files.js";
+import { toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");

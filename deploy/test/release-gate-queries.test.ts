@@ -9,11 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { describe, expect, it } from "vitest";
-import { type GateKind, gateQueries } from "../src/release/gate-queries.js";
+import { type GateKind, gateQueries } from "../src/manifests/gate-queries.js";
 import { gateVerdict, judgedMethods } from "../src/release/gate.js";
 import { bucketQuantile } from "../src/release/local-measure.js";
-import { methodSlos } from "../src/slo-rules.js";
-import { toYaml } from "../src/yaml.js";
+import { methodSlos } from "../src/manifests/slo-rules.js";
+import { toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
 
 const promtool = findExecutable("promtool");

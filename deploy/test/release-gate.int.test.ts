@@ -17,10 +17,10 @@ import type { ToolProcess } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, kill, startTool } from "../../test/e2e/processes.js";
 import { type GateAnswer, gateVerdict, judgedMethods, prometheusAnswer } from "../src/release/gate.js";
-import { type GateKind, gateQueries } from "../src/release/gate-queries.js";
+import { type GateKind, gateQueries } from "../src/manifests/gate-queries.js";
 import { measureLocally, type Reading, readPages } from "../src/release/local-measure.js";
-import { methodSlos } from "../src/slo-rules.js";
-import { toYaml } from "../src/yaml.js";
+import { methodSlos } from "../src/manifests/slo-rules.js";
+import { toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");

@@ -8,9 +8,9 @@ import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
 import type { Deployment, ReplicaSet } from "kubernetes-types/apps/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type K8sObject, renderOnProd, type Rendering, validateRenderings } from "../src/k8s-check.js";
-import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/k8s-files.js";
-import { SCALE_DOWN_DELAY_SECONDS } from "../src/k8s-release-objects.js";
+import { type K8sObject, renderOnProd, type Rendering, validateRenderings } from "../src/manifests/renderings.js";
+import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/manifests/generated-components.js";
+import { SCALE_DOWN_DELAY_SECONDS } from "../src/manifests/release-objects.js";
 import { ReleaseRefused } from "../src/release/contract-gate.js";
 import { releaseGateOf } from "../src/release/gate.js";
 import {

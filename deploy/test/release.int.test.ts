@@ -22,7 +22,7 @@ import { localPersonToken } from "@loopguard/tool-sdk/testing";
 import pg from "pg";
 import { FAILED_OUTCOMES } from "../src/drills/metrics.js";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
-import { type K8sObject, validateRenderings } from "../src/k8s-check.js";
+import { type K8sObject, validateRenderings } from "../src/manifests/renderings.js";
 import type { K8sReleaseResult, ReleaseResult } from "../src/release/index.js";
 import { docker, root, suiteProcesses } from "./suite-processes.js";
 

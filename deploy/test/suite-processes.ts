@@ -5,7 +5,7 @@ import { chmodSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { SuiteState } from "../src/containers/suite.js";
+import type { SuiteState } from "../src/local/suite/state.js";
 
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 

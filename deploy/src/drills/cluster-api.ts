@@ -1,10 +1,10 @@
 // What the drill runner asks of the Kubernetes API from inside the cluster (its Job's
 // ServiceAccount token): the target's ready pods, the orchestrator's endpoints (every replica's
 // metrics page), and the PodChaos objects that kill pods. RUNNER_API_CALLS lists every call as
-// data (api-calls.ts): the Role in the chaos-drills component is generated from it, and the
+// data (manifests/drill-api-calls.ts): the Role in the chaos-drills component is generated from it, and the
 // tests hold the client's real requests and the shipped Role to it.
 import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
-import type { PodChaos } from "./pod-chaos.js";
+import type { PodChaos } from "../manifests/pod-chaos-objects.js";
 
 const CHAOS = { group: "chaos-mesh.org", version: "v1alpha1", plural: "podchaos" } as const;
 

@@ -6,11 +6,11 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import type { CronJob, Job } from "kubernetes-types/batch/v1.js";
-import { NAMESPACE } from "../k8s-objects.js";
+import { NAMESPACE } from "../manifests/cluster-names.js";
 import type { DrillOptions } from "./options.js";
 import type { DrillReport } from "./report.js";
 import { DrillError } from "./drill-error.js";
-import { DRILL_RUNNER } from "./runner-objects.js";
+import { DRILL_RUNNER } from "../manifests/drill-runner-objects.js";
 
 /** The runner's last stdout line starts with this key: `{"drill_report": …, "run_id": …, "started_at": …}`. */
 export const REPORT_KEY = "drill_report";

@@ -13,7 +13,7 @@ import { MetricsSampler, prometheusPages, podPages } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import { drillPeople } from "./people.js";
 import { FLAP_DOWN_MS, FLAP_UP_MS } from "./plan.js";
-import { type PodChaos, podKill } from "./pod-chaos.js";
+import { type PodChaos, podKill } from "../manifests/pod-chaos-objects.js";
 import { DrillError } from "./drill-error.js";
 import { type DrillResult, writeReport } from "./report-files.js";
 import { type DrillCluster, type DrillService, drive, type RunContext, runIdOf } from "./run.js";

@@ -6,16 +6,17 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
 import { setTimeout as sleep } from "node:timers/promises";
-import { NAMESPACE } from "../k8s-objects.js";
-import { toYamlDocuments } from "../yaml.js";
+import { NAMESPACE } from "../manifests/cluster-names.js";
+import { toYamlDocuments } from "../manifests/yaml.js";
 import { podChaosPlan } from "./k8s.js";
 import { drillJob, jobNameOf, kubectl, launchK8sDrill } from "./k8s-launch.js";
-import { catalogueOf, type DrillOptions, parseDrillArgs, USAGE, UsageError } from "./options.js";
+import { runCli, UsageError } from "../cli.js";
+import { catalogueOf, type DrillOptions, parseDrillArgs, USAGE } from "./options.js";
 import { runLocalDrill } from "./local.js";
 import { DrillError } from "./drill-error.js";
 import { type DrillResult, writeReportFiles } from "./report-files.js";
 import { runIdOf } from "./run.js";
-import { drillRunnerTemplate } from "./runner-objects.js";
+import { drillRunnerTemplate } from "../manifests/drill-runner-objects.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
@@ -36,14 +37,7 @@ function summary(result: DrillResult): string {
 
 async function main(): Promise<number> {
   const services = discoverServices(join(root, "services"));
-  let options: DrillOptions;
-  try {
-    options = parseDrillArgs(process.argv.slice(2), catalogueOf(services));
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(`drill: ${error.message}\n${USAGE}\n`);
-    return 2;
-  }
+  const options: DrillOptions = parseDrillArgs(process.argv.slice(2), catalogueOf(services));
   if (options.k8s && options.dryRun) {
     const runId = runIdOf(options, new Date());
     const objects = [
@@ -115,10 +109,6 @@ class Interrupted extends Error {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`drill: ${(error as Error).message.split("\n")[0]}\n`);
-    process.exit(1);
-  },
+runCli("drill", main, (error) =>
+  error instanceof UsageError ? `${error.message}\n${USAGE}` : error.message.split("\n")[0]!,
 );

@@ -1,6 +1,7 @@
 import { DEFAULT_MAX_SESSIONS_PER_CALLER } from "@loopguard/orchestrator";
 import { describe, expect, it } from "vitest";
-import { MAX_SESSIONS, parseDrillArgs, UsageError } from "./options.js";
+import { UsageError } from "../cli.js";
+import { MAX_SESSIONS, parseDrillArgs } from "./options.js";
 import { drillEnv } from "./local.js";
 import { planSessions } from "./session-plan.js";
 import { podChaosPlan } from "./k8s.js";

@@ -3,7 +3,8 @@
 import { parseArgs } from "node:util";
 import { contractFiles } from "@loopguard/proto";
 import { type ServiceSpec, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
-import type { KillMode } from "./pod-chaos.js";
+import { UsageError } from "../cli.js";
+import type { KillMode } from "../manifests/pod-chaos-objects.js";
 
 export const SCENARIOS = ["kill-tool", "kill-orchestrator", "latency", "errors", "flap", "release"] as const;
 export type Scenario = (typeof SCENARIOS)[number];
@@ -44,10 +45,6 @@ export interface DrillOptions {
   /** --k8s: the in-cluster URL of a Prometheus that scrapes the orchestrators; without it the runner reads each replica's page. */
   readonly prometheus: string | undefined;
   readonly dryRun: boolean;
-}
-
-export class UsageError extends Error {
-  override readonly name = "UsageError";
 }
 
 /** What the arguments are checked against: the suite's services and each tool's methods. */

@@ -7,7 +7,7 @@ import type { ReleaseResult } from "../release/result.js";
 import { elapsed, type SessionLoad } from "./load.js";
 import { type MetricsSampler, type Snapshot, toolCallFigures } from "./metrics.js";
 import type { FaultProfile, Plan, SideEffectsCheck, Step } from "./plan.js";
-import type { KillMode } from "./pod-chaos.js";
+import type { KillMode } from "../manifests/pod-chaos-objects.js";
 import type { DeadWindow, FaultEvent } from "./report.js";
 
 /**

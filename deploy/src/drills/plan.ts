@@ -12,7 +12,7 @@ import type { Pace } from "./load.js";
 import { moneyCheck } from "./money.js";
 import type { DrillOptions } from "./options.js";
 import type { OrchestratorApi } from "./orchestrator-api.js";
-import type { KillMode } from "./pod-chaos.js";
+import type { KillMode } from "../manifests/pod-chaos-objects.js";
 import type { SessionOutcome, SideEffectAudit } from "./report.js";
 import type { PlannedSession } from "./session-plan.js";
 

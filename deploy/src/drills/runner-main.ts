@@ -6,19 +6,13 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { drillKube } from "./cluster-api.js";
 import { clusterServices, runClusterDrill } from "./k8s.js";
 import { REPORT_KEY } from "./k8s-launch.js";
-import { catalogueOf, parseDrillArgs, USAGE, UsageError } from "./options.js";
-import { RUNNER_TMP } from "./runner-objects.js";
+import { runCli, UsageError } from "../cli.js";
+import { catalogueOf, parseDrillArgs, USAGE } from "./options.js";
+import { RUNNER_TMP } from "../manifests/drill-runner-objects.js";
 
 async function main(): Promise<number> {
   const services = clusterServices(process.env.LOOPGUARD_DRILL_SERVICES);
-  let options: ReturnType<typeof parseDrillArgs>;
-  try {
-    options = parseDrillArgs(process.argv.slice(2), catalogueOf(services));
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(`drill-runner: ${error.message}\n${USAGE}\n`);
-    return 2;
-  }
+  const options = parseDrillArgs(process.argv.slice(2), catalogueOf(services));
   const namespace = process.env.LOOPGUARD_DRILL_NAMESPACE;
   if (!namespace)
     throw new Error("LOOPGUARD_DRILL_NAMESPACE is not set (the Job template sets it from the pod's namespace)");
@@ -44,10 +38,6 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    process.stderr.write(`drill-runner: ${(error as Error).message.split("\n")[0]}\n`);
-    process.exit(1);
-  },
+runCli("drill-runner", main, (error) =>
+  error instanceof UsageError ? `${error.message}\n${USAGE}` : error.message.split("\n")[0]!,
 );

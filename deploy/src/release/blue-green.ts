@@ -6,7 +6,7 @@
 // then the old colour drains. The phases are data: the local containers (local.ts) run them as
 // they come, Kubernetes's plain path (k8s-plain.ts) plans them as patches and waits that
 // k8s-apply.ts runs. Argo Rollouts runs the same model in its controller (k8s-argo.ts).
-import { type Colour, COLOURS } from "../k8s-release-objects.js";
+import { type Colour, COLOURS } from "../manifests/release-objects.js";
 
 export type GateWhen = "before the flip" | "after the flip";
 

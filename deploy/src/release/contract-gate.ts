@@ -12,7 +12,7 @@ import type { DescFile } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import { IMAGE_DESCRIPTOR_SET_LABEL } from "@loopguard/proto/descriptor-set";
 import { ADMIN_TOOL_NAME, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
-import { docker, imageExists } from "../docker.js";
+import { docker, imageExists } from "../local/docker.js";
 
 /** A release that must not go ahead; `detail` holds what explains it (buf's findings). */
 export class ReleaseRefused extends Error {

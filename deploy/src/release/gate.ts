@@ -1,5 +1,5 @@
 // The release gate's verdict, the same on every path: the answers to the gate queries
-// (gate-queries.ts) — from Prometheus on Kubernetes, computed from the new pods' own /metrics pages
+// (manifests/gate-queries.ts) — from Prometheus on Kubernetes, computed from the new pods' own /metrics pages
 // locally (local-measure.ts) — hold one value per judged method, its measure over its target. The
 // gate passes when each kind has at least one value and none is above 1 (what GATE_PASSES tells
 // Argo Rollouts), and the smoke calls passed. Findings say, one line each, what was judged and why
@@ -15,10 +15,10 @@ import {
   smokePassed,
   toolServicesOf,
 } from "@loopguard/tool-sdk";
-import { serviceSlos } from "../prometheus-files.js";
-import type { MethodSlo } from "../slo-rules.js";
+import { serviceSlos } from "../manifests/prometheus-files.js";
+import type { MethodSlo } from "../manifests/slo-rules.js";
 import { ReleaseRefused } from "./contract-gate.js";
-import type { GateKind } from "./gate-queries.js";
+import type { GateKind } from "../manifests/gate-queries.js";
 
 /** What a release of a tool is judged by: its contract's smoke call, and its methods' SLOs (the deploy overrides applied). */
 export interface ReleaseGate {

@@ -9,8 +9,8 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
-import { type K8sObject, kustomize } from "../k8s-check.js";
-import { NAMESPACE } from "../k8s-objects.js";
+import { type K8sObject, kustomize } from "../manifests/renderings.js";
+import { NAMESPACE } from "../manifests/cluster-names.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";
 import { type K8sPlan, planK8sRelease } from "./k8s.js";
 import { applyK8sPlan, liveObjects } from "./k8s-apply.js";

@@ -6,7 +6,7 @@
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment, ReplicaSet } from "kubernetes-types/apps/v1.js";
-import { previewServiceName } from "../k8s-release-objects.js";
+import { previewServiceName } from "../manifests/release-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import {
   containerIndex,

@@ -4,7 +4,7 @@
 // the release needs nothing but kubectl) after the initial delay and then `count` times; a kind
 // whose answer fails more than failureLimit measurements, Prometheus failing to answer more than
 // consecutiveErrorLimit times in a row, or a smoke Job that fails, fails the gate.
-import { GATE_SCHEDULE } from "../k8s-smoke-objects.js";
+import { GATE_SCHEDULE } from "../manifests/smoke-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import { type GateAnswer, type GateVerdict, gateVerdict, prometheusAnswer } from "./gate.js";
 import type { GateStep } from "./k8s.js";

@@ -20,7 +20,7 @@ import {
   colourDeploymentName,
   previewServiceName,
   SCALE_DOWN_DELAY_SECONDS,
-} from "../k8s-release-objects.js";
+} from "../manifests/release-objects.js";
 import { type BlueGreenDriver, idleColour, planBlueGreen } from "./blue-green.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import type { ReleaseGate } from "./gate.js";

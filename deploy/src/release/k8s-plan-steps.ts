@@ -5,15 +5,15 @@
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import jsonPatch, { type Operation } from "fast-json-patch";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
-import type { K8sObject } from "../k8s-check.js";
-import type { ReleasePath } from "../k8s-files.js";
-import { migrateJob, migrateJobLabels, migrateJobName } from "../k8s-migration-objects.js";
-import { serviceHost } from "../k8s-objects.js";
-import { type Colour, COLOUR_LABEL } from "../k8s-release-objects.js";
-import { SMOKE_LABEL, smokeJobSpec } from "../k8s-smoke-objects.js";
+import type { K8sObject } from "../manifests/renderings.js";
+import type { ReleasePath } from "../manifests/generated-components.js";
+import { migrateJob, migrateJobLabels, migrateJobName } from "../manifests/migration-objects.js";
+import { serviceHost } from "../manifests/cluster-names.js";
+import { type Colour, COLOUR_LABEL } from "../manifests/release-objects.js";
+import { SMOKE_LABEL, smokeJobSpec } from "../manifests/smoke-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import { type JudgedMethod, judgedMethods, type ReleaseGate } from "./gate.js";
-import { type GateQuery, gateQueries } from "./gate-queries.js";
+import { type GateQuery, gateQueries } from "../manifests/gate-queries.js";
 import type { ReleaseKind } from "./result.js";
 
 /**

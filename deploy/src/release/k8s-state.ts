@@ -12,9 +12,9 @@ import { join, relative, resolve } from "node:path";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
 import type { Service } from "kubernetes-types/core/v1.js";
-import { componentsOf, type K8sObject, kustomize } from "../k8s-check.js";
-import { COLOUR_LABEL, COLOURS, colourDeploymentName, previewServiceName } from "../k8s-release-objects.js";
-import { toYaml, toYamlDocuments } from "../yaml.js";
+import { componentsOf, type K8sObject, kustomize } from "../manifests/renderings.js";
+import { COLOUR_LABEL, COLOURS, colourDeploymentName, previewServiceName } from "../manifests/release-objects.js";
+import { toYaml, toYamlDocuments } from "../manifests/yaml.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import { find, type K8sPlan, type Objects } from "./k8s-plan-steps.js";
 

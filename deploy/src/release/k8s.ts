@@ -7,10 +7,10 @@
 // produces, and the tests validate those objects strictly.
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
-import type { K8sObject } from "../k8s-check.js";
-import type { ReleasePath } from "../k8s-files.js";
-import { COLOURS, colourDeploymentName } from "../k8s-release-objects.js";
-import { WAIT_FOR_SCHEMA } from "../k8s-migration-objects.js";
+import type { K8sObject } from "../manifests/renderings.js";
+import type { ReleasePath } from "../manifests/generated-components.js";
+import { COLOURS, colourDeploymentName } from "../manifests/release-objects.js";
+import { WAIT_FOR_SCHEMA } from "../manifests/migration-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import type { ReleaseGate } from "./gate.js";
 import { planArgo } from "./k8s-argo.js";

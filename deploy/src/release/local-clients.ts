@@ -3,7 +3,7 @@
 import { execFile } from "node:child_process";
 import { promises as dns } from "node:dns";
 import { setTimeout as sleep } from "node:timers/promises";
-import { DNS_ADDRESS } from "../containers/suite.js";
+import { DNS_ADDRESS } from "../local/suite/dns.js";
 import { ReleaseRefused } from "./contract-gate.js";
 
 /** How long clients get to leave the old set: max connection age with jitter, grpc-js's 30 s between resolutions, its subchannel pool's cleanup, a margin. */

@@ -4,7 +4,7 @@
 // (the smoke calls are the only traffic) and again once the new set serves every client (their
 // calls and a second round of smoke calls).
 import { describeSmoke, readSigningKey, runSmoke, SMOKE_SUBJECT, smokeCount, smokeToken } from "@loopguard/tool-sdk";
-import type { Pod } from "../containers/suite.js";
+import type { Pod } from "../local/suite/state.js";
 import { type GateVerdict, gateVerdict, judgedMethods, type ReleaseGate } from "./gate.js";
 import { measureLocally, type Reading, readPages } from "./local-measure.js";
 

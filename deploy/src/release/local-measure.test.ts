@@ -3,7 +3,7 @@
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { parseMetrics, ServerMetrics } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
-import { methodSlos } from "../slo-rules.js";
+import { methodSlos } from "../manifests/slo-rules.js";
 import { gateVerdict, judgedMethods } from "./gate.js";
 import { bucketQuantile, measureLocally, type Reading } from "./local-measure.js";
 

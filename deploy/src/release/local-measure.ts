@@ -2,9 +2,9 @@
 // path, which needs no Prometheus: two readings of every new pod's page, the gate's observation
 // window between them, give each unary method's calls, its server-fault ratio and its p95 (the
 // same bucket interpolation as PromQL's histogram_quantile); a method is judged once it had
-// minCallsToJudge calls in the window, its value the measure over its target, as in gate-queries.ts.
+// minCallsToJudge calls in the window, its value the measure over its target, as in manifests/gate-queries.ts.
 import { minCallsToJudge, parseMetrics, type Sample } from "@loopguard/tool-sdk";
-import { type MethodSlo, SERVER_FAULT_CODES } from "../slo-rules.js";
+import { type MethodSlo, SERVER_FAULT_CODES } from "../manifests/slo-rules.js";
 import type { GateAnswer, JudgedValue } from "./gate.js";
 
 /** One reading of each pod's page, by pod. */

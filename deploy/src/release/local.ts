@@ -8,16 +8,9 @@
 // back to the old set, still running. Otherwise the old set is drained (SIGTERM: calls in flight
 // finish) and its stopped containers are kept, so a rollback starts them again and flips back.
 import { localKeyPaths, type ServiceSpec } from "@loopguard/tool-sdk";
-import {
-  activeColour,
-  activePods,
-  ContainerSuite,
-  dnsName,
-  type Pod,
-  type PodSet,
-  type SuiteState,
-} from "../containers/suite.js";
-import { imageRepository } from "../images/images.js";
+import { ContainerSuite } from "../local/suite.js";
+import { activeColour, activePods, dnsName, type Pod, type PodSet, type SuiteState } from "../local/suite/state.js";
+import { imageRepository } from "../local/images.js";
 import { type BlueGreenDriver, driveBlueGreen, type GateWhen, idleColour } from "./blue-green.js";
 import { checkContracts, ReleaseRefused, toolContractPaths } from "./contract-gate.js";
 import { type GateVerdict, releaseGateOf } from "./gate.js";

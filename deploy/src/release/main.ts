@@ -4,15 +4,14 @@
 // (one line saying why — the contract or release gate that failed, and what was undone — then
 // buf's findings or the gate's other findings), 2 on a usage error.
 import { parseArgs } from "node:util";
-import { checkTag } from "../images/images.js";
+import { runCli, UsageError } from "../cli.js";
+import { checkTag } from "../local/images.js";
 import { type K8sReleaseResult, release, ReleaseRefused, type ReleaseResult, rollback } from "./index.js";
 
 const USAGE =
   "usage: pnpm release <tool> --to <image tag> [--k8s --overlay DIR [--namespace NS] [--from-manifests DIR] [--prometheus URL]] [--dry-run] [--json]\n" +
   "       pnpm release <tool> --rollback [--k8s --overlay DIR [--namespace NS] [--from-manifests DIR]] [--dry-run] [--json]\n" +
   "       --overlay: the kustomization the cluster is applied from; the release is recorded in its release-state component (not needed with --dry-run)";
-
-class UsageError extends Error {}
 
 function seconds(ms: number | undefined): string {
   return ms === undefined ? "–" : `${(ms / 1000).toFixed(1)} s`;
@@ -108,15 +107,6 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    if (error instanceof UsageError) {
-      process.stderr.write(`release: ${error.message}\n`);
-      process.exit(2);
-    }
-    const detail = error instanceof ReleaseRefused && error.detail ? `\n${error.detail}` : "";
-    process.stderr.write(`release: ${(error as Error).message}${detail}\n`);
-    process.exit(1);
-  },
+runCli("release", main, (error) =>
+  error instanceof ReleaseRefused && error.detail ? `${error.message}\n${error.detail}` : error.message,
 );

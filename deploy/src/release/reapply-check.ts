@@ -7,9 +7,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import { type K8sObject, kustomize } from "../k8s-check.js";
-import { COMPONENTS_DIR, OVERLAYS_DIR, RELEASE_COMPONENTS } from "../k8s-files.js";
-import { NAMESPACE } from "../k8s-objects.js";
+import { type K8sObject, kustomize } from "../manifests/renderings.js";
+import { COMPONENTS_DIR, OVERLAYS_DIR, RELEASE_COMPONENTS } from "../manifests/generated-components.js";
+import { NAMESPACE } from "../manifests/cluster-names.js";
 import { planK8sRelease } from "./k8s.js";
 import { afterPlan, RELEASE_STATE_DIR, reapplyMoves, statePatches, writeReleaseState } from "./k8s-state.js";
 

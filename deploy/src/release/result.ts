@@ -1,6 +1,6 @@
 // What a release or rollback reports, locally and on Kubernetes: the set it left and the one it
 // switched to, when each step happened, and how long each took.
-import type { Colour } from "../k8s-release-objects.js";
+import type { Colour } from "../manifests/release-objects.js";
 
 export type ReleaseKind = "release" | "rollback";
 

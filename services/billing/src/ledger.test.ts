@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "./demo-orders.js";
-import { decideRefund, refundRequestHash, seedRows } from "./ledger.js";
+import { refundRequestHash, seedRows } from "./ledger-rows.js";
+import { decideRefund } from "./refund-decision.js";
 
 describe("refundRequestHash", () => {
   it("hashes the order, amount and reason of a request", () => {

@@ -16,24 +16,25 @@ import {
 import type pg from "pg";
 import {
   type BreakGlassRow,
-  breakGlassRow,
-  decideRefund,
-  dryRunOutcome,
-  insertedOutcome,
   LedgerError,
   MAX_LISTED_REFUNDS,
   type OrderRecord,
-  type OrderRow,
-  orderOf,
   type RefundCommand,
   type RefundLedger,
   type RefundOutcome,
   type RefundRecord,
+  type SeedOrder,
+} from "./ledger.js";
+import {
+  breakGlassRow,
+  type NewRefundRow,
+  type OrderRow,
+  orderOf,
   type RefundRow,
   refundOf,
-  type SeedOrder,
   seedRows,
-} from "./ledger.js";
+} from "./ledger-rows.js";
+import { decideRefund, dryRunOutcome, insertedOutcome } from "./refund-decision.js";
 
 /**
  * Refund's SLA timeout is 2 s: a database that does not answer must become LEDGER_UNAVAILABLE
@@ -100,6 +101,20 @@ const SELECT_REFUND_BY_KEY = `SELECT ${REFUND_COLUMNS} FROM refunds WHERE idempo
 const INSERT_REFUND = `INSERT INTO refunds (refund_id, order_id, amount_cents, reason, idempotency_key, request_hash, refundable_after_cents, created_at)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`;
 
+/** INSERT_REFUND's parameters, in its column order. */
+function refundParams(r: NewRefundRow): (string | number)[] {
+  return [
+    r.refund_id,
+    r.order_id,
+    r.amount_cents,
+    r.reason,
+    r.idempotency_key,
+    r.request_hash,
+    r.refundable_after_cents,
+    r.created_at,
+  ];
+}
+
 /** A unique key another transaction took first; running again sees what it wrote. */
 const isUniqueViolation = (error: unknown) => (error as { code?: unknown } | null)?.code === "23505";
 
@@ -140,16 +155,7 @@ export class PostgresRefundLedger implements RefundLedger {
           );
           if (inserted.rowCount === 0) continue;
           for (const r of refunds) {
-            await client.query(INSERT_REFUND, [
-              r.refund_id,
-              r.order_id,
-              r.amount_cents,
-              r.reason,
-              r.idempotency_key,
-              r.request_hash,
-              r.refundable_after_cents,
-              r.created_at,
-            ]);
+            await client.query(INSERT_REFUND, refundParams(r));
           }
         }
       }),
@@ -208,17 +214,7 @@ export class PostgresRefundLedger implements RefundLedger {
               status = CASE WHEN amount_refunded_cents + $3 = amount_paid_cents THEN 'REFUNDED' ELSE status END,
               version = version + 1
         WHERE order_id = $2 AND version = $9`,
-      [
-        r.refund_id,
-        r.order_id,
-        r.amount_cents,
-        r.reason,
-        r.idempotency_key,
-        r.request_hash,
-        r.refundable_after_cents,
-        r.created_at,
-        o.version,
-      ],
+      [...refundParams(r), o.version],
     );
     if (updated.rowCount !== 1) throw new Error(`order ${o.order_id} changed inside its refund transaction`);
     const audit = breakGlassRow(command, r);

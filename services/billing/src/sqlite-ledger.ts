@@ -10,25 +10,25 @@ import {
 import type Database from "better-sqlite3";
 import {
   type BreakGlassRow,
-  breakGlassRow,
-  decideRefund,
-  dryRunOutcome,
-  insertedOutcome,
   LedgerError,
   MAX_LISTED_REFUNDS,
-  type NewRefundRow,
   type OrderRecord,
-  type OrderRow,
-  orderOf,
   type RefundCommand,
   type RefundLedger,
   type RefundOutcome,
   type RefundRecord,
+  type SeedOrder,
+} from "./ledger.js";
+import {
+  breakGlassRow,
+  type NewRefundRow,
+  type OrderRow,
+  orderOf,
   type RefundRow,
   refundOf,
-  type SeedOrder,
   seedRows,
-} from "./ledger.js";
+} from "./ledger-rows.js";
+import { decideRefund, dryRunOutcome, insertedOutcome } from "./refund-decision.js";
 
 export interface SqliteLedgerOptions extends SchemaOptions {
   /** How long a writer waits for another connection's lock before giving up with LEDGER_UNAVAILABLE. */

@@ -152,3 +152,4 @@ export type { ResultSource } from "./client/chain.js";
 export type { ToolClientOptions } from "./client/plan.js";
 export type { BreakerState } from "./client/stages/breaker.js";
 export { type CallOptions, ToolClient, toolClient, type ToolResult } from "./client/tool-client.js";
+export { numberOption, UsageError } from "./cli-options.js";

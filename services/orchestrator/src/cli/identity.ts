@@ -1,10 +1,9 @@
 // Who the CLI acts as: one person at a time, chosen with --as NAME (or LOOPGUARD_AS; default
 // requester), whose key and its binding in the JWKS decide the subject and what a token may carry.
 // Nothing comes from $USER: the approver of a session is another key, so another person.
-import { ConfigError, mintToken, type PersonKey, personKey } from "@loopguard/tool-sdk";
+import { ConfigError, mintToken, type PersonKey, personKey, UsageError } from "@loopguard/tool-sdk";
 
-/** A wrong argument or a missing key: one line, exit 2. */
-export class UsageError extends Error {}
+export { UsageError } from "@loopguard/tool-sdk";
 
 /** The person named by --as (or LOOPGUARD_AS, LOOPGUARD_SIGNING_KEY_FILE); a UsageError naming what is wrong. */
 export function actingPerson(as: string | undefined): PersonKey {

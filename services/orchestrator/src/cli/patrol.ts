@@ -18,7 +18,7 @@ import {
   type PatrolRunSchema,
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, requiredScopesOf, status } from "@loopguard/tool-sdk";
+import { CallError, createRawClient, numberOption, requiredScopesOf, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 import { actingPerson, apiToken, UsageError } from "./identity.js";
 import { type Approval, type GoldenTask, parseGoldenSet } from "./patrol-tasks.js";
@@ -41,21 +41,6 @@ const BUDGET_FIELDS: Record<string, string> = {
   max_wall_clock_ms: "maxWallClockMs",
   max_cost_micros: "maxCostMicros",
 };
-
-function numberOption(
-  value: string | undefined,
-  name: string,
-  fallback: number,
-  min: number,
-  max: number,
-  integer: boolean,
-): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n)))
-    throw new UsageError(`--${name} must be ${integer ? "an integer" : "a number"} in ${min}..${max}, got "${value}"`);
-  return n;
-}
 
 type Api = ReturnType<typeof createRawClient<typeof OrchestratorService>>;
 

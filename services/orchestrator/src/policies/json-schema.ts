@@ -63,21 +63,12 @@ function fieldSchema(f: DescField, enclosing: ReadonlySet<string>): JsonObject {
   const rules = rulesOf(f);
   switch (f.fieldKind) {
     case "scalar":
-      return scalarSchema(f.scalar, rules);
     case "enum":
-      return enumSchema(f.enum, rules);
     case "message":
-      return messageSchema(f.message, enclosing);
+      return elementSchema(f, rules, enclosing);
     case "list": {
       const repeated = rules?.type.case === "repeated" ? rules.type.value : undefined;
-      const itemRules = repeated?.items;
-      const items =
-        f.listKind === "scalar"
-          ? scalarSchema(f.scalar, itemRules)
-          : f.listKind === "enum"
-            ? enumSchema(f.enum, itemRules)
-            : messageSchema(f.message, enclosing);
-      const schema: JsonObject = { type: "array", items };
+      const schema: JsonObject = { type: "array", items: elementSchema(f, repeated?.items, enclosing) };
       if (repeated?.minItems) schema.minItems = Number(repeated.minItems);
       if (repeated?.maxItems) schema.maxItems = Number(repeated.maxItems);
       if (repeated?.unique) schema.uniqueItems = true;
@@ -85,19 +76,24 @@ function fieldSchema(f: DescField, enclosing: ReadonlySet<string>): JsonObject {
     }
     case "map": {
       const map = rules?.type.case === "map" ? rules.type.value : undefined;
-      const valueRules = map?.values;
-      const values =
-        f.mapKind === "scalar"
-          ? scalarSchema(f.scalar, valueRules)
-          : f.mapKind === "enum"
-            ? enumSchema(f.enum, valueRules)
-            : messageSchema(f.message, enclosing);
-      const schema: JsonObject = { type: "object", additionalProperties: values };
+      const schema: JsonObject = { type: "object", additionalProperties: elementSchema(f, map?.values, enclosing) };
       if (map?.minPairs) schema.minProperties = Number(map.minPairs);
       if (map?.maxPairs) schema.maxProperties = Number(map.maxPairs);
       return schema;
     }
   }
+}
+
+/** A field, a list's item or a map's value: exactly one of a scalar, an enum or a message. */
+type Element =
+  | { readonly scalar: ScalarType; readonly enum: undefined; readonly message: undefined }
+  | { readonly scalar: undefined; readonly enum: DescEnum; readonly message: undefined }
+  | { readonly scalar: undefined; readonly enum: undefined; readonly message: DescMessage };
+
+function elementSchema(e: Element, rules: FieldRules | undefined, enclosing: ReadonlySet<string>): JsonObject {
+  if (e.scalar !== undefined) return scalarSchema(e.scalar, rules);
+  if (e.enum !== undefined) return enumSchema(e.enum, rules);
+  return messageSchema(e.message, enclosing);
 }
 
 /** Well-known types have a JSON form of their own (protobuf JSON mapping), not their fields. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { estimateTokens } from "../guard/budget.js";
 import { encodingForModel, tokenCounter } from "./model-tokens.js";
-import { toChatMessages } from "./openai-policy.js";
+import { toChatMessages } from "./chat-request.js";
 
 describe("encodingForModel", () => {
   it("picks o200k_base for gpt-4o, gpt-4.1, gpt-5 and the o-series, cl100k_base for gpt-4 and gpt-3.5", () => {

@@ -9,7 +9,7 @@ import {
 } from "gpt-tokenizer/functionCalling";
 import { LRUCache } from "lru-cache";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
-import { toChatMessages, toChatTool } from "./openai-policy.js";
+import { toChatMessages, toChatTool } from "./chat-request.js";
 import type { PolicyInput } from "./policy.js";
 
 export const ENCODINGS = ["o200k_base", "cl100k_base"] as const;

@@ -9,6 +9,7 @@
 import { parseArgs } from "node:util";
 import { contractFiles } from "@loopguard/proto";
 import { resolve } from "node:path";
+import { numberOption, UsageError } from "../cli-options.js";
 import { readSigningKey } from "../config.js";
 import { ConfigError } from "../settings.js";
 import { servicePolicy, toolServicesOf } from "../contract.js";
@@ -18,23 +19,6 @@ import { describeSmoke, runSmoke, type SmokeCall, smokeCallOf, smokeCount, smoke
 
 const USAGE = `usage: loopguard-smoke --tool TOOL --target HOST:PORT [--target …] [--count N] [--concurrency N] [--over SECONDS] [--error-budget R] [--key FILE] [--subject S] [--json]
   the probe key: --key, else LOOPGUARD_SMOKE_KEY_FILE, else the local suite's (.data/keys/smoke.jwk); its subject: --subject, else ${SMOKE_SUBJECT}`;
-
-class UsageError extends Error {}
-
-function number(
-  value: string | undefined,
-  name: string,
-  fallback: number,
-  min: number,
-  max: number,
-  integer = true,
-): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n < min || n > max || (integer && !Number.isInteger(n)))
-    throw new UsageError(`--${name} must be ${integer ? "an integer" : "a number"} in ${min}..${max}, got "${value}"`);
-  return n;
-}
 
 async function main(): Promise<number> {
   let values: Record<string, string | string[] | boolean | undefined>;
@@ -74,10 +58,10 @@ async function main(): Promise<number> {
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  const count = number(values.count as string | undefined, "count", smokeCount(call), 1, 100_000);
-  const concurrency = number(values.concurrency as string | undefined, "concurrency", 4, 1, 256);
-  const overSeconds = number(values.over as string | undefined, "over", 0, 0, 3600, false);
-  const errorBudget = number(
+  const count = numberOption(values.count as string | undefined, "count", smokeCount(call), 1, 100_000);
+  const concurrency = numberOption(values.concurrency as string | undefined, "concurrency", 4, 1, 256);
+  const overSeconds = numberOption(values.over as string | undefined, "over", 0, 0, 3600, false);
+  const errorBudget = numberOption(
     values["error-budget"] as string | undefined,
     "error-budget",
     call.errorRateBudget,

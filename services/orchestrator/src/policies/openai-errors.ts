@@ -1,0 +1,74 @@
+// What a failed chat-completions request becomes: a PolicyUnavailableError that says whether the
+// session runner may retry it and after how long, without the API key and with a short reason.
+import { APIConnectionError, APIConnectionTimeoutError, APIError } from "openai";
+import { ResponseTooLargeError } from "./bounded-fetch.js";
+
+/** The endpoint could not produce a decision: HTTP error, timeout, network failure or a body that is not a chat completion. */
+export class PolicyUnavailableError extends Error {
+  override readonly name = "PolicyUnavailableError";
+  readonly retryable: boolean;
+  /** From `retry-after-ms` / `retry-after` when the endpoint sent one. */
+  readonly retryAfterMs: number | undefined;
+  /** HTTP status when there was a response. */
+  readonly status: number | undefined;
+
+  constructor(message: string, opts: { retryable: boolean; retryAfterMs?: number; status?: number; cause?: unknown }) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.retryable = opts.retryable;
+    this.retryAfterMs = opts.retryAfterMs;
+    this.status = opts.status;
+  }
+}
+
+const ERROR_DETAIL_MAX_CHARS = 300;
+
+/** What the SDK threw, as the PolicyUnavailableError the session runner retries or gives up on. */
+export function unavailable(err: unknown, timeoutMs: number, redact: (text: string) => string): PolicyUnavailableError {
+  const tooLarge = err instanceof APIConnectionError ? err.cause : err;
+  // Not retried: the same model asked the same question again would most likely run away again.
+  if (tooLarge instanceof ResponseTooLargeError)
+    return new PolicyUnavailableError(tooLarge.message, { retryable: false });
+  if (err instanceof APIConnectionTimeoutError) {
+    return new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, { retryable: true });
+  }
+  if (err instanceof APIError && err.status !== undefined) {
+    const retryAfterMs = err.headers ? parseRetryAfter(err.headers) : undefined;
+    return new PolicyUnavailableError(redact(`chat completions returned HTTP ${err.status}${errorDetail(err)}`), {
+      retryable: err.status === 429 || err.status >= 500,
+      status: err.status,
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    });
+  }
+  if (err instanceof SyntaxError) {
+    return new PolicyUnavailableError("chat completions returned a body that is not JSON", { retryable: true });
+  }
+  const reason = err instanceof APIConnectionError ? describeNetworkError(err.cause) : describeNetworkError(err);
+  return new PolicyUnavailableError(redact(`chat completions request failed: ${reason}`), { retryable: true });
+}
+
+function parseRetryAfter(headers: Headers): number | undefined {
+  const ms = headers.get("retry-after-ms");
+  if (ms !== null && ms.trim() !== "" && Number.isFinite(Number(ms)) && Number(ms) >= 0) {
+    return Math.ceil(Number(ms));
+  }
+  const value = headers.get("retry-after");
+  if (value === null || value.trim() === "") return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return seconds >= 0 ? Math.ceil(seconds * 1000) : undefined;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+/** A short reason from the error body (OpenAI's `{error:{message}}` or plain text), for the operator. */
+function errorDetail(err: APIError): string {
+  // The SDK's message is "<status> <the body's error.message, or the body itself>".
+  const detail = err.message.slice(String(err.status).length).replace(/\s+/g, " ").trim();
+  if (detail === "" || detail === "status code (no body)") return "";
+  return `: ${detail.length > ERROR_DETAIL_MAX_CHARS ? `${detail.slice(0, ERROR_DETAIL_MAX_CHARS)}…` : detail}`;
+}
+
+function describeNetworkError(err: unknown): string {
+  const code = err instanceof Error ? (err.cause as { code?: unknown } | undefined)?.code : undefined;
+  if (typeof code === "string") return code;
+  return err instanceof Error ? err.message : String(err);
+}

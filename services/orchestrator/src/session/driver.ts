@@ -1,0 +1,253 @@
+// The sessions one replica drives: claimed from the store under a lease while it has free slots
+// (on an interval and on the store's change events), each run until it ends, waits or is lost,
+// its lease renewed meanwhile; store outages ridden out with backoff; expired approvals swept.
+import { setTimeout as sleep } from "node:timers/promises";
+import { Effect, type Logger } from "@loopguard/tool-sdk";
+import type { SessionEvents } from "../store/session-events.js";
+import { type SessionRecord, StoreUnavailableError } from "../store/session-store.js";
+import { expireApprovals, type HumanDeps } from "./human.js";
+import type { RunnerDeps } from "./kit.js";
+import type { SessionMoves } from "./moves.js";
+import { claimable, LeaseKeeper, ParkedWaker, storeBackoffMs } from "./replica.js";
+import type { SessionRunner } from "./runner.js";
+import { isTerminal } from "./session-state.js";
+
+export interface DriverOptions extends Pick<RunnerDeps, "store" | "owner" | "registry" | "clients" | "now"> {
+  readonly log: Logger;
+  readonly leaseTtlMs: number;
+  /** Sessions this replica drives at once. */
+  readonly maxActiveSessions: number;
+  readonly claimIntervalMs: number;
+  /** How often this replica ends sessions whose approval expired unanswered. */
+  readonly approvalSweepMs: number;
+  /** Parked sessions woken per second at most (default 50). */
+  readonly wakePerSecond?: number;
+}
+
+/** What the driver works with: the runner, the one path that moves a session, a human's operations, the store's events. */
+export interface DriverParts {
+  readonly runner: SessionRunner;
+  readonly moves: SessionMoves;
+  readonly human: HumanDeps;
+  readonly events: SessionEvents;
+}
+
+export class SessionDriver {
+  readonly #active = new Map<string, AbortController>();
+  readonly #leases: LeaseKeeper;
+  readonly #waker: ParkedWaker;
+  #timer: NodeJS.Timeout | undefined;
+  #renewTimer: NodeJS.Timeout | undefined;
+  #sweepTimer: NodeJS.Timeout | undefined;
+  #stopListening: (() => void) | undefined;
+  #sweeping = false;
+  /** Consecutive failed claims and sweeps (store unavailable): claims back off, and each outage is logged once. */
+  #claimFailures = 0;
+  #claimRetryAt = 0;
+  #sweepFailures = 0;
+  #stopping = false;
+  #ticking = false;
+  /** A claim was asked for while one was running: run another right after, not at the next interval. */
+  #tickAgain = false;
+  /** Sessions being created leased to this replica, holding a slot until they are driven. */
+  #starting = 0;
+  /** A session was created unleased (no free slot) since the last claim: claim as soon as a slot frees. */
+  #waiting = false;
+
+  constructor(
+    private readonly options: DriverOptions,
+    private readonly parts: DriverParts,
+  ) {
+    this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active);
+    this.#waker = new ParkedWaker({
+      ...options,
+      perSecond: options.wakePerSecond ?? 50,
+      free: () => (this.#stopping ? 0 : this.#free()),
+      drive: (session) => this.#drive(session),
+    });
+  }
+
+  /** Starts claiming and driving sessions, including every non-terminal one left by a previous run. */
+  start(): void {
+    this.#timer = setInterval(() => void this.#tick(), this.options.claimIntervalMs);
+    this.#renewTimer = setInterval(
+      () => void this.#leases.renew(),
+      Math.max(100, Math.floor(this.options.leaseTtlMs / 3)),
+    );
+    this.#sweepTimer = setInterval(() => void this.#sweepApprovals(), this.options.approvalSweepMs);
+    this.#waker.start();
+    // A session let go elsewhere (created without a free slot, approved, released by a replica
+    // that stops) is claimed on its event rather than at the next interval.
+    this.#stopListening = this.parts.events.listen((event) => {
+      if (claimable(event)) this.claimSoon();
+    });
+    void this.#tick();
+  }
+
+  /** Stops driving sessions; their leases are handed back as each run ends, so another replica can take them at once. */
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    clearInterval(this.#timer);
+    clearInterval(this.#renewTimer);
+    clearInterval(this.#sweepTimer);
+    this.#waker.stop();
+    this.#stopListening?.();
+    for (const controller of this.#active.values()) controller.abort();
+    // Irreversible calls in flight are not cut off by the abort: wait for them to finish and be
+    // recorded, up to the longest such call's SLA timeout.
+    const longestIrreversible = Math.max(
+      0,
+      ...this.options.registry
+        .list()
+        .filter((t) => t.effect === Effect.IRREVERSIBLE_EXTERNAL)
+        .map((t) => t.timeoutMs),
+    );
+    const deadline = Date.now() + Math.max(5000, longestIrreversible + 1000);
+    while (this.#active.size > 0 && Date.now() < deadline) await sleep(20);
+  }
+
+  activeCount(): number {
+    return this.#active.size;
+  }
+
+  /** Aborts this replica's run of the session, if it drives it. */
+  abort(id: string): void {
+    this.#active.get(id)?.abort();
+  }
+
+  /** A session may be claimable now (created unleased, approved): claim as soon as a slot is free. */
+  claimSoon(): void {
+    this.#waiting = true;
+    void this.#tick();
+  }
+
+  /**
+   * Creates a session through `create`: with a free slot, leased to this replica and driven at once
+   * (no claim, no re-read); otherwise unleased, waiting for whichever replica frees a slot first.
+   */
+  async admit(
+    create: (leased: boolean) => Promise<{ session: SessionRecord; created: boolean }>,
+  ): Promise<{ session: SessionRecord; created: boolean }> {
+    const drive = !this.#stopping && this.#free() > 0;
+    if (drive) this.#starting += 1;
+    try {
+      const result = await create(drive);
+      if (drive && result.created) this.#drive(result.session);
+      else if (result.created) this.#waiting = true;
+      return result;
+    } finally {
+      if (drive) this.#starting -= 1;
+    }
+  }
+
+  #free(): number {
+    return this.options.maxActiveSessions - this.#active.size - this.#starting;
+  }
+
+  async #tick(): Promise<void> {
+    if (this.#stopping) return;
+    if (this.#ticking) {
+      this.#tickAgain = true;
+      return;
+    }
+    this.#ticking = true;
+    this.#tickAgain = false;
+    try {
+      const free = this.#free();
+      if (free <= 0 || Date.now() < this.#claimRetryAt) return;
+      this.#waiting = false;
+      const claimed = await this.options.store.claim(this.options.owner, this.options.leaseTtlMs, free);
+      if (this.#claimFailures > 0) this.options.log.info("claiming sessions again", { count: this.#claimFailures });
+      this.#claimFailures = 0;
+      for (const session of claimed) this.#drive(session);
+    } catch (error) {
+      // Whatever failed, the next claim waits (bounded backoff) instead of retrying every tick.
+      this.#claimFailures += 1;
+      this.#claimRetryAt = Date.now() + storeBackoffMs(this.#claimFailures);
+      this.#waiting = true;
+      if (this.#claimFailures === 1) {
+        this.options.log.error("claiming sessions failed; backing off until the store answers", {
+          error_name: (error as Error).name,
+          error_message: (error as Error).message,
+        });
+      }
+    } finally {
+      this.#ticking = false;
+      if (this.#tickAgain) void this.#tick();
+    }
+  }
+
+  #drive(session: SessionRecord): void {
+    if (this.#active.has(session.id)) return;
+    const controller = new AbortController();
+    this.#active.set(session.id, controller);
+    void (async () => {
+      try {
+        await this.#runUntilSettled(session, controller.signal);
+      } catch (error) {
+        this.options.log.error("session runner failed", {
+          error_name: (error as Error).name,
+          error_message: (error as Error).message,
+        });
+        const s = await this.options.store.get(session.id).catch(() => null);
+        if (s && !isTerminal(s.state)) {
+          await this.parts.moves
+            .stop(s, "unrecoverable_error", `the orchestrator failed: ${(error as Error).message}`, { fenced: false })
+            .catch(() => undefined);
+        }
+      } finally {
+        this.#active.delete(session.id);
+        if (!this.#stopping && this.#waiting) void this.#tick();
+        if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
+      }
+    })();
+  }
+
+  /** Runs the session until it ends, waits for a human or a tool, or is no longer ours. */
+  async #runUntilSettled(session: SessionRecord, signal: AbortSignal): Promise<void> {
+    // The record as claimed or created serves the first run; later runs read it again.
+    let current: SessionRecord | undefined = session;
+    let outage = 0;
+    while (!signal.aborted) {
+      try {
+        const last = await this.parts.runner.run(session.id, signal, current);
+        // Ended, waiting for a human (lease released by that move), or no longer ours.
+        if (!last || isTerminal(last.state) || last.state === "AWAITING_APPROVAL" || last.state === "PARKED") return;
+      } catch (error) {
+        // A store outage pauses the session, never fails it: it resumes from what the store
+        // holds once it answers (the lease, renewed meanwhile, keeps it ours).
+        if (!(error instanceof StoreUnavailableError)) throw error;
+        outage += 1;
+        const waitMs = storeBackoffMs(outage);
+        if (outage === 1)
+          this.options.log.warn("session store unavailable; the session waits for it", {
+            session_id: session.id,
+            error_message: error.message,
+            retry_in_ms: waitMs,
+          });
+        await sleep(waitMs, undefined, { signal }).catch(() => undefined);
+      }
+      current = undefined;
+    }
+  }
+
+  /** Ends the sessions whose approval expired unanswered (see expireApprovals); failures are logged once per outage. */
+  async #sweepApprovals(): Promise<void> {
+    if (this.#sweeping || this.#stopping) return;
+    this.#sweeping = true;
+    try {
+      await expireApprovals(this.parts.human, this.options.store);
+      if (this.#sweepFailures > 0) this.options.log.info("approval sweep runs again", { count: this.#sweepFailures });
+      this.#sweepFailures = 0;
+    } catch (error) {
+      this.#sweepFailures += 1;
+      if (this.#sweepFailures === 1)
+        this.options.log.error("approval sweep failed; the next sweep tries again", {
+          error_name: (error as Error).name,
+          error_message: (error as Error).message,
+        });
+    } finally {
+      this.#sweeping = false;
+    }
+  }
+}

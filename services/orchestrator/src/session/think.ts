@@ -1,0 +1,160 @@
+// One policy decision: the budget checked, the prompt prepared, the model asked, and its decision
+// recorded — a final answer accepted or rejected, or tool calls queued (the first one started in
+// the same transition when it can start at once). A failed model call is retried within budget.
+import { context as otelContext, trace } from "@opentelemetry/api";
+import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft } from "../guard/budget.js";
+import { confidenceFields, statedConfidence } from "../guard/confidence.js";
+import { modelView } from "../guard/personal-data.js";
+import { redactText } from "../guard/redact.js";
+import type { Decision } from "../policies/policy.js";
+import { ReservationRefusedError } from "../store/effect-reservations.js";
+import type { SessionRecord, Usage } from "../store/session-store.js";
+import { checkAnswer } from "./answer.js";
+import { planCall } from "./call-pipeline.js";
+import { contextJson, contextOf, pendingJson, type SessionContext, sideEffectsOf } from "./data.js";
+import type { Kit } from "./kit.js";
+import { boundDecision, boundText, MAX_ANSWER_CHARS, MAX_REJECTED_ANSWER_CHARS } from "./model-bounds.js";
+import { modelSpend, preparePrompt } from "./prompt.js";
+import { startCall } from "./start-call.js";
+
+export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
+  const { deps, moves, spans } = kit;
+  const refused = refuseStep(s.usage, s.budget, deps.now());
+  if (refused) {
+    // What was already done stays said: a budget that ran out after a refund does not hide it.
+    const done = sideEffectsOf(s, deps.registry);
+    return moves.stop(
+      s,
+      refused,
+      `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
+    );
+  }
+  const policy = deps.policies.get(s.policy);
+  if (!policy) return moves.stop(s, "unrecoverable_error", `unknown policy "${s.policy}"`);
+  // The policy sees the task's personal data as placeholders only; the history is redacted as it is written.
+  const prompt = preparePrompt(kit, s, policy, modelView(s.goal, s.task), contextOf(s));
+  if (prompt.kind === "stop") return moves.stop(s, prompt.reason, prompt.answer);
+  const ctx = prompt.context;
+  const started = performance.now();
+  let decision: Decision;
+  try {
+    decision = await spans.span(
+      s,
+      "policy.decide",
+      { "gen_ai.operation.name": "chat", "loopguard.policy": policy.name },
+      (span) => policy.decide({ ...prompt.input, traceContext: trace.setSpan(otelContext.active(), span) }, signal),
+    );
+  } catch (error) {
+    return policyFailed(kit, s, error);
+  }
+  decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
+  const spent = modelSpend(kit, policy, decision, prompt.governed.tokens);
+  const usage: Usage = {
+    ...s.usage,
+    steps: s.usage.steps + 1,
+    tokens: s.usage.tokens + spent.tokens,
+    costMicros: s.usage.costMicros + spent.costMicros,
+  };
+  const step = ctx.traceSteps + 1;
+  const traced: SessionContext = { ...ctx, traceSteps: step };
+  const durationMs = () => performance.now() - started;
+  const stated = statedConfidence(decision);
+  if (decision.kind === "final") {
+    const problem = checkAnswer(decision.answer, ctx.history, deps.registry.citations);
+    const record = spans.step(s, {
+      step,
+      before: s.state,
+      after: problem ? "THINKING" : "DONE",
+      decision: {
+        kind: "final",
+        answer: decision.answer,
+        accepted: !problem,
+        why: problem ?? "",
+        ...confidenceFields(stated),
+      },
+      promptHash: decision.promptHash,
+      durationMs: durationMs(),
+      context: prompt.record,
+    });
+    if (problem) {
+      const history = [
+        ...ctx.history,
+        {
+          kind: "rejected_answer" as const,
+          text: redactText(boundText(decision.answer, MAX_REJECTED_ANSWER_CHARS)),
+          why: problem,
+        },
+      ];
+      return moves.move(s, "THINKING", {
+        audit: { reason: "answer rejected by the host", outcome: problem },
+        patch: { usage, context: contextJson({ ...traced, history }) },
+        step: record,
+      });
+    }
+    return moves.stop(s, "done", decision.answer, {
+      patch: { usage, context: contextJson(stated ? { ...traced, answerConfidence: stated } : traced) },
+      step: record,
+    });
+  }
+  const queue = decision.calls.map((c) => ({
+    id: c.id,
+    name: c.name,
+    arguments: c.arguments,
+    ...(c.argumentsBytes === undefined ? {} : { argumentsBytes: c.argumentsBytes }),
+  }));
+  // The usual case — the first call can start right away — is one transition, THINKING ->
+  // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
+  const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };
+  const plan = queue[0] ? await planCall(kit, decided, queue[0], stated) : undefined;
+  const record = (after: "TOOL_EXECUTING" | "THINKING") =>
+    spans.step(s, {
+      step,
+      before: s.state,
+      after,
+      decision: { kind: "tool_calls", calls: queue, ...confidenceFields(stated) },
+      promptHash: decision.promptHash,
+      durationMs: durationMs(),
+      context: prompt.record,
+    });
+  if (plan?.kind === "start") {
+    const reason = `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`;
+    try {
+      return await startCall(
+        kit,
+        decided,
+        { ...plan, rest: queue.slice(1), step: record("TOOL_EXECUTING"), reason },
+        signal,
+      );
+    } catch (error) {
+      // Another session's reserve got in between: the decision is stored below, and the call planned again.
+      if (!(error instanceof ReservationRefusedError)) throw error;
+    }
+  }
+  return moves.move(s, "THINKING", {
+    audit: { reason: `policy asked for ${queue.length} tool call(s)` },
+    patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...confidenceFields(stated) }) },
+    step: record("THINKING"),
+  });
+}
+
+/**
+ * A model call that failed: a retryable failure is tried again while the session has time and
+ * retries left (each one counted in its retry budget); otherwise the session stops.
+ */
+async function policyFailed({ deps, moves }: Kit, s: SessionRecord, error: unknown): Promise<SessionRecord> {
+  const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };
+  const why = redactText(boundText(String((error as Error).message), MAX_ANSWER_CHARS));
+  if (retryable !== true || deadlineOf(s.usage, s.budget) <= deps.now() + 1000)
+    return moves.stop(s, "unrecoverable_error", `the policy failed: ${why}`);
+  if (retriesLeft(s.usage, s.budget) === 0) {
+    const used = s.usage.retries ?? 0;
+    return moves.stop(
+      s,
+      "unrecoverable_error",
+      `the policy failed: ${why}; not retried: the session's retry budget (${used} of ${s.budget.maxRetries ?? DEFAULT_MAX_RETRIES}, model and tool calls together) is spent`,
+    );
+  }
+  await new Promise((resolve) => setTimeout(resolve, Math.min(Number(retryAfterMs ?? 500), 5000)));
+  const usage: Usage = { ...s.usage, retries: (s.usage.retries ?? 0) + 1 };
+  return moves.move(s, "THINKING", { audit: { reason: `model call failed, retrying: ${why}` }, patch: { usage } });
+}

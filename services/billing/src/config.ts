@@ -1,8 +1,8 @@
 // Billing's own settings, read once from the environment; the common ones (ports, data folder,
 // auth) come from the tool-sdk. A bad value is a ConfigError: exit 2 before anything binds.
 import { join } from "node:path";
-import { parseStoreUrl, readMigrateOnStart, seedDemo, type StoreLocation, storePoolSize } from "@loopguard/sql-store";
-import { ConfigError } from "@loopguard/tool-sdk";
+import { MAX_STORE_POOL_SIZE, parseStoreUrl, type StoreLocation } from "@loopguard/sql-store";
+import { booleanSetting, ConfigError, optionalIntegerSetting } from "@loopguard/tool-sdk";
 
 export interface BillingConfig {
   /** BILLING_STORE: `sqlite:<file>` (default `<data dir>/billing.db`) or `postgres://…` for several replicas. */
@@ -22,8 +22,8 @@ export function loadBillingConfig(
   const url = env.BILLING_STORE || `sqlite:${join(dataDir, "billing.db")}`;
   return Object.freeze({
     store: parseStoreUrl(url, "BILLING_STORE", ConfigError),
-    storePoolSize: storePoolSize(env, "BILLING", ConfigError),
-    seedDemo: seedDemo(env, "BILLING", ConfigError),
-    migrateOnStart: readMigrateOnStart(env, "BILLING", ConfigError),
+    storePoolSize: optionalIntegerSetting(env, "BILLING_STORE_POOL_SIZE", { min: 1, max: MAX_STORE_POOL_SIZE }),
+    seedDemo: booleanSetting(env, "BILLING_SEED_DEMO", true),
+    migrateOnStart: booleanSetting(env, "BILLING_MIGRATE_ON_START", true),
   });
 }

@@ -3,7 +3,7 @@
 // BILLING_STORE, BILLING_STORE_POOL_SIZE, BILLING_SEED_DEMO, LOOPGUARD_DATA_DIR, …), the ledger it
 // names with the demo orders seeded unless BILLING_SEED_DEMO=false (production), then serve until
 // SIGTERM.
-import { describeStoreLocation, runSchemaCommandAndExit, schemaCommandOf } from "@loopguard/sql-store";
+import { describeStoreLocation, runSchemaCommandIfNamed } from "@loopguard/sql-store";
 import { ConfigError, dataDirOf, manifestDefaults, runTool } from "@loopguard/tool-sdk";
 import { systemClock } from "./clock.js";
 import { loadBillingConfig } from "./config.js";
@@ -11,18 +11,12 @@ import { DEMO_ORDERS } from "./demo-orders.js";
 import { LEDGER_SCHEMA, openLedger } from "./open-ledger.js";
 import { build } from "./server.js";
 
-const argv = process.argv.slice(2);
-const command = schemaCommandOf(argv);
-if (command) {
-  await runSchemaCommandAndExit({
-    service: "billing",
-    command,
-    argv,
-    load: () => ({ location: loadBillingConfig(dataDirOf()).store, schema: LEDGER_SCHEMA }),
-    listing: LEDGER_SCHEMA,
-    isConfigError: (error) => error instanceof ConfigError,
-  });
-}
+await runSchemaCommandIfNamed({
+  service: "billing",
+  load: () => ({ location: loadBillingConfig(dataDirOf()).store, schema: LEDGER_SCHEMA }),
+  listing: LEDGER_SCHEMA,
+  isConfigError: (error) => error instanceof ConfigError,
+});
 
 await runTool("billing", manifestDefaults(import.meta.url), async (config, log) => {
   const { store, storePoolSize, seedDemo, migrateOnStart } = loadBillingConfig(config.dataDir);

@@ -73,7 +73,7 @@ describe("tool targets", () => {
     expect(loadOrchestratorConfig(base).hedgedReads).toBe(true);
     expect(loadOrchestratorConfig({ ...base, ORCHESTRATOR_HEDGED_READS: "false" }).hedgedReads).toBe(false);
     expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_HEDGED_READS: "off" })).toThrow(
-      'ORCHESTRATOR_HEDGED_READS must be true or false, got "off"',
+      'ORCHESTRATOR_HEDGED_READS must be "true" or "false", got "off"',
     );
   });
 
@@ -224,7 +224,7 @@ describe("step retention and the dashboard's series", () => {
     ).toBe(0);
     expect(() =>
       loadOrchestratorConfig({ ...base, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "10%" }),
-    ).toThrow(/OTEL_TRACES_SAMPLER_ARG must be a ratio in 0\.\.1 for traceidratio, got "10%"/);
+    ).toThrow(/OTEL_TRACES_SAMPLER_ARG must be a ratio in 0\.\.1, got "10%"/);
   });
 });
 

@@ -1,36 +1,36 @@
 // The orchestrator's typed configuration, read once from the environment; a bad value stops
 // the process before it binds anything (exit 2).
-import { sessionSampleRatio } from "./session/sampling.js";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { parseStoreUrl, readMigrateOnStart, redactStoreUrl, storePoolSize } from "@loopguard/sql-store";
+import { MAX_STORE_POOL_SIZE, parseStoreUrl, redactStoreUrl } from "@loopguard/sql-store";
 import {
   acceptableIssuerUrl,
   approvalFieldsOf,
   type BoundKeySet,
+  booleanSetting,
   ConfigError,
   DEFAULT_OIDC_ROLES_CLAIM,
   envPrefixOf,
+  integerSetting,
+  type IntegerSpec,
   loadToolConfig,
   manifestDefaults,
   type OidcSettings,
+  optionalIntegerSetting,
   readSigningKey,
   servicePolicy,
   type SigningKey,
   type ToolConfig,
 } from "@loopguard/tool-sdk";
-import {
-  type AmountThresholds,
-  type ApprovalRules,
-  DEFAULT_APPROVAL_RULES,
-  describeApprovalRules,
-} from "./guard/approvals.js";
+import { approvalSettings } from "./guard/approval-settings.js";
+import { type ApprovalRules, describeApprovalRules } from "./guard/approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./governance/context-governance.js";
 import { type ModelSettings, modelSettings } from "./policies/model-config.js";
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
 import { POSTGRES_STORE_DEFAULTS } from "./store/postgres-session-store.js";
 import { DEFAULT_TOOL_SERVICES } from "./tool-registry.js";
-import { DEFAULT_TRACE_RETENTION, type TraceRetention } from "./governance/trace-files.js";
+import { type OpsSettings, opsSettings, traceRetention } from "./governance/ops-settings.js";
+import type { TraceRetention } from "./governance/trace-files.js";
 
 export interface OrchestratorConfig extends ToolConfig {
   /** Signs the per-call tool tokens (LOOPGUARD_SIGNING_KEY_FILE); no other service holds it. */
@@ -75,51 +75,33 @@ type Env = Readonly<Record<string, string | undefined>>;
 /** Sessions in flight one caller may have unless ORCHESTRATOR_MAX_SESSIONS_PER_CALLER says otherwise. */
 export const DEFAULT_MAX_SESSIONS_PER_CALLER = 2000;
 
-function int(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw new ConfigError(`${name} must be an integer in ${min}..${max}, got "${raw}"`);
-  return value;
-}
-
-const MAX_AMOUNT = 1_000_000_000_000;
 const DEFAULT_OPENAI_MODEL = "gpt-4o-mini";
 
-/** A fraction in 0..1 (CONFIDENCE_THRESHOLD): 0 turns the rule off, 1 sends every stated confidence below certainty to a human. */
-function fraction(env: Env, name: string, fallback: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (raw.trim() === "" || !Number.isFinite(value) || value < 0 || value > 1)
-    throw new ConfigError(`${name} must be a number in 0..1, got "${raw}"`);
-  return value;
+/** A store timeout: 100 ms..10 min. */
+function ms(fallback: number): IntegerSpec {
+  return { default: fallback, min: 100, max: 600_000 };
 }
 
-/**
- * Per-currency thresholds: "CNY:350000,JPY:7000000" (ISO 4217 code, a colon, minor units), one
- * variable per kind of total.
- */
-function thresholdsByCurrency(
-  env: Env,
-  names: Record<keyof AmountThresholds, string>,
-): ApprovalRules["amountsByCurrency"] {
-  const out: Record<string, Partial<Record<keyof AmountThresholds, number>>> = {};
-  for (const [kind, name] of Object.entries(names) as [keyof AmountThresholds, string][]) {
-    const raw = env[name]?.trim();
-    if (!raw) continue;
-    for (const entry of raw.split(",")) {
-      const match = /^\s*([A-Z]{3})\s*:\s*(\d{1,13})\s*$/.exec(entry);
-      const amount = Number(match?.[2]);
-      if (!match || amount > MAX_AMOUNT)
-        throw new ConfigError(
-          `${name} must be CODE:AMOUNT[,CODE:AMOUNT…] with an ISO 4217 code and minor units up to ${MAX_AMOUNT}, got "${entry}"`,
-        );
-      out[match[1]!] = { ...out[match[1]!], [kind]: amount };
-    }
-  }
-  return out;
+function contextLimits(env: Env): ContextLimits {
+  const defaults = DEFAULT_CONTEXT_LIMITS;
+  return {
+    compressAboveTokens: integerSetting(env, "CONTEXT_COMPRESS_TOKENS", {
+      default: defaults.compressAboveTokens,
+      min: 100,
+      max: 10_000_000,
+    }),
+    windowTokens: integerSetting(env, "MODEL_CONTEXT_WINDOW_TOKENS", {
+      default: defaults.windowTokens,
+      min: 1000,
+      max: 10_000_000,
+    }),
+    keepRecent: defaults.keepRecent,
+    maxOutputTokens: integerSetting(env, "MODEL_MAX_OUTPUT_TOKENS", {
+      default: defaults.maxOutputTokens,
+      min: 16,
+      max: 1_000_000,
+    }),
+  };
 }
 
 const HOST_PORT = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$/;
@@ -180,51 +162,6 @@ function checkedSigningKey(env: Env, publicKeys: BoundKeySet): SigningKey {
   return key;
 }
 
-const GIB = 1024 ** 3;
-
-/** The trace files' limits; the total must hold the open file and at least one rolled one. */
-function traceRetention(env: Env): TraceRetention {
-  const fileBytes = int(env, "ORCHESTRATOR_TRACE_FILE_BYTES", DEFAULT_TRACE_RETENTION.fileBytes, 4096, GIB);
-  const totalBytes = int(env, "ORCHESTRATOR_TRACE_TOTAL_BYTES", DEFAULT_TRACE_RETENTION.totalBytes, 8192, 64 * GIB);
-  const maxAgeHours = int(
-    env,
-    "ORCHESTRATOR_TRACE_MAX_AGE_HOURS",
-    DEFAULT_TRACE_RETENTION.maxAgeMs / 3600_000,
-    1,
-    366 * 24,
-  );
-  if (totalBytes < 2 * fileBytes) {
-    throw new ConfigError(
-      `ORCHESTRATOR_TRACE_TOTAL_BYTES (${totalBytes}) must be at least twice ORCHESTRATOR_TRACE_FILE_BYTES (${fileBytes})`,
-    );
-  }
-  return Object.freeze({ fileBytes, totalBytes, maxAgeMs: maxAgeHours * 3600_000 });
-}
-
-export interface OpsSettings {
-  readonly stepRetentionDays: number;
-  readonly stepRetentionIntervalMs: number;
-  readonly seriesIntervalMs: number;
-  /** The ratio of ordinary sessions whose traces are kept (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG; see session/sampling.ts). */
-  readonly traceSampleRatio: number;
-}
-
-function opsSettings(env: Env): OpsSettings {
-  return Object.freeze({
-    stepRetentionDays: int(env, "ORCHESTRATOR_STEP_RETENTION_DAYS", 30, 1, 3660),
-    stepRetentionIntervalMs: int(env, "ORCHESTRATOR_STEP_RETENTION_INTERVAL_S", 3600, 1, 86_400) * 1000,
-    seriesIntervalMs: int(env, "ORCHESTRATOR_SERIES_INTERVAL_MS", 10_000, 100, 600_000),
-    traceSampleRatio: sessionSampleRatio(env),
-  });
-}
-
-function hedgedReads(env: Env): boolean {
-  const value = env.ORCHESTRATOR_HEDGED_READS ?? "true";
-  if (value !== "true" && value !== "false")
-    throw new ConfigError(`ORCHESTRATOR_HEDGED_READS must be true or false, got "${value}"`);
-  return value === "true";
-}
-
 export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConfig {
   // ORCHESTRATOR_HTTP_PORT is the documented name of the HTTP port (health, metrics, dashboard).
   // Its API streams (WatchSession) may stay open for long: an aged connection gets a GOAWAY but
@@ -251,27 +188,16 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   // Checked here, so that a bad URL stops the process (exit 2) before anything binds.
   parseStoreUrl(storeUrl, "ORCHESTRATOR_STORE", ConfigError);
   const oidc = oidcSettings(env);
+  const store = POSTGRES_STORE_DEFAULTS;
   return Object.freeze({
     ...base,
     signingKey: checkedSigningKey(env, base.publicKeys),
     storeUrl,
-    storePoolSize: storePoolSize(env, "ORCHESTRATOR", ConfigError),
-    migrateOnStart: readMigrateOnStart(env, "ORCHESTRATOR", ConfigError),
+    storePoolSize: optionalIntegerSetting(env, "ORCHESTRATOR_STORE_POOL_SIZE", { min: 1, max: MAX_STORE_POOL_SIZE }),
+    migrateOnStart: booleanSetting(env, "ORCHESTRATOR_MIGRATE_ON_START", true),
     storeTimeouts: {
-      connectTimeoutMs: int(
-        env,
-        "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS",
-        POSTGRES_STORE_DEFAULTS.connectTimeoutMs,
-        100,
-        600_000,
-      ),
-      statementTimeoutMs: int(
-        env,
-        "ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS",
-        POSTGRES_STORE_DEFAULTS.statementTimeoutMs,
-        100,
-        600_000,
-      ),
+      connectTimeoutMs: integerSetting(env, "ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", ms(store.connectTimeoutMs)),
+      statementTimeoutMs: integerSetting(env, "ORCHESTRATOR_STORE_STATEMENT_TIMEOUT_MS", ms(store.statementTimeoutMs)),
     },
     toolTargets: Object.fromEntries(
       DEFAULT_TOOL_SERVICES.map((service) => {
@@ -279,81 +205,26 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
         return [tool, targets(env, `${envPrefixOf(tool)}_ADDR`, LOCAL_TOOL_ADDRESSES[tool] ?? "")];
       }),
     ),
-    hedgedReads: hedgedReads(env),
+    hedgedReads: booleanSetting(env, "ORCHESTRATOR_HEDGED_READS", true),
     instanceId: env.ORCHESTRATOR_INSTANCE_ID || `${hostname()}-${process.pid}`,
-    leaseTtlMs: int(env, "ORCHESTRATOR_LEASE_TTL_MS", 5000, 500, 600_000),
-    maxActiveSessions: int(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", 256, 1, 100_000),
-    maxSessionsPerCaller: int(
-      env,
-      "ORCHESTRATOR_MAX_SESSIONS_PER_CALLER",
-      DEFAULT_MAX_SESSIONS_PER_CALLER,
-      1,
-      1_000_000,
-    ),
-    approvalSweepMs: int(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", 1000, 50, 600_000),
-    wakePerSecond: int(env, "ORCHESTRATOR_WAKE_PER_SECOND", 50, 1, 10_000),
-    approvals: {
-      amounts: {
-        entity: int(env, "APPROVAL_AMOUNT_THRESHOLD_CENTS", DEFAULT_APPROVAL_RULES.amounts.entity, 0, MAX_AMOUNT),
-        session: int(
-          env,
-          "APPROVAL_SESSION_AMOUNT_THRESHOLD_CENTS",
-          DEFAULT_APPROVAL_RULES.amounts.session,
-          0,
-          MAX_AMOUNT,
-        ),
-        customer: int(
-          env,
-          "APPROVAL_CUSTOMER_AMOUNT_THRESHOLD",
-          DEFAULT_APPROVAL_RULES.amounts.customer,
-          0,
-          MAX_AMOUNT,
-        ),
-      },
-      amountsByCurrency: thresholdsByCurrency(env, {
-        entity: "APPROVAL_AMOUNT_THRESHOLDS",
-        session: "APPROVAL_SESSION_AMOUNT_THRESHOLDS",
-        customer: "APPROVAL_CUSTOMER_AMOUNT_THRESHOLDS",
-      }),
-      customerWindowMs: int(
-        env,
-        "APPROVAL_CUSTOMER_WINDOW_MS",
-        DEFAULT_APPROVAL_RULES.customerWindowMs,
-        60_000,
-        366 * 24 * 3600_000,
-      ),
-      thresholds: Object.fromEntries(
-        approvalFieldsOf(DEFAULT_TOOL_SERVICES).map((f) => [
-          f.setting,
-          int(env, `APPROVAL_${f.setting.toUpperCase()}_THRESHOLD`, f.defaultThreshold, 0, f.maxThreshold),
-        ]),
-      ),
-      minConfidence: fraction(env, "CONFIDENCE_THRESHOLD", DEFAULT_APPROVAL_RULES.minConfidence),
-      ttlMs: int(env, "APPROVAL_TTL_MS", DEFAULT_APPROVAL_RULES.ttlMs, 1000, 7 * 24 * 3600_000),
-    },
+    leaseTtlMs: integerSetting(env, "ORCHESTRATOR_LEASE_TTL_MS", { default: 5000, min: 500, max: 600_000 }),
+    maxActiveSessions: integerSetting(env, "ORCHESTRATOR_MAX_ACTIVE_SESSIONS", { default: 256, min: 1, max: 100_000 }),
+    maxSessionsPerCaller: integerSetting(env, "ORCHESTRATOR_MAX_SESSIONS_PER_CALLER", {
+      default: DEFAULT_MAX_SESSIONS_PER_CALLER,
+      min: 1,
+      max: 1_000_000,
+    }),
+    approvalSweepMs: integerSetting(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", { default: 1000, min: 50, max: 600_000 }),
+    wakePerSecond: integerSetting(env, "ORCHESTRATOR_WAKE_PER_SECOND", { default: 50, min: 1, max: 10_000 }),
+    approvals: approvalSettings(env, approvalFieldsOf(DEFAULT_TOOL_SERVICES)),
     openai: openaiUrl
       ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL, apiKey: env.OPENAI_API_KEY ?? "" }
       : undefined,
     traceDir: join(base.dataDir, "traces"),
     traceRetention: traceRetention(env),
-    context: {
-      compressAboveTokens: int(
-        env,
-        "CONTEXT_COMPRESS_TOKENS",
-        DEFAULT_CONTEXT_LIMITS.compressAboveTokens,
-        100,
-        10_000_000,
-      ),
-      windowTokens: int(env, "MODEL_CONTEXT_WINDOW_TOKENS", DEFAULT_CONTEXT_LIMITS.windowTokens, 1000, 10_000_000),
-      keepRecent: DEFAULT_CONTEXT_LIMITS.keepRecent,
-      maxOutputTokens: int(env, "MODEL_MAX_OUTPUT_TOKENS", DEFAULT_CONTEXT_LIMITS.maxOutputTokens, 16, 1_000_000),
-    },
+    context: contextLimits(env),
     ops: opsSettings(env),
-    model: modelSettings(
-      env,
-      openaiUrl ? env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL : undefined,
-      (message) => new ConfigError(message),
-    ),
+    model: modelSettings(env, openaiUrl ? env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL : undefined),
     ...(oidc ? { oidc } : {}),
   });
 }

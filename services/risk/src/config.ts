@@ -2,8 +2,8 @@
 // come from the tool-sdk. A bad or missing value is a ConfigError: exit 2 before anything binds.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseStoreUrl, readMigrateOnStart, seedDemo, type StoreLocation, storePoolSize } from "@loopguard/sql-store";
-import { ConfigError } from "@loopguard/tool-sdk";
+import { MAX_STORE_POOL_SIZE, parseStoreUrl, type StoreLocation } from "@loopguard/sql-store";
+import { booleanSetting, ConfigError, optionalIntegerSetting } from "@loopguard/tool-sdk";
 import { MIN_PEPPER_LENGTH } from "./risk-store.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -47,8 +47,8 @@ export function loadRiskConfig(dataDir: string, env: Env = process.env): RiskCon
   return Object.freeze({
     store: parseStoreUrl(url, "RISK_STORE", ConfigError),
     customerKeyPepper: readPepper(env),
-    storePoolSize: storePoolSize(env, "RISK", ConfigError),
-    seedDemo: seedDemo(env, "RISK", ConfigError),
-    migrateOnStart: readMigrateOnStart(env, "RISK", ConfigError),
+    storePoolSize: optionalIntegerSetting(env, "RISK_STORE_POOL_SIZE", { min: 1, max: MAX_STORE_POOL_SIZE }),
+    seedDemo: booleanSetting(env, "RISK_SEED_DEMO", true),
+    migrateOnStart: booleanSetting(env, "RISK_MIGRATE_ON_START", true),
   });
 }

@@ -2,7 +2,7 @@
 // schema-command.ts) when one is named; otherwise config from the environment (RISK_PORT,
 // RISK_STORE, RISK_STORE_POOL_SIZE, RISK_SEED_DEMO, the customer key pepper, LOOPGUARD_DATA_DIR,
 // …), the store it names, the server.
-import { describeStoreLocation, runSchemaCommandAndExit, schemaCommandOf } from "@loopguard/sql-store";
+import { describeStoreLocation, runSchemaCommandIfNamed } from "@loopguard/sql-store";
 import { ConfigError, dataDirOf, manifestDefaults, runTool } from "@loopguard/tool-sdk";
 import { loadRiskConfig } from "./config.js";
 import { DEMO_CUSTOMERS } from "./demo-customers.js";
@@ -10,25 +10,19 @@ import { LISTING_PEPPER, openRiskStore, riskSchema } from "./open-risk-store.js"
 import { CustomerKeys, PepperMismatchError } from "./risk-store.js";
 import { build } from "./server.js";
 
-const argv = process.argv.slice(2);
-const command = schemaCommandOf(argv);
-if (command) {
-  await runSchemaCommandAndExit({
-    service: "risk",
-    command,
-    argv,
-    load: () => {
-      // The demo customers are seeded by a migration: the Job migrates with the pods' RISK_SEED_DEMO.
-      const { store, customerKeyPepper, seedDemo } = loadRiskConfig(dataDirOf());
-      return {
-        location: store,
-        schema: riskSchema(new CustomerKeys(customerKeyPepper), seedDemo ? DEMO_CUSTOMERS : []),
-      };
-    },
-    listing: riskSchema(new CustomerKeys(LISTING_PEPPER)),
-    isConfigError: (error) => error instanceof ConfigError,
-  });
-}
+await runSchemaCommandIfNamed({
+  service: "risk",
+  load: () => {
+    // The demo customers are seeded by a migration: the Job migrates with the pods' RISK_SEED_DEMO.
+    const { store, customerKeyPepper, seedDemo } = loadRiskConfig(dataDirOf());
+    return {
+      location: store,
+      schema: riskSchema(new CustomerKeys(customerKeyPepper), seedDemo ? DEMO_CUSTOMERS : []),
+    };
+  },
+  listing: riskSchema(new CustomerKeys(LISTING_PEPPER)),
+  isConfigError: (error) => error instanceof ConfigError,
+});
 
 await runTool("risk", manifestDefaults(import.meta.url), async (config, log) => {
   const {

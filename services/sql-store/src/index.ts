@@ -22,9 +22,9 @@ export {
   DEFAULT_SCHEMA_WAIT_SECONDS,
   listingOf,
   type MigrationListing,
-  readMigrateOnStart,
   runSchemaCommand,
   runSchemaCommandAndExit,
+  runSchemaCommandIfNamed,
   SCHEMA_COMMANDS,
   type SchemaCommand,
   type SchemaCommandOptions,
@@ -48,6 +48,7 @@ export {
   createPostgresPool,
   inTransaction,
   isPostgresUnavailable,
+  MAX_STORE_POOL_SIZE,
   POSTGRES_DEFAULTS,
   type PostgresOptions,
   postgresClientConfig,
@@ -63,7 +64,6 @@ export {
   preparePrivateSqliteFile,
   type SqliteOptions,
 } from "./sqlite.js";
-export { MAX_STORE_POOL_SIZE, seedDemo, storePoolSize } from "./store-env.js";
 export {
   describeStoreLocation,
   parseStoreUrl,

@@ -28,6 +28,9 @@ export const POSTGRES_DEFAULTS = {
   idleInTransactionTimeoutMs: 10_000,
 } as const;
 
+/** The largest pool a replica may ask for (<PREFIX>_STORE_POOL_SIZE): more would only queue inside PostgreSQL. */
+export const MAX_STORE_POOL_SIZE = 100;
+
 /** How much longer than the server's own timeouts the client waits before it gives up on a reply. */
 const READ_TIMEOUT_MARGIN_MS = 1000;
 

@@ -45,18 +45,6 @@ export function schemaCommandOf(argv: readonly string[]): SchemaCommand | undefi
   return SCHEMA_COMMANDS.find((c) => c === argv[0]);
 }
 
-/** `<PREFIX>_MIGRATE_ON_START`: true (default) for one local process; false wherever a migration step runs first (every pod). */
-export function readMigrateOnStart(
-  env: Readonly<Record<string, string | undefined>>,
-  prefix: string,
-  errorType: new (message: string) => Error,
-): boolean {
-  const name = `${prefix}_MIGRATE_ON_START`;
-  const value = env[name] ?? "true";
-  if (value !== "true" && value !== "false") throw new errorType(`${name} must be true or false, got "${value}"`);
-  return value === "true";
-}
-
 export interface SchemaCommandOptions {
   readonly service: string;
   readonly command: SchemaCommand;
@@ -159,4 +147,13 @@ export async function runSchemaCommandAndExit(options: SchemaCommandOptions): Pr
     [process.stdout, process.stderr].map((stream) => new Promise<void>((resolve) => stream.write("", () => resolve()))),
   );
   process.exit(code);
+}
+
+/** Runs the schema command `argv` names and exits; returns when none is named, so the service serves. */
+export async function runSchemaCommandIfNamed(
+  options: Omit<SchemaCommandOptions, "command" | "argv">,
+  argv: readonly string[] = process.argv.slice(2),
+): Promise<void> {
+  const command = schemaCommandOf(argv);
+  if (command) await runSchemaCommandAndExit({ ...options, command, argv });
 }

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { newKeyPair } from "./auth.js";
-import { ConfigError, describeConfig, loadToolConfig, readSigningKey } from "./config.js";
+import { describeConfig, loadToolConfig, readSigningKey } from "./config.js";
+import { ConfigError } from "./settings.js";
 import { withBinding } from "./key-bindings.js";
 
 const pair = newKeyPair("unit-key");

@@ -6,7 +6,8 @@ import type { FaultProfile } from "@loopguard/proto/gen/loopguard/tool/v1/admin_
 import { type KeyError, type SigningKey, signingKeyFromJwk } from "./auth.js";
 import { faultSummary, parseFaultProfile } from "./faults.js";
 import { type BoundKeySet, publicKeySet } from "./key-bindings.js";
-import { type LogLevel, parseLogLevel } from "./logger.js";
+import { LOG_LEVELS, type LogLevel } from "./logger.js";
+import { ConfigError, type Env, enumSetting, integerSetting, switchSetting } from "./settings.js";
 
 export interface ToolConfig {
   readonly tool: string;
@@ -45,10 +46,6 @@ export interface ToolConfig {
 /** The variable that sets a fault profile at start, in the JSON form SetFaults takes. */
 export const FAULT_PROFILE_ENV = "LOOPGUARD_FAULT_PROFILE";
 
-export class ConfigError extends Error {
-  override readonly name = "ConfigError";
-}
-
 export interface ToolDefaults {
   readonly port: number;
   readonly metricsPort: number;
@@ -63,33 +60,6 @@ export interface ToolDefaults {
 export const DEFAULT_MAX_CONNECTION_AGE_MS = 30_000;
 /** Longer than any tool's SLA timeout, so calls in flight on an aged connection finish. */
 export const DEFAULT_MAX_CONNECTION_AGE_GRACE_MS = 10_000;
-
-type Env = Readonly<Record<string, string | undefined>>;
-
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(`${name} must be an integer in ${min}..${max}, got "${raw}"`);
-  }
-  return value;
-}
-
-function onOff(env: Env, name: string): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === "" || raw === "off") return false;
-  if (raw === "on") return true;
-  throw new ConfigError(`${name} must be "on" or "off", got "${raw}"`);
-}
-
-function logLevel(raw: string | undefined): LogLevel {
-  try {
-    return parseLogLevel(raw);
-  } catch (error) {
-    throw new ConfigError((error as Error).message);
-  }
-}
 
 function readFaultProfile(env: Env): FaultProfile | undefined {
   const raw = env[FAULT_PROFILE_ENV];
@@ -194,42 +164,44 @@ export function loadToolConfig(
     );
   }
   const prefix = envPrefixOf(tool);
-  const maxStreams = integer(env, `${prefix}_MAX_STREAMS`, defaults.maxStreams ?? 256, 1, 1_000_000);
+  const maxStreams = integerSetting(env, `${prefix}_MAX_STREAMS`, {
+    default: defaults.maxStreams ?? 256,
+    min: 1,
+    max: 1_000_000,
+  });
   const faults = readFaultProfile(env);
   return Object.freeze({
     tool,
     host: env[`${prefix}_HOST`] || "127.0.0.1",
-    port: integer(env, `${prefix}_PORT`, defaults.port, 0, 65535),
-    metricsPort: integer(env, `${prefix}_METRICS_PORT`, defaults.metricsPort, 0, 65535),
-    maxConcurrent: integer(env, `${prefix}_MAX_CONCURRENT`, defaults.maxConcurrent ?? 64, 1, 100_000),
+    port: integerSetting(env, `${prefix}_PORT`, { default: defaults.port, min: 0, max: 65535 }),
+    metricsPort: integerSetting(env, `${prefix}_METRICS_PORT`, { default: defaults.metricsPort, min: 0, max: 65535 }),
+    maxConcurrent: integerSetting(env, `${prefix}_MAX_CONCURRENT`, {
+      default: defaults.maxConcurrent ?? 64,
+      min: 1,
+      max: 100_000,
+    }),
     maxStreams,
-    maxStreamsPerCaller: integer(
-      env,
-      `${prefix}_MAX_STREAMS_PER_CALLER`,
-      Math.min(maxStreams, defaults.maxStreamsPerCaller ?? 64),
-      1,
-      maxStreams,
-    ),
-    shutdownGraceMs: integer(env, `${prefix}_SHUTDOWN_GRACE_MS`, 10_000, 0, 600_000),
-    maxConnectionAgeMs: integer(
-      env,
-      `${prefix}_MAX_CONNECTION_AGE_MS`,
-      defaults.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS,
-      0,
-      2_000_000_000,
-    ),
-    maxConnectionAgeGraceMs: integer(
-      env,
-      `${prefix}_MAX_CONNECTION_AGE_GRACE_MS`,
-      defaults.maxConnectionAgeGraceMs ?? DEFAULT_MAX_CONNECTION_AGE_GRACE_MS,
-      0,
-      2_000_000_000,
-    ),
+    maxStreamsPerCaller: integerSetting(env, `${prefix}_MAX_STREAMS_PER_CALLER`, {
+      default: Math.min(maxStreams, defaults.maxStreamsPerCaller ?? 64),
+      min: 1,
+      max: maxStreams,
+    }),
+    shutdownGraceMs: integerSetting(env, `${prefix}_SHUTDOWN_GRACE_MS`, { default: 10_000, min: 0, max: 600_000 }),
+    maxConnectionAgeMs: integerSetting(env, `${prefix}_MAX_CONNECTION_AGE_MS`, {
+      default: defaults.maxConnectionAgeMs ?? DEFAULT_MAX_CONNECTION_AGE_MS,
+      min: 0,
+      max: 2_000_000_000,
+    }),
+    maxConnectionAgeGraceMs: integerSetting(env, `${prefix}_MAX_CONNECTION_AGE_GRACE_MS`, {
+      default: defaults.maxConnectionAgeGraceMs ?? DEFAULT_MAX_CONNECTION_AGE_GRACE_MS,
+      min: 0,
+      max: 2_000_000_000,
+    }),
     dataDir: dataDirOf(env),
     publicKeys: readPublicKeys(env),
     ...(env.LOOPGUARD_JWKS_FILE ? { publicKeysFile: env.LOOPGUARD_JWKS_FILE } : {}),
-    breakGlass: onOff(env, `${prefix}_BREAK_GLASS`),
-    logLevel: logLevel(env.LOG_LEVEL),
+    breakGlass: switchSetting(env, `${prefix}_BREAK_GLASS`),
+    logLevel: enumSetting(env, "LOG_LEVEL", LOG_LEVELS, "info"),
     ...(faults ? { faultProfile: faults } : {}),
   });
 }

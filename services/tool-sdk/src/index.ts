@@ -35,7 +35,17 @@ export {
 export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
 export {
+  booleanSetting,
   ConfigError,
+  enumSetting,
+  fractionSetting,
+  type IntegerBounds,
+  type IntegerSpec,
+  integerSetting,
+  optionalIntegerSetting,
+  switchSetting,
+} from "./settings.js";
+export {
   dataDirOf,
   describeConfig,
   envPrefixOf,
@@ -89,8 +99,9 @@ export {
 export { FaultSwitch, faultSummary, parseFaultProfile } from "./faults.js";
 export { checkHealth, type HealthStatus, waitUntilServing } from "./health-client.js";
 export { discoverServices, manifestDefaults, readManifest, type ServiceKind, type ServiceSpec } from "./manifest.js";
-export { createLogger, type LogFields, type Logger, type LogLevel } from "./logger.js";
+export { createLogger, LOG_LEVELS, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { ServerMetrics } from "./metrics.js";
+export { type Labels, metricValue, parseMetrics, type Sample, samplesOf, sumOf } from "./prometheus-text.js";
 export {
   canonicalPersonalData,
   cnMobileToE164,
@@ -107,7 +118,7 @@ export { createRawClient, type RawCallOptions, type RawClient } from "./raw-clie
 export { CallError, type CallErrorOptions } from "./client/call-error.js";
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
-export { runTool } from "./run.js";
+export { type BuiltService, runService, runTool, type ServiceStart } from "./run.js";
 export {
   allowedFailures,
   describeSmoke,

@@ -7,7 +7,8 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { newKeyPair, type SigningKey } from "./auth.js";
-import { ConfigError, readPublicKeys, readSigningKey } from "./config.js";
+import { readPublicKeys, readSigningKey } from "./config.js";
+import { ConfigError } from "./settings.js";
 import {
   type BoundKeySet,
   bindingOf,

@@ -13,7 +13,7 @@ import { REDACTED, redactNumber, redactText } from "./pii.js";
 export type LogLevel = "debug" | "info" | "warn" | "error";
 export type LogFields = Readonly<Record<string, unknown>>;
 
-const LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
+export const LOG_LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
 
 const SAFE_FIELDS = new Set([
   "msg",
@@ -202,10 +202,4 @@ class PinoLogging implements Logger {
   child(fields: LogFields): Logger {
     return new PinoLogging(this.root, undefined, this.redactFields, this, fields);
   }
-}
-
-export function parseLogLevel(value: string | undefined): LogLevel {
-  if (value === undefined || value === "") return "info";
-  if ((LEVELS as readonly string[]).includes(value)) return value as LogLevel;
-  throw new Error(`LOG_LEVEL must be one of ${LEVELS.join(", ")}, got "${value}"`);
 }

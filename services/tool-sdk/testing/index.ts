@@ -26,6 +26,7 @@ import {
 } from "@loopguard/tool-sdk";
 import { TEST_ORCHESTRATOR_KEY, TEST_PEOPLE_KEY, TEST_PUBLIC_KEYS } from "./keys.js";
 
+export { metricValue } from "@loopguard/tool-sdk";
 export { editedContract } from "./edited-contract.js";
 
 /** Every scope a tool method requires, from the contracts (the scopes a session may be granted). */
@@ -170,18 +171,6 @@ export const SAMPLE_HIT = {
   score: 1.5,
   category: "policy",
 };
-
-/** Reads one sample of a metric from a Prometheus text page (labels matched as a subset). */
-export function metricValue(page: string, name: string, labels: Record<string, string> = {}): number {
-  let total = 0;
-  for (const line of page.split("\n")) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) {
-      total += Number(line.slice(line.lastIndexOf(" ") + 1));
-    }
-  }
-  return total;
-}
 
 export {
   TEST_AUTH_ENV,

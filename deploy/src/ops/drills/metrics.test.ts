@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { breakerTransitions, growth, parseMetrics, type Snapshot, toolCallFigures } from "./metrics.js";
+import { parseMetrics } from "@loopguard/tool-sdk";
+import { breakerTransitions, growth, type Snapshot, toolCallFigures } from "./metrics.js";
 
 const page = (offered: number, attempts: number, opened: number) => `
 # HELP loopguard_tool_client_calls_total Tool calls by outcome.
@@ -24,10 +25,15 @@ const snapshot = (...pages: [string, string][]): Snapshot => ({
 });
 
 describe("drill metrics", () => {
-  it("reads counters by labels and leaves histograms out", () => {
+  it("reads counters by labels and keeps a histogram's series under their own names", () => {
     const samples = parseMetrics(page(10, 12, 0));
     expect(samples.filter((s) => s.name === "loopguard_tool_client_calls_total")).toHaveLength(4);
-    expect(samples.some((s) => s.name.startsWith("grpc_client_handling_seconds"))).toBe(false);
+    expect(samples.some((s) => s.name === "grpc_client_handling_seconds")).toBe(false);
+    expect(samples.filter((s) => s.name.startsWith("grpc_client_handling_seconds_")).map((s) => s.name)).toEqual([
+      "grpc_client_handling_seconds_bucket",
+      "grpc_client_handling_seconds_sum",
+      "grpc_client_handling_seconds_count",
+    ]);
   });
 
   it("sums a tool's figures over every orchestrator replica as growth between two snapshots", () => {

@@ -2,43 +2,12 @@
 // tool, what reached it, what fell back, what failed, and its breaker's moves. Counters are read
 // as differences between two snapshots; a replica that died keeps its last page, so its counts up
 // to the moment it was last sampled (the runner samples right before every kill) still add up.
-import parsePrometheusTextFormat from "parse-prometheus-text-format";
-
-export interface Sample {
-  readonly name: string;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly value: number;
-}
-
-/** Every counter and gauge sample of one page (histograms and summaries are left out). */
-export function parseMetrics(text: string): Sample[] {
-  const samples: Sample[] = [];
-  for (const family of parsePrometheusTextFormat(text)) {
-    if (family.type !== "COUNTER" && family.type !== "GAUGE" && family.type !== "UNTYPED") continue;
-    for (const metric of family.metrics)
-      samples.push({ name: family.name, labels: metric.labels ?? {}, value: Number(metric.value) });
-  }
-  return samples;
-}
+import { parseMetrics, type Sample, samplesOf, sumOf } from "@loopguard/tool-sdk";
 
 /** Pages by pod name at one moment. */
 export interface Snapshot {
   readonly at: number;
   readonly pages: ReadonlyMap<string, readonly Sample[]>;
-}
-
-/** The samples of `name` whose labels include `labels`. */
-export function samplesOf(
-  samples: readonly Sample[],
-  name: string,
-  labels: Readonly<Record<string, string>> = {},
-): Sample[] {
-  return samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
-}
-
-/** The sum of the samples' values. */
-export function sumOf(samples: readonly Sample[]): number {
-  return samples.reduce((sum, s) => sum + s.value, 0);
 }
 
 /** The sum over every pod of the samples of `name` whose labels include `labels`. */

@@ -1,11 +1,11 @@
 // The local gate's measures from real prom-client pages (the metrics every tool exports): calls,
 // server faults and the p95 between two readings, summed over pods, judged like the gate queries.
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { ServerMetrics } from "@loopguard/tool-sdk";
+import { parseMetrics, ServerMetrics } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
 import { methodSlos } from "../../manifests/slo-rules.js";
 import { gateVerdict, judgedMethods } from "./gate.js";
-import { bucketQuantile, measureLocally, parsePage, type Reading } from "./local-measure.js";
+import { bucketQuantile, measureLocally, type Reading } from "./local-measure.js";
 
 const slos = methodSlos([BillingService]);
 
@@ -20,7 +20,7 @@ function record(metrics: ServerMetrics, method: string, code: string, calls: num
 async function reading(pods: Record<string, ServerMetrics>): Promise<Reading> {
   return new Map(
     await Promise.all(
-      Object.entries(pods).map(async ([pod, m]) => [pod, parsePage(await m.registry.metrics())] as const),
+      Object.entries(pods).map(async ([pod, m]) => [pod, parseMetrics(await m.registry.metrics())] as const),
     ),
   );
 }

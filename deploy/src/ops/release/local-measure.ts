@@ -3,37 +3,12 @@
 // window between them, give each unary method's calls, its server-fault ratio and its p95 (the
 // same bucket interpolation as PromQL's histogram_quantile); a method is judged once it had
 // minCallsToJudge calls in the window, its value the measure over its target, as in manifests/gate-queries.ts.
-import { minCallsToJudge } from "@loopguard/tool-sdk";
+import { minCallsToJudge, parseMetrics, type Sample } from "@loopguard/tool-sdk";
 import { type MethodSlo, SERVER_FAULT_CODES } from "../../manifests/slo-rules.js";
 import type { GateAnswer, JudgedValue } from "./gate.js";
 
-interface Sample {
-  readonly name: string;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly value: number;
-}
-
 /** One reading of each pod's page, by pod. */
 export type Reading = ReadonlyMap<string, readonly Sample[]>;
-
-const WANTED = new Set(["grpc_server_handled_total", "grpc_server_handling_seconds_bucket"]);
-
-/**
- * The request counters and latency buckets of one page. Read line by line: the text-format parser
- * the drills use merges a histogram's labelled series into one.
- */
-export function parsePage(text: string): Sample[] {
-  const samples: Sample[] = [];
-  for (const line of text.split("\n")) {
-    const match = /^([a-zA-Z_:][\w:]*)\{(.*)\}\s+(\S+)/.exec(line);
-    if (!match || !WANTED.has(match[1]!)) continue;
-    const labels: Record<string, string> = {};
-    for (const [, key, value] of match[2]!.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g))
-      labels[key!] = value!.replace(/\\(.)/g, "$1");
-    samples.push({ name: match[1]!, labels, value: Number(match[3]) });
-  }
-  return samples;
-}
 
 /** Reads every pod's page; a page that cannot be read fails the reading (a pod the gate cannot see is not judged healthy). */
 export async function readPages(urls: ReadonlyMap<string, string>): Promise<Reading> {
@@ -43,7 +18,7 @@ export async function readPages(urls: ReadonlyMap<string, string>): Promise<Read
         throw new Error(`cannot read ${pod}'s metrics at ${url}: ${error.message}`);
       });
       if (!response.ok) throw new Error(`cannot read ${pod}'s metrics at ${url}: HTTP ${response.status}`);
-      return [pod, parsePage(await response.text())] as const;
+      return [pod, parseMetrics(await response.text())] as const;
     }),
   );
   return new Map(pages);

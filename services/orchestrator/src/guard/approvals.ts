@@ -4,6 +4,7 @@
 // policy's confidence say so (decided in side-effect-guard.ts), or when its outcome could not be
 // established. An approval is bound to the exact tool, argument hash and world version, and expires.
 import { randomUUID } from "node:crypto";
+import { z } from "zod";
 import type { ApprovalField } from "@loopguard/tool-sdk";
 import { DEFAULT_CONFIDENCE_THRESHOLD } from "./confidence.js";
 
@@ -64,17 +65,19 @@ export function describeApprovalRules(rules: ApprovalRules): string {
   return `amounts above ${line(rules.amounts)} (customer over ${rules.customerWindowMs} ms)${currencies.join("")}${settings.join("")}; confidence < ${rules.minConfidence}; approvals expire after ${rules.ttlMs} ms`;
 }
 
-export interface PendingApproval {
-  readonly approvalId: string;
-  readonly tool: string;
-  readonly argumentsHash: string;
-  readonly worldVersion: string;
-  readonly reason: string;
-  readonly expiresAt: number;
+/** An approval a session waits for, as its pending state stores it and the API shows it. */
+export const pendingApprovalSchema = z.object({
+  approvalId: z.string(),
+  tool: z.string(),
+  argumentsHash: z.string(),
+  worldVersion: z.string(),
+  reason: z.string(),
+  expiresAt: z.number(),
   /** "outcome_unknown": the call was sent and its outcome could not be established; approving re-sends it with the same key. "" otherwise. */
-  readonly kind: "" | "outcome_unknown";
-  readonly [key: string]: string | number;
-}
+  kind: z.enum(["", "outcome_unknown"]),
+});
+
+export type PendingApproval = z.infer<typeof pendingApprovalSchema>;
 
 export function newApproval(
   tool: string,

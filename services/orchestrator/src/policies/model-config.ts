@@ -1,4 +1,5 @@
 // The model call settings from the environment: tokenizer encoding, timeout cap and price table.
+import { ConfigError, enumSetting, integerSetting } from "@loopguard/tool-sdk";
 import { DEFAULT_ENCODING, ENCODINGS, type EncodingName, encodingForModel } from "./model-tokens.js";
 import { type ModelPrice, priceTableSchema } from "./model-prices.js";
 
@@ -15,31 +16,28 @@ export const DEFAULT_MODEL_TIMEOUT_MS = 30_000;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** Throws `fail(message)` naming the variable and what is wrong with it. */
-export function modelSettings(env: Env, model: string | undefined, fail: (message: string) => Error): ModelSettings {
-  const named = env.MODEL_TOKENIZER_ENCODING ?? "";
-  if (named !== "" && !(ENCODINGS as readonly string[]).includes(named))
-    throw fail(`MODEL_TOKENIZER_ENCODING must be one of ${ENCODINGS.join(", ")}, got "${named}"`);
-  const encoding = named !== "" ? (named as EncodingName) : model ? encodingForModel(model) : DEFAULT_ENCODING;
-  const rawTimeout = env.MODEL_TIMEOUT_MS ?? "";
-  const timeoutMs = rawTimeout === "" ? DEFAULT_MODEL_TIMEOUT_MS : Number(rawTimeout);
-  if (!Number.isInteger(timeoutMs) || timeoutMs < 100 || timeoutMs > 600_000)
-    throw fail(`MODEL_TIMEOUT_MS must be an integer in 100..600000, got "${rawTimeout}"`);
-  return { encoding, timeoutMs, prices: parsePrices(env.MODEL_PRICES ?? "", fail) };
+/** Throws a ConfigError naming the variable and what is wrong with it. */
+export function modelSettings(env: Env, model: string | undefined): ModelSettings {
+  const fallback = model ? encodingForModel(model) : DEFAULT_ENCODING;
+  return {
+    encoding: enumSetting(env, "MODEL_TOKENIZER_ENCODING", ENCODINGS, fallback),
+    timeoutMs: integerSetting(env, "MODEL_TIMEOUT_MS", { default: DEFAULT_MODEL_TIMEOUT_MS, min: 100, max: 600_000 }),
+    prices: parsePrices(env.MODEL_PRICES ?? ""),
+  };
 }
 
-function parsePrices(raw: string, fail: (message: string) => Error): Record<string, ModelPrice> {
+function parsePrices(raw: string): Record<string, ModelPrice> {
   if (raw.trim() === "") return {};
   let json: unknown;
   try {
     json = JSON.parse(raw);
   } catch {
-    throw fail('MODEL_PRICES must be JSON such as {"gpt-4o-mini":{"input":0.15,"output":0.6}}');
+    throw new ConfigError('MODEL_PRICES must be JSON such as {"gpt-4o-mini":{"input":0.15,"output":0.6}}');
   }
   const parsed = priceTableSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw fail(
+    throw new ConfigError(
       `MODEL_PRICES ${issue?.path.join(".") || "(top level)"}: ${issue?.message ?? "invalid"} (expected {"<model>":{"input":<per 1M>,"output":<per 1M>}})`,
     );
   }

@@ -6,7 +6,8 @@
 import { createHash } from "node:crypto";
 import { FieldRole, fieldPolicy } from "@loopguard/tool-sdk";
 import { placeholderOf } from "../guard/personal-data.js";
-import type { Decision, Policy, PolicyInput, ResultEnvelope } from "./policy.js";
+import { errorEnvelope } from "./envelope.js";
+import type { Decision, Policy, PolicyInput } from "./policy.js";
 import type { JsonObject, JsonValue } from "../store/session-store.js";
 import { SideEffectRules } from "../guard/side-effects.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
@@ -73,19 +74,14 @@ export class SingleCallPolicy implements Policy {
     if (observed?.kind === "observation")
       return { kind: "final", answer: JSON.stringify(observed.envelope), usage, promptHash };
     if (input.task.kind !== SINGLE_CALL_TASK_KIND || !tool || !isObject(input.task.arguments)) {
-      const refused: ResultEnvelope = {
-        ok: false,
-        error: {
+      const refused = errorEnvelope(
+        {
           code: "EINVAL",
           message: `a ${SINGLE_CALL_POLICY} session needs a task {"kind":"${SINGLE_CALL_TASK_KIND}","tool":…,"arguments":{…}}`,
-          retryable: false,
           suggestedAction: "start it with such a task",
         },
-        refs: [],
-        costMicros: 0,
-        servedFrom: "none",
-        observedAt: new Date().toISOString(),
-      };
+        Date.now(),
+      );
       return { kind: "final", answer: JSON.stringify(refused), usage, promptHash };
     }
     // The policy forwards a client's call and judges nothing, so it states no confidence; the host

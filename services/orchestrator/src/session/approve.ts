@@ -6,7 +6,7 @@ import { ReservationRefusedError } from "../store/effect-reservations.js";
 import { contextJson, contextOf, pendingJson, pendingOf, queueLeft, reservationOf } from "./data.js";
 import { APPROVED } from "./execute.js";
 import type { Kit } from "./kit.js";
-import { errorEnvelope } from "./plan.js";
+import { errorEnvelope } from "../policies/envelope.js";
 
 /**
  * Unless the approval is to settle an unknown outcome (a re-send of the same effect), the world is
@@ -64,7 +64,10 @@ function lookAgain(kit: Kit, s: SessionRecord, auditReason: string, message: str
   const pending = pendingOf(s);
   const call = pending.call!;
   const approval = pending.approval!;
-  const envelope = errorEnvelope("EAPPROVAL", message, "look the entity up again", kit.deps.now());
+  const envelope = errorEnvelope(
+    { code: "EAPPROVAL", message, suggestedAction: "look the entity up again" },
+    kit.deps.now(),
+  );
   const ctx = contextOf(s);
   const history = [...ctx.history, { kind: "observation" as const, callId: call.id, tool: call.tool, envelope }];
   return kit.moves.move(s, "THINKING", {

@@ -5,6 +5,7 @@ import { Effect } from "@loopguard/tool-sdk";
 import { z } from "zod";
 import type { MoneyChange } from "../store/effect-reservations.js";
 import type { HistoryItem, ResultEnvelope } from "../policies/policy.js";
+import { pendingApprovalSchema } from "../guard/approvals.js";
 import { redact } from "../guard/redact.js";
 import type { JsonObject, JsonValue, SessionRecord } from "../store/session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
@@ -106,16 +107,6 @@ const pendingCallSchema = z.object({
   reservation: reservationSchema.optional(),
 });
 
-const approvalSchema = z.object({
-  approvalId: z.string(),
-  tool: z.string(),
-  argumentsHash: z.string(),
-  worldVersion: z.string(),
-  reason: z.string(),
-  expiresAt: z.number(),
-  kind: z.enum(["", "outcome_unknown"]),
-});
-
 /** Why and until when a session waits for a tool (PARKED); kept while it retries the same call. */
 const parkSchema = z.object({
   /** The tool service's contract name (what its breaker and the wake query know it by). */
@@ -132,7 +123,7 @@ const parkSchema = z.object({
 const pendingSchema = z.object({
   queue: z.array(callRequestSchema).default([]),
   call: pendingCallSchema.optional(),
-  approval: approvalSchema.nullish(),
+  approval: pendingApprovalSchema.nullish(),
   envelope: envelopeSchema.optional(),
   approvedBy: z.string().optional(),
   confidence: z.number().optional(),
@@ -152,7 +143,6 @@ export type PlannedReservation = z.infer<typeof reservationSchema>;
 export type SessionContext = z.infer<typeof contextSchema> & { readonly traceId: string };
 export type PendingCall = z.infer<typeof pendingCallSchema>;
 export type Pending = z.infer<typeof pendingSchema>;
-export type PendingApprovalData = z.infer<typeof approvalSchema>;
 export type Park = z.infer<typeof parkSchema>;
 
 /**

@@ -5,6 +5,7 @@
 import { toJson } from "@bufbuild/protobuf";
 import { Effect } from "@loopguard/tool-sdk";
 import { refuseToolCall } from "../guard/budget.js";
+import { errorEnvelope } from "../policies/envelope.js";
 import type { ResultEnvelope, ToolCallRequest } from "../policies/policy.js";
 import { sha256 } from "../guard/progress.js";
 import { shownArguments, withTaskValues } from "../guard/personal-data.js";
@@ -41,18 +42,6 @@ export function argsHash(tool: string, args: string): string {
   return sha256(`${tool}\n${args}`).slice(0, 32);
 }
 
-/** An observation the host makes itself; its message may quote the model's arguments, so it is redacted. */
-export function errorEnvelope(code: string, message: string, suggestedAction: string, now: number): ResultEnvelope {
-  return {
-    ok: false,
-    error: { code, message: redactText(message), retryable: false, suggestedAction },
-    refs: [],
-    costMicros: 0,
-    servedFrom: "none",
-    observedAt: new Date(now).toISOString(),
-  };
-}
-
 /**
  * The idempotency key of a side effect: the session, the tool and the canonical arguments (the
  * request's JSON in field order, without the fields the host fills: the key and the amount bound).
@@ -78,7 +67,14 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
       .join(", ");
     return {
       kind: "observe",
-      envelope: errorEnvelope("ENOTOOL", `no tool named "${redactText(call.name)}"`, `use one of: ${known}`, now),
+      envelope: errorEnvelope(
+        {
+          code: "ENOTOOL",
+          message: `no tool named "${redactText(call.name)}"`,
+          suggestedAction: `use one of: ${known}`,
+        },
+        now,
+      ),
       reason: "unknown tool",
     };
   }
@@ -86,7 +82,10 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
     const message = `arguments for ${tool.name} are ${call.argumentsBytes} bytes; it accepts at most ${tool.maxRequestBytes}. They began: ${call.arguments}…`;
     return {
       kind: "observe",
-      envelope: errorEnvelope("EINVAL", message, "send arguments within the size the tool accepts", now),
+      envelope: errorEnvelope(
+        { code: "EINVAL", message, suggestedAction: "send arguments within the size the tool accepts" },
+        now,
+      ),
       reason: "arguments too large",
     };
   }
@@ -96,7 +95,10 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
   if (!personal.ok)
     return {
       kind: "observe",
-      envelope: errorEnvelope("EPRECOND", personal.message, personal.suggestedAction, now),
+      envelope: errorEnvelope(
+        { code: "EPRECOND", message: personal.message, suggestedAction: personal.suggestedAction },
+        now,
+      ),
       reason: "personal data the task does not name",
     };
   const parsed = decodeToolArguments(tool, personal.value);
@@ -147,7 +149,7 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
 function invalidArguments(message: string, now: number): Refused {
   return {
     kind: "observe",
-    envelope: errorEnvelope("EINVAL", message, "fix the arguments and call again", now),
+    envelope: errorEnvelope({ code: "EINVAL", message, suggestedAction: "fix the arguments and call again" }, now),
     reason: "invalid arguments",
   };
 }

@@ -7,7 +7,7 @@
 // an approval stops) are always kept. Head sampling cannot know how a session ends: an unkept one
 // that fails is recorded again afterwards from its stored steps (spans.ts, `rerecord`).
 import { Effect } from "@loopguard/tool-sdk";
-import { ConfigError } from "@loopguard/tool-sdk";
+import { fractionSetting } from "@loopguard/tool-sdk";
 import { ROOT_CONTEXT } from "@opentelemetry/api";
 import { SamplingDecision, TraceIdRatioBasedSampler } from "@opentelemetry/sdk-trace-base";
 import type { SessionRecord } from "../store/session-store.js";
@@ -25,12 +25,7 @@ export function sessionSampleRatio(env: Readonly<Record<string, string | undefin
   const sampler = env.OTEL_TRACES_SAMPLER || "parentbased_always_on";
   if (sampler === "always_off" || sampler === "parentbased_always_off") return 0;
   if (sampler !== "traceidratio" && sampler !== "parentbased_traceidratio") return 1;
-  const raw = env.OTEL_TRACES_SAMPLER_ARG;
-  if (raw === undefined || raw === "") return 1;
-  const ratio = Number(raw);
-  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1)
-    throw new ConfigError(`OTEL_TRACES_SAMPLER_ARG must be a ratio in 0..1 for ${sampler}, got "${raw}"`);
-  return ratio;
+  return fractionSetting(env, "OTEL_TRACES_SAMPLER_ARG", 1, "a ratio");
 }
 
 export class SessionSampling {

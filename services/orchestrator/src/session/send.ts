@@ -4,7 +4,7 @@ import { Effect, status, CallError, type ToolClient, type ToolResult } from "@lo
 import { SpanStatusCode } from "@opentelemetry/api";
 import { deadlineOf, retriesLeft } from "../guard/budget.js";
 import { ageInWords, type ResultEnvelope } from "../policies/policy.js";
-import { redactText } from "../guard/redact.js";
+import { errorEnvelope } from "../policies/envelope.js";
 import type { JsonValue, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { refsOf } from "./world-refs.js";
@@ -121,20 +121,17 @@ export function observeSent(
     if (e.code === status.UNAUTHENTICATED)
       return kit.moves.stop(state, "unrecoverable_error", `${tool.name} did not accept the session token`);
     const code = status[e.code] ?? String(e.code);
-    const envelope: ResultEnvelope = {
-      ok: false,
-      error: {
+    const envelope = errorEnvelope(
+      {
         code,
-        message: `${e.reason ? `${e.reason}: ` : ""}${redactText(e.message)}`,
+        message: `${e.reason ? `${e.reason}: ` : ""}${e.message}`,
         retryable: e.retryable,
         suggestedAction: SUGGESTIONS[e.code] ?? "read the error and decide",
         ...(e.retryAfterMs === undefined ? {} : { retryAfterMs: e.retryAfterMs }),
       },
-      refs: [],
-      costMicros: tool.costMicros,
-      servedFrom: "none",
-      observedAt,
-    };
+      kit.deps.now(),
+      tool.costMicros,
+    );
     return observe(kit, state, { ...pending, envelope, attempt: e.attempts, durationMs: sent.durationMs }, [
       {
         state: "OBSERVING",

@@ -1,6 +1,7 @@
 // SessionStore on one SQLite file (better-sqlite3, WAL, synchronous=NORMAL: a committed transition
-// survives a process crash): only its SQL and driver, the rest is SqlSessionStore's. Each write runs
-// to its end before another caller here gets a turn; BEGIN IMMEDIATE and busy_timeout cover other processes.
+// survives a process crash): only its driver (statements in sqlite-session-statements.ts), the rest
+// is SqlSessionStore's. Each write runs to its end before another caller here gets a turn;
+// BEGIN IMMEDIATE and busy_timeout cover other processes.
 import {
   assessSchema,
   isSqliteUnavailable,
@@ -12,9 +13,8 @@ import {
 } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
-import { OPEN_SQL, SQLITE_SESSION_MIGRATIONS } from "../migrations/sqlite/index.js";
+import { SQLITE_SESSION_MIGRATIONS } from "../migrations/sqlite/index.js";
 import { isTerminal, TRANSITION_PAIRS, type SessionState } from "../session/session-state.js";
-import { TERMINAL_SQL } from "./session-sql.js";
 import {
   SESSIONS_MIGRATION_STORE,
   type ErrorKind,
@@ -34,15 +34,7 @@ import {
 import { SqlSessionStore } from "./sql-session-store.js";
 import { GroupCommit } from "./sqlite-group-commit.js";
 import { SqliteReservations } from "./sqlite-reservations.js";
-import {
-  COUNT_SQL,
-  IN_FLIGHT_SQL,
-  KEYSET_SQL,
-  moveSql,
-  ownOrWaitingPageSql,
-  pageSql,
-  SESSION_COLUMNS,
-} from "./sqlite-session-sql.js";
+import { prepare } from "./sqlite-session-statements.js";
 import {
   type SessionEvent,
   SessionQuotaExceededError,
@@ -66,131 +58,6 @@ export interface SqliteSessionStoreOptions extends SessionStoreOptions, SchemaOp
    * synchronously, holding the event loop).
    */
   readonly busyTimeoutMs?: number;
-}
-
-function prepare(db: Database.Database) {
-  const page = (where: string) => db.prepare<unknown[], SessionRow>(pageSql(where));
-  // The stop_reason term, implied by the state, lets SQLite use the partial index it names.
-  const pages = (where: string) => ({ first: page(where), after: page(`${where} AND ${KEYSET_SQL}`) });
-  const counts = (sql: string) => db.prepare<[VisibilityParams], { state: SessionState; n: number }>(sql);
-  return {
-    // No RETURNING (see moveSql): the store builds the row it inserts.
-    insert: db.prepare<[InsertParams]>(
-      `INSERT INTO sessions (id, state, version, goal, task, budget, usage, context, pending, scopes, policy,
-         stop_reason, answer, created_at, updated_at, lease_owner, lease_expires_at, idempotency_key, created_by, request_hash)
-       VALUES (@id, 'IDLE', 0, @goal, @task, @budget, @usage, '{}', NULL, @scopes, @policy,
-         NULL, NULL, @now, @now, @leaseOwner, @leaseExpiresAt, @idempotencyKey, @createdBy, @requestHash)
-       ON CONFLICT DO NOTHING`,
-    ),
-    byId: db.prepare<[{ id: string }], SessionRow>(`SELECT ${SESSION_COLUMNS} FROM sessions s WHERE id = @id`),
-    byKey: db.prepare<[{ createdBy: string; key: string }], SessionRow>(
-      `SELECT ${SESSION_COLUMNS} FROM sessions s WHERE created_by = @createdBy AND idempotency_key = @key`,
-    ),
-    move: {
-      live: db.prepare<[MoveParams]>(moveSql("live")),
-      awaiting: db.prepare<[MoveParams]>(moveSql("awaiting")),
-      terminal: db.prepare<[MoveParams]>(moveSql("terminal")),
-    },
-    // The lease is what a move's caller cannot know: renewals change it without a new version.
-    leaseOf: db.prepare<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at">>(
-      `SELECT lease_owner, lease_expires_at FROM sessions WHERE id = @id`,
-    ),
-    hop: db.prepare<[MoveParams]>(
-      `UPDATE sessions SET state = @to, version = version + 1, updated_at = @at
-       WHERE id = @id AND state = @from AND version = @expectedVersion
-         AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))`,
-    ),
-    audit: db.prepare<[MoveParams]>(
-      `INSERT INTO session_audit (session_id, version, from_state, to_state, at, reason, tool, args_hash, expected_timeout_ms, outcome, owner)
-       VALUES (@id, @version, @from, @to, @at, @reason, @tool, @argsHash, @expectedTimeoutMs, @outcome, @owner)`,
-    ),
-    appendHistory: db.prepare<[{ id: string; seq: number; item: string }]>(
-      `INSERT INTO session_history (session_id, seq, item) VALUES (@id, @seq, @item)`,
-    ),
-    clearHistory: db.prepare<[MoveParams]>(`DELETE FROM session_history WHERE session_id = @id`),
-    appendStep: db.prepare<[MoveParams]>(
-      `INSERT INTO session_steps (session_id, step, at, payload) VALUES (@id, @step, @stepAt, @stepPayload)`,
-    ),
-    auditTrail: db.prepare<[{ id: string; after: number }], AuditRow>(
-      `SELECT * FROM session_audit WHERE session_id = @id AND version > @after ORDER BY version`,
-    ),
-    // Oldest first by the step's own time (index session_steps_by_at), joined to the session's state.
-    pruneSteps: db.prepare<[{ before: number; limit: number }]>(
-      `DELETE FROM session_steps WHERE rowid IN (
-        SELECT st.rowid FROM session_steps st JOIN sessions s ON s.id = st.session_id
-        WHERE st.at < @before AND s.state IN (${TERMINAL_SQL}) ORDER BY st.at LIMIT @limit)`,
-    ),
-    oldestStep: db.prepare<[], { at: number | null }>(`SELECT min(at) AS at FROM session_steps`),
-    steps: db.prepare<[{ id: string; after: number }], StepRow>(
-      `SELECT step, at, payload FROM session_steps WHERE session_id = @id AND step > @after ORDER BY step`,
-    ),
-    countByState: {
-      all: counts(COUNT_SQL.all),
-      own: counts(COUNT_SQL.own),
-      ownOrWaiting: counts(COUNT_SQL.ownOrWaiting),
-    },
-    // The quota's count, along sessions_by_creator_open: only the creator's live sessions are read.
-    inFlight: db.prepare<[InsertParams], { n: number }>(IN_FLIGHT_SQL),
-    keyTaken: db.prepare<[InsertParams], { id: string }>(
-      `SELECT id FROM sessions WHERE created_by = @createdBy AND idempotency_key = @idempotencyKey`,
-    ),
-    claim: db.prepare<[ClaimParams], { id: string }>(
-      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
-       WHERE id IN (
-         SELECT id FROM sessions
-         WHERE ${OPEN_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= @now)
-         ORDER BY created_at, id LIMIT @limit)
-       RETURNING id`,
-    ),
-    // Due by the clock along sessions_parked; due by a tool's recovery only when one recovered.
-    wakeDue: db.prepare<[WakeParams], { id: string }>(
-      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
-       WHERE id IN (
-         SELECT id FROM sessions
-         WHERE state = 'PARKED' AND json_extract(pending, '$.park.wakeAt') <= @now AND (lease_owner IS NULL OR lease_expires_at <= @now)
-         ORDER BY json_extract(pending, '$.park.wakeAt'), created_at, id LIMIT @limit)
-       RETURNING id`,
-    ),
-    wakeRecovered: db.prepare<[WakeParams], { id: string }>(
-      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
-       WHERE id IN (
-         SELECT s.id FROM sessions s, json_each(@recovered) r
-         WHERE s.state = 'PARKED' AND (s.lease_owner IS NULL OR s.lease_expires_at <= @now)
-           AND r.key = json_extract(s.pending, '$.park.tool') AND json_extract(s.pending, '$.park.parkedAt') < r.value
-         ORDER BY json_extract(s.pending, '$.park.wakeAt'), s.created_at, s.id LIMIT @limit)
-       RETURNING id`,
-    ),
-    overdue: db.prepare<[{ now: number }], { approvals: number; parked: number }>(
-      `SELECT
-         (SELECT count(*) FROM sessions WHERE ${OPEN_SQL} AND state = 'AWAITING_APPROVAL' AND json_extract(pending, '$.approval.expiresAt') <= @now) AS approvals,
-         (SELECT count(*) FROM sessions WHERE state = 'PARKED'
-            AND json_extract(usage, '$.startedAt') + json_extract(budget, '$.deadlineMs') - @now < json_extract(budget, '$.deadlineMs') / 5) AS parked`,
-    ),
-    renew: db.prepare<[{ ids: string; owner: string; now: number; expiresAt: number }], { id: string }>(
-      `UPDATE sessions SET lease_expires_at = @expiresAt
-       WHERE id IN (SELECT value FROM json_each(@ids)) AND lease_owner = @owner AND lease_expires_at > @now AND ${OPEN_SQL}
-       RETURNING id`,
-    ),
-    release: db.prepare<[{ id: string; owner: string }], Pick<SessionRow, "id" | "state" | "version" | "lease_owner">>(
-      `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner RETURNING id, state, version, lease_owner`,
-    ),
-    expiredApprovals: db.prepare<[{ now: number; limit: number }], SessionRow>(
-      `SELECT ${SESSION_COLUMNS} FROM sessions s
-       WHERE ${OPEN_SQL} AND state = 'AWAITING_APPROVAL' AND json_extract(pending, '$.approval.expiresAt') <= @now
-       ORDER BY created_at, id LIMIT @limit`,
-    ),
-    pages: {
-      all: { first: page(""), after: page(`WHERE ${KEYSET_SQL}`) },
-      open: pages(`WHERE state = @state AND ${OPEN_SQL}`),
-      ended: pages(`WHERE state = @state AND stop_reason IS NOT NULL`),
-      own: pages(`WHERE created_by = @createdBy`),
-      ownInState: pages(`WHERE created_by = @createdBy AND state = @state`),
-      ownOrWaiting: {
-        first: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql("")),
-        after: db.prepare<unknown[], SessionRow>(ownOrWaitingPageSql(` AND ${KEYSET_SQL}`)),
-      },
-    },
-  };
 }
 
 export class SqliteSessionStore extends SqlSessionStore {

@@ -11,7 +11,7 @@
 import { parseArgs } from "node:util";
 import { contractFiles } from "@loopguard/proto";
 import { mintToken } from "../auth.js";
-import { ConfigError } from "../config.js";
+import { ConfigError } from "../settings.js";
 import { audienceOf, servicePolicy, servicesOf } from "../contract.js";
 import { type PersonKey, personKey } from "../local-keys.js";
 import { irreversibleMethodOf } from "../people.js";

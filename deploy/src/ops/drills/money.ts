@@ -7,7 +7,7 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
 import { type OrchestratorApi, retryTransient } from "./orchestrator-api.js";
-import type { CheckContext, SideEffectsCheck } from "./plan.js";
+import type { CheckContext, SideEffectsCheck } from "./side-effects-check.js";
 import type { SessionOutcome, SideEffectAudit } from "./report.js";
 
 const REFUND_ID = /rf_[A-Za-z0-9]{16}/g;

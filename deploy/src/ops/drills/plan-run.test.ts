@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Snapshot } from "./metrics.js";
-import type { Plan, SideEffectsCheck, Step } from "./plan.js";
+import type { Plan, Step } from "./plan.js";
+import type { SideEffectsCheck } from "./side-effects-check.js";
 import { type DrillPod, type PlanRun, runPlan } from "./plan-run.js";
 import type { ReleaseResult } from "../release/result.js";
 

@@ -6,7 +6,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { ReleaseResult } from "../release/result.js";
 import { elapsed, type SessionLoad } from "./load.js";
 import { type MetricsSampler, type Snapshot, toolCallFigures } from "./metrics.js";
-import type { FaultProfile, Plan, SideEffectsCheck, Step } from "./plan.js";
+import type { FaultProfile, Plan, Step } from "./plan.js";
+import type { SideEffectsCheck } from "./side-effects-check.js";
 import type { KillMode } from "../../manifests/pod-chaos-objects.js";
 import type { DeadWindow, FaultEvent } from "./report.js";
 

@@ -5,16 +5,14 @@
 import type { DescService, MessageInitShape } from "@bufbuild/protobuf";
 import { contractFiles } from "@loopguard/proto";
 import type { FaultProfileSchema } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import { methodPolicy, type PersonRole, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
+import { methodPolicy, servicePolicy, servicesOf } from "@loopguard/tool-sdk";
 import type { ReleaseKind } from "../release/result.js";
 import { DrillError } from "./drill-error.js";
 import type { Pace } from "./load.js";
 import { moneyCheck } from "./money.js";
 import type { DrillOptions } from "./options.js";
-import type { OrchestratorApi } from "./orchestrator-api.js";
 import type { KillMode } from "../../manifests/pod-chaos-objects.js";
-import type { SessionOutcome, SideEffectAudit } from "./report.js";
-import type { PlannedSession } from "./session-plan.js";
+import type { CheckContext, SideEffectsCheck } from "./side-effects-check.js";
 
 export type FaultProfile = MessageInitShape<typeof FaultProfileSchema>;
 
@@ -43,25 +41,6 @@ export type Step =
   /** A blue-green release of the target (or the rollback), through the place's own release path. */
   | { readonly do: "release"; readonly kind: ReleaseKind; readonly to?: string; readonly announce: string }
   | { readonly do: "note"; readonly text: string };
-
-/** What a plan's side-effects check works with. */
-export interface CheckContext {
-  readonly sessions: readonly PlannedSession[];
-  /** A gRPC target over every pod of a service's live set, read when called (a release may move it). */
-  readonly serviceApi: (service: string) => string;
-  readonly token: (person: PersonRole, audience: string, scopes: string[]) => Promise<string>;
-  /** The orchestrators' API as `person` with `scopes`, closed at the end of the run. */
-  readonly orchestratorAs: (person: PersonRole, scopes: string[]) => Promise<OrchestratorApi>;
-}
-
-/** What a run checks beyond the sessions: read before the load, helped along beside it, judged after. */
-export interface SideEffectsCheck {
-  begin(): Promise<void>;
-  /** Runs beside the load until `signal` aborts. */
-  during(signal: AbortSignal): Promise<void>;
-  end(outcomes: readonly SessionOutcome[]): Promise<SideEffectAudit>;
-  readonly approvalsResolved: number;
-}
 
 export interface Plan {
   /** The service the faults are aimed at, and the gRPC service name its calls are counted under. */

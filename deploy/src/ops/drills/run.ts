@@ -8,7 +8,8 @@ import { breakerTransitions, growth, MetricsSampler, type PageReader, toolCallFi
 import type { DrillOptions } from "./options.js";
 import { orchestratorApi, retryTransient } from "./orchestrator-api.js";
 import type { DrillPeople } from "./people.js";
-import { type CheckContext, contractOf, type FaultProfile, planOf } from "./plan.js";
+import { contractOf, type FaultProfile, planOf } from "./plan.js";
+import type { CheckContext } from "./side-effects-check.js";
 import { type DrillPod, type Place, runPlan } from "./plan-run.js";
 import type { Collected } from "./report-files.js";
 import type { ToolFigures } from "./report.js";

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { docker, root, suiteProcesses } from "./suite-processes.js";
 
 const { dataDir, run, state } = suiteProcesses("loopguard-containers-");
-const containers = (...args: string[]) => run(join(root, "deploy", "dist", "containers", "main.js"), args);
+const containers = (...args: string[]) => run(join(root, "deploy", "dist", "local", "containers-main.js"), args);
 const cli = (...args: string[]) =>
   run(join(root, "services", "orchestrator", "dist", "cli", "loopguard.js"), args, 60_000);
 
@@ -55,7 +55,7 @@ async function searchesServed(address: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  const images = await run(join(root, "deploy", "dist", "images", "main.js"), [], 1_500_000);
+  const images = await run(join(root, "deploy", "dist", "local", "images-main.js"), [], 1_500_000);
   if (images.code !== 0)
     throw new Error(`the containers tests need the images, and \`pnpm images\` failed:\n${images.stderr}`);
   const up = await containers("up");

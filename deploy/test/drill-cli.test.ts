@@ -16,7 +16,7 @@ function drill(...args: string[]): Promise<{ code: number; stdout: string; stder
   return new Promise((done) => {
     execFile(
       process.execPath,
-      [join(root, "deploy", "dist", "drills", "main.js"), ...args],
+      [join(root, "deploy", "dist", "ops", "drills", "main.js"), ...args],
       { cwd: root, timeout: 30_000 },
       (error, stdout, stderr) => {
         done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });

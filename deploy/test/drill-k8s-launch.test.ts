@@ -80,7 +80,7 @@ function drill(
   return new Promise((done) => {
     execFile(
       process.execPath,
-      [join(root, "deploy", "dist", "drills", "main.js"), ...args],
+      [join(root, "deploy", "dist", "ops", "drills", "main.js"), ...args],
       { cwd: root, env, timeout: 60_000 },
       (error, stdout, stderr) => {
         done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });

@@ -38,7 +38,7 @@ function run(file: string, args: readonly string[], timeoutMs: number): Promise<
   });
 }
 
-const drillCli = join(root, "deploy", "dist", "drills", "main.js");
+const drillCli = join(root, "deploy", "dist", "ops", "drills", "main.js");
 
 /** Runs a drill with --json; its report, after checking what every run must show. */
 async function drill(...args: string[]): Promise<DrillReport & { report_path: string }> {
@@ -106,7 +106,7 @@ async function noContainersLeft(): Promise<void> {
 }
 
 beforeAll(async () => {
-  const images = await run(join(root, "deploy", "dist", "images", "main.js"), ["--tag", tag], 1_500_000);
+  const images = await run(join(root, "deploy", "dist", "local", "images-main.js"), ["--tag", tag], 1_500_000);
   if (images.code !== 0) throw new Error(`the drills need the images, and \`pnpm images\` failed:\n${images.stderr}`);
 }, 1_800_000);
 
@@ -232,7 +232,7 @@ describe("pnpm drill (small sizes)", () => {
   it("refuses to run beside another container suite, with one line and exit 1", async () => {
     try {
       // An up that fails half-way leaves containers too: down runs whatever up did.
-      const up = await run(join(root, "deploy", "dist", "containers", "main.js"), ["up", "--tag", tag], 240_000);
+      const up = await run(join(root, "deploy", "dist", "local", "containers-main.js"), ["up", "--tag", tag], 240_000);
       expect(up.code).toBe(0);
       const refused = await run(drillCli, ["kill-tool", "--tool", "kb-search", "--tag", tag], 60_000);
       expect(refused.code).toBe(1);
@@ -240,7 +240,7 @@ describe("pnpm drill (small sizes)", () => {
         `drill: a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\`\n`,
       );
     } finally {
-      await run(join(root, "deploy", "dist", "containers", "main.js"), ["down"], 120_000);
+      await run(join(root, "deploy", "dist", "local", "containers-main.js"), ["down"], 120_000);
     }
   }, 300_000);
 });

@@ -197,7 +197,9 @@ describe("argo-rollouts: a re-apply after a release", () => {
 describe("pnpm release --k8s", () => {
   it("needs --overlay, where it records the release (not for a dry run)", () => {
     const cli = (...args: string[]) =>
-      spawnSync(process.execPath, [join(root, "deploy", "dist", "release", "main.js"), ...args], { encoding: "utf8" });
+      spawnSync(process.execPath, [join(root, "deploy", "dist", "ops", "release", "main.js"), ...args], {
+        encoding: "utf8",
+      });
     const refused = cli("billing", "--to", "v2", "--k8s");
     expect(refused.status).toBe(2);
     expect(refused.stderr).toMatch(

@@ -36,8 +36,9 @@ const BILLING = "loopguard.billing.v1.BillingService";
 const ANSWERED = new Set(["OK", status[smokeCallOf(BillingService).expectCode]]);
 const REFUND_WORKERS = 3;
 
-const containers = (...args: string[]) => run(join(root, "deploy", "dist", "containers", "main.js"), args, 300_000);
-const releaseCli = (...args: string[]) => run(join(root, "deploy", "dist", "release", "main.js"), args, 300_000);
+const containers = (...args: string[]) =>
+  run(join(root, "deploy", "dist", "local", "containers-main.js"), args, 300_000);
+const releaseCli = (...args: string[]) => run(join(root, "deploy", "dist", "ops", "release", "main.js"), args, 300_000);
 const billingPods = () => state().pods.filter((p) => p.service === "billing");
 
 /** A throwaway billing image whose contracts change the type of RefundRequest.amount_cents: a wire break. */
@@ -266,7 +267,7 @@ async function clientCalls(): Promise<{
 }
 
 beforeAll(async () => {
-  const images = await run(join(root, "deploy", "dist", "images", "main.js"), ["--tag", TAG], 1_500_000);
+  const images = await run(join(root, "deploy", "dist", "local", "images-main.js"), ["--tag", TAG], 1_500_000);
   if (images.code !== 0)
     throw new Error(`the release tests need the images, and \`pnpm images\` failed:\n${images.stderr}`);
   await docker(["tag", `loopguard/billing:${TAG}`, `loopguard/billing:${GREEN}`]);

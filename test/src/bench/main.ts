@@ -105,7 +105,7 @@ const suites: Record<string, () => Promise<void>> = {
   refunds: () => benchRefunds(durationMs),
   redact: async () => benchRedact(durationMs),
   hedge: benchHedge,
-  tokens: async () => benchTokens(process.argv.slice(2).filter((a) => a !== "--" && a !== "tokens")),
+  tokens: async () => benchTokens(process.argv.slice(2).filter((a) => a.endsWith(".jsonl"))),
 };
 const names = process.argv.slice(2).filter((a) => a !== "--" && !a.endsWith(".jsonl"));
 const chosen = names.length === 0 || names.includes("all") ? Object.keys(suites) : names;

@@ -4,8 +4,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import type { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { startTestTool, type TestTool } from "@loopguard/tool-sdk/testing";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import type { RawClient } from "@loopguard/tool-sdk";
+import { startTestTool, type TestTool, withBoundTokens } from "@loopguard/tool-sdk/testing";
+import { afterAll, beforeAll } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
 import { type SqliteLedgerOptions, SqliteRefundLedger } from "../src/sqlite-ledger.js";
 import { build } from "../src/server.js";
@@ -57,6 +59,35 @@ export async function startBilling(options: SqliteLedgerOptions = {}): Promise<B
       db.close();
       await tool.close();
       rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The billing server a test file shares, started before its tests and closed after them. */
+export interface BillingSuite {
+  readonly billing: BillingFixture;
+  /** A client holding `scopes`, its tokens bound to each request. */
+  readonly client: RawClient<typeof BillingService>;
+}
+
+export function useBilling(scopes: string[]): BillingSuite {
+  let billing: BillingFixture | undefined;
+  let client: RawClient<typeof BillingService> | undefined;
+  beforeAll(async () => {
+    billing = await startBilling();
+    client = withBoundTokens(BillingService, await billing.tool.client(scopes));
+  });
+  afterAll(async () => {
+    await billing?.close();
+  });
+  return {
+    get billing() {
+      if (!billing) throw new Error("the billing suite is used before it started");
+      return billing;
+    },
+    get client() {
+      if (!client) throw new Error("the billing suite is used before it started");
+      return client;
     },
   };
 }

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import type { RawClient } from "@loopguard/tool-sdk";
 import { startTestTool, type TestTool, withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll } from "vitest";
@@ -63,6 +63,11 @@ export async function startBilling(options: SqliteLedgerOptions = {}): Promise<B
   };
 }
 
+/** A Refund request, its reason DAMAGED unless told. */
+export function refundOf(orderId: string, amountCents: bigint, idempotencyKey: string, reason = RefundReason.DAMAGED) {
+  return { orderId, amountCents, reason, idempotencyKey };
+}
+
 /** The billing server a test file shares, started before its tests and closed after them. */
 export interface BillingSuite {
   readonly billing: BillingFixture;
@@ -71,23 +76,12 @@ export interface BillingSuite {
 }
 
 export function useBilling(scopes: string[]): BillingSuite {
-  let billing: BillingFixture | undefined;
-  let client: RawClient<typeof BillingService> | undefined;
+  // Filled in before the file's first test runs.
+  const suite = {} as { billing: BillingFixture; client: RawClient<typeof BillingService> };
   beforeAll(async () => {
-    billing = await startBilling();
-    client = withBoundTokens(BillingService, await billing.tool.client(scopes));
+    suite.billing = await startBilling();
+    suite.client = withBoundTokens(BillingService, await suite.billing.tool.client(scopes));
   });
-  afterAll(async () => {
-    await billing?.close();
-  });
-  return {
-    get billing() {
-      if (!billing) throw new Error("the billing suite is used before it started");
-      return billing;
-    },
-    get client() {
-      if (!client) throw new Error("the billing suite is used before it started");
-      return client;
-    },
-  };
+  afterAll(() => suite.billing.close());
+  return suite;
 }

@@ -8,18 +8,13 @@ import { withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { CallError, status } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
 import { LEDGER_RETRY_AFTER_MS } from "../src/handlers.js";
-import { startBilling, useBilling } from "./billing-fixture.js";
+import { startBilling, useBilling, refundOf } from "./billing-fixture.js";
 
 const suite = useBilling(["billing:refund", "billing:read"]);
 
 describe("Refund", () => {
   it("replays the first result for the same key and parameters and writes one row", async () => {
-    const request = {
-      orderId: "ord_DEMO00000001",
-      amountCents: 1000n,
-      reason: RefundReason.DAMAGED,
-      idempotencyKey: "rules-replay-0000001",
-    };
+    const request = refundOf("ord_DEMO00000001", 1000n, "rules-replay-0000001");
     const first = await suite.client.refund(request);
     const again = await suite.client.refund(request);
     expect(first.replayed).toBe(false);
@@ -35,12 +30,7 @@ describe("Refund", () => {
     ["another reason", { reason: RefundReason.WRONG_ITEM }],
     ["another order", { orderId: "ord_DEMO00000008" }],
   ])("refuses the key reused with %s (IDEMPOTENCY_KEY_REUSED) and writes nothing", async (_, change) => {
-    const request = {
-      orderId: "ord_DEMO00000002",
-      amountCents: 1000n,
-      reason: RefundReason.DAMAGED,
-      idempotencyKey: `rules-reuse-${Object.keys(change)[0]}`,
-    };
+    const request = refundOf("ord_DEMO00000002", 1000n, `rules-reuse-${Object.keys(change)[0]}`);
     await suite.client.refund(request);
     const rowsBefore = suite.billing.refunds();
     const ordersBefore = [suite.billing.order("ord_DEMO00000002"), suite.billing.order("ord_DEMO00000008")];
@@ -52,12 +42,7 @@ describe("Refund", () => {
   });
 
   it("executes 50 concurrent calls with one key once, and all answer with the same refund", async () => {
-    const request = {
-      orderId: "ord_DEMO00000008",
-      amountCents: 700n,
-      reason: RefundReason.NOT_DELIVERED,
-      idempotencyKey: "rules-concurrent-0000001",
-    };
+    const request = refundOf("ord_DEMO00000008", 700n, "rules-concurrent-0000001", RefundReason.NOT_DELIVERED);
     const before = suite.billing.order("ord_DEMO00000008")!;
     const responses = await Promise.all(Array.from({ length: 50 }, () => suite.client.refund(request)));
     expect(new Set(responses.map((r) => r.refund?.refundId)).size).toBe(1);
@@ -73,24 +58,14 @@ describe("Refund", () => {
     const before = suite.billing.order("ord_DEMO00000005");
     const rowsBefore = suite.billing.refunds();
     const error = await refusal(
-      suite.client.refund({
-        orderId: "ord_DEMO00000005",
-        amountCents: 5501n,
-        reason: RefundReason.DAMAGED,
-        idempotencyKey: "rules-over-refund-0001",
-      }),
+      suite.client.refund(refundOf("ord_DEMO00000005", 5501n, "rules-over-refund-0001")),
       CallError,
     );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
     expect(suite.billing.order("ord_DEMO00000005")).toEqual(before);
     expect(suite.billing.refunds()).toEqual(rowsBefore);
-    const exact = await suite.client.refund({
-      orderId: "ord_DEMO00000005",
-      amountCents: 5500n,
-      reason: RefundReason.DAMAGED,
-      idempotencyKey: "rules-exact-refund-0001",
-    });
+    const exact = await suite.client.refund(refundOf("ord_DEMO00000005", 5500n, "rules-exact-refund-0001"));
     expect(exact.orderRefundableCents).toBe(0n);
     expect(suite.billing.order("ord_DEMO00000005")).toMatchObject({ status: "REFUNDED", amount_refunded_cents: 8000 });
   });
@@ -142,12 +117,7 @@ describe("a locked ledger", () => {
     const holder = new Database(join(locked.dir, "billing.db"));
     try {
       const lockedClient = withBoundTokens(BillingService, await locked.tool.client(["billing:refund"]));
-      const request = {
-        orderId: "ord_DEMO00000001",
-        amountCents: 100n,
-        reason: RefundReason.DAMAGED,
-        idempotencyKey: "rules-locked-ledger-0001",
-      };
+      const request = refundOf("ord_DEMO00000001", 100n, "rules-locked-ledger-0001");
       holder.exec("BEGIN IMMEDIATE");
       const error = await refusal(lockedClient.refund(request), CallError);
       expect([error.code, error.reason, error.retryAfterMs]).toEqual([

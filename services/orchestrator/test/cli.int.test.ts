@@ -17,7 +17,7 @@ import {
 } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
-import type { Tools } from "./harness.js";
+import { decisionOn, type Tools } from "./harness.js";
 import { processFixture } from "./process-fixture.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -247,14 +247,7 @@ describe("four eyes: the same person through every door", () => {
       }),
     });
     try {
-      const viaApi = await api
-        .resolveApproval({
-          sessionId: id,
-          approvalId: approval.approvalId,
-          argumentsHash: approval.argumentsHash,
-          approve: true,
-        })
-        .catch((e: unknown) => e as CallError);
+      const viaApi = await api.resolveApproval(decisionOn(id, approval, true)).catch((e: unknown) => e as CallError);
       expect(viaApi).toBeInstanceOf(CallError);
       expect([status[(viaApi as CallError).code], (viaApi as CallError).reason]).toEqual([
         "PERMISSION_DENIED",

@@ -172,6 +172,16 @@ export async function startRefund(
 }
 
 /** This run's refunds of `orderId` in the ledger, read with a client of its own. */
+/** A ResolveApproval request that decides the approval a session `shown`, for the action it names. */
+export function decisionOn(
+  sessionId: string,
+  shown: { approvalId: string; argumentsHash: string },
+  approve: boolean,
+  reason = "",
+) {
+  return { sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve, reason };
+}
+
 export async function refundsOf(tools: Tools, orderId: string) {
   const billing = createRawClient(BillingService, tools.billing.address, {
     token: await testToken({ subject: "test", scopes: ["billing:read"] }),

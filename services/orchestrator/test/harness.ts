@@ -139,6 +139,17 @@ export async function waitForSession(
   }
 }
 
+/** Starts a session the openai policy drives on `task` with every scope, and waits for it until `until`. */
+export async function modelSession(
+  orch: TestOrchestrator,
+  goal: string,
+  task: object,
+  until: (s: Session) => boolean = isEnded,
+): Promise<Session> {
+  const { session } = await orch.api.startSession({ goal, task: task as never, scopes: ALL_SCOPES, policy: "openai" });
+  return waitForSession(orch.api, session!.sessionId, until);
+}
+
 export function isEnded(s: Session): boolean {
   return s.state === SessionState.DONE || s.state === SessionState.FAILED || s.state === SessionState.CANCELLED;
 }

@@ -5,7 +5,7 @@ import { BillingService, OrderStatus, RefundReason } from "@loopguard/proto/gen/
 import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { withBoundTokens } from "@loopguard/tool-sdk/testing";
-import { type BillingFixture, FIXED_NOW, startBilling } from "./billing-fixture.js";
+import { type BillingFixture, FIXED_NOW, startBilling, refundOf } from "./billing-fixture.js";
 
 let billing: BillingFixture;
 let reader: RawClient<typeof BillingService>;
@@ -21,12 +21,7 @@ afterAll(async () => {
   await billing.close();
 });
 
-const validRefund = {
-  orderId: "ord_DEMO00000002",
-  amountCents: 1500n,
-  reason: RefundReason.DAMAGED,
-  idempotencyKey: "api-test-valid-refund-0001",
-};
+const validRefund = refundOf("ord_DEMO00000002", 1500n, "api-test-valid-refund-0001");
 
 describe("valid requests", () => {
   it("GetOrder returns the order with what is refundable", async () => {
@@ -66,12 +61,7 @@ describe("valid requests", () => {
   });
 
   it("ListRefunds lists an order's refunds oldest first", async () => {
-    await refunder.refund({
-      orderId: "ord_DEMO00000005",
-      amountCents: 500n,
-      reason: RefundReason.WRONG_ITEM,
-      idempotencyKey: "api-test-list-refunds-0001",
-    });
+    await refunder.refund(refundOf("ord_DEMO00000005", 500n, "api-test-list-refunds-0001", RefundReason.WRONG_ITEM));
     const { refunds } = await reader.listRefunds({ orderId: "ord_DEMO00000005" });
     expect(refunds.map((r) => [r.refundId.startsWith("rf_"), r.amountCents, r.reason])).toEqual([
       [true, 2500n, RefundReason.DAMAGED],

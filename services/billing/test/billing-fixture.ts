@@ -4,8 +4,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import type { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { startTestTool, type TestTool } from "@loopguard/tool-sdk/testing";
+import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import type { RawClient } from "@loopguard/tool-sdk";
+import { startTestTool, type TestTool, withBoundTokens } from "@loopguard/tool-sdk/testing";
+import { afterAll, beforeAll } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
 import { type SqliteLedgerOptions, SqliteRefundLedger } from "../src/sqlite-ledger.js";
 import { build } from "../src/server.js";
@@ -59,4 +61,27 @@ export async function startBilling(options: SqliteLedgerOptions = {}): Promise<B
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A Refund request, its reason DAMAGED unless told. */
+export function refundOf(orderId: string, amountCents: bigint, idempotencyKey: string, reason = RefundReason.DAMAGED) {
+  return { orderId, amountCents, reason, idempotencyKey };
+}
+
+/** The billing server a test file shares, started before its tests and closed after them. */
+export interface BillingSuite {
+  readonly billing: BillingFixture;
+  /** A client holding `scopes`, its tokens bound to each request. */
+  readonly client: RawClient<typeof BillingService>;
+}
+
+export function useBilling(scopes: string[]): BillingSuite {
+  // Filled in before the file's first test runs.
+  const suite = {} as { billing: BillingFixture; client: RawClient<typeof BillingService> };
+  beforeAll(async () => {
+    suite.billing = await startBilling();
+    suite.client = withBoundTokens(BillingService, await suite.billing.tool.client(scopes));
+  });
+  afterAll(() => suite.billing.close());
+  return suite;
 }

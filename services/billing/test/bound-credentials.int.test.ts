@@ -6,7 +6,7 @@ import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/bil
 import { CallError, createRawClient, mintToken, type RawClient, status } from "@loopguard/tool-sdk";
 import { boundToken, TEST_ORCHESTRATOR_KEY } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type BillingFixture, startBilling } from "./billing-fixture.js";
+import { type BillingFixture, refundOf, startBilling } from "./billing-fixture.js";
 
 let billing: BillingFixture;
 let client: RawClient<typeof BillingService>;
@@ -20,12 +20,7 @@ afterAll(async () => {
   await billing.close();
 });
 
-const request = {
-  orderId: "ord_DEMO00000002",
-  amountCents: 1500n,
-  reason: RefundReason.DAMAGED,
-  idempotencyKey: "bound-credentials-0001",
-};
+const request = refundOf("ord_DEMO00000002", 1500n, "bound-credentials-0001");
 
 async function notBound(promise: Promise<unknown>): Promise<string> {
   const error = await refusal(promise, CallError);

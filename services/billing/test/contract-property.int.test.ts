@@ -1,26 +1,15 @@
 // Random requests over a real server: whatever arrives, the answer is OK, INVALID_ARGUMENT or
 // one of the method's domain errors — never INTERNAL — and the ledger stays consistent.
-import { BillingService, type RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { withBoundTokens } from "@loopguard/tool-sdk/testing";
-import { CallError, type RawClient, status } from "@loopguard/tool-sdk";
+import type { RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { CallError, status } from "@loopguard/tool-sdk";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
-import { type BillingFixture, startBilling } from "./billing-fixture.js";
+import { useBilling } from "./billing-fixture.js";
 
 const RUNS = 1000;
 
-let billing: BillingFixture;
-let client: RawClient<typeof BillingService>;
-
-beforeAll(async () => {
-  billing = await startBilling();
-  client = withBoundTokens(BillingService, await billing.tool.client(["billing:refund", "billing:read"]));
-});
-
-afterAll(async () => {
-  await billing.close();
-});
+const suite = useBilling(["billing:refund", "billing:read"]);
 
 const ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".split("");
 const KEY_CHARS = [...ALPHANUMERIC, "_", ".", ":", "-"];
@@ -67,7 +56,7 @@ describe("random requests", () => {
   it(`GetOrder: ${RUNS} requests never answer INTERNAL`, async () => {
     await fc.assert(
       fc.asyncProperty(orderId, async (id) => {
-        expect(READ_OUTCOMES).toContain(await outcomeOf(client.getOrder({ orderId: id })));
+        expect(READ_OUTCOMES).toContain(await outcomeOf(suite.client.getOrder({ orderId: id })));
       }),
       { numRuns: RUNS },
     );
@@ -76,7 +65,7 @@ describe("random requests", () => {
   it(`ListRefunds: ${RUNS} requests never answer INTERNAL`, async () => {
     await fc.assert(
       fc.asyncProperty(orderId, async (id) => {
-        expect(READ_OUTCOMES).toContain(await outcomeOf(client.listRefunds({ orderId: id })));
+        expect(READ_OUTCOMES).toContain(await outcomeOf(suite.client.listRefunds({ orderId: id })));
       }),
       { numRuns: RUNS },
     );
@@ -92,7 +81,12 @@ describe("random requests", () => {
         idempotencyKey,
         async (id, amount, reason, key) => {
           const outcome = await outcomeOf(
-            client.refund({ orderId: id, amountCents: amount, reason: reason as RefundReason, idempotencyKey: key }),
+            suite.client.refund({
+              orderId: id,
+              amountCents: amount,
+              reason: reason as RefundReason,
+              idempotencyKey: key,
+            }),
           );
           expect(REFUND_OUTCOMES).toContain(outcome);
           seen.add(outcome);
@@ -103,12 +97,12 @@ describe("random requests", () => {
     // The generators reach every outcome, so the property covered each path of the handler.
     expect([...seen].sort()).toEqual([...REFUND_OUTCOMES].sort());
     for (const { orderId: id } of DEMO_ORDERS) {
-      const order = billing.order(id)!;
-      const refunded = billing.refunds({ orderId: id }).reduce((sum, r) => sum + r.amount_cents, 0);
+      const order = suite.billing.order(id)!;
+      const refunded = suite.billing.refunds({ orderId: id }).reduce((sum, r) => sum + r.amount_cents, 0);
       expect(order.amount_refunded_cents).toBe(refunded);
       expect(refunded).toBeLessThanOrEqual(order.amount_paid_cents);
     }
-    const keys = billing.refunds().map((r) => r.idempotency_key);
+    const keys = suite.billing.refunds().map((r) => r.idempotency_key);
     expect(new Set(keys).size).toBe(keys.length);
   });
 });

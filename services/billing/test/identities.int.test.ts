@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { refusal, type ServiceProcess } from "@loopguard/test-kit";
-import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import {
   CallError,
   createRawClient,
@@ -21,6 +21,7 @@ import {
 } from "@loopguard/tool-sdk";
 import { spawnTool } from "@loopguard/tool-sdk/testing";
 import Database from "better-sqlite3";
+import { refundOf } from "./billing-fixture.js";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
@@ -100,12 +101,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const refund = {
-  orderId: "ord_DEMO00000002",
-  amountCents: 100n,
-  reason: RefundReason.DAMAGED,
-  idempotencyKey: "identities-glass-0001",
-};
+const refund = refundOf("ord_DEMO00000002", 100n, "identities-glass-0001");
 
 describe("keys bound to who may use them", () => {
   it("refuses a person's token that claims another subject, naming the key's own", async () => {

@@ -5,39 +5,24 @@ import Database from "better-sqlite3";
 import { refusal } from "@loopguard/test-kit";
 import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { withBoundTokens } from "@loopguard/tool-sdk/testing";
-import { CallError, type RawClient, status } from "@loopguard/tool-sdk";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CallError, status } from "@loopguard/tool-sdk";
+import { describe, expect, it } from "vitest";
 import { LEDGER_RETRY_AFTER_MS } from "../src/handlers.js";
-import { type BillingFixture, startBilling } from "./billing-fixture.js";
+import { startBilling, useBilling, refundOf } from "./billing-fixture.js";
 
-let billing: BillingFixture;
-let client: RawClient<typeof BillingService>;
-
-beforeAll(async () => {
-  billing = await startBilling();
-  client = withBoundTokens(BillingService, await billing.tool.client(["billing:refund", "billing:read"]));
-});
-
-afterAll(async () => {
-  await billing.close();
-});
+const suite = useBilling(["billing:refund", "billing:read"]);
 
 describe("Refund", () => {
   it("replays the first result for the same key and parameters and writes one row", async () => {
-    const request = {
-      orderId: "ord_DEMO00000001",
-      amountCents: 1000n,
-      reason: RefundReason.DAMAGED,
-      idempotencyKey: "rules-replay-0000001",
-    };
-    const first = await client.refund(request);
-    const again = await client.refund(request);
+    const request = refundOf("ord_DEMO00000001", 1000n, "rules-replay-0000001");
+    const first = await suite.client.refund(request);
+    const again = await suite.client.refund(request);
     expect(first.replayed).toBe(false);
     expect(again.replayed).toBe(true);
     expect(again.refund).toEqual(first.refund);
     expect(again.orderRefundableCents).toBe(first.orderRefundableCents);
-    expect(billing.refunds({ key: request.idempotencyKey })).toHaveLength(1);
-    expect(billing.order("ord_DEMO00000001")).toMatchObject({ amount_refunded_cents: 1000, version: 2 });
+    expect(suite.billing.refunds({ key: request.idempotencyKey })).toHaveLength(1);
+    expect(suite.billing.order("ord_DEMO00000001")).toMatchObject({ amount_refunded_cents: 1000, version: 2 });
   });
 
   it.each([
@@ -45,64 +30,44 @@ describe("Refund", () => {
     ["another reason", { reason: RefundReason.WRONG_ITEM }],
     ["another order", { orderId: "ord_DEMO00000008" }],
   ])("refuses the key reused with %s (IDEMPOTENCY_KEY_REUSED) and writes nothing", async (_, change) => {
-    const request = {
-      orderId: "ord_DEMO00000002",
-      amountCents: 1000n,
-      reason: RefundReason.DAMAGED,
-      idempotencyKey: `rules-reuse-${Object.keys(change)[0]}`,
-    };
-    await client.refund(request);
-    const rowsBefore = billing.refunds();
-    const ordersBefore = [billing.order("ord_DEMO00000002"), billing.order("ord_DEMO00000008")];
-    const error = await refusal(client.refund({ ...request, ...change }), CallError);
+    const request = refundOf("ord_DEMO00000002", 1000n, `rules-reuse-${Object.keys(change)[0]}`);
+    await suite.client.refund(request);
+    const rowsBefore = suite.billing.refunds();
+    const ordersBefore = [suite.billing.order("ord_DEMO00000002"), suite.billing.order("ord_DEMO00000008")];
+    const error = await refusal(suite.client.refund({ ...request, ...change }), CallError);
     expect(error.code).toBe(status.ALREADY_EXISTS);
     expect(error.reason).toBe("IDEMPOTENCY_KEY_REUSED");
-    expect(billing.refunds()).toEqual(rowsBefore);
-    expect([billing.order("ord_DEMO00000002"), billing.order("ord_DEMO00000008")]).toEqual(ordersBefore);
+    expect(suite.billing.refunds()).toEqual(rowsBefore);
+    expect([suite.billing.order("ord_DEMO00000002"), suite.billing.order("ord_DEMO00000008")]).toEqual(ordersBefore);
   });
 
   it("executes 50 concurrent calls with one key once, and all answer with the same refund", async () => {
-    const request = {
-      orderId: "ord_DEMO00000008",
-      amountCents: 700n,
-      reason: RefundReason.NOT_DELIVERED,
-      idempotencyKey: "rules-concurrent-0000001",
-    };
-    const before = billing.order("ord_DEMO00000008")!;
-    const responses = await Promise.all(Array.from({ length: 50 }, () => client.refund(request)));
+    const request = refundOf("ord_DEMO00000008", 700n, "rules-concurrent-0000001", RefundReason.NOT_DELIVERED);
+    const before = suite.billing.order("ord_DEMO00000008")!;
+    const responses = await Promise.all(Array.from({ length: 50 }, () => suite.client.refund(request)));
     expect(new Set(responses.map((r) => r.refund?.refundId)).size).toBe(1);
     expect(responses.filter((r) => !r.replayed)).toHaveLength(1);
-    expect(billing.refunds({ key: request.idempotencyKey })).toHaveLength(1);
-    expect(billing.order("ord_DEMO00000008")).toMatchObject({
+    expect(suite.billing.refunds({ key: request.idempotencyKey })).toHaveLength(1);
+    expect(suite.billing.order("ord_DEMO00000008")).toMatchObject({
       amount_refunded_cents: before.amount_refunded_cents + 700,
       version: before.version + 1,
     });
   });
 
   it("refuses more than is still refundable (ORDER_NOT_REFUNDABLE) and leaves order and rows unchanged", async () => {
-    const before = billing.order("ord_DEMO00000005");
-    const rowsBefore = billing.refunds();
+    const before = suite.billing.order("ord_DEMO00000005");
+    const rowsBefore = suite.billing.refunds();
     const error = await refusal(
-      client.refund({
-        orderId: "ord_DEMO00000005",
-        amountCents: 5501n,
-        reason: RefundReason.DAMAGED,
-        idempotencyKey: "rules-over-refund-0001",
-      }),
+      suite.client.refund(refundOf("ord_DEMO00000005", 5501n, "rules-over-refund-0001")),
       CallError,
     );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
-    expect(billing.order("ord_DEMO00000005")).toEqual(before);
-    expect(billing.refunds()).toEqual(rowsBefore);
-    const exact = await client.refund({
-      orderId: "ord_DEMO00000005",
-      amountCents: 5500n,
-      reason: RefundReason.DAMAGED,
-      idempotencyKey: "rules-exact-refund-0001",
-    });
+    expect(suite.billing.order("ord_DEMO00000005")).toEqual(before);
+    expect(suite.billing.refunds()).toEqual(rowsBefore);
+    const exact = await suite.client.refund(refundOf("ord_DEMO00000005", 5500n, "rules-exact-refund-0001"));
     expect(exact.orderRefundableCents).toBe(0n);
-    expect(billing.order("ord_DEMO00000005")).toMatchObject({ status: "REFUNDED", amount_refunded_cents: 8000 });
+    expect(suite.billing.order("ord_DEMO00000005")).toMatchObject({ status: "REFUNDED", amount_refunded_cents: 8000 });
   });
 
   it.each([
@@ -110,9 +75,9 @@ describe("Refund", () => {
     ["cancelled", "ord_DEMO00000004"],
     ["fully refunded", "ord_DEMO00000006"],
   ])("refuses a %s order (ORDER_NOT_REFUNDABLE)", async (_, orderId) => {
-    const before = billing.order(orderId);
+    const before = suite.billing.order(orderId);
     const error = await refusal(
-      client.refund({
+      suite.client.refund({
         orderId,
         amountCents: 1n,
         reason: RefundReason.CUSTOMER_REQUEST,
@@ -122,14 +87,14 @@ describe("Refund", () => {
     );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("ORDER_NOT_REFUNDABLE");
-    expect(billing.order(orderId)).toEqual(before);
-    expect(billing.refunds({ key: `rules-unpaid-${orderId}` })).toEqual([]);
+    expect(suite.billing.order(orderId)).toEqual(before);
+    expect(suite.billing.refunds({ key: `rules-unpaid-${orderId}` })).toEqual([]);
   });
 
   it("answers NOT_FOUND (ORDER_NOT_FOUND) for an unknown order on every method", async () => {
     const orderId = "ord_NOSUCHORDER1";
     const refund = await refusal(
-      client.refund({
+      suite.client.refund({
         orderId,
         amountCents: 1n,
         reason: RefundReason.DAMAGED,
@@ -137,12 +102,12 @@ describe("Refund", () => {
       }),
       CallError,
     );
-    const get = await refusal(client.getOrder({ orderId }), CallError);
-    const list = await refusal(client.listRefunds({ orderId }), CallError);
+    const get = await refusal(suite.client.getOrder({ orderId }), CallError);
+    const list = await refusal(suite.client.listRefunds({ orderId }), CallError);
     expect([refund, get, list].map((e) => [e.code, e.reason])).toEqual(
       Array(3).fill([status.NOT_FOUND, "ORDER_NOT_FOUND"]),
     );
-    expect(billing.refunds({ key: "rules-unknown-order-0001" })).toEqual([]);
+    expect(suite.billing.refunds({ key: "rules-unknown-order-0001" })).toEqual([]);
   });
 });
 
@@ -152,12 +117,7 @@ describe("a locked ledger", () => {
     const holder = new Database(join(locked.dir, "billing.db"));
     try {
       const lockedClient = withBoundTokens(BillingService, await locked.tool.client(["billing:refund"]));
-      const request = {
-        orderId: "ord_DEMO00000001",
-        amountCents: 100n,
-        reason: RefundReason.DAMAGED,
-        idempotencyKey: "rules-locked-ledger-0001",
-      };
+      const request = refundOf("ord_DEMO00000001", 100n, "rules-locked-ledger-0001");
       holder.exec("BEGIN IMMEDIATE");
       const error = await refusal(lockedClient.refund(request), CallError);
       expect([error.code, error.reason, error.retryAfterMs]).toEqual([

@@ -1,7 +1,8 @@
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import { sqliteModes } from "@loopguard/test-kit";
 import { describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
 import { SQLITE_LEDGER_MIGRATIONS, SqliteRefundLedger } from "../src/sqlite-ledger.js";
@@ -43,9 +44,7 @@ describe("the SQLite ledger file", () => {
     try {
       const ledger = await SqliteRefundLedger.open(file);
       await ledger.seed(DEMO_ORDERS);
-      expect(statSync(join(root, "data")).mode & 0o777).toBe(0o700);
-      for (const name of ["billing.db", "billing.db-wal", "billing.db-shm"])
-        expect(statSync(join(root, "data", name)).mode & 0o777, name).toBe(0o600);
+      expect(sqliteModes(join(root, "data"), "billing.db")).toEqual([0o700, 0o600, 0o600, 0o600]);
       await ledger.close();
       const db = new Database(file, { readonly: true });
       expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
@@ -58,17 +57,18 @@ describe("the SQLite ledger file", () => {
   it("adopts a file made before migrations existed, keeping its orders and refunds", async () => {
     const dir = mkdtempSync(join(tmpdir(), "billing-ledger-"));
     const file = join(dir, "billing.db");
+    const oldRefund = {
+      orderId: "ord_DEMO00000001",
+      amountCents: 500,
+      reason: 1,
+      idempotencyKey: "old-layout-key-0001",
+      maxRefundedTotalCents: 0,
+      at: new Date(),
+    };
     try {
       const first = await SqliteRefundLedger.open(file);
       await first.seed(DEMO_ORDERS);
-      const refund = await first.refund({
-        orderId: "ord_DEMO00000001",
-        amountCents: 500,
-        reason: 1,
-        idempotencyKey: "old-layout-key-0001",
-        maxRefundedTotalCents: 0,
-        at: new Date(),
-      });
+      const refund = await first.refund(oldRefund);
       await first.close();
       // What earlier builds left: the same tables, no migrations table.
       const raw = new Database(file);
@@ -78,18 +78,7 @@ describe("the SQLite ledger file", () => {
       const upgraded = await SqliteRefundLedger.open(file);
       expect(upgraded.migrationsApplied).toEqual(SQLITE_LEDGER_MIGRATIONS.map((m) => m.name));
       expect(await upgraded.getOrder("ord_DEMO00000001")).toMatchObject({ amountRefundedCents: 500, version: 2 });
-      expect(
-        (
-          await upgraded.refund({
-            orderId: "ord_DEMO00000001",
-            amountCents: 500,
-            reason: 1,
-            idempotencyKey: "old-layout-key-0001",
-            maxRefundedTotalCents: 0,
-            at: new Date(),
-          })
-        ).refund.refundId,
-      ).toBe(refund.refund.refundId);
+      expect((await upgraded.refund(oldRefund)).refund.refundId).toBe(refund.refund.refundId);
       await upgraded.close();
       const reopened = await SqliteRefundLedger.open(file);
       expect(reopened.migrationsApplied).toEqual([]);

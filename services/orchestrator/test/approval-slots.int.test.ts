@@ -6,6 +6,7 @@ import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orche
 import { CallError, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  decisionOn,
   HIGH_RISK_CUSTOMER,
   refundsOf,
   startOrchestrator,
@@ -62,13 +63,7 @@ describe("sessions waiting for approval release their slot and their lease", () 
 
     const before = await refundCount();
     const shown = (await orch.api.getSession({ sessionId: ids[0]! })).session!.pendingApproval!;
-    const approved = await orch.approver.resolveApproval({
-      sessionId: ids[0]!,
-      approvalId: shown.approvalId,
-      argumentsHash: shown.argumentsHash,
-      approve: true,
-      reason: "checked",
-    });
+    const approved = await orch.approver.resolveApproval(decisionOn(ids[0]!, shown, true, "checked"));
     expect(approved.session?.state).toBe(SessionState.TOOL_EXECUTING);
     const done = await waitForSession(orch.api, ids[0]!);
     expect(done.stopReason).toBe("done");
@@ -98,16 +93,7 @@ describe("approvals left unanswered", () => {
     expect(ended.stopReason).toBe("approval_denied");
     expect(ended.answer).toBe(`approval ${shown.approvalId} expired unanswered`);
     expect(await refundCount()).toBe(before);
-    const late = await refusal(
-      orch.approver.resolveApproval({
-        sessionId: id,
-        approvalId: shown.approvalId,
-        argumentsHash: shown.argumentsHash,
-        approve: true,
-        reason: "too late",
-      }),
-      CallError,
-    );
+    const late = await refusal(orch.approver.resolveApproval(decisionOn(id, shown, true, "too late")), CallError);
     expect(late.code).toBe(status.FAILED_PRECONDITION);
     expect(late.reason).toBe("SESSION_TERMINAL");
   });

@@ -17,7 +17,7 @@ import {
 } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
-import type { Tools } from "./harness.js";
+import { decisionOn, type Tools } from "./harness.js";
 import { processFixture } from "./process-fixture.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -75,6 +75,18 @@ function keysCli(...args: string[]): Promise<{ code: number; stderr: string }> {
 
 const example = (name: string) => join(root, "examples", name);
 
+/** Runs the README's refund to its end as the default person, answering as JSON. */
+function runReadmeRefund(): Promise<{ code: number; stdout: string; stderr: string }> {
+  return cli(
+    "run",
+    "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged",
+    "--task-file",
+    example("refund-task.json"),
+    "--wait",
+    "--json",
+  );
+}
+
 /** Starts the README's high-risk refund as `person` and waits until it asks for an approval. */
 async function awaitingApproval(person: string): Promise<string> {
   const run = await cli(
@@ -97,14 +109,7 @@ async function awaitingApproval(person: string): Promise<string> {
 
 describe("pnpm loopguard", () => {
   it("runs the README's refund to DONE, and show names who started it", async () => {
-    const run = await cli(
-      "run",
-      "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged",
-      "--task-file",
-      example("refund-task.json"),
-      "--wait",
-      "--json",
-    );
+    const run = await runReadmeRefund();
     expect(run.stderr).toBe("");
     const session = JSON.parse(run.stdout) as { session_id: string; state: string; answer: string };
     expect(session.state).toBe("DONE");
@@ -113,14 +118,7 @@ describe("pnpm loopguard", () => {
   });
 
   it("shows the answer's confidence and uncertainty reason beside the outcome: --json and show", async () => {
-    const sure = await cli(
-      "run",
-      "Refund 5.00 USD of order ord_DEMO00000001: it arrived damaged",
-      "--task-file",
-      example("refund-task.json"),
-      "--wait",
-      "--json",
-    );
+    const sure = await runReadmeRefund();
     expect(JSON.parse(sure.stdout)).toMatchObject({
       state: "DONE",
       outcome: "succeeded",
@@ -150,17 +148,7 @@ describe("pnpm loopguard", () => {
   });
 
   it("approve shows the action and asks; without a terminal and without --yes it decides nothing", async () => {
-    const run = await cli(
-      "run",
-      "Refund ord_DEMO00000008",
-      "--task-file",
-      example("high-risk-refund-task.json"),
-      "--json",
-    );
-    const id = (JSON.parse(run.stdout) as { session_id: string }).session_id;
-    let shown = "";
-    for (let i = 0; i < 100 && !shown.includes("AWAITING_APPROVAL"); i += 1) shown = (await cli("show", id)).stdout;
-    expect(shown).toContain("AWAITING_APPROVAL");
+    const id = await awaitingApproval("requester");
 
     const unconfirmed = await cli("approve", id, "--as", "approver");
     expect(unconfirmed.code).toBe(2);
@@ -259,14 +247,7 @@ describe("four eyes: the same person through every door", () => {
       }),
     });
     try {
-      const viaApi = await api
-        .resolveApproval({
-          sessionId: id,
-          approvalId: approval.approvalId,
-          argumentsHash: approval.argumentsHash,
-          approve: true,
-        })
-        .catch((e: unknown) => e as CallError);
+      const viaApi = await api.resolveApproval(decisionOn(id, approval, true)).catch((e: unknown) => e as CallError);
       expect(viaApi).toBeInstanceOf(CallError);
       expect([status[(viaApi as CallError).code], (viaApi as CallError).reason]).toEqual([
         "PERMISSION_DENIED",

@@ -6,7 +6,7 @@ import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { describe, expect, it } from "vitest";
 import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall, toolResults } from "./fake-chat-server.js";
-import { ALL_SCOPES, refundsOf, type TestOrchestrator, useSuite, waitForSession } from "./harness.js";
+import { ALL_SCOPES, decisionOn, refundsOf, type TestOrchestrator, useSuite, waitForSession } from "./harness.js";
 import { waiting } from "./money-fixture.js";
 
 // One set of tool processes for the file (each refund test uses its own order of the same low-risk customer).
@@ -71,13 +71,7 @@ describe("a refund proposed below the confidence threshold", () => {
     expect(timestampMs(approval.expiresAt!)).toBeGreaterThan(Date.now());
     expect(await amountsOf("ord_DEMO00000001")).toEqual([]);
 
-    await orch.approver.resolveApproval({
-      sessionId: id,
-      approvalId: approval.approvalId,
-      argumentsHash: approval.argumentsHash,
-      approve: true,
-      reason: "photo received by mail",
-    });
+    await orch.approver.resolveApproval(decisionOn(id, approval, true, "photo received by mail"));
     const done = await waitForSession(orch.api, id);
     expect([SessionState[done.state], done.outcome?.kind, done.confidence, done.uncertaintyReason]).toEqual([
       "DONE",

@@ -1,18 +1,17 @@
 /// <reference lib="dom" />
 // The dashboard's trend plots in headless Chromium (playwright-core, the system's /usr/bin/chromium)
 // against the harness' orchestrator, sampling every 300 ms, and the three tools as real processes.
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
-import { type Browser, chromium, type Locator, type Page } from "playwright-core";
+import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HAVE_CHROMIUM, launchChromium } from "./chromium.js";
 import { startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const HAVE_CHROMIUM = existsSync(CHROMIUM);
 const SESSIONS = 4;
 const SCREENSHOTS = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "test-results");
 
@@ -35,19 +34,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromiu
     tools = await startTools({ inTurn: true });
     orch = await startOrchestrator(tools, { ORCHESTRATOR_SERIES_INTERVAL_MS: "300" });
     admin = createRawClient(OrchestratorService, orch.server.address, { token: await adminToken() });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-quic",
-      ],
-    });
+    browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1440, height: 1200 } });
     page.on("pageerror", (error) => pageErrors.push(`pageerror: ${error.message}`));
     page.on("console", (message) => {

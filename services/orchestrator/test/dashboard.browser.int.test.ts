@@ -2,23 +2,17 @@
 // The dashboard as an operator uses it: headless Chromium (playwright-core, the system's
 // /usr/bin/chromium) against the harness' orchestrator and the three tools as real processes.
 // Screenshots go to test-results/ at the repository root.
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { testToken, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/guard/budget.js";
+import { HAVE_CHROMIUM, launchChromium } from "./chromium.js";
 import { HIGH_RISK_REFUND, startOrchestrator, startTools, type TestOrchestrator, type Tools } from "./harness.js";
-
-const CHROMIUM = "/usr/bin/chromium";
-const HAVE_CHROMIUM = existsSync(CHROMIUM);
-if (!HAVE_CHROMIUM)
-  console.warn(
-    `dashboard browser tests skipped: ${CHROMIUM} is missing (install it with \`apt-get install -y chromium\`)`,
-  );
 
 const SCREENSHOTS = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "test-results");
 const OPERATOR_SCOPES = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
@@ -70,19 +64,7 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard in headless Chromium", () => {
     tools = await startTools();
     orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "120000" });
     api = createRawClient(OrchestratorService, orch.server.address, { token: await operatorToken() });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--disable-quic",
-      ],
-    });
+    browser = await launchChromium();
     page = await newPage();
     await page.goto(`${orch.httpUrl}/#token=${await operatorToken()}`);
   }, 60_000);

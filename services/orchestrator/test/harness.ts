@@ -139,6 +139,17 @@ export async function waitForSession(
   }
 }
 
+/** Starts a session the openai policy drives on `task` with every scope, and waits for it until `until`. */
+export async function modelSession(
+  orch: TestOrchestrator,
+  goal: string,
+  task: object,
+  until: (s: Session) => boolean = isEnded,
+): Promise<Session> {
+  const { session } = await orch.api.startSession({ goal, task: task as never, scopes: ALL_SCOPES, policy: "openai" });
+  return waitForSession(orch.api, session!.sessionId, until);
+}
+
 export function isEnded(s: Session): boolean {
   return s.state === SessionState.DONE || s.state === SessionState.FAILED || s.state === SessionState.CANCELLED;
 }
@@ -172,6 +183,16 @@ export async function startRefund(
 }
 
 /** This run's refunds of `orderId` in the ledger, read with a client of its own. */
+/** A ResolveApproval request that decides the approval a session `shown`, for the action it names. */
+export function decisionOn(
+  sessionId: string,
+  shown: { approvalId: string; argumentsHash: string },
+  approve: boolean,
+  reason = "",
+) {
+  return { sessionId, approvalId: shown.approvalId, argumentsHash: shown.argumentsHash, approve, reason };
+}
+
 export async function refundsOf(tools: Tools, orderId: string) {
   const billing = createRawClient(BillingService, tools.billing.address, {
     token: await testToken({ subject: "test", scopes: ["billing:read"] }),

@@ -13,7 +13,7 @@ import { testToken } from "@loopguard/tool-sdk/testing";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { chatCompletion, toolCall, toolResults } from "./fake-chat-server.js";
-import { ALL_SCOPES, type TestOrchestrator, waitForSession } from "./harness.js";
+import { ALL_SCOPES, decisionOn, type TestOrchestrator, waitForSession } from "./harness.js";
 import { moneyFixture, waiting } from "./money-fixture.js";
 
 const { tools, orchestrator, withModel, amountsOf: refundsOf, onCleanUp } = moneyFixture();
@@ -153,13 +153,7 @@ describe("approvals hold the figures they showed", () => {
     });
     expect((await waitForSession(orch.api, other.session!.sessionId)).stopReason).toBe("done");
     const approval = waitingOne.pendingApproval!;
-    await orch.approver.resolveApproval({
-      sessionId: waitingOne.sessionId,
-      approvalId: approval.approvalId,
-      argumentsHash: approval.argumentsHash,
-      approve: true,
-      reason: "checked",
-    });
+    await orch.approver.resolveApproval(decisionOn(waitingOne.sessionId, approval, true, "checked"));
     const after = await waitForSession(orch.api, waitingOne.sessionId);
     expect(after.stopReason).toBe("done");
     const seen = toolResults(chat.requests.at(-1)!).r1!;

@@ -5,7 +5,7 @@
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { describe, expect, it } from "vitest";
 import { chatCompletion, toolCall, toolResults } from "./fake-chat-server.js";
-import { ALL_SCOPES, waitForSession } from "./harness.js";
+import { ALL_SCOPES, modelSession, waitForSession } from "./harness.js";
 import { moneyFixture, waiting } from "./money-fixture.js";
 
 const { tools, orchestrator, withModel, refundsOf } = moneyFixture();
@@ -42,13 +42,7 @@ describe("cumulative amounts", () => {
       () => call("billing_refund", refundArgs("ord_DEMO00000002", 45_000, "REFUND_REASON_NOT_DELIVERED"), "r2"),
     ]);
     const task = { kind: "refund", order_id: "ord_DEMO00000002", amount_cents: 45_000 };
-    const { session } = await orch.api.startSession({
-      goal: "Refund twice",
-      task: task as never,
-      scopes: ALL_SCOPES,
-      policy: "openai",
-    });
-    const s = await waitForSession(orch.api, session!.sessionId, waiting);
+    const s = await modelSession(orch, "Refund twice", task, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
     expect(s.pendingApproval?.reason).toMatch(/would have 90000 USD moved in total/);
     expect(s.pendingApproval?.reason).toMatch(
@@ -72,13 +66,7 @@ describe("cumulative amounts", () => {
       },
     ]);
     const task = { kind: "refund", order_id: "ord_DEMO00000001", amount_cents: 700 };
-    const { session } = await orch.api.startSession({
-      goal: "Refund",
-      task: task as never,
-      scopes: ALL_SCOPES,
-      policy: "openai",
-    });
-    const s = await waitForSession(orch.api, session!.sessionId);
+    const s = await modelSession(orch, "Refund", task);
     expect(s.stopReason).toBe("done");
     const refunds = await refundsOf("ord_DEMO00000001");
     expect(refunds).toHaveLength(1);
@@ -97,13 +85,7 @@ describe("cumulative amounts", () => {
       },
     );
     const task = { kind: "refund", order_ids: ["ord_DEMO00000001", "ord_DEMO00000002"], amount_cents: 12_000 };
-    const { session } = await orch.api.startSession({
-      goal: "Refund both",
-      task: task as never,
-      scopes: ALL_SCOPES,
-      policy: "openai",
-    });
-    const s = await waitForSession(orch.api, session!.sessionId, waiting);
+    const s = await modelSession(orch, "Refund both", task, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
     expect(s.pendingApproval?.reason).toMatch(
       /this session would move 12000 USD in total, above the per-session approval threshold of 10000 USD/,
@@ -115,13 +97,7 @@ describe("cumulative amounts", () => {
 describe("the order's own customer's risk, read by the host", () => {
   it("a refund of a high-risk customer's order with no risk call waits for approval, and nothing is refunded", async () => {
     const { orch } = await withModel([() => call("billing_refund", refundArgs("ord_DEMO00000008", 1000), "r1")]);
-    const { session } = await orch.api.startSession({
-      goal: "Refund",
-      task: { kind: "refund", order_id: "ord_DEMO00000008" } as never,
-      scopes: ALL_SCOPES,
-      policy: "openai",
-    });
-    const s = await waitForSession(orch.api, session!.sessionId, waiting);
+    const s = await modelSession(orch, "Refund", { kind: "refund", order_id: "ord_DEMO00000008" }, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
     expect(s.pendingApproval?.reason).toMatch(/customer risk score 92 is at or above 70/);
     expect(await refundsOf("ord_DEMO00000008")).toHaveLength(0);
@@ -138,13 +114,7 @@ describe("the order's own customer's risk, read by the host", () => {
       id_card: "110101198003121232",
       phone: "+8613800138000",
     };
-    const { session } = await orch.api.startSession({
-      goal: "Refund",
-      task: task as never,
-      scopes: ALL_SCOPES,
-      policy: "openai",
-    });
-    const s = await waitForSession(orch.api, session!.sessionId, waiting);
+    const s = await modelSession(orch, "Refund", task, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
     expect(s.pendingApproval?.reason).toMatch(/risk score 92/);
     expect(await refundsOf("ord_DEMO00000008")).toHaveLength(0);
@@ -172,13 +142,7 @@ describe("only the entities the task names", () => {
       () => call("billing_refund", refundArgs("ord_DEMO00000007", 100), "r1"),
       () => chatCompletion({ content: "I may only refund the order of this task." }),
     ]);
-    const { session } = await orch.api.startSession({
-      goal: "Refund",
-      task: { kind: "refund", order_id: "ord_DEMO00000001" } as never,
-      scopes: ALL_SCOPES,
-      policy: "openai",
-    });
-    const s = await waitForSession(orch.api, session!.sessionId);
+    const s = await modelSession(orch, "Refund", { kind: "refund", order_id: "ord_DEMO00000001" });
     expect(s.stopReason).toBe("done");
     const seen = toolResults(chat.requests.at(-1)!).r1!;
     expect(seen.error?.code).toBe("EPRECOND");

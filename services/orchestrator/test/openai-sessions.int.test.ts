@@ -5,7 +5,7 @@ import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orc
 import { CallError, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall, toolResults } from "./fake-chat-server.js";
-import { ALL_SCOPES, startOrchestrator, startTools, type Tools, waitForSession } from "./harness.js";
+import { ALL_SCOPES, decisionOn, startOrchestrator, startTools, type Tools, waitForSession } from "./harness.js";
 
 let tools: Tools;
 beforeAll(async () => {
@@ -191,13 +191,7 @@ describe("approval expiry", () => {
       await new Promise((resolve) => setTimeout(resolve, 1300));
       const shown = waiting.pendingApproval!;
       const error = await refusal(
-        orch.approver.resolveApproval({
-          sessionId: session!.sessionId,
-          approvalId: shown.approvalId,
-          argumentsHash: shown.argumentsHash,
-          approve: true,
-          reason: "",
-        }),
+        orch.approver.resolveApproval(decisionOn(session!.sessionId, shown, true)),
         CallError,
       );
       expect(error.code).toBe(status.FAILED_PRECONDITION);

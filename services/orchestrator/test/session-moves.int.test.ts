@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/guard/budget.js";
 import { SESSION_STATES, type SessionState as State } from "../src/session/session-state.js";
 import { SqliteSessionStore } from "../src/store/sqlite-session-store.js";
-import { ALL_SCOPES, HIGH_RISK_CUSTOMER, startRefund, useSuite, waitForSession } from "./harness.js";
+import { ALL_SCOPES, decisionOn, HIGH_RISK_CUSTOMER, startRefund, useSuite, waitForSession } from "./harness.js";
 
 const CRASHED = "ses_crashedbeforethecall";
 /** Moves the seeding below makes itself, outside any orchestrator: IDLE → THINKING → TOOL_EXECUTING. */
@@ -71,51 +71,36 @@ const suite = useSuite({
 });
 
 describe("every move of a session is counted", () => {
-  it("a human deny is counted as an approval_denied stop and a move to FAILED", async () => {
+  type Waiting = Awaited<ReturnType<typeof awaitingApproval>>;
+  it.each([
+    [
+      "a human deny",
+      "approval_denied",
+      "FAILED",
+      (w: Waiting) => suite.orch.approver.resolveApproval(decisionOn(w.id, w, false, "suspicious")),
+    ],
+    [
+      "a cancel",
+      "cancelled",
+      "CANCELLED",
+      (w: Waiting) => suite.orch.api.cancelSession({ sessionId: w.id, reason: "test over" }),
+    ],
+  ])("%s is counted as a stop for %s and a move to %s", async (_, stopReason, to, decide) => {
     const waiting = await awaitingApproval();
     const before = await metrics();
-    await suite.orch.approver.resolveApproval({
-      sessionId: waiting.id,
-      approvalId: waiting.approvalId,
-      argumentsHash: waiting.argumentsHash,
-      approve: false,
-      reason: "suspicious",
-    });
+    await decide(waiting);
     const after = await metrics();
-    expect(
-      metricValue(after, "loopguard_session_stops_total", { stop_reason: "approval_denied" }) -
-        metricValue(before, "loopguard_session_stops_total", { stop_reason: "approval_denied" }),
-    ).toBe(1);
-    expect(
-      metricValue(after, "loopguard_session_transitions_total", { to: "FAILED" }) -
-        metricValue(before, "loopguard_session_transitions_total", { to: "FAILED" }),
-    ).toBe(1);
-  });
-
-  it("a cancel is counted as a cancelled stop and a move to CANCELLED", async () => {
-    const waiting = await awaitingApproval();
-    const before = await metrics();
-    await suite.orch.api.cancelSession({ sessionId: waiting.id, reason: "test over" });
-    const after = await metrics();
-    expect(
-      metricValue(after, "loopguard_session_stops_total", { stop_reason: "cancelled" }) -
-        metricValue(before, "loopguard_session_stops_total", { stop_reason: "cancelled" }),
-    ).toBe(1);
-    expect(
-      metricValue(after, "loopguard_session_transitions_total", { to: "CANCELLED" }) -
-        metricValue(before, "loopguard_session_transitions_total", { to: "CANCELLED" }),
-    ).toBe(1);
+    const counted = (name: string, labels: Record<string, string>) =>
+      metricValue(after, name, labels) - metricValue(before, name, labels);
+    expect([
+      counted("loopguard_session_stops_total", { stop_reason: stopReason }),
+      counted("loopguard_session_transitions_total", { to }),
+    ]).toEqual([1, 1]);
   });
 
   it("an approval and the re-issue of an interrupted call are counted: one transition per audit row, by state entered", async () => {
     const waiting = await awaitingApproval();
-    await suite.orch.approver.resolveApproval({
-      sessionId: waiting.id,
-      approvalId: waiting.approvalId,
-      argumentsHash: waiting.argumentsHash,
-      approve: true,
-      reason: "verified",
-    });
+    await suite.orch.approver.resolveApproval(decisionOn(waiting.id, waiting, true, "verified"));
     const approved = await waitForSession(suite.orch.api, waiting.id);
     expect(approved.stopReason).toBe("done");
     const reissued = await waitForSession(suite.orch.api, CRASHED);

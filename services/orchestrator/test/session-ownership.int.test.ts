@@ -9,7 +9,7 @@ import {
 import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HIGH_RISK_CUSTOMER, startRefund, useSuite, waitForSession } from "./harness.js";
+import { decisionOn, HIGH_RISK_CUSTOMER, startRefund, useSuite, waitForSession } from "./harness.js";
 
 type Api = RawClient<typeof OrchestratorService>;
 
@@ -129,13 +129,7 @@ describe("a session belongs to the subject that started it", () => {
     const stream = approver.api.watchSession({ sessionId: id })[Symbol.asyncIterator]();
     expect((await stream.next()).value?.event.case).toBe("snapshot");
     const watch = drain(stream);
-    await approver.api.resolveApproval({
-      sessionId: id,
-      approvalId: shown.approvalId,
-      argumentsHash: shown.argumentsHash,
-      approve: true,
-      reason: "checked",
-    });
+    await approver.api.resolveApproval(decisionOn(id, shown, true, "checked"));
     const watched = await watch;
     expect(watched.to.at(-1)).toBe("TOOL_EXECUTING");
     expect(watched.to).not.toContain("DONE");

@@ -9,7 +9,7 @@ import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { describe, expect, it } from "vitest";
 import { listTraceFiles } from "../src/governance/trace-files.js";
-import { ALL_SCOPES, refundsOf, useSuite, waitForSession } from "./harness.js";
+import { ALL_SCOPES, decisionOn, refundsOf, useSuite, waitForSession } from "./harness.js";
 
 const LOW_RISK = { id_card: "110101198003121232", phone: "+8613800138000" };
 const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
@@ -82,13 +82,7 @@ describe("refund sessions", () => {
     expect(JSON.stringify(waiting.pendingApproval?.arguments)).not.toContain(HIGH_RISK.id_card);
     const before = (await refundsOf(suite.tools, "ord_DEMO00000008")).length;
     const shown = waiting.pendingApproval!;
-    await suite.orch.approver.resolveApproval({
-      sessionId: s.sessionId,
-      approvalId: shown.approvalId,
-      argumentsHash: shown.argumentsHash,
-      approve: true,
-      reason: "verified by phone",
-    });
+    await suite.orch.approver.resolveApproval(decisionOn(s.sessionId, shown, true, "verified by phone"));
     const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(done.stopReason).toBe("done");
     expect((await refundsOf(suite.tools, "ord_DEMO00000008")).length).toBe(before + 1);
@@ -100,27 +94,11 @@ describe("refund sessions", () => {
     const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
     const shown = (await waitForSession(suite.orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL))
       .pendingApproval!;
-    const own = await refusal(
-      suite.orch.api.resolveApproval({
-        sessionId: s.sessionId,
-        approvalId: shown.approvalId,
-        argumentsHash: shown.argumentsHash,
-        approve: true,
-        reason: "",
-      }),
-      CallError,
-    );
+    const own = await refusal(suite.orch.api.resolveApproval(decisionOn(s.sessionId, shown, true)), CallError);
     expect(own.code).toBe(status.PERMISSION_DENIED);
     expect(own.reason).toBe("SELF_APPROVAL");
     const impersonated = await refusal(
-      suite.orch.approver.resolveApproval({
-        sessionId: s.sessionId,
-        approvalId: shown.approvalId,
-        argumentsHash: shown.argumentsHash,
-        approve: true,
-        approver: "alice",
-        reason: "",
-      }),
+      suite.orch.approver.resolveApproval({ ...decisionOn(s.sessionId, shown, true), approver: "alice" }),
       CallError,
     );
     expect(impersonated.code).toBe(status.INVALID_ARGUMENT);
@@ -140,13 +118,7 @@ describe("refund sessions", () => {
       (x) => x.state === SessionState.AWAITING_APPROVAL,
     );
     const shown = waiting.pendingApproval!;
-    await suite.orch.approver.resolveApproval({
-      sessionId: s.sessionId,
-      approvalId: shown.approvalId,
-      argumentsHash: shown.argumentsHash,
-      approve: false,
-      reason: "suspicious",
-    });
+    await suite.orch.approver.resolveApproval(decisionOn(s.sessionId, shown, false, "suspicious"));
     const done = await waitForSession(suite.orch.api, s.sessionId);
     expect(SessionState[done.state]).toBe("FAILED");
     expect(done.stopReason).toBe("approval_denied");
@@ -159,24 +131,15 @@ describe("refund sessions", () => {
       .pendingApproval!;
     const error = await refusal(
       suite.orch.approver.resolveApproval({
-        sessionId: s.sessionId,
+        ...decisionOn(s.sessionId, shown, true),
         approvalId: "apr_someotheraction000",
-        argumentsHash: shown.argumentsHash,
-        approve: true,
-        reason: "",
       }),
       CallError,
     );
     expect(error.code).toBe(status.FAILED_PRECONDITION);
     expect(error.reason).toBe("APPROVAL_MISMATCH");
     const otherArgs = await refusal(
-      suite.orch.approver.resolveApproval({
-        sessionId: s.sessionId,
-        approvalId: shown.approvalId,
-        argumentsHash: "0".repeat(32),
-        approve: true,
-        reason: "",
-      }),
+      suite.orch.approver.resolveApproval({ ...decisionOn(s.sessionId, shown, true), argumentsHash: "0".repeat(32) }),
       CallError,
     );
     expect(otherArgs.code).toBe(status.FAILED_PRECONDITION);

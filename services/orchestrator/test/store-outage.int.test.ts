@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresServer, postgresSkipReason, startPostgres } from "@loopguard/sql-store/testing";
 import {
   ALL_SCOPES,
+  decisionOn,
   startOrchestrator,
   startTools,
   type TestOrchestrator,
@@ -145,13 +146,7 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
 
     // The waiting session is approved after the restart and runs; its watcher, opened before the
     // outage, hears every move (its listening connection came back) through to the end.
-    await orch.approver.resolveApproval({
-      sessionId: waitingId,
-      approvalId: shown.approvalId,
-      argumentsHash: shown.argumentsHash,
-      approve: true,
-      reason: "checked",
-    });
+    await orch.approver.resolveApproval(decisionOn(waitingId, shown, true, "checked"));
     expect((await waitForSession(orch.api, waitingId, undefined, 30_000)).stopReason).toBe("done");
     const states = await heardAfter;
     expect(states[0]).toBe("TOOL_EXECUTING");

@@ -14,7 +14,7 @@ import {
 import { SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { chatCompletion, type ScriptedReply, startFakeChatServer } from "./fake-chat-server.js";
-import { isEnded, refundsOf, setFaults, type Tools, waitForSession } from "./harness.js";
+import { decisionOn, isEnded, refundsOf, setFaults, type Tools, waitForSession } from "./harness.js";
 import { processFixture } from "./process-fixture.js";
 
 const SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
@@ -160,13 +160,7 @@ describe("a refund whose answer is lost", () => {
     expect(await refundsOf(run.tools, "ord_DEMO00000001")).toHaveLength(1);
     await holdRefundAnswers(run.tools, 0);
     const shown = waiting.pendingApproval!;
-    await (await run.approver()).resolveApproval({
-      sessionId: id,
-      approvalId: shown.approvalId,
-      argumentsHash: shown.argumentsHash,
-      approve: true,
-      reason: "re-send it",
-    });
+    await (await run.approver()).resolveApproval(decisionOn(id, shown, true, "re-send it"));
     // The wall clock was spent waiting: the session ends on it right after the re-send, saying what was done.
     const ended = await waitForSession(await run.api(), id, isEnded, 20_000);
     expect([ended.stopReason, ended.outcome?.kind]).toEqual(["deadline", "succeeded"]);
@@ -205,13 +199,7 @@ describe("the orchestrator stopped while a refund is in flight", () => {
     const shown = (await waitForSession(await run.api(), id, (s) => s.state === SessionState.AWAITING_APPROVAL, 20_000))
       .pendingApproval!;
     await holdRefundAnswers(run.tools, 1500);
-    await (await run.approver()).resolveApproval({
-      sessionId: id,
-      approvalId: shown.approvalId,
-      argumentsHash: shown.argumentsHash,
-      approve: true,
-      reason: "checked",
-    });
+    await (await run.approver()).resolveApproval(decisionOn(id, shown, true, "checked"));
     await untilRefunded(run.tools, "ord_DEMO00000008");
     await kill(run.orchestrator, "SIGKILL");
     await holdRefundAnswers(run.tools, 0);

@@ -1,7 +1,8 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import { sqliteModes } from "@loopguard/test-kit";
 import { describe, expect, it } from "vitest";
 import { DEMO_CUSTOMERS } from "../src/demo-customers.js";
 import { legacyCustomerKey } from "../src/risk-store.js";
@@ -48,9 +49,7 @@ describe("the SQLite risk store file", () => {
     const root = mkdtempSync(join(tmpdir(), "risk-store-"));
     try {
       const store = await SqliteRiskStore.open(join(root, "data", "risk.db"), testKeys);
-      expect(statSync(join(root, "data")).mode & 0o777).toBe(0o700);
-      for (const name of ["risk.db", "risk.db-wal", "risk.db-shm"])
-        expect(statSync(join(root, "data", name)).mode & 0o777, name).toBe(0o600);
+      expect(sqliteModes(join(root, "data"), "risk.db")).toEqual([0o700, 0o600, 0o600, 0o600]);
       await store.close();
     } finally {
       rmSync(root, { recursive: true, force: true });

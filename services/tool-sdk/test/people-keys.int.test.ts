@@ -32,6 +32,15 @@ function run(
   });
 }
 
+/** The flags that name a key's kid, role, subject, scopes and key set, as `keys new` and `keys bind` take them. */
+function keyArgs(key: { kid: string; role: string; subject: string; scopes: string[]; jwks: string }): string[] {
+  return [
+    ...["--kid", key.kid, "--role", key.role, "--subject", key.subject],
+    ...key.scopes.flatMap((scope) => ["--scope", scope]),
+    ...["--jwks", key.jwks],
+  ];
+}
+
 type Jwk = Record<string, unknown>;
 const jwksOf = (path: string) => JSON.parse(readFileSync(path, "utf8")) as { keys: Jwk[]; revoked?: string[] };
 
@@ -144,18 +153,7 @@ describe("pnpm keys", () => {
     for (const scope of ["billing:refund", "billing:*", "*"]) {
       const r = await run("keys", [
         "new",
-        "--kid",
-        "bob-1",
-        "--role",
-        "person",
-        "--subject",
-        "bob",
-        "--scope",
-        "kb:read",
-        "--scope",
-        scope,
-        "--jwks",
-        keys.jwks,
+        ...keyArgs({ kid: "bob-1", role: "person", subject: "bob", scopes: ["kb:read", scope], jwks: keys.jwks }),
       ]);
       expect([r.code, r.stderr]).toEqual([
         2,
@@ -168,16 +166,7 @@ describe("pnpm keys", () => {
     for (const scope of ["billing:refund", "sessions:read", "*"]) {
       const r = await run("keys", [
         "new",
-        "--kid",
-        "probe-1",
-        "--role",
-        "probe",
-        "--subject",
-        "release-smoke",
-        "--scope",
-        scope,
-        "--jwks",
-        keys.jwks,
+        ...keyArgs({ kid: "probe-1", role: "probe", subject: "release-smoke", scopes: [scope], jwks: keys.jwks }),
       ]);
       expect([r.code, r.stderr]).toEqual([
         2,
@@ -192,16 +181,7 @@ describe("pnpm keys", () => {
     writeFileSync(jwks, JSON.stringify({ keys: [pair.publicJwk] }));
     const bind = await run("keys", [
       "bind",
-      "--kid",
-      "legacy-1",
-      "--role",
-      "orchestrator",
-      "--subject",
-      "session:*",
-      "--scope",
-      "kb:read",
-      "--jwks",
-      jwks,
+      ...keyArgs({ kid: "legacy-1", role: "orchestrator", subject: "session:*", scopes: ["kb:read"], jwks }),
     ]);
     expect(bind.stderr).toBe("");
     expect(publicKeySet(jwksOf(jwks)).keys[0]).toMatchObject({
@@ -211,16 +191,7 @@ describe("pnpm keys", () => {
     });
     const person = await run("keys", [
       "bind",
-      "--kid",
-      "legacy-1",
-      "--role",
-      "orchestrator",
-      "--subject",
-      "alice",
-      "--scope",
-      "kb:read",
-      "--jwks",
-      jwks,
+      ...keyArgs({ kid: "legacy-1", role: "orchestrator", subject: "alice", scopes: ["kb:read"], jwks }),
     ]);
     expect([person.code, person.stderr]).toEqual([
       2,
@@ -230,16 +201,7 @@ describe("pnpm keys", () => {
     expect(jwksOf(jwks)).toEqual({ keys: [], revoked: ["legacy-1"] });
     const again = await run("keys", [
       "new",
-      "--kid",
-      "legacy-1",
-      "--role",
-      "person",
-      "--subject",
-      "alice",
-      "--scope",
-      "kb:read",
-      "--jwks",
-      jwks,
+      ...keyArgs({ kid: "legacy-1", role: "person", subject: "alice", scopes: ["kb:read"], jwks }),
       "--private-out",
       join(dir, "x.jwk"),
     ]);

@@ -19,6 +19,10 @@ import { checkHealth, metricValue, SAMPLE_HIT, startTestTool, testToken, type Te
 
 type KbHandlers = ToolHandlers<typeof KbSearchService>;
 
+/** How the server refused `client`'s search. */
+const refusedSearch = (client: RawClient<typeof KbSearchService>) =>
+  refusal(client.search({ query: "refund", limit: 3 }), CallError);
+
 const okHandlers: KbHandlers = { search: async (req) => ({ hits: [SAMPLE_HIT].slice(0, req.limit) }) };
 
 let tool: TestTool<typeof KbSearchService> | undefined;
@@ -45,7 +49,7 @@ describe("serveTool", () => {
   it("refuses a request without a token as UNAUTHENTICATED", async () => {
     const t = await start(okHandlers);
     const client = createRawClient(KbSearchService, t.address);
-    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
+    const error = await refusedSearch(client);
     expect(error.code).toBe(status.UNAUTHENTICATED);
     expect(error.reason).toBe("CREDENTIALS_INVALID");
     client.close();
@@ -56,7 +60,7 @@ describe("serveTool", () => {
     const intruder = signingKeyFromJwk(newKeyPair("test-key").privateJwk);
     const token = await mintToken(intruder, { subject: "intruder", audience: "kb-search", scopes: ["kb:read"] });
     const client = createRawClient(KbSearchService, t.address, { token });
-    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
+    const error = await refusedSearch(client);
     expect(error.code).toBe(status.UNAUTHENTICATED);
     client.close();
   });
@@ -65,7 +69,7 @@ describe("serveTool", () => {
     const t = await start(okHandlers);
     const token = await testToken({ subject: "session:ses_x", audience: "billing", scopes: ["kb:read"] });
     const client = createRawClient(KbSearchService, t.address, { token });
-    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
+    const error = await refusedSearch(client);
     expect(error.code).toBe(status.UNAUTHENTICATED);
     expect(error.message).toContain("kb-search");
     client.close();
@@ -74,7 +78,7 @@ describe("serveTool", () => {
   it("refuses a caller without the method's scope as PERMISSION_DENIED", async () => {
     const t = await start(okHandlers);
     const client = await t.client(["billing:read"]);
-    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
+    const error = await refusedSearch(client);
     expect(error.code).toBe(status.PERMISSION_DENIED);
     expect(error.reason).toBe("SCOPE_MISSING");
   });
@@ -98,7 +102,7 @@ describe("serveTool", () => {
   it("withholds a response that breaks its contract: INTERNAL / CONTRACT_VIOLATION", async () => {
     const t = await start({ search: async () => ({ hits: [{ ...SAMPLE_HIT, snippet: "x".repeat(1001) }] }) });
     const client = await t.client(["kb:read"]);
-    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
+    const error = await refusedSearch(client);
     expect(error.code).toBe(status.INTERNAL);
     expect(error.reason).toBe("CONTRACT_VIOLATION");
     expect(error.message).not.toContain("xxxx");
@@ -129,7 +133,7 @@ describe("serveTool", () => {
       },
     });
     const client = await t.client(["kb:read"]);
-    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
+    const error = await refusedSearch(client);
     expect(error.code).toBe(status.UNAVAILABLE);
     expect(error.reason).toBe("INDEX_UNAVAILABLE");
     expect(error.domain).toBe("kb.loopguard.dev");
@@ -163,7 +167,7 @@ describe("serveTool", () => {
       },
     });
     const client = await t.client(["kb:read"]);
-    const error = await refusal(client.search({ query: "refund", limit: 3 }), CallError);
+    const error = await refusedSearch(client);
     expect(error.code).toBe(status.INTERNAL);
   });
 

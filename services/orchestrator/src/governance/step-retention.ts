@@ -23,13 +23,13 @@ export interface StepRetentionOptions {
   readonly now: () => number;
 }
 
-export class StepRetention {
+export class StepRetention extends Periodic<number> {
   readonly #deleted: Counter;
   readonly #lastRun: Gauge;
   readonly #oldestAge: Gauge;
-  readonly #periodic: Periodic<number>;
 
   constructor(private readonly options: StepRetentionOptions) {
+    super(options.intervalMs);
     const registers = [options.registry];
     this.#deleted = new Counter({
       name: "loopguard_step_rows_deleted_total",
@@ -46,24 +46,10 @@ export class StepRetention {
       help: "Age of the oldest step row kept, as of the last retention pass (0 when there is none).",
       registers,
     });
-    this.#periodic = new Periodic(() => this.#pass(), options.intervalMs);
-  }
-
-  /** Runs a pass now and then every `intervalMs`. */
-  start(): void {
-    this.#periodic.start();
-  }
-
-  stop(): Promise<void> {
-    return this.#periodic.stop();
   }
 
   /** One pass: deletes batches until one comes back short; returns the rows deleted. */
-  runOnce(): Promise<number> {
-    return this.#periodic.run();
-  }
-
-  async #pass(): Promise<number> {
+  protected async task(): Promise<number> {
     const { store, batch, log } = this.options;
     const before = this.options.now() - this.options.days * DAY_MS;
     let total = 0;
@@ -72,7 +58,7 @@ export class StepRetention {
         const n = await store.pruneSteps(before, batch);
         total += n;
         this.#deleted.inc(n);
-        if (n < batch || this.#periodic.stopped) break;
+        if (n < batch || this.stopped) break;
         // Lets the sessions' own writes in between two batches.
         await new Promise((resolve) => setImmediate(resolve));
       }

@@ -1,7 +1,7 @@
 // Every metric a tool server exports, declared in one place with its unit and labels, in a
 // registry the server owns. Names follow the standard gRPC server metrics
 // (grpc_server_started_total, grpc_server_handled_total, grpc_server_handling_seconds).
-import { collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Registry } from "prom-client";
 import { declareIn } from "./metric-declarations.js";
 
 export class ServerMetrics {
@@ -23,13 +23,12 @@ export class ServerMetrics {
   );
 
   /** Seconds from receiving a request to sending its status, by method and code. */
-  readonly handlingSeconds = new Histogram({
-    name: "grpc_server_handling_seconds",
-    help: "Histogram of response latency (seconds) of gRPC calls handled by the server.",
-    labelNames: ["grpc_type", "grpc_service", "grpc_method", "grpc_code"] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
-  });
+  readonly handlingSeconds = this.#declare.histogram(
+    "grpc_server_handling_seconds",
+    "Histogram of response latency (seconds) of gRPC calls handled by the server.",
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    ["grpc_type", "grpc_service", "grpc_method", "grpc_code"],
+  );
 
   /** Unary calls being handled right now. */
   readonly inFlight = this.#declare.gauge(

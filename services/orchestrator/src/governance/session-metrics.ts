@@ -1,6 +1,6 @@
 // The orchestrator's own metrics, declared in one place, in the registry the server exports.
 import { declareIn } from "@loopguard/tool-sdk";
-import { type Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { type Counter, Gauge, type Histogram, type Registry } from "prom-client";
 import { SESSION_STATES } from "../session/session-state.js";
 import type { SessionStore } from "../store/session-store.js";
 
@@ -86,12 +86,11 @@ export class SessionMetrics {
         if (now) this.set(now.parkedNearDeadline);
       },
     });
-    this.stepsPerSession = new Histogram({
-      name: "loopguard_session_steps",
-      help: "Policy steps a session took before it ended.",
-      buckets: [1, 2, 3, 5, 8, 13, 20, 50],
-      registers,
-    });
+    this.stepsPerSession = declare.histogram(
+      "loopguard_session_steps",
+      "Policy steps a session took before it ended.",
+      [1, 2, 3, 5, 8, 13, 20, 50],
+    );
     this.toolResults = declare.counter(
       "loopguard_session_tool_results_total",
       "Tool results observed by sessions, by tool, outcome (ok or error code) and where they came from.",
@@ -105,18 +104,16 @@ export class SessionMetrics {
       "loopguard_session_context_alarms_total",
       "Model prompts that reached 80% of the model's context window (after compression).",
     );
-    this.promptTokens = new Histogram({
-      name: "loopguard_model_prompt_tokens",
-      help: "Tokens of each model prompt as sent (after compression), counted with the model's tokenizer.",
-      buckets: [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 128_000],
-      registers,
-    });
-    this.contextCompression = new Histogram({
-      name: "loopguard_session_context_compression_ratio",
-      help: "Prompt tokens after compression over before, for prompts that were compressed (lower: more saved).",
-      buckets: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
-      registers,
-    });
+    this.promptTokens = declare.histogram(
+      "loopguard_model_prompt_tokens",
+      "Tokens of each model prompt as sent (after compression), counted with the model's tokenizer.",
+      [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 128_000],
+    );
+    this.contextCompression = declare.histogram(
+      "loopguard_session_context_compression_ratio",
+      "Prompt tokens after compression over before, for prompts that were compressed (lower: more saved).",
+      [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
+    );
     this.modelCostMicros = declare.counter(
       "loopguard_model_cost_micros_total",
       "Money spent on model calls (price table x tokens), in micro-units.",

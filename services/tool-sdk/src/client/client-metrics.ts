@@ -1,7 +1,7 @@
 // Metrics of the calling side, declared in one place: the standard gRPC client twins plus
 // loopguard's per-tool outcomes, retries, hedges and breaker state. One instance per process, shared
 // by every toolClient, registered in a registry the caller owns.
-import { type Counter, type Gauge, Histogram, type Registry } from "prom-client";
+import type { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { declareIn } from "../metric-declarations.js";
 
 export const BREAKER_STATE_VALUE = { closed: 0, "half-open": 1, open: 2 } as const;
@@ -20,20 +20,18 @@ export class ClientMetrics {
   readonly breakerTransitions: Counter<"tool" | "state">;
 
   constructor(registry: Registry) {
-    const registers = [registry];
     const declare = declareIn(registry);
     this.handled = declare.counter(
       "grpc_client_handled_total",
       "Total number of RPC attempts completed by the client, regardless of success or failure.",
       ["grpc_type", "grpc_service", "grpc_method", "grpc_code"],
     );
-    this.handlingSeconds = new Histogram({
-      name: "grpc_client_handling_seconds",
-      help: "Histogram of response latency (seconds) of RPC attempts until the client got the status.",
-      labelNames: ["grpc_type", "grpc_service", "grpc_method", "grpc_code"] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers,
-    });
+    this.handlingSeconds = declare.histogram(
+      "grpc_client_handling_seconds",
+      "Histogram of response latency (seconds) of RPC attempts until the client got the status.",
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      ["grpc_type", "grpc_service", "grpc_method", "grpc_code"],
+    );
     this.calls = declare.counter(
       "loopguard_tool_client_calls_total",
       "Tool calls by outcome (ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid).",

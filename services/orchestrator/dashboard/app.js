@@ -1,28 +1,16 @@
 // loopguard's operations dashboard: polls the orchestrator's JSON API once a second and renders
 // sessions by state, one session's timeline, the tools' SLA figures, the approval queue and the
-// trends this orchestrator sampled over the last hour (plots.js).
+// trends this orchestrator sampled over the last hour (plots.js). states.js is written by the orchestrator
+// from its state machine (api/http-port.ts).
 // Plain ES module, no build step. Every piece of data goes into the page as text (textContent,
 // attributes), never as markup.
 
 import { renderPlot } from "./plots.js";
+import { STATES, TERMINAL } from "./states.js";
 
 const POLL_MS = 1000;
 const PAGE_SIZE = 50;
 const TOKEN_KEY = "loopguard.token";
-const STATES = [
-  "IDLE",
-  "THINKING",
-  "TOOL_EXECUTING",
-  "OBSERVING",
-  "RETRYING",
-  "FALLBACK",
-  "AWAITING_APPROVAL",
-  "PARKED",
-  "DONE",
-  "FAILED",
-  "CANCELLED",
-];
-const TERMINAL = new Set(["DONE", "FAILED", "CANCELLED"]);
 const COUNT_LABELS = { TOOL_EXECUTING: "tool call", AWAITING_APPROVAL: "approval" };
 const PRESETS = {
   question: { goal: "How long do card refunds take?", task: {} },

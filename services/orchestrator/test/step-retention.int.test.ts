@@ -102,7 +102,7 @@ for (const backend of backends) {
         await sessionWithSteps(store, "ended-recent", [RECENT, RECENT + 1], "CANCELLED");
         const registry = new Registry();
         // A batch of one: the pass must go on until a batch comes back short.
-        expect(await retention(store, registry, 1).runOnce()).toBe(2);
+        expect(await retention(store, registry, 1).run()).toBe(2);
         expect((await store.steps("ended-old")).map((s) => s.step)).toEqual([3]);
         expect((await store.steps("live-old")).map((s) => s.step)).toEqual([1, 2]);
         expect((await store.steps("ended-recent")).map((s) => s.step)).toEqual([1, 2]);
@@ -110,7 +110,7 @@ for (const backend of backends) {
         expect(await value(registry, "loopguard_step_retention_last_run_timestamp_seconds")).toBe(NOW / 1000);
         // The live session's oldest row is kept, and is what the age reports.
         expect(await value(registry, "loopguard_step_oldest_row_age_seconds")).toBe((NOW - (OLD - 5)) / 1000);
-        expect(await retention(store, new Registry(), 1).runOnce()).toBe(0);
+        expect(await retention(store, new Registry(), 1).run()).toBe(0);
       } finally {
         await store.close();
         cleanup();
@@ -123,8 +123,8 @@ for (const backend of backends) {
       try {
         for (let i = 0; i < 40; i++) await sessionWithSteps(store, `s${i}`, [OLD, OLD + 1, OLD + 2], "FAILED");
         const [a, b] = await Promise.all([
-          retention(store, new Registry(), 7).runOnce(),
-          retention(other, new Registry(), 7).runOnce(),
+          retention(store, new Registry(), 7).run(),
+          retention(other, new Registry(), 7).run(),
         ]);
         expect(a + b).toBe(120);
         expect(await store.oldestStepAt()).toBeNull();

@@ -30,20 +30,8 @@ export {
   type SchemaCommandOptions,
   schemaCommandOf,
 } from "./schema-command.js";
-export {
-  type Compatibility,
-  checkMigrationList,
-  declarationOf,
-  type Migration,
-  type MigrationDeclaration,
-  MIGRATIONS_TABLE,
-  migrationLock,
-  migratePostgres,
-  migrateSqlite,
-  type PostgresMigrateOptions,
-  type PostgresMigration,
-  type SqliteMigration,
-} from "./migrate.js";
+// Every export of migrate.ts is public: the migration shape and the two runners.
+export * from "./migrate.js";
 export {
   createPostgresPool,
   inTransaction,

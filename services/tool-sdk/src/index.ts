@@ -100,6 +100,7 @@ export { FaultSwitch, faultSummary, parseFaultProfile } from "./faults.js";
 export { checkHealth, type HealthStatus, waitUntilServing } from "./health-client.js";
 export { discoverServices, manifestDefaults, readManifest, type ServiceKind, type ServiceSpec } from "./manifest.js";
 export { createLogger, LOG_LEVELS, type LogFields, type Logger, type LogLevel } from "./logger.js";
+export { declareIn, type MetricDeclarations } from "./metric-declarations.js";
 export { ServerMetrics } from "./metrics.js";
 export { type Labels, metricValue, parseMetrics, type Sample, samplesOf, sumOf } from "./prometheus-text.js";
 export {

@@ -1,6 +1,7 @@
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { describe, expect, it } from "vitest";
-import { connectPath, replacementOf } from "./http-port.js";
+import { SESSION_STATES, TERMINAL_STATES } from "../session/session-state.js";
+import { connectPath, replacementOf, STATES_MODULE } from "./http-port.js";
 
 const { method } = OrchestratorService;
 
@@ -26,5 +27,14 @@ describe("replacementOf: the Connect method that replaced a removed /api route",
 
   it("a method's Connect path is the service's full name and the method's", () => {
     expect(connectPath(method.getOverview)).toBe("/loopguard.orchestrator.v1.OrchestratorService/GetOverview");
+  });
+});
+
+describe("STATES_MODULE: the dashboard's state list", () => {
+  it("is the state machine's states and terminal states, as an ES module", async () => {
+    const url = `data:text/javascript;base64,${STATES_MODULE.toString("base64")}`;
+    const module = (await import(url)) as { STATES: string[]; TERMINAL: Set<string> };
+    expect(module.STATES).toEqual(SESSION_STATES);
+    expect([...module.TERMINAL]).toEqual(TERMINAL_STATES);
   });
 });

@@ -6,10 +6,11 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createLogger, type HttpRoute, type Logger } from "@loopguard/tool-sdk";
+import { SESSION_STATES, TERMINAL_STATES } from "../session/session-state.js";
 
 export interface HttpPortOptions {
   readonly log?: Logger;
-  /** Folder with index.html, app.js, plots.js and style.css. */
+  /** Folder with index.html, app.js, plots.js and style.css (states.js is generated). */
   readonly dashboardDir?: URL;
 }
 
@@ -21,6 +22,12 @@ const STATIC_FILES: Readonly<Record<string, { file: string; type: string }>> = {
   "/plots.js": { file: "plots.js", type: "text/javascript; charset=utf-8" },
   "/style.css": { file: "style.css", type: "text/css; charset=utf-8" },
 };
+
+// The state list the dashboard shows, written from the state machine so the page never keeps a copy.
+export const STATES_MODULE = Buffer.from(
+  `export const STATES = ${JSON.stringify(SESSION_STATES)};\n` +
+    `export const TERMINAL = new Set(${JSON.stringify(TERMINAL_STATES)});\n`,
+);
 
 const PAGE_HEADERS = {
   "content-security-policy":
@@ -109,8 +116,19 @@ export function createHttpPort(options: HttpPortOptions = {}): HttpRoute {
       removedApi(req, res, url.pathname);
       return true;
     }
+    if (req.method !== "GET" && req.method !== "HEAD") return false;
+    if (url.pathname === "/states.js") {
+      res
+        .writeHead(200, {
+          "content-type": "text/javascript; charset=utf-8",
+          "content-length": STATES_MODULE.length,
+          ...PAGE_HEADERS,
+        })
+        .end(req.method === "HEAD" ? undefined : STATES_MODULE);
+      return true;
+    }
     const entry = STATIC_FILES[url.pathname];
-    if (entry && (req.method === "GET" || req.method === "HEAD")) {
+    if (entry) {
       void page(req, res, entry);
       return true;
     }

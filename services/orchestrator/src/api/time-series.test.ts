@@ -19,7 +19,7 @@ describe("TimeSeries", () => {
       now: () => now,
     });
     for (let i = 0; i < 400; i++) {
-      await series.sample();
+      await series.run();
       now += 10_000;
     }
     const answer = series.response(true);
@@ -37,10 +37,10 @@ describe("TimeSeries", () => {
       intervalMs: 1000,
       now: Date.now,
     });
-    await series.sample();
+    await series.run();
     fail = true;
     new Gauge({ name: PATROL_GAUGE, help: "last patrol run", registers: [registry] }).set(0.75);
-    await series.sample();
+    await series.run();
     const answer = series.response(true);
     expect(answer.sessions?.find((s) => s.state === "DONE")?.counts).toEqual([3, 3]);
     expect(answer.patrolSuccessRatio).toEqual([{}, { value: 0.75 }]);

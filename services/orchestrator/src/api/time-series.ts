@@ -54,33 +54,19 @@ function outcomesSince(
 
 const optional = (value: number | null) => (value === null ? {} : { value });
 
-export class TimeSeries {
+export class TimeSeries extends Periodic<void> {
   readonly #capacity: number;
   readonly #samples: Sample[] = [];
   /** Each tool's cumulative figures at the last sample, to take the next one's differences from. */
   #previous = new Map<string, { buckets: Buckets; outcomes: Record<string, number> }>();
-  readonly #periodic: Periodic<void>;
 
   constructor(private readonly options: TimeSeriesOptions) {
+    super(options.intervalMs);
     this.#capacity = Math.min(MAX_SAMPLES, Math.ceil(WINDOW_MS / options.intervalMs));
-    this.#periodic = new Periodic(() => this.#take(), options.intervalMs);
-  }
-
-  /** Samples now and every `intervalMs`. */
-  start(): void {
-    this.#periodic.start();
-  }
-
-  stop(): Promise<void> {
-    return this.#periodic.stop();
   }
 
   /** Takes one sample. */
-  sample(): Promise<void> {
-    return this.#periodic.run();
-  }
-
-  async #take(): Promise<void> {
+  protected async task(): Promise<void> {
     const { store, registry, clients } = this.options;
     // A store that cannot answer leaves the last counts in place, as loopguard_sessions does.
     const last = this.#samples.at(-1);

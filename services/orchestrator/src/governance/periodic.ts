@@ -1,14 +1,15 @@
 // A background task on one timer per process: run now, then every interval, one run at a time (a
 // run asked for while one is in flight joins it, so a slow store makes a gap, not a pile-up).
-export class Periodic<T> {
+// A task extends it and writes `task()`.
+export abstract class Periodic<T> {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<T> | undefined;
   #stopped = false;
 
-  constructor(
-    private readonly task: () => Promise<T>,
-    private readonly intervalMs: number,
-  ) {}
+  constructor(private readonly intervalMs: number) {}
+
+  /** One run of the task. */
+  protected abstract task(): Promise<T>;
 
   /** Set once stop() was called: a long run may end early between two of its steps. */
   get stopped(): boolean {
@@ -31,6 +32,7 @@ export class Periodic<T> {
     await this.#running;
   }
 
+  /** Runs the task now (or joins the run in flight). */
   run(): Promise<T> {
     this.#running ??= this.task().finally(() => {
       this.#running = undefined;

@@ -1,5 +1,6 @@
 // The orchestrator's own metrics, declared in one place, in the registry the server exports.
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { declareIn } from "@loopguard/tool-sdk";
+import { type Counter, Gauge, type Histogram, type Registry } from "prom-client";
 import { SESSION_STATES } from "../session/session-state.js";
 import type { SessionStore } from "../store/session-store.js";
 
@@ -31,6 +32,7 @@ export class SessionMetrics {
 
   constructor(registry: Registry) {
     const registers = [registry];
+    const declare = declareIn(registry);
     // Each query feeds two gauges, collected together by one scrape: they share its one run.
     const counts = inFlightOnce(async () => this.#store?.countByState().catch(() => undefined));
     // A store that cannot answer leaves the last counts in place: /metrics keeps answering, and
@@ -54,24 +56,17 @@ export class SessionMetrics {
         if (now) this.set(now.AWAITING_APPROVAL ?? 0);
       },
     });
-    this.storeErrors = new Counter({
-      name: "loopguard_store_errors_total",
-      help: "Session store operations that failed because the database could not serve (busy, unreachable, timed out), by operation.",
-      labelNames: ["operation"] as const,
-      registers,
-    });
-    this.stops = new Counter({
-      name: "loopguard_session_stops_total",
-      help: "Sessions ended, by stop reason.",
-      labelNames: ["stop_reason"] as const,
-      registers,
-    });
-    this.outcomes = new Counter({
-      name: "loopguard_session_outcomes_total",
-      help: "Sessions ended, by what the user got (succeeded, partial, not_done) and why when not succeeded.",
-      labelNames: ["outcome", "reason"] as const,
-      registers,
-    });
+    this.storeErrors = declare.counter(
+      "loopguard_store_errors_total",
+      "Session store operations that failed because the database could not serve (busy, unreachable, timed out), by operation.",
+      ["operation"],
+    );
+    this.stops = declare.counter("loopguard_session_stops_total", "Sessions ended, by stop reason.", ["stop_reason"]);
+    this.outcomes = declare.counter(
+      "loopguard_session_outcomes_total",
+      "Sessions ended, by what the user got (succeeded, partial, not_done) and why when not succeeded.",
+      ["outcome", "reason"],
+    );
     const overdue = inFlightOnce(async () => this.#store?.overdue(Date.now()).catch(() => undefined));
     new Gauge({
       name: "loopguard_approvals_overdue",
@@ -91,51 +86,43 @@ export class SessionMetrics {
         if (now) this.set(now.parkedNearDeadline);
       },
     });
-    this.stepsPerSession = new Histogram({
-      name: "loopguard_session_steps",
-      help: "Policy steps a session took before it ended.",
-      buckets: [1, 2, 3, 5, 8, 13, 20, 50],
-      registers,
-    });
-    this.toolResults = new Counter({
-      name: "loopguard_session_tool_results_total",
-      help: "Tool results observed by sessions, by tool, outcome (ok or error code) and where they came from.",
-      labelNames: ["tool", "outcome", "served_from"] as const,
-      registers,
-    });
-    this.costMicros = new Counter({
-      name: "loopguard_session_cost_micros_total",
-      help: "Money spent by sessions on tool calls, in micro-units.",
-      registers,
-    });
-    this.contextAlarms = new Counter({
-      name: "loopguard_session_context_alarms_total",
-      help: "Model prompts that reached 80% of the model's context window (after compression).",
-      registers,
-    });
-    this.promptTokens = new Histogram({
-      name: "loopguard_model_prompt_tokens",
-      help: "Tokens of each model prompt as sent (after compression), counted with the model's tokenizer.",
-      buckets: [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 128_000],
-      registers,
-    });
-    this.contextCompression = new Histogram({
-      name: "loopguard_session_context_compression_ratio",
-      help: "Prompt tokens after compression over before, for prompts that were compressed (lower: more saved).",
-      buckets: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
-      registers,
-    });
-    this.modelCostMicros = new Counter({
-      name: "loopguard_model_cost_micros_total",
-      help: "Money spent on model calls (price table x tokens), in micro-units.",
-      registers,
-    });
-    this.transitions = new Counter({
-      name: "loopguard_session_transitions_total",
-      help: "Session state transitions, by the state entered.",
-      labelNames: ["to"] as const,
-      registers,
-    });
+    this.stepsPerSession = declare.histogram(
+      "loopguard_session_steps",
+      "Policy steps a session took before it ended.",
+      [1, 2, 3, 5, 8, 13, 20, 50],
+    );
+    this.toolResults = declare.counter(
+      "loopguard_session_tool_results_total",
+      "Tool results observed by sessions, by tool, outcome (ok or error code) and where they came from.",
+      ["tool", "outcome", "served_from"],
+    );
+    this.costMicros = declare.counter(
+      "loopguard_session_cost_micros_total",
+      "Money spent by sessions on tool calls, in micro-units.",
+    );
+    this.contextAlarms = declare.counter(
+      "loopguard_session_context_alarms_total",
+      "Model prompts that reached 80% of the model's context window (after compression).",
+    );
+    this.promptTokens = declare.histogram(
+      "loopguard_model_prompt_tokens",
+      "Tokens of each model prompt as sent (after compression), counted with the model's tokenizer.",
+      [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 64_000, 128_000],
+    );
+    this.contextCompression = declare.histogram(
+      "loopguard_session_context_compression_ratio",
+      "Prompt tokens after compression over before, for prompts that were compressed (lower: more saved).",
+      [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1],
+    );
+    this.modelCostMicros = declare.counter(
+      "loopguard_model_cost_micros_total",
+      "Money spent on model calls (price table x tokens), in micro-units.",
+    );
+    this.transitions = declare.counter(
+      "loopguard_session_transitions_total",
+      "Session state transitions, by the state entered.",
+      ["to"],
+    );
   }
 
   /** The store the session gauges count (opened after these metrics, so that it can count its errors here). */

@@ -3,8 +3,8 @@
 // per process — no per-session timers. A live session's rows stay however old they are. Several
 // replicas may run it at once (see SessionStore.pruneSteps); the JSONL trace files have their own
 // rotation (trace-files.ts), which this does not touch.
-import type { Logger } from "@loopguard/tool-sdk";
-import { Counter, Gauge, type Registry } from "prom-client";
+import { declareIn, type Logger } from "@loopguard/tool-sdk";
+import type { Counter, Gauge, Registry } from "prom-client";
 import { Periodic } from "./periodic.js";
 import type { SessionStore } from "../store/session-store.js";
 
@@ -23,47 +23,30 @@ export interface StepRetentionOptions {
   readonly now: () => number;
 }
 
-export class StepRetention {
+export class StepRetention extends Periodic<number> {
   readonly #deleted: Counter;
   readonly #lastRun: Gauge;
   readonly #oldestAge: Gauge;
-  readonly #periodic: Periodic<number>;
 
   constructor(private readonly options: StepRetentionOptions) {
-    const registers = [options.registry];
-    this.#deleted = new Counter({
-      name: "loopguard_step_rows_deleted_total",
-      help: "Step rows retention deleted (ended sessions' rows past ORCHESTRATOR_STEP_RETENTION_DAYS).",
-      registers,
-    });
-    this.#lastRun = new Gauge({
-      name: "loopguard_step_retention_last_run_timestamp_seconds",
-      help: "When the last retention pass over the step rows finished (Unix seconds).",
-      registers,
-    });
-    this.#oldestAge = new Gauge({
-      name: "loopguard_step_oldest_row_age_seconds",
-      help: "Age of the oldest step row kept, as of the last retention pass (0 when there is none).",
-      registers,
-    });
-    this.#periodic = new Periodic(() => this.#pass(), options.intervalMs);
-  }
-
-  /** Runs a pass now and then every `intervalMs`. */
-  start(): void {
-    this.#periodic.start();
-  }
-
-  stop(): Promise<void> {
-    return this.#periodic.stop();
+    super(options.intervalMs);
+    const declare = declareIn(options.registry);
+    this.#deleted = declare.counter(
+      "loopguard_step_rows_deleted_total",
+      "Step rows retention deleted (ended sessions' rows past ORCHESTRATOR_STEP_RETENTION_DAYS).",
+    );
+    this.#lastRun = declare.gauge(
+      "loopguard_step_retention_last_run_timestamp_seconds",
+      "When the last retention pass over the step rows finished (Unix seconds).",
+    );
+    this.#oldestAge = declare.gauge(
+      "loopguard_step_oldest_row_age_seconds",
+      "Age of the oldest step row kept, as of the last retention pass (0 when there is none).",
+    );
   }
 
   /** One pass: deletes batches until one comes back short; returns the rows deleted. */
-  runOnce(): Promise<number> {
-    return this.#periodic.run();
-  }
-
-  async #pass(): Promise<number> {
+  protected async task(): Promise<number> {
     const { store, batch, log } = this.options;
     const before = this.options.now() - this.options.days * DAY_MS;
     let total = 0;
@@ -72,7 +55,7 @@ export class StepRetention {
         const n = await store.pruneSteps(before, batch);
         total += n;
         this.#deleted.inc(n);
-        if (n < batch || this.#periodic.stopped) break;
+        if (n < batch || this.stopped) break;
         // Lets the sessions' own writes in between two batches.
         await new Promise((resolve) => setImmediate(resolve));
       }

@@ -174,6 +174,20 @@ export function totalsDelta(
   };
 }
 
+/** The totals a new reservation adds, as of `now`. */
+export function reservedTotals(r: Reservation, now: number) {
+  const row = {
+    session_id: r.sessionId,
+    entity: r.entity,
+    entity_id: r.entityId,
+    customer_id: r.customerId,
+    currency: r.currency,
+    amount: r.amount,
+    created_at: now,
+  };
+  return totalsDelta(row, "reserve");
+}
+
 /**
  * Each total is kept as running sums (effect_totals) beside the reservations, so a check reads a
  * few rows however many effects an entity or a customer had: the entity's and the session's one

@@ -9,6 +9,7 @@ import {
   type ReservationRow,
   reservationParams,
   type ReservationStatus,
+  reservedTotals,
   totalsDelta,
 } from "./effect-reservations.js";
 import { type Statement, statement } from "./postgres-session-sql.js";
@@ -57,16 +58,7 @@ export async function changeMoney(
   const others = othersOf((await rows<OthersRow>(Q.others, params, client))[0]!);
   if (decideReservation(r, money.limits, existing, others) !== "insert") return;
   await rows(Q.reserve, params, client);
-  const row = {
-    session_id: r.sessionId,
-    entity: r.entity,
-    entity_id: r.entityId,
-    customer_id: r.customerId,
-    currency: r.currency,
-    amount: r.amount,
-    created_at: now,
-  };
-  await rows(Q.addTotals, totalsDelta(row, "reserve"), client);
+  await rows(Q.addTotals, reservedTotals(r, now), client);
 }
 
 export async function ownRowOf(rows: RunStatement, key: string): Promise<ReservationRow | undefined> {

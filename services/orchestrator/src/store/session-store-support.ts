@@ -1,6 +1,6 @@
 // What both session stores share beyond the contract: lease rules, listeners, the moves of a
 // transition, list cursors and argument checks.
-import { assertTransition, isTerminal, type SessionState } from "../session/session-state.js";
+import { assertTransition, isTerminal, SESSION_STATES, type SessionState } from "../session/session-state.js";
 import type {
   AuditInput,
   SessionEvent,
@@ -111,17 +111,5 @@ export function checkTtl(ttlMs: number): void {
 }
 
 export function emptyCounts(): Record<SessionState, number> {
-  return {
-    IDLE: 0,
-    THINKING: 0,
-    TOOL_EXECUTING: 0,
-    OBSERVING: 0,
-    RETRYING: 0,
-    FALLBACK: 0,
-    AWAITING_APPROVAL: 0,
-    PARKED: 0,
-    DONE: 0,
-    FAILED: 0,
-    CANCELLED: 0,
-  };
+  return Object.fromEntries(SESSION_STATES.map((state) => [state, 0])) as Record<SessionState, number>;
 }

@@ -10,6 +10,7 @@ import {
   type ReservationRow,
   reservationParams,
   type ReservationStatus,
+  reservedTotals,
   totalsDelta,
 } from "./effect-reservations.js";
 
@@ -46,16 +47,7 @@ export class SqliteReservations {
     const existing = this.status.get(params)?.status;
     if (decideReservation(r, money.limits, existing, othersOf(this.others.get(params)!)) !== "insert") return;
     this.upsert.run(params);
-    const row = {
-      session_id: r.sessionId,
-      entity: r.entity,
-      entity_id: r.entityId,
-      customer_id: r.customerId,
-      currency: r.currency,
-      amount: r.amount,
-      created_at: now,
-    };
-    this.addTotals.run(totalsDelta(row, "reserve"));
+    this.addTotals.run(reservedTotals(r, now));
   }
 
   ownRow(key: string): ReservationRow | undefined {

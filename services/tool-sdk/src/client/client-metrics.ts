@@ -1,7 +1,8 @@
 // Metrics of the calling side, declared in one place: the standard gRPC client twins plus
 // loopguard's per-tool outcomes, retries, hedges and breaker state. One instance per process, shared
 // by every toolClient, registered in a registry the caller owns.
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import type { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { declareIn } from "../metric-declarations.js";
 
 export const BREAKER_STATE_VALUE = { closed: 0, "half-open": 1, open: 2 } as const;
 
@@ -19,28 +20,24 @@ export class ClientMetrics {
   readonly breakerTransitions: Counter<"tool" | "state">;
 
   constructor(registry: Registry) {
-    const registers = [registry];
-    this.handled = new Counter({
-      name: "grpc_client_handled_total",
-      help: "Total number of RPC attempts completed by the client, regardless of success or failure.",
-      labelNames: ["grpc_type", "grpc_service", "grpc_method", "grpc_code"] as const,
-      registers,
-    });
-    this.handlingSeconds = new Histogram({
-      name: "grpc_client_handling_seconds",
-      help: "Histogram of response latency (seconds) of RPC attempts until the client got the status.",
-      labelNames: ["grpc_type", "grpc_service", "grpc_method", "grpc_code"] as const,
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers,
-    });
-    this.calls = new Counter({
-      name: "loopguard_tool_client_calls_total",
-      help: "Tool calls by outcome (ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid).",
-      labelNames: ["tool", "method", "outcome", "grpc_code"] as const,
-      registers,
-    });
-    const perMethod = (name: string, help: string) =>
-      new Counter({ name, help, labelNames: ["tool", "method"] as const, registers });
+    const declare = declareIn(registry);
+    this.handled = declare.counter(
+      "grpc_client_handled_total",
+      "Total number of RPC attempts completed by the client, regardless of success or failure.",
+      ["grpc_type", "grpc_service", "grpc_method", "grpc_code"],
+    );
+    this.handlingSeconds = declare.histogram(
+      "grpc_client_handling_seconds",
+      "Histogram of response latency (seconds) of RPC attempts until the client got the status.",
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      ["grpc_type", "grpc_service", "grpc_method", "grpc_code"],
+    );
+    this.calls = declare.counter(
+      "loopguard_tool_client_calls_total",
+      "Tool calls by outcome (ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid).",
+      ["tool", "method", "outcome", "grpc_code"],
+    );
+    const perMethod = (name: string, help: string) => declare.counter(name, help, ["tool", "method"]);
     this.retries = perMethod("loopguard_tool_client_retries_total", "Retry attempts sent after a retryable failure.");
     this.hedges = perMethod(
       "loopguard_tool_client_hedges_total",
@@ -54,17 +51,15 @@ export class ClientMetrics {
       "loopguard_tool_client_hedge_losers_cancelled_total",
       "Attempts cancelled because another attempt of the same call answered first.",
     );
-    this.breakerState = new Gauge({
-      name: "loopguard_tool_breaker_state",
-      help: "Circuit breaker state per tool: 0 closed, 1 half-open, 2 open.",
-      labelNames: ["tool"] as const,
-      registers,
-    });
-    this.breakerTransitions = new Counter({
-      name: "loopguard_tool_breaker_transitions_total",
-      help: "Circuit breaker state changes per tool, by the state entered.",
-      labelNames: ["tool", "state"] as const,
-      registers,
-    });
+    this.breakerState = declare.gauge(
+      "loopguard_tool_breaker_state",
+      "Circuit breaker state per tool: 0 closed, 1 half-open, 2 open.",
+      ["tool"],
+    );
+    this.breakerTransitions = declare.counter(
+      "loopguard_tool_breaker_transitions_total",
+      "Circuit breaker state changes per tool, by the state entered.",
+      ["tool", "state"],
+    );
   }
 }

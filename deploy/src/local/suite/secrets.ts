@@ -1,5 +1,6 @@
 // The local key and secret files a pod mounts, staged so that only the images' user can read them.
-import { chmodSync, chownSync, copyFileSync, mkdirSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, chownSync, copyFileSync, mkdirSync, renameSync } from "node:fs";
 import { join } from "node:path";
 
 /** The numeric user of the images (deploy/docker/Dockerfile); staged secrets are made readable to it. */
@@ -15,15 +16,18 @@ export function stageSecret(stateDir: string, name: string, source: string): str
   const dir = join(stateDir, "secrets");
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const staged = join(dir, name);
-  rmSync(staged, { force: true });
-  copyFileSync(source, staged);
+  // Pods start side by side and stage the same files: a copy renamed into place means a pod being
+  // started never finds its mount's source missing while another replaces it.
+  const fresh = `${staged}.${process.pid}.${randomBytes(4).toString("hex")}`;
+  copyFileSync(source, fresh);
   if (process.getuid?.() === 0) {
-    chownSync(staged, IMAGE_UID, IMAGE_UID);
-    chmodSync(staged, 0o400);
+    chownSync(fresh, IMAGE_UID, IMAGE_UID);
+    chmodSync(fresh, 0o400);
   } else {
     // Not root: the copy cannot change owner, so it is readable to all, inside a 0700 folder.
-    chmodSync(staged, 0o444);
+    chmodSync(fresh, 0o444);
   }
+  renameSync(fresh, staged);
   return staged;
 }
 

@@ -15,6 +15,7 @@ import { status, ToolError } from "../errors.js";
 import { FaultSwitch } from "../faults.js";
 import { createLogger } from "../logger.js";
 import { ServerMetrics } from "../metrics.js";
+import { parseMetrics, samplesOf } from "../prometheus-text.js";
 import { metricValue, SAMPLE_HIT, TEST_PUBLIC_KEYS, testToken } from "../../testing/index.js";
 import { TokenVerifier } from "../token-verifier.js";
 import { unaryTerminal } from "./handler.js";
@@ -357,6 +358,18 @@ describe("errorsStage", () => {
 });
 
 describe("metricsStage and traceStage", () => {
+  it("exports every method's started and handled series at 0 before its first call, so increase() sees each from 0", async () => {
+    const metrics = new ServerMetrics("kb-search");
+    metricsStage(metrics, method);
+    const page = parseMetrics(await metrics.registry.metrics());
+    const values = (name: string) =>
+      samplesOf(page, name, { grpc_method: "Search" }).map((s) => [s.labels.grpc_code, s.value]);
+    expect(values("grpc_server_started_total")).toEqual([[undefined, 0]]);
+    expect(values("grpc_server_handled_total")).toHaveLength(17);
+    for (const code of ["OK", "UNAVAILABLE", "DEADLINE_EXCEEDED", "INVALID_ARGUMENT", "UNAUTHENTICATED"])
+      expect(values("grpc_server_handled_total")).toContainEqual([code, 0]);
+  });
+
   it("count every outcome by code and give the call a trace id and a bound logger", async () => {
     const metrics = new ServerMetrics("kb-search");
     const log = createLogger({ service: "test", write: () => undefined });

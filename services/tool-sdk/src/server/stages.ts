@@ -18,6 +18,11 @@ export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interc
     grpc_service: method.parent.typeName,
     grpc_method: method.name,
   };
+  // Every series at 0 from the start, as go-grpc-prometheus's InitializeMetrics does: a counter that
+  // first appears mid-window loses its first scrape's worth to increase(), which undercounts errors.
+  metrics.started.inc(labels, 0);
+  for (const code of Object.values(status).filter((c) => typeof c === "number"))
+    metrics.handled.inc({ ...labels, grpc_code: status[code] }, 0);
   return (next) => async (call) => {
     const started = performance.now();
     metrics.started.inc(labels);

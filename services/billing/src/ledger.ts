@@ -89,6 +89,17 @@ export class LedgerError extends Error {
   }
 }
 
+/** Runs a backend's ledger work, turning what its database calls `unavailable` into LEDGER_UNAVAILABLE. */
+export async function guardLedger<T>(unavailable: (error: unknown) => boolean, work: () => T | Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (unavailable(error))
+      throw new LedgerError("LEDGER_UNAVAILABLE", "the refund ledger cannot be used right now", { cause: error });
+    throw error;
+  }
+}
+
 export interface SeedRefund {
   readonly refundId: string;
   readonly amountCents: number;

@@ -9,14 +9,13 @@ import {
   inTransaction,
   isPostgresUnavailable,
   openMigratedPostgres,
-  type PostgresMigrateOptions,
   type PostgresMigration,
-  type SchemaOptions,
+  type PostgresStoreOptions,
 } from "@loopguard/sql-store";
 import type pg from "pg";
 import {
   type BreakGlassRow,
-  LedgerError,
+  guardLedger,
   MAX_LISTED_REFUNDS,
   type OrderRecord,
   type RefundCommand,
@@ -115,6 +114,8 @@ function refundParams(r: NewRefundRow): (string | number)[] {
   ];
 }
 
+const guard = <T>(work: () => Promise<T>) => guardLedger(isPostgresUnavailable, work);
+
 /** A unique key another transaction took first; running again sees what it wrote. */
 const isUniqueViolation = (error: unknown) => (error as { code?: unknown } | null)?.code === "23505";
 
@@ -124,7 +125,7 @@ export class PostgresRefundLedger implements RefundLedger {
     readonly migrationsApplied: readonly string[],
   ) {}
 
-  static async open(url: string, options: PostgresMigrateOptions & SchemaOptions = {}): Promise<PostgresRefundLedger> {
+  static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresRefundLedger> {
     const { db, applied } = await openMigratedPostgres(url, "billing", POSTGRES_LEDGER_MIGRATIONS, {
       ...POSTGRES_LEDGER_DEFAULTS,
       applicationName: "loopguard-billing",
@@ -136,7 +137,7 @@ export class PostgresRefundLedger implements RefundLedger {
   async seed(orders: readonly SeedOrder[]): Promise<void> {
     // ON CONFLICT DO NOTHING waits for a concurrent seeder's uncommitted row, then skips it: replicas
     // starting together insert each order, and its refunds, once.
-    await this.guard(() =>
+    await guard(() =>
       inTransaction(this.pool, async (client) => {
         for (const { order, refunds } of orders.map(seedRows)) {
           const inserted = await client.query(
@@ -163,7 +164,7 @@ export class PostgresRefundLedger implements RefundLedger {
   }
 
   async getOrder(orderId: string): Promise<OrderRecord | undefined> {
-    const { rows } = await this.guard(() =>
+    const { rows } = await guard(() =>
       this.pool.query<OrderRow>("SELECT * FROM orders WHERE order_id = $1", [orderId]),
     );
     return rows[0] ? orderOf(rows[0]) : undefined;
@@ -171,7 +172,7 @@ export class PostgresRefundLedger implements RefundLedger {
 
   async listRefunds(orderId: string): Promise<RefundRecord[] | undefined> {
     // One statement, one snapshot: the order's existence and its refunds are read together.
-    const { rows } = await this.guard(() =>
+    const { rows } = await guard(() =>
       this.pool.query<Partial<RefundRow>>(
         `SELECT r.* FROM orders o
            LEFT JOIN LATERAL (SELECT ${REFUND_COLUMNS} FROM refunds WHERE order_id = o.order_id ORDER BY created_at, seq LIMIT $2) r ON true
@@ -184,7 +185,7 @@ export class PostgresRefundLedger implements RefundLedger {
   }
 
   async refund(command: RefundCommand): Promise<RefundOutcome> {
-    return this.guard(async () => {
+    return guard(async () => {
       // A key used before is answered from its row alone, without queueing on the order's lock:
       // retries and replays are most of the calls a busy order sees.
       const known = await this.pool.query<RefundRow>(SELECT_REFUND_BY_KEY, [command.idempotencyKey]);
@@ -228,7 +229,7 @@ export class PostgresRefundLedger implements RefundLedger {
   }
 
   async breakGlassRefunds(): Promise<BreakGlassRow[]> {
-    const { rows } = await this.guard(() =>
+    const { rows } = await guard(() =>
       this.pool.query<BreakGlassRow>(
         "SELECT refund_id, order_id, amount_cents::int AS amount_cents, subject, key_id, reason, at::float8 AS at FROM break_glass_refunds ORDER BY at, seq",
       ),
@@ -238,16 +239,5 @@ export class PostgresRefundLedger implements RefundLedger {
 
   async close(): Promise<void> {
     if (!this.pool.ended) await this.pool.end();
-  }
-
-  /** Runs ledger work, turning "the database cannot be used now" into LEDGER_UNAVAILABLE. */
-  private async guard<T>(work: () => Promise<T>): Promise<T> {
-    try {
-      return await work();
-    } catch (error) {
-      if (isPostgresUnavailable(error))
-        throw new LedgerError("LEDGER_UNAVAILABLE", "the refund ledger cannot be used right now", { cause: error });
-      throw error;
-    }
   }
 }

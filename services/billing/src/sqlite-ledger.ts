@@ -10,7 +10,7 @@ import {
 import type Database from "better-sqlite3";
 import {
   type BreakGlassRow,
-  LedgerError,
+  guardLedger,
   MAX_LISTED_REFUNDS,
   type OrderRecord,
   type RefundCommand,
@@ -84,6 +84,8 @@ export const SQLITE_LEDGER_MIGRATIONS: readonly SqliteMigration[] = [
   },
 ];
 
+const guard = <T>(work: () => T) => guardLedger(isSqliteUnavailable, work);
+
 export class SqliteRefundLedger implements RefundLedger {
   private readonly selectOrder: Database.Statement<[string], OrderRow>;
   private readonly selectRefundByKey: Database.Statement<[string], RefundRow>;
@@ -141,7 +143,7 @@ export class SqliteRefundLedger implements RefundLedger {
   }
 
   async seed(orders: readonly SeedOrder[]): Promise<void> {
-    guard(() =>
+    await guard(() =>
       this.db
         .transaction(() => {
           for (const rows of orders.map(seedRows)) {
@@ -154,7 +156,7 @@ export class SqliteRefundLedger implements RefundLedger {
   }
 
   async getOrder(orderId: string): Promise<OrderRecord | undefined> {
-    const row = guard(() => this.selectOrder.get(orderId));
+    const row = await guard(() => this.selectOrder.get(orderId));
     return row ? orderOf(row) : undefined;
   }
 
@@ -200,16 +202,5 @@ export class SqliteRefundLedger implements RefundLedger {
     const audit = breakGlassRow(command, insert);
     if (audit) this.insertBreakGlass.run(audit);
     return insertedOutcome(insert);
-  }
-}
-
-/** Runs ledger work, turning "the file cannot be used now" into LEDGER_UNAVAILABLE. */
-function guard<T>(work: () => T): T {
-  try {
-    return work();
-  } catch (error) {
-    if (isSqliteUnavailable(error))
-      throw new LedgerError("LEDGER_UNAVAILABLE", "the refund ledger cannot be used right now", { cause: error });
-    throw error;
   }
 }

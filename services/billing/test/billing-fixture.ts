@@ -9,32 +9,17 @@ import type { RawClient } from "@loopguard/tool-sdk";
 import { startTestTool, type TestTool, withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
+import type { NewRefundRow, OrderRow } from "../src/ledger-rows.js";
 import { type SqliteLedgerOptions, SqliteRefundLedger } from "../src/sqlite-ledger.js";
 import { build } from "../src/server.js";
 
 export const FIXED_NOW = new Date("2026-11-29T12:00:00.000Z");
 
-export interface OrderRow {
-  order_id: string;
-  status: string;
-  amount_paid_cents: number;
-  amount_refunded_cents: number;
-  version: number;
-}
-
-export interface RefundRow {
-  refund_id: string;
-  order_id: string;
-  amount_cents: number;
-  reason: number;
-  idempotency_key: string;
-}
-
 export interface BillingFixture {
   readonly tool: TestTool<typeof BillingService>;
   readonly dir: string;
   order(orderId: string): OrderRow | undefined;
-  refunds(where?: { orderId?: string; key?: string }): RefundRow[];
+  refunds(where?: { orderId?: string; key?: string }): NewRefundRow[];
   close(): Promise<void>;
 }
 
@@ -54,7 +39,7 @@ export async function startBilling(options: SqliteLedgerOptions = {}): Promise<B
         .prepare(
           "SELECT * FROM refunds WHERE (@orderId IS NULL OR order_id = @orderId) AND (@key IS NULL OR idempotency_key = @key) ORDER BY rowid",
         )
-        .all({ orderId: orderId ?? null, key: key ?? null }) as RefundRow[],
+        .all({ orderId: orderId ?? null, key: key ?? null }) as NewRefundRow[],
     async close() {
       db.close();
       await tool.close();

@@ -1,7 +1,9 @@
 export {
   type Migrated,
+  migrateStore,
   openMigratedPostgres,
   openMigratedSqlite,
+  type PostgresStoreOptions,
   requireCurrentPostgres,
   type SchemaOptions,
 } from "./open.js";
@@ -9,7 +11,6 @@ export {
   type AppliedMigration,
   assessSchema,
   assessStore,
-  migrateStore,
   postgresLedger,
   requireCurrent,
   type SchemaAssessment,

@@ -1,5 +1,5 @@
 // A store's database, opened and brought up to (or checked against) its schema in one call: what
-// every store's `open` does before it prepares its statements.
+// every store's `open` does before it prepares its statements, and what the migrate step does alone.
 import type Database from "better-sqlite3";
 import type pg from "pg";
 import {
@@ -11,8 +11,9 @@ import {
 } from "./migrate.js";
 import { createPostgresPool } from "./postgres.js";
 import { explainPostgresTlsError } from "./postgres-tls.js";
-import { assessSchema, postgresLedger, requireCurrent, sqliteLedger } from "./schema.js";
+import { assessSchema, postgresLedger, requireCurrent, type StoreSchema, sqliteLedger } from "./schema.js";
 import { openSqlite, type SqliteOptions } from "./sqlite.js";
+import type { StoreLocation } from "./store-url.js";
 
 export interface Migrated<Db> {
   readonly db: Db;
@@ -27,6 +28,9 @@ export interface SchemaOptions {
    */
   readonly migrate?: boolean;
 }
+
+/** How a store opens its PostgreSQL database: the pool's and the migration's bounds, and whether to migrate. */
+export type PostgresStoreOptions = PostgresMigrateOptions & SchemaOptions;
 
 export async function openMigratedSqlite(
   file: string,
@@ -60,7 +64,7 @@ export async function openMigratedPostgres(
   url: string,
   store: string,
   migrations: readonly PostgresMigration[],
-  options: PostgresMigrateOptions & SchemaOptions = {},
+  options: PostgresStoreOptions = {},
 ): Promise<Migrated<pg.Pool>> {
   // The first connection a store makes: a TLS setup that does not work fails here, said plainly.
   if (options.migrate !== false) {
@@ -77,4 +81,16 @@ export async function openMigratedPostgres(
     throw explainPostgresTlsError(error, url);
   }
   return { db: pool, applied: [] };
+}
+
+/** Applies the store's pending migrations where `location` points and returns their names. */
+export async function migrateStore(
+  location: StoreLocation,
+  schema: StoreSchema,
+  options: SqliteOptions & PostgresMigrateOptions = {},
+): Promise<string[]> {
+  if (location.kind === "postgres") return migratePostgres(location.url, schema.store, schema.postgres, options);
+  const { db, applied } = await openMigratedSqlite(location.file, schema.store, schema.sqlite, options);
+  db.close();
+  return applied;
 }

@@ -10,15 +10,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { declarationOf, type MigrationDeclaration } from "./migrate.js";
+import { migrateStore } from "./open.js";
 import { isPostgresUnavailable } from "./postgres.js";
-import {
-  assessStore,
-  migrateStore,
-  requireCurrent,
-  SchemaNotCurrentError,
-  type StoreSchema,
-  schemaProblem,
-} from "./schema.js";
+import { assessStore, requireCurrent, SchemaNotCurrentError, type StoreSchema, schemaProblem } from "./schema.js";
 import { isSqliteUnavailable } from "./sqlite.js";
 import { describeStoreLocation, type StoreLocation } from "./store-url.js";
 

@@ -8,14 +8,12 @@ import pg from "pg";
 import {
   type MigrationDeclaration,
   MIGRATIONS_TABLE,
-  migratePostgres,
-  migrateSqlite,
   type PostgresMigrateOptions,
   type PostgresMigration,
   type SqliteMigration,
 } from "./migrate.js";
 import { postgresClientConfig } from "./postgres.js";
-import { openSqlite, type SqliteOptions } from "./sqlite.js";
+import { openSqlite } from "./sqlite.js";
 import type { StoreLocation } from "./store-url.js";
 
 /** A store's migrations for both databases (the dialects differ; the names and declarations match). */
@@ -138,21 +136,6 @@ export async function postgresLedger(client: pg.ClientBase | pg.Pool, store: str
       [store],
     )
   ).rows.map(rowOf);
-}
-
-/** Applies the store's pending migrations where `location` points and returns their names. */
-export async function migrateStore(
-  location: StoreLocation,
-  schema: StoreSchema,
-  options: SqliteOptions & PostgresMigrateOptions = {},
-): Promise<string[]> {
-  if (location.kind === "postgres") return migratePostgres(location.url, schema.store, schema.postgres, options);
-  const db = openSqlite(location.file, options);
-  try {
-    return await migrateSqlite(db, schema.store, schema.sqlite);
-  } finally {
-    db.close();
-  }
 }
 
 /** What the database where `location` points holds, against what this build needs; reads only. */

@@ -23,37 +23,8 @@ export interface RiskHandlerDeps {
 export function createRiskHandlers({ store }: RiskHandlerDeps): ToolHandlers<typeof RiskService> {
   return {
     async queryRisk(request, ctx) {
-      // Messages name the field, never its value: callers and logs must not see the id card or phone.
-      const idCard = parseIdCard(request.idCard);
-      if (!idCard) {
-        throw new ToolError(
-          status.INVALID_ARGUMENT,
-          "INVALID_ID_CARD_FORMAT",
-          "id_card is not a valid GB 11643 number",
-          {
-            fieldViolations: [
-              {
-                field: "id_card",
-                description: "birth date or check character is not valid under GB 11643",
-                reason: "id_card.gb11643",
-              },
-            ],
-          },
-        );
-      }
-      const phone = cnMobileToE164(request.phone);
-      if (!phone) {
-        throw new ToolError(
-          status.INVALID_ARGUMENT,
-          "INVALID_PHONE_FORMAT",
-          "phone is not a mainland China mobile number",
-          {
-            fieldViolations: [
-              { field: "phone", description: "must be a mainland China mobile number", reason: "phone.cn_mobile" },
-            ],
-          },
-        );
-      }
+      const idCard = parseIdCard(request.idCard) ?? refuseField("id_card");
+      const phone = cnMobileToE164(request.phone) ?? refuseField("phone");
       const risk = await read(() => store.find(idCard, phone), ctx);
       if (!risk) throw new ToolError(status.NOT_FOUND, "USER_NOT_FOUND", "no customer has this id card and phone");
       return { riskScore: risk.riskScore, reason: risk.reason, factors: risk.factors };
@@ -64,6 +35,32 @@ export function createRiskHandlers({ store }: RiskHandlerDeps): ToolHandlers<typ
       return { riskScore: risk.riskScore, reason: risk.reason, factors: risk.factors };
     },
   };
+}
+
+/**
+ * The field rules the contract cannot express, each refused with its own reason. Messages name the
+ * field, never its value: callers and logs must not see the id card or phone.
+ */
+const FIELD_REFUSALS = {
+  id_card: {
+    reason: "INVALID_ID_CARD_FORMAT",
+    message: "id_card is not a valid GB 11643 number",
+    description: "birth date or check character is not valid under GB 11643",
+    rule: "id_card.gb11643",
+  },
+  phone: {
+    reason: "INVALID_PHONE_FORMAT",
+    message: "phone is not a mainland China mobile number",
+    description: "must be a mainland China mobile number",
+    rule: "phone.cn_mobile",
+  },
+} as const;
+
+function refuseField(field: keyof typeof FIELD_REFUSALS): never {
+  const { reason, message, description, rule } = FIELD_REFUSALS[field];
+  throw new ToolError(status.INVALID_ARGUMENT, reason, message, {
+    fieldViolations: [{ field, description, reason: rule }],
+  });
 }
 
 /** A store read; a store that cannot answer is BACKEND_DOWN, to be retried after a while. */

@@ -3,6 +3,7 @@
 // holds either raw value and its keys cannot be brute-forced from the few billion possible id
 // cards without the pepper. Both backends share the keying, the schema history and the demo seed.
 import { createHash, createHmac } from "node:crypto";
+import type { Migration } from "@loopguard/sql-store";
 import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
 
 export interface CustomerRisk {
@@ -38,6 +39,25 @@ export class RiskStoreUnavailableError extends Error {
   override readonly name = "RiskStoreUnavailableError";
 }
 
+/**
+ * A backend's read: refused while the store is switched off or closed; a failure its database
+ * names (`failed`) means the store cannot be read right now.
+ */
+export async function readStore<T>(
+  store: { readonly available: boolean; readonly closed: boolean },
+  failed: (cause: unknown) => boolean,
+  work: () => T | Promise<T>,
+): Promise<T> {
+  if (!store.available) throw new RiskStoreUnavailableError("the risk store is switched off");
+  if (store.closed) throw new RiskStoreUnavailableError("the risk store is closed");
+  try {
+    return await work();
+  } catch (cause) {
+    if (failed(cause)) throw new RiskStoreUnavailableError("the risk store cannot be read", { cause });
+    throw cause;
+  }
+}
+
 /** The database's keys were made with another pepper: every lookup would silently miss. */
 export class PepperMismatchError extends Error {
   override readonly name = "PepperMismatchError";
@@ -67,6 +87,23 @@ export class CustomerKeys {
 /** The key of the layout before peppering: bare SHA-256, kept only to recognise and re-key its rows. */
 export function legacyCustomerKey(idCard: string, phone: string): string {
   return createHash("sha256").update(`${idCard}\n${phone}`).digest("hex");
+}
+
+/** The schema history both backends share, in order; names are never changed once released. */
+const RISK_MIGRATIONS = [
+  { name: "0001-customers", compatibility: "expand" },
+  // Re-keys every customer: a build that looks customers up by the bare SHA-256 key finds none.
+  { name: "0002-peppered-customer-keys", compatibility: "contract" },
+  { name: "0003-demo-customers", compatibility: "expand" },
+  // Customer ids (as orders name them) of the people scored: what GetCustomerRisk looks up.
+  { name: "0004-customer-ids", compatibility: "expand" },
+] as const;
+
+/** One backend's migrations: each step of the shared history, run by that backend's `up`. */
+export function riskMigrations<Db>(
+  up: Record<(typeof RISK_MIGRATIONS)[number]["name"], Migration<Db>["up"]>,
+): Migration<Db>[] {
+  return RISK_MIGRATIONS.map((m) => ({ ...m, up: up[m.name] }));
 }
 
 /**

@@ -4,16 +4,7 @@
 import { openMigratedSqlite, type SchemaOptions, type SqliteMigration } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
 import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
-import {
-  type CustomerKeys,
-  type CustomerRisk,
-  demoCustomerIds,
-  demoRekeying,
-  demoRows,
-  pepperMismatch,
-  type RiskStore,
-  RiskStoreUnavailableError,
-} from "./risk-store.js";
+import * as risk from "./risk-store.js";
 
 interface CustomerRow {
   readonly risk_score: number;
@@ -22,85 +13,70 @@ interface CustomerRow {
 }
 
 export function sqliteRiskMigrations(
-  keys: CustomerKeys,
+  keys: risk.CustomerKeys,
   demo: readonly DemoCustomer[] = DEMO_CUSTOMERS,
 ): SqliteMigration[] {
-  return [
-    {
-      name: "0001-customers",
-      compatibility: "expand",
-      up: (db) => {
-        db.exec(`
+  return risk.riskMigrations<Database.Database>({
+    "0001-customers": (db) => {
+      db.exec(`
           CREATE TABLE IF NOT EXISTS customers (
             customer_key TEXT PRIMARY KEY,
             risk_score INTEGER NOT NULL CHECK (risk_score BETWEEN -1 AND 100),
             reason TEXT NOT NULL CHECK (length(reason) BETWEEN 1 AND 200),
             factors TEXT NOT NULL
           ) STRICT, WITHOUT ROWID;`);
-      },
     },
-    {
-      name: "0002-peppered-customer-keys",
-      // Re-keys every customer: a build that looks customers up by the bare SHA-256 key finds none.
-      compatibility: "contract",
-      up: (db) => {
-        db.exec(`
+    "0002-peppered-customer-keys": (db) => {
+      db.exec(`
           CREATE TABLE customer_key_pepper (id INTEGER PRIMARY KEY CHECK (id = 1), pepper_check TEXT NOT NULL) STRICT;
           CREATE TABLE customers_unkeyed (
             customer_key TEXT PRIMARY KEY, risk_score INTEGER NOT NULL, reason TEXT NOT NULL, factors TEXT NOT NULL, moved_at INTEGER NOT NULL
           ) STRICT;`);
-        const rekey = demoRekeying(keys);
-        const update = db.prepare("UPDATE customers SET customer_key = ? WHERE customer_key = ?");
-        for (const [legacy, peppered] of rekey) update.run(peppered, legacy);
-        const peppered = JSON.stringify([...rekey.values()]);
-        const others = "FROM customers WHERE customer_key NOT IN (SELECT value FROM json_each(?))";
-        db.prepare(`INSERT INTO customers_unkeyed SELECT customer_key, risk_score, reason, factors, ? ${others}`).run(
-          Date.now(),
-          peppered,
-        );
-        db.prepare(`DELETE ${others}`).run(peppered);
-        db.prepare("INSERT INTO customer_key_pepper (id, pepper_check) VALUES (1, ?)").run(keys.check);
-      },
+      const rekey = risk.demoRekeying(keys);
+      const update = db.prepare("UPDATE customers SET customer_key = ? WHERE customer_key = ?");
+      for (const [legacy, peppered] of rekey) update.run(peppered, legacy);
+      const peppered = JSON.stringify([...rekey.values()]);
+      const others = "FROM customers WHERE customer_key NOT IN (SELECT value FROM json_each(?))";
+      db.prepare(`INSERT INTO customers_unkeyed SELECT customer_key, risk_score, reason, factors, ? ${others}`).run(
+        Date.now(),
+        peppered,
+      );
+      db.prepare(`DELETE ${others}`).run(peppered);
+      db.prepare("INSERT INTO customer_key_pepper (id, pepper_check) VALUES (1, ?)").run(keys.check);
     },
-    {
-      name: "0003-demo-customers",
-      compatibility: "expand",
-      up: (db) => {
-        const insert = db.prepare(
-          "INSERT OR IGNORE INTO customers (customer_key, risk_score, reason, factors) VALUES (@key, @score, @reason, @factors)",
-        );
-        for (const row of demoRows(keys, demo)) insert.run(row);
-      },
+    "0003-demo-customers": (db) => {
+      const insert = db.prepare(
+        "INSERT OR IGNORE INTO customers (customer_key, risk_score, reason, factors) VALUES (@key, @score, @reason, @factors)",
+      );
+      for (const row of risk.demoRows(keys, demo)) insert.run(row);
     },
-    {
-      // Customer ids (as orders name them) of the people scored: what GetCustomerRisk looks up.
-      name: "0004-customer-ids",
-      compatibility: "expand",
-      up: (db) => {
-        db.exec(`
+    "0004-customer-ids": (db) => {
+      db.exec(`
           CREATE TABLE customer_ids (
             customer_id TEXT PRIMARY KEY,
             customer_key TEXT NOT NULL REFERENCES customers (customer_key)
           ) STRICT, WITHOUT ROWID;`);
-        const insert = db.prepare(
-          "INSERT OR IGNORE INTO customer_ids (customer_id, customer_key) SELECT @customerId, customer_key FROM customers WHERE customer_key = @key",
-        );
-        for (const row of demoCustomerIds(keys, demo)) insert.run(row);
-      },
+      const insert = db.prepare(
+        "INSERT OR IGNORE INTO customer_ids (customer_id, customer_key) SELECT @customerId, customer_key FROM customers WHERE customer_key = @key",
+      );
+      for (const row of risk.demoCustomerIds(keys, demo)) insert.run(row);
     },
-  ];
+  });
 }
 
-export class SqliteRiskStore implements RiskStore {
+/** Any SQLite failure of a read (I/O, corruption, a missing table) means the backend cannot answer. */
+const isReadFailure = (cause: unknown) => cause instanceof Database.SqliteError;
+
+export class SqliteRiskStore implements risk.RiskStore {
   available = true;
   readonly #db: Database.Database;
-  readonly #keys: CustomerKeys;
+  readonly #keys: risk.CustomerKeys;
   readonly #select: Database.Statement<[string], CustomerRow>;
   readonly #selectByCustomerId: Database.Statement<[string], CustomerRow>;
 
   private constructor(
     db: Database.Database,
-    keys: CustomerKeys,
+    keys: risk.CustomerKeys,
     readonly migrationsApplied: readonly string[],
   ) {
     this.#db = db;
@@ -119,7 +95,7 @@ export class SqliteRiskStore implements RiskStore {
    */
   static async open(
     file: string,
-    keys: CustomerKeys,
+    keys: risk.CustomerKeys,
     options: SchemaOptions = {},
     demo: readonly DemoCustomer[] = DEMO_CUSTOMERS,
   ): Promise<SqliteRiskStore> {
@@ -130,19 +106,19 @@ export class SqliteRiskStore implements RiskStore {
     });
     if (db.prepare<[], string>("SELECT pepper_check FROM customer_key_pepper").pluck().get() !== keys.check) {
       db.close();
-      throw pepperMismatch();
+      throw risk.pepperMismatch();
     }
     return new SqliteRiskStore(db, keys, applied);
   }
 
-  async find(idCard: string, phone: string): Promise<CustomerRisk | undefined> {
-    const row = this.#read(() => this.#select.get(this.#keys.key(idCard, phone)));
+  async find(idCard: string, phone: string): Promise<risk.CustomerRisk | undefined> {
+    const row = await this.#read(() => this.#select.get(this.#keys.key(idCard, phone)));
     if (!row) return undefined;
     return { riskScore: row.risk_score, reason: row.reason, factors: JSON.parse(row.factors) as string[] };
   }
 
-  async findByCustomerId(customerId: string): Promise<CustomerRisk | undefined> {
-    const row = this.#read(() => this.#selectByCustomerId.get(customerId));
+  async findByCustomerId(customerId: string): Promise<risk.CustomerRisk | undefined> {
+    const row = await this.#read(() => this.#selectByCustomerId.get(customerId));
     if (!row) return undefined;
     return { riskScore: row.risk_score, reason: row.reason, factors: JSON.parse(row.factors) as string[] };
   }
@@ -159,16 +135,7 @@ export class SqliteRiskStore implements RiskStore {
     if (this.#db.open) this.#db.close();
   }
 
-  #read<T>(work: () => T): T {
-    if (!this.available) throw new RiskStoreUnavailableError("the risk store is switched off");
-    if (!this.#db.open) throw new RiskStoreUnavailableError("the risk store is closed");
-    try {
-      return work();
-    } catch (cause) {
-      // Any SQLite failure of a read (I/O, corruption, a missing table) means the backend cannot answer.
-      if (cause instanceof Database.SqliteError)
-        throw new RiskStoreUnavailableError("the risk store cannot be read", { cause });
-      throw cause;
-    }
+  #read<T>(work: () => T): Promise<T> {
+    return risk.readStore({ available: this.available, closed: !this.#db.open }, isReadFailure, work);
   }
 }

@@ -1,27 +1,17 @@
 // Effect reservations on PostgreSQL (see effect-reservations.ts): the statements, and a change
 // made inside the transaction of the move it rides on.
 import type pg from "pg";
-import {
-  decideReservation,
-  type MoneyChange,
-  othersOf,
-  RESERVATION_SQL,
-  type ReservationRow,
-  reservationParams,
-  type ReservationStatus,
-  reservedTotals,
-  totalsDelta,
-} from "./effect-reservations.js";
+import * as reservations from "./effect-reservations.js";
 import { type Statement, statement } from "./postgres-session-sql.js";
 
 const Q = {
-  status: statement("lg_reservation_status", `${RESERVATION_SQL.status} FOR UPDATE`),
-  others: statement("lg_other_effects", RESERVATION_SQL.others),
-  reserve: statement("lg_reserve", RESERVATION_SQL.upsert),
-  settle: statement("lg_settle", RESERVATION_SQL.settle),
-  ofSession: statement("lg_reservations", RESERVATION_SQL.ofSession),
-  byKey: statement("lg_reservation_by_key", RESERVATION_SQL.byKey),
-  addTotals: statement("lg_add_totals", RESERVATION_SQL.addTotals),
+  status: statement("lg_reservation_status", `${reservations.RESERVATION_SQL.status} FOR UPDATE`),
+  others: statement("lg_other_effects", reservations.RESERVATION_SQL.others),
+  reserve: statement("lg_reserve", reservations.RESERVATION_SQL.upsert),
+  settle: statement("lg_settle", reservations.RESERVATION_SQL.settle),
+  ofSession: statement("lg_reservations", reservations.RESERVATION_SQL.ofSession),
+  byKey: statement("lg_reservation_by_key", reservations.RESERVATION_SQL.byKey),
+  addTotals: statement("lg_add_totals", reservations.RESERVATION_SQL.addTotals),
   /** Serialises the reserves of one entity, or of one customer in one currency, across replicas, until the transaction ends. */
   lockTotal: statement("lg_lock_total", "SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
 } as const;
@@ -42,33 +32,40 @@ type OthersRow = { entity_held: string; customer: string; session: string };
 export async function changeMoney(
   rows: RunStatement,
   client: pg.ClientBase,
-  money: MoneyChange,
+  money: reservations.MoneyChange,
   now: number,
 ): Promise<void> {
   if ("settle" in money) {
-    const [settled] = await rows<ReservationRow>(Q.settle, { key: money.settle, outcome: money.outcome, now }, client);
-    if (settled) await rows(Q.addTotals, totalsDelta(settled, money.outcome), client);
+    const [settled] = await rows<reservations.ReservationRow>(
+      Q.settle,
+      { key: money.settle, outcome: money.outcome, now },
+      client,
+    );
+    if (settled) await rows(Q.addTotals, reservations.totalsDelta(settled, money.outcome), client);
     return;
   }
   const r = money.reserve;
-  const params = reservationParams(r, money.limits.customerSince, now);
+  const params = reservations.reservationParams(r, money.limits.customerSince, now);
   await rows(Q.lockTotal, { name: `entity:${r.entity}:${r.entityId}` }, client);
   if (r.customerId !== "") await rows(Q.lockTotal, { name: `customer:${r.customerId}:${r.currency}` }, client);
-  const existing = (await rows<{ status: ReservationStatus }>(Q.status, params, client))[0]?.status;
-  const others = othersOf((await rows<OthersRow>(Q.others, params, client))[0]!);
-  if (decideReservation(r, money.limits, existing, others) !== "insert") return;
+  const existing = (await rows<{ status: reservations.ReservationStatus }>(Q.status, params, client))[0]?.status;
+  const others = reservations.othersOf((await rows<OthersRow>(Q.others, params, client))[0]!);
+  if (reservations.decideReservation(r, money.limits, existing, others) !== "insert") return;
   await rows(Q.reserve, params, client);
-  await rows(Q.addTotals, reservedTotals(r, now), client);
+  await rows(Q.addTotals, reservations.reservedTotals(r, now), client);
 }
 
-export async function ownRowOf(rows: RunStatement, key: string): Promise<ReservationRow | undefined> {
-  return (await rows<ReservationRow>(Q.byKey, { key }))[0];
+export async function ownRowOf(rows: RunStatement, key: string): Promise<reservations.ReservationRow | undefined> {
+  return (await rows<reservations.ReservationRow>(Q.byKey, { key }))[0];
 }
 
-export async function otherEffectsRow(rows: RunStatement, p: ReturnType<typeof reservationParams>): Promise<OthersRow> {
+export async function otherEffectsRow(
+  rows: RunStatement,
+  p: ReturnType<typeof reservations.reservationParams>,
+): Promise<OthersRow> {
   return (await rows<OthersRow>(Q.others, p))[0]!;
 }
 
-export function reservationRowsOf(rows: RunStatement, sessionId: string): Promise<ReservationRow[]> {
-  return rows<ReservationRow>(Q.ofSession, { sessionId });
+export function reservationRowsOf(rows: RunStatement, sessionId: string): Promise<reservations.ReservationRow[]> {
+  return rows<reservations.ReservationRow>(Q.ofSession, { sessionId });
 }

@@ -2,55 +2,49 @@
 // inside the write of the move it rides on, under the write lock every SQLite write holds (BEGIN
 // IMMEDIATE), so the totals read are the ones the row is written against.
 import type Database from "better-sqlite3";
-import {
-  decideReservation,
-  type MoneyChange,
-  othersOf,
-  RESERVATION_SQL,
-  type ReservationRow,
-  reservationParams,
-  type ReservationStatus,
-  reservedTotals,
-  totalsDelta,
-} from "./effect-reservations.js";
+import * as reservations from "./effect-reservations.js";
 
-type Params = ReturnType<typeof reservationParams>;
+type Params = ReturnType<typeof reservations.reservationParams>;
 
 export class SqliteReservations {
-  private readonly status: Database.Statement<[Params], { status: ReservationStatus }>;
+  private readonly status: Database.Statement<[Params], { status: reservations.ReservationStatus }>;
   private readonly others: Database.Statement<[Params], { entity_held: number; customer: number; session: number }>;
   private readonly upsert: Database.Statement<[Params]>;
-  private readonly settle: Database.Statement<[{ key: string; outcome: string; now: number }], ReservationRow>;
-  private readonly addTotals: Database.Statement<[ReturnType<typeof totalsDelta>]>;
-  private readonly byKey: Database.Statement<[{ key: string }], ReservationRow>;
-  private readonly ofSession: Database.Statement<[{ sessionId: string }], ReservationRow>;
+  private readonly settle: Database.Statement<
+    [{ key: string; outcome: string; now: number }],
+    reservations.ReservationRow
+  >;
+  private readonly addTotals: Database.Statement<[ReturnType<typeof reservations.totalsDelta>]>;
+  private readonly byKey: Database.Statement<[{ key: string }], reservations.ReservationRow>;
+  private readonly ofSession: Database.Statement<[{ sessionId: string }], reservations.ReservationRow>;
 
   constructor(db: Database.Database) {
-    this.status = db.prepare(RESERVATION_SQL.status);
-    this.others = db.prepare(RESERVATION_SQL.others);
-    this.upsert = db.prepare(RESERVATION_SQL.upsert);
-    this.settle = db.prepare(RESERVATION_SQL.settle);
-    this.ofSession = db.prepare(RESERVATION_SQL.ofSession);
-    this.addTotals = db.prepare(RESERVATION_SQL.addTotals);
-    this.byKey = db.prepare(RESERVATION_SQL.byKey);
+    this.status = db.prepare(reservations.RESERVATION_SQL.status);
+    this.others = db.prepare(reservations.RESERVATION_SQL.others);
+    this.upsert = db.prepare(reservations.RESERVATION_SQL.upsert);
+    this.settle = db.prepare(reservations.RESERVATION_SQL.settle);
+    this.ofSession = db.prepare(reservations.RESERVATION_SQL.ofSession);
+    this.addTotals = db.prepare(reservations.RESERVATION_SQL.addTotals);
+    this.byKey = db.prepare(reservations.RESERVATION_SQL.byKey);
   }
 
   /** Inside a write's transaction: throws ReservationRefusedError (the write then rolls back) above a limit. */
-  change(money: MoneyChange, now: number): void {
+  change(money: reservations.MoneyChange, now: number): void {
     if ("settle" in money) {
       const settled = this.settle.get({ key: money.settle, outcome: money.outcome, now });
-      if (settled) this.addTotals.run(totalsDelta(settled, money.outcome));
+      if (settled) this.addTotals.run(reservations.totalsDelta(settled, money.outcome));
       return;
     }
     const r = money.reserve;
-    const params = reservationParams(r, money.limits.customerSince, now);
+    const params = reservations.reservationParams(r, money.limits.customerSince, now);
     const existing = this.status.get(params)?.status;
-    if (decideReservation(r, money.limits, existing, othersOf(this.others.get(params)!)) !== "insert") return;
+    const others = reservations.othersOf(this.others.get(params)!);
+    if (reservations.decideReservation(r, money.limits, existing, others) !== "insert") return;
     this.upsert.run(params);
-    this.addTotals.run(reservedTotals(r, now));
+    this.addTotals.run(reservations.reservedTotals(r, now));
   }
 
-  ownRow(key: string): ReservationRow | undefined {
+  ownRow(key: string): reservations.ReservationRow | undefined {
     return this.byKey.get({ key });
   }
 
@@ -58,7 +52,7 @@ export class SqliteReservations {
     return this.others.get(p)!;
   }
 
-  rowsOf(sessionId: string): ReservationRow[] {
+  rowsOf(sessionId: string): reservations.ReservationRow[] {
     return this.ofSession.all({ sessionId });
   }
 }

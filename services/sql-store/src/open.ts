@@ -88,7 +88,7 @@ export async function migrateStore(
   location: StoreLocation,
   schema: StoreSchema,
   options: SqliteOptions & PostgresMigrateOptions = {},
-): Promise<string[]> {
+): Promise<readonly string[]> {
   if (location.kind === "postgres") return migratePostgres(location.url, schema.store, schema.postgres, options);
   const { db, applied } = await openMigratedSqlite(location.file, schema.store, schema.sqlite, options);
   db.close();

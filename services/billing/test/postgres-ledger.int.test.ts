@@ -1,20 +1,16 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { refusal } from "@loopguard/test-kit";
 import { MIGRATIONS_TABLE } from "@loopguard/sql-store";
-import { startTcpProxy, testPostgres } from "@loopguard/sql-store/testing";
+import { startTcpProxy } from "@loopguard/sql-store/testing";
+import { usePostgres } from "@loopguard/sql-store/testing/vitest";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
 import { LedgerError, type RefundLedger } from "../src/ledger.js";
 import { POSTGRES_LEDGER_MIGRATIONS, PostgresRefundLedger } from "../src/postgres-ledger.js";
 import { describeRefundLedger } from "./ledger.suite.js";
 
-const postgres = testPostgres("billing");
-const { skip, freshDatabase } = postgres;
-if (!skip) {
-  beforeAll(postgres.start, 120_000);
-  afterAll(postgres.stop, 60_000);
-}
+const { skip, freshDatabase } = usePostgres("billing");
 
 describeRefundLedger(
   "postgres",

@@ -127,6 +127,29 @@ async function httpClient(token: string | undefined): Promise<Client> {
 
 const textOf = (r: CallToolResult) => r.content.map((c) => (c.type === "text" ? c.text : "")).join("");
 
+/** An HTTP client of a requester who may grant kb:read and nothing else. */
+async function kbRequester(): Promise<Client> {
+  return httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
+}
+
+/** One tools/call, its result typed. */
+async function callTool(client: Client, request: Parameters<Client["callTool"]>[0]): Promise<CallToolResult> {
+  return (await client.callTool(request)) as CallToolResult;
+}
+
+/** Makes the call, expecting an error result; its text. */
+async function errorText(client: Client, request: Parameters<Client["callTool"]>[0]): Promise<string> {
+  const result = await callTool(client, request);
+  expect(result.isError).toBe(true);
+  return textOf(result);
+}
+
+/** The search for the refund policy each transport's first test makes, with `meta` as the call's `_meta`. */
+function searchRefundPolicy(client: Client, limit: number, meta?: Record<string, string>): Promise<CallToolResult> {
+  const query = { name: "kb_search_search", arguments: { query: "refund policy", limit } };
+  return callTool(client, meta ? { ...query, _meta: meta } : query);
+}
+
 beforeAll(async () => {
   await new Promise<void>((listening) => receiver.listen(0, "127.0.0.1", () => listening()));
   onCleanUp(() => new Promise((closed) => receiver.close(() => closed())));
@@ -220,11 +243,7 @@ describe("tools/list", () => {
 
 describe("stdio: pnpm -s mcp as the local requester", () => {
   it("searches the knowledge base as a one-call session and returns its hits", async () => {
-    const client = await requesterClient();
-    const result = (await client.callTool({
-      name: "kb_search_search",
-      arguments: { query: "refund policy", limit: 3 },
-    })) as CallToolResult;
+    const result = await searchRefundPolicy(await requesterClient(), 3);
     expect(result.isError).toBeFalsy();
     const structured = result.structuredContent as {
       sessionId: string;
@@ -239,19 +258,19 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
   it("a refund waits for another person's approval, names the session and its expiry, and moves money only once the approver approves", async () => {
     const client = await requesterClient();
     const refundable = async () => {
-      const read = (await client.callTool({
+      const read = await callTool(client, {
         name: "billing_get_order",
         arguments: { orderId: "ord_DEMO00000001" },
-      })) as CallToolResult;
+      });
       return Number(
         (read.structuredContent as { result: { order: { refundableCents: string } } }).result.order.refundableCents,
       );
     };
     const before = await refundable();
-    const result = (await client.callTool({
+    const result = await callTool(client, {
       name: "billing_refund",
       arguments: { orderId: "ord_DEMO00000001", amountCents: 500, reason: "REFUND_REASON_DAMAGED" },
-    })) as CallToolResult;
+    });
     expect(result.isError).toBeFalsy();
     const waiting = result.structuredContent as {
       sessionId: string;
@@ -297,12 +316,9 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
   it("says on stderr, with the address, when the orchestrator is unreachable, and the call's result says so too", async () => {
     const addr = `127.0.0.1:${await freePort()}`;
     const { client, stderr } = await stdioClient({ ORCHESTRATOR_ADDR: addr });
-    const result = (await client.callTool({
-      name: "kb_search_search",
-      arguments: { query: "refund" },
-    })) as CallToolResult;
-    expect(result.isError).toBe(true);
-    expect(textOf(result)).toBe(`cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`);
+    expect(await errorText(client, { name: "kb_search_search", arguments: { query: "refund" } })).toBe(
+      `cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`,
+    );
     expect(stderr()).toContain(`cannot reach the orchestrator at ${addr}`);
   });
 
@@ -338,11 +354,7 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
 
 describe("streamable HTTP: the client's bearer is the caller", () => {
   it("searches with a requester's token", async () => {
-    const client = await httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
-    const result = (await client.callTool({
-      name: "kb_search_search",
-      arguments: { query: "refund policy", limit: 2 },
-    })) as CallToolResult;
+    const result = await searchRefundPolicy(await kbRequester(), 2);
     expect(result.isError).toBeFalsy();
     expect((result.structuredContent as { result: { hits: { docId: string }[] } }).result.hits[0]?.docId).toBe(
       "refund-policy",
@@ -350,13 +362,8 @@ describe("streamable HTTP: the client's bearer is the caller", () => {
   });
 
   it("carries the client's traceparent (from _meta) and its own span to the orchestrator", async () => {
-    const client = await httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
     const [traceId, clientSpan] = ["4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"];
-    const result = (await client.callTool({
-      name: "kb_search_search",
-      arguments: { query: "refund policy", limit: 3 },
-      _meta: { traceparent: `00-${traceId}-${clientSpan}-01` },
-    })) as CallToolResult;
+    const result = await searchRefundPolicy(await kbRequester(), 3, { traceparent: `00-${traceId}-${clientSpan}-01` });
     expect(result.isError).toBeFalsy();
     const named = (service: string, name: string) =>
       spans.find((sp) => sp.service === service && sp.traceId === traceId && sp.name.endsWith(name));
@@ -372,31 +379,27 @@ describe("streamable HTTP: the client's bearer is the caller", () => {
   });
 
   it("refuses a call whose token may not grant the tool's scope, naming the scope", async () => {
-    const client = await httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
-    const result = (await client.callTool({
+    const text = await errorText(await kbRequester(), {
       name: "billing_refund",
       arguments: { orderId: "ord_DEMO00000001", amountCents: 100 },
-    })) as CallToolResult;
-    expect(result.isError).toBe(true);
-    expect(textOf(result)).toMatch(/^PERMISSION_DENIED SCOPE_NOT_GRANTABLE: .*billing:(refund|read)/);
-    expect(textOf(result)).not.toMatch(/ at .*\.js:\d+/);
+    });
+    expect(text).toMatch(/^PERMISSION_DENIED SCOPE_NOT_GRANTABLE: .*billing:(refund|read)/);
+    expect(text).not.toMatch(/ at .*\.js:\d+/);
   });
 
   it("refuses a bad bearer as UNAUTHENTICATED, and a request without one with HTTP 401", async () => {
     const bad = await httpClient("not-a-token");
-    const result = (await bad.callTool({ name: "kb_search_search", arguments: { query: "refund" } })) as CallToolResult;
-    expect(result.isError).toBe(true);
-    expect(textOf(result)).toMatch(/^UNAUTHENTICATED/);
+    expect(await errorText(bad, { name: "kb_search_search", arguments: { query: "refund" } })).toMatch(
+      /^UNAUTHENTICATED/,
+    );
     await expect(httpClient(undefined)).rejects.toThrow(/401|missing bearer token/);
   });
 
   it("returns the host's argument check as an error result naming the field", async () => {
-    const client = await httpClient(await tokenOf("requester", ["sessions:read", "sessions:write", "grant:kb:read"]));
-    const result = (await client.callTool({
+    const text = await errorText(await kbRequester(), {
       name: "kb_search_search",
       arguments: { query: "refund", limit: 1000 },
-    })) as CallToolResult;
-    expect(result.isError).toBe(true);
-    expect(textOf(result)).toMatch(/^EINVAL: .*limit/);
+    });
+    expect(text).toMatch(/^EINVAL: .*limit/);
   });
 });

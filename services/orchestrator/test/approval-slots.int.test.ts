@@ -4,12 +4,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { refusal } from "@loopguard/test-kit";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, status } from "@loopguard/tool-sdk";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   decisionOn,
   HIGH_RISK_CUSTOMER,
   refundsOf,
-  startOrchestrator,
   startRefund,
   type TestOrchestrator,
   useSuite,
@@ -32,10 +31,7 @@ async function refundCount(): Promise<number> {
 describe("sessions waiting for approval release their slot and their lease", () => {
   let orch: TestOrchestrator;
   beforeAll(async () => {
-    orch = await startOrchestrator(suite.tools, { ORCHESTRATOR_MAX_ACTIVE_SESSIONS: "2", APPROVAL_TTL_MS: "300000" });
-  });
-  afterAll(async () => {
-    await orch?.close();
+    orch = await suite.startOrchestrator({ ORCHESTRATOR_MAX_ACTIVE_SESSIONS: "2", APPROVAL_TTL_MS: "300000" });
   });
 
   it("more waiting sessions than ORCHESTRATOR_MAX_ACTIVE_SESSIONS do not block new sessions, and an approved one runs to DONE", async () => {
@@ -78,10 +74,7 @@ describe("sessions waiting for approval release their slot and their lease", () 
 describe("approvals left unanswered", () => {
   let orch: TestOrchestrator;
   beforeAll(async () => {
-    orch = await startOrchestrator(suite.tools, { APPROVAL_TTL_MS: "1000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" });
-  });
-  afterAll(async () => {
-    await orch?.close();
+    orch = await suite.startOrchestrator({ APPROVAL_TTL_MS: "1000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" });
   });
 
   it("end FAILED with approval_denied once expired, by the periodic sweep; nothing is refunded and a late answer is refused", async () => {

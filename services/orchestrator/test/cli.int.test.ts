@@ -6,15 +6,8 @@ import { execFile } from "node:child_process";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import {
-  CallError,
-  createRawClient,
-  ensureLocalKeys,
-  type LocalKeys,
-  mintToken,
-  personKey,
-  status,
-} from "@loopguard/tool-sdk";
+import { CallError, createRawClient, ensureLocalKeys, type LocalKeys, status } from "@loopguard/tool-sdk";
+import { localPersonToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
 import { decisionOn, type Tools } from "./harness.js";
@@ -238,13 +231,8 @@ describe("four eyes: the same person through every door", () => {
     expect(viaDashboard.status).toBe(403);
     expect(JSON.stringify(await viaDashboard.json())).toContain("SELF_APPROVAL");
 
-    const lead = personKey({ LOOPGUARD_DATA_DIR: dataDir }, "lead");
     const api = createRawClient(OrchestratorService, address, {
-      token: await mintToken(lead.key, {
-        subject: "lead",
-        audience: "orchestrator",
-        scopes: ["sessions:read", "approvals:write"],
-      }),
+      token: await localPersonToken(dataDir, "lead", "orchestrator", ["sessions:read", "approvals:write"]),
     });
     try {
       const viaApi = await api.resolveApproval(decisionOn(id, approval, true)).catch((e: unknown) => e as CallError);

@@ -139,8 +139,16 @@ function failureExamples(sessions: readonly Session[]): string[] {
   return [...seen.values()];
 }
 
-/** Every DONE session cites a refund, and the ledger holds exactly those refunds, each once. */
-async function expectOneRefundPerDoneSession(billingAddress: string, sessions: readonly Session[]): Promise<void> {
+/** `count` sessions, all ended; each DONE one cites a refund, and the ledger holds exactly those refunds, once each. */
+async function expectEndedWithOneRefundPerDone(
+  billingAddress: string,
+  sessions: readonly Session[],
+  count: number,
+): Promise<void> {
+  expect(sessions).toHaveLength(count);
+  expect(sessions.filter((s) => !TERMINAL.has(s.state)).map((s) => `${s.sessionId} ${SessionState[s.state]}`)).toEqual(
+    [],
+  );
   const done = sessions.filter((s) => s.state === SessionState.DONE);
   const cited = done.map((s) => REFUND_ID.exec(s.answer)?.[0]);
   // The answers that cite no refund, so a failure says what those sessions answered.
@@ -209,11 +217,7 @@ describe("orchestrator drills (real processes)", () => {
     const secondApi = await clientFor(OrchestratorService, second.address, ["sessions:read"]);
     const sessions = await waitTerminal(secondApi, ids, 60_000);
 
-    expect(sessions).toHaveLength(50);
-    expect(
-      sessions.filter((s) => !TERMINAL.has(s.state)).map((s) => `${s.sessionId} ${SessionState[s.state]}`),
-    ).toEqual([]);
-    await expectOneRefundPerDoneSession(tools.billing.address, sessions);
+    await expectEndedWithOneRefundPerDone(tools.billing.address, sessions, 50);
 
     const db = new Database(join(dir, "orchestrator.db"), { readonly: true, fileMustExist: true });
     const rows = db.prepare(`SELECT session_id, reason, tool, owner FROM session_audit`).all() as AuditRow[];
@@ -287,11 +291,7 @@ describe("orchestrator drills (real processes)", () => {
         await kill(a);
 
         const sessions = await waitTerminal(apiB, ids, 60_000);
-        expect(sessions).toHaveLength(30);
-        expect(
-          sessions.filter((s) => !TERMINAL.has(s.state)).map((s) => `${s.sessionId} ${SessionState[s.state]}`),
-        ).toEqual([]);
-        await expectOneRefundPerDoneSession(tools.billing.address, sessions);
+        await expectEndedWithOneRefundPerDone(tools.billing.address, sessions, 30);
 
         const rows: AuditRow[] = [];
         for (const id of ids)

@@ -11,6 +11,7 @@ import {
   type ReservationLimits,
 } from "../src/store/effect-reservations.js";
 import type { NewSession, SessionRecord, SessionStore } from "../src/store/session-store.js";
+import { movesAt } from "./store-move.js";
 
 export interface MoneyContext {
   store(): SessionStore;
@@ -43,29 +44,16 @@ function reservation(sessionId: string, extra: Partial<Reservation> = {}): Reser
 }
 
 export function effectReservationTests(t: MoneyContext): void {
+  const move = movesAt(() => t.now());
   /** A new session moved to THINKING, ready to record a call. */
   async function thinking(store: SessionStore, id: string): Promise<SessionRecord> {
     await store.create(t.newSession(id));
-    return store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: t.now() } });
+    return move(store, id, "IDLE", "THINKING", 0);
   }
   const call = (store: SessionStore, s: SessionRecord, money: MoneyChange) =>
-    store.transition({
-      id: s.id,
-      from: s.state,
-      to: "TOOL_EXECUTING",
-      expectedVersion: s.version,
-      audit: { at: t.now(), reason: "calling" },
-      money,
-    });
+    move(store, s.id, s.state, "TOOL_EXECUTING", s.version, { audit: { at: t.now(), reason: "calling" }, money });
   const observe = (store: SessionStore, s: SessionRecord, money: MoneyChange) =>
-    store.transition({
-      id: s.id,
-      from: "TOOL_EXECUTING",
-      to: "OBSERVING",
-      expectedVersion: s.version,
-      audit: { at: t.now() },
-      money,
-    });
+    move(store, s.id, "TOOL_EXECUTING", "OBSERVING", s.version, { money });
 
   it("holds a reservation with the move that records the call, then settles or releases it with the move that observes the outcome", async () => {
     const store = t.store();
@@ -120,32 +108,13 @@ export function effectReservationTests(t: MoneyContext): void {
     const r1 = reservation("s1");
     const executing = await call(store, s1, { reserve: r1, limits: LIMITS });
     const observed = await observe(store, executing, { settle: r1.key, outcome: "released" });
-    const again = await store.transition({
-      id: "s1",
-      from: "OBSERVING",
-      to: "THINKING",
-      expectedVersion: observed.version,
-      audit: { at: t.now() },
-    });
+    const again = await move(store, "s1", "OBSERVING", "THINKING", observed.version);
     const tight = { ...LIMITS, entityMax: 10_000 };
     await expect(call(store, again, { reserve: r1, limits: tight })).rejects.toBeInstanceOf(ReservationRefusedError);
     const held = await call(store, again, { reserve: r1, limits: LIMITS });
     // Re-planned after a crash, re-sent after a lost answer: the same key held again counts once, whatever the totals now.
-    const replanned = await store.transition({
-      id: "s1",
-      from: "TOOL_EXECUTING",
-      to: "RETRYING",
-      expectedVersion: held.version,
-      audit: { at: t.now() },
-    });
-    await store.transition({
-      id: "s1",
-      from: "RETRYING",
-      to: "TOOL_EXECUTING",
-      expectedVersion: replanned.version,
-      audit: { at: t.now() },
-      money: { reserve: r1, limits: tight },
-    });
+    const replanned = await move(store, "s1", "TOOL_EXECUTING", "RETRYING", held.version);
+    await move(store, "s1", "RETRYING", "TOOL_EXECUTING", replanned.version, { money: { reserve: r1, limits: tight } });
     expect(await store.reservations("s1")).toEqual([
       expect.objectContaining({ key: r1.key, status: "held", amount: 45_000 }),
     ]);

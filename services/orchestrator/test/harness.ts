@@ -139,11 +139,14 @@ export async function waitForSession(
   }
 }
 
-/** Starts a session the openai policy drives on `task` with every scope, and waits for it until `until`. */
+/**
+ * Starts a session the openai policy drives on `task` (none: the goal alone) with every scope, and waits for it until
+ * `until`.
+ */
 export async function modelSession(
   orch: TestOrchestrator,
   goal: string,
-  task: object,
+  task?: object,
   until: (s: Session) => boolean = isEnded,
 ): Promise<Session> {
   const { session } = await orch.api.startSession({ goal, task: task as never, scopes: ALL_SCOPES, policy: "openai" });

@@ -7,22 +7,16 @@ import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orc
 import { redactText } from "@loopguard/tool-sdk";
 import { trace } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Decision, Policy, PolicyInput } from "../src/policies/policy.js";
 import { MAX_ANSWER_CHARS } from "../src/session/model-bounds.js";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
-import { ALL_SCOPES, startOrchestrator, startTools, type Tools, waitForSession } from "./harness.js";
+import { modelSession, startOrchestrator, useSuite } from "./harness.js";
 
 const spans = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
 
-let tools: Tools;
-beforeAll(async () => {
-  tools = await startTools();
-});
-afterAll(async () => {
-  await tools?.stop();
-});
+const suite = useSuite({ orchestrator: false });
 
 /** About 5 MB of text dense with mobile numbers: what costs the redactor most. */
 const FIVE_MB = "call 13800138000 ".repeat(300_000);
@@ -43,17 +37,12 @@ function scriptedModel(
 }
 
 async function runWith(model: Policy) {
-  const orch = await startOrchestrator(tools, {}, { policies: [model] });
+  const orch = await startOrchestrator(suite.tools, {}, { policies: [model] });
   try {
     const cpu = process.cpuUsage();
-    const { session } = await orch.api.startSession({
-      goal: "Summarise the refund policy",
-      scopes: ALL_SCOPES,
-      policy: model.name,
-    });
-    const done = await waitForSession(orch.api, session!.sessionId);
+    const done = await modelSession(orch, "Summarise the refund policy");
     const used = process.cpuUsage(cpu);
-    const trace = (await orch.api.getTrace({ sessionId: session!.sessionId })).records;
+    const trace = (await orch.api.getTrace({ sessionId: done.sessionId })).records;
     return { done, cpuMs: (used.user + used.system) / 1000, trace };
   } finally {
     await orch.close();
@@ -121,14 +110,9 @@ describe("what the model writes is bounded", () => {
 
   it("does not read a model reply larger than the host reads: the session fails with a clear reason", async () => {
     const chat = await startFakeChatServer([() => chatCompletion({ content: FIVE_MB })]);
-    const orch = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl });
+    const orch = await startOrchestrator(suite.tools, { OPENAI_BASE_URL: chat.baseUrl });
     try {
-      const { session } = await orch.api.startSession({
-        goal: "Summarise the refund policy",
-        scopes: ALL_SCOPES,
-        policy: "openai",
-      });
-      const done = await waitForSession(orch.api, session!.sessionId);
+      const done = await modelSession(orch, "Summarise the refund policy");
       expect(SessionState[done.state]).toBe("FAILED");
       expect(done.stopReason).toBe("unrecoverable_error");
       expect(done.answer).toBe(

@@ -3,11 +3,8 @@
 // session waits for a human (or is refused) with a reason — on one orchestrator over SQLite, and on
 // two orchestrator replicas sharing one PostgreSQL. Real tool processes, a real OpenAI-compatible
 // model server on loopback that holds every session's refund decision until all N have asked.
-import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { testPostgres } from "@loopguard/sql-store/testing";
-import { createRawClient } from "@loopguard/tool-sdk";
-import { testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
   chatCompletion,
@@ -19,6 +16,7 @@ import {
 import {
   ALL_SCOPES,
   isEnded,
+  refundsOf,
   startOrchestrator,
   startTools,
   type TestOrchestrator,
@@ -52,14 +50,7 @@ function racingModel(n: number): (request: ReceivedRequest) => Promise<unknown> 
 }
 
 async function ledgerRefunds(tools: Tools): Promise<number[]> {
-  const billing = createRawClient(BillingService, tools.billing.address, {
-    token: await testToken({ scopes: ["billing:read"] }),
-  });
-  try {
-    return (await billing.listRefunds({ orderId: ORDER })).refunds.map((r) => Number(r.amountCents));
-  } finally {
-    billing.close();
-  }
+  return (await refundsOf(tools, ORDER)).map((r) => Number(r.amountCents));
 }
 
 const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL || isEnded(s);

@@ -10,7 +10,13 @@ import {
   type OpenAiPolicyOptions,
 } from "../src/policies/openai-policy.js";
 import type { Decision, PolicyInput, ResultEnvelope, ToolSpec } from "../src/policies/policy.js";
-import { chatCompletion, startFakeChatServer, type FakeChatServer, type ScriptedReply } from "./fake-chat-server.js";
+import {
+  chatCompletion,
+  type FakeChatServer,
+  type ScriptedReply,
+  type ScriptedToolCall,
+  startFakeChatServer,
+} from "./fake-chat-server.js";
 
 const TOOLS: ToolSpec[] = [
   {
@@ -76,6 +82,16 @@ function never(): AbortSignal {
   return new AbortController().signal;
 }
 
+/** What a final decision with this answer holds, with the confidence the model gave it and why it doubts it. */
+function final(answer: string, confidence: number, uncertaintyReason: string) {
+  return { kind: "final", answer, confidence, uncertaintyReason };
+}
+
+/** A policy asking a server whose one reply is these tool calls. */
+function serveCalls(...calls: ScriptedToolCall[]) {
+  return serve([() => chatCompletion({ toolCalls: calls })]);
+}
+
 function toolCalls(decision: Decision) {
   expect(decision.kind).toBe("tool_calls");
   return decision.kind === "tool_calls" ? decision.calls : [];
@@ -83,10 +99,11 @@ function toolCalls(decision: Decision) {
 
 describe("openai policy: request", () => {
   it("posts model, system prompt, goal with task JSON and the tools as functions with tool_choice auto", async () => {
-    const { server, policy } = await serve([
-      () =>
-        chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] }),
-    ]);
+    const { server, policy } = await serveCalls({
+      id: "call_abc",
+      name: "kb_search",
+      arguments: '{"query":"refund policy"}',
+    });
     await policy.decide(input(), never());
 
     expect(server.requests).toHaveLength(1);
@@ -206,10 +223,7 @@ describe("openai policy: request", () => {
 
 describe("openai policy: replies", () => {
   it("turns a single tool call into a tool_calls decision with the model's id and raw arguments", async () => {
-    const { policy } = await serve([
-      () =>
-        chatCompletion({ toolCalls: [{ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' }] }),
-    ]);
+    const { policy } = await serveCalls({ id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' });
     const decision = await policy.decide(input(), never());
     expect(toolCalls(decision)).toEqual([
       { id: "call_abc", name: "kb_search", arguments: '{"query":"refund policy"}' },
@@ -217,16 +231,11 @@ describe("openai policy: replies", () => {
   });
 
   it("keeps every tool call of one reply, in the model's order", async () => {
-    const { policy } = await serve([
-      () =>
-        chatCompletion({
-          toolCalls: [
-            { id: "call_1", name: "kb_search", arguments: '{"query":"refund policy"}' },
-            { id: "call_2", name: "billing_refund", arguments: '{"order_id":"ord_AAAAAAAAAAAA","amount_cents":500}' },
-            { id: "call_3", name: "kb_search", arguments: '{"query":"risk policy"}' },
-          ],
-        }),
-    ]);
+    const { policy } = await serveCalls(
+      { id: "call_1", name: "kb_search", arguments: '{"query":"refund policy"}' },
+      { id: "call_2", name: "billing_refund", arguments: '{"order_id":"ord_AAAAAAAAAAAA","amount_cents":500}' },
+      { id: "call_3", name: "kb_search", arguments: '{"query":"risk policy"}' },
+    );
     const calls = toolCalls(await policy.decide(input(), never()));
     expect(calls.map((call) => [call.id, call.name])).toEqual([
       ["call_1", "kb_search"],
@@ -237,9 +246,7 @@ describe("openai policy: replies", () => {
 
   it("passes arguments that are not valid JSON through as the raw string", async () => {
     const raw = '{"query": "refund policy",';
-    const { policy } = await serve([
-      () => chatCompletion({ toolCalls: [{ id: "call_bad", name: "kb_search", arguments: raw }] }),
-    ]);
+    const { policy } = await serveCalls({ id: "call_bad", name: "kb_search", arguments: raw });
     expect(toolCalls(await policy.decide(input(), never()))).toEqual([
       { id: "call_bad", name: "kb_search", arguments: raw },
     ]);
@@ -247,16 +254,12 @@ describe("openai policy: replies", () => {
 
   it("passes extra argument fields through unchanged", async () => {
     const raw = '{"query":"refund policy","limit":99,"hack":true}';
-    const { policy } = await serve([
-      () => chatCompletion({ toolCalls: [{ id: "call_x", name: "kb_search", arguments: raw }] }),
-    ]);
+    const { policy } = await serveCalls({ id: "call_x", name: "kb_search", arguments: raw });
     expect(toolCalls(await policy.decide(input(), never()))[0]!.arguments).toBe(raw);
   });
 
   it("passes an unknown tool name through unchanged", async () => {
-    const { policy } = await serve([
-      () => chatCompletion({ toolCalls: [{ id: "call_u", name: "delete_all_orders", arguments: "{}" }] }),
-    ]);
+    const { policy } = await serveCalls({ id: "call_u", name: "delete_all_orders", arguments: "{}" });
     expect(toolCalls(await policy.decide(input(), never()))).toEqual([
       { id: "call_u", name: "delete_all_orders", arguments: "{}" },
     ]);
@@ -289,18 +292,8 @@ describe("openai policy: replies", () => {
     expect(server.requests.length).toBe(0);
     const high = await policy.decide(input(), never());
     expect(server.requests[0]!.body.messages[0].content).toContain('"confidence": <0 to 1');
-    expect(high).toMatchObject({
-      kind: "final",
-      answer: "Refunds take 5 days [refund-policy@3].",
-      confidence: 0.9,
-      uncertaintyReason: "",
-    });
-    expect(await policy.decide(input(), never())).toMatchObject({
-      kind: "final",
-      answer: "Maybe 5 days.",
-      confidence: 0.2,
-      uncertaintyReason: "no document says so",
-    });
+    expect(high).toMatchObject(final("Refunds take 5 days [refund-policy@3].", 0.9, ""));
+    expect(await policy.decide(input(), never())).toMatchObject(final("Maybe 5 days.", 0.2, "no document says so"));
   });
 
   it("takes an answer with a missing or invalid confidence as 0: model gave no confidence", async () => {
@@ -309,12 +302,9 @@ describe("openai policy: replies", () => {
       () => chatCompletion({ content: JSON.stringify({ answer: "Refunds take 5 days.", confidence: "quite" }) }),
     ]);
     for (let i = 0; i < 2; i += 1) {
-      expect(await policy.decide(input(), never())).toMatchObject({
-        kind: "final",
-        answer: "Refunds take 5 days.",
-        confidence: 0,
-        uncertaintyReason: "model gave no confidence",
-      });
+      expect(await policy.decide(input(), never())).toMatchObject(
+        final("Refunds take 5 days.", 0, "model gave no confidence"),
+      );
     }
   });
 
@@ -345,29 +335,19 @@ describe("openai policy: replies", () => {
   });
 
   it("gives tool calls without an id a stable one from the step and position", async () => {
-    const { policy } = await serve([
-      () =>
-        chatCompletion({
-          toolCalls: [
-            { name: "kb_search", arguments: '{"query":"a"}' },
-            { name: "kb_search", arguments: '{"query":"b"}' },
-          ],
-        }),
-    ]);
+    const { policy } = await serveCalls(
+      { name: "kb_search", arguments: '{"query":"a"}' },
+      { name: "kb_search", arguments: '{"query":"b"}' },
+    );
     const calls = toolCalls(await policy.decide(input({ step: 4 }), never()));
     expect(calls.map((call) => call.id)).toEqual(["call_4_0", "call_4_1"]);
   });
 
   it("replaces a tool call id the session already used, so ids stay unique", async () => {
-    const { policy } = await serve([
-      () =>
-        chatCompletion({
-          toolCalls: [
-            { id: "call_0", name: "kb_search", arguments: '{"query":"b"}' },
-            { id: "call_0", name: "kb_search", arguments: '{"query":"c"}' },
-          ],
-        }),
-    ]);
+    const { policy } = await serveCalls(
+      { id: "call_0", name: "kb_search", arguments: '{"query":"b"}' },
+      { id: "call_0", name: "kb_search", arguments: '{"query":"c"}' },
+    );
     const history: PolicyInput["history"] = [
       { kind: "call", callId: "call_0", tool: "kb_search", arguments: '{"query":"a"}' },
       { kind: "observation", callId: "call_0", tool: "kb_search", envelope: envelope({ hits: [] }) },

@@ -3,17 +3,11 @@
 import { refusal } from "@loopguard/test-kit";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, status } from "@loopguard/tool-sdk";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall, toolResults } from "./fake-chat-server.js";
-import { ALL_SCOPES, decisionOn, startOrchestrator, startTools, type Tools, waitForSession } from "./harness.js";
+import { ALL_SCOPES, decisionOn, modelSession, startOrchestrator, useSuite, waitForSession } from "./harness.js";
 
-let tools: Tools;
-beforeAll(async () => {
-  tools = await startTools();
-});
-afterAll(async () => {
-  await tools?.stop();
-});
+const suite = useSuite({ orchestrator: false });
 
 /** Runs one session through a fresh orchestrator whose model answers from `script`. */
 async function runWith(
@@ -22,15 +16,14 @@ async function runWith(
   extraEnv: Record<string, string> = {},
 ) {
   const chat = await startFakeChatServer(script);
-  const orch = await startOrchestrator(tools, {
+  const orch = await startOrchestrator(suite.tools, {
     OPENAI_BASE_URL: chat.baseUrl,
     OPENAI_MODEL: "fake-model",
     ...extraEnv,
   });
   try {
-    const { session } = await orch.api.startSession({ goal, scopes: ALL_SCOPES, policy: "openai" });
-    const done = await waitForSession(orch.api, session!.sessionId);
-    const trace = (await orch.api.getTrace({ sessionId: session!.sessionId })).records;
+    const done = await modelSession(orch, goal);
+    const trace = (await orch.api.getTrace({ sessionId: done.sessionId })).records;
     return { done, requests: chat.requests, trace };
   } finally {
     await orch.close();
@@ -125,16 +118,14 @@ describe("openai policy sessions", () => {
       search("returns"),
       () => chatCompletion({ content: "Read six searches." }),
     ]);
-    const orch = await startOrchestrator(tools, { OPENAI_BASE_URL: chat.baseUrl, CONTEXT_COMPRESS_TOKENS: "300" });
+    const orch = await startOrchestrator(suite.tools, {
+      OPENAI_BASE_URL: chat.baseUrl,
+      CONTEXT_COMPRESS_TOKENS: "300",
+    });
     try {
-      const { session } = await orch.api.startSession({
-        goal: "Summarise our policies",
-        scopes: ALL_SCOPES,
-        policy: "openai",
-      });
-      const done = await waitForSession(orch.api, session!.sessionId);
+      const done = await modelSession(orch, "Summarise our policies");
       expect(done.stopReason).toBe("done");
-      const stored = await orch.orchestrator.store.get(session!.sessionId);
+      const stored = await orch.orchestrator.store.get(done.sessionId);
       expect(Number(stored?.context.compressions)).toBeGreaterThan(0);
       const lastRequest = JSON.stringify(chat.requests.at(-1)!.body.messages);
       expect(lastRequest).toContain('\\"compressed\\":true');
@@ -153,7 +144,7 @@ describe("openai policy sessions", () => {
   });
 
   it("is refused at StartSession when no model endpoint is configured", async () => {
-    const orch = await startOrchestrator(tools);
+    const orch = await startOrchestrator(suite.tools);
     try {
       const error = await refusal(
         orch.api.startSession({ goal: "hi", scopes: ALL_SCOPES, policy: "openai" }),
@@ -169,7 +160,7 @@ describe("openai policy sessions", () => {
 
 describe("approval expiry", () => {
   it("an approval after expiry is refused and the session ends with approval_denied", async () => {
-    const orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "1000" });
+    const orch = await startOrchestrator(suite.tools, { APPROVAL_TTL_MS: "1000" });
     try {
       const { session } = await orch.api.startSession({
         goal: "Refund",

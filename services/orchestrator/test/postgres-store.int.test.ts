@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { errorOf } from "@loopguard/test-kit";
-import { testPostgres } from "@loopguard/sql-store/testing";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { usePostgres } from "@loopguard/sql-store/testing/vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/store/open-store.js";
 import type { PostgresSessionStoreOptions } from "../src/store/postgres-session-store.js";
 import {
@@ -13,11 +13,7 @@ import {
 } from "../src/store/session-store.js";
 import { describeSessionStore, newSession as session } from "./session-store.suite.js";
 
-const postgres = testPostgres("orchestrator");
-if (!postgres.skip) {
-  beforeAll(postgres.start, 120_000);
-  afterAll(postgres.stop, 60_000);
-}
+const postgres = usePostgres("orchestrator");
 
 /** The database's clock, by which the store measures leases. */
 async function databaseNow(client: pg.Client): Promise<number> {

@@ -28,6 +28,7 @@ import {
 } from "../src/store/session-store.js";
 import { effectReservationTests } from "./effect-reservations.suite.js";
 import { describeReadersAndQuotas } from "./session-store-readers.suite.js";
+import { movesAt } from "./store-move.js";
 
 export interface StoreHarness {
   readonly store: SessionStore;
@@ -95,6 +96,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       extra.push(s);
       return s;
     };
+    const move = movesAt(now);
 
     /** Drives a session along legal edges, returning the record after the last one. */
     async function drive(
@@ -105,13 +107,8 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
     ): Promise<SessionRecord> {
       let rec = (await s.get(id))!;
       for (const to of path) {
-        rec = await s.transition({
-          id,
-          from: rec.state,
-          to,
-          expectedVersion: rec.version,
+        rec = await move(s, id, rec.state, to, rec.version, {
           patch: isTerminal(to) ? { stopReason: stopReason ?? "done" } : {},
-          audit: { at: now() },
         });
       }
       return rec;
@@ -208,20 +205,12 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s1"));
         clock = T0 + 100;
         const usage = { steps: 1, toolCalls: 1, tokens: 321, costMicros: 40, startedAt: T0 };
-        const thinking = await store.transition({
-          id: "s1",
-          from: "IDLE",
-          to: "THINKING",
-          expectedVersion: 0,
+        const thinking = await move(store, "s1", "IDLE", "THINKING", 0, {
           patch: { usage, context: { messages: [{ role: "user", content: "refund please" }] } },
           audit: { at: T0 + 100, reason: "start" },
         });
         expect(thinking).toMatchObject({ state: "THINKING", version: 1, usage, updatedAt: T0 + 100 });
-        const executing = await store.transition({
-          id: "s1",
-          from: "THINKING",
-          to: "TOOL_EXECUTING",
-          expectedVersion: 1,
+        const executing = await move(store, "s1", "THINKING", "TOOL_EXECUTING", 1, {
           patch: { pending: { tool: "billing.refund", args: { orderId: "o1" } } },
           audit: {
             at: T0 + 150,
@@ -241,11 +230,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         });
         expect(await store.get("s1")).toEqual(executing);
 
-        const observing = await store.transition({
-          id: "s1",
-          from: "TOOL_EXECUTING",
-          to: "OBSERVING",
-          expectedVersion: 2,
+        const observing = await move(store, "s1", "TOOL_EXECUTING", "OBSERVING", 2, {
           patch: { pending: null },
           audit: { at: T0 + 180, outcome: "ok" },
         });
@@ -297,20 +282,11 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       it("refuses a transition outside the table and writes nothing", async () => {
         const { session } = await store.create(newSession("s1"));
         for (const to of ["OBSERVING", "TOOL_EXECUTING", "RETRYING", "IDLE"] as const) {
-          await expect(
-            store.transition({ id: "s1", from: "IDLE", to, expectedVersion: 0, audit: { at: T0 } }),
-          ).rejects.toBeInstanceOf(IllegalTransitionError);
+          await expect(move(store, "s1", "IDLE", to, 0)).rejects.toBeInstanceOf(IllegalTransitionError);
         }
-        await expect(
-          store.transition({
-            id: "s1",
-            from: "IDLE",
-            to: "DONE",
-            expectedVersion: 0,
-            patch: { stopReason: "done" },
-            audit: { at: T0 },
-          }),
-        ).rejects.toBeInstanceOf(IllegalTransitionError);
+        await expect(move(store, "s1", "IDLE", "DONE", 0, { patch: { stopReason: "done" } })).rejects.toBeInstanceOf(
+          IllegalTransitionError,
+        );
         expect(await store.get("s1")).toEqual(session);
         expect(await store.auditTrail("s1")).toEqual([]);
       });
@@ -319,9 +295,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s1"));
         const done = await drive(store, "s1", ["THINKING", "DONE"]);
         for (const to of SESSION_STATES) {
-          await expect(
-            store.transition({ id: "s1", from: "DONE", to, expectedVersion: done.version, audit: { at: T0 } }),
-          ).rejects.toBeInstanceOf(IllegalTransitionError);
+          await expect(move(store, "s1", "DONE", to, done.version)).rejects.toBeInstanceOf(IllegalTransitionError);
         }
         expect(await store.get("s1")).toEqual(done);
         expect(await store.auditTrail("s1")).toHaveLength(2);
@@ -330,25 +304,12 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       it("requires a stop reason exactly when entering a terminal state", async () => {
         await store.create(newSession("s1"));
         await drive(store, "s1", ["THINKING"]);
+        await expect(move(store, "s1", "THINKING", "DONE", 1)).rejects.toThrow(/stop reason/);
         await expect(
-          store.transition({ id: "s1", from: "THINKING", to: "DONE", expectedVersion: 1, audit: { at: T0 } }),
-        ).rejects.toThrow(/stop reason/);
-        await expect(
-          store.transition({
-            id: "s1",
-            from: "THINKING",
-            to: "TOOL_EXECUTING",
-            expectedVersion: 1,
-            patch: { stopReason: "done" },
-            audit: { at: T0 },
-          }),
+          move(store, "s1", "THINKING", "TOOL_EXECUTING", 1, { patch: { stopReason: "done" } }),
         ).rejects.toBeInstanceOf(IllegalTransitionError);
         expect((await store.get("s1"))?.version).toBe(1);
-        const done = await store.transition({
-          id: "s1",
-          from: "THINKING",
-          to: "DONE",
-          expectedVersion: 1,
+        const done = await move(store, "s1", "THINKING", "DONE", 1, {
           patch: { stopReason: "done", answer: "Refunded 12.50 EUR to order ord-s1." },
           audit: { at: T0 + 1 },
         });
@@ -363,41 +324,22 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
 
       it("refuses a stale version, a wrong from-state and an unknown session", async () => {
         await store.create(newSession("s1"));
-        await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } });
-        const stale = store.transition({
-          id: "s1",
-          from: "IDLE",
-          to: "THINKING",
-          expectedVersion: 0,
-          audit: { at: T0 },
-        });
+        await move(store, "s1", "IDLE", "THINKING", 0);
+        const stale = move(store, "s1", "IDLE", "THINKING", 0);
         await expect(stale).rejects.toBeInstanceOf(StaleTransitionError);
         await expect(stale).rejects.toMatchObject({ actual: { state: "THINKING", version: 1 } });
         await expect(
-          store.transition({
-            id: "s1",
-            from: "THINKING",
-            to: "DONE",
-            expectedVersion: 0,
-            patch: { stopReason: "done" },
-            audit: { at: T0 },
-          }),
+          move(store, "s1", "THINKING", "DONE", 0, { patch: { stopReason: "done" } }),
         ).rejects.toBeInstanceOf(StaleTransitionError);
-        await expect(
-          store.transition({ id: "ghost", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: T0 } }),
-        ).rejects.toBeInstanceOf(SessionNotFoundError);
+        await expect(move(store, "ghost", "IDLE", "THINKING", 0)).rejects.toBeInstanceOf(SessionNotFoundError);
         expect(await store.auditTrail("s1")).toHaveLength(1);
         expect((await store.get("s1"))?.version).toBe(1);
       });
 
       it("moves through `via` in one transaction, with one version and audit row per move", async () => {
         await store.create(newSession("s1", { lease: { owner: "a", ttlMs: 60_000 } }));
-        const executing = await store.transition({
-          id: "s1",
-          from: "IDLE",
+        const executing = await move(store, "s1", "IDLE", "TOOL_EXECUTING", 0, {
           via: [{ state: "THINKING", audit: { at: T0 + 1, reason: "started" } }],
-          to: "TOOL_EXECUTING",
-          expectedVersion: 0,
           owner: "a",
           patch: { pending: { call: "c1" } },
           audit: { at: T0 + 2, reason: "calling", tool: "kb.search", expectedTimeoutMs: 500 },
@@ -409,15 +351,11 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           pending: { call: "c1" },
           updatedAt: T0 + 2,
         });
-        const thinking = await store.transition({
-          id: "s1",
-          from: "TOOL_EXECUTING",
+        const thinking = await move(store, "s1", "TOOL_EXECUTING", "THINKING", 2, {
           via: [
             { state: "FALLBACK", audit: { at: T0 + 3, outcome: "cache" } },
             { state: "OBSERVING", audit: { at: T0 + 3 } },
           ],
-          to: "THINKING",
-          expectedVersion: 2,
           owner: "a",
           patch: { pending: null, context: { seen: 1 } },
           audit: { at: T0 + 4, reason: "observed" },
@@ -440,15 +378,10 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       it("returns the record as stored whether or not the caller passes the record it moves from", async () => {
         for (const id of ["with", "without"])
           await store.create(newSession(id, { lease: { owner: "a", ttlMs: 60_000 } }));
-        const move = async (id: string, pass: boolean, current: SessionRecord, to: SessionState, patch: object) => {
-          const next = await store.transition({
-            id,
-            from: current.state,
-            to,
-            expectedVersion: current.version,
+        const moveOn = async (id: string, pass: boolean, current: SessionRecord, to: SessionState, patch: object) => {
+          const next = await move(store, id, current.state, to, current.version, {
             owner: "a",
             patch,
-            audit: { at: now() },
             ...(pass ? { current } : {}),
           });
           expect(next).toEqual(await store.get(id));
@@ -457,17 +390,17 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         for (const pass of [true, false]) {
           const id = pass ? "with" : "without";
           let s = (await store.get(id))!;
-          s = await move(id, pass, s, "THINKING", {
+          s = await moveOn(id, pass, s, "THINKING", {
             usage: { steps: 1, toolCalls: 0, tokens: 5, costMicros: 0, startedAt: T0 },
           });
-          s = await move(id, pass, s, "TOOL_EXECUTING", { pending: { call: "c1" }, context: { history: [1] } });
+          s = await moveOn(id, pass, s, "TOOL_EXECUTING", { pending: { call: "c1" }, context: { history: [1] } });
           await h.elapse(10);
           expect((await store.renewLeases([id], "a", 60_000)).has(id)).toBe(true);
           // The lease moved without a transition: the stale copy passed along still gets the new expiry back.
           const leasedUntil = s.leaseExpiresAt!;
-          s = await move(id, pass, s, "OBSERVING", {});
+          s = await moveOn(id, pass, s, "OBSERVING", {});
           expect(s.leaseExpiresAt).toBeGreaterThan(leasedUntil);
-          s = await move(id, pass, s, "DONE", { stopReason: "done", answer: "ok", pending: null });
+          s = await moveOn(id, pass, s, "DONE", { stopReason: "done", answer: "ok", pending: null });
           expect(s).toMatchObject({
             state: "DONE",
             stopReason: "done",
@@ -487,34 +420,26 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           expect(s.context).toEqual(context);
           expect((await store.get("s1"))?.context).toEqual(context);
         };
-        const move = async (context: JsonObject, pass: boolean) => {
+        const rewrite = async (context: JsonObject, pass: boolean) => {
           const to =
             s.state === "THINKING" ? "TOOL_EXECUTING" : s.state === "TOOL_EXECUTING" ? "OBSERVING" : "THINKING";
-          s = await store.transition({
-            id: "s1",
-            from: s.state,
-            to,
-            expectedVersion: s.version,
-            patch: { context },
-            audit: { at: now() },
-            ...(pass ? { current: s } : {}),
-          });
+          s = await move(store, "s1", s.state, to, s.version, { patch: { context }, ...(pass ? { current: s } : {}) });
         };
         let history: JsonValue[] = [];
         for (const pass of [true, false, true]) {
           history = [...history, item(history.length), item(history.length + 1)];
-          await move({ traceSteps: history.length, history }, pass);
+          await rewrite({ traceSteps: history.length, history }, pass);
           await expectContext({ traceSteps: history.length, history });
         }
         // Old items replaced (as compression does), then fewer items, then no history at all.
         history = history.map((h, i) => (i < 3 ? { compressed: true, i } : h));
-        await move({ history }, true);
+        await rewrite({ history }, true);
         await expectContext({ history });
-        await move({ history: history.slice(0, 2), other: "x" }, true);
+        await rewrite({ history: history.slice(0, 2), other: "x" }, true);
         await expectContext({ history: history.slice(0, 2), other: "x" });
-        await move({ messages: ["no history here"] }, true);
+        await rewrite({ messages: ["no history here"] }, true);
         await expectContext({ messages: ["no history here"] });
-        await move({ history: [] }, false);
+        await rewrite({ history: [] }, false);
         await expectContext({ history: [] });
       });
 
@@ -526,13 +451,8 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           expect(await store.auditTrail("s1")).toHaveLength(1);
         };
         const path = (via: SessionState[], to: SessionState, extra: object = {}) =>
-          store.transition({
-            id: "s1",
-            from: "THINKING",
+          move(store, "s1", "THINKING", to, 1, {
             via: via.map((state) => ({ state, audit: { at: now() } })),
-            to,
-            expectedVersion: 1,
-            audit: { at: now() },
             ...extra,
           });
         // OBSERVING cannot follow THINKING; a terminal state cannot be passed through.
@@ -543,25 +463,11 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await expect(path(["TOOL_EXECUTING"], "IDLE")).rejects.toBeInstanceOf(IllegalTransitionError);
         await unchanged();
         await expect(
-          store.transition({
-            id: "s1",
-            from: "THINKING",
-            via: [{ state: "TOOL_EXECUTING", audit: { at: now() } }],
-            to: "OBSERVING",
-            expectedVersion: 0,
-            audit: { at: now() },
-          }),
+          move(store, "s1", "THINKING", "OBSERVING", 0, { via: [{ state: "TOOL_EXECUTING", audit: { at: now() } }] }),
         ).rejects.toBeInstanceOf(StaleTransitionError);
         await unchanged();
         // The last move fails (its step number is taken), so the moves before it roll back too.
-        await store.transition({
-          id: "s1",
-          from: "THINKING",
-          to: "THINKING",
-          expectedVersion: 1,
-          audit: { at: now() },
-          step: { step: 1, at: now(), payload: {} },
-        });
+        await move(store, "s1", "THINKING", "THINKING", 1, { step: { step: 1, at: now(), payload: {} } });
         await expect(
           path(["TOOL_EXECUTING"], "OBSERVING", { expectedVersion: 2, step: { step: 1, at: now(), payload: {} } }),
         ).rejects.toBeInstanceOf(DuplicateStepError);
@@ -575,11 +481,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         const peer = await another();
         const attempts = await Promise.allSettled(
           Array.from({ length: 20 }, (_, i) =>
-            (i % 2 ? peer : store).transition({
-              id: "s1",
-              from: "THINKING",
-              to: i % 3 ? "TOOL_EXECUTING" : "AWAITING_APPROVAL",
-              expectedVersion: 1,
+            move(i % 2 ? peer : store, "s1", "THINKING", i % 3 ? "TOOL_EXECUTING" : "AWAITING_APPROVAL", 1, {
               audit: { at: T0 + i, tool: `tool-${i}` },
             }),
           ),
@@ -642,11 +544,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
                   ? e.stopReason
                   : undefined;
               const expectedVersion = Math.max(0, version + e.staleBy);
-              const attempt = store.transition({
-                id,
-                from,
-                to,
-                expectedVersion,
+              const attempt = move(store, id, from, to, expectedVersion, {
                 patch: stopReason ? { stopReason } : {},
                 audit: { at: now(), reason: `${from}->${to}` },
               });
@@ -737,14 +635,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         const [claimed] = await store.claim("a", TTL, 10);
         expectLease(claimed, "a", before, await h.leaseNow());
         expect(claimed).toMatchObject({ id: "s1" });
-        await store.transition({
-          id: "s1",
-          from: "IDLE",
-          to: "THINKING",
-          expectedVersion: 0,
-          owner: "a",
-          audit: { at: now() },
-        });
+        await move(store, "s1", "IDLE", "THINKING", 0, { owner: "a" });
         expect(await store.claim("b", TTL, 10)).toEqual([]);
         await h.elapse(TTL / 2);
         const renewedFrom = await h.leaseNow();
@@ -754,24 +645,10 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         const [taken] = await store.claim("b", TTL, 10);
         expect(taken).toMatchObject({ id: "s1", leaseOwner: "b", state: "THINKING", version: 1 });
         expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
-        const fenced = store.transition({
-          id: "s1",
-          from: "THINKING",
-          to: "TOOL_EXECUTING",
-          expectedVersion: 1,
-          owner: "a",
-          audit: { at: now() },
-        });
+        const fenced = move(store, "s1", "THINKING", "TOOL_EXECUTING", 1, { owner: "a" });
         await expect(fenced).rejects.toBeInstanceOf(LeaseLostError);
         await expect(fenced).rejects.toBeInstanceOf(StaleTransitionError);
-        const next = await store.transition({
-          id: "s1",
-          from: "THINKING",
-          to: "TOOL_EXECUTING",
-          expectedVersion: 1,
-          owner: "b",
-          audit: { at: now() },
-        });
+        const next = await move(store, "s1", "THINKING", "TOOL_EXECUTING", 1, { owner: "b" });
         expect(next.version).toBe(2);
         expect((await store.auditTrail("s1")).map((r) => r.owner)).toEqual(["a", "b"]);
         expect(await store.releaseLease("s1", "a")).toBe(false);
@@ -786,24 +663,10 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expectLease(session, "a", before, await h.leaseNow());
         expect(session).toMatchObject({ state: "IDLE", version: 0 });
         expect(await store.claim("b", TTL, 10)).toEqual([]);
-        await store.transition({
-          id: "s1",
-          from: "IDLE",
-          to: "THINKING",
-          expectedVersion: 0,
-          owner: "a",
-          audit: { at: now() },
-        });
-        await expect(
-          store.transition({
-            id: "s1",
-            from: "THINKING",
-            to: "TOOL_EXECUTING",
-            expectedVersion: 1,
-            owner: "b",
-            audit: { at: now() },
-          }),
-        ).rejects.toBeInstanceOf(LeaseLostError);
+        await move(store, "s1", "IDLE", "THINKING", 0, { owner: "a" });
+        await expect(move(store, "s1", "THINKING", "TOOL_EXECUTING", 1, { owner: "b" })).rejects.toBeInstanceOf(
+          LeaseLostError,
+        );
         await h.elapse(TTL + 50);
         expect((await store.claim("b", TTL, 10)).map((s) => s.id)).toEqual(["s1"]);
       });
@@ -812,16 +675,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         await store.create(newSession("s1"));
         await store.claim("a", TTL, 10);
         await h.elapse(TTL + 50);
-        await expect(
-          store.transition({
-            id: "s1",
-            from: "IDLE",
-            to: "THINKING",
-            expectedVersion: 0,
-            owner: "a",
-            audit: { at: now() },
-          }),
-        ).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(move(store, "s1", "IDLE", "THINKING", 0, { owner: "a" })).rejects.toBeInstanceOf(LeaseLostError);
         expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(false);
         expect((await store.get("s1"))?.version).toBe(0);
       });
@@ -844,22 +698,10 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
 
       it("releases the lease on entering AWAITING_APPROVAL, never claims a waiting session, and claims it again once an approval moves it on", async () => {
         await store.create(newSession("s1", { lease: { owner: "a", ttlMs: TTL } }));
-        await store.transition({
-          id: "s1",
-          from: "IDLE",
-          to: "THINKING",
-          expectedVersion: 0,
-          owner: "a",
-          audit: { at: now() },
-        });
-        const waiting = await store.transition({
-          id: "s1",
-          from: "THINKING",
-          to: "AWAITING_APPROVAL",
-          expectedVersion: 1,
+        await move(store, "s1", "IDLE", "THINKING", 0, { owner: "a" });
+        const waiting = await move(store, "s1", "THINKING", "AWAITING_APPROVAL", 1, {
           owner: "a",
           current: (await store.get("s1"))!,
-          audit: { at: now() },
           patch: { pending: { approval: { approvalId: "apr_1", expiresAt: T0 + 60_000 } } },
         });
         expect(waiting).toMatchObject({ state: "AWAITING_APPROVAL", leaseOwner: null, leaseExpiresAt: null });
@@ -872,12 +714,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.claim("a", TTL, 10)).toEqual([]);
         expect(await store.claim("b", TTL, 10)).toEqual([]);
         // The human's answer is an unfenced move (nobody holds the lease); then anyone may claim it.
-        await store.transition({
-          id: "s1",
-          from: "AWAITING_APPROVAL",
-          to: "TOOL_EXECUTING",
-          expectedVersion: 2,
-          audit: { at: now() },
+        await move(store, "s1", "AWAITING_APPROVAL", "TOOL_EXECUTING", 2, {
           patch: { pending: { approvedBy: "bob" } },
         });
         expect((await store.claim("b", TTL, 10)).map((s) => [s.id, s.state, s.leaseOwner])).toEqual([
@@ -892,12 +729,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           clock += 1;
           await store.create(newSession(id));
           await drive(store, id, ["THINKING"]);
-          await store.transition({
-            id,
-            from: "THINKING",
-            to: "AWAITING_APPROVAL",
-            expectedVersion: 1,
-            audit: { at: now() },
+          await move(store, id, "THINKING", "AWAITING_APPROVAL", 1, {
             patch: {
               pending: expiresAt === undefined ? { queue: [] } : { approval: { approvalId: `apr_${id}`, expiresAt } },
             },
@@ -918,14 +750,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           state: "AWAITING_APPROVAL",
           pending: { approval: { approvalId: "apr_late" } },
         });
-        await store.transition({
-          id: "early",
-          from: "AWAITING_APPROVAL",
-          to: "FAILED",
-          expectedVersion: 2,
-          audit: { at: now() },
-          patch: { stopReason: "approval_denied" },
-        });
+        await move(store, "early", "AWAITING_APPROVAL", "FAILED", 2, { patch: { stopReason: "approval_denied" } });
         expect((await store.expiredApprovals(T0 + 10_000, 10)).map((s) => s.id)).toEqual(["late", "exact"]);
       });
     });
@@ -934,21 +759,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
       const park = async (id: string, tool: string, wakeAt: number, parkedAt = T0) => {
         clock += 1;
         await store.create(newSession(id, { lease: { owner: "a", ttlMs: TTL } }));
-        await store.transition({
-          id,
-          from: "IDLE",
-          to: "THINKING",
-          expectedVersion: 0,
+        await move(store, id, "IDLE", "THINKING", 0, { owner: "a" });
+        return move(store, id, "THINKING", "PARKED", 1, {
           owner: "a",
-          audit: { at: now() },
-        });
-        return store.transition({
-          id,
-          from: "THINKING",
-          to: "PARKED",
-          expectedVersion: 1,
-          owner: "a",
-          audit: { at: now() },
           patch: {
             pending: {
               queue: [],
@@ -1000,12 +813,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.overdue(T0 + deadlineMs * 0.85)).toEqual({ approvals: 0, parkedNearDeadline: 1 });
         await store.create(newSession("waiting"));
         await drive(store, "waiting", ["THINKING"]);
-        await store.transition({
-          id: "waiting",
-          from: "THINKING",
-          to: "AWAITING_APPROVAL",
-          expectedVersion: 1,
-          audit: { at: now() },
+        await move(store, "waiting", "THINKING", "AWAITING_APPROVAL", 1, {
           patch: { pending: { approval: { approvalId: "apr_1", expiresAt: T0 + 10 } } },
         });
         expect((await store.overdue(T0 + 11)).approvals).toBe(1);
@@ -1046,14 +854,9 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           state: "IDLE",
           leaseOwner: "a",
         });
-        await store.transition({
-          id: "s1",
-          from: "IDLE",
-          to: "TOOL_EXECUTING",
-          expectedVersion: 0,
+        await move(store, "s1", "IDLE", "TOOL_EXECUTING", 0, {
           owner: "a",
           via: [{ state: "THINKING", audit: { at: now() } }],
-          audit: { at: now() },
         });
         expect(await eventually(events, changedTo("s1", 2))).toEqual({
           kind: "changed",
@@ -1064,32 +867,16 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         });
         const heard = events.length;
         // Refused moves and lease renewals change nothing anyone waits for: no event.
-        await expect(
-          store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: now() } }),
-        ).rejects.toBeInstanceOf(StaleTransitionError);
-        await expect(
-          store.transition({
-            id: "s1",
-            from: "TOOL_EXECUTING",
-            to: "OBSERVING",
-            expectedVersion: 2,
-            owner: "b",
-            audit: { at: now() },
-          }),
-        ).rejects.toBeInstanceOf(LeaseLostError);
+        await expect(move(store, "s1", "IDLE", "THINKING", 0)).rejects.toBeInstanceOf(StaleTransitionError);
+        await expect(move(store, "s1", "TOOL_EXECUTING", "OBSERVING", 2, { owner: "b" })).rejects.toBeInstanceOf(
+          LeaseLostError,
+        );
         expect((await store.renewLeases(["s1"], "a", TTL)).has("s1")).toBe(true);
         expect(await store.releaseLease("s1", "a")).toBe(true);
         const released = await eventually(events, (e) => e.kind === "changed" && e.leaseOwner === null);
         expect(events.slice(heard)).toEqual([released]);
         expect(released).toEqual({ kind: "changed", id: "s1", version: 2, state: "TOOL_EXECUTING", leaseOwner: null });
-        await store.transition({
-          id: "s1",
-          from: "TOOL_EXECUTING",
-          to: "CANCELLED",
-          expectedVersion: 2,
-          audit: { at: now() },
-          patch: { stopReason: "cancelled" },
-        });
+        await move(store, "s1", "TOOL_EXECUTING", "CANCELLED", 2, { patch: { stopReason: "cancelled" } });
         expect(await eventually(events, changedTo("s1", 3))).toEqual({
           kind: "changed",
           id: "s1",
@@ -1124,7 +911,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           const peer = await another();
           const { events, stop } = record(peer);
           await store.create(newSession("s1"));
-          await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: now() } });
+          await move(store, "s1", "IDLE", "THINKING", 0);
           expect(await eventually(events, changedTo("s1", 1))).toEqual({
             kind: "changed",
             id: "s1",
@@ -1143,11 +930,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         let v = 0;
         for (const [i, to] of (["THINKING", "TOOL_EXECUTING", "OBSERVING", "THINKING"] as const).entries()) {
           const from = i === 0 ? "IDLE" : (["THINKING", "TOOL_EXECUTING", "OBSERVING"] as const)[i - 1]!;
-          await store.transition({
-            id: "s1",
-            from,
-            to,
-            expectedVersion: v,
+          await move(store, "s1", from, to, v, {
             audit: { at: T0 + i },
             ...(i % 2 === 1 ? { step: { step: (i + 1) / 2, at: T0 + i, payload: { i } } } : {}),
           });
@@ -1230,41 +1013,22 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
     describe("steps", () => {
       it("reads steps in order, refusing a duplicate step number or an unknown session", async () => {
         await store.create(newSession("s1"));
-        const first = await store.transition({
-          id: "s1",
-          from: "IDLE",
-          to: "THINKING",
-          expectedVersion: 0,
+        const first = await move(store, "s1", "IDLE", "THINKING", 0, {
           audit: { at: T0 + 1 },
           step: { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } },
         });
-        await store.transition({
-          id: "s1",
-          from: "THINKING",
-          to: "TOOL_EXECUTING",
-          expectedVersion: first.version,
+        await move(store, "s1", "THINKING", "TOOL_EXECUTING", first.version, {
           audit: { at: T0 + 2 },
           step: { step: 2, at: T0 + 2, payload: { decision: "call", tool: "billing.refund" } },
         });
         await expect(
-          store.transition({
-            id: "s1",
-            from: "TOOL_EXECUTING",
-            to: "OBSERVING",
-            expectedVersion: 2,
+          move(store, "s1", "TOOL_EXECUTING", "OBSERVING", 2, {
             audit: { at: T0 + 3 },
             step: { step: 2, at: T0 + 3, payload: {} },
           }),
         ).rejects.toBeInstanceOf(DuplicateStepError);
         await expect(
-          store.transition({
-            id: "ghost",
-            from: "IDLE",
-            to: "THINKING",
-            expectedVersion: 0,
-            audit: { at: T0 },
-            step: { step: 1, at: T0, payload: {} },
-          }),
+          move(store, "ghost", "IDLE", "THINKING", 0, { audit: { at: T0 }, step: { step: 1, at: T0, payload: {} } }),
         ).rejects.toBeInstanceOf(SessionNotFoundError);
         expect(await store.steps("s1")).toEqual([
           { step: 1, at: T0 + 1, payload: { decision: "call", tool: "billing.getOrder", n: [1, 2] } },
@@ -1275,11 +1039,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
 
       it("stores a step with the transition that completes it, or neither", async () => {
         await store.create(newSession("s1"));
-        const moved = await store.transition({
-          id: "s1",
-          from: "IDLE",
-          to: "THINKING",
-          expectedVersion: 0,
+        const moved = await move(store, "s1", "IDLE", "THINKING", 0, {
           audit: { at: T0 },
           step: { step: 1, at: T0, payload: { decision: "start" } },
         });
@@ -1287,11 +1047,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.steps("s1")).toEqual([{ step: 1, at: T0, payload: { decision: "start" } }]);
         // A taken step number aborts the whole transition: state, version and audit stay as they were.
         await expect(
-          store.transition({
-            id: "s1",
-            from: "THINKING",
-            to: "TOOL_EXECUTING",
-            expectedVersion: 1,
+          move(store, "s1", "THINKING", "TOOL_EXECUTING", 1, {
             audit: { at: T0 + 1 },
             step: { step: 1, at: T0 + 1, payload: {} },
           }),
@@ -1300,11 +1056,7 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.auditTrail("s1")).toHaveLength(1);
         // A stale transition writes no step either.
         await expect(
-          store.transition({
-            id: "s1",
-            from: "IDLE",
-            to: "THINKING",
-            expectedVersion: 0,
+          move(store, "s1", "IDLE", "THINKING", 0, {
             audit: { at: T0 + 2 },
             step: { step: 2, at: T0 + 2, payload: {} },
           }),

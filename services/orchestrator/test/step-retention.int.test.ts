@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger } from "@loopguard/tool-sdk";
-import { testPostgres } from "@loopguard/sql-store/testing";
+import { usePostgres } from "@loopguard/sql-store/testing/vitest";
 import { Registry } from "prom-client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/store/open-store.js";
 import type { SessionState } from "../src/session/session-state.js";
 import type { SessionStore } from "../src/store/session-store.js";
@@ -17,11 +17,7 @@ const NOW = Date.UTC(2026, 11, 1, 12);
 const OLD = NOW - 40 * DAY;
 const RECENT = NOW - 2 * DAY;
 
-const postgres = testPostgres("orchestrator");
-if (!postgres.skip) {
-  beforeAll(postgres.start, 120_000);
-  afterAll(postgres.stop, 60_000);
-}
+const postgres = usePostgres("orchestrator");
 
 /** A session whose steps were written at `stepsAt`, left in THINKING or ended in `end`. */
 async function sessionWithSteps(

@@ -4,20 +4,23 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { testPostgres } from "@loopguard/sql-store/testing";
+import { usePostgres } from "@loopguard/sql-store/testing/vitest";
 import Database from "better-sqlite3";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { POSTGRES_SESSION_MIGRATIONS } from "../src/migrations/postgres/index.js";
 import { SQLITE_SESSION_MIGRATIONS } from "../src/migrations/sqlite/index.js";
 import { openSessionStore } from "../src/store/open-store.js";
 import { TRANSITION_PAIRS } from "../src/session/session-state.js";
 import { SessionQuotaExceededError, type SessionStore } from "../src/store/session-store.js";
+import { movesAt } from "./store-move.js";
 
 const fixture = (name: string): string => readFileSync(new URL(`fixtures/${name}`, import.meta.url), "utf8");
 
 const history = [{ kind: "call", tool: "kb_search_search", args: { query: "refunds" } }, "text item"];
 const budget = { maxSteps: 5, maxToolCalls: 5, maxTokens: 1000, maxCostMicros: 1000, deadlineMs: 60_000 };
+/** Today's store moves the upgraded sessions on at 4000, after every seeded time. */
+const move = movesAt(() => 4000);
 
 interface Layout {
   /** Where the layout kept context.history: inside sessions.context, or as session_history rows. */
@@ -97,11 +100,7 @@ async function readAndContinue(store: SessionStore, layout: Layout): Promise<voi
   expect(await store.steps("moving")).toEqual([{ step: 1, at: 2000, payload: { n: 1 } }]);
 
   const grown = [...history, { kind: "observation", n: 3 }];
-  const next = await store.transition({
-    id: "moving",
-    from: "THINKING",
-    to: "TOOL_EXECUTING",
-    expectedVersion: 1,
+  const next = await move(store, "moving", "THINKING", "TOOL_EXECUTING", 1, {
     current: moving,
     patch: { context: { ...moving.context, history: grown } },
     audit: { at: 4000, tool: "kb_search_search" },
@@ -110,25 +109,13 @@ async function readAndContinue(store: SessionStore, layout: Layout): Promise<voi
   expect(next).toMatchObject({ state: "TOOL_EXECUTING", version: 2 });
   expect((await store.get("moving"))?.context).toEqual({ note: "kept", history: grown });
   expect((await store.steps("moving", 1)).map((s) => s.step)).toEqual([2]);
-  await store.transition({ id: "idle", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: 4000 } });
+  await move(store, "idle", "IDLE", "THINKING", 0);
   expect((await store.get("idle"))?.version).toBe(1);
   // States and stop reasons added since the layout was made are accepted by its database.
-  await store.transition({
-    id: "idle",
-    from: "THINKING",
-    to: "PARKED",
-    expectedVersion: 1,
-    audit: { at: 4000 },
+  await move(store, "idle", "THINKING", "PARKED", 1, {
     patch: { pending: { queue: [], park: { tool: "billing", wakeAt: 4500 } } },
   });
-  await store.transition({
-    id: "idle",
-    from: "PARKED",
-    to: "FAILED",
-    expectedVersion: 2,
-    audit: { at: 4000 },
-    patch: { stopReason: "tool_unavailable" },
-  });
+  await move(store, "idle", "PARKED", "FAILED", 2, { patch: { stopReason: "tool_unavailable" } });
   expect(await store.get("idle")).toMatchObject({ state: "FAILED", stopReason: "tool_unavailable" });
   const again = await store.create({
     id: "new",
@@ -202,11 +189,7 @@ describe("sqlite: databases made before versioned migrations", () => {
   }
 });
 
-const postgres = testPostgres("orchestrator-migrations");
-if (!postgres.skip) {
-  beforeAll(postgres.start, 120_000);
-  afterAll(postgres.stop, 60_000);
-}
+const postgres = usePostgres("orchestrator-migrations");
 
 describe.skipIf(postgres.skip !== null)("postgres: a database made before versioned migrations", () => {
   it("upgrades today's schema (no version recorded) without losing sessions: history moves into rows", async () => {

@@ -14,15 +14,7 @@ import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { metricValue, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresServer, postgresSkipReason, startPostgres } from "@loopguard/sql-store/testing";
-import {
-  ALL_SCOPES,
-  decisionOn,
-  startOrchestrator,
-  startTools,
-  type TestOrchestrator,
-  type Tools,
-  waitForSession,
-} from "./harness.js";
+import { ALL_SCOPES, decisionOn, useSuite, waitForSession } from "./harness.js";
 
 const skip = postgresSkipReason();
 if (skip) console.warn(`[orchestrator] skipping the store outage test: ${skip}`);
@@ -31,27 +23,26 @@ const HIGH_RISK = { id_card: "110101199810246781", phone: "+8617712345678" };
 
 describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is down", () => {
   let database: PostgresServer;
-  let tools: Tools;
-  let orch: TestOrchestrator;
   beforeAll(async () => {
     database = await startPostgres();
-    tools = await startTools();
-    orch = await startOrchestrator(tools, {
-      ORCHESTRATOR_STORE: await database.createDatabase("outage"),
-      APPROVAL_TTL_MS: "300000",
-    });
   }, 120_000);
   afterAll(async () => {
-    await orch?.close();
-    await tools?.stop();
     await database?.stop();
   }, 60_000);
+  // Hooks registered after the database's: the tools and the orchestrator start after it and stop before it.
+  const suite = useSuite({
+    orchestrator: async () => ({
+      ORCHESTRATOR_STORE: await database.createDatabase("outage"),
+      APPROVAL_TTL_MS: "300000",
+    }),
+  });
 
-  const logged = (message: string) => orch.logs.filter((line) => (JSON.parse(line) as { msg: string }).msg === message);
+  const logged = (message: string) =>
+    suite.orch.logs.filter((line) => (JSON.parse(line) as { msg: string }).msg === message);
 
   it("refuses calls with STORE_UNAVAILABLE and RetryInfo, counts them, backs off, fails no session, and resumes everything after the restart", async () => {
     // A session waiting for approval, watched from before the outage.
-    const { session: refund } = await orch.api.startSession({
+    const { session: refund } = await suite.orch.api.startSession({
       goal: "Refund 10.00 of ord_DEMO00000008",
       task: {
         kind: "refund",
@@ -63,9 +54,9 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
       scopes: ALL_SCOPES,
     });
     const waitingId = refund!.sessionId;
-    const shown = (await waitForSession(orch.api, waitingId, (s) => s.state === SessionState.AWAITING_APPROVAL))
+    const shown = (await waitForSession(suite.orch.api, waitingId, (s) => s.state === SessionState.AWAITING_APPROVAL))
       .pendingApproval!;
-    const watch = orch.api.watchSession({ sessionId: waitingId })[Symbol.asyncIterator]();
+    const watch = suite.orch.api.watchSession({ sessionId: waitingId })[Symbol.asyncIterator]();
     for (
       let r = await watch.next();
       !(r.value?.event.case === "transition" && r.value.event.value.to === SessionState.AWAITING_APPROVAL);
@@ -79,36 +70,36 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
     })();
 
     // A session in the middle of a (slowed) tool call when the database goes away.
-    const admin = createRawClient(ToolAdminService, tools.kb.address, {
+    const admin = createRawClient(ToolAdminService, suite.tools.kb.address, {
       token: await testToken({ subject: "drill", scopes: ["tool:admin"], audience: "kb-search" }),
     });
     await admin.setFaults({ profile: { addedLatencyMs: 800 } });
-    const { session: question } = await orch.api.startSession({
+    const { session: question } = await suite.orch.api.startSession({
       goal: "How long do card refunds take?",
       scopes: ["kb:read"],
     });
     const runningId = question!.sessionId;
-    await waitForSession(orch.api, runningId, (s: Session) => s.state === SessionState.TOOL_EXECUTING, 10_000);
+    await waitForSession(suite.orch.api, runningId, (s: Session) => s.state === SessionState.TOOL_EXECUTING, 10_000);
     const errorsBefore = metricValue(
-      await (await fetch(`${orch.httpUrl}/metrics`)).text(),
+      await (await fetch(`${suite.orch.httpUrl}/metrics`)).text(),
       "loopguard_store_errors_total",
     );
 
     await database.halt("fast");
     try {
-      const read = await refusal(orch.api.getSession({ sessionId: waitingId }), CallError);
+      const read = await refusal(suite.orch.api.getSession({ sessionId: waitingId }), CallError);
       expect(read.code).toBe(status.UNAVAILABLE);
       expect(read.reason).toBe("STORE_UNAVAILABLE");
       expect(read.retryAfterMs).toBe(1000);
       expect(read.metadata).toEqual({ operation: "get" });
       const start = await refusal(
-        orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] }),
+        suite.orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] }),
         CallError,
       );
       expect([start.code, start.reason]).toEqual([status.UNAVAILABLE, "STORE_UNAVAILABLE"]);
 
       const token = await testToken({ subject: "test", scopes: ["sessions:read"] });
-      const http = await fetch(`${orch.httpUrl}/${OrchestratorService.typeName}/GetSessionDetail`, {
+      const http = await fetch(`${suite.orch.httpUrl}/${OrchestratorService.typeName}/GetSessionDetail`, {
         method: "POST",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body: JSON.stringify({ sessionId: waitingId }),
@@ -120,7 +111,7 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
 
       // The slowed call finishes meanwhile; its session waits for the store rather than failing.
       await sleep(2500);
-      const metrics = await fetch(`${orch.httpUrl}/metrics`);
+      const metrics = await fetch(`${suite.orch.httpUrl}/metrics`);
       expect(metrics.status).toBe(200);
       const page = await metrics.text();
       expect(metricValue(page, "loopguard_store_errors_total", { operation: "get" })).toBeGreaterThanOrEqual(2);
@@ -137,7 +128,7 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
       await database.resume();
     }
 
-    const done = await waitForSession(orch.api, runningId, undefined, 30_000);
+    const done = await waitForSession(suite.orch.api, runningId, undefined, 30_000);
     expect(SessionState[done.state]).toBe("DONE");
     expect(done.stopReason).toBe("done");
     expect(logged("claiming sessions again")).toHaveLength(1);
@@ -146,8 +137,8 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
 
     // The waiting session is approved after the restart and runs; its watcher, opened before the
     // outage, hears every move (its listening connection came back) through to the end.
-    await orch.approver.resolveApproval(decisionOn(waitingId, shown, true, "checked"));
-    expect((await waitForSession(orch.api, waitingId, undefined, 30_000)).stopReason).toBe("done");
+    await suite.orch.approver.resolveApproval(decisionOn(waitingId, shown, true, "checked"));
+    expect((await waitForSession(suite.orch.api, waitingId, undefined, 30_000)).stopReason).toBe("done");
     const states = await heardAfter;
     expect(states[0]).toBe("TOOL_EXECUTING");
     expect(states.at(-1)).toBe("DONE");

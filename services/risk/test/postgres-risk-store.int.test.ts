@@ -1,18 +1,14 @@
-import { startTcpProxy, testPostgres } from "@loopguard/sql-store/testing";
+import { startTcpProxy } from "@loopguard/sql-store/testing";
+import { usePostgres } from "@loopguard/sql-store/testing/vitest";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { DEMO_CUSTOMERS } from "../src/demo-customers.js";
 import { PostgresRiskStore } from "../src/postgres-risk-store.js";
 import { RiskStoreUnavailableError } from "../src/risk-store.js";
 import { describeRiskStore } from "./risk-store.suite.js";
 import { testKeys } from "./test-keys.js";
 
-const postgres = testPostgres("risk");
-const { skip, freshDatabase } = postgres;
-if (!skip) {
-  beforeAll(postgres.start, 120_000);
-  afterAll(postgres.stop, 60_000);
-}
+const { skip, freshDatabase } = usePostgres("risk");
 
 describeRiskStore(
   "postgres",

@@ -10,7 +10,6 @@ import {
   Effect,
   methodPolicy,
   mintToken,
-  type PersonRole,
   personKey,
   requestDigest,
   requiredScopesOf,
@@ -101,10 +100,13 @@ export function withBoundTokens<S extends DescService>(service: S, client: RawCl
   return out as RawClient<S>;
 }
 
-/** A token of one of the local people whose keys `pnpm start` made under `dataDir`, signed as the CLI signs (subject: the key's binding). */
+/**
+ * A token of one of the local people whose keys `pnpm start` (or `pnpm keys new`) made under `dataDir`, signed as the
+ * CLI signs (subject: the key's binding).
+ */
 export function localPersonToken(
   dataDir: string,
-  person: PersonRole,
+  person: string,
   audience: string,
   scopes: readonly string[],
 ): Promise<string> {

@@ -487,6 +487,14 @@ function fact(label, value, testid) {
   return h("div", { class: "fact" }, h("dt", {}, label), h("dd", { "data-testid": testid }, value));
 }
 
+/** A table of `rows` under one head row of `head` cells. */
+function table(attrs, head, rows) {
+  return h("table", attrs, h("thead", {}, h("tr", {}, head)), h("tbody", {}, rows));
+}
+
+/** A head cell; `cls` "num" right-aligns a column of numbers. */
+const th = (label, cls) => h("th", { class: cls }, label);
+
 const BUDGET_LABELS = {
   steps: "steps",
   tool_calls: "tool calls",
@@ -496,46 +504,29 @@ const BUDGET_LABELS = {
 };
 
 function renderBudget(rows) {
-  return h(
-    "table",
+  return table(
     { class: "grid compact budget", "data-testid": "budget" },
-    h(
-      "thead",
-      {},
-      h(
+    [th("budget"), th("used", "num"), th("limit", "num"), th("left", "num"), th("")],
+    rows.map((r) => {
+      const share = r.limit > 0 ? Math.min(1, r.used / r.limit) : 0;
+      return h(
         "tr",
-        {},
-        h("th", {}, "budget"),
-        h("th", { class: "num" }, "used"),
-        h("th", { class: "num" }, "limit"),
-        h("th", { class: "num" }, "left"),
-        h("th", {}, ""),
-      ),
-    ),
-    h(
-      "tbody",
-      {},
-      rows.map((r) => {
-        const share = r.limit > 0 ? Math.min(1, r.used / r.limit) : 0;
-        return h(
-          "tr",
-          { "data-testid": "budget-row", "data-budget": r.name },
-          h("td", {}, BUDGET_LABELS[r.name] ?? r.name),
-          h("td", { class: "num" }, r.used.toLocaleString()),
-          h("td", { class: "num" }, r.limit.toLocaleString()),
-          h("td", { class: "num", "data-testid": "budget-left" }, r.left.toLocaleString()),
+        { "data-testid": "budget-row", "data-budget": r.name },
+        h("td", {}, BUDGET_LABELS[r.name] ?? r.name),
+        h("td", { class: "num" }, r.used.toLocaleString()),
+        h("td", { class: "num" }, r.limit.toLocaleString()),
+        h("td", { class: "num", "data-testid": "budget-left" }, r.left.toLocaleString()),
+        h(
+          "td",
+          { class: "bar-cell" },
           h(
-            "td",
-            { class: "bar-cell" },
-            h(
-              "span",
-              { class: `bar ${share >= 0.8 ? "hot" : ""}` },
-              h("span", { class: "bar-fill", style: { width: `${(share * 100).toFixed(1)}%` } }),
-            ),
+            "span",
+            { class: `bar ${share >= 0.8 ? "hot" : ""}` },
+            h("span", { class: "bar-fill", style: { width: `${(share * 100).toFixed(1)}%` } }),
           ),
-        );
-      }),
-    ),
+        ),
+      );
+    }),
   );
 }
 
@@ -561,44 +552,26 @@ function renderTimeline(transitions) {
 function renderToolResults(steps) {
   const calls = steps.filter((s) => s.record?.decision?.kind === "tool_call");
   if (calls.length === 0) return h("p", { class: "muted" }, "No tool results yet.");
-  return h(
-    "table",
+  return table(
     { class: "grid compact", "data-testid": "tool-results" },
-    h(
-      "thead",
-      {},
-      h(
+    [th("step"), th("tool"), th("result"), th("served from"), th("ms", "num"), th("attempt", "num")],
+    calls.map((s) => {
+      const result = s.record.result ?? {};
+      const served = s.record.decision.served_from ?? result.servedFrom ?? "";
+      const outcome = result.ok
+        ? "ok"
+        : `${result.error?.code ?? "error"}${result.error?.message ? `: ${result.error.message}` : ""}`;
+      return h(
         "tr",
-        {},
-        h("th", {}, "step"),
-        h("th", {}, "tool"),
-        h("th", {}, "result"),
-        h("th", {}, "served from"),
-        h("th", { class: "num" }, "ms"),
-        h("th", { class: "num" }, "attempt"),
-      ),
-    ),
-    h(
-      "tbody",
-      {},
-      calls.map((s) => {
-        const result = s.record.result ?? {};
-        const served = s.record.decision.served_from ?? result.servedFrom ?? "";
-        const outcome = result.ok
-          ? "ok"
-          : `${result.error?.code ?? "error"}${result.error?.message ? `: ${result.error.message}` : ""}`;
-        return h(
-          "tr",
-          { "data-testid": "tool-result" },
-          h("td", { class: "num" }, String(s.step)),
-          h("td", { class: "mono" }, s.record.decision.name ?? ""),
-          h("td", { class: result.ok ? "" : "bad-text", title: outcome }, outcome),
-          h("td", {}, h("span", { class: `chip served-${served}`, "data-testid": "served-from" }, served)),
-          h("td", { class: "num" }, String(Math.round(Number(s.record.duration_ms ?? 0)))),
-          h("td", { class: "num" }, String(s.record.attempt ?? 1)),
-        );
-      }),
-    ),
+        { "data-testid": "tool-result" },
+        h("td", { class: "num" }, String(s.step)),
+        h("td", { class: "mono" }, s.record.decision.name ?? ""),
+        h("td", { class: result.ok ? "" : "bad-text", title: outcome }, outcome),
+        h("td", {}, h("span", { class: `chip served-${served}`, "data-testid": "served-from" }, served)),
+        h("td", { class: "num" }, String(Math.round(Number(s.record.duration_ms ?? 0)))),
+        h("td", { class: "num" }, String(s.record.attempt ?? 1)),
+      );
+    }),
   );
 }
 

@@ -5,7 +5,15 @@ import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orc
 import { CallError, status } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
 import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall, toolResults } from "./fake-chat-server.js";
-import { ALL_SCOPES, decisionOn, modelSession, startOrchestrator, useSuite, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  decisionOn,
+  HIGH_RISK_REFUND,
+  modelSession,
+  startOrchestrator,
+  useSuite,
+  waitForSession,
+} from "./harness.js";
 
 const suite = useSuite({ orchestrator: false });
 
@@ -164,14 +172,7 @@ describe("approval expiry", () => {
     try {
       const { session } = await orch.api.startSession({
         goal: "Refund",
-        task: {
-          kind: "refund",
-          order_id: "ord_DEMO00000008",
-          amount_cents: 1000,
-          reason: "DAMAGED",
-          id_card: "110101199810246781",
-          phone: "+8617712345678",
-        } as never,
+        task: HIGH_RISK_REFUND as never,
         scopes: ALL_SCOPES,
       });
       const waiting = await waitForSession(

@@ -1,5 +1,8 @@
 // What the command-line tools share: a usage error (one line, exit 2) and a checked number option.
 
+/** parseArgs options of the tools that can print JSON: --json, and --help (-h). */
+export const CLI_FLAGS = { json: { type: "boolean" }, help: { type: "boolean", short: "h" } } as const;
+
 /** A wrong argument or a missing key: one line, exit 2. */
 export class UsageError extends Error {}
 

@@ -22,16 +22,7 @@ export {
   withBinding,
 } from "./key-bindings.js";
 export { acceptableIssuerUrl, DEFAULT_OIDC_ROLES_CLAIM, type OidcSettings, OidcVerifier } from "./oidc.js";
-export {
-  irreversibleMethodOf,
-  irreversibleScopes,
-  orchestratorScopes,
-  PEOPLE,
-  type PersonRole,
-  personScopes,
-  readOnlyToolScopes,
-  SMOKE_SUBJECT,
-} from "./people.js";
+export * from "./people.js";
 export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
 export {
@@ -103,18 +94,7 @@ export { createLogger, LOG_LEVELS, type LogFields, type Logger, type LogLevel } 
 export { declareIn, type MetricDeclarations } from "./metric-declarations.js";
 export { ServerMetrics } from "./metrics.js";
 export { type Labels, metricValue, parseMetrics, type Sample, samplesOf, sumOf } from "./prometheus-text.js";
-export {
-  canonicalPersonalData,
-  cnMobileToE164,
-  idCardCheckCharacter,
-  normaliseIdCard,
-  parseIdCard,
-  personalDataSpans,
-  REDACTED,
-  redactNumber,
-  redactText,
-  replacePersonalData,
-} from "./pii.js";
+export * from "./pii.js";
 export { createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
 export { CallError, type CallErrorOptions } from "./client/call-error.js";
 export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
@@ -153,4 +133,4 @@ export type { ResultSource } from "./client/chain.js";
 export type { ToolClientOptions } from "./client/plan.js";
 export type { BreakerState } from "./client/stages/breaker.js";
 export { type CallOptions, ToolClient, toolClient, type ToolResult } from "./client/tool-client.js";
-export { numberOption, UsageError } from "./cli-options.js";
+export { CLI_FLAGS, numberOption, UsageError } from "./cli-options.js";

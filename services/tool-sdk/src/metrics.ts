@@ -8,6 +8,11 @@ export class ServerMetrics {
   readonly registry = new Registry();
   readonly #declare = declareIn(this.registry);
 
+  /** A counter of one tool's calls, by method and any further labels. */
+  #methodCounter<L extends string = never>(name: string, help: string, more: readonly L[] = []) {
+    return this.#declare.counter<"tool" | "grpc_method" | L>(name, help, ["tool", "grpc_method", ...more]);
+  }
+
   /** RPCs started on the server, by method. */
   readonly started = this.#declare.counter("grpc_server_started_total", "Total number of RPCs started on the server.", [
     "grpc_type",
@@ -38,10 +43,9 @@ export class ServerMetrics {
   );
 
   /** Calls refused because the server was at its concurrency limit. */
-  readonly shed = this.#declare.counter(
+  readonly shed = this.#methodCounter(
     "loopguard_tool_shed_total",
     "Unary calls refused with RESOURCE_EXHAUSTED because the concurrency limit was reached.",
-    ["tool", "grpc_method"],
   );
 
   /** Server streams open right now (not counted in loopguard_tool_in_flight_calls). */
@@ -52,31 +56,29 @@ export class ServerMetrics {
   );
 
   /** Streams refused because the server's or the caller's stream limit was reached. */
-  readonly streamsRefused = this.#declare.counter(
+  readonly streamsRefused = this.#methodCounter(
     "loopguard_tool_streams_refused_total",
     "Streams refused with RESOURCE_EXHAUSTED (TOO_MANY_STREAMS), by the limit reached: server or caller.",
-    ["tool", "grpc_method", "limit"],
+    ["limit"],
   );
 
   /** Requests refused undecoded because they were larger than their method accepts. */
-  readonly tooLarge = this.#declare.counter(
+  readonly tooLarge = this.#methodCounter(
     "loopguard_tool_requests_too_large_total",
     "Requests refused with INVALID_ARGUMENT (REQUEST_TOO_LARGE) before decoding, above their method's max_request_bytes.",
-    ["tool", "grpc_method"],
   );
 
   /** Responses withheld because they broke their contract. */
-  readonly contractViolations = this.#declare.counter(
+  readonly contractViolations = this.#methodCounter(
     "loopguard_tool_contract_violations_total",
     "Responses a handler produced that broke their contract and were replaced by INTERNAL.",
-    ["tool", "grpc_method"],
   );
 
   /** Faults injected for drills, by kind. */
-  readonly faultsInjected = this.#declare.counter(
+  readonly faultsInjected = this.#methodCounter(
     "loopguard_tool_faults_injected_total",
     "Faults injected by the drill switch, by kind (latency, error, outage).",
-    ["tool", "grpc_method", "kind"],
+    ["kind"],
   );
 
   /** 1 while the server accepts calls, 0 while it drains for shutdown. */

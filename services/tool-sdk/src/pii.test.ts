@@ -13,6 +13,13 @@ import {
   replacePersonalData,
 } from "./pii.js";
 
+/** One test per case, named "refuses <what>": `parse` gives undefined for each of the case's inputs. */
+function itRefuses(parse: (raw: string) => string | undefined, cases: [what: string, inputs: string[]][]): void {
+  it.each(cases)("refuses %s", (_what, inputs) => {
+    for (const raw of inputs) expect(parse(raw)).toBeUndefined();
+  });
+}
+
 describe("GB 11643 id card", () => {
   it("computes the check character, including X", () => {
     expect(idCardCheckCharacter("11010119800312123")).toBe("2");
@@ -24,17 +31,16 @@ describe("GB 11643 id card", () => {
     expect(parseIdCard("11010119830405052X")).toBe("11010119830405052X");
   });
 
-  it("refuses a number whose check character does not match", () => {
-    expect(parseIdCard("110101198003121233")).toBeUndefined();
-    expect(parseIdCard("11010119830405052Y")).toBeUndefined();
-    expect(parseIdCard("110101198003121230")).toBeUndefined();
-  });
-
-  it("refuses numbers of the wrong length or with letters in the body", () => {
-    expect(parseIdCard("11010119800312123")).toBeUndefined();
-    expect(parseIdCard("1101011980031212321")).toBeUndefined();
-    expect(parseIdCard("1101011980031212X2")).toBeUndefined();
-  });
+  itRefuses(parseIdCard, [
+    [
+      "a number whose check character does not match",
+      ["110101198003121233", "11010119830405052Y", "110101198003121230"],
+    ],
+    [
+      "numbers of the wrong length or with letters in the body",
+      ["11010119800312123", "1101011980031212321", "1101011980031212X2"],
+    ],
+  ]);
 
   it("refuses a birth date that is not a real day even with a matching check character", () => {
     const withBody = (body: string) => body + idCardCheckCharacter(body);
@@ -78,26 +84,15 @@ describe("CN mobile", () => {
 
   it.each(PHONE_FORMATS)("writes %j as +8613912345678", (raw) => expect(cnMobileToE164(raw)).toBe("+8613912345678"));
 
-  it("refuses a Beijing fixed line", () => {
-    expect(cnMobileToE164("010 1234 5678")).toBeUndefined();
-    expect(cnMobileToE164("+86 10 1234 5678")).toBeUndefined();
-  });
-
-  it("refuses a shared-cost service number", () => {
-    expect(cnMobileToE164("400 123 4567")).toBeUndefined();
-  });
-
-  it("refuses foreign numbers, mobile or not", () => {
-    expect(cnMobileToE164("+1 202 555 0143")).toBeUndefined();
-    expect(cnMobileToE164("+44 7911 123456")).toBeUndefined();
-  });
-
-  it("refuses digits that are no valid number and text outside the contract's alphabet", () => {
-    expect(cnMobileToE164("12345678901")).toBeUndefined();
-    expect(cnMobileToE164("138.0013.8000")).toBeUndefined();
-    expect(cnMobileToE164("tel:13800138000")).toBeUndefined();
-    expect(cnMobileToE164("1380013800")).toBeUndefined();
-  });
+  itRefuses(cnMobileToE164, [
+    ["a Beijing fixed line", ["010 1234 5678", "+86 10 1234 5678"]],
+    ["a shared-cost service number", ["400 123 4567"]],
+    ["foreign numbers, mobile or not", ["+1 202 555 0143", "+44 7911 123456"]],
+    [
+      "digits that are no valid number and text outside the contract's alphabet",
+      ["12345678901", "138.0013.8000", "tel:13800138000", "1380013800"],
+    ],
+  ]);
 });
 
 describe("redactText", () => {

@@ -1,13 +1,7 @@
 // A typed grpc-js client for a contract with no policy of its own: the empty chain, the transport
 // alone (one attempt, the deadline and metadata the caller gives). toolClient composes its stages in
 // front of the same transport; tests use this one to see exactly what the server does.
-import {
-  create,
-  type DescMethod,
-  type DescService,
-  type MessageInitShape,
-  type MessageShape,
-} from "@bufbuild/protobuf";
+import { create, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import {
   type ChannelOptions,
   Client,
@@ -18,6 +12,7 @@ import {
 } from "@grpc/grpc-js";
 import { type CallTarget, callTarget, newCall } from "./client/chain.js";
 import { metadataFor, statusError, transport } from "./client/stages/transport.js";
+import type { InputOf, MethodsOf, OutputOf } from "./method-types.js";
 
 export interface RawCallOptions {
   /** Absolute deadline, or milliseconds from now. */
@@ -27,19 +22,11 @@ export interface RawCallOptions {
   readonly token?: string;
 }
 
-type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
-
 export type RawClient<S extends DescService> = {
   [K in keyof MethodsOf<S>]: MethodsOf<S>[K] extends DescMethod & { methodKind: "server_streaming" }
-    ? (
-        request: MessageInitShape<MethodsOf<S>[K]["input"]>,
-        options?: RawCallOptions,
-      ) => AsyncIterable<MessageShape<MethodsOf<S>[K]["output"]>>
+    ? (request: InputOf<S, K>, options?: RawCallOptions) => AsyncIterable<OutputOf<S, K>>
     : MethodsOf<S>[K] extends DescMethod
-      ? (
-          request: MessageInitShape<MethodsOf<S>[K]["input"]>,
-          options?: RawCallOptions,
-        ) => Promise<MessageShape<MethodsOf<S>[K]["output"]>>
+      ? (request: InputOf<S, K>, options?: RawCallOptions) => Promise<OutputOf<S, K>>
       : never;
 } & { readonly grpc: Client; close(): void };
 

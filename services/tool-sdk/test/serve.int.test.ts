@@ -23,6 +23,16 @@ type KbHandlers = ToolHandlers<typeof KbSearchService>;
 const refusedSearch = (client: RawClient<typeof KbSearchService>) =>
   refusal(client.search({ query: "refund", limit: 3 }), CallError);
 
+/** How the server at `address` refused a search sent with `token` (or none), on a client of its own. */
+async function refusedSearchWith(address: string, token?: string): Promise<CallError> {
+  const client = createRawClient(KbSearchService, address, token === undefined ? {} : { token });
+  try {
+    return await refusedSearch(client);
+  } finally {
+    client.close();
+  }
+}
+
 const okHandlers: KbHandlers = { search: async (req) => ({ hits: [SAMPLE_HIT].slice(0, req.limit) }) };
 
 let tool: TestTool<typeof KbSearchService> | undefined;
@@ -48,31 +58,25 @@ describe("serveTool", () => {
 
   it("refuses a request without a token as UNAUTHENTICATED", async () => {
     const t = await start(okHandlers);
-    const client = createRawClient(KbSearchService, t.address);
-    const error = await refusedSearch(client);
+    const error = await refusedSearchWith(t.address);
     expect(error.code).toBe(status.UNAUTHENTICATED);
     expect(error.reason).toBe("CREDENTIALS_INVALID");
-    client.close();
   });
 
   it("refuses a token signed with a key outside its JWKS as UNAUTHENTICATED", async () => {
     const t = await start(okHandlers);
     const intruder = signingKeyFromJwk(newKeyPair("test-key").privateJwk);
     const token = await mintToken(intruder, { subject: "intruder", audience: "kb-search", scopes: ["kb:read"] });
-    const client = createRawClient(KbSearchService, t.address, { token });
-    const error = await refusedSearch(client);
+    const error = await refusedSearchWith(t.address, token);
     expect(error.code).toBe(status.UNAUTHENTICATED);
-    client.close();
   });
 
   it("refuses a valid token issued for another service as UNAUTHENTICATED, naming this one", async () => {
     const t = await start(okHandlers);
     const token = await testToken({ subject: "session:ses_x", audience: "billing", scopes: ["kb:read"] });
-    const client = createRawClient(KbSearchService, t.address, { token });
-    const error = await refusedSearch(client);
+    const error = await refusedSearchWith(t.address, token);
     expect(error.code).toBe(status.UNAUTHENTICATED);
     expect(error.message).toContain("kb-search");
-    client.close();
   });
 
   it("refuses a caller without the method's scope as PERMISSION_DENIED", async () => {

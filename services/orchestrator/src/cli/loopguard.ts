@@ -10,7 +10,7 @@ import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, type PersonKey, requiredScopesOf, status } from "@loopguard/tool-sdk";
+import { CallError, CLI_FLAGS, createRawClient, type PersonKey, requiredScopesOf, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 import { actingPerson, apiToken, UsageError } from "./identity.js";
 import { jsonOf, printSession, reidentified, stateName, summary } from "./session-text.js";
@@ -113,6 +113,7 @@ async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
     options: {
+      ...CLI_FLAGS,
       addr: { type: "string" },
       task: { type: "string" },
       "task-file": { type: "string" },
@@ -120,7 +121,6 @@ async function main(): Promise<void> {
       scope: { type: "string", multiple: true },
       policy: { type: "string" },
       wait: { type: "boolean" },
-      json: { type: "boolean" },
       state: { type: "string" },
       limit: { type: "string" },
       yes: { type: "boolean", short: "y" },
@@ -128,7 +128,6 @@ async function main(): Promise<void> {
       "idempotency-key": { type: "string" },
       http: { type: "string" },
       as: { type: "string" },
-      help: { type: "boolean", short: "h" },
     },
   });
   const [command, arg] = positionals;

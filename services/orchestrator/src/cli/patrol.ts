@@ -18,7 +18,7 @@ import {
   type PatrolRunSchema,
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { CallError, createRawClient, numberOption, requiredScopesOf, status } from "@loopguard/tool-sdk";
+import { CallError, CLI_FLAGS, createRawClient, numberOption, requiredScopesOf, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 import { actingPerson, apiToken, UsageError } from "./identity.js";
 import { type Approval, type GoldenTask, parseGoldenSet } from "./patrol-tasks.js";
@@ -142,13 +142,12 @@ async function runAll(
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
+      ...CLI_FLAGS,
       orchestrator: { type: "string" },
       tasks: { type: "string" },
       threshold: { type: "string" },
       concurrency: { type: "string" },
       live: { type: "boolean" },
-      json: { type: "boolean" },
-      help: { type: "boolean", short: "h" },
     },
   });
   if (values.help) {

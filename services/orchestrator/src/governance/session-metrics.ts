@@ -15,6 +15,29 @@ function inFlightOnce<T>(query: () => Promise<T>): () => Promise<T> {
   };
 }
 
+/**
+ * Gauges set at scrape time from one store query, each by `read` from its answer. A store that
+ * cannot answer leaves them as they were: /metrics keeps answering, and
+ * loopguard_store_errors_total says why they are stale.
+ */
+function storeGauges<T>(
+  registers: Registry[],
+  query: () => Promise<T | undefined>,
+  gauges: Readonly<Record<string, readonly [help: string, read: (now: T) => number]>>,
+): void {
+  for (const [name, [help, read]] of Object.entries(gauges)) {
+    new Gauge({
+      name,
+      help,
+      registers,
+      async collect() {
+        const now = await query();
+        if (now) this.set(read(now));
+      },
+    });
+  }
+}
+
 export class SessionMetrics {
   readonly storeErrors: Counter<"operation">;
   readonly stops: Counter<"stop_reason">;
@@ -35,8 +58,7 @@ export class SessionMetrics {
     const declare = declareIn(registry);
     // Each query feeds two gauges, collected together by one scrape: they share its one run.
     const counts = inFlightOnce(async () => this.#store?.countByState().catch(() => undefined));
-    // A store that cannot answer leaves the last counts in place: /metrics keeps answering, and
-    // loopguard_store_errors_total says why they are stale.
+    // Like storeGauges', its counts stay as they were while the store cannot answer.
     new Gauge({
       name: "loopguard_sessions",
       help: "Sessions in the store by state.",
@@ -47,14 +69,8 @@ export class SessionMetrics {
         if (now) for (const state of SESSION_STATES) this.set({ state }, now[state] ?? 0);
       },
     });
-    new Gauge({
-      name: "loopguard_approvals_waiting",
-      help: "Sessions waiting for a human's approval.",
-      registers,
-      async collect() {
-        const now = await counts();
-        if (now) this.set(now.AWAITING_APPROVAL ?? 0);
-      },
+    storeGauges(registers, counts, {
+      loopguard_approvals_waiting: ["Sessions waiting for a human's approval.", (now) => now.AWAITING_APPROVAL ?? 0],
     });
     this.storeErrors = declare.counter(
       "loopguard_store_errors_total",
@@ -68,23 +84,15 @@ export class SessionMetrics {
       ["outcome", "reason"],
     );
     const overdue = inFlightOnce(async () => this.#store?.overdue(Date.now()).catch(() => undefined));
-    new Gauge({
-      name: "loopguard_approvals_overdue",
-      help: "Sessions still waiting for an approval whose expiry has passed (the sweep should have ended them).",
-      registers,
-      async collect() {
-        const now = await overdue();
-        if (now) this.set(now.approvals);
-      },
-    });
-    new Gauge({
-      name: "loopguard_sessions_parked_near_deadline",
-      help: "Sessions parked for a tool with less than a fifth of their wall-clock budget left.",
-      registers,
-      async collect() {
-        const now = await overdue();
-        if (now) this.set(now.parkedNearDeadline);
-      },
+    storeGauges(registers, overdue, {
+      loopguard_approvals_overdue: [
+        "Sessions still waiting for an approval whose expiry has passed (the sweep should have ended them).",
+        (now) => now.approvals,
+      ],
+      loopguard_sessions_parked_near_deadline: [
+        "Sessions parked for a tool with less than a fifth of their wall-clock budget left.",
+        (now) => now.parkedNearDeadline,
+      ],
     });
     this.stepsPerSession = declare.histogram(
       "loopguard_session_steps",

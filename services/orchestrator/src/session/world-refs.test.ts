@@ -1,4 +1,4 @@
-import { create, toJson } from "@bufbuild/protobuf";
+import { create, type DescMessage, type MessageInitShape, toJson } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
   GetOrderResponseSchema,
@@ -11,22 +11,24 @@ import { describe, expect, it } from "vitest";
 import type { JsonValue } from "../store/session-store.js";
 import { refsOf } from "./world-refs.js";
 
+/** The refs of a response built from `init`, read from its JSON as the session records it. */
+function refsOfResponse<Desc extends DescMessage>(schema: Desc, init: MessageInitShape<Desc>) {
+  return refsOf(schema, toJson(schema, create(schema, init)) as JsonValue);
+}
+
 describe("refsOf, from the contracts' field roles", () => {
   it("cites every search hit with its version", () => {
-    const response = create(SearchResponseSchema, {
+    const refs = refsOfResponse(SearchResponseSchema, {
       hits: [
         { docId: "refund-policy", version: 3, title: "t" },
         { docId: "returns", version: 1, title: "t" },
       ],
     });
-    expect(refsOf(SearchResponseSchema, toJson(SearchResponseSchema, response) as JsonValue)).toEqual([
-      "kb:refund-policy@3",
-      "kb:returns@1",
-    ]);
+    expect(refs).toEqual(["kb:refund-policy@3", "kb:returns@1"]);
   });
 
   it("names an order at its ledger version, and its customer", () => {
-    const response = create(GetOrderResponseSchema, {
+    const refs = refsOfResponse(GetOrderResponseSchema, {
       order: {
         orderId: "ord_DEMO00000001",
         customerId: "cust_demo_0001",
@@ -36,14 +38,11 @@ describe("refsOf, from the contracts' field roles", () => {
         createdAt: timestampFromMs(0),
       },
     });
-    expect(refsOf(GetOrderResponseSchema, toJson(GetOrderResponseSchema, response) as JsonValue)).toEqual([
-      "order:ord_DEMO00000001@4",
-      "customer:cust_demo_0001",
-    ]);
+    expect(refs).toEqual(["order:ord_DEMO00000001@4", "customer:cust_demo_0001"]);
   });
 
   it("names a refund and the order it belongs to", () => {
-    const response = create(RefundResponseSchema, {
+    const refs = refsOfResponse(RefundResponseSchema, {
       refund: {
         refundId: "rf_0123456789abcdef",
         orderId: "ord_DEMO00000001",
@@ -52,9 +51,6 @@ describe("refsOf, from the contracts' field roles", () => {
         createdAt: timestampFromMs(0),
       },
     });
-    expect(refsOf(RefundResponseSchema, toJson(RefundResponseSchema, response) as JsonValue)).toEqual([
-      "refund:rf_0123456789abcdef",
-      "order:ord_DEMO00000001",
-    ]);
+    expect(refs).toEqual(["refund:rf_0123456789abcdef", "order:ord_DEMO00000001"]);
   });
 });

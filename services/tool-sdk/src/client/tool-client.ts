@@ -1,16 +1,11 @@
 // toolClient: one client per tool, its policy derived from the contract's options and overridable
 // by config. Each method's call goes through a chain of stages composed once, when the client is
 // made (plan.ts: the stages and their order; stages/: one concern each; chain.ts: the shape).
-import {
-  create,
-  type DescMethod,
-  type DescService,
-  type MessageInitShape,
-  type MessageShape,
-} from "@bufbuild/protobuf";
+import { create, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import { Client, credentials } from "@grpc/grpc-js";
 import { bulkhead } from "cockatiel";
 import { commonReasons, errorReasons, servicePolicy } from "../contract.js";
+import type { InputOf, MethodKey, OutputOf } from "../method-types.js";
 import { warmValidation } from "../validation.js";
 import { avoidingRoundRobinServiceConfig } from "./avoiding-round-robin.js";
 import type { CallError } from "./call-error.js";
@@ -75,15 +70,6 @@ export interface CallOptions {
     readonly error: CallError;
   }) => void | Promise<void>;
 }
-
-type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
-type MethodKey<S extends DescService> = keyof MethodsOf<S> & string;
-type InputOf<S extends DescService, K extends MethodKey<S>> = MethodsOf<S>[K] extends DescMethod
-  ? MessageInitShape<MethodsOf<S>[K]["input"]>
-  : never;
-type OutputOf<S extends DescService, K extends MethodKey<S>> = MethodsOf<S>[K] extends DescMethod
-  ? MessageShape<MethodsOf<S>[K]["output"]>
-  : never;
 
 function channelTarget(target: string | readonly string[]): string {
   if (typeof target === "string") return target;

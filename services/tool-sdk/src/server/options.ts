@@ -6,14 +6,13 @@ import type { FaultSwitch } from "../faults.js";
 import type { BoundKeySet } from "../key-bindings.js";
 import type { Logger } from "../logger.js";
 import type { ServerMetrics } from "../metrics.js";
+import type { MethodsOf } from "../method-types.js";
 import type { OidcSettings } from "../oidc.js";
 import type { StreamHandler, UnaryHandler } from "./handler.js";
 import type { Interceptor } from "./interceptor.js";
 
 /** An extra route on the HTTP port: answers and returns true, or returns false for a path it does not serve. */
 export type HttpRoute = (req: IncomingMessage, res: ServerResponse) => boolean;
-
-type MethodsOf<S extends DescService> = S extends { method: infer R } ? R : never;
 
 /** One handler per method of the contract, keyed by the method's local name (e.g. "getOrder"). */
 export type ToolHandlers<S extends DescService> = {

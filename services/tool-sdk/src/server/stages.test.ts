@@ -22,16 +22,7 @@ import { unaryTerminal } from "./handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
 import { CallSlots } from "./slots.js";
 import { authStage, bindingStage } from "./auth-stages.js";
-import {
-  deadlineStage,
-  errorsStage,
-  faultStage,
-  metricsStage,
-  responseContractStage,
-  sizeStage,
-  traceStage,
-  validateStage,
-} from "./stages.js";
+import * as stages from "./stages.js";
 
 const method = KbSearchService.method.search;
 
@@ -202,14 +193,14 @@ describe("bindingStage", () => {
 
 describe("validateStage", () => {
   it("normalises, then refuses an invalid request with its field violations", async () => {
-    const stage = validateStage(method, (request) => ((request as { query: string }).query = ""))(answer);
+    const stage = stages.validateStage(method, (request) => ((request as { query: string }).query = ""))(answer);
     const error = await refusal(stage(testCall()), ToolError);
     expect([error.code, error.reason]).toEqual([status.INVALID_ARGUMENT, "REQUEST_INVALID"]);
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["query"]);
   });
 
   it("passes a valid request", async () => {
-    await expect(validateStage(method, undefined)(answer)(testCall())).resolves.toEqual({ hits: [SAMPLE_HIT] });
+    await expect(stages.validateStage(method, undefined)(answer)(testCall())).resolves.toEqual({ hits: [SAMPLE_HIT] });
   });
 });
 
@@ -217,7 +208,7 @@ describe("sizeStage", () => {
   it("refuses an oversized request without calling on", async () => {
     const metrics = new ServerMetrics("kb-search");
     let reached = false;
-    const stage = sizeStage(metrics, "kb-search", method, 100)(async () => (reached = true));
+    const stage = stages.sizeStage(metrics, "kb-search", method, 100)(async () => (reached = true));
     const error = await refusal(stage(testCall({ request: new OversizedRequest(5000) })), ToolError);
     expect([error.reason, error.metadata.bytes, error.metadata.max_bytes, reached]).toEqual([
       "REQUEST_TOO_LARGE",
@@ -288,7 +279,7 @@ describe("deadlineStage", () => {
     const call = testCall({ deadline: new Date(Date.now() + 20) });
     const error = await refusal(
       compose(
-        [deadlineStage],
+        [stages.deadlineStage],
         unaryTerminal(() => new Promise(() => undefined)),
       )(call),
       ToolError,
@@ -302,7 +293,7 @@ describe("faultStage", () => {
     const faults = new FaultSwitch();
     const metrics = new ServerMetrics("kb-search");
     faults.set({ outage: true, retryAfterMs: 300 } as never);
-    const error = await refusal(faultStage(faults, metrics, "kb-search", method)(answer)(testCall()), ToolError);
+    const error = await refusal(stages.faultStage(faults, metrics, "kb-search", method)(answer)(testCall()), ToolError);
     expect([error.code, error.reason, error.retryAfterMs]).toEqual([status.UNAVAILABLE, "FAULT_INJECTED", 300]);
     expect(
       metricValue(await metrics.registry.metrics(), "loopguard_tool_faults_injected_total", { kind: "outage" }),
@@ -311,7 +302,7 @@ describe("faultStage", () => {
 
   it("passes calls through with no fault switched on", async () => {
     await expect(
-      faultStage(new FaultSwitch(), new ServerMetrics("kb-search"), "kb-search", method)(answer)(testCall()),
+      stages.faultStage(new FaultSwitch(), new ServerMetrics("kb-search"), "kb-search", method)(answer)(testCall()),
     ).resolves.toEqual({ hits: [SAMPLE_HIT] });
   });
 });
@@ -319,7 +310,7 @@ describe("faultStage", () => {
 describe("responseContractStage", () => {
   it("withholds a response that breaks the contract as INTERNAL CONTRACT_VIOLATION", async () => {
     const logged: string[] = [];
-    const stage = responseContractStage(
+    const stage = stages.responseContractStage(
       new ServerMetrics("kb-search"),
       "kb-search",
       method,
@@ -335,18 +326,18 @@ describe("errorsStage", () => {
 
   it("passes a ToolError with a contract reason unchanged", async () => {
     const own = new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", "no");
-    const error = await refusal(errorsStage(reasons)(() => Promise.reject(own))(testCall()), ToolError);
+    const error = await refusal(stages.errorsStage(reasons)(() => Promise.reject(own))(testCall()), ToolError);
     expect(error).toBe(own);
   });
 
   it("turns an unknown exception or reason into INTERNAL and logs it", async () => {
     const logged: string[] = [];
     const thrown = await refusal(
-      errorsStage(reasons)(() => Promise.reject(new TypeError("boom")))(testCall({}, logged)),
+      stages.errorsStage(reasons)(() => Promise.reject(new TypeError("boom")))(testCall({}, logged)),
       ToolError,
     );
     const foreign = await refusal(
-      errorsStage(reasons)(() => Promise.reject(new ToolError(status.NOT_FOUND, "NOT_OURS", "x")))(
+      stages.errorsStage(reasons)(() => Promise.reject(new ToolError(status.NOT_FOUND, "NOT_OURS", "x")))(
         testCall({}, logged),
       ),
       ToolError,
@@ -360,7 +351,7 @@ describe("errorsStage", () => {
 describe("metricsStage and traceStage", () => {
   it("exports every method's started and handled series at 0 before its first call, so increase() sees each from 0", async () => {
     const metrics = new ServerMetrics("kb-search");
-    metricsStage(metrics, method);
+    stages.metricsStage(metrics, method);
     const page = parseMetrics(await metrics.registry.metrics());
     const values = (name: string) =>
       samplesOf(page, name, { grpc_method: "Search" }).map((s) => [s.labels.grpc_code, s.value]);
@@ -373,11 +364,14 @@ describe("metricsStage and traceStage", () => {
   it("count every outcome by code and give the call a trace id and a bound logger", async () => {
     const metrics = new ServerMetrics("kb-search");
     const log = createLogger({ service: "test", write: () => undefined });
-    const chain = compose([metricsStage(metrics, method), traceStage(method, log)], async (call) => call.traceId);
+    const chain = compose(
+      [stages.metricsStage(metrics, method), stages.traceStage(method, log)],
+      async (call) => call.traceId,
+    );
     const traceId = await chain(testCall());
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
     await refusal(
-      compose([metricsStage(metrics, method)], () => Promise.reject(new ToolError(status.NOT_FOUND, "X", "x")))(
+      compose([stages.metricsStage(metrics, method)], () => Promise.reject(new ToolError(status.NOT_FOUND, "X", "x")))(
         testCall(),
       ),
       ToolError,

@@ -98,7 +98,9 @@ beforeAll(async () => {
     const billing = /^ {2}- name: loopguard\/billing\n(?: {4}.*\n)+/m.exec(text)![0];
     writeFileSync(join(work, overlay), text.replace(billing, billing + billing.replaceAll("billing", "inventory")));
   }
-  await run("pnpm", ["install", "--offline", "--no-frozen-lockfile"]);
+  // A new workspace package means resolving again, which needs the registry's metadata; a machine that only ran
+  // a frozen install has none cached, so --offline fails there (the packages themselves come from the store).
+  await run("pnpm", ["install", "--prefer-offline", "--no-frozen-lockfile"]);
   await run("pnpm", ["gen"]);
   await run("pnpm", ["-s", "build"]);
 }, 900_000);

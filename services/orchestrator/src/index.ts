@@ -11,3 +11,4 @@ export { DEFAULT_CONTEXT_LIMITS, governContext } from "./governance/context-gove
 export { encodingForModel, type EncodingName, tokenCounter } from "./policies/model-tokens.js";
 export type { HistoryItem } from "./policies/policy.js";
 export { ToolRegistry } from "./tool-registry.js";
+export { ToolTokens } from "./guard/tool-tokens.js";

@@ -1,10 +1,11 @@
-// `pnpm bench [tool|client|steps|refunds|redact|hedge|tokens|all]`: side-by-side benchmarks on loopback, printed as figures and
+// `pnpm bench [tool|client|steps|refunds|redact|hedge|auth|tokens|all]`: side-by-side benchmarks on loopback, printed as figures and
 // ratios to a bare grpc-js baseline measured in the same run. Bounded in time; stops by itself.
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { createRawClient, CallError, toolClient } from "@loopguard/tool-sdk";
 import { Registry } from "prom-client";
 import { startBenchServer } from "./bench-server.js";
+import { benchAuth } from "./auth.js";
 import { benchHedge } from "./hedge.js";
 import { compare, type ProbedFigures, printComparison } from "./measure.js";
 import { benchPeople } from "./people.js";
@@ -105,6 +106,7 @@ const suites: Record<string, () => Promise<void>> = {
   refunds: () => benchRefunds(durationMs),
   redact: async () => benchRedact(durationMs),
   hedge: benchHedge,
+  auth: benchAuth,
   tokens: async () => benchTokens(process.argv.slice(2).filter((a) => a.endsWith(".jsonl"))),
 };
 const names = process.argv.slice(2).filter((a) => a !== "--" && !a.endsWith(".jsonl"));

@@ -56,6 +56,21 @@ describe("the local gate's measures", () => {
     expect(gateVerdict(judgedMethods(slos), answers).passed).toBe(false);
   });
 
+  it("answer nothing for pods that served nothing though they export every series at 0, which never passes", async () => {
+    const pod = new ServerMetrics("billing");
+    for (const method of BillingService.methods)
+      for (const grpc_code of ["OK", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"])
+        pod.handled.inc(
+          { grpc_type: "unary", grpc_service: BillingService.typeName, grpc_method: method.name, grpc_code },
+          0,
+        );
+    const idle = await reading({ pod });
+    expect(idle.get("pod")!.filter((s) => s.name === "grpc_server_handled_total")).toHaveLength(12);
+    const answers = measureLocally(slos, idle, idle);
+    expect(answers.map((a) => a.values)).toEqual([[], []]);
+    expect(gateVerdict(judgedMethods(slos), answers).passed).toBe(false);
+  });
+
   it("interpolate within a bucket as PromQL's histogram_quantile does, and give NaN without calls", () => {
     const buckets = new Map([
       [0.1, 50],

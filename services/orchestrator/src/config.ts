@@ -17,11 +17,13 @@ import {
   manifestDefaults,
   type OidcSettings,
   optionalIntegerSetting,
+  readCallSecrets,
   readSigningKey,
   servicePolicy,
   type SigningKey,
   type ToolConfig,
 } from "@loopguard/tool-sdk";
+import type { CallSecrets } from "./guard/tool-tokens.js";
 import { approvalSettings } from "./guard/approval-settings.js";
 import { type ApprovalRules, describeApprovalRules } from "./guard/approvals.js";
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./governance/context-governance.js";
@@ -35,6 +37,8 @@ import type { TraceRetention } from "./governance/trace-files.js";
 export interface OrchestratorConfig extends ToolConfig {
   /** Signs the per-call tool tokens (LOOPGUARD_SIGNING_KEY_FILE); no other service holds it. */
   readonly signingKey: SigningKey;
+  /** LOOPGUARD_CALL_SECRETS_FILE: tool calls carry HS256 credentials under each tool's derived key; else Ed25519 tokens. */
+  readonly callSecrets?: CallSecrets;
   /** "sqlite:/path.db" or "postgres://…". */
   readonly storeUrl: string;
   /** PostgreSQL only: bounds on getting a connection and on one statement (URL parameters win). */
@@ -188,10 +192,12 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   // Checked here, so that a bad URL stops the process (exit 2) before anything binds.
   parseStoreUrl(storeUrl, "ORCHESTRATOR_STORE", ConfigError);
   const oidc = oidcSettings(env);
+  const callSecrets = readCallSecrets(env);
   const store = POSTGRES_STORE_DEFAULTS;
   return Object.freeze({
     ...base,
     signingKey: checkedSigningKey(env, base.publicKeys),
+    ...(callSecrets ? { callSecrets } : {}),
     storeUrl,
     storePoolSize: optionalIntegerSetting(env, "ORCHESTRATOR_STORE_POOL_SIZE", { min: 1, max: MAX_STORE_POOL_SIZE }),
     migrateOnStart: booleanSetting(env, "ORCHESTRATOR_MIGRATE_ON_START", true),
@@ -231,11 +237,12 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
 
 /** The config as it may be logged: no secrets, no credentials in the store URL, keys by id only. */
 export function describeOrchestratorConfig(config: OrchestratorConfig): Record<string, unknown> {
-  const { signingKey, publicKeys, openai, storeUrl, approvals, ...rest } = config;
+  const { signingKey, callSecrets, publicKeys, openai, storeUrl, approvals, ...rest } = config;
   return {
     ...rest,
     approvals: describeApprovalRules(approvals),
     signingKey: signingKey.kid,
+    callSecrets: callSecrets ? { file: callSecrets.file, kids: callSecrets.secrets.map((k) => k.kid) } : "off",
     publicKeys: publicKeys.keys.map((k) => k.kid),
     storeUrl: redactStoreUrl(storeUrl),
     // A list, not an object keyed by tool, so the logger's allow-list names no tool.

@@ -108,7 +108,11 @@ export async function build(
     clients,
     policies,
     traces: new TraceSink(store, config.traceDir, config.traceRetention),
-    tokens: new ToolTokens(config.signingKey),
+    tokens: new ToolTokens(config.signingKey, config.callSecrets, (outcome) =>
+      "error" in outcome
+        ? log.error("call secrets not reloaded", { reason: outcome.error })
+        : log.warn("call secrets reloaded", { kids: outcome.kids }),
+    ),
     rules: new SideEffectRules(registry),
     approvals: config.approvals,
     context: config.context,

@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { ensureSecretFile, type ServiceSpec } from "@loopguard/tool-sdk";
 
-const KEY_PAIR_FILES = new Set(["LOOPGUARD_SIGNING_KEY_FILE"]);
+const KEY_PAIR_FILES = new Set(["LOOPGUARD_SIGNING_KEY_FILE", "LOOPGUARD_CALL_SECRETS_FILE"]);
 
 export function localSecretFiles(spec: ServiceSpec, dataDir: string): Record<string, string> {
   const env: Record<string, string> = {};

@@ -1,7 +1,8 @@
 // What each process of the local suite is given: the data folder and the public keys for all,
-// the orchestrator's private key for the orchestrator alone, and each service's own declared
-// secret files (risk's customer-key pepper) to that service alone (all made on first start).
-import { ensureLocalKeys, type ServiceSpec } from "@loopguard/tool-sdk";
+// the orchestrator's private key and call secrets for the orchestrator alone, each tool's own call
+// key to that tool alone, and each service's own declared secret files (risk's customer-key pepper)
+// to that service alone (all made on first start).
+import { ensureLocalKeys, localToolCallKeys, type ServiceSpec } from "@loopguard/tool-sdk";
 import { localSecretFiles } from "./local-secrets.js";
 import type { SupervisorOptions } from "./supervisor.js";
 
@@ -9,10 +10,13 @@ export function suiteEnvironment(dataDir: string): Pick<SupervisorOptions, "env"
   const keys = ensureLocalKeys(dataDir);
   return {
     env: { LOOPGUARD_DATA_DIR: dataDir, LOOPGUARD_JWKS_FILE: keys.jwks },
-    // Only the orchestrator signs (tool calls); tools verify with public keys and never see a private one.
+    // Only the orchestrator signs and holds the call secrets; a tool holds its own call key, which
+    // checks credentials made for it and for no other service.
     envFor: (spec: ServiceSpec): Record<string, string> => ({
       ...localSecretFiles(spec, dataDir),
-      ...(spec.kind === "orchestrator" ? { LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator } : {}),
+      ...(spec.kind === "orchestrator"
+        ? { LOOPGUARD_SIGNING_KEY_FILE: keys.orchestrator, LOOPGUARD_CALL_SECRETS_FILE: keys.callSecrets }
+        : { [`${spec.envPrefix}_CALL_KEYS_FILE`]: localToolCallKeys(keys, spec.name) }),
     }),
   };
 }

@@ -67,7 +67,8 @@ describe("Supervisor", () => {
     const specs = discoverServices(servicesDir);
     const envOf = (name: string) => suiteEnvironment(dataDir).envFor!(specs.find((s) => s.name === name)!);
     const pepperFile = join(dataDir, "secrets", "loopguard-risk-pepper", "pepper");
-    expect(envOf("risk")).toEqual({ RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile });
+    const callKeys = (tool: string) => join(dataDir, "keys", "call-keys", `${tool}.json`);
+    expect(envOf("risk")).toEqual({ RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile, RISK_CALL_KEYS_FILE: callKeys("risk") });
     const modes = [dataDir, join(dataDir, "secrets"), dirname(pepperFile), pepperFile].map(
       (path) => statSync(path).mode & 0o777,
     );
@@ -76,9 +77,12 @@ describe("Supervisor", () => {
     expect(pepper).toMatch(/^[0-9a-f]{64}$/);
     envOf("risk");
     expect(readFileSync(pepperFile, "utf8")).toBe(pepper);
-    expect(envOf("billing")).toEqual({});
+    // Each tool holds its own call key (0600), never the call secrets.
+    expect(envOf("billing")).toEqual({ BILLING_CALL_KEYS_FILE: callKeys("billing") });
+    expect(statSync(callKeys("billing")).mode & 0o777).toBe(0o600);
+    expect(readFileSync(callKeys("billing"), "utf8")).not.toBe(readFileSync(callKeys("risk"), "utf8"));
     // The orchestrator's declared signing key is the key pair ensureLocalKeys made, not a random secret.
-    expect(Object.keys(envOf("orchestrator"))).toEqual(["LOOPGUARD_SIGNING_KEY_FILE"]);
+    expect(Object.keys(envOf("orchestrator"))).toEqual(["LOOPGUARD_SIGNING_KEY_FILE", "LOOPGUARD_CALL_SECRETS_FILE"]);
     expect(existsSync(join(dataDir, "secrets", "loopguard-signing-key"))).toBe(false);
   });
 

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { newKeyPair } from "./auth.js";
+import { newCallSecret, readCallKeys, toolCallKeys } from "./call-keys.js";
 import { describeConfig, loadToolConfig, readSigningKey } from "./config.js";
 import { ConfigError } from "./settings.js";
 import { withBinding } from "./key-bindings.js";
@@ -86,6 +87,25 @@ describe("loadToolConfig", () => {
     expect(() =>
       loadToolConfig("billing", { port: 1, metricsPort: 2 }, { ...auth, LOOPGUARD_SIGNING_KEY_FILE: "/any" }),
     ).toThrow(/must not hold a private key/);
+  });
+
+  it("gives a tool its own call keys only: never the call secrets, never another tool's keys", () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-config-"));
+    const secrets = readCallKeys({ keys: [newCallSecret("call-1")] });
+    writeFileSync(join(dir, "billing.json"), JSON.stringify(toolCallKeys(secrets, "billing")));
+    writeFileSync(join(dir, "risk.json"), JSON.stringify(toolCallKeys(secrets, "risk")));
+    const load = (env: Record<string, string>) =>
+      loadToolConfig("billing", { port: 1, metricsPort: 2 }, { ...auth, ...env });
+    const config = load({ BILLING_CALL_KEYS_FILE: join(dir, "billing.json") });
+    expect(config.callKeys?.keys.map((k) => k.kid)).toEqual(["call-1"]);
+    expect(describeConfig(config).callKeys).toEqual({ file: join(dir, "billing.json"), kids: ["call-1"] });
+    expect(() => load({ BILLING_CALL_KEYS_FILE: join(dir, "risk.json") })).toThrow(
+      /BILLING_CALL_KEYS_FILE: call key call-1 is for risk, not billing/,
+    );
+    expect(() => load({ LOOPGUARD_CALL_SECRETS_FILE: join(dir, "billing.json") })).toThrow(
+      /must not hold the orchestrator's call secrets.*BILLING_CALL_KEYS_FILE/,
+    );
+    expect(load({}).callKeys).toBeUndefined();
   });
 
   it("reads a signing key from a file, and refuses a public one", () => {

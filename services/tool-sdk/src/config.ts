@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { FaultProfile } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { type KeyError, type SigningKey, signingKeyFromJwk } from "./auth.js";
+import { type CallKey, readCallKeys } from "./call-keys.js";
 import { faultSummary, parseFaultProfile } from "./faults.js";
 import { type BoundKeySet, publicKeySet } from "./key-bindings.js";
 import { LOG_LEVELS, type LogLevel } from "./logger.js";
@@ -33,6 +34,12 @@ export interface ToolConfig {
   readonly publicKeys: BoundKeySet;
   /** LOOPGUARD_JWKS_FILE, followed at run time: a key revoked there stops verifying within about a second. */
   readonly publicKeysFile?: string;
+  /**
+   * <PREFIX>_CALL_KEYS_FILE: this tool's own keys for the orchestrator's call credentials (derived
+   * from the orchestrator's call secrets), followed at run time like the JWKS. Unset: the tool
+   * accepts only signed tokens, and an orchestrator minting call credentials is refused here.
+   */
+  readonly callKeys?: { readonly file: string; readonly keys: readonly CallKey[] };
   /**
    * <PREFIX>_BREAK_GLASS=on: an irreversible method also accepts a break-glass token (a person's
    * break-glass key, with a reason) instead of the orchestrator's request-bound one. Default off.
@@ -136,6 +143,31 @@ export function readSigningKey(env: Env = process.env): SigningKey {
   }
 }
 
+/** A tool's call keys, from <PREFIX>_CALL_KEYS_FILE (a file only, like every secret); none when unset. */
+export function readToolCallKeys(tool: string, env: Env = process.env): ToolConfig["callKeys"] {
+  const name = `${envPrefixOf(tool)}_CALL_KEYS_FILE`;
+  const file = env[name];
+  if (!file) return undefined;
+  try {
+    return { file, keys: readCallKeys(readJson(name, file), tool) };
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    throw new ConfigError(`${name}: ${(error as KeyError).message}`);
+  }
+}
+
+/** The orchestrator's call secrets, from LOOPGUARD_CALL_SECRETS_FILE (the first mints); none when unset. */
+export function readCallSecrets(env: Env = process.env): { file: string; secrets: CallKey[] } | undefined {
+  const file = env.LOOPGUARD_CALL_SECRETS_FILE;
+  if (!file) return undefined;
+  try {
+    return { file, secrets: readCallKeys(readJson("LOOPGUARD_CALL_SECRETS_FILE", file)) };
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    throw new ConfigError(`LOOPGUARD_CALL_SECRETS_FILE: ${(error as KeyError).message}`);
+  }
+}
+
 export interface LoadOptions {
   /** The service signs tokens (the orchestrator). A tool only verifies, and refuses a private key. */
   readonly signs?: boolean;
@@ -163,6 +195,12 @@ export function loadToolConfig(
       `${tool} only verifies tokens and must not hold a private key: unset LOOPGUARD_SIGNING_KEY_FILE`,
     );
   }
+  if (!options.signs && env.LOOPGUARD_CALL_SECRETS_FILE) {
+    throw new ConfigError(
+      `${tool} must not hold the orchestrator's call secrets (they make every tool's key): unset LOOPGUARD_CALL_SECRETS_FILE and give it ${envPrefixOf(tool)}_CALL_KEYS_FILE`,
+    );
+  }
+  const callKeys = options.signs ? undefined : readToolCallKeys(tool, env);
   const prefix = envPrefixOf(tool);
   const maxStreams = integerSetting(env, `${prefix}_MAX_STREAMS`, {
     default: defaults.maxStreams ?? 256,
@@ -200,6 +238,7 @@ export function loadToolConfig(
     dataDir: dataDirOf(env),
     publicKeys: readPublicKeys(env),
     ...(env.LOOPGUARD_JWKS_FILE ? { publicKeysFile: env.LOOPGUARD_JWKS_FILE } : {}),
+    ...(callKeys ? { callKeys } : {}),
     breakGlass: switchSetting(env, `${prefix}_BREAK_GLASS`),
     logLevel: enumSetting(env, "LOG_LEVEL", LOG_LEVELS, "info"),
     ...(faults ? { faultProfile: faults } : {}),
@@ -208,10 +247,11 @@ export function loadToolConfig(
 
 /** The config as it may be logged: public keys by id only. */
 export function describeConfig(config: ToolConfig): Record<string, unknown> {
-  const { publicKeys, faultProfile, ...rest } = config;
+  const { publicKeys, faultProfile, callKeys, ...rest } = config;
   return {
     ...rest,
     publicKeys: publicKeys.keys.map((k) => k.kid),
+    ...(callKeys ? { callKeys: { file: callKeys.file, kids: callKeys.keys.map((k) => k.kid) } } : {}),
     ...(faultProfile ? { faultProfile: faultSummary(faultProfile) } : {}),
   };
 }

@@ -23,6 +23,17 @@ export {
 } from "./key-bindings.js";
 export { acceptableIssuerUrl, DEFAULT_OIDC_ROLES_CLAIM, type OidcSettings, OidcVerifier } from "./oidc.js";
 export * from "./people.js";
+export {
+  CALL_KEY_ALGORITHM,
+  CallCredentials,
+  type CallKey,
+  CallKeyChecker,
+  type CallKeySet,
+  newCallSecret,
+  readCallKeys,
+  toolCallKeys,
+} from "./call-keys.js";
+export { FollowedFile, type FileReload } from "./followed-file.js";
 export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
 export {
@@ -43,8 +54,10 @@ export {
   FAULT_PROFILE_ENV,
   type LoadOptions,
   loadToolConfig,
+  readCallSecrets,
   readPublicKeys,
   readSigningKey,
+  readToolCallKeys,
   type ToolConfig,
   type ToolDefaults,
 } from "./config.js";
@@ -97,7 +110,14 @@ export { type Labels, metricValue, parseMetrics, type Sample, samplesOf, sumOf }
 export * from "./pii.js";
 export { createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
 export { CallError, type CallErrorOptions } from "./client/call-error.js";
-export { ensureLocalKeys, type LocalKeys, localKeyPaths, type PersonKey, personKey } from "./local-keys.js";
+export {
+  ensureLocalKeys,
+  type LocalKeys,
+  localKeyPaths,
+  localToolCallKeys,
+  type PersonKey,
+  personKey,
+} from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
 export { type BuiltService, runService, runTool, type ServiceStart } from "./run.js";
 export {

@@ -1,12 +1,13 @@
 // The local suite's keys, under the data folder, checked on every `pnpm start`: the orchestrator's
-// signing key (tool calls of sessions), one key per local person (requester, approver, operator),
-// the release's probe key (smoke calls, read-only methods only), and the JWKS of their public
-// halves, each bound to its role, subject and scopes, that every service verifies with. Clusters
-// mount their own from Secrets (`pnpm keys`).
+// signing key and its call secrets (tool calls of sessions), one key per local person (requester,
+// approver, operator), the release's probe key (smoke calls, read-only methods only), the JWKS of
+// their public halves, each bound to its role, subject and scopes, that every service verifies
+// with, and each tool's own call key. Clusters mount their own from Secrets (`pnpm keys`).
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { newKeyPair, type SigningKey } from "./auth.js";
+import { newCallSecret, readCallKeys, toolCallKeys } from "./call-keys.js";
 import { readPublicKeys, readSigningKey } from "./config.js";
 import { ConfigError } from "./settings.js";
 import {
@@ -38,6 +39,8 @@ export interface LocalKeys {
   readonly people: Readonly<Record<PersonRole, string>>;
   /** The release's probe key (`pnpm release` smoke calls): subject release-smoke, the tools' read-only scopes. */
   readonly smoke: string;
+  /** The orchestrator's call secrets: its LOOPGUARD_CALL_SECRETS_FILE, and no one else's. */
+  readonly callSecrets: string;
 }
 
 export function localKeyPaths(dataDir: string): LocalKeys {
@@ -48,6 +51,7 @@ export function localKeyPaths(dataDir: string): LocalKeys {
     orchestrator: join(dir, "orchestrator.jwk"),
     people: Object.fromEntries(PEOPLE.map((p) => [p, join(dir, `${p}.jwk`)])) as Record<PersonRole, string>,
     smoke: join(dir, "smoke.jwk"),
+    callSecrets: join(dir, "call-secrets.json"),
   };
 }
 
@@ -108,7 +112,24 @@ export function ensureLocalKeys(dataDir: string): LocalKeys {
   };
   const text = `${JSON.stringify(jwks, null, 2)}\n`;
   if (!existsSync(paths.jwks) || readFileSync(paths.jwks, "utf8") !== text) writeAtomically(paths.jwks, text, 0o644);
+  if (!existsSync(paths.callSecrets)) {
+    const secret = newCallSecret(`local-call-${stamp}-${randomBytes(3).toString("hex")}`);
+    writeAtomically(paths.callSecrets, `${JSON.stringify({ keys: [secret] })}\n`, 0o600);
+  }
   return paths;
+}
+
+/**
+ * One tool's call keys (its <PREFIX>_CALL_KEYS_FILE), derived from the local call secrets and
+ * rewritten when they changed: the tool is given its own key and never the secrets.
+ */
+export function localToolCallKeys(keys: LocalKeys, tool: string): string {
+  const path = join(keys.dir, "call-keys", `${tool}.json`);
+  mkdirSync(join(keys.dir, "call-keys"), { recursive: true, mode: 0o700 });
+  const secrets = readCallKeys(JSON.parse(readFileSync(keys.callSecrets, "utf8")));
+  const text = `${JSON.stringify(toolCallKeys(secrets, tool))}\n`;
+  if (!existsSync(path) || readFileSync(path, "utf8") !== text) writeAtomically(path, text, 0o600);
+  return path;
 }
 
 /** One person's key and what its binding in the JWKS lets it sign. */

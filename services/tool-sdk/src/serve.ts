@@ -75,6 +75,7 @@ export async function serveTool<S extends DescService>(
   }
   const verifier = new TokenVerifier(options.publicKeys, tool, {
     ...(options.publicKeysFile ? { file: options.publicKeysFile } : {}),
+    ...(options.callKeys ? { callKeys: options.callKeys } : {}),
     ...(options.oidc ? { oidc: new OidcVerifier(options.oidc) } : {}),
     onReload: (outcome) =>
       "error" in outcome

@@ -1,24 +1,28 @@
-// Verifies bearer tokens: signature by a trusted key, issuer, audience (this service), expiry, and
-// the key's binding (subject and scopes). Follows the JWKS file it was given, so a key revoked or
-// added there takes effect within about a second, without a restart.
-import { readFileSync, statSync } from "node:fs";
+// Verifies bearer tokens: a call credential made with this tool's own key (the orchestrator's tool
+// calls, see call-keys.ts), or a token signed by a trusted Ed25519 key (people, probes, and an
+// orchestrator without call secrets) — signature, issuer, audience (this service), expiry, and the
+// key's binding (subject and scopes). Follows the key files it was given, so a key revoked, removed
+// or added there takes effect within about a second, without a restart.
 import { type JWTPayload, jwtVerify } from "jose";
 import { type Caller, CredentialsError, credentialsErrorOf, TOKEN_ALGORITHM, TOKEN_ISSUER } from "./auth.js";
+import { type CallKey, CallKeyChecker, readCallKeys } from "./call-keys.js";
+import { FollowedFile } from "./followed-file.js";
 import { type BoundKeySet, scopeBeyond, subjectAllowed, type TrustedKey, trustedKeys } from "./key-bindings.js";
 import type { OidcVerifier } from "./oidc.js";
 
-/** What happened when the followed JWKS file changed: the kids now trusted, or why the new file was not taken. */
+/** What happened when a followed key file changed: the kids now trusted, or why the new file was not taken. */
 export type KeysReload = { readonly kids: readonly string[] } | { readonly error: string };
 
 export interface TokenVerifierOptions {
   /** The JWKS file to follow: looked at (one stat) at most once a second, on verify, and re-read when it changed. */
   readonly file?: string;
+  /** This tool's call keys (its <PREFIX>_CALL_KEYS_FILE), read at start and followed like the JWKS. */
+  readonly callKeys?: { readonly file: string; readonly keys: readonly CallKey[] };
   /** People signed in with an OpenID Connect provider (the orchestrator only). */
   readonly oidc?: OidcVerifier;
   readonly onReload?: (outcome: KeysReload) => void;
 }
 
-const RELOAD_CHECK_MS = 1000;
 const MAX_CACHED = 10_000;
 
 function scopesOf(payload: JWTPayload): string[] {
@@ -26,14 +30,12 @@ function scopesOf(payload: JWTPayload): string[] {
 }
 
 export class TokenVerifier {
-  #keys: ReadonlyMap<string, TrustedKey>;
+  readonly #keys: { current(now: number): ReadonlyMap<string, TrustedKey> };
+  readonly #callKeys: { current(now: number): CallKeyChecker } | undefined;
   readonly #audience: string;
-  readonly #options: TokenVerifierOptions;
-  /** inode, size and mtime of the file when last read; unset so that the first check reads it. */
-  #stamp: string | undefined;
-  #nextCheck = 0;
-  /** Bumped when the keys change, so a verification begun with the old keys is not cached. */
-  #generation = 0;
+  readonly #oidc: OidcVerifier | undefined;
+  /** The keys the cache was filled with: when either set changes, the cache is emptied. */
+  #cachedWith: [ReadonlyMap<string, TrustedKey>, CallKeyChecker | undefined] | undefined;
   // Verified tokens are cached until they expire: a caller's token is reused for many calls and a
   // signature check per call is wasted work. The key is the whole token, so a cached entry only
   // ever answers for the exact bytes that verified. Emptied when the keys change.
@@ -41,29 +43,70 @@ export class TokenVerifier {
 
   /** `audience`: the tool name of the service this verifier guards; tokens for any other are refused. */
   constructor(keys: BoundKeySet, audience: string, options: TokenVerifierOptions = {}) {
-    this.#keys = trustedKeys(keys);
     this.#audience = audience;
-    this.#options = options;
+    this.#oidc = options.oidc;
+    const report = (outcome: KeysReload) => options.onReload?.(outcome);
+    const trusted = trustedKeys(keys);
+    this.#keys =
+      options.file === undefined
+        ? { current: () => trusted }
+        : new FollowedFile(
+            options.file,
+            trusted,
+            (value) => trustedKeys(value as BoundKeySet),
+            (outcome) => report("error" in outcome ? outcome : { kids: [...outcome.value.keys()] }),
+          );
+    const call = options.callKeys;
+    if (call) {
+      const checker = (keys: readonly CallKey[]) => new CallKeyChecker(keys, audience, call.file);
+      this.#callKeys = new FollowedFile(
+        call.file,
+        checker(call.keys),
+        (value) => checker(readCallKeys(value, audience)),
+        (outcome) => report("error" in outcome ? outcome : { kids: outcome.value.kids }),
+      );
+    }
   }
 
   /** The caller a bearer token stands for; throws CredentialsError when it is missing, malformed, expired, forged, for another service or beyond its key. */
   async verify(token: string): Promise<Caller> {
     const now = Date.now();
-    if (this.#options.file !== undefined && now >= this.#nextCheck) this.#follow(this.#options.file, now);
+    const keys = this.#keys.current(now);
+    const callKeys = this.#callKeys?.current(now);
+    const cachedWith = this.#cachedWith;
+    if (cachedWith?.[0] !== keys || cachedWith[1] !== callKeys) {
+      this.#cache.clear();
+      this.#cachedWith = [keys, callKeys];
+    }
     const hit = this.#cache.get(token);
     if (hit && hit.expiresAt > now) return hit.caller;
-    const generation = this.#generation;
-    const oidc = this.#options.oidc;
-    const { caller, expiresAt } = oidc?.issued(token) ? await oidc.verify(token) : await this.#verifyOwn(token);
-    if (generation === this.#generation) {
-      if (this.#cache.size > MAX_CACHED) this.#cache.clear();
-      this.#cache.set(token, { caller, expiresAt });
-    }
-    return caller;
+    const checked = callKeys?.check(token, now);
+    if (checked) return this.#cached(token, checked, keys);
+    const oidc = this.#oidc;
+    return this.#cached(
+      token,
+      oidc?.issued(token) ? await oidc.verify(token) : await this.#verifyOwn(token, keys),
+      keys,
+    );
   }
 
-  async #verifyOwn(token: string): Promise<{ caller: Caller; expiresAt: number }> {
-    const keys = this.#keys;
+  /** Caches what verified — unless the keys changed while it was being verified. */
+  #cached(
+    token: string,
+    verified: { caller: Caller; expiresAt: number },
+    keys: ReadonlyMap<string, TrustedKey>,
+  ): Caller {
+    if (this.#cachedWith?.[0] === keys) {
+      if (this.#cache.size > MAX_CACHED) this.#cache.clear();
+      this.#cache.set(token, verified);
+    }
+    return verified.caller;
+  }
+
+  async #verifyOwn(
+    token: string,
+    keys: ReadonlyMap<string, TrustedKey>,
+  ): Promise<{ caller: Caller; expiresAt: number }> {
     let used: TrustedKey | undefined;
     let payload: JWTPayload;
     try {
@@ -105,33 +148,5 @@ export class TokenVerifier {
       ...(typeof payload.why === "string" ? { breakGlassReason: payload.why } : {}),
     };
     return { caller, expiresAt: (payload.exp ?? 0) * 1000 };
-  }
-
-  /** Re-reads the followed file when it changed; a file that does not check keeps the keys trusted so far. */
-  #follow(file: string, now: number): void {
-    this.#nextCheck = now + RELOAD_CHECK_MS;
-    let stamp: string;
-    try {
-      const stat = statSync(file);
-      stamp = `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
-    } catch (error) {
-      stamp = `unreadable:${(error as NodeJS.ErrnoException).code ?? "error"}`;
-    }
-    if (stamp === this.#stamp) return;
-    const first = this.#stamp === undefined;
-    this.#stamp = stamp;
-    let keys: ReadonlyMap<string, TrustedKey>;
-    try {
-      keys = trustedKeys(JSON.parse(readFileSync(file, "utf8")));
-    } catch (error) {
-      this.#options.onReload?.({
-        error: `${file}: ${error instanceof SyntaxError ? "not JSON" : (error as Error).message}; the keys trusted so far stay`,
-      });
-      return;
-    }
-    this.#keys = keys;
-    this.#generation += 1;
-    this.#cache.clear();
-    if (!first) this.#options.onReload?.({ kids: [...keys.keys()] });
   }
 }

@@ -23,7 +23,7 @@ import {
   type ToolServer,
   toolServicesOf,
 } from "@loopguard/tool-sdk";
-import { TEST_ORCHESTRATOR_KEY, TEST_PEOPLE_KEY, TEST_PUBLIC_KEYS } from "./keys.js";
+import { TEST_ORCHESTRATOR_KEY, TEST_PEOPLE_KEY, TEST_PUBLIC_KEYS, testCallKeys } from "./keys.js";
 
 export { metricValue } from "@loopguard/tool-sdk";
 export { editedContract } from "./edited-contract.js";
@@ -140,6 +140,7 @@ export async function startTestTool<S extends DescService>(
     metricsPort: 0,
     maxConcurrent: 64,
     shutdownGraceMs: 5000,
+    callKeys: testCallKeys(servicePolicy(definition.service).toolName),
     ...options,
     publicKeys: TEST_PUBLIC_KEYS,
     logger,
@@ -176,9 +177,13 @@ export const SAMPLE_HIT = {
 
 export {
   TEST_AUTH_ENV,
+  TEST_CALL_SECRETS,
+  TEST_CALL_SECRETS_FILE,
   TEST_ORCHESTRATOR_KEY,
   TEST_PEOPLE_KEY,
   TEST_PUBLIC_KEYS,
+  testCallKeys,
+  testCallKeysFile,
   testOrchestratorEnv,
   testOrchestratorKeyFile,
 } from "./keys.js";

@@ -1,8 +1,21 @@
-// The test key pairs: what test services verify with and what test orchestrators and people sign with.
+// The test key pairs: what test services verify with and what test orchestrators and people sign
+// with; and the test call secret, with every contract tool's key derived from it.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { newKeyPair, publicKeySet, signingKeyFromJwk, withBinding } from "@loopguard/tool-sdk";
+import { contractFiles } from "@loopguard/proto";
+import {
+  envPrefixOf,
+  newCallSecret,
+  newKeyPair,
+  publicKeySet,
+  readCallKeys,
+  servicePolicy,
+  signingKeyFromJwk,
+  toolCallKeys,
+  toolServicesOf,
+  withBinding,
+} from "@loopguard/tool-sdk";
 
 const orchestratorPair = newKeyPair("test-orchestrator");
 const peoplePair = newKeyPair("test-people");
@@ -17,8 +30,40 @@ export const TEST_PUBLIC_KEYS = publicKeySet({
     withBinding(peoplePair.publicJwk, { role: "person", subject: "*", scopes: ["*"] }),
   ],
 });
-/** Environment a test service process needs to verify test tokens (public keys only). */
-export const TEST_AUTH_ENV: Readonly<Record<string, string>> = { LOOPGUARD_JWKS: JSON.stringify(TEST_PUBLIC_KEYS) };
+const keyDir = mkdtempSync(join(tmpdir(), "loopguard-test-keys-"));
+/** The test orchestrator's call secrets (its LOOPGUARD_CALL_SECRETS_FILE). */
+export const TEST_CALL_SECRETS_FILE = join(keyDir, "call-secrets.json");
+const callSecrets = { keys: [newCallSecret("test-call")] };
+writeFileSync(TEST_CALL_SECRETS_FILE, JSON.stringify(callSecrets), { mode: 0o600 });
+/** The test call secret, for a test that mints call credentials itself. */
+export const TEST_CALL_SECRETS = readCallKeys(callSecrets);
+
+/** A test tool's call keys file (its <PREFIX>_CALL_KEYS_FILE), derived from the test call secret. */
+export function testCallKeysFile(tool: string): string {
+  const file = join(keyDir, `call-keys-${tool}.json`);
+  writeFileSync(file, JSON.stringify(toolCallKeys(TEST_CALL_SECRETS, tool)), { mode: 0o600 });
+  return file;
+}
+
+/** A test tool's call keys as serveTool takes them (ServeOptions.callKeys). */
+export function testCallKeys(tool: string): { file: string; keys: ReturnType<typeof readCallKeys> } {
+  return { file: testCallKeysFile(tool), keys: readCallKeys(toolCallKeys(TEST_CALL_SECRETS, tool), tool) };
+}
+
+/**
+ * Environment a test service process needs to verify test tokens: the public keys, and each
+ * contract tool's own call key under that tool's variable (so one environment serves every test
+ * tool; a tool reads only its own, and a deployment gives each tool only its own).
+ */
+export const TEST_AUTH_ENV: Readonly<Record<string, string>> = {
+  LOOPGUARD_JWKS: JSON.stringify(TEST_PUBLIC_KEYS),
+  ...Object.fromEntries(
+    toolServicesOf(contractFiles).map((service) => {
+      const tool = servicePolicy(service).toolName;
+      return [`${envPrefixOf(tool)}_CALL_KEYS_FILE`, testCallKeysFile(tool)];
+    }),
+  ),
+};
 
 let orchestratorKeyFile: string | undefined;
 /** A 0600 file holding the test orchestrator's private key, for a test orchestrator's LOOPGUARD_SIGNING_KEY_FILE. */
@@ -30,7 +75,11 @@ export function testOrchestratorKeyFile(): string {
   return orchestratorKeyFile;
 }
 
-/** Environment of a test orchestrator: the public keys, and the private key it signs tool tokens with. */
+/** Environment of a test orchestrator: the public keys, its private key and its call secrets. */
 export function testOrchestratorEnv(): Record<string, string> {
-  return { ...TEST_AUTH_ENV, LOOPGUARD_SIGNING_KEY_FILE: testOrchestratorKeyFile() };
+  return {
+    LOOPGUARD_JWKS: TEST_AUTH_ENV.LOOPGUARD_JWKS!,
+    LOOPGUARD_SIGNING_KEY_FILE: testOrchestratorKeyFile(),
+    LOOPGUARD_CALL_SECRETS_FILE: TEST_CALL_SECRETS_FILE,
+  };
 }

@@ -1,7 +1,18 @@
 import { create } from "@bufbuild/protobuf";
 import { RefundReason, RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { newKeyPair, requestDigest, signingKeyFromJwk } from "@loopguard/tool-sdk";
-import { decodeJwt } from "jose";
+import { mkdtempSync, renameSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  CallKeyChecker,
+  newCallSecret,
+  newKeyPair,
+  readCallKeys,
+  requestDigest,
+  signingKeyFromJwk,
+  toolCallKeys,
+} from "@loopguard/tool-sdk";
+import { decodeJwt, decodeProtectedHeader } from "jose";
 import { describe, expect, it } from "vitest";
 import { ToolRegistry } from "../tool-registry.js";
 import { ToolTokens } from "./tool-tokens.js";
@@ -45,5 +56,41 @@ describe("ToolTokens", () => {
     const token = await tokens.for("s1", read, deadline);
     expect(await tokens.for("s1", read, deadline)).toBe(token);
     expect(decodeJwt(token).req).toBeUndefined();
+  });
+
+  it("with call secrets, mints HS256 credentials the tool checks with its own key, and follows a rotation", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-call-secrets-"));
+    const file = join(dir, "call-secrets.json");
+    const first = newCallSecret("call-a");
+    const second = newCallSecret("call-b");
+    const write = (keys: object[]) => {
+      writeFileSync(`${file}.tmp`, JSON.stringify({ keys }));
+      renameSync(`${file}.tmp`, file);
+    };
+    write([first]);
+    const reloads: unknown[] = [];
+    const calls = new ToolTokens(
+      signingKeyFromJwk(newKeyPair("unit-orchestrator-2").privateJwk),
+      { file, secrets: readCallKeys({ keys: [first] }) },
+      (outcome) => reloads.push(outcome),
+    );
+    const read = registry.get("billing_get_order")!;
+    const both = readCallKeys({ keys: [first, second] });
+    const billing = new CallKeyChecker(readCallKeys(toolCallKeys(both, "billing"), "billing"), "billing", "test");
+    const before = await calls.for("s1", read, deadline);
+    expect(decodeProtectedHeader(before)).toMatchObject({ alg: "HS256", kid: "call-a" });
+    expect(billing.check(before, Date.now())?.caller.subject).toBe("session:s1");
+    // The operator puts the new secret first: the next credential (even for a cached pair) uses it.
+    write([second, first]);
+    await new Promise((r) => setTimeout(r, 1100));
+    const after = await calls.for("s1", read, deadline);
+    expect(decodeProtectedHeader(after).kid).toBe("call-b");
+    expect(billing.check(after, Date.now())?.caller.keyId).toBe("call-b");
+    expect(reloads).toEqual([{ kids: ["call-b"] }]);
+    // A broken file keeps the secret in use.
+    writeFileSync(file, "{");
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(decodeProtectedHeader(await calls.for("s2", read, deadline)).kid).toBe("call-b");
+    expect(reloads.at(-1)).toMatchObject({ error: expect.stringMatching(/not JSON; the keys read before stay/) });
   });
 });

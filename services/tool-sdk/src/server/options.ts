@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { DescMethod, DescService, MessageShape } from "@bufbuild/protobuf";
 import type { FaultProfile } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import type { CallKey } from "../call-keys.js";
 import type { FaultSwitch } from "../faults.js";
 import type { BoundKeySet } from "../key-bindings.js";
 import type { Logger } from "../logger.js";
@@ -50,6 +51,8 @@ export interface ServeOptions {
   readonly publicKeys: BoundKeySet;
   /** The JWKS file the keys came from, followed: a key revoked there stops verifying within about a second. */
   readonly publicKeysFile?: string;
+  /** This tool's keys for the orchestrator's call credentials (HS256, see call-keys.ts), and the file to follow. */
+  readonly callKeys?: { readonly file: string; readonly keys: readonly CallKey[] };
   /** Irreversible methods also accept a break-glass token (with a reason); off by default. */
   readonly breakGlass?: boolean;
   /** Also accept people's OpenID Connect ID tokens from this provider (the orchestrator's API). */

@@ -31,9 +31,15 @@ const jobsOf = (r: Rendering) =>
     (o): o is K8sObject & Job => o.kind === "Job" && o.metadata.labels?.["app.kubernetes.io/component"] === "migration",
   );
 const envOf = (c: Container | undefined, name: string) => c?.env?.find((e) => e.name === name);
+// The service's own secrets; not the JWKS nor a tool's call key, which only answering calls needs.
 const secretMounts = (c: Container | undefined) =>
   (c?.volumeMounts ?? [])
-    .filter((m) => m.mountPath.startsWith("/etc/loopguard/") && !m.mountPath.endsWith("/jwks"))
+    .filter(
+      (m) =>
+        m.mountPath.startsWith("/etc/loopguard/") &&
+        !m.mountPath.endsWith("/jwks") &&
+        !m.mountPath.startsWith("/etc/loopguard/call-keys-"),
+    )
     .map((m) => m.mountPath)
     .sort();
 

@@ -444,15 +444,27 @@ describe("every rendering", () => {
     }
   });
 
-  it("mounts the token signing key into the orchestrator only, and every service's secret files where it reads them", () => {
+  it("mounts the token signing key and call secrets into the orchestrator only, each tool's call key into that tool only, and every service's secret files where it reads them", () => {
     for (const { name, objects } of renderings) {
-      const signing = workloads(objects).filter((w) =>
-        podSpec(w).volumes?.some((v) => v.secret?.secretName === "loopguard-signing-key"),
-      );
-      expect(
-        signing.map((w) => w.object.metadata.name),
-        name,
-      ).toEqual(["orchestrator"]);
+      const mounting = (secret: string) =>
+        workloads(objects)
+          .filter((w) => podSpec(w).volumes?.some((v) => v.secret?.secretName === secret))
+          .map((w) => w.object.metadata.name);
+      expect(mounting("loopguard-signing-key"), name).toEqual(["orchestrator"]);
+      expect(mounting("loopguard-call-secrets"), name).toEqual(["orchestrator"]);
+      for (const tool of services.filter((s) => s.kind === "tool")) {
+        const holders = mounting(`loopguard-call-keys-${tool.name}`);
+        expect(holders.length, `${name}: ${tool.name}'s call key`).toBeGreaterThan(0);
+        expect(
+          holders.filter((w) => !workloadsOf(objects, tool.name).some((o) => o.object.metadata.name === w)),
+          `${name}: ${tool.name}'s call key mounted by another workload`,
+        ).toEqual([]);
+        for (const workload of workloadsOf(objects, tool.name)) {
+          expect(envValue(mainContainer(workload), `${tool.envPrefix}_CALL_KEYS_FILE`), name).toBe(
+            `/etc/loopguard/call-keys-${tool.name}/call-keys.json`,
+          );
+        }
+      }
       for (const spec of services) {
         for (const workload of workloadsOf(objects, spec.name)) {
           const container = mainContainer(workload);

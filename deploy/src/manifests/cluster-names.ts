@@ -28,6 +28,10 @@ export const POSTGRES_CLIENT_LABEL = "loopguard/postgres-client";
 /** ConfigMap (made by the base's configMapGenerator) with the OTEL_* variables every service shares. */
 export const TELEMETRY_CONFIG_MAP = "loopguard-telemetry";
 export const JWKS_SECRET = "loopguard-jwks/jwks.json";
+/** A tool's own call key (derived from the orchestrator's call secrets): that tool's pods alone mount it. */
+export function callKeysSecret(tool: string): string {
+  return `loopguard-call-keys-${tool}/call-keys.json`;
+}
 
 /** The names of a service's two container ports: gRPC and HTTP (/metrics). */
 export const PORT_GRPC = "grpc";

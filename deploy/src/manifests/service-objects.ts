@@ -19,6 +19,7 @@ import type { NetworkPolicy, NetworkPolicyPeer } from "kubernetes-types/networki
 import {
   API_CLIENT_LABEL,
   appLabels,
+  callKeysSecret,
   JWKS_SECRET,
   PORT_GRPC,
   PORT_HTTP,
@@ -58,9 +59,13 @@ export function secretFile(ref: string): { secret: string; key: string; dir: str
   return { secret, key, dir, path: `${dir}/${key}` };
 }
 
-/** Variable → secret file of a service: the JWKS every service verifies tokens with, plus its own. */
+/**
+ * Variable → secret file of a service: the JWKS every service verifies tokens with, a tool's own
+ * call key (the orchestrator's call credentials), plus what the service declares.
+ */
 function secretFilesOf(spec: ServiceSpec): [string, ReturnType<typeof secretFile>][] {
-  return Object.entries({ LOOPGUARD_JWKS_FILE: JWKS_SECRET, ...spec.secretFiles }).map(([name, ref]) => [
+  const callKeys = spec.kind === "tool" ? { [`${spec.envPrefix}_CALL_KEYS_FILE`]: callKeysSecret(spec.name) } : {};
+  return Object.entries({ LOOPGUARD_JWKS_FILE: JWKS_SECRET, ...callKeys, ...spec.secretFiles }).map(([name, ref]) => [
     name,
     secretFile(ref),
   ]);

@@ -119,7 +119,11 @@ export function observeSent(
     if (e.code === status.PERMISSION_DENIED)
       return kit.moves.stop(state, "permission_denied", `${tool.name} refused the session's credentials: ${e.message}`);
     if (e.code === status.UNAUTHENTICATED)
-      return kit.moves.stop(state, "unrecoverable_error", `${tool.name} did not accept the session token`);
+      return kit.moves.stop(
+        state,
+        "unrecoverable_error",
+        `${tool.name} did not accept the session's credential: ${e.message}`,
+      );
     const code = status[e.code] ?? String(e.code);
     const envelope = errorEnvelope(
       {

@@ -9,9 +9,9 @@
 // Rotation: new → derive for every tool and update their Secrets → activate → once no credential of
 // the old secret can be live (a call's deadline plus 5 s) remove → derive again.
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { contractFiles } from "@loopguard/proto";
 import { KeyError } from "../auth.js";
+import { subcommandArgs } from "../cli-options.js";
 import { newCallSecret, readCallKeys, toolCallKeys } from "../call-keys.js";
 import { servicePolicy, toolServicesOf } from "../contract.js";
 
@@ -28,29 +28,13 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-type Values = { kid?: string; tool?: string; secrets?: string; out?: string; help?: boolean };
-let parsed: { values: Values; positionals: string[] };
-try {
-  parsed = parseArgs({
-    allowPositionals: true,
-    options: {
-      kid: { type: "string" },
-      tool: { type: "string" },
-      secrets: { type: "string", default: "call-secrets.json" },
-      out: { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-} catch (error) {
-  fail((error as Error).message);
-}
-const { values, positionals } = parsed;
-const [command] = positionals;
-if (values.help || !command) {
-  process.stdout.write(USAGE);
-  process.exit(values.help ? 0 : 2);
-}
-if (!["new", "activate", "remove", "derive"].includes(command)) fail(`unknown command "${command}"\n${USAGE}`);
+type Values = { kid?: string; tool?: string; secrets?: string; out?: string };
+const { command, values } = subcommandArgs<Values>("call-keys", USAGE, ["new", "activate", "remove", "derive"], {
+  kid: { type: "string" },
+  tool: { type: "string" },
+  secrets: { type: "string", default: "call-secrets.json" },
+  out: { type: "string" },
+});
 const file = values.secrets ?? "call-secrets.json";
 
 type Secret = Record<string, unknown> & { kid: string };

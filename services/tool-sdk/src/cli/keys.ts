@@ -8,8 +8,8 @@
 //   pnpm keys remove --kid K [--jwks FILE]   drops a retired key after rotation.
 // Rotation: `new` (both keys trusted) → roll out the JWKS → switch the signer's key → `remove` the old.
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { parseArgs } from "node:util";
 import { KeyError, newKeyPair } from "../auth.js";
+import { subcommandArgs } from "../cli-options.js";
 import type { KeyRole } from "../auth.js";
 import { bindingProblem, type KeyBinding, publicKeySet, withBinding } from "../key-bindings.js";
 import { irreversibleMethodOf, readOnlyToolScopes, SMOKE_SUBJECT } from "../people.js";
@@ -35,32 +35,15 @@ type Values = {
   scope?: string[];
   "private-out"?: string;
   jwks?: string;
-  help?: boolean;
 };
-let parsed: { values: Values; positionals: string[] };
-try {
-  parsed = parseArgs({
-    allowPositionals: true,
-    options: {
-      kid: { type: "string" },
-      role: { type: "string" },
-      subject: { type: "string" },
-      scope: { type: "string", multiple: true },
-      "private-out": { type: "string" },
-      jwks: { type: "string", default: "jwks.json" },
-      help: { type: "boolean", short: "h" },
-    },
-  });
-} catch (error) {
-  fail((error as Error).message);
-}
-const { values, positionals } = parsed;
-const [command] = positionals;
-if (values.help || !command) {
-  process.stdout.write(USAGE);
-  process.exit(values.help ? 0 : 2);
-}
-if (!["new", "bind", "revoke", "remove"].includes(command)) fail(`unknown command "${command}"\n${USAGE}`);
+const { command, values } = subcommandArgs<Values>("keys", USAGE, ["new", "bind", "revoke", "remove"], {
+  kid: { type: "string" },
+  role: { type: "string" },
+  subject: { type: "string" },
+  scope: { type: "string", multiple: true },
+  "private-out": { type: "string" },
+  jwks: { type: "string", default: "jwks.json" },
+});
 const kid = values.kid ?? "";
 if (!/^[A-Za-z0-9._-]{1,64}$/.test(kid)) fail("--kid must be 1..64 letters, digits, '.', '_' or '-'");
 const jwksPath = values.jwks ?? "jwks.json";

@@ -1,0 +1,64 @@
+// Rotating the call secrets while sessions run, as an operator would with `pnpm call-keys`: the
+// tools get the new key first, the orchestrator mints with it, the old one goes — and every refund
+// on the way is made once. An orchestrator minting with a key a tool does not hold yet is refused
+// by that tool, naming the key, and nothing is refunded.
+import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { newCallSecret, readCallKeys, toolCallKeys } from "@loopguard/tool-sdk";
+import { TEST_AUTH_ENV, TEST_CALL_SECRETS_FILE } from "@loopguard/tool-sdk/testing";
+import { describe, expect, it } from "vitest";
+import { LOW_RISK_CUSTOMER, refundsOf, startRefund, useSuite, waitForSession } from "./harness.js";
+
+const suite = useSuite();
+const ORDER = "ord_DEMO00000001";
+type Jwk = Record<string, unknown>;
+
+/** Written whole then renamed, as `pnpm call-keys` does, so a follower never reads half a file. */
+function writeJson(file: string, value: unknown): void {
+  writeFileSync(`${file}.tmp`, JSON.stringify(value));
+  renameSync(`${file}.tmp`, file);
+}
+
+/** What the operator's Secrets now hold: the orchestrator's secrets, and each tool's keys under `toolSecrets`. */
+async function deploy(orchestratorSecrets: Jwk[], toolSecrets: Jwk[]): Promise<void> {
+  writeJson(TEST_CALL_SECRETS_FILE, { keys: orchestratorSecrets });
+  const derivedFrom = readCallKeys({ keys: toolSecrets });
+  for (const tool of ["kb-search", "billing", "risk"]) {
+    const file = TEST_AUTH_ENV[`${tool.toUpperCase().replace("-", "_")}_CALL_KEYS_FILE`]!;
+    writeJson(file, toolCallKeys(derivedFrom, tool));
+  }
+  // Every service looks at its followed files at most once a second.
+  await new Promise((r) => setTimeout(r, 1200));
+}
+
+async function refund(amountCents: number) {
+  const id = await startRefund(suite.orch.api, ORDER, amountCents, LOW_RISK_CUSTOMER);
+  return waitForSession(suite.orch.api, id);
+}
+
+describe("call secret rotation", () => {
+  it("new key to the tools, then to the orchestrator, then the old one removed: every refund made once", async () => {
+    const [old] = (JSON.parse(readFileSync(TEST_CALL_SECRETS_FILE, "utf8")) as { keys: Jwk[] }).keys as [Jwk];
+    const next = newCallSecret("rotated-next") as Jwk;
+    expect((await refund(101)).state).toBe(SessionState.DONE);
+    await deploy([old], [old, next]);
+    expect((await refund(102)).state).toBe(SessionState.DONE);
+    await deploy([next, old], [old, next]);
+    expect((await refund(103)).state).toBe(SessionState.DONE);
+    await deploy([next], [next]);
+    expect((await refund(104)).state).toBe(SessionState.DONE);
+
+    // Too early: the orchestrator mints with a key no tool holds yet.
+    await deploy([newCallSecret("not-yet-given") as Jwk, next], [next]);
+    const refused = await refund(105);
+    expect(refused.state).not.toBe(SessionState.DONE);
+    // The engineer paged sees which key and which tool: the tool's own reason.
+    expect(refused.answer).toMatch(
+      /^kb_search_search did not accept the session's credential: .*call key not-yet-given is not one held by kb-search/,
+    );
+    const made = (await refundsOf(suite.tools, ORDER))
+      .map((r) => Number(r.amountCents))
+      .filter((c) => c > 100 && c < 110);
+    expect(made.sort()).toEqual([101, 102, 103, 104]);
+  });
+});

@@ -1,5 +1,6 @@
-// `pnpm bench [tool|client|steps|refunds|redact|hedge|auth|tokens|all]`: side-by-side benchmarks on loopback, printed as figures and
-// ratios to a bare grpc-js baseline measured in the same run. Bounded in time; stops by itself.
+// `pnpm bench [tool|client|steps|refunds|redact|hedge|auth|tokens|live|all]`: side-by-side benchmarks on
+// loopback, printed as figures and ratios to a bare grpc-js baseline measured in the same run (live: what
+// 10,000 waiting sessions hold and spend). Bounded in time; stops by itself.
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { createRawClient, CallError, toolClient } from "@loopguard/tool-sdk";
@@ -7,6 +8,7 @@ import { Registry } from "prom-client";
 import { startBenchServer } from "./bench-server.js";
 import { benchAuth } from "./auth.js";
 import { benchHedge } from "./hedge.js";
+import { benchLive } from "./live.js";
 import { compare, type ProbedFigures, printComparison } from "./measure.js";
 import { benchPeople } from "./people.js";
 import { benchRedact } from "./redact.js";
@@ -108,6 +110,7 @@ const suites: Record<string, () => Promise<void>> = {
   hedge: benchHedge,
   auth: benchAuth,
   tokens: async () => benchTokens(process.argv.slice(2).filter((a) => a.endsWith(".jsonl"))),
+  live: benchLive,
 };
 const names = process.argv.slice(2).filter((a) => a !== "--" && !a.endsWith(".jsonl"));
 const chosen = names.length === 0 || names.includes("all") ? Object.keys(suites) : names;

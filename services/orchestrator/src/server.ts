@@ -12,6 +12,7 @@ import {
   type ToolDefinition,
   toolClient,
 } from "@loopguard/tool-sdk";
+import { parseStoreUrl } from "@loopguard/sql-store";
 import { createOrchestratorHandlers } from "./api/api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
 import type { LogTail } from "./api/log-tail.js";
@@ -25,6 +26,7 @@ import { SingleCallPolicy } from "./policies/single-call-policy.js";
 import type { Policy } from "./policies/policy.js";
 import { registerPatrolMetrics } from "./governance/patrol-runs.js";
 import { SessionMetrics } from "./governance/session-metrics.js";
+import { storePoolMetrics } from "./governance/store-metrics.js";
 import { SessionSampling } from "./session/sampling.js";
 import { SideEffectRules } from "./guard/side-effects.js";
 import { StepRetention } from "./governance/step-retention.js";
@@ -64,6 +66,10 @@ export async function build(
     ...pool,
     migrate: config.migrateOnStart,
     onUnavailable: (error) => sessionMetrics.storeErrors.inc({ operation: error.operation }),
+    // Only a PostgreSQL store has a pool and round trips to count.
+    ...(parseStoreUrl(config.storeUrl, "ORCHESTRATOR_STORE").kind === "postgres"
+      ? { poolObserver: storePoolMetrics(metrics.registry) }
+      : {}),
   });
   sessionMetrics.observe(store);
   registerPatrolMetrics(metrics.registry, store);

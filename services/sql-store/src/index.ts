@@ -43,6 +43,7 @@ export {
   postgresClientConfig,
   type TransactionOptions,
 } from "./postgres.js";
+export type { PoolObserver, PoolUse } from "./postgres-observer.js";
 export { explainPostgresTlsError, PostgresTlsError, postgresTlsProblem } from "./postgres-tls.js";
 export {
   ensurePrivateDir,

@@ -4,6 +4,7 @@
 // transactions retry where PostgreSQL asks for it.
 import pg from "pg";
 import { parse as parseConnectionString } from "pg-connection-string";
+import { observePool, type PoolObserver } from "./postgres-observer.js";
 import { PostgresTlsError, postgresTlsProblem } from "./postgres-tls.js";
 
 export interface PostgresOptions {
@@ -18,6 +19,8 @@ export interface PostgresOptions {
   readonly applicationName?: string;
   /** Errors of idle pooled connections (the server restarted, the network dropped); the pool replaces them. */
   readonly onIdleError?: (error: Error) => void;
+  /** Told of every statement the pool sends and every wait for a connection, for a deployment's metrics. */
+  readonly observer?: PoolObserver;
 }
 
 export const POSTGRES_DEFAULTS = {
@@ -82,6 +85,7 @@ export function createPostgresPool(url: string, options: PostgresOptions = {}): 
   });
   // Without a listener an idle connection's error would crash the process.
   pool.on("error", (error) => options.onIdleError?.(error));
+  if (options.observer) observePool(pool, options.observer);
   return pool;
 }
 

@@ -1,4 +1,4 @@
-// `pnpm bench [tool|client|steps|refunds|redact|hedge|auth|tokens|live|all]`: side-by-side benchmarks on
+// `pnpm bench [tool|client|steps|pg|refunds|redact|hedge|auth|tokens|live|all]`: side-by-side benchmarks on
 // loopback, printed as figures and ratios to a bare grpc-js baseline measured in the same run (live: what
 // 10,000 waiting sessions hold and spend). Bounded in time; stops by itself.
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
@@ -11,6 +11,7 @@ import { benchHedge } from "./hedge.js";
 import { benchLive } from "./live.js";
 import { compare, type ProbedFigures, printComparison } from "./measure.js";
 import { benchPeople } from "./people.js";
+import { benchPgScale } from "./pg-scale.js";
 import { benchRedact } from "./redact.js";
 import { benchRefunds } from "./refunds.js";
 import { benchSteps } from "./steps.js";
@@ -105,6 +106,7 @@ const suites: Record<string, () => Promise<void>> = {
   tool: benchTool,
   client: benchClient,
   steps: () => benchSteps(durationMs),
+  pg: () => benchPgScale(durationMs),
   refunds: () => benchRefunds(durationMs),
   redact: async () => benchRedact(durationMs),
   hedge: benchHedge,

@@ -92,6 +92,8 @@ export interface CompareOptions {
    * seconds of load), which is not the steady state a long-running service is in.
    */
   readonly warmUpMs?: number;
+  /** Calls made one at a time before the warm-up at full concurrency (default 200). */
+  readonly warmUpCalls?: number;
 }
 
 /**
@@ -102,10 +104,10 @@ export async function compare(
   concurrency: number,
   durationMs: number,
   variants: readonly { readonly label: string; readonly call: () => Promise<unknown> }[],
-  { rounds = 4, probe, warmUpMs = 500 }: CompareOptions = {},
+  { rounds = 4, probe, warmUpMs = 500, warmUpCalls = 200 }: CompareOptions = {},
 ): Promise<ProbedFigures[]> {
   for (const v of variants) {
-    for (let i = 0; i < 200; i += 1) await v.call();
+    for (let i = 0; i < warmUpCalls; i += 1) await v.call();
     await run(concurrency, warmUpMs, v.call);
   }
   const pooled = variants.map(() => ({

@@ -18,11 +18,11 @@ export interface SessionEnd {
   readonly decisions: number;
 }
 
-/** Resolves, per session id, when the orchestrator logs that the session ended. */
-export function sessionEnds(proc: ServiceProcess): (sessionId: string) => Promise<SessionEnd> {
+/** Resolves, per session id, when an orchestrator (any of several replicas) logs that the session ended. */
+export function sessionEnds(...procs: ServiceProcess[]): (sessionId: string) => Promise<SessionEnd> {
   const waiting = new Map<string, (end: SessionEnd) => void>();
   const ended = new Map<string, SessionEnd>();
-  createInterface({ input: proc.child.stdout! }).on("line", (line) => {
+  const onLine = (line: string) => {
     if (!line.includes('"session ended"')) return;
     const record = JSON.parse(line) as { session_id?: string; state?: string; count?: number };
     const id = String(record.session_id);
@@ -32,7 +32,8 @@ export function sessionEnds(proc: ServiceProcess): (sessionId: string) => Promis
       waiting.delete(id);
       resolveEnd(end);
     } else ended.set(id, end);
-  });
+  };
+  for (const proc of procs) createInterface({ input: proc.child.stdout! }).on("line", onLine);
   return (sessionId) => {
     const end = ended.get(sessionId);
     if (end !== undefined) {

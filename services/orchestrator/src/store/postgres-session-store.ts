@@ -11,6 +11,7 @@ import {
   isPostgresUnavailable,
   POSTGRES_DEFAULTS,
   migratePostgres,
+  type PoolObserver,
   postgresClientConfig,
   requireCurrentPostgres,
   type SchemaOptions,
@@ -60,6 +61,8 @@ export interface PostgresSessionStoreOptions extends SessionStoreOptions, Schema
   readonly statementTimeoutMs?: number;
   /** How often the listening connection is checked; a dead one is replaced (default 5000). */
   readonly listenCheckMs?: number;
+  /** Told of the pool's round trips and waits (the orchestrator's metrics). */
+  readonly poolObserver?: PoolObserver;
 }
 
 export const POSTGRES_STORE_DEFAULTS = {
@@ -94,6 +97,7 @@ export class PostgresSessionStore extends SqlSessionStore {
     const pool = createPostgresPool(url, {
       ...settings,
       maxConnections: options.maxConnections ?? POSTGRES_DEFAULTS.maxConnections,
+      observer: options.poolObserver,
     });
     const store = new PostgresSessionStore(pool, options);
     try {

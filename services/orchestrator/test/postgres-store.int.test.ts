@@ -9,7 +9,9 @@ import {
   LeaseLostError,
   type SessionEvent,
   type SessionStore,
+  StaleTransitionError,
   StoreUnavailableError,
+  type TransitionInput,
 } from "../src/store/session-store.js";
 import { describeSessionStore, newSession as session } from "./session-store.suite.js";
 
@@ -134,5 +136,63 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
       leaseOwner: null,
     });
     stop();
+  });
+
+  /** A store whose statements, and the round trips they cost, are recorded. */
+  async function counted(url: string): Promise<{ store: SessionStore; sent: string[]; trips: () => number }> {
+    const sent: string[] = [];
+    let trips = 0;
+    const store = await open(url, {
+      poolObserver: {
+        sent: (kind, roundTrip) => {
+          sent.push(kind);
+          if (roundTrip) trips += 1;
+        },
+        acquired: () => undefined,
+        released: () => undefined,
+        use: () => undefined,
+      },
+    });
+    return { store, sent, trips: () => trips };
+  }
+
+  const viaThinking = (expectedVersion: number): TransitionInput => ({
+    id: "s1",
+    from: "IDLE",
+    to: "TOOL_EXECUTING",
+    expectedVersion,
+    via: [{ state: "THINKING", audit: { at: Date.now() } }],
+    audit: { at: Date.now() },
+  });
+
+  it("sends a transaction's statements together: a create under a quota in 3 round trips, a move through `via` in 2, a lone move in 1", async () => {
+    const { url } = await fresh();
+    const { store, sent, trips } = await counted(url);
+    const cost = async (work: () => Promise<unknown>) => {
+      const [before, from] = [trips(), sent.length];
+      await work();
+      return { trips: trips() - before, sent: sent.slice(from) };
+    };
+    expect(await cost(() => store.create(session("s1", { maxInFlight: 5 })))).toEqual({
+      trips: 3,
+      sent: ["BEGIN", "lg_creator_lock", "lg_in_flight", "lg_session_insert", "COMMIT"],
+    });
+    expect(await cost(() => store.transition(viaThinking(0)))).toEqual({
+      trips: 2,
+      sent: ["BEGIN", "lg_transition", "lg_transition", "COMMIT"],
+    });
+    const move = { id: "s1", from: "TOOL_EXECUTING", to: "OBSERVING", expectedVersion: 2, audit: { at: Date.now() } };
+    expect(await cost(() => store.transition(move as TransitionInput))).toEqual({ trips: 1, sent: ["lg_transition"] });
+  });
+
+  it("writes nothing of a move through `via` whose first move is stale, though its later move alone would apply", async () => {
+    const { url } = await fresh();
+    const { store } = await counted(url);
+    await store.create(session("s1"));
+    // As if an earlier attempt of this very move had committed its first hop and the reply was lost.
+    await store.transition({ id: "s1", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } });
+    await expect(store.transition(viaThinking(0))).rejects.toBeInstanceOf(StaleTransitionError);
+    expect(await store.get("s1")).toMatchObject({ state: "THINKING", version: 1 });
+    expect(await store.auditTrail("s1")).toHaveLength(1);
   });
 });

@@ -21,6 +21,11 @@ export interface PostgresOptions {
   readonly onIdleError?: (error: Error) => void;
   /** Told of every statement the pool sends and every wait for a connection, for a deployment's metrics. */
   readonly observer?: PoolObserver;
+  /**
+   * Send a connection's statements without waiting for the one before to be answered, so that a
+   * caller issuing several at once (a transaction's BEGIN and first statement) pays one round trip.
+   */
+  readonly pipeline?: boolean;
 }
 
 export const POSTGRES_DEFAULTS = {
@@ -82,6 +87,7 @@ export function createPostgresPool(url: string, options: PostgresOptions = {}): 
   const pool = new pg.Pool({
     ...postgresClientConfig(url, options),
     max: options.maxConnections ?? POSTGRES_DEFAULTS.maxConnections,
+    pipeline: options.pipeline ?? false,
   });
   // Without a listener an idle connection's error would crash the process.
   pool.on("error", (error) => options.onIdleError?.(error));
@@ -130,7 +136,8 @@ export interface TransactionOptions {
 
 /**
  * Runs `work` in one READ COMMITTED transaction on one pooled connection: COMMIT when it
- * resolves, ROLLBACK when it throws. A connection that failed is discarded, not pooled again.
+ * resolves, ROLLBACK when it throws. Statements `work` sends together on a pipelined connection
+ * share a round trip; COMMIT waits for their answers, since they decide whether to commit. A connection that failed is discarded, not pooled again.
  */
 export async function inTransaction<T>(
   pool: pg.Pool,
@@ -142,8 +149,12 @@ export async function inTransaction<T>(
     const client = await pool.connect();
     let broken: Error | undefined;
     try {
-      await client.query("BEGIN");
+      // On a pipelined connection BEGIN goes out with work's first statement, which fails too if BEGIN did.
+      const begun = client.query("BEGIN");
+      if (client.pipeline) begun.catch(() => undefined);
+      else await begun;
       const result = await work(client);
+      await begun;
       await client.query("COMMIT");
       return result;
     } catch (error) {

@@ -98,6 +98,7 @@ export class PostgresSessionStore extends SqlSessionStore {
       ...settings,
       maxConnections: options.maxConnections ?? POSTGRES_DEFAULTS.maxConnections,
       observer: options.poolObserver,
+      pipeline: true,
     });
     const store = new PostgresSessionStore(pool, options);
     try {
@@ -160,9 +161,12 @@ export class PostgresSessionStore extends SqlSessionStore {
     if (max === null) return (await this.rows<SessionRow>(Q.insert, p))[0];
     // One creator's creates take turns, on every replica: each counts in a statement that starts
     // after the previous holder of the lock committed, so it sees that one's session.
+    // BEGIN, the lock and the count go out together: the server runs them in order, so the count still starts once the lock is held.
     return inTransaction(this.pool, async (client) => {
-      await client.query(bind(CREATOR_QUOTA.lock, p));
-      const [count] = await this.rows<{ n: string; retried: boolean }>(CREATOR_QUOTA.inFlight, p, client);
+      const [, [count]] = await Promise.all([
+        client.query(bind(CREATOR_QUOTA.lock, p)),
+        this.rows<{ n: string; retried: boolean }>(CREATOR_QUOTA.inFlight, p, client),
+      ]);
       if (!count!.retried && Number(count!.n) >= max) throw new SessionQuotaExceededError(p.createdBy, max);
       return (await this.rows<SessionRow>(Q.insert, p, client))[0];
     });
@@ -195,7 +199,11 @@ export class PostgresSessionStore extends SqlSessionStore {
     return this.rows(VISIBLE_COUNTS[p.visibility], p);
   }
 
-  /** Each move is one statement; moves through `via` share a transaction, a lone move needs none. */
+  /**
+   * Each move is one statement; moves through `via` share a transaction, a lone move needs none.
+   * A transaction's moves go out together (with its BEGIN: one round trip), and it commits only
+   * once every one of them applied: a move that matched no row makes the whole of it roll back.
+   */
   protected async move(
     moves: MoveParams[],
     _current: unknown,
@@ -204,12 +212,10 @@ export class PostgresSessionStore extends SqlSessionStore {
   ): Promise<Moved> {
     const run = async (client: pg.ClientBase | pg.Pool): Promise<Moved> => {
       if (money) await changeMoney(this.run, client as pg.ClientBase, money, now);
-      let row: SessionRow | undefined;
-      for (const move of moves) {
-        row = (await this.rows<SessionRow>(Q.transition, move, client))[0];
-        if (!row) throw new NotApplied();
-      }
-      return { row: row! };
+      const moved = await Promise.all(moves.map((move) => this.rows<SessionRow>(Q.transition, move, client)));
+      const rows = moved.map(([row]) => row);
+      if (rows.some((row) => row === undefined)) throw new NotApplied();
+      return { row: rows.at(-1)! };
     };
     return moves.length === 1 && !money ? run(this.pool) : inTransaction(this.pool, run);
   }

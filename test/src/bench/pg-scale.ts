@@ -139,9 +139,10 @@ async function measureConfig(
           policy: "scripted",
         });
         count((await endOf(s!.sessionId)).state);
-      } catch {
-        // A pool too small shows as refused starts (the store's bounded waits), counted, not fatal.
-        count("start refused");
+      } catch (error) {
+        // A pool too small, or one caller's starts queued on its quota lock, shows as refused starts (the
+        // store's bounded waits): counted by reason, not fatal.
+        count(`start refused: ${String((error as { details?: string }).details ?? error).slice(0, 60)}`);
       }
     };
     const { probe, statements } = metricsProbe(replicas);
@@ -150,7 +151,8 @@ async function measureConfig(
         IN_FLIGHT,
         2 * durationMs,
         SHAPES.map((shape) => ({ label: shape.label, call: session(shape.subgoals) })),
-        { rounds: 2, warmUpMs: 1500, warmUpCalls: 0, probe },
+        // One round each: a round ends by draining the sessions in flight, seconds each on a busy machine.
+        { rounds: 1, warmUpMs: 1000, warmUpCalls: 0, probe },
       );
       console.log(
         `pg: ${config.replicas} replica${config.replicas > 1 ? "s" : ""}, pool ${config.pool} per replica, ${IN_FLIGHT} sessions in flight`,

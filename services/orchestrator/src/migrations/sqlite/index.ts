@@ -6,6 +6,7 @@ import { effectReservations } from "./0003-effect-reservations.js";
 import { parkedSessions } from "./0004-parked-sessions.js";
 import { stepsByTime } from "./0005-steps-by-time.js";
 import { patrolRuns } from "./0006-patrol-runs.js";
+import { approvalsByExpiry } from "./0007-approvals-by-expiry.js";
 
 export { OPEN_SQL } from "./0001-sessions.js";
 export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [
@@ -15,4 +16,5 @@ export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [
   parkedSessions,
   stepsByTime,
   patrolRuns,
+  approvalsByExpiry,
 ];

@@ -173,6 +173,7 @@ describe("sqlite: databases made before versioned migrations", () => {
           "sessions_by_created",
           "sessions_by_creator",
           "sessions_by_creator_open",
+          "sessions_claimable",
           "sessions_ended",
           "sessions_open",
           "sessions_parked",

@@ -8,6 +8,7 @@ import { parkedSessions } from "./0005-parked-sessions.js";
 import { stepsByTime } from "./0006-steps-by-time.js";
 import { patrolRuns } from "./0007-patrol-runs.js";
 import { approvalsByExpiry } from "./0008-approvals-by-expiry.js";
+import { claimableSessions } from "./0009-claimable-sessions.js";
 
 export { ILLEGAL_TRANSITION_SQLSTATE } from "./0001-sessions.js";
 export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [
@@ -19,4 +20,5 @@ export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [
   stepsByTime,
   patrolRuns,
   approvalsByExpiry,
+  claimableSessions,
 ];

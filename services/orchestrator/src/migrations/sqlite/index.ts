@@ -7,6 +7,7 @@ import { parkedSessions } from "./0004-parked-sessions.js";
 import { stepsByTime } from "./0005-steps-by-time.js";
 import { patrolRuns } from "./0006-patrol-runs.js";
 import { approvalsByExpiry } from "./0007-approvals-by-expiry.js";
+import { claimableSessions } from "./0008-claimable-sessions.js";
 
 export { OPEN_SQL } from "./0001-sessions.js";
 export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [
@@ -17,4 +18,5 @@ export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [
   stepsByTime,
   patrolRuns,
   approvalsByExpiry,
+  claimableSessions,
 ];

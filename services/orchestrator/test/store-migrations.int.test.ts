@@ -169,9 +169,11 @@ describe("sqlite: databases made before versioned migrations", () => {
           .pluck()
           .all();
         expect(indexes).toEqual([
+          "sessions_approval_expiry",
           "sessions_by_created",
           "sessions_by_creator",
           "sessions_by_creator_open",
+          "sessions_claimable",
           "sessions_ended",
           "sessions_open",
           "sessions_parked",

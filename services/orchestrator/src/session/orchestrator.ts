@@ -39,7 +39,7 @@ export interface OrchestratorOptions extends Omit<RunnerDeps, "onStep" | "onCont
   readonly metrics?: SessionMetrics;
   /** Sessions one creator may have in flight, on every replica together (see NewSession.maxInFlight). */
   readonly maxSessionsPerCaller: number;
-  /** A follower of a session reads it again after this long without an event (default 5 s). */
+  /** A follower of a session not woken for this long is woken by the shared backstop (default 30 s). */
   readonly eventBackstopMs?: number;
 }
 
@@ -65,7 +65,7 @@ export class Orchestrator {
       get: (id) => this.get(id),
       abort: (id) => this.#driver.abort(id),
     };
-    this.#events = new SessionEvents(options.store, options.eventBackstopMs);
+    this.#events = new SessionEvents(options.store, { periodMs: options.eventBackstopMs });
     this.#driver = new SessionDriver(options, {
       runner: this.#runner,
       moves,

@@ -101,11 +101,16 @@ export const Q = {
     "lg_release",
     `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = :id AND lease_owner = :owner`,
   ),
+  // The expired ones first, along sessions_approval_expiry: asked for the oldest sessions at once,
+  // the planner would rather read every open session in creation order and filter.
   expiredApprovals: statement(
     "lg_expired_approvals",
-    `${SESSION}
-    WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= :now
-    ORDER BY created_at, id LIMIT :limit`,
+    `WITH due AS MATERIALIZED (
+      SELECT id, created_at FROM sessions
+      WHERE state = 'AWAITING_APPROVAL' AND (pending->'approval'->>'expiresAt')::numeric <= :now)
+    ${SESSION}
+    WHERE s.id = ANY (ARRAY(SELECT id FROM due ORDER BY created_at, id LIMIT :limit))
+    ORDER BY created_at, id`,
   ),
   // SKIP LOCKED: replicas pruning at once each take other rows instead of waiting on one another.
   pruneSteps: statement(

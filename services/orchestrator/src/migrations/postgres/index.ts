@@ -7,6 +7,8 @@ import { effectReservations } from "./0004-effect-reservations.js";
 import { parkedSessions } from "./0005-parked-sessions.js";
 import { stepsByTime } from "./0006-steps-by-time.js";
 import { patrolRuns } from "./0007-patrol-runs.js";
+import { approvalsByExpiry } from "./0008-approvals-by-expiry.js";
+import { claimableSessions } from "./0009-claimable-sessions.js";
 
 export { ILLEGAL_TRANSITION_SQLSTATE } from "./0001-sessions.js";
 export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [
@@ -17,4 +19,6 @@ export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [
   parkedSessions,
   stepsByTime,
   patrolRuns,
+  approvalsByExpiry,
+  claimableSessions,
 ];

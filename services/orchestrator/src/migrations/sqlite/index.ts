@@ -6,6 +6,8 @@ import { effectReservations } from "./0003-effect-reservations.js";
 import { parkedSessions } from "./0004-parked-sessions.js";
 import { stepsByTime } from "./0005-steps-by-time.js";
 import { patrolRuns } from "./0006-patrol-runs.js";
+import { approvalsByExpiry } from "./0007-approvals-by-expiry.js";
+import { claimableSessions } from "./0008-claimable-sessions.js";
 
 export { OPEN_SQL } from "./0001-sessions.js";
 export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [
@@ -15,4 +17,6 @@ export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [
   parkedSessions,
   stepsByTime,
   patrolRuns,
+  approvalsByExpiry,
+  claimableSessions,
 ];

@@ -4,7 +4,7 @@
 // by that tool, naming the key, and nothing is refunded.
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { newCallSecret, readCallKeys, toolCallKeys } from "@loopguard/tool-sdk";
+import { envPrefixOf, newCallSecret, readCallKeys, toolCallKeys } from "@loopguard/tool-sdk";
 import { TEST_AUTH_ENV, TEST_CALL_SECRETS_FILE } from "@loopguard/tool-sdk/testing";
 import { describe, expect, it } from "vitest";
 import { LOW_RISK_CUSTOMER, refundsOf, startRefund, useSuite, waitForSession } from "./harness.js";
@@ -24,7 +24,7 @@ async function deploy(orchestratorSecrets: Jwk[], toolSecrets: Jwk[]): Promise<v
   writeJson(TEST_CALL_SECRETS_FILE, { keys: orchestratorSecrets });
   const derivedFrom = readCallKeys({ keys: toolSecrets });
   for (const tool of ["kb-search", "billing", "risk"]) {
-    const file = TEST_AUTH_ENV[`${tool.toUpperCase().replace("-", "_")}_CALL_KEYS_FILE`]!;
+    const file = TEST_AUTH_ENV[`${envPrefixOf(tool)}_CALL_KEYS_FILE`]!;
     writeJson(file, toolCallKeys(derivedFrom, tool));
   }
   // Every service looks at its followed files at most once a second.

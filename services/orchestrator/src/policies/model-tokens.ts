@@ -55,11 +55,21 @@ export function tokenCounter(encoding: EncodingName): TokenCounter {
     return loaded(value);
   };
   const cache = new LRUCache<string, number>({ max: CACHE_ENTRIES });
-  const text = (value: string): number => {
+  const cached = (value: string): number => {
     if (value.length < 16) return count(value);
     let n = cache.get(value);
     if (n === undefined) {
       n = count(value);
+      cache.set(value, n);
+    }
+    return n;
+  };
+  const text = (value: string): number => {
+    if (value.length < MIN_SPLIT_CHARS) return cached(value);
+    let n = cache.get(value);
+    if (n === undefined) {
+      n = 0;
+      for (const piece of piecesOf(value)) n += cached(piece);
       cache.set(value, n);
     }
     return n;
@@ -73,6 +83,38 @@ export function tokenCounter(encoding: EncodingName): TokenCounter {
       return computeChatCompletionTokenCount({ messages, ...(functions.length > 0 ? { functions } : {}) }, text);
     },
   };
+}
+
+/** Texts shorter than this are counted whole: splitting them saves nothing. */
+const MIN_SPLIT_CHARS = 256;
+
+/**
+ * Where a text is cut into pieces counted apart: after two ASCII punctuation characters and
+ * before a letter, as in `,"key` and `{"key` of JSON (tool results, arguments, the task).
+ */
+const SEAM = /[,{]"(?=[A-Za-z])/g;
+
+/**
+ * A long text cut at seams where the encoding's pre-tokenizer always cuts too, so the pieces'
+ * counts add up to the whole's exactly. Both encodings split text into chunks before BPE, and no
+ * token spans two chunks. A chunk holding a punctuation character (not a letter, digit or space)
+ * that follows no letter is a run of punctuation, taken greedily, and a run ends only where a letter,
+ * digit or space begins: so the chunk covering `,"` (or `{"`) ends exactly at the letter after it. No
+ * chunking rule looks behind, so the text after a seam is chunked the same on its own. A tool
+ * result's envelope repeats most of its keys and values from call to call (its observedAt and ids
+ * differ), so its pieces are mostly counted already (written by hand: gpt-tokenizer counts a text
+ * whole; model-tokens.test.ts checks the sums against whole counts).
+ */
+function piecesOf(text: string): string[] {
+  const pieces: string[] = [];
+  let start = 0;
+  for (const seam of text.matchAll(SEAM)) {
+    const end = seam.index + 2;
+    if (end > start) pieces.push(text.slice(start, end));
+    start = end;
+  }
+  pieces.push(text.slice(start));
+  return pieces;
 }
 
 /**

@@ -97,13 +97,13 @@ const SEAM = /[,{]"(?=[A-Za-z])/g;
 /**
  * A long text cut at seams where the encoding's pre-tokenizer always cuts too, so the pieces'
  * counts add up to the whole's exactly. Both encodings split text into chunks before BPE, and no
- * token spans two chunks. A chunk holding a punctuation character (not a letter, digit or space)
- * that follows no letter is a run of punctuation, taken greedily, and a run ends only where a letter,
- * digit or space begins: so the chunk covering `,"` (or `{"`) ends exactly at the letter after it. No
- * chunking rule looks behind, so the text after a seam is chunked the same on its own. A tool
- * result's envelope repeats most of its keys and values from call to call (its observedAt and ids
- * differ), so its pieces are mostly counted already (written by hand: gpt-tokenizer counts a text
- * whole; model-tokens.test.ts checks the sums against whole counts).
+ * token spans two chunks. The chunk holding a seam's `,` (or `{`) can only be a run of punctuation
+ * (every other kind of chunk is letters, digits, spaces, a contraction such as 's, or one character
+ * before letters); a run is taken greedily and ends only where a letter, digit or space begins, so it
+ * ends exactly at the letter after `,"`. No chunking rule looks behind, so the text after a seam is
+ * chunked the same on its own. A tool result's envelope repeats most of its keys and values from call
+ * to call (its observedAt and ids differ), so its pieces are mostly counted already (written by hand:
+ * gpt-tokenizer counts a text whole; model-tokens.test.ts checks the sums against whole counts).
  */
 function piecesOf(text: string): string[] {
   const pieces: string[] = [];

@@ -1,4 +1,5 @@
 import { createRequire } from "node:module";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { estimateTokens } from "../guard/budget.js";
 import { ENCODINGS, encodingForModel, tokenCounter } from "./model-tokens.js";
@@ -61,17 +62,9 @@ function wholeCount(encoding: string): (text: string) => number {
   return (require(`gpt-tokenizer/encoding/${encoding}`) as { countTokens: (t: string) => number }).countTokens;
 }
 
-/** A small seeded generator, so a failure names a text that can be made again. */
-function seeded(seed: number): () => number {
-  let x = seed;
-  return () => {
-    x = (x * 1_103_515_245 + 12_345) % 2_147_483_648;
-    return x / 2_147_483_648;
-  };
-}
-
 /** Fragments that sit around the seams where a text is cut: punctuation runs, contractions, digits, spaces, non-ASCII. */
-const FRAGMENTS = [
+const fragment = fc.constantFrom(
+  '"',
   ',"',
   '{"',
   '":"',
@@ -98,45 +91,29 @@ const FRAGMENTS = [
   "}]",
   ":",
   "0",
-];
+);
 
-function randomText(next: () => number, length: number): string {
-  let text = "";
-  while (text.length < length) text += FRAGMENTS[Math.floor(next() * FRAGMENTS.length)];
-  return text;
-}
+/** A text of at least 260 characters (long enough to be cut) made of those fragments. */
+const fragments = fc.array(fragment, { minLength: 260, maxLength: 600 }).map((parts) => parts.join(""));
 
-function randomValue(next: () => number, depth: number): unknown {
-  const pick = next();
-  if (depth > 3 || pick < 0.3) return randomText(next, Math.floor(next() * 40));
-  if (pick < 0.4) return Math.floor(next() * 1e9) / (next() < 0.5 ? 1 : 1000);
-  if (pick < 0.45) return next() < 0.5;
-  if (pick < 0.65) return Array.from({ length: Math.floor(next() * 4) }, () => randomValue(next, depth + 1));
-  const keys = ["ok", "data", "hits", "docId", "title", "snippet", "observedAt", "_id", "9lives", "Émile", "a b"];
-  return Object.fromEntries(
-    Array.from({ length: 1 + Math.floor(next() * 5) }, () => [
-      keys[Math.floor(next() * keys.length)],
-      randomValue(next, depth + 1),
-    ]),
-  );
-}
+/** A tool result's envelope as JSON: any data, a long text in it, and its time. */
+const envelopeJson = fc
+  .tuple(fc.jsonValue({ maxDepth: 3 }), fragments, fc.date({ noInvalidDate: true }))
+  .map(([data, snippet, at]) => JSON.stringify({ ok: true, data, snippet, observedAt: at.toISOString() }));
 
 describe("tokenCounter, long texts counted in pieces", () => {
-  it("gives every long text exactly the count the encoding gives it whole", () => {
-    for (const encoding of ENCODINGS) {
+  for (const encoding of ENCODINGS) {
+    it(`gives every long text exactly the count ${encoding} gives it whole`, () => {
       const whole = wholeCount(encoding);
-      const next = seeded(ENCODINGS.indexOf(encoding) + 7);
-      for (let i = 0; i < 400; i++) {
-        // A fresh counter each time, so nothing comes from an earlier text's cache.
-        const counter = tokenCounter(encoding);
-        const text =
-          i % 2 === 0
-            ? JSON.stringify({ ok: true, data: randomValue(next, 0), observedAt: new Date(1e12 + i).toISOString() })
-            : randomText(next, 256 + Math.floor(next() * 600));
-        expect(counter.text(text), `${encoding} #${i}: ${text}`).toBe(whole(text));
-      }
-    }
-  });
+      fc.assert(
+        fc.property(fc.oneof(envelopeJson, fragments), (text) => {
+          // A fresh counter each time, so nothing comes from an earlier text's cache.
+          expect(tokenCounter(encoding).text(text)).toBe(whole(text));
+        }),
+        { numRuns: 300 },
+      );
+    });
+  }
 
   it("counts a tool result seen before with only its time changed exactly, each time", () => {
     const counter = tokenCounter("o200k_base");

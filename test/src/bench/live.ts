@@ -8,7 +8,7 @@
 // (an approval, a model answer) takes to reach its watcher. The caller quota is raised to exactly
 // the sessions started, and one more start is shown refused by it.
 import { mkdtempSync } from "node:fs";
-import { loadavg, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { freePort, type ServiceProcess } from "@loopguard/test-kit";
@@ -17,6 +17,7 @@ import { CallError, createRawClient, metricValue, type RawClient } from "@loopgu
 import { spawnTool } from "@loopguard/tool-sdk/testing";
 import { startHeldModel } from "./held-model.js";
 import { cpuSecondsOf, holding, holdingRow, idleCpu, metricsPage, percentile, quiet, until } from "./live-probe.js";
+import { loadAverage } from "./measure.js";
 import { benchPeople } from "./people.js";
 import { entryOf, stopAll } from "./processes.js";
 import { openWatches, type Watched } from "./live-watch.js";
@@ -33,14 +34,9 @@ const REFUND_SCOPES = ["billing:read", "billing:refund", "risk:read"];
 const TAG = /bench-live-\d+/;
 const tagOf = (i: number) => `bench-live-${String(i).padStart(5, "0")}`;
 
-const load = () =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(" ");
-
 export async function benchLive(): Promise<void> {
   console.log(
-    `live: ${SESSIONS} sessions (${SESSIONS - ON_MODEL} on an approval, ${ON_MODEL} on the model); load average ${load()}`,
+    `live: ${SESSIONS} sessions (${SESSIONS - ON_MODEL} on an approval, ${ON_MODEL} on the model); load average ${loadAverage()}`,
   );
   const began = performance.now();
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-bench-live-"));
@@ -184,7 +180,7 @@ export async function benchLive(): Promise<void> {
       for (const [what, n] of watched.moved()) console.log(`    moved before its release: ${n} x ${what}`);
       printWarnings(orchestrator);
       console.log(
-        `  load average at the end ${load()}; the run took ${((performance.now() - began) / 1000).toFixed(0)} s\n`,
+        `  load average at the end ${loadAverage()}; the run took ${((performance.now() - began) / 1000).toFixed(0)} s\n`,
       );
     } finally {
       api.close();

@@ -1,4 +1,6 @@
 // Closed-loop load: `concurrency` workers each issue calls back to back for `durationMs`.
+import { loadavg } from "node:os";
+
 export interface Figures {
   readonly label: string;
   readonly concurrency: number;
@@ -132,4 +134,11 @@ export async function compare(
     ...figures(v.label, concurrency, pooled[i]!.latencies, pooled[i]!.steadyCalls, pooled[i]!.steadyMs),
     probed: pooled[i]!.probed,
   }));
+}
+
+/** The 1, 5 and 15 minute load averages, for a figure's context (2 cores: above ~2, processes wait for a core). */
+export function loadAverage(): string {
+  return loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ");
 }

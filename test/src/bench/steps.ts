@@ -16,7 +16,7 @@ import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
 import { spawnTool } from "@loopguard/tool-sdk/testing";
-import { compare, type ProbedFigures as Probed } from "./measure.js";
+import { compare, loadAverage, type ProbedFigures as Probed } from "./measure.js";
 import { benchPeople } from "./people.js";
 import { cpuSeconds, entryOf, sessionEnds, stopAll } from "./processes.js";
 import { benchTransitions, type TransitionBenchResult } from "./transitions.js";
@@ -85,6 +85,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
         if (end.state !== "DONE" || end.decisions !== subgoals.length + 2)
           throw new Error(`a bench session ended ${end.state} after ${end.decisions} decisions`);
       };
+      const loadBefore = loadAverage();
       const [bare, oneStep, fourSteps] = (await compare(
         IN_FLIGHT,
         3 * durationMs,
@@ -96,7 +97,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
         { rounds: 3, warmUpMs: 3000, probe: async () => [await cpuSeconds(orchestrator), await cpuSeconds(kb)] },
       )) as [Probed, Probed, Probed];
       console.log(
-        "steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback, rounds alternated)",
+        `steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback, rounds alternated); load average ${loadBefore} before, ${loadAverage()} after`,
       );
       const row = (f: Probed, stepsPerCall: number, unit: string) => {
         const steps = f.calls * stepsPerCall;

@@ -2,26 +2,20 @@
 // runner's Job and the PodChaos objects it would apply, printed by --dry-run and validated
 // strictly as the shipped chaos-drills component is. (The launcher against a recording kubectl:
 // drill-k8s-launch.test.ts.)
-import { execFile } from "node:child_process";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Job } from "kubernetes-types/batch/v1.js";
 import { describe, expect, it } from "vitest";
 import { type K8sObject, validateRenderings } from "../src/manifests/renderings.js";
 import { parseYamlDocuments } from "../src/manifests/yaml.js";
+import { type Run, runProcess } from "./run-process.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
-function drill(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      [join(root, "deploy", "dist", "ops", "drills", "main.js"), ...args],
-      { cwd: root, timeout: 30_000 },
-      (error, stdout, stderr) => {
-        done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-      },
-    );
+function drill(...args: string[]): Promise<Run> {
+  return runProcess(process.execPath, [join(root, "deploy", "dist", "ops", "drills", "main.js"), ...args], {
+    cwd: root,
+    timeoutMs: 30_000,
   });
 }
 

@@ -3,7 +3,6 @@
 // of it with the scenario as its arguments and the overlay's image, follows its log, writes the
 // report the runner printed, and exits with the Job's result. Every kubectl call is within
 // LAUNCHER_API_CALLS, the Role a person running drills is bound to.
-import { execFile } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join, resolve } from "node:path";
@@ -14,6 +13,7 @@ import { LAUNCHER_API_CALLS } from "../src/manifests/drill-api-calls.js";
 import { parseDrillArgs } from "../src/ops/drills/options.js";
 import { computeReport } from "../src/ops/drills/report.js";
 import { renderOverlayWith } from "./overlay-with.js";
+import { type Run, runProcess } from "./run-process.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "..", "..");
@@ -65,11 +65,7 @@ const report = computeReport({
   notes: ["figures summed over every orchestrator replica's own page"],
 });
 
-function drill(
-  dataDir: string,
-  scenario: object,
-  ...args: string[]
-): Promise<{ code: number; stdout: string; stderr: string }> {
+function drill(dataDir: string, scenario: object, ...args: string[]): Promise<Run> {
   writeFileSync(join(fake, "scenario.json"), JSON.stringify({ cronJob, ...scenario }));
   const env = {
     ...process.env,
@@ -77,15 +73,10 @@ function drill(
     FAKE_KUBECTL_DIR: fake,
     LOOPGUARD_DATA_DIR: dataDir,
   };
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      [join(root, "deploy", "dist", "ops", "drills", "main.js"), ...args],
-      { cwd: root, env, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-      },
-    );
+  return runProcess(process.execPath, [join(root, "deploy", "dist", "ops", "drills", "main.js"), ...args], {
+    cwd: root,
+    env,
+    timeoutMs: 60_000,
   });
 }
 

@@ -4,39 +4,15 @@
 // the dead tool not hammered — and that the report's files are written. The images are built
 // first (quick once `pnpm images` or `.ci/run` has built them); like the containers tests, these
 // need the orchestrator's ports 127.0.0.1:50051 and :8080 free.
-import { execFile } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sourceRevision } from "../src/local/images.js";
 import type { DrillReport } from "../src/ops/drills/report.js";
+import { docker, root, suiteProcesses } from "./suite-processes.js";
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const dataDir = mkdtempSync(join(tmpdir(), "loopguard-drills-"));
-chmodSync(dataDir, 0o755);
-const env = { ...process.env, LOOPGUARD_DATA_DIR: dataDir };
+const { dataDir, run } = suiteProcesses("loopguard-drills-");
 const tag = sourceRevision(root).tag;
-
-interface Run {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function run(file: string, args: readonly string[], timeoutMs: number): Promise<Run> {
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      [file, ...args],
-      { env, cwd: root, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) => {
-        done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-      },
-    );
-  });
-}
 
 const drillCli = join(root, "deploy", "dist", "ops", "drills", "main.js");
 
@@ -93,16 +69,8 @@ function expectNothingLost(report: DrillReport & { report_path: string }): void 
   }
 }
 
-function dockerCli(args: readonly string[]): Promise<string> {
-  return new Promise((done, fail) =>
-    execFile("docker", args, (error, stdout, stderr) =>
-      error ? fail(new Error(`docker ${args.join(" ")}: ${stderr}`)) : done(stdout.trim()),
-    ),
-  );
-}
-
 async function noContainersLeft(): Promise<void> {
-  expect(await dockerCli(["ps", "--all", "--quiet", "--filter", "label=io.loopguard.containers"])).toBe("");
+  expect(await docker(["ps", "--all", "--quiet", "--filter", "label=io.loopguard.containers"])).toBe("");
 }
 
 beforeAll(async () => {
@@ -195,7 +163,7 @@ describe("pnpm drill (small sizes)", () => {
 
   it("release billing: a blue-green release under a steady load, then a rollback; sessions start through both moves, no session and no call fails", async () => {
     const next = `${tag}-drill-next`;
-    await dockerCli(["tag", `loopguard/billing:${tag}`, `loopguard/billing:${next}`]);
+    await docker(["tag", `loopguard/billing:${tag}`, `loopguard/billing:${next}`]);
     try {
       const report = await drill(
         "release",
@@ -225,7 +193,7 @@ describe("pnpm drill (small sizes)", () => {
       for (const moved of [report.faults[1]!.what, report.faults[3]!.what])
         expect(moved).toMatch(/; [1-9]\d* sessions started between the flip and the drain$/);
     } finally {
-      await dockerCli(["rmi", `loopguard/billing:${next}`]).catch(() => undefined);
+      await docker(["rmi", `loopguard/billing:${next}`]).catch(() => undefined);
     }
   }, 420_000);
 

@@ -1,7 +1,6 @@
 // The committed Prometheus files are what the contracts generate, and Prometheus's own tool
 // accepts them: rules and config parse, and the alert unit tests (hand-written scenarios and the
 // generated per-method cases) pass.
-import { execFile } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -18,30 +17,17 @@ import {
 } from "../src/manifests/prometheus-files.js";
 import { parseYamlDocuments, toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
+import { runProcess } from "./run-process.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const promtool = findExecutable("promtool");
 if (!promtool)
   console.warn("skipping promtool checks: promtool not found on PATH (install the Debian package `prometheus`)");
 
-/**
- * Asynchronous, so the test worker keeps answering vitest while promtool runs: its alert unit
- * tests take about a minute on a loaded machine, and a worker blocked that long is reported as an
- * error ("Timeout calling onTaskUpdate").
- */
-function runPromtool(...args: string[]): Promise<{ status: number | null; output: string }> {
-  return new Promise((done) =>
-    execFile(
-      promtool!,
-      args,
-      { cwd: root, encoding: "utf8", timeout: 120_000, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) =>
-        done({
-          status: error ? (typeof error.code === "number" ? error.code : null) : 0,
-          output: `${stdout}${stderr}`,
-        }),
-    ),
-  );
+/** The alert unit tests take about a minute on a loaded machine: run asynchronously (see run-process.ts). */
+async function runPromtool(...args: string[]): Promise<{ status: number; output: string }> {
+  const { code, stdout, stderr } = await runProcess(promtool!, args, { cwd: root, timeoutMs: 120_000 });
+  return { status: code, output: `${stdout}${stderr}` };
 }
 
 describe("generated Prometheus files", () => {

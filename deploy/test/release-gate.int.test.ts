@@ -5,7 +5,7 @@
 // gate queries Argo Rollouts and the kubectl path ask are asked of that Prometheus, and the local
 // path's own measure of the same pods must agree. With LOOPGUARD_RECORD_GATE_FIXTURES=1 the answers
 // are written to test/fixtures/prometheus, where the kubectl path's tests read them.
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -22,6 +22,7 @@ import { measureLocally, type Reading, readPages } from "../src/ops/release/loca
 import { methodSlos } from "../src/manifests/slo-rules.js";
 import { toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
+import { type Run, runProcess } from "./run-process.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const FIXTURES = join(root, "deploy", "test", "fixtures", "prometheus");
@@ -40,18 +41,10 @@ let prometheus: ChildProcess | undefined;
 let prometheusUrl: string;
 const pods: Record<"good" | "bad", ServiceProcess> = {} as never;
 
-function run(
-  args: readonly string[],
-  env: Record<string, string> = {},
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      args,
-      { env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) =>
-        done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
+function run(args: readonly string[], env: Record<string, string> = {}): Promise<Run> {
+  return runProcess(process.execPath, args, {
+    env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir, ...env },
+    timeoutMs: 60_000,
   });
 }
 

@@ -6,14 +6,11 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { SuiteState } from "../src/local/suite/state.js";
+import { type Run, runProcess } from "./run-process.js";
+
+export type { Run };
 
 export const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-
-export interface Run {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
 
 export interface SuiteProcesses {
   readonly dataDir: string;
@@ -30,16 +27,7 @@ export function suiteProcesses(prefix: string): SuiteProcesses {
   return {
     dataDir,
     run: (file, args, timeoutMs = 240_000) =>
-      new Promise((done) => {
-        execFile(
-          process.execPath,
-          [file, ...args],
-          { env, cwd: root, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
-          (error, stdout, stderr) => {
-            done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
-          },
-        );
-      }),
+      runProcess(process.execPath, [file, ...args], { env, cwd: root, timeoutMs }),
     state: () => JSON.parse(readFileSync(join(dataDir, "containers", "state.json"), "utf8")) as SuiteState,
   };
 }

@@ -6,11 +6,11 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { RUNBOOK_DOC } from "../src/manifests/alert-conventions.js";
-import { PROMETHEUS_DIR, RULES_FILE, SLO_ALERT_TESTS_FILE } from "../src/manifests/prometheus-files.js";
+import { HAND_WRITTEN_ALERT_TESTS, RULES_FILE, SLO_ALERT_TESTS_FILE } from "../src/manifests/prometheus-files.js";
 import { parseYamlDocuments } from "../src/manifests/yaml.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const TEST_FILES = [join(PROMETHEUS_DIR, "rules.test.yml"), SLO_ALERT_TESTS_FILE];
+const TEST_FILES = [...HAND_WRITTEN_ALERT_TESTS, SLO_ALERT_TESTS_FILE];
 
 type Alert = { alert: string; annotations?: Record<string, string> };
 type AlertCase = { alertname: string; exp_alerts?: unknown[] };

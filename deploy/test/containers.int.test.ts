@@ -95,6 +95,19 @@ describe("pnpm containers", () => {
     }
   });
 
+  it("lets no drill run beside it: `pnpm drill` refuses with one line and exit 1, and starts nothing", async () => {
+    const labelled = () =>
+      docker(["ps", "--all", "--format", "{{.Names}}", "--filter", "label=io.loopguard.containers"]);
+    const before = await labelled();
+    const drill = join(root, "deploy", "dist", "ops", "drills", "main.js");
+    const refused = await run(drill, ["kill-tool", "--tool", "kb-search"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      `drill: a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\`\n`,
+    );
+    expect(await labelled()).toBe(before);
+  });
+
   it("runs the README's demo refund to DONE through the containers, with the CLI unchanged", async () => {
     const result = await cli(
       "run",

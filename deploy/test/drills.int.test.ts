@@ -3,7 +3,10 @@
 // report's invariants a game day checks — nothing lost, nothing hung, no refund twice or lost,
 // the dead tool not hammered — and that the report's files are written. The images are built
 // first (quick once `pnpm images` or `.ci/run` has built them); like the containers tests, these
-// need the orchestrator's ports 127.0.0.1:50051 and :8080 free.
+// need the orchestrator's ports 127.0.0.1:50051 and :8080 free. The release drill is not run here:
+// its plan is checked in plan-run.test.ts, and the blue-green release and rollback under load it
+// drives is release.int.test.ts's (with more checks). The refusal beside a running suite is
+// checked in containers.int.test.ts, whose suite is up.
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -159,56 +162,5 @@ describe("pnpm drill (small sizes)", () => {
     expect(report.dead_windows.length).toBeGreaterThanOrEqual(1);
     expect(report.calls_reaching_dead_tool!).toBeLessThanOrEqual(1.2 * Math.max(1, report.calls_offered_while_down!));
     await noContainersLeft();
-  }, 300_000);
-
-  it("release billing: a blue-green release under a steady load, then a rollback; sessions start through both moves, no session and no call fails", async () => {
-    const next = `${tag}-drill-next`;
-    await docker(["tag", `loopguard/billing:${tag}`, `loopguard/billing:${next}`]);
-    try {
-      const report = await drill(
-        "release",
-        "--tool",
-        "billing",
-        "--to",
-        next,
-        "--sessions",
-        "80",
-        "--refund-share",
-        "100",
-      );
-      expectNothingLost(report);
-      expect(report.success_rate).toBe(1);
-      expect(report.calls_failed).toBe(0);
-      expect(report.faults.map((f) => f.what)).toEqual([
-        `releasing billing ${next} blue-green`,
-        expect.stringMatching(
-          new RegExp(`^released billing: loopguard/billing:${tag} → loopguard/billing:${next}, serving after`),
-        ),
-        "rolling billing back",
-        expect.stringMatching(
-          new RegExp(`^rolled back billing: loopguard/billing:${next} → loopguard/billing:${tag}, serving after`),
-        ),
-      ]);
-      // Calls crossed both moves: sessions started between each flip and the old set's drain.
-      for (const moved of [report.faults[1]!.what, report.faults[3]!.what])
-        expect(moved).toMatch(/; [1-9]\d* sessions started between the flip and the drain$/);
-    } finally {
-      await docker(["rmi", `loopguard/billing:${next}`]).catch(() => undefined);
-    }
-  }, 420_000);
-
-  it("refuses to run beside another container suite, with one line and exit 1", async () => {
-    try {
-      // An up that fails half-way leaves containers too: down runs whatever up did.
-      const up = await run(join(root, "deploy", "dist", "local", "containers-main.js"), ["up", "--tag", tag], 240_000);
-      expect(up.code).toBe(0);
-      const refused = await run(drillCli, ["kill-tool", "--tool", "kb-search", "--tag", tag], 60_000);
-      expect(refused.code).toBe(1);
-      expect(refused.stderr).toBe(
-        `drill: a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\`\n`,
-      );
-    } finally {
-      await run(join(root, "deploy", "dist", "local", "containers-main.js"), ["down"], 120_000);
-    }
   }, 300_000);
 });

@@ -3,7 +3,7 @@
 // 18× the budget (past the page's 14.4×) and every call 1 ms slower than the p95 target fire its
 // latency and both burn-rate alerts; errors at 5× (under the ticket's 6×) and every call within
 // the target fire none; a failed scrape fires its tool's Down. The scenarios (a short spike, a
-// sustained outage, no target at all, the agents' alerts) are hand-written in rules.test.yml.
+// sustained outage, no target at all, the agents' alerts) are hand-written in rules.test.yml and rules-daily.test.yml.
 import { BURN_RATE_ALERTS, type MethodSlo, pascalCase, type Rule, type RuleFile } from "./slo-rules.js";
 
 const EVAL = "30m";

@@ -2,12 +2,24 @@ import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
 
 // Every workspace package is a vitest project, so a new service's tests run without editing a list.
-// deploy's container tests are a project of their own that runs last, alone (see its config).
+// A few files are projects of their own (see each config): deploy's container tests run last and
+// alone; the files that set process-wide state before a library loads run in threads of their own.
 export default defineConfig({
   test: {
-    projects: ["services/*", "deploy", "deploy/vitest.containers.config.ts", "test"],
+    projects: [
+      "services/*",
+      "services/orchestrator/vitest.telemetry.config.ts",
+      "services/tool-sdk/vitest.resolver.config.ts",
+      "deploy",
+      "deploy/vitest.containers.config.ts",
+      "test",
+    ],
     // Two test files at once even on two cores (vitest's default there is one): 5-12 % less wall
     // time there, measured in docs/performance.md ("The test suite's wall time on 2 cores").
     maxWorkers: Math.max(2, availableParallelism() - 1),
+    // A forks worker runs one project's files one after another in the same process: each package's
+    // imports (grpc-js, protobuf-es, OpenTelemetry, SQLite) load once per worker, not once per file.
+    // Each file starts its own servers on their own ports, data folders and key files.
+    poolOptions: { forks: { isolate: false } },
   },
 });

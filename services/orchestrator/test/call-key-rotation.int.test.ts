@@ -2,14 +2,31 @@
 // tools get the new key first, the orchestrator mints with it, the old one goes — and every refund
 // on the way is made once. An orchestrator minting with a key a tool does not hold yet is refused
 // by that tool, naming the key, and nothing is refunded.
-import { readFileSync, renameSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { envPrefixOf, newCallSecret, readCallKeys, toolCallKeys } from "@loopguard/tool-sdk";
 import { TEST_AUTH_ENV, TEST_CALL_SECRETS_FILE } from "@loopguard/tool-sdk/testing";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { LOW_RISK_CUSTOMER, refundsOf, startRefund, useSuite, waitForSession } from "./harness.js";
 
-const suite = useSuite();
+const TOOLS = ["kb-search", "billing", "risk"];
+// This file's own copies of the test keys' files, which it rotates: the shared ones stay as other test files expect.
+const keyDir = mkdtempSync(join(tmpdir(), "loopguard-rotation-keys-"));
+afterAll(() => rmSync(keyDir, { recursive: true, force: true }));
+const secretsFile = join(keyDir, "call-secrets.json");
+copyFileSync(TEST_CALL_SECRETS_FILE, secretsFile);
+const toolKeysEnv = Object.fromEntries(
+  TOOLS.map((tool) => {
+    const variable = `${envPrefixOf(tool)}_CALL_KEYS_FILE`;
+    const file = join(keyDir, `call-keys-${tool}.json`);
+    copyFileSync(TEST_AUTH_ENV[variable]!, file);
+    return [variable, file];
+  }),
+);
+
+const suite = useSuite({ tools: { env: toolKeysEnv }, orchestrator: { LOOPGUARD_CALL_SECRETS_FILE: secretsFile } });
 const ORDER = "ord_DEMO00000001";
 type Jwk = Record<string, unknown>;
 
@@ -21,12 +38,10 @@ function writeJson(file: string, value: unknown): void {
 
 /** What the operator's Secrets now hold: the orchestrator's secrets, and each tool's keys under `toolSecrets`. */
 async function deploy(orchestratorSecrets: Jwk[], toolSecrets: Jwk[]): Promise<void> {
-  writeJson(TEST_CALL_SECRETS_FILE, { keys: orchestratorSecrets });
+  writeJson(secretsFile, { keys: orchestratorSecrets });
   const derivedFrom = readCallKeys({ keys: toolSecrets });
-  for (const tool of ["kb-search", "billing", "risk"]) {
-    const file = TEST_AUTH_ENV[`${envPrefixOf(tool)}_CALL_KEYS_FILE`]!;
-    writeJson(file, toolCallKeys(derivedFrom, tool));
-  }
+  for (const tool of TOOLS)
+    writeJson(toolKeysEnv[`${envPrefixOf(tool)}_CALL_KEYS_FILE`]!, toolCallKeys(derivedFrom, tool));
   // Every service looks at its followed files at most once a second.
   await new Promise((r) => setTimeout(r, 1200));
 }
@@ -38,7 +53,7 @@ async function refund(amountCents: number) {
 
 describe("call secret rotation", () => {
   it("new key to the tools, then to the orchestrator, then the old one removed: every refund made once", async () => {
-    const [old] = (JSON.parse(readFileSync(TEST_CALL_SECRETS_FILE, "utf8")) as { keys: Jwk[] }).keys as [Jwk];
+    const [old] = (JSON.parse(readFileSync(secretsFile, "utf8")) as { keys: Jwk[] }).keys as [Jwk];
     const next = newCallSecret("rotated-next") as Jwk;
     expect((await refund(101)).state).toBe(SessionState.DONE);
     await deploy([old], [old, next]);

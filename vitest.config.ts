@@ -20,6 +20,9 @@ export default defineConfig({
     // A forks worker runs one project's files one after another in the same process: each package's
     // imports (grpc-js, protobuf-es, OpenTelemetry, SQLite) load once per worker, not once per file.
     // Each file starts its own servers on their own ports, data folders and key files.
-    poolOptions: { forks: { isolate: false } },
+    // The threads pool (the few files that set process-wide state) runs one file at a time, each in
+    // a thread of its own: a thread's process.cpuUsage() counts every thread of the process, and
+    // model-bounds.int.test.ts bounds a session's CPU.
+    poolOptions: { forks: { isolate: false }, threads: { maxThreads: 1 } },
   },
 });

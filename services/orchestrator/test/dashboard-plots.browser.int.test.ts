@@ -99,12 +99,15 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromiu
     const reporter = createRawClient(OrchestratorService, orch.server.address, {
       token: await testToken({ subject: "operator", scopes: ["patrol:report"] }),
     });
+    // Runs finish a minute apart: the latest run is the one that finished last (whole seconds on
+    // the wire), and two recorded within one second would tie.
+    let finished = BigInt(Math.floor(Date.now() / 1000)) - 600n;
     const record = async (passed: number) => {
-      const now = BigInt(Math.floor(Date.now() / 1000));
+      finished += 60n;
       await reporter.recordPatrolRun({
         run: {
-          startedAt: { seconds: now - 60n, nanos: 0 },
-          finishedAt: { seconds: now, nanos: 0 },
+          startedAt: { seconds: finished - 60n, nanos: 0 },
+          finishedAt: { seconds: finished, nanos: 0 },
           tasks: 10,
           passed,
           successRatio: passed / 10,

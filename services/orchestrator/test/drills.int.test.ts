@@ -16,7 +16,7 @@ import {
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
-import type { RawClient } from "@loopguard/tool-sdk";
+import { CallError, type RawClient } from "@loopguard/tool-sdk";
 import { SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { PostgresSessionStore } from "../src/store/postgres-session-store.js";
@@ -41,6 +41,22 @@ function refundTask(extra: Record<string, string> = {}): JsonObject {
   return { kind: "refund", order_id: ORDER_ID, amount_cents: REFUND_CENTS, reason: "DAMAGED", ...extra };
 }
 
+/**
+ * A call as a well-behaved client makes it: one the orchestrator answers STORE_UNAVAILABLE (its
+ * store busy or reconnecting, as when a replica beside it is killed) is made again after the delay
+ * it gives, a few times. Starts carry idempotency keys, so a second try never starts a second session.
+ */
+async function riding<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await call();
+    } catch (error) {
+      if (!(error instanceof CallError) || error.reason !== "STORE_UNAVAILABLE" || attempt === 5) throw error;
+      await sleep(error.retryAfterMs ?? 1000);
+    }
+  }
+}
+
 async function startRefunds(
   api: OrchestratorClient,
   count: number,
@@ -49,24 +65,28 @@ async function startRefunds(
 ): Promise<string[]> {
   const started = await Promise.all(
     Array.from({ length: count }, (_, i) =>
-      api.startSession({
-        goal: `refund ${REFUND_CENTS} cents of ${ORDER_ID}`,
-        task: task(),
-        scopes: SCOPES,
-        policy: "scripted",
-        idempotencyKey: `${keyPrefix}-${i}`,
-      }),
+      riding(() =>
+        api.startSession({
+          goal: `refund ${REFUND_CENTS} cents of ${ORDER_ID}`,
+          task: task(),
+          scopes: SCOPES,
+          policy: "scripted",
+          idempotencyKey: `${keyPrefix}-${i}`,
+        }),
+      ),
     ),
   );
-  for (const r of started) expect(r.created).toBe(true);
-  return started.map((r) => r.session!.sessionId);
+  // A start retried after its first try was stored comes back as that session (created false): count distinct ones.
+  const ids = started.map((r) => r.session!.sessionId);
+  expect(new Set(ids).size).toBe(count);
+  return ids;
 }
 
 async function listAll(api: OrchestratorClient): Promise<Session[]> {
   const sessions: Session[] = [];
   let pageToken = "";
   for (let page = 0; page < 100; page += 1) {
-    const res = await api.listSessions({ pageSize: 500, pageToken });
+    const res = await riding(() => api.listSessions({ pageSize: 500, pageToken }));
     sessions.push(...res.sessions);
     pageToken = res.nextPageToken;
     if (!pageToken) break;

@@ -2,7 +2,7 @@ import { configDefaults, defineProject } from "vitest/config";
 
 /**
  * The files that hold a service to its contract's latency targets from the test's own process:
- * they run after every other project's files, alone (vitest.alone.config.ts), so what they time is
+ * they run after every other project's files, alone (the root vitest.config.ts), so what they time is
  * the service, not a neighbour's load or a shared worker's heap.
  */
 export const TIMED_FILES = ["e2e/watch-load.int.test.ts"];

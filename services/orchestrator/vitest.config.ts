@@ -4,7 +4,7 @@ import { configDefaults, defineProject } from "vitest/config";
  * The files that install a process-wide OpenTelemetry tracer provider or context manager to read
  * the spans an in-process orchestrator makes: OpenTelemetry's globals can be set once per process,
  * and test files share their worker process (vitest.config.ts at the root), so these run apart
- * (vitest.telemetry.config.ts).
+ * (the root vitest.config.ts runs them apart).
  */
 export const GLOBAL_TELEMETRY_FILES = [
   "test/model-bounds.int.test.ts",

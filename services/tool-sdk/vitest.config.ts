@@ -4,7 +4,7 @@ import { configDefaults, defineProject } from "vitest/config";
 /**
  * The files that choose how grpc-js resolves names before it loads (an environment variable read
  * once per process), while test files share their worker process (vitest.config.ts at the root):
- * these run apart, each in a worker thread of its own (vitest.resolver.config.ts).
+ * these run apart, each in a worker thread of its own (the root vitest.config.ts).
  */
 export const RESOLVER_FILES = ["test/discovery.int.test.ts"];
 

@@ -99,8 +99,8 @@ describe.skipIf(!HAVE_CHROMIUM)("the dashboard's trend plots in headless Chromiu
     const reporter = createRawClient(OrchestratorService, orch.server.address, {
       token: await testToken({ subject: "operator", scopes: ["patrol:report"] }),
     });
-    // Runs finish a minute apart: the latest run is the one that finished last (whole seconds on
-    // the wire), and two recorded within one second would tie.
+    // Runs finish a minute apart: the latest run is the one that finished last, and two this test
+    // sends in whole seconds could tie within one second (a tie falls to the random run id).
     let finished = BigInt(Math.floor(Date.now() / 1000)) - 600n;
     const record = async (passed: number) => {
       finished += 60n;

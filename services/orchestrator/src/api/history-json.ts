@@ -1,13 +1,14 @@
 // The JSON text of history items, serialised once per item. Items are immutable and carried over
 // from step to step, so nothing serialises the whole history again on every step: the store writes
-// the cached texts, token estimates sum their lengths, prompt hashes are fed them.
+// the cached texts, token estimates sum their lengths, prompt hashes are fed them, and the chat
+// request carries an observation's envelope as the same string every step.
 import type { Hash } from "node:crypto";
-import type { HistoryItem } from "../policies/policy.js";
+import type { HistoryItem, ResultEnvelope } from "../policies/policy.js";
 import type { JsonValue } from "../store/session-store.js";
 
 const texts = new WeakMap<object, string>();
 
-export function itemJson(item: HistoryItem | JsonValue): string {
+export function itemJson(item: HistoryItem | ResultEnvelope | JsonValue): string {
   if (item === null || typeof item !== "object") return JSON.stringify(item);
   let text = texts.get(item);
   if (text === undefined) {

@@ -5,6 +5,7 @@ import type {
   ChatCompletionMessageFunctionToolCall,
   ChatCompletionMessageParam,
 } from "openai/resources/chat/completions";
+import { itemJson } from "../api/history-json.js";
 import { CONFIDENCE_INSTRUCTIONS } from "./model-confidence.js";
 import type { PolicyInput, ToolSpec } from "./policy.js";
 
@@ -64,7 +65,8 @@ export function toChatMessages(input: Pick<PolicyInput, "goal" | "task" | "histo
       }
       case "observation": {
         group = null;
-        const content = JSON.stringify(item.envelope);
+        // Serialised once per observation, and the same string each step: its token count is a cache hit.
+        const content = itemJson(item.envelope);
         const index = unanswered.findIndex((call) => call.id === item.callId);
         if (index >= 0) {
           unanswered.splice(index, 1);

@@ -34,7 +34,10 @@ export interface TokenCounter {
   prompt(input: Pick<PolicyInput, "goal" | "task" | "tools" | "history">): number;
 }
 
-/** Texts already counted: a session's messages repeat on every step, and most are counted again unchanged. */
+/**
+ * Texts already counted: a session's messages repeat on every step, and most are counted again
+ * unchanged. Short ones too (roles, names, a JSON text's pieces): a lookup costs less than their BPE.
+ */
 const CACHE_ENTRIES = 20_000;
 
 const require = createRequire(import.meta.url);
@@ -56,7 +59,6 @@ export function tokenCounter(encoding: EncodingName): TokenCounter {
   };
   const cache = new LRUCache<string, number>({ max: CACHE_ENTRIES });
   const cached = (value: string): number => {
-    if (value.length < 16) return count(value);
     let n = cache.get(value);
     if (n === undefined) {
       n = count(value);

@@ -4,14 +4,17 @@
 //       completed per second against a bare grpc-js client calling the same kb-search process
 //       with 64 in flight. Two session shapes with the scripted "question" task: one search then
 //       the answer (every session cost lands on its one step), and a goal with three subgoals
-//       (four searches, then the answer). The three loads alternate in rounds in one run, and
-//       the CPU each process spent is read from its /metrics.
+//       (four searches, then the answer). A fourth load, bare Health/Check calls, prices a gRPC
+//       hop that does no work. The loads alternate in rounds in one run; the CPU each process
+//       spent is read from its /metrics, the bench's own (the client) from process.cpuUsage(), and
+//       "cores busy" says whether the two cores or one process's thread was the limit.
 //   (b) transition p50/p99 (optimistic-lock UPDATE + audit row) on SQLite and on PostgreSQL.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ServiceProcess } from "@loopguard/test-kit";
 import { PostgresSessionStore, SqliteSessionStore, type SessionStore } from "@loopguard/orchestrator";
+import { Health } from "@loopguard/proto/gen/grpc/health/v1/health_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
@@ -69,6 +72,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
       "orchestrator",
     );
     const kbClient = createRawClient(KbSearchService, kb.address, { token: kbToken });
+    const health = createRawClient(Health, kb.address);
     const api = createRawClient(OrchestratorService, orchestrator.address, { token: apiToken });
     try {
       const ended = new Map<string, number>();
@@ -86,35 +90,53 @@ async function benchToolSteps(durationMs: number): Promise<void> {
           throw new Error(`a bench session ended ${end.state} after ${end.decisions} decisions`);
       };
       const loadBefore = loadAverage();
-      const [bare, oneStep, fourSteps] = (await compare(
+      const [bare, hop, oneStep, fourSteps] = (await compare(
         IN_FLIGHT,
         3 * durationMs,
         [
           { label: "bare grpc-js client -> kb-search Search", call: () => kbClient.search(SEARCH) },
+          { label: "bare grpc-js client -> kb-search Health", call: () => health.check({ service: "" }) },
           { label: "orchestrator, 1 kb step per session", call: session([]) },
           { label: "orchestrator, 4 kb steps per session", call: session(SUBGOALS) },
         ],
-        { rounds: 3, warmUpMs: 3000, probe: async () => [await cpuSeconds(orchestrator), await cpuSeconds(kb)] },
-      )) as [Probed, Probed, Probed];
+        {
+          rounds: 3,
+          warmUpMs: 3000,
+          probe: async () => [await cpuSeconds(orchestrator), await cpuSeconds(kb), ownCpuSeconds()],
+        },
+      )) as [Probed, Probed, Probed, Probed];
       console.log(
         `steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback, rounds alternated); load average ${loadBefore} before, ${loadAverage()} after`,
       );
       const row = (f: Probed, stepsPerCall: number, unit: string) => {
         const steps = f.calls * stepsPerCall;
         const cpu = (k: number) => (((f.probed[k] ?? 0) * 1000) / steps).toFixed(2);
-        return `  ${f.label.padEnd(40)} ${String(f.concurrency).padStart(3)} in flight  ${(f.perSecond * stepsPerCall).toFixed(0).padStart(6)} ${unit}  ratio ${((f.perSecond * stepsPerCall) / bare.perSecond).toFixed(2)}  CPU per step: orchestrator ${cpu(0)} ms, kb-search ${cpu(1)} ms`;
+        return `  ${f.label.padEnd(40)} ${String(f.concurrency).padStart(3)} in flight  ${(f.perSecond * stepsPerCall).toFixed(0).padStart(6)} ${unit}  ratio ${((f.perSecond * stepsPerCall) / bare.perSecond).toFixed(2)}  CPU per step: orchestrator ${cpu(0)} ms, kb-search ${cpu(1)} ms, client ${cpu(2)} ms; cores busy ${coresBusy(f, stepsPerCall).toFixed(2)}`;
       };
       console.log(row(bare, 1, "calls/s"));
+      console.log(row(hop, 1, "calls/s"));
       console.log(row(oneStep, 1, "steps/s"));
       console.log(row(fourSteps, 4, "steps/s"));
       console.log(`  sessions ended: ${JSON.stringify(Object.fromEntries(ended))}; target ratio >= 0.75\n`);
     } finally {
       kbClient.close();
+      health.close();
       api.close();
     }
   } finally {
     await stopAll(procs, dataDir);
   }
+}
+
+function ownCpuSeconds(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+}
+
+/** CPU seconds all three processes spent per second of the load: how many of the machine's cores it kept busy. */
+function coresBusy(f: Probed, stepsPerCall: number): number {
+  const cpuPerStep = f.probed.reduce((a, b) => a + b, 0) / (f.calls * stepsPerCall);
+  return cpuPerStep * f.perSecond * stepsPerCall;
 }
 
 function transitionRow(label: string, r: TransitionBenchResult): string {

@@ -111,7 +111,7 @@ async function benchToolSteps(durationMs: number): Promise<void> {
       const row = (f: Probed, stepsPerCall: number, unit: string) => {
         const steps = f.calls * stepsPerCall;
         const cpu = (k: number) => (((f.probed[k] ?? 0) * 1000) / steps).toFixed(2);
-        return `  ${f.label.padEnd(40)} ${String(f.concurrency).padStart(3)} in flight  ${(f.perSecond * stepsPerCall).toFixed(0).padStart(6)} ${unit}  ratio ${((f.perSecond * stepsPerCall) / bare.perSecond).toFixed(2)}  CPU per step: orchestrator ${cpu(0)} ms, kb-search ${cpu(1)} ms, client ${cpu(2)} ms; cores busy ${coresBusy(f, stepsPerCall).toFixed(2)}`;
+        return `  ${f.label.padEnd(40)} ${String(f.concurrency).padStart(3)} in flight  ${(f.perSecond * stepsPerCall).toFixed(0).padStart(6)} ${unit}  ratio ${((f.perSecond * stepsPerCall) / bare.perSecond).toFixed(2)}  CPU per step: orchestrator ${cpu(0)} ms, kb-search ${cpu(1)} ms, client ${cpu(2)} ms; cores busy ${coresBusy(f).toFixed(2)}`;
       };
       console.log(row(bare, 1, "calls/s"));
       console.log(row(hop, 1, "calls/s"));
@@ -134,9 +134,8 @@ function ownCpuSeconds(): number {
 }
 
 /** CPU seconds all three processes spent per second of the load: how many of the machine's cores it kept busy. */
-function coresBusy(f: Probed, stepsPerCall: number): number {
-  const cpuPerStep = f.probed.reduce((a, b) => a + b, 0) / (f.calls * stepsPerCall);
-  return cpuPerStep * f.perSecond * stepsPerCall;
+function coresBusy(f: Probed): number {
+  return (f.probed.reduce((a, b) => a + b, 0) / f.calls) * f.perSecond;
 }
 
 function transitionRow(label: string, r: TransitionBenchResult): string {

@@ -64,15 +64,13 @@ async function buildBreakingImage(): Promise<void> {
   }
 }
 
-/** A billing image that is the live one but for its environment: every tool started from it fails 30 % of GetOrder. */
-async function buildFaultyImage(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), "loopguard-release-faulty-"));
+/** Builds `loopguard/billing:${to}` as `loopguard/billing:${from}` with `env` added to its environment. */
+async function withEnvironment(from: string, to: string, env: Record<string, string>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "loopguard-release-env-"));
   try {
-    writeFileSync(
-      join(dir, "Dockerfile"),
-      `FROM loopguard/billing:${TAG}\nENV LOOPGUARD_FAULT_PROFILE='{"errorRate": 0.3, "methods": ["GetOrder"]}'\n`,
-    );
-    await docker(["build", "--quiet", "--tag", `loopguard/billing:${FAULTY}`, dir]);
+    const lines = Object.entries(env).map(([key, value]) => `ENV ${key}='${value}'`);
+    writeFileSync(join(dir, "Dockerfile"), [`FROM loopguard/billing:${from}`, ...lines, ""].join("\n"));
+    await docker(["build", "--quiet", "--tag", `loopguard/billing:${to}`, dir]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -270,9 +268,13 @@ beforeAll(async () => {
   const images = await run(join(root, "deploy", "dist", "local", "images-main.js"), ["--tag", TAG], 1_500_000);
   if (images.code !== 0)
     throw new Error(`the release tests need the images, and \`pnpm images\` failed:\n${images.stderr}`);
+  // Billing's connections age out after 10 s instead of the default 30 s, so clients leave the old
+  // colour sooner at each flip; how they leave it is the same.
+  await withEnvironment(TAG, TAG, { BILLING_MAX_CONNECTION_AGE_MS: "10000" });
   await docker(["tag", `loopguard/billing:${TAG}`, `loopguard/billing:${GREEN}`]);
   await buildBreakingImage();
-  await buildFaultyImage();
+  // The live image but for its environment: every tool started from it fails 30 % of GetOrder.
+  await withEnvironment(TAG, FAULTY, { LOOPGUARD_FAULT_PROFILE: '{"errorRate": 0.3, "methods": ["GetOrder"]}' });
   const up = await containers("up", "--tag", TAG, "--replicas", "billing=2");
   expect(up.stderr).toBe("");
   expect(up.code).toBe(0);

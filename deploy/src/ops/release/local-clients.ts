@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { DNS_ADDRESS } from "../../local/suite/dns.js";
 import { ReleaseRefused } from "./contract-gate.js";
 
-/** How long clients get to leave the old set: max connection age with jitter, grpc-js's 30 s between resolutions, its subchannel pool's cleanup, a margin. */
+/** How long clients get to leave the old set: max connection age with jitter, the tool client's 5 s between resolutions, grpc-js's subchannel pool cleanup, a margin. */
 export const CLIENTS_MOVE_TIMEOUT_MS = 120_000;
 /** No connection to the old set for this long: a client whose connection aged out would have reconnected within it. */
 const QUIET_MS = 2_000;

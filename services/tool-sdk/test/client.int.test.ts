@@ -303,8 +303,9 @@ describe("toolClient", () => {
       (e: { code: number }) => e,
     );
     expect(error?.code).toBe(status.DEADLINE_EXCEEDED);
-    // kb-search's own SLA timeout is 1000 ms: the onward call got the caller's 200 ms instead.
-    expect(onwardDeadline!.getTime()).toBeLessThanOrEqual(started + 205);
+    // kb-search's own SLA timeout is 1000 ms: the onward call got the caller's 200 ms instead (the
+    // margin is for a busy machine between reading the clock here and the client setting the deadline).
+    expect(onwardDeadline!.getTime()).toBeLessThanOrEqual(started + 300);
     await expect.poll(() => onwardEndedAt, { timeout: 2000 }).toBeGreaterThan(0);
     expect(onwardEndedAt - started).toBeLessThan(600);
   });

@@ -2,7 +2,8 @@
 // by BM25. It is seeded from the shipped corpus when opened; a document is rewritten only when
 // its version differs from the stored one, so restarts are cheap and an upgraded corpus takes
 // effect on the next start.
-import { openSqlite } from "@loopguard/sql-store";
+// The SQLite part alone: the package's index also loads PostgreSQL's driver, which kb-search never uses.
+import { openSqlite } from "@loopguard/sql-store/sqlite";
 import type Database from "better-sqlite3";
 import type { CorpusDocument } from "./corpus.js";
 import { toMatchExpression } from "./query-terms.js";

@@ -78,7 +78,7 @@ async function runPending<Db extends object>(
   ledger: Ledger,
 ): Promise<string[]> {
   checkMigrationList(migrations);
-  // Loaded when a migration runs: umzug brings its command line's libraries (~0.15 s of CPU), which
+  // Loaded when a migration runs: umzug brings its command line's libraries (~0.2 s of CPU), which
   // a process that only checks its schema (a pod that does not migrate on start) or has none never needs.
   const { Umzug } = await import("umzug");
   const umzug = new Umzug<{ db: Db }>({

@@ -141,4 +141,17 @@ describe("replica discovery", () => {
     expect(calls[1]).toBeGreaterThan(0);
     expect(calls[2]).toBeGreaterThan(0);
   });
+
+  it("a client with no options of its own resolves again within seconds, not grpc-js's 30 s", async () => {
+    const { calls, port } = await startReplicas({ maxConnectionAgeMs: 1000, maxConnectionAgeGraceMs: 500 });
+    const records = { addresses: [podAddresses[0]!] };
+    const dns = await startDns(records);
+    const client = await kbClient(`dns://${dns}/${NAME}:${port}`);
+    await client.call("search", { query: "refund", limit: 1 });
+    records.addresses = [...podAddresses];
+    // The tool client resolves again at most every 5 s: well inside 15 s, where grpc-js's default waits 30 s.
+    await untilAnswered(client, calls, [1, 2], 15_000);
+    expect(calls[1]).toBeGreaterThan(0);
+    expect(calls[2]).toBeGreaterThan(0);
+  });
 });

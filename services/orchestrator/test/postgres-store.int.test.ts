@@ -5,9 +5,12 @@ import { usePostgres } from "@loopguard/sql-store/testing/vitest";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/store/open-store.js";
 import type { PostgresSessionStoreOptions } from "../src/store/postgres-session-store.js";
+import { CREATOR_QUOTA } from "../src/store/postgres-session-sql.js";
+import { bind } from "../src/store/postgres-session-statements.js";
 import {
   LeaseLostError,
   type SessionEvent,
+  SessionQuotaExceededError,
   type SessionStore,
   StaleTransitionError,
   StoreUnavailableError,
@@ -113,6 +116,32 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     expect(waited).toBeGreaterThanOrEqual(250);
     expect(waited).toBeLessThan(5000);
     expect((await store.get("s1"))?.id).toBe("s1");
+  });
+
+  it("one caller's burst of starts holds one pooled connection, not the pool: while another replica holds its lock, other callers' work goes on and the burst still makes exactly the quota", async () => {
+    const { url, raw } = await fresh();
+    const store = await open(url, { maxConnections: 3, connectTimeoutMs: 300, statementTimeoutMs: 3000 });
+    await store.create(session("s0", { createdBy: "cli:bob" }));
+    // As if another replica were inside a create of this caller.
+    await raw.query("BEGIN");
+    await raw.query(bind(CREATOR_QUOTA.lock, { createdBy: "cli:burst" }));
+    const burst = Array.from({ length: 12 }, (_, i) =>
+      store.create(session(`b${i}`, { createdBy: "cli:burst", maxInFlight: 5 })).then(
+        () => "made",
+        (e: unknown) => (e instanceof SessionQuotaExceededError ? "refused" : e),
+      ),
+    );
+    await sleep(100);
+    const [carol, moved] = await Promise.all([
+      store.create(session("c1", { createdBy: "cli:carol", maxInFlight: 5 })),
+      store.transition({ id: "s0", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } }),
+    ]);
+    expect([carol.created, moved.state, (await store.get("s0"))?.state]).toEqual([true, "THINKING", "THINKING"]);
+    await raw.query("ROLLBACK");
+    const outcomes = await Promise.all(burst);
+    expect([outcomes.filter((o) => o === "made").length, outcomes.filter((o) => o === "refused").length]).toEqual([
+      5, 7,
+    ]);
   });
 
   it("replaces a lost listening connection: subscribers are told to read again, then hear changes as before", async () => {

@@ -54,6 +54,7 @@ export {
   preparePrivateSqliteFile,
   type SqliteOptions,
 } from "./sqlite.js";
+export { Turns } from "./turns.js";
 export {
   describeStoreLocation,
   parseStoreUrl,

@@ -10,6 +10,7 @@ import { resolve } from "node:path";
 import type Database from "better-sqlite3";
 import pg from "pg";
 import { type PostgresOptions, postgresClientConfig } from "./postgres.js";
+import { Turns } from "./turns.js";
 
 /**
  * Whether code released before a migration runs on the schema it leaves, which decides whether
@@ -98,7 +99,7 @@ async function runPending<Db extends object>(
  * Migrations of one SQLite file in one process take turns: BEGIN IMMEDIATE blocks the thread while
  * it waits, so a second open would stall the very event loop the first one needs to finish.
  */
-const sqliteTurns = new Map<string, Promise<unknown>>();
+const sqliteTurns = new Turns<string>();
 
 /**
  * Applies the store's pending migrations to a SQLite database and returns their names. The lock
@@ -110,15 +111,7 @@ export async function migrateSqlite(
   migrations: readonly SqliteMigration[],
 ): Promise<string[]> {
   const file = db.memory ? db.name : resolve(db.name);
-  const turn = (sqliteTurns.get(file) ?? Promise.resolve())
-    .catch(() => undefined)
-    .then(() => migrateSqliteLocked(db, store, migrations));
-  sqliteTurns.set(file, turn);
-  try {
-    return await turn;
-  } finally {
-    if (sqliteTurns.get(file) === turn) sqliteTurns.delete(file);
-  }
+  return sqliteTurns.take(file, () => migrateSqliteLocked(db, store, migrations));
 }
 
 async function migrateSqliteLocked(

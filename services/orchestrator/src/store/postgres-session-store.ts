@@ -15,6 +15,7 @@ import {
   postgresClientConfig,
   requireCurrentPostgres,
   type SchemaOptions,
+  Turns,
 } from "@loopguard/sql-store";
 import type pg from "pg";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
@@ -74,6 +75,7 @@ export const POSTGRES_STORE_DEFAULTS = {
 export class PostgresSessionStore extends SqlSessionStore {
   private notifications: SessionNotifications | undefined;
   private closed = false;
+  private readonly creatorTurns = new Turns<string>();
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -161,15 +163,20 @@ export class PostgresSessionStore extends SqlSessionStore {
     if (max === null) return (await this.rows<SessionRow>(Q.insert, p))[0];
     // One creator's creates take turns, on every replica: each counts in a statement that starts
     // after the previous holder of the lock committed, so it sees that one's session.
+    // On this replica they take turns before they take a connection: a burst of one caller's starts
+    // then waits here, holding one pooled connection, not all of them, and its lock waits are
+    // only for the other replicas' turns, each one transaction long.
     // BEGIN, the lock and the count go out together: the server runs them in order, so the count still starts once the lock is held.
-    return inTransaction(this.pool, async (client) => {
-      const [, [count]] = await Promise.all([
-        client.query(bind(CREATOR_QUOTA.lock, p)),
-        this.rows<{ n: string; retried: boolean }>(CREATOR_QUOTA.inFlight, p, client),
-      ]);
-      if (!count!.retried && Number(count!.n) >= max) throw new SessionQuotaExceededError(p.createdBy, max);
-      return (await this.rows<SessionRow>(Q.insert, p, client))[0];
-    });
+    return this.creatorTurns.take(p.createdBy, () =>
+      inTransaction(this.pool, async (client) => {
+        const [, [count]] = await Promise.all([
+          client.query(bind(CREATOR_QUOTA.lock, p)),
+          this.rows<{ n: string; retried: boolean }>(CREATOR_QUOTA.inFlight, p, client),
+        ]);
+        if (!count!.retried && Number(count!.n) >= max) throw new SessionQuotaExceededError(p.createdBy, max);
+        return (await this.rows<SessionRow>(Q.insert, p, client))[0];
+      }),
+    );
   }
 
   protected async byId(id: string): Promise<SessionRow | undefined> {

@@ -1,0 +1,31 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { Turns } from "./turns.js";
+
+describe("Turns", () => {
+  it("runs work under one key one at a time in arrival order, past failures, while another key runs alongside; then forgets the key", async () => {
+    const turns = new Turns<string>();
+    const log: string[] = [];
+    const job =
+      (name: string, ms: number, fail = false) =>
+      async () => {
+        log.push(`${name}+`);
+        await sleep(ms);
+        log.push(`${name}-`);
+        if (fail) throw new Error(name);
+        return name;
+      };
+    const results = await Promise.allSettled([
+      turns.take("a", job("a1", 30, true)),
+      turns.take("a", job("a2", 10)),
+      turns.take("b", job("b1", 5)),
+    ]);
+    expect(results.map((r) => (r.status === "fulfilled" ? r.value : (r.reason as Error).message))).toEqual([
+      "a1",
+      "a2",
+      "b1",
+    ]);
+    expect(log).toEqual(["a1+", "b1+", "b1-", "a1-", "a2+", "a2-"]);
+    expect(turns.size).toBe(0);
+  });
+});

@@ -163,9 +163,8 @@ export class PostgresSessionStore extends SqlSessionStore {
     if (max === null) return (await this.rows<SessionRow>(Q.insert, p))[0];
     // One creator's creates take turns, on every replica: each counts in a statement that starts
     // after the previous holder of the lock committed, so it sees that one's session.
-    // On this replica they take turns before they take a connection: a burst of one caller's starts
-    // then waits here, holding one pooled connection, not all of them, and its lock waits are
-    // only for the other replicas' turns, each one transaction long.
+    // On this replica they take turns before they take a connection: a burst of one caller's starts holds
+    // one pooled connection, not the pool, and waits on the lock only for other replicas' turns.
     // BEGIN, the lock and the count go out together: the server runs them in order, so the count still starts once the lock is held.
     return this.creatorTurns.take(p.createdBy, () =>
       inTransaction(this.pool, async (client) => {

@@ -33,6 +33,31 @@ describeSessionStore("sqlite", async ({ now, advance }) => {
   };
 });
 
+describe("sqlite stores opened together", () => {
+  it("four stores opened at once on one file, new or migrated, with or without migrating, all open: none waits on another's migration", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
+    try {
+      for (let round = 0; round < 5; round += 1) {
+        const file = join(dir, `sessions-${round}.db`);
+        const stores = await Promise.all([
+          SqliteSessionStore.open(file),
+          SqliteSessionStore.open(file),
+          SqliteSessionStore.open(file),
+          SqliteSessionStore.open(file),
+        ]);
+        const again = await Promise.all([
+          SqliteSessionStore.open(file),
+          SqliteSessionStore.open(file, { migrate: false }),
+          stores[0]!.create(session(`s${round}`)),
+        ]);
+        for (const s of [...stores, again[0], again[1]]) await s.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("sqlite group commit", () => {
   it("commits at most 16 writes per turn of the event loop, so sessions moving together do not move in lockstep", async () => {
     const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));

@@ -96,22 +96,33 @@ async function runPending<Db extends object>(
 }
 
 /**
- * Migrations of one SQLite file in one process take turns: BEGIN IMMEDIATE blocks the thread while
- * it waits, so a second open would stall the very event loop the first one needs to finish.
+ * Migrations of one SQLite file in one process take turns: a migration holds the write lock
+ * across awaits, and BEGIN IMMEDIATE blocks the thread while it waits, so a second connection's
+ * write in that time would stall the very event loop the first one needs to finish.
  */
 const sqliteTurns = new Turns<string>();
+
+/** Runs `work` in the turn of `db`'s file, the one its migrations take: for what a store writes as it opens. */
+export function inSqliteTurn<T>(db: Database.Database, work: () => T | Promise<T>): Promise<T> {
+  return sqliteTurns.take(db.memory ? db.name : resolve(db.name), async () => work());
+}
 
 /**
  * Applies the store's pending migrations to a SQLite database and returns their names. The lock
  * is SQLite's write lock (BEGIN IMMEDIATE), waited for up to the connection's busy timeout.
+ * `afterwards` runs in the same turn, once the migrations committed.
  */
-export async function migrateSqlite(
+export function migrateSqlite(
   db: Database.Database,
   store: string,
   migrations: readonly SqliteMigration[],
+  afterwards?: () => void,
 ): Promise<string[]> {
-  const file = db.memory ? db.name : resolve(db.name);
-  return sqliteTurns.take(file, () => migrateSqliteLocked(db, store, migrations));
+  return inSqliteTurn(db, async () => {
+    const applied = await migrateSqliteLocked(db, store, migrations);
+    afterwards?.();
+    return applied;
+  });
 }
 
 async function migrateSqliteLocked(
@@ -132,21 +143,27 @@ async function migrateSqliteLocked(
     for (const column of LEDGER_DECLARATION_COLUMNS)
       if (!columns.has(column)) db.exec(`ALTER TABLE ${MIGRATIONS_TABLE} ADD COLUMN ${column} TEXT`);
     const byName = new Map(migrations.map((m) => [m.name, m]));
-    const applied = await runPending(db, migrations, {
-      applied: async () =>
-        db
-          .prepare<[string], string>(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = ? ORDER BY applied_at, name`)
-          .pluck()
-          .all(store),
-      record: async (name) =>
-        void db
-          .prepare(
-            `INSERT INTO ${MIGRATIONS_TABLE} (store, name, applied_at, compatibility, contract_after) VALUES (?, ?, ?, ?, ?)`,
-          )
-          .run(store, name, Date.now(), ...declarationColumns(byName.get(name)!)),
-      forget: async (name) =>
-        void db.prepare(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = ? AND name = ?`).run(store, name),
-    });
+    const ledger = () =>
+      db
+        .prepare<[string], string>(`SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = ? ORDER BY applied_at, name`)
+        .pluck()
+        .all(store);
+    // Nothing pending, the usual open: no await while the write lock is held (see sqliteTurns).
+    const done = new Set(ledger());
+    checkMigrationList(migrations);
+    const applied = migrations.every((m) => done.has(m.name))
+      ? []
+      : await runPending(db, migrations, {
+          applied: async () => ledger(),
+          record: async (name) =>
+            void db
+              .prepare(
+                `INSERT INTO ${MIGRATIONS_TABLE} (store, name, applied_at, compatibility, contract_after) VALUES (?, ?, ?, ?, ?)`,
+              )
+              .run(store, name, Date.now(), ...declarationColumns(byName.get(name)!)),
+          forget: async (name) =>
+            void db.prepare(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = ? AND name = ?`).run(store, name),
+        });
     const fill = db.prepare(
       `UPDATE ${MIGRATIONS_TABLE} SET compatibility = ?, contract_after = ? WHERE store = ? AND name = ? AND compatibility IS NULL`,
     );

@@ -4,6 +4,7 @@
 // BEGIN IMMEDIATE and busy_timeout cover other processes.
 import {
   assessSchema,
+  inSqliteTurn,
   isSqliteUnavailable,
   migrateSqlite,
   openSqlite,
@@ -79,18 +80,29 @@ export class SqliteSessionStore extends SqlSessionStore {
   static async open(file: string, options: SqliteSessionStoreOptions = {}): Promise<SqliteSessionStore> {
     const db = openSqlite(file, { synchronous: "NORMAL", busyTimeoutMs: options.busyTimeoutMs ?? 1000 });
     try {
+      // This copy is written in the file's migration turn: another open's migration in this process
+      // holds the write lock across awaits, and waiting for it here would block its way to COMMIT.
+      const copyTransitions = () => {
+        const insert = db.prepare(`INSERT INTO session_transitions (from_state, to_state) VALUES (?, ?)`);
+        db.transaction(() => {
+          db.exec(`DELETE FROM session_transitions`);
+          for (const [from, to] of TRANSITION_PAIRS) insert.run(from, to);
+        }).immediate();
+      };
       // migrateSqlite turns foreign keys off while it migrates (a layout change rebuilds tables others refer to).
       if (options.migrate === false)
-        requireCurrent(
-          assessSchema(SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS, sqliteLedger(db, SESSIONS_MIGRATION_STORE)),
-        );
-      else await migrateSqlite(db, SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS);
+        await inSqliteTurn(db, () => {
+          requireCurrent(
+            assessSchema(
+              SESSIONS_MIGRATION_STORE,
+              SQLITE_SESSION_MIGRATIONS,
+              sqliteLedger(db, SESSIONS_MIGRATION_STORE),
+            ),
+          );
+          copyTransitions();
+        });
+      else await migrateSqlite(db, SESSIONS_MIGRATION_STORE, SQLITE_SESSION_MIGRATIONS, copyTransitions);
       db.pragma("foreign_keys = ON");
-      const insert = db.prepare(`INSERT INTO session_transitions (from_state, to_state) VALUES (?, ?)`);
-      db.transaction(() => {
-        db.exec(`DELETE FROM session_transitions`);
-        for (const [from, to] of TRANSITION_PAIRS) insert.run(from, to);
-      }).immediate();
       return new SqliteSessionStore(db, options);
     } catch (error) {
       db.close();

@@ -73,12 +73,18 @@ interface Ledger {
   forget(name: string): Promise<void>;
 }
 
+/** Whether the ledger lists every migration already, the usual start: then umzug is not even loaded. */
+function allApplied(migrations: readonly Migration<object>[], ledger: readonly string[]): boolean {
+  checkMigrationList(migrations);
+  const done = new Set(ledger);
+  return migrations.every((m) => done.has(m.name));
+}
+
 async function runPending<Db extends object>(
   db: Db,
   migrations: readonly Migration<Db>[],
   ledger: Ledger,
 ): Promise<string[]> {
-  checkMigrationList(migrations);
   // Loaded when a migration runs: umzug brings its command line's libraries (~0.2 s of CPU), which
   // a process that only checks its schema (a pod that does not migrate on start) or has none never needs.
   const { Umzug } = await import("umzug");
@@ -149,9 +155,7 @@ async function migrateSqliteLocked(
         .pluck()
         .all(store);
     // Nothing pending, the usual open: no await while the write lock is held (see sqliteTurns).
-    const done = new Set(ledger());
-    checkMigrationList(migrations);
-    const applied = migrations.every((m) => done.has(m.name))
+    const applied = allApplied(migrations, ledger())
       ? []
       : await runPending(db, migrations, {
           applied: async () => ledger(),
@@ -217,22 +221,25 @@ export async function migratePostgres(
       store text NOT NULL, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (store, name));
       ALTER TABLE ${MIGRATIONS_TABLE} ${LEDGER_DECLARATION_COLUMNS.map((c) => `ADD COLUMN IF NOT EXISTS ${c} text`).join(", ")}`);
     const byName = new Map(migrations.map((m) => [m.name, m]));
-    const applied = await runPending(client, migrations, {
-      applied: async () =>
-        (
-          await client.query<{ name: string }>(
-            `SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = $1 ORDER BY applied_at, name`,
-            [store],
-          )
-        ).rows.map((r) => r.name),
-      record: async (name) =>
-        void (await client.query(
-          `INSERT INTO ${MIGRATIONS_TABLE} (store, name, compatibility, contract_after) VALUES ($1, $2, $3, $4)`,
-          [store, name, ...declarationColumns(byName.get(name)!)],
-        )),
-      forget: async (name) =>
-        void (await client.query(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = $1 AND name = $2`, [store, name])),
-    });
+    const ledger = async () =>
+      (
+        await client.query<{ name: string }>(
+          `SELECT name FROM ${MIGRATIONS_TABLE} WHERE store = $1 ORDER BY applied_at, name`,
+          [store],
+        )
+      ).rows.map((r) => r.name);
+    const applied = allApplied(migrations, await ledger())
+      ? []
+      : await runPending(client, migrations, {
+          applied: ledger,
+          record: async (name) =>
+            void (await client.query(
+              `INSERT INTO ${MIGRATIONS_TABLE} (store, name, compatibility, contract_after) VALUES ($1, $2, $3, $4)`,
+              [store, name, ...declarationColumns(byName.get(name)!)],
+            )),
+          forget: async (name) =>
+            void (await client.query(`DELETE FROM ${MIGRATIONS_TABLE} WHERE store = $1 AND name = $2`, [store, name])),
+        });
     for (const m of migrations) {
       await client.query(
         `UPDATE ${MIGRATIONS_TABLE} SET compatibility = $1, contract_after = $2 WHERE store = $3 AND name = $4 AND compatibility IS NULL`,

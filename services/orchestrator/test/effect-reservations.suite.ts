@@ -20,7 +20,8 @@ export interface MoneyContext {
   newSession(id: string, extra?: Partial<NewSession>): NewSession;
 }
 
-const LIMITS: ReservationLimits = {
+/** The limits most reserves here are made under: 50,000 per entity, 200,000 per customer. */
+export const LIMITS: ReservationLimits = {
   entityMoved: 0,
   entityMax: 50_000,
   customerMax: 200_000,
@@ -29,7 +30,8 @@ const LIMITS: ReservationLimits = {
   taskMax: undefined,
 };
 
-function reservation(sessionId: string, extra: Partial<Reservation> = {}): Reservation {
+/** A refund reserve of 450.00 on ord_A for cust_1, unless `extra` says otherwise. */
+export function reservation(sessionId: string, extra: Partial<Reservation> = {}): Reservation {
   return {
     key: `lg-${sessionId}-refund`,
     sessionId,

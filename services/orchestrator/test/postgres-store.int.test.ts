@@ -5,6 +5,8 @@ import { usePostgres } from "@loopguard/sql-store/testing/vitest";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/store/open-store.js";
 import type { PostgresSessionStoreOptions } from "../src/store/postgres-session-store.js";
+import type { MoneyChange } from "../src/store/effect-reservations.js";
+import { lockNamesOf } from "../src/store/postgres-reservations.js";
 import { CREATOR_QUOTA } from "../src/store/postgres-session-sql.js";
 import { bind } from "../src/store/postgres-session-statements.js";
 import {
@@ -16,6 +18,7 @@ import {
   StoreUnavailableError,
   type TransitionInput,
 } from "../src/store/session-store.js";
+import { LIMITS, reservation } from "./effect-reservations.suite.js";
 import { describeSessionStore, newSession as session } from "./session-store.suite.js";
 
 const postgres = usePostgres("orchestrator");
@@ -118,19 +121,20 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     expect((await store.get("s1"))?.id).toBe("s1");
   });
 
-  it("one caller's burst of starts holds one pooled connection, not the pool: while another replica holds its lock, other callers' work goes on and the burst still makes exactly the quota", async () => {
+  /**
+   * A store with a pool of 3 whose `burst` waits on a lock that `raw` holds, as another replica inside the same kind
+   * of transaction would: another caller's start and another session's move still go through on that pool.
+   */
+  async function heldBurst(
+    lock: pg.QueryConfig,
+    burst: (store: SessionStore) => Promise<unknown>[],
+  ): Promise<{ store: SessionStore; outcomes: unknown[] }> {
     const { url, raw } = await fresh();
     const store = await open(url, { maxConnections: 3, connectTimeoutMs: 300, statementTimeoutMs: 3000 });
     await store.create(session("s0", { createdBy: "cli:bob" }));
-    // As if another replica were inside a create of this caller.
     await raw.query("BEGIN");
-    await raw.query(bind(CREATOR_QUOTA.lock, { createdBy: "cli:burst" }));
-    const burst = Array.from({ length: 12 }, (_, i) =>
-      store.create(session(`b${i}`, { createdBy: "cli:burst", maxInFlight: 5 })).then(
-        () => "made",
-        (e: unknown) => (e instanceof SessionQuotaExceededError ? "refused" : e),
-      ),
-    );
+    await raw.query(lock);
+    const waiting = burst(store);
     await sleep(100);
     const [carol, moved] = await Promise.all([
       store.create(session("c1", { createdBy: "cli:carol", maxInFlight: 5 })),
@@ -138,10 +142,52 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     ]);
     expect([carol.created, moved.state, (await store.get("s0"))?.state]).toEqual([true, "THINKING", "THINKING"]);
     await raw.query("ROLLBACK");
-    const outcomes = await Promise.all(burst);
+    return { store, outcomes: await Promise.all(waiting) };
+  }
+
+  it("one caller's burst of starts holds one pooled connection, not the pool: while another replica holds its lock, other callers' work goes on and the burst still makes exactly the quota", async () => {
+    const { outcomes } = await heldBurst(bind(CREATOR_QUOTA.lock, { createdBy: "cli:burst" }), (store) =>
+      Array.from({ length: 12 }, (_, i) =>
+        store.create(session(`b${i}`, { createdBy: "cli:burst", maxInFlight: 5 })).then(
+          () => "made",
+          (e: unknown) => (e instanceof SessionQuotaExceededError ? "refused" : e),
+        ),
+      ),
+    );
     expect([outcomes.filter((o) => o === "made").length, outcomes.filter((o) => o === "refused").length]).toEqual([
       5, 7,
     ]);
+  });
+
+  it("a burst of reserves on one customer holds one pooled connection, not the pool: while another replica holds the customer's lock, other work goes on, then every reserve within the limits is held", async () => {
+    const reserve = (id: string): MoneyChange => ({
+      reserve: reservation(id, { entityId: `ord_${id}`, amount: 1_000 }),
+      limits: LIMITS,
+    });
+    const ids = Array.from({ length: 10 }, (_, i) => `r${i}`);
+    const customerLock = lockNamesOf(reserve("r0")).at(-1)!;
+    expect(customerLock).toBe("customer:cust_1:USD");
+    const { store, outcomes } = await heldBurst(
+      { text: "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", values: [customerLock] },
+      (store) =>
+        ids.map(async (id) => {
+          await store.create(session(id));
+          await store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } });
+          const at = { at: Date.now() };
+          return (
+            await store.transition({
+              id,
+              from: "THINKING",
+              to: "TOOL_EXECUTING",
+              expectedVersion: 1,
+              audit: at,
+              money: reserve(id),
+            })
+          ).state;
+        }),
+    );
+    expect(outcomes).toEqual(ids.map(() => "TOOL_EXECUTING"));
+    expect((await store.reservations("r9")).map((r) => r.status)).toEqual(["held"]);
   });
 
   it("replaces a lost listening connection: subscribers are told to read again, then hear changes as before", async () => {

@@ -1,5 +1,6 @@
 // Effect reservations on PostgreSQL (see effect-reservations.ts): the statements, and a change
 // made inside the transaction of the move it rides on.
+import type { Turns } from "@loopguard/sql-store";
 import type pg from "pg";
 import * as reservations from "./effect-reservations.js";
 import { type Statement, statement } from "./postgres-session-sql.js";
@@ -25,6 +26,24 @@ export type RunStatement = <R extends pg.QueryResultRow>(
 
 type OthersRow = { entity_held: string; customer: string; session: string };
 
+/** The advisory locks a change takes, in the order it takes them: a reserve's entity, then its customer's currency. */
+export function lockNamesOf(money: reservations.MoneyChange | undefined): string[] {
+  if (money === undefined || "settle" in money) return [];
+  const r = money.reserve;
+  const entity = `entity:${r.entity}:${r.entityId}`;
+  return r.customerId === "" ? [entity] : [entity, `customer:${r.customerId}:${r.currency}`];
+}
+
+/**
+ * Runs `work` in this replica's turn of each name, taken in order (every taker takes names in the
+ * same order, so no two wait on each other): a burst of reserves on one order or one customer
+ * then holds one pooled connection here while the advisory lock serialises replicas.
+ */
+export function inTurns<T>(turns: Turns<string>, names: readonly string[], work: () => Promise<T>): Promise<T> {
+  const [first, ...rest] = names;
+  return first === undefined ? work() : turns.take(first, () => inTurns(turns, rest, work));
+}
+
 /**
  * A reserve first takes the advisory locks of its entity and of its customer's currency (always in
  * that order), so concurrent reserves on either, from any replica, sum totals that include each other.
@@ -46,8 +65,7 @@ export async function changeMoney(
   }
   const r = money.reserve;
   const params = reservations.reservationParams(r, money.limits.customerSince, now);
-  await rows(Q.lockTotal, { name: `entity:${r.entity}:${r.entityId}` }, client);
-  if (r.customerId !== "") await rows(Q.lockTotal, { name: `customer:${r.customerId}:${r.currency}` }, client);
+  for (const name of lockNamesOf(money)) await rows(Q.lockTotal, { name }, client);
   const existing = (await rows<{ status: reservations.ReservationStatus }>(Q.status, params, client))[0]?.status;
   const others = reservations.othersOf((await rows<OthersRow>(Q.others, params, client))[0]!);
   if (reservations.decideReservation(r, money.limits, existing, others) !== "insert") return;

@@ -1,9 +1,8 @@
-// SessionStore on PostgreSQL, for several orchestrator replicas sharing sessions through
-// leases: this file holds only its driver (its statements are in postgres-session-statements.ts),
-// the rest is SqlSessionStore's. Round trips dominate here (about 0.6 ms each on a local socket),
-// so the hot paths are single statements, parsed once per connection. The pool is sql-store's, with
-// the orchestrator's bounds. Every committed change is announced by a trigger's NOTIFY, which every
-// store instance (every replica) LISTENs to.
+// SessionStore on PostgreSQL, for several orchestrator replicas sharing sessions through leases: this file holds only
+// its driver (its statements are in postgres-session-statements.ts), the rest is SqlSessionStore's. Round trips dominate
+// here (about 0.6 ms each on a local socket), so the hot paths are single statements, parsed once per connection. The
+// pool is sql-store's, with the orchestrator's bounds. Every committed change is announced by a trigger's NOTIFY, which
+// every store instance (every replica) LISTENs to.
 import {
   createPostgresPool,
   explainPostgresTlsError,
@@ -23,6 +22,8 @@ import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "../mig
 import { SessionNotifications } from "./postgres-notifications.js";
 import {
   changeMoney,
+  inTurns,
+  lockNamesOf,
   otherEffectsRow,
   ownRowOf,
   reservationRowsOf,
@@ -55,9 +56,8 @@ export interface PostgresSessionStoreOptions extends SessionStoreOptions, Schema
   /** Waiting for a connection, new or from the pool (default 1000). */
   readonly connectTimeoutMs?: number;
   /**
-   * The server's statement_timeout and lock_timeout (default 1000); the client gives up on a
-   * reply 1 s after it, for a network that stops answering. `?statement_timeout=…` and
-   * `?lock_timeout=…` in the store URL win.
+   * The server's statement_timeout and lock_timeout (default 1000); the client gives up on a reply 1 s after it, for a
+   * network that stops answering. `?statement_timeout=…` and `?lock_timeout=…` in the store URL win.
    */
   readonly statementTimeoutMs?: number;
   /** How often the listening connection is checked; a dead one is replaced (default 5000). */
@@ -75,7 +75,9 @@ export const POSTGRES_STORE_DEFAULTS = {
 export class PostgresSessionStore extends SqlSessionStore {
   private notifications: SessionNotifications | undefined;
   private closed = false;
-  private readonly creatorTurns = new Turns<string>();
+  // This replica's turns on what its transactions lock (a creator's creates, an order's or a customer's reserves), taken
+  // before a pooled connection: a burst on one key holds one connection, not the pool, and waits only on other replicas.
+  private readonly turns = new Turns<string>();
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -161,12 +163,9 @@ export class PostgresSessionStore extends SqlSessionStore {
   protected async insert(p: InsertParams): Promise<SessionRow | undefined> {
     const max = p.maxInFlight;
     if (max === null) return (await this.rows<SessionRow>(Q.insert, p))[0];
-    // One creator's creates take turns, on every replica: each counts in a statement that starts
-    // after the previous holder of the lock committed, so it sees that one's session.
-    // On this replica they take turns before they take a connection: a burst of one caller's starts holds
-    // one pooled connection, not the pool, and waits on the lock only for other replicas' turns.
+    // One creator's creates take turns on every replica (the lock), each counting after the previous one committed.
     // BEGIN, the lock and the count go out together: the server runs them in order, so the count still starts once the lock is held.
-    return this.creatorTurns.take(p.createdBy, () =>
+    return this.turns.take(`creator:${p.createdBy}`, () =>
       inTransaction(this.pool, async (client) => {
         const [, [count]] = await Promise.all([
           client.query(bind(CREATOR_QUOTA.lock, p)),
@@ -223,7 +222,8 @@ export class PostgresSessionStore extends SqlSessionStore {
       if (rows.some((row) => row === undefined)) throw new NotApplied();
       return { row: rows.at(-1)! };
     };
-    return moves.length === 1 && !money ? run(this.pool) : inTransaction(this.pool, run);
+    if (moves.length === 1 && !money) return run(this.pool);
+    return inTurns(this.turns, lockNamesOf(money), () => inTransaction(this.pool, run));
   }
 
   protected otherEffectRows(p: ReturnType<typeof reservationParams>) {

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/store/open-store.js";
 import type { PostgresSessionStoreOptions } from "../src/store/postgres-session-store.js";
 import type { MoneyChange } from "../src/store/effect-reservations.js";
-import { lockNamesOf } from "../src/store/postgres-reservations.js";
+import { lockNamesOf, RESERVE_LOCK } from "../src/store/postgres-reservations.js";
 import { CREATOR_QUOTA } from "../src/store/postgres-session-sql.js";
 import { bind } from "../src/store/postgres-session-statements.js";
 import {
@@ -167,24 +167,22 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     const ids = Array.from({ length: 10 }, (_, i) => `r${i}`);
     const customerLock = lockNamesOf(reserve("r0")).at(-1)!;
     expect(customerLock).toBe("customer:cust_1:USD");
-    const { store, outcomes } = await heldBurst(
-      { text: "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", values: [customerLock] },
-      (store) =>
-        ids.map(async (id) => {
-          await store.create(session(id));
-          await store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } });
-          const at = { at: Date.now() };
-          return (
-            await store.transition({
-              id,
-              from: "THINKING",
-              to: "TOOL_EXECUTING",
-              expectedVersion: 1,
-              audit: at,
-              money: reserve(id),
-            })
-          ).state;
-        }),
+    const { store, outcomes } = await heldBurst(bind(RESERVE_LOCK, { name: customerLock }), (store) =>
+      ids.map(async (id) => {
+        await store.create(session(id));
+        await store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } });
+        const at = { at: Date.now() };
+        return (
+          await store.transition({
+            id,
+            from: "THINKING",
+            to: "TOOL_EXECUTING",
+            expectedVersion: 1,
+            audit: at,
+            money: reserve(id),
+          })
+        ).state;
+      }),
     );
     expect(outcomes).toEqual(ids.map(() => "TOOL_EXECUTING"));
     expect((await store.reservations("r9")).map((r) => r.status)).toEqual(["held"]);

@@ -28,4 +28,21 @@ describe("Turns", () => {
     expect(log).toEqual(["a1+", "b1+", "b1-", "a1-", "a2+", "a2-"]);
     expect(turns.size).toBe(0);
   });
+
+  it("takes each key's turn in the order given: work on a then b waits for a's earlier holder, then holds b from a later taker; with no keys it runs at once", async () => {
+    const turns = new Turns<string>();
+    const log: string[] = [];
+    const hold = (name: string, ms: number) => async () => {
+      log.push(`${name}+`);
+      await sleep(ms);
+      log.push(`${name}-`);
+    };
+    const first = turns.take("a", hold("on a", 20));
+    const both = turns.takeEach(["a", "b"], hold("on a and b", 30));
+    await turns.takeEach([], hold("on none", 1));
+    while (!log.includes("on a and b+")) await sleep(1);
+    await Promise.all([first, both, turns.take("b", hold("on b", 5))]);
+    expect(log).toEqual(["on none+", "on a+", "on none-", "on a-", "on a and b+", "on a and b-", "on b+", "on b-"]);
+    expect(turns.size).toBe(0);
+  });
 });

@@ -17,6 +17,15 @@ export class Turns<K> {
     }
   }
 
+  /**
+   * Runs `work` in the turn of each key, taken one after another in the order given. Takers that
+   * always name keys in one order never wait on each other.
+   */
+  takeEach<T>(keys: readonly K[], work: () => Promise<T>): Promise<T> {
+    const [first, ...rest] = keys;
+    return first === undefined ? work() : this.take(first, () => this.takeEach(rest, work));
+  }
+
   /** Keys with a turn running or waiting. */
   get size(): number {
     return this.last.size;

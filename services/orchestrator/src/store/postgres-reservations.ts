@@ -1,6 +1,5 @@
 // Effect reservations on PostgreSQL (see effect-reservations.ts): the statements, and a change
 // made inside the transaction of the move it rides on.
-import type { Turns } from "@loopguard/sql-store";
 import type pg from "pg";
 import * as reservations from "./effect-reservations.js";
 import { type Statement, statement } from "./postgres-session-sql.js";
@@ -13,9 +12,10 @@ const Q = {
   ofSession: statement("lg_reservations", reservations.RESERVATION_SQL.ofSession),
   byKey: statement("lg_reservation_by_key", reservations.RESERVATION_SQL.byKey),
   addTotals: statement("lg_add_totals", reservations.RESERVATION_SQL.addTotals),
-  /** Serialises the reserves of one entity, or of one customer in one currency, across replicas, until the transaction ends. */
-  lockTotal: statement("lg_lock_total", "SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"),
 } as const;
+
+/** Serialises the reserves of one entity, or of one customer in one currency, across replicas, until the transaction ends. */
+export const RESERVE_LOCK = statement("lg_lock_total", "SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))");
 
 /** The store's way of running a named statement, on a transaction's client or the pool. */
 export type RunStatement = <R extends pg.QueryResultRow>(
@@ -26,22 +26,15 @@ export type RunStatement = <R extends pg.QueryResultRow>(
 
 type OthersRow = { entity_held: string; customer: string; session: string };
 
-/** The advisory locks a change takes, in the order it takes them: a reserve's entity, then its customer's currency. */
+/**
+ * The advisory locks a change takes, in the order it takes them: a reserve's entity, then its customer's currency.
+ * The store takes a replica's turn on each in the same order (Turns.takeEach) before it takes a pooled connection.
+ */
 export function lockNamesOf(money: reservations.MoneyChange | undefined): string[] {
   if (money === undefined || "settle" in money) return [];
   const r = money.reserve;
   const entity = `entity:${r.entity}:${r.entityId}`;
   return r.customerId === "" ? [entity] : [entity, `customer:${r.customerId}:${r.currency}`];
-}
-
-/**
- * Runs `work` in this replica's turn of each name, taken in order (every taker takes names in the
- * same order, so no two wait on each other): a burst of reserves on one order or one customer
- * then holds one pooled connection here while the advisory lock serialises replicas.
- */
-export function inTurns<T>(turns: Turns<string>, names: readonly string[], work: () => Promise<T>): Promise<T> {
-  const [first, ...rest] = names;
-  return first === undefined ? work() : turns.take(first, () => inTurns(turns, rest, work));
 }
 
 /**
@@ -65,7 +58,7 @@ export async function changeMoney(
   }
   const r = money.reserve;
   const params = reservations.reservationParams(r, money.limits.customerSince, now);
-  for (const name of lockNamesOf(money)) await rows(Q.lockTotal, { name }, client);
+  for (const name of lockNamesOf(money)) await rows(RESERVE_LOCK, { name }, client);
   const existing = (await rows<{ status: reservations.ReservationStatus }>(Q.status, params, client))[0]?.status;
   const others = reservations.othersOf((await rows<OthersRow>(Q.others, params, client))[0]!);
   if (reservations.decideReservation(r, money.limits, existing, others) !== "insert") return;

@@ -22,7 +22,6 @@ import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "../mig
 import { SessionNotifications } from "./postgres-notifications.js";
 import {
   changeMoney,
-  inTurns,
   lockNamesOf,
   otherEffectsRow,
   ownRowOf,
@@ -223,7 +222,7 @@ export class PostgresSessionStore extends SqlSessionStore {
       return { row: rows.at(-1)! };
     };
     if (moves.length === 1 && !money) return run(this.pool);
-    return inTurns(this.turns, lockNamesOf(money), () => inTransaction(this.pool, run));
+    return this.turns.takeEach(lockNamesOf(money), () => inTransaction(this.pool, run));
   }
 
   protected otherEffectRows(p: ReturnType<typeof reservationParams>) {

@@ -188,6 +188,22 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     expect((await store.reservations("r9")).map((r) => r.status)).toEqual(["held"]);
   });
 
+  it("when another replica holds one caller's lock past lock_timeout, the caller's starts waiting behind the first fail with it at once (StoreUnavailableError), not one lock_timeout after another; its next start goes through once the lock is free", async () => {
+    const { url, raw } = await fresh();
+    const store = await open(url, { statementTimeoutMs: 500 });
+    const start = (id: string) => store.create(session(id, { createdBy: "cli:burst", maxInFlight: 5 }));
+    await raw.query("BEGIN");
+    await raw.query(bind(CREATOR_QUOTA.lock, { createdBy: "cli:burst" }));
+    const started = Date.now();
+    const errors = await Promise.all(Array.from({ length: 8 }, (_, i) => errorOf(start(`b${i}`))));
+    const waited = Date.now() - started;
+    await raw.query("ROLLBACK");
+    expect(errors.map((e) => e instanceof StoreUnavailableError)).toEqual(errors.map(() => true));
+    // One lock_timeout for the whole burst; finding out one after another takes eight (4 s).
+    expect(waited).toBeLessThan(2000);
+    expect((await start("b8")).created).toBe(true);
+  });
+
   it("replaces a lost listening connection: subscribers are told to read again, then hear changes as before", async () => {
     const { url, raw } = await fresh();
     const store = await open(url, { listenCheckMs: 200 });

@@ -36,6 +36,7 @@ export * from "./migrate.js";
 export {
   createPostgresPool,
   inTransaction,
+  isPostgresOutage,
   isPostgresUnavailable,
   MAX_STORE_POOL_SIZE,
   POSTGRES_DEFAULTS,
@@ -54,7 +55,7 @@ export {
   preparePrivateSqliteFile,
   type SqliteOptions,
 } from "./sqlite.js";
-export { Turns } from "./turns.js";
+export { Turns, type TurnsOptions } from "./turns.js";
 export {
   describeStoreLocation,
   parseStoreUrl,

@@ -127,6 +127,14 @@ function isRetryable(error: unknown): boolean {
   return code === "40001" || code === "40P01";
 }
 
+/**
+ * Whether `error` meets whoever comes next too: the database is unreachable, overloaded or timed out, or a lock
+ * could not be had in time; not a conflict of one transaction's own (a serialization failure, a deadlock).
+ */
+export function isPostgresOutage(error: unknown): boolean {
+  return isPostgresUnavailable(error) && !isRetryable(error);
+}
+
 export interface TransactionOptions {
   /** Further errors after which the whole transaction runs again (e.g. a unique key a concurrent writer took). */
   readonly retryIf?: (error: unknown) => boolean;

@@ -45,4 +45,40 @@ describe("Turns", () => {
     expect(log).toEqual(["on none+", "on a+", "on none-", "on a-", "on a and b+", "on a and b-", "on b+", "on b-"]);
     expect(turns.size).toBe(0);
   });
+
+  it("with a shared failure, the turns waiting behind the one that failed fail with it without running; other failures do not spread, and work that comes afterwards runs", async () => {
+    const down = new Error("the database is down");
+    const turns = new Turns<string>({ sharedFailure: (e) => e === down });
+    const ran: string[] = [];
+    const job = (name: string, error?: Error) => async () => {
+      ran.push(name);
+      await sleep(5);
+      if (error) throw error;
+      return name;
+    };
+    const outcome = (p: Promise<string>) =>
+      p.then(
+        (v) => v,
+        (e: Error) => `failed: ${e.message}`,
+      );
+    const queue = [
+      outcome(turns.take("a", job("own fault", new Error("own fault")))),
+      outcome(turns.take("a", job("after a fault of its own"))),
+      outcome(turns.take("a", job("finds the outage", down))),
+      outcome(turns.take("a", job("waiting 1"))),
+      outcome(turns.takeEach(["a", "b"], job("waiting on a and b"))),
+      outcome(turns.take("b", job("on b alone"))),
+    ];
+    expect(await Promise.all(queue)).toEqual([
+      "failed: own fault",
+      "after a fault of its own",
+      "failed: the database is down",
+      "failed: the database is down",
+      "failed: the database is down",
+      "on b alone",
+    ]);
+    expect(ran).toEqual(["own fault", "on b alone", "after a fault of its own", "finds the outage"]);
+    expect(turns.size).toBe(0);
+    expect(await turns.take("a", job("afterwards"))).toBe("afterwards");
+  });
 });

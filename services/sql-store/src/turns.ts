@@ -1,3 +1,12 @@
+export interface TurnsOptions {
+  /**
+   * Whether a turn's failure meets every turn waiting behind it under its key too (the database is
+   * down, the key's lock cannot be had in time): those fail with it at once, without running, instead
+   * of each finding out for itself one after another. Work that comes after them runs as usual.
+   */
+  readonly sharedFailure?: (error: unknown) => boolean;
+}
+
 /**
  * Work under one key runs one at a time, in the order it came; work under other keys is not held
  * back. Written by hand: a promise chain per key is all it takes, and no keyed lock we know of
@@ -6,9 +15,18 @@
 export class Turns<K> {
   private readonly last = new Map<K, Promise<unknown>>();
 
-  /** Runs `work` once every earlier turn under `key` has settled, whether it succeeded or not. */
+  constructor(private readonly options: TurnsOptions = {}) {}
+
+  /**
+   * Runs `work` once every earlier turn under `key` has settled, whether it succeeded or not; when
+   * the one before failed with a shared failure (see TurnsOptions), fails with it instead.
+   */
   async take<T>(key: K, work: () => Promise<T>): Promise<T> {
-    const turn = (this.last.get(key) ?? Promise.resolve()).catch(() => undefined).then(work);
+    const shared = this.options.sharedFailure;
+    const turn = (this.last.get(key) ?? Promise.resolve()).then(work, (error: unknown) => {
+      if (shared?.(error)) throw error;
+      return work();
+    });
     this.last.set(key, turn);
     try {
       return await turn;

@@ -14,7 +14,7 @@ import {
   type SqliteMigration,
 } from "../src/migrate.js";
 import { openMigratedSqlite } from "../src/open.js";
-import { createPostgresPool, inTransaction, isPostgresUnavailable } from "../src/postgres.js";
+import { createPostgresPool, inTransaction, isPostgresOutage, isPostgresUnavailable } from "../src/postgres.js";
 import { startTcpProxy, testPostgres } from "../testing/index.js";
 
 const sqliteMigrations = (log: string[] = []): SqliteMigration[] => [
@@ -174,20 +174,24 @@ describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
     await pool.end();
   });
 
-  it("tells a statement timeout and an unreachable server from a wrong statement", async () => {
+  it("tells a statement timeout and an unreachable server from a wrong statement, and an outage from a transaction's own conflict", async () => {
+    // [unavailable, an outage: meets whoever comes next too]
+    const kinds = (error: unknown) => [isPostgresUnavailable(error), isPostgresOutage(error)];
     const url = await fresh();
     const pool = createPostgresPool(url, { statementTimeoutMs: 50 });
-    expect(isPostgresUnavailable(await errorOf(pool.query("SELECT pg_sleep(1)")))).toBe(true);
-    expect(isPostgresUnavailable(await errorOf(pool.query("SELECT * FROM no_such_table")))).toBe(false);
+    expect(kinds(await errorOf(pool.query("SELECT pg_sleep(1)")))).toEqual([true, true]);
+    expect(kinds(await errorOf(pool.query("SELECT * FROM no_such_table")))).toEqual([false, false]);
+    expect(kinds(Object.assign(new Error("could not serialize access"), { code: "40001" }))).toEqual([true, false]);
+    expect(kinds(Object.assign(new Error("deadlock detected"), { code: "40P01" }))).toEqual([true, false]);
     await pool.end();
     const proxy = await startTcpProxy(1);
     proxy.cut();
     const unreachable = createPostgresPool(`postgres://u@127.0.0.1:${proxy.port}/x`, { connectTimeoutMs: 100 });
-    expect(isPostgresUnavailable(await errorOf(unreachable.query("SELECT 1")))).toBe(true);
+    expect(kinds(await errorOf(unreachable.query("SELECT 1")))).toEqual([true, true]);
     await unreachable.end();
     await proxy.close();
     const refused = createPostgresPool(`postgres://u@127.0.0.1:${proxy.port}/x`, { connectTimeoutMs: 100 });
-    expect(isPostgresUnavailable(await errorOf(refused.query("SELECT 1")))).toBe(true);
+    expect(kinds(await errorOf(refused.query("SELECT 1")))).toEqual([true, true]);
     await refused.end();
   });
 });

@@ -7,6 +7,7 @@ import {
   createPostgresPool,
   explainPostgresTlsError,
   inTransaction,
+  isPostgresOutage,
   isPostgresUnavailable,
   POSTGRES_DEFAULTS,
   migratePostgres,
@@ -76,7 +77,8 @@ export class PostgresSessionStore extends SqlSessionStore {
   private closed = false;
   // This replica's turns on what its transactions lock (a creator's creates, an order's or a customer's reserves), taken
   // before a pooled connection: a burst on one key holds one connection, not the pool, and waits only on other replicas.
-  private readonly turns = new Turns<string>();
+  // When the database is down (or the key's lock held past lock_timeout), the turns waiting fail with the one that found out.
+  private readonly turns = new Turns<string>({ sharedFailure: isPostgresOutage });
 
   private constructor(
     private readonly pool: pg.Pool,

@@ -75,9 +75,8 @@ export const POSTGRES_STORE_DEFAULTS = {
 export class PostgresSessionStore extends SqlSessionStore {
   private notifications: SessionNotifications | undefined;
   private closed = false;
-  // This replica's turns on what its transactions lock (a creator's creates, an order's or a customer's reserves), taken
-  // before a pooled connection: a burst on one key holds one connection, not the pool, and waits only on other replicas.
-  // When the database is down (or the key's lock held past lock_timeout), the turns waiting fail with the one that found out.
+  // Turns on what transactions lock (a creator's creates, an order's or customer's reserves), taken before a pooled connection:
+  // a burst on one key holds one connection, not the pool; an outage (or lock_timeout) fails the turns waiting with it.
   private readonly turns = new Turns<string>({ sharedFailure: isPostgresOutage });
 
   private constructor(

@@ -204,6 +204,28 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     expect((await start("b8")).created).toBe(true);
   });
 
+  it("a start whose caller gave up while it waited for its turn is not made: it fails with the caller's reason, and the starts around it are made", async () => {
+    const { url, raw } = await fresh();
+    const store = await open(url);
+    const start = (id: string, signal?: AbortSignal) =>
+      store.create(session(id, { createdBy: "cli:burst", maxInFlight: 5, ...(signal ? { signal } : {}) }));
+    await raw.query("BEGIN");
+    await raw.query(bind(CREATOR_QUOTA.lock, { createdBy: "cli:burst" }));
+    const first = start("b1");
+    const caller = new AbortController();
+    const abandoned = errorOf(start("b2", caller.signal));
+    const third = start("b3");
+    await sleep(100);
+    caller.abort(new Error("the caller's deadline passed"));
+    await raw.query("ROLLBACK");
+    expect([(await first).created, ((await abandoned) as Error).message, (await third).created]).toEqual([
+      true,
+      "the caller's deadline passed",
+      true,
+    ]);
+    expect(await store.get("b2")).toBeNull();
+  });
+
   it("replaces a lost listening connection: subscribers are told to read again, then hear changes as before", async () => {
     const { url, raw } = await fresh();
     const store = await open(url, { listenCheckMs: 200 });

@@ -1,6 +1,8 @@
 // Sessions in flight per caller (ORCHESTRATOR_MAX_SESSIONS_PER_CALLER) through the real API: on
 // SQLite, and on two orchestrator replicas sharing one PostgreSQL. The sessions are high-risk
 // refunds, which stay in flight (waiting for an approval) until someone ends them.
+import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
 import { refusal } from "@loopguard/test-kit";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { testPostgres } from "@loopguard/sql-store/testing";
@@ -15,6 +17,8 @@ import {
   useSuite,
   waitForSession,
 } from "./harness.js";
+import { CREATOR_QUOTA } from "../src/store/postgres-session-sql.js";
+import { bind } from "../src/store/postgres-session-statements.js";
 
 type Api = RawClient<typeof OrchestratorService>;
 
@@ -42,13 +46,16 @@ async function client(orch: TestOrchestrator, subject: string): Promise<Api> {
   return api;
 }
 
-const start = (api: Api, idempotencyKey?: string) =>
-  api.startSession({
-    goal: "Refund 10.00 of ord_DEMO00000008",
-    task: REFUND as never,
-    scopes: ALL_SCOPES,
-    ...(idempotencyKey ? { idempotencyKey } : {}),
-  });
+const start = (api: Api, idempotencyKey?: string, deadlineMs?: number) =>
+  api.startSession(
+    {
+      goal: "Refund 10.00 of ord_DEMO00000008",
+      task: REFUND as never,
+      scopes: ALL_SCOPES,
+      ...(idempotencyKey ? { idempotencyKey } : {}),
+    },
+    deadlineMs === undefined ? {} : { deadline: deadlineMs },
+  );
 
 /** Whether each start made a session; anything but a quota refusal fails the test. */
 async function race(starts: Promise<unknown>[]): Promise<number> {
@@ -134,10 +141,11 @@ describe("sessions in flight per caller, on SQLite", () => {
 const postgres = testPostgres("orchestrator-quota");
 describe.skipIf(postgres.skip !== null)("sessions in flight per caller, on two replicas sharing PostgreSQL", () => {
   let replicas: TestOrchestrator[];
+  let url: string;
   beforeAll(async () => {
     await postgres.start();
     closers.push(postgres.stop);
-    const url = await postgres.freshDatabase();
+    url = await postgres.freshDatabase();
     replicas = [];
     for (const name of ["replica-a", "replica-b"]) {
       const orch = await startOrchestrator(suite.tools, {
@@ -159,5 +167,27 @@ describe.skipIf(postgres.skip !== null)("sessions in flight per caller, on two r
     await apis[0]!.cancelSession({ sessionId: made[0]!.sessionId, reason: "make room" });
     expect(await race(spread(QUOTA * 4))).toBe(1);
     expect(await mine(apis[0]!)).toHaveLength(QUOTA);
+  });
+
+  it("a start whose caller's deadline passes while it waits for its turn (another replica holds the caller's lock) is not made; the start ahead of it is", async () => {
+    // A lock_timeout well past the test's waits, so the start ahead outlasts the hold.
+    const orch = await startOrchestrator(suite.tools, {
+      ...QUOTA_ENV,
+      ORCHESTRATOR_STORE: `${url}?lock_timeout=10000`,
+      ORCHESTRATOR_INSTANCE_ID: "replica-c",
+    });
+    closers.push(() => orch.close());
+    const api = await client(orch, "quota-erin");
+    const raw = new pg.Client({ connectionString: url });
+    await raw.connect();
+    closers.push(() => raw.end());
+    await raw.query("BEGIN");
+    await raw.query(bind(CREATOR_QUOTA.lock, { createdBy: "quota-erin" }));
+    const ahead = start(api);
+    await sleep(200);
+    const late = await refusal(start(api, undefined, 300), CallError);
+    await raw.query("ROLLBACK");
+    expect([status[late.code], (await ahead).created]).toEqual(["DEADLINE_EXCEEDED", true]);
+    expect(await mine(api)).toHaveLength(1);
   });
 });

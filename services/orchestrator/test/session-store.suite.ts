@@ -198,6 +198,27 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         );
         expect((await store.countByState()).IDLE).toBe(1);
       });
+
+      it("does not make a session whose caller's call ended before its write began: the create fails with the call's reason", async () => {
+        const gone = new Error("the caller's deadline passed");
+        const ended = new AbortController();
+        ended.abort(gone);
+        const create = (id: string, signal: AbortSignal, maxInFlight?: number) =>
+          store.create(newSession(id, { signal, ...(maxInFlight ? { maxInFlight } : {}) })).then(
+            () => "made",
+            (e: unknown) => e,
+          );
+        const ending = new AbortController();
+        // Under a quota the write waits for its turn (the write transaction, the caller's turn on the replica).
+        const outcomes = Promise.all([
+          create("gone0", ended.signal),
+          create("gone1", ended.signal, 5),
+          create("gone2", ending.signal, 5),
+        ]);
+        ending.abort(gone);
+        expect(await outcomes).toEqual([gone, gone, gone]);
+        expect(await Promise.all(["gone0", "gone1", "gone2"].map((id) => store.get(id)))).toEqual([null, null, null]);
+      });
     });
 
     describe("transition", () => {

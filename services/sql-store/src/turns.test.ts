@@ -81,4 +81,24 @@ describe("Turns", () => {
     expect(turns.size).toBe(0);
     expect(await turns.take("a", job("afterwards"))).toBe("afterwards");
   });
+
+  it("does not run work whose signal aborted while it waited: it fails with the reason, and the turns behind it run", async () => {
+    const turns = new Turns<string>();
+    const ran: string[] = [];
+    const job = (name: string) => async () => {
+      ran.push(name);
+      await sleep(5);
+      return name;
+    };
+    const caller = new AbortController();
+    const queue = [
+      turns.take("a", job("first"), caller.signal),
+      turns.take("a", job("given up"), caller.signal).catch((e: Error) => `failed: ${e.message}`),
+      turns.take("a", job("third")),
+    ];
+    await sleep(1);
+    caller.abort(new Error("the caller gave up"));
+    expect(await Promise.all(queue)).toEqual(["first", "failed: the caller gave up", "third"]);
+    expect(ran).toEqual(["first", "third"]);
+  });
 });

@@ -19,13 +19,18 @@ export class Turns<K> {
 
   /**
    * Runs `work` once every earlier turn under `key` has settled, whether it succeeded or not; when
-   * the one before failed with a shared failure (see TurnsOptions), fails with it instead.
+   * the one before failed with a shared failure (see TurnsOptions), fails with it instead. Work whose
+   * `signal` aborted while it waited (its caller gave up) does not run: it fails with the reason.
    */
-  async take<T>(key: K, work: () => Promise<T>): Promise<T> {
+  async take<T>(key: K, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     const shared = this.options.sharedFailure;
-    const turn = (this.last.get(key) ?? Promise.resolve()).then(work, (error: unknown) => {
-      if (shared?.(error)) throw error;
+    const run = () => {
+      signal?.throwIfAborted();
       return work();
+    };
+    const turn = (this.last.get(key) ?? Promise.resolve()).then(run, (error: unknown) => {
+      if (shared?.(error)) throw error;
+      return run();
     });
     this.last.set(key, turn);
     try {
@@ -39,9 +44,9 @@ export class Turns<K> {
    * Runs `work` in the turn of each key, taken one after another in the order given. Takers that
    * always name keys in one order never wait on each other.
    */
-  takeEach<T>(keys: readonly K[], work: () => Promise<T>): Promise<T> {
+  takeEach<T>(keys: readonly K[], work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
     const [first, ...rest] = keys;
-    return first === undefined ? work() : this.take(first, () => this.takeEach(rest, work));
+    return first === undefined ? work() : this.take(first, () => this.takeEach(rest, work, signal), signal);
   }
 
   /** Keys with a turn running or waiting. */

@@ -126,6 +126,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
           policy: req.policy || "scripted",
           createdBy: ctx.caller.subject,
           requestHash,
+          signal: ctx.signal,
           ...(req.idempotencyKey ? { idempotencyKey: req.idempotencyKey } : {}),
         })
         .catch(mapError);

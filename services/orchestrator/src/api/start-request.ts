@@ -23,6 +23,8 @@ export interface StartInput {
   readonly createdBy: string;
   /** Hash of the canonical request, compared when the idempotency key matches an earlier start. */
   readonly requestHash: string;
+  /** The caller's call (see NewSession.signal). */
+  readonly signal?: AbortSignal;
 }
 
 export const MAX_TASK_BYTES = 16 * 1024;

@@ -114,6 +114,7 @@ export class Orchestrator {
         maxInFlight: this.options.maxSessionsPerCaller,
         ...(input.idempotencyKey ? { idempotencyKey: input.idempotencyKey } : {}),
         ...(leased ? { lease: { owner: this.options.owner, ttlMs: this.options.leaseTtlMs } } : {}),
+        ...(input.signal ? { signal: input.signal } : {}),
       }),
     );
   }

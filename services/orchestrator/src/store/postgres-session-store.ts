@@ -160,12 +160,12 @@ export class PostgresSessionStore extends SqlSessionStore {
     return (await this.pool.query(bind(s, params))).rowCount ?? 0;
   }
 
-  protected async insert(p: InsertParams): Promise<SessionRow | undefined> {
+  protected async insert(p: InsertParams, signal?: AbortSignal): Promise<SessionRow | undefined> {
     const max = p.maxInFlight;
     if (max === null) return (await this.rows<SessionRow>(Q.insert, p))[0];
     // One creator's creates take turns on every replica (the lock), each counting after the previous one committed.
     // BEGIN, the lock and the count go out together: the server runs them in order, so the count still starts once the lock is held.
-    return this.turns.take(`creator:${p.createdBy}`, () =>
+    const counted = () =>
       inTransaction(this.pool, async (client) => {
         const [, [count]] = await Promise.all([
           client.query(bind(CREATOR_QUOTA.lock, p)),
@@ -173,8 +173,8 @@ export class PostgresSessionStore extends SqlSessionStore {
         ]);
         if (!count!.retried && Number(count!.n) >= max) throw new SessionQuotaExceededError(p.createdBy, max);
         return (await this.rows<SessionRow>(Q.insert, p, client))[0];
-      }),
-    );
+      });
+    return this.turns.take(`creator:${p.createdBy}`, counted, signal);
   }
 
   protected async byId(id: string): Promise<SessionRow | undefined> {

@@ -56,6 +56,11 @@ export interface NewSession {
    * no claim is needed; without it the session waits for the next claim.
    */
   readonly lease?: { readonly owner: string; readonly ttlMs: number };
+  /**
+   * The caller's call: a create still waiting for its turn when the call ends (cancelled, past its
+   * deadline) is not made, and fails with the signal's reason.
+   */
+  readonly signal?: AbortSignal;
 }
 
 export interface SessionRecord {

@@ -58,6 +58,7 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
   }
 
   async create(input: NewSession): Promise<{ session: SessionRecord; created: boolean }> {
+    input.signal?.throwIfAborted();
     if (input.maxInFlight !== undefined && (!Number.isInteger(input.maxInFlight) || input.maxInFlight < 1)) {
       throw new RangeError(`maxInFlight must be a positive integer, got ${input.maxInFlight}`);
     }
@@ -79,7 +80,7 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
       requestHash: input.requestHash ?? null,
       maxInFlight: input.maxInFlight ?? null,
     };
-    const row = await this.guard("create", () => this.insert(params)).catch((error: unknown) => {
+    const row = await this.guard("create", () => this.insert(params, input.signal)).catch((error: unknown) => {
       throw this.errorKind(error) === "duplicate" ? new SessionExistsError(input.id) : error;
     });
     if (row) return { session: this.toRecord(row), created: true };

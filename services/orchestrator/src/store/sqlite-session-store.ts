@@ -121,8 +121,9 @@ export class SqliteSessionStore extends SqlSessionStore {
     return this.writes.write(run);
   }
 
-  protected insert(p: InsertParams): Promise<SessionRow | undefined> {
+  protected insert(p: InsertParams, signal?: AbortSignal): Promise<SessionRow | undefined> {
     return this.write((events) => {
+      signal?.throwIfAborted();
       // Counted in the create's own write transaction, which no other writer shares.
       const retried = p.idempotencyKey !== null && this.stmt.keyTaken.get(p) !== undefined;
       if (p.maxInFlight !== null && !retried && this.stmt.inFlight.get(p)!.n >= p.maxInFlight)

@@ -57,8 +57,9 @@ export interface NewSession {
    */
   readonly lease?: { readonly owner: string; readonly ttlMs: number };
   /**
-   * The caller's call: a create still waiting for its turn when the call ends (cancelled, past its
-   * deadline) is not made, and fails with the signal's reason.
+   * The caller's call: a create whose write has not begun when the call ends (cancelled, past its
+   * deadline, the server draining), e.g. one still waiting for its turn, is not made and fails with
+   * the signal's reason.
    */
   readonly signal?: AbortSignal;
 }

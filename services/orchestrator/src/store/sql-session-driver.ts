@@ -42,8 +42,8 @@ export abstract class SqlSessionDriver {
   /**
    * Inserts unless the id or (creator, key) is taken; undefined on a (creator, key) conflict. With
    * `maxInFlight`, a creator without such a key and already at its quota gets SessionQuotaExceededError.
+   * `signal`: see NewSession.signal.
    */
-  /** `signal`: see NewSession.signal. */
   protected abstract insert(p: InsertParams, signal?: AbortSignal): Promise<SessionRow | undefined>;
   protected abstract byId(id: string): Promise<SessionRow | undefined>;
   protected abstract byKey(createdBy: string, key: string): Promise<SessionRow | undefined>;

@@ -8,8 +8,9 @@
 // older than the age limit go, then the oldest until those left fit the cap with room for the open
 // file to grow to its full size. Defaults fit the orchestrator's 1 GiB emptyDir
 // (docs/kubernetes.md) with half of it to spare.
+import { existsSync, readdirSync } from "node:fs";
 import { readdir, stat, unlink } from "node:fs/promises";
-import { join, normalize } from "node:path";
+import { basename, join, normalize } from "node:path";
 import { PRIVATE_FILE_MODE } from "@loopguard/sql-store";
 import { createStream, type RotatingFileStream } from "rotating-file-stream";
 
@@ -88,15 +89,46 @@ export interface TraceFileWriter {
   swept(): Promise<void>;
 }
 
-/** `steps.<UTC day>.<n>.jsonl`: rotating-file-stream asks for the name of each new file. */
-function traceFileName(time: Date | number | null, index?: number): string {
-  const day = new Date(time ?? Date.now()).toISOString().slice(0, 10);
-  return `steps.${day}.${index ?? 1}.jsonl`;
+const DAY_FILE = /^steps\.(\d{4}-\d{2}-\d{2})\.(\d+)\.jsonl$/;
+
+/** The highest <n> of `day`'s files in `dir`, 1 when it has none (or `dir` is gone: the stream makes it again). */
+function highestNumber(dir: string, day: string): number {
+  let highest = 1;
+  for (const name of existsSync(dir) ? readdirSync(dir) : []) {
+    const match = DAY_FILE.exec(name);
+    if (match?.[1] === day) highest = Math.max(highest, Number(match[2]));
+  }
+  return highest;
+}
+
+/**
+ * `steps.<UTC day>.<n>.jsonl`, for rotating-file-stream, which asks for names by index from 1 up
+ * and takes the first whose file is missing or not yet full. Index 1 is named after the file opened
+ * last that day (on disk at the start), so the numbers only rise: once the sweep deleted a day's
+ * first files, a new file would otherwise take one of their numbers and sort before older ones.
+ */
+function traceFileNames(dir: string): {
+  name: (time: Date | number | null, index?: number) => string;
+  opened(path: string): void;
+} {
+  let last: { day: string; n: number } | undefined;
+  return {
+    name(time, index = 1) {
+      const day = new Date(time ?? Date.now()).toISOString().slice(0, 10);
+      const base = last?.day === day ? last.n : highestNumber(dir, day);
+      return `steps.${day}.${base + index - 1}.jsonl`;
+    },
+    opened(path) {
+      const match = DAY_FILE.exec(basename(path));
+      if (match) last = { day: match[1]!, n: Number(match[2]) };
+    },
+  };
 }
 
 /** Opens the rolling file in `dir` (which must exist) and sweeps whenever a file is opened. */
 export function openTraceFile(dir: string, retention: TraceRetention): TraceFileWriter {
-  const destination = createStream(traceFileName, {
+  const names = traceFileNames(dir);
+  const destination = createStream(names.name, {
     path: dir,
     size: `${retention.fileBytes}B`,
     interval: "1d",
@@ -109,6 +141,7 @@ export function openTraceFile(dir: string, retention: TraceRetention): TraceFile
   // A write may take the open file past its size, and the directory past the cap by less than
   // that write, until the new file it makes rotating-file-stream open, and this sweep, a moment later.
   destination.on("open", (path: string) => {
+    names.opened(path);
     sweeping = sweeping
       .then(() => sweepTraceFiles(dir, retention, path))
       .then(

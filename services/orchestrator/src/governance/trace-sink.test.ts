@@ -124,6 +124,11 @@ describe("TraceSink", () => {
     await traces.close();
 
     const files = await listTraceFiles(dir);
+    // Named in the order written, as a reader sorting by name expects: after the sweep deleted the day's first
+    // files, a new file does not take one of their numbers. Each file took at most fileBytes and one more line.
+    const numberOf = (path: string) => Number(/\.(\d+)\.jsonl$/.exec(path)![1]);
+    expect(files.map((f) => f.path)).toEqual(files.map((f) => f.path).sort((a, b) => numberOf(a) - numberOf(b)));
+    expect(numberOf(files.at(-1)!.path)).toBeGreaterThanOrEqual(Math.floor(written / (retention.fileBytes + 400)));
     const total = files.reduce((sum, f) => sum + f.bytes, 0);
     expect(written).toBeGreaterThan(4 * retention.totalBytes);
     expect(total).toBeLessThanOrEqual(retention.totalBytes);

@@ -44,9 +44,9 @@ export class Turns<K> {
    * Runs `work` in the turn of each key, taken one after another in the order given. Takers that
    * always name keys in one order never wait on each other.
    */
-  takeEach<T>(keys: readonly K[], work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+  takeEach<T>(keys: readonly K[], work: () => Promise<T>): Promise<T> {
     const [first, ...rest] = keys;
-    return first === undefined ? work() : this.take(first, () => this.takeEach(rest, work, signal), signal);
+    return first === undefined ? work() : this.take(first, () => this.takeEach(rest, work));
   }
 
   /** Keys with a turn running or waiting. */

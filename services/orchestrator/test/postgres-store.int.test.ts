@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { errorOf } from "@loopguard/test-kit";
+import { startTcpProxy } from "@loopguard/sql-store/testing";
 import { usePostgres } from "@loopguard/sql-store/testing/vitest";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSessionStore } from "../src/store/open-store.js";
@@ -202,6 +203,37 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     // One lock_timeout for the whole burst; finding out one after another takes eight (4 s).
     expect(waited).toBeLessThan(2000);
     expect((await start("b8")).created).toBe(true);
+  });
+
+  it("when the network to the database goes silent, each burst of starts fails together within one timeout, not one start after another, for as long as it lasts; nothing of them is written, and the next start after it goes through", async () => {
+    const { url, raw } = await fresh();
+    const proxy = await startTcpProxy(Number(new URL(url).port));
+    opened.push(proxy);
+    const through = new URL(url);
+    through.port = String(proxy.port);
+    // A reply is given up on 1 s after the server's 300 ms timeouts: 1.3 s.
+    const store = await open(through.toString(), { statementTimeoutMs: 300, connectTimeoutMs: 300 });
+    const start = (id: string) => store.create(session(id, { createdBy: "cli:burst", maxInFlight: 50 }));
+    expect((await start("before")).created).toBe(true);
+    proxy.cut();
+    const burst = async (round: number) => {
+      const started = Date.now();
+      const errors = await Promise.all(Array.from({ length: 8 }, (_, i) => errorOf(start(`r${round}-${i}`))));
+      return { unavailable: errors.filter((e) => e instanceof StoreUnavailableError).length, ms: Date.now() - started };
+    };
+    const rounds = [await burst(1), await burst(2), await burst(3)];
+    const moved = errorOf(
+      store.transition({ id: "before", from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } }),
+    );
+    expect(await moved).toBeInstanceOf(StoreUnavailableError);
+    proxy.restore();
+    expect(rounds.map((r) => r.unavailable)).toEqual([8, 8, 8]);
+    // The first burst waits one read timeout (1.3 s) on its pooled connection, the later ones one connect timeout
+    // (0.3 s): each burst together. Finding out one start after another took 3.4 s, 2.4 s and 2.4 s.
+    expect(rounds.map((r) => r.ms < (r === rounds[0] ? 2500 : 1500))).toEqual([true, true, true]);
+    expect((await start("after")).created).toBe(true);
+    const { rows } = await raw.query<{ id: string }>(`SELECT id FROM sessions ORDER BY id`);
+    expect(rows.map((r) => r.id)).toEqual(["after", "before"]);
   });
 
   it("a start whose caller gave up while it waited for its turn is not made: it fails with the caller's reason, and the starts around it are made", async () => {

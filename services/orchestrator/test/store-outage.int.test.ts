@@ -1,7 +1,8 @@
 // The orchestrator on a real PostgreSQL that is stopped and started again under it: the API says
 // UNAVAILABLE / STORE_UNAVAILABLE with RetryInfo (HTTP 503 + Retry-After), the errors are
 // counted, claims back off instead of spinning, no session fails for the outage, and after the
-// restart sessions resume and watchers hear them again.
+// restart sessions resume and watchers hear them again. Then the same through a network that goes
+// silent (a TCP proxy cut: no refusal, no reset), the failure only the client's read timeout ends.
 import { setTimeout as sleep } from "node:timers/promises";
 import { refusal } from "@loopguard/test-kit";
 import {
@@ -13,7 +14,7 @@ import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_p
 import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { metricValue, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type PostgresServer, postgresSkipReason, startPostgres } from "@loopguard/sql-store/testing";
+import { type PostgresServer, postgresSkipReason, startPostgres, startTcpProxy } from "@loopguard/sql-store/testing";
 import { ALL_SCOPES, decisionOn, useSuite, waitForSession } from "./harness.js";
 
 const skip = postgresSkipReason();
@@ -142,5 +143,59 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
     const states = await heardAfter;
     expect(states[0]).toBe("TOOL_EXECUTING");
     expect(states.at(-1)).toBe("DONE");
+  });
+
+  it("rides out a network to its database that goes silent past the lease TTL: calls hear STORE_UNAVAILABLE within the read timeout instead of waiting out their deadline, no session fails for it, and everything goes on afterwards", async () => {
+    const url = new URL(await database.createDatabase("partition"));
+    const proxy = await startTcpProxy(Number(url.port));
+    suite.onCleanUp(() => proxy.close());
+    url.port = String(proxy.port);
+    const orch = await suite.startOrchestrator({
+      ORCHESTRATOR_STORE: url.toString(),
+      ORCHESTRATOR_LEASE_TTL_MS: "2000",
+    });
+    const admin = createRawClient(ToolAdminService, suite.tools.kb.address, {
+      token: await testToken({ subject: "drill", scopes: ["tool:admin"], audience: "kb-search" }),
+    });
+    suite.onCleanUp(() => admin.close());
+    await admin.setFaults({ profile: { addedLatencyMs: 800 } });
+    const { session: running } = await orch.api.startSession({
+      goal: "How long do card refunds take?",
+      scopes: ["kb:read"],
+    });
+    const runningId = running!.sessionId;
+    await waitForSession(orch.api, runningId, (s: Session) => s.state === SessionState.TOOL_EXECUTING, 10_000);
+
+    proxy.cut();
+    try {
+      const heard = async (call: Promise<unknown>) => {
+        const started = Date.now();
+        const error = await refusal(call, CallError);
+        return { code: error.code, reason: error.reason, fast: Date.now() - started < 4000 };
+      };
+      const unavailable = { code: status.UNAVAILABLE, reason: "STORE_UNAVAILABLE", fast: true };
+      // The store gives up on a reply 2 s after sending it (its 1 s timeouts + 1 s); the callers' deadline is 10 s.
+      const options = { deadline: 10_000 };
+      expect(await heard(orch.api.getSession({ sessionId: runningId }, options))).toEqual(unavailable);
+      expect(
+        await heard(orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] }, options)),
+      ).toEqual(unavailable);
+      // The orchestrator itself still answers while its store does not.
+      const metrics = await fetch(`${orch.httpUrl}/metrics`, { signal: AbortSignal.timeout(2000) });
+      expect(metrics.status).toBe(200);
+      // Past the lease TTL: the slowed call has come back meanwhile, and its session must wait for the store, not fail.
+      await sleep(3000);
+    } finally {
+      proxy.restore();
+      await admin.setFaults({ profile: {} });
+    }
+
+    const done = await waitForSession(orch.api, runningId, undefined, 30_000);
+    expect([SessionState[done.state], done.stopReason]).toEqual(["DONE", "done"]);
+    const { session: next } = await orch.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] });
+    expect(SessionState[(await waitForSession(orch.api, next!.sessionId, undefined, 30_000)).state]).toBe("DONE");
+    // No session was made by the start refused during the cut.
+    const { sessions } = await orch.api.listSessions({ pageSize: 50 });
+    expect(sessions.map((s) => s.sessionId).sort()).toEqual([runningId, next!.sessionId].sort());
   });
 });

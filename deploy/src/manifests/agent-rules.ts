@@ -1,6 +1,7 @@
 // Alerts on what the agents do, from the orchestrator's own metrics: sessions that end without an
 // answer or go round in circles, tools answered by fallbacks or cut off by a breaker, approvals
-// the expiry sweep left behind, and sessions waiting out an outage with little budget left.
+// the expiry sweep left behind, sessions waiting out an outage with little budget left, and step-trace
+// files that stay unwritable.
 // Ratios carry a minimum count, so an idle suite (0/0) or a handful of sessions does not alert.
 import { BREAKER_STATE_VALUE } from "@loopguard/tool-sdk";
 import { percent, runbookUrl, SEVERITY } from "./alert-conventions.js";
@@ -17,6 +18,8 @@ const FALLBACKS = { window: "10m", ratio: 0.1, minCalls: 20, for: "10m" } as con
 /** Not closed at any scrape of the window and reopened within it, for `for`: refusing calls for both together. */
 const BREAKER = { windowMinutes: 5, forMinutes: 5 } as const;
 const GAUGE_FOR = "5m";
+/** Step-trace file failures in every `window` for `for`. */
+const TRACE_FILES = { window: "5m", for: "15m" } as const;
 /** Model prompts at 80% of the window over `window`, judged past `minPrompts`. */
 const CONTEXT = { window: "30m", ratio: 0.05, minPrompts: 20, for: "10m" } as const;
 /** The patrol is meant to run daily: a day and two hours without a run means it stopped. */
@@ -110,6 +113,16 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     severity: SEVERITY.ticket,
     summary: "Parked sessions are running out of wall-clock budget",
     description: `For ${GAUGE_FOR} PARKED sessions have had less than 20% of their wall-clock budget left (now {{ $value }}): they will stop with deadline.`,
+  },
+  // A failure pauses the files 10 s and the next step tries a new file: failures in every 5-minute
+  // window for TRACE_FILES.for mean the files stay broken, not one full moment.
+  {
+    name: "StepTraceFilesFailing",
+    expr: `sum by (instance) (increase(loopguard_trace_file_errors_total[${TRACE_FILES.window}])) > 0`,
+    for: TRACE_FILES.for,
+    severity: SEVERITY.ticket,
+    summary: "An orchestrator cannot write its step-trace files",
+    description: `{{ $labels.instance }} keeps failing to open or write its step-trace JSONL files (failures in every ${TRACE_FILES.window} for ${TRACE_FILES.for}): its steps reach only the store and the OTLP logs, not the files log shippers tail.`,
   },
   {
     // Counted after compression: prompts this large are mostly task and latest results, which are never summarised.

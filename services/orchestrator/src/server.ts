@@ -113,7 +113,19 @@ export async function build(
     registry,
     clients,
     policies,
-    traces: new TraceSink(store, config.traceDir, config.traceRetention),
+    traces: new TraceSink(store, config.traceDir, {
+      retention: config.traceRetention,
+      events: {
+        failed: (error, first) => {
+          sessionMetrics.traceFileErrors.inc();
+          if (first)
+            log.warn("step trace file failed; steps go to the store only until a new file opens", {
+              reason: String(error),
+            });
+        },
+        recovered: () => log.info("step trace file written again"),
+      },
+    }),
     tokens: new ToolTokens(config.signingKey, config.callSecrets, (outcome) =>
       "error" in outcome
         ? log.error("call secrets not reloaded", { reason: outcome.error })

@@ -1,12 +1,12 @@
 // Sessions end to end: real tool processes, a real orchestrator API, the scripted policy.
-import { readFileSync, statSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { refusal } from "@loopguard/test-kit";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
-import { SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
+import { metricValue, SESSION_OPERATOR_SCOPES, testToken } from "@loopguard/tool-sdk/testing";
 import { describe, expect, it } from "vitest";
 import { listTraceFiles } from "../src/governance/trace-files.js";
 import { ALL_SCOPES, decisionOn, refundsOf, useSuite, waitForSession } from "./harness.js";
@@ -68,6 +68,26 @@ describe("refund sessions", () => {
       statSync(join(suite.orch.dataDir, "traces")).mode & 0o777,
       statSync(join(suite.orch.dataDir, "orchestrator.db")).mode & 0o777,
     ]).toEqual([0o700, 0o600]);
+  });
+
+  it("a step-trace file that cannot be opened fails no session: the orchestrator logs it once and counts each failure", async () => {
+    const orch = await suite.startOrchestrator({ APPROVAL_TTL_MS: "60000" });
+    mkdirSync(join(orch.dataDir, "traces", `steps.${new Date().toISOString().slice(0, 10)}.1.jsonl`), {
+      recursive: true,
+    });
+    const ids: string[] = [];
+    for (const goal of ["How long do card refunds take?", "What is the refund policy?"]) {
+      const { session } = await orch.api.startSession({ goal, scopes: ["kb:read"], policy: "scripted" });
+      ids.push(session!.sessionId);
+      expect(SessionState[(await waitForSession(orch.api, session!.sessionId)).state]).toBe("DONE");
+    }
+    // Every step is still in the store.
+    for (const sessionId of ids) expect((await orch.api.getTrace({ sessionId })).records.length).toBeGreaterThan(1);
+    const warned = orch.logs.filter((line) => line.includes("step trace file failed"));
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toContain("not a file");
+    const page = await (await fetch(`${orch.httpUrl}/metrics`)).text();
+    expect(metricValue(page, "loopguard_trace_file_errors_total")).toBe(1);
   });
 
   it("a high-risk refund waits in AWAITING_APPROVAL, and approve completes it", async () => {

@@ -40,6 +40,7 @@ function storeGauges<T>(
 
 export class SessionMetrics {
   readonly storeErrors: Counter<"operation">;
+  readonly traceFileErrors: Counter;
   readonly stops: Counter<"stop_reason">;
   readonly outcomes: Counter<"outcome" | "reason">;
   readonly stepsPerSession: Histogram;
@@ -76,6 +77,10 @@ export class SessionMetrics {
       "loopguard_store_errors_total",
       "Session store operations that failed because the database could not serve (busy, unreachable, timed out), by operation.",
       ["operation"],
+    );
+    this.traceFileErrors = declare.counter(
+      "loopguard_trace_file_errors_total",
+      "Step-trace JSONL file opens and writes that failed (the steps stay in the store; a new file is opened after a pause).",
     );
     this.stops = declare.counter("loopguard_session_stops_total", "Sessions ended, by stop reason.", ["stop_reason"]);
     this.outcomes = declare.counter(

@@ -106,8 +106,12 @@ function highestNumber(dir: string, day: string): number {
  * and takes the first whose file is missing or not yet full. Index 1 is named after the file opened
  * last that day (on disk at the start), so the numbers only rise: once the sweep deleted a day's
  * first files, a new file would otherwise take one of their numbers and sort before older ones.
+ * `fresh` names index 1 after the next number instead.
  */
-function traceFileNames(dir: string): {
+function traceFileNames(
+  dir: string,
+  fresh: boolean,
+): {
   name: (time: Date | number | null, index?: number) => string;
   opened(path: string): void;
 } {
@@ -115,7 +119,7 @@ function traceFileNames(dir: string): {
   return {
     name(time, index = 1) {
       const day = new Date(time ?? Date.now()).toISOString().slice(0, 10);
-      const base = last?.day === day ? last.n : highestNumber(dir, day);
+      const base = last?.day === day ? last.n : highestNumber(dir, day) + (fresh ? 1 : 0);
       return `steps.${day}.${base + index - 1}.jsonl`;
     },
     opened(path) {
@@ -125,9 +129,12 @@ function traceFileNames(dir: string): {
   };
 }
 
-/** Opens the rolling file in `dir` (which must exist) and sweeps whenever a file is opened. */
-export function openTraceFile(dir: string, retention: TraceRetention): TraceFileWriter {
-  const names = traceFileNames(dir);
+/**
+ * Opens the rolling file in `dir` (which must exist) and sweeps whenever a file is opened. `fresh`
+ * starts a new file rather than appending to the day's last (after a failure: its last line may be cut short).
+ */
+export function openTraceFile(dir: string, retention: TraceRetention, { fresh = false } = {}): TraceFileWriter {
+  const names = traceFileNames(dir, fresh);
   const destination = createStream(names.name, {
     path: dir,
     size: `${retention.fileBytes}B`,

@@ -15,7 +15,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { openSessionStore } from "../store/open-store.js";
 import type { SessionStore } from "../store/session-store.js";
 import { listTraceFiles, type TraceRetention } from "./trace-files.js";
-import { TraceSink, type StepTrace } from "./trace-sink.js";
+import { type StepTrace, TraceSink, type TraceSinkOptions } from "./trace-sink.js";
 
 const dirs: string[] = [];
 const stores: SessionStore[] = [];
@@ -27,12 +27,13 @@ afterEach(async () => {
 async function sink(
   traceDir: (root: string) => string,
   retention?: TraceRetention,
+  options: Omit<TraceSinkOptions, "retention"> = {},
 ): Promise<{ root: string; traces: TraceSink }> {
   const root = mkdtempSync(join(tmpdir(), "trace-sink-"));
   dirs.push(root);
   const store = await openSessionStore(`sqlite:${join(root, "o.db")}`);
   stores.push(store);
-  return { root, traces: new TraceSink(store, traceDir(root), retention) };
+  return { root, traces: new TraceSink(store, traceDir(root), { retention, ...options }) };
 }
 
 /** The UTC day in the name of the file written now. */
@@ -85,6 +86,61 @@ describe("TraceSink", () => {
     await traces.append(traces.step(record(2, "2026-12-01T00:00:01.000Z")));
     await traces.close();
     expect(statSync(join(root, "traces", name)).isDirectory()).toBe(true);
+  });
+
+  /** A sink whose file failures and recoveries are recorded in `told`, tried again 400 ms after a failure. */
+  async function watched(retention?: TraceRetention) {
+    const told: string[] = [];
+    const events = {
+      failed: (error: Error, first: boolean) => told.push(first ? `failed: ${error.message}` : "failed again"),
+      recovered: () => told.push("recovered"),
+    };
+    const { root, traces } = await sink((r) => join(r, "traces"), retention, { retryMs: 400, events });
+    const until = async (what: string) => {
+      for (let wait = 0; wait < 200 && !told.includes(what); wait += 1) await new Promise((r) => setTimeout(r, 10));
+    };
+    return { dir: join(root, "traces"), traces, told, until };
+  }
+
+  it("reports a file that cannot be opened once, and after a pause writes the steps to the next file", async () => {
+    const { dir, traces, told, until } = await watched();
+    mkdirSync(join(dir, `steps.${today()}.1.jsonl`), { recursive: true });
+    const steps = [1, 2, 3].map((i) => traces.step(record(i, new Date().toISOString())));
+    await traces.append(steps[0]!);
+    for (let wait = 0; wait < 200 && told.length === 0; wait += 1) await new Promise((r) => setTimeout(r, 10));
+    // Within the pause: the step stays in the store only, and the failure is not told again.
+    await traces.append(steps[1]!);
+    await new Promise((r) => setTimeout(r, 500));
+    await traces.append(steps[2]!);
+    await until("recovered");
+    await traces.close();
+    expect(told).toEqual([expect.stringMatching(/^failed: .*not a file/), "recovered"]);
+    expect(readFileSync(join(dir, `steps.${today()}.2.jsonl`), "utf8")).toBe(`${steps[2]!.json}\n`);
+  });
+
+  it("after a failure in the middle of the day's files, starts a new file rather than go on after a line the failure may have cut short", async () => {
+    const first = (await sink((r) => join(r, "unused"))).traces.step(record(1, new Date().toISOString()));
+    // The second write fills the file, and the file it rolls to is in the way.
+    const { dir, traces, told, until } = await watched({
+      fileBytes: first.json!.length + 2,
+      totalBytes: 1 << 20,
+      maxAgeMs: 3600_000,
+    });
+    const written = (n: number) => join(dir, `steps.${today()}.${n}.jsonl`);
+    await traces.append(first);
+    for (let wait = 0; wait < 200 && !(existsSync(written(1)) && statSync(written(1)).size > 0); wait += 1)
+      await new Promise((r) => setTimeout(r, 10));
+    mkdirSync(written(2));
+    await traces.append(traces.step(record(2, new Date().toISOString())));
+    for (let wait = 0; wait < 200 && told.length === 0; wait += 1) await new Promise((r) => setTimeout(r, 10));
+    expect(told).toEqual([expect.stringMatching(/^failed: .*not a file/)]);
+    await new Promise((r) => setTimeout(r, 500));
+    const third = traces.step(record(3, new Date().toISOString()));
+    await traces.append(third);
+    await until("recovered");
+    await traces.close();
+    expect(told.at(-1)).toBe("recovered");
+    expect(readFileSync(written(3), "utf8")).toBe(`${third.json}\n`);
   });
 
   it("keeps the files at or under the cap: aged and oldest files go first, the newest steps stay readable", async () => {

@@ -5,7 +5,9 @@
 // size), the shape log shippers tail, and to the OTLP logs pipeline (step-logs.ts). The lines of
 // one turn of the event loop go to the file as one write, through the rolling file's stream,
 // which joins those that arrive while a write is in flight (a Writable's `_writev`). Each record
-// carries its session_id and trace_id.
+// carries its session_id and trace_id. A file that fails (a full disk, a path that is not a file) is
+// reported and let go; after a pause the next step opens a new file, never appending to one whose
+// last line a failed write may have cut short.
 import { mkdir } from "node:fs/promises";
 import { finished } from "node:stream/promises";
 import { PRIVATE_DIR_MODE } from "@loopguard/sql-store";
@@ -42,15 +44,42 @@ export interface StepTrace {
   readonly context?: JsonObject;
 }
 
+/** Told when the file fails and when steps reach a file again (the operator's log and metrics). */
+export interface TraceFileEvents {
+  /** Each failure; `first` for the first since steps last reached a file. */
+  failed(error: Error, first: boolean): void;
+  /** A write went through after a failure. */
+  recovered(): void;
+}
+
+export interface TraceSinkOptions {
+  readonly retention?: TraceRetention;
+  /** How long after a failure the next step opens a new file (default 10 s). */
+  readonly retryMs?: number;
+  readonly events?: TraceFileEvents;
+}
+
 export class TraceSink {
-  /** The rolling file, opened by the first append after construction or close. */
+  /** The rolling file, opened by the first append after construction, close, or a failure's pause. */
   #file: Promise<OpenFile | undefined> | undefined;
+  /** Failed since steps last reached a file: the next file is a new one, and its first write is told. */
+  #failing = false;
+  #retry: NodeJS.Timeout | undefined;
+  /** Files opened so far: a failure's pause lets go of its own file only. */
+  #opened = 0;
+  readonly #retention: TraceRetention;
+  readonly #retryMs: number;
+  readonly #events: TraceFileEvents | undefined;
 
   constructor(
     private readonly store: SessionStore,
     private readonly dir: string | undefined,
-    private readonly retention: TraceRetention = DEFAULT_TRACE_RETENTION,
-  ) {}
+    { retention = DEFAULT_TRACE_RETENTION, retryMs = 10_000, events }: TraceSinkOptions = {},
+  ) {
+    this.#retention = retention;
+    this.#retryMs = retryMs;
+    this.#events = events;
+  }
 
   /**
    * The redacted step record, ready to go into the transition that completes the step; serialised
@@ -65,14 +94,15 @@ export class TraceSink {
   async append(step: StepRecord): Promise<void> {
     exportStep(step);
     if (!this.dir) return;
-    this.#file ??= openFile(this.dir, this.retention);
+    this.#file ??= this.#open(this.dir);
     const file = await this.#file;
     if (file && !file.failed && file.lines.push(`${step.json ?? JSON.stringify(step.payload)}\n`) === 1)
-      setImmediate(() => writeLines(file));
+      setImmediate(() => this.#writeLines(file));
   }
 
   /** Flushes and closes the file; the next append opens it again. */
   async close(): Promise<void> {
+    clearTimeout(this.#retry);
     const opening = this.#file;
     this.#file = undefined;
     const file = await opening;
@@ -82,30 +112,50 @@ export class TraceSink {
   async read(sessionId: string): Promise<string[]> {
     return (await this.store.steps(sessionId)).map((s) => JSON.stringify(s.payload));
   }
-}
 
-/** The store holds the authoritative copy; a file copy that cannot be opened or written must not fail the session. */
-async function openFile(dir: string, retention: TraceRetention): Promise<OpenFile | undefined> {
-  try {
-    await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
-    const writer = openTraceFile(dir, retention);
-    const file: OpenFile = { destination: writer.destination, swept: writer.swept, failed: false, lines: [] };
-    file.destination.on("error", () => (file.failed = true));
-    return file;
-  } catch {
-    return undefined;
+  /** The store holds the authoritative copy; a file copy that cannot be opened or written must not fail the session. */
+  async #open(dir: string): Promise<OpenFile | undefined> {
+    const opened = ++this.#opened;
+    try {
+      await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+      const writer = openTraceFile(dir, this.#retention, { fresh: this.#failing });
+      const file: OpenFile = { destination: writer.destination, swept: writer.swept, failed: false, lines: [] };
+      file.destination.on("error", (error: Error) => {
+        if (file.failed) return;
+        file.failed = true;
+        this.#failed(error, opened);
+      });
+      return file;
+    } catch (error) {
+      this.#failed(error as Error, opened);
+      return undefined;
+    }
   }
-}
 
-function writeLines(file: OpenFile): void {
-  if (file.lines.length === 0 || file.failed) return;
-  file.destination.write(file.lines.join(""));
-  file.lines = [];
+  /** Reports the failure; after the pause, the next append opens a new file (unless closed or reopened meanwhile). */
+  #failed(error: Error, opened: number): void {
+    this.#events?.failed(error, !this.#failing);
+    this.#failing = true;
+    clearTimeout(this.#retry);
+    this.#retry = setTimeout(() => {
+      if (this.#opened === opened) this.#file = undefined;
+    }, this.#retryMs).unref();
+  }
+
+  #writeLines(file: OpenFile): void {
+    if (file.lines.length === 0 || file.failed) return;
+    file.destination.write(file.lines.join(""), (error) => {
+      if (error || !this.#failing) return;
+      this.#failing = false;
+      this.#events?.recovered();
+    });
+    file.lines = [];
+  }
 }
 
 /** Writes what is buffered, closes, and lets the last sweep finish; a file that failed is only let go (it may never have opened). */
 async function closeFile(file: OpenFile): Promise<void> {
-  writeLines(file);
+  if (!file.failed && file.lines.length > 0) file.destination.write(file.lines.join(""));
   if (!file.failed) await finished(file.destination.end()).catch(() => undefined);
   await file.swept();
 }

@@ -1,4 +1,6 @@
 import { createRequire } from "node:module";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { estimateTokens } from "../guard/budget.js";
@@ -100,6 +102,38 @@ const fragments = fc.array(fragment, { minLength: 260, maxLength: 600 }).map((pa
 const envelopeJson = fc
   .tuple(fc.jsonValue({ maxDepth: 3 }), fragments, fc.date({ noInvalidDate: true }))
   .map(([data, snippet, at]) => JSON.stringify({ ok: true, data, snippet, observedAt: at.toISOString() }));
+
+describe("tokenCounter's memory", () => {
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  /** Heap kept after counting `n` texts made one at a time (after a full collection), in bytes. */
+  const keptBy = (count: (text: string) => number, n: number, text: (i: number) => string): number => {
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 1; i <= n; i += 1) count(text(i));
+    gc();
+    return process.memoryUsage().heapUsed - before;
+  };
+
+  it("keeps a bounded amount of text however many large tool results it counted", () => {
+    const counter = tokenCounter("o200k_base");
+    // 240 KB a result, its body the same from call to call, only its id differs: 300 of them are 72 MB.
+    const body = "refunds to a card take five to ten days ".repeat(6000);
+    const result = (i: number) => `{"callId":"c${i}","body":"${body}"}`;
+    const expected = counter.text(result(0));
+    expect(counter.text(result(1))).toBe(expected);
+    expect(keptBy(counter.text, 300, (i) => result(i + 1))).toBeLessThan(16_000_000);
+  });
+
+  it("keeps no text alive through a piece cut from it, when the text is too large to keep whole", () => {
+    const counter = tokenCounter("o200k_base");
+    // 600 KB a result, in 5,000 pieces seen before; its id is a piece of its own: 100 of them are 60 MB.
+    const fields = `"word":"${"five to ten days ".repeat(7)}",`.repeat(5000);
+    const result = (i: number) => `{"callId":"c${i}",${fields}"end":1}`;
+    counter.text(result(0));
+    expect(keptBy(counter.text, 100, result)).toBeLessThan(16_000_000);
+  });
+});
 
 describe("tokenCounter, long texts counted in pieces", () => {
   for (const encoding of ENCODINGS) {

@@ -37,8 +37,18 @@ export interface TokenCounter {
 /**
  * Texts already counted: a session's messages repeat on every step, and most are counted again
  * unchanged. Short ones too (roles, names, a JSON text's pieces): a lookup costs less than their BPE.
+ * Bounded by count and by characters (each text by its length and an entry's overhead), so large
+ * tool results cannot grow the heap without bound; a text over an eighth of that is counted each time.
  */
 const CACHE_ENTRIES = 20_000;
+const CACHE_CHARS = 4_000_000;
+const ENTRY_OVERHEAD_CHARS = 64;
+
+/**
+ * A copy of `text` that holds no larger string: V8 keeps a substring (a piece cut from a tool result)
+ * as a slice of the whole, which a cache key would otherwise keep alive, unaccounted.
+ */
+const own = (text: string): string => ` ${text}`.slice(1);
 
 const require = createRequire(import.meta.url);
 
@@ -57,12 +67,17 @@ export function tokenCounter(encoding: EncodingName): TokenCounter {
     loaded ??= loadEncoding(encoding);
     return loaded(value);
   };
-  const cache = new LRUCache<string, number>({ max: CACHE_ENTRIES });
+  const cache = new LRUCache<string, number>({
+    max: CACHE_ENTRIES,
+    maxSize: CACHE_CHARS,
+    maxEntrySize: CACHE_CHARS / 8,
+    sizeCalculation: (_n, key) => key.length + ENTRY_OVERHEAD_CHARS,
+  });
   const cached = (value: string): number => {
     let n = cache.get(value);
     if (n === undefined) {
       n = count(value);
-      cache.set(value, n);
+      cache.set(own(value), n);
     }
     return n;
   };
@@ -72,7 +87,7 @@ export function tokenCounter(encoding: EncodingName): TokenCounter {
     if (n === undefined) {
       n = 0;
       for (const piece of piecesOf(value)) n += cached(piece);
-      cache.set(value, n);
+      cache.set(own(value), n);
     }
     return n;
   };

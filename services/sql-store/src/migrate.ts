@@ -212,6 +212,8 @@ export async function migratePostgres(
   const timeoutMs = options.migrationTimeoutMs ?? 300_000;
   const config = postgresClientConfig(url, { ...options, statementTimeoutMs: timeoutMs, lockTimeoutMs: timeoutMs });
   const client = new pg.Client({ ...config, query_timeout: timeoutMs + 1000 });
+  // A lost connection fails the statement in flight; unheard, its 'error' event would end the process.
+  client.on("error", () => undefined);
   await client.connect();
   try {
     await client.query("BEGIN");

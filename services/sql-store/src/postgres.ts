@@ -156,6 +156,10 @@ export async function inTransaction<T>(
   for (let attempt = 1; ; attempt += 1) {
     const client = await pool.connect();
     let broken: Error | undefined;
+    // While checked out, a client whose connection ends (a reset, a failover) emits 'error', which
+    // with no listener would end the process; its statements fail anyway, and it is discarded below.
+    const lost = (error: Error) => (broken ??= error);
+    client.on("error", lost);
     try {
       // On a pipelined connection BEGIN goes out with work's first statement, which fails too if BEGIN did.
       const begun = client.query("BEGIN");
@@ -170,6 +174,7 @@ export async function inTransaction<T>(
       else await client.query("ROLLBACK").catch((rollbackError: Error) => (broken = rollbackError));
       if (attempt >= attempts || !(isRetryable(error) || options.retryIf?.(error))) throw error;
     } finally {
+      client.off("error", lost);
       client.release(broken);
     }
   }

@@ -155,6 +155,8 @@ export async function assessStore(
   const client = new pg.Client(
     postgresClientConfig(location.url, { applicationName: `loopguard-${schema.store}-schema`, ...options }),
   );
+  // A lost connection fails the read in flight; unheard, its 'error' event would end the process.
+  client.on("error", () => undefined);
   await client.connect();
   try {
     return assessSchema(schema.store, schema.postgres, await postgresLedger(client, schema.store));

@@ -3,6 +3,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import { errorOf } from "@loopguard/test-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -172,6 +173,64 @@ describe.skipIf(postgres.skip !== null)("on PostgreSQL", () => {
     expect([result, attempts]).toEqual(["done", 2]);
     expect((await pool.query("SELECT x FROM t")).rows).toEqual([{ x: 2 }]);
     await pool.end();
+  });
+
+  it("fails a transaction or a migration whose connection drops, between statements or during one, as unavailable: nothing uncaught, nothing of it written, and the next transaction works", async () => {
+    const url = new URL(await fresh());
+    const proxy = await startTcpProxy(Number(url.port));
+    url.port = String(proxy.port);
+    const pool = createPostgresPool(url.toString());
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown) => uncaught.push(error);
+    process.on("uncaughtException", onUncaught);
+    try {
+      await pool.query("CREATE TABLE t (x int)");
+      // restore() closes every connection through the proxy: a reset, as a failover or a restarted router does.
+      const between = await errorOf(
+        inTransaction(pool, async (client) => {
+          await client.query("INSERT INTO t VALUES (1)");
+          proxy.restore();
+          await sleep(200);
+          await client.query("INSERT INTO t VALUES (2)");
+        }),
+      );
+      const during = await errorOf(
+        inTransaction(pool, async (client) => {
+          await client.query("INSERT INTO t VALUES (3)");
+          const sleeping = client.query("SELECT pg_sleep(2)");
+          await sleep(200);
+          proxy.restore();
+          await sleeping;
+        }),
+      );
+      // A migration whose connection drops: the replica's start fails, said plainly, and the ledger is as it was.
+      const migration = await errorOf(
+        migratePostgres(url.toString(), "things", [
+          {
+            name: "0001-slow",
+            compatibility: "expand",
+            up: async (db) => {
+              const sleeping = db.query("SELECT pg_sleep(2)");
+              await sleep(200);
+              proxy.restore();
+              await sleeping;
+            },
+          },
+        ]),
+      );
+      await sleep(200);
+      expect([isPostgresUnavailable(between), isPostgresUnavailable(during), isPostgresUnavailable(migration)]).toEqual(
+        [true, true, true],
+      );
+      expect(uncaught).toEqual([]);
+      await inTransaction(pool, (client) => client.query("INSERT INTO t VALUES (4)"));
+      expect((await pool.query("SELECT x FROM t")).rows).toEqual([{ x: 4 }]);
+      expect((await pool.query("SELECT to_regclass('loopguard_schema_migrations') AS t")).rows).toEqual([{ t: null }]);
+    } finally {
+      process.off("uncaughtException", onUncaught);
+      await pool.end();
+      await proxy.close();
+    }
   });
 
   it("tells a statement timeout and an unreachable server from a wrong statement, and an outage from a transaction's own conflict", async () => {

@@ -43,6 +43,8 @@ export async function ensurePostgres(files: SuiteFiles, state: SuiteState, log: 
   const client = new pg.Client({
     connectionString: `postgres://postgres@${state.postgres.address}:${state.postgres.port}/postgres`,
   });
+  // A lost connection fails the statement in flight; unheard, its 'error' event would end the command with a stack trace.
+  client.on("error", () => undefined);
   await client.connect();
   try {
     for (const [service, store] of Object.entries(state.stores)) {

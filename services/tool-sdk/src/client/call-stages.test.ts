@@ -1,5 +1,5 @@
 // Each client stage alone: a ClientCall built by hand, the next stage a plain function.
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Metadata, type ClientUnaryCall } from "@grpc/grpc-js";
 import {
   BillingService,
@@ -303,7 +303,7 @@ describe("cacheStage", () => {
   const fallback = { cacheable: true, maxAgeMs: 60_000, emptyFallback: true };
 
   it("serves the last good answer when the tool fails, marked as from the cache with its age", async () => {
-    const stage = cacheStage(fallback, new ResponseCache(10, 60_000));
+    const stage = cacheStage(fallback, new ResponseCache(10, 60_000, 1 << 20));
     const good = { hits: [hit] };
     await stage(scripted(good))(searchCall());
     const call = searchCall();
@@ -314,7 +314,7 @@ describe("cacheStage", () => {
   });
 
   it("answers with the declared degraded answer when nothing is cached, unless the caller declines it", async () => {
-    const stage = cacheStage(fallback, new ResponseCache(10, 60_000));
+    const stage = cacheStage(fallback, new ResponseCache(10, 60_000, 1 << 20));
     const call = searchCall("never asked");
     await expect(stage(scripted(failure(status.UNAVAILABLE)))(call)).resolves.toEqual(create(SearchResponseSchema, {}));
     expect(call.outcome.source).toBe("degraded");
@@ -322,10 +322,41 @@ describe("cacheStage", () => {
   });
 
   it("never answers for a caller's mistake, nor when the caller asks for the live value", async () => {
-    const stage = cacheStage(fallback, new ResponseCache(10, 60_000));
+    const stage = cacheStage(fallback, new ResponseCache(10, 60_000, 1 << 20));
     await stage(scripted({ hits: [] }))(searchCall());
     await rejection(stage(scripted(failure(status.INVALID_ARGUMENT)))(searchCall()));
     await rejection(stage(scripted(failure(status.UNAVAILABLE)))(searchCall("refund", { fallback: false })));
+  });
+});
+
+describe("the fallback cache's size", () => {
+  const fallback = { cacheable: true, maxAgeMs: 60_000, emptyFallback: true };
+  /** A Search answer of about `bytes` on the wire, decoded as the transport decodes it (which records its size). */
+  const answerOf = (bytes: number) =>
+    kbTarget.deserialize(
+      Buffer.from(
+        toBinary(SearchResponseSchema, create(SearchResponseSchema, { hits: [{ ...hit, title: "x".repeat(bytes) }] })),
+      ),
+    ) as object;
+  const served = async (stage: ClientCallFn, query: string) => {
+    const call = searchCall(query);
+    await stage(call);
+    return call.outcome.source;
+  };
+
+  it("keeps answers up to its bytes on the wire, the oldest going first, and none over a quarter of them", async () => {
+    const cache = new ResponseCache(1000, 60_000, 1 << 20);
+    const keep = cacheStage(fallback, cache);
+    // Ten answers of 200 KB into 1 MiB: the last four or five stay.
+    for (let i = 0; i < 10; i += 1) await keep(scripted(answerOf(200_000)))(searchCall(`q${i}`));
+    const failing = keep(scripted(failure(status.UNAVAILABLE)));
+    const sources = [];
+    for (let i = 0; i < 10; i += 1) sources.push(await served(failing, `q${i}`));
+    expect(sources.slice(0, 5)).toEqual(Array(5).fill("degraded"));
+    expect(sources.slice(6)).toEqual(Array(4).fill("cache"));
+    // 300 KB is over a quarter of 1 MiB: not kept, and nothing kept is pushed out for it.
+    await keep(scripted(answerOf(300_000)))(searchCall("large"));
+    expect([await served(failing, "large"), await served(failing, "q9")]).toEqual(["degraded", "cache"]);
   });
 });
 

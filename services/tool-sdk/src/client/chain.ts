@@ -8,6 +8,7 @@ import type { Context } from "@opentelemetry/api";
 import { methodPath } from "../contract.js";
 import { compose } from "../server/interceptor.js";
 import type { CallError } from "./call-error.js";
+import { wireBytes } from "./response-cache.js";
 
 export type ResultSource = "live" | "cache" | "degraded";
 
@@ -108,7 +109,11 @@ export function callTarget(tool: string, method: DescMethod, domainReasons: Read
     tool,
     method,
     path: methodPath(method),
-    deserialize: (bytes) => fromBinary(method.output, bytes),
+    deserialize: (bytes) => {
+      const response = fromBinary(method.output, bytes);
+      wireBytes.set(response, bytes.length);
+      return response;
+    },
     domainReasons,
   };
 }

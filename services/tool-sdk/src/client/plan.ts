@@ -41,7 +41,8 @@ export interface ToolClientOptions {
   readonly retry?: RetryOverrides;
   readonly breaker?: BreakerOverrides;
   readonly bulkhead?: { readonly maxInFlight?: number; readonly maxQueue?: number };
-  readonly cache?: { readonly maxEntries?: number; readonly maxAgeMs?: number };
+  /** The fallback cache: entries (default 1000), age, and bytes of keys and responses on the wire (default 16 MiB). */
+  readonly cache?: { readonly maxEntries?: number; readonly maxAgeMs?: number; readonly maxBytes?: number };
   /** Hedged reads of the methods whose contract sets option hedge. */
   readonly hedge?: HedgeOverrides;
   readonly channelCredentials?: ChannelCredentials;

@@ -1,5 +1,7 @@
 // Last good responses of read-only methods, keyed by the canonical request bytes, served (with
-// their age) when the live call fails or the breaker is open.
+// their age) when the live call fails or the breaker is open. Bounded by entries and by the
+// responses' size on the wire (a decoded message holds a few times that), so a tool whose reads
+// answer in megabytes cannot fill the heap with its last thousand answers.
 import { LRUCache } from "lru-cache";
 
 export interface CachedResponse {
@@ -7,11 +9,28 @@ export interface CachedResponse {
   readonly storedAt: number;
 }
 
+/** The size on the wire of each response the client decoded (chain.ts records it), for the cache's bound. */
+export const wireBytes = new WeakMap<object, number>();
+
+/** The default bound of a client's fallback cache: a few times this in heap. */
+export const DEFAULT_CACHE_MAX_BYTES = 16 * 1024 * 1024;
+
+/** What an entry costs beside its response and key: the entry's own objects. */
+const ENTRY_OVERHEAD_BYTES = 64;
+
 export class ResponseCache {
   readonly #lru: LRUCache<string, CachedResponse>;
 
-  constructor(maxEntries: number, maxAgeMs: number) {
-    this.#lru = new LRUCache({ max: maxEntries, ttl: maxAgeMs });
+  /** `maxBytes`: keys and responses on the wire together; one response over a quarter of it is not kept. */
+  constructor(maxEntries: number, maxAgeMs: number, maxBytes: number) {
+    this.#lru = new LRUCache({
+      max: maxEntries,
+      ttl: maxAgeMs,
+      maxSize: maxBytes,
+      maxEntrySize: Math.max(1, Math.floor(maxBytes / 4)),
+      sizeCalculation: (value, key) =>
+        key.length + ENTRY_OVERHEAD_BYTES + (wireBytes.get(value.response as object) ?? 0),
+    });
   }
 
   static key(path: string, requestBytes: Uint8Array): string {

@@ -14,7 +14,7 @@ import { ClientMetrics } from "./client-metrics.js";
 import { SlowReplicas } from "./hedge.js";
 import { type MethodPlan, planOf, stagesOf, type ToolClientOptions } from "./plan.js";
 import { replicaListTarget } from "./replica-resolver.js";
-import { ResponseCache } from "./response-cache.js";
+import { DEFAULT_CACHE_MAX_BYTES, ResponseCache } from "./response-cache.js";
 import { RetryBudget } from "./retry.js";
 import { type BreakerState, ToolBreaker } from "./stages/breaker.js";
 import { transport } from "./stages/transport.js";
@@ -122,7 +122,11 @@ export class ToolClient<S extends DescService> {
       breaker: this.#breaker,
       bulkhead: bulkhead(options.bulkhead?.maxInFlight ?? 64, options.bulkhead?.maxQueue ?? 64),
       budget: new RetryBudget(retry.budgetRatio ?? 0.1, retry.budgetMaxTokens ?? 10),
-      cache: new ResponseCache(options.cache?.maxEntries ?? 1000, Math.max(1, longestAge)),
+      cache: new ResponseCache(
+        options.cache?.maxEntries ?? 1000,
+        Math.max(1, longestAge),
+        options.cache?.maxBytes ?? DEFAULT_CACHE_MAX_BYTES,
+      ),
       slow: new SlowReplicas(hedge.lossesToAvoid ?? 3, hedge.avoidForMs ?? 10_000),
       random: options.random ?? Math.random,
     };

@@ -43,6 +43,7 @@ export {
   type PostgresOptions,
   postgresClientConfig,
   type TransactionOptions,
+  unpooledClient,
 } from "./postgres.js";
 export type { PoolObserver, PoolUse } from "./postgres-observer.js";
 export { explainPostgresTlsError, PostgresTlsError, postgresTlsProblem } from "./postgres-tls.js";

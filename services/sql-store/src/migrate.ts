@@ -8,8 +8,8 @@
 import { createHash } from "node:crypto";
 import { resolve } from "node:path";
 import type Database from "better-sqlite3";
-import pg from "pg";
-import { type PostgresOptions, postgresClientConfig } from "./postgres.js";
+import type pg from "pg";
+import { type PostgresOptions, postgresClientConfig, unpooledClient } from "./postgres.js";
 import { Turns } from "./turns.js";
 
 /**
@@ -211,9 +211,7 @@ export async function migratePostgres(
 ): Promise<string[]> {
   const timeoutMs = options.migrationTimeoutMs ?? 300_000;
   const config = postgresClientConfig(url, { ...options, statementTimeoutMs: timeoutMs, lockTimeoutMs: timeoutMs });
-  const client = new pg.Client({ ...config, query_timeout: timeoutMs + 1000 });
-  // A lost connection fails the statement in flight; unheard, its 'error' event would end the process.
-  client.on("error", () => undefined);
+  const client = unpooledClient({ ...config, query_timeout: timeoutMs + 1000 });
   await client.connect();
   try {
     await client.query("BEGIN");

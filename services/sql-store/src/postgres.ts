@@ -83,6 +83,16 @@ export function postgresClientConfig(url: string, options: PostgresOptions = {})
   };
 }
 
+/**
+ * A connection outside the pool (a migration, a schema check, a setup command). A lost connection
+ * fails the statement in flight; unheard, its 'error' event would end the process.
+ */
+export function unpooledClient(config: pg.ClientConfig): pg.Client {
+  const client = new pg.Client(config);
+  client.on("error", () => undefined);
+  return client;
+}
+
 export function createPostgresPool(url: string, options: PostgresOptions = {}): pg.Pool {
   const pool = new pg.Pool({
     ...postgresClientConfig(url, options),

@@ -4,7 +4,7 @@
 // release whose expand step this build lacks). It never migrates on its own in a cluster: a
 // pod killed mid-migration by its startup probe would roll back and start over forever.
 import type Database from "better-sqlite3";
-import pg from "pg";
+import type pg from "pg";
 import {
   type MigrationDeclaration,
   MIGRATIONS_TABLE,
@@ -12,7 +12,7 @@ import {
   type PostgresMigration,
   type SqliteMigration,
 } from "./migrate.js";
-import { postgresClientConfig } from "./postgres.js";
+import { postgresClientConfig, unpooledClient } from "./postgres.js";
 import { openSqlite } from "./sqlite.js";
 import type { StoreLocation } from "./store-url.js";
 
@@ -152,11 +152,9 @@ export async function assessStore(
       db.close();
     }
   }
-  const client = new pg.Client(
+  const client = unpooledClient(
     postgresClientConfig(location.url, { applicationName: `loopguard-${schema.store}-schema`, ...options }),
   );
-  // A lost connection fails the read in flight; unheard, its 'error' event would end the process.
-  client.on("error", () => undefined);
   await client.connect();
   try {
     return assessSchema(schema.store, schema.postgres, await postgresLedger(client, schema.store));

@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import { startPostgres, stopPostgresIn } from "@loopguard/sql-store/testing";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import pg from "pg";
+import { unpooledClient } from "@loopguard/sql-store";
 import { POSTGRES_PORT } from "../../manifests/cluster-names.js";
 import { requireFree } from "./ports.js";
 import { activePods, dnsName, type Store, type SuiteFiles, SuiteError, type SuiteState } from "./state.js";
@@ -40,11 +40,9 @@ export async function ensurePostgres(files: SuiteFiles, state: SuiteState, log: 
     files.save(state);
     log(`PostgreSQL on ${POSTGRES_ADDRESS}:${POSTGRES_PORT} (${dnsName("postgres")})`);
   }
-  const client = new pg.Client({
+  const client = unpooledClient({
     connectionString: `postgres://postgres@${state.postgres.address}:${state.postgres.port}/postgres`,
   });
-  // A lost connection fails the statement in flight; unheard, its 'error' event would end the command with a stack trace.
-  client.on("error", () => undefined);
   await client.connect();
   try {
     for (const [service, store] of Object.entries(state.stores)) {

@@ -88,14 +88,14 @@ describe("TraceSink", () => {
     expect(statSync(join(root, "traces", name)).isDirectory()).toBe(true);
   });
 
-  /** A sink whose file failures and recoveries are recorded in `told`, tried again 400 ms after a failure. */
+  /** A sink whose file failures and recoveries are recorded in `told`, tried again 1 s after a failure. */
   async function watched(retention?: TraceRetention) {
     const told: string[] = [];
     const events = {
       failed: (error: Error, first: boolean) => told.push(first ? `failed: ${error.message}` : "failed again"),
       recovered: () => told.push("recovered"),
     };
-    const { root, traces } = await sink((r) => join(r, "traces"), retention, { retryMs: 400, events });
+    const { root, traces } = await sink((r) => join(r, "traces"), retention, { retryMs: 1000, events });
     const until = async (what: string) => {
       for (let wait = 0; wait < 200 && !told.includes(what); wait += 1) await new Promise((r) => setTimeout(r, 10));
     };
@@ -110,7 +110,7 @@ describe("TraceSink", () => {
     for (let wait = 0; wait < 200 && told.length === 0; wait += 1) await new Promise((r) => setTimeout(r, 10));
     // Within the pause: the step stays in the store only, and the failure is not told again.
     await traces.append(steps[1]!);
-    await new Promise((r) => setTimeout(r, 500));
+    await new Promise((r) => setTimeout(r, 1100));
     await traces.append(steps[2]!);
     await until("recovered");
     await traces.close();
@@ -134,7 +134,7 @@ describe("TraceSink", () => {
     await traces.append(traces.step(record(2, new Date().toISOString())));
     for (let wait = 0; wait < 200 && told.length === 0; wait += 1) await new Promise((r) => setTimeout(r, 10));
     expect(told).toEqual([expect.stringMatching(/^failed: .*not a file/)]);
-    await new Promise((r) => setTimeout(r, 500));
+    await new Promise((r) => setTimeout(r, 1100));
     const third = traces.step(record(3, new Date().toISOString()));
     await traces.append(third);
     await until("recovered");

@@ -123,12 +123,12 @@ async function waitMidFlight(
   }
 }
 
-/** Polls the SQLite store (read-only) until at least `min` sessions wait on a refund call; returns how many did. */
-async function waitRefundsInFlight(file: string, min: number, boundMs: number): Promise<number> {
+/** Polls the SQLite store (read-only) until at least `min` sessions wait on a call of `tool`; returns how many did. */
+async function waitCallsInFlight(file: string, tool: string, min: number, boundMs: number): Promise<number> {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
     const count = db.prepare(
-      `SELECT count(*) AS n FROM sessions WHERE state = 'TOOL_EXECUTING' AND pending LIKE '%"tool":"billing_refund"%'`,
+      `SELECT count(*) AS n FROM sessions WHERE state = 'TOOL_EXECUTING' AND pending LIKE '%"tool":"${tool}"%'`,
     );
     const until = Date.now() + boundMs;
     for (;;) {
@@ -226,7 +226,7 @@ describe("orchestrator drills (real processes)", () => {
     const midFlight = await waitMidFlight(firstApi, ids, 5, 5000);
     expect(midFlight.length).toBeGreaterThanOrEqual(5);
     // The interesting moment to die is with refunds on the wire: the store's pending call says which.
-    const refundsInFlight = await waitRefundsInFlight(join(dir, "orchestrator.db"), 3, 10_000);
+    const refundsInFlight = await waitCallsInFlight(join(dir, "orchestrator.db"), "billing_refund", 3, 10_000);
     await kill(first);
 
     const second = await startOrchestrator(tools, {
@@ -259,6 +259,71 @@ describe("orchestrator drills (real processes)", () => {
     expect(reissuedRefunds.size).toBeGreaterThan(0);
     // Resumed, not merely ended: nothing in these sessions fails except the process running them.
     expect(stateCounts(sessions)).toEqual({ "DONE/done": 50 });
+  }, 120_000);
+
+  it("SIGTERM the orchestrator with reads in flight, restart: the reads its stop cut off are sent again, no session answers from them", async () => {
+    // kb-search answers after 700 ms: a stop lands while sessions wait on it.
+    const tools = await startTools(700);
+    const dir = tempDir("sigterm");
+    const env = (id: string) => ({
+      ORCHESTRATOR_STORE: `sqlite:${join(dir, "orchestrator.db")}`,
+      ORCHESTRATOR_INSTANCE_ID: id,
+      LOOPGUARD_DATA_DIR: dir,
+    });
+    const first = await startOrchestrator(tools, env("drill-stopped"));
+    const api = await clientFor(OrchestratorService, first.address, [...SESSION_OPERATOR_SCOPES, "approvals:write"]);
+    const ids = await startRefunds(api, 20, `drill-term-${Date.now()}`);
+    const readsInFlight = await waitCallsInFlight(join(dir, "orchestrator.db"), "kb_search_search", 5, 10_000);
+    expect(readsInFlight).toBeGreaterThanOrEqual(5);
+    expect(await kill(first, "SIGTERM")).toBe(0);
+
+    const second = await startOrchestrator(tools, env("drill-next"));
+    const sessions = await waitTerminal(
+      await clientFor(OrchestratorService, second.address, ["sessions:read"]),
+      ids,
+      60_000,
+    );
+    console.log(
+      `[drill term] ${readsInFlight} sessions waited on kb-search at SIGTERM; after restart ${JSON.stringify(stateCounts(sessions))}`,
+      ...failureExamples(sessions).map((e) => `\n  ${e}`),
+    );
+    // The stop's own cancel is no answer of the tool's: a session that heard it as one would go on
+    // without what it read (asking a human, "the refund policy could not be read (CANCELLED)").
+    await expectEndedWithOneRefundPerDone(tools.billing.address, sessions, 20);
+    expect(stateCounts(sessions)).toEqual({ "DONE/done": 20 });
+  }, 120_000);
+
+  it("SIGSTOP the orchestrator past its lease TTL with reads in flight, SIGCONT: the runs that lost their leases hear no cancel as an answer", async () => {
+    // kb-search answers after 900 ms, the leases last 500 ms: a 700 ms freeze loses them while reads are on the wire.
+    const tools = await startTools(900);
+    const dir = tempDir("sigstop");
+    const orchestrator = await startOrchestrator(tools, {
+      ORCHESTRATOR_STORE: `sqlite:${join(dir, "orchestrator.db")}`,
+      LOOPGUARD_DATA_DIR: dir,
+      ORCHESTRATOR_LEASE_TTL_MS: "500",
+    });
+    const api = await clientFor(OrchestratorService, orchestrator.address, [
+      ...SESSION_OPERATOR_SCOPES,
+      "approvals:write",
+    ]);
+    const ids = await startRefunds(api, 20, `drill-stop-${Date.now()}`);
+    const readsInFlight = await waitCallsInFlight(join(dir, "orchestrator.db"), "kb_search_search", 5, 10_000);
+    // A frozen process (a long GC pause, a throttled or migrated VM): its leases run out meanwhile,
+    // so on waking it finds them lost, aborts those runs and claims the sessions again.
+    orchestrator.child.kill("SIGSTOP");
+    await sleep(700);
+    orchestrator.child.kill("SIGCONT");
+    const sessions = await waitTerminal(api, ids, 60_000);
+    const lost = orchestrator.lines
+      .filter((l) => String(l.msg).startsWith("session leases lost"))
+      .reduce((sum, l) => sum + Number(l.count), 0);
+    console.log(
+      `[drill stop] ${readsInFlight} sessions waited on kb-search at SIGSTOP; ${lost} leases found lost after SIGCONT; then ${JSON.stringify(stateCounts(sessions))}`,
+      ...failureExamples(sessions).map((e) => `\n  ${e}`),
+    );
+    expect(lost).toBeGreaterThan(0);
+    await expectEndedWithOneRefundPerDone(tools.billing.address, sessions, 20);
+    expect(stateCounts(sessions)).toEqual({ "DONE/done": 20 });
   }, 120_000);
 
   const pgUnavailable = postgresSkipReason();

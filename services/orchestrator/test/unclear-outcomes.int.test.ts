@@ -220,3 +220,24 @@ describe("the orchestrator stopped while a refund is in flight", () => {
     expect(session!.answer).toContain(`already done before the cancel: billing_refund refund:${refund!.refundId}`);
   }, 60_000);
 });
+
+describe("the orchestrator stopped while the model decides", () => {
+  it("SIGTERM mid-decision: the stop's cancel is no failure of the model; the next owner asks it again and the refund is made once", async () => {
+    let arrived!: () => void;
+    const asked = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const [first, ...rest] = replanningModel("ord_DEMO00000001", 500);
+    const slow: ScriptedReply = async (request) => {
+      arrived();
+      await sleep(3000);
+      return first!(request);
+    };
+    const run = await setUp("openai", [slow, ...rest]);
+    const id = await startRefund(run, "openai", "ord_DEMO00000001", 500);
+    await asked;
+    expect(await kill(run.orchestrator, "SIGTERM")).toBe(0);
+    await run.restart();
+    await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 30_000));
+  }, 60_000);
+});

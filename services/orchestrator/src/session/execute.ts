@@ -104,7 +104,11 @@ export async function execute(
   ) {
     return resolveUnknown(kit, state, flight, sent.error, signal);
   }
-  if ("error" in sent && passes(sent.error) && !signal.aborted) return waitForTool(kit, state, flight, sent.error);
+  // The run was aborted (a stop, a lost lease) and the call cut off by it: that is no answer of the
+  // tool's. The session stays TOOL_EXECUTING, and whoever runs it next sends the call again. (An
+  // irreversible call is never cut off: its answer, whenever it comes, is recorded above or below.)
+  if ("error" in sent && signal.aborted && tool.effect !== Effect.IRREVERSIBLE_EXTERNAL) return state;
+  if ("error" in sent && passes(sent.error)) return waitForTool(kit, state, flight, sent.error);
   return observeSent(kit, state, flight, sent);
 }
 

@@ -45,6 +45,8 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
       (span) => policy.decide({ ...prompt.input, traceContext: trace.setSpan(otelContext.active(), span) }, signal),
     );
   } catch (error) {
+    // Cut off by the run's abort (a stop, a lost lease): the session stays THINKING for whoever runs it next.
+    if (signal.aborted) return s;
     return policyFailed(kit, s, error);
   }
   decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);

@@ -1,7 +1,7 @@
 // Alerts on what the agents do, from the orchestrator's own metrics: sessions that end without an
 // answer or go round in circles, tools answered by fallbacks or cut off by a breaker, approvals
-// the expiry sweep left behind, sessions waiting out an outage with little budget left, and step-trace
-// files that stay unwritable.
+// the expiry sweep left behind, sessions waiting out an outage with little budget left, step-trace
+// files that stay unwritable, and replicas that keep losing their sessions' leases.
 // Ratios carry a minimum count, so an idle suite (0/0) or a handful of sessions does not alert.
 import { BREAKER_STATE_VALUE } from "@loopguard/tool-sdk";
 import { percent, runbookUrl, SEVERITY } from "./alert-conventions.js";
@@ -20,6 +20,8 @@ const BREAKER = { windowMinutes: 5, forMinutes: 5 } as const;
 const GAUGE_FOR = "5m";
 /** Step-trace file failures in every `window` for `for`. */
 const TRACE_FILES = { window: "5m", for: "15m" } as const;
+/** Leases lost in every `window` for `for`. */
+const LEASES = { window: "10m", for: "15m" } as const;
 /** Model prompts at 80% of the window over `window`, judged past `minPrompts`. */
 const CONTEXT = { window: "30m", ratio: 0.05, minPrompts: 20, for: "10m" } as const;
 /** The patrol is meant to run daily: a day and two hours without a run means it stopped. */
@@ -123,6 +125,16 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     severity: SEVERITY.ticket,
     summary: "An orchestrator cannot write its step-trace files",
     description: `{{ $labels.instance }} keeps failing to open or write its step-trace JSONL files (failures in every ${TRACE_FILES.window} for ${TRACE_FILES.for}): its steps reach only the store and the OTLP logs, not the files log shippers tail.`,
+  },
+  // One stall (a long GC pause, a node under pressure) loses a lease or a few and costs a re-sent
+  // read; losses in every 10-minute window for LEASES.for mean the replica keeps stalling.
+  {
+    name: "SessionLeasesLost",
+    expr: `sum by (instance) (increase(loopguard_session_leases_lost_total[${LEASES.window}])) > 0`,
+    for: LEASES.for,
+    severity: SEVERITY.ticket,
+    summary: "An orchestrator keeps losing the leases of sessions it runs",
+    description: `{{ $labels.instance }} has found leases of sessions it was running lost in every ${LEASES.window} for ${LEASES.for}: it stalls longer than ORCHESTRATOR_LEASE_TTL_MS, so its sessions pause and their reads are sent again.`,
   },
   {
     // Counted after compression: prompts this large are mostly task and latest results, which are never summarised.

@@ -41,6 +41,7 @@ function storeGauges<T>(
 export class SessionMetrics {
   readonly storeErrors: Counter<"operation">;
   readonly traceFileErrors: Counter;
+  readonly leasesLost: Counter;
   readonly stops: Counter<"stop_reason">;
   readonly outcomes: Counter<"outcome" | "reason">;
   readonly stepsPerSession: Histogram;
@@ -81,6 +82,10 @@ export class SessionMetrics {
     this.traceFileErrors = declare.counter(
       "loopguard_trace_file_errors_total",
       "Step-trace JSONL file opens and writes that failed (the steps stay in the store; a new file is opened after a pause).",
+    );
+    this.leasesLost = declare.counter(
+      "loopguard_session_leases_lost_total",
+      "Sessions this replica was running when it found their lease lost (a stall past the lease TTL): their runs stop, and whoever claims them next goes on.",
     );
     this.stops = declare.counter("loopguard_session_stops_total", "Sessions ended, by stop reason.", ["stop_reason"]);
     this.outcomes = declare.counter(

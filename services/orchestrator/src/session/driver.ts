@@ -3,6 +3,7 @@
 // its lease renewed meanwhile; store outages ridden out with backoff; expired approvals swept.
 import { setTimeout as sleep } from "node:timers/promises";
 import { Effect, type Logger } from "@loopguard/tool-sdk";
+import type { SessionMetrics } from "../governance/session-metrics.js";
 import type { SessionEvents } from "../store/session-events.js";
 import { type SessionRecord, StoreUnavailableError } from "../store/session-store.js";
 import { expireApprovals, type HumanDeps } from "./human.js";
@@ -22,6 +23,7 @@ export interface DriverOptions extends Pick<RunnerDeps, "store" | "owner" | "reg
   readonly approvalSweepMs: number;
   /** Parked sessions woken per second at most (default 50). */
   readonly wakePerSecond?: number;
+  readonly metrics?: Pick<SessionMetrics, "leasesLost">;
 }
 
 /** What the driver works with: the runner, the one path that moves a session, a human's operations, the store's events. */
@@ -53,12 +55,19 @@ export class SessionDriver {
   #starting = 0;
   /** A session was created unleased (no free slot) since the last claim: claim as soon as a slot frees. */
   #waiting = false;
+  /** Sessions claimed again while their aborted run still ended (see #drive). */
+  readonly #claimedAgain = new Set<string>();
 
   constructor(
     private readonly options: DriverOptions,
     private readonly parts: DriverParts,
   ) {
-    this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active);
+    this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active, (lost) => {
+      options.metrics?.leasesLost.inc(lost.length);
+      options.log.warn("session leases lost; their runs stop, and whoever claims the sessions next goes on", {
+        count: lost.length,
+      });
+    });
     this.#waker = new ParkedWaker({
       ...options,
       perSecond: options.wakePerSecond ?? 50,
@@ -178,7 +187,12 @@ export class SessionDriver {
   }
 
   #drive(session: SessionRecord): void {
-    if (this.#active.has(session.id)) return;
+    const running = this.#active.get(session.id);
+    if (running) {
+      // Claimed again while the run that lost its lease still winds down: driven once that run ends.
+      if (running.signal.aborted) this.#claimedAgain.add(session.id);
+      return;
+    }
     const controller = new AbortController();
     this.#active.set(session.id, controller);
     void (async () => {
@@ -197,6 +211,11 @@ export class SessionDriver {
         }
       } finally {
         this.#active.delete(session.id);
+        if (this.#claimedAgain.delete(session.id) && !this.#stopping) {
+          // The claim's record is older than what the ended run wrote: let the lease go and claim it afresh.
+          await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
+          this.#waiting = true;
+        }
         if (!this.#stopping && this.#waiting) void this.#tick();
         if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
       }

@@ -37,6 +37,8 @@ export class LeaseKeeper {
     private readonly owner: string,
     private readonly ttlMs: number,
     private readonly driven: ReadonlyMap<string, AbortController>,
+    /** Called with the sessions a pass found no longer held, after their runs were aborted. */
+    private readonly onLost: (ids: readonly string[]) => void = () => undefined,
   ) {}
 
   async renew(): Promise<void> {
@@ -53,7 +55,9 @@ export class LeaseKeeper {
         if (error instanceof StoreUnavailableError) return;
         held = new Set();
       }
-      for (const id of ids) if (!held.has(id)) this.driven.get(id)?.abort();
+      const lost = ids.filter((id) => !held.has(id) && this.driven.has(id));
+      for (const id of lost) this.driven.get(id)?.abort();
+      if (lost.length > 0) this.onLost(lost);
     } finally {
       this.#renewing = false;
     }

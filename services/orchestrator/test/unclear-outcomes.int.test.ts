@@ -241,3 +241,26 @@ describe("the orchestrator stopped while the model decides", () => {
     await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 30_000));
   }, 60_000);
 });
+
+describe("the orchestrator stopped while a model call waits to be retried", () => {
+  it("SIGTERM during the model's Retry-After pause: the process exits without waiting it out, and the next owner asks the model again", async () => {
+    let arrived!: () => void;
+    const asked = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const busy: ScriptedReply = () => {
+      arrived();
+      return { status: 429, headers: { "retry-after": "5" }, body: { error: { message: "slow down" } } };
+    };
+    const run = await setUp("openai", [busy, ...replanningModel("ord_DEMO00000001", 500)]);
+    const id = await startRefund(run, "openai", "ord_DEMO00000001", 500);
+    await asked;
+    await sleep(300);
+    const stopping = performance.now();
+    expect(await kill(run.orchestrator, "SIGTERM")).toBe(0);
+    // The pause is 5 s; a stop that waited it out would take that long.
+    expect(performance.now() - stopping).toBeLessThan(3000);
+    await run.restart();
+    await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 30_000));
+  }, 60_000);
+});

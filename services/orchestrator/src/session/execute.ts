@@ -192,6 +192,7 @@ async function resolveUnknown(
       OUTCOME_RESOLUTION_BACKOFF.maxMs,
     );
     await sleep(waitMs, undefined, { signal }).catch(() => undefined);
+    if (signal.aborted) return state;
     state = await moves.move(state, "TOOL_EXECUTING", {
       audit: { reason: `re-sending ${tool.name} (round ${round})`, ...audit },
     });

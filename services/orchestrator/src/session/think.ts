@@ -1,6 +1,7 @@
 // One policy decision: the budget checked, the prompt prepared, the model asked, and its decision
 // recorded — a final answer accepted or rejected, or tool calls queued (the first one started in
 // the same transition when it can start at once). A failed model call is retried within budget.
+import { setTimeout as sleep } from "node:timers/promises";
 import { context as otelContext, trace } from "@opentelemetry/api";
 import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft } from "../guard/budget.js";
 import { confidenceFields, statedConfidence } from "../guard/confidence.js";
@@ -47,7 +48,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
   } catch (error) {
     // Cut off by the run's abort (a stop, a lost lease): the session stays THINKING for whoever runs it next.
     if (signal.aborted) return s;
-    return policyFailed(kit, s, error);
+    return policyFailed(kit, s, error, signal);
   }
   decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
   const spent = modelSpend(kit, policy, decision, prompt.governed.tokens);
@@ -143,7 +144,12 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
  * A model call that failed: a retryable failure is tried again while the session has time and
  * retries left (each one counted in its retry budget); otherwise the session stops.
  */
-async function policyFailed({ deps, moves }: Kit, s: SessionRecord, error: unknown): Promise<SessionRecord> {
+async function policyFailed(
+  { deps, moves }: Kit,
+  s: SessionRecord,
+  error: unknown,
+  signal: AbortSignal,
+): Promise<SessionRecord> {
   const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };
   const why = redactText(boundText(String((error as Error).message), MAX_ANSWER_CHARS));
   if (retryable !== true || deadlineOf(s.usage, s.budget) <= deps.now() + 1000)
@@ -156,7 +162,9 @@ async function policyFailed({ deps, moves }: Kit, s: SessionRecord, error: unkno
       `the policy failed: ${why}; not retried: the session's retry budget (${used} of ${s.budget.maxRetries ?? DEFAULT_MAX_RETRIES}, model and tool calls together) is spent`,
     );
   }
-  await new Promise((resolve) => setTimeout(resolve, Math.min(Number(retryAfterMs ?? 500), 5000)));
+  // A stop during the pause ends it: the session stays THINKING, and whoever runs it next asks the model.
+  await sleep(Math.min(Number(retryAfterMs ?? 500), 5000), undefined, { signal }).catch(() => undefined);
+  if (signal.aborted) return s;
   const usage: Usage = { ...s.usage, retries: (s.usage.retries ?? 0) + 1 };
   return moves.move(s, "THINKING", { audit: { reason: `model call failed, retrying: ${why}` }, patch: { usage } });
 }

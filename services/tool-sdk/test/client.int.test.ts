@@ -285,6 +285,23 @@ describe("toolClient", () => {
     expect(serverDeadline!.getTime()).toBeLessThanOrEqual(deadline.getTime() + 5);
   });
 
+  it("a call whose caller already gave up is not sent: CANCELLED, the handler never runs", async () => {
+    let handled = 0;
+    const { tool } = await kbServer(async () => {
+      handled += 1;
+      return { hits: [] };
+    });
+    const { client } = await kbClient(tool.address);
+    await client.call("search", { query: "warm-up", limit: 1 });
+    const error = await client.call("search", { query: "late", limit: 1 }, { signal: AbortSignal.abort() }).then(
+      () => undefined,
+      (e: { code: number }) => e,
+    );
+    expect(error?.code).toBe(status.CANCELLED);
+    await sleep(200);
+    expect(handled).toBe(1);
+  });
+
   it("a handler that passes its ctx makes calls that end by the incoming call's deadline", async () => {
     let onwardDeadline: Date | undefined;
     let onwardEndedAt = 0;

@@ -224,6 +224,18 @@ describe("retryStage", () => {
     expect(next.calls).toBe(2);
   });
 
+  it("sends no further attempt once the caller's signal aborts during the backoff", async () => {
+    const next = scripted(failure(status.UNAVAILABLE), { hits: [] });
+    const stop = new AbortController();
+    const call = searchCall("refund", { signal: stop.signal });
+    call.deadline = Date.now() + 5_000;
+    const slow = { baseBackoffMs: 200, maxBackoffMs: 200 };
+    const pending = rejection(retryStage(methodPolicy(search), slow, { ...parts(), random: () => 1 })(next)(call));
+    setTimeout(() => stop.abort(), 20);
+    const error = await pending;
+    expect([error.code, next.calls]).toEqual([status.UNAVAILABLE, 1]);
+  });
+
   it("marks the failure outcome-unknown when an attempt may have acted, even if a later one was refused first", async () => {
     const next = scripted(failure(status.UNAVAILABLE), failure(status.UNAVAILABLE, "OVERLOADED"));
     const call = refundCall("k-1", Date.now() + 5_000);

@@ -85,6 +85,8 @@ export function retryStage(policy: MethodPolicy, overrides: RetryOverrides, part
         fail(failure);
       }
       await sleep(waitMs, undefined, options.signal ? { signal: options.signal } : {}).catch(() => undefined);
+      // The caller gave up during the wait (its run stopped): no attempt more.
+      if (options.signal?.aborted) fail(failure);
     }
   };
 }

@@ -1,7 +1,7 @@
 // The end of every chain: one grpc-js unary call of the request's bytes, with the call's deadline,
 // token, trace context and routing headers. A failure becomes a CallError decoded from the status.
 import { type Client, Metadata, type ServiceError } from "@grpc/grpc-js";
-import { decodeStatusDetails } from "../../errors.js";
+import { decodeStatusDetails, status } from "../../errors.js";
 import { injectContext } from "../../tracing.js";
 import { AVOID_HEADER, PREFER_NOT_HEADER } from "../avoiding-round-robin.js";
 import { CallError } from "../call-error.js";
@@ -39,6 +39,20 @@ export function transport(client: Client): ClientCallFn {
     new Promise((resolve, reject) => {
       const { attempt, target } = call;
       const signal = call.options.signal;
+      // An aborted signal fires no event, and a call cancelled right after it was made still
+      // reaches the tool: a caller that already gave up sends nothing.
+      if (signal?.aborted) {
+        reject(
+          new CallError({
+            code: status.CANCELLED,
+            message: `${target.tool}: the caller gave up before ${target.method.name} was sent`,
+            attempts: call.sent.attempts,
+            tool: target.tool,
+            method: target.method.name,
+          }),
+        );
+        return;
+      }
       attempt.number = ++call.sent.attempts;
       const grpcCall = client.makeUnaryRequest(
         target.path,

@@ -126,15 +126,15 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     summary: "An orchestrator cannot write its step-trace files",
     description: `{{ $labels.instance }} keeps failing to open or write its step-trace JSONL files (failures in every ${TRACE_FILES.window} for ${TRACE_FILES.for}): its steps reach only the store and the OTLP logs, not the files log shippers tail.`,
   },
-  // One stall (a long GC pause, a node under pressure) loses a lease or a few and costs a re-sent
+  // One stall (a long GC pause, a node under pressure) lets a lease or a few run out and costs a re-sent
   // read; losses in every 10-minute window for LEASES.for mean the replica keeps stalling.
   {
     name: "SessionLeasesLost",
     expr: `sum by (instance) (increase(loopguard_session_leases_lost_total[${LEASES.window}])) > 0`,
     for: LEASES.for,
     severity: SEVERITY.ticket,
-    summary: "An orchestrator keeps losing the leases of sessions it runs",
-    description: `{{ $labels.instance }} has found leases of sessions it was running lost in every ${LEASES.window} for ${LEASES.for}: it stalls longer than ORCHESTRATOR_LEASE_TTL_MS, so its sessions pause and their reads are sent again.`,
+    summary: "An orchestrator keeps letting the leases of sessions it runs run out",
+    description: `leases of sessions {{ $labels.instance }} was running have run out in every ${LEASES.window} for ${LEASES.for}: it stalls longer than ORCHESTRATOR_LEASE_TTL_MS, so its sessions pause and the reads a lost lease cut off are sent again.`,
   },
   {
     // Counted after compression: prompts this large are mostly task and latest results, which are never summarised.

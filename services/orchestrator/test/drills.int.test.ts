@@ -293,7 +293,7 @@ describe("orchestrator drills (real processes)", () => {
     expect(stateCounts(sessions)).toEqual({ "DONE/done": 20 });
   }, 120_000);
 
-  it("SIGSTOP the orchestrator past its lease TTL with reads in flight, SIGCONT: the runs that lost their leases hear no cancel as an answer", async () => {
+  it("SIGSTOP the orchestrator past its lease TTL with reads in flight, SIGCONT: every session ends DONE with one refund, whether its lease was found lost or claimed back", async () => {
     // kb-search answers after 900 ms, the leases last 500 ms: a 700 ms freeze loses them while reads are on the wire.
     const tools = await startTools(900);
     const dir = tempDir("sigstop");
@@ -314,14 +314,18 @@ describe("orchestrator drills (real processes)", () => {
     await sleep(700);
     orchestrator.child.kill("SIGCONT");
     const sessions = await waitTerminal(api, ids, 60_000);
-    const lost = orchestrator.lines
-      .filter((l) => String(l.msg).startsWith("session leases lost"))
-      .reduce((sum, l) => sum + Number(l.count), 0);
+    // Which comes first on waking is a race of two overdue timers: the renewal (the lease is found
+    // lost, the run stops, its cut-off read must not count as an answer) or a claim (it takes the
+    // lease back and the run goes on). Either way the lease ran out, and every session must end right.
+    const ranOut = (prefix: string) =>
+      orchestrator.lines.filter((l) => String(l.msg).startsWith(prefix)).reduce((sum, l) => sum + Number(l.count), 0);
+    const lost = ranOut("session leases lost");
+    const claimedBack = ranOut("session leases ran out while their runs went on");
     console.log(
-      `[drill stop] ${readsInFlight} sessions waited on kb-search at SIGSTOP; ${lost} leases found lost after SIGCONT; then ${JSON.stringify(stateCounts(sessions))}`,
+      `[drill stop] ${readsInFlight} sessions waited on kb-search at SIGSTOP; after SIGCONT ${lost} leases found lost, ${claimedBack} claimed back; then ${JSON.stringify(stateCounts(sessions))}`,
       ...failureExamples(sessions).map((e) => `\n  ${e}`),
     );
-    expect(lost).toBeGreaterThan(0);
+    expect(lost + claimedBack).toBeGreaterThan(0);
     await expectEndedWithOneRefundPerDone(tools.billing.address, sessions, 20);
     expect(stateCounts(sessions)).toEqual({ "DONE/done": 20 });
   }, 120_000);

@@ -41,7 +41,7 @@ function storeGauges<T>(
 export class SessionMetrics {
   readonly storeErrors: Counter<"operation">;
   readonly traceFileErrors: Counter;
-  readonly leasesLost: Counter;
+  readonly leasesLost: Counter<"then">;
   readonly stops: Counter<"stop_reason">;
   readonly outcomes: Counter<"outcome" | "reason">;
   readonly stepsPerSession: Histogram;
@@ -85,7 +85,8 @@ export class SessionMetrics {
     );
     this.leasesLost = declare.counter(
       "loopguard_session_leases_lost_total",
-      "Sessions this replica was running when it found their lease lost (a stall past the lease TTL): their runs stop, and whoever claims them next goes on.",
+      "Sessions whose lease ran out while this replica ran them (a stall past the lease TTL), by what followed: then=stopped (the renewal found it gone: the run stops, whoever claims the session next goes on) or claimed_back (a claim of this replica took it again first: the run goes on).",
+      ["then"],
     );
     this.stops = declare.counter("loopguard_session_stops_total", "Sessions ended, by stop reason.", ["stop_reason"]);
     this.outcomes = declare.counter(

@@ -62,12 +62,9 @@ export class SessionDriver {
     private readonly options: DriverOptions,
     private readonly parts: DriverParts,
   ) {
-    this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active, (lost) => {
-      options.metrics?.leasesLost.inc(lost.length);
-      options.log.warn("session leases lost; their runs stop, and whoever claims the sessions next goes on", {
-        count: lost.length,
-      });
-    });
+    this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active, (lost) =>
+      this.#leasesRanOut("stopped", lost.length),
+    );
     this.#waker = new ParkedWaker({
       ...options,
       perSecond: options.wakePerSecond ?? 50,
@@ -168,6 +165,10 @@ export class SessionDriver {
       const claimed = await this.options.store.claim(this.options.owner, this.options.leaseTtlMs, free);
       if (this.#claimFailures > 0) this.options.log.info("claiming sessions again", { count: this.#claimFailures });
       this.#claimFailures = 0;
+      // A claim only takes leases that are free or ran out: one of a session this replica still
+      // runs ran out before its renewal (the run goes on, fenced by the lease it holds again).
+      const claimedBack = claimed.filter((s) => this.#active.get(s.id)?.signal.aborted === false).length;
+      if (claimedBack > 0) this.#leasesRanOut("claimed_back", claimedBack);
       for (const session of claimed) this.#drive(session);
     } catch (error) {
       // Whatever failed, the next claim waits (bounded backoff) instead of retrying every tick.
@@ -184,6 +185,17 @@ export class SessionDriver {
       this.#ticking = false;
       if (this.#tickAgain) void this.#tick();
     }
+  }
+
+  /** Leases of sessions this replica was running ran out (it stalled past the TTL): counted and logged. */
+  #leasesRanOut(then: "stopped" | "claimed_back", count: number): void {
+    this.options.metrics?.leasesLost.inc({ then }, count);
+    this.options.log.warn(
+      then === "stopped"
+        ? "session leases lost; their runs stop, and whoever claims the sessions next goes on"
+        : "session leases ran out while their runs went on; this replica claimed them back",
+      { count },
+    );
   }
 
   #drive(session: SessionRecord): void {

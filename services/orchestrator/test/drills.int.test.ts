@@ -29,6 +29,8 @@ import { processFixture } from "./process-fixture.js";
 const ORDER_ID = "ord_DEMO00000002";
 const REFUND_CENTS = 100;
 const SCOPES = ["kb:read", "billing:read", "billing:refund", "risk:read"];
+/** What the drills' callers hold: a session operator who may also answer approvals. */
+const OPERATOR_SCOPES = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
 const TERMINAL = new Set([SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED]);
 const REFUND_ID = /rf_[A-Za-z0-9]{16}/;
 
@@ -216,10 +218,7 @@ describe("orchestrator drills (real processes)", () => {
       ORCHESTRATOR_INSTANCE_ID: "drill-first",
       LOOPGUARD_DATA_DIR: dir,
     });
-    const firstApi = await clientFor(OrchestratorService, first.address, [
-      ...SESSION_OPERATOR_SCOPES,
-      "approvals:write",
-    ]);
+    const firstApi = await clientFor(OrchestratorService, first.address, OPERATOR_SCOPES);
 
     const ids = await startRefunds(firstApi, 50, `drill-a-${Date.now()}`);
     await sleep(700);
@@ -271,7 +270,7 @@ describe("orchestrator drills (real processes)", () => {
       LOOPGUARD_DATA_DIR: dir,
     });
     const first = await startOrchestrator(tools, env("drill-stopped"));
-    const api = await clientFor(OrchestratorService, first.address, [...SESSION_OPERATOR_SCOPES, "approvals:write"]);
+    const api = await clientFor(OrchestratorService, first.address, OPERATOR_SCOPES);
     const ids = await startRefunds(api, 20, `drill-term-${Date.now()}`);
     const readsInFlight = await waitCallsInFlight(join(dir, "orchestrator.db"), "kb_search_search", 5, 10_000);
     expect(readsInFlight).toBeGreaterThanOrEqual(5);
@@ -302,10 +301,7 @@ describe("orchestrator drills (real processes)", () => {
       LOOPGUARD_DATA_DIR: dir,
       ORCHESTRATOR_LEASE_TTL_MS: "500",
     });
-    const api = await clientFor(OrchestratorService, orchestrator.address, [
-      ...SESSION_OPERATOR_SCOPES,
-      "approvals:write",
-    ]);
+    const api = await clientFor(OrchestratorService, orchestrator.address, OPERATOR_SCOPES);
     const ids = await startRefunds(api, 20, `drill-stop-${Date.now()}`);
     const readsInFlight = await waitCallsInFlight(join(dir, "orchestrator.db"), "kb_search_search", 5, 10_000);
     // A frozen process (a long GC pause, a throttled or migrated VM): its leases run out meanwhile,
@@ -353,10 +349,9 @@ describe("orchestrator drills (real processes)", () => {
         startOrchestrator(tools, env("replica-a")),
         startOrchestrator(tools, env("replica-b")),
       ]);
-      const scopes = [...SESSION_OPERATOR_SCOPES, "approvals:write"];
       const [apiA, apiB] = await Promise.all([
-        clientFor(OrchestratorService, a.address, scopes),
-        clientFor(OrchestratorService, b.address, scopes),
+        clientFor(OrchestratorService, a.address, OPERATOR_SCOPES),
+        clientFor(OrchestratorService, b.address, OPERATOR_SCOPES),
       ]);
 
       // Opened before the sessions start, so the first look at the leases comes while they run.
@@ -453,10 +448,7 @@ describe("orchestrator drills (real processes)", () => {
       OPENAI_BASE_URL: chat.baseUrl,
       OPENAI_MODEL: "fake-model",
     });
-    const api = await clientFor(OrchestratorService, orchestrator.address, [
-      ...SESSION_OPERATOR_SCOPES,
-      "approvals:write",
-    ]);
+    const api = await clientFor(OrchestratorService, orchestrator.address, OPERATOR_SCOPES);
     // Demo customers of the risk service (all below the approval threshold), written every way
     // the risk contract accepts them: E.164, national, "(139)12345678", "+86 (139) 1234-5678",
     // spaces, hyphens, a bare 86; upper- or lower-case check character.

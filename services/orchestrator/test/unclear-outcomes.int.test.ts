@@ -221,21 +221,31 @@ describe("the orchestrator stopped while a refund is in flight", () => {
   }, 60_000);
 });
 
+/** `reply`, and a promise that settles once the model server has received the request it answers. */
+function whenAsked(reply: ScriptedReply): { reply: ScriptedReply; asked: Promise<void> } {
+  let arrived!: () => void;
+  const asked = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  return {
+    reply: (request) => {
+      arrived();
+      return reply(request);
+    },
+    asked,
+  };
+}
+
 describe("the orchestrator stopped while the model decides", () => {
   it("SIGTERM mid-decision: the stop's cancel is no failure of the model; the next owner asks it again and the refund is made once", async () => {
-    let arrived!: () => void;
-    const asked = new Promise<void>((resolve) => {
-      arrived = resolve;
-    });
     const [first, ...rest] = replanningModel("ord_DEMO00000001", 500);
-    const slow: ScriptedReply = async (request) => {
-      arrived();
+    const slow = whenAsked(async (request) => {
       await sleep(3000);
       return first!(request);
-    };
-    const run = await setUp("openai", [slow, ...rest]);
+    });
+    const run = await setUp("openai", [slow.reply, ...rest]);
     const id = await startRefund(run, "openai", "ord_DEMO00000001", 500);
-    await asked;
+    await slow.asked;
     expect(await kill(run.orchestrator, "SIGTERM")).toBe(0);
     await run.restart();
     await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 30_000));
@@ -244,17 +254,14 @@ describe("the orchestrator stopped while the model decides", () => {
 
 describe("the orchestrator stopped while a model call waits to be retried", () => {
   it("SIGTERM during the model's Retry-After pause: the process exits without waiting it out, and the next owner asks the model again", async () => {
-    let arrived!: () => void;
-    const asked = new Promise<void>((resolve) => {
-      arrived = resolve;
-    });
-    const busy: ScriptedReply = () => {
-      arrived();
-      return { status: 429, headers: { "retry-after": "5" }, body: { error: { message: "slow down" } } };
-    };
-    const run = await setUp("openai", [busy, ...replanningModel("ord_DEMO00000001", 500)]);
+    const busy = whenAsked(() => ({
+      status: 429,
+      headers: { "retry-after": "5" },
+      body: { error: { message: "slow down" } },
+    }));
+    const run = await setUp("openai", [busy.reply, ...replanningModel("ord_DEMO00000001", 500)]);
     const id = await startRefund(run, "openai", "ord_DEMO00000001", 500);
-    await asked;
+    await busy.asked;
     await sleep(300);
     const stopping = performance.now();
     expect(await kill(run.orchestrator, "SIGTERM")).toBe(0);

@@ -165,11 +165,9 @@ export class SessionDriver {
       const claimed = await this.options.store.claim(this.options.owner, this.options.leaseTtlMs, free);
       if (this.#claimFailures > 0) this.options.log.info("claiming sessions again", { count: this.#claimFailures });
       this.#claimFailures = 0;
-      // A claim only takes leases that are free or ran out: one of a session this replica still
-      // runs ran out before its renewal (the run goes on, fenced by the lease it holds again).
-      const claimedBack = claimed.filter((s) => this.#active.get(s.id)?.signal.aborted === false).length;
+      let claimedBack = 0;
+      for (const session of claimed) if (this.#drive(session) === "claimed_back") claimedBack += 1;
       if (claimedBack > 0) this.#leasesRanOut("claimed_back", claimedBack);
-      for (const session of claimed) this.#drive(session);
     } catch (error) {
       // Whatever failed, the next claim waits (bounded backoff) instead of retrying every tick.
       this.#claimFailures += 1;
@@ -198,12 +196,18 @@ export class SessionDriver {
     );
   }
 
-  #drive(session: SessionRecord): void {
+  /**
+   * Runs the session, unless this replica runs it already. A claim only takes leases that are free
+   * or ran out, so a claimed session found running had its lease run out: a run that was stopped for
+   * it is followed by a fresh claim once it ends; one still going is "claimed_back" and goes on,
+   * fenced by the lease it holds again.
+   */
+  #drive(session: SessionRecord): "claimed_back" | undefined {
     const running = this.#active.get(session.id);
     if (running) {
-      // Claimed again while the run that lost its lease still winds down: driven once that run ends.
-      if (running.signal.aborted) this.#claimedAgain.add(session.id);
-      return;
+      if (!running.signal.aborted) return "claimed_back";
+      this.#claimedAgain.add(session.id);
+      return undefined;
     }
     const controller = new AbortController();
     this.#active.set(session.id, controller);
@@ -232,6 +236,7 @@ export class SessionDriver {
         if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
       }
     })();
+    return undefined;
   }
 
   /** Runs the session until it ends, waits for a human or a tool, or is no longer ours. */

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { openSessionStore } from "../src/store/open-store.js";
 import { describe, expect, it } from "vitest";
-import { StoreUnavailableError } from "../src/store/session-store.js";
+import { DuplicateStepError, StoreUnavailableError } from "../src/store/session-store.js";
 import { SqliteSessionStore } from "../src/store/sqlite-session-store.js";
 import { describeSessionStore, newSession as session } from "./session-store.suite.js";
 
@@ -82,6 +82,53 @@ describe("sqlite group commit", () => {
       expect(answeredPerTurn).toEqual([16, 32, 40]);
       await Promise.all(moves);
       expect((await store.countByState()).THINKING).toBe(40);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a write that fails in a group commit leaves no trace and is told its error; the others commit once, each told once", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
+    const store = await SqliteSessionStore.open(join(dir, "sessions.db"));
+    try {
+      for (const id of ["s0", "s1", "s2"]) await store.create(session(id));
+      const first = { step: 1, at: Date.now(), payload: {} };
+      await store.transition({
+        id: "s1",
+        from: "IDLE",
+        to: "THINKING",
+        expectedVersion: 0,
+        audit: { at: Date.now() },
+        step: first,
+      });
+      const events: string[] = [];
+      const stop = store.subscribe((e) => events.push(e.kind === "changed" ? `${e.id}@${e.version}` : e.kind));
+      const think = (id: string) =>
+        store.transition({ id, from: "IDLE", to: "THINKING", expectedVersion: 0, audit: { at: Date.now() } });
+      // Asked in one turn: s1's move and audit row are written before its step number is found taken.
+      const outcomes = await Promise.allSettled([
+        think("s0"),
+        store.transition({
+          id: "s1",
+          from: "THINKING",
+          to: "TOOL_EXECUTING",
+          expectedVersion: 1,
+          audit: { at: Date.now() },
+          step: first,
+        }),
+        think("s2"),
+      ]);
+      stop();
+      expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+      expect((outcomes[1] as PromiseRejectedResult).reason).toBeInstanceOf(DuplicateStepError);
+      expect(events.sort()).toEqual(["s0@1", "s2@1"]);
+      expect(await store.get("s1")).toMatchObject({ state: "THINKING", version: 1 });
+      expect((await store.auditTrail("s1")).map((a) => a.to)).toEqual(["THINKING"]);
+      for (const id of ["s0", "s2"]) {
+        expect(await store.get(id)).toMatchObject({ state: "THINKING", version: 1 });
+        expect(await store.auditTrail(id)).toHaveLength(1);
+      }
     } finally {
       await store.close();
       rmSync(dir, { recursive: true, force: true });

@@ -3,7 +3,8 @@
 // serves them all. Each caller is answered only after that commit, with its own result or error (a
 // refused write leaves no trace); a failed commit fails them all. A commit takes at most
 // MAX_GROUP_COMMIT writes, the rest wait for the next turn, so the tool calls of the sessions
-// answered leave between turns (docs/performance.md).
+// answered leave between turns (docs/performance.md). A batch runs first without savepoints (two
+// statements a write); only when one of its writes fails is it run again, each write in its own.
 import type Database from "better-sqlite3";
 import type { SessionEvent } from "./session-store.js";
 
@@ -20,8 +21,16 @@ interface PendingWrite {
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
+/** A write's own failure in a batch run without savepoints: the batch rolled back, to be run isolated. */
+class WriteFailed {
+  constructor(readonly error: unknown) {}
+}
+
 export class GroupCommit {
+  /** Every write in one transaction: a failing write rolls the batch back (WriteFailed). */
   private readonly batchTx: Database.Transaction<(batch: PendingWrite[]) => Outcome[]>;
+  /** Each write in its own savepoint: a failing write leaves no trace and the others commit. */
+  private readonly isolatedTx: Database.Transaction<(batch: PendingWrite[]) => Outcome[]>;
   private pending: PendingWrite[] = [];
 
   /** `emit` is told each committed write's events. */
@@ -29,20 +38,27 @@ export class GroupCommit {
     db: Database.Database,
     private readonly emit: (event: SessionEvent) => void,
   ) {
-    const savepoint = db.transaction((run: () => unknown) => run());
-    // A write alone in its batch needs no savepoint: if it fails, the whole transaction rolls back.
     this.batchTx = db.transaction((batch: PendingWrite[]): Outcome[] =>
-      batch.length === 1
-        ? [{ ok: true, value: batch[0]!.run(batch[0]!.events) }]
-        : batch.map((write): Outcome => {
-            try {
-              return { ok: true, value: savepoint(() => write.run(write.events)) };
-            } catch (error) {
-              // Rolled back to its savepoint: what it changed never happened.
-              write.events.length = 0;
-              return { ok: false, error };
-            }
-          }),
+      batch.map((write): Outcome => {
+        try {
+          return { ok: true, value: write.run(write.events) };
+        } catch (error) {
+          throw new WriteFailed(error);
+        }
+      }),
+    );
+    const savepoint = db.transaction((run: () => unknown) => run());
+    this.isolatedTx = db.transaction((batch: PendingWrite[]): Outcome[] =>
+      batch.map((write): Outcome => {
+        write.events.length = 0;
+        try {
+          return { ok: true, value: savepoint(() => write.run(write.events)) };
+        } catch (error) {
+          // Rolled back to its savepoint: what it changed never happened.
+          write.events.length = 0;
+          return { ok: false, error };
+        }
+      }),
     );
   }
 
@@ -58,7 +74,7 @@ export class GroupCommit {
     if (this.pending.length > 0) setImmediate(() => this.flush());
     let outcomes: Outcome[];
     try {
-      outcomes = this.batchTx.immediate(batch);
+      outcomes = this.run(batch);
     } catch (error) {
       for (const item of batch) item.reject(error);
       return;
@@ -71,6 +87,18 @@ export class GroupCommit {
       }
       for (const event of item.events) this.emit(event);
       item.resolve(outcome.value as never);
+    }
+  }
+
+  /** The batch's outcomes; throws what failed its BEGIN or COMMIT. */
+  private run(batch: PendingWrite[]): Outcome[] {
+    try {
+      return this.batchTx.immediate(batch);
+    } catch (error) {
+      if (!(error instanceof WriteFailed)) throw error;
+      // Alone in its batch, the write's failure is its outcome; run again, it would fail the same way.
+      if (batch.length === 1) return [{ ok: false, error: error.error }];
+      return this.isolatedTx.immediate(batch);
     }
   }
 }

@@ -8,6 +8,7 @@ import {
   type SessionStore,
   StoreUnavailableError,
 } from "../store/session-store.js";
+import { releasesLease } from "../store/session-store-support.js";
 
 /** Wait before the `attempt`-th retry after a store outage: doubling from 100 ms up to 5 s, with jitter, so replicas do not retry in step. */
 export function storeBackoffMs(attempt: number): number {
@@ -37,7 +38,7 @@ export class LeaseKeeper {
     private readonly owner: string,
     private readonly ttlMs: number,
     private readonly driven: ReadonlyMap<string, AbortController>,
-    /** Called with the sessions a pass found no longer held, after their runs were aborted. */
+    /** Called with the sessions a pass found no longer held because their lease ran out, after their runs were aborted. */
     private readonly onLost: (ids: readonly string[]) => void = () => undefined,
   ) {}
 
@@ -55,12 +56,30 @@ export class LeaseKeeper {
         if (error instanceof StoreUnavailableError) return;
         held = new Set();
       }
-      const lost = ids.filter((id) => !held.has(id) && this.driven.has(id));
-      for (const id of lost) this.driven.get(id)?.abort();
+      const gone = ids.filter((id) => !held.has(id) && this.driven.has(id));
+      for (const id of gone) this.driven.get(id)?.abort();
+      const lost = await this.#ranOut(gone);
       if (lost.length > 0) this.onLost(lost);
     } finally {
       this.#renewing = false;
     }
+  }
+
+  /**
+   * Of the sessions a renewal did not find held, those whose lease ran out. Not those a move let
+   * go: a run's last move (to an end, or to wait for a human or a tool) drops the lease, and it
+   * commits a moment before the run is done, so a busy replica's renewals meet such sessions all
+   * the time. A lease held by anyone, this replica's claim included, was taken after it ran out.
+   * A session that ran out here and then ended on another replica before this read looks let go:
+   * not counted.
+   */
+  async #ranOut(ids: readonly string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const records = await Promise.all(ids.map((id) => this.store.get(id).catch(() => null)));
+    return ids.filter((_, i) => {
+      const s = records[i];
+      return !s || s.leaseOwner !== null || !releasesLease(s.state);
+    });
   }
 }
 

@@ -1,0 +1,56 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { LeaseKeeper } from "../src/session/replica.js";
+import { openSessionStore } from "../src/store/open-store.js";
+import { newSession } from "./session-store.suite.js";
+import { movesAt } from "./store-move.js";
+
+const TTL_MS = 5000;
+
+describe("lease renewals", () => {
+  it("count as lost only the leases that ran out, not those a session's own last move let go while its run was finishing", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-lease-"));
+    let clock = Date.parse("2026-12-04T12:00:00Z");
+    const now = () => clock;
+    const store = await openSessionStore(`sqlite:${join(dir, "sessions.db")}`, { now });
+    const move = movesAt(now);
+    const lease = { owner: "replica-a", ttlMs: TTL_MS };
+    try {
+      // Two leases run out (a stall); another replica takes one of them.
+      await store.create(newSession("taken", { lease }));
+      clock += 1;
+      await store.create(newSession("ran-out", { lease }));
+      clock += TTL_MS + 1;
+      expect((await store.claim("replica-b", TTL_MS, 1)).map((s) => s.id)).toEqual(["taken"]);
+      // Fresh leases: one still running, and three whose last move let the lease go just now.
+      for (const id of ["running", "ended", "asks-human", "parked"]) await store.create(newSession(id, { lease }));
+      await move(store, "ended", "IDLE", "DONE", 0, {
+        owner: "replica-a",
+        via: [{ state: "THINKING", audit: { at: now() } }],
+        patch: { stopReason: "done", answer: "done" },
+      });
+      await move(store, "asks-human", "IDLE", "THINKING", 0, { owner: "replica-a" });
+      await move(store, "asks-human", "THINKING", "AWAITING_APPROVAL", 1, { owner: "replica-a" });
+      await move(store, "parked", "IDLE", "THINKING", 0, { owner: "replica-a" });
+      await move(store, "parked", "THINKING", "TOOL_EXECUTING", 1, { owner: "replica-a" });
+      await move(store, "parked", "TOOL_EXECUTING", "PARKED", 2, { owner: "replica-a" });
+
+      // Every run still in the replica's map, as between a run's last commit and its end.
+      const driven = new Map(
+        ["taken", "ran-out", "running", "ended", "asks-human", "parked"].map((id) => [id, new AbortController()]),
+      );
+      const lost: string[][] = [];
+      await new LeaseKeeper(store, "replica-a", TTL_MS, driven, (ids) => lost.push([...ids])).renew();
+
+      expect(lost).toEqual([["taken", "ran-out"]]);
+      const aborted = [...driven].filter(([, c]) => c.signal.aborted).map(([id]) => id);
+      expect(aborted).toEqual(["taken", "ran-out", "ended", "asks-human", "parked"]);
+      expect((await store.get("running"))?.leaseExpiresAt).toBe(clock + TTL_MS);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,10 +1,11 @@
 // Group commit for the SQLite session store: writes asked for in the same turn of the event loop
-// (many sessions moving at once) run in one transaction, each in its own savepoint, so one commit
-// serves them all. Each caller is answered only after that commit, with its own result or error (a
-// refused write leaves no trace); a failed commit fails them all. A commit takes at most
+// (many sessions moving at once) run in one transaction, so one commit serves them all. Each caller
+// is answered only after that commit, with its own result or error (a refused write leaves no
+// trace); a failed commit fails them all. A batch runs without savepoints: when one of its writes
+// fails, it is rolled back and run again with each write in its own savepoint (statements in a
+// savepoint cost about twice as much: docs/performance.md). A commit takes at most
 // MAX_GROUP_COMMIT writes, the rest wait for the next turn, so the tool calls of the sessions
-// answered leave between turns (docs/performance.md). A batch runs first without savepoints (two
-// statements a write); only when one of its writes fails is it run again, each write in its own.
+// answered leave between turns.
 import type Database from "better-sqlite3";
 import type { SessionEvent } from "./session-store.js";
 

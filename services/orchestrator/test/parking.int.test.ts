@@ -2,7 +2,8 @@
 // RPC, a real orchestrator. A session that needs the tool parks (PARKED, shown with why and until
 // when), wakes when the tool is back and does its task once; one whose wall clock runs out first
 // ends saying which tool was down and that nothing was done; a parked session outlives its
-// orchestrator; a recovered tool's backlog comes back at the configured rate.
+// orchestrator, and so does one whose orchestrator stops in the middle of its call to the tool that
+// is down; a recovered tool's backlog comes back at the configured rate.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -178,6 +179,42 @@ describe("parked sessions are durable and come back at a bounded rate", () => {
       const done = await waitForSession(second.api, id, undefined, 30_000);
       expect([SessionState[done.state], done.outcome?.kind]).toEqual(["DONE", "succeeded"]);
       expect((await runRefundsOf("ord_DEMO00000005")).map((r) => r.amountCents)).toEqual([300n]);
+    } finally {
+      await faults("billing", {});
+      await second?.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it("an orchestrator stopped while a refund's call waits on billing in an outage: the stop waits for the call, the next orchestrator re-sends it with its key and parks it while billing is down, and the refund is made once", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "loopguard-parked-"));
+    // Each Refund attempt takes 1.5 s to fail: long enough to stop the orchestrator in the middle of one.
+    await faults("billing", { outage: true, addedLatencyMs: 1500, methods: ["Refund"] });
+    let second: TestOrchestrator | undefined;
+    try {
+      const first = await startOrchestrator(suite.tools, { LOOPGUARD_DATA_DIR: dataDir });
+      const id = await startRefund(first.api, "ord_DEMO00000009", 250, LOW_RISK_CUSTOMER);
+      // The reads before the refund take milliseconds: a move to TOOL_EXECUTING that still stands 300 ms on is the Refund.
+      for (;;) {
+        const calling = await waitForSession(first.api, id, (s) => s.state === SessionState.TOOL_EXECUTING);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const { session } = await first.api.getSession({ sessionId: id });
+        if (session?.version === calling.version) break;
+      }
+      const stopping = Date.now();
+      await first.close();
+      const stopMs = Date.now() - stopping;
+      await faults("billing", { outage: true, methods: ["Refund"] });
+      second = await startOrchestrator(suite.tools, { LOOPGUARD_DATA_DIR: dataDir });
+      const waiting = await waitForSession(second.api, id, parked);
+      expect(waiting.parked).toMatchObject({ tool: "billing", reason: expect.stringMatching(/^UNAVAILABLE/) });
+      expect(await runRefundsOf("ord_DEMO00000009")).toEqual([]);
+      await faults("billing", {});
+      const done = await waitForSession(second.api, id, undefined, 30_000);
+      expect([SessionState[done.state], done.outcome?.kind]).toEqual(["DONE", "succeeded"]);
+      expect((await runRefundsOf("ord_DEMO00000009")).map((r) => r.amountCents)).toEqual([250n]);
+      // The stop waited for the call in flight, within billing's SLA timeout, and no longer.
+      expect(stopMs).toBeLessThan(7000);
     } finally {
       await faults("billing", {});
       await second?.close();

@@ -18,12 +18,18 @@ describe("lease renewals", () => {
     const move = movesAt(now);
     const lease = { owner: "replica-a", ttlMs: TTL_MS };
     try {
-      // Two leases run out (a stall); another replica takes one of them.
-      await store.create(newSession("taken", { lease }));
-      clock += 1;
-      await store.create(newSession("ran-out", { lease }));
-      clock += TTL_MS + 1;
-      expect((await store.claim("replica-b", TTL_MS, 1)).map((s) => s.id)).toEqual(["taken"]);
+      // Three leases run out (a stall); another replica takes two of them, and finishes one.
+      for (const id of ["taken", "finished-elsewhere", "ran-out"]) {
+        await store.create(newSession(id, { lease }));
+        clock += 1;
+      }
+      clock += TTL_MS;
+      expect((await store.claim("replica-b", TTL_MS, 2)).map((s) => s.id)).toEqual(["taken", "finished-elsewhere"]);
+      await move(store, "finished-elsewhere", "IDLE", "DONE", 0, {
+        owner: "replica-b",
+        via: [{ state: "THINKING", audit: { at: now() } }],
+        patch: { stopReason: "done", answer: "done" },
+      });
       // Fresh leases: one still running, and three whose last move let the lease go just now.
       for (const id of ["running", "ended", "asks-human", "parked"]) await store.create(newSession(id, { lease }));
       await move(store, "ended", "IDLE", "DONE", 0, {
@@ -39,14 +45,17 @@ describe("lease renewals", () => {
 
       // Every run still in the replica's map, as between a run's last commit and its end.
       const driven = new Map(
-        ["taken", "ran-out", "running", "ended", "asks-human", "parked"].map((id) => [id, new AbortController()]),
+        ["taken", "finished-elsewhere", "ran-out", "running", "ended", "asks-human", "parked"].map((id) => [
+          id,
+          new AbortController(),
+        ]),
       );
       const lost: string[][] = [];
       await new LeaseKeeper(store, "replica-a", TTL_MS, driven, (ids) => lost.push([...ids])).renew();
 
-      expect(lost).toEqual([["taken", "ran-out"]]);
+      expect(lost).toEqual([["taken", "finished-elsewhere", "ran-out"]]);
       const aborted = [...driven].filter(([, c]) => c.signal.aborted).map(([id]) => id);
-      expect(aborted).toEqual(["taken", "ran-out", "ended", "asks-human", "parked"]);
+      expect(aborted).toEqual(["taken", "finished-elsewhere", "ran-out", "ended", "asks-human", "parked"]);
       expect((await store.get("running"))?.leaseExpiresAt).toBe(clock + TTL_MS);
     } finally {
       await store.close();

@@ -69,17 +69,19 @@ export class LeaseKeeper {
    * Of the sessions a renewal did not find held, those whose lease ran out. Not those a move let
    * go: a run's last move (to an end, or to wait for a human or a tool) drops the lease, and it
    * commits a moment before the run is done, so a busy replica's renewals meet such sessions all
-   * the time. A lease held by anyone, this replica's claim included, was taken after it ran out.
-   * A session that ran out here and then ended on another replica before this read looks let go:
-   * not counted.
+   * the time. A lease held by anyone, this replica's claim included, was taken after it ran out;
+   * so was one let go by another replica's move (it took the session over and finished it).
    */
   async #ranOut(ids: readonly string[]): Promise<string[]> {
-    if (ids.length === 0) return [];
-    const records = await Promise.all(ids.map((id) => this.store.get(id).catch(() => null)));
-    return ids.filter((_, i) => {
-      const s = records[i];
-      return !s || s.leaseOwner !== null || !releasesLease(s.state);
-    });
+    const lost = await Promise.all(ids.map((id) => this.#ranOutOf(id).catch(() => true)));
+    return ids.filter((_, i) => lost[i]);
+  }
+
+  async #ranOutOf(id: string): Promise<boolean> {
+    const s = await this.store.get(id);
+    if (!s || s.leaseOwner !== null || !releasesLease(s.state)) return true;
+    const [last] = await this.store.auditTrail(id, s.version - 1);
+    return last?.owner != null && last.owner !== this.owner;
   }
 }
 

@@ -16,6 +16,12 @@ describe("lease renewals", () => {
     const now = () => clock;
     const store = await openSessionStore(`sqlite:${join(dir, "sessions.db")}`, { now });
     const move = movesAt(now);
+    const endBy = (owner: string, id: string) =>
+      move(store, id, "IDLE", "DONE", 0, {
+        owner,
+        via: [{ state: "THINKING", audit: { at: now() } }],
+        patch: { stopReason: "done", answer: "done" },
+      });
     const lease = { owner: "replica-a", ttlMs: TTL_MS };
     try {
       // Three leases run out (a stall); another replica takes two of them, and finishes one.
@@ -25,18 +31,10 @@ describe("lease renewals", () => {
       }
       clock += TTL_MS;
       expect((await store.claim("replica-b", TTL_MS, 2)).map((s) => s.id)).toEqual(["taken", "finished-elsewhere"]);
-      await move(store, "finished-elsewhere", "IDLE", "DONE", 0, {
-        owner: "replica-b",
-        via: [{ state: "THINKING", audit: { at: now() } }],
-        patch: { stopReason: "done", answer: "done" },
-      });
+      await endBy("replica-b", "finished-elsewhere");
       // Fresh leases: one still running, and three whose last move let the lease go just now.
       for (const id of ["running", "ended", "asks-human", "parked"]) await store.create(newSession(id, { lease }));
-      await move(store, "ended", "IDLE", "DONE", 0, {
-        owner: "replica-a",
-        via: [{ state: "THINKING", audit: { at: now() } }],
-        patch: { stopReason: "done", answer: "done" },
-      });
+      await endBy("replica-a", "ended");
       await move(store, "asks-human", "IDLE", "THINKING", 0, { owner: "replica-a" });
       await move(store, "asks-human", "THINKING", "AWAITING_APPROVAL", 1, { owner: "replica-a" });
       await move(store, "parked", "IDLE", "THINKING", 0, { owner: "replica-a" });

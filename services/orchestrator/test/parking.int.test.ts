@@ -12,6 +12,7 @@ import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import type { FaultProfileSchema } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { describe, expect, it } from "vitest";
+import { pendingOf } from "../src/session/data.js";
 import {
   ALL_SCOPES,
   LOW_RISK_CUSTOMER,
@@ -194,12 +195,15 @@ describe("parked sessions are durable and come back at a bounded rate", () => {
     try {
       const first = await startOrchestrator(suite.tools, { LOOPGUARD_DATA_DIR: dataDir });
       const id = await startRefund(first.api, "ord_DEMO00000009", 250, LOW_RISK_CUSTOMER);
-      // The reads before the refund take milliseconds: a move to TOOL_EXECUTING that still stands 300 ms on is the Refund.
-      for (;;) {
-        const calling = await waitForSession(first.api, id, (s) => s.state === SessionState.TOOL_EXECUTING);
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        const { session } = await first.api.getSession({ sessionId: id });
-        if (session?.version === calling.version) break;
+      // The store names the call in flight: stop once it is the Refund.
+      const refunding = async () => {
+        const s = await first.orchestrator.store.get(id);
+        return s?.state === "TOOL_EXECUTING" && pendingOf(s).call?.tool === "billing_refund";
+      };
+      const until = Date.now() + 20_000;
+      while (!(await refunding())) {
+        if (Date.now() > until) throw new Error(`session ${id} never called billing_refund`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
       }
       const stopping = Date.now();
       await first.close();

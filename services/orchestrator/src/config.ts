@@ -30,6 +30,7 @@ import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./governance/context
 import { type ModelSettings, modelSettings } from "./policies/model-config.js";
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
 import { POSTGRES_STORE_DEFAULTS } from "./store/postgres-session-store.js";
+import { DEFAULT_MAX_TAKEOVERS } from "./session/takeovers.js";
 import { DEFAULT_TOOL_SERVICES } from "./tool-registry.js";
 import { type OpsSettings, opsSettings, traceRetention } from "./governance/ops-settings.js";
 import type { TraceRetention } from "./governance/trace-files.js";
@@ -58,6 +59,8 @@ export interface OrchestratorConfig extends ToolConfig {
   readonly maxSessionsPerCaller: number;
   /** How often approvals that expired unanswered are ended. */
   readonly approvalSweepMs: number;
+  /** ORCHESTRATOR_MAX_TAKEOVERS: a session taken over more often than this from replicas that stopped without handing it back is stopped. */
+  readonly maxTakeovers: number;
   /** Parked sessions this replica wakes per second at most (a recovered tool's backlog comes back at this rate, in wake order). */
   readonly wakePerSecond: number;
   readonly approvals: ApprovalRules;
@@ -222,6 +225,11 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     }),
     approvalSweepMs: integerSetting(env, "ORCHESTRATOR_APPROVAL_SWEEP_MS", { default: 1000, min: 50, max: 600_000 }),
     wakePerSecond: integerSetting(env, "ORCHESTRATOR_WAKE_PER_SECOND", { default: 50, min: 1, max: 10_000 }),
+    maxTakeovers: integerSetting(env, "ORCHESTRATOR_MAX_TAKEOVERS", {
+      default: DEFAULT_MAX_TAKEOVERS,
+      min: 1,
+      max: 1000,
+    }),
     approvals: approvalSettings(env, approvalFieldsOf(DEFAULT_TOOL_SERVICES)),
     openai: openaiUrl
       ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL, apiKey: env.OPENAI_API_KEY ?? "" }

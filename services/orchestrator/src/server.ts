@@ -148,6 +148,7 @@ export async function build(
     claimIntervalMs: Math.min(1000, Math.floor(config.leaseTtlMs / 2)),
     approvalSweepMs: config.approvalSweepMs,
     wakePerSecond: config.wakePerSecond,
+    maxTakeovers: config.maxTakeovers,
     sampling: new SessionSampling(config.ops.traceSampleRatio, registry),
   });
   const retention = new StepRetention({

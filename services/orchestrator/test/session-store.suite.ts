@@ -678,6 +678,40 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect((await store.claim("a", TTL, 10)).map((s) => s.id)).toEqual(["s1"]);
       });
 
+      it("counts a takeover in the usage when it takes a lease another owner let run out, never a lease let go or its own", async () => {
+        for (const [id, owner] of [
+          ["crashed", "a"],
+          ["handed-back", "a"],
+          ["own", "b"],
+        ] as const) {
+          clock += 1;
+          await store.create(newSession(id, { lease: { owner, ttlMs: TTL } }));
+        }
+        clock += 1;
+        await store.create(newSession("fresh"));
+        const usage = (await store.get("crashed"))!.usage;
+        expect(await store.releaseLease("handed-back", "a")).toBe(true);
+        await h.elapse(TTL + 50);
+        const takeovers = (claimed: readonly SessionRecord[]) => claimed.map((s) => [s.id, s.usage.takeovers]);
+        expect(takeovers(await store.claim("b", TTL, 10))).toEqual([
+          ["crashed", 1],
+          ["handed-back", undefined],
+          ["own", undefined],
+          ["fresh", undefined],
+        ]);
+        await h.elapse(TTL + 50);
+        expect(takeovers(await store.claim("c", TTL, 10))).toEqual([
+          ["crashed", 2],
+          ["handed-back", 1],
+          ["own", 1],
+          ["fresh", 1],
+        ]);
+        expect((await store.get("crashed"))?.usage).toEqual({ ...usage, takeovers: 2 });
+        // The count stays through the new owner's moves, and its version is the moves' alone.
+        const moved = await move(store, "crashed", "IDLE", "THINKING", 0, { owner: "c" });
+        expect(moved).toMatchObject({ version: 1, usage: { ...usage, takeovers: 2 } });
+      });
+
       it("creates a session already leased to its owner, which nobody else claims until the lease expires", async () => {
         const before = await h.leaseNow();
         const { session } = await store.create(newSession("s1", { lease: { owner: "a", ttlMs: TTL } }));
@@ -811,8 +845,12 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         // Woken sessions that were not moved on before their lease expired (their replica died) are due again.
         await h.elapse(TTL + 50);
         clock = T0 + 10_000;
-        expect((await store.wake("c", TTL, 1)).map((s) => s.id)).toEqual(["soonest"]);
-        expect((await store.wake("d", TTL, 10)).map((s) => s.id)).toEqual(["sooner", "later"]);
+        const [taken] = await store.wake("c", TTL, 1);
+        expect([taken?.id, taken?.usage.takeovers]).toEqual(["soonest", 1]);
+        expect((await store.wake("d", TTL, 10)).map((s) => [s.id, s.usage.takeovers])).toEqual([
+          ["sooner", 1],
+          ["later", undefined],
+        ]);
       });
 
       it("wakes before their time the sessions parked on a tool before it recovered, and only those", async () => {
@@ -825,6 +863,14 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
           "on-billing-after",
           "on-risk",
         ]);
+        // Woken and left to run out (its replica died): the next wake takes it over.
+        await h.elapse(TTL + 50);
+        expect((await store.wake("d", TTL, 10, { billing: T0 + 1_000 })).map((s) => [s.id, s.usage.takeovers])).toEqual(
+          [
+            ["on-billing-after", 1],
+            ["on-billing", 1],
+          ],
+        );
       });
 
       it("counts parked sessions near their deadline and approvals past their expiry", async () => {

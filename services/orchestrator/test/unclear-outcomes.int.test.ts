@@ -13,6 +13,7 @@ import {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
+import { openSessionStore } from "../src/store/open-store.js";
 import { chatCompletion, type ScriptedReply, startFakeChatServer } from "./fake-chat-server.js";
 import { decisionOn, isEnded, refundsOf, setFaults, type Tools, waitForSession } from "./harness.js";
 import { processFixture } from "./process-fixture.js";
@@ -72,11 +73,16 @@ interface Run {
 }
 
 /** Tools and an orchestrator process on a store that outlives it, so a restarted one resumes its sessions. */
-async function setUp(policy: "scripted" | "openai", model: ScriptedReply[] = []): Promise<Run> {
+async function setUp(
+  policy: "scripted" | "openai",
+  model: ScriptedReply[] = [],
+  settings: Record<string, string> = {},
+): Promise<Run> {
   const tools = await startTools();
   const env: Record<string, string> = {
     ORCHESTRATOR_STORE: `sqlite:${join(tempDir("store"), "orchestrator.db")}`,
     LOOPGUARD_DATA_DIR: tempDir("orchestrator"),
+    ...settings,
   };
   if (policy === "openai") {
     const chat = await startFakeChatServer(model);
@@ -209,6 +215,25 @@ describe("the orchestrator stopped while a refund is in flight", () => {
     expect(done.answer).not.toMatch(/EAPPROVAL|approval/);
   }, 60_000);
 
+  it("SIGKILL during a refund, past ORCHESTRATOR_MAX_TAKEOVERS: the refund is settled with its key first, then the session stops naming it", async () => {
+    const run = await setUp("scripted", [], { ORCHESTRATOR_LEASE_TTL_MS: "1000", ORCHESTRATOR_MAX_TAKEOVERS: "1" });
+    await holdRefundAnswers(run.tools, 1500);
+    const id = await startRefund(run, "scripted", "ord_DEMO00000001", 500);
+    await untilRefunded(run.tools, "ord_DEMO00000001");
+    await kill(run.orchestrator, "SIGKILL");
+    await run.restart();
+    await waitForSession(await run.api(), id, (s) => s.usage?.takeovers === 1, 20_000);
+    await kill(run.orchestrator, "SIGKILL");
+    await holdRefundAnswers(run.tools, 0);
+    await run.restart();
+    const done = await waitForSession(await run.api(), id, isEnded, 30_000);
+    const refunds = await refundsOf(run.tools, "ord_DEMO00000001");
+    expect(refunds).toHaveLength(1);
+    expect(done).toMatchObject({ stopReason: "unrecoverable_error", usage: { takeovers: 2 } });
+    expect(done.answer).toMatch(/^stopped after 2 takeovers/);
+    expect(done.answer).toContain(`already done: billing_refund refund:${refunds[0]!.refundId}`);
+  }, 60_000);
+
   it("a cancel while the refund is in flight waits for it and records what really happened", async () => {
     const run = await setUp("scripted");
     await holdRefundAnswers(run.tools, 1500);
@@ -243,14 +268,77 @@ describe("the orchestrator stopped while the model decides", () => {
       await sleep(3000);
       return first!(request);
     });
-    const run = await setUp("openai", [slow.reply, ...rest]);
+    let answered = 0;
+    const counted = rest.map(
+      (reply): ScriptedReply =>
+        (request) => {
+          answered += 1;
+          return reply(request);
+        },
+    );
+    const run = await setUp("openai", [slow.reply, ...counted]);
     const id = await startRefund(run, "openai", "ord_DEMO00000001", 500);
     await slow.asked;
     expect(await kill(run.orchestrator, "SIGTERM")).toBe(0);
     await run.restart();
-    await expectRefundedOnce(run, "ord_DEMO00000001", await waitForSession(await run.api(), id, isEnded, 30_000));
+    const done = await waitForSession(await run.api(), id, isEnded, 30_000);
+    await expectRefundedOnce(run, "ord_DEMO00000001", done);
+    // The cut-off call is charged: its prompt's tokens beside what each answered call reported
+    // (42 + 7), and a retry (a loaded machine's hedged reads may add more) with its audit row.
+    // The session was handed back, not taken over.
+    expect(Number(done.usage!.tokens)).toBeGreaterThan(49 * answered);
+    expect(done.usage?.retries).toBeGreaterThanOrEqual(1);
+    expect(done.usage?.takeovers).toBe(0);
+    const store = await openSessionStore(run.env.ORCHESTRATOR_STORE!);
+    try {
+      expect(
+        (await store.auditTrail(id)).filter((r) => r.reason.startsWith("model call cut off by a stop")),
+      ).toHaveLength(1);
+    } finally {
+      await store.close();
+    }
   }, 60_000);
+
+  it("SIGKILL mid-decision, again and again: the session is taken over at most ORCHESTRATOR_MAX_TAKEOVERS times, then stopped without asking the model again", async () => {
+    let asked = 0;
+    const hangs: ScriptedReply = async (request) => {
+      asked += 1;
+      await sleep(20_000);
+      return replanningModel("ord_DEMO00000002", 400)[0]!(request);
+    };
+    const run = await setUp(
+      "openai",
+      Array.from({ length: 5 }, () => hangs),
+      {
+        ORCHESTRATOR_LEASE_TTL_MS: "1000",
+        ORCHESTRATOR_MAX_TAKEOVERS: "1",
+      },
+    );
+    const id = await startRefund(run, "openai", "ord_DEMO00000002", 400);
+    for (const times of [1, 2]) {
+      await until(() => asked === times, 20_000, `the model asked ${times} time(s)`);
+      await kill(run.orchestrator, "SIGKILL");
+      await run.restart();
+    }
+    const done = await waitForSession(await run.api(), id, isEnded, 30_000);
+    expect(SessionState[done.state]).toBe("FAILED");
+    expect(done.stopReason).toBe("unrecoverable_error");
+    expect(done.answer).toMatch(
+      /^stopped after 2 takeovers \(at most 1\): each replica that ran it stopped without handing it back/,
+    );
+    expect(done.usage?.takeovers).toBe(2);
+    expect(asked).toBe(2);
+    expect(await refundsOf(run.tools, "ord_DEMO00000002")).toEqual([]);
+  }, 90_000);
 });
+
+async function until(done: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`not reached in ${ms} ms: ${what}`);
+    await sleep(20);
+  }
+}
 
 describe("the orchestrator stopped while a model call waits to be retried", () => {
   it("SIGTERM during the model's Retry-After pause: the process exits without waiting it out, and the next owner asks the model again", async () => {

@@ -81,6 +81,7 @@ const SAFE_FIELDS = new Set([
   "required_scope",
   "state",
   "count",
+  "takeovers",
   "grace_ms",
   "url",
   "address",

@@ -54,6 +54,7 @@ export function toProtoSession(
       costMicros: BigInt(s.usage.costMicros),
       wallClockMs: Math.max(0, Math.min((s.stopReason ? s.updatedAt : Date.now()) - s.usage.startedAt, 2 ** 32 - 1)),
       retries: s.usage.retries ?? 0,
+      takeovers: s.usage.takeovers ?? 0,
     },
     ...contextUsageOf(s),
     scopes: [...s.scopes],

@@ -25,7 +25,7 @@ export function printSession(s: Session): void {
     `goal      ${s.goal}`,
     `policy    ${s.policy}   scopes ${s.scopes.join(" ")}`,
     `created   by ${s.createdBy || "unknown"}`,
-    `budget    steps ${s.usage?.steps}/${s.budget?.maxSteps}  tool calls ${s.usage?.toolCalls}/${s.budget?.maxToolCalls}  tokens ${s.usage?.tokens}/${s.budget?.maxTokens}  cost ${s.usage?.costMicros}/${s.budget?.maxCostMicros} µ  wall ${s.usage?.wallClockMs}/${s.budget?.maxWallClockMs} ms  retries ${s.usage?.retries}/${s.budget?.maxRetries}`,
+    `budget    steps ${s.usage?.steps}/${s.budget?.maxSteps}  tool calls ${s.usage?.toolCalls}/${s.budget?.maxToolCalls}  tokens ${s.usage?.tokens}/${s.budget?.maxTokens}  cost ${s.usage?.costMicros}/${s.budget?.maxCostMicros} µ  wall ${s.usage?.wallClockMs}/${s.budget?.maxWallClockMs} ms  retries ${s.usage?.retries}/${s.budget?.maxRetries}${s.usage?.takeovers ? `  takeovers ${s.usage.takeovers}` : ""}`,
     ...(s.context
       ? [
           `context   ${s.context.promptTokens}/${s.context.windowTokens} tokens  saved ${s.context.savedTokens} by ${s.context.compressions} summaries  80% alarms ${s.context.alarms}`,

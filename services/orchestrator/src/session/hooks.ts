@@ -26,6 +26,7 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
         reason: s.stopReason ?? "",
         outcome: outcome?.kind ?? "",
         count: s.usage.steps,
+        takeovers: s.usage.takeovers ?? 0,
         trace_id: sessionTraceId(s),
       });
     },

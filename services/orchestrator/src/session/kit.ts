@@ -42,6 +42,8 @@ export interface RunnerDeps {
   /** Each model call's tokens (reported, or counted) and price. */
   readonly onModelCall?: (model: string, usage: TokenUsage, costMicros: number) => void;
   readonly onStep?: (session: SessionRecord, tool: string, envelope: ResultEnvelope) => void;
+  /** Takeovers a session may have before it is stopped (takeovers.ts; default 3). */
+  readonly maxTakeovers?: number;
   /** Head sampling of session traces (sampling.ts); without it every session's trace is kept. */
   readonly sampling?: SessionSampling;
 }

@@ -112,6 +112,15 @@ export function modelSpend(
     decision.kind === "final" ? decision.answer : decision.calls.map((c) => `${c.name}${c.arguments}`).join("");
   const input = decision.usage.input > 0 ? decision.usage.input : promptTokens;
   const output = decision.usage.output > 0 ? decision.usage.output : counterOf(kit).text(reply);
+  return spend(kit, policy, input, output);
+}
+
+/** What a model call cut off before its answer is charged: its prompt, as if the model had read it. */
+export function cutOffSpend(kit: Kit, policy: Policy, promptTokens: number): { tokens: number; costMicros: number } {
+  return spend(kit, policy, promptTokens, 0);
+}
+
+function spend(kit: Kit, policy: Policy, input: number, output: number): { tokens: number; costMicros: number } {
   const costMicros = costMicrosOf(priceOf(kit.deps.prices ?? new Map(), policy.model), { input, output });
   kit.deps.onModelCall?.(policy.model ?? policy.name, { input, output }, costMicros);
   return { tokens: input + output, costMicros };

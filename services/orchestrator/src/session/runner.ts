@@ -13,6 +13,7 @@ import { observe } from "./observe.js";
 import { wake } from "./park.js";
 import { isTerminal } from "./session-state.js";
 import { SessionSpans } from "./spans.js";
+import { stopTakenOver, takenOverTooOften } from "./takeovers.js";
 import { think } from "./think.js";
 
 export class SessionRunner {
@@ -60,7 +61,7 @@ export class SessionRunner {
       // Parked by this run: it waits for its wake; a parked session handed to this run was woken.
       if (s.state === "PARKED" && s !== first) return s;
       try {
-        s = await this.#advance(s, signal);
+        s = await (takenOverTooOften(this.#kit, s) ? stopTakenOver(this.#kit, s) : this.#advance(s, signal));
       } catch (error) {
         if (error instanceof LeaseLostError) return null;
         if (!(error instanceof StaleTransitionError)) throw error;

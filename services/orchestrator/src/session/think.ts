@@ -7,15 +7,21 @@ import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft } from "../gua
 import { confidenceFields, statedConfidence } from "../guard/confidence.js";
 import { modelView } from "../guard/personal-data.js";
 import { redactText } from "../guard/redact.js";
-import type { Decision } from "../policies/policy.js";
+import type { Decision, Policy } from "../policies/policy.js";
 import { ReservationRefusedError } from "../store/effect-reservations.js";
-import type { SessionRecord, Usage } from "../store/session-store.js";
+import {
+  LeaseLostError,
+  type SessionRecord,
+  StaleTransitionError,
+  StoreUnavailableError,
+  type Usage,
+} from "../store/session-store.js";
 import { checkAnswer } from "./answer.js";
 import { planCall } from "./call-pipeline.js";
 import { contextJson, contextOf, pendingJson, type SessionContext, sideEffectsOf } from "./data.js";
 import type { Kit } from "./kit.js";
 import { boundDecision, boundText, MAX_ANSWER_CHARS, MAX_REJECTED_ANSWER_CHARS } from "./model-bounds.js";
-import { modelSpend, preparePrompt } from "./prompt.js";
+import { cutOffSpend, modelSpend, preparePrompt } from "./prompt.js";
 import { startCall } from "./start-call.js";
 
 export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
@@ -46,8 +52,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
       (span) => policy.decide({ ...prompt.input, traceContext: trace.setSpan(otelContext.active(), span) }, signal),
     );
   } catch (error) {
-    // Cut off by the run's abort (a stop, a lost lease): the session stays THINKING for whoever runs it next.
-    if (signal.aborted) return s;
+    if (signal.aborted) return cutOff(kit, s, policy, prompt.governed.tokens);
     return policyFailed(kit, s, error, signal);
   }
   decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
@@ -138,6 +143,36 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
     patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...confidenceFields(stated) }) },
     step: record("THINKING"),
   });
+}
+
+/**
+ * A model call cut off by the run's abort (a stop, a lost lease): the session stays THINKING for
+ * whoever runs it next, and the call is counted as a retry with its prompt's tokens charged, so a
+ * session stopped again and again cannot ask the model past its budgets uncharged. Without the
+ * lease (lost, or the store unavailable) nothing is written: the next owner's claim counts a takeover.
+ */
+async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: number): Promise<SessionRecord> {
+  const spent = cutOffSpend(kit, policy, promptTokens);
+  const usage: Usage = {
+    ...s.usage,
+    retries: (s.usage.retries ?? 0) + 1,
+    tokens: s.usage.tokens + spent.tokens,
+    costMicros: s.usage.costMicros + spent.costMicros,
+  };
+  try {
+    return await kit.moves.move(s, "THINKING", {
+      audit: { reason: "model call cut off by a stop: counted as a retry, its prompt's tokens charged" },
+      patch: { usage },
+    });
+  } catch (error) {
+    if (
+      error instanceof LeaseLostError ||
+      error instanceof StaleTransitionError ||
+      error instanceof StoreUnavailableError
+    )
+      return s;
+    throw error;
+  }
 }
 
 /**

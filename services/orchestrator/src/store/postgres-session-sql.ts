@@ -11,6 +11,12 @@ export const COLUMNS = `id, state, version, goal, task, budget, usage, context, 
 /** context.history gathered from its rows; `s` is the sessions row. */
 export const HISTORY = `CASE WHEN s.history_len IS NULL THEN NULL ELSE
   (SELECT jsonb_agg(h.item ORDER BY h.seq) FROM session_history h WHERE h.session_id = s.id) END`;
+/**
+ * A claim or wake that takes a lease another replica held and let run out counts a takeover in
+ * the session's usage (Usage.takeovers), in the same UPDATE; taking back its own lease does not.
+ */
+export const TAKEOVER = `usage = CASE WHEN s.lease_owner IS NOT NULL AND s.lease_owner <> :owner
+    THEN jsonb_set(s.usage, '{takeovers}', to_jsonb(coalesce((s.usage->>'takeovers')::int, 0) + 1)) ELSE s.usage END`;
 export const SESSION = `SELECT ${COLUMNS}, ${HISTORY} AS history FROM sessions s`;
 
 export interface Statement {

@@ -1,7 +1,7 @@
 // The PostgreSQL session store's named statements: a transition as one data-modifying CTE, a claim
 // and a wake as one UPDATE over a FOR UPDATE SKIP LOCKED subquery, leases on the database's clock.
 import type pg from "pg";
-import { COLUMNS, DB_NOW_MS, HISTORY, SESSION, type Statement, statement } from "./postgres-session-sql.js";
+import { COLUMNS, DB_NOW_MS, HISTORY, SESSION, type Statement, statement, TAKEOVER } from "./postgres-session-sql.js";
 import { LIVE_SQL, TERMINAL_SQL } from "./session-sql.js";
 
 /** The store's named statements, parsed once per connection. */
@@ -63,7 +63,7 @@ export const Q = {
   ),
   claim: statement(
     "lg_claim",
-    `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
+    `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint, ${TAKEOVER}
     WHERE id IN (
       SELECT id FROM sessions
       WHERE ${LIVE_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})
@@ -74,7 +74,7 @@ export const Q = {
   // Wake times are the orchestrators' clock (they set them), so `:now` is too; leases stay on the database's.
   wake: statement(
     "lg_wake",
-    `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint
+    `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint, ${TAKEOVER}
     WHERE id IN (
       SELECT id FROM sessions
       WHERE state = 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})

@@ -26,6 +26,11 @@ export interface Usage {
   readonly startedAt: number;
   /** Model calls retried by the runner plus (attempts - 1) of every tool call. */
   readonly retries?: number;
+  /**
+   * Times a replica took the session over from another that held its lease and let it run out (a
+   * crash, a kill, a stall past the lease), counted by the claim itself. Absent until the first.
+   */
+  readonly takeovers?: number;
 }
 
 export interface NewSession {

@@ -31,6 +31,13 @@ export const moveSql = (into: "live" | "awaiting" | "terminal"): string => `UPDA
   WHERE id = @id AND state = @from AND version = @expectedVersion
     AND (@owner IS NULL OR (lease_owner = @owner AND lease_expires_at > @now))`;
 
+/**
+ * A claim or wake that takes a lease another replica held and let run out counts a takeover in
+ * the session's usage (Usage.takeovers), in the same UPDATE; taking back its own lease does not.
+ */
+export const TAKEOVER_SQL = `usage = CASE WHEN lease_owner IS NOT NULL AND lease_owner <> @owner
+    THEN json_set(usage, '$.takeovers', coalesce(json_extract(usage, '$.takeovers'), 0) + 1) ELSE usage END`;
+
 /** A session row with its history items gathered back into one JSON array. */
 export const SESSION_COLUMNS = `s.*, CASE WHEN s.history_len IS NULL THEN NULL ELSE
   (SELECT json_group_array(json(h.item) ORDER BY h.seq) FROM session_history h WHERE h.session_id = s.id) END AS history`;

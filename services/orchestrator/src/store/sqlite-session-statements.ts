@@ -21,6 +21,7 @@ import {
   ownOrWaitingPageSql,
   pageSql,
   SESSION_COLUMNS,
+  TAKEOVER_SQL,
 } from "./sqlite-session-sql.js";
 
 /** What the store calls on a prepared statement; declared here, as the driver's own type cannot be exported. */
@@ -99,7 +100,7 @@ export function prepare(db: Database.Database) {
       `SELECT id FROM sessions WHERE created_by = @createdBy AND idempotency_key = @idempotencyKey`,
     ),
     claim: stmt<[ClaimParams], { id: string }>(
-      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
+      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt, ${TAKEOVER_SQL}
        WHERE id IN (
          SELECT id FROM sessions
          WHERE ${OPEN_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= @now)
@@ -108,7 +109,7 @@ export function prepare(db: Database.Database) {
     ),
     // Due by the clock along sessions_parked; due by a tool's recovery only when one recovered.
     wakeDue: stmt<[WakeParams], { id: string }>(
-      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
+      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt, ${TAKEOVER_SQL}
        WHERE id IN (
          SELECT id FROM sessions
          WHERE state = 'PARKED' AND json_extract(pending, '$.park.wakeAt') <= @now AND (lease_owner IS NULL OR lease_expires_at <= @now)
@@ -116,7 +117,7 @@ export function prepare(db: Database.Database) {
        RETURNING id`,
     ),
     wakeRecovered: stmt<[WakeParams], { id: string }>(
-      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt
+      `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt, ${TAKEOVER_SQL}
        WHERE id IN (
          SELECT s.id FROM sessions s, json_each(@recovered) r
          WHERE s.state = 'PARKED' AND (s.lease_owner IS NULL OR s.lease_expires_at <= @now)

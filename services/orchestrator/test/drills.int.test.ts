@@ -256,6 +256,10 @@ describe("orchestrator drills (real processes)", () => {
     );
     expect(takenOver.size).toBeGreaterThan(0);
     expect(reissuedRefunds.size).toBeGreaterThan(0);
+    // The new instance's claim counted each takeover once; the sessions it only finished starting count one too.
+    const takeovers = new Map(sessions.map((s) => [s.sessionId, s.usage?.takeovers ?? 0]));
+    expect([...takenOver].filter((id) => takeovers.get(id) !== 1)).toEqual([]);
+    expect(Math.max(...takeovers.values())).toBe(1);
     // Resumed, not merely ended: nothing in these sessions fails except the process running them.
     expect(stateCounts(sessions)).toEqual({ "DONE/done": 50 });
   }, 120_000);
@@ -392,6 +396,9 @@ describe("orchestrator drills (real processes)", () => {
           ...failureExamples(sessions).map((e) => `\n  ${e}`),
         );
         expect(bothReplicas.length).toBeGreaterThan(0);
+        // Each session replica-b took from replica-a counted the takeover.
+        const takeovers = new Map(sessions.map((s) => [s.sessionId, s.usage?.takeovers ?? 0]));
+        expect(bothReplicas.filter((id) => takeovers.get(id)! < 1)).toEqual([]);
         expect(stateCounts(sessions)).toEqual({ "DONE/done": 30 });
       } finally {
         await store.close();

@@ -294,6 +294,15 @@ describe("orchestrator drills (real processes)", () => {
     // without what it read (asking a human, "the refund policy could not be read (CANCELLED)").
     await expectEndedWithOneRefundPerDone(tools.billing.address, sessions, 20);
     expect(stateCounts(sessions)).toEqual({ "DONE/done": 20 });
+    // Each read sent again spent a retry; the stop handed every session back, so none was taken over.
+    const db = new Database(join(dir, "orchestrator.db"), { readonly: true, fileMustExist: true });
+    const { reissued } = interrupted(
+      db.prepare(`SELECT session_id, reason, tool, owner FROM session_audit`).all() as AuditRow[],
+    );
+    db.close();
+    expect(reissued.size).toBeGreaterThan(0);
+    expect(sessions.filter((s) => reissued.has(s.sessionId) && (s.usage?.retries ?? 0) < 1)).toEqual([]);
+    expect(sessions.filter((s) => (s.usage?.takeovers ?? 0) > 0)).toEqual([]);
   }, 120_000);
 
   it("SIGSTOP the orchestrator past its lease TTL with reads in flight, SIGCONT: every session ends DONE with one refund, whether its lease was found lost or claimed back", async () => {

@@ -50,9 +50,13 @@ async function reissue(
       audit: { reason: "re-issuing an interrupted call", ...audit },
     });
   const unsettled = tool.effect === Effect.IRREVERSIBLE_EXTERNAL ? { unsettled: true } : {};
+  // The call goes out again: one more attempt, spending the session's retry budget like any other.
   return moves.move(state, state.state === "TOOL_EXECUTING" ? "RETRYING" : "TOOL_EXECUTING", {
     audit: { reason: "re-issuing an interrupted call (safe: read-only or same idempotency key)", ...audit },
-    patch: { pending: pendingJson({ ...pending, startedBy: deps.runId, ...unsettled }) },
+    patch: {
+      pending: pendingJson({ ...pending, startedBy: deps.runId, ...unsettled }),
+      usage: { ...state.usage, retries: (state.usage.retries ?? 0) + 1 },
+    },
   });
 }
 

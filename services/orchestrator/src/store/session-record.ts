@@ -24,7 +24,7 @@ export interface Usage {
   readonly costMicros: number;
   /** Epoch milliseconds. */
   readonly startedAt: number;
-  /** Model calls retried by the runner plus (attempts - 1) of every tool call. */
+  /** Model calls retried by the runner plus (attempts - 1) of every tool call, a call sent again after a stop or crash cut it off included. */
   readonly retries?: number;
   /**
    * Times a replica took the session over from another that held its lease and let it run out (a

@@ -10,7 +10,7 @@ import { movesAt } from "./store-move.js";
 const TTL_MS = 5000;
 
 describe("lease renewals", () => {
-  it("count as lost only the leases that ran out, not those a session's own last move let go while its run was finishing", async () => {
+  it("count as lost only the leases that ran out, not those a session's own last move let go while its run was finishing, whatever came after", async () => {
     const dir = mkdtempSync(join(tmpdir(), "loopguard-lease-"));
     let clock = Date.parse("2026-12-04T12:00:00Z");
     const now = () => clock;
@@ -29,6 +29,21 @@ describe("lease renewals", () => {
         await store.create(newSession(id, { lease }));
         clock += 1;
       }
+      // Let go for a human, who approves at once; another replica claims it before the renewal reads it.
+      await store.create(newSession("approved-elsewhere", { lease }));
+      await move(store, "approved-elsewhere", "IDLE", "THINKING", 0, { owner: "replica-a" });
+      await move(store, "approved-elsewhere", "THINKING", "AWAITING_APPROVAL", 1, { owner: "replica-a" });
+      await move(store, "approved-elsewhere", "AWAITING_APPROVAL", "TOOL_EXECUTING", 2, {});
+      expect((await store.claim("replica-b", TTL_MS, 10)).map((s) => s.id)).toEqual(["approved-elsewhere"]);
+      // Let go for a human the same way, approved, then claimed by this replica again: its run begins
+      // at version 3, and that lease runs out too. The move that let it go before is no alibi.
+      await store.create(newSession("approved-then-ran-out", { lease }));
+      await move(store, "approved-then-ran-out", "IDLE", "THINKING", 0, { owner: "replica-a" });
+      await move(store, "approved-then-ran-out", "THINKING", "AWAITING_APPROVAL", 1, { owner: "replica-a" });
+      await move(store, "approved-then-ran-out", "AWAITING_APPROVAL", "TOOL_EXECUTING", 2, {});
+      expect((await store.claim("replica-a", TTL_MS, 10)).map((s) => [s.id, s.version])).toEqual([
+        ["approved-then-ran-out", 3],
+      ]);
       clock += TTL_MS;
       expect((await store.claim("replica-b", TTL_MS, 2)).map((s) => s.id)).toEqual(["taken", "finished-elsewhere"]);
       await endBy("replica-b", "finished-elsewhere");
@@ -43,17 +58,35 @@ describe("lease renewals", () => {
 
       // Every run still in the replica's map, as between a run's last commit and its end.
       const driven = new Map(
-        ["taken", "finished-elsewhere", "ran-out", "running", "ended", "asks-human", "parked"].map((id) => [
-          id,
-          new AbortController(),
-        ]),
+        [
+          "taken",
+          "finished-elsewhere",
+          "ran-out",
+          "running",
+          "ended",
+          "asks-human",
+          "approved-elsewhere",
+          "approved-then-ran-out",
+          "parked",
+        ].map((id) => [id, new AbortController()]),
       );
       const lost: string[][] = [];
-      await new LeaseKeeper(store, "replica-a", TTL_MS, driven, (ids) => lost.push([...ids])).renew();
+      // Every run began from the session as created (version 0), but the one claimed again after its approval.
+      const from = (id: string) => (id === "approved-then-ran-out" ? 3 : 0);
+      await new LeaseKeeper(store, "replica-a", TTL_MS, driven, from, (ids) => lost.push([...ids])).renew();
 
-      expect(lost).toEqual([["taken", "finished-elsewhere", "ran-out"]]);
+      expect(lost).toEqual([["taken", "finished-elsewhere", "ran-out", "approved-then-ran-out"]]);
       const aborted = [...driven].filter(([, c]) => c.signal.aborted).map(([id]) => id);
-      expect(aborted).toEqual(["taken", "finished-elsewhere", "ran-out", "ended", "asks-human", "parked"]);
+      expect(aborted).toEqual([
+        "taken",
+        "finished-elsewhere",
+        "ran-out",
+        "ended",
+        "asks-human",
+        "approved-elsewhere",
+        "approved-then-ran-out",
+        "parked",
+      ]);
       expect((await store.get("running"))?.leaseExpiresAt).toBe(clock + TTL_MS);
     } finally {
       await store.close();

@@ -36,6 +36,8 @@ export interface DriverParts {
 
 export class SessionDriver {
   readonly #active = new Map<string, AbortController>();
+  /** The version each driven session's run began from (see LeaseKeeper). */
+  readonly #drivenFrom = new Map<string, number>();
   readonly #leases: LeaseKeeper;
   readonly #waker: ParkedWaker;
   #timer: NodeJS.Timeout | undefined;
@@ -62,8 +64,13 @@ export class SessionDriver {
     private readonly options: DriverOptions,
     private readonly parts: DriverParts,
   ) {
-    this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active, (lost) =>
-      this.#leasesRanOut("stopped", lost.length),
+    this.#leases = new LeaseKeeper(
+      options.store,
+      options.owner,
+      options.leaseTtlMs,
+      this.#active,
+      (id) => this.#drivenFrom.get(id),
+      (lost) => this.#leasesRanOut("stopped", lost.length),
     );
     this.#waker = new ParkedWaker({
       ...options,
@@ -211,6 +218,7 @@ export class SessionDriver {
     }
     const controller = new AbortController();
     this.#active.set(session.id, controller);
+    this.#drivenFrom.set(session.id, session.version);
     void (async () => {
       try {
         await this.#runUntilSettled(session, controller.signal);
@@ -227,6 +235,7 @@ export class SessionDriver {
         }
       } finally {
         this.#active.delete(session.id);
+        this.#drivenFrom.delete(session.id);
         if (this.#claimedAgain.delete(session.id) && !this.#stopping) {
           // The claim's record is older than what the ended run wrote: let the lease go and claim it afresh.
           await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);

@@ -38,6 +38,8 @@ export class LeaseKeeper {
     private readonly owner: string,
     private readonly ttlMs: number,
     private readonly driven: ReadonlyMap<string, AbortController>,
+    /** The version a driven session's run began from (as claimed, created or woken). */
+    private readonly drivenFrom: (id: string) => number | undefined,
     /** Called with the sessions a pass found no longer held because their lease ran out, after their runs were aborted. */
     private readonly onLost: (ids: readonly string[]) => void = () => undefined,
   ) {}
@@ -56,8 +58,10 @@ export class LeaseKeeper {
         if (error instanceof StoreUnavailableError) return;
         held = new Set();
       }
-      const gone = ids.filter((id) => !held.has(id) && this.driven.has(id));
-      for (const id of gone) this.driven.get(id)?.abort();
+      const gone = new Map(
+        ids.filter((id) => !held.has(id) && this.driven.has(id)).map((id) => [id, this.drivenFrom(id)] as const),
+      );
+      for (const id of gone.keys()) this.driven.get(id)?.abort();
       const lost = await this.#ranOut(gone);
       if (lost.length > 0) this.onLost(lost);
     } finally {
@@ -69,19 +73,19 @@ export class LeaseKeeper {
    * Of the sessions a renewal did not find held, those whose lease ran out. Not those a move let
    * go: a run's last move (to an end, or to wait for a human or a tool) drops the lease, and it
    * commits a moment before the run is done, so a busy replica's renewals meet such sessions all
-   * the time. A lease held by anyone, this replica's claim included, was taken after it ran out;
-   * so was one let go by another replica's move (it took the session over and finished it).
+   * the time. A lease is lost unless a move of this replica's since its run began let it go;
+   * whatever came after that move (a human's approval, another replica's claim) is no loss.
    */
-  async #ranOut(ids: readonly string[]): Promise<string[]> {
-    const lost = await Promise.all(ids.map((id) => this.#ranOutOf(id).catch(() => true)));
+  async #ranOut(gone: ReadonlyMap<string, number | undefined>): Promise<string[]> {
+    const ids = [...gone.keys()];
+    const lost = await Promise.all(ids.map((id) => this.#ranOutOf(id, gone.get(id)).catch(() => true)));
     return ids.filter((_, i) => lost[i]);
   }
 
-  async #ranOutOf(id: string): Promise<boolean> {
-    const s = await this.store.get(id);
-    if (!s || s.leaseOwner !== null || !releasesLease(s.state)) return true;
-    const [last] = await this.store.auditTrail(id, s.version - 1);
-    return last?.owner != null && last.owner !== this.owner;
+  async #ranOutOf(id: string, from: number | undefined): Promise<boolean> {
+    if (from === undefined) return true;
+    const trail = await this.store.auditTrail(id, from);
+    return !trail.some((move) => move.owner === this.owner && releasesLease(move.to));
   }
 }
 

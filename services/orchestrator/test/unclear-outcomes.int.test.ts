@@ -292,7 +292,7 @@ describe("the orchestrator stopped while the model decides", () => {
     const store = await openSessionStore(run.env.ORCHESTRATOR_STORE!);
     try {
       expect(
-        (await store.auditTrail(id)).filter((r) => r.reason.startsWith("model call cut off by a stop")),
+        (await store.auditTrail(id)).filter((r) => r.reason?.startsWith("model call cut off by a stop")),
       ).toHaveLength(1);
     } finally {
       await store.close();

@@ -234,6 +234,9 @@ export class SessionDriver {
             .catch(() => undefined);
         }
       } finally {
+        // A stopping replica hands the lease back before the run counts as ended, so that stop()
+        // waits for it: the next replica takes the session at once, not when the lease runs out.
+        if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
         this.#active.delete(session.id);
         this.#drivenFrom.delete(session.id);
         if (this.#claimedAgain.delete(session.id) && !this.#stopping) {
@@ -242,7 +245,6 @@ export class SessionDriver {
           this.#waiting = true;
         }
         if (!this.#stopping && this.#waiting) void this.#tick();
-        if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
       }
     })();
     return undefined;

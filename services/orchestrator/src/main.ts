@@ -39,10 +39,13 @@ await runService("orchestrator", {
     return {
       definition: built.definition,
       serve: { metrics: built.metrics, connect: true, http: createHttpPort({ log }) },
-      onServing: () => {
-        built.orchestrator.start();
-        setImmediate(built.warmUp);
-      },
+      // The encoding's load blocks the loop for a second or two (more on a starved node): before
+      // the first claim, so that sessions taken over are not held past their leases by it.
+      onServing: () =>
+        setImmediate(() => {
+          built.warmUp();
+          built.orchestrator.start();
+        }),
     };
   },
 });

@@ -174,7 +174,7 @@ export async function build(
     metrics,
     clients,
     // The encoding takes a second or two of CPU to load (model-tokens.ts): once serving, so that it
-    // neither delays the startup probe nor the first session.
+    // does not delay the startup probe, and before the first claim (main.ts).
     warmUp: () => void counter.text("warm up"),
     definition: {
       service: OrchestratorService,

@@ -56,7 +56,8 @@ describe("lease renewals", () => {
       await move(store, "parked", "THINKING", "TOOL_EXECUTING", 1, { owner: "replica-a" });
       await move(store, "parked", "TOOL_EXECUTING", "PARKED", 2, { owner: "replica-a" });
 
-      // Every run still in the replica's map, as between a run's last commit and its end.
+      // Every run still in the replica's map, as between a run's last commit and its end. Every run
+      // began from the session as created (version 0), but the one claimed again after its approval.
       const driven = new Map(
         [
           "taken",
@@ -68,15 +69,13 @@ describe("lease renewals", () => {
           "approved-elsewhere",
           "approved-then-ran-out",
           "parked",
-        ].map((id) => [id, new AbortController()]),
+        ].map((id) => [id, { controller: new AbortController(), from: id === "approved-then-ran-out" ? 3 : 0 }]),
       );
       const lost: string[][] = [];
-      // Every run began from the session as created (version 0), but the one claimed again after its approval.
-      const from = (id: string) => (id === "approved-then-ran-out" ? 3 : 0);
-      await new LeaseKeeper(store, "replica-a", TTL_MS, driven, from, (ids) => lost.push([...ids])).renew();
+      await new LeaseKeeper(store, "replica-a", TTL_MS, driven, (ids) => lost.push([...ids])).renew();
 
       expect(lost).toEqual([["taken", "finished-elsewhere", "ran-out", "approved-then-ran-out"]]);
-      const aborted = [...driven].filter(([, c]) => c.signal.aborted).map(([id]) => id);
+      const aborted = [...driven].filter(([, run]) => run.controller.signal.aborted).map(([id]) => id);
       expect(aborted).toEqual([
         "taken",
         "finished-elsewhere",

@@ -9,7 +9,7 @@ import { type SessionRecord, StoreUnavailableError } from "../store/session-stor
 import { expireApprovals, type HumanDeps } from "./human.js";
 import type { RunnerDeps } from "./kit.js";
 import type { SessionMoves } from "./moves.js";
-import { claimable, LeaseKeeper, ParkedWaker, storeBackoffMs } from "./replica.js";
+import { claimable, type DrivenRun, LeaseKeeper, ParkedWaker, storeBackoffMs } from "./replica.js";
 import type { SessionRunner } from "./runner.js";
 import { isTerminal } from "./session-state.js";
 
@@ -35,9 +35,7 @@ export interface DriverParts {
 }
 
 export class SessionDriver {
-  readonly #active = new Map<string, AbortController>();
-  /** The version each driven session's run began from (see LeaseKeeper). */
-  readonly #drivenFrom = new Map<string, number>();
+  readonly #active = new Map<string, DrivenRun>();
   readonly #leases: LeaseKeeper;
   readonly #waker: ParkedWaker;
   #timer: NodeJS.Timeout | undefined;
@@ -64,13 +62,8 @@ export class SessionDriver {
     private readonly options: DriverOptions,
     private readonly parts: DriverParts,
   ) {
-    this.#leases = new LeaseKeeper(
-      options.store,
-      options.owner,
-      options.leaseTtlMs,
-      this.#active,
-      (id) => this.#drivenFrom.get(id),
-      (lost) => this.#leasesRanOut("stopped", lost.length),
+    this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active, (lost) =>
+      this.#leasesRanOut("stopped", lost.length),
     );
     this.#waker = new ParkedWaker({
       ...options,
@@ -105,7 +98,7 @@ export class SessionDriver {
     clearInterval(this.#sweepTimer);
     this.#waker.stop();
     this.#stopListening?.();
-    for (const controller of this.#active.values()) controller.abort();
+    for (const { controller } of this.#active.values()) controller.abort();
     // Irreversible calls in flight are not cut off by the abort: wait for them to finish and be
     // recorded, up to the longest such call's SLA timeout.
     const longestIrreversible = Math.max(
@@ -125,7 +118,7 @@ export class SessionDriver {
 
   /** Aborts this replica's run of the session, if it drives it. */
   abort(id: string): void {
-    this.#active.get(id)?.abort();
+    this.#active.get(id)?.controller.abort();
   }
 
   /** A session may be claimable now (created unleased, approved): claim as soon as a slot is free. */
@@ -212,13 +205,12 @@ export class SessionDriver {
   #drive(session: SessionRecord): "claimed_back" | undefined {
     const running = this.#active.get(session.id);
     if (running) {
-      if (!running.signal.aborted) return "claimed_back";
+      if (!running.controller.signal.aborted) return "claimed_back";
       this.#claimedAgain.add(session.id);
       return undefined;
     }
     const controller = new AbortController();
-    this.#active.set(session.id, controller);
-    this.#drivenFrom.set(session.id, session.version);
+    this.#active.set(session.id, { controller, from: session.version });
     void (async () => {
       try {
         await this.#runUntilSettled(session, controller.signal);
@@ -238,7 +230,6 @@ export class SessionDriver {
         // waits for it: the next replica takes the session at once, not when the lease runs out.
         if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
         this.#active.delete(session.id);
-        this.#drivenFrom.delete(session.id);
         if (this.#claimedAgain.delete(session.id) && !this.#stopping) {
           // The claim's record is older than what the ended run wrote: let the lease go and claim it afresh.
           await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);

@@ -26,6 +26,12 @@ export function claimable(event: SessionEvent): boolean {
   );
 }
 
+/** A session's run on this replica: how to stop it, and the version it began from (as claimed, created or woken). */
+export interface DrivenRun {
+  readonly controller: AbortController;
+  readonly from: number;
+}
+
 /**
  * Keeps the leases of the sessions a replica drives: each pass renews them all in one statement
  * and aborts those no longer held; a pass still waiting on the store is not stacked with another.
@@ -37,9 +43,7 @@ export class LeaseKeeper {
     private readonly store: SessionStore,
     private readonly owner: string,
     private readonly ttlMs: number,
-    private readonly driven: ReadonlyMap<string, AbortController>,
-    /** The version a driven session's run began from (as claimed, created or woken). */
-    private readonly drivenFrom: (id: string) => number | undefined,
+    private readonly driven: ReadonlyMap<string, DrivenRun>,
     /** Called with the sessions a pass found no longer held because their lease ran out, after their runs were aborted. */
     private readonly onLost: (ids: readonly string[]) => void = () => undefined,
   ) {}
@@ -58,10 +62,12 @@ export class LeaseKeeper {
         if (error instanceof StoreUnavailableError) return;
         held = new Set();
       }
-      const gone = new Map(
-        ids.filter((id) => !held.has(id) && this.driven.has(id)).map((id) => [id, this.drivenFrom(id)] as const),
-      );
-      for (const id of gone.keys()) this.driven.get(id)?.abort();
+      const gone = new Map<string, DrivenRun>();
+      for (const id of ids) {
+        const run = this.driven.get(id);
+        if (run && !held.has(id)) gone.set(id, run);
+      }
+      for (const run of gone.values()) run.controller.abort();
       const lost = await this.#ranOut(gone);
       if (lost.length > 0) this.onLost(lost);
     } finally {
@@ -76,14 +82,13 @@ export class LeaseKeeper {
    * the time. A lease is lost unless a move of this replica's since its run began let it go;
    * whatever came after that move (a human's approval, another replica's claim) is no loss.
    */
-  async #ranOut(gone: ReadonlyMap<string, number | undefined>): Promise<string[]> {
+  async #ranOut(gone: ReadonlyMap<string, DrivenRun>): Promise<string[]> {
     const ids = [...gone.keys()];
-    const lost = await Promise.all(ids.map((id) => this.#ranOutOf(id, gone.get(id)).catch(() => true)));
+    const lost = await Promise.all(ids.map((id) => this.#ranOutOf(id, gone.get(id)!.from).catch(() => true)));
     return ids.filter((_, i) => lost[i]);
   }
 
-  async #ranOutOf(id: string, from: number | undefined): Promise<boolean> {
-    if (from === undefined) return true;
+  async #ranOutOf(id: string, from: number): Promise<boolean> {
     const trail = await this.store.auditTrail(id, from);
     return !trail.some((move) => move.owner === this.owner && releasesLease(move.to));
   }

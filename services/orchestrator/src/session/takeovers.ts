@@ -14,8 +14,7 @@ export const DEFAULT_MAX_TAKEOVERS = 3;
 
 /** The session was taken over too often, and no call of it that may have changed something waits for its outcome. */
 export function takenOverTooOften(kit: Kit, s: SessionRecord): boolean {
-  const max = kit.deps.maxTakeovers ?? DEFAULT_MAX_TAKEOVERS;
-  if ((s.usage.takeovers ?? 0) <= max) return false;
+  if ((s.usage.takeovers ?? 0) <= maxTakeovers(kit)) return false;
   const call = pendingOf(s).call;
   return call === undefined || kit.deps.registry.get(call.tool)?.effect === Effect.READ_ONLY;
 }
@@ -25,6 +24,10 @@ export function stopTakenOver(kit: Kit, s: SessionRecord): Promise<SessionRecord
   return kit.moves.stop(
     s,
     "unrecoverable_error",
-    `stopped after ${s.usage.takeovers} takeovers (at most ${kit.deps.maxTakeovers ?? DEFAULT_MAX_TAKEOVERS}): each replica that ran it stopped without handing it back (a crash, a kill, or a stall past its lease)${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
+    `stopped after ${s.usage.takeovers} takeovers (at most ${maxTakeovers(kit)}): each replica that ran it stopped without handing it back (a crash, a kill, or a stall past its lease)${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
   );
+}
+
+function maxTakeovers(kit: Kit): number {
+  return kit.deps.maxTakeovers ?? DEFAULT_MAX_TAKEOVERS;
 }

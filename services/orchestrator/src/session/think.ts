@@ -9,13 +9,7 @@ import { modelView } from "../guard/personal-data.js";
 import { redactText } from "../guard/redact.js";
 import type { Decision, Policy } from "../policies/policy.js";
 import { ReservationRefusedError } from "../store/effect-reservations.js";
-import {
-  LeaseLostError,
-  type SessionRecord,
-  StaleTransitionError,
-  StoreUnavailableError,
-  type Usage,
-} from "../store/session-store.js";
+import { type SessionRecord, StaleTransitionError, StoreUnavailableError, type Usage } from "../store/session-store.js";
 import { checkAnswer } from "./answer.js";
 import { planCall } from "./call-pipeline.js";
 import { contextJson, contextOf, pendingJson, type SessionContext, sideEffectsOf } from "./data.js";
@@ -165,12 +159,8 @@ async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: 
       patch: { usage },
     });
   } catch (error) {
-    if (
-      error instanceof LeaseLostError ||
-      error instanceof StaleTransitionError ||
-      error instanceof StoreUnavailableError
-    )
-      return s;
+    // A lost lease is a StaleTransitionError too.
+    if (error instanceof StaleTransitionError || error instanceof StoreUnavailableError) return s;
     throw error;
   }
 }

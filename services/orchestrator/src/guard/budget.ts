@@ -41,6 +41,11 @@ export function retriesLeft(usage: Usage, limits: BudgetLimits): number {
   return Math.max(0, (limits.maxRetries ?? DEFAULT_MAX_RETRIES) - (usage.retries ?? 0));
 }
 
+/** `usage` with `n` more retries spent: every attempt past a call's first, model and tool calls alike. */
+export function withRetries(usage: Usage, n: number): Usage {
+  return { ...usage, retries: (usage.retries ?? 0) + n };
+}
+
 /** A rough token count for policies that report none (about four characters a token), of a text or a length. */
 export function estimateTokens(text: string | number): number {
   return Math.ceil((typeof text === "string" ? text.length : text) / 4);

@@ -4,6 +4,7 @@
 // before the policy hears anything, or goes to a human.
 import { setTimeout as sleep } from "node:timers/promises";
 import { backoffDelayMs, Effect, status, type CallError } from "@loopguard/tool-sdk";
+import { withRetries } from "../guard/budget.js";
 import { redactText } from "../guard/redact.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
@@ -55,7 +56,7 @@ async function reissue(
     audit: { reason: "re-issuing an interrupted call (safe: read-only or same idempotency key)", ...audit },
     patch: {
       pending: pendingJson({ ...pending, startedBy: deps.runId, ...unsettled }),
-      usage: { ...state.usage, retries: (state.usage.retries ?? 0) + 1 },
+      usage: withRetries(state.usage, 1),
     },
   });
 }

@@ -3,6 +3,7 @@
 // fingerprinted for progress, with its step record; then the session thinks again, or stops when
 // it makes no progress.
 import type { ResultEnvelope, ToolCallRequest } from "../policies/policy.js";
+import { withRetries } from "../guard/budget.js";
 import { fingerprint, isStuck, NO_PROGRESS_WINDOW } from "../guard/progress.js";
 import { redactText } from "../guard/redact.js";
 import type { SessionRecord } from "../store/session-store.js";
@@ -53,11 +54,8 @@ export async function observe(
   const fingerprints = [...ctx.fingerprints, print].slice(-10);
   const step = ctx.traceSteps + 1;
   // Every attempt past the first (retries, hedges) spends the session's retry budget.
-  const usage = {
-    ...s.usage,
-    costMicros: s.usage.costMicros + envelope.costMicros,
-    retries: (s.usage.retries ?? 0) + Math.max(0, (pending.attempt ?? 1) - 1),
-  };
+  const spent = withRetries(s.usage, Math.max(0, (pending.attempt ?? 1) - 1));
+  const usage = { ...spent, costMicros: s.usage.costMicros + envelope.costMicros };
   const record = kit.spans.step(s, {
     step,
     before: "TOOL_EXECUTING",

@@ -6,7 +6,7 @@
 // if the method declares one, and otherwise the session ends tool_unavailable, saying so.
 import { Effect, type CallError } from "@loopguard/tool-sdk";
 import { newApproval } from "../guard/approvals.js";
-import { deadlineOf } from "../guard/budget.js";
+import { deadlineOf, withRetries } from "../guard/budget.js";
 import type { ToolSpec } from "../policies/policy.js";
 import type { SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
@@ -46,7 +46,7 @@ export function park(
     },
     patch: {
       pending: pendingJson({ ...pending, startedBy: "", park: next }),
-      ...(spent > 1 ? { usage: { ...s.usage, retries: (s.usage.retries ?? 0) + spent - 1 } } : {}),
+      ...(spent > 1 ? { usage: withRetries(s.usage, spent - 1) } : {}),
     },
   });
 }

@@ -3,7 +3,7 @@
 // the same transition when it can start at once). A failed model call is retried within budget.
 import { setTimeout as sleep } from "node:timers/promises";
 import { context as otelContext, trace } from "@opentelemetry/api";
-import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft } from "../guard/budget.js";
+import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft, withRetries } from "../guard/budget.js";
 import { confidenceFields, statedConfidence } from "../guard/confidence.js";
 import { modelView } from "../guard/personal-data.js";
 import { redactText } from "../guard/redact.js";
@@ -148,8 +148,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
 async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: number): Promise<SessionRecord> {
   const spent = cutOffSpend(kit, policy, promptTokens);
   const usage: Usage = {
-    ...s.usage,
-    retries: (s.usage.retries ?? 0) + 1,
+    ...withRetries(s.usage, 1),
     tokens: s.usage.tokens + spent.tokens,
     costMicros: s.usage.costMicros + spent.costMicros,
   };
@@ -190,6 +189,6 @@ async function policyFailed(
   // A stop during the pause ends it: the session stays THINKING, and whoever runs it next asks the model.
   await sleep(Math.min(Number(retryAfterMs ?? 500), 5000), undefined, { signal }).catch(() => undefined);
   if (signal.aborted) return s;
-  const usage: Usage = { ...s.usage, retries: (s.usage.retries ?? 0) + 1 };
+  const usage = withRetries(s.usage, 1);
   return moves.move(s, "THINKING", { audit: { reason: `model call failed, retrying: ${why}` }, patch: { usage } });
 }

@@ -162,7 +162,10 @@ const orchestratorClient = async () =>
 
 /** Over a window of load: calls the orchestrator saw through (not cancelled by itself), calls it cancelled, and calls the live set served. */
 interface Window {
-  readonly made: number;
+  /** Calls the client made from just before the window's first server read to just after its last. */
+  readonly madeAround: number;
+  /** Calls the client made from just after the window's first server read to just before its last. */
+  readonly madeWithin: number;
   readonly cancelled: number;
   readonly served: number;
 }
@@ -372,21 +375,34 @@ describe("pnpm release (local containers)", () => {
     const counters = new ServerCounters();
     const load = sessionLoad(api, REFUND_WORKERS);
     const outcomes = load.outcomes;
-    /** Over a window of load: calls the orchestrator made to billing, and calls `addresses` served. */
-    const window = async (addresses: readonly string[]) => {
-      const read = async () => {
-        await Promise.all(addresses.map((a) => counters.sample(a)));
-        const served = counters.totals(addresses).ok;
-        const client = await clientCalls();
-        return { served, made: client.ok + client.failed - client.cancelled, cancelled: client.cancelled };
+    /**
+     * Over a window of load: calls `addresses` served, and calls the orchestrator made to billing,
+     * counted twice: `madeAround` from a client read before each server read (every call the window
+     * served that ended before the last read), `madeWithin` from a client read after the first server
+     * read and before the last (every call it counts was served inside the window, or in flight as it
+     * began). The client and server reads are moments apart, and calls go on meanwhile.
+     */
+    const window = async (addresses: readonly string[]): Promise<Window> => {
+      const client = async () => {
+        const c = await clientCalls();
+        return { made: c.ok + c.failed - c.cancelled, cancelled: c.cancelled };
       };
-      const start = await read();
+      const served = async () => {
+        await Promise.all(addresses.map((a) => counters.sample(a)));
+        return counters.totals(addresses).ok;
+      };
+      const before = await client();
+      const first = await served();
+      const afterFirst = await client();
       await sleep(8000);
-      const end = await read();
+      const beforeLast = await client();
+      const last = await served();
+      const after = await client();
       return {
-        made: end.made - start.made,
-        served: end.served - start.served,
-        cancelled: end.cancelled - start.cancelled,
+        madeAround: after.made - before.made,
+        madeWithin: beforeLast.made - afterFirst.made,
+        served: last - first,
+        cancelled: after.cancelled - before.cancelled,
       };
     };
     let flip: ReleaseResult;
@@ -458,7 +474,7 @@ describe("pnpm release (local containers)", () => {
       `[release] sessions: ${outcomes.length} (${refundIds.length} refunds, ${done.length - refundIds.length} questions done, ${outcomes.length - done.length} not done); ` +
         `billing attempts: client ${client.ok} OK / ${client.failed} failed (${client.failedAttempts.join(", ") || "none"}), servers ${server.ok} OK / ${server.failed} failed / ${server.cancelled} cancelled by the client; ` +
         `billing calls failed after their retries: ${client.failedCalls}; ` +
-        `8 s after the flip green served ${afterFlip!.served} of ${afterFlip!.made} (+${afterFlip!.cancelled} cancelled), after the rollback blue served ${afterRollback!.served} of ${afterRollback!.made} (+${afterRollback!.cancelled} cancelled)`,
+        `8 s after the flip green served ${afterFlip!.served} of ${afterFlip!.madeWithin}–${afterFlip!.madeAround} (+${afterFlip!.cancelled} cancelled), after the rollback blue served ${afterRollback!.served} of ${afterRollback!.madeWithin}–${afterRollback!.madeAround} (+${afterRollback!.cancelled} cancelled)`,
     );
     expect(outcomes.filter((o) => o.state !== SessionState.DONE)).toEqual([]);
     expect(refundIds.length).toBeGreaterThan(50);
@@ -474,12 +490,13 @@ describe("pnpm release (local containers)", () => {
     expect(server.ok).toBeGreaterThanOrEqual(client.ok + flip!.gate!.smokeCalls!);
     expect(server.ok).toBeLessThanOrEqual(client.ok + flip!.gate!.smokeCalls! + client.cancelled - server.cancelled);
     expect(server.cancelled).toBeLessThanOrEqual(client.cancelled);
-    // The two counters are read a moment apart: calls in flight then (at most one per refund worker) may count on one side only.
-    // Besides the calls the client saw through, the live set may have served hedges' losers the client cancelled.
-    for (const { made, served, cancelled } of [afterFlip!, afterRollback!]) {
-      expect(made).toBeGreaterThan(20);
-      expect(served).toBeGreaterThanOrEqual(made - REFUND_WORKERS);
-      expect(served).toBeLessThanOrEqual(made + cancelled + REFUND_WORKERS);
+    // The live set served every call made inside the window, but those in flight as it began (at most one per
+    // refund worker), and no more than the calls made around it, those in flight as it ended, and hedges' losers the
+    // client cancelled.
+    for (const { madeAround, madeWithin, served, cancelled } of [afterFlip!, afterRollback!]) {
+      expect(madeWithin).toBeGreaterThan(20);
+      expect(served).toBeGreaterThanOrEqual(madeWithin - REFUND_WORKERS);
+      expect(served).toBeLessThanOrEqual(madeAround + cancelled + REFUND_WORKERS);
     }
     // Every DONE refund once in the ledger, and nothing in the ledger no session owns.
     expect(new Set(refundIds).size).toBe(refundIds.length);

@@ -5,6 +5,7 @@ import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
 import { runCli, UsageError } from "../cli.js";
+import { takeBuildTurn } from "./build-turn.js";
 import { requireDockerEngine } from "./docker.js";
 import {
   buildImage,
@@ -37,16 +38,32 @@ async function main(): Promise<number> {
   const tag = checkTag(values.tag ?? revision.tag);
   imageRepository("check");
   await requireDockerEngine();
-  await ensureBaseImage(root, (line) => process.stdout.write(`${line}\n`));
-  const logDir = join(resolve(process.env.LOOPGUARD_DATA_DIR || join(root, ".data")), "images");
-  process.stdout.write(`building ${specs.length} image(s), tag ${tag} (build logs in ${logDir})\n`);
-  for (const spec of specs) {
-    const built = await buildImage(spec, { root, tag, revision, logDir });
-    process.stdout.write(
-      `  ${built.references.join("  ").padEnd(60)} ${(built.sizeBytes / 1e6).toFixed(0).padStart(4)} MB  ${built.seconds.toFixed(0).padStart(4)} s\n`,
-    );
+  const cpus = buildCpus(process.env.LOOPGUARD_IMAGE_BUILD_CPUS);
+  const log = (line: string) => process.stdout.write(`${line}\n`);
+  const release = await takeBuildTurn(log);
+  try {
+    await ensureBaseImage(root, log);
+    const logDir = join(resolve(process.env.LOOPGUARD_DATA_DIR || join(root, ".data")), "images");
+    log(`building ${specs.length} image(s), tag ${tag} (build logs in ${logDir})`);
+    for (const spec of specs) {
+      const built = await buildImage(spec, { root, tag, revision, logDir, ...(cpus ? { cpus } : {}) });
+      log(
+        `  ${built.references.join("  ").padEnd(60)} ${(built.sizeBytes / 1e6).toFixed(0).padStart(4)} MB  ${built.seconds.toFixed(0).padStart(4)} s`,
+      );
+    }
+  } finally {
+    await release();
   }
   return 0;
+}
+
+/** LOOPGUARD_IMAGE_BUILD_CPUS: the cores a build's steps may use (e.g. 0.5 beside tests); unset: all. */
+function buildCpus(value: string | undefined): number | undefined {
+  if (value === undefined || value === "") return undefined;
+  const cpus = Number(value);
+  if (!Number.isFinite(cpus) || cpus < 0.01 || cpus > 1024)
+    throw new UsageError(`LOOPGUARD_IMAGE_BUILD_CPUS must be a number of cores from 0.01 to 1024, got "${value}"`);
+  return cpus;
 }
 
 runCli("images", main);

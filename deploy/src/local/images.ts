@@ -94,6 +94,8 @@ export interface BuildOptions {
   readonly revision: SourceRevision;
   readonly logDir: string;
   readonly env?: NodeJS.ProcessEnv;
+  /** Cores the build's steps may use at most (docker's CFS quota); all of them when not set. */
+  readonly cpus?: number;
 }
 
 /** What one image is built from: the Dockerfile's stage (the services' when undefined) and its build arguments. */
@@ -150,6 +152,7 @@ export async function buildImage(recipe: ImageRecipe, options: BuildOptions): Pr
       "--network",
       "host",
       "--force-rm",
+      ...(options.cpus ? ["--cpu-period", "100000", "--cpu-quota", String(Math.round(options.cpus * 100_000))] : []),
       "--file",
       join(root, "deploy", "docker", "Dockerfile"),
       ...(recipe.target ? ["--target", recipe.target] : []),

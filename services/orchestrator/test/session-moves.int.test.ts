@@ -1,7 +1,8 @@
 // Every move of a session goes through one path, so the metrics count each one: a human's cancel,
 // approval or deny, and the re-issue of a call a dead replica left in flight, are counted in
 // loopguard_session_transitions_total (one per audit row) and a stop in
-// loopguard_session_stops_total. Real tool processes, a real orchestrator, its real /metrics.
+// loopguard_session_stops_total, with the session's takeovers in loopguard_session_takeovers. Real
+// tool processes, a real orchestrator, its real /metrics.
 import { join } from "node:path";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { tempDir } from "@loopguard/test-kit";
@@ -16,7 +17,10 @@ const CRASHED = "ses_crashedbeforethecall";
 /** Moves the seeding below makes itself, outside any orchestrator: IDLE → THINKING → TOOL_EXECUTING. */
 const SEEDED: readonly State[] = ["THINKING", "TOOL_EXECUTING"];
 
-/** A session a replica that died left TOOL_EXECUTING a read-only search, in the store the orchestrator opens. */
+/**
+ * A session a replica that died left TOOL_EXECUTING a read-only search, in the store the
+ * orchestrator opens; its lease (the dead replica's) has run out, so the claim is a takeover.
+ */
 async function seedInterruptedCall(file: string): Promise<void> {
   const store = await SqliteSessionStore.open(file);
   const now = Date.now();
@@ -28,6 +32,7 @@ async function seedInterruptedCall(file: string): Promise<void> {
     scopes: ALL_SCOPES,
     policy: "scripted",
     createdBy: "test",
+    lease: { owner: "a-dead-replica", ttlMs: 1 },
   });
   const call = {
     id: "call_1",
@@ -119,5 +124,12 @@ describe("every move of a session is counted", () => {
     const page = await metrics();
     for (const [to, count] of rows)
       expect({ to, count: metricValue(page, "loopguard_session_transitions_total", { to }) }).toEqual({ to, count });
+    // The crashed session was taken over once; every other session that ended never was.
+    expect((await store.get(CRASHED))?.usage.takeovers).toBe(1);
+    const ended = metricValue(page, "loopguard_session_takeovers_count");
+    expect(ended).toBeGreaterThanOrEqual(2);
+    expect(metricValue(page, "loopguard_session_takeovers_bucket", { le: "0" })).toBe(ended - 1);
+    expect(metricValue(page, "loopguard_session_takeovers_bucket", { le: "1" })).toBe(ended);
+    expect(metricValue(page, "loopguard_session_takeovers_sum")).toBe(1);
   });
 });

@@ -45,6 +45,7 @@ export class SessionMetrics {
   readonly stops: Counter<"stop_reason">;
   readonly outcomes: Counter<"outcome" | "reason">;
   readonly stepsPerSession: Histogram;
+  readonly takeoversPerSession: Histogram;
   readonly toolResults: Counter<"tool" | "outcome" | "served_from">;
   readonly costMicros: Counter;
   readonly transitions: Counter<"to">;
@@ -109,6 +110,11 @@ export class SessionMetrics {
       "loopguard_session_steps",
       "Policy steps a session took before it ended.",
       [1, 2, 3, 5, 8, 13, 20, 50],
+    );
+    this.takeoversPerSession = declare.histogram(
+      "loopguard_session_takeovers",
+      "Takeovers a session had when it ended: claims of its lease by another replica after the one running it let the lease run out (it crashed, was killed, or stalled past the lease). Counted by the replica that ends the session, so it shows replicas that died and could count nothing themselves.",
+      [0, 1, 2, 3, 5, 10],
     );
     this.toolResults = declare.counter(
       "loopguard_session_tool_results_total",

@@ -20,6 +20,7 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
       const outcome = storedOutcome(s);
       if (outcome) metrics?.outcomes.inc({ outcome: outcome.kind, reason: reasonLabel(outcome.reason) });
       metrics?.stepsPerSession.observe(s.usage.steps);
+      metrics?.takeoversPerSession.observe(s.usage.takeovers ?? 0);
       log.info("session ended", {
         session_id: s.id,
         state: s.state,

@@ -22,7 +22,7 @@ export default function setup(): () => Promise<void> {
   const out = openSync(join(logDir, "background.log"), "w");
   const build = spawn(process.execPath, [join(root, "deploy", "dist", "local", "images-main.js")], {
     cwd: root,
-    env: { ...process.env, LOOPGUARD_IMAGE_BUILD_CPUS: BUILD_CPUS },
+    env: { ...buildEnv(), LOOPGUARD_IMAGE_BUILD_CPUS: BUILD_CPUS },
     stdio: ["ignore", out, out],
     // Its own process group, so that a run cut short stops the docker client it started too.
     detached: true,
@@ -43,4 +43,9 @@ export default function setup(): () => Promise<void> {
       process.kill(-build.pid, "SIGTERM");
     await ended;
   };
+}
+
+/** The environment as `pnpm images` would see it from a shell: without the npm settings `pnpm test` passes its scripts. */
+function buildEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_config_/i.test(name)));
 }

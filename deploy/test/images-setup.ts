@@ -5,7 +5,7 @@
 // turn (build-turn.ts) and then finds every layer built. A failed build shows there, with its log.
 // Output: .data/images/background.log.
 import { spawn } from "node:child_process";
-import { mkdirSync, openSync } from "node:fs";
+import { closeSync, mkdirSync, openSync } from "node:fs";
 import { setPriority } from "node:os";
 import { join } from "node:path";
 import { repoRoot } from "@loopguard/test-kit";
@@ -27,22 +27,28 @@ export default function setup(): () => Promise<void> {
     // Its own process group, so that a run cut short stops the docker client it started too.
     detached: true,
   });
+  closeSync(out);
   const ended = new Promise<void>((resolve) => {
     build.once("close", () => resolve());
     build.once("error", () => resolve());
   });
-  try {
-    if (build.pid !== undefined) setPriority(build.pid, LOWER_PRIORITY);
-  } catch (error) {
-    // Ended already (a build with nothing to do): there is nothing to lower.
-    if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
-  }
-  // A run that ends first (cut short, or the images were built already) stops the build; its lock goes with it.
+  // A build with nothing to do may have ended already: nothing to lower then.
+  unlessEnded(() => build.pid !== undefined && setPriority(build.pid, LOWER_PRIORITY));
+  // A run that ends before the build (cut short) stops it; its lock goes with it.
   return async () => {
     if (build.pid !== undefined && build.exitCode === null && build.signalCode === null)
-      process.kill(-build.pid, "SIGTERM");
+      unlessEnded(() => process.kill(-build.pid!, "SIGTERM"));
     await ended;
   };
+}
+
+/** Runs `signal`, unless the process it is for has ended meanwhile (ESRCH). */
+function unlessEnded(signal: () => unknown): void {
+  try {
+    signal();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
+  }
 }
 
 /** The environment as `pnpm images` would see it from a shell: without the npm settings `pnpm test` passes its scripts. */

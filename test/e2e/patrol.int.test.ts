@@ -91,8 +91,9 @@ describe("pnpm patrol", () => {
     expect(success).not.toBeNull();
     const [passed, total] = [Number(success![1]), Number(success![2])];
     expect(total).toBe(readFileSync(GOLDEN, "utf8").trim().split("\n").length);
-    // On a fresh suite every expectation of the golden set holds: a mismatch is a regression (or a wrong line).
-    expect(passed).toBe(total);
+    // On a fresh suite every expectation of the golden set holds: a mismatch is a regression (or a wrong line),
+    // named in the printed report.
+    expect(passed, run.stdout).toBe(total);
     // The histogram: each stop reason as many times as the golden set expects it (every task matched).
     const golden = readFileSync(GOLDEN, "utf8")
       .trim()

@@ -32,13 +32,13 @@ async function main(): Promise<number> {
   const all = [...discoverServices(join(root, "services")).map(serviceRecipe), DRILL_RUNNER_RECIPE];
   const unknown = positionals.filter((name) => !all.some((s) => s.name === name));
   if (unknown.length > 0)
-    throw new Error(`unknown image ${unknown.join(", ")} (images: ${all.map((s) => s.name).join(", ")})`);
+    throw new UsageError(`unknown image ${unknown.join(", ")} (images: ${all.map((s) => s.name).join(", ")})`);
   const specs = positionals.length > 0 ? all.filter((s) => positionals.includes(s.name)) : all;
   const revision = sourceRevision(root);
   const tag = checkTag(values.tag ?? revision.tag);
   imageRepository("check");
-  await requireDockerEngine();
   const cpus = buildCpus(process.env.LOOPGUARD_IMAGE_BUILD_CPUS);
+  await requireDockerEngine();
   const log = (line: string) => process.stdout.write(`${line}\n`);
   const release = await takeBuildTurn(log);
   try {

@@ -28,16 +28,17 @@ export default function setup(): () => Promise<void> {
     detached: true,
   });
   closeSync(out);
+  const { pid } = build;
   const ended = new Promise<void>((resolve) => {
     build.once("close", () => resolve());
     build.once("error", () => resolve());
   });
   // A build with nothing to do may have ended already: nothing to lower then.
-  unlessEnded(() => build.pid !== undefined && setPriority(build.pid, LOWER_PRIORITY));
+  if (pid !== undefined) unlessEnded(() => setPriority(pid, LOWER_PRIORITY));
   // A run that ends before the build (cut short) stops it; its lock goes with it.
   return async () => {
-    if (build.pid !== undefined && build.exitCode === null && build.signalCode === null)
-      unlessEnded(() => process.kill(-build.pid!, "SIGTERM"));
+    if (pid !== undefined && build.exitCode === null && build.signalCode === null)
+      unlessEnded(() => process.kill(-pid, "SIGTERM"));
     await ended;
   };
 }

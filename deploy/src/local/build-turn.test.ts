@@ -1,18 +1,17 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type TempDir, tempDir } from "@loopguard/test-kit";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { takeBuildTurn } from "./build-turn.js";
 
 describe("one image build at a time", () => {
-  let dir: string;
+  let dir: TempDir;
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), "loopguard-build-turn-"));
+    dir = tempDir("build-turn");
   });
-  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+  afterEach(() => dir.remove());
 
   it("makes a second build wait, saying so, until the first lets go", async () => {
-    const path = join(dir, "images");
+    const path = join(dir.dir, "images");
     const said: string[] = [];
     const releaseFirst = await takeBuildTurn((line) => said.push(line), { path });
     expect(said).toEqual([]);
@@ -31,7 +30,7 @@ describe("one image build at a time", () => {
   });
 
   it("gives up after its wait, and the build in progress keeps its turn", async () => {
-    const path = join(dir, "images");
+    const path = join(dir.dir, "images");
     const release = await takeBuildTurn(() => undefined, { path });
     const started = Date.now();
     await expect(takeBuildTurn(() => undefined, { path, waitS: 1 })).rejects.toMatchObject({ code: "ELOCKED" });

@@ -54,8 +54,10 @@ export async function observe(
   const fingerprints = [...ctx.fingerprints, print].slice(-10);
   const step = ctx.traceSteps + 1;
   // Every attempt past the first (retries, hedges) spends the session's retry budget.
-  const spent = withRetries(s.usage, Math.max(0, (pending.attempt ?? 1) - 1));
-  const usage = { ...spent, costMicros: s.usage.costMicros + envelope.costMicros };
+  const usage = {
+    ...withRetries(s.usage, Math.max(0, (pending.attempt ?? 1) - 1)),
+    costMicros: s.usage.costMicros + envelope.costMicros,
+  };
   const record = kit.spans.step(s, {
     step,
     before: "TOOL_EXECUTING",

@@ -83,9 +83,9 @@ export class LeaseKeeper {
    * whatever came after that move (a human's approval, another replica's claim) is no loss.
    */
   async #ranOut(gone: ReadonlyMap<string, DrivenRun>): Promise<string[]> {
-    const ids = [...gone.keys()];
-    const lost = await Promise.all(ids.map((id) => this.#ranOutOf(id, gone.get(id)!.from).catch(() => true)));
-    return ids.filter((_, i) => lost[i]);
+    const runs = [...gone];
+    const lost = await Promise.all(runs.map(([id, run]) => this.#ranOutOf(id, run.from).catch(() => true)));
+    return runs.filter((_, i) => lost[i]).map(([id]) => id);
   }
 
   async #ranOutOf(id: string, from: number): Promise<boolean> {

@@ -322,6 +322,26 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.auditTrail("s1")).toHaveLength(2);
       });
 
+      it("charges a model call's spend to an ended session only, with no new version or audit row", async () => {
+        await store.create(newSession("s1"));
+        const live = await drive(store, "s1", ["THINKING"]);
+        expect(await store.chargeEnded("s1", { tokens: 120, costMicros: 7 })).toBe(false);
+        expect(await store.get("s1")).toEqual(live);
+        const usage = { ...live.usage, tokens: 300, costMicros: 40 };
+        const ended = await move(store, "s1", "THINKING", "CANCELLED", live.version, {
+          patch: { usage, stopReason: "cancelled" },
+        });
+        // Two replicas' cut-off calls, charged at once: neither is lost.
+        const charged = await Promise.all([
+          store.chargeEnded("s1", { tokens: 120, costMicros: 7 }),
+          (await another()).chargeEnded("s1", { tokens: 80, costMicros: 3 }),
+        ]);
+        expect(charged).toEqual([true, true]);
+        expect(await store.get("s1")).toEqual({ ...ended, usage: { ...usage, tokens: 500, costMicros: 50 } });
+        expect(await store.auditTrail("s1")).toHaveLength(2);
+        expect(await store.chargeEnded("nope", { tokens: 1, costMicros: 1 })).toBe(false);
+      });
+
       it("requires a stop reason exactly when entering a terminal state", async () => {
         await store.create(newSession("s1"));
         await drive(store, "s1", ["THINKING"]);

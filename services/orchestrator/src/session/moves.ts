@@ -4,7 +4,15 @@
 import type { MoneyChange } from "../store/effect-reservations.js";
 import { redactText } from "../guard/redact.js";
 import type { SessionState, StopReason } from "./session-state.js";
-import type { AuditInput, SessionPatch, SessionRecord, SessionStore, StepRecord } from "../store/session-store.js";
+import {
+  type AuditInput,
+  type SessionPatch,
+  type SessionRecord,
+  type SessionStore,
+  type Spend,
+  StaleTransitionError,
+  type StepRecord,
+} from "../store/session-store.js";
 import type { TraceSink } from "../governance/trace-sink.js";
 import { contextJson, contextOf } from "./data.js";
 import type { Outcome } from "./outcome.js";
@@ -26,6 +34,11 @@ export interface MoveOptions {
   readonly fenced?: boolean;
   /** Money reserved or settled in the same transaction (a refused reserve writes nothing: ReservationRefusedError). */
   readonly money?: MoneyChange;
+  /**
+   * A model call's cost that the patch's usage carries: should the session have ended meanwhile
+   * (a cancel, another replica's stop), the move fails, and the cost is charged to the ended session.
+   */
+  readonly spend?: Spend;
 }
 
 export type StopOptions = Omit<MoveOptions, "audit">;
@@ -64,11 +77,11 @@ export class SessionMoves {
   async move(
     s: SessionRecord,
     to: SessionState,
-    { audit, patch, step, via: through = [], fenced = true, money }: MoveOptions,
+    { audit, patch, step, via: through = [], fenced = true, money, spend }: MoveOptions,
   ): Promise<SessionRecord> {
     const at = this.deps.now();
     const via = [...startOf(s, to), ...through];
-    const moved = await this.deps.store.transition({
+    const transition = this.deps.store.transition({
       id: s.id,
       from: s.state,
       to,
@@ -81,10 +94,17 @@ export class SessionMoves {
       ...(step ? { step } : {}),
       ...(money ? { money } : {}),
     });
+    const moved = await (spend ? transition.catch((error: unknown) => this.#chargeEnded(s, spend, error)) : transition);
     for (const v of via) this.deps.onTransition?.(v.state);
     this.deps.onTransition?.(to);
     if (step) await this.deps.traces.append(step);
     return moved;
+  }
+
+  /** A move that carried `spend` failed: when the session ended meanwhile, the spend is charged to it; the error stands. */
+  async #chargeEnded(s: SessionRecord, spend: Spend, error: unknown): Promise<never> {
+    if (error instanceof StaleTransitionError) await this.deps.store.chargeEnded(s.id, spend).catch(() => false);
+    throw error;
   }
 
   /** Ends the session with `reason` and its (redacted) answer; nothing stays pending. */

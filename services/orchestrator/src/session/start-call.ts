@@ -1,7 +1,7 @@
 // Starting a planned call: TOOL_EXECUTING recorded with the call (and any money it reserves),
 // then the call itself, sent early when it is read-only.
 import { Effect } from "@loopguard/tool-sdk";
-import type { SessionRecord, StepRecord } from "../store/session-store.js";
+import type { SessionRecord, Spend, StepRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import {
   contextJson,
@@ -23,6 +23,8 @@ export interface Start {
   readonly context: SessionContext;
   readonly step?: StepRecord;
   readonly reason?: string;
+  /** The model call that decided it, charged to the session should it have ended meanwhile (see MoveOptions). */
+  readonly spend?: Spend;
 }
 
 /**
@@ -34,7 +36,7 @@ export interface Start {
 export function startCall(
   kit: Kit,
   s: SessionRecord,
-  { tool, call, rest, context, step, reason = `calling ${tool.name}` }: Start,
+  { tool, call, rest, context, step, reason = `calling ${tool.name}`, spend }: Start,
   signal: AbortSignal,
 ): Promise<SessionRecord> {
   const { deps, moves } = kit;
@@ -49,6 +51,7 @@ export function startCall(
     patch,
     ...(step ? { step } : {}),
     ...(money ? { money } : {}),
+    ...(spend ? { spend } : {}),
   });
   if (tool.effect !== Effect.READ_ONLY) return recorded;
   // Awaited by execute before its first write; this only keeps a failure from going unhandled

@@ -91,11 +91,13 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
         audit: { reason: "answer rejected by the host", outcome: problem },
         patch: { usage, context: contextJson({ ...traced, history }) },
         step: record,
+        spend: spent,
       });
     }
     return moves.stop(s, "done", decision.answer, {
       patch: { usage, context: contextJson(stated ? { ...traced, answerConfidence: stated } : traced) },
       step: record,
+      spend: spent,
     });
   }
   const queue = decision.calls.map((c) => ({
@@ -124,7 +126,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
       return await startCall(
         kit,
         decided,
-        { ...plan, rest: queue.slice(1), step: record("TOOL_EXECUTING"), reason },
+        { ...plan, rest: queue.slice(1), step: record("TOOL_EXECUTING"), reason, spend: spent },
         signal,
       );
     } catch (error) {
@@ -136,13 +138,15 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
     audit: { reason: `policy asked for ${queue.length} tool call(s)` },
     patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...confidenceFields(stated) }) },
     step: record("THINKING"),
+    spend: spent,
   });
 }
 
 /**
  * A model call cut off by the run's abort (a stop, a lost lease): the session stays THINKING for
  * whoever runs it next, and the call is counted as a retry with its prompt's tokens charged, so a
- * session stopped again and again cannot ask the model past its budgets uncharged. Without the
+ * session stopped again and again cannot ask the model past its budgets uncharged. A session that
+ * ended meanwhile (the stop was a cancel) is charged the prompt's tokens all the same. Without the
  * lease (lost, or the store unavailable) nothing is written: the next owner's claim counts a takeover.
  */
 async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: number): Promise<SessionRecord> {
@@ -156,6 +160,7 @@ async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: 
     return await kit.moves.move(s, "THINKING", {
       audit: { reason: "model call cut off by a stop: counted as a retry, its prompt's tokens charged" },
       patch: { usage },
+      spend: spent,
     });
   } catch (error) {
     // A lost lease is a StaleTransitionError too.

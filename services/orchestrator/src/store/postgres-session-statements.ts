@@ -101,6 +101,22 @@ export const Q = {
     "lg_release",
     `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = :id AND lease_owner = :owner`,
   ),
+  insertPatrolRun: statement(
+    "lg_insert_patrol_run",
+    `INSERT INTO patrol_runs (run_id, finished_at, run) VALUES (:run_id, :finished_at, :run)`,
+  ),
+  patrolRuns: statement(
+    "lg_patrol_runs",
+    `SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT :limit`,
+  ),
+  // Only an ended session: a live one's usage moves with its transitions.
+  charge: statement(
+    "lg_charge_ended",
+    `UPDATE sessions s SET usage = jsonb_set(jsonb_set(s.usage,
+        '{tokens}', to_jsonb(coalesce((s.usage->>'tokens')::bigint, 0) + :tokens::bigint)),
+        '{costMicros}', to_jsonb(coalesce((s.usage->>'costMicros')::bigint, 0) + :costMicros::bigint))
+    WHERE id = :id AND stop_reason IS NOT NULL`,
+  ),
   // The expired ones first, along sessions_approval_expiry: asked for the oldest sessions at once,
   // the planner would rather read every open session in creation order and filter.
   expiredApprovals: statement(

@@ -231,16 +231,11 @@ export class PostgresSessionStore extends SqlSessionStore {
   }
 
   protected async insertPatrolRun(row: { run_id: string; finished_at: number; run: string }): Promise<void> {
-    await this.pool.query(`INSERT INTO patrol_runs (run_id, finished_at, run) VALUES ($1, $2, $3)`, [
-      row.run_id,
-      row.finished_at,
-      row.run,
-    ]);
+    await this.changes(Q.insertPatrolRun, row);
   }
 
-  protected async patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: string; run: unknown }[]> {
-    return (await this.pool.query(`SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT $1`, [limit]))
-      .rows;
+  protected patrolRunRows(limit: number): Promise<{ run_id: string; finished_at: string; run: unknown }[]> {
+    return this.rows(Q.patrolRuns, { limit });
   }
 
   protected reservationRows(sessionId: string): Promise<ReservationRow[]> {
@@ -277,6 +272,10 @@ export class PostgresSessionStore extends SqlSessionStore {
 
   protected async release(p: { id: string; owner: string }): Promise<boolean> {
     return (await this.changes(Q.release, p)) === 1;
+  }
+
+  protected async charge(p: { id: string; tokens: number; costMicros: number }): Promise<boolean> {
+    return (await this.changes(Q.charge, p)) === 1;
   }
 
   protected expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]> {

@@ -17,6 +17,12 @@ export interface BudgetLimits {
 }
 
 /** What a session has spent so far, against its BudgetLimits. */
+/** What one model call cost: its tokens (prompt and reply) and their price. */
+export interface Spend {
+  readonly tokens: number;
+  readonly costMicros: number;
+}
+
 export interface Usage {
   readonly steps: number;
   readonly toolCalls: number;

@@ -3,7 +3,7 @@
 // holds both to it: see test/session-store.suite.ts.
 import type { MoneyChange, OtherEffects, Reservation, ReservationRecord } from "./effect-reservations.js";
 import type { SessionState, StopReason } from "../session/session-state.js";
-import type { JsonObject, NewSession, SessionRecord, Usage } from "./session-record.js";
+import type { JsonObject, NewSession, SessionRecord, Spend, Usage } from "./session-record.js";
 import type { StoreUnavailableError } from "./store-errors.js";
 
 export * from "./session-record.js";
@@ -183,6 +183,13 @@ export interface SessionStore {
   renewLeases(ids: readonly string[], owner: string, ttlMs: number): Promise<Set<string>>;
   /** False when `owner` did not hold the lease. */
   releaseLease(id: string, owner: string): Promise<boolean>;
+  /**
+   * Adds a model call's tokens and price to the usage of a session that ended while the call was
+   * out (a cancel, an expiry, a stop made by another replica), so its usage says what it cost. No
+   * new version and no audit row: the session's moves are done. False when the session has not
+   * ended (a live session's usage moves with its transitions).
+   */
+  chargeEnded(id: string, spend: Spend): Promise<boolean>;
   /**
    * What other effects than `r` hold on its entity, and hold or made for its customer (since
    * `customerSince`, in its currency) and its session (in its currency). A read without a lock:

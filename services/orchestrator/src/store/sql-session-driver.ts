@@ -79,6 +79,8 @@ export abstract class SqlSessionDriver {
     expiresAt: number;
   }): Promise<string[]>;
   protected abstract release(p: { id: string; owner: string }): Promise<boolean>;
+  /** Adds `tokens` and `costMicros` to an ended session's usage; false when it has not ended. */
+  protected abstract charge(p: { id: string; tokens: number; costMicros: number }): Promise<boolean>;
   protected abstract expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]>;
   protected abstract pruneStepRows(p: { before: number; limit: number }): Promise<number>;
   protected abstract oldestStepRow(): Promise<number | string | null>;

@@ -24,6 +24,7 @@ import {
   type SessionReader,
   type SessionRecord,
   type SessionStore,
+  type Spend,
   type StepRecord,
   type TransitionInput,
 } from "./session-store.js";
@@ -229,6 +230,10 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
 
   async releaseLease(id: string, owner: string): Promise<boolean> {
     return this.guard("releaseLease", () => this.release({ id, owner }));
+  }
+
+  async chargeEnded(id: string, { tokens, costMicros }: Spend): Promise<boolean> {
+    return this.guard("chargeEnded", () => this.charge({ id, tokens, costMicros }));
   }
 
   async expiredApprovals(now: number, limit: number): Promise<SessionRecord[]> {

@@ -139,6 +139,13 @@ export function prepare(db: Database.Database) {
     release: stmt<[{ id: string; owner: string }], Pick<SessionRow, "id" | "state" | "version" | "lease_owner">>(
       `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner RETURNING id, state, version, lease_owner`,
     ),
+    // Only an ended session: a live one's usage moves with its transitions.
+    charge: stmt<[{ id: string; tokens: number; costMicros: number }]>(
+      `UPDATE sessions SET usage = json_set(usage,
+         '$.tokens', coalesce(json_extract(usage, '$.tokens'), 0) + @tokens,
+         '$.costMicros', coalesce(json_extract(usage, '$.costMicros'), 0) + @costMicros)
+       WHERE id = @id AND stop_reason IS NOT NULL`,
+    ),
     // Along sessions_approval_expiry, named: with no statistics the planner would rather read every
     // open session in creation order (sessions_open) than sort the few expired ones.
     expiredApprovals: stmt<[{ now: number; limit: number }], SessionRow>(

@@ -259,6 +259,10 @@ export class SqliteSessionStore extends SqlSessionStore {
     });
   }
 
+  protected charge(p: { id: string; tokens: number; costMicros: number }): Promise<boolean> {
+    return this.write(() => this.stmt.charge.run(p).changes === 1);
+  }
+
   protected async expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]> {
     return this.stmt.expiredApprovals.all(p);
   }

@@ -1,7 +1,8 @@
-// A model call that a session's end overtook is still paid for: when a cancel ends a session while
-// the model is answering, the call's tokens and price are charged to the ended session, whether the
+// Work that a session's end overtook is still paid for: when a cancel ends a session while the
+// model is answering, the call's tokens and price are charged to the ended session, whether the
 // cancel cut the call off on this replica (its prompt, as if the model had read it) or was made on
-// another replica while the answer was on its way (what the model reported). Real orchestrator
+// another replica while the answer was on its way (what the model reported); a tool's answer that
+// came after another replica's cancel is charged its price. Real orchestrator
 // processes (one on SQLite; two replicas on one PostgreSQL) and a fake chat server speaking the
 // OpenAI wire protocol.
 import { join } from "node:path";
@@ -12,10 +13,10 @@ import {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { postgresSkipReason, type PostgresServer, startPostgres } from "@loopguard/sql-store/testing";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { costMicrosOf, DEFAULT_MODEL_PRICES } from "../src/policies/model-prices.js";
-import { chatCompletion, type ScriptedReply, startFakeChatServer } from "./fake-chat-server.js";
-import { waitForSession } from "./harness.js";
+import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall } from "./fake-chat-server.js";
+import { isEnded, setFaults, waitForSession } from "./harness.js";
 import { processFixture } from "./process-fixture.js";
 
 const { tempDir, clientFor, startTools, startOrchestrator, cleanUp, onCleanUp } = processFixture("charges");
@@ -45,7 +46,7 @@ function heldModel() {
 }
 
 /** Tools, a fake model and `replicas` orchestrator processes on `store`; the API of each as an operator. */
-async function setUp(replies: ScriptedReply[], store: string, replicas = 1) {
+async function setUp(replies: ScriptedReply[], store: string, replicas = 1, settings: Record<string, string> = {}) {
   const tools = await startTools();
   const chat = await startFakeChatServer(replies);
   onCleanUp(() => chat.close());
@@ -57,15 +58,16 @@ async function setUp(replies: ScriptedReply[], store: string, replicas = 1) {
       LOOPGUARD_DATA_DIR: tempDir(`orchestrator-${i}`),
       OPENAI_BASE_URL: chat.baseUrl,
       OPENAI_MODEL: MODEL,
+      ...settings,
     });
     apis.push(
       await clientFor(OrchestratorService, orchestrator.address, SESSION_OPERATOR_SCOPES, { subject: "operator" }),
     );
   }
-  return apis;
+  return { apis, tools };
 }
 
-type Api = Awaited<ReturnType<typeof setUp>>[number];
+type Api = Awaited<ReturnType<typeof setUp>>["apis"][number];
 
 async function startQuestion(api: Api): Promise<string> {
   const { session } = await api.startSession({
@@ -76,20 +78,26 @@ async function startQuestion(api: Api): Promise<string> {
   return session!.sessionId;
 }
 
-/** The session once its usage shows a charge: the run that made the call records it as it stops, after the cancel's reply. */
-function charged(api: Api, id: string): Promise<Session> {
-  return waitForSession(api, id, (s) => s.state === SessionState.CANCELLED && Number(s.usage?.tokens ?? 0) > 0, 10_000);
+/**
+ * The session once its usage shows more than the cancel's reply did: the run that did the work
+ * charges it as it stops, after that reply.
+ */
+function charged(api: Api, id: string, cancelled: Session): Promise<Session> {
+  const cost = (s: Session) => Number(s.usage?.costMicros ?? 0);
+  return waitForSession(api, id, (s) => s.state === SessionState.CANCELLED && cost(s) > cost(cancelled), 10_000);
 }
 
-describe("a model call the session's cancel overtook", () => {
-  it("cut off by a cancel on the replica that runs it: its prompt's tokens and price are charged to the cancelled session", async () => {
+describe("work a session's cancel overtook", () => {
+  it("a model call cut off by a cancel on the replica that runs it: its prompt's tokens and price are charged to the cancelled session", async () => {
     const model = heldModel();
-    const [api] = await setUp(model.replies, `sqlite:${join(tempDir("store"), "orchestrator.db")}`);
+    const {
+      apis: [api],
+    } = await setUp(model.replies, `sqlite:${join(tempDir("store"), "orchestrator.db")}`);
     const id = await startQuestion(api!);
     await model.asked;
     const { session } = await api!.cancelSession({ sessionId: id, reason: "asked by mistake" });
     expect(SessionState[session!.state]).toBe("CANCELLED");
-    const ended = await charged(api!, id);
+    const ended = await charged(api!, id, session!);
     // The prompt as the host counted it: no reply came, so nothing reported what the model read.
     const prompt = Number(ended.usage!.tokens);
     expect(prompt).toBeGreaterThan(20);
@@ -101,34 +109,69 @@ describe("a model call the session's cancel overtook", () => {
   }, 60_000);
 
   const pgUnavailable = postgresSkipReason();
-  if (pgUnavailable) console.warn(`[cut-off charges] skipping the two-replica case: ${pgUnavailable}`);
-  let server: PostgresServer | undefined;
-  afterAll(async () => {
-    await server?.stop();
-  }, 60_000);
+  if (pgUnavailable) console.warn(`[cut-off charges] skipping the two-replica cases: ${pgUnavailable}`);
+  describe.skipIf(pgUnavailable !== null)(
+    "two replicas on one PostgreSQL, the cancel made on the one that does not run the session",
+    () => {
+      let server: PostgresServer;
+      beforeAll(async () => {
+        server = await startPostgres();
+      }, 60_000);
+      afterAll(async () => {
+        await server?.stop();
+      }, 60_000);
 
-  it.skipIf(pgUnavailable !== null)(
-    "answered after another replica cancelled the session: what the model reported is charged, and nothing moves the session on",
-    async () => {
-      const model = heldModel();
-      server = await startPostgres();
-      const [runner, other] = await setUp(model.replies, await server.createDatabase(`charges_${process.pid}`), 2);
-      const id = await startQuestion(runner!);
-      await model.asked;
-      // The other replica does not run the session, so its cancel cannot stop the call: the answer comes anyway.
-      const { session } = await other!.cancelSession({ sessionId: id, reason: "asked by mistake" });
-      expect(SessionState[session!.state]).toBe("CANCELLED");
-      expect(Number(session!.usage!.tokens)).toBe(0);
-      model.release();
-      const ended = await charged(other!, id);
-      expect(Number(ended.usage!.tokens)).toBe(REPORTED.input + REPORTED.output);
-      expect(Number(ended.usage!.costMicros)).toBe(costMicrosOf(DEFAULT_MODEL_PRICES[MODEL], REPORTED));
-      expect(ended).toMatchObject({
-        version: session!.version,
-        answer: session!.answer,
-        stopReason: session!.stopReason,
-      });
+      it("a model's answer that came after the cancel: what the model reported is charged, and nothing moves the session on", async () => {
+        const model = heldModel();
+        const {
+          apis: [runner, other],
+        } = await setUp(model.replies, await server.createDatabase(`charges_model_${process.pid}`), 2);
+        const id = await startQuestion(runner!);
+        await model.asked;
+        // The other replica does not run the session, so its cancel cannot stop the call: the answer comes anyway.
+        const { session } = await other!.cancelSession({ sessionId: id, reason: "asked by mistake" });
+        expect(SessionState[session!.state]).toBe("CANCELLED");
+        expect(Number(session!.usage!.tokens)).toBe(0);
+        model.release();
+        const ended = await charged(other!, id, session!);
+        expect(Number(ended.usage!.tokens)).toBe(REPORTED.input + REPORTED.output);
+        expect(Number(ended.usage!.costMicros)).toBe(costMicrosOf(DEFAULT_MODEL_PRICES[MODEL], REPORTED));
+        expect(ended).toMatchObject({
+          version: session!.version,
+          answer: session!.answer,
+          stopReason: session!.stopReason,
+        });
+      }, 60_000);
+
+      it("a tool's answer that came after the cancel: its price is charged", async () => {
+        const search = () => toolCall("kb_search_search", '{"query":"card refunds","limit":3}', "s1");
+        // Leases renewed every 20 s: the runner learns of the cancel from the failed write after the
+        // answer. A renewal that found the lease gone first would stop the run and cut the Search off,
+        // and a call cut off is charged nothing (it may not have been served).
+        const {
+          apis: [runner, other],
+          tools,
+        } = await setUp([search], await server.createDatabase(`charges_tool_${process.pid}`), 2, {
+          ORCHESTRATOR_LEASE_TTL_MS: "60000",
+        });
+        // Each Search answers after 700 ms (inside kb-search's 1 s timeout): time to cancel while it is out.
+        await setFaults(tools, "kb-search", { addedLatencyMs: 700 });
+        const id = await startQuestion(runner!);
+        const out = await waitForSession(
+          runner!,
+          id,
+          (s) => s.state === SessionState.TOOL_EXECUTING || isEnded(s),
+          10_000,
+        );
+        expect(SessionState[out.state], out.answer).toBe("TOOL_EXECUTING");
+        const { session } = await other!.cancelSession({ sessionId: id, reason: "asked by mistake" });
+        expect(SessionState[session!.state]).toBe("CANCELLED");
+        const ended = await charged(other!, id, session!);
+        // kb-search's price per call (its contract's cost.micros_per_call), on top of the model call charged before.
+        expect(Number(ended.usage!.costMicros) - Number(session!.usage!.costMicros)).toBe(100);
+        expect(ended.usage!.tokens).toBe(session!.usage!.tokens);
+        expect(ended.version).toBe(session!.version);
+      }, 60_000);
     },
-    60_000,
   );
 });

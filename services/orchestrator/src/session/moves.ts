@@ -35,8 +35,9 @@ export interface MoveOptions {
   /** Money reserved or settled in the same transaction (a refused reserve writes nothing: ReservationRefusedError). */
   readonly money?: MoneyChange;
   /**
-   * A model call's cost that the patch's usage carries: should the session have ended meanwhile
-   * (a cancel, another replica's stop), the move fails, and the cost is charged to the ended session.
+   * What the patch's usage charges for work already done (a model call's tokens and price, a tool
+   * call's price): should the session have ended meanwhile (a cancel, another replica's stop), the
+   * move fails, and this is charged to the ended session instead.
    */
   readonly spend?: Spend;
 }
@@ -94,7 +95,9 @@ export class SessionMoves {
       ...(step ? { step } : {}),
       ...(money ? { money } : {}),
     });
-    const moved = await (spend ? transition.catch((error: unknown) => this.#chargeEnded(s, spend, error)) : transition);
+    const moved = await (spend && (spend.tokens > 0 || spend.costMicros > 0)
+      ? transition.catch((error: unknown) => this.#chargeEnded(s, spend, error))
+      : transition);
     for (const v of via) this.deps.onTransition?.(v.state);
     this.deps.onTransition?.(to);
     if (step) await this.deps.traces.append(step);

@@ -93,12 +93,14 @@ export async function observe(
   const money = call.effect
     ? { money: { settle: call.effect.key, outcome: made ? ("settled" as const) : ("released" as const) } }
     : {};
+  // The call's price, charged to the session should it have ended while the answer came (see MoveOptions).
+  const spend = { tokens: 0, costMicros: envelope.costMicros };
   if (isStuck(fingerprints)) {
     return moves.stop(
       s,
       "no_progress",
       `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`,
-      { patch: { usage, context }, step: record, via, ...money },
+      { patch: { usage, context }, step: record, via, spend, ...money },
     );
   }
   return moves.move(s, "THINKING", {
@@ -110,6 +112,7 @@ export async function observe(
     patch: { usage, context, pending: queueLeft(pending.queue) },
     step: record,
     via,
+    spend,
     ...money,
   });
 }

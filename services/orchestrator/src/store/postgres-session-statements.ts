@@ -113,8 +113,8 @@ export const Q = {
   charge: statement(
     "lg_charge_ended",
     `UPDATE sessions s SET usage = jsonb_set(jsonb_set(s.usage,
-        '{tokens}', to_jsonb(coalesce((s.usage->>'tokens')::bigint, 0) + :tokens::bigint)),
-        '{costMicros}', to_jsonb(coalesce((s.usage->>'costMicros')::bigint, 0) + :costMicros::bigint))
+        '{tokens}', to_jsonb(coalesce((s.usage->>'tokens')::numeric, 0) + :tokens::numeric)),
+        '{costMicros}', to_jsonb(coalesce((s.usage->>'costMicros')::numeric, 0) + :costMicros::numeric))
     WHERE id = :id AND stop_reason IS NOT NULL`,
   ),
   // The expired ones first, along sessions_approval_expiry: asked for the oldest sessions at once,

@@ -16,13 +16,13 @@ export interface BudgetLimits {
   readonly maxRetries?: number;
 }
 
-/** What a session has spent so far, against its BudgetLimits. */
-/** What one model call cost: its tokens (prompt and reply) and their price. */
+/** What a piece of work cost: a model call's tokens (prompt and reply) and their price, or a tool call's price. */
 export interface Spend {
   readonly tokens: number;
   readonly costMicros: number;
 }
 
+/** What a session has spent so far, against its BudgetLimits. */
 export interface Usage {
   readonly steps: number;
   readonly toolCalls: number;

@@ -184,10 +184,10 @@ export interface SessionStore {
   /** False when `owner` did not hold the lease. */
   releaseLease(id: string, owner: string): Promise<boolean>;
   /**
-   * Adds a model call's tokens and price to the usage of a session that ended while the call was
-   * out (a cancel, an expiry, a stop made by another replica), so its usage says what it cost. No
-   * new version and no audit row: the session's moves are done. False when the session has not
-   * ended (a live session's usage moves with its transitions).
+   * Adds what work cost (a model call's tokens and price, a tool call's price) to the usage of a
+   * session that ended while it was under way (a cancel, an expiry, a stop made by another
+   * replica), so its usage says what it cost. No new version and no audit row: the session's moves
+   * are done. False when the session has not ended (a live session's usage moves with its transitions).
    */
   chargeEnded(id: string, spend: Spend): Promise<boolean>;
   /**

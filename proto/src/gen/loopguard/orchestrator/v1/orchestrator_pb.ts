@@ -79,6 +79,10 @@ export type BudgetUsage = Message<"loopguard.orchestrator.v1.BudgetUsage"> & {
   toolCalls: number;
 
   /**
+   * Tokens and cost can still grow after the session ended, without a new version: work that a
+   * cancel overtook (a model call it cut off, or an answer that came after it) is charged to the
+   * ended session by the run that did it, a moment after the cancel's reply.
+   *
    * @generated from field: uint64 tokens = 3;
    */
   tokens: bigint;

@@ -47,7 +47,13 @@ function heldModel() {
 }
 
 /** Tools, a fake model and `replicas` orchestrator processes on `store`; the API of each as an operator. */
-async function setUp(replies: ScriptedReply[], store: string, replicas = 1, settings: Record<string, string> = {}) {
+/**
+ * Leases are renewed every 20 s here (the fixture's 1 s lease runs out on a loaded machine): the
+ * runner learns of a cancel made elsewhere from its failed write, not from a renewal that finds the
+ * lease gone and stops the run (a model call it cuts off is charged its prompt; a tool call, nothing),
+ * and no replica takes the session over from a runner that stalled.
+ */
+async function setUp(replies: ScriptedReply[], store: string, replicas = 1) {
   const tools = await startTools();
   const chat = await startFakeChatServer(replies);
   onCleanUp(() => chat.close());
@@ -59,7 +65,7 @@ async function setUp(replies: ScriptedReply[], store: string, replicas = 1, sett
       LOOPGUARD_DATA_DIR: tempDir(`orchestrator-${i}`),
       OPENAI_BASE_URL: chat.baseUrl,
       OPENAI_MODEL: MODEL,
-      ...settings,
+      ORCHESTRATOR_LEASE_TTL_MS: "60000",
     });
     apis.push(
       await clientFor(OrchestratorService, orchestrator.address, SESSION_OPERATOR_SCOPES, { subject: "operator" }),
@@ -164,13 +170,10 @@ describe("work a session's cancel overtook", () => {
         // The model asks for a Search every time it is asked.
         const search = () => toolCall("kb_search_search", '{"query":"card refunds","limit":3}', "s1");
         const url = await server.createDatabase(`charges_tool_${process.pid}`);
-        // Leases renewed every 20 s: the runner learns of the cancel from the failed write after the
-        // answer. A renewal that found the lease gone first would stop the run and cut the Search off,
-        // and a call cut off is charged nothing (it may not have been served).
         const {
           apis: [runner, other],
           tools,
-        } = await setUp(Array(12).fill(search), url, 2, { ORCHESTRATOR_LEASE_TTL_MS: "60000" });
+        } = await setUp(Array(12).fill(search), url, 2);
         // Each Search answers after 500 ms (inside kb-search's 1 s timeout): time to cancel while it is out.
         await setFaults(tools, "kb-search", { addedLatencyMs: 500 });
         const store = await PostgresSessionStore.open(url, { maxConnections: 1 });

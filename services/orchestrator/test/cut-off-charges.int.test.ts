@@ -2,9 +2,8 @@
 // model is answering, the call's tokens and price are charged to the ended session, whether the
 // cancel cut the call off on this replica (its prompt, as if the model had read it) or was made on
 // another replica while the answer was on its way (what the model reported); a tool's answer that
-// came after another replica's cancel is charged its price. Real orchestrator
-// processes (one on SQLite; two replicas on one PostgreSQL) and a fake chat server speaking the
-// OpenAI wire protocol.
+// came after another replica's cancel is charged its price. Real orchestrator processes (one on
+// SQLite; two replicas on one PostgreSQL) and a fake chat server speaking the OpenAI wire protocol.
 import { join } from "node:path";
 import {
   OrchestratorService,
@@ -28,7 +27,7 @@ const MODEL = "gpt-4o";
 /** What the fake chat server reports for each completion. */
 const REPORTED = { input: 42, output: 7 };
 
-/** A model whose first answer is held until `release()`; `asked` settles once its request arrived. */
+/** A model whose first answer is held until `release()` (or the test's clean-up); `asked` settles once its request arrived. */
 function heldModel() {
   let arrived!: () => void;
   let release!: () => void;
@@ -38,6 +37,7 @@ function heldModel() {
   const released = new Promise<void>((resolve) => {
     release = resolve;
   });
+  onCleanUp(async () => release());
   const reply: ScriptedReply = async () => {
     arrived();
     await released;
@@ -46,12 +46,12 @@ function heldModel() {
   return { replies: [reply], asked, release };
 }
 
-/** Tools, a fake model and `replicas` orchestrator processes on `store`; the API of each as an operator. */
 /**
- * Leases are renewed every 20 s here (the fixture's 1 s lease runs out on a loaded machine): the
- * runner learns of a cancel made elsewhere from its failed write, not from a renewal that finds the
- * lease gone and stops the run (a model call it cuts off is charged its prompt; a tool call, nothing),
- * and no replica takes the session over from a runner that stalled.
+ * Tools, a fake model and `replicas` orchestrator processes on `store`; the API of each as an
+ * operator. Leases are renewed every 20 s here (the fixture's 1 s lease runs out on a loaded
+ * machine): the runner learns of a cancel made elsewhere from its failed write, not from a renewal
+ * that finds the lease gone and stops the run (a model call it cuts off is charged its prompt; a
+ * tool call, nothing), and no replica takes the session over from a runner that stalled.
  */
 async function setUp(replies: ScriptedReply[], store: string, replicas = 1) {
   const tools = await startTools();
@@ -128,7 +128,6 @@ describe("work a session's cancel overtook", () => {
       costMicrosOf(DEFAULT_MODEL_PRICES[MODEL], { input: prompt, output: 0 }),
     );
     expect(ended.version).toBe(session!.version);
-    model.release();
   }, 60_000);
 
   const pgUnavailable = postgresSkipReason();

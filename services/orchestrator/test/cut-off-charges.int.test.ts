@@ -11,8 +11,8 @@ import {
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
-import { postgresSkipReason, type PostgresServer, startPostgres } from "@loopguard/sql-store/testing";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { usePostgres } from "@loopguard/sql-store/testing/vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { costMicrosOf, DEFAULT_MODEL_PRICES } from "../src/policies/model-prices.js";
 import { PostgresSessionStore } from "../src/store/postgres-session-store.js";
 import { chatCompletion, type ScriptedReply, startFakeChatServer, toolCall } from "./fake-chat-server.js";
@@ -21,6 +21,8 @@ import { processFixture } from "./process-fixture.js";
 
 const { tempDir, clientFor, startTools, startOrchestrator, cleanUp, onCleanUp } = processFixture("charges");
 afterEach(cleanUp);
+/** The two-replica cases' server: a fresh database each. */
+const postgres = usePostgres("cut-off-charges");
 
 /** A priced model, so the charge shows in costMicros too. */
 const MODEL = "gpt-4o";
@@ -130,24 +132,14 @@ describe("work a session's cancel overtook", () => {
     expect(ended.version).toBe(session!.version);
   }, 60_000);
 
-  const pgUnavailable = postgresSkipReason();
-  if (pgUnavailable) console.warn(`[cut-off charges] skipping the two-replica cases: ${pgUnavailable}`);
-  describe.skipIf(pgUnavailable !== null)(
+  describe.skipIf(postgres.skip !== null)(
     "two replicas on one PostgreSQL, the cancel made on the one that does not run the session",
     () => {
-      let server: PostgresServer;
-      beforeAll(async () => {
-        server = await startPostgres();
-      }, 60_000);
-      afterAll(async () => {
-        await server?.stop();
-      }, 60_000);
-
       it("a model's answer that came after the cancel: what the model reported is charged, and nothing moves the session on", async () => {
         const model = heldModel();
         const {
           apis: [runner, other],
-        } = await setUp(model.replies, await server.createDatabase(`charges_model_${process.pid}`), 2);
+        } = await setUp(model.replies, await postgres.freshDatabase(), 2);
         const id = await startQuestion(runner!);
         await model.asked;
         // The other replica does not run the session, so its cancel cannot stop the call: the answer comes anyway.
@@ -168,7 +160,7 @@ describe("work a session's cancel overtook", () => {
       it("a tool's answer that came after the cancel: its price is charged", async () => {
         // The model asks for a Search every time it is asked.
         const search = () => toolCall("kb_search_search", '{"query":"card refunds","limit":3}', "s1");
-        const url = await server.createDatabase(`charges_tool_${process.pid}`);
+        const url = await postgres.freshDatabase();
         const {
           apis: [runner, other],
           tools,

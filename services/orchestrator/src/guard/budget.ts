@@ -1,7 +1,7 @@
 // The budget vector, checked before spending: a step or tool call that would pass a limit is
 // refused (and the session stopped with that limit's reason) rather than executed and regretted.
 import type { StopReason } from "../session/session-state.js";
-import type { BudgetLimits, Usage } from "../store/session-store.js";
+import type { BudgetLimits, Spend, Usage } from "../store/session-store.js";
 
 /** Retries a session may make (model and tool calls together) unless its budget says otherwise. */
 export const DEFAULT_MAX_RETRIES = 10;
@@ -44,6 +44,11 @@ export function retriesLeft(usage: Usage, limits: BudgetLimits): number {
 /** `usage` with `n` more retries spent: every attempt past a call's first, model and tool calls alike. */
 export function withRetries(usage: Usage, n: number): Usage {
   return { ...usage, retries: (usage.retries ?? 0) + n };
+}
+
+/** `usage` with `spend` (a model call's tokens and price, a tool call's price) added. */
+export function withSpend(usage: Usage, spend: Spend): Usage {
+  return { ...usage, tokens: usage.tokens + spend.tokens, costMicros: usage.costMicros + spend.costMicros };
 }
 
 /** A rough token count for policies that report none (about four characters a token), of a text or a length. */

@@ -3,7 +3,7 @@
 // fingerprinted for progress, with its step record; then the session thinks again, or stops when
 // it makes no progress.
 import type { ResultEnvelope, ToolCallRequest } from "../policies/policy.js";
-import { withRetries } from "../guard/budget.js";
+import { withRetries, withSpend } from "../guard/budget.js";
 import { fingerprint, isStuck, NO_PROGRESS_WINDOW } from "../guard/progress.js";
 import { redactText } from "../guard/redact.js";
 import type { SessionRecord } from "../store/session-store.js";
@@ -53,11 +53,10 @@ export async function observe(
   const print = fingerprint(call.tool, call.arguments, outcome, envelope.refs);
   const fingerprints = [...ctx.fingerprints, print].slice(-10);
   const step = ctx.traceSteps + 1;
+  // The call's price; should the session have ended while the answer came, it is charged to it (see MoveOptions).
+  const spend = { tokens: 0, costMicros: envelope.costMicros };
   // Every attempt past the first (retries, hedges) spends the session's retry budget.
-  const usage = {
-    ...withRetries(s.usage, Math.max(0, (pending.attempt ?? 1) - 1)),
-    costMicros: s.usage.costMicros + envelope.costMicros,
-  };
+  const usage = withSpend(withRetries(s.usage, Math.max(0, (pending.attempt ?? 1) - 1)), spend);
   const record = kit.spans.step(s, {
     step,
     before: "TOOL_EXECUTING",
@@ -93,8 +92,6 @@ export async function observe(
   const money = call.effect
     ? { money: { settle: call.effect.key, outcome: made ? ("settled" as const) : ("released" as const) } }
     : {};
-  // The call's price, charged to the session should it have ended while the answer came (see MoveOptions).
-  const spend = { tokens: 0, costMicros: envelope.costMicros };
   if (isStuck(fingerprints)) {
     return moves.stop(
       s,

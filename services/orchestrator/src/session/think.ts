@@ -3,7 +3,7 @@
 // the same transition when it can start at once). A failed model call is retried within budget.
 import { setTimeout as sleep } from "node:timers/promises";
 import { context as otelContext, trace } from "@opentelemetry/api";
-import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft, withRetries } from "../guard/budget.js";
+import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft, withRetries, withSpend } from "../guard/budget.js";
 import { confidenceFields, statedConfidence } from "../guard/confidence.js";
 import { modelView } from "../guard/personal-data.js";
 import { redactText } from "../guard/redact.js";
@@ -51,12 +51,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
   }
   decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
   const spent = modelSpend(kit, policy, decision, prompt.governed.tokens);
-  const usage: Usage = {
-    ...s.usage,
-    steps: s.usage.steps + 1,
-    tokens: s.usage.tokens + spent.tokens,
-    costMicros: s.usage.costMicros + spent.costMicros,
-  };
+  const usage: Usage = { ...withSpend(s.usage, spent), steps: s.usage.steps + 1 };
   const step = ctx.traceSteps + 1;
   const traced: SessionContext = { ...ctx, traceSteps: step };
   const durationMs = () => performance.now() - started;
@@ -151,11 +146,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
  */
 async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: number): Promise<SessionRecord> {
   const spent = cutOffSpend(kit, policy, promptTokens);
-  const usage: Usage = {
-    ...withRetries(s.usage, 1),
-    tokens: s.usage.tokens + spent.tokens,
-    costMicros: s.usage.costMicros + spent.costMicros,
-  };
+  const usage = withSpend(withRetries(s.usage, 1), spent);
   try {
     return await kit.moves.move(s, "THINKING", {
       audit: { reason: "model call cut off by a stop: counted as a retry, its prompt's tokens charged" },

@@ -1,11 +1,9 @@
 // `pnpm images` refuses what it cannot build with one line and an exit code, before it asks Docker
 // for anything or waits for another build's turn.
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { repoRoot as root } from "@loopguard/test-kit";
 import { describe, expect, it } from "vitest";
 import { type Run, runProcess } from "./run-process.js";
-
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 function images(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> {
   return runProcess(process.execPath, [join(root, "deploy", "dist", "local", "images-main.js"), ...args], {

@@ -10,8 +10,9 @@ import {
   type Session,
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import { metricValue, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
 import { usePostgres } from "@loopguard/sql-store/testing/vitest";
+import type { ServiceProcess } from "@loopguard/test-kit";
 import { afterEach, describe, expect, it } from "vitest";
 import { costMicrosOf, DEFAULT_MODEL_PRICES } from "../src/policies/model-prices.js";
 import { PostgresSessionStore } from "../src/store/postgres-session-store.js";
@@ -60,6 +61,7 @@ async function setUp(replies: ScriptedReply[], store: string, replicas = 1) {
   const chat = await startFakeChatServer(replies);
   onCleanUp(() => chat.close());
   const apis = [];
+  const replicasStarted = [];
   for (let i = 0; i < replicas; i += 1) {
     const orchestrator = await startOrchestrator(tools, {
       ORCHESTRATOR_STORE: store,
@@ -69,11 +71,18 @@ async function setUp(replies: ScriptedReply[], store: string, replicas = 1) {
       OPENAI_MODEL: MODEL,
       ORCHESTRATOR_LEASE_TTL_MS: "60000",
     });
+    replicasStarted.push(orchestrator);
     apis.push(
       await clientFor(OrchestratorService, orchestrator.address, SESSION_OPERATOR_SCOPES, { subject: "operator" }),
     );
   }
-  return { apis, tools };
+  return { apis, tools, replicas: replicasStarted };
+}
+
+/** What a replica's /metrics counts of late spend with `fate`. */
+async function lateSpend(replica: ServiceProcess, fate: string): Promise<number> {
+  const page = await (await fetch(`http://127.0.0.1:${replica.metricsPort}/metrics`)).text();
+  return metricValue(page, "loopguard_session_late_spend_total", { fate });
 }
 
 type Api = Awaited<ReturnType<typeof setUp>>["apis"][number];
@@ -117,6 +126,7 @@ describe("work a session's cancel overtook", () => {
     const model = heldModel();
     const {
       apis: [api],
+      replicas: [replica],
     } = await setUp(model.replies, `sqlite:${join(tempDir("store"), "orchestrator.db")}`);
     const id = await startQuestion(api!);
     await model.asked;
@@ -130,6 +140,7 @@ describe("work a session's cancel overtook", () => {
       costMicrosOf(DEFAULT_MODEL_PRICES[MODEL], { input: prompt, output: 0 }),
     );
     expect(ended.version).toBe(session!.version);
+    expect(await lateSpend(replica!, "charged")).toBe(1);
   }, 60_000);
 
   describe.skipIf(postgres.skip !== null)(
@@ -139,6 +150,7 @@ describe("work a session's cancel overtook", () => {
         const model = heldModel();
         const {
           apis: [runner, other],
+          replicas: [runs],
         } = await setUp(model.replies, await postgres.freshDatabase(), 2);
         const id = await startQuestion(runner!);
         await model.asked;
@@ -155,6 +167,7 @@ describe("work a session's cancel overtook", () => {
           answer: session!.answer,
           stopReason: session!.stopReason,
         });
+        expect(await lateSpend(runs!, "charged")).toBe(1);
       }, 60_000);
 
       it("a tool's answer that came after the cancel: its price is charged", async () => {

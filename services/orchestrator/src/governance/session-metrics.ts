@@ -53,6 +53,7 @@ export class SessionMetrics {
   readonly promptTokens: Histogram;
   readonly contextCompression: Histogram;
   readonly modelCostMicros: Counter;
+  readonly lateSpend: Counter<"fate">;
 
   #store: SessionStore | undefined;
 
@@ -142,6 +143,11 @@ export class SessionMetrics {
     this.modelCostMicros = declare.counter(
       "loopguard_model_cost_micros_total",
       "Money spent on model calls (price table x tokens), in micro-units.",
+    );
+    this.lateSpend = declare.counter(
+      "loopguard_session_late_spend_total",
+      "Model calls and tool answers whose spend arrived after their session had moved on (a cancel, another replica's stop, a lost lease), by fate: charged (to the ended session), session_live (not charged: another run holds the session) or store_failed (not charged: the store did not take it).",
+      ["fate"],
     );
     this.transitions = declare.counter(
       "loopguard_session_transitions_total",

@@ -9,7 +9,8 @@ import { reasonLabel } from "./outcome.js";
 import { sessionTraceId } from "./trace-id.js";
 
 export type SessionHooks = Required<
-  Pick<MoveDeps, "onTransition" | "onStopped"> & Pick<RunnerDeps, "onContext" | "onModelCall" | "onStep">
+  Pick<MoveDeps, "onTransition" | "onStopped" | "onLateSpend"> &
+    Pick<RunnerDeps, "onContext" | "onModelCall" | "onStep">
 >;
 
 export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): SessionHooks {
@@ -28,6 +29,18 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
         outcome: outcome?.kind ?? "",
         count: s.usage.steps,
         takeovers: s.usage.takeovers ?? 0,
+        trace_id: sessionTraceId(s),
+      });
+    },
+    onLateSpend: (s, spend, fate, error) => {
+      metrics?.lateSpend.inc({ fate });
+      if (fate === "charged") return;
+      log.warn("a session's spend was not charged: its move failed and the charge did not reach the session", {
+        session_id: s.id,
+        reason: fate,
+        tokens: spend.tokens,
+        cost_micros: spend.costMicros,
+        ...(error ? { error_message: error instanceof Error ? error.message : String(error) } : {}),
         trace_id: sessionTraceId(s),
       });
     },

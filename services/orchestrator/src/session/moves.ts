@@ -54,7 +54,16 @@ export interface MoveDeps {
   readonly onStopped?: (session: SessionRecord) => void;
   /** What the user got from a session that ends (see outcome.ts); stored in its context with the stop. */
   readonly outcomeOf?: (ended: SessionRecord) => Outcome | undefined;
+  /** A move carrying `spend` failed as stale: what became of the spend (see LateSpend). */
+  readonly onLateSpend?: (s: SessionRecord, spend: Spend, fate: LateSpend, error?: unknown) => void;
 }
+
+/**
+ * What became of the spend of a move that failed as stale: charged to the session, which had
+ * ended; not charged because the session is live under another run (a takeover after a lost
+ * lease: that run makes its own calls); not charged because the store failed to take the charge.
+ */
+export type LateSpend = "charged" | "session_live" | "store_failed";
 
 const STARTED: Via = { state: "THINKING", audit: { reason: "session started" } };
 
@@ -106,7 +115,13 @@ export class SessionMoves {
 
   /** A move that carried `spend` failed: when the session ended meanwhile, the spend is charged to it; the error stands. */
   async #chargeEnded(s: SessionRecord, spend: Spend, error: unknown): Promise<never> {
-    if (error instanceof StaleTransitionError) await this.deps.store.chargeEnded(s.id, spend).catch(() => false);
+    if (error instanceof StaleTransitionError) {
+      const [fate, failure] = await this.deps.store.chargeEnded(s.id, spend).then(
+        (charged): [LateSpend, unknown?] => [charged ? "charged" : "session_live"],
+        (failure: unknown): [LateSpend, unknown?] => ["store_failed", failure],
+      );
+      this.deps.onLateSpend?.(s, spend, fate, failure);
+    }
     throw error;
   }
 

@@ -51,6 +51,27 @@ function movesOf(owner: string, on: SessionStore = store): SessionMoves {
   });
 }
 
+/**
+ * The real store, but the next call of `method` fails as in an outage: `before` it reaches the
+ * database, or `after` it committed (PostgreSQL's connection lost before COMMIT's answer came back).
+ */
+function withOutage(method: "transition" | "chargeEnded", when: "before" | "after"): SessionStore {
+  let failed = false;
+  const outage = () => new StoreUnavailableError(method, new Error("connection refused"));
+  return new Proxy(store, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target);
+      if (typeof value !== "function") return value;
+      if (key !== method || failed) return value.bind(target);
+      return async (...args: unknown[]) => {
+        failed = true;
+        if (when === "after") await value.apply(target, args);
+        throw outage();
+      };
+    },
+  });
+}
+
 async function lateSpend(fate: string): Promise<number> {
   const metric = await registry.getSingleMetric("loopguard_session_late_spend_total")!.get();
   return metric.values.find((v) => v.labels.fate === fate)?.value ?? 0;
@@ -99,14 +120,7 @@ describe("spend whose move failed because the session moved on", () => {
     const held = await startedByA("s-store-failed");
     await movesOf("operator").stop(held, "cancelled", "asked by mistake", { fenced: false });
     // The real store, but its charge fails as in an outage (the move before it fails as stale on its own).
-    const failing = new Proxy(store, {
-      get(target, key) {
-        if (key === "chargeEnded")
-          return () => Promise.reject(new StoreUnavailableError("chargeEnded", new Error("connection refused")));
-        const value = Reflect.get(target, key, target);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
+    const failing = withOutage("chargeEnded", "before");
     const move = movesOf("replica-a", failing).move(held, "TOOL_EXECUTING", {
       audit: { reason: "calling" },
       spend: SPEND,
@@ -130,5 +144,51 @@ describe("spend whose move failed because the session moved on", () => {
     await expect(move).rejects.toBeInstanceOf(StaleTransitionError);
     expect((await store.get("s-no-spend"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });
     expect(await registry.getSingleMetric("loopguard_session_late_spend_total")!.get()).toMatchObject({ values: [] });
+  });
+
+  describe("a move that meets a store outage", () => {
+    it("carries its spend to the session's next move from the same version: both spends are charged once", async () => {
+      const held = await startedByA("s-outage");
+      const moves = movesOf("replica-a", withOutage("transition", "before"));
+      const move = moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, spend: SPEND });
+      await expect(move).rejects.toBeInstanceOf(StoreUnavailableError);
+      expect(await lateSpend("carried")).toBe(1);
+      // The session waited for the store and goes on from what it holds: the same version, nothing charged yet.
+      const resumed = (await store.get("s-outage"))!;
+      expect(resumed.version).toBe(held.version);
+      expect(resumed.usage).toMatchObject({ tokens: 0, costMicros: 0 });
+      // Its next move (the model asked again) charges its own spend and the carried one.
+      const again: Spend = { tokens: 7, costMicros: 10 };
+      const usage = { ...resumed.usage, tokens: again.tokens, costMicros: again.costMicros };
+      await moves.move(resumed, "TOOL_EXECUTING", { audit: { reason: "calling" }, patch: { usage }, spend: again });
+      expect((await store.get("s-outage"))!.usage).toMatchObject({ tokens: 56, costMicros: 1244 });
+      // Carried once: the move after that charges nothing more.
+      const moved = (await store.get("s-outage"))!;
+      await moves.move(moved, "OBSERVING", { audit: { reason: "observed" } });
+      expect((await store.get("s-outage"))!.usage).toMatchObject({ tokens: 56, costMicros: 1244 });
+      expect(logged).toEqual([]);
+    });
+
+    it("is not charged twice when the move committed before the outage cut its answer off", async () => {
+      const held = await startedByA("s-committed");
+      const moves = movesOf("replica-a", withOutage("transition", "after"));
+      const usage = { ...held.usage, ...SPEND };
+      const move = moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, patch: { usage }, spend: SPEND });
+      await expect(move).rejects.toBeInstanceOf(StoreUnavailableError);
+      const resumed = (await store.get("s-committed"))!;
+      expect(resumed.version).toBeGreaterThan(held.version);
+      await moves.move(resumed, "OBSERVING", { audit: { reason: "observed" } });
+      expect((await store.get("s-committed"))!.usage).toMatchObject(SPEND);
+    });
+
+    it("charges the carried spend to a cancel made from the same version before the session's run went on", async () => {
+      const held = await startedByA("s-cancelled-after-outage");
+      const moves = movesOf("replica-a", withOutage("transition", "before"));
+      await expect(
+        moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, spend: SPEND }),
+      ).rejects.toBeInstanceOf(StoreUnavailableError);
+      await moves.stop(held, "cancelled", "asked by mistake", { fenced: false });
+      expect((await store.get("s-cancelled-after-outage"))!).toMatchObject({ state: "CANCELLED", usage: SPEND });
+    });
   });
 });

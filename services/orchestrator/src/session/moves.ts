@@ -2,6 +2,7 @@
 // approval or deny, an expiry, a crash re-issue — is a persisted transition (state + version,
 // with its audit rows) made here, and counted here (transitions, stops) and traced here (steps).
 import type { MoneyChange } from "../store/effect-reservations.js";
+import { withSpend } from "../guard/budget.js";
 import { redactText } from "../guard/redact.js";
 import type { SessionState, StopReason } from "./session-state.js";
 import {
@@ -12,6 +13,7 @@ import {
   type Spend,
   StaleTransitionError,
   type StepRecord,
+  StoreUnavailableError,
 } from "../store/session-store.js";
 import type { TraceSink } from "../governance/trace-sink.js";
 import { contextJson, contextOf } from "./data.js";
@@ -59,11 +61,15 @@ export interface MoveDeps {
 }
 
 /**
- * What became of the spend of a move that failed as stale: charged to the session, which had
- * ended; not charged because the session is live under another run (a takeover after a lost
- * lease: that run makes its own calls); not charged because the store failed to take the charge.
+ * What became of the spend of a move that failed: charged to the session, which had ended; not
+ * charged because the session is live under another run (a takeover after a lost lease: that run
+ * makes its own calls); not charged because the store failed to take the charge; or, when the move
+ * itself met a store outage, carried to the session's next move (see SessionMoves.move).
  */
-export type LateSpend = "charged" | "session_live" | "store_failed";
+export type LateSpend = "charged" | "session_live" | "store_failed" | "carried";
+
+/** Sessions whose spend one process carries at most; past it the oldest carry is let go (a bound, not a case). */
+const MAX_CARRIED = 10_000;
 
 const STARTED: Via = { state: "THINKING", audit: { reason: "session started" } };
 
@@ -78,6 +84,14 @@ export function terminalStateOf(reason: StopReason): SessionState {
 }
 
 export class SessionMoves {
+  /**
+   * Spend whose move met a store outage, by session, with the version the move started from. The
+   * session waits for the store and goes on from what it holds; if that is still this version, the
+   * move did not commit, and the session's next move from it charges the spend as well. Any other
+   * version means the move committed (the spend is in the usage) or someone else moved the session.
+   */
+  readonly #carried = new Map<string, { readonly version: number; readonly spend: Spend }>();
+
   constructor(private readonly deps: MoveDeps) {}
 
   /**
@@ -87,8 +101,11 @@ export class SessionMoves {
   async move(
     s: SessionRecord,
     to: SessionState,
-    { audit, patch, step, via: through = [], fenced = true, money, spend }: MoveOptions,
+    { audit, patch: asked, step, via: through = [], fenced = true, money, spend: own }: MoveOptions,
   ): Promise<SessionRecord> {
+    const carried = this.#takeCarried(s);
+    const spend = carried && own ? withSpend(own, carried) : (carried ?? own);
+    const patch = carried ? { ...asked, usage: withSpend(asked?.usage ?? s.usage, carried) } : asked;
     const at = this.deps.now();
     const via = [...startOf(s, to), ...through];
     const transition = this.deps.store.transition({
@@ -105,7 +122,7 @@ export class SessionMoves {
       ...(money ? { money } : {}),
     });
     const moved = await (spend && (spend.tokens > 0 || spend.costMicros > 0)
-      ? transition.catch((error: unknown) => this.#chargeEnded(s, spend, error))
+      ? transition.catch((error: unknown) => this.#spendFailed(s, spend, error))
       : transition);
     for (const v of via) this.deps.onTransition?.(v.state);
     this.deps.onTransition?.(to);
@@ -113,9 +130,24 @@ export class SessionMoves {
     return moved;
   }
 
-  /** A move that carried `spend` failed: when the session ended meanwhile, the spend is charged to it; the error stands. */
-  async #chargeEnded(s: SessionRecord, spend: Spend, error: unknown): Promise<never> {
-    if (error instanceof StaleTransitionError) {
+  /** The spend carried for `s` from a move that met a store outage, if it still applies (see #carried); taken once. */
+  #takeCarried(s: SessionRecord): Spend | undefined {
+    const carried = this.#carried.size > 0 ? this.#carried.get(s.id) : undefined;
+    if (!carried) return undefined;
+    this.#carried.delete(s.id);
+    return carried.version === s.version ? carried.spend : undefined;
+  }
+
+  /**
+   * A move that carried `spend` failed. When the session ended meanwhile, the spend is charged to it;
+   * when the store was out, it is carried to the session's next move; the error stands.
+   */
+  async #spendFailed(s: SessionRecord, spend: Spend, error: unknown): Promise<never> {
+    if (error instanceof StoreUnavailableError) {
+      if (this.#carried.size >= MAX_CARRIED) this.#carried.delete(this.#carried.keys().next().value!);
+      this.#carried.set(s.id, { version: s.version, spend });
+      this.deps.onLateSpend?.(s, spend, "carried", error);
+    } else if (error instanceof StaleTransitionError) {
       const [fate, failure] = await this.deps.store.chargeEnded(s.id, spend).then(
         (charged): [LateSpend, unknown?] => [charged ? "charged" : "session_live"],
         (failure: unknown): [LateSpend, unknown?] => ["store_failed", failure],

@@ -142,7 +142,8 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
  * whoever runs it next, and the call is counted as a retry with its prompt's tokens charged, so a
  * session stopped again and again cannot ask the model past its budgets uncharged. A session that
  * ended meanwhile (the stop was a cancel) is charged the prompt's tokens all the same. Without the
- * lease (lost, or the store unavailable) nothing is written: the next owner's claim counts a takeover.
+ * lease nothing is written (the next owner's claim counts a takeover); with the store unavailable the
+ * charge is carried to the session's next move (see SessionMoves).
  */
 async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: number): Promise<SessionRecord> {
   const spent = cutOffSpend(kit, policy, promptTokens);

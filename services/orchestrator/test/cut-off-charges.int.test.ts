@@ -2,8 +2,11 @@
 // model is answering, the call's tokens and price are charged to the ended session, whether the
 // cancel cut the call off on this replica (its prompt, as if the model had read it) or was made on
 // another replica while the answer was on its way (what the model reported); a tool's answer that
-// came after another replica's cancel is charged its price. Real orchestrator processes (one on
-// SQLite; two replicas on one PostgreSQL) and a fake chat server speaking the OpenAI wire protocol.
+// came after another replica's cancel is charged its price. A model's answer whose move a store
+// outage lost is charged with the session's next move. Real orchestrator processes (one on SQLite;
+// replicas on one PostgreSQL, halted for the outage) and a fake chat server speaking the OpenAI wire
+// protocol.
+import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
 import {
   OrchestratorService,
@@ -76,7 +79,7 @@ async function setUp(replies: ScriptedReply[], store: string, replicas = 1) {
       await clientFor(OrchestratorService, orchestrator.address, SESSION_OPERATOR_SCOPES, { subject: "operator" }),
     );
   }
-  return { apis, tools, replicas: replicasStarted };
+  return { apis, tools, replicas: replicasStarted, chat };
 }
 
 /** What a replica's /metrics counts of late spend with `fate`. */
@@ -121,7 +124,7 @@ async function reached(api: Api, id: string, state: SessionState): Promise<void>
   }
 }
 
-describe("work a session's cancel overtook", () => {
+describe("work that a cancel or a store outage overtook", () => {
   it("a model call cut off by a cancel on the replica that runs it: its prompt's tokens and price are charged to the cancelled session", async () => {
     const model = heldModel();
     const {
@@ -206,4 +209,39 @@ describe("work a session's cancel overtook", () => {
       }, 60_000);
     },
   );
+
+  describe.skipIf(postgres.skip !== null)("one replica on a PostgreSQL that goes down", () => {
+    it("a model's answer that came while the store was down: the session asks again once it is back, and every answer is charged", async () => {
+      const model = heldModel();
+      const answer = () => chatCompletion({ content: "Refunds are paid back to the card within 5 days." });
+      const {
+        apis: [api],
+        replicas: [replica],
+        chat,
+      } = await setUp([...model.replies, ...Array(4).fill(answer)], await postgres.freshDatabase());
+      const id = await startQuestion(api!);
+      await model.asked;
+      await postgres.halt("fast");
+      try {
+        model.release();
+        // The answer's move fails, and the session waits for the store.
+        const waits = (line: Record<string, unknown>) =>
+          line.msg === "session store unavailable; the session waits for it" && line.session_id === id;
+        for (let waited = 0; !replica!.lines.some(waits); waited += 100) {
+          expect(waited, "the session never met the outage").toBeLessThan(15_000);
+          await sleep(100);
+        }
+      } finally {
+        await postgres.resume();
+      }
+      const ended = await waitForSession(api!, id, (s) => s.state === SessionState.DONE, 30_000);
+      // The held answer and the one asked for after the outage (a first ask again may have met the outage too).
+      const answered = chat.requests.length;
+      expect(answered).toBeGreaterThanOrEqual(2);
+      const each = REPORTED.input + REPORTED.output;
+      expect(Number(ended.usage!.tokens)).toBe(each * answered);
+      expect(Number(ended.usage!.costMicros)).toBe(answered * costMicrosOf(DEFAULT_MODEL_PRICES[MODEL], REPORTED));
+      expect(await lateSpend(replica!, "carried")).toBe(answered - 1);
+    }, 60_000);
+  });
 });

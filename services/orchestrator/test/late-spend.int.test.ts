@@ -169,6 +169,20 @@ describe("spend whose move failed because the session moved on", () => {
       expect(logged).toEqual([]);
     });
 
+    it("carries nothing of a tool's price: the call is sent again under its id and paid for when observed", async () => {
+      const held = await startedByA("s-tool-outage");
+      const moves = movesOf("replica-a", withOutage("transition", "before"));
+      const observed = moves.move(held, "TOOL_EXECUTING", {
+        audit: { reason: "observed" },
+        spend: SPEND,
+        spendReissued: true,
+      });
+      await expect(observed).rejects.toBeInstanceOf(StoreUnavailableError);
+      await moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling again" } });
+      expect((await store.get("s-tool-outage"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });
+      expect(await lateSpend("carried")).toBe(0);
+    });
+
     it("is not charged twice when the move committed before the outage cut its answer off", async () => {
       const held = await startedByA("s-committed");
       const moves = movesOf("replica-a", withOutage("transition", "after"));

@@ -132,13 +132,9 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
     const done = await waitForSession(suite.orch.api, runningId, undefined, 30_000);
     expect(SessionState[done.state]).toBe("DONE");
     expect(done.stopReason).toBe("done");
-    // The slowed Search is answered during the outage (unless the halt took longer than its 800 ms), so
-    // its move fails, and the session goes on from what the store held and asks again. Both answers
-    // are paid for (kb-search's 100 micros each): the first one's price is carried to the next move.
-    const page = await (await fetch(`${suite.orch.httpUrl}/metrics`)).text();
-    const carried = metricValue(page, "loopguard_session_late_spend_total", { fate: "carried" });
-    expect(carried).toBeLessThanOrEqual(1);
-    expect(Number(done.usage!.costMicros)).toBe(100 * (1 + carried));
+    // The slowed Search was answered during the outage (or just before), and the session asked again
+    // after it: one call of the session, paid once (kb-search's 100 micros), whichever answer it kept.
+    expect(Number(done.usage!.costMicros)).toBe(100);
     expect(logged("claiming sessions again")).toHaveLength(1);
     await admin.setFaults({ profile: {} });
     admin.close();

@@ -195,6 +195,9 @@ export interface TestPostgres {
   stop(): Promise<void>;
   /** A new, empty database on the file's server: one per test keeps tests independent without truncating. */
   freshDatabase(): Promise<string>;
+  /** Stops the file's server as an outage would (see PostgresServer.halt); `resume` starts it again. */
+  halt(mode?: "fast" | "immediate"): Promise<void>;
+  resume(): Promise<void>;
 }
 
 /** One throwaway server shared by a test file; `name` prefixes its databases and the skip warning. */
@@ -219,6 +222,14 @@ export function testPostgres(name: string, options: StartPostgresOptions = {}): 
     async freshDatabase() {
       if (!server) throw failure;
       return server.createDatabase(`${name.replace(/\W/g, "_")}_${process.pid}_${++databases}`);
+    },
+    async halt(mode) {
+      if (!server) throw failure;
+      await server.halt(mode);
+    },
+    async resume() {
+      if (!server) throw failure;
+      await server.resume();
     },
   };
 }

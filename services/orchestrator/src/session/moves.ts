@@ -42,6 +42,11 @@ export interface MoveOptions {
    * move fails, and this is charged to the ended session instead.
    */
   readonly spend?: Spend;
+  /**
+   * The work `spend` pays for is sent again should this move be lost (a tool call: re-issued under
+   * its call id, and its price charged when that is observed), so a store outage carries none of it.
+   */
+  readonly spendReissued?: boolean;
 }
 
 export type StopOptions = Omit<MoveOptions, "audit">;
@@ -101,7 +106,7 @@ export class SessionMoves {
   async move(
     s: SessionRecord,
     to: SessionState,
-    { audit, patch: asked, step, via: through = [], fenced = true, money, spend: own }: MoveOptions,
+    { audit, patch: asked, step, via: through = [], fenced = true, money, spend: own, spendReissued }: MoveOptions,
   ): Promise<SessionRecord> {
     const carried = this.#takeCarried(s);
     const spend = carried && own ? withSpend(own, carried) : (carried ?? own);
@@ -122,7 +127,7 @@ export class SessionMoves {
       ...(money ? { money } : {}),
     });
     const moved = await (spend && (spend.tokens > 0 || spend.costMicros > 0)
-      ? transition.catch((error: unknown) => this.#spendFailed(s, spend, error))
+      ? transition.catch((error: unknown) => this.#spendFailed(s, spend, spendReissued ? carried : spend, error))
       : transition);
     for (const v of via) this.deps.onTransition?.(v.state);
     this.deps.onTransition?.(to);
@@ -140,13 +145,16 @@ export class SessionMoves {
 
   /**
    * A move that carried `spend` failed. When the session ended meanwhile, the spend is charged to it;
-   * when the store was out, it is carried to the session's next move; the error stands.
+   * when the store was out, what of it is `carriable` is carried to the session's next move; the
+   * error stands.
    */
-  async #spendFailed(s: SessionRecord, spend: Spend, error: unknown): Promise<never> {
+  async #spendFailed(s: SessionRecord, spend: Spend, carriable: Spend | undefined, error: unknown): Promise<never> {
     if (error instanceof StoreUnavailableError) {
-      if (this.#carried.size >= MAX_CARRIED) this.#carried.delete(this.#carried.keys().next().value!);
-      this.#carried.set(s.id, { version: s.version, spend });
-      this.deps.onLateSpend?.(s, spend, "carried", error);
+      if (carriable && (carriable.tokens > 0 || carriable.costMicros > 0)) {
+        if (this.#carried.size >= MAX_CARRIED) this.#carried.delete(this.#carried.keys().next().value!);
+        this.#carried.set(s.id, { version: s.version, spend: carriable });
+        this.deps.onLateSpend?.(s, carriable, "carried", error);
+      }
     } else if (error instanceof StaleTransitionError) {
       const [fate, failure] = await this.deps.store.chargeEnded(s.id, spend).then(
         (charged): [LateSpend, unknown?] => [charged ? "charged" : "session_live"],

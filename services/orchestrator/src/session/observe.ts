@@ -53,8 +53,10 @@ export async function observe(
   const print = fingerprint(call.tool, call.arguments, outcome, envelope.refs);
   const fingerprints = [...ctx.fingerprints, print].slice(-10);
   const step = ctx.traceSteps + 1;
-  // The call's price; should the session have ended while the answer came, it is charged to it (see MoveOptions).
+  // The call's price; should the session have ended while the answer came, it is charged to it (see
+  // MoveOptions). Should a store outage lose the move, the call is re-issued and paid for then.
   const spend = { tokens: 0, costMicros: envelope.costMicros };
+  const paid = { spend, spendReissued: true };
   // Every attempt past the first (retries, hedges) spends the session's retry budget.
   const usage = withSpend(withRetries(s.usage, Math.max(0, (pending.attempt ?? 1) - 1)), spend);
   const record = kit.spans.step(s, {
@@ -97,7 +99,7 @@ export async function observe(
       s,
       "no_progress",
       `no progress: the same call to ${call.tool} gave the same result ${NO_PROGRESS_WINDOW} times`,
-      { patch: { usage, context }, step: record, via, spend, ...money },
+      { patch: { usage, context }, step: record, via, ...paid, ...money },
     );
   }
   return moves.move(s, "THINKING", {
@@ -109,7 +111,7 @@ export async function observe(
     patch: { usage, context, pending: queueLeft(pending.queue) },
     step: record,
     via,
-    spend,
+    ...paid,
     ...money,
   });
 }

@@ -116,6 +116,22 @@ describe("spend whose move failed because the session moved on", () => {
     ]);
   });
 
+  it("of a tool's answer is left to the run that took the session over: it sends the call again and pays for it, so nothing is logged", async () => {
+    const held = await startedByA("s-tool-taken-over", 1);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const [claimed] = await store.claim("replica-b", 60_000, 10);
+    await movesOf("replica-b").move(claimed!, "TOOL_EXECUTING", { audit: { reason: "calling again" } });
+    const observed = movesOf("replica-a").move(held, "THINKING", {
+      audit: { reason: "observed" },
+      spend: SPEND,
+      spendReissued: true,
+    });
+    await expect(observed).rejects.toBeInstanceOf(StaleTransitionError);
+    expect(await lateSpend("reissued")).toBe(1);
+    expect(await lateSpend("session_live")).toBe(0);
+    expect(logged).toEqual([]);
+  });
+
   it("that the store fails to take is counted and logged with the store's error, and the move's error stands", async () => {
     const held = await startedByA("s-store-failed");
     await movesOf("operator").stop(held, "cancelled", "asked by mistake", { fenced: false });
@@ -181,6 +197,8 @@ describe("spend whose move failed because the session moved on", () => {
       await moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling again" } });
       expect((await store.get("s-tool-outage"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });
       expect(await lateSpend("carried")).toBe(0);
+      expect(await lateSpend("reissued")).toBe(1);
+      expect(logged).toEqual([]);
     });
 
     it("is not charged twice when the move committed before the outage cut its answer off", async () => {

@@ -34,7 +34,7 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
     },
     onLateSpend: (s, spend, fate, error) => {
       metrics?.lateSpend.inc({ fate });
-      if (fate === "charged" || fate === "carried") return;
+      if (fate === "charged" || fate === "carried" || fate === "reissued") return;
       log.warn("a session's spend was not charged: its move failed and the charge did not reach the session", {
         session_id: s.id,
         reason: fate,

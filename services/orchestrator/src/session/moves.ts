@@ -61,17 +61,18 @@ export interface MoveDeps {
   readonly onStopped?: (session: SessionRecord) => void;
   /** What the user got from a session that ends (see outcome.ts); stored in its context with the stop. */
   readonly outcomeOf?: (ended: SessionRecord) => Outcome | undefined;
-  /** A move carrying `spend` failed as stale: what became of the spend (see LateSpend). */
+  /** A move carrying `spend` failed: what became of the spend (see LateSpend). */
   readonly onLateSpend?: (s: SessionRecord, spend: Spend, fate: LateSpend, error?: unknown) => void;
 }
 
 /**
  * What became of the spend of a move that failed: charged to the session, which had ended; not
  * charged because the session is live under another run (a takeover after a lost lease: that run
- * makes its own calls); not charged because the store failed to take the charge; or, when the move
- * itself met a store outage, carried to the session's next move (see SessionMoves.move).
+ * makes its own calls), or because the store failed to take the charge; when the move itself met a
+ * store outage, carried to the session's next move (see SessionMoves.move); or, a tool's price,
+ * left to the call that the session sends again and pays for when it observes it.
  */
-export type LateSpend = "charged" | "session_live" | "store_failed" | "carried";
+export type LateSpend = "charged" | "session_live" | "store_failed" | "carried" | "reissued";
 
 /** Sessions whose spend one process carries at most; past it the oldest carry is let go (a bound, not a case). */
 const MAX_CARRIED = 10_000;
@@ -144,23 +145,26 @@ export class SessionMoves {
   }
 
   /**
-   * A move that carried `spend` failed. When the session ended meanwhile, the spend is charged to it;
-   * when the store was out, what of it is `carriable` is carried to the session's next move; the
-   * error stands.
+   * A move that carried `spend` failed; `own` is the part of it that no re-issued call pays for
+   * again (all of it, unless the move observed a tool call: then only a carried model spend). When
+   * the session ended meanwhile, all of it is charged to the session (nobody sends the call again);
+   * when the session is live under another run, `own` is lost, and said so; when the store was out,
+   * `own` is carried to the session's next move. The error stands.
    */
-  async #spendFailed(s: SessionRecord, spend: Spend, carriable: Spend | undefined, error: unknown): Promise<never> {
+  async #spendFailed(s: SessionRecord, spend: Spend, own: Spend | undefined, error: unknown): Promise<never> {
+    const owned = own !== undefined && (own.tokens > 0 || own.costMicros > 0);
     if (error instanceof StoreUnavailableError) {
-      if (carriable && (carriable.tokens > 0 || carriable.costMicros > 0)) {
+      if (owned) {
         if (this.#carried.size >= MAX_CARRIED) this.#carried.delete(this.#carried.keys().next().value!);
-        this.#carried.set(s.id, { version: s.version, spend: carriable });
-        this.deps.onLateSpend?.(s, carriable, "carried", error);
+        this.#carried.set(s.id, { version: s.version, spend: own });
       }
+      this.deps.onLateSpend?.(s, owned ? own : spend, owned ? "carried" : "reissued", error);
     } else if (error instanceof StaleTransitionError) {
       const [fate, failure] = await this.deps.store.chargeEnded(s.id, spend).then(
-        (charged): [LateSpend, unknown?] => [charged ? "charged" : "session_live"],
+        (charged): [LateSpend, unknown?] => [charged ? "charged" : owned ? "session_live" : "reissued"],
         (failure: unknown): [LateSpend, unknown?] => ["store_failed", failure],
       );
-      this.deps.onLateSpend?.(s, spend, fate, failure);
+      this.deps.onLateSpend?.(s, fate === "session_live" ? own! : spend, fate, failure);
     }
     throw error;
   }

@@ -107,11 +107,11 @@ export class SessionMoves {
   async move(
     s: SessionRecord,
     to: SessionState,
-    { audit, patch: asked, step, via: through = [], fenced = true, money, spend: own, spendReissued }: MoveOptions,
+    { audit, patch: given, step, via: through = [], fenced = true, money, spend: paid, spendReissued }: MoveOptions,
   ): Promise<SessionRecord> {
     const carried = this.#takeCarried(s);
-    const spend = carried && own ? withSpend(own, carried) : (carried ?? own);
-    const patch = carried ? { ...asked, usage: withSpend(asked?.usage ?? s.usage, carried) } : asked;
+    const spend = carried && paid ? withSpend(paid, carried) : (carried ?? paid);
+    const patch = carried ? { ...given, usage: withSpend(given?.usage ?? s.usage, carried) } : given;
     const at = this.deps.now();
     const via = [...startOf(s, to), ...through];
     const transition = this.deps.store.transition({
@@ -145,26 +145,26 @@ export class SessionMoves {
   }
 
   /**
-   * A move that carried `spend` failed; `own` is the part of it that no re-issued call pays for
+   * A move that carried `spend` failed; `kept` is the part of it that no re-issued call pays for
    * again (all of it, unless the move observed a tool call: then only a carried model spend). When
    * the session ended meanwhile, all of it is charged to the session (nobody sends the call again);
-   * when the session is live under another run, `own` is lost, and said so; when the store was out,
-   * `own` is carried to the session's next move. The error stands.
+   * when the session is live under another run, `kept` is lost, and said so; when the store was out,
+   * `kept` is carried to the session's next move. The error stands.
    */
-  async #spendFailed(s: SessionRecord, spend: Spend, own: Spend | undefined, error: unknown): Promise<never> {
-    const owned = own !== undefined && (own.tokens > 0 || own.costMicros > 0);
+  async #spendFailed(s: SessionRecord, spend: Spend, kept: Spend | undefined, error: unknown): Promise<never> {
+    const keeps = kept !== undefined && (kept.tokens > 0 || kept.costMicros > 0);
     if (error instanceof StoreUnavailableError) {
-      if (owned) {
+      if (keeps) {
         if (this.#carried.size >= MAX_CARRIED) this.#carried.delete(this.#carried.keys().next().value!);
-        this.#carried.set(s.id, { version: s.version, spend: own });
+        this.#carried.set(s.id, { version: s.version, spend: kept });
       }
-      this.deps.onLateSpend?.(s, owned ? own : spend, owned ? "carried" : "reissued", error);
+      this.deps.onLateSpend?.(s, keeps ? kept : spend, keeps ? "carried" : "reissued", error);
     } else if (error instanceof StaleTransitionError) {
       const [fate, failure] = await this.deps.store.chargeEnded(s.id, spend).then(
-        (charged): [LateSpend, unknown?] => [charged ? "charged" : owned ? "session_live" : "reissued"],
+        (charged): [LateSpend, unknown?] => [charged ? "charged" : keeps ? "session_live" : "reissued"],
         (failure: unknown): [LateSpend, unknown?] => ["store_failed", failure],
       );
-      this.deps.onLateSpend?.(s, fate === "session_live" ? own! : spend, fate, failure);
+      this.deps.onLateSpend?.(s, fate === "session_live" ? kept! : spend, fate, failure);
     }
     throw error;
   }

@@ -1,7 +1,8 @@
 // Alerts on what the agents do, from the orchestrator's own metrics: sessions that end without an
 // answer or go round in circles, tools answered by fallbacks or cut off by a breaker, approvals
 // the expiry sweep left behind, sessions waiting out an outage with little budget left, step-trace
-// files that stay unwritable, and replicas that keep losing their sessions' leases.
+// files that stay unwritable, replicas that keep losing their sessions' leases, and spend that no
+// session's usage shows.
 // Ratios carry a minimum count, so an idle suite (0/0) or a handful of sessions does not alert.
 import { BREAKER_STATE_VALUE } from "@loopguard/tool-sdk";
 import { percent, runbookUrl, SEVERITY } from "./alert-conventions.js";
@@ -22,6 +23,8 @@ const GAUGE_FOR = "5m";
 const TRACE_FILES = { window: "5m", for: "15m" } as const;
 /** Leases lost in every `window` for `for`. */
 const LEASES = { window: "10m", for: "15m" } as const;
+/** Spend that no session's usage shows, looked for over `window`. */
+const UNCHARGED = { window: "1h", for: "0m" } as const;
 /** Model prompts at 80% of the window over `window`, judged past `minPrompts`. */
 const CONTEXT = { window: "30m", ratio: 0.05, minPrompts: 20, for: "10m" } as const;
 /** The patrol is meant to run daily: a day and two hours without a run means it stopped. */
@@ -135,6 +138,15 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     severity: SEVERITY.ticket,
     summary: "An orchestrator keeps letting the leases of sessions it runs run out",
     description: `leases of sessions {{ $labels.instance }} was running have run out in every ${LEASES.window} for ${LEASES.for}: it stalls longer than ORCHESTRATOR_LEASE_TTL_MS, so its sessions pause and the reads a lost lease cut off are sent again.`,
+  },
+  {
+    // Each one is money spent that a session's usage (and its budget) does not show: a ticket, not a page.
+    name: "SessionSpendNotCharged",
+    expr: `sum by (instance, fate) (increase(loopguard_session_late_spend_total{fate=~"session_live|store_failed"}[${UNCHARGED.window}])) > 0`,
+    for: UNCHARGED.for,
+    severity: SEVERITY.ticket,
+    summary: "Model or tool spend was not charged to any session",
+    description: `{{ $labels.instance }} could not charge the spend of {{ $value | humanize }} model or tool answers over the last ${UNCHARGED.window} ({{ $labels.fate }}): the sessions' usage shows less than was spent, and their budgets did not count it.`,
   },
   {
     // Counted after compression: prompts this large are mostly task and latest results, which are never summarised.

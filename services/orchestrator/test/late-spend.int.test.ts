@@ -1,8 +1,10 @@
-// A move that carries spend (a model call's tokens and price, a tool's price) and fails because
-// the session moved on is never lost without a sign: it is charged to the session when the session
-// ended, and otherwise counted in loopguard_session_late_spend_total and logged as a warning, so an
-// operator sees spend that a session's usage does not show. A real SQLite store, the orchestrator's
-// own metrics and log hooks.
+// A move that carries spend (a model call's tokens and price, a tool's price) and fails, because
+// the session moved on or the store was out, never loses it without a sign: it is charged to the
+// session when the session ended, carried to the session's next move after an outage (a model's
+// spend; a tool call is sent again and paid then), and otherwise counted in
+// loopguard_session_late_spend_total and logged as a warning, so an operator sees spend that a
+// session's usage does not show. A real SQLite store (an outage injected in front of it), the
+// orchestrator's own metrics and log hooks.
 import { join } from "node:path";
 import { tempDir } from "@loopguard/test-kit";
 import { createLogger } from "@loopguard/tool-sdk";

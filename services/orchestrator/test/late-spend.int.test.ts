@@ -85,10 +85,26 @@ async function startedByA(id: string, ttlMs = 60_000) {
   return session;
 }
 
+/** A session replica-b took over from replica-a (whose lease ran out) and moved on; the copy replica-a still holds. */
+async function takenOverFromA(id: string) {
+  const held = await startedByA(id, 1);
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  const [claimed] = await store.claim("replica-b", 60_000, 10);
+  expect(claimed?.id).toBe(id);
+  await movesOf("replica-b").move(claimed!, "TOOL_EXECUTING", { audit: { reason: "calling" } });
+  return held;
+}
+
+/** A session an operator cancelled while replica-a ran it; the copy replica-a still holds. */
+async function cancelledUnderA(id: string) {
+  const held = await startedByA(id);
+  await movesOf("operator").stop(held, "cancelled", "asked by mistake", { fenced: false });
+  return held;
+}
+
 describe("spend whose move failed because the session moved on", () => {
   it("is charged to the session when a cancel ended it, and counted as charged", async () => {
-    const held = await startedByA("s-cancelled");
-    await movesOf("operator").stop(held, "cancelled", "asked by mistake", { fenced: false });
+    const held = await cancelledUnderA("s-cancelled");
     const move = movesOf("replica-a").move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, spend: SPEND });
     await expect(move).rejects.toBeInstanceOf(StaleTransitionError);
     expect((await store.get("s-cancelled"))!.usage).toMatchObject({ tokens: 49, costMicros: 1234 });
@@ -97,11 +113,7 @@ describe("spend whose move failed because the session moved on", () => {
   });
 
   it("is not charged to a session another replica took over and runs, and says so: counted and logged", async () => {
-    const held = await startedByA("s-taken-over", 1);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    const [claimed] = await store.claim("replica-b", 60_000, 10);
-    expect(claimed?.id).toBe("s-taken-over");
-    await movesOf("replica-b").move(claimed!, "TOOL_EXECUTING", { audit: { reason: "calling" } });
+    const held = await takenOverFromA("s-taken-over");
     const move = movesOf("replica-a").move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, spend: SPEND });
     await expect(move).rejects.toBeInstanceOf(StaleTransitionError);
     // A live session's usage moves with its own run's transitions: the taken-over run's spend is not in it.
@@ -119,10 +131,7 @@ describe("spend whose move failed because the session moved on", () => {
   });
 
   it("of a tool's answer is left to the run that took the session over: it sends the call again and pays for it, so nothing is logged", async () => {
-    const held = await startedByA("s-tool-taken-over", 1);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    const [claimed] = await store.claim("replica-b", 60_000, 10);
-    await movesOf("replica-b").move(claimed!, "TOOL_EXECUTING", { audit: { reason: "calling again" } });
+    const held = await takenOverFromA("s-tool-taken-over");
     const observed = movesOf("replica-a").move(held, "THINKING", {
       audit: { reason: "observed" },
       spend: SPEND,
@@ -135,8 +144,7 @@ describe("spend whose move failed because the session moved on", () => {
   });
 
   it("that the store fails to take is counted and logged with the store's error, and the move's error stands", async () => {
-    const held = await startedByA("s-store-failed");
-    await movesOf("operator").stop(held, "cancelled", "asked by mistake", { fenced: false });
+    const held = await cancelledUnderA("s-store-failed");
     // The real store, but its charge fails as in an outage (the move before it fails as stale on its own).
     const failing = withOutage("chargeEnded", "before");
     const move = movesOf("replica-a", failing).move(held, "TOOL_EXECUTING", {
@@ -156,8 +164,7 @@ describe("spend whose move failed because the session moved on", () => {
   });
 
   it("is neither charged nor counted when the move carried none", async () => {
-    const held = await startedByA("s-no-spend");
-    await movesOf("operator").stop(held, "cancelled", "asked by mistake", { fenced: false });
+    const held = await cancelledUnderA("s-no-spend");
     const move = movesOf("replica-a").move(held, "TOOL_EXECUTING", { audit: { reason: "calling" } });
     await expect(move).rejects.toBeInstanceOf(StaleTransitionError);
     expect((await store.get("s-no-spend"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });

@@ -74,6 +74,14 @@ export interface MoveDeps {
  */
 export type LateSpend = "charged" | "session_live" | "store_failed" | "carried" | "reissued";
 
+/** The fates in which the spend reaches no session's usage. */
+export const UNCHARGED: ReadonlySet<LateSpend> = new Set(["session_live", "store_failed"]);
+
+/** Whether `spend` is something to charge: any tokens or money at all. */
+function spends(spend: Spend | undefined): spend is Spend {
+  return spend !== undefined && (spend.tokens > 0 || spend.costMicros > 0);
+}
+
 /** Sessions whose spend one process carries at most; past it the oldest carry is let go (a bound, not a case). */
 const MAX_CARRIED = 10_000;
 
@@ -127,7 +135,7 @@ export class SessionMoves {
       ...(step ? { step } : {}),
       ...(money ? { money } : {}),
     });
-    const moved = await (spend && (spend.tokens > 0 || spend.costMicros > 0)
+    const moved = await (spends(spend)
       ? transition.catch((error: unknown) => this.#spendFailed(s, spend, spendReissued ? carried : spend, error))
       : transition);
     for (const v of via) this.deps.onTransition?.(v.state);
@@ -152,7 +160,7 @@ export class SessionMoves {
    * `kept` is carried to the session's next move. The error stands.
    */
   async #spendFailed(s: SessionRecord, spend: Spend, kept: Spend | undefined, error: unknown): Promise<never> {
-    const keeps = kept !== undefined && (kept.tokens > 0 || kept.costMicros > 0);
+    const keeps = spends(kept);
     if (error instanceof StoreUnavailableError) {
       if (keeps) {
         if (this.#carried.size >= MAX_CARRIED) this.#carried.delete(this.#carried.keys().next().value!);

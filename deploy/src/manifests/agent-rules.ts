@@ -142,11 +142,11 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
   {
     // Each one is money spent that a session's usage (and its budget) does not show: a ticket, not a page.
     name: "SessionSpendNotCharged",
-    expr: `sum by (instance, fate) (increase(loopguard_session_late_spend_total{fate=~"session_live|store_failed"}[${UNCHARGED.window}])) > 0`,
+    expr: `sum by (instance) (increase(loopguard_session_late_spend_total{fate="store_failed"}[${UNCHARGED.window}])) > 0`,
     for: UNCHARGED.for,
     severity: SEVERITY.ticket,
     summary: "Model or tool spend was not charged to any session",
-    description: `{{ $labels.instance }} could not charge the spend of {{ $value | humanize }} model or tool answers over the last ${UNCHARGED.window} ({{ $labels.fate }}): the sessions' usage shows less than was spent, and their budgets did not count it.`,
+    description: `{{ $labels.instance }} could not charge the spend of {{ $value | humanize }} model or tool answers over the last ${UNCHARGED.window}: the store did not take the charge, so the sessions' usage shows less than was spent, and their budgets did not count it.`,
   },
   {
     // Counted after compression: prompts this large are mostly task and latest results, which are never summarised.

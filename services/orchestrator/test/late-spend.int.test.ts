@@ -1,10 +1,10 @@
 // A move that carries spend (a model call's tokens and price, a tool's price) and fails, because
 // the session moved on or the store was out, never loses it without a sign: it is charged to the
-// session when the session ended, carried to the session's next move after an outage (a model's
-// spend; a tool call is sent again and paid then), and otherwise counted in
-// loopguard_session_late_spend_total and logged as a warning, so an operator sees spend that a
-// session's usage does not show. A real SQLite store (an outage injected in front of it), the
-// orchestrator's own metrics and log hooks.
+// session when the session ended or another replica runs it (a tool call is sent again by that run
+// and paid then), carried to the session's next move after an outage (likewise a model's spend
+// only), and otherwise counted in loopguard_session_late_spend_total and logged as a warning, so
+// an operator sees spend that a session's usage does not show. A real SQLite store (an outage
+// injected in front of it), the orchestrator's own metrics and log hooks.
 import { join } from "node:path";
 import { tempDir } from "@loopguard/test-kit";
 import { createLogger } from "@loopguard/tool-sdk";
@@ -57,7 +57,7 @@ function movesOf(owner: string, on: SessionStore = store): SessionMoves {
  * The real store, but the next call of `method` fails as in an outage: `before` it reaches the
  * database, or `after` it committed (PostgreSQL's connection lost before COMMIT's answer came back).
  */
-function withOutage(method: "transition" | "chargeEnded", when: "before" | "after"): SessionStore {
+function withOutage(method: "transition" | "charge", when: "before" | "after"): SessionStore {
   let failed = false;
   const outage = () => new StoreUnavailableError(method, new Error("connection refused"));
   return new Proxy(store, {
@@ -85,14 +85,29 @@ async function startedByA(id: string, ttlMs = 60_000) {
   return session;
 }
 
-/** A session replica-b took over from replica-a (whose lease ran out) and moved on; the copy replica-a still holds. */
+/**
+ * A session replica-b took over from replica-a (whose lease ran out) and moved on: the copy
+ * replica-a still holds, and the one replica-b's run goes on from.
+ */
 async function takenOverFromA(id: string) {
   const held = await startedByA(id, 1);
   await new Promise((resolve) => setTimeout(resolve, 5));
   const [claimed] = await store.claim("replica-b", 60_000, 10);
   expect(claimed?.id).toBe(id);
-  await movesOf("replica-b").move(claimed!, "TOOL_EXECUTING", { audit: { reason: "calling" } });
-  return held;
+  const runB = await movesOf("replica-b").move(claimed!, "TOOL_EXECUTING", { audit: { reason: "calling" } });
+  return { held, runB };
+}
+
+/**
+ * A session whose model answer replica-a's move could not write, because the store was out before
+ * the move reached it: the copy replica-a holds, and replica-a's moves, which carry that spend.
+ */
+async function carriedUnderA(id: string) {
+  const held = await startedByA(id);
+  const moves = movesOf("replica-a", withOutage("transition", "before"));
+  const move = moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, spend: SPEND });
+  await expect(move).rejects.toBeInstanceOf(StoreUnavailableError);
+  return { held, moves };
 }
 
 /** A session an operator cancelled while replica-a ran it; the copy replica-a still holds. */
@@ -112,26 +127,24 @@ describe("spend whose move failed because the session moved on", () => {
     expect(logged).toEqual([]);
   });
 
-  it("is not charged to a session another replica took over and runs, and says so: counted and logged", async () => {
-    const held = await takenOverFromA("s-taken-over");
+  it("is charged to a session another replica took over and runs, and that run's next move keeps the charge", async () => {
+    const { held, runB } = await takenOverFromA("s-taken-over");
     const move = movesOf("replica-a").move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, spend: SPEND });
     await expect(move).rejects.toBeInstanceOf(StaleTransitionError);
-    // A live session's usage moves with its own run's transitions: the taken-over run's spend is not in it.
-    expect((await store.get("s-taken-over"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });
-    expect(await lateSpend("session_live")).toBe(1);
-    expect(logged).toEqual([
-      expect.objectContaining({
-        level: "warn",
-        session_id: "s-taken-over",
-        reason: "session_live",
-        tokens: 49,
-        cost_micros: 1234,
-      }),
-    ]);
+    expect((await store.get("s-taken-over"))!.usage).toMatchObject({ tokens: 49, costMicros: 1234 });
+    expect(await lateSpend("charged")).toBe(1);
+    expect(logged).toEqual([]);
+    // replica-b's run goes on from the copy it had before the charge, and pays its own tool call's price.
+    const observed = await movesOf("replica-b").move(runB, "OBSERVING", {
+      audit: { reason: "observed" },
+      patch: { usage: { ...runB.usage, toolCalls: 1, costMicros: runB.usage.costMicros + 100 } },
+    });
+    expect(observed.usage).toMatchObject({ toolCalls: 1, tokens: 49, costMicros: 1334 });
+    expect((await store.get("s-taken-over"))!.usage).toEqual(observed.usage);
   });
 
   it("of a tool's answer is left to the run that took the session over: it sends the call again and pays for it, so nothing is logged", async () => {
-    const held = await takenOverFromA("s-tool-taken-over");
+    const { held } = await takenOverFromA("s-tool-taken-over");
     const observed = movesOf("replica-a").move(held, "THINKING", {
       audit: { reason: "observed" },
       spend: SPEND,
@@ -139,14 +152,15 @@ describe("spend whose move failed because the session moved on", () => {
     });
     await expect(observed).rejects.toBeInstanceOf(StaleTransitionError);
     expect(await lateSpend("reissued")).toBe(1);
-    expect(await lateSpend("session_live")).toBe(0);
+    expect(await lateSpend("charged")).toBe(0);
+    expect((await store.get("s-tool-taken-over"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });
     expect(logged).toEqual([]);
   });
 
   it("that the store fails to take is counted and logged with the store's error, and the move's error stands", async () => {
     const held = await cancelledUnderA("s-store-failed");
     // The real store, but its charge fails as in an outage (the move before it fails as stale on its own).
-    const failing = withOutage("chargeEnded", "before");
+    const failing = withOutage("charge", "before");
     const move = movesOf("replica-a", failing).move(held, "TOOL_EXECUTING", {
       audit: { reason: "calling" },
       spend: SPEND,
@@ -173,10 +187,7 @@ describe("spend whose move failed because the session moved on", () => {
 
   describe("a move that meets a store outage", () => {
     it("carries its spend to the session's next move from the same version: both spends are charged once", async () => {
-      const held = await startedByA("s-outage");
-      const moves = movesOf("replica-a", withOutage("transition", "before"));
-      const move = moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, spend: SPEND });
-      await expect(move).rejects.toBeInstanceOf(StoreUnavailableError);
+      const { held, moves } = await carriedUnderA("s-outage");
       expect(await lateSpend("carried")).toBe(1);
       // The session waited for the store and goes on from what it holds: the same version, nothing charged yet.
       const resumed = (await store.get("s-outage"))!;
@@ -223,13 +234,21 @@ describe("spend whose move failed because the session moved on", () => {
     });
 
     it("charges the carried spend to a cancel made from the same version before the session's run went on", async () => {
-      const held = await startedByA("s-cancelled-after-outage");
-      const moves = movesOf("replica-a", withOutage("transition", "before"));
-      await expect(
-        moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, spend: SPEND }),
-      ).rejects.toBeInstanceOf(StoreUnavailableError);
+      const { held, moves } = await carriedUnderA("s-cancelled-after-outage");
       await moves.stop(held, "cancelled", "asked by mistake", { fenced: false });
       expect((await store.get("s-cancelled-after-outage"))!).toMatchObject({ state: "CANCELLED", usage: SPEND });
+    });
+
+    it("charges the carried spend to the live session when a cancel took it but the run's own move committed first", async () => {
+      const { held, moves } = await carriedUnderA("s-cancel-lost-race");
+      // The run's move, sent again after the outage, commits before the cancel that took the carried spend.
+      await movesOf("replica-a").move(held, "TOOL_EXECUTING", { audit: { reason: "calling" } });
+      await expect(moves.stop(held, "cancelled", "asked by mistake", { fenced: false })).rejects.toBeInstanceOf(
+        StaleTransitionError,
+      );
+      expect((await store.get("s-cancel-lost-race"))!).toMatchObject({ state: "TOOL_EXECUTING", usage: SPEND });
+      expect(await lateSpend("charged")).toBe(1);
+      expect(logged).toEqual([]);
     });
   });
 });

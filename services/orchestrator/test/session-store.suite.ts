@@ -322,24 +322,62 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.auditTrail("s1")).toHaveLength(2);
       });
 
-      it("charges a model call's spend to an ended session only, with no new version or audit row", async () => {
+      it("charges an ended session the whole spend, with no new version or audit row, and charges from two replicas at once add up", async () => {
         await store.create(newSession("s1"));
         const live = await drive(store, "s1", ["THINKING"]);
-        expect(await store.chargeEnded("s1", { tokens: 120, costMicros: 7 })).toBe(false);
-        expect(await store.get("s1")).toEqual(live);
         const usage = { ...live.usage, tokens: 300, costMicros: 40 };
         const ended = await move(store, "s1", "THINKING", "CANCELLED", live.version, {
           patch: { usage, stopReason: "cancelled" },
         });
-        // Two replicas' cut-off calls, charged at once: neither is lost.
+        // Two replicas' cut-off calls, charged at once: neither is lost; the live part is not what an ended session is charged.
         const charged = await Promise.all([
-          store.chargeEnded("s1", { tokens: 120, costMicros: 7 }),
-          (await another()).chargeEnded("s1", { tokens: 80, costMicros: 3 }),
+          store.charge("s1", { tokens: 120, costMicros: 7 }, { tokens: 1, costMicros: 1 }),
+          (await another()).charge("s1", { tokens: 80, costMicros: 3 }, { tokens: 1, costMicros: 1 }),
         ]);
-        expect(charged).toEqual([true, true]);
+        expect(charged).toEqual(["ended", "ended"]);
         expect(await store.get("s1")).toEqual({ ...ended, usage: { ...usage, tokens: 500, costMicros: 50 } });
         expect(await store.auditTrail("s1")).toHaveLength(2);
-        expect(await store.chargeEnded("nope", { tokens: 1, costMicros: 1 })).toBe(false);
+        expect(await store.charge("nope", { tokens: 1, costMicros: 1 }, { tokens: 1, costMicros: 1 })).toBeUndefined();
+      });
+
+      it("charges a live session its live part, and the moves after it keep the charge, with or without the record they move from", async () => {
+        await store.create(newSession("s1"));
+        const before = await drive(store, "s1", ["THINKING"]);
+        expect(await store.charge("s1", { tokens: 999, costMicros: 999 }, { tokens: 49, costMicros: 1234 })).toBe(
+          "live",
+        );
+        const charged = (await store.get("s1"))!;
+        expect(charged).toEqual({ ...before, usage: { ...before.usage, tokens: 49, costMicros: 1234 } });
+        expect(await store.auditTrail("s1")).toHaveLength(1);
+        // The run that holds the session moves from the record it had before the charge, adding its own model call.
+        const usage = {
+          ...before.usage,
+          steps: 1,
+          tokens: before.usage.tokens + 10,
+          costMicros: before.usage.costMicros + 5,
+        };
+        const moved = await move(store, "s1", "THINKING", "TOOL_EXECUTING", before.version, {
+          patch: { usage },
+          current: before,
+        });
+        const expected = { ...usage, tokens: 59, costMicros: 1239 };
+        expect(moved.usage).toEqual(expected);
+        expect((await store.get("s1"))!.usage).toEqual(expected);
+        // A charge racing the next move from another store instance: both land, whichever commits first.
+        const [next] = await Promise.all([
+          move(store, "s1", "TOOL_EXECUTING", "OBSERVING", moved.version, {
+            patch: { usage: { ...moved.usage, toolCalls: 1, costMicros: moved.usage.costMicros + 100 } },
+            current: moved,
+          }),
+          (await another()).charge("s1", { tokens: 0, costMicros: 0 }, { tokens: 7, costMicros: 3 }),
+        ]);
+        expect((await store.get("s1"))!.usage).toEqual({ ...expected, toolCalls: 1, tokens: 66, costMicros: 1342 });
+        expect(next!.usage.costMicros).toBeGreaterThanOrEqual(1339);
+        // A move without the record it moves from writes its usage as given (it cannot know what it adds).
+        const last = await move(store, "s1", "OBSERVING", "THINKING", next!.version, {
+          patch: { usage: { ...next!.usage, tokens: 1 } },
+        });
+        expect(last.usage.tokens).toBe(1);
       });
 
       it("requires a stop reason exactly when entering a terminal state", async () => {

@@ -3,7 +3,7 @@
 import type { Logger } from "@loopguard/tool-sdk";
 import type { SessionMetrics } from "../governance/session-metrics.js";
 import type { RunnerDeps } from "./kit.js";
-import { type MoveDeps, UNCHARGED } from "./moves.js";
+import type { MoveDeps } from "./moves.js";
 import { storedOutcome } from "./data.js";
 import { reasonLabel } from "./outcome.js";
 import { sessionTraceId } from "./trace-id.js";
@@ -34,7 +34,7 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
     },
     onLateSpend: (s, spend, fate, error) => {
       metrics?.lateSpend.inc({ fate });
-      if (!UNCHARGED.has(fate)) return;
+      if (fate !== "store_failed") return;
       log.warn("a session's spend was not charged: its move failed and the charge did not reach the session", {
         session_id: s.id,
         reason: fate,

@@ -8,6 +8,7 @@ import type { SessionState, StopReason } from "./session-state.js";
 import {
   type AuditInput,
   type SessionPatch,
+  SessionNotFoundError,
   type SessionRecord,
   type SessionStore,
   type Spend,
@@ -66,16 +67,16 @@ export interface MoveDeps {
 }
 
 /**
- * What became of the spend of a move that failed: charged to the session, which had ended; not
- * charged because the session is live under another run (a takeover after a lost lease: that run
- * makes its own calls), or because the store failed to take the charge; when the move itself met a
- * store outage, carried to the session's next move (see SessionMoves.move); or, a tool's price,
- * left to the call that the session sends again and pays for when it observes it.
+ * What became of the spend of a move that failed: charged to the session, which had ended or is
+ * live under another run (a takeover after a lost lease); not charged, because the store failed to
+ * take the charge (the one fate in which the spend reaches no session's usage); when the move itself
+ * met a store outage, carried to the session's next move (see SessionMoves.move); or, a tool's price
+ * while the session is live, left to the call that the session sends again and pays for when it
+ * observes it.
  */
-export type LateSpend = "charged" | "session_live" | "store_failed" | "carried" | "reissued";
+export type LateSpend = "charged" | "store_failed" | "carried" | "reissued";
 
-/** The fates in which the spend reaches no session's usage. */
-export const UNCHARGED: ReadonlySet<LateSpend> = new Set(["session_live", "store_failed"]);
+const NO_SPEND: Spend = { tokens: 0, costMicros: 0 };
 
 /** Whether `spend` is something to charge: any tokens or money at all. */
 function spends(spend: Spend | undefined): spend is Spend {
@@ -156,8 +157,8 @@ export class SessionMoves {
    * A move that carried `spend` failed; `kept` is the part of it that no re-issued call pays for
    * again (all of it, unless the move observed a tool call: then only a carried model spend). When
    * the session ended meanwhile, all of it is charged to the session (nobody sends the call again);
-   * when the session is live under another run, `kept` is lost, and said so; when the store was out,
-   * `kept` is carried to the session's next move. The error stands.
+   * when the session is live under another run, `kept` is; when the store was out, `kept` is carried
+   * to the session's next move. The error stands.
    */
   async #spendFailed(s: SessionRecord, spend: Spend, kept: Spend | undefined, error: unknown): Promise<never> {
     const keeps = spends(kept);
@@ -168,11 +169,12 @@ export class SessionMoves {
       }
       this.deps.onLateSpend?.(s, keeps ? kept : spend, keeps ? "carried" : "reissued", error);
     } else if (error instanceof StaleTransitionError) {
-      const [fate, failure] = await this.deps.store.chargeEnded(s.id, spend).then(
-        (charged): [LateSpend, unknown?] => [charged ? "charged" : keeps ? "session_live" : "reissued"],
-        (failure: unknown): [LateSpend, unknown?] => ["store_failed", failure],
+      const [to, failure] = await this.deps.store.charge(s.id, spend, keeps ? kept : NO_SPEND).then(
+        (to) => [to, to ? undefined : new SessionNotFoundError(s.id)] as const,
+        (failure: unknown) => [undefined, failure] as const,
       );
-      this.deps.onLateSpend?.(s, fate === "session_live" ? kept! : spend, fate, failure);
+      const fate: LateSpend = to === undefined ? "store_failed" : to === "live" && !keeps ? "reissued" : "charged";
+      this.deps.onLateSpend?.(s, to === "live" && keeps ? kept : spend, fate, failure);
     }
     throw error;
   }

@@ -25,7 +25,9 @@ export const Q = {
       UPDATE sessions s SET
         state = :to,
         version = version + 1,
-        usage = CASE WHEN :setUsage::int = 1 THEN :usage::jsonb ELSE usage END,
+        usage = CASE WHEN :setUsage::int = 0 THEN s.usage WHEN :tokensAdded::numeric IS NULL THEN :usage::jsonb
+          ELSE :usage::jsonb || jsonb_build_object('tokens', (s.usage->>'tokens')::numeric + :tokensAdded::numeric,
+            'costMicros', (s.usage->>'costMicros')::numeric + :costAdded::numeric) END,
         context = CASE WHEN :setContext::int = 1 THEN :context::jsonb ELSE context END,
         history_len = CASE WHEN :setContext::int = 1 THEN :historyLen::int ELSE history_len END,
         pending = CASE WHEN :setPending::int = 1 THEN :pending::jsonb ELSE pending END,
@@ -109,13 +111,13 @@ export const Q = {
     "lg_patrol_runs",
     `SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT :limit`,
   ),
-  // Only an ended session: a live one's usage moves with its transitions.
   charge: statement(
-    "lg_charge_ended",
-    `UPDATE sessions s SET usage = jsonb_set(jsonb_set(s.usage,
-        '{tokens}', to_jsonb(coalesce((s.usage->>'tokens')::numeric, 0) + :tokens::numeric)),
-        '{costMicros}', to_jsonb(coalesce((s.usage->>'costMicros')::numeric, 0) + :costMicros::numeric))
-    WHERE id = :id AND stop_reason IS NOT NULL`,
+    "lg_charge",
+    `UPDATE sessions s SET usage = s.usage || jsonb_build_object(
+        'tokens', (s.usage->>'tokens')::numeric + CASE WHEN s.stop_reason IS NULL THEN :liveTokens::numeric ELSE :tokens::numeric END,
+        'costMicros', (s.usage->>'costMicros')::numeric
+          + CASE WHEN s.stop_reason IS NULL THEN :liveCostMicros::numeric ELSE :costMicros::numeric END)
+    WHERE id = :id RETURNING s.stop_reason IS NOT NULL AS ended`,
   ),
   // The expired ones first, along sessions_approval_expiry: asked for the oldest sessions at once,
   // the planner would rather read every open session in creation order and filter.

@@ -35,6 +35,7 @@ import { TRANSITION_PAIRS, type SessionState } from "../session/session-state.js
 import {
   SESSIONS_MIGRATION_STORE,
   type AuditRow,
+  type ChargeParams,
   type ClaimParams,
   type WakeParams,
   type ErrorKind,
@@ -274,8 +275,8 @@ export class PostgresSessionStore extends SqlSessionStore {
     return (await this.changes(Q.release, p)) === 1;
   }
 
-  protected async charge(p: { id: string; tokens: number; costMicros: number }): Promise<boolean> {
-    return (await this.changes(Q.charge, p)) === 1;
+  protected async chargeRow(p: ChargeParams): Promise<boolean | undefined> {
+    return (await this.rows<{ ended: boolean }>(Q.charge, p))[0]?.ended;
   }
 
   protected expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]> {

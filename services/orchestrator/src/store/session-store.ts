@@ -65,7 +65,9 @@ export interface TransitionInput {
   /**
    * The record the caller moves from (as the store returned it, at `expectedVersion`). When
    * given, the store may build the result from it and the patch instead of reading the whole
-   * row back; the optimistic lock guarantees the row still matches it.
+   * row back; the optimistic lock guarantees the row still matches it, except for the tokens and
+   * price that `charge` added since: the patch's usage is written as the stored usage plus what
+   * the patch adds to this record's, and the result carries the stored figures.
    */
   readonly current?: SessionRecord;
 }
@@ -185,11 +187,15 @@ export interface SessionStore {
   releaseLease(id: string, owner: string): Promise<boolean>;
   /**
    * Adds what work cost (a model call's tokens and price, a tool call's price) to the usage of a
-   * session that ended while it was under way (a cancel, an expiry, a stop made by another
-   * replica), so its usage says what it cost. No new version and no audit row: the session's moves
-   * are done. False when the session has not ended (a live session's usage moves with its transitions).
+   * session that moved on while it was under way, so its usage says what it cost: `spend` when the
+   * session has ended (a cancel, an expiry, a stop made by another replica: nobody does the work
+   * again), `live` when it is live under another run (a takeover after a lost lease; that run sends
+   * a tool call again and pays for it then, so `live` is what nobody pays for again). No new version
+   * and no audit row: a live session's next move keeps the charge, because every move that has the
+   * record it moves from (`current`) writes its usage relative to that record's. Returns whether the
+   * session had ended, or undefined when there is no such session.
    */
-  chargeEnded(id: string, spend: Spend): Promise<boolean>;
+  charge(id: string, spend: Spend, live: Spend): Promise<"ended" | "live" | undefined>;
   /**
    * What other effects than `r` hold on its entity, and hold or made for its customer (since
    * `customerSince`, in its currency) and its session (in its currency). A read without a lock:

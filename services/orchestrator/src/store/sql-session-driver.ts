@@ -4,6 +4,7 @@ import type { ReservationRow, MoneyChange, reservationParams } from "./effect-re
 import type { SessionState } from "../session/session-state.js";
 import type {
   AuditRow,
+  ChargeParams,
   ClaimParams,
   ErrorKind,
   InsertParams,
@@ -79,8 +80,8 @@ export abstract class SqlSessionDriver {
     expiresAt: number;
   }): Promise<string[]>;
   protected abstract release(p: { id: string; owner: string }): Promise<boolean>;
-  /** Adds `tokens` and `costMicros` to an ended session's usage; false when it has not ended. */
-  protected abstract charge(p: { id: string; tokens: number; costMicros: number }): Promise<boolean>;
+  /** Adds `tokens` and `costMicros` to an ended session's usage, the `live` ones to a live one's; whether it had ended (undefined: no session). */
+  protected abstract chargeRow(p: ChargeParams): Promise<boolean | undefined>;
   protected abstract expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]>;
   protected abstract pruneStepRows(p: { before: number; limit: number }): Promise<number>;
   protected abstract oldestStepRow(): Promise<number | string | null>;

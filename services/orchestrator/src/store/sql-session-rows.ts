@@ -2,7 +2,7 @@
 // and return, built and read here once for both databases (see sql-session-store.ts).
 import { itemJson } from "../api/history-json.js";
 import type { SessionState, StopReason } from "../session/session-state.js";
-import type { AuditRecord, JsonObject, JsonValue, SessionReader, TransitionInput } from "./session-store.js";
+import type { AuditRecord, JsonObject, JsonValue, SessionReader, Spend, TransitionInput } from "./session-store.js";
 import { movesOf, releasesLease } from "./session-store-support.js";
 
 /** The migration ledger's name for the session tables (see @loopguard/sql-store's migrate). */
@@ -93,6 +93,13 @@ export interface MoveParams {
   releasesLease: 0 | 1;
   setUsage: 0 | 1;
   usage: string | null;
+  /**
+   * What the patch's usage adds to the tokens and price of the record moved from (`current`):
+   * written on top of the stored figures, so a charge made since (SessionStore.charge) stays.
+   * Null without `current`: the patch's usage is written as it is.
+   */
+  tokensAdded: number | null;
+  costAdded: number | null;
   setContext: 0 | 1;
   context: string | null;
   historyLen: number | null;
@@ -153,10 +160,19 @@ export interface WakeParams extends ClaimParams {
   recovered: string;
 }
 
-/** What a backend's transition gives back: the row, or (when the caller passed `current`) only the lease. */
+/** What a backend's transition gives back: the row, or (when the caller passed `current`) the lease and the stored spend. */
 export type Moved =
   | { readonly row: SessionRow }
-  | { readonly lease: { owner: string | null; expiresAt: number | null } };
+  | { readonly lease: { owner: string | null; expiresAt: number | null }; readonly spent: Spend };
+
+/** A charge (SessionStore.charge): what an ended session is charged, and what a live one is. */
+export interface ChargeParams {
+  id: string;
+  tokens: number;
+  costMicros: number;
+  liveTokens: number;
+  liveCostMicros: number;
+}
 
 /** Thrown by a backend when a move's optimistic-lock UPDATE changed no row; the store then reads why. */
 export class NotApplied extends Error {
@@ -205,6 +221,9 @@ export function moveParams(t: TransitionInput, now: number): MoveParams[] {
       releasesLease: releasesLease(move.to) ? 1 : 0,
       setUsage: last && patch.usage !== undefined ? 1 : 0,
       usage: last && patch.usage !== undefined ? JSON.stringify(patch.usage) : null,
+      tokensAdded: last && patch.usage !== undefined && t.current ? patch.usage.tokens - t.current.usage.tokens : null,
+      costAdded:
+        last && patch.usage !== undefined && t.current ? patch.usage.costMicros - t.current.usage.costMicros : null,
       setContext: last && patch.context !== undefined ? 1 : 0,
       context: last && patch.context !== undefined ? JSON.stringify(withoutHistory(patch.context)) : null,
       historyLen: last && Array.isArray(patch.context?.history) ? patch.context.history.length : null,

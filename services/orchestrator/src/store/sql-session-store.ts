@@ -142,11 +142,14 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
       // A statement's RETURNING sees the history as it was before the statement wrote it.
       return patch.context === undefined ? record : { ...record, context: patch.context };
     }
-    // The row is what the caller moved from plus the patch; the lease comes from the row (a renewal may have changed it).
+    // The row is what the caller moved from plus the patch; the lease and the spend come from the row
+    // (a renewal may have changed the one, a charge the other).
     const last = moves.at(-1)!;
+    const usage = patch.usage ?? t.current!.usage;
+    const { spent } = moved;
     return {
       ...t.current!,
-      ...(patch.usage !== undefined ? { usage: patch.usage } : {}),
+      usage: spent.tokens === usage.tokens && spent.costMicros === usage.costMicros ? usage : { ...usage, ...spent },
       ...(patch.context !== undefined ? { context: patch.context } : {}),
       ...(patch.pending !== undefined ? { pending: patch.pending } : {}),
       ...(patch.answer !== undefined ? { answer: patch.answer } : {}),
@@ -232,8 +235,17 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
     return this.guard("releaseLease", () => this.release({ id, owner }));
   }
 
-  async chargeEnded(id: string, { tokens, costMicros }: Spend): Promise<boolean> {
-    return this.guard("chargeEnded", () => this.charge({ id, tokens, costMicros }));
+  async charge(id: string, spend: Spend, live: Spend): Promise<"ended" | "live" | undefined> {
+    const ended = await this.guard("charge", () =>
+      this.chargeRow({
+        id,
+        tokens: spend.tokens,
+        costMicros: spend.costMicros,
+        liveTokens: live.tokens,
+        liveCostMicros: live.costMicros,
+      }),
+    );
+    return ended === undefined ? undefined : ended ? "ended" : "live";
   }
 
   async expiredApprovals(now: number, limit: number): Promise<SessionRecord[]> {

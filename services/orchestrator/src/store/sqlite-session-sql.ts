@@ -1,6 +1,11 @@
 // The SQL text of the SQLite session store's larger statements.
 import { OPEN_SQL } from "../migrations/sqlite/index.js";
 
+/** A move's usage: the patch's, its tokens and price added to the stored ones (see MoveParams.tokensAdded). */
+const USAGE_SQL = `CASE WHEN NOT @setUsage THEN usage WHEN @tokensAdded IS NULL THEN @usage
+      ELSE json_set(@usage, '$.tokens', json_extract(usage, '$.tokens') + @tokensAdded,
+        '$.costMicros', json_extract(usage, '$.costMicros') + @costAdded) END`;
+
 /**
  * The optimistic-lock UPDATE of a transition's last move, with the patch. Only a move into a
  * terminal state sets stop_reason: SQLite maintains the partial indexes keyed on stop_reason only
@@ -11,7 +16,7 @@ import { OPEN_SQL } from "../migrations/sqlite/index.js";
 export const moveSql = (into: "live" | "awaiting" | "terminal"): string => `UPDATE sessions SET
     state = @to,
     version = version + 1,
-    usage = CASE WHEN @setUsage THEN @usage ELSE usage END,
+    usage = ${USAGE_SQL},
     context = CASE WHEN @setContext THEN @context ELSE context END,
     history_len = CASE WHEN @setContext THEN @historyLen ELSE history_len END,
     pending = CASE WHEN @setPending THEN @pending ELSE pending END,

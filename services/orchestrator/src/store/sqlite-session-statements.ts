@@ -3,8 +3,10 @@ import type Database from "better-sqlite3";
 import { OPEN_SQL } from "../migrations/sqlite/index.js";
 import type { SessionState } from "../session/session-state.js";
 import { TERMINAL_SQL } from "./session-sql.js";
+import type { Spend } from "./session-store.js";
 import type {
   AuditRow,
+  ChargeParams,
   ClaimParams,
   InsertParams,
   MoveParams,
@@ -56,9 +58,10 @@ export function prepare(db: Database.Database) {
       awaiting: stmt<[MoveParams]>(moveSql("awaiting")),
       terminal: stmt<[MoveParams]>(moveSql("terminal")),
     },
-    // The lease is what a move's caller cannot know: renewals change it without a new version.
-    leaseOf: stmt<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at">>(
-      `SELECT lease_owner, lease_expires_at FROM sessions WHERE id = @id`,
+    // What a move's caller cannot know: renewals change the lease, and charges the spend, without a new version.
+    leaseOf: stmt<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at"> & Spend>(
+      `SELECT lease_owner, lease_expires_at, json_extract(usage, '$.tokens') AS tokens,
+         json_extract(usage, '$.costMicros') AS costMicros FROM sessions WHERE id = @id`,
     ),
     hop: stmt<[MoveParams]>(
       `UPDATE sessions SET state = @to, version = version + 1, updated_at = @at
@@ -139,12 +142,11 @@ export function prepare(db: Database.Database) {
     release: stmt<[{ id: string; owner: string }], Pick<SessionRow, "id" | "state" | "version" | "lease_owner">>(
       `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner RETURNING id, state, version, lease_owner`,
     ),
-    // Only an ended session: a live one's usage moves with its transitions.
-    charge: stmt<[{ id: string; tokens: number; costMicros: number }]>(
+    charge: stmt<[ChargeParams], { ended: 0 | 1 }>(
       `UPDATE sessions SET usage = json_set(usage,
-         '$.tokens', coalesce(json_extract(usage, '$.tokens'), 0) + @tokens,
-         '$.costMicros', coalesce(json_extract(usage, '$.costMicros'), 0) + @costMicros)
-       WHERE id = @id AND stop_reason IS NOT NULL`,
+         '$.tokens', json_extract(usage, '$.tokens') + CASE WHEN stop_reason IS NULL THEN @liveTokens ELSE @tokens END,
+         '$.costMicros', json_extract(usage, '$.costMicros') + CASE WHEN stop_reason IS NULL THEN @liveCostMicros ELSE @costMicros END)
+       WHERE id = @id RETURNING stop_reason IS NOT NULL AS ended`,
     ),
     // Along sessions_approval_expiry, named: with no statistics the planner would rather read every
     // open session in creation order (sessions_open) than sort the few expired ones.

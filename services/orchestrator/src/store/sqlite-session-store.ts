@@ -26,6 +26,7 @@ import {
   NotApplied,
   type PageParams,
   type AuditRow,
+  type ChargeParams,
   type ClaimParams,
   type WakeParams,
   type SessionRow,
@@ -184,7 +185,7 @@ export class SqliteSessionStore extends SqlSessionStore {
           this.stmt.appendHistory.run({ id: last.id, seq: last.historyKept + i, item });
       }
       if (last.step !== null) this.stmt.appendStep.run(last);
-      const lease = last.releasesLease ? { lease_owner: null, lease_expires_at: null } : this.stmt.leaseOf.get(last)!;
+      const lease = this.stmt.leaseOf.get(last)!;
       events.push({
         kind: "changed",
         id: last.id,
@@ -193,7 +194,10 @@ export class SqliteSessionStore extends SqlSessionStore {
         leaseOwner: lease.lease_owner,
       });
       return current
-        ? { lease: { owner: lease.lease_owner, expiresAt: lease.lease_expires_at } }
+        ? {
+            lease: { owner: lease.lease_owner, expiresAt: lease.lease_expires_at },
+            spent: { tokens: lease.tokens, costMicros: lease.costMicros },
+          }
         : { row: this.stmt.byId.get(last)! };
     });
   }
@@ -259,8 +263,11 @@ export class SqliteSessionStore extends SqlSessionStore {
     });
   }
 
-  protected charge(p: { id: string; tokens: number; costMicros: number }): Promise<boolean> {
-    return this.write(() => this.stmt.charge.run(p).changes === 1);
+  protected chargeRow(p: ChargeParams): Promise<boolean | undefined> {
+    return this.write(() => {
+      const row = this.stmt.charge.get(p);
+      return row === undefined ? undefined : row.ended === 1;
+    });
   }
 
   protected async expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]> {

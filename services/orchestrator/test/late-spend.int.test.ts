@@ -1,8 +1,8 @@
 // A move that carries spend (a model call's tokens and price, a tool's price) and fails, because
 // the session moved on or the store was out, never loses it without a sign: it is charged to the
 // session when the session ended or another replica runs it (a tool call is sent again by that run
-// and paid then), carried to the session's next move after an outage (likewise a model's spend
-// only), and otherwise counted in loopguard_session_late_spend_total and logged as a warning, so
+// and paid then), carried after an outage until the session is read again and then charged unless
+// the move had committed (likewise a model's spend only), and otherwise counted in loopguard_session_late_spend_total and logged as a warning, so
 // an operator sees spend that a session's usage does not show. A real SQLite store (an outage
 // injected in front of it), the orchestrator's own metrics and log hooks.
 import { join } from "node:path";
@@ -53,22 +53,25 @@ function movesOf(owner: string, on: SessionStore = store): SessionMoves {
   });
 }
 
+type Outages = Partial<Record<"transition" | "charge" | "auditTrail", "before" | "after" | "down">>;
+
 /**
- * The real store, but the next call of `method` fails as in an outage: `before` it reaches the
- * database, or `after` it committed (PostgreSQL's connection lost before COMMIT's answer came back).
+ * The real store, but the next call of each method in `outages` fails as in an outage: `before` it
+ * reaches the database, or `after` it committed (PostgreSQL's connection lost before COMMIT's
+ * answer came back); `down`: every call fails.
  */
-function withOutage(method: "transition" | "charge", when: "before" | "after"): SessionStore {
-  let failed = false;
-  const outage = () => new StoreUnavailableError(method, new Error("connection refused"));
+function withOutage(outages: Outages): SessionStore {
+  const failed = new Set<string | symbol>();
   return new Proxy(store, {
     get(target, key) {
       const value = Reflect.get(target, key, target);
+      const when = outages[key as keyof Outages];
       if (typeof value !== "function") return value;
-      if (key !== method || failed) return value.bind(target);
+      if (when === undefined || failed.has(key)) return value.bind(target);
       return async (...args: unknown[]) => {
-        failed = true;
+        if (when !== "down") failed.add(key);
         if (when === "after") await value.apply(target, args);
-        throw outage();
+        throw new StoreUnavailableError(String(key), new Error("connection refused"));
       };
     },
   });
@@ -99,14 +102,17 @@ async function takenOverFromA(id: string) {
 }
 
 /**
- * A session whose model answer replica-a's move could not write, because the store was out before
- * the move reached it: the copy replica-a holds, and replica-a's moves, which carry that spend.
+ * A session whose model answer replica-a's move could not write, because the store was out (before
+ * the move reached it, unless `outages` says otherwise): the copy replica-a holds, and replica-a's
+ * moves, which carry that spend until they settle it.
  */
-async function carriedUnderA(id: string) {
-  const held = await startedByA(id);
-  const moves = movesOf("replica-a", withOutage("transition", "before"));
-  const move = moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, spend: SPEND });
+async function carriedUnderA(id: string, outages: Outages = { transition: "before" }, ttlMs?: number) {
+  const held = await startedByA(id, ttlMs);
+  const moves = movesOf("replica-a", withOutage(outages));
+  const usage = { ...held.usage, ...SPEND };
+  const move = moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, patch: { usage }, spend: SPEND });
   await expect(move).rejects.toBeInstanceOf(StoreUnavailableError);
+  expect(await lateSpend("carried")).toBe(1);
   return { held, moves };
 }
 
@@ -160,7 +166,7 @@ describe("spend whose move failed because the session moved on", () => {
   it("that the store fails to take is counted and logged with the store's error, and the move's error stands", async () => {
     const held = await cancelledUnderA("s-store-failed");
     // The real store, but its charge fails as in an outage (the move before it fails as stale on its own).
-    const failing = withOutage("charge", "before");
+    const failing = withOutage({ charge: "before" });
     const move = movesOf("replica-a", failing).move(held, "TOOL_EXECUTING", {
       audit: { reason: "calling" },
       spend: SPEND,
@@ -186,69 +192,87 @@ describe("spend whose move failed because the session moved on", () => {
   });
 
   describe("a move that meets a store outage", () => {
-    it("carries its spend to the session's next move from the same version: both spends are charged once", async () => {
+    it("carries its spend until the session is read again: the move did not commit, so it is charged once, before the run goes on", async () => {
       const { held, moves } = await carriedUnderA("s-outage");
-      expect(await lateSpend("carried")).toBe(1);
-      // The session waited for the store and goes on from what it holds: the same version, nothing charged yet.
+      expect((await store.get("s-outage"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });
+      await moves.settle("s-outage");
       const resumed = (await store.get("s-outage"))!;
-      expect(resumed.version).toBe(held.version);
-      expect(resumed.usage).toMatchObject({ tokens: 0, costMicros: 0 });
-      // Its next move (the model asked again) charges its own spend and the carried one.
+      expect(resumed).toMatchObject({ version: held.version, usage: SPEND });
+      // The run goes on from what it read, and asks the model again: both answers are paid, once.
       const again: Spend = { tokens: 7, costMicros: 10 };
-      const usage = { ...resumed.usage, tokens: again.tokens, costMicros: again.costMicros };
+      const usage = { ...resumed.usage, tokens: 56, costMicros: 1244 };
       await moves.move(resumed, "TOOL_EXECUTING", { audit: { reason: "calling" }, patch: { usage }, spend: again });
+      await moves.settle("s-outage");
       expect((await store.get("s-outage"))!.usage).toMatchObject({ tokens: 56, costMicros: 1244 });
-      // Carried once: the move after that charges nothing more.
-      const moved = (await store.get("s-outage"))!;
-      await moves.move(moved, "OBSERVING", { audit: { reason: "observed" } });
-      expect((await store.get("s-outage"))!.usage).toMatchObject({ tokens: 56, costMicros: 1244 });
+      expect(await lateSpend("charged")).toBe(0);
       expect(logged).toEqual([]);
     });
 
     it("carries nothing of a tool's price: the call is sent again under its id and paid for when observed", async () => {
       const held = await startedByA("s-tool-outage");
-      const moves = movesOf("replica-a", withOutage("transition", "before"));
+      const moves = movesOf("replica-a", withOutage({ transition: "before" }));
       const observed = moves.move(held, "TOOL_EXECUTING", {
         audit: { reason: "observed" },
         spend: SPEND,
         spendReissued: true,
       });
       await expect(observed).rejects.toBeInstanceOf(StoreUnavailableError);
-      await moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling again" } });
+      await moves.settle("s-tool-outage");
       expect((await store.get("s-tool-outage"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });
       expect(await lateSpend("carried")).toBe(0);
       expect(await lateSpend("reissued")).toBe(1);
       expect(logged).toEqual([]);
     });
 
-    it("is not charged twice when the move committed before the outage cut its answer off", async () => {
-      const held = await startedByA("s-committed");
-      const moves = movesOf("replica-a", withOutage("transition", "after"));
-      const usage = { ...held.usage, ...SPEND };
-      const move = moves.move(held, "TOOL_EXECUTING", { audit: { reason: "calling" }, patch: { usage }, spend: SPEND });
-      await expect(move).rejects.toBeInstanceOf(StoreUnavailableError);
-      const resumed = (await store.get("s-committed"))!;
-      expect(resumed.version).toBeGreaterThan(held.version);
-      await moves.move(resumed, "OBSERVING", { audit: { reason: "observed" } });
+    it("is not charged twice when the move committed before the outage cut its answer off, even once others moved the session on", async () => {
+      const { moves } = await carriedUnderA("s-committed", { transition: "after" });
+      const committed = (await store.get("s-committed"))!;
+      expect(committed.usage).toMatchObject(SPEND);
+      await movesOf("operator").stop(committed, "cancelled", "asked by mistake", { fenced: false });
+      await moves.settle("s-committed");
       expect((await store.get("s-committed"))!.usage).toMatchObject(SPEND);
     });
 
-    it("charges the carried spend to a cancel made from the same version before the session's run went on", async () => {
+    it("charges the ended session when a cancel, on this replica or another, ended it before the run read it again", async () => {
       const { held, moves } = await carriedUnderA("s-cancelled-after-outage");
-      await moves.stop(held, "cancelled", "asked by mistake", { fenced: false });
+      await movesOf("replica-b").stop(held, "cancelled", "asked by mistake", { fenced: false });
+      await moves.settle("s-cancelled-after-outage");
       expect((await store.get("s-cancelled-after-outage"))!).toMatchObject({ state: "CANCELLED", usage: SPEND });
+      expect(logged).toEqual([]);
     });
 
-    it("charges the carried spend to the live session when a cancel took it but the run's own move committed first", async () => {
-      const { held, moves } = await carriedUnderA("s-cancel-lost-race");
-      // The run's move, sent again after the outage, commits before the cancel that took the carried spend.
-      await movesOf("replica-a").move(held, "TOOL_EXECUTING", { audit: { reason: "calling" } });
-      await expect(moves.stop(held, "cancelled", "asked by mistake", { fenced: false })).rejects.toBeInstanceOf(
-        StaleTransitionError,
-      );
-      expect((await store.get("s-cancel-lost-race"))!).toMatchObject({ state: "TOOL_EXECUTING", usage: SPEND });
-      expect(await lateSpend("charged")).toBe(1);
-      expect(logged).toEqual([]);
+    it("charges the live session when another replica took it over and moved it on during the outage", async () => {
+      const { moves } = await carriedUnderA("s-taken-during-outage", { transition: "before" }, 1);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const [claimed] = await store.claim("replica-b", 60_000, 10);
+      const runB = await movesOf("replica-b").move(claimed!, "TOOL_EXECUTING", { audit: { reason: "calling" } });
+      await moves.settle("s-taken-during-outage", { last: true });
+      expect((await store.get("s-taken-during-outage"))!).toMatchObject({
+        state: "TOOL_EXECUTING",
+        version: runB.version,
+        usage: SPEND,
+      });
+    });
+
+    it("keeps carrying while the store is still out, and charges once it answers", async () => {
+      const { moves } = await carriedUnderA("s-long-outage", { transition: "before", auditTrail: "before" });
+      await expect(moves.settle("s-long-outage")).rejects.toBeInstanceOf(StoreUnavailableError);
+      expect((await store.get("s-long-outage"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });
+      await moves.settle("s-long-outage");
+      expect((await store.get("s-long-outage"))!.usage).toMatchObject(SPEND);
+    });
+
+    it("counts and logs the spend when the run ends before the store answers again", async () => {
+      const { moves } = await carriedUnderA("s-run-ended", { transition: "before", auditTrail: "down" });
+      await moves.settle("s-run-ended", { last: true });
+      expect((await store.get("s-run-ended"))!.usage).toMatchObject({ tokens: 0, costMicros: 0 });
+      expect(await lateSpend("store_failed")).toBe(1);
+      expect(logged).toEqual([
+        expect.objectContaining({ session_id: "s-run-ended", reason: "store_failed", tokens: 49, cost_micros: 1234 }),
+      ]);
+      // Settled once: nothing is left to count again.
+      await moves.settle("s-run-ended", { last: true });
+      expect(await lateSpend("store_failed")).toBe(1);
     });
   });
 });

@@ -226,6 +226,8 @@ export class SessionDriver {
             .catch(() => undefined);
         }
       } finally {
+        // A run that stops while it waits for the store (its lease lost, the replica stopping) settles what it carried.
+        await this.parts.moves.settle(session.id, { last: true });
         // A stopping replica hands the lease back before the run counts as ended, so that stop()
         // waits for it: the next replica takes the session at once, not when the lease runs out.
         if (this.#stopping) await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
@@ -248,6 +250,8 @@ export class SessionDriver {
     let outage = 0;
     while (!signal.aborted) {
       try {
+        // After an outage: a spend its write could not carry is charged before the session goes on.
+        if (outage > 0) await this.parts.moves.settle(session.id);
         const last = await this.parts.runner.run(session.id, signal, current);
         // Ended, waiting for a human (lease released by that move), or no longer ours.
         if (!last || isTerminal(last.state) || last.state === "AWAITING_APPROVAL" || last.state === "PARKED") return;

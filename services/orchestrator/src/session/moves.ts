@@ -2,11 +2,11 @@
 // approval or deny, an expiry, a crash re-issue — is a persisted transition (state + version,
 // with its audit rows) made here, and counted here (transitions, stops) and traced here (steps).
 import type { MoneyChange } from "../store/effect-reservations.js";
-import { withSpend } from "../guard/budget.js";
 import { redactText } from "../guard/redact.js";
 import type { SessionState, StopReason } from "./session-state.js";
 import {
   type AuditInput,
+  type AuditRecord,
   type SessionPatch,
   SessionNotFoundError,
   type SessionRecord,
@@ -39,8 +39,9 @@ export interface MoveOptions {
   readonly money?: MoneyChange;
   /**
    * What the patch's usage charges for work already done (a model call's tokens and price, a tool
-   * call's price): should the session have ended meanwhile (a cancel, another replica's stop), the
-   * move fails, and this is charged to the ended session instead.
+   * call's price): should the session have moved on meanwhile (a cancel, another replica's stop or
+   * takeover), the move fails, and this is charged to the session instead (see #spendFailed). Only
+   * a run's moves, fenced by its lease, carry spend: settle tells them by their owner.
    */
   readonly spend?: Spend;
   /**
@@ -70,7 +71,7 @@ export interface MoveDeps {
  * What became of the spend of a move that failed: charged to the session, which had ended or is
  * live under another run (a takeover after a lost lease); not charged, because the store failed to
  * take the charge (the one fate in which the spend reaches no session's usage); when the move itself
- * met a store outage, carried to the session's next move (see SessionMoves.move); or, a tool's price
+ * met a store outage, carried until the session is read again (see SessionMoves.settle); or, a tool's price
  * while the session is live, left to the call that the session sends again and pays for when it
  * observes it.
  */
@@ -82,9 +83,6 @@ const NO_SPEND: Spend = { tokens: 0, costMicros: 0 };
 function spends(spend: Spend | undefined): spend is Spend {
   return spend !== undefined && (spend.tokens > 0 || spend.costMicros > 0);
 }
-
-/** Sessions whose spend one process carries at most; past it the oldest carry is let go (a bound, not a case). */
-const MAX_CARRIED = 10_000;
 
 const STARTED: Via = { state: "THINKING", audit: { reason: "session started" } };
 
@@ -100,27 +98,26 @@ export function terminalStateOf(reason: StopReason): SessionState {
 
 export class SessionMoves {
   /**
-   * Spend whose move met a store outage, by session, with the version the move started from. The
-   * session waits for the store and goes on from what it holds; if that is still this version, the
-   * move did not commit, and the session's next move from it charges the spend as well. Any other
-   * version means the move committed (the spend is in the usage) or someone else moved the session.
+   * Spend whose move met a store outage, by session, each with the version its move started from:
+   * the session waits for the store, and its run settles the spend when it reads the session again
+   * or ends (see settle), so this holds no more than the sessions the replica runs.
    */
-  readonly #carried = new Map<string, { readonly version: number; readonly spend: Spend }>();
+  readonly #carried = new Map<string, { readonly from: SessionRecord; readonly spend: Spend }[]>();
 
   constructor(private readonly deps: MoveDeps) {}
 
   /**
    * One persisted transition: through the `via` states, to `to`. From IDLE the session passes
    * THINKING first: its first decision is made before the start is stored, and both commit together.
+   * `s` is the record as the store returned it (or as the move before predicted it), never one with
+   * the patch's changes in it: the store writes the usage the patch adds to `s`'s on top of the
+   * stored usage, which may hold charges `s` does not know of (see SessionStore.charge).
    */
   async move(
     s: SessionRecord,
     to: SessionState,
-    { audit, patch: given, step, via: through = [], fenced = true, money, spend: paid, spendReissued }: MoveOptions,
+    { audit, patch, step, via: through = [], fenced = true, money, spend, spendReissued }: MoveOptions,
   ): Promise<SessionRecord> {
-    const carried = this.#takeCarried(s);
-    const spend = carried && paid ? withSpend(paid, carried) : (carried ?? paid);
-    const patch = carried ? { ...given, usage: withSpend(given?.usage ?? s.usage, carried) } : given;
     const at = this.deps.now();
     const via = [...startOf(s, to), ...through];
     const transition = this.deps.store.transition({
@@ -137,7 +134,7 @@ export class SessionMoves {
       ...(money ? { money } : {}),
     });
     const moved = await (spends(spend)
-      ? transition.catch((error: unknown) => this.#spendFailed(s, spend, spendReissued ? carried : spend, error))
+      ? transition.catch((error: unknown) => this.#spendFailed(s, spend, spendReissued === true, error))
       : transition);
     for (const v of via) this.deps.onTransition?.(v.state);
     this.deps.onTransition?.(to);
@@ -145,38 +142,63 @@ export class SessionMoves {
     return moved;
   }
 
-  /** The spend carried for `s` from a move that met a store outage, if it still applies (see #carried); taken once. */
-  #takeCarried(s: SessionRecord): Spend | undefined {
-    const carried = this.#carried.size > 0 ? this.#carried.get(s.id) : undefined;
-    if (!carried) return undefined;
-    this.#carried.delete(s.id);
-    return carried.version === s.version ? carried.spend : undefined;
+  /**
+   * Settles the spend carried for session `id` (see #carried) against the session as the store
+   * holds it now: once the store answers again, before the session's run goes on, and when a run
+   * ends (its lease lost in the outage). At the version its move started from, the move did not
+   * commit: the spend is charged. Past it, the move made the next version if this replica's fenced
+   * move did (the write committed, its answer lost: the spend is in the usage); otherwise someone
+   * else moved the session (a cancel, an expiry, another replica's run), and the spend is charged.
+   * A charge that fails is counted and logged, and so is a read that fails on the `last` settle (the
+   * run ends); otherwise a failed read leaves the spend carried, and throws.
+   */
+  async settle(id: string, { last = false } = {}): Promise<void> {
+    const carried = this.#carried.size > 0 ? this.#carried.get(id) : undefined;
+    if (!carried) return;
+    this.#carried.delete(id);
+    let trail: AuditRecord[];
+    try {
+      trail = await this.deps.store.auditTrail(id, Math.min(...carried.map(({ from }) => from.version)));
+    } catch (error) {
+      if (!last) {
+        this.#carried.set(id, [...carried, ...(this.#carried.get(id) ?? [])]);
+        throw error;
+      }
+      for (const { from, spend } of carried) this.deps.onLateSpend?.(from, spend, "store_failed", error);
+      return;
+    }
+    for (const { from, spend } of carried) {
+      if (trail.find((a) => a.version === from.version + 1)?.owner === this.deps.owner) continue;
+      const [to, failure] = await this.#charge(from, spend, spend);
+      if (!to) this.deps.onLateSpend?.(from, spend, "store_failed", failure);
+    }
   }
 
   /**
-   * A move that carried `spend` failed; `kept` is the part of it that no re-issued call pays for
-   * again (all of it, unless the move observed a tool call: then only a carried model spend). When
-   * the session ended meanwhile, all of it is charged to the session (nobody sends the call again);
-   * when the session is live under another run, `kept` is; when the store was out, `kept` is carried
-   * to the session's next move. The error stands.
+   * A move that carried `spend` failed. When the session ended meanwhile, the spend is charged to
+   * it (nobody sends a tool call again for an ended session); when it is live under another run,
+   * only a model's spend is (a tool call is sent again, `reissued`, and its price paid when it is
+   * observed); when the store was out, a model's spend is carried until the session is read again
+   * (see settle). The error stands.
    */
-  async #spendFailed(s: SessionRecord, spend: Spend, kept: Spend | undefined, error: unknown): Promise<never> {
-    const keeps = spends(kept);
+  async #spendFailed(s: SessionRecord, spend: Spend, reissued: boolean, error: unknown): Promise<never> {
     if (error instanceof StoreUnavailableError) {
-      if (keeps) {
-        if (this.#carried.size >= MAX_CARRIED) this.#carried.delete(this.#carried.keys().next().value!);
-        this.#carried.set(s.id, { version: s.version, spend: kept });
-      }
-      this.deps.onLateSpend?.(s, keeps ? kept : spend, keeps ? "carried" : "reissued", error);
+      if (!reissued) this.#carried.set(s.id, [...(this.#carried.get(s.id) ?? []), { from: s, spend }]);
+      this.deps.onLateSpend?.(s, spend, reissued ? "reissued" : "carried", error);
     } else if (error instanceof StaleTransitionError) {
-      const [to, failure] = await this.deps.store.charge(s.id, spend, keeps ? kept : NO_SPEND).then(
-        (to) => [to, to ? undefined : new SessionNotFoundError(s.id)] as const,
-        (failure: unknown) => [undefined, failure] as const,
-      );
-      const fate: LateSpend = to === undefined ? "store_failed" : to === "live" && !keeps ? "reissued" : "charged";
-      this.deps.onLateSpend?.(s, to === "live" && keeps ? kept : spend, fate, failure);
+      const [to, failure] = await this.#charge(s, spend, reissued ? NO_SPEND : spend);
+      const fate: LateSpend = to === undefined ? "store_failed" : to === "live" && reissued ? "reissued" : "charged";
+      this.deps.onLateSpend?.(s, spend, fate, failure);
     }
     throw error;
+  }
+
+  /** Charges `spend` to `s`, or `live` should it be live (see SessionStore.charge): where it went, or why not. */
+  #charge(s: SessionRecord, spend: Spend, live: Spend): Promise<readonly ["ended" | "live" | undefined, unknown?]> {
+    return this.deps.store.charge(s.id, spend, live).then(
+      (to) => [to, to ? undefined : new SessionNotFoundError(s.id)] as const,
+      (failure: unknown) => [undefined, failure] as const,
+    );
   }
 
   /** Ends the session with `reason` and its (redacted) answer; nothing stays pending. */

@@ -1,7 +1,7 @@
 // Starting a planned call: TOOL_EXECUTING recorded with the call (and any money it reserves),
 // then the call itself, sent early when it is read-only.
 import { Effect } from "@loopguard/tool-sdk";
-import type { SessionRecord, Spend, StepRecord } from "../store/session-store.js";
+import type { SessionRecord, Spend, StepRecord, Usage } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import {
   contextJson,
@@ -25,24 +25,27 @@ export interface Start {
   readonly reason?: string;
   /** The model call that decided it, charged to the session should it have ended meanwhile (see MoveOptions). */
   readonly spend?: Spend;
+  /** The session's usage with the decision that planned the call (its step, its model call), when it is made with it. */
+  readonly usage?: Usage;
 }
 
 /**
  * Records TOOL_EXECUTING, then makes the call. A read-only call goes out while that record is
  * being committed instead of after: re-issuing it is always safe, so a crash before the commit
  * (the session resumes THINKING and decides again) loses nothing, and a step waits for one
- * commit less. Every other call waits for its record, so an interrupted one is known.
+ * commit less. Every other call waits for its record, so an interrupted one is known. `s` is the
+ * record as stored: what the move adds to its usage is written on top of the stored usage.
  */
 export function startCall(
   kit: Kit,
   s: SessionRecord,
-  { tool, call, rest, context, step, reason = `calling ${tool.name}`, spend }: Start,
+  { tool, call, rest, context, step, reason = `calling ${tool.name}`, spend, usage = s.usage }: Start,
   signal: AbortSignal,
 ): Promise<SessionRecord> {
   const { deps, moves } = kit;
   const patch = {
     context: contextJson(context),
-    usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
+    usage: { ...usage, toolCalls: usage.toolCalls + 1 },
     pending: pendingJson({ queue: rest, call, startedBy: deps.runId }),
   };
   const money = reservationOf(s, call);

@@ -120,8 +120,8 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
     try {
       return await startCall(
         kit,
-        decided,
-        { ...plan, rest: queue.slice(1), step: record("TOOL_EXECUTING"), reason, spend: spent },
+        s,
+        { ...plan, rest: queue.slice(1), step: record("TOOL_EXECUTING"), reason, spend: spent, usage },
         signal,
       );
     } catch (error) {
@@ -141,9 +141,9 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
  * A model call cut off by the run's abort (a stop, a lost lease): the session stays THINKING for
  * whoever runs it next, and the call is counted as a retry with its prompt's tokens charged, so a
  * session stopped again and again cannot ask the model past its budgets uncharged. A session that
- * ended meanwhile (the stop was a cancel) is charged the prompt's tokens all the same. Without the
- * lease nothing is written (the next owner's claim counts a takeover); with the store unavailable the
- * charge is carried to the session's next move (see SessionMoves).
+ * ended meanwhile (the stop was a cancel) is charged the prompt's tokens all the same, and so is one
+ * that another replica took over (the lease was lost; its claim counted a takeover); with the store
+ * unavailable the charge is carried until the run reads the session again (see SessionMoves.settle).
  */
 async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: number): Promise<SessionRecord> {
   const spent = cutOffSpend(kit, policy, promptTokens);

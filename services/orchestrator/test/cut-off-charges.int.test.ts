@@ -2,10 +2,11 @@
 // model is answering, the call's tokens and price are charged to the ended session, whether the
 // cancel cut the call off on this replica (its prompt, as if the model had read it) or was made on
 // another replica while the answer was on its way (what the model reported); a tool's answer that
-// came after another replica's cancel is charged its price. A model's answer whose move a store
-// outage lost is charged with the session's next move. Real orchestrator processes (one on SQLite;
-// replicas on one PostgreSQL, halted for the outage) and a fake chat server speaking the OpenAI wire
-// protocol.
+// came after another replica's cancel is charged its price. A model call of a replica that froze
+// while another took the session over is charged to the live session. A model's answer whose move
+// a store outage lost is charged once the store is back. Real orchestrator processes (one on
+// SQLite; replicas on one PostgreSQL, halted for the outage) and a fake chat server speaking the
+// OpenAI wire protocol.
 import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
 import {
@@ -33,8 +34,8 @@ const MODEL = "gpt-4o";
 /** What the fake chat server reports for each completion. */
 const REPORTED = { input: 42, output: 7 };
 
-/** A model whose first answer is held until `release()` (or the test's clean-up); `asked` settles once its request arrived. */
-function heldModel() {
+/** A model answer held until `release()` (or the test's clean-up); `asked` settles once its request arrived. */
+function heldReply() {
   let arrived!: () => void;
   let release!: () => void;
   const asked = new Promise<void>((resolve) => {
@@ -49,7 +50,13 @@ function heldModel() {
     await released;
     return chatCompletion({ content: "Refunds are paid back to the card within 5 days." });
   };
-  return { replies: [reply], asked, release };
+  return { reply, asked, release };
+}
+
+/** A model whose first answer is held (see heldReply). */
+function heldModel() {
+  const { reply, ...held } = heldReply();
+  return { replies: [reply], ...held };
 }
 
 /**
@@ -59,7 +66,7 @@ function heldModel() {
  * that finds the lease gone and stops the run (a model call it cuts off is charged its prompt; a
  * tool call, nothing), and no replica takes the session over from a runner that stalled.
  */
-async function setUp(replies: ScriptedReply[], store: string, replicas = 1) {
+async function setUp(replies: ScriptedReply[], store: string, replicas = 1, leaseTtlMs = 60_000) {
   const tools = await startTools();
   const chat = await startFakeChatServer(replies);
   onCleanUp(() => chat.close());
@@ -72,7 +79,7 @@ async function setUp(replies: ScriptedReply[], store: string, replicas = 1) {
       LOOPGUARD_DATA_DIR: tempDir(`orchestrator-${i}`),
       OPENAI_BASE_URL: chat.baseUrl,
       OPENAI_MODEL: MODEL,
-      ORCHESTRATOR_LEASE_TTL_MS: "60000",
+      ORCHESTRATOR_LEASE_TTL_MS: String(leaseTtlMs),
     });
     replicasStarted.push(orchestrator);
     apis.push(
@@ -206,6 +213,46 @@ describe("work that a cancel or a store outage overtook", () => {
           expect(ended.version).toBe(session!.version);
           return;
         }
+      }, 60_000);
+
+      it("a model call of a replica that froze while the other took the session over: charged to the live session", async () => {
+        const first = heldReply();
+        const second = heldReply();
+        const {
+          apis: [api],
+          replicas: [frozen, other],
+          chat,
+        } = await setUp([first.reply, second.reply], await postgres.freshDatabase(), 2, 1000);
+        const id = await startQuestion(api!);
+        await first.asked;
+        // Frozen past its 1 s lease: the other replica claims the session and asks the model again.
+        frozen!.child.kill("SIGSTOP");
+        try {
+          await Promise.race([second.asked, sleep(15_000).then(() => Promise.reject(new Error("no takeover")))]);
+        } finally {
+          frozen!.child.kill("SIGCONT");
+        }
+        // On waking, the frozen replica finds its lease lost and stops its run, cutting its model call
+        // off: that call's prompt is charged to the session, which the other replica still runs.
+        for (let waited = 0; (await lateSpend(frozen!, "charged")) < 1; waited += 100) {
+          expect(waited, "the frozen replica never charged its model call").toBeLessThan(15_000);
+          await sleep(100);
+        }
+        const { session: live } = await api!.getSession({ sessionId: id });
+        // Live: the other replica's first model call, the session's first decision, is still held.
+        expect(SessionState[live!.state]).toBe("IDLE");
+        const cutOff = Number(live!.usage!.tokens);
+        expect(cutOff).toBeGreaterThan(20);
+        expect(Number(live!.usage!.costMicros)).toBe(
+          costMicrosOf(DEFAULT_MODEL_PRICES[MODEL], { input: cutOff, output: 0 }),
+        );
+        // The live run's own answer is added to that charge, not written over it.
+        second.release();
+        const ended = await waitForSession(api!, id, (s) => s.state === SessionState.DONE, 30_000);
+        expect(chat.requests).toHaveLength(2);
+        expect(Number(ended.usage!.tokens)).toBe(cutOff + REPORTED.input + REPORTED.output);
+        expect(ended.usage!.takeovers).toBe(1);
+        expect(await lateSpend(other!, "charged")).toBe(0);
       }, 60_000);
     },
   );

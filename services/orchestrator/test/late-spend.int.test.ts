@@ -2,9 +2,10 @@
 // the session moved on or the store was out, never loses it without a sign: it is charged to the
 // session when the session ended or another replica runs it (a tool call is sent again by that run
 // and paid then), carried after an outage until the session is read again and then charged unless
-// the move had committed (likewise a model's spend only), and otherwise counted in loopguard_session_late_spend_total and logged as a warning, so
-// an operator sees spend that a session's usage does not show. A real SQLite store (an outage
-// injected in front of it), the orchestrator's own metrics and log hooks.
+// the move had committed (likewise a model's spend only), and otherwise counted in
+// loopguard_session_late_spend_total and logged as a warning, so an operator sees spend that a
+// session's usage does not show. A real SQLite store (an outage injected in front of it), the
+// orchestrator's own metrics and log hooks.
 import { join } from "node:path";
 import { tempDir } from "@loopguard/test-kit";
 import { createLogger } from "@loopguard/tool-sdk";

@@ -46,8 +46,8 @@ export function withRetries(usage: Usage, n: number): Usage {
   return { ...usage, retries: (usage.retries ?? 0) + n };
 }
 
-/** `usage` (or another spend) with `spend` (a model call's tokens and price, a tool call's price) added. */
-export function withSpend<T extends Spend>(usage: T, spend: Spend): T {
+/** `usage` with `spend` (a model call's tokens and price, a tool call's price) added. */
+export function withSpend(usage: Usage, spend: Spend): Usage {
   return { ...usage, tokens: usage.tokens + spend.tokens, costMicros: usage.costMicros + spend.costMicros };
 }
 

@@ -207,6 +207,14 @@ export function moveParams(t: TransitionInput, now: number): MoveParams[] {
     patch.context === undefined
       ? { kept: 0, items: [] }
       : historyDelta(patch.context.history, t.current?.context.history);
+  // What the patch adds to the spend of the record moved from (see MoveParams.tokensAdded).
+  const added =
+    patch.usage && t.current
+      ? {
+          tokens: patch.usage.tokens - t.current.usage.tokens,
+          cost: patch.usage.costMicros - t.current.usage.costMicros,
+        }
+      : undefined;
   return moves.map((move, i) => {
     const last = i === moves.length - 1;
     return {
@@ -221,9 +229,8 @@ export function moveParams(t: TransitionInput, now: number): MoveParams[] {
       releasesLease: releasesLease(move.to) ? 1 : 0,
       setUsage: last && patch.usage !== undefined ? 1 : 0,
       usage: last && patch.usage !== undefined ? JSON.stringify(patch.usage) : null,
-      tokensAdded: last && patch.usage !== undefined && t.current ? patch.usage.tokens - t.current.usage.tokens : null,
-      costAdded:
-        last && patch.usage !== undefined && t.current ? patch.usage.costMicros - t.current.usage.costMicros : null,
+      tokensAdded: last && added ? added.tokens : null,
+      costAdded: last && added ? added.cost : null,
       setContext: last && patch.context !== undefined ? 1 : 0,
       context: last && patch.context !== undefined ? JSON.stringify(withoutHistory(patch.context)) : null,
       historyLen: last && Array.isArray(patch.context?.history) ? patch.context.history.length : null,

@@ -11,9 +11,11 @@ const dir = process.env.FAKE_KUBECTL_DIR;
 const args = process.argv.slice(2);
 const stdin = args.includes("-f") ? readFileSync(0, "utf8") : "";
 const scenario = JSON.parse(readFileSync(join(dir, "scenario.json"), "utf8"));
+// Complete lines only: a call made at the same time (the gate's queries run in parallel) may be
+// half-way through appending its own, and a reader can see the first part of that write.
 const earlier = readFileSync(join(dir, "calls.jsonl"), { encoding: "utf8", flag: "a+" })
   .split("\n")
-  .filter(Boolean)
+  .slice(0, -1)
   .map((line) => JSON.parse(line));
 appendFileSync(join(dir, "calls.jsonl"), `${JSON.stringify({ args, stdin })}\n`);
 // The gate a call belongs to: the Jobs created so far (smoke Jobs, or a drill's), a migrate Job is none.

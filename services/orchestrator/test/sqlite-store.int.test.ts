@@ -59,13 +59,13 @@ describe("sqlite stores opened together", () => {
 });
 
 describe("sqlite group commit", () => {
-  it("commits at most 16 writes per turn of the event loop, so sessions moving together do not move in lockstep", async () => {
+  it("commits at most 32 writes per turn of the event loop, so sessions moving together do not move in lockstep", async () => {
     const dir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
     const store = await SqliteSessionStore.open(join(dir, "sessions.db"));
     const turn = () => new Promise((resolve) => setImmediate(resolve));
     try {
       const budget = { maxSteps: 5, maxToolCalls: 5, maxTokens: 1000, maxCostMicros: 1000, deadlineMs: 60_000 };
-      const ids = Array.from({ length: 40 }, (_, i) => `s${i}`);
+      const ids = Array.from({ length: 80 }, (_, i) => `s${i}`);
       for (const id of ids)
         await store.create({ id, goal: "g", task: {}, budget, scopes: [], policy: "scripted", createdBy: "test" });
       let answered = 0;
@@ -79,9 +79,9 @@ describe("sqlite group commit", () => {
         await turn();
         answeredPerTurn.push(answered);
       }
-      expect(answeredPerTurn).toEqual([16, 32, 40]);
+      expect(answeredPerTurn).toEqual([32, 64, 80]);
       await Promise.all(moves);
-      expect((await store.countByState()).THINKING).toBe(40);
+      expect((await store.countByState()).THINKING).toBe(80);
     } finally {
       await store.close();
       rmSync(dir, { recursive: true, force: true });

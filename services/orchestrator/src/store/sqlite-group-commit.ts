@@ -10,7 +10,7 @@ import type Database from "better-sqlite3";
 import type { SessionEvent } from "./session-store.js";
 
 /** Most writes one group commit takes. */
-const MAX_GROUP_COMMIT = 16;
+const MAX_GROUP_COMMIT = 32;
 
 interface PendingWrite {
   readonly run: (events: SessionEvent[]) => unknown;

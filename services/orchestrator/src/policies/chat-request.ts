@@ -8,6 +8,7 @@ import type {
 import { itemJson } from "../api/history-json.js";
 import { CONFIDENCE_INSTRUCTIONS } from "./model-confidence.js";
 import type { PolicyInput, ToolSpec } from "./policy.js";
+import type { JsonObject } from "../store/session-store.js";
 
 export const OPENAI_POLICY_SYSTEM_PROMPT =
   "You are an agent working for a platform team. Reach the goal by calling the tools you are " +
@@ -26,11 +27,26 @@ export function toChatTool(tool: ToolSpec): ChatCompletionFunctionTool {
   return { type: "function", function: { name: tool.name, description, parameters: tool.parameters } };
 }
 
+/**
+ * The user turn that states the goal and the task, kept per task object: a session shows the model
+ * the same task object on every step (modelView keeps one per task), so the text is built, and its
+ * tokens counted, once rather than at each step.
+ */
+const taskTurns = new WeakMap<JsonObject, { goal: string; text: string }>();
+
+function taskTurn(goal: string, task: JsonObject): string {
+  const kept = taskTurns.get(task);
+  if (kept?.goal === goal) return kept.text;
+  const text = `Goal: ${goal}\n\nTask (JSON):\n${JSON.stringify(task)}`;
+  taskTurns.set(task, { goal, text });
+  return text;
+}
+
 /** PolicyInput → the message list. Exported so callers can inspect or count what the model sees. */
 export function toChatMessages(input: Pick<PolicyInput, "goal" | "task" | "history">): ChatCompletionMessageParam[] {
   const messages: ChatCompletionMessageParam[] = [
     { role: "system", content: OPENAI_POLICY_SYSTEM_PROMPT },
-    { role: "user", content: `Goal: ${input.goal}\n\nTask (JSON):\n${JSON.stringify(input.task)}` },
+    { role: "user", content: taskTurn(input.goal, input.task) },
   ];
   // Chat Completions rejects a request where an assistant tool call has no tool message
   // after it, and a tool message that answers no call. History cut short (a session stopped

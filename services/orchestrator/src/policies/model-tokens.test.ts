@@ -2,10 +2,16 @@ import { createRequire } from "node:module";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import fc from "fast-check";
+import {
+  type ChatCompletionFunctionDefinition,
+  type ChatMessage,
+  computeChatCompletionTokenCount,
+} from "gpt-tokenizer/functionCalling";
 import { describe, expect, it } from "vitest";
 import { estimateTokens } from "../guard/budget.js";
 import { ENCODINGS, encodingForModel, tokenCounter } from "./model-tokens.js";
-import { toChatMessages } from "./chat-request.js";
+import { toChatMessages, toChatTool } from "./chat-request.js";
+import type { HistoryItem, ToolSpec } from "./policy.js";
 
 describe("encodingForModel", () => {
   it("picks o200k_base for gpt-4o, gpt-4.1, gpt-5 and the o-series, cl100k_base for gpt-4 and gpt-3.5", () => {
@@ -161,5 +167,73 @@ describe("tokenCounter, long texts counted in pieces", () => {
       const text = JSON.stringify({ ok: true, data: { hits }, observedAt: new Date(1e12 + i * 1000).toISOString() });
       expect(counter.text(text)).toBe(whole(text));
     }
+  });
+});
+
+describe("tokenCounter, a session's prompts", () => {
+  const search: ToolSpec = {
+    name: "kb_search_search",
+    description: "Searches the knowledge base.",
+    parameters: {
+      type: "object",
+      properties: { query: { type: "string", description: "what to look for" }, limit: { type: "integer" } },
+      required: ["query"],
+    },
+  };
+  const order: ToolSpec = {
+    name: "billing_get_order",
+    description: "Looks an order up.",
+    parameters: { type: "object", properties: { orderId: { type: "string" } }, required: ["orderId"] },
+  };
+  /** A breaker opened on search: a new spec with the time in its description. */
+  const searchDown: ToolSpec = { ...search, unavailableUntil: "2026-12-05T04:00:00.000Z" };
+
+  /** gpt-tokenizer's count of the whole request in one call, each text counted whole. */
+  function reference(input: { goal: string; task: never; tools: readonly ToolSpec[]; history: HistoryItem[] }): number {
+    const whole = wholeCount("o200k_base");
+    const messages: ChatMessage[] = toChatMessages(input).flatMap((m) =>
+      m.role === "assistant" && m.tool_calls?.length
+        ? m.tool_calls.map((c) => ({
+            role: "assistant",
+            content: "",
+            function_call:
+              c.type === "function" ? { name: c.function.name, arguments: c.function.arguments } : undefined,
+          }))
+        : [{ role: m.role, content: typeof m.content === "string" ? m.content : "" }],
+    );
+    const functions = input.tools.map((t) => toChatTool(t).function as ChatCompletionFunctionDefinition);
+    return computeChatCompletionTokenCount({ messages, ...(functions.length > 0 ? { functions } : {}) }, whole);
+  }
+
+  const step = fc.tuple(fc.string({ maxLength: 40 }), fc.jsonValue({ maxDepth: 2 }), fc.boolean());
+  const toolLists = fc.constantFrom<readonly ToolSpec[]>([], [search], [search, order], [searchDown, order], [order]);
+
+  it("counts each step's prompt exactly as gpt-tokenizer counts the whole request, as tools change between steps", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ maxLength: 60 }),
+        fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 4 }),
+        fc.array(fc.tuple(step, toolLists), { maxLength: 6 }),
+        (goal, task, steps) => {
+          // One counter and one task object for the whole session, as in a run: what is kept from
+          // step to step must never change a count.
+          const counter = tokenCounter("o200k_base");
+          const history: HistoryItem[] = [];
+          for (const [i, [[query, data, rejected], tools]] of steps.entries()) {
+            const input = { goal, task: task as never, tools, history: [...history] };
+            expect(counter.prompt(input)).toBe(reference(input));
+            const callId = `c${i}`;
+            history.push({ kind: "call", callId, tool: "kb_search_search", arguments: JSON.stringify({ query }) }, {
+              kind: "observation",
+              callId,
+              tool: "kb_search_search",
+              envelope: { ok: true, data: { data }, refs: [], costMicros: 0, servedFrom: "live", observedAt: "x" },
+            } as HistoryItem);
+            if (rejected) history.push({ kind: "rejected_answer", text: query, why: "no citation" } as HistoryItem);
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 });

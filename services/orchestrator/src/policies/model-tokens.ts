@@ -6,11 +6,14 @@ import {
   type ChatCompletionFunctionDefinition,
   type ChatMessage,
   computeChatCompletionTokenCount,
+  estimateTokensInFunctions,
+  padSystemMessage,
+  SYSTEM_FUNCTION_TOKEN_DEDUCTION,
 } from "gpt-tokenizer/functionCalling";
 import { LRUCache } from "lru-cache";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { toChatMessages, toChatTool } from "./chat-request.js";
-import type { PolicyInput } from "./policy.js";
+import type { PolicyInput, ToolSpec } from "./policy.js";
 
 export const ENCODINGS = ["o200k_base", "cl100k_base"] as const;
 export type EncodingName = (typeof ENCODINGS)[number];
@@ -91,15 +94,65 @@ export function tokenCounter(encoding: EncodingName): TokenCounter {
     }
     return n;
   };
+  const functions = functionsCount(text);
   return {
     encoding,
     text,
     prompt: (input) => {
       const messages = toChatMessages(input).flatMap(toCountedMessages);
-      const functions = input.tools.map((tool) => toChatTool(tool).function as ChatCompletionFunctionDefinition);
-      return computeChatCompletionTokenCount({ messages, ...(functions.length > 0 ? { functions } : {}) }, text);
+      if (input.tools.length === 0) return computeChatCompletionTokenCount({ messages }, text);
+      // computeChatCompletionTokenCount({ messages, functions }) in three parts, so that the parts
+      // that repeat from step to step are counted from what is kept: its system message padded
+      // with a newline, the messages, and the function definitions less their system deduction.
+      const padded = padFirstSystem(messages);
+      const system = padded.some((m) => m.role === "system");
+      return (
+        computeChatCompletionTokenCount({ messages: padded }, text) +
+        functions(input.tools) -
+        (system ? SYSTEM_FUNCTION_TOKEN_DEDUCTION : 0)
+      );
     },
   };
+}
+
+/**
+ * The function definitions' tokens (estimateTokensInFunctions), kept for the last list of tools
+ * counted that starts with the same spec: a session is shown the same tools on every step
+ * (ToolRegistry hands out the same specs) unless a breaker opens, so each count would otherwise
+ * format and look up the same text again.
+ */
+function functionsCount(text: (value: string) => number): (tools: readonly ToolSpec[]) => number {
+  // Per first spec, so that sessions of other scopes (other lists) keep their own.
+  const kept = new WeakMap<ToolSpec, { tools: readonly ToolSpec[]; tokens: number }>();
+  return (tools) => {
+    const first = tools[0]!;
+    const last = kept.get(first);
+    if (last && last.tools.length === tools.length && last.tools.every((tool, i) => tool === tools[i]))
+      return last.tokens;
+    const definitions = tools.map((tool) => toChatTool(tool).function as ChatCompletionFunctionDefinition);
+    const tokens = estimateTokensInFunctions(definitions, text);
+    kept.set(first, { tools: [...tools], tokens });
+    return tokens;
+  };
+}
+
+/** The last system message padded as gpt-tokenizer pads it when there are functions, and its padded copy. */
+let paddedSystem: { message: ChatMessage; padded: ChatMessage } | undefined;
+
+/**
+ * The first system message as gpt-tokenizer counts it when there are functions (padSystemMessage:
+ * a newline added), the same padded message each step, so its text is one string whose count is a
+ * cache hit rather than a new string to hash again.
+ */
+function padFirstSystem(messages: ChatMessage[]): ChatMessage[] {
+  const i = messages.findIndex((m) => m.role === "system");
+  if (i < 0) return messages;
+  const message = messages[i]!;
+  if (paddedSystem?.message.content !== message.content)
+    paddedSystem = { message, padded: padSystemMessage(message, true, false) };
+  const out = messages.slice();
+  out[i] = paddedSystem.padded;
+  return out;
 }
 
 /** Texts shorter than this are counted whole: splitting them saves nothing. */

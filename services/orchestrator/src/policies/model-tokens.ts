@@ -136,13 +136,13 @@ function functionsCount(text: (value: string) => number): (tools: readonly ToolS
   };
 }
 
-/** The last system message padded as gpt-tokenizer pads it when there are functions, and its padded copy. */
+/** The last system message counted with functions, and the copy gpt-tokenizer counts in its place. */
 let paddedSystem: { message: ChatMessage; padded: ChatMessage } | undefined;
 
 /**
- * The first system message as gpt-tokenizer counts it when there are functions (padSystemMessage:
- * a newline added), the same padded message each step, so its text is one string whose count is a
- * cache hit rather than a new string to hash again.
+ * Puts in place of the first system message what gpt-tokenizer counts when there are functions
+ * (padSystemMessage: a newline added), the same padded message each step, so its text is one
+ * string whose count is a cache hit rather than a new string to hash again.
  */
 function padFirstSystem(messages: ChatMessage[]): ChatMessage[] {
   const i = messages.findIndex((m) => m.role === "system");
@@ -150,9 +150,8 @@ function padFirstSystem(messages: ChatMessage[]): ChatMessage[] {
   const message = messages[i]!;
   if (paddedSystem?.message.content !== message.content)
     paddedSystem = { message, padded: padSystemMessage(message, true, false) };
-  const out = messages.slice();
-  out[i] = paddedSystem.padded;
-  return out;
+  messages[i] = paddedSystem.padded;
+  return messages;
 }
 
 /** Texts shorter than this are counted whole: splitting them saves nothing. */

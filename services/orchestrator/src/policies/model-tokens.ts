@@ -104,10 +104,9 @@ export function tokenCounter(encoding: EncodingName): TokenCounter {
       // computeChatCompletionTokenCount({ messages, functions }) in three parts, so that the parts
       // that repeat from step to step are counted from what is kept: its system message padded
       // with a newline, the messages, and the function definitions less their system deduction.
-      const padded = padFirstSystem(messages);
-      const system = padded.some((m) => m.role === "system");
+      const system = padFirstSystem(messages);
       return (
-        computeChatCompletionTokenCount({ messages: padded }, text) +
+        computeChatCompletionTokenCount({ messages }, text) +
         functions(input.tools) -
         (system ? SYSTEM_FUNCTION_TOKEN_DEDUCTION : 0)
       );
@@ -136,22 +135,22 @@ function functionsCount(text: (value: string) => number): (tools: readonly ToolS
   };
 }
 
-/** The last system message counted with functions, and the copy gpt-tokenizer counts in its place. */
-let paddedSystem: { message: ChatMessage; padded: ChatMessage } | undefined;
+/** The last system message's text counted with functions, and the message gpt-tokenizer counts in its place. */
+let paddedSystem: { content: ChatMessage["content"]; padded: ChatMessage } | undefined;
 
 /**
  * Puts in place of the first system message what gpt-tokenizer counts when there are functions
  * (padSystemMessage: a newline added), the same padded message each step, so its text is one
- * string whose count is a cache hit rather than a new string to hash again.
+ * string whose count is a cache hit rather than a new string to hash again. Whether there was one.
  */
-function padFirstSystem(messages: ChatMessage[]): ChatMessage[] {
+function padFirstSystem(messages: ChatMessage[]): boolean {
   const i = messages.findIndex((m) => m.role === "system");
-  if (i < 0) return messages;
+  if (i < 0) return false;
   const message = messages[i]!;
-  if (paddedSystem?.message.content !== message.content)
-    paddedSystem = { message, padded: padSystemMessage(message, true, false) };
+  if (paddedSystem?.content !== message.content)
+    paddedSystem = { content: message.content, padded: padSystemMessage(message, true, false) };
   messages[i] = paddedSystem.padded;
-  return messages;
+  return true;
 }
 
 /** Texts shorter than this are counted whole: splitting them saves nothing. */

@@ -31,6 +31,15 @@ export function redact<T extends JsonValue | readonly JsonValue[] | undefined>(v
   return out;
 }
 
+/**
+ * Marks `value`, built from parts that redact() returned and the host's own fields, as redacted:
+ * a record that holds it keeps it as it is, not scanned again.
+ */
+export function asRedacted<T extends object>(value: T): T {
+  redacted.add(value);
+  return value;
+}
+
 function redactValue<T extends JsonValue | readonly JsonValue[] | undefined>(value: T, key: string): T {
   if (key && SENSITIVE_KEYS.has(key.toLowerCase())) return (value === undefined ? value : REDACTED) as T;
   if (typeof value === "string") return redactText(value) as T;

@@ -1,9 +1,18 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../guard/budget.js";
+import { redact } from "../guard/redact.js";
 import type { ResultEnvelope } from "../policies/policy.js";
 import { initialUsage } from "../store/session-store-support.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
-import { contextJson, contextOf, pendingJson, pendingOf, redactedEnvelope, type SessionContext } from "./data.js";
+import {
+  contextJson,
+  contextOf,
+  envelopeJson,
+  pendingJson,
+  pendingOf,
+  redactedEnvelope,
+  type SessionContext,
+} from "./data.js";
 
 function record(context: JsonObject, pending: JsonObject | null = null): SessionRecord {
   return {
@@ -57,7 +66,7 @@ describe("contextOf / pendingOf", () => {
 });
 
 describe("redactedEnvelope", () => {
-  it("masks personal data in data, error and refs, and keeps the host's flags and numbers", () => {
+  it("masks personal data in data, error, refs and note, and keeps the host's flags and numbers", () => {
     const envelope: ResultEnvelope = {
       ok: false,
       data: { phone: "+8613912345678", note: "call 13912345678" },
@@ -71,10 +80,11 @@ describe("redactedEnvelope", () => {
       costMicros: 13_912_345_678,
       servedFrom: "live",
       observedAt: "2026-12-01T00:00:00.000Z",
+      note: "served from the cache for 13912345678",
     };
     const clean = redactedEnvelope(envelope);
     const text = JSON.stringify(clean);
-    for (const raw of ['13912345678"', "call 13912345678", "11010519491231002X", "user:13912345678"])
+    for (const raw of ['13912345678"', "call 13912345678", "11010519491231002X", "user:13912345678", "for 13912345678"])
       expect(text).not.toContain(raw);
     expect(clean).toMatchObject({
       ok: false,
@@ -83,5 +93,19 @@ describe("redactedEnvelope", () => {
       observedAt: "2026-12-01T00:00:00.000Z",
       error: { code: "NOT_FOUND", retryable: false },
     });
+  });
+
+  it("is kept as it is inside a step record: scanned once", () => {
+    const clean = redactedEnvelope({
+      ok: true,
+      data: { hits: [{ docId: "refund-policy", owner: "13912345678" }] },
+      refs: [],
+      costMicros: 0,
+      servedFrom: "live",
+      observedAt: "2026-12-01T00:00:00.000Z",
+    });
+    const record = redact({ step: 2, decision: { phone: "13912345678" }, result: envelopeJson(clean) });
+    expect(record.result).toBe(clean);
+    expect(JSON.stringify(record)).not.toContain("13912345678");
   });
 });

@@ -6,7 +6,7 @@ import { z } from "zod";
 import type { MoneyChange } from "../store/effect-reservations.js";
 import type { HistoryItem, ResultEnvelope } from "../policies/policy.js";
 import { pendingApprovalSchema } from "../guard/approvals.js";
-import { redact } from "../guard/redact.js";
+import { asRedacted, redact, redactText } from "../guard/redact.js";
 import type { JsonObject, JsonValue, SessionRecord } from "../store/session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
 import { sessionTraceId } from "./trace-id.js";
@@ -243,13 +243,13 @@ export function envelopeJson(envelope: ResultEnvelope): JsonObject {
 }
 
 /**
- * The envelope with personal data redacted from its data, error and refs; its flags, cost and
- * timestamp are the host's own. Each part comes from redact(), so a step record holding it does
- * not scan it again.
+ * The envelope with personal data redacted from its data, error, refs and note; its flags, cost and
+ * timestamp are the host's own. A step record holding it keeps it as it is (asRedacted), not
+ * scanned again.
  */
 export function redactedEnvelope(envelope: ResultEnvelope): ResultEnvelope {
   const { data, error } = envelope;
-  return {
+  return asRedacted({
     ok: envelope.ok,
     ...(data === undefined ? {} : { data: redact(data) }),
     ...(error === undefined ? {} : { error: redact(error) }),
@@ -258,8 +258,8 @@ export function redactedEnvelope(envelope: ResultEnvelope): ResultEnvelope {
     servedFrom: envelope.servedFrom,
     observedAt: envelope.observedAt,
     ...(envelope.ageMs === undefined ? {} : { ageMs: envelope.ageMs }),
-    ...(envelope.note === undefined ? {} : { note: envelope.note }),
-  };
+    ...(envelope.note === undefined ? {} : { note: redactText(envelope.note) }),
+  });
 }
 
 /** The irreversible side effects a session has observed succeed, by their world references ("<entity>:<id>"). */

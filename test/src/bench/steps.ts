@@ -7,11 +7,15 @@
 //       (four searches, then the answer). A fourth load, bare Health/Check calls, prices a gRPC
 //       hop that does no work. The loads alternate in rounds in one run; the CPU each process
 //       spent is read from its /metrics, the bench's own (the client) from process.cpuUsage(), and
-//       "cores busy" says whether the two cores or one process's thread was the limit.
+//       "cores busy" says whether the two cores or one process's thread was the limit. The same
+//       two session shapes through the floor host (floor-host.ts: grpc-js, the kb-search calls
+//       and, in one variant, a SQLite transaction per step, nothing else) show what part of the
+//       gap to bare no agent host on this stack and machine can close.
 //   (b) transition p50/p99 (optimistic-lock UPDATE + audit row) on SQLite and on PostgreSQL.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { ServiceProcess } from "@loopguard/test-kit";
 import { PostgresSessionStore, SqliteSessionStore, type SessionStore } from "@loopguard/orchestrator";
 import { Health } from "@loopguard/proto/gen/grpc/health/v1/health_pb";
@@ -27,6 +31,7 @@ import { postgresUnavailable, startPostgres } from "@loopguard/sql-store/testing
 
 const KB_ENTRY = entryOf("kb-search");
 const ORCHESTRATOR_ENTRY = entryOf("orchestrator");
+const FLOOR_ENTRY = join(dirname(fileURLToPath(import.meta.url)), "floor-host.js");
 const IN_FLIGHT = 64;
 const GOAL = "how do refunds work";
 /** What the scripted policy sends for a question: the goal as the query, three hits. */
@@ -63,9 +68,15 @@ async function benchToolSteps(durationMs: number): Promise<void> {
       ORCHESTRATOR_MAX_SESSIONS_PER_CALLER: String(IN_FLIGHT),
     });
     procs.push(orchestrator);
-    const endOf = sessionEnds(orchestrator);
-
     const kbToken = await people.token("operator", ["kb:read"]);
+    const floor = await spawnTool(FLOOR_ENTRY, {
+      KB_SEARCH_ADDR: kb.address,
+      FLOOR_KB_TOKEN: kbToken,
+      FLOOR_DATA_DIR: dataDir,
+    });
+    procs.push(floor);
+    const endOf = sessionEnds(orchestrator, floor);
+
     const apiToken = await people.token(
       "requester",
       ["sessions:read", "sessions:write", "grant:kb:read"],
@@ -74,23 +85,26 @@ async function benchToolSteps(durationMs: number): Promise<void> {
     const kbClient = createRawClient(KbSearchService, kb.address, { token: kbToken });
     const health = createRawClient(Health, kb.address);
     const api = createRawClient(OrchestratorService, orchestrator.address, { token: apiToken });
+    const floorApi = createRawClient(OrchestratorService, floor.address, { token: apiToken });
     try {
       const ended = new Map<string, number>();
-      const session = (subgoals: readonly string[]) => async () => {
-        const { session: s } = await api.startSession({
-          goal: GOAL,
-          task: subgoals.length > 0 ? { kind: "question", subgoals: [...subgoals] } : {},
-          scopes: ["kb:read"],
-          policy: "scripted",
-        });
-        const end = await endOf(s!.sessionId);
-        ended.set(end.state, (ended.get(end.state) ?? 0) + 1);
-        // Each search is a decision, and so is the answer.
-        if (end.state !== "DONE" || end.decisions !== subgoals.length + 2)
-          throw new Error(`a bench session ended ${end.state} after ${end.decisions} decisions`);
-      };
+      const session =
+        (subgoals: readonly string[], policy = "scripted") =>
+        async () => {
+          const { session: s } = await (policy === "scripted" ? api : floorApi).startSession({
+            goal: GOAL,
+            task: subgoals.length > 0 ? { kind: "question", subgoals: [...subgoals] } : {},
+            scopes: ["kb:read"],
+            policy,
+          });
+          const end = await endOf(s!.sessionId);
+          ended.set(end.state, (ended.get(end.state) ?? 0) + 1);
+          // Each search is a decision, and so is the answer.
+          if (end.state !== "DONE" || end.decisions !== subgoals.length + 2)
+            throw new Error(`a bench session ended ${end.state} after ${end.decisions} decisions`);
+        };
       const loadBefore = loadAverage();
-      const [bare, hop, oneStep, fourSteps] = (await compare(
+      const [bare, hop, oneStep, fourSteps, ...floors] = (await compare(
         IN_FLIGHT,
         3 * durationMs,
         [
@@ -98,30 +112,41 @@ async function benchToolSteps(durationMs: number): Promise<void> {
           { label: "bare grpc-js client -> kb-search Health", call: () => health.check({ service: "" }) },
           { label: "orchestrator, 1 kb step per session", call: session([]) },
           { label: "orchestrator, 4 kb steps per session", call: session(SUBGOALS) },
+          { label: "floor host: grpc-js only, 1 kb step", call: session([], "floor-none") },
+          { label: "floor host: grpc-js only, 4 kb steps", call: session(SUBGOALS, "floor-none") },
+          { label: "floor host + SQLite, 1 kb step", call: session([], "floor-sqlite") },
+          { label: "floor host + SQLite, 4 kb steps", call: session(SUBGOALS, "floor-sqlite") },
         ],
         {
           rounds: 3,
           warmUpMs: 3000,
-          probe: async () => [await cpuSeconds(orchestrator), await cpuSeconds(kb), ownCpuSeconds()],
+          probe: async () => [
+            await cpuSeconds(orchestrator),
+            await cpuSeconds(kb),
+            ownCpuSeconds(),
+            await cpuSeconds(floor),
+          ],
         },
-      )) as [Probed, Probed, Probed, Probed];
+      )) as [Probed, Probed, Probed, Probed, ...Probed[]];
       console.log(
         `steps: tool steps through the orchestrator vs bare calls to the same kb-search process (both as processes, loopback, rounds alternated); load average ${loadBefore} before, ${loadAverage()} after`,
       );
-      const row = (f: Probed, stepsPerCall: number, unit: string) => {
+      const row = (f: Probed, stepsPerCall: number, unit: string, host = 0) => {
         const steps = f.calls * stepsPerCall;
         const cpu = (k: number) => (((f.probed[k] ?? 0) * 1000) / steps).toFixed(2);
-        return `  ${f.label.padEnd(40)} ${String(f.concurrency).padStart(3)} in flight  ${(f.perSecond * stepsPerCall).toFixed(0).padStart(6)} ${unit}  ratio ${((f.perSecond * stepsPerCall) / bare.perSecond).toFixed(2)}  CPU per step: orchestrator ${cpu(0)} ms, kb-search ${cpu(1)} ms, client ${cpu(2)} ms; cores busy ${coresBusy(f).toFixed(2)}`;
+        return `  ${f.label.padEnd(40)} ${String(f.concurrency).padStart(3)} in flight  ${(f.perSecond * stepsPerCall).toFixed(0).padStart(6)} ${unit}  ratio ${((f.perSecond * stepsPerCall) / bare.perSecond).toFixed(2)}  CPU per step: ${host === 0 ? "orchestrator" : "floor host"} ${cpu(host)} ms, kb-search ${cpu(1)} ms, client ${cpu(2)} ms; cores busy ${coresBusy(f).toFixed(2)}`;
       };
       console.log(row(bare, 1, "calls/s"));
       console.log(row(hop, 1, "calls/s"));
       console.log(row(oneStep, 1, "steps/s"));
       console.log(row(fourSteps, 4, "steps/s"));
+      for (const [i, f] of floors.entries()) console.log(row(f, i % 2 === 0 ? 1 : 4, "steps/s", 3));
       console.log(`  sessions ended: ${JSON.stringify(Object.fromEntries(ended))}; target ratio >= 0.75\n`);
     } finally {
       kbClient.close();
       health.close();
       api.close();
+      floorApi.close();
     }
   } finally {
     await stopAll(procs, dataDir);

@@ -1,6 +1,7 @@
 export * from "./session/session-state.js";
 export * from "./store/session-store.js";
 export { SqliteSessionStore } from "./store/sqlite-session-store.js";
+export { GroupCommit } from "./store/sqlite-group-commit.js";
 export { PostgresSessionStore, type PostgresSessionStoreOptions } from "./store/postgres-session-store.js";
 export { openSessionStore } from "./store/open-store.js";
 export { redact } from "./guard/redact.js";

@@ -2,11 +2,11 @@
 // tool step, on the same stack. It serves OrchestratorService.StartSession over grpc-js
 // (protobuf-es on the wire), answers at once, then runs the session's steps in order: each one
 // kb-search Search through the same raw client the bare load uses, and, when the request's
-// policy is "floor-sqlite", one SQLite transaction per step (the session row's state and usage,
-// the step's result as JSON) written by a group commit per turn of the event loop, as the
-// orchestrator's is. It then logs "session ended" as the orchestrator does. It checks nothing,
-// governs nothing and traces nothing: no token verification, validation, budgets, leases,
-// audit rows, redaction, spans, metrics or trace file. Not a product: a measuring stick.
+// policy is "floor-sqlite", one SQLite write per step (the session row's state and usage, the
+// step's result as JSON) through the orchestrator's own group commit. It then logs "session
+// ended" as the orchestrator does. It checks nothing, governs nothing and traces nothing: no token
+// verification, validation, budgets, leases, audit rows, redaction, spans, metrics or trace file.
+// Not a product: a measuring stick.
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
@@ -20,6 +20,7 @@ import {
   type StartSessionResponse,
   StartSessionResponseSchema,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { GroupCommit } from "@loopguard/orchestrator";
 import { openSqlite } from "@loopguard/sql-store";
 import { createRawClient } from "@loopguard/tool-sdk";
 import { collectDefaultMetrics, Registry } from "prom-client";
@@ -36,22 +37,9 @@ const insertSession = db.prepare(
 const moveSession = db.prepare(`UPDATE sessions SET state = ?, version = version + 1, usage = ? WHERE id = ?`);
 const insertStep = db.prepare(`INSERT INTO steps (session_id, step, payload) VALUES (?, ?, ?)`);
 
-/** Writes queued in one turn of the event loop, committed together at its end. */
-let queued: { write: () => void; done: () => void }[] = [];
-function write(fn: () => void): Promise<void> {
-  return new Promise((done) => {
-    if (queued.length === 0) setImmediate(commit);
-    queued.push({ write: fn, done });
-  });
-}
-function commit(): void {
-  const batch = queued;
-  queued = [];
-  db.transaction(() => {
-    for (const w of batch) w.write();
-  })();
-  for (const w of batch) w.done();
-}
+/** The orchestrator's own group commit: writes of one turn of the event loop share a commit, 32 at most. */
+const commits = new GroupCommit(db, () => undefined);
+const write = (fn: () => void): Promise<void> => commits.write(fn);
 
 let sessions = 0;
 

@@ -9,7 +9,7 @@
 //       spent is read from its /metrics, the bench's own (the client) from process.cpuUsage(), and
 //       "cores busy" says whether the two cores or one process's thread was the limit. The same
 //       two session shapes through the floor host (floor-host.ts: grpc-js, the kb-search calls
-//       and, in one variant, a SQLite transaction per step, nothing else) show what part of the
+//       and, in one variant, a SQLite write per step, nothing else) show what part of the
 //       gap to bare no agent host on this stack and machine can close.
 //   (b) transition p50/p99 (optimistic-lock UPDATE + audit row) on SQLite and on PostgreSQL.
 import { mkdtempSync, rmSync } from "node:fs";

@@ -1,6 +1,6 @@
 // serveTool: a grpc-js server for one contract. Every call runs one chain of interceptors
 // (src/server/), composed once per method, outermost first: RED metrics → trace (span, trace id
-// in the log) → error mapping → drain gate → request size → shed (unary calls and streams counted
+// in the log) → error mapping → drain gate → request size and decoding → shed (unary calls and streams counted
 // apart) → auth (token → scopes; then streams per caller) → request binding (irreversible methods:
 // a token bound to this exact request) → normalise and validate → deadline →
 // faults → response contract → the service's own interceptors → handler. Beside the contract it
@@ -37,7 +37,7 @@ import {
   faultStage,
   metricsStage,
   responseContractStage,
-  sizeStage,
+  undecodedStage,
   traceStage,
   validateStage,
 } from "./server/stages.js";
@@ -120,7 +120,7 @@ export async function serveTool<S extends DescService>(
       traceStage(method, log),
       errorsStage(reasons),
       slots.drainGate(),
-      sizeStage(metrics, tool, method, maxRequestBytesOf(method)),
+      undecodedStage(metrics, tool, method, maxRequestBytesOf(method)),
       streaming ? slots.streamShed(method) : slots.unaryShed(method),
       authStage(verifier, tool, method, policy.requiredScope),
       ...(policy.effect === Effect.IRREVERSIBLE_EXTERNAL

@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Metadata } from "@grpc/grpc-js";
+import { Client, credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
 import { errorOf, refusal } from "@loopguard/test-kit";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { mintToken, newKeyPair, signingKeyFromJwk } from "../src/auth.js";
 import { CallError } from "../src/client/call-error.js";
 import { createRawClient, type RawClient } from "../src/raw-client.js";
-import { status, ToolError } from "../src/errors.js";
+import { decodeStatusDetails, status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
 import type { Interceptor } from "../src/server/interceptor.js";
 import { checkHealth, metricValue, SAMPLE_HIT, startTestTool, testToken, type TestTool } from "../testing/index.js";
@@ -471,5 +471,48 @@ describe("serveTool limits: streams apart from unary calls, request sizes from t
     expect(
       metricValue(page, "grpc_server_handled_total", { grpc_method: "StartSession", grpc_code: "INVALID_ARGUMENT" }),
     ).toBe(2);
+  });
+
+  it("refuses bytes that are no request of the method's type with INVALID_ARGUMENT REQUEST_INVALID, counted, without calling the handler", async () => {
+    const handled: string[] = [];
+    orchestrator = await serveWatcher({}, handled);
+    const token = await testToken({ scopes: ["sessions:read"], audience: "orchestrator" });
+    const raw = new Client(orchestrator.address, credentials.createInsecure());
+    const send = (body: Buffer, metadata: Metadata) =>
+      new Promise<ServiceError>((resolve, reject) =>
+        raw.makeUnaryRequest(
+          "/loopguard.orchestrator.v1.OrchestratorService/GetSession",
+          (b: Buffer) => b,
+          (b: Buffer) => b,
+          body,
+          metadata,
+          (error) => (error ? resolve(error) : reject(new Error("the server answered bytes that are no request"))),
+        ),
+      );
+    const authorized = new Metadata();
+    authorized.set("authorization", `Bearer ${token}`);
+    try {
+      // Field 1 (session_id) says 200 bytes follow and one does; then a wire type protobuf does not have.
+      for (const body of [Buffer.from([0x0a, 0xc8, 0x01, 0x41]), Buffer.from([0x0f, 0x01])]) {
+        for (const metadata of [authorized, new Metadata()]) {
+          const error = await send(body, metadata);
+          expect(error.code).toBe(status.INVALID_ARGUMENT);
+          expect(decodeStatusDetails(error).reason).toBe("REQUEST_INVALID");
+          expect(error.details).toBe(
+            `the request's ${body.length} bytes are not a GetSessionRequest in protobuf's binary form`,
+          );
+        }
+      }
+    } finally {
+      raw.close();
+    }
+    expect(handled).toEqual([]);
+    const page = await orchestrator.server.metrics.registry.metrics();
+    expect(
+      metricValue(page, "grpc_server_handled_total", { grpc_method: "GetSession", grpc_code: "INVALID_ARGUMENT" }),
+    ).toBe(4);
+    expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "GetSession", grpc_code: "INTERNAL" })).toBe(
+      0,
+    );
   });
 });

@@ -16,7 +16,7 @@ import { maxRequestBytesOf } from "../contract.js";
 import { status, ToolError, toServiceError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { noStream } from "./handler.js";
-import { type CallFn, OversizedRequest, type ServerCall } from "./interceptor.js";
+import { type CallFn, OversizedRequest, type ServerCall, UndecodableRequest } from "./interceptor.js";
 
 async function writeTo(
   stream: ServerWritableStream<unknown, unknown>,
@@ -79,7 +79,10 @@ export function grpcHandler(
   };
 }
 
-/** Refuses to decode a request above its method's limit: the chain answers it without work. */
+/**
+ * Refuses to decode a request above its method's limit, and hands on bytes that do not decode as a
+ * marker instead of throwing (grpc-js would answer INTERNAL, outside the chain): the chain answers both.
+ */
 export function withSizeLimit(
   method: DescMethod,
   definition: ReturnType<typeof methodDefinition>,
@@ -87,7 +90,13 @@ export function withSizeLimit(
   const limit = maxRequestBytesOf(method);
   return {
     ...definition,
-    requestDeserialize: (bytes: Buffer) =>
-      bytes.length > limit ? (new OversizedRequest(bytes.length) as never) : fromBinary(method.input, bytes),
+    requestDeserialize: (bytes: Buffer) => {
+      if (bytes.length > limit) return new OversizedRequest(bytes.length) as never;
+      try {
+        return fromBinary(method.input, bytes);
+      } catch {
+        return new UndecodableRequest(bytes.length) as never;
+      }
+    },
   };
 }

@@ -11,7 +11,10 @@ import type { Logger } from "../logger.js";
 /** One call as the interceptors see it; stages fill in what they learn (trace id, caller). */
 export interface ServerCall {
   readonly method: DescMethod;
-  /** The decoded request; an OversizedRequest when it was larger than its method accepts. */
+  /**
+   * The decoded request; an OversizedRequest when it was larger than its method accepts, an
+   * UndecodableRequest when its bytes are no message of the method's input type.
+   */
   request: unknown;
   /** The request's gRPC metadata (authorization, traceparent). */
   readonly metadata: Metadata;
@@ -46,5 +49,10 @@ export function compose<C = ServerCall>(
 
 /** What the deserializer hands on instead of a request too large for its method: its size, undecoded. */
 export class OversizedRequest {
+  constructor(readonly bytes: number) {}
+}
+
+/** What the deserializer hands on instead of bytes that do not decode as the method's input (truncated, or not protobuf). */
+export class UndecodableRequest {
   constructor(readonly bytes: number) {}
 }

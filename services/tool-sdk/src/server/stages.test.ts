@@ -204,11 +204,11 @@ describe("validateStage", () => {
   });
 });
 
-describe("sizeStage", () => {
+describe("undecodedStage", () => {
   it("refuses an oversized request without calling on", async () => {
     const metrics = new ServerMetrics("kb-search");
     let reached = false;
-    const stage = stages.sizeStage(metrics, "kb-search", method, 100)(async () => (reached = true));
+    const stage = stages.undecodedStage(metrics, "kb-search", method, 100)(async () => (reached = true));
     const error = await refusal(stage(testCall({ request: new OversizedRequest(5000) })), ToolError);
     expect([error.reason, error.metadata.bytes, error.metadata.max_bytes, reached]).toEqual([
       "REQUEST_TOO_LARGE",

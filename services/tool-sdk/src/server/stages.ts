@@ -9,7 +9,7 @@ import type { Logger } from "../logger.js";
 import type { ServerMetrics } from "../metrics.js";
 import { context, startServerSpan } from "../tracing.js";
 import { violationsOf } from "../validation.js";
-import { type CallFn, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
+import { type CallFn, type Interceptor, OversizedRequest, type ServerCall, UndecodableRequest } from "./interceptor.js";
 
 /** RED metrics: started, handled by code, handling seconds. Outermost, so every outcome counts. */
 export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interceptor {
@@ -95,24 +95,35 @@ export function contractError(error: unknown, reasons: ReadonlySet<string>, log:
   return new ToolError(status.INTERNAL, "INTERNAL_ERROR", INTERNAL_MESSAGE);
 }
 
-/** A request above its method's size limit (left undecoded by the deserializer) is refused without work. */
-export function sizeStage(
+/**
+ * A request the deserializer left undecoded is refused without work: one above its method's size
+ * limit, or bytes that are no message of the method's input type (truncated, or not protobuf).
+ */
+export function undecodedStage(
   metrics: ServerMetrics,
   tool: string,
   method: DescMethod,
   maxRequestBytes: number,
 ): Interceptor {
   return (next) => (call) => {
-    if (!(call.request instanceof OversizedRequest)) return next(call);
-    const { bytes } = call.request;
+    const { request } = call;
+    if (request instanceof UndecodableRequest)
+      return Promise.reject(
+        new ToolError(
+          status.INVALID_ARGUMENT,
+          "REQUEST_INVALID",
+          `the request's ${request.bytes} bytes are not a ${method.input.name} in protobuf's binary form`,
+        ),
+      );
+    if (!(request instanceof OversizedRequest)) return next(call);
     metrics.tooLarge.inc({ tool, grpc_method: method.name });
     return Promise.reject(
       new ToolError(
         status.INVALID_ARGUMENT,
         "REQUEST_TOO_LARGE",
-        `${method.input.name} is ${bytes} bytes; ${method.name} accepts at most ${maxRequestBytes}`,
+        `${method.input.name} is ${request.bytes} bytes; ${method.name} accepts at most ${maxRequestBytes}`,
         {
-          metadata: { bytes: String(bytes), max_bytes: String(maxRequestBytes) },
+          metadata: { bytes: String(request.bytes), max_bytes: String(maxRequestBytes) },
         },
       ),
     );

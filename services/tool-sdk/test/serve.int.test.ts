@@ -223,6 +223,42 @@ describe("serveTool", () => {
     }
   });
 
+  it("holds a call's slot until its handler ends, even after its caller gave up, and drains waiting for it", async () => {
+    let running = 0;
+    let most = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    // A handler that does not stop on its signal (a ledger transaction in flight) keeps working after the deadline.
+    const t = await start(
+      {
+        search: async () => {
+          running += 1;
+          most = Math.max(most, running);
+          await gate;
+          running -= 1;
+          return { hits: [] };
+        },
+      },
+      { maxConcurrent: 1, shedRetryAfterMs: 250 },
+    );
+    const client = await t.client(["kb:read"]);
+    const codes: number[] = [];
+    for (let i = 0; i < 5; i += 1)
+      codes.push((await refusal(client.search({ query: "refund", limit: 1 }, { deadline: 60 }), CallError)).code);
+    expect(codes).toEqual([status.DEADLINE_EXCEEDED, ...Array(4).fill(status.RESOURCE_EXHAUSTED)]);
+    expect([most, t.server.inFlight()]).toEqual([1, 1]);
+    const drained = t.server.shutdown();
+    await sleep(100);
+    expect(running).toBe(1);
+    let stopped = false;
+    void drained.then(() => (stopped = true));
+    await sleep(50);
+    expect(stopped).toBe(false);
+    release();
+    await drained;
+    expect([running, t.server.inFlight()]).toEqual([0, 0]);
+  });
+
   it("gives the handler the caller's deadline and aborts it when the deadline passes", async () => {
     const seen: { deadline?: Date; aborted?: boolean } = {};
     const t = await start({

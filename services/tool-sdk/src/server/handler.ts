@@ -39,15 +39,28 @@ function callContext(call: ServerCall): CallContext {
   };
 }
 
-/** Calls a unary handler; the call ends with the signal's reason if it aborts first. */
+const ignore = (): void => undefined;
+
+/**
+ * Calls a unary handler; the call ends with the signal's reason if it aborts first, and then
+ * `call.abandoned` follows the handler to its end.
+ */
 export function unaryTerminal(handler: UnaryHandler<DescMethod>): CallFn {
   return (call) => {
     const { signal } = call.abort;
     if (signal.aborted) return Promise.reject(signal.reason);
+    const work = handler(call.request as never, callContext(call));
     const aborted = new Promise<never>((_, reject) =>
-      signal.addEventListener("abort", () => reject(signal.reason), { once: true }),
+      signal.addEventListener(
+        "abort",
+        () => {
+          call.abandoned = work.then(ignore, ignore);
+          reject(signal.reason);
+        },
+        { once: true },
+      ),
     );
-    return Promise.race([handler(call.request as never, callContext(call)), aborted]);
+    return Promise.race([work, aborted]);
   };
 }
 

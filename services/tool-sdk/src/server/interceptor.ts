@@ -28,6 +28,12 @@ export interface ServerCall {
   traceId: string;
   /** Bound to this call's trace id and method by the trace stage. */
   log: Logger;
+  /**
+   * Set by the unary terminal when the call is answered before its handler settled (a cancel, a
+   * deadline, a drain): the handler's own end, which the call's concurrency slot waits for, since
+   * a handler that does not stop on its signal is still work in progress.
+   */
+  abandoned?: Promise<void>;
   /** Server streams: writes one response message, waiting while the reader is slow. */
   send: (message: unknown) => Promise<void>;
 }

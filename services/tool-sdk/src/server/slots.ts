@@ -53,7 +53,7 @@ export class CallSlots {
     return (next) => (call) => (this.#draining ? Promise.reject(refusal()) : next(call));
   }
 
-  /** Unary calls past maxConcurrent are refused RESOURCE_EXHAUSTED OVERLOADED. */
+  /** Unary calls past maxConcurrent are refused RESOURCE_EXHAUSTED OVERLOADED; a slot is held until the handler ends. */
   unaryShed(method: DescMethod): Interceptor {
     const { tool, metrics } = this;
     const { maxConcurrent, shedRetryAfterMs } = this.limits;
@@ -72,12 +72,17 @@ export class CallSlots {
       }
       this.inFlight += 1;
       metrics.inFlight.set(gauge, this.inFlight);
-      try {
-        return await next(call);
-      } finally {
+      const release = () => {
         this.inFlight -= 1;
         metrics.inFlight.set(gauge, this.inFlight);
         this.#settled();
+      };
+      try {
+        return await next(call);
+      } finally {
+        // A call answered before its handler ended (cancelled, past its deadline) holds its slot until the handler ends.
+        if (call.abandoned) void call.abandoned.then(release);
+        else release();
       }
     };
   }

@@ -25,6 +25,9 @@ describe("parseStoreUrl", () => {
     ["postgres:///risk", /^RISK_STORE names no PostgreSQL host/],
     ["postgres://risk:hunter2@db:port/risk", /^RISK_STORE is not a valid PostgreSQL URL/],
     ["", /^RISK_STORE must be/],
+    ["risk:hunter2@db/risk", /^RISK_STORE must be sqlite:<file> or postgres:/],
+    ["host=db user=risk password=hunter2", /^RISK_STORE must be sqlite:<file> or postgres:/],
+    ["postgres://db:port/risk?password=hunter2", /^RISK_STORE is not a valid PostgreSQL URL/],
   ])("refuses %j naming the variable and hiding the password", (url, message) => {
     let error: unknown;
     try {
@@ -49,5 +52,17 @@ describe("describeStoreLocation", () => {
     expect(describeStoreLocation({ kind: "postgres", url: "postgres://u:hunter2@db:5432/b" })).toBe(
       "postgres://***@db:5432/b",
     );
+  });
+
+  it.each([
+    ["postgres://billing@db:5432/x?password=hunter2", "postgres://***@db:5432/x?password=***"],
+    ["postgres://billing:hun@ter2@db:5432/x", "postgres://***@db:5432/x"],
+    [
+      "postgres:///x?host=/run/pg&user=billing&sslpassword=hunter2&password=hunter2",
+      "postgres:///x?host=/run/pg&user=billing&sslpassword=***&password=***",
+    ],
+    ["postgres://db/x?application_name=a&PASSWORD=hunter2#f", "postgres://db/x?application_name=a&PASSWORD=***#f"],
+  ])("hides the password of %s, wherever the URL holds it", (url, shown) => {
+    expect(describeStoreLocation({ kind: "postgres", url })).toBe(shown);
   });
 });

@@ -12,9 +12,22 @@ export class StoreUrlError extends Error {
   override readonly name = "StoreUrlError";
 }
 
-/** The URL with any user info replaced, fit for logs and error messages. */
+/**
+ * A parameter or key=value pair that carries a secret: `password` and `sslpassword` (which
+ * node-postgres reads from the query), and any other name holding "pass", "secret" or "token".
+ */
+const SECRET_VALUE = /([A-Za-z_]*(?:pass|secret|token)[A-Za-z_]*\s*=\s*)(?:'[^']*'|[^&#\s]*)/gi;
+
+/**
+ * The URL with its user info and secret parameters replaced, fit for logs and error messages. The
+ * user info ends at the last "@" (a password may hold one, which URL parsers accept), and a string
+ * without a scheme is masked up to it too.
+ */
 export function redactStoreUrl(url: string): string {
-  return url.replace(/\/\/[^@/?#]*@/, "//***@");
+  const at = url.lastIndexOf("@");
+  const scheme = url.indexOf("://");
+  const masked = at < 0 ? url : `${scheme >= 0 && scheme < at ? url.slice(0, scheme + 3) : ""}***${url.slice(at)}`;
+  return masked.replace(SECRET_VALUE, "$1***");
 }
 
 /** The location as it may be logged: the file, or the URL without credentials. */

@@ -1,9 +1,12 @@
 // RefundLedger on one SQLite file, for a single billing process. Every refund is one
 // BEGIN IMMEDIATE transaction: the write lock is taken before the key is read, so processes
-// sharing the file serialise on it, and a refund is either wholly recorded or not at all.
+// sharing the file serialise on it, and a refund is either wholly recorded or not at all. While
+// another connection holds the lock (a second process, a backup, an operator's shell) a refund
+// waits for it without blocking the process, and past lockTimeoutMs is LEDGER_UNAVAILABLE.
 import {
   isSqliteUnavailable,
   openMigratedSqlite,
+  retryWhileBusy,
   type SchemaOptions,
   type SqliteMigration,
 } from "@loopguard/sql-store";
@@ -31,7 +34,10 @@ import {
 import { decideRefund, dryRunOutcome, insertedOutcome } from "./refund-decision.js";
 
 export interface SqliteLedgerOptions extends SchemaOptions {
-  /** How long a writer waits for another connection's lock before giving up with LEDGER_UNAVAILABLE. */
+  /**
+   * How long a refund waits for another connection's lock before giving up with LEDGER_UNAVAILABLE
+   * (default 1 s: within Refund's 2 s SLA, as the PostgreSQL ledger's lock timeout).
+   */
   readonly lockTimeoutMs?: number;
 }
 
@@ -84,7 +90,8 @@ export const SQLITE_LEDGER_MIGRATIONS: readonly SqliteMigration[] = [
   },
 ];
 
-const guard = <T>(work: () => T) => guardLedger(isSqliteUnavailable, work);
+/** Refund's SLA timeout is 2 s: a lock held longer than this is LEDGER_UNAVAILABLE, retryable, before it passes. */
+const DEFAULT_LOCK_TIMEOUT_MS = 1000;
 
 export class SqliteRefundLedger implements RefundLedger {
   private readonly selectOrder: Database.Statement<[string], OrderRow>;
@@ -100,7 +107,10 @@ export class SqliteRefundLedger implements RefundLedger {
   private constructor(
     private readonly db: Database.Database,
     readonly migrationsApplied: readonly string[],
+    private readonly lockTimeoutMs: number,
   ) {
+    // Locks are waited for in retryWhileBusy, between turns of the event loop, not inside SQLite.
+    db.pragma("busy_timeout = 0");
     this.selectOrder = db.prepare("SELECT * FROM orders WHERE order_id = ?");
     this.selectRefundByKey = db.prepare("SELECT * FROM refunds WHERE idempotency_key = ?");
     this.selectRefundsOfOrder = db.prepare(
@@ -135,15 +145,15 @@ export class SqliteRefundLedger implements RefundLedger {
     const { db, applied } = await openMigratedSqlite(file, "billing", SQLITE_LEDGER_MIGRATIONS, {
       // FULL, not NORMAL: an acknowledged refund must survive power loss (docs/performance.md, "Billing's synchronous=FULL").
       synchronous: "FULL",
-      busyTimeoutMs: options.lockTimeoutMs ?? 5000,
+      busyTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
       foreignKeys: true,
       ...(options.migrate === undefined ? {} : { migrate: options.migrate }),
     });
-    return new SqliteRefundLedger(db, applied);
+    return new SqliteRefundLedger(db, applied, options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS);
   }
 
   async seed(orders: readonly SeedOrder[]): Promise<void> {
-    await guard(() =>
+    await this.guard(() =>
       this.db
         .transaction(() => {
           for (const rows of orders.map(seedRows)) {
@@ -156,12 +166,12 @@ export class SqliteRefundLedger implements RefundLedger {
   }
 
   async getOrder(orderId: string): Promise<OrderRecord | undefined> {
-    const row = await guard(() => this.selectOrder.get(orderId));
+    const row = await this.guard(() => this.selectOrder.get(orderId));
     return row ? orderOf(row) : undefined;
   }
 
   async listRefunds(orderId: string): Promise<RefundRecord[] | undefined> {
-    return guard(() =>
+    return this.guard(() =>
       this.db
         .transaction(() => {
           if (!this.selectOrder.get(orderId)) return undefined;
@@ -172,15 +182,20 @@ export class SqliteRefundLedger implements RefundLedger {
   }
 
   async refund(command: RefundCommand): Promise<RefundOutcome> {
-    return guard(() => this.refundInTransaction(command));
+    return this.guard(() => this.refundInTransaction(command));
   }
 
   async breakGlassRefunds(): Promise<BreakGlassRow[]> {
-    return guard(() => this.selectBreakGlass.all());
+    return this.guard(() => this.selectBreakGlass.all());
   }
 
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
+  }
+
+  /** Runs ledger work, waiting for another connection's lock up to lockTimeoutMs; what cannot be done now is LEDGER_UNAVAILABLE. */
+  private guard<T>(work: () => T): Promise<T> {
+    return guardLedger(isSqliteUnavailable, () => retryWhileBusy(work, this.lockTimeoutMs));
   }
 
   private refundUnlocked(command: RefundCommand): RefundOutcome {

@@ -134,4 +134,30 @@ describe("a locked ledger", () => {
       await locked.close();
     }
   });
+
+  it("waits for the lock within Refund's 2 s SLA without stopping the process: reads answer meanwhile", async () => {
+    const locked = await startBilling();
+    const holder = new Database(join(locked.dir, "billing.db"));
+    try {
+      const client = withBoundTokens(BillingService, await locked.tool.client(["billing:refund", "billing:read"]));
+      holder.exec("BEGIN IMMEDIATE");
+      const started = performance.now();
+      const refund = refusal(client.refund(refundOf("ord_DEMO00000001", 100n, "rules-locked-ledger-0002")), CallError);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const read = await client.getOrder({ orderId: "ord_DEMO00000002" }, { deadline: 500 });
+      const readAfter = performance.now() - started;
+      const error = await refund;
+      const refusedAfter = performance.now() - started;
+      expect(read.order?.orderId).toBe("ord_DEMO00000002");
+      expect(readAfter).toBeLessThan(600);
+      expect([error.code, error.reason]).toEqual([status.UNAVAILABLE, "LEDGER_UNAVAILABLE"]);
+      expect(refusedAfter).toBeGreaterThanOrEqual(900);
+      expect(refusedAfter).toBeLessThan(2000);
+      holder.exec("ROLLBACK");
+      expect(locked.refunds({ key: "rules-locked-ledger-0002" })).toEqual([]);
+    } finally {
+      holder.close();
+      await locked.close();
+    }
+  });
 });

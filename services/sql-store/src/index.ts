@@ -49,11 +49,13 @@ export type { PoolObserver, PoolUse } from "./postgres-observer.js";
 export { explainPostgresTlsError, PostgresTlsError, postgresTlsProblem } from "./postgres-tls.js";
 export {
   ensurePrivateDir,
+  isSqliteBusy,
   isSqliteUnavailable,
   openSqlite,
   PRIVATE_DIR_MODE,
   PRIVATE_FILE_MODE,
   preparePrivateSqliteFile,
+  retryWhileBusy,
   type SqliteOptions,
 } from "./sqlite.js";
 export { Turns, type TurnsOptions } from "./turns.js";

@@ -4,6 +4,7 @@
 // keys: no other local user has any business reading them.
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from "node:fs";
 import { dirname } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 
 export const PRIVATE_DIR_MODE = 0o700;
@@ -57,4 +58,32 @@ export function openSqlite(file: string, options: SqliteOptions = {}): Database.
 export function isSqliteUnavailable(error: unknown): boolean {
   if (!(error instanceof Database.SqliteError)) return false;
   return /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN|READONLY|PROTOCOL|NOMEM)/.test(error.code);
+}
+
+/** SQLITE_BUSY: another connection holds the lock this one needs. */
+export function isSqliteBusy(error: unknown): boolean {
+  return error instanceof Database.SqliteError && error.code.startsWith("SQLITE_BUSY");
+}
+
+/** The longest pause between two tries of a locked write. */
+const MAX_LOCK_PAUSE_MS = 50;
+
+/**
+ * Runs `work` (one transaction, on a connection whose busy_timeout is 0) and, while another
+ * connection holds the lock it needs, runs it again after short awaited pauses, for up to
+ * `timeoutMs`; then throws the last SQLITE_BUSY. SQLite's own busy_timeout waits inside the call,
+ * and better-sqlite3 calls are synchronous: that wait stops the whole process (every call, its
+ * health check) for as long. Written by hand: neither library waits for a lock without blocking.
+ */
+export async function retryWhileBusy<T>(work: () => T, timeoutMs: number): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (let pause = 1; ; pause = Math.min(pause * 2, MAX_LOCK_PAUSE_MS)) {
+    try {
+      return work();
+    } catch (error) {
+      const left = deadline - performance.now();
+      if (!isSqliteBusy(error) || left <= 0) throw error;
+      await sleep(Math.min(pause, left));
+    }
+  }
 }

@@ -170,6 +170,45 @@ describe("refund sessions", () => {
     await suite.orch.api.cancelSession({ sessionId: s.sessionId, reason: "test over" });
   });
 
+  it("two answers to one approval at once, or an answer racing a cancel: one lands, the other is told FAILED_PRECONDITION", async () => {
+    const second = createRawClient(OrchestratorService, suite.orch.server.address, {
+      token: await testToken({ subject: "second-approver", scopes: ["sessions:read", "approvals:write"] }),
+    });
+    const outcome = (call: Promise<unknown>) =>
+      call.then(
+        () => "ok",
+        (error: CallError) => `${status[error.code]} ${error.reason}`,
+      );
+    try {
+      for (const [first, other] of [
+        ["approve", "approve"],
+        ["deny", "deny"],
+        ["approve", "cancel"],
+      ] as const) {
+        const s = await start("Refund 10.00 of ord_DEMO00000008", refundTask("ord_DEMO00000008", 1000, HIGH_RISK));
+        const shown = (
+          await waitForSession(suite.orch.api, s.sessionId, (x) => x.state === SessionState.AWAITING_APPROVAL)
+        ).pendingApproval!;
+        const answers = await Promise.all([
+          outcome(suite.orch.approver.resolveApproval(decisionOn(s.sessionId, shown, first === "approve", "one"))),
+          outcome(
+            other === "cancel"
+              ? suite.orch.api.cancelSession({ sessionId: s.sessionId, reason: "withdrawn" })
+              : second.resolveApproval(decisionOn(s.sessionId, shown, other === "approve", "two")),
+          ),
+        ]);
+        expect(
+          answers.filter((a) => a === "ok"),
+          `${first}/${other}: ${answers}`,
+        ).toHaveLength(1);
+        expect(answers.find((a) => a !== "ok")).toMatch(/^FAILED_PRECONDITION (APPROVAL_MISMATCH|SESSION_TERMINAL)$/);
+        await waitForSession(suite.orch.api, s.sessionId);
+      }
+    } finally {
+      second.close();
+    }
+  });
+
   it("an amount above the threshold needs approval even for a low-risk customer", async () => {
     const s = await start("Refund 900.00 of ord_DEMO00000002", refundTask("ord_DEMO00000002", 90_000));
     const waiting = await waitForSession(

@@ -130,12 +130,34 @@ export async function answerApproval(
       `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`,
     );
   const by = redactText(`${input.approver}${input.reason ? `: ${input.reason}` : ""}`);
-  if (input.approve) return approve(s, input.approver, by);
   const answer =
     approval.kind === "outcome_unknown"
       ? `${approval.tool} was not re-sent (denied by ${by}); whether its earlier attempt took effect is unknown: check ${approval.tool}'s records`
       : `${approval.tool} was not approved (denied by ${by}); nothing was executed`;
-  return d.moves.stop(s, "approval_denied", answer, { fenced: false });
+  try {
+    return await (input.approve
+      ? approve(s, input.approver, by)
+      : d.moves.stop(s, "approval_denied", answer, { fenced: false }));
+  } catch (error) {
+    // Another answer, a cancel or the expiry moved the session first: this answer changed nothing.
+    if (!(error instanceof StaleTransitionError)) throw error;
+    throw await overtaken(d, s.id, input.approve);
+  }
+}
+
+/** Why an answer that lost the race to another move of the session took no effect. */
+async function overtaken(d: HumanDeps, id: string, approved: boolean): Promise<OrchestratorError> {
+  const now = await d.get(id);
+  const nothing = approved ? "nothing was approved" : "this deny changed nothing";
+  return isTerminal(now.state)
+    ? new OrchestratorError(
+        "SESSION_TERMINAL",
+        `session ${id} ended (${now.state}) before this answer landed; ${nothing}`,
+      )
+    : new OrchestratorError(
+        "APPROVAL_MISMATCH",
+        `session ${id} moved on (to ${now.state}) before this answer landed: another answer came first; ${nothing}`,
+      );
 }
 
 /** Most expired approvals one sweep ends; the next sweep takes the rest. */

@@ -392,6 +392,36 @@ describe("who may grant what", () => {
     expect(nested.fieldViolations[0]?.description).toMatch(/at most 8/);
   });
 
+  it("a number that is not finite or a NUL anywhere in a request is INVALID_ARGUMENT on its field before any store sees it (PostgreSQL text holds no NUL), nothing written", async () => {
+    const before = (await suite.orch.api.listSessions({ pageSize: 500 })).sessions.length;
+    const refused = async (request: Record<string, unknown>) =>
+      (await refusal(suite.orch.api.startSession({ goal: "g", scopes: ["kb:read"], ...request } as never), CallError))
+        .fieldViolations;
+    for (const value of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY])
+      expect(await refused({ task: { amount_cents: value } })).toEqual([
+        { field: "task", description: "the task holds a number that is not finite" },
+      ]);
+    expect(await refused({ task: { items: [{ note: "a\u0000b" }] } })).toEqual([
+      { field: "task", description: "the task holds a NUL character (U+0000)" },
+    ]);
+    expect(await refused({ task: { "a\u0000b": 1 } })).toEqual([
+      { field: "task", description: "the task holds a NUL character (U+0000) in a key" },
+    ]);
+    expect((await refused({ goal: "a\u0000b" })).map((v) => v.field)).toEqual(["goal"]);
+    expect((await suite.orch.api.listSessions({ pageSize: 500 })).sessions).toHaveLength(before);
+    const s = await start("What is the refund policy?", { kind: "question" });
+    const cancel = await refusal(
+      suite.orch.api.cancelSession({ sessionId: s.sessionId, reason: "a\u0000b" }),
+      CallError,
+    );
+    expect([cancel.code, cancel.fieldViolations.map((v) => v.field)]).toEqual([status.INVALID_ARGUMENT, ["reason"]]);
+    const lookup = await refusal(suite.orch.api.getSession({ sessionId: "ses_\u0000" }), CallError);
+    expect([lookup.code, lookup.fieldViolations.map((v) => v.field)]).toEqual([
+      status.INVALID_ARGUMENT,
+      ["session_id"],
+    ]);
+  });
+
   it("lists leave the task out; GetSession has it", async () => {
     const s = await start("What is the refund policy?", {
       kind: "question",

@@ -36,12 +36,31 @@ function depthOf(value: JsonValue): number {
   return 1 + children.reduce<number>((deepest, child) => Math.max(deepest, depthOf(child)), 0);
 }
 
-/** Why the task cannot be accepted (too large or too deep), or undefined. */
+/**
+ * What in a value JSON cannot carry as written, or PostgreSQL cannot store: a number that is not
+ * finite (NaN, ±Infinity: JSON has none, and JSON.stringify would write null), or a NUL (U+0000)
+ * in a string or a key.
+ */
+function unstorable(value: JsonValue): string | undefined {
+  if (typeof value === "number") return Number.isFinite(value) ? undefined : "a number that is not finite";
+  if (typeof value === "string") return value.includes("\0") ? "a NUL character (U+0000)" : undefined;
+  if (value === null || typeof value !== "object") return undefined;
+  if (Array.isArray(value)) return value.map(unstorable).find((found) => found !== undefined);
+  for (const [key, child] of Object.entries(value)) {
+    const found = key.includes("\0") ? "a NUL character (U+0000) in a key" : unstorable(child);
+    if (found) return found;
+  }
+  return undefined;
+}
+
+/** Why the task cannot be accepted (too large, too deep, or holding what cannot be stored), or undefined. */
 export function taskProblem(task: JsonValue): string | undefined {
   const bytes = Buffer.byteLength(JSON.stringify(task));
   if (bytes > MAX_TASK_BYTES) return `the task is ${bytes} bytes of JSON; at most ${MAX_TASK_BYTES} are accepted`;
   const depth = depthOf(task);
   if (depth > MAX_TASK_DEPTH) return `the task nests ${depth} levels deep; at most ${MAX_TASK_DEPTH} are accepted`;
+  const held = unstorable(task);
+  if (held) return `the task holds ${held}`;
   // A dry run must be unmistakable: "false" or 1 would leave a patrol's money calls live.
   if (
     task &&

@@ -9,6 +9,8 @@ export interface GatewayConfig {
   readonly httpPort: number;
   /** How long one tool call waits for its session to end or to stop for a person or a tool. */
   readonly callWaitMs: number;
+  /** Tool calls the gateway runs at once (all clients together); past it a call is refused at once, GATEWAY_BUSY. */
+  readonly maxCalls: number;
   readonly logLevel: LogLevel;
 }
 
@@ -20,6 +22,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     httpHost: env.MCP_HTTP_HOST || "127.0.0.1",
     httpPort: integerSetting(env, "MCP_HTTP_PORT", { default: 8090, min: 0, max: 65535 }),
     callWaitMs: integerSetting(env, "MCP_CALL_WAIT_MS", { default: 30_000, min: 100, max: 600_000 }),
+    maxCalls: integerSetting(env, "MCP_MAX_CALLS", { default: 64, min: 1, max: 10_000 }),
     logLevel: enumSetting(env, "MCP_LOG_LEVEL", LOG_LEVELS, "info"),
   });
 }

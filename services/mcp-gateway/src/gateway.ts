@@ -26,7 +26,7 @@ export function createGatewayServer(deps: GatewayDeps): Server {
   const listed = deps.tools.map(mcpTool);
   const server = new Server({ name: "loopguard", version: "0.1.0" }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = byName.get(request.params.name);
     if (!tool)
       throw new McpError(ErrorCode.InvalidParams, `unknown tool "${request.params.name}"; tools/list names them`);
@@ -36,7 +36,8 @@ export function createGatewayServer(deps: GatewayDeps): Server {
       (request.params._meta ?? {}) as Record<string, unknown>,
       metaGetter,
     );
-    return callAsSession(deps, tool, request.params.arguments ?? {}, await deps.tokenFor(tool), parent);
+    // The SDK aborts `extra.signal` when the client's connection closes: the session is then no longer followed.
+    return callAsSession(deps, tool, request.params.arguments ?? {}, await deps.tokenFor(tool), parent, extra.signal);
   });
   return server;
 }

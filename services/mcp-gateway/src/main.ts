@@ -19,6 +19,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import { type GatewayConfig, loadGatewayConfig } from "./config.js";
 import { createGatewayServer } from "./gateway.js";
 import { MCP_PATH, serveMcpHttp } from "./http.js";
+import { CallLimit } from "./session-call.js";
 
 function fail(message: string): never {
   process.stderr.write(`mcp-gateway: ${message}\n`);
@@ -52,7 +53,15 @@ const api = createRawClient(OrchestratorService, config.orchestratorAddr);
 const registry = new ToolRegistry();
 const tools = registry.list();
 const scopesOf = singleCallScopes(registry);
-const deps = { api, tools, scopesOf, orchestratorAddr: config.orchestratorAddr, waitMs: config.callWaitMs, log };
+const deps = {
+  api,
+  tools,
+  scopesOf,
+  orchestratorAddr: config.orchestratorAddr,
+  waitMs: config.callWaitMs,
+  calls: new CallLimit(config.maxCalls),
+  log,
+};
 
 // The gateway needs a running suite; say so at once rather than at the first call.
 void checkHealth(config.orchestratorAddr).then(

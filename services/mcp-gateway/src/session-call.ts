@@ -3,6 +3,7 @@
 // and say what happened as an MCP tool result. A refusal (scope, arguments, money rules) is a
 // result with isError and the precise message; waiting for approval is not an error.
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Metadata } from "@grpc/grpc-js";
 import type { RegisteredTool } from "@loopguard/orchestrator/tool-registry";
@@ -22,11 +23,38 @@ export interface CallDeps {
   readonly orchestratorAddr: string;
   readonly waitMs: number;
   readonly log: Logger;
+  /** The calls this gateway runs at once, across clients and batches. */
+  readonly calls: CallLimit;
   /** The scopes a one-call session of the tool is granted (singleCallScopes). */
   scopesOf(tool: RegisteredTool): string[];
 }
 
 type Json = CallToolResult["structuredContent"];
+
+/**
+ * How many tool calls the gateway runs at once: each starts a session and follows it for up to
+ * waitMs, so a client (or one HTTP batch of up to 100 calls) cannot make it follow more than this.
+ */
+export class CallLimit {
+  #running = 0;
+
+  constructor(readonly max: number) {}
+
+  get running(): number {
+    return this.#running;
+  }
+
+  /** Takes a place; false when all are taken. */
+  take(): boolean {
+    if (this.#running >= this.max) return false;
+    this.#running += 1;
+    return true;
+  }
+
+  release(): void {
+    this.#running -= 1;
+  }
+}
 
 const tracer = trace.getTracer("@loopguard/mcp-gateway");
 const propagator = new W3CTraceContextPropagator();
@@ -151,13 +179,43 @@ function waiting(s: Session): CallToolResult {
   );
 }
 
-/** Runs `tool` with `args` as a one-call session of the caller, under `parent` (the client's trace, if it sent one). */
+/**
+ * Runs `tool` with `args` as a one-call session of the caller, under `parent` (the client's trace,
+ * if it sent one). Past the gateway's limit of calls at once, nothing is started and the result
+ * says so; once `signal` aborts (the client went away) the session is no longer followed.
+ */
 export async function callAsSession(
   deps: CallDeps,
   tool: RegisteredTool,
   args: Record<string, unknown>,
   token: string,
   parent: Context,
+  signal?: AbortSignal,
+): Promise<CallToolResult> {
+  if (!deps.calls.take()) {
+    deps.log.warn("mcp call refused: gateway busy", { tool: tool.name, running: deps.calls.running });
+    return text(
+      `RESOURCE_EXHAUSTED GATEWAY_BUSY: the gateway is running ${deps.calls.max} calls, as many as it takes at once; nothing was started, try again shortly`,
+      {
+        error: { code: "RESOURCE_EXHAUSTED", reason: "GATEWAY_BUSY", message: "the gateway is at its limit of calls" },
+      },
+      true,
+    );
+  }
+  try {
+    return await follow(deps, tool, args, token, parent, signal);
+  } finally {
+    deps.calls.release();
+  }
+}
+
+async function follow(
+  deps: CallDeps,
+  tool: RegisteredTool,
+  args: Record<string, unknown>,
+  token: string,
+  parent: Context,
+  signal: AbortSignal | undefined,
 ): Promise<CallToolResult> {
   const span = tracer.startSpan(
     `mcp ${tool.name}`,
@@ -184,16 +242,17 @@ export async function callAsSession(
     let s = session!;
     span.setAttribute("loopguard.session_id", s.sessionId);
     let polls = 0;
-    while (!SETTLED.has(s.state) && Date.now() - started < deps.waitMs) {
+    while (!SETTLED.has(s.state) && Date.now() - started < deps.waitMs && !signal?.aborted) {
       polls += 1;
-      await new Promise((done) => setTimeout(done, backoffDelayMs(POLL_BACKOFF, polls)));
+      await sleep(backoffDelayMs(POLL_BACKOFF, polls), undefined, signal ? { signal } : {}).catch(() => undefined);
+      if (signal?.aborted) break;
       s = (await deps.api.getSession({ sessionId: s.sessionId }, { ...options, deadline: 5000 })).session!;
     }
     const result =
       SETTLED.has(s.state) && s.state !== SessionState.AWAITING_APPROVAL && s.state !== SessionState.PARKED
         ? ended(s)
         : waiting(s);
-    deps.log.info("mcp call", {
+    deps.log.info(signal?.aborted ? "mcp call abandoned by its client" : "mcp call", {
       tool: tool.name,
       session_id: s.sessionId,
       state: SessionState[s.state],

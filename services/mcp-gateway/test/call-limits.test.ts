@@ -1,0 +1,143 @@
+// The gateway's own bounds on what it follows, in process over real HTTP and gRPC: a stand-in
+// orchestrator (the real contract over loopback) whose sessions never settle, so only the
+// gateway's limits end a call.
+import { request } from "node:http";
+import { ToolRegistry } from "@loopguard/orchestrator/tool-registry";
+import { singleCallScopes } from "@loopguard/orchestrator/single-call";
+import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { createLogger, createRawClient, status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
+import { startTestTool, type TestTool, testToken } from "@loopguard/tool-sdk/testing";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type McpHttp, serveMcpHttp } from "../src/http.js";
+import { CallLimit } from "../src/session-call.js";
+
+let started = 0;
+let polls = 0;
+let orchestrator: TestTool<typeof OrchestratorService>;
+let gateway: McpHttp;
+let token: string;
+const logs: Record<string, unknown>[] = [];
+
+function standIn(): ToolHandlers<typeof OrchestratorService> {
+  const unused = async (): Promise<never> => {
+    throw new ToolError(status.UNIMPLEMENTED, "INTERNAL_ERROR", "not used by this test");
+  };
+  return {
+    startSession: async () => {
+      started += 1;
+      return { session: { sessionId: `ses_${started}`, state: SessionState.THINKING } };
+    },
+    getSession: async (req) => {
+      polls += 1;
+      return { session: { sessionId: req.sessionId, state: SessionState.THINKING } };
+    },
+    async *watchSession() {},
+    listSessions: unused,
+    cancelSession: unused,
+    resolveApproval: unused,
+    getTrace: unused,
+    getOverview: unused,
+    listToolStats: unused,
+    getTimeSeries: unused,
+    listApprovals: unused,
+    getSessionDetail: unused,
+    recordPatrolRun: unused,
+    listPatrolRuns: unused,
+  };
+}
+
+beforeAll(async () => {
+  orchestrator = await startTestTool({ service: OrchestratorService, handlers: standIn() });
+  token = await testToken({
+    subject: "mcp-client",
+    scopes: ["sessions:read", "sessions:write"],
+    audience: "orchestrator",
+  });
+  const registry = new ToolRegistry();
+  gateway = await serveMcpHttp(
+    {
+      api: createRawClient(OrchestratorService, orchestrator.address),
+      tools: registry.list(),
+      scopesOf: singleCallScopes(registry),
+      orchestratorAddr: orchestrator.address,
+      waitMs: 3000,
+      calls: new CallLimit(2),
+      log: createLogger({ service: "mcp-gateway", write: (line) => logs.push(JSON.parse(line)) }),
+    },
+    "127.0.0.1",
+    0,
+  );
+});
+afterAll(async () => {
+  await gateway.close();
+  await orchestrator.close();
+});
+beforeEach(() => {
+  started = 0;
+  polls = 0;
+});
+
+const search = (id: number) => ({
+  jsonrpc: "2.0",
+  id,
+  method: "tools/call",
+  params: { name: "kb_search_search", arguments: { query: "refund policy", limit: 1 } },
+});
+
+/** POSTs `body` to /mcp; with `leaveAfterMs`, the client goes away before an answer. */
+function post(body: unknown, leaveAfterMs?: number): Promise<string> {
+  const port = gateway.address.split(":").at(-1);
+  return new Promise((resolve) => {
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        path: "/mcp",
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
+      },
+      (res) => {
+        let text = "";
+        res.on("data", (chunk: Buffer) => {
+          text += chunk.toString();
+        });
+        res.on("end", () => resolve(text));
+      },
+    );
+    req.on("error", () => resolve(""));
+    req.end(JSON.stringify(body));
+    if (leaveAfterMs !== undefined) setTimeout(() => req.destroy(), leaveAfterMs);
+  });
+}
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("the gateway's limits", () => {
+  it("stops following a session once its client has gone, and frees the call's place", async () => {
+    await post(search(1), 300);
+    await pause(200);
+    const after = polls;
+    await pause(1000);
+    expect(started).toBe(1);
+    expect(after).toBeGreaterThan(0);
+    expect(polls - after).toBeLessThanOrEqual(1);
+    expect(logs.some((l) => l.msg === "mcp call abandoned by its client")).toBe(true);
+    // Both places are free again: two calls run (and wait out the 3 s), a third is refused.
+    const answers = JSON.parse(await post([search(1), search(2), search(3)])) as { result: { isError?: boolean } }[];
+    expect(answers.map((a) => a.result.isError === true).sort()).toEqual([false, false, true]);
+  });
+
+  it("runs at most its limit of calls at once, a batch included: the rest start nothing and say GATEWAY_BUSY", async () => {
+    const answers = JSON.parse(await post(Array.from({ length: 6 }, (_, i) => search(i + 1)))) as {
+      result: { isError?: boolean; structuredContent: { error?: { reason: string } } };
+    }[];
+    expect(started).toBe(2);
+    const busy = answers.filter((a) => a.result.isError);
+    expect(busy).toHaveLength(4);
+    for (const a of busy) expect(a.result.structuredContent.error?.reason).toBe("GATEWAY_BUSY");
+  });
+});

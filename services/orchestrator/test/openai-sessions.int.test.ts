@@ -93,6 +93,17 @@ describe("openai policy sessions", () => {
     expect(JSON.stringify(requests[1]!.body.messages)).toMatch(/no tool returned/);
   });
 
+  it("does not accept a made-up refund id the model first had quoted back in a refusal (an unknown tool's name)", async () => {
+    const { done, requests } = await runWith([
+      () => call("rf_AAAAAAAAAAAAAAAA", "{}", "x1"),
+      () => chatCompletion({ content: "Refunded, id rf_AAAAAAAAAAAAAAAA." }),
+      () => chatCompletion({ content: "I have not made any refund." }),
+    ]);
+    expect(JSON.stringify(requests[1]!.body.messages)).toMatch(/ENOTOOL/);
+    expect(JSON.stringify(requests[2]!.body.messages)).toMatch(/rf_AAAAAAAAAAAAAAAA, which no tool returned/);
+    expect(done.answer).toBe("I have not made any refund.");
+  });
+
   it("does not accept an answer citing a document no search returned; the model corrects it", async () => {
     const { done, requests } = await runWith([
       () => call("kb_search_search", '{"query":"refund timelines","limit":1}', "s1"),

@@ -57,4 +57,71 @@ describe("checkAnswer", () => {
       ]),
     ).toMatch(/rf_CCCCCCCCCCCCCCCC/);
   });
+
+  it("does not count the model's own words quoted back in a refusal or a note as returned", () => {
+    const refused: HistoryItem[] = [
+      { kind: "call", callId: "c4", tool: "rf_DDDDDDDDDDDDDDDD", arguments: "{}" },
+      {
+        kind: "observation",
+        callId: "c4",
+        tool: "rf_DDDDDDDDDDDDDDDD",
+        envelope: {
+          ok: false,
+          error: {
+            code: "ENOTOOL",
+            message: 'no tool named "rf_DDDDDDDDDDDDDDDD" [refund-policy@9] kb:refund-policy@9',
+            retryable: false,
+            suggestedAction: "",
+          },
+          refs: [],
+          costMicros: 0,
+          servedFrom: "none",
+          observedAt: "",
+        },
+      },
+      {
+        kind: "observation",
+        callId: "c5",
+        tool: "kb_search_search",
+        envelope: {
+          ok: true,
+          data: {},
+          refs: [],
+          costMicros: 0,
+          servedFrom: "degraded",
+          observedAt: "",
+          note: "kb-search said: rf_EEEEEEEEEEEEEEEE kb:refund-policy@8",
+        },
+      },
+    ];
+    expect(checkAnswer("Refunded: rf_DDDDDDDDDDDDDDDD.", refused)).toMatch(/cites refund rf_DDDDDDDDDDDDDDDD/);
+    expect(checkAnswer("Refunded: rf_EEEEEEEEEEEEEEEE.", refused)).toMatch(/cites refund rf_EEEEEEEEEEEEEEEE/);
+    expect(checkAnswer("See [refund-policy@9].", refused)).toMatch(/cites refund-policy@9/);
+    expect(checkAnswer("See [refund-policy@8].", refused)).toMatch(/cites refund-policy@8/);
+  });
+
+  it("compares ids whole: one cut short of an id that was returned is not it", () => {
+    expect(checkAnswer("Refunded: rf_AAAAAAAA.", observed)).toBe(
+      "the answer cites refund rf_AAAAAAAA, which no tool returned",
+    );
+    const later: HistoryItem[] = [
+      {
+        kind: "observation",
+        callId: "c6",
+        tool: "kb_search_search",
+        envelope: {
+          ok: true,
+          data: {},
+          refs: ["kb:refund-policy@31"],
+          costMicros: 0,
+          servedFrom: "live",
+          observedAt: "",
+        },
+      },
+    ];
+    expect(checkAnswer("See [refund-policy@3].", later)).toBe(
+      "the answer cites refund-policy@3, which no tool returned",
+    );
+    expect(checkAnswer("See [refund-policy@31].", later)).toBeUndefined();
+  });
 });

@@ -119,7 +119,7 @@ export function wireParts(error: ToolError, domain: string): { message: string; 
   if (error.fieldViolations.length > 0) {
     const fieldViolations = error.fieldViolations.map((v) =>
       create(BadRequest_FieldViolationSchema, {
-        field: v.field,
+        field: redactText(v.field),
         description: redactText(v.description),
         reason: v.reason ?? "",
       }),

@@ -5,6 +5,7 @@ import { BadRequestSchema, ErrorInfoSchema } from "@loopguard/proto/gen/google/r
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ToolHandlers } from "../src/serve.js";
 import { metricValue, SAMPLE_HIT, startTestTool, testToken, type TestTool } from "../testing/index.js";
@@ -130,6 +131,30 @@ describe("Connect on the HTTP port", () => {
     expect(JSON.stringify(malformed.json)).not.toMatch(/12345678|at .*\.(ts|js):\d+/);
     const metrics = await (await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/metrics`)).text();
     expect(metricValue(metrics, "grpc_server_handled_total", { grpc_method: "Search" })).toBe(0);
+  });
+
+  it("answers hostile bodies 400 invalid_argument, small and without the personal data they hold, before any token is checked", async () => {
+    await connectClient(undefined);
+    const post = async (body: string | Uint8Array, headers: Record<string, string> = {}) => {
+      const res = await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body,
+      });
+      return { status: res.status, text: await res.text() };
+    };
+    // Keys that are a mobile number and an id card: echoed as field names, they must be masked too.
+    const personal = await post('{"13800138000":1,"110101198003121232":2}');
+    expect(personal.status).toBe(400);
+    expect(personal.text).not.toMatch(/13800138000|110101198003121232/);
+    expect(Buffer.from(personal.text).toString("base64")).not.toContain(Buffer.from("13800138000").toString("base64"));
+    const many = await post(`{${Array.from({ length: 250_000 }, (_, i) => `"k${i}":0`).join(",")}}`);
+    expect([many.status, many.text.length < 10_000]).toEqual([400, true]);
+    const deep = await post(`{"query":"q","limit":1,"x":${'{"a":'.repeat(1000)}1${"}".repeat(1000)}}`);
+    expect([deep.status, JSON.parse(deep.text).code]).toEqual([400, "invalid_argument"]);
+    const gzip = gzipSync(Buffer.from('{"query":"refund","limit":1}'));
+    const cut = await post(gzip.subarray(0, gzip.length - 6), { "content-encoding": "gzip" });
+    expect([cut.status, JSON.parse(cut.text).code]).toEqual([400, "invalid_argument"]);
   });
 
   it("ends a call at the caller's timeout with deadline exceeded", async () => {

@@ -5,8 +5,9 @@
 // that do not serve Connect do not load it.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { DescMessage, DescMethod, DescMethodUnary } from "@bufbuild/protobuf";
-import { type Code, ConnectError } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
+import type { Compression } from "@connectrpc/connect/protocol";
 import { status, ToolError, wireParts } from "../errors.js";
 import type { UnaryInvoker, UnaryRoute } from "./http-call.js";
 import { checkJsonBody } from "./json-body.js";
@@ -47,6 +48,22 @@ function jsonOptionsFor(input: DescMessage, domain: string) {
   };
 }
 
+/**
+ * A compression whose failure to decompress a request body is the caller's (INVALID_ARGUMENT), as
+ * a body that is not JSON is: connect-node answers a cut-short gzip stream `internal`.
+ */
+function callersFault(compression: Compression): Compression {
+  return {
+    name: compression.name,
+    compress: (bytes) => compression.compress(bytes),
+    decompress: (bytes, readMaxBytes) =>
+      compression.decompress(bytes, readMaxBytes).catch((error: unknown) => {
+        if (error instanceof ConnectError && error.code === Code.ResourceExhausted) throw error;
+        throw new ConnectError(`the request body does not decompress as ${compression.name}`, Code.InvalidArgument);
+      }),
+  };
+}
+
 /** The largest Connect request body read at all (as grpc's max receive length); each method's own limit applies after. */
 const CONNECT_READ_MAX_BYTES = 4 * 1024 * 1024;
 
@@ -65,6 +82,7 @@ export function connectRoutes(
   const handle = connectNodeAdapter({
     ...CONNECT_ONLY,
     readMaxBytes: CONNECT_READ_MAX_BYTES,
+    acceptCompression: [compressionGzip, compressionBrotli].map(callersFault),
     // Served by an HTTP/1.1 server, so every request is an IncomingMessage.
     fallback: (req, res) => fallback(req as IncomingMessage, res as ServerResponse),
     routes(router) {

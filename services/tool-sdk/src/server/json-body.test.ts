@@ -3,7 +3,7 @@ import { RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/b
 import { SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { describe, expect, it } from "vitest";
 import { status, ToolError } from "../errors.js";
-import { checkJsonBody } from "./json-body.js";
+import { checkJsonBody, MAX_JSON_DEPTH } from "./json-body.js";
 
 /** The ToolError a body is refused with. */
 function refusal(text: string, input: DescMessage = SearchRequestSchema): ToolError {
@@ -52,5 +52,26 @@ describe("checkJsonBody", () => {
     expect(refusal('{"reason":"SOMETIMES"}', RefundRequestSchema).fieldViolations).toEqual([
       { field: "reason", description: "must be one of the enum's value names" },
     ]);
+  });
+
+  it("names at most ten problems however many keys a body has, and echoes no long key", () => {
+    const body = `{${Array.from({ length: 50_000 }, (_, i) => `"k${i}":0`).join(",")}}`;
+    const error = refusal(body);
+    expect(error.fieldViolations).toHaveLength(10);
+    expect(error.message.length).toBeLessThan(1000);
+    expect(error.message).toMatch(/\(only the first 10 problems of the body's 50000 keys are named\)$/);
+    const long = refusal(`{"${"x".repeat(65)}":1}`);
+    expect(long.fieldViolations).toEqual([
+      { field: "", description: "a key of 65 characters is not a field of SearchRequest" },
+    ]);
+    expect(long.message).not.toContain("xxx");
+  });
+
+  it(`refuses a body nested deeper than ${MAX_JSON_DEPTH} levels before decoding it`, () => {
+    const nested = (depth: number) => `{"query":"q","x":${'{"a":'.repeat(depth)}1${"}".repeat(depth)}}`;
+    expect(refusal(nested(2000)).message).toBe(
+      `the request is not a SearchRequest: the body nests deeper than ${MAX_JSON_DEPTH} levels`,
+    );
+    expect(refusal(nested(MAX_JSON_DEPTH - 2)).message).toMatch(/x is not a field/);
   });
 });

@@ -37,6 +37,23 @@ function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/** Past these, a body is refused for them alone: the answer stays small however many keys the body has. */
+const MAX_VIOLATIONS = 10;
+/** An unknown key longer than this is not echoed (it is the caller's text, and may be anything). */
+const MAX_ECHOED_KEY_CHARS = 64;
+/**
+ * JSON nested deeper than this is refused before it is decoded: no contract nests so deep, and
+ * protobuf-es encodes a message recursively, which a few thousand levels (a few KB) overflow.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+/** Whether `value` nests deeper than `max` levels (stops looking once it does). */
+function deeperThan(value: unknown, max: number): boolean {
+  if (value === null || typeof value !== "object") return false;
+  if (max === 0) return true;
+  return Object.values(value).some((child) => deeperThan(child, max - 1));
+}
+
 function kindOf(value: unknown): string {
   if (value === null) return "null";
   return Array.isArray(value) ? "a list" : `a ${typeof value}`;
@@ -53,12 +70,19 @@ export function checkJsonBody(input: DescMessage, text: string): void {
   if (typeof json !== "object" || json === null || Array.isArray(json)) {
     throw refused(input, `the body must be a JSON object, not ${kindOf(json)}`);
   }
+  if (deeperThan(json, MAX_JSON_DEPTH)) throw refused(input, `the body nests deeper than ${MAX_JSON_DEPTH} levels`);
   const violations: FieldViolation[] = [];
-  for (const [key, value] of Object.entries(json as Record<string, JsonValue>)) {
+  const entries = Object.entries(json as Record<string, JsonValue>);
+  for (const [key, value] of entries) {
+    if (violations.length === MAX_VIOLATIONS) break;
     // protobuf JSON accepts a field's JSON name and its proto name.
     const field = input.fields.find((f) => f.jsonName === key || f.name === key);
     if (!field) {
-      violations.push({ field: key, description: `is not a field of ${input.name}` });
+      violations.push(
+        key.length <= MAX_ECHOED_KEY_CHARS
+          ? { field: key, description: `is not a field of ${input.name}` }
+          : { field: "", description: `a key of ${key.length} characters is not a field of ${input.name}` },
+      );
       continue;
     }
     try {
@@ -68,7 +92,10 @@ export function checkJsonBody(input: DescMessage, text: string): void {
     }
   }
   if (violations.length > 0) {
-    throw refused(input, violations.map((v) => `${v.field} ${v.description}`).join("; "), violations);
+    const problems = violations.map((v) => (v.field ? `${v.field} ${v.description}` : v.description));
+    if (violations.length === MAX_VIOLATIONS && entries.length > MAX_VIOLATIONS)
+      problems.push(`(only the first ${MAX_VIOLATIONS} problems of the body's ${entries.length} keys are named)`);
+    throw refused(input, problems.join("; "), violations);
   }
   try {
     fromJson(input, json as JsonValue);

@@ -401,6 +401,29 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(await store.get("s1")).toEqual(done);
       });
 
+      it("stores a NUL or a lone surrogate (which PostgreSQL text cannot hold) from a model or a tool as U+FFFD", async () => {
+        await store.create(newSession("s1"));
+        // A pair and a written-out "\\u0000" stay as they are.
+        const odd = "a\u0000b\ud800c\ud83d\ude00d\\u0000e";
+        const clean = "a\ufffdb\ufffdc\ud83d\ude00d\\u0000e";
+        const moved = await move(store, "s1", "IDLE", "THINKING", 0, {
+          audit: { at: T0, reason: odd, tool: odd, outcome: odd },
+          patch: { context: { history: [{ kind: "observation", text: odd }], note: odd }, pending: { said: odd } },
+          step: { step: 1, at: T0, payload: { said: odd } },
+        });
+        expect(await store.get("s1")).toMatchObject({
+          context: { history: [{ kind: "observation", text: clean }], note: clean },
+          pending: { said: clean },
+        });
+        await move(store, "s1", "THINKING", "DONE", moved.version, {
+          audit: { at: T0 + 1 },
+          patch: { stopReason: "done", answer: odd },
+        });
+        expect((await store.get("s1"))?.answer).toBe(clean);
+        expect((await store.steps("s1"))[0]?.payload).toEqual({ said: clean });
+        expect((await store.auditTrail("s1"))[0]).toMatchObject({ reason: clean, tool: clean, outcome: clean });
+      });
+
       it("refuses a stale version, a wrong from-state and an unknown session", async () => {
         await store.create(newSession("s1"));
         await move(store, "s1", "IDLE", "THINKING", 0);

@@ -182,6 +182,27 @@ export class NotApplied extends Error {
 /** How a backend classifies its driver's errors. */
 export type ErrorKind = "unavailable" | "illegal" | "duplicate" | "other";
 
+/**
+ * What PostgreSQL's text and jsonb cannot hold and a model's reply or a tool's text may carry: a
+ * NUL (U+0000) and a lone surrogate. Both stores write U+FFFD in their place, so they hold the same.
+ */
+const UNSTORABLE = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+/** The same in JSON text, where JSON.stringify writes both escaped (and only a lone surrogate so): the escape, not itself escaped. */
+const UNSTORABLE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})/g;
+
+function storable(text: string): string;
+function storable(text: string | null): string | null;
+function storable(text: string | null): string | null {
+  return text === null ? null : text.replace(UNSTORABLE, "\ufffd");
+}
+
+/** JSON text (from JSON.stringify) as both stores can hold it; a cheap look first, as escapes are rare. */
+function storableJson(json: string): string;
+function storableJson(json: string | null): string | null;
+function storableJson(json: string | null): string | null {
+  return json === null || !json.includes("\\u") ? json : json.replace(UNSTORABLE_ESCAPE, "$1\\ufffd");
+}
+
 function historyDelta(
   history: JsonValue | undefined,
   before: JsonValue | undefined,
@@ -232,23 +253,23 @@ export function moveParams(t: TransitionInput, now: number): MoveParams[] {
       tokensAdded: last && added ? added.tokens : null,
       costAdded: last && added ? added.cost : null,
       setContext: last && patch.context !== undefined ? 1 : 0,
-      context: last && patch.context !== undefined ? JSON.stringify(withoutHistory(patch.context)) : null,
+      context: last && patch.context !== undefined ? storableJson(JSON.stringify(withoutHistory(patch.context))) : null,
       historyLen: last && Array.isArray(patch.context?.history) ? patch.context.history.length : null,
       historyKept: delta.kept,
-      historyItems: last ? delta.items : [],
+      historyItems: last ? delta.items.map((item) => storableJson(item)) : [],
       setPending: last && patch.pending !== undefined ? 1 : 0,
-      pending: last && patch.pending != null ? JSON.stringify(patch.pending) : null,
+      pending: last && patch.pending != null ? storableJson(JSON.stringify(patch.pending)) : null,
       setAnswer: last && patch.answer !== undefined ? 1 : 0,
-      answer: last ? (patch.answer ?? null) : null,
+      answer: last ? storable(patch.answer ?? null) : null,
       stopReason: last ? (patch.stopReason ?? null) : null,
-      reason: move.audit.reason ?? null,
-      tool: move.audit.tool ?? null,
+      reason: storable(move.audit.reason ?? null),
+      tool: storable(move.audit.tool ?? null),
       argsHash: move.audit.argsHash ?? null,
       expectedTimeoutMs: move.audit.expectedTimeoutMs ?? null,
-      outcome: move.audit.outcome ?? null,
+      outcome: storable(move.audit.outcome ?? null),
       step: last && t.step ? t.step.step : null,
       stepAt: last && t.step ? t.step.at : null,
-      stepPayload: last && t.step ? (t.step.json ?? JSON.stringify(t.step.payload)) : null,
+      stepPayload: last && t.step ? storableJson(t.step.json ?? JSON.stringify(t.step.payload)) : null,
     };
   });
 }

@@ -9,9 +9,9 @@ import { trace } from "@opentelemetry/api";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { describe, expect, it } from "vitest";
 import type { Decision, Policy, PolicyInput } from "../src/policies/policy.js";
-import { MAX_ANSWER_CHARS } from "../src/session/model-bounds.js";
+import { MAX_ANSWER_CHARS, MAX_CALLS_PER_DECISION } from "../src/session/model-bounds.js";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
-import { modelSession, startOrchestrator, useSuite } from "./harness.js";
+import { modelSession, startOrchestrator, useSuite, waitForSession } from "./harness.js";
 
 const spans = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
@@ -106,6 +106,47 @@ describe("what the model writes is bounded", () => {
       "call_1_1",
       "call_1_1",
     ]);
+  });
+
+  it(`takes at most ${MAX_CALLS_PER_DECISION} tool calls from one reply of thousands, and says how many it dropped`, async () => {
+    const flood = Array.from({ length: 3000 }, (_, i) => ({ id: `c${i}`, name: "nope", arguments: "{" }));
+    const model = scriptedModel([
+      () => ({ kind: "tool_calls", calls: flood }),
+      () => ({ kind: "final", answer: "Nothing to report." }),
+    ]);
+    const { done, cpuMs, trace } = await runWith(model);
+    expect(done.stopReason).toBe("done");
+    const history = model.inputs[1]!.history;
+    expect(history.filter((h) => h.kind === "call")).toHaveLength(MAX_CALLS_PER_DECISION);
+    expect(history.filter((h) => h.kind === "observation")).toHaveLength(MAX_CALLS_PER_DECISION);
+    const decision = trace.map((r) => JSON.parse(r) as { decision: { kind: string; dropped?: number } })[0]!.decision;
+    expect(decision).toMatchObject({ kind: "tool_calls", dropped: 3000 - MAX_CALLS_PER_DECISION });
+    expect(cpuMs).toBeLessThan(2000);
+  });
+
+  it("stops at the wall clock between the calls of one reply, refused calls included", async () => {
+    const model: Policy = {
+      name: "openai",
+      async decide() {
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        const calls = Array.from({ length: 5 }, (_, i) => ({ id: `late${i}`, name: "nope", arguments: "{}" }));
+        return { kind: "tool_calls", calls, usage: { input: 1, output: 1 }, promptHash: "" };
+      },
+    };
+    const orch = await startOrchestrator(suite.tools, {}, { policies: [model] });
+    try {
+      const { session } = await orch.api.startSession({
+        goal: "Summarise the refund policy",
+        scopes: ["kb:read"],
+        policy: "openai",
+        budget: { maxWallClockMs: 400 },
+      });
+      const done = await waitForSession(orch.api, session!.sessionId);
+      expect(done.stopReason).toBe("deadline");
+      expect(done.answer).toBe("deadline reached with 5 call(s) the policy asked for not made");
+    } finally {
+      await orch.close();
+    }
   });
 
   it("does not read a model reply larger than the host reads: the session fails with a clear reason", async () => {

@@ -17,6 +17,12 @@ export const TOOL_CALL_ID = /^[A-Za-z0-9_-]{1,64}$/;
 export const MAX_TOOL_NAME_CHARS = 64;
 /** Span attributes taken from the model: an id or a tool name fits; nothing larger goes to a trace backend. */
 export const MAX_SPAN_ATTRIBUTE_CHARS = 64;
+/**
+ * Tool calls the host takes from one reply: models ask for a few in parallel; a reply of thousands
+ * (a 256 KiB reply holds some 4,000) would be planned, refused and recorded one by one, each record
+ * carrying the rest of the queue. The rest are dropped, and the step's record says how many.
+ */
+export const MAX_CALLS_PER_DECISION = 32;
 /** How far past a cut a number may reach: an id card with separators is 35 characters, a written mobile at most 20. */
 const CUT_MARGIN_CHARS = 64;
 
@@ -40,7 +46,7 @@ export function boundText(text: string, max: number): string {
   return kept.length === text.length ? text : `${kept}… [the host cut ${text.length - kept.length} more characters]`;
 }
 
-/** The decision within the host's bounds: its answer cut, and each call's id, name and arguments bounded. */
+/** The decision within the host's bounds: its answer cut, at most MAX_CALLS_PER_DECISION calls, each call's id, name and arguments bounded. */
 export function boundDecision(
   decision: Decision,
   registry: ToolRegistry,
@@ -55,7 +61,9 @@ export function boundDecision(
   for (const item of history) if (item.kind !== "rejected_answer") taken.add(item.callId);
   return {
     ...decision,
-    calls: decision.calls.map((call, index) => boundCall(call, registry, taken, `call_${step}_${index}`)),
+    calls: decision.calls
+      .slice(0, MAX_CALLS_PER_DECISION)
+      .map((call, index) => boundCall(call, registry, taken, `call_${step}_${index}`)),
   };
 }
 

@@ -6,7 +6,8 @@ import type { ToolCallRequest } from "../policies/policy.js";
 import { ReservationRefusedError } from "../store/effect-reservations.js";
 import type { SessionRecord } from "../store/session-store.js";
 import { type CallPlan, planCall } from "./call-pipeline.js";
-import { contextJson, type Pending, pendingJson } from "./data.js";
+import { deadlineOf } from "../guard/budget.js";
+import { contextJson, type Pending, pendingJson, sideEffectsOf } from "./data.js";
 import type { Kit } from "./kit.js";
 import { observeInPlace } from "./observe.js";
 import { giveUp, park } from "./park.js";
@@ -24,6 +25,15 @@ export class NextCall {
   async take(s: SessionRecord, call: ToolCallRequest, pending: Pending, signal: AbortSignal): Promise<SessionRecord> {
     const { deps, moves } = this.kit;
     const rest = pending.queue.slice(1);
+    // Refused calls spend no budget, so the wall clock is the one that must stop a long queue of them.
+    if (deps.now() >= deadlineOf(s.usage, s.budget)) {
+      const done = sideEffectsOf(s, deps.registry);
+      return moves.stop(
+        s,
+        "deadline",
+        `deadline reached with ${pending.queue.length} call(s) the policy asked for not made${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
+      );
+    }
     const plan = await planCall(
       this.kit,
       s,

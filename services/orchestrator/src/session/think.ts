@@ -14,7 +14,13 @@ import { checkAnswer } from "./answer.js";
 import { planCall } from "./call-pipeline.js";
 import { contextJson, contextOf, pendingJson, type SessionContext, sideEffectsOf } from "./data.js";
 import type { Kit } from "./kit.js";
-import { boundDecision, boundText, MAX_ANSWER_CHARS, MAX_REJECTED_ANSWER_CHARS } from "./model-bounds.js";
+import {
+  boundDecision,
+  boundText,
+  MAX_ANSWER_CHARS,
+  MAX_CALLS_PER_DECISION,
+  MAX_REJECTED_ANSWER_CHARS,
+} from "./model-bounds.js";
 import { cutOffSpend, modelSpend, preparePrompt } from "./prompt.js";
 import { startCall } from "./start-call.js";
 
@@ -49,6 +55,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
     if (signal.aborted) return cutOff(kit, s, policy, prompt.governed.tokens);
     return policyFailed(kit, s, error, signal);
   }
+  const asked = decision.kind === "tool_calls" ? decision.calls.length : 0;
   decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
   const spent = modelSpend(kit, policy, decision, prompt.governed.tokens);
   const usage: Usage = { ...withSpend(s.usage, spent), steps: s.usage.steps + 1 };
@@ -110,13 +117,18 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
       step,
       before: s.state,
       after,
-      decision: { kind: "tool_calls", calls: queue, ...confidenceFields(stated) },
+      decision: {
+        kind: "tool_calls",
+        calls: queue,
+        ...(asked > queue.length ? { dropped: asked - queue.length } : {}),
+        ...confidenceFields(stated),
+      },
       promptHash: decision.promptHash,
       durationMs: durationMs(),
       context: prompt.record,
     });
   if (plan?.kind === "start") {
-    const reason = `policy asked for ${queue.length} tool call(s); calling ${plan.tool.name}`;
+    const reason = `${askedFor(asked, queue.length)}; calling ${plan.tool.name}`;
     try {
       return await startCall(
         kit,
@@ -130,11 +142,16 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
     }
   }
   return moves.move(s, "THINKING", {
-    audit: { reason: `policy asked for ${queue.length} tool call(s)` },
+    audit: { reason: askedFor(asked, queue.length) },
     patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...confidenceFields(stated) }) },
     step: record("THINKING"),
     spend: spent,
   });
+}
+
+/** The audit's words for a decision of `asked` calls, of which the host took `taken`. */
+function askedFor(asked: number, taken: number): string {
+  return `policy asked for ${asked} tool call(s)${asked > taken ? `; the host took the first ${taken} (at most ${MAX_CALLS_PER_DECISION} a reply)` : ""}`;
 }
 
 /**

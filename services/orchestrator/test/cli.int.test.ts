@@ -140,6 +140,15 @@ describe("pnpm loopguard", () => {
     expect(run.stderr).toMatch(/^loopguard: PERMISSION_DENIED SCOPE_NOT_GRANTABLE: .*tool:admin/);
   });
 
+  it("answers an option without its value, or a state given by number, with the usage exit code and the option named", async () => {
+    const missing = await cli("run", "goal", "--task");
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^loopguard: Option '--task[^']*' argument/);
+    const numbered = await cli("sessions", "--state", "3");
+    expect(numbered.code).toBe(2);
+    expect(numbered.stderr).toMatch(/^loopguard: --state must be one of /);
+  });
+
   it("approve shows the action and asks; without a terminal and without --yes it decides nothing", async () => {
     const id = await awaitingApproval("requester");
 

@@ -135,6 +135,7 @@ export {
 } from "./smoke.js";
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallFn, compose, type Interceptor, type ServerCall } from "./server/interceptor.js";
+export { jsonParseReason } from "./server/json-body.js";
 export {
   type CallContext,
   type HttpRoute,

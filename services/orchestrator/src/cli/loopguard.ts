@@ -6,13 +6,13 @@
 // Every command acts as one person (--as NAME, LOOPGUARD_AS; default requester): see identity.ts.
 // Every failure: one line on stderr naming the problem, and a non-zero exit code.
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, CLI_FLAGS, createRawClient, type PersonKey, requiredScopesOf, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 import { actingPerson, apiToken, UsageError } from "./identity.js";
+import { readBudget, readState, readTask } from "./run-options.js";
 import { jsonOf, printSession, reidentified, stateName, summary } from "./session-text.js";
 
 const USAGE = `usage: loopguard <command> [options]
@@ -29,14 +29,6 @@ options: --as NAME (LOOPGUARD_AS, default requester): act as the person whose ke
 
 /** A new session may call every tool of the contracts unless --scope narrows it. */
 const DEFAULT_SCOPES = requiredScopesOf(DEFAULT_TOOL_SERVICES);
-const BUDGET_KEYS: Record<string, string> = {
-  steps: "maxSteps",
-  tool_calls: "maxToolCalls",
-  tokens: "maxTokens",
-  wall_clock_ms: "maxWallClockMs",
-  cost_micros: "maxCostMicros",
-  retries: "maxRetries",
-};
 
 let addr = process.env.ORCHESTRATOR_ADDR ?? "127.0.0.1:50051";
 
@@ -70,43 +62,6 @@ async function confirm(question: string): Promise<boolean> {
   } finally {
     rl.close();
   }
-}
-
-function readTask(values: { task?: string; "task-file"?: string }): Record<string, unknown> {
-  let raw: string | undefined = values.task;
-  if (values["task-file"]) {
-    try {
-      raw = readFileSync(values["task-file"], "utf8");
-    } catch (error) {
-      throw new UsageError(
-        `cannot read --task-file ${values["task-file"]}: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
-      );
-    }
-  }
-  if (raw === undefined) return {};
-  let task: unknown;
-  try {
-    task = JSON.parse(raw);
-  } catch (error) {
-    throw new UsageError(`the task is not valid JSON: ${(error as Error).message}`);
-  }
-  if (!task || typeof task !== "object" || Array.isArray(task)) throw new UsageError("the task must be a JSON object");
-  return task as Record<string, unknown>;
-}
-
-function readBudget(pairs: readonly string[]): Record<string, number | bigint> {
-  const budget: Record<string, number | bigint> = {};
-  for (const pair of pairs) {
-    const [key, value] = pair.split("=");
-    const field = key ? BUDGET_KEYS[key] : undefined;
-    if (!field || value === undefined || !/^\d+$/.test(value)) {
-      throw new UsageError(
-        `--budget ${pair}: expected key=integer with key one of ${Object.keys(BUDGET_KEYS).join(", ")}`,
-      );
-    }
-    budget[field] = field === "maxTokens" || field === "maxCostMicros" ? BigInt(value) : Number(value);
-  }
-  return budget;
 }
 
 async function main(): Promise<void> {
@@ -219,15 +174,7 @@ async function main(): Promise<void> {
         return;
       }
       case "sessions": {
-        const state = values.state
-          ? SessionState[values.state.toUpperCase() as keyof typeof SessionState]
-          : SessionState.UNSPECIFIED;
-        if (state === undefined)
-          throw new UsageError(
-            `--state must be one of ${Object.keys(SessionState)
-              .filter((k) => Number.isNaN(Number(k)) && k !== "UNSPECIFIED")
-              .join(", ")}`,
-          );
+        const state = readState(values.state);
         const limit = values.limit ? Number(values.limit) : 50;
         if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new UsageError("--limit must be 1..500");
         const page = await api.listSessions({ state, pageSize: limit }, { deadline });
@@ -294,6 +241,7 @@ async function main(): Promise<void> {
 main().catch((error: unknown) => {
   if (error instanceof UsageError) fail(error.message, 2);
   if (error instanceof CallError) fail(describeCallError(error));
-  if (error instanceof TypeError && /Unknown option|Unexpected argument/.test(error.message)) fail(error.message, 2);
+  // node:util parseArgs: an unknown option, a stray argument, an option without its value.
+  if ((error as { code?: unknown }).code?.toString().startsWith("ERR_PARSE_ARGS")) fail((error as Error).message, 2);
   fail(error instanceof Error ? error.message : String(error));
 });

@@ -29,7 +29,7 @@ function refused(input: DescMessage, problem: string, fieldViolations: readonly 
  * JSON.parse's reason without the excerpt of the input V8 quotes (`Unexpected token 'x', "{"phone":
  * 139"... is not valid JSON`): the excerpt can cut a number where no redactor recognises it.
  */
-function parseReason(error: unknown): string {
+export function jsonParseReason(error: unknown): string {
   return errorText(error).replace(/, (?:\.\.\.)?"[\s\S]*$/, "");
 }
 
@@ -65,7 +65,7 @@ export function checkJsonBody(input: DescMessage, text: string): void {
   try {
     json = JSON.parse(text);
   } catch (error) {
-    throw refused(input, `the body is not valid JSON (${parseReason(error)})`);
+    throw refused(input, `the body is not valid JSON (${jsonParseReason(error)})`);
   }
   if (typeof json !== "object" || json === null || Array.isArray(json)) {
     throw refused(input, `the body must be a JSON object, not ${kindOf(json)}`);

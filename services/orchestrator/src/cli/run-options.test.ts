@@ -1,0 +1,41 @@
+import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { describe, expect, it } from "vitest";
+import { UsageError } from "./identity.js";
+import { readBudget, readState, readTask } from "./run-options.js";
+
+/** The UsageError `read` throws. */
+function usage(read: () => unknown): string {
+  try {
+    read();
+  } catch (error) {
+    if (error instanceof UsageError) return error.message;
+    throw error;
+  }
+  throw new Error("it was accepted");
+}
+
+describe("the command line's options", () => {
+  it("reads --state by name only, in any case", () => {
+    expect(readState(undefined)).toBe(SessionState.UNSPECIFIED);
+    expect(readState("awaiting_approval")).toBe(SessionState.AWAITING_APPROVAL);
+    for (const bad of ["3", "UNSPECIFIED", "nope"])
+      expect(usage(() => readState(bad))).toMatch(/^--state must be one of /);
+  });
+
+  it("reads --budget as key=integer, refusing another '=' and a figure its field cannot carry", () => {
+    expect(readBudget(["steps=5", "tokens=18446744073709551615"])).toEqual({
+      maxSteps: 5,
+      maxTokens: 18446744073709551615n,
+    });
+    expect(usage(() => readBudget(["steps=1=2"]))).toMatch(/^--budget steps=1=2: expected key=integer/);
+    expect(usage(() => readBudget(["steps=99999999999999"]))).toBe("--budget steps=99999999999999: at most 4294967295");
+    expect(usage(() => readBudget(["tokens=18446744073709551616"]))).toMatch(/at most 18446744073709551615$/);
+    expect(usage(() => readBudget(["colour=1"]))).toMatch(/key one of steps, tool_calls/);
+  });
+
+  it("says why a task is not JSON without quoting it", () => {
+    const message = usage(() => readTask({ task: "x13912345678" }));
+    expect(message).toMatch(/^the task is not valid JSON \(/);
+    expect(message).not.toContain("1391234");
+  });
+});

@@ -1,0 +1,70 @@
+// What the command line's options say, read and checked: a task (JSON, inline or from a file), a
+// budget (key=integer pairs), a state to list. A bad value is a UsageError naming the option.
+import { readFileSync } from "node:fs";
+import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { jsonParseReason } from "@loopguard/tool-sdk";
+import { UsageError } from "./identity.js";
+
+const BUDGET_KEYS: Record<string, string> = {
+  steps: "maxSteps",
+  tool_calls: "maxToolCalls",
+  tokens: "maxTokens",
+  wall_clock_ms: "maxWallClockMs",
+  cost_micros: "maxCostMicros",
+  retries: "maxRetries",
+};
+
+export function readTask(values: { task?: string; "task-file"?: string }): Record<string, unknown> {
+  let raw: string | undefined = values.task;
+  if (values["task-file"]) {
+    try {
+      raw = readFileSync(values["task-file"], "utf8");
+    } catch (error) {
+      throw new UsageError(
+        `cannot read --task-file ${values["task-file"]}: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
+      );
+    }
+  }
+  if (raw === undefined) return {};
+  let task: unknown;
+  try {
+    task = JSON.parse(raw);
+  } catch (error) {
+    throw new UsageError(`the task is not valid JSON (${jsonParseReason(error)})`);
+  }
+  if (!task || typeof task !== "object" || Array.isArray(task)) throw new UsageError("the task must be a JSON object");
+  return task as Record<string, unknown>;
+}
+
+export function readBudget(pairs: readonly string[]): Record<string, number | bigint> {
+  const budget: Record<string, number | bigint> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf("=");
+    const [key, value] = at < 0 ? [pair, undefined] : [pair.slice(0, at), pair.slice(at + 1)];
+    const field = BUDGET_KEYS[key];
+    if (!field || value === undefined || !/^\d+$/.test(value)) {
+      throw new UsageError(
+        `--budget ${pair}: expected key=integer with key one of ${Object.keys(BUDGET_KEYS).join(", ")}`,
+      );
+    }
+    // The contract's own limits are the server's to state; these are what its fields can carry at all.
+    const wide = field === "maxTokens" || field === "maxCostMicros";
+    const most = wide ? 2n ** 64n - 1n : 2n ** 32n - 1n;
+    if (BigInt(value) > most) throw new UsageError(`--budget ${key}=${value}: at most ${most}`);
+    budget[field] = wide ? BigInt(value) : Number(value);
+  }
+  return budget;
+}
+
+/** --state by its name (any case); unset, every state. */
+export function readState(name: string | undefined): SessionState {
+  if (!name) return SessionState.UNSPECIFIED;
+  // By name only: SessionState["3"] is the enum's reverse mapping, a name, not a state.
+  const state: unknown = SessionState[name.toUpperCase() as keyof typeof SessionState];
+  if (typeof state === "number" && state !== SessionState.UNSPECIFIED) return state;
+  throw new UsageError(
+    `--state must be one of ${Object.keys(SessionState)
+      .filter((k) => Number.isNaN(Number(k)) && k !== "UNSPECIFIED")
+      .join(", ")}`,
+  );
+}

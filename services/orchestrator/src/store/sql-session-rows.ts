@@ -4,6 +4,7 @@ import { itemJson } from "../api/history-json.js";
 import type { SessionState, StopReason } from "../session/session-state.js";
 import type { AuditRecord, JsonObject, JsonValue, SessionReader, Spend, TransitionInput } from "./session-store.js";
 import { movesOf, releasesLease } from "./session-store-support.js";
+import { storable, storableJson } from "./storable-text.js";
 
 /** The migration ledger's name for the session tables (see @loopguard/sql-store's migrate). */
 export const SESSIONS_MIGRATION_STORE = "orchestrator-sessions";
@@ -181,27 +182,6 @@ export class NotApplied extends Error {
 
 /** How a backend classifies its driver's errors. */
 export type ErrorKind = "unavailable" | "illegal" | "duplicate" | "other";
-
-/**
- * What PostgreSQL's text and jsonb cannot hold and a model's reply or a tool's text may carry: a
- * NUL (U+0000) and a lone surrogate. Both stores write U+FFFD in their place, so they hold the same.
- */
-const UNSTORABLE = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
-/** The same in JSON text, where JSON.stringify writes both escaped (and only a lone surrogate so): the escape, not itself escaped. */
-const UNSTORABLE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})/g;
-
-function storable(text: string): string;
-function storable(text: string | null): string | null;
-function storable(text: string | null): string | null {
-  return text === null ? null : text.replace(UNSTORABLE, "\ufffd");
-}
-
-/** JSON text (from JSON.stringify) as both stores can hold it; a cheap look first, as escapes are rare. */
-function storableJson(json: string): string;
-function storableJson(json: string | null): string | null;
-function storableJson(json: string | null): string | null {
-  return json === null || !json.includes("\\u") ? json : json.replace(UNSTORABLE_ESCAPE, "$1\\ufffd");
-}
 
 function historyDelta(
   history: JsonValue | undefined,

@@ -15,7 +15,15 @@ import { CallError, createRawClient, status } from "@loopguard/tool-sdk";
 import { metricValue, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PostgresServer, postgresSkipReason, startPostgres, startTcpProxy } from "@loopguard/sql-store/testing";
-import { ALL_SCOPES, decisionOn, useSuite, waitForSession } from "./harness.js";
+import {
+  ALL_SCOPES,
+  decisionOn,
+  LOW_RISK_CUSTOMER,
+  refundsOf,
+  setFaults,
+  useSuite,
+  waitForSession,
+} from "./harness.js";
 
 const skip = postgresSkipReason();
 if (skip) console.warn(`[orchestrator] skipping the store outage test: ${skip}`);
@@ -201,4 +209,48 @@ describe.skipIf(skip !== null)("the orchestrator while its PostgreSQL store is d
     const { sessions } = await orch.api.listSessions({ pageSize: 50 });
     expect(sessions.map((s) => s.sessionId).sort()).toEqual([runningId, next!.sessionId].sort());
   });
+
+  it("never reports a refund made while the store was down as not made: the run after the outage re-sends it as interrupted", async () => {
+    const order = "ord_DEMO00000001";
+    const before = (await refundsOf(suite.tools, order)).length;
+    // Billing makes the refund at once and answers 1.5 s later.
+    await setFaults(suite.tools, "billing", { responseDelayMs: 1500, methods: ["Refund"] });
+    try {
+      const { session } = await suite.orch.api.startSession({
+        goal: `Refund 7.00 of ${order}`,
+        task: { kind: "refund", order_id: order, amount_cents: 700, reason: "DAMAGED", ...LOW_RISK_CUSTOMER } as never,
+        scopes: ALL_SCOPES,
+        budget: { maxWallClockMs: 20_000 },
+      });
+      const until = Date.now() + 15_000;
+      while ((await refundsOf(suite.tools, order)).length === before && Date.now() < until) await sleep(20);
+      // The store goes down while the refund's answer is on its way, and billing goes down after answering.
+      await database.halt("fast");
+      try {
+        await sleep(2500);
+        await setFaults(suite.tools, "billing", { outage: true, methods: ["Refund"] });
+      } finally {
+        await database.resume();
+      }
+      const settled = await waitForSession(
+        suite.orch.api,
+        session!.sessionId,
+        (s) =>
+          [SessionState.AWAITING_APPROVAL, SessionState.DONE, SessionState.FAILED, SessionState.CANCELLED].includes(
+            s.state,
+          ),
+        40_000,
+      );
+      expect((await refundsOf(suite.tools, order)).length).toBe(before + 1);
+      expect(settled.answer).not.toMatch(/was not made/);
+      // The re-send could not settle it (billing down): a human decides, and approving re-sends it under its key.
+      expect([SessionState[settled.state], settled.pendingApproval?.reason]).toEqual([
+        "AWAITING_APPROVAL",
+        expect.stringMatching(/outcome of an earlier attempt is unknown|outcome of billing_refund unknown/),
+      ]);
+      await suite.orch.api.cancelSession({ sessionId: session!.sessionId, reason: "test over" });
+    } finally {
+      await setFaults(suite.tools, "billing", {});
+    }
+  }, 120_000);
 });

@@ -9,7 +9,7 @@ import { redactText } from "../guard/redact.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
-import type { Kit } from "./kit.js";
+import { type Kit, runOf } from "./kit.js";
 import { outcomeToHuman, waitForTool } from "./park.js";
 import { passes } from "./park-rules.js";
 import { safeToReissue } from "./plan.js";
@@ -37,7 +37,7 @@ async function reissue(
   call: PendingCall,
   pending: Pending,
 ): Promise<SessionRecord> {
-  const { deps, moves } = kit;
+  const { moves } = kit;
   const audit = { tool: tool.name, argsHash: call.argsHash };
   if (!safeToReissue(tool, call)) {
     const why = "an interrupted call of a non-idempotent tool may or may not have taken effect";
@@ -55,7 +55,7 @@ async function reissue(
   return moves.move(state, state.state === "TOOL_EXECUTING" ? "RETRYING" : "TOOL_EXECUTING", {
     audit: { reason: "re-issuing an interrupted call (safe: read-only or same idempotency key)", ...audit },
     patch: {
-      pending: pendingJson({ ...pending, startedBy: deps.runId, ...unsettled }),
+      pending: pendingJson({ ...pending, startedBy: runOf(kit, s.id), ...unsettled }),
       usage: withRetries(state.usage, 1),
     },
   });
@@ -78,7 +78,8 @@ export async function execute(
   const tool = deps.registry.get(call.tool)!;
   // "approved": a human approved this call, and it goes out now (with its idempotency key, so
   // whoever sends it — this replica, or the next after a crash — sends the same effect).
-  if (pending.startedBy !== deps.runId && pending.startedBy !== APPROVED) return reissue(kit, s, tool, call, pending);
+  if (pending.startedBy !== runOf(kit, s.id) && pending.startedBy !== APPROVED)
+    return reissue(kit, s, tool, call, pending);
   const audit = { tool: tool.name, argsHash: call.argsHash };
   if (s.state === "RETRYING") return moves.move(s, "TOOL_EXECUTING", { audit: { reason: "retrying", ...audit } });
   let state = s;

@@ -52,4 +52,16 @@ export interface Kit {
   readonly deps: RunnerDeps;
   readonly moves: SessionMoves;
   readonly spans: SessionSpans;
+  /**
+   * The run of each session this process drives now, by session id: the mark its calls are started
+   * under (`pending.startedBy`). A run is one SessionRunner.run: a session run again in this
+   * process (after a store outage, or claimed back) finds a call the earlier run started as another
+   * run's, so it is re-issued as interrupted, never sent as if for the first time.
+   */
+  readonly runs: Map<string, string>;
+}
+
+/** The mark of the run now driving session `id` in this process (the process's run id outside a run). */
+export function runOf(kit: Kit, id: string): string {
+  return kit.runs.get(id) ?? kit.deps.runId;
 }

@@ -11,7 +11,7 @@ import type { ToolSpec } from "../policies/policy.js";
 import type { SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { type Park, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
-import type { Kit } from "./kit.js";
+import { type Kit, runOf } from "./kit.js";
 import { failureName, type WaitFor, wakeTime } from "./park-rules.js";
 import { type InFlight, observeSent } from "./send.js";
 
@@ -83,7 +83,7 @@ export function wake(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
   if (call) {
     return moves.move(s, "TOOL_EXECUTING", {
       audit: { reason: `${tries}: sending ${call.tool} again`, tool: call.tool, argsHash: call.argsHash },
-      patch: { pending: pendingJson({ ...pending, startedBy: deps.runId }) },
+      patch: { pending: pendingJson({ ...pending, startedBy: runOf(kit, s.id) }) },
     });
   }
   return moves.move(s, "THINKING", { audit: { reason: `${tries}: planning the call again` } });

@@ -19,9 +19,11 @@ import { think } from "./think.js";
 export class SessionRunner {
   readonly #kit: Kit;
   readonly #next: NextCall;
+  /** Runs started so far, for each run's mark (see Kit.runs). */
+  #started = 0;
 
   constructor(deps: RunnerDeps, moves: SessionMoves) {
-    this.#kit = { deps, moves, spans: new SessionSpans(deps) };
+    this.#kit = { deps, moves, spans: new SessionSpans(deps), runs: new Map() };
     this.#next = new NextCall(this.#kit);
   }
 
@@ -33,6 +35,8 @@ export class SessionRunner {
   async run(id: string, signal: AbortSignal, current?: SessionRecord): Promise<SessionRecord | null> {
     const first = current ?? (await this.#kit.deps.store.get(id));
     const span = this.#kit.spans.open(id, first);
+    const mark = `${this.#kit.deps.runId}.${++this.#started}`;
+    this.#kit.runs.set(id, mark);
     let last: SessionRecord | null = null;
     try {
       last = await this.#run(id, first, signal);
@@ -44,6 +48,7 @@ export class SessionRunner {
         });
       return last;
     } finally {
+      if (this.#kit.runs.get(id) === mark) this.#kit.runs.delete(id);
       // Tracing never fails a run: a failed session whose steps cannot be read back keeps no trace.
       await this.#kit.spans.close(id, span, last).catch(() => undefined);
     }

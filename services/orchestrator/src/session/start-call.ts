@@ -12,7 +12,7 @@ import {
   type SessionContext,
 } from "./data.js";
 import { execute } from "./execute.js";
-import type { Kit } from "./kit.js";
+import { type Kit, runOf } from "./kit.js";
 import { startOf } from "./moves.js";
 
 /** A call about to start: what it records with it. */
@@ -42,11 +42,11 @@ export function startCall(
   { tool, call, rest, context, step, reason = `calling ${tool.name}`, spend, usage = s.usage }: Start,
   signal: AbortSignal,
 ): Promise<SessionRecord> {
-  const { deps, moves } = kit;
+  const { moves } = kit;
   const patch = {
     context: contextJson(context),
     usage: { ...usage, toolCalls: usage.toolCalls + 1 },
-    pending: pendingJson({ queue: rest, call, startedBy: deps.runId }),
+    pending: pendingJson({ queue: rest, call, startedBy: runOf(kit, s.id) }),
   };
   const money = reservationOf(s, call);
   const recorded = moves.move(s, "TOOL_EXECUTING", {

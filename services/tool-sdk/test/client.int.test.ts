@@ -163,6 +163,12 @@ describe("toolClient", () => {
     const state = async () =>
       metricValue(await registry.metrics(), "loopguard_tool_breaker_state", { tool: "kb-search" });
     expect(await state()).toBe(0);
+    // Each transition's series is there at 0 before the first: the breaker alert's increase() sees the first opening.
+    const before0 = await registry.metrics();
+    for (const s of ["open", "half-open", "closed"])
+      expect(before0).toMatch(
+        new RegExp(`^loopguard_tool_breaker_transitions_total\\{[^}]*state="${s}"[^}]*\\} 0$`, "m"),
+      );
     outage(tool, true);
     for (let i = 0; i < 4; i += 1) await client.call("search", { query: `q${i}`, limit: 1 });
     expect(client.breakerState).toBe("open");

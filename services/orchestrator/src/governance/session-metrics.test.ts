@@ -28,4 +28,14 @@ describe("SessionMetrics", () => {
     await registry.metrics();
     expect(asked).toEqual({ counts: 2, overdue: 2 });
   });
+
+  it("exports the series the alerts count the first occurrence of at 0 from the start", async () => {
+    const registry = new Registry();
+    new SessionMetrics(registry);
+    const page = await registry.metrics();
+    for (const fate of ["charged", "store_failed", "carried", "reissued"])
+      expect(page).toMatch(new RegExp(`^loopguard_session_late_spend_total\\{fate="${fate}"\\} 0$`, "m"));
+    for (const then of ["stopped", "claimed_back"])
+      expect(page).toMatch(new RegExp(`^loopguard_session_leases_lost_total\\{then="${then}"\\} 0$`, "m"));
+  });
 });

@@ -1,6 +1,7 @@
 // The orchestrator's own metrics, declared in one place, in the registry the server exports.
 import { declareIn } from "@loopguard/tool-sdk";
 import { type Counter, Gauge, type Histogram, type Registry } from "prom-client";
+import { LATE_SPEND_FATES } from "../session/moves.js";
 import { SESSION_STATES } from "../session/session-state.js";
 import type { SessionStore } from "../store/session-store.js";
 
@@ -154,6 +155,11 @@ export class SessionMetrics {
       "Session state transitions, by the state entered.",
       ["to"],
     );
+    // The series that alerts count the first occurrence of, at 0 from the start: one that first
+    // appears holding its count loses it to increase(), and SessionSpendNotCharged and
+    // SessionLeasesLost would not fire on the first uncharged spend or lost lease.
+    for (const fate of LATE_SPEND_FATES) this.lateSpend.inc({ fate }, 0);
+    for (const then of ["stopped", "claimed_back"] as const) this.leasesLost.inc({ then }, 0);
   }
 
   /** The store the session gauges count (opened after these metrics, so that it can count its errors here). */

@@ -75,7 +75,8 @@ export interface MoveDeps {
  * while the session is live, left to the call that the session sends again and pays for when it
  * observes it.
  */
-export type LateSpend = "charged" | "store_failed" | "carried" | "reissued";
+export const LATE_SPEND_FATES = ["charged", "store_failed", "carried", "reissued"] as const;
+export type LateSpend = (typeof LATE_SPEND_FATES)[number];
 
 const NO_SPEND: Spend = { tokens: 0, costMicros: 0 };
 

@@ -56,6 +56,9 @@ export class ToolBreaker {
     this.#breaker.on("halfOpen", () => setState("half-open"));
     this.#breaker.on("close", () => setState("closed"));
     metrics.breakerState.set({ tool }, 0);
+    // Every transition's series at 0 from the start: one that first appears holding its count loses
+    // it to increase(), and the alert on a breaker that opened would miss its first opening.
+    for (const state of ["open", "half-open", "closed"] as const) metrics.breakerTransitions.inc({ tool, state }, 0);
   }
 
   get state(): BreakerState {

@@ -149,6 +149,23 @@ describe("what the model writes is bounded", () => {
     }
   });
 
+  it("ends a session its run failed on unexpectedly (a policy's malformed decision) FAILED, saying so, while it holds the lease", async () => {
+    const broken: Policy = {
+      name: "openai",
+      async decide() {
+        return { kind: "tool_calls", usage: { input: 1, output: 1 }, promptHash: "" } as unknown as Decision;
+      },
+    };
+    const orch = await startOrchestrator(suite.tools, {}, { policies: [broken] });
+    try {
+      const done = await modelSession(orch, "Summarise the refund policy");
+      expect([SessionState[done.state], done.stopReason]).toEqual(["FAILED", "unrecoverable_error"]);
+      expect(done.answer).toMatch(/^the orchestrator failed: /);
+    } finally {
+      await orch.close();
+    }
+  });
+
   it("does not read a model reply larger than the host reads: the session fails with a clear reason", async () => {
     const chat = await startFakeChatServer([() => chatCompletion({ content: FIVE_MB })]);
     const orch = await startOrchestrator(suite.tools, { OPENAI_BASE_URL: chat.baseUrl });

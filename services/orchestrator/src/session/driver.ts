@@ -219,10 +219,11 @@ export class SessionDriver {
           error_name: (error as Error).name,
           error_message: (error as Error).message,
         });
+        // Fenced by this replica's lease: a session another replica took over meanwhile is its run's to end.
         const s = await this.options.store.get(session.id).catch(() => null);
         if (s && !isTerminal(s.state)) {
           await this.parts.moves
-            .stop(s, "unrecoverable_error", `the orchestrator failed: ${(error as Error).message}`, { fenced: false })
+            .stop(s, "unrecoverable_error", `the orchestrator failed: ${(error as Error).message}`)
             .catch(() => undefined);
         }
       } finally {

@@ -30,6 +30,13 @@ export interface ApprovalAnswer {
   readonly reason: string;
 }
 
+/** The tool of a waiting session's call whose earlier attempt's outcome is unknown (parked unsettled, or waiting for a human to settle it). */
+function unsettledCall(s: SessionRecord): string | undefined {
+  const pending = pendingOf(s);
+  if (!pending.call) return undefined;
+  return pending.unsettled || pending.approval?.kind === "outcome_unknown" ? pending.call.tool : undefined;
+}
+
 /** The irreversible tool a session is calling right now, if any. */
 function irreversibleInFlight(s: SessionRecord, registry: ToolRegistry): RegisteredTool | undefined {
   if (s.state !== "TOOL_EXECUTING" && s.state !== "RETRYING") return undefined;
@@ -75,7 +82,8 @@ export async function cancelSession(
       continue;
     }
     const done = sideEffectsOf(s, d.registry);
-    const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${done.length > 0 ? `; already done before the cancel: ${done.join(", ")}` : ""}`;
+    const unsettled = unsettledCall(s);
+    const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${done.length > 0 ? `; already done before the cancel: ${done.join(", ")}` : ""}${unsettled ? `; whether an earlier attempt of ${unsettled} took effect is unknown: check ${unsettled}'s records` : ""}`;
     try {
       // A parked money call that certainly was not made lets its hold go with the cancel.
       const parked = s.state === "PARKED" ? pendingOf(s) : undefined;
@@ -173,11 +181,15 @@ export async function expireApprovals(d: HumanDeps, store: SessionStore): Promis
     const expired = await store.expiredApprovals(d.now(), SWEEP_BATCH);
     for (const s of expired) {
       const approval = pendingOf(s).approval;
-      await d.moves
-        .stop(s, "approval_denied", `approval ${approval?.approvalId ?? ""} expired unanswered`, { fenced: false })
-        .catch((error: unknown) => {
-          if (!(error instanceof StaleTransitionError)) throw error;
-        });
+      const expiredUnanswered = `approval ${approval?.approvalId ?? ""} expired unanswered`;
+      // An approval to settle an unknown outcome: the earlier attempt may have taken effect, and the answer says so.
+      const answer =
+        approval?.kind === "outcome_unknown"
+          ? `${expiredUnanswered}; ${approval.tool} was not re-sent, and whether its earlier attempt took effect is unknown: check ${approval.tool}'s records`
+          : expiredUnanswered;
+      await d.moves.stop(s, "approval_denied", answer, { fenced: false }).catch((error: unknown) => {
+        if (!(error instanceof StaleTransitionError)) throw error;
+      });
     }
     if (expired.length < SWEEP_BATCH) return;
   }

@@ -1,8 +1,8 @@
 // serveTool: a grpc-js server for one contract. Every call runs one chain of interceptors
 // (src/server/), composed once per method, outermost first: RED metrics → trace (span, trace id
-// in the log) → error mapping → drain gate → request size and decoding → shed (unary calls and streams counted
-// apart) → auth (token → scopes; then streams per caller) → request binding (irreversible methods:
-// a token bound to this exact request) → normalise and validate → deadline →
+// in the log) → error mapping → drain gate → request size and decoding → shed (unary calls and
+// streams counted apart) → auth (token → scopes; then streams per caller) → request binding
+// (irreversible methods: a token bound to this exact request) → normalise and validate → deadline →
 // faults → response contract → the service's own interceptors → handler. Beside the contract it
 // serves grpc.health.v1 and reflection (server/introspection.ts), the ToolAdminService (fault
 // injection) and the HTTP port (server/http-port.ts); server/shutdown.ts drains and stops it.

@@ -30,7 +30,10 @@ export interface ApprovalAnswer {
   readonly reason: string;
 }
 
-/** The tool of a waiting session's call whose earlier attempt's outcome is unknown (parked unsettled, or waiting for a human to settle it). */
+/**
+ * The tool of a waiting session's call whose earlier attempt's outcome is unknown (parked
+ * unsettled, or waiting for a human to settle it).
+ */
 function unsettledCall(s: SessionRecord): string | undefined {
   const pending = pendingOf(s);
   if (!pending.call) return undefined;

@@ -46,7 +46,10 @@ export function boundText(text: string, max: number): string {
   return kept.length === text.length ? text : `${kept}… [the host cut ${text.length - kept.length} more characters]`;
 }
 
-/** The decision within the host's bounds: its answer cut, at most MAX_CALLS_PER_DECISION calls, each call's id, name and arguments bounded. */
+/**
+ * The decision within the host's bounds: its answer cut, at most MAX_CALLS_PER_DECISION calls, each
+ * call's id, name and arguments bounded.
+ */
 export function boundDecision(
   decision: Decision,
   registry: ToolRegistry,

@@ -155,6 +155,13 @@ describe("Connect on the HTTP port", () => {
     const gzip = gzipSync(Buffer.from('{"query":"refund","limit":1}'));
     const cut = await post(gzip.subarray(0, gzip.length - 6), { "content-encoding": "gzip" });
     expect([cut.status, JSON.parse(cut.text).code]).toEqual([400, "invalid_argument"]);
+    // Binary bytes that are no SearchRequest (field 1 says 200 bytes follow; one does), as gRPC answers them.
+    const binary = await post(new Uint8Array([0x0a, 0xc8, 0x01, 0x41]), { "content-type": "application/proto" });
+    expect([binary.status, JSON.parse(binary.text).code, JSON.parse(binary.text).message]).toEqual([
+      400,
+      "invalid_argument",
+      "the request's 4 bytes are not a SearchRequest in protobuf's binary form",
+    ]);
   });
 
   it("ends a call at the caller's timeout with deadline exceeded", async () => {

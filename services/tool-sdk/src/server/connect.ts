@@ -4,10 +4,16 @@
 // ToolError comes back a ConnectError. Loaded only when serveTool's `connect` is on, so tools
 // that do not serve Connect do not load it.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { DescMessage, DescMethod, DescMethodUnary } from "@bufbuild/protobuf";
+import { type DescMessage, type DescMethod, type DescMethodUnary, fromBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
-import type { Compression } from "@connectrpc/connect/protocol";
+import type {
+  Compression,
+  UniversalHandler,
+  UniversalServerRequest,
+  UniversalServerResponse,
+} from "@connectrpc/connect/protocol";
+import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { status, ToolError, wireParts } from "../errors.js";
 import type { UnaryInvoker, UnaryRoute } from "./http-call.js";
 import { checkJsonBody } from "./json-body.js";
@@ -88,6 +94,7 @@ export function connectRoutes(
     routes(router) {
       for (const [method, { domain }] of routes) {
         const jsonOptions = jsonOptionsFor(method.input, domain);
+        const at = router.handlers.length;
         router.rpc(
           method as DescMethodUnary,
           async (request, context) => {
@@ -103,8 +110,58 @@ export function connectRoutes(
           },
           { ...CONNECT_ONLY, jsonOptions },
         );
+        router.handlers[at] = refusingUndecodable(router.handlers[at]!, method.input, domain);
       }
     },
   });
   return (req, res) => handle(req, res);
+}
+
+const BINARY = /^application\/proto(?:;|$)/i;
+
+/**
+ * A method's handler that first decodes a binary body (uncompressed: a compressed one is Connect's
+ * to decompress) and answers bytes that are no message of its input `invalid_argument`, as gRPC
+ * does: Connect's own parse answers them `internal` ("parse binary: …"), with no hook before it.
+ */
+function refusingUndecodable(handler: UniversalHandler, input: DescMessage, domain: string): UniversalHandler {
+  const checked = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
+    const encoding = request.header.get("content-encoding") ?? "identity";
+    const body = request.body;
+    if (!BINARY.test(request.header.get("content-type") ?? "") || encoding !== "identity" || !isStream(body))
+      return handler(request);
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for await (const chunk of body) {
+      size += chunk.byteLength;
+      chunks.push(chunk);
+      // Past the read limit Connect refuses it itself (resource_exhausted): what was read is enough for that.
+      if (size > CONNECT_READ_MAX_BYTES) return handler({ ...request, body: replay(chunks) });
+    }
+    const bytes = Buffer.concat(chunks);
+    try {
+      fromBinary(input, bytes);
+    } catch {
+      const refused = new ToolError(
+        status.INVALID_ARGUMENT,
+        "REQUEST_INVALID",
+        `the request's ${bytes.byteLength} bytes are not a ${input.name} in protobuf's binary form`,
+      );
+      return {
+        status: 400,
+        header: new Headers({ "content-type": "application/json" }),
+        body: replay([errorToJsonBytes(toConnectError(refused, domain), {})]),
+      };
+    }
+    return handler({ ...request, body: replay([bytes]) });
+  };
+  return Object.assign(checked, handler);
+}
+
+function isStream(body: UniversalServerRequest["body"]): body is AsyncIterable<Uint8Array> {
+  return typeof body === "object" && body !== null && Symbol.asyncIterator in body;
+}
+
+async function* replay(chunks: readonly Uint8Array[]): AsyncIterable<Uint8Array> {
+  yield* chunks;
 }

@@ -143,6 +143,31 @@ describe("a session belongs to the subject that started it", () => {
     expect(await overHttp(approver.token, "GetSessionDetail", { sessionId: id })).toBe(404);
   });
 
+  it("an approver's detail read that the approval overtakes is NOT_FOUND, not the steps made after the session stopped waiting", async () => {
+    const { owner, approver } = people;
+    const id = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
+    const shown = (await waitForSession(owner.api, id, waiting)).pendingApproval!;
+    // The approval lands, and the session ends, while the detail's steps are being read.
+    const store = suite.orch.orchestrator.store;
+    const steps = store.steps.bind(store);
+    let overtaken = false;
+    (store as { steps: typeof store.steps }).steps = async (sessionId, after) => {
+      if (!overtaken && sessionId === id) {
+        overtaken = true;
+        await approver.api.resolveApproval(decisionOn(id, shown, true, "checked"));
+        await waitForSession(owner.api, id);
+      }
+      return steps(sessionId, after);
+    };
+    try {
+      const detail = await refusal(approver.api.getSessionDetail({ sessionId: id }), CallError);
+      expect([status[detail.code], detail.reason]).toEqual(["NOT_FOUND", "SESSION_NOT_FOUND"]);
+    } finally {
+      (store as { steps: typeof store.steps }).steps = steps;
+    }
+    expect(overtaken).toBe(true);
+  });
+
   it("sessions:admin sees, follows and cancels every caller's sessions", async () => {
     const { owner, stranger, operator } = people;
     const ownerRefund = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);

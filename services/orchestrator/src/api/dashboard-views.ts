@@ -13,7 +13,7 @@ import type { Registry } from "prom-client";
 import { toProtoSession } from "./session-message.js";
 import type { LogTail } from "./log-tail.js";
 import type { Orchestrator } from "../session/orchestrator.js";
-import { readerOf, type Viewer } from "./session-access.js";
+import { accessTo, readerOf, type Viewer } from "./session-access.js";
 import { sessionTraceId } from "../session/trace-id.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { TimeSeries } from "./time-series.js";
@@ -87,6 +87,9 @@ export async function sessionDetail(
 ): Promise<MessageInitShape<typeof GetSessionDetailResponseSchema>> {
   const s = await orchestrator.read(id, viewer);
   const [trail, steps] = await Promise.all([orchestrator.store.auditTrail(id), orchestrator.store.steps(id)]);
+  // An approver reads a session only while it waits: one that moved on while these were read
+  // (approved meanwhile) may hold steps made after, which they may not see.
+  if (accessTo(viewer, s) === "read") await orchestrator.read(id, viewer);
   return {
     session: toProtoSession(s),
     budget: budgetRows(s),

@@ -13,6 +13,11 @@ export interface BillingConfig {
   readonly seedDemo: boolean;
   /** BILLING_MIGRATE_ON_START: apply pending migrations when serving starts (one local process), or only check the schema (pods). */
   readonly migrateOnStart: boolean;
+  /**
+   * BILLING_LOCK_TIMEOUT_MS: how long a refund waits for the ledger's lock (SQLite's write lock,
+   * PostgreSQL's lock_timeout) before LEDGER_UNAVAILABLE; under Refund's 2 s SLA (default 1000).
+   */
+  readonly lockTimeoutMs: number | undefined;
 }
 
 export function loadBillingConfig(
@@ -25,5 +30,6 @@ export function loadBillingConfig(
     storePoolSize: optionalIntegerSetting(env, "BILLING_STORE_POOL_SIZE", { min: 1, max: MAX_STORE_POOL_SIZE }),
     seedDemo: booleanSetting(env, "BILLING_SEED_DEMO", true),
     migrateOnStart: booleanSetting(env, "BILLING_MIGRATE_ON_START", true),
+    lockTimeoutMs: optionalIntegerSetting(env, "BILLING_LOCK_TIMEOUT_MS", { min: 1, max: 1900 }),
   });
 }

@@ -19,10 +19,11 @@ await runSchemaCommandIfNamed({
 });
 
 await runTool("billing", manifestDefaults(import.meta.url), async (config, log) => {
-  const { store, storePoolSize, seedDemo, migrateOnStart } = loadBillingConfig(config.dataDir);
+  const { store, storePoolSize, seedDemo, migrateOnStart, lockTimeoutMs } = loadBillingConfig(config.dataDir);
   const ledger = await openLedger(store, {
     migrate: migrateOnStart,
     ...(storePoolSize === undefined ? {} : { maxConnections: storePoolSize }),
+    ...(lockTimeoutMs === undefined ? {} : { lockTimeoutMs }),
     onIdleError: (error) => log.warn("ledger connection lost while idle", { error_message: error.message }),
   });
   if (seedDemo) await ledger.seed(DEMO_ORDERS);

@@ -4,6 +4,7 @@
 // hears anything, or a human decides. Real processes, real signals, the ledger checked directly;
 // billing is slowed with fault injection that holds its answer after the refund was made.
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { setTimeout as sleep } from "node:timers/promises";
 import { kill, type ServiceProcess } from "@loopguard/test-kit";
 import {
@@ -77,8 +78,9 @@ async function setUp(
   policy: "scripted" | "openai",
   model: ScriptedReply[] = [],
   settings: Record<string, string> = {},
+  toolSettings: Record<string, string> = {},
 ): Promise<Run> {
-  const tools = await startTools();
+  const tools = await startTools(0, toolSettings);
   const env: Record<string, string> = {
     ORCHESTRATOR_STORE: `sqlite:${join(tempDir("store"), "orchestrator.db")}`,
     LOOPGUARD_DATA_DIR: tempDir("orchestrator"),
@@ -173,6 +175,41 @@ describe("a refund whose answer is lost", () => {
     const refunds = await refundsOf(run.tools, "ord_DEMO00000001");
     expect(refunds).toHaveLength(1);
     expect(ended.answer).toMatch(new RegExp(`already done: billing_refund .*refund:${refunds[0]!.refundId}`));
+  }, 60_000);
+});
+
+describe("a refund whose re-sends find billing's ledger locked", () => {
+  it("is not taken as not made: its hold stays held and a human decides, the refund made once", async () => {
+    // A short lock wait: each re-send is refused LEDGER_UNAVAILABLE (then BREAKER_OPEN) within Refund's deadline.
+    const run = await setUp("scripted", [], {}, { BILLING_LOCK_TIMEOUT_MS: "150" });
+    await holdRefundAnswers(run.tools, 2500);
+    const id = await startRefund(run, "scripted", "ord_DEMO00000001", 400, 16_000);
+    await untilRefunded(run.tools, "ord_DEMO00000001");
+    // The ledger is locked before the same-key re-sends arrive: neither billing's own transient
+    // refusal nor the breaker it opens says whether the first attempt committed (it did).
+    const holder = new Database(join(run.tools.dataDir, "billing.db"));
+    try {
+      holder.exec("BEGIN IMMEDIATE");
+      await holdRefundAnswers(run.tools, 0);
+      const settled = await waitForSession(
+        await run.api(),
+        id,
+        (s) => s.state === SessionState.AWAITING_APPROVAL || isEnded(s),
+        40_000,
+      );
+      expect(SessionState[settled.state]).toBe("AWAITING_APPROVAL");
+      expect(settled.pendingApproval?.reason).toMatch(/the outcome of an earlier attempt is unknown/);
+    } finally {
+      holder.exec("ROLLBACK");
+      holder.close();
+    }
+    expect(await refundsOf(run.tools, "ord_DEMO00000001")).toHaveLength(1);
+    const store = await openSessionStore(run.env.ORCHESTRATOR_STORE!);
+    try {
+      expect((await store.reservations(id)).map((r) => r.status)).toEqual(["held"]);
+    } finally {
+      await store.close();
+    }
   }, 60_000);
 });
 

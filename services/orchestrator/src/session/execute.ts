@@ -102,11 +102,12 @@ export async function execute(
   const sent = await send(kit, state, flight, signal, onRetry);
   await settle();
   if ("error" in sent && boundExceeded(flight, sent.error)) return decideAgain(kit, state, flight, sent.error);
+  // The tool's own transient refusal (LEDGER_UNAVAILABLE) leaves it open too: it may come after the effect committed.
   if (
     "error" in sent &&
     tool.effect === Effect.IRREVERSIBLE_EXTERNAL &&
-    !sent.error.refusedByTool &&
-    (sent.error.outcomeUnknown || pending.unsettled)
+    !settles(sent.error) &&
+    (sent.error.outcomeUnknown || pending.unsettled || sent.error.refusedByTool)
   ) {
     return resolveUnknown(kit, state, flight, sent.error, signal);
   }
@@ -116,6 +117,15 @@ export async function execute(
   if ("error" in sent && signal.aborted && tool.effect !== Effect.IRREVERSIBLE_EXTERNAL) return state;
   if ("error" in sent && passes(sent.error)) return waitForTool(kit, state, flight, sent.error);
   return observeSent(kit, state, flight, sent);
+}
+
+/**
+ * Whether the tool's answer settles an irreversible call: a refusal from its contract's closed set
+ * that does not pass. One that passes (billing's LEDGER_UNAVAILABLE: its database did not answer)
+ * says nothing of whether an earlier attempt, or this one, committed.
+ */
+export function settles(error: CallError): boolean {
+  return error.refusedByTool && !passes(error);
 }
 
 /** The tool refused the bound the host put in a money call: the entity moved more since the host decided, and nothing was done. */
@@ -205,9 +215,9 @@ async function resolveUnknown(
     const sent: Sent = await send(kit, state, flight, signal);
     // Settled only by the tool's own answer to the same key: done (made now, or replayed), or
     // refused by the tool (then no earlier attempt made it either). A refusal before any handler
-    // ran (an open breaker, a shed, a drain) says nothing about the earlier attempt.
+    // ran (an open breaker, a shed, a drain), or the tool's own transient one, says nothing about the earlier attempt.
     if ("error" in sent && boundExceeded(flight, sent.error)) return decideAgain(kit, state, flight, sent.error);
-    if (!("error" in sent) || sent.error.refusedByTool) return observeSent(kit, state, flight, sent);
+    if (!("error" in sent) || settles(sent.error)) return observeSent(kit, state, flight, sent);
     last = sent.error;
   }
   // The tool is down, not answering wrongly: the session waits for it, the outcome still unsettled.

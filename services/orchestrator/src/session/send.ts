@@ -116,13 +116,22 @@ export function observeSent(
   const observedAt = new Date(kit.deps.now()).toISOString();
   if ("error" in sent) {
     const e = sent.error;
+    // Refused before anything ran: a money call's hold is let go, unless an earlier attempt's outcome is unknown.
+    const release =
+      call.effect && !pending.unsettled ? { money: { settle: call.effect.key, outcome: "released" as const } } : {};
     if (e.code === status.PERMISSION_DENIED)
-      return kit.moves.stop(state, "permission_denied", `${tool.name} refused the session's credentials: ${e.message}`);
+      return kit.moves.stop(
+        state,
+        "permission_denied",
+        `${tool.name} refused the session's credentials: ${e.message}`,
+        release,
+      );
     if (e.code === status.UNAUTHENTICATED)
       return kit.moves.stop(
         state,
         "unrecoverable_error",
         `${tool.name} did not accept the session's credential: ${e.message}`,
+        release,
       );
     const code = status[e.code] ?? String(e.code);
     const envelope = errorEnvelope(

@@ -355,7 +355,13 @@ function approvalItem(s) {
   });
   const item = h(
     "li",
-    { class: "approval", "data-testid": "approval-item", "data-session-id": s.sessionId },
+    {
+      class: "approval",
+      "data-testid": "approval-item",
+      "data-session-id": s.sessionId,
+      "data-approval-id": a.approvalId ?? "",
+      "data-arguments-hash": a.argumentsHash ?? "",
+    },
     h(
       "div",
       { class: "approval-head" },
@@ -407,9 +413,16 @@ function approvalItem(s) {
 
 function renderApprovals({ approvals, more }) {
   const list = $("approvals");
-  // Keyed update: an item already shown keeps its element, so a reason being typed survives the poll.
+  // Keyed update: an item already shown keeps its element, so a reason being typed survives the poll;
+  // keyed by the approval, not the session: a session that waits on a new approval gets a new item.
   const wanted = new Map(approvals.map((s) => [s.sessionId, s]));
-  for (const item of [...list.children]) if (!wanted.has(item.dataset.sessionId)) item.remove();
+  for (const item of [...list.children]) {
+    const s = wanted.get(item.dataset.sessionId);
+    const a = s?.pendingApproval ?? {};
+    const same =
+      (a.approvalId ?? "") === item.dataset.approvalId && (a.argumentsHash ?? "") === item.dataset.argumentsHash;
+    if (!s || !same) item.remove();
+  }
   const shown = new Set([...list.children].map((item) => item.dataset.sessionId));
   for (const s of approvals) if (!shown.has(s.sessionId)) list.append(approvalItem(s));
   for (const el of list.querySelectorAll(".expires")) {

@@ -9,7 +9,10 @@ import {
   readerOf,
   SESSIONS_ADMIN_SCOPE,
   viewerOf,
+  whileWaiting,
 } from "./session-access.js";
+import type { WatchEvent } from "../session/watch.js";
+import type { SessionRecord } from "../store/session-store.js";
 import type { SessionState } from "../session/session-state.js";
 
 const session = (state: SessionState, createdBy = "alice") => ({ id: "ses_1", state, createdBy });
@@ -56,5 +59,43 @@ describe("session access", () => {
     expect(readerOf(viewer("alice"))).toEqual({ createdBy: "alice", waiting: false });
     expect(readerOf(viewer("bob", APPROVER_SCOPE))).toEqual({ createdBy: "bob", waiting: true });
     expect(readerOf(viewer("ops", SESSIONS_ADMIN_SCOPE, APPROVER_SCOPE))).toBeUndefined();
+  });
+});
+
+describe("an approver's watch", () => {
+  const waitingSince = 1_000;
+  const s = { id: "ses_1", state: "AWAITING_APPROVAL", version: 5, updatedAt: waitingSince } as SessionRecord;
+  const step = (n: number, at: number): WatchEvent => ({ kind: "step", step: { step: n, at, payload: {} } });
+  const transition = (version: number): WatchEvent =>
+    ({ kind: "transition", audit: { version } }) as unknown as WatchEvent;
+
+  async function seen(events: WatchEvent[]): Promise<{ shown: WatchEvent[]; error?: unknown }> {
+    const shown: WatchEvent[] = [];
+    try {
+      for await (const event of whileWaiting(
+        (async function* () {
+          yield* events;
+        })(),
+        s,
+      ))
+        shown.push(event);
+      return { shown };
+    } catch (error) {
+      return { shown, error };
+    }
+  }
+
+  it("shows what was there while the session waited, and ends before a step made after it stopped waiting", async () => {
+    const before = [transition(5), step(3, waitingSince - 10), step(4, waitingSince)];
+    const after = step(5, waitingSince + 20);
+    const { shown, error } = await seen([...before, after, transition(6)]);
+    expect(shown).toEqual(before);
+    expect(error).toMatchObject({ reason: "SESSION_NOT_FOUND" });
+  });
+
+  it("shows the move out of waiting, then ends", async () => {
+    const { shown, error } = await seen([transition(6), step(5, waitingSince + 20)]);
+    expect(shown).toEqual([transition(6)]);
+    expect(error).toMatchObject({ reason: "SESSION_NOT_FOUND" });
   });
 });

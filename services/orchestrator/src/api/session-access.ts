@@ -69,15 +69,17 @@ export function actionable<S extends Owned>(viewer: Viewer, s: S): S {
 /**
  * A watch's events for a reader who may see the session only while it waits for an approval (`s`,
  * as read when the watch began): they end, with SESSION_NOT_FOUND, after the move out of waiting.
+ * A step made after the session stopped waiting (read before the move that made it) is not shown.
  */
 export async function* whileWaiting(events: AsyncGenerator<WatchEvent>, s: SessionRecord): AsyncGenerator<WatchEvent> {
+  const movedOn = () =>
+    new OrchestratorError(
+      "SESSION_NOT_FOUND",
+      `session ${s.id} no longer waits for an approval; only the subject that started it (or a holder of ${SESSIONS_ADMIN_SCOPE}) may follow it further`,
+    );
   for await (const event of events) {
+    if (event.kind === "step" && event.step.at > s.updatedAt) throw movedOn();
     yield event;
-    if (event.kind === "transition" && event.audit.version > s.version) {
-      throw new OrchestratorError(
-        "SESSION_NOT_FOUND",
-        `session ${s.id} no longer waits for an approval; only the subject that started it (or a holder of ${SESSIONS_ADMIN_SCOPE}) may follow it further`,
-      );
-    }
+    if (event.kind === "transition" && event.audit.version > s.version) throw movedOn();
   }
 }

@@ -30,7 +30,11 @@ async function stopOn(error: CallError, unsettled: boolean): Promise<{ reason: s
       },
     },
   } as unknown as Kit;
-  const flight = { tool: refund, call, pending: { queue: [], call, ...(unsettled ? { unsettled } : {}) } } as InFlight;
+  const flight = {
+    tool: refund,
+    call,
+    pending: { queue: [], call, ...(unsettled ? { unsettled } : {}) },
+  } as unknown as InFlight;
   await observeSent(kit, {} as SessionRecord, flight, { error, durationMs: 1 });
   return stopped!;
 }

@@ -16,10 +16,10 @@ import {
   startTelemetry,
 } from "@loopguard/tool-sdk";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { bulkhead } from "cockatiel";
 import { type GatewayConfig, loadGatewayConfig } from "./config.js";
 import { createGatewayServer } from "./gateway.js";
 import { MCP_PATH, serveMcpHttp } from "./http.js";
-import { CallLimit } from "./session-call.js";
 
 function fail(message: string): never {
   process.stderr.write(`mcp-gateway: ${message}\n`);
@@ -59,7 +59,7 @@ const deps = {
   scopesOf,
   orchestratorAddr: config.orchestratorAddr,
   waitMs: config.callWaitMs,
-  calls: new CallLimit(config.maxCalls),
+  calls: bulkhead(config.maxCalls),
   log,
 };
 

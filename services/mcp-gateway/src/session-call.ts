@@ -15,6 +15,7 @@ import {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { backoffDelayMs, CallError, type Logger, type RawClient, status } from "@loopguard/tool-sdk";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { BulkheadRejectedError, type BulkheadPolicy } from "cockatiel";
 import { type Context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 
@@ -23,38 +24,17 @@ export interface CallDeps {
   readonly orchestratorAddr: string;
   readonly waitMs: number;
   readonly log: Logger;
-  /** The calls this gateway runs at once, across clients and batches. */
-  readonly calls: CallLimit;
+  /**
+   * The tool calls this gateway follows at once, across clients and batches (a bulkhead with no
+   * queue): each starts a session and follows it for up to waitMs, so one HTTP batch of up to 100
+   * calls cannot make it follow more than this.
+   */
+  readonly calls: BulkheadPolicy;
   /** The scopes a one-call session of the tool is granted (singleCallScopes). */
   scopesOf(tool: RegisteredTool): string[];
 }
 
 type Json = CallToolResult["structuredContent"];
-
-/**
- * How many tool calls the gateway runs at once: each starts a session and follows it for up to
- * waitMs, so a client (or one HTTP batch of up to 100 calls) cannot make it follow more than this.
- */
-export class CallLimit {
-  #running = 0;
-
-  constructor(readonly max: number) {}
-
-  get running(): number {
-    return this.#running;
-  }
-
-  /** Takes a place; false when all are taken. */
-  take(): boolean {
-    if (this.#running >= this.max) return false;
-    this.#running += 1;
-    return true;
-  }
-
-  release(): void {
-    this.#running -= 1;
-  }
-}
 
 const tracer = trace.getTracer("@loopguard/mcp-gateway");
 const propagator = new W3CTraceContextPropagator();
@@ -192,20 +172,18 @@ export async function callAsSession(
   parent: Context,
   signal?: AbortSignal,
 ): Promise<CallToolResult> {
-  if (!deps.calls.take()) {
-    deps.log.warn("mcp call refused: gateway busy", { tool: tool.name, running: deps.calls.running });
+  try {
+    return await deps.calls.execute(() => follow(deps, tool, args, token, parent, signal));
+  } catch (error) {
+    if (!(error instanceof BulkheadRejectedError)) throw error;
+    deps.log.warn("mcp call refused: gateway busy", { tool: tool.name });
     return text(
-      `RESOURCE_EXHAUSTED GATEWAY_BUSY: the gateway is running ${deps.calls.max} calls, as many as it takes at once; nothing was started, try again shortly`,
+      "RESOURCE_EXHAUSTED GATEWAY_BUSY: the gateway is running as many calls as it takes at once (MCP_MAX_CALLS); nothing was started, try again shortly",
       {
         error: { code: "RESOURCE_EXHAUSTED", reason: "GATEWAY_BUSY", message: "the gateway is at its limit of calls" },
       },
       true,
     );
-  }
-  try {
-    return await follow(deps, tool, args, token, parent, signal);
-  } finally {
-    deps.calls.release();
   }
 }
 

@@ -7,9 +7,9 @@ import { singleCallScopes } from "@loopguard/orchestrator/single-call";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createLogger, createRawClient, status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
 import { startTestTool, type TestTool, testToken } from "@loopguard/tool-sdk/testing";
+import { bulkhead } from "cockatiel";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type McpHttp, serveMcpHttp } from "../src/http.js";
-import { CallLimit } from "../src/session-call.js";
 
 let started = 0;
 let polls = 0;
@@ -53,7 +53,7 @@ beforeAll(async () => {
       scopesOf: singleCallScopes(registry),
       orchestratorAddr: orchestrator.address,
       waitMs: 3000,
-      calls: new CallLimit(2),
+      calls: bulkhead(2),
       log: createLogger({ service: "mcp-gateway", write: (line) => logs.push(JSON.parse(line)) }),
     },
     "127.0.0.1",

@@ -17,6 +17,7 @@ import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { status, ToolError, wireParts } from "../errors.js";
 import type { UnaryInvoker, UnaryRoute } from "./http-call.js";
 import { checkJsonBody } from "./json-body.js";
+import { undecodable } from "./stages.js";
 
 /** A ToolError for a Connect handler: Connect's codes are gRPC's numbers, its details the same google.rpc messages. */
 function toConnectError(error: ToolError, domain: string): ConnectError {
@@ -142,11 +143,7 @@ function refusingUndecodable(handler: UniversalHandler, input: DescMessage, doma
     try {
       fromBinary(input, bytes);
     } catch {
-      const refused = new ToolError(
-        status.INVALID_ARGUMENT,
-        "REQUEST_INVALID",
-        `the request's ${bytes.byteLength} bytes are not a ${input.name} in protobuf's binary form`,
-      );
+      const refused = undecodable(input, bytes.byteLength);
       return {
         status: 400,
         header: new Headers({ "content-type": "application/json" }),

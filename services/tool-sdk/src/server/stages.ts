@@ -1,7 +1,13 @@
 // The stages every call of a tool goes through, one interceptor each (see interceptor.ts for the
 // shape and serve.ts for their order).
 import { setTimeout as sleep } from "node:timers/promises";
-import { create, type DescMethod, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  type DescMethod,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import { SpanStatusCode } from "@opentelemetry/api";
 import { INTERNAL_MESSAGE, status, ToolError } from "../errors.js";
 import { type FaultDecision, type FaultSwitch, NO_FAULT } from "../faults.js";
@@ -95,6 +101,15 @@ export function contractError(error: unknown, reasons: ReadonlySet<string>, log:
   return new ToolError(status.INTERNAL, "INTERNAL_ERROR", INTERNAL_MESSAGE);
 }
 
+/** The refusal of `bytes` bytes that are no `input` message in protobuf's binary form, over gRPC and Connect alike. */
+export function undecodable(input: DescMessage, bytes: number): ToolError {
+  return new ToolError(
+    status.INVALID_ARGUMENT,
+    "REQUEST_INVALID",
+    `the request's ${bytes} bytes are not a ${input.name} in protobuf's binary form`,
+  );
+}
+
 /**
  * A request the deserializer left undecoded is refused without work: one above its method's size
  * limit, or bytes that are no message of the method's input type (truncated, or not protobuf).
@@ -107,14 +122,7 @@ export function undecodedStage(
 ): Interceptor {
   return (next) => (call) => {
     const { request } = call;
-    if (request instanceof UndecodableRequest)
-      return Promise.reject(
-        new ToolError(
-          status.INVALID_ARGUMENT,
-          "REQUEST_INVALID",
-          `the request's ${request.bytes} bytes are not a ${method.input.name} in protobuf's binary form`,
-        ),
-      );
+    if (request instanceof UndecodableRequest) return Promise.reject(undecodable(method.input, request.bytes));
     if (!(request instanceof OversizedRequest)) return next(call);
     metrics.tooLarge.inc({ tool, grpc_method: method.name });
     return Promise.reject(

@@ -30,6 +30,11 @@ export interface ApprovalAnswer {
   readonly reason: string;
 }
 
+/** What an answer says of `tool`'s call whose earlier attempt's outcome is unknown. */
+function effectUnknown(tool: string): string {
+  return `whether its earlier attempt took effect is unknown: check ${tool}'s records`;
+}
+
 /**
  * The tool of a waiting session's call whose earlier attempt's outcome is unknown (parked
  * unsettled, or waiting for a human to settle it).
@@ -143,7 +148,7 @@ export async function answerApproval(
   const by = redactText(`${input.approver}${input.reason ? `: ${input.reason}` : ""}`);
   const answer =
     approval.kind === "outcome_unknown"
-      ? `${approval.tool} was not re-sent (denied by ${by}); whether its earlier attempt took effect is unknown: check ${approval.tool}'s records`
+      ? `${approval.tool} was not re-sent (denied by ${by}); ${effectUnknown(approval.tool)}`
       : `${approval.tool} was not approved (denied by ${by}); nothing was executed`;
   try {
     return await (input.approve
@@ -188,7 +193,7 @@ export async function expireApprovals(d: HumanDeps, store: SessionStore): Promis
       // An approval to settle an unknown outcome: the earlier attempt may have taken effect, and the answer says so.
       const answer =
         approval?.kind === "outcome_unknown"
-          ? `${expiredUnanswered}; ${approval.tool} was not re-sent, and whether its earlier attempt took effect is unknown: check ${approval.tool}'s records`
+          ? `${expiredUnanswered}; ${approval.tool} was not re-sent, and ${effectUnknown(approval.tool)}`
           : expiredUnanswered;
       await d.moves.stop(s, "approval_denied", answer, { fenced: false }).catch((error: unknown) => {
         if (!(error instanceof StaleTransitionError)) throw error;

@@ -236,7 +236,7 @@ export function moveParams(t: TransitionInput, now: number): MoveParams[] {
       context: last && patch.context !== undefined ? storableJson(JSON.stringify(withoutHistory(patch.context))) : null,
       historyLen: last && Array.isArray(patch.context?.history) ? patch.context.history.length : null,
       historyKept: delta.kept,
-      historyItems: last ? delta.items.map((item) => storableJson(item)) : [],
+      historyItems: last ? delta.items.map(storableJson) : [],
       setPending: last && patch.pending !== undefined ? 1 : 0,
       pending: last && patch.pending != null ? storableJson(JSON.stringify(patch.pending)) : null,
       setAnswer: last && patch.answer !== undefined ? 1 : 0,

@@ -7,15 +7,11 @@ const UNSTORABLE = /\0|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\
 /** The same in JSON text, where JSON.stringify writes both escaped (and only a lone surrogate so): the escape, not itself escaped. */
 const UNSTORABLE_ESCAPE = /(?<!\\)((?:\\\\)*)\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})/g;
 
-export function storable(text: string): string;
-export function storable(text: string | null): string | null;
 export function storable(text: string | null): string | null {
   return text === null ? null : text.replace(UNSTORABLE, "\ufffd");
 }
 
 /** JSON text (from JSON.stringify) as both stores can hold it; a cheap look first, as escapes are rare. */
-export function storableJson(json: string): string;
-export function storableJson(json: string | null): string | null;
-export function storableJson(json: string | null): string | null {
-  return json === null || !json.includes("\\u") ? json : json.replace(UNSTORABLE_ESCAPE, "$1\\ufffd");
+export function storableJson(json: string): string {
+  return json.includes("\\u") ? json.replace(UNSTORABLE_ESCAPE, "$1\\ufffd") : json;
 }

@@ -136,7 +136,9 @@ export async function build(
     context: config.context,
     tokenCounter: counter,
     prices,
-    owner: config.instanceId,
+    // One owner per process start: a replica restarted under the same id (a container's pid 1, a
+    // pod's name) takes its sessions over, so a session that kills every process counts takeovers.
+    owner: `${config.instanceId}/${randomBytes(4).toString("hex")}`,
     runId: `run_${randomBytes(6).toString("hex")}`,
     now: Date.now,
     log,

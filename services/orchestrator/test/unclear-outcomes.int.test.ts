@@ -252,6 +252,40 @@ describe("the orchestrator stopped while a refund is in flight", () => {
     expect(done.answer).not.toMatch(/EAPPROVAL|approval/);
   }, 60_000);
 
+  it("SIGKILL after an approved refund was made, billing then refusing: never 'not made', the hold kept, a human settles it with the same key", async () => {
+    const run = await setUp("scripted");
+    const id = await startRefund(run, "scripted", "ord_DEMO00000008", 1000, 15_000);
+    const shown = (await waitForSession(await run.api(), id, (s) => s.state === SessionState.AWAITING_APPROVAL, 20_000))
+      .pendingApproval!;
+    await holdRefundAnswers(run.tools, 3000);
+    await (await run.approver()).resolveApproval(decisionOn(id, shown, true, "checked"));
+    await untilRefunded(run.tools, "ord_DEMO00000008");
+    await kill(run.orchestrator, "SIGKILL");
+    // Billing now refuses every Refund before its handler runs (a shed, a drain, an outage).
+    await setFaults(run.tools, "billing", { outage: true, methods: ["Refund"] });
+    await run.restart();
+    const waiting = await waitForSession(
+      await run.api(),
+      id,
+      (s) =>
+        (s.state === SessionState.AWAITING_APPROVAL && s.pendingApproval?.approvalId !== shown.approvalId) ||
+        isEnded(s),
+      40_000,
+    );
+    expect(SessionState[waiting.state]).toBe("AWAITING_APPROVAL");
+    expect(waiting.pendingApproval?.reason).toMatch(/the outcome of an earlier attempt is unknown/);
+    const store = await openSessionStore(run.env.ORCHESTRATOR_STORE!);
+    onCleanUp(() => store.close());
+    expect((await store.reservations(id)).map((r) => r.status)).toEqual(["held"]);
+    await setFaults(run.tools, "billing", {});
+    await (await run.approver()).resolveApproval(decisionOn(id, waiting.pendingApproval!, true, "re-send it"));
+    const ended = await waitForSession(await run.api(), id, isEnded, 20_000);
+    const refunds = await refundsOf(run.tools, "ord_DEMO00000008");
+    expect(refunds).toHaveLength(1);
+    expect(ended.answer).not.toMatch(/not made|nothing was done/);
+    expect(ended.answer).toContain(`refund:${refunds[0]!.refundId}`);
+  }, 90_000);
+
   it("SIGKILL during a refund, past ORCHESTRATOR_MAX_TAKEOVERS: the refund is settled with its key first, then the session stops naming it", async () => {
     const run = await setUp("scripted", [], { ORCHESTRATOR_LEASE_TTL_MS: "1000", ORCHESTRATOR_MAX_TAKEOVERS: "1" });
     await holdRefundAnswers(run.tools, 1500);
@@ -336,7 +370,7 @@ describe("the orchestrator stopped while the model decides", () => {
     }
   }, 60_000);
 
-  it("SIGKILL mid-decision, again and again: the session is taken over at most ORCHESTRATOR_MAX_TAKEOVERS times, then stopped without asking the model again", async () => {
+  it("SIGKILL mid-decision, again and again, restarted under one instance id: the session is taken over at most ORCHESTRATOR_MAX_TAKEOVERS times, then stopped without asking the model again", async () => {
     let asked = 0;
     const hangs: ScriptedReply = async (request) => {
       asked += 1;
@@ -349,6 +383,8 @@ describe("the orchestrator stopped while the model decides", () => {
       {
         ORCHESTRATOR_LEASE_TTL_MS: "1000",
         ORCHESTRATOR_MAX_TAKEOVERS: "1",
+        // As a container restarted in its pod comes back: the same name (its pod's; its pid 1).
+        ORCHESTRATOR_INSTANCE_ID: "orchestrator-0",
       },
     );
     const id = await startRefund(run, "openai", "ord_DEMO00000002", 400);

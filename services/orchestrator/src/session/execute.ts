@@ -15,7 +15,10 @@ import { passes } from "./park-rules.js";
 import { safeToReissue } from "./plan.js";
 import { type InFlight, observeSent, type Sent, send } from "./send.js";
 
-/** `pending.startedBy` of a call a human approved: it goes out next, sent by whichever replica drives the session. */
+/**
+ * `pending.startedBy` of a call a human approved and no run has sent yet: whichever replica drives
+ * the session next records its run on it (one move) before sending it.
+ */
 export const APPROVED = "approved";
 /** Re-sends with the same key before an unknown outcome goes to a human, and the wait before the first (then 2×, 3×). */
 const OUTCOME_RESOLUTION_ROUNDS = 3;
@@ -76,11 +79,15 @@ export async function execute(
   const call = pending.call;
   if (!call) return moves.stop(s, "unrecoverable_error", "a tool call was in flight but its record is missing");
   const tool = deps.registry.get(call.tool)!;
-  // "approved": a human approved this call, and it goes out now (with its idempotency key, so
-  // whoever sends it — this replica, or the next after a crash — sends the same effect).
-  if (pending.startedBy !== runOf(kit, s.id) && pending.startedBy !== APPROVED)
-    return reissue(kit, s, tool, call, pending);
   const audit = { tool: tool.name, argsHash: call.argsHash };
+  // A human approved this call: this run records itself as its sender before it goes out, so a run
+  // that finds it after a crash re-issues it as interrupted (its outcome unsettled), never as new.
+  if (pending.startedBy === APPROVED)
+    return moves.move(s, "TOOL_EXECUTING", {
+      audit: { reason: "sending the approved call", ...audit },
+      patch: { pending: pendingJson({ ...pending, startedBy: runOf(kit, s.id) }) },
+    });
+  if (pending.startedBy !== runOf(kit, s.id)) return reissue(kit, s, tool, call, pending);
   if (s.state === "RETRYING") return moves.move(s, "TOOL_EXECUTING", { audit: { reason: "retrying", ...audit } });
   let state = s;
   let unsettled = recorded;

@@ -42,7 +42,17 @@ export type StopReason = (typeof STOP_REASONS)[number];
 export const TRANSITIONS: Readonly<Record<SessionState, readonly SessionState[]>> = Object.freeze({
   IDLE: ["THINKING", "CANCELLED", "FAILED"],
   THINKING: ["TOOL_EXECUTING", "AWAITING_APPROVAL", "PARKED", "THINKING", "DONE", "FAILED", "CANCELLED"],
-  TOOL_EXECUTING: ["OBSERVING", "RETRYING", "FALLBACK", "AWAITING_APPROVAL", "PARKED", "FAILED", "CANCELLED"],
+  // TOOL_EXECUTING -> TOOL_EXECUTING: the run that sends an approved call records itself first (execute.ts).
+  TOOL_EXECUTING: [
+    "TOOL_EXECUTING",
+    "OBSERVING",
+    "RETRYING",
+    "FALLBACK",
+    "AWAITING_APPROVAL",
+    "PARKED",
+    "FAILED",
+    "CANCELLED",
+  ],
   RETRYING: ["TOOL_EXECUTING", "FALLBACK", "PARKED", "FAILED", "CANCELLED"],
   FALLBACK: ["OBSERVING", "FAILED", "CANCELLED"],
   OBSERVING: ["THINKING", "DONE", "FAILED", "CANCELLED"],

@@ -1,7 +1,8 @@
 // One MCP tool call as a one-call session on the orchestrator, through its public gRPC API: start
 // it with the call's task (single-call policy), wait until it ends or stops for a person or a tool,
 // and say what happened as an MCP tool result. A refusal (scope, arguments, money rules) is a
-// result with isError and the precise message; waiting for approval is not an error.
+// result with isError and the precise message; waiting for approval is not an error. An answer
+// not given live says so first: a cached one its age, a degraded stand-in (an error) the host's note.
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
@@ -83,6 +84,41 @@ export function refusal(error: unknown, addr: string): CallToolResult {
   );
 }
 
+/** The single-call policy's answer: the call's result envelope (the orchestrator's ResultEnvelope). */
+interface Envelope {
+  ok?: boolean;
+  data?: unknown;
+  error?: { code: string; message: string; suggestedAction?: string };
+  refs?: string[];
+  servedFrom?: string;
+  observedAt?: string;
+  ageMs?: number;
+  note?: string;
+}
+
+/**
+ * An answer the tool did not give live opens its text with the host's note, as a client's model
+ * reads only the text. A degraded answer is a declared stand-in, not the tool's data: an error
+ * result, without the stand-in. A cached one is the tool's data, with its age.
+ */
+function answered(envelope: Envelope, base: Record<string, unknown>): CallToolResult {
+  const result = { result: (envelope.data ?? null) as never, refs: envelope.refs ?? [] };
+  const data = JSON.stringify(result.result);
+  const { servedFrom = "", note = "" } = envelope;
+  const opening = (label: string) => (note ? `${label}: ${note}` : label);
+  if (servedFrom === "degraded") return text(opening("degraded"), { ...base, servedFrom, note }, true);
+  if (servedFrom === "cache")
+    return text(`${opening("served from cache")}\n${data}`, {
+      ...base,
+      ...result,
+      servedFrom,
+      note,
+      observedAt: envelope.observedAt,
+      ageMs: envelope.ageMs,
+    });
+  return text(data, { ...base, ...result, servedFrom });
+}
+
 /** The tool's result from the session's answer: the single-call policy answers with the call's result envelope. */
 function ended(s: Session): CallToolResult {
   const base = {
@@ -91,28 +127,13 @@ function ended(s: Session): CallToolResult {
     outcome: s.outcome?.kind ?? "",
     traceId: s.traceId,
   };
-  let envelope:
-    | {
-        ok?: boolean;
-        data?: unknown;
-        error?: { code: string; message: string; suggestedAction?: string };
-        refs?: string[];
-        servedFrom?: string;
-      }
-    | undefined;
+  let envelope: Envelope | undefined;
   try {
-    envelope = JSON.parse(s.answer) as typeof envelope;
+    envelope = JSON.parse(s.answer) as Envelope;
   } catch {
     envelope = undefined;
   }
-  if (s.state === SessionState.DONE && envelope?.ok === true) {
-    return text(JSON.stringify(envelope.data ?? null), {
-      ...base,
-      result: (envelope.data ?? null) as never,
-      refs: envelope.refs ?? [],
-      servedFrom: envelope.servedFrom ?? "",
-    });
-  }
+  if (s.state === SessionState.DONE && envelope?.ok === true) return answered(envelope, base);
   if (envelope?.error) {
     const e = envelope.error;
     return text(

@@ -1,8 +1,10 @@
 // The dashboard's tool table: per tool, since this process started, latency quantiles and
-// outcomes read back from the tool clients' own Prometheus metrics.
+// outcomes read back from the tool clients' own Prometheus metrics, and the degraded answers the
+// host gave sessions in the tool's place from the sessions' metrics.
 import type { DescService } from "@bufbuild/protobuf";
 import type { ToolClient } from "@loopguard/tool-sdk";
 import type { Registry } from "prom-client";
+import { ToolRegistry } from "../tool-registry.js";
 
 export type Buckets = Map<number, number>;
 
@@ -36,6 +38,7 @@ export interface ToolStats {
   readonly p95Ms: number | null;
   /** Share of calls the tool did not answer live (errors, fallbacks, rejections). */
   readonly errorRate: number;
+  /** Answers from the cache or the degraded answer, the client's and the host's. */
   readonly fallbacksServed: number;
   readonly outcomes: Record<string, number>;
 }
@@ -56,16 +59,36 @@ export interface ToolCounters {
   readonly buckets: Buckets;
   /** Calls by outcome, e.g. "ok", "fallback_cache". */
   readonly outcomes: Record<string, number>;
+  /** Degraded answers the host gave sessions itself when the tool stayed down (session/park.ts). */
+  readonly hostDegraded: number;
 }
 
-/** Per tool, since this process started: latency from grpc_client_handling_seconds, outcomes from loopguard_tool_client_calls_total. */
+/** Per set of clients: the tool of each model-visible name its sessions' metrics are labelled with. */
+const toolsByName = new WeakMap<ReadonlyMap<string, ToolClient<DescService>>, ReadonlyMap<string, string>>();
+
+function toolOfName(clients: ReadonlyMap<string, ToolClient<DescService>>): ReadonlyMap<string, string> {
+  let names = toolsByName.get(clients);
+  if (!names) {
+    const registry = new ToolRegistry([...clients.values()].map((c) => c.service));
+    names = new Map(registry.list().map((t) => [t.name, t.tool]));
+    toolsByName.set(clients, names);
+  }
+  return names;
+}
+
+/**
+ * Per tool, since this process started: latency from grpc_client_handling_seconds, outcomes from
+ * loopguard_tool_client_calls_total, the host's degraded answers from
+ * loopguard_session_tool_results_total{served_from="degraded"}.
+ */
 export async function toolCounters(
   registry: Registry,
   clients: ReadonlyMap<string, ToolClient<DescService>>,
 ): Promise<ToolCounters[]> {
-  const [latency, calls] = await Promise.all([
+  const [latency, calls, results] = await Promise.all([
     valuesOf(registry, "grpc_client_handling_seconds"),
     valuesOf(registry, "loopguard_tool_client_calls_total"),
+    valuesOf(registry, "loopguard_session_tool_results_total"),
   ]);
   const bucketsByService = new Map<string, Buckets>();
   for (const v of latency) {
@@ -84,12 +107,22 @@ export async function toolCounters(
     outcomes[outcome] = (outcomes[outcome] ?? 0) + v.value;
     outcomesByTool.set(tool, outcomes);
   }
+  // Sessions call their tools with degraded: false (session/send.ts), so a degraded answer a
+  // session observed is the host's and never also a client's fallback_degraded; cached answers
+  // are the client's, counted in its outcomes already.
+  const names = toolOfName(clients);
+  const degradedByTool = new Map<string, number>();
+  for (const v of results) {
+    const tool = v.labels.served_from === "degraded" ? names.get(String(v.labels.tool)) : undefined;
+    if (tool !== undefined) degradedByTool.set(tool, (degradedByTool.get(tool) ?? 0) + v.value);
+  }
   return [...clients.values()].map((client) => ({
     tool: client.tool,
     service: client.service.typeName,
     breaker: client.breakerState,
     buckets: bucketsByService.get(client.service.typeName) ?? new Map<number, number>(),
     outcomes: outcomesByTool.get(client.tool) ?? {},
+    hostDegraded: degradedByTool.get(client.tool) ?? 0,
   }));
 }
 
@@ -108,7 +141,7 @@ export async function toolStats(
   registry: Registry,
   clients: ReadonlyMap<string, ToolClient<DescService>>,
 ): Promise<ToolStats[]> {
-  return (await toolCounters(registry, clients)).map(({ tool, service, breaker, buckets, outcomes }) => ({
+  return (await toolCounters(registry, clients)).map(({ tool, service, breaker, buckets, outcomes, hostDegraded }) => ({
     tool,
     service,
     breaker,
@@ -116,7 +149,7 @@ export async function toolStats(
     p50Ms: msOf(quantileOf(buckets, 0.5)),
     p95Ms: msOf(quantileOf(buckets, 0.95)),
     errorRate: errorRatioOf(outcomes) ?? 0,
-    fallbacksServed: (outcomes.fallback_cache ?? 0) + (outcomes.fallback_degraded ?? 0),
+    fallbacksServed: (outcomes.fallback_cache ?? 0) + (outcomes.fallback_degraded ?? 0) + hostDegraded,
     outcomes,
   }));
 }

@@ -1,19 +1,36 @@
 // A session's health score, 0..100 (higher is healthier), for operators scanning many
-// sessions: it falls with the share of the step budget used, the share of tool calls that
-// failed, and the 95th percentile tool latency against a 2 s reference.
-import type { HistoryItem } from "../policies/policy.js";
+// sessions: it falls with the share of the step budget used, the share of tool results not
+// answered live (failed, or a fallback in their place), and the 95th percentile tool latency
+// against a 2 s reference.
+import type { HistoryItem, ResultEnvelope } from "../policies/policy.js";
 import type { SessionRecord } from "../store/session-store.js";
 
 const LATENCY_REFERENCE_MS = 2000;
 
+type Observation = Extract<HistoryItem, { kind: "observation" }>;
+
+/**
+ * How much one result counts against the score, 0..1. A degraded stand-in (ok, but the declared
+ * empty answer) tells nothing, as a failure does. A cached answer is real data, only stale, and
+ * the tool was down all the same: it counts half.
+ */
+function missWeight({ ok, servedFrom }: ResultEnvelope): number {
+  if (!ok || servedFrom === "degraded") return 1;
+  return servedFrom === "cache" ? 0.5 : 0;
+}
+
 export function healthScore(s: SessionRecord): number {
-  const history = ((s.context.history ?? []) as unknown as HistoryItem[]).filter((h) => h.kind === "observation");
+  const history = ((s.context.history ?? []) as unknown as HistoryItem[]).filter(
+    (h): h is Observation => h.kind === "observation",
+  );
   const stepsUsed = Math.min(1, s.usage.steps / Math.max(1, s.budget.maxSteps));
   const errorRate =
-    history.length === 0
-      ? 0
-      : history.filter((h) => h.kind === "observation" && !h.envelope.ok).length / history.length;
-  const latencies = history.map((h) => (h.kind === "observation" ? (h.latencyMs ?? 0) : 0)).sort((a, b) => a - b);
+    history.length === 0 ? 0 : history.reduce((sum, h) => sum + missWeight(h.envelope), 0) / history.length;
+  // The host makes a degraded answer itself and records it as taking 0 ms: not a tool's latency.
+  const latencies = history
+    .filter((h) => h.envelope.servedFrom !== "degraded")
+    .map((h) => h.latencyMs ?? 0)
+    .sort((a, b) => a - b);
   const p95 =
     latencies.length === 0 ? 0 : latencies[Math.min(latencies.length - 1, Math.floor(0.95 * latencies.length))]!;
   const slow = Math.min(1, p95 / LATENCY_REFERENCE_MS);

@@ -1,14 +1,15 @@
 // Where the step-trace JSONL files live and how long they stay. rotating-file-stream starts a new
 // file at each UTC midnight and after the write that takes one past its size, never renaming one
 // (its `immutable` mode, what log shippers tail best): `steps.<UTC day>.<n>.jsonl`, the highest
-// <n> of the newest day being the one written (a restart appends to it). (pino-roll was tried
+// <n> of the newest day being the one written (a restart appends to it, after ending a line that
+// a crash cut short). (pino-roll was tried
 // first: it rolls by size only once sonic-boom's buffer drains, which under steady load is late.)
 // Its own limits count the rotated files only and need a history file beside them, so the
 // total-size cap and the age limit are the small sweep below, run whenever a file is opened: files
 // older than the age limit go, then the oldest until those left fit the cap with room for the open
 // file to grow to its full size. Defaults fit the orchestrator's 1 GiB emptyDir
 // (docs/kubernetes.md) with half of it to spare.
-import { existsSync, readdirSync } from "node:fs";
+import { appendFileSync, closeSync, existsSync, fstatSync, openSync, readdirSync, readSync } from "node:fs";
 import { readdir, stat, unlink } from "node:fs/promises";
 import { basename, join, normalize } from "node:path";
 import { PRIVATE_FILE_MODE } from "@loopguard/sql-store";
@@ -135,6 +136,7 @@ function traceFileNames(
  */
 export function openTraceFile(dir: string, retention: TraceRetention, { fresh = false } = {}): TraceFileWriter {
   const names = traceFileNames(dir, fresh);
+  if (!fresh) endTornLine(join(dir, names.name(Date.now())));
   const destination = createStream(names.name, {
     path: dir,
     size: `${retention.fileBytes}B`,
@@ -157,4 +159,22 @@ export function openTraceFile(dir: string, retention: TraceRetention, { fresh = 
       );
   });
   return { destination, swept: () => sweeping };
+}
+
+/**
+ * Ends the last line of the file a restart appends to when a crash cut it short, so the first
+ * record written after it is a line of its own (the cut one stays what it is: one bad line).
+ */
+function endTornLine(path: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    const { size } = fstatSync(fd);
+    const last = Buffer.alloc(1);
+    if (size > 0 && readSync(fd, last, 0, 1, size - 1) === 1 && last[0] !== 0x0a) appendFileSync(path, "\n");
+  } catch {
+    // No file yet, or one that cannot be read: the stream opens (or reports) it.
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
 }

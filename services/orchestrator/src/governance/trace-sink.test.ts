@@ -77,6 +77,17 @@ describe("TraceSink", () => {
     expect(statSync(join(root, "traces", `steps.${today()}.1.jsonl`)).mode & 0o777).toBe(0o600);
   });
 
+  it("after a crash cut the day's last line short, appends the next record as a line of its own", async () => {
+    const { root, traces } = await sink((r) => join(r, "traces"));
+    const name = join(root, "traces", `steps.${today()}.1.jsonl`);
+    mkdirSync(join(root, "traces"), { recursive: true });
+    writeFileSync(name, '{"step":1}\n{"step":2,"sess');
+    const step = traces.step(record(3, new Date().toISOString()));
+    await traces.append(step);
+    await traces.close();
+    expect(readFileSync(name, "utf8").split("\n")).toEqual(['{"step":1}', '{"step":2,"sess', step.json, ""]);
+  });
+
   it("a file that cannot be opened fails neither the append nor close", async () => {
     const { root, traces } = await sink((r) => join(r, "traces"));
     const name = `steps.${today()}.1.jsonl`;

@@ -278,4 +278,15 @@ describe("model calls", () => {
     expect(Number(ms)).toBeLessThanOrEqual(1500);
     expect(Date.now() - started).toBeLessThan(10_000);
   });
+
+  it("charges a model call that timed out its prompt, as the model read it, though no decision came", async () => {
+    const { done, requests } = await run("hang: what does it cost", { maxWallClockMs: 1500 });
+    expect(requests).toHaveLength(1);
+    expect(done.answer).toMatch(/timed out/);
+    // The prompt's tokens (its instructions and tools alone are over a hundred), at 1 micro an input
+    // token (MODEL_PRICES above), and nothing for a reply that never came.
+    const tokens = Number(done.usage?.tokens);
+    expect(tokens).toBeGreaterThan(100);
+    expect(Number(done.usage?.costMicros)).toBe(tokens);
+  });
 });

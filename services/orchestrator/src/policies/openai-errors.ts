@@ -11,12 +11,21 @@ export class PolicyUnavailableError extends Error {
   readonly retryAfterMs: number | undefined;
   /** HTTP status when there was a response. */
   readonly status: number | undefined;
+  /**
+   * The model read the prompt, though no decision came of it: the request timed out after it was
+   * sent, or its answer came too large or not JSON. The host charges its prompt as it would read it.
+   */
+  readonly promptRead: boolean;
 
-  constructor(message: string, opts: { retryable: boolean; retryAfterMs?: number; status?: number; cause?: unknown }) {
+  constructor(
+    message: string,
+    opts: { retryable: boolean; retryAfterMs?: number; status?: number; promptRead?: boolean; cause?: unknown },
+  ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.retryable = opts.retryable;
     this.retryAfterMs = opts.retryAfterMs;
     this.status = opts.status;
+    this.promptRead = opts.promptRead ?? false;
   }
 }
 
@@ -27,9 +36,12 @@ export function unavailable(err: unknown, timeoutMs: number, redact: (text: stri
   const tooLarge = err instanceof APIConnectionError ? err.cause : err;
   // Not retried: the same model asked the same question again would most likely run away again.
   if (tooLarge instanceof ResponseTooLargeError)
-    return new PolicyUnavailableError(tooLarge.message, { retryable: false });
+    return new PolicyUnavailableError(tooLarge.message, { retryable: false, promptRead: true });
   if (err instanceof APIConnectionTimeoutError) {
-    return new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, { retryable: true });
+    return new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, {
+      retryable: true,
+      promptRead: true,
+    });
   }
   if (err instanceof APIError && err.status !== undefined) {
     const retryAfterMs = err.headers ? parseRetryAfter(err.headers) : undefined;
@@ -40,7 +52,10 @@ export function unavailable(err: unknown, timeoutMs: number, redact: (text: stri
     });
   }
   if (err instanceof SyntaxError) {
-    return new PolicyUnavailableError("chat completions returned a body that is not JSON", { retryable: true });
+    return new PolicyUnavailableError("chat completions returned a body that is not JSON", {
+      retryable: true,
+      promptRead: true,
+    });
   }
   const reason = err instanceof APIConnectionError ? describeNetworkError(err.cause) : describeNetworkError(err);
   return new PolicyUnavailableError(redact(`chat completions request failed: ${reason}`), { retryable: true });

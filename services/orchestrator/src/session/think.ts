@@ -53,7 +53,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
     );
   } catch (error) {
     if (signal.aborted) return cutOff(kit, s, policy, prompt.governed.tokens);
-    return policyFailed(kit, s, error, signal);
+    return policyFailed(kit, s, error, signal, policy, prompt.governed.tokens);
   }
   const asked = decision.kind === "tool_calls" ? decision.calls.length : 0;
   decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
@@ -180,29 +180,45 @@ async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: 
 
 /**
  * A model call that failed: a retryable failure is tried again while the session has time and
- * retries left (each one counted in its retry budget); otherwise the session stops.
+ * retries left (each one counted in its retry budget); otherwise the session stops. A call the
+ * model read (timed out after it was sent, its answer unusable) is charged its prompt's tokens, as
+ * a cut-off call is, so failing calls cannot ask the model past the token and money budgets.
  */
 async function policyFailed(
-  { deps, moves }: Kit,
+  kit: Kit,
   s: SessionRecord,
   error: unknown,
   signal: AbortSignal,
+  policy: Policy,
+  promptTokens: number,
 ): Promise<SessionRecord> {
-  const { retryable, retryAfterMs } = error as { retryable?: boolean; retryAfterMs?: number };
+  const { deps, moves } = kit;
+  const { retryable, retryAfterMs, promptRead } = error as {
+    retryable?: boolean;
+    retryAfterMs?: number;
+    promptRead?: boolean;
+  };
+  const spent = promptRead === true ? cutOffSpend(kit, policy, promptTokens) : undefined;
+  const charged = (usage: Usage) => (spent ? { patch: { usage: withSpend(usage, spent) }, spend: spent } : {});
   const why = redactText(boundText(String((error as Error).message), MAX_ANSWER_CHARS));
   if (retryable !== true || deadlineOf(s.usage, s.budget) <= deps.now() + 1000)
-    return moves.stop(s, "unrecoverable_error", `the policy failed: ${why}`);
+    return moves.stop(s, "unrecoverable_error", `the policy failed: ${why}`, charged(s.usage));
   if (retriesLeft(s.usage, s.budget) === 0) {
     const used = s.usage.retries ?? 0;
     return moves.stop(
       s,
       "unrecoverable_error",
       `the policy failed: ${why}; not retried: the session's retry budget (${used} of ${s.budget.maxRetries ?? DEFAULT_MAX_RETRIES}, model and tool calls together) is spent`,
+      charged(s.usage),
     );
   }
+  const usage = withRetries(s.usage, 1);
+  const retrying = await moves.move(s, "THINKING", {
+    audit: { reason: `model call failed, retrying: ${why}` },
+    patch: { usage },
+    ...charged(usage),
+  });
   // A stop during the pause ends it: the session stays THINKING, and whoever runs it next asks the model.
   await sleep(Math.min(Number(retryAfterMs ?? 500), 5000), undefined, { signal }).catch(() => undefined);
-  if (signal.aborted) return s;
-  const usage = withRetries(s.usage, 1);
-  return moves.move(s, "THINKING", { audit: { reason: `model call failed, retrying: ${why}` }, patch: { usage } });
+  return retrying;
 }

@@ -46,6 +46,21 @@ describe("SideEffectRules over the shipped contracts", () => {
     ]);
   });
 
+  it("a task asks for a refund when it states amount_cents: on the orders it names, adding up to that figure", () => {
+    const rules = new SideEffectRules(new ToolRegistry([KbSearchService, BillingService, RiskService]));
+    expect(rules.askedFor({ order_ids: ["ord_DEMO00000001", "ord_DEMO00000002"], amount_cents: "12000" })).toEqual([
+      {
+        tool: "billing_refund",
+        entity: "order",
+        entityIds: ["ord_DEMO00000001", "ord_DEMO00000002"],
+        field: "amount_cents",
+        figure: 12_000,
+      },
+    ]);
+    expect(rules.askedFor({ order_id: "ord_DEMO00000001", amount_cents: "lots" })[0]?.figure).toBeUndefined();
+    expect(rules.askedFor({ order_id: "ord_DEMO00000001" })).toEqual([]);
+  });
+
   it("guards nothing that is not irreversible", () => {
     const registry = new ToolRegistry([KbSearchService, BillingService, RiskService]);
     const rules = new SideEffectRules(registry);

@@ -116,6 +116,22 @@ function readerOf(tool: RegisteredTool, entity: string, where: string): EntityRe
   };
 }
 
+/** What a task asks of one irreversible tool: an effect on each entity it names, the amounts adding up to its figure. */
+export interface AskedEffect {
+  readonly tool: string;
+  readonly entity: string;
+  readonly entityIds: readonly string[];
+  /** The task field the amounts add up to, and the task's figure there (undefined when it is not a whole number). */
+  readonly field: string;
+  readonly figure: number | undefined;
+}
+
+/** A task's figure as the side-effect guard reads it: a whole number, or a string of digits. */
+function figureOf(v: JsonValue | undefined): number | undefined {
+  const n = typeof v === "number" ? v : typeof v === "string" && /^\d+$/.test(v) ? Number(v) : Number.NaN;
+  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}
+
 export class SideEffectRules {
   readonly #effects = new Map<string, GuardedEffect>();
   readonly #readers = new Map<string, EntityReader>();
@@ -144,13 +160,21 @@ export class SideEffectRules {
     return this.#effects.has(name);
   }
 
-  /** The irreversible tools whose effect a task asks for: it states the figure the contract bounds their amount by (e.g. amount_cents). */
-  askedFor(task: JsonObject): string[] {
-    return [...this.#effects.values()]
-      .filter(
-        (g) => g.amountTaskField !== undefined && task[g.amountTaskField] != null && task[g.amountTaskField] !== "",
-      )
-      .map((g) => g.tool.name);
+  /** The irreversible effects a task asks for: it states the figure the contract bounds their amount by (e.g. amount_cents). */
+  askedFor(task: JsonObject): AskedEffect[] {
+    return [...this.#effects.values()].flatMap((g) => {
+      const field = g.amountTaskField;
+      if (field === undefined || task[field] == null || task[field] === "") return [];
+      return [
+        {
+          tool: g.tool.name,
+          entity: g.entity,
+          entityIds: declaredEntities(task, g.entity),
+          field,
+          figure: figureOf(task[field]),
+        },
+      ];
+    });
   }
 
   #guard(tool: RegisteredTool): GuardedEffect {

@@ -27,7 +27,7 @@ function ended(
   stopReason: StopReason,
   task: JsonObject,
   history: HistoryItem[],
-  effects: { tool: string }[] = [],
+  effects: { tool: string; entityId?: string; amount?: number }[] = [],
 ): SessionRecord {
   return {
     id: "ses_test",
@@ -78,6 +78,61 @@ describe("outcomeOf", () => {
     expect(
       outcomeOf(ended("done", REFUND_TASK, [seen("billing_refund", envelope("none", "UNAVAILABLE"))]), rules),
     ).toEqual({ kind: "not_done", reason: "no_effect: billing_refund" });
+  });
+
+  describe("a refund task succeeded only when what was refunded is what it asked for", () => {
+    const refund = (entityId: string, amount: number) => ({ tool: "billing_refund", entityId, amount });
+    const ONE = { kind: "refund", order_id: "ord_DEMO00000001", amount_cents: 5000 };
+    const TWO = { kind: "refund", order_ids: ["ord_DEMO00000001", "ord_DEMO00000002"], amount_cents: 12_000 };
+
+    it("1 cent of a 5000-cent task is partial, saying what was refunded of what", () => {
+      expect(outcomeOf(ended("done", ONE, [], [refund("ord_DEMO00000001", 1)]), rules)).toEqual({
+        kind: "partial",
+        reason: "not_as_asked: billing_refund moved 1 of the 5000 amount_cents asked for (order ord_DEMO00000001: 1)",
+      });
+    });
+
+    it("a task naming two orders with only one refunded is partial, naming the one left, even when the amount is all there", () => {
+      expect(outcomeOf(ended("done", TWO, [], [refund("ord_DEMO00000001", 6000)]), rules)).toEqual({
+        kind: "partial",
+        reason:
+          "not_as_asked: billing_refund moved 6000 of the 12000 amount_cents asked for (order ord_DEMO00000001: 6000, order ord_DEMO00000002: none)",
+      });
+      expect(outcomeOf(ended("done", TWO, [], [refund("ord_DEMO00000001", 12_000)]), rules)?.kind).toBe("partial");
+    });
+
+    it("the exact refund succeeded: one order, or two orders adding up to the amount over several refunds", () => {
+      expect(outcomeOf(ended("done", ONE, [], [refund("ord_DEMO00000001", 5000)]), rules)).toEqual({
+        kind: "succeeded",
+        reason: "",
+      });
+      const parts = [
+        refund("ord_DEMO00000001", 4000),
+        refund("ord_DEMO00000001", 2000),
+        refund("ord_DEMO00000002", 6000),
+      ];
+      expect(outcomeOf(ended("done", TWO, [], parts), rules)).toEqual({ kind: "succeeded", reason: "" });
+    });
+
+    it("more than asked (which the guards keep from happening) is not succeeded either", () => {
+      expect(outcomeOf(ended("done", ONE, [], [refund("ord_DEMO00000001", 6000)]), rules)).toEqual({
+        kind: "partial",
+        reason:
+          "not_as_asked: billing_refund moved 6000, more than the 5000 amount_cents asked for (order ord_DEMO00000001: 6000)",
+      });
+    });
+
+    it("a short refund is partial however the session ended after it", () => {
+      expect(outcomeOf(ended("deadline", ONE, [], [refund("ord_DEMO00000001", 1)]), rules)?.kind).toBe("partial");
+    });
+
+    it("a task stating no amount keeps the rule of the refund made", () => {
+      const task = { kind: "refund", order_ids: ["ord_DEMO00000001", "ord_DEMO00000002"] };
+      expect(outcomeOf(ended("done", task, [], [refund("ord_DEMO00000001", 1)]), rules)).toEqual({
+        kind: "succeeded",
+        reason: "",
+      });
+    });
   });
 
   it("a question answered live or from the cache succeeded; on a degraded answer or a passing failure it is partial", () => {
@@ -146,9 +201,12 @@ describe("outcomeOf", () => {
     });
   });
 
-  it("labels the metric low_confidence without the policy's words, and keeps other reasons", () => {
+  it("labels the metric low_confidence or not_as_asked without the words after it, and keeps other reasons", () => {
     expect(reasonLabel("low_confidence: confidence 0.2 is below 0.6: anything the model wrote")).toBe("low_confidence");
     expect(reasonLabel("degraded: kb_search_search")).toBe("degraded: kb_search_search");
+    expect(
+      reasonLabel("not_as_asked: billing_refund moved 1 of the 5000 amount_cents asked for (order ord_X: 1)"),
+    ).toBe("not_as_asked");
   });
 
   it("a refund made is judged by the refund, not by the answer's confidence (nothing would undo it)", () => {

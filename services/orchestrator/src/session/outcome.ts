@@ -1,29 +1,50 @@
 // What the user got, beside how the session stopped: a refund task succeeded when its refund was
-// made; a question when it was answered live or from a cache within its max age (the client
-// serves no older one). An answer built on a tool's degraded answer, or on a failure that would
-// have passed, is partial; so is an answer the policy gave with a confidence below the threshold
-// (see confidence.ts); anything that stopped short of the task is not done, with why.
+// made as asked (on every order the task names, adding up to its amount; else partial); a question
+// when it was answered live or from a cache within its max age (the client serves no older one).
+// An answer built on a tool's degraded answer, or on a failure that would have passed, is partial;
+// so is an answer the policy gave with a confidence below the threshold (see confidence.ts);
+// anything that stopped short of the task is not done, with why.
 import type { SessionRecord } from "../store/session-store.js";
 import { isTerminal } from "./session-state.js";
-import type { SideEffectRules } from "../guard/side-effects.js";
+import type { AskedEffect, SideEffectRules } from "../guard/side-effects.js";
 import { belowThreshold } from "../guard/confidence.js";
 import { SINGLE_CALL_POLICY } from "../policies/single-call-policy.js";
-import { contextOf, effectsOf } from "./data.js";
+import { contextOf, type EffectRecord, effectsOf } from "./data.js";
 import { passesByName } from "./park-rules.js";
 
 export const OUTCOMES = ["succeeded", "partial", "not_done"] as const;
 
 export interface Outcome {
   readonly kind: (typeof OUTCOMES)[number];
-  /** Empty when succeeded; else e.g. "tool_unavailable", "no_effect: <tool>", "degraded: <tool>", "low_confidence: …". */
+  /** Empty when succeeded; else e.g. "tool_unavailable", "no_effect: <tool>", "not_as_asked: …", "degraded: <tool>", "low_confidence: …". */
   readonly reason: string;
 }
 
 const LOW_CONFIDENCE = "low_confidence";
+const NOT_AS_ASKED = "not_as_asked";
 
-/** An outcome's reason as a metric label: a low-confidence one without the policy's own words, which are unbounded. */
+/** An outcome's reason as a metric label: without the words after its kind where they are unbounded (the policy's, amounts and ids). */
 export function reasonLabel(reason: string): string {
-  return reason.startsWith(`${LOW_CONFIDENCE}:`) ? LOW_CONFIDENCE : reason;
+  return [LOW_CONFIDENCE, NOT_AS_ASKED].find((kind) => reason.startsWith(`${kind}:`)) ?? reason;
+}
+
+/** How the effects of `a.tool` differ from what the task asked, in words a user reads; undefined when they match. */
+function notAsAsked(a: AskedEffect, effects: readonly EffectRecord[]): string | undefined {
+  const made = effects.filter((e) => e.tool === a.tool);
+  const moved = new Map<string, number | undefined>(a.entityIds.map((id) => [id, undefined]));
+  for (const e of made) moved.set(e.entityId, (moved.get(e.entityId) ?? 0) + e.amount);
+  const total = made.reduce((sum, e) => sum + e.amount, 0);
+  const untouched = [...moved.values()].includes(undefined);
+  if (!untouched && (a.figure === undefined || total === a.figure)) return undefined;
+  // More than asked is kept from happening by the guards; were it made, it is not what was asked either.
+  const figure =
+    a.figure === undefined
+      ? ""
+      : total > a.figure
+        ? `, more than the ${a.figure} ${a.field} asked for`
+        : ` of the ${a.figure} ${a.field} asked for`;
+  const each = [...moved].map(([id, amount]) => `${a.entity} ${id}: ${amount ?? "none"}`);
+  return `${a.tool} moved ${total}${figure} (${each.join(", ")})`;
 }
 
 /**
@@ -32,12 +53,17 @@ export function reasonLabel(reason: string): string {
  */
 export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceThreshold = 0): Outcome | undefined {
   if (!isTerminal(s.state)) return undefined;
-  // A task that asks for an effect succeeded when the effect was made, however the session ended after it.
+  // A task that asks for an effect succeeded when the effect was made as asked, however the session
+  // ended after it: on every entity the task names, adding up to its figure (a cent of 50.00 is partial).
   const asked = rules.askedFor(s.task);
   if (asked.length > 0) {
-    const made = new Set(effectsOf(s).map((e) => e.tool));
-    const missing = asked.filter((tool) => !made.has(tool));
-    if (missing.length === 0) return { kind: "succeeded", reason: "" };
+    const effects = effectsOf(s);
+    const missing = asked.filter((a) => !effects.some((e) => e.tool === a.tool)).map((a) => a.tool);
+    if (missing.length === 0) {
+      const unlike = asked.map((a) => notAsAsked(a, effects)).filter((why) => why !== undefined);
+      if (unlike.length === 0) return { kind: "succeeded", reason: "" };
+      return { kind: "partial", reason: `${NOT_AS_ASKED}: ${unlike.join("; ")}` };
+    }
     if (s.stopReason === "done") return { kind: "not_done", reason: `no_effect: ${missing.join(", ")}` };
   }
   if (s.stopReason !== "done") return { kind: "not_done", reason: s.stopReason ?? "unknown" };

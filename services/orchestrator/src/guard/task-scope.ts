@@ -10,6 +10,7 @@ import { Effect, FieldRole, fieldPolicy, TaskBound } from "@loopguard/tool-sdk";
 import type { HistoryItem } from "../policies/policy.js";
 import type { JsonObject, JsonValue } from "../store/session-store.js";
 import { declaredEntities } from "./side-effects.js";
+import { entitiesOf } from "../session/world-refs.js";
 import type { RegisteredTool } from "../tool-registry.js";
 
 /** A call outside what the task allows: an EPRECOND observation, never a call. */
@@ -58,22 +59,38 @@ function sameValue(field: DescField, taskValue: JsonValue, argument: JsonValue |
 
 const shown = (v: JsonValue | undefined): string => (typeof v === "string" ? v : JSON.stringify(v ?? null));
 
-/** "entity:id" of every entity the session's answers so far named or linked to (world refs, versions left off). */
-function reachedEntities(history: readonly HistoryItem[]): Set<string> {
+/** The response message of a tool, by its model-visible name; undefined for a tool it does not know. */
+export type OutputOf = (tool: string) => DescMessage | undefined;
+
+/**
+ * "entity:id" of every entity the session's answers so far named or linked to, versions left off.
+ * Read from each answer's fields through its tool's response message (entitiesOf), never by cutting
+ * "@…" off a world ref: a link carries no version, and an id may itself hold "@" (a customer id is
+ * any 1..64 characters), so "customer:cust_1@shop.example" is customer "cust_1@shop.example", not
+ * customer "cust_1". An answer of a tool whose message is unknown gives only its refs without "@",
+ * the ones that cannot be read two ways.
+ */
+function reachedEntities(history: readonly HistoryItem[], outputOf: OutputOf): Set<string> {
   const out = new Set<string>();
   for (const item of history) {
     if (item.kind !== "observation" || !item.envelope.ok) continue;
-    for (const ref of item.envelope.refs) out.add(ref.replace(/@[^@]*$/, ""));
+    const output = outputOf(item.tool);
+    if (output) for (const entity of entitiesOf(output, item.envelope.data)) out.add(entity);
+    else for (const ref of item.envelope.refs) if (!ref.includes("@")) out.add(ref);
   }
   return out;
 }
 
-/** Why `args` for `tool` go beyond the task (whose session's history is `history`), or undefined. */
+/**
+ * Why `args` for `tool` go beyond the task (whose session's history is `history`), or undefined.
+ * `outputOf` gives the response message of the tools in the history (the session's registry).
+ */
 export function outOfTask(
   tool: RegisteredTool,
   args: JsonObject,
   task: JsonObject,
   history: readonly HistoryItem[],
+  outputOf: OutputOf,
 ): OutOfTask | undefined {
   // Read from the history only for a call that names an entity (most calls name none).
   let reached: ReadonlySet<string> | undefined;
@@ -89,7 +106,7 @@ export function outOfTask(
       const id = String(argument);
       const declared = declaredEntities(task, c.entity);
       if (!declared.includes(id)) {
-        reached ??= reachedEntities(history);
+        reached ??= reachedEntities(history, outputOf);
         if (!reached.has(`${c.entity}:${id}`)) {
           return {
             message: `${tool.name} reads ${c.entity} ${id}, which the task does not name${declared.length > 0 ? ` (it names ${declared.join(", ")})` : ""} and no answer so far links to; the host reads only what the task names or leads to`,

@@ -46,7 +46,7 @@ export async function planCall(
   });
   if (checked.kind !== "checked") return checked;
   const { tool, args, call, context } = checked;
-  const outside = outOfTask(tool, args, s.task, context.history);
+  const outside = outOfTask(tool, args, s.task, context.history, (name) => deps.registry.get(name)?.method.output);
   if (outside)
     return {
       kind: "observe",

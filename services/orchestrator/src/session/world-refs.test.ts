@@ -9,7 +9,7 @@ import {
 import { SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { describe, expect, it } from "vitest";
 import type { JsonValue } from "../store/session-store.js";
-import { refsOf } from "./world-refs.js";
+import { entitiesOf, refsOf } from "./world-refs.js";
 
 /** The refs of a response built from `init`, read from its JSON as the session records it. */
 function refsOfResponse<Desc extends DescMessage>(schema: Desc, init: MessageInitShape<Desc>) {
@@ -52,5 +52,29 @@ describe("refsOf, from the contracts' field roles", () => {
       },
     });
     expect(refs).toEqual(["refund:rf_0123456789abcdef", "order:ord_DEMO00000001"]);
+  });
+});
+
+describe("entitiesOf, the refs' entities without versions", () => {
+  it("keeps an '@' inside an id and leaves only a version field's value off", () => {
+    const init = {
+      order: {
+        orderId: "ord_DEMO00000002",
+        customerId: "cust_demo_0008@shop.example",
+        status: OrderStatus.PAID,
+        amountPaidCents: 100n,
+        version: 1n,
+        createdAt: timestampFromMs(0),
+      },
+    };
+    const data = toJson(GetOrderResponseSchema, create(GetOrderResponseSchema, init)) as JsonValue;
+    expect(refsOf(GetOrderResponseSchema, data)).toEqual([
+      "order:ord_DEMO00000002@1",
+      "customer:cust_demo_0008@shop.example",
+    ]);
+    expect(entitiesOf(GetOrderResponseSchema, data)).toEqual([
+      "order:ord_DEMO00000002",
+      "customer:cust_demo_0008@shop.example",
+    ]);
   });
 });

@@ -43,7 +43,14 @@ function planOf(message: DescMessage): RefPlan {
   return plan;
 }
 
-function collect(message: DescMessage, value: JsonValue | undefined, out: string[]): void {
+/** One entity an answer names or links to; `version` only when its message has an ENTITY_VERSION field set. */
+interface EntityRef {
+  readonly entity: string;
+  readonly id: string;
+  readonly version?: string;
+}
+
+function collect(message: DescMessage, value: JsonValue | undefined, out: EntityRef[]): void {
   if (value === null || value === undefined || typeof value !== "object") return;
   if (Array.isArray(value)) {
     for (const item of value) collect(message, item, out);
@@ -56,20 +63,35 @@ function collect(message: DescMessage, value: JsonValue | undefined, out: string
     const version = plan.version ? obj[plan.version] : undefined;
     out.push(
       version === undefined || version === null
-        ? `${plan.id.entity}:${String(id)}`
-        : `${plan.id.entity}:${String(id)}@${String(version)}`,
+        ? { entity: plan.id.entity, id: String(id) }
+        : { entity: plan.id.entity, id: String(id), version: String(version) },
     );
   }
   for (const link of plan.links) {
     const linked = obj[link.field];
-    if (linked !== undefined && linked !== null) out.push(`${link.entity}:${String(linked)}`);
+    if (linked !== undefined && linked !== null) out.push({ entity: link.entity, id: String(linked) });
   }
   for (const child of plan.children) collect(child.message, obj[child.field], out);
 }
 
-/** The world references of a response, given as the JSON of `message`. */
-export function refsOf(message: DescMessage, data: JsonValue | undefined): string[] {
-  const out: string[] = [];
+function entityRefs(message: DescMessage, data: JsonValue | undefined): EntityRef[] {
+  const out: EntityRef[] = [];
   collect(message, data, out);
   return out;
+}
+
+/** The world references of a response, given as the JSON of `message`. */
+export function refsOf(message: DescMessage, data: JsonValue | undefined): string[] {
+  return entityRefs(message, data).map((r) =>
+    r.version === undefined ? `${r.entity}:${r.id}` : `${r.entity}:${r.id}@${r.version}`,
+  );
+}
+
+/**
+ * The entities of a response as "<entity>:<id>", versions left off: read from the fields, never
+ * from refsOf's strings, since an id may itself hold "@" (a customer id is any 1..64 characters)
+ * and "customer:a@b.example" is then no "customer:a" at version "b.example".
+ */
+export function entitiesOf(message: DescMessage, data: JsonValue | undefined): string[] {
+  return entityRefs(message, data).map((r) => `${r.entity}:${r.id}`);
 }

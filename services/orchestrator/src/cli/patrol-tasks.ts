@@ -26,7 +26,7 @@ export interface GoldenTask {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-function parseLine(line: string, where: string): GoldenTask {
+function parseLine(line: string, where: string, live: boolean): GoldenTask {
   let raw: unknown;
   try {
     raw = JSON.parse(line);
@@ -39,6 +39,13 @@ function parseLine(line: string, where: string): GoldenTask {
     throw new UsageError(`${where}: "id" must be 1..64 letters, digits, _ . -`);
   if (typeof goal !== "string") throw new UsageError(`${where} (${id}): "goal" must be a string`);
   if (task !== undefined && !isObject(task)) throw new UsageError(`${where} (${id}): "task" must be an object`);
+  // A patrol without --live runs every task dry. A line that asks for a live run says something the
+  // run will not do, and this file is read strictly: refused, naming the line, rather than run dry
+  // against its word (a silent override would keep a line that moves money the day --live is given).
+  if (!live && isObject(task) && task.dry_run === false)
+    throw new UsageError(
+      `${where} (${id}): "task.dry_run" is false, which moves money; without --live every task runs dry (drop it, or run with --live)`,
+    );
   if (!isObject(expect)) throw new UsageError(`${where} (${id}): "expect" must be an object`);
   let expectation: GoldenTask["expect"];
   if (isObject(expect.error)) {
@@ -68,19 +75,33 @@ function parseLine(line: string, where: string): GoldenTask {
   };
 }
 
-/** Every task of the file's text; a UsageError naming the first line that is wrong, or a repeated id. */
-export function parseGoldenSet(text: string, file: string): GoldenTask[] {
+/**
+ * Every task of the file's text; a UsageError naming the first line that is wrong, or a repeated id.
+ * Without `live` (the patrol's --live), a line whose task sets "dry_run": false is wrong.
+ */
+export function parseGoldenSet(text: string, file: string, live = false): GoldenTask[] {
   const tasks: GoldenTask[] = [];
   const seen = new Set<string>();
   text.split("\n").forEach((line, i) => {
     if (line.trim() === "") return;
-    const task = parseLine(line, `${file}:${i + 1}`);
+    const task = parseLine(line, `${file}:${i + 1}`, live);
     if (seen.has(task.id)) throw new UsageError(`${file}:${i + 1}: id "${task.id}" is used twice`);
     seen.add(task.id);
     tasks.push(task);
   });
   if (tasks.length === 0) throw new UsageError(`${file} holds no tasks`);
   return tasks;
+}
+
+/**
+ * The task a session is started with. Without --live it runs dry: "dry_run" is true, whatever the
+ * line says (parseGoldenSet refuses false; a task from elsewhere saying false still runs dry), but a
+ * value that is not a boolean is kept, for StartSession to refuse (the golden set tests that).
+ */
+export function sessionTask(t: GoldenTask, live: boolean): Record<string, unknown> {
+  if (live) return t.task;
+  const given = t.task.dry_run;
+  return { ...t.task, dry_run: given === undefined || given === null || typeof given === "boolean" ? true : given };
 }
 
 /** What a task expects, as the report shows it. */

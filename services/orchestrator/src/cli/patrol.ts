@@ -4,9 +4,10 @@
 // local requester; an approval it waits for is answered as the approver (another person: nobody
 // approves their own request); its end is awaited on WatchSession, never polled. The run is judged
 // by the sessions' outcome against each task's expectation, recorded in the orchestrator as the
-// operator (patrol:report), and compared with the run before. Money tasks run dry by default
-// (the task's dry_run: validated and checked against the ledger, nothing committed), so a patrol
-// against production moves no money and its expectations hold on every run.
+// operator (patrol:report), and compared with the run before. Without --live every task runs dry
+// (the task's dry_run: validated and checked against the ledger, nothing committed; a task line
+// setting "dry_run": false is refused as bad usage), so a patrol against production moves no money
+// and its expectations hold on every run.
 // Exit codes: 0 at or above the threshold, 1 under it (or the suite unreachable), 2 bad usage.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -21,7 +22,7 @@ import {
 import { CallError, CLI_FLAGS, createRawClient, numberOption, requiredScopesOf, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 import { actingPerson, apiToken, UsageError } from "./identity.js";
-import { type Approval, type GoldenTask, parseGoldenSet } from "./patrol-tasks.js";
+import { type Approval, type GoldenTask, parseGoldenSet, sessionTask } from "./patrol-tasks.js";
 import { judge, printReport, type TaskResult } from "./patrol-report.js";
 
 const USAGE = `usage: pnpm patrol [--orchestrator HOST:PORT] [--tasks FILE] [--threshold 0..1] [--concurrency N] [--live] [--json]
@@ -31,7 +32,8 @@ const USAGE = `usage: pnpm patrol [--orchestrator HOST:PORT] [--tasks FILE] [--t
   --tasks         the golden set (default test/golden/tasks.jsonl)
   --threshold     the success ratio under which it exits 1 (default 0.95)
   --concurrency   sessions at once (default 4; tasks of one lane never run together)
-  --live          let money tasks commit (default: every task runs dry, moving no money)
+  --live          let money tasks commit (default: every task runs dry, moving no money; a task line
+                  with "dry_run": false is refused without it)
 people: the keys of requester (starts), approver (answers approvals) and operator (records the run), as --as in loopguard`;
 
 const BUDGET_FIELDS: Record<string, string> = {
@@ -62,7 +64,7 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
     const { session } = await clients.requester.startSession(
       {
         goal: t.goal,
-        task: (dryRun ? { ...t.task, dry_run: t.task.dry_run ?? true } : t.task) as never,
+        task: sessionTask(t, !dryRun) as never,
         budget,
         scopes: [...(t.scopes ?? requiredScopesOf(DEFAULT_TOOL_SERVICES))],
         policy: t.policy,
@@ -166,8 +168,8 @@ async function main(): Promise<void> {
   } catch (error) {
     throw new UsageError(`cannot read --tasks ${file}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
   }
-  const tasks = parseGoldenSet(text, file);
   const dryRun = values.live !== true;
+  const tasks = parseGoldenSet(text, file, !dryRun);
   const scopes = requiredScopesOf(DEFAULT_TOOL_SERVICES);
   const requester = actingPerson("requester");
   const approver = actingPerson("approver");

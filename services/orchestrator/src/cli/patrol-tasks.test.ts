@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { parseGoldenSet, sessionTask } from "./patrol-tasks.js";
+
+const line = (task: Record<string, unknown>, id = "refund-1") =>
+  JSON.stringify({
+    id,
+    goal: "Refund 100 cents of order ord_DEMO00000001",
+    task: { kind: "refund", order_id: "ord_DEMO00000001", amount_cents: 100, ...task },
+    expect: { outcome: "succeeded", stop_reason: "done", approval: "approve" },
+  });
+
+describe("the golden set's dry runs", () => {
+  it("refuses a line that sets dry_run false without --live, naming the line", () => {
+    const text = `${line({}, "ok")}\n${line({ dry_run: false })}\n`;
+    expect(() => parseGoldenSet(text, "tasks.jsonl")).toThrow(
+      /^tasks\.jsonl:2 \(refund-1\): "task\.dry_run" is false, which moves money; without --live every task runs dry/,
+    );
+    expect(() => parseGoldenSet(text, "tasks.jsonl", false)).toThrow(/tasks\.jsonl:2/);
+    expect(parseGoldenSet(text, "tasks.jsonl", true).map((t) => t.task.dry_run)).toEqual([undefined, false]);
+  });
+
+  it("runs every task dry without --live, whatever its line says, and as written with it", () => {
+    const [unset, dry, asFalse, asText] = [{}, { dry_run: true }, { dry_run: false }, { dry_run: "no" }].map(
+      (task, i) => parseGoldenSet(line(task, `t${i}`), "tasks.jsonl", true)[0]!,
+    );
+    expect(sessionTask(unset!, false).dry_run).toBe(true);
+    expect(sessionTask(dry!, false).dry_run).toBe(true);
+    expect(sessionTask(asFalse!, false).dry_run).toBe(true);
+    // Not a boolean: kept for StartSession to refuse (the golden set's bad-dry-run-type), never run.
+    expect(sessionTask(asText!, false).dry_run).toBe("no");
+    expect(sessionTask(unset!, true)).not.toHaveProperty("dry_run");
+    expect(sessionTask(asFalse!, true).dry_run).toBe(false);
+  });
+
+  it("reads the shipped golden set without --live", async () => {
+    const { readFileSync } = await import("node:fs");
+    const file = new URL("../../../../test/golden/tasks.jsonl", import.meta.url);
+    expect(parseGoldenSet(readFileSync(file, "utf8"), "tasks.jsonl").length).toBeGreaterThan(0);
+  });
+});

@@ -11,6 +11,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import type { FaultProfileSchema } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { metricValue } from "@loopguard/tool-sdk/testing";
 import { describe, expect, it } from "vitest";
 import { pendingOf } from "../src/session/data.js";
 import {
@@ -127,6 +128,31 @@ describe("answers that say what happened", () => {
         "The knowledge base was unavailable, so it could not be searched; this says nothing about whether it holds an answer. Please ask again later.",
       );
       expect(done.outcome).toMatchObject({ kind: "partial", reason: "degraded: kb_search_search" });
+    } finally {
+      await faults("kb-search", {});
+    }
+  });
+
+  it("kb-search down, one retry in the budget: one attempt and one retry, no parking past the budget, then the degraded answer, scored unhealthy", async () => {
+    const searches = async () =>
+      metricValue(await (await fetch(`${suite.orch.httpUrl}/metrics`)).text(), "grpc_client_handled_total", {
+        grpc_method: "Search",
+      });
+    await faults("kb-search", { outage: true });
+    try {
+      const before = await searches();
+      const { session } = await suite.orch.api.startSession({
+        goal: "What is the warranty on fridge magnets?",
+        task: {},
+        scopes: ALL_SCOPES,
+        policy: "scripted",
+        budget: { maxWallClockMs: 15_000, maxRetries: 1 },
+      });
+      const done = await waitForSession(suite.orch.api, session!.sessionId, undefined, 30_000);
+      expect(await searches()).toBe(before + 2);
+      expect(done.usage?.retries).toBe(1);
+      expect(done.outcome).toMatchObject({ kind: "partial", reason: "degraded: kb_search_search" });
+      expect(done.healthScore).toBeLessThan(80);
     } finally {
       await faults("kb-search", {});
     }

@@ -149,6 +149,11 @@ describe("a refund whose answer is lost", () => {
     );
     const refundObservations = trace.filter((r) => r.decision.name === "billing_refund" && r.result);
     expect(refundObservations.map((r) => r.result!.ok)).toEqual([true]);
+    // Each re-send is an attempt beyond the first: counted in the retry budget.
+    const { transitions } = await (await run.api()).getSessionDetail({ sessionId: id });
+    const resends = transitions.filter((t) => /^re-sending billing_refund \(round \d+\)/.test(t.reason)).length;
+    expect(resends).toBeGreaterThan(0);
+    expect(done.usage?.retries).toBeGreaterThanOrEqual(resends);
   }, 60_000);
 
   it("that stays unknown (parked and re-sent while the wall clock lasts) goes to a human, and approving sends the same key again: still one refund", async () => {

@@ -205,9 +205,10 @@ async function resolveUnknown(
   for (let round = 1; round <= OUTCOME_RESOLUTION_ROUNDS; round += 1) {
     if (signal.aborted) return state;
     const why = `outcome of ${tool.name} unknown (${describe(last)}); re-sending it with the same idempotency key`;
+    // Each re-send is one more attempt, counted in the retry budget (never cut by it).
     state = await moves.move(state, "RETRYING", {
       audit: { reason: why, ...audit, outcome: "outcome_unknown" },
-      patch: { pending: pendingJson(flight.pending) },
+      patch: { pending: pendingJson(flight.pending), usage: withRetries(state.usage, 1) },
     });
     // The tool's (or the breaker's) RetryInfo when it gives one, bounded; else a growing backoff.
     const waitMs = Math.min(

@@ -6,7 +6,7 @@
 // if the method declares one, and otherwise the session ends tool_unavailable, saying so.
 import { Effect, type CallError } from "@loopguard/tool-sdk";
 import { newApproval } from "../guard/approvals.js";
-import { deadlineOf, withRetries } from "../guard/budget.js";
+import { deadlineOf, retriesLeft, withRetries } from "../guard/budget.js";
 import type { ToolSpec } from "../policies/policy.js";
 import type { SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
@@ -17,7 +17,9 @@ import { type InFlight, observeSent } from "./send.js";
 
 /**
  * Parks `s` (TOOL_EXECUTING, RETRYING or THINKING) until the tool is tried again, keeping its
- * pending work; undefined when its wall clock does not cover the wait plus the call's timeout.
+ * pending work; undefined when its wall clock does not cover the wait plus the call's timeout, or
+ * when the call it would send again on waking has no retry left in the session's budget (a re-send
+ * to settle an irreversible call's unknown outcome is counted, never cut).
  */
 export function park(
   kit: Kit,
@@ -30,6 +32,9 @@ export function park(
   const attempts = before?.attempts ?? 0;
   const wakeAt = wakeTime(now, attempts, retryAfterMs);
   if (wakeAt + tool.timeoutMs > deadlineOf(s.usage, s.budget)) return undefined;
+  const usage = withRetries(s.usage, Math.max(0, spent - 1));
+  const settling = pending.unsettled === true && tool.effect === Effect.IRREVERSIBLE_EXTERNAL;
+  if (pending.call && !settling && retriesLeft(usage, s.budget) === 0) return undefined;
   const next: Park = {
     tool: tool.tool,
     reason,
@@ -46,7 +51,7 @@ export function park(
     },
     patch: {
       pending: pendingJson({ ...pending, startedBy: "", park: next }),
-      ...(spent > 1 ? { usage: withRetries(s.usage, spent - 1) } : {}),
+      ...(spent > 1 ? { usage } : {}),
     },
   });
 }
@@ -81,9 +86,10 @@ export function wake(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
   }
   const tries = `woken (parked ${parked?.attempts ?? 0} time(s) since ${new Date(parked?.since ?? deps.now()).toISOString()})`;
   if (call) {
+    // The call goes out again: one more attempt, spending the session's retry budget like any other.
     return moves.move(s, "TOOL_EXECUTING", {
       audit: { reason: `${tries}: sending ${call.tool} again`, tool: call.tool, argsHash: call.argsHash },
-      patch: { pending: pendingJson({ ...pending, startedBy: runOf(kit, s.id) }) },
+      patch: { pending: pendingJson({ ...pending, startedBy: runOf(kit, s.id) }), usage: withRetries(s.usage, 1) },
     });
   }
   return moves.move(s, "THINKING", { audit: { reason: `${tries}: planning the call again` } });

@@ -1,6 +1,7 @@
 // Sessions waiting for a human hold neither one of the replica's active slots nor a lease: real
 // tool processes, a real orchestrator API with a small ORCHESTRATOR_MAX_ACTIVE_SESSIONS.
 import { setTimeout as sleep } from "node:timers/promises";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { refusal } from "@loopguard/test-kit";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, status } from "@loopguard/tool-sdk";
@@ -68,6 +69,35 @@ describe("sessions waiting for approval release their slot and their lease", () 
     for (const id of ids.slice(1))
       expect((await orch.api.getSession({ sessionId: id })).session?.state).toBe(SessionState.AWAITING_APPROVAL);
     for (const id of ids.slice(1)) await orch.api.cancelSession({ sessionId: id, reason: "test over" });
+  });
+});
+
+describe("an approval never outlives the session's wall clock", () => {
+  it("is shown expiring while the call can still be made after it, and ends the session then, unanswered", async () => {
+    const orch = await suite.startOrchestrator({ APPROVAL_TTL_MS: "300000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" });
+    const { session } = await orch.api.startSession({
+      goal: `Refund 10.00 of ${HIGH_RISK_ORDER}`,
+      task: {
+        kind: "refund",
+        order_id: HIGH_RISK_ORDER,
+        amount_cents: 1000,
+        reason: "DAMAGED",
+        ...HIGH_RISK_CUSTOMER,
+      } as never,
+      scopes: ["kb:read", "billing:read", "billing:refund", "risk:read"],
+      policy: "scripted",
+      budget: { maxWallClockMs: 6000 },
+    });
+    const id = session!.sessionId;
+    const shown = await waitForSession(orch.api, id, waiting);
+    // Billing's Refund has a 2 s SLA timeout: the approval ends that long before the wall clock does.
+    const deadline = timestampMs(shown.createdAt!) + 6000;
+    expect(timestampMs(shown.pendingApproval!.expiresAt!)).toBeLessThanOrEqual(deadline - 2000);
+    const ended = await waitForSession(orch.api, id, undefined, 10_000);
+    expect([ended.stopReason, ended.answer]).toEqual([
+      "approval_denied",
+      `approval ${shown.pendingApproval!.approvalId} expired unanswered`,
+    ]);
   });
 });
 

@@ -87,6 +87,7 @@ export function newApproval(
   now: number,
   rules: ApprovalRules,
   kind?: "outcome_unknown",
+  until = Number.POSITIVE_INFINITY,
 ): PendingApproval {
   return {
     approvalId: `apr_${randomUUID().replace(/-/g, "").slice(0, 20)}`,
@@ -94,7 +95,8 @@ export function newApproval(
     argumentsHash,
     worldVersion,
     reason,
-    expiresAt: now + rules.ttlMs,
+    // `until`: the last moment an approval can still lead to the call (the session's wall clock).
+    expiresAt: Math.min(now + rules.ttlMs, until),
     kind: kind ?? "",
   };
 }

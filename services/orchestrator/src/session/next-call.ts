@@ -50,6 +50,16 @@ export class NextCall {
       case "park":
         return park(this.kit, s, pending, plan) ?? giveUp(this.kit, s, plan, pending);
       case "approve": {
+        // An approval expires when the session's wall clock could no longer cover the call after it.
+        const until = deadlineOf(s.usage, s.budget) - plan.tool.timeoutMs;
+        if (until <= deps.now()) {
+          const done = sideEffectsOf(s, deps.registry);
+          return moves.stop(
+            s,
+            "deadline",
+            `${plan.tool.name} needs an approval (${plan.why}), and the session's wall clock left cannot cover its call after one: nothing was executed${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
+          );
+        }
         const approval = newApproval(
           plan.tool.name,
           plan.call.argsHash,
@@ -57,6 +67,8 @@ export class NextCall {
           plan.why,
           deps.now(),
           deps.approvals,
+          undefined,
+          until,
         );
         return moves.move(s, "AWAITING_APPROVAL", {
           audit: { reason: `approval needed: ${plan.why}`, tool: plan.tool.name, argsHash: plan.call.argsHash },

@@ -1,8 +1,10 @@
 // Real billing processes verifying the local suite's keys (as `pnpm start` makes them) from a real
 // JWKS file, changed by the real `pnpm keys` and used through the real `pnpm mint-token`: a key
-// signs only for its own subject and scopes, break-glass is off until BILLING_BREAK_GLASS=on, and
-// a revoked key stops verifying within about a second, without a restart.
+// signs only for its own subject and scopes, break-glass is off until BILLING_BREAK_GLASS=on (and
+// then takes only a token `pnpm mint-token` could make: 15 minutes, a reason of 200 characters at
+// most), and a revoked key stops verifying within about a second, without a restart.
 import { execFile } from "node:child_process";
+import { sign } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,6 +12,8 @@ import { fileURLToPath } from "node:url";
 import { refusal, type ServiceProcess } from "@loopguard/test-kit";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import {
+  BREAK_GLASS_MAX_REASON_CHARS,
+  BREAK_GLASS_MAX_TTL_SECONDS,
   CallError,
   createRawClient,
   ensureLocalKeys,
@@ -181,6 +185,51 @@ describe("keys bound to who may use them", () => {
         }),
       { timeout: 2000 },
     );
+  });
+
+  it("with break-glass on, refuses a hand-signed break-glass token `pnpm mint-token` would not make: too long-lived, issued in the future, a reason over 200 characters", async () => {
+    const tooLong = await cli(
+      "mint-token",
+      "--as",
+      "alice-glass",
+      "--break-glass",
+      "--reason",
+      "INC-42",
+      "--ttl",
+      String(BREAK_GLASS_MAX_TTL_SECONDS + 1),
+      "--scope",
+      "billing:refund",
+    );
+    expect(tooLong.stderr).toMatch(/--ttl must be 1..900 seconds for a break-glass token/);
+    // What anyone holding the break-glass key can sign without the CLI.
+    const { key } = personKey({ LOOPGUARD_DATA_DIR: dir }, "alice-glass");
+    const part = (value: object) => Buffer.from(JSON.stringify(value)).toString("base64url");
+    const signed = (iat: number, exp: number, why = "INC-42") => {
+      const claims = { iss: "loopguard", sub: "alice", aud: "billing", scope: "billing:refund", why, iat, exp };
+      const input = `${part({ alg: "EdDSA", kid: key.kid, typ: "JWT" })}.${part(claims)}`;
+      return `${input}.${sign(null, Buffer.from(input), key.key).toString("base64url")}`;
+    };
+    const now = Math.floor(Date.now() / 1000);
+    const year = 365 * 86_400;
+    const on = await billing({ BILLING_BREAK_GLASS: "on" });
+    for (const [token, why] of [
+      [signed(now, now + year), /lives at most 900 s; this one 31536000 s/],
+      [signed(now + year - 900, now + year), /must say when it was issued \(iat\), and not later than now/],
+      [signed(now, now + 600, "x".repeat(BREAK_GLASS_MAX_REASON_CHARS + 1)), /reason is at most 200 characters/],
+    ] as const) {
+      const refused = await refusal(
+        call(on.address, token, (c) => c.refund(refundOf("ord_DEMO00000002", 100n, "identities-glass-0002"))),
+        CallError,
+      );
+      expect([status[refused.code], refused.reason]).toEqual(["PERMISSION_DENIED", "CREDENTIAL_NOT_BOUND"]);
+      expect(refused.message).toMatch(why);
+    }
+    // Nothing was refunded: the same refund under a token as the CLI makes it goes through once.
+    const fine = signed(now, now + BREAK_GLASS_MAX_TTL_SECONDS, "x".repeat(BREAK_GLASS_MAX_REASON_CHARS));
+    const response = await call(on.address, fine, (c) =>
+      c.refund(refundOf("ord_DEMO00000002", 100n, "identities-glass-0002")),
+    );
+    expect([response.replayed, response.refund?.amountCents]).toEqual([false, 100n]);
   });
 
   it("stops trusting a key revoked with `pnpm keys revoke` within about a second, without a restart", async () => {

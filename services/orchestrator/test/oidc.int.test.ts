@@ -56,6 +56,17 @@ describe("OIDC ID tokens at the orchestrator", () => {
     }
   });
 
+  it("take an ID token whose only audience is the client id, as a list, with azp the client id", async () => {
+    const client = api(
+      await idToken("alice@example.com", ["requester"], (p) => Object.assign(p, { aud: [CLIENT_ID], azp: CLIENT_ID })),
+    );
+    try {
+      await expect(client.listSessions({})).resolves.toBeDefined();
+    } finally {
+      client.close();
+    }
+  });
+
   it("refuse a forged ID token (another key under the issuer's kid), UNAUTHENTICATED", async () => {
     const genuine = await idToken("mallory", ["requester"]);
     const { privateKey } = await generateKeyPair("RS256");
@@ -78,6 +89,16 @@ describe("OIDC ID tokens at the orchestrator", () => {
       "issued for another client",
       () => idToken("alice@example.com", ["requester"], (p) => (p.aud = "another-app")),
       /another service than the client id loopguard-test/,
+    ],
+    [
+      "issued for another client too (aud lists ours among others)",
+      () => idToken("alice@example.com", ["operator"], (p) => (p.aud = ["another-app", CLIENT_ID])),
+      /names other audiences than the client id loopguard-test \(another-app\)/,
+    ],
+    [
+      "issued to another party (azp) for our client id",
+      () => idToken("alice@example.com", ["operator"], (p) => (p.azp = "another-app")),
+      /issued to another client \(azp another-app\)/,
     ],
     [
       "naming no loopguard role",

@@ -1,15 +1,20 @@
 // The credential a tool receives is good for that tool, that session and that method only: a
 // token captured at kb-search (here by a stand-in kb-search that records what it is sent) is
-// refused by billing and by the orchestrator's own API.
+// refused by billing and by the orchestrator's own API, and one minted for risk's QueryRisk by
+// risk's GetCustomerRisk (the same scope).
 import { type sendUnaryData, Server, ServerCredentials, type ServerUnaryCall } from "@grpc/grpc-js";
 import { refusal } from "@loopguard/test-kit";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService, SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { create } from "@bufbuild/protobuf";
 import { CallError, createRawClient, serviceDefinition, status } from "@loopguard/tool-sdk";
+import { TEST_CALL_SECRETS, TEST_CALL_SECRETS_FILE, TEST_ORCHESTRATOR_KEY } from "@loopguard/tool-sdk/testing";
 import { decodeJwt, decodeProtectedHeader } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ToolTokens } from "../src/guard/tool-tokens.js";
+import { ToolRegistry } from "../src/tool-registry.js";
 import { startOrchestrator, startTools, type TestOrchestrator, type Tools, waitForSession } from "./harness.js";
 
 let tools: Tools;
@@ -59,6 +64,7 @@ describe("per-call tool tokens", () => {
       sub: `session:${session!.sessionId}`,
       aud: "kb-search",
       scope: "kb:read",
+      mth: "/loopguard.kb.v1.KbSearchService/Search",
       iss: "loopguard",
     });
     expect(typeof claims.jti).toBe("string");
@@ -79,6 +85,27 @@ describe("per-call tool tokens", () => {
     } finally {
       billing.close();
       api.close();
+    }
+  });
+
+  it("a credential minted for risk's QueryRisk is refused by risk's GetCustomerRisk (the same scope), with either kind of credential", async () => {
+    const registry = new ToolRegistry();
+    const withSecrets = new ToolTokens(TEST_ORCHESTRATOR_KEY, {
+      file: TEST_CALL_SECRETS_FILE,
+      secrets: TEST_CALL_SECRETS,
+    });
+    for (const tokens of [withSecrets, new ToolTokens(TEST_ORCHESTRATOR_KEY)]) {
+      const token = await tokens.for("s1", registry.get("risk_query_risk")!, Date.now() + 1500);
+      const risk = createRawClient(RiskService, tools.risk.address, { token });
+      try {
+        const error = await refusal(risk.getCustomerRisk({ customerId: "cust_demo_0002" }), CallError);
+        expect([status[error.code], error.reason]).toEqual(["UNAUTHENTICATED", "CREDENTIALS_INVALID"]);
+        expect(error.message).toMatch(/issued for \/loopguard.risk.v1.RiskService\/QueryRisk, not .*GetCustomerRisk/);
+        const own = await tokens.for("s1", registry.get("risk_get_customer_risk")!, Date.now() + 1500);
+        await expect(risk.getCustomerRisk({ customerId: "cust_demo_0002" }, { token: own })).resolves.toBeDefined();
+      } finally {
+        risk.close();
+      }
     }
   });
 });

@@ -18,6 +18,12 @@ import { errors as joseErrors, type JWK, SignJWT } from "jose";
 
 export const TOKEN_ISSUER = "loopguard";
 export const TOKEN_ALGORITHM = "EdDSA";
+/** Allowance for the clocks of a token's minter and its verifier disagreeing. */
+export const TOKEN_CLOCK_SKEW_MS = 5_000;
+/** A break-glass token lives at most this long (exp − iat): long enough for one deliberate call. */
+export const BREAK_GLASS_MAX_TTL_SECONDS = 900;
+/** A break-glass token's reason (`why`), recorded with every use, is at most this long. */
+export const BREAK_GLASS_MAX_REASON_CHARS = 200;
 
 /**
  * What a key is for: the orchestrator (tool calls of sessions), a person, a person's break-glass
@@ -39,6 +45,11 @@ export interface Caller {
   readonly requestDigest?: string;
   /** The token's `why` claim: why a break-glass token was minted. */
   readonly breakGlassReason?: string;
+  /** The token's `mth` claim: the one method it may call, its full gRPC path (see methodPath). */
+  readonly method?: string;
+  /** A signed token's `iat` and `exp`, epoch ms: a break-glass token's lifetime is checked from them. */
+  readonly issuedAt?: number;
+  readonly expiresAt?: number;
 }
 
 /** A token that verified but that its key (or issuer) may not issue; the message says why and may be sent to the caller. */
@@ -65,6 +76,8 @@ export interface MintOptions {
   readonly requestDigest?: string;
   /** A break-glass token's reason: claim `why`. */
   readonly breakGlassReason?: string;
+  /** Binds the token to one method: claim `mth`, its full gRPC path, e.g. "/loopguard.risk.v1.RiskService/QueryRisk". */
+  readonly method?: string;
 }
 
 export class KeyError extends Error {
@@ -107,6 +120,7 @@ export async function mintToken(key: SigningKey, options: MintOptions): Promise<
     scope: options.scopes.join(" "),
     ...(options.requestDigest ? { req: options.requestDigest } : {}),
     ...(options.breakGlassReason ? { why: options.breakGlassReason } : {}),
+    ...(options.method ? { mth: options.method } : {}),
   })
     .setProtectedHeader({ alg: TOKEN_ALGORITHM, kid: key.kid, typ: "JWT" })
     .setSubject(options.subject)

@@ -104,7 +104,7 @@ describe("a tool's verifier with call keys", () => {
     const next = readCallKeys({ keys: [newCallSecret("call-2")] });
     write(secrets);
     const people = publicKeySet({
-      keys: [withBinding(newKeyPair("person").publicJwk, { role: "person", subject: "*", scopes: ["*"] })],
+      keys: [withBinding(newKeyPair("person").publicJwk, { role: "person", subject: "alice", scopes: ["*"] })],
     });
     const verifier = new TokenVerifier(people, "billing", {
       callKeys: { file, keys: keysOf("billing") },

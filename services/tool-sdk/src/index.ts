@@ -1,4 +1,6 @@
 export {
+  BREAK_GLASS_MAX_REASON_CHARS,
+  BREAK_GLASS_MAX_TTL_SECONDS,
   type Caller,
   CredentialsError,
   KeyError,
@@ -10,6 +12,7 @@ export {
   signingKeyFromJwk,
   KEY_ROLES,
   type KeyRole,
+  TOKEN_CLOCK_SKEW_MS,
 } from "./auth.js";
 export {
   type BoundKeySet,

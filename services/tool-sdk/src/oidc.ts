@@ -1,7 +1,7 @@
 // People signed in with an OpenID Connect provider: their ID token is their credential at the
 // orchestrator's API. The issuer's keys are found by discovery (`/.well-known/openid-configuration`,
-// then its jwks_uri, fetched and refreshed by jose); issuer, audience (the client id) and expiry
-// are checked; the subject becomes "oidc:<sub>" and the roles claim gives the scopes.
+// then its jwks_uri, fetched and refreshed by jose); issuer, audience (the client id alone), azp
+// and expiry are checked; the subject becomes "oidc:<sub>" and the roles claim gives the scopes.
 import { createRemoteJWKSet, decodeJwt, type JWTVerifyGetKey, jwtVerify } from "jose";
 import { type Caller, CredentialsError, credentialsErrorOf } from "./auth.js";
 import { PEOPLE, type PersonRole, personScopes } from "./people.js";
@@ -67,6 +67,17 @@ export class OidcVerifier {
       throw credentialsErrorOf(error, `the client id ${audience}`);
     }
     const { payload, protectedHeader } = verified;
+    // jose passes an aud list that merely contains ours. OpenID Connect Core 3.1.3.7: a token that
+    // also names other audiences, or was issued to another party (azp), was not issued to us.
+    const others = [payload.aud].flat().filter((a) => a !== audience);
+    if (others.length > 0)
+      throw new CredentialsError(
+        `the ID token names other audiences than the client id ${audience} (${others.join(", ")})`,
+      );
+    if (payload.azp !== undefined && payload.azp !== audience)
+      throw new CredentialsError(
+        `the ID token was issued to another client (azp ${String(payload.azp)}), not the client id ${audience}`,
+      );
     const claimed = payload[rolesClaim];
     const roles = (Array.isArray(claimed) ? claimed : []).filter((r): r is PersonRole =>
       PEOPLE.includes(r as PersonRole),

@@ -139,6 +139,7 @@ export class TokenVerifier {
     const scopes = scopesOf(payload);
     const beyond = scopeBeyond(key, scopes);
     if (beyond !== undefined) throw new CredentialsError(`key ${key.kid} may not sign scope "${beyond}"`);
+    const expiresAt = (payload.exp ?? 0) * 1000;
     const caller: Caller = {
       subject,
       scopes: new Set(scopes),
@@ -146,7 +147,11 @@ export class TokenVerifier {
       keyId: key.kid,
       ...(typeof payload.req === "string" ? { requestDigest: payload.req } : {}),
       ...(typeof payload.why === "string" ? { breakGlassReason: payload.why } : {}),
+      ...(typeof payload.mth === "string" ? { method: payload.mth } : {}),
+      // Both required above; a break-glass token's lifetime is judged from them (bindingStage).
+      issuedAt: (payload.iat ?? 0) * 1000,
+      expiresAt,
     };
-    return { caller, expiresAt: (payload.exp ?? 0) * 1000 };
+    return { caller, expiresAt };
   }
 }

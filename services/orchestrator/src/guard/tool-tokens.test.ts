@@ -10,6 +10,7 @@ import {
   readCallKeys,
   requestDigest,
   signingKeyFromJwk,
+  TOKEN_CLOCK_SKEW_MS,
   toolCallKeys,
 } from "@loopguard/tool-sdk";
 import { decodeJwt, decodeProtectedHeader } from "jose";
@@ -58,6 +59,33 @@ describe("ToolTokens", () => {
     expect(decodeJwt(token).req).toBeUndefined();
   });
 
+  it("reuses a credential only while it covers the new call's deadline plus the clock-skew allowance", async () => {
+    const read = registry.get("kb_search_search")!;
+    // A whole second plus 100 ms: the first credential expires at start + 6 s (rounded up).
+    const start = Math.ceil(Date.now() / 1000) * 1000 + 60_000;
+    const first = await tokens.for("skew", read, start + 100);
+    const margin = (token: string, deadline: number) => decodeJwt(token).exp! * 1000 - deadline;
+    expect(await tokens.for("skew", read, start + 900)).toBe(first);
+    // Its expiry is past this deadline, but by less than the allowance: a new credential.
+    const later = await tokens.for("skew", read, start + 2000);
+    expect(later).not.toBe(first);
+    expect(margin(later, start + 2000)).toBeGreaterThanOrEqual(TOKEN_CLOCK_SKEW_MS);
+  });
+
+  it("names the method called (claim mth): a session's calls to two methods of one scope get two credentials", async () => {
+    const queryRisk = registry.get("risk_query_risk")!;
+    const customerRisk = registry.get("risk_get_customer_risk")!;
+    const one = await tokens.for("s1", queryRisk, deadline);
+    const other = await tokens.for("s1", customerRisk, deadline);
+    expect(other).not.toBe(one);
+    expect(decodeJwt(one)).toMatchObject({ scope: "risk:read", mth: "/loopguard.risk.v1.RiskService/QueryRisk" });
+    expect(decodeJwt(other)).toMatchObject({
+      scope: "risk:read",
+      mth: "/loopguard.risk.v1.RiskService/GetCustomerRisk",
+    });
+    expect(await tokens.for("s1", queryRisk, deadline)).toBe(one);
+  });
+
   it("with call secrets, mints HS256 credentials the tool checks with its own key, and follows a rotation", async () => {
     const dir = mkdtempSync(join(tmpdir(), "loopguard-call-secrets-"));
     const file = join(dir, "call-secrets.json");
@@ -79,7 +107,10 @@ describe("ToolTokens", () => {
     const billing = new CallKeyChecker(readCallKeys(toolCallKeys(both, "billing"), "billing"), "billing", "test");
     const before = await calls.for("s1", read, deadline);
     expect(decodeProtectedHeader(before)).toMatchObject({ alg: "HS256", kid: "call-a" });
-    expect(billing.check(before, Date.now())?.caller.subject).toBe("session:s1");
+    expect(billing.check(before, Date.now())?.caller).toMatchObject({
+      subject: "session:s1",
+      method: "/loopguard.billing.v1.BillingService/GetOrder",
+    });
     // The operator puts the new secret first: the next credential (even for a cached pair) uses it.
     write([second, first]);
     await new Promise((r) => setTimeout(r, 1100));

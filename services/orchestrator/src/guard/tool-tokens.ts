@@ -1,9 +1,10 @@
 // Least-privilege credentials for tool calls: each names one session (subject), one service
-// (audience) and only the scope of the one method called, and expires with the call's deadline
-// (plus a little clock skew). One seen by one tool is useless at any other, and for any other
-// session or method. Cached per session and method while it covers the whole of a new call — but
-// for an irreversible method: that one is minted per call, bound to the exact request sent (claim
-// `req`), so the tool refuses it for any other amount, entity or key.
+// (audience), the one method called (claim `mth`, which the tool checks) and only its scope, and
+// expires with the call's deadline (plus a little clock skew). One seen by one tool is useless at
+// any other, and for any other session or method. Cached per session and method while it covers
+// the whole of a new call, skew allowance included — but for an irreversible method: that one is
+// minted per call, bound to the exact request sent (claim `req`), so the tool refuses it for any
+// other amount, entity or key.
 // With call secrets (LOOPGUARD_CALL_SECRETS_FILE) a credential is an HS256 JWT under the tool's own
 // derived key, minted in microseconds (see call-keys.ts in the tool SDK); without them, an Ed25519
 // JWT signed with the orchestrator's key, which every tool verifies with the JWKS.
@@ -14,16 +15,15 @@ import {
   Effect,
   FollowedFile,
   type KeysReload,
+  methodPath,
   mintToken,
   readCallKeys,
   requestDigest,
   type SigningKey,
+  TOKEN_CLOCK_SKEW_MS,
 } from "@loopguard/tool-sdk";
 import { LRUCache } from "lru-cache";
 import type { RegisteredTool } from "../tool-registry.js";
-
-/** Allowance for clocks of the orchestrator and the tool disagreeing. */
-export const TOKEN_CLOCK_SKEW_MS = 5_000;
 
 /** The orchestrator's call secrets and the file they came from, followed so a rotation needs no restart. */
 export interface CallSecrets {
@@ -59,6 +59,7 @@ export class ToolTokens {
     const options = {
       subject: `session:${sessionId}`,
       audience: tool.tool,
+      method: methodPath(tool.method),
       scopes: tool.requiredScope ? [tool.requiredScope] : [],
       expiresAt,
     };
@@ -76,7 +77,8 @@ export class ToolTokens {
     }
     const cacheKey = `${sessionId}\n${tool.name}`;
     const hit = this.#cache.get(cacheKey);
-    if (hit && hit.expiresAt >= deadline) return hit.token;
+    // A tool whose clock is ahead by up to the allowance must still take it until the deadline.
+    if (hit && hit.expiresAt >= deadline + TOKEN_CLOCK_SKEW_MS) return hit.token;
     const token = calls ? calls.mint(options) : await mintToken(this.#key, options);
     this.#cache.set(cacheKey, { token, expiresAt });
     return token;

@@ -10,7 +10,7 @@
 // methods require those scopes; name it with --audience when the scopes do not say.
 import { parseArgs } from "node:util";
 import { contractFiles } from "@loopguard/proto";
-import { mintToken } from "../auth.js";
+import { BREAK_GLASS_MAX_REASON_CHARS, BREAK_GLASS_MAX_TTL_SECONDS, mintToken } from "../auth.js";
 import { ConfigError } from "../settings.js";
 import { audienceOf, servicePolicy, servicesOf } from "../contract.js";
 import { type PersonKey, personKey } from "../local-keys.js";
@@ -20,9 +20,6 @@ function fail(message: string): never {
   process.stderr.write(`mint-token: ${message}\n`);
   process.exit(2);
 }
-
-/** Break-glass tokens live briefly: long enough for one deliberate call. */
-const BREAK_GLASS_MAX_TTL = 900;
 
 type Values = {
   scope?: string[];
@@ -66,11 +63,13 @@ if (values.subject !== undefined)
 const breakGlass = values["break-glass"] === true;
 const reason = values.reason?.trim() ?? "";
 if (values.reason !== undefined && !breakGlass) fail("--reason goes with --break-glass");
-if (breakGlass && (reason === "" || reason.length > 200))
-  fail('--break-glass needs --reason "why" (1..200 characters): it is recorded with every use');
+if (breakGlass && (reason === "" || reason.length > BREAK_GLASS_MAX_REASON_CHARS))
+  fail(
+    `--break-glass needs --reason "why" (1..${BREAK_GLASS_MAX_REASON_CHARS} characters): it is recorded with every use`,
+  );
 const scopes = values.scope ?? [];
 if (scopes.length === 0) fail("name at least one --scope, e.g. --scope kb:read");
-const maxTtl = breakGlass ? BREAK_GLASS_MAX_TTL : 86_400;
+const maxTtl = breakGlass ? BREAK_GLASS_MAX_TTL_SECONDS : 86_400;
 const ttl = Number(values.ttl ?? (breakGlass ? 300 : 3600));
 if (!Number.isInteger(ttl) || ttl < 1 || ttl > maxTtl)
   fail(`--ttl must be 1..${maxTtl} seconds${breakGlass ? " for a break-glass token" : ""}, got "${values.ttl}"`);

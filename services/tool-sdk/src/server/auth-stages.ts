@@ -1,9 +1,16 @@
 // The stages that decide who may call: the bearer token and its scope, and for an irreversible
 // method a credential bound to the exact request (see stages.ts for the others, serve.ts for the order).
 import type { DescMethod } from "@bufbuild/protobuf";
-import { CredentialsError, requestDigest } from "../auth.js";
+import {
+  BREAK_GLASS_MAX_REASON_CHARS,
+  BREAK_GLASS_MAX_TTL_SECONDS,
+  type Caller,
+  CredentialsError,
+  requestDigest,
+  TOKEN_CLOCK_SKEW_MS,
+} from "../auth.js";
 import { envPrefixOf } from "../config.js";
-import { Effect, methodPolicy } from "../contract.js";
+import { Effect, methodPath, methodPolicy } from "../contract.js";
 import { status, ToolError } from "../errors.js";
 import type { TokenVerifier } from "../token-verifier.js";
 import type { Interceptor } from "./interceptor.js";
@@ -14,8 +21,9 @@ function bearerToken(value: unknown): string | undefined {
 }
 
 /**
- * The bearer token must verify (audience: this tool) and carry the method's required scope; a
- * probe's token (synthetic checks) reaches read-only methods only, whatever scopes it carries.
+ * The bearer token must verify (audience: this tool), be for this method when it names one (claim
+ * `mth`) and carry the method's required scope; a probe's token (synthetic checks) reaches
+ * read-only methods only, whatever scopes it carries.
  */
 export function authStage(
   verifier: TokenVerifier,
@@ -24,6 +32,7 @@ export function authStage(
   requiredScope: string,
 ): Interceptor {
   const readOnly = methodPolicy(method).effect === Effect.READ_ONLY;
+  const path = methodPath(method);
   return (next) => async (call) => {
     const token = bearerToken(call.metadata.get("authorization")[0]);
     if (!token)
@@ -41,6 +50,16 @@ export function authStage(
           : `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`;
       throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", why, { cause });
     }
+    // Methods share scopes, so the orchestrator's credentials name their method too. One without the
+    // claim (a person's or a probe's token) goes by its scope; so does an orchestrator's from before
+    // the claim, which a tool released ahead of the orchestrator (`pnpm release <tool>`) still gets.
+    const named = call.caller.method;
+    if (named !== undefined && named !== path)
+      throw new ToolError(
+        status.UNAUTHENTICATED,
+        "CREDENTIALS_INVALID",
+        `the bearer token was issued for ${named}, not ${path}`,
+      );
     if (requiredScope && !call.caller.scopes.has(requiredScope)) {
       throw new ToolError(
         status.PERMISSION_DENIED,
@@ -95,9 +114,8 @@ export function bindingStage(tool: string, method: DescMethod, breakGlass: boole
             `break-glass is off on this service; enable it with ${envPrefixOf(tool)}_BREAK_GLASS=on, or let the orchestrator make the call`,
           ),
         );
-      if (!caller.breakGlassReason?.trim())
-        return Promise.reject(deny('a break-glass token must say why (mint it with --reason "…")'));
-      return next(call);
+      const problem = breakGlassProblem(caller, Date.now());
+      return problem ? Promise.reject(deny(problem)) : next(call);
     }
     return Promise.reject(
       deny(
@@ -105,4 +123,19 @@ export function bindingStage(tool: string, method: DescMethod, breakGlass: boole
       ),
     );
   };
+}
+
+/** Why a break-glass token is not acceptable (as `pnpm mint-token` would mint it), or undefined. */
+function breakGlassProblem(caller: Caller, now: number): string | undefined {
+  const reason = caller.breakGlassReason ?? "";
+  if (!reason.trim()) return 'a break-glass token must say why (mint it with --reason "…")';
+  if (reason.length > BREAK_GLASS_MAX_REASON_CHARS)
+    return `a break-glass token's reason is at most ${BREAK_GLASS_MAX_REASON_CHARS} characters`;
+  const { issuedAt, expiresAt } = caller;
+  // A future iat would let exp − iat pass while the token lives far longer than it says.
+  if (issuedAt === undefined || expiresAt === undefined || issuedAt > now + TOKEN_CLOCK_SKEW_MS)
+    return "a break-glass token must say when it was issued (iat), and not later than now";
+  if (expiresAt - issuedAt > BREAK_GLASS_MAX_TTL_SECONDS * 1000)
+    return `a break-glass token lives at most ${BREAK_GLASS_MAX_TTL_SECONDS} s; this one ${Math.round((expiresAt - issuedAt) / 1000)} s`;
+  return undefined;
 }

@@ -3,20 +3,32 @@ import { create } from "@bufbuild/protobuf";
 import { Metadata } from "@grpc/grpc-js";
 import { refusal } from "@loopguard/test-kit";
 import { KbSearchService, SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
+import { SignJWT } from "jose";
 import { describe, expect, it } from "vitest";
 import {
   BillingService,
   RefundReason,
   RefundRequestSchema,
 } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { type Caller, mintToken, newKeyPair, requestDigest, signingKeyFromJwk } from "../auth.js";
+import { type Caller, mintToken, newKeyPair, requestDigest, signingKeyFromJwk, TOKEN_ISSUER } from "../auth.js";
+import { CallCredentials } from "../call-keys.js";
+import { methodPath } from "../contract.js";
 import { publicKeySet, withBinding } from "../key-bindings.js";
 import { status, ToolError } from "../errors.js";
 import { FaultSwitch } from "../faults.js";
 import { createLogger } from "../logger.js";
 import { ServerMetrics } from "../metrics.js";
 import { parseMetrics, samplesOf } from "../prometheus-text.js";
-import { metricValue, SAMPLE_HIT, TEST_PUBLIC_KEYS, testToken } from "../../testing/index.js";
+import {
+  metricValue,
+  SAMPLE_HIT,
+  TEST_CALL_SECRETS,
+  TEST_ORCHESTRATOR_KEY,
+  TEST_PUBLIC_KEYS,
+  testCallKeys,
+  testToken,
+} from "../../testing/index.js";
 import { TokenVerifier } from "../token-verifier.js";
 import { unaryTerminal } from "./handler.js";
 import { type CallFn, compose, type Interceptor, OversizedRequest, type ServerCall } from "./interceptor.js";
@@ -131,6 +143,43 @@ describe("authStage", () => {
   });
 });
 
+describe("authStage and the credential's method (claim mth)", () => {
+  // QueryRisk and GetCustomerRisk share the scope risk:read: only the method claim tells them apart.
+  const queryRisk = RiskService.method.queryRisk;
+  const getCustomerRisk = RiskService.method.getCustomerRisk;
+  const verifier = new TokenVerifier(TEST_PUBLIC_KEYS, "risk", { callKeys: testCallKeys("risk") });
+  const through = (m: typeof queryRisk | typeof getCustomerRisk, token: string) => {
+    const metadata = new Metadata();
+    metadata.set("authorization", `Bearer ${token}`);
+    return authStage(verifier, "risk", m, "risk:read")(async (call) => call.caller?.subject)(
+      testCall({ method: m, metadata }),
+    );
+  };
+  const options = (method?: string) => ({
+    subject: "session:s1",
+    audience: "risk",
+    scopes: ["risk:read"],
+    expiresAt: Date.now() + 5000,
+    ...(method ? { method } : {}),
+  });
+
+  it.each([
+    ["a call credential", async (method?: string) => new CallCredentials(TEST_CALL_SECRETS).mint(options(method))],
+    ["a signed token", (method?: string) => mintToken(TEST_ORCHESTRATOR_KEY, options(method))],
+  ])("refuses %s minted for another method of the tool, UNAUTHENTICATED, and takes it for its own", async (_, mint) => {
+    const token = await mint(methodPath(queryRisk));
+    await expect(through(queryRisk, token)).resolves.toBe("session:s1");
+    const error = await refusal(through(getCustomerRisk, token), ToolError);
+    expect([error.code, error.reason, error.message]).toEqual([
+      status.UNAUTHENTICATED,
+      "CREDENTIALS_INVALID",
+      "the bearer token was issued for /loopguard.risk.v1.RiskService/QueryRisk, not /loopguard.risk.v1.RiskService/GetCustomerRisk",
+    ]);
+    // An orchestrator from before the claim (a tool released first) still reaches the method by its scope.
+    await expect(through(getCustomerRisk, await mint())).resolves.toBe("session:s1");
+  });
+});
+
 describe("bindingStage", () => {
   const refund = BillingService.method.refund;
   const request = create(RefundRequestSchema, {
@@ -184,10 +233,71 @@ describe("bindingStage", () => {
       role: "break-glass",
       keyId: "g",
       breakGlassReason: "ledger fix, INC-42",
+      issuedAt: Date.now(),
+      expiresAt: Date.now() + 300_000,
     };
     expect(await notBound(through(glass))).toMatch(/BILLING_BREAK_GLASS=on/);
     await expect(through(glass, true)).resolves.toBe("done");
     expect(await notBound(through({ ...glass, breakGlassReason: " " }, true))).toMatch(/must say why/);
+  });
+
+  it("refuses a break-glass token beyond what `pnpm mint-token` makes: over 15 minutes, issued later than now or without iat, a reason over 200 characters", async () => {
+    const now = Date.now();
+    const glass: Caller = {
+      subject: "alice",
+      scopes: new Set(["billing:refund"]),
+      role: "break-glass",
+      keyId: "g",
+      breakGlassReason: "x".repeat(200),
+      issuedAt: now - 1000,
+      expiresAt: now - 1000 + 900_000,
+    };
+    await expect(through(glass, true)).resolves.toBe("done");
+    // Issued within the clock skew allowance ahead of this tool's clock is still fine.
+    await expect(through({ ...glass, issuedAt: now + 4000, expiresAt: now + 4000 + 900_000 }, true)).resolves.toBe(
+      "done",
+    );
+    expect(await notBound(through({ ...glass, expiresAt: glass.issuedAt! + 901_000 }, true))).toMatch(
+      /lives at most 900 s; this one 901 s/,
+    );
+    expect(await notBound(through({ ...glass, expiresAt: now + 365 * 86_400_000 }, true))).toMatch(/at most 900 s/);
+    // exp − iat within 15 minutes, but a year from now: the future iat gives it away.
+    const later = now + 365 * 86_400_000;
+    expect(await notBound(through({ ...glass, issuedAt: later - 900_000, expiresAt: later }, true))).toMatch(
+      /when it was issued \(iat\), and not later than now/,
+    );
+    expect(await notBound(through({ ...glass, issuedAt: undefined }, true))).toMatch(/iat/);
+    expect(await notBound(through({ ...glass, breakGlassReason: "x".repeat(201) }, true))).toMatch(
+      /reason is at most 200 characters/,
+    );
+  });
+
+  it("judges a break-glass token's lifetime from its own iat and exp, as the verifier hands them on", async () => {
+    const pair = newKeyPair("glass-alice-unit");
+    const verifier = new TokenVerifier(
+      publicKeySet({
+        keys: [withBinding(pair.publicJwk, { role: "break-glass", subject: "alice", scopes: ["billing:refund"] })],
+      }),
+      "billing",
+    );
+    const key = signingKeyFromJwk(pair.privateJwk);
+    const signed = (iat: number, exp: number) =>
+      new SignJWT({ scope: "billing:refund", why: "INC-42" })
+        .setProtectedHeader({ alg: "EdDSA", kid: key.kid })
+        .setSubject("alice")
+        .setIssuer(TOKEN_ISSUER)
+        .setAudience("billing")
+        .setIssuedAt(iat)
+        .setExpirationTime(exp)
+        .sign(key.key);
+    const at = Math.floor(Date.now() / 1000);
+    const caller = await verifier.verify(await signed(at, at + 900));
+    expect([caller.issuedAt, caller.expiresAt]).toEqual([at * 1000, (at + 900) * 1000]);
+    await expect(through(caller, true)).resolves.toBe("done");
+    const year = await verifier.verify(await signed(at, at + 365 * 86_400));
+    expect(await notBound(through(year, true))).toMatch(/at most 900 s/);
+    const ahead = await verifier.verify(await signed(at + 3600, at + 3600 + 900));
+    expect(await notBound(through(ahead, true))).toMatch(/not later than now/);
   });
 });
 

@@ -20,6 +20,7 @@ import { SessionSampling } from "../src/session/sampling.js";
 import { traceIdOf } from "../src/session/trace-id.js";
 import { ToolRegistry } from "../src/tool-registry.js";
 import {
+  decisionOn,
   HIGH_RISK_CUSTOMER,
   startOrchestrator,
   startRefund,
@@ -172,5 +173,25 @@ describe("session traces at ratio 0.1", () => {
     }
     await sleep(1000);
     for (const id of ids) expect(toolSpans.some((s) => s.traceId === traceIdOf(id))).toBe(true);
+  }, 30_000);
+
+  it("puts the host's live reads before a refund, and the re-read an approval makes, in the session's trace", async () => {
+    const reads = (id: string) =>
+      spans
+        .getFinishedSpans()
+        .filter((s) => /^loopguard\.(billing|risk)\.v1\.\w+Service\/Get/.test(s.name))
+        .map((s) => ({ name: s.name, inSession: s.spanContext().traceId === traceIdOf(id) }));
+    spans.reset();
+    const id = await startRefund(orch.api, "ord_DEMO00000008", 1500, HIGH_RISK_CUSTOMER);
+    const waiting = await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL);
+    const before = reads(id);
+    expect(before.map((r) => r.name)).toContain("loopguard.billing.v1.BillingService/GetOrder");
+    expect(before.filter((r) => !r.inSession)).toEqual([]);
+    spans.reset();
+    await orch.approver.resolveApproval(decisionOn(id, waiting.pendingApproval!, true, "checked"));
+    await waitForSession(orch.api, id);
+    const after = reads(id);
+    expect(after.map((r) => r.name)).toContain("loopguard.billing.v1.BillingService/GetOrder");
+    expect(after.filter((r) => !r.inSession)).toEqual([]);
   }, 30_000);
 });

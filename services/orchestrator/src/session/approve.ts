@@ -23,7 +23,9 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
   const audit = { tool: approval.tool, argsHash: approval.argumentsHash };
   if (approval.kind !== "outcome_unknown" && call.worldVersion && guard?.reader) {
     const entityId = String((JSON.parse(call.arguments) as JsonObject)[guard.idField] ?? "");
-    const live = await readLive(deps, s, guard.reader, entityId);
+    const live = await kit.spans.span(s, `approved ${tool.name}: read again`, { "gen_ai.tool.name": tool.name }, () =>
+      readLive(deps, s, guard.reader!, entityId),
+    );
     const current = live.ok ? worldVersionOf(guard, entityId, live.data) : undefined;
     if (current !== call.worldVersion) {
       const message = live.ok

@@ -32,7 +32,7 @@ export type CallPlan =
     };
 
 export async function planCall(
-  { deps }: Kit,
+  { deps, spans }: Kit,
   s: SessionRecord,
   request: ToolCallRequest,
   confidence: StatedConfidence | undefined,
@@ -55,13 +55,9 @@ export async function planCall(
     };
   const guard = deps.rules.effectOf(tool);
   if (!guard) return { kind: "start", tool, call, context };
-  const verdict = await guardSideEffect(
-    deps,
-    s,
-    guard,
-    args,
-    String(args[tool.idempotencyKeyField ?? ""] ?? ""),
-    confidence,
+  // The guard's live reads are calls of the session: in its trace, under a span of their own.
+  const verdict = await spans.span(s, `guard ${tool.name}`, { "gen_ai.tool.name": tool.name }, () =>
+    guardSideEffect(deps, s, guard, args, String(args[tool.idempotencyKeyField ?? ""] ?? ""), confidence),
   );
   switch (verdict.kind) {
     case "park":

@@ -146,14 +146,18 @@ export class SessionSpans {
     agent.end(Math.max(s.updatedAt, s.createdAt));
   }
 
-  /** Runs `fn` in a child span of the session's, carrying its budget left. */
+  /**
+   * Runs `fn` in a child span of the session's, carrying its budget left. Outside a run (a human's
+   * approval acted on in the API's handler) the span still joins the session's trace, sampled as
+   * its runs are.
+   */
   span<T>(
     s: SessionRecord,
     name: string,
     attributes: Record<string, string | number>,
     fn: (span: Span) => Promise<T>,
   ): Promise<T> {
-    const parent = this.#contexts.get(s.id) ?? ROOT_CONTEXT;
+    const parent = this.#contexts.get(s.id) ?? this.#outsideRun(s);
     const span = trace.getTracer(TRACER).startSpan(
       name,
       {
@@ -169,6 +173,13 @@ export class SessionSpans {
       parent,
     );
     return otelContext.with(trace.setSpan(parent, span), () => fn(span)).finally(() => span.end());
+  }
+
+  #outsideRun(s: SessionRecord): Context {
+    const traceId = sessionTraceId(s);
+    const kept = this.deps.sampling ? this.deps.sampling.keep(s, traceId) : "ratio";
+    const traceFlags = kept ? TraceFlags.SAMPLED : TraceFlags.NONE;
+    return trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: newSpanId(), traceFlags, isRemote: true });
   }
 
   /** The step's trace record (redacted), to be stored with the transition that completes it. */

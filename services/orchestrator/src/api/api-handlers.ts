@@ -172,6 +172,13 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
       };
     },
     async resolveApproval(req, ctx) {
+      // Four eyes are two people's: a service's, a probe's or a break-glass key answers no approval.
+      if (ctx.caller.role !== "person")
+        throw new ToolError(
+          status.PERMISSION_DENIED,
+          "APPROVER_NOT_A_PERSON",
+          `an approval is answered by a person; ${ctx.caller.subject} signs with a ${ctx.caller.role} key`,
+        );
       if (req.approver && req.approver !== ctx.caller.subject) {
         const why = `the approver is taken from your credentials (${ctx.caller.subject}); leave approver empty`;
         throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", why, {

@@ -6,7 +6,7 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, mintToken, newKeyPair, type SigningKey, signingKeyFromJwk } from "@loopguard/tool-sdk";
-import { TEST_PEOPLE_KEY, SESSION_OPERATOR_SCOPES } from "@loopguard/tool-sdk/testing";
+import { SESSION_OPERATOR_SCOPES, testPersonKey } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_BUDGET } from "../src/guard/budget.js";
 import {
@@ -28,15 +28,15 @@ beforeAll(async () => {
   tools = await startTools();
   orch = await startOrchestrator(tools, { APPROVAL_TTL_MS: "60000" });
   operator = await token([...SESSION_OPERATOR_SCOPES, "approvals:write"]);
-  approverToken = await token(["sessions:read", "approvals:write"], TEST_PEOPLE_KEY, "ops:alice");
+  approverToken = await token(["sessions:read", "approvals:write"], undefined, "ops:alice");
 });
 afterAll(async () => {
   await orch?.close();
   await tools?.stop();
 });
 
-function token(scopes: string[], key: SigningKey = TEST_PEOPLE_KEY, subject = "ops:test"): Promise<string> {
-  return mintToken(key, { subject, audience: "orchestrator", scopes, ttlSeconds: 600 });
+function token(scopes: string[], key?: SigningKey, subject = "ops:test"): Promise<string> {
+  return mintToken(key ?? testPersonKey(subject), { subject, audience: "orchestrator", scopes, ttlSeconds: 600 });
 }
 
 interface Reply {

@@ -8,7 +8,7 @@ import { readOnlyToolScopes } from "./people.js";
 
 export interface KeyBinding {
   readonly role: KeyRole;
-  /** The subject its tokens must claim: exact, or a prefix pattern ending in "*" ("session:*"). */
+  /** The subject its tokens must claim: exact; only an orchestrator key's is a prefix pattern ending in "*" ("session:*"). */
   readonly subject: string;
   /** The scopes its tokens may carry: exact, "*" for any, or a prefix pattern ending in "*" ("grant:*"). */
   readonly scopes: readonly string[];
@@ -80,11 +80,12 @@ export function bindingProblem(binding: { role?: unknown; subject?: unknown; sco
     if (other !== undefined)
       return `a probe key may hold read-only scopes only (${readOnly.join(" ")}), not "${other}"`;
   }
-  if (
-    role !== "orchestrator" &&
-    !subject.endsWith("*") &&
-    RESERVED_PERSON_SUBJECTS.some((p) => subject.startsWith(p))
-  ) {
+  // Only the orchestrator's key signs for many subjects (its sessions). Every other key has one
+  // holder, so it speaks for one subject: a pattern ("*", "oidc:*") would let that holder be anyone
+  // it covers — read and cancel their sessions, and approve as a second person what it started.
+  if (role !== "orchestrator" && subject.endsWith("*"))
+    return `a ${role} key is bound to exactly one subject, never a pattern: "${subject}" would let its one holder speak for every subject it covers (only the orchestrator's key is bound to a pattern, "session:*")`;
+  if (role !== "orchestrator" && RESERVED_PERSON_SUBJECTS.some((p) => subject.startsWith(p))) {
     return `a ${role} key may not claim "${subject}": subjects starting with ${RESERVED_PERSON_SUBJECTS.join(" or ")} are the orchestrator's and the identity provider's`;
   }
   return undefined;
@@ -137,7 +138,10 @@ export function publicKeySet(value: unknown): BoundKeySet {
       );
     }
     const problem = bindingProblem(bindingOf(jwk));
-    if (problem) throw new KeyError(`key ${kid} of the JWKS: ${problem}`);
+    if (problem)
+      throw new KeyError(
+        `key ${kid} of the JWKS: ${problem} (rebind it with \`pnpm keys bind --kid ${kid} …\`, or \`pnpm keys revoke --kid ${kid}\`)`,
+      );
     try {
       createPublicKey({ key: jwk as NodeJwk, format: "jwk" });
     } catch (cause) {

@@ -175,6 +175,54 @@ describe("pnpm keys", () => {
     }
   });
 
+  it("refuses a person or break-glass key bound to a subject pattern, and rebinds one an older JWKS holds to one subject", async () => {
+    const jwks = join(dir, "pattern-jwks.json");
+    for (const [role, subject] of [
+      ["person", "oidc:*"],
+      ["person", "*"],
+      ["person", "alice*"],
+      ["break-glass", "*"],
+    ] as const) {
+      const made = await run("keys", [
+        "new",
+        ...keyArgs({ kid: "pattern-1", role, subject, scopes: ["kb:read"], jwks }),
+        "--private-out",
+        join(dir, "pattern-1.jwk"),
+      ]);
+      expect([made.code, made.stderr]).toEqual([
+        2,
+        `keys: a ${role} key is bound to exactly one subject, never a pattern: "${subject}" would let its one holder speak for every subject it covers (only the orchestrator's key is bound to a pattern, "session:*")\n`,
+      ]);
+    }
+    expect(() => readFileSync(join(dir, "pattern-1.jwk"))).toThrow(/ENOENT/);
+    // A JWKS written before the rule: `keys new` names the key at fault; `bind` gives it one subject.
+    const pair = newKeyPair("wild-1");
+    writeFileSync(
+      jwks,
+      JSON.stringify({
+        keys: [{ ...pair.publicJwk, loopguard_role: "person", loopguard_subject: "*", loopguard_scopes: ["kb:read"] }],
+      }),
+    );
+    const blocked = await run("keys", [
+      "new",
+      ...keyArgs({ kid: "bob-2", role: "person", subject: "bob", scopes: ["kb:read"], jwks }),
+      "--private-out",
+      join(dir, "bob-2.jwk"),
+    ]);
+    expect([blocked.code, blocked.stderr]).toEqual([
+      2,
+      expect.stringMatching(
+        /key wild-1 of the JWKS: a person key is bound to exactly one subject.*pnpm keys bind --kid wild-1/,
+      ),
+    ]);
+    const bound = await run("keys", [
+      "bind",
+      ...keyArgs({ kid: "wild-1", role: "person", subject: "alice", scopes: ["kb:read"], jwks }),
+    ]);
+    expect(bound.stderr).toBe("");
+    expect(publicKeySet(jwksOf(jwks)).keys[0]).toMatchObject({ kid: "wild-1", loopguard_subject: "alice" });
+  });
+
   it("binds an unbound key, revokes it, and never reuses a revoked kid", async () => {
     const jwks = join(dir, "deploy-jwks.json");
     const pair = newKeyPair("legacy-1");

@@ -73,7 +73,7 @@ describe("serveTool", () => {
 
   it("refuses a valid token issued for another service as UNAUTHENTICATED, naming this one", async () => {
     const t = await start(okHandlers);
-    const token = await testToken({ subject: "session:ses_x", audience: "billing", scopes: ["kb:read"] });
+    const token = await testToken({ subject: "test", audience: "billing", scopes: ["kb:read"] });
     const error = await refusedSearchWith(t.address, token);
     expect(error.code).toBe(status.UNAUTHENTICATED);
     expect(error.message).toContain("kb-search");

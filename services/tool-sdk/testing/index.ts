@@ -23,7 +23,7 @@ import {
   type ToolServer,
   toolServicesOf,
 } from "@loopguard/tool-sdk";
-import { TEST_ORCHESTRATOR_KEY, TEST_PEOPLE_KEY, TEST_PUBLIC_KEYS, testCallKeys } from "./keys.js";
+import { TEST_ORCHESTRATOR_KEY, TEST_PUBLIC_KEYS, testCallKeys, testPersonKey } from "./keys.js";
 
 export { metricValue } from "@loopguard/tool-sdk";
 export { editedContract } from "./edited-contract.js";
@@ -46,12 +46,16 @@ export interface TestTokenOptions {
   readonly ttlSeconds?: number;
 }
 
-/** A person's token signed with the test people's key; its audience is derived from the contracts unless given. */
+/**
+ * A person's token signed with the key of the test person it names (one of TEST_PEOPLE; "test" by
+ * default); its audience is derived from the contracts unless given.
+ */
 export function testToken(options: TestTokenOptions): Promise<string> {
   const audience = options.audience ?? audienceOf(options.scopes, servicesOf(contractFiles));
   if (!audience) throw new Error(`scopes ${options.scopes.join(" ")} do not name one service: pass audience`);
-  return mintToken(TEST_PEOPLE_KEY, {
-    subject: options.subject ?? "test",
+  const subject = options.subject ?? "test";
+  return mintToken(testPersonKey(subject), {
+    subject,
     audience,
     scopes: options.scopes,
     ttlSeconds: options.ttlSeconds ?? 600,
@@ -180,12 +184,14 @@ export {
   TEST_CALL_SECRETS,
   TEST_CALL_SECRETS_FILE,
   TEST_ORCHESTRATOR_KEY,
+  TEST_PEOPLE,
   TEST_PEOPLE_KEY,
   TEST_PUBLIC_KEYS,
   testCallKeys,
   testCallKeysFile,
   testOrchestratorEnv,
   testOrchestratorKeyFile,
+  testPersonKey,
 } from "./keys.js";
 export {
   spawnTool,

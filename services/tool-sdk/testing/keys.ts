@@ -10,6 +10,7 @@ import {
   newKeyPair,
   publicKeySet,
   readCallKeys,
+  type SigningKey,
   servicePolicy,
   signingKeyFromJwk,
   toolCallKeys,
@@ -18,16 +19,70 @@ import {
 } from "@loopguard/tool-sdk";
 
 const orchestratorPair = newKeyPair("test-orchestrator");
-const peoplePair = newKeyPair("test-people");
 /** The test orchestrator's key (role orchestrator, subject "session:*"): test orchestrators sign their sessions' tool calls with it; boundToken too. */
 export const TEST_ORCHESTRATOR_KEY = signingKeyFromJwk(orchestratorPair.privateJwk);
-/** The test people's key (role person, any subject, any scope): testToken and test clients sign with it. */
-export const TEST_PEOPLE_KEY = signingKeyFromJwk(peoplePair.privateJwk);
-/** What every test service verifies with: both keys, bound. */
+
+/**
+ * The test people, one key pair each, bound (role person, any scope) to exactly that subject: as in a
+ * deployment, a person's key signs for its one subject only (never a pattern). testToken and test
+ * clients sign with the key of the subject they name; a test that needs another person adds it here.
+ */
+export const TEST_PEOPLE: readonly string[] = [
+  // people of the tool-sdk, tool and e2e tests
+  "test",
+  "alice",
+  "bob",
+  "orchestrator",
+  "reader",
+  "drill",
+  "agent-7",
+  "crash-test",
+  "replica-test",
+  "mcp-client",
+  "load-operator",
+  "load-approver",
+  ...[0, 1, 2, 3].map((i) => `load-watcher-${i}`),
+  // people of the orchestrator's tests (and its process fixtures' default subjects)
+  "test-approver",
+  "operator",
+  "second",
+  "second-operator",
+  "second-approver",
+  "someone-else",
+  "intern",
+  "owner",
+  "stranger",
+  "approver",
+  ...["alice", "bob", "carol", "dave", "erin"].map((name) => `quota-${name}`),
+  ...["test", "alice", "bob", "browser", "plots", "reader"].map((name) => `ops:${name}`),
+  "cli",
+  "outcome",
+  "charges",
+];
+const peoplePairs = new Map(
+  TEST_PEOPLE.map((subject) => [subject, newKeyPair(subject === "test" ? "test-people" : `test-person-${subject}`)]),
+);
+const peopleKeys = new Map([...peoplePairs].map(([subject, pair]) => [subject, signingKeyFromJwk(pair.privateJwk)]));
+
+/** The key of the test person `subject` (one of TEST_PEOPLE), bound to that subject only. */
+export function testPersonKey(subject: string): SigningKey {
+  const key = peopleKeys.get(subject);
+  if (!key)
+    throw new Error(
+      `no test person "${subject}": a person's key is bound to one subject, so add "${subject}" to TEST_PEOPLE in services/tool-sdk/testing/keys.ts`,
+    );
+  return key;
+}
+
+/** The test person "test"'s key (kid "test-people"): testToken's default signer. */
+export const TEST_PEOPLE_KEY = testPersonKey("test");
+/** What every test service verifies with: the orchestrator's key and every test person's, bound. */
 export const TEST_PUBLIC_KEYS = publicKeySet({
   keys: [
     withBinding(orchestratorPair.publicJwk, { role: "orchestrator", subject: "session:*", scopes: ["*"] }),
-    withBinding(peoplePair.publicJwk, { role: "person", subject: "*", scopes: ["*"] }),
+    ...[...peoplePairs].map(([subject, pair]) =>
+      withBinding(pair.publicJwk, { role: "person", subject, scopes: ["*"] }),
+    ),
   ],
 });
 const keyDir = mkdtempSync(join(tmpdir(), "loopguard-test-keys-"));

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Key management for deployments. Every public key in the JWKS is bound to who may use it: a role
 // (orchestrator | person | break-glass | probe), the subject its tokens must claim and the scopes they may carry.
+// Only an orchestrator key is bound to a subject pattern ('session:*'); every other key to exactly one subject.
 //   pnpm keys new --kid K --role R --subject S --scope SCOPE… [--private-out FILE] [--jwks FILE]
 //     an Ed25519 key pair: the private JWK (0600) for its one holder, the public half with its binding added to the JWKS.
 //   pnpm keys bind --kid K --role R --subject S --scope SCOPE… [--jwks FILE]   (re)binds a key already in the JWKS.
@@ -23,8 +24,8 @@ const USAGE = `usage: pnpm keys new --kid KID --role orchestrator|person|break-g
        pnpm keys bind --kid KID --role orchestrator|person|break-glass|probe --subject S --scope SCOPE… [--jwks FILE]
        pnpm keys revoke --kid KID [--jwks FILE]
        pnpm keys remove --kid KID [--jwks FILE]
-  an orchestrator key: --subject 'session:*' and the tool methods' scopes; a person: their name and scopes (never an irreversible method's);
-  a break-glass key: a person's name and the irreversible scope it may use, accepted only where <TOOL>_BREAK_GLASS=on;
+  an orchestrator key: --subject 'session:*' and the tool methods' scopes; a person: their one name (never a pattern) and scopes (never an irreversible method's);
+  a break-glass key: one person's name and the irreversible scope it may use, accepted only where <TOOL>_BREAK_GLASS=on;
   a probe key (a release's smoke calls): --subject ${SMOKE_SUBJECT} and read-only scopes (${readOnlyToolScopes().join(" ")}), accepted on read-only methods only
 `;
 
@@ -61,12 +62,15 @@ function readJwks(): Jwks {
   } catch {
     fail(`${jwksPath} is not JSON`);
   }
-  // `bind` is how the keys of an older JWKS get their bindings, so for it a key may still lack one.
+  // `bind` is how the keys of an older JWKS get their bindings, so for it a key may still lack one;
+  // and the key `bind`, `revoke` or `remove` acts on may have a binding no longer accepted (a person
+  // key bound to a pattern): that command is how it is fixed.
   const keys = (raw as { keys?: unknown }).keys;
-  const checked =
-    Array.isArray(keys) && command === "bind"
-      ? keys.map((k: Record<string, unknown>) => (k?.loopguard_role === undefined ? withBinding(k, PLACEHOLDER) : k))
-      : keys;
+  const fixing = (k: Record<string, unknown>) =>
+    (command === "bind" && k?.loopguard_role === undefined) || (command !== "new" && k?.kid === kid);
+  const checked = Array.isArray(keys)
+    ? keys.map((k: Record<string, unknown>) => (fixing(k) ? withBinding(k, PLACEHOLDER) : k))
+    : keys;
   try {
     const set = publicKeySet({ ...(raw as object), keys: checked });
     return { keys: keys as Record<string, unknown>[], revoked: [...(set.revoked ?? [])] };

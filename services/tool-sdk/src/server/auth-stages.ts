@@ -1,5 +1,6 @@
-// The stages that decide who may call: the bearer token and its scope, and for an irreversible
-// method a credential bound to the exact request (see stages.ts for the others, serve.ts for the order).
+// The stages that decide who may call: the bearer token and its scope (for as long as a stream
+// lasts), and for an irreversible method a credential bound to the exact request (see stages.ts for
+// the others, serve.ts for the order).
 import type { DescMethod } from "@bufbuild/protobuf";
 import {
   BREAK_GLASS_MAX_REASON_CHARS,
@@ -20,10 +21,75 @@ function bearerToken(value: unknown): string | undefined {
   return /^Bearer\s+(\S+)$/i.exec(value)?.[1];
 }
 
+function refusal(cause: unknown, tool: string): ToolError {
+  const why =
+    cause instanceof CredentialsError
+      ? cause.message
+      : `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`;
+  return new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", why, { cause });
+}
+
+/**
+ * How often open streams' tokens are verified again: twice per look the verifier takes at its key
+ * files (at most once a second, on verify), so a revoked key ends a stream within about 1.5 s.
+ */
+const STREAM_RECHECK_MS = 500;
+
+/** A server stream in progress, under the token it opened with. */
+interface OpenStream {
+  readonly verifier: TokenVerifier;
+  readonly token: string;
+  readonly tool: string;
+  readonly abort: AbortController;
+}
+
+// One sweep per process over all open streams rather than a timer each: with 10,000 streams a
+// sweep is 10,000 lookups in the verifiers' caches; a signature is checked again only once a token
+// left the cache (it expired, or the keys changed).
+const openStreams = new Set<OpenStream>();
+let sweepTimer: NodeJS.Timeout | undefined;
+let sweeping = false;
+
+/** Verifies a stream's token again; one no longer good ends the stream UNAUTHENTICATED (its signal's reason). */
+async function recheck(stream: OpenStream): Promise<void> {
+  if (stream.abort.signal.aborted) return;
+  try {
+    await stream.verifier.verify(stream.token);
+  } catch (cause) {
+    stream.abort.abort(refusal(cause, stream.tool));
+  }
+}
+
+async function sweepOpenStreams(): Promise<void> {
+  if (sweeping) return;
+  sweeping = true;
+  try {
+    // One at a time: after a key change the first stream of a token re-fills the cache for the others.
+    for (const stream of openStreams) await recheck(stream);
+  } finally {
+    sweeping = false;
+  }
+}
+
+function follow(stream: OpenStream): void {
+  openStreams.add(stream);
+  sweepTimer ??= setInterval(() => void sweepOpenStreams(), STREAM_RECHECK_MS).unref();
+}
+
+function unfollow(stream: OpenStream): void {
+  openStreams.delete(stream);
+  if (openStreams.size === 0 && sweepTimer) {
+    clearInterval(sweepTimer);
+    sweepTimer = undefined;
+  }
+}
+
 /**
  * The bearer token must verify (audience: this tool), be for this method when it names one (claim
  * `mth`) and carry the method's required scope; a probe's token (synthetic checks) reaches
- * read-only methods only, whatever scopes it carries.
+ * read-only methods only, whatever scopes it carries. A server stream's token must keep verifying:
+ * it is checked again before each message and every STREAM_RECHECK_MS while the stream waits, so
+ * an expired token or a revoked key ends the stream UNAUTHENTICATED.
  */
 export function authStage(
   verifier: TokenVerifier,
@@ -33,6 +99,7 @@ export function authStage(
 ): Interceptor {
   const readOnly = methodPolicy(method).effect === Effect.READ_ONLY;
   const path = methodPath(method);
+  const streaming = method.methodKind === "server_streaming";
   return (next) => async (call) => {
     const token = bearerToken(call.metadata.get("authorization")[0]);
     if (!token)
@@ -44,11 +111,7 @@ export function authStage(
     try {
       call.caller = await verifier.verify(token);
     } catch (cause) {
-      const why =
-        cause instanceof CredentialsError
-          ? cause.message
-          : `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`;
-      throw new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", why, { cause });
+      throw refusal(cause, tool);
     }
     // Methods share scopes, so the orchestrator's credentials name their method too. One without the
     // claim (a person's or a probe's token) goes by its scope; so does an orchestrator's from before
@@ -75,7 +138,21 @@ export function authStage(
         `${method.name} is not read-only: a probe's token (synthetic checks) may call read-only methods only`,
       );
     }
-    return await next(call);
+    if (!streaming) return await next(call);
+    // A stream may outlive its token or its key (a session can wait hours for an approval).
+    const stream: OpenStream = { verifier, token, tool, abort: call.abort };
+    const send = call.send;
+    call.send = async (message) => {
+      await recheck(stream);
+      if (call.abort.signal.aborted) throw call.abort.signal.reason;
+      return send(message);
+    };
+    follow(stream);
+    try {
+      return await next(call);
+    } finally {
+      unfollow(stream);
+    }
   };
 }
 

@@ -151,7 +151,7 @@ describe("a refund whose answer is lost", () => {
     expect(refundObservations.map((r) => r.result!.ok)).toEqual([true]);
     // Each re-send is an attempt beyond the first: counted in the retry budget.
     const { transitions } = await (await run.api()).getSessionDetail({ sessionId: id });
-    const resends = transitions.filter((t) => /^re-sending billing_refund \(round \d+\)/.test(t.reason)).length;
+    const resends = transitions.filter((t) => /^re-sending billing_refund \(round \d+\)/.test(t.reason ?? "")).length;
     expect(resends).toBeGreaterThan(0);
     expect(done.usage?.retries).toBeGreaterThanOrEqual(resends);
   }, 60_000);

@@ -379,7 +379,9 @@ describe("orchestrator drills (real processes)", () => {
           const { sessions } = await store.list({ limit: 100 });
           heldByA = sessions.filter(
             (s) =>
-              s.leaseOwner?.startsWith("replica-a/") && s.state !== "IDLE" && !["DONE", "FAILED", "CANCELLED"].includes(s.state),
+              s.leaseOwner?.startsWith("replica-a/") &&
+              s.state !== "IDLE" &&
+              !["DONE", "FAILED", "CANCELLED"].includes(s.state),
           ).length;
           if (heldByA >= 3) break;
           await sleep(50);

@@ -1,5 +1,5 @@
-// An approval is one person's decision: a key of another role (a break-glass key, a service's or a
-// probe's) that carries approvals:write answers none, as a misbound JWKS could let it.
+// An approval is one person's decision: a key of another role (a service's, such as one bound as the
+// orchestrator's) that carries approvals:write answers none, as a misbound JWKS could let it.
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { refusal } from "@loopguard/test-kit";
 import {
@@ -15,10 +15,13 @@ import { TEST_PUBLIC_KEYS } from "@loopguard/tool-sdk/testing";
 import { expect, it } from "vitest";
 import { decisionOn, HIGH_RISK_REFUND, ALL_SCOPES, useSuite, waitForSession } from "./harness.js";
 
-const glass = newKeyPair("glass-approver");
+const service = newKeyPair("service-approver");
 const scopes = ["sessions:read", "approvals:write"];
 const jwks = {
-  keys: [...TEST_PUBLIC_KEYS.keys, withBinding(glass.publicJwk, { role: "break-glass", subject: "glass", scopes })],
+  keys: [
+    ...TEST_PUBLIC_KEYS.keys,
+    withBinding(service.publicJwk, { role: "orchestrator", subject: "session:*", scopes }),
+  ],
 };
 const suite = useSuite({ orchestrator: { LOOPGUARD_JWKS: JSON.stringify(jwks) } });
 
@@ -31,8 +34,8 @@ it("refuses an approval answered with a key that is not a person's, PERMISSION_D
   });
   const id = session!.sessionId;
   const waiting = await waitForSession(suite.orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL);
-  const token = await mintToken(signingKeyFromJwk(glass.privateJwk), {
-    subject: "glass",
+  const token = await mintToken(signingKeyFromJwk(service.privateJwk), {
+    subject: "session:approver",
     audience: "orchestrator",
     scopes,
     ttlSeconds: 600,

@@ -4,11 +4,23 @@ import { describe, expect, it } from "vitest";
 import { KeyError, newKeyPair } from "./auth.js";
 import { bindingProblem, publicKeySet, subjectAllowed, trustedKeys, withBinding } from "./key-bindings.js";
 
+describe("a break-glass key's scopes", () => {
+  it("are irreversible methods' scopes only: never the orchestrator API's, a read, or a pattern", () => {
+    for (const scope of ["approvals:write", "sessions:admin", "billing:read", "*", "billing:*"])
+      expect(bindingProblem({ role: "break-glass", subject: "alice", scopes: ["billing:refund", scope] })).toMatch(
+        new RegExp(
+          `^a break-glass key may hold irreversible methods' scopes only \\(.*billing:refund.*\\), not "${scope.replace("*", "\\*")}"$`,
+        ),
+      );
+  });
+});
+
 describe("a key's subject", () => {
   it("is exactly one subject for a person, break-glass or probe key, never a pattern", () => {
     for (const role of ["person", "break-glass", "probe"] as const) {
       for (const subject of ["*", "oidc:*", "session:*", "alice*"]) {
-        expect(bindingProblem({ role, subject, scopes: role === "probe" ? ["kb:read"] : ["sessions:read"] })).toBe(
+        const scopes = { person: ["sessions:read"], "break-glass": ["billing:refund"], probe: ["kb:read"] }[role];
+        expect(bindingProblem({ role, subject, scopes })).toBe(
           `a ${role} key is bound to exactly one subject, never a pattern: "${subject}" would let its one holder speak for every subject it covers (only the orchestrator's key is bound to a pattern, "session:*")`,
         );
       }

@@ -4,7 +4,7 @@
 import { createPublicKey, type KeyObject, type JsonWebKey as NodeJwk } from "node:crypto";
 import type { JSONWebKeySet, JWK } from "jose";
 import { isEd25519, KEY_ROLES, KeyError, type KeyRole, TOKEN_ALGORITHM } from "./auth.js";
-import { readOnlyToolScopes } from "./people.js";
+import { irreversibleScopes, readOnlyToolScopes } from "./people.js";
 
 export interface KeyBinding {
   readonly role: KeyRole;
@@ -79,6 +79,13 @@ export function bindingProblem(binding: { role?: unknown; subject?: unknown; sco
     const other = (scopes as string[]).find((scope) => !readOnly.includes(scope));
     if (other !== undefined)
       return `a probe key may hold read-only scopes only (${readOnly.join(" ")}), not "${other}"`;
+  }
+  if (role === "break-glass") {
+    // A break-glass key moves money by hand where it is switched on, nothing else: not the orchestrator's API.
+    const irreversible = irreversibleScopes();
+    const other = (scopes as string[]).find((scope) => !irreversible.has(scope));
+    if (other !== undefined)
+      return `a break-glass key may hold irreversible methods' scopes only (${[...irreversible.keys()].join(" ")}), not "${other}"`;
   }
   // Only the orchestrator's key signs for many subjects (its sessions). Every other key has one
   // holder, so it speaks for one subject: a pattern ("*", "oidc:*") would let that holder be anyone

@@ -172,7 +172,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
       };
     },
     async resolveApproval(req, ctx) {
-      // Four eyes are two people's: a service's, a probe's or a break-glass key answers no approval.
+      // Four eyes are two people's: a key of any other role that a JWKS binds with approvals:write answers none.
       if (ctx.caller.role !== "person")
         throw new ToolError(
           status.PERMISSION_DENIED,

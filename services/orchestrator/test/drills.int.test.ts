@@ -398,7 +398,8 @@ describe("orchestrator drills (real processes)", () => {
             rows.push({ session_id: id, reason: r.reason, tool: r.tool, owner: r.owner });
         const { reissued, takenOver } = interrupted(rows);
         const bothReplicas = [...takenOver].filter((id) => {
-          const owners = new Set(rows.filter((r) => r.session_id === id).map((r) => r.owner));
+          // A lease owner is the replica's name and a suffix for its process start.
+          const owners = new Set(rows.filter((r) => r.session_id === id).map((r) => r.owner?.split("/")[0]));
           return owners.has("replica-a") && owners.has("replica-b");
         });
         console.log(

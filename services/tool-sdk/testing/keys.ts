@@ -42,6 +42,7 @@ export const TEST_PEOPLE: readonly string[] = [
   "load-operator",
   "load-approver",
   ...[0, 1, 2, 3].map((i) => `load-watcher-${i}`),
+  "prometheus-test",
   // people of the orchestrator's tests (and its process fixtures' default subjects)
   "test-approver",
   "operator",

@@ -185,7 +185,13 @@ describe("pnpm keys", () => {
     ] as const) {
       const made = await run("keys", [
         "new",
-        ...keyArgs({ kid: "pattern-1", role, subject, scopes: ["kb:read"], jwks }),
+        ...keyArgs({
+          kid: "pattern-1",
+          role,
+          subject,
+          scopes: [role === "person" ? "kb:read" : "billing:refund"],
+          jwks,
+        }),
         "--private-out",
         join(dir, "pattern-1.jwk"),
       ]);

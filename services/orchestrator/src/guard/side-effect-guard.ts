@@ -26,6 +26,7 @@ import {
   type EntityReader,
   type GuardedEffect,
   type SideEffectRules,
+  taskFigure,
   valueAt,
 } from "./side-effects.js";
 import type { JsonObject, JsonValue, SessionRecord, SessionStore } from "../store/session-store.js";
@@ -104,13 +105,6 @@ const num = (v: JsonValue | undefined): number =>
 /** The world version an approval is bound to: "<entity>:<id>@<version>". */
 export function worldVersionOf(guard: GuardedEffect, id: string, data: JsonValue): string {
   return `${guard.entity}:${id}@${String(valueAt(data, guard.reader!.version!) ?? "0")}`;
-}
-
-/** The task's figure for a task field, when it states a usable one. */
-function taskFigure(task: JsonObject, field: string): number | undefined {
-  const v = task[field];
-  const n = typeof v === "number" ? v : typeof v === "string" && /^\d+$/.test(v) ? Number(v) : Number.NaN;
-  return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
 }
 
 /** The customer's risk, as a reason for a human, or undefined when each value its contract gates is below its threshold; a read that failed for a reason that passes, to wait for. */

@@ -126,8 +126,9 @@ export interface AskedEffect {
   readonly figure: number | undefined;
 }
 
-/** A task's figure as the side-effect guard reads it: a whole number, or a string of digits. */
-function figureOf(v: JsonValue | undefined): number | undefined {
+/** The task's figure for a task field, when it states a usable one: a whole number, or a string of digits. */
+export function taskFigure(task: JsonObject, field: string): number | undefined {
+  const v = task[field];
   const n = typeof v === "number" ? v : typeof v === "string" && /^\d+$/.test(v) ? Number(v) : Number.NaN;
   return Number.isSafeInteger(n) && n >= 0 ? n : undefined;
 }
@@ -171,7 +172,7 @@ export class SideEffectRules {
           entity: g.entity,
           entityIds: declaredEntities(task, g.entity),
           field,
-          figure: figureOf(task[field]),
+          figure: taskFigure(task, field),
         },
       ];
     });

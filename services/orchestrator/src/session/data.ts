@@ -263,12 +263,18 @@ export function redactedEnvelope(envelope: ResultEnvelope): ResultEnvelope {
 }
 
 /** The irreversible side effects a session has observed succeed, by their world references ("<entity>:<id>"). */
-export function sideEffectsOf(s: SessionRecord, registry: ToolRegistry): string[] {
+function sideEffectsOf(s: SessionRecord, registry: ToolRegistry): string[] {
   return contextOf(s).history.flatMap((item) =>
     item.kind === "observation" && item.envelope.ok && registry.get(item.tool)?.effect === Effect.IRREVERSIBLE_EXTERNAL
       ? [`${item.tool} ${item.envelope.refs.join(" ")}`]
       : [],
   );
+}
+
+/** What a stopping session's answer adds on what it already did ("; already done<when>: …"), or "". */
+export function alreadyDone(s: SessionRecord, registry: ToolRegistry, when = ""): string {
+  const done = sideEffectsOf(s, registry);
+  return done.length > 0 ? `; already done${when}: ${done.join(", ")}` : "";
 }
 
 /** The session's context figures for the API, once it has asked the model (see prompt.ts). */

@@ -8,7 +8,7 @@ import type { SessionFollower } from "../store/session-events.js";
 import { isTerminal } from "./session-state.js";
 import { type SessionRecord, type SessionStore, StaleTransitionError } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
-import { pendingOf, sideEffectsOf } from "./data.js";
+import { alreadyDone, pendingOf } from "./data.js";
 import type { SessionMoves } from "./moves.js";
 
 export interface HumanDeps {
@@ -89,9 +89,8 @@ export async function cancelSession(
       await changes.next(undefined, left);
       continue;
     }
-    const done = sideEffectsOf(s, d.registry);
     const unsettled = unsettledCall(s);
-    const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${done.length > 0 ? `; already done before the cancel: ${done.join(", ")}` : ""}${unsettled ? `; whether an earlier attempt of ${unsettled} took effect is unknown: check ${unsettled}'s records` : ""}`;
+    const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${alreadyDone(s, d.registry, " before the cancel")}${unsettled ? `; whether an earlier attempt of ${unsettled} took effect is unknown: check ${unsettled}'s records` : ""}`;
     try {
       // A parked money call that certainly was not made lets its hold go with the cancel.
       const parked = s.state === "PARKED" ? pendingOf(s) : undefined;

@@ -7,7 +7,7 @@ import { ReservationRefusedError } from "../store/effect-reservations.js";
 import type { SessionRecord } from "../store/session-store.js";
 import { type CallPlan, planCall } from "./call-pipeline.js";
 import { deadlineOf } from "../guard/budget.js";
-import { contextJson, type Pending, pendingJson, sideEffectsOf } from "./data.js";
+import { alreadyDone, contextJson, type Pending, pendingJson } from "./data.js";
 import type { Kit } from "./kit.js";
 import { observeInPlace } from "./observe.js";
 import { giveUp, park } from "./park.js";
@@ -27,11 +27,10 @@ export class NextCall {
     const rest = pending.queue.slice(1);
     // Refused calls spend no budget, so the wall clock is the one that must stop a long queue of them.
     if (deps.now() >= deadlineOf(s.usage, s.budget)) {
-      const done = sideEffectsOf(s, deps.registry);
       return moves.stop(
         s,
         "deadline",
-        `deadline reached with ${pending.queue.length} call(s) the policy asked for not made${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
+        `deadline reached with ${pending.queue.length} call(s) the policy asked for not made${alreadyDone(s, deps.registry)}`,
       );
     }
     const plan = await planCall(
@@ -52,14 +51,12 @@ export class NextCall {
       case "approve": {
         // An approval expires when the session's wall clock could no longer cover the call after it.
         const until = deadlineOf(s.usage, s.budget) - plan.tool.timeoutMs;
-        if (until <= deps.now()) {
-          const done = sideEffectsOf(s, deps.registry);
+        if (until <= deps.now())
           return moves.stop(
             s,
             "deadline",
-            `${plan.tool.name} needs an approval (${plan.why}), and the session's wall clock left cannot cover its call after one: nothing was executed${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
+            `${plan.tool.name} needs an approval (${plan.why}), and the session's wall clock left cannot cover its call after one: nothing was executed${alreadyDone(s, deps.registry)}`,
           );
-        }
         const approval = newApproval(
           plan.tool.name,
           plan.call.argsHash,

@@ -85,9 +85,7 @@ export class SessionSpans {
    */
   open(id: string, s: SessionRecord | null): SessionRun {
     const traceId = traceIdOf(id);
-    const keptBy = this.deps.sampling ? this.deps.sampling.keep(s, traceId) : "ratio";
-    const traceFlags = keptBy ? TraceFlags.SAMPLED : TraceFlags.NONE;
-    const root = trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: newSpanId(), traceFlags, isRemote: true });
+    const { root, keptBy } = this.#root(s, traceId);
     const caller = trace.getActiveSpan()?.spanContext();
     const links: Link[] =
       caller && isSpanContextValid(caller) && caller.traceId !== traceId ? [{ context: caller }] : [];
@@ -157,7 +155,7 @@ export class SessionSpans {
     attributes: Record<string, string | number>,
     fn: (span: Span) => Promise<T>,
   ): Promise<T> {
-    const parent = this.#contexts.get(s.id) ?? this.#outsideRun(s);
+    const parent = this.#contexts.get(s.id) ?? this.#root(s, sessionTraceId(s)).root;
     const span = trace.getTracer(TRACER).startSpan(
       name,
       {
@@ -175,11 +173,14 @@ export class SessionSpans {
     return otelContext.with(trace.setSpan(parent, span), () => fn(span)).finally(() => span.end());
   }
 
-  #outsideRun(s: SessionRecord): Context {
-    const traceId = sessionTraceId(s);
-    const kept = this.deps.sampling ? this.deps.sampling.keep(s, traceId) : "ratio";
-    const traceFlags = kept ? TraceFlags.SAMPLED : TraceFlags.NONE;
-    return trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: newSpanId(), traceFlags, isRemote: true });
+  /** The made-up parent of the session's spans in trace `traceId`, flagged as its sampling decides. */
+  #root(s: SessionRecord | null, traceId: string): { root: Context; keptBy: KeptBy | null } {
+    const keptBy = this.deps.sampling ? this.deps.sampling.keep(s, traceId) : "ratio";
+    const traceFlags = keptBy ? TraceFlags.SAMPLED : TraceFlags.NONE;
+    return {
+      root: trace.setSpanContext(ROOT_CONTEXT, { traceId, spanId: newSpanId(), traceFlags, isRemote: true }),
+      keptBy,
+    };
   }
 
   /** The step's trace record (redacted), to be stored with the transition that completes it. */

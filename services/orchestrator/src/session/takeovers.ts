@@ -6,7 +6,7 @@
 // answer names what was done.
 import { Effect } from "@loopguard/tool-sdk";
 import type { SessionRecord } from "../store/session-store.js";
-import { pendingOf, sideEffectsOf } from "./data.js";
+import { alreadyDone, pendingOf } from "./data.js";
 import type { Kit } from "./kit.js";
 
 /** Takeovers a session may have unless ORCHESTRATOR_MAX_TAKEOVERS says otherwise. */
@@ -20,11 +20,10 @@ export function takenOverTooOften(kit: Kit, s: SessionRecord): boolean {
 }
 
 export function stopTakenOver(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
-  const done = sideEffectsOf(s, kit.deps.registry);
   return kit.moves.stop(
     s,
     "unrecoverable_error",
-    `stopped after ${s.usage.takeovers} takeovers (at most ${maxTakeovers(kit)}): each replica that ran it stopped without handing it back (a crash, a kill, or a stall past its lease)${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
+    `stopped after ${s.usage.takeovers} takeovers (at most ${maxTakeovers(kit)}): each replica that ran it stopped without handing it back (a crash, a kill, or a stall past its lease)${alreadyDone(s, kit.deps.registry)}`,
   );
 }
 

@@ -12,7 +12,7 @@ import { ReservationRefusedError } from "../store/effect-reservations.js";
 import { type SessionRecord, StaleTransitionError, StoreUnavailableError, type Usage } from "../store/session-store.js";
 import { checkAnswer } from "./answer.js";
 import { planCall } from "./call-pipeline.js";
-import { contextJson, contextOf, pendingJson, type SessionContext, sideEffectsOf } from "./data.js";
+import { alreadyDone, contextJson, contextOf, pendingJson, type SessionContext } from "./data.js";
 import type { Kit } from "./kit.js";
 import {
   boundDecision,
@@ -29,11 +29,10 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
   const refused = refuseStep(s.usage, s.budget, deps.now());
   if (refused) {
     // What was already done stays said: a budget that ran out after a refund does not hide it.
-    const done = sideEffectsOf(s, deps.registry);
     return moves.stop(
       s,
       refused,
-      `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached${done.length > 0 ? `; already done: ${done.join(", ")}` : ""}`,
+      `stopped before step ${s.usage.steps + 1}: ${refused.replace(/_/g, " ")} reached${alreadyDone(s, deps.registry)}`,
     );
   }
   const policy = deps.policies.get(s.policy);

@@ -97,6 +97,32 @@ describe("a refund proposed below the confidence threshold", () => {
   });
 });
 
+describe("a confidence stated with several calls", () => {
+  it("holds for each of them: a refund after a search in the same reply waits for a person, as it would first", async () => {
+    const refund = JSON.stringify({ orderId: "ord_DEMO00000010", amountCents: 300, reason: "REFUND_REASON_DAMAGED" });
+    const orch = await withModel([
+      () =>
+        chatCompletion({
+          content: JSON.stringify({ confidence: 0.3, uncertainty_reason: UNSURE }),
+          toolCalls: [
+            { id: "s1", name: "kb_search_search", arguments: '{"query":"damaged item refund","limit":2}' },
+            { id: "r1", name: "billing_refund", arguments: refund },
+          ],
+        }),
+    ]);
+    const { session } = await orch.api.startSession({
+      goal: "Refund 3.00 of ord_DEMO00000010",
+      task: refundTask("ord_DEMO00000010") as never,
+      scopes: ALL_SCOPES,
+      policy: "openai",
+    });
+    const held = await waitForSession(orch.api, session!.sessionId, waiting);
+    expect([SessionState[held.state], held.pendingApproval?.tool]).toEqual(["AWAITING_APPROVAL", "billing_refund"]);
+    expect(held.pendingApproval?.reason).toContain(`policy confidence 0.3 is below 0.6: ${UNSURE}`);
+    expect(await amountsOf("ord_DEMO00000010")).toEqual([]);
+  });
+});
+
 describe("a question's answer and its confidence", () => {
   /** Searches once, then answers with `reply` (the model's whole text). */
   async function ask(reply: string): Promise<{ done: Session; seen: string[]; trace: string[] }> {

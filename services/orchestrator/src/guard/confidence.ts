@@ -55,6 +55,16 @@ export function confidenceFields(stated: StatedConfidence | undefined): {
   return stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {};
 }
 
+/** A decision's fields (confidenceFields) read back: undefined when nothing was stated. */
+export function statedIn(fields: {
+  readonly confidence?: number;
+  readonly uncertaintyReason?: string;
+}): StatedConfidence | undefined {
+  return fields.confidence === undefined
+    ? undefined
+    : { value: fields.confidence, reason: fields.uncertaintyReason ?? "" };
+}
+
 /** Why `stated` is too low to act on, or undefined when it is at or above the threshold (or not stated). */
 export function belowThreshold(stated: StatedConfidence | undefined, threshold: number): string | undefined {
   if (stated === undefined || stated.value >= threshold) return undefined;

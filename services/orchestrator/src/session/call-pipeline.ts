@@ -1,7 +1,7 @@
 // The pipeline before a call: the host's checks (plan.ts), then for an irreversible call the
 // side-effect guards (live reads, amounts, risk, entities the task declares), which decide between
 // refusing, parking, asking a human and calling. Nothing is written here.
-import type { StatedConfidence } from "../guard/confidence.js";
+import { confidenceFields, type StatedConfidence } from "../guard/confidence.js";
 import { guardSideEffect, refusal } from "../guard/side-effect-guard.js";
 import { outOfTask } from "../guard/task-scope.js";
 import type { ToolCallRequest } from "../policies/policy.js";
@@ -45,7 +45,9 @@ export async function planCall(
     now: deps.now(),
   });
   if (checked.kind !== "checked") return checked;
-  const { tool, args, call, context } = checked;
+  const { tool, args, context } = checked;
+  // The confidence goes with the call, so a call decided again (after BOUND_EXCEEDED) is judged by it again.
+  const call: PendingCall = { ...checked.call, ...confidenceFields(confidence) };
   const outside = outOfTask(tool, args, s.task, context.history, (name) => deps.registry.get(name)?.method.output);
   if (outside)
     return {

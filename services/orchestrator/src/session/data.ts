@@ -88,11 +88,21 @@ const contextSchema = z.looseObject({
   outcome: z.object({ kind: z.enum(["succeeded", "partial", "not_done"]), reason: z.string() }).optional(),
 });
 
+/**
+ * The policy's confidence in the decision a call came with (see confidence.ts), kept with the call
+ * itself: every call of a decision is judged by it, however many calls go before it.
+ */
+const statedFields = {
+  confidence: z.number().optional(),
+  uncertaintyReason: z.string().optional(),
+};
+
 const callRequestSchema = z.object({
   id: z.string(),
   name: z.string(),
   arguments: z.string(),
   argumentsBytes: z.number().optional(),
+  ...statedFields,
 });
 
 const pendingCallSchema = z.object({
@@ -101,6 +111,7 @@ const pendingCallSchema = z.object({
   arguments: z.string(),
   argsHash: z.string(),
   worldVersion: z.string(),
+  ...statedFields,
   /** The effect an irreversible call will make. */
   effect: effectSchema.optional(),
   /** The amount it holds, and the limits it is held to (money effects that are not replays). */
@@ -126,9 +137,8 @@ const pendingSchema = z.object({
   approval: pendingApprovalSchema.nullish(),
   envelope: envelopeSchema.optional(),
   approvedBy: z.string().optional(),
-  confidence: z.number().optional(),
-  /** What the policy was unsure of about the queued calls (see confidence.ts). */
-  uncertaintyReason: z.string().optional(),
+  /** The queue's confidence as releases before 2026-12-05 stored it, for the whole queue; each call holds its own now. */
+  ...statedFields,
   /** The run that sends the call, or APPROVED (see execute.ts); any other run's call was interrupted. */
   startedBy: z.string().optional(),
   attempt: z.number().optional(),

@@ -5,6 +5,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { backoffDelayMs, Effect, status, type CallError } from "@loopguard/tool-sdk";
 import { withRetries } from "../guard/budget.js";
+import { confidenceFields, statedIn } from "../guard/confidence.js";
 import { redactText } from "../guard/redact.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
@@ -174,7 +175,10 @@ function decideAgain(
     patch: {
       context: contextJson({ ...ctx, history }),
       pending: pendingJson({
-        queue: [{ id: call.id, name: tool.name, arguments: JSON.stringify(request) }, ...pending.queue],
+        queue: [
+          { id: call.id, name: tool.name, arguments: JSON.stringify(request), ...confidenceFields(statedIn(call)) },
+          ...pending.queue,
+        ],
       }),
     },
     money: { settle: call.effect!.key, outcome: "released" },

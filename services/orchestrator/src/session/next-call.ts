@@ -1,8 +1,8 @@
 // The next call of a stored decision: planned, then observed in place, stopped on, parked, sent
 // to a human or started; a start that lost a race for the amounts other sessions hold plans again.
 import { newApproval } from "../guard/approvals.js";
+import { statedIn } from "../guard/confidence.js";
 import { refusal } from "../guard/side-effect-guard.js";
-import type { ToolCallRequest } from "../policies/policy.js";
 import { ReservationRefusedError } from "../store/effect-reservations.js";
 import type { SessionRecord } from "../store/session-store.js";
 import { type CallPlan, planCall } from "./call-pipeline.js";
@@ -22,7 +22,12 @@ export class NextCall {
 
   constructor(private readonly kit: Kit) {}
 
-  async take(s: SessionRecord, call: ToolCallRequest, pending: Pending, signal: AbortSignal): Promise<SessionRecord> {
+  async take(
+    s: SessionRecord,
+    call: Pending["queue"][number],
+    pending: Pending,
+    signal: AbortSignal,
+  ): Promise<SessionRecord> {
     const { deps, moves } = this.kit;
     const rest = pending.queue.slice(1);
     // Refused calls spend no budget, so the wall clock is the one that must stop a long queue of them.
@@ -33,14 +38,7 @@ export class NextCall {
         `deadline reached with ${pending.queue.length} call(s) the policy asked for not made${alreadyDone(s, deps.registry)}`,
       );
     }
-    const plan = await planCall(
-      this.kit,
-      s,
-      call,
-      pending.confidence === undefined
-        ? undefined
-        : { value: pending.confidence, reason: pending.uncertaintyReason ?? "" },
-    );
+    const plan = await planCall(this.kit, s, call, statedIn(call) ?? statedIn(pending));
     switch (plan.kind) {
       case "observe":
         return observeInPlace(this.kit, s, call, rest, plan.envelope, plan.reason);

@@ -106,6 +106,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
     name: c.name,
     arguments: c.arguments,
     ...(c.argumentsBytes === undefined ? {} : { argumentsBytes: c.argumentsBytes }),
+    ...confidenceFields(stated),
   }));
   // The usual case — the first call can start right away — is one transition, THINKING ->
   // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
@@ -142,7 +143,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
   }
   return moves.move(s, "THINKING", {
     audit: { reason: askedFor(asked, queue.length) },
-    patch: { usage, context: contextJson(traced), pending: pendingJson({ queue, ...confidenceFields(stated) }) },
+    patch: { usage, context: contextJson(traced), pending: pendingJson({ queue }) },
     step: record("THINKING"),
     spend: spent,
   });

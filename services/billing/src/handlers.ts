@@ -60,13 +60,26 @@ const LEDGER_ERROR_CODES: Record<LedgerError["reason"], status> = {
   LEDGER_UNAVAILABLE: status.UNAVAILABLE,
   // The caller decided on an older figure: nothing was done, and it may decide again.
   BOUND_EXCEEDED: status.FAILED_PRECONDITION,
+  // Retried with the same key, by the client within the call or by whoever re-sends it.
+  OUTCOME_UNKNOWN: status.UNAVAILABLE,
 };
 
 function toToolError(error: unknown): unknown {
   if (!(error instanceof LedgerError)) return error;
   return new ToolError(LEDGER_ERROR_CODES[error.reason], error.reason, error.message, {
     cause: error,
-    ...(error.reason === "LEDGER_UNAVAILABLE" ? { retryAfterMs: LEDGER_RETRY_AFTER_MS } : {}),
+    ...(error.reason === "LEDGER_UNAVAILABLE" || error.reason === "OUTCOME_UNKNOWN"
+      ? { retryAfterMs: LEDGER_RETRY_AFTER_MS }
+      : {}),
+  });
+}
+
+/** The orchestrator's refund always carries the host's bound: one without is refused, never run unbounded. */
+function unbounded(): ToolError {
+  const description =
+    "a refund needs the caller's bound on the order's refunded total; only a break-glass refund may go without one";
+  return new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `max_refunded_total_cents: ${description}`, {
+    fieldViolations: [{ field: "max_refunded_total_cents", description, reason: "bound.required" }],
   });
 }
 
@@ -95,6 +108,7 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
       const breakGlass = caller.role === "break-glass";
       if (breakGlass)
         log.warn("break-glass refund", { caller: caller.subject, kids: [caller.keyId], order_id: request.orderId });
+      else if (request.maxRefundedTotalCents === 0n) throw unbounded();
       const outcome = await withLedger(() =>
         ledger.refund({
           orderId: request.orderId,

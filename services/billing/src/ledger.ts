@@ -75,9 +75,13 @@ export type LedgerErrorReason =
   | "ORDER_NOT_REFUNDABLE"
   | "IDEMPOTENCY_KEY_REUSED"
   | "LEDGER_UNAVAILABLE"
-  | "BOUND_EXCEEDED";
+  | "BOUND_EXCEEDED"
+  | "OUTCOME_UNKNOWN";
 
-/** A refusal from the ledger, named by the contract's BillingErrorReason (without prefix). */
+/**
+ * A refusal from the ledger, named by the contract's BillingErrorReason (without prefix); or
+ * OUTCOME_UNKNOWN, no refusal: the refund's COMMIT went out and its answer was lost.
+ */
 export class LedgerError extends Error {
   override readonly name = "LedgerError";
   constructor(
@@ -89,11 +93,25 @@ export class LedgerError extends Error {
   }
 }
 
-/** Runs a backend's ledger work, turning what its database calls `unavailable` into LEDGER_UNAVAILABLE. */
-export async function guardLedger<T>(unavailable: (error: unknown) => boolean, work: () => T | Promise<T>): Promise<T> {
+/**
+ * Runs a backend's ledger work, turning what its database calls `unavailable` into
+ * LEDGER_UNAVAILABLE (nothing was written), and what it calls a COMMIT sent without an answer into
+ * OUTCOME_UNKNOWN.
+ */
+export async function guardLedger<T>(
+  unavailable: (error: unknown) => boolean,
+  work: () => T | Promise<T>,
+  commitUnanswered: (error: unknown) => boolean = () => false,
+): Promise<T> {
   try {
     return await work();
   } catch (error) {
+    if (commitUnanswered(error))
+      throw new LedgerError(
+        "OUTCOME_UNKNOWN",
+        "the ledger took the refund's commit and its answer was lost: it may have been made; send the same request with the same idempotency key again to learn",
+        { cause: error },
+      );
     if (unavailable(error))
       throw new LedgerError("LEDGER_UNAVAILABLE", "the refund ledger cannot be used right now", { cause: error });
     throw error;
@@ -131,8 +149,9 @@ export interface RefundLedger {
   listRefunds(orderId: string): Promise<RefundRecord[] | undefined>;
   /**
    * Refunds `amountCents` of a paid order once per idempotency key. Rejects with LedgerError
-   * (ORDER_NOT_FOUND, ORDER_NOT_REFUNDABLE, IDEMPOTENCY_KEY_REUSED, LEDGER_UNAVAILABLE); on any
-   * rejection nothing was written.
+   * (ORDER_NOT_FOUND, ORDER_NOT_REFUNDABLE, IDEMPOTENCY_KEY_REUSED, LEDGER_UNAVAILABLE,
+   * BOUND_EXCEEDED: nothing was written), or OUTCOME_UNKNOWN (its commit went out unanswered: it may
+   * have been made, and the same key settles it).
    */
   refund(command: RefundCommand): Promise<RefundOutcome>;
   close(): Promise<void>;

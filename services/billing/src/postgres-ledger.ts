@@ -6,6 +6,7 @@
 // the transaction then runs again and finds the key taken. Every wait is bounded (connect, lock,
 // statement, read), so an unreachable or stuck database is LEDGER_UNAVAILABLE, never a hang.
 import {
+  commitOutcomeUnknown,
   inTransaction,
   isPostgresUnavailable,
   openMigratedPostgres,
@@ -114,7 +115,7 @@ function refundParams(r: NewRefundRow): (string | number)[] {
   ];
 }
 
-const guard = <T>(work: () => Promise<T>) => guardLedger(isPostgresUnavailable, work);
+const guard = <T>(work: () => Promise<T>) => guardLedger(isPostgresUnavailable, work, commitOutcomeUnknown);
 
 /** A unique key another transaction took first; running again sees what it wrote. */
 const isUniqueViolation = (error: unknown) => (error as { code?: unknown } | null)?.code === "23505";

@@ -49,9 +49,13 @@ export async function startBilling(options: SqliteLedgerOptions = {}): Promise<B
 }
 
 /** A Refund request, its reason DAMAGED unless told. */
+/** A Refund request as the orchestrator sends one: with a bound (here one no order reaches). */
 export function refundOf(orderId: string, amountCents: bigint, idempotencyKey: string, reason = RefundReason.DAMAGED) {
-  return { orderId, amountCents, reason, idempotencyKey };
+  return { orderId, amountCents, reason, idempotencyKey, maxRefundedTotalCents: NO_ORDER_REACHES };
 }
+
+/** A bound above every demo order's paid amount. */
+export const NO_ORDER_REACHES = 1_000_000_000n;
 
 /** The billing server a test file shares, started before its tests and closed after them. */
 export interface BillingSuite {

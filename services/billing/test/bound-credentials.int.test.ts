@@ -58,6 +58,20 @@ describe("Refund's credential", () => {
     expect(billing.order("ord_DEMO00000002")?.amount_refunded_cents).toBe(0);
   });
 
+  it("refuses a request without the caller's bound (0), naming the field, and moves nothing", async () => {
+    const unbounded = { ...refundOf("ord_DEMO00000005", 5500n, "bound-credentials-0003"), maxRefundedTotalCents: 0n };
+    const error = await refusal(
+      client.refund(unbounded, { token: await boundToken(BillingService, "Refund", unbounded) }),
+      CallError,
+    );
+    expect([status[error.code], error.reason, error.fieldViolations.map((v) => v.field)]).toEqual([
+      "INVALID_ARGUMENT",
+      "REQUEST_INVALID",
+      ["max_refunded_total_cents"],
+    ]);
+    expect(billing.refunds({ key: unbounded.idempotencyKey })).toEqual([]);
+  });
+
   it("runs the exact request its token is bound to", async () => {
     const response = await client.refund(request, { token: await boundToken(BillingService, "Refund", request) });
     expect(response.replayed).toBe(false);

@@ -5,7 +5,7 @@ import { CallError, status } from "@loopguard/tool-sdk";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { DEMO_ORDERS } from "../src/demo-orders.js";
-import { useBilling } from "./billing-fixture.js";
+import { NO_ORDER_REACHES, useBilling } from "./billing-fixture.js";
 
 const RUNS = 1000;
 
@@ -86,6 +86,7 @@ describe("random requests", () => {
               amountCents: amount,
               reason: reason as RefundReason,
               idempotencyKey: key,
+              maxRefundedTotalCents: NO_ORDER_REACHES,
             }),
           );
           expect(REFUND_OUTCOMES).toContain(outcome);

@@ -11,6 +11,7 @@ import { BillingService, RefundReason } from "@loopguard/proto/gen/loopguard/bil
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
 import { spawnTool, testToken, withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { NO_ORDER_REACHES } from "./billing-fixture.js";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const BURST = 200;
@@ -23,6 +24,7 @@ interface BurstRequest {
   readonly amountCents: bigint;
   readonly reason: RefundReason;
   readonly idempotencyKey: string;
+  readonly maxRefundedTotalCents: bigint;
 }
 
 // Amounts of 1..25 cents, 50 per order: every request fits what its order has left to refund.
@@ -31,6 +33,7 @@ const burst: BurstRequest[] = Array.from({ length: BURST }, (_, i) => ({
   amountCents: BigInt(1 + (i % 25)),
   reason: RefundReason.CUSTOMER_REQUEST,
   idempotencyKey: `crash-burst-key-${String(i).padStart(4, "0")}`,
+  maxRefundedTotalCents: NO_ORDER_REACHES,
 }));
 
 let dataDir: string;

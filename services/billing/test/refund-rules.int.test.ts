@@ -8,7 +8,7 @@ import { withBoundTokens } from "@loopguard/tool-sdk/testing";
 import { CallError, status } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
 import { LEDGER_RETRY_AFTER_MS } from "../src/handlers.js";
-import { startBilling, useBilling, refundOf } from "./billing-fixture.js";
+import { NO_ORDER_REACHES, refundOf, startBilling, useBilling } from "./billing-fixture.js";
 
 const suite = useBilling(["billing:refund", "billing:read"]);
 
@@ -82,6 +82,7 @@ describe("Refund", () => {
         amountCents: 1n,
         reason: RefundReason.CUSTOMER_REQUEST,
         idempotencyKey: `rules-unpaid-${orderId}`,
+        maxRefundedTotalCents: NO_ORDER_REACHES,
       }),
       CallError,
     );
@@ -99,6 +100,7 @@ describe("Refund", () => {
         amountCents: 1n,
         reason: RefundReason.DAMAGED,
         idempotencyKey: "rules-unknown-order-0001",
+        maxRefundedTotalCents: NO_ORDER_REACHES,
       }),
       CallError,
     );

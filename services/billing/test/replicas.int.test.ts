@@ -16,6 +16,7 @@ import { spawnTool, testToken, withBoundTokens } from "@loopguard/tool-sdk/testi
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { POSTGRES_LEDGER_MIGRATIONS } from "../src/postgres-ledger.js";
+import { NO_ORDER_REACHES } from "./billing-fixture.js";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const KEYS = 200;
@@ -38,6 +39,7 @@ const requests = Array.from({ length: KEYS }, (_, k) => {
     amountCents: BigInt(plan.amountCents(k)),
     reason: RefundReason.DAMAGED,
     idempotencyKey: `replica-load-key-${String(k).padStart(4, "0")}`,
+    maxRefundedTotalCents: NO_ORDER_REACHES,
   };
 });
 

@@ -37,6 +37,7 @@ export {
   createPostgresPool,
   inTransaction,
   isPostgresOutage,
+  commitOutcomeUnknown,
   isPostgresUnavailable,
   MAX_STORE_POOL_SIZE,
   POSTGRES_DEFAULTS,

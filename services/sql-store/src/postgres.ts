@@ -137,6 +137,18 @@ function isRetryable(error: unknown): boolean {
   return code === "40001" || code === "40P01";
 }
 
+/** Errors of a COMMIT that went out and got no answer (see commitOutcomeUnknown). */
+const commitsUnanswered = new WeakSet<object>();
+
+/**
+ * Whether `error` is a COMMIT's that reached the connection and got no answer (the connection
+ * dropped, the database went away): the transaction may have committed. Everything else
+ * inTransaction throws rolled it back.
+ */
+export function commitOutcomeUnknown(error: unknown): boolean {
+  return typeof error === "object" && error !== null && commitsUnanswered.has(error);
+}
+
 /**
  * Whether `error` meets whoever comes next too: the database is unreachable, overloaded or timed out, or a lock
  * could not be had in time; not a conflict of one transaction's own (a serialization failure, a deadlock).
@@ -177,7 +189,11 @@ export async function inTransaction<T>(
       else await begun;
       const result = await work(client);
       await begun;
-      await client.query("COMMIT");
+      await client.query("COMMIT").catch((error: unknown) => {
+        // An answer of the database's own (a deferred constraint, a serialization failure) is a rollback.
+        if (isPostgresUnavailable(error) && !isRetryable(error)) commitsUnanswered.add(error as Error);
+        throw error;
+      });
       return result;
     } catch (error) {
       if (isPostgresUnavailable(error) && !isRetryable(error)) broken = error as Error;

@@ -7,6 +7,8 @@ export interface TcpProxy {
   readonly port: number;
   /** From now on nothing gets through, on open connections or new ones. */
   cut(): void;
+  /** The next bytes the client sends that hold `text` still get through (a COMMIT reaches the database); then, as cut(). */
+  cutAfter(text: string): void;
   /** Traffic flows again; connections that lost bytes while cut are closed. */
   restore(): void;
   close(): Promise<void>;
@@ -14,6 +16,7 @@ export interface TcpProxy {
 
 export function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
   let cut = false;
+  let cutAfter: string | undefined;
   const sockets = new Set<Socket>();
   const track = (socket: Socket) => {
     sockets.add(socket);
@@ -28,7 +31,11 @@ export function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"): Pro
     }
     const upstream = connect(targetPort, targetHost);
     track(upstream);
-    downstream.on("data", (chunk) => cut || upstream.write(chunk));
+    downstream.on("data", (chunk: Buffer) => {
+      if (cut) return;
+      upstream.write(chunk);
+      if (cutAfter !== undefined && chunk.includes(cutAfter)) cut = true;
+    });
     upstream.on("data", (chunk) => cut || downstream.write(chunk));
     downstream.on("close", () => upstream.destroy());
     upstream.on("close", () => downstream.destroy());
@@ -42,8 +49,12 @@ export function startTcpProxy(targetPort: number, targetHost = "127.0.0.1"): Pro
         cut: () => {
           cut = true;
         },
+        cutAfter: (text) => {
+          cutAfter = text;
+        },
         restore: () => {
           cut = false;
+          cutAfter = undefined;
           for (const socket of sockets) socket.destroy();
         },
         close: () =>

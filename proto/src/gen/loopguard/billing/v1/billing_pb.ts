@@ -178,9 +178,10 @@ export type RefundRequest = Message<"loopguard.billing.v1.RefundRequest"> & {
 
   /**
    * The most the order may have refunded in total once this refund is made: the bound the caller
-   * decided on (the orchestrator always fills it from the contract; 0 means no bound). Billing
-   * refuses with FAILED_PRECONDITION and reason BOUND_EXCEEDED, refunding nothing, when the
-   * order's refunded total would go above it.
+   * decided on (the orchestrator always fills it from the contract). 0 means no bound, and only a
+   * break-glass refund may go without one: any other caller's is INVALID_ARGUMENT. Billing refuses
+   * with FAILED_PRECONDITION and reason BOUND_EXCEEDED, refunding nothing, when the order's
+   * refunded total would go above it.
    *
    * @generated from field: int64 max_refunded_total_cents = 5;
    */

@@ -3,7 +3,14 @@
 // on stdio, the client's own bearer on HTTP.
 import type { RegisteredTool } from "@loopguard/orchestrator/tool-registry";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
+import {
+  type CallToolRequest,
+  CallToolRequestSchema,
+  ErrorCode,
+  type JSONRPCRequest,
+  ListToolsRequestSchema,
+  McpError,
+} from "@modelcontextprotocol/sdk/types.js";
 import { ROOT_CONTEXT } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { type CallDeps, callAsSession } from "./session-call.js";
@@ -21,23 +28,43 @@ const metaGetter = {
   get: (carrier: Record<string, unknown>, key: string) => (typeof carrier[key] === "string" ? carrier[key] : undefined),
 };
 
+/**
+ * A tools/call request's params, checked here rather than by the SDK: its own check of
+ * CallToolRequestSchema answers -32603 with the validator's whole report. A mistake is
+ * InvalidParams (-32602) in one line naming the field.
+ */
+function callParams(request: JSONRPCRequest): CallToolRequest["params"] {
+  const params = request.params as Record<string, unknown> | undefined;
+  const isObject = (v: unknown) => typeof v === "object" && v !== null && !Array.isArray(v);
+  if (!isObject(params)) throw new McpError(ErrorCode.InvalidParams, "params must be an object");
+  if (typeof params?.name !== "string") throw new McpError(ErrorCode.InvalidParams, "name must be a string");
+  if (params.arguments !== undefined && !isObject(params.arguments))
+    throw new McpError(ErrorCode.InvalidParams, "arguments must be an object");
+  const parsed = CallToolRequestSchema.safeParse(request);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const field = issue?.path.slice(1).join(".") || "params";
+    throw new McpError(ErrorCode.InvalidParams, `${field}: ${(issue?.message ?? "invalid").split("\n")[0]}`);
+  }
+  return parsed.data.params;
+}
+
 export function createGatewayServer(deps: GatewayDeps): Server {
   const byName = new Map(deps.tools.map((t) => [t.name, t]));
   const listed = deps.tools.map(mcpTool);
   const server = new Server({ name: "loopguard", version: "0.1.0" }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: listed }));
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const tool = byName.get(request.params.name);
-    if (!tool)
-      throw new McpError(ErrorCode.InvalidParams, `unknown tool "${request.params.name}"; tools/list names them`);
+  // tools/call through the SDK's fallback handler, the one way to see its params before the SDK's own check.
+  server.fallbackRequestHandler = async (request, extra) => {
+    if (request.method !== CallToolRequestSchema.shape.method.value)
+      throw new McpError(ErrorCode.MethodNotFound, "Method not found");
+    const params = callParams(request);
+    const tool = byName.get(params.name);
+    if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${params.name}"; tools/list names them`);
     // A client that traces puts its W3C traceparent in the request's _meta; the session's calls continue that trace.
-    const parent = propagator.extract(
-      ROOT_CONTEXT,
-      (request.params._meta ?? {}) as Record<string, unknown>,
-      metaGetter,
-    );
+    const parent = propagator.extract(ROOT_CONTEXT, (params._meta ?? {}) as Record<string, unknown>, metaGetter);
     // The SDK aborts `extra.signal` when the client's connection closes: the session is then no longer followed.
-    return callAsSession(deps, tool, request.params.arguments ?? {}, await deps.tokenFor(tool), parent, extra.signal);
-  });
+    return callAsSession(deps, tool, params.arguments ?? {}, await deps.tokenFor(tool), parent, extra.signal);
+  };
   return server;
 }

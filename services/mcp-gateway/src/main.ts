@@ -96,9 +96,10 @@ if (stdio) {
   const server = createGatewayServer({ ...deps, tokenFor });
   await server.connect(new StdioServerTransport());
   process.stdin.once("end", () => process.exit(0));
+  // Fields the logger's allow-list writes: address is the orchestrator called, caller the person acting.
   log.info("serving MCP on stdio", {
-    as: person.binding.subject,
-    orchestrator: config.orchestratorAddr,
+    caller: person.binding.subject,
+    address: config.orchestratorAddr,
     tools: tools.length,
   });
 } else {
@@ -107,7 +108,7 @@ if (stdio) {
   );
   log.info("serving MCP over streamable HTTP", {
     url: `http://${http.address}${MCP_PATH}`,
-    orchestrator: config.orchestratorAddr,
+    address: config.orchestratorAddr,
     tools: tools.length,
   });
   for (const signal of ["SIGTERM", "SIGINT"] as const)

@@ -98,12 +98,18 @@ const view = {
   timer: undefined,
 };
 
+/** Keeps a #token= link's token and drops the fragment; what went wrong with it, or "". */
 function takeTokenFromFragment() {
   const match = /(?:^#|&)token=([^&]+)/.exec(location.hash);
-  if (!match) return;
-  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
-  // The token must not stay in the address bar, history or a screenshot.
+  if (!match) return "";
+  // The token must not stay in the address bar, history or a screenshot, even a mangled one.
   history.replaceState(null, "", location.pathname + location.search);
+  try {
+    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+    return "";
+  } catch {
+    return "The link's token is malformed (not valid percent-encoding). Paste the token instead.";
+  }
 }
 
 function askForToken(message) {
@@ -810,7 +816,7 @@ function schedule(delay = POLL_MS) {
 }
 
 function init() {
-  takeTokenFromFragment();
+  const linkProblem = takeTokenFromFragment();
   $("state-filter").replaceChildren(
     h("option", { value: "" }, "all states"),
     ...STATES.map((s) => h("option", { value: s }, s)),
@@ -857,7 +863,8 @@ function init() {
     askForToken("Token forgotten. Paste a new one to continue.");
   });
   const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) useToken(token);
+  if (linkProblem) askForToken(linkProblem);
+  else if (token) useToken(token);
   else askForToken("No token yet.");
 }
 

@@ -240,3 +240,24 @@ describe("CONFIDENCE_THRESHOLD", () => {
     }
   });
 });
+
+describe("OPENAI_BASE_URL", () => {
+  it("takes an http(s) URL and refuses anything else or a user and password in it, never echoing the value", () => {
+    expect(loadOrchestratorConfig({ ...base, OPENAI_BASE_URL: "http://127.0.0.1:8080/v1" }).openai?.baseUrl).toBe(
+      "http://127.0.0.1:8080/v1",
+    );
+    for (const url of ["llm-proxy.internal/v1", "ftp://llm-proxy.internal/v1", "not a url"]) {
+      expect(() => loadOrchestratorConfig({ ...base, OPENAI_BASE_URL: url })).toThrow(
+        new ConfigError("OPENAI_BASE_URL must be an http:// or https:// URL"),
+      );
+    }
+    const withUser = () => loadOrchestratorConfig({ ...base, OPENAI_BASE_URL: "https://svc:s3cret@proxy/v1" });
+    expect(withUser).toThrow(/^OPENAI_BASE_URL must not carry a user or password/);
+    expect(withUser).not.toThrow(/s3cret/);
+  });
+
+  it("is logged without its query string or fragment", () => {
+    const config = loadOrchestratorConfig({ ...base, OPENAI_BASE_URL: "https://proxy/v1?api-key=s3cret#x" });
+    expect(describeOrchestratorConfig(config).openai).toEqual({ baseUrl: "https://proxy/v1", model: "gpt-4o-mini" });
+  });
+});

@@ -153,6 +153,27 @@ function oidcSettings(env: Env): OidcSettings | undefined {
   return { issuer, audience, rolesClaim };
 }
 
+/**
+ * OPENAI_BASE_URL, "" when unset: an http(s) URL without a user or password (the key is
+ * OPENAI_API_KEY). The value itself is never echoed: it may hold a credential.
+ */
+function openaiBaseUrl(env: Env): string {
+  const value = env.OPENAI_BASE_URL ?? "";
+  if (value === "") return "";
+  const url = URL.canParse(value) ? new URL(value) : undefined;
+  if (url?.protocol !== "http:" && url?.protocol !== "https:")
+    throw new ConfigError("OPENAI_BASE_URL must be an http:// or https:// URL");
+  if (url.username !== "" || url.password !== "")
+    throw new ConfigError("OPENAI_BASE_URL must not carry a user or password: the key goes in OPENAI_API_KEY");
+  return value;
+}
+
+/** A base URL as it may be logged: its query string and fragment (where a proxy's key may ride) dropped. */
+function loggableUrl(value: string): string {
+  const url = new URL(value);
+  return `${url.origin}${url.pathname}`;
+}
+
 /** The orchestrator signs with a key the JWKS binds to it: any other would have every tool call refused. */
 function checkedSigningKey(env: Env, publicKeys: BoundKeySet): SigningKey {
   const key = readSigningKey(env);
@@ -190,7 +211,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     },
     { signs: true },
   );
-  const openaiUrl = env.OPENAI_BASE_URL ?? "";
+  const openaiUrl = openaiBaseUrl(env);
   const storeUrl = env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`;
   // Checked here, so that a bad URL stops the process (exit 2) before anything binds.
   parseStoreUrl(storeUrl, "ORCHESTRATOR_STORE", ConfigError);
@@ -255,7 +276,7 @@ export function describeOrchestratorConfig(config: OrchestratorConfig): Record<s
     storeUrl: redactStoreUrl(storeUrl),
     // A list, not an object keyed by tool, so the logger's allow-list names no tool.
     toolTargets: Object.entries(config.toolTargets).map(([tool, address]) => ({ tool, address })),
-    openai: openai ? { baseUrl: openai.baseUrl, model: openai.model } : "off",
+    openai: openai ? { baseUrl: loggableUrl(openai.baseUrl), model: openai.model } : "off",
     oidc: config.oidc ?? "off",
   };
 }

@@ -4,11 +4,12 @@
 // their public halves, each bound to its role, subject and scopes, that every service verifies
 // with, and each tool's own call key. Clusters mount their own from Secrets (`pnpm keys`).
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { newKeyPair, type SigningKey } from "./auth.js";
 import { newCallSecret, readCallKeys, toolCallKeys } from "./call-keys.js";
 import { readPublicKeys, readSigningKey } from "./config.js";
+import { writeFileAtomically } from "./secret-file.js";
 import { ConfigError } from "./settings.js";
 import {
   type BoundKeySet,
@@ -65,12 +66,6 @@ function localBindings(): [string, KeyBinding][] {
   ];
 }
 
-/** Written whole then renamed, so a service reading at the same moment never sees half a file. */
-function writeAtomically(path: string, text: string, mode: number): void {
-  writeFileSync(`${path}.tmp`, text, { mode });
-  renameSync(`${path}.tmp`, path);
-}
-
 function readExisting(path: string): { keys: Record<string, unknown>[]; revoked: string[] } {
   if (!existsSync(path)) return { keys: [], revoked: [] };
   const value = JSON.parse(readFileSync(path, "utf8")) as { keys?: Record<string, unknown>[]; revoked?: string[] };
@@ -100,7 +95,7 @@ export function ensureLocalKeys(dataDir: string): LocalKeys {
         string,
         unknown
       >;
-      writeAtomically(path, `${JSON.stringify(privateJwk)}\n`, 0o600);
+      writeFileAtomically(path, `${JSON.stringify(privateJwk)}\n`, 0o600);
     }
     const { d: _private, ...publicJwk } = privateJwk;
     managed.push(withBinding(publicJwk, binding));
@@ -111,10 +106,11 @@ export function ensureLocalKeys(dataDir: string): LocalKeys {
     ...(existing.revoked.length > 0 ? { revoked: existing.revoked } : {}),
   };
   const text = `${JSON.stringify(jwks, null, 2)}\n`;
-  if (!existsSync(paths.jwks) || readFileSync(paths.jwks, "utf8") !== text) writeAtomically(paths.jwks, text, 0o644);
+  if (!existsSync(paths.jwks) || readFileSync(paths.jwks, "utf8") !== text)
+    writeFileAtomically(paths.jwks, text, 0o644);
   if (!existsSync(paths.callSecrets)) {
     const secret = newCallSecret(`local-call-${stamp}-${randomBytes(3).toString("hex")}`);
-    writeAtomically(paths.callSecrets, `${JSON.stringify({ keys: [secret] })}\n`, 0o600);
+    writeFileAtomically(paths.callSecrets, `${JSON.stringify({ keys: [secret] })}\n`, 0o600);
   }
   return paths;
 }
@@ -128,7 +124,7 @@ export function localToolCallKeys(keys: LocalKeys, tool: string): string {
   mkdirSync(join(keys.dir, "call-keys"), { recursive: true, mode: 0o700 });
   const secrets = readCallKeys(JSON.parse(readFileSync(keys.callSecrets, "utf8")));
   const text = `${JSON.stringify(toolCallKeys(secrets, tool))}\n`;
-  if (!existsSync(path) || readFileSync(path, "utf8") !== text) writeAtomically(path, text, 0o600);
+  if (!existsSync(path) || readFileSync(path, "utf8") !== text) writeFileAtomically(path, text, 0o600);
   return path;
 }
 

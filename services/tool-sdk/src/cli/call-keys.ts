@@ -8,12 +8,13 @@
 //   pnpm call-keys derive --tool T [--secrets FILE] [--out FILE]   writes tool T's key file (0600): its key under every secret
 // Rotation: new → derive for every tool and update their Secrets → activate → once no credential of
 // the old secret can be live (a call's deadline plus 5 s) remove → derive again.
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { contractFiles } from "@loopguard/proto";
 import { KeyError } from "../auth.js";
 import { subcommandArgs } from "../cli-options.js";
 import { newCallSecret, readCallKeys, toolCallKeys } from "../call-keys.js";
 import { servicePolicy, toolServicesOf } from "../contract.js";
+import { FileWriteError, writeFileAtomically } from "../secret-file.js";
 
 const USAGE = `usage: pnpm call-keys new --kid KID [--secrets FILE]
        pnpm call-keys activate --kid KID [--secrets FILE]
@@ -60,8 +61,12 @@ function readSecrets(mayBeMissing: boolean): Secret[] {
 
 /** Written whole then renamed, so an orchestrator following the file never reads half of it. */
 function write(path: string, value: unknown): void {
-  writeFileSync(`${path}.tmp`, `${JSON.stringify(value, null, 2)}\n`, { mode: 0o600 });
-  renameSync(`${path}.tmp`, path);
+  try {
+    writeFileAtomically(path, `${JSON.stringify(value, null, 2)}\n`, 0o600);
+  } catch (error) {
+    if (error instanceof FileWriteError) fail(error.message);
+    throw error;
+  }
 }
 
 if (command === "derive") {

@@ -8,12 +8,13 @@
 //   pnpm keys revoke --kid K [--jwks FILE]   drops it and records it as revoked: services stop trusting it within ~1 s, and no key reuses its kid.
 //   pnpm keys remove --kid K [--jwks FILE]   drops a retired key after rotation.
 // Rotation: `new` (both keys trusted) → roll out the JWKS → switch the signer's key → `remove` the old.
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { KeyError, newKeyPair } from "../auth.js";
 import { subcommandArgs } from "../cli-options.js";
 import type { KeyRole } from "../auth.js";
 import { bindingProblem, type KeyBinding, publicKeySet, withBinding } from "../key-bindings.js";
 import { irreversibleMethodOf, readOnlyToolScopes, SMOKE_SUBJECT } from "../people.js";
+import { FileWriteError, writeFileAtomically } from "../secret-file.js";
 
 function fail(message: string): never {
   process.stderr.write(`keys: ${message}\n`);
@@ -62,6 +63,8 @@ function readJwks(): Jwks {
   } catch {
     fail(`${jwksPath} is not JSON`);
   }
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw))
+    fail(`${jwksPath} is not a JWKS: a JSON object with "keys" expected`);
   // `bind` is how the keys of an older JWKS get their bindings, so for it a key may still lack one;
   // and the key `bind`, `revoke` or `remove` acts on may have a binding no longer accepted (a person
   // key bound to a pattern): that command is how it is fixed.
@@ -79,10 +82,22 @@ function readJwks(): Jwks {
   }
 }
 
+/** Writes one file whole (see writeFileAtomically); a failure is one line naming the file, exit 2. */
+function write(path: string, text: string, mode: number, replace = true): void {
+  try {
+    writeFileAtomically(path, text, mode, replace);
+  } catch (error) {
+    if (error instanceof FileWriteError) fail(error.message);
+    throw error;
+  }
+}
+
+function jwksText(jwks: Jwks): string {
+  return `${JSON.stringify(jwks.revoked.length > 0 ? jwks : { keys: jwks.keys }, null, 2)}\n`;
+}
+
 function writeJwks(jwks: Jwks): void {
-  const out = jwks.revoked.length > 0 ? jwks : { keys: jwks.keys };
-  writeFileSync(`${jwksPath}.tmp`, `${JSON.stringify(out, null, 2)}\n`, { mode: 0o644 });
-  renameSync(`${jwksPath}.tmp`, jwksPath);
+  write(jwksPath, jwksText(jwks), 0o644);
 }
 
 /** The binding the command line asks for, checked. */
@@ -123,8 +138,14 @@ if (command === "new") {
   const privateOut = values["private-out"] ?? `${kid}.private.jwk`;
   if (existsSync(privateOut)) fail(`${privateOut} exists; not overwriting a private key`);
   const { privateJwk, publicJwk } = newKeyPair(kid);
-  writeFileSync(privateOut, `${JSON.stringify(privateJwk)}\n`, { mode: 0o600, flag: "wx" });
-  writeJwks({ ...jwks, keys: [...jwks.keys, withBinding(publicJwk, binding)] });
+  write(privateOut, `${JSON.stringify(privateJwk)}\n`, 0o600, false);
+  try {
+    writeFileAtomically(jwksPath, jwksText({ ...jwks, keys: [...jwks.keys, withBinding(publicJwk, binding)] }), 0o644);
+  } catch (error) {
+    // A private key whose public half is in no JWKS is of no use, and would make a re-run refuse.
+    rmSync(privateOut, { force: true });
+    fail(error instanceof FileWriteError ? `${error.message} (${privateOut} not kept)` : "the JWKS was not written");
+  }
   process.stdout.write(
     `private key ${privateOut} (keep it secret; give it only to its one holder)\npublic key "${kid}" added to ${jwksPath}: ${binding.role} "${binding.subject}", scopes ${binding.scopes.join(" ")}\n`,
   );

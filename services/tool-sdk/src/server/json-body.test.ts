@@ -1,6 +1,10 @@
 import type { DescMessage } from "@bufbuild/protobuf";
 import { RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import {
+  ListSessionsRequestSchema,
+  StartSessionRequestSchema,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { describe, expect, it } from "vitest";
 import { status, ToolError } from "../errors.js";
 import { checkJsonBody, MAX_JSON_DEPTH } from "./json-body.js";
@@ -51,6 +55,43 @@ describe("checkJsonBody", () => {
     ]);
     expect(refusal('{"reason":"SOMETIMES"}', RefundRequestSchema).fieldViolations).toEqual([
       { field: "reason", description: "must be one of the enum's value names" },
+    ]);
+  });
+
+  it("names a value of the right JSON type that the field cannot hold by fromJson's reason, not as a wrong type", () => {
+    const negative = refusal('{"pageSize":-1}', ListSessionsRequestSchema);
+    expect(negative.fieldViolations).toEqual([
+      { field: "page_size", description: "is invalid: expected number (uint32): -1 out of range" },
+    ]);
+    expect(negative.message).toBe(
+      "the request is not a ListSessionsRequest: page_size is invalid: expected number (uint32): -1 out of range",
+    );
+    expect(refusal('{"pageSize":"1.5"}', ListSessionsRequestSchema).fieldViolations).toEqual([
+      { field: "page_size", description: "is invalid: expected number (uint32), got 1.5" },
+    ]);
+  });
+
+  it("names the inner field at fault by its path inside a message", () => {
+    const start = (budget: string) =>
+      refusal(`{"goal":"x","budget":${budget}}`, StartSessionRequestSchema).fieldViolations;
+    expect(start('{"maxTokens":"99999999999999999999999"}')).toEqual([
+      {
+        field: "budget.max_tokens",
+        description: "is invalid: expected bigint (uint64): 99999999999999999999999 out of range",
+      },
+    ]);
+    expect(start('{"maxTokens":"lots"}')).toEqual([{ field: "budget.max_tokens", description: "must be a number" }]);
+    expect(start('{"colour":1}')).toEqual([{ field: "budget.colour", description: "is not a field of Budget" }]);
+    expect(start('"x"')).toEqual([{ field: "budget", description: "must be an object" }]);
+  });
+
+  it("quotes no personal data and no long value from fromJson's reason", () => {
+    const phone = refusal('{"pageSize":13912345678}', ListSessionsRequestSchema);
+    expect(phone.message).toMatch(/page_size is invalid: expected number \(uint32\): .* out of range$/);
+    expect(phone.message).not.toContain("13912345678");
+    const long = refusal(`{"budget":{"maxTokens":"${"9".repeat(200)}"}}`, StartSessionRequestSchema);
+    expect(long.fieldViolations).toEqual([
+      { field: "budget.max_tokens", description: "is invalid: expected bigint (uint64)" },
     ]);
   });
 

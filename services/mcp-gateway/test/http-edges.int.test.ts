@@ -1,0 +1,100 @@
+// The real gateway process given malformed JSON-RPC, and what its start-up lines tell an operator.
+// No orchestrator is needed: the gateway points at a closed port and these never reach it.
+import { type ChildProcess, spawn } from "node:child_process";
+import { join } from "node:path";
+import { freePort, repoRoot, tempDir } from "@loopguard/test-kit";
+import { ensureLocalKeys } from "@loopguard/tool-sdk";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const GATEWAY = join(repoRoot, "services", "mcp-gateway", "dist", "main.js");
+const ORCHESTRATOR_ADDR = "127.0.0.1:1";
+const children: ChildProcess[] = [];
+const data = tempDir("mcp-http-edges");
+let url: string;
+let httpLog = "";
+
+/** Starts the gateway and resolves with its stderr once `msg` is logged. */
+async function start(args: string[], env: Record<string, string>, msg: string): Promise<() => string> {
+  const child = spawn(process.execPath, [GATEWAY, ...args], {
+    env: { ...process.env, ORCHESTRATOR_ADDR, OTEL_TRACES_EXPORTER: "none", ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  children.push(child);
+  let stderr = "";
+  child.stderr?.on("data", (c: Buffer) => {
+    stderr += c.toString();
+  });
+  const end = Date.now() + 15_000;
+  while (!stderr.includes(msg)) {
+    if (Date.now() > end || child.exitCode !== null) throw new Error(`gateway did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return () => stderr;
+}
+
+function startLine(stderr: string, msg: string): Record<string, unknown> | undefined {
+  return stderr
+    .split("\n")
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .find((l) => l.msg === msg);
+}
+
+beforeAll(async () => {
+  const port = await freePort();
+  url = `http://127.0.0.1:${port}/mcp`;
+  httpLog = (await start(["--http"], { MCP_HTTP_PORT: String(port) }, "serving MCP over streamable HTTP"))();
+});
+afterAll(() => {
+  for (const child of children) child.kill("SIGTERM");
+  data.remove();
+});
+
+async function rpc(method: string, params: unknown) {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: {
+      authorization: "Bearer not-checked-here",
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
+  });
+  return (await res.json()) as { error?: { code: number; message: string } };
+}
+
+describe("malformed JSON-RPC over HTTP", () => {
+  it.each([
+    ["arguments that are not an object", { name: "kb_search_search", arguments: "x" }, "arguments must be an object"],
+    ["arguments that are an array", { name: "kb_search_search", arguments: [1] }, "arguments must be an object"],
+    ["no tool name", { arguments: {} }, "name must be a string"],
+    ["no params", undefined, "params must be an object"],
+    [
+      "a task that is not an object",
+      { name: "kb_search_search", task: "x" },
+      "task: Invalid input: expected object, received string",
+    ],
+    ["an unknown tool", { name: "nope", arguments: {} }, 'unknown tool "nope"; tools/list names them'],
+  ])("tools/call with %s is InvalidParams (-32602) in one line", async (_, params, message) => {
+    expect((await rpc("tools/call", params)).error).toEqual({ code: -32602, message: `MCP error -32602: ${message}` });
+  });
+
+  it("a method the gateway does not serve is MethodNotFound (-32601)", async () => {
+    expect((await rpc("resources/list", {})).error?.code).toBe(-32601);
+  });
+});
+
+describe("start-up lines", () => {
+  it("over HTTP: names the orchestrator it calls (address)", () => {
+    expect(startLine(httpLog, "serving MCP over streamable HTTP")).toMatchObject({ address: ORCHESTRATOR_ADDR });
+  });
+
+  it("on stdio: names the orchestrator it calls (address) and the person it acts as (caller)", async () => {
+    ensureLocalKeys(data.dir);
+    const stderr = await start([], { LOOPGUARD_DATA_DIR: data.dir }, "serving MCP on stdio");
+    expect(startLine(stderr(), "serving MCP on stdio")).toMatchObject({
+      address: ORCHESTRATOR_ADDR,
+      caller: "requester",
+    });
+  });
+});

@@ -1,0 +1,51 @@
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { ensureLocalKeys, localKeyPaths } from "./local-keys.js";
+import { FileWriteError, writeFileAtomically } from "./secret-file.js";
+
+const fresh = () => mkdtempSync(join(tmpdir(), "loopguard-secret-file-"));
+
+describe("writeFileAtomically", () => {
+  it("replaces a file whole with exactly the mode asked for, even over a 0644 one", () => {
+    const dir = fresh();
+    writeFileSync(join(dir, "k.json"), "old");
+    chmodSync(join(dir, "k.json"), 0o644);
+    writeFileAtomically(join(dir, "k.json"), "new", 0o600);
+    expect(readFileSync(join(dir, "k.json"), "utf8")).toBe("new");
+    expect(statSync(join(dir, "k.json")).mode & 0o777).toBe(0o600);
+    expect(readdirSync(dir)).toEqual(["k.json"]);
+  });
+
+  it("without replace refuses an existing file and leaves it as it was", () => {
+    const dir = fresh();
+    writeFileSync(join(dir, "k.jwk"), "mine");
+    expect(() => writeFileAtomically(join(dir, "k.jwk"), "other", 0o600, false)).toThrow(
+      new FileWriteError(`cannot write ${join(dir, "k.jwk")}: file already exists (EEXIST)`),
+    );
+    expect(readFileSync(join(dir, "k.jwk"), "utf8")).toBe("mine");
+    expect(readdirSync(dir)).toEqual(["k.jwk"]);
+  });
+
+  it("onto a folder: an error naming the path and why, and no temporary file left", () => {
+    const dir = fresh();
+    mkdirSync(join(dir, "out"));
+    expect(() => writeFileAtomically(join(dir, "out"), "secret", 0o600)).toThrow(
+      new FileWriteError(`cannot write ${join(dir, "out")}: illegal operation on a directory (EISDIR)`),
+    );
+    expect(readdirSync(dir)).toEqual(["out"]);
+  });
+});
+
+describe("ensureLocalKeys", () => {
+  it("writes the call secrets 0600 even when a stale 0644 call-secrets.json.tmp is there", () => {
+    const dir = fresh();
+    const paths = localKeyPaths(dir);
+    mkdirSync(paths.dir, { recursive: true });
+    writeFileSync(`${paths.callSecrets}.tmp`, "");
+    chmodSync(`${paths.callSecrets}.tmp`, 0o644);
+    ensureLocalKeys(dir);
+    expect(statSync(paths.callSecrets).mode & 0o777).toBe(0o600);
+  });
+});

@@ -88,14 +88,8 @@ const contextSchema = z.looseObject({
   outcome: z.object({ kind: z.enum(["succeeded", "partial", "not_done"]), reason: z.string() }).optional(),
 });
 
-/**
- * The policy's confidence in the decision a call came with (see confidence.ts), kept with the call
- * itself: every call of a decision is judged by it, however many calls go before it.
- */
-const statedFields = {
-  confidence: z.number().optional(),
-  uncertaintyReason: z.string().optional(),
-};
+/** The confidence of the decision a call came with (confidence.ts), kept with each of its calls. */
+const statedFields = { confidence: z.number().optional(), uncertaintyReason: z.string().optional() };
 
 const callRequestSchema = z.object({
   id: z.string(),

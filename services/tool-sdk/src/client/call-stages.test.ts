@@ -7,7 +7,6 @@ import {
   RefundRequestSchema,
 } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService, SearchRequestSchema, SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
-import { bulkhead } from "cockatiel";
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { metricValue } from "../../testing/index.js";
@@ -21,7 +20,6 @@ import { LatencyWindow, SlowReplicas } from "./hedge.js";
 import { ResponseCache } from "./response-cache.js";
 import { RetryBudget } from "./retry.js";
 import { breakerStage, ToolBreaker } from "./stages/breaker.js";
-import { bulkheadStage } from "./stages/bulkhead.js";
 import { cacheStage } from "./stages/cache.js";
 import { credentialsStage } from "./stages/credentials.js";
 import { deadlineStage } from "./stages/deadline.js";
@@ -125,11 +123,25 @@ describe("deadlineStage", () => {
   it("gives the call the tighter of the SLA timeout and the caller's deadline", async () => {
     const seen = async (call: ClientCall) => call.deadline;
     const now = Date.now();
-    const own = await deadlineStage(200)(seen)(searchCall());
+    const own = await deadlineStage(200, 100)(seen)(searchCall());
     expect((own as number) - now).toBeGreaterThanOrEqual(200);
     expect((own as number) - now).toBeLessThan(1000);
     const tight = refundCall("k-1", now + 50);
-    await expect(deadlineStage(200)(seen)(tight)).resolves.toBe(now + 50);
+    await expect(deadlineStage(200, 100)(seen)(tight)).resolves.toBe(now + 50);
+  });
+
+  it("marks a call cut short only when its caller left it less than the time its timeout counts from", async () => {
+    const cutShort = async (deadline: number | undefined) => {
+      const call = refundCall("k-1", deadline);
+      await deadlineStage(1000, 300)(async () => undefined)(call);
+      return call.cutShort;
+    };
+    const now = Date.now();
+    expect(await cutShort(undefined)).toBe(false);
+    expect(await cutShort(now + 5_000)).toBe(false);
+    // The SLA timeout as the caller's own deadline, read from the clock a little before the call.
+    expect(await cutShort(now + 990)).toBe(false);
+    expect(await cutShort(now + 5)).toBe(true);
   });
 });
 
@@ -140,20 +152,6 @@ describe("credentialsStage", () => {
     const own = searchCall();
     own.token = "session-token";
     await expect(credentialsStage("client-token")(seen)(own)).resolves.toBe("session-token");
-  });
-});
-
-describe("bulkheadStage", () => {
-  it("refuses a call beyond the calls in flight and queued: RESOURCE_EXHAUSTED, BULKHEAD_FULL, nothing sent", async () => {
-    const held = new AbortController();
-    const stage = bulkheadStage(bulkhead(1, 0))(
-      () => new Promise((resolve) => held.signal.addEventListener("abort", resolve, { once: true })),
-    );
-    const first = stage(searchCall());
-    const error = await rejection(stage(searchCall()));
-    expect([error.code, error.reason, error.attempts]).toEqual([status.RESOURCE_EXHAUSTED, "BULKHEAD_FULL", 0]);
-    held.abort();
-    await first;
   });
 });
 
@@ -181,6 +179,28 @@ describe("breakerStage", () => {
     });
     for (let i = 0; i < 4; i++) await lost(searchCall()).catch(() => undefined);
     expect(breaker.state).toBe("closed");
+    breaker.shutdown();
+  });
+
+  it("does not count a timeout its caller forced by a short deadline, nor an attempt never sent", async () => {
+    const breaker = new ToolBreaker("kb-search", options, metrics());
+    const late = breakerStage(breaker)(scripted(failure(status.DEADLINE_EXCEEDED)));
+    for (let i = 0; i < 4; i++) {
+      const call = searchCall();
+      call.cutShort = true;
+      await rejection(late(call));
+    }
+    const unsent = breakerStage(breaker)(() => Promise.reject(failure(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED")));
+    for (let i = 0; i < 4; i++) await rejection(unsent(searchCall()));
+    expect(breaker.state).toBe("closed");
+    breaker.shutdown();
+  });
+
+  it("counts a timeout of an attempt that had the tool's whole time", async () => {
+    const breaker = new ToolBreaker("kb-search", options, metrics());
+    const slow = breakerStage(breaker)(scripted(failure(status.DEADLINE_EXCEEDED)));
+    for (let i = 0; i < 2; i++) await rejection(slow(searchCall()));
+    expect(breaker.state).toBe("open");
     breaker.shutdown();
   });
 });

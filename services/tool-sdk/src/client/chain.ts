@@ -88,6 +88,11 @@ export interface ClientCall {
   token: string | undefined;
   /** Epoch ms; propagated as the gRPC deadline of every attempt. */
   deadline: number | undefined;
+  /**
+   * The caller's deadline left the tool less time than it is held to (stages/deadline.ts): the
+   * call's timeout is then the caller's doing, and the breaker does not count it against the tool.
+   */
+  cutShort: boolean;
   /** The client span's context, injected as traceparent. */
   spanContext: Context | undefined;
   readonly sent: Sent;
@@ -140,6 +145,7 @@ export function newCall(init: NewCall): ClientCall {
     metadata: init.metadata,
     token: init.token,
     deadline: init.deadline,
+    cutShort: false,
     spanContext: undefined,
     sent: { attempts: 0, hedges: 0, maxAttempts: 1, failedPeers: [], mayHaveActed: false },
     outcome: { source: "live", hedged: false, winner: 0 },

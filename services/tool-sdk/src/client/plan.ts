@@ -4,9 +4,9 @@
 // response validation, attempt metrics; transport.ts ends the chain.
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { ChannelCredentials, ChannelOptions } from "@grpc/grpc-js";
-import type { BulkheadPolicy } from "cockatiel";
 import type { Registry } from "prom-client";
 import { Degradation, type MethodPolicy, methodPolicy, RoutingTag } from "../contract.js";
+import type { Bulkhead } from "./bulkhead.js";
 import { type CallTarget, type ClientInterceptor, callTarget } from "./chain.js";
 import type { ClientMetrics } from "./client-metrics.js";
 import { type HedgeOverrides, LatencyWindow, type SlowReplicas } from "./hedge.js";
@@ -54,6 +54,11 @@ export interface MethodPlan {
   readonly target: CallTarget;
   readonly policy: MethodPolicy;
   readonly timeoutMs: number;
+  /**
+   * An attempt's timeout counts against the tool once its caller gave it this long: the SLA's p95
+   * target (a healthy tool answers within it 19 times in 20), or the whole timeout when shorter.
+   */
+  readonly timeoutCountedMs: number;
   readonly fallback: Fallback;
   readonly hedge: HedgeSlot;
 }
@@ -71,10 +76,12 @@ export function planOf(
   const sla = policy.sla!;
   const cacheDegradation =
     policy.degradation === Degradation.CACHE || policy.degradation === Degradation.CACHE_THEN_EMPTY;
+  const timeoutMs = options.timeoutMs?.[method.localName] ?? options.timeoutMs?.["*"] ?? sla.timeoutMs;
   return {
     target: callTarget(tool, method, domainReasons),
     policy,
-    timeoutMs: options.timeoutMs?.[method.localName] ?? options.timeoutMs?.["*"] ?? sla.timeoutMs,
+    timeoutMs,
+    timeoutCountedMs: Math.min(timeoutMs, sla.p95TargetMs || timeoutMs),
     fallback: {
       cacheable: cacheDegradation && !policy.tags.includes(RoutingTag.DATA_FRESHNESS_CRITICAL),
       maxAgeMs: options.cache?.maxAgeMs ?? (policy.cacheMaxAgeMs || DEFAULT_CACHE_MAX_AGE_MS),
@@ -94,7 +101,7 @@ export interface ClientParts {
   readonly options: ToolClientOptions;
   readonly metrics: ClientMetrics;
   readonly breaker: ToolBreaker;
-  readonly bulkhead: BulkheadPolicy;
+  readonly bulkhead: Bulkhead;
   readonly budget: RetryBudget;
   readonly cache: ResponseCache;
   readonly slow: SlowReplicas;
@@ -110,7 +117,7 @@ export function stagesOf(plan: MethodPlan, parts: ClientParts): ClientIntercepto
     tracingStage(() => breaker.state),
     ...(fallback.cacheable || fallback.emptyFallback ? [cacheStage(fallback, parts.cache)] : []),
     bulkheadStage(parts.bulkhead),
-    deadlineStage(plan.timeoutMs),
+    deadlineStage(plan.timeoutMs, plan.timeoutCountedMs),
     ...(options.token === undefined ? [] : [credentialsStage(options.token)]),
     retryStage(plan.policy, options.retry ?? {}, { budget, metrics, random: parts.random }),
     hedgeStage(plan.hedge, { overrides: options.hedge ?? {}, slow: parts.slow, budget, metrics }),

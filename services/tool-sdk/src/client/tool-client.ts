@@ -3,11 +3,11 @@
 // made (plan.ts: the stages and their order; stages/: one concern each; chain.ts: the shape).
 import { create, type DescMethod, type DescService, type MessageInitShape } from "@bufbuild/protobuf";
 import { Client, credentials } from "@grpc/grpc-js";
-import { bulkhead } from "cockatiel";
 import { commonReasons, errorReasons, servicePolicy } from "../contract.js";
 import type { InputOf, MethodKey, OutputOf } from "../method-types.js";
 import { warmValidation } from "../validation.js";
 import { avoidingRoundRobinServiceConfig } from "./avoiding-round-robin.js";
+import { Bulkhead } from "./bulkhead.js";
 import type { CallError } from "./call-error.js";
 import { type ClientCallFn, composeClient, newCall, type ResultSource } from "./chain.js";
 import { ClientMetrics } from "./client-metrics.js";
@@ -120,7 +120,7 @@ export class ToolClient<S extends DescService> {
       options,
       metrics,
       breaker: this.#breaker,
-      bulkhead: bulkhead(options.bulkhead?.maxInFlight ?? 64, options.bulkhead?.maxQueue ?? 64),
+      bulkhead: new Bulkhead(options.bulkhead?.maxInFlight ?? 64, options.bulkhead?.maxQueue ?? 64),
       budget: new RetryBudget(retry.budgetRatio ?? 0.1, retry.budgetMaxTokens ?? 10),
       cache: new ResponseCache(
         options.cache?.maxEntries ?? 1000,

@@ -1,10 +1,11 @@
 // One circuit breaker per tool (opossum), around each attempt: an open breaker refuses with
-// UNAVAILABLE and when it will let a probe through; caller mistakes and lost hedge races never trip it.
+// UNAVAILABLE and when it will let a probe through. Only the tool's own failures trip it: never a
+// caller's mistake or cancel, a lost hedge race, an attempt never sent, or a timeout its caller forced.
 import { status } from "@grpc/grpc-js";
 import CircuitBreaker from "opossum";
 import { CALLER_ERROR_CODES } from "../../errors.js";
 import { CallError } from "../call-error.js";
-import type { ClientInterceptor } from "../chain.js";
+import type { ClientCall, ClientInterceptor } from "../chain.js";
 import { BREAKER_STATE_VALUE, type ClientMetrics } from "../client-metrics.js";
 
 export type BreakerState = keyof typeof BREAKER_STATE_VALUE;
@@ -24,8 +25,21 @@ export class LostRace extends Error {
   override readonly name = "LostRace";
 }
 
+/**
+ * Whether an attempt's failure says the tool is unwell. A timeout does unless the caller's deadline
+ * cut the call short (a healthy tool misses a 5 ms deadline too; chain.ts, cutShort); an attempt
+ * that never went out (its caller gave up first) says nothing of the tool.
+ */
+function countsAgainstTool(error: unknown, call: ClientCall | undefined): boolean {
+  if (error instanceof LostRace) return false;
+  if (!(error instanceof CallError)) return true;
+  if (CALLER_ERROR_CODES.has(error.code)) return false;
+  if (call === undefined) return true;
+  return call.attempt.number > 0 && !(error.code === status.DEADLINE_EXCEEDED && call.cutShort);
+}
+
 export class ToolBreaker {
-  readonly #breaker: CircuitBreaker<[() => Promise<unknown>], unknown>;
+  readonly #breaker: CircuitBreaker<[() => Promise<unknown>, ClientCall?], unknown>;
   readonly #resetTimeoutMs: number;
   readonly #listeners = new Set<(state: BreakerState) => void>();
   /** When the breaker last opened; with its reset timeout, when it will let a probe through. */
@@ -41,8 +55,9 @@ export class ToolBreaker {
       rollingCountTimeout: overrides.rollingWindowMs ?? 10_000,
       rollingCountBuckets: 10,
       resetTimeout: this.#resetTimeoutMs,
-      errorFilter: (error: unknown) =>
-        error instanceof LostRace || (error instanceof CallError && CALLER_ERROR_CODES.has(error.code)),
+      // opossum passes fire's arguments on (its types declare the error only): the attempt, its call.
+      errorFilter: (error: unknown, ...fired: unknown[]) =>
+        !countsAgainstTool(error, fired[1] as ClientCall | undefined),
     });
     const setState = (state: BreakerState) => {
       metrics.breakerState.set({ tool }, BREAKER_STATE_VALUE[state]);
@@ -76,8 +91,9 @@ export class ToolBreaker {
     return () => this.#listeners.delete(listener);
   }
 
-  fire(attempt: () => Promise<unknown>): Promise<unknown> {
-    return this.#breaker.fire(attempt);
+  /** Runs the attempt unless the breaker is open; `call` says whether its failure counts (countsAgainstTool). */
+  fire(attempt: () => Promise<unknown>, call?: ClientCall): Promise<unknown> {
+    return this.#breaker.fire(attempt, call);
   }
 
   shutdown(): void {
@@ -88,10 +104,12 @@ export class ToolBreaker {
 export function breakerStage(breaker: ToolBreaker): ClientInterceptor {
   return (next) => (call) =>
     breaker
-      .fire(() =>
-        next(call).catch((thrown: unknown) => {
-          throw call.attempt.lost ? new LostRace(`${call.target.tool}: another attempt answered first`) : thrown;
-        }),
+      .fire(
+        () =>
+          next(call).catch((thrown: unknown) => {
+            throw call.attempt.lost ? new LostRace(`${call.target.tool}: another attempt answered first`) : thrown;
+          }),
+        call,
       )
       .catch((thrown: unknown) => {
         if (thrown instanceof CallError || thrown instanceof LostRace) throw thrown;

@@ -45,6 +45,7 @@ export function transport(client: Client): ClientCallFn {
         reject(
           new CallError({
             code: status.CANCELLED,
+            reason: "CALL_CANCELLED",
             message: `${target.tool}: the caller gave up before ${target.method.name} was sent`,
             attempts: call.sent.attempts,
             tool: target.tool,

@@ -380,6 +380,31 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect(last.usage.tokens).toBe(1);
       });
 
+      it("charges tool calls (the host's live reads), and a move from the record before the charge keeps them", async () => {
+        await store.create(newSession("s1"));
+        const before = await drive(store, "s1", ["THINKING"]);
+        const read = { tokens: 0, costMicros: 50, toolCalls: 1 };
+        expect(await store.charge("s1", read, read)).toBe("live");
+        expect(await (await another()).charge("s1", read, read)).toBe("live");
+        expect((await store.get("s1"))!.usage).toEqual({ ...before.usage, toolCalls: 2, costMicros: 100 });
+        // The run moves from the record it had before the reads, adding its step, its model call and one call of its own.
+        const usage = { ...before.usage, steps: 1, tokens: 10, costMicros: 5, toolCalls: 1 };
+        const moved = await move(store, "s1", "THINKING", "TOOL_EXECUTING", before.version, {
+          patch: { usage },
+          current: before,
+        });
+        const expected = { ...usage, toolCalls: 3, costMicros: 105 };
+        expect(moved.usage).toEqual(expected);
+        expect((await store.get("s1"))!.usage).toEqual(expected);
+        // An ended session is charged a read as well: it was made.
+        const ended = await move(store, "s1", "TOOL_EXECUTING", "CANCELLED", moved.version, {
+          patch: { stopReason: "cancelled" },
+          current: moved,
+        });
+        expect(await store.charge("s1", read, { tokens: 0, costMicros: 0 })).toBe("ended");
+        expect((await store.get("s1"))!.usage).toEqual({ ...ended.usage, toolCalls: 4, costMicros: 155 });
+      });
+
       it("requires a stop reason exactly when entering a terminal state", async () => {
         await store.create(newSession("s1"));
         await drive(store, "s1", ["THINKING"]);

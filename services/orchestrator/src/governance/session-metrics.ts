@@ -147,7 +147,7 @@ export class SessionMetrics {
     );
     this.lateSpend = declare.counter(
       "loopguard_session_late_spend_total",
-      "Model calls and tool answers whose spend could not be written with their move: the session had moved on (a cancel, another replica's stop, a lost lease) or the store was out. By fate: charged (to the session, ended or run by another replica), store_failed (not charged: the store did not take it), carried (the store was out: charged when the session is read again, unless the write had committed) or reissued (a tool's price, paid when the session observes the call it sends again).",
+      "Model calls and tool answers whose spend could not be written with their move: the session had moved on (a cancel, another replica's stop, a lost lease) or the store was out. By fate: charged (to the session, ended or run by another replica), store_failed (not charged: the store did not take it; also a host's live read whose own charge it did not take), carried (the store was out: charged when the session is read again, unless the write had committed) or reissued (a tool's price, paid when the session observes the call it sends again).",
       ["fate"],
     );
     this.transitions = declare.counter(

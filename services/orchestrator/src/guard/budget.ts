@@ -28,10 +28,16 @@ export function refuseStep(usage: Usage, limits: BudgetLimits, now: number): Sto
   return null;
 }
 
-/** Why one more tool call costing `costMicros` may not be made, or null. */
-export function refuseToolCall(usage: Usage, limits: BudgetLimits, costMicros: number, now: number): StopReason | null {
+/** Why `calls` more tool calls (one unless told) costing `costMicros` in all may not be made, or null. */
+export function refuseToolCall(
+  usage: Usage,
+  limits: BudgetLimits,
+  costMicros: number,
+  now: number,
+  calls = 1,
+): StopReason | null {
   if (now >= deadlineOf(usage, limits)) return "deadline";
-  if (usage.toolCalls + 1 > limits.maxToolCalls) return "max_tool_calls";
+  if (usage.toolCalls + calls > limits.maxToolCalls) return "max_tool_calls";
   if (usage.costMicros + costMicros > limits.maxCostMicros) return "max_cost";
   return null;
 }
@@ -46,9 +52,14 @@ export function withRetries(usage: Usage, n: number): Usage {
   return { ...usage, retries: (usage.retries ?? 0) + n };
 }
 
-/** `usage` with `spend` (a model call's tokens and price, a tool call's price) added. */
+/** `usage` with `spend` (a model call's tokens and price, a tool call's price, the tool calls it counts) added. */
 export function withSpend(usage: Usage, spend: Spend): Usage {
-  return { ...usage, tokens: usage.tokens + spend.tokens, costMicros: usage.costMicros + spend.costMicros };
+  return {
+    ...usage,
+    tokens: usage.tokens + spend.tokens,
+    costMicros: usage.costMicros + spend.costMicros,
+    ...(spend.toolCalls ? { toolCalls: usage.toolCalls + spend.toolCalls } : {}),
+  };
 }
 
 /** A rough token count for policies that report none (about four characters a token), of a text or a length. */

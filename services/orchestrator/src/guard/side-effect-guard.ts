@@ -8,37 +8,24 @@
 // decided on, which the tool enforces too. The same rules hold whatever policy drives the session,
 // because they run here.
 import { setTimeout as sleep } from "node:timers/promises";
-import type { DescService } from "@bufbuild/protobuf";
-import { toJson } from "@bufbuild/protobuf";
-import type { CallError, ToolClient } from "@loopguard/tool-sdk";
-import { failureName, passes, type WaitFor } from "../session/park-rules.js";
+import type { WaitFor } from "../session/park-rules.js";
 import { type ApprovalRules, thresholdOf, thresholdsIn } from "./approvals.js";
-import { deadlineOf } from "./budget.js";
+import { deadlineOf, withSpend } from "./budget.js";
 import { belowThreshold, type StatedConfidence } from "./confidence.js";
 import { SINGLE_CALL_POLICY } from "../policies/single-call-policy.js";
 import type { Reservation } from "../store/effect-reservations.js";
 import { decideMoney } from "./money-totals.js";
 import type { ResultEnvelope } from "../policies/policy.js";
-import { redactText } from "./redact.js";
+import { type LiveReadDeps, readLive, readSpend, refuseReads } from "./live-reads.js";
 import { type EffectRecord, effectsOf, type PlannedReservation } from "../session/data.js";
-import {
-  declaredEntities,
-  type EntityReader,
-  type GuardedEffect,
-  type SideEffectRules,
-  taskFigure,
-  valueAt,
-} from "./side-effects.js";
+import { declaredEntities, type GuardedEffect, type SideEffectRules, taskFigure, valueAt } from "./side-effects.js";
+import type { StopReason } from "../session/session-state.js";
 import type { JsonObject, JsonValue, SessionRecord, SessionStore } from "../store/session-store.js";
-import type { ToolTokens } from "./tool-tokens.js";
 
-export interface GuardDeps {
+export interface GuardDeps extends LiveReadDeps {
   readonly rules: SideEffectRules;
-  readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
-  readonly tokens: ToolTokens;
   readonly approvals: ApprovalRules;
   readonly store: SessionStore;
-  readonly now: () => number;
 }
 
 /** What the call will do, as the host decided it: the effect, the amount it reserves (money), and the request with the host's bound in it. */
@@ -52,48 +39,11 @@ export interface Planned {
 export type GuardVerdict =
   /** Not allowed: an EPRECOND observation, and no call. */
   | { readonly kind: "refuse"; readonly message: string; readonly suggestedAction: string; readonly retryable: boolean }
-  | { readonly kind: "stop"; readonly answer: string }
+  | { readonly kind: "stop"; readonly reason: StopReason; readonly answer: string }
   /** A live read failed for a reason that passes: wait for its tool rather than decide without it. */
   | ({ readonly kind: "park" } & WaitFor)
   | ({ readonly kind: "approve"; readonly why: string } & Planned)
   | ({ readonly kind: "start" } & Planned);
-
-/** A live read the host makes for its own checks: the read's own token and deadline, and no cached or degraded answer. */
-/** `passing`: the read failed for a reason that passes, and this is the tool to wait for. */
-export type LiveRead = { ok: true; data: JsonValue } | { ok: false; why: string; passing?: WaitFor };
-
-export async function readLive(
-  deps: Omit<GuardDeps, "store">,
-  s: SessionRecord,
-  reader: EntityReader,
-  id: string,
-): Promise<LiveRead> {
-  const tool = reader.tool;
-  if (tool.requiredScope && !s.scopes.includes(tool.requiredScope))
-    return { ok: false, why: `the session is not granted ${tool.requiredScope}, which ${tool.name} needs` };
-  const client = deps.clients.get(tool.tool);
-  if (!client) return { ok: false, why: `no client for ${tool.tool}` };
-  const deadline = Math.min(deps.now() + tool.timeoutMs, deadlineOf(s.usage, s.budget));
-  try {
-    const token = await deps.tokens.for(s.id, tool, deadline);
-    const result = await client.call(tool.method.localName as never, { [reader.idField]: id } as never, {
-      token,
-      deadline: new Date(deadline),
-      fallback: false,
-    });
-    return { ok: true, data: toJson(tool.method.output, result.response as never) as JsonValue };
-  } catch (error) {
-    const e = error as CallError;
-    const why = `${tool.name} failed: ${e.reason ?? e.code}: ${redactText(e.message)}`;
-    return {
-      ok: false,
-      why,
-      ...(passes(e)
-        ? { passing: { tool, reason: `live read failed: ${failureName(e)}`, retryAfterMs: e.retryAfterMs } }
-        : {}),
-    };
-  }
-}
 
 /** How long past its SLA timeout a call in flight on the entity is waited for before a human is shown the totals, and how often the store is asked. */
 const HELD_SETTLE_MARGIN_MS = 500;
@@ -160,6 +110,7 @@ export async function guardSideEffect(
   if (remaining < tool.timeoutMs) {
     return {
       kind: "stop",
+      reason: "deadline",
       answer: `stopped before calling ${tool.name}: ${Math.max(0, remaining)} ms of the session's wall clock left, less than its ${tool.timeoutMs} ms SLA timeout; nothing was done`,
     };
   }
@@ -187,6 +138,8 @@ export async function guardSideEffect(
     return asks.length > 0 ? { kind: "approve", why: asks.join("; "), ...planned } : { kind: "start", ...planned };
   }
 
+  const noRoom = refuseReads(s, guard, deps.now());
+  if (noRoom) return { kind: "stop", ...noRoom };
   const entity = await readLive(deps, s, guard.reader, entityId);
   if (!entity.ok && entity.passing) return { kind: "park", ...entity.passing };
   if (!entity.ok) {
@@ -243,7 +196,9 @@ export async function guardSideEffect(
     const heldUntil = deps.now() + tool.timeoutMs + HELD_SETTLE_MARGIN_MS;
     while (deps.now() < heldUntil && (await deps.store.otherEffects(reservation, customerSince)).entityHeld > 0)
       await sleep(HELD_POLL_MS);
-    return guardSideEffect(deps, s, guard, args, key, confidence, true);
+    // The entity read again with the budget its first read left.
+    const read = { ...s, usage: withSpend(s.usage, readSpend(guard.reader)) };
+    return guardSideEffect(deps, read, guard, args, key, confidence, true);
   }
   const risk = await riskReason(deps, s, guard, entityId, customerId);
   if (typeof risk === "object") return { kind: "park", ...risk };

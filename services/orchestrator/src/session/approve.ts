@@ -1,11 +1,12 @@
 // A human approved the action a session waits on: the call goes out next (sent by whichever
 // replica drives the session), unless the world changed since the approval was asked.
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
-import { readLive, worldVersionOf } from "../guard/side-effect-guard.js";
+import { readLive } from "../guard/live-reads.js";
+import { worldVersionOf } from "../guard/side-effect-guard.js";
 import { ReservationRefusedError } from "../store/effect-reservations.js";
 import { contextJson, contextOf, pendingJson, pendingOf, queueLeft, reservationOf } from "./data.js";
 import { APPROVED } from "./execute.js";
-import type { Kit } from "./kit.js";
+import { guardDepsOf, type Kit } from "./kit.js";
 import { errorEnvelope } from "../policies/envelope.js";
 
 /**
@@ -24,7 +25,7 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
   if (approval.kind !== "outcome_unknown" && call.worldVersion && guard?.reader) {
     const entityId = String((JSON.parse(call.arguments) as JsonObject)[guard.idField] ?? "");
     const live = await kit.spans.span(s, `approved ${tool.name}: read again`, { "gen_ai.tool.name": tool.name }, () =>
-      readLive(deps, s, guard.reader!, entityId),
+      readLive(guardDepsOf(kit), s, guard.reader!, entityId),
     );
     const current = live.ok ? worldVersionOf(guard, entityId, live.data) : undefined;
     if (current !== call.worldVersion) {

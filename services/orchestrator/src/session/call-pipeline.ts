@@ -8,7 +8,7 @@ import type { ToolCallRequest } from "../policies/policy.js";
 import type { SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { contextOf, type PendingCall, type SessionContext } from "./data.js";
-import type { Kit } from "./kit.js";
+import { guardDepsOf, type Kit } from "./kit.js";
 import type { WaitFor } from "./park-rules.js";
 import { argsHash, checkCall, type Refused } from "./plan.js";
 
@@ -32,11 +32,12 @@ export type CallPlan =
     };
 
 export async function planCall(
-  { deps, spans }: Kit,
+  kit: Kit,
   s: SessionRecord,
   request: ToolCallRequest,
   confidence: StatedConfidence | undefined,
 ): Promise<CallPlan> {
+  const { deps, spans } = kit;
   const checked = checkCall({
     session: s,
     context: contextOf(s),
@@ -59,7 +60,7 @@ export async function planCall(
   if (!guard) return { kind: "start", tool, call, context };
   // The guard's live reads are calls of the session: in its trace, under a span of their own.
   const verdict = await spans.span(s, `guard ${tool.name}`, { "gen_ai.tool.name": tool.name }, () =>
-    guardSideEffect(deps, s, guard, args, String(args[tool.idempotencyKeyField ?? ""] ?? ""), confidence),
+    guardSideEffect(guardDepsOf(kit), s, guard, args, String(args[tool.idempotencyKeyField ?? ""] ?? ""), confidence),
   );
   switch (verdict.kind) {
     case "park":
@@ -67,7 +68,7 @@ export async function planCall(
     case "refuse":
       return { kind: "observe", envelope: refusal(verdict, deps.now()), reason: "precondition not met" };
     case "stop":
-      return { kind: "stop", reason: "deadline", answer: verdict.answer };
+      return { kind: "stop", reason: verdict.reason, answer: verdict.answer };
     case "approve":
     case "start": {
       // The request as it goes out: with the bound the host decided on, which the approval's hash covers.

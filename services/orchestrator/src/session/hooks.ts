@@ -35,7 +35,7 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
     onLateSpend: (s, spend, fate, error) => {
       metrics?.lateSpend.inc({ fate });
       if (fate !== "store_failed") return;
-      log.warn("a session's spend was not charged: its move failed and the charge did not reach the session", {
+      log.warn("a session's spend was not charged: the store did not take the charge", {
         session_id: s.id,
         reason: fate,
         tokens: spend.tokens,

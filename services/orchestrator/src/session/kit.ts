@@ -3,6 +3,7 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ToolClient } from "@loopguard/tool-sdk";
 import type { ApprovalRules } from "../guard/approvals.js";
+import type { GuardDeps } from "../guard/side-effect-guard.js";
 import type { ContextLimits, Governed } from "../governance/context-governance.js";
 import type { PriceTable } from "../policies/model-prices.js";
 import type { TokenCounter } from "../policies/model-tokens.js";
@@ -59,6 +60,11 @@ export interface Kit {
    * run's, so it is re-issued as interrupted, never sent as if for the first time.
    */
   readonly runs: Map<string, string>;
+}
+
+/** What the side-effect guards work with: the runner's dependencies, and the charge of their live reads. */
+export function guardDepsOf({ deps, moves }: Kit): GuardDeps {
+  return { ...deps, charge: (s, spend) => moves.charge(s, spend) };
 }
 
 /** The mark of the run now driving session `id` in this process (the process's run id outside a run). */

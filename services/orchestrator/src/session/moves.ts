@@ -194,6 +194,17 @@ export class SessionMoves {
     throw error;
   }
 
+  /**
+   * Charges work the host does for its own checks apart from any move (a guard's live read: a tool
+   * call and its price) to the session as it is done: no new version, and the session's next move
+   * keeps it (see SessionStore.charge). A charge the store does not take is reported, never thrown:
+   * the read was made, and the session goes on with what it read.
+   */
+  async charge(s: SessionRecord, spend: Spend): Promise<void> {
+    const [to, failure] = await this.#charge(s, spend, spend);
+    if (!to) this.deps.onLateSpend?.(s, spend, "store_failed", failure);
+  }
+
   /** Charges `spend` to `s`, or `live` should it be live (see SessionStore.charge): where it went, or why not. */
   #charge(s: SessionRecord, spend: Spend, live: Spend): Promise<readonly ["ended" | "live" | undefined, unknown?]> {
     return this.deps.store.charge(s.id, spend, live).then(

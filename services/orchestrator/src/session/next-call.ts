@@ -30,7 +30,8 @@ export class NextCall {
   ): Promise<SessionRecord> {
     const { deps, moves } = this.kit;
     const rest = pending.queue.slice(1);
-    // Refused calls spend no budget, so the wall clock is the one that must stop a long queue of them.
+    // Refused calls spend no budget but a money call's live reads (checked against it before reading),
+    // so the wall clock is the one that must stop a long queue of them.
     if (deps.now() >= deadlineOf(s.usage, s.budget)) {
       return moves.stop(
         s,
@@ -43,7 +44,7 @@ export class NextCall {
       case "observe":
         return observeInPlace(this.kit, s, call, rest, plan.envelope, plan.reason);
       case "stop":
-        return moves.stop(s, plan.reason, plan.answer);
+        return moves.stop(s, plan.reason, `${plan.answer}${alreadyDone(s, deps.registry)}`);
       case "park":
         return park(this.kit, s, pending, plan) ?? giveUp(this.kit, s, plan, pending);
       case "approve": {

@@ -27,7 +27,8 @@ export const Q = {
         version = version + 1,
         usage = CASE WHEN :setUsage::int = 0 THEN s.usage WHEN :tokensAdded::numeric IS NULL THEN :usage::jsonb
           ELSE :usage::jsonb || jsonb_build_object('tokens', (s.usage->>'tokens')::numeric + :tokensAdded::numeric,
-            'costMicros', (s.usage->>'costMicros')::numeric + :costAdded::numeric) END,
+            'costMicros', (s.usage->>'costMicros')::numeric + :costAdded::numeric,
+            'toolCalls', (s.usage->>'toolCalls')::numeric + :toolCallsAdded::numeric) END,
         context = CASE WHEN :setContext::int = 1 THEN :context::jsonb ELSE context END,
         history_len = CASE WHEN :setContext::int = 1 THEN :historyLen::int ELSE history_len END,
         pending = CASE WHEN :setPending::int = 1 THEN :pending::jsonb ELSE pending END,
@@ -116,7 +117,9 @@ export const Q = {
     `UPDATE sessions s SET usage = s.usage || jsonb_build_object(
         'tokens', (s.usage->>'tokens')::numeric + CASE WHEN s.stop_reason IS NULL THEN :liveTokens::numeric ELSE :tokens::numeric END,
         'costMicros', (s.usage->>'costMicros')::numeric
-          + CASE WHEN s.stop_reason IS NULL THEN :liveCostMicros::numeric ELSE :costMicros::numeric END)
+          + CASE WHEN s.stop_reason IS NULL THEN :liveCostMicros::numeric ELSE :costMicros::numeric END,
+        'toolCalls', (s.usage->>'toolCalls')::numeric
+          + CASE WHEN s.stop_reason IS NULL THEN :liveToolCalls::numeric ELSE :toolCalls::numeric END)
     WHERE id = :id RETURNING s.stop_reason IS NOT NULL AS ended`,
   ),
   // The expired ones first, along sessions_approval_expiry: asked for the oldest sessions at once,

@@ -20,6 +20,8 @@ export interface BudgetLimits {
 export interface Spend {
   readonly tokens: number;
   readonly costMicros: number;
+  /** Tool calls it made, when it is charged apart from a move (the host's own live reads: see SessionStore.charge); absent, none. */
+  readonly toolCalls?: number;
 }
 
 /** What a session has spent so far, against its BudgetLimits. */

@@ -65,9 +65,9 @@ export interface TransitionInput {
   /**
    * The record the caller moves from (as the store returned it, at `expectedVersion`). When
    * given, the store may build the result from it and the patch instead of reading the whole
-   * row back; the optimistic lock guarantees the row still matches it, except for the tokens and
-   * price that `charge` added since: the patch's usage is written as the stored usage plus what
-   * the patch adds to this record's, and the result carries the stored figures.
+   * row back; the optimistic lock guarantees the row still matches it, except for the tokens,
+   * price and tool calls that `charge` added since: the patch's usage is written as the stored
+   * usage plus what the patch adds to this record's, and the result carries the stored figures.
    */
   readonly current?: SessionRecord;
 }
@@ -186,11 +186,12 @@ export interface SessionStore {
   /** False when `owner` did not hold the lease. */
   releaseLease(id: string, owner: string): Promise<boolean>;
   /**
-   * Adds what work cost (a model call's tokens and price, a tool call's price) to the usage of a
-   * session that moved on while it was under way, so its usage says what it cost: `spend` when the
-   * session has ended (a cancel, an expiry, a stop made by another replica: nobody does the work
-   * again), `live` when it is live under another run (a takeover after a lost lease; that run sends
-   * a tool call again and pays for it then, so `live` is what nobody pays for again). No new version
+   * Adds what work cost (a model call's tokens and price, a tool call's price, and tool calls the
+   * host makes for its own checks, its live reads, with theirs) to the usage of a session that moved
+   * on while it was under way, or that no move of its own pays for, so its usage says what it cost:
+   * `spend` when the session has ended (a cancel, an expiry, a stop made by another replica: nobody
+   * does the work again), `live` when it is live (under another run after a lost lease, that run
+   * sends a tool call again and pays for it then, so `live` is what nobody pays for again). No new version
    * and no audit row: a live session's next move keeps the charge, because every move that has the
    * record it moves from (`current`) writes its usage relative to that record's. Returns whether the
    * session had ended, or undefined when there is no such session.

@@ -80,7 +80,7 @@ export abstract class SqlSessionDriver {
     expiresAt: number;
   }): Promise<string[]>;
   protected abstract release(p: { id: string; owner: string }): Promise<boolean>;
-  /** Adds `tokens` and `costMicros` to an ended session's usage, the `live` ones to a live one's; whether it had ended (undefined: no session). */
+  /** Adds `tokens`, `costMicros` and `toolCalls` to an ended session's usage, the `live` ones to a live one's; whether it had ended (undefined: no session). */
   protected abstract chargeRow(p: ChargeParams): Promise<boolean | undefined>;
   protected abstract expiredApprovalRows(p: { now: number; limit: number }): Promise<SessionRow[]>;
   protected abstract pruneStepRows(p: { before: number; limit: number }): Promise<number>;

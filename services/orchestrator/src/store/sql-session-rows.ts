@@ -95,12 +95,13 @@ export interface MoveParams {
   setUsage: 0 | 1;
   usage: string | null;
   /**
-   * What the patch's usage adds to the tokens and price of the record moved from (`current`):
-   * written on top of the stored figures, so a charge made since (SessionStore.charge) stays.
-   * Null without `current`: the patch's usage is written as it is.
+   * What the patch's usage adds to the tokens, price and tool calls of the record moved from
+   * (`current`): written on top of the stored figures, so a charge made since (SessionStore.charge)
+   * stays. Null without `current`: the patch's usage is written as it is.
    */
   tokensAdded: number | null;
   costAdded: number | null;
+  toolCallsAdded: number | null;
   setContext: 0 | 1;
   context: string | null;
   historyLen: number | null;
@@ -164,15 +165,14 @@ export interface WakeParams extends ClaimParams {
 /** What a backend's transition gives back: the row, or (when the caller passed `current`) the lease and the stored spend. */
 export type Moved =
   | { readonly row: SessionRow }
-  | { readonly lease: { owner: string | null; expiresAt: number | null }; readonly spent: Spend };
+  | { readonly lease: { owner: string | null; expiresAt: number | null }; readonly spent: Required<Spend> };
 
 /** A charge (SessionStore.charge): what an ended session is charged, and what a live one is. */
-export interface ChargeParams {
+export interface ChargeParams extends Required<Spend> {
   id: string;
-  tokens: number;
-  costMicros: number;
   liveTokens: number;
   liveCostMicros: number;
+  liveToolCalls: number;
 }
 
 /** Thrown by a backend when a move's optimistic-lock UPDATE changed no row; the store then reads why. */
@@ -214,6 +214,7 @@ export function moveParams(t: TransitionInput, now: number): MoveParams[] {
       ? {
           tokens: patch.usage.tokens - t.current.usage.tokens,
           cost: patch.usage.costMicros - t.current.usage.costMicros,
+          toolCalls: patch.usage.toolCalls - t.current.usage.toolCalls,
         }
       : undefined;
   return moves.map((move, i) => {
@@ -232,6 +233,7 @@ export function moveParams(t: TransitionInput, now: number): MoveParams[] {
       usage: last && patch.usage !== undefined ? JSON.stringify(patch.usage) : null,
       tokensAdded: last && added ? added.tokens : null,
       costAdded: last && added ? added.cost : null,
+      toolCallsAdded: last && added ? added.toolCalls : null,
       setContext: last && patch.context !== undefined ? 1 : 0,
       context: last && patch.context !== undefined ? storableJson(JSON.stringify(withoutHistory(patch.context))) : null,
       historyLen: last && Array.isArray(patch.context?.history) ? patch.context.history.length : null,

@@ -142,14 +142,17 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
       // A statement's RETURNING sees the history as it was before the statement wrote it.
       return patch.context === undefined ? record : { ...record, context: patch.context };
     }
-    // The row is what the caller moved from plus the patch; the lease and the spend come from the row
-    // (a renewal may have changed the one, a charge the other).
+    // The row is what the caller moved from plus the patch; the lease and the spend (tokens, price,
+    // tool calls) come from the row (a renewal may have changed the one, a charge the other).
     const last = moves.at(-1)!;
     const usage = patch.usage ?? t.current!.usage;
     const { spent } = moved;
     return {
       ...t.current!,
-      usage: spent.tokens === usage.tokens && spent.costMicros === usage.costMicros ? usage : { ...usage, ...spent },
+      usage:
+        spent.tokens === usage.tokens && spent.costMicros === usage.costMicros && spent.toolCalls === usage.toolCalls
+          ? usage
+          : { ...usage, ...spent },
       ...(patch.context !== undefined ? { context: patch.context } : {}),
       ...(patch.pending !== undefined ? { pending: patch.pending } : {}),
       ...(patch.answer !== undefined ? { answer: patch.answer } : {}),
@@ -241,8 +244,10 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
         id,
         tokens: spend.tokens,
         costMicros: spend.costMicros,
+        toolCalls: spend.toolCalls ?? 0,
         liveTokens: live.tokens,
         liveCostMicros: live.costMicros,
+        liveToolCalls: live.toolCalls ?? 0,
       }),
     );
     return ended === undefined ? undefined : ended ? "ended" : "live";

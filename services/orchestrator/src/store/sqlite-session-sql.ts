@@ -1,10 +1,11 @@
 // The SQL text of the SQLite session store's larger statements.
 import { OPEN_SQL } from "../migrations/sqlite/index.js";
 
-/** A move's usage: the patch's, its tokens and price added to the stored ones (see MoveParams.tokensAdded). */
+/** A move's usage: the patch's, its tokens, price and tool calls added to the stored ones (see MoveParams.tokensAdded). */
 const USAGE_SQL = `CASE WHEN NOT @setUsage THEN usage WHEN @tokensAdded IS NULL THEN @usage
       ELSE json_set(@usage, '$.tokens', json_extract(usage, '$.tokens') + @tokensAdded,
-        '$.costMicros', json_extract(usage, '$.costMicros') + @costAdded) END`;
+        '$.costMicros', json_extract(usage, '$.costMicros') + @costAdded,
+        '$.toolCalls', json_extract(usage, '$.toolCalls') + @toolCallsAdded) END`;
 
 /**
  * The optimistic-lock UPDATE of a transition's last move, with the patch. Only a move into a

@@ -59,9 +59,10 @@ export function prepare(db: Database.Database) {
       terminal: stmt<[MoveParams]>(moveSql("terminal")),
     },
     // What a move's caller cannot know: renewals change the lease, and charges the spend, without a new version.
-    leaseOf: stmt<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at"> & Spend>(
+    leaseOf: stmt<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at"> & Required<Spend>>(
       `SELECT lease_owner, lease_expires_at, json_extract(usage, '$.tokens') AS tokens,
-         json_extract(usage, '$.costMicros') AS costMicros FROM sessions WHERE id = @id`,
+         json_extract(usage, '$.costMicros') AS costMicros, json_extract(usage, '$.toolCalls') AS toolCalls
+       FROM sessions WHERE id = @id`,
     ),
     hop: stmt<[MoveParams]>(
       `UPDATE sessions SET state = @to, version = version + 1, updated_at = @at
@@ -145,7 +146,8 @@ export function prepare(db: Database.Database) {
     charge: stmt<[ChargeParams], { ended: 0 | 1 }>(
       `UPDATE sessions SET usage = json_set(usage,
          '$.tokens', json_extract(usage, '$.tokens') + CASE WHEN stop_reason IS NULL THEN @liveTokens ELSE @tokens END,
-         '$.costMicros', json_extract(usage, '$.costMicros') + CASE WHEN stop_reason IS NULL THEN @liveCostMicros ELSE @costMicros END)
+         '$.costMicros', json_extract(usage, '$.costMicros') + CASE WHEN stop_reason IS NULL THEN @liveCostMicros ELSE @costMicros END,
+         '$.toolCalls', json_extract(usage, '$.toolCalls') + CASE WHEN stop_reason IS NULL THEN @liveToolCalls ELSE @toolCalls END)
        WHERE id = @id RETURNING stop_reason IS NOT NULL AS ended`,
     ),
     // Along sessions_approval_expiry, named: with no statistics the planner would rather read every

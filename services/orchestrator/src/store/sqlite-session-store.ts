@@ -196,7 +196,7 @@ export class SqliteSessionStore extends SqlSessionStore {
       return current
         ? {
             lease: { owner: lease.lease_owner, expiresAt: lease.lease_expires_at },
-            spent: { tokens: lease.tokens, costMicros: lease.costMicros },
+            spent: { tokens: lease.tokens, costMicros: lease.costMicros, toolCalls: lease.toolCalls },
           }
         : { row: this.stmt.byId.get(last)! };
     });

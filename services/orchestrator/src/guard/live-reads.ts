@@ -1,0 +1,96 @@
+// The live reads the host makes for its own checks before an irreversible call (the entity's
+// state, its customer's risk): each is a tool call of the session, with the read's own token and
+// deadline and no cached or degraded answer, charged to the session as it is sent, so the budgets
+// the session runs under count every call made on its behalf.
+import type { DescService } from "@bufbuild/protobuf";
+import { toJson } from "@bufbuild/protobuf";
+import type { CallError, ToolClient } from "@loopguard/tool-sdk";
+import { failureName, passes, type WaitFor } from "../session/park-rules.js";
+import type { StopReason } from "../session/session-state.js";
+import type { JsonValue, SessionRecord, Spend } from "../store/session-store.js";
+import { deadlineOf, refuseToolCall } from "./budget.js";
+import { redactText } from "./redact.js";
+import type { EntityReader, GuardedEffect } from "./side-effects.js";
+import type { ToolTokens } from "./tool-tokens.js";
+
+export interface LiveReadDeps {
+  readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
+  readonly tokens: ToolTokens;
+  readonly now: () => number;
+  /** Charges the session a live read the host sent, as it is made (SessionMoves.charge). */
+  readonly charge: (s: SessionRecord, spend: Spend) => Promise<void>;
+}
+
+/** A live read the host makes for its own checks: the read's own token and deadline, and no cached or degraded answer. */
+/** `passing`: the read failed for a reason that passes, and this is the tool to wait for. */
+export type LiveRead = { ok: true; data: JsonValue } | { ok: false; why: string; passing?: WaitFor };
+
+/** What one live read costs the session: a tool call of the reader, at its price. */
+export const readSpend = (reader: EntityReader): Spend => ({
+  tokens: 0,
+  costMicros: reader.tool.costMicros,
+  toolCalls: 1,
+});
+
+/**
+ * Reads an entity live. A read the host sends is a call of the session like any other, charged to
+ * it once sent whatever came of it (an answer, a failure, a timeout); one refused before sending
+ * (no scope, no client) costs nothing.
+ */
+export async function readLive(
+  deps: LiveReadDeps,
+  s: SessionRecord,
+  reader: EntityReader,
+  id: string,
+): Promise<LiveRead> {
+  const tool = reader.tool;
+  if (tool.requiredScope && !s.scopes.includes(tool.requiredScope))
+    return { ok: false, why: `the session is not granted ${tool.requiredScope}, which ${tool.name} needs` };
+  const client = deps.clients.get(tool.tool);
+  if (!client) return { ok: false, why: `no client for ${tool.tool}` };
+  const deadline = Math.min(deps.now() + tool.timeoutMs, deadlineOf(s.usage, s.budget));
+  let sent = false;
+  try {
+    const token = await deps.tokens.for(s.id, tool, deadline);
+    sent = true;
+    const result = await client.call(tool.method.localName as never, { [reader.idField]: id } as never, {
+      token,
+      deadline: new Date(deadline),
+      fallback: false,
+    });
+    return { ok: true, data: toJson(tool.method.output, result.response as never) as JsonValue };
+  } catch (error) {
+    const e = error as CallError;
+    const why = `${tool.name} failed: ${e.reason ?? e.code}: ${redactText(e.message)}`;
+    return {
+      ok: false,
+      why,
+      ...(passes(e)
+        ? { passing: { tool, reason: `live read failed: ${failureName(e)}`, retryAfterMs: e.retryAfterMs } }
+        : {}),
+    };
+  } finally {
+    if (sent) await deps.charge(s, readSpend(reader));
+  }
+}
+
+/**
+ * Why the session stops before the live reads of a money call: its budgets cannot hold them and the
+ * call itself (each read is charged: see readLive); undefined when they can.
+ */
+export function refuseReads(
+  s: SessionRecord,
+  guard: GuardedEffect,
+  now: number,
+): { readonly reason: StopReason; readonly answer: string } | undefined {
+  const readers = [guard.reader!, guard.risk!.reader];
+  const calls = readers.length + 1;
+  const cost = readers.reduce((sum, r) => sum + r.tool.costMicros, guard.tool.costMicros);
+  const refused = refuseToolCall(s.usage, s.budget, cost, now, calls);
+  if (!refused) return undefined;
+  const { usage, budget } = s;
+  return {
+    reason: refused,
+    answer: `stopped before calling ${guard.tool.name}: ${refused.replace(/_/g, " ")} reached: the host reads ${readers.map((r) => r.tool.name).join(" and ")} live before it, and with the call that is ${calls} tool calls costing ${cost} micro-units, more than the session has left (${usage.toolCalls} of ${budget.maxToolCalls} tool calls and ${usage.costMicros} of ${budget.maxCostMicros} micro-units used); nothing was executed`,
+  };
+}

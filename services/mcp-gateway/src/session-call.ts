@@ -20,6 +20,13 @@ import { BulkheadRejectedError, type BulkheadPolicy } from "cockatiel";
 import { type Context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 
+/**
+ * The session's tool calls: the one call the single-call policy makes, and the live reads the host
+ * makes before a money call, each a tool call of the session (the entity, its customer's risk, the
+ * entity again once calls in flight on it settle, and again when a person approves).
+ */
+const MAX_TOOL_CALLS = 5;
+
 export interface CallDeps {
   readonly api: RawClient<typeof OrchestratorService>;
   readonly orchestratorAddr: string;
@@ -231,8 +238,7 @@ async function follow(
         goal: `Call ${tool.name} for an MCP client`,
         task: singleCallTask(tool, args as never) as never,
         scopes: deps.scopesOf(tool),
-        // Exactly the one call: the host refuses a second.
-        budget: { maxToolCalls: 1 },
+        budget: { maxToolCalls: MAX_TOOL_CALLS },
         policy: SINGLE_CALL_POLICY,
         idempotencyKey: `mcp-${randomUUID()}`,
       },

@@ -288,7 +288,8 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
     // An approver sees the sessions waiting for someone; the requester's session is among them, not yet executed.
     const session = (await asApprover.listApprovals({})).approvals.find((a) => a.sessionId === waiting.sessionId);
     expect(session?.state).toBe(SessionState.AWAITING_APPROVAL);
-    expect(session?.usage?.toolCalls).toBe(0);
+    // The refund is not made; the host's two live reads before it (the order, its customer's risk) are.
+    expect(session?.usage?.toolCalls).toBe(2);
     expect(session?.pendingApproval?.reason).toContain("asked for directly by an MCP client");
     expect(await refundable()).toBe(before);
 
@@ -311,6 +312,8 @@ describe("stdio: pnpm -s mcp as the local requester", () => {
     expect(done.state).toBe(SessionState.DONE);
     expect(done.answer).toMatch(/rf_[A-Za-z0-9]{16}/);
     expect(await refundable()).toBe(before - 500);
+    // The order read again when approved, and the refund: within the session's budget of five.
+    expect(done.usage?.toolCalls).toBe(4);
   });
 
   it("says on stderr, with the address, when the orchestrator is unreachable, and the call's result says so too", async () => {

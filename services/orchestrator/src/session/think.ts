@@ -109,9 +109,12 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
     ...confidenceFields(stated),
   }));
   // The usual case — the first call can start right away — is one transition, THINKING ->
-  // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first.
+  // TOOL_EXECUTING, carrying the decision's step; anything else stores the decision first. A call
+  // with a side-effect guard is planned only from the stored decision: its live reads are tool
+  // calls of the session, made once.
   const decided: SessionRecord = { ...s, usage, context: contextJson(traced) };
-  const plan = queue[0] ? await planCall(kit, decided, queue[0], stated) : undefined;
+  const first = queue[0] && deps.registry.get(queue[0].name);
+  const plan = first && !deps.rules.effectOf(first) ? await planCall(kit, decided, queue[0]!, stated) : undefined;
   const record = (after: "TOOL_EXECUTING" | "THINKING") =>
     spans.step(s, {
       step,

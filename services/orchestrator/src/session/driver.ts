@@ -9,7 +9,7 @@ import { type SessionRecord, StoreUnavailableError } from "../store/session-stor
 import { expireApprovals, type HumanDeps } from "./human.js";
 import type { RunnerDeps } from "./kit.js";
 import type { SessionMoves } from "./moves.js";
-import { claimable, type DrivenRun, LeaseKeeper, ParkedWaker, storeBackoffMs } from "./replica.js";
+import { claimable, type DrivenRun, LeaseKeeper, ParkedWaker, Slots, storeBackoffMs, type Take } from "./replica.js";
 import type { SessionRunner } from "./runner.js";
 import { isTerminal } from "./session-state.js";
 
@@ -51,8 +51,8 @@ export class SessionDriver {
   #ticking = false;
   /** A claim was asked for while one was running: run another right after, not at the next interval. */
   #tickAgain = false;
-  /** Sessions being created leased to this replica, holding a slot until they are driven. */
-  #starting = 0;
+  /** ORCHESTRATOR_MAX_ACTIVE_SESSIONS, one count for StartSession, claims and wakes. */
+  readonly #slots: Slots;
   /** A session was created unleased (no free slot) since the last claim: claim as soon as a slot frees. */
   #waiting = false;
   /** Sessions claimed again while their aborted run still ended (see #drive). */
@@ -62,14 +62,14 @@ export class SessionDriver {
     private readonly options: DriverOptions,
     private readonly parts: DriverParts,
   ) {
+    this.#slots = new Slots(options.maxActiveSessions, this.#active);
     this.#leases = new LeaseKeeper(options.store, options.owner, options.leaseTtlMs, this.#active, (lost) =>
       this.#leasesRanOut("stopped", lost.length),
     );
     this.#waker = new ParkedWaker({
       ...options,
       perSecond: options.wakePerSecond ?? 50,
-      free: () => (this.#stopping ? 0 : this.#free()),
-      drive: (session) => this.#drive(session),
+      fill: (most, take) => this.#fill(most, take),
     });
   }
 
@@ -93,6 +93,7 @@ export class SessionDriver {
   /** Stops driving sessions; their leases are handed back as each run ends, so another replica can take them at once. */
   async stop(): Promise<void> {
     this.#stopping = true;
+    this.#slots.close();
     clearInterval(this.#timer);
     clearInterval(this.#renewTimer);
     clearInterval(this.#sweepTimer);
@@ -109,7 +110,7 @@ export class SessionDriver {
         .map((t) => t.timeoutMs),
     );
     const deadline = Date.now() + Math.max(5000, longestIrreversible + 1000);
-    while (this.#active.size > 0 && Date.now() < deadline) await sleep(20);
+    while ((this.#active.size > 0 || this.#slots.filling) && Date.now() < deadline) await sleep(20);
   }
 
   activeCount(): number {
@@ -131,23 +132,26 @@ export class SessionDriver {
    * Creates a session through `create`: with a free slot, leased to this replica and driven at once
    * (no claim, no re-read); otherwise unleased, waiting for whichever replica frees a slot first.
    */
-  async admit(
+  admit(
     create: (leased: boolean) => Promise<{ session: SessionRecord; created: boolean }>,
   ): Promise<{ session: SessionRecord; created: boolean }> {
-    const drive = !this.#stopping && this.#free() > 0;
-    if (drive) this.#starting += 1;
-    try {
-      const result = await create(drive);
-      if (drive && result.created) this.#drive(result.session);
+    return this.#slots.start(create, (result, leased) => {
+      if (leased && result.created) this.#drive(result.session);
       else if (result.created) this.#waiting = true;
-      return result;
-    } finally {
-      if (drive) this.#starting -= 1;
-    }
+    });
   }
 
-  #free(): number {
-    return this.options.maxActiveSessions - this.#active.size - this.#starting;
+  /** Drives what a claim or a wake takes into free slots (see Slots.fill); a lease beyond them is let go, to be claimed again. */
+  #fill(most: number, take: Take): Promise<("claimed_back" | undefined)[]> {
+    return this.#slots.fill(
+      most,
+      take,
+      (session) => this.#drive(session),
+      async (session) => {
+        await this.options.store.releaseLease(session.id, this.options.owner).catch(() => false);
+        this.#waiting = true;
+      },
+    );
   }
 
   async #tick(): Promise<void> {
@@ -159,14 +163,14 @@ export class SessionDriver {
     this.#ticking = true;
     this.#tickAgain = false;
     try {
-      const free = this.#free();
+      const free = this.#slots.free();
       if (free <= 0 || Date.now() < this.#claimRetryAt) return;
       this.#waiting = false;
-      const claimed = await this.options.store.claim(this.options.owner, this.options.leaseTtlMs, free);
+      const { owner, leaseTtlMs } = this.options;
+      const driven = await this.#fill(free, (slots) => this.options.store.claim(owner, leaseTtlMs, slots));
+      const claimedBack = driven.filter((d) => d === "claimed_back").length;
       if (this.#claimFailures > 0) this.options.log.info("claiming sessions again", { count: this.#claimFailures });
       this.#claimFailures = 0;
-      let claimedBack = 0;
-      for (const session of claimed) if (this.#drive(session) === "claimed_back") claimedBack += 1;
       if (claimedBack > 0) this.#leasesRanOut("claimed_back", claimedBack);
     } catch (error) {
       // Whatever failed, the next claim waits (bounded backoff) instead of retrying every tick.

@@ -2,8 +2,9 @@ import { describe, expect, it } from "vitest";
 import type { SessionFollower } from "../store/session-events.js";
 import type { SessionRecord, SessionStore } from "../store/session-store.js";
 import { ToolRegistry } from "../tool-registry.js";
+import { APPROVED } from "./execute.js";
 import { cancelSession, expireApprovals, type HumanDeps } from "./human.js";
-import type { SessionMoves } from "./moves.js";
+import type { SessionMoves, StopOptions } from "./moves.js";
 
 const NOW = Date.UTC(2026, 11, 5);
 
@@ -28,17 +29,32 @@ function unsettled(state: "AWAITING_APPROVAL" | "PARKED"): SessionRecord {
   } as unknown as SessionRecord;
 }
 
-/** The human's deps, each stop's answer kept. */
-function humanDeps(s: SessionRecord): { deps: HumanDeps; answers: string[] } {
+/** The human's deps, each stop's answer and options kept. */
+function humanDeps(s: SessionRecord): { deps: HumanDeps; answers: string[]; options: StopOptions[] } {
   const answers: string[] = [];
+  const options: StopOptions[] = [];
   const moves = {
-    stop: async (at: SessionRecord, _reason: string, answer: string) => {
+    stop: async (at: SessionRecord, _reason: string, answer: string, stopOptions: StopOptions = {}) => {
       answers.push(answer);
+      options.push(stopOptions);
       return { ...at, state: "FAILED" };
     },
   } as unknown as SessionMoves;
   const deps: HumanDeps = { registry: new ToolRegistry(), moves, now: () => NOW, get: async () => s, abort: () => {} };
-  return { deps, answers };
+  return { deps, answers, options };
+}
+
+/** A session whose refund a human approved and no run has sent yet; `unsettled`: a re-send to settle an earlier attempt. */
+function approvedUnsent(unsettled: boolean): SessionRecord {
+  const effect = { key: "eff_1", tool: "billing_refund", entity: "order", entityId: "ord_1", amount: 1000 };
+  const call = { id: "c1", tool: "billing_refund", arguments: "{}", argsHash: "h1", worldVersion: "v1", effect };
+  return {
+    id: "ses_1",
+    state: "TOOL_EXECUTING",
+    version: 8,
+    context: {},
+    pending: { queue: [], call, approvedBy: "bob", startedBy: APPROVED, ...(unsettled ? { unsettled } : {}) },
+  } as unknown as SessionRecord;
 }
 
 describe("what a human's stop says of a refund whose outcome is unknown", () => {
@@ -58,5 +74,23 @@ describe("what a human's stop says of a refund whose outcome is unknown", () => 
     expect(answers).toEqual([
       "approval apr_1 expired unanswered; billing_refund was not re-sent, and whether its earlier attempt took effect is unknown: check billing_refund's records",
     ]);
+  });
+});
+
+describe("a cancel of a call a human approved that no run has sent yet", () => {
+  it("stops it at once (nothing is in flight), saying it was not made, and lets its money hold go", async () => {
+    const { deps, answers, options } = humanDeps(approvedUnsent(false));
+    await cancelSession(deps, "ses_1", "customer withdrew", "ops", {} as SessionFollower);
+    expect(answers).toEqual(["cancelled by ops: customer withdrew; the approved billing_refund call was not made"]);
+    expect(options).toEqual([{ fenced: false, money: { settle: "eff_1", outcome: "released" } }]);
+  });
+
+  it("a re-send to settle an earlier attempt: not re-sent, the earlier outcome still unknown, and the hold kept", async () => {
+    const { deps, answers, options } = humanDeps(approvedUnsent(true));
+    await cancelSession(deps, "ses_1", "customer withdrew", "ops", {} as SessionFollower);
+    expect(answers).toEqual([
+      "cancelled by ops: customer withdrew; the approved billing_refund call was not re-sent; whether an earlier attempt of billing_refund took effect is unknown: check billing_refund's records",
+    ]);
+    expect(options).toEqual([{ fenced: false }]);
   });
 });

@@ -9,6 +9,7 @@ import { isTerminal } from "./session-state.js";
 import { type SessionRecord, type SessionStore, StaleTransitionError } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import { alreadyDone, pendingOf } from "./data.js";
+import { APPROVED } from "./execute.js";
 import type { SessionMoves } from "./moves.js";
 
 export interface HumanDeps {
@@ -45,18 +46,37 @@ function unsettledCall(s: SessionRecord): string | undefined {
   return pending.unsettled || pending.approval?.kind === "outcome_unknown" ? pending.call.tool : undefined;
 }
 
-/** The irreversible tool a session is calling right now, if any. */
+/**
+ * The tool of a call a human approved that no run has sent yet (see APPROVED). Its sender records
+ * itself first with a version-checked move, so either that move or a cancel lands, never both: a
+ * cancel that lands first stops the session before anything is sent.
+ */
+function approvedUnsent(s: SessionRecord): string | undefined {
+  const pending = pendingOf(s);
+  return s.state === "TOOL_EXECUTING" && pending.startedBy === APPROVED ? pending.call?.tool : undefined;
+}
+
+/** The irreversible tool a session is calling right now, if any (an approved call not sent yet is not in flight). */
 function irreversibleInFlight(s: SessionRecord, registry: ToolRegistry): RegisteredTool | undefined {
   if (s.state !== "TOOL_EXECUTING" && s.state !== "RETRYING") return undefined;
   const call = pendingOf(s).call;
-  const tool = call ? registry.get(call.tool) : undefined;
+  const tool = call && !approvedUnsent(s) ? registry.get(call.tool) : undefined;
   return tool?.effect === Effect.IRREVERSIBLE_EXTERNAL ? tool : undefined;
+}
+
+/** What a cancel's answer says of a session's pending call: an approved one not made, an earlier attempt's unknown outcome. */
+function pendingCallNote(s: SessionRecord): string {
+  const approved = approvedUnsent(s);
+  const unsettled = unsettledCall(s);
+  const notMade = approved ? `; the approved ${approved} call was not ${unsettled ? "re-sent" : "made"}` : "";
+  return `${notMade}${unsettled ? `; whether an earlier attempt of ${unsettled} took effect is unknown: check ${unsettled}'s records` : ""}`;
 }
 
 /**
  * Cancels a session. An irreversible call in flight is never cut off: the cancel waits (up to the
  * call's own timeout, woken by `changes`) for its outcome to be recorded, so the session ends
  * CANCELLED with what really happened; past that it is refused with CALL_IN_FLIGHT, to be retried.
+ * An approved call that no run has sent yet is not in flight: the cancel stops it unsent.
  */
 export async function cancelSession(
   d: HumanDeps,
@@ -89,14 +109,14 @@ export async function cancelSession(
       await changes.next(undefined, left);
       continue;
     }
-    const unsettled = unsettledCall(s);
-    const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${alreadyDone(s, d.registry, " before the cancel")}${unsettled ? `; whether an earlier attempt of ${unsettled} took effect is unknown: check ${unsettled}'s records` : ""}`;
+    const answer = `cancelled by ${by}${reason ? `: ${reason}` : ""}${alreadyDone(s, d.registry, " before the cancel")}${pendingCallNote(s)}`;
     try {
-      // A parked money call that certainly was not made lets its hold go with the cancel.
-      const parked = s.state === "PARKED" ? pendingOf(s) : undefined;
+      // A money call that certainly was not made (parked, or approved and not sent yet) lets its
+      // hold go with the cancel; one whose earlier attempt's outcome is unknown keeps it.
+      const unsent = s.state === "PARKED" || approvedUnsent(s) ? pendingOf(s) : undefined;
       const hold =
-        parked?.call?.effect && !parked.unsettled
-          ? { money: { settle: parked.call.effect.key, outcome: "released" as const } }
+        unsent?.call?.effect && !unsent.unsettled
+          ? { money: { settle: unsent.call.effect.key, outcome: "released" as const } }
           : {};
       const stopped = await d.moves.stop(s, "cancelled", answer, { fenced: false, ...hold });
       d.abort(id);

@@ -32,6 +32,90 @@ export interface DrivenRun {
   readonly from: number;
 }
 
+/** Leases up to `slots` sessions (a claim, a wake). */
+export type Take = (slots: number) => Promise<readonly SessionRecord[]>;
+
+/**
+ * A replica's ORCHESTRATOR_MAX_ACTIVE_SESSIONS slots: one count for the three ways it takes
+ * sessions (a StartSession creating one leased to it, a claim, a wake of parked ones). A slot is
+ * taken by a run, by a session being created leased, or held for a claim or a wake while it waits
+ * on the store, so that none of the others counts it free meanwhile.
+ */
+export class Slots {
+  #starting = 0;
+  #claiming = 0;
+  #filling = 0;
+  #closed = false;
+
+  constructor(
+    private readonly max: number,
+    private readonly running: ReadonlyMap<string, DrivenRun>,
+  ) {}
+
+  /** Slots nothing holds; none once closed (the replica stops). */
+  free(): number {
+    return this.#closed ? 0 : this.max - this.running.size - this.#starting - this.#claiming;
+  }
+
+  close(): void {
+    this.#closed = true;
+  }
+
+  /** Whether a claim or a wake is under way: what it took is not yet driven or let go. */
+  get filling(): boolean {
+    return this.#filling > 0;
+  }
+
+  /** Runs `create`, leased when a slot is free: held for it until `create` answered and `then` ran. */
+  async start<T>(create: (leased: boolean) => Promise<T>, then: (result: T, leased: boolean) => void): Promise<T> {
+    const leased = this.free() > 0;
+    if (leased) this.#starting += 1;
+    try {
+      const result = await create(leased);
+      then(result, leased);
+      return result;
+    } finally {
+      if (leased) this.#starting -= 1;
+    }
+  }
+
+  /**
+   * Leases up to `most` sessions through `take` into free slots, held while it waits on the store;
+   * those it did not fill are free again after. Each session taken goes to `drive` while a slot is
+   * free (or it runs here already: it takes no new one); one beyond the slots (the replica began to
+   * stop meanwhile) to `letGo`, at once. Returns what `drive` returned.
+   */
+  async fill<R>(
+    most: number,
+    take: Take,
+    drive: (s: SessionRecord) => R,
+    letGo: (s: SessionRecord) => Promise<void>,
+  ): Promise<R[]> {
+    const slots = Math.min(most, this.free());
+    if (slots <= 0) return [];
+    this.#claiming += slots;
+    this.#filling += 1;
+    try {
+      let taken: readonly SessionRecord[];
+      try {
+        taken = await take(slots);
+      } finally {
+        this.#claiming -= slots;
+      }
+      const driven: R[] = [];
+      const beyond: SessionRecord[] = [];
+      for (const session of taken) {
+        if (this.running.has(session.id) || this.free() > 0) driven.push(drive(session));
+        else beyond.push(session);
+      }
+      await Promise.all(beyond.map(letGo));
+      return driven;
+    } finally {
+      this.#filling -= 1;
+    }
+  }
+}
+
 /**
  * Keeps the leases of the sessions a replica drives: each pass renews them all in one statement
  * and aborts those no longer held; a pass still waiting on the store is not stacked with another.
@@ -105,9 +189,11 @@ export interface WakeOptions {
   readonly perSecond: number;
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
   readonly now: () => number;
-  /** Slots this replica has free for sessions now. */
-  readonly free: () => number;
-  readonly drive: (session: SessionRecord) => void;
+  /**
+   * Drives what `take` wakes, up to `most` sessions and never more than the replica's free slots,
+   * held for it while `take` waits on the store (see Slots.fill).
+   */
+  readonly fill: (most: number, take: Take) => Promise<unknown>;
 }
 
 /**
@@ -143,18 +229,12 @@ export class ParkedWaker {
   }
 
   async #tick(): Promise<void> {
-    const free = this.options.free();
-    if (this.#waking || free <= 0) return;
+    if (this.#waking) return;
     const perTick = Math.max(1, Math.floor((this.options.perSecond * WAKE_TICK_MS) / 1000));
+    const { store, owner, leaseTtlMs } = this.options;
     this.#waking = true;
     try {
-      const woken = await this.options.store.wake(
-        this.options.owner,
-        this.options.leaseTtlMs,
-        Math.min(free, perTick),
-        this.#recovered,
-      );
-      for (const session of woken) this.options.drive(session);
+      await this.options.fill(perTick, (slots) => store.wake(owner, leaseTtlMs, slots, this.#recovered));
     } catch {
       // A parked session simply wakes on a later tick.
     } finally {

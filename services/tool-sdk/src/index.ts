@@ -111,6 +111,7 @@ export { declareIn, type MetricDeclarations } from "./metric-declarations.js";
 export { ServerMetrics } from "./metrics.js";
 export { type Labels, metricValue, parseMetrics, type Sample, samplesOf, sumOf } from "./prometheus-text.js";
 export * from "./pii.js";
+export { replaceSecrets } from "./secrets.js";
 export { createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";
 export { CallError, type CallErrorOptions } from "./client/call-error.js";
 export {

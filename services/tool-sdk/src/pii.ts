@@ -3,6 +3,8 @@
 // check and normalise what it is sent, and by every redactor (traces, step records, history,
 // logs, error messages) to find them in free text. No gRPC in here.
 import { parsePhoneNumberFromString } from "libphonenumber-js/max";
+import { fold, GAPS, isGap, mayBeDisguised } from "./pii-fold.js";
+import { replaceSecrets } from "./secrets.js";
 
 /** What a value holding personal data is replaced by. */
 export const REDACTED = "[redacted]";
@@ -64,38 +66,41 @@ export function cnMobileToE164(raw: string): string | undefined {
 }
 
 /**
- * Full-width forms (U+FF01..U+FF5E) and the ideographic space, folded to ASCII one code unit for
- * one, so that a span found in the fold is the same span of the text: "１３８ ００１３ ８０００".
+ * A window of a stretch as the risk contract's alphabet writes a phone: "." "/" "_" become spaces,
+ * and a window longer than the contract's 20 characters ("1 3 9 1 2 3 4 5 6 7 8") loses its gaps.
  */
-const FULL_WIDTH = /[\uFF01-\uFF5E\u3000]/g;
-const FULL_WIDTH_DIGIT = /[\uFF10-\uFF19]/;
-const foldChar = (c: string) => (c === "\u3000" ? " " : String.fromCharCode(c.charCodeAt(0) - 0xfee0));
-const fold = (text: string) => (FULL_WIDTH_DIGIT.test(text) ? text.replace(FULL_WIDTH, foldChar) : text);
+function asContractPhone(window: string): string {
+  const spaced = /[./_]/.test(window) ? window.replace(/[./_]/g, " ") : window;
+  return spaced.length <= PHONE_MAX_CHARS ? spaced : spaced.replace(/[ -]/g, "");
+}
 
 /**
- * An id card: 17 digits and a check character, each digit group optionally apart by one "-", "."
- * or " " ("110101-19800312-1232"). It is masked where it stands alone or behind letters only
+ * An id card: 17 digits and a check character, each digit group optionally apart by one "-", ".",
+ * " " or "/" ("110101-19800312-1232", "110101/19800312/1232"; not "_", which alone made the search
+ * a third slower on JSON, whose keys are full of it). It is masked where it stands alone or behind letters only
  * ("ID110101198003121232", idStandsAlone); digits inside a longer token of letters and digits,
  * such as a trace id or a hash, are part of it. A plain 18-character number is masked by shape, not only when its
  * check character is right (a number with a wrong one is still a person's id, typed wrong); one
  * with separators or letters before it only when it holds a real birth date, which amounts and
  * lists of numbers do not.
  */
-const ID_CARD_IN_TEXT = /(?<![0-9])[0-9](?:[-. ]?[0-9]){16}[-. ]?[0-9Xx](?![0-9A-Za-z])/g;
+const ID_CARD_IN_TEXT = /(?<![0-9])[0-9](?:[-. /]?[0-9]){16}[-. /]?[0-9Xx](?![0-9A-Za-z])/g;
 /**
- * Stretches of what a phone may be written with ([+0-9 ()-], and "." between groups), from a
+ * Stretches of what a phone may be written with ([+0-9 ()-], and the other gaps), from a
  * digit and at least 11 characters long: the only places a mobile can be. Whether a stretch stands
  * alone is decided per piece (mobileSpans).
  */
-const PHONE_RUN = /[0-9][0-9 ()+.-]{10,}/g;
+const PHONE_RUN = /[0-9][0-9 ()+./_-]{10,}/g;
 /** The pre-filter: an id card (17 digits) and a mobile (≥ 11 digits in ≤ 20 characters) both hold one. */
-const MAY_HOLD_NUMBER = /[0-9][0-9 ()+.-]{10}/;
+const MAY_HOLD_NUMBER = /[0-9][0-9 ()+./_-]{10}/;
 /**
  * A cheap necessary condition on a window's digits, checked before libphonenumber (the costly
  * part, docs/performance.md) is asked: every CN mobile ends in 11 digits 1[3-9]…, after at most
  * a "0086" prefix.
  */
 const MOBILE_DIGITS = /^[0-9]{0,4}1[3-9][0-9]{9}$/;
+/** The most digits a mobile is written with: a "0086" prefix and 11. */
+const MOBILE_MAX_DIGITS = 15;
 
 /**
  * Where personal data stands in `text`: start, end pairs in order, each an id card number or a CN
@@ -106,14 +111,21 @@ const MOBILE_DIGITS = /^[0-9]{0,4}1[3-9][0-9]{9}$/;
  */
 export function personalDataSpans(text: string): number[] {
   if (text.length < 11) return [];
-  const folded = fold(text);
+  if (!mayBeDisguised(text)) return MAY_HOLD_NUMBER.test(text) ? spansIn(text) : [];
+  const { text: folded, at } = fold(text);
   if (!MAY_HOLD_NUMBER.test(folded)) return [];
+  const spans = spansIn(folded);
+  // A span ends on a digit, an X or a ")": one code unit of the text, wherever it stands.
+  return at === undefined ? spans : spans.map((p, i) => (i % 2 === 0 ? at[p]! : at[p - 1]! + 1));
+}
+
+function spansIn(folded: string): number[] {
   const spans: number[] = [];
   ID_CARD_IN_TEXT.lastIndex = 0;
   for (let id = ID_CARD_IN_TEXT.exec(folded); id; id = ID_CARD_IN_TEXT.exec(folded)) {
     if (
       idStandsAlone(folded, id.index) &&
-      ((id[0].length === 18 && !isLetter(folded[id.index - 1])) || hasRealBirthDate(id[0].replace(/[-. ]/g, "")))
+      ((id[0].length === 18 && !isLetter(folded[id.index - 1])) || hasRealBirthDate(id[0].replace(GAPS, "")))
     ) {
       spans.push(id.index, ID_CARD_IN_TEXT.lastIndex);
     } else {
@@ -143,9 +155,12 @@ export function replacePersonalData(text: string, replace: (found: string) => st
 
 const masks = () => REDACTED;
 
-/** Masks every id card number and CN mobile number standing alone in `text` (personalDataSpans). */
+/**
+ * Masks every id card number and CN mobile number standing alone in `text` (personalDataSpans),
+ * and every JWT, bearer token and prefixed API key (replaceSecrets).
+ */
 export function redactText(text: string): string {
-  return replacePersonalData(text, masks);
+  return replacePersonalData(replaceSecrets(text, REDACTED), masks);
 }
 
 /**
@@ -154,10 +169,10 @@ export function redactText(text: string): string {
  * undefined for anything else. Two values name the same person's data when their forms are equal.
  */
 export function canonicalPersonalData(value: string): string | undefined {
-  const folded = fold(value).trim();
-  const compact = folded.replace(/[-. ]/g, "");
+  const folded = (mayBeDisguised(value) ? fold(value).text : value).trim();
+  const compact = folded.replace(GAPS, "");
   if (ID_CARD_SHAPE.test(compact)) return normaliseIdCard(compact);
-  return cnMobileToE164(folded.replaceAll(".", " "));
+  return cnMobileToE164(asContractPhone(folded));
 }
 
 /** A JSON number that is a CN mobile (13912345678, 8613912345678) becomes REDACTED. */
@@ -212,11 +227,9 @@ function sortSpans(spans: number[]): number[] {
   return pairs.sort((a, b) => a[0] - b[0]).flat();
 }
 
-const isGap = (c: string | undefined) => c === " " || c === "-" || c === ".";
-
 /**
  * Appends to `spans` (start, end pairs) the mobiles in the stretch text[start, end). The stretch
- * is cut into pieces at spaces, hyphens and dots; from each piece, the longest window of
+ * is cut into pieces at gaps (isGap); from each piece, the longest window of
  * neighbouring pieces that is a CN mobile is masked, so that "13912345678 13800138000" is two
  * numbers and "139 1234 5678 12" one number and a "12". A first or last piece joined to a token
  * (standsAlone; after it a letter, a digit, "_", "-" or "." and a digit) is part of that token.
@@ -243,14 +256,20 @@ function mobileSpans(text: string, start: number, end: number, spans: number[]):
       continue;
     }
     let j = i;
-    while (j + 2 <= last && pieces[j + 3]! - from <= PHONE_MAX_CHARS) j += 2;
+    // The longest window a mobile may be: as many neighbouring pieces as hold at most 15 digits.
+    let held = digitsIn(text, from, pieces[i + 1]!);
+    for (; j + 2 <= last; j += 2) {
+      const more = digitsIn(text, pieces[j + 2]!, pieces[j + 3]!);
+      if (held + more > MOBILE_MAX_DIGITS) break;
+      held += more;
+    }
     let to = -1;
     for (; j >= i; j -= 2) {
       if (text[pieces[j + 1]!] === "." && isDigit(text[pieces[j + 1]! + 1])) continue;
       const window = text.slice(from, pieces[j + 1]);
       const digits = window.replace(/[^0-9]/g, "");
       if (digits.length < 11) break;
-      if (MOBILE_DIGITS.test(digits) && cnMobileToE164(window.includes(".") ? window.replaceAll(".", " ") : window)) {
+      if (MOBILE_DIGITS.test(digits) && cnMobileToE164(asContractPhone(window))) {
         to = pieces[j + 1]!;
         break;
       }
@@ -270,4 +289,10 @@ function mobileSpans(text: string, start: number, end: number, spans: number[]):
     );
     i = j + 2;
   }
+}
+
+function digitsIn(text: string, from: number, to: number): number {
+  let n = 0;
+  for (let i = from; i < to; i += 1) if (isDigit(text[i])) n += 1;
+  return n;
 }

@@ -50,6 +50,31 @@ describe("modelView", () => {
     expect(view.task).toEqual({ contacts: { [REDACTED]: REDACTED } });
   });
 
+  it("names the task's own numbers by placeholder with any separators between their digits", () => {
+    const goal = "Call 138*0013*8000 or 1,3,8,0,0,1,3,8,0,0,0, id 110101#19800312#1232; not 139*1234*5678";
+    const view = modelView(goal, { ...TASK, note: "his mobile: 138\u00a00013\u200b8000 / 138~0013~8000" });
+    expect(view.goal).toBe("Call {{task.phone}} or {{task.phone}}, id {{task.id_card}}; not 139*1234*5678");
+    expect(view.task.note).toBe("his mobile: {{task.phone}} / {{task.phone}}");
+  });
+
+  it("shows no credential: values under credential keys and tokens in the text are redacted", () => {
+    const jwt = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+    const view = modelView(`Refund; my key is sk-proj-AbCdEfGhIjKlMnOpQrSt`, {
+      ...TASK,
+      access_token: jwt,
+      auth: { clientSecret: "cs_live_51HqLyjWDarjtT1zdp7dc" },
+      note: `Bearer ${jwt}`,
+      max_tokens: 512,
+    });
+    expect(view.goal).toBe(`Refund; my key is ${REDACTED}`);
+    expect(view.task).toMatchObject({
+      access_token: REDACTED,
+      auth: { clientSecret: REDACTED },
+      note: `Bearer ${REDACTED}`,
+      max_tokens: 512,
+    });
+  });
+
   it("shows a phone written as a JSON number as a placeholder too", () => {
     expect(modelView("Refund", { phone: 13800138000 }).task).toEqual({ phone: "{{task.phone}}" });
   });

@@ -13,9 +13,10 @@ import {
   REDACTED,
   redactNumber,
   replacePersonalData,
+  replaceSecrets,
   TaskBound,
 } from "@loopguard/tool-sdk";
-import { redact } from "./redact.js";
+import { keyKind, redact } from "./redact.js";
 import type { JsonObject, JsonValue } from "../store/session-store.js";
 
 /** A request field that takes personal data, and the task field whose value it must be. */
@@ -84,19 +85,49 @@ const views = new WeakMap<JsonObject, { readonly goal: string; readonly view: Mo
 /**
  * The session as the policy sees it: every task value that is personal data becomes the
  * placeholder of its path; in the goal and in the task's other text, personal data equal to such
- * a value becomes its placeholder and any other is redacted. Keys holding personal data are
- * redacted too.
+ * a value becomes its placeholder and any other is redacted, and so does the digits of such a value
+ * written in any other way (ownValues). Keys holding personal data are redacted too, and so are
+ * credentials: values under their keys and tokens and keys in any text.
  */
 export function modelView(goal: string, task: JsonObject): ModelView {
   const cached = views.get(task);
   if (cached?.goal === goal) return cached.view;
   const placeholders = new Map<string, string>();
   collect(task, [], placeholders);
+  const own = ownValues(placeholders);
   const inText = (text: string) =>
-    replacePersonalData(text, (found) => placeholders.get(canonicalPersonalData(found) ?? "") ?? REDACTED);
+    own(
+      replacePersonalData(
+        replaceSecrets(text, REDACTED),
+        (found) => placeholders.get(canonicalPersonalData(found) ?? "") ?? REDACTED,
+      ),
+    );
   const view: ModelView = { goal: inText(goal), task: viewOf(task, [], inText) as JsonObject };
   views.set(task, { goal, view });
   return view;
+}
+
+/** A digit as the text may write it: ASCII or full width. */
+const digitClass = (c: string) => (c === "X" ? "[Xx\uFF38\uFF58]" : `[${c}${String.fromCharCode(0xff10 + Number(c))}]`);
+
+/**
+ * The second line behind tool-sdk's detection, which knows the shapes a number may take; this knows
+ * the task's own numbers and finds their digits in order however they are apart: by up to three
+ * characters that are neither letters nor digits ("1-3-8-0-0-1-3-8-0-0-0", "138*0013*8000",
+ * "138 ‧ 0013 ‧ 8000"). Each becomes its placeholder. A mobile is looked for by its 11 national digits.
+ */
+function ownValues(placeholders: ReadonlyMap<string, string>): (text: string) => string {
+  if (placeholders.size === 0) return (text) => text;
+  const shown: string[] = [];
+  const alternatives: string[] = [];
+  for (const [canonical, placeholder] of placeholders) {
+    const digits = canonical.startsWith("+86") ? canonical.slice(3) : canonical;
+    alternatives.push(`(${[...digits].map(digitClass).join("[^\\p{L}\\p{N}]{0,3}")})`);
+    shown.push(placeholder);
+  }
+  const pattern = new RegExp(`(?<!\\p{N})(?:${alternatives.join("|")})(?!\\p{N})`, "gu");
+  return (text) =>
+    text.replace(pattern, (...groups: unknown[]) => shown[groups.slice(1).findIndex((g) => g !== undefined)]!);
 }
 
 function collect(value: JsonValue, path: string[], placeholders: Map<string, string>): void {
@@ -114,7 +145,7 @@ function viewOf(value: JsonValue, path: string[], inText: (text: string) => stri
   if (value !== null && typeof value === "object") {
     const out: JsonObject = {};
     for (const [key, child] of Object.entries(value)) {
-      const shown = viewOf(child, [...path, key], inText);
+      const shown = keyKind(key) === "credential" ? REDACTED : viewOf(child, [...path, key], inText);
       Object.defineProperty(
         out,
         replacePersonalData(key, () => REDACTED),

@@ -11,6 +11,40 @@ describe("redact", () => {
     });
   });
 
+  it("masks credentials under their usual key names, however written", () => {
+    const keys = ["access_token", "refreshToken", "client_secret", "private-key", "apiKey", "X-Api-Key", "bearer"];
+    const more = [
+      "Authorization",
+      "Set-Cookie",
+      "db_password",
+      "passwd",
+      "sessionKey",
+      "aws_access_key_id",
+      "credentials",
+    ];
+    const value = Object.fromEntries([...keys, ...more].map((k) => [k, "s3cr3t-value"]));
+    expect(redact({ task: value })).toEqual({ task: Object.fromEntries(Object.keys(value).map((k) => [k, REDACTED])) });
+  });
+
+  it("leaves token counts, page cursors, idempotency keys and ids under their contract names as they are", () => {
+    const record = {
+      session_id: "ses_01JD8Z6Q0R4T5V7W9X2Y3Z4A5B",
+      budget_before: { tokens: 812, limits: { maxTokens: 100000 } },
+      usage: { prompt_tokens: 812, window_tokens: 4096, saved_tokens: 12, completion_tokens: 40 },
+      request: { max_tokens: 512, pageToken: "c2Vzc2lvbnM6MTA", next_page_token: "c2Vzc2lvbnM6MjA" },
+      refund: { idempotencyKey: "refund-ord_DEMO00000001-1", arguments_hash: "9f2c51d0a4b8e7f3", keyId: "k1" },
+      tokenizer: "o200k_base",
+    };
+    expect(redact(record)).toEqual(record);
+  });
+
+  it("masks JWTs, bearer tokens and prefixed API keys inside any string", () => {
+    const jwt = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+    expect(redact({ goal: `use Bearer ${jwt} or ghp_abcdefghijklmnopqrstuvwxyz0123456789` })).toEqual({
+      goal: `use Bearer ${REDACTED} or ${REDACTED}`,
+    });
+  });
+
   it("masks id cards and mobiles, in every way risk accepts a phone, inside any string", () => {
     const task = {
       kind: "refund",

@@ -1,23 +1,50 @@
-// Personal data never reaches traces, step records or stored history: values under sensitive
-// keys are replaced, and id card numbers and CN mobile numbers inside any string (in every way
-// the risk contract accepts a phone) or written as a JSON number are masked, by tool-sdk's
-// redactText / redactNumber. Applied before anything is written.
+// Personal data and credentials never reach traces, step records or stored history: values under
+// sensitive keys are replaced, and id card numbers and CN mobile numbers inside any string (in
+// every way the risk contract accepts a phone) or written as a JSON number are masked, and so are
+// JWTs, bearer tokens and prefixed API keys in any string, by tool-sdk's redactText /
+// redactNumber. Applied before anything is written.
 import { REDACTED, redactNumber, redactText } from "@loopguard/tool-sdk";
 import type { JsonValue } from "../store/session-store.js";
 
 export { redactText };
 
-const SENSITIVE_KEYS = new Set([
-  "idcard",
-  "id_card",
-  "phone",
-  "token",
-  "authorization",
-  "apikey",
-  "api_key",
-  "secret",
-  "password",
-]);
+/** Keys whose value is personal data, by normalised name (normalKey: "id_card", "idCard", "Phone"). */
+const PERSONAL_KEYS = new Set(["idcard", "phone"]);
+/**
+ * Keys whose value is a credential, by normalised name: access_token, refreshToken, client_secret,
+ * private_key, apiKey, X-Api-Key, aws_access_key_id, Authorization, bearer, Cookie, sessionKey,
+ * db_password, passwd, credentials. A session_id is not one: it names a session, the host's own.
+ */
+const CREDENTIAL_NAME =
+  /token|secret|passw(?:or)?d|apikey|privatekey|accesskey|credential|authorization|bearer|cookie|sessionkey/;
+/**
+ * Names with "token" that hold a count of model tokens or a page cursor, never a credential: the
+ * contracts' max_tokens, prompt_tokens, window_tokens, saved_tokens, page_token, next_page_token,
+ * the budget's tokens and maxTokens, tokensBefore, a tokenizer or tokenCounter.
+ */
+const NOT_A_CREDENTIAL = /tokens|tokeniz|tokencount|pagetoken/;
+
+const normalKey = (key: string) => key.toLowerCase().replace(/[^a-z0-9]/g, "");
+
+/** What the value under a key is, by the key's name alone. */
+export type KeyKind = "personal" | "credential" | undefined;
+
+/** Answers by key: a step record's keys repeat; any other key (a model's) is remembered up to a bound. */
+const kindByKey = new Map<string, KeyKind>();
+const MAX_KEYS_REMEMBERED = 4096;
+
+export function keyKind(key: string): KeyKind {
+  if (kindByKey.has(key)) return kindByKey.get(key);
+  const name = normalKey(key);
+  const kind = PERSONAL_KEYS.has(name)
+    ? "personal"
+    : CREDENTIAL_NAME.test(name) && !NOT_A_CREDENTIAL.test(name)
+      ? "credential"
+      : undefined;
+  if (kindByKey.size >= MAX_KEYS_REMEMBERED) kindByKey.clear();
+  kindByKey.set(key, kind);
+  return kind;
+}
 
 /**
  * Objects and arrays that redact() returned. Records are never mutated once built, so one that
@@ -41,7 +68,7 @@ export function asRedacted<T extends object>(value: T): T {
 }
 
 function redactValue<T extends JsonValue | readonly JsonValue[] | undefined>(value: T, key: string): T {
-  if (key && SENSITIVE_KEYS.has(key.toLowerCase())) return (value === undefined ? value : REDACTED) as T;
+  if (key && keyKind(key) !== undefined) return (value === undefined ? value : REDACTED) as T;
   if (typeof value === "string") return redactText(value) as T;
   if (typeof value === "number") return redactNumber(value) as T;
   if (value === null || typeof value !== "object" || redacted.has(value)) return value;

@@ -2,6 +2,7 @@
 // argv and stdin to calls.jsonl in FAKE_KUBECTL_DIR and answers from that folder's scenario.json —
 // Prometheus answers recorded from a real Prometheus (test/fixtures/prometheus, one set per gate in
 // order: good, bad, empty, or "error" for a proxy that fails), each smoke Job's outcome in order, the migrate Job's (Complete unless told),
+// the creates and patches the API server refuses,
 // Deployments always Ready, and the Rollout's status; for `pnpm drill --k8s`, the drill runner's
 // CronJob template and its Job's log lines. Anything else it was not told about fails.
 import { appendFileSync, readFileSync } from "node:fs";
@@ -28,6 +29,13 @@ function fail(message) {
   process.stderr.write(`${message}\n`);
   process.exit(1);
 }
+
+// A call the API server refuses (a webhook timing out, a quota): "create <Job name prefix>" or "patch <kind>/<name>".
+const asked = stdin
+  ? `create ${JSON.parse(stdin).metadata?.name}`
+  : `${args[args.indexOf("patch")]} ${args[args.indexOf("patch") + 1]}/${args[args.indexOf("patch") + 2]}`;
+if (scenario.refuse?.some((refused) => asked.startsWith(refused)))
+  fail("Error from server (InternalError): Internal error occurred: failed calling webhook: context deadline exceeded");
 
 if (args.includes("--raw")) {
   const query = new URL(`http://proxy${args[args.indexOf("--raw") + 1]}`).searchParams.get("query") ?? "";

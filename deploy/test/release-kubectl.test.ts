@@ -2,7 +2,8 @@
 // from fixtures: Prometheus answers recorded from a real Prometheus by release-gate.int.test.ts),
 // as no cluster runs here. Plain path: a good version passes both gates and is released; a version
 // Prometheus judges bad, or nothing judges at all, or whose smoke Job fails, is undone before the
-// flip; one that fails after the flip is flipped back. Argo: an aborted Rollout, or one paused on
+// flip; one that fails after the flip, or whose gate or autoscaler patch after the flip cannot
+// run (the API server refuses it), is flipped back, and says what is live. Argo: an aborted Rollout, or one paused on
 // an inconclusive analysis, gets its stable image back. What is asserted is what kubectl was told.
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -57,6 +58,8 @@ interface Scenario {
   readonly rollout?: object;
   /** The migrate Job's outcome (Complete unless told). */
   readonly migration?: "Complete" | "Failed";
+  /** What the API server refuses: "create <Job name>" or "patch <kind>/<name>" prefixes. */
+  readonly refuse?: readonly string[];
 }
 
 interface Call {
@@ -216,6 +219,52 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
   });
 });
 
+describe("pnpm release --k8s, plain path, when a step after the flip cannot run", () => {
+  const GOOD = { prometheus: ["good", "good"], jobs: ["Complete", "Complete"] } as const;
+  const WEBHOOK = "Error from server \\(InternalError\\): .*failed calling webhook: context deadline exceeded";
+  const ROLLED_BACK = "rolled back: billing selects the blue pods again and billing-green is scaled to zero";
+  const FLIP_BACK = [
+    "patch deployment/billing-blue /spec/replicas=2",
+    'patch service/billing /spec/selector/version="blue"',
+    'patch service/billing-preview /spec/selector/version="green"',
+    'patch horizontalpodautoscaler/billing /spec/scaleTargetRef/name="billing-blue"',
+    "patch deployment/billing-green /spec/replicas=0",
+  ];
+
+  it("flips back to blue when the API server refuses the smoke Job of the gate after the flip: green was never judged", async () => {
+    const { calls, outcome } = await release(plain, { ...GOOD, refuse: ["create billing-smoke-live"] });
+    expect(outcome).toBeInstanceOf(ReleaseRefused);
+    expect(outcome!.message).toMatch(
+      new RegExp(
+        `^${NEW} could not be judged by the release gate after the flip: kubectl .*${WEBHOOK}; ${ROLLED_BACK}$`,
+      ),
+    );
+    expect(told(calls).slice(-6)).toEqual(["create billing-smoke-live", ...FLIP_BACK]);
+  });
+
+  it("flips back when the autoscaler patch after the flip is refused, leaving the autoscaler it never changed", async () => {
+    const { calls, outcome } = await release(plain, { ...GOOD, refuse: ["patch horizontalpodautoscaler/billing"] });
+    expect(outcome!.message).toMatch(
+      new RegExp(`^the autoscaler scales billing-green: kubectl .*${WEBHOOK}; ${ROLLED_BACK}$`),
+    );
+    expect(told(calls).filter((c) => c.startsWith("create billing-smoke-live"))).toEqual([]);
+    expect(told(calls).slice(-5)).toEqual([
+      'patch horizontalpodautoscaler/billing /spec/scaleTargetRef/name="billing-green"',
+      ...FLIP_BACK.filter((c) => !c.includes("horizontalpodautoscaler")),
+    ]);
+  });
+
+  it("says the unjudged green may still be live, and how to flip back, when the flip back fails too", async () => {
+    const { outcome } = await release(plain, {
+      ...GOOD,
+      refuse: ["create billing-smoke-live", "patch deployment/billing-blue"],
+    });
+    expect(outcome!.message).toMatch(
+      /; undoing the release failed too \(.*failed calling webhook.*\): the green pods, \S+:v2 may still be live, unjudged — `pnpm release billing --k8s --rollback` puts \S+:unset back$/,
+    );
+  });
+});
+
 describe("pnpm release --k8s, Argo Rollouts, against a recording kubectl", () => {
   const status = (extra: object) => ({
     status: { currentPodHash: "new", stableRS: "old", blueGreen: { activeSelector: "old" }, phase: "Paused", ...extra },
@@ -238,7 +287,7 @@ describe("pnpm release --k8s, Argo Rollouts, against a recording kubectl", () =>
     ],
   ])("a Rollout %s gets its stable image back", async (_why, extra, why) => {
     const { calls, outcome } = await release(argo, { rollout: status(extra) });
-    expect(outcome!.message).toBe(`${why}: rolled back, ${LIVE} is the Rollout's image again and its pods stay active`);
+    expect(outcome!.message).toBe(`${why}; rolled back, ${LIVE} is the Rollout's image again and its pods stay active`);
     expect(told(calls)).toEqual([
       "create billing-migrate",
       `patch deployment/billing /spec/template/spec/containers/0/image="${NEW}"`,

@@ -16,8 +16,12 @@ const STOP_REASONS_RATIO = 0.25;
 const NOT_SUCCEEDED_RATIO = 0.25;
 const NO_PROGRESS_RATIO = 0.1;
 const FALLBACKS = { window: "10m", ratio: 0.1, minCalls: 20, for: "10m" } as const;
-/** Not closed at any scrape of the window and reopened within it, for `for`: refusing calls for both together. */
-const BREAKER = { windowMinutes: 5, forMinutes: 5 } as const;
+/**
+ * Not closed at any scrape of the window and reopened within `reopenedMinutes`, for `for`:
+ * refusing calls. "Reopened" looks back further than `for`, so a breaker reopened by each call
+ * of a tool called less than once every 5 minutes (a half-open probe that fails) holds it.
+ */
+const BREAKER = { windowMinutes: 5, reopenedMinutes: 15, forMinutes: 5 } as const;
 const GAUGE_FOR = "5m";
 /** Step-trace file failures in every `window` for `for`. */
 const TRACE_FILES = { window: "5m", for: "15m" } as const;
@@ -29,6 +33,8 @@ const UNCHARGED = { window: "1h", for: "0m" } as const;
 const CONTEXT = { window: "30m", ratio: 0.05, minPrompts: 20, for: "10m" } as const;
 /** The patrol is meant to run daily: a day and two hours without a run means it stopped. */
 const PATROL_MAX_AGE_HOURS = 26;
+/** The orchestrator's scrape job: the patrol gauges are its, and its up series says how long the suite has run. */
+const ORCHESTRATOR_JOB = "orchestrator";
 
 interface AgentAlert {
   readonly name: string;
@@ -56,7 +62,7 @@ const stopShare = (matcher: string, ratio: number) => endedShare("loopguard_sess
 const calls = (matcher: string) =>
   `sum by (tool) (increase(loopguard_tool_client_calls_total${matcher}[${FALLBACKS.window}]))`;
 const notClosed = `min_over_time(loopguard_tool_breaker_state[${BREAKER.windowMinutes}m]) >= ${BREAKER_STATE_VALUE["half-open"]}`;
-const reopened = `increase(loopguard_tool_breaker_transitions_total{state="open"}[${BREAKER.windowMinutes}m]) > 0`;
+const reopened = `increase(loopguard_tool_breaker_transitions_total{state="open"}[${BREAKER.reopenedMinutes}m]) > 0`;
 const endedOver = `the last ${SESSIONS.window} (at least ${SESSIONS.minSessions} ended)`;
 
 const AGENT_ALERTS: readonly AgentAlert[] = [
@@ -100,7 +106,7 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     for: `${BREAKER.forMinutes}m`,
     severity: SEVERITY.page,
     summary: "The circuit breaker for {{ $labels.tool }} has stayed open",
-    description: `The orchestrator's breaker for {{ $labels.tool }} has not closed for ${BREAKER.windowMinutes + BREAKER.forMinutes}m and keeps reopening: calls to the tool are refused.`,
+    description: `The orchestrator's breaker for {{ $labels.tool }} has not closed for ${BREAKER.windowMinutes + BREAKER.forMinutes}m and keeps reopening (within every ${BREAKER.reopenedMinutes}m): calls to the tool are refused.`,
   },
   // Every orchestrator replica reports the same store, so max() and not sum().
   {
@@ -169,11 +175,15 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
   },
   {
     name: "PatrolRunMissing",
-    expr: `time() - max(loopguard_patrol_last_run_timestamp_seconds) > ${PATROL_MAX_AGE_HOURS} * 3600`,
+    // The gauges exist only once a run is recorded: with none ever, the second branch fires once the
+    // orchestrator was already scraped PATROL_MAX_AGE_HOURS ago (not a new install). `offset` and
+    // not process_start_time_seconds: a replica restarted by every deploy would keep that one young.
+    // Its value, 0, is "never" to the description.
+    expr: `time() - max(loopguard_patrol_last_run_timestamp_seconds) > ${PATROL_MAX_AGE_HOURS} * 3600\nor\nabsent(loopguard_patrol_last_run_timestamp_seconds) * 0\nand on ()\ncount(up{job="${ORCHESTRATOR_JOB}"} offset ${PATROL_MAX_AGE_HOURS}h) > 0`,
     for: GAUGE_FOR,
     severity: SEVERITY.ticket,
     summary: `No patrol run for more than ${PATROL_MAX_AGE_HOURS} hours`,
-    description: `The last patrol run finished {{ $value | humanizeDuration }} ago: the daily patrol (\`pnpm patrol\`) has stopped, and regressions go unseen.`,
+    description: `{{ if $value }}The last patrol run finished {{ $value | humanizeDuration }} ago{{ else }}No patrol run has been recorded, and the orchestrator has been scraped for more than ${PATROL_MAX_AGE_HOURS} hours{{ end }}: the daily patrol (\`pnpm patrol\`) has stopped, and regressions go unseen.`,
   },
 ];
 

@@ -1,5 +1,13 @@
 // What every generated alert carries besides its expression: a severity that says whether it
 // wakes someone, and a runbook_url into docs/runbooks.md (a unit test checks each anchor exists).
+// Also what every rule file is made of, and the names alerts share.
+import type { YamlValue } from "./yaml.js";
+
+export type Rule = { readonly [key: string]: YamlValue };
+
+export type RuleGroup = { readonly name: string; readonly rules: readonly Rule[] };
+
+export type RuleFile = { readonly groups: readonly RuleGroup[] };
 
 /** `critical` pages the on-call now; `warning` is a ticket for working hours. The values kube-prometheus-stack routes on. */
 export const SEVERITY = { page: "critical", ticket: "warning" } as const;
@@ -16,3 +24,26 @@ export function runbookUrl(anchor: string): string {
 export function percent(fraction: number): string {
   return `${Number((fraction * 100).toPrecision(6))}%`;
 }
+
+/** "kb-search" → "KbSearch", the prefix of alert names. */
+export function pascalCase(toolName: string): string {
+  return toolName
+    .split(/[^A-Za-z0-9]+/)
+    .filter(Boolean)
+    .map((part) => part[0]!.toUpperCase() + part.slice(1))
+    .join("");
+}
+
+/**
+ * Codes that mean the server failed, so they spend the error budget. Caller mistakes
+ * (INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION, …) and load shedding
+ * (RESOURCE_EXHAUSTED, answered with RetryInfo) do not.
+ */
+export const SERVER_FAULT_CODES = [
+  "UNKNOWN",
+  "DEADLINE_EXCEEDED",
+  "UNIMPLEMENTED",
+  "INTERNAL",
+  "UNAVAILABLE",
+  "DATA_LOSS",
+] as const;

@@ -2,7 +2,8 @@
 // to fire and to stay quiet with its own selectors and numbers, close to each threshold: errors at
 // 18× the budget (past the page's 14.4×) and every call 1 ms slower than the p95 target fire its
 // latency and both burn-rate alerts; errors at 5× (under the ticket's 6×) and every call within
-// the target fire none; a failed scrape fires its tool's Down. The scenarios (a short spike, a
+// the target fire none; every call failing at 10 an hour fires AllCallsFailing and neither burn-rate
+// alert (under their floor); a failed scrape fires its tool's Down. The scenarios (a short spike, a
 // sustained outage, no target at all, the agents' alerts) are hand-written in rules.test.yml and rules-daily.test.yml.
 import { BURN_RATE_ALERTS, type MethodSlo, pascalCase, type Rule, type RuleFile } from "./slo-rules.js";
 
@@ -11,6 +12,8 @@ const SAMPLES = 40;
 const CALLS_PER_MINUTE = 1000;
 const FIRING_BURN = 18;
 const QUIET_BURN = 5;
+/** The every-call-failing scenario's length: its 1h window full, and the alert's `for` past. */
+const LOW_TRAFFIC_MINUTES = 60;
 
 type Labels = Readonly<Record<string, string>>;
 type Alert = { exp_labels: Labels; exp_annotations: Labels };
@@ -81,7 +84,7 @@ function callsAt(slo: MethodSlo, burn: number): Record<string, number> {
   return { OK: CALLS_PER_MINUTE - faults, UNAVAILABLE: faults };
 }
 
-/** Three tests per tool: its methods breaching, its methods within their SLOs, its scrape failing. */
+/** Four tests per tool: its methods breaching, within their SLOs, every call failing at low traffic; its scrape failing. */
 function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: string) => Rule): object[] {
   const prefix = pascalCase(tool);
   const instance = { job: tool, instance: `${tool}-0` };
@@ -116,6 +119,40 @@ function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: s
   });
   const quiet = slos.flatMap((slo) => names(slo).map((alertname) => ({ eval_time: EVAL, alertname, exp_alerts: [] })));
 
+  // Every call failing at 10 calls an hour (one every 6 minutes), under the burn-rate alerts' floor:
+  // AllCallsFailing pages while the burn-rate alerts stay quiet.
+  const allFailing = (slo: MethodSlo) => `${prefix}${slo.method.name}AllCallsFailing`;
+  const rare = Array.from({ length: LOW_TRAFFIC_MINUTES + 1 }, (_, m) => Math.floor(m / 6) + 1).join(" ");
+  const outage = {
+    interval: "1m",
+    input_series: [
+      ...slos.flatMap((slo) => {
+        const call = { grpc_type: "unary", grpc_service: slo.method.parent.typeName, grpc_method: slo.method.name };
+        return [
+          {
+            series: seriesName("grpc_server_handled_total", { ...call, grpc_code: "OK" }),
+            values: `0x${LOW_TRAFFIC_MINUTES}`,
+          },
+          { series: seriesName("grpc_server_handled_total", { ...call, grpc_code: "UNAVAILABLE" }), values: rare },
+        ];
+      }),
+      up(1),
+    ],
+    alert_rule_test: slos.flatMap((slo) => {
+      const where = { grpc_service: slo.method.parent.typeName, grpc_method: slo.method.name };
+      const at = `${LOW_TRAFFIC_MINUTES}m`;
+      return [
+        { eval_time: at, alertname: allFailing(slo), exp_alerts: [expected(alertRule(allFailing(slo)), where, 1)] },
+        ...BURN_RATE_ALERTS.map((b) => ({
+          eval_time: at,
+          alertname: `${prefix}${slo.method.name}${b.kind}`,
+          exp_alerts: [],
+        })),
+      ];
+    }),
+  };
+  const notAllFailing = slos.map((slo) => ({ eval_time: EVAL, alertname: allFailing(slo), exp_alerts: [] }));
+
   const scrapeFails = {
     interval: "1m",
     input_series: [up(0)],
@@ -125,8 +162,9 @@ function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: s
   };
   if (slos.length === 0) return [scrapeFails];
   return [
-    { interval: "1m", input_series: [...breach, up(1)], alert_rule_test: [...firing, down()] },
-    { interval: "1m", input_series: [...within, up(1)], alert_rule_test: [...quiet, down()] },
+    { interval: "1m", input_series: [...breach, up(1)], alert_rule_test: [...firing, ...notAllFailing, down()] },
+    { interval: "1m", input_series: [...within, up(1)], alert_rule_test: [...quiet, ...notAllFailing, down()] },
+    outage,
     scrapeFails,
   ];
 }

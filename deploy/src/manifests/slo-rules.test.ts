@@ -100,9 +100,9 @@ describe("sloRuleGroups", () => {
       expect(String(rule.expr)).not.toContain("WatchSession");
   });
 
-  it("gives every tool a Down alert on its scrape job that also fires when the job has no target at all", () => {
+  it("gives every tool a Down alert on its scrape job that also fires for a crash loop and when the job has no target at all", () => {
     expect(alerts().get("RiskDown")).toMatchObject({
-      expr: 'up{job="risk"} == 0\nor\nabsent(up{job="risk"})',
+      expr: 'up{job="risk"} == 0\nor\navg_over_time(up{job="risk"}[5m]) < 0.9\nor\nabsent(up{job="risk"})',
       for: "1m",
       labels: { severity: "critical", tool: "risk" },
     });
@@ -112,6 +112,17 @@ describe("sloRuleGroups", () => {
       "loopguard-slo-risk",
       "loopguard-slo-orchestrator",
     ]);
+  });
+
+  it("pages for every unary method whose calls all failed in the hour, at least 3, where the burn-rate floor leaves it silent", () => {
+    expect(alerts().get("BillingRefundAllCallsFailing")).toMatchObject({
+      expr:
+        'sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total{grpc_service="loopguard.billing.v1.BillingService",grpc_method="Refund",grpc_code=~"UNKNOWN|DEADLINE_EXCEEDED|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|DATA_LOSS"}[1h])) >= 3\n' +
+        "unless on (grpc_service, grpc_method)\n" +
+        'sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total{grpc_service="loopguard.billing.v1.BillingService",grpc_method="Refund",grpc_code!~"UNKNOWN|DEADLINE_EXCEEDED|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|DATA_LOSS"}[1h])) > 0',
+      for: "15m",
+      labels: { severity: "critical", tool: "billing", method: "Refund" },
+    });
   });
 
   it("counts only server-fault codes against the error budget, in every window", () => {

@@ -1,12 +1,23 @@
 // Prometheus SLO rules derived from the contracts: every unary method's SLA option
-// (p95_target_ms, error_rate_budget) becomes a latency alert and two error-budget burn-rate
-// alerts over the standard gRPC server metrics, and every tool gets a Down alert. Deploy config
+// (p95_target_ms, error_rate_budget) becomes a latency alert, two error-budget burn-rate alerts
+// and, under their traffic floor, an every-call-failing alert over the standard gRPC server
+// metrics, and every tool gets a Down alert. Deploy config
 // may override the numbers per method; the contract stays the default.
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { methodPolicy, servicePolicy } from "@loopguard/tool-sdk";
-import { percent, runbookUrl, SEVERITY } from "./alert-conventions.js";
+import {
+  pascalCase,
+  percent,
+  type Rule,
+  type RuleFile,
+  runbookUrl,
+  SERVER_FAULT_CODES,
+  SEVERITY,
+} from "./alert-conventions.js";
+import { allCallsFailingAlert, downAlert } from "./outage-rules.js";
 import type { SloOverrides } from "./slo-overrides.js";
-import type { YamlValue } from "./yaml.js";
+
+export { pascalCase, type Rule, type RuleFile, type RuleGroup, SERVER_FAULT_CODES } from "./alert-conventions.js";
 
 export const P95_RECORD = "loopguard:grpc_server_p95_seconds:5m";
 /** The release analysis's window, recorded so that an operator can read what a release gate measured. */
@@ -50,38 +61,8 @@ export const BURN_WINDOWS = BURN_RATE_ALERTS.flatMap((policy) => [policy.short, 
 /** Too few calls for a ratio to mean anything: at 20 calls an hour, one failure is a 5% error rate. */
 export const MIN_CALLS_PER_HOUR = 20;
 
-/**
- * Codes that mean the server failed, so they spend the error budget. Caller mistakes
- * (INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, FAILED_PRECONDITION, …) and load shedding
- * (RESOURCE_EXHAUSTED, answered with RetryInfo) do not.
- */
-export const SERVER_FAULT_CODES = [
-  "UNKNOWN",
-  "DEADLINE_EXCEEDED",
-  "UNIMPLEMENTED",
-  "INTERNAL",
-  "UNAVAILABLE",
-  "DATA_LOSS",
-] as const;
-
 const LATENCY_FOR = "5m";
 const ERROR_WINDOW = "3m";
-const DOWN_FOR = "1m";
-
-export type Rule = { readonly [key: string]: YamlValue };
-
-export type RuleGroup = { readonly name: string; readonly rules: readonly Rule[] };
-
-export type RuleFile = { readonly groups: readonly RuleGroup[] };
-
-/** "kb-search" → "KbSearch", the prefix of alert names. */
-export function pascalCase(toolName: string): string {
-  return toolName
-    .split(/[^A-Za-z0-9]+/)
-    .filter(Boolean)
-    .map((part) => part[0]!.toUpperCase() + part.slice(1))
-    .join("");
-}
 
 /** Label matchers added to a query, e.g. one ReplicaSet's pods: `{ rollouts_pod_template_hash: "…" }`. */
 export type Matchers = Readonly<Record<string, string>>;
@@ -245,25 +226,8 @@ function methodAlerts(slo: MethodSlo): Rule[] {
       },
     },
     ...BURN_RATE_ALERTS.map((policy) => burnRateAlert(slo, policy)),
+    allCallsFailingAlert(slo.tool, slo.method),
   ];
-}
-
-/** Fires for a target that cannot be scraped and, through absent(), for a tool Prometheus has no target of at all. */
-function downAlert(tool: string): Rule {
-  const up = `up${selector({ job: tool })}`;
-  return {
-    alert: `${pascalCase(tool)}Down`,
-    expr: `${up} == 0\nor\nabsent(${up})`,
-    for: DOWN_FOR,
-    labels: { severity: SEVERITY.page, tool },
-    annotations: {
-      summary: `${tool} is down`,
-      description:
-        `{{ if $labels.instance }}Prometheus has not been able to scrape ${tool} at {{ $labels.instance }} for ${DOWN_FOR}.` +
-        `{{ else }}Prometheus has had no scrape target of job "${tool}" for ${DOWN_FOR}: nothing watches ${tool}.{{ end }}`,
-      runbook_url: runbookUrl("tooldown"),
-    },
-  };
 }
 
 /**

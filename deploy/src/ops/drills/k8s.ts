@@ -121,7 +121,7 @@ export async function runClusterDrill(
       }
     },
   };
-  // Fails here, before any session starts, when no replica's figures can be read.
+  // Fails here, before any session starts, when a replica's figures cannot be read (or Prometheus has none).
   await new MetricsSampler(metrics).sample();
   try {
     const collected = await drive(options, ctx, cluster, runId, closers);

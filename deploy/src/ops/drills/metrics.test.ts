@@ -1,6 +1,16 @@
-import { describe, expect, it } from "vitest";
+import { createServer, type RequestListener } from "node:http";
+import type { AddressInfo } from "node:net";
 import { parseMetrics } from "@loopguard/tool-sdk";
-import { breakerTransitions, growth, type Snapshot, toolCallFigures } from "./metrics.js";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  breakerTransitions,
+  growth,
+  MetricsSampler,
+  podPages,
+  prometheusPages,
+  type Snapshot,
+  toolCallFigures,
+} from "./metrics.js";
 
 const page = (offered: number, attempts: number, opened: number) => `
 # HELP loopguard_tool_client_calls_total Tool calls by outcome.
@@ -48,5 +58,72 @@ describe("drill metrics", () => {
     });
     expect(breakerTransitions(from, to, "kb-search")).toEqual({ open: 3 });
     expect(growth(from, to, "loopguard_tool_client_calls_total", { tool: "billing" })).toBe(0);
+  });
+});
+
+const servers: ReturnType<typeof createServer>[] = [];
+afterEach(() => {
+  for (const server of servers.splice(0)) server.close();
+});
+
+/** A local page server; `answer` can be changed while it runs. */
+async function serve(answer: { handle: RequestListener }): Promise<string> {
+  const server = createServer((req, res) => answer.handle(req, res));
+  servers.push(server);
+  await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+const metricsPage = (offered: number) => ({
+  handle: ((_, res) => res.end(page(offered, offered, 0))) as RequestListener,
+});
+const status503 = { handle: ((_, res) => res.writeHead(503).end("not ready")) as RequestListener };
+
+describe("drill metrics sampler: no figures is no clean run", () => {
+  it("refuses to measure when the first read reaches no orchestrator page (connection refused)", async () => {
+    // Port 1 on loopback: nothing listens.
+    const sampler = new MetricsSampler(podPages(() => new Map([["orchestrator-0", "http://127.0.0.1:1/metrics"]])));
+    await expect(sampler.sample()).rejects.toThrow(
+      /^the drill cannot measure the orchestrators' figures: read 0 of 1 orchestrator pages; orchestrator-0 /,
+    );
+  });
+
+  it("refuses to measure when every orchestrator answers /metrics with an error status", async () => {
+    const url = await serve(status503);
+    const sampler = new MetricsSampler(podPages(() => new Map([["orchestrator-0", `${url}/metrics`]])));
+    await expect(sampler.sample()).rejects.toThrow(/orchestrator-0 .*: HTTP 503/);
+  });
+
+  it("refuses to measure when one of the replicas cannot be read at the first read", async () => {
+    const [good, bad] = await Promise.all([serve(metricsPage(10)), serve(status503)]);
+    const urls = new Map([
+      ["orchestrator-0", `${good}/metrics`],
+      ["orchestrator-1", `${bad}/metrics`],
+    ]);
+    await expect(new MetricsSampler(podPages(() => urls)).sample()).rejects.toThrow(/read 1 of 2 orchestrator pages/);
+  });
+
+  it("refuses to measure when Prometheus answers the figures query with no series (job or metric renamed)", async () => {
+    const url = await serve({
+      handle: (_, res) => res.end(JSON.stringify({ status: "success", data: { resultType: "vector", result: [] } })),
+    });
+    const sampler = new MetricsSampler(prometheusPages(url, "loopguard", "orchestrator"));
+    await expect(sampler.sample()).rejects.toThrow(/has no series of job "orchestrator" in namespace "loopguard"/);
+  });
+
+  it("once under way, keeps a replica's last page when it stops answering and takes the others' fresh ones", async () => {
+    const a = metricsPage(10);
+    const b = metricsPage(4);
+    const urls = new Map([
+      ["orchestrator-0", `${await serve(a)}/metrics`],
+      ["orchestrator-1", `${await serve(b)}/metrics`],
+    ]);
+    const sampler = new MetricsSampler(podPages(() => urls));
+    const first = await sampler.sample();
+    a.handle = metricsPage(30).handle;
+    b.handle = status503.handle;
+    const second = await sampler.sample();
+    expect(toolCallFigures(first, second, "kb-search", "loopguard.kb.v1.KbSearchService").offered).toBe(20);
+    expect([...second.pages.keys()].sort()).toEqual(["orchestrator-0", "orchestrator-1"]);
   });
 });

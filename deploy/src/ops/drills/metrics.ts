@@ -3,6 +3,7 @@
 // as differences between two snapshots; a replica that died keeps its last page, so its counts up
 // to the moment it was last sampled (the runner samples right before every kill) still add up.
 import { parseMetrics, type Sample, samplesOf, sumOf } from "@loopguard/tool-sdk";
+import { DrillError } from "./drill-error.js";
 
 /** Pages by pod name at one moment. */
 export interface Snapshot {
@@ -81,23 +82,40 @@ export function breakerTransitions(from: Snapshot, to: Snapshot, tool: string): 
   return out;
 }
 
-/** Pages by pod name, read now; a pod that did not answer is left out. */
+/** Pages by pod name, read now; a read that reaches no page, or only some, throws (PartialRead). */
 export type PageReader = () => Promise<ReadonlyMap<string, readonly Sample[]>>;
 
-/** Reads each pod's own /metrics page (pod name → URL), in parallel, 2 s each. */
+/** A read that reached some of the pods' pages, not all: what it read, and why the others are missing. */
+export class PartialRead extends Error {
+  override readonly name = "PartialRead";
+  constructor(
+    readonly pages: ReadonlyMap<string, readonly Sample[]>,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Reads each pod's own /metrics page (pod name → URL), in parallel, 2 s each; every pod must answer. */
 export function podPages(urls: () => ReadonlyMap<string, string> | Promise<ReadonlyMap<string, string>>): PageReader {
   return async () => {
+    const pods = [...(await urls())];
+    if (pods.length === 0) throw new Error("no orchestrator pod to read /metrics from");
     const pages = new Map<string, readonly Sample[]>();
+    const missing: string[] = [];
     await Promise.all(
-      [...(await urls())].map(async ([pod, url]) => {
+      pods.map(async ([pod, url]) => {
         try {
           const response = await fetch(url, { signal: AbortSignal.timeout(2000) });
-          if (response.ok) pages.set(pod, parseMetrics(await response.text()));
-        } catch {
-          // A dead pod: the sampler keeps its last page.
+          if (!response.ok) throw new Error(`HTTP ${response.status}`);
+          pages.set(pod, parseMetrics(await response.text()));
+        } catch (error) {
+          missing.push(`${pod} (${url}): ${(error as Error).message}`);
         }
       }),
     );
+    if (missing.length > 0)
+      throw new PartialRead(pages, `read ${pages.size} of ${pods.length} orchestrator pages; ${missing.join("; ")}`);
     return pages;
   };
 }
@@ -113,16 +131,23 @@ export class MetricsSampler {
   constructor(private readonly read: PageReader) {}
 
   /**
-   * A read that fails once the run is under way (Prometheus busy, the API server slow) leaves the
-   * last pages standing; a first read that fails says the run cannot measure, and throws.
+   * A read that fails once the run is under way (Prometheus busy, the API server slow, a killed
+   * replica) leaves the last pages standing, and takes those it did read; a first read that fails,
+   * reaches no page or misses a replica says the run cannot measure, and throws: figures summed
+   * over no page would read as a clean run.
    */
   async sample(): Promise<Snapshot> {
+    let pages: ReadonlyMap<string, readonly Sample[]>;
     try {
-      for (const [pod, page] of await this.read()) this.#last.set(pod, page);
-      this.#read = true;
+      pages = await this.read();
+      if (pages.size === 0) throw new Error("no orchestrator page was read");
     } catch (error) {
-      if (!this.#read) throw error;
+      if (!this.#read)
+        throw new DrillError(`the drill cannot measure the orchestrators' figures: ${(error as Error).message}`);
+      pages = error instanceof PartialRead ? error.pages : new Map();
     }
+    for (const [pod, page] of pages) this.#last.set(pod, page);
+    this.#read = true;
     return { at: Date.now(), pages: new Map(this.#last) };
   }
 }
@@ -157,6 +182,9 @@ export function prometheusPages(baseUrl: string, namespace: string, job: string)
     const body = (await response.json()) as PromVector;
     if (body.status !== "success" || !body.data)
       throw new Error(`Prometheus at ${baseUrl} answered ${response.status}: ${body.error ?? body.status}`);
+    // An empty answer (the job or a metric renamed, the ServiceMonitor gone) is no figure, not zero.
+    if (body.data.result.length === 0)
+      throw new Error(`Prometheus at ${baseUrl} has no series of job "${job}" in namespace "${namespace}": ${query}`);
     const pages = new Map<string, Sample[]>();
     for (const { metric, value } of body.data.result) {
       const { __name__: name, ...labels } = metric;

@@ -61,6 +61,8 @@ export interface JudgedValue {
 export interface GateAnswer {
   readonly kind: GateKind;
   readonly values: readonly JudgedValue[];
+  /** What makes the answer no evidence of health, whatever its values (locally: a pod that restarted in the window). */
+  readonly problems?: readonly string[];
 }
 
 export interface GateVerdict {
@@ -89,7 +91,8 @@ export function gateVerdict(
   const failures: string[] = [];
   const judged: string[] = [];
   if (smoke) (smokePassed(smoke.result, smoke.errorBudget) ? judged : failures).push(smoke.line);
-  for (const { kind, values } of answers) {
+  for (const { kind, values, problems = [] } of answers) {
+    failures.push(...problems);
     if (values.length === 0) {
       const needs = slos.map((s) => `${s.method} ${minCallsToJudge(s.errorRateBudget)}`).join(", ");
       failures.push(
@@ -101,9 +104,10 @@ export function gateVerdict(
       if (!slo) throw new Error(`the gate's answer names ${method}, which has no SLO here`);
       const line = described(kind, slo, value);
       judged.push(line);
-      if (!(value <= 1))
+      // A negative measure (counters subtracted across a reset) or a non-finite one is no evidence, not a pass.
+      if (!(value >= 0 && value <= 1))
         failures.push(
-          `${line}: ${Number.isNaN(value) ? "not a number" : kind === "p95" ? "above its target" : "above its budget"}`,
+          `${line}: ${Number.isNaN(value) || value < 0 ? "not a measure" : kind === "p95" ? "above its target" : "above its budget"}`,
         );
     }
   }

@@ -1,7 +1,9 @@
 // Applies a Kubernetes release plan (k8s.ts) step by step through kubectl: patches, waits for
 // Ready pods or a promoted Rollout, the scale-down delay, and on the plain path the release gate
-// (k8s-gate.ts). A gate that fails, or an Argo Rollout aborted or paused by its analysis, runs the
-// step's undo steps and stops the release with ReleaseRefused saying what failed and what was undone.
+// (k8s-gate.ts). A gate that fails, an Argo Rollout aborted or paused by its analysis, or any step
+// that carries an undo and cannot run (a gate whose smoke Job the API server refuses, a patch after
+// the flip) runs the step's undo steps and stops the release with ReleaseRefused saying what failed
+// and what was undone; a step without one that fails after the flip says which version is live.
 import { execFile } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
@@ -121,7 +123,7 @@ export interface ApplyOptions {
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
-/** Applies a plan step by step; a failed gate or analysis undoes the release, a wait that times out stops it, with ReleaseRefused. */
+/** Applies a plan step by step; a failed gate or analysis, or a step that carries an undo and fails, undoes the release; ReleaseRefused says what is live. */
 export async function applyK8sPlan(
   plan: K8sPlan,
   log: (line: string) => void,
@@ -132,6 +134,9 @@ export async function applyK8sPlan(
   return times;
 }
 
+/** A failure judged by the step itself (a gate, an Argo analysis); its message says what undoing the release leaves. */
+class Judged extends ReleaseRefused {}
+
 async function runSteps(
   steps: readonly Step[],
   plan: K8sPlan,
@@ -139,72 +144,118 @@ async function runSteps(
   options: ApplyOptions,
   times: StepTimes,
 ): Promise<void> {
-  const wait = options.sleep ?? ((ms: number) => sleep(ms));
-  const undo = (undoSteps: readonly Step[]) =>
-    runSteps(undoSteps, plan, (line) => log(`  undo: ${line}`), options, { ended: [], gates: {} });
+  let flipped = false;
   for (const step of steps) {
     log(step.description);
-    if (step.action === "patch") {
-      await kubectl(step.command.slice(1));
-      if (step.kind === "Service" && step.name === plan.tool) times.flippedAt = new Date().toISOString();
-    } else if (step.action === "gate") {
-      const verdict = await runGate(step, {
-        namespace: plan.namespace,
-        prometheus: options.prometheus ?? PROMETHEUS_ADDRESS,
-        kubectl,
-        sleep: wait,
-        log,
-      });
-      times.gates[step.when] = verdict.findings;
-      for (const line of verdict.findings) log(`  ${line}`);
-      if (!verdict.passed) {
-        await undo(step.onFailure);
-        throw new ReleaseRefused(
-          `${plan.to.image} failed the release gate ${step.when}: ${verdict.findings[0]}; ${step.undone}`,
-          verdict.findings.slice(1).join("\n"),
-        );
-      }
-    } else if (step.action === "migrate") {
-      await runMigration(step, plan.namespace, kubectl, wait);
-    } else if (step.until === "delay") {
-      await wait(step.seconds! * 1000);
-    } else {
-      const deadline = Date.now() + (step.until === "ready" ? READY_TIMEOUT_MS : ROLLOUT_TIMEOUT_MS);
-      for (;;) {
-        const object = JSON.parse(
-          await kubectl([
-            "-n",
-            plan.namespace,
-            "get",
-            step.kind === "Rollout" ? "rollouts.argoproj.io" : "deployments.apps",
-            step.name,
-            "-o",
-            "json",
-          ]),
-        );
-        if (step.until === "ready" && deploymentReady(object as Deployment)) break;
-        if (step.until === "promoted") {
-          const { state, message } = rolloutState(object as IRollout);
-          const active = (object as IRollout).status?.blueGreen?.activeSelector;
-          if (!times.flippedAt && active && active === (object as IRollout).status?.currentPodHash)
-            times.flippedAt = new Date().toISOString();
-          if (state === "promoted") break;
-          if (state === "aborted" || state === "inconclusive") {
-            const why = `Rollout ${step.name} ${state === "aborted" ? "was aborted by its analysis" : "paused on an inconclusive analysis"} (${message})`;
-            if (!step.onFailure) throw new ReleaseRefused(`${why}: the old pods stay active`);
-            await undo(step.onFailure);
-            throw new ReleaseRefused(
-              `${why}: rolled back, ${plan.from.image} is the Rollout's image again and its pods stay active`,
-            );
-          }
-        }
-        if (Date.now() > deadline)
-          throw new ReleaseRefused(
-            `${step.kind} ${step.name} did not get there in time: \`${step.command.join(" ")}\` shows why`,
-          );
-        await wait(POLL_MS);
-      }
+    try {
+      await runStep(step, plan, log, options, times);
+    } catch (error) {
+      throw await stepFailed(step, error as Error, flipped, plan, log, options);
+    }
+    if (step.action === "patch" && step.kind === "Service" && step.name === plan.tool) {
+      times.flippedAt = new Date().toISOString();
+      flipped = true;
     }
     times.ended.push(new Date().toISOString());
+  }
+}
+
+/**
+ * What a failed step leaves: any failure of a step that carries an undo (a failed verdict, or a
+ * gate, patch or wait that could not run) runs it; the error says what is live now.
+ */
+async function stepFailed(
+  step: Step,
+  error: Error,
+  flipped: boolean,
+  plan: K8sPlan,
+  log: (line: string) => void,
+  options: ApplyOptions,
+): Promise<Error> {
+  const detail = error instanceof ReleaseRefused ? error.detail : undefined;
+  const why =
+    error instanceof Judged
+      ? error.message
+      : step.action === "gate"
+        ? `${plan.to.image} could not be judged by the release gate ${step.when}: ${error.message}`
+        : `${step.description}: ${error.message}`;
+  const to = `${plan.to.colour ? `the ${plan.to.colour} pods, ` : ""}${plan.to.image}`;
+  if (step.action === "migrate" || !step.onFailure) {
+    if (!flipped) return error;
+    return new ReleaseRefused(`${why}; ${plan.tool} selects ${to}`, detail);
+  }
+  try {
+    await runSteps(step.onFailure, plan, (line) => log(`  undo: ${line}`), options, { ended: [], gates: {} });
+  } catch (undoError) {
+    return new ReleaseRefused(
+      `${why}; undoing the release failed too (${(undoError as Error).message}): ${to} may still be live, unjudged — \`pnpm release ${plan.tool} --k8s --rollback\` puts ${plan.from.image} back`,
+      detail,
+    );
+  }
+  return new ReleaseRefused(`${why}; ${step.undone}`, detail);
+}
+
+async function runStep(
+  step: Step,
+  plan: K8sPlan,
+  log: (line: string) => void,
+  options: ApplyOptions,
+  times: StepTimes,
+): Promise<void> {
+  const wait = options.sleep ?? ((ms: number) => sleep(ms));
+  if (step.action === "patch") {
+    await kubectl(step.command.slice(1));
+  } else if (step.action === "gate") {
+    const verdict = await runGate(step, {
+      namespace: plan.namespace,
+      prometheus: options.prometheus ?? PROMETHEUS_ADDRESS,
+      kubectl,
+      sleep: wait,
+      log,
+    });
+    times.gates[step.when] = verdict.findings;
+    for (const line of verdict.findings) log(`  ${line}`);
+    if (!verdict.passed)
+      throw new Judged(
+        `${plan.to.image} failed the release gate ${step.when}: ${verdict.findings[0]}`,
+        verdict.findings.slice(1).join("\n"),
+      );
+  } else if (step.action === "migrate") {
+    await runMigration(step, plan.namespace, kubectl, wait);
+  } else if (step.until === "delay") {
+    await wait(step.seconds! * 1000);
+  } else {
+    const deadline = Date.now() + (step.until === "ready" ? READY_TIMEOUT_MS : ROLLOUT_TIMEOUT_MS);
+    for (;;) {
+      const object = JSON.parse(
+        await kubectl([
+          "-n",
+          plan.namespace,
+          "get",
+          step.kind === "Rollout" ? "rollouts.argoproj.io" : "deployments.apps",
+          step.name,
+          "-o",
+          "json",
+        ]),
+      );
+      if (step.until === "ready" && deploymentReady(object as Deployment)) break;
+      if (step.until === "promoted") {
+        const { state, message } = rolloutState(object as IRollout);
+        const active = (object as IRollout).status?.blueGreen?.activeSelector;
+        if (!times.flippedAt && active && active === (object as IRollout).status?.currentPodHash)
+          times.flippedAt = new Date().toISOString();
+        if (state === "promoted") break;
+        if (state === "aborted" || state === "inconclusive") {
+          const why = `Rollout ${step.name} ${state === "aborted" ? "was aborted by its analysis" : "paused on an inconclusive analysis"} (${message})`;
+          if (!step.onFailure) throw new ReleaseRefused(`${why}: the old pods stay active`);
+          throw new Judged(why);
+        }
+      }
+      if (Date.now() > deadline)
+        throw new ReleaseRefused(
+          `${step.kind} ${step.name} did not get there in time: \`${step.command.join(" ")}\` shows why`,
+        );
+      await wait(POLL_MS);
+    }
   }
 }

@@ -15,7 +15,7 @@ import {
   type K8sPlan,
   type Objects,
   type PlanBuilder,
-  type Step,
+  type Undo,
   withTag,
 } from "./k8s-plan-steps.js";
 import type { ReleaseKind } from "./result.js";
@@ -74,21 +74,23 @@ export function planArgo(
       { op: "replace", path: containerPath, value: image },
     ],
   );
-  let onFailure: Step[] | undefined;
-  if (kind === "release") {
-    // A new template clears an abort or a pause on an inconclusive analysis; the stable one needs no analysis (rollbackWindow).
-    const undo = builder.fork();
-    undo.patch(
-      "Deployment",
-      template.metadata!.name!,
-      `put the stable image ${liveImage} back, so the Rollout settles on the stable pods`,
-      [
-        { op: "test", path: containerPath, value: image },
-        { op: "replace", path: containerPath, value: liveImage },
-      ],
-    );
-    onFailure = undo.steps;
-  }
+  // A new template clears an abort or a pause on an inconclusive analysis; the stable one needs no analysis (rollbackWindow).
+  const stableBack: Undo | undefined =
+    kind === "release"
+      ? {
+          plan: (undo) =>
+            undo.patch(
+              "Deployment",
+              template.metadata!.name!,
+              `put the stable image ${liveImage} back, so the Rollout settles on the stable pods`,
+              [
+                { op: "test", path: containerPath, value: image },
+                { op: "replace", path: containerPath, value: liveImage },
+              ],
+            ),
+          undone: `rolled back, ${liveImage} is the Rollout's image again and its pods stay active`,
+        }
+      : undefined;
   builder.wait(
     "Rollout",
     tool,
@@ -98,7 +100,7 @@ export function planArgo(
     "promoted",
     ["kubectl", "argo", "rollouts", "-n", builder.namespace, "status", tool],
     undefined,
-    onFailure,
+    stableBack,
   );
   return {
     tool,

@@ -24,7 +24,7 @@ import {
 import { type BlueGreenDriver, idleColour, planBlueGreen } from "./blue-green.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import type { ReleaseGate } from "./gate.js";
-import type { K8sPlan, Objects, PlanBuilder } from "./k8s-plan-steps.js";
+import type { K8sPlan, Objects, PlanBuilder, Undo } from "./k8s-plan-steps.js";
 import { containerIndex, find, imageOf, withTag } from "./k8s-plan-steps.js";
 import type { ReleaseKind } from "./result.js";
 
@@ -35,6 +35,7 @@ export function planPlain(
   kind: ReleaseKind,
   tag: string | undefined,
   gate?: ReleaseGate,
+  midway = false,
 ): Omit<K8sPlan, "steps" | "namespace"> {
   const tool = spec.name;
   const service = find<Service>(objects, "Service", tool);
@@ -55,6 +56,11 @@ export function planPlain(
   const replicas = active.spec?.replicas ?? hpa?.spec?.minReplicas ?? 1;
   const containerPath = `/spec/template/spec/containers/${containerIndex(idleDeployment, tool)}/image`;
 
+  // The same flip back as `--rollback`, ungated, from the objects as the steps before a failure leave them.
+  const flipBack: Undo = {
+    plan: (undo) => planPlain(undo, undo.current(), spec, "rollback", undefined, undefined, true),
+    undone: `rolled back: ${tool} selects the ${activeColour} pods again and ${idleName} is scaled to zero`,
+  };
   const driver: BlueGreenDriver<void> = {
     start() {
       builder.patch(
@@ -78,31 +84,31 @@ export function planPlain(
     },
     gate(when) {
       if (when === "before the flip") {
-        const undo = builder.fork();
-        undo.patch("Deployment", idleName, `scale ${idleName} back to zero: it failed the gate`, [
-          { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idle },
-          { op: "add", path: "/spec/replicas", value: 0 },
-        ]);
         builder.gate(spec, gate!, "before the flip", previewServiceName(tool), idle, image, {
-          steps: undo.steps,
+          plan: (undo) =>
+            undo.patch("Deployment", idleName, `scale ${idleName} back to zero: it failed the gate`, [
+              { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idle },
+              { op: "add", path: "/spec/replicas", value: 0 },
+            ]),
           undone: `${idleName} is scaled back to zero and ${activeName} stays live`,
         });
         return;
       }
-      // Planned from the objects as the flip leaves them: the same flip back as `--rollback`, ungated.
-      const undo = builder.fork();
-      planPlain(undo, undo.current(), spec, "rollback", undefined);
-      builder.gate(spec, gate!, "after the flip", tool, idle, image, {
-        steps: undo.steps,
-        undone: `rolled back: ${tool} selects the ${activeColour} pods again and ${idleName} is scaled to zero`,
-      });
+      builder.gate(spec, gate!, "after the flip", tool, idle, image, flipBack);
+      // Judged: a failure from here on leaves the new colour live, as a passed release does.
+      builder.undoFromHere(undefined);
     },
     flip() {
       builder.patch("Service", tool, `flip: ${tool} selects the ${idle} pods`, [
         { op: "test", path: `/spec/selector/${COLOUR_LABEL}`, value: activeColour },
         { op: "replace", path: `/spec/selector/${COLOUR_LABEL}`, value: idle },
       ]);
-      if (find(objects, "Service", previewServiceName(tool))) {
+      // The new colour is live and not judged yet: any step that fails from here until the gate
+      // after the flip has passed flips back (a gated release; a rollback's undo would be a release).
+      if (gate) builder.undoFromHere(flipBack);
+      // A flip back from the middle of a release skips what the release had not changed yet.
+      const preview = find<Service>(objects, "Service", previewServiceName(tool));
+      if (preview && !(midway && preview.spec?.selector?.[COLOUR_LABEL] === activeColour)) {
         builder.patch(
           "Service",
           previewServiceName(tool),
@@ -113,7 +119,7 @@ export function planPlain(
           ],
         );
       }
-      if (hpa) {
+      if (hpa && !(midway && hpa.spec?.scaleTargetRef.name === idleName)) {
         builder.patch("HorizontalPodAutoscaler", tool, `the autoscaler scales ${idleName}`, [
           { op: "test", path: "/spec/scaleTargetRef/name", value: activeName },
           { op: "replace", path: "/spec/scaleTargetRef/name", value: idleName },

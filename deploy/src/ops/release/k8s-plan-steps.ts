@@ -31,6 +31,9 @@ export interface PatchStep {
   readonly command: readonly string[];
   /** The object as the patch leaves it. */
   readonly result: K8sObject;
+  /** After the flip of a gated release: what undoes the release when this patch fails, and what that leaves. */
+  readonly onFailure?: readonly Step[];
+  readonly undone?: string;
 }
 
 export interface WaitStep {
@@ -42,8 +45,13 @@ export interface WaitStep {
   readonly seconds?: number;
   /** The kubectl command that shows the same progress. */
   readonly command: readonly string[];
-  /** Argo: what puts the stable pods back when the Rollout is aborted or paused on an inconclusive analysis (the stable image in its template). */
+  /**
+   * What undoes the release when the wait fails (Argo: the Rollout aborted or paused on an
+   * inconclusive analysis, or it cannot be followed; plain path: a wait after the flip of a gated
+   * release), and what that leaves, in words.
+   */
   readonly onFailure?: readonly Step[];
+  readonly undone?: string;
 }
 
 /** The release gate on the plain path: smoke calls from a Job, then the gate queries on the new colour's pods. */
@@ -110,9 +118,16 @@ export function withTag(image: string, tag: string): string {
   return `${repository}:${tag}`;
 }
 
+/** What undoes the release from where the steps so far leave the objects, and what that leaves, in words. */
+export interface Undo {
+  readonly plan: (from: PlanBuilder) => void;
+  readonly undone: string;
+}
+
 export class PlanBuilder {
   readonly steps: Step[] = [];
   readonly #objects = new Map<string, K8sObject>();
+  #undo: Undo | undefined;
 
   constructor(
     readonly namespace: string,
@@ -131,7 +146,27 @@ export class PlanBuilder {
     return new PlanBuilder(this.namespace, this.current());
   }
 
+  /**
+   * From here on every step carries `undo`, planned from the objects as the steps before it leave
+   * them (a step that fails changed nothing), so any failure of the step undoes the release.
+   */
+  undoFromHere(undo: Undo | undefined): void {
+    this.#undo = undo;
+  }
+
+  /** `undo`'s steps, planned from the objects as the steps so far leave them. */
+  #planned(undo: Undo): { onFailure: readonly Step[]; undone: string } {
+    const from = this.fork();
+    undo.plan(from);
+    return { onFailure: from.steps, undone: undo.undone };
+  }
+
+  #undoNow(): { onFailure?: readonly Step[]; undone?: string } {
+    return this.#undo ? this.#planned(this.#undo) : {};
+  }
+
   patch(kind: string, name: string, description: string, patch: Operation[]): void {
+    const undo = this.#undoNow();
     const current = this.#objects.get(`${kind}/${name}`);
     if (!current) throw new ReleaseRefused(`${kind} ${name} is not there`);
     let result: K8sObject;
@@ -158,7 +193,7 @@ export class PlanBuilder {
       "-p",
       JSON.stringify(patch),
     ];
-    this.steps.push({ action: "patch", description, kind, name, patch, command, result });
+    this.steps.push({ action: "patch", description, kind, name, patch, command, result, ...undo });
   }
 
   wait(
@@ -168,7 +203,7 @@ export class PlanBuilder {
     until: WaitStep["until"],
     command: string[],
     seconds?: number,
-    onFailure?: readonly Step[],
+    undo?: Undo,
   ): void {
     this.steps.push({
       action: "wait",
@@ -178,7 +213,7 @@ export class PlanBuilder {
       until,
       command,
       ...(seconds === undefined ? {} : { seconds }),
-      ...(onFailure ? { onFailure } : {}),
+      ...(undo ? this.#planned(undo) : this.#undoNow()),
     });
   }
 
@@ -207,7 +242,7 @@ export class PlanBuilder {
     through: string,
     colour: Colour,
     image: string,
-    undo: { steps: readonly Step[]; undone: string },
+    undo: Undo,
   ): void {
     const name = `${spec.name}-smoke-${when === "before the flip" ? "preview" : "live"}-${Date.now().toString(36)}`;
     const job = {
@@ -238,8 +273,7 @@ export class PlanBuilder {
       queries: gateQueries(gate.slos, { [COLOUR_LABEL]: colour }),
       methods: judgedMethods(gate.slos),
       command: ["kubectl", "-n", this.namespace, "create", "--field-manager", FIELD_MANAGER, "-f", "-"],
-      onFailure: undo.steps,
-      undone: undo.undone,
+      ...this.#planned(undo),
     });
   }
 }

@@ -71,6 +71,40 @@ describe("the local gate's measures", () => {
     expect(gateVerdict(judgedMethods(slos), answers).passed).toBe(false);
   });
 
+  it("fail a version whose pod crashed and restarted under its name inside the window while failing far above its budget", async () => {
+    const a = new ServerMetrics("billing");
+    let b = new ServerMetrics("billing");
+    // Before the window (the smoke calls of the gate before the flip): b answered 300 calls, 1 of them INTERNAL.
+    record(b, "GetOrder", "OK", 300, 0.004);
+    record(b, "GetOrder", "INTERNAL", 1, 0.004);
+    const before = await reading({ "billing-green-0": a, "billing-green-1": b });
+    // In the window: a answers 600 calls; b fails 60 with INTERNAL, crashes, is restarted (fresh counters) and answers 100.
+    record(a, "GetOrder", "OK", 600, 0.004);
+    record(b, "GetOrder", "INTERNAL", 60, 0.004);
+    b = new ServerMetrics("billing");
+    record(b, "GetOrder", "OK", 100, 0.004);
+    const answers = measureLocally(slos, before, await reading({ "billing-green-0": a, "billing-green-1": b }));
+    // Reset-aware: b's calls since the restart count (100), its earlier ones are not subtracted (no negative ratio).
+    expect(answers[0]!.values).toEqual([{ method: "GetOrder", value: 0 }]);
+    const verdict = gateVerdict(judgedMethods(slos), answers);
+    expect(verdict.passed).toBe(false);
+    expect(verdict.findings[0]).toMatch(
+      /^billing-green-1 restarted during the gate's window \(its counters went back\)/,
+    );
+  });
+
+  it("never pass a negative or NaN measure (no evidence), as the gate on any path", () => {
+    const methods = judgedMethods(slos);
+    for (const value of [-0.4, Number.NaN]) {
+      const verdict = gateVerdict(methods, [
+        { kind: "error-ratio", values: [{ method: "GetOrder", value }] },
+        { kind: "p95", values: [{ method: "GetOrder", value: 0.5 }] },
+      ]);
+      expect(verdict.passed).toBe(false);
+      expect(verdict.findings[0]).toMatch(/^billing GetOrder error ratio .*: not a measure$/);
+    }
+  });
+
   it("interpolate within a bucket as PromQL's histogram_quantile does, and give NaN without calls", () => {
     const buckets = new Map([
       [0.1, 50],

@@ -3,6 +3,7 @@
 // window between them, give each unary method's calls, its server-fault ratio and its p95 (the
 // same bucket interpolation as PromQL's histogram_quantile); a method is judged once it had
 // minCallsToJudge calls in the window, its value the measure over its target, as in manifests/gate-queries.ts.
+// Counters are read reset-aware, as increase() does; a pod restarted inside the window fails the gate.
 import { minCallsToJudge, parseMetrics, type Sample } from "@loopguard/tool-sdk";
 import { type MethodSlo, SERVER_FAULT_CODES } from "../../manifests/slo-rules.js";
 import type { GateAnswer, JudgedValue } from "./gate.js";
@@ -24,7 +25,30 @@ export async function readPages(urls: ReadonlyMap<string, string>): Promise<Read
   return new Map(pages);
 }
 
-/** The growth of every matching sample from `before` to `after`, summed over pods, keyed by `keyOf`. */
+/** A sample's series within its pod: its name and labels. */
+function seriesKey(s: Sample): string {
+  return `${s.name}${JSON.stringify(Object.entries(s.labels).sort(([a], [b]) => a.localeCompare(b)))}`;
+}
+
+/**
+ * The pods whose counters went back between the readings: restarted under the same name (docker's
+ * `--restart on-failure`), so what they answered before the restart is in neither reading.
+ */
+export function restartedPods(before: Reading, after: Reading): string[] {
+  return [...before].flatMap(([pod, samples]) => {
+    const now = new Map((after.get(pod) ?? []).map((s) => [seriesKey(s), s.value]));
+    const wentBack = samples.some(
+      (s) => /_(total|bucket|count)$/.test(s.name) && !((now.get(seriesKey(s)) ?? -1) >= s.value),
+    );
+    return after.has(pod) && wentBack ? [pod] : [];
+  });
+}
+
+/**
+ * The growth of every matching series from `before` to `after`, summed over pods, keyed by
+ * `keyOf`; as PromQL's increase(), a counter lower than before was reset, and its growth is its
+ * value since the reset (never negative).
+ */
 function growth(
   before: Reading,
   after: Reading,
@@ -33,16 +57,14 @@ function growth(
   keyOf: (s: Sample) => string,
 ): Map<string, number> {
   const sum = new Map<string, number>();
-  const add = (reading: Reading, sign: number) => {
-    for (const samples of reading.values()) {
-      for (const s of samples) {
-        if (s.name !== name || !Object.entries(labels).every(([k, v]) => s.labels[k] === v)) continue;
-        sum.set(keyOf(s), (sum.get(keyOf(s)) ?? 0) + sign * s.value);
-      }
+  for (const [pod, samples] of after) {
+    const then = new Map((before.get(pod) ?? []).map((s) => [seriesKey(s), s.value]));
+    for (const s of samples) {
+      if (s.name !== name || !Object.entries(labels).every(([k, v]) => s.labels[k] === v)) continue;
+      const was = then.get(seriesKey(s)) ?? 0;
+      sum.set(keyOf(s), (sum.get(keyOf(s)) ?? 0) + (s.value >= was ? s.value - was : s.value));
     }
-  };
-  add(after, 1);
-  add(before, -1);
+  }
   return sum;
 }
 
@@ -78,8 +100,13 @@ export function measureLocally(slos: readonly MethodSlo[], before: Reading, afte
     errors.push({ method: slo.method.name, value: faults / calls / slo.errorRateBudget });
     p95s.push({ method: slo.method.name, value: p95 / (slo.p95TargetMs / 1000) });
   }
+  // A new pod that crashed inside the window failed calls nobody can count now: that alone fails the gate.
+  const problems = restartedPods(before, after).map(
+    (pod) =>
+      `${pod} restarted during the gate's window (its counters went back): the calls it answered before are not counted, and a version whose pod crashes does not pass`,
+  );
   return [
-    { kind: "error-ratio", values: errors },
+    { kind: "error-ratio", values: errors, ...(problems.length > 0 ? { problems } : {}) },
     { kind: "p95", values: p95s },
   ];
 }

@@ -26,7 +26,7 @@ function summary(result: ReleaseResult | K8sReleaseResult): string {
   if ("plan" in result) {
     for (const [index, step] of result.plan.steps.entries()) {
       lines.push(`  ${index + 1}. ${step.description}`, `     ${step.command.join(" ")}`);
-      if (step.action === "gate") lines.push(`     if it fails: ${step.undone}`);
+      if (step.action !== "migrate" && step.undone) lines.push(`     if it fails: ${step.undone}`);
     }
     if (result.dryRun) lines.push("  (--json shows each patch and the object it leaves)");
   }

@@ -1,0 +1,64 @@
+// The alerts that a tool is out, however little it is called: its Down alert (a target that
+// cannot be scraped, one in a crash loop, or none at all) and, per unary method, every call failing
+// under the burn-rate alerts' traffic floor (MIN_CALLS_PER_HOUR, slo-rules.ts).
+import type { DescMethod } from "@bufbuild/protobuf";
+import { pascalCase, percent, type Rule, runbookUrl, SERVER_FAULT_CODES, SEVERITY } from "./alert-conventions.js";
+
+/**
+ * Under the burn-rate alerts' traffic floor a total outage still shows: every call of a method
+ * over `window` failed, at least `minCalls` of them, and none was answered. It pages: every user
+ * of the method fails, however few they are; `minCalls` and `for` keep one or two unlucky calls
+ * from paging.
+ */
+export const ALL_FAILING = { window: "1h", minCalls: 3, for: "15m" } as const;
+
+const DOWN_FOR = "1m";
+/** A target answering less than this share of its scrapes over DOWN_WINDOW is flapping (a crash loop) and down too. */
+const DOWN_WINDOW = "5m";
+const MIN_UP_SHARE = 0.9;
+
+/** Every call of the method over the window failed with a server-side code, at least ALL_FAILING.minCalls of them. */
+export function allCallsFailingAlert(tool: string, method: DescMethod): Rule {
+  const path = `${method.parent.typeName}/${method.name}`;
+  const scope = `grpc_service="${method.parent.typeName}",grpc_method="${method.name}"`;
+  // `=~` the server-side codes: the failed calls; `!~`: every call answered (OK or the caller's mistake).
+  const calls = (match: "=~" | "!~") =>
+    `sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total{${scope},grpc_code${match}"${SERVER_FAULT_CODES.join("|")}"}[${ALL_FAILING.window}]))`;
+  return {
+    alert: `${pascalCase(tool)}${method.name}AllCallsFailing`,
+    expr: `${calls("=~")} >= ${ALL_FAILING.minCalls}\nunless on (grpc_service, grpc_method)\n${calls("!~")} > 0`,
+    for: ALL_FAILING.for,
+    labels: { severity: SEVERITY.page, tool, method: method.name },
+    annotations: {
+      summary: `Every ${tool} ${method.name} call fails`,
+      description:
+        `Every ${path} call over the last ${ALL_FAILING.window} (at least ${ALL_FAILING.minCalls}, for ${ALL_FAILING.for}) ended with a ` +
+        `server-side code (${SERVER_FAULT_CODES.join(", ")}) and none was answered: a total outage, even at a traffic ` +
+        "too low for the burn-rate alerts to judge.",
+      runbook_url: runbookUrl("toolmethodallcallsfailing"),
+    },
+  };
+}
+
+/**
+ * Fires for a target that cannot be scraped, for one that answers less than MIN_UP_SHARE of its
+ * scrapes (a crash loop: up 30 s, down 30 s never holds `up == 0` for DOWN_FOR) and, through
+ * absent(), for a tool Prometheus has no target of at all.
+ */
+export function downAlert(tool: string): Rule {
+  const up = `up{job="${tool}"}`;
+  return {
+    alert: `${pascalCase(tool)}Down`,
+    expr: `${up} == 0\nor\navg_over_time(${up}[${DOWN_WINDOW}]) < ${MIN_UP_SHARE}\nor\nabsent(${up})`,
+    for: DOWN_FOR,
+    labels: { severity: SEVERITY.page, tool },
+    annotations: {
+      summary: `${tool} is down`,
+      description:
+        `{{ if $labels.instance }}Prometheus has not been able to scrape ${tool} at {{ $labels.instance }} for ${DOWN_FOR}, or missed ` +
+        `more than ${percent(1 - MIN_UP_SHARE)} of its scrapes over ${DOWN_WINDOW} (a crash loop: up, then down, then up again).` +
+        `{{ else }}Prometheus has had no scrape target of job "${tool}" for ${DOWN_FOR}: nothing watches ${tool}.{{ end }}`,
+      runbook_url: runbookUrl("tooldown"),
+    },
+  };
+}

@@ -155,6 +155,15 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
     description: `{{ $labels.instance }} could not charge the spend of {{ $value | humanize }} model or tool answers over the last ${UNCHARGED.window}: the store did not take the charge, so the sessions' usage shows less than was spent, and their budgets did not count it.`,
   },
   {
+    // Each one is a money call that may have been made: a person reconciles it with the tool's records.
+    name: "SessionEffectsUnknown",
+    expr: `sum by (instance) (increase(loopguard_session_effects_unknown_total[${UNCHARGED.window}])) > 0`,
+    for: UNCHARGED.for,
+    severity: SEVERITY.ticket,
+    summary: "A session ended not knowing whether its irreversible call was made",
+    description: `{{ $labels.instance }} ended {{ $value | humanize }} sessions over the last ${UNCHARGED.window} with an irreversible call sent and its outcome never settled (outcome effect_unknown): it may have been made, and its amount stays held against the entity's and customer's totals until someone checks the tool's records.`,
+  },
+  {
     // Counted after compression: prompts this large are mostly task and latest results, which are never summarised.
     name: "ModelContextNearWindow",
     expr: `sum(increase(loopguard_session_context_alarms_total[${CONTEXT.window}]))\n/\nsum(increase(loopguard_model_prompt_tokens_count[${CONTEXT.window}]))\n> ${CONTEXT.ratio}\nand\nsum(increase(loopguard_model_prompt_tokens_count[${CONTEXT.window}])) >= ${CONTEXT.minPrompts}`,

@@ -184,7 +184,7 @@ describe("a refund whose answer is lost", () => {
 });
 
 describe("a refund whose re-sends find billing's ledger locked", () => {
-  it("is not taken as not made: its hold stays held and a human decides, the refund made once", async () => {
+  it("is not taken as not made: its hold stays held and a human decides, the refund made once; denied, it ends effect_unknown", async () => {
     // A short lock wait: each re-send is refused LEDGER_UNAVAILABLE (then BREAKER_OPEN) within Refund's deadline.
     const run = await setUp("scripted", [], {}, { BILLING_LOCK_TIMEOUT_MS: "150" });
     await holdRefundAnswers(run.tools, 2500);
@@ -193,10 +193,11 @@ describe("a refund whose re-sends find billing's ledger locked", () => {
     // The ledger is locked before the same-key re-sends arrive: neither billing's own transient
     // refusal nor the breaker it opens says whether the first attempt committed (it did).
     const holder = new Database(join(run.tools.dataDir, "billing.db"));
+    let settled: Session;
     try {
       holder.exec("BEGIN IMMEDIATE");
       await holdRefundAnswers(run.tools, 0);
-      const settled = await waitForSession(
+      settled = await waitForSession(
         await run.api(),
         id,
         (s) => s.state === SessionState.AWAITING_APPROVAL || isEnded(s),
@@ -209,6 +210,15 @@ describe("a refund whose re-sends find billing's ledger locked", () => {
       holder.close();
     }
     expect(await refundsOf(run.tools, "ord_DEMO00000001")).toHaveLength(1);
+    // A person who would rather check billing's records first denies the re-send: the session says
+    // its refund may have been made (the outcome's reason, which the metrics and alerts count).
+    await (await run.approver()).resolveApproval(decisionOn(id, settled.pendingApproval!, false, "checking by hand"));
+    const denied = await waitForSession(await run.api(), id, isEnded, 10_000);
+    expect([denied.stopReason, denied.outcome?.kind, denied.outcome?.reason]).toEqual([
+      "approval_denied",
+      "not_done",
+      "effect_unknown: billing_refund",
+    ]);
     const store = await openSessionStore(run.env.ORCHESTRATOR_STORE!);
     try {
       expect((await store.reservations(id)).map((r) => r.status)).toEqual(["held"]);

@@ -1,7 +1,9 @@
 import { Registry } from "prom-client";
 import { describe, expect, it } from "vitest";
 import { SessionMetrics } from "./session-metrics.js";
-import type { SessionStore } from "../store/session-store.js";
+import { createLogger } from "@loopguard/tool-sdk";
+import type { SessionRecord, SessionStore } from "../store/session-store.js";
+import { sessionHooks } from "../session/hooks.js";
 import { emptyCounts } from "../store/session-store-support.js";
 
 describe("SessionMetrics", () => {
@@ -37,5 +39,27 @@ describe("SessionMetrics", () => {
       expect(page).toMatch(new RegExp(`^loopguard_session_late_spend_total\\{fate="${fate}"\\} 0$`, "m"));
     for (const then of ["stopped", "claimed_back"])
       expect(page).toMatch(new RegExp(`^loopguard_session_leases_lost_total\\{then="${then}"\\} 0$`, "m"));
+    expect(page).toMatch(/^loopguard_session_effects_unknown_total 0$/m);
+  });
+
+  it("counts a session that ended with its irreversible call's outcome unknown, and warns with its id", async () => {
+    const registry = new Registry();
+    const metrics = new SessionMetrics(registry);
+    const lines: Record<string, unknown>[] = [];
+    const hooks = sessionHooks(createLogger({ service: "t", write: (l) => lines.push(JSON.parse(l)) }), metrics);
+    const ended = (reason: string) =>
+      ({
+        id: "ses_t",
+        state: "FAILED",
+        stopReason: "approval_denied",
+        usage: { steps: 1 },
+        context: { outcome: { kind: "not_done", reason } },
+      }) as unknown as SessionRecord;
+    hooks.onStopped!(ended("approval_denied"));
+    hooks.onStopped!(ended("effect_unknown: billing_refund"));
+    expect(await registry.metrics()).toMatch(/^loopguard_session_effects_unknown_total 1$/m);
+    expect(lines.filter((l) => String(l.msg).includes("outcome is unknown")).map((l) => l.session_id)).toEqual([
+      "ses_t",
+    ]);
   });
 });

@@ -45,6 +45,7 @@ export class SessionMetrics {
   readonly leasesLost: Counter<"then">;
   readonly stops: Counter<"stop_reason">;
   readonly outcomes: Counter<"outcome" | "reason">;
+  readonly effectsUnknown: Counter;
   readonly stepsPerSession: Histogram;
   readonly takeoversPerSession: Histogram;
   readonly toolResults: Counter<"tool" | "outcome" | "served_from">;
@@ -96,6 +97,10 @@ export class SessionMetrics {
       "loopguard_session_outcomes_total",
       "Sessions ended, by what the user got (succeeded, partial, not_done) and why when not succeeded.",
       ["outcome", "reason"],
+    );
+    this.effectsUnknown = declare.counter(
+      "loopguard_session_effects_unknown_total",
+      "Sessions that ended with an irreversible call sent and its outcome never settled (outcome reason effect_unknown): it may have been made, and its amount stays held against its entity's and customer's totals until someone checks the tool's records.",
     );
     const overdue = inFlightOnce(async () => this.#store?.overdue(Date.now()).catch(() => undefined));
     storeGauges(registers, overdue, {
@@ -160,6 +165,7 @@ export class SessionMetrics {
     // SessionLeasesLost would not fire on the first uncharged spend or lost lease.
     for (const fate of LATE_SPEND_FATES) this.lateSpend.inc({ fate }, 0);
     for (const then of ["stopped", "claimed_back"] as const) this.leasesLost.inc({ then }, 0);
+    this.effectsUnknown.inc(0);
   }
 
   /** The store the session gauges count (opened after these metrics, so that it can count its errors here). */

@@ -5,7 +5,7 @@ import type { SessionMetrics } from "../governance/session-metrics.js";
 import type { RunnerDeps } from "./kit.js";
 import type { MoveDeps } from "./moves.js";
 import { storedOutcome } from "./data.js";
-import { reasonLabel } from "./outcome.js";
+import { EFFECT_UNKNOWN, reasonLabel } from "./outcome.js";
 import { sessionTraceId } from "./trace-id.js";
 
 export type SessionHooks = Required<
@@ -20,6 +20,14 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
       metrics?.stops.inc({ stop_reason: s.stopReason ?? "unknown" });
       const outcome = storedOutcome(s);
       if (outcome) metrics?.outcomes.inc({ outcome: outcome.kind, reason: reasonLabel(outcome.reason) });
+      if (outcome?.reason.startsWith(EFFECT_UNKNOWN)) {
+        metrics?.effectsUnknown.inc();
+        log.warn("a session ended with an irreversible call whose outcome is unknown: its hold is kept", {
+          session_id: s.id,
+          reason: outcome.reason,
+          trace_id: sessionTraceId(s),
+        });
+      }
       metrics?.stepsPerSession.observe(s.usage.steps);
       metrics?.takeoversPerSession.observe(s.usage.takeovers ?? 0);
       log.info("session ended", {

@@ -217,7 +217,8 @@ export class SessionMoves {
   async stop(s: SessionRecord, reason: StopReason, answer: string, options: StopOptions = {}): Promise<SessionRecord> {
     const clean = redactText(answer);
     const patch = { ...options.patch, stopReason: reason, answer: clean, pending: null };
-    const outcome = this.deps.outcomeOf?.({ ...s, ...patch, state: terminalStateOf(reason) });
+    // Judged with the pending call still on it: one whose outcome is unknown is told apart.
+    const outcome = this.deps.outcomeOf?.({ ...s, ...patch, pending: s.pending, state: terminalStateOf(reason) });
     const done = await this.move(s, terminalStateOf(reason), {
       ...options,
       audit: { reason: `${reason}: ${clean.slice(0, 300)}`, outcome: reason },

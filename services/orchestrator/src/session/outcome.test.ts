@@ -34,6 +34,7 @@ function ended(
     state: stopReason === "done" ? "DONE" : "FAILED",
     stopReason,
     task,
+    pending: null,
     context: {
       history,
       effects: effects.map((e) => ({ key: "k", entity: "order", entityId: "ord_DEMO00000002", amount: 500, ...e })),
@@ -179,6 +180,29 @@ describe("outcomeOf", () => {
       reason: "tool_unavailable",
     });
     expect(outcomeOf(ended("approval_denied", REFUND_TASK, []), rules)).toEqual({
+      kind: "not_done",
+      reason: "approval_denied",
+    });
+  });
+
+  it("an irreversible call sent and never settled is effect_unknown, whatever else was made: it may have been made", () => {
+    const call = { id: "c", tool: "billing_refund", arguments: "{}", argsHash: "h", worldVersion: "" };
+    const left = (pending: JsonObject) => ({ ...ended("approval_denied", REFUND_TASK, []), pending }) as SessionRecord;
+    const unknown = { kind: "not_done", reason: "effect_unknown: billing_refund" };
+    expect(outcomeOf(left({ queue: [], call, unsettled: true } as never), rules)).toEqual(unknown);
+    const asked = {
+      approvalId: "a",
+      tool: "billing_refund",
+      argumentsHash: "h",
+      worldVersion: "",
+      reason: "",
+      expiresAt: 1,
+    };
+    expect(
+      outcomeOf(left({ queue: [], call, approval: { ...asked, kind: "outcome_unknown" } } as never), rules),
+    ).toEqual(unknown);
+    // Waiting on an ordinary approval, nothing was sent: not done, by the stop.
+    expect(outcomeOf(left({ queue: [], call, approval: { ...asked, kind: "" } } as never), rules)).toEqual({
       kind: "not_done",
       reason: "approval_denied",
     });

@@ -3,24 +3,34 @@
 // when it was answered live or from a cache within its max age (the client serves no older one).
 // An answer built on a tool's degraded answer, or on a failure that would have passed, is partial;
 // so is an answer the policy gave with a confidence below the threshold (see confidence.ts);
-// anything that stopped short of the task is not done, with why.
+// anything that stopped short of the task is not done, with why; and one that ended with an
+// irreversible call sent and never settled says so (effect_unknown: it may have been made, and its
+// hold is kept until someone checks the tool's records).
 import type { SessionRecord } from "../store/session-store.js";
 import { isTerminal } from "./session-state.js";
 import type { AskedEffect, SideEffectRules } from "../guard/side-effects.js";
 import { belowThreshold } from "../guard/confidence.js";
 import { SINGLE_CALL_POLICY } from "../policies/single-call-policy.js";
-import { contextOf, type EffectRecord, effectsOf } from "./data.js";
+import { contextOf, type EffectRecord, effectsOf, pendingOf } from "./data.js";
 import { passesByName } from "./park-rules.js";
 
 export const OUTCOMES = ["succeeded", "partial", "not_done"] as const;
 
 export interface Outcome {
   readonly kind: (typeof OUTCOMES)[number];
-  /** Empty when succeeded; else e.g. "tool_unavailable", "no_effect: <tool>", "not_as_asked: …", "degraded: <tool>", "low_confidence: …". */
+  /** Empty when succeeded; else e.g. "tool_unavailable", "no_effect: <tool>", "effect_unknown: <tool>", "not_as_asked: …", "degraded: <tool>", "low_confidence: …". */
   readonly reason: string;
 }
 
 const LOW_CONFIDENCE = "low_confidence";
+export const EFFECT_UNKNOWN = "effect_unknown";
+
+/** The tool of a pending irreversible call sent with an outcome not known (unsettled, or waiting for a human to settle it). */
+export function unsettledTool(s: SessionRecord): string | undefined {
+  const pending = pendingOf(s);
+  if (!pending.call) return undefined;
+  return pending.unsettled || pending.approval?.kind === "outcome_unknown" ? pending.call.tool : undefined;
+}
 const NOT_AS_ASKED = "not_as_asked";
 
 /** An outcome's reason as a metric label: without the words after its kind where they are unbounded (the policy's, amounts and ids). */
@@ -53,6 +63,8 @@ function notAsAsked(a: AskedEffect, effects: readonly EffectRecord[]): string | 
  */
 export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceThreshold = 0): Outcome | undefined {
   if (!isTerminal(s.state)) return undefined;
+  const unknown = unsettledTool(s);
+  if (unknown) return { kind: "not_done", reason: `${EFFECT_UNKNOWN}: ${unknown}` };
   // A task that asks for an effect succeeded when the effect was made as asked, however the session
   // ended after it: on every entity the task names, adding up to its figure (a cent of 50.00 is partial).
   const asked = rules.askedFor(s.task);

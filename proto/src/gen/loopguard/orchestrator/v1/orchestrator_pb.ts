@@ -390,7 +390,8 @@ export type Session = Message<"loopguard.orchestrator.v1.Session"> & {
   traceId: string;
 
   /**
-   * 0..100: higher is healthier (steps used, error rate, latency).
+   * 0..100: higher is healthier (steps used, error rate, latency); an ended session that stopped
+   * without its answer or did not do its task scores at most 20, a partial outcome at most 50.
    *
    * @generated from field: uint32 health_score = 16;
    */

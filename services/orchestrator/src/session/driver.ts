@@ -2,7 +2,7 @@
 // (on an interval and on the store's change events), each run until it ends, waits or is lost,
 // its lease renewed meanwhile; store outages ridden out with backoff; expired approvals swept.
 import { setTimeout as sleep } from "node:timers/promises";
-import { Effect, type Logger } from "@loopguard/tool-sdk";
+import type { Logger } from "@loopguard/tool-sdk";
 import type { SessionMetrics } from "../governance/session-metrics.js";
 import type { SessionEvents } from "../store/session-events.js";
 import { type SessionRecord, StoreUnavailableError } from "../store/session-store.js";
@@ -84,9 +84,15 @@ export class SessionDriver {
     this.#waker.start();
     // A session let go elsewhere (created without a free slot, approved, released by a replica
     // that stops) is claimed on its event rather than at the next interval.
-    this.#stopListening = this.parts.events.listen((event) => {
+    const stopEvents = this.parts.events.listen((event) => {
       if (claimable(event)) this.claimSoon();
     });
+    // A cancel made on another replica stops this replica's run of the session (see abort).
+    const stopAborts = this.options.store.onAbort((id) => this.#active.get(id)?.controller.abort());
+    this.#stopListening = () => {
+      stopEvents();
+      stopAborts();
+    };
     void this.#tick();
   }
 
@@ -100,26 +106,17 @@ export class SessionDriver {
     this.#waker.stop();
     this.#stopListening?.();
     for (const { controller } of this.#active.values()) controller.abort();
-    // Irreversible calls in flight are not cut off by the abort: wait for them to finish and be
-    // recorded, up to the longest such call's SLA timeout.
-    const longestIrreversible = Math.max(
-      0,
-      ...this.options.registry
-        .list()
-        .filter((t) => t.effect === Effect.IRREVERSIBLE_EXTERNAL)
-        .map((t) => t.timeoutMs),
-    );
-    const deadline = Date.now() + Math.max(5000, longestIrreversible + 1000);
-    while ((this.#active.size > 0 || this.#slots.filling) && Date.now() < deadline) await sleep(20);
+    await this.#slots.drained(this.options.registry);
   }
 
   activeCount(): number {
     return this.#active.size;
   }
 
-  /** Aborts this replica's run of the session, if it drives it. */
+  /** Aborts the session's run here, and announces it to whichever replica drives it (lost, that run goes on: see announceAbort). */
   abort(id: string): void {
     this.#active.get(id)?.controller.abort();
+    this.options.store.announceAbort(id).catch(() => undefined);
   }
 
   /** A session may be claimable now (created unleased, approved): claim as soon as a slot is free. */

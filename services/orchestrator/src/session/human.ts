@@ -9,6 +9,7 @@ import { isTerminal } from "./session-state.js";
 import { type SessionRecord, type SessionStore, StaleTransitionError } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import { alreadyDone, pendingOf } from "./data.js";
+import { unsettledTool } from "./outcome.js";
 import { APPROVED } from "./execute.js";
 import type { SessionMoves } from "./moves.js";
 
@@ -18,7 +19,7 @@ export interface HumanDeps {
   readonly now: () => number;
   /** The session, or SESSION_NOT_FOUND. */
   get(id: string): Promise<SessionRecord>;
-  /** Stops this replica's runner of the session, if it drives it. */
+  /** Stops the session's runner, on this replica or (announced through the store) on whichever replica drives it. */
   abort(id: string): void;
 }
 
@@ -34,16 +35,6 @@ export interface ApprovalAnswer {
 /** What an answer says of `tool`'s call whose earlier attempt's outcome is unknown. */
 function effectUnknown(tool: string): string {
   return `whether its earlier attempt took effect is unknown: check ${tool}'s records`;
-}
-
-/**
- * The tool of a waiting session's call whose earlier attempt's outcome is unknown (parked
- * unsettled, or waiting for a human to settle it).
- */
-function unsettledCall(s: SessionRecord): string | undefined {
-  const pending = pendingOf(s);
-  if (!pending.call) return undefined;
-  return pending.unsettled || pending.approval?.kind === "outcome_unknown" ? pending.call.tool : undefined;
 }
 
 /**
@@ -67,7 +58,7 @@ function irreversibleInFlight(s: SessionRecord, registry: ToolRegistry): Registe
 /** What a cancel's answer says of a session's pending call: an approved one not made, an earlier attempt's unknown outcome. */
 function pendingCallNote(s: SessionRecord): string {
   const approved = approvedUnsent(s);
-  const unsettled = unsettledCall(s);
+  const unsettled = unsettledTool(s);
   const notMade = approved ? `; the approved ${approved} call was not ${unsettled ? "re-sent" : "made"}` : "";
   return `${notMade}${unsettled ? `; whether an earlier attempt of ${unsettled} took effect is unknown: check ${unsettled}'s records` : ""}`;
 }
@@ -96,8 +87,8 @@ export async function cancelSession(
       );
     const inFlight = irreversibleInFlight(s, d.registry);
     if (inFlight) {
-      // Stops this replica's runner after the call is recorded (the call itself is not cut off),
-      // so the policy decides nothing more before the cancel lands.
+      // Stops the runner after the call is recorded (the call itself is not cut off), whichever
+      // replica drives it, so the policy decides nothing more before the cancel lands.
       d.abort(id);
       const left = started + inFlight.timeoutMs + 1000 - d.now();
       if (left <= 0) {

@@ -1,6 +1,7 @@
 // How a replica claims sessions and lives through store outages.
+import { setTimeout as sleep } from "node:timers/promises";
 import type { DescService } from "@bufbuild/protobuf";
-import { backoffDelayMs, type ToolClient } from "@loopguard/tool-sdk";
+import { backoffDelayMs, Effect, type ToolClient } from "@loopguard/tool-sdk";
 import { isTerminal } from "./session-state.js";
 import {
   type SessionEvent,
@@ -9,6 +10,7 @@ import {
   StoreUnavailableError,
 } from "../store/session-store.js";
 import { releasesLease } from "../store/session-store-support.js";
+import type { ToolRegistry } from "../tool-registry.js";
 
 /** Wait before the `attempt`-th retry after a store outage: doubling from 100 ms up to 5 s, with jitter, so replicas do not retry in step. */
 export function storeBackoffMs(attempt: number): number {
@@ -59,6 +61,16 @@ export class Slots {
 
   close(): void {
     this.#closed = true;
+  }
+
+  /**
+   * Resolves once no run is left and no claim or wake is under way, or once the longest irreversible call may take
+   * has passed (its SLA timeout + 1 s, 5 s at least): a stop does not cut such a call off, it finishes and is recorded.
+   */
+  async drained(registry: ToolRegistry): Promise<void> {
+    const irreversible = registry.list().filter((t) => t.effect === Effect.IRREVERSIBLE_EXTERNAL);
+    const deadline = Date.now() + Math.max(5000, ...irreversible.map((t) => t.timeoutMs + 1000));
+    while ((this.running.size > 0 || this.filling) && Date.now() < deadline) await sleep(20);
   }
 
   /** Whether a claim or a wake is under way: what it took is not yet driven or let go. */

@@ -3,13 +3,18 @@
 // replica made it. A lost connection is replaced (with a bounded backoff) and LISTENs again;
 // since notifications sent meanwhile are gone, the subscribers are then told to read again
 // ("resync"). The connection is checked every few seconds, so a network that silently stopped
-// answering is noticed as well as a refused or reset one.
+// answering is noticed as well as a refused or reset one. The same connection hears the aborts
+// replicas announce (a cancel made on one replica stopping the run on another); an abort sent while
+// it was being replaced is lost, with nothing to resync: that cancel then waits for the run's own
+// next move, as before aborts were announced.
 import { backoffDelayMs } from "@loopguard/tool-sdk";
 import pg from "pg";
 import { isSessionState } from "../session/session-state.js";
 import type { SessionListeners } from "./session-store-support.js";
 
 export const SESSIONS_CHANNEL = "loopguard_sessions";
+/** Where a replica announces a run to abort (the payload is the session id); see SessionStore.announceAbort. */
+export const ABORTS_CHANNEL = "loopguard_session_aborts";
 
 const RECONNECT_BACKOFF = { baseMs: 100, maxMs: 5000, jitter: "equal" } as const;
 
@@ -22,6 +27,7 @@ export class SessionNotifications {
   private constructor(
     private readonly config: pg.ClientConfig,
     private readonly listeners: SessionListeners,
+    private readonly aborts: ReadonlySet<(id: string) => void>,
     checkMs: number,
   ) {
     this.#check = setInterval(() => void this.#probe(), checkMs);
@@ -32,9 +38,11 @@ export class SessionNotifications {
   static async start(
     config: pg.ClientConfig,
     listeners: SessionListeners,
+    aborts: ReadonlySet<(id: string) => void>,
     checkMs: number,
   ): Promise<SessionNotifications> {
-    const notifications = new SessionNotifications({ ...config, query_timeout: checkMs }, listeners, checkMs);
+    const listening = { ...config, application_name: "loopguard-orchestrator-listen", query_timeout: checkMs };
+    const notifications = new SessionNotifications(listening, listeners, aborts, checkMs);
     try {
       await notifications.#listen();
     } catch (error) {
@@ -46,12 +54,14 @@ export class SessionNotifications {
 
   async #listen(): Promise<void> {
     const client = new pg.Client(this.config);
-    client.on("notification", (message) => this.#notified(message.payload));
+    client.on("notification", (message) =>
+      message.channel === ABORTS_CHANNEL ? this.#aborted(message.payload) : this.#notified(message.payload),
+    );
     client.on("error", () => this.#lost(client));
     client.on("end", () => this.#lost(client));
     try {
       await client.connect();
-      await client.query(`LISTEN ${SESSIONS_CHANNEL}`);
+      await client.query(`LISTEN ${SESSIONS_CHANNEL}; LISTEN ${ABORTS_CHANNEL}`);
     } catch (error) {
       await client.end().catch(() => undefined);
       throw error;
@@ -81,6 +91,17 @@ export class SessionNotifications {
       state,
       leaseOwner: typeof leaseOwner === "string" ? leaseOwner : null,
     });
+  }
+
+  #aborted(id: string | undefined): void {
+    if (!id) return;
+    for (const listener of this.aborts) {
+      try {
+        listener(id);
+      } catch {
+        // A listener's failure is its own; the others still hear the abort.
+      }
+    }
   }
 
   async #probe(): Promise<void> {

@@ -1,8 +1,7 @@
 // SessionStore on PostgreSQL, for several orchestrator replicas sharing sessions through leases: this file holds only
 // its driver (its statements are in postgres-session-statements.ts), the rest is SqlSessionStore's. Round trips dominate
 // here (about 0.6 ms each on a local socket), so the hot paths are single statements, parsed once per connection. The
-// pool is sql-store's, with the orchestrator's bounds. Every committed change is announced by a trigger's NOTIFY, which
-// every store instance (every replica) LISTENs to.
+// pool is sql-store's, with the orchestrator's bounds. Every replica LISTENs to the NOTIFY of every change and abort.
 import {
   createPostgresPool,
   explainPostgresTlsError,
@@ -20,7 +19,7 @@ import {
 import type pg from "pg";
 import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "../migrations/postgres/index.js";
-import { SessionNotifications } from "./postgres-notifications.js";
+import { ABORTS_CHANNEL, SessionNotifications } from "./postgres-notifications.js";
 import {
   changeMoney,
   lockNamesOf,
@@ -128,11 +127,8 @@ export class PostgresSessionStore extends SqlSessionStore {
           );
         }),
       );
-      store.notifications = await SessionNotifications.start(
-        { ...config, application_name: "loopguard-orchestrator-listen" },
-        store.listeners,
-        options.listenCheckMs ?? POSTGRES_STORE_DEFAULTS.listenCheckMs,
-      );
+      const checkMs = options.listenCheckMs ?? POSTGRES_STORE_DEFAULTS.listenCheckMs;
+      store.notifications = await SessionNotifications.start(config, store.listeners, store.abortListeners, checkMs);
     } catch (err) {
       await pool.end();
       throw err;
@@ -289,6 +285,10 @@ export class PostgresSessionStore extends SqlSessionStore {
 
   protected async oldestStepRow(): Promise<string | null> {
     return (await this.rows<{ at: string | null }>(Q.oldestStep, {}))[0]?.at ?? null;
+  }
+
+  override async announceAbort(id: string): Promise<void> {
+    await this.guard("announceAbort", () => this.pool.query("SELECT pg_notify($1, $2)", [ABORTS_CHANNEL, id]));
   }
 
   async close(): Promise<void> {

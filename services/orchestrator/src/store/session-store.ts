@@ -225,6 +225,15 @@ export interface SessionStore {
    * instance on the database (every replica), through LISTEN/NOTIFY.
    */
   subscribe(listener: SessionListener): () => void;
+  /**
+   * Asks whichever replica runs the session to stop its run (as a cancel stops the run on its own
+   * replica: an irreversible call in flight is recorded first). PostgreSQL tells every store
+   * instance on the database through NOTIFY, with no guarantee: one its listening connection lost
+   * meanwhile never hears it. SQLite does nothing: its one process aborts its own run itself.
+   */
+  announceAbort(id: string): Promise<void>;
+  /** Calls `listener` with the session of every abort announced (see announceAbort); returns the unsubscribe function. */
+  onAbort(listener: (id: string) => void): () => void;
   /** Stores a patrol run (its id unique); `finishedAt` (epoch ms) orders them. */
   recordPatrolRun(run: PatrolRunRow): Promise<void>;
   /** Up to `limit` patrol runs, the newest (by finish) first. */

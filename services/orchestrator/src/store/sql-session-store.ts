@@ -275,4 +275,15 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
   subscribe(listener: SessionListener): () => void {
     return this.listeners.add(listener);
   }
+
+  /** Told of every abort announced; PostgreSQL's listening connection calls them. */
+  protected readonly abortListeners = new Set<(id: string) => void>();
+
+  /** Nothing to announce beyond this process (SQLite); PostgreSQL's store overrides it. */
+  async announceAbort(_id: string): Promise<void> {}
+
+  onAbort(listener: (id: string) => void): () => void {
+    this.abortListeners.add(listener);
+    return () => this.abortListeners.delete(listener);
+  }
 }

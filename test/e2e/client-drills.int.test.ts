@@ -122,6 +122,8 @@ describe("toolClient against a real billing process", () => {
         amountCents: 100n,
         reason: RefundReason.DAMAGED,
         idempotencyKey: key,
+        // The bound the orchestrator always sends (here one the order never reaches).
+        maxRefundedTotalCents: 1_000_000_000n,
       };
       // Billing takes a refund only under a token bound to it, as the orchestrator sends one.
       const bound = { token: await boundToken(BillingService, "Refund", request) };

@@ -120,9 +120,13 @@ export async function execute(
     return resolveUnknown(kit, state, flight, sent.error, signal);
   }
   // The run was aborted (a stop, a lost lease) and the call cut off by it: that is no answer of the
-  // tool's. The session stays TOOL_EXECUTING, and whoever runs it next sends the call again. (An
-  // irreversible call is never cut off: its answer, whenever it comes, is recorded above or below.)
-  if ("error" in sent && signal.aborted && tool.effect !== Effect.IRREVERSIBLE_EXTERNAL) return state;
+  // tool's. The session stays TOOL_EXECUTING, and whoever runs it next sends the call again and pays
+  // for it then; a session that ended (a cancel) pays now for a call that went out. (An irreversible
+  // call is never cut off: its answer, whenever it comes, is recorded above or below.)
+  if ("error" in sent && signal.aborted && tool.effect !== Effect.IRREVERSIBLE_EXTERNAL) {
+    if (sent.error.attempts > 0) await moves.chargeIfEnded(state, { tokens: 0, costMicros: tool.costMicros });
+    return state;
+  }
   if ("error" in sent && passes(sent.error)) return waitForTool(kit, state, flight, sent.error);
   return observeSent(kit, state, flight, sent);
 }

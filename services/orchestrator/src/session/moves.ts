@@ -205,6 +205,13 @@ export class SessionMoves {
     if (!to) this.deps.onLateSpend?.(s, spend, "store_failed", failure);
   }
 
+  /** Charges `spend` to `s` should it have ended (a tool call a stop cut off: a live session sends it again, and pays then). */
+  async chargeIfEnded(s: SessionRecord, spend: Spend): Promise<void> {
+    const [to, failure] = await this.#charge(s, spend, NO_SPEND);
+    if (to === "ended") this.deps.onLateSpend?.(s, spend, "charged");
+    else if (!to) this.deps.onLateSpend?.(s, spend, "store_failed", failure);
+  }
+
   /** Charges `spend` to `s`, or `live` should it be live (see SessionStore.charge): where it went, or why not. */
   #charge(s: SessionRecord, spend: Spend, live: Spend): Promise<readonly ["ended" | "live" | undefined, unknown?]> {
     return this.deps.store.charge(s.id, spend, live).then(

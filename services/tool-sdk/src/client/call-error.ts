@@ -95,3 +95,32 @@ const REFUSED_BEFORE_HANDLING: ReadonlySet<string> = new Set([
 export function refusedBeforeHandling(failure: CallError): boolean {
   return failure.refusedByTool || (failure.reason !== undefined && REFUSED_BEFORE_HANDLING.has(failure.reason));
 }
+
+/** What the client itself answers a call with, as far as it tells: its tool, method and attempts sent so far. */
+export interface ClientAnswered {
+  readonly target: { readonly tool: string; readonly method: { readonly name: string } };
+  readonly sent: { readonly attempts: number };
+}
+
+/**
+ * A failure the client gives a call itself (an open breaker, a full bulkhead, a caller's deadline
+ * or cancel), nothing more sent: "<tool>: <why>", with the attempts the call made before.
+ */
+export function clientFailure(
+  call: ClientAnswered,
+  code: status,
+  reason: string,
+  why: string,
+  retryAfterMs?: number,
+): CallError {
+  const { tool, method } = call.target;
+  return new CallError({
+    code,
+    reason,
+    message: `${tool}: ${why}`,
+    attempts: call.sent.attempts,
+    tool,
+    method: method.name,
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+  });
+}

@@ -4,7 +4,7 @@
 import { status } from "@grpc/grpc-js";
 import CircuitBreaker from "opossum";
 import { CALLER_ERROR_CODES } from "../../errors.js";
-import { CallError } from "../call-error.js";
+import { CallError, clientFailure } from "../call-error.js";
 import type { ClientCall, ClientInterceptor } from "../chain.js";
 import { BREAKER_STATE_VALUE, type ClientMetrics } from "../client-metrics.js";
 
@@ -113,26 +113,11 @@ export function breakerStage(breaker: ToolBreaker): ClientInterceptor {
       )
       .catch((thrown: unknown) => {
         if (thrown instanceof CallError || thrown instanceof LostRace) throw thrown;
-        const { tool, method } = call.target;
         if ((thrown as { code?: string }).code === "EOPENBREAKER") {
-          throw new CallError({
-            code: status.UNAVAILABLE,
-            reason: "BREAKER_OPEN",
-            message: `${tool}: circuit breaker is open`,
-            // Like a server's RetryInfo: when the breaker will let a probe through.
-            retryAfterMs: Math.max(0, (breaker.retryAt ?? Date.now()) - Date.now()),
-            attempts: call.sent.attempts,
-            tool,
-            method: method.name,
-          });
+          // Like a server's RetryInfo: when the breaker will let a probe through.
+          const retryAfterMs = Math.max(0, (breaker.retryAt ?? Date.now()) - Date.now());
+          throw clientFailure(call, status.UNAVAILABLE, "BREAKER_OPEN", "circuit breaker is open", retryAfterMs);
         }
-        throw new CallError({
-          code: status.INTERNAL,
-          reason: "INTERNAL_ERROR",
-          message: `${tool}: ${(thrown as Error).message}`,
-          attempts: call.sent.attempts,
-          tool,
-          method: method.name,
-        });
+        throw clientFailure(call, status.INTERNAL, "INTERNAL_ERROR", (thrown as Error).message);
       });
 }

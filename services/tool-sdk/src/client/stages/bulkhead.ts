@@ -3,24 +3,15 @@
 // of the queue at once, with nothing sent (the SLA deadline starts only when it leaves the queue).
 import { status } from "@grpc/grpc-js";
 import type { Admit, Bulkhead } from "../bulkhead.js";
-import { CallError } from "../call-error.js";
+import { type CallError, clientFailure } from "../call-error.js";
 import type { ClientCall, ClientInterceptor } from "../chain.js";
 
 /** setTimeout's longest delay; a deadline further off than this (about 24 days) is not timed. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
-function refused(call: ClientCall, code: status, reason: string, why: string): CallError {
-  const { tool, method } = call.target;
-  return new CallError({
-    code,
-    reason,
-    message: `${tool}: ${why} (${method.name})`,
-    attempts: 0,
-    tool,
-    method: method.name,
-  });
-}
-
+// Before the retries: nothing of the call was sent yet (attempts 0).
+const refused = (call: ClientCall, code: status, reason: string, why: string) =>
+  clientFailure(call, code, reason, `${why} (${call.target.method.name})`);
 const full = (call: ClientCall) =>
   refused(call, status.RESOURCE_EXHAUSTED, "BULKHEAD_FULL", "too many calls in flight");
 const deadlinePassed = (call: ClientCall) =>

@@ -5,7 +5,7 @@ import { status } from "@grpc/grpc-js";
 import { type Backoff, backoffDelayMs } from "../../backoff.js";
 import type { MethodPolicy } from "../../contract.js";
 import { RETRY_IN_CALL_CODES } from "../../errors.js";
-import { CallError } from "../call-error.js";
+import { type CallError, clientFailure } from "../call-error.js";
 import type { ClientCall, ClientInterceptor } from "../chain.js";
 import type { ClientMetrics } from "../client-metrics.js";
 import { mayRetry, type RetryBudget } from "../retry.js";
@@ -26,17 +26,8 @@ export interface RetryParts {
   readonly random: () => number;
 }
 
-function noTimeLeft(call: ClientCall): CallError {
-  const { tool, method } = call.target;
-  return new CallError({
-    code: status.DEADLINE_EXCEEDED,
-    reason: "DEADLINE_PASSED",
-    message: `${tool}: no time left for ${method.name}`,
-    attempts: call.sent.attempts,
-    tool,
-    method: method.name,
-  });
-}
+const noTimeLeft = (call: ClientCall) =>
+  clientFailure(call, status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", `no time left for ${call.target.method.name}`);
 
 export function retryStage(policy: MethodPolicy, overrides: RetryOverrides, parts: RetryParts): ClientInterceptor {
   const backoff: Backoff = {

@@ -4,7 +4,7 @@ import { type Client, Metadata, type ServiceError } from "@grpc/grpc-js";
 import { decodeStatusDetails, status } from "../../errors.js";
 import { injectContext } from "../../tracing.js";
 import { AVOID_HEADER, PREFER_NOT_HEADER } from "../avoiding-round-robin.js";
-import { CallError } from "../call-error.js";
+import { CallError, clientFailure } from "../call-error.js";
 import type { ClientCall, ClientCallFn } from "../chain.js";
 
 const passThrough = (bytes: Buffer): Buffer => bytes;
@@ -43,14 +43,12 @@ export function transport(client: Client): ClientCallFn {
       // reaches the tool: a caller that already gave up sends nothing.
       if (signal?.aborted) {
         reject(
-          new CallError({
-            code: status.CANCELLED,
-            reason: "CALL_CANCELLED",
-            message: `${target.tool}: the caller gave up before ${target.method.name} was sent`,
-            attempts: call.sent.attempts,
-            tool: target.tool,
-            method: target.method.name,
-          }),
+          clientFailure(
+            call,
+            status.CANCELLED,
+            "CALL_CANCELLED",
+            `the caller gave up before ${target.method.name} was sent`,
+          ),
         );
         return;
       }

@@ -131,7 +131,10 @@ describe.skipIf(postgres.skip !== null)("postgres session store: database time, 
     burst: (store: SessionStore) => Promise<unknown>[],
   ): Promise<{ store: SessionStore; outcomes: unknown[] }> {
     const { url, raw } = await fresh();
-    const store = await open(url, { maxConnections: 3, connectTimeoutMs: 300, statementTimeoutMs: 3000 });
+    // A burst that held the whole pool would leave the others waiting for a connection until the
+    // connect timeout, then failing: 2 s, under the lock's statement timeout, and longer than a
+    // connection takes on a loaded machine (300 ms once timed out opening the store in CI).
+    const store = await open(url, { maxConnections: 3, connectTimeoutMs: 2000, statementTimeoutMs: 3000 });
     await store.create(session("s0", { createdBy: "cli:bob" }));
     await raw.query("BEGIN");
     await raw.query(lock);

@@ -101,7 +101,10 @@ function told(calls: readonly Call[]): string[] {
       const ops = JSON.parse(call.args.at(-1)!) as { op: string; path: string; value?: unknown }[];
       return ops
         .filter((o) => o.op !== "test")
-        .map((o) => `patch ${call.args[at + 1]}/${call.args[at + 2]} ${o.path}=${JSON.stringify(o.value)}`);
+        .map(
+          (o) =>
+            `patch ${call.args[at + 1]}/${call.args[at + 2]} ${o.path}=${o.path.endsWith("loopguard~1release") ? "<release>" : JSON.stringify(o.value)}`,
+        );
     }
     if (call.args.includes("create"))
       return [`create ${JSON.parse(call.stdin).metadata.name.replace(/-[a-z0-9]+$/, "")}`];
@@ -116,10 +119,14 @@ function told(calls: readonly Call[]): string[] {
 }
 
 const QUERIES = ["query error-ratio", "query p95"];
-/** The new image's migrate Job, then green gets the new image and blue's replicas, then the first smoke Job goes through the preview. */
+/**
+ * The new image's migrate Job, then green gets the new image, its release's own pod label and
+ * blue's replicas, then the first smoke Job goes through the preview.
+ */
 const UP_TO_THE_GATE = [
   "create billing-migrate",
   `patch deployment/billing-green /spec/template/spec/containers/0/image="${NEW}"`,
+  "patch deployment/billing-green /spec/template/metadata/labels/loopguard~1release=<release>",
   "patch deployment/billing-green /spec/replicas=2",
   "create billing-smoke-preview",
 ];
@@ -167,7 +174,13 @@ describe("pnpm release --k8s, plain path, against a recording kubectl", () => {
     expect(query).toMatch(
       /^\/api\/v1\/namespaces\/monitoring\/services\/http:prometheus-operated:9090\/proxy\/api\/v1\/query\?query=/,
     );
-    expect(decodeURIComponent(query)).toContain('grpc_method="GetOrder",version="green"}[3m])) >= 200');
+    // The pods this release started, by the label it gave them: not the ones green ran before.
+    const ownLabel = JSON.parse(calls.find((c) => c.args.includes("billing-green"))!.args.at(-1)!).find(
+      (o: { path: string }) => o.path.endsWith("loopguard~1release"),
+    ).value;
+    expect(decodeURIComponent(query)).toContain(
+      `grpc_method="GetOrder",version="green",loopguard_release="${ownLabel}"}[3m])) >= 200`,
+    );
   });
 
   it("a version failing 30 % of its calls is stopped before the flip: green back to zero pods, blue never left", async () => {

@@ -28,6 +28,7 @@ import {
   greenReplacements,
   metricsService,
   previewService,
+  RELEASE_LABEL,
   rollout,
   rolloutAutoscalerPatch,
   rolloutTemplatePatch,
@@ -205,7 +206,7 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
     // A JSON patch: one document holding the list of operations.
     files.set(join(plain, `${spec.name}.blue.patch.yaml`), toYaml(blueDeploymentPatch(spec), GENERATED_HEADER));
     put(plain, `${spec.name}.service.patch.yaml`, activeServicePatch(spec, "blue"));
-    put(plain, `${spec.name}.service-monitor.patch.yaml`, serviceMonitorPatch(spec, [COLOUR_LABEL]));
+    put(plain, `${spec.name}.service-monitor.patch.yaml`, serviceMonitorPatch(spec, [COLOUR_LABEL, RELEASE_LABEL]));
   }
   put(
     plain,

@@ -27,6 +27,14 @@ import { GATE_PASSES, gateQueries } from "./gate-queries.js";
 import type { MethodSlo } from "./slo-rules.js";
 
 export const COLOUR_LABEL = "version";
+/**
+ * On the plain path, the pods of one release: its new colour's pod template carries a value of its
+ * own, so they are told apart from the previous pods of the same colour (drained minutes before,
+ * still in the gate's window) even when the image is the one they ran; prometheus-operator turns
+ * it into the series label RELEASE_SERIES_LABEL, the gate's selector.
+ */
+export const RELEASE_LABEL = "loopguard/release";
+export const RELEASE_SERIES_LABEL = "loopguard_release";
 export const COLOURS = ["blue", "green"] as const;
 export type Colour = (typeof COLOURS)[number];
 /** The label Argo Rollouts gives each ReplicaSet's pods; prometheus-operator turns it into this series label. */

@@ -7,8 +7,11 @@
 // same way, without changing an image. A release passes the release gate twice (k8s-apply.ts runs
 // it): before the flip a smoke Job through `<tool>-preview` and the gate queries on the new
 // colour's pods, after it (and the scale-down delay) a smoke Job through `<tool>` and the same
-// queries on every client's calls. A failure before the flip scales the new colour back to zero;
-// after it the plan flips back (a rollback, planned here too).
+// queries on every client's calls. Those pods are this release's own: the release labels the new
+// colour's pod template with an id of its own (RELEASE_LABEL), so the pods the same colour ran
+// before — drained minutes ago, their calls still in the queries' windows — are never judged with
+// them, even when they ran the same image. A failure before the flip scales the new colour back to
+// zero; after it the plan flips back (a rollback, planned here too).
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { HorizontalPodAutoscaler } from "kubernetes-types/autoscaling/v2.js";
@@ -19,6 +22,7 @@ import {
   COLOURS,
   colourDeploymentName,
   previewServiceName,
+  RELEASE_LABEL,
   SCALE_DOWN_DELAY_SECONDS,
 } from "../../manifests/release-objects.js";
 import { type BlueGreenDriver, idleColour, planBlueGreen } from "./blue-green.js";
@@ -55,6 +59,10 @@ export function planPlain(
   const hpa = find<HorizontalPodAutoscaler>(objects, "HorizontalPodAutoscaler", tool);
   const replicas = active.spec?.replicas ?? hpa?.spec?.minReplicas ?? 1;
   const containerPath = `/spec/template/spec/containers/${containerIndex(idleDeployment, tool)}/image`;
+  // A release gives the new colour's pod template a label of its own: new pods, in a ReplicaSet of
+  // their own, that the gate alone selects.
+  const newPods = { colour: idle, release: Date.now().toString(36) };
+  const releaseLabelPath = `/spec/template/metadata/labels/${RELEASE_LABEL.replace("/", "~1")}`;
 
   // The same flip back as `--rollback`, ungated, from the objects as the steps before a failure leave them.
   const flipBack: Undo = {
@@ -66,11 +74,12 @@ export function planPlain(
       builder.patch(
         "Deployment",
         idleName,
-        `${idleName}: ${kind === "release" ? `image ${image}, ` : ""}${replicas} replica(s), as many as ${activeName} runs`,
+        `${idleName}: ${kind === "release" ? `image ${image}, pods labelled ${RELEASE_LABEL}=${newPods.release}, ` : ""}${replicas} replica(s), as many as ${activeName} runs`,
         [
           { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idle },
           { op: "test", path: containerPath, value: idleImage },
           ...(image === idleImage ? [] : [{ op: "replace" as const, path: containerPath, value: image }]),
+          ...(kind === "release" ? [{ op: "add" as const, path: releaseLabelPath, value: newPods.release }] : []),
           { op: "add", path: "/spec/replicas", value: replicas },
         ],
       );
@@ -84,7 +93,7 @@ export function planPlain(
     },
     gate(when) {
       if (when === "before the flip") {
-        builder.gate(spec, gate!, "before the flip", previewServiceName(tool), idle, image, {
+        builder.gate(spec, gate!, "before the flip", previewServiceName(tool), newPods, image, {
           plan: (undo) =>
             undo.patch("Deployment", idleName, `scale ${idleName} back to zero: it failed the gate`, [
               { op: "test", path: `/spec/template/metadata/labels/${COLOUR_LABEL}`, value: idle },
@@ -94,7 +103,7 @@ export function planPlain(
         });
         return;
       }
-      builder.gate(spec, gate!, "after the flip", tool, idle, image, flipBack);
+      builder.gate(spec, gate!, "after the flip", tool, newPods, image, flipBack);
       // Judged: a failure from here on leaves the new colour live, as a passed release does.
       builder.undoFromHere(undefined);
     },

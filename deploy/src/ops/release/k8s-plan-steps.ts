@@ -9,7 +9,7 @@ import type { K8sObject } from "../../manifests/renderings.js";
 import type { ReleasePath } from "../../manifests/generated-components.js";
 import { migrateJob, migrateJobLabels, migrateJobName } from "../../manifests/migration-objects.js";
 import { serviceHost } from "../../manifests/cluster-names.js";
-import { type Colour, COLOUR_LABEL } from "../../manifests/release-objects.js";
+import { type Colour, COLOUR_LABEL, RELEASE_SERIES_LABEL } from "../../manifests/release-objects.js";
 import { SMOKE_LABEL, smokeJobSpec } from "../../manifests/smoke-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import { type JudgedMethod, judgedMethods, type ReleaseGate } from "./gate.js";
@@ -54,7 +54,7 @@ export interface WaitStep {
   readonly undone?: string;
 }
 
-/** The release gate on the plain path: smoke calls from a Job, then the gate queries on the new colour's pods. */
+/** The release gate on the plain path: smoke calls from a Job, then the gate queries on this release's pods. */
 export interface GateStep {
   readonly action: "gate";
   readonly description: string;
@@ -234,13 +234,16 @@ export class PlanBuilder {
     });
   }
 
-  /** A smoke Job from `image` through Service `through`, then the gate queries on the pods of colour `colour`. */
+  /**
+   * A smoke Job from `image` through Service `through`, then the gate queries on the pods of
+   * `pods.colour` that this release started (labelled `pods.release`), not those the colour ran before.
+   */
   gate(
     spec: ServiceSpec,
     gate: ReleaseGate,
     when: GateStep["when"],
     through: string,
-    colour: Colour,
+    pods: { readonly colour: Colour; readonly release: string },
     image: string,
     undo: Undo,
   ): void {
@@ -265,12 +268,12 @@ export class PlanBuilder {
     };
     this.steps.push({
       action: "gate",
-      description: `release gate ${when}: smoke calls from Job ${name} through ${through}, then the SLO queries on the ${colour} pods`,
+      description: `release gate ${when}: smoke calls from Job ${name} through ${through}, then the SLO queries on this release's ${pods.colour} pods (${RELEASE_SERIES_LABEL}="${pods.release}")`,
       kind: "Job",
       name,
       when,
       job,
-      queries: gateQueries(gate.slos, { [COLOUR_LABEL]: colour }),
+      queries: gateQueries(gate.slos, { [COLOUR_LABEL]: pods.colour, [RELEASE_SERIES_LABEL]: pods.release }),
       methods: judgedMethods(gate.slos),
       command: ["kubectl", "-n", this.namespace, "create", "--field-manager", FIELD_MANAGER, "-f", "-"],
       ...this.#planned(undo),

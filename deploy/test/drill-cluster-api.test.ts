@@ -1,7 +1,9 @@
 // The in-cluster drill runner's Kubernetes client against a small Kubernetes API on loopback (no
 // cluster runs here): it lists the target's ready pods, finds every orchestrator replica through
 // the EndpointSlices of its headless Service, creates and deletes PodChaos objects — and makes no
-// API call beyond RUNNER_API_CALLS, the list the shipped Role is generated from. The replicas are
+// API call beyond RUNNER_API_CALLS, the list the shipped Role is generated from. A kill counts
+// only once its pods are seen dead (deleted, being deleted, or a container restarted): a PodChaos
+// that Chaos Mesh never acts on fails the drill, naming the pods that lived on. The replicas are
 // two real metrics pages (prom-client registries on loopback), and the report's figures are their
 // sum, read from each page or through a real Prometheus scraping both (Debian's `prometheus`).
 import { type ChildProcess, spawn } from "node:child_process";
@@ -16,7 +18,8 @@ import { Counter, Registry } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ApiCall, RUNNER_API_CALLS } from "../src/manifests/drill-api-calls.js";
 import { drillKube } from "../src/ops/drills/cluster-api.js";
-import { podChaosPlan } from "../src/ops/drills/k8s.js";
+import { DrillError } from "../src/ops/drills/drill-error.js";
+import { podChaosKills, podChaosPlan } from "../src/ops/drills/k8s.js";
 import { MetricsSampler, podPages, prometheusPages, toolCallFigures } from "../src/ops/drills/metrics.js";
 import { parseDrillArgs } from "../src/ops/drills/options.js";
 import { toYaml } from "../src/manifests/yaml.js";
@@ -61,10 +64,27 @@ function asApiCall(request: IncomingMessage): ApiCall {
   return { group, resource: resource!, verb };
 }
 
-const pod = (name: string, ready: boolean, terminating = false) => ({
-  metadata: { name, namespace: "loopguard", ...(terminating ? { deletionTimestamp: "2026-12-01T00:00:00Z" } : {}) },
-  status: { conditions: [{ type: "Ready", status: ready ? "True" : "False" }] },
+const pod = (name: string, ready: boolean, terminating = false, restarts = 0) => ({
+  metadata: {
+    name,
+    uid: `uid-${name}`,
+    namespace: "loopguard",
+    ...(terminating ? { deletionTimestamp: "2026-12-01T00:00:00Z" } : {}),
+  },
+  status: {
+    conditions: [{ type: "Ready", status: ready ? "True" : "False" }],
+    containerStatuses: [{ name: "tool", image: "x", imageID: "", ready, restartCount: restarts }],
+  },
 });
+const PODS = [
+  pod("kb-search-a", true),
+  pod("kb-search-b", true),
+  pod("kb-search-c", false),
+  pod("kb-search-d", true, true),
+];
+/** The pods the fake API lists; what a created PodChaos does to them (a Chaos Mesh controller, or none). */
+let pods: object[] = PODS;
+let chaosMesh: (pods: object[]) => object[] = (p) => p;
 
 let api: Server;
 let apiPort: number;
@@ -94,18 +114,7 @@ beforeAll(async () => {
         res.writeHead(status, { "content-type": "application/json" });
         res.end(JSON.stringify(value));
       };
-      if (call.resource === "pods")
-        return json({
-          apiVersion: "v1",
-          kind: "PodList",
-          metadata: {},
-          items: [
-            pod("kb-search-a", true),
-            pod("kb-search-b", true),
-            pod("kb-search-c", false),
-            pod("kb-search-d", true, true),
-          ],
-        });
+      if (call.resource === "pods") return json({ apiVersion: "v1", kind: "PodList", metadata: {}, items: pods });
       if (call.resource === "endpointslices") {
         return json({
           apiVersion: "discovery.k8s.io/v1",
@@ -143,7 +152,10 @@ beforeAll(async () => {
           ],
         });
       }
-      if (call.resource === "podchaos" && call.verb === "create") return json(JSON.parse(body), 201);
+      if (call.resource === "podchaos" && call.verb === "create") {
+        pods = chaosMesh(pods);
+        return json(JSON.parse(body), 201);
+      }
       if (call.resource === "podchaos" && call.verb === "delete") return json({ kind: "Status", status: "Success" });
       json({ kind: "Status", status: "Failure", code: 404 }, 404);
     });
@@ -169,7 +181,10 @@ function config(): KubeConfig {
 describe("the drill runner's Kubernetes client", () => {
   it("picks the ready pods, finds every orchestrator replica, kills with PodChaos — within RUNNER_API_CALLS, with its token", async () => {
     const kube = drillKube(config(), "loopguard");
-    expect(await kube.readyPods("kb-search")).toEqual(["kb-search-a", "kb-search-b"]);
+    expect((await kube.pods("kb-search")).filter((p) => p.ready).map((p) => p.name)).toEqual([
+      "kb-search-a",
+      "kb-search-b",
+    ]);
     expect(await kube.metricsUrls("orchestrator", "http")).toEqual(
       new Map([
         ["orchestrator-a", `http://127.0.0.1:${pagePorts[0]}/metrics`],
@@ -198,6 +213,65 @@ describe("the drill runner's Kubernetes client", () => {
     // Every call is declared, and every declared call is one the runner makes: the list (and so the Role) is exact.
     for (const call of made) expect(RUNNER_API_CALLS).toContainEqual(call);
     for (const declared of RUNNER_API_CALLS) expect(made).toContainEqual(declared);
+  });
+
+  describe("a kill", () => {
+    /** The run's kill step against the fake API: one PodChaos of `mode` for kb-search. */
+    const kill = (mode: "one" | "all"): Promise<{ line?: string; error?: Error; created: readonly string[] }> => {
+      const options = parseDrillArgs(["kill-tool", "--tool", "kb-search", "--kill", mode, "--k8s"], {
+        tools: ["kb-search"],
+        orchestrator: "orchestrator",
+        methodsOf: () => [],
+      });
+      const plan = podChaosPlan(options, `kill-tool-kb-search-${mode}`, "loopguard");
+      const kills = podChaosKills(drillKube(config(), "loopguard"), plan, { timeoutMs: 600, pollMs: 50 });
+      return kills.kill().then(
+        (line) => ({ line, created: kills.created }),
+        (error: Error) => ({ error, created: kills.created }),
+      );
+    };
+    const nameOf = (o: object) => (o as { metadata: { name: string } }).metadata.name;
+    const without = (names: string[]) => (p: object[]) => p.filter((o) => !names.includes(nameOf(o)));
+
+    it("counts once the pod is seen dead: deleted and replaced under another name, or its container restarted", async () => {
+      pods = PODS;
+      chaosMesh = (p) => [...without(["kb-search-b"])(p), pod("kb-search-e", false)];
+      expect(await kill("one")).toEqual({
+        line: "PodChaos drill-kill-tool-kb-search-one-1: pod-kill of one kb-search pod (2 ready); seen dead: kb-search-b",
+        created: ["drill-kill-tool-kb-search-one-1"],
+      });
+      pods = PODS;
+      chaosMesh = (p) => [...without(["kb-search-a"])(p), pod("kb-search-a", false, false, 1)];
+      expect((await kill("one")).line).toMatch(/; seen dead: kb-search-a$/);
+      pods = PODS;
+      chaosMesh = (p) => p.map((o) => pod(nameOf(o), false, true));
+      expect((await kill("all")).line).toBe(
+        "PodChaos drill-kill-tool-kb-search-all-1: pod-kill of every kb-search pod (2 ready); seen dead: kb-search-a, kb-search-b, kb-search-c",
+      );
+    });
+
+    it("fails the drill when the PodChaos kills nothing (no Chaos Mesh controller acts on it), and still names it for removal", async () => {
+      pods = PODS;
+      chaosMesh = (p) => p;
+      const { error, created } = await kill("one");
+      expect(error).toBeInstanceOf(DrillError);
+      expect(error!.message).toBe(
+        "PodChaos drill-kill-tool-kb-search-one-1 was created but none of the 3 kb-search pods died within 0.6 s " +
+          "(kb-search-a, kb-search-b, kb-search-c kept their uid and restart count): the kill did not happen, so the drill has nothing to report. " +
+          "Is Chaos Mesh's controller running, and does it act in namespace loopguard? `kubectl -n loopguard describe podchaos drill-kill-tool-kb-search-one-1` says why",
+      );
+      expect(created).toEqual(["drill-kill-tool-kb-search-one-1"]);
+    });
+
+    it("fails the drill when a kill of every pod leaves one alive", async () => {
+      pods = PODS;
+      chaosMesh = without(["kb-search-a", "kb-search-c"]);
+      const { error } = await kill("all");
+      expect(error).toBeInstanceOf(DrillError);
+      expect(error!.message).toMatch(
+        /^PodChaos drill-kill-tool-kb-search-all-1 was created but 1 of the 3 kb-search pods did not die within 0\.6 s \(kb-search-b kept/,
+      );
+    });
   });
 
   it("sums every replica's page into the report's figures, and keeps a killed replica's last page", async () => {

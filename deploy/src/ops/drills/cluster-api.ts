@@ -1,16 +1,30 @@
 // What the drill runner asks of the Kubernetes API from inside the cluster (its Job's
-// ServiceAccount token): the target's ready pods, the orchestrator's endpoints (every replica's
-// metrics page), and the PodChaos objects that kill pods. RUNNER_API_CALLS lists every call as
-// data (manifests/drill-api-calls.ts): the Role in the chaos-drills component is generated from it, and the
-// tests hold the client's real requests and the shipped Role to it.
+// ServiceAccount token): the target's pods (which are ready, which died), the orchestrator's
+// endpoints (every replica's metrics page), and the PodChaos objects that kill pods.
+// RUNNER_API_CALLS lists every call as data (manifests/drill-api-calls.ts): the Role in the
+// chaos-drills component is generated from it, and the tests hold the client's real requests and
+// the shipped Role to it.
 import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import type { PodChaos } from "../../manifests/pod-chaos-objects.js";
 
 const CHAOS = { group: "chaos-mesh.org", version: "v1alpha1", plural: "podchaos" } as const;
 
+/** One pod of a service as the runner sees it: enough to tell a pod that died from one that did not. */
+export interface PodState {
+  readonly name: string;
+  /** A pod replaced by its Deployment comes back under another uid (and name). */
+  readonly uid: string;
+  /** Ready and not terminating. */
+  readonly ready: boolean;
+  /** Being deleted (a deletionTimestamp). */
+  readonly terminating: boolean;
+  /** Its containers' restarts, summed: a container killed in place restarts. */
+  readonly restarts: number;
+}
+
 export interface DrillKube {
-  /** Names of the service's pods that are Ready and not terminating. */
-  readyPods(service: string): Promise<string[]>;
+  /** Every pod of the service, Ready or not, terminating or not. */
+  pods(service: string): Promise<PodState[]>;
   /** Every endpoint of the service's Service on port `portName`, ready or not, by pod name → http://ip:port/metrics. */
   metricsUrls(service: string, portName: string): Promise<Map<string, string>>;
   createPodChaos(body: PodChaos): Promise<void>;
@@ -30,9 +44,15 @@ export function drillKube(config: KubeConfig, namespace: string): DrillKube {
   const discovery = config.makeApiClient(DiscoveryV1Api);
   const custom = config.makeApiClient(CustomObjectsApi);
   return {
-    async readyPods(service) {
+    async pods(service) {
       const pods = await core.listNamespacedPod({ namespace, labelSelector: `app.kubernetes.io/name=${service}` });
-      return pods.items.filter(ready).map((p) => p.metadata!.name!);
+      return pods.items.map((pod) => ({
+        name: pod.metadata!.name!,
+        uid: pod.metadata!.uid ?? pod.metadata!.name!,
+        ready: ready(pod),
+        terminating: Boolean(pod.metadata?.deletionTimestamp),
+        restarts: (pod.status?.containerStatuses ?? []).reduce((sum, c) => sum + c.restartCount, 0),
+      }));
     },
     async metricsUrls(service, portName) {
       // A headless Service's slices list every pod it selects; a terminating one stays until it is gone, and may still answer.

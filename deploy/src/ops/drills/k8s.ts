@@ -1,19 +1,21 @@
 // A drill on a cluster, run inside it by the drill-runner Job (`pnpm drill … --k8s` creates the
 // Job, k8s-launch.ts): the same load, report and audit as on the local containers, with the
 // faults made by Chaos Mesh PodChaos objects (its controller kills the pods; their Deployment
-// replaces them). The runner reaches the orchestrator and billing through their headless
-// Services (every ready pod, balanced per call, so a killed orchestrator costs it one connection,
-// not the run), reads every orchestrator replica's metrics (each pod's page, found through the
-// Service's EndpointSlices, or a Prometheus), and signs its tokens with the people's keys mounted
-// from a Secret.
+// replaces them). A kill counts once the runner has seen its pods die (gone, being deleted, or a
+// container restarted): a PodChaos nothing acts on fails the drill rather than report a clean run
+// over a kill that never happened. The runner reaches the orchestrator and billing through their
+// headless Services (every ready pod, balanced per call, so a killed orchestrator costs it one
+// connection, not the run), reads every orchestrator replica's metrics (each pod's page, found
+// through the Service's EndpointSlices, or a Prometheus), and signs its tokens with the people's
+// keys mounted from a Secret.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
-import type { DrillKube } from "./cluster-api.js";
+import type { DrillKube, PodState } from "./cluster-api.js";
 import { MetricsSampler, prometheusPages, podPages } from "./metrics.js";
 import type { DrillOptions } from "./options.js";
 import { drillPeople } from "./people.js";
 import { FLAP_DOWN_MS, FLAP_UP_MS } from "./plan.js";
-import { type PodChaos, podKill } from "../../manifests/pod-chaos-objects.js";
+import { type KillMode, type PodChaos, podKill } from "../../manifests/pod-chaos-objects.js";
 import { DrillError } from "./drill-error.js";
 import { type DrillResult, writeReport } from "./report-files.js";
 import { type DrillCluster, type DrillService, drive, type RunContext, runIdOf } from "./run.js";
@@ -24,6 +26,9 @@ export type ClusterService = DrillService & Pick<ServiceSpec, "port">;
 /** The port name of every Service's metrics page (k8s-objects.ts). */
 const METRICS_PORT_NAME = "http";
 const RECOVERY_TIMEOUT_MS = 120_000;
+/** How long a PodChaos may take to kill (Chaos Mesh acts within seconds) before the kill counts as not made. */
+const KILL_SEEN_TIMEOUT_MS = 30_000;
+const KILL_POLL_MS = 250;
 
 /** Every PodChaos object the run would create, in order (a flap: one per kill). */
 export function podChaosPlan(options: DrillOptions, runId: string, namespace?: string): PodChaos[] {
@@ -54,6 +59,59 @@ export function clusterServices(raw: string | undefined): ClusterService[] {
   return parsed;
 }
 
+/** Which of the pods `before` are dead now: gone, being deleted, or with a container restarted. */
+function podsKilled(before: readonly PodState[], now: readonly PodState[]): PodState[] {
+  const byUid = new Map(now.map((p) => [p.uid, p]));
+  return before.filter((p) => {
+    const after = byUid.get(p.uid);
+    return !after || after.terminating || after.restarts > p.restarts;
+  });
+}
+
+/**
+ * The run's kills, one PodChaos each in the order of `plan`. A kill resolves with what it did once
+ * its pods are seen dead — one pod (mode one), every pod there was (mode all) — and fails the drill
+ * with DrillError when that is not seen within the timeout, naming the pods that lived on.
+ * `created` names every PodChaos made, for the run's end to delete.
+ */
+export function podChaosKills(
+  kube: DrillKube,
+  plan: readonly PodChaos[],
+  options: { readonly timeoutMs?: number; readonly pollMs?: number } = {},
+): { readonly created: readonly string[]; kill(): Promise<string> } {
+  const { timeoutMs = KILL_SEEN_TIMEOUT_MS, pollMs = KILL_POLL_MS } = options;
+  const created: string[] = [];
+  return {
+    created,
+    async kill() {
+      const chaos = plan[created.length];
+      if (!chaos) throw new DrillError("the run wanted more kills than it planned");
+      const { name, namespace } = chaos.metadata;
+      const tool = chaos.spec.selector.labelSelectors["app.kubernetes.io/name"]!;
+      const mode: KillMode = chaos.spec.mode;
+      const before = (await kube.pods(tool)).filter((p) => !p.terminating);
+      // Named before it exists: the run's end deletes it even when its kill is never seen.
+      created.push(name);
+      await kube.createPodChaos(chaos);
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const killed = podsKilled(before, await kube.pods(tool));
+        if (killed.length > 0 && (mode === "one" || killed.length === before.length))
+          return `PodChaos ${name}: pod-kill of ${mode === "all" ? "every" : "one"} ${tool} pod (${before.filter((p) => p.ready).length} ready); seen dead: ${killed.map((p) => p.name).join(", ")}`;
+        if (Date.now() >= deadline) {
+          const alive = before.filter((p) => !killed.includes(p));
+          throw new DrillError(
+            `PodChaos ${name} was created but ${mode === "all" ? `${alive.length} of the ${before.length} ${tool} pods did not die` : `none of the ${before.length} ${tool} pods died`} within ${timeoutMs / 1000} s ` +
+              `(${alive.map((p) => p.name).join(", ")} kept their uid and restart count): the kill did not happen, so the drill has nothing to report. ` +
+              `Is Chaos Mesh's controller running, and does it act in namespace ${namespace}? \`kubectl -n ${namespace} describe podchaos ${name}\` says why`,
+          );
+        }
+        await sleep(pollMs);
+      }
+    },
+  };
+}
+
 export interface ClusterRun {
   readonly kube: DrillKube;
   readonly namespace: string;
@@ -73,9 +131,10 @@ export async function runClusterDrill(
   const { kube, namespace } = run;
   const targetOf = run.targetOf ?? ((s: ClusterService) => `dns:///${s.name}:${s.port}`);
   const orchestrator = ctx.services.find((s) => s.kind === "orchestrator")!;
+  const readyPods = async () => (await kube.pods(options.tool)).filter((p) => p.ready).map((p) => p.name);
   let targets: string[];
   try {
-    targets = await kube.readyPods(options.tool);
+    targets = await readyPods();
   } catch (error) {
     throw new DrillError(`the Kubernetes API does not answer the runner (${(error as Error).message.split("\n")[0]})`);
   }
@@ -83,8 +142,7 @@ export async function runClusterDrill(
     throw new DrillError(
       `${options.scenario} needs at least 2 ready ${options.tool} pods in namespace ${namespace}; the cluster has ${targets.length}`,
     );
-  const plan = podChaosPlan(options, runId, namespace);
-  const created: string[] = [];
+  const kills = podChaosKills(kube, podChaosPlan(options, runId, namespace));
   const closers: (() => void)[] = [];
   const metrics = options.prometheus
     ? prometheusPages(options.prometheus, namespace, orchestrator.name)
@@ -100,19 +158,13 @@ export async function runClusterDrill(
     adminAddress: () => {
       throw new DrillError("the runner sets no faults in a cluster's pods");
     },
-    async kill() {
-      const body = plan[created.length];
-      if (!body) throw new DrillError("the run wanted more kills than it planned");
-      await kube.createPodChaos(body);
-      created.push(body.metadata.name);
-      return `PodChaos ${body.metadata.name}: pod-kill of ${body.spec.mode === "all" ? "every" : "one"} ${options.tool} pod (${targets.length} ready)`;
-    },
+    kill: () => kills.kill(),
     blueGreen() {
       throw new DrillError("release on a cluster is `pnpm release … --k8s`");
     },
     async recover() {
       const deadline = Date.now() + RECOVERY_TIMEOUT_MS;
-      while ((await kube.readyPods(options.tool)).length < targets.length) {
+      while ((await readyPods()).length < targets.length) {
         if (Date.now() > deadline)
           throw new DrillError(
             `${options.tool} did not get ${targets.length} ready pods back within ${RECOVERY_TIMEOUT_MS / 1000} s`,
@@ -144,6 +196,6 @@ export async function runClusterDrill(
     );
   } finally {
     for (const close of closers) close();
-    for (const name of created) await kube.deletePodChaos(name).catch(() => undefined);
+    for (const name of kills.created) await kube.deletePodChaos(name).catch(() => undefined);
   }
 }

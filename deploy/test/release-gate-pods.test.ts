@@ -1,12 +1,3 @@
-// The plain path's release gate judges the pods its release started, and no others, evaluated by
-// Prometheus's own engine (promtool test rules). The case: green was drained a few minutes before
-// its next release, so its previous pods' calls (2000 healthy ones a minute, the live traffic they
-// took) are still in the gate's 3-minute window when the new green pods answer the smoke calls
-// and fail 3 % of them. A gate selecting the colour alone (`version="green"`) sums both and
-// passes; the plan's gate selects the release's own label and fails at 6 × the budget.
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
@@ -16,10 +7,9 @@ import { gateQueries } from "../src/manifests/gate-queries.js";
 import { COMPONENTS_DIR, OVERLAYS_DIR } from "../src/manifests/generated-components.js";
 import { COLOUR_LABEL, RELEASE_LABEL, RELEASE_SERIES_LABEL } from "../src/manifests/release-objects.js";
 import { type K8sObject, renderOnProd } from "../src/manifests/renderings.js";
-import { toYaml } from "../src/manifests/yaml.js";
 import { releaseGateOf } from "../src/ops/release/gate.js";
 import { type GateStep, type PatchStep, planK8sRelease } from "../src/ops/release/k8s.js";
-import { findExecutable } from "./promtool.js";
+import { findExecutable, promtoolTestRules } from "./promtool.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const services = discoverServices(join(root, "services"));
@@ -105,18 +95,9 @@ describe("the plain path's release gate", () => {
           },
         ],
       };
-      const dir = mkdtempSync(join(tmpdir(), "loopguard-gate-pods-"));
-      try {
-        writeFileSync(join(dir, "gate.test.yml"), toYaml(tests));
-        const result = spawnSync(promtool!, ["test", "rules", join(dir, "gate.test.yml")], {
-          encoding: "utf8",
-          timeout: 60_000,
-        });
-        expect(`${result.stdout}${result.stderr}`).toContain("SUCCESS");
-        expect(result.status).toBe(0);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      const { output, status } = promtoolTestRules(promtool!, tests);
+      expect(output).toContain("SUCCESS");
+      expect(status).toBe(0);
     },
     60_000,
   );

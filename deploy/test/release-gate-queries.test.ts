@@ -1,20 +1,10 @@
-// The release gate's SLO queries evaluated by Prometheus's own engine (promtool test rules) on
-// synthetic series of billing's pods: a good version, one failing 30 % of its calls, a slow one,
-// one with too few calls and one not scraped at all. The answers are what Argo Rollouts'
-// condition (GATE_PASSES) and the kubectl path's gateVerdict judge; the local path's bucket
-// interpolation is checked against PromQL's histogram_quantile on the same buckets.
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { describe, expect, it } from "vitest";
 import { type GateKind, gateQueries } from "../src/manifests/gate-queries.js";
 import { gateVerdict, judgedMethods } from "../src/ops/release/gate.js";
 import { bucketQuantile } from "../src/ops/release/local-measure.js";
 import { methodSlos } from "../src/manifests/slo-rules.js";
-import { toYaml } from "../src/manifests/yaml.js";
-import { findExecutable } from "./promtool.js";
+import { findExecutable, promtoolTestRules } from "./promtool.js";
 
 const promtool = findExecutable("promtool");
 if (!promtool)
@@ -116,18 +106,9 @@ describe("the gate queries", () => {
           },
         ],
       };
-      const dir = mkdtempSync(join(tmpdir(), "loopguard-gate-queries-"));
-      try {
-        writeFileSync(join(dir, "gate.test.yml"), toYaml(tests));
-        const result = spawnSync(promtool!, ["test", "rules", join(dir, "gate.test.yml")], {
-          encoding: "utf8",
-          timeout: 60_000,
-        });
-        expect(`${result.stdout}${result.stderr}`).toContain("SUCCESS");
-        expect(result.status).toBe(0);
-      } finally {
-        rmSync(dir, { recursive: true, force: true });
-      }
+      const { output, status } = promtoolTestRules(promtool!, tests);
+      expect(output).toContain("SUCCESS");
+      expect(status).toBe(0);
       // What each answer means to the gate.
       const verdict = (errors: number[], p95s: number[]) =>
         gateVerdict(judgedMethods(slos), [

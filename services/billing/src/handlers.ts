@@ -104,7 +104,7 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
       return { order: orderMessage(order) };
     },
 
-    async refund(request, { caller, log }) {
+    async refund(request, { caller, log, signal }) {
       const breakGlass = caller.role === "break-glass";
       if (breakGlass)
         log.warn("break-glass refund", { caller: caller.subject, kids: [caller.keyId], order_id: request.orderId });
@@ -119,6 +119,7 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
           maxRefundedTotalCents: Number(request.maxRefundedTotalCents),
           at: clock.now(),
           dryRun: request.dryRun,
+          signal,
           ...(breakGlass
             ? {
                 breakGlass: {

@@ -40,6 +40,8 @@ export interface RefundCommand {
   readonly breakGlass?: BreakGlassUse;
   /** Decide exactly as for a real refund (same refusals), then write nothing: see dryRunOutcome. */
   readonly dryRun?: boolean;
+  /** The call's signal: a refund still waiting for the ledger's lock when it aborts is not made, and fails with its reason. */
+  readonly signal?: AbortSignal;
 }
 
 /** Who used break-glass for a refund, with which key, and why (their own words, personal data masked). */

@@ -202,6 +202,9 @@ export class PostgresRefundLedger implements RefundLedger {
     const order = await client.query<OrderRow>("SELECT * FROM orders WHERE order_id = $1 FOR UPDATE", [
       command.orderId,
     ]);
+    // A caller that gave up while the refund queued for the order's lock (its deadline, a cancel)
+    // is not refunded now that the lock is held: the throw rolls the transaction back.
+    command.signal?.throwIfAborted();
     // Read again once the lock is held: READ COMMITTED gives each statement a fresh snapshot, so a
     // refund of this key committed by whoever held the lock before is visible here.
     const earlier = await client.query<RefundRow>(SELECT_REFUND_BY_KEY, [command.idempotencyKey]);

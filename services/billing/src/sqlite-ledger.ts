@@ -182,7 +182,12 @@ export class SqliteRefundLedger implements RefundLedger {
   }
 
   async refund(command: RefundCommand): Promise<RefundOutcome> {
-    return this.guard(() => this.refundInTransaction(command));
+    // Checked before each try for the lock: a caller that gave up while the refund waited (its
+    // deadline, a cancel) is not refunded once the lock frees. The transaction itself runs whole.
+    return this.guard(() => {
+      command.signal?.throwIfAborted();
+      return this.refundInTransaction(command);
+    });
   }
 
   async breakGlassRefunds(): Promise<BreakGlassRow[]> {

@@ -28,7 +28,8 @@ export async function startBilling(options: SqliteLedgerOptions = {}): Promise<B
   const file = join(dir, "billing.db");
   const ledger = await SqliteRefundLedger.open(file, options);
   await ledger.seed(DEMO_ORDERS);
-  const tool = await startTestTool(build({ ledger, clock: { now: () => FIXED_NOW } }));
+  // One test client stands for many sessions at once (e.g. 50 concurrent re-sends): not one greedy caller.
+  const tool = await startTestTool(build({ ledger, clock: { now: () => FIXED_NOW } }), { maxConcurrentPerCaller: 64 });
   const db = new Database(file, { readonly: true });
   return {
     tool,

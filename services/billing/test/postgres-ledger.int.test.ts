@@ -111,6 +111,30 @@ describe.skipIf(skip !== null)("the PostgreSQL ledger", () => {
     }
   });
 
+  it("does not make a refund whose caller gave up while it waited for the order's lock", async () => {
+    const url = await freshDatabase();
+    const ledger = await PostgresRefundLedger.open(url);
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await ledger.seed(DEMO_ORDERS);
+      await holder.query("BEGIN");
+      await holder.query("SELECT 1 FROM orders WHERE order_id = $1 FOR UPDATE", [command.orderId]);
+      const caller = new AbortController();
+      const refunding = refusal(ledger.refund({ ...command, signal: caller.signal }), Error);
+      await sleep(100);
+      caller.abort(new Error("the caller's deadline passed"));
+      await sleep(50);
+      await holder.query("ROLLBACK");
+      expect((await refunding).message).toBe("the caller's deadline passed");
+      expect(await ledger.listRefunds(command.orderId)).toEqual([]);
+      expect(await ledger.getOrder(command.orderId)).toMatchObject({ amountRefundedCents: 0, version: 1 });
+    } finally {
+      await holder.end();
+      await ledger.close();
+    }
+  });
+
   it("answers LEDGER_UNAVAILABLE within its timeouts when the database stops answering, and recovers", async () => {
     const url = new URL(await freshDatabase());
     const proxy = await startTcpProxy(Number(url.port));

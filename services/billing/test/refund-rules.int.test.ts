@@ -162,4 +162,26 @@ describe("a locked ledger", () => {
       await locked.close();
     }
   });
+
+  it("stops waiting for the lock when its caller's deadline passes: the lock freed later writes nothing", async () => {
+    const locked = await startBilling();
+    const holder = new Database(join(locked.dir, "billing.db"));
+    try {
+      const client = withBoundTokens(BillingService, await locked.tool.client(["billing:refund"]));
+      const request = refundOf("ord_DEMO00000001", 100n, "rules-locked-ledger-0003");
+      holder.exec("BEGIN IMMEDIATE");
+      const error = await refusal(client.refund(request, { deadline: 200 }), CallError);
+      expect(error.code).toBe(status.DEADLINE_EXCEEDED);
+      // Freed after the deadline (the server's, a few ms after the client's, has passed too) and well
+      // within the ledger's own 1 s lock timeout: a refund still waiting would now be made.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      holder.exec("ROLLBACK");
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(locked.refunds({ key: request.idempotencyKey })).toEqual([]);
+      expect(locked.order("ord_DEMO00000001")).toMatchObject({ amount_refunded_cents: 0 });
+    } finally {
+      holder.close();
+      await locked.close();
+    }
+  });
 });

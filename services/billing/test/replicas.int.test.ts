@@ -74,7 +74,14 @@ describe.skipIf(postgres.skip !== null)("two billing replicas on one PostgreSQL"
       if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run \`pnpm build\` first`);
       url = await postgres.freshDatabase();
       dataDir = mkdtempSync(join(tmpdir(), "billing-replicas-"));
-      const env = { BILLING_PORT: "0", BILLING_METRICS_PORT: "0", BILLING_STORE: url, LOOPGUARD_DATA_DIR: dataDir };
+      // The one test client stands for many sessions: it may use all 64 of a replica's slots.
+      const env = {
+        BILLING_PORT: "0",
+        BILLING_METRICS_PORT: "0",
+        BILLING_MAX_CONCURRENT_PER_CALLER: "64",
+        BILLING_STORE: url,
+        LOOPGUARD_DATA_DIR: dataDir,
+      };
       replicas.push(...(await Promise.all([spawnTool(MAIN, env), spawnTool(MAIN, env)])));
       const token = await testToken({ subject: "replica-test", scopes: ["billing:refund", "billing:read"] });
       clients.push(

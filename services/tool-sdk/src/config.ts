@@ -16,6 +16,8 @@ export interface ToolConfig {
   readonly port: number;
   readonly metricsPort: number;
   readonly maxConcurrent: number;
+  /** Unary calls one caller (token subject) may have in flight at once: half of maxConcurrent unless set. */
+  readonly maxConcurrentPerCaller: number;
   /** Server streams open at once, counted apart from unary calls (maxConcurrent). */
   readonly maxStreams: number;
   /** Server streams one caller (token subject) may hold open at once. */
@@ -207,16 +209,22 @@ export function loadToolConfig(
     min: 1,
     max: 1_000_000,
   });
+  const maxConcurrent = integerSetting(env, `${prefix}_MAX_CONCURRENT`, {
+    default: defaults.maxConcurrent ?? 64,
+    min: 1,
+    max: 100_000,
+  });
   const faults = readFaultProfile(env);
   return Object.freeze({
     tool,
     host: env[`${prefix}_HOST`] || "127.0.0.1",
     port: integerSetting(env, `${prefix}_PORT`, { default: defaults.port, min: 0, max: 65535 }),
     metricsPort: integerSetting(env, `${prefix}_METRICS_PORT`, { default: defaults.metricsPort, min: 0, max: 65535 }),
-    maxConcurrent: integerSetting(env, `${prefix}_MAX_CONCURRENT`, {
-      default: defaults.maxConcurrent ?? 64,
+    maxConcurrent,
+    maxConcurrentPerCaller: integerSetting(env, `${prefix}_MAX_CONCURRENT_PER_CALLER`, {
+      default: Math.max(1, Math.floor(maxConcurrent / 2)),
       min: 1,
-      max: 100_000,
+      max: maxConcurrent,
     }),
     maxStreams,
     maxStreamsPerCaller: integerSetting(env, `${prefix}_MAX_STREAMS_PER_CALLER`, {

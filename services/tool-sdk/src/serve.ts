@@ -1,7 +1,7 @@
 // serveTool: a grpc-js server for one contract. Every call runs one chain of interceptors
 // (src/server/), composed once per method, outermost first: RED metrics → trace (span, trace id
 // in the log) → error mapping → drain gate → request size and decoding → shed (unary calls and
-// streams counted apart) → auth (token → scopes; then streams per caller) → request binding
+// streams counted apart) → auth (token → scopes; then calls or streams per caller) → request binding
 // (irreversible methods: a token bound to this exact request) → normalise and validate → deadline →
 // faults → response contract → the service's own interceptors → handler. Beside the contract it
 // serves grpc.health.v1 and reflection (server/introspection.ts), the ToolAdminService (fault
@@ -87,6 +87,10 @@ export async function serveTool<S extends DescService>(
     tool,
     {
       maxConcurrent: options.maxConcurrent,
+      maxConcurrentPerCaller: Math.min(
+        options.maxConcurrent,
+        options.maxConcurrentPerCaller ?? Math.max(1, Math.floor(options.maxConcurrent / 2)),
+      ),
       maxStreams,
       maxStreamsPerCaller: Math.min(maxStreams, options.maxStreamsPerCaller ?? 64),
       shedRetryAfterMs: options.shedRetryAfterMs ?? 100,
@@ -126,7 +130,7 @@ export async function serveTool<S extends DescService>(
       ...(policy.effect === Effect.IRREVERSIBLE_EXTERNAL
         ? [bindingStage(tool, method, options.breakGlass ?? false)]
         : []),
-      ...(streaming ? [slots.streamsPerCaller(method)] : []),
+      streaming ? slots.streamsPerCaller(method) : slots.unaryPerCaller(method),
       validateStage(method, normalise),
       deadlineStage,
       ...(own ? [faultStage(faults, metrics, tool, method)] : []),

@@ -200,7 +200,8 @@ describe("serveTool", () => {
           return { hits: [] };
         },
       },
-      { maxConcurrent: 2, shedRetryAfterMs: 250 },
+      // One caller may take every slot here: this is the server's limit (per caller: serve-per-caller.int.test.ts).
+      { maxConcurrent: 2, maxConcurrentPerCaller: 2, shedRetryAfterMs: 250 },
     );
     const client = await t.client(["kb:read"]);
     const calls = Array.from({ length: 10 }, () =>

@@ -56,12 +56,12 @@ export function park(
   });
 }
 
-/** The tools the session may call, each whose breaker is open marked with when it is tried again (no call goes out before). */
+/** The tools the session may call, each whose method's breaker is open marked with when it is tried again (no call goes out before). */
 export function toolsNow({ deps }: Kit, s: SessionRecord): ToolSpec[] {
   const now = deps.now();
   return deps.registry.specs(s.scopes).map((spec) => {
     const tool = deps.registry.get(spec.name);
-    const retryAt = tool ? deps.clients.get(tool.tool)?.retryAt : undefined;
+    const retryAt = tool ? deps.clients.get(tool.tool)?.retryAtOf(tool.method.localName) : undefined;
     return retryAt !== undefined && retryAt > now
       ? { ...spec, unavailableUntil: new Date(retryAt).toISOString() }
       : spec;

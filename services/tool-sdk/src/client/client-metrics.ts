@@ -15,7 +15,7 @@ export class ClientMetrics {
   readonly hedges: Counter<"tool" | "method">;
   readonly hedgesWon: Counter<"tool" | "method">;
   readonly hedgeLosersCancelled: Counter<"tool" | "method">;
-  /** 0 closed, 1 half-open, 2 open. */
+  /** The tool's worst method's breaker: 0 closed, 1 half-open, 2 open. */
   readonly breakerState: Gauge<"tool">;
   readonly breakerTransitions: Counter<"tool" | "state">;
 
@@ -53,12 +53,12 @@ export class ClientMetrics {
     );
     this.breakerState = declare.gauge(
       "loopguard_tool_breaker_state",
-      "Circuit breaker state per tool: 0 closed, 1 half-open, 2 open.",
+      "Circuit breaker state per tool, its worst method's: 0 closed, 1 half-open, 2 open.",
       ["tool"],
     );
     this.breakerTransitions = declare.counter(
       "loopguard_tool_breaker_transitions_total",
-      "Circuit breaker state changes per tool, by the state entered.",
+      "Changes of a tool's circuit breaker state (its worst method's), by the state entered.",
       ["tool", "state"],
     );
   }

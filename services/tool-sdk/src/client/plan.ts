@@ -96,7 +96,7 @@ export function planOf(
   };
 }
 
-/** What the stages of all of one client's methods share: one breaker, bulkhead, budget and cache per tool. */
+/** What the stages of all of one client's methods share: one bulkhead, budget and cache per tool, its breakers (one per method). */
 export interface ClientParts {
   readonly options: ToolClientOptions;
   readonly metrics: ClientMetrics;
@@ -114,7 +114,7 @@ export function stagesOf(plan: MethodPlan, parts: ClientParts): ClientIntercepto
   return [
     callMetricsStage(metrics),
     requestValidationStage,
-    tracingStage(() => breaker.state),
+    tracingStage(() => breaker.stateOf(plan.target.method.localName)),
     ...(fallback.cacheable || fallback.emptyFallback ? [cacheStage(fallback, parts.cache)] : []),
     bulkheadStage(parts.bulkhead),
     deadlineStage(plan.timeoutMs, plan.timeoutCountedMs),

@@ -136,16 +136,27 @@ export class ToolClient<S extends DescService> {
     }
   }
 
+  /** The tool's breaker state: its worst method's (open while any method's breaker is). */
   get breakerState(): BreakerState {
     return this.#breaker.state;
   }
 
-  /** While the breaker is open: when it will let a probe through (epoch ms); else undefined. */
+  /** One method's breaker state: only its own failures open it. */
+  breakerStateOf(name: MethodKey<S>): BreakerState {
+    return this.#breaker.stateOf(name);
+  }
+
+  /** While some method's breaker is open: the first time one lets a probe through (epoch ms); else undefined. */
   get retryAt(): number | undefined {
     return this.#breaker.retryAt;
   }
 
-  /** Calls `listener` on every breaker transition (open, half-open, closed); returns the unsubscribe function. */
+  /** While the method's breaker is open: when it will let a probe through (epoch ms); else undefined. */
+  retryAtOf(name: MethodKey<S>): number | undefined {
+    return this.#breaker.retryAtOf(name);
+  }
+
+  /** Calls `listener` on every transition of the tool's breaker state (breakerState); returns the unsubscribe function. */
   onBreakerChange(listener: (state: BreakerState) => void): () => void {
     return this.#breaker.onChange(listener);
   }

@@ -60,6 +60,12 @@ export interface ServeOptions {
   /** Unary calls handled at once; past it they are refused with RESOURCE_EXHAUSTED. */
   readonly maxConcurrent: number;
   /**
+   * Unary calls one caller (by token subject: a session, a person) may have in flight at once
+   * (default half of maxConcurrent, at least 1), so one caller cannot starve the others; past it
+   * RESOURCE_EXHAUSTED OVERLOADED with metadata limit "caller".
+   */
+  readonly maxConcurrentPerCaller?: number;
+  /**
    * Server streams open at once (default 256), counted apart from unary calls so that long-lived
    * streams never take the slots of short calls; past it new streams are refused with
    * RESOURCE_EXHAUSTED (TOO_MANY_STREAMS).

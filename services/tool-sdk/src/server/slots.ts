@@ -1,5 +1,6 @@
 // Load shedding: unary calls and server streams counted apart (long-lived streams never take the
-// slots of short calls), streams also per caller, and the drain gate that refuses new calls.
+// slots of short calls), both also per caller (one caller cannot take every slot and starve the
+// others), and the drain gate that refuses new calls.
 import type { DescMethod } from "@bufbuild/protobuf";
 import { status, ToolError } from "../errors.js";
 import type { ServerMetrics } from "../metrics.js";
@@ -11,6 +12,8 @@ const STREAM_RETRY_AFTER_MS = 1000;
 export interface SlotLimits {
   /** Unary calls handled at once. */
   readonly maxConcurrent: number;
+  /** Unary calls one caller (token subject) may have in flight at once, at most maxConcurrent. */
+  readonly maxConcurrentPerCaller: number;
   readonly maxStreams: number;
   readonly maxStreamsPerCaller: number;
   /** Wait suggested to callers refused for overload. */
@@ -21,7 +24,8 @@ export interface SlotLimits {
 export class CallSlots {
   inFlight = 0;
   readonly streams = new Set<AbortController>();
-  readonly #byCaller = new Map<string, number>();
+  readonly #streamsByCaller = new Map<string, number>();
+  readonly #callsByCaller = new Map<string, number>();
   #draining = false;
   #drained: (() => void) | undefined;
 
@@ -87,6 +91,41 @@ export class CallSlots {
     };
   }
 
+  /**
+   * One caller (by token subject) may have maxConcurrentPerCaller unary calls in flight; past it
+   * RESOURCE_EXHAUSTED OVERLOADED (metadata limit: caller). Goes after auth; like the server's slot,
+   * a call answered before its handler ended holds its caller's slot until the handler ends.
+   */
+  unaryPerCaller(method: DescMethod): Interceptor {
+    const { tool, metrics } = this;
+    const { maxConcurrentPerCaller, shedRetryAfterMs } = this.limits;
+    const labels = { tool, grpc_method: method.name };
+    return (next) => async (call) => {
+      const subject = call.caller?.subject ?? "";
+      const held = this.#callsByCaller.get(subject) ?? 0;
+      if (held >= maxConcurrentPerCaller) {
+        metrics.shed.inc(labels);
+        throw new ToolError(
+          status.RESOURCE_EXHAUSTED,
+          "OVERLOADED",
+          `${subject} has ${held} calls in flight on ${tool}, as many as one caller may; retry once one has ended`,
+          {
+            retryAfterMs: shedRetryAfterMs,
+            metadata: { limit: "caller", max_concurrent_per_caller: String(maxConcurrentPerCaller) },
+          },
+        );
+      }
+      countUp(this.#callsByCaller, subject);
+      const release = () => countDown(this.#callsByCaller, subject);
+      try {
+        return await next(call);
+      } finally {
+        if (call.abandoned) void call.abandoned.then(release);
+        else release();
+      }
+    };
+  }
+
   /** Streams past maxStreams are refused RESOURCE_EXHAUSTED TOO_MANY_STREAMS (limit: server). */
   streamShed(method: DescMethod): Interceptor {
     const { tool, metrics } = this;
@@ -123,7 +162,7 @@ export class CallSlots {
     const { maxStreamsPerCaller } = this.limits;
     return (next) => async (call) => {
       const subject = call.caller?.subject ?? "";
-      const held = this.#byCaller.get(subject) ?? 0;
+      const held = this.#streamsByCaller.get(subject) ?? 0;
       if (held >= maxStreamsPerCaller) {
         metrics.streamsRefused.inc({ tool, grpc_method: method.name, limit: "caller" });
         throw new ToolError(
@@ -136,13 +175,11 @@ export class CallSlots {
           },
         );
       }
-      this.#byCaller.set(subject, held + 1);
+      countUp(this.#streamsByCaller, subject);
       try {
         return await next(call);
       } finally {
-        const left = (this.#byCaller.get(subject) ?? 1) - 1;
-        if (left > 0) this.#byCaller.set(subject, left);
-        else this.#byCaller.delete(subject);
+        countDown(this.#streamsByCaller, subject);
       }
     };
   }
@@ -150,4 +187,15 @@ export class CallSlots {
   #settled(): void {
     if (this.#draining && this.idle()) this.#drained?.();
   }
+}
+
+function countUp(counts: Map<string, number>, subject: string): void {
+  counts.set(subject, (counts.get(subject) ?? 0) + 1);
+}
+
+/** Callers with nothing in flight leave the map: it holds only the callers being served. */
+function countDown(counts: Map<string, number>, subject: string): void {
+  const left = (counts.get(subject) ?? 1) - 1;
+  if (left > 0) counts.set(subject, left);
+  else counts.delete(subject);
 }

@@ -335,7 +335,13 @@ describe("undecodedStage", () => {
 });
 
 describe("CallSlots", () => {
-  const limits = { maxConcurrent: 1, maxStreams: 1, maxStreamsPerCaller: 1, shedRetryAfterMs: 250 };
+  const limits = {
+    maxConcurrent: 1,
+    maxConcurrentPerCaller: 1,
+    maxStreams: 1,
+    maxStreamsPerCaller: 1,
+    shedRetryAfterMs: 250,
+  };
 
   it("sheds a unary call past the limit and frees the slot when a call ends", async () => {
     const slots = new CallSlots("kb-search", limits, new ServerMetrics("kb-search"));

@@ -1,6 +1,8 @@
-// One circuit breaker per tool (opossum), around each attempt: an open breaker refuses with
-// UNAVAILABLE and when it will let a probe through. Only the tool's own failures trip it: never a
-// caller's mistake or cancel, a lost hedge race, an attempt never sent, or a timeout its caller forced.
+// Circuit breakers of one tool (opossum), one per method, around each attempt: an open breaker
+// refuses that method's calls with UNAVAILABLE and when it will let a probe through, while the
+// tool's other methods still go out (a refund slowed by an order's lock must not refuse the reads
+// the host checks with). Only the tool's own failures trip one: never a caller's mistake or cancel,
+// a lost hedge race, an attempt never sent, or a timeout its caller forced.
 import { status } from "@grpc/grpc-js";
 import CircuitBreaker from "opossum";
 import { CALLER_ERROR_CODES } from "../../errors.js";
@@ -38,14 +40,14 @@ function countsAgainstTool(error: unknown, call: ClientCall | undefined): boolea
   return call.attempt.number > 0 && !(error.code === status.DEADLINE_EXCEEDED && call.cutShort);
 }
 
-export class ToolBreaker {
+/** One method's breaker. */
+class MethodBreaker {
   readonly #breaker: CircuitBreaker<[() => Promise<unknown>, ClientCall?], unknown>;
   readonly #resetTimeoutMs: number;
-  readonly #listeners = new Set<(state: BreakerState) => void>();
   /** When the breaker last opened; with its reset timeout, when it will let a probe through. */
   #openedAt = 0;
 
-  constructor(tool: string, overrides: BreakerOverrides, metrics: ClientMetrics) {
+  constructor(overrides: BreakerOverrides, changed: () => void) {
     this.#resetTimeoutMs = overrides.resetTimeoutMs ?? 5_000;
     this.#breaker = new CircuitBreaker((attempt: () => Promise<unknown>) => attempt(), {
       // Deadlines are gRPC's job; the breaker only counts outcomes.
@@ -59,39 +61,22 @@ export class ToolBreaker {
       errorFilter: (error: unknown, ...fired: unknown[]) =>
         !countsAgainstTool(error, fired[1] as ClientCall | undefined),
     });
-    const setState = (state: BreakerState) => {
-      metrics.breakerState.set({ tool }, BREAKER_STATE_VALUE[state]);
-      metrics.breakerTransitions.inc({ tool, state });
-      for (const listener of this.#listeners) listener(state);
-    };
     this.#breaker.on("open", () => {
       this.#openedAt = Date.now();
-      setState("open");
+      changed();
     });
-    this.#breaker.on("halfOpen", () => setState("half-open"));
-    this.#breaker.on("close", () => setState("closed"));
-    metrics.breakerState.set({ tool }, 0);
-    // Every transition's series at 0 from the start: one that first appears holding its count loses
-    // it to increase(), and the alert on a breaker that opened would miss its first opening.
-    for (const state of ["open", "half-open", "closed"] as const) metrics.breakerTransitions.inc({ tool, state }, 0);
+    this.#breaker.on("halfOpen", changed);
+    this.#breaker.on("close", changed);
   }
 
   get state(): BreakerState {
     return this.#breaker.opened ? "open" : this.#breaker.halfOpen ? "half-open" : "closed";
   }
 
-  /** While the breaker is open: when it will let a probe through (epoch ms); else undefined. */
   get retryAt(): number | undefined {
     return this.#breaker.opened ? this.#openedAt + this.#resetTimeoutMs : undefined;
   }
 
-  /** Calls `listener` on every transition (open, half-open, closed); returns the unsubscribe function. */
-  onChange(listener: (state: BreakerState) => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-
-  /** Runs the attempt unless the breaker is open; `call` says whether its failure counts (countsAgainstTool). */
   fire(attempt: () => Promise<unknown>, call?: ClientCall): Promise<unknown> {
     return this.#breaker.fire(attempt, call);
   }
@@ -101,9 +86,85 @@ export class ToolBreaker {
   }
 }
 
-export function breakerStage(breaker: ToolBreaker): ClientInterceptor {
-  return (next) => (call) =>
-    breaker
+const worst = (a: BreakerState, b: BreakerState): BreakerState =>
+  BREAKER_STATE_VALUE[a] >= BREAKER_STATE_VALUE[b] ? a : b;
+
+/**
+ * The breakers of one tool's methods. The tool's state is its worst method's (open if any is):
+ * what `loopguard_tool_breaker_state{tool}`, its transitions and ToolBreakerOpen have always read.
+ */
+export class ToolBreaker {
+  readonly #methods = new Map<string, MethodBreaker>();
+  readonly #listeners = new Set<(state: BreakerState) => void>();
+  #state: BreakerState = "closed";
+
+  constructor(
+    private readonly tool: string,
+    private readonly overrides: BreakerOverrides,
+    private readonly metrics: ClientMetrics,
+  ) {
+    metrics.breakerState.set({ tool }, 0);
+    // Every transition's series at 0 from the start: one that first appears holding its count loses
+    // it to increase(), and the alert on a breaker that opened would miss its first opening.
+    for (const state of ["open", "half-open", "closed"] as const) metrics.breakerTransitions.inc({ tool, state }, 0);
+  }
+
+  /** The tool's state: its worst method's. */
+  get state(): BreakerState {
+    return this.#state;
+  }
+
+  /** While some method's breaker is open: the first time one of them lets a probe through (epoch ms); else undefined. */
+  get retryAt(): number | undefined {
+    const times = [...this.#methods.values()].flatMap((m) => (m.retryAt === undefined ? [] : [m.retryAt]));
+    return times.length === 0 ? undefined : Math.min(...times);
+  }
+
+  /** One method's state (by its local name, e.g. "getOrder"). */
+  stateOf(method: string): BreakerState {
+    return this.#methods.get(method)?.state ?? "closed";
+  }
+
+  /** While the method's breaker is open: when it will let a probe through (epoch ms); else undefined. */
+  retryAtOf(method: string): number | undefined {
+    return this.#methods.get(method)?.retryAt;
+  }
+
+  /** Calls `listener` on every transition of the tool's state; returns the unsubscribe function. */
+  onChange(listener: (state: BreakerState) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** The breaker of one method (by its local name), made on first use. */
+  of(method: string): MethodBreaker {
+    let breaker = this.#methods.get(method);
+    if (!breaker) {
+      breaker = new MethodBreaker(this.overrides, () => this.#changed());
+      this.#methods.set(method, breaker);
+    }
+    return breaker;
+  }
+
+  shutdown(): void {
+    for (const breaker of this.#methods.values()) breaker.shutdown();
+  }
+
+  #changed(): void {
+    const state = [...this.#methods.values()].map((m) => m.state).reduce(worst, "closed");
+    if (state === this.#state) return;
+    this.#state = state;
+    this.metrics.breakerState.set({ tool: this.tool }, BREAKER_STATE_VALUE[state]);
+    this.metrics.breakerTransitions.inc({ tool: this.tool, state });
+    for (const listener of this.#listeners) listener(state);
+  }
+}
+
+/** Each attempt through the breaker of its own method. */
+export function breakerStage(breakers: ToolBreaker): ClientInterceptor {
+  return (next) => (call) => {
+    const breaker = breakers.of(call.target.method.localName);
+    return breaker
       .fire(
         () =>
           next(call).catch((thrown: unknown) => {
@@ -120,4 +181,5 @@ export function breakerStage(breaker: ToolBreaker): ClientInterceptor {
         }
         throw clientFailure(call, status.INTERNAL, "INTERNAL_ERROR", (thrown as Error).message);
       });
+  };
 }

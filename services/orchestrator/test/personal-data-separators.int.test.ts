@@ -29,7 +29,7 @@ const SHAPES = {
   idCardSlash: "110101/19800312/1232",
   idCardZeroWidthSpace: "110101\u200b198003121232",
 };
-/** A shape no redactor knows, that only the task's own digits give away: the model view masks it too. */
+/** A shape no redactor knows, that only the task's own digits give away: the model view and GetSession mask it too. */
 const STARS = "138*0013*8000";
 
 async function runSession(goal: string) {
@@ -55,7 +55,9 @@ describe("the task's phone and id card written with other separators", () => {
     expect(sent).toContain("{{task.phone}} ; {{task.phone}}");
     expect(sent).toContain("{{task.id_card}} ; {{task.id_card}}");
     expect(done.goal).toBe(
-      `Check the customer before refunding: ${Array(Object.keys(SHAPES).length).fill("[redacted]").join(" ; ")} ; ${STARS}`,
+      `Check the customer before refunding: ${Array(Object.keys(SHAPES).length + 1)
+        .fill("[redacted]")
+        .join(" ; ")}`,
     );
   });
 });

@@ -26,6 +26,8 @@ describe("redactText with separators other than space, hyphen and dot", () => {
     ["a zero-width space", "110101\u200b198003121232"],
     ["no-break spaces", "110101\u00a019800312\u00a01232"],
     ["en dashes", "110101\u201319800312\u20131232"],
+    ["underscores", "110105_19491231_002X"],
+    ["an underscore between every group", "110101_1980_0312_1232"],
   ])("masks an id card written with %s", (_how, idCard) => {
     expect(redactText(`id ${idCard} on file`)).toBe(`id ${REDACTED} on file`);
   });

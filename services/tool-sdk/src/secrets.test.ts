@@ -11,6 +11,9 @@ describe("replaceSecrets", () => {
     ["a bearer JWT", `Authorization: Bearer ${JWT}`, `Authorization: Bearer ${REDACTED}`],
     ["an opaque bearer token", "header bearer 2YotnFZFEjr1zCsicMWpAA", `header bearer ${REDACTED}`],
     ["a bearer token in capitals", "BEARER abc.def-123_xyz=", `BEARER ${REDACTED}`],
+    ["HTTP Basic credentials", "Authorization: Basic dXNlcjpwYXNz", `Authorization: Basic ${REDACTED}`],
+    ["Basic credentials in lower case", "auth=basic YWxpY2U6czNjcjN0IQ==;", `auth=basic ${REDACTED};`],
+    ["Basic credentials in capitals", '"BASIC Ym9iOmh1bnRlcjI="', `"BASIC ${REDACTED}"`],
     ["an OpenAI key", "key sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789.", `key ${REDACTED}.`],
     ["an Anthropic key", "sk-ant-api03-AbCdEfGhIjKlMnOpQrSt", REDACTED],
     ["a Stripe secret key", "stripe sk_live_51HqLyjWDarjtT1zdp7dc", `stripe ${REDACTED}`],
@@ -30,6 +33,7 @@ describe("replaceSecrets", () => {
   it("leaves prose about tokens, and words that only hold a prefix, alone", () => {
     const untouched = [
       "use a Bearer token, or Bearer authentication",
+      "Basic authentication and basic information, the Basic plan, basic 2FA",
       "tool risk-query-sk-abcdefghijklmnopqrs, task-sk-abcdefghijklmnopqrs",
       "desk_live_abcdefghijklmnop, AKIA1234 is short",
       "eyJhbGciOiJFZERTQSJ9 is a header alone",

@@ -1,5 +1,5 @@
 // Credentials a person pastes into free text (a goal, a note, an error echoing a header): JWTs,
-// "Bearer …" values and API keys with a well-known prefix. redactText masks them with the personal
+// "Bearer …" and "Basic …" values and API keys with a well-known prefix. redactText masks them with the personal
 // data. Hand-written: the maintained scanner on npm (secretlint) is an asynchronous linter of whole
 // files driven by a rule configuration, and this runs synchronously on every string of every step
 // record, where a few µs is the budget (docs/performance.md, "Redaction").
@@ -16,14 +16,17 @@ const PREFIXED_KEY =
 const JWT = "eyJ[\\w-]+\\.[\\w-]+\\.[\\w-]*";
 /** RFC 6750's b64token after "Bearer ": the word stays, the token goes. */
 const BEARER = "(\\b[Bb]earer\\s+|\\bBEARER\\s+)([\\w.~+/-]+=*)";
-const SECRET = new RegExp(`(?<![\\w-])(?:${PREFIXED_KEY}|${JWT})(?![\\w-])|${BEARER}`, "g");
+/** RFC 7617's base64 of "user:password" after "Basic ": the word stays, the credentials go. */
+const BASIC = "(\\b[Bb]asic\\s+|\\bBASIC\\s+)([A-Za-z0-9+/]+=*)";
+const SECRET = new RegExp(`(?<![\\w-])(?:${PREFIXED_KEY}|${JWT})(?![\\w-])|${BEARER}|${BASIC}`, "g");
 
 /**
  * The cheap test every text passes first: each shape above holds one of these, and the shortest
- * ("Bearer " and 8 characters) is 15 characters long. A step record's strings hold none.
+ * ("Basic " and the 4 characters of "a:b") is 10 characters long. A step record's strings hold none.
  */
-const MAY_HOLD_SECRET = /eyJ|earer|EARER|sk-|k_live_|k_test_|gh[pousr]_|github_pat_|xox[abprs]-|A[KS]IA|AIza|glpat-/;
-const SHORTEST_SECRET = 15;
+const MAY_HOLD_SECRET =
+  /eyJ|earer|EARER|asic|ASIC|sk-|k_live_|k_test_|gh[pousr]_|github_pat_|xox[abprs]-|A[KS]IA|AIza|glpat-/;
+const SHORTEST_SECRET = 10;
 
 /**
  * A word after "Bearer" is a token when it could not be prose: 8 characters or more, holding a
@@ -31,11 +34,30 @@ const SHORTEST_SECRET = 15;
  */
 const isBearerToken = (word: string) => word.length >= 20 || (word.length >= 8 && /[^A-Za-z]/.test(word));
 
-/** `text` with every JWT, bearer token and prefixed API key in it replaced by `replacement`. */
+/** No control character, and no U+FFFD: what bytes that are not UTF-8 decode to. */
+const PRINTABLE = /^[^\p{Cc}\ufffd]*$/u;
+
+/**
+ * A word after "Basic" is credentials when it decodes to "user:password" in printable characters
+ * ("Basic authentication", "basic information" decode to neither), or holds a digit or a symbol
+ * in 8 characters or more. Not 20 letters alone, as after "Bearer": "basic" is a word of prose.
+ */
+function isBasicCredentials(word: string): boolean {
+  if (word.length >= 8 && /[^A-Za-z]/.test(word)) return true;
+  if (word.length % 4 === 1) return false;
+  const decoded = Buffer.from(word, "base64").toString("utf8");
+  return decoded.includes(":") && PRINTABLE.test(decoded);
+}
+
+/** `text` with every JWT, bearer token, Basic credentials and prefixed API key in it replaced by `replacement`. */
 export function replaceSecrets(text: string, replacement: string): string {
   if (text.length < SHORTEST_SECRET || !MAY_HOLD_SECRET.test(text)) return text;
-  return text.replace(SECRET, (found, bearer: string | undefined, token: string | undefined) => {
-    if (bearer === undefined) return replacement;
-    return isBearerToken(token!) ? bearer + replacement : found;
-  });
+  return text.replace(
+    SECRET,
+    (found, bearer: string | undefined, token: string | undefined, basic: string | undefined, basicWord?: string) => {
+      if (bearer !== undefined) return isBearerToken(token!) ? bearer + replacement : found;
+      if (basic !== undefined) return isBasicCredentials(basicWord!) ? basic + replacement : found;
+      return replacement;
+    },
+  );
 }

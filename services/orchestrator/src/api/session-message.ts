@@ -8,7 +8,7 @@ import {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import type { PendingApproval } from "../guard/approvals.js";
 import { DEFAULT_MAX_RETRIES } from "../guard/budget.js";
-import { redact, redactText } from "../guard/redact.js";
+import { type ServedView, servedView } from "../guard/personal-data-served.js";
 import { contextUsageOf, pendingOf, storedConfidence, storedOutcome } from "../session/data.js";
 import { healthScore } from "../session/session-health.js";
 import type { SessionState } from "../session/session-state.js";
@@ -25,7 +25,8 @@ export function fromProtoState(state: ProtoState): SessionState | undefined {
 
 /**
  * The contract's Session of a record. Lists leave the task out (`withTask: false`): a page of
- * sessions stays small however large each task is; GetSession has it.
+ * sessions stays small however large each task is; GetSession has it. What a caller wrote and what
+ * the model wrote is served as the model is shown the session (servedView).
  */
 export function toProtoSession(
   s: SessionRecord,
@@ -33,12 +34,13 @@ export function toProtoSession(
 ): MessageInitShape<typeof SessionSchema> {
   const approval = (s.pending as { approval?: PendingApproval; call?: { arguments: string } } | null)?.approval;
   const callArgs = (s.pending as { call?: { arguments: string } } | null)?.call?.arguments;
+  const served = servedView(s.task);
   return {
     sessionId: s.id,
     state: toProtoState(s.state),
     version: BigInt(s.version),
-    goal: redactText(s.goal),
-    ...(options.withTask === false ? {} : { task: redact(s.task) }),
+    goal: served.text(s.goal),
+    ...(options.withTask === false ? {} : { task: served.value(s.task) }),
     budget: {
       maxSteps: s.budget.maxSteps,
       maxToolCalls: s.budget.maxToolCalls,
@@ -60,13 +62,13 @@ export function toProtoSession(
     scopes: [...s.scopes],
     policy: s.policy,
     stopReason: s.stopReason ?? "",
-    answer: s.answer ?? "",
+    answer: served.stored(s.answer ?? ""),
     createdAt: timestampFromMs(s.createdAt),
     updatedAt: timestampFromMs(s.updatedAt),
     traceId: sessionTraceId(s),
     healthScore: healthScore(s),
     createdBy: s.createdBy,
-    ...parkedAndOutcome(s),
+    ...parkedAndOutcome(s, served),
     ...(approval && s.state === "AWAITING_APPROVAL"
       ? {
           pendingApproval: create(ApprovalSchema, {
@@ -74,9 +76,9 @@ export function toProtoSession(
             tool: approval.tool,
             argumentsHash: approval.argumentsHash,
             worldVersion: approval.worldVersion,
-            reason: approval.reason,
+            reason: served.stored(approval.reason),
             expiresAt: timestampFromMs(approval.expiresAt),
-            arguments: callArgs ? redact(JSON.parse(callArgs) as JsonObject) : {},
+            arguments: callArgs ? served.value(JSON.parse(callArgs) as JsonObject) : {},
           }),
         }
       : {}),
@@ -85,6 +87,7 @@ export function toProtoSession(
 
 function parkedAndOutcome(
   s: SessionRecord,
+  served: ServedView,
 ): Pick<MessageInitShape<typeof SessionSchema>, "parked" | "outcome" | "confidence" | "uncertaintyReason"> {
   const park = s.state === "PARKED" ? pendingOf(s).park : undefined;
   const outcome = storedOutcome(s);
@@ -94,7 +97,7 @@ function parkedAndOutcome(
       ? {
           parked: {
             tool: park.tool,
-            reason: park.reason,
+            reason: served.stored(park.reason),
             wakeAt: timestampFromMs(park.wakeAt),
             since: timestampFromMs(park.since),
             attempts: park.attempts,
@@ -102,6 +105,6 @@ function parkedAndOutcome(
         }
       : {}),
     ...(outcome ? { outcome } : {}),
-    ...(stated ? { confidence: stated.value, uncertaintyReason: stated.reason } : {}),
+    ...(stated ? { confidence: stated.value, uncertaintyReason: served.stored(stated.reason) } : {}),
   };
 }

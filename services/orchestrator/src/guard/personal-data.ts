@@ -16,7 +16,7 @@ import {
   replaceSecrets,
   TaskBound,
 } from "@loopguard/tool-sdk";
-import { keyKind, redact } from "./redact.js";
+import { isCredentialUnder, redact } from "./redact.js";
 import type { JsonObject, JsonValue } from "../store/session-store.js";
 
 /** A request field that takes personal data, and the task field whose value it must be. */
@@ -68,7 +68,7 @@ export function taskValueAt(task: JsonObject, path: string): JsonValue | undefin
 }
 
 /** The canonical form of a task or argument value that is one piece of personal data. */
-function canonicalOf(value: JsonValue | undefined): string | undefined {
+export function canonicalOf(value: JsonValue | undefined): string | undefined {
   if (typeof value === "string") return canonicalPersonalData(value);
   return typeof value === "number" && redactNumber(value) === REDACTED
     ? canonicalPersonalData(String(value))
@@ -86,7 +86,8 @@ const views = new WeakMap<JsonObject, { readonly goal: string; readonly view: Mo
  * The session as the policy sees it: every task value that is personal data becomes the
  * placeholder of its path; in the goal and in the task's other text, personal data equal to such
  * a value becomes its placeholder and any other is redacted, and so does the digits of such a value
- * written in any other way (ownValues). Keys holding personal data are redacted too, and so are
+ * written in any other way (ownValues). Keys holding personal data are redacted too (the task's own
+ * numbers in them, however written, become their placeholders), and so are
  * credentials: values under their keys and tokens and keys in any text.
  */
 export function modelView(goal: string, task: JsonObject): ModelView {
@@ -102,7 +103,7 @@ export function modelView(goal: string, task: JsonObject): ModelView {
         (found) => placeholders.get(canonicalPersonalData(found) ?? "") ?? REDACTED,
       ),
     );
-  const view: ModelView = { goal: inText(goal), task: viewOf(task, [], inText) as JsonObject };
+  const view: ModelView = { goal: inText(goal), task: viewOf(task, [], inText, own) as JsonObject };
   views.set(task, { goal, view });
   return view;
 }
@@ -114,9 +115,10 @@ const digitClass = (c: string) => (c === "X" ? "[Xx\uFF38\uFF58]" : `[${c}${Stri
  * The second line behind tool-sdk's detection, which knows the shapes a number may take; this knows
  * the task's own numbers and finds their digits in order however they are apart: by up to three
  * characters that are neither letters nor digits ("1-3-8-0-0-1-3-8-0-0-0", "138*0013*8000",
- * "138 ‧ 0013 ‧ 8000"). Each becomes its placeholder. A mobile is looked for by its 11 national digits.
+ * "138 ‧ 0013 ‧ 8000"). Each becomes what `placeholders` maps it to: its placeholder, or REDACTED in what
+ * the API serves (personal-data-served.ts). A mobile is looked for by its 11 national digits.
  */
-function ownValues(placeholders: ReadonlyMap<string, string>): (text: string) => string {
+export function ownValues(placeholders: ReadonlyMap<string, string>): (text: string) => string {
   if (placeholders.size === 0) return (text) => text;
   const shown: string[] = [];
   const alternatives: string[] = [];
@@ -130,6 +132,8 @@ function ownValues(placeholders: ReadonlyMap<string, string>): (text: string) =>
     text.replace(pattern, (...groups: unknown[]) => shown[groups.slice(1).findIndex((g) => g !== undefined)]!);
 }
 
+type Mask = (text: string) => string;
+
 function collect(value: JsonValue, path: string[], placeholders: Map<string, string>): void {
   if (value !== null && typeof value === "object") {
     for (const [key, child] of Object.entries(value)) collect(child, [...path, key], placeholders);
@@ -140,17 +144,19 @@ function collect(value: JsonValue, path: string[], placeholders: Map<string, str
     placeholders.set(canonical, placeholderOf(path.join(".")));
 }
 
-function viewOf(value: JsonValue, path: string[], inText: (text: string) => string): JsonValue {
-  if (Array.isArray(value)) return value.map((child, i) => viewOf(child, [...path, String(i)], inText));
+/** `own` masks the task's own numbers however written: in a key ("138*0013*8000": …) too. */
+function viewOf(value: JsonValue, path: string[], inText: Mask, own: Mask): JsonValue {
+  if (Array.isArray(value)) return value.map((child, i) => viewOf(child, [...path, String(i)], inText, own));
   if (value !== null && typeof value === "object") {
     const out: JsonObject = {};
     for (const [key, child] of Object.entries(value)) {
-      const shown = keyKind(key) === "credential" ? REDACTED : viewOf(child, [...path, key], inText);
-      Object.defineProperty(
-        out,
-        replacePersonalData(key, () => REDACTED),
-        { value: shown, enumerable: true, writable: true, configurable: true },
-      );
+      const shown = isCredentialUnder(key, child) ? REDACTED : viewOf(child, [...path, key], inText, own);
+      Object.defineProperty(out, own(replacePersonalData(key, () => REDACTED)), {
+        value: shown,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     return out;
   }

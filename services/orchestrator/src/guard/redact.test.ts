@@ -26,11 +26,21 @@ describe("redact", () => {
     expect(redact({ task: value })).toEqual({ task: Object.fromEntries(Object.keys(value).map((k) => [k, REDACTED])) });
   });
 
+  it("masks credentials under plural and compound key names, whatever the value holds", () => {
+    const keys = ["accessTokens", "refresh_tokens", "clientSecrets", "passwords", "apiKeys", "id_tokens"];
+    const task = Object.fromEntries(keys.map((k) => [k, ["opaque-value-1", "opaque-value-2"]]));
+    expect(redact({ ...task, auth: { refreshTokens: "opaque-value-3", tokens: { github: "opaque" } } })).toEqual({
+      ...Object.fromEntries(keys.map((k) => [k, REDACTED])),
+      auth: { refreshTokens: REDACTED, tokens: REDACTED },
+    });
+  });
+
   it("leaves token counts, page cursors, idempotency keys and ids under their contract names as they are", () => {
     const record = {
       session_id: "ses_01JD8Z6Q0R4T5V7W9X2Y3Z4A5B",
       budget_before: { tokens: 812, limits: { maxTokens: 100000 } },
-      usage: { prompt_tokens: 812, window_tokens: 4096, saved_tokens: 12, completion_tokens: 40 },
+      usage: { prompt_tokens: 812, window_tokens: 4096, saved_tokens: 12, completion_tokens: 40, tokens_used: 852 },
+      context: { tokensBefore: 900, liveTokens: 0, accessTokens: 2, tokens: null },
       request: { max_tokens: 512, pageToken: "c2Vzc2lvbnM6MTA", next_page_token: "c2Vzc2lvbnM6MjA" },
       refund: { idempotencyKey: "refund-ord_DEMO00000001-1", arguments_hash: "9f2c51d0a4b8e7f3", keyId: "k1" },
       tokenizer: "o200k_base",

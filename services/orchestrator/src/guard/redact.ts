@@ -13,21 +13,27 @@ const PERSONAL_KEYS = new Set(["idcard", "phone"]);
 /**
  * Keys whose value is a credential, by normalised name: access_token, refreshToken, client_secret,
  * private_key, apiKey, X-Api-Key, aws_access_key_id, Authorization, bearer, Cookie, sessionKey,
- * db_password, passwd, credentials. A session_id is not one: it names a session, the host's own.
+ * db_password, passwd, credentials, and their plurals (clientSecrets, passwords, apiKeys; accessTokens
+ * below). A session_id is not one: it names a session, the host's own.
  */
 const CREDENTIAL_NAME =
   /token|secret|passw(?:or)?d|apikey|privatekey|accesskey|credential|authorization|bearer|cookie|sessionkey/;
 /**
- * Names with "token" that hold a count of model tokens or a page cursor, never a credential: the
- * contracts' max_tokens, prompt_tokens, window_tokens, saved_tokens, page_token, next_page_token,
- * the budget's tokens and maxTokens, tokensBefore, a tokenizer or tokenCounter.
+ * Names with "token" that hold a page cursor or name a tokenizer, never a credential: the
+ * contracts' page_token, next_page_token, a tokenizer or tokenCounter.
  */
-const NOT_A_CREDENTIAL = /tokens|tokeniz|tokencount|pagetoken/;
+const NOT_A_CREDENTIAL = /tokeniz|tokencount|pagetoken/;
+/**
+ * Names with "tokens" name a count of model tokens (max_tokens, prompt_tokens, window_tokens,
+ * saved_tokens, tokens_used, the budget's tokens and maxTokens, tokensBefore) as often as
+ * credentials (accessTokens, refresh_tokens): a number under one is a count, anything else a credential.
+ */
+const COUNT_OR_CREDENTIAL = /tokens/;
 
 const normalKey = (key: string) => key.toLowerCase().replace(/[^a-z0-9]/g, "");
 
-/** What the value under a key is, by the key's name alone. */
-export type KeyKind = "personal" | "credential" | undefined;
+/** What the value under a key is, by the key's name alone; "count": a number is a count, any other value a credential. */
+export type KeyKind = "personal" | "credential" | "count" | undefined;
 
 /** Answers by key: a step record's keys repeat; any other key (a model's) is remembered up to a bound. */
 const kindByKey = new Map<string, KeyKind>();
@@ -38,12 +44,23 @@ export function keyKind(key: string): KeyKind {
   const name = normalKey(key);
   const kind = PERSONAL_KEYS.has(name)
     ? "personal"
-    : CREDENTIAL_NAME.test(name) && !NOT_A_CREDENTIAL.test(name)
-      ? "credential"
-      : undefined;
+    : !CREDENTIAL_NAME.test(name) || NOT_A_CREDENTIAL.test(name)
+      ? undefined
+      : COUNT_OR_CREDENTIAL.test(name)
+        ? "count"
+        : "credential";
   if (kindByKey.size >= MAX_KEYS_REMEMBERED) kindByKey.clear();
   kindByKey.set(key, kind);
   return kind;
+}
+
+/** Whether a value may hold a credential: text, or a list or an object; a number, a flag or null holds none. */
+const mayHoldText = (value: unknown) => typeof value === "string" || (typeof value === "object" && value !== null);
+
+/** Whether the value under `key` is a credential, by the key's name and, under a "count" name, the value's type. */
+export function isCredentialUnder(key: string, value: unknown): boolean {
+  const kind = keyKind(key);
+  return kind === "credential" || (kind === "count" && mayHoldText(value));
 }
 
 /**
@@ -68,7 +85,11 @@ export function asRedacted<T extends object>(value: T): T {
 }
 
 function redactValue<T extends JsonValue | readonly JsonValue[] | undefined>(value: T, key: string): T {
-  if (key && keyKind(key) !== undefined) return (value === undefined ? value : REDACTED) as T;
+  if (key) {
+    const kind = keyKind(key);
+    if (kind !== undefined && (kind !== "count" || mayHoldText(value)))
+      return (value === undefined ? value : REDACTED) as T;
+  }
   if (typeof value === "string") return redactText(value) as T;
   if (typeof value === "number") return redactNumber(value) as T;
   if (value === null || typeof value !== "object" || redacted.has(value)) return value;

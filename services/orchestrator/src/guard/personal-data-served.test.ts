@@ -1,0 +1,46 @@
+import { REDACTED } from "@loopguard/tool-sdk";
+import { describe, expect, it } from "vitest";
+import { modelView } from "./personal-data.js";
+import { servedView } from "./personal-data-served.js";
+
+const TASK = {
+  kind: "refund",
+  order_id: "ord_DEMO00000001",
+  id_card: "110101198003121232",
+  phone: "+8613800138000",
+  note: "call 138*0013*8000 or 139 1234 5678",
+  contacts: { "138 ~ 0013 ~ 8000": "mobile" },
+  accessTokens: ["opaque-value-1"],
+};
+
+describe("servedView", () => {
+  it("hides in the goal, the task and its keys what the model view hides, as REDACTED", () => {
+    const served = servedView(TASK);
+    const model = modelView("Refund 110101*19800312*1232, order ord_DEMO00000001", TASK);
+    expect(served.text("Refund 110101*19800312*1232, order ord_DEMO00000001")).toBe(
+      `Refund ${REDACTED}, order ord_DEMO00000001`,
+    );
+    expect(model.goal).toBe("Refund {{task.id_card}}, order ord_DEMO00000001");
+    expect(served.value(TASK)).toEqual({
+      kind: "refund",
+      order_id: "ord_DEMO00000001",
+      id_card: REDACTED,
+      phone: REDACTED,
+      note: `call ${REDACTED} or ${REDACTED}`,
+      contacts: { [REDACTED]: "mobile" },
+      accessTokens: REDACTED,
+    });
+    expect(model.task).toMatchObject({ contacts: { "{{task.phone}}": "mobile" }, accessTokens: REDACTED });
+  });
+
+  it("masks the task's own numbers in text stored redacted, and leaves other text and numbers as they are", () => {
+    const served = servedView(TASK);
+    expect(served.stored("Called 1-3-8-0-0-1-3-8-0-0-0, refund id rf_1391234567812345")).toBe(
+      `Called ${REDACTED}, refund id rf_1391234567812345`,
+    );
+    expect(served.stored("Refunded 500 cents of ord_DEMO00000001 at 1764411342000")).toBe(
+      "Refunded 500 cents of ord_DEMO00000001 at 1764411342000",
+    );
+    expect(servedView({ kind: "faq" }).text("call 138*0013*8000")).toBe("call 138*0013*8000");
+  });
+});

@@ -1,0 +1,68 @@
+// The task's own phone and id card written in a shape no redactor knows ("138*0013*8000"): the
+// model view finds them by their digits and shows placeholders. What the API serves of the session
+// (StartSession, GetSession, ListSessions, WatchSession's snapshot) must hide them as well, in the
+// goal, the task's other text and keys, and the answer. GetTrace's step records never hold the goal
+// or the task; they hold what the model and the tools wrote, redacted by shape as the model sees it.
+import { describe, expect, it } from "vitest";
+import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
+import { ALL_SCOPES, LOW_RISK_CUSTOMER, useSuite, waitForSession } from "./harness.js";
+
+const suite = useSuite({ orchestrator: false });
+
+/** The task's phone (+86 138 0013 8000) and id card (110101198003121232) as no shape matches them. */
+const STARS = ["138*0013*8000", "110101*19800312*1232", "138 ~ 0013 ~ 8000"];
+
+const TASK = {
+  kind: "refund",
+  order_id: "ord_DEMO00000002",
+  amount_cents: 500,
+  reason: "DAMAGED",
+  ...LOW_RISK_CUSTOMER,
+  note: `call back on ${STARS[0]}, id ${STARS[1]}`,
+  contacts: { [STARS[2]!]: "mobile" },
+};
+
+const serialised = (value: unknown) => JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? String(v) : v));
+
+describe("the task's own numbers in shapes only their digits give away", () => {
+  it("are hidden by GetSession, ListSessions and WatchSession as in the model's view", async () => {
+    const chat = await startFakeChatServer(() => chatCompletion({ content: `Called ${STARS[0]}, all good.` }));
+    suite.onCleanUp(() => chat.close());
+    const orch = await suite.startOrchestrator({ OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model" });
+    const goal = `Check the customer ${STARS.join(" ; ")} before refunding`;
+    const { session } = await orch.api.startSession({
+      goal,
+      task: TASK as never,
+      scopes: ALL_SCOPES,
+      policy: "openai",
+    });
+    const id = session!.sessionId;
+    const done = await waitForSession(orch.api, id);
+    let snapshot: unknown;
+    for await (const event of orch.api.watchSession({ sessionId: id }))
+      if (event.event.case === "snapshot") {
+        snapshot = event.event.value;
+        break;
+      }
+    const served = {
+      startSession: serialised(session),
+      getSession: serialised(done),
+      listSessions: serialised((await orch.api.listSessions({})).sessions),
+      watchSession: serialised(snapshot),
+    };
+    const trace = (await orch.api.getTrace({ sessionId: id })).records.join("\n");
+    const sent = chat.requests.map((r) => r.text).join("\n");
+    for (const shape of STARS) {
+      expect.soft(sent.includes(shape), `${shape} sent to the model`).toBe(false);
+      for (const [where, text] of Object.entries(served))
+        expect.soft(text.includes(shape), `${shape} in ${where}`).toBe(false);
+    }
+    for (const shape of STARS.slice(1)) expect.soft(trace.includes(shape), `${shape} in getTrace`).toBe(false);
+    expect(done.goal).toBe("Check the customer [redacted] ; [redacted] ; [redacted] before refunding");
+    expect(done.task).toMatchObject({
+      note: "call back on [redacted], id [redacted]",
+      contacts: { "[redacted]": "mobile" },
+    });
+    expect(done.answer).toBe("Called [redacted], all good.");
+  });
+});

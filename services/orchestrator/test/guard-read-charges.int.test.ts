@@ -1,66 +1,15 @@
 // The host's own live reads before a money call (the order from billing, its customer's risk from
 // risk, the order again when an approval is answered) are tool calls of the session: each one sent
 // is charged to its budgets, and a session whose budgets cannot hold the reads and the call stops
-// before reading. Real tool processes, a real orchestrator in process, the tools' own metrics.
+// before reading, on the first pass and when an approval is answered alike. Real tool processes, a real orchestrator in process, the tools' own metrics.
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { describe, expect, it } from "vitest";
-import type { Decision, Policy, PolicyInput } from "../src/policies/policy.js";
-import { ToolRegistry } from "../src/tool-registry.js";
-import {
-  ALL_SCOPES,
-  decisionOn,
-  HIGH_RISK_CUSTOMER,
-  refundsOf,
-  startRefund,
-  type TestOrchestrator,
-  useSuite,
-  waitForSession,
-} from "./harness.js";
+import { costOf, readsOf, refund, scriptedModel, session, startSession } from "./guard-read-fixture.js";
+import { decisionOn, HIGH_RISK_CUSTOMER, refundsOf, startRefund, useSuite, waitForSession } from "./harness.js";
 
-const suite = useSuite({ orchestrator: false });
-const registry = new ToolRegistry();
-const costOf = (tool: string) => registry.get(tool)!.costMicros;
-
-/** A model of the test's own: each step's decision from `steps`, its calls and answers costing nothing. */
-function scriptedModel(steps: ((input: PolicyInput) => Omit<Decision, "usage" | "promptHash">)[]): Policy {
-  return {
-    name: "openai",
-    async decide(input) {
-      return { ...steps[input.step - 1]!(input), usage: { input: 1, output: 1 }, promptHash: "" } as Decision;
-    },
-  };
-}
-
-const refund = (id: string, orderId: string, amountCents: number) => ({
-  id,
-  name: "billing_refund",
-  arguments: JSON.stringify({ orderId, amountCents, reason: "REFUND_REASON_DAMAGED" }),
-});
-
-/** How many calls of `method` the tool has handled, from its own metrics. */
-async function handled(tool: "billing" | "risk", method: string): Promise<number> {
-  const page = await (await fetch(`http://127.0.0.1:${suite.tools[tool].metricsPort}/metrics`)).text();
-  return page
-    .split("\n")
-    .filter((line) => line.startsWith("grpc_server_handled_total{") && line.includes(`grpc_method="${method}"`))
-    .reduce((sum, line) => sum + Number(line.split(" ").at(-1)), 0);
-}
-
-const reads = async () => ({
-  orders: await handled("billing", "GetOrder"),
-  risks: await handled("risk", "GetCustomerRisk"),
-});
-
-async function session(orch: TestOrchestrator, task: object, budget: object = {}) {
-  const { session } = await orch.api.startSession({
-    goal: "Refund",
-    task: task as never,
-    scopes: ALL_SCOPES,
-    policy: "openai",
-    budget: budget as never,
-  });
-  return waitForSession(orch.api, session!.sessionId);
-}
+// Tools started one after another: on a busy machine three cold starts at once can each miss their start-up timeout.
+const suite = useSuite({ orchestrator: false, tools: { inTurn: true } });
+const reads = () => readsOf(suite);
 
 describe("the host's live reads are charged to the session", () => {
   it("five refunds the guard refuses (above what the order may still move): every GetOrder it sent is in the session's tool calls and cost", async () => {
@@ -77,12 +26,12 @@ describe("the host's live reads are charged to the session", () => {
     const after = await reads();
     expect(done.stopReason).toBe("done");
     expect(await refundsOf(suite.tools, "ord_DEMO00000001")).toHaveLength(0);
-    const orders = after.orders - before.orders;
-    // Each refund read the order once: a guarded call is planned from the stored decision only.
-    expect(orders).toBe(asks.length);
+    // Each refund read the order once: a guarded call is planned from the stored decision only. A
+    // slow read may be hedged: its second attempt is a retry of the session's, not another call.
+    expect(after.orders - before.orders).toBe(asks.length + done.usage!.retries);
     expect(after.risks - before.risks).toBe(0);
-    expect(done.usage?.toolCalls).toBe(orders);
-    expect(Number(done.usage?.costMicros)).toBe(orders * costOf("billing_get_order"));
+    expect(done.usage?.toolCalls).toBe(asks.length);
+    expect(Number(done.usage?.costMicros)).toBe(asks.length * costOf("billing_get_order"));
   });
 
   it.each([
@@ -137,4 +86,39 @@ describe("the host's live reads are charged to the session", () => {
       costOf("billing_get_order") + costOf("billing_refund"),
     );
   });
+
+  it.each([
+    ["max_tool_calls", { maxToolCalls: 3 }, /max tool calls reached/],
+    [
+      "max_cost",
+      {
+        maxCostMicros: BigInt(
+          costOf("billing_get_order") + costOf("risk_get_customer_risk") + costOf("billing_refund"),
+        ),
+      },
+      /max cost reached/,
+    ],
+  ] as const)(
+    "%s: an approval whose read again and call the budget cannot hold stops the session before the read, and nothing is refunded",
+    async (reason, budget, words) => {
+      const model = scriptedModel([() => ({ kind: "tool_calls", calls: [refund("r1", "ord_DEMO00000008", 100)] })]);
+      const orch = await suite.startOrchestrator({}, { policies: [model] });
+      const id = await startSession(orch, { kind: "refund", order_id: "ord_DEMO00000008", amount_cents: 100 }, budget);
+      // The first pass fits: both reads and the call; the customer's risk asks a person.
+      const waiting = await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL);
+      expect(waiting.usage?.toolCalls).toBe(2);
+      const before = await reads();
+      const refunds = (await refundsOf(suite.tools, "ord_DEMO00000008")).length;
+      await orch.approver.resolveApproval(decisionOn(id, waiting.pendingApproval!, true, "checked"));
+      const done = await waitForSession(orch.api, id);
+      expect(done.stopReason).toBe(reason);
+      expect(done.answer).toMatch(words);
+      expect(done.answer).toMatch(
+        /^stopped before calling billing_refund: .* the host reads billing_get_order live before it, and with the call that is 2 tool calls costing 1050 micro-units, .*nothing was executed/,
+      );
+      expect(await reads()).toEqual(before);
+      expect(done.usage).toMatchObject({ toolCalls: waiting.usage!.toolCalls, costMicros: waiting.usage!.costMicros });
+      expect(await refundsOf(suite.tools, "ord_DEMO00000008")).toHaveLength(refunds);
+    },
+  );
 });

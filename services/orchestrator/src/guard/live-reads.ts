@@ -1,14 +1,14 @@
 // The live reads the host makes for its own checks before an irreversible call (the entity's
 // state, its customer's risk): each is a tool call of the session, with the read's own token and
-// deadline and no cached or degraded answer, charged to the session as it is sent, so the budgets
-// the session runs under count every call made on its behalf.
+// deadline and no cached or degraded answer, charged to the session once it went out, so the
+// budgets the session runs under count every call made on its behalf.
 import type { DescService } from "@bufbuild/protobuf";
 import { toJson } from "@bufbuild/protobuf";
-import type { CallError, ToolClient } from "@loopguard/tool-sdk";
+import { CallError, type ToolClient } from "@loopguard/tool-sdk";
 import { failureName, passes, type WaitFor } from "../session/park-rules.js";
 import type { StopReason } from "../session/session-state.js";
 import type { JsonValue, SessionRecord, Spend } from "../store/session-store.js";
-import { deadlineOf, refuseToolCall } from "./budget.js";
+import { deadlineOf, refuseToolCall, retriesLeft } from "./budget.js";
 import { redactText } from "./redact.js";
 import type { EntityReader, GuardedEffect } from "./side-effects.js";
 import type { ToolTokens } from "./tool-tokens.js";
@@ -17,8 +17,8 @@ export interface LiveReadDeps {
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
   readonly tokens: ToolTokens;
   readonly now: () => number;
-  /** Charges the session a live read the host sent, as it is made (SessionMoves.charge). */
-  readonly charge: (s: SessionRecord, spend: Spend) => Promise<void>;
+  /** Charges the session a live read the host sent, and its attempts past the first as retries, as it is made (SessionMoves.charge). */
+  readonly charge: (s: SessionRecord, spend: Spend, retries: number) => Promise<void>;
 }
 
 /** A live read the host makes for its own checks: the read's own token and deadline, and no cached or degraded answer. */
@@ -33,9 +33,12 @@ export const readSpend = (reader: EntityReader): Spend => ({
 });
 
 /**
- * Reads an entity live. A read the host sends is a call of the session like any other, charged to
- * it once sent whatever came of it (an answer, a failure, a timeout); one refused before sending
- * (no scope, no client) costs nothing.
+ * Reads an entity live. A read the host sends is a call of the session like any other: charged to
+ * it once it went out, whatever came of it (an answer, a failure, a timeout), as one tool call at
+ * the reader's price however many attempts it took; each attempt past the first (a retry, a hedge)
+ * is a retry of the session's, drawn from its retry budget, as a model-requested call's are. One
+ * refused before anything went out (no scope, no client, or by the tool client itself: an open
+ * breaker, a full bulkhead, a deadline already past) costs nothing.
  */
 export async function readLive(
   deps: LiveReadDeps,
@@ -49,17 +52,19 @@ export async function readLive(
   const client = deps.clients.get(tool.tool);
   if (!client) return { ok: false, why: `no client for ${tool.tool}` };
   const deadline = Math.min(deps.now() + tool.timeoutMs, deadlineOf(s.usage, s.budget));
-  let sent = false;
+  let attempts = 0;
   try {
     const token = await deps.tokens.for(s.id, tool, deadline);
-    sent = true;
     const result = await client.call(tool.method.localName as never, { [reader.idField]: id } as never, {
       token,
       deadline: new Date(deadline),
       fallback: false,
+      maxExtraAttempts: retriesLeft(s.usage, s.budget),
     });
+    attempts = result.attempts;
     return { ok: true, data: toJson(tool.method.output, result.response as never) as JsonValue };
   } catch (error) {
+    if (error instanceof CallError) attempts = error.attempts;
     const e = error as CallError;
     const why = `${tool.name} failed: ${e.reason ?? e.code}: ${redactText(e.message)}`;
     return {
@@ -70,20 +75,21 @@ export async function readLive(
         : {}),
     };
   } finally {
-    if (sent) await deps.charge(s, readSpend(reader));
+    if (attempts > 0) await deps.charge(s, readSpend(reader), attempts - 1);
   }
 }
 
 /**
- * Why the session stops before the live reads of a money call: its budgets cannot hold them and the
- * call itself (each read is charged: see readLive); undefined when they can.
+ * Why the session stops before the live reads of a money call (both, or the entity's again when an
+ * approval is answered): its budgets cannot hold them and the call itself (each read is charged:
+ * see readLive); undefined when they can.
  */
 export function refuseReads(
   s: SessionRecord,
   guard: GuardedEffect,
   now: number,
+  readers: readonly EntityReader[] = [guard.reader!, guard.risk!.reader],
 ): { readonly reason: StopReason; readonly answer: string } | undefined {
-  const readers = [guard.reader!, guard.risk!.reader];
   const calls = readers.length + 1;
   const cost = readers.reduce((sum, r) => sum + r.tool.costMicros, guard.tool.costMicros);
   const refused = refuseToolCall(s.usage, s.budget, cost, now, calls);

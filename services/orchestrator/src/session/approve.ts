@@ -1,10 +1,19 @@
 // A human approved the action a session waits on: the call goes out next (sent by whichever
 // replica drives the session), unless the world changed since the approval was asked.
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
-import { readLive } from "../guard/live-reads.js";
+import { readLive, refuseReads } from "../guard/live-reads.js";
 import { worldVersionOf } from "../guard/side-effect-guard.js";
 import { ReservationRefusedError } from "../store/effect-reservations.js";
-import { contextJson, contextOf, pendingJson, pendingOf, queueLeft, reservationOf } from "./data.js";
+import {
+  alreadyDone,
+  contextJson,
+  contextOf,
+  type Pending,
+  pendingJson,
+  pendingOf,
+  queueLeft,
+  reservationOf,
+} from "./data.js";
 import { APPROVED } from "./execute.js";
 import { guardDepsOf, type Kit } from "./kit.js";
 import { errorEnvelope } from "../policies/envelope.js";
@@ -12,7 +21,9 @@ import { errorEnvelope } from "../policies/envelope.js";
 /**
  * Unless the approval is to settle an unknown outcome (a re-send of the same effect), the world is
  * read again first: if the entity changed since the approval was asked, the approval no longer
- * covers it and the policy hears EAPPROVAL. Not fenced: a waiting session is leased to nobody.
+ * covers it and the policy hears EAPPROVAL. A session whose budgets cannot hold that read and the
+ * call stops before reading, as the first pass would have. Not fenced: a waiting session is leased
+ * to nobody.
  */
 export async function approve(kit: Kit, s: SessionRecord, approver: string, why: string): Promise<SessionRecord> {
   const { deps, moves } = kit;
@@ -23,6 +34,8 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
   const guard = deps.rules.effectOf(tool);
   const audit = { tool: approval.tool, argsHash: approval.argumentsHash };
   if (approval.kind !== "outcome_unknown" && call.worldVersion && guard?.reader) {
+    const noRoom = refuseReads(s, guard, deps.now(), [guard.reader]);
+    if (noRoom) return noRoomToRead(kit, s, pending, noRoom, why);
     const entityId = String((JSON.parse(call.arguments) as JsonObject)[guard.idField] ?? "");
     const live = await kit.spans.span(s, `approved ${tool.name}: read again`, { "gen_ai.tool.name": tool.name }, () =>
       readLive(guardDepsOf(kit), s, guard.reader!, entityId),
@@ -60,6 +73,25 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
       `other sessions moved the totals past what was approved (now, with this call: ${totals}); ask for a new approval`,
     );
   }
+}
+
+/**
+ * The session's budgets cannot hold the read again and the call: it stops, saying what it did, and
+ * a hold the call has is let go (it was not made), as a cancel lets it go.
+ */
+function noRoomToRead(
+  kit: Kit,
+  s: SessionRecord,
+  pending: Pending,
+  { reason, answer }: NonNullable<ReturnType<typeof refuseReads>>,
+  why: string,
+): Promise<SessionRecord> {
+  const effect = pending.call?.effect;
+  const hold = effect && !pending.unsettled ? { money: { settle: effect.key, outcome: "released" as const } } : {};
+  return kit.moves.stop(s, reason, `${answer} (approved by ${why})${alreadyDone(s, kit.deps.registry)}`, {
+    fenced: false,
+    ...hold,
+  });
 }
 
 /** The approval no longer covers the call: the policy hears EAPPROVAL, and plans again. */

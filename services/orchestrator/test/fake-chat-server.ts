@@ -125,12 +125,16 @@ export function chatCompletion(reply: {
   readonly content?: string | null;
   readonly toolCalls?: readonly ScriptedToolCall[];
   readonly model?: string;
-  /** `null` leaves the usage object out, as some servers do. */
+  /**
+   * `null` leaves the usage object out, as some servers do. The default is more than the host counts
+   * of any prompt and reply here, as a real server's count would be near it: a report under half the
+   * host's count is not believed.
+   */
   readonly usage?: { readonly prompt_tokens: number; readonly completion_tokens: number } | null;
   readonly finishReason?: string;
 }): Record<string, unknown> {
   const toolCalls = reply.toolCalls ?? [];
-  const usage = reply.usage === undefined ? { prompt_tokens: 42, completion_tokens: 7 } : reply.usage;
+  const usage = reply.usage === undefined ? { prompt_tokens: 4000, completion_tokens: 40 } : reply.usage;
   completionCounter += 1;
   return {
     id: `chatcmpl-fake${String(completionCounter).padStart(6, "0")}`,

@@ -55,6 +55,7 @@ export class SessionMetrics {
   readonly promptTokens: Histogram;
   readonly contextCompression: Histogram;
   readonly modelCostMicros: Counter;
+  readonly usageDisbelieved: Counter<"model">;
   readonly lateSpend: Counter<"fate">;
 
   #store: SessionStore | undefined;
@@ -149,6 +150,11 @@ export class SessionMetrics {
     this.modelCostMicros = declare.counter(
       "loopguard_model_cost_micros_total",
       "Money spent on model calls (price table x tokens), in micro-units.",
+    );
+    this.usageDisbelieved = declare.counter(
+      "loopguard_model_usage_disbelieved_total",
+      "Model calls whose endpoint reported under half the tokens the host counted (prompt or reply); the host's count was charged instead. By model.",
+      ["model"],
     );
     this.lateSpend = declare.counter(
       "loopguard_session_late_spend_total",

@@ -10,7 +10,7 @@ import { sessionTraceId } from "./trace-id.js";
 
 export type SessionHooks = Required<
   Pick<MoveDeps, "onTransition" | "onStopped" | "onLateSpend"> &
-    Pick<RunnerDeps, "onContext" | "onModelCall" | "onStep">
+    Pick<RunnerDeps, "onContext" | "onModelCall" | "onUsageDisbelieved" | "onStep">
 >;
 
 export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): SessionHooks {
@@ -64,6 +64,16 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
       });
     },
     onModelCall: (_model, _usage, costMicros) => metrics?.modelCostMicros.inc(costMicros),
+    onUsageDisbelieved: (s, model, reported, charged) => {
+      metrics?.usageDisbelieved.inc({ model });
+      const told = reported.input + reported.output;
+      log.warn(`a model endpoint reported ${told} tokens where the host counted more: the host's count is charged`, {
+        session_id: s.id,
+        model,
+        count: charged.input + charged.output,
+        trace_id: sessionTraceId(s),
+      });
+    },
     onStep: (_s, tool, envelope) => {
       metrics?.toolResults.inc({
         tool,

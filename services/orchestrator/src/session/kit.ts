@@ -42,6 +42,13 @@ export interface RunnerDeps {
   readonly onContext?: (session: SessionRecord, governed: Governed) => void;
   /** Each model call's tokens (reported, or counted) and price. */
   readonly onModelCall?: (model: string, usage: TokenUsage, costMicros: number) => void;
+  /** A model call whose reported tokens were under half the host's count: what it reported, what was charged. */
+  readonly onUsageDisbelieved?: (
+    session: SessionRecord,
+    model: string,
+    reported: TokenUsage,
+    charged: TokenUsage,
+  ) => void;
   readonly onStep?: (session: SessionRecord, tool: string, envelope: ResultEnvelope) => void;
   /** Takeovers a session may have before it is stopped (takeovers.ts; default 3). */
   readonly maxTakeovers?: number;

@@ -35,7 +35,9 @@ import { type WatchEvent, watchSession } from "./watch.js";
 export { OrchestratorError } from "../api/orchestrator-error.js";
 export type { StartInput } from "../api/start-request.js";
 
-export interface OrchestratorOptions extends Omit<RunnerDeps, "onStep" | "onContext" | "onModelCall">, DriverOptions {
+export interface OrchestratorOptions
+  extends Omit<RunnerDeps, "onStep" | "onContext" | "onModelCall" | "onUsageDisbelieved">,
+    DriverOptions {
   readonly metrics?: SessionMetrics;
   /** Sessions one creator may have in flight, on every replica together (see NewSession.maxInFlight). */
   readonly maxSessionsPerCaller: number;

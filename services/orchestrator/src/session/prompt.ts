@@ -99,20 +99,34 @@ export function preparePrompt(
 }
 
 /**
- * What a model call spent: the tokens the endpoint reported, or the tokenizer's count when it
- * reported none, and their price.
+ * What a model call spent, and its price: the tokens the endpoint reported, unless a count is under
+ * half the host's own (the prompt as governed, the reply as received). A compatible server may
+ * report nothing, and a broken or hostile one too little, and the token and money budgets would not
+ * hold; the host's count is charged instead and the call is reported. Half leaves room for a model
+ * whose tokenizer is thriftier than the host's encoding.
  */
 export function modelSpend(
   kit: Kit,
+  s: SessionRecord,
   policy: Policy,
   decision: Decision,
   promptTokens: number,
 ): { tokens: number; costMicros: number } {
   const reply =
     decision.kind === "final" ? decision.answer : decision.calls.map((c) => `${c.name}${c.arguments}`).join("");
-  const input = decision.usage.input > 0 ? decision.usage.input : promptTokens;
-  const output = decision.usage.output > 0 ? decision.usage.output : counterOf(kit).text(reply);
-  return spend(kit, policy, input, output);
+  const counted = { input: promptTokens, output: counterOf(kit).text(reply) };
+  const { usage } = decision;
+  const charged = { input: believed(usage.input, counted.input), output: believed(usage.output, counted.output) };
+  const model = policy.model ?? policy.name;
+  // A report of nothing is a server that does not report, not one that under-reports.
+  const reported = usage.input > 0 || usage.output > 0;
+  if (reported && (charged.input !== usage.input || charged.output !== usage.output))
+    kit.deps.onUsageDisbelieved?.(s, model, usage, charged);
+  return spend(kit, policy, charged.input, charged.output);
+}
+
+function believed(reported: number, counted: number): number {
+  return reported * 2 >= counted ? reported : counted;
 }
 
 /** What a model call cut off before its answer is charged: its prompt, as if the model had read it. */

@@ -56,7 +56,7 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
   }
   const asked = decision.kind === "tool_calls" ? decision.calls.length : 0;
   decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
-  const spent = modelSpend(kit, policy, decision, prompt.governed.tokens);
+  const spent = modelSpend(kit, s, policy, decision, prompt.governed.tokens);
   const usage: Usage = { ...withSpend(s.usage, spent), steps: s.usage.steps + 1 };
   const step = ctx.traceSteps + 1;
   const traced: SessionContext = { ...ctx, traceSteps: step };

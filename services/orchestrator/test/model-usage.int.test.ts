@@ -1,0 +1,91 @@
+// The tokens a model endpoint reports are what a session is charged, unless the report is under half
+// the host's own count: a broken or hostile endpoint that reports a token per call would otherwise
+// let a session spend past its token and money budgets.
+import { describe, expect, it } from "vitest";
+import { chatCompletion, type ReceivedRequest, startFakeChatServer } from "./fake-chat-server.js";
+import { ALL_SCOPES, useSuite, waitForSession } from "./harness.js";
+
+const MODEL = "gpt-4o-mini";
+
+/** What the endpoint reports for a session, by its goal's first word. */
+const REPORTS: Record<string, { prompt_tokens: number; completion_tokens: number } | null> = {
+  honest: { prompt_tokens: 4000, completion_tokens: 40 },
+  tiny: { prompt_tokens: 1, completion_tokens: 1 },
+  silent: null,
+};
+
+function reply(request: ReceivedRequest): unknown {
+  const goal = String(request.body.messages[1].content).replace(/^Goal: /, "");
+  return chatCompletion({
+    content: "Refunds are paid back to the card within 5 days.",
+    usage: REPORTS[goal.split(" ")[0]!]!,
+  });
+}
+
+const suite = useSuite({
+  orchestrator: async () => {
+    const chat = await startFakeChatServer(reply);
+    suite.onCleanUp(() => chat.close());
+    return {
+      OPENAI_BASE_URL: chat.baseUrl,
+      OPENAI_MODEL: MODEL,
+      // 1 unit per 1M tokens is 1 micro a token: prices easy to check.
+      MODEL_PRICES: JSON.stringify({ [MODEL]: { input: 1, output: 1 } }),
+    };
+  },
+});
+
+async function usageOf(goal: string) {
+  const { session } = await suite.orch.api.startSession({ goal, task: {}, scopes: ALL_SCOPES, policy: "openai" });
+  const done = await waitForSession(suite.orch.api, session!.sessionId, undefined, 60_000);
+  expect(done.stopReason).toBe("done");
+  const trace = (await suite.orch.api.getTrace({ sessionId: done.sessionId })).records.map(
+    (r) => JSON.parse(r) as { context?: { tokens: number } },
+  );
+  const counted = trace.find((r) => r.context)!.context!.tokens;
+  return { tokens: Number(done.usage!.tokens), costMicros: Number(done.usage!.costMicros), counted };
+}
+
+async function disbelieved(): Promise<number> {
+  const metrics = await (await fetch(`${suite.orch.httpUrl}/metrics`)).text();
+  const line = metrics.match(
+    new RegExp(`^loopguard_model_usage_disbelieved_total\\{[^}]*model="${MODEL}"[^}]*\\} (\\d+)$`, "m"),
+  );
+  return Number(line?.[1] ?? 0);
+}
+
+describe("the tokens a model endpoint reports", () => {
+  it("are charged as reported when they are near the host's count", async () => {
+    const before = await disbelieved();
+    const { tokens, costMicros, counted } = await usageOf("honest question about refunds");
+    expect(counted).toBeLessThan(4000);
+    expect(tokens).toBe(4040);
+    expect(costMicros).toBe(4040);
+    expect(await disbelieved()).toBe(before);
+  });
+
+  it("are not believed under half the host's count: the host's count is charged, counted and logged", async () => {
+    const before = await disbelieved();
+    const { tokens, costMicros, counted } = await usageOf("tiny question about refunds");
+    // The prompt as counted before the call, and the reply's dozen tokens; not the 2 reported.
+    expect(counted).toBeGreaterThan(50);
+    expect(tokens).toBeGreaterThan(counted);
+    expect(tokens).toBeLessThan(counted + 40);
+    expect(costMicros).toBe(tokens);
+    expect(await disbelieved()).toBe(before + 1);
+    expect(suite.orch.logs.map((line) => JSON.parse(line))).toContainEqual(
+      expect.objectContaining({
+        msg: "a model endpoint reported 2 tokens where the host counted more: the host's count is charged",
+        model: MODEL,
+        count: tokens,
+      }),
+    );
+  });
+
+  it("that reports no usage at all is charged the host's count, and is not counted as under-reporting", async () => {
+    const before = await disbelieved();
+    const { tokens, counted } = await usageOf("silent question about refunds");
+    expect(tokens).toBeGreaterThan(counted);
+    expect(await disbelieved()).toBe(before);
+  });
+});

@@ -16,7 +16,7 @@ import { parseStoreUrl } from "@loopguard/sql-store";
 import { createOrchestratorHandlers } from "./api/api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
 import type { LogTail } from "./api/log-tail.js";
-import { openSessionStore } from "./store/open-store.js";
+import { openSessionStore, storeClock } from "./store/open-store.js";
 import { priceOf, priceTable } from "./policies/model-prices.js";
 import { tokenCounter } from "./policies/model-tokens.js";
 import { Orchestrator } from "./session/orchestrator.js";
@@ -51,17 +51,25 @@ export interface BuildOptions {
   readonly logTail?: LogTail;
   /** Policies in place of the built-in ones of the same name (tests drive "openai" sessions with a model of their own). */
   readonly policies?: readonly Policy[];
+  /** This machine's clock, epoch ms (default Date.now); tests skew it to play a replica whose clock is off. */
+  readonly now?: () => number;
 }
 
 export async function build(
   config: OrchestratorConfig,
   log: Logger,
-  { services = DEFAULT_TOOL_SERVICES, logTail, policies: extra = [] }: BuildOptions = {},
+  { services = DEFAULT_TOOL_SERVICES, logTail, policies: extra = [], now: base }: BuildOptions = {},
 ): Promise<BuiltOrchestrator> {
   const metrics = new ServerMetrics("orchestrator");
   const sessionMetrics = new SessionMetrics(metrics.registry);
   const pool = config.storePoolSize === undefined ? {} : { maxConnections: config.storePoolSize };
+  // Times other replicas compare (approval expiries, wall-clock deadlines, wake times) are on the one shared clock.
+  const clock = storeClock(config.storeUrl, base, (offsetMs) =>
+    log.warn(`this machine's clock is off the database's by ${offsetMs} ms; shared times are corrected by the offset`),
+  );
+  const now = clock.now;
   const store = await openSessionStore(config.storeUrl, {
+    ...clock.options,
     ...config.storeTimeouts,
     ...pool,
     migrate: config.migrateOnStart,
@@ -140,7 +148,7 @@ export async function build(
     // pod's name) takes its sessions over, so a session that kills every process counts takeovers.
     owner: `${config.instanceId}/${randomBytes(4).toString("hex")}`,
     runId: `run_${randomBytes(6).toString("hex")}`,
-    now: Date.now,
+    now,
     log,
     metrics: sessionMetrics,
     leaseTtlMs: config.leaseTtlMs,
@@ -160,7 +168,7 @@ export async function build(
     batch: 500,
     registry: metrics.registry,
     log,
-    now: Date.now,
+    now,
   });
   retention.start();
   const series = new TimeSeries({
@@ -168,7 +176,7 @@ export async function build(
     registry: metrics.registry,
     clients,
     intervalMs: config.ops.seriesIntervalMs,
-    now: Date.now,
+    now,
   });
   series.start();
   return {

@@ -1,7 +1,8 @@
 // Money held before it moves, as every SessionStore must keep it (run by session-store.suite.ts on
 // each backend): a reserve rides on the move that records the call and is refused, with nothing
 // written, above its limits; concurrent reserves from several store instances (replicas) never
-// both pass a limit only one may pass; totals never add currencies or look past the window.
+// both pass a limit only one may pass; totals never add currencies or look past the window; a hold
+// settled by hand (`pnpm settle-effect`) counts once, whoever settles it first.
 import { expect, it } from "vitest";
 import {
   CUSTOMER_BUCKET_MS,
@@ -159,6 +160,92 @@ export function effectReservationTests(t: MoneyContext): void {
       limits: { ...LIMITS, customerSince: since },
     }).catch((e: unknown) => e);
     expect(refused).toMatchObject({ totals: { customer: 205_000 }, exceeded: ["customer"] });
+  });
+
+  /** A session that ended (cancelled) with `r` held: its call sent, its outcome never learnt. */
+  async function endedHolding(store: SessionStore, r: Reservation): Promise<void> {
+    const executing = await call(store, await thinking(store, r.sessionId), { reserve: r, limits: LIMITS });
+    await move(store, r.sessionId, "TOOL_EXECUTING", "CANCELLED", executing.version, {
+      patch: { stopReason: "cancelled" },
+    });
+  }
+  const byHand = (r: Reservation, made: boolean, by = "operator") => ({
+    sessionId: r.sessionId,
+    key: r.key,
+    made,
+    by,
+    note: made ? "billing lists the refund" : "billing lists no refund",
+  });
+
+  it("settles a held reservation by hand: made counts it as spent, not made releases it, with who and why", async () => {
+    const store = t.store();
+    const r1 = reservation("s1");
+    const r2 = reservation("s2", { entityId: "ord_B", amount: 1_000 });
+    await endedHolding(store, r1);
+    await endedHolding(store, r2);
+    expect(await store.settleHeld(byHand(r1, true))).toEqual({
+      ...r1,
+      status: "settled",
+      createdAt: expect.any(Number),
+      settledBy: "operator",
+      settleNote: "billing lists the refund",
+    });
+    expect(await store.settleHeld(byHand(r2, false))).toMatchObject({ status: "released", settledBy: "operator" });
+    expect(await store.reservations("s2")).toEqual([
+      expect.objectContaining({ status: "released", settleNote: "billing lists no refund" }),
+    ]);
+    // Made: off the entity's held amount (its ledger says it now), still the customer's and the session's; released: nowhere.
+    expect(await store.otherEffects(reservation("s1", { key: "other" }), 0)).toEqual({
+      entityHeld: 0,
+      customer: 45_000,
+      session: 45_000,
+    });
+    expect(await store.otherEffects(reservation("s2", { key: "other", entityId: "ord_B" }), 0)).toEqual({
+      entityHeld: 0,
+      customer: 45_000,
+      session: 0,
+    });
+  });
+
+  it("settles a reservation by hand once: a second settle, another session's id or an unknown key writes nothing", async () => {
+    const store = t.store();
+    const r1 = reservation("s1");
+    await endedHolding(store, r1);
+    await endedHolding(store, reservation("s2", { entityId: "ord_B" }));
+    expect(await store.settleHeld({ ...byHand(r1, true), sessionId: "s2" })).toBeUndefined();
+    expect(await store.settleHeld({ ...byHand(r1, true), key: "no-such-key" })).toBeUndefined();
+    expect(await store.settleHeld(byHand(r1, true, "first"))).toMatchObject({ status: "settled" });
+    expect(await store.settleHeld(byHand(r1, false, "second"))).toBeUndefined();
+    expect(await store.settleHeld(byHand(r1, true, "second"))).toBeUndefined();
+    expect(await store.reservations("s1")).toEqual([
+      expect.objectContaining({ status: "settled", settledBy: "first" }),
+    ]);
+    expect(await store.otherEffects(reservation("s3", { key: "other" }), 0)).toEqual({
+      entityHeld: 0,
+      customer: 90_000,
+      session: 0,
+    });
+    expect(await store.otherEffects(reservation("s1", { key: "other" }), 0)).toMatchObject({ session: 45_000 });
+  });
+
+  it("lets exactly one of 8 concurrent hand settles of one reservation through, across four store instances (replicas)", async () => {
+    const stores = [t.store(), ...(await Promise.all([t.another(), t.another(), t.another()]))];
+    const r1 = reservation("s1");
+    await endedHolding(stores[0]!, r1);
+    const settled = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => stores[i % stores.length]!.settleHeld(byHand(r1, i % 2 === 0, `op${i}`))),
+    );
+    const winners = settled.filter((s) => s !== undefined);
+    expect(winners).toHaveLength(1);
+    const made = winners[0]!.status === "settled";
+    expect(await t.store().otherEffects(reservation("s2", { key: "other" }), 0)).toEqual({
+      entityHeld: 0,
+      customer: made ? 45_000 : 0,
+      session: 0,
+    });
+    expect(await t.store().otherEffects(reservation("s1", { key: "other" }), 0)).toMatchObject({
+      session: made ? 45_000 : 0,
+    });
   });
 
   it("lets exactly one of 16 concurrent reserves through a limit only one fits, across four store instances (replicas)", async () => {

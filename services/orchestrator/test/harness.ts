@@ -64,7 +64,7 @@ export interface TestOrchestrator {
 export async function startOrchestrator(
   tools: Tools,
   env: Record<string, string> = {},
-  options: Pick<BuildOptions, "policies"> = {},
+  options: Pick<BuildOptions, "policies" | "now"> = {},
 ): Promise<TestOrchestrator> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
   const config = loadOrchestratorConfig({

@@ -21,7 +21,18 @@ export type TaskResult =
       readonly sessionId: string;
       readonly latencyMs: number;
       readonly refused: { readonly code: string; readonly fields: readonly string[]; readonly message: string };
+    }
+  | {
+      readonly task: GoldenTask;
+      readonly sessionId: string;
+      readonly latencyMs: number;
+      /** The orchestrator stopped answering (UNAVAILABLE, DEADLINE_EXCEEDED) before the task's session ended: it failed. */
+      readonly cutOff: { readonly code: string; readonly message: string };
     };
+
+type Finished = Extract<TaskResult, { outcome: string }>;
+
+const finished = (r: TaskResult): r is Finished => "outcome" in r;
 
 export interface Mismatch {
   readonly task: GoldenTask;
@@ -34,7 +45,7 @@ export interface Verdict {
   readonly tasks: number;
   readonly passed: number;
   readonly threshold: number;
-  /** Sessions by stop reason; starts refused with their status under "refused:<CODE>". */
+  /** Sessions by stop reason; starts refused under "refused:<CODE>", tasks cut off under "cut_off:<CODE>". */
   readonly stopReasons: Record<string, number>;
   readonly p95LatencyMs: number;
   readonly costMicros: bigint;
@@ -42,6 +53,7 @@ export interface Verdict {
 }
 
 function gotText(r: TaskResult): string {
+  if ("cutOff" in r) return `cut off: ${r.cutOff.code} ${r.cutOff.message}`;
   if ("refused" in r)
     return `${r.refused.code} on ${r.refused.fields.join(", ") || "(no field)"}: ${r.refused.message}`;
   return `${r.outcome || "(no outcome)"} ${r.stopReason || "(no stop reason)"}${r.approval === "none" ? "" : ` (${r.approval})`}${r.outcomeReason ? ` [${r.outcomeReason}]` : ""}`;
@@ -57,7 +69,7 @@ function passes(r: TaskResult): boolean {
         (f) => f === e.error.field || f.startsWith(`${e.error.field}.`) || f.startsWith(`${e.error.field}[`),
       )
     );
-  return !("refused" in r) && r.outcome === e.outcome && r.stopReason === e.stopReason && r.approval === e.approval;
+  return finished(r) && r.outcome === e.outcome && r.stopReason === e.stopReason && r.approval === e.approval;
 }
 
 /** Nearest-rank p95 of the latencies. */
@@ -72,9 +84,13 @@ export function judge(results: readonly TaskResult[], threshold: number): Verdic
   let costMicros = 0n;
   const mismatches: Mismatch[] = [];
   for (const r of results) {
-    const key = "refused" in r ? `refused:${r.refused.code}` : r.stopReason || "(none)";
+    const key = finished(r)
+      ? r.stopReason || "(none)"
+      : "refused" in r
+        ? `refused:${r.refused.code}`
+        : `cut_off:${r.cutOff.code}`;
     stopReasons[key] = (stopReasons[key] ?? 0) + 1;
-    if (!("refused" in r)) costMicros += r.costMicros;
+    if (finished(r)) costMicros += r.costMicros;
     if (!passes(r))
       mismatches.push({ task: r.task, expected: expectedText(r.task), got: gotText(r), sessionId: r.sessionId });
   }
@@ -83,7 +99,7 @@ export function judge(results: readonly TaskResult[], threshold: number): Verdic
     passed: results.length - mismatches.length,
     threshold,
     stopReasons,
-    p95LatencyMs: p95(results.filter((r) => !("refused" in r)).map((r) => r.latencyMs)),
+    p95LatencyMs: p95(results.filter(finished).map((r) => r.latencyMs)),
     costMicros,
     mismatches,
   };

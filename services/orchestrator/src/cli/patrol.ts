@@ -8,7 +8,9 @@
 // (the task's dry_run: validated and checked against the ledger, nothing committed; a task line
 // setting "dry_run": false is refused as bad usage), so a patrol against production moves no money
 // and its expectations hold on every run.
-// Exit codes: 0 at or above the threshold, 1 under it (or the suite unreachable), 2 bad usage.
+// A task the orchestrator stops answering part way (UNAVAILABLE, DEADLINE_EXCEEDED) is a failed task
+// of a run that is still recorded; the patrol then exits 1 with one line saying so.
+// Exit codes: 0 at or above the threshold, 1 under it (or a task cut off, or the suite unreachable), 2 bad usage.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -60,6 +62,7 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
       k === "max_tokens" || k === "max_cost_micros" ? BigInt(v) : v,
     ]),
   );
+  let sessionId = "";
   try {
     const { session } = await clients.requester.startSession(
       {
@@ -74,6 +77,7 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
     );
     let approval: Approval = "none";
     const id = session!.sessionId;
+    sessionId = id;
     for await (const event of clients.requester.watchSession({ sessionId: id })) {
       const waiting = event.event.case === "transition" && event.event.value.to === SessionState.AWAITING_APPROVAL;
       const snapshotWaiting =
@@ -108,11 +112,17 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
       costMicros: end?.usage?.costMicros ?? 0n,
     };
   } catch (error) {
-    if (!(error instanceof CallError) || error.code === status.UNAVAILABLE || error.code === status.DEADLINE_EXCEEDED)
-      throw error;
+    if (!(error instanceof CallError)) throw error;
+    if (error.code === status.UNAVAILABLE || error.code === status.DEADLINE_EXCEEDED) {
+      const cutOff = {
+        code: status[error.code]!,
+        message: `${error.reason ? `${error.reason}: ` : ""}${error.message}`,
+      };
+      return { task: t, sessionId, latencyMs: Date.now() - started, cutOff };
+    }
     return {
       task: t,
-      sessionId: "",
+      sessionId,
       latencyMs: Date.now() - started,
       refused: {
         code: status[error.code] ?? String(error.code),
@@ -121,6 +131,15 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
       },
     };
   }
+}
+
+/** What went wrong with the run itself (not with a task), said in one line. */
+class PatrolFailure extends Error {}
+
+function failureText(error: unknown, addr?: string): string {
+  if (error instanceof CallError && error.code === status.UNAVAILABLE && !error.reason)
+    return `cannot reach the orchestrator${addr ? ` at ${addr}` : ""} (is \`pnpm start\` running?)`;
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** Runs the tasks, `concurrency` at once, the tasks of one lane in file order one after another. */
@@ -219,7 +238,15 @@ async function main(): Promise<void> {
       })),
       tasksSha256: createHash("sha256").update(text).digest("hex"),
     };
-    const recorded = await reporter.recordPatrolRun({ run }, { deadline: 5000 });
+    const cutOff = results.flatMap((r) => ("cutOff" in r ? [r] : []));
+    // Tasks cut off are failed tasks of a run that is still recorded, so the patrol's gauges and alerts see it.
+    const cutText = cutOff[0]
+      ? `${cutOff.length} of ${results.length} tasks cut off: the orchestrator answered ${cutOff[0].cutOff.code} (${cutOff[0].task.id}: ${cutOff[0].cutOff.message})`
+      : undefined;
+    const recorded = await reporter.recordPatrolRun({ run }, { deadline: 5000 }).catch((error: unknown) => {
+      if (cutText === undefined) throw error;
+      throw new PatrolFailure(`${cutText}; the run could not be recorded: ${failureText(error, addr)}`);
+    });
     const previous =
       recorded.previous && recorded.previous.tasksSha256 === run.tasksSha256 ? recorded.previous : undefined;
     printReport(verdict, {
@@ -229,6 +256,7 @@ async function main(): Promise<void> {
       previousOtherSet: recorded.previous !== undefined && previous === undefined,
     });
     if (verdict.passed / verdict.tasks < threshold) process.exitCode = 1;
+    if (cutText !== undefined) throw new PatrolFailure(`${cutText}; the run is recorded with them failed`);
   } finally {
     for (const c of [clients.requester, clients.approver, reporter]) c.close();
   }
@@ -243,12 +271,6 @@ main().catch((error: unknown) => {
     process.stderr.write(`patrol: ${error.message}\n${USAGE}\n`);
     process.exit(2);
   }
-  const message =
-    error instanceof CallError && error.code === status.UNAVAILABLE && !error.reason
-      ? "cannot reach the orchestrator (is `pnpm start` running?)"
-      : error instanceof Error
-        ? error.message
-        : String(error);
-  process.stderr.write(`patrol: ${message}\n`);
+  process.stderr.write(`patrol: ${error instanceof PatrolFailure ? error.message : failureText(error)}\n`);
   process.exit(1);
 });

@@ -113,7 +113,7 @@ export class SessionDriver {
     return this.#active.size;
   }
 
-  /** Aborts the session's run here, and announces it to whichever replica drives it (lost, that run goes on: see announceAbort). */
+  /** Aborts the session's run here, and announces it to whichever replica drives it (see announceAbort). */
   abort(id: string): void {
     this.#active.get(id)?.controller.abort();
     this.options.store.announceAbort(id).catch(() => undefined);

@@ -29,6 +29,21 @@ export type ReservationStatus = "held" | "settled" | "released";
 export interface ReservationRecord extends Reservation {
   readonly status: ReservationStatus;
   readonly createdAt: number;
+  /** Set when a person settled it by hand (HandSettlement): who, and what they found. */
+  readonly settledBy?: string;
+  readonly settleNote?: string;
+}
+
+/**
+ * A person's word on a held reservation whose session never learnt the outcome (`pnpm
+ * settle-effect`): `made` counts it as spent, else it is released; who and why are kept on it.
+ */
+export interface HandSettlement {
+  readonly sessionId: string;
+  readonly key: string;
+  readonly made: boolean;
+  readonly by: string;
+  readonly note: string;
 }
 
 /** The most each total may reach with the reservation in it; above any, nothing is written. */
@@ -128,6 +143,8 @@ export interface ReservationRow {
   amount: number | string;
   status: ReservationStatus;
   created_at: number | string;
+  settled_by?: string | null;
+  settle_note?: string | null;
 }
 
 /** The customer window is counted in whole hours: a reservation's amount lands in the hour it was made. */
@@ -208,6 +225,9 @@ export const RESERVATION_SQL = {
     ON CONFLICT (key) DO UPDATE SET amount = excluded.amount, status = 'held', created_at = excluded.created_at, settled_at = NULL`,
   settle:
     "UPDATE effect_reservations SET status = :outcome, settled_at = :now WHERE key = :key AND status = 'held' RETURNING *",
+  /** A HandSettlement: only a reservation still held, of that session, so a second one writes nothing. */
+  settleByHand: `UPDATE effect_reservations SET status = :outcome, settled_at = :now, settled_by = :by, settle_note = :note
+    WHERE key = :key AND session_id = :sessionId AND status = 'held' RETURNING *`,
   /** Adds a totalsDelta to the running sums. */
   addTotals: `INSERT INTO effect_totals (scope, id, currency, bucket, held, made) VALUES
       ('entity', :entityKey, '', 0, :held, 0),
@@ -261,5 +281,12 @@ export function toReservationRecord(r: ReservationRow): ReservationRecord {
     amount: Number(r.amount),
     status: r.status,
     createdAt: Number(r.created_at),
+    ...(r.settled_by ? { settledBy: r.settled_by, settleNote: r.settle_note ?? "" } : {}),
   };
+}
+
+/** A HandSettlement's statement parameters. */
+export function handSettleParams(s: HandSettlement, now: number) {
+  const outcome: Exclude<ReservationStatus, "held"> = s.made ? "settled" : "released";
+  return { key: s.key, sessionId: s.sessionId, outcome, by: s.by, note: s.note, now };
 }

@@ -4,6 +4,7 @@
 import { parseStoreUrl, type StoreSchema } from "@loopguard/sql-store";
 import { POSTGRES_SESSION_MIGRATIONS } from "../migrations/postgres/index.js";
 import { SQLITE_SESSION_MIGRATIONS } from "../migrations/sqlite/index.js";
+import { DatabaseClock } from "./postgres-clock.js";
 import { PostgresSessionStore, type PostgresSessionStoreOptions } from "./postgres-session-store.js";
 import type { SessionStore } from "./session-store.js";
 import { SESSIONS_MIGRATION_STORE } from "./sql-session-rows.js";
@@ -24,4 +25,19 @@ export async function openSessionStore(url: string, options: SessionStoreOpenOpt
   return location.kind === "sqlite"
     ? SqliteSessionStore.open(location.file, options)
     : PostgresSessionStore.open(location.url, options);
+}
+
+/**
+ * The clock of the times replicas on the store share (approval expiries, session starts, wake times): on PostgreSQL
+ * the database's, as `base` plus an offset the store keeps measuring (see postgres-clock.ts; `onSkew` is told a large
+ * offset); SQLite's one process reads `base` itself. `options` go to openSessionStore.
+ */
+export function storeClock(
+  url: string,
+  base: () => number = Date.now,
+  onSkew?: (offsetMs: number) => void,
+): { readonly now: () => number; readonly options: SessionStoreOpenOptions } {
+  if (parseStoreUrl(url, "ORCHESTRATOR_STORE").kind !== "postgres") return { now: base, options: { now: base } };
+  const clock = new DatabaseClock(base, onSkew);
+  return { now: clock.now, options: { clock } };
 }

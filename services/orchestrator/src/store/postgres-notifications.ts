@@ -3,12 +3,15 @@
 // replica made it. A lost connection is replaced (with a bounded backoff) and LISTENs again;
 // since notifications sent meanwhile are gone, the subscribers are then told to read again
 // ("resync"). The connection is checked every few seconds, so a network that silently stopped
-// answering is noticed as well as a refused or reset one. The same connection hears the aborts
-// replicas announce (a cancel made on one replica stopping the run on another); an abort sent while
-// it was being replaced is lost, with nothing to resync: that cancel then waits for the run's own
-// next move, as before aborts were announced.
+// answering is noticed as well as a refused or reset one; each check also keeps the replicas'
+// shared clock in step (postgres-clock.ts). The same connection hears the aborts replicas announce
+// (a cancel made on one replica stopping the run on another). Each abort is also marked in
+// session_aborts, so one sent while the connection was being replaced is not lost: once listening
+// again, the aborts marked since the last check that found the connection alive are told again.
 import { backoffDelayMs } from "@loopguard/tool-sdk";
 import pg from "pg";
+import { DatabaseClock } from "./postgres-clock.js";
+import { DB_NOW_MS } from "./postgres-session-sql.js";
 import { isSessionState } from "../session/session-state.js";
 import type { SessionListeners } from "./session-store-support.js";
 
@@ -16,20 +19,46 @@ export const SESSIONS_CHANNEL = "loopguard_sessions";
 /** Where a replica announces a run to abort (the payload is the session id); see SessionStore.announceAbort. */
 export const ABORTS_CHANNEL = "loopguard_session_aborts";
 
+/** A mark is kept this long: far beyond any replacement of a listening connection that still holds its leases. */
+const ABORT_MARK_KEEP_MS = 3_600_000;
+/**
+ * Marks the abort of session `$2` and NOTIFYs it on channel `$1`, pruning the marks past keeping (not the one marked:
+ * a statement may not change one row twice).
+ */
+export const ANNOUNCE_ABORT = `WITH pruned AS (DELETE FROM session_aborts WHERE at < ${DB_NOW_MS} - ${ABORT_MARK_KEEP_MS} AND session_id <> $2),
+  marked AS (INSERT INTO session_aborts (session_id, at) VALUES ($2, ${DB_NOW_MS})
+    ON CONFLICT (session_id) DO UPDATE SET at = EXCLUDED.at RETURNING session_id)
+  SELECT pg_notify($1, session_id) FROM marked`;
+
 const RECONNECT_BACKOFF = { baseMs: 100, maxMs: 5000, jitter: "equal" } as const;
+/** Aborts marked this long before the last check that found the connection alive are told again too (commit lag). */
+const ABORT_REPLAY_MARGIN_MS = 1000;
+/** The aborts marked at or after `$1` (database time, ms): those a lost connection may have missed. */
+const ABORTS_SINCE = "SELECT session_id FROM session_aborts WHERE at >= $1 ORDER BY at";
+
+export interface NotificationOptions {
+  /** How often the connection is checked. */
+  readonly checkMs: number;
+  /** The shared clock each check measures (see postgres-clock.ts); without it the checks measure a clock of their own. */
+  readonly clock?: DatabaseClock | undefined;
+}
 
 export class SessionNotifications {
   #client: pg.Client | undefined;
   #closed = false;
   #reconnecting = false;
+  /** The database's time when the connection was last found listening. */
+  #alive = 0;
   readonly #check: NodeJS.Timeout;
+  readonly #clock: DatabaseClock;
 
   private constructor(
     private readonly config: pg.ClientConfig,
     private readonly listeners: SessionListeners,
     private readonly aborts: ReadonlySet<(id: string) => void>,
-    checkMs: number,
+    { checkMs, clock }: NotificationOptions,
   ) {
+    this.#clock = clock ?? new DatabaseClock();
     this.#check = setInterval(() => void this.#probe(), checkMs);
     this.#check.unref();
   }
@@ -39,10 +68,10 @@ export class SessionNotifications {
     config: pg.ClientConfig,
     listeners: SessionListeners,
     aborts: ReadonlySet<(id: string) => void>,
-    checkMs: number,
+    options: NotificationOptions,
   ): Promise<SessionNotifications> {
-    const listening = { ...config, application_name: "loopguard-orchestrator-listen", query_timeout: checkMs };
-    const notifications = new SessionNotifications(listening, listeners, aborts, checkMs);
+    const listening = { ...config, application_name: "loopguard-orchestrator-listen", query_timeout: options.checkMs };
+    const notifications = new SessionNotifications(listening, listeners, aborts, options);
     try {
       await notifications.#listen();
     } catch (error) {
@@ -52,7 +81,8 @@ export class SessionNotifications {
     return notifications;
   }
 
-  async #listen(): Promise<void> {
+  /** Connects and listens; after a lost connection (`missedSince`), tells again the aborts it may have missed. */
+  async #listen(missedSince?: number): Promise<void> {
     const client = new pg.Client(this.config);
     client.on("notification", (message) =>
       message.channel === ABORTS_CHANNEL ? this.#aborted(message.payload) : this.#notified(message.payload),
@@ -62,6 +92,10 @@ export class SessionNotifications {
     try {
       await client.connect();
       await client.query(`LISTEN ${SESSIONS_CHANNEL}; LISTEN ${ABORTS_CHANNEL}`);
+      this.#alive = await this.#clock.measure(client);
+      const missed =
+        missedSince === undefined ? [] : (await client.query<{ session_id: string }>(ABORTS_SINCE, [missedSince])).rows;
+      for (const { session_id } of missed) this.#aborted(session_id);
     } catch (error) {
       await client.end().catch(() => undefined);
       throw error;
@@ -107,7 +141,12 @@ export class SessionNotifications {
   async #probe(): Promise<void> {
     const client = this.#client;
     if (!client) return;
-    await client.query("SELECT 1").catch(() => this.#lost(client));
+    await this.#clock.measure(client).then(
+      (at) => {
+        if (client === this.#client) this.#alive = at;
+      },
+      () => this.#lost(client),
+    );
   }
 
   #lost(client: pg.Client): void {
@@ -120,10 +159,11 @@ export class SessionNotifications {
   async #reconnect(): Promise<void> {
     if (this.#reconnecting) return;
     this.#reconnecting = true;
+    const missedSince = this.#alive - ABORT_REPLAY_MARGIN_MS;
     let attempt = 0;
     while (!this.#closed) {
       try {
-        await this.#listen();
+        await this.#listen(missedSince);
         if (!this.#closed) this.listeners.emit({ kind: "resync" });
         break;
       } catch {

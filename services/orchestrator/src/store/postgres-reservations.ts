@@ -9,6 +9,7 @@ const Q = {
   others: statement("lg_other_effects", reservations.RESERVATION_SQL.others),
   reserve: statement("lg_reserve", reservations.RESERVATION_SQL.upsert),
   settle: statement("lg_settle", reservations.RESERVATION_SQL.settle),
+  settleByHand: statement("lg_settle_by_hand", reservations.RESERVATION_SQL.settleByHand),
   ofSession: statement("lg_reservations", reservations.RESERVATION_SQL.ofSession),
   byKey: statement("lg_reservation_by_key", reservations.RESERVATION_SQL.byKey),
   addTotals: statement("lg_add_totals", reservations.RESERVATION_SQL.addTotals),
@@ -64,6 +65,17 @@ export async function changeMoney(
   if (reservations.decideReservation(r, money.limits, existing, others) !== "insert") return;
   await rows(Q.reserve, params, client);
   await rows(Q.addTotals, reservations.reservedTotals(r, now), client);
+}
+
+/** In a transaction on `client`: the reservation settled, with the totals; undefined (nothing written) unless it was held. */
+export async function settleHeld(
+  rows: RunStatement,
+  client: pg.ClientBase,
+  p: ReturnType<typeof reservations.handSettleParams>,
+): Promise<reservations.ReservationRow | undefined> {
+  const [settled] = await rows<reservations.ReservationRow>(Q.settleByHand, p, client);
+  if (settled) await rows(Q.addTotals, reservations.totalsDelta(settled, p.outcome), client);
+  return settled;
 }
 
 export async function ownRowOf(rows: RunStatement, key: string): Promise<reservations.ReservationRow | undefined> {

@@ -10,21 +10,20 @@ import {
   isPostgresUnavailable,
   POSTGRES_DEFAULTS,
   migratePostgres,
-  type PoolObserver,
   postgresClientConfig,
   requireCurrentPostgres,
-  type SchemaOptions,
   Turns,
 } from "@loopguard/sql-store";
 import type pg from "pg";
-import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
+import type { handSettleParams, MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { ILLEGAL_TRANSITION_SQLSTATE, POSTGRES_SESSION_MIGRATIONS } from "../migrations/postgres/index.js";
-import { ABORTS_CHANNEL, SessionNotifications } from "./postgres-notifications.js";
+import { ABORTS_CHANNEL, ANNOUNCE_ABORT, SessionNotifications } from "./postgres-notifications.js";
 import {
   changeMoney,
   lockNamesOf,
   otherEffectsRow,
   ownRowOf,
+  settleHeld,
   reservationRowsOf,
   type RunStatement,
 } from "./postgres-reservations.js";
@@ -48,29 +47,10 @@ import {
   type VisibilityParams,
 } from "./sql-session-rows.js";
 import { SqlSessionStore } from "./sql-session-store.js";
-import { SessionQuotaExceededError, type SessionStoreOptions } from "./session-store.js";
+import { POSTGRES_STORE_DEFAULTS, type PostgresSessionStoreOptions } from "./postgres-store-options.js";
+import { SessionQuotaExceededError } from "./session-store.js";
 
-export interface PostgresSessionStoreOptions extends SessionStoreOptions, SchemaOptions {
-  /** Pool size; each replica needs few, since the hot paths are one statement each. */
-  readonly maxConnections?: number;
-  /** Waiting for a connection, new or from the pool (default 1000). */
-  readonly connectTimeoutMs?: number;
-  /**
-   * The server's statement_timeout and lock_timeout (default 1000); the client gives up on a reply 1 s after it, for a
-   * network that stops answering. `?statement_timeout=…` and `?lock_timeout=…` in the store URL win.
-   */
-  readonly statementTimeoutMs?: number;
-  /** How often the listening connection is checked; a dead one is replaced (default 5000). */
-  readonly listenCheckMs?: number;
-  /** Told of the pool's round trips and waits (the orchestrator's metrics). */
-  readonly poolObserver?: PoolObserver;
-}
-
-export const POSTGRES_STORE_DEFAULTS = {
-  connectTimeoutMs: 1000,
-  statementTimeoutMs: 1000,
-  listenCheckMs: 5000,
-} as const;
+export { POSTGRES_STORE_DEFAULTS, type PostgresSessionStoreOptions } from "./postgres-store-options.js";
 
 export class PostgresSessionStore extends SqlSessionStore {
   private notifications: SessionNotifications | undefined;
@@ -81,9 +61,9 @@ export class PostgresSessionStore extends SqlSessionStore {
 
   private constructor(
     private readonly pool: pg.Pool,
-    options: SessionStoreOptions,
+    options: PostgresSessionStoreOptions,
   ) {
-    super(options, (value) => value);
+    super(options.clock ? { ...options, now: options.clock.now } : options, (value) => value);
   }
 
   /** Connects, migrates (or, with `migrate: false`, checks) the schema (see migrations/postgres) and starts listening; the database itself must exist. */
@@ -127,8 +107,12 @@ export class PostgresSessionStore extends SqlSessionStore {
           );
         }),
       );
+      await options.clock?.measure(pool);
       const checkMs = options.listenCheckMs ?? POSTGRES_STORE_DEFAULTS.listenCheckMs;
-      store.notifications = await SessionNotifications.start(config, store.listeners, store.abortListeners, checkMs);
+      store.notifications = await SessionNotifications.start(config, store.listeners, store.abortListeners, {
+        checkMs,
+        clock: options.clock,
+      });
     } catch (err) {
       await pool.end();
       throw err;
@@ -243,6 +227,10 @@ export class PostgresSessionStore extends SqlSessionStore {
     return ownRowOf(this.run, key);
   }
 
+  protected settleHeldRow(p: ReturnType<typeof handSettleParams>): Promise<ReservationRow | undefined> {
+    return inTransaction(this.pool, (client) => settleHeld(this.run, client as pg.ClientBase, p));
+  }
+
   protected stepRows(id: string, after: number): Promise<StepRow[]> {
     return this.rows(Q.steps, { id, after });
   }
@@ -288,7 +276,7 @@ export class PostgresSessionStore extends SqlSessionStore {
   }
 
   override async announceAbort(id: string): Promise<void> {
-    await this.guard("announceAbort", () => this.pool.query("SELECT pg_notify($1, $2)", [ABORTS_CHANNEL, id]));
+    await this.guard("announceAbort", () => this.pool.query(ANNOUNCE_ABORT, [ABORTS_CHANNEL, id]));
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,13 @@
 // The one persistence contract the orchestrator runs on. SQLite (one process) and PostgreSQL
 // (several replicas sharing sessions through leases) implement it, and the same test suite
 // holds both to it: see test/session-store.suite.ts.
-import type { MoneyChange, OtherEffects, Reservation, ReservationRecord } from "./effect-reservations.js";
+import type {
+  HandSettlement,
+  MoneyChange,
+  OtherEffects,
+  Reservation,
+  ReservationRecord,
+} from "./effect-reservations.js";
 import type { SessionState, StopReason } from "../session/session-state.js";
 import type { JsonObject, NewSession, SessionRecord, Spend, Usage } from "./session-record.js";
 import type { StoreUnavailableError } from "./store-errors.js";
@@ -206,6 +212,11 @@ export interface SessionStore {
   /** The session's reservations, oldest first. */
   reservations(sessionId: string): Promise<ReservationRecord[]>;
   /**
+   * Settles by hand a reservation the session still holds (see HandSettlement), with the totals, in one
+   * transaction; the reservation as it is now, or undefined (nothing written) when it holds none of that key.
+   */
+  settleHeld(s: HandSettlement): Promise<ReservationRecord | undefined>;
+  /**
    * Up to `limit` sessions in AWAITING_APPROVAL whose approval (`pending.approval.expiresAt`)
    * expired at or before `now`, oldest first.
    */
@@ -228,8 +239,8 @@ export interface SessionStore {
   /**
    * Asks whichever replica runs the session to stop its run (as a cancel stops the run on its own
    * replica: an irreversible call in flight is recorded first). PostgreSQL tells every store
-   * instance on the database through NOTIFY, with no guarantee: one its listening connection lost
-   * meanwhile never hears it. SQLite does nothing: its one process aborts its own run itself.
+   * instance on the database through NOTIFY, and marks it: one whose listening connection was lost
+   * meanwhile hears it once listening again. SQLite does nothing: its one process aborts its own run itself.
    */
   announceAbort(id: string): Promise<void>;
   /** Calls `listener` with the session of every abort announced (see announceAbort); returns the unsubscribe function. */

@@ -1,6 +1,6 @@
 // The row-level protocol a SQL session store's backend supplies (its statements, run on its
 // driver), with the row mapping and the outage translation every backend shares.
-import type { ReservationRow, MoneyChange, reservationParams } from "./effect-reservations.js";
+import type { handSettleParams, ReservationRow, MoneyChange, reservationParams } from "./effect-reservations.js";
 import type { SessionState } from "../session/session-state.js";
 import type {
   AuditRow,
@@ -66,6 +66,8 @@ export abstract class SqlSessionDriver {
   ): Promise<{ entity_held: number | string; customer: number | string; session: number | string }>;
   protected abstract reservationRows(sessionId: string): Promise<ReservationRow[]>;
   protected abstract reservationRow(key: string): Promise<ReservationRow | undefined>;
+  /** The reservation settled with the totals in one transaction; undefined (nothing written) unless it was held. */
+  protected abstract settleHeldRow(p: ReturnType<typeof handSettleParams>): Promise<ReservationRow | undefined>;
   protected abstract stepRows(sessionId: string, afterStep: number): Promise<StepRow[]>;
   protected abstract auditRows(sessionId: string, afterVersion: number): Promise<AuditRow[]>;
   protected abstract claimRows(p: ClaimParams): Promise<SessionRow[]>;

@@ -3,8 +3,14 @@
 // are built in sql-session-rows.ts). A backend keeps only its SQL and its driver (see
 // sqlite-session-store.ts, postgres-session-store.ts); both run the same layout, made by
 // versioned migrations (migrations/).
-import type { OtherEffects, Reservation, ReservationRecord } from "./effect-reservations.js";
-import { othersBesides, othersOf, reservationParams, toReservationRecord } from "./effect-reservations.js";
+import type { HandSettlement, OtherEffects, Reservation, ReservationRecord } from "./effect-reservations.js";
+import {
+  handSettleParams,
+  othersBesides,
+  othersOf,
+  reservationParams,
+  toReservationRecord,
+} from "./effect-reservations.js";
 import { IllegalTransitionError, type SessionState } from "../session/session-state.js";
 import { type InsertParams, type Moved, moveParams, NotApplied, toAudit, visibilityOf } from "./sql-session-rows.js";
 import {
@@ -270,6 +276,11 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
 
   async reservations(sessionId: string): Promise<ReservationRecord[]> {
     return (await this.guard("reservations", () => this.reservationRows(sessionId))).map(toReservationRecord);
+  }
+
+  async settleHeld(s: HandSettlement): Promise<ReservationRecord | undefined> {
+    const row = await this.guard("settleHeld", () => this.settleHeldRow(handSettleParams(s, this.now())));
+    return row && toReservationRecord(row);
   }
 
   subscribe(listener: SessionListener): () => void {

@@ -14,6 +14,10 @@ export class SqliteReservations {
     [{ key: string; outcome: string; now: number }],
     reservations.ReservationRow
   >;
+  private readonly settleByHand: Database.Statement<
+    [ReturnType<typeof reservations.handSettleParams>],
+    reservations.ReservationRow
+  >;
   private readonly addTotals: Database.Statement<[ReturnType<typeof reservations.totalsDelta>]>;
   private readonly byKey: Database.Statement<[{ key: string }], reservations.ReservationRow>;
   private readonly ofSession: Database.Statement<[{ sessionId: string }], reservations.ReservationRow>;
@@ -23,6 +27,7 @@ export class SqliteReservations {
     this.others = db.prepare(reservations.RESERVATION_SQL.others);
     this.upsert = db.prepare(reservations.RESERVATION_SQL.upsert);
     this.settle = db.prepare(reservations.RESERVATION_SQL.settle);
+    this.settleByHand = db.prepare(reservations.RESERVATION_SQL.settleByHand);
     this.ofSession = db.prepare(reservations.RESERVATION_SQL.ofSession);
     this.addTotals = db.prepare(reservations.RESERVATION_SQL.addTotals);
     this.byKey = db.prepare(reservations.RESERVATION_SQL.byKey);
@@ -42,6 +47,13 @@ export class SqliteReservations {
     if (reservations.decideReservation(r, money.limits, existing, others) !== "insert") return;
     this.upsert.run(params);
     this.addTotals.run(reservations.reservedTotals(r, now));
+  }
+
+  /** Inside a write's transaction: the reservation settled, with the totals; undefined (nothing written) unless it was held. */
+  settleHeld(p: ReturnType<typeof reservations.handSettleParams>): reservations.ReservationRow | undefined {
+    const settled = this.settleByHand.get(p);
+    if (settled) this.addTotals.run(reservations.totalsDelta(settled, p.outcome));
+    return settled;
   }
 
   ownRow(key: string): reservations.ReservationRow | undefined {

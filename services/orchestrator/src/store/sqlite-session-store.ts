@@ -13,7 +13,7 @@ import {
   sqliteLedger,
 } from "@loopguard/sql-store";
 import Database from "better-sqlite3";
-import type { MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
+import type { handSettleParams, MoneyChange, ReservationRow, reservationParams } from "./effect-reservations.js";
 import { SQLITE_SESSION_MIGRATIONS } from "../migrations/sqlite/index.js";
 import { isTerminal, TRANSITION_PAIRS, type SessionState } from "../session/session-state.js";
 import {
@@ -224,6 +224,10 @@ export class SqliteSessionStore extends SqlSessionStore {
 
   protected async reservationRow(key: string): Promise<ReservationRow | undefined> {
     return this.money.ownRow(key);
+  }
+
+  protected settleHeldRow(p: ReturnType<typeof handSettleParams>): Promise<ReservationRow | undefined> {
+    return this.write(() => this.money.settleHeld(p));
   }
 
   protected async stepRows(id: string, after: number): Promise<StepRow[]> {

@@ -9,6 +9,8 @@ import { stepsByTime } from "./0006-steps-by-time.js";
 import { patrolRuns } from "./0007-patrol-runs.js";
 import { approvalsByExpiry } from "./0008-approvals-by-expiry.js";
 import { claimableSessions } from "./0009-claimable-sessions.js";
+import { sessionAborts } from "./0010-session-aborts.js";
+import { handSettlements } from "./0011-hand-settlements.js";
 
 export { ILLEGAL_TRANSITION_SQLSTATE } from "./0001-sessions.js";
 export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [
@@ -21,4 +23,6 @@ export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [
   patrolRuns,
   approvalsByExpiry,
   claimableSessions,
+  sessionAborts,
+  handSettlements,
 ];

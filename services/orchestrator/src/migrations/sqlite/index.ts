@@ -8,6 +8,7 @@ import { stepsByTime } from "./0005-steps-by-time.js";
 import { patrolRuns } from "./0006-patrol-runs.js";
 import { approvalsByExpiry } from "./0007-approvals-by-expiry.js";
 import { claimableSessions } from "./0008-claimable-sessions.js";
+import { handSettlements } from "./0009-hand-settlements.js";
 
 export { OPEN_SQL } from "./0001-sessions.js";
 export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [
@@ -19,4 +20,5 @@ export const SQLITE_SESSION_MIGRATIONS: readonly SqliteMigration[] = [
   patrolRuns,
   approvalsByExpiry,
   claimableSessions,
+  handSettlements,
 ];

@@ -1,0 +1,68 @@
+// Two replicas on one PostgreSQL, one whose clock runs ten minutes ahead: the times they share (an approval's
+// expiry, a session's start and so its wall-clock deadline) are on the database's clock, so the replica ahead
+// neither expires the approval the other one asked for nor stops the session on its wall clock when it runs it.
+import { setTimeout as sleep } from "node:timers/promises";
+import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import { testPostgres } from "@loopguard/sql-store/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  decisionOn,
+  HIGH_RISK_CUSTOMER,
+  startOrchestrator,
+  startRefund,
+  startTools,
+  type TestOrchestrator,
+  type Tools,
+  waitForSession,
+} from "./harness.js";
+
+const ORDER = "ord_DEMO00000008";
+const AHEAD_MS = 10 * 60_000;
+const ENV = { APPROVAL_TTL_MS: "300000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" };
+
+const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL;
+
+const postgres = testPostgres("skewed-clocks");
+describe.skipIf(postgres.skip !== null)("two replicas, one whose clock is ten minutes ahead", () => {
+  let tools: Tools;
+  let a: TestOrchestrator | undefined;
+  let ahead: TestOrchestrator;
+  beforeAll(async () => {
+    await postgres.start();
+    const url = await postgres.freshDatabase();
+    tools = await startTools();
+    a = await startOrchestrator(tools, { ...ENV, ORCHESTRATOR_STORE: url, ORCHESTRATOR_INSTANCE_ID: "replica-a" });
+    ahead = await startOrchestrator(
+      tools,
+      { ...ENV, ORCHESTRATOR_STORE: url, ORCHESTRATOR_INSTANCE_ID: "replica-ahead" },
+      { now: () => Date.now() + AHEAD_MS },
+    );
+  }, 180_000);
+  afterAll(async () => {
+    await a?.close();
+    await ahead?.close();
+    await tools?.stop();
+    await postgres.stop();
+  }, 60_000);
+
+  it("keeps an approval asked on the other replica open, and runs the approved session there to DONE", async () => {
+    const id = await startRefund(a!.api, ORDER, 1000, HIGH_RISK_CUSTOMER);
+    const shown = (await waitForSession(a!.api, id, waiting)).pendingApproval!;
+    // Many of the replica ahead's sweeps: by its own clock the approval expired minutes ago.
+    await sleep(1500);
+    expect((await ahead.api.getSession({ sessionId: id })).session).toMatchObject({
+      state: SessionState.AWAITING_APPROVAL,
+      stopReason: "",
+    });
+    expect(ahead.logs.some((line) => /clock is off the database's by -?\d+ ms/.test(line))).toBe(true);
+
+    // The replica ahead alone is left to run it: by its own clock the session's two minutes are long over.
+    await a!.close();
+    a = undefined;
+    const approved = await ahead.approver.resolveApproval(decisionOn(id, shown, true, "checked"));
+    expect(approved.session?.state).toBe(SessionState.TOOL_EXECUTING);
+    const done = await waitForSession(ahead.api, id);
+    expect(done.stopReason).toBe("done");
+    expect(done.answer).toMatch(/rf_[A-Za-z0-9]{16}/);
+  }, 120_000);
+});

@@ -11,10 +11,9 @@
 //   `<tool>-green` (a copy of blue's pod template, made by kustomize `replacements` so it holds
 //   whatever the other components patched in), labelled `version: blue|green`; the tool's Service
 //   selects one colour, `<tool>-preview` the other, and `pnpm release` flips them.
-// Both scrape every pod of the tool through a `<tool>-metrics` Service that no release touches,
-// so the old and the new pods are measured alike and the analysis can tell them apart. Both patch
-// the autoscaler and ServiceMonitor of the high-availability and monitoring components: they go
-// on top of an overlay that has those (as `pnpm check:k8s` renders them on prod).
+// Both scrape every pod through a `<tool>-metrics` Service no release touches (old and new pods
+// measured alike, told apart by label), and patch the autoscaler and ServiceMonitor of the
+// high-availability and monitoring components (on an overlay that has those, as on prod).
 import type { IAnalysisTemplate } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/AnalysisTemplate";
 import type { IRollout } from "@kubernetes-models/argo-rollouts/argoproj.io/v1alpha1/Rollout";
 import type { ServiceSpec, SmokeCall } from "@loopguard/tool-sdk";
@@ -27,12 +26,7 @@ import { GATE_PASSES, gateQueries } from "./gate-queries.js";
 import type { MethodSlo } from "./slo-rules.js";
 
 export const COLOUR_LABEL = "version";
-/**
- * On the plain path, the pods of one release: its new colour's pod template carries a value of its
- * own, so they are told apart from the previous pods of the same colour (drained minutes before,
- * still in the gate's window) even when the image is the one they ran; prometheus-operator turns
- * it into the series label RELEASE_SERIES_LABEL, the gate's selector.
- */
+/** Plain path: one release's pods (apart from the colour's previous pods), as series label RELEASE_SERIES_LABEL. */
 export const RELEASE_LABEL = "loopguard/release";
 export const RELEASE_SERIES_LABEL = "loopguard_release";
 export const COLOURS = ["blue", "green"] as const;
@@ -43,13 +37,11 @@ export const ARGO_HASH_SERIES_LABEL = "rollouts_pod_template_hash";
 /** Marks the one Service per tool the ServiceMonitor scrapes when a release path is deployed. */
 export const METRICS_SERVICE_LABEL = "loopguard/metrics";
 /**
- * How long the old pods stay up after the flip. A client leaves them once its connection ages out
- * (the tools' max connection age, 30 s, ±10 % jitter), it resolves the name again (grpc-js waits
- * up to 30 s between two resolutions) and its subchannel pool closes the unused connection (10 s);
+ * How long the old pods stay up after the flip: a client leaves them once its connection ages out (30 s
+ * ±10 %), it resolves the name again (up to 30 s) and its pool closes the unused connection (10 s);
  * measured locally: 11–34 s (docs/performance.md). Then the preStop and the drain.
  */
 export const SCALE_DOWN_DELAY_SECONDS = 90;
-/** prometheus-operator's Service in kube-prometheus(-stack)'s namespace; the template's argument overrides it. */
 const SMOKE_METRIC = "smoke-calls";
 
 export function previewServiceName(tool: string): string {

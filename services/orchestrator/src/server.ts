@@ -79,7 +79,7 @@ export async function build(
       ? { poolObserver: storePoolMetrics(metrics.registry) }
       : {}),
   });
-  sessionMetrics.observe(store);
+  sessionMetrics.observe(store, now);
   registerPatrolMetrics(metrics.registry, store);
   const clientMetrics = new ClientMetrics(metrics.registry);
   const registry = new ToolRegistry(services);

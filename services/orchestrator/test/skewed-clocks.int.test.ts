@@ -22,6 +22,12 @@ const ENV = { APPROVAL_TTL_MS: "300000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" }
 
 const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL;
 
+/** The replica's `loopguard_approvals_overdue` gauge, as /metrics serves it. */
+async function overdueApprovals(o: TestOrchestrator): Promise<number> {
+  const text = await (await fetch(`${o.httpUrl}/metrics`)).text();
+  return Number(/^loopguard_approvals_overdue\{[^}]*\} (\S+)$/m.exec(text)?.[1]);
+}
+
 const postgres = testPostgres("skewed-clocks");
 describe.skipIf(postgres.skip !== null)("two replicas, one whose clock is ten minutes ahead", () => {
   let tools: Tools;
@@ -55,6 +61,8 @@ describe.skipIf(postgres.skip !== null)("two replicas, one whose clock is ten mi
       stopReason: "",
     });
     expect(ahead.logs.some((line) => /clock is off the database's by -?\d+ ms/.test(line))).toBe(true);
+    // Nor does its gauge page anyone: the approval is not overdue by the database's clock.
+    expect(await overdueApprovals(ahead)).toBe(0);
 
     // The replica ahead alone is left to run it: by its own clock the session's two minutes are long over.
     await a!.close();

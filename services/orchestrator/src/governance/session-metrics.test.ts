@@ -7,28 +7,29 @@ import { sessionHooks } from "../session/hooks.js";
 import { emptyCounts } from "../store/session-store-support.js";
 
 describe("SessionMetrics", () => {
-  it("asks the store once per scrape for the figures two gauges share", async () => {
-    const asked = { counts: 0, overdue: 0 };
+  it("asks the store once per scrape for the figures two gauges share, at the time of the store's clock", async () => {
+    const asked = { counts: 0, overdue: 0, at: [] as number[] };
     const store = {
       countByState: async () => {
         asked.counts += 1;
         return { ...emptyCounts(), AWAITING_APPROVAL: 3, PARKED: 2 };
       },
-      overdue: async () => {
+      overdue: async (now: number) => {
         asked.overdue += 1;
+        asked.at.push(now);
         return { approvals: 1, parkedNearDeadline: 4 };
       },
     } as unknown as SessionStore;
     const registry = new Registry();
-    new SessionMetrics(registry).observe(store);
+    new SessionMetrics(registry).observe(store, () => 1_000_042);
     const page = await registry.metrics();
     expect(page).toMatch(/^loopguard_approvals_waiting 3$/m);
     expect(page).toMatch(/^loopguard_sessions\{state="PARKED"\} 2$/m);
     expect(page).toMatch(/^loopguard_approvals_overdue 1$/m);
     expect(page).toMatch(/^loopguard_sessions_parked_near_deadline 4$/m);
-    expect(asked).toEqual({ counts: 1, overdue: 1 });
+    expect(asked).toEqual({ counts: 1, overdue: 1, at: [1_000_042] });
     await registry.metrics();
-    expect(asked).toEqual({ counts: 2, overdue: 2 });
+    expect(asked).toEqual({ counts: 2, overdue: 2, at: [1_000_042, 1_000_042] });
   });
 
   it("exports the series the alerts count the first occurrence of at 0 from the start", async () => {

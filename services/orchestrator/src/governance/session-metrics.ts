@@ -59,6 +59,7 @@ export class SessionMetrics {
   readonly lateSpend: Counter<"fate">;
 
   #store: SessionStore | undefined;
+  #now: () => number = Date.now;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -103,7 +104,7 @@ export class SessionMetrics {
       "loopguard_session_effects_unknown_total",
       "Sessions that ended with an irreversible call sent and its outcome never settled (outcome reason effect_unknown): it may have been made, and its amount stays held against its entity's and customer's totals until someone checks the tool's records.",
     );
-    const overdue = inFlightOnce(async () => this.#store?.overdue(Date.now()).catch(() => undefined));
+    const overdue = inFlightOnce(async () => this.#store?.overdue(this.#now()).catch(() => undefined));
     storeGauges(registers, overdue, {
       loopguard_approvals_overdue: [
         "Sessions still waiting for an approval whose expiry has passed (the sweep should have ended them).",
@@ -174,8 +175,12 @@ export class SessionMetrics {
     this.effectsUnknown.inc(0);
   }
 
-  /** The store the session gauges count (opened after these metrics, so that it can count its errors here). */
-  observe(store: SessionStore): void {
+  /**
+   * The store the session gauges count (opened after these metrics, so that it can count its errors here), and the
+   * clock of the times it holds (see storeClock): a replica whose own clock runs ahead would count approvals overdue.
+   */
+  observe(store: SessionStore, now: () => number): void {
     this.#store = store;
+    this.#now = now;
   }
 }

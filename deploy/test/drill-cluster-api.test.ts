@@ -1,9 +1,11 @@
 // The in-cluster drill runner's Kubernetes client against a small Kubernetes API on loopback (no
 // cluster runs here): it lists the target's ready pods, finds every orchestrator replica through
-// the EndpointSlices of its headless Service, creates and deletes PodChaos objects — and makes no
-// API call beyond RUNNER_API_CALLS, the list the shipped Role is generated from. A kill counts
-// only once its pods are seen dead (deleted, being deleted, or a container restarted): a PodChaos
-// that Chaos Mesh never acts on fails the drill, naming the pods that lived on. The replicas are
+// the EndpointSlices of its headless Service, creates, reads and deletes PodChaos objects — and
+// makes no API call beyond RUNNER_API_CALLS, the list the shipped Role is generated from. A kill
+// counts only once its pods are known dead (the PodChaos's status records them killed, or they are
+// seen deleted, being deleted, or with a container restarted — a pod made after the runner's list
+// too, as an autoscaler's during a kill of one): a PodChaos that Chaos Mesh never acts on fails
+// the drill, naming the pods that lived on. The replicas are
 // two real metrics pages (prom-client registries on loopback), and the report's figures are their
 // sum, read from each page or through a real Prometheus scraping both (Debian's `prometheus`).
 import { type ChildProcess, spawn } from "node:child_process";
@@ -15,7 +17,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { KubeConfig } from "@kubernetes/client-node";
 import { Counter, Registry } from "prom-client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type ApiCall, RUNNER_API_CALLS } from "../src/manifests/drill-api-calls.js";
 import { drillKube } from "../src/ops/drills/cluster-api.js";
 import { DrillError } from "../src/ops/drills/drill-error.js";
@@ -85,6 +87,11 @@ const PODS = [
 /** The pods the fake API lists; what a created PodChaos does to them (a Chaos Mesh controller, or none). */
 let pods: object[] = PODS;
 let chaosMesh: (pods: object[]) => object[] = (p) => p;
+/** What changes the pods after each list is answered, one change a list: an autoscaler, a Chaos Mesh acting later. */
+let afterList: ((pods: object[]) => object[])[] = [];
+/** The status Chaos Mesh writes on a created PodChaos (none: not written yet, or no controller). */
+let chaosStatus: object | undefined;
+const chaosObjects = new Map<string, object>();
 
 let api: Server;
 let apiPort: number;
@@ -114,7 +121,11 @@ beforeAll(async () => {
         res.writeHead(status, { "content-type": "application/json" });
         res.end(JSON.stringify(value));
       };
-      if (call.resource === "pods") return json({ apiVersion: "v1", kind: "PodList", metadata: {}, items: pods });
+      if (call.resource === "pods") {
+        json({ apiVersion: "v1", kind: "PodList", metadata: {}, items: pods });
+        pods = afterList.shift()?.(pods) ?? pods;
+        return;
+      }
       if (call.resource === "endpointslices") {
         return json({
           apiVersion: "discovery.k8s.io/v1",
@@ -154,7 +165,14 @@ beforeAll(async () => {
       }
       if (call.resource === "podchaos" && call.verb === "create") {
         pods = chaosMesh(pods);
-        return json(JSON.parse(body), 201);
+        const created = JSON.parse(body) as { metadata: { name: string } };
+        chaosObjects.set(created.metadata.name, created);
+        return json(created, 201);
+      }
+      if (call.resource === "podchaos" && call.verb === "get") {
+        const name = new URL(req.url!, "http://api").pathname.split("/").pop()!;
+        const found = chaosObjects.get(name);
+        if (found) return json(chaosStatus ? { ...found, status: chaosStatus } : found);
       }
       if (call.resource === "podchaos" && call.verb === "delete") return json({ kind: "Status", status: "Success" });
       json({ kind: "Status", status: "Failure", code: 404 }, 404);
@@ -198,6 +216,10 @@ describe("the drill runner's Kubernetes client", () => {
     });
     const [chaos] = podChaosPlan(options, "kill-tool-kb-search-x", "loopguard");
     await kube.createPodChaos(chaos!);
+    chaosStatus = { experiment: { containerRecords: [{ id: "loopguard/kb-search-b", injectedCount: 1 }] } };
+    expect(await kube.podChaosKilled(chaos!.metadata.name)).toEqual(["kb-search-b"]);
+    chaosStatus = undefined;
+    expect(await kube.podChaosKilled(chaos!.metadata.name)).toEqual([]);
     await kube.deletePodChaos(chaos!.metadata.name);
 
     expect(calls.map((c) => c.selector).slice(0, 2)).toEqual([
@@ -232,6 +254,22 @@ describe("the drill runner's Kubernetes client", () => {
     };
     const nameOf = (o: object) => (o as { metadata: { name: string } }).metadata.name;
     const without = (names: string[]) => (p: object[]) => p.filter((o) => !names.includes(nameOf(o)));
+    /** An autoscaler's new pod, made just after the runner listed the pods. */
+    const scaleUp = (p: object[]) => [...p, pod("kb-search-f", true)];
+    /** Chaos Mesh's status on a one-shot pod-kill (as chaos-mesh api/v1alpha1 writes it): the pod it selected, killed or not. */
+    const statusOf = (pod: string, injectedCount: number) => ({
+      experiment: {
+        desiredPhase: "Stop",
+        containerRecords: [
+          { id: `loopguard/${pod}`, selectorKey: ".", phase: "Not Injected", injectedCount, recoveredCount: 0 },
+        ],
+      },
+    });
+
+    beforeEach(() => {
+      afterList = [];
+      chaosStatus = undefined;
+    });
 
     it("counts once the pod is seen dead: deleted and replaced under another name, or its container restarted", async () => {
       pods = PODS;
@@ -257,10 +295,40 @@ describe("the drill runner's Kubernetes client", () => {
       expect(error).toBeInstanceOf(DrillError);
       expect(error!.message).toBe(
         "PodChaos drill-kill-tool-kb-search-one-1 was created but none of the 3 kb-search pods died within 0.6 s " +
-          "(kb-search-a, kb-search-b, kb-search-c kept their uid and restart count): the kill did not happen, so the drill has nothing to report. " +
+          "(kb-search-a, kb-search-b, kb-search-c kept their uid and restart count, and its status records no kill of them): the kill did not happen, so the drill has nothing to report. " +
           "Is Chaos Mesh's controller running, and does it act in namespace loopguard? `kubectl -n loopguard describe podchaos drill-kill-tool-kb-search-one-1` says why",
       );
       expect(created).toEqual(["drill-kill-tool-kb-search-one-1"]);
+      // Nor does a pod made after the list count while it lives, or a record of a kill Chaos Mesh could not make.
+      pods = PODS;
+      afterList = [scaleUp];
+      chaosStatus = statusOf("kb-search-f", 0);
+      expect((await kill("one")).error?.message).toMatch(
+        /^PodChaos drill-kill-tool-kb-search-one-1 was created but none of the 4 kb-search pods died within 0\.6 s \(kb-search-a, kb-search-b, kb-search-c, kb-search-f kept/,
+      );
+    });
+
+    it("counts a kill of one pod made after the runner listed them, named by the PodChaos's status (a scale-up during the kill)", async () => {
+      pods = PODS;
+      afterList = [scaleUp];
+      // Chaos Mesh picks the new pod and kills it before the runner's first look; its replacement comes.
+      chaosMesh = (p) => [...without(["kb-search-f"])(p), pod("kb-search-g", false)];
+      chaosStatus = statusOf("kb-search-f", 1);
+      expect(await kill("one")).toEqual({
+        line: "PodChaos drill-kill-tool-kb-search-one-1: pod-kill of one kb-search pod (2 ready); killed per its status: kb-search-f",
+        created: ["drill-kill-tool-kb-search-one-1"],
+      });
+    });
+
+    it("counts a kill of one pod made after the runner listed them, seen alive then gone, when the status names none", async () => {
+      pods = PODS;
+      chaosMesh = (p) => p;
+      // The new pod is in the runner's first look after the PodChaos, and gone from the next.
+      afterList = [scaleUp, (p) => [...without(["kb-search-f"])(p), pod("kb-search-g", false)]];
+      expect(await kill("one")).toMatchObject({ line: expect.stringMatching(/; seen dead: kb-search-f$/) });
+      pods = PODS;
+      afterList = [scaleUp, (p) => p.map((o) => (nameOf(o) === "kb-search-f" ? pod("kb-search-f", false, true) : o))];
+      expect(await kill("one")).toMatchObject({ line: expect.stringMatching(/; seen dead: kb-search-f$/) });
     });
 
     it("fails the drill when a kill of every pod leaves one alive", async () => {

@@ -15,6 +15,8 @@ export const RUNNER_API_CALLS: readonly ApiCall[] = [
   { group: "", resource: "pods", verb: "list" },
   { group: "discovery.k8s.io", resource: "endpointslices", verb: "list" },
   { group: "chaos-mesh.org", resource: "podchaos", verb: "create" },
+  // A kill's status: which pods Chaos Mesh killed (k8s.ts).
+  { group: "chaos-mesh.org", resource: "podchaos", verb: "get" },
   { group: "chaos-mesh.org", resource: "podchaos", verb: "delete" },
 ];
 

@@ -1,6 +1,7 @@
 // What the drill runner asks of the Kubernetes API from inside the cluster (its Job's
 // ServiceAccount token): the target's pods (which are ready, which died), the orchestrator's
-// endpoints (every replica's metrics page), and the PodChaos objects that kill pods.
+// endpoints (every replica's metrics page), and the PodChaos objects that kill pods (and the pods
+// their status records killed).
 // RUNNER_API_CALLS lists every call as data (manifests/drill-api-calls.ts): the Role in the
 // chaos-drills component is generated from it, and the tests hold the client's real requests and
 // the shipped Role to it.
@@ -28,7 +29,27 @@ export interface DrillKube {
   /** Every endpoint of the service's Service on port `portName`, ready or not, by pod name → http://ip:port/metrics. */
   metricsUrls(service: string, portName: string): Promise<Map<string, string>>;
   createPodChaos(body: PodChaos): Promise<void>;
+  /** The names of the pods PodChaos `name`'s status records killed; none until Chaos Mesh's controller writes them. */
+  podChaosKilled(name: string): Promise<string[]>;
   deletePodChaos(name: string): Promise<void>;
+}
+
+/** The part of a PodChaos's status read here (Chaos Mesh's api/v1alpha1 ChaosStatus): one record per pod it selected. */
+interface ChaosStatus {
+  readonly experiment?: {
+    readonly containerRecords?: readonly { readonly id: string; readonly injectedCount?: number }[];
+  };
+}
+
+/**
+ * The pods a PodChaos's records say were killed. injectedCount, not phase: a pod-kill is one-shot,
+ * its record goes back to "Not Injected" once done, and the count stays. Chaos Mesh counts an
+ * injection only once the API server accepted its delete of the pod; a record's id is "namespace/name".
+ */
+function killedBy(status: ChaosStatus | undefined): string[] {
+  return (status?.experiment?.containerRecords ?? [])
+    .filter((record) => (record.injectedCount ?? 0) > 0)
+    .map((record) => record.id.slice(record.id.indexOf("/") + 1));
 }
 
 function ready(pod: V1Pod): boolean {
@@ -74,6 +95,10 @@ export function drillKube(config: KubeConfig, namespace: string): DrillKube {
     },
     async createPodChaos(body) {
       await custom.createNamespacedCustomObject({ ...CHAOS, namespace, body });
+    },
+    async podChaosKilled(name) {
+      const chaos = (await custom.getNamespacedCustomObject({ ...CHAOS, namespace, name })) as { status?: ChaosStatus };
+      return killedBy(chaos.status);
     },
     async deletePodChaos(name) {
       await custom.deleteNamespacedCustomObject({ ...CHAOS, namespace, name });

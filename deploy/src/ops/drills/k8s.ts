@@ -1,9 +1,10 @@
 // A drill on a cluster, run inside it by the drill-runner Job (`pnpm drill … --k8s` creates the
 // Job, k8s-launch.ts): the same load, report and audit as on the local containers, with the
 // faults made by Chaos Mesh PodChaos objects (its controller kills the pods; their Deployment
-// replaces them). A kill counts once the runner has seen its pods die (gone, being deleted, or a
-// container restarted): a PodChaos nothing acts on fails the drill rather than report a clean run
-// over a kill that never happened. The runner reaches the orchestrator and billing through their
+// replaces them). A kill counts once its pods are known dead (the PodChaos's status records them
+// killed, or the runner has seen them die: gone, being deleted, or a container restarted): a
+// PodChaos nothing acts on fails the drill rather than report a clean run over a kill that never
+// happened. The runner reaches the orchestrator and billing through their
 // headless Services (every ready pod, balanced per call, so a killed orchestrator costs it one
 // connection, not the run), reads every orchestrator replica's metrics (each pod's page, found
 // through the Service's EndpointSlices, or a Prometheus), and signs its tokens with the people's
@@ -60,18 +61,41 @@ export function clusterServices(raw: string | undefined): ClusterService[] {
 }
 
 /** Which of the pods `before` are dead now: gone, being deleted, or with a container restarted. */
-function podsKilled(before: readonly PodState[], now: readonly PodState[]): PodState[] {
+function podsKilled(before: Iterable<PodState>, now: readonly PodState[]): PodState[] {
   const byUid = new Map(now.map((p) => [p.uid, p]));
-  return before.filter((p) => {
+  return [...before].filter((p) => {
     const after = byUid.get(p.uid);
     return !after || after.terminating || after.restarts > p.restarts;
   });
 }
 
 /**
+ * The pods a kill follows through the runner's lists: those alive when it listed them before the
+ * PodChaos, and every pod made since, as first seen (mode one may pick one an autoscaler made in
+ * between; seen alive then gone, or first seen being deleted, it counts).
+ */
+function podWatch(listed: readonly PodState[]): {
+  readonly followed: Map<string, PodState>;
+  dead(now: readonly PodState[]): PodState[];
+} {
+  const known = new Set(listed.map((p) => p.uid));
+  const followed = new Map(listed.filter((p) => !p.terminating).map((p) => [p.uid, p]));
+  return {
+    followed,
+    dead(now) {
+      for (const pod of now) if (!known.has(pod.uid) && !followed.has(pod.uid)) followed.set(pod.uid, pod);
+      return podsKilled(followed.values(), now);
+    },
+  };
+}
+
+/**
  * The run's kills, one PodChaos each in the order of `plan`. A kill resolves with what it did once
- * its pods are seen dead — one pod (mode one), every pod there was (mode all) — and fails the drill
- * with DrillError when that is not seen within the timeout, naming the pods that lived on.
+ * its pods are known dead — one pod (mode one), every pod there was (mode all) — and fails the drill
+ * with DrillError when that is not known within the timeout, naming the pods that lived on. Which
+ * pods died: the PodChaos's status first (the pods Chaos Mesh records it killed, even one made after
+ * the runner's list and gone before its next look), and as the fallback, for what the status does
+ * not name (not written yet), the pods the runner's re-lists see die.
  * `created` names every PodChaos made, for the run's end to delete.
  */
 export function podChaosKills(
@@ -89,20 +113,29 @@ export function podChaosKills(
       const { name, namespace } = chaos.metadata;
       const tool = chaos.spec.selector.labelSelectors["app.kubernetes.io/name"]!;
       const mode: KillMode = chaos.spec.mode;
-      const before = (await kube.pods(tool)).filter((p) => !p.terminating);
+      const listed = await kube.pods(tool);
+      const before = listed.filter((p) => !p.terminating);
+      const watch = podWatch(listed);
       // Named before it exists: the run's end deletes it even when its kill is never seen.
       created.push(name);
       await kube.createPodChaos(chaos);
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const killed = podsKilled(before, await kube.pods(tool));
-        if (killed.length > 0 && (mode === "one" || killed.length === before.length))
-          return `PodChaos ${name}: pod-kill of ${mode === "all" ? "every" : "one"} ${tool} pod (${before.filter((p) => p.ready).length} ready); seen dead: ${killed.map((p) => p.name).join(", ")}`;
+        const byStatus = await kube.podChaosKilled(name);
+        const seen = watch.dead(await kube.pods(tool)).filter((p) => !byStatus.includes(p.name));
+        const killed = new Set([...byStatus, ...seen.map((p) => p.name)]);
+        if (killed.size > 0 && (mode === "one" || before.every((p) => killed.has(p.name)))) {
+          const what = [
+            ...(byStatus.length > 0 ? [`killed per its status: ${byStatus.join(", ")}`] : []),
+            ...(seen.length > 0 ? [`seen dead: ${seen.map((p) => p.name).join(", ")}`] : []),
+          ];
+          return `PodChaos ${name}: pod-kill of ${mode === "all" ? "every" : "one"} ${tool} pod (${before.filter((p) => p.ready).length} ready); ${what.join("; ")}`;
+        }
         if (Date.now() >= deadline) {
-          const alive = before.filter((p) => !killed.includes(p));
+          const alive = (mode === "all" ? before : [...watch.followed.values()]).filter((p) => !killed.has(p.name));
           throw new DrillError(
-            `PodChaos ${name} was created but ${mode === "all" ? `${alive.length} of the ${before.length} ${tool} pods did not die` : `none of the ${before.length} ${tool} pods died`} within ${timeoutMs / 1000} s ` +
-              `(${alive.map((p) => p.name).join(", ")} kept their uid and restart count): the kill did not happen, so the drill has nothing to report. ` +
+            `PodChaos ${name} was created but ${mode === "all" ? `${alive.length} of the ${before.length} ${tool} pods did not die` : `none of the ${alive.length} ${tool} pods died`} within ${timeoutMs / 1000} s ` +
+              `(${alive.map((p) => p.name).join(", ")} kept their uid and restart count, and its status records no kill of them): the kill did not happen, so the drill has nothing to report. ` +
               `Is Chaos Mesh's controller running, and does it act in namespace ${namespace}? \`kubectl -n ${namespace} describe podchaos ${name}\` says why`,
           );
         }

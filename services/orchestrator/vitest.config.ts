@@ -9,6 +9,7 @@ import { configDefaults, defineProject } from "vitest/config";
 export const GLOBAL_TELEMETRY_FILES = [
   "test/model-bounds.int.test.ts",
   "test/openai-policy.int.test.ts",
+  "test/own-numbers-in-traces.int.test.ts",
   "test/trace-sampling.int.test.ts",
 ];
 

@@ -2,7 +2,7 @@
 // model view finds them by their digits and shows placeholders. What the API serves of the session
 // (StartSession, GetSession, ListSessions, WatchSession's snapshot) must hide them as well, in the
 // goal, the task's other text and keys, and the answer. GetTrace's step records never hold the goal
-// or the task; they hold what the model and the tools wrote, redacted by shape as the model sees it.
+// or the task; what the model and the tools wrote in them is masked alike (own-numbers-in-traces).
 import { describe, expect, it } from "vitest";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
 import { ALL_SCOPES, LOW_RISK_CUSTOMER, useSuite, waitForSession } from "./harness.js";
@@ -25,7 +25,7 @@ const TASK = {
 const serialised = (value: unknown) => JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? String(v) : v));
 
 describe("the task's own numbers in shapes only their digits give away", () => {
-  it("are hidden by GetSession, ListSessions and WatchSession as in the model's view", async () => {
+  it("are hidden by GetSession, ListSessions, WatchSession and GetTrace as in the model's view", async () => {
     const chat = await startFakeChatServer(() => chatCompletion({ content: `Called ${STARS[0]}, all good.` }));
     suite.onCleanUp(() => chat.close());
     const orch = await suite.startOrchestrator({ OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model" });
@@ -49,15 +49,14 @@ describe("the task's own numbers in shapes only their digits give away", () => {
       getSession: serialised(done),
       listSessions: serialised((await orch.api.listSessions({})).sessions),
       watchSession: serialised(snapshot),
+      getTrace: (await orch.api.getTrace({ sessionId: id })).records.join("\n"),
     };
-    const trace = (await orch.api.getTrace({ sessionId: id })).records.join("\n");
     const sent = chat.requests.map((r) => r.text).join("\n");
     for (const shape of STARS) {
       expect.soft(sent.includes(shape), `${shape} sent to the model`).toBe(false);
       for (const [where, text] of Object.entries(served))
         expect.soft(text.includes(shape), `${shape} in ${where}`).toBe(false);
     }
-    for (const shape of STARS.slice(1)) expect.soft(trace.includes(shape), `${shape} in getTrace`).toBe(false);
     expect(done.goal).toBe("Check the customer [redacted] ; [redacted] ; [redacted] before refunding");
     expect(done.task).toMatchObject({
       note: "call back on [redacted], id [redacted]",

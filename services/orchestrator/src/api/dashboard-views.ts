@@ -10,6 +10,7 @@ import type {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import type { ToolClient } from "@loopguard/tool-sdk";
 import type { Registry } from "prom-client";
+import { servedView } from "../guard/personal-data-served.js";
 import { toProtoSession } from "./session-message.js";
 import type { LogTail } from "./log-tail.js";
 import type { Orchestrator } from "../session/orchestrator.js";
@@ -90,6 +91,8 @@ export async function sessionDetail(
   // An approver reads a session only while it waits: one that moved on while these were read
   // (approved meanwhile) may hold steps made after, which they may not see.
   if (accessTo(viewer, s) === "read") await orchestrator.read(id, viewer);
+  // Records written before their writer masked the task's own numbers (trace-sink.ts) are masked here.
+  const served = servedView(s.task);
   return {
     session: toProtoSession(s),
     budget: budgetRows(s),
@@ -104,7 +107,11 @@ export async function sessionDetail(
       argsHash: a.argsHash ?? undefined,
       expectedTimeoutMs: a.expectedTimeoutMs ?? undefined,
     })),
-    steps: steps.map((step) => ({ step: step.step, at: timestampFromMs(step.at), record: step.payload })),
+    steps: steps.map((step) => ({
+      step: step.step,
+      at: timestampFromMs(step.at),
+      record: served.storedValue(step.payload),
+    })),
     logs: (logTail?.linesFor(s.id, sessionTraceId(s)) ?? []) as JsonObject[],
   };
 }

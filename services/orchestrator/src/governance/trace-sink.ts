@@ -1,4 +1,5 @@
-// One JSONL record per step, redacted before it is written. The store copy (what GetTrace reads,
+// One JSONL record per step, redacted before it is written, the task's own numbers masked however
+// the model or a tool wrote them (servedView). The store copy (what GetTrace reads,
 // from any replica) is written in the same transaction as the transition that completes the
 // step; once that transition committed, the record goes to the rolling JSONL files that every
 // session of this process shares (trace-files.ts: rolled daily and by size, swept by age and total
@@ -11,6 +12,7 @@
 import { mkdir } from "node:fs/promises";
 import { finished } from "node:stream/promises";
 import { PRIVATE_DIR_MODE } from "@loopguard/sql-store";
+import { type ServedView, servedView } from "../guard/personal-data-served.js";
 import { redact } from "../guard/redact.js";
 import type { JsonObject, SessionStore, StepRecord } from "../store/session-store.js";
 import { exportStep } from "./step-logs.js";
@@ -82,11 +84,12 @@ export class TraceSink {
   }
 
   /**
-   * The redacted step record, ready to go into the transition that completes the step; serialised
-   * once, for the store and the file alike.
+   * The redacted step record of a session on `task`, ready to go into the transition that completes
+   * the step; serialised once, for the store and the file alike.
    */
-  step(record: StepTrace): StepRecord {
-    const payload = redact(record as unknown as JsonObject);
+  step(record: StepTrace, task?: JsonObject): StepRecord {
+    const redacted = redact(record as unknown as JsonObject);
+    const payload = task ? servedView(task).storedValue(redacted) : redacted;
     return { step: record.step, at: Date.parse(record.at), payload, json: JSON.stringify(payload) };
   }
 
@@ -109,8 +112,9 @@ export class TraceSink {
     if (file) await closeFile(file);
   }
 
-  async read(sessionId: string): Promise<string[]> {
-    return (await this.store.steps(sessionId)).map((s) => JSON.stringify(s.payload));
+  /** The session's step records as JSON, each as `served` shows it. */
+  async read(sessionId: string, served: ServedView): Promise<string[]> {
+    return (await this.store.steps(sessionId)).map((s) => JSON.stringify(served.storedValue(s.payload)));
   }
 
   /** The store holds the authoritative copy; a file copy that cannot be opened or written must not fail the session. */

@@ -30,7 +30,7 @@ describe("servedView", () => {
       contacts: { [REDACTED]: "mobile" },
       accessTokens: REDACTED,
     });
-    expect(model.task).toMatchObject({ contacts: { "{{task.phone}}": "mobile" }, accessTokens: REDACTED });
+    expect(model.task).toMatchObject({ contacts: { [REDACTED]: "mobile" }, accessTokens: REDACTED });
   });
 
   it("masks the task's own numbers in text stored redacted, and leaves other text and numbers as they are", () => {
@@ -41,6 +41,22 @@ describe("servedView", () => {
     expect(served.stored("Refunded 500 cents of ord_DEMO00000001 at 1764411342000")).toBe(
       "Refunded 500 cents of ord_DEMO00000001 at 1764411342000",
     );
-    expect(servedView({ kind: "faq" }).text("call 138*0013*8000")).toBe("call 138*0013*8000");
+    expect(servedView({ kind: "faq" }).text("call 138*0013*8000")).toBe(`call ${REDACTED}`);
+  });
+
+  it("masks the task's own numbers in a stored step record's text and keys, and gives back a record with none as it is", () => {
+    const served = servedView(TASK);
+    const record = {
+      traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      decision: { kind: "tool_call", id: "110101--19800312--1232", arguments: '{"query":"138 ~ 0013 ~ 8000"}' },
+      result: { hits: [{ "138*0013*8000": "mobile" }] },
+    };
+    expect(served.storedValue(record)).toEqual({
+      traceparent: record.traceparent,
+      decision: { kind: "tool_call", id: REDACTED, arguments: `{"query":"${REDACTED}"}` },
+      result: { hits: [{ [REDACTED]: "mobile" }] },
+    });
+    const clean = { ...record, decision: { kind: "final", answer: "Refunded at 1764411342000" }, result: null };
+    expect(served.storedValue(clean)).toBe(clean);
   });
 });

@@ -1,7 +1,9 @@
-// What the API serves of a session (GetSession, ListSessions, WatchSession, the dashboard) hides
-// what the policy's view hides (modelView): redacted as every record is, and the task's own phone
-// and id card numbers masked however they are written ("138*0013*8000"), found by their digits in
-// order, which only the task can tell. Where the model sees a placeholder, a caller sees REDACTED.
+// What the API serves of a session (GetSession, ListSessions, WatchSession, GetTrace, the dashboard)
+// hides what the policy's view hides (modelView): redacted as every record is, and the task's own
+// phone and id card numbers masked however they are written ("138*0013*8000"), found by their
+// digits in order, which only the task can tell. Where the model sees a placeholder, a caller sees
+// REDACTED. Step records get the same masking as they are written (trace-sink.ts), so the trace
+// file, the store and the OTLP logs never hold those numbers either.
 import { REDACTED, redactText } from "@loopguard/tool-sdk";
 import type { JsonObject, JsonValue } from "../store/session-store.js";
 import { canonicalOf, ownValues } from "./personal-data.js";
@@ -16,6 +18,8 @@ export interface ServedView {
   readonly text: Mask;
   /** A value as a caller wrote it (the task, a call's arguments): redacted, keys included, and the task's own numbers masked. */
   readonly value: <T extends JsonValue>(value: T) => T;
+  /** A value already redacted when it was stored (a step record): the task's own numbers masked in its text and keys. */
+  readonly storedValue: <T extends JsonValue>(value: T) => T;
 }
 
 /** The fewest digits a number of the task is written with: a mobile's 11 national digits. */
@@ -43,28 +47,47 @@ function ownNumbers(value: JsonValue, found: Map<string, string>): Map<string, s
   return found;
 }
 
-/** The served view of a session on `task`; the task's numbers are looked for once, and only if some text may hold one. */
+/** The mask of each task's own numbers, made once per task object: a run writes every step of its session with one. */
+const owns = new WeakMap<JsonObject, Mask>();
+
+function ownMask(task: JsonObject): Mask {
+  let own = owns.get(task);
+  if (!own) {
+    own = ownValues(ownNumbers(task, new Map()));
+    owns.set(task, own);
+  }
+  return own;
+}
+
+/**
+ * `value` with each string masked by `text` and each key by `key`; what no mask changed is returned
+ * as it is, not copied: a step record's text seldom holds a number of the task, and copying every
+ * record would cost each step more than the masking itself.
+ */
+function maskValue(value: JsonValue, text: Mask, key: Mask): JsonValue {
+  if (typeof value === "string") return text(value);
+  if (value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) {
+    const children = value.map((child) => maskValue(child, text, key));
+    return children.some((child, i) => child !== value[i]) ? children : value;
+  }
+  const entries = Object.entries(value);
+  const shown = entries.map(([name, child]) => [key(name), maskValue(child, text, key)] as const);
+  if (shown.every(([name, child], i) => name === entries[i]![0] && child === entries[i]![1])) return value;
+  const out: JsonObject = {};
+  for (const [name, child] of shown)
+    Object.defineProperty(out, name, { value: child, enumerable: true, writable: true, configurable: true });
+  return out;
+}
+
+/** The served view of a session on `task`; the task's numbers are looked for only if some text may hold one. */
 export function servedView(task: JsonObject): ServedView {
-  let own: Mask | undefined;
-  const stored: Mask = (text) => {
-    if (!mayHoldNumber(text)) return text;
-    own ??= ownValues(ownNumbers(task, new Map()));
-    return own(text);
-  };
+  const stored: Mask = (text) => (mayHoldNumber(text) ? ownMask(task)(text) : text);
   const text: Mask = (t) => stored(redactText(t));
-  const masked = (value: JsonValue): JsonValue => {
-    if (typeof value === "string") return stored(value);
-    if (value === null || typeof value !== "object") return value;
-    if (Array.isArray(value)) return value.map(masked);
-    const out: JsonObject = {};
-    for (const [key, child] of Object.entries(value))
-      Object.defineProperty(out, text(key), {
-        value: masked(child),
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    return out;
+  return {
+    stored,
+    text,
+    value: (value) => maskValue(redact(value), stored, text) as typeof value,
+    storedValue: (value) => maskValue(value, stored, stored) as typeof value,
   };
-  return { stored, text, value: (value) => masked(redact(value)) as typeof value };
 }

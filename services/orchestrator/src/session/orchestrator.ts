@@ -18,6 +18,7 @@ import {
 import type { StartInput } from "../api/start-request.js";
 import type { SessionMetrics } from "../governance/session-metrics.js";
 import { budgetOf } from "../guard/budget.js";
+import { servedView } from "../guard/personal-data-served.js";
 import { redactText } from "../guard/redact.js";
 import { SessionEvents } from "../store/session-events.js";
 import type { SessionRecord, SessionStore } from "../store/session-store.js";
@@ -154,9 +155,10 @@ export class Orchestrator {
     });
   }
 
+  /** The session's step records as served (servedView): records written before their writer masked the task's own numbers are masked here. */
   async trace(id: string, viewer: Viewer): Promise<string[]> {
-    await this.read(id, viewer);
-    return this.options.traces.read(id);
+    const s = await this.read(id, viewer);
+    return this.options.traces.read(id, servedView(s.task));
   }
 
   /**

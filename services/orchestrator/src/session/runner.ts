@@ -2,6 +2,7 @@
 // parsing, validation, authorisation, preconditions, approvals, the tool call, observing,
 // budgets and stopping — happens here and in this folder, and every move is a persisted
 // transition made by SessionMoves, so a session survives the process that ran it.
+import { servedView } from "../guard/personal-data-served.js";
 import { LeaseLostError, type SessionRecord, StaleTransitionError } from "../store/session-store.js";
 import { approve } from "./approve.js";
 import { pendingOf, storedConfidence } from "./data.js";
@@ -104,5 +105,10 @@ export class SessionRunner {
 /** The answer's confidence on the session's span, so a trace shows how sure the policy was beside how it stopped. */
 function confidenceAttributes(s: SessionRecord): Record<string, number | string> {
   const stated = storedConfidence(s);
-  return stated ? { "loopguard.confidence": stated.value, "loopguard.uncertainty_reason": stated.reason } : {};
+  if (!stated) return {};
+  // The reason is the model's text, stored redacted: the task's own numbers in it are masked too.
+  return {
+    "loopguard.confidence": stated.value,
+    "loopguard.uncertainty_reason": servedView(s.task).stored(stated.reason),
+  };
 }

@@ -12,8 +12,8 @@ import {
   trace,
   TraceFlags,
 } from "@opentelemetry/api";
-import { redactText } from "@loopguard/tool-sdk";
 import { deadlineOf } from "../guard/budget.js";
+import { servedView } from "../guard/personal-data-served.js";
 import type { JsonObject, SessionRecord, SessionStore, StepRecord } from "../store/session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
 import type { TraceSink } from "../governance/trace-sink.js";
@@ -23,14 +23,21 @@ import { sessionTraceId, traceIdOf } from "./trace-id.js";
 
 const TRACER = "@loopguard/orchestrator";
 
-/** Span attributes whose values a model chose: bounded and redacted before any span holds them. */
+/**
+ * Span attributes whose values a model chose: bounded and redacted before any span holds them, the
+ * task's own numbers masked however written (a call id may hold one in a shape no redactor knows).
+ */
 const MODEL_ATTRIBUTES: ReadonlySet<string> = new Set(["gen_ai.tool.call.id", "gen_ai.tool.name"]);
 
-function spanAttributes(attributes: Record<string, string | number>): Record<string, string | number> {
+function spanAttributes(
+  s: SessionRecord,
+  attributes: Record<string, string | number>,
+): Record<string, string | number> {
   let out = attributes;
   for (const key of MODEL_ATTRIBUTES) {
     const value = attributes[key];
-    if (typeof value === "string") out = { ...out, [key]: redactText(cutText(value, MAX_SPAN_ATTRIBUTE_CHARS)) };
+    if (typeof value === "string")
+      out = { ...out, [key]: servedView(s.task).text(cutText(value, MAX_SPAN_ATTRIBUTE_CHARS)) };
   }
   return out;
 }
@@ -133,7 +140,7 @@ export class SessionSpans {
       const decision = payload.decision as JsonObject | null;
       const name = typeof decision?.name === "string" ? decision.name : undefined;
       const durationMs = typeof payload.duration_ms === "number" ? payload.duration_ms : 0;
-      const stepAttributes = spanAttributes({
+      const stepAttributes = spanAttributes(s, {
         "loopguard.step": step,
         "loopguard.state_before": String(payload.state_before ?? ""),
         "loopguard.state_after": String(payload.state_after ?? ""),
@@ -165,7 +172,7 @@ export class SessionSpans {
           "loopguard.budget.steps_left": s.budget.maxSteps - s.usage.steps,
           "loopguard.budget.tool_calls_left": s.budget.maxToolCalls - s.usage.toolCalls,
           "loopguard.budget.ms_left": Math.max(0, deadlineOf(s.usage, s.budget) - this.deps.now()),
-          ...spanAttributes(attributes),
+          ...spanAttributes(s, attributes),
         },
       },
       parent,
@@ -194,24 +201,27 @@ export class SessionSpans {
     // The record's traceparent says whether the span it names was kept.
     const flags = own && (own.traceFlags & TraceFlags.SAMPLED) === 0 ? "00" : "01";
     const name = input.decision.name;
-    return this.deps.traces.step({
-      run_id: this.deps.runId,
-      session_id: s.id,
-      step: input.step,
-      state_before: input.before,
-      state_after: input.after,
-      decision: input.decision,
-      result: input.result ?? null,
-      budget_before: { ...s.usage, limits: { ...s.budget } },
-      fingerprint: input.fingerprint ?? null,
-      prompt_hash: input.promptHash ?? null,
-      tool_version: typeof name === "string" ? (this.deps.registry.get(name)?.service.file.name ?? null) : null,
-      attempt: input.attempt ?? 1,
-      trace_id: traceId,
-      traceparent: `00-${traceId}-${spanId}-${flags}`,
-      duration_ms: Math.round(input.durationMs * 1000) / 1000,
-      at: new Date(this.deps.now()).toISOString(),
-      ...(input.context ? { context: input.context } : {}),
-    });
+    return this.deps.traces.step(
+      {
+        run_id: this.deps.runId,
+        session_id: s.id,
+        step: input.step,
+        state_before: input.before,
+        state_after: input.after,
+        decision: input.decision,
+        result: input.result ?? null,
+        budget_before: { ...s.usage, limits: { ...s.budget } },
+        fingerprint: input.fingerprint ?? null,
+        prompt_hash: input.promptHash ?? null,
+        tool_version: typeof name === "string" ? (this.deps.registry.get(name)?.service.file.name ?? null) : null,
+        attempt: input.attempt ?? 1,
+        trace_id: traceId,
+        traceparent: `00-${traceId}-${spanId}-${flags}`,
+        duration_ms: Math.round(input.durationMs * 1000) / 1000,
+        at: new Date(this.deps.now()).toISOString(),
+        ...(input.context ? { context: input.context } : {}),
+      },
+      s.task,
+    );
   }
 }

@@ -5,10 +5,10 @@
 /**
  * What changes a number's look but not its digits, folded away before the search: full-width
  * forms (U+FF01..U+FF5E) to ASCII ("１３８ ００１３ ８０００"), every Unicode space to " " (a
- * no-break or thin space), every dash to "-" (an en dash), and invisible format characters (a
- * zero-width space, a soft hyphen, bidi marks) dropped.
+ * no-break or thin space), every dash to "-" (an en dash), the ideographic comma to "," ("1、3、8"),
+ * and invisible format characters (a zero-width space, a soft hyphen, bidi marks) dropped.
  */
-const DISGUISE = /(?![ -])[\p{Zs}\p{Pd}\p{Cf}\uFF01-\uFF5E]/gu;
+const DISGUISE = /(?![ -])[\p{Zs}\p{Pd}\p{Cf}\uFF01-\uFF5E\u3001]/gu;
 /**
  * Whether a text may hold a DISGUISE character, without a scan for most: V8 answers TWO_BYTE at
  * once for a string it stores one byte a character (ASCII and Latin-1 text), and the only Latin-1
@@ -23,6 +23,7 @@ const DASH = /\p{Pd}/u;
 function foldChar(c: string): string {
   const code = c.charCodeAt(0);
   if (code >= 0xff01 && code <= 0xff5e) return String.fromCharCode(code - 0xfee0);
+  if (code === 0x3001) return ",";
   return SPACE.test(c) ? " " : DASH.test(c) ? "-" : "";
 }
 

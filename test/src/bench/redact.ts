@@ -79,6 +79,11 @@ const TEXTS: readonly [string, string][] = [
   ["step record JSON", JSON.stringify(stepRecord())],
   ["text with a phone", "The customer (139)12345678 asked for a refund of order ord_DEMO00000002 on 2026-11-29."],
   ["text with an id card", "id card 11010519491231002x, order ord_DEMO00000002"],
+  ["text with a spread id card", "id card 1_1_0_1_0_5_1_9_4_9_1_2_3_1_0_0_2_X, order ord_DEMO00000002"],
+  [
+    "text with a spread phone",
+    "The customer 1, 3, 9, 1, 2, 3, 4, 5, 6, 7, 8 asked for a refund of order ord_DEMO00000002.",
+  ],
 ];
 
 /** µs per call: the median of several timed batches, after a warm-up that lets V8 optimise. */
@@ -103,13 +108,13 @@ export function benchRedact(durationMs: number): void {
   const record = stepRecord();
   console.log("redact: µs per call (median of 2,000-call batches)");
   console.log(
-    `  ${"redact(step record)".padEnd(32)} ${perCallMicros(() => redact(record), budget)
+    `  ${"redact(step record)".padEnd(40)} ${perCallMicros(() => redact(record), budget)
       .toFixed(3)
       .padStart(8)} µs`,
   );
   for (const [label, text] of TEXTS) {
     console.log(
-      `  ${`redactText(${label})`.padEnd(32)} ${perCallMicros(() => redactText(text), budget)
+      `  ${`redactText(${label})`.padEnd(40)} ${perCallMicros(() => redactText(text), budget)
         .toFixed(3)
         .padStart(8)} µs  (${text.length} chars)`,
     );

@@ -23,8 +23,8 @@ export const MAX_SPAN_ATTRIBUTE_CHARS = 64;
  * carrying the rest of the queue. The rest are dropped, and the step's record says how many.
  */
 export const MAX_CALLS_PER_DECISION = 32;
-/** How far past a cut a number may reach: an id card with separators is 35 characters, a written mobile at most 20. */
-const CUT_MARGIN_CHARS = 64;
+/** How far past a cut a number may reach: an id card spread out by 4 separators between its characters is 86 (tool-sdk pii-spread.ts). */
+const CUT_MARGIN_CHARS = 96;
 
 /**
  * The first `max` characters of `text`, cut before any piece of personal data the cut would split

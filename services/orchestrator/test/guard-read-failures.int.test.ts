@@ -1,7 +1,8 @@
 // The host's live reads that fail, are refused or are retried are charged as a model-requested
 // call is: a read that went out is one tool call at its price whatever came of it, each attempt
-// past its first a retry of the session's; one the tool client refused before sending (its
-// breaker open) costs nothing. Real tool processes, a real orchestrator in process, the tools'
+// past its first a retry of the session's, charged with it (so a session a cancel ended before it
+// moved again counts them); one the tool client refused before sending (its breaker open) costs
+// nothing. Real tool processes, a real orchestrator in process, the tools'
 // own metrics, faults switched on through the tools' admin RPC.
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
@@ -99,5 +100,42 @@ describe("the host's live reads that fail or are retried", () => {
         costOf("billing_refund"),
     );
     expect(readsCharged).toBeLessThan(sent.orders);
+  });
+
+  it("a GetOrder retried after a cancel ended the session keeps its retries: the ended session's usage counts them with the read", async () => {
+    const orch = await refundOrchestrator("ord_DEMO00000005");
+    await billingDown(300);
+    const before = await orders();
+    const id = await startSession(orch, task("ord_DEMO00000005"));
+    // The read's first attempt failed; the session is cancelled before its retry, so the run never moves it again.
+    await until("billing handled the first attempt", async () => (await orders()) > before);
+    const { session: cancelled } = await orch.api.cancelSession({ sessionId: id, reason: "while the host reads" });
+    expect(cancelled!.state).toBe(SessionState.CANCELLED);
+    await setFaults(suite.tools, "billing", {});
+    const charged = await waitForSession(orch.api, id, (s) => (s.usage?.toolCalls ?? 0) >= 1);
+    const sent = (await orders()) - before;
+    expect(sent).toBeGreaterThanOrEqual(2);
+    // The read is charged as one tool call, and each attempt past its first as a retry, in one write
+    // (the risk read after it, if the guard got that far, was not retried).
+    expect(charged.state).toBe(SessionState.CANCELLED);
+    expect(charged.usage!.retries).toBe(sent - 1);
+  });
+
+  it("two reads of one guard pass retried share the session's retry budget: the second gets what the first left", async () => {
+    const orch = await refundOrchestrator("ord_DEMO00000009");
+    const risks = () => handled(suite, "risk", "GetCustomerRisk");
+    suite.onCleanUp(() => setFaults(suite.tools, "risk", {}));
+    await billingDown(300);
+    const before = { orders: await orders(), risks: await risks() };
+    const id = await startSession(orch, task("ord_DEMO00000009"), { maxRetries: 1 });
+    // GetOrder's first attempt failed and its retry takes the one retry there is; the risk read's first attempt fails too.
+    await until("billing handled the first attempt", async () => (await orders()) > before.orders);
+    await setFaults(suite.tools, "risk", { outage: true, retryAfterMs: 300, methods: ["GetCustomerRisk"] });
+    await setFaults(suite.tools, "billing", {});
+    await until("risk handled the first attempt", async () => (await risks()) > before.risks);
+    await setFaults(suite.tools, "risk", {});
+    const done = await waitForSession(orch.api, id);
+    expect(done.usage!.retries).toBeLessThanOrEqual(1);
+    expect(await refundsOf(suite.tools, "ord_DEMO00000009")).toHaveLength(1);
   });
 });

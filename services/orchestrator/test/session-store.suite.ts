@@ -405,6 +405,46 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         expect((await store.get("s1"))!.usage).toEqual({ ...ended.usage, toolCalls: 4, costMicros: 155 });
       });
 
+      it("charges a read's retries with it, live or ended, and the moves from a record before the charge keep them", async () => {
+        await store.create(newSession("s1"));
+        const before = await drive(store, "s1", ["THINKING"]);
+        expect(before.usage.retries).toBeUndefined();
+        // A read of one attempt adds no retries figure; a live session is charged only the live part.
+        const once = { tokens: 0, costMicros: 50, toolCalls: 1 };
+        expect(await store.charge("s1", once, once)).toBe("live");
+        const read = { ...once, retries: 2 };
+        expect(await store.charge("s1", read, { tokens: 0, costMicros: 0 })).toBe("live");
+        expect((await store.get("s1"))!.usage).toEqual({ ...before.usage, toolCalls: 1, costMicros: 50 });
+        // Reads retried, charged from two replicas: their retries add up.
+        expect(await store.charge("s1", read, read)).toBe("live");
+        expect(await (await another()).charge("s1", { ...read, retries: 1 }, { ...read, retries: 1 })).toBe("live");
+        expect((await store.get("s1"))!.usage).toEqual({ ...before.usage, toolCalls: 3, costMicros: 150, retries: 3 });
+        // The run moves from the record it had before the reads, having retried its model call once.
+        const usage = { ...before.usage, steps: 1, tokens: 10, retries: 1 };
+        const moved = await move(store, "s1", "THINKING", "TOOL_EXECUTING", before.version, {
+          patch: { usage },
+          current: before,
+        });
+        const expected = { ...usage, toolCalls: 3, costMicros: 150, retries: 4 };
+        expect(moved.usage).toEqual(expected);
+        expect((await store.get("s1"))!.usage).toEqual(expected);
+        // A read charged between two moves: the next move, from the record before it, adds no retry and keeps the read's.
+        expect(await store.charge("s1", read, read)).toBe("live");
+        const observed = await move(store, "s1", "TOOL_EXECUTING", "OBSERVING", moved.version, {
+          patch: { usage: { ...moved.usage, toolCalls: moved.usage.toolCalls + 1 } },
+          current: moved,
+        });
+        expect(observed.usage).toEqual({ ...expected, toolCalls: 5, costMicros: 200, retries: 6 });
+        expect((await store.get("s1"))!.usage).toEqual(observed.usage);
+        // An ended session is charged a read's retries as well: the attempts were made.
+        const ended = await move(store, "s1", "OBSERVING", "CANCELLED", observed.version, {
+          patch: { stopReason: "cancelled" },
+          current: observed,
+        });
+        expect(await store.charge("s1", read, { tokens: 0, costMicros: 0 })).toBe("ended");
+        expect((await store.get("s1"))!.usage).toEqual({ ...ended.usage, toolCalls: 6, costMicros: 250, retries: 8 });
+      });
+
       it("requires a stop reason exactly when entering a terminal state", async () => {
         await store.create(newSession("s1"));
         await drive(store, "s1", ["THINKING"]);

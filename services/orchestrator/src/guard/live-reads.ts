@@ -8,7 +8,7 @@ import { CallError, type ToolClient } from "@loopguard/tool-sdk";
 import { failureName, passes, type WaitFor } from "../session/park-rules.js";
 import type { StopReason } from "../session/session-state.js";
 import type { JsonValue, SessionRecord, Spend } from "../store/session-store.js";
-import { deadlineOf, refuseToolCall, retriesLeft } from "./budget.js";
+import { deadlineOf, refuseToolCall, retriesLeft, withRetries, withSpend } from "./budget.js";
 import { redactText } from "./redact.js";
 import type { EntityReader, GuardedEffect } from "./side-effects.js";
 import type { ToolTokens } from "./tool-tokens.js";
@@ -17,13 +17,18 @@ export interface LiveReadDeps {
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
   readonly tokens: ToolTokens;
   readonly now: () => number;
-  /** Charges the session a live read the host sent, and its attempts past the first as retries, as it is made (SessionMoves.charge). */
-  readonly charge: (s: SessionRecord, spend: Spend, retries: number) => Promise<void>;
+  /** Charges the session a live read the host sent, its attempts past the first as retries with it, as it is made (SessionMoves.charge). */
+  readonly charge: (s: SessionRecord, spend: Spend) => Promise<void>;
 }
 
-/** A live read the host makes for its own checks: the read's own token and deadline, and no cached or degraded answer. */
-/** `passing`: the read failed for a reason that passes, and this is the tool to wait for. */
-export type LiveRead = { ok: true; data: JsonValue } | { ok: false; why: string; passing?: WaitFor };
+/**
+ * A live read the host makes for its own checks: the read's own token and deadline, and no cached or degraded answer.
+ * `passing`: the read failed for a reason that passes, and this is the tool to wait for. `charged`: what the session
+ * was charged for it (none when nothing went out), for a read after it in the same pass to count (see afterRead).
+ */
+export type LiveRead = ({ ok: true; data: JsonValue } | { ok: false; why: string; passing?: WaitFor }) & {
+  readonly charged?: Spend;
+};
 
 /** What one live read costs the session: a tool call of the reader, at its price. */
 export const readSpend = (reader: EntityReader): Spend => ({
@@ -36,7 +41,8 @@ export const readSpend = (reader: EntityReader): Spend => ({
  * Reads an entity live. A read the host sends is a call of the session like any other: charged to
  * it once it went out, whatever came of it (an answer, a failure, a timeout), as one tool call at
  * the reader's price however many attempts it took; each attempt past the first (a retry, a hedge)
- * is a retry of the session's, drawn from its retry budget, as a model-requested call's are. One
+ * is a retry of the session's, drawn from its retry budget, as a model-requested call's are, and
+ * charged with the call in one write (so a session that ends before it moves again counts it). One
  * refused before anything went out (no scope, no client, or by the tool client itself: an open
  * breaker, a full bulkhead, a deadline already past) costs nothing.
  */
@@ -53,6 +59,7 @@ export async function readLive(
   if (!client) return { ok: false, why: `no client for ${tool.tool}` };
   const deadline = Math.min(deps.now() + tool.timeoutMs, deadlineOf(s.usage, s.budget));
   let attempts = 0;
+  let read: LiveRead;
   try {
     const token = await deps.tokens.for(s.id, tool, deadline);
     const result = await client.call(tool.method.localName as never, { [reader.idField]: id } as never, {
@@ -62,21 +69,30 @@ export async function readLive(
       maxExtraAttempts: retriesLeft(s.usage, s.budget),
     });
     attempts = result.attempts;
-    return { ok: true, data: toJson(tool.method.output, result.response as never) as JsonValue };
+    read = { ok: true, data: toJson(tool.method.output, result.response as never) as JsonValue };
   } catch (error) {
     if (error instanceof CallError) attempts = error.attempts;
     const e = error as CallError;
     const why = `${tool.name} failed: ${e.reason ?? e.code}: ${redactText(e.message)}`;
-    return {
+    read = {
       ok: false,
       why,
       ...(passes(e)
         ? { passing: { tool, reason: `live read failed: ${failureName(e)}`, retryAfterMs: e.retryAfterMs } }
         : {}),
     };
-  } finally {
-    if (attempts > 0) await deps.charge(s, readSpend(reader), attempts - 1);
   }
+  if (attempts === 0) return read;
+  // Its retries are within what the budget had left: the client sent at most that many attempts past the first.
+  const charged: Spend = { ...readSpend(reader), retries: attempts - 1 };
+  await deps.charge(s, charged);
+  return { ...read, charged };
+}
+
+/** `s` as a read after `read` in the same pass must see it: with what `read` was charged (its call, price and retries). */
+export function afterRead(s: SessionRecord, read: LiveRead): SessionRecord {
+  const { charged } = read;
+  return charged ? { ...s, usage: withRetries(withSpend(s.usage, charged), charged.retries ?? 0) } : s;
 }
 
 /**

@@ -10,13 +10,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { WaitFor } from "../session/park-rules.js";
 import { type ApprovalRules, thresholdOf, thresholdsIn } from "./approvals.js";
-import { deadlineOf, withSpend } from "./budget.js";
+import { deadlineOf } from "./budget.js";
 import { belowThreshold, type StatedConfidence } from "./confidence.js";
 import { SINGLE_CALL_POLICY } from "../policies/single-call-policy.js";
 import type { Reservation } from "../store/effect-reservations.js";
 import { decideMoney } from "./money-totals.js";
 import type { ResultEnvelope } from "../policies/policy.js";
-import { type LiveReadDeps, readLive, readSpend, refuseReads } from "./live-reads.js";
+import { afterRead, type LiveReadDeps, readLive, refuseReads } from "./live-reads.js";
 import { type EffectRecord, effectsOf, type PlannedReservation } from "../session/data.js";
 import { declaredEntities, type GuardedEffect, type SideEffectRules, taskFigure, valueAt } from "./side-effects.js";
 import type { StopReason } from "../session/session-state.js";
@@ -197,10 +197,10 @@ export async function guardSideEffect(
     while (deps.now() < heldUntil && (await deps.store.otherEffects(reservation, customerSince)).entityHeld > 0)
       await sleep(HELD_POLL_MS);
     // The entity read again with the budget its first read left.
-    const read = { ...s, usage: withSpend(s.usage, readSpend(guard.reader)) };
-    return guardSideEffect(deps, read, guard, args, key, confidence, true);
+    return guardSideEffect(deps, afterRead(s, entity), guard, args, key, confidence, true);
   }
-  const risk = await riskReason(deps, s, guard, entityId, customerId);
+  // The risk read draws on the retries the entity's read left.
+  const risk = await riskReason(deps, afterRead(s, entity), guard, entityId, customerId);
   if (typeof risk === "object") return { kind: "park", ...risk };
   const reasons = [...money.reasons, ...(risk ? [risk] : []), ...asks];
   const bound = money.limits.entityMax;

@@ -71,7 +71,7 @@ export interface Kit {
 
 /** What the side-effect guards work with: the runner's dependencies, and the charge of their live reads. */
 export function guardDepsOf({ deps, moves }: Kit): GuardDeps {
-  return { ...deps, charge: (s, spend, retries) => moves.charge(s, spend, retries) };
+  return { ...deps, charge: (s, spend) => moves.charge(s, spend) };
 }
 
 /** The mark of the run now driving session `id` in this process (the process's run id outside a run). */

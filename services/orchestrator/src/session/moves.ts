@@ -2,7 +2,6 @@
 // approval or deny, an expiry, a crash re-issue — is a persisted transition (state + version,
 // with its audit rows) made here, and counted here (transitions, stops) and traced here (steps).
 import type { MoneyChange } from "../store/effect-reservations.js";
-import { withRetries } from "../guard/budget.js";
 import { redactText } from "../guard/redact.js";
 import type { SessionState, StopReason } from "./session-state.js";
 import {
@@ -105,11 +104,6 @@ export class SessionMoves {
    * or ends (see settle), so this holds no more than the sessions the replica runs.
    */
   readonly #carried = new Map<string, { readonly from: SessionRecord; readonly spend: Spend }[]>();
-  /**
-   * Retries of the host's live reads (see charge), by session, until the session's next move here
-   * writes them: a session's retries are written by its moves only, as part of the usage they set.
-   */
-  readonly #readRetries = new Map<string, number>();
 
   constructor(private readonly deps: MoveDeps) {}
 
@@ -123,9 +117,8 @@ export class SessionMoves {
   async move(
     s: SessionRecord,
     to: SessionState,
-    { audit, patch: asked, step, via: through = [], fenced = true, money, spend, spendReissued }: MoveOptions,
+    { audit, patch, step, via: through = [], fenced = true, money, spend, spendReissued }: MoveOptions,
   ): Promise<SessionRecord> {
-    const patch = this.#withReadRetries(s, asked);
     const at = this.deps.now();
     const via = [...startOf(s, to), ...through];
     const transition = this.deps.store.transition({
@@ -148,14 +141,6 @@ export class SessionMoves {
     this.deps.onTransition?.(to);
     if (step) await this.deps.traces.append(step);
     return moved;
-  }
-
-  /** `patch` with the retries of the session's live reads since its last move here added to the usage it writes. */
-  #withReadRetries(s: SessionRecord, patch: Partial<SessionPatch> | undefined): Partial<SessionPatch> | undefined {
-    const retries = this.#readRetries.get(s.id);
-    if (retries === undefined) return patch;
-    this.#readRetries.delete(s.id);
-    return { ...patch, usage: withRetries(patch?.usage ?? s.usage, retries) };
   }
 
   /**
@@ -211,13 +196,13 @@ export class SessionMoves {
 
   /**
    * Charges work the host does for its own checks apart from any move (a guard's live read: a tool
-   * call and its price) to the session as it is done: no new version, and the session's next move
-   * keeps it (see SessionStore.charge). Its `retries` (attempts past the read's first) are written
-   * by the session's next move here, with the usage it sets. A charge the store does not take is
-   * reported, never thrown: the read was made, and the session goes on with what it read.
+   * call, its price and its retries, the attempts past its first) to the session as it is done, in
+   * one statement: no new version, and the session's next move keeps it (see SessionStore.charge),
+   * whichever replica makes it; a session that ends first (a cancel, an expiry, another replica's
+   * stop) has it all the same. A charge the store does not take is reported, never thrown: the read
+   * was made, and the session goes on with what it read.
    */
-  async charge(s: SessionRecord, spend: Spend, retries = 0): Promise<void> {
-    if (retries > 0) this.#readRetries.set(s.id, (this.#readRetries.get(s.id) ?? 0) + retries);
+  async charge(s: SessionRecord, spend: Spend): Promise<void> {
     const [to, failure] = await this.#charge(s, spend, spend);
     if (!to) this.deps.onLateSpend?.(s, spend, "store_failed", failure);
   }

@@ -21,7 +21,8 @@ export function storeBackoffMs(attempt: number): number {
 export function claimable(event: SessionEvent): boolean {
   return (
     event.kind === "resync" ||
-    (event.leaseOwner === null &&
+    (event.kind === "changed" &&
+      event.leaseOwner === null &&
       !isTerminal(event.state) &&
       event.state !== "AWAITING_APPROVAL" &&
       event.state !== "PARKED")

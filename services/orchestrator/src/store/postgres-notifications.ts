@@ -1,8 +1,8 @@
-// The one LISTEN connection of a PostgreSQL session store: every committed change of a session,
-// announced by the sessions table's NOTIFY trigger, is told to the store's subscribers, whichever
-// replica made it. A lost connection is replaced (with a bounded backoff) and LISTENs again;
-// since notifications sent meanwhile are gone, the subscribers are then told to read again
-// ("resync"). The connection is checked every few seconds, so a network that silently stopped
+// The one LISTEN connection of a PostgreSQL session store: every committed change of a session
+// (a charge included), announced by the sessions table's NOTIFY triggers, is told to the store's
+// subscribers, whichever replica made it. A lost connection is replaced (with a bounded backoff)
+// and LISTENs again; since notifications sent meanwhile are gone, the subscribers are then told to
+// read again ("resync"). The connection is checked every few seconds, so a network that silently stopped
 // answering is noticed as well as a refused or reset one; each check also keeps the replicas'
 // shared clock in step (postgres-clock.ts). The same connection hears the aborts replicas announce
 // (a cancel made on one replica stopping the run on another). Each abort is also marked in
@@ -18,6 +18,8 @@ import type { SessionListeners } from "./session-store-support.js";
 export const SESSIONS_CHANNEL = "loopguard_sessions";
 /** Where a replica announces a run to abort (the payload is the session id); see SessionStore.announceAbort. */
 export const ABORTS_CHANNEL = "loopguard_session_aborts";
+/** What a charge's notification on SESSIONS_CHANNEL says after the session id (migrations/postgres/0012-charges-notified.ts). */
+export const CHARGED = "charged";
 
 /** A mark is kept this long: far beyond any replacement of a listening connection that still holds its leases. */
 const ABORT_MARK_KEEP_MS = 3_600_000;
@@ -116,6 +118,10 @@ export class SessionNotifications {
     }
     if (!Array.isArray(parsed)) return;
     const [id, version, state, leaseOwner] = parsed as unknown[];
+    if (typeof id === "string" && version === CHARGED) {
+      this.listeners.emit({ kind: "charged", id });
+      return;
+    }
     if (typeof id !== "string" || typeof version !== "number" || typeof state !== "string" || !isSessionState(state))
       return;
     this.listeners.emit({

@@ -19,6 +19,30 @@ export const TAKEOVER = `usage = CASE WHEN s.lease_owner IS NOT NULL AND s.lease
     THEN jsonb_set(s.usage, '{takeovers}', to_jsonb(coalesce((s.usage->>'takeovers')::int, 0) + 1)) ELSE s.usage END`;
 export const SESSION = `SELECT ${COLUMNS}, ${HISTORY} AS history FROM sessions s`;
 
+/**
+ * A move's usage: the patch's, its tokens, price, tool calls and retries added to the stored ones
+ * (see MoveParams.tokensAdded); the patch's retries as they are while the stored usage has none.
+ */
+export const MOVE_USAGE = `CASE WHEN :setUsage::int = 0 THEN s.usage WHEN :tokensAdded::numeric IS NULL THEN :usage::jsonb
+    ELSE :usage::jsonb || jsonb_build_object('tokens', (s.usage->>'tokens')::numeric + :tokensAdded::numeric,
+      'costMicros', (s.usage->>'costMicros')::numeric + :costAdded::numeric,
+      'toolCalls', (s.usage->>'toolCalls')::numeric + :toolCallsAdded::numeric)
+    || CASE WHEN s.usage->>'retries' IS NULL THEN '{}'::jsonb
+      ELSE jsonb_build_object('retries', (s.usage->>'retries')::numeric + :retriesAdded::numeric) END END`;
+
+/** What a charge adds to a figure: `live` to a live session, `spent` to one that ended (see SessionStore.charge). */
+const charged = (spent: string, live: string): string =>
+  `CASE WHEN s.stop_reason IS NULL THEN :${live}::numeric ELSE :${spent}::numeric END`;
+
+/** A charge, in one statement: retries only when it has any, so a usage with none keeps none. */
+export const CHARGE_SQL = `UPDATE sessions s SET usage = s.usage || jsonb_build_object(
+    'tokens', (s.usage->>'tokens')::numeric + ${charged("tokens", "liveTokens")},
+    'costMicros', (s.usage->>'costMicros')::numeric + ${charged("costMicros", "liveCostMicros")},
+    'toolCalls', (s.usage->>'toolCalls')::numeric + ${charged("toolCalls", "liveToolCalls")})
+  || CASE WHEN ${charged("retries", "liveRetries")} = 0 THEN '{}'::jsonb
+    ELSE jsonb_build_object('retries', coalesce((s.usage->>'retries')::numeric, 0) + ${charged("retries", "liveRetries")}) END
+  WHERE id = :id RETURNING s.stop_reason IS NOT NULL AS ended`;
+
 export interface Statement {
   readonly name: string;
   readonly text: string;

@@ -1,7 +1,17 @@
 // The PostgreSQL session store's named statements: a transition as one data-modifying CTE, a claim
 // and a wake as one UPDATE over a FOR UPDATE SKIP LOCKED subquery, leases on the database's clock.
 import type pg from "pg";
-import { COLUMNS, DB_NOW_MS, HISTORY, SESSION, type Statement, statement, TAKEOVER } from "./postgres-session-sql.js";
+import {
+  CHARGE_SQL,
+  COLUMNS,
+  DB_NOW_MS,
+  HISTORY,
+  MOVE_USAGE,
+  SESSION,
+  type Statement,
+  statement,
+  TAKEOVER,
+} from "./postgres-session-sql.js";
 import { LIVE_SQL, TERMINAL_SQL } from "./session-sql.js";
 
 /** The store's named statements, parsed once per connection. */
@@ -25,10 +35,7 @@ export const Q = {
       UPDATE sessions s SET
         state = :to,
         version = version + 1,
-        usage = CASE WHEN :setUsage::int = 0 THEN s.usage WHEN :tokensAdded::numeric IS NULL THEN :usage::jsonb
-          ELSE :usage::jsonb || jsonb_build_object('tokens', (s.usage->>'tokens')::numeric + :tokensAdded::numeric,
-            'costMicros', (s.usage->>'costMicros')::numeric + :costAdded::numeric,
-            'toolCalls', (s.usage->>'toolCalls')::numeric + :toolCallsAdded::numeric) END,
+        usage = ${MOVE_USAGE},
         context = CASE WHEN :setContext::int = 1 THEN :context::jsonb ELSE context END,
         history_len = CASE WHEN :setContext::int = 1 THEN :historyLen::int ELSE history_len END,
         pending = CASE WHEN :setPending::int = 1 THEN :pending::jsonb ELSE pending END,
@@ -112,16 +119,7 @@ export const Q = {
     "lg_patrol_runs",
     `SELECT * FROM patrol_runs ORDER BY finished_at DESC, run_id DESC LIMIT :limit`,
   ),
-  charge: statement(
-    "lg_charge",
-    `UPDATE sessions s SET usage = s.usage || jsonb_build_object(
-        'tokens', (s.usage->>'tokens')::numeric + CASE WHEN s.stop_reason IS NULL THEN :liveTokens::numeric ELSE :tokens::numeric END,
-        'costMicros', (s.usage->>'costMicros')::numeric
-          + CASE WHEN s.stop_reason IS NULL THEN :liveCostMicros::numeric ELSE :costMicros::numeric END,
-        'toolCalls', (s.usage->>'toolCalls')::numeric
-          + CASE WHEN s.stop_reason IS NULL THEN :liveToolCalls::numeric ELSE :toolCalls::numeric END)
-    WHERE id = :id RETURNING s.stop_reason IS NOT NULL AS ended`,
-  ),
+  charge: statement("lg_charge", CHARGE_SQL),
   // The expired ones first, along sessions_approval_expiry: asked for the oldest sessions at once,
   // the planner would rather read every open session in creation order and filter.
   expiredApprovals: statement(

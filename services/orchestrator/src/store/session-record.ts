@@ -22,6 +22,8 @@ export interface Spend {
   readonly costMicros: number;
   /** Tool calls it made, when it is charged apart from a move (the host's own live reads: see SessionStore.charge); absent, none. */
   readonly toolCalls?: number;
+  /** Attempts of those calls past each one's first (retries, hedges), added to Usage.retries with them; absent, none. */
+  readonly retries?: number;
 }
 
 /** What a session has spent so far, against its BudgetLimits. */

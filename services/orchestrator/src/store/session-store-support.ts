@@ -6,6 +6,7 @@ import type {
   SessionEvent,
   SessionListener,
   SessionRecord,
+  Spend,
   TransitionInput,
   Usage,
 } from "./session-store.js";
@@ -72,6 +73,32 @@ export const byCreated = (a: SessionRecord, b: SessionRecord): number =>
 export function wakeAtOf(s: SessionRecord): number {
   const park = (s.pending as { park?: { wakeAt?: unknown } } | null)?.park;
   return typeof park?.wakeAt === "number" ? park.wakeAt : 0;
+}
+
+/** A session's spend as its stored usage holds it; `retries` absent when the usage has none. */
+export type StoredSpend = Required<Omit<Spend, "retries">> & Pick<Spend, "retries">;
+
+/** What `usage` adds to the spend of `from`, the record a move starts from (see MoveParams.tokensAdded). */
+export function spendAdded(from: Usage, usage: Usage): Required<Spend> {
+  return {
+    tokens: usage.tokens - from.tokens,
+    costMicros: usage.costMicros - from.costMicros,
+    toolCalls: usage.toolCalls - from.toolCalls,
+    retries: (usage.retries ?? 0) - (from.retries ?? 0),
+  };
+}
+
+/** `usage` with the spend the store holds (a charge may have added to it since): `usage` itself when they agree. */
+export function withStoredSpend(usage: Usage, { retries, ...spent }: StoredSpend): Usage {
+  const { tokens, costMicros, toolCalls } = usage;
+  if (
+    spent.tokens === tokens &&
+    spent.costMicros === costMicros &&
+    spent.toolCalls === toolCalls &&
+    retries === usage.retries
+  )
+    return usage;
+  return { ...usage, ...spent, ...(retries === undefined ? {} : { retries }) };
 }
 
 export function initialUsage(startedAt: number): Usage {

@@ -72,8 +72,8 @@ export interface TransitionInput {
    * The record the caller moves from (as the store returned it, at `expectedVersion`). When
    * given, the store may build the result from it and the patch instead of reading the whole
    * row back; the optimistic lock guarantees the row still matches it, except for the tokens,
-   * price and tool calls that `charge` added since: the patch's usage is written as the stored
-   * usage plus what the patch adds to this record's, and the result carries the stored figures.
+   * price, tool calls and retries that `charge` added since: the patch's usage is written as the
+   * stored usage plus what the patch adds to this record's, and the result carries the stored figures.
    */
   readonly current?: SessionRecord;
 }
@@ -128,8 +128,9 @@ export interface SessionPage {
 
 /**
  * What a store tells its subscribers, after the commit: a session was created, moved, or let go
- * of its lease (so another replica may claim it); or "resync": changes may have been missed (a
- * PostgreSQL listening connection was lost and is back), so anything waiting should read again.
+ * of its lease (so another replica may claim it); "charged": its usage changed without a move (see
+ * `charge`); or "resync": changes may have been missed (a PostgreSQL listening connection was lost
+ * and is back), so anything waiting should read again.
  */
 export type SessionEvent =
   | {
@@ -139,6 +140,7 @@ export type SessionEvent =
       readonly state: SessionState;
       readonly leaseOwner: string | null;
     }
+  | { readonly kind: "charged"; readonly id: string }
   | { readonly kind: "resync" };
 
 export type SessionListener = (event: SessionEvent) => void;
@@ -193,13 +195,15 @@ export interface SessionStore {
   releaseLease(id: string, owner: string): Promise<boolean>;
   /**
    * Adds what work cost (a model call's tokens and price, a tool call's price, and tool calls the
-   * host makes for its own checks, its live reads, with theirs) to the usage of a session that moved
-   * on while it was under way, or that no move of its own pays for, so its usage says what it cost:
+   * host makes for its own checks, its live reads, with theirs and their retries, in one statement)
+   * to the usage of a session that moved on while it was under way, or that no move of its own pays
+   * for, so its usage says what it cost:
    * `spend` when the session has ended (a cancel, an expiry, a stop made by another replica: nobody
    * does the work again), `live` when it is live (under another run after a lost lease, that run
    * sends a tool call again and pays for it then, so `live` is what nobody pays for again). No new version
    * and no audit row: a live session's next move keeps the charge, because every move that has the
-   * record it moves from (`current`) writes its usage relative to that record's. Returns whether the
+   * record it moves from (`current`) writes its usage relative to that record's. Subscribers hear
+   * it as "charged" (a WatchSession pushes the session's new usage). Returns whether the
    * session had ended, or undefined when there is no such session.
    */
   charge(id: string, spend: Spend, live: Spend): Promise<"ended" | "live" | undefined>;
@@ -231,7 +235,7 @@ export interface SessionStore {
   oldestStepAt(): Promise<number | null>;
   /**
    * Calls `listener` after every committed change of a session: creation, transition (once per
-   * transition, with its final version), lease release. Returns the unsubscribe function. SQLite
+   * transition, with its final version), lease release, charge. Returns the unsubscribe function. SQLite
    * tells the listeners of the store instance that committed; PostgreSQL tells every store
    * instance on the database (every replica), through LISTEN/NOTIFY.
    */

@@ -3,7 +3,7 @@
 import { itemJson } from "../api/history-json.js";
 import type { SessionState, StopReason } from "../session/session-state.js";
 import type { AuditRecord, JsonObject, JsonValue, SessionReader, Spend, TransitionInput } from "./session-store.js";
-import { movesOf, releasesLease } from "./session-store-support.js";
+import { movesOf, releasesLease, spendAdded, type StoredSpend } from "./session-store-support.js";
 import { storable, storableJson } from "./storable-text.js";
 
 /** The migration ledger's name for the session tables (see @loopguard/sql-store's migrate). */
@@ -95,13 +95,14 @@ export interface MoveParams {
   setUsage: 0 | 1;
   usage: string | null;
   /**
-   * What the patch's usage adds to the tokens, price and tool calls of the record moved from
-   * (`current`): written on top of the stored figures, so a charge made since (SessionStore.charge)
-   * stays. Null without `current`: the patch's usage is written as it is.
+   * What the patch's usage adds to the tokens, price, tool calls and retries of the record moved
+   * from (`current`): written on top of the stored figures, so a charge made since
+   * (SessionStore.charge) stays. Null without `current`: the patch's usage is written as it is.
    */
   tokensAdded: number | null;
   costAdded: number | null;
   toolCallsAdded: number | null;
+  retriesAdded: number | null;
   setContext: 0 | 1;
   context: string | null;
   historyLen: number | null;
@@ -165,7 +166,7 @@ export interface WakeParams extends ClaimParams {
 /** What a backend's transition gives back: the row, or (when the caller passed `current`) the lease and the stored spend. */
 export type Moved =
   | { readonly row: SessionRow }
-  | { readonly lease: { owner: string | null; expiresAt: number | null }; readonly spent: Required<Spend> };
+  | { readonly lease: { owner: string | null; expiresAt: number | null }; readonly spent: StoredSpend };
 
 /** A charge (SessionStore.charge): what an ended session is charged, and what a live one is. */
 export interface ChargeParams extends Required<Spend> {
@@ -173,6 +174,7 @@ export interface ChargeParams extends Required<Spend> {
   liveTokens: number;
   liveCostMicros: number;
   liveToolCalls: number;
+  liveRetries: number;
 }
 
 /** Thrown by a backend when a move's optimistic-lock UPDATE changed no row; the store then reads why. */
@@ -208,15 +210,7 @@ export function moveParams(t: TransitionInput, now: number): MoveParams[] {
     patch.context === undefined
       ? { kept: 0, items: [] }
       : historyDelta(patch.context.history, t.current?.context.history);
-  // What the patch adds to the spend of the record moved from (see MoveParams.tokensAdded).
-  const added =
-    patch.usage && t.current
-      ? {
-          tokens: patch.usage.tokens - t.current.usage.tokens,
-          cost: patch.usage.costMicros - t.current.usage.costMicros,
-          toolCalls: patch.usage.toolCalls - t.current.usage.toolCalls,
-        }
-      : undefined;
+  const added = patch.usage && t.current ? spendAdded(t.current.usage, patch.usage) : undefined;
   return moves.map((move, i) => {
     const last = i === moves.length - 1;
     return {
@@ -232,8 +226,9 @@ export function moveParams(t: TransitionInput, now: number): MoveParams[] {
       setUsage: last && patch.usage !== undefined ? 1 : 0,
       usage: last && patch.usage !== undefined ? JSON.stringify(patch.usage) : null,
       tokensAdded: last && added ? added.tokens : null,
-      costAdded: last && added ? added.cost : null,
+      costAdded: last && added ? added.costMicros : null,
       toolCallsAdded: last && added ? added.toolCalls : null,
+      retriesAdded: last && added ? added.retries : null,
       setContext: last && patch.context !== undefined ? 1 : 0,
       context: last && patch.context !== undefined ? storableJson(JSON.stringify(withoutHistory(patch.context))) : null,
       historyLen: last && Array.isArray(patch.context?.history) ? patch.context.history.length : null,

@@ -44,6 +44,7 @@ import {
   emptyCounts,
   encodeCursor,
   initialUsage,
+  withStoredSpend,
 } from "./session-store-support.js";
 
 /** A SessionStore over SQL; a subclass supplies the statements, each run on its driver. */
@@ -149,16 +150,11 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
       return patch.context === undefined ? record : { ...record, context: patch.context };
     }
     // The row is what the caller moved from plus the patch; the lease and the spend (tokens, price,
-    // tool calls) come from the row (a renewal may have changed the one, a charge the other).
+    // tool calls, retries) come from the row (a renewal may have changed the one, a charge the other).
     const last = moves.at(-1)!;
-    const usage = patch.usage ?? t.current!.usage;
-    const { spent } = moved;
     return {
       ...t.current!,
-      usage:
-        spent.tokens === usage.tokens && spent.costMicros === usage.costMicros && spent.toolCalls === usage.toolCalls
-          ? usage
-          : { ...usage, ...spent },
+      usage: withStoredSpend(patch.usage ?? t.current!.usage, moved.spent),
       ...(patch.context !== undefined ? { context: patch.context } : {}),
       ...(patch.pending !== undefined ? { pending: patch.pending } : {}),
       ...(patch.answer !== undefined ? { answer: patch.answer } : {}),
@@ -251,9 +247,11 @@ export abstract class SqlSessionStore extends SqlSessionDriver implements Sessio
         tokens: spend.tokens,
         costMicros: spend.costMicros,
         toolCalls: spend.toolCalls ?? 0,
+        retries: spend.retries ?? 0,
         liveTokens: live.tokens,
         liveCostMicros: live.costMicros,
         liveToolCalls: live.toolCalls ?? 0,
+        liveRetries: live.retries ?? 0,
       }),
     );
     return ended === undefined ? undefined : ended ? "ended" : "live";

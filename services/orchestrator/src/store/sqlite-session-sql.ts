@@ -1,11 +1,29 @@
 // The SQL text of the SQLite session store's larger statements.
 import { OPEN_SQL } from "../migrations/sqlite/index.js";
 
-/** A move's usage: the patch's, its tokens, price and tool calls added to the stored ones (see MoveParams.tokensAdded). */
+/**
+ * A move's usage: the patch's, its tokens, price, tool calls and retries added to the stored ones
+ * (see MoveParams.tokensAdded); the patch's retries as they are while the stored usage has none.
+ */
 const USAGE_SQL = `CASE WHEN NOT @setUsage THEN usage WHEN @tokensAdded IS NULL THEN @usage
-      ELSE json_set(@usage, '$.tokens', json_extract(usage, '$.tokens') + @tokensAdded,
+      ELSE json_set(CASE WHEN json_extract(usage, '$.retries') IS NULL THEN @usage
+          ELSE json_set(@usage, '$.retries', json_extract(usage, '$.retries') + @retriesAdded) END,
+        '$.tokens', json_extract(usage, '$.tokens') + @tokensAdded,
         '$.costMicros', json_extract(usage, '$.costMicros') + @costAdded,
         '$.toolCalls', json_extract(usage, '$.toolCalls') + @toolCallsAdded) END`;
+
+/** What a charge adds to a figure: `live` to a live session, `spent` to one that ended (see SessionStore.charge). */
+const charged = (spent: string, live: string): string =>
+  `CASE WHEN stop_reason IS NULL THEN @${live} ELSE @${spent} END`;
+
+/** A charge, in one statement: retries only when it has any, so a usage with none keeps none. */
+export const CHARGE_SQL = `UPDATE sessions SET usage = json_set(
+    CASE WHEN ${charged("retries", "liveRetries")} = 0 THEN usage ELSE
+      json_set(usage, '$.retries', coalesce(json_extract(usage, '$.retries'), 0) + ${charged("retries", "liveRetries")}) END,
+    '$.tokens', json_extract(usage, '$.tokens') + ${charged("tokens", "liveTokens")},
+    '$.costMicros', json_extract(usage, '$.costMicros') + ${charged("costMicros", "liveCostMicros")},
+    '$.toolCalls', json_extract(usage, '$.toolCalls') + ${charged("toolCalls", "liveToolCalls")})
+  WHERE id = @id RETURNING stop_reason IS NOT NULL AS ended`;
 
 /**
  * The optimistic-lock UPDATE of a transition's last move, with the patch. Only a move into a

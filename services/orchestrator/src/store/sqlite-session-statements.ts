@@ -3,7 +3,7 @@ import type Database from "better-sqlite3";
 import { OPEN_SQL } from "../migrations/sqlite/index.js";
 import type { SessionState } from "../session/session-state.js";
 import { TERMINAL_SQL } from "./session-sql.js";
-import type { Spend } from "./session-store.js";
+import type { StoredSpend } from "./session-store-support.js";
 import type {
   AuditRow,
   ChargeParams,
@@ -16,6 +16,7 @@ import type {
   WakeParams,
 } from "./sql-session-rows.js";
 import {
+  CHARGE_SQL,
   COUNT_SQL,
   IN_FLIGHT_SQL,
   KEYSET_SQL,
@@ -25,6 +26,9 @@ import {
   SESSION_COLUMNS,
   TAKEOVER_SQL,
 } from "./sqlite-session-sql.js";
+
+/** The spend a session's stored usage holds; `retries` null when it has none. */
+export type StoredSpendRow = Omit<StoredSpend, "retries"> & { readonly retries: number | null };
 
 /** What the store calls on a prepared statement; declared here, as the driver's own type cannot be exported. */
 export interface Prepared<P extends unknown[], R> {
@@ -59,9 +63,10 @@ export function prepare(db: Database.Database) {
       terminal: stmt<[MoveParams]>(moveSql("terminal")),
     },
     // What a move's caller cannot know: renewals change the lease, and charges the spend, without a new version.
-    leaseOf: stmt<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at"> & Required<Spend>>(
+    leaseOf: stmt<[{ id: string }], Pick<SessionRow, "lease_owner" | "lease_expires_at"> & StoredSpendRow>(
       `SELECT lease_owner, lease_expires_at, json_extract(usage, '$.tokens') AS tokens,
-         json_extract(usage, '$.costMicros') AS costMicros, json_extract(usage, '$.toolCalls') AS toolCalls
+         json_extract(usage, '$.costMicros') AS costMicros, json_extract(usage, '$.toolCalls') AS toolCalls,
+         json_extract(usage, '$.retries') AS retries
        FROM sessions WHERE id = @id`,
     ),
     hop: stmt<[MoveParams]>(
@@ -143,13 +148,7 @@ export function prepare(db: Database.Database) {
     release: stmt<[{ id: string; owner: string }], Pick<SessionRow, "id" | "state" | "version" | "lease_owner">>(
       `UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL WHERE id = @id AND lease_owner = @owner RETURNING id, state, version, lease_owner`,
     ),
-    charge: stmt<[ChargeParams], { ended: 0 | 1 }>(
-      `UPDATE sessions SET usage = json_set(usage,
-         '$.tokens', json_extract(usage, '$.tokens') + CASE WHEN stop_reason IS NULL THEN @liveTokens ELSE @tokens END,
-         '$.costMicros', json_extract(usage, '$.costMicros') + CASE WHEN stop_reason IS NULL THEN @liveCostMicros ELSE @costMicros END,
-         '$.toolCalls', json_extract(usage, '$.toolCalls') + CASE WHEN stop_reason IS NULL THEN @liveToolCalls ELSE @toolCalls END)
-       WHERE id = @id RETURNING stop_reason IS NOT NULL AS ended`,
-    ),
+    charge: stmt<[ChargeParams], { ended: 0 | 1 }>(CHARGE_SQL),
     // Along sessions_approval_expiry, named: with no statistics the planner would rather read every
     // open session in creation order (sessions_open) than sort the few expired ones.
     expiredApprovals: stmt<[{ now: number; limit: number }], SessionRow>(

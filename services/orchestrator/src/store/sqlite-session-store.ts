@@ -193,12 +193,9 @@ export class SqliteSessionStore extends SqlSessionStore {
         state: last.to,
         leaseOwner: lease.lease_owner,
       });
-      return current
-        ? {
-            lease: { owner: lease.lease_owner, expiresAt: lease.lease_expires_at },
-            spent: { tokens: lease.tokens, costMicros: lease.costMicros, toolCalls: lease.toolCalls },
-          }
-        : { row: this.stmt.byId.get(last)! };
+      if (!current) return { row: this.stmt.byId.get(last)! };
+      const { lease_owner: owner, lease_expires_at: expiresAt, tokens, costMicros, toolCalls, retries } = lease;
+      return { lease: { owner, expiresAt }, spent: { tokens, costMicros, toolCalls, retries: retries ?? undefined } };
     });
   }
 
@@ -268,8 +265,9 @@ export class SqliteSessionStore extends SqlSessionStore {
   }
 
   protected chargeRow(p: ChargeParams): Promise<boolean | undefined> {
-    return this.write(() => {
+    return this.write((events) => {
       const row = this.stmt.charge.get(p);
+      if (row) events.push({ kind: "charged", id: p.id });
       return row === undefined ? undefined : row.ended === 1;
     });
   }

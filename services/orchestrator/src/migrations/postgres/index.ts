@@ -11,6 +11,7 @@ import { approvalsByExpiry } from "./0008-approvals-by-expiry.js";
 import { claimableSessions } from "./0009-claimable-sessions.js";
 import { sessionAborts } from "./0010-session-aborts.js";
 import { handSettlements } from "./0011-hand-settlements.js";
+import { chargesNotified } from "./0012-charges-notified.js";
 
 export { ILLEGAL_TRANSITION_SQLSTATE } from "./0001-sessions.js";
 export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [
@@ -25,4 +26,5 @@ export const POSTGRES_SESSION_MIGRATIONS: readonly PostgresMigration[] = [
   claimableSessions,
   sessionAborts,
   handSettlements,
+  chargesNotified,
 ];

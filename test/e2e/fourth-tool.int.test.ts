@@ -101,8 +101,11 @@ beforeAll(async () => {
   // A new workspace package means resolving again, which needs the registry's metadata; a machine that only ran
   // a frozen install has none cached, so --offline fails there (the packages themselves come from the store).
   await run("pnpm", ["install", "--prefer-offline", "--no-frozen-lockfile"]);
+  // gen builds the deploy package and what it imports (the contracts, the orchestrator) before it writes what it
+  // derives from the tools, the orchestrator's local addresses among them: built again here with the new tool, and
+  // nothing the steps below do not run.
   await run("pnpm", ["gen"]);
-  await run("pnpm", ["-s", "build"]);
+  await run("pnpm", ["-s", "--filter", "@loopguard/orchestrator", "--filter", "@loopguard/inventory", "run", "build"]);
 }, 900_000);
 
 afterAll(async () => {

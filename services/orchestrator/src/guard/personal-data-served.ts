@@ -47,13 +47,14 @@ function ownNumbers(value: JsonValue, found: Map<string, string>): Map<string, s
   return found;
 }
 
-/** The mask of each task's own numbers, made once per task object: a run writes every step of its session with one. */
-const owns = new WeakMap<JsonObject, Mask>();
+/** The mask of each task's own numbers, made once per task object (a run writes every step of its session with one); null for a task with none. */
+const owns = new WeakMap<JsonObject, Mask | null>();
 
-function ownMask(task: JsonObject): Mask {
+function ownMask(task: JsonObject): Mask | null {
   let own = owns.get(task);
-  if (!own) {
-    own = ownValues(ownNumbers(task, new Map()));
+  if (own === undefined) {
+    const numbers = ownNumbers(task, new Map());
+    own = numbers.size > 0 ? ownValues(numbers) : null;
     owns.set(task, own);
   }
   return own;
@@ -68,26 +69,55 @@ function maskValue(value: JsonValue, text: Mask, key: Mask): JsonValue {
   if (typeof value === "string") return text(value);
   if (value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) {
-    const children = value.map((child) => maskValue(child, text, key));
-    return children.some((child, i) => child !== value[i]) ? children : value;
+    let out: JsonValue[] | undefined;
+    for (let i = 0; i < value.length; i += 1) {
+      const child = maskValue(value[i]!, text, key);
+      if (child === value[i]) continue;
+      out ??= [...value];
+      out[i] = child;
+    }
+    return out ?? value;
   }
-  const entries = Object.entries(value);
-  const shown = entries.map(([name, child]) => [key(name), maskValue(child, text, key)] as const);
-  if (shown.every(([name, child], i) => name === entries[i]![0] && child === entries[i]![1])) return value;
+  const names = Object.keys(value);
+  for (let i = 0; i < names.length; i += 1) {
+    const name = names[i]!;
+    const masked = maskValue(value[name]!, text, key);
+    if (masked !== value[name] || key(name) !== name) return maskedCopy(value, names, i, masked, text, key);
+  }
+  return value;
+}
+
+/** A copy of `value` whose first change is at key `names[from]` (to `first`): the keys before it kept, the rest masked. */
+function maskedCopy(
+  value: JsonObject,
+  names: string[],
+  from: number,
+  first: JsonValue,
+  text: Mask,
+  key: Mask,
+): JsonObject {
   const out: JsonObject = {};
-  for (const [name, child] of shown)
-    Object.defineProperty(out, name, { value: child, enumerable: true, writable: true, configurable: true });
+  names.forEach((name, i) => {
+    const child = i < from ? value[name]! : i === from ? first : maskValue(value[name]!, text, key);
+    Object.defineProperty(out, i < from ? name : key(name), {
+      value: child,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  });
   return out;
 }
 
 /** The served view of a session on `task`; the task's numbers are looked for only if some text may hold one. */
 export function servedView(task: JsonObject): ServedView {
-  const stored: Mask = (text) => (mayHoldNumber(text) ? ownMask(task)(text) : text);
+  const stored: Mask = (text) => (mayHoldNumber(text) ? (ownMask(task)?.(text) ?? text) : text);
   const text: Mask = (t) => stored(redactText(t));
   return {
     stored,
     text,
     value: (value) => maskValue(redact(value), stored, text) as typeof value,
-    storedValue: (value) => maskValue(value, stored, stored) as typeof value,
+    // A task with no number of its own has nothing to mask in what was stored redacted: no walk.
+    storedValue: (value) => (ownMask(task) ? (maskValue(value, stored, stored) as typeof value) : value),
   };
 }

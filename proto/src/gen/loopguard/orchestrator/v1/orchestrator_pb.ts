@@ -1804,7 +1804,9 @@ export const OrchestratorService: GenService<{
   },
   /**
    * Streams the session's transitions and steps as they happen, starting with its current
-   * state; ends when the session reaches a terminal state.
+   * state, and a snapshot whenever its usage changes without a transition (a charge); ends with a
+   * snapshot of the session as it ended, once it reaches a terminal state (up to 2 s later when a
+   * cancel or an expiry cut off a model or tool call, whose charge it then shows).
    *
    * @generated from rpc loopguard.orchestrator.v1.OrchestratorService.WatchSession
    */

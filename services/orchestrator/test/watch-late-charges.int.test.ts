@@ -1,7 +1,8 @@
 // A WatchSession shows what the session cost, charges made without a move included: the usage of a
 // call a cancel cut off, charged to the ended session after the CANCELLED move, reaches the stream
-// before it ends (its last snapshot is what GetSession serves), whichever replica runs the session;
-// and a charge to a live session (another replica's, no new version) is pushed as a snapshot.
+// before it ends (its last update is what GetSession serves), whichever replica runs the session;
+// and a charge to a live session (another replica's, no new version) is pushed as an update. The
+// stream's one snapshot is its first message; every later showing of the session is an update.
 // Real orchestrator processes (one on SQLite; two replicas on one PostgreSQL) and a fake chat server.
 import { join } from "node:path";
 import {
@@ -81,9 +82,8 @@ function watch(api: Api, id: string) {
     for await (const message of api.watchSession({ sessionId: id })) messages.push(message);
   })();
   onCleanUp(() => ended.catch(() => undefined));
-  const snapshots = () =>
-    messages.flatMap(({ event }) => (event.case === "snapshot" ? [event.value] : ([] as Session[])));
-  return { messages, ended, snapshots };
+  const updates = () => messages.flatMap(({ event }) => (event.case === "update" ? [event.value] : ([] as Session[])));
+  return { messages, ended, updates };
 }
 
 const cost = (s: Session) => Number(s.usage?.costMicros ?? 0);
@@ -93,20 +93,37 @@ function charged(api: Api, id: string, cancelled: Session): Promise<Session> {
   return waitForSession(api, id, (s) => s.state === SessionState.CANCELLED && cost(s) > cost(cancelled), 10_000);
 }
 
+/** Resolves once `arrived()` holds, checked every 50 ms for up to 10 s. */
+async function received(arrived: () => boolean, what: string): Promise<void> {
+  for (let waited = 0; !arrived(); waited += 50) {
+    expect(waited, what).toBeLessThan(10_000);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** The stream's one snapshot is its first message: a session shown again later is an update. */
+function expectOneSnapshotFirst(watched: ReturnType<typeof watch>): void {
+  const cases = watched.messages.map(({ event }) => event.case);
+  expect(cases[0]).toBe("snapshot");
+  expect(cases.filter((c) => c === "snapshot")).toHaveLength(1);
+}
+
 /** Cancels `id` on `canceller` while its model call is held; the stream `watched` ends with what GetSession serves. */
 async function cancelWhileThinking(canceller: Api, id: string, watched: ReturnType<typeof watch>): Promise<void> {
   const { session } = await canceller.cancelSession({ sessionId: id, reason: "asked by mistake" });
   expect(SessionState[session!.state]).toBe("CANCELLED");
   await watched.ended;
   const served = await charged(canceller, id, session!);
-  const last = watched.snapshots().at(-1)!;
+  expectOneSnapshotFirst(watched);
+  expect(watched.messages.at(-1)?.event.case).toBe("update");
+  const last = watched.updates().at(-1)!;
   expect(last.usage).toEqual(served.usage);
   expect(last).toMatchObject({ state: SessionState.CANCELLED, version: served.version });
   expect(Number(last.usage!.tokens)).toBeGreaterThan(20);
 }
 
 describe("WatchSession and charges made without a move", () => {
-  it("a model call a cancel cut off: the stream ends with the snapshot of its charge, as GetSession serves it", async () => {
+  it("a model call a cancel cut off: one snapshot first, and the stream ends with an update of its charge, as GetSession serves it", async () => {
     const model = heldModel();
     const [api] = await setUp(model.replies, `sqlite:${join(tempDir("store"), "orchestrator.db")}`);
     const id = await startQuestion(api!);
@@ -125,28 +142,25 @@ describe("WatchSession and charges made without a move", () => {
       await cancelWhileThinking(other!, id, watched);
     }, 60_000);
 
-    it("a charge to a live session made elsewhere: pushed as a snapshot of the same version", async () => {
+    it("a charge to a live session made elsewhere: pushed as an update of the same version, after the one snapshot", async () => {
       const model = heldModel();
       const url = await postgres.freshDatabase();
       const [api] = await setUp(model.replies, url);
       const id = await startQuestion(api!);
       await model.asked;
       const watched = watch(api!, id);
-      for (let waited = 0; watched.snapshots().length === 0; waited += 50) {
-        expect(waited, "no snapshot").toBeLessThan(10_000);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const before = watched.snapshots()[0]!;
+      await received(() => watched.messages.length > 0, "no snapshot");
+      const first = watched.messages[0]!.event;
+      expect(first.case).toBe("snapshot");
+      const before = first.value as Session;
       const store = await PostgresSessionStore.open(url, { maxConnections: 1 });
       onCleanUp(() => store.close());
       // What another replica's live read charges: one tool call at its price, no new version.
       const read = { tokens: 0, costMicros: 100, toolCalls: 1 };
       expect(await store.charge(id, read, read)).toBe("live");
-      for (let waited = 0; watched.snapshots().length < 2; waited += 50) {
-        expect(waited, "the charge was never pushed").toBeLessThan(10_000);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      const pushed = watched.snapshots()[1]!;
+      await received(() => watched.updates().length > 0, "the charge was never pushed");
+      expectOneSnapshotFirst(watched);
+      const pushed = watched.updates()[0]!;
       expect(pushed.version).toBe(before.version);
       expect(cost(pushed) - cost(before)).toBe(100);
       expect(pushed.usage!.toolCalls - before.usage!.toolCalls).toBe(1);

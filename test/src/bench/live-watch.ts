@@ -44,6 +44,8 @@ export async function openWatches(
       try {
         for await (const { event } of api.watchSession({ sessionId: w.id })) {
           messages += 1;
+          // The snapshot comes once, first: the stream is open. The bench counts moves past it (transitions); an
+          // `update` message (a charge, the session as it ended) is no move.
           if (event.case === "snapshot") {
             opened += 1;
             w.version = event.value.version;

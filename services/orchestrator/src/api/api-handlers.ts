@@ -75,7 +75,8 @@ function mapError(error: unknown): never {
 
 /** One WatchSession message of an event. */
 function watchResponse(event: WatchEvent): MessageInitShape<typeof WatchSessionResponseSchema> {
-  if (event.kind === "snapshot") return { event: { case: "snapshot", value: toProtoSession(event.session) } };
+  if (event.kind === "snapshot" || event.kind === "update")
+    return { event: { case: event.kind, value: toProtoSession(event.session) } };
   if (event.kind === "step")
     return { event: { case: "step", value: { step: event.step.step, record: event.step.payload } } };
   const { audit } = event;

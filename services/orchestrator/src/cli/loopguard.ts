@@ -155,7 +155,7 @@ async function main(): Promise<void> {
         }
         if (values.wait) {
           for await (const event of api.watchSession({ sessionId: last.sessionId })) {
-            if (event.event.case === "snapshot") last = event.event.value;
+            if (event.event.case === "snapshot" || event.event.case === "update") last = event.event.value;
             if (values.json) continue;
             if (event.event.case === "transition") {
               const t = event.event.value;

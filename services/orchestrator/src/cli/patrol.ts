@@ -78,14 +78,12 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
     let approval: Approval = "none";
     const id = session!.sessionId;
     sessionId = id;
-    let first = true;
     for await (const event of clients.requester.watchSession({ sessionId: id })) {
       const waiting = event.event.case === "transition" && event.event.value.to === SessionState.AWAITING_APPROVAL;
-      // Only the stream's first snapshot may show a wait not announced by a transition (it began before the watch);
-      // a later one shows a charge to a state already seen, an approval answered meanwhile among them.
+      // The snapshot (the stream's first message) may show a wait not announced by a transition (it began before
+      // the watch); an update only shows a state already seen again, with new usage, so it is never acted on.
       const snapshotWaiting =
-        first && event.event.case === "snapshot" && event.event.value.state === SessionState.AWAITING_APPROVAL;
-      first = false;
+        event.event.case === "snapshot" && event.event.value.state === SessionState.AWAITING_APPROVAL;
       if (!waiting && !snapshotWaiting) continue;
       const { session: s } = await clients.approver.getSession({ sessionId: id }, { deadline: 5000 });
       const pending = s?.pendingApproval;

@@ -1,14 +1,16 @@
-// Following a session: the session now, then its transitions and steps so far, then every new one
-// as it is persisted, until the session ends, and last the session as it ended. A charge (work paid
-// for without a move: SessionStore.charge) changes the usage but makes no transition: it is pushed
-// as a snapshot of the session, same version, new usage, so that what a watcher was last shown is
-// what the session cost.
+// Following a session: one snapshot (the session now), then its transitions and steps so far, then
+// every new one as it is persisted, until the session ends, and last, if it ended while watched, an
+// update (the session as it ended). A charge (work paid for without a move: SessionStore.charge)
+// changes the usage but makes no transition: it is pushed as an update of the session, same
+// version, new usage, so that what a watcher was last shown is what the session cost. Only the
+// first is a snapshot, so a watcher never takes the session shown again for a new start.
 import type { SessionFollower } from "../store/session-events.js";
 import { isTerminal } from "./session-state.js";
 import type { AuditRecord, SessionRecord, SessionStore, StepRecord } from "../store/session-store.js";
 
 export type WatchEvent =
   | { readonly kind: "snapshot"; readonly session: SessionRecord }
+  | { readonly kind: "update"; readonly session: SessionRecord }
   | { readonly kind: "transition"; readonly audit: AuditRecord }
   | { readonly kind: "step"; readonly step: StepRecord };
 
@@ -51,7 +53,7 @@ export async function* watchSession(
     // Woken with no move to show: a charge (or a backstop, a resync) may have changed the usage.
     const now = trail.length === 0 ? await store.get(s.id) : null;
     if (now && now.version === version && differs(now, shown)) {
-      yield { kind: "snapshot", session: now };
+      yield { kind: "update", session: now };
       shown = now;
     }
     await changes.next(signal);
@@ -65,7 +67,7 @@ function lateChargeWaitUntil(end: AuditRecord | undefined, waitMs: number): numb
   return Math.min(end.at, Date.now()) + waitMs;
 }
 
-/** The session as it ended, and each charge made to it up to `until`, as snapshots of what differs from `shown`. */
+/** The session as it ended, and each charge made to it up to `until`, as updates of what differs from `shown`. */
 async function* ending(
   store: SessionStore,
   shown: SessionRecord,
@@ -76,7 +78,7 @@ async function* ending(
   while (!signal.aborted) {
     const now = await store.get(shown.id);
     if (now && differs(now, shown)) {
-      yield { kind: "snapshot", session: now };
+      yield { kind: "update", session: now };
       shown = now;
     }
     const left = until - Date.now();

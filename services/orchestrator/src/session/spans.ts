@@ -13,7 +13,7 @@ import {
   TraceFlags,
 } from "@opentelemetry/api";
 import { deadlineOf } from "../guard/budget.js";
-import { servedView } from "../guard/personal-data-served.js";
+import { type ServedView, servedView } from "../guard/personal-data-served.js";
 import type { JsonObject, SessionRecord, SessionStore, StepRecord } from "../store/session-store.js";
 import type { ToolRegistry } from "../tool-registry.js";
 import type { TraceSink } from "../governance/trace-sink.js";
@@ -34,10 +34,12 @@ function spanAttributes(
   attributes: Record<string, string | number>,
 ): Record<string, string | number> {
   let out = attributes;
+  let view: ServedView | undefined;
   for (const key of MODEL_ATTRIBUTES) {
     const value = attributes[key];
-    if (typeof value === "string")
-      out = { ...out, [key]: servedView(s.task).text(cutText(value, MAX_SPAN_ATTRIBUTE_CHARS)) };
+    if (typeof value !== "string") continue;
+    view ??= servedView(s.task);
+    out = { ...out, [key]: view.text(cutText(value, MAX_SPAN_ATTRIBUTE_CHARS)) };
   }
   return out;
 }

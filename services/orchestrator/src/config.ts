@@ -29,7 +29,7 @@ import { type ApprovalRules, describeApprovalRules } from "./guard/approvals.js"
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./governance/context-governance.js";
 import { type ModelSettings, modelSettings } from "./policies/model-config.js";
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
-import { POSTGRES_STORE_DEFAULTS } from "./store/postgres-session-store.js";
+import { POSTGRES_STORE_DEFAULTS } from "./store/postgres-store-options.js";
 import { DEFAULT_MAX_TAKEOVERS } from "./session/takeovers.js";
 import { DEFAULT_TOOL_SERVICES } from "./tool-registry.js";
 import { type OpsSettings, opsSettings, traceRetention } from "./governance/ops-settings.js";

@@ -17,10 +17,9 @@ import { createOrchestratorHandlers } from "./api/api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
 import type { LogTail } from "./api/log-tail.js";
 import { openSessionStore, storeClock } from "./store/open-store.js";
-import { priceOf, priceTable } from "./policies/model-prices.js";
+import { type PriceTable, priceOf, priceTable } from "./policies/model-prices.js";
 import { tokenCounter } from "./policies/model-tokens.js";
 import { Orchestrator } from "./session/orchestrator.js";
-import { createOpenAiPolicy } from "./policies/openai-policy.js";
 import { ScriptedPolicy } from "./policies/scripted-policy.js";
 import { SingleCallPolicy } from "./policies/single-call-policy.js";
 import type { Policy } from "./policies/policy.js";
@@ -100,20 +99,7 @@ export async function build(
     ["single-call", new SingleCallPolicy()],
   ]);
   const prices = priceTable(config.model.prices);
-  if (config.openai) {
-    const { baseUrl, model, apiKey } = config.openai;
-    const price = priceOf(prices, model);
-    policies.set(
-      "openai",
-      createOpenAiPolicy({
-        baseUrl,
-        model,
-        timeoutMs: config.model.timeoutMs,
-        ...(apiKey ? { apiKey } : {}),
-        ...(price ? { price } : {}),
-      }),
-    );
-  }
+  if (config.openai) policies.set("openai", await openAiPolicy(config.openai, config.model.timeoutMs, prices));
   for (const policy of extra) policies.set(policy.name, policy);
   const counter = tokenCounter(config.model.encoding);
   const orchestrator = new Orchestrator({
@@ -198,4 +184,24 @@ export async function build(
       },
     },
   };
+}
+
+/**
+ * The configured model endpoint's policy. Its `openai` SDK is imported here, and only when a model is configured:
+ * the import costs a process start about 140 ms of CPU.
+ */
+async function openAiPolicy(
+  { baseUrl, model, apiKey }: NonNullable<OrchestratorConfig["openai"]>,
+  timeoutMs: number,
+  prices: PriceTable,
+): Promise<Policy> {
+  const { createOpenAiPolicy } = await import("./policies/openai-policy.js");
+  const price = priceOf(prices, model);
+  return createOpenAiPolicy({
+    baseUrl,
+    model,
+    timeoutMs,
+    ...(apiKey ? { apiKey } : {}),
+    ...(price ? { price } : {}),
+  });
 }

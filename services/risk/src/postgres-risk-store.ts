@@ -6,8 +6,9 @@ import {
   openMigratedPostgres,
   type PostgresMigration,
   type PostgresStoreOptions,
+  postgresDriver,
 } from "@loopguard/sql-store";
-import pg from "pg";
+import type pg from "pg";
 import { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
 import * as risk from "./risk-store.js";
 
@@ -69,7 +70,8 @@ export function postgresRiskMigrations(
 }
 
 /** As on SQLite, any database failure of a read means the backend cannot answer. */
-const isReadFailure = (cause: unknown) => isPostgresUnavailable(cause) || cause instanceof pg.DatabaseError;
+const isReadFailure = (cause: unknown) =>
+  isPostgresUnavailable(cause) || cause instanceof postgresDriver().DatabaseError;
 
 export class PostgresRiskStore implements risk.RiskStore {
   available = true;

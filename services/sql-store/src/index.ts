@@ -43,6 +43,7 @@ export {
   POSTGRES_DEFAULTS,
   type PostgresOptions,
   postgresClientConfig,
+  postgresDriver,
   type TransactionOptions,
   unpooledClient,
 } from "./postgres.js";

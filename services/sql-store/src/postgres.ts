@@ -2,10 +2,27 @@
 // statement, lock, idle transaction, and a client-side read timeout for a network that stops
 // answering), failures that mean "the database is unreachable right now" are recognisable, and
 // transactions retry where PostgreSQL asks for it.
-import pg from "pg";
-import { parse as parseConnectionString } from "pg-connection-string";
+import { createRequire } from "node:module";
+import type pg from "pg";
+import type { parse } from "pg-connection-string";
 import { observePool, type PoolObserver } from "./postgres-observer.js";
 import { PostgresTlsError, postgresTlsProblem } from "./postgres-tls.js";
+
+const require = createRequire(import.meta.url);
+let loaded: typeof pg | undefined;
+
+/**
+ * node-postgres, loaded on first use rather than with this module: importing it costs a process start about 90 ms
+ * of CPU, which a process whose stores are all SQLite would pay for nothing. Code of a PostgreSQL store reaches the
+ * driver's values (its classes) through this, and imports only its types.
+ */
+export function postgresDriver(): typeof pg {
+  loaded ??= require("pg") as typeof pg;
+  return loaded;
+}
+function parseConnectionString(url: string): ReturnType<typeof parse> {
+  return (require("pg-connection-string") as { parse: typeof parse }).parse(url);
+}
 
 export interface PostgresOptions {
   readonly maxConnections?: number;
@@ -67,7 +84,8 @@ export function postgresClientConfig(url: string, options: PostgresOptions = {})
   const statementTimeout = ms("statement_timeout", options.statementTimeoutMs ?? POSTGRES_DEFAULTS.statementTimeoutMs);
   const lockTimeout = ms("lock_timeout", options.lockTimeoutMs ?? POSTGRES_DEFAULTS.lockTimeoutMs);
   // int8 columns (cents, epoch milliseconds) as numbers, refusing any that would lose precision.
-  const types = new pg.TypeOverrides();
+  const { TypeOverrides } = postgresDriver();
+  const types = new TypeOverrides();
   types.setTypeParser(INT8_OID, safeInteger);
   return {
     connectionString: url,
@@ -88,13 +106,15 @@ export function postgresClientConfig(url: string, options: PostgresOptions = {})
  * fails the statement in flight; unheard, its 'error' event would end the process.
  */
 export function unpooledClient(config: pg.ClientConfig): pg.Client {
-  const client = new pg.Client(config);
+  const { Client } = postgresDriver();
+  const client = new Client(config);
   client.on("error", () => undefined);
   return client;
 }
 
 export function createPostgresPool(url: string, options: PostgresOptions = {}): pg.Pool {
-  const pool = new pg.Pool({
+  const { Pool } = postgresDriver();
+  const pool = new Pool({
     ...postgresClientConfig(url, options),
     max: options.maxConnections ?? POSTGRES_DEFAULTS.maxConnections,
     pipeline: options.pipeline ?? false,

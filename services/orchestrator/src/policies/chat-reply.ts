@@ -2,7 +2,7 @@
 // makes observations of those); only a body that is no chat completion at all throws.
 import { TOOL_CALL_ID } from "../session/model-bounds.js";
 import { parseActionConfidence, parseFinalReply } from "./model-confidence.js";
-import { PolicyUnavailableError } from "./openai-errors.js";
+import { PolicyUnavailableError } from "./policy-unavailable.js";
 import type { Decision, PolicyInput, TokenUsage, ToolCallRequest } from "./policy.js";
 
 export function toDecision(body: unknown, input: PolicyInput, promptHash: string): Decision {

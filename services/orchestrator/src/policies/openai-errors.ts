@@ -2,32 +2,7 @@
 // session runner may retry it and after how long, without the API key and with a short reason.
 import { APIConnectionError, APIConnectionTimeoutError, APIError } from "openai";
 import { ResponseTooLargeError } from "./bounded-fetch.js";
-
-/** The endpoint could not produce a decision: HTTP error, timeout, network failure or a body that is not a chat completion. */
-export class PolicyUnavailableError extends Error {
-  override readonly name = "PolicyUnavailableError";
-  readonly retryable: boolean;
-  /** From `retry-after-ms` / `retry-after` when the endpoint sent one. */
-  readonly retryAfterMs: number | undefined;
-  /** HTTP status when there was a response. */
-  readonly status: number | undefined;
-  /**
-   * The model read the prompt, though no decision came of it: the request timed out after it was
-   * sent, or its answer came too large or not JSON. The host charges its prompt as it would read it.
-   */
-  readonly promptRead: boolean;
-
-  constructor(
-    message: string,
-    opts: { retryable: boolean; retryAfterMs?: number; status?: number; promptRead?: boolean; cause?: unknown },
-  ) {
-    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
-    this.retryable = opts.retryable;
-    this.retryAfterMs = opts.retryAfterMs;
-    this.status = opts.status;
-    this.promptRead = opts.promptRead ?? false;
-  }
-}
+import { PolicyUnavailableError } from "./policy-unavailable.js";
 
 const ERROR_DETAIL_MAX_CHARS = 300;
 

@@ -14,7 +14,7 @@ import { unavailable } from "./openai-errors.js";
 import type { Decision, Policy, PolicyInput } from "./policy.js";
 
 export { OPENAI_POLICY_SYSTEM_PROMPT } from "./chat-request.js";
-export { PolicyUnavailableError } from "./openai-errors.js";
+export { PolicyUnavailableError } from "./policy-unavailable.js";
 
 export interface OpenAiPolicyOptions {
   /** e.g. "https://api.openai.com/v1" or "http://127.0.0.1:11434/v1"; the SDK appends `/chat/completions`. */

@@ -5,7 +5,7 @@ import { parseStoreUrl, type StoreSchema } from "@loopguard/sql-store";
 import { POSTGRES_SESSION_MIGRATIONS } from "../migrations/postgres/index.js";
 import { SQLITE_SESSION_MIGRATIONS } from "../migrations/sqlite/index.js";
 import { DatabaseClock } from "./postgres-clock.js";
-import { PostgresSessionStore, type PostgresSessionStoreOptions } from "./postgres-session-store.js";
+import type { PostgresSessionStoreOptions } from "./postgres-store-options.js";
 import type { SessionStore } from "./session-store.js";
 import { SESSIONS_MIGRATION_STORE } from "./sql-session-rows.js";
 import { SqliteSessionStore, type SqliteSessionStoreOptions } from "./sqlite-session-store.js";
@@ -22,9 +22,10 @@ export type SessionStoreOpenOptions = PostgresSessionStoreOptions & SqliteSessio
 
 export async function openSessionStore(url: string, options: SessionStoreOpenOptions = {}): Promise<SessionStore> {
   const location = parseStoreUrl(url, "ORCHESTRATOR_STORE");
-  return location.kind === "sqlite"
-    ? SqliteSessionStore.open(location.file, options)
-    : PostgresSessionStore.open(location.url, options);
+  if (location.kind === "sqlite") return SqliteSessionStore.open(location.file, options);
+  // Imported only for a PostgreSQL store, as its driver is (sql-store's postgres.ts): a SQLite process never loads them.
+  const { PostgresSessionStore } = await import("./postgres-session-store.js");
+  return PostgresSessionStore.open(location.url, options);
 }
 
 /**

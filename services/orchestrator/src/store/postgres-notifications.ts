@@ -8,8 +8,9 @@
 // (a cancel made on one replica stopping the run on another). Each abort is also marked in
 // session_aborts, so one sent while the connection was being replaced is not lost: once listening
 // again, the aborts marked since the last check that found the connection alive are told again.
+import { unpooledClient } from "@loopguard/sql-store";
 import { backoffDelayMs } from "@loopguard/tool-sdk";
-import pg from "pg";
+import type pg from "pg";
 import { DatabaseClock } from "./postgres-clock.js";
 import { DB_NOW_MS } from "./postgres-session-sql.js";
 import { isSessionState } from "../session/session-state.js";
@@ -85,7 +86,7 @@ export class SessionNotifications {
 
   /** Connects and listens; after a lost connection (`missedSince`), tells again the aborts it may have missed. */
   async #listen(missedSince?: number): Promise<void> {
-    const client = new pg.Client(this.config);
+    const client = unpooledClient(this.config);
     client.on("notification", (message) =>
       message.channel === ABORTS_CHANNEL ? this.#aborted(message.payload) : this.#notified(message.payload),
     );

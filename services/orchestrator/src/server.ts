@@ -174,7 +174,7 @@ export async function build(
     warmUp: () => void counter.text("warm up"),
     definition: {
       service: OrchestratorService,
-      handlers: createOrchestratorHandlers({ orchestrator, registry: metrics.registry, clients, logTail, series }),
+      handlers: createOrchestratorHandlers({ orchestrator, now, registry: metrics.registry, clients, logTail, series }),
       close: async () => {
         await retention.stop();
         await series.stop();

@@ -1,6 +1,8 @@
 // Two replicas on one PostgreSQL, one whose clock runs ten minutes ahead: the times they share (an approval's
 // expiry, a session's start and so its wall-clock deadline) are on the database's clock, so the replica ahead
 // neither expires the approval the other one asked for nor stops the session on its wall clock when it runs it.
+// A replica shows a live session's wall clock on that same clock, as its budget counts it: a test cannot move a
+// process's own clock, so one on SQLite (whose clock is the store's) is given a clock ahead of the test's.
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { testPostgres } from "@loopguard/sql-store/testing";
@@ -21,6 +23,24 @@ const AHEAD_MS = 10 * 60_000;
 const ENV = { APPROVAL_TTL_MS: "300000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" };
 
 const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL;
+
+/** A live session's wall clock as each view of `o` shows it, in milliseconds. */
+async function wallClocksShown(o: TestOrchestrator, id: string): Promise<Record<string, number | undefined>> {
+  const stream = o.api.watchSession({ sessionId: id })[Symbol.asyncIterator]();
+  const first = (await stream.next()).value;
+  await stream.return?.();
+  const listed = (await o.api.listSessions({})).sessions.find((s) => s.sessionId === id);
+  const queued = (await o.api.listApprovals({})).approvals.find((s) => s.sessionId === id);
+  const detail = await o.api.getSessionDetail({ sessionId: id });
+  return {
+    getSession: (await o.api.getSession({ sessionId: id })).session?.usage?.wallClockMs,
+    listSessions: listed?.usage?.wallClockMs,
+    listApprovals: queued?.usage?.wallClockMs,
+    watchSession: first?.event.case === "snapshot" ? first.event.value.usage?.wallClockMs : undefined,
+    getSessionDetail: detail.session?.usage?.wallClockMs,
+    getSessionDetailBudget: Number(detail.budget.find((row) => row.name === "wall_clock_ms")?.used),
+  };
+}
 
 /** The replica's `loopguard_approvals_overdue` gauge, as /metrics serves it. */
 async function overdueApprovals(o: TestOrchestrator): Promise<number> {
@@ -73,4 +93,30 @@ describe.skipIf(postgres.skip !== null)("two replicas, one whose clock is ten mi
     expect(done.stopReason).toBe("done");
     expect(done.answer).toMatch(/rf_[A-Za-z0-9]{16}/);
   }, 120_000);
+});
+
+describe("one replica on SQLite whose clock is ten minutes ahead of this test's", () => {
+  let tools: Tools;
+  let ahead: TestOrchestrator;
+  beforeAll(async () => {
+    tools = await startTools();
+    ahead = await startOrchestrator(tools, ENV, { now: () => Date.now() + AHEAD_MS });
+  }, 60_000);
+  afterAll(async () => {
+    await ahead?.close();
+    await tools?.stop();
+  }, 60_000);
+
+  it("shows a waiting session's wall clock on its store's clock in every view, as its budget counts it", async () => {
+    const id = await startRefund(ahead.api, ORDER, 1000, HIGH_RISK_CUSTOMER);
+    await waitForSession(ahead.api, id, waiting);
+    await sleep(1200);
+    // At least the wait, and nowhere near the ten minutes between this process's clock and the store's.
+    const shown = Object.entries(await wallClocksShown(ahead, id)).map(([view, ms]) => [
+      view,
+      ms,
+      ms! >= 1200 && ms! < 60_000,
+    ]);
+    expect(shown).toEqual(shown.map(([view, ms]) => [view, ms, true]));
+  }, 60_000);
 });

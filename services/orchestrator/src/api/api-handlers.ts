@@ -73,10 +73,10 @@ function mapError(error: unknown): never {
   throw error;
 }
 
-/** One WatchSession message of an event. */
-function watchResponse(event: WatchEvent): MessageInitShape<typeof WatchSessionResponseSchema> {
+/** One WatchSession message of an event, a session in it shown at `now` on the store's clock. */
+function watchResponse(event: WatchEvent, now: number): MessageInitShape<typeof WatchSessionResponseSchema> {
   if (event.kind === "snapshot" || event.kind === "update")
-    return { event: { case: event.kind, value: toProtoSession(event.session) } };
+    return { event: { case: event.kind, value: toProtoSession(event.session, { now }) } };
   if (event.kind === "step")
     return { event: { case: "step", value: { step: event.step.step, record: event.step.payload } } };
   const { audit } = event;
@@ -95,7 +95,7 @@ function watchResponse(event: WatchEvent): MessageInitShape<typeof WatchSessionR
 }
 
 export function createOrchestratorHandlers(sources: DashboardSources): ToolHandlers<typeof OrchestratorService> {
-  const { orchestrator } = sources;
+  const { orchestrator, now } = sources;
   return {
     async startSession(req, ctx) {
       const refused = refusedGrant(req.scopes, ctx.caller);
@@ -138,10 +138,11 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
           `idempotency key was used for session ${result.session.id} with another request`,
         );
       }
-      return { session: toProtoSession(result.session), created: result.created };
+      return { session: toProtoSession(result.session, { now: now() }), created: result.created };
     },
     async getSession(req, ctx) {
-      return { session: toProtoSession(await orchestrator.read(req.sessionId, viewerOf(ctx.caller)).catch(mapError)) };
+      const session = await orchestrator.read(req.sessionId, viewerOf(ctx.caller)).catch(mapError);
+      return { session: toProtoSession(session, { now: now() }) };
     },
     async *watchSession(req, ctx) {
       const events = orchestrator.watch(req.sessionId, ctx.signal, viewerOf(ctx.caller));
@@ -149,7 +150,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
         for (;;) {
           const next = await events.next().catch(mapError);
           if (next.done) return;
-          yield watchResponse(next.value);
+          yield watchResponse(next.value, now());
         }
       } finally {
         // Ended early (the caller went away): the watch lets go of what it follows.
@@ -160,8 +161,9 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
       const page = await orchestrator
         .list(fromProtoState(req.state), req.pageSize || 50, req.pageToken || undefined, viewerOf(ctx.caller))
         .catch(mapError);
+      const at = now();
       return {
-        sessions: page.sessions.map((s) => toProtoSession(s, { withTask: false })),
+        sessions: page.sessions.map((s) => toProtoSession(s, { now: at, withTask: false })),
         nextPageToken: page.nextCursor ?? "",
       };
     },
@@ -169,6 +171,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
       return {
         session: toProtoSession(
           await orchestrator.cancel(req.sessionId, req.reason, viewerOf(ctx.caller)).catch(mapError),
+          { now: now() },
         ),
       };
     },
@@ -196,7 +199,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
           reason: req.reason,
         })
         .catch(mapError);
-      return { session: toProtoSession(session) };
+      return { session: toProtoSession(session, { now: now() }) };
     },
     async getTrace(req, ctx) {
       return { records: await orchestrator.trace(req.sessionId, viewerOf(ctx.caller)).catch(mapError) };

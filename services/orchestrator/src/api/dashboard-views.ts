@@ -11,7 +11,7 @@ import type {
 import type { ToolClient } from "@loopguard/tool-sdk";
 import type { Registry } from "prom-client";
 import { servedView } from "../guard/personal-data-served.js";
-import { toProtoSession } from "./session-message.js";
+import { toProtoSession, wallClockUsed } from "./session-message.js";
 import type { LogTail } from "./log-tail.js";
 import type { Orchestrator } from "../session/orchestrator.js";
 import { accessTo, readerOf, type Viewer } from "./session-access.js";
@@ -22,6 +22,8 @@ import { toolStats } from "./tool-stats.js";
 
 export interface DashboardSources {
   readonly orchestrator: Orchestrator;
+  /** The store's clock (storeClock), on which a live session's wall clock is shown as its budget counts it. */
+  readonly now: () => number;
   /** The registry the tool clients' metrics live in (ServerMetrics.registry). */
   readonly registry: Registry;
   readonly clients: ReadonlyMap<string, ToolClient<DescService>>;
@@ -59,30 +61,30 @@ export async function toolPanel({
 }
 
 export async function approvalQueue(
-  { orchestrator }: DashboardSources,
+  { orchestrator, now }: DashboardSources,
   viewer: Viewer,
 ): Promise<MessageInitShape<typeof ListApprovalsResponseSchema>> {
   const page = await orchestrator.list("AWAITING_APPROVAL", APPROVALS_SHOWN, undefined, viewer);
+  const at = now();
   return {
-    approvals: page.sessions.map((s) => toProtoSession(s, { withTask: false })),
+    approvals: page.sessions.map((s) => toProtoSession(s, { now: at, withTask: false })),
     more: page.nextCursor !== null,
   };
 }
 
-function budgetRows(s: SessionRecord): { name: string; used: number; limit: number; left: number }[] {
-  const wallClock = Math.max(0, (s.stopReason ? s.updatedAt : Date.now()) - s.usage.startedAt);
+function budgetRows(s: SessionRecord, now: number): { name: string; used: number; limit: number; left: number }[] {
   const row = (name: string, used: number, limit: number) => ({ name, used, limit, left: Math.max(0, limit - used) });
   return [
     row("steps", s.usage.steps, s.budget.maxSteps),
     row("tool_calls", s.usage.toolCalls, s.budget.maxToolCalls),
     row("tokens", s.usage.tokens, s.budget.maxTokens),
     row("cost_micros", s.usage.costMicros, s.budget.maxCostMicros),
-    row("wall_clock_ms", wallClock, s.budget.deadlineMs),
+    row("wall_clock_ms", wallClockUsed(s, now), s.budget.deadlineMs),
   ];
 }
 
 export async function sessionDetail(
-  { orchestrator, logTail }: DashboardSources,
+  { orchestrator, logTail, now }: DashboardSources,
   id: string,
   viewer: Viewer,
 ): Promise<MessageInitShape<typeof GetSessionDetailResponseSchema>> {
@@ -93,9 +95,10 @@ export async function sessionDetail(
   if (accessTo(viewer, s) === "read") await orchestrator.read(id, viewer);
   // Records written before their writer masked the task's own numbers (trace-sink.ts) are masked here.
   const served = servedView(s.task);
+  const at = now();
   return {
-    session: toProtoSession(s),
-    budget: budgetRows(s),
+    session: toProtoSession(s, { now: at }),
+    budget: budgetRows(s, at),
     transitions: trail.map((a) => ({
       version: a.version,
       from: a.from,

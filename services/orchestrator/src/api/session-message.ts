@@ -24,13 +24,22 @@ export function fromProtoState(state: ProtoState): SessionState | undefined {
 }
 
 /**
- * The contract's Session of a record. Lists leave the task out (`withTask: false`): a page of
- * sessions stays small however large each task is; GetSession has it. What a caller wrote and what
- * the model wrote is served as the model is shown the session (servedView).
+ * Wall-clock milliseconds `s` has used by `now`, or by its end if it has ended. `now` is on the store's clock
+ * (storeClock), the one its start was written and its deadline is enforced on: a replica whose own clock runs ahead
+ * would show a live session's budget more spent than it is.
+ */
+export function wallClockUsed(s: SessionRecord, now: number): number {
+  return Math.max(0, (s.stopReason ? s.updatedAt : now) - s.usage.startedAt);
+}
+
+/**
+ * The contract's Session of a record, its wall clock used by `now` (see wallClockUsed). Lists leave the task out
+ * (`withTask: false`): a page of sessions stays small however large each task is; GetSession has it. What a caller
+ * wrote and what the model wrote is served as the model is shown the session (servedView).
  */
 export function toProtoSession(
   s: SessionRecord,
-  options: { readonly withTask?: boolean } = {},
+  options: { readonly now: number; readonly withTask?: boolean },
 ): MessageInitShape<typeof SessionSchema> {
   const approval = (s.pending as { approval?: PendingApproval; call?: { arguments: string } } | null)?.approval;
   const callArgs = (s.pending as { call?: { arguments: string } } | null)?.call?.arguments;
@@ -54,7 +63,7 @@ export function toProtoSession(
       toolCalls: s.usage.toolCalls,
       tokens: BigInt(s.usage.tokens),
       costMicros: BigInt(s.usage.costMicros),
-      wallClockMs: Math.max(0, Math.min((s.stopReason ? s.updatedAt : Date.now()) - s.usage.startedAt, 2 ** 32 - 1)),
+      wallClockMs: Math.min(wallClockUsed(s, options.now), 2 ** 32 - 1),
       retries: s.usage.retries ?? 0,
       takeovers: s.usage.takeovers ?? 0,
     },

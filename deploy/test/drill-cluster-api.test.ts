@@ -91,6 +91,8 @@ let chaosMesh: (pods: object[]) => object[] = (p) => p;
 let afterList: ((pods: object[]) => object[])[] = [];
 /** The status Chaos Mesh writes on a created PodChaos (none: not written yet, or no controller). */
 let chaosStatus: object | undefined;
+/** The HTTP status a get of a PodChaos is answered with instead (403: a Role rendered before the runner read it). */
+let chaosGetRefused: number | undefined;
 const chaosObjects = new Map<string, object>();
 
 let api: Server;
@@ -169,6 +171,8 @@ beforeAll(async () => {
         chaosObjects.set(created.metadata.name, created);
         return json(created, 201);
       }
+      if (call.resource === "podchaos" && call.verb === "get" && chaosGetRefused)
+        return json({ kind: "Status", status: "Failure", code: chaosGetRefused }, chaosGetRefused);
       if (call.resource === "podchaos" && call.verb === "get") {
         const name = new URL(req.url!, "http://api").pathname.split("/").pop()!;
         const found = chaosObjects.get(name);
@@ -269,6 +273,7 @@ describe("the drill runner's Kubernetes client", () => {
     beforeEach(() => {
       afterList = [];
       chaosStatus = undefined;
+      chaosGetRefused = undefined;
     });
 
     it("counts once the pod is seen dead: deleted and replaced under another name, or its container restarted", async () => {
@@ -329,6 +334,35 @@ describe("the drill runner's Kubernetes client", () => {
       pods = PODS;
       afterList = [scaleUp, (p) => p.map((o) => (nameOf(o) === "kb-search-f" ? pod("kb-search-f", false, true) : o))];
       expect(await kill("one")).toMatchObject({ line: expect.stringMatching(/; seen dead: kb-search-f$/) });
+    });
+
+    it("counts kills by re-listing pods when the runner's Role may not read PodChaos (rendered by an older release), asking once a drill and saying so", async () => {
+      pods = PODS;
+      chaosGetRefused = 403;
+      chaosMesh = (p) => [...without(["kb-search-b"])(p), pod("kb-search-e", false)];
+      const options = parseDrillArgs(["kill-tool", "--tool", "kb-search", "--kill", "one", "--k8s"], {
+        tools: ["kb-search"],
+        orchestrator: "orchestrator",
+        methodsOf: () => [],
+      });
+      const plan = ["x", "y"].flatMap((run) => podChaosPlan(options, `kill-tool-kb-search-${run}`, "loopguard"));
+      const kills = podChaosKills(drillKube(config(), "loopguard"), plan, { timeoutMs: 600, pollMs: 50 });
+      const asked = calls.length;
+      expect(await kills.kill()).toMatch(/; seen dead: kb-search-b$/);
+      pods = PODS;
+      expect(await kills.kill()).toMatch(/^PodChaos drill-kill-tool-kb-search-y-1: .*; seen dead: kb-search-b$/);
+      expect(calls.slice(asked).filter((c) => c.resource === "podchaos" && c.verb === "get")).toHaveLength(1);
+      expect(kills.notes).toEqual(["the runner's Role cannot read PodChaos status; counted kills by re-listing pods"]);
+    });
+
+    it("reads a PodChaos gone (404) as naming no kill, and still fails the drill on any other answer than 403 or 404", async () => {
+      pods = PODS;
+      chaosGetRefused = 404;
+      chaosMesh = (p) => [...without(["kb-search-b"])(p), pod("kb-search-e", false)];
+      expect((await kill("one")).line).toMatch(/; seen dead: kb-search-b$/);
+      pods = PODS;
+      chaosGetRefused = 500;
+      expect((await kill("one")).error?.message).toMatch(/HTTP-Code: 500/);
     });
 
     it("fails the drill when a kill of every pod leaves one alive", async () => {

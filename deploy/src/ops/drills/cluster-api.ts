@@ -5,7 +5,14 @@
 // RUNNER_API_CALLS lists every call as data (manifests/drill-api-calls.ts): the Role in the
 // chaos-drills component is generated from it, and the tests hold the client's real requests and
 // the shipped Role to it.
-import { CoreV1Api, CustomObjectsApi, DiscoveryV1Api, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  DiscoveryV1Api,
+  type KubeConfig,
+  type V1Pod,
+} from "@kubernetes/client-node";
 import type { PodChaos } from "../../manifests/pod-chaos-objects.js";
 
 const CHAOS = { group: "chaos-mesh.org", version: "v1alpha1", plural: "podchaos" } as const;
@@ -29,8 +36,12 @@ export interface DrillKube {
   /** Every endpoint of the service's Service on port `portName`, ready or not, by pod name → http://ip:port/metrics. */
   metricsUrls(service: string, portName: string): Promise<Map<string, string>>;
   createPodChaos(body: PodChaos): Promise<void>;
-  /** The names of the pods PodChaos `name`'s status records killed; none until Chaos Mesh's controller writes them. */
-  podChaosKilled(name: string): Promise<string[]>;
+  /**
+   * The names of the pods PodChaos `name`'s status records killed; none until Chaos Mesh's controller writes them (or
+   * when it is gone). `undefined` when the runner's Role may not read PodChaos: one rendered by a release before the
+   * runner read it, as the Role and the runner's image are upgraded apart.
+   */
+  podChaosKilled(name: string): Promise<string[] | undefined>;
   deletePodChaos(name: string): Promise<void>;
 }
 
@@ -97,8 +108,17 @@ export function drillKube(config: KubeConfig, namespace: string): DrillKube {
       await custom.createNamespacedCustomObject({ ...CHAOS, namespace, body });
     },
     async podChaosKilled(name) {
-      const chaos = (await custom.getNamespacedCustomObject({ ...CHAOS, namespace, name })) as { status?: ChaosStatus };
-      return killedBy(chaos.status);
+      try {
+        const chaos = (await custom.getNamespacedCustomObject({ ...CHAOS, namespace, name })) as {
+          status?: ChaosStatus;
+        };
+        return killedBy(chaos.status);
+      } catch (error) {
+        if (!(error instanceof ApiException)) throw error;
+        if (error.code === 403) return undefined;
+        if (error.code === 404) return [];
+        throw error;
+      }
     },
     async deletePodChaos(name) {
       await custom.deleteNamespacedCustomObject({ ...CHAOS, namespace, name });

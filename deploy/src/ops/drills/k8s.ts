@@ -30,6 +30,8 @@ const RECOVERY_TIMEOUT_MS = 120_000;
 /** How long a PodChaos may take to kill (Chaos Mesh acts within seconds) before the kill counts as not made. */
 const KILL_SEEN_TIMEOUT_MS = 30_000;
 const KILL_POLL_MS = 250;
+/** The report's note when the runner's Role (one rendered before the runner read PodChaos status) may not read it. */
+export const STATUS_UNREADABLE_NOTE = "the runner's Role cannot read PodChaos status; counted kills by re-listing pods";
 
 /** Every PodChaos object the run would create, in order (a flap: one per kill). */
 export function podChaosPlan(options: DrillOptions, runId: string, namespace?: string): PodChaos[] {
@@ -95,18 +97,30 @@ function podWatch(listed: readonly PodState[]): {
  * with DrillError when that is not known within the timeout, naming the pods that lived on. Which
  * pods died: the PodChaos's status first (the pods Chaos Mesh records it killed, even one made after
  * the runner's list and gone before its next look), and as the fallback, for what the status does
- * not name (not written yet), the pods the runner's re-lists see die.
+ * not name (not written yet), the pods the runner's re-lists see die. A Role that may not read the status (rendered
+ * by an older release) leaves the re-lists alone to count, for the rest of the drill, which `notes` says.
  * `created` names every PodChaos made, for the run's end to delete.
  */
 export function podChaosKills(
   kube: DrillKube,
   plan: readonly PodChaos[],
   options: { readonly timeoutMs?: number; readonly pollMs?: number } = {},
-): { readonly created: readonly string[]; kill(): Promise<string> } {
+): { readonly created: readonly string[]; readonly notes: readonly string[]; kill(): Promise<string> } {
   const { timeoutMs = KILL_SEEN_TIMEOUT_MS, pollMs = KILL_POLL_MS } = options;
   const created: string[] = [];
+  const notes: string[] = [];
+  let statusReadable = true;
+  /** What PodChaos `name`'s status names killed; once refused, not asked again (every poll would be refused too). */
+  const killedPerStatus = async (name: string): Promise<string[]> => {
+    const named = statusReadable ? await kube.podChaosKilled(name) : [];
+    if (named) return named;
+    statusReadable = false;
+    notes.push(STATUS_UNREADABLE_NOTE);
+    return [];
+  };
   return {
     created,
+    notes,
     async kill() {
       const chaos = plan[created.length];
       if (!chaos) throw new DrillError("the run wanted more kills than it planned");
@@ -121,7 +135,7 @@ export function podChaosKills(
       await kube.createPodChaos(chaos);
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const byStatus = await kube.podChaosKilled(name);
+        const byStatus = await killedPerStatus(name);
         const seen = watch.dead(await kube.pods(tool)).filter((p) => !byStatus.includes(p.name));
         const killed = new Set([...byStatus, ...seen.map((p) => p.name)]);
         if (killed.size > 0 && (mode === "one" || before.every((p) => killed.has(p.name)))) {
@@ -221,6 +235,7 @@ export async function runClusterDrill(
         ...collected,
         notes: [
           ...collected.notes,
+          ...kills.notes,
           `on a cluster the killed pods are replaced by their Deployment (an orchestrator too); ${source}`,
         ],
       },

@@ -69,6 +69,13 @@ describe("tool targets", () => {
     expect(config.toolTargets["kb-search"]).toEqual(["127.0.0.1:50061"]);
   });
 
+  it("takes tool answers up to 256 KiB unless ORCHESTRATOR_MAX_TOOL_ANSWER_BYTES says otherwise", () => {
+    expect(loadOrchestratorConfig(base).maxToolAnswerBytes).toBe(262_144);
+    expect(loadOrchestratorConfig({ ...base, ORCHESTRATOR_MAX_TOOL_ANSWER_BYTES: "65536" }).maxToolAnswerBytes).toBe(
+      65_536,
+    );
+  });
+
   it("hedges the contracts' hedged reads unless ORCHESTRATOR_HEDGED_READS is false, and refuses another value", () => {
     expect(loadOrchestratorConfig(base).hedgedReads).toBe(true);
     expect(loadOrchestratorConfig({ ...base, ORCHESTRATOR_HEDGED_READS: "false" }).hedgedReads).toBe(false);
@@ -138,6 +145,8 @@ describe("fair use: streams, approvals, sessions per caller, store timeouts", ()
     ["ORCHESTRATOR_STORE_CONNECT_TIMEOUT_MS", "forever"],
     ["ORCHESTRATOR_MAX_SESSIONS_PER_CALLER", "0"],
     ["ORCHESTRATOR_MAX_SESSIONS_PER_CALLER", "2.5"],
+    ["ORCHESTRATOR_MAX_TOOL_ANSWER_BYTES", "4194305"],
+    ["ORCHESTRATOR_MAX_TOOL_ANSWER_BYTES", "256KiB"],
   ])("refuses %s=%s, naming the variable", (name, value) => {
     expect(() => loadOrchestratorConfig({ ...base, [name]: value })).toThrow(new RegExp(`^${name} must be an integer`));
   });

@@ -50,6 +50,11 @@ export interface OrchestratorConfig extends ToolConfig {
   readonly migrateOnStart: boolean;
   /** Addresses per tool name; several comma-separated replicas are balanced round robin. */
   readonly toolTargets: Readonly<Record<string, string[]>>;
+  /**
+   * ORCHESTRATOR_MAX_TOOL_ANSWER_BYTES: a tool's answer larger than this is refused undecoded (ANSWER_TOO_LARGE), so
+   * one answer cannot hold up the event loop every session shares.
+   */
+  readonly maxToolAnswerBytes: number;
   /** ORCHESTRATOR_HEDGED_READS: hedge the reads whose contract allows it (a second attempt to another replica after the method's p95). */
   readonly hedgedReads: boolean;
   readonly instanceId: string;
@@ -83,6 +88,13 @@ type Env = Readonly<Record<string, string | undefined>>;
 export const DEFAULT_MAX_SESSIONS_PER_CALLER = 2000;
 
 const DEFAULT_OPENAI_MODEL = "gpt-4o-mini";
+
+/**
+ * 256 KiB: four times the suite's largest valid answer (ListRefunds' 1000 refunds, about 55 KB) and eight times what a
+ * prompt holds before it is compressed (CONTEXT_COMPRESS_TOKENS, 8000 tokens: about 32 KB). At most grpc-js's 4 MiB,
+ * whose answers cost the event loop up to 0.4 s to decode and check (docs/performance.md).
+ */
+const TOOL_ANSWER_BYTES: IntegerSpec = { default: 256 * 1024, min: 1024, max: 4 * 1024 * 1024 };
 
 /** A store timeout: 100 ms..10 min. */
 function ms(fallback: number): IntegerSpec {
@@ -235,6 +247,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
         return [tool, targets(env, `${envPrefixOf(tool)}_ADDR`, LOCAL_TOOL_ADDRESSES[tool] ?? "")];
       }),
     ),
+    maxToolAnswerBytes: integerSetting(env, "ORCHESTRATOR_MAX_TOOL_ANSWER_BYTES", TOOL_ANSWER_BYTES),
     hedgedReads: booleanSetting(env, "ORCHESTRATOR_HEDGED_READS", true),
     instanceId: env.ORCHESTRATOR_INSTANCE_ID || `${hostname()}-${process.pid}`,
     leaseTtlMs: integerSetting(env, "ORCHESTRATOR_LEASE_TTL_MS", { default: 5000, min: 500, max: 600_000 }),

@@ -91,6 +91,7 @@ export async function build(
       metrics: clientMetrics,
       bulkhead: { maxQueue: config.maxActiveSessions },
       hedge: { enabled: config.hedgedReads },
+      maxAnswerBytes: config.maxToolAnswerBytes,
     });
     clients.set(client.tool, client as ToolClient<DescService>);
   }

@@ -26,7 +26,7 @@ import { deadlineStage } from "./stages/deadline.js";
 import { hedgeStage } from "./stages/hedge.js";
 import { callMetricsStage } from "./stages/metrics.js";
 import { retryStage } from "./stages/retry.js";
-import { metadataFor } from "./stages/transport.js";
+import { answerTooLarge, metadataFor } from "./stages/transport.js";
 import { requestValidationStage, responseValidationStage } from "./stages/validation.js";
 
 const search = KbSearchService.method.search;
@@ -178,6 +178,14 @@ describe("breakerStage", () => {
       throw failure(status.CANCELLED);
     });
     for (let i = 0; i < 4; i++) await lost(searchCall()).catch(() => undefined);
+    expect(breaker.state).toBe("closed");
+    breaker.shutdown();
+  });
+
+  it("is not tripped by answers over the caller's own bound: the tool answered", async () => {
+    const breaker = new ToolBreaker("kb-search", options, metrics());
+    const stage = breakerStage(breaker)(scripted(failure(status.INTERNAL, "ANSWER_TOO_LARGE")));
+    for (let i = 0; i < 4; i++) await rejection(stage(searchCall()));
     expect(breaker.state).toBe("closed");
     breaker.shutdown();
   });
@@ -426,5 +434,35 @@ describe("metadataFor", () => {
       [],
     ]);
     expect([sent.get(AVOID_HEADER), sent.get(PREFER_NOT_HEADER)]).toEqual([["a"], ["b"]]);
+  });
+});
+
+describe("answerTooLarge", () => {
+  const refused = (details: string, code = status.RESOURCE_EXHAUSTED) =>
+    Object.assign(new Error(details), { code, details, metadata: new Metadata() });
+
+  it("turns grpc-js's refusal of an answer over this channel's bound into INTERNAL ANSWER_TOO_LARGE, never retried", () => {
+    const error = answerTooLarge(
+      refused("Received message larger than max (300000 vs 262144)"),
+      searchCall(),
+      1,
+      262_144,
+    );
+    expect([error?.code, error?.reason, error?.retryable, error?.metadata]).toEqual([
+      status.INTERNAL,
+      "ANSWER_TOO_LARGE",
+      false,
+      { bytes: "300000", max_bytes: "262144" },
+    ]);
+    expect(error?.message).toBe(
+      "kb-search answered Search with 300000 bytes, more than the 262144 this caller accepts",
+    );
+  });
+
+  it("leaves any other RESOURCE_EXHAUSTED as it is, and a server's refusal of a request over its own limit", () => {
+    expect(
+      answerTooLarge(refused("Received message larger than max (5000000 vs 4194304)"), searchCall(), 1, 262_144),
+    ).toBeUndefined();
+    expect(answerTooLarge(refused("overloaded"), searchCall(), 1, 262_144)).toBeUndefined();
   });
 });

@@ -9,7 +9,10 @@ export const BREAKER_STATE_VALUE = { closed: 0, "half-open": 1, open: 2 } as con
 export class ClientMetrics {
   readonly handled: Counter<"grpc_type" | "grpc_service" | "grpc_method" | "grpc_code">;
   readonly handlingSeconds: Histogram<"grpc_type" | "grpc_service" | "grpc_method" | "grpc_code">;
-  /** One per call, by outcome: ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid. */
+  /**
+   * One per call, by outcome: ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected,
+   * client_invalid, answer_too_large.
+   */
   readonly calls: Counter<"tool" | "method" | "outcome" | "grpc_code">;
   readonly retries: Counter<"tool" | "method">;
   readonly hedges: Counter<"tool" | "method">;
@@ -34,7 +37,7 @@ export class ClientMetrics {
     );
     this.calls = declare.counter(
       "loopguard_tool_client_calls_total",
-      "Tool calls by outcome (ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid).",
+      "Tool calls by outcome (ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected, client_invalid, answer_too_large).",
       ["tool", "method", "outcome", "grpc_code"],
     );
     const perMethod = (name: string, help: string) => declare.counter(name, help, ["tool", "method"]);

@@ -47,6 +47,11 @@ export interface ToolClientOptions {
   readonly hedge?: HedgeOverrides;
   readonly channelCredentials?: ChannelCredentials;
   readonly channelOptions?: ChannelOptions;
+  /**
+   * The largest answer taken, in bytes on the wire (default grpc-js's 4 MiB); a larger one is refused from its length
+   * prefix, undecoded: INTERNAL ANSWER_TOO_LARGE (transport.ts).
+   */
+  readonly maxAnswerBytes?: number;
   readonly random?: () => number;
 }
 

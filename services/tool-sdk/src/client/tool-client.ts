@@ -17,7 +17,7 @@ import { replicaListTarget } from "./replica-resolver.js";
 import { DEFAULT_CACHE_MAX_BYTES, ResponseCache } from "./response-cache.js";
 import { RetryBudget } from "./retry.js";
 import { type BreakerState, ToolBreaker } from "./stages/breaker.js";
-import { transport } from "./stages/transport.js";
+import { DEFAULT_MAX_ANSWER_BYTES, transport } from "./stages/transport.js";
 
 export interface ToolResult<T> {
   readonly response: T;
@@ -89,6 +89,7 @@ export class ToolClient<S extends DescService> {
   ) {
     this.tool = servicePolicy(service).toolName;
     const domainReasons = new Set([...errorReasons(service)].filter((r) => !commonReasons.has(r)));
+    const maxAnswerBytes = options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
     this.#client = new Client(
       channelTarget(options.target),
       options.channelCredentials ?? credentials.createInsecure(),
@@ -103,6 +104,7 @@ export class ToolClient<S extends DescService> {
         // 5 s, not grpc-js's 30 s: clients follow a release or a scale-out within seconds of it.
         "grpc.dns_min_time_between_resolutions_ms": 5000,
         ...options.channelOptions,
+        "grpc.max_receive_message_length": maxAnswerBytes,
       },
     );
     if (!options.metrics && !options.registry)
@@ -130,7 +132,7 @@ export class ToolClient<S extends DescService> {
       slow: new SlowReplicas(hedge.lossesToAvoid ?? 3, hedge.avoidForMs ?? 10_000),
       random: options.random ?? Math.random,
     };
-    const send = transport(this.#client);
+    const send = transport(this.#client, maxAnswerBytes);
     for (const plan of plans) {
       this.#methods.set(plan.target.method.localName, { plan, chain: composeClient(stagesOf(plan, parts), send) });
     }

@@ -36,6 +36,9 @@ function countsAgainstTool(error: unknown, call: ClientCall | undefined): boolea
   if (error instanceof LostRace) return false;
   if (!(error instanceof CallError)) return true;
   if (CALLER_ERROR_CODES.has(error.code)) return false;
+  // The bound is the caller's choice and the tool answered: one oversized answer (a huge document) does not make
+  // the tool's other calls fail.
+  if (error.reason === "ANSWER_TOO_LARGE") return false;
   if (call === undefined) return true;
   return call.attempt.number > 0 && !(error.code === status.DEADLINE_EXCEEDED && call.cutShort);
 }

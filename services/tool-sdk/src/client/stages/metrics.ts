@@ -9,6 +9,7 @@ const REFUSAL_OUTCOMES: Readonly<Record<string, string>> = {
   CLIENT_VALIDATION_FAILED: "client_invalid",
   BREAKER_OPEN: "breaker_rejected",
   BULKHEAD_FULL: "bulkhead_rejected",
+  ANSWER_TOO_LARGE: "answer_too_large",
 };
 
 export function callMetricsStage(metrics: ClientMetrics): ClientInterceptor {

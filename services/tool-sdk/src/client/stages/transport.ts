@@ -33,8 +33,40 @@ export function statusError(error: ServiceError, call: Pick<ClientCall, "target"
   });
 }
 
+/** grpc-js's own receive limit: the largest answer a client takes unless told otherwise. */
+export const DEFAULT_MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+
+/** How grpc-js fails a call whose answer's length prefix is over the channel's grpc.max_receive_message_length. */
+const OVER_RECEIVE_LIMIT = /^Received message larger than max \((\d+) vs\.? (\d+)\)/;
+
+/**
+ * An answer over the caller's bound, which grpc-js refused undecoded: INTERNAL ANSWER_TOO_LARGE rather than its
+ * RESOURCE_EXHAUSTED, which callers retry and wait out, while the same request gets the same answer. Only when the
+ * limit named is this channel's: a server refusing a request over its own limit says the same words.
+ */
+export function answerTooLarge(
+  error: ServiceError,
+  call: Pick<ClientCall, "target">,
+  attempts: number,
+  maxAnswerBytes: number,
+): CallError | undefined {
+  const found = error.code === status.RESOURCE_EXHAUSTED ? OVER_RECEIVE_LIMIT.exec(error.details) : null;
+  if (!found || Number(found[2]) !== maxAnswerBytes) return undefined;
+  const { tool, method } = call.target;
+  const bytes = found[1]!;
+  return new CallError({
+    code: status.INTERNAL,
+    reason: "ANSWER_TOO_LARGE",
+    message: `${tool} answered ${method.name} with ${bytes} bytes, more than the ${maxAnswerBytes} this caller accepts`,
+    metadata: { bytes, max_bytes: String(maxAnswerBytes) },
+    attempts,
+    tool,
+    method: method.name,
+  });
+}
+
 /** Sends the call's attempt; counts it as sent, and cancels it when the caller's signal aborts. */
-export function transport(client: Client): ClientCallFn {
+export function transport(client: Client, maxAnswerBytes = DEFAULT_MAX_ANSWER_BYTES): ClientCallFn {
   return (call) =>
     new Promise((resolve, reject) => {
       const { attempt, target } = call;
@@ -63,7 +95,10 @@ export function transport(client: Client): ClientCallFn {
         (error: ServiceError | null, response?: unknown) => {
           signal?.removeEventListener("abort", cancel);
           attempt.pending = false;
-          if (error) reject(statusError(error, call, attempt.number));
+          if (error)
+            reject(
+              answerTooLarge(error, call, attempt.number, maxAnswerBytes) ?? statusError(error, call, attempt.number),
+            );
           else resolve(response);
         },
       );

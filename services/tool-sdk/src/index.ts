@@ -109,7 +109,15 @@ export { discoverServices, manifestDefaults, readManifest, type ServiceKind, typ
 export { createLogger, LOG_LEVELS, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { declareIn, type MetricDeclarations } from "./metric-declarations.js";
 export { ServerMetrics } from "./metrics.js";
-export { type Labels, metricValue, parseMetrics, type Sample, samplesOf, sumOf } from "./prometheus-text.js";
+export {
+  type Labels,
+  type MetricType,
+  metricValue,
+  parseMetrics,
+  type Sample,
+  samplesOf,
+  sumOf,
+} from "./prometheus-text.js";
 export * from "./pii.js";
 export { replaceSecrets } from "./secrets.js";
 export { createRawClient, type RawCallOptions, type RawClient } from "./raw-client.js";

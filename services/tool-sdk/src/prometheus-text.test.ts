@@ -11,6 +11,8 @@ grpc_server_handling_seconds_bucket{grpc_method="A",le="+Inf"} 7
 grpc_server_handling_seconds_bucket{grpc_method="B",le="0.1"} 1
 grpc_server_handling_seconds_bucket{grpc_method="B",le="+Inf"} 3
 process_cpu_seconds_total 1.5
+# TYPE nodejs_active_handles_total gauge
+nodejs_active_handles_total 4
 odd{path="C:\\\\DIR",why="say \\"hi\\"\\nthere"} 2
 `;
 
@@ -27,6 +29,17 @@ describe("parseMetrics", () => {
     const samples = parseMetrics(PAGE);
     expect(samplesOf(samples, "process_cpu_seconds_total")[0]?.value).toBe(1.5);
     expect(samplesOf(samples, "grpc_server_handled_total", { grpc_method: "B" })[0]?.value).toBe(3);
+  });
+
+  it("types each series by its family's TYPE line, a histogram's buckets included, whatever the name ends with", () => {
+    const types = new Map(parseMetrics(PAGE).map((s) => [s.name, s.type]));
+    expect(Object.fromEntries(types)).toEqual({
+      grpc_server_handled_total: "counter",
+      grpc_server_handling_seconds_bucket: "histogram",
+      process_cpu_seconds_total: "untyped",
+      nodejs_active_handles_total: "gauge",
+      odd: "untyped",
+    });
   });
 
   it("unescapes label values", () => {

@@ -189,7 +189,8 @@ export function prometheusPages(baseUrl: string, namespace: string, job: string)
     for (const { metric, value } of body.data.result) {
       const { __name__: name, ...labels } = metric;
       const pod = labels.pod ?? labels.instance ?? "";
-      pages.set(pod, [...(pages.get(pod) ?? []), { name: name!, labels, value: Number(value[1]) }]);
+      // A query's answer carries no family type.
+      pages.set(pod, [...(pages.get(pod) ?? []), { name: name!, labels, value: Number(value[1]), type: "untyped" }]);
     }
     return pages;
   };

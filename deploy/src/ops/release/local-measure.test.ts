@@ -1,11 +1,12 @@
 // The local gate's measures from real prom-client pages (the metrics every tool exports): calls,
 // server faults and the p95 between two readings, summed over pods, judged like the gate queries.
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { parseMetrics, ServerMetrics } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
 import { methodSlos } from "../../manifests/slo-rules.js";
 import { gateVerdict, judgedMethods } from "./gate.js";
-import { bucketQuantile, measureLocally, type Reading } from "./local-measure.js";
+import { bucketQuantile, measureLocally, type Reading, restartedPods } from "./local-measure.js";
 
 const slos = methodSlos([BillingService]);
 
@@ -91,6 +92,60 @@ describe("the local gate's measures", () => {
     expect(verdict.findings[0]).toMatch(
       /^billing-green-1 restarted during the gate's window \(its counters went back\)/,
     );
+  });
+
+  it("fail a version whose pod started again inside the window though every counter is higher than before", () => {
+    const page = (started: number, calls: number) =>
+      parseMetrics(
+        `# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds ${started}\n` +
+          `# TYPE grpc_server_handled_total counter\ngrpc_server_handled_total{grpc_method="GetOrder",grpc_code="OK"} ${calls}\n`,
+      );
+    const before: Reading = new Map([["billing-green-0", page(1_800_000_000, 40)]]);
+    expect(restartedPods(before, new Map([["billing-green-0", page(1_800_000_000, 400)]]))).toEqual([]);
+    expect(restartedPods(before, new Map([["billing-green-0", page(1_800_000_030, 400)]]))).toEqual([
+      "billing-green-0",
+    ]);
+  });
+
+  it("pass a healthy pod whose gauges named like counters went down in the window (nodejs_active_handles_total)", async () => {
+    const pod = new ServerMetrics("billing");
+    // Ten connections open while the window starts, closed inside it: the handles gauge falls by twenty.
+    const listener = createServer((socket) => socket.on("error", () => {}));
+    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
+    const { port } = listener.address() as AddressInfo;
+    const sockets = await Promise.all(
+      Array.from(
+        { length: 10 },
+        () =>
+          new Promise<Socket>((resolve, reject) => {
+            const socket = connect(port, "127.0.0.1", () => resolve(socket)).once("error", reject);
+          }),
+      ),
+    );
+    const before = await reading({ "billing-green-0": pod });
+    await new Promise((resolve) => {
+      listener.close(resolve);
+      for (const socket of sockets) socket.destroy();
+    });
+    record(pod, "GetOrder", "OK", 400, 0.004);
+    const after = await reading({ "billing-green-0": pod });
+    const handles = (r: Reading) =>
+      r.get("billing-green-0")!.find((s) => s.name === "nodejs_active_handles_total")!.value;
+    console.log(
+      "DBG",
+      JSON.stringify(
+        [...before.get("billing-green-0")!, ...after.get("billing-green-0")!].filter((s) =>
+          s.name.startsWith("nodejs_active"),
+        ),
+      ),
+    );
+    expect(handles(after)).toBeLessThan(handles(before));
+    const verdict = gateVerdict(judgedMethods(slos), measureLocally(slos, before, after));
+    expect(verdict.findings).toEqual([
+      "billing GetOrder error ratio 0 % (budget 0.5 %)",
+      "billing GetOrder p95 5 ms (target 150 ms)",
+    ]);
+    expect(verdict.passed).toBe(true);
   });
 
   it("never pass a negative or NaN measure (no evidence), as the gate on any path", () => {

@@ -3,7 +3,8 @@
 // window between them, give each unary method's calls, its server-fault ratio and its p95 (the
 // same bucket interpolation as PromQL's histogram_quantile); a method is judged once it had
 // minCallsToJudge calls in the window, its value the measure over its target, as in manifests/gate-queries.ts.
-// Counters are read reset-aware, as increase() does; a pod restarted inside the window fails the gate.
+// Counters are read reset-aware, as increase() does; a pod restarted inside the window fails the gate
+// (a gauge named like a counter, such as nodejs_active_handles_total, may fall: it is not read as a restart).
 import { minCallsToJudge, parseMetrics, type Sample } from "@loopguard/tool-sdk";
 import { type MethodSlo, SERVER_FAULT_CODES } from "../../manifests/slo-rules.js";
 import type { GateAnswer, JudgedValue } from "./gate.js";
@@ -30,17 +31,29 @@ function seriesKey(s: Sample): string {
   return `${s.name}${JSON.stringify(Object.entries(s.labels).sort(([a], [b]) => a.localeCompare(b)))}`;
 }
 
+/** Whether a series only grows while its process lives: a counter, or a histogram's or summary's bucket or count (never a gauge, whatever its name ends with). */
+function onlyGrows(s: Sample): boolean {
+  return s.type === "counter" || ((s.type === "histogram" || s.type === "summary") && /_(bucket|count)$/.test(s.name));
+}
+
+/** The process's start time on the page (prom-client's default metrics), if it has one. */
+function startTime(samples: readonly Sample[]): number | undefined {
+  return samples.find((s) => s.name === "process_start_time_seconds")?.value;
+}
+
 /**
- * The pods whose counters went back between the readings: restarted under the same name (docker's
- * `--restart on-failure`), so what they answered before the restart is in neither reading.
+ * The pods restarted under the same name between the readings (docker's `--restart on-failure`), so
+ * what they answered before the restart is in neither reading: their process started again, or a
+ * series that only grows went back or is gone.
  */
 export function restartedPods(before: Reading, after: Reading): string[] {
   return [...before].flatMap(([pod, samples]) => {
-    const now = new Map((after.get(pod) ?? []).map((s) => [seriesKey(s), s.value]));
-    const wentBack = samples.some(
-      (s) => /_(total|bucket|count)$/.test(s.name) && !((now.get(seriesKey(s)) ?? -1) >= s.value),
-    );
-    return after.has(pod) && wentBack ? [pod] : [];
+    const later = after.get(pod);
+    if (!later) return [];
+    const now = new Map(later.map((s) => [seriesKey(s), s.value]));
+    const startedAgain = startTime(samples) !== startTime(later);
+    const wentBack = samples.some((s) => onlyGrows(s) && !((now.get(seriesKey(s)) ?? -1) >= s.value));
+    return startedAgain || wentBack ? [pod] : [];
   });
 }
 

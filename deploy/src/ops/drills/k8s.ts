@@ -112,7 +112,8 @@ export function podChaosKills(
   let statusReadable = true;
   /** What PodChaos `name`'s status names killed; once refused, not asked again (every poll would be refused too). */
   const killedPerStatus = async (name: string): Promise<string[]> => {
-    const named = statusReadable ? await kube.podChaosKilled(name) : [];
+    if (!statusReadable) return [];
+    const named = await kube.podChaosKilled(name);
     if (named) return named;
     statusReadable = false;
     notes.push(STATUS_UNREADABLE_NOTE);

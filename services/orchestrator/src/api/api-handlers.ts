@@ -73,10 +73,10 @@ function mapError(error: unknown): never {
   throw error;
 }
 
-/** One WatchSession message of an event, a session in it shown at `now` on the store's clock. */
-function watchResponse(event: WatchEvent, now: number): MessageInitShape<typeof WatchSessionResponseSchema> {
+/** One WatchSession message of an event; the store's clock (`now`) is read only for a message that shows the session. */
+function watchResponse(event: WatchEvent, now: () => number): MessageInitShape<typeof WatchSessionResponseSchema> {
   if (event.kind === "snapshot" || event.kind === "update")
-    return { event: { case: event.kind, value: toProtoSession(event.session, { now }) } };
+    return { event: { case: event.kind, value: toProtoSession(event.session, { now: now() }) } };
   if (event.kind === "step")
     return { event: { case: "step", value: { step: event.step.step, record: event.step.payload } } };
   const { audit } = event;
@@ -150,7 +150,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
         for (;;) {
           const next = await events.next().catch(mapError);
           if (next.done) return;
-          yield watchResponse(next.value, now());
+          yield watchResponse(next.value, now);
         }
       } finally {
         // Ended early (the caller went away): the watch lets go of what it follows.

@@ -24,9 +24,10 @@ export interface ServiceProcess {
 
 /**
  * Starts `node <entry>` with `env` over this process's environment and waits for its "serving"
- * line. Pass port 0 variables in `env` to let the OS choose ports.
+ * line. Pass port 0 variables in `env` to let the OS choose ports. The default wait is a hang guard,
+ * not a speed check: a start takes 1–2 s, but two test workers and the image builds can starve it.
  */
-export function spawnService(entry: string, env: Record<string, string>, timeoutMs = 15_000): Promise<ServiceProcess> {
+export function spawnService(entry: string, env: Record<string, string>, timeoutMs = 30_000): Promise<ServiceProcess> {
   const child = spawn(process.execPath, [entry], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -133,7 +133,8 @@ describe("toolClient", () => {
     expect(result.source).toBe("degraded");
     expect(result.liveError?.reason).toBe("INDEX_UNAVAILABLE");
     expect(result.liveError?.retryAfterMs).toBe(30_000);
-    expect(Date.now() - started).toBeLessThan(300);
+    // At once, not at the 1,000 ms timeout (the margin is for a busy machine).
+    expect(Date.now() - started).toBeLessThan(600);
     expect(seen.calls).toBe(1);
   });
 
@@ -287,8 +288,10 @@ describe("toolClient", () => {
     const elapsed = Date.now() - started;
     expect(result.source).toBe("degraded");
     expect(result.liveError?.code).toBe(status.DEADLINE_EXCEEDED);
-    expect(elapsed).toBeLessThan(250);
-    expect(serverDeadline!.getTime()).toBeLessThanOrEqual(deadline.getTime() + 5);
+    // By the caller's 100 ms, not kb-search's 1,000 ms SLA timeout; the server's deadline is the time
+    // left when the call was sent, counted from when it arrived (the margin is for a busy machine).
+    expect(elapsed).toBeLessThan(500);
+    expect(serverDeadline!.getTime()).toBeLessThanOrEqual(deadline.getTime() + 100);
   });
 
   it("a call whose caller already gave up is not sent: CANCELLED, the handler never runs", async () => {
@@ -328,9 +331,9 @@ describe("toolClient", () => {
     expect(error?.code).toBe(status.DEADLINE_EXCEEDED);
     // kb-search's own SLA timeout is 1000 ms: the onward call got the caller's 200 ms instead (the
     // margin is for a busy machine between reading the clock here and the client setting the deadline).
-    expect(onwardDeadline!.getTime()).toBeLessThanOrEqual(started + 300);
+    expect(onwardDeadline!.getTime()).toBeLessThanOrEqual(started + 600);
     await expect.poll(() => onwardEndedAt, { timeout: 2000 }).toBeGreaterThan(0);
-    expect(onwardEndedAt - started).toBeLessThan(600);
+    expect(onwardEndedAt - started).toBeLessThan(900);
   });
 
   it("balances over several replicas round robin", async () => {

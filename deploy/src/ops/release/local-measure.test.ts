@@ -131,14 +131,6 @@ describe("the local gate's measures", () => {
     const after = await reading({ "billing-green-0": pod });
     const handles = (r: Reading) =>
       r.get("billing-green-0")!.find((s) => s.name === "nodejs_active_handles_total")!.value;
-    console.log(
-      "DBG",
-      JSON.stringify(
-        [...before.get("billing-green-0")!, ...after.get("billing-green-0")!].filter((s) =>
-          s.name.startsWith("nodejs_active"),
-        ),
-      ),
-    );
     expect(handles(after)).toBeLessThan(handles(before));
     const verdict = gateVerdict(judgedMethods(slos), measureLocally(slos, before, after));
     expect(verdict.findings).toEqual([

@@ -90,7 +90,7 @@ describe("the local gate's measures", () => {
     const verdict = gateVerdict(judgedMethods(slos), answers);
     expect(verdict.passed).toBe(false);
     expect(verdict.findings[0]).toMatch(
-      /^billing-green-1 restarted during the gate's window \(its counters went back\)/,
+      /^billing-green-1 restarted during the gate's window \(grpc_server_handled_total\{.*grpc_code="OK".*\} went from 300 to 100\)/,
     );
   });
 
@@ -103,7 +103,7 @@ describe("the local gate's measures", () => {
     const before: Reading = new Map([["billing-green-0", page(1_800_000_000, 40)]]);
     expect(restartedPods(before, new Map([["billing-green-0", page(1_800_000_000, 400)]]))).toEqual([]);
     expect(restartedPods(before, new Map([["billing-green-0", page(1_800_000_030, 400)]]))).toEqual([
-      "billing-green-0",
+      { pod: "billing-green-0", evidence: "its process start time went from 1800000000 to 1800000030" },
     ]);
   });
 

@@ -41,19 +41,31 @@ function startTime(samples: readonly Sample[]): number | undefined {
   return samples.find((s) => s.name === "process_start_time_seconds")?.value;
 }
 
+/** A pod restarted inside the window, and what on its page says so. */
+export interface Restart {
+  readonly pod: string;
+  readonly evidence: string;
+}
+
 /**
  * The pods restarted under the same name between the readings (docker's `--restart on-failure`), so
  * what they answered before the restart is in neither reading: their process started again, or a
  * series that only grows went back or is gone.
  */
-export function restartedPods(before: Reading, after: Reading): string[] {
+export function restartedPods(before: Reading, after: Reading): Restart[] {
   return [...before].flatMap(([pod, samples]) => {
     const later = after.get(pod);
     if (!later) return [];
+    const [startedThen, startedNow] = [startTime(samples), startTime(later)];
+    if (startedThen !== startedNow)
+      return [{ pod, evidence: `its process start time went from ${startedThen} to ${startedNow}` }];
     const now = new Map(later.map((s) => [seriesKey(s), s.value]));
-    const startedAgain = startTime(samples) !== startTime(later);
-    const wentBack = samples.some((s) => onlyGrows(s) && !((now.get(seriesKey(s)) ?? -1) >= s.value));
-    return startedAgain || wentBack ? [pod] : [];
+    const back = samples.find((s) => onlyGrows(s) && !((now.get(seriesKey(s)) ?? -1) >= s.value));
+    if (!back) return [];
+    const value = now.get(seriesKey(back));
+    const labels = Object.entries(back.labels).map(([k, v]) => `${k}="${v}"`);
+    const series = `${back.name}{${labels.join(",")}}`;
+    return [{ pod, evidence: `${series} went from ${back.value} to ${value ?? "absent"}` }];
   });
 }
 
@@ -115,8 +127,8 @@ export function measureLocally(slos: readonly MethodSlo[], before: Reading, afte
   }
   // A new pod that crashed inside the window failed calls nobody can count now: that alone fails the gate.
   const problems = restartedPods(before, after).map(
-    (pod) =>
-      `${pod} restarted during the gate's window (its counters went back): the calls it answered before are not counted, and a version whose pod crashes does not pass`,
+    ({ pod, evidence }) =>
+      `${pod} restarted during the gate's window (${evidence}): the calls it answered before are not counted, and a version whose pod crashes does not pass`,
   );
   return [
     { kind: "error-ratio", values: errors, ...(problems.length > 0 ? { problems } : {}) },

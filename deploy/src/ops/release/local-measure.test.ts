@@ -107,6 +107,15 @@ describe("the local gate's measures", () => {
     ]);
   });
 
+  it("read a page that declares no types by the names' convention: a _total that went back is a restart", () => {
+    const page = (calls: number) => parseMetrics(`grpc_server_handled_total{grpc_code="OK"} ${calls}\n`);
+    const before: Reading = new Map([["risk-green-0", page(40)]]);
+    expect(restartedPods(before, new Map([["risk-green-0", page(41)]]))).toEqual([]);
+    expect(restartedPods(before, new Map([["risk-green-0", page(3)]]))).toEqual([
+      { pod: "risk-green-0", evidence: 'grpc_server_handled_total{grpc_code="OK"} went from 40 to 3' },
+    ]);
+  });
+
   it("pass a healthy pod whose gauges named like counters went down in the window (nodejs_active_handles_total)", async () => {
     const pod = new ServerMetrics("billing");
     // Ten connections open while the window starts, closed inside it: the handles gauge falls by twenty.

@@ -31,9 +31,15 @@ function seriesKey(s: Sample): string {
   return `${s.name}${JSON.stringify(Object.entries(s.labels).sort(([a], [b]) => a.localeCompare(b)))}`;
 }
 
-/** Whether a series only grows while its process lives: a counter, or a histogram's or summary's bucket or count (never a gauge, whatever its name ends with). */
+/**
+ * Whether a series only grows while its process lives: a counter, or a histogram's or summary's
+ * bucket or count; on a page that declares no type, a name that says so by convention. Never a gauge,
+ * whatever its name ends with (prom-client's nodejs_active_handles_total is one).
+ */
 function onlyGrows(s: Sample): boolean {
-  return s.type === "counter" || ((s.type === "histogram" || s.type === "summary") && /_(bucket|count)$/.test(s.name));
+  if (s.type === "counter") return true;
+  if (s.type === "histogram" || s.type === "summary") return /_(bucket|count)$/.test(s.name);
+  return s.type === "untyped" && /_(total|bucket|count)$/.test(s.name);
 }
 
 /** The process's start time on the page (prom-client's default metrics), if it has one. */

@@ -64,7 +64,9 @@ export function restartedPods(before: Reading, after: Reading): Restart[] {
     if (!later) return [];
     const [startedThen, startedNow] = [startTime(samples), startTime(later)];
     if (startedThen !== startedNow)
-      return [{ pod, evidence: `its process start time went from ${startedThen} to ${startedNow}` }];
+      return [
+        { pod, evidence: `its process start time went from ${startedThen ?? "absent"} to ${startedNow ?? "absent"}` },
+      ];
     const now = new Map(later.map((s) => [seriesKey(s), s.value]));
     const back = samples.find((s) => onlyGrows(s) && !((now.get(seriesKey(s)) ?? -1) >= s.value));
     if (!back) return [];

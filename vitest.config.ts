@@ -2,7 +2,7 @@ import { availableParallelism } from "node:os";
 import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import { GLOBAL_TELEMETRY_FILES } from "./services/orchestrator/vitest.config.js";
 import { RESOLVER_FILES, sourcesByName } from "./services/tool-sdk/vitest.config.js";
-import { TIMED_FILES } from "./test/vitest.config.js";
+import { CHECK_FILES, TIMED_FILES } from "./test/vitest.config.js";
 
 /**
  * A package's files that must not share a worker process: they set process-wide state before a
@@ -32,7 +32,8 @@ function apart(
 
 // Every workspace package is a vitest project, so a new service's tests run without editing a list.
 // A few files are projects of their own: deploy's container tests run last and alone (see its
-// config); the files each package's config lists to run apart run in threads of their own (above).
+// config); the files each package's config lists to run apart run in threads of their own (above);
+// the workspace's checks are judged at the very end.
 export default defineConfig({
   test: {
     projects: [
@@ -43,6 +44,18 @@ export default defineConfig({
       apart("services/orchestrator", "orchestrator (telemetry)", GLOBAL_TELEMETRY_FILES),
       apart("services/tool-sdk", "tool-sdk (resolver)", RESOLVER_FILES, sourcesByName),
       apart("test", "test (alone)", TIMED_FILES),
+      // The workspace's checks run beside the tests from the start, at the lowest CPU priority (its
+      // global setup); its file judges them after every other file, the containers' too.
+      {
+        test: {
+          name: "@loopguard/test (checks)",
+          root: "test",
+          include: CHECK_FILES,
+          globalSetup: ["src/checks/background.ts"],
+          pool: "forks",
+          sequence: { groupOrder: 3 },
+        },
+      },
     ],
     // Two test files at once even on two cores (vitest's default there is one): 5-12 % less wall
     // time there, measured in docs/performance.md ("The test suite's wall time on 2 cores").

@@ -160,7 +160,7 @@ export interface RefundLedger {
 }
 
 /**
- * The contract's ListRefundsResponse holds at most 1000 refunds and has no paging: an order takes
- * no more refunds than that (ORDER_NOT_REFUNDABLE), so its list always shows every one.
+ * The contract's ListRefundsResponse holds at most 1000 refunds and has no paging; an order with
+ * more lists its oldest 1000.
  */
-export const MAX_REFUNDS_PER_ORDER = 1000;
+export const MAX_LISTED_REFUNDS = 1000;

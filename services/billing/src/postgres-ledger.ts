@@ -17,7 +17,7 @@ import type pg from "pg";
 import {
   type BreakGlassRow,
   guardLedger,
-  MAX_REFUNDS_PER_ORDER,
+  MAX_LISTED_REFUNDS,
   type OrderRecord,
   type RefundCommand,
   type RefundLedger,
@@ -178,7 +178,7 @@ export class PostgresRefundLedger implements RefundLedger {
         `SELECT r.* FROM orders o
            LEFT JOIN LATERAL (SELECT ${REFUND_COLUMNS} FROM refunds WHERE order_id = o.order_id ORDER BY created_at, seq LIMIT $2) r ON true
           WHERE o.order_id = $1`,
-        [orderId, MAX_REFUNDS_PER_ORDER],
+        [orderId, MAX_LISTED_REFUNDS],
       ),
     );
     if (rows.length === 0) return undefined;
@@ -208,17 +208,7 @@ export class PostgresRefundLedger implements RefundLedger {
     // Read again once the lock is held: READ COMMITTED gives each statement a fresh snapshot, so a
     // refund of this key committed by whoever held the lock before is visible here.
     const earlier = await client.query<RefundRow>(SELECT_REFUND_BY_KEY, [command.idempotencyKey]);
-    // Counted under the lock too, for the same reason: the refunds made before the lock was ours.
-    const counted = order.rows[0]
-      ? await client.query<{ n: number }>("SELECT count(*)::int AS n FROM refunds WHERE order_id = $1", [
-          command.orderId,
-        ])
-      : undefined;
-    const decision = decideRefund(
-      command,
-      earlier.rows[0],
-      order.rows[0] && { ...order.rows[0], refunds: counted!.rows[0]!.n },
-    );
+    const decision = decideRefund(command, earlier.rows[0], order.rows[0]);
     if ("replay" in decision) return decision.replay;
     const { insert: r, order: o } = decision;
     if (command.dryRun) return dryRunOutcome(r);

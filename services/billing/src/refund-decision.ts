@@ -1,8 +1,7 @@
 // What a refund may do, decided once for both backends as a pure function of the key's earlier
-// refund and the order (with its count of refunds), all read under the backend's lock: replay,
-// refuse, or insert this row.
+// refund and the order, both read under the backend's lock: replay, refuse, or insert this row.
 import { randomInt } from "node:crypto";
-import { LedgerError, MAX_REFUNDS_PER_ORDER, type RefundCommand, type RefundOutcome } from "./ledger.js";
+import { LedgerError, type RefundCommand, type RefundOutcome } from "./ledger.js";
 import {
   type NewRefundRow,
   type OrderRow,
@@ -21,9 +20,6 @@ export function newRefundId(): string {
   return id;
 }
 
-/** The order as read under the lock, with its refund rows counted under the same lock. */
-export type LockedOrder = OrderRow & { readonly refunds: number };
-
 /** What a refund does: replay an earlier outcome, or insert this row and add its amount to the order. */
 export type RefundDecision =
   | { readonly replay: RefundOutcome }
@@ -33,14 +29,12 @@ export type RefundDecision =
  * Decides a refund from the key's earlier refund and the order, both read under the backend's
  * lock; throws LedgerError for a refusal. The key comes first: a refund already made replays
  * whatever bound the repeat carries. A new one must keep the order's refunded total within the
- * caller's bound, checked here under the lock, so concurrent refunds within it all pass; and the
- * order may hold no more refunds than ListRefunds answers with (it has no paging), so every refund
- * made stays in the order's list.
+ * caller's bound, checked here under the lock, so concurrent refunds within it all pass.
  */
 export function decideRefund(
   command: RefundCommand,
   earlier: RefundRow | undefined,
-  order: LockedOrder | undefined,
+  order: OrderRow | undefined,
 ): RefundDecision {
   const requestHash = refundRequestHash(command.orderId, command.amountCents, command.reason);
   if (earlier) {
@@ -56,12 +50,6 @@ export function decideRefund(
     throw new LedgerError(
       "ORDER_NOT_REFUNDABLE",
       `order ${command.orderId} is ${order.status.toLowerCase()}, not paid`,
-    );
-  }
-  if (order.refunds >= MAX_REFUNDS_PER_ORDER) {
-    throw new LedgerError(
-      "ORDER_NOT_REFUNDABLE",
-      `order ${command.orderId} has ${order.refunds} refunds, the most one order may have (ListRefunds shows every one); nothing was refunded`,
     );
   }
   const refundable = refundableOf(order);

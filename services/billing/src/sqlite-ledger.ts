@@ -14,7 +14,7 @@ import type Database from "better-sqlite3";
 import {
   type BreakGlassRow,
   guardLedger,
-  MAX_REFUNDS_PER_ORDER,
+  MAX_LISTED_REFUNDS,
   type OrderRecord,
   type RefundCommand,
   type RefundLedger,
@@ -97,7 +97,6 @@ export class SqliteRefundLedger implements RefundLedger {
   private readonly selectOrder: Database.Statement<[string], OrderRow>;
   private readonly selectRefundByKey: Database.Statement<[string], RefundRow>;
   private readonly selectRefundsOfOrder: Database.Statement<[string, number], RefundRow>;
-  private readonly countRefundsOfOrder: Database.Statement<[string], number>;
   private readonly insertOrder: Database.Statement<[OrderRow]>;
   private readonly insertRefund: Database.Statement<[NewRefundRow]>;
   private readonly insertBreakGlass: Database.Statement<[BreakGlassRow]>;
@@ -117,7 +116,6 @@ export class SqliteRefundLedger implements RefundLedger {
     this.selectRefundsOfOrder = db.prepare(
       "SELECT * FROM refunds WHERE order_id = ? ORDER BY created_at, rowid LIMIT ?",
     );
-    this.countRefundsOfOrder = db.prepare<[string], number>("SELECT count(*) FROM refunds WHERE order_id = ?").pluck();
     this.insertOrder = db.prepare(
       `INSERT OR IGNORE INTO orders (order_id, customer_id, status, amount_paid_cents, amount_refunded_cents, currency, created_at, version)
        VALUES (@order_id, @customer_id, @status, @amount_paid_cents, @amount_refunded_cents, @currency, @created_at, @version)`,
@@ -177,7 +175,7 @@ export class SqliteRefundLedger implements RefundLedger {
       this.db
         .transaction(() => {
           if (!this.selectOrder.get(orderId)) return undefined;
-          return this.selectRefundsOfOrder.all(orderId, MAX_REFUNDS_PER_ORDER).map(refundOf);
+          return this.selectRefundsOfOrder.all(orderId, MAX_LISTED_REFUNDS).map(refundOf);
         })
         .deferred(),
     );
@@ -206,11 +204,10 @@ export class SqliteRefundLedger implements RefundLedger {
   }
 
   private refundUnlocked(command: RefundCommand): RefundOutcome {
-    const row = this.selectOrder.get(command.orderId);
     const decision = decideRefund(
       command,
       this.selectRefundByKey.get(command.idempotencyKey),
-      row && { ...row, refunds: this.countRefundsOfOrder.get(command.orderId)! },
+      this.selectOrder.get(command.orderId),
     );
     if ("replay" in decision) return decision.replay;
     const { insert, order } = decision;

@@ -266,8 +266,6 @@ export const ListRefundsRequestSchema: GenMessage<ListRefundsRequest> = /*@__PUR
  */
 export type ListRefundsResponse = Message<"loopguard.billing.v1.ListRefundsResponse"> & {
   /**
-   * Every refund of the order, oldest first: an order takes no more than 1000.
-   *
    * @generated from field: repeated loopguard.billing.v1.Refund refunds = 1;
    */
   refunds: Refund[];
@@ -299,8 +297,7 @@ export enum BillingErrorReason {
   ORDER_NOT_FOUND = 1,
 
   /**
-   * The order is not paid, the amount exceeds what is still refundable, or the order already has
-   * 1000 refunds (the most ListRefunds answers with).
+   * The order is not paid, or the amount exceeds what is still refundable.
    *
    * @generated from enum value: BILLING_ERROR_REASON_ORDER_NOT_REFUNDABLE = 2;
    */

@@ -6,9 +6,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
+import { DrillError } from "./drill-error.js";
 import { type OrchestratorApi, retryTransient } from "./orchestrator-api.js";
 import type { CheckContext, SideEffectsCheck } from "./side-effects-check.js";
 import type { SessionOutcome, SideEffectAudit } from "./report.js";
+import type { PlannedSession } from "./session-plan.js";
 
 const REFUND_ID = /rf_[A-Za-z0-9]{16}/g;
 const BILLING = "billing";
@@ -18,6 +20,30 @@ export interface LedgerRefund {
   readonly refundId: string;
   readonly orderId: string;
   readonly amountCents: number;
+}
+
+/** The most refunds one ListRefunds answer holds (the contract's max_items); it has no paging. */
+export const LISTED_REFUNDS_MAX = 1000;
+
+/**
+ * Refuses a run that could take one of its orders past what one ListRefunds answer lists, before
+ * any load: the audit reads each order's refunds before and after the run, and past that many the
+ * list stops at the oldest, so the audit would neither tell this run's refunds from earlier ones nor
+ * find them, and would report them lost. Each refund session makes at most one refund.
+ */
+export function checkListRoom(
+  before: readonly LedgerRefund[],
+  sessions: readonly Pick<PlannedSession, "orderId">[],
+): void {
+  const planned = new Map<string, number>();
+  for (const { orderId } of sessions) if (orderId) planned.set(orderId, (planned.get(orderId) ?? 0) + 1);
+  for (const [orderId, count] of planned) {
+    const held = before.filter((r) => r.orderId === orderId).length;
+    if (held + count > LISTED_REFUNDS_MAX)
+      throw new DrillError(
+        `order ${orderId} has ${held} refunds and this drill may make ${count} more: past ${LISTED_REFUNDS_MAX}, billing's ListRefunds (which has no paging) would not show the audit this run's refunds, and it would report them lost; plan fewer refunds (--sessions, --refund-share)`,
+      );
+  }
 }
 
 /**
@@ -139,15 +165,16 @@ export class Approver {
   }
 }
 
-/** The ledger audit and the approver of one run: the SideEffectsCheck every plan uses. */
-export async function moneyCheck(ctx: CheckContext): Promise<SideEffectsCheck> {
-  const auditor = await ctx.token("operator", BILLING, ["billing:read"]);
-  const approver = new Approver(await ctx.orchestratorAs("approver", ["sessions:read", "approvals:write"]));
-  const orders = [...new Set(ctx.sessions.flatMap((p) => (p.orderId ? [p.orderId] : [])))];
-  // Billing's live set when the ledger is read: a release may have moved it.
-  const readLedger = async (): Promise<LedgerRefund[]> => {
+/** The refunds billing lists for the orders (each at most LISTED_REFUNDS_MAX, the oldest). */
+export type LedgerReader = (orders: readonly string[]) => Promise<LedgerRefund[]>;
+
+/** Reads billing's live set when called (a release may have moved it), as the operator. */
+function billingLedger(ctx: CheckContext): LedgerReader {
+  let auditor: Promise<string> | undefined;
+  return async (orders) => {
+    auditor ??= ctx.token("operator", BILLING, ["billing:read"]);
     const ledger = createRawClient(BillingService, ctx.serviceApi(BILLING), {
-      token: auditor,
+      token: await auditor,
       channelOptions: BALANCED,
     });
     try {
@@ -163,13 +190,23 @@ export async function moneyCheck(ctx: CheckContext): Promise<SideEffectsCheck> {
       ledger.close();
     }
   };
+}
+
+/** The ledger audit and the approver of one run: the SideEffectsCheck every plan uses. */
+export async function moneyCheck(
+  ctx: CheckContext,
+  readLedger: LedgerReader = billingLedger(ctx),
+): Promise<SideEffectsCheck> {
+  const approver = new Approver(await ctx.orchestratorAs("approver", ["sessions:read", "approvals:write"]));
+  const orders = [...new Set(ctx.sessions.flatMap((p) => (p.orderId ? [p.orderId] : [])))];
   let before: LedgerRefund[] = [];
   return {
     async begin() {
-      before = await readLedger();
+      before = await readLedger(orders);
+      checkListRoom(before, ctx.sessions);
     },
     during: (signal) => approver.run(signal),
-    end: async (outcomes) => auditSideEffects(outcomes, before, await readLedger()),
+    end: async (outcomes) => auditSideEffects(outcomes, before, await readLedger(orders)),
     get approvalsResolved() {
       return approver.resolved;
     },

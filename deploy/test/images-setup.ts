@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync } from "node:fs";
 import { setPriority } from "node:os";
 import { join } from "node:path";
-import { repoRoot } from "@loopguard/test-kit";
+import { repoRoot, shellEnv, unlessEnded } from "@loopguard/test-kit";
 
 /** The build's own process (and the base image's debootstrap) yields to the tests' processes. */
 const LOWER_PRIORITY = 10;
@@ -22,7 +22,7 @@ export default function setup(): () => Promise<void> {
   const out = openSync(join(logDir, "background.log"), "w");
   const build = spawn(process.execPath, [join(root, "deploy", "dist", "local", "images-main.js")], {
     cwd: root,
-    env: { ...buildEnv(), LOOPGUARD_IMAGE_BUILD_CPUS: BUILD_CPUS },
+    env: { ...shellEnv(), LOOPGUARD_IMAGE_BUILD_CPUS: BUILD_CPUS },
     stdio: ["ignore", out, out],
     // Its own process group, so that a run cut short stops the docker client it started too.
     detached: true,
@@ -41,18 +41,4 @@ export default function setup(): () => Promise<void> {
       unlessEnded(() => process.kill(-pid, "SIGTERM"));
     await ended;
   };
-}
-
-/** Runs `signal`, unless the process it is for has ended meanwhile (ESRCH). */
-function unlessEnded(signal: () => unknown): void {
-  try {
-    signal();
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
-  }
-}
-
-/** The environment as `pnpm images` would see it from a shell: without the npm settings `pnpm test` passes its scripts. */
-function buildEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_config_/i.test(name)));
 }

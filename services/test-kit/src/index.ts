@@ -1,3 +1,13 @@
 export { sqliteModes } from "./files.js";
 export { type ErrorClass, errorOf, refusal } from "./errors.js";
-export { freePort, kill, repoRoot, type ServiceProcess, spawnService, type TempDir, tempDir } from "./processes.js";
+export {
+  freePort,
+  kill,
+  repoRoot,
+  type ServiceProcess,
+  shellEnv,
+  spawnService,
+  type TempDir,
+  tempDir,
+  unlessEnded,
+} from "./processes.js";

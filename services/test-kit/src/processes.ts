@@ -92,3 +92,17 @@ export function tempDir(prefix: string): TempDir {
   const dir = mkdtempSync(join(tmpdir(), `loopguard-${prefix}-`));
   return { dir, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
+
+/** The environment as a shell would give a child: without the npm settings `pnpm test` passes its scripts. */
+export function shellEnv(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_config_/i.test(name)));
+}
+
+/** Runs `signal` (a kill, a priority change) on a process, unless the process has ended meanwhile (ESRCH). */
+export function unlessEnded(signal: () => unknown): void {
+  try {
+    signal();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
+  }
+}

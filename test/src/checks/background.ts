@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { repoRoot } from "@loopguard/test-kit";
+import { repoRoot, shellEnv, unlessEnded } from "@loopguard/test-kit";
 import { CHECKS, checksDir } from "./checks.js";
 
 export default function setup(): () => Promise<void> {
@@ -39,18 +39,8 @@ export default function setup(): () => Promise<void> {
   return async () => {
     stopped = true;
     const pid = current?.pid;
-    if (pid !== undefined && current!.exitCode === null && current!.signalCode === null) {
-      try {
-        process.kill(-pid, "SIGTERM");
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "ESRCH") throw error;
-      }
-    }
+    if (pid !== undefined && current!.exitCode === null && current!.signalCode === null)
+      unlessEnded(() => process.kill(-pid, "SIGTERM"));
     await all;
   };
-}
-
-/** The environment as a shell would give it: without the npm settings `pnpm test` passes its scripts. */
-function shellEnv(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_config_/i.test(name)));
 }

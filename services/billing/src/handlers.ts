@@ -12,6 +12,7 @@ import {
 import { redactText, status, type ToolHandlers, ToolError } from "@loopguard/tool-sdk";
 import type { Clock } from "./clock.js";
 import { LedgerError, type OrderRecord, type OrderState, type RefundLedger, type RefundRecord } from "./ledger.js";
+import { pageAfter, pageToken } from "./page-token.js";
 
 export interface BillingDeps {
   readonly ledger: RefundLedger;
@@ -140,9 +141,18 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
     },
 
     async listRefunds(request) {
-      const refunds = await withLedger(() => ledger.listRefunds(request.orderId));
-      if (!refunds) throw orderNotFound(request.orderId);
-      return { refunds: refunds.map(refundMessage) };
+      const after = pageAfter(request.pageToken, request.orderId);
+      const page = await withLedger(() =>
+        ledger.listRefunds(request.orderId, {
+          ...(after === undefined ? {} : { after }),
+          ...(request.pageSize === 0 ? {} : { size: request.pageSize }),
+        }),
+      );
+      if (!page) throw orderNotFound(request.orderId);
+      return {
+        refunds: page.refunds.map(refundMessage),
+        nextPageToken: page.next === undefined ? "" : pageToken(request.orderId, page.next),
+      };
     },
   };
 }

@@ -1,7 +1,15 @@
 // The rows both databases store (integer cents, epoch milliseconds), their mapping to the
 // ledger's records, and the rows that seed an order or audit a break-glass refund.
 import { createHash } from "node:crypto";
-import type { BreakGlassRow, OrderRecord, OrderState, RefundCommand, RefundRecord, SeedOrder } from "./ledger.js";
+import type {
+  BreakGlassRow,
+  OrderRecord,
+  OrderState,
+  RefundCommand,
+  RefundPage,
+  RefundRecord,
+  SeedOrder,
+} from "./ledger.js";
 
 /** An order as both databases store it (integer cents, epoch milliseconds). */
 export interface OrderRow {
@@ -73,6 +81,19 @@ export function refundOf(row: RefundRow): RefundRecord {
     amountCents: row.amount_cents,
     reason: row.reason,
     createdAt: new Date(row.created_at),
+  };
+}
+
+/**
+ * The page of `rows` (read with one row more than the page holds, after the cursor, in the order
+ * made) and where the next one starts.
+ */
+export function refundPage(rows: readonly (RefundRow & { seq: number })[], size: number): RefundPage {
+  const page = rows.slice(0, size);
+  const last = page.at(-1);
+  return {
+    refunds: page.map(refundOf),
+    ...(rows.length > size && last ? { next: last.seq } : {}),
   };
 }
 

@@ -147,8 +147,11 @@ export interface RefundLedger {
   getOrder(orderId: string): Promise<OrderRecord | undefined>;
   /** Every refund made under break-glass, oldest first, with who made it and why. */
   breakGlassRefunds(): Promise<BreakGlassRow[]>;
-  /** The order's refunds, oldest first; undefined when there is no such order. */
-  listRefunds(orderId: string): Promise<RefundRecord[] | undefined>;
+  /**
+   * One page of the order's refunds in the order billing made them (each order's refunds are made
+   * one at a time, under its lock), from just after `after`; undefined when there is no such order.
+   */
+  listRefunds(orderId: string, page?: RefundPageRequest): Promise<RefundPage | undefined>;
   /**
    * Refunds `amountCents` of a paid order once per idempotency key. Rejects with LedgerError
    * (ORDER_NOT_FOUND, ORDER_NOT_REFUNDABLE, IDEMPOTENCY_KEY_REUSED, LEDGER_UNAVAILABLE,
@@ -159,8 +162,18 @@ export interface RefundLedger {
   close(): Promise<void>;
 }
 
-/**
- * The contract's ListRefundsResponse holds at most 1000 refunds and has no paging; an order with
- * more lists its oldest 1000.
- */
+/** The most refunds one page holds: the contract's ListRefundsResponse max_items. */
 export const MAX_LISTED_REFUNDS = 1000;
+
+export interface RefundPageRequest {
+  /** The `seq` of the last refund of the page before; absent for the first page. */
+  readonly after?: number;
+  /** 1..MAX_LISTED_REFUNDS (the default). */
+  readonly size?: number;
+}
+
+export interface RefundPage {
+  readonly refunds: RefundRecord[];
+  /** The `seq` of this page's last refund when more follow it; absent on the last page. */
+  readonly next?: number;
+}

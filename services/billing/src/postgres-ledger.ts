@@ -22,7 +22,8 @@ import {
   type RefundCommand,
   type RefundLedger,
   type RefundOutcome,
-  type RefundRecord,
+  type RefundPage,
+  type RefundPageRequest,
   type SeedOrder,
 } from "./ledger.js";
 import {
@@ -31,7 +32,7 @@ import {
   type OrderRow,
   orderOf,
   type RefundRow,
-  refundOf,
+  refundPage,
   seedRows,
 } from "./ledger-rows.js";
 import { decideRefund, dryRunOutcome, insertedOutcome } from "./refund-decision.js";
@@ -92,6 +93,15 @@ export const POSTGRES_LEDGER_MIGRATIONS: readonly PostgresMigration[] = [
           at           bigint NOT NULL,
           seq          bigint GENERATED ALWAYS AS IDENTITY
         );`);
+    },
+  },
+  {
+    // ListRefunds pages through an order's refunds by seq: each order's refunds are made one at a
+    // time under its row lock, so their seqs rise in the order they were committed.
+    name: "0003-refunds-by-order-made",
+    compatibility: "expand",
+    up: async (db) => {
+      await db.query("CREATE INDEX refunds_by_order_made ON refunds (order_id, seq);");
     },
   },
 ];
@@ -171,18 +181,22 @@ export class PostgresRefundLedger implements RefundLedger {
     return rows[0] ? orderOf(rows[0]) : undefined;
   }
 
-  async listRefunds(orderId: string): Promise<RefundRecord[] | undefined> {
+  async listRefunds(orderId: string, page: RefundPageRequest = {}): Promise<RefundPage | undefined> {
+    const size = page.size ?? MAX_LISTED_REFUNDS;
     // One statement, one snapshot: the order's existence and its refunds are read together.
     const { rows } = await guard(() =>
-      this.pool.query<Partial<RefundRow>>(
+      this.pool.query<Partial<RefundRow & { seq: number }>>(
         `SELECT r.* FROM orders o
-           LEFT JOIN LATERAL (SELECT ${REFUND_COLUMNS} FROM refunds WHERE order_id = o.order_id ORDER BY created_at, seq LIMIT $2) r ON true
+           LEFT JOIN LATERAL (SELECT ${REFUND_COLUMNS}, seq FROM refunds WHERE order_id = o.order_id AND seq > $3 ORDER BY seq LIMIT $2) r ON true
           WHERE o.order_id = $1`,
-        [orderId, MAX_LISTED_REFUNDS],
+        [orderId, size + 1, page.after ?? 0],
       ),
     );
     if (rows.length === 0) return undefined;
-    return rows.filter((r): r is RefundRow => r.refund_id !== null).map(refundOf);
+    return refundPage(
+      rows.filter((r): r is RefundRow & { seq: number } => r.refund_id !== null),
+      size,
+    );
   }
 
   async refund(command: RefundCommand): Promise<RefundOutcome> {

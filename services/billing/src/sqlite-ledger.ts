@@ -19,7 +19,8 @@ import {
   type RefundCommand,
   type RefundLedger,
   type RefundOutcome,
-  type RefundRecord,
+  type RefundPage,
+  type RefundPageRequest,
   type SeedOrder,
 } from "./ledger.js";
 import {
@@ -28,7 +29,7 @@ import {
   type OrderRow,
   orderOf,
   type RefundRow,
-  refundOf,
+  refundPage,
   seedRows,
 } from "./ledger-rows.js";
 import { decideRefund, dryRunOutcome, insertedOutcome } from "./refund-decision.js";
@@ -88,6 +89,14 @@ export const SQLITE_LEDGER_MIGRATIONS: readonly SqliteMigration[] = [
         ) STRICT;`);
     },
   },
+  {
+    // ListRefunds pages through an order's refunds by rowid: the order a single writer made them in.
+    name: "0003-refunds-by-order-made",
+    compatibility: "expand",
+    up: (db) => {
+      db.exec("CREATE INDEX IF NOT EXISTS refunds_by_order_made ON refunds (order_id);");
+    },
+  },
 ];
 
 /** Refund's SLA timeout is 2 s: a lock held longer than this is LEDGER_UNAVAILABLE, retryable, before it passes. */
@@ -96,7 +105,7 @@ const DEFAULT_LOCK_TIMEOUT_MS = 1000;
 export class SqliteRefundLedger implements RefundLedger {
   private readonly selectOrder: Database.Statement<[string], OrderRow>;
   private readonly selectRefundByKey: Database.Statement<[string], RefundRow>;
-  private readonly selectRefundsOfOrder: Database.Statement<[string, number], RefundRow>;
+  private readonly selectRefundsOfOrder: Database.Statement<[string, number, number], RefundRow & { seq: number }>;
   private readonly insertOrder: Database.Statement<[OrderRow]>;
   private readonly insertRefund: Database.Statement<[NewRefundRow]>;
   private readonly insertBreakGlass: Database.Statement<[BreakGlassRow]>;
@@ -114,7 +123,8 @@ export class SqliteRefundLedger implements RefundLedger {
     this.selectOrder = db.prepare("SELECT * FROM orders WHERE order_id = ?");
     this.selectRefundByKey = db.prepare("SELECT * FROM refunds WHERE idempotency_key = ?");
     this.selectRefundsOfOrder = db.prepare(
-      "SELECT * FROM refunds WHERE order_id = ? ORDER BY created_at, rowid LIMIT ?",
+      // An index on order_id holds each order's rowids in order: the page is a range of it.
+      "SELECT rowid AS seq, * FROM refunds WHERE order_id = ? AND rowid > ? ORDER BY rowid LIMIT ?",
     );
     this.insertOrder = db.prepare(
       `INSERT OR IGNORE INTO orders (order_id, customer_id, status, amount_paid_cents, amount_refunded_cents, currency, created_at, version)
@@ -170,12 +180,13 @@ export class SqliteRefundLedger implements RefundLedger {
     return row ? orderOf(row) : undefined;
   }
 
-  async listRefunds(orderId: string): Promise<RefundRecord[] | undefined> {
+  async listRefunds(orderId: string, page: RefundPageRequest = {}): Promise<RefundPage | undefined> {
+    const size = page.size ?? MAX_LISTED_REFUNDS;
     return this.guard(() =>
       this.db
         .transaction(() => {
           if (!this.selectOrder.get(orderId)) return undefined;
-          return this.selectRefundsOfOrder.all(orderId, MAX_LISTED_REFUNDS).map(refundOf);
+          return refundPage(this.selectRefundsOfOrder.all(orderId, page.after ?? 0, size + 1), size);
         })
         .deferred(),
     );

@@ -71,9 +71,52 @@ describe("valid requests", () => {
   });
 
   it("ListRefunds of an order without refunds is empty", async () => {
-    expect((await reader.listRefunds({ orderId: "ord_DEMO00000008" })).refunds).toEqual([]);
+    expect(await reader.listRefunds({ orderId: "ord_DEMO00000008" })).toMatchObject({
+      refunds: [],
+      nextPageToken: "",
+    });
+  });
+
+  it("ListRefunds pages: each next_page_token gives the refunds after the page, the last page has none", async () => {
+    const orderId = "ord_DEMO00000009";
+    for (let i = 1; i <= 3; i++)
+      await refunder.refund(refundOf(orderId, BigInt(i), `api-test-list-pages-000${i}`, RefundReason.DAMAGED));
+    const whole = (await reader.listRefunds({ orderId })).refunds.map((r) => r.refundId);
+    expect(whole).toHaveLength(3);
+    const first = await reader.listRefunds({ orderId, pageSize: 2 });
+    expect(first.refunds.map((r) => r.refundId)).toEqual(whole.slice(0, 2));
+    expect(first.nextPageToken).toMatch(/^[A-Za-z0-9_-]+$/);
+    const second = await reader.listRefunds({ orderId, pageSize: 2, pageToken: first.nextPageToken });
+    expect(second.refunds.map((r) => r.refundId)).toEqual(whole.slice(2));
+    expect(second.nextPageToken).toBe("");
+  });
+
+  it.each([
+    ["a token of another order", () => pageOf("ord_DEMO00000005"), "pages through order ord_DEMO00000005, not"],
+    [
+      "a token not made by billing",
+      () => Buffer.from("1.ord_DEMO00000009.x").toString("base64url"),
+      "is not a page token",
+    ],
+    ["a token of another shape", () => "abc", "is not a page token"],
+  ])("ListRefunds refuses %s: INVALID_ARGUMENT on page_token, nothing listed", async (_name, token, says) => {
+    const error = await refusal(
+      reader.listRefunds({ orderId: "ord_DEMO00000009", pageToken: await token() }),
+      CallError,
+    );
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(error.fieldViolations.map((v) => [v.field, v.description.includes(says)])).toEqual([["page_token", true]]);
   });
 });
+
+/** A real next_page_token of the order (it gets two refunds more when it has too few to page). */
+async function pageOf(orderId: string): Promise<string> {
+  const page = await reader.listRefunds({ orderId, pageSize: 1 });
+  if (page.nextPageToken) return page.nextPageToken;
+  for (const key of ["api-test-page-token-0001", "api-test-page-token-0002"])
+    await refunder.refund(refundOf(orderId, 1n, key, RefundReason.DAMAGED));
+  return (await reader.listRefunds({ orderId, pageSize: 1 })).nextPageToken;
+}
 
 describe("each validation rule broken alone is INVALID_ARGUMENT naming the field", () => {
   const badOrderIds = ["", "ord_short", "ORD_DEMO00000001", "ord_DEMO0000000!", "ord_DEMO000000012"];
@@ -83,6 +126,16 @@ describe("each validation rule broken alone is INVALID_ARGUMENT naming the field
     expect(error.code).toBe(status.INVALID_ARGUMENT);
     expect(error.reason).toBe("REQUEST_INVALID");
     expect(error.fieldViolations.map((v) => v.field)).toEqual(["order_id"]);
+  });
+
+  it.each([
+    ["page_size 1001", { pageSize: 1001 }, "page_size"],
+    ["page_token of 129 characters", { pageToken: "a".repeat(129) }, "page_token"],
+    ["page_token with a character outside base64url", { pageToken: "abc=" }, "page_token"],
+  ])("ListRefunds %s", async (_name, fields, field) => {
+    const error = await refusal(reader.listRefunds({ orderId: "ord_DEMO00000009", ...fields }), CallError);
+    expect(error.code).toBe(status.INVALID_ARGUMENT);
+    expect(error.fieldViolations.map((v) => v.field)).toEqual([field]);
   });
 
   it.each(badOrderIds)("ListRefunds order_id %j", async (orderId) => {

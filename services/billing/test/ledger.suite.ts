@@ -116,7 +116,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       expect(dry.refund.refundId).toMatch(/^rf_dryrun[A-Za-z0-9]{10}$/);
       expect(await ledger.getOrder("ord_DEMO00000001")).toEqual(before);
       expect(await h.refundRows("ord_DEMO00000001")).toEqual([]);
-      expect(await ledger.listRefunds("ord_DEMO00000001")).toEqual([]);
+      expect(await ledger.listRefunds("ord_DEMO00000001")).toEqual({ refunds: [] });
       // The key was not used: the real refund with it is made, not replayed.
       const real = await refund(ledger, { amountCents: 2999, idempotencyKey: "unit-key-dry-00001" });
       expect(real).toMatchObject({ replayed: false, orderRefundableCents: 10_000 });
@@ -299,6 +299,7 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       ).toBe("ORDER_NOT_FOUND");
       expect(await ledger.getOrder("ord_UNKNOWN00001")).toBeUndefined();
       expect(await ledger.listRefunds("ord_UNKNOWN00001")).toBeUndefined();
+      expect(await ledger.listRefunds("ord_UNKNOWN00001", { after: 1, size: 1 })).toBeUndefined();
     });
 
     it.each(["ord_DEMO00000003", "ord_DEMO00000004", "ord_DEMO00000006"])(
@@ -345,12 +346,53 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
         reason: WRONG_ITEM,
         idempotencyKey: "unit-key-000000002",
       });
-      expect((await ledger.listRefunds("ord_DEMO00000005"))?.map((r) => r.refundId)).toEqual([
+      expect((await ledger.listRefunds("ord_DEMO00000005"))?.refunds.map((r) => r.refundId)).toEqual([
         "rf_DEMO000000000005",
         first.refund.refundId,
         second.refund.refundId,
       ]);
-      expect(await ledger.listRefunds("ord_DEMO00000001")).toEqual([]);
+      expect(await ledger.listRefunds("ord_DEMO00000001")).toEqual({ refunds: [] });
+    });
+
+    /** Every page of the order's refund ids, `size` at a time, and how many pages it took. */
+    const allPages = async (orderId: string, size: number, between?: () => Promise<unknown>) => {
+      const ids: string[] = [];
+      let after: number | undefined;
+      let pages = 0;
+      do {
+        const page = await ledger.listRefunds(orderId, { size, ...(after === undefined ? {} : { after }) });
+        if (!page) throw new Error(`no order ${orderId}`);
+        pages += 1;
+        ids.push(...page.refunds.map((r) => r.refundId));
+        after = page.next;
+        if (pages === 1) await between?.();
+      } while (after !== undefined);
+      return { ids, pages };
+    };
+
+    it("pages through an order's refunds: every refund once, the last page without a next", async () => {
+      const made: string[] = [];
+      for (let i = 1; i <= 5; i++)
+        made.push((await refund(ledger, { amountCents: i, idempotencyKey: `unit-page-key-0000${i}` })).refund.refundId);
+      expect(await allPages("ord_DEMO00000001", 2)).toEqual({ ids: made, pages: 3 });
+      // A page that ends on the last refund says there is no more, rather than leaving an empty page.
+      expect(await allPages("ord_DEMO00000001", 5)).toEqual({ ids: made, pages: 1 });
+      expect(await allPages("ord_DEMO00000001", 1)).toEqual({ ids: made, pages: 5 });
+      // Other orders' refunds never come into the pages.
+      expect((await ledger.listRefunds("ord_DEMO00000002", { size: 2 }))?.refunds).toEqual([]);
+    });
+
+    it("a refund made while a reader pages comes on a later page, even when billing's clock stepped back", async () => {
+      for (let i = 1; i <= 3; i++) await refund(ledger, { amountCents: i, idempotencyKey: `unit-page-key-0000${i}` });
+      let late = "";
+      const earlier = new Date(at.getTime() - 3_600_000);
+      const { ids } = await allPages("ord_DEMO00000001", 2, async () => {
+        late = (await refund(ledger, { amountCents: 7, idempotencyKey: "unit-page-key-late1", at: earlier })).refund
+          .refundId;
+      });
+      expect(ids).toHaveLength(4);
+      expect(new Set(ids).size).toBe(4);
+      expect(ids.at(-1)).toBe(late);
     });
 
     it("replays on another replica what one replica refunded", async () => {

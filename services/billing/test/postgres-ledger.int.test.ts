@@ -104,7 +104,7 @@ describe.skipIf(skip !== null)("the PostgreSQL ledger", () => {
       const [first, second] = await Promise.all(calls);
       expect(first!.refund.refundId).toBe(second!.refund.refundId);
       expect([first!.replayed, second!.replayed].sort()).toEqual([false, true]);
-      expect(await a.listRefunds(command.orderId)).toHaveLength(1);
+      expect((await a.listRefunds(command.orderId))?.refunds).toHaveLength(1);
     } finally {
       await holder.end();
       await Promise.all([a.close(), b.close()]);
@@ -127,7 +127,7 @@ describe.skipIf(skip !== null)("the PostgreSQL ledger", () => {
       await sleep(50);
       await holder.query("ROLLBACK");
       expect((await refunding).message).toBe("the caller's deadline passed");
-      expect(await ledger.listRefunds(command.orderId)).toEqual([]);
+      expect(await ledger.listRefunds(command.orderId)).toEqual({ refunds: [] });
       expect(await ledger.getOrder(command.orderId)).toMatchObject({ amountRefundedCents: 0, version: 1 });
     } finally {
       await holder.end();

@@ -16,7 +16,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
-const NAMES = ["0001-orders-and-refunds", "0002-break-glass-refunds"];
+const NAMES = ["0001-orders-and-refunds", "0002-break-glass-refunds", "0003-refunds-by-order-made"];
 
 interface Run {
   readonly child: ChildProcess;
@@ -58,7 +58,7 @@ describe("billing's migration step on SQLite", () => {
     const refused = await refusal(env);
     expect(refused.code).toBe(1);
     expect(refused.reason).toContain(
-      `the billing schema lacks 2 migration(s) this build needs (${NAMES.join(", ")}): run the migration step first`,
+      `the billing schema lacks 3 migration(s) this build needs (${NAMES.join(", ")}): run the migration step first`,
     );
 
     const waiting = run(["wait-for-schema", "--timeout", "30"], env);
@@ -66,7 +66,7 @@ describe("billing's migration step on SQLite", () => {
     expect(waiting.child.exitCode).toBeNull();
     const first = await run(["migrate"], env).done;
     expect(first).toMatchObject({ code: 0, stderr: "" });
-    expect(first.stdout).toContain(`billing: applied 2 migration(s) to sqlite:${join(dir, "billing.db")}`);
+    expect(first.stdout).toContain(`billing: applied 3 migration(s) to sqlite:${join(dir, "billing.db")}`);
     expect(await waiting.done).toMatchObject({
       code: 0,
       stdout: `billing: the schema at sqlite:${join(dir, "billing.db")} is current\n`,
@@ -88,7 +88,7 @@ describe("billing's migration step on SQLite", () => {
     const env = { LOOPGUARD_DATA_DIR: dir, BILLING_STORE: `sqlite:${join(dir, "never.db")}` };
     const { code, stderr } = await run(["wait-for-schema", "--timeout", "1"], env).done;
     expect(code).toBe(1);
-    expect(stderr).toContain("did not become current within 1 s: the billing schema lacks 2 migration(s)");
+    expect(stderr).toContain("did not become current within 1 s: the billing schema lacks 3 migration(s)");
   });
 });
 
@@ -114,7 +114,7 @@ describe.skipIf(postgres.skip !== null)("billing's migration step on PostgreSQL"
       expect(results.map((r) => r.code)).toEqual([0, 0]);
       const outputs = results.map((r) => r.stdout.trim()).sort();
       expect(outputs[0]).toMatch(
-        /^billing: applied 2 migration\(s\) to postgres:.* 0001-orders-and-refunds, 0002-break-glass-refunds; the schema is current$/,
+        /^billing: applied 3 migration\(s\) to postgres:.* 0001-orders-and-refunds, 0002-break-glass-refunds, 0003-refunds-by-order-made; the schema is current$/,
       );
       expect(outputs[1]).toMatch(/^billing: the schema at postgres:.* is current \(nothing to apply\)$/);
       const ledger = await holder.query(
@@ -131,7 +131,7 @@ describe.skipIf(postgres.skip !== null)("billing's migration step on PostgreSQL"
     const env = { LOOPGUARD_DATA_DIR: dir, BILLING_STORE: url };
     const before = await refusal(env);
     expect(before.code).toBe(1);
-    expect(before.reason).toContain("the billing schema lacks 2 migration(s) this build needs");
+    expect(before.reason).toContain("the billing schema lacks 3 migration(s) this build needs");
 
     expect((await run(["migrate"], env).done).code).toBe(0);
     const client = new pg.Client({ connectionString: url });
@@ -139,16 +139,16 @@ describe.skipIf(postgres.skip !== null)("billing's migration step on PostgreSQL"
     try {
       // A later release dropped something this build uses; its expand step is one this build never had.
       await client.query(
-        `INSERT INTO ${MIGRATIONS_TABLE} (store, name, compatibility, contract_after) VALUES ('billing', '0004-drop-refund-reason', 'contract', '0003-refund-reason-code')`,
+        `INSERT INTO ${MIGRATIONS_TABLE} (store, name, compatibility, contract_after) VALUES ('billing', '0005-drop-refund-reason', 'contract', '0004-refund-reason-code')`,
       );
       const after = await refusal(env);
       expect(after.code).toBe(1);
       expect(after.reason).toContain(
-        "the billing schema has contract migration(s) of a later release that this build cannot run on (0004-drop-refund-reason)",
+        "the billing schema has contract migration(s) of a later release that this build cannot run on (0005-drop-refund-reason)",
       );
       // Its expand step is this build's own: this build already runs without what it removed.
       await client.query(
-        `UPDATE ${MIGRATIONS_TABLE} SET contract_after = '0002-break-glass-refunds' WHERE name = '0004-drop-refund-reason'`,
+        `UPDATE ${MIGRATIONS_TABLE} SET contract_after = '0002-break-glass-refunds' WHERE name = '0005-drop-refund-reason'`,
       );
       const serving = await spawnTool(MAIN, {
         ...env,

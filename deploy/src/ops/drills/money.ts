@@ -6,11 +6,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { DrillError } from "./drill-error.js";
 import { type OrchestratorApi, retryTransient } from "./orchestrator-api.js";
 import type { CheckContext, SideEffectsCheck } from "./side-effects-check.js";
 import type { SessionOutcome, SideEffectAudit } from "./report.js";
-import type { PlannedSession } from "./session-plan.js";
 
 const REFUND_ID = /rf_[A-Za-z0-9]{16}/g;
 const BILLING = "billing";
@@ -20,30 +18,6 @@ export interface LedgerRefund {
   readonly refundId: string;
   readonly orderId: string;
   readonly amountCents: number;
-}
-
-/** The most refunds one ListRefunds answer holds (the contract's max_items); it has no paging. */
-export const LISTED_REFUNDS_MAX = 1000;
-
-/**
- * Refuses a run that could take one of its orders past what one ListRefunds answer lists, before
- * any load: the audit reads each order's refunds before and after the run, and past that many the
- * list stops at the oldest, so the audit would neither tell this run's refunds from earlier ones nor
- * find them, and would report them lost. Each refund session makes at most one refund.
- */
-export function checkListRoom(
-  before: readonly LedgerRefund[],
-  sessions: readonly Pick<PlannedSession, "orderId">[],
-): void {
-  const planned = new Map<string, number>();
-  for (const { orderId } of sessions) if (orderId) planned.set(orderId, (planned.get(orderId) ?? 0) + 1);
-  for (const [orderId, count] of planned) {
-    const held = before.filter((r) => r.orderId === orderId).length;
-    if (held + count > LISTED_REFUNDS_MAX)
-      throw new DrillError(
-        `order ${orderId} has ${held} refunds and this drill may make ${count} more: past ${LISTED_REFUNDS_MAX}, billing's ListRefunds (which has no paging) would not show the audit this run's refunds, and it would report them lost; plan fewer refunds (--sessions, --refund-share)`,
-      );
-  }
 }
 
 /**
@@ -165,11 +139,15 @@ export class Approver {
   }
 }
 
-/** The refunds billing lists for the orders (each at most LISTED_REFUNDS_MAX, the oldest). */
+/** Every refund billing holds for the orders. */
 export type LedgerReader = (orders: readonly string[]) => Promise<LedgerRefund[]>;
 
-/** Reads billing's live set when called (a release may have moved it), as the operator. */
-function billingLedger(ctx: CheckContext): LedgerReader {
+/**
+ * Reads billing's live set when called (a release may have moved it), as the operator: every page
+ * of each order's refunds (`pageSize` each, 0 for billing's most), however many earlier game days
+ * left on it.
+ */
+export function billingLedger(ctx: Pick<CheckContext, "serviceApi" | "token">, pageSize = 0): LedgerReader {
   let auditor: Promise<string> | undefined;
   return async (orders) => {
     auditor ??= ctx.token("operator", BILLING, ["billing:read"]);
@@ -177,15 +155,21 @@ function billingLedger(ctx: CheckContext): LedgerReader {
       token: await auditor,
       channelOptions: BALANCED,
     });
+    const everyPage = async (orderId: string): Promise<LedgerRefund[]> => {
+      const refunds: LedgerRefund[] = [];
+      let pageToken = "";
+      do {
+        const page = await retryTransient(() =>
+          ledger.listRefunds({ orderId, pageSize, pageToken }, { deadline: 5000 }),
+        );
+        for (const r of page.refunds)
+          refunds.push({ refundId: r.refundId, orderId: r.orderId, amountCents: Number(r.amountCents) });
+        pageToken = page.nextPageToken;
+      } while (pageToken !== "");
+      return refunds;
+    };
     try {
-      const pages = await Promise.all(
-        orders.map(
-          async (orderId) => (await retryTransient(() => ledger.listRefunds({ orderId }, { deadline: 5000 }))).refunds,
-        ),
-      );
-      return pages
-        .flat()
-        .map((r) => ({ refundId: r.refundId, orderId: r.orderId, amountCents: Number(r.amountCents) }));
+      return (await Promise.all(orders.map(everyPage))).flat();
     } finally {
       ledger.close();
     }
@@ -193,17 +177,14 @@ function billingLedger(ctx: CheckContext): LedgerReader {
 }
 
 /** The ledger audit and the approver of one run: the SideEffectsCheck every plan uses. */
-export async function moneyCheck(
-  ctx: CheckContext,
-  readLedger: LedgerReader = billingLedger(ctx),
-): Promise<SideEffectsCheck> {
+export async function moneyCheck(ctx: CheckContext): Promise<SideEffectsCheck> {
+  const readLedger = billingLedger(ctx);
   const approver = new Approver(await ctx.orchestratorAs("approver", ["sessions:read", "approvals:write"]));
   const orders = [...new Set(ctx.sessions.flatMap((p) => (p.orderId ? [p.orderId] : [])))];
   let before: LedgerRefund[] = [];
   return {
     async begin() {
       before = await readLedger(orders);
-      checkListRoom(before, ctx.sessions);
     },
     during: (signal) => approver.run(signal),
     end: async (outcomes) => auditSideEffects(outcomes, before, await readLedger(orders)),

@@ -55,14 +55,24 @@ describe("requestSchema of the tool requests", () => {
   });
 
   it("billing get order and list refunds require an order id, because its pattern rejects the empty string", () => {
-    const expected = {
+    const orderId = { type: "string", pattern: "^ord_[A-Za-z0-9]{12}$" };
+    expect(requestSchema(GetOrderRequestSchema)).toEqual({
       type: "object",
-      properties: { orderId: { type: "string", pattern: "^ord_[A-Za-z0-9]{12}$" } },
+      properties: { orderId },
       required: ["orderId"],
       additionalProperties: false,
-    };
-    expect(requestSchema(GetOrderRequestSchema)).toEqual(expected);
-    expect(requestSchema(ListRefundsRequestSchema)).toEqual(expected);
+    });
+    // The page fields are optional: a first page needs neither.
+    expect(requestSchema(ListRefundsRequestSchema)).toEqual({
+      type: "object",
+      properties: {
+        orderId,
+        pageSize: { type: "integer", minimum: 0, maximum: 1000 },
+        pageToken: { type: "string", maxLength: 128, pattern: "^[A-Za-z0-9_-]*$" },
+      },
+      required: ["orderId"],
+      additionalProperties: false,
+    });
   });
 
   it("risk query: id card exactly 18 characters of the GB 11643 alphabet, phone 11..20 characters", () => {

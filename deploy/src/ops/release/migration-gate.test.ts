@@ -21,13 +21,13 @@ const image = (tag: string, postgres: readonly MigrationDeclaration[]) => ({
   image: `loopguard/billing:${tag}`,
   listing: { store: "billing", sqlite: postgres, postgres },
 });
-const EXPAND_ADD: MigrationDeclaration = { name: "0003-refund-reason-code", compatibility: "expand" };
+const EXPAND_ADD: MigrationDeclaration = { name: "0004-refund-reason-code", compatibility: "expand" };
 const CONTRACT_DROP: MigrationDeclaration = {
-  name: "0004-drop-refund-reason",
+  name: "0005-drop-refund-reason",
   compatibility: "contract",
-  after: "0003-refund-reason-code",
+  after: "0004-refund-reason-code",
 };
-const CONTRACT_BARE: MigrationDeclaration = { name: "0004-drop-refund-reason", compatibility: "contract" };
+const CONTRACT_BARE: MigrationDeclaration = { name: "0005-drop-refund-reason", compatibility: "contract" };
 
 function refusal(run: () => unknown): ReleaseRefused {
   try {
@@ -42,10 +42,10 @@ function refusal(run: () => unknown): ReleaseRefused {
 describe("the expand/contract gate of a blue-green release", () => {
   it("lets through the real billing image's migrations over themselves and expand migrations a new image brings", () => {
     const today = billingListing().postgres;
-    expect(today.map((m) => m.compatibility)).toEqual(["expand", "expand"]);
+    expect(today.map((m) => m.compatibility)).toEqual(["expand", "expand", "expand"]);
     expect(checkMigrations({ live: image("old", today), candidate: image("new", today) })).toEqual([]);
     expect(checkMigrations({ live: image("old", today), candidate: image("new", [...today, EXPAND_ADD]) })).toEqual([
-      "0003-refund-reason-code",
+      "0004-refund-reason-code",
     ]);
   });
 
@@ -59,7 +59,7 @@ describe("the expand/contract gate of a blue-green release", () => {
       }),
     );
     expect(bare.message).toBe(
-      "loopguard/billing:new brings the contract migration 0004-drop-refund-reason of the billing schema, which the live blue set (loopguard/billing:old) cannot run on while it still serves: " +
+      "loopguard/billing:new brings the contract migration 0005-drop-refund-reason of the billing schema, which the live blue set (loopguard/billing:old) cannot run on while it still serves: " +
         'ship it in two releases: first an expand migration and code that no longer needs what this one removes, then this one declared { compatibility: "contract", after: <that expand migration> } (docs/kubernetes.md, "Expand and contract")',
     );
     // Its expand step and itself in one release: the live colour has neither.
@@ -71,23 +71,23 @@ describe("the expand/contract gate of a blue-green release", () => {
       }),
     );
     expect(both.message).toContain(
-      "0004-drop-refund-reason of the billing schema, which the live green set (loopguard/billing:old) cannot run on",
+      "0005-drop-refund-reason of the billing schema, which the live green set (loopguard/billing:old) cannot run on",
     );
     expect(both.message).toContain(
-      "release an image with its expand step 0003-refund-reason-code first and let it become live, then this one",
+      "release an image with its expand step 0004-refund-reason-code first and let it become live, then this one",
     );
   });
 
   it("lets the contract through in the second release, once the live image has its expand step", () => {
     const today = billingListing().postgres;
     const first = checkMigrations({ live: image("v1", today), candidate: image("v2", [...today, EXPAND_ADD]) });
-    expect(first).toEqual(["0003-refund-reason-code"]);
+    expect(first).toEqual(["0004-refund-reason-code"]);
     expect(
       checkMigrations({
         live: image("v2", [...today, EXPAND_ADD]),
         candidate: image("v3", [...today, EXPAND_ADD, CONTRACT_DROP]),
       }),
-    ).toEqual(["0004-drop-refund-reason"]);
+    ).toEqual(["0005-drop-refund-reason"]);
     // A contract already live is not brought again: a later release passes.
     expect(
       checkMigrations({

@@ -8,7 +8,12 @@ export interface ApiCall {
   readonly group: string;
   readonly resource: string;
   readonly verb: string;
+  /** The one object the call may touch; RBAC cannot name one for a create or a list. */
+  readonly resourceName?: string;
 }
+
+/** The one Lease (coordination.k8s.io) a drill on a cluster holds while it runs: one drill at a time. */
+export const DRILL_LEASE = "loopguard-drill";
 
 /** Every Kubernetes API call the in-cluster runner makes, and nothing else. */
 export const RUNNER_API_CALLS: readonly ApiCall[] = [
@@ -18,6 +23,11 @@ export const RUNNER_API_CALLS: readonly ApiCall[] = [
   // A kill's status: which pods Chaos Mesh killed (k8s.ts).
   { group: "chaos-mesh.org", resource: "podchaos", verb: "get" },
   { group: "chaos-mesh.org", resource: "podchaos", verb: "delete" },
+  // One drill at a time: the namespace's drill Lease, taken, renewed and let go (drill-lease.ts).
+  { group: "coordination.k8s.io", resource: "leases", verb: "create" },
+  { group: "coordination.k8s.io", resource: "leases", verb: "get", resourceName: DRILL_LEASE },
+  { group: "coordination.k8s.io", resource: "leases", verb: "update", resourceName: DRILL_LEASE },
+  { group: "coordination.k8s.io", resource: "leases", verb: "delete", resourceName: DRILL_LEASE },
 ];
 
 /** The kubectl calls of `pnpm drill … --k8s` on the person's own credentials: read the template, create and follow the Job, delete it on Ctrl-C. */

@@ -7,13 +7,18 @@
 // the shipped Role to it.
 import {
   ApiException,
+  CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   DiscoveryV1Api,
   type KubeConfig,
+  type V1Lease,
+  type V1MicroTime,
   type V1Pod,
 } from "@kubernetes/client-node";
+import { DRILL_LEASE } from "../../manifests/drill-api-calls.js";
 import type { PodChaos } from "../../manifests/pod-chaos-objects.js";
+import { DrillError } from "./drill-error.js";
 
 const CHAOS = { group: "chaos-mesh.org", version: "v1alpha1", plural: "podchaos" } as const;
 
@@ -43,6 +48,28 @@ export interface DrillKube {
    */
   podChaosKilled(name: string): Promise<string[] | undefined>;
   deletePodChaos(name: string): Promise<void>;
+  /** The drills' Lease (DRILL_LEASE) as stored; undefined when there is none. */
+  readLease(): Promise<StoredLease | undefined>;
+  /**
+   * Creates the Lease (no `resourceVersion`) or replaces the one stored at `resourceVersion`; the
+   * new resourceVersion, or undefined when another write came first (409: it exists, or it changed).
+   */
+  writeLease(lease: DrillLeaseSpec, resourceVersion?: string): Promise<string | undefined>;
+  /** Deletes the Lease if it is still at `resourceVersion`; another holder's since is left alone. */
+  deleteLease(resourceVersion: string): Promise<void>;
+}
+
+export interface DrillLeaseSpec {
+  /** The run's id. */
+  readonly holder: string;
+  readonly acquired: Date;
+  readonly renewed: Date;
+  /** How long after `renewed` the Lease is another runner's to take. */
+  readonly durationS: number;
+}
+
+export interface StoredLease extends Partial<DrillLeaseSpec> {
+  readonly resourceVersion: string;
 }
 
 /** The part of a PodChaos's status read here (Chaos Mesh's api/v1alpha1 ChaosStatus): one record per pod it selected. */
@@ -70,11 +97,41 @@ function ready(pod: V1Pod): boolean {
   );
 }
 
+/** A Lease's times as the API client hands them over (a Date, or its text). */
+const timeOf = (time: V1MicroTime | string | undefined) => (time === undefined ? undefined : new Date(time));
+
+function leaseBody(lease: DrillLeaseSpec, namespace: string, resourceVersion?: string): V1Lease {
+  return {
+    apiVersion: "coordination.k8s.io/v1",
+    kind: "Lease",
+    metadata: { name: DRILL_LEASE, namespace, ...(resourceVersion ? { resourceVersion } : {}) },
+    spec: {
+      holderIdentity: lease.holder,
+      acquireTime: lease.acquired,
+      renewTime: lease.renewed,
+      leaseDurationSeconds: lease.durationS,
+    },
+  };
+}
+
+/** An API error with this HTTP status (404: none; 409: another write came first). */
+const isStatus = (error: unknown, code: number) => error instanceof ApiException && error.code === code;
+
+/** A refusal of the Lease's calls, as what to do: a Role rendered before the runner took the Lease. */
+function leaseRefused(error: unknown, namespace: string): unknown {
+  return isStatus(error, 403)
+    ? new DrillError(
+        `the runner's Role may not use Lease ${namespace}/${DRILL_LEASE}, which keeps drills one at a time: apply this release's chaos-drills component`,
+      )
+    : error;
+}
+
 /** The runner's client in `namespace` (its own, from the downward API). */
 export function drillKube(config: KubeConfig, namespace: string): DrillKube {
   const core = config.makeApiClient(CoreV1Api);
   const discovery = config.makeApiClient(DiscoveryV1Api);
   const custom = config.makeApiClient(CustomObjectsApi);
+  const coordination = config.makeApiClient(CoordinationV1Api);
   return {
     async pods(service) {
       const pods = await core.listNamespacedPod({ namespace, labelSelector: `app.kubernetes.io/name=${service}` });
@@ -122,6 +179,45 @@ export function drillKube(config: KubeConfig, namespace: string): DrillKube {
     },
     async deletePodChaos(name) {
       await custom.deleteNamespacedCustomObject({ ...CHAOS, namespace, name });
+    },
+    async readLease() {
+      try {
+        const lease = await coordination.readNamespacedLease({ name: DRILL_LEASE, namespace });
+        const spec = lease.spec ?? {};
+        return {
+          resourceVersion: lease.metadata?.resourceVersion ?? "",
+          ...(spec.holderIdentity ? { holder: spec.holderIdentity } : {}),
+          ...(spec.acquireTime ? { acquired: timeOf(spec.acquireTime) } : {}),
+          ...(spec.renewTime ? { renewed: timeOf(spec.renewTime) } : {}),
+          ...(spec.leaseDurationSeconds === undefined ? {} : { durationS: spec.leaseDurationSeconds }),
+        };
+      } catch (error) {
+        if (isStatus(error, 404)) return undefined;
+        throw leaseRefused(error, namespace);
+      }
+    },
+    async writeLease(lease, resourceVersion) {
+      try {
+        const body = leaseBody(lease, namespace, resourceVersion);
+        const written = resourceVersion
+          ? await coordination.replaceNamespacedLease({ name: DRILL_LEASE, namespace, body })
+          : await coordination.createNamespacedLease({ namespace, body });
+        return written.metadata?.resourceVersion ?? "";
+      } catch (error) {
+        if (isStatus(error, 409)) return undefined;
+        throw leaseRefused(error, namespace);
+      }
+    },
+    async deleteLease(resourceVersion) {
+      try {
+        await coordination.deleteNamespacedLease({
+          name: DRILL_LEASE,
+          namespace,
+          body: { preconditions: { resourceVersion } },
+        });
+      } catch (error) {
+        if (!isStatus(error, 404) && !isStatus(error, 409)) throw error;
+      }
     },
   };
 }

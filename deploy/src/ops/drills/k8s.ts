@@ -18,6 +18,7 @@ import { drillPeople } from "./people.js";
 import { FLAP_DOWN_MS, FLAP_UP_MS } from "./plan.js";
 import { type KillMode, type PodChaos, podKill } from "../../manifests/pod-chaos-objects.js";
 import { DrillError } from "./drill-error.js";
+import { holdDrillLease } from "./drill-lease.js";
 import { type DrillResult, writeReport } from "./report-files.js";
 import { type DrillCluster, type DrillService, drive, type RunContext, runIdOf } from "./run.js";
 
@@ -195,36 +196,39 @@ export async function runClusterDrill(
   const metrics = options.prometheus
     ? prometheusPages(options.prometheus, namespace, orchestrator.name)
     : podPages(() => kube.metricsUrls(orchestrator.name, METRICS_PORT_NAME));
-  const cluster: DrillCluster = {
-    orchestratorApi: targetOf(orchestrator),
-    orchestratorMetrics: metrics,
-    serviceApi: (service) => targetOf(ctx.services.find((s) => s.name === service)!),
-    targets: targets.map((name) => ({ name })),
-    toolPods: new Map(),
-    people: drillPeople(process.env),
-    replicas: { [options.tool]: targets.length },
-    adminAddress: () => {
-      throw new DrillError("the runner sets no faults in a cluster's pods");
-    },
-    kill: () => kills.kill(),
-    blueGreen() {
-      throw new DrillError("release on a cluster is `pnpm release … --k8s`");
-    },
-    async recover() {
-      const deadline = Date.now() + RECOVERY_TIMEOUT_MS;
-      while ((await readyPods()).length < targets.length) {
-        if (Date.now() > deadline)
-          throw new DrillError(
-            `${options.tool} did not get ${targets.length} ready pods back within ${RECOVERY_TIMEOUT_MS / 1000} s`,
-          );
-        await sleep(1000);
-      }
-    },
-  };
-  // Fails here, before any session starts, when a replica's figures cannot be read (or Prometheus has none).
-  await new MetricsSampler(metrics).sample();
+  // Refused here, before anything is made, while another drill runs on the cluster.
+  const lease = await holdDrillLease(kube, runId, namespace);
   try {
-    const collected = await drive(options, ctx, cluster, runId, closers);
+    const cluster: DrillCluster = {
+      orchestratorApi: targetOf(orchestrator),
+      orchestratorMetrics: metrics,
+      serviceApi: (service) => targetOf(ctx.services.find((s) => s.name === service)!),
+      targets: targets.map((name) => ({ name })),
+      toolPods: new Map(),
+      people: drillPeople(process.env),
+      replicas: { [options.tool]: targets.length },
+      adminAddress: () => {
+        throw new DrillError("the runner sets no faults in a cluster's pods");
+      },
+      kill: () => kills.kill(),
+      blueGreen() {
+        throw new DrillError("release on a cluster is `pnpm release … --k8s`");
+      },
+      async recover() {
+        const deadline = Date.now() + RECOVERY_TIMEOUT_MS;
+        while ((await readyPods()).length < targets.length) {
+          if (Date.now() > deadline)
+            throw new DrillError(
+              `${options.tool} did not get ${targets.length} ready pods back within ${RECOVERY_TIMEOUT_MS / 1000} s`,
+            );
+          await sleep(1000);
+        }
+      },
+    };
+    // Fails here, before any session starts, when a replica's figures cannot be read (or Prometheus has none).
+    await new MetricsSampler(metrics).sample();
+    const signal = AbortSignal.any([ctx.signal, lease.lost]);
+    const collected = await drive(options, { ...ctx, signal }, cluster, runId, closers);
     const source = options.prometheus
       ? `figures summed over every orchestrator replica Prometheus (${options.prometheus}) scraped, as of its last scrape`
       : "figures summed over every orchestrator replica's own page, found through the EndpointSlices of its Service";
@@ -246,5 +250,7 @@ export async function runClusterDrill(
   } finally {
     for (const close of closers) close();
     for (const name of kills.created) await kube.deletePodChaos(name).catch(() => undefined);
+    // Not released when the API does not answer: it lapses a minute after its last renewal (drill-lease.ts).
+    await lease.release().catch(() => undefined);
   }
 }

@@ -29,7 +29,13 @@ const citation = (idPrefix: string, atVersion: boolean) =>
 describe("the field options the engine reads", () => {
   it("reads the shipped contracts' log-safe fields, citations and approval settings", () => {
     const tools = [KbSearchService, BillingService, RiskService];
-    expect([...logSafeFieldsOf(tools)].sort()).toEqual(["doc_id", "order_id", "refund_id"]);
+    expect([...logSafeFieldsOf(tools)].sort()).toEqual([
+      "doc_id",
+      "next_page_token",
+      "order_id",
+      "page_token",
+      "refund_id",
+    ]);
     expect(citationsOf(tools)).toEqual([
       { entity: "kb", idPrefix: "", atVersion: true },
       { entity: "refund", idPrefix: "rf_", atVersion: false },

@@ -44,15 +44,18 @@ const metadata = (name: string, labels: Record<string, string> = {}) => ({
   labels: { "app.kubernetes.io/component": "drill-runner", ...PART_OF_LABELS, ...labels },
 });
 
-/** One rule per API group, resource and object named (if any), verbs in the order listed. */
+/**
+ * One rule per API group, resource and object named (if any), verbs in the order listed; the keys
+ * in the order kustomize writes them (alphabetical), so a rendered Role compares equal.
+ */
 export function rulesOf(calls: readonly ApiCall[]): PolicyRule[] {
   const rules = new Map<string, PolicyRule>();
   for (const call of calls) {
     const key = `${call.group}/${call.resource}/${call.resourceName ?? ""}`;
     const rule = rules.get(key) ?? {
       apiGroups: [call.group],
-      resources: [call.resource],
       ...(call.resourceName ? { resourceNames: [call.resourceName] } : {}),
+      resources: [call.resource],
       verbs: [],
     };
     rule.verbs.push(call.verb);

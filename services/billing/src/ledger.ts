@@ -162,7 +162,7 @@ export interface RefundLedger {
   close(): Promise<void>;
 }
 
-/** The most refunds one page holds: the contract's ListRefundsResponse max_items. */
+/** The most refunds one page holds: the contract's ListRefundsResponse max_items (billing-api.int.test.ts holds it to that). */
 export const MAX_LISTED_REFUNDS = 1000;
 
 export interface RefundPageRequest {

@@ -1,10 +1,12 @@
 // Every method over a real server and client: valid requests, each validation rule broken
 // alone, and auth.
+import { join } from "node:path";
 import { refusal } from "@loopguard/test-kit";
 import { BillingService, OrderStatus, RefundReason } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { CallError, createRawClient, type RawClient, status } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { withBoundTokens } from "@loopguard/tool-sdk/testing";
+import { SqliteRefundLedger } from "../src/sqlite-ledger.js";
 import { type BillingFixture, FIXED_NOW, startBilling, refundOf } from "./billing-fixture.js";
 
 let billing: BillingFixture;
@@ -89,6 +91,34 @@ describe("valid requests", () => {
     const second = await reader.listRefunds({ orderId, pageSize: 2, pageToken: first.nextPageToken });
     expect(second.refunds.map((r) => r.refundId)).toEqual(whole.slice(2));
     expect(second.nextPageToken).toBe("");
+  });
+
+  it("ListRefunds of an order with 1,001 refunds: the contract's 1,000 (billing validates its answers), then the last one", async () => {
+    const orderId = "ord_BULK00000001";
+    const seeder = await SqliteRefundLedger.open(join(billing.dir, "billing.db"));
+    await seeder.seed([
+      {
+        orderId,
+        customerId: "cust_demo_0001",
+        state: "PAID",
+        amountPaidCents: 5_000,
+        currency: "USD",
+        createdAt: FIXED_NOW,
+        refunds: Array.from({ length: 1001 }, (_, i) => ({
+          refundId: `rf_BULK${String(i).padStart(12, "0")}`,
+          amountCents: 1,
+          reason: RefundReason.DAMAGED,
+          idempotencyKey: `seed-bulk-refund-${String(i).padStart(4, "0")}`,
+          createdAt: FIXED_NOW,
+        })),
+      },
+    ]);
+    await seeder.close();
+    const first = await reader.listRefunds({ orderId });
+    expect(first.refunds).toHaveLength(1000);
+    const last = await reader.listRefunds({ orderId, pageToken: first.nextPageToken });
+    expect(last).toMatchObject({ refunds: [{ refundId: "rf_BULK000000001000" }], nextPageToken: "" });
+    expect(new Set([...first.refunds, ...last.refunds].map((r) => r.refundId)).size).toBe(1001);
   });
 
   it.each([

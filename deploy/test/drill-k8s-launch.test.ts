@@ -88,7 +88,13 @@ function calls(): { args: string[]; stdin: string }[] {
 }
 
 /** What RBAC sees of a kubectl call: verb and resource. */
-function apiCallsOf(args: readonly string[]): { group: string; resource: string; verb: string }[] {
+function apiCallsOf(
+  args: readonly string[],
+): { group: string; resource: string; verb: string; resourceName?: string }[] {
+  if (args.includes("lease"))
+    return [
+      { group: "coordination.k8s.io", resource: "leases", verb: "get", resourceName: args[args.indexOf("lease") + 1]! },
+    ];
   if (args.includes("create")) return [{ group: "batch", resource: "jobs", verb: "create" }];
   if (args.includes("cronjob")) return [{ group: "batch", resource: "cronjobs", verb: "get" }];
   if (args.includes("get") && args.includes("job")) return [{ group: "batch", resource: "jobs", verb: "get" }];
@@ -174,6 +180,48 @@ describe("pnpm drill --k8s", () => {
       ).toContain("figures summed over every orchestrator replica");
 
       for (const call of made.flatMap((c) => apiCallsOf(c.args))) expect(LAUNCHER_API_CALLS).toContainEqual(call);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses at once, creating no Job, while another drill holds the cluster's Lease; a lapsed Lease does not stop it", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "loopguard-drill-launch-"));
+    const lease = (agoS: number) => {
+      const renewed = new Date(Date.now() - agoS * 1000).toISOString();
+      return {
+        apiVersion: "coordination.k8s.io/v1",
+        kind: "Lease",
+        metadata: { name: "loopguard-drill", namespace: "loopguard", resourceVersion: "7" },
+        spec: {
+          holderIdentity: "kill-tool-billing-20261206T030000",
+          acquireTime: renewed,
+          renewTime: renewed,
+          leaseDurationSeconds: 60,
+        },
+      };
+    };
+    try {
+      const held = await drill(dataDir, { jobs: [], lease: lease(10) }, "kill-tool", "--tool", "kb-search", "--k8s");
+      expect(held.code).toBe(1);
+      expect(held.stderr.trim().split("\n").at(-1)).toMatch(
+        /^drill: another drill runs on this cluster: kill-tool-billing-20261206T030000, since .* \(Lease loopguard\/loopguard-drill, renewed /,
+      );
+      expect(calls().map((c) => c.args.join(" "))).toEqual([
+        "-n loopguard get lease loopguard-drill -o json --ignore-not-found",
+      ]);
+      rmSync(join(fake, "calls.jsonl"), { force: true });
+      const lapsed = await drill(
+        dataDir,
+        { jobs: ["Failed"], logs: ["drill-runner: stopped"], lease: lease(61) },
+        "kill-tool",
+        "--tool",
+        "kb-search",
+        "--k8s",
+      );
+      expect(lapsed.stderr).toContain("Job drill-kill-tool-kb-search-");
+      expect(calls().filter((c) => c.args.includes("create"))).toHaveLength(1);
+      for (const call of calls().flatMap((c) => apiCallsOf(c.args))) expect(LAUNCHER_API_CALLS).toContainEqual(call);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }

@@ -4,7 +4,7 @@
 // order: good, bad, empty, or "error" for a proxy that fails), each smoke Job's outcome in order, the migrate Job's (Complete unless told),
 // the creates and patches the API server refuses,
 // Deployments always Ready, and the Rollout's status; for `pnpm drill --k8s`, the drill runner's
-// CronJob template and its Job's log lines. Anything else it was not told about fails.
+// CronJob template, its Job's log lines and the drills' Lease. Anything else it was not told about fails.
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -69,6 +69,9 @@ if (args.includes("--raw")) {
   );
 } else if (args.includes("get") && args.includes("job")) {
   process.stdout.write(JSON.stringify({ status: { conditions: [{ type: scenario.jobs[gate], status: "True" }] } }));
+} else if (args.includes("get") && args.includes("lease")) {
+  // The drills' Lease: none unless the scenario holds one (--ignore-not-found prints nothing).
+  if (scenario.lease) process.stdout.write(JSON.stringify(scenario.lease));
 } else if (args.includes("cronjob")) {
   process.stdout.write(JSON.stringify(scenario.cronJob));
 } else if (args.includes("logs") && scenario.logs) {

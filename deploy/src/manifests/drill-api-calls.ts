@@ -30,7 +30,7 @@ export const RUNNER_API_CALLS: readonly ApiCall[] = [
   { group: "coordination.k8s.io", resource: "leases", verb: "delete", resourceName: DRILL_LEASE },
 ];
 
-/** The kubectl calls of `pnpm drill … --k8s` on the person's own credentials: read the template, create and follow the Job, delete it on Ctrl-C. */
+/** The kubectl calls of `pnpm drill … --k8s` on the person's own credentials: read the drills' Lease and the template, create and follow the Job, delete it on Ctrl-C. */
 export const LAUNCHER_API_CALLS: readonly ApiCall[] = [
   { group: "batch", resource: "cronjobs", verb: "get" },
   { group: "batch", resource: "jobs", verb: "create" },
@@ -41,4 +41,6 @@ export const LAUNCHER_API_CALLS: readonly ApiCall[] = [
   { group: "", resource: "pods", verb: "list" },
   { group: "", resource: "pods", verb: "watch" },
   { group: "", resource: "pods/log", verb: "get" },
+  // Refuses at once while another drill holds the cluster (drill-lease.ts).
+  { group: "coordination.k8s.io", resource: "leases", verb: "get", resourceName: DRILL_LEASE },
 ];

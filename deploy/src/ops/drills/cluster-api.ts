@@ -97,8 +97,28 @@ function ready(pod: V1Pod): boolean {
   );
 }
 
-/** A Lease's times as the API client hands them over (a Date, or its text). */
-const timeOf = (time: V1MicroTime | string | undefined) => (time === undefined ? undefined : new Date(time));
+/** A Lease's times as the API client hands them over (a Date), or as kubectl prints them (text). */
+const timeOf = (time: V1MicroTime | string) => new Date(time);
+
+/** The drills' Lease as the API client reads it, or as `kubectl get lease -o json` prints it. */
+export function leaseOf(lease: {
+  readonly metadata?: { readonly resourceVersion?: string };
+  readonly spec?: {
+    readonly holderIdentity?: string;
+    readonly acquireTime?: V1MicroTime | string;
+    readonly renewTime?: V1MicroTime | string;
+    readonly leaseDurationSeconds?: number;
+  };
+}): StoredLease {
+  const spec = lease.spec ?? {};
+  return {
+    resourceVersion: lease.metadata?.resourceVersion ?? "",
+    ...(spec.holderIdentity ? { holder: spec.holderIdentity } : {}),
+    ...(spec.acquireTime ? { acquired: timeOf(spec.acquireTime) } : {}),
+    ...(spec.renewTime ? { renewed: timeOf(spec.renewTime) } : {}),
+    ...(spec.leaseDurationSeconds === undefined ? {} : { durationS: spec.leaseDurationSeconds }),
+  };
+}
 
 function leaseBody(lease: DrillLeaseSpec, namespace: string, resourceVersion?: string): V1Lease {
   return {
@@ -182,15 +202,7 @@ export function drillKube(config: KubeConfig, namespace: string): DrillKube {
     },
     async readLease() {
       try {
-        const lease = await coordination.readNamespacedLease({ name: DRILL_LEASE, namespace });
-        const spec = lease.spec ?? {};
-        return {
-          resourceVersion: lease.metadata?.resourceVersion ?? "",
-          ...(spec.holderIdentity ? { holder: spec.holderIdentity } : {}),
-          ...(spec.acquireTime ? { acquired: timeOf(spec.acquireTime) } : {}),
-          ...(spec.renewTime ? { renewed: timeOf(spec.renewTime) } : {}),
-          ...(spec.leaseDurationSeconds === undefined ? {} : { durationS: spec.leaseDurationSeconds }),
-        };
+        return leaseOf(await coordination.readNamespacedLease({ name: DRILL_LEASE, namespace }));
       } catch (error) {
         if (isStatus(error, 404)) return undefined;
         throw leaseRefused(error, namespace);

@@ -27,10 +27,15 @@ export interface LeaseTiming {
   readonly now?: () => Date;
 }
 
-/** Whether `lease` is another runner's now: it names a holder and has not gone unrenewed past its duration. */
+/** Whether `lease` is a runner's now: it names a holder and has not gone unrenewed past its duration. */
 function heldAt(lease: StoredLease, now: Date): boolean {
   if (!lease.holder || !lease.renewed) return false;
   return lease.renewed.getTime() + (lease.durationS ?? LEASE_DURATION_S) * 1000 > now.getTime();
+}
+
+/** Throws DrillError naming the drill that holds `lease` now; nothing when there is none or it lapsed. */
+export function refuseWhileHeld(lease: StoredLease | undefined, namespace: string, now = new Date()): void {
+  if (lease && heldAt(lease, now)) throw busy(lease, namespace);
 }
 
 function busy(lease: StoredLease, namespace: string): DrillError {
@@ -55,7 +60,7 @@ export async function holdDrillLease(
   let version: string | undefined;
   for (let tries = 0; version === undefined && tries < TAKE_TRIES; tries++) {
     const stored = await kube.readLease();
-    if (stored && heldAt(stored, now())) throw busy(stored, namespace);
+    refuseWhileHeld(stored, namespace, now());
     version = await kube.writeLease(spec(acquired), stored?.resourceVersion);
   }
   if (version === undefined)

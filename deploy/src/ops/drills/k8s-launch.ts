@@ -11,6 +11,9 @@ import type { DrillOptions } from "./options.js";
 import type { DrillReport } from "./report.js";
 import { DrillError } from "./drill-error.js";
 import { DRILL_RUNNER } from "../../manifests/drill-runner-objects.js";
+import { DRILL_LEASE } from "../../manifests/drill-api-calls.js";
+import { leaseOf } from "./cluster-api.js";
+import { refuseWhileHeld } from "./drill-lease.js";
 
 /** The runner's last stdout line starts with this key: `{"drill_report": …, "run_id": …, "started_at": …}`. */
 export const REPORT_KEY = "drill_report";
@@ -145,6 +148,9 @@ async function jobResult(ctx: LaunchContext, job: Job): Promise<boolean> {
 
 export async function launchK8sDrill(options: DrillOptions, runId: string, ctx: LaunchContext): Promise<Launched> {
   const ns = ["-n", ctx.namespace];
+  // At once, rather than from a Job that fails: the runner's own take of the Lease is what decides.
+  const lease = await ctx.kubectl.run([...ns, "get", "lease", DRILL_LEASE, "-o", "json", "--ignore-not-found"]);
+  refuseWhileHeld(lease.trim() ? leaseOf(JSON.parse(lease)) : undefined, ctx.namespace);
   const template = JSON.parse(await ctx.kubectl.run([...ns, "get", "cronjob", DRILL_RUNNER, "-o", "json"])) as CronJob;
   const name = jobNameOf(runId);
   const job = drillJob(template, name, options, ctx.namespace);

@@ -222,6 +222,20 @@ describe("pnpm drill --k8s", () => {
       expect(lapsed.stderr).toContain("Job drill-kill-tool-kb-search-");
       expect(calls().filter((c) => c.args.includes("create"))).toHaveLength(1);
       for (const call of calls().flatMap((c) => apiCallsOf(c.args))) expect(LAUNCHER_API_CALLS).toContainEqual(call);
+      // A person's Role bound before the launcher read the Lease: let through to the runner's own check.
+      rmSync(join(fake, "calls.jsonl"), { force: true });
+      const unread = await drill(
+        dataDir,
+        { jobs: ["Failed"], logs: ["drill-runner: stopped"], lease: "forbidden" },
+        "kill-tool",
+        "--tool",
+        "kb-search",
+        "--k8s",
+      );
+      expect(unread.stderr).toContain(
+        "cannot read Lease loopguard/loopguard-drill (Forbidden): the runner checks that no other drill runs",
+      );
+      expect(calls().filter((c) => c.args.includes("create"))).toHaveLength(1);
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }

@@ -152,6 +152,11 @@ describe("one drill at a time on a cluster", () => {
     await vi.waitFor(() => expect(stored!.spec.renewTime).not.toBe(acquired), { timeout: 5000, interval: 50 });
     expect(calls.some((c) => c.verb === "update")).toBe(true);
     expect(held.lost.aborted).toBe(false);
+    // A renewal whose answer was lost: the Lease moved on, still this runner's. It renews on from there.
+    const renewed = stored!.spec.renewTime;
+    stored = { metadata: { name: DRILL_LEASE, resourceVersion: String(++version) }, spec: { ...stored!.spec } };
+    await vi.waitFor(() => expect(stored!.spec.renewTime).not.toBe(renewed), { timeout: 5000, interval: 50 });
+    expect(held.lost.aborted).toBe(false);
     // Another runner's now (as if this one had gone unrenewed): the next renewal finds it changed.
     leftBy("latency-kb-search-other", 0);
     await vi.waitFor(() => expect(held.lost.aborted).toBe(true), { timeout: 5000, interval: 50 });

@@ -71,6 +71,10 @@ if (args.includes("--raw")) {
   process.stdout.write(JSON.stringify({ status: { conditions: [{ type: scenario.jobs[gate], status: "True" }] } }));
 } else if (args.includes("get") && args.includes("lease")) {
   // The drills' Lease: none unless the scenario holds one (--ignore-not-found prints nothing).
+  if (scenario.lease === "forbidden")
+    fail(
+      'Error from server (Forbidden): leases.coordination.k8s.io "loopguard-drill" is forbidden: User "alice@example.com" cannot get resource "leases"',
+    );
   if (scenario.lease) process.stdout.write(JSON.stringify(scenario.lease));
 } else if (args.includes("cronjob")) {
   process.stdout.write(JSON.stringify(scenario.cronJob));

@@ -74,13 +74,20 @@ export async function holdDrillLease(
     const at = now();
     try {
       const written = await kube.writeLease(spec(at), version);
-      if (written === undefined) {
-        const holder = (await kube.readLease())?.holder ?? "nobody";
-        lost.abort(new DrillError(`the drill lost Lease ${namespace}/${DRILL_LEASE} (now ${holder}'s): stopped`));
-      } else {
+      if (written !== undefined) {
         version = written;
         renewedAt = at;
+        return;
       }
+      // Changed since this runner's last write: still its own when that write's answer was lost.
+      const stored = await kube.readLease();
+      if (stored?.holder === runId) version = stored.resourceVersion;
+      else
+        lost.abort(
+          new DrillError(
+            `the drill lost Lease ${namespace}/${DRILL_LEASE} (now ${stored?.holder ?? "nobody"}'s): stopped`,
+          ),
+        );
     } catch (error) {
       if (at.getTime() - renewedAt.getTime() >= durationS * 1000)
         lost.abort(

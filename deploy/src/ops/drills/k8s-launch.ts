@@ -146,11 +146,37 @@ async function jobResult(ctx: LaunchContext, job: Job): Promise<boolean> {
   }
 }
 
+/**
+ * Refuses at once, rather than from a Job that fails, while another drill holds the cluster. Only a
+ * courtesy: the runner's own take of the Lease decides, so a person whose Role (bound before the
+ * launcher read the Lease) may not read it is let through to that.
+ */
+async function refuseWhileLeased(ctx: LaunchContext): Promise<void> {
+  let lease: string;
+  try {
+    lease = await ctx.kubectl.run([
+      "-n",
+      ctx.namespace,
+      "get",
+      "lease",
+      DRILL_LEASE,
+      "-o",
+      "json",
+      "--ignore-not-found",
+    ]);
+  } catch (error) {
+    if (!(error as Error).message.includes("(Forbidden)")) throw error;
+    ctx.progress(
+      `cannot read Lease ${ctx.namespace}/${DRILL_LEASE} (Forbidden): the runner checks that no other drill runs`,
+    );
+    return;
+  }
+  refuseWhileHeld(lease.trim() ? leaseOf(JSON.parse(lease)) : undefined, ctx.namespace);
+}
+
 export async function launchK8sDrill(options: DrillOptions, runId: string, ctx: LaunchContext): Promise<Launched> {
   const ns = ["-n", ctx.namespace];
-  // At once, rather than from a Job that fails: the runner's own take of the Lease is what decides.
-  const lease = await ctx.kubectl.run([...ns, "get", "lease", DRILL_LEASE, "-o", "json", "--ignore-not-found"]);
-  refuseWhileHeld(lease.trim() ? leaseOf(JSON.parse(lease)) : undefined, ctx.namespace);
+  await refuseWhileLeased(ctx);
   const template = JSON.parse(await ctx.kubectl.run([...ns, "get", "cronjob", DRILL_RUNNER, "-o", "json"])) as CronJob;
   const name = jobNameOf(runId);
   const job = drillJob(template, name, options, ctx.namespace);

@@ -20,6 +20,8 @@ let stored: { metadata: { name: string; resourceVersion: string }; spec: Record<
 let version = 0;
 /** Every Lease call refused (403), as by a Role rendered before the runner took the Lease. */
 let forbidden = false;
+/** The API server down: every call answered 503. */
+let down = false;
 const calls: (ApiCall & { auth: string | undefined })[] = [];
 let api: Server;
 let port: number;
@@ -51,6 +53,7 @@ beforeAll(async () => {
       });
       if (!url.pathname.startsWith(PATH) || (name && name !== DRILL_LEASE)) return status(res, 404, "NotFound");
       if (forbidden) return status(res, 403, "Forbidden");
+      if (down) return status(res, 503, "ServiceUnavailable");
       const answer = () => {
         res.writeHead(verb === "create" ? 201 : 200, { "content-type": "application/json" });
         res.end(JSON.stringify({ apiVersion: "coordination.k8s.io/v1", kind: "Lease", ...stored }));
@@ -166,6 +169,24 @@ describe("one drill at a time on a cluster", () => {
     await held.release();
     // The other runner's Lease is left alone.
     expect(stored?.spec.holderIdentity).toBe("latency-kb-search-other");
+  });
+
+  it("stops its run, while its Lease still holds, when the API does not answer its renewals", async () => {
+    const held = await holdDrillLease(kube(), "kill-tool-kb-search-cut-off", "loopguard", { durationS: 1 });
+    const lapses = Date.parse(String(stored!.spec.renewTime)) + 1000;
+    down = true;
+    try {
+      let stoppedAt = 0;
+      held.lost.addEventListener("abort", () => (stoppedAt = Date.now()));
+      await vi.waitFor(() => expect(held.lost.aborted).toBe(true), { timeout: 5000, interval: 20 });
+      expect(stoppedAt).toBeLessThan(lapses);
+      expect((held.lost.reason as Error).message).toMatch(
+        /^the drill could not renew Lease loopguard\/loopguard-drill since .*: stopped before it lapses, as another drill may then start$/,
+      );
+      await held.release();
+    } finally {
+      down = false;
+    }
   });
 
   it("says what to do when the runner's Role may not use the Lease (rendered by an earlier release)", async () => {

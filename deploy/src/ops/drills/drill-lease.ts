@@ -89,21 +89,21 @@ export async function holdDrillLease(
           ),
         );
     } catch (error) {
-      if (at.getTime() - renewedAt.getTime() >= durationS * 1000)
+      // Stopped while the Lease still holds: by the next renewal it may have lapsed, and another drill started.
+      const lapses = renewedAt.getTime() + durationS * 1000;
+      if (at.getTime() + everyMs >= lapses)
         lost.abort(
           new DrillError(
-            `the drill could not renew Lease ${namespace}/${DRILL_LEASE} for ${durationS} s (${(error as Error).message.split("\n")[0]}): stopped, as another drill may start`,
+            `the drill could not renew Lease ${namespace}/${DRILL_LEASE} since ${renewedAt.toISOString()} (${(error as Error).message.split("\n")[0]}): stopped before it lapses, as another drill may then start`,
           ),
         );
     }
   };
+  const everyMs = (durationS * 1000) / RENEWALS_PER_DURATION;
   let renewing: Promise<void> = Promise.resolve();
-  const timer = setInterval(
-    () => {
-      if (!lost.signal.aborted) renewing = renewing.then(renew);
-    },
-    (durationS * 1000) / RENEWALS_PER_DURATION,
-  );
+  const timer = setInterval(() => {
+    if (!lost.signal.aborted) renewing = renewing.then(renew);
+  }, everyMs);
   return {
     lost: lost.signal,
     async release() {

@@ -137,15 +137,52 @@ describe("one drill at a time on a cluster", () => {
     await (held[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof holdDrillLease>>>).value.release();
   });
 
-  it("takes over the Lease of a runner that died (unrenewed past its duration), and not of one renewed within it", async () => {
+  it("refuses at once a Lease renewed within its duration by this pod's clock", async () => {
     leftBy("kill-tool-kb-search-dead", 59);
     await expect(holdDrillLease(kube(), "latency-kb-search-next", "loopguard")).rejects.toThrow(
       /runs on this cluster: kill-tool-kb-search-dead/,
     );
-    leftBy("kill-tool-kb-search-dead", 61);
-    const next = await holdDrillLease(kube(), "latency-kb-search-next", "loopguard");
+  });
+
+  it("takes over the Lease of a runner that died once it has gone unchanged for its duration on this pod's clock", async () => {
+    leftBy("kill-tool-kb-search-dead", 5, 1);
+    const lines: string[] = [];
+    const since = performance.now();
+    const next = await holdDrillLease(kube(), "latency-kb-search-next", "loopguard", {
+      progress: (line) => lines.push(line),
+    });
+    expect(performance.now() - since).toBeGreaterThanOrEqual(1000);
     expect(stored?.spec.holderIdentity).toBe("latency-kb-search-next");
+    expect(lines).toEqual([
+      expect.stringMatching(
+        /^Lease loopguard\/loopguard-drill of kill-tool-kb-search-dead was last renewed 20\d\d-.*, lapsed by this pod's clock, which may run ahead of its holder's: watching it for 1 s before taking it over$/,
+      ),
+    ]);
     await next.release();
+  });
+
+  it("stops watching a Lease that looks lapsed when the run is cancelled, and leaves it as it was", async () => {
+    leftBy("kill-tool-kb-search-dead", 5, 1);
+    const left = stored;
+    const run = holdDrillLease(kube(), "latency-kb-search-next", "loopguard", { signal: AbortSignal.timeout(200) });
+    await expect(run).rejects.toThrow(/aborted/);
+    expect(stored).toBe(left);
+  });
+
+  it("does not take a live Lease that looks lapsed only because this pod's clock runs ahead of its holder's", async () => {
+    // Renewed 5 s ago by this pod's clock, its duration 1 s: lapsed, were the clocks the same.
+    leftBy("kill-tool-kb-search-alive", 5, 1);
+    const renewal = setTimeout(() => {
+      stored = { metadata: { name: DRILL_LEASE, resourceVersion: String(++version) }, spec: { ...stored!.spec } };
+    }, 300);
+    try {
+      await expect(holdDrillLease(kube(), "latency-kb-search-next", "loopguard")).rejects.toThrow(
+        /^another drill runs on this cluster: kill-tool-kb-search-alive/,
+      );
+      expect(stored?.spec.holderIdentity).toBe("kill-tool-kb-search-alive");
+    } finally {
+      clearTimeout(renewal);
+    }
   });
 
   it("renews its Lease while it runs, and stops its run when another runner took it", async () => {
@@ -171,17 +208,22 @@ describe("one drill at a time on a cluster", () => {
     expect(stored?.spec.holderIdentity).toBe("latency-kb-search-other");
   });
 
-  it("stops its run, while its Lease still holds, when the API does not answer its renewals", async () => {
-    const held = await holdDrillLease(kube(), "kill-tool-kb-search-cut-off", "loopguard", { durationS: 1 });
+  it("stops its run, while its Lease still holds, when the API does not answer its renewals — its wall clock stepped back meanwhile", async () => {
+    let stepBackMs = 0;
+    const held = await holdDrillLease(kube(), "kill-tool-kb-search-cut-off", "loopguard", {
+      durationS: 1,
+      now: () => new Date(Date.now() - stepBackMs),
+    });
     const lapses = Date.parse(String(stored!.spec.renewTime)) + 1000;
     down = true;
+    stepBackMs = 3_600_000;
     try {
       let stoppedAt = 0;
       held.lost.addEventListener("abort", () => (stoppedAt = Date.now()));
       await vi.waitFor(() => expect(held.lost.aborted).toBe(true), { timeout: 5000, interval: 20 });
       expect(stoppedAt).toBeLessThan(lapses);
       expect((held.lost.reason as Error).message).toMatch(
-        /^the drill could not renew Lease loopguard\/loopguard-drill since .*: stopped before it lapses, as another drill may then start$/,
+        /^the drill could not renew Lease loopguard\/loopguard-drill for \d+ s \(.*\): stopped before it lapses, as another drill may then start$/,
       );
       await held.release();
     } finally {

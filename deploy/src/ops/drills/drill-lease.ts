@@ -5,6 +5,12 @@
 // it. The API server's resourceVersion decides between two runners that try at once: one write
 // wins, the other gets 409 and reads the winner. A runner that dies frees the cluster once its Lease
 // goes unrenewed for LEASE_DURATION_S; a runner that loses its Lease stops its run.
+//
+// Two pods' clocks may differ. A Lease's renewTime is its holder's clock; a runner whose clock runs
+// ahead would see a live Lease as lapsed and start a second drill. So, as client-go's leader election
+// does, a runner takes over a Lease only after watching it go unchanged for its duration on its own
+// monotonic clock; renewTime is trusted only to refuse at once. Its own lapse is judged on that clock too.
+import { setTimeout as sleep } from "node:timers/promises";
 import { DRILL_LEASE } from "../../manifests/drill-api-calls.js";
 import type { DrillKube, DrillLeaseSpec, StoredLease } from "./cluster-api.js";
 import { DrillError } from "./drill-error.js";
@@ -24,8 +30,16 @@ export interface HeldLease {
 
 export interface LeaseTiming {
   readonly durationS?: number;
+  /** The wall clock written into the Lease (its acquire and renew times). */
   readonly now?: () => Date;
+  /** Told once when a Lease that looks lapsed is watched before it is taken over. */
+  readonly progress?: (line: string) => void;
+  /** Stops the watch of a Lease that looks lapsed (the run was cancelled). */
+  readonly signal?: AbortSignal;
 }
+
+/** Reads of a Lease being watched within its duration: a live holder renews it RENEWALS_PER_DURATION times. */
+const WATCH_READS_PER_DURATION = 12;
 
 /** Whether `lease` is a runner's now: it names a holder and has not gone unrenewed past its duration. */
 function heldAt(lease: StoredLease, now: Date): boolean {
@@ -47,6 +61,32 @@ function busy(lease: StoredLease, namespace: string): DrillError {
   );
 }
 
+/**
+ * `lease` once it has gone unchanged for its whole duration on this pod's monotonic clock (or the
+ * Lease as it is once released); throws DrillError naming its holder as soon as it is renewed or taken.
+ */
+async function watchLapsed(
+  kube: DrillKube,
+  lease: StoredLease & { holder: string },
+  namespace: string,
+  timing: LeaseTiming,
+): Promise<StoredLease | undefined> {
+  const durationMs = (lease.durationS ?? LEASE_DURATION_S) * 1000;
+  timing.progress?.(
+    `Lease ${namespace}/${DRILL_LEASE} of ${lease.holder} was last renewed ${lease.renewed?.toISOString() ?? "never"}, ` +
+      `lapsed by this pod's clock, which may run ahead of its holder's: watching it for ${durationMs / 1000} s before taking it over`,
+  );
+  const since = performance.now();
+  for (let left = durationMs; left > 0; left = durationMs - (performance.now() - since)) {
+    await sleep(Math.min(left, durationMs / WATCH_READS_PER_DURATION), undefined, { signal: timing.signal });
+    const seen = await kube.readLease();
+    if (seen?.resourceVersion === lease.resourceVersion) continue;
+    if (seen?.holder) throw busy(seen, namespace);
+    return seen;
+  }
+  return lease;
+}
+
 /** Takes the Lease for `runId`, or throws DrillError naming the drill that holds it. */
 export async function holdDrillLease(
   kube: DrillKube,
@@ -55,12 +95,17 @@ export async function holdDrillLease(
   timing: LeaseTiming = {},
 ): Promise<HeldLease> {
   const { durationS = LEASE_DURATION_S, now = () => new Date() } = timing;
-  const acquired = now();
+  let acquired = now();
+  // When this runner's last write was sent, on its monotonic clock: a wall clock stepped back must not stretch it.
+  let renewedAtMs = performance.now();
   const spec = (renewed: Date): DrillLeaseSpec => ({ holder: runId, acquired, renewed, durationS });
   let version: string | undefined;
   for (let tries = 0; version === undefined && tries < TAKE_TRIES; tries++) {
-    const stored = await kube.readLease();
+    let stored = await kube.readLease();
     refuseWhileHeld(stored, namespace, now());
+    if (stored?.holder) stored = await watchLapsed(kube, { ...stored, holder: stored.holder }, namespace, timing);
+    acquired = now();
+    renewedAtMs = performance.now();
     version = await kube.writeLease(spec(acquired), stored?.resourceVersion);
   }
   if (version === undefined)
@@ -69,14 +114,13 @@ export async function holdDrillLease(
     );
 
   const lost = new AbortController();
-  let renewedAt = acquired;
   const renew = async () => {
-    const at = now();
+    const atMs = performance.now();
     try {
-      const written = await kube.writeLease(spec(at), version);
+      const written = await kube.writeLease(spec(now()), version);
       if (written !== undefined) {
         version = written;
-        renewedAt = at;
+        renewedAtMs = atMs;
         return;
       }
       // Changed since this runner's last write: still its own when that write's answer was lost.
@@ -90,11 +134,10 @@ export async function holdDrillLease(
         );
     } catch (error) {
       // Stopped while the Lease still holds: by the next renewal it may have lapsed, and another drill started.
-      const lapses = renewedAt.getTime() + durationS * 1000;
-      if (at.getTime() + everyMs >= lapses)
+      if (atMs + everyMs >= renewedAtMs + durationS * 1000)
         lost.abort(
           new DrillError(
-            `the drill could not renew Lease ${namespace}/${DRILL_LEASE} since ${renewedAt.toISOString()} (${(error as Error).message.split("\n")[0]}): stopped before it lapses, as another drill may then start`,
+            `the drill could not renew Lease ${namespace}/${DRILL_LEASE} for ${Math.round((atMs - renewedAtMs) / 1000)} s (${(error as Error).message.split("\n")[0]}): stopped before it lapses, as another drill may then start`,
           ),
         );
     }

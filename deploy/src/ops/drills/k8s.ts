@@ -197,7 +197,7 @@ export async function runClusterDrill(
     ? prometheusPages(options.prometheus, namespace, orchestrator.name)
     : podPages(() => kube.metricsUrls(orchestrator.name, METRICS_PORT_NAME));
   // Refused here, before anything is made, while another drill runs on the cluster.
-  const lease = await holdDrillLease(kube, runId, namespace);
+  const lease = await holdDrillLease(kube, runId, namespace, { progress: ctx.progress, signal: ctx.signal });
   try {
     const cluster: DrillCluster = {
       orchestratorApi: targetOf(orchestrator),

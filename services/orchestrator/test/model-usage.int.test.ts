@@ -46,10 +46,10 @@ async function usageOf(goal: string) {
   return { tokens: Number(done.usage!.tokens), costMicros: Number(done.usage!.costMicros), counted };
 }
 
-async function disbelieved(): Promise<number> {
+async function disbelieved(model = MODEL): Promise<number> {
   const metrics = await (await fetch(`${suite.orch.httpUrl}/metrics`)).text();
   const line = metrics.match(
-    new RegExp(`^loopguard_model_usage_disbelieved_total\\{[^}]*model="${MODEL}"[^}]*\\} (\\d+)$`, "m"),
+    new RegExp(`^loopguard_model_usage_disbelieved_total\\{[^}]*model="${model}"[^}]*\\} (\\d+)$`, "m"),
   );
   return Number(line?.[1] ?? 0);
 }
@@ -87,5 +87,20 @@ describe("the tokens a model endpoint reports", () => {
     const { tokens, counted } = await usageOf("silent question about refunds");
     expect(tokens).toBeGreaterThan(counted);
     expect(await disbelieved()).toBe(before);
+  });
+
+  it("of the built-in scripted policy are what it wrote: its sessions are never reported as under-reporting", async () => {
+    const logged = suite.orch.logs.length;
+    const { session } = await suite.orch.api.startSession({
+      goal: "how do refunds work",
+      task: { kind: "question", subgoals: ["which refunds need an approval", "how long do card refunds take"] },
+      scopes: ALL_SCOPES,
+      policy: "scripted",
+    });
+    const done = await waitForSession(suite.orch.api, session!.sessionId, undefined, 60_000);
+    expect(done.stopReason).toBe("done");
+    expect(await disbelieved("scripted")).toBe(0);
+    const warned = suite.orch.logs.slice(logged).filter((line) => line.includes("where the host counted more"));
+    expect(warned).toEqual([]);
   });
 });

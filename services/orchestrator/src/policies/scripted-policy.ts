@@ -98,24 +98,26 @@ export class ScriptedPolicy implements Policy {
     const promptHash = hashHistory(createHash("sha256").update(head.slice(0, -"[]}".length)), input.history)
       .update("}")
       .digest("hex");
-    // The host's count of the prompt (the model's tokenizer over the messages it would send) when given.
-    const usage = {
-      input: input.promptTokens ?? estimateTokens(head.length - "[]".length + historyJsonLength(input.history)),
-      output: 20,
+    // The host's count of the prompt (the model's tokenizer over the messages it would send) when given;
+    // the reply's estimated from its length, as an endpoint reports what it wrote.
+    const prompt = input.promptTokens ?? estimateTokens(head.length - "[]".length + historyJsonLength(input.history));
+    const usageOf = (reply: string) => ({ input: prompt, output: estimateTokens(reply) });
+    const call = (name: string, args: Record<string, unknown>, sure?: Derived): Decision => {
+      const json = JSON.stringify(args);
+      return {
+        kind: "tool_calls",
+        calls: [{ id: `call_${input.step}_0`, name, arguments: json }],
+        usage: usageOf(`${name}${json}`),
+        ...(sure ? { confidence: sure.confidence, uncertaintyReason: sure.uncertaintyReason } : {}),
+        promptHash,
+      };
     };
-    const call = (name: string, args: Record<string, unknown>, sure?: Derived): Decision => ({
-      kind: "tool_calls",
-      calls: [{ id: `call_${input.step}_0`, name, arguments: JSON.stringify(args) }],
-      usage,
-      ...(sure ? { confidence: sure.confidence, uncertaintyReason: sure.uncertaintyReason } : {}),
-      promptHash,
-    });
     const final = (answer: string, sure: Derived): Decision => ({
       kind: "final",
       answer,
       confidence: sure.confidence,
       uncertaintyReason: sure.uncertaintyReason,
-      usage,
+      usage: usageOf(answer),
       promptHash,
     });
 

@@ -4,7 +4,7 @@
 import { status, ToolError } from "@loopguard/tool-sdk";
 
 const VERSION = "1";
-const SHAPE = /^1\.(ord_[A-Za-z0-9]{12})\.([1-9][0-9]{0,15})$/;
+const SHAPE = new RegExp(`^${VERSION}\\.(ord_[A-Za-z0-9]{12})\\.([1-9][0-9]{0,15})$`);
 
 export function pageToken(orderId: string, after: number): string {
   return Buffer.from(`${VERSION}.${orderId}.${after}`).toString("base64url");

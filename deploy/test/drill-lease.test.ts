@@ -161,6 +161,32 @@ describe("one drill at a time on a cluster", () => {
     await next.release();
   });
 
+  it("takes over only on a read sent after the whole duration: a runner stalled past it reads the Lease once more", async () => {
+    leftBy("kill-tool-kb-search-alive", 5, 1);
+    const renewal = setTimeout(() => {
+      stored = { metadata: { name: DRILL_LEASE, resourceVersion: String(++version) }, spec: { ...stored!.spec } };
+    }, 300);
+    const direct = kube();
+    let reads = 0;
+    // The second read's answer is still the old Lease, and the runner stalls past the duration after it.
+    const stalled: DrillKube = {
+      ...direct,
+      readLease: async () => {
+        const lease = await direct.readLease();
+        if (++reads === 2) await new Promise((done) => setTimeout(done, 1200));
+        return lease;
+      },
+    };
+    try {
+      await expect(holdDrillLease(stalled, "latency-kb-search-next", "loopguard")).rejects.toThrow(
+        /^another drill runs on this cluster: kill-tool-kb-search-alive/,
+      );
+      expect(stored?.spec.holderIdentity).toBe("kill-tool-kb-search-alive");
+    } finally {
+      clearTimeout(renewal);
+    }
+  });
+
   it("stops watching a Lease that looks lapsed when the run is cancelled, and leaves it as it was", async () => {
     leftBy("kill-tool-kb-search-dead", 5, 1);
     const left = stored;

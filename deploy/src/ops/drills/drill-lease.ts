@@ -77,14 +77,19 @@ async function watchLapsed(
       `lapsed by this pod's clock, which may run ahead of its holder's: watching it for ${durationMs / 1000} s before taking it over`,
   );
   const since = performance.now();
-  for (let left = durationMs; left > 0; left = durationMs - (performance.now() - since)) {
-    await sleep(Math.min(left, durationMs / WATCH_READS_PER_DURATION), undefined, { signal: timing.signal });
+  for (let watched = 0; ; ) {
+    await sleep(Math.min(durationMs - watched, durationMs / WATCH_READS_PER_DURATION), undefined, {
+      signal: timing.signal,
+    });
+    // Lapsed only when a read sent after the whole duration still finds it as first seen.
+    watched = performance.now() - since;
     const seen = await kube.readLease();
-    if (seen?.resourceVersion === lease.resourceVersion) continue;
-    if (seen?.holder) throw busy(seen, namespace);
-    return seen;
+    if (seen?.resourceVersion !== lease.resourceVersion) {
+      if (seen?.holder) throw busy(seen, namespace);
+      return seen;
+    }
+    if (watched >= durationMs) return lease;
   }
-  return lease;
 }
 
 /** Takes the Lease for `runId`, or throws DrillError naming the drill that holds it. */

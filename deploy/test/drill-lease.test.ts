@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vites
 import { type ApiCall, DRILL_LEASE, RUNNER_API_CALLS } from "../src/manifests/drill-api-calls.js";
 import { type DrillKube, drillKube } from "../src/ops/drills/cluster-api.js";
 import { DrillError } from "../src/ops/drills/drill-error.js";
-import { holdDrillLease } from "../src/ops/drills/drill-lease.js";
+import { type HeldLease, holdDrillLease } from "../src/ops/drills/drill-lease.js";
 import { runClusterDrill } from "../src/ops/drills/k8s.js";
 import { parseDrillArgs } from "../src/ops/drills/options.js";
 import { loopbackKubeConfig, RUNNER_TOKEN } from "./loopback-kube.js";
@@ -22,6 +22,9 @@ let version = 0;
 let forbidden = false;
 /** The API server down: every call answered 503. */
 let down = false;
+/** The API server silent on writes: a replace is never answered (until the test ends it). */
+let silent = false;
+const unanswered: import("node:http").ServerResponse[] = [];
 const calls: (ApiCall & { auth: string | undefined })[] = [];
 let api: Server;
 let port: number;
@@ -54,6 +57,7 @@ beforeAll(async () => {
       if (!url.pathname.startsWith(PATH) || (name && name !== DRILL_LEASE)) return status(res, 404, "NotFound");
       if (forbidden) return status(res, 403, "Forbidden");
       if (down) return status(res, 503, "ServiceUnavailable");
+      if (silent && verb === "update") return void unanswered.push(res);
       const answer = () => {
         res.writeHead(verb === "create" ? 201 : 200, { "content-type": "application/json" });
         res.end(JSON.stringify({ apiVersion: "coordination.k8s.io/v1", kind: "Lease", ...stored }));
@@ -97,6 +101,21 @@ function leftBy(holder: string, agoS: number, durationS = 60) {
     metadata: { name: DRILL_LEASE, resourceVersion: String(++version) },
     spec: { holderIdentity: holder, acquireTime: renewed, renewTime: renewed, leaseDurationSeconds: durationS },
   };
+}
+
+/** Cuts a runner holding a 1 s Lease off with `cut`, and waits for its run to stop before the Lease lapses, saying why. */
+async function expectStopBeforeLapse(held: HeldLease, why: string, cut: () => void): Promise<void> {
+  const lapses = Date.parse(String(stored!.spec.renewTime)) + 1000;
+  let stoppedAt = 0;
+  held.lost.addEventListener("abort", () => (stoppedAt = Date.now()));
+  cut();
+  await vi.waitFor(() => expect(held.lost.aborted).toBe(true), { timeout: 5000, interval: 20 });
+  expect(stoppedAt).toBeLessThan(lapses);
+  expect((held.lost.reason as Error).message).toMatch(
+    new RegExp(
+      `^the drill could not renew Lease loopguard/loopguard-drill for \\d+ s \\(${why}\\): stopped before it lapses, as another drill may then start$`,
+    ),
+  );
 }
 
 describe("one drill at a time on a cluster", () => {
@@ -240,20 +259,29 @@ describe("one drill at a time on a cluster", () => {
       durationS: 1,
       now: () => new Date(Date.now() - stepBackMs),
     });
-    const lapses = Date.parse(String(stored!.spec.renewTime)) + 1000;
-    down = true;
-    stepBackMs = 3_600_000;
     try {
-      let stoppedAt = 0;
-      held.lost.addEventListener("abort", () => (stoppedAt = Date.now()));
-      await vi.waitFor(() => expect(held.lost.aborted).toBe(true), { timeout: 5000, interval: 20 });
-      expect(stoppedAt).toBeLessThan(lapses);
-      expect((held.lost.reason as Error).message).toMatch(
-        /^the drill could not renew Lease loopguard\/loopguard-drill for \d+ s \(.*\): stopped before it lapses, as another drill may then start$/,
-      );
+      await expectStopBeforeLapse(held, ".*", () => {
+        down = true;
+        stepBackMs = 3_600_000;
+      });
       await held.release();
     } finally {
       down = false;
+    }
+  });
+
+  it("stops its run, while its Lease still holds, when the API never answers its renewals, and releases without waiting for them", async () => {
+    const held = await holdDrillLease(kube(), "kill-tool-kb-search-unanswered", "loopguard", { durationS: 1 });
+    try {
+      await expectStopBeforeLapse(held, "no answer", () => {
+        silent = true;
+      });
+      const releasing = performance.now();
+      await held.release();
+      expect(performance.now() - releasing).toBeLessThan(1000);
+    } finally {
+      silent = false;
+      for (const res of unanswered.splice(0)) status(res, 503, "ServiceUnavailable");
     }
   });
 

@@ -119,6 +119,24 @@ export async function holdDrillLease(
     );
 
   const lost = new AbortController();
+  const everyMs = (durationS * 1000) / RENEWALS_PER_DURATION;
+  let lastError: string | undefined;
+  let lapse: NodeJS.Timeout | undefined;
+  // Stops the run one renewal before the Lease lapses unless a renewal goes through first: renewals
+  // that fail and ones the API never answers alike, as by then another drill may start.
+  const armLapse = () => {
+    clearTimeout(lapse);
+    lapse = setTimeout(
+      () =>
+        lost.abort(
+          new DrillError(
+            `the drill could not renew Lease ${namespace}/${DRILL_LEASE} for ${Math.round((performance.now() - renewedAtMs) / 1000)} s (${lastError ?? "no answer"}): stopped before it lapses, as another drill may then start`,
+          ),
+        ),
+      renewedAtMs + durationS * 1000 - everyMs - performance.now(),
+    );
+  };
+  armLapse();
   const renew = async () => {
     const atMs = performance.now();
     try {
@@ -126,6 +144,8 @@ export async function holdDrillLease(
       if (written !== undefined) {
         version = written;
         renewedAtMs = atMs;
+        lastError = undefined;
+        armLapse();
         return;
       }
       // Changed since this runner's last write: still its own when that write's answer was lost.
@@ -138,16 +158,9 @@ export async function holdDrillLease(
           ),
         );
     } catch (error) {
-      // Stopped while the Lease still holds: by the next renewal it may have lapsed, and another drill started.
-      if (atMs + everyMs >= renewedAtMs + durationS * 1000)
-        lost.abort(
-          new DrillError(
-            `the drill could not renew Lease ${namespace}/${DRILL_LEASE} for ${Math.round((atMs - renewedAtMs) / 1000)} s (${(error as Error).message.split("\n")[0]}): stopped before it lapses, as another drill may then start`,
-          ),
-        );
+      lastError = (error as Error).message.split("\n")[0];
     }
   };
-  const everyMs = (durationS * 1000) / RENEWALS_PER_DURATION;
   let renewing: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
     if (!lost.signal.aborted) renewing = renewing.then(renew);
@@ -156,7 +169,9 @@ export async function holdDrillLease(
     lost: lost.signal,
     async release() {
       clearInterval(timer);
-      await renewing;
+      clearTimeout(lapse);
+      // A renewal the API does not answer is not waited for past one interval: the Lease then lapses by itself.
+      await Promise.race([renewing, sleep(everyMs, undefined, { ref: false })]);
       if (!lost.signal.aborted && version) await kube.deleteLease(version);
     },
   };

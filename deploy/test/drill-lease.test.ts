@@ -129,7 +129,7 @@ describe("one drill at a time on a cluster", () => {
     const refused = await holdDrillLease(kube(), "latency-kb-search-20261206T080100", "loopguard").catch((e) => e);
     expect(refused).toBeInstanceOf(DrillError);
     expect(refused.message).toMatch(
-      /^another drill runs on this cluster: kill-tool-kb-search-20261206T080000, since 20\d\d-.*\(Lease loopguard\/loopguard-drill, renewed .*\)\. Two drills at once would each take the other's kills and refunds for their own: wait for it to end \(kubectl -n loopguard get jobs\)\. A runner that died frees the cluster 60 s after its last renewal$/,
+      /^another drill runs on this cluster: kill-tool-kb-search-20261206T080000, since 20\d\d-.*\(Lease loopguard\/loopguard-drill, renewed .*\)\. Two drills at once would each take the other's kills and refunds for their own: wait for it to end \(kubectl -n loopguard get jobs\)\. A runner that died frees the cluster once the next one has watched its Lease go unrenewed for 60 s$/,
     );
     await first.release();
     expect(stored).toBeUndefined();
@@ -279,6 +279,28 @@ describe("one drill at a time on a cluster", () => {
       const releasing = performance.now();
       await held.release();
       expect(performance.now() - releasing).toBeLessThan(1000);
+    } finally {
+      silent = false;
+      for (const res of unanswered.splice(0)) status(res, 503, "ServiceUnavailable");
+    }
+  });
+
+  it("gives up on a renewal the API leaves unanswered, and renews on once it answers again", async () => {
+    const held = await holdDrillLease(
+      drillKube(loopbackKubeConfig(port), "loopguard", { callTimeoutMs: 100 }),
+      "kill-tool-kb-search-blip",
+      "loopguard",
+      { durationS: 1 },
+    );
+    silent = true;
+    try {
+      await vi.waitFor(() => expect(unanswered.length).toBeGreaterThan(0), { timeout: 5000, interval: 20 });
+      silent = false;
+      const silentSince = stored!.spec.renewTime;
+      await vi.waitFor(() => expect(stored!.spec.renewTime).not.toBe(silentSince), { timeout: 5000, interval: 20 });
+      expect(held.lost.aborted).toBe(false);
+      await held.release();
+      expect(stored).toBeUndefined();
     } finally {
       silent = false;
       for (const res of unanswered.splice(0)) status(res, 503, "ServiceUnavailable");

@@ -7,11 +7,15 @@
 // the shipped Role to it.
 import {
   ApiException,
+  type Configuration,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  createConfiguration,
   DiscoveryV1Api,
   type KubeConfig,
+  type Middleware,
+  ServerConfiguration,
   type V1Lease,
   type V1MicroTime,
   type V1Pod,
@@ -146,12 +150,42 @@ function leaseRefused(error: unknown, namespace: string): unknown {
     : error;
 }
 
+/**
+ * How long the runner waits for one API call. @kubernetes/client-node sets no deadline, so a call an
+ * API server never answers would hang the run (a Lease renewal would hold up every later one).
+ */
+export const KUBE_CALL_TIMEOUT_MS = 10_000;
+
+/** KubeConfig.makeApiClient's client, each of whose calls fails once `timeoutMs` pass without an answer. */
+function apiClient<T>(config: KubeConfig, Api: new (configuration: Configuration) => T, timeoutMs: number): T {
+  const cluster = config.getCurrentCluster();
+  if (!cluster) throw new Error("the runner's kubeconfig names no cluster");
+  const deadline: Middleware = {
+    pre: async (request) => {
+      request.setSignal(AbortSignal.timeout(timeoutMs));
+      return request;
+    },
+    post: async (response) => response,
+  };
+  return new Api(
+    createConfiguration({
+      baseServer: new ServerConfiguration(cluster.server, {}),
+      authMethods: { default: config },
+      promiseMiddleware: [deadline],
+    }),
+  );
+}
+
 /** The runner's client in `namespace` (its own, from the downward API). */
-export function drillKube(config: KubeConfig, namespace: string): DrillKube {
-  const core = config.makeApiClient(CoreV1Api);
-  const discovery = config.makeApiClient(DiscoveryV1Api);
-  const custom = config.makeApiClient(CustomObjectsApi);
-  const coordination = config.makeApiClient(CoordinationV1Api);
+export function drillKube(
+  config: KubeConfig,
+  namespace: string,
+  { callTimeoutMs = KUBE_CALL_TIMEOUT_MS }: { callTimeoutMs?: number } = {},
+): DrillKube {
+  const core = apiClient(config, CoreV1Api, callTimeoutMs);
+  const discovery = apiClient(config, DiscoveryV1Api, callTimeoutMs);
+  const custom = apiClient(config, CustomObjectsApi, callTimeoutMs);
+  const coordination = apiClient(config, CoordinationV1Api, callTimeoutMs);
   return {
     async pods(service) {
       const pods = await core.listNamespacedPod({ namespace, labelSelector: `app.kubernetes.io/name=${service}` });

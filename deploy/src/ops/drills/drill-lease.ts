@@ -15,7 +15,7 @@ import { DRILL_LEASE } from "../../manifests/drill-api-calls.js";
 import type { DrillKube, DrillLeaseSpec, StoredLease } from "./cluster-api.js";
 import { DrillError } from "./drill-error.js";
 
-/** How long a Lease outlives its last renewal: a runner that died frees the cluster within this. */
+/** How long a Lease outlives its last renewal, and how long a runner watches one that looks lapsed before taking it. */
 export const LEASE_DURATION_S = 60;
 /** Renewals a Lease gets within its duration: three may fail in a row before it lapses. */
 const RENEWALS_PER_DURATION = 4;
@@ -57,7 +57,7 @@ function busy(lease: StoredLease, namespace: string): DrillError {
     `another drill runs on this cluster: ${lease.holder}, since ${lease.acquired?.toISOString() ?? "?"} ` +
       `(Lease ${namespace}/${DRILL_LEASE}, renewed ${lease.renewed?.toISOString()}). Two drills at once would each ` +
       `take the other's kills and refunds for their own: wait for it to end (kubectl -n ${namespace} get jobs). ` +
-      `A runner that died frees the cluster ${lease.durationS ?? LEASE_DURATION_S} s after its last renewal`,
+      `A runner that died frees the cluster once the next one has watched its Lease go unrenewed for ${lease.durationS ?? LEASE_DURATION_S} s`,
   );
 }
 

@@ -103,9 +103,9 @@ function leftBy(holder: string, agoS: number, durationS = 60) {
   };
 }
 
-/** Cuts a runner holding a 1 s Lease off with `cut`, and waits for its run to stop before the Lease lapses, saying why. */
+/** Cuts a runner holding a 2 s Lease off with `cut`, and waits for its run to stop before the Lease lapses, saying why. */
 async function expectStopBeforeLapse(held: HeldLease, why: string, cut: () => void): Promise<void> {
-  const lapses = Date.parse(String(stored!.spec.renewTime)) + 1000;
+  const lapses = Date.parse(String(stored!.spec.renewTime)) + 2000;
   let stoppedAt = 0;
   held.lost.addEventListener("abort", () => (stoppedAt = Date.now()));
   cut();
@@ -256,7 +256,7 @@ describe("one drill at a time on a cluster", () => {
   it("stops its run, while its Lease still holds, when the API does not answer its renewals — its wall clock stepped back meanwhile", async () => {
     let stepBackMs = 0;
     const held = await holdDrillLease(kube(), "kill-tool-kb-search-cut-off", "loopguard", {
-      durationS: 1,
+      durationS: 2,
       now: () => new Date(Date.now() - stepBackMs),
     });
     try {
@@ -271,7 +271,7 @@ describe("one drill at a time on a cluster", () => {
   });
 
   it("stops its run, while its Lease still holds, when the API never answers its renewals, and releases without waiting for them", async () => {
-    const held = await holdDrillLease(kube(), "kill-tool-kb-search-unanswered", "loopguard", { durationS: 1 });
+    const held = await holdDrillLease(kube(), "kill-tool-kb-search-unanswered", "loopguard", { durationS: 2 });
     try {
       await expectStopBeforeLapse(held, "no answer", () => {
         silent = true;
@@ -290,7 +290,8 @@ describe("one drill at a time on a cluster", () => {
       drillKube(loopbackKubeConfig(port), "loopguard", { callTimeoutMs: 100 }),
       "kill-tool-kb-search-blip",
       "loopguard",
-      { durationS: 1 },
+      // Renewals every 750 ms: the one after the unanswered one goes through 750 ms before the run would be stopped.
+      { durationS: 3 },
     );
     silent = true;
     try {

@@ -78,8 +78,11 @@ async function watchLapsed(
   );
   const since = performance.now();
   for (let watched = 0; ; ) {
+    // Cancelled, the run stops with its own reason (e.g. the runner's SIGTERM), not "The operation was aborted".
     await sleep(Math.min(durationMs - watched, durationMs / WATCH_READS_PER_DURATION), undefined, {
       signal: timing.signal,
+    }).catch((error: unknown) => {
+      throw timing.signal?.aborted ? timing.signal.reason : error;
     });
     // Lapsed only when a read sent after the whole duration still finds it as first seen.
     watched = performance.now() - since;

@@ -103,9 +103,9 @@ export async function holdDrillLease(
   timing: LeaseTiming = {},
 ): Promise<HeldLease> {
   const { durationS = LEASE_DURATION_S, now = () => new Date() } = timing;
-  let acquired = now();
+  let acquired: Date;
   // When this runner's last write was sent, on its monotonic clock: a wall clock stepped back must not stretch it.
-  let renewedAtMs = performance.now();
+  let renewedAtMs: number;
   const spec = (renewed: Date): DrillLeaseSpec => ({ holder: runId, acquired, renewed, durationS });
   let version: string | undefined;
   for (let tries = 0; version === undefined && tries < TAKE_TRIES; tries++) {

@@ -118,6 +118,17 @@ async function expectStopBeforeLapse(held: HeldLease, why: string, cut: () => vo
   );
 }
 
+/** Runners `runs` try to take the Lease at once: exactly one holds it, each other is told which one does. */
+async function expectOneOf(runs: readonly string[]): Promise<void> {
+  const results = await Promise.allSettled(runs.map((run) => holdDrillLease(kube(), run, "loopguard")));
+  const held = results.flatMap((r, i) => (r.status === "fulfilled" ? [{ run: runs[i]!, lease: r.value }] : []));
+  expect(held).toHaveLength(1);
+  for (const r of results)
+    if (r.status === "rejected")
+      expect((r.reason as Error).message).toMatch(new RegExp(`^another drill runs on this cluster: ${held[0]!.run},`));
+  await held[0]!.lease.release();
+}
+
 describe("one drill at a time on a cluster", () => {
   it("takes the Lease, refuses a second drill naming the first, and frees the cluster when done — within RUNNER_API_CALLS", async () => {
     calls.length = 0;
@@ -144,16 +155,7 @@ describe("one drill at a time on a cluster", () => {
   });
 
   it("lets exactly one of two drills that start at once run", async () => {
-    const results = await Promise.allSettled(
-      ["a", "b", "c"].map((run) => holdDrillLease(kube(), `kill-tool-billing-${run}`, "loopguard")),
-    );
-    const held = results.filter((r) => r.status === "fulfilled");
-    expect(held).toHaveLength(1);
-    for (const r of results.filter((r) => r.status === "rejected"))
-      expect((r as PromiseRejectedResult).reason.message).toMatch(
-        /^another drill runs on this cluster: kill-tool-billing-/,
-      );
-    await (held[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof holdDrillLease>>>).value.release();
+    await expectOneOf(["kill-tool-billing-a", "kill-tool-billing-b", "kill-tool-billing-c"]);
   });
 
   it("refuses at once a Lease renewed within its duration by this pod's clock", async () => {
@@ -178,6 +180,11 @@ describe("one drill at a time on a cluster", () => {
       ),
     ]);
     await next.release();
+  });
+
+  it("lets exactly one of several runners watching a dead runner's Lease take it over", async () => {
+    leftBy("kill-tool-kb-search-dead", 5, 1);
+    await expectOneOf(["latency-kb-search-a", "latency-kb-search-b", "latency-kb-search-c"]);
   });
 
   it("takes over only on a read sent after the whole duration: a runner stalled past it reads the Lease once more", async () => {

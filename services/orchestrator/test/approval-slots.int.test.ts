@@ -116,8 +116,10 @@ describe("approvals left unanswered", () => {
     expect(ended.stopReason).toBe("approval_denied");
     expect(ended.answer).toBe(`approval ${shown.approvalId} expired unanswered`);
     expect(await refundCount()).toBe(before);
+    // The session no longer waits, so for the approver it is gone; its creator is told it ended.
     const late = await refusal(orch.approver.resolveApproval(decisionOn(id, shown, true, "too late")), CallError);
-    expect(late.code).toBe(status.FAILED_PRECONDITION);
-    expect(late.reason).toBe("SESSION_TERMINAL");
+    expect([late.code, late.reason]).toEqual([status.NOT_FOUND, "SESSION_NOT_FOUND"]);
+    const own = await refusal(orch.api.resolveApproval(decisionOn(id, shown, true, "too late")), CallError);
+    expect([own.code, own.reason]).toEqual([status.FAILED_PRECONDITION, "SESSION_TERMINAL"]);
   });
 });

@@ -224,7 +224,7 @@ describe("sessions through the Connect API", () => {
     );
   });
 
-  it("a high-risk refund waits in the approval queue with redacted arguments; approve runs it to DONE; a second approve is refused as FAILED_PRECONDITION", async () => {
+  it("a high-risk refund waits in the approval queue with redacted arguments; approve runs it to DONE; a second approve is refused as for an unknown session", async () => {
     const id = await start("Refund 10.00 of ord_DEMO00000008", HIGH_RISK_REFUND);
     await waitFor(id, stateIs("AWAITING_APPROVAL"));
     const queue = await rpc("ListApprovals", {});
@@ -263,7 +263,8 @@ describe("sessions through the Connect API", () => {
     ).not.toContain(id);
 
     const again = await rpc("ResolveApproval", shown, { token: approverToken });
-    expect([again.status, again.json.code, reasonOf(again)]).toEqual([400, "failed_precondition", "SESSION_TERMINAL"]);
+    // Done, it is no longer the approver's to see: as for an unknown id.
+    expect([again.status, again.json.code, reasonOf(again)]).toEqual([404, "not_found", "SESSION_NOT_FOUND"]);
   });
 
   it("deny ends a waiting session FAILED with approval_denied, recording the approver from the token", async () => {
@@ -286,7 +287,7 @@ describe("sessions through the Connect API", () => {
     expect(detail.transitions.at(-1).reason).toMatch(/^approval_denied: .*denied by ops:alice: duplicate claim/);
   });
 
-  it("cancel ends a waiting session CANCELLED; a deny after it ended is refused as FAILED_PRECONDITION", async () => {
+  it("cancel ends a waiting session CANCELLED; an approver's deny after it ended is refused as for an unknown session", async () => {
     const id = await start("Refund to cancel", HIGH_RISK_REFUND);
     await waitFor(id, stateIs("AWAITING_APPROVAL"));
     const cancelled = await rpc("CancelSession", { sessionId: id, reason: "customer withdrew" });
@@ -297,7 +298,8 @@ describe("sessions through the Connect API", () => {
       { sessionId: id, approve: false, approvalId: "apr_x", argumentsHash: "h" },
       { token: approverToken },
     );
-    expect([late.status, late.json.code]).toEqual([400, "failed_precondition"]);
+    // Ended, it is no longer the approver's to see: as for an unknown id.
+    expect([late.status, late.json.code, reasonOf(late)]).toEqual([404, "not_found", "SESSION_NOT_FOUND"]);
   });
 
   it("answers 404 for an unknown session, on read and on approve", async () => {

@@ -143,29 +143,59 @@ describe("a session belongs to the subject that started it", () => {
     expect(await overHttp(approver.token, "GetSessionDetail", { sessionId: id })).toBe(404);
   });
 
-  it("an approver's detail read that the approval overtakes is NOT_FOUND, not the steps made after the session stopped waiting", async () => {
-    const { owner, approver } = people;
-    const id = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
-    const shown = (await waitForSession(owner.api, id, waiting)).pendingApproval!;
-    // The approval lands, and the session ends, while the detail's steps are being read.
-    const store = suite.orch.orchestrator.store;
-    const steps = store.steps.bind(store);
-    let overtaken = false;
-    (store as { steps: typeof store.steps }).steps = async (sessionId, after) => {
-      if (!overtaken && sessionId === id) {
-        overtaken = true;
-        await approver.api.resolveApproval(decisionOn(id, shown, true, "checked"));
-        await waitForSession(owner.api, id);
+  it.each([
+    ["detail", (api: Api, sessionId: string) => api.getSessionDetail({ sessionId })],
+    ["trace", (api: Api, sessionId: string) => api.getTrace({ sessionId })],
+  ])(
+    "an approver's %s read that the approval overtakes is NOT_FOUND, not the steps made after the session stopped waiting",
+    async (_, read) => {
+      const { owner, approver } = people;
+      const id = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
+      const shown = (await waitForSession(owner.api, id, waiting)).pendingApproval!;
+      // The approval lands, and the session ends, while the session's steps are being read.
+      const store = suite.orch.orchestrator.store;
+      const steps = store.steps.bind(store);
+      let overtaken = false;
+      (store as { steps: typeof store.steps }).steps = async (sessionId, after) => {
+        if (!overtaken && sessionId === id) {
+          overtaken = true;
+          await approver.api.resolveApproval(decisionOn(id, shown, true, "checked"));
+          await waitForSession(owner.api, id);
+        }
+        return steps(sessionId, after);
+      };
+      try {
+        const refused = await refusal(read(approver.api, id), CallError);
+        expect([status[refused.code], refused.reason]).toEqual(["NOT_FOUND", "SESSION_NOT_FOUND"]);
+      } finally {
+        (store as { steps: typeof store.steps }).steps = steps;
       }
-      return steps(sessionId, after);
-    };
-    try {
-      const detail = await refusal(approver.api.getSessionDetail({ sessionId: id }), CallError);
-      expect([status[detail.code], detail.reason]).toEqual(["NOT_FOUND", "SESSION_NOT_FOUND"]);
-    } finally {
-      (store as { steps: typeof store.steps }).steps = steps;
+      expect(overtaken).toBe(true);
+    },
+  );
+
+  it("an approver's answer to a session it may not read is NOT_FOUND exactly as for an unknown id: it tells neither that the session exists nor how it ended", async () => {
+    const { owner, approver } = people;
+    const question = (await owner.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] }))
+      .session!.sessionId;
+    const refund = await startRefund(owner.api, "ord_DEMO00000008", 1000, HIGH_RISK_CUSTOMER);
+    const shown = (await waitForSession(owner.api, refund, waiting)).pendingApproval!;
+    await approver.api.resolveApproval(decisionOn(refund, shown, false, "not this one"));
+    expect((await waitForSession(owner.api, refund)).stopReason).toBe("approval_denied");
+    await waitForSession(owner.api, question);
+
+    const answer = (sessionId: string) =>
+      refusal(approver.api.resolveApproval(decisionOn(sessionId, shown, true, "late")), CallError);
+    const unknown = await answer("ses_doesnotexist00000");
+    expect([status[unknown.code], unknown.reason]).toEqual(["NOT_FOUND", "SESSION_NOT_FOUND"]);
+    for (const id of [question, refund]) {
+      const refused = await answer(id);
+      expect([status[refused.code], refused.reason, refused.message]).toEqual([
+        "NOT_FOUND",
+        "SESSION_NOT_FOUND",
+        unknown.message.replace("ses_doesnotexist00000", id),
+      ]);
     }
-    expect(overtaken).toBe(true);
   });
 
   it("sessions:admin sees, follows and cancels every caller's sessions", async () => {

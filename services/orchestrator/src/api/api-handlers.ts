@@ -195,7 +195,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
           approvalId: req.approvalId,
           argumentsHash: req.argumentsHash,
           approve: req.approve,
-          approver: ctx.caller.subject,
+          approver: viewerOf(ctx.caller),
           reason: req.reason,
         })
         .catch(mapError);

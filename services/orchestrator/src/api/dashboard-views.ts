@@ -14,7 +14,7 @@ import { servedView } from "../guard/personal-data-served.js";
 import { toProtoSession, wallClockUsed } from "./session-message.js";
 import type { LogTail } from "./log-tail.js";
 import type { Orchestrator } from "../session/orchestrator.js";
-import { accessTo, readerOf, type Viewer } from "./session-access.js";
+import { readerOf, type Viewer } from "./session-access.js";
 import { sessionTraceId } from "../session/trace-id.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { TimeSeries } from "./time-series.js";
@@ -88,11 +88,9 @@ export async function sessionDetail(
   id: string,
   viewer: Viewer,
 ): Promise<MessageInitShape<typeof GetSessionDetailResponseSchema>> {
-  const s = await orchestrator.read(id, viewer);
-  const [trail, steps] = await Promise.all([orchestrator.store.auditTrail(id), orchestrator.store.steps(id)]);
-  // An approver reads a session only while it waits: one that moved on while these were read
-  // (approved meanwhile) may hold steps made after, which they may not see.
-  if (accessTo(viewer, s) === "read") await orchestrator.read(id, viewer);
+  const [s, [trail, steps]] = await orchestrator.readAlong(id, viewer, () =>
+    Promise.all([orchestrator.store.auditTrail(id), orchestrator.store.steps(id)]),
+  );
   // Records written before their writer masked the task's own numbers (trace-sink.ts) are masked here.
   const served = servedView(s.task);
   const at = now();

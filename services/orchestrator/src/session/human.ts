@@ -3,6 +3,7 @@
 // leased to nobody, and a running one may be another replica's.
 import { Effect } from "@loopguard/tool-sdk";
 import { OrchestratorError } from "../api/orchestrator-error.js";
+import { accessTo, readable, type Viewer } from "../api/session-access.js";
 import { redactText } from "../guard/redact.js";
 import type { SessionFollower } from "../store/session-events.js";
 import { isTerminal } from "./session-state.js";
@@ -28,7 +29,8 @@ export interface ApprovalAnswer {
   readonly approvalId: string;
   readonly argumentsHash: string;
   readonly approve: boolean;
-  readonly approver: string;
+  /** The person answering, as the session rules see them (the answer is theirs: their authenticated subject). */
+  readonly approver: Viewer;
   readonly reason: string;
 }
 
@@ -122,14 +124,15 @@ export async function cancelSession(
  * A human's answer to the approval a session waits on. It must name the approval and the
  * arguments hash that were shown (anything else is stale: nothing is approved), and come from
  * someone other than the session's creator (four eyes). A deny ends the session here; an approval
- * is checked and recorded by `approve`.
+ * is checked and recorded by `approve`. A session the approver may not read (neither theirs nor
+ * waiting) is SESSION_NOT_FOUND, as for an unknown id: the answer tells nothing of it.
  */
 export async function answerApproval(
   d: HumanDeps,
   input: ApprovalAnswer,
   approve: (s: SessionRecord, approver: string, by: string) => Promise<SessionRecord>,
 ): Promise<SessionRecord> {
-  const s = await d.get(input.sessionId);
+  const s = readable(input.approver, await d.get(input.sessionId));
   if (isTerminal(s.state))
     throw new OrchestratorError("SESSION_TERMINAL", `session ${s.id} already ended (${s.state})`);
   const approval = pendingOf(s).approval;
@@ -144,10 +147,11 @@ export async function answerApproval(
       `session ${s.id} is not waiting on approval ${input.approvalId} with arguments ${input.argumentsHash}${approval && s.state === "AWAITING_APPROVAL" ? ` (it waits on ${approval.approvalId} with arguments ${approval.argumentsHash}; look again)` : ""}; nothing was approved`,
     );
   }
-  if (input.approver === s.createdBy) {
+  const approver = input.approver.subject;
+  if (approver === s.createdBy) {
     throw new OrchestratorError(
       "SELF_APPROVAL",
-      `${input.approver} started session ${s.id} and cannot also ${input.approve ? "approve" : "deny"} its action; another person must`,
+      `${approver} started session ${s.id} and cannot also ${input.approve ? "approve" : "deny"} its action; another person must`,
     );
   }
   if (approval.expiresAt <= d.now())
@@ -155,26 +159,34 @@ export async function answerApproval(
       "APPROVAL_EXPIRED",
       `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`,
     );
-  const by = redactText(`${input.approver}${input.reason ? `: ${input.reason}` : ""}`);
+  const by = redactText(`${approver}${input.reason ? `: ${input.reason}` : ""}`);
   const answer =
     approval.kind === "outcome_unknown"
       ? `${approval.tool} was not re-sent (denied by ${by}); ${effectUnknown(approval.tool)}`
       : `${approval.tool} was not approved (denied by ${by}); nothing was executed`;
   try {
     return await (input.approve
-      ? approve(s, input.approver, by)
+      ? approve(s, approver, by)
       : d.moves.stop(s, "approval_denied", answer, { fenced: false }));
   } catch (error) {
     // Another answer, a cancel or the expiry moved the session first: this answer changed nothing.
     if (!(error instanceof StaleTransitionError)) throw error;
-    throw await overtaken(d, s.id, input.approve);
+    throw await overtaken(d, s.id, input);
   }
 }
 
-/** Why an answer that lost the race to another move of the session took no effect. */
-async function overtaken(d: HumanDeps, id: string, approved: boolean): Promise<OrchestratorError> {
+/**
+ * Why an answer that lost the race to another move of the session took no effect. An approver who
+ * may no longer read the session (it stopped waiting) is told only that: not how it went on.
+ */
+async function overtaken(d: HumanDeps, id: string, input: ApprovalAnswer): Promise<OrchestratorError> {
   const now = await d.get(id);
-  const nothing = approved ? "nothing was approved" : "this deny changed nothing";
+  const nothing = input.approve ? "nothing was approved" : "this deny changed nothing";
+  if (accessTo(input.approver, now) === "none")
+    return new OrchestratorError(
+      "APPROVAL_MISMATCH",
+      `session ${id} stopped waiting on approval ${input.approvalId} before this answer landed (another answer, a cancel or its expiry came first); ${nothing}`,
+    );
   return isTerminal(now.state)
     ? new OrchestratorError(
         "SESSION_TERMINAL",

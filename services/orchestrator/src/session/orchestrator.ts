@@ -155,10 +155,22 @@ export class Orchestrator {
     });
   }
 
+  /**
+   * The session `viewer` may read and what `load` reads of it. A reader who sees it only while it
+   * waits for an approval may not see what it did after: one that moved on while `load` ran is
+   * SESSION_NOT_FOUND. (Records are only ever added, so one still waiting shows nothing newer.)
+   */
+  async readAlong<T>(id: string, viewer: Viewer, load: (s: SessionRecord) => Promise<T>): Promise<[SessionRecord, T]> {
+    const s = await this.read(id, viewer);
+    const loaded = await load(s);
+    if (accessTo(viewer, s) === "read") await this.read(id, viewer);
+    return [s, loaded];
+  }
+
   /** The session's step records as served (servedView): records written before their writer masked the task's own numbers are masked here. */
   async trace(id: string, viewer: Viewer): Promise<string[]> {
-    const s = await this.read(id, viewer);
-    return this.options.traces.read(id, servedView(s.task));
+    const [, records] = await this.readAlong(id, viewer, (s) => this.options.traces.read(id, servedView(s.task)));
+    return records;
   }
 
   /**

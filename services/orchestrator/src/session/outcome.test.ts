@@ -158,6 +158,16 @@ describe("outcomeOf", () => {
     });
   });
 
+  it.each(["INTERNAL", "UNKNOWN", "DATA_LOSS", "UNIMPLEMENTED"])(
+    "a question answered after its tool failed with its own fault (%s) is partial, as after a passing failure: no data of the tool's stands behind it",
+    (code) => {
+      expect(outcomeOf(ended("done", {}, [seen("kb_search_search", envelope("none", code))]), rules)).toEqual({
+        kind: "partial",
+        reason: "tool_failed: kb_search_search",
+      });
+    },
+  );
+
   it("a task stating no amount whose irreversible call was refused is not done, though the session ended done", () => {
     const task = { kind: "refund", order_id: "ord_DEMO00000007" };
     expect(

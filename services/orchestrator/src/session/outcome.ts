@@ -1,11 +1,11 @@
 // What the user got, beside how the session stopped: a refund task succeeded when its refund was
 // made as asked (on every order the task names, adding up to its amount; else partial); a question
 // when it was answered live or from a cache within its max age (the client serves no older one).
-// An answer built on a tool's degraded answer, or on a failure that would have passed, is partial;
-// so is an answer the policy gave with a confidence below the threshold (see confidence.ts);
-// anything that stopped short of the task is not done, with why; and one that ended with an
-// irreversible call sent and never settled says so (effect_unknown: it may have been made, and its
-// hold is kept until someone checks the tool's records).
+// An answer built on a tool's degraded answer, on a failure that would have passed or on the tool's
+// own fault, is partial; so is an answer the policy gave with a confidence below the threshold (see
+// confidence.ts); anything that stopped short of the task is not done, with why; and one that ended
+// with an irreversible call sent and never settled says so (effect_unknown: it may have been made,
+// and its hold is kept until someone checks the tool's records).
 import type { SessionRecord } from "../store/session-store.js";
 import { isTerminal } from "./session-state.js";
 import type { AskedEffect, SideEffectRules } from "../guard/side-effects.js";
@@ -23,6 +23,17 @@ export interface Outcome {
 }
 
 const LOW_CONFIDENCE = "low_confidence";
+
+/**
+ * Codes of a tool's own fault (a bug, a broken release), not of the request: like a failure that
+ * would have passed, no data of the tool's stands behind an answer given after one. A caller's
+ * mistake (NOT_FOUND, INVALID_ARGUMENT) or the host's refusal (EPRECOND …) is an answer in itself.
+ */
+const TOOL_FAULTS: ReadonlySet<string> = new Set(["INTERNAL", "UNKNOWN", "DATA_LOSS", "UNIMPLEMENTED"]);
+
+function toolFailed(code: string): boolean {
+  return passesByName(code) || TOOL_FAULTS.has(code);
+}
 export const EFFECT_UNKNOWN = "effect_unknown";
 
 /** The tool of a pending irreversible call sent with an outcome not known (unsettled, or waiting for a human to settle it). */
@@ -98,7 +109,7 @@ export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceTh
   for (const item of contextOf(s).history) {
     if (item.kind !== "observation") continue;
     if (item.envelope.servedFrom === "degraded") degraded.add(item.tool);
-    else if (!item.envelope.ok && passesByName(item.envelope.error?.code ?? "")) failed.add(item.tool);
+    else if (!item.envelope.ok && toolFailed(item.envelope.error?.code ?? "")) failed.add(item.tool);
   }
   if (degraded.size > 0) return { kind: "partial", reason: `degraded: ${[...degraded].join(", ")}` };
   if (failed.size > 0) return { kind: "partial", reason: `tool_failed: ${[...failed].join(", ")}` };

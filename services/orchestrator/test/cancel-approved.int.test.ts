@@ -1,7 +1,9 @@
-// A cancel of a refund a human approved that no replica has sent yet: nothing is in flight, so the
-// cancel lands at once — CANCELLED, the money hold let go — and the refund is never made, neither
-// when a slot frees later nor by a sender that read the approval just before the cancel. On SQLite
-// with one replica, and on PostgreSQL with two (approved on one, cancelled on the other).
+// A refund a human approved that no replica has sent yet (every slot busy). A cancel: nothing is in
+// flight, so the cancel lands at once — CANCELLED, the money hold let go — and the refund is never
+// made, neither when a slot frees later nor by a sender that read the approval just before the
+// cancel; on SQLite with one replica, and on PostgreSQL with two (approved on one, cancelled on the
+// other). A slot that frees after the session's wall clock ran out, or after the order changed
+// since the approval, sends nothing either.
 import { setTimeout as sleep } from "node:timers/promises";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { usePostgres } from "@loopguard/sql-store/testing/vitest";
@@ -9,9 +11,11 @@ import { describe, expect, it } from "vitest";
 import type { TransitionInput } from "../src/store/session-store.js";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
 import {
+  ALL_SCOPES,
   decisionOn,
   HIGH_RISK_CUSTOMER,
   isEnded,
+  refundElsewhere,
   refundsOf,
   startRefund,
   type TestOrchestrator,
@@ -52,11 +56,10 @@ async function awaitingApproval(on: TestOrchestrator) {
 }
 
 /**
- * Replicas `approver` and `canceller` (the same one, or two sharing a store), each with one slot
- * held by a session whose model answer waits: an approved refund is cancelled before any replica
- * has a slot to send it.
+ * The config of replicas with one slot each, and a model whose answers wait until `model.open()`:
+ * a question on the openai policy holds a replica's slot until then.
  */
-async function cancelWhileEverySlotIsBusy(env: Record<string, string>, replicas: 1 | 2) {
+async function oneSlotEach(env: Record<string, string>) {
   const model = gate();
   const chat = await startFakeChatServer(async () => {
     await model.wait;
@@ -71,11 +74,13 @@ async function cancelWhileEverySlotIsBusy(env: Record<string, string>, replicas:
     OPENAI_BASE_URL: chat.baseUrl,
     OPENAI_MODEL: "fake-model",
   };
-  const a = await suite.startOrchestrator({ ...config, ORCHESTRATOR_INSTANCE_ID: "replica-a" });
-  const b = replicas === 1 ? a : await suite.startOrchestrator({ ...config, ORCHESTRATOR_INSTANCE_ID: "replica-b" });
-  const { id, approval } = await awaitingApproval(a);
+  return { model, config };
+}
+
+/** The slot of each replica taken by a question whose model answer waits; their ids. */
+async function takeEverySlot(replicas: ReadonlySet<TestOrchestrator>): Promise<string[]> {
   const busy = [];
-  for (const on of new Set([a, b])) {
+  for (const on of replicas) {
     const { session } = await on.api.startSession({
       goal: "How long do card refunds take?",
       scopes: ["kb:read"],
@@ -83,7 +88,21 @@ async function cancelWhileEverySlotIsBusy(env: Record<string, string>, replicas:
     });
     busy.push(session!.sessionId);
   }
-  await until(() => a.orchestrator.activeCount() === 1 && b.orchestrator.activeCount() === 1);
+  await until(() => [...replicas].every((on) => on.orchestrator.activeCount() === 1));
+  return busy;
+}
+
+/**
+ * Replicas `approver` and `canceller` (the same one, or two sharing a store), each with one slot
+ * held by a session whose model answer waits: an approved refund is cancelled before any replica
+ * has a slot to send it.
+ */
+async function cancelWhileEverySlotIsBusy(env: Record<string, string>, replicas: 1 | 2) {
+  const { model, config } = await oneSlotEach(env);
+  const a = await suite.startOrchestrator({ ...config, ORCHESTRATOR_INSTANCE_ID: "replica-a" });
+  const b = replicas === 1 ? a : await suite.startOrchestrator({ ...config, ORCHESTRATOR_INSTANCE_ID: "replica-b" });
+  const { id, approval } = await awaitingApproval(a);
+  const busy = await takeEverySlot(new Set([a, b]));
   const before = (await refundsOf(suite.tools, ORDER)).length;
 
   const approved = await a.approver.resolveApproval(decisionOn(id, approval, true, "checked"));
@@ -148,5 +167,67 @@ describe("a cancel that lands between a replica reading the approved refund and 
     expect(trail.at(-1)).toMatch(/^cancelled: /);
     expect((await store.reservations(id)).map((r) => r.status)).toEqual(["released"]);
     expect((await refundsOf(suite.tools, ORDER)).length).toBe(before);
+  });
+});
+
+describe("an approved refund that waits for a slot", () => {
+  /**
+   * A high-risk refund with `wallClockMs` of wall clock, approved while the replica's one slot is
+   * busy; `meanwhile` runs before the slot frees. What the session ended with, and refunds made.
+   */
+  async function approvedThenSlotFrees(wallClockMs: number, meanwhile: (startedAt: number) => Promise<void>) {
+    const { model, config } = await oneSlotEach({});
+    const orch = await suite.startOrchestrator(config);
+    const startedAt = Date.now();
+    const { session } = await orch.api.startSession({
+      goal: "Refund 10.00 of ord_DEMO00000008",
+      task: { kind: "refund", order_id: ORDER, amount_cents: 1000, reason: "DAMAGED", ...HIGH_RISK_CUSTOMER } as never,
+      scopes: ALL_SCOPES,
+      policy: "scripted",
+      budget: { maxWallClockMs: wallClockMs },
+    });
+    const id = session!.sessionId;
+    const shown = await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL || isEnded(s));
+    expect(SessionState[shown.state]).toBe("AWAITING_APPROVAL");
+    await until(() => orch.orchestrator.activeCount() === 0);
+    const [busy] = await takeEverySlot(new Set([orch]));
+    const before = (await refundsOf(suite.tools, ORDER)).length;
+    const approved = await orch.approver.resolveApproval(decisionOn(id, shown.pendingApproval!, true, "checked"));
+    expect(SessionState[approved.session!.state]).toBe("TOOL_EXECUTING");
+    await meanwhile(startedAt);
+    model.open();
+    await waitForSession(orch.api, busy!);
+    const ended = await waitForSession(orch.api, id, (s) => isEnded(s) || s.state === SessionState.AWAITING_APPROVAL);
+    const trail = (await orch.orchestrator.store.auditTrail(id)).map((move) => move.reason);
+    const held = (await orch.orchestrator.store.reservations(id)).map((r) => r.status);
+    return { ended, trail, held, made: (await refundsOf(suite.tools, ORDER)).length - before };
+  }
+
+  it("past the session's wall clock: not sent, the session stops deadline saying so, its hold released", async () => {
+    const WALL_CLOCK_MS = 6000;
+    const { ended, trail, held, made } = await approvedThenSlotFrees(WALL_CLOCK_MS, (startedAt) =>
+      sleep(Math.max(0, startedAt + WALL_CLOCK_MS + 500 - Date.now())),
+    );
+    expect([SessionState[ended.state], ended.stopReason]).toEqual(["FAILED", "deadline"]);
+    expect(ended.answer).toMatch(
+      /^the approved billing_refund call was not made: \d+ ms of the session's wall clock left when a run could send it, less than its \d+ ms SLA timeout/,
+    );
+    expect(trail).not.toContain("sending the approved call");
+    expect(held).toEqual(["released"]);
+    expect(made).toBe(0);
+  });
+
+  it("after the order changed since the approval: not sent, the policy hears EAPPROVAL, the hold released", async () => {
+    const { ended, trail, held, made } = await approvedThenSlotFrees(60_000, async () => {
+      refundElsewhere(suite.tools, ORDER, 2000);
+      // Past the moment the approval's own read stands for (APPROVAL_READ_FRESH_MS).
+      await sleep(1500);
+    });
+    expect(trail).toContain("approved by test-approver, but the approval no longer matches the world");
+    expect(trail).not.toContain("sending the approved call");
+    expect(held[0]).toBe("released");
+    // The refund made elsewhere is the only one; the policy was told why its refund was not made.
+    expect(made).toBe(1);
+    expect(ended.answer).toMatch(/EAPPROVAL: the world changed since the approval was asked/);
   });
 });

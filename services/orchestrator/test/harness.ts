@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import Database from "better-sqlite3";
 import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import {
   OrchestratorService,
@@ -204,6 +205,33 @@ export async function refundsOf(tools: Tools, orderId: string) {
     return (await billing.listRefunds({ orderId })).refunds;
   } finally {
     billing.close();
+  }
+}
+
+/**
+ * A refund another writer of billing's ledger made (straight into its SQLite file, not through
+ * billing): the order's refunded total and its version move, as another system's refund moves them.
+ */
+export function refundElsewhere(tools: Pick<Tools, "dataDir">, orderId: string, cents: number): void {
+  const ledger = new Database(join(tools.dataDir, "billing.db"));
+  try {
+    ledger.transaction(() => {
+      const { left } = ledger
+        .prepare("SELECT amount_paid_cents - amount_refunded_cents AS left FROM orders WHERE order_id = ?")
+        .get(orderId) as { left: number };
+      ledger
+        .prepare(
+          `INSERT INTO refunds (refund_id, order_id, amount_cents, reason, idempotency_key, request_hash, refundable_after_cents, created_at) VALUES (?, ?, ?, 1, ?, 'x', ?, ?)`,
+        )
+        .run("rf_ELSEWHERE0000001", orderId, cents, "made-elsewhere-0000001", left - cents, Date.now());
+      ledger
+        .prepare(
+          "UPDATE orders SET amount_refunded_cents = amount_refunded_cents + ?, version = version + 1 WHERE order_id = ?",
+        )
+        .run(cents, orderId);
+    })();
+  } finally {
+    ledger.close();
   }
 }
 

@@ -4,16 +4,14 @@
 // sessions; thresholds and totals per currency, never adding two; reads limited to what the task
 // names or leads to; and a refund that the ledger refuses for a bound the world moved past is
 // decided again from a new read. Real tool processes, a real orchestrator, the ledger checked directly.
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
 import { testToken } from "@loopguard/tool-sdk/testing";
-import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { chatCompletion, toolCall, toolResults } from "./fake-chat-server.js";
-import { ALL_SCOPES, decisionOn, type TestOrchestrator, waitForSession } from "./harness.js";
+import { ALL_SCOPES, decisionOn, refundElsewhere, type TestOrchestrator, waitForSession } from "./harness.js";
 import { moneyFixture, waiting } from "./money-fixture.js";
 
 const { tools, orchestrator, withModel, amountsOf: refundsOf, onCleanUp } = moneyFixture();
@@ -214,23 +212,7 @@ describe("the ledger holds the host's bound too", () => {
       await sleep(10);
     }
     // Another writer of the ledger (a refund made elsewhere) while the session's refund is on its way.
-    const ledger = new Database(join(tools().dataDir, "billing.db"));
-    try {
-      ledger.transaction(() => {
-        ledger
-          .prepare(
-            `INSERT INTO refunds (refund_id, order_id, amount_cents, reason, idempotency_key, request_hash, refundable_after_cents, created_at) VALUES (?, ?, ?, 1, ?, 'x', ?, ?)`,
-          )
-          .run("rf_ELSEWHERE0000001", "ord_DEMO00000002", 45_000, "made-elsewhere-0000001", 405_000, Date.now());
-        ledger
-          .prepare(
-            `UPDATE orders SET amount_refunded_cents = amount_refunded_cents + 45000, version = version + 1 WHERE order_id = 'ord_DEMO00000002'`,
-          )
-          .run();
-      })();
-    } finally {
-      ledger.close();
-    }
+    refundElsewhere(tools(), "ord_DEMO00000002", 45_000);
     const s = await waitForSession(orch.api, id, waiting);
     expect(SessionState[s.state]).toBe("AWAITING_APPROVAL");
     expect(s.pendingApproval?.reason).toMatch(

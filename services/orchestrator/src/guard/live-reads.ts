@@ -97,16 +97,18 @@ export function afterRead(s: SessionRecord, read: LiveRead): SessionRecord {
 
 /**
  * Why the session stops before the live reads of a money call (both, or the entity's again when an
- * approval is answered): its budgets cannot hold them and the call itself (each read is charged:
- * see readLive); undefined when they can.
+ * approval is answered or the approved call is sent): its budgets cannot hold them and the call
+ * itself (each read is charged: see readLive; an approved call's count was charged by its
+ * approval, `callCounted`); undefined when they can.
  */
 export function refuseReads(
   s: SessionRecord,
   guard: GuardedEffect,
   now: number,
   readers: readonly EntityReader[] = [guard.reader!, guard.risk!.reader],
+  callCounted = false,
 ): { readonly reason: StopReason; readonly answer: string } | undefined {
-  const calls = readers.length + 1;
+  const calls = readers.length + (callCounted ? 0 : 1);
   const cost = readers.reduce((sum, r) => sum + r.tool.costMicros, guard.tool.costMicros);
   const refused = refuseToolCall(s.usage, s.budget, cost, now, calls);
   if (!refused) return undefined;

@@ -1,9 +1,12 @@
 // A human approved the action a session waits on: the call goes out next (sent by whichever
-// replica drives the session), unless the world changed since the approval was asked.
+// replica drives the session), unless the world changed since the approval was asked or the
+// session's wall clock can no longer cover it when a run comes to send it.
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import { readLive, refuseReads } from "../guard/live-reads.js";
 import { worldVersionOf } from "../guard/side-effect-guard.js";
-import { ReservationRefusedError } from "../store/effect-reservations.js";
+import { type MoneyChange, ReservationRefusedError } from "../store/effect-reservations.js";
+import { deadlineOf } from "../guard/budget.js";
+import type { StopReason } from "./session-state.js";
 import {
   alreadyDone,
   contextJson,
@@ -14,9 +17,14 @@ import {
   queueLeft,
   reservationOf,
 } from "./data.js";
-import { APPROVED } from "./execute.js";
-import { guardDepsOf, type Kit } from "./kit.js";
+import { guardDepsOf, type Kit, runOf } from "./kit.js";
 import { errorEnvelope } from "../policies/envelope.js";
+
+/**
+ * `pending.startedBy` of a call a human approved and no run has sent yet: whichever replica drives
+ * the session next records its run on it (one move) before sending it (see sendApproved).
+ */
+export const APPROVED = "approved";
 
 /**
  * Unless the approval is to settle an unknown outcome (a re-send of the same effect), the world is
@@ -26,27 +34,14 @@ import { errorEnvelope } from "../policies/envelope.js";
  * to nobody.
  */
 export async function approve(kit: Kit, s: SessionRecord, approver: string, why: string): Promise<SessionRecord> {
-  const { deps, moves } = kit;
+  const { moves } = kit;
   const pending = pendingOf(s);
   const call = pending.call!;
   const approval = pending.approval!;
-  const tool = deps.registry.get(call.tool)!;
-  const guard = deps.rules.effectOf(tool);
   const audit = { tool: approval.tool, argsHash: approval.argumentsHash };
-  if (approval.kind !== "outcome_unknown" && call.worldVersion && guard?.reader) {
-    const noRoom = refuseReads(s, guard, deps.now(), [guard.reader]);
-    if (noRoom) return noRoomToRead(kit, s, pending, noRoom, why);
-    const entityId = String((JSON.parse(call.arguments) as JsonObject)[guard.idField] ?? "");
-    const live = await kit.spans.span(s, `approved ${tool.name}: read again`, { "gen_ai.tool.name": tool.name }, () =>
-      readLive(guardDepsOf(kit), s, guard.reader!, entityId),
-    );
-    const current = live.ok ? worldVersionOf(guard, entityId, live.data) : undefined;
-    if (current !== call.worldVersion) {
-      const message = live.ok
-        ? `the world changed since the approval was asked (${call.worldVersion} → ${current}); look again and ask for a new approval`
-        : `the world could not be read again before acting on the approval (${live.why}); ask for a new approval`;
-      return lookAgain(kit, s, `approved by ${why}, but the approval no longer matches the world`, message);
-    }
+  if (approval.kind !== "outcome_unknown") {
+    const moved = await unlessWorldMoved(kit, s, pending, `approved by ${why}`, audit, false);
+    if (moved) return moved;
   }
   // The amount is held now, against the figures the approver was shown: if other sessions moved
   // the totals past them meanwhile, this approval no longer covers the call.
@@ -56,7 +51,13 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
       audit: { reason: `approved by ${why}`, ...audit, outcome: "approved" },
       patch: {
         usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
-        pending: pendingJson({ ...pending, approval: null, approvedBy: approver, startedBy: APPROVED }),
+        pending: pendingJson({
+          ...pending,
+          approval: null,
+          approvedBy: approver,
+          approvedAt: kit.deps.now(),
+          startedBy: APPROVED,
+        }),
       },
       fenced: false,
       ...(money ? { money } : {}),
@@ -69,45 +70,143 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
     return lookAgain(
       kit,
       s,
-      `approved by ${why}, but the totals moved past what was approved`,
+      { reason: `approved by ${why}, but the totals moved past what was approved`, ...audit },
       `other sessions moved the totals past what was approved (now, with this call: ${totals}); ask for a new approval`,
     );
   }
 }
 
 /**
- * The session's budgets cannot hold the read again and the call: it stops, saying what it did, and
- * a hold the call has is let go (it was not made), as a cancel lets it go.
+ * How long the entity's read as an approval is answered stands for its call: the moment a run with
+ * a free slot takes to send it. A call sent later (every slot was busy) reads the entity again.
  */
-function noRoomToRead(
-  kit: Kit,
-  s: SessionRecord,
-  pending: Pending,
-  { reason, answer }: NonNullable<ReturnType<typeof refuseReads>>,
-  why: string,
-): Promise<SessionRecord> {
-  const effect = pending.call?.effect;
-  const hold = effect && !pending.unsettled ? { money: { settle: effect.key, outcome: "released" as const } } : {};
-  return kit.moves.stop(s, reason, `${answer} (approved by ${why})${alreadyDone(s, kit.deps.registry)}`, {
-    fenced: false,
-    ...hold,
+export const APPROVAL_READ_FRESH_MS = 1000;
+
+/**
+ * The approved call, as the run that has a slot for it is about to send it: maybe long after the
+ * approval, when every slot was busy. It goes out only while the session's wall clock still covers
+ * its whole SLA timeout (else the session stops `deadline`) and, unless it re-sends an effect whose
+ * outcome is unknown, on the world that was approved (read again once the approval's read is older
+ * than APPROVAL_READ_FRESH_MS: else the policy hears EAPPROVAL). A call not sent lets its hold go,
+ * as a cancel does; then this run records itself as the call's sender.
+ */
+export async function sendApproved(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
+  const { deps, moves } = kit;
+  const pending = pendingOf(s);
+  const call = pending.call!;
+  const tool = deps.registry.get(call.tool)!;
+  const audit = { tool: tool.name, argsHash: call.argsHash };
+  const why = `approved by ${pending.approvedBy ?? "a person"}`;
+  const left = deadlineOf(s.usage, s.budget) - deps.now();
+  if (left < tool.timeoutMs)
+    return stopUnsent(
+      kit,
+      s,
+      pending,
+      true,
+      "deadline",
+      `the approved ${tool.name} call was not ${pending.unsettled ? "re-sent" : "made"}: ${Math.max(0, left)} ms of the session's wall clock left when a run could send it, less than its ${tool.timeoutMs} ms SLA timeout${pending.unsettled ? `; whether its earlier attempt took effect is unknown: check ${tool.name}'s records` : ""}`,
+    );
+  if (!pending.unsettled && deps.now() - (pending.approvedAt ?? 0) > APPROVAL_READ_FRESH_MS) {
+    const moved = await unlessWorldMoved(kit, s, pending, why, audit, true);
+    if (moved) return moved;
+  }
+  return moves.move(s, "TOOL_EXECUTING", {
+    audit: { reason: "sending the approved call", ...audit },
+    patch: { pending: pendingJson({ ...pending, startedBy: runOf(kit, s.id) }) },
   });
 }
 
-/** The approval no longer covers the call: the policy hears EAPPROVAL, and plans again. */
-function lookAgain(kit: Kit, s: SessionRecord, auditReason: string, message: string): Promise<SessionRecord> {
+/**
+ * The entity the approved call acts on, read again: undefined when it is as approved; else the
+ * session, moved (back to the policy with EAPPROVAL, or stopped when its budgets cannot hold the
+ * read). `sending`: read by the run about to send it (its moves fenced by its lease), so the hold
+ * the approval took is let go; else read as the approval is answered (fenced by nothing: a waiting
+ * session is leased to nobody), before any hold.
+ */
+async function unlessWorldMoved(
+  kit: Kit,
+  s: SessionRecord,
+  pending: Pending,
+  why: string,
+  audit: { readonly tool: string; readonly argsHash: string },
+  sending: boolean,
+): Promise<SessionRecord | undefined> {
+  const { deps } = kit;
+  const call = pending.call!;
+  const tool = deps.registry.get(call.tool)!;
+  const guard = deps.rules.effectOf(tool);
+  if (!call.worldVersion || !guard?.reader) return undefined;
+  const noRoom = refuseReads(s, guard, deps.now(), [guard.reader], sending);
+  if (noRoom) return stopUnsent(kit, s, pending, sending, noRoom.reason, `${noRoom.answer} (${why})`);
+  const entityId = String((JSON.parse(call.arguments) as JsonObject)[guard.idField] ?? "");
+  const live = await kit.spans.span(s, `approved ${tool.name}: read again`, { "gen_ai.tool.name": tool.name }, () =>
+    readLive(guardDepsOf(kit), s, guard.reader!, entityId),
+  );
+  const current = live.ok ? worldVersionOf(guard, entityId, live.data) : undefined;
+  if (current === call.worldVersion) return undefined;
+  const message = live.ok
+    ? `the world changed since the approval was asked (${call.worldVersion} → ${current}); look again and ask for a new approval`
+    : `the world could not be read again before acting on the approval (${live.why}); ask for a new approval`;
+  return lookAgain(
+    kit,
+    s,
+    { reason: `${why}, but the approval no longer matches the world`, ...audit },
+    message,
+    sending,
+  );
+}
+
+/** Letting go of the hold of a call that was not made (one whose earlier attempt's outcome is unknown keeps it). */
+function holdReleased(pending: Pending): MoneyChange | undefined {
+  const effect = pending.call?.effect;
+  return effect && !pending.unsettled ? { settle: effect.key, outcome: "released" } : undefined;
+}
+
+/** The approved call is not sent: the session stops, saying what it did, and the call's hold is let go, as a cancel lets it go; `fenced` by the run's lease when a run stops it. */
+function stopUnsent(
+  kit: Kit,
+  s: SessionRecord,
+  pending: Pending,
+  fenced: boolean,
+  reason: StopReason,
+  answer: string,
+): Promise<SessionRecord> {
+  const money = holdReleased(pending);
+  return kit.moves.stop(s, reason, `${answer}${alreadyDone(s, kit.deps.registry)}`, {
+    fenced,
+    ...(money ? { money } : {}),
+  });
+}
+
+/**
+ * The approval no longer covers the call: the policy hears EAPPROVAL, and plans again. `sending`:
+ * found by the run about to send it, which lets go of the hold the approval took.
+ */
+function lookAgain(
+  kit: Kit,
+  s: SessionRecord,
+  audit: { readonly reason: string; readonly tool: string; readonly argsHash: string },
+  message: string,
+  sending = false,
+): Promise<SessionRecord> {
   const pending = pendingOf(s);
   const call = pending.call!;
-  const approval = pending.approval!;
   const envelope = errorEnvelope(
     { code: "EAPPROVAL", message, suggestedAction: "look the entity up again" },
     kit.deps.now(),
   );
   const ctx = contextOf(s);
   const history = [...ctx.history, { kind: "observation" as const, callId: call.id, tool: call.tool, envelope }];
+  const patch = { context: contextJson({ ...ctx, history }), pending: queueLeft(pending.queue) };
+  if (!sending)
+    return kit.moves.move(s, "THINKING", { audit: { ...audit, outcome: "EAPPROVAL" }, patch, fenced: false });
+  // From TOOL_EXECUTING, through OBSERVING: the run observes that its call is not to be sent.
+  const money = holdReleased(pending);
   return kit.moves.move(s, "THINKING", {
-    audit: { reason: auditReason, tool: approval.tool, argsHash: approval.argumentsHash, outcome: "EAPPROVAL" },
-    patch: { context: contextJson({ ...ctx, history }), pending: queueLeft(pending.queue) },
-    fenced: false,
+    via: [{ state: "OBSERVING", audit: { ...audit, outcome: "EAPPROVAL" } }],
+    audit: { reason: `the approved ${call.tool} call was not sent; the policy plans again`, tool: audit.tool },
+    patch,
+    ...(money ? { money } : {}),
   });
 }

@@ -131,9 +131,10 @@ const pendingSchema = z.object({
   approval: pendingApprovalSchema.nullish(),
   envelope: envelopeSchema.optional(),
   approvedBy: z.string().optional(),
+  approvedAt: z.number().optional(),
   /** The queue's confidence as releases before 2026-12-05 stored it, for the whole queue; each call holds its own now. */
   ...statedFields,
-  /** The run that sends the call, or APPROVED (see execute.ts); any other run's call was interrupted. */
+  /** The run that sends the call, or APPROVED (see approve.ts); any other run's call was interrupted. */
   startedBy: z.string().optional(),
   attempt: z.number().optional(),
   durationMs: z.number().optional(),

@@ -10,17 +10,13 @@ import { redactText } from "../guard/redact.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { contextJson, contextOf, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
+import { APPROVED, sendApproved } from "./approve.js";
 import { type Kit, runOf } from "./kit.js";
 import { outcomeToHuman, waitForTool } from "./park.js";
 import { passes } from "./park-rules.js";
 import { safeToReissue } from "./plan.js";
 import { type InFlight, observeSent, type Sent, send } from "./send.js";
 
-/**
- * `pending.startedBy` of a call a human approved and no run has sent yet: whichever replica drives
- * the session next records its run on it (one move) before sending it.
- */
-export const APPROVED = "approved";
 /** Re-sends with the same key before an unknown outcome goes to a human, and the wait before the first (then 2×, 3×). */
 const OUTCOME_RESOLUTION_ROUNDS = 3;
 const OUTCOME_RESOLUTION_BACKOFF = { baseMs: 500, maxMs: 10_000, jitter: "none" } as const;
@@ -83,11 +79,7 @@ export async function execute(
   const audit = { tool: tool.name, argsHash: call.argsHash };
   // A human approved this call: this run records itself as its sender before it goes out, so a run
   // that finds it after a crash re-issues it as interrupted (its outcome unsettled), never as new.
-  if (pending.startedBy === APPROVED)
-    return moves.move(s, "TOOL_EXECUTING", {
-      audit: { reason: "sending the approved call", ...audit },
-      patch: { pending: pendingJson({ ...pending, startedBy: runOf(kit, s.id) }) },
-    });
+  if (pending.startedBy === APPROVED) return sendApproved(kit, s);
   if (pending.startedBy !== runOf(kit, s.id)) return reissue(kit, s, tool, call, pending);
   if (s.state === "RETRYING") return moves.move(s, "TOOL_EXECUTING", { audit: { reason: "retrying", ...audit } });
   let state = s;

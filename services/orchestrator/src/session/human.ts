@@ -10,8 +10,8 @@ import { isTerminal } from "./session-state.js";
 import { type SessionRecord, type SessionStore, StaleTransitionError } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import { alreadyDone, pendingOf } from "./data.js";
+import { APPROVED } from "./approve.js";
 import { unsettledTool } from "./outcome.js";
-import { APPROVED } from "./execute.js";
 import type { SessionMoves } from "./moves.js";
 
 export interface HumanDeps {

@@ -39,4 +39,10 @@ describe("toolStats", () => {
     expect(kb).toMatchObject({ calls: 3, fallbacksServed: 2 });
     expect(stats.find((t) => t.tool === "risk")?.fallbacksServed).toBe(1);
   });
+
+  it("a tool not called yet has no outcomes, though its series are exported at 0 from its client's start", async () => {
+    expect(await registry.getSingleMetricAsString("loopguard_tool_client_calls_total")).toMatch(/tool="risk".* 0$/m);
+    const risk = (await toolStats(registry, clients)).find((t) => t.tool === "risk");
+    expect([risk?.calls, risk?.outcomes]).toEqual([0, {}]);
+  });
 });

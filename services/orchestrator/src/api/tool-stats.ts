@@ -101,6 +101,8 @@ export async function toolCounters(
   }
   const outcomesByTool = new Map<string, Record<string, number>>();
   for (const v of calls) {
+    // A series at 0 is there for the alerts' increase() (callMetricsStage), not a call made.
+    if (v.value === 0) continue;
     const tool = String(v.labels.tool);
     const outcome = String(v.labels.outcome);
     const outcomes = outcomesByTool.get(tool) ?? {};

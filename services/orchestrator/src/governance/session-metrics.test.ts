@@ -4,6 +4,8 @@ import { SessionMetrics } from "./session-metrics.js";
 import { createLogger } from "@loopguard/tool-sdk";
 import type { SessionRecord, SessionStore } from "../store/session-store.js";
 import { sessionHooks } from "../session/hooks.js";
+import { reasonLabel } from "../session/outcome.js";
+import { STOP_REASONS } from "../session/session-state.js";
 import { emptyCounts } from "../store/session-store-support.js";
 
 describe("SessionMetrics", () => {
@@ -41,6 +43,41 @@ describe("SessionMetrics", () => {
     for (const then of ["stopped", "claimed_back"])
       expect(page).toMatch(new RegExp(`^loopguard_session_leases_lost_total\\{then="${then}"\\} 0$`, "m"));
     expect(page).toMatch(/^loopguard_session_effects_unknown_total 0$/m);
+  });
+
+  it("exports every stop reason and the outcomes that name no tool at 0, so the first session ended counts in increase()", async () => {
+    const registry = new Registry();
+    const metrics = new SessionMetrics(registry);
+    const before = await registry.metrics();
+    // What a scrape before the first stop holds: SessionStopReasonsHigh needs a 0 sample to see the first 1.
+    for (const stop_reason of STOP_REASONS)
+      expect(before).toMatch(new RegExp(`^loopguard_session_stops_total\\{stop_reason="${stop_reason}"\\} 0$`, "m"));
+    const outcomes = [
+      ["succeeded", ""],
+      ["not_done", "max_steps"],
+      ["not_done", "no_progress"],
+      ["not_done", "tool_unavailable"],
+      // reasonLabel's, as the hooks count them.
+      ["partial", reasonLabel("not_as_asked: billing_refund moved 1")],
+      ["partial", reasonLabel("low_confidence: 0.2")],
+    ];
+    for (const [outcome, reason] of outcomes)
+      expect(before).toMatch(
+        new RegExp(`^loopguard_session_outcomes_total\\{outcome="${outcome}",reason="${reason}"\\} 0$`, "m"),
+      );
+    // No series for an outcome that cannot be: a session stopped done is judged by what it made.
+    expect(before).not.toMatch(/outcome="not_done",reason="done"/);
+    const hooks = sessionHooks(createLogger({ service: "t", write: () => undefined }), metrics);
+    hooks.onStopped!({
+      id: "ses_t",
+      state: "FAILED",
+      stopReason: "max_steps",
+      usage: { steps: 20 },
+      context: { outcome: { kind: "not_done", reason: "max_steps" } },
+    } as unknown as SessionRecord);
+    const after = await registry.metrics();
+    expect(after).toMatch(/^loopguard_session_stops_total\{stop_reason="max_steps"\} 1$/m);
+    expect(after).toMatch(/^loopguard_session_outcomes_total\{outcome="not_done",reason="max_steps"\} 1$/m);
   });
 
   it("counts a session that ended with its irreversible call's outcome unknown, and warns with its id", async () => {

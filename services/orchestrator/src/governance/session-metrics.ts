@@ -2,8 +2,20 @@
 import { declareIn } from "@loopguard/tool-sdk";
 import { type Counter, Gauge, type Histogram, type Registry } from "prom-client";
 import { LATE_SPEND_FATES } from "../session/moves.js";
-import { SESSION_STATES } from "../session/session-state.js";
+import { SESSION_STATES, STOP_REASONS } from "../session/session-state.js";
 import type { SessionStore } from "../store/session-store.js";
+
+/**
+ * The outcome and reason labels (reasonLabel's, session/outcome.ts) of the outcomes whose reasons
+ * name no tool: a success, a stop short of the task (never by done: that is judged by what was
+ * made), an effect not made as asked and an answer below the confidence threshold.
+ */
+const BOUNDED_OUTCOMES: readonly (readonly [outcome: string, reason: string])[] = [
+  ["succeeded", ""],
+  ...STOP_REASONS.filter((stop) => stop !== "done").map((stop) => ["not_done", stop] as const),
+  ["partial", "not_as_asked"],
+  ["partial", "low_confidence"],
+];
 
 /** `query`, run once for every caller that asks while a run is in flight. */
 function inFlightOnce<T>(query: () => Promise<T>): () => Promise<T> {
@@ -173,6 +185,13 @@ export class SessionMetrics {
     for (const fate of LATE_SPEND_FATES) this.lateSpend.inc({ fate }, 0);
     for (const then of ["stopped", "claimed_back"] as const) this.leasesLost.inc({ then }, 0);
     this.effectsUnknown.inc(0);
+    // Likewise the stops and outcomes SessionStopReasonsHigh, SessionNoProgressHigh and
+    // SessionOutcomesNotSucceededHigh count: else every replica, after each restart, loses the first
+    // session it ends for each reason. Only the bounded outcomes: the reasons that name tools
+    // (degraded, tool_failed, no_effect, effect_unknown) or an error code (call_failed) are made
+    // on first use, as the tools are not known here.
+    for (const stop_reason of STOP_REASONS) this.stops.inc({ stop_reason }, 0);
+    for (const [outcome, reason] of BOUNDED_OUTCOMES) this.outcomes.inc({ outcome, reason }, 0);
   }
 
   /**

@@ -403,7 +403,8 @@ describe("the fallback cache's size", () => {
 describe("callMetricsStage", () => {
   it("counts one outcome per call: ok, a fallback by the live failure's code, or the refusal", async () => {
     const registry = new Registry();
-    const stage = callMetricsStage(new ClientMetrics(registry));
+    const fallback = { cacheable: true, maxAgeMs: 60_000, emptyFallback: false };
+    const stage = callMetricsStage(new ClientMetrics(registry), { target: kbTarget, fallback });
     await stage(scripted({}))(searchCall());
     const cached = searchCall();
     await stage(async (call) => {

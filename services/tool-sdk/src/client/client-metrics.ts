@@ -11,7 +11,8 @@ export class ClientMetrics {
   readonly handlingSeconds: Histogram<"grpc_type" | "grpc_service" | "grpc_method" | "grpc_code">;
   /**
    * One per call, by outcome: ok, error, fallback_cache, fallback_degraded, breaker_rejected, bulkhead_rejected,
-   * client_invalid, answer_too_large.
+   * client_invalid, answer_too_large. Each method's ok and the fallbacks its contract serves in an outage are
+   * at 0 from its client's start (callMetricsStage), for the alerts' increase() to count their first calls.
    */
   readonly calls: Counter<"tool" | "method" | "outcome" | "grpc_code">;
   readonly retries: Counter<"tool" | "method">;

@@ -117,7 +117,7 @@ export function stagesOf(plan: MethodPlan, parts: ClientParts): ClientIntercepto
   const { options, metrics, breaker, budget } = parts;
   const { fallback } = plan;
   return [
-    callMetricsStage(metrics),
+    callMetricsStage(metrics, plan),
     requestValidationStage,
     tracingStage(() => breaker.stateOf(plan.target.method.localName)),
     ...(fallback.cacheable || fallback.emptyFallback ? [cacheStage(fallback, parts.cache)] : []),

@@ -2,8 +2,9 @@
 // gRPC client twins per attempt on the wire.
 import { status } from "@grpc/grpc-js";
 import type { CallError } from "../call-error.js";
-import type { ClientInterceptor } from "../chain.js";
+import type { CallTarget, ClientInterceptor } from "../chain.js";
 import type { ClientMetrics } from "../client-metrics.js";
+import type { Fallback } from "./cache.js";
 
 const REFUSAL_OUTCOMES: Readonly<Record<string, string>> = {
   CLIENT_VALIDATION_FAILED: "client_invalid",
@@ -12,7 +13,34 @@ const REFUSAL_OUTCOMES: Readonly<Record<string, string>> = {
   ANSWER_TOO_LARGE: "answer_too_large",
 };
 
-export function callMetricsStage(metrics: ClientMetrics): ClientInterceptor {
+/**
+ * The live failures a fallback is counted with when a tool is down, slow or overloaded (or its
+ * breaker or the bulkhead refuses). A fallback for any other code (a tool's own INTERNAL, say)
+ * gets its series on first use: one per code a failure can carry would multiply the series of every
+ * method for outcomes an outage does not bring.
+ */
+const OUTAGE_CODES = [status.UNAVAILABLE, status.DEADLINE_EXCEEDED, status.RESOURCE_EXHAUSTED] as const;
+
+/**
+ * Counts one outcome per call of `plan.target`. Its calls answered live, and the fallbacks its plan
+ * can serve in an outage, are at 0 from the start, as ToolFallbacksServedHigh takes increase() of
+ * them: a series that first appears holding its count loses it. Errors and refusals are not: they
+ * are counted by a code each, of many.
+ */
+export function callMetricsStage(
+  metrics: ClientMetrics,
+  plan: { readonly target: CallTarget; readonly fallback: Fallback },
+): ClientInterceptor {
+  const { tool, method } = plan.target;
+  const fallbacks = [
+    ...(plan.fallback.cacheable ? ["fallback_cache"] : []),
+    ...(plan.fallback.emptyFallback ? ["fallback_degraded"] : []),
+  ];
+  const series = [
+    { outcome: "ok", grpc_code: status[status.OK] },
+    ...fallbacks.flatMap((outcome) => OUTAGE_CODES.map((code) => ({ outcome, grpc_code: status[code] }))),
+  ];
+  for (const labels of series) metrics.calls.inc({ tool, method: method.name, ...labels }, 0);
   return (next) => async (call) => {
     const count = (outcome: string, code: status) =>
       metrics.calls.inc({ tool: call.target.tool, method: call.target.method.name, outcome, grpc_code: status[code] });

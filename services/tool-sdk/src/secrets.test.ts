@@ -7,6 +7,7 @@ const JWT = "eyJhbGciOiJFZERTQSIsImtpZCI6InJlcXVlc3Rlci0xIn0.eyJzdWIiOiJyZXF1ZXN
 describe("replaceSecrets", () => {
   it.each([
     ["a JWT", `token=${JWT}&x=1`, `token=${REDACTED}&x=1`],
+    ["a JWT glued to a name by an underscore", `access_token_${JWT}`, `access_token_${REDACTED}`],
     ["an unsigned JWT", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0. is unsigned", `${REDACTED} is unsigned`],
     ["a bearer JWT", `Authorization: Bearer ${JWT}`, `Authorization: Bearer ${REDACTED}`],
     ["an opaque bearer token", "header bearer 2YotnFZFEjr1zCsicMWpAA", `header bearer ${REDACTED}`],
@@ -37,6 +38,7 @@ describe("replaceSecrets", () => {
       "tool risk-query-sk-abcdefghijklmnopqrs, task-sk-abcdefghijklmnopqrs",
       "desk_live_abcdefghijklmnop, AKIA1234 is short",
       "eyJhbGciOiJFZERTQSJ9 is a header alone",
+      "heyJude.mp3.bak and keyJar.v2.txt are file names",
     ];
     for (const text of untouched) expect(replaceSecrets(text, REDACTED)).toBe(text);
   });

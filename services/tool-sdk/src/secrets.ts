@@ -12,13 +12,16 @@
 const PREFIXED_KEY =
   "(?:sk-[\\w-]{16,}|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\\w{20,}" +
   "|xox[abprs]-[A-Za-z0-9-]{10,}|A[KS]IA[0-9A-Z]{16}|AIza[\\w-]{35}|glpat-[\\w-]{20,})";
-/** A JWT or JWS: base64url JSON header ("{"" is "eyJ"), payload, and a signature (empty when unsigned). */
-const JWT = "eyJ[\\w-]+\\.[\\w-]+\\.[\\w-]*";
+/**
+ * A JWT or JWS: base64url JSON header ("{"" is "eyJ"), payload, and a signature (empty when
+ * unsigned). It may follow an underscore (`access_token_eyJ…`), never a letter or a digit.
+ */
+const JWT = "(?<![A-Za-z0-9])eyJ[\\w-]+\\.[\\w-]+\\.[\\w-]*";
 /** RFC 6750's b64token after "Bearer ": the word stays, the token goes. */
 const BEARER = "(\\b[Bb]earer\\s+|\\bBEARER\\s+)([\\w.~+/-]+=*)";
 /** RFC 7617's base64 of "user:password" after "Basic ": the word stays, the credentials go. */
 const BASIC = "(\\b[Bb]asic\\s+|\\bBASIC\\s+)([A-Za-z0-9+/]+=*)";
-const SECRET = new RegExp(`(?<![\\w-])(?:${PREFIXED_KEY}|${JWT})(?![\\w-])|${BEARER}|${BASIC}`, "g");
+const SECRET = new RegExp(`(?<![\\w-])${PREFIXED_KEY}(?![\\w-])|${JWT}(?![\\w-])|${BEARER}|${BASIC}`, "g");
 
 /**
  * The cheap test every text passes first: each shape above holds one of these, and the shortest

@@ -84,11 +84,13 @@ export const APPROVAL_READ_FRESH_MS = 1000;
 
 /**
  * The approved call, as the run that has a slot for it is about to send it: maybe long after the
- * approval, when every slot was busy. It goes out only while the session's wall clock still covers
- * its whole SLA timeout (else the session stops `deadline`) and, unless it re-sends an effect whose
- * outcome is unknown, on the world that was approved (read again once the approval's read is older
- * than APPROVAL_READ_FRESH_MS: else the policy hears EAPPROVAL). A call not sent lets its hold go,
- * as a cancel does; then this run records itself as the call's sender.
+ * approval, when every slot was busy. A new effect goes out only while the session's wall clock
+ * still covers its whole SLA timeout (else the session stops `deadline`) and on the world that was
+ * approved (read again once the approval's read is older than APPROVAL_READ_FRESH_MS: else the
+ * policy hears EAPPROVAL); a call not sent lets its hold go, as a cancel does. A re-send of an
+ * effect whose outcome is unknown is neither: its key makes no second effect, it settles the first
+ * (its approval is asked once the wall clock ran out), and its own attempt may be what moved the
+ * world. Then this run records itself as the call's sender.
  */
 export async function sendApproved(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
   const { deps, moves } = kit;
@@ -97,19 +99,21 @@ export async function sendApproved(kit: Kit, s: SessionRecord): Promise<SessionR
   const tool = deps.registry.get(call.tool)!;
   const audit = { tool: tool.name, argsHash: call.argsHash };
   const why = `approved by ${pending.approvedBy ?? "a person"}`;
-  const left = deadlineOf(s.usage, s.budget) - deps.now();
-  if (left < tool.timeoutMs)
-    return stopUnsent(
-      kit,
-      s,
-      pending,
-      true,
-      "deadline",
-      `the approved ${tool.name} call was not ${pending.unsettled ? "re-sent" : "made"}: ${Math.max(0, left)} ms of the session's wall clock left when a run could send it, less than its ${tool.timeoutMs} ms SLA timeout${pending.unsettled ? `; whether its earlier attempt took effect is unknown: check ${tool.name}'s records` : ""}`,
-    );
-  if (!pending.unsettled && deps.now() - (pending.approvedAt ?? 0) > APPROVAL_READ_FRESH_MS) {
-    const moved = await unlessWorldMoved(kit, s, pending, why, audit, true);
-    if (moved) return moved;
+  if (!pending.unsettled) {
+    const left = deadlineOf(s.usage, s.budget) - deps.now();
+    if (left < tool.timeoutMs)
+      return stopUnsent(
+        kit,
+        s,
+        pending,
+        true,
+        "deadline",
+        `the approved ${tool.name} call was not made: ${Math.max(0, left)} ms of the session's wall clock left when a run could send it, less than its ${tool.timeoutMs} ms SLA timeout`,
+      );
+    if (deps.now() - (pending.approvedAt ?? 0) > APPROVAL_READ_FRESH_MS) {
+      const moved = await unlessWorldMoved(kit, s, pending, why, audit, true);
+      if (moved) return moved;
+    }
   }
   return moves.move(s, "TOOL_EXECUTING", {
     audit: { reason: "sending the approved call", ...audit },

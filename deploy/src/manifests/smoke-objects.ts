@@ -25,9 +25,10 @@ const SMOKE_CLI = "/app/node_modules/@loopguard/tool-sdk/dist/cli/smoke.js";
  * When the gate measures: the smoke calls spread over `spreadSeconds` (several scrapes see them
  * arrive), the SLO queries first after `initialDelaySeconds` (the calls made and scraped), then
  * `count` times `intervalSeconds` apart; one failed measurement of `count` is forgiven (a scrape
- * that lags, a GC pause in a p95), two are not; two queries in a row Prometheus cannot answer are
- * an error, which aborts too (Argo aborts past consecutiveErrorLimit errors in a row: at 2, a run
- * of three answered only once, even with a failure, passed on that one answer).
+ * that lags, a GC pause in a p95), two are not. A measurement Prometheus cannot answer is not one
+ * of the `count`: it is taken again `errorRetrySeconds` later (Argo's own retry interval, not a
+ * field of the template), so a gate passes only on `count` answers, at least `count` −
+ * `failureLimit` of them within the SLO; two in a row it cannot answer are an error, which aborts.
  */
 export const GATE_SCHEDULE = {
   spreadSeconds: 60,
@@ -36,6 +37,7 @@ export const GATE_SCHEDULE = {
   count: 3,
   failureLimit: 1,
   consecutiveErrorLimit: 1,
+  errorRetrySeconds: 10,
 } as const;
 
 /** The Job that sends the tool's smoke calls to `target` (host:port), from `image`; its type fits both a batch/v1 Job and Argo's job metric. */

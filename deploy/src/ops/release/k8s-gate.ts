@@ -1,9 +1,9 @@
 // The release gate on the plain Kubernetes path, run by the release itself as Argo Rollouts runs
 // its analysis (GATE_SCHEDULE, the same Job and queries): the smoke Job is created, the gate
 // queries are asked of Prometheus through the API server's service proxy (`kubectl get --raw`, so
-// the release needs nothing but kubectl) after the initial delay and then `count` times; a kind
-// whose answer fails more than failureLimit measurements, Prometheus failing to answer more than
-// consecutiveErrorLimit times in a row, or a smoke Job that fails, fails the gate.
+// the release needs nothing but kubectl) after the initial delay until `count` measurements are
+// answered; a kind whose answer fails more than failureLimit of them, Prometheus failing to answer
+// more than consecutiveErrorLimit times in a row, or a smoke Job that fails, fails the gate.
 import { GATE_SCHEDULE } from "../../manifests/smoke-objects.js";
 import { ReleaseRefused } from "./contract-gate.js";
 import { type GateAnswer, type GateVerdict, gateVerdict, prometheusAnswer } from "./gate.js";
@@ -55,6 +55,19 @@ async function smokeLine(step: GateStep, run: GateRun): Promise<string> {
   return logs.trim() || "the smoke Job printed nothing";
 }
 
+/** One measurement: every gate query of the step asked of Prometheus; throws when it cannot answer one. */
+async function measure(step: GateStep, run: GateRun, proxy: string): Promise<GateAnswer[]> {
+  const answers: GateAnswer[] = [];
+  for (const q of step.queries)
+    answers.push(
+      prometheusAnswer(
+        q.kind,
+        JSON.parse(await run.kubectl(["get", "--raw", `${proxy}/api/v1/query?query=${encodeURIComponent(q.query)}`])),
+      ),
+    );
+  return answers;
+}
+
 /** Smoke Job and SLO measurements of one gate step; the verdict names what failed first. */
 export async function runGate(step: GateStep, run: GateRun): Promise<GateVerdict> {
   const s = GATE_SCHEDULE;
@@ -66,21 +79,15 @@ export async function runGate(step: GateStep, run: GateRun): Promise<GateVerdict
   const failed = new Map<string, number>();
   const problems: string[] = [];
   let last: GateVerdict | undefined;
+  let answered = 0;
   let errorsInARow = 0;
   await run.sleep(s.initialDelaySeconds * 1000);
-  for (let i = 0; i < s.count; i++) {
-    if (i > 0) await run.sleep(s.intervalSeconds * 1000);
-    const answers: GateAnswer[] = [];
+  // As Argo counts them, a measurement Prometheus could not answer is none of the `count`: it is
+  // taken again, so a gate is judged on `count` answers or not passed at all.
+  while (answered < s.count) {
+    let answers: GateAnswer[];
     try {
-      for (const q of step.queries)
-        answers.push(
-          prometheusAnswer(
-            q.kind,
-            JSON.parse(
-              await run.kubectl(["get", "--raw", `${proxy}/api/v1/query?query=${encodeURIComponent(q.query)}`]),
-            ),
-          ),
-        );
+      answers = await measure(step, run, proxy);
       errorsInARow = 0;
     } catch (error) {
       errorsInARow += 1;
@@ -90,14 +97,20 @@ export async function runGate(step: GateStep, run: GateRun): Promise<GateVerdict
         );
         break;
       }
+      run.log(
+        `  Prometheus could not answer the gate queries: ${(error as Error).message}; again in ${s.errorRetrySeconds} s`,
+      );
+      await run.sleep(s.errorRetrySeconds * 1000);
       continue;
     }
+    answered += 1;
     last = gateVerdict(step.methods, answers);
-    run.log(`  measurement ${i + 1} of ${s.count}: ${last.passed ? "passed" : `failed: ${last.findings[0]}`}`);
+    run.log(`  measurement ${answered} of ${s.count}: ${last.passed ? "passed" : `failed: ${last.findings[0]}`}`);
     for (const answer of answers) {
       if (!gateVerdict(step.methods, [answer]).passed) failed.set(answer.kind, (failed.get(answer.kind) ?? 0) + 1);
     }
     if ([...failed.values()].some((n) => n > s.failureLimit)) break;
+    if (answered < s.count) await run.sleep(s.intervalSeconds * 1000);
   }
   const over = [...failed]
     .filter(([, n]) => n > s.failureLimit)
@@ -111,7 +124,6 @@ export async function runGate(step: GateStep, run: GateRun): Promise<GateVerdict
     ...(over.length > 0 ? [last!.findings[0]!, ...over] : []),
     ...problems,
   ];
-  if (!last && problems.length === 0) failures.push("Prometheus answered no gate query: no evidence is no pass");
   return {
     passed: failures.length === 0,
     findings: [...failures, ...(smokeFailed ? [] : [smoke]), ...(last?.findings ?? [])],

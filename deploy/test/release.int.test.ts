@@ -20,7 +20,7 @@ import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billin
 import { createRawClient, parseMetrics, samplesOf, smokeCallOf, status, sumOf } from "@loopguard/tool-sdk";
 import { localPersonToken } from "@loopguard/tool-sdk/testing";
 import pg from "pg";
-import { FAILED_OUTCOMES } from "../src/ops/drills/metrics.js";
+import { failedOutcome } from "../src/ops/drills/metrics.js";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { type K8sObject, validateRenderings } from "../src/manifests/renderings.js";
 import type { K8sReleaseResult, ReleaseResult } from "../src/ops/release/index.js";
@@ -259,9 +259,7 @@ async function clientCalls(): Promise<{
     .filter((s) => s.labels.grpc_code !== "OK" && s.value > 0)
     .map((s) => `${s.labels.grpc_method} ${s.labels.grpc_code} × ${s.value}`);
   const calls = samplesOf(samples, "loopguard_tool_client_calls_total", { tool: "billing" });
-  const failedCalls = sumOf(
-    calls.filter((s) => (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? "")),
-  );
+  const failedCalls = sumOf(calls.filter((s) => failedOutcome(s.labels.outcome ?? "")));
   // Attempts the client itself cancelled: the losers of hedged reads (GetOrder is hedgeable).
   const cancelled = sumOf(attempts.filter((s) => s.labels.grpc_code === "CANCELLED"));
   return { ok, failed: sumOf(attempts) - ok, cancelled, failedCalls, failedAttempts };

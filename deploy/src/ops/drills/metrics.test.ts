@@ -59,6 +59,27 @@ describe("drill metrics", () => {
     expect(breakerTransitions(from, to, "kb-search")).toEqual({ open: 3 });
     expect(growth(from, to, "loopguard_tool_client_calls_total", { tool: "billing" })).toBe(0);
   });
+
+  it("counts a call refused as ANSWER_TOO_LARGE (INTERNAL, no fallback) as failed, as game-day.md defines calls_failed", () => {
+    const tooLarge = (n: number) => `
+# TYPE loopguard_tool_client_calls_total counter
+loopguard_tool_client_calls_total{tool="kb-search",method="Search",outcome="ok",grpc_code="OK"} 10
+loopguard_tool_client_calls_total{tool="kb-search",method="Search",outcome="answer_too_large",grpc_code="INTERNAL"} ${n}
+`;
+    const figures = toolCallFigures(
+      snapshot(["orchestrator-0", tooLarge(0)]),
+      snapshot(["orchestrator-0", tooLarge(7)]),
+      "kb-search",
+      "loopguard.kb.v1.KbSearchService",
+    );
+    // 7 calls offered, none answered, none fell back: they failed.
+    expect(figures).toMatchObject({
+      offered: 7,
+      fallbacks: 0,
+      failed: 7,
+      failures: { "answer_too_large INTERNAL": 7 },
+    });
+  });
 });
 
 const servers: ReturnType<typeof createServer>[] = [];

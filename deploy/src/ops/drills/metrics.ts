@@ -28,9 +28,17 @@ export function growth(
   return total(to, name, labels) - total(from, name, labels);
 }
 
-/** Outcomes of loopguard_tool_client_calls_total that a session saw as a failed call. */
-export const FAILED_OUTCOMES = ["error", "breaker_rejected", "bulkhead_rejected", "client_invalid"] as const;
 export const FALLBACK_OUTCOMES = ["fallback_cache", "fallback_degraded"] as const;
+
+/**
+ * Whether a call of this loopguard_tool_client_calls_total outcome failed for the session: every
+ * outcome but an answer, the tool's (ok) or a fallback's. So error, the client's refusals
+ * (breaker_rejected, bulkhead_rejected, client_invalid, answer_too_large) and any refusal the
+ * client names later all count, without a list here to fall behind it.
+ */
+export function failedOutcome(outcome: string): boolean {
+  return outcome !== "ok" && !(FALLBACK_OUTCOMES as readonly string[]).includes(outcome);
+}
 
 export interface ToolCallFigures {
   /** Calls the sessions' policies sent to the tool (one per call, whatever its retries). */
@@ -53,7 +61,7 @@ export function toolCallFigures(from: Snapshot, to: Snapshot, tool: string, grpc
       if (
         s.name === "loopguard_tool_client_calls_total" &&
         s.labels.tool === tool &&
-        (FAILED_OUTCOMES as readonly string[]).includes(s.labels.outcome ?? "")
+        failedOutcome(s.labels.outcome ?? "")
       )
         kinds.add(`${s.labels.outcome} ${s.labels.grpc_code}`);
     }
@@ -63,11 +71,13 @@ export function toolCallFigures(from: Snapshot, to: Snapshot, tool: string, grpc
     const n = growth(from, to, "loopguard_tool_client_calls_total", { tool, outcome, grpc_code: grpcCode });
     if (n > 0) failures[kind] = n;
   }
+  const offered = growth(from, to, "loopguard_tool_client_calls_total", { tool });
+  const fallbacks = FALLBACK_OUTCOMES.reduce((sum, o) => sum + calls(o), 0);
   return {
-    offered: growth(from, to, "loopguard_tool_client_calls_total", { tool }),
+    offered,
     attempts: growth(from, to, "grpc_client_handled_total", { grpc_service: grpcService }),
-    fallbacks: FALLBACK_OUTCOMES.reduce((sum, o) => sum + calls(o), 0),
-    failed: FAILED_OUTCOMES.reduce((sum, o) => sum + calls(o), 0),
+    fallbacks,
+    failed: offered - calls("ok") - fallbacks,
     failures,
   };
 }

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { DEFAULT_TOOL_SERVICES } from "@loopguard/orchestrator/tool-registry";
 import { freePort, kill, type ServiceProcess } from "@loopguard/test-kit";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createRawClient, type RawClient } from "@loopguard/tool-sdk";
@@ -243,7 +244,9 @@ describe.skipIf(!prometheusBinary)("Prometheus scraping the local suite", () => 
   });
 
   it("scrapes from the orchestrator every metric the agents' alerts read, with the labels they select on", async () => {
-    const read = new Set(agentRuleGroup().rules.flatMap((r) => String(r.expr).match(/\bloopguard_[a-z_]+/g) ?? []));
+    const read = new Set(
+      agentRuleGroup(DEFAULT_TOOL_SERVICES).rules.flatMap((r) => String(r.expr).match(/\bloopguard_[a-z_]+/g) ?? []),
+    );
     const exported = new Set(
       [...(await (await fetch(orchestratorMetrics)).text()).matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]),
     );

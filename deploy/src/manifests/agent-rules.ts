@@ -4,6 +4,8 @@
 // files that stay unwritable, replicas that keep losing their sessions' leases, and spend that no
 // session's usage shows.
 // Ratios carry a minimum count, so an idle suite (0/0) or a handful of sessions does not alert.
+import type { DescService } from "@bufbuild/protobuf";
+import { ToolRegistry } from "@loopguard/orchestrator/tool-registry";
 import { BREAKER_STATE_VALUE } from "@loopguard/tool-sdk";
 import { percent, runbookUrl, SEVERITY } from "./alert-conventions.js";
 import type { Rule, RuleGroup } from "./slo-rules.js";
@@ -65,7 +67,26 @@ const notClosed = `min_over_time(loopguard_tool_breaker_state[${BREAKER.windowMi
 const reopened = `increase(loopguard_tool_breaker_transitions_total{state="open"}[${BREAKER.reopenedMinutes}m]) > 0`;
 const endedOver = `the last ${SESSIONS.window} (at least ${SESSIONS.minSessions} ended)`;
 
-const AGENT_ALERTS: readonly AgentAlert[] = [
+/**
+ * Per tool, the answers sessions got from a fallback: the client's (cache or degraded), and the
+ * degraded answers the host gives itself when a tool stays down (session/park.ts; sessions call
+ * with degraded: false, so the client counts those calls as errors). The host's are counted by
+ * the model-visible name of each method (kb_search_search), so each tool's names, as the
+ * orchestrator's registry makes them, are summed under the tool's label. A tool with no series of
+ * either kind counts 0, so the sum keeps every tool called.
+ */
+function fallbacksServed(tools: readonly DescService[]): string {
+  const names = new Map<string, string[]>();
+  for (const t of new ToolRegistry(tools).list()) names.set(t.tool, [...(names.get(t.tool) ?? []), t.name]);
+  const none = `${calls("")} * 0`;
+  const host = [...names].map(
+    ([tool, of]) =>
+      `label_replace(sum(increase(loopguard_session_tool_results_total{served_from="degraded",tool=~"${of.join("|")}"}[${FALLBACKS.window}])), "tool", "${tool}", "", "")`,
+  );
+  return `(\n${calls('{outcome=~"fallback_.*"}')}\nor\n${none}\n)\n+\n(\n${[...host, none].join("\nor\n")}\n)`;
+}
+
+const agentAlerts = (tools: readonly DescService[]): readonly AgentAlert[] => [
   {
     name: "SessionStopReasonsHigh",
     expr: stopShare('stop_reason!="done"', STOP_REASONS_RATIO),
@@ -93,11 +114,11 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
   },
   {
     name: "ToolFallbacksServedHigh",
-    expr: `${calls('{outcome=~"fallback_.*"}')}\n/\n${calls("")}\n> ${FALLBACKS.ratio}\nand\n${calls("")} >= ${FALLBACKS.minCalls}`,
+    expr: `(\n${fallbacksServed(tools)}\n)\n/\n${calls("")}\n> ${FALLBACKS.ratio}\nand\n${calls("")} >= ${FALLBACKS.minCalls}`,
     for: FALLBACKS.for,
     severity: SEVERITY.ticket,
     summary: `More than ${percent(FALLBACKS.ratio)} of {{ $labels.tool }} calls are answered by a fallback`,
-    description: `{{ $value | humanizePercentage }} of the calls to {{ $labels.tool }} over the last ${FALLBACKS.window} were answered from the cache or degraded, not by the tool.`,
+    description: `{{ $value | humanizePercentage }} of the calls to {{ $labels.tool }} over the last ${FALLBACKS.window} were answered from the cache or degraded (by the client, or by the orchestrator while the tool stayed down), not by the tool.`,
   },
   {
     // A breaker left half-open by a caller gone idle refuses nothing: it must also have reopened lately.
@@ -196,7 +217,7 @@ const AGENT_ALERTS: readonly AgentAlert[] = [
   },
 ];
 
-/** One group, evaluated against the orchestrator's metrics (every replica of it). */
-export function agentRuleGroup(): RuleGroup {
-  return { name: AGENT_RULE_GROUP, rules: AGENT_ALERTS.map(rule) };
+/** One group, evaluated against the orchestrator's metrics (every replica of it); `tools`: the services its sessions call. */
+export function agentRuleGroup(tools: readonly DescService[]): RuleGroup {
+  return { name: AGENT_RULE_GROUP, rules: agentAlerts(tools).map(rule) };
 }

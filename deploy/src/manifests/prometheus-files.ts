@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type DescFile, type DescService, hasOption } from "@bufbuild/protobuf";
 import { service as serviceOption } from "@loopguard/proto/gen/loopguard/tool/v1/options_pb";
-import { discoverServices, servicePolicy, type ServiceSpec } from "@loopguard/tool-sdk";
+import { discoverServices, servicePolicy, type ServiceSpec, toolServicesOf } from "@loopguard/tool-sdk";
 import { agentRuleGroup } from "./agent-rules.js";
 import { type MethodSlo, methodSlos, type RuleFile, sloRuleGroups } from "./slo-rules.js";
 import { parseSloOverrides, type SloOverrides } from "./slo-overrides.js";
@@ -78,7 +78,7 @@ export function localScrapeConfig(
 
 /**
  * What rules.yml and the PrometheusRule hold: the SLO rule group of every deployed service, with
- * the deploy overrides applied, then the agents' alerts.
+ * the deploy overrides applied, then the agents' alerts on the tools sessions call.
  */
 export function alertRules(
   repoRoot: string,
@@ -86,7 +86,7 @@ export function alertRules(
   services: readonly ScrapedService[],
 ): RuleFile {
   const slo = sloRuleGroups(deployedServices(files, services), readSloOverrides(join(repoRoot, OVERRIDES_FILE)));
-  return { groups: [...slo.groups, agentRuleGroup()] };
+  return { groups: [...slo.groups, agentRuleGroup(toolServicesOf(files))] };
 }
 
 /** Every unary method's SLO with the deploy overrides applied: what a release's analysis holds the new pods to. */

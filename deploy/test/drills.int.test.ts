@@ -54,15 +54,18 @@ function sessionLines(report: { report_path: string }): SessionLine[] {
 }
 
 /**
- * What no fault may cost: every session ended, none twice, every refund made exactly once, and
- * the high-risk refund made only after the second subject approved it; when a fault kept its
- * session from reading the order (before or after the approval), it made none and names none.
+ * What no fault may cost: every session ended, none twice (each one's step records read), every
+ * refund made exactly once, and the high-risk refund made only after the second subject approved
+ * it; when a fault kept its session from reading the order (before or after the approval), it made
+ * none and names none.
  */
 function expectNothingLost(report: DrillReport & { report_path: string }): void {
   expect(report.sessions_lost).toBe(0);
   expect(report.sessions_hung).toBe(0);
   expect(report.sessions_ended).toBe(report.sessions_started);
   expect(report.sessions_ended_twice).toBe(0);
+  // Else "none twice" was not checked for every session.
+  expect(report.sessions_unverified).toBe(0);
   expect(report.duplicate_side_effects).toBe(0);
   expect(report.lost_side_effects).toBe(0);
   expect(report.unowned_side_effects).toBe(0);

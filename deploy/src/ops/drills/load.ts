@@ -10,7 +10,8 @@ import {
   startSession,
   tracesOf,
 } from "./orchestrator-api.js";
-import { type SessionOutcome, traceFacts } from "./report.js";
+import type { SessionOutcome } from "./report.js";
+import { traceFacts } from "./trace-facts.js";
 import type { PlannedSession } from "./session-plan.js";
 
 /** burst: every session at once; steady: one by one, evenly over `spreadMs`. */

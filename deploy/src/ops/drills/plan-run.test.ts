@@ -153,6 +153,14 @@ describe("runPlan", () => {
     ]);
   });
 
+  it("says when every session ended before the calls that trigger the fault were offered: the fault met no session", async () => {
+    const { run } = world([{ do: "start-load" }, { do: "trigger", on: "calls-offered" }, { do: "kill", pods: "all" }]);
+    const timeline = await runPlan(run);
+    expect(timeline.notes).toEqual([
+      "every session had ended, having offered 0 of 1 calls to kb-search: the fault started with no session running, so this report shows nothing of what agents met during it",
+    ]);
+  });
+
   it("notes the sessions that had not ended when the bound passed", async () => {
     const { run } = world([{ do: "start-load" }]);
     const load = { ...run.load, started: ["a", "b"], allEnded: () => false };

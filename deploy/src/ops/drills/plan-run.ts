@@ -184,7 +184,9 @@ class Runner {
       await sleep(TRIGGER_POLL_MS);
     }
     this.timeline.notes.push(
-      `the sessions had offered ${offered} of ${trigger} calls to ${service} after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`,
+      load.allEnded()
+        ? `every session had ended, having offered ${offered} of ${trigger} calls to ${service}: the fault started with no session running, so this report shows nothing of what agents met during it`
+        : `the sessions had offered ${offered} of ${trigger} calls to ${service} after ${TRIGGER_TIMEOUT_MS / 1000} s; the fault started anyway`,
     );
   }
 

@@ -25,6 +25,7 @@ export function renderMarkdown(r: DrillReport, startedAt: Date): string {
     `| lost (never acknowledged, or gone from the store) | ${r.sessions_lost} |`,
     `| hung (not ended within ${(r.sessions_bound_ms / 1000).toFixed(0)} s) | ${r.sessions_hung} |`,
     `| ended twice | ${r.sessions_ended_twice} |`,
+    `| unverified (step records unreadable) | ${r.sessions_unverified} |`,
     `| success rate (outcome succeeded ÷ started) | ${percent(r.success_rate)} |`,
     `| succeeded live / from cache (age p50, max) / answered degraded | ${r.done_live} / ${r.done_cached} (${ms(r.done_cached_age_ms.p50)}, ${ms(r.done_cached_age_ms.max)}) / ${r.done_degraded} |`,
     `| not done, by reason | ${counts(r.not_done)} |`,

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { parseDrillArgs } from "./options.js";
 import { auditSideEffects, type LedgerRefund } from "./money.js";
-import { computeReport, percentile, type ReportInput, type SessionOutcome, traceFacts } from "./report.js";
+import { computeReport, percentile, type ReportInput, type SessionOutcome } from "./report.js";
+import { traceFacts } from "./trace-facts.js";
 
 const catalogue = {
   tools: ["kb-search", "billing", "risk"],
@@ -249,6 +250,13 @@ describe("computeReport", () => {
       null,
       null,
     ]);
+  });
+
+  it("counts an ended session whose step records could not be read as unverified, not as done live, and says what that leaves unchecked", () => {
+    const report = computeReport({ ...base, outcomes: [outcome({}), { ...outcome({}), trace: undefined }] });
+    expect([report.sessions_unverified, report.done.live]).toEqual([1, 1]);
+    expect(report.notes.at(-1)).toMatch(/^1 ended session\(s\) had step records that could not be read/);
+    expect(computeReport({ ...base, outcomes: [outcome({})] }).sessions_unverified).toBe(0);
   });
 
   it("counts a session finished twice", () => {

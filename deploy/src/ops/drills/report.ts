@@ -5,52 +5,9 @@
 // Rendered for people in report-markdown.ts, written to files in report-files.ts.
 import type { DrillOptions } from "./options.js";
 import type { SessionKind } from "./session-plan.js";
+import type { TraceFacts } from "./trace-facts.js";
 
 const TERMINAL = new Set(["DONE", "FAILED", "CANCELLED"]);
-
-/** What a session's step records (GetTrace) say about it. */
-export interface TraceFacts {
-  /** Where each tool answer came from: live, cache, degraded (none: the call failed). */
-  readonly servedFrom: readonly string[];
-  /** Refunds the session observed succeed. */
-  readonly refundIds: readonly string[];
-  /** Final answers the host accepted (more than one: the session was finished twice). */
-  readonly acceptedAnswers: number;
-  /** Step numbers recorded more than once (two replicas driving one session). */
-  readonly repeatedSteps: number;
-  /** Ages of the cached answers the session used. */
-  readonly cacheAgesMs: readonly number[];
-}
-
-export function traceFacts(records: readonly string[]): TraceFacts {
-  const servedFrom: string[] = [];
-  const cacheAgesMs: number[] = [];
-  const refundIds = new Set<string>();
-  const steps = new Map<number, number>();
-  let acceptedAnswers = 0;
-  for (const line of records) {
-    const record = JSON.parse(line) as {
-      step?: number;
-      decision?: { kind?: string; served_from?: string; accepted?: boolean };
-      result?: { ok?: boolean; ageMs?: number; data?: { refund?: { refundId?: string } } } | null;
-    };
-    if (typeof record.step === "number") steps.set(record.step, (steps.get(record.step) ?? 0) + 1);
-    if (record.decision?.kind === "final" && record.decision.accepted === true) acceptedAnswers += 1;
-    if (record.decision?.kind === "tool_call" && record.decision.served_from) {
-      servedFrom.push(record.decision.served_from);
-      if (record.decision.served_from === "cache") cacheAgesMs.push(record.result?.ageMs ?? 0);
-      const refundId = record.result?.ok ? record.result.data?.refund?.refundId : undefined;
-      if (refundId) refundIds.add(refundId);
-    }
-  }
-  return {
-    servedFrom,
-    refundIds: [...refundIds],
-    acceptedAnswers,
-    repeatedSteps: [...steps.values()].filter((n) => n > 1).length,
-    cacheAgesMs,
-  };
-}
 
 /** One session as the drill saw it at the end. */
 export interface SessionOutcome {
@@ -145,6 +102,11 @@ export interface DrillReport {
   readonly sessions_lost: number;
   readonly sessions_hung: number;
   readonly sessions_ended_twice: number;
+  /**
+   * Ended sessions whose step records (GetTrace) could not be read: whether they ended twice, saw a
+   * refund twice or used a cache or degraded answer is unknown, and none of them counts as live.
+   */
+  readonly sessions_unverified: number;
   /** Sessions whose outcome is succeeded ÷ sessions started: a degraded answer or a session that did not do its task is not a success. */
   readonly success_rate: number;
   /** Sessions ending done, by where their tool answers came from. */
@@ -198,6 +160,11 @@ function round(value: number, digits = 4): number {
   return Math.round(value * f) / f;
 }
 
+/** Why a report whose sessions' step records could not all be read proves less than it seems to. */
+function unverifiedNote(n: number): string {
+  return `${n} ended session(s) had step records that could not be read (GetTrace failed after retries): whether they ended twice, saw a refund twice or answered from a cache or a degraded answer is not checked; the ledger's audit of unowned refunds still covers their money`;
+}
+
 export function computeReport(input: ReportInput): DrillReport {
   const { options, outcomes } = input;
   const ended = outcomes.filter((o) => o.state !== undefined && TERMINAL.has(o.state));
@@ -208,7 +175,7 @@ export function computeReport(input: ReportInput): DrillReport {
     stopReasons[o.stopReason || o.state!.toLowerCase()] =
       (stopReasons[o.stopReason || o.state!.toLowerCase()] ?? 0) + 1;
   const done = { live: 0, cache: 0, degraded: 0 };
-  for (const o of ended.filter((e) => e.state === "DONE")) {
+  for (const o of ended.filter((e) => e.state === "DONE" && e.trace)) {
     const from = o.trace?.servedFrom ?? [];
     if (from.includes("degraded")) done.degraded += 1;
     else if (from.includes("cache")) done.cache += 1;
@@ -240,6 +207,7 @@ export function computeReport(input: ReportInput): DrillReport {
     .filter((d): d is number => d !== undefined)
     .sort((a, b) => a - b);
   const twice = outcomes.filter((o) => o.trace && (o.trace.acceptedAnswers > 1 || o.trace.repeatedSteps > 0)).length;
+  const unverified = ended.filter((o) => !o.trace).length;
   const target = input.tools[options.tool];
   const offeredWhileDown = input.deadWindows.reduce((sum, w) => sum + w.offered, 0);
   const reachingDead = input.deadWindows.reduce((sum, w) => sum + w.attempts, 0);
@@ -257,6 +225,7 @@ export function computeReport(input: ReportInput): DrillReport {
     sessions_lost: lost,
     sessions_hung: hung,
     sessions_ended_twice: twice,
+    sessions_unverified: unverified,
     success_rate: outcomes.length === 0 ? 0 : round((outcomeCounts.succeeded ?? 0) / outcomes.length),
     done,
     outcomes: outcomeCounts,
@@ -294,6 +263,6 @@ export function computeReport(input: ReportInput): DrillReport {
     runtime_ms: Math.round(input.runtimeMs),
     runner_cpu_ms: Math.round(input.runnerCpuMs),
     containers: input.containers,
-    notes: input.notes,
+    notes: unverified > 0 ? [...input.notes, unverifiedNote(unverified)] : input.notes,
   };
 }

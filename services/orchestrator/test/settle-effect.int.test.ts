@@ -7,9 +7,16 @@ import { join } from "node:path";
 import { repoRoot, tempDir } from "@loopguard/test-kit";
 import { ensureLocalKeys } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BillingService } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
+import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
+import { TraceSink } from "../src/governance/trace-sink.js";
+import { SideEffectRules } from "../src/guard/side-effects.js";
+import { SessionMoves } from "../src/session/moves.js";
+import { outcomeOf } from "../src/session/outcome.js";
 import type { Reservation } from "../src/store/effect-reservations.js";
 import { openSessionStore } from "../src/store/open-store.js";
 import type { SessionStore } from "../src/store/session-store.js";
+import { ToolRegistry } from "../src/tool-registry.js";
 import { LIMITS, reservation } from "./effect-reservations.suite.js";
 import { newSession } from "./session-store.suite.js";
 import { movesAt } from "./store-move.js";
@@ -18,6 +25,7 @@ const CLI = join(repoRoot, "services", "orchestrator", "dist", "cli", "settle-ef
 const data = tempDir("settle-effect");
 const storeUrl = `sqlite:${join(data.dir, "orchestrator.db")}`;
 const move = movesAt(Date.now);
+const RULES = new SideEffectRules(new ToolRegistry([BillingService, RiskService]));
 let store: SessionStore;
 
 beforeAll(async () => {
@@ -42,19 +50,38 @@ function settle(...args: string[]): Promise<{ code: number; stdout: string; stde
   });
 }
 
-/** A session whose refund holds `r` (sent, its outcome unknown), ended `ending` or left live when "live". */
+/**
+ * A session whose refund holds `r`, left live when "live"; else ended as the orchestrator ends one
+ * (SessionMoves.stop, which clears what is pending and stores the outcome): cancelled while a person
+ * was asked to settle its refund's unknown outcome ("unknown"), or with the outcome known ("settled").
+ */
 async function holding(r: Reservation, ending: "unknown" | "settled" | "live" = "unknown"): Promise<void> {
   await store.create(newSession(r.sessionId));
   const thinking = await move(store, r.sessionId, "IDLE", "THINKING", 0);
   const call = { id: "c1", tool: r.tool, arguments: "{}", argsHash: "h", worldVersion: "w" };
+  const unsettled = ending !== "settled";
   const executing = await move(store, r.sessionId, "THINKING", "TOOL_EXECUTING", thinking.version, {
     money: { reserve: r, limits: LIMITS },
-    patch: { pending: { queue: [], call, unsettled: true } },
+    patch: { pending: { queue: [], call, unsettled } },
   });
   if (ending === "live") return;
-  await move(store, r.sessionId, "TOOL_EXECUTING", "CANCELLED", executing.version, {
-    patch: { stopReason: "cancelled", ...(ending === "settled" ? { pending: null } : {}) },
+  const approval = {
+    ...{ approvalId: "a1", tool: r.tool, argumentsHash: "h", worldVersion: "w", reason: "outcome unknown" },
+    ...{ expiresAt: 0, kind: "outcome_unknown" },
+  };
+  const asked = unsettled
+    ? await move(store, r.sessionId, "TOOL_EXECUTING", "AWAITING_APPROVAL", executing.version, {
+        patch: { pending: { queue: [], call, unsettled, approval } },
+      })
+    : executing;
+  const moves = new SessionMoves({
+    store,
+    traces: new TraceSink(store, undefined),
+    owner: "replica-a",
+    now: Date.now,
+    outcomeOf: (ended) => outcomeOf(ended, RULES),
   });
+  await moves.stop(asked, "cancelled", "cancelled by a person", { fenced: false });
 }
 
 const held = (id: string) => store.otherEffects(reservation(id, { key: "other" }), 0);

@@ -13,7 +13,8 @@ import { StoreUrlError } from "@loopguard/sql-store";
 import { dataDirOf } from "@loopguard/tool-sdk";
 import { redactText } from "../guard/redact.js";
 import { isTerminal } from "../session/session-state.js";
-import { unsettledTool } from "../session/outcome.js";
+import { storedOutcome } from "../session/data.js";
+import { EFFECT_UNKNOWN } from "../session/outcome.js";
 import type { ReservationRecord } from "../store/effect-reservations.js";
 import { openSessionStore } from "../store/open-store.js";
 import type { SessionRecord, SessionStore } from "../store/session-store.js";
@@ -73,7 +74,9 @@ async function endedUnknown(store: SessionStore, id: string): Promise<SessionRec
   if (!session) throw new UsageError(`no session ${id}`);
   if (!isTerminal(session.state))
     throw new UsageError(`session ${id} is ${session.state}, not ended: its own run settles its calls`);
-  if (unsettledTool(session) === undefined)
+  // A stop clears what is pending and stores what the user got: an irreversible call left unknown is
+  // the outcome effect_unknown.
+  if (!storedOutcome(session)?.reason.startsWith(EFFECT_UNKNOWN))
     throw new UsageError(
       `session ${id} ended (${session.stopReason}) with no call whose outcome is unknown: it holds nothing to settle by hand`,
     );

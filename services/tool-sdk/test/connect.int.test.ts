@@ -162,6 +162,16 @@ describe("Connect on the HTTP port", () => {
       "invalid_argument",
       "the request's 4 bytes are not a SearchRequest in protobuf's binary form",
     ]);
+    // The same bytes by GET (Search has no side effects, so Connect serves it by GET too), base64url or as text.
+    const get = async (query: string) => {
+      const res = await fetch(
+        `http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search?connect=v1&encoding=proto&${query}`,
+      );
+      return [res.status, ((await res.json()) as { code: string }).code];
+    };
+    const bytes = Buffer.from([0x0a, 0xc8, 0x01, 0x41]);
+    expect(await get(`base64=1&message=${bytes.toString("base64url")}`)).toEqual([400, "invalid_argument"]);
+    expect(await get(`message=${encodeURIComponent("\n\u00c8\u0001A")}`)).toEqual([400, "invalid_argument"]);
   });
 
   it("ends a call at the caller's timeout with deadline exceeded", async () => {

@@ -5,6 +5,7 @@
 // that do not serve Connect do not load it.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { type DescMessage, type DescMethod, type DescMethodUnary, fromBinary } from "@bufbuild/protobuf";
+import { base64Decode } from "@bufbuild/protobuf/wire";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, connectNodeAdapter } from "@connectrpc/connect-node";
 import type {
@@ -121,12 +122,30 @@ export function connectRoutes(
 const BINARY = /^application\/proto(?:;|$)/i;
 
 /**
- * A method's handler that first decodes a binary body (uncompressed: a compressed one is Connect's
- * to decompress) and answers bytes that are no message of its input `invalid_argument`, as gRPC
+ * A method's handler that first decodes a binary request (uncompressed: a compressed one is
+ * Connect's to decompress), a POST's body or a GET's `message` (a method without side effects may
+ * be asked by GET), and answers bytes that are no message of its input `invalid_argument`, as gRPC
  * does: Connect's own parse answers them `internal` ("parse binary: …"), with no hook before it.
  */
 function refusingUndecodable(handler: UniversalHandler, input: DescMessage, domain: string): UniversalHandler {
+  const refuse = (bytes: Uint8Array): UniversalServerResponse | undefined => {
+    try {
+      fromBinary(input, bytes);
+      return undefined;
+    } catch {
+      const refused = undecodable(input, bytes.byteLength);
+      return {
+        status: 400,
+        header: new Headers({ "content-type": "application/json" }),
+        body: replay([errorToJsonBytes(toConnectError(refused, domain), {})]),
+      };
+    }
+  };
   const checked = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
+    if (request.method === "GET") {
+      const bytes = getMessage(request.url);
+      return (bytes && refuse(bytes)) ?? handler(request);
+    }
     const encoding = request.header.get("content-encoding") ?? "identity";
     const body = request.body;
     if (!BINARY.test(request.header.get("content-type") ?? "") || encoding !== "identity" || !isStream(body))
@@ -140,19 +159,23 @@ function refusingUndecodable(handler: UniversalHandler, input: DescMessage, doma
       if (size > CONNECT_READ_MAX_BYTES) return handler({ ...request, body: replay(chunks) });
     }
     const bytes = Buffer.concat(chunks);
-    try {
-      fromBinary(input, bytes);
-    } catch {
-      const refused = undecodable(input, bytes.byteLength);
-      return {
-        status: 400,
-        header: new Headers({ "content-type": "application/json" }),
-        body: replay([errorToJsonBytes(toConnectError(refused, domain), {})]),
-      };
-    }
-    return handler({ ...request, body: replay([bytes]) });
+    return refuse(bytes) ?? handler({ ...request, body: replay([bytes]) });
   };
   return Object.assign(checked, handler);
+}
+
+/**
+ * The binary message of a Connect GET, read as Connect reads it (base64url with `base64=1`, else the
+ * text's bytes); undefined for JSON, a compressed message (Connect's to decompress) or one past the
+ * read limit (Connect's to refuse).
+ */
+function getMessage(url: string): Uint8Array | undefined {
+  const query = new URL(url, "http://connect.invalid").searchParams;
+  const compression = query.get("compression") ?? "identity";
+  if (query.get("encoding") !== "proto" || compression !== "identity") return undefined;
+  const message = query.get("message") ?? "";
+  const bytes = query.get("base64") === "1" ? base64Decode(message) : new TextEncoder().encode(message);
+  return bytes.byteLength > CONNECT_READ_MAX_BYTES ? undefined : bytes;
 }
 
 function isStream(body: UniversalServerRequest["body"]): body is AsyncIterable<Uint8Array> {

@@ -1,6 +1,7 @@
 // dist/main.js as a real process: it seeds the index under LOOPGUARD_DATA_DIR (folder 0700, file
-// 0600), serves, exits 0 on SIGTERM, and reuses the seeded index on the next start. Needs
-// `pnpm build` first.
+// 0600), serves, exits 0 on SIGTERM, and reuses the seeded index on the next start; a host it
+// cannot listen on stops it before it binds, naming the variable. Needs `pnpm build` first.
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -8,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import type { ServiceProcess } from "@loopguard/test-kit";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { createRawClient } from "@loopguard/tool-sdk";
-import { checkHealth, spawnTool, testToken } from "@loopguard/tool-sdk/testing";
+import { checkHealth, spawnTool, TEST_AUTH_ENV, testToken } from "@loopguard/tool-sdk/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
@@ -59,4 +60,19 @@ describe("kb-search process", () => {
     running.child.kill("SIGTERM");
     expect(await running.exited).toBe(0);
   });
+
+  it.each(["127.0.0.1 ", "http://127.0.0.1", "127.0.0.1:50061"])(
+    "exits 2 before binding, one line naming KB_SEARCH_HOST, when it is %j",
+    (host) => {
+      const run = spawnSync(process.execPath, [MAIN], {
+        env: { ...process.env, ...TEST_AUTH_ENV, ...env(), KB_SEARCH_HOST: host, OTEL_TRACES_EXPORTER: "none" },
+        encoding: "utf8",
+        timeout: 15_000,
+      });
+      expect(run.status).toBe(2);
+      expect(run.stderr).toBe(
+        `kb-search: configuration error: KB_SEARCH_HOST must be a host name or an IP address, without scheme or port, got "${host}"\n`,
+      );
+    },
+  );
 });

@@ -1,8 +1,15 @@
 // The gateway's settings from the environment, parsed once; a bad value stops it before it serves.
-import { enumSetting, integerSetting, LOG_LEVELS, type LogLevel } from "@loopguard/tool-sdk";
+import {
+  enumSetting,
+  hostSetting,
+  integerSetting,
+  LOG_LEVELS,
+  type LogLevel,
+  targetSetting,
+} from "@loopguard/tool-sdk";
 
 export interface GatewayConfig {
-  /** The orchestrator's gRPC address (host:port). */
+  /** The orchestrator's gRPC address (host:port, or one target such as dns:///name:port). */
   readonly orchestratorAddr: string;
   /** Where the streamable HTTP transport listens (`--http`). */
   readonly httpHost: string;
@@ -18,8 +25,8 @@ type Env = Readonly<Record<string, string | undefined>>;
 
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   return Object.freeze({
-    orchestratorAddr: env.ORCHESTRATOR_ADDR || "127.0.0.1:50051",
-    httpHost: env.MCP_HTTP_HOST || "127.0.0.1",
+    orchestratorAddr: targetSetting(env, "ORCHESTRATOR_ADDR", "127.0.0.1:50051"),
+    httpHost: hostSetting(env, "MCP_HTTP_HOST", "127.0.0.1"),
     httpPort: integerSetting(env, "MCP_HTTP_PORT", { default: 8090, min: 0, max: 65535 }),
     callWaitMs: integerSetting(env, "MCP_CALL_WAIT_MS", { default: 30_000, min: 100, max: 600_000 }),
     maxCalls: integerSetting(env, "MCP_MAX_CALLS", { default: 64, min: 1, max: 10_000 }),

@@ -1,6 +1,8 @@
 // The MCP server over the registry's tools; one per connection (stdio) or per request (stateless
 // HTTP). `tokenFor` says who the caller is to the orchestrator: the local requester's minted token
 // on stdio, the client's own bearer on HTTP.
+import { singleCallTask } from "@loopguard/orchestrator/single-call";
+import { taskProblem } from "@loopguard/orchestrator/start-request";
 import type { RegisteredTool } from "@loopguard/orchestrator/tool-registry";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
@@ -61,6 +63,10 @@ export function createGatewayServer(deps: GatewayDeps): Server {
     const params = callParams(request);
     const tool = byName.get(params.name);
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${params.name}"; tools/list names them`);
+    // The session's task is checked here as the orchestrator checks it, before protobuf's encoder
+    // recurses through arguments nested too deep for its stack.
+    const problem = taskProblem(singleCallTask(tool, (params.arguments ?? {}) as never));
+    if (problem) throw new McpError(ErrorCode.InvalidParams, `arguments: ${problem}`);
     // A client that traces puts its W3C traceparent in the request's _meta; the session's calls continue that trace.
     const parent = propagator.extract(ROOT_CONTEXT, (params._meta ?? {}) as Record<string, unknown>, metaGetter);
     // The SDK aborts `extra.signal` when the client's connection closes: the session is then no longer followed.

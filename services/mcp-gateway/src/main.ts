@@ -26,7 +26,13 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const { values } = parseArgs({ options: { http: { type: "boolean" } } });
+let values: { http?: boolean };
+try {
+  ({ values } = parseArgs({ options: { http: { type: "boolean" } } }));
+} catch (error) {
+  // parseArgs names the unknown option or the value given to a flag (--htp, --http=yes).
+  fail((error as Error).message);
+}
 const stdio = !values.http;
 // A console exporter writes spans to stdout, which is the JSON-RPC channel on stdio.
 if (stdio && process.env.OTEL_TRACES_EXPORTER === "console") {

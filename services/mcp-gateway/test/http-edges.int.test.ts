@@ -1,6 +1,7 @@
-// The real gateway process given malformed JSON-RPC, and what its start-up lines tell an operator.
-// No orchestrator is needed: the gateway points at a closed port and these never reach it.
-import { type ChildProcess, spawn } from "node:child_process";
+// The real gateway process given malformed JSON-RPC, a command line or settings it cannot use, and
+// what its start-up lines tell an operator. No orchestrator is needed: the gateway points at a
+// closed port and these never reach it.
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { freePort, repoRoot, tempDir } from "@loopguard/test-kit";
 import { ensureLocalKeys } from "@loopguard/tool-sdk";
@@ -63,6 +64,13 @@ async function rpc(method: string, params: unknown) {
   return (await res.json()) as { error?: { code: number; message: string } };
 }
 
+/** `{"a":{"a":…1…}}`, `levels` deep. */
+function nested(levels: number): unknown {
+  let value: unknown = 1;
+  for (let i = 0; i < levels; i += 1) value = { a: value };
+  return value;
+}
+
 describe("malformed JSON-RPC over HTTP", () => {
   it.each([
     ["arguments that are not an object", { name: "kb_search_search", arguments: "x" }, "arguments must be an object"],
@@ -75,12 +83,49 @@ describe("malformed JSON-RPC over HTTP", () => {
       "task: Invalid input: expected object, received string",
     ],
     ["an unknown tool", { name: "nope", arguments: {} }, 'unknown tool "nope"; tools/list names them'],
+    [
+      "arguments nested 1,000 levels deep (the orchestrator's task rule, checked before protobuf's encoder recurses)",
+      { name: "kb_search_search", arguments: { query: "x", x: nested(1000) } },
+      "arguments: the task nests 1002 levels deep; at most 8 are accepted",
+    ],
   ])("tools/call with %s is InvalidParams (-32602) in one line", async (_, params, message) => {
     expect((await rpc("tools/call", params)).error).toEqual({ code: -32602, message: `MCP error -32602: ${message}` });
   });
 
   it("a method the gateway does not serve is MethodNotFound (-32601)", async () => {
     expect((await rpc("resources/list", {})).error?.code).toBe(-32601);
+  });
+});
+
+/** The gateway run to its end, as `pnpm -s mcp` would be. */
+function exitOf(args: string[], env: Record<string, string>): { status: number | null; stderr: string } {
+  return spawnSync(process.execPath, [GATEWAY, ...args], {
+    env: { ...process.env, ORCHESTRATOR_ADDR, OTEL_TRACES_EXPORTER: "none", ...env },
+    input: "",
+    encoding: "utf8",
+    timeout: 15_000,
+  });
+}
+
+describe("a command line or settings it cannot use", () => {
+  it.each([
+    ["--htp", "Unknown option '--htp'"],
+    ["--http=yes", "Option '--http' does not take an argument"],
+  ])("%s: one line naming the flag, exit 2", (flag, message) => {
+    const { status, stderr } = exitOf([flag], {});
+    expect(status).toBe(2);
+    expect(stderr).toMatch(new RegExp(`^mcp-gateway: ${message}[^\\n]*\\n$`));
+  });
+
+  it.each([
+    ["ORCHESTRATOR_ADDR", "127.0.0.1:50051 x", "must be host:port or one target like dns:///name:port"],
+    ["ORCHESTRATOR_ADDR", "http://127.0.0.1:50051", "must be host:port or one target like dns:///name:port"],
+    ["ORCHESTRATOR_ADDR", "127.0.0.1", "must be host:port or one target like dns:///name:port"],
+    ["MCP_HTTP_HOST", "127.0.0.1 ", "must be a host name or an IP address, without scheme or port"],
+  ])("%s=%j: one line naming the variable, exit 2, before it serves", (name, value, problem) => {
+    const { status, stderr } = exitOf(["--http"], { [name]: value, MCP_HTTP_PORT: "0" });
+    expect(status).toBe(2);
+    expect(stderr).toBe(`mcp-gateway: configuration error: ${name} ${problem}, got "${value}"\n`);
   });
 });
 

@@ -84,15 +84,21 @@ describe("tool targets", () => {
     );
   });
 
-  it.each(["kb-0.kb", "kb-0.kb:0", "kb-0.kb:70000", "kb_0:50061", "a:1,,b:2", "-kb:50061"])(
-    "refuses %j, naming the variable",
-    (value) => {
-      expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(ConfigError);
-      expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(
-        /^KB_SEARCH_ADDR must be host:port/,
-      );
-    },
-  );
+  it.each([
+    "kb-0.kb",
+    "kb-0.kb:0",
+    "kb-0.kb:70000",
+    "kb_0:50061",
+    "a:1,,b:2",
+    "-kb:50061",
+    "http://127.0.0.1:50061",
+    "dns:///kb search:50061",
+  ])("refuses %j, naming the variable", (value) => {
+    expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(ConfigError);
+    expect(() => loadOrchestratorConfig({ ...base, KB_SEARCH_ADDR: value })).toThrow(
+      /^KB_SEARCH_ADDR must be host:port/,
+    );
+  });
 });
 
 describe("max connection age", () => {

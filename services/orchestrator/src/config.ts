@@ -21,6 +21,7 @@ import {
   readSigningKey,
   servicePolicy,
   type SigningKey,
+  targetsSetting,
   type ToolConfig,
 } from "@loopguard/tool-sdk";
 import type { CallSecrets } from "./guard/tool-tokens.js";
@@ -123,27 +124,6 @@ function contextLimits(env: Env): ContextLimits {
   };
 }
 
-const HOST_PORT = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$/;
-/** "dns:///name:port", "dns://server:53/name:port", "ipv4:…": a scheme, not a host name followed by a port. */
-const GRPC_TARGET = /^[A-Za-z][A-Za-z0-9+.-]*:(?!\d+(?:,|$))/;
-
-/**
- * A tool's replicas: "host:port[,host:port…]" (host names or IP literals, IPv6 in brackets),
- * or one gRPC target such as "dns:///<tool>.loopguard.svc.cluster.local:<port>".
- */
-function targets(env: Env, name: string, fallback: string): string[] {
-  const raw = (env[name] || fallback).trim();
-  if (GRPC_TARGET.test(raw)) return [raw];
-  const list = raw.split(",").map((t) => t.trim());
-  for (const t of list) {
-    const port = Number(HOST_PORT.exec(t)?.[1] ?? 0);
-    if (port < 1 || port > 65535) {
-      throw new ConfigError(`${name} must be host:port[,host:port…] or one target like dns:///name:port, got "${t}"`);
-    }
-  }
-  return list;
-}
-
 /** ORCHESTRATOR_OIDC_ISSUER (https, or http on loopback for tests), its client id and roles claim; undefined when no issuer is set. */
 function oidcSettings(env: Env): OidcSettings | undefined {
   const issuer = env.ORCHESTRATOR_OIDC_ISSUER ?? "";
@@ -244,7 +224,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     toolTargets: Object.fromEntries(
       DEFAULT_TOOL_SERVICES.map((service) => {
         const tool = servicePolicy(service).toolName;
-        return [tool, targets(env, `${envPrefixOf(tool)}_ADDR`, LOCAL_TOOL_ADDRESSES[tool] ?? "")];
+        return [tool, targetsSetting(env, `${envPrefixOf(tool)}_ADDR`, LOCAL_TOOL_ADDRESSES[tool] ?? "")];
       }),
     ),
     maxToolAnswerBytes: integerSetting(env, "ORCHESTRATOR_MAX_TOOL_ANSWER_BYTES", TOOL_ANSWER_BYTES),

@@ -2,7 +2,8 @@
 // the orchestrator through a TCP proxy the test drops): a task cut off by UNAVAILABLE is a failed
 // task of a run that is still recorded, so the patrol's gauges and alerts see it, and the CLI exits 1
 // with one line naming the problem; with nothing listening any more, the line says the run is not recorded.
-import { spawn } from "node:child_process";
+// A command line it cannot use is bad usage (exit 2), whatever node's wording for it.
+import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -120,4 +121,21 @@ describe("pnpm patrol against an orchestrator that stops answering", () => {
     );
     expect((await operator.listPatrolRuns({ limit: 100 })).runs).toHaveLength(before);
   }, 120_000);
+});
+
+describe("pnpm patrol's command line", () => {
+  it.each([
+    ["--live=1", "Option '--live' does not take an argument"],
+    ["--json=1", "Option '--json' does not take an argument"],
+    ["--bogus", "Unknown option '--bogus'"],
+  ])("%s: bad usage naming the flag, then the usage, exit 2", (flag, message) => {
+    const run = spawnSync(process.execPath, [PATROL, flag], {
+      env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir },
+      cwd: repoRoot,
+      encoding: "utf8",
+      timeout: 15_000,
+    });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toMatch(new RegExp(`^patrol: ${message}[^\\n]*\\nusage: pnpm patrol `));
+  });
 });

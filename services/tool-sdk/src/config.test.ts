@@ -43,6 +43,17 @@ describe("loadToolConfig", () => {
     );
   });
 
+  it("listens on a host name or an IP address, and refuses anything else naming the variable", () => {
+    for (const host of ["0.0.0.0", "kb-0.kb.loopguard.svc", "127.0.0.2"])
+      expect(loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { ...auth, KB_SEARCH_HOST: host }).host).toBe(
+        host,
+      );
+    for (const host of ["127.0.0.1 ", "http://127.0.0.1", "127.0.0.1:50061", "[::1]", "kb_0", "-kb"])
+      expect(() => loadToolConfig("kb-search", { port: 1, metricsPort: 2 }, { ...auth, KB_SEARCH_HOST: host })).toThrow(
+        new ConfigError(`KB_SEARCH_HOST must be a host name or an IP address, without scheme or port, got "${host}"`),
+      );
+  });
+
   it("fails fast on an unknown LOG_LEVEL with a ConfigError", () => {
     expect(() => loadToolConfig("risk", { port: 1, metricsPort: 2 }, { ...auth, LOG_LEVEL: "loud" })).toThrow(
       ConfigError,

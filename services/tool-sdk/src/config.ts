@@ -3,6 +3,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { FaultProfile } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import { hostSetting } from "./address-settings.js";
 import { type KeyError, type SigningKey, signingKeyFromJwk } from "./auth.js";
 import { type CallKey, readCallKeys } from "./call-keys.js";
 import { faultSummary, parseFaultProfile } from "./faults.js";
@@ -217,7 +218,7 @@ export function loadToolConfig(
   const faults = readFaultProfile(env);
   return Object.freeze({
     tool,
-    host: env[`${prefix}_HOST`] || "127.0.0.1",
+    host: hostSetting(env, `${prefix}_HOST`, "127.0.0.1"),
     port: integerSetting(env, `${prefix}_PORT`, { default: defaults.port, min: 0, max: 65535 }),
     metricsPort: integerSetting(env, `${prefix}_METRICS_PORT`, { default: defaults.metricsPort, min: 0, max: 65535 }),
     maxConcurrent,

@@ -39,6 +39,7 @@ export {
 export { FollowedFile, type FileReload } from "./followed-file.js";
 export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
+export { hostSetting, targetSetting, targetsSetting } from "./address-settings.js";
 export {
   booleanSetting,
   ConfigError,

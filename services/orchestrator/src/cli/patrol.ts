@@ -269,8 +269,9 @@ main().catch((error: unknown) => {
     process.stderr.write(`patrol: ${error.message}\n`);
     process.exit(2);
   }
-  if (error instanceof TypeError && /Unknown option|Unexpected argument|Option '.*' argument/.test(error.message)) {
-    process.stderr.write(`patrol: ${error.message}\n${USAGE}\n`);
+  // node:util parseArgs: an unknown option, a stray argument, a value given to a flag (--live=1).
+  if ((error as { code?: unknown }).code?.toString().startsWith("ERR_PARSE_ARGS")) {
+    process.stderr.write(`patrol: ${(error as Error).message}\n${USAGE}\n`);
     process.exit(2);
   }
   process.stderr.write(`patrol: ${error instanceof PatrolFailure ? error.message : failureText(error)}\n`);

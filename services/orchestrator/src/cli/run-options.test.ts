@@ -33,6 +33,17 @@ describe("the command line's options", () => {
     expect(usage(() => readBudget(["colour=1"]))).toMatch(/key one of steps, tool_calls/);
   });
 
+  it("refuses a task the server would refuse, before encoding it: nested 1,000 levels deep it is named, not a stack overflow", () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 1000; i += 1) deep = { a: deep };
+    expect(usage(() => readTask({ task: JSON.stringify(deep) }))).toBe(
+      "the task nests 1000 levels deep; at most 8 are accepted",
+    );
+    expect(usage(() => readTask({ task: JSON.stringify({ note: "x".repeat(17_000) }) }))).toMatch(
+      /^the task is 170\d\d bytes of JSON; at most 16384 are accepted$/,
+    );
+  });
+
   it("says why a task is not JSON without quoting it", () => {
     const message = usage(() => readTask({ task: "x13912345678" }));
     expect(message).toMatch(/^the task is not valid JSON \(/);

@@ -3,6 +3,8 @@
 import { readFileSync } from "node:fs";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { jsonParseReason } from "@loopguard/tool-sdk";
+import { taskProblem } from "../api/start-request.js";
+import type { JsonValue } from "../store/session-store.js";
 import { UsageError } from "./identity.js";
 
 const BUDGET_KEYS: Record<string, string> = {
@@ -33,6 +35,9 @@ export function readTask(values: { task?: string; "task-file"?: string }): Recor
     throw new UsageError(`the task is not valid JSON (${jsonParseReason(error)})`);
   }
   if (!task || typeof task !== "object" || Array.isArray(task)) throw new UsageError("the task must be a JSON object");
+  // Checked here as the server would, before protobuf's encoder recurses through a task nested too deep for its stack.
+  const problem = taskProblem(task as JsonValue);
+  if (problem) throw new UsageError(problem);
   return task as Record<string, unknown>;
 }
 

@@ -30,6 +30,9 @@ export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: st
   const loopback = host === "127.0.0.1" || host === "localhost" || host === "::1";
   let allowedHosts: string[] = [];
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    // A request target no URL can be made of (`POST //[`) is the client's mistake, not the gateway's failure.
+    if (!URL.canParse(req.url ?? "/", "http://gateway"))
+      return jsonRpcError(res, 400, `bad request: the target is no URL path; the MCP endpoint is ${MCP_PATH}`);
     if (new URL(req.url ?? "/", "http://gateway").pathname !== MCP_PATH)
       return jsonRpcError(res, 404, `not found: the MCP endpoint is ${MCP_PATH}`);
     // Stateless: no server-sent stream to resume and no session to end.

@@ -2,6 +2,7 @@
 // what its start-up lines tell an operator. No orchestrator is needed: the gateway points at a
 // closed port and these never reach it.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { freePort, repoRoot, tempDir } from "@loopguard/test-kit";
 import { ensureLocalKeys } from "@loopguard/tool-sdk";
@@ -12,7 +13,8 @@ const ORCHESTRATOR_ADDR = "127.0.0.1:1";
 const children: ChildProcess[] = [];
 const data = tempDir("mcp-http-edges");
 let url: string;
-let httpLog = "";
+/** The HTTP gateway's stderr so far. */
+let httpLog: () => string = () => "";
 
 /** Starts the gateway and resolves with its stderr once `msg` is logged. */
 async function start(args: string[], env: Record<string, string>, msg: string): Promise<() => string> {
@@ -44,7 +46,7 @@ function startLine(stderr: string, msg: string): Record<string, unknown> | undef
 beforeAll(async () => {
   const port = await freePort();
   url = `http://127.0.0.1:${port}/mcp`;
-  httpLog = (await start(["--http"], { MCP_HTTP_PORT: String(port) }, "serving MCP over streamable HTTP"))();
+  httpLog = await start(["--http"], { MCP_HTTP_PORT: String(port) }, "serving MCP over streamable HTTP");
 });
 afterAll(() => {
   for (const child of children) child.kill("SIGTERM");
@@ -95,6 +97,22 @@ describe("malformed JSON-RPC over HTTP", () => {
   it("a method the gateway does not serve is MethodNotFound (-32601)", async () => {
     expect((await rpc("resources/list", {})).error?.code).toBe(-32601);
   });
+
+  it("a request target that is no URL path is 400, the client's mistake, and logs no failure", async () => {
+    const { port } = new URL(url);
+    const answer = await new Promise<string>((done, fail) => {
+      const socket = connect(Number(port), "127.0.0.1", () =>
+        socket.end("POST //[ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+      );
+      let text = "";
+      socket.on("data", (chunk) => (text += chunk.toString()));
+      socket.on("end", () => done(text));
+      socket.on("error", fail);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toContain("the MCP endpoint is /mcp");
+    expect(httpLog()).not.toContain("mcp http request failed");
+  });
 });
 
 /** The gateway run to its end, as `pnpm -s mcp` would be. */
@@ -131,7 +149,7 @@ describe("a command line or settings it cannot use", () => {
 
 describe("start-up lines", () => {
   it("over HTTP: names the orchestrator it calls (address)", () => {
-    expect(startLine(httpLog, "serving MCP over streamable HTTP")).toMatchObject({ address: ORCHESTRATOR_ADDR });
+    expect(startLine(httpLog(), "serving MCP over streamable HTTP")).toMatchObject({ address: ORCHESTRATOR_ADDR });
   });
 
   it("on stdio: names the orchestrator it calls (address) and the person it acts as (caller)", async () => {

@@ -162,7 +162,7 @@ async function unlessWorldMoved(
 }
 
 /** Letting go of the hold of a call that was not made (one whose earlier attempt's outcome is unknown keeps it). */
-function holdReleased(pending: Pending): MoneyChange | undefined {
+export function holdReleased(pending: Pending): MoneyChange | undefined {
   const effect = pending.call?.effect;
   return effect && !pending.unsettled ? { settle: effect.key, outcome: "released" } : undefined;
 }

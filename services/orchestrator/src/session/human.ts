@@ -10,7 +10,7 @@ import { isTerminal } from "./session-state.js";
 import { type SessionRecord, type SessionStore, StaleTransitionError } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
 import { alreadyDone, pendingOf } from "./data.js";
-import { APPROVED } from "./approve.js";
+import { APPROVED, holdReleased } from "./approve.js";
 import { unsettledTool } from "./outcome.js";
 import type { SessionMoves } from "./moves.js";
 
@@ -106,12 +106,8 @@ export async function cancelSession(
     try {
       // A money call that certainly was not made (parked, or approved and not sent yet) lets its
       // hold go with the cancel; one whose earlier attempt's outcome is unknown keeps it.
-      const unsent = s.state === "PARKED" || approvedUnsent(s) ? pendingOf(s) : undefined;
-      const hold =
-        unsent?.call?.effect && !unsent.unsettled
-          ? { money: { settle: unsent.call.effect.key, outcome: "released" as const } }
-          : {};
-      const stopped = await d.moves.stop(s, "cancelled", answer, { fenced: false, ...hold });
+      const money = s.state === "PARKED" || approvedUnsent(s) ? holdReleased(pendingOf(s)) : undefined;
+      const stopped = await d.moves.stop(s, "cancelled", answer, { fenced: false, ...(money ? { money } : {}) });
       d.abort(id);
       return stopped;
     } catch (error) {

@@ -8,6 +8,7 @@ import { errorEnvelope } from "../policies/envelope.js";
 import type { JsonValue, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { refsOf } from "./world-refs.js";
+import { holdReleased } from "./approve.js";
 import type { Pending, PendingCall } from "./data.js";
 import type { Kit } from "./kit.js";
 import type { Via } from "./moves.js";
@@ -117,8 +118,8 @@ export function observeSent(
   if ("error" in sent) {
     const e = sent.error;
     // Refused before anything ran: a money call's hold is let go, unless an earlier attempt's outcome is unknown.
-    const release =
-      call.effect && !pending.unsettled ? { money: { settle: call.effect.key, outcome: "released" as const } } : {};
+    const money = holdReleased(pending);
+    const release = money ? { money } : {};
     if (e.code === status.PERMISSION_DENIED)
       return kit.moves.stop(
         state,

@@ -2,7 +2,8 @@
 // one loopback address per pod, the cluster DNS, real signals. The images are built first (the
 // build cache makes that quick once `pnpm images` or `.ci/run` has built them). The orchestrator's
 // first replica holds 127.0.0.1:50051 and :8080, so these tests fail if `pnpm start` is running.
-import { rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
@@ -11,10 +12,12 @@ import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_p
 import { createRawClient } from "@loopguard/tool-sdk";
 import { localPersonToken, metricValue } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runProcess } from "./run-process.js";
 import { docker, root, suiteProcesses } from "./suite-processes.js";
 
 const { dataDir, run, state } = suiteProcesses("loopguard-containers-");
-const containers = (...args: string[]) => run(join(root, "deploy", "dist", "local", "containers-main.js"), args);
+const containersMain = join(root, "deploy", "dist", "local", "containers-main.js");
+const containers = (...args: string[]) => run(containersMain, args);
 const cli = (...args: string[]) =>
   run(join(root, "services", "orchestrator", "dist", "cli", "loopguard.js"), args, 60_000);
 
@@ -105,6 +108,37 @@ describe("pnpm containers", () => {
     expect(refused.stderr).toBe(
       `drill: a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\`\n`,
     );
+    expect(await labelled()).toBe(before);
+  });
+
+  it("lets no second suite start beside it: `pnpm containers up` with another data folder refuses with one line and starts nothing", async () => {
+    const labelled = () =>
+      docker(["ps", "--all", "--format", "{{.ID}} {{.Names}} {{.State}}", "--filter", "label=io.loopguard.containers"]);
+    const before = await labelled();
+    const other = mkdtempSync(join(tmpdir(), "loopguard-containers-other-"));
+    try {
+      const refused = await runProcess(process.execPath, [containersMain, "up"], {
+        env: { ...process.env, LOOPGUARD_DATA_DIR: other },
+        cwd: root,
+        timeoutMs: 60_000,
+      });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(
+        `containers: a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\`\n`,
+      );
+      expect(existsSync(join(other, "containers"))).toBe(false);
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+    // The cluster DNS is still this suite's, answering its names.
+    expect(
+      await docker([
+        "inspect",
+        "--format",
+        '{{index .Config.Labels "io.loopguard.containers"}}',
+        "loopguard-cluster-dns",
+      ]),
+    ).toBe(join(dataDir, "containers"));
     expect(await labelled()).toBe(before);
   });
 

@@ -19,6 +19,7 @@ import { docker, imageExists, requireDockerEngine } from "./docker.js";
 import { BASE_IMAGE, imageRepository } from "./images.js";
 import { ensurePostgres, stopPostgres, storeFor } from "./suite/database.js";
 import { ensureClusterDns, resolvConf } from "./suite/dns.js";
+import { requireNoOtherSuite, SUITE_LABEL } from "./suite/others.js";
 import { Pods, type SuiteOptions } from "./suite/pods.js";
 import {
   activeColour,
@@ -51,7 +52,7 @@ export class ContainerSuite {
   constructor(private readonly options: SuiteOptions) {
     this.#files = new SuiteFiles(options.dataDir);
     this.stateDir = this.#files.stateDir;
-    this.#label = `io.loopguard.containers=${this.stateDir}`;
+    this.#label = `${SUITE_LABEL}=${this.stateDir}`;
     this.#pods = new Pods(options, this.#files, this.#label);
   }
 
@@ -75,6 +76,8 @@ export class ContainerSuite {
         throw new SuiteError(`--replicas ${service}=${count}: a count in 0..${MAX_REPLICAS}`);
     }
     await requireDockerEngine();
+    // Before anything starts: the other suite's DNS would answer this one's names with its records.
+    await requireNoOtherSuite(this.stateDir);
     const previous = this.readState();
     const tag = options.tag ?? previous?.tag ?? "latest";
     if (previous && previous.tag !== tag) {

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { SEARCH_DOMAINS } from "../cluster-dns.js";
 import { docker } from "../docker.js";
 import { BASE_IMAGE } from "../images.js";
+import { SUITE_LABEL } from "./others.js";
 import { dnsName, type SuiteFiles, SuiteError, type SuiteState } from "./state.js";
 
 export const DNS_ADDRESS = "127.0.0.9";
@@ -24,11 +25,18 @@ export async function ensureClusterDns(
   state: SuiteState,
 ): Promise<void> {
   const { root, label, files } = context;
-  const status = await docker(["container", "inspect", "--format", "{{.State.Status}}", DNS_CONTAINER]).then(
+  // Reused only while it runs with this suite's label: another suite's would answer from its own records.
+  const found = await docker([
+    "container",
+    "inspect",
+    "--format",
+    `{{.State.Status}} {{index .Config.Labels "${SUITE_LABEL}"}}`,
+    DNS_CONTAINER,
+  ]).then(
     (s) => s.trim(),
     () => "missing",
   );
-  if (status !== "running") {
+  if (found !== `running ${files.stateDir}`) {
     await docker(["rm", "--force", DNS_CONTAINER]).catch(() => undefined);
     // The repository and the state folder are mounted read-only at their own paths: the DNS
     // runs this package's built code with its node_modules (pnpm's links are relative).

@@ -7,10 +7,9 @@ import { join } from "node:path";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import { activePods, type Pod } from "../../local/suite/state.js";
 import { ContainerSuite } from "../../local/suite.js";
-import { docker } from "../../local/docker.js";
+import { requireNoOtherSuite } from "../../local/suite/others.js";
 import { release, rollback } from "../release/index.js";
 import type { DrillOptions } from "./options.js";
-import { DrillError } from "./drill-error.js";
 import { podPages } from "./metrics.js";
 import { drillPeople } from "./people.js";
 import { type DrillResult, writeReport } from "./report-files.js";
@@ -19,27 +18,6 @@ import { type DrillCluster, drive, type RunContext, runIdOf } from "./run.js";
 /** The container set a scenario needs: its target with `replicas` (an orchestrator drill: two on PostgreSQL), everything else one. */
 export function replicasFor(options: DrillOptions): Map<string, number> {
   return new Map([[options.tool, options.replicas]]);
-}
-
-/** Refuses to start when any loopguard container suite is up: pods use fixed addresses, and two suites would break each other. */
-async function requireNoSuite(): Promise<void> {
-  const labels = (
-    await docker([
-      "ps",
-      "--all",
-      "--filter",
-      "label=io.loopguard.containers",
-      "--format",
-      '{{.Label "io.loopguard.containers"}}',
-    ])
-  )
-    .split("\n")
-    .filter(Boolean);
-  if (labels.length === 0) return;
-  const dataDir = labels[0]!.replace(/\/containers$/, "");
-  throw new DrillError(
-    `a loopguard container suite is already up (its data in ${dataDir}): remove it first with \`LOOPGUARD_DATA_DIR=${dataDir} pnpm containers down\``,
-  );
 }
 
 function localCluster(
@@ -103,7 +81,7 @@ export async function runLocalDrill(options: DrillOptions, ctx: RunContext<Servi
   const clock = performance.now();
   const cpu = process.cpuUsage();
   const runId = runIdOf(options, startedAt);
-  await requireNoSuite();
+  await requireNoOtherSuite();
   const suiteDir = mkdtempSync(join(tmpdir(), "loopguard-drill-"));
   // PostgreSQL (run as its own user when the runner is root) must reach its folder inside.
   chmodSync(suiteDir, 0o755);

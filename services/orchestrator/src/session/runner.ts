@@ -72,6 +72,8 @@ export class SessionRunner {
         if (error instanceof LeaseLostError) return null;
         if (!(error instanceof StaleTransitionError)) throw error;
         s = await this.#kit.deps.store.get(id);
+        // Moved on by another replica that took it over (this one's lease ran out): that replica's to drive.
+        if (s && drivable(s) && s.leaseOwner !== this.#kit.deps.owner) return null;
       }
     }
     return s;
@@ -100,6 +102,11 @@ export class SessionRunner {
         throw new Error(`cannot advance a session in ${s.state}`);
     }
   }
+}
+
+/** A session a run goes on with: not ended, not waiting for a human or for a tool. */
+function drivable(s: SessionRecord): boolean {
+  return !isTerminal(s.state) && s.state !== "AWAITING_APPROVAL" && s.state !== "PARKED";
 }
 
 /** The answer's confidence on the session's span, so a trace shows how sure the policy was beside how it stopped. */

@@ -103,6 +103,11 @@ export async function build(
   if (config.openai) policies.set("openai", await openAiPolicy(config.openai, config.model.timeoutMs, prices));
   for (const policy of extra) policies.set(policy.name, policy);
   const counter = tokenCounter(config.model.encoding);
+  const rules = new SideEffectRules(registry);
+  sessionMetrics.knowTools(
+    registry.list().map((t) => t.name),
+    (name) => rules.isIrreversible(name),
+  );
   const orchestrator = new Orchestrator({
     store,
     registry,
@@ -126,7 +131,7 @@ export async function build(
         ? log.error("call secrets not reloaded", { reason: outcome.error })
         : log.warn("call secrets reloaded", { kids: outcome.kids }),
     ),
-    rules: new SideEffectRules(registry),
+    rules,
     approvals: config.approvals,
     context: config.context,
     tokenCounter: counter,

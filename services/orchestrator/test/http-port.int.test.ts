@@ -438,7 +438,15 @@ describe("bad input", () => {
     expect(await page.text()).toContain('data-testid="sessions-table"');
     expect((await fetch(`${orch.httpUrl}/app.js`)).headers.get("content-type")).toMatch(/javascript/);
     expect((await fetch(`${orch.httpUrl}/../package.json`)).status).toBe(404);
-    expect(await (await fetch(`${orch.httpUrl}/metrics`)).text()).toContain("grpc_client_handling_seconds_bucket");
+    const metrics = await (await fetch(`${orch.httpUrl}/metrics`)).text();
+    expect(metrics).toContain("grpc_client_handling_seconds_bucket");
+    // The series that name a tool exist before any session needs them (SessionMetrics.knowTools).
+    expect(metrics).toMatch(
+      /^loopguard_session_outcomes_total\{outcome="not_done",reason="effect_unknown: billing_refund"\} \d+$/m,
+    );
+    expect(metrics).toMatch(
+      /^loopguard_session_tool_results_total\{tool="kb_search_search",outcome="ok",served_from="degraded"\} \d+$/m,
+    );
   });
 });
 

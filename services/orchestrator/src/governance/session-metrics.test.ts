@@ -7,6 +7,8 @@ import { sessionHooks } from "../session/hooks.js";
 import { reasonLabel } from "../session/outcome.js";
 import { STOP_REASONS } from "../session/session-state.js";
 import { emptyCounts } from "../store/session-store-support.js";
+import { SideEffectRules } from "../guard/side-effects.js";
+import { ToolRegistry } from "../tool-registry.js";
 
 describe("SessionMetrics", () => {
   it("asks the store once per scrape for the figures two gauges share, at the time of the store's clock", async () => {
@@ -78,6 +80,29 @@ describe("SessionMetrics", () => {
     const after = await registry.metrics();
     expect(after).toMatch(/^loopguard_session_stops_total\{stop_reason="max_steps"\} 1$/m);
     expect(after).toMatch(/^loopguard_session_outcomes_total\{outcome="not_done",reason="max_steps"\} 1$/m);
+  });
+
+  it("exports the outcomes that name one tool and each tool's degraded answers at 0 once it knows the tools", async () => {
+    const registry = new Registry();
+    const metrics = new SessionMetrics(registry);
+    const tools = new ToolRegistry();
+    const rules = new SideEffectRules(tools);
+    metrics.knowTools(
+      tools.list().map((t) => t.name),
+      (name) => rules.isIrreversible(name),
+    );
+    const page = await registry.metrics();
+    const at0 = (name: string, labels: string) =>
+      expect(page).toMatch(new RegExp(`^${name}\\{${labels.replace(/[{}()]/g, "\\$&")}\\} 0$`, "m"));
+    for (const name of ["kb_search_search", "billing_refund", "risk_get_customer_risk"]) {
+      at0("loopguard_session_tool_results_total", `tool="${name}",outcome="ok",served_from="degraded"`);
+      at0("loopguard_session_outcomes_total", `outcome="partial",reason="degraded: ${name}"`);
+      at0("loopguard_session_outcomes_total", `outcome="partial",reason="tool_failed: ${name}"`);
+    }
+    // What only an irreversible call can leave: its effect not made, or not known.
+    at0("loopguard_session_outcomes_total", `outcome="not_done",reason="no_effect: billing_refund"`);
+    at0("loopguard_session_outcomes_total", `outcome="not_done",reason="effect_unknown: billing_refund"`);
+    expect(page).not.toContain('reason="no_effect: kb_search_search"');
   });
 
   it("counts a session that ended with its irreversible call's outcome unknown, and warns with its id", async () => {

@@ -2,6 +2,7 @@
 import { declareIn } from "@loopguard/tool-sdk";
 import { type Counter, Gauge, type Histogram, type Registry } from "prom-client";
 import { LATE_SPEND_FATES } from "../session/moves.js";
+import { LOW_CONFIDENCE, NOT_AS_ASKED, TOOL_NAMED_REASONS } from "../session/outcome.js";
 import { SESSION_STATES, STOP_REASONS } from "../session/session-state.js";
 import type { SessionStore } from "../store/session-store.js";
 
@@ -13,8 +14,8 @@ import type { SessionStore } from "../store/session-store.js";
 const BOUNDED_OUTCOMES: readonly (readonly [outcome: string, reason: string])[] = [
   ["succeeded", ""],
   ...STOP_REASONS.filter((stop) => stop !== "done").map((stop) => ["not_done", stop] as const),
-  ["partial", "not_as_asked"],
-  ["partial", "low_confidence"],
+  ["partial", NOT_AS_ASKED],
+  ["partial", LOW_CONFIDENCE],
 ];
 
 /** `query`, run once for every caller that asks while a run is in flight. */
@@ -187,11 +188,25 @@ export class SessionMetrics {
     this.effectsUnknown.inc(0);
     // Likewise the stops and outcomes SessionStopReasonsHigh, SessionNoProgressHigh and
     // SessionOutcomesNotSucceededHigh count: else every replica, after each restart, loses the first
-    // session it ends for each reason. Only the bounded outcomes: the reasons that name tools
-    // (degraded, tool_failed, no_effect, effect_unknown) or an error code (call_failed) are made
-    // on first use, as the tools are not known here.
+    // session it ends for each reason. Those that name a tool: knowTools.
     for (const stop_reason of STOP_REASONS) this.stops.inc({ stop_reason }, 0);
     for (const [outcome, reason] of BOUNDED_OUTCOMES) this.outcomes.inc({ outcome, reason }, 0);
+  }
+
+  /**
+   * The series that name the orchestrator's tools (model-visible names), at 0 from the start as the
+   * bounded ones are: each tool's outcome reasons (no_effect and effect_unknown only for an
+   * irreversible one), and the degraded answers ToolFallbacksServedHigh counts. A reason naming
+   * several tools, or a forwarded call's error code (call_failed), is made on first use.
+   */
+  knowTools(names: readonly string[], irreversible: (name: string) => boolean): void {
+    for (const name of names) {
+      this.toolResults.inc({ tool: name, outcome: "ok", served_from: "degraded" }, 0);
+      for (const [reason, outcome] of Object.entries(TOOL_NAMED_REASONS)) {
+        if (outcome === "not_done" && !irreversible(name)) continue;
+        this.outcomes.inc({ outcome, reason: `${reason}: ${name}` }, 0);
+      }
+    }
   }
 
   /**

@@ -22,7 +22,7 @@ export interface Outcome {
   readonly reason: string;
 }
 
-const LOW_CONFIDENCE = "low_confidence";
+export const LOW_CONFIDENCE = "low_confidence";
 
 /**
  * Codes of a tool's own fault (a bug, a broken release), not of the request: like a failure that
@@ -42,7 +42,20 @@ export function unsettledTool(s: SessionRecord): string | undefined {
   if (!pending.call) return undefined;
   return pending.unsettled || pending.approval?.kind === "outcome_unknown" ? pending.call.tool : undefined;
 }
-const NOT_AS_ASKED = "not_as_asked";
+export const NOT_AS_ASKED = "not_as_asked";
+
+/** The outcomes whose reason names the tools (by their model-visible names) behind them, with the kind of each. */
+export const TOOL_NAMED_REASONS = {
+  [EFFECT_UNKNOWN]: "not_done",
+  no_effect: "not_done",
+  degraded: "partial",
+  tool_failed: "partial",
+} as const satisfies Record<string, Outcome["kind"]>;
+
+/** An outcome whose reason names `tools`. */
+function toolNamed(reason: keyof typeof TOOL_NAMED_REASONS, tools: Iterable<string>): Outcome {
+  return { kind: TOOL_NAMED_REASONS[reason], reason: `${reason}: ${[...tools].join(", ")}` };
+}
 
 /** An outcome's reason as a metric label: without the words after its kind where they are unbounded (the policy's, amounts and ids). */
 export function reasonLabel(reason: string): string {
@@ -75,7 +88,7 @@ function notAsAsked(a: AskedEffect, effects: readonly EffectRecord[]): string | 
 export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceThreshold = 0): Outcome | undefined {
   if (!isTerminal(s.state)) return undefined;
   const unknown = unsettledTool(s);
-  if (unknown) return { kind: "not_done", reason: `${EFFECT_UNKNOWN}: ${unknown}` };
+  if (unknown) return toolNamed(EFFECT_UNKNOWN, [unknown]);
   // A task that asks for an effect succeeded when the effect was made as asked, however the session
   // ended after it: on every entity the task names, adding up to its figure (a cent of 50.00 is partial).
   const asked = rules.askedFor(s.task);
@@ -87,7 +100,7 @@ export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceTh
       if (unlike.length === 0) return { kind: "succeeded", reason: "" };
       return { kind: "partial", reason: `${NOT_AS_ASKED}: ${unlike.join("; ")}` };
     }
-    if (s.stopReason === "done") return { kind: "not_done", reason: `no_effect: ${missing.join(", ")}` };
+    if (s.stopReason === "done") return toolNamed("no_effect", missing);
   }
   if (s.stopReason !== "done") return { kind: "not_done", reason: s.stopReason ?? "unknown" };
   // A task that states no figure may still have led to an irreversible call (a refund task without
@@ -98,7 +111,7 @@ export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceTh
       h.kind === "observation" && rules.isIrreversible(h.tool) && !made.has(h.tool) ? [h.tool] : [],
     ),
   );
-  if (tried.size > 0) return { kind: "not_done", reason: `no_effect: ${[...tried].join(", ")}` };
+  if (tried.size > 0) return toolNamed("no_effect", tried);
   // A forwarded call (the MCP gateway's single-call session) is the whole task: its refusal is the answer, not a success.
   const forwarded =
     s.policy === SINGLE_CALL_POLICY ? contextOf(s).history.findLast((h) => h.kind === "observation") : undefined;
@@ -111,8 +124,8 @@ export function outcomeOf(s: SessionRecord, rules: SideEffectRules, confidenceTh
     if (item.envelope.servedFrom === "degraded") degraded.add(item.tool);
     else if (!item.envelope.ok && toolFailed(item.envelope.error?.code ?? "")) failed.add(item.tool);
   }
-  if (degraded.size > 0) return { kind: "partial", reason: `degraded: ${[...degraded].join(", ")}` };
-  if (failed.size > 0) return { kind: "partial", reason: `tool_failed: ${[...failed].join(", ")}` };
+  if (degraded.size > 0) return toolNamed("degraded", degraded);
+  if (failed.size > 0) return toolNamed("tool_failed", failed);
   const low = asked.length === 0 ? belowThreshold(contextOf(s).answerConfidence, confidenceThreshold) : undefined;
   if (low) return { kind: "partial", reason: `${LOW_CONFIDENCE}: ${low}` };
   return { kind: "succeeded", reason: "" };

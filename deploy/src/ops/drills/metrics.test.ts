@@ -80,6 +80,27 @@ loopguard_tool_client_calls_total{tool="kb-search",method="Search",outcome="answ
       failures: { "answer_too_large INTERNAL": 7 },
     });
   });
+
+  it("counts the host's degraded answers as fallbacks served, not as failed calls", () => {
+    const downPage = (failed: number, degraded: number) => `
+# TYPE loopguard_tool_client_calls_total counter
+loopguard_tool_client_calls_total{tool="kb-search",method="Search",outcome="ok",grpc_code="OK"} 10
+loopguard_tool_client_calls_total{tool="kb-search",method="Search",outcome="error",grpc_code="UNAVAILABLE"} ${failed}
+# TYPE loopguard_session_tool_results_total counter
+loopguard_session_tool_results_total{tool="kb_search_search",outcome="ok",served_from="degraded"} ${degraded}
+loopguard_session_tool_results_total{tool="kb_search_search",outcome="ok",served_from="live"} 10
+loopguard_session_tool_results_total{tool="risk_get_customer_risk",outcome="ok",served_from="degraded"} ${degraded}
+`;
+    const figures = toolCallFigures(
+      snapshot(["orchestrator-0", downPage(0, 0)]),
+      snapshot(["orchestrator-0", downPage(8, 3)]),
+      "kb-search",
+      "loopguard.kb.v1.KbSearchService",
+      ["kb_search_search"],
+    );
+    // 8 calls failed at the client; the host answered 3 of them with kb-search's degraded answer.
+    expect(figures).toMatchObject({ offered: 8, fallbacks: 3, failed: 5, failures: { "error UNAVAILABLE": 8 } });
+  });
 });
 
 const servers: ReturnType<typeof createServer>[] = [];

@@ -45,14 +45,27 @@ export interface ToolCallFigures {
   readonly offered: number;
   /** RPC attempts the client put on the wire, retries included. */
   readonly attempts: number;
+  /** Answers from the client's cache or degraded answer, and the host's degraded answers. */
   readonly fallbacks: number;
   readonly failed: number;
-  /** Failed calls by "outcome code", e.g. "error DEADLINE_EXCEEDED". */
+  /** The client's failed calls by "outcome code", e.g. "error DEADLINE_EXCEEDED" (also those the host then answered degraded). */
   readonly failures: Readonly<Record<string, number>>;
 }
 
-/** `grpcService`: the tool's protobuf service name, the label of the standard gRPC client metrics. */
-export function toolCallFigures(from: Snapshot, to: Snapshot, tool: string, grpcService: string): ToolCallFigures {
+/**
+ * `grpcService`: the tool's protobuf service name, the label of the standard gRPC client metrics;
+ * `names`: its methods' model-visible names (kb_search_search), under which sessions count the
+ * degraded answers the host gives itself when the tool stays down (session/park.ts). Sessions call
+ * with degraded: false, so the client counts each of those calls as failed: they are fallbacks
+ * served, as ToolFallbacksServedHigh counts them, not calls that got no answer.
+ */
+export function toolCallFigures(
+  from: Snapshot,
+  to: Snapshot,
+  tool: string,
+  grpcService: string,
+  names: readonly string[] = [],
+): ToolCallFigures {
   const calls = (outcome: string) => growth(from, to, "loopguard_tool_client_calls_total", { tool, outcome });
   const failures: Record<string, number> = {};
   const kinds = new Set<string>();
@@ -72,7 +85,12 @@ export function toolCallFigures(from: Snapshot, to: Snapshot, tool: string, grpc
     if (n > 0) failures[kind] = n;
   }
   const offered = growth(from, to, "loopguard_tool_client_calls_total", { tool });
-  const fallbacks = FALLBACK_OUTCOMES.reduce((sum, o) => sum + calls(o), 0);
+  const hostDegraded = names.reduce(
+    (sum, name) =>
+      sum + growth(from, to, "loopguard_session_tool_results_total", { tool: name, served_from: "degraded" }),
+    0,
+  );
+  const fallbacks = FALLBACK_OUTCOMES.reduce((sum, o) => sum + calls(o), hostDegraded);
   return {
     offered,
     attempts: growth(from, to, "grpc_client_handled_total", { grpc_service: grpcService }),

@@ -2,6 +2,7 @@
 // the scenario's fault plan (plan.ts) run by plan-run.ts beside the load (load.ts), with the plan's
 // side-effects check (money.ts) before and after, and what the run collected for the report.
 import { createRawClient, mintToken, type PersonRole, type RawClient, type ServiceSpec } from "@loopguard/tool-sdk";
+import { ToolRegistry } from "@loopguard/orchestrator/tool-registry";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
 import { elapsed, SessionLoad } from "./load.js";
 import { breakerTransitions, growth, MetricsSampler, type PageReader, toolCallFigures } from "./metrics.js";
@@ -132,7 +133,8 @@ export async function drive(
   const outcomes = await load.outcomes();
   const toolFigures: Record<string, ToolFigures> = {};
   for (const tool of tools) {
-    const figures = toolCallFigures(first, last, tool, contractOf(tool).typeName);
+    const names = new ToolRegistry([contractOf(tool)]).list().map((t) => t.name);
+    const figures = toolCallFigures(first, last, tool, contractOf(tool).typeName, names);
     toolFigures[tool] = { ...figures, breakerTransitions: breakerTransitions(first, last, tool) };
   }
   return {

@@ -57,6 +57,12 @@ export class CredentialsError extends Error {
   override readonly name = "CredentialsError";
 }
 
+/** A token header's key id as a CredentialsError names it: the caller's text, so 64 characters of it at most. */
+export function echoedKid(kid: unknown): string {
+  const text = String(kid);
+  return text.length > 64 ? `${text.slice(0, 64)}… (${text.length} characters)` : text;
+}
+
 /** A private key that signs tokens, with the key id its public half is published under. */
 export interface SigningKey {
   readonly kid: string;

@@ -8,7 +8,7 @@
 // async API, ~80–90 µs a token here against ~5 µs for createHmac (`pnpm bench auth`).
 import { createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type { JWK } from "jose";
-import { type Caller, CredentialsError, KeyError, type MintOptions, TOKEN_ISSUER } from "./auth.js";
+import { type Caller, CredentialsError, echoedKid, KeyError, type MintOptions, TOKEN_ISSUER } from "./auth.js";
 
 export const CALL_KEY_ALGORITHM = "HS256";
 /** Bytes of a call secret and of a tool's derived key. */
@@ -196,6 +196,6 @@ function unknownCallKey(header: string, holder: string): undefined {
   }
   if (parsed?.alg !== CALL_KEY_ALGORITHM) return undefined;
   throw new CredentialsError(
-    `the bearer token's call key ${String(parsed.kid)} is not one held by ${holder}: unknown or removed`,
+    `the bearer token's call key ${echoedKid(parsed.kid)} is not one held by ${holder}: unknown or removed`,
   );
 }

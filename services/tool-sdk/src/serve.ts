@@ -6,6 +6,7 @@
 // faults → response contract → the service's own interceptors → handler. Beside the contract it
 // serves grpc.health.v1 and reflection (server/introspection.ts), the ToolAdminService (fault
 // injection) and the HTTP port (server/http-port.ts); server/shutdown.ts drains and stops it.
+import { isIPv6 } from "node:net";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Server, type UntypedServiceImplementation } from "@grpc/grpc-js";
 import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
@@ -13,6 +14,7 @@ import { methodDefinition } from "./bridge.js";
 import { FAULT_PROFILE_ENV } from "./config.js";
 import { ConfigError } from "./settings.js";
 import { Effect, errorReasons, maxRequestBytesOf, methodPolicy, servicePolicy } from "./contract.js";
+import { status, ToolError } from "./errors.js";
 import { FaultSwitch, faultSummary } from "./faults.js";
 import { ServerMetrics } from "./metrics.js";
 import { OidcVerifier } from "./oidc.js";
@@ -27,6 +29,7 @@ import {
 } from "./server/handler.js";
 import type { UnaryRoute } from "./server/http-call.js";
 import { serveHttpPort } from "./server/http-port.js";
+import { MAX_VIOLATIONS } from "./server/json-body.js";
 import { type CallFn, compose, type Interceptor } from "./server/interceptor.js";
 import { serveIntrospection } from "./server/introspection.js";
 import type { ServeOptions, ToolDefinition, ToolServer } from "./server/options.js";
@@ -64,13 +67,15 @@ export async function serveTool<S extends DescService>(
   const metrics = options.metrics ?? new ServerMetrics(tool);
   const faults = new FaultSwitch();
   const log = options.logger;
+  // A profile naming no method of the service would switch nothing on, and a drill would run without its fault.
+  const names = service.methods.map((m) => m.name);
+  const unknownMethods = (methods: readonly string[]) =>
+    methods.flatMap((m, i) => (names.includes(m) ? [] : [[i, m] as const])).slice(0, MAX_VIOLATIONS);
+  const notMethods = (unknown: readonly (readonly [number, string])[]) =>
+    `names ${unknown.map(([, m]) => JSON.stringify(m)).join(", ")}, not a method of ${service.typeName} (${names.join(", ")})`;
   if (options.faultProfile) {
-    const names = service.methods.map((m) => m.name);
-    const unknown = options.faultProfile.methods.filter((m) => !names.includes(m));
-    if (unknown.length > 0)
-      throw new ConfigError(
-        `${FAULT_PROFILE_ENV}: methods names ${unknown.join(", ")}, not a method of ${service.typeName} (${names.join(", ")})`,
-      );
+    const unknown = unknownMethods(options.faultProfile.methods);
+    if (unknown.length > 0) throw new ConfigError(`${FAULT_PROFILE_ENV}: methods ${notMethods(unknown)}`);
     faults.set(options.faultProfile);
   }
   const verifier = new TokenVerifier(options.publicKeys, tool, {
@@ -186,7 +191,15 @@ export async function serveTool<S extends DescService>(
   register(
     ToolAdminService,
     {
-      setFaults: async (req: { profile?: unknown }, ctx: CallContext) => {
+      setFaults: async (req: { profile?: { methods: string[] } }, ctx: CallContext) => {
+        const unknown = unknownMethods(req.profile?.methods ?? []);
+        if (unknown.length > 0)
+          throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `profile.methods ${notMethods(unknown)}`, {
+            fieldViolations: unknown.map(([i]) => ({
+              field: `profile.methods[${i}]`,
+              description: `is not a method of ${service.typeName}`,
+            })),
+          });
         faults.set(req.profile as never);
         ctx.log.warn("fault profile changed", { faults: faultSummary(faults.profile) });
         return { profile: faults.profile };
@@ -197,7 +210,9 @@ export async function serveTool<S extends DescService>(
     undefined,
   );
 
-  const port = await bindAsync(server, `${options.host}:${options.port}`);
+  // An IPv6 literal (TOOL_HOST=::1) goes in brackets before its port.
+  const at = (p: number) => (isIPv6(options.host) ? `[${options.host}]:${p}` : `${options.host}:${p}`);
+  const port = await bindAsync(server, at(options.port));
   const { http, port: metricsPort } = await serveHttpPort({ options, metrics, slots, unaryRoutes, log });
   metrics.serving.set({ tool }, 1);
   const shutdown = shutdownOf({
@@ -215,7 +230,7 @@ export async function serveTool<S extends DescService>(
   const toolServer: ToolServer = {
     port,
     metricsPort,
-    address: `${options.host}:${port}`,
+    address: at(port),
     metrics,
     faults,
     inFlight: () => slots.inFlight,
@@ -226,7 +241,7 @@ export async function serveTool<S extends DescService>(
   if (options.exitOnSignals) toolServer.exitOnSignals();
   log.info("serving", {
     tool,
-    address: `${options.host}:${port}`,
+    address: at(port),
     metrics_port: metricsPort,
     limit: options.maxConcurrent,
     max_streams: maxStreams,

@@ -4,7 +4,7 @@
 // key's binding (subject and scopes). Follows the key files it was given, so a key revoked, removed
 // or added there takes effect within about a second, without a restart.
 import { type JWTPayload, jwtVerify } from "jose";
-import { type Caller, CredentialsError, credentialsErrorOf, TOKEN_ALGORITHM, TOKEN_ISSUER } from "./auth.js";
+import { type Caller, CredentialsError, credentialsErrorOf, echoedKid, TOKEN_ALGORITHM, TOKEN_ISSUER } from "./auth.js";
 import { type CallKey, CallKeyChecker, readCallKeys } from "./call-keys.js";
 import { FollowedFile } from "./followed-file.js";
 import { type BoundKeySet, scopeBeyond, subjectAllowed, type TrustedKey, trustedKeys } from "./key-bindings.js";
@@ -118,7 +118,7 @@ export class TokenVerifier {
             throw new CredentialsError(
               header.kid === undefined
                 ? "the bearer token names no key (kid)"
-                : `the bearer token's key ${header.kid} is not trusted (unknown or revoked)`,
+                : `the bearer token's key ${echoedKid(header.kid)} is not trusted (unknown or revoked)`,
             );
           return used.key;
         },
@@ -132,6 +132,10 @@ export class TokenVerifier {
     } catch (error) {
       throw credentialsErrorOf(error, this.#audience);
     }
+    // jose takes an audience list that holds this one: a token naming several services would be
+    // good at each of them, and one taken from one service could be spent at the others.
+    if (payload.aud !== this.#audience)
+      throw new CredentialsError(`the bearer token must name one audience, "${this.#audience}" (it names several)`);
     const key = used!;
     const subject = payload.sub ?? "";
     if (!subjectAllowed(key.binding, subject))

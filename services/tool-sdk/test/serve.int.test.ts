@@ -15,7 +15,15 @@ import { createRawClient, type RawClient } from "../src/raw-client.js";
 import { decodeStatusDetails, status, ToolError } from "../src/errors.js";
 import type { ToolHandlers } from "../src/serve.js";
 import type { Interceptor } from "../src/server/interceptor.js";
-import { checkHealth, metricValue, SAMPLE_HIT, startTestTool, testToken, type TestTool } from "../testing/index.js";
+import {
+  checkHealth,
+  metricValue,
+  SAMPLE_HIT,
+  startTestTool,
+  testPersonKey,
+  testToken,
+  type TestTool,
+} from "../testing/index.js";
 
 type KbHandlers = ToolHandlers<typeof KbSearchService>;
 
@@ -54,6 +62,14 @@ describe("serveTool", () => {
     const client = await t.client(["kb:read"]);
     const res = await client.search({ query: "refund", limit: 3 });
     expect(res.hits.map((h) => h.docId)).toEqual(["refund-policy"]);
+  });
+
+  it("serves on an IPv6 literal host (TOOL_HOST=::1), its address in brackets", async () => {
+    const t = await start(okHandlers, { host: "::1" });
+    expect(t.address).toMatch(/^\[::1\]:\d+$/);
+    const client = await t.client(["kb:read"]);
+    expect((await client.search({ query: "refund", limit: 1 })).hits).toHaveLength(1);
+    expect((await fetch(`http://[::1]:${t.server.metricsPort}/metrics`)).status).toBe(200);
   });
 
   it("refuses a request without a token as UNAUTHENTICATED", async () => {
@@ -314,6 +330,63 @@ describe("serveTool", () => {
     expect(denied.code).toBe(status.PERMISSION_DENIED);
     reader.close();
     admin.close();
+  });
+
+  it("refuses a fault profile naming a method the tool does not have, by field, and keeps the profile it had", async () => {
+    const t = await start(okHandlers);
+    const admin = createRawClient(ToolAdminService, t.address, {
+      token: await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] }),
+    });
+    await admin.setFaults({ profile: { addedLatencyMs: 5 } });
+    const error = await refusal(
+      admin.setFaults({ profile: { outage: true, methods: ["Search", "search"] } }),
+      CallError,
+    );
+    expect([error.code, error.reason]).toEqual([status.INVALID_ARGUMENT, "REQUEST_INVALID"]);
+    expect(error.fieldViolations).toEqual([
+      { field: "profile.methods[1]", description: "is not a method of loopguard.kb.v1.KbSearchService" },
+    ]);
+    expect((await admin.getFaults({})).profile).toMatchObject({ addedLatencyMs: 5, outage: false });
+    admin.close();
+  });
+
+  it("answers a request with hundreds of field violations at once, naming the first ten", async () => {
+    const t = await start(okHandlers);
+    const admin = createRawClient(ToolAdminService, t.address, {
+      token: await testToken({ subject: "drill", audience: "kb-search", scopes: ["tool:admin"] }),
+    });
+    const methods = Array.from({ length: 500 }, () => "");
+    const error = await refusal(admin.setFaults({ profile: { methods } }, { deadline: 10_000 }), CallError);
+    expect([error.code, error.reason]).toEqual([status.INVALID_ARGUMENT, "REQUEST_INVALID"]);
+    expect(error.fieldViolations).toHaveLength(10);
+    // 500 empty names, and one more than the 32 names a profile may hold.
+    expect(error.message).toMatch(/; and 491 more$/);
+    admin.close();
+  });
+
+  it("refuses a token that names several audiences, this one among them: it would be good at each", async () => {
+    const t = await start(okHandlers);
+    const token = await mintToken(testPersonKey("test"), {
+      subject: "test",
+      audience: ["kb-search", "billing"] as unknown as string,
+      scopes: ["kb:read"],
+    });
+    const error = await refusedSearchWith(t.address, token);
+    expect([error.code, error.reason]).toEqual([status.UNAUTHENTICATED, "CREDENTIALS_INVALID"]);
+    expect(error.message).toContain('must name one audience, "kb-search"');
+  });
+
+  it("echoes at most 64 characters of an unknown key id", async () => {
+    const t = await start(okHandlers);
+    const kid = "k".repeat(20_000);
+    const token = await mintToken(
+      { ...testPersonKey("test"), kid },
+      { subject: "test", audience: "kb-search", scopes: [] },
+    );
+    const error = await refusedSearchWith(t.address, token);
+    expect(error.code).toBe(status.UNAUTHENTICATED);
+    expect(error.message).toContain(`key ${"k".repeat(64)}… (20000 characters) is not trusted`);
+    expect(error.message.length).toBeLessThan(400);
   });
 
   it("reports SERVING, then NOT_SERVING while draining; in-flight calls finish, new ones are refused", async () => {

@@ -66,8 +66,8 @@ function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** Past these, a body is refused for them alone: the answer stays small however many keys the body has. */
-const MAX_VIOLATIONS = 10;
+/** Past these, a request is refused for them alone (a JSON body's keys, protovalidate's findings): the answer stays small however many there are. */
+export const MAX_VIOLATIONS = 10;
 /** An unknown key longer than this is not echoed (it is the caller's text, and may be anything). */
 const MAX_ECHOED_KEY_CHARS = 64;
 /**

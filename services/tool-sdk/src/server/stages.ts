@@ -16,6 +16,7 @@ import type { ServerMetrics } from "../metrics.js";
 import { context, startServerSpan } from "../tracing.js";
 import { violationsOf } from "../validation.js";
 import { type CallFn, type Interceptor, OversizedRequest, type ServerCall, UndecodableRequest } from "./interceptor.js";
+import { MAX_VIOLATIONS } from "./json-body.js";
 
 /** RED metrics: started, handled by code, handling seconds. Outermost, so every outcome counts. */
 export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interceptor {
@@ -144,14 +145,16 @@ export function validateStage(method: DescMethod, normalise: ((request: unknown)
     normalise?.(call.request);
     const violations = violationsOf(method.input, call.request as MessageShape<typeof method.input>);
     if (violations.length === 0) return next(call);
+    // The first ones only, as for a JSON body: a request with hundreds makes an answer too large
+    // for the trailers, which grpc-js then never sends (the caller waits for its deadline).
+    const named = violations.slice(0, MAX_VIOLATIONS);
+    const more = violations.length - named.length;
     return Promise.reject(
       new ToolError(
         status.INVALID_ARGUMENT,
         "REQUEST_INVALID",
-        `invalid ${method.input.name}: ${violations.map((v) => `${v.field}: ${v.description}`).join("; ")}`,
-        {
-          fieldViolations: violations,
-        },
+        `invalid ${method.input.name}: ${named.map((v) => `${v.field}: ${v.description}`).join("; ")}${more > 0 ? `; and ${more} more` : ""}`,
+        { fieldViolations: named },
       ),
     );
   };

@@ -427,6 +427,12 @@ describe("bad input", () => {
     );
     const unknown = await call("/api/nothing-here");
     expect([unknown.status, unknown.json.replacedBy]).toEqual([404, undefined]);
+    // Anyone may ask: a phone in the path is not echoed.
+    const phone = await call("/api/sessions/13912345678", { method: "GET" });
+    expect([phone.status, phone.json.message]).toEqual([
+      404,
+      "GET /api/sessions/[redacted] was removed: POST /loopguard.orchestrator.v1.OrchestratorService/GetSession instead (Connect, JSON body)",
+    ]);
     expect((await call(`/${OrchestratorService.typeName}/StartSession`, { method: "GET" })).status).toBe(405);
   });
 

@@ -128,6 +128,17 @@ describe("redactText", () => {
     expect(redactText("(13912345678 or later)")).toBe(`(${REDACTED} or later)`);
   });
 
+  it("masks numbers percent-encoded in a URL or a form body, keeping the rest as it came", () => {
+    expect(redactText("callback?phone=%2B8613912345678&x=1")).toBe(`callback?phone=${REDACTED}&x=1`);
+    expect(redactText("phone=%2B86%20139%201234%205678")).toBe(`phone=${REDACTED}`);
+    expect(redactText("id=%20110101198003121232 and id%3D11010519491231002X")).toBe(
+      `id=%20${REDACTED} and id%3D${REDACTED}`,
+    );
+    expect(redactText("tel%3A%28139%2912345678%29")).toBe(`tel%3A${REDACTED}%29`);
+    // An encoding that is none of a number's separators stays: "%41" is "A".
+    expect(redactText("50% off, code %41139")).toBe("50% off, code %41139");
+  });
+
   it("masks a number next to punctuation or other scripts", () => {
     expect(redactText("手机13800138000，身份证11010519491231002X")).toBe(`手机${REDACTED}，身份证${REDACTED}`);
     expect(redactText("手机：(139)12345678。")).toBe(`手机：${REDACTED}。`);

@@ -55,8 +55,9 @@ export function personalDataSpans(text: string): number[] {
   if (!mayBeDisguised(text)) return spansIn(text);
   const { text: folded, at } = fold(text);
   const spans = spansIn(folded);
-  // A span ends on a digit, an X or a ")": one code unit of the text, wherever it stands.
-  return at === undefined ? spans : spans.map((p, i) => (i % 2 === 0 ? at[p]! : at[p - 1]! + 1));
+  // A span ends on a digit, an X or a ")": one code unit of the text, or the three of a ")" percent-encoded.
+  if (at === undefined) return spans;
+  return spans.map((p, i) => (i % 2 === 0 ? at[p]! : at[p - 1]! + (text[at[p - 1]!] === "%" ? 3 : 1)));
 }
 
 /**

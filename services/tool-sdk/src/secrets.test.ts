@@ -27,6 +27,14 @@ describe("replaceSecrets", () => {
     ["an AWS access key id", "aws AKIAIOSFODNN7EXAMPLE", `aws ${REDACTED}`],
     ["a Google API key", "AIzaSyA-1234567890abcdefghijklmnopqrstu", REDACTED],
     ["a GitLab token", "glpat-abcdefghij0123456789", REDACTED],
+    ["a percent-encoded bearer JWT", `Authorization=Bearer%20${JWT}`, `Authorization=Bearer%20${REDACTED}`],
+    ["a bearer token in mixed case", "Authorization: BeArEr abcdefgh12345678", `Authorization: BeArEr ${REDACTED}`],
+    ["Basic credentials in mixed case", "bAsIc YWxpY2U6czNjcjN0IQ==", `bAsIc ${REDACTED}`],
+    [
+      "a URL's password",
+      "postgres://app:Sup3rS3cret@db:5432/loopguard failed",
+      `postgres://app:${REDACTED}@db:5432/loopguard failed`,
+    ],
   ])("masks %s", (_what, text, masked) => {
     expect(replaceSecrets(text, REDACTED)).toBe(masked);
   });
@@ -39,6 +47,8 @@ describe("replaceSecrets", () => {
       "desk_live_abcdefghijklmnop, AKIA1234 is short",
       "eyJhbGciOiJFZERTQSJ9 is a header alone",
       "heyJude.mp3.bak and keyJar.v2.txt are file names",
+      "x0eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2ln is inside a longer token",
+      "https://kb.example:8443/articles/12 and postgres://db:5432/loopguard hold no password",
     ];
     for (const text of untouched) expect(replaceSecrets(text, REDACTED)).toBe(text);
   });

@@ -1,8 +1,8 @@
 // Credentials a person pastes into free text (a goal, a note, an error echoing a header): JWTs,
-// "Bearer …" and "Basic …" values and API keys with a well-known prefix. redactText masks them with the personal
-// data. Hand-written: the maintained scanner on npm (secretlint) is an asynchronous linter of whole
-// files driven by a rule configuration, and this runs synchronously on every string of every step
-// record, where a few µs is the budget (docs/performance.md, "Redaction").
+// "Bearer …" and "Basic …" values, URL passwords and API keys with a well-known prefix. redactText
+// masks them with the personal data. Hand-written: the maintained scanner on npm (secretlint) is an
+// asynchronous linter of whole files driven by a rule configuration, and this runs synchronously on
+// every string of every step record, where a few µs is the budget (docs/performance.md, "Redaction").
 
 /**
  * A key with its issuer's prefix, standing at the start of a token: OpenAI and Anthropic `sk-…`,
@@ -14,21 +14,29 @@ const PREFIXED_KEY =
   "|xox[abprs]-[A-Za-z0-9-]{10,}|A[KS]IA[0-9A-Z]{16}|AIza[\\w-]{35}|glpat-[\\w-]{20,})";
 /**
  * A JWT or JWS: base64url JSON header ("{"" is "eyJ"), payload, and a signature (empty when
- * unsigned). It may follow an underscore (`access_token_eyJ…`), never a letter or a digit.
+ * unsigned). It may follow an underscore (`access_token_eyJ…`) or a percent-encoding
+ * (`Bearer%20eyJ…`), never another letter or digit.
  */
-const JWT = "(?<![A-Za-z0-9])eyJ[\\w-]+\\.[\\w-]+\\.[\\w-]*";
+const JWT = "(?<!(?<!%[0-9A-Fa-f])[A-Za-z0-9])eyJ[\\w-]+\\.[\\w-]+\\.[\\w-]*";
+/** The scheme's word in any case ("bearer", "BeArEr"), then spaces or a percent-encoded space. */
+const scheme = (word: string) => `(\\b${[...word].map((c) => `[${c.toUpperCase()}${c}]`).join("")}(?:\\s+|%20))`;
 /** RFC 6750's b64token after "Bearer ": the word stays, the token goes. */
-const BEARER = "(\\b[Bb]earer\\s+|\\bBEARER\\s+)([\\w.~+/-]+=*)";
+const BEARER = `${scheme("bearer")}([\\w.~+/-]+=*)`;
 /** RFC 7617's base64 of "user:password" after "Basic ": the word stays, the credentials go. */
-const BASIC = "(\\b[Bb]asic\\s+|\\bBASIC\\s+)([A-Za-z0-9+/]+=*)";
-const SECRET = new RegExp(`(?<![\\w-])${PREFIXED_KEY}(?![\\w-])|${JWT}(?![\\w-])|${BEARER}|${BASIC}`, "g");
+const BASIC = `${scheme("basic")}([A-Za-z0-9+/]+=*)`;
+/** The password of a URL's user information (`postgres://app:secret@db/x`): the rest of the URL stays. */
+const URL_PASSWORD = "(\\b[A-Za-z][\\w+.-]*://[^\\s/:@]+:)([^\\s/@]+)(?=@)";
+const SECRET = new RegExp(
+  `(?<![\\w-])${PREFIXED_KEY}(?![\\w-])|${JWT}(?![\\w-])|${BEARER}|${BASIC}|${URL_PASSWORD}`,
+  "g",
+);
 
 /**
  * The cheap test every text passes first: each shape above holds one of these, and the shortest
  * ("Basic " and the 4 characters of "a:b") is 10 characters long. A step record's strings hold none.
  */
 const MAY_HOLD_SECRET =
-  /eyJ|earer|EARER|asic|ASIC|sk-|k_live_|k_test_|gh[pousr]_|github_pat_|xox[abprs]-|A[KS]IA|AIza|glpat-/;
+  /eyJ|[Ee][Aa][Rr][Ee][Rr]|[Aa][Ss][Ii][Cc]|:\/\/|sk-|k_live_|k_test_|gh[pousr]_|github_pat_|xox[abprs]-|A[KS]IA|AIza|glpat-/;
 const SHORTEST_SECRET = 10;
 
 /**
@@ -52,14 +60,22 @@ function isBasicCredentials(word: string): boolean {
   return decoded.includes(":") && PRINTABLE.test(decoded);
 }
 
-/** `text` with every JWT, bearer token, Basic credentials and prefixed API key in it replaced by `replacement`. */
+/** `text` with every JWT, bearer token, Basic credentials, URL password and prefixed API key in it replaced by `replacement`. */
 export function replaceSecrets(text: string, replacement: string): string {
   if (text.length < SHORTEST_SECRET || !MAY_HOLD_SECRET.test(text)) return text;
   return text.replace(
     SECRET,
-    (found, bearer: string | undefined, token: string | undefined, basic: string | undefined, basicWord?: string) => {
+    (
+      found,
+      bearer: string | undefined,
+      token: string | undefined,
+      basic: string | undefined,
+      basicWord: string | undefined,
+      userinfo: string | undefined,
+    ) => {
       if (bearer !== undefined) return isBearerToken(token!) ? bearer + replacement : found;
       if (basic !== undefined) return isBasicCredentials(basicWord!) ? basic + replacement : found;
+      if (userinfo !== undefined) return userinfo + replacement;
       return replacement;
     },
   );

@@ -5,7 +5,7 @@ import { readFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createLogger, type HttpRoute, type Logger } from "@loopguard/tool-sdk";
+import { createLogger, type HttpRoute, type Logger, redactText } from "@loopguard/tool-sdk";
 import { SESSION_STATES, TERMINAL_STATES } from "../session/session-state.js";
 
 export interface HttpPortOptions {
@@ -71,11 +71,13 @@ export function replacementOf(verb: string, pathname: string): DescMethod | unde
 
 function removedApi(req: IncomingMessage, res: ServerResponse, pathname: string): void {
   const replacedBy = replacementOf(req.method === "HEAD" ? "GET" : (req.method ?? "GET"), pathname);
+  // The path as asked, masked: anyone may ask, and a path may hold a phone or an id card.
+  const asked = redactText(pathname);
   const body = {
     code: "not_found",
     message: replacedBy
-      ? `${req.method} ${pathname} was removed: POST ${connectPath(replacedBy)} instead (Connect, JSON body)`
-      : `${pathname}: the /api routes were removed; the HTTP API is POST /${OrchestratorService.typeName}/<Method>`,
+      ? `${req.method} ${asked} was removed: POST ${connectPath(replacedBy)} instead (Connect, JSON body)`
+      : `${asked}: the /api routes were removed; the HTTP API is POST /${OrchestratorService.typeName}/<Method>`,
     ...(replacedBy ? { replacedBy: `${OrchestratorService.typeName}.${replacedBy.name}` } : {}),
   };
   res

@@ -19,6 +19,11 @@ describe("the golden set's dry runs", () => {
     expect(parseGoldenSet(text, "tasks.jsonl", true).map((t) => t.task.dry_run)).toEqual([undefined, false]);
   });
 
+  it("says why a line is not JSON without quoting it: a cut-off phone in the quote would escape the masks", () => {
+    const text = '{"id":"r1","goal":"refund","task":{"phone":+8613800138000}}\n';
+    expect(() => parseGoldenSet(text, "tasks.jsonl")).toThrow(/^tasks\.jsonl:1: not JSON \(Unexpected token '\+'\)$/);
+  });
+
   it("runs every task dry without --live, whatever its line says, and as written with it", () => {
     const [unset, dry, asFalse, asText] = [{}, { dry_run: true }, { dry_run: false }, { dry_run: "no" }].map(
       (task, i) => parseGoldenSet(line(task, `t${i}`), "tasks.jsonl", true)[0]!,

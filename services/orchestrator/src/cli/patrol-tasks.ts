@@ -1,6 +1,7 @@
 // The patrol's golden set (test/golden/tasks.jsonl): one task per line with its expectation, read
 // strictly — a line that does not say what it expects is a usage error naming the line, never a
 // task silently skipped.
+import { jsonParseReason } from "@loopguard/tool-sdk";
 import { UsageError } from "./identity.js";
 
 export type Approval = "none" | "approve" | "deny";
@@ -31,7 +32,8 @@ function parseLine(line: string, where: string, live: boolean): GoldenTask {
   try {
     raw = JSON.parse(line);
   } catch (error) {
-    throw new UsageError(`${where}: not JSON (${(error as Error).message})`);
+    // Not V8's message: it quotes the line, and a cut-off phone or id card in it escapes the masks.
+    throw new UsageError(`${where}: not JSON (${jsonParseReason(error)})`);
   }
   if (!isObject(raw)) throw new UsageError(`${where}: expected a JSON object`);
   const { id, goal, task, policy, budget, scopes, idempotency_key: key, lane, expect } = raw;

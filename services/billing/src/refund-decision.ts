@@ -41,9 +41,10 @@ export function decideRefund(
     if (earlier.request_hash !== requestHash) {
       throw new LedgerError("IDEMPOTENCY_KEY_REUSED", "this idempotency key was used before for a different refund");
     }
-    return {
-      replay: { refund: refundOf(earlier), replayed: true, orderRefundableCents: earlier.refundable_after_cents },
-    };
+    const replay = { refund: refundOf(earlier), replayed: true, orderRefundableCents: earlier.refundable_after_cents };
+    // A dry run of a used key says what the call would do, a replay, and stays a dry run's answer:
+    // dry_run set and an "rf_dryrun" id, never the stored refund's, so no caller records it as made.
+    return { replay: command.dryRun ? { ...replay, refund: dryRunRefund(replay.refund), dryRun: true } : replay };
   }
   if (!order) throw new LedgerError("ORDER_NOT_FOUND", `order ${command.orderId} does not exist`);
   if (order.status !== "PAID") {
@@ -87,11 +88,16 @@ export function decideRefund(
  */
 export function dryRunOutcome(row: NewRefundRow): RefundOutcome {
   return {
-    refund: refundOf({ ...row, refund_id: `rf_dryrun${row.refund_id.slice(-10)}` }),
+    refund: dryRunRefund(refundOf(row)),
     replayed: false,
     orderRefundableCents: row.refundable_after_cents,
     dryRun: true,
   };
+}
+
+/** A refund as a dry run names it: under an id that says so. */
+function dryRunRefund(refund: RefundOutcome["refund"]): RefundOutcome["refund"] {
+  return { ...refund, refundId: `rf_dryrun${refund.refundId.slice(-10)}` };
 }
 
 /** The outcome of a refund `decideRefund` chose to insert, once written. */

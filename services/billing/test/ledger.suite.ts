@@ -124,6 +124,25 @@ export function describeRefundLedger(name: string, factory: LedgerFactory, optio
       expect(await h.refundRows("ord_DEMO00000001")).toHaveLength(1);
     });
 
+    it("a dry run of a key already used answers as a dry run of the replay: dry_run set, an rf_dryrun id, nothing written", async () => {
+      const made = await refund(ledger, {
+        orderId: "ord_DEMO00000002",
+        amountCents: 250,
+        idempotencyKey: "unit-key-made-0001",
+      });
+      const rows = await h.refundRows("ord_DEMO00000002");
+      const dry = await refund(ledger, {
+        orderId: "ord_DEMO00000002",
+        amountCents: 250,
+        idempotencyKey: "unit-key-made-0001",
+        dryRun: true,
+      });
+      expect(dry).toMatchObject({ dryRun: true, replayed: true, orderRefundableCents: made.orderRefundableCents });
+      expect(dry.refund.refundId).toMatch(/^rf_dryrun[A-Za-z0-9]{10}$/);
+      expect(dry.refund.refundId).not.toBe(made.refund.refundId);
+      expect(await h.refundRows("ord_DEMO00000002")).toEqual(rows);
+    });
+
     it("a dry run is refused exactly as the real refund would be, and writes nothing", async () => {
       await refund(ledger, { orderId: "ord_DEMO00000002", amountCents: 100, idempotencyKey: "unit-key-used-0001" });
       const cases: (Partial<RefundCommand> & { idempotencyKey: string })[] = [

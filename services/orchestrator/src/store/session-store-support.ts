@@ -121,7 +121,8 @@ export function decodeCursor(s: string): Cursor {
   } catch {
     parsed = undefined;
   }
-  if (!Array.isArray(parsed) || typeof parsed[0] !== "number" || typeof parsed[1] !== "string") {
+  // A time the store can compare with: 1e400 parses as Infinity, which no database column holds.
+  if (!Array.isArray(parsed) || !Number.isSafeInteger(parsed[0]) || parsed[0] < 0 || typeof parsed[1] !== "string") {
     throw new RangeError("invalid list cursor");
   }
   return { createdAt: parsed[0], id: parsed[1] };

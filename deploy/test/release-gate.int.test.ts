@@ -134,7 +134,7 @@ describe.skipIf(!prometheusBinary)("the release gate on real processes", () => {
       ['{"errorRate": 0.3,', /^billing: configuration error: LOOPGUARD_FAULT_PROFILE: not a fault profile: .+\n$/],
       [
         '{"errorRate": 0.3, "methods": ["GetOrdr"]}',
-        /^billing: configuration error: LOOPGUARD_FAULT_PROFILE: methods names GetOrdr, not a method of loopguard\.billing\.v1\.BillingService \(GetOrder, Refund, ListRefunds\)\n$/,
+        /^billing: configuration error: LOOPGUARD_FAULT_PROFILE: methods names "GetOrdr", not a method of loopguard\.billing\.v1\.BillingService \(GetOrder, Refund, ListRefunds\)\n$/,
       ],
     ] as const) {
       const result = await run([entry], { ...env, LOOPGUARD_FAULT_PROFILE: profile });

@@ -68,6 +68,7 @@ export function effectReservationTests(t: MoneyContext): void {
       entityHeld: 45_000,
       customer: 45_000,
       session: 0,
+      sessionAnyCurrency: 0,
     });
     await observe(store, executing, { settle: r1.key, outcome: "settled" });
     expect((await store.reservations("s1"))[0]?.status).toBe("settled");
@@ -76,6 +77,7 @@ export function effectReservationTests(t: MoneyContext): void {
       entityHeld: 0,
       customer: 45_000,
       session: 45_000,
+      sessionAnyCurrency: 45_000,
     });
 
     const s2 = await thinking(store, "s2");
@@ -86,6 +88,7 @@ export function effectReservationTests(t: MoneyContext): void {
       entityHeld: 0,
       customer: 45_000,
       session: 0,
+      sessionAnyCurrency: 0,
     });
   });
 
@@ -123,7 +126,7 @@ export function effectReservationTests(t: MoneyContext): void {
     ]);
     expect(await store.otherEffects(reservation("s2", { key: "other" }), 0)).toMatchObject({ entityHeld: 45_000 });
     // The effect itself, planned again, is not among the others: it is not counted twice.
-    expect(await store.otherEffects(r1, 0)).toEqual({ entityHeld: 0, customer: 0, session: 0 });
+    expect(await store.otherEffects(r1, 0)).toEqual({ entityHeld: 0, customer: 0, session: 0, sessionAnyCurrency: 0 });
   });
 
   it("keeps totals per currency and per customer window, and the customer's across entities and sessions", async () => {
@@ -143,17 +146,25 @@ export function effectReservationTests(t: MoneyContext): void {
       entityHeld: 0,
       customer: 160_000,
       session: 0,
+      sessionAnyCurrency: 0,
     });
     expect(await store.otherEffects(reservation("s4", { entityId: "ord_D", currency: "CNY" }), since)).toEqual({
       entityHeld: 0,
       customer: 150_000,
       session: 0,
+      sessionAnyCurrency: 0,
+    });
+    // The session's own total is per currency; what the task's figure bounds counts every currency.
+    expect(await store.otherEffects(reservation("s3", { key: "other", entityId: "ord_D" }), since)).toMatchObject({
+      session: 0,
+      sessionAnyCurrency: 150_000,
     });
     // The window is counted in whole hours: an amount leaves it once the window starts after its hour.
     expect(await store.otherEffects(reservation("s4", { entityId: "ord_D" }), t.now() + CUSTOMER_BUCKET_MS)).toEqual({
       entityHeld: 0,
       customer: 0,
       session: 0,
+      sessionAnyCurrency: 0,
     });
     const refused = await call(store, await thinking(store, "s4"), {
       reserve: reservation("s4", { entityId: "ord_D" }),
@@ -199,11 +210,13 @@ export function effectReservationTests(t: MoneyContext): void {
       entityHeld: 0,
       customer: 45_000,
       session: 45_000,
+      sessionAnyCurrency: 45_000,
     });
     expect(await store.otherEffects(reservation("s2", { key: "other", entityId: "ord_B" }), 0)).toEqual({
       entityHeld: 0,
       customer: 45_000,
       session: 0,
+      sessionAnyCurrency: 0,
     });
   });
 
@@ -224,6 +237,7 @@ export function effectReservationTests(t: MoneyContext): void {
       entityHeld: 0,
       customer: 90_000,
       session: 0,
+      sessionAnyCurrency: 0,
     });
     expect(await store.otherEffects(reservation("s1", { key: "other" }), 0)).toMatchObject({ session: 45_000 });
   });
@@ -242,6 +256,7 @@ export function effectReservationTests(t: MoneyContext): void {
       entityHeld: 0,
       customer: made ? 45_000 : 0,
       session: 0,
+      sessionAnyCurrency: 0,
     });
     expect(await t.store().otherEffects(reservation("s1", { key: "other" }), 0)).toMatchObject({
       session: made ? 45_000 : 0,

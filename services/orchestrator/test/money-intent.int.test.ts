@@ -113,7 +113,7 @@ describe("per customer and per currency", () => {
     );
   });
 
-  it("a session's total never adds two currencies", async () => {
+  it("a session's total against its approval threshold never adds two currencies", async () => {
     const { orch } = await withModel(
       [
         () => toolCall("billing_refund", refund("ord_DEMO00000001", 8000), "r1"),
@@ -127,11 +127,30 @@ describe("per customer and per currency", () => {
     const s = await start(orch, {
       kind: "refund",
       order_ids: ["ord_DEMO00000001", "ord_DEMO00000010"],
-      amount_cents: 8000,
+      amount_cents: 16_000,
       reason: "DAMAGED",
     });
     expect(s.stopReason).toBe("done");
     expect([...(await refundsOf("ord_DEMO00000001")), ...(await refundsOf("ord_DEMO00000010"))]).toEqual([8000, 8000]);
+  });
+
+  it("the task's figure names no currency: refunds in two currencies both count against it, and the one past it waits for a human", async () => {
+    const { orch } = await withModel([
+      () => toolCall("billing_refund", refund("ord_DEMO00000001", 8000), "r1"),
+      () => toolCall("billing_refund", refund("ord_DEMO00000010", 8000), "r2"),
+      done,
+    ]);
+    const s = await start(orch, {
+      kind: "refund",
+      order_ids: ["ord_DEMO00000001", "ord_DEMO00000010"],
+      amount_cents: 8000,
+      reason: "DAMAGED",
+    });
+    expect(s.pendingApproval?.reason).toMatch(
+      /this session would move 16000 in total, 8000 of it in other currencies \(this call 8000 CNY\), above the task's amount_cents of 8000/,
+    );
+    expect([...(await refundsOf("ord_DEMO00000001")), ...(await refundsOf("ord_DEMO00000010"))]).toEqual([8000]);
+    await orch.api.cancelSession({ sessionId: s.sessionId, reason: "test over" });
   });
 });
 

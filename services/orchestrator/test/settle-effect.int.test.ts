@@ -122,6 +122,7 @@ describe("pnpm settle-effect", () => {
       entityHeld: 45_000,
       customer: 45_000,
       session: 0,
+      sessionAnyCurrency: 0,
     });
     const run = await settle(
       "lost1",
@@ -139,6 +140,7 @@ describe("pnpm settle-effect", () => {
       entityHeld: 0,
       customer: 0,
       session: 0,
+      sessionAnyCurrency: 0,
     });
   }, 30_000);
 

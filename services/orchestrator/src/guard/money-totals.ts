@@ -56,15 +56,19 @@ export function decideMoney(input: MoneyInput): MoneyDecision {
     );
   if (task && task.figure === undefined)
     reasons.push(`the task states no ${task.field}, so a human decides the amount (${r.amount} ${cur})`);
-  else if (task?.figure !== undefined && totals.session > task.figure) {
-    reasons.push(
-      `this session would move ${totals.session} ${cur} in total (this call ${r.amount}), above the task's ${task.field} of ${task.figure}`,
-    );
+  else if (task?.figure !== undefined && totals.task > task.figure) {
+    // The task's figure names no currency: what the session moved in another one counts too.
+    const elsewhere = totals.task - totals.session;
+    const moved =
+      elsewhere > 0
+        ? `${totals.task} in total, ${elsewhere} of it in other currencies (this call ${r.amount} ${cur})`
+        : `${totals.task} ${cur} in total (this call ${r.amount})`;
+    reasons.push(`this session would move ${moved}, above the task's ${task.field} of ${task.figure}`);
   }
   const approving = reasons.length > 0;
   const raised = (threshold: number, total: number) => (approving ? Math.max(threshold, total) : threshold);
   const taskMax =
-    task === undefined ? undefined : task.figure === undefined ? totals.session : raised(task.figure, totals.session);
+    task === undefined ? undefined : task.figure === undefined ? totals.task : raised(task.figure, totals.task);
   return {
     totals,
     reasons,

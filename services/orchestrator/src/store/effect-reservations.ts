@@ -67,6 +67,12 @@ export interface EffectTotals {
   readonly customer: number;
   /** The session's held and made amounts in this currency + this amount. */
   readonly session: number;
+  /**
+   * The session's held and made amounts in every currency + this amount: what the task's figure
+   * bounds. A task's amount_cents names no currency, so refunds in two currencies both count
+   * against it, or one figure would let its amount through once per currency.
+   */
+  readonly task: number;
 }
 
 /** What other effects hold or made, as a store sums them (the reservation's own key left out). */
@@ -74,6 +80,8 @@ export interface OtherEffects {
   readonly entityHeld: number;
   readonly customer: number;
   readonly session: number;
+  /** The session's, in every currency. */
+  readonly sessionAnyCurrency: number;
 }
 
 export type LimitName = "entity" | "customer" | "session" | "task";
@@ -100,6 +108,7 @@ export function totalsOf(r: Reservation, entityMoved: number, others: OtherEffec
     entity: entityMoved + others.entityHeld + r.amount,
     customer: others.customer + r.amount,
     session: others.session + r.amount,
+    task: others.sessionAnyCurrency + r.amount,
   };
 }
 
@@ -109,7 +118,7 @@ export function exceededLimits(totals: EffectTotals, limits: ReservationLimits):
   if (totals.entity > limits.entityMax) out.push("entity");
   if (totals.customer > limits.customerMax) out.push("customer");
   if (totals.session > limits.sessionMax) out.push("session");
-  if (limits.taskMax !== undefined && totals.session > limits.taskMax) out.push("task");
+  if (limits.taskMax !== undefined && totals.task > limits.taskMax) out.push("task");
   return out;
 }
 
@@ -218,7 +227,8 @@ export const RESERVATION_SQL = {
       coalesce((SELECT held FROM effect_totals WHERE scope = 'entity' AND id = :entityKey AND currency = '' AND bucket = 0), 0) AS entity_held,
       coalesce((SELECT sum(held + made) FROM effect_totals
         WHERE scope = 'customer' AND id = :customerId AND id <> '' AND currency = :currency AND bucket >= :sinceBucket), 0) AS customer,
-      coalesce((SELECT held + made FROM effect_totals WHERE scope = 'session' AND id = :sessionId AND currency = :currency AND bucket = 0), 0) AS session`,
+      coalesce((SELECT held + made FROM effect_totals WHERE scope = 'session' AND id = :sessionId AND currency = :currency AND bucket = 0), 0) AS session,
+      coalesce((SELECT sum(held + made) FROM effect_totals WHERE scope = 'session' AND id = :sessionId AND bucket = 0), 0) AS session_any`,
   /** Insert, or turn a released reservation of the same key back into a held one. */
   upsert: `INSERT INTO effect_reservations (key, session_id, tool, entity, entity_id, customer_id, currency, amount, status, created_at, settled_at)
     VALUES (:key, :sessionId, :tool, :entity, :entityId, :customerId, :currency, :amount, 'held', :now, NULL)
@@ -258,15 +268,25 @@ export function othersBesides(
         ? amount
         : 0),
     session: sums.session - (sameCurrency ? amount : 0),
+    sessionAnyCurrency: sums.sessionAnyCurrency - amount,
   };
 }
 
-export function othersOf(row: {
+/** The others query's row, as each driver returns it (PostgreSQL's sums as strings). */
+export interface OthersRow {
   entity_held: number | string;
   customer: number | string;
   session: number | string;
-}): OtherEffects {
-  return { entityHeld: Number(row.entity_held), customer: Number(row.customer), session: Number(row.session) };
+  session_any: number | string;
+}
+
+export function othersOf(row: OthersRow): OtherEffects {
+  return {
+    entityHeld: Number(row.entity_held),
+    customer: Number(row.customer),
+    session: Number(row.session),
+    sessionAnyCurrency: Number(row.session_any),
+  };
 }
 
 export function toReservationRecord(r: ReservationRow): ReservationRecord {

@@ -25,8 +25,6 @@ export type RunStatement = <R extends pg.QueryResultRow>(
   client?: pg.ClientBase | pg.Pool,
 ) => Promise<R[]>;
 
-type OthersRow = { entity_held: string; customer: string; session: string };
-
 /**
  * The advisory locks a change takes, in the order it takes them: a reserve's entity, then its customer's currency.
  * The store takes a replica's turn on each in the same order (Turns.takeEach) before it takes a pooled connection.
@@ -61,7 +59,7 @@ export async function changeMoney(
   const params = reservations.reservationParams(r, money.limits.customerSince, now);
   for (const name of lockNamesOf(money)) await rows(RESERVE_LOCK, { name }, client);
   const existing = (await rows<{ status: reservations.ReservationStatus }>(Q.status, params, client))[0]?.status;
-  const others = reservations.othersOf((await rows<OthersRow>(Q.others, params, client))[0]!);
+  const others = reservations.othersOf((await rows<reservations.OthersRow>(Q.others, params, client))[0]!);
   if (reservations.decideReservation(r, money.limits, existing, others) !== "insert") return;
   await rows(Q.reserve, params, client);
   await rows(Q.addTotals, reservations.reservedTotals(r, now), client);
@@ -85,8 +83,8 @@ export async function ownRowOf(rows: RunStatement, key: string): Promise<reserva
 export async function otherEffectsRow(
   rows: RunStatement,
   p: ReturnType<typeof reservations.reservationParams>,
-): Promise<OthersRow> {
-  return (await rows<OthersRow>(Q.others, p))[0]!;
+): Promise<reservations.OthersRow> {
+  return (await rows<reservations.OthersRow>(Q.others, p))[0]!;
 }
 
 export function reservationRowsOf(rows: RunStatement, sessionId: string): Promise<reservations.ReservationRow[]> {

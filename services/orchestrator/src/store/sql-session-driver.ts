@@ -1,6 +1,12 @@
 // The row-level protocol a SQL session store's backend supplies (its statements, run on its
 // driver), with the row mapping and the outage translation every backend shares.
-import type { handSettleParams, ReservationRow, MoneyChange, reservationParams } from "./effect-reservations.js";
+import type {
+  handSettleParams,
+  MoneyChange,
+  OthersRow,
+  ReservationRow,
+  reservationParams,
+} from "./effect-reservations.js";
 import type { SessionState } from "../session/session-state.js";
 import type {
   AuditRow,
@@ -61,9 +67,7 @@ export abstract class SqlSessionDriver {
     money: MoneyChange | undefined,
     now: number,
   ): Promise<Moved>;
-  protected abstract otherEffectRows(
-    p: ReturnType<typeof reservationParams>,
-  ): Promise<{ entity_held: number | string; customer: number | string; session: number | string }>;
+  protected abstract otherEffectRows(p: ReturnType<typeof reservationParams>): Promise<OthersRow>;
   protected abstract reservationRows(sessionId: string): Promise<ReservationRow[]>;
   protected abstract reservationRow(key: string): Promise<ReservationRow | undefined>;
   /** The reservation settled with the totals in one transaction; undefined (nothing written) unless it was held. */

@@ -8,7 +8,7 @@ type Params = ReturnType<typeof reservations.reservationParams>;
 
 export class SqliteReservations {
   private readonly status: Database.Statement<[Params], { status: reservations.ReservationStatus }>;
-  private readonly others: Database.Statement<[Params], { entity_held: number; customer: number; session: number }>;
+  private readonly others: Database.Statement<[Params], reservations.OthersRow>;
   private readonly upsert: Database.Statement<[Params]>;
   private readonly settle: Database.Statement<
     [{ key: string; outcome: string; now: number }],

@@ -149,6 +149,7 @@ export {
 export { shutdownTelemetry, startTelemetry } from "./telemetry.js";
 export { type CallFn, compose, type Interceptor, type ServerCall } from "./server/interceptor.js";
 export { jsonParseReason } from "./server/json-body.js";
+export { HTTP_REQUEST_TIMEOUT_MS, httpServerOptions } from "./server/http-port.js";
 export {
   type CallContext,
   type HttpRoute,

@@ -5,6 +5,7 @@ import { BadRequestSchema, ErrorInfoSchema } from "@loopguard/proto/gen/google/r
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { connect } from "node:net";
 import { gzipSync } from "node:zlib";
 import { afterEach, describe, expect, it } from "vitest";
 import type { ToolHandlers } from "../src/serve.js";
@@ -172,6 +173,74 @@ describe("Connect on the HTTP port", () => {
     const bytes = Buffer.from([0x0a, 0xc8, 0x01, 0x41]);
     expect(await get(`base64=1&message=${bytes.toString("base64url")}`)).toEqual([400, "invalid_argument"]);
     expect(await get(`message=${encodeURIComponent("\n\u00c8\u0001A")}`)).toEqual([400, "invalid_argument"]);
+  });
+
+  it("answers a GET whose message is not base64 400 at once, in either encoding, before any token is checked", async () => {
+    await connectClient(undefined);
+    for (const encoding of ["proto", "json"]) {
+      const res = await fetch(
+        `http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search?connect=v1&encoding=${encoding}&base64=1&message=!!!!`,
+        { signal: AbortSignal.timeout(5000) },
+      );
+      expect([encoding, res.status, await res.json()]).toEqual([
+        encoding,
+        400,
+        expect.objectContaining({
+          code: "invalid_argument",
+          message: "the message parameter is not base64url (base64=1)",
+        }),
+      ]);
+    }
+  });
+
+  it("takes a timeout as long as a timer can wait, refuses a longer one, and answers one that has passed deadline exceeded", async () => {
+    await connectClient(["kb:read"]);
+    const token = await testToken({ subject: "test", scopes: ["kb:read"], audience: "kb-search" });
+    const search = async (timeoutMs: string) => {
+      const res = await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          "connect-timeout-ms": timeoutMs,
+        },
+        body: '{"query":"refund","limit":1}',
+      });
+      return [res.status, ((await res.json()) as { code?: string }).code];
+    };
+    // 24.8 days: answered. Connect's header allows 10 digits (115 days), which a timer fired at once for.
+    expect(await search("2147483647")).toEqual([200, undefined]);
+    expect(await search("9999999999")).toEqual([400, "invalid_argument"]);
+    expect(await search("0")).toEqual([504, "deadline_exceeded"]);
+  });
+
+  it("answers a request whose body never ends 408 once its time to arrive is over, and shuts down without waiting for it", async () => {
+    tool = await startTestTool({ service: KbSearchService, handlers }, { connect: true, httpRequestTimeoutMs: 1000 });
+    const token = await testToken({ subject: "test", scopes: ["kb:read"], audience: "kb-search" });
+    const started = Date.now();
+    const stalled = (): Promise<string> =>
+      new Promise((done) => {
+        const socket = connect(tool!.server.metricsPort, "127.0.0.1", () =>
+          socket.write(
+            `POST /${KbSearchService.typeName}/Search HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+              "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n",
+          ),
+        );
+        let text = "";
+        socket.on("data", (chunk) => (text += chunk.toString()));
+        socket.on("close", () => done(text.split("\r\n")[0] ?? ""));
+        socket.on("error", () => undefined);
+      });
+    expect(await stalled()).toBe("HTTP/1.1 408 Request Timeout");
+    expect(Date.now() - started).toBeLessThan(5000);
+    // One left stalled when the server stops: the shutdown closes it rather than wait for it.
+    const left = stalled();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const stopping = Date.now();
+    await tool.close();
+    tool = undefined;
+    expect(Date.now() - stopping).toBeLessThan(1000);
+    await left;
   });
 
   it("ends a call at the caller's timeout with deadline exceeded", async () => {

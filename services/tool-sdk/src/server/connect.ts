@@ -19,6 +19,7 @@ import { status, ToolError, wireParts } from "../errors.js";
 import type { UnaryInvoker, UnaryRoute } from "./http-call.js";
 import { checkJsonBody } from "./json-body.js";
 import { undecodable } from "./stages.js";
+import { MAX_TIMER_MS } from "../timers.js";
 
 /** A ToolError for a Connect handler: Connect's codes are gRPC's numbers, its details the same google.rpc messages. */
 function toConnectError(error: ToolError, domain: string): ConnectError {
@@ -90,6 +91,9 @@ export function connectRoutes(
   const handle = connectNodeAdapter({
     ...CONNECT_ONLY,
     readMaxBytes: CONNECT_READ_MAX_BYTES,
+    // Connect's header allows ten digits (115 days); past setTimeout's 2^31 - 1 ms a timer fires at
+    // once, and every such call would be cut off as it starts. Longer is refused invalid_argument.
+    maxTimeoutMs: MAX_TIMER_MS,
     acceptCompression: [compressionGzip, compressionBrotli].map(callersFault),
     // Served by an HTTP/1.1 server, so every request is an IncomingMessage.
     fallback: (req, res) => fallback(req as IncomingMessage, res as ServerResponse),
@@ -105,6 +109,7 @@ export function connectRoutes(
                 headers: context.requestHeader,
                 signal: context.signal,
                 timeoutMs: context.timeoutMs(),
+                expired: () => ConnectError.from(context.signal.reason).code === Code.DeadlineExceeded,
               })) as never;
             } catch (error) {
               throw error instanceof ToolError ? toConnectError(error, domain) : error;
@@ -120,6 +125,8 @@ export function connectRoutes(
 }
 
 const BINARY = /^application\/proto(?:;|$)/i;
+/** Base64 in either alphabet (Connect's GET uses base64url), padded or not. */
+const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
 /**
  * A method's handler that first decodes a binary request (uncompressed: a compressed one is
@@ -128,22 +135,39 @@ const BINARY = /^application\/proto(?:;|$)/i;
  * does: Connect's own parse answers them `internal` ("parse binary: …"), with no hook before it.
  */
 function refusingUndecodable(handler: UniversalHandler, input: DescMessage, domain: string): UniversalHandler {
+  const answer = (refused: ToolError): UniversalServerResponse => ({
+    status: 400,
+    header: new Headers({ "content-type": "application/json" }),
+    body: replay([errorToJsonBytes(toConnectError(refused, domain), {})]),
+  });
   const refuse = (bytes: Uint8Array): UniversalServerResponse | undefined => {
     try {
       fromBinary(input, bytes);
       return undefined;
     } catch {
-      const refused = undecodable(input, bytes.byteLength);
-      return {
-        status: 400,
-        header: new Headers({ "content-type": "application/json" }),
-        body: replay([errorToJsonBytes(toConnectError(refused, domain), {})]),
-      };
+      return answer(undecodable(input, bytes.byteLength));
     }
   };
   const checked = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
     if (request.method === "GET") {
-      const bytes = getMessage(request.url);
+      const query = new URL(request.url, "http://connect.invalid").searchParams;
+      // Connect's adapter leaves a base64 decoder's throw unanswered (the request hangs) or answers
+      // it internal: a message that is not base64 is the caller's mistake, answered here.
+      const notBase64 = () =>
+        answer(
+          new ToolError(
+            status.INVALID_ARGUMENT,
+            "REQUEST_INVALID",
+            "the message parameter is not base64url (base64=1)",
+          ),
+        );
+      if (query.get("base64") === "1" && !BASE64.test(query.get("message") ?? "")) return notBase64();
+      let bytes: Uint8Array | undefined;
+      try {
+        bytes = getMessage(query);
+      } catch {
+        return notBase64();
+      }
       return (bytes && refuse(bytes)) ?? handler(request);
     }
     const encoding = request.header.get("content-encoding") ?? "identity";
@@ -169,8 +193,7 @@ function refusingUndecodable(handler: UniversalHandler, input: DescMessage, doma
  * text's bytes); undefined for JSON, a compressed message (Connect's to decompress) or one past the
  * read limit (Connect's to refuse).
  */
-function getMessage(url: string): Uint8Array | undefined {
-  const query = new URL(url, "http://connect.invalid").searchParams;
+function getMessage(query: URLSearchParams): Uint8Array | undefined {
   const compression = query.get("compression") ?? "identity";
   if (query.get("encoding") !== "proto" || compression !== "identity") return undefined;
   const message = query.get("message") ?? "";

@@ -11,9 +11,11 @@ import { type CallFn, OversizedRequest, type ServerCall } from "./interceptor.js
 export interface HttpCallInit {
   /** Read like gRPC metadata: authorization, traceparent. */
   readonly headers: Headers;
-  /** Aborted when the caller goes away. */
+  /** Aborted when the caller goes away, or when its timeout passes (then `expired` says so). */
   readonly signal: AbortSignal;
   readonly timeoutMs?: number | undefined;
+  /** Whether the signal was aborted by the caller's timeout. */
+  readonly expired?: () => boolean;
 }
 
 /**
@@ -42,12 +44,16 @@ function metadataOf(headers: Headers): Metadata {
 }
 
 export function unaryInvoker(routes: ReadonlyMap<DescMethod, UnaryRoute>, log: Logger): UnaryInvoker {
-  return (method, request, { headers, signal, timeoutMs }) => {
+  return (method, request, { headers, signal, timeoutMs, expired }) => {
     const route = routes.get(method);
     if (!route) return Promise.reject(new Error(`${method.parent.typeName}/${method.name} is not served over HTTP`));
     const abort = new AbortController();
     const onAbort = () =>
-      abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
+      abort.abort(
+        expired?.()
+          ? new ToolError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", "the deadline passed")
+          : new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"),
+      );
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
     // The method's size limit is the contract's, in its binary form, as over gRPC.

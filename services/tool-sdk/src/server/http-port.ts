@@ -8,6 +8,22 @@ import { type UnaryRoute, unaryInvoker } from "./http-call.js";
 import type { ServeOptions } from "./options.js";
 import type { CallSlots } from "./slots.js";
 
+/**
+ * How long a request may take to arrive, its headers and its body: one that never ends (a slow or
+ * stalled client) is answered 408 then and its connection closed. Node's own default holds it for
+ * five minutes, so a few such clients would keep sockets and a shutdown waiting.
+ */
+export const HTTP_REQUEST_TIMEOUT_MS = 30_000;
+
+/** The options of every HTTP server of the suite: its requests' timeouts, checked every second. */
+export function httpServerOptions(requestTimeoutMs = HTTP_REQUEST_TIMEOUT_MS) {
+  return {
+    requestTimeout: requestTimeoutMs,
+    headersTimeout: Math.min(10_000, requestTimeoutMs),
+    connectionsCheckingInterval: 1000,
+  };
+}
+
 function listenHttp(server: HttpServer, host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once("error", reject);
@@ -45,6 +61,7 @@ export async function serveHttpPort(
     }
   };
   const http = createServer(
+    httpServerOptions(options.httpRequestTimeoutMs),
     options.connect ? (await import("./connect.js")).connectRoutes(unaryRoutes, invoke, routeHttp) : routeHttp,
   );
   return { http, port: await listenHttp(http, options.host, options.metricsPort) };

@@ -91,6 +91,8 @@ export interface ServeOptions {
   readonly connect?: boolean;
   /** Extra routes on the HTTP port (beside /metrics, /healthz and Connect's). */
   readonly http?: HttpRoute;
+  /** How long a request to the HTTP port may take to arrive, headers and body (default HTTP_REQUEST_TIMEOUT_MS). */
+  readonly httpRequestTimeoutMs?: number;
   /**
    * Install SIGTERM/SIGINT handlers (drain, then exit 0) before announcing "serving", so a
    * signal can never arrive between the two. For processes; tests in-process leave it off.

@@ -52,8 +52,11 @@ export function shutdownOf(parts: StopParts): () => Promise<void> {
           resolve();
         });
       });
-      await new Promise<void>((resolve) => parts.http.close(() => resolve()));
+      const closed = new Promise<void>((resolve) => parts.http.close(() => resolve()));
+      // The calls are drained: what is left on the HTTP port is idle, or a request that never
+      // finished arriving, which close() alone would wait for.
       parts.http.closeAllConnections();
+      await closed;
       await parts.close?.();
       log.info("stopped", { tool });
     })();

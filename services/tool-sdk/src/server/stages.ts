@@ -17,6 +17,7 @@ import { context, startServerSpan } from "../tracing.js";
 import { violationsOf } from "../validation.js";
 import { type CallFn, type Interceptor, OversizedRequest, type ServerCall, UndecodableRequest } from "./interceptor.js";
 import { MAX_VIOLATIONS } from "./json-body.js";
+import { MAX_TIMER_MS } from "../timers.js";
 
 /** RED metrics: started, handled by code, handling seconds. Outermost, so every outcome counts. */
 export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interceptor {
@@ -162,10 +163,12 @@ export function validateStage(method: DescMethod, normalise: ((request: unknown)
 
 /** The caller's deadline aborts the call's signal when it passes. */
 export const deadlineStage: Interceptor = (next) => async (call) => {
-  if (!call.deadline) return next(call);
+  const leftMs = call.deadline ? Math.max(0, call.deadline.getTime() - Date.now()) : Number.POSITIVE_INFINITY;
+  // A deadline further off than a timer can wait (24.8 days) is as good as none: its timer would fire at once.
+  if (leftMs > MAX_TIMER_MS) return next(call);
   const timer = setTimeout(
     () => call.abort.abort(new ToolError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", "the deadline passed")),
-    Math.max(0, call.deadline.getTime() - Date.now()),
+    leftMs,
   );
   try {
     return await next(call);

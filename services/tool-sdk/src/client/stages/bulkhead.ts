@@ -5,9 +5,9 @@ import { status } from "@grpc/grpc-js";
 import type { Admit, Bulkhead } from "../bulkhead.js";
 import { type CallError, clientFailure } from "../call-error.js";
 import type { ClientCall, ClientInterceptor } from "../chain.js";
+import { MAX_TIMER_MS } from "../../timers.js";
 
 /** setTimeout's longest delay; a deadline further off than this (about 24 days) is not timed. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 // Before the retries: nothing of the call was sent yet (attempts 0).
 const refused = (call: ClientCall, code: status, reason: string, why: string) =>

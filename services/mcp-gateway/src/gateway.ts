@@ -13,6 +13,7 @@ import {
   ListToolsRequestSchema,
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
+import { redactText } from "@loopguard/tool-sdk";
 import { ROOT_CONTEXT } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { type CallDeps, callAsSession } from "./session-call.js";
@@ -51,6 +52,11 @@ function callParams(request: JSONRPCRequest): CallToolRequest["params"] {
   return parsed.data.params;
 }
 
+/** A name the caller sent, as an error echoes it: masked, and only when short. */
+function echoedName(name: string): string {
+  return name.length <= 64 ? JSON.stringify(redactText(name)) : `(a name of ${name.length} characters)`;
+}
+
 export function createGatewayServer(deps: GatewayDeps): Server {
   const byName = new Map(deps.tools.map((t) => [t.name, t]));
   const listed = deps.tools.map(mcpTool);
@@ -62,7 +68,8 @@ export function createGatewayServer(deps: GatewayDeps): Server {
       throw new McpError(ErrorCode.MethodNotFound, "Method not found");
     const params = callParams(request);
     const tool = byName.get(params.name);
-    if (!tool) throw new McpError(ErrorCode.InvalidParams, `unknown tool "${params.name}"; tools/list names them`);
+    if (!tool)
+      throw new McpError(ErrorCode.InvalidParams, `unknown tool ${echoedName(params.name)}; tools/list names them`);
     // The session's task is checked here as the orchestrator checks it, before protobuf's encoder
     // recurses through arguments nested too deep for its stack.
     const problem = taskProblem(singleCallTask(tool, (params.arguments ?? {}) as never));

@@ -4,6 +4,7 @@
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { httpServerOptions } from "@loopguard/tool-sdk";
 import { createGatewayServer, type GatewayDeps } from "./gateway.js";
 
 export const MCP_PATH = "/mcp";
@@ -14,9 +15,40 @@ function jsonRpcError(
   httpStatus: number,
   message: string,
   headers: Record<string, string> = {},
+  code = -32000,
 ): void {
   res.writeHead(httpStatus, { "content-type": "application/json", ...headers });
-  res.end(JSON.stringify({ jsonrpc: "2.0", error: { code: -32000, message }, id: null }));
+  res.end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }));
+}
+
+/** The SDK's own limit on a request's body. */
+const MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/** The request's body, or undefined once it is past `limit` bytes (the rest is not read). */
+async function bodyOf(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) return undefined;
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+/** An id two requests of a batch share: the SDK would run both and answer one (it keys answers by id). */
+function sharedId(message: unknown): unknown {
+  if (!Array.isArray(message)) return undefined;
+  const seen = new Set<string>();
+  for (const request of message) {
+    const id = (request as { id?: unknown } | null)?.id;
+    // A notification has no id, and gets no answer.
+    if (id === undefined || id === null) continue;
+    const key = JSON.stringify(id);
+    if (seen.has(key)) return id;
+    seen.add(key);
+  }
+  return undefined;
 }
 
 export interface McpHttp {
@@ -43,6 +75,25 @@ export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: st
       return jsonRpcError(res, 401, "missing bearer token: send Authorization: Bearer <token for the orchestrator>", {
         "www-authenticate": 'Bearer realm="loopguard"',
       });
+    // The body is read here, not by the SDK, to refuse a batch before any of its calls starts.
+    let parsed: unknown;
+    if (/^application\/json/i.test(req.headers["content-type"] ?? "")) {
+      const body = await bodyOf(req, MAX_BODY_BYTES);
+      if (!body) return jsonRpcError(res, 413, `payload too large: the body is over ${MAX_BODY_BYTES} bytes`);
+      try {
+        parsed = JSON.parse(body.toString("utf8"));
+      } catch {
+        return jsonRpcError(res, 400, "parse error: the body is not JSON", {}, -32700);
+      }
+      if (sharedId(parsed) !== undefined)
+        return jsonRpcError(
+          res,
+          400,
+          "invalid request: two requests of the batch share one id; each needs its own, so that each gets its answer",
+          {},
+          -32600,
+        );
+    }
     const server = createGatewayServer({ ...deps, tokenFor: async () => token });
     // On loopback, refuse other Host headers (DNS rebinding from a browser page).
     const transport = new StreamableHTTPServerTransport({
@@ -55,9 +106,9 @@ export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: st
       void server.close();
     });
     await server.connect(transport);
-    await transport.handleRequest(req, res);
+    await transport.handleRequest(req, res, parsed);
   };
-  const server = createServer((req, res) => {
+  const server = createServer(httpServerOptions(), (req, res) => {
     handle(req, res).catch((error: unknown) => {
       deps.log.error("mcp http request failed", { error_name: (error as Error).name });
       if (!res.headersSent) jsonRpcError(res, 500, "internal error");

@@ -66,6 +66,20 @@ async function rpc(method: string, params: unknown) {
   return (await res.json()) as { error?: { code: number; message: string } };
 }
 
+/** POSTs `body` as it is; the status and the JSON answer. */
+async function post(body: string) {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: {
+      authorization: "Bearer not-checked-here",
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+    },
+    body,
+  });
+  return { status: res.status, json: (await res.json()) as { error?: { code: number; message: string } } };
+}
+
 /** `{"a":{"a":…1…}}`, `levels` deep. */
 function nested(levels: number): unknown {
   let value: unknown = 1;
@@ -86,12 +100,44 @@ describe("malformed JSON-RPC over HTTP", () => {
     ],
     ["an unknown tool", { name: "nope", arguments: {} }, 'unknown tool "nope"; tools/list names them'],
     [
+      "an unknown tool named with a phone and an id card (masked in the echo)",
+      { name: "13912345678 110101199003071234", arguments: {} },
+      'unknown tool "[redacted] [redacted]"; tools/list names them',
+    ],
+    [
+      "an unknown tool of a megabyte's name (not echoed)",
+      { name: "n".repeat(1_000_000), arguments: {} },
+      "unknown tool (a name of 1000000 characters); tools/list names them",
+    ],
+    [
       "arguments nested 1,000 levels deep (the orchestrator's task rule, checked before protobuf's encoder recurses)",
       { name: "kb_search_search", arguments: { query: "x", x: nested(1000) } },
       "arguments: the task nests 1002 levels deep; at most 8 are accepted",
     ],
   ])("tools/call with %s is InvalidParams (-32602) in one line", async (_, params, message) => {
     expect((await rpc("tools/call", params)).error).toEqual({ code: -32602, message: `MCP error -32602: ${message}` });
+  });
+
+  it("tools/call with arguments nested 100,000 levels deep is InvalidParams naming the task rule, not an internal error", async () => {
+    const params = `{"name":"kb_search_search","arguments":{"query":"x","q":${"[".repeat(100_000)}${"]".repeat(100_000)}}}`;
+    const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":${params}}`;
+    expect((await post(body)).json.error).toEqual({
+      code: -32602,
+      message: "MCP error -32602: arguments: the task nests 100002 levels deep; at most 8 are accepted",
+    });
+  });
+
+  it("a batch in which two calls share an id is refused as a whole (-32600): the SDK would run both and answer one", async () => {
+    const call = (query: string) => ({
+      jsonrpc: "2.0",
+      id: 7,
+      method: "tools/call",
+      params: { name: "kb_search_search", arguments: { query } },
+    });
+    const refused = await post(JSON.stringify([call("first"), call("second")]));
+    expect([refused.status, refused.json.error?.code]).toEqual([400, -32600]);
+    const notJson = await post("{not json");
+    expect([notJson.status, notJson.json.error?.code]).toEqual([400, -32700]);
   });
 
   it("a method the gateway does not serve is MethodNotFound (-32601)", async () => {

@@ -30,10 +30,17 @@ export interface StartInput {
 export const MAX_TASK_BYTES = 16 * 1024;
 export const MAX_TASK_DEPTH = 8;
 
+/** How deep a value nests, measured without recursion: one nested past the stack (100,000 levels) is measured too. */
 function depthOf(value: JsonValue): number {
-  if (value === null || typeof value !== "object") return 0;
-  const children = Array.isArray(value) ? value : Object.values(value);
-  return 1 + children.reduce<number>((deepest, child) => Math.max(deepest, depthOf(child)), 0);
+  let deepest = 0;
+  const stack: [JsonValue, number][] = [[value, 0]];
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const [v, depth] = next;
+    if (v === null || typeof v !== "object") continue;
+    deepest = Math.max(deepest, depth + 1);
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return deepest;
 }
 
 /**
@@ -55,10 +62,11 @@ function unstorable(value: JsonValue): string | undefined {
 
 /** Why the task cannot be accepted (too large, too deep, or holding what cannot be stored), or undefined. */
 export function taskProblem(task: JsonValue): string | undefined {
-  const bytes = Buffer.byteLength(JSON.stringify(task));
-  if (bytes > MAX_TASK_BYTES) return `the task is ${bytes} bytes of JSON; at most ${MAX_TASK_BYTES} are accepted`;
+  // The depth first: JSON.stringify recurses, and a value nested deep enough overflows its stack.
   const depth = depthOf(task);
   if (depth > MAX_TASK_DEPTH) return `the task nests ${depth} levels deep; at most ${MAX_TASK_DEPTH} are accepted`;
+  const bytes = Buffer.byteLength(JSON.stringify(task));
+  if (bytes > MAX_TASK_BYTES) return `the task is ${bytes} bytes of JSON; at most ${MAX_TASK_BYTES} are accepted`;
   const held = unstorable(task);
   if (held) return `the task holds ${held}`;
   // A dry run must be unmistakable: "false" or 1 would leave a patrol's money calls live.

@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import type { Decision, Policy, PolicyInput } from "../src/policies/policy.js";
 import { MAX_ANSWER_CHARS, MAX_CALLS_PER_DECISION } from "../src/session/model-bounds.js";
 import { chatCompletion, startFakeChatServer } from "./fake-chat-server.js";
-import { modelSession, startOrchestrator, useSuite, waitForSession } from "./harness.js";
+import { ALL_SCOPES, modelSession, startOrchestrator, useSuite, waitForSession } from "./harness.js";
 
 const spans = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }));
@@ -40,7 +40,14 @@ async function runWith(model: Policy) {
   const orch = await startOrchestrator(suite.tools, {}, { policies: [model] });
   try {
     const cpu = process.cpuUsage();
-    const done = await modelSession(orch, "Summarise the refund policy");
+    // The megabytes the model writes are charged (about 1.3 million tokens each time): a budget that holds them.
+    const { session } = await orch.api.startSession({
+      goal: "Summarise the refund policy",
+      scopes: ALL_SCOPES,
+      policy: "openai",
+      budget: { maxTokens: 10_000_000n },
+    });
+    const done = await waitForSession(orch.api, session!.sessionId);
     const used = process.cpuUsage(cpu);
     const trace = (await orch.api.getTrace({ sessionId: done.sessionId })).records;
     return { done, cpuMs: (used.user + used.system) / 1000, trace };
@@ -59,6 +66,8 @@ describe("what the model writes is bounded", () => {
     const { done, cpuMs, trace } = await runWith(model);
     expect(done.stopReason).toBe("done");
     expect(cpuMs).toBeLessThan(500);
+    // Cut, but paid for: both 5 MB replies, reported as 1 token each, are charged at the host's estimate.
+    expect(Number(done.usage!.tokens)).toBeGreaterThan(2 * 1_250_000);
     expect(done.answer.length).toBeLessThan(MAX_ANSWER_CHARS + 100);
     expect(done.answer).toMatch(/^call \[redacted\] call .*\[the host cut \d+ more characters\]$/s);
     expect(redactText(done.answer)).toBe(done.answer);

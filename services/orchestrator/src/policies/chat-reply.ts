@@ -34,7 +34,8 @@ export function toDecision(body: unknown, input: PolicyInput, promptHash: string
       taken.add(id);
       return { id, name: typeof fn?.name === "string" ? fn.name : "", arguments: rawArguments(fn?.arguments) };
     });
-    return { kind: "tool_calls", calls, usage, ...parseActionConfidence(messageText(message)), promptHash };
+    const text = messageText(message);
+    return { kind: "tool_calls", calls, text, usage, ...parseActionConfidence(text), promptHash };
   }
 
   return { kind: "final", ...parseFinalReply(messageText(message)), usage, promptHash };

@@ -105,6 +105,8 @@ export type Decision =
   | {
       readonly kind: "tool_calls";
       readonly calls: readonly ToolCallRequest[];
+      /** What the model wrote beside its calls: never shown to anyone, but output it was paid for (see modelSpend). */
+      readonly text?: string;
       readonly usage: TokenUsage;
       /** 0..1 when the policy reports it; below the threshold an irreversible action waits for a human. */
       readonly confidence?: number;

@@ -112,9 +112,14 @@ export function modelSpend(
   decision: Decision,
   promptTokens: number,
 ): { tokens: number; costMicros: number } {
+  // Everything the model wrote, as it came: the text beside its calls, every call (those past the
+  // host's limits too) and the whole answer, or an endpoint that reports a token would have the rest
+  // written for free (`decision` is the policy's, before boundDecision cuts it down).
   const reply =
-    decision.kind === "final" ? decision.answer : decision.calls.map((c) => `${c.name}${c.arguments}`).join("");
-  const counted = { input: promptTokens, output: counterOf(kit).text(reply) };
+    decision.kind === "final"
+      ? decision.answer
+      : (decision.text ?? "") + decision.calls.map((c) => `${c.name}${c.arguments}`).join("");
+  const counted = { input: promptTokens, output: outputTokens(kit, reply) };
   const { usage } = decision;
   const charged = { input: believed(usage.input, counted.input), output: believed(usage.output, counted.output) };
   const model = policy.model ?? policy.name;
@@ -123,6 +128,15 @@ export function modelSpend(
   if (reported && (charged.input !== usage.input || charged.output !== usage.output))
     kit.deps.onUsageDisbelieved?.(s, model, usage, charged);
   return spend(kit, policy, charged.input, charged.output);
+}
+
+/** Past this, a reply is not worth the tokenizer's time: the rest is charged at four characters a token. */
+const EXACT_REPLY_CHARS = 64 * 1024;
+
+/** The host's count of a reply's tokens: exact for what a model writes, an estimate for the megabytes a hostile one might. */
+function outputTokens(kit: Kit, reply: string): number {
+  if (reply.length <= EXACT_REPLY_CHARS) return counterOf(kit).text(reply);
+  return counterOf(kit).text(reply.slice(0, EXACT_REPLY_CHARS)) + Math.ceil((reply.length - EXACT_REPLY_CHARS) / 4);
 }
 
 function believed(reported: number, counted: number): number {

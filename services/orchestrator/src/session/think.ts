@@ -55,8 +55,9 @@ export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Pr
     return policyFailed(kit, s, error, signal, policy, prompt.governed.tokens);
   }
   const asked = decision.kind === "tool_calls" ? decision.calls.length : 0;
-  decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
+  // Charged for all the model wrote, before the host cuts it down to what it takes.
   const spent = modelSpend(kit, s, policy, decision, prompt.governed.tokens);
+  decision = boundDecision(decision, deps.registry, ctx.history, s.usage.steps + 1);
   const usage: Usage = { ...withSpend(s.usage, spent), steps: s.usage.steps + 1 };
   const step = ctx.traceSteps + 1;
   const traced: SessionContext = { ...ctx, traceSteps: step };

@@ -78,6 +78,13 @@ export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: st
     // The body is read here, not by the SDK, to refuse a batch before any of its calls starts.
     let parsed: unknown;
     if (/^application\/json/i.test(req.headers["content-type"] ?? "")) {
+      const encoding = req.headers["content-encoding"] ?? "identity";
+      if (encoding !== "identity")
+        return jsonRpcError(
+          res,
+          415,
+          `unsupported content-encoding "${encoding.slice(0, 32)}": send the body uncompressed`,
+        );
       const body = await bodyOf(req, MAX_BODY_BYTES);
       if (!body) return jsonRpcError(res, 413, `payload too large: the body is over ${MAX_BODY_BYTES} bytes`);
       try {

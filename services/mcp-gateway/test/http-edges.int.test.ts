@@ -127,7 +127,7 @@ describe("malformed JSON-RPC over HTTP", () => {
     });
   });
 
-  it("a batch in which two calls share an id is refused as a whole (-32600): the SDK would run both and answer one", async () => {
+  it("a body it cannot take is refused before any call starts: a batch whose calls share an id (the SDK would run both and answer one), not JSON, compressed", async () => {
     const call = (query: string) => ({
       jsonrpc: "2.0",
       id: 7,
@@ -138,6 +138,15 @@ describe("malformed JSON-RPC over HTTP", () => {
     expect([refused.status, refused.json.error?.code]).toEqual([400, -32600]);
     const notJson = await post("{not json");
     expect([notJson.status, notJson.json.error?.code]).toEqual([400, -32700]);
+    const gzipped = await fetch(url, {
+      method: "POST",
+      headers: { authorization: "Bearer x", "content-type": "application/json", "content-encoding": "gzip" },
+      body: "{}",
+    });
+    expect([gzipped.status, ((await gzipped.json()) as { error: { message: string } }).error.message]).toEqual([
+      415,
+      'unsupported content-encoding "gzip": send the body uncompressed',
+    ]);
   });
 
   it("a method the gateway does not serve is MethodNotFound (-32601)", async () => {

@@ -434,6 +434,14 @@ describe("bad input", () => {
       "GET /api/sessions/[redacted] was removed: POST /loopguard.orchestrator.v1.OrchestratorService/GetSessionDetail instead (Connect, JSON body)",
     ]);
     expect((await call(`/${OrchestratorService.typeName}/StartSession`, { method: "GET" })).status).toBe(405);
+    const streaming = await call(`/${OrchestratorService.typeName}/WatchSession`, { body: { sessionId: "ses_x" } });
+    expect([streaming.status, streaming.json]).toEqual([
+      404,
+      {
+        code: "unimplemented",
+        message: `${OrchestratorService.typeName}/WatchSession is not served over Connect: it streams; call it over gRPC`,
+      },
+    ]);
   });
 
   it("the dashboard page and its assets are served with a strict content security policy; /metrics still works", async () => {

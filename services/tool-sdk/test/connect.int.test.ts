@@ -249,6 +249,19 @@ describe("Connect on the HTTP port", () => {
     expect(error.code).toBe(Code.DeadlineExceeded);
   });
 
+  it("answers a method the contract lacks 404 with a message naming it", async () => {
+    await connectClient(["kb:read"]);
+    const res = await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Searh`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    expect([res.status, await res.json()]).toEqual([
+      404,
+      { code: "not_found", message: 'loopguard.kb.v1.KbSearchService has no method "Searh"' },
+    ]);
+  });
+
   it("leaves other paths of the HTTP port alone", async () => {
     await connectClient(["kb:read"]);
     const base = `http://127.0.0.1:${tool!.server.metricsPort}`;

@@ -16,6 +16,7 @@ import type {
 } from "@connectrpc/connect/protocol";
 import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { status, ToolError, wireParts } from "../errors.js";
+import { redactText } from "../pii.js";
 import type { UnaryInvoker, UnaryRoute } from "./http-call.js";
 import { checkJsonBody } from "./json-body.js";
 import { undecodable } from "./stages.js";
@@ -96,7 +97,7 @@ export function connectRoutes(
     maxTimeoutMs: MAX_TIMER_MS,
     acceptCompression: [compressionGzip, compressionBrotli].map(callersFault),
     // Served by an HTTP/1.1 server, so every request is an IncomingMessage.
-    fallback: (req, res) => fallback(req as IncomingMessage, res as ServerResponse),
+    fallback: (req, res) => notServed(routes, req as IncomingMessage, res as ServerResponse, fallback),
     routes(router) {
       for (const [method, { domain }] of routes) {
         const jsonOptions = jsonOptionsFor(method.input, domain);
@@ -122,6 +123,39 @@ export function connectRoutes(
     },
   });
   return (req, res) => handle(req, res);
+}
+
+/**
+ * A path of a served contract that Connect has no route for (a method it lacks, a streaming one) is
+ * answered as Connect answers errors, naming why; Connect's router alone would send an empty 404.
+ */
+function notServed(
+  routes: ReadonlyMap<DescMethod, UnaryRoute>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  fallback: (req: IncomingMessage, res: ServerResponse) => void,
+): void {
+  const [, typeName = "", name = ""] = /^\/([^/?]+)\/([^/?]*)/.exec(req.url ?? "") ?? [];
+  const service = [...routes.keys()].find((m) => m.parent.typeName === typeName)?.parent;
+  if (!service) {
+    fallback(req, res);
+    return;
+  }
+  const method = service.methods.find((m) => m.name === name);
+  const message = method
+    ? `${typeName}/${name} is not served over Connect: it streams; call it over gRPC`
+    : `${typeName} has no method ${name.length <= 64 ? JSON.stringify(redactText(decodeURIComponentSafe(name))) : `of a ${name.length}-character name`}`;
+  res
+    .writeHead(404, { "content-type": "application/json" })
+    .end(JSON.stringify({ code: method ? "unimplemented" : "not_found", message }));
+}
+
+function decodeURIComponentSafe(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 const BINARY = /^application\/proto(?:;|$)/i;

@@ -99,6 +99,17 @@ function smokePods(objects: readonly K8sObject[]): { name: string; pod: PodSpec 
   );
 }
 
+/** Every pod template of a rendering, whatever owns it (Deployments, Rollouts, Jobs, CronJobs), by its owner. */
+function allPods(objects: readonly K8sObject[]): { owner: string; pod: PodSpec }[] {
+  return objects.flatMap((object) => {
+    const spec = object.spec as
+      | { template?: PodTemplateSpec; jobTemplate?: { spec?: { template?: PodTemplateSpec } } }
+      | undefined;
+    const pod = spec?.template?.spec ?? spec?.jobTemplate?.spec?.template?.spec;
+    return pod ? [{ owner: `${object.kind}/${object.metadata.name}`, pod }] : [];
+  });
+}
+
 function podSpec(workload: Workload): PodSpec {
   return workload.template.spec!;
 }
@@ -418,6 +429,17 @@ describe("every rendering", () => {
     }
   });
 
+  it("runs every pod under a ServiceAccount the rendering declares, never the namespace's default", () => {
+    for (const { name, objects } of renderings) {
+      const accounts = new Set(objects.filter((o) => o.kind === "ServiceAccount").map((o) => o.metadata.name));
+      for (const { owner, pod } of allPods(objects))
+        expect(
+          accounts.has(pod.serviceAccountName ?? "default"),
+          `${name}: ${owner} runs as ${pod.serviceAccountName ?? "default"}`,
+        ).toBe(true);
+    }
+  });
+
   it("names a tag for every image (an overlay's `images:` list names every service)", () => {
     for (const { name, objects } of renderings) {
       for (const container of [...workloads(objects).map(podSpec), ...smokePods(objects).map((s) => s.pod)].flatMap(
@@ -481,6 +503,25 @@ describe("every rendering", () => {
           }
         }
       }
+    }
+  });
+
+  it("holds the token signing key and call secrets in the orchestrator's serving container alone: no init container, migrate Job or other pod", () => {
+    for (const { name, objects } of renderings) {
+      const holders: string[] = [];
+      for (const { owner, pod } of allPods(objects)) {
+        const secretVolumes = new Set(
+          (pod.volumes ?? [])
+            .filter((v) => ["loopguard-signing-key", "loopguard-call-secrets"].includes(v.secret?.secretName ?? ""))
+            .map((v) => v.name),
+        );
+        for (const container of [...(pod.initContainers ?? []), ...pod.containers])
+          if (container.volumeMounts?.some((m) => secretVolumes.has(m.name)))
+            holders.push(`${owner}:${container.name}`);
+      }
+      expect([...new Set(holders)], name).toEqual([
+        expect.stringMatching(/^(Deployment|Rollout)\/orchestrator:orchestrator$/),
+      ]);
     }
   });
 

@@ -37,7 +37,7 @@ import {
   workloadTarget,
 } from "./release-objects.js";
 import { smokeNetworkPolicies, smokeServiceAccount } from "./smoke-objects.js";
-import { patrolCronJob, patrolGoldenSet, patrolNetworkPolicy } from "./patrol-objects.js";
+import { patrolCronJob, patrolGoldenSet, patrolNetworkPolicy, patrolServiceAccount } from "./patrol-objects.js";
 import { GENERATED_HEADER } from "./prometheus-files.js";
 import type { MethodSlo, RuleFile } from "./slo-rules.js";
 import { toYaml, toYamlDocuments } from "./yaml.js";
@@ -240,10 +240,11 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   return files;
 }
 
-/** The patrol component (patrol-objects.ts): its CronJob, its NetworkPolicy and the golden set `goldenSet` (the file's text). */
+/** The patrol component (patrol-objects.ts): its ServiceAccount, CronJob and NetworkPolicy, and the golden set `goldenSet` (the file's text). */
 export function renderPatrolFiles(services: readonly ServiceSpec[], goldenSet: string): Map<string, string> {
   const dir = join(COMPONENTS_DIR, "patrol");
   const files = new Map<string, string>([
+    [join(dir, "patrol.serviceaccount.yaml"), toYaml(patrolServiceAccount(), GENERATED_HEADER)],
     [join(dir, "patrol.cronjob.yaml"), toYaml(patrolCronJob(services), GENERATED_HEADER)],
     [join(dir, "patrol.network-policy.yaml"), toYaml(patrolNetworkPolicy(services), GENERATED_HEADER)],
     [join(dir, "golden-set.config-map.yaml"), toYaml(patrolGoldenSet(goldenSet), GENERATED_HEADER)],

@@ -41,9 +41,13 @@ export function sqliteStoreEnv(spec: ServiceSpec): EnvVar {
   return { name: `${spec.envPrefix}_STORE`, value: `sqlite:${DATA_DIR}/${spec.name}.db` };
 }
 
-/** The service's own secret files (e.g. risk's pepper, which keys the rows its migrations write), as the pod mounts them. */
+/**
+ * The secret files the service's schema commands read (schemaSecretFiles: risk's pepper, which keys
+ * the rows its migrations write), as the pod mounts them; none of its others (the orchestrator's
+ * signing key and call secrets stay out of a Job that runs a not yet gated image).
+ */
 function secretMounts(spec: ServiceSpec): { env: EnvVar[]; volumes: Volume[]; mounts: VolumeMount[] } {
-  const files = Object.entries(spec.secretFiles).map(([name, ref]) => ({ name, file: secretFile(ref) }));
+  const files = (spec.schemaSecretFiles ?? []).map((name) => ({ name, file: secretFile(spec.secretFiles[name]!) }));
   return {
     env: files.map(({ name, file }) => ({ name, value: file.path })),
     volumes: files.map(({ file }) => ({

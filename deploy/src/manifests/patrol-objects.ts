@@ -7,7 +7,7 @@
 // else (DNS from the namespace's shared egress policy).
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { CronJob } from "kubernetes-types/batch/v1.js";
-import type { ConfigMap } from "kubernetes-types/core/v1.js";
+import type { ConfigMap, ServiceAccount } from "kubernetes-types/core/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { API_CLIENT_LABEL, JWKS_SECRET, NAMESPACE, podSelector, serviceHost, PART_OF_LABELS } from "./cluster-names.js";
 import { HARDENED_CONTAINER, RUN_AS, secretFile } from "./service-objects.js";
@@ -47,6 +47,11 @@ export function patrolGoldenSet(tasks: string): ConfigMap {
   };
 }
 
+/** The patrol's own ServiceAccount, with no token: a RoleBinding someone grants the namespace's `default` never reaches it. */
+export function patrolServiceAccount(): ServiceAccount {
+  return { apiVersion: "v1", kind: "ServiceAccount", metadata: metadata(PATROL), automountServiceAccountToken: false };
+}
+
 export function patrolCronJob(services: readonly ServiceSpec[]): CronJob {
   const orchestrator = services.find((s) => s.kind === "orchestrator")!;
   const jwks = secretFile(JWKS_SECRET);
@@ -73,6 +78,7 @@ export function patrolCronJob(services: readonly ServiceSpec[]): CronJob {
             metadata: { labels: { ...PATROL_LABELS, [API_CLIENT_LABEL]: "true" } },
             spec: {
               restartPolicy: "Never",
+              serviceAccountName: PATROL,
               // It talks to the orchestrator over gRPC only, never to the Kubernetes API.
               automountServiceAccountToken: false,
               enableServiceLinks: false,

@@ -25,7 +25,12 @@ describe("discoverServices", () => {
   it("reads kind, ports, store and secret files, with defaults for what a manifest leaves out", () => {
     const dir = workspace({
       geo: {
-        loopguard: { ...geo, stateful: true, secretFiles: { GEO_LICENSE_FILE: "loopguard-geo-license/license" } },
+        loopguard: {
+          ...geo,
+          stateful: true,
+          secretFiles: { GEO_LICENSE_FILE: "loopguard-geo-license/license" },
+          schemaSecretFiles: ["GEO_LICENSE_FILE"],
+        },
       },
       maps: { loopguard: { ...geo, envPrefix: "MAPS" } },
       "sdk-only": { name: "@loopguard/sdk-only" },
@@ -38,8 +43,9 @@ describe("discoverServices", () => {
         metricsPortEnv: "GEO_METRICS_PORT",
         stateful: true,
         secretFiles: { GEO_LICENSE_FILE: "loopguard-geo-license/license" },
+        schemaSecretFiles: ["GEO_LICENSE_FILE"],
       },
-      { name: "maps", kind: "tool", stateful: false, secretFiles: {} },
+      { name: "maps", kind: "tool", stateful: false, secretFiles: {}, schemaSecretFiles: [] },
     ]);
   });
 
@@ -51,6 +57,7 @@ describe("discoverServices", () => {
       { ...geo, secretFiles: { GEO_LICENSE_FILE: "no-key" } },
       /secretFiles must map VARIABLE names to "secret-name\/key"/,
     ],
+    [{ ...geo, schemaSecretFiles: ["GEO_LICENSE_FILE"] }, /schemaSecretFiles must list variables of its secretFiles/],
   ])("refuses a manifest %j, naming the file", (loopguard, message) => {
     const dir = workspace({ geo: { loopguard } });
     expect(() => discoverServices(dir)).toThrow(message);

@@ -28,6 +28,12 @@ export interface ServiceSpec {
   readonly stateful: boolean;
   /** Variable → "secret/key": a file the service reads from a secret, e.g. RISK_CUSTOMER_KEY_PEPPER_FILE → "loopguard-risk-pepper/pepper". */
   readonly secretFiles: Readonly<Record<string, string>>;
+  /**
+   * Those of secretFiles its schema commands (migrate, wait-for-schema) read too, e.g. risk's
+   * pepper, which keys the rows its migrations write. The others stay out of its migration Job
+   * and init container: the orchestrator's signing key signs every tool call, and migrating needs none.
+   */
+  readonly schemaSecretFiles?: readonly string[];
 }
 
 interface Manifest {
@@ -42,6 +48,7 @@ interface Manifest {
     metricsPortEnv?: string;
     stateful?: unknown;
     secretFiles?: unknown;
+    schemaSecretFiles?: unknown;
   };
 }
 
@@ -76,6 +83,7 @@ export function readManifest(dir: string): ServiceSpec | undefined {
     throw new Error(`${manifestPath}: "loopguard".kind must be one of ${KINDS.join(", ")}`);
   if (lg.stateful !== undefined && typeof lg.stateful !== "boolean")
     throw new Error(`${manifestPath}: "loopguard".stateful must be true or false`);
+  const files = secretFiles(lg.secretFiles, manifestPath);
   return {
     name,
     packageName: manifest.name ?? name,
@@ -88,8 +96,16 @@ export function readManifest(dir: string): ServiceSpec | undefined {
     envPrefix: lg.envPrefix,
     metricsPortEnv: lg.metricsPortEnv ?? `${lg.envPrefix}_METRICS_PORT`,
     stateful: lg.stateful ?? false,
-    secretFiles: secretFiles(lg.secretFiles, manifestPath),
+    secretFiles: files,
+    schemaSecretFiles: schemaSecretFiles(lg.schemaSecretFiles, files, manifestPath),
   };
+}
+
+function schemaSecretFiles(value: unknown, files: Record<string, string>, manifestPath: string): string[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value) || !value.every((name) => typeof name === "string" && name in files))
+    throw new Error(`${manifestPath}: "loopguard".schemaSecretFiles must list variables of its secretFiles`);
+  return value;
 }
 
 /** Every service under `servicesDir` (e.g. the workspace's services/), by folder name. */

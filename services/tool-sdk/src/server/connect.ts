@@ -143,7 +143,7 @@ function notServed(
   }
   const method = service.methods.find((m) => m.name === name);
   const message = method
-    ? `${typeName}/${name} is not served over Connect: it streams; call it over gRPC`
+    ? `${typeName}/${name} is not served over Connect${method.methodKind === "unary" ? "" : ": it streams; call it over gRPC"}`
     : `${typeName} has no method ${name.length <= 64 ? JSON.stringify(redactText(decodeURIComponentSafe(name))) : `of a ${name.length}-character name`}`;
   res
     .writeHead(404, { "content-type": "application/json" })

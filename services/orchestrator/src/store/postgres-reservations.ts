@@ -2,17 +2,18 @@
 // made inside the transaction of the move it rides on.
 import type pg from "pg";
 import * as reservations from "./effect-reservations.js";
+import { RESERVATION_SQL } from "./reservation-sql.js";
 import { type Statement, statement } from "./postgres-session-sql.js";
 
 const Q = {
-  status: statement("lg_reservation_status", `${reservations.RESERVATION_SQL.status} FOR UPDATE`),
-  others: statement("lg_other_effects", reservations.RESERVATION_SQL.others),
-  reserve: statement("lg_reserve", reservations.RESERVATION_SQL.upsert),
-  settle: statement("lg_settle", reservations.RESERVATION_SQL.settle),
-  settleByHand: statement("lg_settle_by_hand", reservations.RESERVATION_SQL.settleByHand),
-  ofSession: statement("lg_reservations", reservations.RESERVATION_SQL.ofSession),
-  byKey: statement("lg_reservation_by_key", reservations.RESERVATION_SQL.byKey),
-  addTotals: statement("lg_add_totals", reservations.RESERVATION_SQL.addTotals),
+  status: statement("lg_reservation_status", `${RESERVATION_SQL.status} FOR UPDATE`),
+  others: statement("lg_other_effects", RESERVATION_SQL.others),
+  reserve: statement("lg_reserve", RESERVATION_SQL.upsert),
+  settle: statement("lg_settle", RESERVATION_SQL.settle),
+  settleByHand: statement("lg_settle_by_hand", RESERVATION_SQL.settleByHand),
+  ofSession: statement("lg_reservations", RESERVATION_SQL.ofSession),
+  byKey: statement("lg_reservation_by_key", RESERVATION_SQL.byKey),
+  addTotals: statement("lg_add_totals", RESERVATION_SQL.addTotals),
 } as const;
 
 /** Serialises the reserves of one entity, or of one customer in one currency, across replicas, until the transaction ends. */

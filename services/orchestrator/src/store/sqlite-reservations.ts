@@ -3,6 +3,7 @@
 // IMMEDIATE), so the totals read are the ones the row is written against.
 import type Database from "better-sqlite3";
 import * as reservations from "./effect-reservations.js";
+import { RESERVATION_SQL } from "./reservation-sql.js";
 
 type Params = ReturnType<typeof reservations.reservationParams>;
 
@@ -23,14 +24,14 @@ export class SqliteReservations {
   private readonly ofSession: Database.Statement<[{ sessionId: string }], reservations.ReservationRow>;
 
   constructor(db: Database.Database) {
-    this.status = db.prepare(reservations.RESERVATION_SQL.status);
-    this.others = db.prepare(reservations.RESERVATION_SQL.others);
-    this.upsert = db.prepare(reservations.RESERVATION_SQL.upsert);
-    this.settle = db.prepare(reservations.RESERVATION_SQL.settle);
-    this.settleByHand = db.prepare(reservations.RESERVATION_SQL.settleByHand);
-    this.ofSession = db.prepare(reservations.RESERVATION_SQL.ofSession);
-    this.addTotals = db.prepare(reservations.RESERVATION_SQL.addTotals);
-    this.byKey = db.prepare(reservations.RESERVATION_SQL.byKey);
+    this.status = db.prepare(RESERVATION_SQL.status);
+    this.others = db.prepare(RESERVATION_SQL.others);
+    this.upsert = db.prepare(RESERVATION_SQL.upsert);
+    this.settle = db.prepare(RESERVATION_SQL.settle);
+    this.settleByHand = db.prepare(RESERVATION_SQL.settleByHand);
+    this.ofSession = db.prepare(RESERVATION_SQL.ofSession);
+    this.addTotals = db.prepare(RESERVATION_SQL.addTotals);
+    this.byKey = db.prepare(RESERVATION_SQL.byKey);
   }
 
   /** Inside a write's transaction: throws ReservationRefusedError (the write then rolls back) above a limit. */

@@ -5,7 +5,7 @@
 // secrets as the serving container; with SQLite the pod migrates its own file first.
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { discoverServices } from "@loopguard/tool-sdk";
+import { discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { Job } from "kubernetes-types/batch/v1.js";
 import type { Container } from "kubernetes-types/core/v1.js";
@@ -42,6 +42,14 @@ const secretMounts = (c: Container | undefined) =>
     )
     .map((m) => m.mountPath)
     .sort();
+/**
+ * What of the serving container's secret mounts a schema step holds: its store's CA, and the files
+ * its schema commands read (schemaSecretFiles: risk's pepper); never the orchestrator's keys.
+ */
+const schemaMounts = (serving: Container, spec: ServiceSpec) => {
+  const dirs = (spec.schemaSecretFiles ?? []).map((variable) => dirname(envOf(serving, variable)!.value!));
+  return secretMounts(serving).filter((path) => path.endsWith("/postgres-ca") || dirs.includes(path));
+};
 
 describe("migration step", () => {
   it("renders in every overlay a serving container of each stateful service that never migrates, after a schema step with its store", () => {
@@ -69,7 +77,7 @@ describe("migration step", () => {
           expect(envOf(init, `${spec.envPrefix}_SEED_DEMO`), where).toEqual(
             envOf(serving, `${spec.envPrefix}_SEED_DEMO`),
           );
-          expect(secretMounts(init), where).toEqual(secretMounts(serving));
+          expect(secretMounts(init), where).toEqual(schemaMounts(serving, spec));
           expect(init.securityContext, where).toMatchObject({
             runAsNonRoot: true,
             readOnlyRootFilesystem: true,
@@ -104,7 +112,7 @@ describe("migration step", () => {
         expect(envOf(migrate, `${spec.envPrefix}_SEED_DEMO`), where).toEqual(
           envOf(serving, `${spec.envPrefix}_SEED_DEMO`),
         );
-        expect(secretMounts(migrate), where).toEqual(secretMounts(serving));
+        expect(secretMounts(migrate), where).toEqual(schemaMounts(serving, spec));
         expect(job.spec!.template.metadata!.labels![POSTGRES_CLIENT_LABEL], where).toBe("true");
         // Not selected by the service's Service, PDB or autoscaler.
         expect(job.spec!.template.metadata!.labels!["app.kubernetes.io/name"], where).not.toBe(spec.name);

@@ -2,8 +2,8 @@
 // sends must not outlive its call. A real tool over loopback, a raw grpc-js client, the heap after
 // a forced collection.
 import { setTimeout as sleep } from "node:timers/promises";
-import v8 from "node:v8";
-import vm from "node:vm";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Client, credentials } from "@grpc/grpc-js";
 import {
@@ -16,8 +16,8 @@ import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { afterAll, describe, expect, it } from "vitest";
 import { SAMPLE_HIT, startTestTool } from "../testing/index.js";
 
-v8.setFlagsFromString("--expose-gc");
-const gc = vm.runInNewContext("gc") as () => void;
+setFlagsFromString("--expose-gc");
+const gc = runInNewContext("gc") as () => void;
 const heapAfterGc = () => {
   gc();
   gc();

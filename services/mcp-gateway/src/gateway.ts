@@ -13,7 +13,7 @@ import {
   ListToolsRequestSchema,
   McpError,
 } from "@modelcontextprotocol/sdk/types.js";
-import { redactText } from "@loopguard/tool-sdk";
+import { echoedName } from "@loopguard/tool-sdk";
 import { ROOT_CONTEXT } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { type CallDeps, callAsSession } from "./session-call.js";
@@ -50,11 +50,6 @@ function callParams(request: JSONRPCRequest): CallToolRequest["params"] {
     throw new McpError(ErrorCode.InvalidParams, `${field}: ${(issue?.message ?? "invalid").split("\n")[0]}`);
   }
   return parsed.data.params;
-}
-
-/** A name the caller sent, as an error echoes it: masked, and only when short. */
-function echoedName(name: string): string {
-  return name.length <= 64 ? JSON.stringify(redactText(name)) : `(a name of ${name.length} characters)`;
 }
 
 export function createGatewayServer(deps: GatewayDeps): Server {

@@ -54,16 +54,7 @@ afterAll(() => {
 });
 
 async function rpc(method: string, params: unknown) {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: {
-      authorization: "Bearer not-checked-here",
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-    },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }),
-  });
-  return (await res.json()) as { error?: { code: number; message: string } };
+  return (await post(JSON.stringify({ jsonrpc: "2.0", id: 1, method, params }))).json;
 }
 
 /** POSTs `body` as it is; the status and the JSON answer. */

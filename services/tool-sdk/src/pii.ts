@@ -129,6 +129,14 @@ export function redactText(text: string): string {
 }
 
 /**
+ * A name a caller sent (a tool, a method), quoted as an error echoes it: masked, and only when it
+ * is 64 characters or fewer; a longer one by its length alone.
+ */
+export function echoedName(name: string): string {
+  return name.length <= 64 ? JSON.stringify(redactText(name)) : `(a name of ${name.length} characters)`;
+}
+
+/**
  * The canonical form of a value that is one piece of personal data, however it is written (full
  * width, separators): an id card's 18 characters with an upper-case X, or a mobile in E.164;
  * undefined for anything else. Two values name the same person's data when their forms are equal.

@@ -44,6 +44,15 @@ async function connectClient(scopes: string[] | undefined, useBinaryFormat = fal
   return createClient(KbSearchService, transport);
 }
 
+/** POSTs `body` to the tool's Search on its HTTP port as JSON (unless `headers` say otherwise), with `headers` beside. */
+function postSearch(body: string | Uint8Array, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(`http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body,
+  });
+}
+
 /** The error a call that must fail ends with. */
 const refusal = (call: Promise<unknown>): Promise<ConnectError> =>
   call.then(
@@ -96,11 +105,7 @@ describe("Connect on the HTTP port", () => {
     await connectClient(["kb:read"]);
     const token = await testToken({ subject: "test", scopes: ["kb:read"], audience: "kb-search" });
     const post = async (body: string) => {
-      const res = await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body,
-      });
+      const res = await postSearch(body, { authorization: `Bearer ${token}` });
       return { status: res.status, json: (await res.json()) as { code: string; message: string; details: unknown[] } };
     };
     const unknown = await post('{"query":"refund","limit":3,"colour":"red"}');
@@ -137,11 +142,7 @@ describe("Connect on the HTTP port", () => {
   it("answers hostile bodies 400 invalid_argument, small and without the personal data they hold, before any token is checked", async () => {
     await connectClient(undefined);
     const post = async (body: string | Uint8Array, headers: Record<string, string> = {}) => {
-      const res = await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search`, {
-        method: "POST",
-        headers: { "content-type": "application/json", ...headers },
-        body,
-      });
+      const res = await postSearch(body, headers);
       return { status: res.status, text: await res.text() };
     };
     // Keys that are a mobile number and an id card: echoed as field names, they must be masked too.
@@ -197,14 +198,9 @@ describe("Connect on the HTTP port", () => {
     await connectClient(["kb:read"]);
     const token = await testToken({ subject: "test", scopes: ["kb:read"], audience: "kb-search" });
     const search = async (timeoutMs: string) => {
-      const res = await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${token}`,
-          "content-type": "application/json",
-          "connect-timeout-ms": timeoutMs,
-        },
-        body: '{"query":"refund","limit":1}',
+      const res = await postSearch('{"query":"refund","limit":1}', {
+        authorization: `Bearer ${token}`,
+        "connect-timeout-ms": timeoutMs,
       });
       return [res.status, ((await res.json()) as { code?: string }).code];
     };

@@ -16,7 +16,7 @@ import type {
 } from "@connectrpc/connect/protocol";
 import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { status, ToolError, wireParts } from "../errors.js";
-import { redactText } from "../pii.js";
+import { echoedName } from "../pii.js";
 import type { UnaryInvoker, UnaryRoute } from "./http-call.js";
 import { checkJsonBody } from "./json-body.js";
 import { undecodable } from "./stages.js";
@@ -144,7 +144,7 @@ function notServed(
   const method = service.methods.find((m) => m.name === name);
   const message = method
     ? `${typeName}/${name} is not served over Connect${method.methodKind === "unary" ? "" : ": it streams; call it over gRPC"}`
-    : `${typeName} has no method ${name.length <= 64 ? JSON.stringify(redactText(decodeURIComponentSafe(name))) : `of a ${name.length}-character name`}`;
+    : `${typeName} has no method ${echoedName(decodeURIComponentSafe(name))}`;
   res
     .writeHead(404, { "content-type": "application/json" })
     .end(JSON.stringify({ code: method ? "unimplemented" : "not_found", message }));

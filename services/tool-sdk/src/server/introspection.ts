@@ -32,8 +32,9 @@ function reflectionFiles(services: readonly DescService[]): Uint8Array[] {
 
 /** Adds health (SERVING) and reflection to the server; returns the call that turns health NOT_SERVING. */
 export function serveIntrospection(server: Server, service: DescService): () => void {
-  const health = new HealthImplementation({ [HEALTH_OVERALL]: "SERVING", [service.typeName]: "SERVING" });
-  const known = new Set([HEALTH_OVERALL, service.typeName]);
+  const served = { [HEALTH_OVERALL]: "SERVING", [service.typeName]: "SERVING" } as const;
+  const health = new HealthImplementation(served);
+  const known = new Set(Object.keys(served));
   health.addToServer({
     addService: (definition: ServiceDefinition, implementation: UntypedServiceImplementation) =>
       server.addService(definition, {

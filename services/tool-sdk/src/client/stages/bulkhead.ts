@@ -7,8 +7,6 @@ import { type CallError, clientFailure } from "../call-error.js";
 import type { ClientCall, ClientInterceptor } from "../chain.js";
 import { MAX_TIMER_MS } from "../../timers.js";
 
-/** setTimeout's longest delay; a deadline further off than this (about 24 days) is not timed. */
-
 // Before the retries: nothing of the call was sent yet (attempts 0).
 const refused = (call: ClientCall, code: status, reason: string, why: string) =>
   clientFailure(call, code, reason, `${why} (${call.target.method.name})`);
@@ -48,6 +46,7 @@ function waitForSlot(bulkhead: Bulkhead, call: ClientCall): Promise<void> {
     }
     signal?.addEventListener("abort", onAbort, { once: true });
     const waitMs = deadline === undefined ? Number.POSITIVE_INFINITY : deadline - Date.now();
+    // A deadline further off than a timer can wait (about 24 days) is not timed.
     if (waitMs <= MAX_TIMER_MS) timer = setTimeout(() => giveUp(deadlinePassed(call)), waitMs);
   });
 }

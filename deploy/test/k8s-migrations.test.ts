@@ -47,9 +47,18 @@ const secretMounts = (c: Container | undefined) =>
  * its schema commands read (schemaSecretFiles: risk's pepper); never the orchestrator's keys.
  */
 const schemaMounts = (serving: Container, spec: ServiceSpec) => {
-  const dirs = (spec.schemaSecretFiles ?? []).map((variable) => dirname(envOf(serving, variable)!.value!));
+  const variables = [...(spec.schemaSecretFiles ?? []), `${spec.envPrefix}_STORE_FILE`];
+  const dirs = variables.flatMap((variable) => {
+    const file = envOf(serving, variable)?.value;
+    return file ? [dirname(file)] : [];
+  });
   return secretMounts(serving).filter((path) => path.endsWith("/postgres-ca") || dirs.includes(path));
 };
+/** How a container names its store: the URL, or the file holding it (a DSN Secret's mount). */
+const storeOf = (c: Container | undefined, spec: ServiceSpec) => [
+  envOf(c, `${spec.envPrefix}_STORE`),
+  envOf(c, `${spec.envPrefix}_STORE_FILE`),
+];
 
 describe("migration step", () => {
   it("renders in every overlay a serving container of each stateful service that never migrates, after a schema step with its store", () => {
@@ -72,7 +81,7 @@ describe("migration step", () => {
           ]);
           const init = pod.initContainers![0]!;
           expect(init.image, where).toBe(serving.image);
-          expect(envOf(init, `${spec.envPrefix}_STORE`), where).toEqual(envOf(serving, `${spec.envPrefix}_STORE`));
+          expect(storeOf(init, spec), where).toEqual(storeOf(serving, spec));
           // Risk seeds its demo customers in a migration: the step and the pod must agree on whether it does.
           expect(envOf(init, `${spec.envPrefix}_SEED_DEMO`), where).toEqual(
             envOf(serving, `${spec.envPrefix}_SEED_DEMO`),
@@ -108,7 +117,7 @@ describe("migration step", () => {
         const where = `${rendering.name}: job/${job.metadata!.name}`;
         expect(migrate.args, where).toEqual(["migrate"]);
         expect(migrate.image, where).toBe(serving.image);
-        expect(envOf(migrate, `${spec.envPrefix}_STORE`), where).toEqual(envOf(serving, `${spec.envPrefix}_STORE`));
+        expect(storeOf(migrate, spec), where).toEqual(storeOf(serving, spec));
         expect(envOf(migrate, `${spec.envPrefix}_SEED_DEMO`), where).toEqual(
           envOf(serving, `${spec.envPrefix}_SEED_DEMO`),
         );

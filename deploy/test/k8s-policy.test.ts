@@ -381,14 +381,39 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod release paths: tool 
 });
 
 describe("prod", () => {
-  it("runs every stateful service on PostgreSQL, its DSN from a Secret", () => {
+  it("runs every stateful service on PostgreSQL, its DSN a file mounted from its Secret", () => {
     for (const { name, objects } of prodRenderings()) {
       for (const spec of services.filter((s) => s.stateful)) {
         for (const workload of workloadsOf(objects, spec.name)) {
-          const store = mainContainer(workload).env?.find((e) => e.name === `${spec.envPrefix}_STORE`);
-          expect(store?.valueFrom?.secretKeyRef?.name, `${name}: ${workload.object.metadata.name}`).toBe(
-            `loopguard-${spec.name}-store`,
-          );
+          const where = `${name}: ${workload.object.metadata.name}`;
+          const container = mainContainer(workload);
+          expect(
+            container.env?.find((e) => e.name === `${spec.envPrefix}_STORE`),
+            where,
+          ).toBeUndefined();
+          const file = container.env?.find((e) => e.name === `${spec.envPrefix}_STORE_FILE`)?.value ?? "";
+          const mount = container.volumeMounts?.find((m) => file.startsWith(`${m.mountPath}/`));
+          const volume = podSpec(workload).volumes?.find((v) => v.name === mount?.name);
+          expect(volume?.secret?.secretName, where).toBe(`loopguard-${spec.name}-store`);
+          expect(volume?.secret?.items, where).toEqual([{ key: "dsn", path: file.slice(mount!.mountPath.length + 1) }]);
+        }
+      }
+    }
+  });
+
+  it("gives no container a secret in its environment: each is a file mounted from its Secret", () => {
+    for (const { name, objects } of renderings) {
+      for (const { owner, pod } of [
+        ...allPods(objects),
+        ...smokePods(objects).map((p) => ({ owner: p.name, pod: p.pod })),
+      ]) {
+        for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
+          const where = `${name}: ${owner}: ${container.name}`;
+          expect(
+            container.env?.filter((e) => e.valueFrom?.secretKeyRef).map((e) => e.name),
+            where,
+          ).toEqual([]);
+          expect(container.envFrom?.filter((e) => e.secretRef) ?? [], where).toEqual([]);
         }
       }
     }
@@ -535,8 +560,9 @@ describe("every rendering", () => {
       for (const spec of services.filter((s) => s.stateful)) {
         const all = workloadsOf(objects, spec.name);
         for (const workload of all) {
-          const store = mainContainer(workload).env?.find((e) => e.name === `${spec.envPrefix}_STORE`);
-          if (store?.valueFrom !== undefined) continue;
+          const env = mainContainer(workload).env;
+          if (env?.some((e) => e.name === `${spec.envPrefix}_STORE_FILE`)) continue;
+          const store = env?.find((e) => e.name === `${spec.envPrefix}_STORE`);
           const where = `${name}: ${workload.object.metadata.name} on ${store?.value ?? "the default SQLite store"}`;
           expect(
             all.map((w) => w.object.kind),

@@ -83,10 +83,14 @@ describe("renderK8sFiles", () => {
     expect(sqlite.spec.template.spec.containers[0].env).toEqual([{ name: "GEO_STORE", value: "sqlite:/data/geo.db" }]);
     const postgres = documents(files, join(COMPONENTS_DIR, "postgres-stores", "geo.patch.yaml"))[0]!;
     expect(postgres.spec.template.spec.containers[0].env).toEqual([
-      { name: "GEO_STORE", valueFrom: { secretKeyRef: { name: "loopguard-geo-store", key: "dsn" } } },
+      { name: "GEO_STORE_FILE", value: "/etc/loopguard/geo-store/dsn" },
       { name: "GEO_STORE_POOL_SIZE", value: "3" },
       { name: "GEO_SEED_DEMO", value: "false" },
     ]);
+    expect(postgres.spec.template.spec.volumes[0]).toEqual({
+      name: "loopguard-geo-store",
+      secret: { secretName: "loopguard-geo-store", items: [{ key: "dsn", path: "dsn" }], defaultMode: 0o440 },
+    });
     expect(files.has(join(COMPONENTS_DIR, "postgres-stores", "kb-search.patch.yaml"))).toBe(false);
   });
 

@@ -11,9 +11,9 @@
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Job } from "kubernetes-types/batch/v1.js";
 import type { Container, EnvVar, PodSpec, Volume, VolumeMount } from "kubernetes-types/core/v1.js";
-import { DATA_DIR, HARDENED_CONTAINER, RUN_AS, secretFile } from "./service-objects.js";
+import { DATA_DIR, HARDENED_CONTAINER, RUN_AS, secretFile, secretMount, secretVolume } from "./service-objects.js";
 import { NAMESPACE, POSTGRES_CLIENT_LABEL, PART_OF_LABELS } from "./cluster-names.js";
-import { POSTGRES_CA_MOUNT, POSTGRES_CA_VOLUME, seedDemoOff, storeSecret } from "./store-objects.js";
+import { POSTGRES_CA_MOUNT, POSTGRES_CA_VOLUME, postgresDsn, seedDemoOff } from "./store-objects.js";
 
 /** How long a new pod waits in its init container for the migrate Job before it fails and is restarted. */
 export const SCHEMA_WAIT_SECONDS = 900;
@@ -33,10 +33,6 @@ export function migrateOnStartEnv(spec: ServiceSpec): EnvVar {
   return { name: `${spec.envPrefix}_MIGRATE_ON_START`, value: "false" };
 }
 
-export function postgresStoreEnv(spec: ServiceSpec): EnvVar {
-  return { name: `${spec.envPrefix}_STORE`, valueFrom: { secretKeyRef: { name: storeSecret(spec), key: "dsn" } } };
-}
-
 export function sqliteStoreEnv(spec: ServiceSpec): EnvVar {
   return { name: `${spec.envPrefix}_STORE`, value: `sqlite:${DATA_DIR}/${spec.name}.db` };
 }
@@ -50,11 +46,8 @@ function secretMounts(spec: ServiceSpec): { env: EnvVar[]; volumes: Volume[]; mo
   const files = (spec.schemaSecretFiles ?? []).map((name) => ({ name, file: secretFile(spec.secretFiles[name]!) }));
   return {
     env: files.map(({ name, file }) => ({ name, value: file.path })),
-    volumes: files.map(({ file }) => ({
-      name: file.secret,
-      secret: { secretName: file.secret, items: [{ key: file.key, path: file.key }], defaultMode: 0o440 },
-    })),
-    mounts: files.map(({ file }) => ({ name: file.secret, mountPath: file.dir, readOnly: true })),
+    volumes: files.map(({ file }) => secretVolume(file)),
+    mounts: files.map(({ file }) => secretMount(file)),
   };
 }
 
@@ -65,7 +58,8 @@ interface StoreAccess {
 }
 
 function postgresAccess(spec: ServiceSpec): StoreAccess {
-  return { env: [postgresStoreEnv(spec), ...seedDemoOff(spec)], mounts: [POSTGRES_CA_MOUNT] };
+  const dsn = postgresDsn(spec);
+  return { env: [dsn.env, ...seedDemoOff(spec)], mounts: [dsn.mount, POSTGRES_CA_MOUNT] };
 }
 
 /** `node dist/main.js <args>` from the service's image, with its store and secrets, hardened as the serving container. */
@@ -128,6 +122,7 @@ export function migratePodSpec(spec: ServiceSpec, image?: string): PodSpec {
       { name: "data", emptyDir: { sizeLimit: "64Mi" } },
       { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
       ...secretMounts(spec).volumes,
+      postgresDsn(spec).volume,
       POSTGRES_CA_VOLUME,
     ],
   };

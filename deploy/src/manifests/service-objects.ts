@@ -53,10 +53,29 @@ export const HARDENED_CONTAINER: SecurityContext = {
 };
 
 /** "loopguard-risk-pepper/pepper" → the secret, the key and where the file is mounted. */
-export function secretFile(ref: string): { secret: string; key: string; dir: string; path: string } {
+export interface SecretFile {
+  readonly secret: string;
+  readonly key: string;
+  readonly dir: string;
+  readonly path: string;
+}
+
+export function secretFile(ref: string): SecretFile {
   const [secret, key] = ref.split("/") as [string, string];
   const dir = `/etc/loopguard/${secret.replace(/^loopguard-/, "")}`;
   return { secret, key, dir, path: `${dir}/${key}` };
+}
+
+/** The pod's volume of a secret file: that one key of its Secret, readable by the pod's group alone. */
+export function secretVolume(file: SecretFile): Volume {
+  return {
+    name: file.secret,
+    secret: { secretName: file.secret, items: [{ key: file.key, path: file.key }], defaultMode: 0o440 },
+  };
+}
+
+export function secretMount(file: SecretFile): VolumeMount {
+  return { name: file.secret, mountPath: file.dir, readOnly: true };
 }
 
 /**
@@ -100,16 +119,9 @@ function volumes(spec: ServiceSpec): { volumes: Volume[]; mounts: VolumeMount[] 
     volumes: [
       { name: "data", emptyDir: { sizeLimit: "1Gi" } },
       { name: "tmp", emptyDir: { sizeLimit: "64Mi" } },
-      ...secrets.map((file) => ({
-        name: file.secret,
-        secret: { secretName: file.secret, items: [{ key: file.key, path: file.key }], defaultMode: 0o440 },
-      })),
+      ...secrets.map(secretVolume),
     ],
-    mounts: [
-      { name: "data", mountPath: DATA_DIR },
-      { name: "tmp", mountPath: "/tmp" },
-      ...secrets.map((file) => ({ name: file.secret, mountPath: file.dir, readOnly: true })),
-    ],
+    mounts: [{ name: "data", mountPath: DATA_DIR }, { name: "tmp", mountPath: "/tmp" }, ...secrets.map(secretMount)],
   };
 }
 

@@ -4,7 +4,7 @@ import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { EnvVar, PersistentVolumeClaim, Volume, VolumeMount } from "kubernetes-types/core/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { NAMESPACE, PART_OF_LABELS, POSTGRES_CLIENT_LABEL, POSTGRES_PORT, serviceMetadata } from "./cluster-names.js";
-import { DATA_DIR } from "./service-objects.js";
+import { DATA_DIR, secretFile, secretMount, secretVolume } from "./service-objects.js";
 
 export function storeSecret(spec: ServiceSpec): string {
   return `loopguard-${spec.name}-store`;
@@ -82,13 +82,28 @@ export function seedDemoOff(spec: ServiceSpec): EnvVar[] {
 }
 
 /**
- * PostgreSQL for a stateful service: the DSN comes from the Secret loopguard-<service>-store, key
- * `dsn`; the pool its share of the connection budget; the CA its DSN's sslrootcert names; and no
- * demo data, since a shared database is a real one.
+ * The DSN of a service's database, from the Secret loopguard-<service>-store (key `dsn`), as the file
+ * <PREFIX>_STORE_FILE names: its password stays out of the container's environment, which process
+ * listings, `kubectl exec … env` and child processes see.
+ */
+export function postgresDsn(spec: ServiceSpec): { env: EnvVar; volume: Volume; mount: VolumeMount } {
+  const file = secretFile(`${storeSecret(spec)}/dsn`);
+  return {
+    env: { name: `${spec.envPrefix}_STORE_FILE`, value: file.path },
+    volume: secretVolume(file),
+    mount: secretMount(file),
+  };
+}
+
+/**
+ * PostgreSQL for a stateful service: the DSN as a file (postgresDsn); the pool its share of the
+ * connection budget; the CA its DSN's sslrootcert names; and no demo data, since a shared database
+ * is a real one.
  */
 export function postgresStore(spec: ServiceSpec, poolSize: number): object {
+  const dsn = postgresDsn(spec);
   const env: EnvVar[] = [
-    { name: `${spec.envPrefix}_STORE`, valueFrom: { secretKeyRef: { name: storeSecret(spec), key: "dsn" } } },
+    dsn.env,
     { name: `${spec.envPrefix}_STORE_POOL_SIZE`, value: String(poolSize) },
     ...seedDemoOff(spec),
   ];
@@ -98,8 +113,8 @@ export function postgresStore(spec: ServiceSpec, poolSize: number): object {
     {
       labels: { [POSTGRES_CLIENT_LABEL]: "true" },
       spec: {
-        containers: [{ name: spec.name, env, volumeMounts: [POSTGRES_CA_MOUNT] }],
-        volumes: [POSTGRES_CA_VOLUME],
+        containers: [{ name: spec.name, env, volumeMounts: [dsn.mount, POSTGRES_CA_MOUNT] }],
+        volumes: [dsn.volume, POSTGRES_CA_VOLUME],
       },
     },
   );

@@ -2,10 +2,10 @@
 // auth) come from the tool-sdk. A bad value is a ConfigError: exit 2 before anything binds.
 import { join } from "node:path";
 import { MAX_STORE_POOL_SIZE, parseStoreUrl, type StoreLocation } from "@loopguard/sql-store";
-import { booleanSetting, ConfigError, optionalIntegerSetting } from "@loopguard/tool-sdk";
+import { booleanSetting, ConfigError, optionalIntegerSetting, secretSetting } from "@loopguard/tool-sdk";
 
 export interface BillingConfig {
-  /** BILLING_STORE: `sqlite:<file>` (default `<data dir>/billing.db`) or `postgres://…` for several replicas. */
+  /** BILLING_STORE (or the file BILLING_STORE_FILE names): `sqlite:<file>` (default `<data dir>/billing.db`) or `postgres://…` for several replicas. */
   readonly store: StoreLocation;
   /** BILLING_STORE_POOL_SIZE: PostgreSQL connections per replica (the ledger's default when unset). */
   readonly storePoolSize: number | undefined;
@@ -24,9 +24,13 @@ export function loadBillingConfig(
   dataDir: string,
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): BillingConfig {
-  const url = env.BILLING_STORE || `sqlite:${join(dataDir, "billing.db")}`;
+  const url = secretSetting(env, "BILLING_STORE");
   return Object.freeze({
-    store: parseStoreUrl(url, "BILLING_STORE", ConfigError),
+    store: parseStoreUrl(
+      url?.value ?? `sqlite:${join(dataDir, "billing.db")}`,
+      url?.variable ?? "BILLING_STORE",
+      ConfigError,
+    ),
     storePoolSize: optionalIntegerSetting(env, "BILLING_STORE_POOL_SIZE", { min: 1, max: MAX_STORE_POOL_SIZE }),
     seedDemo: booleanSetting(env, "BILLING_SEED_DEMO", true),
     migrateOnStart: booleanSetting(env, "BILLING_MIGRATE_ON_START", true),

@@ -1,9 +1,21 @@
 import { ConfigError } from "@loopguard/tool-sdk";
 import { TEST_AUTH_ENV, testOrchestratorEnv } from "@loopguard/tool-sdk/testing";
-import { describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
 import { describeOrchestratorConfig, loadOrchestratorConfig } from "./config.js";
 
 const base = { ...testOrchestratorEnv(), LOOPGUARD_DATA_DIR: "/var/lib/loopguard" };
+const dir = mkdtempSync(join(tmpdir(), "orchestrator-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+/** A file holding `text`, as a mounted Secret does. */
+function secretFile(text: string): string {
+  const file = join(dir, `secret-${++files}`);
+  writeFileSync(file, text, { mode: 0o600 });
+  return file;
+}
 
 describe("ORCHESTRATOR_STORE", () => {
   it("defaults to orchestrator.db in the data folder", () => {
@@ -20,6 +32,20 @@ describe("ORCHESTRATOR_STORE", () => {
   it("is logged without its password", () => {
     const config = loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE: "postgres://orch:hunter2@db:5432/orch" });
     expect(describeOrchestratorConfig(config).storeUrl).toBe("postgres://***@db:5432/orch");
+  });
+  it("is read from the file ORCHESTRATOR_STORE_FILE names (a mounted Secret), never echoing what the file holds", () => {
+    const url = "postgres://orch:hunter2@db:5432/orch";
+    expect(loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE_FILE: secretFile(`${url}\n`) }).storeUrl).toBe(url);
+    const bad = () =>
+      loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE_FILE: secretFile("mysql://orch:hunter2@db/orch") });
+    expect(bad).toThrow(/^ORCHESTRATOR_STORE_FILE must be sqlite:<file> or postgres:/);
+    expect(bad).not.toThrow(/hunter2/);
+    expect(() =>
+      loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE_FILE: secretFile(url), ORCHESTRATOR_STORE: url }),
+    ).toThrow(new ConfigError("set ORCHESTRATOR_STORE or ORCHESTRATOR_STORE_FILE, not both"));
+    expect(() => loadOrchestratorConfig({ ...base, ORCHESTRATOR_STORE_FILE: join(dir, "missing") })).toThrow(
+      /^ORCHESTRATOR_STORE_FILE: cannot read .*missing \(ENOENT\)$/,
+    );
   });
 });
 
@@ -269,6 +295,20 @@ describe("OPENAI_BASE_URL", () => {
     const withUser = () => loadOrchestratorConfig({ ...base, OPENAI_BASE_URL: "https://svc:s3cret@proxy/v1" });
     expect(withUser).toThrow(/^OPENAI_BASE_URL must not carry a user or password/);
     expect(withUser).not.toThrow(/s3cret/);
+  });
+
+  it("takes its key from OPENAI_API_KEY_FILE (a mounted Secret) or OPENAI_API_KEY, not both, and never logs it", () => {
+    const openai = { ...base, OPENAI_BASE_URL: "https://proxy/v1" };
+    const config = loadOrchestratorConfig({ ...openai, OPENAI_API_KEY_FILE: secretFile("sk-from-file\n") });
+    expect(config.openai?.apiKey).toBe("sk-from-file");
+    expect(JSON.stringify(describeOrchestratorConfig(config))).not.toContain("sk-from-file");
+    expect(loadOrchestratorConfig({ ...openai, OPENAI_API_KEY: "sk-inline" }).openai?.apiKey).toBe("sk-inline");
+    expect(() =>
+      loadOrchestratorConfig({ ...openai, OPENAI_API_KEY_FILE: secretFile("sk-a"), OPENAI_API_KEY: "sk-b" }),
+    ).toThrow(new ConfigError("set OPENAI_API_KEY or OPENAI_API_KEY_FILE, not both"));
+    expect(() => loadOrchestratorConfig({ ...openai, OPENAI_API_KEY_FILE: secretFile("") })).toThrow(
+      /^OPENAI_API_KEY_FILE: .* is empty$/,
+    );
   });
 
   it("is logged without its query string or fragment", () => {

@@ -19,6 +19,7 @@ import {
   optionalIntegerSetting,
   readCallSecrets,
   readSigningKey,
+  secretSetting,
   servicePolicy,
   type SigningKey,
   targetsSetting,
@@ -30,6 +31,7 @@ import { type ApprovalRules, describeApprovalRules } from "./guard/approvals.js"
 import { type ContextLimits, DEFAULT_CONTEXT_LIMITS } from "./governance/context-governance.js";
 import { type ModelSettings, modelSettings } from "./policies/model-config.js";
 import { LOCAL_TOOL_ADDRESSES } from "./generated/local-tool-addresses.js";
+import { storeSetting } from "./store/open-store.js";
 import { POSTGRES_STORE_DEFAULTS } from "./store/postgres-store-options.js";
 import { DEFAULT_MAX_TAKEOVERS } from "./session/takeovers.js";
 import { DEFAULT_TOOL_SERVICES } from "./tool-registry.js";
@@ -147,7 +149,7 @@ function oidcSettings(env: Env): OidcSettings | undefined {
 
 /**
  * OPENAI_BASE_URL, "" when unset: an http(s) URL without a user or password (the key is
- * OPENAI_API_KEY). The value itself is never echoed: it may hold a credential.
+ * OPENAI_API_KEY, or the file OPENAI_API_KEY_FILE names). The value itself is never echoed: it may hold a credential.
  */
 function openaiBaseUrl(env: Env): string {
   const value = env.OPENAI_BASE_URL ?? "";
@@ -204,9 +206,9 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     { signs: true },
   );
   const openaiUrl = openaiBaseUrl(env);
-  const storeUrl = env.ORCHESTRATOR_STORE || `sqlite:${join(base.dataDir, "orchestrator.db")}`;
+  const storeUrl = storeSetting(env, base.dataDir);
   // Checked here, so that a bad URL stops the process (exit 2) before anything binds.
-  parseStoreUrl(storeUrl, "ORCHESTRATOR_STORE", ConfigError);
+  parseStoreUrl(storeUrl.value, storeUrl.variable, ConfigError);
   const oidc = oidcSettings(env);
   const callSecrets = readCallSecrets(env);
   const store = POSTGRES_STORE_DEFAULTS;
@@ -214,7 +216,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     ...base,
     signingKey: checkedSigningKey(env, base.publicKeys),
     ...(callSecrets ? { callSecrets } : {}),
-    storeUrl,
+    storeUrl: storeUrl.value,
     storePoolSize: optionalIntegerSetting(env, "ORCHESTRATOR_STORE_POOL_SIZE", { min: 1, max: MAX_STORE_POOL_SIZE }),
     migrateOnStart: booleanSetting(env, "ORCHESTRATOR_MIGRATE_ON_START", true),
     storeTimeouts: {
@@ -246,7 +248,11 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
     }),
     approvals: approvalSettings(env, approvalFieldsOf(DEFAULT_TOOL_SERVICES)),
     openai: openaiUrl
-      ? { baseUrl: openaiUrl, model: env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL, apiKey: env.OPENAI_API_KEY ?? "" }
+      ? {
+          baseUrl: openaiUrl,
+          model: env.OPENAI_MODEL || DEFAULT_OPENAI_MODEL,
+          apiKey: secretSetting(env, "OPENAI_API_KEY")?.value ?? "",
+        }
       : undefined,
     traceDir: join(base.dataDir, "traces"),
     traceRetention: traceRetention(env),

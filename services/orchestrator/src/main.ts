@@ -2,26 +2,21 @@
 // schema-command.ts) when one is named; otherwise the tool-sdk's runService: config from the
 // environment, build, serve the API and the HTTP port, start driving sessions (including every
 // unfinished one), drain on SIGTERM.
-import { join } from "node:path";
 import { parseStoreUrl, runSchemaCommandIfNamed } from "@loopguard/sql-store";
 import { ConfigError, dataDirOf, runService } from "@loopguard/tool-sdk";
 import { createHttpPort } from "./api/http-port.js";
 import { LogTail } from "./api/log-tail.js";
 import { describeOrchestratorConfig, loadOrchestratorConfig } from "./config.js";
 import { build } from "./server.js";
-import { SESSIONS_SCHEMA } from "./store/open-store.js";
+import { SESSIONS_SCHEMA, storeSetting } from "./store/open-store.js";
 
 await runSchemaCommandIfNamed({
   service: "orchestrator",
   // The store alone: migrating needs none of the keys and tool addresses serving does.
-  load: () => ({
-    location: parseStoreUrl(
-      process.env.ORCHESTRATOR_STORE || `sqlite:${join(dataDirOf(), "orchestrator.db")}`,
-      "ORCHESTRATOR_STORE",
-      ConfigError,
-    ),
-    schema: SESSIONS_SCHEMA,
-  }),
+  load: () => {
+    const store = storeSetting(process.env, dataDirOf());
+    return { location: parseStoreUrl(store.value, store.variable, ConfigError), schema: SESSIONS_SCHEMA };
+  },
   listing: SESSIONS_SCHEMA,
   isConfigError: (error) => error instanceof ConfigError,
 });

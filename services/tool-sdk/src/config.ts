@@ -81,18 +81,44 @@ function readFaultProfile(env: Env): FaultProfile | undefined {
   }
 }
 
-function readJson(name: string, path: string): unknown {
-  let text: string;
+function readText(name: string, path: string): string {
   try {
-    text = readFileSync(path, "utf8");
+    return readFileSync(path, "utf8");
   } catch (error) {
     throw new ConfigError(`${name}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? "error"})`);
   }
+}
+
+function readJson(name: string, path: string): unknown {
+  const text = readText(name, path);
   try {
     return JSON.parse(text);
   } catch {
     throw new ConfigError(`${name}: ${path} is not JSON`);
   }
+}
+
+/** A secret setting's value and the variable it came from, for messages that name it. */
+export interface SecretSetting {
+  readonly value: string;
+  readonly variable: string;
+}
+
+/**
+ * A secret setting `name`: the text of the file `<name>_FILE` names (a mounted Secret, so the value
+ * stays out of the environment, where process listings, `kubectl exec … env` and child processes
+ * see it), trimmed of the newline an editor or `echo` leaves; else `name` itself; undefined when
+ * neither is set. Both set, an unreadable file or an empty one is a ConfigError; the value is
+ * never echoed.
+ */
+export function secretSetting(env: Env, name: string): SecretSetting | undefined {
+  const fileVariable = `${name}_FILE`;
+  const file = env[fileVariable];
+  if (!file) return env[name] ? { value: env[name], variable: name } : undefined;
+  if (env[name]) throw new ConfigError(`set ${name} or ${fileVariable}, not both`);
+  const value = readText(fileVariable, file).trim();
+  if (value === "") throw new ConfigError(`${fileVariable}: ${file} is empty`);
+  return { value, variable: fileVariable };
 }
 
 /** Refuses the retired shared secret, so a deployment still setting it learns why instead of running with other credentials. */

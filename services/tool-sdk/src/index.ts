@@ -62,6 +62,8 @@ export {
   readPublicKeys,
   readSigningKey,
   readToolCallKeys,
+  type SecretSetting,
+  secretSetting,
   type ToolConfig,
   type ToolDefaults,
 } from "./config.js";

@@ -7,16 +7,15 @@
 // as spent; not made: it is released. One transaction on the session store (ORCHESTRATOR_STORE, as
 // the orchestrator's), which a second settle of the same reservation finds settled, writing nothing.
 // Exit codes: 0 settled, 1 the store failed, 2 refused (bad usage, unknown session, nothing to settle).
-import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { StoreUrlError } from "@loopguard/sql-store";
-import { dataDirOf } from "@loopguard/tool-sdk";
+import { parseStoreUrl, StoreUrlError } from "@loopguard/sql-store";
+import { ConfigError, dataDirOf } from "@loopguard/tool-sdk";
 import { redactText } from "../guard/redact.js";
 import { isTerminal } from "../session/session-state.js";
 import { storedOutcome } from "../session/data.js";
 import { EFFECT_UNKNOWN } from "../session/outcome.js";
 import type { ReservationRecord } from "../store/effect-reservations.js";
-import { openSessionStore } from "../store/open-store.js";
+import { openSessionStore, storeSetting } from "../store/open-store.js";
 import type { SessionRecord, SessionStore } from "../store/session-store.js";
 import { actingPerson, UsageError } from "./identity.js";
 
@@ -25,7 +24,7 @@ const USAGE = `usage: pnpm settle-effect <session-id> (--made | --not-made) --re
   --reason  what you found (e.g. "billing ListRefunds ord_X: refund re_Y with this key"), kept with who you are
   --key     the reservation (the call's idempotency key), when the session holds more than one
   --as      the person settling (LOOPGUARD_AS; default operator), whose key must carry sessions:admin
-store: ORCHESTRATOR_STORE (default sqlite:<LOOPGUARD_DATA_DIR>/orchestrator.db), the orchestrator's`;
+store: ORCHESTRATOR_STORE or the file ORCHESTRATOR_STORE_FILE names (default sqlite:<LOOPGUARD_DATA_DIR>/orchestrator.db), the orchestrator's`;
 
 const MAX_REASON_CHARS = 500;
 
@@ -116,8 +115,7 @@ async function main(): Promise<void> {
   const person = actingPerson(request.as);
   if (person.scopeBeyond(["sessions:admin"]) !== undefined)
     throw new UsageError(`${person.name} may not settle a reservation: its key does not carry "sessions:admin"`);
-  const url = process.env.ORCHESTRATOR_STORE || `sqlite:${join(dataDirOf(), "orchestrator.db")}`;
-  const store = await openStore(url);
+  const store = await openStore();
   try {
     const session = await endedUnknown(store, request.sessionId);
     const target = heldOne(session.id, await store.reservations(session.id), request.key);
@@ -139,12 +137,14 @@ async function main(): Promise<void> {
   }
 }
 
-async function openStore(url: string): Promise<SessionStore> {
+async function openStore(): Promise<SessionStore> {
   try {
+    const url = storeSetting(process.env, dataDirOf());
+    parseStoreUrl(url.value, url.variable);
     // Never migrates: the orchestrator's migration step owns the schema; an older one is named.
-    return await openSessionStore(url, { migrate: false });
+    return await openSessionStore(url.value, { migrate: false });
   } catch (error) {
-    if (error instanceof StoreUrlError) throw new UsageError(error.message);
+    if (error instanceof StoreUrlError || error instanceof ConfigError) throw new UsageError(error.message);
     throw error;
   }
 }

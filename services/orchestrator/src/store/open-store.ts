@@ -1,7 +1,9 @@
 // Picks the SessionStore implementation from one URL, so deployment config names a store the
 // same way whichever backend it is: `sqlite:/var/lib/loopguard/sessions.db` (one replica) or
 // `postgres://user@host:5432/db` (several replicas sharing sessions through leases).
+import { join } from "node:path";
 import { parseStoreUrl, type StoreSchema } from "@loopguard/sql-store";
+import { type SecretSetting, secretSetting } from "@loopguard/tool-sdk";
 import { POSTGRES_SESSION_MIGRATIONS } from "../migrations/postgres/index.js";
 import { SQLITE_SESSION_MIGRATIONS } from "../migrations/sqlite/index.js";
 import { DatabaseClock } from "./postgres-clock.js";
@@ -16,6 +18,19 @@ export const SESSIONS_SCHEMA: StoreSchema = {
   sqlite: SQLITE_SESSION_MIGRATIONS,
   postgres: POSTGRES_SESSION_MIGRATIONS,
 };
+
+/**
+ * The session store's URL: ORCHESTRATOR_STORE, or the file ORCHESTRATOR_STORE_FILE names (a mounted
+ * Secret, so a DSN's password stays out of the environment), else the SQLite file under `dataDir`.
+ */
+export function storeSetting(env: Readonly<Record<string, string | undefined>>, dataDir: string): SecretSetting {
+  return (
+    secretSetting(env, "ORCHESTRATOR_STORE") ?? {
+      value: `sqlite:${join(dataDir, "orchestrator.db")}`,
+      variable: "ORCHESTRATOR_STORE",
+    }
+  );
+}
 
 /** Options of either backend; each reads its own. */
 export type SessionStoreOpenOptions = PostgresSessionStoreOptions & SqliteSessionStoreOptions;

@@ -2,7 +2,9 @@
 // expiry, a session's start and so its wall-clock deadline) are on the database's clock, so the replica ahead
 // neither expires the approval the other one asked for nor stops the session on its wall clock when it runs it.
 // A replica shows a live session's wall clock on that same clock, as its budget counts it: a test cannot move a
-// process's own clock, so one on SQLite (whose clock is the store's) is given a clock ahead of the test's.
+// process's own clock, so one on SQLite (whose clock is the store's) is given a clock ahead of the test's. A
+// tool call is timed by this process's clock (the client's, grpc-js's, its token's expiry), so a replica
+// whose store's clock runs behind it still gives each call its whole timeout.
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { testPostgres } from "@loopguard/sql-store/testing";
@@ -20,6 +22,8 @@ import {
 
 const ORDER = "ord_DEMO00000008";
 const AHEAD_MS = 10 * 60_000;
+/** More than any tool's SLA timeout (1–2 s). */
+const BEHIND_MS = 5000;
 const ENV = { APPROVAL_TTL_MS: "300000", ORCHESTRATOR_APPROVAL_SWEEP_MS: "100" };
 
 const waiting = (s: Session) => s.state === SessionState.AWAITING_APPROVAL;
@@ -95,16 +99,30 @@ describe.skipIf(postgres.skip !== null)("two replicas, one whose clock is ten mi
   }, 120_000);
 });
 
-describe("one replica on SQLite whose clock is ten minutes ahead of this test's", () => {
+describe("replicas on SQLite whose clocks are off this test's: ten minutes ahead, five seconds behind", () => {
   let tools: Tools;
   let ahead: TestOrchestrator;
+  let behind: TestOrchestrator;
   beforeAll(async () => {
     tools = await startTools();
     ahead = await startOrchestrator(tools, ENV, { now: () => Date.now() + AHEAD_MS });
+    behind = await startOrchestrator(tools, ENV, { now: () => Date.now() - BEHIND_MS });
   }, 60_000);
   afterAll(async () => {
     await ahead?.close();
+    await behind?.close();
     await tools?.stop();
+  }, 60_000);
+
+  it("gives a tool call its whole timeout by this process's clock when the store's runs seconds behind it", async () => {
+    // By the store's clock every call's deadline is BEHIND_MS earlier than by the clock the client,
+    // grpc-js and the tools time it by: taken as it is, every call would be past its deadline before it left.
+    const { session } = await behind.api.startSession({ goal: "What is the refund policy?", scopes: ["kb:read"] });
+    const done = await waitForSession(behind.api, session!.sessionId, undefined, 20_000);
+    expect(done.stopReason).toBe("done");
+    const trail = await behind.orchestrator.store.auditTrail(session!.sessionId);
+    expect(trail.map((a) => a.reason).filter((r) => r !== null && /parked|answered from|DEADLINE/.test(r))).toEqual([]);
+    expect(trail.some((a) => a.reason === "observed kb_search_search" && a.outcome === "ok")).toBe(true);
   }, 60_000);
 
   it("shows a waiting session's wall clock on its store's clock in every view, as its budget counts it", async () => {

@@ -19,6 +19,17 @@ export function deadlineOf(usage: Usage, limits: BudgetLimits): number {
   return usage.startedAt + limits.deadlineMs;
 }
 
+/**
+ * When a tool call given at most `timeoutMs` must end, on this process's own clock (Date.now), which
+ * the tool client, grpc-js and the call's token expiry time it by. `sessionDeadline` (none for a call
+ * that always gets its whole timeout) is on the replicas' shared clock, `now` (on PostgreSQL the
+ * database's), so the call gets what is left of it as a duration: a replica whose clock is off the
+ * database's by seconds would otherwise give every call that much less, or more, than its budget.
+ */
+export function callDeadline(timeoutMs: number, sessionDeadline: number | undefined, now: number): number {
+  return Date.now() + (sessionDeadline === undefined ? timeoutMs : Math.min(timeoutMs, sessionDeadline - now));
+}
+
 /** Why one more policy step may not be taken, or null. */
 export function refuseStep(usage: Usage, limits: BudgetLimits, now: number): StopReason | null {
   if (now >= deadlineOf(usage, limits)) return "deadline";

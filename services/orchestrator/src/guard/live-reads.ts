@@ -8,7 +8,7 @@ import { CallError, type ToolClient } from "@loopguard/tool-sdk";
 import { failureName, passes, type WaitFor } from "../session/park-rules.js";
 import type { StopReason } from "../session/session-state.js";
 import type { JsonValue, SessionRecord, Spend } from "../store/session-store.js";
-import { deadlineOf, refuseToolCall, retriesLeft, withRetries, withSpend } from "./budget.js";
+import { callDeadline, deadlineOf, refuseToolCall, retriesLeft, withRetries, withSpend } from "./budget.js";
 import { redactText } from "./redact.js";
 import type { EntityReader, GuardedEffect } from "./side-effects.js";
 import type { ToolTokens } from "./tool-tokens.js";
@@ -57,7 +57,7 @@ export async function readLive(
     return { ok: false, why: `the session is not granted ${tool.requiredScope}, which ${tool.name} needs` };
   const client = deps.clients.get(tool.tool);
   if (!client) return { ok: false, why: `no client for ${tool.tool}` };
-  const deadline = Math.min(deps.now() + tool.timeoutMs, deadlineOf(s.usage, s.budget));
+  const deadline = callDeadline(tool.timeoutMs, deadlineOf(s.usage, s.budget), deps.now());
   let attempts = 0;
   let read: LiveRead;
   try {

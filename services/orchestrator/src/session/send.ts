@@ -2,7 +2,7 @@
 import { type DescService, fromJson, toJson } from "@bufbuild/protobuf";
 import { Effect, status, CallError, type ToolClient, type ToolResult } from "@loopguard/tool-sdk";
 import { SpanStatusCode } from "@opentelemetry/api";
-import { deadlineOf, retriesLeft } from "../guard/budget.js";
+import { callDeadline, deadlineOf, retriesLeft } from "../guard/budget.js";
 import { ageInWords, type ResultEnvelope } from "../policies/policy.js";
 import { errorEnvelope } from "../policies/envelope.js";
 import type { JsonValue, SessionRecord } from "../store/session-store.js";
@@ -48,8 +48,11 @@ export async function send(
   onRetry?: () => Promise<void>,
 ): Promise<Sent> {
   const irreversible = tool.effect === Effect.IRREVERSIBLE_EXTERNAL;
-  const now = kit.deps.now();
-  const deadline = irreversible ? now + tool.timeoutMs : Math.min(now + tool.timeoutMs, deadlineOf(s.usage, s.budget));
+  const deadline = callDeadline(
+    tool.timeoutMs,
+    irreversible ? undefined : deadlineOf(s.usage, s.budget),
+    kit.deps.now(),
+  );
   const started = performance.now();
   return kit.spans.span(
     s,
@@ -86,17 +89,21 @@ export async function send(
   );
 }
 
-/** What a fallback answer is, in the envelope: a cached one's time and age, or why a degraded one stands in for the tool. */
-function fallbackWords(tool: RegisteredTool, result: ToolResult<never>): Partial<ResultEnvelope> {
+/**
+ * What a fallback answer is, in the envelope: a cached one's time and age (its time on the shared clock,
+ * `now`, as a live answer's is), or why a degraded one stands in for the tool.
+ */
+function fallbackWords(tool: RegisteredTool, result: ToolResult<never>, now: number): Partial<ResultEnvelope> {
   const why = result.liveError
     ? `${status[result.liveError.code] ?? result.liveError.code}${result.liveError.reason ? ` ${result.liveError.reason}` : ""}`
     : "unavailable";
-  if (result.source === "cache" && result.cachedAt !== undefined) {
-    const ageMs = result.cacheAgeMs ?? 0;
+  if (result.source === "cache" && result.cacheAgeMs !== undefined) {
+    const ageMs = result.cacheAgeMs;
+    const cachedAt = new Date(now - ageMs).toISOString();
     return {
-      observedAt: new Date(result.cachedAt).toISOString(),
+      observedAt: cachedAt,
       ageMs,
-      note: `${tool.tool} is unavailable now (${why}); this is its answer from ${ageInWords(ageMs)} ago, as of ${new Date(result.cachedAt).toISOString()}`,
+      note: `${tool.tool} is unavailable now (${why}); this is its answer from ${ageInWords(ageMs)} ago, as of ${cachedAt}`,
     };
   }
   if (result.source === "degraded") {
@@ -114,7 +121,8 @@ export function observeSent(
   { tool, call, pending }: InFlight,
   sent: Sent,
 ): Promise<SessionRecord> {
-  const observedAt = new Date(kit.deps.now()).toISOString();
+  const now = kit.deps.now();
+  const observedAt = new Date(now).toISOString();
   if ("error" in sent) {
     const e = sent.error;
     // Refused before anything ran: a money call's hold is let go, unless an earlier attempt's outcome is unknown.
@@ -162,7 +170,7 @@ export function observeSent(
     costMicros: tool.costMicros,
     servedFrom: result.source,
     observedAt,
-    ...fallbackWords(tool, result),
+    ...fallbackWords(tool, result, now),
   };
   // The answer is observed in the same transaction that records it: a crash before that commit
   // leaves the session TOOL_EXECUTING, and the call is re-issued only if that is safe.

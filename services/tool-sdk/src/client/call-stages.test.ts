@@ -8,7 +8,8 @@ import {
 } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
 import { KbSearchService, SearchRequestSchema, SearchResponseSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Registry } from "prom-client";
-import { describe, expect, it } from "vitest";
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, expect, it, vi } from "vitest";
 import { metricValue } from "../../testing/index.js";
 import { methodPolicy } from "../contract.js";
 import { status } from "../errors.js";
@@ -351,6 +352,24 @@ describe("cacheStage", () => {
     expect(call.outcome.source).toBe("cache");
     expect(call.outcome.cacheAgeMs).toBeGreaterThanOrEqual(0);
     expect(call.outcome.liveError?.code).toBe(status.UNAVAILABLE);
+  });
+
+  it("tells a cached answer's age by the monotonic clock: a wall clock stepped back a minute does not make it younger", async () => {
+    const stage = cacheStage(fallback, new ResponseCache(10, 60_000, 1 << 20));
+    await stage(scripted({ hits: [hit] }))(searchCall());
+    await sleep(50);
+    const wall = Date.now();
+    const stepped = vi.spyOn(Date, "now").mockImplementation(() => wall - 60_000);
+    try {
+      const call = searchCall();
+      await stage(scripted(failure(status.UNAVAILABLE)))(call);
+      expect(call.outcome.source).toBe("cache");
+      expect(call.outcome.cacheAgeMs).toBeGreaterThanOrEqual(50);
+      expect(call.outcome.cacheAgeMs).toBeLessThan(5_000);
+      expect(call.outcome.cachedAt).toBe(wall - 60_000 - call.outcome.cacheAgeMs!);
+    } finally {
+      stepped.mockRestore();
+    }
   });
 
   it("answers with the declared degraded answer when nothing is cached, unless the caller declines it", async () => {

@@ -6,6 +6,7 @@ import { LRUCache } from "lru-cache";
 
 export interface CachedResponse {
   readonly response: unknown;
+  /** performance.now() when stored: an age that a step of the wall clock (NTP) does not bend. */
   readonly storedAt: number;
 }
 
@@ -37,8 +38,8 @@ export class ResponseCache {
     return `${path}\u0000${Buffer.from(requestBytes.buffer, requestBytes.byteOffset, requestBytes.byteLength).toString("latin1")}`;
   }
 
-  set(key: string, response: unknown, now: number): void {
-    this.#lru.set(key, { response, storedAt: now });
+  set(key: string, response: unknown): void {
+    this.#lru.set(key, { response, storedAt: performance.now() });
   }
 
   get(key: string): CachedResponse | undefined {

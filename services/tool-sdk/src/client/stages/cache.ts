@@ -21,18 +21,18 @@ export function cacheStage(fallback: Fallback, cache: ResponseCache): ClientInte
     const key = fallback.cacheable ? ResponseCache.key(call.target.path, call.bytes) : undefined;
     try {
       const response = await next(call);
-      if (key) cache.set(key, response, Date.now());
+      if (key) cache.set(key, response);
       return response;
     } catch (thrown) {
       const error = thrown as CallError;
       if (call.options.fallback === false || CALLER_ERROR_CODES.has(error.code)) throw error;
       const cached = key ? cache.get(key) : undefined;
-      const ageMs = cached ? Date.now() - cached.storedAt : Number.POSITIVE_INFINITY;
+      const ageMs = cached ? Math.round(performance.now() - cached.storedAt) : Number.POSITIVE_INFINITY;
       if (cached && ageMs <= fallback.maxAgeMs) {
         Object.assign(call.outcome, {
           source: "cache",
           cacheAgeMs: ageMs,
-          cachedAt: cached.storedAt,
+          cachedAt: Date.now() - ageMs,
           liveError: error,
         });
         return cached.response;

@@ -1,5 +1,7 @@
 // toolClient's breaker against a real kb-search (SLA timeout 1000 ms, p95 target 300 ms): it opens
-// for a tool that fails or is slow, never because callers gave a healthy tool too little time.
+// for a tool that fails or is slow, never because callers gave a healthy tool too little time; and a call
+// cut short or cancelled by its caller counts neither way (it neither closes a half-open breaker nor
+// dilutes a hung tool's failures).
 import { setTimeout as sleep } from "node:timers/promises";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Registry } from "prom-client";
@@ -85,5 +87,52 @@ it("opens for a slow tool when callers pass the SLA timeout as their own deadlin
   };
   const timedOut = await Promise.all(Array.from({ length: 5 }, (_, i) => asTheOrchestrator(i)));
   expect(timedOut.map((e) => e?.code)).toEqual(Array(5).fill(status.DEADLINE_EXCEEDED));
+  expect(client.breakerState).toBe("open");
+});
+
+/** A kb-search that never answers within 200 ms, its client's breaker opened by five calls that had the whole timeout, now half-open. */
+async function halfOpenOnHungTool() {
+  const client = await kbTaking(5_000, { timeoutMs: { "*": 200 }, breaker: { resetTimeoutMs: 300 } });
+  await Promise.all(
+    Array.from({ length: 5 }, (_, i) => errorOf(client.call("search", { query: `q${i}`, limit: 1 }, live))),
+  );
+  expect(client.breakerState).toBe("open");
+  await sleep(350);
+  expect(client.breakerState).toBe("half-open");
+  return client;
+}
+
+it("stays open when the half-open probe is cut short by its caller's deadline: the tool has not answered", async () => {
+  const client = await halfOpenOnHungTool();
+  // The probe: a session with 20 ms of wall clock left.
+  const probe = await errorOf(
+    client.call("search", { query: "probe", limit: 1 }, { deadline: new Date(Date.now() + 20), ...live }),
+  );
+  expect(probe?.code).toBe(status.DEADLINE_EXCEEDED);
+  expect(client.breakerState).toBe("open");
+  const next = await errorOf(client.call("search", { query: "next", limit: 1 }, live));
+  expect([next?.code, next?.reason]).toEqual([status.UNAVAILABLE, "BREAKER_OPEN"]);
+});
+
+it("stays open when the half-open probe is cancelled (a session cancelled, a lease lost)", async () => {
+  const client = await halfOpenOnHungTool();
+  const probe = await errorOf(
+    client.call("search", { query: "probe", limit: 1 }, { signal: AbortSignal.timeout(20), ...live }),
+  );
+  expect(probe?.code).toBe(status.CANCELLED);
+  expect(client.breakerState).toBe("open");
+});
+
+it("opens for a hung tool however many calls their callers cut short beside those given the whole timeout", async () => {
+  const client = await kbTaking(5_000, { timeoutMs: { "*": 200 } });
+  const results = await Promise.all([
+    ...Array.from({ length: 5 }, (_, i) => errorOf(client.call("search", { query: `full${i}`, limit: 1 }, live))),
+    ...Array.from({ length: 20 }, (_, i) =>
+      errorOf(
+        client.call("search", { query: `short${i}`, limit: 1 }, { deadline: new Date(Date.now() + 20), ...live }),
+      ),
+    ),
+  ]);
+  expect(results.every((e) => e?.code === status.DEADLINE_EXCEEDED)).toBe(true);
   expect(client.breakerState).toBe("open");
 });

@@ -43,22 +43,68 @@ function countsAgainstTool(error: unknown, call: ClientCall | undefined): boolea
   return call.attempt.number > 0 && !(error.code === status.DEADLINE_EXCEEDED && call.cutShort);
 }
 
-/** One method's breaker. */
+/**
+ * The outcomes that say how the tool is, over a rolling window of ten buckets. Written here because
+ * opossum counts every fire in its error rate's denominator and a filtered error as a success: the
+ * calls that say nothing of the tool (cut short by their caller, cancelled, lost races) would dilute
+ * the rate, and one of them as a half-open probe would close the breaker of a tool still down.
+ */
+class ToolOutcomes {
+  readonly #bucketMs: number;
+  #buckets: { at: number; answered: number; failed: number }[] = [];
+
+  constructor(windowMs: number) {
+    this.#bucketMs = windowMs / 10;
+  }
+
+  /** Records one outcome; returns the failures' share of the window's outcomes, in percent, and their count. */
+  record(failed: boolean, now = performance.now()): { percent: number; outcomes: number } {
+    const at = Math.floor(now / this.#bucketMs);
+    this.#buckets = this.#buckets.filter((b) => b.at > at - 10);
+    let bucket = this.#buckets.at(-1);
+    if (bucket?.at !== at) {
+      bucket = { at, answered: 0, failed: 0 };
+      this.#buckets.push(bucket);
+    }
+    if (failed) bucket.failed += 1;
+    else bucket.answered += 1;
+    let outcomes = 0;
+    let failures = 0;
+    for (const b of this.#buckets) {
+      outcomes += b.answered + b.failed;
+      failures += b.failed;
+    }
+    return { percent: (failures / outcomes) * 100, outcomes };
+  }
+
+  clear(): void {
+    this.#buckets = [];
+  }
+}
+
+/**
+ * One method's breaker: opossum keeps its states, timers and the one probe of half-open; it opens on
+ * the share of the tool's own failures among the outcomes that say how the tool is (ToolOutcomes).
+ */
 class MethodBreaker {
   readonly #breaker: CircuitBreaker<[() => Promise<unknown>, ClientCall?], unknown>;
   readonly #resetTimeoutMs: number;
+  readonly #outcomes: ToolOutcomes;
+  readonly #thresholdPercent: number;
+  readonly #volume: number;
   /** When the breaker last opened; with its reset timeout, when it will let a probe through. */
   #openedAt = 0;
 
   constructor(overrides: BreakerOverrides, changed: () => void) {
     this.#resetTimeoutMs = overrides.resetTimeoutMs ?? 5_000;
+    this.#thresholdPercent = overrides.errorThresholdPercentage ?? 50;
+    this.#volume = overrides.volumeThreshold ?? 5;
+    this.#outcomes = new ToolOutcomes(overrides.rollingWindowMs ?? 10_000);
     this.#breaker = new CircuitBreaker((attempt: () => Promise<unknown>) => attempt(), {
       // Deadlines are gRPC's job; the breaker only counts outcomes.
       timeout: false,
-      errorThresholdPercentage: overrides.errorThresholdPercentage ?? 50,
-      volumeThreshold: overrides.volumeThreshold ?? 5,
-      rollingCountTimeout: overrides.rollingWindowMs ?? 10_000,
-      rollingCountBuckets: 10,
+      // Never by opossum's own rate (see ToolOutcomes): a failed probe still opens it again.
+      errorThresholdPercentage: 100,
       resetTimeout: this.#resetTimeoutMs,
       // opossum passes fire's arguments on (its types declare the error only): the attempt, its call.
       errorFilter: (error: unknown, ...fired: unknown[]) =>
@@ -69,7 +115,11 @@ class MethodBreaker {
       changed();
     });
     this.#breaker.on("halfOpen", changed);
-    this.#breaker.on("close", changed);
+    this.#breaker.on("close", () => {
+      // A tool that answered its probe starts afresh: the failures before do not count twice.
+      this.#outcomes.clear();
+      changed();
+    });
   }
 
   get state(): BreakerState {
@@ -81,7 +131,31 @@ class MethodBreaker {
   }
 
   fire(attempt: () => Promise<unknown>, call?: ClientCall): Promise<unknown> {
-    return this.#breaker.fire(attempt, call);
+    return this.#breaker.fire(
+      () =>
+        attempt().then(
+          (answer) => {
+            this.#outcomes.record(false);
+            return answer;
+          },
+          (error: unknown) => {
+            this.#judge(error, call);
+            throw error;
+          },
+        ),
+      call,
+    );
+  }
+
+  /** A failed attempt, before opossum hears of it: counted if it says how the tool is; a half-open probe that says nothing opens the breaker again. */
+  #judge(error: unknown, call: ClientCall | undefined): void {
+    if (!countsAgainstTool(error, call)) {
+      // opossum would take it for the probe's success and close; the tool has not answered, so it waits for the next probe.
+      if (this.#breaker.halfOpen) this.#breaker.open();
+      return;
+    }
+    const { percent, outcomes } = this.#outcomes.record(true);
+    if (this.#breaker.closed && outcomes >= this.#volume && percent > this.#thresholdPercent) this.#breaker.open();
   }
 
   shutdown(): void {

@@ -220,8 +220,6 @@ describe("an approved refund that waits for a slot", () => {
   it("after the order changed since the approval: not sent, the policy hears EAPPROVAL, the hold released", async () => {
     const { ended, trail, held, made } = await approvedThenSlotFrees(60_000, async () => {
       refundElsewhere(suite.tools, ORDER, 2000);
-      // Past the moment the approval's own read stands for (APPROVAL_READ_FRESH_MS).
-      await sleep(1500);
     });
     expect(trail).toContain("approved by test-approver, but the approval no longer matches the world");
     expect(trail).not.toContain("sending the approved call");

@@ -27,11 +27,10 @@ import { errorEnvelope } from "../policies/envelope.js";
 export const APPROVED = "approved";
 
 /**
- * Unless the approval is to settle an unknown outcome (a re-send of the same effect), the world is
- * read again first: if the entity changed since the approval was asked, the approval no longer
- * covers it and the policy hears EAPPROVAL. A session whose budgets cannot hold that read and the
- * call stops before reading, as the first pass would have. Not fenced: a waiting session is leased
- * to nobody.
+ * Records the approval, one version-checked move: of answers given at once, one wins and the others
+ * change nothing and read nothing. The world is read again by the run that sends the call
+ * (sendApproved), fenced by its lease: a read made here, before the move, would be made (and paid
+ * for) by every answer racing it. Not fenced: a waiting session is leased to nobody.
  */
 export async function approve(kit: Kit, s: SessionRecord, approver: string, why: string): Promise<SessionRecord> {
   const { moves } = kit;
@@ -40,8 +39,8 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
   const approval = pending.approval!;
   const audit = { tool: approval.tool, argsHash: approval.argumentsHash };
   if (approval.kind !== "outcome_unknown") {
-    const moved = await unlessWorldMoved(kit, s, pending, `approved by ${why}`, audit, false);
-    if (moved) return moved;
+    const noRoom = noRoomToReadAgain(kit, s, pending, `approved by ${why}`, false);
+    if (noRoom) return noRoom;
   }
   // The amount is held now, against the figures the approver was shown: if other sessions moved
   // the totals past them meanwhile, this approval no longer covers the call.
@@ -77,17 +76,11 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
 }
 
 /**
- * How long the entity's read as an approval is answered stands for its call: the moment a run with
- * a free slot takes to send it. A call sent later (every slot was busy) reads the entity again.
- */
-export const APPROVAL_READ_FRESH_MS = 1000;
-
-/**
  * The approved call, as the run that has a slot for it is about to send it: maybe long after the
  * approval, when every slot was busy. A new effect goes out only while the session's wall clock
  * still covers its whole SLA timeout (else the session stops `deadline`) and on the world that was
- * approved (read again once the approval's read is older than APPROVAL_READ_FRESH_MS: else the
- * policy hears EAPPROVAL); a call not sent lets its hold go, as a cancel does. A re-send of an
+ * approved (read again now: else the policy hears EAPPROVAL; a session whose budgets cannot hold
+ * that read stops before it); a call not sent lets its hold go, as a cancel does. A re-send of an
  * effect whose outcome is unknown is neither: its key makes no second effect, it settles the first
  * (its approval is asked once the wall clock ran out), and its own attempt may be what moved the
  * world. Then this run records itself as the call's sender.
@@ -110,10 +103,8 @@ export async function sendApproved(kit: Kit, s: SessionRecord): Promise<SessionR
         "deadline",
         `the approved ${tool.name} call was not made: ${Math.max(0, left)} ms of the session's wall clock left when a run could send it, less than its ${tool.timeoutMs} ms SLA timeout`,
       );
-    if (deps.now() - (pending.approvedAt ?? 0) > APPROVAL_READ_FRESH_MS) {
-      const moved = await unlessWorldMoved(kit, s, pending, why, audit, true);
-      if (moved) return moved;
-    }
+    const moved = await unlessWorldMoved(kit, s, pending, why, audit);
+    if (moved) return moved;
   }
   return moves.move(s, "TOOL_EXECUTING", {
     audit: { reason: "sending the approved call", ...audit },
@@ -122,11 +113,9 @@ export async function sendApproved(kit: Kit, s: SessionRecord): Promise<SessionR
 }
 
 /**
- * The entity the approved call acts on, read again: undefined when it is as approved; else the
- * session, moved (back to the policy with EAPPROVAL, or stopped when its budgets cannot hold the
- * read). `sending`: read by the run about to send it (its moves fenced by its lease), so the hold
- * the approval took is let go; else read as the approval is answered (fenced by nothing: a waiting
- * session is leased to nobody), before any hold.
+ * The entity the approved call acts on, read again by the run about to send it (its moves fenced by
+ * its lease): undefined when it is as approved; else the session, moved (back to the policy with
+ * EAPPROVAL, or stopped when its budgets cannot hold the read), the hold the approval took let go.
  */
 async function unlessWorldMoved(
   kit: Kit,
@@ -134,15 +123,14 @@ async function unlessWorldMoved(
   pending: Pending,
   why: string,
   audit: { readonly tool: string; readonly argsHash: string },
-  sending: boolean,
 ): Promise<SessionRecord | undefined> {
   const { deps } = kit;
   const call = pending.call!;
   const tool = deps.registry.get(call.tool)!;
   const guard = deps.rules.effectOf(tool);
   if (!call.worldVersion || !guard?.reader) return undefined;
-  const noRoom = refuseReads(s, guard, deps.now(), [guard.reader], sending);
-  if (noRoom) return stopUnsent(kit, s, pending, sending, noRoom.reason, `${noRoom.answer} (${why})`);
+  const noRoom = noRoomToReadAgain(kit, s, pending, why, true);
+  if (noRoom) return noRoom;
   const entityId = String((JSON.parse(call.arguments) as JsonObject)[guard.idField] ?? "");
   const live = await kit.spans.span(s, `approved ${tool.name}: read again`, { "gen_ai.tool.name": tool.name }, () =>
     readLive(guardDepsOf(kit), s, guard.reader!, entityId),
@@ -152,13 +140,26 @@ async function unlessWorldMoved(
   const message = live.ok
     ? `the world changed since the approval was asked (${call.worldVersion} → ${current}); look again and ask for a new approval`
     : `the world could not be read again before acting on the approval (${live.why}); ask for a new approval`;
-  return lookAgain(
-    kit,
-    s,
-    { reason: `${why}, but the approval no longer matches the world`, ...audit },
-    message,
-    sending,
-  );
+  return lookAgain(kit, s, { reason: `${why}, but the approval no longer matches the world`, ...audit }, message, true);
+}
+
+/**
+ * The session stopped, when its budgets cannot hold the read again of the entity and the call (its
+ * hold let go); else undefined. `sending`: checked by the run about to send it (fenced by its lease;
+ * the call was counted when the approval was recorded); else as the approval is answered.
+ */
+function noRoomToReadAgain(
+  kit: Kit,
+  s: SessionRecord,
+  pending: Pending,
+  why: string,
+  sending: boolean,
+): Promise<SessionRecord> | undefined {
+  const call = pending.call!;
+  const guard = kit.deps.rules.effectOf(kit.deps.registry.get(call.tool)!);
+  if (!call.worldVersion || !guard?.reader) return undefined;
+  const noRoom = refuseReads(s, guard, kit.deps.now(), [guard.reader], sending);
+  return noRoom && stopUnsent(kit, s, pending, sending, noRoom.reason, `${noRoom.answer} (${why})`);
 }
 
 /** Letting go of the hold of a call that was not made (one whose earlier attempt's outcome is unknown keeps it). */

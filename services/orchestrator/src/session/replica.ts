@@ -33,6 +33,12 @@ export function claimable(event: SessionEvent): boolean {
 export interface DrivenRun {
   readonly controller: AbortController;
   readonly from: number;
+  /**
+   * A renewal found its lease gone (ran out, or let go by a move): the run was aborted and never
+   * holds that lease again, so later renewals skip it, and a lease lost is counted once, however
+   * long the aborted run still takes to end (an irreversible call is never cut off).
+   */
+  leaseGone?: boolean;
 }
 
 /** Leases up to `slots` sessions (a claim, a wake). */
@@ -149,7 +155,7 @@ export class LeaseKeeper {
     if (this.#renewing) return;
     this.#renewing = true;
     try {
-      const ids = [...this.driven.keys()];
+      const ids = [...this.driven].filter(([, run]) => !run.leaseGone).map(([id]) => id);
       let held: Set<string>;
       try {
         held = await this.store.renewLeases(ids, this.owner, this.ttlMs);
@@ -164,7 +170,10 @@ export class LeaseKeeper {
         const run = this.driven.get(id);
         if (run && !held.has(id)) gone.set(id, run);
       }
-      for (const run of gone.values()) run.controller.abort();
+      for (const run of gone.values()) {
+        run.leaseGone = true;
+        run.controller.abort();
+      }
       const lost = await this.#ranOut(gone);
       if (lost.length > 0) this.onLost(lost);
     } finally {

@@ -1,13 +1,14 @@
 // `pnpm start`: the whole suite on one machine, every service its own supervised process on
-// loopback, data under .data/ (LOOPGUARD_DATA_DIR, 0700), the keys (the orchestrator's and the local
-// people's: requester, approver, operator) checked on every start and the secrets services declare
-// (risk's customer-key pepper) made on first start.
+// loopback, data under .data/ (LOOPGUARD_DATA_DIR, 0700, one suite at a time: supervisor.pid), the
+// keys (the orchestrator's and the local people's: requester, approver, operator) checked on every
+// start and the secrets services declare (risk's customer-key pepper) made on first start.
 import { spawn } from "node:child_process";
 import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createLogger, discoverServices, redactText } from "@loopguard/tool-sdk";
+import { ConfigError, createLogger, discoverServices, redactText } from "@loopguard/tool-sdk";
 import { suiteEnvironment } from "./suite-env.js";
+import { lockDataDir, requireFreePorts, SuiteLockError } from "./suite-lock.js";
 import { Supervisor } from "./supervisor.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -16,12 +17,32 @@ mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 const log = createLogger({ service: "supervisor" });
 
 const specs = discoverServices(join(root, "services"));
+
+/** One line and exit 1, before anything started: another suite here, a port taken, a damaged key file. */
+function refuse(error: unknown): never {
+  if (!(error instanceof SuiteLockError || error instanceof ConfigError)) throw error;
+  process.stderr.write(`loopguard: ${error.message}\n`);
+  process.exit(1);
+}
+
+let unlock: () => void = () => undefined;
+let environment: ReturnType<typeof suiteEnvironment>;
+try {
+  unlock = lockDataDir(dataDir);
+  environment = suiteEnvironment(dataDir);
+  await requireFreePorts(specs);
+} catch (error) {
+  unlock();
+  refuse(error);
+}
+process.once("exit", () => unlock());
+
 // Each service's JSON log goes to its own file; the console keeps the supervisor's lines.
 const logDir = join(dataDir, "logs");
 mkdirSync(logDir, { recursive: true, mode: 0o700 });
 const logFiles = new Map<string, WriteStream>();
 const supervisor = new Supervisor({
-  ...suiteEnvironment(dataDir),
+  ...environment,
   log,
   output: (service, line) => {
     let file = logFiles.get(service);
@@ -48,7 +69,7 @@ try {
   await supervisor.start(specs);
 } catch (error) {
   log.error("the suite could not start", { error_message: (error as Error).message });
-  process.stderr.write(`loopguard: ${(error as Error).message}\n(is another suite already running? logs: ${logDir})\n`);
+  process.stderr.write(`loopguard: ${(error as Error).message}\n(logs: ${logDir})\n`);
   await supervisor.stop();
   process.exit(1);
 }

@@ -5,7 +5,7 @@
 // child still running after the grace period is killed (SIGKILL), as a kubelet does.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { backoffDelayMs, type Logger, type ServiceSpec, waitUntilServing } from "@loopguard/tool-sdk";
+import { backoffDelayMs, type Logger, SUPERVISED_ENV, type ServiceSpec, waitUntilServing } from "@loopguard/tool-sdk";
 
 export interface SupervisorOptions {
   readonly env: Readonly<Record<string, string>>;
@@ -88,8 +88,11 @@ export class Supervisor {
         ...this.options.envFor?.(spec),
         [`${spec.envPrefix}_PORT`]: String(spec.port),
         [spec.metricsPortEnv]: String(spec.metricsPort),
+        // Its stdin is a pipe from this process: it ends when the supervisor does, however (a SIGKILL
+        // too), and the service then stops rather than run on without it.
+        [SUPERVISED_ENV]: "1",
       },
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: ["pipe", "pipe", "pipe"],
     });
     entry.child = child;
     entry.startedAt = Date.now();

@@ -24,13 +24,19 @@ export interface ServiceProcess {
 
 /**
  * Starts `node <entry>` with `env` over this process's environment and waits for its "serving"
- * line. Pass port 0 variables in `env` to let the OS choose ports. The default wait is a hang guard,
+ * line (its stdin a pipe from this process with `stdin: "pipe"`, as `pnpm start`'s supervisor gives it).
+ * Pass port 0 variables in `env` to let the OS choose ports. The default wait is a hang guard,
  * not a speed check: a start takes 1–2 s, but two test workers and the image builds can starve it.
  */
-export function spawnService(entry: string, env: Record<string, string>, timeoutMs = 30_000): Promise<ServiceProcess> {
+export function spawnService(
+  entry: string,
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  stdin: "ignore" | "pipe" = "ignore",
+): Promise<ServiceProcess> {
   const child = spawn(process.execPath, [entry], {
     env: { ...process.env, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: [stdin, "pipe", "pipe"],
   });
   const lines: Record<string, unknown>[] = [];
   let stderr = "";

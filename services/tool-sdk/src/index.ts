@@ -162,6 +162,7 @@ export {
   type ToolHandlers,
   type ToolServer,
 } from "./serve.js";
+export { SUPERVISED_ENV } from "./server/shutdown.js";
 export { violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";
 export { type Backoff, backoffDelayMs, type Jitter } from "./backoff.js";

@@ -66,9 +66,21 @@ function localBindings(): [string, KeyBinding][] {
   ];
 }
 
+/** A key file's JSON; one that cannot be read or parsed is a ConfigError naming it (never its text). */
+function readKeyFile(path: string): unknown {
+  try {
+    return JSON.parse(readFileSync(path, "utf8"));
+  } catch (error) {
+    const why = error instanceof SyntaxError ? "not JSON" : ((error as NodeJS.ErrnoException).code ?? "unreadable");
+    throw new ConfigError(
+      `${path} is not a key file that can be read (${why}); move it away and start again to have a new one made`,
+    );
+  }
+}
+
 function readExisting(path: string): { keys: Record<string, unknown>[]; revoked: string[] } {
   if (!existsSync(path)) return { keys: [], revoked: [] };
-  const value = JSON.parse(readFileSync(path, "utf8")) as { keys?: Record<string, unknown>[]; revoked?: string[] };
+  const value = (readKeyFile(path) ?? {}) as { keys?: Record<string, unknown>[]; revoked?: string[] };
   return {
     keys: Array.isArray(value.keys) ? value.keys : [],
     revoked: Array.isArray(value.revoked) ? value.revoked : [],
@@ -89,7 +101,7 @@ export function ensureLocalKeys(dataDir: string): LocalKeys {
   const managed: Record<string, unknown>[] = [];
   for (const [name, binding] of localBindings()) {
     const path = join(paths.dir, `${name}.jwk`);
-    let privateJwk = existsSync(path) ? (JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>) : undefined;
+    let privateJwk = existsSync(path) ? (readKeyFile(path) as Record<string, unknown> | null) : undefined;
     if (!privateJwk || existing.revoked.includes(String(privateJwk.kid))) {
       privateJwk = newKeyPair(`local-${name}-${stamp}-${randomBytes(3).toString("hex")}`).privateJwk as Record<
         string,
@@ -122,7 +134,13 @@ export function ensureLocalKeys(dataDir: string): LocalKeys {
 export function localToolCallKeys(keys: LocalKeys, tool: string): string {
   const path = join(keys.dir, "call-keys", `${tool}.json`);
   mkdirSync(join(keys.dir, "call-keys"), { recursive: true, mode: 0o700 });
-  const secrets = readCallKeys(JSON.parse(readFileSync(keys.callSecrets, "utf8")));
+  let secrets: ReturnType<typeof readCallKeys>;
+  try {
+    secrets = readCallKeys(readKeyFile(keys.callSecrets));
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    throw new ConfigError(`${keys.callSecrets}: ${(error as Error).message}`);
+  }
   const text = `${JSON.stringify(toolCallKeys(secrets, tool))}\n`;
   if (!existsSync(path) || readFileSync(path, "utf8") !== text) writeFileAtomically(path, text, 0o600);
   return path;

@@ -64,20 +64,37 @@ export function shutdownOf(parts: StopParts): () => Promise<void> {
   };
 }
 
-/** SIGTERM/SIGINT: shut down, flush telemetry, exit 0 (1 if shutdown failed). */
+/** SIGTERM/SIGINT, or the end of the supervisor's stdin pipe: shut down, flush telemetry, exit 0 (1 if shutdown failed). */
 export function exitOnSignals(shutdown: () => Promise<void>, log: Logger): void {
-  for (const signal of ["SIGTERM", "SIGINT"] as const) {
-    process.once(signal, () => {
-      log.info("signal received", { signal });
-      shutdown()
-        .then(shutdownTelemetry)
-        .then(
-          () => process.exit(0),
-          (error: unknown) => {
-            log.error("shutdown failed", { error_name: error instanceof Error ? error.name : "unknown" });
-            process.exit(1);
-          },
-        );
+  let stopping = false;
+  const stop = (why: string, fields: Record<string, string>) => {
+    if (stopping) return;
+    stopping = true;
+    log.info(why, fields);
+    shutdown()
+      .then(shutdownTelemetry)
+      .then(
+        () => process.exit(0),
+        (error: unknown) => {
+          log.error("shutdown failed", { error_name: error instanceof Error ? error.name : "unknown" });
+          process.exit(1);
+        },
+      );
+  };
+  for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => stop("signal received", { signal }));
+  // A log pipe whose reader is gone (a supervisor killed) loses lines, never the service.
+  for (const stream of [process.stdout, process.stderr])
+    stream.on("error", (error: NodeJS.ErrnoException) => {
+      if (error.code !== "EPIPE") throw error;
     });
+  // Run by `pnpm start`'s supervisor, stdin is a pipe from it: its end is the supervisor's, however
+  // it ended (a SIGKILL too), and the service drains and exits rather than run on without it.
+  if (process.env[SUPERVISED_ENV] === "1") {
+    process.stdin.once("end", () => stop("supervisor gone", { reason: "stdin closed" }));
+    process.stdin.resume();
+    (process.stdin as { unref?: () => void }).unref?.();
   }
 }
+
+/** Set by `pnpm start`'s supervisor on each service it runs, whose stdin is then a pipe from it. */
+export const SUPERVISED_ENV = "LOOPGUARD_SUPERVISED";

@@ -143,9 +143,12 @@ export interface LoggerOptions {
 
 export function createLogger(options: LoggerOptions): Logger {
   const write = options.write;
+  // Not pino.destination(1): its flush at exit retries a write that fails with EPIPE forever, so a
+  // service whose log reader is gone (a supervisor killed) could never exit. process.stdout writes a
+  // pipe or a file synchronously too, and its EPIPE is an event the service can let go (exitOnSignals).
   const destination = write
     ? { write: (chunk: string) => write(chunk.endsWith("\n") ? chunk.slice(0, -1) : chunk) }
-    : pino.destination(1);
+    : { write: (chunk: string) => process.stdout.write(chunk) };
   const redactFields = options.contracts ? redactorFor(options.contracts) : everyContract;
   const root = pino(
     {

@@ -3,7 +3,8 @@
 // is settled by hand once (made: spent; not made: released), with who and why kept on it, and every
 // other case is refused with one line and exit code 2, nothing written.
 import { execFile } from "node:child_process";
-import { join } from "node:path";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { repoRoot, tempDir } from "@loopguard/test-kit";
 import { ensureLocalKeys } from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -39,11 +40,15 @@ afterAll(async () => {
 });
 
 function settle(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return settleOn(storeUrl, ...args);
+}
+
+function settleOn(store: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
     execFile(
       process.execPath,
       [CLI, ...args],
-      { env: { ...process.env, LOOPGUARD_DATA_DIR: data.dir, ORCHESTRATOR_STORE: storeUrl }, timeout: 30_000 },
+      { env: { ...process.env, LOOPGUARD_DATA_DIR: data.dir, ORCHESTRATOR_STORE: store }, timeout: 30_000 },
       (error, stdout, stderr) =>
         done({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
@@ -172,5 +177,13 @@ describe("pnpm settle-effect", () => {
     }
     expect((await store.reservations("live1")).map((r) => r.status)).toEqual(["held"]);
     expect((await store.reservations("known1")).map((r) => r.status)).toEqual(["held"]);
+    // A mistyped store path: refused, and no folder or empty store is left where it pointed.
+    const typo = join(data.dir, "typo", "orchestratr.db");
+    const run = await settleOn(`sqlite:${typo}`, "live1", "--made", "--reason", "r");
+    expect([run.code, run.stderr]).toEqual([
+      2,
+      `settle-effect: no session store at ${typo} (ORCHESTRATOR_STORE); nothing done\n`,
+    ]);
+    expect(existsSync(dirname(typo))).toBe(false);
   }, 60_000);
 });

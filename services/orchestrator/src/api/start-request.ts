@@ -31,7 +31,7 @@ export const MAX_TASK_BYTES = 16 * 1024;
 export const MAX_TASK_DEPTH = 8;
 
 /** How deep a value nests, measured without recursion: one nested past the stack (100,000 levels) is measured too. */
-function depthOf(value: JsonValue): number {
+export function depthOf(value: JsonValue): number {
   let deepest = 0;
   const stack: [JsonValue, number][] = [[value, 0]];
   for (let next = stack.pop(); next; next = stack.pop()) {

@@ -2,6 +2,8 @@
 // strictly — a line that does not say what it expects is a usage error naming the line, never a
 // task silently skipped.
 import { jsonParseReason } from "@loopguard/tool-sdk";
+import { depthOf } from "../api/start-request.js";
+import type { JsonValue } from "../store/session-store.js";
 import { UsageError } from "./identity.js";
 
 export type Approval = "none" | "approve" | "deny";
@@ -27,6 +29,36 @@ export interface GoldenTask {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
+/** A task nested deeper than this is not sent at all: encoding it would overflow the stack. The server accepts MAX_TASK_DEPTH. */
+const MAX_SENT_DEPTH = 64;
+
+const UINT32 = 2 ** 32 - 1;
+/**
+ * The budget keys a line may set: the request field each fills, and the largest figure it can carry
+ * (uint32; uint64 fields as far as a JSON number is exact).
+ */
+export const BUDGET_KEYS: Readonly<Record<string, { readonly field: string; readonly most: number }>> = {
+  max_steps: { field: "maxSteps", most: UINT32 },
+  max_tool_calls: { field: "maxToolCalls", most: UINT32 },
+  max_wall_clock_ms: { field: "maxWallClockMs", most: UINT32 },
+  max_tokens: { field: "maxTokens", most: Number.MAX_SAFE_INTEGER },
+  max_cost_micros: { field: "maxCostMicros", most: Number.MAX_SAFE_INTEGER },
+};
+
+/** A line's budget: known keys, each a whole number its field can carry (the server judges the limits). */
+function budgetOf(budget: unknown, where: string): Record<string, number> {
+  if (budget === undefined) return {};
+  if (!isObject(budget)) throw new UsageError(`${where}: "budget" must be an object`);
+  for (const [key, value] of Object.entries(budget)) {
+    const most = BUDGET_KEYS[key]?.most;
+    if (most === undefined)
+      throw new UsageError(`${where}: budget key "${key}" is not one of ${Object.keys(BUDGET_KEYS).join(", ")}`);
+    if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > most)
+      throw new UsageError(`${where}: budget.${key} must be a whole number in 0..${most}`);
+  }
+  return budget as Record<string, number>;
+}
+
 function parseLine(line: string, where: string, live: boolean): GoldenTask {
   let raw: unknown;
   try {
@@ -41,6 +73,14 @@ function parseLine(line: string, where: string, live: boolean): GoldenTask {
     throw new UsageError(`${where}: "id" must be 1..64 letters, digits, _ . -`);
   if (typeof goal !== "string") throw new UsageError(`${where} (${id}): "goal" must be a string`);
   if (task !== undefined && !isObject(task)) throw new UsageError(`${where} (${id}): "task" must be an object`);
+  // What the server accepts is its to say (the golden set tests its refusals); what the client could not even encode is not.
+  const depth = task === undefined ? 0 : depthOf(task as JsonValue);
+  if (depth > MAX_SENT_DEPTH)
+    throw new UsageError(
+      `${where} (${id}): "task" nests ${depth} levels deep; the patrol sends at most ${MAX_SENT_DEPTH}`,
+    );
+  if (scopes !== undefined && !(Array.isArray(scopes) && scopes.every((s) => typeof s === "string")))
+    throw new UsageError(`${where} (${id}): "scopes" must be a list of strings`);
   // A patrol without --live runs every task dry. A line that asks for a live run says something the
   // run will not do, and this file is read strictly: refused, naming the line, rather than run dry
   // against its word (a silent override would keep a line that moves money the day --live is given).
@@ -69,8 +109,8 @@ function parseLine(line: string, where: string, live: boolean): GoldenTask {
     goal,
     task: (task as Record<string, unknown> | undefined) ?? {},
     policy: typeof policy === "string" ? policy : "scripted",
-    budget: isObject(budget) ? (budget as Record<string, number>) : {},
-    ...(Array.isArray(scopes) ? { scopes: scopes.map(String) } : {}),
+    budget: budgetOf(budget, `${where} (${id})`),
+    ...(Array.isArray(scopes) ? { scopes: scopes as string[] } : {}),
     ...(typeof key === "string" ? { idempotencyKey: key } : {}),
     lane: typeof lane === "string" ? lane : id,
     expect: expectation,

@@ -24,7 +24,7 @@ import {
 import { CallError, CLI_FLAGS, createRawClient, numberOption, requiredScopesOf, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 import { actingPerson, apiToken, UsageError } from "./identity.js";
-import { type Approval, type GoldenTask, parseGoldenSet, sessionTask } from "./patrol-tasks.js";
+import { type Approval, BUDGET_KEYS, type GoldenTask, parseGoldenSet, sessionTask } from "./patrol-tasks.js";
 import { judge, printReport, type TaskResult } from "./patrol-report.js";
 
 const USAGE = `usage: pnpm patrol [--orchestrator HOST:PORT] [--tasks FILE] [--threshold 0..1] [--concurrency N] [--live] [--json]
@@ -38,14 +38,6 @@ const USAGE = `usage: pnpm patrol [--orchestrator HOST:PORT] [--tasks FILE] [--t
                   with "dry_run": false is refused without it)
 people: the keys of requester (starts), approver (answers approvals) and operator (records the run), as --as in loopguard`;
 
-const BUDGET_FIELDS: Record<string, string> = {
-  max_steps: "maxSteps",
-  max_tool_calls: "maxToolCalls",
-  max_tokens: "maxTokens",
-  max_wall_clock_ms: "maxWallClockMs",
-  max_cost_micros: "maxCostMicros",
-};
-
 type Api = ReturnType<typeof createRawClient<typeof OrchestratorService>>;
 
 interface Clients {
@@ -57,10 +49,10 @@ interface Clients {
 async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: boolean): Promise<TaskResult> {
   const started = Date.now();
   const budget = Object.fromEntries(
-    Object.entries(t.budget).map(([k, v]) => [
-      BUDGET_FIELDS[k] ?? k,
-      k === "max_tokens" || k === "max_cost_micros" ? BigInt(v) : v,
-    ]),
+    Object.entries(t.budget).map(([k, v]) => {
+      const { field, most } = BUDGET_KEYS[k]!;
+      return [field, most > 2 ** 32 ? BigInt(v) : v];
+    }),
   );
   let sessionId = "";
   try {

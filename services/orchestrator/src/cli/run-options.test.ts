@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { describe, expect, it } from "vitest";
 import { UsageError } from "./identity.js";
@@ -42,6 +45,25 @@ describe("the command line's options", () => {
     expect(usage(() => readTask({ task: JSON.stringify({ note: "x".repeat(17_000) }) }))).toMatch(
       /^the task is 170\d\d bytes of JSON; at most 16384 are accepted$/,
     );
+  });
+
+  it("reads --task-file, refusing an empty path, --task beside it, and a file too large to read", () => {
+    const dir = mkdtempSync(join(tmpdir(), "run-options-"));
+    try {
+      const file = join(dir, "task.json");
+      writeFileSync(file, JSON.stringify({ kind: "refund", order_id: "ord_1" }, null, 2));
+      expect(readTask({ "task-file": file })).toEqual({ kind: "refund", order_id: "ord_1" });
+      expect(usage(() => readTask({ "task-file": "" }))).toBe("--task-file: the path is empty");
+      expect(usage(() => readTask({ "task-file": file, task: "{}" }))).toBe("give --task or --task-file, not both");
+      const large = join(dir, "large.json");
+      writeFileSync(large, " ".repeat(2 * 1024 * 1024));
+      expect(usage(() => readTask({ "task-file": large }))).toBe(
+        `--task-file ${large}: 2097152 bytes; a task file may hold at most 1048576`,
+      );
+      expect(usage(() => readTask({ "task-file": join(dir, "missing.json") }))).toMatch(/: ENOENT$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("says why a task is not JSON without quoting it", () => {

@@ -1,9 +1,9 @@
 // What the command line's options say, read and checked: a task (JSON, inline or from a file), a
 // budget (key=integer pairs), a state to list. A bad value is a UsageError naming the option.
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { jsonParseReason } from "@loopguard/tool-sdk";
-import { taskProblem } from "../api/start-request.js";
+import { MAX_TASK_BYTES, taskProblem } from "../api/start-request.js";
 import type { JsonValue } from "../store/session-store.js";
 import { UsageError } from "./identity.js";
 
@@ -16,16 +16,16 @@ const BUDGET_KEYS: Record<string, string> = {
   retries: "maxRetries",
 };
 
+/** A task file this large is refused before it is read: the task itself may hold MAX_TASK_BYTES of JSON, laid out however. */
+const MAX_TASK_FILE_BYTES = 64 * MAX_TASK_BYTES;
+
 export function readTask(values: { task?: string; "task-file"?: string }): Record<string, unknown> {
   let raw: string | undefined = values.task;
-  if (values["task-file"]) {
-    try {
-      raw = readFileSync(values["task-file"], "utf8");
-    } catch (error) {
-      throw new UsageError(
-        `cannot read --task-file ${values["task-file"]}: ${(error as NodeJS.ErrnoException).code ?? "error"}`,
-      );
-    }
+  const file = values["task-file"];
+  if (file !== undefined) {
+    if (raw !== undefined) throw new UsageError("give --task or --task-file, not both");
+    if (file === "") throw new UsageError("--task-file: the path is empty");
+    raw = readTaskFile(file);
   }
   if (raw === undefined) return {};
   let task: unknown;
@@ -39,6 +39,18 @@ export function readTask(values: { task?: string; "task-file"?: string }): Recor
   const problem = taskProblem(task as JsonValue);
   if (problem) throw new UsageError(problem);
   return task as Record<string, unknown>;
+}
+
+function readTaskFile(file: string): string {
+  try {
+    const size = statSync(file).size;
+    if (size > MAX_TASK_FILE_BYTES)
+      throw new UsageError(`--task-file ${file}: ${size} bytes; a task file may hold at most ${MAX_TASK_FILE_BYTES}`);
+    return readFileSync(file, "utf8");
+  } catch (error) {
+    if (error instanceof UsageError) throw error;
+    throw new UsageError(`cannot read --task-file ${file}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+  }
 }
 
 export function readBudget(pairs: readonly string[]): Record<string, number | bigint> {

@@ -7,6 +7,7 @@
 // as spent; not made: it is released. One transaction on the session store (ORCHESTRATOR_STORE, as
 // the orchestrator's), which a second settle of the same reservation finds settled, writing nothing.
 // Exit codes: 0 settled, 1 the store failed, 2 refused (bad usage, unknown session, nothing to settle).
+import { existsSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parseStoreUrl, StoreUrlError } from "@loopguard/sql-store";
 import { ConfigError, dataDirOf } from "@loopguard/tool-sdk";
@@ -140,7 +141,10 @@ async function main(): Promise<void> {
 async function openStore(): Promise<SessionStore> {
   try {
     const url = storeSetting(process.env, dataDirOf());
-    parseStoreUrl(url.value, url.variable);
+    const location = parseStoreUrl(url.value, url.variable);
+    // Opening a SQLite file makes it (and its folders): a mistyped path would leave an empty store behind.
+    if (location.kind === "sqlite" && !existsSync(location.file))
+      throw new UsageError(`no session store at ${location.file} (${url.variable}); nothing done`);
     // Never migrates: the orchestrator's migration step owns the schema; an older one is named.
     return await openSessionStore(url.value, { migrate: false });
   } catch (error) {

@@ -51,16 +51,16 @@ function countsAgainstTool(error: unknown, call: ClientCall | undefined): boolea
  */
 class ToolOutcomes {
   readonly #bucketMs: number;
-  #buckets: { at: number; answered: number; failed: number }[] = [];
+  readonly #buckets: { at: number; answered: number; failed: number }[] = [];
 
   constructor(windowMs: number) {
     this.#bucketMs = windowMs / 10;
   }
 
-  /** Records one outcome; returns the failures' share of the window's outcomes, in percent, and their count. */
-  record(failed: boolean, now = performance.now()): { percent: number; outcomes: number } {
+  /** Records one outcome. */
+  record(failed: boolean, now = performance.now()): void {
     const at = Math.floor(now / this.#bucketMs);
-    this.#buckets = this.#buckets.filter((b) => b.at > at - 10);
+    while (this.#buckets.length > 0 && this.#buckets[0]!.at <= at - 10) this.#buckets.shift();
     let bucket = this.#buckets.at(-1);
     if (bucket?.at !== at) {
       bucket = { at, answered: 0, failed: 0 };
@@ -68,17 +68,21 @@ class ToolOutcomes {
     }
     if (failed) bucket.failed += 1;
     else bucket.answered += 1;
+  }
+
+  /** The failures' share of the window's outcomes, in percent, and how many outcomes there are. */
+  failures(): { percent: number; outcomes: number } {
     let outcomes = 0;
     let failures = 0;
     for (const b of this.#buckets) {
       outcomes += b.answered + b.failed;
       failures += b.failed;
     }
-    return { percent: (failures / outcomes) * 100, outcomes };
+    return { percent: outcomes === 0 ? 0 : (failures / outcomes) * 100, outcomes };
   }
 
   clear(): void {
-    this.#buckets = [];
+    this.#buckets.length = 0;
   }
 }
 
@@ -154,7 +158,8 @@ class MethodBreaker {
       if (this.#breaker.halfOpen) this.#breaker.open();
       return;
     }
-    const { percent, outcomes } = this.#outcomes.record(true);
+    this.#outcomes.record(true);
+    const { percent, outcomes } = this.#outcomes.failures();
     if (this.#breaker.closed && outcomes >= this.#volume && percent > this.#thresholdPercent) this.#breaker.open();
   }
 

@@ -53,6 +53,9 @@ describe("the command line's options", () => {
       const file = join(dir, "task.json");
       writeFileSync(file, JSON.stringify({ kind: "refund", order_id: "ord_1" }, null, 2));
       expect(readTask({ "task-file": file })).toEqual({ kind: "refund", order_id: "ord_1" });
+      const marked = join(dir, "bom.json");
+      writeFileSync(marked, `\uFEFF${JSON.stringify({ kind: "question" })}`);
+      expect(readTask({ "task-file": marked })).toEqual({ kind: "question" });
       expect(usage(() => readTask({ "task-file": "" }))).toBe("--task-file: the path is empty");
       expect(usage(() => readTask({ "task-file": file, task: "{}" }))).toBe("give --task or --task-file, not both");
       const large = join(dir, "large.json");

@@ -46,7 +46,8 @@ function readTaskFile(file: string): string {
     const size = statSync(file).size;
     if (size > MAX_TASK_FILE_BYTES)
       throw new UsageError(`--task-file ${file}: ${size} bytes; a task file may hold at most ${MAX_TASK_FILE_BYTES}`);
-    return readFileSync(file, "utf8");
+    // A byte order mark (editors on Windows write one) is not part of the JSON.
+    return readFileSync(file, "utf8").replace(/^\uFEFF/, "");
   } catch (error) {
     if (error instanceof UsageError) throw error;
     throw new UsageError(`cannot read --task-file ${file}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);

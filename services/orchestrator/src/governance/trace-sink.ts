@@ -112,9 +112,13 @@ export class TraceSink {
     if (file) await closeFile(file);
   }
 
-  /** The session's step records as JSON, each as `served` shows it. */
+  /**
+   * The session's step records as JSON, each as `served` shows it, masked again: a record stored
+   * before a masking rule existed (a shape of phone number found later) is served as today's rules
+   * would have stored it.
+   */
   async read(sessionId: string, served: ServedView): Promise<string[]> {
-    return (await this.store.steps(sessionId)).map((s) => JSON.stringify(served.storedValue(s.payload)));
+    return (await this.store.steps(sessionId)).map((s) => JSON.stringify(served.storedValue(redact(s.payload))));
   }
 
   /** The store holds the authoritative copy; a file copy that cannot be opened or written must not fail the session. */

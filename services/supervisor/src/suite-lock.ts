@@ -4,7 +4,7 @@
 // first for its key files and then reported "up" on the first suite's health answers while its own
 // services crash-looped on EADDRINUSE. By hand: a lock library (proper-lockfile) judges a lock stale
 // by an mtime it keeps refreshing on a timer; on one machine the holder's pid says it directly.
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
@@ -39,8 +39,9 @@ export function lockDataDir(dataDir: string): () => void {
     try {
       writeFileSync(file, `${process.pid}\n`, { flag: "wx", mode: 0o600 });
       return () => {
-        // Only its own: a later suite's lock is not this process's to remove.
-        if (readFileSync(file, "utf8").trim() === String(process.pid)) rmSync(file, { force: true });
+        // Only its own: a later suite's lock is not this process's to remove (nor is one already gone).
+        if (existsSync(file) && readFileSync(file, "utf8").trim() === String(process.pid))
+          rmSync(file, { force: true });
       };
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;

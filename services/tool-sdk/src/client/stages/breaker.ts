@@ -107,12 +107,11 @@ class MethodBreaker {
     this.#breaker = new CircuitBreaker((attempt: () => Promise<unknown>) => attempt(), {
       // Deadlines are gRPC's job; the breaker only counts outcomes.
       timeout: false,
-      // Never by opossum's own rate (see ToolOutcomes): a failed probe still opens it again.
+      // Never by opossum's own rate (see ToolOutcomes). Every failure reaches opossum unfiltered (a
+      // filtered one would be its success): in half-open any probe that got no answer opens it again,
+      // whatever the reason, and only an answer closes it.
       errorThresholdPercentage: 100,
       resetTimeout: this.#resetTimeoutMs,
-      // opossum passes fire's arguments on (its types declare the error only): the attempt, its call.
-      errorFilter: (error: unknown, ...fired: unknown[]) =>
-        !countsAgainstTool(error, fired[1] as ClientCall | undefined),
     });
     this.#breaker.on("open", () => {
       this.#openedAt = Date.now();
@@ -151,13 +150,9 @@ class MethodBreaker {
     );
   }
 
-  /** A failed attempt, before opossum hears of it: counted if it says how the tool is; a half-open probe that says nothing opens the breaker again. */
+  /** A failed attempt, before opossum hears of it: counted if it says how the tool is. */
   #judge(error: unknown, call: ClientCall | undefined): void {
-    if (!countsAgainstTool(error, call)) {
-      // opossum would take it for the probe's success and close; the tool has not answered, so it waits for the next probe.
-      if (this.#breaker.halfOpen) this.#breaker.open();
-      return;
-    }
+    if (!countsAgainstTool(error, call)) return;
     this.#outcomes.record(true);
     const { percent, outcomes } = this.#outcomes.failures();
     if (this.#breaker.closed && outcomes >= this.#volume && percent > this.#thresholdPercent) this.#breaker.open();

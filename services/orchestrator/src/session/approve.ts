@@ -54,7 +54,6 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
           ...pending,
           approval: null,
           approvedBy: approver,
-          approvedAt: kit.deps.now(),
           startedBy: APPROVED,
         }),
       },

@@ -131,7 +131,6 @@ const pendingSchema = z.object({
   approval: pendingApprovalSchema.nullish(),
   envelope: envelopeSchema.optional(),
   approvedBy: z.string().optional(),
-  approvedAt: z.number().optional(),
   /** The queue's confidence as releases before 2026-12-05 stored it, for the whole queue; each call holds its own now. */
   ...statedFields,
   /** The run that sends the call, or APPROVED (see approve.ts); any other run's call was interrupted. */

@@ -47,7 +47,7 @@ describe("the command line's options", () => {
     );
   });
 
-  it("reads --task-file, refusing an empty path, --task beside it, and a file too large to read", () => {
+  it("reads --task-file, refusing an empty path, --task beside it, a file or device too large to read, and bytes that are not UTF-8", () => {
     const dir = mkdtempSync(join(tmpdir(), "run-options-"));
     try {
       const file = join(dir, "task.json");
@@ -61,8 +61,16 @@ describe("the command line's options", () => {
       const large = join(dir, "large.json");
       writeFileSync(large, " ".repeat(2 * 1024 * 1024));
       expect(usage(() => readTask({ "task-file": large }))).toBe(
-        `--task-file ${large}: 2097152 bytes; a task file may hold at most 1048576`,
+        `--task-file ${large}: more than 1048576 bytes; a task file may hold at most that`,
       );
+      // A device reports no size, and this one never ends.
+      expect(usage(() => readTask({ "task-file": "/dev/zero" }))).toBe(
+        "--task-file /dev/zero: more than 1048576 bytes; a task file may hold at most that",
+      );
+      const latin1 = join(dir, "latin1.json");
+      writeFileSync(latin1, Buffer.from('{"kind":"question","note":"caf\xe9"}', "latin1"));
+      expect(usage(() => readTask({ "task-file": latin1 }))).toBe(`--task-file ${latin1}: not UTF-8 text`);
+      expect(usage(() => readTask({ "task-file": dir }))).toMatch(/: EISDIR$/);
       expect(usage(() => readTask({ "task-file": join(dir, "missing.json") }))).toMatch(/: ENOENT$/);
     } finally {
       rmSync(dir, { recursive: true, force: true });

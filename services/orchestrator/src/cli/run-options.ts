@@ -1,6 +1,6 @@
 // What the command line's options say, read and checked: a task (JSON, inline or from a file), a
 // budget (key=integer pairs), a state to list. A bad value is a UsageError naming the option.
-import { readFileSync, statSync } from "node:fs";
+import { closeSync, openSync, readSync } from "node:fs";
 import { SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { jsonParseReason } from "@loopguard/tool-sdk";
 import { MAX_TASK_BYTES, taskProblem } from "../api/start-request.js";
@@ -41,16 +41,33 @@ export function readTask(values: { task?: string; "task-file"?: string }): Recor
   return task as Record<string, unknown>;
 }
 
+/**
+ * The file's text, read to its end but never past MAX_TASK_FILE_BYTES: a pipe (`<(jq …)`) or a
+ * device reports no size to check first, and `/dev/zero` never ends. Bytes that are not UTF-8 are
+ * refused, not read as U+FFFD; a byte order mark (editors on Windows write one) is dropped.
+ */
 function readTaskFile(file: string): string {
+  const bytes = Buffer.allocUnsafe(MAX_TASK_FILE_BYTES + 1);
+  let length = 0;
   try {
-    const size = statSync(file).size;
-    if (size > MAX_TASK_FILE_BYTES)
-      throw new UsageError(`--task-file ${file}: ${size} bytes; a task file may hold at most ${MAX_TASK_FILE_BYTES}`);
-    // A byte order mark (editors on Windows write one) is not part of the JSON.
-    return readFileSync(file, "utf8").replace(/^\uFEFF/, "");
+    const fd = openSync(file, "r");
+    try {
+      for (let n = -1; n !== 0 && length < bytes.length; length += n)
+        n = readSync(fd, bytes, length, bytes.length - length, null);
+    } finally {
+      closeSync(fd);
+    }
   } catch (error) {
-    if (error instanceof UsageError) throw error;
     throw new UsageError(`cannot read --task-file ${file}: ${(error as NodeJS.ErrnoException).code ?? "error"}`);
+  }
+  if (length > MAX_TASK_FILE_BYTES)
+    throw new UsageError(
+      `--task-file ${file}: more than ${MAX_TASK_FILE_BYTES} bytes; a task file may hold at most that`,
+    );
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(0, length));
+  } catch {
+    throw new UsageError(`--task-file ${file}: not UTF-8 text`);
   }
 }
 

@@ -191,6 +191,32 @@ describe("breakerStage", () => {
     breaker.shutdown();
   });
 
+  it("closes when its half-open probe is answered, a refusal of the request included, and opens again when it is not", async () => {
+    for (const [probe, after] of [
+      [failure(status.NOT_FOUND, "ORDER_NOT_FOUND"), "closed"],
+      [failure(status.INVALID_ARGUMENT, "REQUEST_INVALID"), "closed"],
+      [failure(status.INTERNAL, "ANSWER_TOO_LARGE"), "closed"],
+      [failure(status.UNAVAILABLE), "open"],
+      [failure(status.CANCELLED, "CALL_CANCELLED"), "open"],
+    ] as const) {
+      const breaker = new ToolBreaker("kb-search", { ...options, resetTimeoutMs: 20 }, metrics());
+      let next: CallError = failure(status.UNAVAILABLE);
+      const stage = breakerStage(breaker)(async (call) => {
+        call.attempt.number = ++call.sent.attempts;
+        throw next;
+      });
+      for (let i = 0; i < 2; i++) await rejection(stage(searchCall()));
+      expect(breaker.state).toBe("open");
+      await new Promise((elapsed) => setTimeout(elapsed, 40));
+      expect(breaker.state).toBe("half-open");
+      next = probe;
+      // The caller gets the tool's answer as it was, not the breaker's.
+      expect((await rejection(stage(searchCall()))).reason).toBe(probe.reason);
+      expect([probe.reason, breaker.state]).toEqual([probe.reason, after]);
+      breaker.shutdown();
+    }
+  });
+
   it("does not count a timeout its caller forced by a short deadline, nor an attempt never sent", async () => {
     const breaker = new ToolBreaker("kb-search", options, metrics());
     const late = breakerStage(breaker)(scripted(failure(status.DEADLINE_EXCEEDED)));

@@ -28,19 +28,32 @@ export class LostRace extends Error {
 }
 
 /**
+ * A failure that is the tool's own answer: it looked at the request and refused it (a caller's
+ * mistake), or answered more than this caller takes. Only a tool that is up answers, so such a
+ * half-open probe closes the breaker. A cancel is no answer: the caller gave up.
+ */
+function answeredByTool(error: unknown): boolean {
+  if (!(error instanceof CallError)) return false;
+  if (error.reason === "ANSWER_TOO_LARGE") return true;
+  return CALLER_ERROR_CODES.has(error.code) && error.code !== status.CANCELLED;
+}
+
+/**
  * Whether an attempt's failure says the tool is unwell. A timeout does unless the caller's deadline
  * cut the call short (a healthy tool misses a 5 ms deadline too; chain.ts, cutShort); an attempt
- * that never went out (its caller gave up first) says nothing of the tool.
+ * that never went out (its caller gave up first), a cancel and a lost race say nothing of the tool.
  */
 function countsAgainstTool(error: unknown, call: ClientCall | undefined): boolean {
   if (error instanceof LostRace) return false;
   if (!(error instanceof CallError)) return true;
   if (CALLER_ERROR_CODES.has(error.code)) return false;
-  // The bound is the caller's choice and the tool answered: one oversized answer (a huge document) does not make
-  // the tool's other calls fail.
-  if (error.reason === "ANSWER_TOO_LARGE") return false;
   if (call === undefined) return true;
   return call.attempt.number > 0 && !(error.code === status.DEADLINE_EXCEEDED && call.cutShort);
+}
+
+/** An answer of the tool that its caller gets as a failure: a success to opossum, thrown after it. */
+class Answered {
+  constructor(readonly error: unknown) {}
 }
 
 /**
@@ -107,9 +120,9 @@ class MethodBreaker {
     this.#breaker = new CircuitBreaker((attempt: () => Promise<unknown>) => attempt(), {
       // Deadlines are gRPC's job; the breaker only counts outcomes.
       timeout: false,
-      // Never by opossum's own rate (see ToolOutcomes). Every failure reaches opossum unfiltered (a
-      // filtered one would be its success): in half-open any probe that got no answer opens it again,
-      // whatever the reason, and only an answer closes it.
+      // Never by opossum's own rate (see ToolOutcomes). Every failure but the tool's own answers
+      // reaches opossum unfiltered: in half-open a probe that got no answer opens it again, whatever
+      // the reason, and an answer closes it, a refusal of the request included (fire, Answered).
       errorThresholdPercentage: 100,
       resetTimeout: this.#resetTimeoutMs,
     });
@@ -134,20 +147,29 @@ class MethodBreaker {
   }
 
   fire(attempt: () => Promise<unknown>, call?: ClientCall): Promise<unknown> {
-    return this.#breaker.fire(
-      () =>
-        attempt().then(
-          (answer) => {
-            this.#outcomes.record(false);
-            return answer;
-          },
-          (error: unknown) => {
-            this.#judge(error, call);
-            throw error;
-          },
-        ),
-      call,
-    );
+    return this.#breaker
+      .fire(
+        () =>
+          attempt().then(
+            (answer) => {
+              this.#outcomes.record(false);
+              return answer;
+            },
+            (error: unknown) => {
+              if (answeredByTool(error)) {
+                this.#outcomes.record(false);
+                return new Answered(error);
+              }
+              this.#judge(error, call);
+              throw error;
+            },
+          ),
+        call,
+      )
+      .then((result) => {
+        if (result instanceof Answered) throw result.error;
+        return result;
+      });
   }
 
   /** A failed attempt, before opossum hears of it: counted if it says how the tool is. */

@@ -59,6 +59,8 @@ export interface GuardedEffect {
   readonly boundField: string | undefined;
   /** The task field the amount is at most, over the session (TASK_BOUND_AT_MOST on the amount field). */
   readonly amountTaskField: string | undefined;
+  /** A task of this "kind" asks for the effect (SideEffect.task_kind), with or without its figure. */
+  readonly taskKind: string | undefined;
   /** The live read of the entity (money effects always have one). */
   readonly reader: EntityReader | undefined;
   /** The live risk read of the customer the entity belongs to (money effects). */
@@ -121,7 +123,7 @@ export interface AskedEffect {
   readonly tool: string;
   readonly entity: string;
   readonly entityIds: readonly string[];
-  /** The task field the amounts add up to, and the task's figure there (undefined when it is not a whole number). */
+  /** The task field the amounts add up to, and the task's figure there (undefined when it is not a whole number); empty, and no figure, when the task asks by its kind alone. */
   readonly field: string;
   readonly figure: number | undefined;
 }
@@ -161,18 +163,22 @@ export class SideEffectRules {
     return this.#effects.has(name);
   }
 
-  /** The irreversible effects a task asks for: it states the figure the contract bounds their amount by (e.g. amount_cents). */
+  /**
+   * The irreversible effects a task asks for: its kind is the effect's (SideEffect.task_kind), or it
+   * states the figure the contract bounds their amount by (e.g. amount_cents).
+   */
   askedFor(task: JsonObject): AskedEffect[] {
     return [...this.#effects.values()].flatMap((g) => {
       const field = g.amountTaskField;
-      if (field === undefined || task[field] == null || task[field] === "") return [];
+      const stated = field !== undefined && task[field] != null && task[field] !== "";
+      if (!stated && (g.taskKind === undefined || task.kind !== g.taskKind)) return [];
       return [
         {
           tool: g.tool.name,
           entity: g.entity,
           entityIds: declaredEntities(task, g.entity),
-          field,
-          figure: taskFigure(task, field),
+          field: field ?? "",
+          figure: stated ? taskFigure(task, field) : undefined,
         },
       ];
     });
@@ -182,6 +188,7 @@ export class SideEffectRules {
     const where = `irreversible ${tool.name} (${tool.method.parent.typeName}.${tool.method.name})`;
     const declared = methodPolicy(tool.method).sideEffect;
     const entity = declared?.entity ?? "";
+    const taskKind = declared?.taskKind || undefined;
     const id = requestField(tool.method.input, FieldRole.ENTITY_ID, entity);
     if (!id)
       throw new Error(
@@ -194,7 +201,7 @@ export class SideEffectRules {
       reader: undefined,
       risk: undefined,
     };
-    if (!declared?.movesMoney) return { tool, entity, idField: id.jsonName, movesMoney: false, ...none };
+    if (!declared?.movesMoney) return { tool, entity, idField: id.jsonName, taskKind, movesMoney: false, ...none };
     const amount = requestField(tool.method.input, FieldRole.AMOUNT);
     if (!amount) throw new Error(`${where} moves money but no request field has (field).role = FIELD_ROLE_AMOUNT`);
     const bound = requestField(tool.method.input, FieldRole.AMOUNT_BOUND);
@@ -224,7 +231,15 @@ export class SideEffectRules {
         throw new Error(
           `${where} moves money but ${riskReader.tool.name} gives a FIELD_ROLE_RISK_SCORE without (field).approval: the host has no threshold to compare it with`,
         );
-      return { tool, entity, idField: id.jsonName, movesMoney: true, ...money, risk: { link, reader: riskReader } };
+      return {
+        tool,
+        entity,
+        idField: id.jsonName,
+        taskKind,
+        movesMoney: true,
+        ...money,
+        risk: { link, reader: riskReader },
+      };
     }
     throw new Error(
       `${where} moves money but the ${entity} read by ${reader.tool.name} links to no entity whose live read gives a FIELD_ROLE_RISK_SCORE: the host could not check the customer's risk`,

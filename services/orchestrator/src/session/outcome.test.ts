@@ -127,9 +127,22 @@ describe("outcomeOf", () => {
       expect(outcomeOf(ended("deadline", ONE, [], [refund("ord_DEMO00000001", 1)]), rules)?.kind).toBe("partial");
     });
 
-    it("a task stating no amount keeps the rule of the refund made", () => {
+    it("a refund task stating no amount succeeded when every order it names was refunded, any amount", () => {
       const task = { kind: "refund", order_ids: ["ord_DEMO00000001", "ord_DEMO00000002"] };
+      const both = [refund("ord_DEMO00000001", 1), refund("ord_DEMO00000002", 7)];
+      expect(outcomeOf(ended("done", task, [], both), rules)).toEqual({ kind: "succeeded", reason: "" });
       expect(outcomeOf(ended("done", task, [], [refund("ord_DEMO00000001", 1)]), rules)).toEqual({
+        kind: "partial",
+        reason: "not_as_asked: billing_refund moved 1 (order ord_DEMO00000001: 1, order ord_DEMO00000002: none)",
+      });
+    });
+
+    it("a refund task stating no amount, answered without a refund ever tried, is not done: the answer is not the refund", () => {
+      const task = { kind: "refund", order_id: "ord_DEMO00000001" };
+      const answered = ended("done", task, [seen("kb_search_search", envelope("live"))]);
+      expect(outcomeOf(answered, rules)).toEqual({ kind: "not_done", reason: "no_effect: billing_refund" });
+      // A task of another kind naming the order asks for no refund.
+      expect(outcomeOf({ ...answered, task: { kind: "question", order_id: "ord_DEMO00000001" } }, rules)).toEqual({
         kind: "succeeded",
         reason: "",
       });

@@ -18,7 +18,7 @@ import { status, ToolError } from "./errors.js";
 import { FaultSwitch, faultSummary } from "./faults.js";
 import { ServerMetrics } from "./metrics.js";
 import { OidcVerifier } from "./oidc.js";
-import { authStage, bindingStage } from "./server/auth-stages.js";
+import { authStage, bearerCheck, bindingStage } from "./server/auth-stages.js";
 import { bindAsync, grpcHandler, withSizeLimit } from "./server/grpc-handler.js";
 import {
   type CallContext,
@@ -152,6 +152,7 @@ export async function serveTool<S extends DescService>(
 
   /** The contract's unary methods' chains, for Connect callers on the HTTP port. */
   const unaryRoutes = new Map<DescMethod, UnaryRoute>();
+  const admit = bearerCheck(verifier, tool);
 
   function register<T extends DescService>(
     target: T,
@@ -177,7 +178,7 @@ export async function serveTool<S extends DescService>(
       );
       implementation[method.localName] = grpcHandler(method, chain, domain, log);
       if ((target as DescService) === service && method.methodKind === "unary")
-        unaryRoutes.set(method, { chain, maxRequestBytes: maxRequestBytesOf(method), domain });
+        unaryRoutes.set(method, { chain, maxRequestBytes: maxRequestBytesOf(method), domain, admit });
     }
     server.addService(definitions, implementation);
   }

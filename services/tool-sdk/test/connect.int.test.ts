@@ -139,10 +139,60 @@ describe("Connect on the HTTP port", () => {
     expect(metricValue(metrics, "grpc_server_handled_total", { grpc_method: "Search" })).toBe(0);
   });
 
-  it("answers hostile bodies 400 invalid_argument, small and without the personal data they hold, before any token is checked", async () => {
+  it("checks the caller's token before reading the body: without one that verifies, any body is refused 401 unread", async () => {
     await connectClient(undefined);
+    // A few KB of gzip that decompress to 3 MiB of JSON: decoded, it would hold the event loop for seconds.
+    const bomb = gzipSync(Buffer.from(`{"query":"q","limit":1,"x":[${Array(750_000).fill('"a"').join(",")}]}`));
+    expect(bomb.length).toBeLessThan(10_000);
+    const forged = await testToken({ subject: "test", scopes: ["kb:read"], audience: "billing" });
+    for (const authorization of [undefined, "Bearer junk", `Bearer ${forged}`]) {
+      for (const [body, headers] of [
+        [bomb, { "content-encoding": "gzip" }],
+        ["{not json", {}],
+        [new Uint8Array([0x0a, 0xc8, 0x01, 0x41]), { "content-type": "application/proto" }],
+      ] as const) {
+        const res = await postSearch(body, { ...headers, ...(authorization ? { authorization } : {}) });
+        const json = (await res.json()) as { code: string };
+        expect([authorization, res.status, json.code, res.headers.get("www-authenticate")]).toEqual([
+          authorization,
+          401,
+          "unauthenticated",
+          "Bearer",
+        ]);
+      }
+    }
+    const get = await fetch(
+      `http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search?connect=v1&encoding=proto&base64=1&message=!!!!`,
+    );
+    expect(get.status).toBe(401);
+  });
+
+  it("refuses a body past four times the method's limit unread, 400 REQUEST_TOO_LARGE, compressed or not", async () => {
+    await connectClient(["kb:read"]);
+    const token = await testToken({ subject: "test", scopes: ["kb:read"], audience: "kb-search" });
+    const big = `{"query":"q","limit":1,"x":"${"a".repeat(70_000)}"}`;
+    const plain = await postSearch(big, { authorization: `Bearer ${token}` });
+    const refused = (await plain.json()) as { code: string; message: string; details: unknown[] };
+    expect([plain.status, refused.code, refused.message]).toEqual([
+      400,
+      "invalid_argument",
+      "the body of Search is over 65536 bytes; Search accepts a SearchRequest of at most 16384 bytes in protobuf's binary form",
+    ]);
+    expect(refused.details).toContainEqual(
+      expect.objectContaining({ debug: expect.objectContaining({ reason: "REQUEST_TOO_LARGE" }) }),
+    );
+    const zipped = await postSearch(gzipSync(Buffer.from(big)), {
+      authorization: `Bearer ${token}`,
+      "content-encoding": "gzip",
+    });
+    expect([zipped.status, ((await zipped.json()) as { code: string }).code]).toEqual([400, "invalid_argument"]);
+  });
+
+  it("answers hostile bodies 400 invalid_argument, small and without the personal data they hold", async () => {
+    await connectClient(undefined);
+    const token = await testToken({ subject: "test", scopes: ["kb:read"], audience: "kb-search" });
     const post = async (body: string | Uint8Array, headers: Record<string, string> = {}) => {
-      const res = await postSearch(body, headers);
+      const res = await postSearch(body, { authorization: `Bearer ${token}`, ...headers });
       return { status: res.status, text: await res.text() };
     };
     // Keys that are a mobile number and an id card: echoed as field names, they must be masked too.
@@ -150,7 +200,7 @@ describe("Connect on the HTTP port", () => {
     expect(personal.status).toBe(400);
     expect(personal.text).not.toMatch(/13800138000|110101198003121232/);
     expect(Buffer.from(personal.text).toString("base64")).not.toContain(Buffer.from("13800138000").toString("base64"));
-    const many = await post(`{${Array.from({ length: 250_000 }, (_, i) => `"k${i}":0`).join(",")}}`);
+    const many = await post(`{${Array.from({ length: 6_000 }, (_, i) => `"k${i}":0`).join(",")}}`);
     expect([many.status, many.text.length < 10_000]).toEqual([400, true]);
     const deep = await post(`{"query":"q","limit":1,"x":${'{"a":'.repeat(1000)}1${"}".repeat(1000)}}`);
     expect([deep.status, JSON.parse(deep.text).code]).toEqual([400, "invalid_argument"]);
@@ -168,6 +218,7 @@ describe("Connect on the HTTP port", () => {
     const get = async (query: string) => {
       const res = await fetch(
         `http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search?connect=v1&encoding=proto&${query}`,
+        { headers: { authorization: `Bearer ${token}` } },
       );
       return [res.status, ((await res.json()) as { code: string }).code];
     };
@@ -176,12 +227,13 @@ describe("Connect on the HTTP port", () => {
     expect(await get(`message=${encodeURIComponent("\n\u00c8\u0001A")}`)).toEqual([400, "invalid_argument"]);
   });
 
-  it("answers a GET whose message is not base64 400 at once, in either encoding, before any token is checked", async () => {
+  it("answers a GET whose message is not base64 400 at once, in either encoding", async () => {
     await connectClient(undefined);
+    const token = await testToken({ subject: "test", scopes: ["kb:read"], audience: "kb-search" });
     for (const encoding of ["proto", "json"]) {
       const res = await fetch(
         `http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search?connect=v1&encoding=${encoding}&base64=1&message=!!!!`,
-        { signal: AbortSignal.timeout(5000) },
+        { signal: AbortSignal.timeout(5000), headers: { authorization: `Bearer ${token}` } },
       );
       expect([encoding, res.status, await res.json()]).toEqual([
         encoding,

@@ -85,6 +85,33 @@ function unfollow(stream: OpenStream): void {
 }
 
 /**
+ * Whether an HTTP request's authorization header holds a bearer token that verifies for this tool:
+ * checked before the body is read or decoded (connect.ts), so a caller without one costs a header's
+ * look. The method's chain checks the rest (its scope, its method, a binding) and verifies again,
+ * from the verifier's cache.
+ */
+export function bearerCheck(
+  verifier: TokenVerifier,
+  tool: string,
+): (authorization: string | null) => Promise<ToolError | undefined> {
+  return async (authorization) => {
+    const token = bearerToken(authorization);
+    if (!token)
+      return new ToolError(
+        status.UNAUTHENTICATED,
+        "CREDENTIALS_INVALID",
+        "missing bearer token in the authorization header",
+      );
+    try {
+      await verifier.verify(token);
+      return undefined;
+    } catch (cause) {
+      return refusal(cause, tool);
+    }
+  };
+}
+
+/**
  * The bearer token must verify (audience: this tool), be for this method when it names one (claim
  * `mth`) and carry the method's required scope; a probe's token (synthetic checks) reaches
  * read-only methods only, whatever scopes it carries. A server stream's token must keep verifying:

@@ -14,7 +14,7 @@ import type {
   UniversalServerRequest,
   UniversalServerResponse,
 } from "@connectrpc/connect/protocol";
-import { errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { status, ToolError, wireParts } from "../errors.js";
 import { echoedName } from "../pii.js";
 import type { UnaryInvoker, UnaryRoute } from "./http-call.js";
@@ -68,7 +68,11 @@ function callersFault(compression: Compression): Compression {
     compress: (bytes) => compression.compress(bytes),
     decompress: (bytes, readMaxBytes) =>
       compression.decompress(bytes, readMaxBytes).catch((error: unknown) => {
-        if (error instanceof ConnectError && error.code === Code.ResourceExhausted) throw error;
+        if (error instanceof ConnectError && error.code === Code.ResourceExhausted)
+          throw new ConnectError(
+            `the request body decompresses to more than ${readMaxBytes} bytes, more than the method takes`,
+            Code.InvalidArgument,
+          );
         throw new ConnectError(`the request body does not decompress as ${compression.name}`, Code.InvalidArgument);
       }),
   };
@@ -76,6 +80,15 @@ function callersFault(compression: Compression): Compression {
 
 /** The largest Connect request body read at all (as grpc's max receive length); each method's own limit applies after. */
 const CONNECT_READ_MAX_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The most of a method's request body read, decompressed: JSON takes more bytes than protobuf's
+ * binary form (names, quotes, base64), so four times the method's binary limit, which applies to
+ * the decoded message after. Past it Connect answers resource_exhausted without decoding.
+ */
+function readLimitOf(maxRequestBytes: number): number {
+  return Math.min(CONNECT_READ_MAX_BYTES, 4 * maxRequestBytes);
+}
 
 /** The Connect protocol only (gRPC has its own port); repeated per method, whose options replace the router's choice. */
 const CONNECT_ONLY = { grpc: false, grpcWeb: false } as const;
@@ -99,7 +112,8 @@ export function connectRoutes(
     // Served by an HTTP/1.1 server, so every request is an IncomingMessage.
     fallback: (req, res) => notServed(routes, req as IncomingMessage, res as ServerResponse, fallback),
     routes(router) {
-      for (const [method, { domain }] of routes) {
+      for (const [method, { domain, admit, maxRequestBytes }] of routes) {
+        const readMaxBytes = readLimitOf(maxRequestBytes);
         const jsonOptions = jsonOptionsFor(method.input, domain);
         const at = router.handlers.length;
         router.rpc(
@@ -116,9 +130,14 @@ export function connectRoutes(
               throw error instanceof ToolError ? toConnectError(error, domain) : error;
             }
           },
-          { ...CONNECT_ONLY, jsonOptions },
+          { ...CONNECT_ONLY, jsonOptions, readMaxBytes },
         );
-        router.handlers[at] = refusingUndecodable(router.handlers[at]!, method.input, domain);
+        router.handlers[at] = checkedFirst(router.handlers[at]!, method, {
+          domain,
+          admit,
+          readMaxBytes,
+          maxRequestBytes,
+        });
       }
     },
   });
@@ -163,17 +182,35 @@ const BINARY = /^application\/proto(?:;|$)/i;
 const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 
 /**
- * A method's handler that first decodes a binary request (uncompressed: a compressed one is
- * Connect's to decompress), a POST's body or a GET's `message` (a method without side effects may
- * be asked by GET), and answers bytes that are no message of its input `invalid_argument`, as gRPC
- * does: Connect's own parse answers them `internal` ("parse binary: …"), with no hook before it.
+ * A method's handler that first checks the caller's bearer token (before a byte of the body is
+ * read, decompressed or decoded: a caller without one costs a header's look), then decodes a
+ * binary request (uncompressed: a compressed one is Connect's to decompress), a POST's body or a
+ * GET's `message` (a method without side effects may be asked by GET), and answers bytes that are
+ * no message of its input `invalid_argument`, as gRPC does: Connect's own parse answers them
+ * `internal` ("parse binary: …"), with no hook before it.
  */
-function refusingUndecodable(handler: UniversalHandler, input: DescMessage, domain: string): UniversalHandler {
-  const answer = (refused: ToolError): UniversalServerResponse => ({
-    status: 400,
-    header: new Headers({ "content-type": "application/json" }),
-    body: replay([errorToJsonBytes(toConnectError(refused, domain), {})]),
-  });
+function checkedFirst(
+  handler: UniversalHandler,
+  method: DescMethod,
+  limits: { domain: string; admit: UnaryRoute["admit"]; readMaxBytes: number; maxRequestBytes: number },
+): UniversalHandler {
+  const { domain, admit, readMaxBytes, maxRequestBytes } = limits;
+  const input = method.input;
+  const answer = (refused: ToolError): UniversalServerResponse => {
+    const error = toConnectError(refused, domain);
+    const header = new Headers(error.metadata);
+    header.set("content-type", "application/json");
+    return { status: codeToHttpStatus(error.code), header, body: replay([errorToJsonBytes(error, {})]) };
+  };
+  const tooLarge = () =>
+    answer(
+      new ToolError(
+        status.INVALID_ARGUMENT,
+        "REQUEST_TOO_LARGE",
+        `the body of ${method.name} is over ${readMaxBytes} bytes; ${method.name} accepts a ${input.name} of at most ${maxRequestBytes} bytes in protobuf's binary form`,
+        { metadata: { max_bytes: String(maxRequestBytes) } },
+      ),
+    );
   const refuse = (bytes: Uint8Array): UniversalServerResponse | undefined => {
     try {
       fromBinary(input, bytes);
@@ -183,6 +220,8 @@ function refusingUndecodable(handler: UniversalHandler, input: DescMessage, doma
     }
   };
   const checked = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
+    const unknown = await admit(request.header.get("authorization"));
+    if (unknown) return answer(unknown);
     if (request.method === "GET") {
       const query = new URL(request.url, "http://connect.invalid").searchParams;
       // Connect's adapter leaves a base64 decoder's throw unanswered (the request hangs) or answers
@@ -198,7 +237,7 @@ function refusingUndecodable(handler: UniversalHandler, input: DescMessage, doma
       if (query.get("base64") === "1" && !BASE64.test(query.get("message") ?? "")) return notBase64();
       let bytes: Uint8Array | undefined;
       try {
-        bytes = getMessage(query);
+        bytes = getMessage(query, readMaxBytes);
       } catch {
         return notBase64();
       }
@@ -206,18 +245,18 @@ function refusingUndecodable(handler: UniversalHandler, input: DescMessage, doma
     }
     const encoding = request.header.get("content-encoding") ?? "identity";
     const body = request.body;
-    if (!BINARY.test(request.header.get("content-type") ?? "") || encoding !== "identity" || !isStream(body))
-      return handler(request);
+    // A compressed body is Connect's to decompress, within readMaxBytes (callersFault).
+    if (encoding !== "identity" || !isStream(body)) return handler(request);
     const chunks: Uint8Array[] = [];
     let size = 0;
     for await (const chunk of body) {
       size += chunk.byteLength;
+      if (size > readMaxBytes) return tooLarge();
       chunks.push(chunk);
-      // Past the read limit Connect refuses it itself (resource_exhausted): what was read is enough for that.
-      if (size > CONNECT_READ_MAX_BYTES) return handler({ ...request, body: replay(chunks) });
     }
     const bytes = Buffer.concat(chunks);
-    return refuse(bytes) ?? handler({ ...request, body: replay([bytes]) });
+    const binary = BINARY.test(request.header.get("content-type") ?? "");
+    return (binary && refuse(bytes)) || handler({ ...request, body: replay([bytes]) });
   };
   return Object.assign(checked, handler);
 }
@@ -227,12 +266,12 @@ function refusingUndecodable(handler: UniversalHandler, input: DescMessage, doma
  * text's bytes); undefined for JSON, a compressed message (Connect's to decompress) or one past the
  * read limit (Connect's to refuse).
  */
-function getMessage(query: URLSearchParams): Uint8Array | undefined {
+function getMessage(query: URLSearchParams, readMaxBytes: number): Uint8Array | undefined {
   const compression = query.get("compression") ?? "identity";
   if (query.get("encoding") !== "proto" || compression !== "identity") return undefined;
   const message = query.get("message") ?? "";
   const bytes = query.get("base64") === "1" ? base64Decode(message) : new TextEncoder().encode(message);
-  return bytes.byteLength > CONNECT_READ_MAX_BYTES ? undefined : bytes;
+  return bytes.byteLength > readMaxBytes ? undefined : bytes;
 }
 
 function isStream(body: UniversalServerRequest["body"]): body is AsyncIterable<Uint8Array> {

@@ -30,6 +30,8 @@ export interface UnaryRoute {
   readonly maxRequestBytes: number;
   /** google.rpc.ErrorInfo.domain of the method's service. */
   readonly domain: string;
+  /** The refusal of a request whose authorization header holds no bearer token that verifies (auth-stages.ts, bearerCheck). */
+  readonly admit: (authorization: string | null) => Promise<ToolError | undefined>;
 }
 
 // grpc-js metadata keys are lower-case tokens; binary (-bin) values would need decoding and none is read.

@@ -1,5 +1,6 @@
 // The gRPC API (loopguard.orchestrator.v1) over the Orchestrator: conversion between the
 // contract's messages and session records, and orchestrator errors mapped to statuses.
+import { type ServedView, servedView } from "../guard/personal-data-served.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type {
@@ -73,12 +74,22 @@ function mapError(error: unknown): never {
   throw error;
 }
 
-/** One WatchSession message of an event; the store's clock (`now`) is read only for a message that shows the session. */
-function watchResponse(event: WatchEvent, now: () => number): MessageInitShape<typeof WatchSessionResponseSchema> {
+/**
+ * One WatchSession message of an event; the store's clock (`now`) is read only for a message that
+ * shows the session. Steps and transitions are masked by the session's served view, as GetTrace and
+ * GetSessionDetail mask them.
+ */
+function watchResponse(
+  event: WatchEvent,
+  now: () => number,
+  served: ServedView,
+): MessageInitShape<typeof WatchSessionResponseSchema> {
   if (event.kind === "snapshot" || event.kind === "update")
     return { event: { case: event.kind, value: toProtoSession(event.session, { now: now() }) } };
   if (event.kind === "step")
-    return { event: { case: "step", value: { step: event.step.step, record: event.step.payload } } };
+    return {
+      event: { case: "step", value: { step: event.step.step, record: served.storedValue(event.step.payload) } },
+    };
   const { audit } = event;
   return {
     event: {
@@ -87,7 +98,7 @@ function watchResponse(event: WatchEvent, now: () => number): MessageInitShape<t
         from: toProtoState(audit.from),
         to: toProtoState(audit.to),
         version: BigInt(audit.version),
-        reason: audit.reason ?? "",
+        reason: served.stored(audit.reason ?? ""),
         at: timestampFromMs(audit.at),
       },
     },
@@ -146,11 +157,14 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
     },
     async *watchSession(req, ctx) {
       const events = orchestrator.watch(req.sessionId, ctx.signal, viewerOf(ctx.caller));
+      // The first event is the snapshot, whose task the rest are masked by.
+      let served = servedView({});
       try {
         for (;;) {
           const next = await events.next().catch(mapError);
           if (next.done) return;
-          yield watchResponse(next.value, now);
+          if (next.value.kind === "snapshot") served = servedView(next.value.session.task);
+          yield watchResponse(next.value, now, served);
         }
       } finally {
         // Ended early (the caller went away): the watch lets go of what it follows.

@@ -91,7 +91,8 @@ export async function sessionDetail(
   const [s, [trail, steps]] = await orchestrator.readAlong(id, viewer, () =>
     Promise.all([orchestrator.store.auditTrail(id), orchestrator.store.steps(id)]),
   );
-  // Records written before their writer masked the task's own numbers (trace-sink.ts) are masked here.
+  // The audit trail's words (the model's tool names, the answer a stop repeats) and records written
+  // before their writer masked the task's own numbers (trace-sink.ts) are masked here.
   const served = servedView(s.task);
   const at = now();
   return {
@@ -102,9 +103,9 @@ export async function sessionDetail(
       from: a.from,
       to: a.to,
       at: timestampFromMs(a.at),
-      reason: a.reason ?? undefined,
-      tool: a.tool ?? undefined,
-      outcome: a.outcome ?? undefined,
+      reason: a.reason === null ? undefined : served.stored(a.reason),
+      tool: a.tool === null ? undefined : served.stored(a.tool),
+      outcome: a.outcome === null ? undefined : served.stored(a.outcome),
       argsHash: a.argsHash ?? undefined,
       expectedTimeoutMs: a.expectedTimeoutMs ?? undefined,
     })),

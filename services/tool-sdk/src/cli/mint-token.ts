@@ -63,9 +63,9 @@ if (values.subject !== undefined)
 const breakGlass = values["break-glass"] === true;
 const reason = values.reason?.trim() ?? "";
 if (values.reason !== undefined && !breakGlass) fail("--reason goes with --break-glass");
-if (breakGlass && (reason === "" || reason.length > BREAK_GLASS_MAX_REASON_CHARS))
+if (breakGlass && (reason === "" || reason.length > BREAK_GLASS_MAX_REASON_CHARS || /\p{Cc}/u.test(reason)))
   fail(
-    `--break-glass needs --reason "why" (1..${BREAK_GLASS_MAX_REASON_CHARS} characters): it is recorded with every use`,
+    `--break-glass needs --reason "why" (one line, 1..${BREAK_GLASS_MAX_REASON_CHARS} characters): it is recorded with every use`,
   );
 const scopes = values.scope ?? [];
 if (scopes.length === 0) fail("name at least one --scope, e.g. --scope kb:read");

@@ -229,12 +229,18 @@ export function bindingStage(tool: string, method: DescMethod, breakGlass: boole
   };
 }
 
+/** A control character (C0, DEL, C1): a break-glass reason is one line of text. */
+const CONTROL_CHARACTERS = /\p{Cc}/u;
+
 /** Why a break-glass token is not acceptable (as `pnpm mint-token` would mint it), or undefined. */
 function breakGlassProblem(caller: Caller, now: number): string | undefined {
   const reason = caller.breakGlassReason ?? "";
   if (!reason.trim()) return 'a break-glass token must say why (mint it with --reason "…")';
   if (reason.length > BREAK_GLASS_MAX_REASON_CHARS)
     return `a break-glass token's reason is at most ${BREAK_GLASS_MAX_REASON_CHARS} characters`;
+  // Recorded with the refund it allows: a NUL would fail the record's insert on PostgreSQL, inside the refund's transaction.
+  if (CONTROL_CHARACTERS.test(reason))
+    return "a break-glass token's reason is one line of text, without control characters";
   const { issuedAt, expiresAt } = caller;
   // A future iat would let exp − iat pass while the token lives far longer than it says.
   if (issuedAt === undefined || expiresAt === undefined || issuedAt > now + TOKEN_CLOCK_SKEW_MS)

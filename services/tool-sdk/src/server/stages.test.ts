@@ -270,6 +270,10 @@ describe("bindingStage", () => {
     expect(await notBound(through({ ...glass, breakGlassReason: "x".repeat(201) }, true))).toMatch(
       /reason is at most 200 characters/,
     );
+    for (const reason of ["INC-2 \u0000 nul", "INC-2\nforged: log line", "INC-2\u007f"])
+      expect(await notBound(through({ ...glass, breakGlassReason: reason }, true))).toMatch(
+        /one line of text, without control characters/,
+      );
   });
 
   it("judges a break-glass token's lifetime from its own iat and exp, as the verifier hands them on", async () => {

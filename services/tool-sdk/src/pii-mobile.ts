@@ -64,6 +64,27 @@ function standsAlone(text: string, start: number): boolean {
   return !(isWord(text[i]) || joins(text, i, i - 1));
 }
 
+/** A mobile as it is written right after a label: 11 digits 1[3-9]…, maybe after +86, 86 or 0086. */
+const LABELLED_MOBILE = /^(?:\+?86|0086)?1[3-9][0-9]{9}$/;
+
+/**
+ * Whether the number text[start, end) — a stretch's first piece — is a mobile glued by one "_" or
+ * "-" to a word of letters only ("phone_", "ref-", "x_+86…") and ends the token: a label, not an
+ * identifier's part. An order id ord_139_1234_5678 is pieces of an id, and a key lg-13912345678-0
+ * goes on after the number: both stay.
+ */
+function gluedToLabel(text: string, start: number, end: number): boolean {
+  if (text[start - 1] !== "_" && text[start - 1] !== "-") return false;
+  let i = start - 2;
+  while (isLetter(text[i])) i -= 1;
+  if (i === start - 2 || isWord(text[i]) || joins(text, i, i - 1)) return false;
+  if (isWord(text[end]) || (joins(text, end, end + 1) && !endsToken(text, end))) return false;
+  return LABELLED_MOBILE.test(text.slice(start, end));
+}
+
+/** A "_" or "-" after the number with no word after it ("13800138000_", "13800138000- ") joins nothing. */
+const endsToken = (text: string, at: number) => (text[at] === "_" || text[at] === "-") && !isWord(text[at + 1]);
+
 /** A "-" between a word and the number, or a "." between digits (a decimal, a version), joins them. */
 const joins = (text: string, at: number, word: number) =>
   (text[at] === "-" && isWord(text[word])) || (text[at] === "." && isDigit(text[word]));
@@ -74,7 +95,7 @@ const joins = (text: string, at: number, word: number) =>
  * the longest window of neighbouring pieces that is a CN mobile is masked, so that
  * "13912345678 13800138000" is two numbers and "139 1234 5678 12" one number and a "12". A first
  * or last piece joined to a token (standsAlone; after it a letter, a digit, "_", "-" or "." and a
- * digit) is part of that token.
+ * digit) is part of that token, unless the token is a label glued on (gluedToLabel, endsToken).
  */
 export function mobileSpans(text: string, start: number, end: number, spans: number[], spread: boolean): void {
   while (start > 0 && (text[start - 1] === "+" || text[start - 1] === "(")) start -= 1;
@@ -88,9 +109,9 @@ export function mobileSpans(text: string, start: number, end: number, spans: num
   }
   let first = 0;
   let last = pieces.length - 2;
-  if (!standsAlone(text, start)) first += 2;
-  const after = text[pieces[last + 1]!];
-  if (isWord(after) || joins(text, pieces[last + 1]!, pieces[last + 1]! + 1)) last -= 2;
+  if (!standsAlone(text, start) && !gluedToLabel(text, start, pieces[1]!)) first += 2;
+  const afterAt = pieces[last + 1]!;
+  if (!endsToken(text, afterAt) && (isWord(text[afterAt]) || joins(text, afterAt, afterAt + 1))) last -= 2;
   for (let i = first; i <= last; ) {
     const from = pieces[i]!;
     const j = boundToBefore(text, from) ? -1 : mobileWindow(text, pieces, i, last, spread);

@@ -180,6 +180,11 @@ describe("redactText", () => {
     ["1101.0119.8003.1212.32 on file", `${REDACTED} on file`],
     ["x13800138000", `x${REDACTED}`],
     ["phone13800138000, please", `phone${REDACTED}, please`],
+    // Glued to a label by "_" or "-": the label is no identifier the number belongs to.
+    ["phone_13800138000", `phone_${REDACTED}`],
+    ["Noted tel-13912345678 and cust_13700137000;", `Noted tel-${REDACTED} and cust_${REDACTED};`],
+    ["x_+8613800138000 or cust_008613800138000", `x_${REDACTED} or cust_${REDACTED}`],
+    ["ref-13800138000- done, 13800138000_", `ref-${REDACTED}- done, ${REDACTED}_`],
     ["138.0013.8000", REDACTED],
     ["call 138.0013.8000.", `call ${REDACTED}.`],
     ["１３８００１３８０００", REDACTED],

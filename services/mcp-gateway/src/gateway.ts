@@ -72,7 +72,7 @@ export function createGatewayServer(deps: GatewayDeps): Server {
     // A client that traces puts its W3C traceparent in the request's _meta; the session's calls continue that trace.
     const parent = propagator.extract(ROOT_CONTEXT, (params._meta ?? {}) as Record<string, unknown>, metaGetter);
     // The SDK aborts `extra.signal` when the client's connection closes: the session is then no longer followed.
-    return callAsSession(deps, tool, params.arguments ?? {}, await deps.tokenFor(tool), parent, extra.signal);
+    return callAsSession(deps, tool, params.arguments ?? {}, () => deps.tokenFor(tool), parent, extra.signal);
   };
   return server;
 }

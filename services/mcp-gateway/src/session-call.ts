@@ -5,7 +5,6 @@
 // not given live says so first: a cached one its age, a degraded stand-in (an error) the host's note.
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Metadata } from "@grpc/grpc-js";
 import type { RegisteredTool } from "@loopguard/orchestrator/tool-registry";
 import { SINGLE_CALL_POLICY, singleCallTask } from "@loopguard/orchestrator/single-call";
@@ -19,6 +18,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { BulkheadRejectedError, type BulkheadPolicy } from "cockatiel";
 import { type Context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { ended, refusal, text, waiting } from "./call-results.js";
 
 /**
  * The session's tool calls: the one call the single-call policy makes, and the live reads the host
@@ -42,8 +42,6 @@ export interface CallDeps {
   scopesOf(tool: RegisteredTool): string[];
 }
 
-type Json = CallToolResult["structuredContent"];
-
 const tracer = trace.getTracer("@loopguard/mcp-gateway");
 const propagator = new W3CTraceContextPropagator();
 
@@ -57,136 +55,6 @@ const SETTLED = new Set([
 ]);
 const POLL_BACKOFF = { baseMs: 20, maxMs: 250, jitter: "none" } as const;
 
-function text(message: string, structured: Json, isError = false): CallToolResult {
-  return {
-    content: [{ type: "text", text: message }],
-    structuredContent: structured,
-    ...(isError ? { isError: true } : {}),
-  };
-}
-
-function iso(ts: Session["createdAt"]): string {
-  return ts ? timestampDate(ts).toISOString() : "";
-}
-
-/** A refused or failed API call, as precise as the orchestrator said it (reason, field violations). */
-export function refusal(error: unknown, addr: string): CallToolResult {
-  if (!(error instanceof CallError))
-    return text("the gateway failed to call the orchestrator", { error: { code: "INTERNAL" } }, true);
-  if (error.code === status.UNAVAILABLE && !error.reason) {
-    return text(
-      `cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`,
-      { error: { code: "UNAVAILABLE", orchestrator: addr } },
-      true,
-    );
-  }
-  const code = status[error.code] ?? String(error.code);
-  const violations = error.fieldViolations.map((v) => ({ field: v.field, description: v.description }));
-  const detail =
-    violations.length > 0 ? violations.map((v) => `${v.field}: ${v.description}`).join("; ") : error.message;
-  return text(
-    `${code}${error.reason ? ` ${error.reason}` : ""}: ${detail}`,
-    { error: { code, reason: error.reason ?? "", message: error.message, fieldViolations: violations } },
-    true,
-  );
-}
-
-/** The single-call policy's answer: the call's result envelope (the orchestrator's ResultEnvelope). */
-interface Envelope {
-  ok?: boolean;
-  data?: unknown;
-  error?: { code: string; message: string; suggestedAction?: string };
-  refs?: string[];
-  servedFrom?: string;
-  observedAt?: string;
-  ageMs?: number;
-  note?: string;
-}
-
-/**
- * An answer the tool did not give live opens its text with the host's note, as a client's model
- * reads only the text. A degraded answer is a declared stand-in, not the tool's data: an error
- * result, without the stand-in. A cached one is the tool's data, with its age.
- */
-function answered(envelope: Envelope, base: Record<string, unknown>): CallToolResult {
-  const result = { result: (envelope.data ?? null) as never, refs: envelope.refs ?? [] };
-  const data = JSON.stringify(result.result);
-  const { servedFrom = "", note = "" } = envelope;
-  const opening = (label: string) => (note ? `${label}: ${note}` : label);
-  if (servedFrom === "degraded") return text(opening("degraded"), { ...base, servedFrom, note }, true);
-  if (servedFrom === "cache")
-    return text(`${opening("served from cache")}\n${data}`, {
-      ...base,
-      ...result,
-      servedFrom,
-      note,
-      observedAt: envelope.observedAt,
-      ageMs: envelope.ageMs,
-    });
-  return text(data, { ...base, ...result, servedFrom });
-}
-
-/** The tool's result from the session's answer: the single-call policy answers with the call's result envelope. */
-function ended(s: Session): CallToolResult {
-  const base = {
-    sessionId: s.sessionId,
-    state: SessionState[s.state],
-    outcome: s.outcome?.kind ?? "",
-    traceId: s.traceId,
-  };
-  let envelope: Envelope | undefined;
-  try {
-    envelope = JSON.parse(s.answer) as Envelope;
-  } catch {
-    envelope = undefined;
-  }
-  if (s.state === SessionState.DONE && envelope?.ok === true) return answered(envelope, base);
-  if (envelope?.error) {
-    const e = envelope.error;
-    return text(
-      `${e.code}: ${e.message}${e.suggestedAction ? ` (${e.suggestedAction})` : ""}`,
-      { ...base, error: { code: e.code, message: e.message } },
-      true,
-    );
-  }
-  return text(
-    `session ${s.sessionId} ended ${SessionState[s.state]} (${s.stopReason || "no reason given"}): ${s.answer || "no answer"}`,
-    { ...base, stopReason: s.stopReason, answer: s.answer },
-    true,
-  );
-}
-
-function waiting(s: Session): CallToolResult {
-  const base = { sessionId: s.sessionId, state: SessionState[s.state], traceId: s.traceId };
-  if (s.state === SessionState.AWAITING_APPROVAL) {
-    const a = s.pendingApproval;
-    const expiresAt = iso(a?.expiresAt);
-    return text(
-      `Not done yet: session ${s.sessionId} waits for approval by someone other than ${s.createdBy} (${a?.reason ?? "approval needed"}). ` +
-        `Nothing has been executed. The approval expires at ${expiresAt}; an approver decides with \`pnpm loopguard approve ${s.sessionId} --as approver\` (or deny).`,
-      {
-        ...base,
-        approval: { approvalId: a?.approvalId ?? "", tool: a?.tool ?? "", reason: a?.reason ?? "", expiresAt },
-      },
-    );
-  }
-  if (s.state === SessionState.PARKED) {
-    const p = s.parked;
-    const wakeAt = iso(p?.wakeAt);
-    return text(
-      `Not done yet: session ${s.sessionId} waits for ${p?.tool ?? "a tool"} (${p?.reason ?? "unavailable"}) and tries again at ${wakeAt}.`,
-      {
-        ...base,
-        parked: { tool: p?.tool ?? "", reason: p?.reason ?? "", wakeAt },
-      },
-    );
-  }
-  return text(
-    `Not done yet: session ${s.sessionId} is still ${SessionState[s.state]}; look it up with \`pnpm loopguard show ${s.sessionId}\`.`,
-    base,
-  );
-}
-
 /**
  * Runs `tool` with `args` as a one-call session of the caller, under `parent` (the client's trace,
  * if it sent one). Past the gateway's limit of calls at once, nothing is started and the result
@@ -196,12 +64,12 @@ export async function callAsSession(
   deps: CallDeps,
   tool: RegisteredTool,
   args: Record<string, unknown>,
-  token: string,
+  tokenOf: () => Promise<string>,
   parent: Context,
   signal?: AbortSignal,
 ): Promise<CallToolResult> {
   try {
-    return await deps.calls.execute(() => follow(deps, tool, args, token, parent, signal));
+    return await deps.calls.execute(() => follow(deps, tool, args, tokenOf, parent, signal));
   } catch (error) {
     if (!(error instanceof BulkheadRejectedError)) throw error;
     deps.log.warn("mcp call refused: gateway busy", { tool: tool.name });
@@ -215,11 +83,19 @@ export async function callAsSession(
   }
 }
 
+/** Codes a start or a poll is tried again after, within the wait: the orchestrator restarting, a bad second of its store. */
+const TRANSIENT: ReadonlySet<status> = new Set([
+  status.UNAVAILABLE,
+  status.DEADLINE_EXCEEDED,
+  status.RESOURCE_EXHAUSTED,
+]);
+const transient = (error: unknown) => error instanceof CallError && TRANSIENT.has(error.code);
+
 async function follow(
   deps: CallDeps,
   tool: RegisteredTool,
   args: Record<string, unknown>,
-  token: string,
+  tokenOf: () => Promise<string>,
   parent: Context,
   signal: AbortSignal | undefined,
 ): Promise<CallToolResult> {
@@ -230,39 +106,59 @@ async function follow(
   );
   const metadata = new Metadata();
   propagator.inject(trace.setSpan(parent, span), metadata, { set: (carrier, key, value) => carrier.set(key, value) });
-  const options = { token, metadata };
+  // A token per request: the stdio gateway's own are short-lived, and a wait may outlast one.
+  const options = async (deadline: number) => ({ token: await tokenOf(), metadata, deadline });
   const started = Date.now();
+  const waitLeft = () => Date.now() - started < deps.waitMs && !signal?.aborted;
+  const pause = (n: number) =>
+    sleep(backoffDelayMs(POLL_BACKOFF, n), undefined, signal ? { signal } : {}).catch(() => undefined);
+  // One key for every try: a start the orchestrator made but whose answer was lost is answered again, not made twice.
+  const request = {
+    goal: `Call ${tool.name} for an MCP client`,
+    task: singleCallTask(tool, args as never) as never,
+    scopes: deps.scopesOf(tool),
+    budget: { maxToolCalls: MAX_TOOL_CALLS },
+    policy: SINGLE_CALL_POLICY,
+    idempotencyKey: `mcp-${randomUUID()}`,
+  };
   try {
-    const { session } = await deps.api.startSession(
-      {
-        goal: `Call ${tool.name} for an MCP client`,
-        task: singleCallTask(tool, args as never) as never,
-        scopes: deps.scopesOf(tool),
-        budget: { maxToolCalls: MAX_TOOL_CALLS },
-        policy: SINGLE_CALL_POLICY,
-        idempotencyKey: `mcp-${randomUUID()}`,
-      },
-      { ...options, deadline: 10_000 },
-    );
-    let s = session!;
+    let s: Session | undefined;
+    for (let tries = 1; !s; tries += 1) {
+      try {
+        s = (await deps.api.startSession(request, await options(10_000))).session!;
+      } catch (error) {
+        if (!transient(error) || !waitLeft()) throw error;
+        await pause(tries);
+      }
+    }
     span.setAttribute("loopguard.session_id", s.sessionId);
     let polls = 0;
-    while (!SETTLED.has(s.state) && Date.now() - started < deps.waitMs && !signal?.aborted) {
+    let lost: CallError | undefined;
+    while (!SETTLED.has(s.state) && waitLeft()) {
       polls += 1;
-      await sleep(backoffDelayMs(POLL_BACKOFF, polls), undefined, signal ? { signal } : {}).catch(() => undefined);
+      await pause(polls);
       if (signal?.aborted) break;
-      s = (await deps.api.getSession({ sessionId: s.sessionId }, { ...options, deadline: 5000 })).session!;
+      try {
+        s = (await deps.api.getSession({ sessionId: s.sessionId }, await options(5000))).session!;
+      } catch (error) {
+        if (transient(error)) continue;
+        // Refused (a token that expired, a scope taken away): the session goes on; the client is told its id.
+        if (!(error instanceof CallError)) throw error;
+        lost = error;
+        break;
+      }
     }
     const result =
       SETTLED.has(s.state) && s.state !== SessionState.AWAITING_APPROVAL && s.state !== SessionState.PARKED
         ? ended(s)
-        : waiting(s);
+        : waiting(s, lost);
     deps.log.info(signal?.aborted ? "mcp call abandoned by its client" : "mcp call", {
       tool: tool.name,
       session_id: s.sessionId,
       state: SessionState[s.state],
       is_error: result.isError === true,
       duration_ms: Date.now() - started,
+      ...(lost ? { code: status[lost.code], reason: lost.reason ?? "" } : {}),
     });
     return result;
   } catch (error) {

@@ -13,6 +13,10 @@ import { type McpHttp, serveMcpHttp } from "../src/http.js";
 
 let started = 0;
 let polls = 0;
+/** The idempotency key of each start, and what the next starts and polls fail with (then succeed). */
+let keys: string[] = [];
+let failStarts: ToolError[] = [];
+let failPolls: ToolError[] = [];
 let orchestrator: TestTool<typeof OrchestratorService>;
 let gateway: McpHttp;
 let token: string;
@@ -27,12 +31,18 @@ function standIn(): ToolHandlers<typeof OrchestratorService> {
     ...(Object.fromEntries(OrchestratorService.methods.map((m) => [m.localName, unused])) as unknown as ToolHandlers<
       typeof OrchestratorService
     >),
-    startSession: async () => {
-      started += 1;
+    startSession: async (req) => {
+      keys.push(req.idempotencyKey);
+      const failure = failStarts.shift();
+      // As the orchestrator does: a key it has seen gets the session it made, not a second one.
+      if (keys.indexOf(req.idempotencyKey) === keys.length - 1) started += 1;
+      if (failure) throw failure;
       return { session: { sessionId: `ses_${started}`, state: SessionState.THINKING } };
     },
     getSession: async (req) => {
       polls += 1;
+      const failure = failPolls.shift();
+      if (failure) throw failure;
       return { session: { sessionId: req.sessionId, state: SessionState.THINKING } };
     },
   };
@@ -67,6 +77,9 @@ afterAll(async () => {
 beforeEach(() => {
   started = 0;
   polls = 0;
+  keys = [];
+  failStarts = [];
+  failPolls = [];
 });
 
 const search = (id: number) => ({
@@ -131,5 +144,38 @@ describe("the gateway's limits", () => {
     const busy = answers.filter((a) => a.result.isError);
     expect(busy).toHaveLength(4);
     for (const a of busy) expect(a.result.structuredContent.error?.reason).toBe("GATEWAY_BUSY");
+  });
+});
+
+describe("a call whose session the orchestrator made", () => {
+  type Answer = {
+    result: { isError?: boolean; content: { text: string }[]; structuredContent: Record<string, unknown> };
+  };
+  const unavailable = () =>
+    new ToolError(status.UNAVAILABLE, "STORE_UNAVAILABLE", "the session store cannot serve right now");
+
+  it("tries a start that failed on the way again with the same idempotency key, so it makes one session", async () => {
+    failStarts = [unavailable()];
+    const answer = JSON.parse(await post(search(1))) as Answer;
+    expect(started).toBe(1);
+    expect(keys).toHaveLength(2);
+    expect(new Set(keys).size).toBe(1);
+    expect(answer.result.structuredContent.sessionId).toBe("ses_1");
+  });
+
+  it("rides out a poll that failed on the way, and names the session when a poll is refused: a retry would start another", async () => {
+    failPolls = [unavailable(), unavailable()];
+    const rode = JSON.parse(await post(search(1))) as Answer;
+    expect(rode.result.structuredContent).toMatchObject({ sessionId: "ses_1", state: "THINKING" });
+    expect(rode.result.structuredContent.followError).toBeUndefined();
+    failPolls = [new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", "the bearer token expired")];
+    const lost = JSON.parse(await post(search(2))) as Answer;
+    expect(started).toBe(2);
+    expect(lost.result.isError).toBeUndefined();
+    expect(lost.result.structuredContent).toMatchObject({
+      sessionId: "ses_2",
+      followError: { code: "UNAUTHENTICATED", reason: "CREDENTIALS_INVALID" },
+    });
+    expect(lost.result.content[0]!.text).toMatch(/^Not done yet: session ses_2 was started .*Do not call again/);
   });
 });

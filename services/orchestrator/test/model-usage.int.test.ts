@@ -1,5 +1,6 @@
 // The tokens a model endpoint reports are what a session is charged, unless the report is under half
-// the host's own count: a broken or hostile endpoint that reports a token per call would otherwise
+// the host's own count or more than the call could have used (an absurd figure would break every
+// read of the session and the cost counter): a broken or hostile endpoint that reports a token per call would otherwise
 // let a session spend past its token and money budgets.
 import { describe, expect, it } from "vitest";
 import { chatCompletion, type ReceivedRequest, startFakeChatServer } from "./fake-chat-server.js";
@@ -11,6 +12,7 @@ const MODEL = "gpt-4o-mini";
 const REPORTS: Record<string, { prompt_tokens: number; completion_tokens: number } | null> = {
   honest: { prompt_tokens: 4000, completion_tokens: 40 },
   tiny: { prompt_tokens: 1, completion_tokens: 1 },
+  absurd: { prompt_tokens: 1e300, completion_tokens: 2 ** 64 },
   silent: null,
 };
 
@@ -77,6 +79,24 @@ describe("the tokens a model endpoint reports", () => {
       expect.objectContaining({
         msg: "a model endpoint reported 2 tokens where the host counted more: the host's count is charged",
         model: MODEL,
+        count: tokens,
+      }),
+    );
+  });
+
+  it("are not believed past what the call could have used: the model's window in, the reply's reserve out; the session stays readable", async () => {
+    const before = await disbelieved();
+    const { tokens, costMicros } = await usageOf("absurd question about refunds");
+    // The default window (128,000) and reply reserve (1,024) the host sent as max tokens.
+    expect(tokens).toBe(128_000 + 1024);
+    expect(costMicros).toBe(tokens);
+    expect(await disbelieved()).toBe(before + 1);
+    expect((await suite.orch.api.listSessions({})).sessions.length).toBeGreaterThan(0);
+    const metrics = await (await fetch(`${suite.orch.httpUrl}/metrics`)).text();
+    expect(Number(metrics.match(/^loopguard_model_cost_micros_total\S* (\S+)$/m)?.[1])).toBeLessThan(1e7);
+    expect(suite.orch.logs.map((line) => JSON.parse(line))).toContainEqual(
+      expect.objectContaining({
+        msg: `a model endpoint reported ${1e300 + 2 ** 64} tokens more than the call could have used: what it could have used is charged`,
         count: tokens,
       }),
     );

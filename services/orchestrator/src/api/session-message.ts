@@ -61,8 +61,8 @@ export function toProtoSession(
     usage: {
       steps: s.usage.steps,
       toolCalls: s.usage.toolCalls,
-      tokens: BigInt(s.usage.tokens),
-      costMicros: BigInt(s.usage.costMicros),
+      tokens: uint64(s.usage.tokens),
+      costMicros: uint64(s.usage.costMicros),
       wallClockMs: Math.min(wallClockUsed(s, options.now), 2 ** 32 - 1),
       retries: s.usage.retries ?? 0,
       takeovers: s.usage.takeovers ?? 0,
@@ -116,4 +116,9 @@ function parkedAndOutcome(
     ...(outcome ? { outcome } : {}),
     ...(stated ? { confidence: stated.value, uncertaintyReason: served.stored(stated.reason) } : {}),
   };
+}
+
+/** A stored figure as a uint64 field takes it: a record no reader can serialise would break every list it is on. */
+function uint64(n: number): bigint {
+  return Number.isFinite(n) && n > 0 ? BigInt(Math.min(Math.floor(n), Number.MAX_SAFE_INTEGER)) : 0n;
 }

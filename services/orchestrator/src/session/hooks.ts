@@ -67,10 +67,15 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
     onUsageDisbelieved: (s, model, reported, charged) => {
       metrics?.usageDisbelieved.inc({ model });
       const told = reported.input + reported.output;
-      log.warn(`a model endpoint reported ${told} tokens where the host counted more: the host's count is charged`, {
+      const count = charged.input + charged.output;
+      const why =
+        told > count
+          ? "more than the call could have used: what it could have used is charged"
+          : "where the host counted more: the host's count is charged";
+      log.warn(`a model endpoint reported ${told} tokens ${why}`, {
         session_id: s.id,
         model,
-        count: charged.input + charged.output,
+        count,
         trace_id: sessionTraceId(s),
       });
     },

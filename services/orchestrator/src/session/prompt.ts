@@ -121,7 +121,14 @@ export function modelSpend(
       : (decision.text ?? "") + decision.calls.map((c) => `${c.name}${c.arguments}`).join("");
   const counted = { input: promptTokens, output: outputTokens(kit, reply) };
   const { usage } = decision;
-  const charged = { input: believed(usage.input, counted.input), output: believed(usage.output, counted.output) };
+  // No endpoint reads more than the model's window nor writes more than the reply's reserve the host
+  // sent as its max tokens: a report past them (1e300, 2^64) would be charged into figures that
+  // serialise nowhere and a cost counter that never comes down.
+  const limits = kit.deps.context ?? DEFAULT_CONTEXT_LIMITS;
+  const charged = {
+    input: believed(usage.input, counted.input, Math.max(limits.windowTokens, 2 * counted.input)),
+    output: believed(usage.output, counted.output, Math.max(limits.maxOutputTokens, counted.output)),
+  };
   const model = policy.model ?? policy.name;
   // A report of nothing is a server that does not report, not one that under-reports.
   const reported = usage.input > 0 || usage.output > 0;
@@ -139,7 +146,9 @@ function outputTokens(kit: Kit, reply: string): number {
   return counterOf(kit).text(reply.slice(0, EXACT_REPLY_CHARS)) + Math.ceil((reply.length - EXACT_REPLY_CHARS) / 4);
 }
 
-function believed(reported: number, counted: number): number {
+/** A report is believed from half the host's count up to what the call could have used at most. */
+function believed(reported: number, counted: number, most: number): number {
+  if (reported > most) return most;
   return reported * 2 >= counted ? reported : counted;
 }
 

@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { errorOf } from "@loopguard/test-kit";
 import { context, ROOT_CONTEXT, TraceFlags, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
@@ -584,6 +586,33 @@ describe("openai policy: endpoint failures", () => {
     expect(elapsed).toBeGreaterThanOrEqual(250);
     expect(elapsed).toBeLessThan(1500);
     expect(server.requests).toHaveLength(1);
+  });
+
+  it("times out a server that sends its headers and then drips its body, within the configured timeout", async () => {
+    const drips: NodeJS.Timeout[] = [];
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.write("{");
+        drips.push(setInterval(() => res.write(" "), 50));
+      });
+    });
+    await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const policy = createOpenAiPolicy({ baseUrl: `http://127.0.0.1:${port}/v1`, model: "gpt-test", timeoutMs: 300 });
+      const started = Date.now();
+      const err = await errorOf(policy.decide(input(), never()));
+      expect(err).toBeInstanceOf(PolicyUnavailableError);
+      expect(err).toMatchObject({ retryable: true, promptRead: true });
+      expect((err as Error).message).toContain("timed out after 300 ms");
+      expect(Date.now() - started).toBeLessThan(1500);
+    } finally {
+      for (const drip of drips) clearInterval(drip);
+      server.closeAllConnections();
+      server.close();
+    }
   });
 
   it("cuts the call short at the session's wall clock left when that is below the configured cap", async () => {

@@ -6,18 +6,21 @@ import { PolicyUnavailableError } from "./policy-unavailable.js";
 
 const ERROR_DETAIL_MAX_CHARS = 300;
 
+/** A call its deadline cut off: the endpoint may have read the prompt, so it is charged; tried again within budget. */
+export function timedOut(timeoutMs: number): PolicyUnavailableError {
+  return new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, {
+    retryable: true,
+    promptRead: true,
+  });
+}
+
 /** What the SDK threw, as the PolicyUnavailableError the session runner retries or gives up on. */
 export function unavailable(err: unknown, timeoutMs: number, redact: (text: string) => string): PolicyUnavailableError {
   const tooLarge = err instanceof APIConnectionError ? err.cause : err;
   // Not retried: the same model asked the same question again would most likely run away again.
   if (tooLarge instanceof ResponseTooLargeError)
     return new PolicyUnavailableError(tooLarge.message, { retryable: false, promptRead: true });
-  if (err instanceof APIConnectionTimeoutError) {
-    return new PolicyUnavailableError(`chat completions timed out after ${timeoutMs} ms`, {
-      retryable: true,
-      promptRead: true,
-    });
-  }
+  if (err instanceof APIConnectionTimeoutError) return timedOut(timeoutMs);
   if (err instanceof APIError && err.status !== undefined) {
     const retryAfterMs = err.headers ? parseRetryAfter(err.headers) : undefined;
     return new PolicyUnavailableError(redact(`chat completions returned HTTP ${err.status}${errorDetail(err)}`), {

@@ -10,7 +10,7 @@ import { toDecision } from "./chat-reply.js";
 import { toChatMessages, toChatTool } from "./chat-request.js";
 import { costMicrosOf, type ModelPrice } from "./model-prices.js";
 import { modelCallSpan } from "./model-span.js";
-import { unavailable } from "./openai-errors.js";
+import { timedOut, unavailable } from "./openai-errors.js";
 import type { Decision, Policy, PolicyInput } from "./policy.js";
 
 export { OPENAI_POLICY_SYSTEM_PROMPT } from "./chat-request.js";
@@ -73,6 +73,9 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
       const callTimeoutMs = Math.max(1, Math.min(timeoutMs, input.timeoutMs ?? timeoutMs));
       const maxTokens = input.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
       return modelCallSpan(options.model, maxTokens, input.traceContext, async (span, headers) => {
+        // The whole call, its body too: the SDK's own timer stops once the headers arrive, and an
+        // endpoint that drips its body a byte at a time would hold the session past its wall clock.
+        const deadline = AbortSignal.timeout(callTimeoutMs);
         let completion: unknown;
         try {
           // Some endpoints reject an empty `tools` array, so a tool-less request omits both fields.
@@ -83,13 +86,14 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
             ...(tools.length > 0 ? { tools, tool_choice: "auto" as const } : {}),
           };
           completion = await client.chat.completions.create(body as unknown as ChatCompletionCreateParamsNonStreaming, {
-            signal,
+            signal: AbortSignal.any([signal, deadline]),
             timeout: callTimeoutMs,
             headers,
           });
         } catch (err) {
           // A caller's cancellation is not an outage: let the host see its own abort reason.
           if (signal.aborted) throw signal.reason;
+          if (deadline.aborted) throw timedOut(callTimeoutMs);
           throw unavailable(err, callTimeoutMs, redact);
         }
         const decision = toDecision(completion, input, promptHash);

@@ -13,7 +13,7 @@ import { CallError, CLI_FLAGS, createRawClient, type PersonKey, requiredScopesOf
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
 import { actingPerson, apiToken, UsageError } from "./identity.js";
 import { readBudget, readState, readTask } from "./run-options.js";
-import { jsonOf, printSession, reidentified, stateName, summary } from "./session-text.js";
+import { jsonOf, printable, printSession, reidentified, stateName, summary } from "./session-text.js";
 
 const USAGE = `usage: loopguard <command> [options]
   run "<goal>" [--task-file F | --task JSON] [--budget key=value…] [--scope s…] [--policy scripted|openai] [--idempotency-key K] [--wait] [--json]
@@ -159,7 +159,7 @@ async function main(): Promise<void> {
             if (values.json) continue;
             if (event.event.case === "transition") {
               const t = event.event.value;
-              console.log(`  ${stateName(t.from).padEnd(17)} → ${stateName(t.to).padEnd(17)} ${t.reason}`);
+              console.log(printable(`  ${stateName(t.from).padEnd(17)} → ${stateName(t.to).padEnd(17)} ${t.reason}`));
               if (t.to === SessionState.AWAITING_APPROVAL)
                 console.log(
                   `  waiting for another person: pnpm loopguard approve ${last.sessionId} --as approver   (or deny)`,
@@ -190,7 +190,7 @@ async function main(): Promise<void> {
       }
       case "trace": {
         const { records } = await api.getTrace({ sessionId: arg! }, { deadline });
-        for (const record of records) console.log(record);
+        for (const record of records) console.log(printable(record));
         return;
       }
       case "cancel": {
@@ -206,12 +206,14 @@ async function main(): Promise<void> {
           throw new UsageError(`session ${arg} is not waiting for an approval (state ${stateName(session!.state)})`);
         // What is being decided, shown before it is decided; the decision names exactly this approval.
         console.log(
-          [
-            `session   ${arg}  (started by ${session!.createdBy || "unknown"})`,
-            `action    ${approval.tool} ${JSON.stringify(approval.arguments ?? {})}`,
-            `why       ${approval.reason}`,
-            `approval  ${approval.approvalId}  arguments ${approval.argumentsHash}`,
-          ].join("\n"),
+          printable(
+            [
+              `session   ${arg}  (started by ${session!.createdBy || "unknown"})`,
+              `action    ${approval.tool} ${JSON.stringify(approval.arguments ?? {})}`,
+              `why       ${approval.reason}`,
+              `approval  ${approval.approvalId}  arguments ${approval.argumentsHash}`,
+            ].join("\n"),
+          ),
         );
         if (!values.yes && !(await confirm(`${command} this action as ${person.binding.subject}? [y/N] `))) {
           console.log("nothing done");
@@ -228,7 +230,9 @@ async function main(): Promise<void> {
           { deadline },
         );
         console.log(
-          `${command === "approve" ? "approved" : "denied"} ${approval.tool} for ${arg}: now ${stateName(resolved.session!.state)}`,
+          printable(
+            `${command === "approve" ? "approved" : "denied"} ${approval.tool} for ${arg}: now ${stateName(resolved.session!.state)}`,
+          ),
         );
         return;
       }

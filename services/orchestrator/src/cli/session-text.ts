@@ -9,9 +9,22 @@ type Session = MessageShape<typeof SessionSchema>;
 
 export const stateName = (s: SessionState) => SessionState[s] ?? String(s);
 
+/**
+ * What the server said, as a terminal may show it: control characters (an escape sequence in a
+ * model's words could move the cursor over the action an approver is deciding on) and
+ * bidirectional overrides are written out as \u{…}; new lines and tabs stay.
+ */
+export function printable(text: string): string {
+  return text.replace(/[\p{Cc}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu, (c) =>
+    c === "\n" || c === "\t" ? c : `\\u{${c.codePointAt(0)!.toString(16)}}`,
+  );
+}
+
 export function summary(s: Session): string {
   const usage = s.usage;
-  return `${s.sessionId}  ${stateName(s.state).padEnd(17)} ${(s.stopReason || "-").padEnd(16)} steps ${usage?.steps ?? 0}/${s.budget?.maxSteps ?? 0}  tools ${usage?.toolCalls ?? 0}  health ${s.healthScore}  ${s.goal.slice(0, 60)}`;
+  return printable(
+    `${s.sessionId}  ${stateName(s.state).padEnd(17)} ${(s.stopReason || "-").padEnd(16)} steps ${usage?.steps ?? 0}/${s.budget?.maxSteps ?? 0}  tools ${usage?.toolCalls ?? 0}  health ${s.healthScore}  ${s.goal.slice(0, 60)}`,
+  );
 }
 
 export function printSession(s: Session): void {
@@ -44,7 +57,7 @@ export function printSession(s: Session): void {
       `parked    waiting for ${s.parked.tool} (${s.parked.reason}); tried again at ${isoOf(s.parked.wakeAt)}, parked ${s.parked.attempts} time(s) since ${isoOf(s.parked.since)}`,
     );
   if (s.answer) lines.push(`answer    ${s.answer}`);
-  console.log(lines.join("\n"));
+  console.log(printable(lines.join("\n")));
 }
 
 const isoOf = (t: Parameters<typeof timestampMs>[0] | undefined): string =>

@@ -119,8 +119,31 @@ describe("a tool's verifier with call keys", () => {
     expect((await verifier.verify(old)).keyId).toBe("call-1");
     write(next);
     await new Promise((r) => setTimeout(r, 1100));
-    await expect(verifier.verify(old)).rejects.toThrow(/call key call-1 is not one held by billing/);
+    // Named by its variable: a refusal goes to callers that hold nothing, who learn no path of the tool's.
+    const refused = await verifier.verify(old).catch((error: Error) => error.message);
+    expect(refused).toBe(
+      "the bearer token's call key call-1 is not one held by billing (BILLING_CALL_KEYS_FILE): unknown or removed",
+    );
+    expect(refused).not.toContain(file);
     expect((await verifier.verify(fresh)).keyId).toBe("call-2");
+    // A held key's credential whose header was written again (same kid, other bytes) is told so, not "not held".
+    const [header, ...rest] = fresh.split(".");
+    const rewritten = Buffer.from(
+      JSON.stringify(JSON.parse(Buffer.from(header!, "base64url").toString()), null, 1),
+    ).toString("base64url");
+    await expect(verifier.verify([rewritten, ...rest].join("."))).rejects.toThrow(
+      /names call key call-2, but its header is not the one billing \(BILLING_CALL_KEYS_FILE\) makes with it/,
+    );
+  });
+
+  it("says a tool given no call keys cannot check the orchestrator's call credential, naming the setting", async () => {
+    const people = publicKeySet({
+      keys: [withBinding(newKeyPair("person").publicJwk, { role: "person", subject: "alice", scopes: ["*"] })],
+    });
+    const verifier = new TokenVerifier(people, "billing");
+    await expect(verifier.verify(minter.mint(claims))).rejects.toThrow(
+      "the bearer token is the orchestrator's call credential, but billing was given no call keys to check it (BILLING_CALL_KEYS_FILE)",
+    );
   });
 
   it("refuses a token that claims HS256 with the orchestrator's public key as the MAC secret", async () => {

@@ -154,7 +154,7 @@ export class CallKeyChecker {
   check(token: string, now: number): CheckedCall | undefined {
     const dot = token.indexOf(".");
     const key = this.#byHeader.get(token.slice(0, dot));
-    if (!key) return unknownCallKey(token.slice(0, dot), `${this.#audience} (${this.#source})`);
+    if (!key) return unknownCallKey(token.slice(0, dot), `${this.#audience} (${this.#source})`, this.kids);
     const last = token.lastIndexOf(".");
     const given = Buffer.from(token.slice(last + 1), "base64url");
     const expected = mac(key.secret, token.slice(0, last));
@@ -187,7 +187,7 @@ export class CallKeyChecker {
 }
 
 /** A header that claims HS256 under a kid this tool was not given is refused by name; any other is not ours. */
-function unknownCallKey(header: string, holder: string): undefined {
+function unknownCallKey(header: string, holder: string, held: readonly string[]): undefined {
   let parsed: { alg?: unknown; kid?: unknown } | undefined;
   try {
     parsed = JSON.parse(Buffer.from(header, "base64url").toString("utf8"));
@@ -195,6 +195,10 @@ function unknownCallKey(header: string, holder: string): undefined {
     return undefined;
   }
   if (parsed?.alg !== CALL_KEY_ALGORITHM) return undefined;
+  if (typeof parsed.kid === "string" && held.includes(parsed.kid))
+    throw new CredentialsError(
+      `the bearer token names call key ${echoedKid(parsed.kid)}, but its header is not the one ${holder} makes with it: written again by hand?`,
+    );
   throw new CredentialsError(
     `the bearer token's call key ${echoedKid(parsed.kid)} is not one held by ${holder}: unknown or removed`,
   );

@@ -3,10 +3,11 @@
 // orchestrator without call secrets) — signature, issuer, audience (this service), expiry, and the
 // key's binding (subject and scopes). Follows the key files it was given, so a key revoked, removed
 // or added there takes effect within about a second, without a restart.
-import { type JWTPayload, jwtVerify } from "jose";
+import { decodeProtectedHeader, type JWTPayload, jwtVerify } from "jose";
 import { type Caller, CredentialsError, credentialsErrorOf, echoedKid, TOKEN_ALGORITHM, TOKEN_ISSUER } from "./auth.js";
-import { type CallKey, CallKeyChecker, readCallKeys } from "./call-keys.js";
+import { CALL_KEY_ALGORITHM, type CallKey, CallKeyChecker, readCallKeys } from "./call-keys.js";
 import { FollowedFile } from "./followed-file.js";
+import { envPrefixOf } from "./config.js";
 import { type BoundKeySet, scopeBeyond, subjectAllowed, type TrustedKey, trustedKeys } from "./key-bindings.js";
 import type { OidcVerifier } from "./oidc.js";
 
@@ -58,7 +59,9 @@ export class TokenVerifier {
           );
     const call = options.callKeys;
     if (call) {
-      const checker = (keys: readonly CallKey[]) => new CallKeyChecker(keys, audience, call.file);
+      // Named by its variable, never its path: a refusal goes to callers who hold no credential at all.
+      const source = `${envPrefixOf(audience)}_CALL_KEYS_FILE`;
+      const checker = (keys: readonly CallKey[]) => new CallKeyChecker(keys, audience, source);
       this.#callKeys = new FollowedFile(
         call.file,
         checker(call.keys),
@@ -107,6 +110,12 @@ export class TokenVerifier {
     token: string,
     keys: ReadonlyMap<string, TrustedKey>,
   ): Promise<{ caller: Caller; expiresAt: number }> {
+    // The orchestrator's call credential at a tool not given the keys to check it: a setting
+    // missing, which "malformed" would hide from whoever is paged.
+    if (this.#callKeys === undefined && headerAlgorithm(token) === CALL_KEY_ALGORITHM)
+      throw new CredentialsError(
+        `the bearer token is the orchestrator's call credential, but ${this.#audience} was given no call keys to check it (${envPrefixOf(this.#audience)}_CALL_KEYS_FILE)`,
+      );
     let used: TrustedKey | undefined;
     let payload: JWTPayload;
     try {
@@ -157,5 +166,14 @@ export class TokenVerifier {
       expiresAt,
     };
     return { caller, expiresAt };
+  }
+}
+
+/** A token's header's `alg`, or undefined when it has no readable header. */
+function headerAlgorithm(token: string): unknown {
+  try {
+    return decodeProtectedHeader(token).alg;
+  } catch {
+    return undefined;
   }
 }

@@ -117,6 +117,11 @@ export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: st
   };
   const server = createServer(httpServerOptions(), (req, res) => {
     handle(req, res).catch((error: unknown) => {
+      // A client that went away before its request was read is its own doing, not the gateway's failure.
+      if (!req.complete && (req.destroyed || res.destroyed)) {
+        deps.log.debug("mcp http request abandoned by its client", { error_name: (error as Error).name });
+        return;
+      }
       deps.log.error("mcp http request failed", { error_name: (error as Error).name });
       if (!res.headersSent) jsonRpcError(res, 500, "internal error");
     });

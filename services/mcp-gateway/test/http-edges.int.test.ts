@@ -159,6 +159,23 @@ describe("malformed JSON-RPC over HTTP", () => {
     expect(answer).toContain("the MCP endpoint is /mcp");
     expect(httpLog()).not.toContain("mcp http request failed");
   });
+
+  it("a client that goes away in the middle of its body logs no failure of the gateway's", async () => {
+    const { port } = new URL(url);
+    await new Promise<void>((done) => {
+      const socket = connect(Number(port), "127.0.0.1", () => {
+        socket.write(
+          "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n" +
+            '{"jsonrpc":"2.0",',
+        );
+        setTimeout(() => socket.destroy(), 100);
+      });
+      socket.on("close", () => done());
+    });
+    // Its handling ends once the socket's end reaches it; the line, were it logged, would be there by now.
+    await new Promise((settled) => setTimeout(settled, 300));
+    expect(httpLog()).not.toContain("mcp http request failed");
+  });
 });
 
 /** The gateway run to its end, as `pnpm -s mcp` would be. */

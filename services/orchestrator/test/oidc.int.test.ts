@@ -83,6 +83,33 @@ describe("OIDC ID tokens at the orchestrator", () => {
     }
   });
 
+  it("say so when the provider publishes no key the ID token names: not the person's token at fault", async () => {
+    const genuine = await idToken("alice@example.com", ["requester"]);
+    const { privateKey } = await generateKeyPair("RS256");
+    const rotated = await new SignJWT(decodeJwt(genuine))
+      .setProtectedHeader({ alg: "RS256", kid: "rotated-away", typ: "JWT" })
+      .sign(privateKey);
+    const client = api(rotated);
+    try {
+      const error = await refusal(client.listSessions({}), CallError);
+      expect(error.message).toMatch(/publishes no key "rotated-away" for the ID token/);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("take an ID token from a provider whose clock runs two seconds ahead", async () => {
+    const ahead = Math.floor(Date.now() / 1000) + 2;
+    const client = api(
+      await idToken("alice@example.com", ["requester"], (p) => Object.assign(p, { iat: ahead, nbf: ahead })),
+    );
+    try {
+      await expect(client.listSessions({})).resolves.toBeDefined();
+    } finally {
+      client.close();
+    }
+  });
+
   it.each([
     ["expired", () => idToken("alice@example.com", ["requester"], () => undefined, -120), /expired/],
     [

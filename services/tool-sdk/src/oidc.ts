@@ -2,8 +2,9 @@
 // orchestrator's API. The issuer's keys are found by discovery (`/.well-known/openid-configuration`,
 // then its jwks_uri, fetched and refreshed by jose); issuer, audience (the client id alone), azp
 // and expiry are checked; the subject becomes "oidc:<sub>" and the roles claim gives the scopes.
-import { createRemoteJWKSet, decodeJwt, type JWTVerifyGetKey, jwtVerify } from "jose";
-import { type Caller, CredentialsError, credentialsErrorOf } from "./auth.js";
+import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, type JWTVerifyGetKey, jwtVerify } from "jose";
+import { type Caller, CredentialsError, credentialsErrorOf, TOKEN_CLOCK_SKEW_MS } from "./auth.js";
+import { echoedName } from "./pii.js";
 import { PEOPLE, type PersonRole, personScopes } from "./people.js";
 
 export interface OidcSettings {
@@ -62,9 +63,11 @@ export class OidcVerifier {
         audience,
         algorithms: ALGORITHMS,
         requiredClaims: ["sub", "exp", "iat"],
+        // The provider's clock and this one's disagree by a little, as a token minter's may.
+        clockTolerance: TOKEN_CLOCK_SKEW_MS / 1000,
       });
     } catch (error) {
-      throw credentialsErrorOf(error, `the client id ${audience}`);
+      throw this.#refusal(error, token);
     }
     const { payload, protectedHeader } = verified;
     // jose passes an aud list that merely contains ours. OpenID Connect Core 3.1.3.7: a token that
@@ -95,6 +98,31 @@ export class OidcVerifier {
     return { caller, expiresAt: (payload.exp ?? 0) * 1000 };
   }
 
+  /**
+   * Why an ID token was not taken, saying so when the provider's side failed (its keys could not be
+   * fetched, or it no longer publishes the token's key): not the person's token at fault.
+   */
+  #refusal(error: unknown, token: string): CredentialsError {
+    const { issuer, audience } = this.#settings;
+    if (error instanceof errors.JWKSNoMatchingKey) {
+      let kid: unknown;
+      try {
+        kid = decodeProtectedHeader(token).kid;
+      } catch {
+        kid = undefined;
+      }
+      return new CredentialsError(
+        `the identity provider ${issuer} publishes no key ${typeof kid === "string" ? echoedName(kid) : "(the token names none)"} for the ID token: signed by a key it rotated away, or not by it`,
+        { cause: error },
+      );
+    }
+    if (error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid || isFetchFailure(error))
+      return new CredentialsError(`the identity provider ${issuer}'s keys could not be fetched to check the ID token`, {
+        cause: error,
+      });
+    return credentialsErrorOf(error, `the client id ${audience}`);
+  }
+
   /** The provider's keys, found once by discovery; a failed discovery is tried again on the next token. */
   #keySet(): Promise<JWTVerifyGetKey> {
     this.#keys ??= this.#discover().catch((error: unknown) => {
@@ -102,7 +130,9 @@ export class OidcVerifier {
       throw error instanceof CredentialsError
         ? error
         : new CredentialsError(
-            `the identity provider ${this.#settings.issuer} could not be reached to check the ID token`,
+            error instanceof SyntaxError
+              ? `the identity provider ${this.#settings.issuer} answered with no discovery document (not JSON)`
+              : `the identity provider ${this.#settings.issuer} could not be reached to check the ID token`,
             { cause: error },
           );
     });
@@ -129,4 +159,9 @@ export class OidcVerifier {
     }
     return createRemoteJWKSet(new URL(document.jwks_uri), { timeoutDuration: FETCH_TIMEOUT_MS });
   }
+}
+
+/** jose's own failure to fetch a key set (a status other than 200, a body that is no JSON): its generic error. */
+function isFetchFailure(error: unknown): boolean {
+  return error instanceof errors.JOSEError && error.code === "ERR_JOSE_GENERIC";
 }

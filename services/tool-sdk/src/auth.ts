@@ -7,6 +7,7 @@
 import {
   createHash,
   createPrivateKey,
+  createPublicKey,
   generateKeyPairSync,
   type JsonWebKey as NodeJwk,
   type KeyObject,
@@ -102,11 +103,21 @@ export function signingKeyFromJwk(value: unknown): SigningKey {
   }
   if (typeof jwk.kid !== "string" || jwk.kid === "")
     throw new KeyError("the signing key must have a kid (its public key is found by it)");
+  let key: KeyObject;
   try {
-    return { kid: jwk.kid, key: createPrivateKey({ key: jwk as NodeJwk, format: "jwk" }) };
+    key = createPrivateKey({ key: jwk as NodeJwk, format: "jwk" });
   } catch (cause) {
     throw new KeyError("the signing key is not a valid Ed25519 private key", { cause });
   }
+  const signing = { kid: jwk.kid, key };
+  // Node builds the key from d alone: an x of another pair would be published and never verify.
+  if (publicXOf(signing) !== jwk.x) throw new KeyError("the signing key's x is not the public half of its d");
+  return signing;
+}
+
+/** The public key (JWK x) of a signing key. */
+export function publicXOf(signing: SigningKey): unknown {
+  return createPublicKey(signing.key).export({ format: "jwk" }).x;
 }
 
 /** A new Ed25519 key pair as JWKs: the private one signs, the public one goes into a JWKS. */

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { newKeyPair, type SigningKey } from "./auth.js";
+import { KeyError, newKeyPair, publicXOf, type SigningKey, signingKeyFromJwk } from "./auth.js";
 import { newCallSecret, readCallKeys, toolCallKeys } from "./call-keys.js";
 import { readPublicKeys, readSigningKey } from "./config.js";
 import { writeFileAtomically } from "./secret-file.js";
@@ -78,6 +78,20 @@ function readKeyFile(path: string): unknown {
   }
 }
 
+/** A local person's private key file, read and checked as a key (JSON that is no key would put a broken key in the JWKS). */
+function privateKeyFile(path: string): Record<string, unknown> {
+  const value = readKeyFile(path);
+  try {
+    signingKeyFromJwk(value);
+  } catch (error) {
+    if (!(error instanceof KeyError)) throw error;
+    throw new ConfigError(
+      `${path} is not a key file that can be read (${error.message}); move it away and start again to have a new one made`,
+    );
+  }
+  return value as Record<string, unknown>;
+}
+
 function readExisting(path: string): { keys: Record<string, unknown>[]; revoked: string[] } {
   if (!existsSync(path)) return { keys: [], revoked: [] };
   const value = (readKeyFile(path) ?? {}) as { keys?: Record<string, unknown>[]; revoked?: string[] };
@@ -101,7 +115,7 @@ export function ensureLocalKeys(dataDir: string): LocalKeys {
   const managed: Record<string, unknown>[] = [];
   for (const [name, binding] of localBindings()) {
     const path = join(paths.dir, `${name}.jwk`);
-    let privateJwk = existsSync(path) ? (readKeyFile(path) as Record<string, unknown> | null) : undefined;
+    let privateJwk = existsSync(path) ? privateKeyFile(path) : undefined;
     if (!privateJwk || existing.revoked.includes(String(privateJwk.kid))) {
       privateJwk = newKeyPair(`local-${name}-${stamp}-${randomBytes(3).toString("hex")}`).privateJwk as Record<
         string,
@@ -201,6 +215,11 @@ export function personKey(env: Env = process.env, as?: string): PersonKey {
       `key ${key.kid} is ${jwks.revoked?.includes(key.kid) ? "revoked" : "not in the JWKS"}: services would refuse its tokens`,
     );
   }
+  // The kid alone matches any file that says it: tokens signed with another key's d would all be refused.
+  if (published.x !== publicXOf(key))
+    throw new ConfigError(
+      `the private key of ${key.kid} is not the key the JWKS publishes as ${key.kid}: its tokens would not verify`,
+    );
   const binding = bindingOf(published) as KeyBinding;
   const matcher = scopeMatcher(binding.scopes);
   return { name, key, binding, scopeBeyond: (scopes) => scopeBeyond(matcher, scopes) };

@@ -2,7 +2,8 @@ import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { ensureLocalKeys, localKeyPaths } from "./local-keys.js";
+import { newKeyPair } from "./auth.js";
+import { ensureLocalKeys, localKeyPaths, personKey } from "./local-keys.js";
 import { FileWriteError, writeFileAtomically } from "./secret-file.js";
 
 const fresh = () => mkdtempSync(join(tmpdir(), "loopguard-secret-file-"));
@@ -47,5 +48,38 @@ describe("ensureLocalKeys", () => {
     chmodSync(`${paths.callSecrets}.tmp`, 0o644);
     ensureLocalKeys(dir);
     expect(statSync(paths.callSecrets).mode & 0o777).toBe(0o600);
+  });
+
+  it("refuses a person's key file that is JSON but no key, naming it, instead of publishing a broken key", () => {
+    const dir = fresh();
+    const paths = ensureLocalKeys(dir);
+    const approver = join(paths.dir, "approver.jwk");
+    for (const content of ["{}", '{"kid":"local-approver-x"}', "[]", '"x"']) {
+      writeFileSync(approver, content);
+      expect(() => ensureLocalKeys(dir)).toThrow(
+        new RegExp(
+          `^${approver.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} is not a key file that can be read \\(.+\\); move it away`,
+        ),
+      );
+    }
+  });
+
+  it("refuses a key whose x is not the public half of its d, and a person key that is not the one the JWKS publishes", () => {
+    const dir = fresh();
+    const paths = ensureLocalKeys(dir);
+    const read = (name: string) =>
+      JSON.parse(readFileSync(join(paths.dir, `${name}.jwk`), "utf8")) as Record<string, string>;
+    const alice = read("approver");
+    const mixed = { ...alice, d: read("requester").d };
+    writeFileSync(join(dir, "mixed.jwk"), JSON.stringify(mixed));
+    expect(() => personKey({ LOOPGUARD_DATA_DIR: dir, LOOPGUARD_SIGNING_KEY_FILE: join(dir, "mixed.jwk") })).toThrow(
+      /x is not the public half of its d/,
+    );
+    // A whole other pair under approver's kid: sound as a key, not the one published.
+    const other = newKeyPair(alice.kid!).privateJwk;
+    writeFileSync(join(dir, "other.jwk"), JSON.stringify(other));
+    expect(() => personKey({ LOOPGUARD_DATA_DIR: dir, LOOPGUARD_SIGNING_KEY_FILE: join(dir, "other.jwk") })).toThrow(
+      `the private key of ${alice.kid} is not the key the JWKS publishes as ${alice.kid}: its tokens would not verify`,
+    );
   });
 });

@@ -82,6 +82,19 @@ async function riskReason(
 }
 
 /**
+ * What a dry-run session's own earlier calls of this tool would have moved, on `entityId` and in
+ * all: none of it reaches the ledger or any total (a dry run lets its hold go), yet a later call of
+ * the run must be judged as the live session would judge it after them: the same approvals, the
+ * same refusals. Zero for a live session.
+ */
+function rehearsedBy(s: SessionRecord, guard: GuardedEffect, entityId: string): { entity: number; session: number } {
+  if (!guard.tool.dryRunFields.some((f) => s.task[f.taskField] === true)) return { entity: 0, session: 0 };
+  const mine = effectsOf(s).filter((e) => e.tool === guard.tool.name);
+  const sum = (effects: readonly EffectRecord[]) => effects.reduce((total, e) => total + e.amount, 0);
+  return { entity: sum(mine.filter((e) => e.entityId === entityId)), session: sum(mine) };
+}
+
+/**
  * What the host decides about one irreversible call, before anything is written. `key` is the
  * call's idempotency key: an effect this session already made with the same key is a replay —
  * the same request again, which moves nothing new — and passes without the money checks.
@@ -150,8 +163,10 @@ export async function guardSideEffect(
       retryable: true,
     };
   }
-  const available = num(valueAt(entity.data, guard.reader.available!));
-  const moved = num(valueAt(entity.data, guard.reader.moved!));
+  // A dry run's earlier calls moved nothing, but the run decides as the live one would after them.
+  const rehearsed = rehearsedBy(s, guard, entityId);
+  const available = num(valueAt(entity.data, guard.reader.available!)) - rehearsed.entity;
+  const moved = num(valueAt(entity.data, guard.reader.moved!)) + rehearsed.entity;
   if (amount > available) {
     return {
       kind: "refuse",
@@ -175,7 +190,14 @@ export async function guardSideEffect(
   };
   const now = deps.now();
   const customerSince = now - deps.approvals.customerWindowMs;
-  const others = await deps.store.otherEffects(reservation, customerSince);
+  const stored = await deps.store.otherEffects(reservation, customerSince);
+  const others = {
+    ...stored,
+    // The entity's are its customer's too; the customer of another entity is not known here.
+    customer: stored.customer + rehearsed.entity,
+    session: stored.session + rehearsed.session,
+    sessionAnyCurrency: stored.sessionAnyCurrency + rehearsed.session,
+  };
   const thresholds = thresholdsIn(deps.approvals, currency);
   const money = decideMoney({
     reservation,

@@ -84,7 +84,8 @@ const CONNECT_READ_MAX_BYTES = 4 * 1024 * 1024;
 /**
  * The most of a method's request body read, decompressed: JSON takes more bytes than protobuf's
  * binary form (names, quotes, base64), so four times the method's binary limit, which applies to
- * the decoded message after. Past it Connect answers resource_exhausted without decoding.
+ * the decoded message after. Past it the body is refused REQUEST_TOO_LARGE (checkedFirst), or
+ * invalid_argument once decompressed (callersFault), without decoding.
  */
 function readLimitOf(maxRequestBytes: number): number {
   return Math.min(CONNECT_READ_MAX_BYTES, 4 * maxRequestBytes);
@@ -220,8 +221,8 @@ function checkedFirst(
     }
   };
   const checked = async (request: UniversalServerRequest): Promise<UniversalServerResponse> => {
-    const unknown = await admit(request.header.get("authorization"));
-    if (unknown) return answer(unknown);
+    const refused = await admit(request.header.get("authorization"));
+    if (refused) return answer(refused);
     if (request.method === "GET") {
       const query = new URL(request.url, "http://connect.invalid").searchParams;
       // Connect's adapter leaves a base64 decoder's throw unanswered (the request hangs) or answers

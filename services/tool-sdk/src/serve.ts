@@ -35,6 +35,7 @@ import { serveIntrospection } from "./server/introspection.js";
 import type { ServeOptions, ToolDefinition, ToolServer } from "./server/options.js";
 import { CallSlots } from "./server/slots.js";
 import {
+  countRefusedEarly,
   deadlineStage,
   errorsStage,
   faultStage,
@@ -178,7 +179,13 @@ export async function serveTool<S extends DescService>(
       );
       implementation[method.localName] = grpcHandler(method, chain, domain, log);
       if ((target as DescService) === service && method.methodKind === "unary")
-        unaryRoutes.set(method, { chain, maxRequestBytes: maxRequestBytesOf(method), domain, admit });
+        unaryRoutes.set(method, {
+          chain,
+          maxRequestBytes: maxRequestBytesOf(method),
+          domain,
+          admit,
+          refusedEarly: (code) => countRefusedEarly(metrics, method, code),
+        });
     }
     server.addService(definitions, implementation);
   }

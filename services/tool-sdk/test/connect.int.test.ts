@@ -165,6 +165,11 @@ describe("Connect on the HTTP port", () => {
       `http://127.0.0.1:${tool!.server.metricsPort}/${KbSearchService.typeName}/Search?connect=v1&encoding=proto&base64=1&message=!!!!`,
     );
     expect(get.status).toBe(401);
+    // Counted as the chain counts its refusals: a flood of them shows on the dashboards and alerts.
+    const page = await (await fetch(`http://127.0.0.1:${tool!.server.metricsPort}/metrics`)).text();
+    expect(
+      metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "UNAUTHENTICATED" }),
+    ).toBe(10);
   });
 
   it("refuses a body past four times the method's limit unread, 400 REQUEST_TOO_LARGE, compressed or not", async () => {

@@ -113,7 +113,7 @@ export function connectRoutes(
     // Served by an HTTP/1.1 server, so every request is an IncomingMessage.
     fallback: (req, res) => notServed(routes, req as IncomingMessage, res as ServerResponse, fallback),
     routes(router) {
-      for (const [method, { domain, admit, maxRequestBytes }] of routes) {
+      for (const [method, { domain, admit, refusedEarly, maxRequestBytes }] of routes) {
         const readMaxBytes = readLimitOf(maxRequestBytes);
         const jsonOptions = jsonOptionsFor(method.input, domain);
         const at = router.handlers.length;
@@ -136,6 +136,7 @@ export function connectRoutes(
         router.handlers[at] = checkedFirst(router.handlers[at]!, method, {
           domain,
           admit,
+          refusedEarly,
           readMaxBytes,
           maxRequestBytes,
         });
@@ -193,11 +194,13 @@ const BASE64 = /^[A-Za-z0-9+/_-]*={0,2}$/;
 function checkedFirst(
   handler: UniversalHandler,
   method: DescMethod,
-  limits: { domain: string; admit: UnaryRoute["admit"]; readMaxBytes: number; maxRequestBytes: number },
+  limits: Pick<UnaryRoute, "domain" | "admit" | "refusedEarly" | "maxRequestBytes"> & { readMaxBytes: number },
 ): UniversalHandler {
-  const { domain, admit, readMaxBytes, maxRequestBytes } = limits;
+  const { domain, admit, refusedEarly, readMaxBytes, maxRequestBytes } = limits;
   const input = method.input;
+  // Refused before the chain, and counted as the chain counts what it refuses.
   const answer = (refused: ToolError): UniversalServerResponse => {
+    refusedEarly(refused.code);
     const error = toConnectError(refused, domain);
     const header = new Headers(error.metadata);
     header.set("content-type", "application/json");

@@ -32,6 +32,8 @@ export interface UnaryRoute {
   readonly domain: string;
   /** The refusal of a request whose authorization header holds no bearer token that verifies (auth-stages.ts, bearerCheck). */
   readonly admit: (authorization: string | null) => Promise<ToolError | undefined>;
+  /** Counts a request refused before the chain ran, by its code (stages.ts, countRefusedEarly). */
+  readonly refusedEarly: (code: status) => void;
 }
 
 // grpc-js metadata keys are lower-case tokens; binary (-bin) values would need decoding and none is read.

@@ -241,7 +241,7 @@ describe("bindingStage", () => {
     expect(await notBound(through({ ...glass, breakGlassReason: " " }, true))).toMatch(/must say why/);
   });
 
-  it("refuses a break-glass token beyond what `pnpm mint-token` makes: over 15 minutes, issued later than now or without iat, a reason over 200 characters", async () => {
+  it("refuses a break-glass token beyond what `pnpm mint-token` makes: over 15 minutes, issued later than now or without iat, a reason over 200 characters or with control characters", async () => {
     const now = Date.now();
     const glass: Caller = {
       subject: "alice",

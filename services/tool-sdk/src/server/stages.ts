@@ -20,12 +20,24 @@ import { MAX_VIOLATIONS } from "./json-body.js";
 import { MAX_TIMER_MS } from "../timers.js";
 
 /** RED metrics: started, handled by code, handling seconds. Outermost, so every outcome counts. */
+const rpcLabels = (method: DescMethod) => ({
+  grpc_type: method.methodKind === "server_streaming" ? "server_stream" : "unary",
+  grpc_service: method.parent.typeName,
+  grpc_method: method.name,
+});
+
+/**
+ * Counts a call refused before its chain ran (an HTTP request without a token that verifies, a body
+ * too large or undecodable: connect.ts) in the same RPC metrics as the calls the chain ends.
+ */
+export function countRefusedEarly(metrics: ServerMetrics, method: DescMethod, code: status): void {
+  const labels = rpcLabels(method);
+  metrics.started.inc(labels);
+  metrics.handled.inc({ ...labels, grpc_code: status[code] });
+}
+
 export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interceptor {
-  const labels = {
-    grpc_type: method.methodKind === "server_streaming" ? "server_stream" : "unary",
-    grpc_service: method.parent.typeName,
-    grpc_method: method.name,
-  };
+  const labels = rpcLabels(method);
   // Every series at 0 from the start, as go-grpc-prometheus's InitializeMetrics does: a counter that
   // first appears mid-window loses its first scrape's worth to increase(), which undercounts errors.
   metrics.started.inc(labels, 0);

@@ -17,6 +17,7 @@ import {
   isEnded,
   refundElsewhere,
   refundsOf,
+  setFaults,
   startRefund,
   type TestOrchestrator,
   useSuite,
@@ -168,6 +169,35 @@ describe("a cancel that lands between a replica reading the approved refund and 
     expect((await store.reservations(id)).map((r) => r.status)).toEqual(["released"]);
     expect((await refundsOf(suite.tools, ORDER)).length).toBe(before);
   });
+});
+
+describe("an approved refund whose order cannot be read again when a run comes to send it", () => {
+  it("parks with its approval and hold kept, and is made once when billing is back, with no second approval", async () => {
+    const orch = await suite.startOrchestrator({ APPROVAL_TTL_MS: "300000" });
+    const { id, approval } = await awaitingApproval(orch);
+    const before = (await refundsOf(suite.tools, ORDER)).length;
+    await setFaults(suite.tools, "billing", { outage: true, methods: ["GetOrder"] });
+    try {
+      await orch.approver.resolveApproval(decisionOn(id, approval, true, "checked"));
+      const waiting = await waitForSession(orch.api, id, (s) => s.state === SessionState.PARKED || isEnded(s));
+      expect(SessionState[waiting.state]).toBe("PARKED");
+      expect(waiting.parked).toMatchObject({
+        tool: "billing",
+        reason: expect.stringMatching(/^live read failed: UNAVAILABLE/),
+      });
+      expect((await orch.orchestrator.store.reservations(id)).map((r) => r.status)).toEqual(["held"]);
+      expect((await refundsOf(suite.tools, ORDER)).length).toBe(before);
+    } finally {
+      await setFaults(suite.tools, "billing", {});
+    }
+    const done = await waitForSession(orch.api, id, undefined, 30_000);
+    expect([SessionState[done.state], done.outcome?.kind]).toEqual(["DONE", "succeeded"]);
+    const trail = (await orch.orchestrator.store.auditTrail(id)).map((move) => move.reason);
+    expect(trail.filter((reason) => reason?.startsWith("approval needed"))).toHaveLength(1);
+    expect(trail).toContain("sending the approved call");
+    const made = (await refundsOf(suite.tools, ORDER)).slice(before);
+    expect(made.map((r) => r.amountCents)).toEqual([1000n]);
+  }, 60_000);
 });
 
 describe("an approved refund that waits for a slot", () => {

@@ -9,6 +9,7 @@ import { deadlineOf } from "../guard/budget.js";
 import type { StopReason } from "./session-state.js";
 import {
   alreadyDone,
+  APPROVED,
   contextJson,
   contextOf,
   type Pending,
@@ -19,12 +20,7 @@ import {
 } from "./data.js";
 import { guardDepsOf, type Kit, runOf } from "./kit.js";
 import { errorEnvelope } from "../policies/envelope.js";
-
-/**
- * `pending.startedBy` of a call a human approved and no run has sent yet: whichever replica drives
- * the session next records its run on it (one move) before sending it (see sendApproved).
- */
-export const APPROVED = "approved";
+import { park } from "./park.js";
 
 /**
  * Records the approval, one version-checked move: of answers given at once, one wins and the others
@@ -113,8 +109,10 @@ export async function sendApproved(kit: Kit, s: SessionRecord): Promise<SessionR
 
 /**
  * The entity the approved call acts on, read again by the run about to send it (its moves fenced by
- * its lease): undefined when it is as approved; else the session, moved (back to the policy with
- * EAPPROVAL, or stopped when its budgets cannot hold the read), the hold the approval took let go.
+ * its lease): undefined when it is as approved; else the session, moved: parked with its approval
+ * and hold kept when the read failed for a reason that passes (the reader down, its breaker open)
+ * and the wall clock covers a wait; otherwise back to the policy with EAPPROVAL, or stopped when its
+ * budgets cannot hold the read, the hold the approval took let go.
  */
 async function unlessWorldMoved(
   kit: Kit,
@@ -134,6 +132,11 @@ async function unlessWorldMoved(
   const live = await kit.spans.span(s, `approved ${tool.name}: read again`, { "gen_ai.tool.name": tool.name }, () =>
     readLive(guardDepsOf(kit), s, guard.reader!, entityId),
   );
+  if (!live.ok && live.passing) {
+    // The reader is down for a while, not the world changed: the approval is kept, and so is its hold.
+    const parked = park(kit, s, pending, live.passing);
+    if (parked) return parked;
+  }
   const current = live.ok ? worldVersionOf(guard, entityId, live.data) : undefined;
   if (current === call.worldVersion) return undefined;
   const message = live.ok

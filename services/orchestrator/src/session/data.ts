@@ -125,6 +125,13 @@ const parkSchema = z.object({
   attempts: z.number(),
 });
 
+/**
+ * `pending.startedBy` of a call a human approved and no run has sent yet: whichever replica drives
+ * the session next reads the entity again and records its run on it (one move) before sending it
+ * (see approve.ts's sendApproved). A session parked while that read could not be made keeps it.
+ */
+export const APPROVED = "approved";
+
 const pendingSchema = z.object({
   queue: z.array(callRequestSchema).default([]),
   call: pendingCallSchema.optional(),
@@ -133,7 +140,7 @@ const pendingSchema = z.object({
   approvedBy: z.string().optional(),
   /** The queue's confidence as releases before 2026-12-05 stored it, for the whole queue; each call holds its own now. */
   ...statedFields,
-  /** The run that sends the call, or APPROVED (see approve.ts); any other run's call was interrupted. */
+  /** The run that sends the call, or APPROVED; any other run's call was interrupted. */
   startedBy: z.string().optional(),
   attempt: z.number().optional(),
   durationMs: z.number().optional(),

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { SessionFollower } from "../store/session-events.js";
 import type { SessionRecord, SessionStore } from "../store/session-store.js";
 import { ToolRegistry } from "../tool-registry.js";
-import { APPROVED } from "./approve.js";
+import { APPROVED } from "./data.js";
 import { cancelSession, expireApprovals, type HumanDeps } from "./human.js";
 import type { SessionMoves, StopOptions } from "./moves.js";
 
@@ -44,13 +44,16 @@ function humanDeps(s: SessionRecord): { deps: HumanDeps; answers: string[]; opti
   return { deps, answers, options };
 }
 
-/** A session whose refund a human approved and no run has sent yet; `unsettled`: a re-send to settle an earlier attempt. */
-function approvedUnsent(unsettled: boolean): SessionRecord {
+/**
+ * A session whose refund a human approved and no run has sent yet (PARKED: its order could not be
+ * read again); `unsettled`: a re-send to settle an earlier attempt.
+ */
+function approvedUnsent(unsettled: boolean, state: "TOOL_EXECUTING" | "PARKED" = "TOOL_EXECUTING"): SessionRecord {
   const effect = { key: "eff_1", tool: "billing_refund", entity: "order", entityId: "ord_1", amount: 1000 };
   const call = { id: "c1", tool: "billing_refund", arguments: "{}", argsHash: "h1", worldVersion: "v1", effect };
   return {
     id: "ses_1",
-    state: "TOOL_EXECUTING",
+    state,
     version: 8,
     context: {},
     pending: { queue: [], call, approvedBy: "bob", startedBy: APPROVED, ...(unsettled ? { unsettled } : {}) },
@@ -78,12 +81,15 @@ describe("what a human's stop says of a refund whose outcome is unknown", () => 
 });
 
 describe("a cancel of a call a human approved that no run has sent yet", () => {
-  it("stops it at once (nothing is in flight), saying it was not made, and lets its money hold go", async () => {
-    const { deps, answers, options } = humanDeps(approvedUnsent(false));
-    await cancelSession(deps, "ses_1", "customer withdrew", "ops", {} as SessionFollower);
-    expect(answers).toEqual(["cancelled by ops: customer withdrew; the approved billing_refund call was not made"]);
-    expect(options).toEqual([{ fenced: false, money: { settle: "eff_1", outcome: "released" } }]);
-  });
+  it.each(["TOOL_EXECUTING", "PARKED"] as const)(
+    "%s: stops it at once (nothing is in flight), saying it was not made, and lets its money hold go",
+    async (state) => {
+      const { deps, answers, options } = humanDeps(approvedUnsent(false, state));
+      await cancelSession(deps, "ses_1", "customer withdrew", "ops", {} as SessionFollower);
+      expect(answers).toEqual(["cancelled by ops: customer withdrew; the approved billing_refund call was not made"]);
+      expect(options).toEqual([{ fenced: false, money: { settle: "eff_1", outcome: "released" } }]);
+    },
+  );
 
   it("a re-send to settle an earlier attempt: not re-sent, the earlier outcome still unknown, and the hold kept", async () => {
     const { deps, answers, options } = humanDeps(approvedUnsent(true));

@@ -9,8 +9,8 @@ import type { SessionFollower } from "../store/session-events.js";
 import { isTerminal } from "./session-state.js";
 import { type SessionRecord, type SessionStore, StaleTransitionError } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
-import { alreadyDone, pendingOf } from "./data.js";
-import { APPROVED, holdReleased } from "./approve.js";
+import { alreadyDone, APPROVED, pendingOf } from "./data.js";
+import { holdReleased } from "./approve.js";
 import { unsettledTool } from "./outcome.js";
 import type { SessionMoves } from "./moves.js";
 
@@ -40,13 +40,15 @@ function effectUnknown(tool: string): string {
 }
 
 /**
- * The tool of a call a human approved that no run has sent yet (see APPROVED). Its sender records
- * itself first with a version-checked move, so either that move or a cancel lands, never both: a
- * cancel that lands first stops the session before anything is sent.
+ * The tool of a call a human approved that no run has sent yet (see APPROVED), maybe parked while
+ * its entity could not be read again. Its sender records itself first with a version-checked move,
+ * so either that move or a cancel lands, never both: a cancel that lands first stops the session
+ * before anything is sent.
  */
 function approvedUnsent(s: SessionRecord): string | undefined {
   const pending = pendingOf(s);
-  return s.state === "TOOL_EXECUTING" && pending.startedBy === APPROVED ? pending.call?.tool : undefined;
+  const waiting = s.state === "TOOL_EXECUTING" || s.state === "PARKED";
+  return waiting && pending.startedBy === APPROVED ? pending.call?.tool : undefined;
 }
 
 /** The irreversible tool a session is calling right now, if any (an approved call not sent yet is not in flight). */

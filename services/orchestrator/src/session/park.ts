@@ -10,7 +10,7 @@ import { deadlineOf, retriesLeft, withRetries } from "../guard/budget.js";
 import type { ToolSpec } from "../policies/policy.js";
 import type { SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
-import { type Park, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
+import { APPROVED, type Park, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
 import { type Kit, runOf } from "./kit.js";
 import { failureName, type WaitFor, wakeTime } from "./park-rules.js";
 import { type InFlight, observeSent } from "./send.js";
@@ -19,7 +19,8 @@ import { type InFlight, observeSent } from "./send.js";
  * Parks `s` (TOOL_EXECUTING, RETRYING or THINKING) until the tool is tried again, keeping its
  * pending work; undefined when its wall clock does not cover the wait plus the call's timeout, or
  * when the call it would send again on waking has no retry left in the session's budget (a re-send
- * to settle an irreversible call's unknown outcome is counted, never cut).
+ * to settle an irreversible call's unknown outcome is counted, never cut). An approved call not
+ * sent yet keeps its approval: on waking it is read again and sent, not retried.
  */
 export function park(
   kit: Kit,
@@ -34,7 +35,8 @@ export function park(
   if (wakeAt + tool.timeoutMs > deadlineOf(s.usage, s.budget)) return undefined;
   const usage = withRetries(s.usage, Math.max(0, spent - 1));
   const settling = pending.unsettled === true && tool.effect === Effect.IRREVERSIBLE_EXTERNAL;
-  if (pending.call && !settling && retriesLeft(usage, s.budget) === 0) return undefined;
+  const approved = pending.startedBy === APPROVED;
+  if (pending.call && !settling && !approved && retriesLeft(usage, s.budget) === 0) return undefined;
   const next: Park = {
     tool: tool.tool,
     reason,
@@ -50,7 +52,7 @@ export function park(
       outcome: "parked",
     },
     patch: {
-      pending: pendingJson({ ...pending, startedBy: "", park: next }),
+      pending: pendingJson({ ...pending, startedBy: approved ? APPROVED : "", park: next }),
       ...(spent > 1 ? { usage } : {}),
     },
   });
@@ -85,6 +87,16 @@ export function wake(kit: Kit, s: SessionRecord): Promise<SessionRecord> {
     return giveUp(kit, s, { tool, reason: parked?.reason ?? "unavailable" }, pending);
   }
   const tries = `woken (parked ${parked?.attempts ?? 0} time(s) since ${new Date(parked?.since ?? deps.now()).toISOString()})`;
+  if (call && pending.startedBy === APPROVED) {
+    // Not a retry: the approved call was never sent; the run reads its entity again first (sendApproved).
+    return moves.move(s, "TOOL_EXECUTING", {
+      audit: {
+        reason: `${tries}: reading again before sending the approved ${call.tool} call`,
+        tool: call.tool,
+        argsHash: call.argsHash,
+      },
+    });
+  }
   if (call) {
     // The call goes out again: one more attempt, spending the session's retry budget like any other.
     return moves.move(s, "TOOL_EXECUTING", {

@@ -19,6 +19,7 @@ import {
 import { requestSchema } from "./policies/json-schema.js";
 import { type PersonalField, personalFieldsOf } from "./guard/personal-data.js";
 import type { ToolSpec } from "./policies/policy.js";
+import type { JsonObject } from "./store/session-store.js";
 
 /** Every tool service among the contracts (`contractFiles`). */
 export const DEFAULT_TOOL_SERVICES: readonly DescService[] = toolServicesOf(contractFiles);
@@ -51,6 +52,11 @@ export interface RegisteredTool {
   readonly degradation: Degradation;
   readonly tags: readonly RoutingTag[];
   readonly spec: ToolSpec;
+}
+
+/** The dry-run fields of `tool` that `task` sets (its task field true): the host sets each to true in every call. */
+export function dryFieldsOf(tool: Pick<RegisteredTool, "dryRunFields">, task: JsonObject): string[] {
+  return tool.dryRunFields.filter((f) => task[f.taskField] === true).map((f) => f.field);
 }
 
 /** OpenAI-compatible function names: what every policy can send back verbatim. */

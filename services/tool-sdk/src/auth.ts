@@ -27,6 +27,20 @@ export const BREAK_GLASS_MAX_TTL_SECONDS = 900;
 export const BREAK_GLASS_MAX_REASON_CHARS = 200;
 
 /**
+ * What is wrong with a break-glass reason, or undefined: one line of text, 1..200 characters. The
+ * tool that honours the token and `pnpm mint-token` that makes it say the same.
+ */
+export function breakGlassReasonProblem(reason: string): string | undefined {
+  if (!reason.trim()) return 'a break-glass token must say why (mint it with --reason "…")';
+  if (reason.length > BREAK_GLASS_MAX_REASON_CHARS)
+    return `a break-glass token's reason is at most ${BREAK_GLASS_MAX_REASON_CHARS} characters`;
+  // Recorded with the refund it allows: a NUL would fail the record's insert on PostgreSQL, inside
+  // the refund's transaction. Control characters are C0, DEL and C1.
+  if (/\p{Cc}/u.test(reason)) return "a break-glass token's reason is one line of text, without control characters";
+  return undefined;
+}
+
+/**
  * What a key is for: the orchestrator (tool calls of sessions), a person, a person's break-glass
  * key, or a probe (a release's synthetic checks), whose tokens every service accepts on read-only
  * methods only.

@@ -21,6 +21,7 @@ import { type EffectRecord, effectsOf, type PlannedReservation } from "../sessio
 import { declaredEntities, type GuardedEffect, type SideEffectRules, taskFigure, valueAt } from "./side-effects.js";
 import type { StopReason } from "../session/session-state.js";
 import type { JsonObject, JsonValue, SessionRecord, SessionStore } from "../store/session-store.js";
+import { dryFieldsOf } from "../tool-registry.js";
 
 export interface GuardDeps extends LiveReadDeps {
   readonly rules: SideEffectRules;
@@ -88,7 +89,7 @@ async function riskReason(
  * same refusals. Zero for a live session.
  */
 function rehearsedBy(s: SessionRecord, guard: GuardedEffect, entityId: string): { entity: number; session: number } {
-  if (!guard.tool.dryRunFields.some((f) => s.task[f.taskField] === true)) return { entity: 0, session: 0 };
+  if (dryFieldsOf(guard.tool, s.task).length === 0) return { entity: 0, session: 0 };
   const mine = effectsOf(s).filter((e) => e.tool === guard.tool.name);
   const sum = (effects: readonly EffectRecord[]) => effects.reduce((total, e) => total + e.amount, 0);
   return { entity: sum(mine.filter((e) => e.entityId === entityId)), session: sum(mine) };

@@ -13,7 +13,7 @@ import { redactText } from "../guard/redact.js";
 import type { StopReason } from "./session-state.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import { argumentsJson, decodeToolArguments } from "../guard/tool-arguments.js";
-import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
+import { dryFieldsOf, type RegisteredTool, type ToolRegistry } from "../tool-registry.js";
 import type { PendingCall, SessionContext } from "./data.js";
 
 /** What a call becomes without a tool call: an observation the host makes itself, or the session's end. */
@@ -120,7 +120,7 @@ export function checkCall({ session: s, context, call, registry, now }: CheckInp
   const args = toJson(tool.method.input, parsed.message) as JsonObject;
   if (tool.idempotencyKeyField) args[tool.idempotencyKeyField] = idempotencyKeyOf(s.id, tool, args);
   // After the key: a dry run and a live run of one intent share it (a session is one or the other, by its task).
-  for (const { field, taskField } of tool.dryRunFields) if (s.task[taskField] === true) args[field] = true;
+  for (const field of dryFieldsOf(tool, s.task)) args[field] = true;
   const request = JSON.stringify(args);
   const history = [
     ...context.history,

@@ -10,7 +10,12 @@
 // methods require those scopes; name it with --audience when the scopes do not say.
 import { parseArgs } from "node:util";
 import { contractFiles } from "@loopguard/proto";
-import { BREAK_GLASS_MAX_REASON_CHARS, BREAK_GLASS_MAX_TTL_SECONDS, mintToken } from "../auth.js";
+import {
+  BREAK_GLASS_MAX_REASON_CHARS,
+  BREAK_GLASS_MAX_TTL_SECONDS,
+  breakGlassReasonProblem,
+  mintToken,
+} from "../auth.js";
 import { ConfigError } from "../settings.js";
 import { audienceOf, servicePolicy, servicesOf } from "../contract.js";
 import { type PersonKey, personKey } from "../local-keys.js";
@@ -63,9 +68,10 @@ if (values.subject !== undefined)
 const breakGlass = values["break-glass"] === true;
 const reason = values.reason?.trim() ?? "";
 if (values.reason !== undefined && !breakGlass) fail("--reason goes with --break-glass");
-if (breakGlass && (reason === "" || reason.length > BREAK_GLASS_MAX_REASON_CHARS || /\p{Cc}/u.test(reason)))
+const reasonProblem = breakGlass ? breakGlassReasonProblem(reason) : undefined;
+if (reasonProblem)
   fail(
-    `--break-glass needs --reason "why" (one line, 1..${BREAK_GLASS_MAX_REASON_CHARS} characters): it is recorded with every use`,
+    `--break-glass needs --reason "why" (one line, 1..${BREAK_GLASS_MAX_REASON_CHARS} characters), recorded with every use: ${reasonProblem}`,
   );
 const scopes = values.scope ?? [];
 if (scopes.length === 0) fail("name at least one --scope, e.g. --scope kb:read");

@@ -3,8 +3,8 @@
 // the others, serve.ts for the order).
 import type { DescMethod } from "@bufbuild/protobuf";
 import {
-  BREAK_GLASS_MAX_REASON_CHARS,
   BREAK_GLASS_MAX_TTL_SECONDS,
+  breakGlassReasonProblem,
   type Caller,
   CredentialsError,
   requestDigest,
@@ -27,6 +27,27 @@ function refusal(cause: unknown, tool: string): ToolError {
       ? cause.message
       : `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`;
   return new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", why, { cause });
+}
+
+/** The caller a request's authorization value names, and its token, when it verifies for `tool`; else its refusal, thrown. */
+async function verifiedCaller(
+  verifier: TokenVerifier,
+  tool: string,
+  authorization: unknown,
+  where: "header" | "metadata",
+): Promise<{ readonly caller: Caller; readonly token: string }> {
+  const token = bearerToken(authorization);
+  if (!token)
+    throw new ToolError(
+      status.UNAUTHENTICATED,
+      "CREDENTIALS_INVALID",
+      `missing bearer token in the authorization ${where}`,
+    );
+  try {
+    return { caller: await verifier.verify(token), token };
+  } catch (cause) {
+    throw refusal(cause, tool);
+  }
 }
 
 /**
@@ -94,21 +115,11 @@ export function bearerCheck(
   verifier: TokenVerifier,
   tool: string,
 ): (authorization: string | null) => Promise<ToolError | undefined> {
-  return async (authorization) => {
-    const token = bearerToken(authorization);
-    if (!token)
-      return new ToolError(
-        status.UNAUTHENTICATED,
-        "CREDENTIALS_INVALID",
-        "missing bearer token in the authorization header",
-      );
-    try {
-      await verifier.verify(token);
-      return undefined;
-    } catch (cause) {
-      return refusal(cause, tool);
-    }
-  };
+  return (authorization) =>
+    verifiedCaller(verifier, tool, authorization, "header").then(
+      () => undefined,
+      (refused: ToolError) => refused,
+    );
 }
 
 /**
@@ -128,18 +139,8 @@ export function authStage(
   const path = methodPath(method);
   const streaming = method.methodKind === "server_streaming";
   return (next) => async (call) => {
-    const token = bearerToken(call.metadata.get("authorization")[0]);
-    if (!token)
-      throw new ToolError(
-        status.UNAUTHENTICATED,
-        "CREDENTIALS_INVALID",
-        "missing bearer token in the authorization metadata",
-      );
-    try {
-      call.caller = await verifier.verify(token);
-    } catch (cause) {
-      throw refusal(cause, tool);
-    }
+    const { caller, token } = await verifiedCaller(verifier, tool, call.metadata.get("authorization")[0], "metadata");
+    call.caller = caller;
     // Methods share scopes, so the orchestrator's credentials name their method too. One without the
     // claim (a person's or a probe's token) goes by its scope; so does an orchestrator's from before
     // the claim, which a tool released ahead of the orchestrator (`pnpm release <tool>`) still gets.
@@ -229,18 +230,10 @@ export function bindingStage(tool: string, method: DescMethod, breakGlass: boole
   };
 }
 
-/** A control character (C0, DEL, C1): a break-glass reason is one line of text. */
-const CONTROL_CHARACTERS = /\p{Cc}/u;
-
 /** Why a break-glass token is not acceptable (as `pnpm mint-token` would mint it), or undefined. */
 function breakGlassProblem(caller: Caller, now: number): string | undefined {
-  const reason = caller.breakGlassReason ?? "";
-  if (!reason.trim()) return 'a break-glass token must say why (mint it with --reason "…")';
-  if (reason.length > BREAK_GLASS_MAX_REASON_CHARS)
-    return `a break-glass token's reason is at most ${BREAK_GLASS_MAX_REASON_CHARS} characters`;
-  // Recorded with the refund it allows: a NUL would fail the record's insert on PostgreSQL, inside the refund's transaction.
-  if (CONTROL_CHARACTERS.test(reason))
-    return "a break-glass token's reason is one line of text, without control characters";
+  const reasonProblem = breakGlassReasonProblem(caller.breakGlassReason ?? "");
+  if (reasonProblem) return reasonProblem;
   const { issuedAt, expiresAt } = caller;
   // A future iat would let exp − iat pass while the token lives far longer than it says.
   if (issuedAt === undefined || expiresAt === undefined || issuedAt > now + TOKEN_CLOCK_SKEW_MS)

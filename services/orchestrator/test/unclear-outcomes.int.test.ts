@@ -180,6 +180,9 @@ describe("a refund whose answer is lost", () => {
     const refunds = await refundsOf(run.tools, "ord_DEMO00000001");
     expect(refunds).toHaveLength(1);
     expect(ended.answer).toMatch(new RegExp(`already done: billing_refund .*refund:${refunds[0]!.refundId}`));
+    // The approved re-send is a retry of the call counted before, not another tool call.
+    expect(ended.usage!.toolCalls).toBe(waiting.usage!.toolCalls);
+    expect(ended.usage!.retries).toBeGreaterThan(waiting.usage!.retries);
   }, 60_000);
 });
 

@@ -223,7 +223,7 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
     getTimeSeries: async (_req, ctx) => sources.series?.response(viewerOf(ctx.caller).admin) ?? {},
     listApprovals: (_req, ctx) => approvalQueue(sources, viewerOf(ctx.caller)).catch(mapError),
     getSessionDetail: (req, ctx) => sessionDetail(sources, req.sessionId, viewerOf(ctx.caller)).catch(mapError),
-    recordPatrolRun: (req, ctx) => recordPatrolRun(orchestrator.store, req, ctx).catch(mapError),
+    recordPatrolRun: (req, ctx) => recordPatrolRun(orchestrator.store, req, ctx, now()).catch(mapError),
     listPatrolRuns: (req) => listPatrolRuns(orchestrator.store, req).catch(mapError),
   };
 }

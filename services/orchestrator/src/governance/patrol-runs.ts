@@ -23,8 +23,15 @@ function runOf(row: { readonly run: JsonObject }): PatrolRun {
   return fromJson(PatrolRunSchema, row.run as ProtoJson, { ignoreUnknownFields: true });
 }
 
-/** What the request's figures say that its validation rules cannot: passed within tasks, the ratio theirs. */
-function inconsistency(run: PatrolRun): { field: string; description: string } | undefined {
+/**
+ * How far past the orchestrator's clock a run may say it finished (the patrol's host clock may be a
+ * little ahead). Runs are ordered by when they finished: one stamped days ahead would stand as the
+ * last run until then, hiding every later run from the gauges and PatrolRunMissing.
+ */
+export const PATROL_CLOCK_AHEAD_MS = 60_000;
+
+/** What the request's figures say that its validation rules cannot: passed within tasks, the ratio theirs, finished by now. */
+function inconsistency(run: PatrolRun, now: number): { field: string; description: string } | undefined {
   if (run.passed > run.tasks)
     return { field: "run.passed", description: `is ${run.passed}, more than run.tasks (${run.tasks})` };
   if (Math.abs(run.successRatio - run.passed / run.tasks) > 1e-6) {
@@ -33,8 +40,15 @@ function inconsistency(run: PatrolRun): { field: string; description: string } |
       description: `is ${run.successRatio}, not run.passed / run.tasks (${run.passed}/${run.tasks})`,
     };
   }
-  if (timestampMs(run.finishedAt!) < timestampMs(run.startedAt!))
+  const finished = timestampMs(run.finishedAt!);
+  if (finished < timestampMs(run.startedAt!))
     return { field: "run.finished_at", description: "is before run.started_at" };
+  if (finished > now + PATROL_CLOCK_AHEAD_MS) {
+    return {
+      field: "run.finished_at",
+      description: `is ${new Date(finished).toISOString()}, more than ${PATROL_CLOCK_AHEAD_MS / 1000} s past the orchestrator's clock (${new Date(now).toISOString()}): check the patrol host's clock`,
+    };
+  }
   return undefined;
 }
 
@@ -42,9 +56,10 @@ export async function recordPatrolRun(
   store: SessionStore,
   req: RecordPatrolRunRequest,
   ctx: CallContext,
+  now: number = Date.now(),
 ): Promise<MessageInitShape<typeof RecordPatrolRunResponseSchema>> {
   const given = req.run!;
-  const problem = inconsistency(given);
+  const problem = inconsistency(given, now);
   if (problem)
     throw new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `${problem.field} ${problem.description}`, {
       fieldViolations: [problem],

@@ -4,12 +4,11 @@
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import { readLive, refuseReads } from "../guard/live-reads.js";
 import { worldVersionOf } from "../guard/side-effect-guard.js";
-import { type MoneyChange, ReservationRefusedError } from "../store/effect-reservations.js";
-import { deadlineOf } from "../guard/budget.js";
+import { ReservationRefusedError } from "../store/effect-reservations.js";
+import { deadlineOf, withRetries } from "../guard/budget.js";
 import type { StopReason } from "./session-state.js";
 import {
   alreadyDone,
-  APPROVED,
   contextJson,
   contextOf,
   type Pending,
@@ -18,7 +17,7 @@ import {
   queueLeft,
   reservationOf,
 } from "./data.js";
-import { guardDepsOf, type Kit, runOf } from "./kit.js";
+import { APPROVED, guardDepsOf, holdReleased, type Kit, runOf } from "./kit.js";
 import { errorEnvelope } from "../policies/envelope.js";
 import { park } from "./park.js";
 
@@ -45,7 +44,11 @@ export async function approve(kit: Kit, s: SessionRecord, approver: string, why:
     return await moves.move(s, "TOOL_EXECUTING", {
       audit: { reason: `approved by ${why}`, ...audit, outcome: "approved" },
       patch: {
-        usage: { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
+        // A re-send to settle an unknown outcome is a retry of the call counted before, as the host's own are (execute.ts).
+        usage:
+          approval.kind === "outcome_unknown"
+            ? withRetries(s.usage, 1)
+            : { ...s.usage, toolCalls: s.usage.toolCalls + 1 },
         pending: pendingJson({
           ...pending,
           approval: null,
@@ -162,12 +165,6 @@ function noRoomToReadAgain(
   if (!call.worldVersion || !guard?.reader) return undefined;
   const noRoom = refuseReads(s, guard, kit.deps.now(), [guard.reader], sending);
   return noRoom && stopUnsent(kit, s, pending, sending, noRoom.reason, `${noRoom.answer} (${why})`);
-}
-
-/** Letting go of the hold of a call that was not made (one whose earlier attempt's outcome is unknown keeps it). */
-export function holdReleased(pending: Pending): MoneyChange | undefined {
-  const effect = pending.call?.effect;
-  return effect && !pending.unsettled ? { settle: effect.key, outcome: "released" } : undefined;
 }
 
 /** The approved call is not sent: the session stops, saying what it did, and the call's hold is let go, as a cancel lets it go; `fenced` by the run's lease when a run stops it. */

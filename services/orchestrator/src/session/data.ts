@@ -125,13 +125,6 @@ const parkSchema = z.object({
   attempts: z.number(),
 });
 
-/**
- * `pending.startedBy` of a call a human approved and no run has sent yet: whichever replica drives
- * the session next reads the entity again and records its run on it (one move) before sending it
- * (see approve.ts's sendApproved). A session parked while that read could not be made keeps it.
- */
-export const APPROVED = "approved";
-
 const pendingSchema = z.object({
   queue: z.array(callRequestSchema).default([]),
   call: pendingCallSchema.optional(),

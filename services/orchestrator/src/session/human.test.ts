@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { SessionFollower } from "../store/session-events.js";
 import type { SessionRecord, SessionStore } from "../store/session-store.js";
 import { ToolRegistry } from "../tool-registry.js";
-import { APPROVED } from "./data.js";
+import { APPROVED } from "./kit.js";
 import { cancelSession, expireApprovals, type HumanDeps } from "./human.js";
 import type { SessionMoves, StopOptions } from "./moves.js";
 

@@ -9,8 +9,8 @@ import type { SessionFollower } from "../store/session-events.js";
 import { isTerminal } from "./session-state.js";
 import { type SessionRecord, type SessionStore, StaleTransitionError } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
-import { alreadyDone, APPROVED, pendingOf } from "./data.js";
-import { holdReleased } from "./approve.js";
+import { alreadyDone, pendingOf } from "./data.js";
+import { APPROVED, holdReleased } from "./kit.js";
 import { unsettledTool } from "./outcome.js";
 import type { SessionMoves } from "./moves.js";
 

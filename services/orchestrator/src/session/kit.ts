@@ -8,11 +8,13 @@ import type { ContextLimits, Governed } from "../governance/context-governance.j
 import type { PriceTable } from "../policies/model-prices.js";
 import type { TokenCounter } from "../policies/model-tokens.js";
 import type { Policy, ResultEnvelope, TokenUsage } from "../policies/policy.js";
+import type { MoneyChange } from "../store/effect-reservations.js";
 import type { SessionRecord, SessionStore } from "../store/session-store.js";
 import type { SideEffectRules } from "../guard/side-effects.js";
 import type { ToolRegistry } from "../tool-registry.js";
 import type { ToolTokens } from "../guard/tool-tokens.js";
 import type { TraceSink } from "../governance/trace-sink.js";
+import type { Pending } from "./data.js";
 import type { SessionMoves } from "./moves.js";
 import type { SessionSampling } from "./sampling.js";
 import type { SessionSpans } from "./spans.js";
@@ -77,4 +79,17 @@ export function guardDepsOf({ deps, moves }: Kit): GuardDeps {
 /** The mark of the run now driving session `id` in this process (the process's run id outside a run). */
 export function runOf(kit: Kit, id: string): string {
   return kit.runs.get(id) ?? kit.deps.runId;
+}
+
+/**
+ * `pending.startedBy` of a call a human approved and no run has sent yet: whichever replica drives
+ * the session next reads the entity again and records its run on it (one move) before sending it
+ * (see approve.ts's sendApproved). A session parked while that read could not be made keeps it.
+ */
+export const APPROVED = "approved";
+
+/** Letting go of the hold of a call that was not made (one whose earlier attempt's outcome is unknown keeps it). */
+export function holdReleased(pending: Pending): MoneyChange | undefined {
+  const effect = pending.call?.effect;
+  return effect && !pending.unsettled ? { settle: effect.key, outcome: "released" } : undefined;
 }

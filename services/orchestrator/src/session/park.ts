@@ -6,12 +6,12 @@
 // if the method declares one, and otherwise the session ends tool_unavailable, saying so.
 import { Effect, type CallError } from "@loopguard/tool-sdk";
 import { newApproval } from "../guard/approvals.js";
-import { deadlineOf, retriesLeft, withRetries } from "../guard/budget.js";
+import { DEFAULT_MAX_RETRIES, deadlineOf, retriesLeft, withRetries, withSpend } from "../guard/budget.js";
 import type { ToolSpec } from "../policies/policy.js";
-import type { SessionRecord } from "../store/session-store.js";
+import type { SessionRecord, Spend, Usage } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
-import { APPROVED, type Park, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
-import { type Kit, runOf } from "./kit.js";
+import { type Park, type Pending, type PendingCall, pendingJson, pendingOf } from "./data.js";
+import { APPROVED, type Kit, runOf } from "./kit.js";
 import { failureName, type WaitFor, wakeTime } from "./park-rules.js";
 import { type InFlight, observeSent } from "./send.js";
 
@@ -22,12 +22,8 @@ import { type InFlight, observeSent } from "./send.js";
  * to settle an irreversible call's unknown outcome is counted, never cut). An approved call not
  * sent yet keeps its approval: on waking it is read again and sent, not retried.
  */
-export function park(
-  kit: Kit,
-  s: SessionRecord,
-  pending: Pending,
-  { tool, reason, retryAfterMs, attempts: spent = 1 }: WaitFor,
-): Promise<SessionRecord> | undefined {
+export function park(kit: Kit, s: SessionRecord, pending: Pending, wait: WaitFor): Promise<SessionRecord> | undefined {
+  const { tool, reason, retryAfterMs, attempts: spent = 1 } = wait;
   const now = kit.deps.now();
   const before = pending.park?.tool === tool.tool ? pending.park : undefined;
   const attempts = before?.attempts ?? 0;
@@ -37,6 +33,7 @@ export function park(
   const settling = pending.unsettled === true && tool.effect === Effect.IRREVERSIBLE_EXTERNAL;
   const approved = pending.startedBy === APPROVED;
   if (pending.call && !settling && !approved && retriesLeft(usage, s.budget) === 0) return undefined;
+  const paid = failedCallSpend(s, wait);
   const next: Park = {
     tool: tool.tool,
     reason,
@@ -53,9 +50,23 @@ export function park(
     },
     patch: {
       pending: pendingJson({ ...pending, startedBy: approved ? APPROVED : "", park: next }),
-      ...(spent > 1 ? { usage } : {}),
+      ...(paid ? { usage: paid.usage } : {}),
     },
+    ...(paid ? { spend: paid.spend, spendReissued: true } : {}),
   });
+}
+
+/**
+ * What a call that went out and failed spent (waitForTool's: a live read charges its own): its
+ * attempts past the first, and its price, as an observed failure pays it (observe.ts).
+ */
+function failedCallSpend(
+  s: SessionRecord,
+  { tool, attempts = 0 }: WaitFor,
+): { usage: Usage; spend: Spend } | undefined {
+  if (attempts === 0) return undefined;
+  const spend = { tokens: 0, costMicros: tool.costMicros };
+  return { usage: withSpend(withRetries(s.usage, attempts - 1), spend), spend };
 }
 
 /** The tools the session may call, each whose method's breaker is open marked with when it is tried again (no call goes out before). */
@@ -168,13 +179,9 @@ export function outcomeToHuman(
  * money call's hold is let go — the tool's refusals say nothing was done — except when an earlier
  * attempt's outcome is unknown: then a human decides, and approving re-sends it with the same key.
  */
-export function giveUp(
-  kit: Kit,
-  s: SessionRecord,
-  { tool, reason }: WaitFor,
-  pending: Pending,
-): Promise<SessionRecord> {
-  const { moves } = kit;
+export function giveUp(kit: Kit, s: SessionRecord, wait: WaitFor, pending: Pending): Promise<SessionRecord> {
+  const { moves, deps } = kit;
+  const { tool, reason } = wait;
   const call = pending.call;
   const since = pending.park?.since;
   const tries = pending.park?.attempts ?? 0;
@@ -188,11 +195,17 @@ export function giveUp(
   const waited =
     since === undefined ? "" : ` since ${new Date(since).toISOString()} (${tries} tr${tries === 1 ? "y" : "ies"})`;
   const notMade = call?.tool ?? pending.queue[0]?.name ?? tool.name;
-  const answer = `${tool.tool} was unavailable (${reason})${waited} for as long as the session's wall clock allowed; nothing was done: ${notMade} was not made.`;
-  return moves.stop(
-    s,
-    "tool_unavailable",
-    answer,
-    call?.effect ? { money: { settle: call.effect.key, outcome: "released" } } : {},
-  );
+  const paid = failedCallSpend(s, wait);
+  const usage = paid?.usage ?? s.usage;
+  // What ended the wait: the wall clock, unless it had room for another try and the retries ran out.
+  const outOfTime = deps.now() + tool.timeoutMs > deadlineOf(s.usage, s.budget);
+  const until =
+    call && !outOfTime && retriesLeft(usage, s.budget) === 0
+      ? `until the session's retry budget was spent (${usage.retries ?? 0} of ${s.budget.maxRetries ?? DEFAULT_MAX_RETRIES} retries)`
+      : "for as long as the session's wall clock allowed";
+  const answer = `${tool.tool} was unavailable (${reason})${waited} ${until}; nothing was done: ${notMade} was not made.`;
+  return moves.stop(s, "tool_unavailable", answer, {
+    ...(call?.effect ? { money: { settle: call.effect.key, outcome: "released" } } : {}),
+    ...(paid ? { patch: { usage: paid.usage }, spend: paid.spend } : {}),
+  });
 }

@@ -8,9 +8,8 @@ import { errorEnvelope } from "../policies/envelope.js";
 import type { JsonValue, SessionRecord } from "../store/session-store.js";
 import type { RegisteredTool } from "../tool-registry.js";
 import { refsOf } from "./world-refs.js";
-import { holdReleased } from "./approve.js";
 import type { Pending, PendingCall } from "./data.js";
-import type { Kit } from "./kit.js";
+import { holdReleased, type Kit } from "./kit.js";
 import type { Via } from "./moves.js";
 import { observe } from "./observe.js";
 

@@ -224,6 +224,6 @@ export function createOrchestratorHandlers(sources: DashboardSources): ToolHandl
     listApprovals: (_req, ctx) => approvalQueue(sources, viewerOf(ctx.caller)).catch(mapError),
     getSessionDetail: (req, ctx) => sessionDetail(sources, req.sessionId, viewerOf(ctx.caller)).catch(mapError),
     recordPatrolRun: (req, ctx) => recordPatrolRun(orchestrator.store, req, ctx, now()).catch(mapError),
-    listPatrolRuns: (req) => listPatrolRuns(orchestrator.store, req).catch(mapError),
+    listPatrolRuns: (req, ctx) => listPatrolRuns(orchestrator.store, req, viewerOf(ctx.caller)).catch(mapError),
   };
 }

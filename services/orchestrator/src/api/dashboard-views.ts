@@ -36,7 +36,10 @@ export interface DashboardSources {
 /** The approval queue shows this many sessions at most; `more` says when others wait. */
 const APPROVALS_SHOWN = 200;
 
-/** The sessions `viewer` may list, counted by state: its own (and every waiting one for an approver), or all for sessions:admin. */
+/**
+ * The sessions `viewer` may list, counted by state: its own (and every waiting one for an approver),
+ * or all for sessions:admin. How many this replica drives now counts every caller's: admins only.
+ */
 export async function overview(
   { orchestrator }: DashboardSources,
   viewer: Viewer,
@@ -47,7 +50,7 @@ export async function overview(
     counts,
     total,
     approvalsWaiting: counts.AWAITING_APPROVAL,
-    activeHere: orchestrator.activeCount(),
+    activeHere: viewer.admin ? orchestrator.activeCount() : 0,
     at: timestampFromMs(Date.now()),
   };
 }

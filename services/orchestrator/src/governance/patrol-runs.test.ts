@@ -6,12 +6,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { RecordPatrolRunRequestSchema } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
+import {
+  ListPatrolRunsRequestSchema,
+  PatrolMismatchSchema,
+  RecordPatrolRunRequestSchema,
+} from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { type CallContext, ToolError } from "@loopguard/tool-sdk";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { SqliteSessionStore } from "../store/sqlite-session-store.js";
-import { PATROL_CLOCK_AHEAD_MS, recordPatrolRun, registerPatrolMetrics } from "./patrol-runs.js";
+import type { Viewer } from "../api/session-access.js";
+import { listPatrolRuns, PATROL_CLOCK_AHEAD_MS, recordPatrolRun, registerPatrolMetrics } from "./patrol-runs.js";
 
 const TASKS = 101;
 const ctx = { caller: { subject: "operator" } } as unknown as CallContext;
@@ -67,5 +72,29 @@ describe("recording a patrol run", () => {
     await recordPatrolRun(runs, run(now + PATROL_CLOCK_AHEAD_MS, 40), ctx, now + 5000);
     const ratio = (await registry.getSingleMetric("loopguard_patrol_success_ratio")!.get()).values[0]!.value;
     expect(ratio).toBeCloseTo(40 / TASKS, 6);
+  });
+});
+
+describe("listing patrol runs", () => {
+  it("shows a mismatch's session id to the run's recorder and to admins only", async () => {
+    const runs = await store();
+    const now = Date.now();
+    const request = run(now, TASKS - 1);
+    request.run!.mismatches = [
+      create(PatrolMismatchSchema, {
+        taskId: "q1",
+        expected: "succeeded",
+        got: "not_done deadline",
+        sessionId: "ses_1",
+      }),
+    ];
+    await recordPatrolRun(runs, request, ctx, now);
+    const shown = async (viewer: Viewer) =>
+      ((await listPatrolRuns(runs, create(ListPatrolRunsRequestSchema, {}), viewer)).runs ?? []).map((r) =>
+        (r.mismatches ?? []).map((m) => [m.taskId, m.sessionId]),
+      );
+    expect(await shown({ subject: "operator", admin: false, approver: false })).toEqual([[["q1", "ses_1"]]]);
+    expect(await shown({ subject: "root", admin: true, approver: false })).toEqual([[["q1", "ses_1"]]]);
+    expect(await shown({ subject: "stranger", admin: false, approver: true })).toEqual([[["q1", ""]]]);
   });
 });

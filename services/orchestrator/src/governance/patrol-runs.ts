@@ -15,6 +15,7 @@ import {
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { type CallContext, status, ToolError } from "@loopguard/tool-sdk";
 import { Gauge, type Registry } from "prom-client";
+import type { Viewer } from "../api/session-access.js";
 import type { JsonObject, SessionStore } from "../store/session-store.js";
 
 const DEFAULT_LISTED = 20;
@@ -75,11 +76,20 @@ export async function recordPatrolRun(
   return { run, ...(previous ? { previous: runOf(previous) } : {}) };
 }
 
+/**
+ * The latest runs. A mismatch's session id is shown only to the run's recorder and to admins: to
+ * anyone else that session is one they cannot read, and must not learn of (GetSession answers them
+ * NOT_FOUND).
+ */
 export async function listPatrolRuns(
   store: SessionStore,
   req: ListPatrolRunsRequest,
+  viewer: Viewer,
 ): Promise<MessageInitShape<typeof ListPatrolRunsResponseSchema>> {
-  return { runs: (await store.patrolRuns(req.limit || DEFAULT_LISTED)).map(runOf) };
+  const runs = (await store.patrolRuns(req.limit || DEFAULT_LISTED)).map(runOf);
+  for (const run of runs)
+    if (!viewer.admin && run.recordedBy !== viewer.subject) for (const m of run.mismatches) m.sessionId = "";
+  return { runs };
 }
 
 /** The last run's figures as gauges; a store that cannot answer leaves the last figures in place. */

@@ -907,7 +907,8 @@ export type GetOverviewResponse = Message<"loopguard.orchestrator.v1.GetOverview
   approvalsWaiting: number;
 
   /**
-   * Sessions this orchestrator instance is driving right now.
+   * Sessions this orchestrator instance is driving right now, everyone's: 0 unless the caller holds
+   * sessions:admin (the other counts are of the sessions the caller may list).
    *
    * @generated from field: uint32 active_here = 4;
    */
@@ -1415,6 +1416,8 @@ export type PatrolMismatch = Message<"loopguard.orchestrator.v1.PatrolMismatch">
   got: string;
 
   /**
+   * Listed only to the run's recorder and to sessions:admin: the session is theirs to read, not others'.
+   *
    * @generated from field: string session_id = 4;
    */
   sessionId: string;

@@ -406,6 +406,38 @@ describe("cacheStage", () => {
     await rejection(stage(scripted(failure(status.UNAVAILABLE)))(searchCall("never asked", { degraded: false })));
   });
 
+  it("forgets an answer once the tool refuses the same request (the entity is gone): a later outage does not serve it", async () => {
+    const stage = cacheStage(fallback, new ResponseCache(10, 60_000, 1 << 20));
+    await stage(scripted({ hits: [hit] }))(searchCall());
+    await rejection(stage(scripted(failure(status.NOT_FOUND, "NOT_FOUND", { refusedByTool: true })))(searchCall()));
+    const call = searchCall();
+    await expect(stage(scripted(failure(status.UNAVAILABLE)))(call)).resolves.toEqual(create(SearchResponseSchema, {}));
+    expect(call.outcome.source).toBe("degraded");
+  });
+
+  it("of two calls at once, keeps the answer of the one sent later, aged from when it was sent", async () => {
+    const stage = cacheStage(fallback, new ResponseCache(10, 60_000, 1 << 20));
+    const older = { hits: [{ ...hit, title: "older" }] };
+    const newer = { hits: [{ ...hit, title: "newer" }] };
+    // The older read is sent first and answers last.
+    const first = stage(async (call) => {
+      await sleep(80);
+      return scripted(older)(call);
+    })(searchCall());
+    await sleep(20);
+    await stage(scripted(newer))(searchCall());
+    await first;
+    await expect(stage(scripted(failure(status.UNAVAILABLE)))(searchCall())).resolves.toBe(newer);
+    // An answer that took 80 ms to come is at least that old: the tool read it when it was asked.
+    await stage(async (call) => {
+      await sleep(80);
+      return scripted(older)(call);
+    })(searchCall("slow"));
+    const served = searchCall("slow");
+    await stage(scripted(failure(status.UNAVAILABLE)))(served);
+    expect(served.outcome.cacheAgeMs).toBeGreaterThanOrEqual(80);
+  });
+
   it("never answers for a caller's mistake, nor when the caller asks for the live value", async () => {
     const stage = cacheStage(fallback, new ResponseCache(10, 60_000, 1 << 20));
     await stage(scripted({ hits: [] }))(searchCall());

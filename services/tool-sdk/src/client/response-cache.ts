@@ -6,8 +6,11 @@ import { LRUCache } from "lru-cache";
 
 export interface CachedResponse {
   readonly response: unknown;
-  /** performance.now() when stored: an age that a step of the wall clock (NTP) does not bend. */
-  readonly storedAt: number;
+  /**
+   * performance.now() when the call that read it was sent (its age is from then: the tool read it
+   * no earlier), on a clock that a step of the wall clock (NTP) does not bend.
+   */
+  readonly readAt: number;
 }
 
 /** The size on the wire of each response the client decoded (chain.ts records it), for the cache's bound. */
@@ -38,8 +41,19 @@ export class ResponseCache {
     return `${path}\u0000${Buffer.from(requestBytes.buffer, requestBytes.byteOffset, requestBytes.byteLength).toString("latin1")}`;
   }
 
-  set(key: string, response: unknown): void {
-    this.#lru.set(key, { response, storedAt: performance.now() });
+  /**
+   * Keeps `response`, read by a call sent at `readAt`, unless the entry holds one read later: of two
+   * calls at once, the older answer arriving last does not replace the newer.
+   */
+  set(key: string, response: unknown, readAt: number): void {
+    const held = this.#lru.peek(key);
+    if (held && held.readAt > readAt) return;
+    this.#lru.set(key, { response, readAt });
+  }
+
+  /** Forgets the answer to a request the tool has since answered otherwise (it refused it: the entity is gone, say). */
+  delete(key: string): void {
+    this.#lru.delete(key);
   }
 
   get(key: string): CachedResponse | undefined {

@@ -780,6 +780,17 @@ export function describeSessionStore(name: string, factory: StoreFactory, option
         for (const id of byOwner.get("a")!) expect((await store.get(id))?.leaseOwner).toBe("a");
       });
 
+      it("takes turns across creators: one creator's backlog does not hold back another's session", async () => {
+        for (let i = 1; i <= 6; i++) await store.create(newSession(`a${i}`, { createdBy: "alice" }));
+        await store.create(newSession("b1", { createdBy: "bob" }));
+        await store.create(newSession("b2", { createdBy: "bob" }));
+        // alice's oldest two are driven; of one free slot at a time, bob's sessions come before her backlog.
+        expect((await store.claim("a", TTL, 2)).map((s) => s.id)).toEqual(["a1", "b1"]);
+        expect((await store.claim("a", TTL, 1)).map((s) => s.id)).toEqual(["a2"]);
+        expect((await store.claim("a", TTL, 1)).map((s) => s.id)).toEqual(["b2"]);
+        expect((await store.claim("a", TTL, 10)).map((s) => s.id)).toEqual(["a3", "a4", "a5", "a6"]);
+      });
+
       it("renews every lease it is given in one call and returns the ones the owner still held", async () => {
         for (const id of ["s1", "s2", "s3", "s4"]) await store.create(newSession(id));
         expect((await store.claim("a", TTL, 3)).map((s) => s.id)).toEqual(["s1", "s2", "s3"]);

@@ -15,6 +15,31 @@ import {
 import { LIVE_SQL, TERMINAL_SQL } from "./session-sql.js";
 
 /** The store's named statements, parsed once per connection. */
+const RUNNABLE_SQL = `${LIVE_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED'`;
+
+/**
+ * The sessions a claim takes, fair across creators: each creator's waiting sessions take turns after
+ * the ones of theirs already driven (leased), oldest first, so one caller's backlog (up to its quota,
+ * far more than a replica's slots) never holds back another caller's session. The turns are read
+ * without locks; the rows taken are locked, skipping those a concurrent claim holds.
+ */
+const FAIR_CLAIM_SQL = `
+  WITH queued AS (
+    SELECT id, created_by, created_at FROM sessions
+    WHERE ${RUNNABLE_SQL} AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})),
+  driven AS (
+    SELECT created_by, count(*) AS n FROM sessions
+    WHERE created_by IN (SELECT created_by FROM queued) AND ${RUNNABLE_SQL} AND lease_expires_at > ${DB_NOW_MS}
+    GROUP BY created_by),
+  turns AS (
+    SELECT q.id, q.created_at,
+      row_number() OVER (PARTITION BY q.created_by ORDER BY q.created_at, q.id) + coalesce(d.n, 0) AS turn
+    FROM queued q LEFT JOIN driven d ON d.created_by = q.created_by)
+  SELECT c.id FROM sessions c JOIN turns t ON t.id = c.id
+  WHERE c.state NOT IN (${TERMINAL_SQL}, 'AWAITING_APPROVAL', 'PARKED') AND (c.lease_owner IS NULL OR c.lease_expires_at <= ${DB_NOW_MS})
+  ORDER BY t.turn, t.created_at, t.id LIMIT :limit
+  FOR UPDATE OF c SKIP LOCKED`;
+
 export const Q = {
   insert: statement(
     "lg_session_insert",
@@ -74,11 +99,7 @@ export const Q = {
   claim: statement(
     "lg_claim",
     `UPDATE sessions s SET lease_owner = :owner, lease_expires_at = ${DB_NOW_MS} + :ttlMs::bigint, ${TAKEOVER}
-    WHERE id IN (
-      SELECT id FROM sessions
-      WHERE ${LIVE_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= ${DB_NOW_MS})
-      ORDER BY created_at, id LIMIT :limit
-      FOR UPDATE SKIP LOCKED)
+    WHERE id IN (${FAIR_CLAIM_SQL})
     RETURNING ${COLUMNS}, ${HISTORY} AS history`,
   ),
   // Wake times are the orchestrators' clock (they set them), so `:now` is too; leases stay on the database's.

@@ -27,6 +27,28 @@ import {
   TAKEOVER_SQL,
 } from "./sqlite-session-sql.js";
 
+const RUNNABLE_SQL = `${OPEN_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED'`;
+
+/**
+ * The sessions a claim takes, fair across creators: each creator's waiting sessions take turns after
+ * the ones of theirs already driven (leased), oldest first, so one caller's backlog (up to its quota,
+ * far more than a replica's slots) never holds back another caller's session. The queue is read
+ * along sessions_claimable, the driven counts along sessions_by_creator_open for its creators only.
+ */
+const FAIR_CLAIM_SQL = `
+  WITH queued AS (
+    SELECT id, created_by, created_at FROM sessions
+    WHERE ${RUNNABLE_SQL} AND (lease_owner IS NULL OR lease_expires_at <= @now)),
+  driven AS (
+    SELECT created_by, count(*) AS n FROM sessions
+    WHERE created_by IN (SELECT created_by FROM queued) AND ${RUNNABLE_SQL} AND lease_expires_at > @now
+    GROUP BY created_by)
+  SELECT q.id FROM (
+    SELECT id, created_by, created_at, row_number() OVER (PARTITION BY created_by ORDER BY created_at, id) AS turn
+    FROM queued) q
+  LEFT JOIN driven d ON d.created_by = q.created_by
+  ORDER BY q.turn + coalesce(d.n, 0), q.created_at, q.id LIMIT @limit`;
+
 /** The spend a session's stored usage holds; `retries` null when it has none. */
 export type StoredSpendRow = Omit<StoredSpend, "retries"> & { readonly retries: number | null };
 
@@ -110,10 +132,7 @@ export function prepare(db: Database.Database) {
     ),
     claim: stmt<[ClaimParams], { id: string }>(
       `UPDATE sessions SET lease_owner = @owner, lease_expires_at = @expiresAt, ${TAKEOVER_SQL}
-       WHERE id IN (
-         SELECT id FROM sessions
-         WHERE ${OPEN_SQL} AND state <> 'AWAITING_APPROVAL' AND state <> 'PARKED' AND (lease_owner IS NULL OR lease_expires_at <= @now)
-         ORDER BY created_at, id LIMIT @limit)
+       WHERE id IN (${FAIR_CLAIM_SQL})
        RETURNING id`,
     ),
     // Due by the clock along sessions_parked; due by a tool's recovery only when one recovered.

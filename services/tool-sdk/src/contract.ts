@@ -62,6 +62,16 @@ export function methodPolicy(method: DescMethod): MethodPolicy {
   return policy;
 }
 
+/**
+ * The time a method is held to: its SLA's p95 target (a healthy server answers within it 19 calls in
+ * 20), or the timeout (a client's own, where it sets one) when that is shorter or the SLA names no
+ * target. A caller's deadline that leaves less is no measure of the server: the client's breaker
+ * (`cutShort`, client/stages/deadline.ts) and the server's metrics (server/stages.ts) both judge by it.
+ */
+export function latencyObjectiveMs(method: DescMethod, timeoutMs = methodPolicy(method).sla!.timeoutMs): number {
+  return Math.min(timeoutMs, methodPolicy(method).sla!.p95TargetMs || timeoutMs);
+}
+
 /** Largest request of a method whose contract declares no max_request_bytes. */
 export const DEFAULT_MAX_REQUEST_BYTES = 16 * 1024;
 

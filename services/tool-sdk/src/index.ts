@@ -77,6 +77,7 @@ export {
   type FieldPolicy,
   FieldRole,
   fieldPolicy,
+  latencyObjectiveMs,
   maxRequestBytesOf,
   logSafeFieldsOf,
   citationsOf,

@@ -5,7 +5,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import type { ChannelCredentials, ChannelOptions } from "@grpc/grpc-js";
 import type { Registry } from "prom-client";
-import { Degradation, type MethodPolicy, methodPolicy, RoutingTag } from "../contract.js";
+import { Degradation, latencyObjectiveMs, type MethodPolicy, methodPolicy, RoutingTag } from "../contract.js";
 import type { Bulkhead } from "./bulkhead.js";
 import { type CallTarget, type ClientInterceptor, callTarget } from "./chain.js";
 import type { ClientMetrics } from "./client-metrics.js";
@@ -59,10 +59,7 @@ export interface MethodPlan {
   readonly target: CallTarget;
   readonly policy: MethodPolicy;
   readonly timeoutMs: number;
-  /**
-   * An attempt's timeout counts against the tool once its caller gave it this long: the SLA's p95
-   * target (a healthy tool answers within it 19 times in 20), or the whole timeout when shorter.
-   */
+  /** An attempt's timeout counts against the tool once its caller gave it this long: the method's latency objective. */
   readonly timeoutCountedMs: number;
   readonly fallback: Fallback;
   readonly hedge: HedgeSlot;
@@ -86,7 +83,7 @@ export function planOf(
     target: callTarget(tool, method, domainReasons),
     policy,
     timeoutMs,
-    timeoutCountedMs: Math.min(timeoutMs, sla.p95TargetMs || timeoutMs),
+    timeoutCountedMs: latencyObjectiveMs(method, timeoutMs),
     fallback: {
       cacheable: cacheDegradation && !policy.tags.includes(RoutingTag.DATA_FRESHNESS_CRITICAL),
       maxAgeMs: options.cache?.maxAgeMs ?? (policy.cacheMaxAgeMs || DEFAULT_CACHE_MAX_AGE_MS),

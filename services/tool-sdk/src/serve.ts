@@ -18,6 +18,7 @@ import { status, ToolError } from "./errors.js";
 import { FaultSwitch, faultSummary } from "./faults.js";
 import { ServerMetrics } from "./metrics.js";
 import { OidcVerifier } from "./oidc.js";
+import { arrivalInterceptor } from "./server/arrival.js";
 import { authStage, bearerCheck, bindingStage } from "./server/auth-stages.js";
 import { bindAsync, grpcHandler, withSizeLimit } from "./server/grpc-handler.js";
 import {
@@ -105,6 +106,7 @@ export async function serveTool<S extends DescService>(
   );
 
   const server = new Server({
+    interceptors: [arrivalInterceptor],
     "grpc.max_receive_message_length": 4 * 1024 * 1024,
     ...(options.maxConnectionAgeMs ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
     ...(options.maxConnectionAgeGraceMs ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs } : {}),

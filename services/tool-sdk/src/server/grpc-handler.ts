@@ -13,8 +13,10 @@ import {
 } from "@grpc/grpc-js";
 import type { methodDefinition } from "../bridge.js";
 import { maxRequestBytesOf } from "../contract.js";
-import { status, ToolError, toServiceError } from "../errors.js";
+import { type ToolError, toServiceError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import { timeoutOf } from "./arrival.js";
+import { cancelledAt } from "./deadline.js";
 import { noStream } from "./handler.js";
 import { type CallFn, OversizedRequest, type ServerCall, UndecodableRequest } from "./interceptor.js";
 
@@ -47,17 +49,19 @@ export function grpcHandler(
     callback?: sendUnaryData<unknown>,
   ) => {
     const abort = new AbortController();
-    const onCancelled = () =>
-      abort.abort(new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"));
-    grpcCall.once("cancelled", onCancelled);
     const rawDeadline = grpcCall.getDeadline();
     const deadlineMs = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
+    const deadline = Number.isFinite(deadlineMs) ? new Date(deadlineMs) : undefined;
+    // grpc-js ends a call whose deadline passed itself and reports it here, usually before the deadline stage's timer.
+    const onCancelled = () => abort.abort(cancelledAt(call));
+    grpcCall.once("cancelled", onCancelled);
     const stream = callback ? undefined : (grpcCall as ServerWritableStream<unknown, unknown>);
     const call: ServerCall = {
       method,
       request: grpcCall.request,
       metadata: grpcCall.metadata,
-      deadline: Number.isFinite(deadlineMs) ? new Date(deadlineMs) : undefined,
+      deadline,
+      timeoutMs: timeoutOf(grpcCall.metadata) ?? (deadline && Math.max(0, deadline.getTime() - Date.now())),
       abort,
       caller: undefined,
       traceId: "",

@@ -2,8 +2,9 @@
 // signal and timeout become a ServerCall, so the call meets the same stages as over gRPC.
 import { type DescMethod, toBinary } from "@bufbuild/protobuf";
 import { Metadata } from "@grpc/grpc-js";
-import { status, ToolError } from "../errors.js";
+import type { status, ToolError } from "../errors.js";
 import type { Logger } from "../logger.js";
+import { cancelledAt, deadlinePassed } from "./deadline.js";
 import { noStream } from "./handler.js";
 import { type CallFn, OversizedRequest, type ServerCall } from "./interceptor.js";
 
@@ -52,12 +53,8 @@ export function unaryInvoker(routes: ReadonlyMap<DescMethod, UnaryRoute>, log: L
     const route = routes.get(method);
     if (!route) return Promise.reject(new Error(`${method.parent.typeName}/${method.name} is not served over HTTP`));
     const abort = new AbortController();
-    const onAbort = () =>
-      abort.abort(
-        expired?.()
-          ? new ToolError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", "the deadline passed")
-          : new ToolError(status.CANCELLED, "CALL_CANCELLED", "the caller cancelled the call"),
-      );
+    const deadline = timeoutMs === undefined ? undefined : new Date(Date.now() + timeoutMs);
+    const onAbort = () => abort.abort(expired?.() ? deadlinePassed() : cancelledAt({ deadline, timeoutMs }));
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
     // The method's size limit is the contract's, in its binary form, as over gRPC.
@@ -66,7 +63,8 @@ export function unaryInvoker(routes: ReadonlyMap<DescMethod, UnaryRoute>, log: L
       method,
       request: bytes > route.maxRequestBytes ? new OversizedRequest(bytes) : request,
       metadata: metadataOf(headers),
-      deadline: timeoutMs === undefined ? undefined : new Date(Date.now() + timeoutMs),
+      deadline,
+      timeoutMs,
       abort,
       caller: undefined,
       traceId: "",

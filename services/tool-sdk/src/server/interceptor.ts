@@ -20,6 +20,8 @@ export interface ServerCall {
   readonly metadata: Metadata;
   /** The caller's deadline, if it sent one. */
   readonly deadline: Date | undefined;
+  /** How long that deadline gave the call when it arrived (the gRPC or Connect timeout it came with). */
+  readonly timeoutMs?: number | undefined;
   /** Aborted on cancel, deadline or drain; its reason is the ToolError the call ends with. */
   readonly abort: AbortController;
   /** Set by the auth stage. */

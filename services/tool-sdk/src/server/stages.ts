@@ -9,12 +9,14 @@ import {
   type MessageShape,
 } from "@bufbuild/protobuf";
 import { SpanStatusCode } from "@opentelemetry/api";
+import { latencyObjectiveMs } from "../contract.js";
 import { INTERNAL_MESSAGE, status, ToolError } from "../errors.js";
 import { type FaultDecision, type FaultSwitch, NO_FAULT } from "../faults.js";
 import type { Logger } from "../logger.js";
 import type { ServerMetrics } from "../metrics.js";
 import { context, startServerSpan } from "../tracing.js";
 import { violationsOf } from "../validation.js";
+import { cutShort, deadlinePassed } from "./deadline.js";
 import { type CallFn, type Interceptor, OversizedRequest, type ServerCall, UndecodableRequest } from "./interceptor.js";
 import { MAX_VIOLATIONS } from "./json-body.js";
 import { MAX_TIMER_MS } from "../timers.js";
@@ -36,6 +38,22 @@ export function countRefusedEarly(metrics: ServerMetrics, method: DescMethod, co
   metrics.handled.inc({ ...labels, grpc_code: status[code] });
 }
 
+/**
+ * The expiry of a call whose caller left it less than its objective is the caller's doing, so it is
+ * counted CANCELLED, not DEADLINE_EXCEEDED, which spends the tool's error budget (SERVER_FAULT_CODES
+ * in deploy's alert conventions): one caller sending 10 ms deadlines to a 20 ms method would page
+ * someone for a healthy tool. Only the count and the log say so; the caller still gets DEADLINE_EXCEEDED.
+ */
+function tooShort(call: ServerCall, objectiveMs: number): status {
+  call.log.info("deadline shorter than the method's latency objective: counted CANCELLED", {
+    reason: "DEADLINE_TOO_SHORT",
+    grpc_code: status[status.CANCELLED],
+    deadline_ms: call.timeoutMs,
+    objective_ms: objectiveMs,
+  });
+  return status.CANCELLED;
+}
+
 export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interceptor {
   const labels = rpcLabels(method);
   // Every series at 0 from the start, as go-grpc-prometheus's InitializeMetrics does: a counter that
@@ -43,6 +61,7 @@ export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interc
   metrics.started.inc(labels, 0);
   for (const code of Object.values(status).filter((c) => typeof c === "number"))
     metrics.handled.inc({ ...labels, grpc_code: status[code] }, 0);
+  const objectiveMs = latencyObjectiveMs(method);
   return (next) => async (call) => {
     const started = performance.now();
     metrics.started.inc(labels);
@@ -51,6 +70,9 @@ export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interc
       return await next(call);
     } catch (error) {
       code = error instanceof ToolError ? error.code : status.UNKNOWN;
+      // The objective is the figure the method's latency alert and its clients' breakers judge by.
+      if (code === status.DEADLINE_EXCEEDED && cutShort(call.timeoutMs, objectiveMs))
+        code = tooShort(call, objectiveMs);
       throw error;
     } finally {
       const done = { ...labels, grpc_code: status[code] };
@@ -178,10 +200,7 @@ export const deadlineStage: Interceptor = (next) => async (call) => {
   const leftMs = call.deadline ? Math.max(0, call.deadline.getTime() - Date.now()) : Number.POSITIVE_INFINITY;
   // A deadline further off than a timer can wait (24.8 days) is as good as none: its timer would fire at once.
   if (leftMs > MAX_TIMER_MS) return next(call);
-  const timer = setTimeout(
-    () => call.abort.abort(new ToolError(status.DEADLINE_EXCEEDED, "DEADLINE_PASSED", "the deadline passed")),
-    leftMs,
-  );
+  const timer = setTimeout(() => call.abort.abort(deadlinePassed()), leftMs);
   try {
     return await next(call);
   } finally {

@@ -47,3 +47,11 @@ export const SERVER_FAULT_CODES = [
   "UNAVAILABLE",
   "DATA_LOSS",
 ] as const;
+
+/**
+ * The code of a call its caller gave up on: cancelled it, or sent it a deadline shorter than the
+ * method's latency objective, whose expiry the server counts CANCELLED too (tool-sdk's metricsStage)
+ * so that one caller's short deadlines spend no error budget. It says nothing of the server either
+ * way: neither a fault nor an answer.
+ */
+export const CALLER_GAVE_UP_CODE = "CANCELLED";

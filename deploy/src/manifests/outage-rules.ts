@@ -2,7 +2,15 @@
 // cannot be scraped, one in a crash loop, or none at all) and, per unary method, every call failing
 // under the burn-rate alerts' traffic floor (MIN_CALLS_PER_HOUR, slo-rules.ts).
 import type { DescMethod } from "@bufbuild/protobuf";
-import { pascalCase, percent, type Rule, runbookUrl, SERVER_FAULT_CODES, SEVERITY } from "./alert-conventions.js";
+import {
+  CALLER_GAVE_UP_CODE,
+  pascalCase,
+  percent,
+  type Rule,
+  runbookUrl,
+  SERVER_FAULT_CODES,
+  SEVERITY,
+} from "./alert-conventions.js";
 
 /**
  * Under the burn-rate alerts' traffic floor a total outage still shows: every call of a method
@@ -21,19 +29,23 @@ const MIN_UP_SHARE = 0.9;
 export function allCallsFailingAlert(tool: string, method: DescMethod): Rule {
   const path = `${method.parent.typeName}/${method.name}`;
   const scope = `grpc_service="${method.parent.typeName}",grpc_method="${method.name}"`;
-  // `=~` the server-side codes: the failed calls; `!~`: every call answered (OK or the caller's mistake).
-  const calls = (match: "=~" | "!~") =>
-    `sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total{${scope},grpc_code${match}"${SERVER_FAULT_CODES.join("|")}"}[${ALL_FAILING.window}]))`;
+  // `=~` the server-side codes: the failed calls; `!~` those and CANCELLED: every call answered (OK or
+  // the caller's mistake). A call its caller gave up on is no answer: a hung tool whose callers also
+  // cut some calls short (a session near the end of its wall clock) still pages.
+  const calls = (match: "=~" | "!~", codes: readonly string[]) =>
+    `sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total{${scope},grpc_code${match}"${codes.join("|")}"}[${ALL_FAILING.window}]))`;
+  const answered = calls("!~", [...SERVER_FAULT_CODES, CALLER_GAVE_UP_CODE]);
   return {
     alert: `${pascalCase(tool)}${method.name}AllCallsFailing`,
-    expr: `${calls("=~")} >= ${ALL_FAILING.minCalls}\nunless on (grpc_service, grpc_method)\n${calls("!~")} > 0`,
+    expr: `${calls("=~", SERVER_FAULT_CODES)} >= ${ALL_FAILING.minCalls}\nunless on (grpc_service, grpc_method)\n${answered} > 0`,
     for: ALL_FAILING.for,
     labels: { severity: SEVERITY.page, tool, method: method.name },
     annotations: {
       summary: `Every ${tool} ${method.name} call fails`,
       description:
         `Every ${path} call over the last ${ALL_FAILING.window} (at least ${ALL_FAILING.minCalls}, for ${ALL_FAILING.for}) ended with a ` +
-        `server-side code (${SERVER_FAULT_CODES.join(", ")}) and none was answered: a total outage, even at a traffic ` +
+        `server-side code (${SERVER_FAULT_CODES.join(", ")}) and none was answered (calls the caller gave up on, ` +
+        `${CALLER_GAVE_UP_CODE}, are neither): a total outage, even at a traffic ` +
         "too low for the burn-rate alerts to judge.",
       runbook_url: runbookUrl("toolmethodallcallsfailing"),
     },

@@ -114,12 +114,12 @@ describe("sloRuleGroups", () => {
     ]);
   });
 
-  it("pages for every unary method whose calls all failed in the hour, at least 3, where the burn-rate floor leaves it silent", () => {
+  it("pages for every unary method whose calls all failed in the hour, at least 3, where the burn-rate floor leaves it silent; a cancelled call is no answer", () => {
     expect(alerts().get("BillingRefundAllCallsFailing")).toMatchObject({
       expr:
         'sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total{grpc_service="loopguard.billing.v1.BillingService",grpc_method="Refund",grpc_code=~"UNKNOWN|DEADLINE_EXCEEDED|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|DATA_LOSS"}[1h])) >= 3\n' +
         "unless on (grpc_service, grpc_method)\n" +
-        'sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total{grpc_service="loopguard.billing.v1.BillingService",grpc_method="Refund",grpc_code!~"UNKNOWN|DEADLINE_EXCEEDED|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|DATA_LOSS"}[1h])) > 0',
+        'sum by (grpc_service, grpc_method) (increase(grpc_server_handled_total{grpc_service="loopguard.billing.v1.BillingService",grpc_method="Refund",grpc_code!~"UNKNOWN|DEADLINE_EXCEEDED|UNIMPLEMENTED|INTERNAL|UNAVAILABLE|DATA_LOSS|CANCELLED"}[1h])) > 0',
       for: "15m",
       labels: { severity: "critical", tool: "billing", method: "Refund" },
     });

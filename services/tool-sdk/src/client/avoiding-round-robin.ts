@@ -5,12 +5,15 @@
 // pick) past the addresses named in two internal headers, which it strips before the call is sent:
 //   AVOID_HEADER   the call must not use them (a hedge; dropped with UNAVAILABLE if nothing else is ready),
 //   PREFER_NOT_HEADER   the call uses them only when nothing else is ready (replicas found slow).
+// A third, PICK_HEADER, names a watch (watchPick) told the address the call started on: grpc-js's
+// getPeer() says "unknown" until the server's first metadata, which a slow replica sends late.
 // No package offers this; the policy is the small wrapper grpc-js's experimental API is meant for.
 import { type ChannelOptions, experimental, Metadata, status } from "@grpc/grpc-js";
 
 export const LB_POLICY_NAME = "loopguard_avoiding_round_robin";
 export const AVOID_HEADER = "loopguard-lb-avoid";
 export const PREFER_NOT_HEADER = "loopguard-lb-prefer-not";
+export const PICK_HEADER = "loopguard-lb-pick";
 /** The status details of a hedge no other replica could take. */
 export const NO_OTHER_REPLICA = "loopguard: no other replica is ready for a hedge";
 
@@ -23,11 +26,49 @@ function listOf(metadata: Metadata, header: string): string[] {
   return values.flatMap((v) => String(v).split(","));
 }
 
+/** Watches by id (PICK_HEADER's value): each told the address its call started on. */
+const watches = new Map<string, (address: string) => void>();
+let lastWatch = 0;
+
+export interface PickWatch {
+  /** PICK_HEADER's value for the call watched. */
+  readonly id: string;
+  /** The call ended: nothing more to tell. */
+  stop(): void;
+}
+
+/** Has the balancer tell `started` the address of the replica a call starts on, the call carrying PICK_HEADER `id`. */
+export function watchPick(started: (address: string) => void): PickWatch {
+  const id = String(++lastWatch);
+  watches.set(id, started);
+  return { id, stop: () => watches.delete(id) };
+}
+
+/** The pick, telling the call's watch its address once grpc-js starts the call there (it may pick again before). */
+function reported(result: experimental.PickResult, started: (address: string) => void): experimental.PickResult {
+  const address = result.pickResultType === PickResultType.COMPLETE ? result.subchannel?.getAddress() : undefined;
+  if (address === undefined) return result;
+  return {
+    ...result,
+    onCallStarted: () => {
+      started(address);
+      result.onCallStarted?.call(result);
+    },
+  };
+}
+
 class AvoidingPicker implements experimental.Picker {
   constructor(readonly inner: experimental.Picker) {}
 
   pick(args: experimental.PickArgs): experimental.PickResult {
     // pick() gets a fresh copy of the call's metadata each time, the one sent: removing the headers here keeps them off the wire.
+    const watch = listOf(args.metadata, PICK_HEADER)[0];
+    const started = watch === undefined ? undefined : watches.get(watch);
+    const result = this.#avoiding(args);
+    return started ? reported(result, started) : result;
+  }
+
+  #avoiding(args: experimental.PickArgs): experimental.PickResult {
     const avoid = listOf(args.metadata, AVOID_HEADER);
     const preferNot = listOf(args.metadata, PREFER_NOT_HEADER);
     if (avoid.length === 0 && preferNot.length === 0) return this.inner.pick(args);

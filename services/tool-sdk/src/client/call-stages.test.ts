@@ -321,7 +321,9 @@ describe("hedgeStage", () => {
           call.attempt.pending = false;
           reject(failure(status.CANCELLED));
         };
-        call.attempt.call = { getPeer: () => peer, cancel } as unknown as ClientUnaryCall;
+        // As the balancer reports where it started the attempt (grpc-js's getPeer() says "unknown" until an answer).
+        call.attempt.address = peer;
+        call.attempt.call = { cancel } as unknown as ClientUnaryCall;
         if (call.attempt.hedge) resolve({ from: peer });
       });
     return { next, cancelled };
@@ -336,29 +338,38 @@ describe("hedgeStage", () => {
     expect([call.outcome.hedged, call.outcome.winner, cancelled, call.sent.failedPeers]).toEqual([true, 2, ["a"], []]);
   });
 
+  /** A first attempt on replica a (when the balancer has said so) that answers after 60 ms. */
+  const slowAnswer = (known: boolean) => async (c: ClientCall) => {
+    c.attempt.number = ++c.sent.attempts;
+    if (known) c.attempt.address = "a";
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    return { hits: [] };
+  };
+
   it("sends no hedge from the lower half of the retry budget", async () => {
     const budget = new RetryBudget(0, 10);
     while (budget.tryHedge());
     const call = searchCall();
     call.sent.maxAttempts = 4;
     const parts = { overrides: {}, slow: seenBoth(), budget, metrics: metrics() };
-    const answer = hedgeStage(
-      slot(),
-      parts,
-    )(async (c) => {
-      c.attempt.number = ++c.sent.attempts;
-      await new Promise((resolve) => setTimeout(resolve, 60));
-      return { hits: [] };
-    })(call);
-    await expect(answer).resolves.toEqual({ hits: [] });
+    await expect(hedgeStage(slot(), parts)(slowAnswer(true))(call)).resolves.toEqual({ hits: [] });
     expect([call.outcome.hedged, call.sent.attempts, budget.tokens]).toEqual([false, 1, 5]);
+  });
+
+  it("sends no hedge while the balancer has not said which replica the first attempt went to", async () => {
+    const call = searchCall();
+    call.sent.maxAttempts = 4;
+    const budget = new RetryBudget(0.1, 10);
+    const parts = { overrides: {}, slow: seenBoth(), budget, metrics: metrics() };
+    await expect(hedgeStage(slot(), parts)(slowAnswer(false))(call)).resolves.toEqual({ hits: [] });
+    expect([call.outcome.hedged, call.sent.attempts, budget.tokens]).toEqual([false, 1, 10]);
   });
 
   it("records a failed attempt's replica, and whether it may have acted", async () => {
     const call = searchCall();
     const parts = { overrides: {}, slow: seenBoth(), budget: new RetryBudget(0.1, 10), metrics: metrics() };
     const failing = async (c: ClientCall) => {
-      c.attempt.call = { getPeer: () => "a" } as unknown as ClientUnaryCall;
+      c.attempt.address = "a";
       throw failure(status.DEADLINE_EXCEEDED);
     };
     await rejection(hedgeStage({ ...slot(), maxHedges: 0 }, parts)(failing)(call));

@@ -28,6 +28,10 @@ export interface Attempt {
   number: number;
   readonly hedge: boolean;
   call?: ClientUnaryCall;
+  /** The replica the channel's balancer started it on, once it has (avoiding-round-robin.ts); never guessed. */
+  address: string | undefined;
+  /** The balancer's watch (PICK_HEADER) that tells `address`; none: nobody asked. */
+  watch: string | undefined;
   pending: boolean;
   /** Cancelled because another attempt answered first. */
   lost: boolean;
@@ -124,7 +128,17 @@ export function callTarget(tool: string, method: DescMethod, domainReasons: Read
 }
 
 export function newAttempt(hedge: boolean, avoid: readonly string[] = [], preferNot: readonly string[] = []): Attempt {
-  return { number: 0, hedge, pending: true, lost: false, sentAt: performance.now(), avoid, preferNot };
+  return {
+    number: 0,
+    hedge,
+    address: undefined,
+    watch: undefined,
+    pending: true,
+    lost: false,
+    sentAt: performance.now(),
+    avoid,
+    preferNot,
+  };
 }
 
 export interface NewCall {

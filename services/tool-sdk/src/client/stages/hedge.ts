@@ -1,8 +1,8 @@
 // The hedging slot: each attempt of a call gets its own route here. For a hedged method, when nothing
 // has answered after the hedge delay (the observed p95), a hedge goes to a replica none of the racing
-// attempts uses; the first answer wins and the others are cancelled.
-import type { CallError } from "../call-error.js";
-import { refusedBeforeHandling } from "../call-error.js";
+// attempts uses (as the balancer reports them); the first answer wins and the others are cancelled.
+import { watchPick } from "../avoiding-round-robin.js";
+import { type CallError, refusedBeforeHandling } from "../call-error.js";
 import { type Attempt, type ClientInterceptor, newAttempt } from "../chain.js";
 import type { ClientMetrics } from "../client-metrics.js";
 import type { HedgeOverrides, LatencyWindow, SlowReplicas } from "../hedge.js";
@@ -34,13 +34,17 @@ export function hedgeDelayMs(slot: HedgeSlot, overrides: HedgeOverrides): number
   return Math.max(overrides.minDelayMs ?? 5, p95);
 }
 
-const peersOf = (racing: readonly Attempt[]) => racing.flatMap((a) => (a.call ? [a.call.getPeer()] : []));
+/** The replicas the racing attempts were started on; undefined while one of them is not known yet. */
+function addressesOf(racing: readonly Attempt[]): string[] | undefined {
+  const addresses = racing.flatMap((a) => (a.address === undefined ? [] : [a.address]));
+  return racing.some((a) => a.pending && a.address === undefined) ? undefined : addresses;
+}
 
 /**
  * One attempt, and for a hedged method up to its hedges: each within the call's attempts and with a
- * retry-budget token from the bucket's upper half (RetryBudget.tryHedge). A failure ends the race
- * only once no attempt is left in flight (a retry then follows as usual, so a failed first attempt
- * is retried, not hedged as well).
+ * retry-budget token from the bucket's upper half (RetryBudget.tryHedge), each to another replica
+ * than the attempts it races. A failure ends the race only once no attempt is left in flight (a
+ * retry then follows as usual, so a failed first attempt is retried, not hedged as well).
  */
 export function hedgeStage(slot: HedgeSlot, parts: HedgeParts): ClientInterceptor {
   const { slow, budget, metrics } = parts;
@@ -52,41 +56,51 @@ export function hedgeStage(slot: HedgeSlot, parts: HedgeParts): ClientIntercepto
     const delayMs = slot.maxHedges > 0 ? hedgeDelayMs(slot, parts.overrides) : Number.POSITIVE_INFINITY;
     return new Promise((resolve, reject) => {
       let settled = false;
-      const launch = (hedge: boolean) => {
+      /** An answer of `attempt`'s replica: on time, or late (a first attempt past the hedge delay). */
+      const answered = (attempt: Attempt) => {
+        if (attempt.address === undefined) return;
+        if (!attempt.hedge && performance.now() - attempt.sentAt > delayMs) slow.late(attempt.address, Date.now());
+        else slow.answered(attempt.address);
+      };
+      /** `winner` answered first: the race is over, the other attempts cancelled. */
+      const settle = (winner: Attempt) => {
+        settled = true;
+        clearTimeout(timer);
+        for (const other of racing) {
+          if (other === winner || !other.pending) continue;
+          other.lost = true;
+          other.call?.cancel();
+          metrics.hedgeLosersCancelled.inc(labels);
+          if (winner.hedge && !other.hedge && other.address !== undefined) slow.late(other.address, Date.now());
+        }
+        if (winner.hedge) metrics.hedgesWon.inc(labels);
+      };
+      const launch = (hedge: boolean, avoid: readonly string[]) => {
         // A retry goes to another replica than the attempts that failed, when one is ready (as
         // Envoy's previous-hosts retry predicate): a replica that just died fails it again.
         const preferNot = [...slow.avoided(Date.now()), ...sent.failedPeers];
-        const attempt = newAttempt(hedge, hedge ? peersOf(racing) : [], preferNot);
+        const attempt = newAttempt(hedge, avoid, preferNot);
+        const watch = watchPick((address) => {
+          attempt.address = address;
+        });
+        attempt.watch = watch.id;
         racing.push(attempt);
         next({ ...call, attempt }).then(
           (response) => {
-            const peer = attempt.call?.getPeer();
-            const elapsedMs = performance.now() - attempt.sentAt;
-            slot.latency.add(elapsedMs);
-            if (peer !== undefined) {
-              if (!attempt.hedge && elapsedMs > delayMs) slow.late(peer, Date.now());
-              else slow.answered(peer);
-            }
+            watch.stop();
+            slot.latency.add(performance.now() - attempt.sentAt);
+            answered(attempt);
             if (settled) return;
-            settled = true;
-            clearTimeout(timer);
-            for (const other of racing) {
-              if (other === attempt || !other.pending) continue;
-              other.lost = true;
-              other.call?.cancel();
-              metrics.hedgeLosersCancelled.inc(labels);
-              if (attempt.hedge && !other.hedge && other.call) slow.late(other.call.getPeer(), Date.now());
-            }
-            if (attempt.hedge) metrics.hedgesWon.inc(labels);
+            settle(attempt);
             outcome.winner = attempt.number;
             resolve(response);
           },
           (thrown: unknown) => {
+            watch.stop();
             attempt.pending = false;
             // A loser cancelled after another attempt won is not a failed replica.
             if (settled) return;
-            const peer = attempt.call?.getPeer();
-            if (peer !== undefined) sent.failedPeers.push(peer);
+            if (attempt.address !== undefined) sent.failedPeers.push(attempt.address);
             const failure = thrown as CallError;
             if (!refusedBeforeHandling(failure)) sent.mayHaveActed = true;
             if (racing.some((a) => a.pending)) return;
@@ -101,16 +115,18 @@ export function hedgeStage(slot: HedgeSlot, parts: HedgeParts): ClientIntercepto
         const deadline = call.deadline ?? Number.POSITIVE_INFINITY;
         if (settled || call.options.signal?.aborted || sent.attempts >= sent.maxAttempts || Date.now() >= deadline)
           return;
-        // Another replica must have answered this client before: with one address, a hedge would queue behind the same slow server.
-        const inUse = new Set(peersOf(racing));
-        if (![...slow.seen].some((address) => !inUse.has(address))) return;
+        // Where the racing attempts went must be known (the balancer tells once it starts one), and
+        // another replica must have answered this client before: with one, a hedge would queue behind
+        // the same slow server.
+        const inUse = addressesOf(racing);
+        if (inUse === undefined || ![...slow.seen].some((address) => !inUse.includes(address))) return;
         if (!budget.tryHedge()) return;
         sent.hedges++;
         outcome.hedged = true;
         metrics.hedges.inc(labels);
-        launch(true);
+        launch(true, inUse);
       };
-      launch(false);
+      launch(false, []);
     });
   };
 }

@@ -3,7 +3,7 @@
 import { type Client, Metadata, type ServiceError } from "@grpc/grpc-js";
 import { decodeStatusDetails, status } from "../../errors.js";
 import { injectContext } from "../../tracing.js";
-import { AVOID_HEADER, PREFER_NOT_HEADER } from "../avoiding-round-robin.js";
+import { AVOID_HEADER, PICK_HEADER, PREFER_NOT_HEADER } from "../avoiding-round-robin.js";
 import { CallError, clientFailure } from "../call-error.js";
 import type { ClientCall, ClientCallFn } from "../chain.js";
 
@@ -18,6 +18,7 @@ export function metadataFor(call: Pick<ClientCall, "metadata" | "token" | "spanC
   if (call.attempt && call.attempt.avoid.length > 0) metadata.set(AVOID_HEADER, call.attempt.avoid.join(","));
   if (call.attempt && call.attempt.preferNot.length > 0)
     metadata.set(PREFER_NOT_HEADER, call.attempt.preferNot.join(","));
+  if (call.attempt?.watch) metadata.set(PICK_HEADER, call.attempt.watch);
   return metadata;
 }
 

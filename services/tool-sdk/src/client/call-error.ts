@@ -1,7 +1,7 @@
 // The one error every caller of a tool sees, from toolClient and the raw client alike: the gRPC
 // code, the contract's reason and details, and what the call did before it failed.
-import type { status } from "@grpc/grpc-js";
-import { type CallFailure, type FieldViolation, RETRY_IN_CALL_CODES } from "../errors.js";
+import { status } from "@grpc/grpc-js";
+import { CALLER_ERROR_CODES, type CallFailure, type FieldViolation, RETRY_IN_CALL_CODES } from "../errors.js";
 
 export interface CallErrorOptions {
   readonly code: status;
@@ -71,6 +71,23 @@ export class CallError extends Error implements CallFailure {
   withOutcomeUnknown(): CallError {
     return new CallError({ ...this, message: this.message, outcomeUnknown: true });
   }
+
+  /** The same failure, of a call that sent `attempts` (a hedge race's, whichever attempt failed so). */
+  withAttempts(attempts: number): CallError {
+    return attempts === this.attempts ? this : new CallError({ ...this, message: this.message, attempts });
+  }
+}
+
+/**
+ * A failure that is the tool's own answer: it looked at the request and refused it (a caller's
+ * mistake), or answered more than this caller takes. Any replica answers the same request so: only
+ * a tool that is up answers, so such a half-open probe closes the breaker, and such an answer ends a
+ * hedge race. A cancel is no answer: the caller gave up.
+ */
+export function answeredByTool(error: unknown): error is CallError {
+  if (!(error instanceof CallError)) return false;
+  if (error.reason === "ANSWER_TOO_LARGE") return true;
+  return CALLER_ERROR_CODES.has(error.code) && error.code !== status.CANCELLED;
 }
 
 /** Common reasons given before any handler runs: the call was not acted on. */

@@ -365,6 +365,21 @@ describe("hedgeStage", () => {
     expect([call.outcome.hedged, call.sent.attempts, budget.tokens]).toEqual([false, 1, 10]);
   });
 
+  it("fails with a replica's own failure over one of an attempt no replica took, naming every attempt", async () => {
+    const call = searchCall();
+    call.sent.maxAttempts = 4;
+    const parts = { overrides: {}, slow: seenBoth(), budget: new RetryBudget(0.1, 10), metrics: metrics() };
+    // The first attempt times out on replica a; the hedge, never started on a replica, fails after it.
+    const failing = async (c: ClientCall) => {
+      c.attempt.number = ++c.sent.attempts;
+      if (!c.attempt.hedge) c.attempt.address = "a";
+      await new Promise((resolve) => setTimeout(resolve, 40));
+      throw failure(c.attempt.hedge ? status.UNAVAILABLE : status.DEADLINE_EXCEEDED);
+    };
+    const error = await rejection(hedgeStage(slot(), parts)(failing)(call));
+    expect([error.code, error.attempts, call.sent.failedPeers]).toEqual([status.DEADLINE_EXCEEDED, 2, ["a"]]);
+  });
+
   it("records a failed attempt's replica, and whether it may have acted", async () => {
     const call = searchCall();
     const parts = { overrides: {}, slow: seenBoth(), budget: new RetryBudget(0.1, 10), metrics: metrics() };

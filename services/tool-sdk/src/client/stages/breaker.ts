@@ -6,7 +6,7 @@
 import { status } from "@grpc/grpc-js";
 import CircuitBreaker from "opossum";
 import { CALLER_ERROR_CODES } from "../../errors.js";
-import { CallError, clientFailure } from "../call-error.js";
+import { answeredByTool, CallError, clientFailure } from "../call-error.js";
 import type { ClientCall, ClientInterceptor } from "../chain.js";
 import { BREAKER_STATE_VALUE, type ClientMetrics } from "../client-metrics.js";
 
@@ -25,17 +25,6 @@ export interface BreakerOverrides {
 /** A hedge race's loser, cancelled by us: neither a failure of the tool for the breaker nor an answer. */
 export class LostRace extends Error {
   override readonly name = "LostRace";
-}
-
-/**
- * A failure that is the tool's own answer: it looked at the request and refused it (a caller's
- * mistake), or answered more than this caller takes. Only a tool that is up answers, so such a
- * half-open probe closes the breaker. A cancel is no answer: the caller gave up.
- */
-function answeredByTool(error: unknown): boolean {
-  if (!(error instanceof CallError)) return false;
-  if (error.reason === "ANSWER_TOO_LARGE") return true;
-  return CALLER_ERROR_CODES.has(error.code) && error.code !== status.CANCELLED;
 }
 
 /**

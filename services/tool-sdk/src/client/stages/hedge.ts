@@ -1,8 +1,9 @@
 // The hedging slot: each attempt of a call gets its own route here. For a hedged method, when nothing
 // has answered after the hedge delay (the observed p95), a hedge goes to a replica none of the racing
 // attempts uses (as the balancer reports them); the first answer wins and the others are cancelled.
+import { status } from "@grpc/grpc-js";
 import { watchPick } from "../avoiding-round-robin.js";
-import { type CallError, refusedBeforeHandling } from "../call-error.js";
+import { answeredByTool, CallError, refusedBeforeHandling } from "../call-error.js";
 import { type Attempt, type ClientInterceptor, newAttempt } from "../chain.js";
 import type { ClientMetrics } from "../client-metrics.js";
 import type { HedgeOverrides, LatencyWindow, SlowReplicas } from "../hedge.js";
@@ -41,10 +42,22 @@ function addressesOf(racing: readonly Attempt[]): string[] | undefined {
 }
 
 /**
+ * How much a failure that does not end the race tells its caller: a replica's own word (its code,
+ * reason, RetryInfo) over a timeout, which says only that no answer came; an attempt that never
+ * reached a replica (a hedge with nowhere else to go) least.
+ */
+function weight(attempt: Attempt, failure: CallError): number {
+  if (attempt.address === undefined) return 0;
+  return failure.code === status.DEADLINE_EXCEEDED ? 1 : 2;
+}
+
+/**
  * One attempt, and for a hedged method up to its hedges: each within the call's attempts and with a
  * retry-budget token from the bucket's upper half (RetryBudget.tryHedge), each to another replica
- * than the attempts it races. A failure ends the race only once no attempt is left in flight (a
- * retry then follows as usual, so a failed first attempt is retried, not hedged as well).
+ * than the attempts it races. The first answer the tool gives ends the race, the others cancelled: a
+ * success, or a refusal any replica would give (answeredByTool: NOT_FOUND, INVALID_ARGUMENT, …). A
+ * failure that passes ends it only once no attempt is left in flight, then with the most telling of
+ * the failures (a retry then follows as usual, so a failed first attempt is retried, not hedged as well).
  */
 export function hedgeStage(slot: HedgeSlot, parts: HedgeParts): ClientInterceptor {
   const { slow, budget, metrics } = parts;
@@ -53,7 +66,11 @@ export function hedgeStage(slot: HedgeSlot, parts: HedgeParts): ClientIntercepto
     const labels = { tool: call.target.tool, method: call.target.method.name };
     const racing: Attempt[] = [];
     let timer: NodeJS.Timeout | undefined;
+    let failed: { attempt: Attempt; failure: CallError } | undefined;
     const delayMs = slot.maxHedges > 0 ? hedgeDelayMs(slot, parts.overrides) : Number.POSITIVE_INFINITY;
+    /** The race's failure names every attempt sent, whichever attempt failed so. */
+    const counted = (failure: CallError) =>
+      failure instanceof CallError ? failure.withAttempts(sent.attempts) : failure;
     return new Promise((resolve, reject) => {
       let settled = false;
       /** An answer of `attempt`'s replica: on time, or late (a first attempt past the hedge delay). */
@@ -100,13 +117,21 @@ export function hedgeStage(slot: HedgeSlot, parts: HedgeParts): ClientIntercepto
             attempt.pending = false;
             // A loser cancelled after another attempt won is not a failed replica.
             if (settled) return;
-            if (attempt.address !== undefined) sent.failedPeers.push(attempt.address);
             const failure = thrown as CallError;
             if (!refusedBeforeHandling(failure)) sent.mayHaveActed = true;
+            if (answeredByTool(failure)) {
+              answered(attempt);
+              settle(attempt);
+              reject(counted(failure));
+              return;
+            }
+            if (attempt.address !== undefined) sent.failedPeers.push(attempt.address);
+            if (!failed || weight(attempt, failure) >= weight(failed.attempt, failed.failure))
+              failed = { attempt, failure };
             if (racing.some((a) => a.pending)) return;
             settled = true;
             clearTimeout(timer);
-            reject(failure);
+            reject(counted(failed.failure));
           },
         );
         if (sent.hedges < slot.maxHedges) timer = setTimeout(hedgeIfStillWaiting, delayMs);

@@ -17,6 +17,7 @@ import { createOrchestratorHandlers } from "./api/api-handlers.js";
 import type { OrchestratorConfig } from "./config.js";
 import type { LogTail } from "./api/log-tail.js";
 import { openSessionStore, storeClock } from "./store/open-store.js";
+import { clockStepNotice } from "./store/slewing-clock.js";
 import { type PriceTable, priceOf, priceTable } from "./policies/model-prices.js";
 import { tokenCounter } from "./policies/model-tokens.js";
 import { Orchestrator } from "./session/orchestrator.js";
@@ -63,9 +64,13 @@ export async function build(
   const sessionMetrics = new SessionMetrics(metrics.registry);
   const pool = config.storePoolSize === undefined ? {} : { maxConnections: config.storePoolSize };
   // Times other replicas compare (approval expiries, wall-clock deadlines, wake times) are on the one shared clock.
-  const clock = storeClock(config.storeUrl, base, (offsetMs) =>
-    log.warn(`this machine's clock is off the database's by ${offsetMs} ms; shared times are corrected by the offset`),
-  );
+  const clock = storeClock(config.storeUrl, base, {
+    onSkew: (offsetMs) =>
+      log.warn(
+        `this machine's clock is off the database's by ${offsetMs} ms; shared times are corrected by the offset`,
+      ),
+    onStep: (stepMs, slewed) => log.warn(clockStepNotice(stepMs, slewed)),
+  });
   const now = clock.now;
   const store = await openSessionStore(config.storeUrl, {
     ...clock.options,

@@ -9,6 +9,7 @@ import { SQLITE_SESSION_MIGRATIONS } from "../migrations/sqlite/index.js";
 import { DatabaseClock } from "./postgres-clock.js";
 import type { PostgresSessionStoreOptions } from "./postgres-store-options.js";
 import type { SessionStore } from "./session-store.js";
+import { SlewingClock } from "./slewing-clock.js";
 import { SESSIONS_MIGRATION_STORE } from "./sql-session-rows.js";
 import { SqliteSessionStore, type SqliteSessionStoreOptions } from "./sqlite-session-store.js";
 
@@ -43,17 +44,28 @@ export async function openSessionStore(url: string, options: SessionStoreOpenOpt
   return PostgresSessionStore.open(location.url, options);
 }
 
+/** What the store's clock tells, to be logged: a replica's offset from the database's clock, a step of SQLite's. */
+export interface StoreClockNotices {
+  /** PostgreSQL: the offset (database minus local, ms) when it is large (see postgres-clock.ts). */
+  readonly onSkew?: (offsetMs: number) => void;
+  /** SQLite: a step of the wall clock (ms), and whether it is slewed or followed at once (see slewing-clock.ts). */
+  readonly onStep?: (stepMs: number, slewed: boolean) => void;
+}
+
 /**
  * The clock of the times replicas on the store share (approval expiries, session starts, wake times): on PostgreSQL
- * the database's, as `base` plus an offset the store keeps measuring (see postgres-clock.ts; `onSkew` is told a large
- * offset); SQLite's one process reads `base` itself. `options` go to openSessionStore.
+ * the database's, as `base` plus an offset the store keeps measuring; SQLite's one process reads `base` slewed, so a
+ * step of it runs out no lease or deadline at once. `options` go to openSessionStore.
  */
 export function storeClock(
   url: string,
   base: () => number = Date.now,
-  onSkew?: (offsetMs: number) => void,
+  notices: StoreClockNotices = {},
 ): { readonly now: () => number; readonly options: SessionStoreOpenOptions } {
-  if (parseStoreUrl(url, "ORCHESTRATOR_STORE").kind !== "postgres") return { now: base, options: { now: base } };
-  const clock = new DatabaseClock(base, onSkew);
+  if (parseStoreUrl(url, "ORCHESTRATOR_STORE").kind !== "postgres") {
+    const { now } = new SlewingClock(base, notices.onStep);
+    return { now, options: { now } };
+  }
+  const clock = new DatabaseClock(base, notices.onSkew);
   return { now: clock.now, options: { clock } };
 }

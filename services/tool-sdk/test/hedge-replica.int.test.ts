@@ -75,6 +75,19 @@ describe("where a hedge goes", () => {
     expect(await hedgesOf(registry)).toBe(0);
   });
 
+  it("sends no hedge when the other replica that answered before is down now: no attempt, budget token or hedge counted", async () => {
+    const arrivals: Arrivals = [];
+    const tools = await kbReplicas(2, arrivals);
+    const { client, registry } = await kbClient(tools);
+    await tools[1]!.close();
+    // The channel hears the replica go (its connection closed), as it would a pod killed.
+    await sleep(200);
+    const result = await client.call("search", { query: "hang one left", limit: 1 });
+    expect(result).toMatchObject({ source: "live", attempts: 1, hedged: false, winningAttempt: 1 });
+    expect(arrivals.filter((a) => a.query === "hang one left").map((a) => a.replica)).toEqual([0]);
+    expect(await hedgesOf(registry)).toBe(0);
+  });
+
   it("sends the hedge to the other replica, whichever the first attempt waits on and whatever other calls pick", async () => {
     const arrivals: Arrivals = [];
     const tools = await kbReplicas(2, arrivals);

@@ -5,10 +5,11 @@
 // pick) past the addresses named in two internal headers, which it strips before the call is sent:
 //   AVOID_HEADER   the call must not use them (a hedge; dropped with UNAVAILABLE if nothing else is ready),
 //   PREFER_NOT_HEADER   the call uses them only when nothing else is ready (replicas found slow).
-// A third, PICK_HEADER, names a watch (watchPick) told the address the call started on: grpc-js's
-// getPeer() says "unknown" until the server's first metadata, which a slow replica sends late.
+// A third, PICK_HEADER, names a watch (watchPick) told the address the call started on (grpc-js's
+// getPeer() says "unknown" until the server's first metadata, which a slow replica sends late) and
+// the replicas ready then and later (connected: a hedge with no other one ready is not sent).
 // No package offers this; the policy is the small wrapper grpc-js's experimental API is meant for.
-import { type ChannelOptions, experimental, Metadata, status } from "@grpc/grpc-js";
+import { type ChannelOptions, connectivityState, experimental, Metadata, status } from "@grpc/grpc-js";
 
 export const LB_POLICY_NAME = "loopguard_avoiding_round_robin";
 export const AVOID_HEADER = "loopguard-lb-avoid";
@@ -26,8 +27,11 @@ function listOf(metadata: Metadata, header: string): string[] {
   return values.flatMap((v) => String(v).split(","));
 }
 
-/** Watches by id (PICK_HEADER's value): each told the address its call started on. */
-const watches = new Map<string, (address: string) => void>();
+/** Told the address a call started on, and the addresses of the channel's replicas ready (connected) at any time. */
+export type PickStarted = (address: string, ready: () => readonly string[]) => void;
+
+/** Watches by id (PICK_HEADER's value). */
+const watches = new Map<string, PickStarted>();
 let lastWatch = 0;
 
 export interface PickWatch {
@@ -38,34 +42,41 @@ export interface PickWatch {
 }
 
 /** Has the balancer tell `started` the address of the replica a call starts on, the call carrying PICK_HEADER `id`. */
-export function watchPick(started: (address: string) => void): PickWatch {
+export function watchPick(started: PickStarted): PickWatch {
   const id = String(++lastWatch);
   watches.set(id, started);
   return { id, stop: () => watches.delete(id) };
 }
 
 /** The pick, telling the call's watch its address once grpc-js starts the call there (it may pick again before). */
-function reported(result: experimental.PickResult, started: (address: string) => void): experimental.PickResult {
+function reported(
+  result: experimental.PickResult,
+  started: PickStarted,
+  ready: () => readonly string[],
+): experimental.PickResult {
   const address = result.pickResultType === PickResultType.COMPLETE ? result.subchannel?.getAddress() : undefined;
   if (address === undefined) return result;
   return {
     ...result,
     onCallStarted: () => {
-      started(address);
+      started(address, ready);
       result.onCallStarted?.call(result);
     },
   };
 }
 
 class AvoidingPicker implements experimental.Picker {
-  constructor(readonly inner: experimental.Picker) {}
+  constructor(
+    readonly inner: experimental.Picker,
+    readonly ready: () => readonly string[],
+  ) {}
 
   pick(args: experimental.PickArgs): experimental.PickResult {
     // pick() gets a fresh copy of the call's metadata each time, the one sent: removing the headers here keeps them off the wire.
     const watch = listOf(args.metadata, PICK_HEADER)[0];
     const started = watch === undefined ? undefined : watches.get(watch);
     const result = this.#avoiding(args);
-    return started ? reported(result, started) : result;
+    return started ? reported(result, started, this.ready) : result;
   }
 
   #avoiding(args: experimental.PickArgs): experimental.PickResult {
@@ -108,11 +119,24 @@ class AvoidingRoundRobinConfig implements experimental.TypedLoadBalancingConfig 
 class AvoidingRoundRobin implements experimental.LoadBalancer {
   readonly #child: experimental.ChildLoadBalancerHandler;
   readonly #roundRobin = experimental.parseLoadBalancingConfig({ round_robin: {} });
+  /** The subchannel round robin made last for each address, and the addresses the resolver lists now. */
+  readonly #subchannels = new Map<string, experimental.SubchannelInterface>();
+  #listed = new Set<string>();
+  readonly #ready = () =>
+    [...this.#listed].filter(
+      (address) => this.#subchannels.get(address)?.getConnectivityState() === connectivityState.READY,
+    );
 
   constructor(helper: experimental.ChannelControlHelper) {
     this.#child = new experimental.ChildLoadBalancerHandler(
       experimental.createChildChannelControlHelper(helper, {
-        updateState: (state, picker, message) => helper.updateState(state, new AvoidingPicker(picker), message),
+        createSubchannel: (address, args) => {
+          const subchannel = helper.createSubchannel(address, args);
+          this.#subchannels.set(subchannel.getAddress(), subchannel);
+          return subchannel;
+        },
+        updateState: (state, picker, message) =>
+          helper.updateState(state, new AvoidingPicker(picker, this.#ready), message),
       }),
     );
   }
@@ -123,6 +147,10 @@ class AvoidingRoundRobin implements experimental.LoadBalancer {
     options: ChannelOptions,
     note: string,
   ): boolean {
+    if (endpoints.ok) {
+      this.#listed = new Set(endpoints.value.flatMap((e) => e.addresses.map(experimental.subchannelAddressToString)));
+      for (const address of this.#subchannels.keys()) if (!this.#listed.has(address)) this.#subchannels.delete(address);
+    }
     return this.#child.updateAddressList(endpoints, this.#roundRobin, options, note);
   }
   exitIdle(): void {

@@ -67,6 +67,8 @@ export function hedgeStage(slot: HedgeSlot, parts: HedgeParts): ClientIntercepto
     const racing: Attempt[] = [];
     let timer: NodeJS.Timeout | undefined;
     let failed: { attempt: Attempt; failure: CallError } | undefined;
+    /** The replicas the channel has ready, as the balancer tells with an attempt's start. */
+    let readyNow: (() => readonly string[]) | undefined;
     const delayMs = slot.maxHedges > 0 ? hedgeDelayMs(slot, parts.overrides) : Number.POSITIVE_INFINITY;
     /** The race's failure names every attempt sent, whichever attempt failed so. */
     const counted = (failure: CallError) =>
@@ -97,8 +99,9 @@ export function hedgeStage(slot: HedgeSlot, parts: HedgeParts): ClientIntercepto
         // Envoy's previous-hosts retry predicate): a replica that just died fails it again.
         const preferNot = [...slow.avoided(Date.now()), ...sent.failedPeers];
         const attempt = newAttempt(hedge, avoid, preferNot);
-        const watch = watchPick((address) => {
+        const watch = watchPick((address, ready) => {
           attempt.address = address;
+          readyNow = ready;
         });
         attempt.watch = watch.id;
         racing.push(attempt);
@@ -141,10 +144,12 @@ export function hedgeStage(slot: HedgeSlot, parts: HedgeParts): ClientIntercepto
         if (settled || call.options.signal?.aborted || sent.attempts >= sent.maxAttempts || Date.now() >= deadline)
           return;
         // Where the racing attempts went must be known (the balancer tells once it starts one), and
-        // another replica must have answered this client before: with one, a hedge would queue behind
-        // the same slow server.
+        // another replica must have answered this client before and be ready (connected) now: with
+        // one, a hedge would queue behind the same slow server; with the other down, it goes nowhere.
         const inUse = addressesOf(racing);
-        if (inUse === undefined || ![...slow.seen].some((address) => !inUse.includes(address))) return;
+        const elsewhere = (address: string) => !inUse?.includes(address);
+        if (inUse === undefined || ![...slow.seen].some(elsewhere)) return;
+        if (readyNow && !readyNow().some(elsewhere)) return;
         if (!budget.tryHedge()) return;
         sent.hedges++;
         outcome.hedged = true;

@@ -1,5 +1,6 @@
 // Whose doing a call's end at its deadline is: the deadline's or the caller's cancel (deadline.ts),
 // and how the metrics stage counts an expiry the caller's short deadline made (stages.ts).
+import { setTimeout as sleep } from "node:timers/promises";
 import { Metadata } from "@grpc/grpc-js";
 import { refusal } from "@loopguard/test-kit";
 import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
@@ -53,21 +54,24 @@ describe("cutShort", () => {
 });
 
 describe("metricsStage on calls that end at their deadline", () => {
+  /** A call of Search that arrived with `timeoutMs`, logging into `logged`. */
+  const searchCall = (timeoutMs: number | undefined, logged: string[]): ServerCall => ({
+    method,
+    request: {},
+    metadata: new Metadata(),
+    deadline: timeoutMs === undefined ? undefined : new Date(Date.now() + timeoutMs),
+    timeoutMs,
+    abort: new AbortController(),
+    caller: undefined,
+    traceId: "",
+    log: createLogger({ service: "test", write: (line) => logged.push(line) }),
+    send: async () => undefined,
+  });
+
   async function counted(timeoutMs: number | undefined, end: ToolError) {
     const metrics = new ServerMetrics("kb-search");
     const logged: string[] = [];
-    const call: ServerCall = {
-      method,
-      request: {},
-      metadata: new Metadata(),
-      deadline: timeoutMs === undefined ? undefined : new Date(Date.now() + timeoutMs),
-      timeoutMs,
-      abort: new AbortController(),
-      caller: undefined,
-      traceId: "",
-      log: createLogger({ service: "test", write: (line) => logged.push(line) }),
-      send: async () => undefined,
-    };
+    const call = searchCall(timeoutMs, logged);
     const thrown = await refusal(compose([metricsStage(metrics, method)], () => Promise.reject(end))(call), ToolError);
     const page = await metrics.registry.metrics();
     const handled = (code: string) =>
@@ -94,6 +98,20 @@ describe("metricsStage on calls that end at their deadline", () => {
         objective_ms: 300,
       }),
     ]);
+  });
+
+  it("logs a flood of short deadlines once, then once a period with the calls since, and counts every one", async () => {
+    const metrics = new ServerMetrics("kb-search");
+    const logged: string[] = [];
+    const chain = compose([metricsStage(metrics, method, 100)], () => Promise.reject(deadlinePassed()));
+    const expire = () => refusal(chain(searchCall(10, logged)), ToolError);
+    for (let i = 0; i < 50; i++) await expire();
+    expect(logged.map((line) => JSON.parse(line).calls)).toEqual([1]);
+    await sleep(120);
+    await expire();
+    expect(logged.map((line) => JSON.parse(line).calls)).toEqual([1, 50]);
+    const page = await metrics.registry.metrics();
+    expect(metricValue(page, "grpc_server_handled_total", { grpc_method: "Search", grpc_code: "CANCELLED" })).toBe(51);
   });
 
   it("leaves other outcomes of a short deadline as they are", async () => {

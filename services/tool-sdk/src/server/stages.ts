@@ -38,23 +38,42 @@ export function countRefusedEarly(metrics: ServerMetrics, method: DescMethod, co
   metrics.handled.inc({ ...labels, grpc_code: status[code] });
 }
 
+/** How often the expiries of short deadlines are logged, one line a method: each line counts the calls since the last. */
+export const TOO_SHORT_LOG_EVERY_MS = 60_000;
+
 /**
  * The expiry of a call whose caller left it less than its objective is the caller's doing, so it is
  * counted CANCELLED, not DEADLINE_EXCEEDED, which spends the tool's error budget (SERVER_FAULT_CODES
  * in deploy's alert conventions): one caller sending 10 ms deadlines to a 20 ms method would page
  * someone for a healthy tool. Only the count and the log say so; the caller still gets DEADLINE_EXCEEDED.
+ * The first such expiry is logged, then at most one line every `everyMs` with the calls since: such a
+ * caller sends them by the thousand, and a line each would flood the tool's log.
  */
-function tooShort(call: ServerCall, objectiveMs: number): status {
-  call.log.info("deadline shorter than the method's latency objective: counted CANCELLED", {
-    reason: "DEADLINE_TOO_SHORT",
-    grpc_code: status[status.CANCELLED],
-    deadline_ms: call.timeoutMs,
-    objective_ms: objectiveMs,
-  });
-  return status.CANCELLED;
+function tooShortCounter(objectiveMs: number, everyMs: number): (call: ServerCall) => status {
+  let unlogged = 0;
+  let quietUntil = 0;
+  return (call) => {
+    unlogged += 1;
+    const now = Date.now();
+    if (now < quietUntil) return status.CANCELLED;
+    call.log.info("deadline shorter than the method's latency objective: counted CANCELLED", {
+      reason: "DEADLINE_TOO_SHORT",
+      grpc_code: status[status.CANCELLED],
+      deadline_ms: call.timeoutMs,
+      objective_ms: objectiveMs,
+      calls: unlogged,
+    });
+    unlogged = 0;
+    quietUntil = now + everyMs;
+    return status.CANCELLED;
+  };
 }
 
-export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interceptor {
+export function metricsStage(
+  metrics: ServerMetrics,
+  method: DescMethod,
+  tooShortLogEveryMs = TOO_SHORT_LOG_EVERY_MS,
+): Interceptor {
   const labels = rpcLabels(method);
   // Every series at 0 from the start, as go-grpc-prometheus's InitializeMetrics does: a counter that
   // first appears mid-window loses its first scrape's worth to increase(), which undercounts errors.
@@ -62,6 +81,7 @@ export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interc
   for (const code of Object.values(status).filter((c) => typeof c === "number"))
     metrics.handled.inc({ ...labels, grpc_code: status[code] }, 0);
   const objectiveMs = latencyObjectiveMs(method);
+  const tooShort = tooShortCounter(objectiveMs, tooShortLogEveryMs);
   return (next) => async (call) => {
     const started = performance.now();
     metrics.started.inc(labels);
@@ -71,8 +91,7 @@ export function metricsStage(metrics: ServerMetrics, method: DescMethod): Interc
     } catch (error) {
       code = error instanceof ToolError ? error.code : status.UNKNOWN;
       // The objective is the figure the method's latency alert and its clients' breakers judge by.
-      if (code === status.DEADLINE_EXCEEDED && cutShort(call.timeoutMs, objectiveMs))
-        code = tooShort(call, objectiveMs);
+      if (code === status.DEADLINE_EXCEEDED && cutShort(call.timeoutMs, objectiveMs)) code = tooShort(call);
       throw error;
     } finally {
       const done = { ...labels, grpc_code: status[code] };

@@ -67,4 +67,29 @@ describe("Health/Watch", () => {
     const grown = heapAfterGc() - before;
     expect(grown, `${(grown / 1e6).toFixed(1)} MB kept`).toBeLessThan(10_000_000);
   });
+
+  it("does not hold a shutdown past its drain: an open Watch hears NOT_SERVING, then the tool stops within a second, not its 5 s grace", async () => {
+    const own = await startTestTool({
+      service: KbSearchService,
+      handlers: { search: async () => ({ hits: [SAMPLE_HIT] }) },
+    });
+    const watcher = new Client(own.address, credentials.createInsecure());
+    const heard: string[] = [];
+    const call = watcher.makeServerStreamRequest(
+      "/grpc.health.v1.Health/Watch",
+      (m: Uint8Array) => Buffer.from(m),
+      (b: Buffer) => fromBinary(HealthCheckResponseSchema, b),
+      toBinary(HealthCheckRequestSchema, create(HealthCheckRequestSchema, { service: "" })),
+    );
+    call.on("data", (answer: HealthCheckResponse) => heard.push(HealthCheckResponse_ServingStatus[answer.status]));
+    const ended = new Promise((resolve) => call.on("error", resolve));
+    await expect.poll(() => heard).toEqual(["SERVING"]);
+    const started = performance.now();
+    await own.close();
+    const tookMs = performance.now() - started;
+    await ended;
+    watcher.close();
+    expect(heard).toEqual(["SERVING", "NOT_SERVING"]);
+    expect(tookMs).toBeLessThan(2000);
+  });
 });

@@ -21,6 +21,9 @@ export interface StopParts {
   readonly close: (() => void | Promise<void>) | undefined;
 }
 
+/** How long the calls the drain does not track (health Watch, reflection) may hold a shutdown once the rest drained. */
+const UNTRACKED_CALLS_MS = 1000;
+
 /** The server's shutdown, idempotent: every call after the first gets the same promise. */
 export function shutdownOf(parts: StopParts): () => Promise<void> {
   const { tool, log, slots, server, graceMs } = parts;
@@ -39,13 +42,15 @@ export function shutdownOf(parts: StopParts): () => Promise<void> {
       );
       const timedOut = await Promise.race([quiet.then(() => false), sleep(graceMs).then(() => true)]);
       if (timedOut) log.warn("grace period over; cancelling calls in flight", { tool, in_flight: slots.inFlight });
+      // What is still open once the calls drained is what the drain does not track: a health Watch
+      // (told NOT_SERVING), a reflection stream. Anyone may hold one, so it gets a moment, not a grace.
       await new Promise<void>((resolve) => {
         const force = setTimeout(
           () => {
             server.forceShutdown();
             resolve();
           },
-          timedOut ? 0 : graceMs,
+          timedOut ? 0 : Math.min(graceMs, UNTRACKED_CALLS_MS),
         );
         server.tryShutdown(() => {
           clearTimeout(force);
@@ -68,7 +73,12 @@ export function shutdownOf(parts: StopParts): () => Promise<void> {
 export function exitOnSignals(shutdown: () => Promise<void>, log: Logger): void {
   let stopping = false;
   const stop = (why: string, fields: Record<string, string>) => {
-    if (stopping) return;
+    // A second signal (a Ctrl-C that reaches the service from the terminal and from the supervisor,
+    // an impatient operator) must not end the drain: the calls in flight would be cut.
+    if (stopping) {
+      log.info("already draining; signal ignored", fields);
+      return;
+    }
     stopping = true;
     log.info(why, fields);
     shutdown()
@@ -81,7 +91,7 @@ export function exitOnSignals(shutdown: () => Promise<void>, log: Logger): void 
         },
       );
   };
-  for (const signal of ["SIGTERM", "SIGINT"] as const) process.once(signal, () => stop("signal received", { signal }));
+  for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => stop("signal received", { signal }));
   // A log pipe whose reader is gone (a supervisor killed) loses lines, never the service.
   for (const stream of [process.stdout, process.stderr])
     stream.on("error", (error: NodeJS.ErrnoException) => {

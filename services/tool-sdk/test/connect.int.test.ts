@@ -2,7 +2,8 @@
 // client over HTTP/1.1: the same chain as gRPC answers them — auth and scope, validation, error
 // details, deadline, metrics.
 import { BadRequestSchema, ErrorInfoSchema } from "@loopguard/proto/gen/google/rpc/error_details_pb";
-import { KbSearchService } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { KbSearchService, SearchRequestSchema } from "@loopguard/proto/gen/loopguard/kb/v1/kb_pb";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { connect } from "node:net";
@@ -218,6 +219,14 @@ describe("Connect on the HTTP port", () => {
       400,
       "invalid_argument",
       "the request's 4 bytes are not a SearchRequest in protobuf's binary form",
+    ]);
+    // A SearchRequest repeated past Search's 16 KiB (the last query wins, so its re-encoding is small): as gRPC, too large.
+    const one = toBinary(SearchRequestSchema, create(SearchRequestSchema, { query: "r".repeat(500), limit: 3 }));
+    const repeated = Buffer.concat(Array.from({ length: 80 }, () => one));
+    const large = await post(repeated, { "content-type": "application/proto" });
+    expect([large.status, JSON.parse(large.text).message]).toEqual([
+      400,
+      `SearchRequest is ${repeated.length} bytes; Search accepts at most 16384`,
     ]);
     // The same bytes by GET (Search has no side effects, so Connect serves it by GET too), base64url or as text.
     const get = async (query: string) => {

@@ -19,7 +19,7 @@ import { status, ToolError, wireParts } from "../errors.js";
 import { echoedName } from "../pii.js";
 import type { UnaryInvoker, UnaryRoute } from "./http-call.js";
 import { checkJsonBody } from "./json-body.js";
-import { undecodable } from "./stages.js";
+import { oversized, undecodable } from "./stages.js";
 import { MAX_TIMER_MS } from "../timers.js";
 
 /** A ToolError for a Connect handler: Connect's codes are gRPC's numbers, its details the same google.rpc messages. */
@@ -215,7 +215,10 @@ function checkedFirst(
         { metadata: { max_bytes: String(maxRequestBytes) } },
       ),
     );
+  // A binary body is held to the contract's size as received, as over gRPC: its message re-encoded
+  // can be far smaller (a field repeated, the last one kept), and JSON's allowance is not for it.
   const refuse = (bytes: Uint8Array): UniversalServerResponse | undefined => {
+    if (bytes.byteLength > maxRequestBytes) return answer(oversized(method, bytes.byteLength, maxRequestBytes));
     try {
       fromBinary(input, bytes);
       return undefined;

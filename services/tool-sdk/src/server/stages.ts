@@ -180,17 +180,18 @@ export function undecodedStage(
     if (request instanceof UndecodableRequest) return Promise.reject(undecodable(method.input, request.bytes));
     if (!(request instanceof OversizedRequest)) return next(call);
     metrics.tooLarge.inc({ tool, grpc_method: method.name });
-    return Promise.reject(
-      new ToolError(
-        status.INVALID_ARGUMENT,
-        "REQUEST_TOO_LARGE",
-        `${method.input.name} is ${request.bytes} bytes; ${method.name} accepts at most ${maxRequestBytes}`,
-        {
-          metadata: { bytes: String(request.bytes), max_bytes: String(maxRequestBytes) },
-        },
-      ),
-    );
+    return Promise.reject(oversized(method, request.bytes, maxRequestBytes));
   };
+}
+
+/** The refusal of a request of `bytes` in protobuf's binary form, past the `maxRequestBytes` its method accepts. */
+export function oversized(method: DescMethod, bytes: number, maxRequestBytes: number): ToolError {
+  return new ToolError(
+    status.INVALID_ARGUMENT,
+    "REQUEST_TOO_LARGE",
+    `${method.input.name} is ${bytes} bytes; ${method.name} accepts at most ${maxRequestBytes}`,
+    { metadata: { bytes: String(bytes), max_bytes: String(maxRequestBytes) } },
+  );
 }
 
 /** The request rewritten into its canonical form (if the service says how), then checked against its contract. */

@@ -69,6 +69,14 @@ describe("call credentials", () => {
     }
   });
 
+  it("refuse a signature written any other way than the one made: characters added that base64url decoding skips", () => {
+    const token = minter.mint(claims);
+    expect(billing.check(token, Date.now())?.caller.subject).toBe("session:s1");
+    for (const altered of [`${token}!!`, `${token}=`, `${token.slice(0, -4)}+${token.slice(-4)}`]) {
+      expect(refusedBy(billing, altered)).toMatch(/does not verify/);
+    }
+  });
+
   it("checked here only under a known key with this exact header: any other header is not one of ours", async () => {
     const other = new CallCredentials(readCallKeys({ keys: [newCallSecret("call-unknown")] }));
     expect(refusedBy(billing, other.mint(claims))).toMatch(/call key call-unknown is not one held by billing/);

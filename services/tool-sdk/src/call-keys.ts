@@ -156,8 +156,10 @@ export class CallKeyChecker {
     const key = this.#byHeader.get(token.slice(0, dot));
     if (!key) return unknownCallKey(token.slice(0, dot), `${this.#audience} (${this.#source})`, this.kids);
     const last = token.lastIndexOf(".");
-    const given = Buffer.from(token.slice(last + 1), "base64url");
-    const expected = mac(key.secret, token.slice(0, last));
+    // Compared as written: base64url decoding skips characters outside its alphabet, so decoded
+    // bytes would let one credential be written many ways.
+    const given = Buffer.from(token.slice(last + 1));
+    const expected = Buffer.from(mac(key.secret, token.slice(0, last)).toString("base64url"));
     if (last === dot || given.length !== expected.length || !timingSafeEqual(given, expected))
       throw new CredentialsError(
         `the bearer token's signature does not verify with ${this.#audience}'s call key ${key.kid}: it was made for another service, or altered`,

@@ -131,10 +131,19 @@ export async function build(
         recovered: () => log.info("step trace file written again"),
       },
     }),
-    tokens: new ToolTokens(config.signingKey, config.callSecrets, (outcome) =>
-      "error" in outcome
-        ? log.error("call secrets not reloaded", { reason: outcome.error })
-        : log.warn("call secrets reloaded", { kids: outcome.kids }),
+    tokens: new ToolTokens(
+      config.signingKey,
+      config.callSecrets,
+      (outcome) =>
+        "error" in outcome
+          ? log.error("call secrets not reloaded", { reason: outcome.error })
+          : log.warn("call secrets reloaded", { kids: outcome.kids }),
+      (tool, refused, instead) =>
+        log.warn(`${tool} does not hold call key ${refused} yet; its calls are made with ${instead} for a minute`, {
+          tool,
+          refused_kid: refused,
+          kid: instead,
+        }),
     ),
     rules,
     approvals: config.approvals,

@@ -1,7 +1,7 @@
 // Rotating the call secrets while sessions run, as an operator would with `pnpm call-keys`: the
 // tools get the new key first, the orchestrator mints with it, the old one goes — and every refund
-// on the way is made once. An orchestrator minting with a key a tool does not hold yet is refused
-// by that tool, naming the key, and nothing is refunded.
+// on the way is made once. A tool refuses a key it does not hold yet by name, and the orchestrator
+// sends the call again under the next key it holds; with none the tool holds, nothing is refunded.
 import { copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -63,17 +63,23 @@ describe("call secret rotation", () => {
     await deploy([next], [next]);
     expect((await refund(104)).state).toBe(SessionState.DONE);
 
-    // Too early: the orchestrator mints with a key no tool holds yet.
+    // Too early: the orchestrator mints with a key no tool holds yet (its Secret updated before the
+    // tools' reached their pods). Each tool refuses it by name, and is sent its calls again at once
+    // under the next key the orchestrator holds, which it does hold: the refund is made, once.
     await deploy([newCallSecret("not-yet-given") as Jwk, next], [next]);
-    const refused = await refund(105);
+    expect((await refund(105)).state).toBe(SessionState.DONE);
+    const told = suite.orch.logs.filter((line) => line.includes("does not hold call key not-yet-given yet"));
+    expect(told.map((line) => JSON.parse(line).tool).sort()).toEqual(["billing", "kb-search", "risk"]);
+    // With no key the tool holds, the engineer paged sees which key and which tool: the tool's own reason.
+    await deploy([newCallSecret("never-given") as Jwk], [next]);
+    const refused = await refund(106);
     expect(refused.state).not.toBe(SessionState.DONE);
-    // The engineer paged sees which key and which tool: the tool's own reason.
     expect(refused.answer).toMatch(
-      /^kb_search_search did not accept the session's credential: .*call key not-yet-given is not one held by kb-search/,
+      /^kb_search_search did not accept the session's credential: .*call key never-given is not one held by kb-search/,
     );
     const made = (await refundsOf(suite.tools, ORDER))
       .map((r) => Number(r.amountCents))
       .filter((c) => c > 100 && c < 110);
-    expect(made.sort()).toEqual([101, 102, 103, 104]);
+    expect(made.sort()).toEqual([101, 102, 103, 104, 105]);
   });
 });

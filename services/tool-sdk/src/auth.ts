@@ -70,7 +70,22 @@ export interface Caller {
 /** A token that verified but that its key (or issuer) may not issue; the message says why and may be sent to the caller. */
 export class CredentialsError extends Error {
   override readonly name = "CredentialsError";
+
+  /** The call key the credential names that this tool does not hold (sent back as UNKNOWN_CALL_KEY). */
+  readonly unknownCallKey: string | undefined;
+
+  constructor(message: string, options: ErrorOptions & { readonly unknownCallKey?: string | undefined } = {}) {
+    super(message, options);
+    this.unknownCallKey = options.unknownCallKey;
+  }
 }
+
+/**
+ * ErrorInfo metadata of a refused call credential that names a call key the tool does not hold: its
+ * key id. The orchestrator then mints with another key it holds (a rotation whose new key reached it
+ * before this tool).
+ */
+export const UNKNOWN_CALL_KEY = "unknown_call_key";
 
 /** A token header's key id as a CredentialsError names it: the caller's text, so 64 characters of it at most. */
 export function echoedKid(kid: unknown): string {

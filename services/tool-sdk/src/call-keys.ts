@@ -78,26 +78,31 @@ function mac(key: Buffer, input: string): Buffer {
   return createHmac("sha256", key).update(input).digest();
 }
 
-/** The orchestrator's side: mints with the first secret, deriving each tool's key once. */
+/** The orchestrator's side: mints with the first secret (or another it holds, named), deriving each tool's key once. */
 export class CallCredentials {
-  readonly #secret: CallKey;
-  readonly #header: string;
+  readonly #secrets: ReadonlyMap<string, { readonly secret: Buffer; readonly header: string }>;
   readonly #keys = new Map<string, Buffer>();
+  /** The key ids held, the one minted with by default first. */
+  readonly kids: readonly string[];
 
   constructor(secrets: readonly CallKey[]) {
-    this.#secret = secrets[0]!;
-    this.#header = headerOf(this.#secret.kid);
+    this.#secrets = new Map(secrets.map((s) => [s.kid, { secret: s.secret, header: headerOf(s.kid) }]));
+    this.kids = secrets.map((s) => s.kid);
   }
 
   get kid(): string {
-    return this.#secret.kid;
+    return this.kids[0]!;
   }
 
-  mint(options: MintOptions & { readonly expiresAt: number }): string {
-    let key = this.#keys.get(options.audience);
+  /** A credential under secret `kid` (default the first; it must be one held). */
+  mint(options: MintOptions & { readonly expiresAt: number }, kid = this.kid): string {
+    const held = this.#secrets.get(kid);
+    if (!held) throw new Error(`no call secret ${kid} is held`);
+    const derived = `${kid}\n${options.audience}`;
+    let key = this.#keys.get(derived);
     if (!key) {
-      key = derive(this.#secret.secret, options.audience);
-      this.#keys.set(options.audience, key);
+      key = derive(held.secret, options.audience);
+      this.#keys.set(derived, key);
     }
     const claims = {
       iss: TOKEN_ISSUER,
@@ -110,7 +115,7 @@ export class CallCredentials {
       ...(options.requestDigest ? { req: options.requestDigest } : {}),
       ...(options.method ? { mth: options.method } : {}),
     };
-    const input = `${this.#header}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`;
+    const input = `${held.header}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}`;
     return `${input}.${mac(key, input).toString("base64url")}`;
   }
 }
@@ -201,7 +206,8 @@ function unknownCallKey(header: string, holder: string, held: readonly string[])
     throw new CredentialsError(
       `the bearer token names call key ${echoedKid(parsed.kid)}, but its header is not the one ${holder} makes with it: written again by hand?`,
     );
-  throw new CredentialsError(
-    `the bearer token's call key ${echoedKid(parsed.kid)} is not one held by ${holder}: unknown or removed`,
-  );
+  const kid = echoedKid(parsed.kid);
+  throw new CredentialsError(`the bearer token's call key ${kid} is not one held by ${holder}: unknown or removed`, {
+    unknownCallKey: typeof parsed.kid === "string" && kid === parsed.kid ? kid : undefined,
+  });
 }

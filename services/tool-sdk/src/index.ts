@@ -3,6 +3,7 @@ export {
   BREAK_GLASS_MAX_TTL_SECONDS,
   type Caller,
   CredentialsError,
+  UNKNOWN_CALL_KEY,
   KeyError,
   mintToken,
   type MintOptions,

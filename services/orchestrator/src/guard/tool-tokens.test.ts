@@ -4,19 +4,22 @@ import { mkdtempSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
+  CallError,
   CallKeyChecker,
   newCallSecret,
   newKeyPair,
   readCallKeys,
   requestDigest,
   signingKeyFromJwk,
+  status,
   TOKEN_CLOCK_SKEW_MS,
   toolCallKeys,
+  UNKNOWN_CALL_KEY,
 } from "@loopguard/tool-sdk";
 import { decodeJwt, decodeProtectedHeader } from "jose";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { ToolRegistry } from "../tool-registry.js";
-import { ToolTokens } from "./tool-tokens.js";
+import { REFUSED_KEY_MS, ToolTokens } from "./tool-tokens.js";
 
 const registry = new ToolRegistry();
 const tokens = new ToolTokens(signingKeyFromJwk(newKeyPair("unit-orchestrator").privateJwk));
@@ -123,5 +126,53 @@ describe("ToolTokens", () => {
     await new Promise((r) => setTimeout(r, 1100));
     expect(decodeProtectedHeader(await calls.for("s2", read, deadline)).kid).toBe("call-b");
     expect(reloads.at(-1)).toMatchObject({ error: expect.stringMatching(/not JSON; the keys read before stay/) });
+  });
+
+  it("a tool that refuses the key minted with gets credentials under the next key held, for a minute, then the first again", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loopguard-call-secrets-"));
+    const file = join(dir, "call-secrets.json");
+    const [fresh, held] = [newCallSecret("call-new"), newCallSecret("call-old")];
+    writeFileSync(file, JSON.stringify({ keys: [fresh, held] }));
+    const told: string[][] = [];
+    const calls = new ToolTokens(
+      signingKeyFromJwk(newKeyPair("unit-orchestrator-3").privateJwk),
+      { file, secrets: readCallKeys({ keys: [fresh, held] }) },
+      undefined,
+      (tool, refused, instead) => told.push([tool, refused, instead]),
+    );
+    const read = registry.get("billing_get_order")!;
+    const refusal = (kid: string, code = status.UNAUTHENTICATED) =>
+      new CallError({
+        code,
+        message: "refused",
+        reason: "CREDENTIALS_INVALID",
+        metadata: { [UNKNOWN_CALL_KEY]: kid },
+        attempts: 1,
+        tool: "billing",
+        method: "GetOrder",
+      });
+    const kidOf = async (session: string) => decodeProtectedHeader(await calls.for(session, read, deadline)).kid;
+    expect(await kidOf("s1")).toBe("call-new");
+    // Another code, or a key it is not minted with, changes nothing.
+    expect(calls.refusedKey("billing", refusal("call-new", status.PERMISSION_DENIED))).toBe(false);
+    expect(calls.refusedKey("billing", refusal("call-old"))).toBe(false);
+    const now = Date.now();
+    expect(calls.refusedKey("billing", refusal("call-new"), now)).toBe(true);
+    expect(told).toEqual([["billing", "call-new", "call-old"]]);
+    // The cached credential under the refused key is not handed out again; other tools keep the first key.
+    expect(await kidOf("s1")).toBe("call-old");
+    expect(decodeProtectedHeader(await calls.for("s1", registry.get("risk_query_risk")!, deadline)).kid).toBe(
+      "call-new",
+    );
+    // Refused the last key held too: nothing left to try.
+    expect(calls.refusedKey("billing", refusal("call-old"), now)).toBe(false);
+    // The mark runs out: the first key is tried again.
+    expect(calls.refusedKey("billing", refusal("call-new"), now + REFUSED_KEY_MS)).toBe(true);
+    vi.useFakeTimers({ now: now + 3 * REFUSED_KEY_MS, toFake: ["Date"] });
+    try {
+      expect(await kidOf("s2")).toBe("call-new");
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -60,16 +60,22 @@ export async function send(
     async (span) => {
       try {
         const request = fromJson(tool.method.input, JSON.parse(call.arguments) as JsonValue);
-        const token = await kit.deps.tokens.for(s.id, tool, deadline, request);
-        const result = await client.call(tool.method.localName as never, request as never, {
-          deadline: new Date(deadline),
-          token,
-          // The degraded answer is the host's last resort (park.ts), not the client's first.
-          degraded: false,
-          // A read's retries and hedges draw on the session's retry budget; an irreversible call's
-          // re-sends (same idempotency key) are how its outcome becomes known, so they are counted, never cut.
-          ...(irreversible ? {} : { signal, maxExtraAttempts: retriesLeft(s.usage, s.budget) }),
-          ...(onRetry ? { onRetry } : {}),
+        const sendWith = async () =>
+          client.call(tool.method.localName as never, request as never, {
+            deadline: new Date(deadline),
+            token: await kit.deps.tokens.for(s.id, tool, deadline, request),
+            // The degraded answer is the host's last resort (park.ts), not the client's first.
+            degraded: false,
+            // A read's retries and hedges draw on the session's retry budget; an irreversible call's
+            // re-sends (same idempotency key) are how its outcome becomes known, so they are counted, never cut.
+            ...(irreversible ? {} : { signal, maxExtraAttempts: retriesLeft(s.usage, s.budget) }),
+            ...(onRetry ? { onRetry } : {}),
+          });
+        const result = await sendWith().catch((error: unknown) => {
+          // A rotation's new call key that has not reached this tool yet: refused before anything
+          // ran, so sent again at once under the key the tool still holds.
+          if (!(error instanceof CallError && kit.deps.tokens.refusedKey(tool.tool, error))) throw error;
+          return sendWith();
         });
         span.setAttributes({
           "loopguard.served_from": result.source,

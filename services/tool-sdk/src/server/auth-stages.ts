@@ -9,6 +9,7 @@ import {
   CredentialsError,
   requestDigest,
   TOKEN_CLOCK_SKEW_MS,
+  UNKNOWN_CALL_KEY,
 } from "../auth.js";
 import { envPrefixOf } from "../config.js";
 import { Effect, methodPath, methodPolicy } from "../contract.js";
@@ -26,7 +27,11 @@ function refusal(cause: unknown, tool: string): ToolError {
     cause instanceof CredentialsError
       ? cause.message
       : `the bearer token does not verify (expired, malformed, not signed by a trusted key, or issued for another service than ${tool})`;
-  return new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", why, { cause });
+  const unknownCallKey = cause instanceof CredentialsError ? cause.unknownCallKey : undefined;
+  return new ToolError(status.UNAUTHENTICATED, "CREDENTIALS_INVALID", why, {
+    cause,
+    ...(unknownCallKey ? { metadata: { [UNKNOWN_CALL_KEY]: unknownCallKey } } : {}),
+  });
 }
 
 /** The caller a request's authorization value names, and its token, when it verifies for `tool`; else its refusal, thrown. */

@@ -163,9 +163,10 @@ export {
   type ToolDefinition,
   type ToolHandlers,
   type ToolServer,
+  type Validator,
 } from "./serve.js";
 export { SUPERVISED_ENV } from "./server/shutdown.js";
-export { violationsOf } from "./validation.js";
+export { type RuleViolation, violationsOf } from "./validation.js";
 export { BREAKER_STATE_VALUE, ClientMetrics } from "./client/client-metrics.js";
 export { type Backoff, backoffDelayMs, type Jitter } from "./backoff.js";
 export { mayRetry, RetryBudget } from "./client/retry.js";

@@ -2,10 +2,11 @@
 // (src/server/), composed once per method, outermost first: RED metrics → trace (span, trace id
 // in the log) → error mapping → drain gate → request size and decoding → shed (unary calls and
 // streams counted apart) → auth (token → scopes; then calls or streams per caller) → request binding
-// (irreversible methods: a token bound to this exact request) → normalise and validate → deadline →
-// faults → response contract → the service's own interceptors → handler. Beside the contract it
-// serves grpc.health.v1 and reflection (server/introspection.ts), the ToolAdminService (fault
-// injection) and the HTTP port (server/http-port.ts); server/shutdown.ts drains and stops it.
+// (irreversible methods: a token bound to this exact request) → normalise, then validate (the
+// contract's rules and the service's own, at once) → deadline → faults → response contract → the
+// service's own interceptors → handler. Beside the contract it serves grpc.health.v1 and reflection
+// (server/introspection.ts), the ToolAdminService (fault injection) and the HTTP port
+// (server/http-port.ts); server/shutdown.ts drains and stops it.
 import { isIPv6 } from "node:net";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Server, type UntypedServiceImplementation } from "@grpc/grpc-js";
@@ -41,6 +42,7 @@ import {
   errorsStage,
   faultStage,
   metricsStage,
+  type RequestRules,
   responseContractStage,
   undecodedStage,
   traceStage,
@@ -58,6 +60,7 @@ export type {
   ToolDefinition,
   ToolHandlers,
   ToolServer,
+  Validator,
 } from "./server/options.js";
 
 export async function serveTool<S extends DescService>(
@@ -121,7 +124,7 @@ export async function serveTool<S extends DescService>(
   function chainOf(
     method: DescMethod,
     handler: unknown,
-    normalise: ((request: unknown) => void) | undefined,
+    hooks: { readonly normalise?: (request: unknown) => void; readonly validate?: RequestRules },
     reasons: ReadonlySet<string>,
     own: readonly Interceptor[] | undefined,
   ): CallFn {
@@ -139,7 +142,7 @@ export async function serveTool<S extends DescService>(
         ? [bindingStage(tool, method, options.breakGlass ?? false)]
         : []),
       streaming ? slots.streamsPerCaller(method) : slots.unaryPerCaller(method),
-      validateStage(method, normalise),
+      validateStage(method, hooks.normalise, hooks.validate),
       deadlineStage,
       ...(own ? [faultStage(faults, metrics, tool, method)] : []),
       responseContractStage(metrics, tool, method),
@@ -160,7 +163,7 @@ export async function serveTool<S extends DescService>(
   function register<T extends DescService>(
     target: T,
     handlers: Record<string, unknown>,
-    normalise: Record<string, unknown> | undefined,
+    hooks: { readonly normalise?: unknown; readonly validate?: unknown },
     own: readonly Interceptor[] | undefined,
   ): void {
     const reasons = errorReasons(target);
@@ -172,10 +175,11 @@ export async function serveTool<S extends DescService>(
       if (typeof handler !== "function") throw new Error(`${target.typeName}: no handler for ${method.name}`);
       definitions[method.localName] = withSizeLimit(method, methodDefinition(method));
       warmValidation(method);
+      const forMethod = <T>(perMethod: unknown) => (perMethod as Record<string, T> | undefined)?.[method.localName];
       const chain = chainOf(
         method,
         handler,
-        normalise?.[method.localName] as ((req: unknown) => void) | undefined,
+        { normalise: forMethod(hooks.normalise), validate: forMethod(hooks.validate) },
         reasons,
         own,
       );
@@ -192,12 +196,7 @@ export async function serveTool<S extends DescService>(
     server.addService(definitions, implementation);
   }
 
-  register(
-    service,
-    definition.handlers as Record<string, unknown>,
-    definition.normalise as Record<string, unknown> | undefined,
-    options.interceptors ?? [],
-  );
+  register(service, definition.handlers as Record<string, unknown>, definition, options.interceptors ?? []);
   register(
     ToolAdminService,
     {
@@ -216,7 +215,7 @@ export async function serveTool<S extends DescService>(
       },
       getFaults: async () => ({ profile: faults.profile }),
     },
-    undefined,
+    {},
     undefined,
   );
 

@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { DescMethod, DescService, MessageShape } from "@bufbuild/protobuf";
 import type { FaultProfile } from "@loopguard/proto/gen/loopguard/tool/v1/admin_pb";
+import type { Caller } from "../auth.js";
 import type { CallKey } from "../call-keys.js";
 import type { FaultSwitch } from "../faults.js";
 import type { BoundKeySet } from "../key-bindings.js";
@@ -9,6 +10,7 @@ import type { Logger } from "../logger.js";
 import type { ServerMetrics } from "../metrics.js";
 import type { MethodsOf } from "../method-types.js";
 import type { OidcSettings } from "../oidc.js";
+import type { RuleViolation } from "../validation.js";
 import type { StreamHandler, UnaryHandler } from "./handler.js";
 import type { Interceptor } from "./interceptor.js";
 
@@ -33,10 +35,22 @@ export type Normaliser<S extends DescService> = {
     : never;
 };
 
+/**
+ * The rules of a request its contract cannot express (a real birth date, a bound only some callers
+ * may leave out), checked beside the contract's: their violations and protovalidate's are refused
+ * together, in one INVALID_ARGUMENT. Runs on the normalised request, after auth; no I/O.
+ */
+export type Validator<S extends DescService> = {
+  [K in keyof MethodsOf<S>]?: MethodsOf<S>[K] extends DescMethod
+    ? (request: MessageShape<MethodsOf<S>[K]["input"]>, caller: Caller) => readonly RuleViolation[]
+    : never;
+};
+
 export interface ToolDefinition<S extends DescService> {
   readonly service: S;
   readonly handlers: ToolHandlers<S>;
   readonly normalise?: Normaliser<S>;
+  readonly validate?: Validator<S>;
   /** Called on shutdown after the server stopped, e.g. to close a database. */
   readonly close?: () => void | Promise<void>;
 }

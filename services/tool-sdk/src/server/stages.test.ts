@@ -316,6 +316,61 @@ describe("validateStage", () => {
   it("passes a valid request", async () => {
     await expect(stages.validateStage(method, undefined)(answer)(testCall())).resolves.toEqual({ hits: [SAMPLE_HIT] });
   });
+
+  const rule = (field: string, errorReason?: string) => ({
+    field,
+    description: "broken",
+    reason: `${field}.rule`,
+    errorReason,
+  });
+  const refusedWith = async (rules: ReturnType<typeof rule>[], query = "refund") => {
+    const stage = stages.validateStage(method, undefined, () => rules)(answer);
+    const error = await refusal(
+      stage(testCall({ request: create(SearchRequestSchema, { query, limit: 3 }) })),
+      ToolError,
+    );
+    return [status[error.code], error.reason, error.fieldViolations.map((v) => `${v.field} ${v.reason}`)];
+  };
+
+  it("refuses a request its rules break with every rule's violation in field order, for their one reason", async () => {
+    expect(await refusedWith([rule("limit", "INDEX_UNAVAILABLE")])).toEqual([
+      "INVALID_ARGUMENT",
+      "INDEX_UNAVAILABLE",
+      ["limit limit.rule"],
+    ]);
+    expect(await refusedWith([rule("limit"), rule("query")])).toEqual([
+      "INVALID_ARGUMENT",
+      "REQUEST_INVALID",
+      ["query query.rule", "limit limit.rule"],
+    ]);
+  });
+
+  it("refuses as REQUEST_INVALID when the rules give two reasons, or the contract is broken too", async () => {
+    expect((await refusedWith([rule("limit", "A"), rule("query", "B")]))[1]).toBe("REQUEST_INVALID");
+    expect(await refusedWith([rule("limit", "A")], "")).toEqual([
+      "INVALID_ARGUMENT",
+      "REQUEST_INVALID",
+      ["query string.min_len", "limit limit.rule"],
+    ]);
+  });
+
+  it("leaves out a rule's violation on a field the contract already refused", async () => {
+    expect((await refusedWith([rule("limit", "A"), rule("query", "A")], ""))[2]).toEqual([
+      "query string.min_len",
+      "limit limit.rule",
+    ]);
+  });
+
+  it("gives the rules the caller auth found", async () => {
+    const seen: string[] = [];
+    const caller = { subject: "alice" } as Caller;
+    const stage = stages.validateStage(method, undefined, (_, c) => {
+      seen.push(c.subject);
+      return [];
+    })(answer);
+    await expect(stage(testCall({ caller }))).resolves.toEqual({ hits: [SAMPLE_HIT] });
+    expect(seen).toEqual(["alice"]);
+  });
 });
 
 describe("undecodedStage", () => {

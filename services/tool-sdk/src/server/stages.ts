@@ -9,13 +9,14 @@ import {
   type MessageShape,
 } from "@bufbuild/protobuf";
 import { SpanStatusCode } from "@opentelemetry/api";
+import type { Caller } from "../auth.js";
 import { latencyObjectiveMs } from "../contract.js";
 import { INTERNAL_MESSAGE, status, ToolError } from "../errors.js";
 import { type FaultDecision, type FaultSwitch, NO_FAULT } from "../faults.js";
 import type { Logger } from "../logger.js";
 import type { ServerMetrics } from "../metrics.js";
 import { context, startServerSpan } from "../tracing.js";
-import { violationsOf } from "../validation.js";
+import { mergedViolations, type RuleViolation, violationsOf } from "../validation.js";
 import { cutShort, deadlinePassed } from "./deadline.js";
 import { type CallFn, type Interceptor, OversizedRequest, type ServerCall, UndecodableRequest } from "./interceptor.js";
 import { MAX_VIOLATIONS } from "./json-body.js";
@@ -194,12 +195,24 @@ export function oversized(method: DescMethod, bytes: number, maxRequestBytes: nu
   );
 }
 
-/** The request rewritten into its canonical form (if the service says how), then checked against its contract. */
-export function validateStage(method: DescMethod, normalise: ((request: unknown) => void) | undefined): Interceptor {
+/** A method's `validate` hook (see Validator in options.ts). */
+export type RequestRules = (request: unknown, caller: Caller) => readonly RuleViolation[];
+
+/**
+ * The request rewritten into its canonical form (if the service says how), then checked against its
+ * contract and the service's own rules at once: every violation of both in one refusal.
+ */
+export function validateStage(
+  method: DescMethod,
+  normalise: ((request: unknown) => void) | undefined,
+  rules?: RequestRules,
+): Interceptor {
   return (next) => (call) => {
     normalise?.(call.request);
-    const violations = violationsOf(method.input, call.request as MessageShape<typeof method.input>);
-    if (violations.length === 0) return next(call);
+    const contract = violationsOf(method.input, call.request as MessageShape<typeof method.input>);
+    const byRules = rules?.(call.request, call.caller!) ?? [];
+    if (contract.length === 0 && byRules.length === 0) return next(call);
+    const { violations, reason } = mergedViolations(method.input, contract, byRules);
     // The first ones only, as for a JSON body: a request with hundreds makes an answer too large
     // for the trailers, which grpc-js then never sends (the caller waits for its deadline).
     const named = violations.slice(0, MAX_VIOLATIONS);
@@ -207,7 +220,7 @@ export function validateStage(method: DescMethod, normalise: ((request: unknown)
     return Promise.reject(
       new ToolError(
         status.INVALID_ARGUMENT,
-        "REQUEST_INVALID",
+        reason,
         `invalid ${method.input.name}: ${named.map((v) => `${v.field}: ${v.description}`).join("; ")}${more > 0 ? `; and ${more} more` : ""}`,
         { fieldViolations: named },
       ),

@@ -1,9 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import { QueryRiskRequestSchema } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
-import { cnMobileToE164, parseIdCard } from "@loopguard/tool-sdk";
+import { cnMobileToE164, idCardCheckCharacter, parseIdCard } from "@loopguard/tool-sdk";
 import { describe, expect, it } from "vitest";
 import { DEMO_CUSTOMERS } from "./demo-customers.js";
-import { normaliseQueryRisk } from "./identity.js";
+import { normaliseQueryRisk, queryRiskViolations } from "./identity.js";
 
 describe("normaliseQueryRisk", () => {
   it("upper-cases the x and writes the mobile in E.164", () => {
@@ -25,6 +25,25 @@ describe("normaliseQueryRisk", () => {
     const request = create(QueryRiskRequestSchema, { idCard: "not-an-id", phone: "+1 202 555 0143" });
     normaliseQueryRisk(request);
     expect(request).toMatchObject({ idCard: "not-an-id", phone: "+1 202 555 0143" });
+  });
+});
+
+describe("queryRiskViolations", () => {
+  const rulesOf = (idCard: string, phone: string) =>
+    queryRiskViolations(create(QueryRiskRequestSchema, { idCard, phone })).map((v) => [v.field, v.errorReason]);
+  const noSuchDay = `11010119900230123${idCardCheckCharacter("11010119900230123")}`;
+
+  it("names every field its rules refuse, each with its own reason, and neither value", () => {
+    expect(rulesOf(noSuchDay, "12345678901")).toEqual([
+      ["id_card", "INVALID_ID_CARD_FORMAT"],
+      ["phone", "INVALID_PHONE_FORMAT"],
+    ]);
+    const text = JSON.stringify(queryRiskViolations(create(QueryRiskRequestSchema, { idCard: noSuchDay, phone: "x" })));
+    expect(text).not.toContain(noSuchDay.slice(0, 6));
+  });
+
+  it("finds nothing in a demo customer's request", () => {
+    for (const c of DEMO_CUSTOMERS) expect(rulesOf(c.idCard, c.phone)).toEqual([]);
   });
 });
 

@@ -2,7 +2,7 @@
 import { RiskService } from "@loopguard/proto/gen/loopguard/risk/v1/risk_pb";
 import type { ToolDefinition } from "@loopguard/tool-sdk";
 import { createRiskHandlers, type RiskHandlerDeps } from "./handlers.js";
-import { normaliseQueryRisk } from "./identity.js";
+import { normaliseQueryRisk, queryRiskViolations } from "./identity.js";
 
 export { DEMO_CUSTOMERS, type DemoCustomer } from "./demo-customers.js";
 export { BACKEND_DOWN_RETRY_AFTER_MS } from "./handlers.js";
@@ -14,6 +14,7 @@ export function build(deps: RiskHandlerDeps): ToolDefinition<typeof RiskService>
     service: RiskService,
     handlers: createRiskHandlers(deps),
     normalise: { queryRisk: normaliseQueryRisk },
+    validate: { queryRisk: queryRiskViolations },
     close: () => deps.store.close(),
   };
 }

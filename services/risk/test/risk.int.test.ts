@@ -138,6 +138,34 @@ describe("risk over gRPC", () => {
     expect(new Set(error.fieldViolations.map((v) => v.field))).toEqual(new Set(["id_card", "phone"]));
   });
 
+  /** The violations as `field rule`, in the order of the request's fields. */
+  const violationsOf = (error: CallError) => error.fieldViolations.map((v) => `${v.field} ${v.reason}`);
+  const BAD_BIRTH = `11010119900230123${idCardCheckCharacter("11010119900230123")}`;
+  const BAD_CHECK = LOW.idCard.slice(0, 17) + (LOW.idCard[17] === "3" ? "4" : "3");
+
+  it.each([
+    ["its birth date no real day and a phone no number", BAD_BIRTH, "12345678901", ["id_card id_card.gb11643"]],
+    ["a wrong check character and a phone no number", BAD_CHECK, "12345678901", ["id_card id_card.checksum"]],
+  ])("names both fields at once, as REQUEST_INVALID, for an id card with %s", async (_, idCard, phone, idRules) => {
+    const error = await refusal(client.queryRisk({ idCard, phone }), CallError);
+    expect([status[error.code], error.reason]).toEqual(["INVALID_ARGUMENT", "REQUEST_INVALID"]);
+    expect(violationsOf(error)).toEqual([...idRules, "phone phone.cn_mobile"]);
+    expect(error.message).not.toMatch(/1101011|12345678901/);
+  });
+
+  it("names the id card's birth date beside the contract's rules on a phone with letters", async () => {
+    const error = await refusal(client.queryRisk({ idCard: BAD_BIRTH, phone: "abc" }), CallError);
+    expect([status[error.code], error.reason]).toEqual(["INVALID_ARGUMENT", "REQUEST_INVALID"]);
+    expect(violationsOf(error)).toEqual(["id_card id_card.gb11643", "phone string.min_len", "phone string.pattern"]);
+    expect(error.message).not.toMatch(/1101011|abc/);
+  });
+
+  it("does not add the GB 11643 rule to an id card the contract already refused", async () => {
+    const error = await refusal(client.queryRisk({ idCard: "12345", phone: "12345678901" }), CallError);
+    expect(violationsOf(error).filter((v) => v.endsWith("gb11643"))).toEqual([]);
+    expect(violationsOf(error)).toContain("phone phone.cn_mobile");
+  });
+
   it("answers NOT_FOUND USER_NOT_FOUND for a valid id card and phone nobody has", async () => {
     const error = await refusal(client.queryRisk(STRANGER), CallError);
     expect(error.code).toBe(status.NOT_FOUND);

@@ -1,15 +1,16 @@
 // BillingService handlers: translate between the contract's messages and the RefundLedger, and
-// the ledger's refusals into the contract's error reasons. Validation, auth and deadlines are
-// done by the tool-sdk before a handler runs.
+// the ledger's refusals into the contract's error reasons. Validation (the contract's rules and
+// refundViolations), auth and deadlines are done by the tool-sdk before a handler runs.
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
   type BillingService,
   OrderStatus,
   type OrderSchema,
+  type RefundRequest,
   type RefundSchema,
 } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { redactText, status, type ToolHandlers, ToolError } from "@loopguard/tool-sdk";
+import { type Caller, redactText, type RuleViolation, status, type ToolHandlers, ToolError } from "@loopguard/tool-sdk";
 import type { Clock } from "./clock.js";
 import { LedgerError, type OrderRecord, type OrderState, type RefundLedger, type RefundRecord } from "./ledger.js";
 import { pageAfter, pageToken } from "./page-token.js";
@@ -75,13 +76,15 @@ function toToolError(error: unknown): unknown {
   });
 }
 
-/** The orchestrator's refund always carries the host's bound: one without is refused, never run unbounded. */
-function unbounded(): ToolError {
+/**
+ * Refund's `validate` hook, run beside the contract's rules: the orchestrator's refund always
+ * carries the host's bound, and one without is refused, never run unbounded.
+ */
+export function refundViolations(request: RefundRequest, caller: Caller): RuleViolation[] {
+  if (caller.role === "break-glass" || request.maxRefundedTotalCents !== 0n) return [];
   const description =
     "a refund needs the caller's bound on the order's refunded total; only a break-glass refund may go without one";
-  return new ToolError(status.INVALID_ARGUMENT, "REQUEST_INVALID", `max_refunded_total_cents: ${description}`, {
-    fieldViolations: [{ field: "max_refunded_total_cents", description, reason: "bound.required" }],
-  });
+  return [{ field: "max_refunded_total_cents", description, reason: "bound.required" }];
 }
 
 function orderNotFound(orderId: string): ToolError {
@@ -109,7 +112,6 @@ export function createBillingHandlers({ ledger, clock }: BillingDeps): ToolHandl
       const breakGlass = caller.role === "break-glass";
       if (breakGlass)
         log.warn("break-glass refund", { caller: caller.subject, kids: [caller.keyId], order_id: request.orderId });
-      else if (request.maxRefundedTotalCents === 0n) throw unbounded();
       const outcome = await withLedger(() =>
         ledger.refund({
           orderId: request.orderId,

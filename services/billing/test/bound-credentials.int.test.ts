@@ -72,6 +72,20 @@ describe("Refund's credential", () => {
     expect(billing.refunds({ key: unbounded.idempotencyKey })).toEqual([]);
   });
 
+  it("names a bad amount and the missing bound in one refusal, and moves nothing", async () => {
+    const both = { ...refundOf("ord_DEMO00000005", 0n, "bound-credentials-0004"), maxRefundedTotalCents: 0n };
+    const error = await refusal(
+      client.refund(both, { token: await boundToken(BillingService, "Refund", both) }),
+      CallError,
+    );
+    expect([status[error.code], error.reason, error.fieldViolations.map((v) => `${v.field} ${v.reason}`)]).toEqual([
+      "INVALID_ARGUMENT",
+      "REQUEST_INVALID",
+      ["amount_cents int64.gte_lte", "max_refunded_total_cents bound.required"],
+    ]);
+    expect(billing.refunds({ key: both.idempotencyKey })).toEqual([]);
+  });
+
   it("runs the exact request its token is bound to", async () => {
     const response = await client.refund(request, { token: await boundToken(BillingService, "Refund", request) });
     expect(response.replayed).toBe(false);

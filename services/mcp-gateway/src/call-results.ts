@@ -4,6 +4,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { type Session, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, status } from "@loopguard/tool-sdk";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { IDEMPOTENCY_META_KEY } from "./idempotency-key.js";
 
 type Json = CallToolResult["structuredContent"];
 
@@ -19,30 +20,44 @@ function iso(ts: Session["createdAt"]): string {
   return ts ? timestampDate(ts).toISOString() : "";
 }
 
-/** A refused or failed API call, as precise as the orchestrator said it (reason, field violations). */
-export function refusal(error: unknown, addr: string): CallToolResult {
+/** What a failed API call says, as precisely as the orchestrator said it (reason, field violations). */
+function failure(error: unknown, addr: string): { said: string; error: Record<string, unknown> } {
   if (!(error instanceof CallError))
-    return text("the gateway failed to call the orchestrator", { error: { code: "INTERNAL" } }, true);
-  if (error.code === status.DEADLINE_EXCEEDED && !error.reason)
-    return text(
-      `DEADLINE_EXCEEDED: the orchestrator at ${addr} did not answer in time; a session may have been started: look with \`pnpm loopguard list\` before calling again`,
-      { error: { code: "DEADLINE_EXCEEDED", orchestrator: addr } },
-      true,
-    );
-  if (error.code === status.UNAVAILABLE && !error.reason) {
-    return text(
-      `cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`,
-      { error: { code: "UNAVAILABLE", orchestrator: addr } },
-      true,
-    );
-  }
+    return { said: "the gateway failed to call the orchestrator", error: { code: "INTERNAL" } };
   const code = status[error.code] ?? String(error.code);
+  if (error.code === status.DEADLINE_EXCEEDED && !error.reason)
+    return {
+      said: `DEADLINE_EXCEEDED: the orchestrator at ${addr} did not answer in time`,
+      error: { code, orchestrator: addr },
+    };
+  if (error.code === status.UNAVAILABLE && !error.reason)
+    return {
+      said: `cannot reach the orchestrator at ${addr} (is \`pnpm start\` running?)`,
+      error: { code, orchestrator: addr },
+    };
   const violations = error.fieldViolations.map((v) => ({ field: v.field, description: v.description }));
   const detail =
     violations.length > 0 ? violations.map((v) => `${v.field}: ${v.description}`).join("; ") : error.message;
+  return {
+    said: `${code}${error.reason ? ` ${error.reason}` : ""}: ${detail}`,
+    error: { code, reason: error.reason ?? "", message: error.message, fieldViolations: violations },
+  };
+}
+
+/**
+ * A start that failed. With `maybeStartedKey`, some try may have reached the orchestrator and made
+ * the session under that idempotency key: the client is told to look before calling again, or to
+ * call again with the key, which follows that session rather than starting another.
+ */
+export function refusal(error: unknown, addr: string, maybeStartedKey?: string): CallToolResult {
+  const { said, error: structured } = failure(error, addr);
+  if (maybeStartedKey === undefined) return text(said, { error: structured }, true);
   return text(
-    `${code}${error.reason ? ` ${error.reason}` : ""}: ${detail}`,
-    { error: { code, reason: error.reason ?? "", message: error.message, fieldViolations: violations } },
+    `${said}; a session may have been started (idempotency key ${maybeStartedKey}). ` +
+      `Do not call again before looking with \`pnpm loopguard sessions\`, or call again with ` +
+      `_meta {"${IDEMPOTENCY_META_KEY}": "${maybeStartedKey}"}: ` +
+      "that follows the session if it was started and starts it once if not.",
+    { error: structured, maybeStarted: true, idempotencyKey: maybeStartedKey },
     true,
   );
 }

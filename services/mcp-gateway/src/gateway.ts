@@ -16,6 +16,7 @@ import {
 import { echoedName } from "@loopguard/tool-sdk";
 import { ROOT_CONTEXT } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { idempotencyKeyOf } from "./idempotency-key.js";
 import { type CallDeps, callAsSession } from "./session-call.js";
 import { mcpTool } from "./tools.js";
 
@@ -69,10 +70,19 @@ export function createGatewayServer(deps: GatewayDeps): Server {
     // recurses through arguments nested too deep for its stack.
     const problem = taskProblem(singleCallTask(tool, (params.arguments ?? {}) as never));
     if (problem) throw new McpError(ErrorCode.InvalidParams, `arguments: ${problem}`);
+    const meta = (params._meta ?? {}) as Record<string, unknown>;
+    const idempotencyKey = idempotencyKeyOf(meta);
     // A client that traces puts its W3C traceparent in the request's _meta; the session's calls continue that trace.
-    const parent = propagator.extract(ROOT_CONTEXT, (params._meta ?? {}) as Record<string, unknown>, metaGetter);
+    const parent = propagator.extract(ROOT_CONTEXT, meta, metaGetter);
     // The SDK aborts `extra.signal` when the client's connection closes: the session is then no longer followed.
-    return callAsSession(deps, tool, params.arguments ?? {}, () => deps.tokenFor(tool), parent, extra.signal);
+    return callAsSession(deps, {
+      tool,
+      args: params.arguments ?? {},
+      idempotencyKey,
+      tokenOf: () => deps.tokenFor(tool),
+      parent,
+      signal: extra.signal,
+    });
   };
   return server;
 }

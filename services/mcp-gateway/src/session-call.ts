@@ -3,7 +3,6 @@
 // and say what happened as an MCP tool result. A refusal (scope, arguments, money rules) is a
 // result with isError and the precise message; waiting for approval is not an error. An answer
 // not given live says so first: a cached one its age, a degraded stand-in (an error) the host's note.
-import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Metadata } from "@grpc/grpc-js";
 import type { RegisteredTool } from "@loopguard/orchestrator/tool-registry";
@@ -13,7 +12,14 @@ import {
   type Session,
   SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { backoffDelayMs, CallError, type Logger, type RawClient, status } from "@loopguard/tool-sdk";
+import {
+  backoffDelayMs,
+  CALLER_ERROR_CODES,
+  CallError,
+  type Logger,
+  type RawClient,
+  status,
+} from "@loopguard/tool-sdk";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { BulkheadRejectedError, type BulkheadPolicy } from "cockatiel";
 import { type Context, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
@@ -55,21 +61,28 @@ const SETTLED = new Set([
 ]);
 const POLL_BACKOFF = { baseMs: 20, maxMs: 250, jitter: "none" } as const;
 
+/** One tools/call: what it runs, as whom, and under which key and trace. */
+export interface McpCall {
+  readonly tool: RegisteredTool;
+  readonly args: Record<string, unknown>;
+  /** The StartSession key: the same key and call from the same caller is the same session. */
+  readonly idempotencyKey: string;
+  /** The caller's orchestrator token, asked for before each request. */
+  tokenOf(): Promise<string>;
+  /** The client's trace, if it sent one. */
+  readonly parent: Context;
+  /** Aborts once the client went away: the session is then no longer followed. */
+  readonly signal?: AbortSignal | undefined;
+}
+
 /**
- * Runs `tool` with `args` as a one-call session of the caller, under `parent` (the client's trace,
- * if it sent one). Past the gateway's limit of calls at once, nothing is started and the result
- * says so; once `signal` aborts (the client went away) the session is no longer followed.
+ * Runs a call as a one-call session of the caller. Past the gateway's limit of calls at once,
+ * nothing is started and the result says so.
  */
-export async function callAsSession(
-  deps: CallDeps,
-  tool: RegisteredTool,
-  args: Record<string, unknown>,
-  tokenOf: () => Promise<string>,
-  parent: Context,
-  signal?: AbortSignal,
-): Promise<CallToolResult> {
+export async function callAsSession(deps: CallDeps, call: McpCall): Promise<CallToolResult> {
+  const { tool } = call;
   try {
-    return await deps.calls.execute(() => follow(deps, tool, args, tokenOf, parent, signal));
+    return await deps.calls.execute(() => follow(deps, call));
   } catch (error) {
     if (!(error instanceof BulkheadRejectedError)) throw error;
     deps.log.warn("mcp call refused: gateway busy", { tool: tool.name });
@@ -89,16 +102,28 @@ const TRANSIENT: ReadonlySet<status> = new Set([
   status.DEADLINE_EXCEEDED,
   status.RESOURCE_EXHAUSTED,
 ]);
+
 const transient = (error: unknown) => error instanceof CallError && TRANSIENT.has(error.code);
 
-async function follow(
-  deps: CallDeps,
-  tool: RegisteredTool,
-  args: Record<string, unknown>,
-  tokenOf: () => Promise<string>,
-  parent: Context,
-  signal: AbortSignal | undefined,
-): Promise<CallToolResult> {
+/** How grpc-js fails a call it never sent: no connection to send it on. */
+const NOT_SENT = /No connection established/;
+
+/**
+ * Whether a failed start may have made its session. The raw client does not mark outcomes unknown,
+ * so the failure tells: the orchestrator's refusal, or a call never sent, made nothing; a deadline,
+ * a dropped connection or an internal error may have come after the session was stored.
+ */
+function mayHaveStarted(error: unknown): boolean {
+  if (!(error instanceof CallError)) return false;
+  if (error.outcomeUnknown) return true;
+  if (error.code === status.UNAVAILABLE) return !error.reason && !NOT_SENT.test(error.message);
+  return (
+    error.code !== status.RESOURCE_EXHAUSTED && !(CALLER_ERROR_CODES.has(error.code) && error.code !== status.CANCELLED)
+  );
+}
+
+async function follow(deps: CallDeps, call: McpCall): Promise<CallToolResult> {
+  const { tool, parent, signal } = call;
   const span = tracer.startSpan(
     `mcp ${tool.name}`,
     { kind: SpanKind.CLIENT, attributes: { "mcp.tool": tool.name } },
@@ -107,7 +132,7 @@ async function follow(
   const metadata = new Metadata();
   propagator.inject(trace.setSpan(parent, span), metadata, { set: (carrier, key, value) => carrier.set(key, value) });
   // A token per request: the stdio gateway's own are short-lived, and a wait may outlast one.
-  const options = async (deadline: number) => ({ token: await tokenOf(), metadata, deadline });
+  const options = async (deadline: number) => ({ token: await call.tokenOf(), metadata, deadline });
   const started = Date.now();
   const waitLeft = () => Date.now() - started < deps.waitMs && !signal?.aborted;
   const pause = (n: number) =>
@@ -115,18 +140,21 @@ async function follow(
   // One key for every try: a start the orchestrator made but whose answer was lost is answered again, not made twice.
   const request = {
     goal: `Call ${tool.name} for an MCP client`,
-    task: singleCallTask(tool, args as never) as never,
+    task: singleCallTask(tool, call.args as never) as never,
     scopes: deps.scopesOf(tool),
     budget: { maxToolCalls: MAX_TOOL_CALLS },
     policy: SINGLE_CALL_POLICY,
-    idempotencyKey: `mcp-${randomUUID()}`,
+    idempotencyKey: call.idempotencyKey,
   };
+  // Any try may have made the session, not just the last: a lost answer, then an orchestrator down.
+  let maybeStarted = false;
   try {
     let s: Session | undefined;
     for (let tries = 1; !s; tries += 1) {
       try {
         s = (await deps.api.startSession(request, await options(10_000))).session!;
       } catch (error) {
+        maybeStarted ||= mayHaveStarted(error);
         if (!transient(error) || !waitLeft()) throw error;
         await pause(tries);
       }
@@ -162,12 +190,13 @@ async function follow(
     });
     return result;
   } catch (error) {
-    const result = refusal(error, deps.orchestratorAddr);
+    const result = refusal(error, deps.orchestratorAddr, maybeStarted ? call.idempotencyKey : undefined);
     span.setStatus({ code: SpanStatusCode.ERROR });
     deps.log.warn("mcp call refused", {
       tool: tool.name,
       code: error instanceof CallError ? status[error.code] : "INTERNAL",
       reason: error instanceof CallError ? (error.reason ?? "") : "",
+      maybe_started: maybeStarted,
     });
     return result;
   } finally {

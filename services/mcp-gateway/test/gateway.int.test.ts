@@ -2,6 +2,7 @@
 // people's keys as `pnpm start` makes them), driven by the official SDK's own client: stdio through
 // the real `pnpm -s mcp`, streamable HTTP through `--http` with bearer tokens.
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { once } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -379,6 +380,19 @@ describe("streamable HTTP: the client's bearer is the caller", () => {
     const gateway = named("mcp-gateway", "kb_search_search");
     expect(gateway?.parentSpanId).toBe(clientSpan);
     expect(named("orchestrator", "/StartSession")?.parentSpanId).toBe(gateway?.spanId);
+  });
+
+  it("a call sent again with its idempotency key in _meta is the session it started, with other arguments a refusal", async () => {
+    const client = await kbRequester();
+    const meta = { "loopguard/idempotency-key": `resume-${randomUUID()}` };
+    const first = await searchRefundPolicy(client, 2, meta);
+    const again = await searchRefundPolicy(client, 2, meta);
+    const sessionOf = (r: CallToolResult) => (r.structuredContent as { sessionId: string }).sessionId;
+    expect(first.isError).toBeFalsy();
+    expect(sessionOf(again)).toBe(sessionOf(first));
+    expect(await errorText(client, { name: "kb_search_search", arguments: { query: "other" }, _meta: meta })).toMatch(
+      /^ALREADY_EXISTS IDEMPOTENCY_KEY_REUSED: /,
+    );
   });
 
   it("refuses a call whose token may not grant the tool's scope, naming the scope", async () => {

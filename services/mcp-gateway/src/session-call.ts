@@ -103,7 +103,16 @@ const TRANSIENT: ReadonlySet<status> = new Set([
   status.RESOURCE_EXHAUSTED,
 ]);
 
-const transient = (error: unknown) => error instanceof CallError && TRANSIENT.has(error.code);
+/**
+ * The pause before trying a failed start or poll again: the backoff, or longer if the orchestrator
+ * asked for longer (RetryInfo). Undefined when it is not tried again: a refusal, or the caller's
+ * quota of sessions in flight, which frees up as sessions end, not within one call's wait.
+ */
+function retryPauseMs(error: unknown, tries: number): number | undefined {
+  if (!(error instanceof CallError) || !TRANSIENT.has(error.code) || error.reason === "SESSION_QUOTA_EXCEEDED")
+    return undefined;
+  return Math.max(backoffDelayMs(POLL_BACKOFF, tries), error.retryAfterMs ?? 0);
+}
 
 /** How grpc-js fails a call it never sent: no connection to send it on. */
 const NOT_SENT = /No connection established/;
@@ -134,9 +143,9 @@ async function follow(deps: CallDeps, call: McpCall): Promise<CallToolResult> {
   // A token per request: the stdio gateway's own are short-lived, and a wait may outlast one.
   const options = async (deadline: number) => ({ token: await call.tokenOf(), metadata, deadline });
   const started = Date.now();
-  const waitLeft = () => Date.now() - started < deps.waitMs && !signal?.aborted;
-  const pause = (n: number) =>
-    sleep(backoffDelayMs(POLL_BACKOFF, n), undefined, signal ? { signal } : {}).catch(() => undefined);
+  // Whether a pause of `ms` still ends within the wait (a client gone has none left).
+  const fitsWait = (ms: number) => Date.now() + ms - started < deps.waitMs && !signal?.aborted;
+  const pause = (ms: number) => sleep(ms, undefined, signal ? { signal } : {}).catch(() => undefined);
   // One key for every try: a start the orchestrator made but whose answer was lost is answered again, not made twice.
   const request = {
     goal: `Call ${tool.name} for an MCP client`,
@@ -155,21 +164,28 @@ async function follow(deps: CallDeps, call: McpCall): Promise<CallToolResult> {
         s = (await deps.api.startSession(request, await options(10_000))).session!;
       } catch (error) {
         maybeStarted ||= mayHaveStarted(error);
-        if (!transient(error) || !waitLeft()) throw error;
-        await pause(tries);
+        const ms = retryPauseMs(error, tries);
+        if (ms === undefined || !fitsWait(ms)) throw error;
+        await pause(ms);
       }
     }
     span.setAttribute("loopguard.session_id", s.sessionId);
     let polls = 0;
+    let next = backoffDelayMs(POLL_BACKOFF, 1);
     let lost: CallError | undefined;
-    while (!SETTLED.has(s.state) && waitLeft()) {
+    while (!SETTLED.has(s.state) && fitsWait(next)) {
       polls += 1;
-      await pause(polls);
+      await pause(next);
       if (signal?.aborted) break;
       try {
         s = (await deps.api.getSession({ sessionId: s.sessionId }, await options(5000))).session!;
+        next = backoffDelayMs(POLL_BACKOFF, polls + 1);
       } catch (error) {
-        if (transient(error)) continue;
+        const ms = retryPauseMs(error, polls + 1);
+        if (ms !== undefined) {
+          next = ms;
+          continue;
+        }
         // Refused (a token that expired, a scope taken away): the session goes on; the client is told its id.
         if (!(error instanceof CallError)) throw error;
         lost = error;

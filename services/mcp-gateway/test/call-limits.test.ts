@@ -13,6 +13,9 @@ import { type McpHttp, serveMcpHttp } from "../src/http.js";
 
 let started = 0;
 let polls = 0;
+/** When each start and each poll arrived. */
+let startTimes: number[] = [];
+let pollTimes: number[] = [];
 /** The idempotency key of each start, and what the next starts and polls fail with (then succeed). */
 let keys: string[] = [];
 let failStarts: ToolError[] = [];
@@ -33,6 +36,7 @@ function standIn(): ToolHandlers<typeof OrchestratorService> {
     >),
     startSession: async (req) => {
       keys.push(req.idempotencyKey);
+      startTimes.push(Date.now());
       const failure = failStarts.shift();
       // As the orchestrator does: a key it has seen gets the session it made, not a second one.
       if (keys.indexOf(req.idempotencyKey) === keys.length - 1) started += 1;
@@ -41,6 +45,7 @@ function standIn(): ToolHandlers<typeof OrchestratorService> {
     },
     getSession: async (req) => {
       polls += 1;
+      pollTimes.push(Date.now());
       const failure = failPolls.shift();
       if (failure) throw failure;
       return { session: { sessionId: req.sessionId, state: SessionState.THINKING } };
@@ -78,6 +83,8 @@ beforeEach(() => {
   started = 0;
   polls = 0;
   keys = [];
+  startTimes = [];
+  pollTimes = [];
   failStarts = [];
   failPolls = [];
 });
@@ -181,5 +188,47 @@ describe("a call whose session the orchestrator made", () => {
       followError: { code: "UNAUTHENTICATED", reason: "CREDENTIALS_INVALID" },
     });
     expect(lost.result.content[0]!.text).toMatch(/^Not done yet: session ses_2 was started .*Do not call again/);
+  });
+});
+
+describe("the orchestrator asking for time (RetryInfo)", () => {
+  type Answer = { result: { isError?: boolean; content: { text: string }[] } };
+  const storeDown = (retryAfterMs: number) =>
+    new ToolError(status.UNAVAILABLE, "STORE_UNAVAILABLE", "the session store cannot serve right now", {
+      retryAfterMs,
+    });
+  const gaps = (times: number[]) => times.slice(1).map((t, i) => t - times[i]!);
+
+  it("answers the caller's quota of sessions at once: it frees up as sessions end, not within the wait", async () => {
+    failStarts = [
+      new ToolError(status.RESOURCE_EXHAUSTED, "SESSION_QUOTA_EXCEEDED", "mcp-client has 2000 sessions in flight", {
+        retryAfterMs: 5000,
+      }),
+    ];
+    const answer = JSON.parse(await post(search(1))) as Answer;
+    expect(keys).toHaveLength(1);
+    expect(answer.result.isError).toBe(true);
+    expect(answer.result.content[0]!.text).toMatch(/^RESOURCE_EXHAUSTED SESSION_QUOTA_EXCEEDED: /);
+  });
+
+  it("waits as long as it asked before starting again", async () => {
+    failStarts = [storeDown(700), storeDown(700)];
+    const answer = JSON.parse(await post(search(1))) as Answer;
+    expect(answer.result.isError).toBeUndefined();
+    expect(keys).toHaveLength(3);
+    for (const gap of gaps(startTimes)) expect(gap).toBeGreaterThanOrEqual(690);
+  });
+
+  it("gives up at once when it asks for longer than the wait has left", async () => {
+    failStarts = [storeDown(5000)];
+    const answer = JSON.parse(await post(search(1))) as Answer;
+    expect(keys).toHaveLength(1);
+    expect(answer.result.content[0]!.text).toMatch(/^UNAVAILABLE STORE_UNAVAILABLE: /);
+  });
+
+  it("waits as long as it asked before looking at the session again", async () => {
+    failPolls = [storeDown(700)];
+    await post(search(1));
+    expect(gaps(pollTimes)[0]).toBeGreaterThanOrEqual(690);
   });
 });

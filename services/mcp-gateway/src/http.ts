@@ -42,8 +42,8 @@ function sharedId(message: unknown): unknown {
   const seen = new Set<string>();
   for (const request of message) {
     const id = (request as { id?: unknown } | null)?.id;
-    // A notification has no id, and gets no answer.
-    if (id === undefined || id === null) continue;
+    // No id (a notification, unanswered) or one neither string nor number (the SDK refuses it, as alone).
+    if (typeof id !== "string" && typeof id !== "number") continue;
     const key = JSON.stringify(id);
     if (seen.has(key)) return id;
     seen.add(key);

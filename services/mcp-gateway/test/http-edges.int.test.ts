@@ -140,6 +140,15 @@ describe("malformed JSON-RPC over HTTP", () => {
     ]);
   });
 
+  it("a batch whose request's id is an object 20,000 levels deep is the 400 its single form is, no failure logged", async () => {
+    const request = `{"jsonrpc":"2.0","id":${'{"a":'.repeat(20_000)}1${"}".repeat(20_000)},"method":"ping"}`;
+    const single = await post(request);
+    const batch = await post(`[${request}]`);
+    expect([batch.status, batch.json]).toEqual([single.status, single.json]);
+    expect(single.status).toBe(400);
+    expect(httpLog()).not.toContain("mcp http request failed");
+  });
+
   it("a method the gateway does not serve is MethodNotFound (-32601)", async () => {
     expect((await rpc("resources/list", {})).error?.code).toBe(-32601);
   });

@@ -1,10 +1,13 @@
 // Streamable HTTP, stateless: each POST /mcp gets its own server and transport, bound to the
 // bearer token it came with, which goes on to the orchestrator as the caller's credential (the
-// orchestrator verifies it; the gateway holds no key). No bearer: 401 before anything runs.
+// orchestrator verifies it; the gateway holds no key). No bearer, or one that cannot be a current
+// token: 401 before anything runs or is read.
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { MAX_TASK_BYTES } from "@loopguard/orchestrator/start-request";
 import { httpServerOptions } from "@loopguard/tool-sdk";
+import { currentJws } from "./bearer.js";
 import { createGatewayServer, type GatewayDeps } from "./gateway.js";
 
 export const MCP_PATH = "/mcp";
@@ -17,12 +20,19 @@ function jsonRpcError(
   headers: Record<string, string> = {},
   code = -32000,
 ): void {
-  res.writeHead(httpStatus, { "content-type": "application/json", ...headers });
+  // A body not read to its end is not drained: the connection closes, and frees its place (maxConnections).
+  const close = res.req.complete ? {} : { connection: "close" };
+  res.writeHead(httpStatus, { "content-type": "application/json", ...close, ...headers });
   res.end(JSON.stringify({ jsonrpc: "2.0", error: { code, message }, id: null }));
 }
 
-/** The SDK's own limit on a request's body. */
-const MAX_BODY_BYTES = 4 * 1024 * 1024;
+/** Requests one batch may hold. */
+const MAX_BATCH = 32;
+/**
+ * The largest body a batch the gateway takes can be: a request carries at most one task of
+ * MAX_TASK_BYTES of JSON, and twice that leaves room for its envelope and layout (1 MiB).
+ */
+const MAX_BODY_BYTES = MAX_BATCH * 2 * MAX_TASK_BYTES;
 
 /** The request's body, or undefined once it is past `limit` bytes (the rest is not read). */
 async function bodyOf(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
@@ -58,7 +68,13 @@ export interface McpHttp {
   close(): Promise<void>;
 }
 
-export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: string, port: number): Promise<McpHttp> {
+/** Serves MCP on host:port, to at most `maxConnections` connections at once (more are closed unanswered). */
+export async function serveMcpHttp(
+  deps: Omit<GatewayDeps, "tokenFor">,
+  host: string,
+  port: number,
+  maxConnections: number,
+): Promise<McpHttp> {
   const loopback = host === "127.0.0.1" || host === "localhost" || host === "::1";
   let allowedHosts: string[] = [];
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -74,6 +90,10 @@ export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: st
     if (!token)
       return jsonRpcError(res, 401, "missing bearer token: send Authorization: Bearer <token for the orchestrator>", {
         "www-authenticate": 'Bearer realm="loopguard"',
+      });
+    if (!currentJws(token))
+      return jsonRpcError(res, 401, "bearer token is malformed or expired: send a current token for the orchestrator", {
+        "www-authenticate": 'Bearer realm="loopguard", error="invalid_token"',
       });
     // The body is read here, not by the SDK, to refuse a batch before any of its calls starts.
     let parsed: unknown;
@@ -92,6 +112,8 @@ export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: st
       } catch {
         return jsonRpcError(res, 400, "parse error: the body is not JSON", {}, -32700);
       }
+      if (Array.isArray(parsed) && parsed.length > MAX_BATCH)
+        return jsonRpcError(res, 400, `invalid request: a batch holds at most ${MAX_BATCH} requests`, {}, -32600);
       if (sharedId(parsed) !== undefined)
         return jsonRpcError(
           res,
@@ -126,6 +148,7 @@ export async function serveMcpHttp(deps: Omit<GatewayDeps, "tokenFor">, host: st
       if (!res.headersSent) jsonRpcError(res, 500, "internal error");
     });
   });
+  server.maxConnections = maxConnections;
   await new Promise<void>((listening, failed) => {
     server.once("error", failed);
     server.listen(port, host, () => listening());

@@ -109,8 +109,8 @@ if (stdio) {
     tools: tools.length,
   });
 } else {
-  const http = await serveMcpHttp(deps, config.httpHost, config.httpPort).catch((error: unknown) =>
-    fail(`cannot listen on ${config.httpHost}:${config.httpPort}: ${(error as Error).message}`),
+  const http = await serveMcpHttp(deps, config.httpHost, config.httpPort, config.httpMaxConnections).catch(
+    (error: unknown) => fail(`cannot listen on ${config.httpHost}:${config.httpPort}: ${(error as Error).message}`),
   );
   log.info("serving MCP over streamable HTTP", {
     url: `http://${http.address}${MCP_PATH}`,

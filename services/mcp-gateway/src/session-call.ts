@@ -40,7 +40,7 @@ export interface CallDeps {
   readonly log: Logger;
   /**
    * The tool calls this gateway follows at once, across clients and batches (a bulkhead with no
-   * queue): each starts a session and follows it for up to waitMs, so one HTTP batch of up to 100
+   * queue): each starts a session and follows it for up to waitMs, so one HTTP batch of up to 32
    * calls cannot make it follow more than this.
    */
   readonly calls: BulkheadPolicy;

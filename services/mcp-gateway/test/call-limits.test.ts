@@ -73,6 +73,7 @@ beforeAll(async () => {
     },
     "127.0.0.1",
     0,
+    16,
   );
 });
 afterAll(async () => {

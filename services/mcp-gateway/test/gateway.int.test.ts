@@ -10,7 +10,14 @@ import { join } from "node:path";
 import { freePort, kill, repoRoot, type ServiceProcess, tempDir } from "@loopguard/test-kit";
 import { ToolRegistry } from "@loopguard/orchestrator/tool-registry";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
-import { createRawClient, ensureLocalKeys, mintToken, personKey } from "@loopguard/tool-sdk";
+import {
+  createRawClient,
+  ensureLocalKeys,
+  mintToken,
+  newKeyPair,
+  personKey,
+  signingKeyFromJwk,
+} from "@loopguard/tool-sdk";
 import {
   spawnTool,
   startTool,
@@ -404,12 +411,18 @@ describe("streamable HTTP: the client's bearer is the caller", () => {
     expect(text).not.toMatch(/ at .*\.js:\d+/);
   });
 
-  it("refuses a bad bearer as UNAUTHENTICATED, and a request without one with HTTP 401", async () => {
-    const bad = await httpClient("not-a-token");
-    expect(await errorText(bad, { name: "kb_search_search", arguments: { query: "refund" } })).toMatch(
-      /^UNAUTHENTICATED/,
-    );
+  it("refuses a token signed by a key it does not know as UNAUTHENTICATED; no bearer, or no token, is HTTP 401", async () => {
+    const stranger = signingKeyFromJwk(newKeyPair("stranger").privateJwk);
+    const forged = await mintToken(stranger, {
+      subject: "requester",
+      audience: "orchestrator",
+      scopes: ["sessions:read", "sessions:write", "grant:kb:read"],
+    });
+    expect(
+      await errorText(await httpClient(forged), { name: "kb_search_search", arguments: { query: "refund" } }),
+    ).toMatch(/^UNAUTHENTICATED/);
     await expect(httpClient(undefined)).rejects.toThrow(/401|missing bearer token/);
+    await expect(httpClient("not-a-token")).rejects.toThrow(/401|malformed or expired/);
   });
 
   it("returns the host's argument check as an error result naming the field", async () => {

@@ -2,7 +2,7 @@
 // what its start-up lines tell an operator. No orchestrator is needed: the gateway points at a
 // closed port and these never reach it.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { freePort, repoRoot, tempDir } from "@loopguard/test-kit";
 import { ensureLocalKeys } from "@loopguard/tool-sdk";
@@ -13,6 +13,14 @@ const ORCHESTRATOR_ADDR = "127.0.0.1:1";
 const children: ChildProcess[] = [];
 const data = tempDir("mcp-http-edges");
 let url: string;
+
+/** A compact JWS with these claims and a signature nobody checks here: the gateway reads only its shape and expiry. */
+function jwt(claims: Record<string, unknown>): string {
+  const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  return `${part({ alg: "EdDSA", typ: "JWT" })}.${part(claims)}.${Buffer.from("signature").toString("base64url")}`;
+}
+/** A bearer the gateway lets through to the orchestrator, which would verify it. */
+const BEARER = `Bearer ${jwt({ sub: "requester", aud: "orchestrator", exp: Math.floor(Date.now() / 1000) + 3600 })}`;
 /** The HTTP gateway's stderr so far. */
 let httpLog: () => string = () => "";
 
@@ -62,7 +70,7 @@ async function post(body: string) {
   const res = await fetch(url, {
     method: "POST",
     headers: {
-      authorization: "Bearer not-checked-here",
+      authorization: BEARER,
       "content-type": "application/json",
       accept: "application/json, text/event-stream",
     },
@@ -97,8 +105,8 @@ describe("malformed JSON-RPC over HTTP", () => {
     ],
     [
       "an unknown tool of a megabyte's name (not echoed)",
-      { name: "n".repeat(1_000_000), arguments: {} },
-      "unknown tool (a name of 1000000 characters); tools/list names them",
+      { name: "n".repeat(500_000), arguments: {} },
+      "unknown tool (a name of 500000 characters); tools/list names them",
     ],
     [
       "arguments nested 1,000 levels deep (the orchestrator's task rule, checked before protobuf's encoder recurses)",
@@ -131,7 +139,7 @@ describe("malformed JSON-RPC over HTTP", () => {
     expect([notJson.status, notJson.json.error?.code]).toEqual([400, -32700]);
     const gzipped = await fetch(url, {
       method: "POST",
-      headers: { authorization: "Bearer x", "content-type": "application/json", "content-encoding": "gzip" },
+      headers: { authorization: BEARER, "content-type": "application/json", "content-encoding": "gzip" },
       body: "{}",
     });
     expect([gzipped.status, ((await gzipped.json()) as { error: { message: string } }).error.message]).toEqual([
@@ -174,7 +182,7 @@ describe("malformed JSON-RPC over HTTP", () => {
     await new Promise<void>((done) => {
       const socket = connect(Number(port), "127.0.0.1", () => {
         socket.write(
-          "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n" +
+          `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${BEARER}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n` +
             '{"jsonrpc":"2.0",',
         );
         setTimeout(() => socket.destroy(), 100);
@@ -184,6 +192,100 @@ describe("malformed JSON-RPC over HTTP", () => {
     // Its handling ends once the socket's end reaches it; the line, were it logged, would be there by now.
     await new Promise((settled) => setTimeout(settled, 300));
     expect(httpLog()).not.toContain("mcp http request failed");
+  });
+});
+
+describe("what the gateway reads, and from how many", () => {
+  /** POSTs `body` with `bearer`: the status, the JSON answer, and the challenge if any. */
+  async function postAs(bearer: string, body: string) {
+    const res = await fetch(url, {
+      method: "POST",
+      headers: {
+        authorization: bearer,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      },
+      body,
+    });
+    const json = (await res.json()) as { error?: { code: number; message: string } };
+    return { status: res.status, message: json.error?.message, challenge: res.headers.get("www-authenticate") };
+  }
+  const list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+
+  it.each([
+    ["no token at all", "Bearer anything"],
+    ["a token with no expiry", `Bearer ${jwt({ sub: "requester" })}`],
+    ["a token that has expired", `Bearer ${jwt({ sub: "requester", exp: Math.floor(Date.now() / 1000) - 3600 })}`],
+  ])("a bearer that is %s is HTTP 401 before the body is read, tools/list included", async (_, bearer) => {
+    expect(await postAs(bearer, list)).toEqual({
+      status: 401,
+      message: "bearer token is malformed or expired: send a current token for the orchestrator",
+      challenge: 'Bearer realm="loopguard", error="invalid_token"',
+    });
+    expect((await postAs(BEARER, list)).status).toBe(200);
+  });
+
+  it("a refusal before the body is read closes the connection rather than reading the rest of the body", async () => {
+    const { port } = new URL(url);
+    const answer = await new Promise<string>((closed) => {
+      let text = "";
+      const socket = connect(Number(port), "127.0.0.1", () =>
+        socket.write(
+          `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer anything\r\nContent-Length: 4000000\r\n\r\n[`,
+        ),
+      );
+      socket.on("data", (chunk) => (text += chunk.toString())).on("close", () => closed(text));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+    expect(answer).toMatch(/\r\nconnection: close\r\n/i);
+  });
+
+  it("a body over what the largest batch can be is 413 naming the bound; a batch of more requests than it takes, 400", async () => {
+    const tooLarge = await postAs(BEARER, `${" ".repeat(1024 * 1024)}{}`);
+    expect([tooLarge.status, tooLarge.message]).toEqual([413, "payload too large: the body is over 1048576 bytes"]);
+    const ping = (id: number) => ({ jsonrpc: "2.0", id, method: "ping" });
+    const batch = await postAs(BEARER, JSON.stringify(Array.from({ length: 33 }, (_, i) => ping(i + 1))));
+    expect([batch.status, batch.message]).toEqual([400, "invalid request: a batch holds at most 32 requests"]);
+    expect((await postAs(BEARER, JSON.stringify(Array.from({ length: 32 }, (_, i) => ping(i + 1))))).status).toBe(200);
+  });
+
+  it("past MCP_HTTP_MAX_CONNECTIONS a connection is closed unanswered, and one is served again once another ends", async () => {
+    const port = await freePort();
+    await start(
+      ["--http"],
+      { MCP_HTTP_PORT: String(port), MCP_HTTP_MAX_CONNECTIONS: "2" },
+      "serving MCP over streamable HTTP",
+    );
+    const held = await Promise.all(
+      [1, 2].map(
+        () =>
+          new Promise<Socket>((connected) => {
+            const socket = connect(port, "127.0.0.1", () => {
+              socket.write(
+                `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${BEARER}\r\nContent-Length: 10\r\n\r\n`,
+              );
+              connected(socket);
+            });
+          }),
+      ),
+    );
+    const ping = () =>
+      fetch(`http://127.0.0.1:${port}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: BEARER,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
+      }).then((res) => res.status);
+    await expect(ping()).rejects.toThrow();
+    held[0]!.destroy();
+    let status: number | undefined;
+    for (let tries = 0; tries < 100 && status === undefined; tries += 1)
+      status = await ping().catch(() => new Promise<undefined>((r) => setTimeout(() => r(undefined), 50)));
+    expect(status).toBe(200);
+    held[1]!.destroy();
   });
 });
 
@@ -212,6 +314,7 @@ describe("a command line or settings it cannot use", () => {
     ["ORCHESTRATOR_ADDR", "http://127.0.0.1:50051", "must be host:port or one target like dns:///name:port"],
     ["ORCHESTRATOR_ADDR", "127.0.0.1", "must be host:port or one target like dns:///name:port"],
     ["MCP_HTTP_HOST", "127.0.0.1 ", "must be a host name or an IP address, without scheme or port"],
+    ["MCP_HTTP_MAX_CONNECTIONS", "0", "must be an integer in 1..100000"],
   ])("%s=%j: one line naming the variable, exit 2, before it serves", (name, value, problem) => {
     const { status, stderr } = exitOf(["--http"], { [name]: value, MCP_HTTP_PORT: "0" });
     expect(status).toBe(2);

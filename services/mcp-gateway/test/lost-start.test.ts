@@ -97,6 +97,7 @@ beforeAll(async () => {
     },
     "127.0.0.1",
     0,
+    16,
   );
   const token = await testToken({
     subject: "mcp-client",

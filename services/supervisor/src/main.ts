@@ -1,5 +1,6 @@
 // `pnpm start`: the whole suite on one machine, every service its own supervised process on
-// loopback, data under .data/ (LOOPGUARD_DATA_DIR, 0700, one suite at a time: supervisor.pid), the
+// loopback, data under .data/ (LOOPGUARD_DATA_DIR, 0700, one suite at a time: supervisor.pid, its
+// ports held machine-wide for its lifetime), the
 // keys (the orchestrator's and the local people's: requester, approver, operator) checked on every
 // start and the secrets services declare (risk's customer-key pepper) made on first start.
 import { spawn } from "node:child_process";
@@ -8,7 +9,8 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConfigError, createLogger, discoverServices, redactText } from "@loopguard/tool-sdk";
 import { suiteEnvironment } from "./suite-env.js";
-import { lockDataDir, requireFreePorts, SuiteLockError } from "./suite-lock.js";
+import { lockPorts, requireFreePorts } from "./ports.js";
+import { lockDataDir, SuiteLockError } from "./suite-lock.js";
 import { Supervisor } from "./supervisor.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -25,17 +27,21 @@ function refuse(error: unknown): never {
   process.exit(1);
 }
 
-let unlock: () => void = () => undefined;
+const locks: (() => void)[] = [];
+const unlock = () => {
+  for (const release of locks.splice(0).reverse()) release();
+};
 let environment: ReturnType<typeof suiteEnvironment>;
 try {
-  unlock = lockDataDir(dataDir);
+  locks.push(lockDataDir(dataDir));
+  locks.push(lockPorts(specs));
   environment = suiteEnvironment(dataDir);
   await requireFreePorts(specs);
 } catch (error) {
   unlock();
   refuse(error);
 }
-process.once("exit", () => unlock());
+process.once("exit", unlock);
 
 // Each service's JSON log goes to its own file; the console keeps the supervisor's lines.
 const logDir = join(dataDir, "logs");
@@ -69,7 +75,9 @@ try {
   await supervisor.start(specs);
 } catch (error) {
   log.error("the suite could not start", { error_message: (error as Error).message });
-  process.stderr.write(`loopguard: ${(error as Error).message}\n(logs: ${logDir})\n`);
+  // A port in use is the whole story; anything else is told in the service's log.
+  const logs = error instanceof SuiteLockError ? "" : `(logs: ${logDir})\n`;
+  process.stderr.write(`loopguard: ${(error as Error).message}\n${logs}`);
   await supervisor.stop();
   process.exit(1);
 }

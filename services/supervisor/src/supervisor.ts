@@ -1,11 +1,15 @@
-// Runs each service as its own child process, like pods: a service is ready when it answers
-// grpc.health.v1 Check with SERVING (as a kubelet's grpc probe asks), a process that exits
-// unexpectedly is restarted with exponential backoff (capped), and the backoff resets once it has
-// stayed up. SIGTERM/SIGINT to the supervisor is passed to every child, which drain and exit; a
-// child still running after the grace period is killed (SIGKILL), as a kubelet does.
+// Runs each service as its own child process, like pods: a service is ready when it has announced
+// "serving" on its ports over its own stdout and then answers grpc.health.v1 Check with SERVING (as
+// a kubelet's grpc probe asks; the announcement proves the answer is this child's, not another
+// suite's on the same port), a process that exits unexpectedly is restarted with exponential
+// backoff (capped), and the backoff resets once it has stayed up. SIGTERM/SIGINT to the supervisor
+// is passed to every child, which drain and exit; a child still running after the grace period is
+// killed (SIGKILL), as a kubelet does.
 import { type ChildProcess, spawn } from "node:child_process";
-import { createInterface } from "node:readline";
+import { on } from "node:events";
+import { createInterface, type Interface } from "node:readline";
 import { backoffDelayMs, type Logger, SUPERVISED_ENV, type ServiceSpec, waitUntilServing } from "@loopguard/tool-sdk";
+import { portInUse, portTaken, servicePorts } from "./ports.js";
 
 export interface SupervisorOptions {
   readonly env: Readonly<Record<string, string>>;
@@ -46,9 +50,10 @@ export class Supervisor {
   constructor(private readonly options: SupervisorOptions) {}
 
   /**
-   * Starts every service; resolves once each answers grpc.health.v1 Check with SERVING. A service
-   * that exits before it ever served (a port in use, bad config), or is not SERVING within
-   * `readyTimeoutMs`, fails the start instead of being restarted forever.
+   * Starts every service; resolves once each has announced "serving" and answers grpc.health.v1
+   * Check with SERVING. A service that exits before it ever served (a port in use: a SuiteLockError
+   * naming it; bad config), or is not SERVING within `readyTimeoutMs`, fails the start instead of
+   * being restarted forever.
    */
   async start(specs: readonly ServiceSpec[]): Promise<void> {
     const ready = specs.map(
@@ -86,8 +91,7 @@ export class Supervisor {
         ...inherited,
         ...this.options.env,
         ...this.options.envFor?.(spec),
-        [`${spec.envPrefix}_PORT`]: String(spec.port),
-        [spec.metricsPortEnv]: String(spec.metricsPort),
+        ...Object.fromEntries(servicePorts(spec).map((p) => [p.variable, String(p.port)])),
         // Its stdin is a pipe from this process: it ends when the supervisor does, however (a SIGKILL
         // too), and the service then stops rather than run on without it.
         [SUPERVISED_ENV]: "1",
@@ -100,19 +104,18 @@ export class Supervisor {
       this.options.output(spec.name, line);
       entry.lastLine = line;
     };
-    createInterface({ input: child.stdout! }).on("line", forward);
+    const stdout = createInterface({ input: child.stdout! }).on("line", forward);
     createInterface({ input: child.stderr! }).on("line", forward);
-    if (!entry.served) this.#probe(entry);
+    if (!entry.served) this.#probe(entry, stdout);
     child.once("exit", (code, signal) => {
       entry.child = undefined;
       entry.probe?.abort();
       if (this.#stopping) return;
       if (!entry.served) {
-        this.#ready
-          .get(spec.name)
-          ?.reject(
-            new Error(`${spec.name} exited (${code ?? signal}) before serving: ${entry.lastLine.slice(0, 300)}`),
-          );
+        const exited = new Error(
+          `${spec.name} exited (${code ?? signal}) before serving: ${entry.lastLine.slice(0, 300)}`,
+        );
+        void portTaken(spec).then((taken) => this.#ready.get(spec.name)?.reject(taken ? portInUse(taken) : exited));
         return;
       }
       if (Date.now() - entry.startedAt > (this.options.stableAfterMs ?? 10_000)) {
@@ -135,8 +138,8 @@ export class Supervisor {
     });
   }
 
-  /** Readiness of a first start: SERVING on the service's gRPC port, or the start fails. */
-  #probe(entry: Running): void {
+  /** Readiness of a first start: announced on its ports, then SERVING on its gRPC port, or the start fails. */
+  #probe(entry: Running, stdout: Interface): void {
     const { spec } = entry;
     const probe = new AbortController();
     entry.probe = probe;
@@ -150,7 +153,8 @@ export class Supervisor {
         ),
       timeoutMs,
     );
-    waitUntilServing(`127.0.0.1:${spec.port}`, probe.signal)
+    announced(stdout, spec, probe.signal)
+      .then(() => waitUntilServing(`127.0.0.1:${spec.port}`, probe.signal))
       .then(
         () => {
           entry.served = true;
@@ -193,5 +197,19 @@ export class Supervisor {
       child.kill("SIGTERM");
     }
     await Promise.all(exits);
+  }
+}
+
+/** Resolves on the child's "serving" line naming the spec's ports: both bound by this very process. */
+async function announced(stdout: Interface, spec: ServiceSpec, signal: AbortSignal): Promise<void> {
+  for await (const [line] of on(stdout, "line", { signal }) as AsyncIterable<[string]>) {
+    if (!line.includes('"msg":"serving"')) continue;
+    let fields: { address?: unknown; metrics_port?: unknown };
+    try {
+      fields = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (String(fields.address).endsWith(`:${spec.port}`) && fields.metrics_port === spec.metricsPort) return;
   }
 }

@@ -2,14 +2,15 @@
 // while another suite's supervisor holds the folder or another program a service's port; a lock
 // left by a supervisor that is gone is taken over.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { discoverServices } from "@loopguard/tool-sdk";
 import { afterEach, expect, it } from "vitest";
-import { lockDataDir, requireFreePorts } from "../src/suite-lock.js";
+import { requireFreePorts } from "../src/ports.js";
+import { lockDataDir } from "../src/suite-lock.js";
 
 const MAIN = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const servicesDir = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -41,6 +42,30 @@ it("refuses a second start on a folder whose supervisor is alive, before it make
   );
   expect(existsSync(join(dir, "keys"))).toBe(false);
   expect(readFileSync(join(dir, "supervisor.pid"), "utf8")).toBe(`${holder.pid}\n`);
+});
+
+it("refuses a suite at once while another suite's supervisor holds one of its ports, before it makes a key", () => {
+  const dir = dataDir();
+  // The machine-wide port locks live in the temporary folder: this test's own.
+  const locks = dataDir();
+  const holder = spawn(process.execPath, ["-e", "setTimeout(() => {}, 30_000)", "supervisor"], { stdio: "ignore" });
+  cleanups.push(() => holder.kill("SIGKILL"));
+  const orchestrator = discoverServices(servicesDir).find((s) => s.kind === "orchestrator")!;
+  const held = `loopguard-port-${orchestrator.port}.pid`;
+  writeFileSync(join(locks, held), `${holder.pid}\n`);
+  const run = spawnSync(process.execPath, [MAIN], {
+    env: { ...process.env, LOOPGUARD_DATA_DIR: dir, LOOPGUARD_DEMO: "0", TMPDIR: locks },
+    encoding: "utf8",
+    timeout: 15_000,
+  });
+  expect(run.stderr).toBe(
+    `loopguard: port ${orchestrator.port} (orchestrator gRPC, ORCHESTRATOR_PORT) is held by another suite (supervisor pid ${holder.pid}): stop it (Ctrl-C where it runs, or kill ${holder.pid}) first\n`,
+  );
+  expect(run.status).toBe(1);
+  expect(existsSync(join(dir, "keys"))).toBe(false);
+  // It let go of the folder and of the ports it had taken before the one held.
+  expect(existsSync(join(dir, "supervisor.pid"))).toBe(false);
+  expect(readdirSync(locks)).toEqual([held]);
 });
 
 it("refuses to start on a damaged key file with one line naming it, and lets go of the folder", () => {
@@ -79,6 +104,6 @@ it("refuses to start while another program holds a service's port, naming it", a
   const port = (taken.address() as { port: number }).port;
   const risk = discoverServices(servicesDir).find((s) => s.name === "risk")!;
   await expect(requireFreePorts([{ ...risk, port }])).rejects.toThrow(
-    `port ${port} (risk gRPC) is in use on 127.0.0.1: another suite (another data folder?) or program holds it; stop it first`,
+    `port ${port} (risk gRPC, RISK_PORT) is in use on 127.0.0.1: another suite (another data folder?) or program holds it; stop it first`,
   );
 });

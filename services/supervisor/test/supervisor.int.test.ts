@@ -109,15 +109,27 @@ describe("Supervisor", () => {
     });
   });
 
-  it("fails the start, naming the service, when it exits before serving (port taken)", async () => {
+  it("fails the start with one line naming the port and its variable when a service cannot bind it", async () => {
     const spec = await risk();
     const { supervisor } = supervise(suiteEnvironment);
-    // Not a gRPC server: it hangs up on the supervisor's health probes.
+    // Not a server the probe asks: risk binds its gRPC port, then fails on its HTTP one.
     const blocker: Server = await new Promise((ok) => {
-      const s = createServer((socket) => socket.destroy()).listen(spec.port, "127.0.0.1", () => ok(s));
+      const s = createServer((socket) => socket.destroy()).listen(spec.metricsPort, "127.0.0.1", () => ok(s));
     });
     cleanups.push(() => new Promise<void>((ok) => blocker.close(() => ok())));
-    await expect(supervisor.start([spec])).rejects.toThrow(/risk exited .* before serving/);
+    await expect(supervisor.start([spec])).rejects.toThrow(
+      `port ${spec.metricsPort} (risk HTTP, RISK_METRICS_PORT) is in use on 127.0.0.1: another suite (another data folder?) or program holds it; stop it first`,
+    );
+  });
+
+  it("is not ready on another process's SERVING answer: a port another suite's service holds fails the start", async () => {
+    const spec = await risk();
+    await supervise(suiteEnvironment).supervisor.start([spec]);
+    const { supervisor, warnings } = supervise(suiteEnvironment);
+    await expect(supervisor.start([spec])).rejects.toThrow(
+      `port ${spec.port} (risk gRPC, RISK_PORT) is in use on 127.0.0.1: another suite (another data folder?) or program holds it; stop it first`,
+    );
+    expect(warnings.filter((w) => w.msg === "service exited; restarting")).toEqual([]);
   });
 
   it('is ready only when the service answers grpc.health.v1 SERVING, not when it logs "serving"', async () => {

@@ -8,7 +8,7 @@
 import { closeSync, fstatSync, linkSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 
 /** Whether `pid` is a live supervisor (not some process that reused a dead one's pid). */
-export function supervisorAlive(pid: number): boolean {
+function supervisorAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
   } catch (error) {
@@ -42,6 +42,9 @@ function read(file: string): Seen | undefined {
   try {
     const { ino, mtimeMs } = fstatSync(fd);
     return { ino, mtimeMs, text: readFileSync(fd, "utf8") };
+  } catch (error) {
+    // A read by descriptor names no file (a folder where the lock should be: EISDIR).
+    throw Object.assign(error as Error, { path: file });
   } finally {
     closeSync(fd);
   }

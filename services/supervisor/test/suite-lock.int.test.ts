@@ -3,6 +3,7 @@
 // left by a supervisor that is gone is taken over.
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { utimes } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -95,6 +96,45 @@ it("takes over the lock of a supervisor that is gone, and lets go of its own onl
   expect(readFileSync(join(dir, "supervisor.pid"), "utf8")).toBe(`${process.pid}\n`);
   unlock();
   expect(existsSync(join(dir, "supervisor.pid"))).toBe(false);
+});
+
+it("lets one of many starts take over a stale lock at the same moment, the others refused", async () => {
+  const gone = spawnSync(process.execPath, ["-e", "process.pid"]).pid!;
+  const dirs = Array.from({ length: 12 }, () => {
+    const dir = dataDir();
+    writeFileSync(join(dir, "supervisor.pid"), `${gone}\n`);
+    return dir;
+  });
+  const contender = fileURLToPath(new URL("fixtures/take-lock.mjs", import.meta.url));
+  const at = String(Date.now() + 2_000);
+  const contend = (dir: string) =>
+    new Promise<string>((done) => {
+      const child = spawn(process.execPath, [contender, dir, at]);
+      let said = "";
+      child.stdout.on("data", (chunk) => {
+        said += chunk;
+      });
+      child.once("exit", () => done(said));
+    });
+  const outcomes = await Promise.all(dirs.map((dir) => Promise.all([contend(dir), contend(dir), contend(dir)])));
+  expect(outcomes.map((said) => said.filter((s) => s === "took").length)).toEqual(dirs.map(() => 1));
+  expect(outcomes.flat().filter((s) => s !== "took")).toEqual(
+    Array.from({ length: dirs.length * 2 }, () => "SuiteLockError"),
+  );
+});
+
+it("holds an empty lock a start is writing at this moment, and takes over one left empty long ago", async () => {
+  const dir = dataDir();
+  const file = join(dir, "supervisor.pid");
+  writeFileSync(file, "");
+  expect(() => lockDataDir(dir)).toThrow(
+    `another start is taking ${dir} at this moment: try again, or give this one another LOOPGUARD_DATA_DIR`,
+  );
+  const longAgo = new Date(Date.now() - 60_000);
+  await utimes(file, longAgo, longAgo);
+  const unlock = lockDataDir(dir);
+  expect(readFileSync(file, "utf8")).toBe(`${process.pid}\n`);
+  unlock();
 });
 
 it("refuses to start while another program holds a service's port, naming it", async () => {

@@ -1,13 +1,14 @@
 // `pnpm start`: the whole suite on one machine, every service its own supervised process on
 // loopback, data under .data/ (LOOPGUARD_DATA_DIR, 0700, one suite at a time: supervisor.pid, its
-// ports held machine-wide for its lifetime), the
-// keys (the orchestrator's and the local people's: requester, approver, operator) checked on every
-// start and the secrets services declare (risk's customer-key pepper) made on first start.
+// ports held machine-wide for its lifetime; one it cannot use is refused in one line), the keys (the
+// orchestrator's and the local people's: requester, approver, operator) checked on every start and
+// the secrets services declare (risk's customer-key pepper) made on first start.
 import { spawn } from "node:child_process";
-import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ConfigError, createLogger, discoverServices, redactText } from "@loopguard/tool-sdk";
+import { ConfigError, createLogger, discoverServices } from "@loopguard/tool-sdk";
+import { cannotUse, openServiceLogs } from "./data-dir.js";
 import { suiteEnvironment } from "./suite-env.js";
 import { lockPorts, requireFreePorts } from "./ports.js";
 import { lockDataDir, SuiteLockError } from "./suite-lock.js";
@@ -15,15 +16,18 @@ import { Supervisor } from "./supervisor.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const dataDir = resolve(process.env.LOOPGUARD_DATA_DIR || join(root, ".data"));
-mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+// Each service's JSON log goes to its own file; the console keeps the supervisor's lines.
+const logDir = join(dataDir, "logs");
 const log = createLogger({ service: "supervisor" });
 
 const specs = discoverServices(join(root, "services"));
 
-/** One line and exit 1, before anything started: another suite here, a port taken, a damaged key file. */
+/** One line and exit 1, before anything started: another suite here, a port taken, a damaged key file, a data folder it cannot use. */
 function refuse(error: unknown): never {
-  if (!(error instanceof SuiteLockError || error instanceof ConfigError)) throw error;
-  process.stderr.write(`loopguard: ${error.message}\n`);
+  const line =
+    error instanceof SuiteLockError || error instanceof ConfigError ? error.message : cannotUse(error, dataDir);
+  if (line === undefined) throw error;
+  process.stderr.write(`loopguard: ${line}\n`);
   process.exit(1);
 }
 
@@ -32,8 +36,16 @@ const unlock = () => {
   for (const release of locks.splice(0).reverse()) release();
 };
 let environment: ReturnType<typeof suiteEnvironment>;
+let output: ReturnType<typeof openServiceLogs>;
 try {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   locks.push(lockDataDir(dataDir));
+  mkdirSync(logDir, { recursive: true, mode: 0o700 });
+  output = openServiceLogs(
+    logDir,
+    specs.map((s) => s.name),
+    log,
+  );
   locks.push(lockPorts(specs));
   environment = suiteEnvironment(dataDir);
   await requireFreePorts(specs);
@@ -43,23 +55,7 @@ try {
 }
 process.once("exit", unlock);
 
-// Each service's JSON log goes to its own file; the console keeps the supervisor's lines.
-const logDir = join(dataDir, "logs");
-mkdirSync(logDir, { recursive: true, mode: 0o700 });
-const logFiles = new Map<string, WriteStream>();
-const supervisor = new Supervisor({
-  ...environment,
-  log,
-  output: (service, line) => {
-    let file = logFiles.get(service);
-    if (!file) {
-      file = createWriteStream(join(logDir, `${service}.log`), { flags: "a" });
-      logFiles.set(service, file);
-    }
-    // Lines from stderr (an uncaught exception's message) bypassed the services' loggers.
-    file.write(`${redactText(line)}\n`);
-  },
-});
+const supervisor = new Supervisor({ ...environment, log, output });
 
 let stopping = false;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

@@ -61,7 +61,12 @@ function holderOf(seen: Seen): number | "starting" | "gone" {
 function create(file: string): boolean {
   const own = `${file}.${process.pid}`;
   // A pid is no secret: another user's start may read whose a port's lock is.
-  writeFileSync(own, `${process.pid}\n`, { mode: 0o644 });
+  try {
+    writeFileSync(own, `${process.pid}\n`, { mode: 0o644 });
+  } catch (error) {
+    // The folder refuses the lock (EACCES): said of the lock, not of this process's own file.
+    throw Object.assign(error as Error, { path: file });
+  }
   try {
     linkSync(own, file);
     return true;

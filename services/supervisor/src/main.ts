@@ -110,20 +110,22 @@ function runDemo(): Promise<number> {
 }
 
 if (process.env.LOOPGUARD_DEMO !== "0") await runDemo();
-process.stdout.write(
-  [
-    "",
-    "Where to look next:",
-    "  pnpm loopguard dashboard --as approver         the live dashboard's address (with a fresh token of that person)",
-    "  pnpm loopguard sessions                        sessions and their state",
-    "  pnpm loopguard trace <session id>               the step-by-step JSONL trace",
-    '  pnpm loopguard run "Refund order ord_DEMO00000008" --task-file examples/high-risk-refund-task.json --wait',
-    "                                                  a high-risk refund that waits for `pnpm loopguard approve <id> --as approver`",
-    "  curl -s http://127.0.0.1:8080/metrics           orchestrator metrics (tools: ports 9461-9463)",
-    "  TOKEN=$(pnpm -s mint-token --as operator --scope kb:read)   call a tool yourself through server reflection:",
-    '  pnpm -s buf curl --protocol grpc --http2-prior-knowledge -H "authorization: Bearer $TOKEN" \\',
-    '    -d \'{"query":"refund","limit":3}\' http://127.0.0.1:50061/loopguard.kb.v1.KbSearchService/Search',
-    "The suite keeps running; stop it with Ctrl-C.",
-    "",
-  ].join("\n"),
-);
+// A stop during the demo ends it: the suite is stopping, not running on.
+if (!stopping)
+  process.stdout.write(
+    [
+      "",
+      "Where to look next:",
+      "  pnpm loopguard dashboard --as approver         the live dashboard's address (with a fresh token of that person)",
+      "  pnpm loopguard sessions                        sessions and their state",
+      "  pnpm loopguard trace <session id>               the step-by-step JSONL trace",
+      '  pnpm loopguard run "Refund order ord_DEMO00000008" --task-file examples/high-risk-refund-task.json --wait',
+      "                                                  a high-risk refund that waits for `pnpm loopguard approve <id> --as approver`",
+      "  curl -s http://127.0.0.1:8080/metrics           orchestrator metrics (tools: ports 9461-9463)",
+      "  TOKEN=$(pnpm -s mint-token --as operator --scope kb:read)   call a tool yourself through server reflection:",
+      '  pnpm -s buf curl --protocol grpc --http2-prior-knowledge -H "authorization: Bearer $TOKEN" \\',
+      '    -d \'{"query":"refund","limit":3}\' http://127.0.0.1:50061/loopguard.kb.v1.KbSearchService/Search',
+      "The suite keeps running; stop it with Ctrl-C.",
+      "",
+    ].join("\n"),
+  );

@@ -36,6 +36,42 @@ beforeAll(() => {
   renderings = renderAll(root);
 }, 60_000);
 
+type Relabeling = { sourceLabels?: string[]; separator?: string; regex?: string; action?: string };
+
+/**
+ * A target prometheus-operator discovers through a Service, by its readiness meta label: the
+ * Endpoints role (its default) and the EndpointSlice role (newer operators) name it differently, and
+ * an EndpointSlice endpoint whose ready condition is unset carries none (consumers take it as ready).
+ * A pod that is not ready (starting, waiting for its schema, terminating) is not scraped.
+ */
+const READINESS_CASES = [
+  { role: "endpoints", ready: { __meta_kubernetes_endpoint_ready: "true" }, scraped: true },
+  { role: "endpoints", ready: { __meta_kubernetes_endpoint_ready: "false" }, scraped: false },
+  {
+    role: "endpointslice",
+    ready: { __meta_kubernetes_endpointslice_endpoint_conditions_ready: "true" },
+    scraped: true,
+  },
+  {
+    role: "endpointslice",
+    ready: { __meta_kubernetes_endpointslice_endpoint_conditions_ready: "false" },
+    scraped: false,
+  },
+  { role: "endpointslice", ready: {}, scraped: true },
+] as const;
+
+/** Prometheus's keep and drop relabelings: source labels joined by `;` (a missing one is ""), the regex anchored. */
+function keptByRelabelings(relabelings: readonly Relabeling[], labels: Readonly<Record<string, string>>): boolean {
+  return relabelings.every((r) => {
+    const value = (r.sourceLabels ?? []).map((l) => labels[l] ?? "").join(r.separator ?? ";");
+    const matches = new RegExp(`^(?:${r.regex ?? "(.*)"})$`).test(value);
+    const action = (r.action ?? "replace").toLowerCase();
+    if (action === "keep") return matches;
+    if (action === "drop") return !matches;
+    throw new Error(`relabeling action ${action} is not modelled here`);
+  });
+}
+
 const prodRenderings = () => renderings.filter((r) => r.name.startsWith("overlays/prod"));
 
 function ofKind<T>(objects: readonly K8sObject[], apiVersion: string, kind: string): (K8sObject & T)[] {
@@ -247,7 +283,13 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
 
   it("has a ServiceMonitor scraping every colour's pods once, on the HTTP port, as job <tool>, and alert rules from its contract", () => {
     for (const { name, objects } of prodRenderings()) {
-      type Monitor = { spec: { selector: LabelSelector; jobLabel?: string; endpoints: { port?: string }[] } };
+      type Monitor = {
+        spec: {
+          selector: LabelSelector;
+          jobLabel?: string;
+          endpoints: { port?: string; relabelings?: Relabeling[] }[];
+        };
+      };
       const monitors = ofKind<Monitor>(objects, "monitoring.coreos.com/v1", "ServiceMonitor");
       const scraped = ofKind<Service>(objects, "v1", "Service").flatMap((service) =>
         monitors
@@ -271,6 +313,11 @@ describe.each(tools.map((t) => [t.name, t] as const))("prod: tool %s", (_name, t
       expect(job, `${name}: the job the Down alert watches`).toBe(tool.name);
       const metricsPort = service.spec!.ports!.find((p) => p.name === monitor.spec.endpoints[0]!.port);
       expect(metricsPort?.port, name).toBe(tool.metricsPort);
+      for (const { role, ready, scraped } of READINESS_CASES)
+        expect(
+          keptByRelabelings(monitor.spec.endpoints[0]!.relabelings ?? [], ready),
+          `${name}: ${tool.name}'s ${role} target ${JSON.stringify(ready)} scraped`,
+        ).toBe(scraped);
 
       const alerts = ofKind<{ spec: { groups: { name: string; rules: { alert?: string }[] }[] } }>(
         objects,

@@ -73,7 +73,7 @@ describe("renderK8sFiles", () => {
 
   it("gives a new tool its ServiceMonitor, HPA and PDB, and a stateful one its SQLite volume and PostgreSQL store", () => {
     expect(documents(files, join(COMPONENTS_DIR, "monitoring", "geo.service-monitor.yaml"))[0]!.spec.endpoints).toEqual(
-      [{ port: "http", path: "/metrics", interval: "15s" }],
+      [expect.objectContaining({ port: "http", path: "/metrics", interval: "15s" })],
     );
     expect(documents(files, join(COMPONENTS_DIR, "high-availability", "geo.yaml")).map((o) => o.kind)).toEqual([
       "HorizontalPodAutoscaler",

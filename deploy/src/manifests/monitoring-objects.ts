@@ -22,7 +22,18 @@ export const PROMETHEUS_PEER: NetworkPolicyPeer = {
   podSelector: { matchLabels: { [NAME_LABEL]: "prometheus" } },
 };
 
-/** Scrapes /metrics on the HTTP port; prometheus-operator names the job after the Service, the tool name the Down alerts watch. */
+/**
+ * prometheus-operator scrapes a Service's not-ready pods too (a pod starting, waiting for its
+ * schema, terminating), whose failed scrapes would read as a tool down: these drop them. Its
+ * Endpoints role (the default) and EndpointSlice role name readiness differently, and a ServiceMonitor
+ * may be read under either, so each label drops "false"; an unset EndpointSlice condition means ready.
+ */
+const READY_ONLY = [
+  "__meta_kubernetes_endpoint_ready",
+  "__meta_kubernetes_endpointslice_endpoint_conditions_ready",
+].map((label) => ({ sourceLabels: [label], regex: "false", action: "drop" as const }));
+
+/** Scrapes /metrics on the HTTP port of ready pods; prometheus-operator names the job after the Service, the tool name the Down alerts watch. */
 export function serviceMonitor(spec: ServiceSpec): IServiceMonitor {
   return {
     apiVersion: "monitoring.coreos.com/v1",
@@ -30,7 +41,7 @@ export function serviceMonitor(spec: ServiceSpec): IServiceMonitor {
     metadata: serviceMetadata(spec),
     spec: {
       selector: { matchLabels: podSelector(spec) },
-      endpoints: [{ port: PORT_HTTP, path: "/metrics", interval: "15s" }],
+      endpoints: [{ port: PORT_HTTP, path: "/metrics", interval: "15s", relabelings: READY_ONLY }],
     },
   };
 }

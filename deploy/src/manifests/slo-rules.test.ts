@@ -100,9 +100,14 @@ describe("sloRuleGroups", () => {
       expect(String(rule.expr)).not.toContain("WatchSession");
   });
 
-  it("gives every tool a Down alert on its scrape job that also fires for a crash loop and when the job has no target at all", () => {
+  it("gives every tool a Down alert on its scrape job: none answering, one failing or flapping after it answered, no target at all", () => {
     expect(alerts().get("RiskDown")).toMatchObject({
-      expr: 'up{job="risk"} == 0\nor\navg_over_time(up{job="risk"}[5m]) < 0.9\nor\nabsent(up{job="risk"})',
+      expr: [
+        '(up{job="risk"} == 0 unless on (job) up{job="risk"} == 1)',
+        '(up{job="risk"} == 0 and resets(up{job="risk"}[1h]) > 0)',
+        '(avg_over_time(up{job="risk"}[5m]) < 0.9 and resets(up{job="risk"}[5m]) > 0)',
+        'absent(up{job="risk"})',
+      ].join("\nor\n"),
       for: "1m",
       labels: { severity: "critical", tool: "risk" },
     });

@@ -146,6 +146,13 @@ function allPods(objects: readonly K8sObject[]): { owner: string; pod: PodSpec }
   });
 }
 
+/** Every container and init container of a rendering: its pod templates' (CronJobs' included) and the smoke Jobs'. */
+function everyContainer(objects: readonly K8sObject[]): { owner: string; container: Container }[] {
+  return [...allPods(objects), ...smokePods(objects).map((s) => ({ owner: s.name, pod: s.pod }))].flatMap(
+    ({ owner, pod }) => [...(pod.initContainers ?? []), ...pod.containers].map((container) => ({ owner, container })),
+  );
+}
+
 function podSpec(workload: Workload): PodSpec {
   return workload.template.spec!;
 }
@@ -466,10 +473,13 @@ describe("prod", () => {
     }
   });
 
-  it("pins every image to a tag other than latest", () => {
+  it("pins every image (CronJobs', Jobs' and smoke Jobs' too) to a tag other than latest, the suite's in the overlay's registry", () => {
     for (const { name, objects } of prodRenderings()) {
-      for (const container of workloads(objects).flatMap((w) => podSpec(w).containers)) {
-        expect(container.image, `${name}: ${container.name}`).not.toMatch(/:latest$/);
+      for (const { owner, container } of everyContainer(objects)) {
+        const where = `${name}: ${owner}/${container.name}`;
+        expect(container.image, where).not.toMatch(/:latest$/);
+        if (container.image?.includes("loopguard/"))
+          expect(container.image, where).toMatch(/^registry\.example\.com\//);
       }
     }
   });
@@ -512,12 +522,10 @@ describe("every rendering", () => {
     }
   });
 
-  it("names a tag for every image (an overlay's `images:` list names every service)", () => {
+  it("names a tag for every image, on a component layered over an overlay too (an overlay's `images:` list names every service)", () => {
     for (const { name, objects } of renderings) {
-      for (const container of [...workloads(objects).map(podSpec), ...smokePods(objects).map((s) => s.pod)].flatMap(
-        (pod) => pod.containers,
-      )) {
-        expect(container.image, `${name}: ${container.name} has no tag in the overlay's images:`).toMatch(
+      for (const { owner, container } of everyContainer(objects)) {
+        expect(container.image, `${name}: ${owner}/${container.name} has no tag in the overlay's images:`).toMatch(
           /:\w[\w.-]*$/,
         );
       }

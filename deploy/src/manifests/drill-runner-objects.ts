@@ -23,6 +23,8 @@ import { RUN_AS, secretFile } from "./service-objects.js";
 import { type ApiCall, LAUNCHER_API_CALLS, RUNNER_API_CALLS } from "./drill-api-calls.js";
 
 export const DRILL_RUNNER = "loopguard-drill-runner";
+const DRILL_RUNNER_IMAGE = "loopguard/drill-runner";
+const IMAGE_CARRIER = "loopguard-drill-runner-image";
 export const DRILL_LAUNCHER = "loopguard-drill-launcher";
 /** The runner's pods; the NetworkPolicies name them by it. */
 export const RUNNER_LABELS = {
@@ -93,8 +95,8 @@ function runnerJobTemplate(services: readonly ServiceSpec[]): NonNullable<CronJo
           containers: [
             {
               name: "drill-runner",
-              // The overlays give it the registry and tag of the services' images (kustomize `images:`).
-              image: "loopguard/drill-runner",
+              // The overlay's, through drillRunnerImageReplacements.
+              image: DRILL_RUNNER_IMAGE,
               imagePullPolicy: "IfNotPresent",
               env: [
                 { name: "LOOPGUARD_DRILL_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
@@ -214,5 +216,39 @@ export function drillRunnerNetworkPolicies(services: readonly ServiceSpec[]): Ne
         },
       }),
     ),
+  ];
+}
+
+/**
+ * The drill runner's image as the overlays' `images:` pin it, for the chaos-drills component: an
+ * inert PodTemplate in the base that kustomize keeps out of the rendering (local-config) but pins
+ * with every other image. A component layered on an overlay (`resources: [../prod]`) adds its
+ * CronJob after that overlay's `images:` ran; drillRunnerImageReplacements copies the pinned image.
+ */
+export function drillRunnerImageCarrier(): object {
+  return {
+    apiVersion: "v1",
+    kind: "PodTemplate",
+    metadata: { name: IMAGE_CARRIER, annotations: { "config.kubernetes.io/local-config": "true" } },
+    template: { spec: { containers: [{ name: "drill-runner", image: DRILL_RUNNER_IMAGE }] } },
+  };
+}
+
+/** kustomize replacements: the runner's CronJob runs the image the overlay pinned on drillRunnerImageCarrier. */
+export function drillRunnerImageReplacements(): object[] {
+  return [
+    {
+      source: {
+        kind: "PodTemplate",
+        name: IMAGE_CARRIER,
+        fieldPath: "template.spec.containers.[name=drill-runner].image",
+      },
+      targets: [
+        {
+          select: { kind: "CronJob", name: DRILL_RUNNER },
+          fieldPaths: ["spec.jobTemplate.spec.template.spec.containers.[name=drill-runner].image"],
+        },
+      ],
+    },
   ];
 }

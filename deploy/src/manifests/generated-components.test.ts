@@ -68,6 +68,7 @@ describe("renderK8sFiles", () => {
       "geo.yaml",
       "kb-search.yaml",
       "orchestrator.yaml",
+      "drill-runner.image.yaml",
     ]);
   });
 

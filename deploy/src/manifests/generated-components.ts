@@ -11,7 +11,13 @@ import { postgresEgress, postgresStore, sqliteVolume } from "./store-objects.js"
 import { prometheusRule, serviceMonitor } from "./monitoring-objects.js";
 import { serviceObjects } from "./service-objects.js";
 import { shippedPodKills } from "./pod-chaos-objects.js";
-import { drillRunnerNetworkPolicies, drillRunnerRbac, drillRunnerTemplate } from "./drill-runner-objects.js";
+import {
+  drillRunnerImageCarrier,
+  drillRunnerImageReplacements,
+  drillRunnerNetworkPolicies,
+  drillRunnerRbac,
+  drillRunnerTemplate,
+} from "./drill-runner-objects.js";
 import {
   migrateInitContainer,
   migrateJob,
@@ -37,7 +43,13 @@ import {
   workloadTarget,
 } from "./release-objects.js";
 import { smokeNetworkPolicies, smokeServiceAccount } from "./smoke-objects.js";
-import { patrolCronJob, patrolGoldenSet, patrolNetworkPolicy, patrolServiceAccount } from "./patrol-objects.js";
+import {
+  patrolCronJob,
+  patrolGoldenSet,
+  patrolImageReplacements,
+  patrolNetworkPolicy,
+  patrolServiceAccount,
+} from "./patrol-objects.js";
 import { GENERATED_HEADER } from "./prometheus-files.js";
 import type { MethodSlo, RuleFile } from "./slo-rules.js";
 import { toYaml, toYamlDocuments } from "./yaml.js";
@@ -107,7 +119,12 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   const perService = (name: string) => services.map((s) => `${s.name}.${name}.yaml`);
 
   for (const spec of services) put(BASE_SERVICES_DIR, `${spec.name}.yaml`, serviceObjects(spec, services));
-  put(BASE_SERVICES_DIR, "kustomization.yaml", kustomization(services.map((s) => `${s.name}.yaml`)));
+  put(BASE_SERVICES_DIR, "drill-runner.image.yaml", drillRunnerImageCarrier());
+  put(
+    BASE_SERVICES_DIR,
+    "kustomization.yaml",
+    kustomization([...services.map((s) => `${s.name}.yaml`), "drill-runner.image.yaml"]),
+  );
 
   const monitoring = join(COMPONENTS_DIR, "monitoring");
   for (const spec of services) put(monitoring, `${spec.name}.service-monitor.yaml`, serviceMonitor(spec));
@@ -230,12 +247,16 @@ export function renderK8sFiles(services: readonly ServiceSpec[], slo: SloInputs)
   put(
     chaos,
     "kustomization.yaml",
-    component([
-      ...perService("pod-kill"),
-      "drill-runner.rbac.yaml",
-      "drill-runner.job.yaml",
-      "drill-runner.network-policy.yaml",
-    ]),
+    component(
+      [
+        ...perService("pod-kill"),
+        "drill-runner.rbac.yaml",
+        "drill-runner.job.yaml",
+        "drill-runner.network-policy.yaml",
+      ],
+      [],
+      drillRunnerImageReplacements(),
+    ),
   );
   return files;
 }
@@ -250,6 +271,9 @@ export function renderPatrolFiles(services: readonly ServiceSpec[], goldenSet: s
     [join(dir, "golden-set.config-map.yaml"), toYaml(patrolGoldenSet(goldenSet), GENERATED_HEADER)],
   ]);
   const resources = [...files.keys()].map((path) => path.slice(dir.length + 1));
-  files.set(join(dir, "kustomization.yaml"), toYaml(component(resources), GENERATED_HEADER));
+  files.set(
+    join(dir, "kustomization.yaml"),
+    toYaml(component(resources, [], patrolImageReplacements(services)), GENERATED_HEADER),
+  );
   return files;
 }

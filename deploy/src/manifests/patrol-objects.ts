@@ -10,7 +10,7 @@ import type { CronJob } from "kubernetes-types/batch/v1.js";
 import type { ConfigMap, ServiceAccount } from "kubernetes-types/core/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { API_CLIENT_LABEL, JWKS_SECRET, NAMESPACE, podSelector, serviceHost, PART_OF_LABELS } from "./cluster-names.js";
-import { HARDENED_CONTAINER, RUN_AS, secretFile } from "./service-objects.js";
+import { deploymentImageReplacement, HARDENED_CONTAINER, RUN_AS, secretFile } from "./service-objects.js";
 
 export const PATROL = "loopguard-patrol";
 /** The patrol's pods; its NetworkPolicy and the flows name them by it. */
@@ -92,7 +92,7 @@ export function patrolCronJob(services: readonly ServiceSpec[]): CronJob {
               containers: [
                 {
                   name: "patrol",
-                  // The orchestrator's image, which the overlays give their registry and tag (kustomize `images:`).
+                  // The orchestrator's image, as its Deployment runs it: patrolImageReplacements.
                   image: `loopguard/${orchestrator.name}`,
                   imagePullPolicy: "IfNotPresent",
                   command: ["node", "/app/dist/cli/patrol.js"],
@@ -156,4 +156,21 @@ export function patrolNetworkPolicy(services: readonly ServiceSpec[]): NetworkPo
       ],
     },
   };
+}
+
+/**
+ * kustomize replacements: the CronJob runs the image of the orchestrator's Deployment, as the
+ * overlay pinned it, also where the component is layered on an overlay (`resources: [../prod]`)
+ * and so added after that overlay's `images:` ran.
+ */
+export function patrolImageReplacements(services: readonly ServiceSpec[]): object[] {
+  const orchestrator = services.find((s) => s.kind === "orchestrator")!;
+  return [
+    deploymentImageReplacement(orchestrator, [
+      {
+        select: { kind: "CronJob", name: PATROL },
+        fieldPaths: ["spec.jobTemplate.spec.template.spec.containers.[name=patrol].image"],
+      },
+    ]),
+  ];
 }

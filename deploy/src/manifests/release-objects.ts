@@ -20,7 +20,7 @@ import type { ServiceSpec, SmokeCall } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { Service } from "kubernetes-types/core/v1.js";
 import { appLabels, NAMESPACE, PROMETHEUS_ADDRESS, podSelector, serviceHost } from "./cluster-names.js";
-import { deployment, headlessService } from "./service-objects.js";
+import { deployment, deploymentImageReplacement, headlessService } from "./service-objects.js";
 import { GATE_SCHEDULE, SMOKE_LABEL, smokeJobSpec } from "./smoke-objects.js";
 import { GATE_PASSES, gateQueries } from "./gate-queries.js";
 import type { MethodSlo } from "./slo-rules.js";
@@ -155,21 +155,14 @@ export function analysisTemplate(spec: ServiceSpec, slos: readonly MethodSlo[], 
  */
 export function smokeImageReplacements(spec: ServiceSpec): object[] {
   return [
-    {
-      source: {
-        kind: "Deployment",
-        name: spec.name,
-        fieldPath: `spec.template.spec.containers.[name=${spec.name}].image`,
+    deploymentImageReplacement(spec, [
+      {
+        select: { kind: "AnalysisTemplate", name: analysisTemplateName(spec.name) },
+        fieldPaths: [
+          `spec.metrics.[name=${SMOKE_METRIC}].provider.job.spec.template.spec.containers.[name=smoke].image`,
+        ],
       },
-      targets: [
-        {
-          select: { kind: "AnalysisTemplate", name: analysisTemplateName(spec.name) },
-          fieldPaths: [
-            `spec.metrics.[name=${SMOKE_METRIC}].provider.job.spec.template.spec.containers.[name=smoke].image`,
-          ],
-        },
-      ],
-    },
+    ]),
   ];
 }
 

@@ -273,6 +273,21 @@ function networkPolicy(spec: ServiceSpec, services: readonly ServiceSpec[]): Net
 }
 
 /** Base objects of one service: its identity, Service, workload and network policy. */
+/**
+ * A kustomize replacement copying the image `spec`'s Deployment runs, as the overlay pinned it, to
+ * `targets`: objects a component adds where the overlay's `images:` may already have run.
+ */
+export function deploymentImageReplacement(spec: ServiceSpec, targets: readonly object[]): object {
+  return {
+    source: {
+      kind: "Deployment",
+      name: spec.name,
+      fieldPath: `spec.template.spec.containers.[name=${spec.name}].image`,
+    },
+    targets,
+  };
+}
+
 export function serviceObjects(spec: ServiceSpec, services: readonly ServiceSpec[]): object[] {
   const tools = services.filter((s) => s.kind === "tool");
   return [serviceAccount(spec), headlessService(spec), deployment(spec, tools), networkPolicy(spec, services)];

@@ -2,7 +2,8 @@
 // components, as a person adds it): its Role grants exactly the API calls the runner makes
 // (RUNNER_API_CALLS, which drill-cluster-api.test.ts holds the client to) and nothing else — no
 // wildcard, no Secret, nothing cluster-wide —, bound to its own ServiceAccount only; the launcher's
-// Role is exactly LAUNCHER_API_CALLS and bound to no one by the component; the runner's pod is the
+// Role is exactly LAUNCHER_API_CALLS, bound to no one by the component, and the only Role that can
+// read the namespace's Secrets (through a Job it creates: rbac-check.ts); the runner's pod is the
 // only one with an API token, is hardened and runs the overlay's image; and the NetworkPolicies
 // let it reach the orchestrator's API and metrics, billing's API, Prometheus and the Kubernetes
 // API (DNS from the namespace's shared policy), and let those services admit it.
@@ -17,6 +18,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { type ApiCall, LAUNCHER_API_CALLS, RUNNER_API_CALLS } from "../src/manifests/drill-api-calls.js";
 import { DRILL_LAUNCHER, DRILL_RUNNER } from "../src/manifests/drill-runner-objects.js";
 import type { K8sObject, Rendering } from "../src/manifests/renderings.js";
+import { secretPaths } from "../src/manifests/rbac-check.js";
 import { renderOverlayWith } from "./overlay-with.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -68,6 +70,14 @@ describe("the drill runner's RBAC", () => {
       expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: DRILL_RUNNER, namespace: "loopguard" }]);
       expect(runnerPod(objects).spec!.serviceAccountName, name).toBe(DRILL_RUNNER);
       expect(objects.filter((o) => o.kind.startsWith("Cluster")).map((o) => o.kind)).toEqual([]);
+    }
+  });
+
+  it("holds the power to read the namespace's Secrets in the launcher's Role alone: a Job it creates may mount any", () => {
+    for (const { name, objects } of renderings) {
+      const roles = objects.filter((o) => o.kind === "Role") as (K8sObject & Role)[];
+      const readers = roles.flatMap((r) => (secretPaths(r).length > 0 ? [[r.metadata.name, secretPaths(r)]] : []));
+      expect(Object.fromEntries(readers), name).toEqual({ [DRILL_LAUNCHER]: ["jobs create"] });
     }
   });
 

@@ -47,8 +47,10 @@ function main(): number {
   const rbac = checkRbac(renderings);
   for (const error of rbac.errors) process.stderr.write(`RBAC: ${error}\n`);
   const withTokens = [...new Set([...rbac.tokens.values()].flat())].sort();
+  const readers = [...new Set([...rbac.secretReaders.values()].flat())].sort();
   process.stdout.write(
-    `RBAC in every rendering: nothing cluster-wide, no wildcard, no Secret, writes only as listed; API tokens only in ${withTokens.join(", ")}; ${rbac.errors.length} errors\n`,
+    `RBAC in every rendering: nothing cluster-wide, no wildcard, no Secret rule, writes only as listed; API tokens only in ${withTokens.join(", ")}; ` +
+      `the namespace's Secrets readable through pods it starts only by ${readers.length > 0 ? `Role ${readers.join(", ")} (trusted as an operator of the namespace)` : "no Role"}; ${rbac.errors.length} errors\n`,
   );
   const reapply = checkReapply(repoRoot, services);
   for (const move of reapply.moves) process.stderr.write(`re-apply after a release: ${move}\n`);

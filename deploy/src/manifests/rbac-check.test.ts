@@ -1,9 +1,9 @@
 // The RBAC check pnpm check:k8s runs on every rendering: each rule it holds can fail.
 import { describe, expect, it } from "vitest";
-import { RUNNER_API_CALLS } from "./drill-api-calls.js";
+import { LAUNCHER_API_CALLS, RUNNER_API_CALLS } from "./drill-api-calls.js";
 import { DRILL_LAUNCHER, DRILL_RUNNER, rulesOf } from "./drill-runner-objects.js";
 import type { K8sObject, Rendering } from "./renderings.js";
-import { checkRbac } from "./rbac-check.js";
+import { checkRbac, SECRET_READERS, secretPaths } from "./rbac-check.js";
 
 const role = (name: string, rules: object[]): K8sObject => ({
   apiVersion: "rbac.authorization.k8s.io/v1",
@@ -81,5 +81,29 @@ describe("RBAC check", () => {
     ]);
     expect(errorsOf(account("web", true), deployment("web", "web"))).toHaveLength(1);
     expect(errorsOf(account("web"), deployment("web", "web"))).toEqual([]);
+  });
+
+  it.each(
+    (
+      "pods:create pods/exec:create pods/attach:get pods/ephemeralcontainers:patch replicationcontrollers:create " +
+      "deployments:create deployments:patch replicasets:create statefulsets:update daemonsets:create jobs:create cronjobs:create"
+    ).split(" "),
+  )("counts %s as reading every Secret of the namespace, refused in a Role not listed as such", (call) => {
+    const [resource, verb] = call.split(":") as [string, string];
+    expect(errorsOf(role("starter", [{ apiGroups: ["*"], resources: [resource], verbs: [verb] }]))).toContain(
+      `r: Role starter: can read every Secret of the namespace through a pod it starts or enters (${resource} ${verb}), and is not listed in SECRET_READERS`,
+    );
+  });
+
+  it("lists the launcher as reading the namespace's Secrets through the Jobs it creates, and refuses a listed Role that no longer can", () => {
+    expect(secretPaths({ rules: rulesOf(LAUNCHER_API_CALLS) } as never)).toEqual(["jobs create"]);
+    expect(Object.keys(SECRET_READERS)).toEqual([DRILL_LAUNCHER]);
+    expect(SECRET_READERS[DRILL_LAUNCHER]).toMatch(/operator of the namespace/);
+    const report = checkRbac([
+      { name: "r", objects: [role(DRILL_LAUNCHER, rulesOf(LAUNCHER_API_CALLS))] } as Rendering,
+    ]);
+    expect(report.errors).toEqual([]);
+    expect(report.secretReaders).toEqual(new Map([["r", [DRILL_LAUNCHER]]]));
+    expect(secretPaths({ rules: [READ_PODS] } as never)).toEqual([]);
   });
 });

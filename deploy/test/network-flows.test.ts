@@ -130,6 +130,16 @@ describe("network flows in every rendering", () => {
     expect(report.checked).toBeGreaterThan(500);
   });
 
+  it("lists every connection to the internet the policies let through: none goes unlisted in the flows table", () => {
+    const report = checkFlows(root, renderings, services);
+    expect(report.unlisted).toEqual([]);
+    const drills = renderings.find((r) => r.name === "overlays/prod + components/chaos-drills")!;
+    const withoutWide = checkFlows(root, [drills], services, { wide: false });
+    expect(withoutWide.unlisted).toContain(
+      "overlays/prod + components/chaos-drills: drill runner Job → the internet 443/TCP is allowed and listed nowhere",
+    );
+  });
+
   it("loses DNS without the allow-dns policy, and NodeLocal DNSCache with the kube-dns-only rule: the checks can fail", () => {
     const dev = renderings.find((r) => r.name === "overlays/dev")!;
     const withoutDns = {

@@ -39,7 +39,7 @@ function main(): number {
   );
   const services = discoverServices(resolve(repoRoot, "services"));
   const flows = checkFlows(repoRoot, renderings, services);
-  const flowErrors = [...flows.stopped, ...flows.through];
+  const flowErrors = [...flows.stopped, ...flows.through, ...flows.unlisted];
   for (const error of flowErrors) process.stderr.write(`network flows: ${error}\n`);
   process.stdout.write(
     `network flows (docs/kubernetes.md) in every rendering: ${flows.checked} checks, ${flowErrors.length} errors\n`,

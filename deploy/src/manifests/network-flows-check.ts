@@ -1,15 +1,18 @@
 // The flows of network-flows.ts checked against the NetworkPolicies of each rendering (with
 // network-policy.ts): every flow that applies there must pass the source's egress and the
-// destination's ingress, every flow that must be stopped is stopped at one end at least. Run by
-// `pnpm check:k8s` and by deploy/test/network-flows.test.ts.
+// destination's ingress, every flow that must be stopped is stopped at one end at least, and every
+// connection to the internet a pod of the suite is let through is a listed one (required, or wide:
+// network-flows-wide.ts). Run by `pnpm check:k8s` and by deploy/test/network-flows.test.ts.
 import { basename, join } from "node:path";
 import type { ServiceSpec } from "@loopguard/tool-sdk";
 import type { Deployment } from "kubernetes-types/apps/v1.js";
 import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
+import { NAMESPACE } from "./cluster-names.js";
 import { componentsOf, type K8sObject, type Rendering } from "./renderings.js";
 import { OVERLAYS_DIR, RELEASE_COMPONENTS } from "./generated-components.js";
-import type { EndpointRef, Flow } from "./network-endpoints.js";
+import { type EndpointRef, type Flow, INTERNET } from "./network-endpoints.js";
 import { deniedFlows, requiredFlows } from "./network-flows.js";
+import { wideFlows } from "./network-flows-wide.js";
 import { connection, type Endpoint, namespaceLabels, type PodEndpoint, type Protocol } from "./network-policy.js";
 
 /** The components in a rendering: its overlay's and those added on top ("overlays/prod + components/x + …"), and "release-path". */
@@ -85,19 +88,58 @@ export interface FlowReport {
   readonly stopped: string[];
   /** Denied flows that get through: each one an error. */
   readonly through: string[];
+  /** Connections to the internet a pod of the suite is let through that no flow lists: each one an error. */
+  readonly unlisted: string[];
   /** How many flow checks were made (flow × rendering). */
   readonly checked: number;
+}
+
+/** The ports a pod that leaks to the internet would use; each tried from every source of a rendering. */
+const INTERNET_PORTS = [80, 443, 6443];
+
+/** Each source × port to the internet the rendering's policies let through and no flow of `listed` names. */
+function unlistedToInternet(rendering: Rendering, listed: readonly Flow[]): string[] {
+  const policies = rendering.objects.filter((o) => o.kind === "NetworkPolicy") as unknown as NetworkPolicy[];
+  const [internet] = endpoints(INTERNET, rendering);
+  const workloads = rendering.objects
+    .filter((o) => o.kind === "Deployment")
+    .map((d) => (d as K8sObject & Deployment).spec!.template.metadata?.labels?.["app.kubernetes.io/name"] ?? "");
+  const sources = new Map<string, EndpointRef>([
+    ...workloads.map((workload) => [workload, { workload }] as const),
+    // Pods of the suite's namespace only: the policies of other namespaces (Prometheus's, clients') are not the suite's.
+    ...listed
+      .filter((f) => "pods" in f.from && f.from.namespace === NAMESPACE)
+      .map((f) => [nameOf(f.from), f.from] as const),
+  ]);
+  return [...sources.values()].flatMap((from) =>
+    endpoints(from, rendering).flatMap((pod) =>
+      INTERNET_PORTS.filter(
+        (port) =>
+          connection(policies, pod, internet!, port, "TCP").egress.allowed &&
+          !listed.some(
+            (f) => f.to === INTERNET && nameOf(f.from) === nameOf(from) && f.ports.some((p) => p.port === port),
+          ),
+      ).map(
+        (port) => `${rendering.name}: ${nameOf(from)} → ${nameOf(INTERNET)} ${port}/TCP is allowed and listed nowhere`,
+      ),
+    ),
+  );
 }
 
 export function checkFlows(
   repoRoot: string,
   renderings: readonly Rendering[],
   services: readonly ServiceSpec[],
+  { wide = true } = {},
 ): FlowReport {
-  const report = { stopped: [] as string[], through: [] as string[], checked: 0 };
+  const report = { stopped: [] as string[], through: [] as string[], unlisted: [] as string[], checked: 0 };
   for (const rendering of renderings) {
     const features = featuresOf(repoRoot, rendering);
-    for (const flow of requiredFlows(services).filter((f) => applies(f, features))) {
+    const allowed = [...requiredFlows(services), ...(wide ? wideFlows(services) : [])].filter((f) =>
+      applies(f, features),
+    );
+    report.unlisted.push(...new Set(unlistedToInternet(rendering, allowed)));
+    for (const flow of allowed) {
       report.stopped.push(...blocked(flow, rendering).failures);
       report.checked += 1;
     }

@@ -3,6 +3,7 @@ import type { ServiceSpec } from "@loopguard/tool-sdk";
 import { NAMESPACE } from "./cluster-names.js";
 import type { EndpointRef, Flow } from "./network-endpoints.js";
 import { deniedFlows, requiredFlows } from "./network-flows.js";
+import { wideFlows } from "./network-flows-wide.js";
 
 export const FLOWS_DOC = "docs/kubernetes.md";
 const BEGIN = "<!-- network flows: written by `pnpm gen` from deploy/src/manifests/network-flows.ts; do not edit -->";
@@ -57,6 +58,12 @@ export function renderFlowsDoc(current: string, services: readonly ServiceSpec[]
     "Allowed (both ends: the source's egress and the destination's ingress):",
     "",
     ...table(requiredFlows(services)),
+    "",
+    "Allowed though the suite needs less (these policies name no address, the real end's differing per cluster;",
+    "checked too, and no other connection to the internet gets through): narrow each in your overlay",
+    "with a patch that sets its `to:` to an ipBlock.",
+    "",
+    ...table(wideFlows(services)),
     "",
     "Denied (checked too, so a policy that opens too much fails):",
     "",

@@ -216,7 +216,10 @@ export function deniedFlows(services: readonly ServiceSpec[]): Flow[] {
       from: us(s),
       to: INTERNET,
       ports: tcp(443, 80),
-      why: "no internet egress",
+      why:
+        s.kind === "orchestrator"
+          ? "no internet egress (an OIDC issuer too: README, ORCHESTRATOR_OIDC_ISSUER)"
+          : "no internet egress",
       ...(s.kind === "orchestrator" ? { unless: "llm-egress" as const } : {}),
     })),
     ...services

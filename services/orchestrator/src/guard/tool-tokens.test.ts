@@ -153,12 +153,16 @@ describe("ToolTokens", () => {
       });
     const kidOf = async (session: string) => decodeProtectedHeader(await calls.for(session, read, deadline)).kid;
     expect(await kidOf("s1")).toBe("call-new");
-    // Another code, or a key it is not minted with, changes nothing.
+    // Another code, a key it is not minted with, or one not held, changes nothing.
     expect(calls.refusedKey("billing", refusal("call-new", status.PERMISSION_DENIED))).toBe(false);
     expect(calls.refusedKey("billing", refusal("call-old"))).toBe(false);
+    expect(calls.refusedKey("billing", refusal("never-held"))).toBe(false);
     const now = Date.now();
     expect(calls.refusedKey("billing", refusal("call-new"), now)).toBe(true);
     expect(told).toEqual([["billing", "call-new", "call-old"]]);
+    // Another session's call, minted with the refused key before the refusal, is sent again too (told once).
+    expect(calls.refusedKey("billing", refusal("call-new"), now)).toBe(true);
+    expect(told).toHaveLength(1);
     // The cached credential under the refused key is not handed out again; other tools keep the first key.
     expect(await kidOf("s1")).toBe("call-old");
     expect(decodeProtectedHeader(await calls.for("s1", registry.get("risk_query_risk")!, deadline)).kid).toBe(

@@ -115,7 +115,10 @@ export class ToolTokens {
   refusedKey(tool: string, error: CallError, now = Date.now()): boolean {
     const calls = this.#calls?.current();
     const refused = error.code === status.UNAUTHENTICATED ? error.metadata[UNKNOWN_CALL_KEY] : undefined;
-    if (!calls || refused === undefined || refused !== this.#kidFor(calls, tool, now)) return false;
+    if (!calls || refused === undefined || !calls.kids.includes(refused)) return false;
+    // A call minted before another call's refusal moved this tool on: sent again under the key now used.
+    const current = this.#kidFor(calls, tool, now);
+    if (refused !== current) return calls.kids.indexOf(refused) < calls.kids.indexOf(current);
     const instead = calls.kids[calls.kids.indexOf(refused) + 1];
     if (instead === undefined) return false;
     this.#refused.set(tool, { kid: refused, until: now + REFUSED_KEY_MS });

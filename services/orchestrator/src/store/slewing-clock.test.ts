@@ -45,6 +45,37 @@ describe("SlewingClock", () => {
     expect(steps).toEqual([[30_000, true]]);
   });
 
+  it("tells a step while a gap of less than a millisecond is open, as the wall clock's whole milliseconds leave", () => {
+    const { t, clock, steps } = world();
+    // Two readings 0.1 ms apart, the wall clock 0.6 ms ahead of the monotonic one: a sub-millisecond gap stays open.
+    t.wall += 1;
+    t.mono += 0.4;
+    clock.now();
+    t.mono += 0.1;
+    clock.now();
+    t.wall += 30_000;
+    t.mono += 100;
+    t.wall += 100;
+    clock.now();
+    expect(steps.map(([stepMs, slewed]) => [Math.abs(stepMs - 30_000) <= 1, slewed])).toEqual([[true, true]]);
+  });
+
+  it("tells a second step made while the first is still being closed", () => {
+    const { t, clock, steps, pass } = world();
+    t.wall += 30_000;
+    pass(100);
+    clock.now();
+    pass(1000);
+    clock.now();
+    t.wall += 5000;
+    pass(100);
+    clock.now();
+    expect(steps).toEqual([
+      [30_000, true],
+      [5000, true],
+    ]);
+  });
+
   it("never reads backward after a backward step: it runs at half speed until the wall clock catches up", () => {
     const { t, clock, steps, pass } = world();
     let last = clock.now();

@@ -12,13 +12,14 @@
 export const SLEW_RATE = 0.5;
 /** A gap to the wall clock at least this large is followed at once, not slewed. */
 export const SLEW_LIMIT_MS = 600_000;
-/** A gap at least this large is told to `onStep` once, when it opens. */
+/** A step at least this large (the gap's change between two readings) is told to `onStep`. */
 const STEP_NOTICE_MS = 1000;
 
 export class SlewingClock {
   #last: number;
   #lastMono: number;
-  #open = false;
+  /** The gap to the wall clock left open by the last reading (+ while behind). */
+  #gapLeft = 0;
 
   /**
    * @param wall the machine's wall clock, epoch milliseconds
@@ -41,17 +42,20 @@ export class SlewingClock {
     this.#lastMono = mono;
     const free = this.#last + elapsed;
     const gap = this.wall() - free;
+    // What the wall clock moved since the last reading, beyond the time that passed: a step. Judged on the change,
+    // not on whether a gap is open, as the wall clock's whole milliseconds leave one of less than 1 ms open often.
+    const step = gap - this.#gapLeft;
     if (Math.abs(gap) >= SLEW_LIMIT_MS) {
-      this.onStep?.(Math.round(gap), false);
-      this.#open = false;
+      this.onStep?.(Math.round(step), false);
+      this.#gapLeft = 0;
       this.#last = free + gap;
       return Math.round(this.#last);
     }
+    if (Math.abs(step) >= STEP_NOTICE_MS) this.onStep?.(Math.round(step), true);
     const most = elapsed * SLEW_RATE;
-    this.#last = free + Math.min(most, Math.max(-most, gap));
-    const left = Math.abs(gap) - most;
-    if (left >= STEP_NOTICE_MS && !this.#open) this.onStep?.(Math.round(gap), true);
-    this.#open = left > 0;
+    const closed = Math.min(most, Math.max(-most, gap));
+    this.#last = free + closed;
+    this.#gapLeft = gap - closed;
     return Math.round(this.#last);
   };
 }

@@ -9,7 +9,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConfigError, createLogger, discoverServices } from "@loopguard/tool-sdk";
 import { cannotUse, openServiceLogs } from "./data-dir.js";
-import { suiteEnvironment } from "./suite-env.js";
+import { suiteAddresses, suiteEnvironment } from "./suite-env.js";
 import { lockPorts, requireFreePorts } from "./ports.js";
 import { lockDataDir, SuiteLockError } from "./suite-lock.js";
 import { Supervisor } from "./supervisor.js";
@@ -35,6 +35,12 @@ const locks: (() => void)[] = [];
 const unlock = () => {
   for (const release of locks.splice(0).reverse()) release();
 };
+// The suite's services reach each other, and its demo the orchestrator, where this suite runs them.
+for (const [variable, address] of Object.entries(suiteAddresses(specs))) {
+  const given = process.env[variable];
+  if (given !== undefined && given !== address)
+    log.warn(`${variable} from the environment (${given}) is not used: this suite's service listens on ${address}`);
+}
 let environment: ReturnType<typeof suiteEnvironment>;
 let output: ReturnType<typeof openServiceLogs>;
 try {
@@ -47,7 +53,7 @@ try {
     log,
   );
   locks.push(lockPorts(specs));
-  environment = suiteEnvironment(dataDir);
+  environment = suiteEnvironment(dataDir, specs);
   await requireFreePorts(specs);
 } catch (error) {
   unlock();
@@ -102,7 +108,7 @@ function runDemo(): Promise<number> {
       "requester",
     ],
     {
-      env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir },
+      env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir, ...suiteAddresses(specs) },
       stdio: ["ignore", "inherit", "inherit"],
     },
   );

@@ -1,5 +1,6 @@
 // `pnpm start` stopped (SIGTERM) while its demo session runs: it stops the suite and says nothing
-// of a suite that keeps running. The whole suite on its own ports, so this file runs it once.
+// of a suite that keeps running. Started from a shell whose addresses point elsewhere, the suite's
+// demo reaches its own services still. The whole suite on its own ports, so this file runs it once.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -24,6 +25,11 @@ it("stopped during the demo, it does not tell that the suite keeps running", asy
       TMPDIR: dir,
       // Each tool call lasts, so the demo session is still running when the stop comes.
       LOOPGUARD_FAULT_PROFILE: JSON.stringify({ addedLatencyMs: 4000 }),
+      // Left in the shell from another suite: neither the demo nor the orchestrator may follow them.
+      ORCHESTRATOR_ADDR: "127.0.0.1:1",
+      KB_SEARCH_ADDR: "127.0.0.1:1",
+      BILLING_ADDR: "127.0.0.1:1",
+      RISK_ADDR: "127.0.0.1:1",
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -36,9 +42,14 @@ it("stopped during the demo, it does not tell that the suite keeps running", asy
     said += chunk;
   });
   const exited = new Promise<number | null>((done) => suite.once("exit", done));
-  await vi.waitFor(() => expect(said).toContain("TOOL_EXECUTING"), { timeout: 45_000, interval: 100 });
+  // The suite's own kb-search took the call and was late (at 127.0.0.1:1 it would be UNAVAILABLE).
+  await vi.waitFor(() => expect(said).toContain("kb_search_search: DEADLINE_EXCEEDED"), {
+    timeout: 45_000,
+    interval: 100,
+  });
   suite.kill("SIGTERM");
   expect(await exited).toBe(0);
   expect(said).toContain('"msg":"stopping the suite"');
   expect(said).not.toContain("The suite keeps running");
+  expect(said).toContain("ORCHESTRATOR_ADDR from the environment (127.0.0.1:1) is not used");
 });

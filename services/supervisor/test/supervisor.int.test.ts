@@ -53,6 +53,9 @@ function supervise(
   return { supervisor, warnings };
 }
 
+/** The suite's environment for the fixture services: no addresses of the suite's own to give. */
+const fixtureEnvironment = (dataDir: string) => suiteEnvironment(dataDir, []);
+
 describe("Supervisor", () => {
   it("discovers every service with a loopguard manifest, the orchestrator included, and no library", () => {
     const names = discoverServices(servicesDir).map((s) => s.name);
@@ -65,7 +68,7 @@ describe("Supervisor", () => {
     const dataDir = join(mkdtempSync(join(tmpdir(), "loopguard-supervisor-")), "data");
     cleanups.push(() => rmSync(dirname(dataDir), { recursive: true, force: true }));
     const specs = discoverServices(servicesDir);
-    const envOf = (name: string) => suiteEnvironment(dataDir).envFor!(specs.find((s) => s.name === name)!);
+    const envOf = (name: string) => suiteEnvironment(dataDir, specs).envFor!(specs.find((s) => s.name === name)!);
     const pepperFile = join(dataDir, "secrets", "loopguard-risk-pepper", "pepper");
     const callKeys = (tool: string) => join(dataDir, "keys", "call-keys", `${tool}.json`);
     expect(envOf("risk")).toEqual({ RISK_CUSTOMER_KEY_PEPPER_FILE: pepperFile, RISK_CALL_KEYS_FILE: callKeys("risk") });
@@ -88,7 +91,7 @@ describe("Supervisor", () => {
 
   it("restarts a SIGKILLed service with backoff, on the same port", async () => {
     const spec = await risk();
-    const { supervisor, warnings } = supervise(suiteEnvironment);
+    const { supervisor, warnings } = supervise(fixtureEnvironment);
     await supervisor.start([spec]);
     const address = `127.0.0.1:${spec.port}`;
     expect(await checkHealth(address)).toBe("SERVING");
@@ -111,7 +114,7 @@ describe("Supervisor", () => {
 
   it("fails the start with one line naming the port and its variable when a service cannot bind it", async () => {
     const spec = await risk();
-    const { supervisor } = supervise(suiteEnvironment);
+    const { supervisor } = supervise(fixtureEnvironment);
     // Not a server the probe asks: risk binds its gRPC port, then fails on its HTTP one.
     const blocker: Server = await new Promise((ok) => {
       const s = createServer((socket) => socket.destroy()).listen(spec.metricsPort, "127.0.0.1", () => ok(s));
@@ -124,8 +127,8 @@ describe("Supervisor", () => {
 
   it("is not ready on another process's SERVING answer: a port another suite's service holds fails the start", async () => {
     const spec = await risk();
-    await supervise(suiteEnvironment).supervisor.start([spec]);
-    const { supervisor, warnings } = supervise(suiteEnvironment);
+    await supervise(fixtureEnvironment).supervisor.start([spec]);
+    const { supervisor, warnings } = supervise(fixtureEnvironment);
     await expect(supervisor.start([spec])).rejects.toThrow(
       `port ${spec.port} (risk gRPC, RISK_PORT) is in use on 127.0.0.1: another suite (another data folder?) or program holds it; stop it first`,
     );
@@ -146,7 +149,7 @@ describe("Supervisor", () => {
 
   it("kills a service that ignores SIGTERM once the grace period is over", async () => {
     const spec = await risk();
-    const { supervisor, warnings } = supervise(suiteEnvironment, { stopGraceMs: 500 });
+    const { supervisor, warnings } = supervise(fixtureEnvironment, { stopGraceMs: 500 });
     await supervisor.start([spec]);
     const pid = supervisor.pids().risk!;
     // A stopped process leaves SIGTERM pending, as a hung one would never act on it.
@@ -164,7 +167,7 @@ describe("Supervisor", () => {
 
   it("stops a service that drains on SIGTERM without killing it", async () => {
     const spec = await risk();
-    const { supervisor, warnings } = supervise(suiteEnvironment, { stopGraceMs: 10_000 });
+    const { supervisor, warnings } = supervise(fixtureEnvironment, { stopGraceMs: 10_000 });
     await supervisor.start([spec]);
     await supervisor.stop();
     expect(warnings.find((w) => w.msg === "service ignored SIGTERM; killing it")).toBeUndefined();
@@ -174,7 +177,7 @@ describe("Supervisor", () => {
     const specs = await Promise.all(
       discoverServices(servicesDir).map(async (s) => ({ ...s, port: await freePort(), metricsPort: await freePort() })),
     );
-    const { supervisor } = supervise(suiteEnvironment);
+    const { supervisor } = supervise(fixtureEnvironment);
     await supervisor.start(specs);
     const privateMaterial = /"d"\s*:/;
     for (const spec of specs) {

@@ -131,8 +131,9 @@ export class Pods {
     const env: Record<string, string> = {};
     const mounts: string[] = [];
     // What `pnpm start` gives this service (public keys to all, the signing key to the
-    // orchestrator alone), with each file it names staged and mounted read-only.
-    const suite = suiteEnvironment(this.options.dataDir);
+    // orchestrator alone), with each file it names staged and mounted read-only; no loopback addresses: the
+    // suite's pods reach each other by the names given below.
+    const suite = suiteEnvironment(this.options.dataDir, []);
     for (const [name, value] of Object.entries({ ...suite.env, ...suite.envFor?.(spec) })) {
       if (name === "LOOPGUARD_DATA_DIR") continue;
       if (!name.endsWith("_FILE")) {

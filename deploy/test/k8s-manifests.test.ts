@@ -5,6 +5,8 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { contractFiles } from "@loopguard/proto";
+import type { Deployment } from "kubernetes-types/apps/v1.js";
+import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { renderGeneratedFiles } from "../src/manifests/generated-files.js";
 import { type K8sObject, renderAll, type Rendering, validateRenderings } from "../src/manifests/renderings.js";
@@ -81,6 +83,50 @@ describe("the chaos-drills component", () => {
   });
 });
 
+describe("the oidc-egress component", () => {
+  const withOidc = () => renderings.filter((r) => r.name.includes("components/oidc-egress"));
+  const orchestratorEnv = (objects: readonly K8sObject[]) =>
+    (objects.filter((o) => o.kind === "Deployment" && o.metadata.name === "orchestrator") as (K8sObject & Deployment)[])
+      .flatMap((d) => d.spec!.template.spec!.containers.filter((c) => c.name === "orchestrator"))
+      .map((c) => (c.env ?? []).filter((e) => e.name.startsWith("ORCHESTRATOR_OIDC_")));
+
+  it("gives the orchestrator its issuer, audience and roles claim from the ConfigMap loopguard-oidc in every rendering with it", () => {
+    expect(withOidc().map((r) => r.name)).toContain("overlays/prod + components/oidc-egress");
+    for (const { name, objects } of withOidc()) {
+      expect(orchestratorEnv(objects), name).toEqual([
+        [
+          {
+            name: "ORCHESTRATOR_OIDC_ISSUER",
+            valueFrom: { configMapKeyRef: { name: "loopguard-oidc", key: "issuer" } },
+          },
+          {
+            name: "ORCHESTRATOR_OIDC_AUDIENCE",
+            valueFrom: { configMapKeyRef: { name: "loopguard-oidc", key: "audience" } },
+          },
+          // Optional: without the key the variable is unset and the orchestrator reads loopguard_roles.
+          {
+            name: "ORCHESTRATOR_OIDC_ROLES_CLAIM",
+            valueFrom: { configMapKeyRef: { name: "loopguard-oidc", key: "roles-claim", optional: true } },
+          },
+        ],
+      ]);
+    }
+    expect(orchestratorEnv(rendering("overlays/prod").objects)).toEqual([[]]);
+  });
+
+  it("lets the orchestrator's pods, and only them, out on 443/TCP", () => {
+    expect(withOidc().length).toBeGreaterThan(0);
+    for (const { name, objects } of withOidc()) {
+      const policy = find(objects, "NetworkPolicy", "orchestrator-oidc-egress") as K8sObject & NetworkPolicy;
+      expect(policy.spec, name).toEqual({
+        podSelector: { matchLabels: { "app.kubernetes.io/name": "orchestrator" } },
+        policyTypes: ["Egress"],
+        egress: [{ ports: [{ protocol: "TCP", port: 443 }] }],
+      });
+    }
+  });
+});
+
 describe("kubectl kustomize + strict validation", () => {
   it("renders every overlay and every optional component on prod", () => {
     const names = renderings.map((r) => r.name);
@@ -92,11 +138,12 @@ describe("kubectl kustomize + strict validation", () => {
         "overlays/prod + components/cloudnative-pg",
         "overlays/prod + components/dns-kube-dns-only",
         "overlays/prod + components/llm-egress",
+        "overlays/prod + components/oidc-egress",
         "overlays/prod + components/patrol",
         "overlays/prod + components/argo-rollouts",
         "overlays/prod + components/plain-blue-green",
-        "overlays/prod + components/argo-rollouts + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress + components/patrol",
-        "overlays/prod + components/plain-blue-green + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress + components/patrol",
+        "overlays/prod + components/argo-rollouts + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress + components/oidc-egress + components/patrol",
+        "overlays/prod + components/plain-blue-green + components/chaos-drills + components/cloudnative-pg + components/dns-kube-dns-only + components/llm-egress + components/oidc-egress + components/patrol",
       ]),
     );
     for (const r of renderings) expect(r.objects.length, r.name).toBeGreaterThan(20);

@@ -12,7 +12,7 @@ import { NAMESPACE } from "../src/manifests/cluster-names.js";
 import { NAMES_FILE, OUTSIDE_NAMESPACES } from "../src/manifests/namespace-replacements.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const OPTIONAL = ["chaos-drills", "cloudnative-pg", "llm-egress", "patrol"];
+const OPTIONAL = ["chaos-drills", "cloudnative-pg", "llm-egress", "oidc-egress", "patrol"];
 /** Default → the name this test gives it. */
 const RENAMED: Record<string, string> = {
   [NAMESPACE]: "team-a",

@@ -10,7 +10,7 @@ import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { renderAll, type Rendering } from "../src/manifests/renderings.js";
 import { requiredFlows } from "../src/manifests/network-flows.js";
-import { blocked, checkFlows, featuresOf } from "../src/manifests/network-flows-check.js";
+import { blocked, checkFlows, featuresOf, nameOf } from "../src/manifests/network-flows-check.js";
 import { connection, namespaceLabels, type PodEndpoint } from "../src/manifests/network-policy.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -110,6 +110,7 @@ describe("network flows in every rendering", () => {
       "postgres-stores",
       "cloudnative-pg",
       "llm-egress",
+      "oidc-egress",
       "chaos-drills",
       "patrol",
       "argo-rollouts",
@@ -138,6 +139,19 @@ describe("network flows in every rendering", () => {
     expect(withoutWide.unlisted).toContain(
       "overlays/prod + components/chaos-drills: drill runner Job → the internet 443/TCP is allowed and listed nowhere",
     );
+  });
+
+  it("lets the orchestrator reach an OpenID Connect issuer on 443 with oidc-egress, and not without it", () => {
+    const toIssuer = requiredFlows(services).filter((f) => f.when === "oidc-egress");
+    expect(toIssuer.map((f) => `${nameOf(f.from)} → ${nameOf(f.to)} ${f.ports.map((p) => p.port)}`)).toEqual([
+      "orchestrator → an OpenID Connect issuer 443",
+    ]);
+    const prod = renderings.find((r) => r.name === "overlays/prod")!;
+    const withOidc = renderings.find((r) => r.name === "overlays/prod + components/oidc-egress")!;
+    expect(toIssuer.flatMap((f) => blocked(f, withOidc).failures)).toEqual([]);
+    expect(toIssuer.flatMap((f) => blocked(f, prod).failures)).toEqual([
+      "overlays/prod: orchestrator → an OpenID Connect issuer 443/TCP stopped at egress",
+    ]);
   });
 
   it("loses DNS without the allow-dns policy, and NodeLocal DNSCache with the kube-dns-only rule: the checks can fail", () => {

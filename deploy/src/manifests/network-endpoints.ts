@@ -17,6 +17,7 @@ export type Feature =
   | "postgres-stores"
   | "cloudnative-pg"
   | "llm-egress"
+  | "oidc-egress"
   | "chaos-drills"
   | "patrol"
   | "argo-rollouts"
@@ -44,8 +45,8 @@ export interface Flow {
   readonly why: string;
   /** Only where this component is in the rendering. */
   readonly when?: Feature | "release-path";
-  /** Not where this component is. */
-  readonly unless?: Feature;
+  /** Not where this component is (any of these, for a list). */
+  readonly unless?: Feature | readonly Feature[];
 }
 
 export const tcp = (...ports: number[]): Port[] => ports.map((port) => ({ port, protocol: "TCP" }));
@@ -85,6 +86,7 @@ export const CNPG_OPERATOR: EndpointRef = {
   labels: { "app.kubernetes.io/name": "cloudnative-pg" },
 };
 export const LLM_ENDPOINT: EndpointRef = { address: "203.0.113.30", name: "an OpenAI-compatible endpoint" };
+export const OIDC_ISSUER: EndpointRef = { address: "203.0.113.31", name: "an OpenID Connect issuer" };
 export const INTERNET: EndpointRef = { address: "203.0.113.80", name: "the internet" };
 export const OUTSIDE_RESOLVER: EndpointRef = { address: "203.0.113.53", name: "a resolver outside the cluster" };
 export const API_CLIENT: EndpointRef = {

@@ -27,7 +27,8 @@ export function featuresOf(repoRoot: string, rendering: Rendering): Set<string> 
 }
 
 export function applies(flow: Flow, features: ReadonlySet<string>): boolean {
-  return (!flow.when || features.has(flow.when)) && (!flow.unless || !features.has(flow.unless));
+  const unless = [flow.unless ?? []].flat();
+  return (!flow.when || features.has(flow.when)) && !unless.some((f) => features.has(f));
 }
 
 /** The pods (or the address) an end of a flow stands for in this rendering: a workload's are every Deployment of it (both colours). */

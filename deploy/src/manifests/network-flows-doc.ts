@@ -18,9 +18,10 @@ function describe(ref: EndpointRef): string {
 }
 
 function condition(flow: Flow): string {
+  const unless = [flow.unless ?? []].flat().map((feature) => `\`${feature}\``);
   const parts = [
     ...(flow.when ? [flow.when === "release-path" ? "with a release path" : `with \`${flow.when}\``] : []),
-    ...(flow.unless ? [`not with \`${flow.unless}\``] : []),
+    ...(unless.length > 0 ? [`not with ${unless.join(" or ")}`] : []),
   ];
   return parts.join("; ") || "always";
 }

@@ -20,6 +20,7 @@ import {
   LLM_ENDPOINT,
   MANAGED_POSTGRES,
   NODE_LOCAL_DNS,
+  OIDC_ISSUER,
   OPENSHIFT_DNS,
   OUTSIDE_RESOLVER,
   PATROL,
@@ -133,6 +134,13 @@ export function requiredFlows(services: readonly ServiceSpec[]): Flow[] {
       why: "the `openai` policy",
       when: "llm-egress" as const,
     })),
+    ...orchestrators.map((o) => ({
+      from: us(o),
+      to: OIDC_ISSUER,
+      ports: tcp(443),
+      why: "people's ID tokens: the issuer's discovery document and jwks_uri (ORCHESTRATOR_OIDC_ISSUER)",
+      when: "oidc-egress" as const,
+    })),
     ...tools.map((t) => ({
       from: smokePods(t.name),
       to: us(t),
@@ -216,11 +224,8 @@ export function deniedFlows(services: readonly ServiceSpec[]): Flow[] {
       from: us(s),
       to: INTERNET,
       ports: tcp(443, 80),
-      why:
-        s.kind === "orchestrator"
-          ? "no internet egress (an OIDC issuer too: README, ORCHESTRATOR_OIDC_ISSUER)"
-          : "no internet egress",
-      ...(s.kind === "orchestrator" ? { unless: "llm-egress" as const } : {}),
+      why: "no internet egress",
+      ...(s.kind === "orchestrator" ? { unless: ["llm-egress", "oidc-egress"] as const } : {}),
     })),
     ...services
       .filter((s) => !s.stateful)

@@ -2,8 +2,9 @@
 // ("138*0013*8000"), in a call's arguments and id, an unknown tool's name and a bad argument (both
 // quoted back in the observations), a final answer and its uncertainty reason. GetSession serves them masked (served-own-numbers);
 // GetTrace, the dashboard's session detail, the JSONL trace file, the orchestrator's log and its
-// spans must not hold them either. The SDK's in-memory exporter records every span, so this file
-// runs apart (GLOBAL_TELEMETRY_FILES).
+// spans must not hold them either; nor, with GetSession and ListSessions, those numbers written as
+// JSON escapes ("\u0031\u0033\u0038…") in raw arguments, refused calls and the answer. The SDK's
+// in-memory exporter records every span, so this file runs apart (GLOBAL_TELEMETRY_FILES).
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -43,6 +44,19 @@ const TASK = {
 /** Each STARS shape found in `text`, as written or escaped in JSON. */
 const found = (text: string) =>
   STARS.filter((shape) => text.includes(shape) || text.includes(JSON.stringify(shape).slice(1, -1)));
+
+/** `text` with every character a JSON escape, as a model may write it: "1" as "\u0031". */
+const escaped = (text: string) => [...text].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join("");
+
+/** The task's numbers `text` holds once every escape in it, at any depth, is decoded. */
+function ownNumbersIn(text: string): string[] {
+  const decoded = text.replace(/\\+u([0-9A-Fa-f]{4})/g, (_escape, hex: string) =>
+    String.fromCharCode(Number.parseInt(hex, 16)),
+  );
+  return ["13800138000", "110101198003121232"].filter((number) => decoded.includes(number));
+}
+
+const serialised = (value: unknown) => JSON.stringify(value, (_k, v) => (typeof v === "bigint" ? String(v) : v));
 
 /** The JSONL trace files' text once it holds `sessionId`'s last step (the file is written after the step commits). */
 async function traceFiles(dir: string, sessionId: string, steps: number): Promise<string> {
@@ -100,5 +114,54 @@ describe("the task's own numbers the model writes in shapes only their digits gi
       spans: [],
     });
     expect(done.answer).toBe("Called [redacted] and [redacted], all good.");
+  });
+
+  it("written as JSON escapes are redacted in GetSession, ListSessions, GetTrace, GetSessionDetail, the trace file and the spans", async () => {
+    const phone = escaped("13800138000");
+    const idCard = escaped("110101198003121232");
+    const chat = await startFakeChatServer([
+      () =>
+        chatCompletion({
+          toolCalls: [
+            { id: "c1", name: "kb_search_search", arguments: `{"query":"${phone}","limit":1}` },
+            { id: "c2", name: "kb_search_search", arguments: `{"query":"${idCard}","limit":` },
+            { id: "c3", name: "kb_search_search", arguments: `{"query":"refund","limit":"${phone}"}` },
+            { id: "c4", name: "kb_search_search", arguments: `{"query":"refund","limit":1,"${idCard}":1}` },
+          ],
+        }),
+      () => chatCompletion({ content: JSON.stringify({ answer: `Done for ${phone} / ${idCard}.`, confidence: 0.9 }) }),
+    ]);
+    suite.onCleanUp(() => chat.close());
+    spans.reset();
+    const orch = await suite.startOrchestrator({ OPENAI_BASE_URL: chat.baseUrl, OPENAI_MODEL: "fake-model" });
+    const done = await modelSession(orch, "Look the customer up", TASK);
+    const id = done.sessionId;
+    const records = (await orch.api.getTrace({ sessionId: id })).records;
+    const seen = {
+      getSession: ownNumbersIn(serialised(done)),
+      listSessions: ownNumbersIn(serialised((await orch.api.listSessions({})).sessions)),
+      getTrace: ownNumbersIn(records.join("\n")),
+      getSessionDetail: ownNumbersIn(serialised(await orch.api.getSessionDetail({ sessionId: id }))),
+      traceFile: ownNumbersIn(await traceFiles(join(orch.dataDir, "traces"), id, records.length)),
+      log: ownNumbersIn(orch.logs.join("\n")),
+      spans: ownNumbersIn(
+        spans
+          .getFinishedSpans()
+          .map((s) => JSON.stringify(s.attributes))
+          .join("\n"),
+      ),
+    };
+    expect(records.length).toBeGreaterThanOrEqual(2);
+    expect(seen).toEqual({
+      getSession: [],
+      listSessions: [],
+      getTrace: [],
+      getSessionDetail: [],
+      traceFile: [],
+      log: [],
+      spans: [],
+    });
+    expect(done.answer).toBe("Done for [redacted] / [redacted].");
+    expect(records[0]).toContain(JSON.stringify(JSON.stringify({ query: "[redacted]", limit: 1 })).slice(1, -1));
   });
 });

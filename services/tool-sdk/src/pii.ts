@@ -2,7 +2,7 @@
 // China mobile numbers. One implementation of "is this an id card / a CN mobile", used by risk to
 // check and normalise what it is sent, and by every redactor (traces, step records, history,
 // logs, error messages) to find them in free text. No gRPC in here.
-import { fold, GAPS, mayBeDisguised } from "./pii-fold.js";
+import { fold, foldedEnd, GAPS, mayBeDisguised } from "./pii-fold.js";
 import { hasRealBirthDate, ID_CARD_SHAPE, normaliseIdCard } from "./pii-id-card.js";
 import {
   asContractPhone,
@@ -26,6 +26,7 @@ import { replaceSecrets } from "./secrets.js";
 
 export { idCardCheckCharacter, normaliseIdCard, parseIdCard } from "./pii-id-card.js";
 export { cnMobileToE164 } from "./pii-mobile.js";
+export { type Folded, fold, foldedEnd, mayBeDisguised } from "./pii-fold.js";
 
 /** What a value holding personal data is replaced by. */
 export const REDACTED = "[redacted]";
@@ -55,9 +56,9 @@ export function personalDataSpans(text: string): number[] {
   if (!mayBeDisguised(text)) return spansIn(text);
   const { text: folded, at } = fold(text);
   const spans = spansIn(folded);
-  // A span ends on a digit, an X or a ")": one code unit of the text, or the three of a ")" percent-encoded.
+  // A span ends on a digit, an X or a ")": one code unit of the text, or the code units of its encoding or escape.
   if (at === undefined) return spans;
-  return spans.map((p, i) => (i % 2 === 0 ? at[p]! : at[p - 1]! + (text[at[p - 1]!] === "%" ? 3 : 1)));
+  return spans.map((p, i) => (i % 2 === 0 ? at[p]! : foldedEnd(text, at[p - 1]!)));
 }
 
 /**

@@ -13,6 +13,10 @@ const TASK = {
   accessTokens: ["opaque-value-1"],
 };
 
+/** `text` with every character written as a JSON escape ("1" as "\u0031"), behind `backslashes`. */
+const escaped = (text: string, backslashes = "\\") =>
+  [...text].map((c) => `${backslashes}u${c.charCodeAt(0).toString(16).padStart(4, "0")}`).join("");
+
 describe("servedView", () => {
   it("hides in the goal, the task and its keys what the model view hides, as REDACTED", () => {
     const served = servedView(TASK);
@@ -58,5 +62,15 @@ describe("servedView", () => {
     });
     const clean = { ...record, decision: { kind: "final", answer: "Refunded at 1764411342000" }, result: null };
     expect(served.storedValue(clean)).toBe(clean);
+  });
+
+  it("masks the task's own numbers written as JSON escapes, once or twice", () => {
+    const served = servedView(TASK);
+    const answer = `Called ${escaped("138*0013*8000")}, id ${escaped("110101~19800312~1232", "\\\\")}.`;
+    expect(served.stored(answer)).toBe(`Called ${REDACTED}, id ${REDACTED}.`);
+    const args = `{"query":"${escaped("1-3-8-0-0-1-3-8-0-0-0")}","limit":1}`;
+    expect(served.storedValue({ decision: { arguments: args } })).toEqual({
+      decision: { arguments: `{"query":"${REDACTED}","limit":1}` },
+    });
   });
 });

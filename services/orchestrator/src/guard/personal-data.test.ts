@@ -57,6 +57,11 @@ describe("modelView", () => {
     expect(view.task.note).toBe("his mobile: {{task.phone}} / {{task.phone}}");
   });
 
+  it("names the task's own numbers written as JSON escapes by placeholder", () => {
+    const escaped = "\\u0031\\u0033\\u0038*\\u0030\\u0030\\u0031\\u0033*\\u0038\\u0030\\u0030\\u0030";
+    expect(modelView(`Call ${escaped} now`, TASK).goal).toBe("Call {{task.phone}} now");
+  });
+
   it("shows no credential: values under credential keys and tokens in the text are redacted", () => {
     const jwt = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
     const view = modelView(`Refund; my key is sk-proj-AbCdEfGhIjKlMnOpQrSt`, {

@@ -8,7 +8,11 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import {
   canonicalPersonalData,
   FieldRole,
+  type Folded,
   fieldPolicy,
+  fold,
+  foldedEnd,
+  mayBeDisguised,
   personalDataSpans,
   REDACTED,
   redactNumber,
@@ -108,15 +112,17 @@ export function modelView(goal: string, task: JsonObject): ModelView {
   return view;
 }
 
-/** A digit as the text may write it: ASCII or full width. */
-const digitClass = (c: string) => (c === "X" ? "[Xx\uFF38\uFF58]" : `[${c}${String.fromCharCode(0xff10 + Number(c))}]`);
+/** A digit as the pattern looks for it, in the folded text (tool-sdk's fold): ASCII, and an X either way. */
+const digitClass = (c: string) => (c === "X" ? "[Xx]" : c);
 
 /**
  * The second line behind tool-sdk's detection, which knows the shapes a number may take; this knows
  * the task's own numbers and finds their digits in order however they are apart: by up to three
  * characters that are neither letters nor digits ("1-3-8-0-0-1-3-8-0-0-0", "138*0013*8000",
- * "138 ‧ 0013 ‧ 8000"). Each becomes what `placeholders` maps it to: its placeholder, or REDACTED in what
- * the API serves (personal-data-served.ts). A mobile is looked for by its 11 national digits.
+ * "138 ‧ 0013 ‧ 8000"). It looks in the text as tool-sdk folds it, so full-width digits, invisible
+ * characters and JSON escapes ("\u0031\u0033…") hide no digit. Each becomes what `placeholders`
+ * maps it to: its placeholder, or REDACTED in what the API serves (personal-data-served.ts). A
+ * mobile is looked for by its 11 national digits.
  */
 export function ownValues(placeholders: ReadonlyMap<string, string>): (text: string) => string {
   if (placeholders.size === 0) return (text) => text;
@@ -128,8 +134,18 @@ export function ownValues(placeholders: ReadonlyMap<string, string>): (text: str
     shown.push(placeholder);
   }
   const pattern = new RegExp(`(?<!\\p{N})(?:${alternatives.join("|")})(?!\\p{N})`, "gu");
-  return (text) =>
-    text.replace(pattern, (...groups: unknown[]) => shown[groups.slice(1).findIndex((g) => g !== undefined)]!);
+  return (text) => {
+    const { text: folded, at }: Folded = mayBeDisguised(text) ? fold(text) : { text };
+    let out = "";
+    let copied = 0;
+    pattern.lastIndex = 0;
+    for (let m = pattern.exec(folded); m; m = pattern.exec(folded)) {
+      const start = at ? at[m.index]! : m.index;
+      out += text.slice(copied, start) + shown[m.slice(1).findIndex((g) => g !== undefined)]!;
+      copied = at ? foldedEnd(text, at[pattern.lastIndex - 1]!) : pattern.lastIndex;
+    }
+    return copied === 0 ? text : out + text.slice(copied);
+  };
 }
 
 type Mask = (text: string) => string;

@@ -73,4 +73,21 @@ describe("servedView", () => {
       decision: { arguments: `{"query":"${REDACTED}","limit":1}` },
     });
   });
+
+  it("masks the task's phone written with its country code and letters glued on", () => {
+    const served = servedView(TASK);
+    const refs = [
+      "+8613800138000z",
+      "008613800138000z",
+      "8613800138000ab",
+      "lg-8613800138000-0",
+      "tel:+8613800138000z",
+    ];
+    expect(served.stored(`Refs: ${refs.join(" | ")} | +86 138*0013*8000 | 13800138000z`)).toBe(
+      `Refs: ${REDACTED}z | ${REDACTED}z | ${REDACTED}ab | lg-${REDACTED}-0 | tel:${REDACTED}z | ${REDACTED} | ${REDACTED}z`,
+    );
+    expect(served.stored("room 5 of 8613800138001, order 1008613800138000")).toBe(
+      "room 5 of 8613800138001, order 1008613800138000",
+    );
+  });
 });

@@ -62,6 +62,12 @@ describe("modelView", () => {
     expect(modelView(`Call ${escaped} now`, TASK).goal).toBe("Call {{task.phone}} now");
   });
 
+  it("names the task's phone with its country code and letters glued on by placeholder", () => {
+    const view = modelView("Call +8613800138000z", { ...TASK, note: "key lg-8613800138000-0" });
+    expect(view.goal).toBe("Call {{task.phone}}z");
+    expect(view.task.note).toBe("key lg-{{task.phone}}-0");
+  });
+
   it("shows no credential: values under credential keys and tokens in the text are redacted", () => {
     const jwt = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
     const view = modelView(`Refund; my key is sk-proj-AbCdEfGhIjKlMnOpQrSt`, {

@@ -112,6 +112,9 @@ export function modelView(goal: string, task: JsonObject): ModelView {
   return view;
 }
 
+/** What may stand between two digits of the task's own number: up to three characters that are neither letters nor digits. */
+const APART = "[^\\p{L}\\p{N}]{0,3}";
+
 /** A digit as the pattern looks for it, in the folded text (tool-sdk's fold): ASCII, and an X either way. */
 const digitClass = (c: string) => (c === "X" ? "[Xx]" : c);
 
@@ -122,15 +125,18 @@ const digitClass = (c: string) => (c === "X" ? "[Xx]" : c);
  * "138 ‧ 0013 ‧ 8000"). It looks in the text as tool-sdk folds it, so full-width digits, invisible
  * characters and JSON escapes ("\u0031\u0033…") hide no digit. Each becomes what `placeholders`
  * maps it to: its placeholder, or REDACTED in what the API serves (personal-data-served.ts). A
- * mobile is looked for by its 11 national digits.
+ * mobile is looked for by its 11 national digits, with its country code before them if it is
+ * written ("+86", "0086" or "86"): the "6" of "8613800138000z" would otherwise stand right before
+ * the first digit, where no digit may, and hide the number.
  */
 export function ownValues(placeholders: ReadonlyMap<string, string>): (text: string) => string {
   if (placeholders.size === 0) return (text) => text;
   const shown: string[] = [];
   const alternatives: string[] = [];
   for (const [canonical, placeholder] of placeholders) {
-    const digits = canonical.startsWith("+86") ? canonical.slice(3) : canonical;
-    alternatives.push(`(${[...digits].map(digitClass).join("[^\\p{L}\\p{N}]{0,3}")})`);
+    const mobile = canonical.startsWith("+86");
+    const digits = [...(mobile ? canonical.slice(3) : canonical)].map(digitClass).join(APART);
+    alternatives.push(mobile ? `((?:(?:\\+|00)?86${APART})?${digits})` : `(${digits})`);
     shown.push(placeholder);
   }
   const pattern = new RegExp(`(?<!\\p{N})(?:${alternatives.join("|")})(?!\\p{N})`, "gu");

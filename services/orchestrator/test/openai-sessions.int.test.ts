@@ -162,6 +162,23 @@ describe("openai policy sessions", () => {
     expect(done.stopReason).toBe("unrecoverable_error");
   });
 
+  it("keeps no part of the API key in the answer when the endpoint echoes it across the error's length limit", async () => {
+    const key = "9f8e7d6c5b4a39281706f5e4d3c2b1a0cafebabe";
+    // The key starts 299 characters into the error's text, where the text shown is cut at 300.
+    const pad = "x".repeat(300 - "Incorrect API key provided: ".length - (key.length - 1));
+    const message = `Incorrect API key provided: ${pad}${key}. See the docs.`;
+    const { done, trace } = await runWith(
+      [() => ({ status: 401, body: { error: { message, type: "invalid_request_error" } } })],
+      undefined,
+      { OPENAI_API_KEY: key },
+    );
+    expect(done.stopReason).toBe("unrecoverable_error");
+    expect(done.answer).toContain("HTTP 401: Incorrect API key provided: xxx");
+    const fragments = [...Array(key.length - 7).keys()].map((i) => key.slice(i, i + 8));
+    const served = `${done.answer}\n${trace.join("\n")}`;
+    expect(fragments.filter((fragment) => served.includes(fragment))).toEqual([]);
+  });
+
   it("is refused at StartSession when no model endpoint is configured", async () => {
     const orch = await startOrchestrator(suite.tools);
     try {

@@ -59,7 +59,6 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
     maxRetries: 0,
     logLevel: "off",
   });
-  const redact = (text: string): string => (options.apiKey ? text.split(options.apiKey).join("[redacted]") : text);
 
   const maxTokensField = maxTokensFieldOf(options.model);
   return {
@@ -94,7 +93,7 @@ export function createOpenAiPolicy(options: OpenAiPolicyOptions): Policy {
           // A caller's cancellation is not an outage: let the host see its own abort reason.
           if (signal.aborted) throw signal.reason;
           if (deadline.aborted) throw timedOut(callTimeoutMs);
-          throw unavailable(err, callTimeoutMs, redact);
+          throw unavailable(err, callTimeoutMs, options.apiKey);
         }
         const decision = toDecision(completion, input, promptHash);
         const { input: inputTokens, output: outputTokens } = decision.usage;

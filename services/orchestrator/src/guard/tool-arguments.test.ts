@@ -3,6 +3,7 @@ import { ToolAdminService } from "@loopguard/proto/gen/loopguard/tool/v1/admin_p
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { JsonValue } from "../store/session-store.js";
+import { MAX_ARGUMENTS_DEPTH } from "../session/model-bounds.js";
 import { type ParsedArguments, parseToolArguments } from "./tool-arguments.js";
 import { type RegisteredTool, ToolRegistry } from "../tool-registry.js";
 
@@ -64,6 +65,24 @@ describe("parseToolArguments answers EINVAL for", () => {
     const raw = '{"idCard":"110101198507212349","phone":(139)12345678,"note":"call back"}';
     const result = expectInvalid(parseToolArguments(tool("risk_query_risk"), raw), []);
     expect(result.message).toBe("arguments are not valid JSON: Unexpected token '('");
+  });
+
+  it("arguments nested deeper than the host reads, wherever the nesting is", () => {
+    const nest = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`;
+    for (const raw of [
+      `{"query":${nest(7000)},"limit":1}`,
+      `{"query":"refund","limit":1,"x":${nest(50_000)}}`,
+      `{"query":"refund","x":${'{"a":'.repeat(3000)}1${"}".repeat(3000)}}`,
+      `{"query":${nest(MAX_ARGUMENTS_DEPTH)},"limit":1}`,
+    ]) {
+      const result = expectInvalid(parseToolArguments(tool("kb_search_search"), raw), []);
+      expect(result.message).toBe(`arguments nested deeper than ${MAX_ARGUMENTS_DEPTH}`);
+    }
+  });
+
+  it("nothing for brackets inside strings, however many", () => {
+    const raw = JSON.stringify({ query: `${"[{".repeat(40)}"\\`, limit: 1 });
+    expect(parseToolArguments(tool("kb_search_search"), raw).ok).toBe(true);
   });
 
   it("JSON that is not an object", () => {

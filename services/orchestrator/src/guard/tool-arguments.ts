@@ -3,6 +3,7 @@
 // (DESIGN, principle 2). Field names in violations are the JSON names the model was shown.
 import { type DescField, type DescMessage, fromJson, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { redactText, violationsOf } from "@loopguard/tool-sdk";
+import { MAX_ARGUMENTS_DEPTH, nestedDeeperThan } from "../session/model-bounds.js";
 import type { RegisteredTool } from "../tool-registry.js";
 
 export interface ArgumentViolation {
@@ -23,8 +24,11 @@ export function parseToolArguments(tool: RegisteredTool, raw: string): ParsedArg
   return json.ok ? decodeToolArguments(tool, json.value) : json;
 }
 
-/** The first step alone: the raw text as JSON, or the EINVAL it is not valid JSON. */
+/** The first step alone: the raw text as JSON, or the EINVAL it is not valid JSON or nests too deep. */
 export function argumentsJson(raw: string): { readonly ok: true; readonly value: unknown } | Invalid {
+  // Before parsing: what the host does with a value after it (decode, validate, redact) recurses.
+  if (nestedDeeperThan(raw, MAX_ARGUMENTS_DEPTH))
+    return invalid(`arguments nested deeper than ${MAX_ARGUMENTS_DEPTH}`, []);
   try {
     return { ok: true, value: JSON.parse(raw) };
   } catch (e) {
@@ -120,7 +124,7 @@ function decodeViolation(tool: RegisteredTool, key: string, value: JsonValue): A
   } catch {
     const name = fieldByKey(input, key)?.jsonName ?? key;
     // Masked before it is cut short: a cut can leave part of a number no redactor recognises.
-    const shown = redactText(JSON.stringify(value));
+    const shown = redactText(jsonText(value));
     const got = shown.length > 60 ? `${shown.slice(0, 57)}...` : shown;
     return [{ field: name, description: `expected ${expectedValue(propertiesOf(tool)[name])}, got ${got}` }];
   }
@@ -193,6 +197,15 @@ function jsonKind(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
   return `a ${typeof value}`;
+}
+
+/** A value's JSON, or a note when it cannot be written (argumentsJson bounds the depth; this holds whatever comes). */
+function jsonText(value: JsonValue): string {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return "a value that cannot be shown";
+  }
 }
 
 function errorText(e: unknown): string {

@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { argumentsJson } from "../guard/tool-arguments.js";
+import { MAX_ARGUMENTS_DEPTH } from "../session/model-bounds.js";
 import { toDecision } from "./chat-reply.js";
 import type { PolicyInput } from "./policy.js";
 
@@ -51,6 +53,23 @@ describe("toDecision", () => {
   it("counts a usage it cannot read as zero", () => {
     const decision = toDecision(reply({ content: "ok" }, { prompt_tokens: -1, completion_tokens: "9" }), INPUT, "h");
     expect(decision.usage).toEqual({ input: 0, output: 0 });
+  });
+
+  it("reads arguments sent as an object nested 50,000 deep, as arguments the host refuses for their depth", () => {
+    let deep: unknown = [];
+    for (let i = 1; i < 50_000; i++) deep = [deep];
+    const body = reply({
+      tool_calls: [{ id: "call_a", function: { name: "kb_search", arguments: { query: "x", deep } } }],
+    });
+    const decision = toDecision(body, INPUT, "h");
+    if (decision.kind !== "tool_calls") throw new Error("expected tool calls");
+    const read = argumentsJson(decision.calls[0]!.arguments);
+    expect(read).toMatchObject({
+      ok: false,
+      code: "EINVAL",
+      message: `arguments nested deeper than ${MAX_ARGUMENTS_DEPTH}`,
+    });
+    expect(decision.calls[0]!.arguments.startsWith('{"query":"x","deep":[[[')).toBe(true);
   });
 
   it("refuses a body that is not a chat completion, as retryable", () => {

@@ -1,6 +1,6 @@
 // A chat completion's body turned into a Decision, however malformed its tool calls are (the host
 // makes observations of those); only a body that is no chat completion at all throws.
-import { TOOL_CALL_ID } from "../session/model-bounds.js";
+import { argumentsText, TOOL_CALL_ID } from "../session/model-bounds.js";
 import { parseActionConfidence, parseFinalReply } from "./model-confidence.js";
 import { PolicyUnavailableError } from "./policy-unavailable.js";
 import type { Decision, PolicyInput, TokenUsage, ToolCallRequest } from "./policy.js";
@@ -52,7 +52,7 @@ function rawArguments(value: unknown): string {
   if (typeof value === "string") return value;
   // A server that omits arguments means "no arguments"; some send an already-parsed object.
   if (value === undefined || value === null) return "{}";
-  return JSON.stringify(value);
+  return argumentsText(value);
 }
 
 function messageText(message: Record<string, unknown>): string {

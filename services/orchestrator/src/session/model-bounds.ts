@@ -23,6 +23,12 @@ export const MAX_SPAN_ATTRIBUTE_CHARS = 64;
  * carrying the rest of the queue. The rest are dropped, and the step's record says how many.
  */
 export const MAX_CALLS_PER_DECISION = 32;
+/**
+ * How deep a call's arguments may nest: no tool's request is more than a few levels deep, and every
+ * walk of a JSON value (JSON.stringify, protobuf's decoding, redaction) recurses, so arguments nested
+ * thousands deep would overflow the host's stack rather than be refused.
+ */
+export const MAX_ARGUMENTS_DEPTH = 64;
 /** How far past a cut a number may reach: an id card spread out by 4 separators between its characters is 86 (tool-sdk pii-spread.ts). */
 const CUT_MARGIN_CHARS = 96;
 
@@ -84,4 +90,43 @@ function boundCall(call: ToolCallRequest, registry: ToolRegistry, taken: Set<str
   const bytes = call.arguments.length * 3 <= limit ? 0 : Buffer.byteLength(call.arguments);
   if (bytes <= limit) return id === call.id && name === call.name ? call : { id, name, arguments: call.arguments };
   return { id, name, arguments: cutText(call.arguments, ARGUMENTS_QUOTE_CHARS), argumentsBytes: bytes };
+}
+
+/** Whether JSON `text` nests arrays and objects deeper than `max`, read without parsing it (brackets inside strings do not count). */
+export function nestedDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // a backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
+}
+
+/**
+ * The JSON text of arguments a server sent as a parsed value. Past MAX_ARGUMENTS_DEPTH the value is
+ * written only down to one level deeper (each container there as `[]`): the text is still too deep,
+ * so the host refuses it for its depth, and JSON.stringify never recurses further.
+ */
+export function argumentsText(value: unknown): string {
+  const cut = new Set<object>();
+  let level: unknown[] = [value];
+  for (let depth = 1; level.length > 0; depth++) {
+    const next: unknown[] = [];
+    for (const item of level) {
+      if (typeof item !== "object" || item === null) continue;
+      if (depth > MAX_ARGUMENTS_DEPTH) cut.add(item);
+      else for (const child of Object.values(item)) next.push(child);
+    }
+    level = next;
+  }
+  if (cut.size === 0) return JSON.stringify(value);
+  return JSON.stringify(value, (_key, v: unknown) => (typeof v === "object" && v !== null && cut.has(v) ? [] : v));
 }

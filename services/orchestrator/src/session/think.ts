@@ -216,6 +216,16 @@ async function policyFailed(
       charged(s.usage),
     );
   }
+  // A pause that would end past the deadline is a retry that could never be made: none is counted.
+  const pause = Math.min(Number(retryAfterMs ?? 500), 5000);
+  const deadline = deadlineOf(s.usage, s.budget);
+  if (deps.now() + pause >= deadline)
+    return moves.stop(
+      s,
+      "deadline",
+      `the policy failed: ${why}; not retried: its pause of ${pause} ms before a retry would end past the session's deadline`,
+      charged(s.usage),
+    );
   const usage = withRetries(s.usage, 1);
   const retrying = await moves.move(s, "THINKING", {
     audit: { reason: `model call failed, retrying: ${why}` },
@@ -223,6 +233,6 @@ async function policyFailed(
     ...charged(usage),
   });
   // A stop during the pause ends it: the session stays THINKING, and whoever runs it next asks the model.
-  await sleep(Math.min(Number(retryAfterMs ?? 500), 5000), undefined, { signal }).catch(() => undefined);
+  await sleep(Math.max(0, Math.min(pause, deadline - deps.now())), undefined, { signal }).catch(() => undefined);
   return retrying;
 }

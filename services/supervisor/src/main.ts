@@ -36,7 +36,8 @@ const unlock = () => {
   for (const release of locks.splice(0).reverse()) release();
 };
 // The suite's services reach each other, and its demo the orchestrator, where this suite runs them.
-for (const [variable, address] of Object.entries(suiteAddresses(specs))) {
+const addresses = suiteAddresses(specs);
+for (const [variable, address] of Object.entries(addresses)) {
   const given = process.env[variable];
   if (given !== undefined && given !== address)
     log.warn(`${variable} from the environment (${given}) is not used: this suite's service listens on ${address}`);
@@ -108,7 +109,7 @@ function runDemo(): Promise<number> {
       "requester",
     ],
     {
-      env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir, ...suiteAddresses(specs) },
+      env: { ...process.env, LOOPGUARD_DATA_DIR: dataDir, ...addresses },
       stdio: ["ignore", "inherit", "inherit"],
     },
   );

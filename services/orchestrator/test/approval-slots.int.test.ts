@@ -116,10 +116,14 @@ describe("approvals left unanswered", () => {
     expect(ended.stopReason).toBe("approval_denied");
     expect(ended.answer).toBe(`approval ${shown.approvalId} expired unanswered`);
     expect(await refundCount()).toBe(before);
-    // The session no longer waits, so for the approver it is gone; its creator is told it ended.
+    // An answer to the approval that expired is told so, the approver's and its creator's alike;
+    // for the approver the session no longer waits, so an answer naming anything else finds nothing.
     const late = await refusal(orch.approver.resolveApproval(decisionOn(id, shown, true, "too late")), CallError);
-    expect([late.code, late.reason]).toEqual([status.NOT_FOUND, "SESSION_NOT_FOUND"]);
+    expect([late.code, late.reason]).toEqual([status.FAILED_PRECONDITION, "APPROVAL_EXPIRED"]);
     const own = await refusal(orch.api.resolveApproval(decisionOn(id, shown, true, "too late")), CallError);
-    expect([own.code, own.reason]).toEqual([status.FAILED_PRECONDITION, "SESSION_TERMINAL"]);
+    expect([own.code, own.reason]).toEqual([status.FAILED_PRECONDITION, "APPROVAL_EXPIRED"]);
+    const stale = { ...shown, argumentsHash: "0".repeat(64) };
+    const guessed = await refusal(orch.approver.resolveApproval(decisionOn(id, stale, true)), CallError);
+    expect([guessed.code, guessed.reason]).toEqual([status.NOT_FOUND, "SESSION_NOT_FOUND"]);
   });
 });

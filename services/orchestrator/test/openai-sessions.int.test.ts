@@ -215,9 +215,41 @@ describe("approval expiry", () => {
         CallError,
       );
       expect(error.code).toBe(status.FAILED_PRECONDITION);
-      expect(["APPROVAL_EXPIRED", "SESSION_TERMINAL"]).toContain(error.reason);
+      expect(error.reason).toBe("APPROVAL_EXPIRED");
       const done = await waitForSession(orch.api, session!.sessionId);
       expect(done.stopReason).toBe("approval_denied");
+    } finally {
+      await orch.close();
+    }
+  });
+
+  it("an approver answering after the expiry sweep ended the session is told the approval expired", async () => {
+    const orch = await startOrchestrator(suite.tools, {
+      APPROVAL_TTL_MS: "1000",
+      ORCHESTRATOR_APPROVAL_SWEEP_MS: "50",
+    });
+    try {
+      const { session } = await orch.api.startSession({
+        goal: "Refund",
+        task: HIGH_RISK_REFUND as never,
+        scopes: ALL_SCOPES,
+      });
+      const id = session!.sessionId;
+      const shown = (await waitForSession(orch.api, id, (s) => s.state === SessionState.AWAITING_APPROVAL))
+        .pendingApproval!;
+      const done = await waitForSession(orch.api, id);
+      expect(done.stopReason).toBe("approval_denied");
+      for (const approve of [true, false]) {
+        const late = await refusal(orch.approver.resolveApproval(decisionOn(id, shown, approve)), CallError);
+        expect([late.code, late.reason]).toEqual([status.FAILED_PRECONDITION, "APPROVAL_EXPIRED"]);
+        expect(late.message).toContain(shown.approvalId);
+      }
+      // An answer naming any other approval learns nothing of the session: as for an id nobody used.
+      const other = await refusal(
+        orch.approver.resolveApproval(decisionOn(id, { ...shown, approvalId: "apr_00000000000000000000" }, true)),
+        CallError,
+      );
+      expect([other.code, other.reason]).toEqual([status.NOT_FOUND, "SESSION_NOT_FOUND"]);
     } finally {
       await orch.close();
     }

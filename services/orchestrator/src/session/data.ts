@@ -84,6 +84,8 @@ const contextSchema = z.looseObject({
   effects: z.array(effectSchema).optional(),
   /** The policy's confidence in the answer it ended with (see confidence.ts). */
   answerConfidence: z.object({ value: z.number(), reason: z.string() }).optional(),
+  /** The approval whose expiry ended the session: a late answer naming it is told so (human.ts). */
+  expiredApproval: z.object({ approvalId: z.string(), argumentsHash: z.string(), expiresAt: z.number() }).optional(),
   /** Set when the session ends (see outcome.ts). */
   outcome: z.object({ kind: z.enum(["succeeded", "partial", "not_done"]), reason: z.string() }).optional(),
 });
@@ -223,8 +225,7 @@ export function effectsOf(s: SessionRecord): EffectRecord[] {
   return contextOf(s).effects ?? [];
 }
 
-// Context and pending are JSON by construction (every field above is JSON); the store takes them
-// as such, and the same object read back needs no parse.
+// Context and pending are JSON by construction (every field above is): the same object read back needs no parse.
 export function contextJson(context: SessionContext): JsonObject {
   const json = context as unknown as JsonObject;
   contexts.set(json, context);

@@ -78,6 +78,15 @@ describe("what a human's stop says of a refund whose outcome is unknown", () => 
       "approval apr_1 expired unanswered; billing_refund was not re-sent, and whether its earlier attempt took effect is unknown: check billing_refund's records",
     ]);
   });
+
+  it("an expired approval is kept with the stop, so that its approver's late answer is told it expired", async () => {
+    const s = unsettled("AWAITING_APPROVAL");
+    const { deps, options } = humanDeps(s);
+    await expireApprovals(deps, { expiredApprovals: async () => [s] } as unknown as SessionStore);
+    expect(options[0]?.patch?.context).toMatchObject({
+      expiredApproval: { approvalId: "apr_1", argumentsHash: "h1", expiresAt: NOW - 1 },
+    });
+  });
 });
 
 describe("a cancel of a call a human approved that no run has sent yet", () => {

@@ -9,7 +9,7 @@ import type { SessionFollower } from "../store/session-events.js";
 import { isTerminal } from "./session-state.js";
 import { type SessionRecord, type SessionStore, StaleTransitionError } from "../store/session-store.js";
 import type { RegisteredTool, ToolRegistry } from "../tool-registry.js";
-import { alreadyDone, pendingOf } from "./data.js";
+import { alreadyDone, contextJson, contextOf, pendingOf } from "./data.js";
 import { APPROVED, holdReleased } from "./kit.js";
 import { unsettledTool } from "./outcome.js";
 import type { SessionMoves } from "./moves.js";
@@ -130,7 +130,10 @@ export async function answerApproval(
   input: ApprovalAnswer,
   approve: (s: SessionRecord, approver: string, by: string) => Promise<SessionRecord>,
 ): Promise<SessionRecord> {
-  const s = readable(input.approver, await d.get(input.sessionId));
+  const read = await d.get(input.sessionId);
+  const late = expiredBeforeAnswer(read, input);
+  if (late) throw late;
+  const s = readable(input.approver, read);
   if (isTerminal(s.state))
     throw new OrchestratorError("SESSION_TERMINAL", `session ${s.id} already ended (${s.state})`);
   const approval = pendingOf(s).approval;
@@ -152,11 +155,7 @@ export async function answerApproval(
       `${approver} started session ${s.id} and cannot also ${input.approve ? "approve" : "deny"} its action; another person must`,
     );
   }
-  if (approval.expiresAt <= d.now())
-    throw new OrchestratorError(
-      "APPROVAL_EXPIRED",
-      `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}`,
-    );
+  if (approval.expiresAt <= d.now()) throw approvalExpired(approval);
   const by = redactText(`${approver}${input.reason ? `: ${input.reason}` : ""}`);
   const answer =
     approval.kind === "outcome_unknown"
@@ -173,12 +172,32 @@ export async function answerApproval(
   }
 }
 
+function approvalExpired(approval: { approvalId: string; expiresAt: number }): OrchestratorError {
+  return new OrchestratorError(
+    "APPROVAL_EXPIRED",
+    `approval ${approval.approvalId} expired at ${new Date(approval.expiresAt).toISOString()}; nothing was approved`,
+  );
+}
+
+/**
+ * APPROVAL_EXPIRED when the expiry sweep ended `s` for the very approval `input` answers (its id and
+ * arguments hash): told to its approver too, who may no longer read the session. An answer naming
+ * anything else learns nothing from it.
+ */
+function expiredBeforeAnswer(s: SessionRecord, input: ApprovalAnswer): OrchestratorError | undefined {
+  const expired = contextOf(s).expiredApproval;
+  const named = expired?.approvalId === input.approvalId && expired.argumentsHash === input.argumentsHash;
+  return named && isTerminal(s.state) ? approvalExpired(expired) : undefined;
+}
+
 /**
  * Why an answer that lost the race to another move of the session took no effect. An approver who
  * may no longer read the session (it stopped waiting) is told only that: not how it went on.
  */
 async function overtaken(d: HumanDeps, id: string, input: ApprovalAnswer): Promise<OrchestratorError> {
   const now = await d.get(id);
+  const late = expiredBeforeAnswer(now, input);
+  if (late) return late;
   const nothing = input.approve ? "nothing was approved" : "this deny changed nothing";
   if (accessTo(input.approver, now) === "none")
     return new OrchestratorError(
@@ -215,7 +234,18 @@ export async function expireApprovals(d: HumanDeps, store: SessionStore): Promis
         approval?.kind === "outcome_unknown"
           ? `${expiredUnanswered}; ${approval.tool} was not re-sent, and ${effectUnknown(approval.tool)}`
           : expiredUnanswered;
-      await d.moves.stop(s, "approval_denied", answer, { fenced: false }).catch((error: unknown) => {
+      const context = approval
+        ? contextJson({
+            ...contextOf(s),
+            expiredApproval: {
+              approvalId: approval.approvalId,
+              argumentsHash: approval.argumentsHash,
+              expiresAt: approval.expiresAt,
+            },
+          })
+        : undefined;
+      const options = { fenced: false, ...(context ? { patch: { context } } : {}) };
+      await d.moves.stop(s, "approval_denied", answer, options).catch((error: unknown) => {
         if (!(error instanceof StaleTransitionError)) throw error;
       });
     }

@@ -19,10 +19,10 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import {
   OrchestratorService,
   type PatrolRunSchema,
-  SessionState,
 } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { CallError, CLI_FLAGS, createRawClient, numberOption, requiredScopesOf, status } from "@loopguard/tool-sdk";
 import { DEFAULT_TOOL_SERVICES } from "../tool-registry.js";
+import { approvalWaits } from "./approval-waits.js";
 import { actingPerson, apiToken, UsageError } from "./identity.js";
 import { type Approval, BUDGET_KEYS, type GoldenTask, parseGoldenSet, sessionTask } from "./patrol-tasks.js";
 import { judge, printReport, type TaskResult } from "./patrol-report.js";
@@ -70,13 +70,7 @@ async function runTask(clients: Clients, t: GoldenTask, runId: string, dryRun: b
     let approval: Approval = "none";
     const id = session!.sessionId;
     sessionId = id;
-    for await (const event of clients.requester.watchSession({ sessionId: id })) {
-      const waiting = event.event.case === "transition" && event.event.value.to === SessionState.AWAITING_APPROVAL;
-      // The snapshot (the stream's first message) may show a wait not announced by a transition (it began before
-      // the watch); an update only shows a state already seen again, with new usage, so it is never acted on.
-      const snapshotWaiting =
-        event.event.case === "snapshot" && event.event.value.state === SessionState.AWAITING_APPROVAL;
-      if (!waiting && !snapshotWaiting) continue;
+    for await (const _ of approvalWaits(clients.requester.watchSession({ sessionId: id }))) {
       const { session: s } = await clients.approver.getSession({ sessionId: id }, { deadline: 5000 });
       const pending = s?.pendingApproval;
       if (!pending) continue;

@@ -39,7 +39,12 @@ export function refuseStep(usage: Usage, limits: BudgetLimits, now: number): Sto
   return null;
 }
 
-/** Why `calls` more tool calls (one unless told) costing `costMicros` in all may not be made, or null. */
+/**
+ * Why `calls` more tool calls (one unless told) costing `costMicros` in all may not be made, or null.
+ * A session at or over its token or money budget makes none, whatever they cost: the model call that
+ * asked for them may have been charged past a budget (what its endpoint reported, within what the
+ * host believes: prompt.ts), and its calls are its spending, not a later step's.
+ */
 export function refuseToolCall(
   usage: Usage,
   limits: BudgetLimits,
@@ -49,7 +54,9 @@ export function refuseToolCall(
 ): StopReason | null {
   if (now >= deadlineOf(usage, limits)) return "deadline";
   if (usage.toolCalls + calls > limits.maxToolCalls) return "max_tool_calls";
-  if (usage.costMicros + costMicros > limits.maxCostMicros) return "max_cost";
+  if (usage.tokens >= limits.maxTokens) return "max_tokens";
+  if (usage.costMicros >= limits.maxCostMicros || usage.costMicros + costMicros > limits.maxCostMicros)
+    return "max_cost";
   return null;
 }
 

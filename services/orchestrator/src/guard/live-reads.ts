@@ -113,8 +113,13 @@ export function refuseReads(
   const refused = refuseToolCall(s.usage, s.budget, cost, now, calls);
   if (!refused) return undefined;
   const { usage, budget } = s;
+  // A session out of tokens has nothing left to read with, whatever the reads cost.
+  const why =
+    refused === "max_tokens"
+      ? `${usage.tokens} of the session's ${budget.maxTokens} tokens are used`
+      : `the host reads ${readers.map((r) => r.tool.name).join(" and ")} live before it, and with the call that is ${calls} tool calls costing ${cost} micro-units, more than the session has left (${usage.toolCalls} of ${budget.maxToolCalls} tool calls and ${usage.costMicros} of ${budget.maxCostMicros} micro-units used)`;
   return {
     reason: refused,
-    answer: `stopped before calling ${guard.tool.name}: ${refused.replace(/_/g, " ")} reached: the host reads ${readers.map((r) => r.tool.name).join(" and ")} live before it, and with the call that is ${calls} tool calls costing ${cost} micro-units, more than the session has left (${usage.toolCalls} of ${budget.maxToolCalls} tool calls and ${usage.costMicros} of ${budget.maxCostMicros} micro-units used); nothing was executed`,
+    answer: `stopped before calling ${guard.tool.name}: ${refused.replace(/_/g, " ")} reached: ${why}; nothing was executed`,
   };
 }

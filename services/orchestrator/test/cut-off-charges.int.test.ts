@@ -31,8 +31,12 @@ const postgres = usePostgres("cut-off-charges");
 
 /** A priced model, so the charge shows in costMicros too. */
 const MODEL = "gpt-4o";
-/** What the fake chat server reports for each completion. */
-const REPORTED = { input: 4000, output: 40 };
+/**
+ * What the fake chat server reports for each completion: near the host's count of these sessions'
+ * prompts (some 360 tokens), within the half to twice of it the host believes, so charged as reported.
+ */
+const REPORTED = { input: 600, output: 40 };
+const USAGE = { prompt_tokens: REPORTED.input, completion_tokens: REPORTED.output };
 
 /** A model answer held until `release()` (or the test's clean-up); `asked` settles once its request arrived. */
 function heldReply() {
@@ -48,7 +52,7 @@ function heldReply() {
   const reply: ScriptedReply = async () => {
     arrived();
     await released;
-    return chatCompletion({ content: "Refunds are paid back to the card within 5 days." });
+    return chatCompletion({ content: "Refunds are paid back to the card within 5 days.", usage: USAGE });
   };
   return { reply, asked, release };
 }
@@ -263,7 +267,8 @@ describe("work that a cancel or a store outage overtook", () => {
   describe.skipIf(postgres.skip !== null)("one replica on a PostgreSQL that goes down", () => {
     it("a model's answer that came while the store was down: the session asks again once it is back, and every answer is charged", async () => {
       const model = heldModel();
-      const answer = () => chatCompletion({ content: "Refunds are paid back to the card within 5 days." });
+      const answer = () =>
+        chatCompletion({ content: "Refunds are paid back to the card within 5 days.", usage: USAGE });
       const {
         apis: [api],
         replicas: [replica],

@@ -126,15 +126,15 @@ export function chatCompletion(reply: {
   readonly toolCalls?: readonly ScriptedToolCall[];
   readonly model?: string;
   /**
-   * `null` leaves the usage object out, as some servers do. The default is more than the host counts
-   * of any prompt and reply here, as a real server's count would be near it: a report under half the
-   * host's count is not believed.
+   * `null` leaves the usage object out, as some servers do. The default is near the host's count of
+   * the prompts and replies here (some 600 to 1,500 tokens), as a real server's count would be: a
+   * prompt reported under half the host's count or over twice it is not believed (prompt.ts believedUsage).
    */
   readonly usage?: { readonly prompt_tokens: number; readonly completion_tokens: number } | null;
   readonly finishReason?: string;
 }): Record<string, unknown> {
   const toolCalls = reply.toolCalls ?? [];
-  const usage = reply.usage === undefined ? { prompt_tokens: 4000, completion_tokens: 40 } : reply.usage;
+  const usage = reply.usage === undefined ? { prompt_tokens: 1000, completion_tokens: 40 } : reply.usage;
   completionCounter += 1;
   return {
     id: `chatcmpl-fake${String(completionCounter).padStart(6, "0")}`,

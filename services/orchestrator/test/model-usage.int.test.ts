@@ -1,7 +1,8 @@
 // The tokens a model endpoint reports are what a session is charged, unless the report is under half
-// the host's own count or more than the call could have used (an absurd figure would break every
-// read of the session and the cost counter): a broken or hostile endpoint that reports a token per call would otherwise
-// let a session spend past its token and money budgets.
+// the host's own count, or over twice its count of the prompt or past the reply's max tokens: a broken
+// or hostile endpoint that reports a token per call would otherwise let a session spend past its token
+// and money budgets uncounted, and one reporting 120,000 prompt tokens (or 1e300) would charge a session
+// far past them for a prompt the host checked against them.
 import { describe, expect, it } from "vitest";
 import { chatCompletion, type ReceivedRequest, startFakeChatServer } from "./fake-chat-server.js";
 import { ALL_SCOPES, useSuite, waitForSession } from "./harness.js";
@@ -10,8 +11,9 @@ const MODEL = "gpt-4o-mini";
 
 /** What the endpoint reports for a session, by its goal's first word. */
 const REPORTS: Record<string, { prompt_tokens: number; completion_tokens: number } | null> = {
-  honest: { prompt_tokens: 4000, completion_tokens: 40 },
+  honest: { prompt_tokens: 1000, completion_tokens: 40 },
   tiny: { prompt_tokens: 1, completion_tokens: 1 },
+  inflated: { prompt_tokens: 120_000, completion_tokens: 10 },
   absurd: { prompt_tokens: 1e300, completion_tokens: 2 ** 64 },
   silent: null,
 };
@@ -60,9 +62,11 @@ describe("the tokens a model endpoint reports", () => {
   it("are charged as reported when they are near the host's count", async () => {
     const before = await disbelieved();
     const { tokens, costMicros, counted } = await usageOf("honest question about refunds");
-    expect(counted).toBeLessThan(4000);
-    expect(tokens).toBe(4040);
-    expect(costMicros).toBe(4040);
+    // 1,000 is within a tokenizer's difference of the host's count: from half of it to twice it.
+    expect(counted).toBeLessThan(1000);
+    expect(2 * counted).toBeGreaterThan(1000);
+    expect(tokens).toBe(1040);
+    expect(costMicros).toBe(1040);
     expect(await disbelieved()).toBe(before);
   });
 
@@ -84,11 +88,27 @@ describe("the tokens a model endpoint reports", () => {
     );
   });
 
-  it("are not believed past what the call could have used: the model's window in, the reply's reserve out; the session stays readable", async () => {
+  it("are not believed past twice the host's count of the prompt: that is charged, counted and logged", async () => {
     const before = await disbelieved();
-    const { tokens, costMicros } = await usageOf("absurd question about refunds");
-    // The default window (128,000) and reply reserve (1,024) the host sent as max tokens.
-    expect(tokens).toBe(128_000 + 1024);
+    const { tokens, costMicros, counted } = await usageOf("inflated question about refunds");
+    // Not the 120,000 reported, nor the model's window (128,000): twice the prompt the host checked against the budget.
+    expect(tokens).toBe(2 * counted + 10);
+    expect(costMicros).toBe(tokens);
+    expect(await disbelieved()).toBe(before + 1);
+    expect(suite.orch.logs.map((line) => JSON.parse(line))).toContainEqual(
+      expect.objectContaining({
+        msg: "a model endpoint reported 120010 tokens more than the host believes (twice its count of the prompt, the reply's max tokens): that most is charged",
+        model: MODEL,
+        count: tokens,
+      }),
+    );
+  });
+
+  it("are not believed past twice the prompt in, the reply's max tokens out; the session stays readable", async () => {
+    const before = await disbelieved();
+    const { tokens, costMicros, counted } = await usageOf("absurd question about refunds");
+    // Twice the prompt, and the reply's reserve (1,024) the host sent as max tokens.
+    expect(tokens).toBe(2 * counted + 1024);
     expect(costMicros).toBe(tokens);
     expect(await disbelieved()).toBe(before + 1);
     expect((await suite.orch.api.listSessions({})).sessions.length).toBeGreaterThan(0);
@@ -96,7 +116,7 @@ describe("the tokens a model endpoint reports", () => {
     expect(Number(metrics.match(/^loopguard_model_cost_micros_total\S* (\S+)$/m)?.[1])).toBeLessThan(1e7);
     expect(suite.orch.logs.map((line) => JSON.parse(line))).toContainEqual(
       expect.objectContaining({
-        msg: `a model endpoint reported ${1e300 + 2 ** 64} tokens more than the call could have used: what it could have used is charged`,
+        msg: `a model endpoint reported ${1e300 + 2 ** 64} tokens more than the host believes (twice its count of the prompt, the reply's max tokens): that most is charged`,
         count: tokens,
       }),
     );

@@ -1,6 +1,6 @@
 // A model endpoint that reports a prompt far past the session's token budget: the session is charged
-// what the host believes of the report, and the refund the reply asks for is not made; the session
-// stops max_tokens. A fake OpenAI-compatible endpoint on the real wire protocol, real tools (the
+// what the host believes of the report (twice its own count of the prompt), which passes the budget,
+// and the refund the reply asks for is not made; the session stops max_tokens. A fake OpenAI-compatible endpoint on the real wire protocol, real tools (the
 // ledger read back directly), a real orchestrator in process.
 import { describe, expect, it } from "vitest";
 import { chatCompletion } from "./fake-chat-server.js";
@@ -54,8 +54,12 @@ describe("a prompt reported far past the token budget", () => {
     expect(counted + 1024).toBeLessThanOrEqual(MAX_TOKENS);
     // The reply could not have been written past the budget: its max tokens fit what the prompt left.
     expect(chat.requests[0]!.body.max_tokens).toBeLessThanOrEqual(MAX_TOKENS - counted);
-    // The call's spend is recorded, past the budget: real usage is not hidden.
-    expect(Number(done.usage!.tokens)).toBeGreaterThanOrEqual(MAX_TOKENS);
+    // The call's spend is recorded, past the budget: real usage is not hidden, as far as it is believed
+    // (the 120,000 reported is not: twice the prompt, and the reply's few tokens).
+    const tokens = Number(done.usage!.tokens);
+    expect(tokens).toBeGreaterThanOrEqual(MAX_TOKENS);
+    expect(tokens).toBeGreaterThan(2 * counted);
+    expect(tokens).toBeLessThan(2 * counted + 100);
     expect(done.usage!.toolCalls).toBe(0);
   });
 });

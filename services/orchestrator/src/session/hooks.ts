@@ -70,7 +70,7 @@ export function sessionHooks(log: Logger, metrics: SessionMetrics | undefined): 
       const count = charged.input + charged.output;
       const why =
         told > count
-          ? "more than the call could have used: what it could have used is charged"
+          ? "more than the host believes (twice its count of the prompt, the reply's max tokens): that most is charged"
           : "where the host counted more: the host's count is charged";
       log.warn(`a model endpoint reported ${told} tokens ${why}`, {
         session_id: s.id,

@@ -44,7 +44,7 @@ export interface RunnerDeps {
   readonly onContext?: (session: SessionRecord, governed: Governed) => void;
   /** Each model call's tokens (reported, or counted) and price. */
   readonly onModelCall?: (model: string, usage: TokenUsage, costMicros: number) => void;
-  /** A model call whose reported tokens were under half the host's count: what it reported, what was charged. */
+  /** A model call whose reported tokens the host did not believe (prompt.ts believedUsage): what it reported, what was charged. */
   readonly onUsageDisbelieved?: (
     session: SessionRecord,
     model: string,

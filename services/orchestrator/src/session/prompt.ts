@@ -6,7 +6,7 @@ import { deadlineOf } from "../guard/budget.js";
 import { DEFAULT_CONTEXT_LIMITS, type Governed, governContext } from "../governance/context-governance.js";
 import { costMicrosOf, priceOf } from "../policies/model-prices.js";
 import { DEFAULT_ENCODING, type TokenCounter, tokenCounter } from "../policies/model-tokens.js";
-import type { Decision, Policy, PolicyInput } from "../policies/policy.js";
+import type { Decision, Policy, PolicyInput, TokenUsage } from "../policies/policy.js";
 import type { StopReason } from "./session-state.js";
 import type { JsonObject, SessionRecord } from "../store/session-store.js";
 import type { SessionContext } from "./data.js";
@@ -99,11 +99,9 @@ export function preparePrompt(
 }
 
 /**
- * What a model call spent, and its price: the tokens the endpoint reported, unless a count is under
- * half the host's own (the prompt as governed, the reply as received). A compatible server may
- * report nothing, and a broken or hostile one too little, and the token and money budgets would not
- * hold; the host's count is charged instead and the call is reported. Half leaves room for a model
- * whose tokenizer is thriftier than the host's encoding.
+ * What a model call spent, and its price: the tokens the endpoint reported, as far as the host
+ * believes them (believedUsage), the host's own count being the prompt as governed and everything
+ * the model wrote as received.
  */
 export function modelSpend(
   kit: Kit,
@@ -119,21 +117,41 @@ export function modelSpend(
     decision.kind === "final"
       ? decision.answer
       : (decision.text ?? "") + decision.calls.map((c) => `${c.name}${c.arguments}`).join("");
-  const counted = { input: promptTokens, output: outputTokens(kit, reply) };
-  const { usage } = decision;
-  // No endpoint reads more than the model's window nor writes more than the reply's reserve the host
-  // sent as its max tokens: a report past them (1e300, 2^64) would be charged into figures that
-  // serialise nowhere and a cost counter that never comes down.
-  const limits = kit.deps.context ?? DEFAULT_CONTEXT_LIMITS;
-  const charged = {
-    input: believed(usage.input, counted.input, Math.max(limits.windowTokens, 2 * counted.input)),
-    output: believed(usage.output, counted.output, Math.max(limits.maxOutputTokens, counted.output)),
+  return reportedSpend(kit, s, policy, decision.usage, { input: promptTokens, output: outputTokens(kit, reply) });
+}
+
+/**
+ * The one rule for what the host believes of a model call's reported usage, given its own count:
+ * the prompt from half the host's count up to twice it, the reply from half the host's count up to
+ * the max tokens sent (MODEL_MAX_OUTPUT_TOKENS, which preparePrompt fitted into the tokens left).
+ * Under half, the host's count is charged: a compatible server may report nothing, and a broken or
+ * hostile one too little. Past the most, the most: no model writes past its max tokens, and a prompt
+ * reported at many times the host's count (120,000 for a 700-token prompt, or 1e300) is no tokenizer's
+ * difference but a report the budgets cannot hold. Half and twice leave room for a model whose
+ * tokenizer is thriftier, or more lavish, than the host's encoding; a session the charge takes past
+ * its budgets makes no more calls (refuseToolCall, refuseStep).
+ */
+function believedUsage(reported: TokenUsage, counted: TokenUsage, maxOutputTokens: number): TokenUsage {
+  return {
+    input: believed(reported.input, counted.input, 2 * counted.input),
+    output: believed(reported.output, counted.output, maxOutputTokens),
   };
-  const model = policy.model ?? policy.name;
+}
+
+/** What a model call is charged for `reported` usage against the host's count: its believed usage, reported when it is not what was reported. */
+function reportedSpend(
+  kit: Kit,
+  s: SessionRecord,
+  policy: Policy,
+  reported: TokenUsage,
+  counted: TokenUsage,
+): { tokens: number; costMicros: number } {
+  const limits = kit.deps.context ?? DEFAULT_CONTEXT_LIMITS;
+  const charged = believedUsage(reported, counted, limits.maxOutputTokens);
   // A report of nothing is a server that does not report, not one that under-reports.
-  const reported = usage.input > 0 || usage.output > 0;
-  if (reported && (charged.input !== usage.input || charged.output !== usage.output))
-    kit.deps.onUsageDisbelieved?.(s, model, usage, charged);
+  const told = reported.input > 0 || reported.output > 0;
+  if (told && (charged.input !== reported.input || charged.output !== reported.output))
+    kit.deps.onUsageDisbelieved?.(s, policy.model ?? policy.name, reported, charged);
   return spend(kit, policy, charged.input, charged.output);
 }
 
@@ -146,10 +164,9 @@ function outputTokens(kit: Kit, reply: string): number {
   return counterOf(kit).text(reply.slice(0, EXACT_REPLY_CHARS)) + Math.ceil((reply.length - EXACT_REPLY_CHARS) / 4);
 }
 
-/** A report is believed from half the host's count up to what the call could have used at most. */
+/** A report believed from half the host's count up to `most`. */
 function believed(reported: number, counted: number, most: number): number {
-  if (reported > most) return most;
-  return reported * 2 >= counted ? reported : counted;
+  return Math.min(most, reported * 2 >= counted ? reported : counted);
 }
 
 /** What a model call cut off before its answer is charged: its prompt, as if the model had read it. */

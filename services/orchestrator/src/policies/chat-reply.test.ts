@@ -72,10 +72,15 @@ describe("toDecision", () => {
     expect(decision.calls[0]!.arguments.startsWith('{"query":"x","deep":[[[')).toBe(true);
   });
 
-  it("refuses a body that is not a chat completion, as retryable", () => {
+  it("refuses a body that is not a chat completion, as retryable, its prompt read", () => {
     for (const body of [{ choices: [] }, "not json", { choices: [{ message: "text" }] }])
       expect(() => toDecision(body, INPUT, "h")).toThrow(
-        expect.objectContaining({ name: "PolicyUnavailableError", retryable: true }),
+        expect.objectContaining({ name: "PolicyUnavailableError", retryable: true, promptRead: true }),
       );
+  });
+
+  it("keeps the usage such a body reports, for the host to charge", () => {
+    const body = { choices: [], usage: { prompt_tokens: 900, completion_tokens: 3 } };
+    expect(() => toDecision(body, INPUT, "h")).toThrow(expect.objectContaining({ usage: { input: 900, output: 3 } }));
   });
 });

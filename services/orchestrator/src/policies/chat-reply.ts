@@ -8,12 +8,15 @@ import type { Decision, PolicyInput, TokenUsage, ToolCallRequest } from "./polic
 export function toDecision(body: unknown, input: PolicyInput, promptHash: string): Decision {
   const choice = asRecord(asArray(asRecord(body)?.choices)?.[0]);
   const message = asRecord(choice?.message);
+  const usage = toUsage(asRecord(asRecord(body)?.usage));
   if (message === undefined) {
+    // The endpoint answered: the model read the prompt, and the host charges it (with what the body reports).
     throw new PolicyUnavailableError("chat completions returned a body without choices[0].message", {
       retryable: true,
+      promptRead: true,
+      usage,
     });
   }
-  const usage = toUsage(asRecord(asRecord(body)?.usage));
 
   const rawCalls = asArray(message.tool_calls) ?? [];
   // Older compatible servers still answer with the deprecated single `function_call`.

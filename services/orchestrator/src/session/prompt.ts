@@ -169,6 +169,21 @@ function believed(reported: number, counted: number, most: number): number {
   return Math.min(most, reported * 2 >= counted ? reported : counted);
 }
 
+/**
+ * What a model call the model read is charged when no decision came of it (it timed out after it was
+ * sent, its answer came too large, not JSON or without a message): what the answer reported, as far
+ * as the host believes it, else its prompt as counted.
+ */
+export function unansweredSpend(
+  kit: Kit,
+  s: SessionRecord,
+  policy: Policy,
+  reported: TokenUsage | undefined,
+  promptTokens: number,
+): { tokens: number; costMicros: number } {
+  return reportedSpend(kit, s, policy, reported ?? { input: 0, output: 0 }, { input: promptTokens, output: 0 });
+}
+
 /** What a model call cut off before its answer is charged: its prompt, as if the model had read it. */
 export function cutOffSpend(kit: Kit, policy: Policy, promptTokens: number): { tokens: number; costMicros: number } {
   return spend(kit, policy, promptTokens, 0);

@@ -7,7 +7,7 @@ import { DEFAULT_MAX_RETRIES, deadlineOf, refuseStep, retriesLeft, withRetries, 
 import { confidenceFields, statedConfidence } from "../guard/confidence.js";
 import { modelView } from "../guard/personal-data.js";
 import { redactText } from "../guard/redact.js";
-import type { Decision, Policy } from "../policies/policy.js";
+import type { Decision, Policy, TokenUsage } from "../policies/policy.js";
 import { ReservationRefusedError } from "../store/effect-reservations.js";
 import { type SessionRecord, StaleTransitionError, StoreUnavailableError, type Usage } from "../store/session-store.js";
 import { checkAnswer } from "./answer.js";
@@ -21,7 +21,7 @@ import {
   MAX_CALLS_PER_DECISION,
   MAX_REJECTED_ANSWER_CHARS,
 } from "./model-bounds.js";
-import { cutOffSpend, modelSpend, preparePrompt } from "./prompt.js";
+import { cutOffSpend, modelSpend, preparePrompt, unansweredSpend } from "./prompt.js";
 import { startCall } from "./start-call.js";
 
 export async function think(kit: Kit, s: SessionRecord, signal: AbortSignal): Promise<SessionRecord> {
@@ -185,8 +185,9 @@ async function cutOff(kit: Kit, s: SessionRecord, policy: Policy, promptTokens: 
 /**
  * A model call that failed: a retryable failure is tried again while the session has time and
  * retries left (each one counted in its retry budget); otherwise the session stops. A call the
- * model read (timed out after it was sent, its answer unusable) is charged its prompt's tokens, as
- * a cut-off call is, so failing calls cannot ask the model past the token and money budgets.
+ * model read (timed out after it was sent, its answer unusable) is charged what its answer reported
+ * or else its prompt's tokens, so failing calls cannot ask the model past the token and money
+ * budgets: a retry of a session the charge left without room stops before its call (preparePrompt).
  */
 async function policyFailed(
   kit: Kit,
@@ -197,12 +198,18 @@ async function policyFailed(
   promptTokens: number,
 ): Promise<SessionRecord> {
   const { deps, moves } = kit;
-  const { retryable, retryAfterMs, promptRead } = error as {
+  const {
+    retryable,
+    retryAfterMs,
+    promptRead,
+    usage: reported,
+  } = error as {
     retryable?: boolean;
     retryAfterMs?: number;
     promptRead?: boolean;
+    usage?: TokenUsage;
   };
-  const spent = promptRead === true ? cutOffSpend(kit, policy, promptTokens) : undefined;
+  const spent = promptRead === true ? unansweredSpend(kit, s, policy, reported, promptTokens) : undefined;
   const charged = (usage: Usage) => (spent ? { patch: { usage: withSpend(usage, spent) }, spend: spent } : {});
   const why = redactText(boundText(String((error as Error).message), MAX_ANSWER_CHARS));
   if (retryable !== true || deadlineOf(s.usage, s.budget) <= deps.now() + 1000)

@@ -4,18 +4,17 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { MAX_STORE_POOL_SIZE, parseStoreUrl, redactStoreUrl } from "@loopguard/sql-store";
 import {
-  acceptableIssuerUrl,
   approvalFieldsOf,
   type BoundKeySet,
   booleanSetting,
   ConfigError,
-  DEFAULT_OIDC_ROLES_CLAIM,
   envPrefixOf,
   integerSetting,
   type IntegerSpec,
   loadToolConfig,
   manifestDefaults,
   type OidcSettings,
+  oidcSettingsOf,
   optionalIntegerSetting,
   readCallSecrets,
   readSigningKey,
@@ -126,27 +125,6 @@ function contextLimits(env: Env): ContextLimits {
   };
 }
 
-/** ORCHESTRATOR_OIDC_ISSUER (https, or http on loopback for tests), its client id and roles claim; undefined when no issuer is set. */
-function oidcSettings(env: Env): OidcSettings | undefined {
-  const issuer = env.ORCHESTRATOR_OIDC_ISSUER ?? "";
-  if (issuer === "") {
-    if (env.ORCHESTRATOR_OIDC_AUDIENCE)
-      throw new ConfigError("ORCHESTRATOR_OIDC_AUDIENCE is set but ORCHESTRATOR_OIDC_ISSUER is not");
-    return undefined;
-  }
-  if (!acceptableIssuerUrl(issuer))
-    throw new ConfigError(
-      `ORCHESTRATOR_OIDC_ISSUER must be an https URL (or http://127.0.0.1… for a local provider), got "${issuer}"`,
-    );
-  const audience = env.ORCHESTRATOR_OIDC_AUDIENCE ?? "";
-  if (audience === "")
-    throw new ConfigError(
-      "ORCHESTRATOR_OIDC_AUDIENCE (the client id ID tokens are issued for) is required with ORCHESTRATOR_OIDC_ISSUER",
-    );
-  const rolesClaim = env.ORCHESTRATOR_OIDC_ROLES_CLAIM || DEFAULT_OIDC_ROLES_CLAIM;
-  return { issuer, audience, rolesClaim };
-}
-
 /**
  * OPENAI_BASE_URL, "" when unset: an http(s) URL without a user or password (the key is
  * OPENAI_API_KEY, or the file OPENAI_API_KEY_FILE names). The value itself is never echoed: it may hold a credential.
@@ -209,7 +187,7 @@ export function loadOrchestratorConfig(env: Env = process.env): OrchestratorConf
   const storeUrl = storeSetting(env, base.dataDir);
   // Checked here, so that a bad URL stops the process (exit 2) before anything binds.
   parseStoreUrl(storeUrl.value, storeUrl.variable, ConfigError);
-  const oidc = oidcSettings(env);
+  const oidc = oidcSettingsOf(env);
   const callSecrets = readCallSecrets(env);
   const store = POSTGRES_STORE_DEFAULTS;
   return Object.freeze({

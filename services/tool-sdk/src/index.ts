@@ -25,7 +25,13 @@ export {
   subjectAllowed,
   withBinding,
 } from "./key-bindings.js";
-export { acceptableIssuerUrl, DEFAULT_OIDC_ROLES_CLAIM, type OidcSettings, OidcVerifier } from "./oidc.js";
+export {
+  acceptableIssuerUrl,
+  DEFAULT_OIDC_ROLES_CLAIM,
+  type OidcSettings,
+  OidcVerifier,
+  oidcSettingsOf,
+} from "./oidc.js";
 export * from "./people.js";
 export {
   CALL_KEY_ALGORITHM,
@@ -38,7 +44,13 @@ export {
   toolCallKeys,
 } from "./call-keys.js";
 export { FollowedFile, type FileReload } from "./followed-file.js";
-export { type KeysReload, TokenVerifier, type TokenVerifierOptions } from "./token-verifier.js";
+export {
+  type CallerTrust,
+  callerVerifier,
+  type KeysReload,
+  TokenVerifier,
+  type TokenVerifierOptions,
+} from "./token-verifier.js";
 export { methodDefinition, serviceDefinition } from "./bridge.js";
 export { hostSetting, targetSetting, targetsSetting } from "./address-settings.js";
 export {
@@ -134,6 +146,7 @@ export {
   localToolCallKeys,
   type PersonKey,
   personKey,
+  suiteJwks,
 } from "./local-keys.js";
 export { ensureSecretFile } from "./local-secret.js";
 export { type BuiltService, runService, runTool, type ServiceStart } from "./run.js";

@@ -5,10 +5,10 @@
 // with, and each tool's own call key. Clusters mount their own from Secrets (`pnpm keys`).
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { KeyError, newKeyPair, publicXOf, type SigningKey, signingKeyFromJwk } from "./auth.js";
 import { newCallSecret, readCallKeys, toolCallKeys } from "./call-keys.js";
-import { readPublicKeys, readSigningKey } from "./config.js";
+import { dataDirOf, readPublicKeys, readSigningKey } from "./config.js";
 import { writeFileAtomically } from "./secret-file.js";
 import { ConfigError } from "./settings.js";
 import {
@@ -172,13 +172,23 @@ export interface PersonKey {
 
 const PERSON_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
-/** The JWKS a developer's command reads bindings from: the configured one, else the local suite's. */
-function bindingsJwks(env: Env, dataDir: string): BoundKeySet {
-  if (env.LOOPGUARD_JWKS_FILE || env.LOOPGUARD_JWKS) return readPublicKeys(env);
-  const local = localKeyPaths(dataDir).jwks;
+/**
+ * The JWKS a developer's command trusts, as the local suite's services do: LOOPGUARD_JWKS_FILE (followed) or
+ * LOOPGUARD_JWKS, else the one `pnpm start` made under the data folder (followed).
+ */
+export function suiteJwks(env: Env = process.env): {
+  readonly publicKeys: BoundKeySet;
+  readonly publicKeysFile?: string;
+} {
+  if (env.LOOPGUARD_JWKS_FILE || env.LOOPGUARD_JWKS)
+    return {
+      publicKeys: readPublicKeys(env),
+      ...(env.LOOPGUARD_JWKS_FILE ? { publicKeysFile: env.LOOPGUARD_JWKS_FILE } : {}),
+    };
+  const local = localKeyPaths(dataDirOf(env)).jwks;
   if (!existsSync(local))
     throw new ConfigError(`no JWKS: set LOOPGUARD_JWKS_FILE or run \`pnpm start\` once (it creates ${local})`);
-  return readPublicKeys({ LOOPGUARD_JWKS_FILE: local });
+  return { publicKeys: readPublicKeys({ LOOPGUARD_JWKS_FILE: local }), publicKeysFile: local };
 }
 
 /**
@@ -187,7 +197,7 @@ function bindingsJwks(env: Env, dataDir: string): BoundKeySet {
  * JWKS decides the subject and the scopes. Throws ConfigError naming what to do.
  */
 export function personKey(env: Env = process.env, as?: string): PersonKey {
-  const dataDir = resolve(env.LOOPGUARD_DATA_DIR || ".data");
+  const dataDir = dataDirOf(env);
   const chosen = as ?? env.LOOPGUARD_AS;
   let key: SigningKey;
   let name: string;
@@ -208,7 +218,7 @@ export function personKey(env: Env = process.env, as?: string): PersonKey {
     }
     key = readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: file });
   }
-  const jwks = bindingsJwks(env, dataDir);
+  const jwks = suiteJwks(env).publicKeys;
   const published = jwks.keys.find((k) => k.kid === key.kid) as Record<string, unknown> | undefined;
   if (!published) {
     throw new ConfigError(

@@ -6,6 +6,7 @@ import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, type JWTV
 import { type Caller, CredentialsError, credentialsErrorOf, TOKEN_CLOCK_SKEW_MS } from "./auth.js";
 import { echoedName } from "./pii.js";
 import { PEOPLE, type PersonRole, personScopes } from "./people.js";
+import { ConfigError } from "./settings.js";
 
 export interface OidcSettings {
   /** The provider's issuer URL, exactly as its ID tokens' `iss` says it. */
@@ -33,6 +34,30 @@ export function acceptableIssuerUrl(raw: string): boolean {
     url.protocol === "https:" ||
     (url.protocol === "http:" && ["127.0.0.1", "[::1]", "localhost"].includes(url.hostname))
   );
+}
+
+/**
+ * ORCHESTRATOR_OIDC_ISSUER (https, or http on loopback for tests), its client id and roles claim; undefined when no
+ * issuer is set. Read by the orchestrator and by whatever verifies its callers ahead of it (the HTTP MCP gateway).
+ */
+export function oidcSettingsOf(env: Readonly<Record<string, string | undefined>>): OidcSettings | undefined {
+  const issuer = env.ORCHESTRATOR_OIDC_ISSUER ?? "";
+  if (issuer === "") {
+    if (env.ORCHESTRATOR_OIDC_AUDIENCE)
+      throw new ConfigError("ORCHESTRATOR_OIDC_AUDIENCE is set but ORCHESTRATOR_OIDC_ISSUER is not");
+    return undefined;
+  }
+  if (!acceptableIssuerUrl(issuer))
+    throw new ConfigError(
+      `ORCHESTRATOR_OIDC_ISSUER must be an https URL (or http://127.0.0.1… for a local provider), got "${issuer}"`,
+    );
+  const audience = env.ORCHESTRATOR_OIDC_AUDIENCE ?? "";
+  if (audience === "")
+    throw new ConfigError(
+      "ORCHESTRATOR_OIDC_AUDIENCE (the client id ID tokens are issued for) is required with ORCHESTRATOR_OIDC_ISSUER",
+    );
+  const rolesClaim = env.ORCHESTRATOR_OIDC_ROLES_CLAIM || DEFAULT_OIDC_ROLES_CLAIM;
+  return { issuer, audience, rolesClaim };
 }
 
 export class OidcVerifier {

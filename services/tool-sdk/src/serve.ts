@@ -18,7 +18,6 @@ import { Effect, errorReasons, maxRequestBytesOf, methodPolicy, servicePolicy } 
 import { status, ToolError } from "./errors.js";
 import { FaultSwitch, faultSummary } from "./faults.js";
 import { ServerMetrics } from "./metrics.js";
-import { OidcVerifier } from "./oidc.js";
 import { arrivalInterceptor } from "./server/arrival.js";
 import { authStage, bearerCheck, bindingStage } from "./server/auth-stages.js";
 import { bindAsync, grpcHandler, withSizeLimit } from "./server/grpc-handler.js";
@@ -49,7 +48,7 @@ import {
   validateStage,
 } from "./server/stages.js";
 import { exitOnSignals, shutdownOf } from "./server/shutdown.js";
-import { TokenVerifier } from "./token-verifier.js";
+import { callerVerifier } from "./token-verifier.js";
 import { warmValidation } from "./validation.js";
 
 export type { CallContext };
@@ -83,15 +82,7 @@ export async function serveTool<S extends DescService>(
     if (unknown.length > 0) throw new ConfigError(`${FAULT_PROFILE_ENV}: methods ${notMethods(unknown)}`);
     faults.set(options.faultProfile);
   }
-  const verifier = new TokenVerifier(options.publicKeys, tool, {
-    ...(options.publicKeysFile ? { file: options.publicKeysFile } : {}),
-    ...(options.callKeys ? { callKeys: options.callKeys } : {}),
-    ...(options.oidc ? { oidc: new OidcVerifier(options.oidc) } : {}),
-    onReload: (outcome) =>
-      "error" in outcome
-        ? log.error("trusted keys not reloaded", { reason: outcome.error })
-        : log.warn("trusted keys reloaded", { kids: outcome.kids }),
-  });
+  const verifier = callerVerifier(tool, options, log);
   const maxStreams = options.maxStreams ?? 256;
   const slots = new CallSlots(
     tool,

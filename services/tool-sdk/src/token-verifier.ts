@@ -9,7 +9,8 @@ import { CALL_KEY_ALGORITHM, type CallKey, CallKeyChecker, readCallKeys } from "
 import { FollowedFile } from "./followed-file.js";
 import { envPrefixOf } from "./config.js";
 import { type BoundKeySet, scopeBeyond, subjectAllowed, type TrustedKey, trustedKeys } from "./key-bindings.js";
-import type { OidcVerifier } from "./oidc.js";
+import type { Logger } from "./logger.js";
+import { type OidcSettings, OidcVerifier } from "./oidc.js";
 
 /** What happened when a followed key file changed: the kids now trusted, or why the new file was not taken. */
 export type KeysReload = { readonly kids: readonly string[] } | { readonly error: string };
@@ -25,6 +26,27 @@ export interface TokenVerifierOptions {
 }
 
 const MAX_CACHED = 10_000;
+
+/** Whom a service trusts to call it: its JWKS (and the file to follow), its call keys, an OIDC provider. */
+export interface CallerTrust {
+  readonly publicKeys: BoundKeySet;
+  readonly publicKeysFile?: string;
+  readonly callKeys?: { readonly file: string; readonly keys: readonly CallKey[] };
+  readonly oidc?: OidcSettings;
+}
+
+/** The verifier of the callers of `audience`, logging each reload of the keys it follows. */
+export function callerVerifier(audience: string, trust: CallerTrust, log: Logger): TokenVerifier {
+  return new TokenVerifier(trust.publicKeys, audience, {
+    ...(trust.publicKeysFile ? { file: trust.publicKeysFile } : {}),
+    ...(trust.callKeys ? { callKeys: trust.callKeys } : {}),
+    ...(trust.oidc ? { oidc: new OidcVerifier(trust.oidc) } : {}),
+    onReload: (outcome) =>
+      "error" in outcome
+        ? log.error("trusted keys not reloaded", { reason: outcome.error })
+        : log.warn("trusted keys reloaded", { kids: outcome.kids }),
+  });
+}
 
 function scopesOf(payload: JWTPayload): string[] {
   return typeof payload.scope === "string" ? payload.scope.split(" ").filter(Boolean) : [];

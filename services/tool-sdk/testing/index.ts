@@ -21,6 +21,7 @@ import {
   serveTool,
   type ToolDefinition,
   type ToolServer,
+  TokenVerifier,
   toolServicesOf,
 } from "@loopguard/tool-sdk";
 import { TEST_ORCHESTRATOR_KEY, TEST_PUBLIC_KEYS, testCallKeys, testPersonKey } from "./keys.js";
@@ -44,6 +45,11 @@ export interface TestTokenOptions {
   /** The service the token is for; by default the one service the scopes belong to. */
   readonly audience?: string;
   readonly ttlSeconds?: number;
+}
+
+/** What a test service verifies callers of `audience` with: the test keys, as serveTool is given them in tests. */
+export function testVerifier(audience: string): TokenVerifier {
+  return new TokenVerifier(TEST_PUBLIC_KEYS, audience);
 }
 
 /**

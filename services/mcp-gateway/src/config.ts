@@ -1,10 +1,13 @@
 // The gateway's settings from the environment, parsed once; a bad value stops it before it serves.
 import {
+  type CallerTrust,
   enumSetting,
   hostSetting,
   integerSetting,
   LOG_LEVELS,
   type LogLevel,
+  oidcSettingsOf,
+  suiteJwks,
   targetSetting,
 } from "@loopguard/tool-sdk";
 
@@ -35,4 +38,14 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     maxCalls: integerSetting(env, "MCP_MAX_CALLS", { default: 64, min: 1, max: 10_000 }),
     logLevel: enumSetting(env, "MCP_LOG_LEVEL", LOG_LEVELS, "info"),
   });
+}
+
+/**
+ * Whom `--http` lets reach the orchestrator: the callers the orchestrator itself trusts, from the same settings —
+ * its JWKS (LOOPGUARD_JWKS_FILE, else the local suite's under LOOPGUARD_DATA_DIR; public keys only, followed as it
+ * follows them) and its OpenID Connect provider (ORCHESTRATOR_OIDC_*).
+ */
+export function loadCallerTrust(env: Env = process.env): CallerTrust {
+  const oidc = oidcSettingsOf(env);
+  return Object.freeze({ ...suiteJwks(env), ...(oidc ? { oidc } : {}) });
 }

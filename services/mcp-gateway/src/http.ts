@@ -1,13 +1,12 @@
 // Streamable HTTP, stateless: each POST /mcp gets its own server and transport, bound to the
-// bearer token it came with, which goes on to the orchestrator as the caller's credential (the
-// orchestrator verifies it; the gateway holds no key). No bearer, or one that cannot be a current
-// token: 401 before anything runs or is read.
+// bearer token it came with, which goes on to the orchestrator as the caller's credential. The
+// token is verified first, as the orchestrator verifies it (the same public keys and provider), so
+// no bearer, or one the orchestrator would refuse: 401 before anything runs or is read.
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { MAX_TASK_BYTES } from "@loopguard/orchestrator/start-request";
-import { httpServerOptions } from "@loopguard/tool-sdk";
-import { currentJws } from "./bearer.js";
+import { CredentialsError, httpServerOptions, type TokenVerifier } from "@loopguard/tool-sdk";
 import { createGatewayServer, type GatewayDeps } from "./gateway.js";
 
 export const MCP_PATH = "/mcp";
@@ -68,9 +67,25 @@ export interface McpHttp {
   close(): Promise<void>;
 }
 
+export interface McpHttpDeps extends Omit<GatewayDeps, "tokenFor"> {
+  /** Verifies each bearer as the orchestrator will (callerVerifier for audience "orchestrator"). */
+  readonly verifier: Pick<TokenVerifier, "verify">;
+}
+
+/** Why `verifier` refuses `token`, or undefined when it takes it. */
+async function refusalOf(verifier: McpHttpDeps["verifier"], token: string): Promise<string | undefined> {
+  try {
+    await verifier.verify(token);
+    return undefined;
+  } catch (error) {
+    if (error instanceof CredentialsError) return error.message;
+    throw error;
+  }
+}
+
 /** Serves MCP on host:port, to at most `maxConnections` connections at once (more are closed unanswered). */
 export async function serveMcpHttp(
-  deps: Omit<GatewayDeps, "tokenFor">,
+  deps: McpHttpDeps,
   host: string,
   port: number,
   maxConnections: number,
@@ -91,8 +106,9 @@ export async function serveMcpHttp(
       return jsonRpcError(res, 401, "missing bearer token: send Authorization: Bearer <token for the orchestrator>", {
         "www-authenticate": 'Bearer realm="loopguard"',
       });
-    if (!currentJws(token))
-      return jsonRpcError(res, 401, "bearer token is malformed or expired: send a current token for the orchestrator", {
+    const refused = await refusalOf(deps.verifier, token);
+    if (refused !== undefined)
+      return jsonRpcError(res, 401, `bearer token refused: ${refused}; send a current token for the orchestrator`, {
         "www-authenticate": 'Bearer realm="loopguard", error="invalid_token"',
       });
     // The body is read here, not by the SDK, to refuse a batch before any of its calls starts.

@@ -6,6 +6,7 @@ import { singleCallScopes } from "@loopguard/orchestrator/single-call";
 import { type RegisteredTool, ToolRegistry } from "@loopguard/orchestrator/tool-registry";
 import { OrchestratorService } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import {
+  callerVerifier,
   ConfigError,
   checkHealth,
   createLogger,
@@ -17,7 +18,7 @@ import {
 } from "@loopguard/tool-sdk";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { bulkhead } from "cockatiel";
-import { type GatewayConfig, loadGatewayConfig } from "./config.js";
+import { loadCallerTrust, loadGatewayConfig } from "./config.js";
 import { createGatewayServer } from "./gateway.js";
 import { MCP_PATH, serveMcpHttp } from "./http.js";
 
@@ -43,13 +44,17 @@ if (stdio && process.env.OTEL_TRACES_EXPORTER === "console") {
 }
 startTelemetry("mcp-gateway");
 
-let config: GatewayConfig;
-try {
-  config = loadGatewayConfig();
-} catch (error) {
-  if (error instanceof ConfigError) fail(`configuration error: ${error.message}`);
-  throw error;
+/** What `load` reads from the environment; a setting it cannot use ends the gateway in one line, exit 2. */
+function configured<T>(load: () => T): T {
+  try {
+    return load();
+  } catch (error) {
+    if (error instanceof ConfigError) fail(`configuration error: ${error.message}`);
+    throw error;
+  }
 }
+
+const config = configured(loadGatewayConfig);
 const log = createLogger({
   service: "mcp-gateway",
   level: config.logLevel,
@@ -109,13 +114,23 @@ if (stdio) {
     tools: tools.length,
   });
 } else {
-  const http = await serveMcpHttp(deps, config.httpHost, config.httpPort, config.httpMaxConnections).catch(
-    (error: unknown) => fail(`cannot listen on ${config.httpHost}:${config.httpPort}: ${(error as Error).message}`),
+  const trust = configured(loadCallerTrust);
+  // Refused here rather than by the orchestrator: a forged bearer gets no body read, no call made.
+  const verifier = callerVerifier("orchestrator", trust, log);
+  const http = await serveMcpHttp(
+    { ...deps, verifier },
+    config.httpHost,
+    config.httpPort,
+    config.httpMaxConnections,
+  ).catch((error: unknown) =>
+    fail(`cannot listen on ${config.httpHost}:${config.httpPort}: ${(error as Error).message}`),
   );
   log.info("serving MCP over streamable HTTP", {
     url: `http://${http.address}${MCP_PATH}`,
     address: config.orchestratorAddr,
     tools: tools.length,
+    kids: trust.publicKeys.keys.map((k) => k.kid),
+    oidc: trust.oidc?.issuer ?? "off",
   });
   for (const signal of ["SIGTERM", "SIGINT"] as const)
     process.once(signal, () => void http.close().then(() => process.exit(0)));

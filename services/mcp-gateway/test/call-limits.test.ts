@@ -6,7 +6,7 @@ import { ToolRegistry } from "@loopguard/orchestrator/tool-registry";
 import { singleCallScopes } from "@loopguard/orchestrator/single-call";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createLogger, createRawClient, status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
-import { startTestTool, type TestTool, testToken } from "@loopguard/tool-sdk/testing";
+import { startTestTool, type TestTool, testToken, testVerifier } from "@loopguard/tool-sdk/testing";
 import { bulkhead } from "cockatiel";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type McpHttp, serveMcpHttp } from "../src/http.js";
@@ -70,6 +70,7 @@ beforeAll(async () => {
       waitMs: 3000,
       calls: bulkhead(2),
       log: createLogger({ service: "mcp-gateway", write: (line) => logs.push(JSON.parse(line)) }),
+      verifier: testVerifier("orchestrator"),
     },
     "127.0.0.1",
     0,

@@ -1,33 +1,69 @@
-// The real gateway process given malformed JSON-RPC, a command line or settings it cannot use, and
-// what its start-up lines tell an operator. No orchestrator is needed: the gateway points at a
-// closed port and these never reach it.
+// The real gateway process given malformed JSON-RPC, bearers the orchestrator would refuse, a command
+// line or settings it cannot use, and what its start-up lines tell an operator. No orchestrator is
+// needed: the gateway points at a closed port (or one that counts connections) and these never reach it.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { connect, type Socket } from "node:net";
+import { copyFileSync, readFileSync, renameSync } from "node:fs";
+import { connect, createServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { freePort, repoRoot, tempDir } from "@loopguard/test-kit";
-import { ensureLocalKeys } from "@loopguard/tool-sdk";
+import {
+  ensureLocalKeys,
+  mintToken,
+  newKeyPair,
+  personKey,
+  signingKeyFromJwk,
+  type SigningKey,
+} from "@loopguard/tool-sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const GATEWAY = join(repoRoot, "services", "mcp-gateway", "dist", "main.js");
+const KEYS_CLI = join(repoRoot, "services", "tool-sdk", "dist", "cli", "keys.js");
 const ORCHESTRATOR_ADDR = "127.0.0.1:1";
 const children: ChildProcess[] = [];
+/** The local suite's data folder, as `pnpm start` leaves it: the keys the orchestrator trusts. */
 const data = tempDir("mcp-http-edges");
+ensureLocalKeys(data.dir);
 let url: string;
 
-/** A compact JWS with these claims and a signature nobody checks here: the gateway reads only its shape and expiry. */
+/** A compact JWS with these claims and a signature nobody could check. */
 function jwt(claims: Record<string, unknown>): string {
   const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
   return `${part({ alg: "EdDSA", typ: "JWT" })}.${part(claims)}.${Buffer.from("signature").toString("base64url")}`;
 }
-/** A bearer the gateway lets through to the orchestrator, which would verify it. */
-const BEARER = `Bearer ${jwt({ sub: "requester", aud: "orchestrator", exp: Math.floor(Date.now() / 1000) + 3600 })}`;
+/** A token signed with `key` as the local requester's, for the orchestrator and current unless `claims` say otherwise. */
+function requesterToken(
+  key: SigningKey,
+  claims: { audience?: string; expiresAt?: number; scopes?: string[] } = {},
+): Promise<string> {
+  return mintToken(key, {
+    subject: "requester",
+    audience: claims.audience ?? "orchestrator",
+    scopes: claims.scopes ?? ["sessions:read", "sessions:write", "grant:kb:read"],
+    expiresAt: claims.expiresAt ?? Date.now() + 600_000,
+  });
+}
+/** The local requester's own key, in `dataDir`. */
+const requesterKey = (dataDir: string) => personKey({ LOOPGUARD_DATA_DIR: dataDir }, "requester").key;
+/** A bearer of the local requester: the orchestrator would take it, so the gateway lets it through. */
+let BEARER: string;
 /** The HTTP gateway's stderr so far. */
 let httpLog: () => string = () => "";
+
+/** What `pnpm -s mcp` finds in a checkout whose suite keeps its data in `dataDir`. */
+function suiteEnv(dataDir: string): Record<string, string> {
+  return {
+    ORCHESTRATOR_ADDR,
+    OTEL_TRACES_EXPORTER: "none",
+    LOOPGUARD_DATA_DIR: dataDir,
+    LOOPGUARD_JWKS_FILE: "",
+    LOOPGUARD_JWKS: "",
+  };
+}
 
 /** Starts the gateway and resolves with its stderr once `msg` is logged. */
 async function start(args: string[], env: Record<string, string>, msg: string): Promise<() => string> {
   const child = spawn(process.execPath, [GATEWAY, ...args], {
-    env: { ...process.env, ORCHESTRATOR_ADDR, OTEL_TRACES_EXPORTER: "none", ...env },
+    env: { ...process.env, ...suiteEnv(data.dir), ...env },
     stdio: ["pipe", "pipe", "pipe"],
   });
   children.push(child);
@@ -52,6 +88,7 @@ function startLine(stderr: string, msg: string): Record<string, unknown> | undef
 }
 
 beforeAll(async () => {
+  BEARER = `Bearer ${await requesterToken(requesterKey(data.dir))}`;
   const port = await freePort();
   url = `http://127.0.0.1:${port}/mcp`;
   httpLog = await start(["--http"], { MCP_HTTP_PORT: String(port) }, "serving MCP over streamable HTTP");
@@ -78,6 +115,39 @@ async function post(body: string) {
   });
   return { status: res.status, json: (await res.json()) as { error?: { code: number; message: string } } };
 }
+
+/** POSTs `body` with `bearer` to `to`: the status, the JSON-RPC error's message, and the challenge if any. */
+async function postAs(bearer: string, body: string, to = url) {
+  const res = await fetch(to, {
+    method: "POST",
+    headers: {
+      authorization: bearer,
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+    },
+    body,
+  });
+  const json = (await res.json()) as { error?: { code: number; message: string } };
+  return {
+    status: res.status,
+    message: json.error?.message,
+    challenge: res.headers.get("www-authenticate"),
+    code: json.error?.code,
+  };
+}
+
+/** The status `bearer` gets, asked again until it is `wanted` or 5 s have passed (a followed JWKS is re-read within about a second). */
+async function statusWithin(bearer: string, body: string, to: string, wanted: number): Promise<number> {
+  let status = 0;
+  for (let i = 0; i < 50 && status !== wanted; i += 1) {
+    if (i > 0) await new Promise((r) => setTimeout(r, 100));
+    status = (await postAs(bearer, body, to)).status;
+  }
+  return status;
+}
+
+/** A key the orchestrator does not trust, under a kid of its own. */
+const stranger = signingKeyFromJwk(newKeyPair("stranger").privateJwk);
 
 /** `{"a":{"a":…1…}}`, `levels` deep. */
 function nested(levels: number): unknown {
@@ -196,42 +266,31 @@ describe("malformed JSON-RPC over HTTP", () => {
 });
 
 describe("what the gateway reads, and from how many", () => {
-  /** POSTs `body` with `bearer`: the status, the JSON answer, and the challenge if any. */
-  async function postAs(bearer: string, body: string) {
-    const res = await fetch(url, {
-      method: "POST",
-      headers: {
-        authorization: bearer,
-        "content-type": "application/json",
-        accept: "application/json, text/event-stream",
-      },
-      body,
-    });
-    const json = (await res.json()) as { error?: { code: number; message: string } };
-    return { status: res.status, message: json.error?.message, challenge: res.headers.get("www-authenticate") };
-  }
   const list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
 
   it.each([
-    ["no token at all", "Bearer anything"],
-    ["a token with no expiry", `Bearer ${jwt({ sub: "requester" })}`],
-    ["a token that has expired", `Bearer ${jwt({ sub: "requester", exp: Math.floor(Date.now() / 1000) - 3600 })}`],
-  ])("a bearer that is %s is HTTP 401 before the body is read, tools/list included", async (_, bearer) => {
-    expect(await postAs(bearer, list)).toEqual({
+    ["no token at all", "Bearer anything", "the bearer token is malformed or not signed by a trusted key"],
+    ["a token of no key, unsigned", `Bearer ${jwt({ sub: "requester" })}`, "the bearer token names no key (kid)"],
+  ])("a bearer that is %s is HTTP 401 before the body is read, tools/list included", async (_, bearer, reason) => {
+    expect(await postAs(bearer, list)).toMatchObject({
       status: 401,
-      message: "bearer token is malformed or expired: send a current token for the orchestrator",
+      message: `bearer token refused: ${reason}; send a current token for the orchestrator`,
       challenge: 'Bearer realm="loopguard", error="invalid_token"',
     });
     expect((await postAs(BEARER, list)).status).toBe(200);
   });
 
-  it("a refusal before the body is read closes the connection rather than reading the rest of the body", async () => {
+  it.each([
+    ["not a token at all", async () => "anything"],
+    ["forged (signed by a key the orchestrator does not trust)", async () => requesterToken(stranger)],
+  ])("a refusal of a bearer %s closes the connection rather than reading the rest of the body", async (_, token) => {
     const { port } = new URL(url);
+    const authorization = `Bearer ${await token()}`;
     const answer = await new Promise<string>((closed) => {
       let text = "";
       const socket = connect(Number(port), "127.0.0.1", () =>
         socket.write(
-          `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer anything\r\nContent-Length: 4000000\r\n\r\n[`,
+          `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${authorization}\r\nContent-Length: 4000000\r\n\r\n[`,
         ),
       );
       socket.on("data", (chunk) => (text += chunk.toString())).on("close", () => closed(text));
@@ -289,10 +348,139 @@ describe("what the gateway reads, and from how many", () => {
   });
 });
 
+describe("a bearer the orchestrator would refuse is refused by the gateway, with the orchestrator's keys", () => {
+  const list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+  const search = JSON.stringify({
+    jsonrpc: "2.0",
+    id: 2,
+    method: "tools/call",
+    params: { name: "kb_search_search", arguments: { query: "refund policy" } },
+  });
+
+  it.each([
+    [
+      "signed by a key it does not know",
+      () => requesterToken(stranger),
+      /^the bearer token's key .*stranger.* is not trusted/,
+    ],
+    [
+      "signed by another key under a trusted key's kid",
+      () => requesterToken(signingKeyFromJwk(newKeyPair(requesterKey(data.dir).kid).privateJwk)),
+      /^the bearer token's signature does not verify with its key$/,
+    ],
+    [
+      "signed by a trusted key but expired",
+      () => requesterToken(requesterKey(data.dir), { expiresAt: Date.now() - 3_600_000 }),
+      /^the bearer token expired$/,
+    ],
+    [
+      "signed by a trusted key for another service",
+      () => requesterToken(requesterKey(data.dir), { audience: "billing" }),
+      /^the bearer token was issued for another service than orchestrator$/,
+    ],
+  ])("a bearer %s is HTTP 401 naming why, tools/list and tools/call alike", async (_, token, reason) => {
+    const bearer = `Bearer ${await token()}`;
+    for (const body of [list, search]) {
+      const answer = await postAs(bearer, body);
+      expect([answer.status, answer.code, answer.challenge]).toEqual([
+        401,
+        -32000,
+        'Bearer realm="loopguard", error="invalid_token"',
+      ]);
+      const reasonOf = /^bearer token refused: (.*); send a current token for the orchestrator$/.exec(
+        answer.message ?? "",
+      );
+      expect(reasonOf?.[1]).toMatch(reason);
+    }
+  });
+
+  it("a forged bearer's call never reaches the orchestrator; a valid bearer's does", async () => {
+    let connections = 0;
+    const orchestrator = createServer((socket) => {
+      connections += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((listening) => orchestrator.listen(0, "127.0.0.1", () => listening()));
+    const address = `127.0.0.1:${(orchestrator.address() as { port: number }).port}`;
+    try {
+      const port = await freePort();
+      const log = await start(
+        ["--http"],
+        { MCP_HTTP_PORT: String(port), ORCHESTRATOR_ADDR: address, MCP_CALL_WAIT_MS: "1000" },
+        "serving MCP over streamable HTTP",
+      );
+      // Its start-up health check is over (and its connections counted) before the calls are made.
+      for (let i = 0; i < 100 && !log().includes("cannot reach the orchestrator"); i += 1)
+        await new Promise((r) => setTimeout(r, 50));
+      const gateway = `http://127.0.0.1:${port}/mcp`;
+      const before = connections;
+      const forged = await postAs(`Bearer ${await requesterToken(stranger)}`, search, gateway);
+      expect(forged.status).toBe(401);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(connections).toBe(before);
+      const valid = await postAs(BEARER, search, gateway);
+      expect(valid.status).toBe(200);
+      expect(connections).toBeGreaterThan(before);
+    } finally {
+      await new Promise((closed) => orchestrator.close(closed));
+    }
+  });
+
+  it("after a key rotation (`pnpm keys new`, the JWKS rolled out, `pnpm keys remove` of the old key), the new key's tokens are taken and the old key's refused, without a restart", async () => {
+    const suite = tempDir("mcp-rotation");
+    try {
+      const keys = ensureLocalKeys(suite.dir);
+      const port = await freePort();
+      await start(
+        ["--http"],
+        { ...suiteEnv(suite.dir), MCP_HTTP_PORT: String(port) },
+        "serving MCP over streamable HTTP",
+      );
+      const gateway = `http://127.0.0.1:${port}/mcp`;
+      const old = personKey({ LOOPGUARD_DATA_DIR: suite.dir }, "requester");
+      const oldToken = `Bearer ${await requesterToken(old.key)}`;
+      expect((await postAs(oldToken, list, gateway)).status).toBe(200);
+      // The new key is made into a copy of the JWKS, which is then rolled out as one rename.
+      const next = join(suite.dir, "jwks-next.json");
+      const privateOut = join(suite.dir, "requester-2.jwk");
+      copyFileSync(keys.jwks, next);
+      const scopes = old.binding.scopes.flatMap((scope) => ["--scope", scope]);
+      const keysCli = (...args: string[]) =>
+        spawnSync(process.execPath, [KEYS_CLI, ...args], { encoding: "utf8", timeout: 15_000 });
+      const made = keysCli(
+        "new",
+        "--kid",
+        "requester-2",
+        "--role",
+        "person",
+        "--subject",
+        "requester",
+        ...scopes,
+        "--private-out",
+        privateOut,
+        "--jwks",
+        next,
+      );
+      expect([made.status, made.stderr]).toEqual([0, ""]);
+      const newToken = `Bearer ${await requesterToken(signingKeyFromJwk(JSON.parse(readFileSync(privateOut, "utf8"))))}`;
+      expect((await postAs(newToken, list, gateway)).status).toBe(401);
+      renameSync(next, keys.jwks);
+      expect(await statusWithin(newToken, list, gateway, 200)).toBe(200);
+      expect((await postAs(oldToken, list, gateway)).status).toBe(200);
+      const removed = keysCli("remove", "--kid", old.key.kid, "--jwks", keys.jwks);
+      expect([removed.status, removed.stderr]).toEqual([0, ""]);
+      expect(await statusWithin(oldToken, list, gateway, 401)).toBe(401);
+      expect((await postAs(newToken, list, gateway)).status).toBe(200);
+    } finally {
+      suite.remove();
+    }
+  });
+});
+
 /** The gateway run to its end, as `pnpm -s mcp` would be. */
 function exitOf(args: string[], env: Record<string, string>): { status: number | null; stderr: string } {
   return spawnSync(process.execPath, [GATEWAY, ...args], {
-    env: { ...process.env, ORCHESTRATOR_ADDR, OTEL_TRACES_EXPORTER: "none", ...env },
+    env: { ...process.env, ...suiteEnv(data.dir), ...env },
     input: "",
     encoding: "utf8",
     timeout: 15_000,
@@ -322,9 +510,38 @@ describe("a command line or settings it cannot use", () => {
   });
 });
 
+describe("where --http finds the keys it verifies bearers with", () => {
+  it.each([
+    [
+      "no JWKS (no LOOPGUARD_JWKS_FILE, no suite started in LOOPGUARD_DATA_DIR)",
+      (empty: string) => ({ LOOPGUARD_DATA_DIR: empty }),
+      "no JWKS: set LOOPGUARD_JWKS_FILE or run `pnpm start` once",
+    ],
+    [
+      "an OIDC client id without its issuer",
+      () => ({ ORCHESTRATOR_OIDC_AUDIENCE: "loopguard" }),
+      "ORCHESTRATOR_OIDC_AUDIENCE is set but ORCHESTRATOR_OIDC_ISSUER is not",
+    ],
+  ])("%s: one line saying what to set, exit 2, before it serves", (_, env, problem) => {
+    const empty = tempDir("mcp-no-keys");
+    try {
+      const { status, stderr } = exitOf(["--http"], { MCP_HTTP_PORT: "0", ...env(empty.dir) });
+      expect(status).toBe(2);
+      expect(stderr).toMatch(/^mcp-gateway: configuration error: [^\n]*\n$/);
+      expect(stderr).toContain(`configuration error: ${problem}`);
+    } finally {
+      empty.remove();
+    }
+  });
+});
+
 describe("start-up lines", () => {
-  it("over HTTP: names the orchestrator it calls (address)", () => {
-    expect(startLine(httpLog(), "serving MCP over streamable HTTP")).toMatchObject({ address: ORCHESTRATOR_ADDR });
+  it("over HTTP: names the orchestrator it calls (address), the keys it trusts its callers by (kids), no OIDC", () => {
+    expect(startLine(httpLog(), "serving MCP over streamable HTTP")).toMatchObject({
+      address: ORCHESTRATOR_ADDR,
+      kids: expect.arrayContaining([requesterKey(data.dir).kid]),
+      oidc: "off",
+    });
   });
 
   it("on stdio: names the orchestrator it calls (address) and the person it acts as (caller)", async () => {

@@ -7,7 +7,7 @@ import { ToolRegistry } from "@loopguard/orchestrator/tool-registry";
 import { singleCallScopes } from "@loopguard/orchestrator/single-call";
 import { OrchestratorService, SessionState } from "@loopguard/proto/gen/loopguard/orchestrator/v1/orchestrator_pb";
 import { createLogger, createRawClient, status, ToolError, type ToolHandlers } from "@loopguard/tool-sdk";
-import { startTestTool, type TestTool, testToken } from "@loopguard/tool-sdk/testing";
+import { startTestTool, type TestTool, testToken, testVerifier } from "@loopguard/tool-sdk/testing";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { type CallToolResult, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
@@ -94,6 +94,7 @@ beforeAll(async () => {
       waitMs: 2000,
       calls: bulkhead(8),
       log: createLogger({ service: "mcp-gateway", write: () => undefined }),
+      verifier: testVerifier("orchestrator"),
     },
     "127.0.0.1",
     0,

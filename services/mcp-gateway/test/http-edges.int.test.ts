@@ -14,6 +14,7 @@ import {
   signingKeyFromJwk,
   type SigningKey,
 } from "@loopguard/tool-sdk";
+import { OAuth2Server } from "oauth2-mock-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const GATEWAY = join(repoRoot, "services", "mcp-gateway", "dist", "main.js");
@@ -474,6 +475,56 @@ describe("a bearer the orchestrator would refuse is refused by the gateway, with
     } finally {
       suite.remove();
     }
+  });
+});
+
+describe("with an OpenID Connect provider, its ID tokens are verified against its JWKS as the orchestrator does", () => {
+  const CLIENT_ID = "loopguard-test";
+  const provider = new OAuth2Server();
+  let gateway: string;
+  beforeAll(async () => {
+    await provider.issuer.keys.generate("RS256");
+    await provider.start(0, "127.0.0.1");
+    const port = await freePort();
+    const env = {
+      MCP_HTTP_PORT: String(port),
+      ORCHESTRATOR_OIDC_ISSUER: provider.issuer.url!,
+      ORCHESTRATOR_OIDC_AUDIENCE: CLIENT_ID,
+    };
+    await start(["--http"], env, "serving MCP over streamable HTTP");
+    gateway = `http://127.0.0.1:${port}/mcp`;
+  });
+  afterAll(() => provider.stop());
+
+  /** An ID token from the provider for alice holding `roles`; `change` edits its claims before signing. */
+  const idToken = (roles: string[], change: (claims: Record<string, unknown>) => void = () => undefined) =>
+    provider.issuer.buildToken({
+      scopesOrTransform: (_header, claims) => {
+        Object.assign(claims, { sub: "alice@example.com", aud: CLIENT_ID, loopguard_roles: roles });
+        change(claims);
+      },
+    });
+  const list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+  const reasonOf = async (token: string) => (await postAs(`Bearer ${token}`, list, gateway)).message;
+
+  it("takes an ID token of a person with a role, and still a local person's token", async () => {
+    expect((await postAs(`Bearer ${await idToken(["requester"])}`, list, gateway)).status).toBe(200);
+    expect((await postAs(BEARER, list, gateway)).status).toBe(200);
+  });
+
+  it("refuses, 401 naming why, an ID token whose claims were changed after signing, one for another client, one with no role, one expired", async () => {
+    const [header, , signature] = (await idToken(["requester"])).split(".");
+    const claims = { sub: "mallory", aud: CLIENT_ID, iss: provider.issuer.url, loopguard_roles: ["operator"] };
+    const forged = `${header}.${Buffer.from(JSON.stringify({ ...claims, iat: 1, exp: 4_000_000_000 })).toString("base64url")}.${signature}`;
+    expect(await reasonOf(forged)).toMatch(/^bearer token refused: the bearer token's signature does not verify/);
+    expect(await reasonOf(await idToken(["requester"], (c) => Object.assign(c, { aud: "another-client" })))).toMatch(
+      /^bearer token refused: the bearer token was issued for another service than the client id loopguard-test/,
+    );
+    expect(await reasonOf(await idToken([]))).toMatch(/^bearer token refused: the ID token names no loopguard role/);
+    const expired = await idToken(["requester"], (c) =>
+      Object.assign(c, { exp: Math.floor(Date.now() / 1000) - 3600 }),
+    );
+    expect(await reasonOf(expired)).toMatch(/^bearer token refused: the bearer token expired/);
   });
 });
 

@@ -1,7 +1,8 @@
 // A model endpoint that reports a prompt far past the session's token budget: the session is charged
 // what the host believes of the report (twice its own count of the prompt), which passes the budget,
-// and the refund the reply asks for is not made; the session stops max_tokens. A fake OpenAI-compatible endpoint on the real wire protocol, real tools (the
-// ledger read back directly), a real orchestrator in process.
+// and the refund the reply asks for is not made; the session stops max_tokens. A fake
+// OpenAI-compatible endpoint on the real wire protocol, real tools (the ledger read back directly),
+// a real orchestrator in process.
 import { describe, expect, it } from "vitest";
 import { chatCompletion } from "./fake-chat-server.js";
 import { ALL_SCOPES, waitForSession } from "./harness.js";

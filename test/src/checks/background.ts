@@ -2,17 +2,21 @@
 // after another, in the background at the lowest CPU priority. They take what the tests leave idle
 // (the files run one at a time near the end, the containers' waits), not the tests' own cores.
 // workspace-checks.int.test.ts, run after every other file, waits for each and reads its result.
-// Output: .data/checks/<check>.log, and <check>.json with its exit code once it has ended.
+// Output: .data/checks/<check>.log, and <check>.json with its exit code once it has ended; and
+// tmp-before.json, the temp folder's loopguard-* entries as the run starts.
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, mkdirSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { repoRoot, shellEnv, unlessEnded } from "@loopguard/test-kit";
-import { CHECKS, checksDir } from "./checks.js";
+import { CHECKS, checksDir, TEMP_BEFORE } from "./checks.js";
+import { recordEntries } from "./temp-entries.js";
 
 export default function setup(): () => Promise<void> {
   const dir = checksDir(repoRoot);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
+  recordEntries(tmpdir(), join(dir, TEMP_BEFORE));
   let current: ChildProcess | undefined;
   let stopped = false;
   const all = (async () => {

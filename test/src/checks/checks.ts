@@ -29,3 +29,6 @@ export const CHECKS: readonly WorkspaceCheck[] = [
 ];
 
 export const checksDir = (root: string): string => join(root, ".data", "checks");
+
+/** The temp folder's loopguard-* entries as the run starts (background.ts), in checksDir. */
+export const TEMP_BEFORE = "tmp-before.json";

@@ -1,12 +1,14 @@
 // The workspace's own checks as tests: started beside the other files at the lowest CPU priority
 // (background.ts), judged here after every other file. A failed check fails its test with the end
-// of its output.
+// of its output. And the run leaves nothing of its own in the temp folder.
 import { existsSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { repoRoot } from "@loopguard/test-kit";
 import { describe, expect, it } from "vitest";
-import { CHECKS, checksDir } from "./checks.js";
+import { CHECKS, checksDir, TEMP_BEFORE } from "./checks.js";
+import { describeLeftovers, newEntries } from "./temp-entries.js";
 
 /** How long a check may still take once the tests are done: the typecheck alone takes ~1–2 min of a core. */
 const WAIT_MS = 15 * 60_000;
@@ -33,4 +35,12 @@ describe("the workspace's checks", () => {
       WAIT_MS + 60_000,
     );
   }
+});
+
+describe("the test run's temp folders", () => {
+  // Last in the last file: every other file has ended, and so should every process they started.
+  it("are all removed: no loopguard-* entry in the OS temp folder that was not there as the run started", () => {
+    const left = newEntries(tmpdir(), join(checksDir(repoRoot), TEMP_BEFORE));
+    expect(left, describeLeftovers(left)).toEqual([]);
+  });
 });

@@ -1,8 +1,9 @@
 // The test key pairs: what test services verify with and what test orchestrators and people sign
 // with; and the test call secret, with every contract tool's key derived from it.
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { isMainThread } from "node:worker_threads";
 import { contractFiles } from "@loopguard/proto";
 import {
   envPrefixOf,
@@ -87,6 +88,22 @@ export const TEST_PUBLIC_KEYS = publicKeySet({
   ],
 });
 const keyDir = mkdtempSync(join(tmpdir(), "loopguard-test-keys-"));
+// The services a test starts read these files until the test stops them, so the folder goes with this
+// process: on its exit, or on the signal that ends it (vitest ends its forks with SIGTERM, which skips
+// 'exit' listeners), then ending it as the signal would have unless someone else handles it.
+const removeKeyDir = () => rmSync(keyDir, { recursive: true, force: true });
+if (isMainThread) {
+  process.once("exit", removeKeyDir);
+  for (const signal of ["SIGINT", "SIGTERM"] as const)
+    process.once(signal, () => {
+      removeKeyDir();
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+    });
+} else {
+  // A thread gets neither: vitest's threads pool ends it with terminate(). Each test file there imports
+  // this module afresh (isolated), so the folder goes once that file's tests are done.
+  (await import("vitest")).afterAll(removeKeyDir);
+}
 /** The test orchestrator's call secrets (its LOOPGUARD_CALL_SECRETS_FILE). */
 export const TEST_CALL_SECRETS_FILE = join(keyDir, "call-secrets.json");
 const callSecrets = { keys: [newCallSecret("test-call")] };
@@ -125,7 +142,7 @@ let orchestratorKeyFile: string | undefined;
 /** A 0600 file holding the test orchestrator's private key, for a test orchestrator's LOOPGUARD_SIGNING_KEY_FILE. */
 export function testOrchestratorKeyFile(): string {
   if (!orchestratorKeyFile) {
-    orchestratorKeyFile = join(mkdtempSync(join(tmpdir(), "loopguard-test-key-")), "orchestrator.jwk");
+    orchestratorKeyFile = join(keyDir, "orchestrator.jwk");
     writeFileSync(orchestratorKeyFile, JSON.stringify(orchestratorPair.privateJwk), { mode: 0o600 });
   }
   return orchestratorKeyFile;

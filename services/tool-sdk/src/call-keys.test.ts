@@ -1,8 +1,8 @@
-import { mkdtempSync, renameSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { tempDir } from "@loopguard/test-kit";
 import { importJWK, SignJWT } from "jose";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { type CredentialsError, newKeyPair } from "./auth.js";
 import { CallCredentials, CallKeyChecker, newCallSecret, readCallKeys, toolCallKeys } from "./call-keys.js";
 import { publicKeySet, withBinding } from "./key-bindings.js";
@@ -103,7 +103,8 @@ describe("call credentials", () => {
 
 describe("a tool's verifier with call keys", () => {
   it("follows its keys file: a new key is taken and a removed one refused within about a second", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "loopguard-call-keys-"));
+    const { dir, remove } = tempDir("call-keys");
+    onTestFinished(remove);
     const file = join(dir, "billing.json");
     const write = (from: typeof secrets) => {
       writeFileSync(`${file}.tmp`, JSON.stringify(toolCallKeys(from, "billing")));

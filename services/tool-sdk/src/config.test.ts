@@ -1,7 +1,7 @@
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { tempDir } from "@loopguard/test-kit";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { newKeyPair } from "./auth.js";
 import { newCallSecret, readCallKeys, toolCallKeys } from "./call-keys.js";
 import { describeConfig, loadToolConfig, readSigningKey } from "./config.js";
@@ -101,7 +101,8 @@ describe("loadToolConfig", () => {
   });
 
   it("gives a tool its own call keys only: never the call secrets, never another tool's keys", () => {
-    const dir = mkdtempSync(join(tmpdir(), "loopguard-config-"));
+    const { dir, remove } = tempDir("config");
+    onTestFinished(remove);
     const secrets = readCallKeys({ keys: [newCallSecret("call-1")] });
     writeFileSync(join(dir, "billing.json"), JSON.stringify(toolCallKeys(secrets, "billing")));
     writeFileSync(join(dir, "risk.json"), JSON.stringify(toolCallKeys(secrets, "risk")));
@@ -120,7 +121,8 @@ describe("loadToolConfig", () => {
   });
 
   it("reads a signing key from a file, and refuses a public one", () => {
-    const dir = mkdtempSync(join(tmpdir(), "loopguard-config-"));
+    const { dir, remove } = tempDir("config");
+    onTestFinished(remove);
     writeFileSync(join(dir, "private.jwk"), JSON.stringify(pair.privateJwk));
     writeFileSync(join(dir, "public.jwk"), JSON.stringify(pair.publicJwk));
     expect(readSigningKey({ LOOPGUARD_SIGNING_KEY_FILE: join(dir, "private.jwk") }).kid).toBe("unit-key");

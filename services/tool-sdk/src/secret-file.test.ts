@@ -1,12 +1,15 @@
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { tempDir } from "@loopguard/test-kit";
+import { afterAll, describe, expect, it } from "vitest";
 import { newKeyPair } from "./auth.js";
 import { ensureLocalKeys, localKeyPaths, personKey } from "./local-keys.js";
 import { FileWriteError, writeFileAtomically } from "./secret-file.js";
 
-const fresh = () => mkdtempSync(join(tmpdir(), "loopguard-secret-file-"));
+// One folder for the file, removed once its tests are done, passed or failed; a folder in it per test.
+const temp = tempDir("secret-file");
+afterAll(temp.remove);
+const fresh = () => mkdtempSync(join(temp.dir, "test-"));
 
 describe("writeFileAtomically", () => {
   it("replaces a file whole with exactly the mode asked for, even over a 0644 one", () => {

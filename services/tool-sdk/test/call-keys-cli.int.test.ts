@@ -1,15 +1,16 @@
 // The real `pnpm call-keys` command: a deployment's call secrets and each tool's key, through a
 // rotation, checked by what the orchestrator and the tool do with the files.
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
+import { tempDir } from "@loopguard/test-kit";
+import { afterAll, describe, expect, it } from "vitest";
 import { CallCredentials, CallKeyChecker, readCallKeys } from "../src/call-keys.js";
 
 const CLI = fileURLToPath(new URL("../dist/cli/call-keys.js", import.meta.url));
-const dir = mkdtempSync(join(tmpdir(), "loopguard-call-keys-cli-"));
+const { dir, remove } = tempDir("call-keys-cli");
+afterAll(remove);
 
 function run(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) =>

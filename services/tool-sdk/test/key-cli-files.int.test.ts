@@ -11,10 +11,10 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { describe, expect, it } from "vitest";
+import { tempDir } from "@loopguard/test-kit";
+import { afterAll, describe, expect, it } from "vitest";
 
 const CALL_KEYS = fileURLToPath(new URL("../dist/cli/call-keys.js", import.meta.url));
 const KEYS = fileURLToPath(new URL("../dist/cli/keys.js", import.meta.url));
@@ -26,7 +26,10 @@ function run(cli: string, cwd: string, ...args: string[]): Promise<{ code: numbe
     ),
   );
 }
-const fresh = () => mkdtempSync(join(tmpdir(), "loopguard-key-cli-files-"));
+// One folder for the file, removed once its tests are done, passed or failed; a folder in it per test.
+const temp = tempDir("key-cli-files");
+afterAll(temp.remove);
+const fresh = () => mkdtempSync(join(temp.dir, "test-"));
 const newKey = (dir: string, kid: string, ...files: string[]) =>
   run(KEYS, dir, "new", "--kid", kid, "--role", "person", "--subject", kid, "--scope", "sessions:read", ...files);
 

@@ -47,8 +47,11 @@ function supervise(
     ...options,
   });
   cleanups.push(async () => {
-    await supervisor.stop();
-    rmSync(dataDir, { recursive: true, force: true });
+    try {
+      await supervisor.stop();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
   return { supervisor, warnings };
 }

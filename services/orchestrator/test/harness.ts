@@ -62,12 +62,25 @@ export interface TestOrchestrator {
   close(): Promise<void>;
 }
 
-export async function startOrchestrator(
+export function startOrchestrator(
   tools: Tools,
   env: Record<string, string> = {},
   options: Pick<BuildOptions, "policies" | "now"> = {},
 ): Promise<TestOrchestrator> {
   const dataDir = mkdtempSync(join(tmpdir(), "loopguard-orch-"));
+  // close() removes the folder; a start that fails removes it here.
+  return serveOrchestrator(tools, env, options, dataDir).catch((error: unknown) => {
+    rmSync(dataDir, { recursive: true, force: true });
+    throw error;
+  });
+}
+
+async function serveOrchestrator(
+  tools: Tools,
+  env: Record<string, string>,
+  options: Pick<BuildOptions, "policies" | "now">,
+  dataDir: string,
+): Promise<TestOrchestrator> {
   const config = loadOrchestratorConfig({
     ...testOrchestratorEnv(),
     LOOPGUARD_DATA_DIR: dataDir,
@@ -115,8 +128,11 @@ export async function startOrchestrator(
     async close() {
       api.close();
       approver.close();
-      await server.shutdown();
-      rmSync(dataDir, { recursive: true, force: true });
+      try {
+        await server.shutdown();
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
     },
   };
 }

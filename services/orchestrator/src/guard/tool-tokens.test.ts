@@ -1,7 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { RefundReason, RefundRequestSchema } from "@loopguard/proto/gen/loopguard/billing/v1/billing_pb";
-import { mkdtempSync, renameSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   CallError,
@@ -16,8 +15,9 @@ import {
   toolCallKeys,
   UNKNOWN_CALL_KEY,
 } from "@loopguard/tool-sdk";
+import { tempDir } from "@loopguard/test-kit";
 import { decodeJwt, decodeProtectedHeader } from "jose";
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { ToolRegistry } from "../tool-registry.js";
 import { REFUSED_KEY_MS, ToolTokens } from "./tool-tokens.js";
 
@@ -90,7 +90,8 @@ describe("ToolTokens", () => {
   });
 
   it("with call secrets, mints HS256 credentials the tool checks with its own key, and follows a rotation", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "loopguard-call-secrets-"));
+    const { dir, remove } = tempDir("call-secrets");
+    onTestFinished(remove);
     const file = join(dir, "call-secrets.json");
     const first = newCallSecret("call-a");
     const second = newCallSecret("call-b");
@@ -129,7 +130,8 @@ describe("ToolTokens", () => {
   });
 
   it("a tool that refuses the key minted with gets credentials under the next key held, for a minute, then the first again", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "loopguard-call-secrets-"));
+    const { dir, remove } = tempDir("call-secrets");
+    onTestFinished(remove);
     const file = join(dir, "call-secrets.json");
     const [fresh, held] = [newCallSecret("call-new"), newCallSecret("call-old")];
     writeFileSync(file, JSON.stringify({ keys: [fresh, held] }));

@@ -1,5 +1,5 @@
 // The real HTTP gateway while its OpenID Connect provider (oauth2-mock-server) is stopped, started
-// again on the same address: ID tokens it cannot check yet are refused
+// again on the same address, and rotating its signing key: ID tokens it cannot check yet are refused
 // 401 saying why, promptly; the suite's own tokens are checked throughout; no restart is needed.
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
@@ -11,6 +11,8 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 
 const GATEWAY = join(repoRoot, "services", "mcp-gateway", "dist", "main.js");
 const CLIENT_ID = "loopguard-test";
+/** jose's remote key set fetches again for an unknown kid only this long after its last fetch. */
+const JOSE_COOLDOWN_MS = 30_000;
 const data = tempDir("mcp-oidc-outage");
 ensureLocalKeys(data.dir);
 const provider = new OAuth2Server();
@@ -127,3 +129,19 @@ it("while it is down again, a token of a key already fetched passes; one of a ke
   expect((await list(suiteBearer)).status).toBe(200);
   await provider.start(providerPort, "127.0.0.1");
 });
+
+it("a key the provider rotated to: refused until jose's 30 s cooldown since its last fetch passes, then taken", async () => {
+  await provider.issuer.keys.generate("RS256", { kid: "rotated" });
+  // Fetched just now: an unknown kid does not make jose fetch again within its cooldown.
+  await provider.issuer.keys.generate("RS256", { kid: "next" });
+  const started = Date.now();
+  const early = await list(`Bearer ${await idToken("next")}`);
+  expect(early.status).toBe(401);
+  // Said as it is: the provider may well publish it now; it is looked for again within 30 s.
+  expect(early.message).toMatch(
+    /publishes no key "next" for the ID token: .*its keys were fetched under 30 s ago and are not fetched again for an unknown key sooner/,
+  );
+  await sleep(JOSE_COOLDOWN_MS - (Date.now() - started) + 500);
+  expect((await list(`Bearer ${await idToken("next")}`)).status).toBe(200);
+  expect((await list(`Bearer ${await idToken("rotated")}`)).status).toBe(200);
+}, 60_000);

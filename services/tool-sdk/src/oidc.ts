@@ -2,7 +2,7 @@
 // orchestrator's API. The issuer's keys are found by discovery (`/.well-known/openid-configuration`,
 // then its jwks_uri, fetched and refreshed by jose); issuer, audience (the client id alone), azp
 // and expiry are checked; the subject becomes "oidc:<sub>" and the roles claim gives the scopes.
-import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, type JWTVerifyGetKey, jwtVerify } from "jose";
+import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify, type RemoteJWKSet } from "jose";
 import { type Caller, CredentialsError, credentialsErrorOf, TOKEN_CLOCK_SKEW_MS } from "./auth.js";
 import { echoedName } from "./pii.js";
 import { PEOPLE, type PersonRole, personScopes } from "./people.js";
@@ -21,6 +21,8 @@ export const DEFAULT_OIDC_ROLES_CLAIM = "loopguard_roles";
 /** Asymmetric algorithms only: a provider's shared secret is not a key loopguard can trust. */
 const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"];
 const FETCH_TIMEOUT_MS = 5000;
+/** jose fetches the keys again for a kid it does not know at most this often (its default cooldown). */
+const REFETCH_COOLDOWN_S = 30;
 
 /** A URL a provider may live at: https, or plain http on loopback (tests, a local provider). */
 export function acceptableIssuerUrl(raw: string): boolean {
@@ -63,7 +65,7 @@ export function oidcSettingsOf(env: Readonly<Record<string, string | undefined>>
 export class OidcVerifier {
   readonly #settings: OidcSettings;
   readonly #scopes = personScopes();
-  #keys: Promise<JWTVerifyGetKey> | undefined;
+  #keys: Promise<RemoteJWKSet> | undefined;
 
   constructor(settings: OidcSettings) {
     this.#settings = settings;
@@ -92,7 +94,7 @@ export class OidcVerifier {
         clockTolerance: TOKEN_CLOCK_SKEW_MS / 1000,
       });
     } catch (error) {
-      throw this.#refusal(error, token);
+      throw this.#refusal(error, token, keys.coolingDown);
     }
     const { payload, protectedHeader } = verified;
     // jose passes an aud list that merely contains ours. OpenID Connect Core 3.1.3.7: a token that
@@ -125,9 +127,10 @@ export class OidcVerifier {
 
   /**
    * Why an ID token was not taken, saying so when the provider's side failed (its keys could not be
-   * fetched, or it no longer publishes the token's key): not the person's token at fault.
+   * fetched, or it no longer publishes the token's key): not the person's token at fault. A key it
+   * rotated to after the keys were last fetched is not looked for during jose's cooldown: said so.
    */
-  #refusal(error: unknown, token: string): CredentialsError {
+  #refusal(error: unknown, token: string, coolingDown: boolean): CredentialsError {
     const { issuer, audience } = this.#settings;
     if (error instanceof errors.JWKSNoMatchingKey) {
       let kid: unknown;
@@ -136,8 +139,12 @@ export class OidcVerifier {
       } catch {
         kid = undefined;
       }
+      const named = typeof kid === "string" ? echoedName(kid) : "(the token names none)";
+      const since = coolingDown
+        ? `, or by a key it rotated to since; its keys were fetched under ${REFETCH_COOLDOWN_S} s ago and are not fetched again for an unknown key sooner`
+        : "";
       return new CredentialsError(
-        `the identity provider ${issuer} publishes no key ${typeof kid === "string" ? echoedName(kid) : "(the token names none)"} for the ID token: signed by a key it rotated away, or not by it`,
+        `the identity provider ${issuer} publishes no key ${named} for the ID token: signed by a key it rotated away, or not by it${since}`,
         { cause: error },
       );
     }
@@ -149,7 +156,7 @@ export class OidcVerifier {
   }
 
   /** The provider's keys, found once by discovery; a failed discovery is tried again on the next token. */
-  #keySet(): Promise<JWTVerifyGetKey> {
+  #keySet(): Promise<RemoteJWKSet> {
     this.#keys ??= this.#discover().catch((error: unknown) => {
       this.#keys = undefined;
       throw error instanceof CredentialsError
@@ -164,7 +171,7 @@ export class OidcVerifier {
     return this.#keys;
   }
 
-  async #discover(): Promise<JWTVerifyGetKey> {
+  async #discover(): Promise<RemoteJWKSet> {
     const { issuer } = this.#settings;
     const response = await fetch(`${issuer.replace(/\/$/, "")}/.well-known/openid-configuration`, {
       signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),

@@ -21,7 +21,7 @@ export const DEFAULT_OIDC_ROLES_CLAIM = "loopguard_roles";
 /** Asymmetric algorithms only: a provider's shared secret is not a key loopguard can trust. */
 const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"];
 const FETCH_TIMEOUT_MS = 5000;
-/** jose fetches the keys again for a kid it does not know at most this often (its default cooldown). */
+/** The keys are fetched again for a kid they do not hold at most this often (jose's cooldown, set below). */
 const REFETCH_COOLDOWN_S = 30;
 
 /** A URL a provider may live at: https, or plain http on loopback (tests, a local provider). */
@@ -189,7 +189,10 @@ export class OidcVerifier {
         "the identity provider's discovery document has no acceptable jwks_uri (https, or http on loopback)",
       );
     }
-    return createRemoteJWKSet(new URL(document.jwks_uri), { timeoutDuration: FETCH_TIMEOUT_MS });
+    return createRemoteJWKSet(new URL(document.jwks_uri), {
+      timeoutDuration: FETCH_TIMEOUT_MS,
+      cooldownDuration: REFETCH_COOLDOWN_S * 1000,
+    });
   }
 }
 

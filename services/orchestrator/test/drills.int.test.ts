@@ -371,7 +371,9 @@ describe("orchestrator drills (real processes)", () => {
       // Opened before the sessions start, so the first look at the leases comes while they run.
       const store = await PostgresSessionStore.open(url, { maxConnections: 2 });
       const key = `drill-b-${Date.now()}`;
-      const ids = [...(await startRefunds(apiA, 15, `${key}-a`)), ...(await startRefunds(apiB, 15, `${key}-b`))];
+      // replica-a's sessions start last, so the look below begins while they wait on kb-search: started
+      // first, they could end while replica-b's were still starting on a busy machine (seen in CI).
+      const ids = [...(await startRefunds(apiB, 15, `${key}-b`)), ...(await startRefunds(apiA, 15, `${key}-a`))];
       try {
         // Kill replica-a while it holds leases on live sessions.
         let heldByA = 0;

@@ -87,7 +87,9 @@ export const TEST_PUBLIC_KEYS = publicKeySet({
     ),
   ],
 });
-const keyDir = mkdtempSync(join(tmpdir(), "loopguard-test-keys-"));
+// Named with this process's id: the run's temp-folder check passes over the folder of a process still
+// running (vitest ends its idle workers only as the run ends).
+const keyDir = mkdtempSync(join(tmpdir(), `loopguard-test-keys-${process.pid}-`));
 // The services a test starts read these files until the test stops them, so the folder goes with this
 // process: on its exit, or on the signal that ends it (vitest ends its forks with SIGTERM, which skips
 // 'exit' listeners), then ending it as the signal would have unless someone else handles it.

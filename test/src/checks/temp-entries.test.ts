@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -25,6 +26,14 @@ describe("the temp folder's leftovers", () => {
     writeFileSync(join(temp, "loopguard-port-50051.pid"), "1");
     mkdirSync(join(temp, "other-tool-Z9"));
     expect(newEntries(temp, record)).toEqual(["loopguard-port-50051.pid", "loopguard-test-keys-Q1w2E3"]);
+  });
+
+  it("leave out the entries named with the id of a process still running, not those of one that ended", () => {
+    recordEntries(temp, record);
+    const ended = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"]).stdout.toString();
+    mkdirSync(join(temp, `loopguard-test-keys-${process.pid}-Ab12Cd`));
+    mkdirSync(join(temp, `loopguard-test-keys-${ended}-Ef34Gh`));
+    expect(newEntries(temp, record)).toEqual([`loopguard-test-keys-${ended}-Ef34Gh`]);
   });
 
   it("are none when the run removed what it made", () => {

@@ -18,10 +18,30 @@ export function recordEntries(dir: string, file: string): void {
   writeFileSync(file, JSON.stringify(loopguardEntries(dir)));
 }
 
-/** The loopguard-* entries of `dir` that `file` (written by recordEntries) does not list. */
+/** The process id an entry is named with (`loopguard-<what>-<pid>-<random>`), if any. */
+const ownerOf = (name: string): number | undefined => {
+  const pid = /-(\d+)-[A-Za-z0-9]+$/.exec(name)?.[1];
+  return pid === undefined ? undefined : Number(pid);
+};
+
+/** Whether process `pid` is still running: its entries are in use, not left behind yet. */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The loopguard-* entries of `dir` that `file` (written by recordEntries) does not list, but those of a process still running. */
 export function newEntries(dir: string, file: string): string[] {
   const before = new Set(JSON.parse(readFileSync(file, "utf8")) as string[]);
-  return loopguardEntries(dir).filter((name) => !before.has(name));
+  return loopguardEntries(dir).filter((name) => {
+    if (before.has(name)) return false;
+    const owner = ownerOf(name);
+    return owner === undefined || !running(owner);
+  });
 }
 
 /** A name without mkdtemp's random tail (or a pid file's number): loopguard-test-keys-Ab12Cd → loopguard-test-keys-*. */

@@ -56,5 +56,8 @@ describe("the temp folder's leftovers", () => {
     expect(message).toContain("loopguard-test-keys-k0\n");
     expect(message).not.toContain("loopguard-orch-o1");
     expect(message).toContain("… and 5 more");
+    expect(describeLeftovers(["loopguard-test-keys-4242-Ab12Cd", "loopguard-test-keys-4343-Ef34Gh"])).toContain(
+      "(2 loopguard-test-keys-*)",
+    );
   });
 });

@@ -44,8 +44,8 @@ export function newEntries(dir: string, file: string): string[] {
   });
 }
 
-/** A name without mkdtemp's random tail (or a pid file's number): loopguard-test-keys-Ab12Cd → loopguard-test-keys-*. */
-const prefixOf = (name: string): string => name.replace(/-[^-]*$/, "-*");
+/** A name without mkdtemp's random tail, the process id before it, or a pid file's number: loopguard-test-keys-4242-Ab12Cd → loopguard-test-keys-*. */
+const prefixOf = (name: string): string => name.replace(/(-\d+)?-[^-]*$/, "-*");
 
 /** Leftover entries as a failure message: the count by prefix, then the first names. */
 export function describeLeftovers(names: readonly string[]): string {

@@ -132,7 +132,8 @@ it("while it is down again, a token of a key already fetched passes; one of a ke
 
 it("a key the provider rotated to: refused until jose's 30 s cooldown since its last fetch passes, then taken", async () => {
   await provider.issuer.keys.generate("RS256", { kid: "rotated" });
-  // Fetched just now: an unknown kid does not make jose fetch again within its cooldown.
+  // The keys were last fetched in the test before last, a few seconds ago: an unknown kid does not make
+  // jose fetch again within its cooldown.
   await provider.issuer.keys.generate("RS256", { kid: "next" });
   const started = Date.now();
   const early = await list(`Bearer ${await idToken("next")}`);

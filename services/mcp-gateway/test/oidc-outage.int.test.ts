@@ -1,7 +1,13 @@
 // The real HTTP gateway while its OpenID Connect provider (oauth2-mock-server) is stopped, started
 // again on the same address, and rotating its signing key: ID tokens it cannot check yet are refused
 // 401 saying why, promptly; the suite's own tokens are checked throughout; no restart is needed.
+// Also with fifty ID tokens at once, and with a server on the provider's address that takes the
+// connection and never answers: the gateway asks the provider once for all of them, refuses within
+// its fetch timeout (5 s, discovery and key set alike), and the suite's tokens never wait on it.
+// One gateway for the whole file, in order: each test leaves the provider as the next expects it.
 import { type ChildProcess, spawn } from "node:child_process";
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer as createTcpServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { freePort, repoRoot, tempDir } from "@loopguard/test-kit";
@@ -13,6 +19,8 @@ const GATEWAY = join(repoRoot, "services", "mcp-gateway", "dist", "main.js");
 const CLIENT_ID = "loopguard-test";
 /** jose's remote key set fetches again for an unknown kid only this long after its last fetch. */
 const JOSE_COOLDOWN_MS = 30_000;
+/** oidc.ts's fetch timeout, for the discovery document and for the key set alike. */
+const FETCH_TIMEOUT_MS = 5000;
 const data = tempDir("mcp-oidc-outage");
 ensureLocalKeys(data.dir);
 const provider = new OAuth2Server();
@@ -22,9 +30,14 @@ let issuer: string;
 let gateway: string;
 let child: ChildProcess;
 let suiteBearer: string;
+let stderr = "";
+/** When the keys were last fetched (at the latest): jose's cooldown for an unknown kid runs from there. */
+let keysFetchedBy = 0;
 
 beforeAll(async () => {
   await provider.issuer.keys.generate("RS256", { kid: "first" });
+  // EC keys for the rest: an RSA key takes a few hundred ms to make on a busy machine.
+  for (let i = 1; i < 10; i += 1) await provider.issuer.keys.generate("ES256", { kid: `k${i}` });
   providerPort = await freePort();
   await provider.start(providerPort, "127.0.0.1");
   issuer = provider.issuer.url!;
@@ -46,7 +59,6 @@ beforeAll(async () => {
     },
     stdio: ["pipe", "pipe", "pipe"],
   });
-  let stderr = "";
   child.stderr?.on("data", (c: Buffer) => {
     stderr += c.toString();
   });
@@ -59,13 +71,22 @@ afterAll(async () => {
   data.remove();
 });
 
+let minted = 0;
 /** An ID token for alice, a requester, signed by the provider's key `kid` (the provider need not be running). */
 const idToken = (kid: string) => {
   provider.issuer.url = issuer;
+  // Each token its own bytes: the gateway caches a token that verified, and a known key's token
+  // should be checked against the keys it holds, not answered from that cache.
+  minted += 1;
   return provider.issuer.buildToken({
     kid,
     scopesOrTransform: (_header, claims) => {
-      Object.assign(claims, { sub: "alice@example.com", aud: CLIENT_ID, loopguard_roles: ["requester"] });
+      Object.assign(claims, {
+        sub: "alice@example.com",
+        aud: CLIENT_ID,
+        loopguard_roles: ["requester"],
+        jti: String(minted),
+      });
     },
   });
 };
@@ -93,6 +114,72 @@ async function list(bearer: string) {
   };
 }
 
+/**
+ * One ID token per kid in `kids`, all sent at once, and the suite's token every 100 ms meanwhile, the
+ * first beside them: what each was answered, the ID tokens in the order of `kids`.
+ */
+async function burst(kids: readonly string[]) {
+  const tokens = await Promise.all(kids.map((kid) => idToken(kid)));
+  let waiting = true;
+  const suite: Awaited<ReturnType<typeof list>>[] = [];
+  const suiteLoop = (async () => {
+    while (waiting) {
+      suite.push(await list(suiteBearer));
+      await sleep(100);
+    }
+  })();
+  const ids = await Promise.all(tokens.map((token) => list(`Bearer ${token}`)));
+  waiting = false;
+  await suiteLoop;
+  return { ids, suite };
+}
+
+/**
+ * `server` listening on the provider's address; the close it returns destroys the sockets it took, as
+ * a server that never answers would otherwise keep the address from the next.
+ */
+async function onProviderPort(server: Server) {
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+  });
+  await new Promise<void>((listening, failed) => {
+    server.once("error", failed);
+    server.listen(providerPort, "127.0.0.1", listening);
+  });
+  return async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((closed) => server.close(closed));
+  };
+}
+
+/** An HTTP server on the provider's address, counting requests by path; `answer` may never answer. */
+async function standIn(answer: (req: IncomingMessage, res: ServerResponse) => void) {
+  const requests: Record<string, number> = {};
+  const close = await onProviderPort(
+    createHttpServer((req, res) => {
+      const path = req.url ?? "";
+      requests[path] = (requests[path] ?? 0) + 1;
+      answer(req, res);
+    }),
+  );
+  return { requests, close };
+}
+
+/** Nothing in the gateway's log that a user should not see: no request that failed (a 500), no stack trace. */
+function expectQuietLog() {
+  expect(stderr).not.toMatch(/mcp http request failed|unhandled|\n\s+at /i);
+  expect(child.exitCode).toBeNull();
+}
+
+const REACHED_NOT = (who: string) =>
+  `bearer token refused: the identity provider ${who} could not be reached to check the ID token; send a current token for the orchestrator`;
+const KEYS_NOT_FETCHED = (who: string) =>
+  `bearer token refused: the identity provider ${who}'s keys could not be fetched to check the ID token; send a current token for the orchestrator`;
+/** Ten kids, `first` (the provider's first key) among them, five times each: fifty ID tokens. */
+const FIFTY = Array.from({ length: 50 }, (_, i) => (i % 10 === 0 ? "first" : `k${i % 10}`));
+
 it("while the provider was never reached: an ID token is 401 naming the provider, at once; the suite's tokens pass", async () => {
   await provider.stop();
   for (let i = 0; i < 3; i += 1) {
@@ -110,7 +197,79 @@ it("while the provider was never reached: an ID token is 401 naming the provider
   }
 });
 
-it("once the provider is back on its address, its ID tokens pass without restarting the gateway", async () => {
+it("fifty ID tokens at once while its port refuses: each 401 naming the provider, promptly; the suite's tokens pass", async () => {
+  const { ids, suite } = await burst(FIFTY);
+  for (const refused of ids) {
+    expect(refused.status).toBe(401);
+    expect(refused.message).toBe(REACHED_NOT(issuer));
+    expect(refused.challenge).toMatch(/^Bearer .*error="invalid_token"/);
+    expect(refused.body).not.toMatch(/\n\s+at |ECONNREFUSED|fetch failed/);
+  }
+  // Measured 0.2-0.9 s for the slowest of the fifty (the gateway checks them all at once on 2 cores),
+  // the suite's tokens 5-340 ms beside them.
+  expect(Math.max(...ids.map((r) => r.ms))).toBeLessThan(3000);
+  expect(suite.map((r) => r.status)).toEqual(suite.map(() => 200));
+  expect(Math.max(...suite.map((r) => r.ms))).toBeLessThan(2000);
+  expectQuietLog();
+});
+
+it("a server on its address that takes the connection and never answers: 401 after the 5 s timeout, one request for all", async () => {
+  // Requests counted by their first line, read and never answered. Not connections: the gateway's
+  // fetch was seen to open a spare one after it gave up, and to send nothing on it.
+  const requests: string[] = [];
+  const close = await onProviderPort(
+    createTcpServer((socket) => {
+      socket.on("data", (chunk: Buffer) => {
+        requests.push(...(chunk.toString("latin1").match(/^[A-Z]+ \S+ HTTP\/1\.1$/gm) ?? []));
+      });
+    }),
+  );
+  try {
+    // Fifty at once, and one more 2 s later: it waits on the discovery already under way (measured 3.2-4.1 s),
+    // not 5 s on one of its own.
+    const [{ ids, suite }, late] = await Promise.all([
+      burst(FIFTY),
+      sleep(2000).then(async () => list(`Bearer ${await idToken("first")}`)),
+    ]);
+    for (const refused of [...ids, late]) {
+      expect(refused.status).toBe(401);
+      expect(refused.message).toBe(REACHED_NOT(issuer));
+    }
+    // The discovery document's fetch is cut at 5 s: measured 5.05-5.15 s for each of the fifty.
+    for (const refused of ids) {
+      expect(refused.ms).toBeGreaterThan(FETCH_TIMEOUT_MS - 500);
+      expect(refused.ms).toBeLessThan(FETCH_TIMEOUT_MS + 2500);
+    }
+    expect(late.ms).toBeLessThan(FETCH_TIMEOUT_MS);
+    expect(requests).toEqual(["GET /.well-known/openid-configuration HTTP/1.1"]);
+    // The suite's tokens are not held behind the provider: measured 5-135 ms each meanwhile.
+    expect(suite.length).toBeGreaterThan(10);
+    expect(suite.map((r) => r.status)).toEqual(suite.map(() => 200));
+    expect(Math.max(...suite.map((r) => r.ms))).toBeLessThan(FETCH_TIMEOUT_MS / 2);
+    expectQuietLog();
+  } finally {
+    await close();
+  }
+});
+
+it("once the provider is back, slow at first, twenty ID tokens at once pass on one discovery and one key fetch, without restarting", async () => {
+  // Each answer held 250 ms, so the twenty arrive while the gateway is still waiting on the provider.
+  // Twenty, not fifty: each that passes costs the gateway a whole MCP request, and the count is the point.
+  const slow = await standIn((req, res) => {
+    setTimeout(() => provider.service.requestHandler(req, res), 250);
+  });
+  provider.issuer.url = issuer;
+  try {
+    const { ids, suite } = await burst(FIFTY.slice(0, 20));
+    expect(ids.map((r) => r.status)).toEqual(ids.map(() => 200));
+    expect(Math.min(...ids.map((r) => r.ms))).toBeGreaterThan(450);
+    expect(slow.requests).toEqual({ "/.well-known/openid-configuration": 1, "/jwks": 1 });
+    expect(suite.map((r) => r.status)).toEqual(suite.map(() => 200));
+    keysFetchedBy = Date.now();
+    expectQuietLog();
+  } finally {
+    await slow.close();
+  }
   await provider.start(providerPort, "127.0.0.1");
   expect((await list(`Bearer ${await idToken("first")}`)).status).toBe(200);
   expect((await list(suiteBearer)).status).toBe(200);
@@ -130,19 +289,80 @@ it("while it is down again, a token of a key already fetched passes; one of a ke
   await provider.start(providerPort, "127.0.0.1");
 });
 
-it("a key the provider rotated to: refused until jose's 30 s cooldown since its last fetch passes, then taken", async () => {
+it("fifty at once while it is down again, within jose's cooldown: unseen kids 401 without a fetch, a known key's pass", async () => {
+  await provider.stop();
+  const kids = FIFTY.map((kid, i) => (i % 5 === 0 ? kid : `unseen${i % 5}`));
+  for (let i = 1; i < 5; i += 1) await provider.issuer.keys.generate("ES256", { kid: `unseen${i}` });
+  const { ids, suite } = await burst(kids);
+  ids.forEach((answer, i) => {
+    if (kids[i] === "first" || kids[i] === "k5") expect(answer.status).toBe(200);
+    else {
+      expect(answer.status).toBe(401);
+      expect(answer.message).toMatch(/publishes no key "unseen\d" .*not fetched again for an unknown key sooner/);
+    }
+  });
+  // Measured 0.1-0.5 s for the slowest: nothing is fetched, the fifty are only checked.
+  expect(Math.max(...ids.map((r) => r.ms))).toBeLessThan(3000);
+  expect(suite.map((r) => r.status)).toEqual(suite.map(() => 200));
+  expect(Math.max(...suite.map((r) => r.ms))).toBeLessThan(2000);
+  expectQuietLog();
+  await provider.start(providerPort, "127.0.0.1");
+});
+
+it("a key the provider rotated to: refused until jose's 30 s cooldown since its last fetch passes", async () => {
   await provider.issuer.keys.generate("RS256", { kid: "rotated" });
-  // The keys were last fetched in the test before last, a few seconds ago: an unknown kid does not make
-  // jose fetch again within its cooldown.
+  // The keys were last fetched when the provider came back, some seconds ago: an unknown kid does not
+  // make jose fetch again within its cooldown.
   await provider.issuer.keys.generate("RS256", { kid: "next" });
-  const started = Date.now();
   const early = await list(`Bearer ${await idToken("next")}`);
   expect(early.status).toBe(401);
   // Said as it is: the provider may well publish it now; it is looked for again within 30 s.
   expect(early.message).toMatch(
     /publishes no key "next" for the ID token: .*its keys were fetched under 30 s ago and are not fetched again for an unknown key sooner/,
   );
-  await sleep(JOSE_COOLDOWN_MS - (Date.now() - started) + 500);
-  expect((await list(`Bearer ${await idToken("next")}`)).status).toBe(200);
-  expect((await list(`Bearer ${await idToken("rotated")}`)).status).toBe(200);
+  await sleep(keysFetchedBy + JOSE_COOLDOWN_MS + 500 - Date.now());
 }, 60_000);
+
+it("past the cooldown, a provider that never answers for its key set: 401 after the 5 s timeout, one fetch for all", async () => {
+  await provider.stop();
+  const silent = await standIn(() => undefined);
+  try {
+    const kids = FIFTY.map((kid, i) => (i % 5 === 0 ? kid : "next"));
+    const [{ ids, suite }, late] = await Promise.all([
+      burst(kids),
+      sleep(2000).then(async () => list(`Bearer ${await idToken("rotated")}`)),
+    ]);
+    ids.forEach((answer, i) => {
+      if (kids[i] !== "next") {
+        // A key already held is not waited on: measured 0.1-0.4 s beside the others.
+        expect(answer.status).toBe(200);
+        expect(answer.ms).toBeLessThan(FETCH_TIMEOUT_MS / 2);
+        return;
+      }
+      expect(answer.status).toBe(401);
+      expect(answer.message).toBe(KEYS_NOT_FETCHED(issuer));
+      // jose's key set fetch is cut at 5 s too: measured 5.10-5.19 s.
+      expect(answer.ms).toBeGreaterThan(FETCH_TIMEOUT_MS - 500);
+      expect(answer.ms).toBeLessThan(FETCH_TIMEOUT_MS + 2500);
+    });
+    // The one sent 2 s later waits on the fetch under way, as the discovery's latecomer did.
+    expect(late.status).toBe(401);
+    expect(late.ms).toBeLessThan(FETCH_TIMEOUT_MS);
+    expect(silent.requests).toEqual({ "/jwks": 1 });
+    expect(suite.length).toBeGreaterThan(10);
+    expect(suite.map((r) => r.status)).toEqual(suite.map(() => 200));
+    expect(Math.max(...suite.map((r) => r.ms))).toBeLessThan(FETCH_TIMEOUT_MS / 2);
+    expectQuietLog();
+  } finally {
+    await silent.close();
+  }
+});
+
+it("once it answers again, keys it rotated to are taken at once: a fetch that failed starts no cooldown", async () => {
+  await provider.start(providerPort, "127.0.0.1");
+  const next = await list(`Bearer ${await idToken("next")}`);
+  expect(next.status).toBe(200);
+  expect(next.ms).toBeLessThan(3000);
+  expect((await list(`Bearer ${await idToken("rotated")}`)).status).toBe(200);
+  expect((await list(suiteBearer)).status).toBe(200);
+});

@@ -323,6 +323,26 @@ it("a key the provider rotated to: refused until jose's 30 s cooldown since its 
   await sleep(keysFetchedBy + JOSE_COOLDOWN_MS + 500 - Date.now());
 }, 60_000);
 
+it("fifty at once past the cooldown while its port refuses: unseen kids 401 saying its keys could not be fetched, a known key's pass", async () => {
+  await provider.stop();
+  const kids = FIFTY.map((kid, i) => (i % 5 === 0 ? kid : i % 2 === 0 ? "next" : "rotated"));
+  const { ids, suite } = await burst(kids);
+  ids.forEach((answer, i) => {
+    if (kids[i] === "first" || kids[i] === "k5") expect(answer.status).toBe(200);
+    else {
+      expect(answer.status).toBe(401);
+      // The provider's failure, not the person's token: not "malformed or not signed by a trusted key".
+      expect(answer.message).toBe(KEYS_NOT_FETCHED(issuer));
+      expect(answer.body).not.toMatch(/\n\s+at |ECONNREFUSED|fetch failed/);
+    }
+  });
+  expect(Math.max(...ids.map((r) => r.ms))).toBeLessThan(3000);
+  expect(suite.map((r) => r.status)).toEqual(suite.map(() => 200));
+  expect(Math.max(...suite.map((r) => r.ms))).toBeLessThan(2000);
+  expectQuietLog();
+  await provider.start(providerPort, "127.0.0.1");
+});
+
 it("past the cooldown, a provider that never answers for its key set: 401 after the 5 s timeout, one fetch for all", async () => {
   await provider.stop();
   const silent = await standIn(() => undefined);

@@ -2,7 +2,16 @@
 // orchestrator's API. The issuer's keys are found by discovery (`/.well-known/openid-configuration`,
 // then its jwks_uri, fetched and refreshed by jose); issuer, audience (the client id alone), azp
 // and expiry are checked; the subject becomes "oidc:<sub>" and the roles claim gives the scopes.
-import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, errors, jwtVerify, type RemoteJWKSet } from "jose";
+import {
+  createRemoteJWKSet,
+  customFetch,
+  decodeJwt,
+  decodeProtectedHeader,
+  errors,
+  type FetchImplementation,
+  jwtVerify,
+  type RemoteJWKSet,
+} from "jose";
 import { type Caller, CredentialsError, credentialsErrorOf, TOKEN_CLOCK_SKEW_MS } from "./auth.js";
 import { echoedName } from "./pii.js";
 import { PEOPLE, type PersonRole, personScopes } from "./people.js";
@@ -192,11 +201,26 @@ export class OidcVerifier {
     return createRemoteJWKSet(new URL(document.jwks_uri), {
       timeoutDuration: FETCH_TIMEOUT_MS,
       cooldownDuration: REFETCH_COOLDOWN_S * 1000,
+      [customFetch]: fetchKeySet,
     });
   }
 }
 
-/** jose's own failure to fetch a key set (a status other than 200, a body that is no JSON): its generic error. */
+/**
+ * fetch for jose's key set, a connection that failed (refused, reset, no such host) turned into jose's
+ * generic error: jose passes fetch's own TypeError on as it is, and that would read as a malformed token.
+ */
+const fetchKeySet: FetchImplementation = (url, options) =>
+  fetch(url, options).catch((error: unknown) => {
+    // Passed on as it is: jose makes it a JWKSTimeout by this name.
+    if (error instanceof Error && error.name === "TimeoutError") throw error;
+    throw new errors.JOSEError("the key set could not be fetched", { cause: error });
+  });
+
+/**
+ * jose's own failure to fetch a key set (a status other than 200, a body that is no JSON) or the
+ * connection's (fetchKeySet): its generic error.
+ */
 function isFetchFailure(error: unknown): boolean {
   return error instanceof errors.JOSEError && error.code === "ERR_JOSE_GENERIC";
 }

@@ -3,61 +3,24 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
-import { createLogger, discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
-import { checkHealth, TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
+import { discoverServices } from "@loopguard/tool-sdk";
+import { checkHealth } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { suiteEnvironment } from "../src/suite-env.js";
-import { Supervisor, type SupervisorOptions } from "../src/supervisor.js";
+import {
+  cleanups,
+  fixture,
+  fixtureEnvironment,
+  freePort,
+  risk,
+  runCleanups,
+  servicesDir,
+  supervise,
+} from "./harness.js";
 
-const servicesDir = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-
-function freePort(): Promise<number> {
-  return new Promise((ok) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => ok(port));
-    });
-  });
-}
-
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-async function risk(): Promise<ServiceSpec> {
-  const spec = discoverServices(servicesDir).find((s) => s.name === "risk")!;
-  return { ...spec, port: await freePort(), metricsPort: await freePort() };
-}
-
-function supervise(
-  environment?: (dataDir: string) => ReturnType<typeof suiteEnvironment>,
-  options: Partial<Pick<SupervisorOptions, "readyTimeoutMs" | "stopGraceMs">> = {},
-): { supervisor: Supervisor; warnings: Record<string, unknown>[] } {
-  const dataDir = mkdtempSync(join(tmpdir(), "loopguard-supervisor-"));
-  const warnings: Record<string, unknown>[] = [];
-  const supervisor = new Supervisor({
-    ...(environment ? environment(dataDir) : { env: { LOOPGUARD_DATA_DIR: dataDir, ...TEST_AUTH_ENV } }),
-    log: createLogger({ service: "supervisor", write: (l) => warnings.push(JSON.parse(l) as Record<string, unknown>) }),
-    output: () => undefined,
-    initialBackoffMs: 100,
-    ...options,
-  });
-  cleanups.push(async () => {
-    try {
-      await supervisor.stop();
-    } finally {
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-  });
-  return { supervisor, warnings };
-}
-
-/** The suite's environment for the fixture services: no addresses of the suite's own to give. */
-const fixtureEnvironment = (dataDir: string) => suiteEnvironment(dataDir, []);
+afterEach(runCleanups);
 
 describe("Supervisor", () => {
   it("discovers every service with a loopguard manifest, the orchestrator included, and no library", () => {
@@ -94,7 +57,7 @@ describe("Supervisor", () => {
 
   it("restarts a SIGKILLed service with backoff, on the same port", async () => {
     const spec = await risk();
-    const { supervisor, warnings } = supervise(fixtureEnvironment);
+    const { supervisor, logged } = supervise(fixtureEnvironment);
     await supervisor.start([spec]);
     const address = `127.0.0.1:${spec.port}`;
     expect(await checkHealth(address)).toBe("SERVING");
@@ -108,7 +71,7 @@ describe("Supervisor", () => {
     }
     expect(status).toBe("SERVING");
     expect(supervisor.pids().risk).not.toBe(first);
-    expect(warnings.find((w) => w.msg === "service exited; restarting")).toMatchObject({
+    expect(logged.find((w) => w.msg === "service exited; restarting")).toMatchObject({
       service: "risk",
       signal: "SIGKILL",
       restart_in_ms: 100,
@@ -131,18 +94,18 @@ describe("Supervisor", () => {
   it("is not ready on another process's SERVING answer: a port another suite's service holds fails the start", async () => {
     const spec = await risk();
     await supervise(fixtureEnvironment).supervisor.start([spec]);
-    const { supervisor, warnings } = supervise(fixtureEnvironment);
+    const { supervisor, logged } = supervise(fixtureEnvironment);
     await expect(supervisor.start([spec])).rejects.toThrow(
       `port ${spec.port} (risk gRPC, RISK_PORT) is in use on 127.0.0.1: another suite (another data folder?) or program holds it; stop it first`,
     );
-    expect(warnings.filter((w) => w.msg === "service exited; restarting")).toEqual([]);
+    expect(logged.filter((w) => w.msg === "service exited; restarting")).toEqual([]);
   });
 
   it('is ready only when the service answers grpc.health.v1 SERVING, not when it logs "serving"', async () => {
     const spec = {
       ...(await risk()),
       name: "log-only",
-      entry: join(dirname(fileURLToPath(import.meta.url)), "fixtures", "log-only.mjs"),
+      entry: fixture("log-only.mjs"),
     };
     const { supervisor } = supervise(undefined, { readyTimeoutMs: 1500 });
     await expect(supervisor.start([spec])).rejects.toThrow(
@@ -152,7 +115,7 @@ describe("Supervisor", () => {
 
   it("kills a service that ignores SIGTERM once the grace period is over", async () => {
     const spec = await risk();
-    const { supervisor, warnings } = supervise(fixtureEnvironment, { stopGraceMs: 500 });
+    const { supervisor, logged } = supervise(fixtureEnvironment, { stopGraceMs: 500 });
     await supervisor.start([spec]);
     const pid = supervisor.pids().risk!;
     // A stopped process leaves SIGTERM pending, as a hung one would never act on it.
@@ -161,7 +124,7 @@ describe("Supervisor", () => {
     await supervisor.stop();
     expect(Date.now() - started).toBeGreaterThanOrEqual(500);
     expect(() => process.kill(pid, 0)).toThrow(/ESRCH/);
-    expect(warnings.find((w) => w.msg === "service ignored SIGTERM; killing it")).toMatchObject({
+    expect(logged.find((w) => w.msg === "service ignored SIGTERM; killing it")).toMatchObject({
       service: "risk",
       pid,
       grace_ms: 500,
@@ -170,10 +133,10 @@ describe("Supervisor", () => {
 
   it("stops a service that drains on SIGTERM without killing it", async () => {
     const spec = await risk();
-    const { supervisor, warnings } = supervise(fixtureEnvironment, { stopGraceMs: 10_000 });
+    const { supervisor, logged } = supervise(fixtureEnvironment, { stopGraceMs: 10_000 });
     await supervisor.start([spec]);
     await supervisor.stop();
-    expect(warnings.find((w) => w.msg === "service ignored SIGTERM; killing it")).toBeUndefined();
+    expect(logged.find((w) => w.msg === "service ignored SIGTERM; killing it")).toBeUndefined();
   });
 
   it("gives the orchestrator its private key and no tool any: not in its environment, not in a file its configuration names", async () => {

@@ -1,10 +1,11 @@
-// Runs each service as its own child process, like pods: a service is ready when it has announced
+// Runs each service as its own child process, like pods: a process is ready when it has announced
 // "serving" on its ports over its own stdout and then answers grpc.health.v1 Check with SERVING (as
 // a kubelet's grpc probe asks; the announcement proves the answer is this child's, not another
-// suite's on the same port), a process that exits unexpectedly is restarted with exponential
-// backoff (capped), and the backoff resets once it has stayed up. SIGTERM/SIGINT to the supervisor
-// is passed to every child, which drain and exit; a child still running after the grace period is
-// killed (SIGKILL), as a kubelet does.
+// suite's on the same port), at the first start and after every restart; a restarted process not
+// ready in time is killed. A process that exits is restarted with exponential backoff (capped), and
+// the backoff resets once it has served for a while. SIGTERM/SIGINT to the supervisor is passed to
+// every child, which drain and exit; a child still running after the grace period is killed
+// (SIGKILL), as a kubelet does.
 import { type ChildProcess, spawn } from "node:child_process";
 import { on } from "node:events";
 import { createInterface, type Interface } from "node:readline";
@@ -20,9 +21,12 @@ export interface SupervisorOptions {
   readonly output: (service: string, line: string) => void;
   readonly initialBackoffMs?: number;
   readonly maxBackoffMs?: number;
-  /** A process up this long is considered healthy again and its backoff resets. */
+  /** A process serving this long is considered healthy again and its backoff resets. */
   readonly stableAfterMs?: number;
-  /** How long a first start may take to answer SERVING before the start fails. */
+  /**
+   * How long a process may take to answer SERVING: a first start not ready in time fails the start,
+   * a restarted process is killed and restarted with backoff.
+   */
   readonly readyTimeoutMs?: number;
   /** How long a child has after SIGTERM before SIGKILL; above the services' own 10 s shutdown grace. */
   readonly stopGraceMs?: number;
@@ -30,6 +34,7 @@ export interface SupervisorOptions {
 
 interface Running {
   readonly spec: ServiceSpec;
+  /** Has served once: its start has resolved, and an exit from now on is restarted. */
   served: boolean;
   lastLine: string;
   child: ChildProcess | undefined;
@@ -39,6 +44,8 @@ interface Running {
   /** Exits since the service last ran stably: the restart backoff's attempt number. */
   quickExits: number;
   startedAt: number;
+  /** When the current process became ready; undefined until it does. */
+  servingSince: number | undefined;
   timer: NodeJS.Timeout | undefined;
 }
 
@@ -69,6 +76,7 @@ export class Supervisor {
         restarts: 0,
         quickExits: 0,
         startedAt: 0,
+        servingSince: undefined,
         timer: undefined,
       };
       this.#running.set(spec.name, entry);
@@ -100,16 +108,19 @@ export class Supervisor {
     });
     entry.child = child;
     entry.startedAt = Date.now();
+    entry.servingSince = undefined;
+    const probe = new AbortController();
+    entry.probe = probe;
     const forward = (line: string) => {
       this.options.output(spec.name, line);
       entry.lastLine = line;
     };
     const stdout = createInterface({ input: child.stdout! }).on("line", forward);
     createInterface({ input: child.stderr! }).on("line", forward);
-    if (!entry.served) this.#probe(entry, stdout);
+    void this.#probe(entry, child, stdout, probe.signal);
     child.once("exit", (code, signal) => {
       entry.child = undefined;
-      entry.probe?.abort();
+      probe.abort();
       if (this.#stopping) return;
       if (!entry.served) {
         const exited = new Error(
@@ -118,7 +129,11 @@ export class Supervisor {
         void portTaken(spec).then((taken) => this.#ready.get(spec.name)?.reject(taken ? portInUse(taken) : exited));
         return;
       }
-      if (Date.now() - entry.startedAt > (this.options.stableAfterMs ?? 10_000)) {
+      // Only serving counts as up: a process killed for never becoming ready keeps backing off.
+      if (
+        entry.servingSince !== undefined &&
+        Date.now() - entry.servingSince > (this.options.stableAfterMs ?? 10_000)
+      ) {
         entry.quickExits = 0;
       }
       entry.quickExits += 1;
@@ -138,34 +153,56 @@ export class Supervisor {
     });
   }
 
-  /** Readiness of a first start: announced on its ports, then SERVING on its gRPC port, or the start fails. */
-  #probe(entry: Running, stdout: Interface): void {
+  /**
+   * Readiness of each process: announced on its ports, then SERVING on its gRPC port. A first start
+   * not ready in time fails the start; a restarted one is killed, and its exit restarts it with
+   * backoff.
+   */
+  async #probe(entry: Running, child: ChildProcess, stdout: Interface, signal: AbortSignal): Promise<void> {
     const { spec } = entry;
-    const probe = new AbortController();
-    entry.probe = probe;
+    const { log } = this.options;
+    const address = `127.0.0.1:${spec.port}`;
     const timeoutMs = this.options.readyTimeoutMs ?? 60_000;
-    const timer = setTimeout(
-      () =>
-        probe.abort(
-          new Error(
-            `${spec.name} was not SERVING on 127.0.0.1:${spec.port} within ${timeoutMs} ms: ${entry.lastLine.slice(0, 300)}`,
-          ),
-        ),
-      timeoutMs,
-    );
-    announced(stdout, spec, probe.signal)
-      .then(() => waitUntilServing(`127.0.0.1:${spec.port}`, probe.signal))
-      .then(
-        () => {
-          entry.served = true;
-          this.#ready.get(spec.name)?.resolve();
-        },
-        () => {
-          // Only the timeout is reported here: an exit has rejected with its own reason already.
-          if (!this.#stopping && entry.child) this.#ready.get(spec.name)?.reject(probe.signal.reason as Error);
-        },
-      )
-      .finally(() => clearTimeout(timer));
+    // Not AbortSignal.any with AbortSignal.timeout: Node 20 may collect that timeout signal before it fires.
+    const ready = new AbortController();
+    const abortReady = () => ready.abort();
+    signal.addEventListener("abort", abortReady, { once: true });
+    const timer = setTimeout(abortReady, timeoutMs);
+    try {
+      await announced(stdout, spec, ready.signal);
+      await waitUntilServing(address, ready.signal);
+    } catch {
+      // Ended by an exit, which says why itself, or by the stop.
+      if (signal.aborted) return;
+      if (!entry.served) {
+        const reason = `${spec.name} was not SERVING on ${address} within ${timeoutMs} ms: ${entry.lastLine.slice(0, 300)}`;
+        this.#ready.get(spec.name)?.reject(new Error(reason));
+        return;
+      }
+      log.warn("service not SERVING after its restart; killing it", {
+        service: spec.name,
+        pid: child.pid,
+        count: entry.restarts,
+        ready_timeout_ms: timeoutMs,
+      });
+      child.kill("SIGKILL");
+      return;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", abortReady);
+    }
+    entry.servingSince = Date.now();
+    if (entry.served) {
+      log.info("service serving again", {
+        service: spec.name,
+        pid: child.pid,
+        count: entry.restarts,
+        duration_ms: entry.servingSince - entry.startedAt,
+      });
+    } else {
+      entry.served = true;
+      this.#ready.get(spec.name)?.resolve();
+    }
   }
 
   /** Sends SIGTERM to every child, SIGKILL to any still running after `stopGraceMs`, and waits until all have exited. */

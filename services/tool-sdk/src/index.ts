@@ -121,7 +121,13 @@ export {
   type ToolErrorOptions,
 } from "./errors.js";
 export { FaultSwitch, faultSummary, parseFaultProfile } from "./faults.js";
-export { checkHealth, type HealthStatus, waitUntilServing } from "./health-client.js";
+export {
+  checkHealth,
+  type HealthChecker,
+  type HealthStatus,
+  healthChecker,
+  waitUntilServing,
+} from "./health-client.js";
 export { discoverServices, manifestDefaults, readManifest, type ServiceKind, type ServiceSpec } from "./manifest.js";
 export { createLogger, LOG_LEVELS, type LogFields, type Logger, type LogLevel } from "./logger.js";
 export { declareIn, type MetricDeclarations } from "./metric-declarations.js";

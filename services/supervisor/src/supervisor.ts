@@ -1,15 +1,17 @@
 // Runs each service as its own child process, like pods: a process is ready when it has announced
 // "serving" on its ports over its own stdout and then answers grpc.health.v1 Check with SERVING (as
 // a kubelet's grpc probe asks; the announcement proves the answer is this child's, not another
-// suite's on the same port), at the first start and after every restart; a restarted process not
-// ready in time is killed. A process that exits is restarted with exponential backoff (capped), and
-// the backoff resets once it has served for a while. SIGTERM/SIGINT to the supervisor is passed to
-// every child, which drain and exit; a child still running after the grace period is killed
-// (SIGKILL), as a kubelet does.
+// suite's on the same port), at the first start and after every restart. Once ready, a liveness
+// probe checks it periodically, and one that stops answering (frozen, blocked, deadlocked) is
+// killed, as is a restarted process not ready in time. A process that exits is restarted with
+// exponential backoff (capped), and the backoff resets once it has served for a while. SIGTERM/SIGINT
+// to the supervisor is passed to every child, which drain and exit; a child still running after the
+// grace period is killed (SIGKILL), as a kubelet does.
 import { type ChildProcess, spawn } from "node:child_process";
 import { on } from "node:events";
 import { createInterface, type Interface } from "node:readline";
 import { backoffDelayMs, type Logger, SUPERVISED_ENV, type ServiceSpec, waitUntilServing } from "@loopguard/tool-sdk";
+import { LIVENESS_DEFAULTS, type LivenessProbe, watchLiveness } from "./liveness.js";
 import { portInUse, portTaken, servicePorts } from "./ports.js";
 
 export interface SupervisorOptions {
@@ -28,6 +30,11 @@ export interface SupervisorOptions {
    * a restarted process is killed and restarted with backoff.
    */
   readonly readyTimeoutMs?: number;
+  /** The liveness probe of a process that has served (defaults: LIVENESS_DEFAULTS, the clusters' own). */
+  readonly livenessPeriodMs?: number;
+  readonly livenessTimeoutMs?: number;
+  /** Failed liveness checks in a row after which the process is killed and restarted. */
+  readonly livenessFailureThreshold?: number;
   /** How long a child has after SIGTERM before SIGKILL; above the services' own 10 s shutdown grace. */
   readonly stopGraceMs?: number;
 }
@@ -38,7 +45,7 @@ interface Running {
   served: boolean;
   lastLine: string;
   child: ChildProcess | undefined;
-  /** Ends the readiness probe of the current process. */
+  /** Ends the probes (readiness, then liveness) of the current process. */
   probe: AbortController | undefined;
   restarts: number;
   /** Exits since the service last ran stably: the restart backoff's attempt number. */
@@ -54,7 +61,15 @@ export class Supervisor {
   #stopping = false;
   readonly #ready = new Map<string, { resolve: () => void; reject: (error: Error) => void }>();
 
-  constructor(private readonly options: SupervisorOptions) {}
+  readonly #liveness: LivenessProbe;
+
+  constructor(private readonly options: SupervisorOptions) {
+    this.#liveness = {
+      periodMs: options.livenessPeriodMs ?? LIVENESS_DEFAULTS.periodMs,
+      timeoutMs: options.livenessTimeoutMs ?? LIVENESS_DEFAULTS.timeoutMs,
+      failureThreshold: options.livenessFailureThreshold ?? LIVENESS_DEFAULTS.failureThreshold,
+    };
+  }
 
   /**
    * Starts every service; resolves once each has announced "serving" and answers grpc.health.v1
@@ -156,7 +171,7 @@ export class Supervisor {
   /**
    * Readiness of each process: announced on its ports, then SERVING on its gRPC port. A first start
    * not ready in time fails the start; a restarted one is killed, and its exit restarts it with
-   * backoff.
+   * backoff. Once ready, liveness.
    */
   async #probe(entry: Running, child: ChildProcess, stdout: Interface, signal: AbortSignal): Promise<void> {
     const { spec } = entry;
@@ -203,6 +218,33 @@ export class Supervisor {
       entry.served = true;
       this.#ready.get(spec.name)?.resolve();
     }
+    await this.#live(entry, child, address, signal);
+  }
+
+  /** Liveness of a ready process until it exits: a run of failed checks kills it, and its exit restarts it. */
+  async #live(entry: Running, child: ChildProcess, address: string, signal: AbortSignal): Promise<void> {
+    const { log } = this.options;
+    const fields = { service: entry.spec.name, pid: child.pid };
+    const { failureThreshold } = this.#liveness;
+    const error = await watchLiveness(address, this.#liveness, signal, {
+      failed: (failures, message) =>
+        log.warn("service failed a liveness check", {
+          ...fields,
+          failed_checks: failures,
+          failure_threshold: failureThreshold,
+          error_message: message,
+        }),
+      recovered: (failures) =>
+        log.info("service answers its liveness checks again", { ...fields, failed_checks: failures }),
+    });
+    if (error === undefined) return;
+    // Not SIGTERM: a frozen or blocked process would not act on it.
+    log.warn("service failed its liveness checks; killing it", {
+      ...fields,
+      failed_checks: failureThreshold,
+      error_message: error,
+    });
+    child.kill("SIGKILL");
   }
 
   /** Sends SIGTERM to every child, SIGKILL to any still running after `stopGraceMs`, and waits until all have exited. */

@@ -1,14 +1,28 @@
 // The supervisor's probes with real service processes and real signals: a restarted service is
-// ready again only once it answers SERVING, and is killed and tried again when it does not.
+// ready again only once it answers SERVING (and is killed and tried again when it does not), and
+// one that stops answering (frozen by SIGSTOP) is killed and restarted after a run of failed
+// liveness checks, while a shorter run of failures leaves it alone.
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { checkHealth } from "@loopguard/tool-sdk/testing";
 import { afterEach, describe, expect, it } from "vitest";
-import { eventually, fixture, fixtureEnvironment, risk, runCleanups, supervise } from "./harness.js";
+import { cleanups, eventually, fixture, fixtureEnvironment, risk, runCleanups, supervise } from "./harness.js";
 
 afterEach(runCleanups);
 
 type Line = Record<string, unknown>;
 const said = (logged: Line[], msg: string) => logged.filter((l) => l.msg === msg);
+
+/** Cleanup for a process a test stops: a stopped child left behind would hold its ports and its supervisor's stop. */
+function neverLeaveStopped(pid: number): void {
+  cleanups.push(() => {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // Gone already: the supervisor killed it.
+    }
+  });
+}
 
 describe("Supervisor probes", () => {
   it("says when a restarted service serves again, with the new process answering SERVING", async () => {
@@ -58,4 +72,61 @@ describe("Supervisor probes", () => {
     expect(() => process.kill(stuck.pid as number, 0)).toThrow(/ESRCH/);
     expect(said(logged, "service serving again")).toEqual([]);
   }, 120_000);
+
+  it("kills a frozen service after its liveness checks fail the threshold in a row, and restarts it", async () => {
+    const spec = await risk();
+    const { supervisor, logged } = supervise(fixtureEnvironment, {
+      livenessPeriodMs: 200,
+      livenessTimeoutMs: 500,
+      livenessFailureThreshold: 3,
+    });
+    await supervisor.start([spec]);
+    const frozen = supervisor.pids().risk!;
+    neverLeaveStopped(frozen);
+    process.kill(frozen, "SIGSTOP");
+    const killed = await eventually(
+      () => said(logged, "service failed its liveness checks; killing it")[0],
+      30_000,
+      "the liveness kill",
+    );
+    expect(killed).toMatchObject({ level: "warn", service: "risk", pid: frozen, failed_checks: 3 });
+    expect(killed.error_message).toMatch(/deadline/i);
+    // The last run of failures, which an answer on a busy machine before the freeze would not be part of.
+    const failures = said(logged, "service failed a liveness check").filter((l) => l.pid === frozen);
+    expect(failures.slice(-3).map((l) => l.failed_checks)).toEqual([1, 2, 3]);
+    const back = await eventually(() => said(logged, "service serving again")[0], 30_000, "serving again");
+    expect(back).toMatchObject({ service: "risk", count: 1, pid: supervisor.pids().risk });
+    expect(said(logged, "service exited; restarting")[0]).toMatchObject({ signal: "SIGKILL" });
+    expect(() => process.kill(frozen, 0)).toThrow(/ESRCH/);
+    expect(await checkHealth(`127.0.0.1:${spec.port}`)).toBe("SERVING");
+  });
+
+  it("leaves alone a service that fails fewer liveness checks in a row than the threshold", async () => {
+    const spec = await risk();
+    const { supervisor, logged } = supervise(fixtureEnvironment, {
+      livenessPeriodMs: 200,
+      livenessTimeoutMs: 500,
+      livenessFailureThreshold: 20,
+    });
+    await supervisor.start([spec]);
+    const slow = supervisor.pids().risk!;
+    neverLeaveStopped(slow);
+    process.kill(slow, "SIGSTOP");
+    try {
+      await eventually(
+        () => said(logged, "service failed a liveness check").find((l) => l.failed_checks === 2),
+        20_000,
+        "two failed checks",
+      );
+    } finally {
+      process.kill(slow, "SIGCONT");
+    }
+    await eventually(() => said(logged, "service answers its liveness checks again")[0], 20_000, "answering again");
+    // A few more periods in which a kill, had one been due, would show.
+    await sleep(1_000);
+    expect(said(logged, "service failed its liveness checks; killing it")).toEqual([]);
+    expect(said(logged, "service exited; restarting")).toEqual([]);
+    expect(supervisor.pids().risk).toBe(slow);
+    expect(await checkHealth(`127.0.0.1:${spec.port}`)).toBe("SERVING");
+  });
 });

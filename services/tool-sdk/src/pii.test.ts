@@ -166,6 +166,13 @@ describe("redactText", () => {
       "order total 1380013.80 and 12 345 678 901 234 567 cents",
       // A letter-glued number inside a longer token joined by "_" or a digit is part of that token.
       "customer cus_AB13800138000 and key k9x110101198003121232",
+      // Hex identifiers standing alone that begin with a mobile's or an id card's digits: the
+      // letters after the digits are the rest of the identifier (a trace id, a span id, a hash).
+      "trace 13800138000abcdef0123456789abcde, span 13912345678abcde",
+      "TRACE 13800138000ABCDEF0123456789ABCDE",
+      "sha1 110101198003121232abcdef0123456789abcdef, object 110101198003121232abcdef",
+      "sha256 13912345678a4b9c2e71b0f00a08e3b0c44298fc1c149afbf4c8996fb92427ae",
+      "session 4b9c2e71-1390-4123-8456-13800138000f, 4B9C2E71-1390-4123-8456-13800138000F",
       "",
       "no digits at all",
     ];
@@ -212,6 +219,25 @@ describe("redactText", () => {
         const out = redactText(`${before}${open}${phone}${close}${after}`);
         return out.includes(REDACTED) && !/[0-9]{3}/.test(out);
       }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("leaves a hex identifier alone whatever mobile or id card its digits begin with", () => {
+    const number = fc.constantFrom("13800138000", "13912345678", "8613912345678", "110101198003121232");
+    const hex = fc.constantFrom(..."0123456789abcdef");
+    const identifier = fc
+      .tuple(
+        number,
+        fc.constantFrom(16, 24, 32, 40, 64),
+        fc.constantFrom(..."abcdef"),
+        fc.array(hex, { maxLength: 64 }),
+      )
+      .filter(([digits, length]) => digits.length < length)
+      .map(([digits, length, letter, rest]) => (digits + letter + rest.join("")).padEnd(length, "0").slice(0, length))
+      .chain((id) => fc.constantFrom(id, id.toUpperCase()));
+    fc.assert(
+      fc.property(identifier, (id) => redactText(`trace ${id} done`) === `trace ${id} done`),
       { numRuns: 300 },
     );
   });

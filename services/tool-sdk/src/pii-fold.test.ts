@@ -28,6 +28,10 @@ describe("redactText with numbers written as JSON escapes", () => {
     expect(redactText(`tel ${escaped("+86 139")}\\u00A01234\\u002D5678.`)).toBe(`tel ${REDACTED}.`);
   });
 
+  it("masks an escaped number with escaped letters glued after, keeping the letters", () => {
+    expect(redactText(`call ${escaped("13800138000ext")}5`)).toBe(`call ${REDACTED}${escaped("ext")}5`);
+  });
+
   it("masks an escaped full-width digit or an escaped zero-width space between the digits", () => {
     expect(redactText(`phone \\uff11\\uff138\\u200b0013 8000`)).toBe(`phone ${REDACTED}`);
   });

@@ -3,6 +3,7 @@
 // or spread out by other separators (pii-spread.ts).
 import { parsePhoneNumberFromString } from "libphonenumber-js/max";
 import { isGap } from "./pii-fold.js";
+import { beginsHexGroup, gluedWord, inHexIdentifier } from "./pii-glued.js";
 import { isListPart, isSpreadGap, separatesThousands } from "./pii-spread.js";
 
 /** What the risk contract accepts as a phone before normalisation: 11..20 characters of these. */
@@ -69,16 +70,18 @@ const LABELLED_MOBILE = /^(?:\+?86|0086)?1[3-9][0-9]{9}$/;
 
 /**
  * Whether the number text[start, end) — a stretch's first piece — is a mobile glued by one "_" or
- * "-" to a word of letters only ("phone_", "ref-", "x_+86…") and ends the token: a label, not an
- * identifier's part. An order id ord_139_1234_5678 is pieces of an id, and a key lg-13912345678-0
- * goes on after the number: both stay.
+ * "-" to a word of letters only ("phone_", "ref-", "x_+86…") and ends the token, or has a word
+ * glued on after it ("phone_13800138000ext5", gluedWord): a label, not an identifier's part. An
+ * order id ord_139_1234_5678 is pieces of an id, and a key lg-13912345678-0 goes on after the
+ * number: both stay.
  */
 function gluedToLabel(text: string, start: number, end: number): boolean {
   if (text[start - 1] !== "_" && text[start - 1] !== "-") return false;
   let i = start - 2;
   while (isLetter(text[i])) i -= 1;
   if (i === start - 2 || isWord(text[i]) || joins(text, i, i - 1)) return false;
-  if (isWord(text[end]) || (joins(text, end, end + 1) && !endsToken(text, end))) return false;
+  if ((isWord(text[end]) && !gluedWord(text, start, end)) || (joins(text, end, end + 1) && !endsToken(text, end)))
+    return false;
   return LABELLED_MOBILE.test(text.slice(start, end));
 }
 
@@ -95,7 +98,8 @@ const joins = (text: string, at: number, word: number) =>
  * the longest window of neighbouring pieces that is a CN mobile is masked, so that
  * "13912345678 13800138000" is two numbers and "139 1234 5678 12" one number and a "12". A first
  * or last piece joined to a token (standsAlone; after it a letter, a digit, "_", "-" or "." and a
- * digit) is part of that token, unless the token is a label glued on (gluedToLabel, endsToken).
+ * digit) is part of that token, unless the token is a label glued on (gluedToLabel, endsToken) or
+ * the letters after it are a word, not the rest of a hex identifier (gluedWord: "13800138000ext12").
  */
 export function mobileSpans(text: string, start: number, end: number, spans: number[], spread: boolean): void {
   while (start > 0 && (text[start - 1] === "+" || text[start - 1] === "(")) start -= 1;
@@ -110,11 +114,21 @@ export function mobileSpans(text: string, start: number, end: number, spans: num
   let first = 0;
   let last = pieces.length - 2;
   if (!standsAlone(text, start) && !gluedToLabel(text, start, pieces[1]!)) first += 2;
+  // A stretch of one piece that is part of the token before it (a trace id's "…cd16222381507dadc"): nothing to weigh.
+  if (first > last) return;
   const afterAt = pieces[last + 1]!;
-  if (!endsToken(text, afterAt) && (isWord(text[afterAt]) || joins(text, afterAt, afterAt + 1))) last -= 2;
+  // Letters glued on after the last digit leave the last piece in unless its token goes on into a hex
+  // identifier (inHexIdentifier), weighed before libphonenumber is asked. Whether the number begins a
+  // group of hex groups (beginsHexGroup) is known only for a window of that piece alone, and a group
+  // right after a number just masked is none ("13912345678-13800138000abc" is two numbers). Letters
+  // after a "(" or ")" ("138-0013-8000 (id …") begin a word of the sentence, as before.
+  const glued = isLetter(text[afterAt]) && isDigit(text[afterAt - 1]) && !inHexIdentifier(text, afterAt);
+  if (!endsToken(text, afterAt) && !glued && (isWord(text[afterAt]) || joins(text, afterAt, afterAt + 1))) last -= 2;
   for (let i = first; i <= last; ) {
     const from = pieces[i]!;
-    const j = boundToBefore(text, from) ? -1 : mobileWindow(text, pieces, i, last, spread);
+    const partOfGroup =
+      glued && i === last && spans[spans.length - 1] !== from - 1 && beginsHexGroup(text, from, afterAt);
+    const j = boundToBefore(text, from) || partOfGroup ? -1 : mobileWindow(text, pieces, i, last, spread);
     if (j < 0) {
       i += 2;
       continue;

@@ -22,6 +22,7 @@ describe("redactText with a number spread out by any short run of separators", (
     ["full-width digits and underscores", spread("１１０１０５１９４９１２３１００２Ｘ", "_")],
     ["full-width digits and full-width low lines", spread("１１０１０５１９４９１２３１００２Ｘ", "＿")],
     ["ideographic commas", spread(ID_CARD, "、")],
+    ["underscores and a word glued after", `${spread(ID_CARD, "_")}yz`],
   ])("masks an id card written as %s", (_how, idCard) => {
     expect(redactText(`id ${idCard} on file`)).toBe(`id ${masked(idCard)} on file`);
   });
@@ -42,6 +43,8 @@ describe("redactText with a number spread out by any short run of separators", (
     ["full-width digits and full-width commas", spread("１３８００１３８０００", "，")],
     ["ideographic commas", spread(MOBILE, "、")],
     ["one digit a line", spread(MOBILE, "\n")],
+    ["a comma list of digits and an extension glued after", `${spread(MOBILE, ", ")}ext`],
+    ["bars between groups and letters glued after", "138|0013|8000abc"],
   ])("masks a mobile written as %s", (_how, phone) => {
     expect(redactText(`customer ${phone} asked for a refund`)).toBe(`customer ${masked(phone)} asked for a refund`);
   });

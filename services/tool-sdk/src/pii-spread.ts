@@ -19,7 +19,7 @@ const isDigit = (c: string | undefined) => c !== undefined && c >= "0" && c <= "
 
 /** An id card spread out (ID_CARD_IN_TEXT of pii.ts with any gap of GAP_CHARS between its characters). */
 export const ID_CARD_SPREAD_IN_TEXT = new RegExp(
-  `(?<![0-9])[0-9](?:${GAP}{0,${MAX_GAP}}[0-9]){16}${GAP}{0,${MAX_GAP}}[0-9Xx](?![0-9A-Za-z])`,
+  `(?<![0-9])[0-9](?:${GAP}{0,${MAX_GAP}}[0-9]){16}${GAP}{0,${MAX_GAP}}[0-9Xx](?![0-9])`,
   "g",
 );
 /** Stretches of at least 11 digits with gaps of GAP_CHARS between them: where a spread mobile can be. */

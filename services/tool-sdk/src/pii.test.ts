@@ -199,6 +199,20 @@ describe("redactText", () => {
     ["１１０１０１１９８００３１２１２３２", REDACTED],
     ["身份证１１０１０５１９４９１２３１００２Ｘ", `身份证${REDACTED}`],
     ["ＩＤ１１０１０１－１９８００３１２－１２３２", `ＩＤ${REDACTED}`],
+    // Letters glued after the number: a word, an extension, or too few hex digits for an identifier.
+    ["call 13800138000abc", `call ${REDACTED}abc`],
+    ["13800138000x please", `${REDACTED}x please`],
+    ["tel 13800138000ext12", `tel ${REDACTED}ext12`],
+    ["13800138000and more", `${REDACTED}and more`],
+    ["CALL 13800138000EXT5, or +86 139 1234 5678Ext 6", `CALL ${REDACTED}EXT5, or ${REDACTED}Ext 6`],
+    ["(139)12345678x and 13800138000abcd", `${REDACTED}x and ${REDACTED}abcd`],
+    ["call 138-0013-8000abc or 13912345678-13800138000abc", `call ${REDACTED}abc or ${REDACTED}-${REDACTED}abc`],
+    ["id 110101198003121232abc", `id ${REDACTED}abc`],
+    ["id 11010519491231002Xabc and 11010519491231002xyz", `id ${REDACTED}abc and ${REDACTED}yz`],
+    ["x13800138000abc, ID110101198003121232abc", `x${REDACTED}abc, ID${REDACTED}abc`],
+    ["phone_13800138000ext5", `phone_${REDACTED}ext5`],
+    ["１３８００１３８０００ａｂｃ and 13800138000ｅｘｔ", `${REDACTED}ａｂｃ and ${REDACTED}ｅｘｔ`],
+    ["身份证１１０１０５１９４９１２３１００２Ｘｙｚ", `身份证${REDACTED}ｙｚ`],
   ])("masks the personal data a model may write as %j to slip past", (text, masked) => {
     expect(redactText(text)).toBe(masked);
   });
@@ -214,9 +228,11 @@ describe("redactText", () => {
     });
     const words = fc.stringMatching(/^[a-z ]{0,20}$/);
     const separator = fc.constantFrom(" ", ", ", "：", '"', "'", "\n", "=");
+    // Nothing, or a word glued on after the number ("ext", "x", "please"): letters beyond a-f are no hex identifier's.
+    const glued = fc.oneof(fc.constant(""), fc.stringMatching(/^[A-Za-z]{0,4}[g-zG-Z][A-Za-z]{0,4}$/));
     fc.assert(
-      fc.property(words, separator, written, separator, words, (before, open, phone, close, after) => {
-        const out = redactText(`${before}${open}${phone}${close}${after}`);
+      fc.property(words, separator, written, glued, separator, words, (before, open, phone, word, close, after) => {
+        const out = redactText(`${before}${open}${phone}${word}${close}${after}`);
         return out.includes(REDACTED) && !/[0-9]{3}/.test(out);
       }),
       { numRuns: 300 },

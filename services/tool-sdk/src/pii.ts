@@ -3,6 +3,7 @@
 // check and normalise what it is sent, and by every redactor (traces, step records, history,
 // logs, error messages) to find them in free text. No gRPC in here.
 import { fold, foldedEnd, GAPS, mayBeDisguised } from "./pii-fold.js";
+import { gluedWord } from "./pii-glued.js";
 import { hasRealBirthDate, ID_CARD_SHAPE, normaliseIdCard } from "./pii-id-card.js";
 import {
   asContractPhone,
@@ -36,18 +37,20 @@ export const REDACTED = "[redacted]";
  * " " or "/" ("110101-19800312-1232", "110101/19800312/1232"), or by any short run of separators
  * where maySpread finds one (ID_CARD_SPREAD_IN_TEXT: "110105_19491231_002X", "1, 1, 0, …, X").
  * It is masked where it stands alone or behind letters only
- * ("ID110101198003121232", idStandsAlone); digits inside a longer token of letters and digits,
- * such as a trace id or a hash, are part of it. A plain 18-character number is masked by shape, not only when its
+ * ("ID110101198003121232", idStandsAlone), with letters glued on after it or not ("…1232abc",
+ * gluedWord); digits inside a longer token of letters and digits, such as a trace id or a hash,
+ * are part of it. A plain 18-character number is masked by shape, not only when its
  * check character is right (a number with a wrong one is still a person's id, typed wrong); one
  * with separators or letters before it only when it holds a real birth date, which amounts and
  * lists of numbers do not.
  */
-const ID_CARD_IN_TEXT = /(?<![0-9])[0-9](?:[-. /]?[0-9]){16}[-. /]?[0-9Xx](?![0-9A-Za-z])/g;
+const ID_CARD_IN_TEXT = /(?<![0-9])[0-9](?:[-. /]?[0-9]){16}[-. /]?[0-9Xx](?![0-9])/g;
 
 /**
  * Where personal data stands in `text`: start, end pairs in order, each an id card number or a CN
- * mobile number standing alone (or behind letters only), a mobile in any way the risk contract
- * accepts it ("(139)12345678", "+86 (139) 1234-5678", "86 13912345678" …) and with dots between
+ * mobile number standing alone (or behind letters only, or with a word glued on after: pii-glued.ts),
+ * a mobile in any way the risk contract accepts it ("(139)12345678", "+86 (139) 1234-5678",
+ * "86 13912345678" …) and with dots between
  * its groups, both spread out by any short run of separators ("1, 3, 8, …", "1_1_0_…_X"; pii-spread.ts)
  * and in full-width digits. Candidates are found by shape; a mobile is one where cnMobileToE164 says so.
  */
@@ -92,11 +95,14 @@ function spansIn(folded: string): number[] {
 }
 
 /**
- * Whether a candidate found at `start` is an id card: standing alone (idStandsAlone), and plain
- * (18 characters, no letter before) or holding a real birth date; a spread one no part of a list (isListPart).
+ * Whether a candidate found at `start` is an id card: standing alone (idStandsAlone) with nothing
+ * or a word glued on after it (gluedWord), and plain (18 characters, no letter before) or holding
+ * a real birth date; a spread one no part of a list (isListPart).
  */
 function isIdCard(text: string, start: number, found: string, spread: boolean): boolean {
-  if (!idStandsAlone(text, start) || (spread && isListPart(text, start, start + found.length))) return false;
+  const end = start + found.length;
+  if (!idStandsAlone(text, start) || (isLetter(text[end]) && !gluedWord(text, start, end))) return false;
+  if (spread && isListPart(text, start, end)) return false;
   return (found.length === 18 && !isLetter(text[start - 1])) || hasRealBirthDate(found.replace(/[^0-9Xx]/g, ""));
 }
 

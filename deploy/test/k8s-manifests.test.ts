@@ -10,7 +10,7 @@ import type { NetworkPolicy } from "kubernetes-types/networking/v1.js";
 import { beforeAll, describe, expect, it } from "vitest";
 import { renderGeneratedFiles } from "../src/manifests/generated-files.js";
 import { type K8sObject, renderAll, type Rendering, validateRenderings } from "../src/manifests/renderings.js";
-import { RULES_FILE } from "../src/manifests/prometheus-files.js";
+import { committedRuleFiles } from "../src/manifests/prometheus-files.js";
 import { parseYamlDocuments } from "../src/manifests/yaml.js";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -43,14 +43,14 @@ describe("generated manifests", () => {
     expect(onDisk.filter((path) => !files.has(path))).toEqual([]);
   });
 
-  it("give the PrometheusRule exactly the rule groups of deploy/prometheus/rules.yml", () => {
-    const [rulesFile] = parseYamlDocuments(readFileSync(join(root, RULES_FILE), "utf8"), RULES_FILE) as [
-      { groups: unknown[] },
-    ];
+  it("give the PrometheusRule exactly the rule groups of deploy/prometheus/rules/, in the order the local config loads them", () => {
+    const groups = committedRuleFiles(root).flatMap(
+      (path) => (parseYamlDocuments(readFileSync(join(root, path), "utf8"), path) as [{ groups: unknown[] }])[0].groups,
+    );
     const rule = find(rendering("overlays/prod").objects, "PrometheusRule", "loopguard-slo") as K8sObject & {
       spec: { groups: unknown[] };
     };
-    expect(rule.spec.groups).toEqual(rulesFile.groups);
+    expect(rule.spec.groups).toEqual(groups);
     expect(rule.spec.groups.length).toBeGreaterThanOrEqual(4);
   });
 });

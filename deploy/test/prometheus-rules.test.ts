@@ -3,17 +3,22 @@
 // generated per-method cases) pass.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { contractFiles } from "@loopguard/proto";
 import { describe, expect, it } from "vitest";
 import { renderGeneratedFiles } from "../src/manifests/generated-files.js";
 import { COMPONENTS_DIR } from "../src/manifests/generated-components.js";
+import { AGENT_RULE_GROUP } from "../src/manifests/agent-rules.js";
 import {
+  committedAlertTests,
+  committedRuleFiles,
   LOCAL_CONFIG_FILE,
-  HAND_WRITTEN_ALERT_TESTS,
-  RULES_FILE,
-  SLO_ALERT_TESTS_FILE,
+  PROMETHEUS_DIR,
+  RULES_DIR,
+  ruleFileOf,
+  SLO_ALERT_TESTS_DIR,
+  sloAlertTestsOf,
 } from "../src/manifests/prometheus-files.js";
 import { parseYamlDocuments, toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
@@ -37,23 +42,35 @@ async function runPromtool(...args: string[]): Promise<{ status: number; output:
 describe("generated Prometheus files", () => {
   it("are up to date with the contracts and the services' ports (run `pnpm gen` if not)", () => {
     const { files } = renderGeneratedFiles(root, contractFiles);
-    const paths = [LOCAL_CONFIG_FILE, RULES_FILE, SLO_ALERT_TESTS_FILE];
-    expect([...files.keys()]).toEqual(expect.arrayContaining(paths));
+    const paths = [...files.keys()].filter((path) => path.startsWith(`${PROMETHEUS_DIR}${sep}`));
+    expect(paths).toEqual(
+      expect.arrayContaining([LOCAL_CONFIG_FILE, ruleFileOf(AGENT_RULE_GROUP), sloAlertTestsOf("billing")]),
+    );
     for (const path of paths) expect(readFileSync(join(root, path), "utf8"), path).toBe(files.get(path));
+    // Nothing left over from a removed tool: its old tests would still run here, on rules Prometheus no longer loads.
+    const committed = [RULES_DIR, SLO_ALERT_TESTS_DIR].flatMap((dir) =>
+      readdirSync(join(root, dir)).map((name) => join(dir, name)),
+    );
+    expect(committed.filter((path) => !files.has(path))).toEqual([]);
   });
 });
 
 describe.skipIf(!promtool)("promtool", () => {
-  it("accepts the SLO rules", async () => {
-    const { status, output } = await runPromtool("check", "rules", RULES_FILE);
-    expect(output).toContain("SUCCESS");
+  it("accepts the rule files", async () => {
+    const ruleFiles = committedRuleFiles(root);
+    const { status, output } = await runPromtool("check", "rules", ...ruleFiles);
+    expect(output.match(/SUCCESS: \d+ rules found/g), output).toHaveLength(ruleFiles.length);
     expect(status, output).toBe(0);
   });
 
-  it("accepts the local scrape config and the rule file it loads", async () => {
+  it("accepts the local scrape config and the rule files it loads, one per rule group", async () => {
     const { status, output } = await runPromtool("check", "config", LOCAL_CONFIG_FILE);
     expect(status, output).toBe(0);
-    expect(output).toContain("1 rule files found");
+    const ruleFiles = committedRuleFiles(root);
+    expect(ruleFiles).toEqual(
+      expect.arrayContaining([ruleFileOf("loopguard-slo-billing"), ruleFileOf(AGENT_RULE_GROUP)]),
+    );
+    expect(output).toContain(`${ruleFiles.length} rule files found`);
   });
 
   it("accepts the release analysis queries (the AnalysisTemplates' PromQL, with a pod-template hash filled in)", async () => {
@@ -98,9 +115,10 @@ describe.skipIf(!promtool)("promtool", () => {
   it(
     "passes the alert unit tests: each alert fires on a breach and stays silent otherwise",
     async () => {
-      // One promtool per file, side by side: each file is CPU-bound for tens of seconds, and one
-      // promtool works through its files one after another on one core.
-      const files = [...HAND_WRITTEN_ALERT_TESTS, SLO_ALERT_TESTS_FILE];
+      // One promtool per file, side by side: each file is CPU-bound for up to tens of seconds, and
+      // one promtool works through its files one after another on one core.
+      const files = committedAlertTests(root);
+      expect(files.length).toBeGreaterThanOrEqual(6);
       const runs = await Promise.all(files.map((file) => runPromtool("test", "rules", file)));
       for (const [i, { status, output }] of runs.entries()) {
         expect(status, `${files[i]}: ${output}`).toBe(0);

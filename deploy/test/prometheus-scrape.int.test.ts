@@ -19,7 +19,7 @@ import {
 } from "@loopguard/tool-sdk/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentRuleGroup } from "../src/manifests/agent-rules.js";
-import { localScrapeConfig, RULES_FILE } from "../src/manifests/prometheus-files.js";
+import { committedRuleFiles, localScrapeConfig } from "../src/manifests/prometheus-files.js";
 import { toYaml } from "../src/manifests/yaml.js";
 import { findExecutable } from "./promtool.js";
 
@@ -70,7 +70,16 @@ async function eventually<T>(what: string, probe: () => Promise<T | undefined>, 
 async function startPrometheus(targets: { name: string; metricsPort: number }[]): Promise<void> {
   const port = await freePort();
   const configFile = join(dataDir, "prometheus.yml");
-  writeFileSync(configFile, toYaml(localScrapeConfig(targets, "1s", join(root, RULES_FILE))));
+  writeFileSync(
+    configFile,
+    toYaml(
+      localScrapeConfig(
+        targets,
+        committedRuleFiles(root).map((f) => join(root, f)),
+        "1s",
+      ),
+    ),
+  );
   const child = spawn(
     prometheusBinary!,
     [

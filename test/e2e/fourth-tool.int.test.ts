@@ -125,7 +125,8 @@ describe("a fourth tool added by docs/adding-a-tool.md", () => {
       expect.arrayContaining([
         "deploy/k8s/base/services/inventory.yaml",
         "services/orchestrator/src/generated/local-tool-addresses.ts",
-        "deploy/prometheus/rules.yml",
+        "deploy/prometheus/rules/loopguard-slo-inventory.yml",
+        "deploy/prometheus/slo-alerts/inventory.test.yml",
       ]),
     );
   });

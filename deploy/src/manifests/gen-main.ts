@@ -1,6 +1,7 @@
-// Writes what derives from the contracts and the services' manifests: deploy/prometheus/{rules.yml,
-// prometheus.local.yml} and the generated folders of deploy/k8s. With --check it writes nothing
-// and exits 1 when a committed file differs, is missing, or is left over from a removed service.
+// Writes what derives from the contracts and the services' manifests: deploy/prometheus/{rules/,
+// slo-alerts/, prometheus.local.yml} and the generated folders of deploy/k8s. With --check it
+// writes nothing and exits 1 when a committed file differs, is missing, or is left over from a
+// removed service.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";

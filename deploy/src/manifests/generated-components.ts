@@ -97,7 +97,7 @@ function component(
 
 /** What the generated files derive from besides the services' manifests. */
 export interface SloInputs {
-  /** The rule groups of deploy/prometheus/rules.yml. */
+  /** The rule groups of deploy/prometheus/rules/ (a file per group). */
   readonly rules: RuleFile;
   /** Every unary method's SLO (contract or override), for the release analysis. */
   readonly methods: readonly MethodSlo[];

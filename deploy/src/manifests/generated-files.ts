@@ -1,6 +1,6 @@
 // Everything `pnpm gen` writes besides the contracts' code (the orchestrator's local tool
 // addresses and the network flows table of docs/kubernetes.md too), rendered from one reading of
-// the services' manifests and one set of SLO rules, so rules.yml and the PrometheusRule agree.
+// the services' manifests and one set of SLO rules, so the rule files and the PrometheusRule agree.
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { DescFile } from "@bufbuild/protobuf";
@@ -22,7 +22,9 @@ import {
   GENERATED_HEADER,
   readServices,
   renderPrometheusFiles,
+  RULES_DIR,
   serviceSlos,
+  SLO_ALERT_TESTS_DIR,
 } from "./prometheus-files.js";
 import { sloAlertCases } from "./slo-alert-cases.js";
 import { toYaml } from "./yaml.js";
@@ -56,6 +58,8 @@ export function renderGeneratedFiles(repoRoot: string, contracts: readonly DescF
       [FLOWS_DOC, renderFlowsDoc(readFileSync(join(repoRoot, FLOWS_DOC), "utf8"), services)],
     ]),
     ownedDirs: [
+      RULES_DIR,
+      SLO_ALERT_TESTS_DIR,
       BASE_SERVICES_DIR,
       dirname(LOCAL_ADDRESSES_FILE),
       ...GENERATED_COMPONENTS.map((name) => join(COMPONENTS_DIR, name)),

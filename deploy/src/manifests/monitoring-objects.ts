@@ -46,7 +46,7 @@ export function serviceMonitor(spec: ServiceSpec): IServiceMonitor {
   };
 }
 
-/** The same rule groups as deploy/prometheus/rules.yml. */
+/** The same rule groups as deploy/prometheus/rules/ (a file per group there, all in one object here). */
 export function prometheusRule(rules: RuleFile): IPrometheusRule {
   return {
     apiVersion: "monitoring.coreos.com/v1",

@@ -5,6 +5,10 @@
 // the target fire none; every call failing at 10 an hour fires AllCallsFailing and neither burn-rate
 // alert (under their floor); a failed scrape fires its tool's Down. The scenarios (a short spike, a
 // sustained outage, no target at all, the agents' alerts) are hand-written in rules.test.yml and rules-daily.test.yml.
+// A tool's cases are a file of their own that loads only the rule group of the alerts they name:
+// promtool evaluates every rule a test file loads at every step of every test.
+import { relative } from "node:path";
+import { ruleFileOf, SLO_ALERT_TESTS_DIR } from "./prometheus-files.js";
 import { BURN_RATE_ALERTS, type MethodSlo, pascalCase, type Rule, type RuleFile } from "./slo-rules.js";
 
 const EVAL = "30m";
@@ -19,6 +23,7 @@ type Labels = Readonly<Record<string, string>>;
 type Alert = { exp_labels: Labels; exp_annotations: Labels };
 type AlertTest = { eval_time: string; alertname: string; exp_alerts: Alert[] };
 type Series = { series: string; values: string };
+type TestGroup = { interval: string; input_series: Series[]; alert_rule_test: AlertTest[] };
 
 function seriesName(metric: string, labels: Labels): string {
   const matchers = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
@@ -85,7 +90,7 @@ function callsAt(slo: MethodSlo, burn: number): Record<string, number> {
 }
 
 /** Four tests per tool: its methods breaching, within their SLOs, every call failing at low traffic; its scrape failing. */
-function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: string) => Rule): object[] {
+function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: string) => Rule): TestGroup[] {
   const prefix = pascalCase(tool);
   const instance = { job: tool, instance: `${tool}-0` };
   const up = (value: number) => ({ series: seriesName("up", instance), values: `${value}x${SAMPLES}` });
@@ -123,7 +128,7 @@ function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: s
   // AllCallsFailing pages while the burn-rate alerts stay quiet.
   const allFailing = (slo: MethodSlo) => `${prefix}${slo.method.name}AllCallsFailing`;
   const rare = Array.from({ length: LOW_TRAFFIC_MINUTES + 1 }, (_, m) => Math.floor(m / 6) + 1).join(" ");
-  const outage = {
+  const outage: TestGroup = {
     interval: "1m",
     input_series: [
       ...slos.flatMap((slo) => {
@@ -153,7 +158,7 @@ function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: s
   };
   const notAllFailing = slos.map((slo) => ({ eval_time: EVAL, alertname: allFailing(slo), exp_alerts: [] }));
 
-  const scrapeFails = {
+  const scrapeFails: TestGroup = {
     interval: "1m",
     input_series: [up(0)],
     alert_rule_test: [
@@ -169,20 +174,35 @@ function toolCases(tool: string, slos: readonly MethodSlo[], alertRule: (name: s
   ];
 }
 
-/** The promtool test file, next to rules.yml, for `tools` and their methods' SLOs. */
-export function sloAlertCases(rules: RuleFile, slos: readonly MethodSlo[], tools: readonly string[]): object {
+/** Each of `tools`' promtool test file (tool → its content), loading the rule groups of the alerts it names. */
+export function sloAlertCases(
+  rules: RuleFile,
+  slos: readonly MethodSlo[],
+  tools: readonly string[],
+): Map<string, object> {
   const alerts = new Map(
-    rules.groups.flatMap((g) => g.rules).flatMap((r) => (typeof r.alert === "string" ? [[r.alert, r] as const] : [])),
+    rules.groups.flatMap((g) =>
+      g.rules.flatMap((r) => (typeof r.alert === "string" ? [[r.alert, { rule: r, group: g.name }] as const] : [])),
+    ),
   );
-  const alertRule = (name: string) => {
-    const rule = alerts.get(name);
-    if (!rule) throw new Error(`no alert ${name} in the rules`);
-    return rule;
+  const alertOf = (name: string) => {
+    const found = alerts.get(name);
+    if (!found) throw new Error(`no alert ${name} in the rules`);
+    return found;
   };
   const ofTool = (tool: string) => slos.filter((s) => s.tool === tool);
-  return {
-    rule_files: ["rules.yml"],
-    evaluation_interval: "1m",
-    tests: tools.flatMap((tool) => toolCases(tool, ofTool(tool), alertRule)),
-  };
+  return new Map(
+    tools.map((tool) => {
+      const tests = toolCases(tool, ofTool(tool), (name) => alertOf(name).rule);
+      const groups = [...new Set(tests.flatMap((t) => t.alert_rule_test).map((c) => alertOf(c.alertname).group))];
+      return [
+        tool,
+        {
+          rule_files: groups.map((group) => relative(SLO_ALERT_TESTS_DIR, ruleFileOf(group))),
+          evaluation_interval: "1m",
+          tests,
+        },
+      ];
+    }),
+  );
 }

@@ -10,6 +10,8 @@ import { discoverServices, requiredScopesOf, servicePolicy, toolServicesOf } fro
 import { describe, expect, it } from "vitest";
 import { renderGeneratedFiles } from "./generated-files.js";
 import { BASE_SERVICES_DIR } from "./generated-components.js";
+import { pascalCase } from "./alert-conventions.js";
+import { ruleFileOf, sloAlertTestsOf } from "./prometheus-files.js";
 import { LOCAL_ADDRESSES_FILE, renderLocalToolAddresses } from "../local/tool-addresses.js";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -30,7 +32,8 @@ describe.each(tools.map((t) => [t.name, t] as const))("tool service %s", (name, 
   });
 
   it("has SLO rules and Kubernetes objects", () => {
-    expect(files.get("deploy/prometheus/rules.yml")).toContain(`name: loopguard-slo-${name}`);
+    expect(files.get(ruleFileOf(`loopguard-slo-${name}`))).toContain(`name: loopguard-slo-${name}`);
+    expect(files.get(sloAlertTestsOf(name))).toContain(`alertname: ${pascalCase(name)}Down`);
     expect(files.get(join(BASE_SERVICES_DIR, `${name}.yaml`))).toMatch(/kind: Deployment/);
   });
 });

@@ -21,8 +21,17 @@ export const LOCAL_CONFIG_FILE = join(PROMETHEUS_DIR, "prometheus.local.yml");
 export const OVERRIDES_FILE = join(PROMETHEUS_DIR, "slo-overrides.json");
 /** promtool tests of every contract method's and tool's alerts, a file per tool loading its group only; the hand-written scenarios are in HAND_WRITTEN_ALERT_TESTS. */
 export const SLO_ALERT_TESTS_DIR = join(PROMETHEUS_DIR, "slo-alerts");
-/** The hand-written promtool scenarios: rules-daily.test.yml holds those a day long, evaluated at a coarser step. */
-export const HAND_WRITTEN_ALERT_TESTS = ["rules.test.yml", "rules-daily.test.yml"].map((f) => join(PROMETHEUS_DIR, f));
+/**
+ * The hand-written promtool scenarios, a file per set of rule groups they need: the tools' SLO
+ * alerts, their Down alerts, the agents' alerts, and (at a coarser step) the agents' day-long ones.
+ */
+export const HAND_WRITTEN_ALERT_TESTS = [
+  "rules-kb-search.test.yml",
+  "rules-billing.test.yml",
+  "rules-down.test.yml",
+  "rules-agents.test.yml",
+  "rules-daily.test.yml",
+].map((f) => join(PROMETHEUS_DIR, f));
 
 /** The file holding the rule group `group`, relative to the repository root. */
 export function ruleFileOf(group: string): string {

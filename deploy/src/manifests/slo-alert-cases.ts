@@ -4,7 +4,7 @@
 // latency and both burn-rate alerts; errors at 5× (under the ticket's 6×) and every call within
 // the target fire none; every call failing at 10 an hour fires AllCallsFailing and neither burn-rate
 // alert (under their floor); a failed scrape fires its tool's Down. The scenarios (a short spike, a
-// sustained outage, no target at all, the agents' alerts) are hand-written in rules.test.yml and rules-daily.test.yml.
+// sustained outage, no target at all, the agents' alerts) are hand-written in the rules-*.test.yml files.
 // A tool's cases are a file of their own that loads only the rule group of the alerts they name:
 // promtool evaluates every rule a test file loads at every step of every test.
 import { relative } from "node:path";

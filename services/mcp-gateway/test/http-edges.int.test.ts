@@ -410,9 +410,15 @@ describe("a bearer the orchestrator would refuse is refused by the gateway, with
         { MCP_HTTP_PORT: String(port), ORCHESTRATOR_ADDR: address, MCP_CALL_WAIT_MS: "1000" },
         "serving MCP over streamable HTTP",
       );
-      // Its start-up health check is over (and its connections counted) before the calls are made.
+      // Its start-up health check is over (and its connections counted) before the calls are made: it
+      // has logged its failure, and no connection came for half a second (a reconnect the check began
+      // may land after its failure, on a busy machine: seen once in a CI run).
       for (let i = 0; i < 100 && !log().includes("cannot reach the orchestrator"); i += 1)
         await new Promise((r) => setTimeout(r, 50));
+      for (let seen = -1, i = 0; seen !== connections && i < 20; i += 1) {
+        seen = connections;
+        await new Promise((r) => setTimeout(r, 500));
+      }
       const gateway = `http://127.0.0.1:${port}/mcp`;
       const before = connections;
       const forged = await postAs(`Bearer ${await requesterToken(stranger)}`, search, gateway);

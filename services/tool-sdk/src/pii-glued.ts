@@ -9,7 +9,9 @@ const KIND = Uint8Array.from({ length: 128 }, (_, code) => {
   return /[g-zG-Z]/.test(c) ? 1 : 0;
 });
 const kindAt = (text: string, at: number) => KIND[text.charCodeAt(at)] ?? 0;
-const isLatin = (c: string | undefined) => c !== undefined && ((c >= "a" && c <= "z") || (c >= "A" && c <= "Z"));
+/** An ASCII Latin letter (full-width ones are folded to these before the search). */
+export const isLetter = (c: string | undefined) =>
+  c !== undefined && ((c >= "a" && c <= "z") || (c >= "A" && c <= "Z"));
 
 /** The run of ASCII letters and digits around `at`, [from, to), and whether it holds hex digits only. */
 function tokenAround(text: string, at: number): [from: number, to: number, hex: boolean] {
@@ -61,5 +63,5 @@ export function beginsHexGroup(text: string, start: number, end: number): boolea
  * and anything with a letter past "f" ("ext", "x", "please") are words glued on.
  */
 export function gluedWord(text: string, start: number, end: number): boolean {
-  return isLatin(text[end]) && !inHexIdentifier(text, end) && !beginsHexGroup(text, start, end);
+  return isLetter(text[end]) && !inHexIdentifier(text, end) && !beginsHexGroup(text, start, end);
 }

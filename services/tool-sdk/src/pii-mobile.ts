@@ -3,7 +3,7 @@
 // or spread out by other separators (pii-spread.ts).
 import { parsePhoneNumberFromString } from "libphonenumber-js/max";
 import { isGap } from "./pii-fold.js";
-import { beginsHexGroup, gluedWord, inHexIdentifier } from "./pii-glued.js";
+import { beginsHexGroup, gluedWord, inHexIdentifier, isLetter } from "./pii-glued.js";
 import { isListPart, isSpreadGap, separatesThousands } from "./pii-spread.js";
 
 /** What the risk contract accepts as a phone before normalisation: 11..20 characters of these. */
@@ -49,8 +49,6 @@ export const MOBILE_DIGITS = /^[0-9]{0,4}1[3-9][0-9]{9}$/;
 const MOBILE_MAX_DIGITS = 15;
 
 export const isDigit = (c: string | undefined) => c !== undefined && c >= "0" && c <= "9";
-export const isLetter = (c: string | undefined) =>
-  c !== undefined && ((c >= "a" && c <= "z") || (c >= "A" && c <= "Z"));
 const isWord = (c: string | undefined) => c !== undefined && /\w/.test(c);
 
 /**

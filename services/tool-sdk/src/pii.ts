@@ -3,17 +3,9 @@
 // check and normalise what it is sent, and by every redactor (traces, step records, history,
 // logs, error messages) to find them in free text. No gRPC in here.
 import { fold, foldedEnd, GAPS, mayBeDisguised } from "./pii-fold.js";
-import { gluedWord } from "./pii-glued.js";
+import { gluedWord, isLetter } from "./pii-glued.js";
 import { hasRealBirthDate, ID_CARD_SHAPE, normaliseIdCard } from "./pii-id-card.js";
-import {
-  asContractPhone,
-  cnMobileToE164,
-  isDigit,
-  isLetter,
-  MOBILE_DIGITS,
-  mobileSpans,
-  PHONE_RUN,
-} from "./pii-mobile.js";
+import { asContractPhone, cnMobileToE164, isDigit, MOBILE_DIGITS, mobileSpans, PHONE_RUN } from "./pii-mobile.js";
 import {
   ID_CARD_SPREAD_IN_TEXT,
   isListPart,

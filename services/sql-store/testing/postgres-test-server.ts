@@ -6,9 +6,9 @@
 // the tests instead of skipping them.
 import { execFileSync } from "node:child_process";
 import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "@loopguard/test-kit";
 import pg from "pg";
 
 const PG_BIN = process.env.LOOPGUARD_PG_BIN ?? "/usr/lib/postgresql/15/bin";
@@ -53,17 +53,6 @@ function postgresUid(): { uid: number; gid: number } | null {
   } catch {
     return null;
   }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === "object" && addr ? resolve(addr.port) : reject(new Error("no port"))));
-    });
-  });
 }
 
 export interface StartPostgresOptions {

@@ -1,11 +1,11 @@
-// What the supervisor's tests share: free ports, risk as the service under supervision, a
+// What the supervisor's tests share: risk as the service under supervision, a
 // supervisor whose log lines the test reads, and cleanups run after each test.
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { freePort } from "@loopguard/test-kit";
 import { createLogger, discoverServices, type ServiceSpec } from "@loopguard/tool-sdk";
 import { TEST_AUTH_ENV } from "@loopguard/tool-sdk/testing";
 import { suiteEnvironment } from "../src/suite-env.js";
@@ -13,15 +13,6 @@ import { Supervisor, type SupervisorOptions } from "../src/supervisor.js";
 
 export const servicesDir = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const fixture = (name: string) => join(dirname(fileURLToPath(import.meta.url)), "fixtures", name);
-
-export function freePort(): Promise<number> {
-  return new Promise((ok) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => ok(port));
-    });
-  });
-}
 
 /** Run by each test file's afterEach, last pushed first. */
 export const cleanups: (() => Promise<void> | void)[] = [];

@@ -7,18 +7,10 @@ import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { discoverServices } from "@loopguard/tool-sdk";
 import { checkHealth } from "@loopguard/tool-sdk/testing";
+import { freePort } from "@loopguard/test-kit";
 import { afterEach, describe, expect, it } from "vitest";
 import { suiteEnvironment } from "../src/suite-env.js";
-import {
-  cleanups,
-  fixture,
-  fixtureEnvironment,
-  freePort,
-  risk,
-  runCleanups,
-  servicesDir,
-  supervise,
-} from "./harness.js";
+import { cleanups, fixture, fixtureEnvironment, risk, runCleanups, servicesDir, supervise } from "./harness.js";
 
 afterEach(runCleanups);
 

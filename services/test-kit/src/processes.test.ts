@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -47,6 +47,13 @@ describe("freePort", () => {
     const server = createServer();
     await new Promise<void>((listening) => server.listen(port, "127.0.0.1", listening));
     await new Promise((closed) => server.close(closed));
+  });
+
+  it("hands out each port once, below the kernel's range for outgoing connections' local ports", async () => {
+    const ephemeralLow = Number.parseInt(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8"), 10);
+    const ports = await Promise.all(Array.from({ length: 50 }, () => freePort()));
+    expect(new Set(ports).size).toBe(50);
+    expect(ports.filter((p) => p >= ephemeralLow)).toEqual([]);
   });
 });
 

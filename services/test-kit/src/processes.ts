@@ -1,7 +1,7 @@
 // Services as real child processes (`node <entry>`, a service's dist/main.js), and what starting
 // them needs: free ports, temp folders, the repository's root.
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -76,15 +76,43 @@ export async function kill(proc: ServiceProcess, signal: NodeJS.Signals = "SIGKI
   return proc.exited;
 }
 
-/** A port that was free a moment ago, so a restarted process can come back on the same one. */
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
+/** Where the kernel's range for outgoing connections' local ports and listen(0) starts (Linux's default if unread). */
+function ephemeralLow(): number {
+  try {
+    const low = Number.parseInt(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8"), 10);
+    if (low > 0) return low;
+  } catch {
+    // Not Linux: its default.
+  }
+  return 32768;
+}
+
+/** Ports this process handed out, never handed out twice. */
+const handedOut = new Set<number>();
+
+/**
+ * A port free a moment ago for a process to bind later (a restarted process comes back on the
+ * same one). Written by hand: get-port and listen(0) take it from the kernel's ephemeral range,
+ * where any outgoing connection made meanwhile (a test's client, a health check) may take it as
+ * its local port; this one picks at random below that range, where only another picker could.
+ */
+export async function freePort(): Promise<number> {
+  const low = 20000;
+  const high = Math.max(low + 1000, ephemeralLow()) - 1;
+  for (let attempt = 0; attempt < 200; attempt += 1) {
+    const port = low + Math.floor(Math.random() * (high - low + 1));
+    if (handedOut.has(port) || !(await canListen(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error(`no free port found between ${low} and ${high}`);
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((answer) => {
     const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolvePort(port));
-    });
+    server.once("error", () => answer(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => answer(true)));
   });
 }
 

@@ -30,6 +30,7 @@ describe("redactText with numbers written as JSON escapes", () => {
 
   it("masks an escaped number with escaped letters glued after, keeping the letters", () => {
     expect(redactText(`call ${escaped("13800138000ext")}5`)).toBe(`call ${REDACTED}${escaped("ext")}5`);
+    expect(redactText(`call ${escaped("13800138000-home")}`)).toBe(`call ${REDACTED}${escaped("-home")}`);
   });
 
   it("masks an escaped full-width digit or an escaped zero-width space between the digits", () => {

@@ -57,6 +57,16 @@ export function beginsHexGroup(text: string, start: number, end: number): boolea
 }
 
 /**
+ * Whether the "-" at `at`, right after a number, joins on a word a person wrote ("-ext5", "-home",
+ * "-Office"): a letter first, and a letter past "f" in its token. A token of hex digits only
+ * ("-abc", "-a1b2c3d4e5f6") may be a uuid's or a hex identifier's next group, and a digit first
+ * ("lg-13912345678-0") a key's next part: the number goes on into them.
+ */
+export function dashedWord(text: string, at: number): boolean {
+  return text[at] === "-" && isLetter(text[at + 1]) && !tokenAround(text, at + 1)[2];
+}
+
+/**
  * Whether a Latin letter is glued on at `end`, the end of the number text[start, end), as a word a
  * person wrote, not the rest of a hex identifier (inHexIdentifier, beginsHexGroup): then the
  * number stands alone. "13800138000abc" (14 characters), an id card with "abc" (21, 3 past it)

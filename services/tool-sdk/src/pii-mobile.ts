@@ -3,7 +3,7 @@
 // or spread out by other separators (pii-spread.ts).
 import { parsePhoneNumberFromString } from "libphonenumber-js/max";
 import { isGap } from "./pii-fold.js";
-import { beginsHexGroup, gluedWord, inHexIdentifier, isLetter } from "./pii-glued.js";
+import { beginsHexGroup, dashedWord, gluedWord, inHexIdentifier, isLetter } from "./pii-glued.js";
 import { isListPart, isSpreadGap, separatesThousands } from "./pii-spread.js";
 
 /** What the risk contract accepts as a phone before normalisation: 11..20 characters of these. */
@@ -68,10 +68,10 @@ const LABELLED_MOBILE = /^(?:\+?86|0086)?1[3-9][0-9]{9}$/;
 
 /**
  * Whether the number text[start, end) — a stretch's first piece — is a mobile glued by one "_" or
- * "-" to a word of letters only ("phone_", "ref-", "x_+86…") and ends the token, or has a word
- * glued on after it ("phone_13800138000ext5", gluedWord): a label, not an identifier's part. An
- * order id ord_139_1234_5678 is pieces of an id, and a key lg-13912345678-0 goes on after the
- * number: both stay.
+ * "-" to a word of letters only ("phone_", "ref-", "x_+86…") and ends the token (endsToken, so also
+ * "tel-13912345678-home"), or has a word glued on after it ("phone_13800138000ext5", gluedWord): a
+ * label, not an identifier's part. An order id ord_139_1234_5678 is pieces of an id, and a key
+ * lg-13912345678-0 goes on after the number: both stay.
  */
 function gluedToLabel(text: string, start: number, end: number): boolean {
   if (text[start - 1] !== "_" && text[start - 1] !== "-") return false;
@@ -83,8 +83,12 @@ function gluedToLabel(text: string, start: number, end: number): boolean {
   return LABELLED_MOBILE.test(text.slice(start, end));
 }
 
-/** A "_" or "-" after the number with no word after it ("13800138000_", "13800138000- ") joins nothing. */
-const endsToken = (text: string, at: number) => (text[at] === "_" || text[at] === "-") && !isWord(text[at + 1]);
+/**
+ * A "_" or "-" after the number with no word after it ("13800138000_", "13800138000- ") joins nothing,
+ * and a "-" before a word a person wrote ("13800138000-ext5", "-home", dashedWord) ends the number as a space does.
+ */
+const endsToken = (text: string, at: number) =>
+  ((text[at] === "_" || text[at] === "-") && !isWord(text[at + 1])) || dashedWord(text, at);
 
 /** A "-" between a word and the number, or a "." between digits (a decimal, a version), joins them. */
 const joins = (text: string, at: number, word: number) =>
@@ -96,8 +100,9 @@ const joins = (text: string, at: number, word: number) =>
  * the longest window of neighbouring pieces that is a CN mobile is masked, so that
  * "13912345678 13800138000" is two numbers and "139 1234 5678 12" one number and a "12". A first
  * or last piece joined to a token (standsAlone; after it a letter, a digit, "_", "-" or "." and a
- * digit) is part of that token, unless the token is a label glued on (gluedToLabel, endsToken) or
- * the letters after it are a word, not the rest of a hex identifier (gluedWord: "13800138000ext12").
+ * digit) is part of that token, unless the token is a label glued on (gluedToLabel), the "_" or "-"
+ * after it ends the token (endsToken: "13800138000-ext5") or the letters after it are a word, not the
+ * rest of a hex identifier (gluedWord: "13800138000ext12").
  */
 export function mobileSpans(text: string, start: number, end: number, spans: number[], spread: boolean): void {
   while (start > 0 && (text[start - 1] === "+" || text[start - 1] === "(")) start -= 1;

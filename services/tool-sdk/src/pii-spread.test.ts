@@ -45,6 +45,7 @@ describe("redactText with a number spread out by any short run of separators", (
     ["one digit a line", spread(MOBILE, "\n")],
     ["a comma list of digits and an extension glued after", `${spread(MOBILE, ", ")}ext`],
     ["bars between groups and letters glued after", "138|0013|8000abc"],
+    ["a comma list of digits and a word joined by a dash", `${spread(MOBILE, ", ")}-home`],
   ])("masks a mobile written as %s", (_how, phone) => {
     expect(redactText(`customer ${phone} asked for a refund`)).toBe(`customer ${masked(phone)} asked for a refund`);
   });

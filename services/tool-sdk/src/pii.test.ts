@@ -173,6 +173,10 @@ describe("redactText", () => {
       "sha1 110101198003121232abcdef0123456789abcdef, object 110101198003121232abcdef",
       "sha256 13912345678a4b9c2e71b0f00a08e3b0c44298fc1c149afbf4c8996fb92427ae",
       "session 4b9c2e71-1390-4123-8456-13800138000f, 4B9C2E71-1390-4123-8456-13800138000F",
+      // A number inside a token that goes on after a "-": a key's digit, a uuid's or a hex identifier's
+      // next group, or a word after a number joined to a token before it that is no label.
+      "key lg-13912345678-0 and lg-13912345678-abc, uuid 12345678-0139-1234-5678-a1b2c3d4e5f6",
+      "job svc-lg-13912345678-retry, customer cus_AB13800138000-ext and order ord_013912345678-ext",
       "",
       "no digits at all",
     ];
@@ -211,6 +215,12 @@ describe("redactText", () => {
     ["id 11010519491231002Xabc and 11010519491231002xyz", `id ${REDACTED}abc and ${REDACTED}yz`],
     ["x13800138000abc, ID110101198003121232abc", `x${REDACTED}abc, ID${REDACTED}abc`],
     ["phone_13800138000ext5", `phone_${REDACTED}ext5`],
+    // A word joined on after the number by "-": an extension or a place, not the rest of an identifier.
+    ["call 13800138000-ext5", `call ${REDACTED}-ext5`],
+    ["tel 13800138000-home, 13800138000-office please", `tel ${REDACTED}-home, ${REDACTED}-office please`],
+    ["tel:13800138000-Office or 13800138000-ext.12", `tel:${REDACTED}-Office or ${REDACTED}-ext.12`],
+    ["call 138-0013-8000-ext5 or +86 139 1234 5678-home", `call ${REDACTED}-ext5 or ${REDACTED}-home`],
+    ["tel-13912345678-home and phone_13800138000-ext5", `tel-${REDACTED}-home and phone_${REDACTED}-ext5`],
     ["１３８００１３８０００ａｂｃ and 13800138000ｅｘｔ", `${REDACTED}ａｂｃ and ${REDACTED}ｅｘｔ`],
     ["身份证１１０１０５１９４９１２３１００２Ｘｙｚ", `身份证${REDACTED}ｙｚ`],
   ])("masks the personal data a model may write as %j to slip past", (text, masked) => {
@@ -228,8 +238,14 @@ describe("redactText", () => {
     });
     const words = fc.stringMatching(/^[a-z ]{0,20}$/);
     const separator = fc.constantFrom(" ", ", ", "：", '"', "'", "\n", "=");
-    // Nothing, or a word glued on after the number ("ext", "x", "please"): letters beyond a-f are no hex identifier's.
-    const glued = fc.oneof(fc.constant(""), fc.stringMatching(/^[A-Za-z]{0,4}[g-zG-Z][A-Za-z]{0,4}$/));
+    // Nothing, or a word glued on after the number ("ext", "x", "please") or joined by "-" ("-home"):
+    // letters beyond a-f are no hex identifier's.
+    const letters = fc.stringMatching(/^[A-Za-z]{0,4}[g-zG-Z][A-Za-z]{0,4}$/);
+    const glued = fc.oneof(
+      fc.constant(""),
+      letters,
+      letters.map((w) => `-${w}`),
+    );
     fc.assert(
       fc.property(words, separator, written, glued, separator, words, (before, open, phone, word, close, after) => {
         const out = redactText(`${before}${open}${phone}${word}${close}${after}`);

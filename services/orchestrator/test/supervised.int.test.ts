@@ -52,7 +52,7 @@ describe.each(Object.keys(SERVICES))("%s, run by the supervisor", (service) => {
     proc.child.stdout!.destroy();
     proc.child.stderr!.destroy();
     // Its shutdown writes lines into the broken pipe (EPIPE).
-    expect(await checkHealth(proc.address)).toBe("SERVING");
+    expect(await checkHealth(proc.address, "", 10_000)).toBe("SERVING");
     proc.child.kill("SIGTERM");
     expect(await proc.exited).toBe(0);
   });

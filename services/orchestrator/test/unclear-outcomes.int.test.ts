@@ -174,12 +174,19 @@ describe("a refund whose answer is lost", () => {
     await holdRefundAnswers(run.tools, 0);
     const shown = waiting.pendingApproval!;
     await (await run.approver()).resolveApproval(decisionOn(id, shown, true, "re-send it"));
-    // The wall clock was spent waiting: the session ends on it right after the re-send, saying what was done.
+    // The wall clock was spent waiting: the session ends on it right after the re-send, saying what
+    // was done. On a loaded machine the re-send can leave some of it (the run gave up waiting with up
+    // to the refund's SLA timeout left): then the policy answers as usual, citing the refund.
     const ended = await waitForSession(await run.api(), id, isEnded, 20_000);
-    expect([ended.stopReason, ended.outcome?.kind]).toEqual(["deadline", "succeeded"]);
+    expect(ended.outcome?.kind).toBe("succeeded");
     const refunds = await refundsOf(run.tools, "ord_DEMO00000001");
     expect(refunds).toHaveLength(1);
-    expect(ended.answer).toMatch(new RegExp(`already done: billing_refund .*refund:${refunds[0]!.refundId}`));
+    if (ended.stopReason === "deadline")
+      expect(ended.answer).toMatch(new RegExp(`already done: billing_refund .*refund:${refunds[0]!.refundId}`));
+    else {
+      expect(ended.stopReason).toBe("done");
+      expect(REFUND_ID.exec(ended.answer)?.[0]).toBe(refunds[0]!.refundId);
+    }
     // The approved re-send is a retry of the call counted before, not another tool call.
     expect(ended.usage!.toolCalls).toBe(waiting.usage!.toolCalls);
     expect(ended.usage!.retries).toBeGreaterThan(waiting.usage!.retries);

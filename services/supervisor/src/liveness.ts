@@ -4,7 +4,7 @@
 // run of them timing out means a process frozen, blocked or deadlocked. One connection serves all of
 // a process's checks, where a kubelet dials each time: a check every few seconds need not cost one.
 import { setTimeout as sleep } from "node:timers/promises";
-import { healthChecker } from "@loopguard/tool-sdk";
+import { healthChecker, integerSetting } from "@loopguard/tool-sdk";
 
 export interface LivenessProbe {
   readonly periodMs: number;
@@ -19,6 +19,32 @@ export interface LivenessProbe {
  * laptop stalls an event loop more often than a node does.
  */
 export const LIVENESS_DEFAULTS: LivenessProbe = { periodMs: 10_000, timeoutMs: 5_000, failureThreshold: 3 };
+
+/**
+ * The probe `pnpm start` runs, from LOOPGUARD_LIVENESS_PERIOD_MS, _TIMEOUT_MS and _FAILURES (the
+ * defaults above when unset). _FAILURES=0 turns it off: a service paused in a debugger would
+ * otherwise be killed as frozen. A bad value is a ConfigError naming the variable.
+ */
+export function livenessSettings(env: Readonly<Record<string, string | undefined>>): LivenessProbe {
+  const defaults = LIVENESS_DEFAULTS;
+  return {
+    periodMs: integerSetting(env, "LOOPGUARD_LIVENESS_PERIOD_MS", {
+      min: 100,
+      max: 3_600_000,
+      default: defaults.periodMs,
+    }),
+    timeoutMs: integerSetting(env, "LOOPGUARD_LIVENESS_TIMEOUT_MS", {
+      min: 100,
+      max: 600_000,
+      default: defaults.timeoutMs,
+    }),
+    failureThreshold: integerSetting(env, "LOOPGUARD_LIVENESS_FAILURES", {
+      min: 0,
+      max: 100,
+      default: defaults.failureThreshold,
+    }),
+  };
+}
 
 export interface LivenessReport {
   failed(failures: number, error: string): void;

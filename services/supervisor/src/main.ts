@@ -9,6 +9,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConfigError, createLogger, discoverServices } from "@loopguard/tool-sdk";
 import { cannotUse, openServiceLogs } from "./data-dir.js";
+import { type LivenessProbe, livenessSettings } from "./liveness.js";
 import { suiteAddresses, suiteEnvironment } from "./suite-env.js";
 import { lockPorts, requireFreePorts } from "./ports.js";
 import { lockDataDir, SuiteLockError } from "./suite-lock.js";
@@ -44,7 +45,9 @@ for (const [variable, address] of Object.entries(addresses)) {
 }
 let environment: ReturnType<typeof suiteEnvironment>;
 let output: ReturnType<typeof openServiceLogs>;
+let liveness: LivenessProbe;
 try {
+  liveness = livenessSettings(process.env);
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   locks.push(lockDataDir(dataDir));
   mkdirSync(logDir, { recursive: true, mode: 0o700 });
@@ -62,7 +65,14 @@ try {
 }
 process.once("exit", unlock);
 
-const supervisor = new Supervisor({ ...environment, log, output });
+const supervisor = new Supervisor({
+  ...environment,
+  log,
+  output,
+  livenessPeriodMs: liveness.periodMs,
+  livenessTimeoutMs: liveness.timeoutMs,
+  livenessFailureThreshold: liveness.failureThreshold,
+});
 
 let stopping = false;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

@@ -33,7 +33,7 @@ export interface SupervisorOptions {
   /** The liveness probe of a process that has served (defaults: LIVENESS_DEFAULTS, the clusters' own). */
   readonly livenessPeriodMs?: number;
   readonly livenessTimeoutMs?: number;
-  /** Failed liveness checks in a row after which the process is killed and restarted. */
+  /** Failed liveness checks in a row after which the process is killed and restarted; 0 runs no liveness probe. */
   readonly livenessFailureThreshold?: number;
   /** How long a child has after SIGTERM before SIGKILL; above the services' own 10 s shutdown grace. */
   readonly stopGraceMs?: number;
@@ -226,6 +226,7 @@ export class Supervisor {
     const { log } = this.options;
     const fields = { service: entry.spec.name, pid: child.pid };
     const { failureThreshold } = this.#liveness;
+    if (failureThreshold === 0) return;
     const error = await watchLiveness(address, this.#liveness, signal, {
       failed: (failures, message) =>
         log.warn("service failed a liveness check", {

@@ -21,10 +21,10 @@ function tempFolder(): string {
   return folder;
 }
 
-function start(dir: string, as: { uid?: number; gid?: number } = {}) {
+function start(dir: string, as: { uid?: number; gid?: number } = {}, env: Record<string, string> = {}) {
   return spawnSync(process.execPath, [MAIN], {
     // The port locks go to a folder of this test's own, readable by whoever it runs as.
-    env: { ...process.env, LOOPGUARD_DATA_DIR: dir, LOOPGUARD_DEMO: "0", TMPDIR: tempFolder() },
+    env: { ...process.env, LOOPGUARD_DATA_DIR: dir, LOOPGUARD_DEMO: "0", TMPDIR: tempFolder(), ...env },
     encoding: "utf8",
     timeout: 15_000,
     ...as,
@@ -87,4 +87,16 @@ it("warns once of a log file that fails later (a full disk) and drops its lines,
       code: "ENOSPC",
     }),
   ]);
+});
+
+it.each([
+  ["LOOPGUARD_LIVENESS_PERIOD_MS", "ten", 'must be an integer in 100..3600000, got "ten"'],
+  ["LOOPGUARD_LIVENESS_TIMEOUT_MS", "50", 'must be an integer in 100..600000, got "50"'],
+  ["LOOPGUARD_LIVENESS_FAILURES", "-1", 'must be an integer in 0..100, got "-1"'],
+])("refuses %s=%s with one line naming it, before it starts a service", (variable, value, complaint) => {
+  const dir = join(tempFolder(), "data");
+  const run = start(dir, {}, { [variable]: value });
+  expect(run.stderr).toBe(`loopguard: ${variable} ${complaint}\n`);
+  expect(run.status).toBe(1);
+  expect(existsSync(join(dir, "keys"))).toBe(false);
 });

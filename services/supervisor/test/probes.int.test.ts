@@ -24,6 +24,21 @@ function neverLeaveStopped(pid: number): void {
   });
 }
 
+/** Risk under a supervisor checking its liveness every 200 ms (500 ms timeout), then frozen by SIGSTOP. */
+async function frozenRisk(failureThreshold: number) {
+  const spec = await risk();
+  const { supervisor, logged } = supervise(fixtureEnvironment, {
+    livenessPeriodMs: 200,
+    livenessTimeoutMs: 500,
+    livenessFailureThreshold: failureThreshold,
+  });
+  await supervisor.start([spec]);
+  const pid = supervisor.pids().risk!;
+  neverLeaveStopped(pid);
+  process.kill(pid, "SIGSTOP");
+  return { spec, supervisor, logged, pid };
+}
+
 describe("Supervisor probes", () => {
   it("says when a restarted service serves again, with the new process answering SERVING", async () => {
     const spec = await risk();
@@ -74,16 +89,7 @@ describe("Supervisor probes", () => {
   }, 120_000);
 
   it("kills a frozen service after its liveness checks fail the threshold in a row, and restarts it", async () => {
-    const spec = await risk();
-    const { supervisor, logged } = supervise(fixtureEnvironment, {
-      livenessPeriodMs: 200,
-      livenessTimeoutMs: 500,
-      livenessFailureThreshold: 3,
-    });
-    await supervisor.start([spec]);
-    const frozen = supervisor.pids().risk!;
-    neverLeaveStopped(frozen);
-    process.kill(frozen, "SIGSTOP");
+    const { spec, supervisor, logged, pid: frozen } = await frozenRisk(3);
     const killed = await eventually(
       () => said(logged, "service failed its liveness checks; killing it")[0],
       30_000,
@@ -102,16 +108,7 @@ describe("Supervisor probes", () => {
   });
 
   it("leaves alone a service that fails fewer liveness checks in a row than the threshold", async () => {
-    const spec = await risk();
-    const { supervisor, logged } = supervise(fixtureEnvironment, {
-      livenessPeriodMs: 200,
-      livenessTimeoutMs: 500,
-      livenessFailureThreshold: 20,
-    });
-    await supervisor.start([spec]);
-    const slow = supervisor.pids().risk!;
-    neverLeaveStopped(slow);
-    process.kill(slow, "SIGSTOP");
+    const { spec, supervisor, logged, pid: slow } = await frozenRisk(20);
     try {
       await eventually(
         () => said(logged, "service failed a liveness check").find((l) => l.failed_checks === 2),
@@ -128,5 +125,16 @@ describe("Supervisor probes", () => {
     expect(said(logged, "service exited; restarting")).toEqual([]);
     expect(supervisor.pids().risk).toBe(slow);
     expect(await checkHealth(`127.0.0.1:${spec.port}`)).toBe("SERVING");
+  });
+
+  it("runs no liveness probe with a threshold of 0: a service paused as in a debugger is left alone", async () => {
+    const { spec, supervisor, logged, pid: paused } = await frozenRisk(0);
+    // Long enough for several checks to time out, had any run.
+    await sleep(2_500);
+    process.kill(paused, "SIGCONT");
+    expect(said(logged, "service failed a liveness check")).toEqual([]);
+    expect(said(logged, "service exited; restarting")).toEqual([]);
+    expect(supervisor.pids().risk).toBe(paused);
+    expect(await checkHealth(`127.0.0.1:${spec.port}`, "", 10_000)).toBe("SERVING");
   });
 });

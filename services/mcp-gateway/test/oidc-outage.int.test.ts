@@ -4,6 +4,8 @@
 // Also with fifty ID tokens at once, and with a server on the provider's address that takes the
 // connection and never answers: the gateway asks the provider once for all of them, refuses within
 // its fetch timeout (5 s, discovery and key set alike), and the suite's tokens never wait on it.
+// A fetch that failed is held for 1 s: the tokens that need the provider meanwhile are refused at
+// once without asking it again, so the tests that count what the provider is asked wait that out first.
 // One gateway for the whole file, in order: each test leaves the provider as the next expects it.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -21,6 +23,10 @@ const CLIENT_ID = "loopguard-test";
 const JOSE_COOLDOWN_MS = 30_000;
 /** oidc.ts's fetch timeout, for the discovery document and for the key set alike. */
 const FETCH_TIMEOUT_MS = 5000;
+/** oidc.ts's hold after a failed fetch: tokens that need that fetch are refused without one meanwhile. */
+const FAILURE_HOLD_MS = 1000;
+/** Until the provider's last failure is no longer held: called when the previous test just had one. */
+const pastHold = () => sleep(FAILURE_HOLD_MS + 200);
 const data = tempDir("mcp-oidc-outage");
 ensureLocalKeys(data.dir);
 const provider = new OAuth2Server();
@@ -154,6 +160,53 @@ async function onProviderPort(server: Server) {
   };
 }
 
+/** A server on the provider's address that takes each connection and drops it at once, counting them. */
+async function droppingConnections() {
+  let count = 0;
+  const close = await onProviderPort(
+    createTcpServer((socket) => {
+      count += 1;
+      socket.destroy();
+    }),
+  );
+  return { connections: () => count, close };
+}
+
+/**
+ * Five ID tokens of `kid` one after another (`meanwhile` after each) while the provider's address takes
+ * each connection and drops it: each is refused with `message` at once, and they make one connection
+ * between them, the rest meeting the hold of the first's failure. Past the hold, a token of `later`
+ * makes the second.
+ */
+async function oneConnectionPerHold(o: {
+  kid: string;
+  later: string;
+  message: string;
+  meanwhile?: () => Promise<void>;
+}) {
+  const dropping = await droppingConnections();
+  try {
+    const started = performance.now();
+    for (let i = 0; i < 5; i += 1) {
+      const refused = await list(`Bearer ${await idToken(o.kid)}`);
+      expect(refused.status).toBe(401);
+      expect(refused.message).toBe(o.message);
+      expect(refused.body).not.toMatch(/\n\s+at |ECONNRESET|fetch failed|other side closed/);
+      // The first meets the dropped connection, the rest the hold: none waits on the provider.
+      expect(refused.ms).toBeLessThan(FAILURE_HOLD_MS / 2);
+      await o.meanwhile?.();
+    }
+    // All five answered within the hold, which began after the first was sent.
+    expect(performance.now() - started).toBeLessThan(FAILURE_HOLD_MS);
+    expect(dropping.connections()).toBe(1);
+    await pastHold();
+    expect((await list(`Bearer ${await idToken(o.later)}`)).message).toBe(o.message);
+    expect(dropping.connections()).toBe(2);
+  } finally {
+    await dropping.close();
+  }
+}
+
 /** An HTTP server on the provider's address, counting requests by path; `answer` may never answer. */
 async function standIn(answer: (req: IncomingMessage, res: ServerResponse) => void) {
   const requests: Record<string, number> = {};
@@ -198,6 +251,8 @@ it("while the provider was never reached: an ID token is 401 naming the provider
 });
 
 it("fifty ID tokens at once while its port refuses: each 401 naming the provider, promptly; the suite's tokens pass", async () => {
+  // Past the hold of the last test's failure: the fifty meet a refused connection, not the hold.
+  await pastHold();
   const { ids, suite } = await burst(FIFTY);
   for (const refused of ids) {
     expect(refused.status).toBe(401);
@@ -213,7 +268,16 @@ it("fifty ID tokens at once while its port refuses: each 401 naming the provider
   expectQuietLog();
 });
 
+it("its address dropping each connection: tokens one after another within the 1 s hold make one connection, each 401 naming the provider; then one more", async () => {
+  await pastHold();
+  await oneConnectionPerHold({ kid: "first", later: "first", message: REACHED_NOT(issuer) });
+  expect((await list(suiteBearer)).status).toBe(200);
+  expectQuietLog();
+});
+
 it("a server on its address that takes the connection and never answers: 401 after the 5 s timeout, one request for all", async () => {
+  // Past the hold of the last test's failed discovery: the fifty make one of their own.
+  await pastHold();
   // Requests counted by their first line, read and never answered. Not connections: the gateway's
   // fetch was seen to open a spare one after it gave up, and to send nothing on it.
   const requests: string[] = [];
@@ -253,6 +317,8 @@ it("a server on its address that takes the connection and never answers: 401 aft
 });
 
 it("once the provider is back, slow at first, twenty ID tokens at once pass on one discovery and one key fetch, without restarting", async () => {
+  // Past the hold of the last test's failed discovery: the next token asks the provider again.
+  await pastHold();
   // Each answer held 250 ms, so the twenty arrive while the gateway is still waiting on the provider.
   // Twenty, not fifty: each that passes costs the gateway a whole MCP request, and the count is the point.
   const slow = await standIn((req, res) => {
@@ -345,6 +411,8 @@ it("fifty at once past the cooldown while its port refuses: unseen kids 401 sayi
 
 it("past the cooldown, a provider that never answers for its key set: 401 after the 5 s timeout, one fetch for all", async () => {
   await provider.stop();
+  // Past the hold of the last test's failed key set fetch: the fifty make one of their own.
+  await pastHold();
   const silent = await standIn(() => undefined);
   try {
     const kids = FIFTY.map((kid, i) => (i % 5 === 0 ? kid : "next"));
@@ -378,7 +446,21 @@ it("past the cooldown, a provider that never answers for its key set: 401 after 
   }
 });
 
-it("once it answers again, keys it rotated to are taken at once: a fetch that failed starts no cooldown", async () => {
+it("its key set's address dropping each connection: unseen kids one after another within the 1 s hold make one connection, each 401 saying its keys could not be fetched; a known key's pass", async () => {
+  await pastHold();
+  await oneConnectionPerHold({
+    kid: "next",
+    later: "rotated",
+    message: KEYS_NOT_FETCHED(issuer),
+    // A key already held is checked meanwhile, not refused with the others.
+    meanwhile: async () => expect((await list(`Bearer ${await idToken("first")}`)).status).toBe(200),
+  });
+  expectQuietLog();
+});
+
+it("once it answers again, past the hold, keys it rotated to are taken at once: a fetch that failed starts no cooldown", async () => {
+  // The last test's fetch failed under a second ago: held until then, as any failed fetch is.
+  await pastHold();
   await provider.start(providerPort, "127.0.0.1");
   const next = await list(`Bearer ${await idToken("next")}`);
   expect(next.status).toBe(200);

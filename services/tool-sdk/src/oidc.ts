@@ -32,6 +32,15 @@ const ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256
 const FETCH_TIMEOUT_MS = 5000;
 /** The keys are fetched again for a kid they do not hold at most this often (jose's cooldown, set below). */
 const REFETCH_COOLDOWN_S = 30;
+/**
+ * How long a failed discovery or key set fetch is held: meanwhile each token that needs that fetch is
+ * refused at once with the failure's own message, and the provider is not asked. Without it, a
+ * provider that fails fast (refuses the connection, answers 5xx or no discovery document) is asked
+ * again by every token that comes after its last failure, so a stream of tokens hammers a provider
+ * that is down and each pays a fetch. The price: a provider that comes back is noticed up to this much
+ * later. One second is long against a stream of tokens, short against a person trying again.
+ */
+const FAILURE_HOLD_MS = 1000;
 
 /** A URL a provider may live at: https, or plain http on loopback (tests, a local provider). */
 export function acceptableIssuerUrl(raw: string): boolean {
@@ -75,6 +84,10 @@ export class OidcVerifier {
   readonly #settings: OidcSettings;
   readonly #scopes = personScopes();
   #keys: Promise<RemoteJWKSet> | undefined;
+  /** Until when #keys, a discovery that failed, is given to each token rather than tried again (0: none failed). */
+  #discoveryHeldUntil = 0;
+  /** Until when the key set is not fetched, after a fetch that yielded no keys (see FAILURE_HOLD_MS). */
+  #keySetHeldUntil = 0;
 
   constructor(settings: OidcSettings) {
     this.#settings = settings;
@@ -103,6 +116,10 @@ export class OidcVerifier {
         clockTolerance: TOKEN_CLOCK_SKEW_MS / 1000,
       });
     } catch (error) {
+      // A fetch that failed is held from when its failure is seen here; a refusal of the hold's own
+      // (KeySetHeld) does not make it longer, or a steady stream of tokens would never let it lapse.
+      if (isKeySetFailure(error) && !(error instanceof KeySetHeld))
+        this.#keySetHeldUntil = Date.now() + FAILURE_HOLD_MS;
       throw this.#refusal(error, token, keys.coolingDown);
     }
     const { payload, protectedHeader } = verified;
@@ -157,17 +174,24 @@ export class OidcVerifier {
         { cause: error },
       );
     }
-    if (error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid || isFetchFailure(error))
+    if (isKeySetFailure(error))
       return new CredentialsError(`the identity provider ${issuer}'s keys could not be fetched to check the ID token`, {
         cause: error,
       });
     return credentialsErrorOf(error, `the client id ${audience}`);
   }
 
-  /** The provider's keys, found once by discovery; a failed discovery is tried again on the next token. */
+  /**
+   * The provider's keys, found once by discovery. A failed discovery is kept, and each token refused
+   * with it, for FAILURE_HOLD_MS; the first token after that tries again.
+   */
   #keySet(): Promise<RemoteJWKSet> {
-    this.#keys ??= this.#discover().catch((error: unknown) => {
+    if (this.#discoveryHeldUntil !== 0 && Date.now() >= this.#discoveryHeldUntil) {
       this.#keys = undefined;
+      this.#discoveryHeldUntil = 0;
+    }
+    this.#keys ??= this.#discover().catch((error: unknown) => {
+      this.#discoveryHeldUntil = Date.now() + FAILURE_HOLD_MS;
       throw error instanceof CredentialsError
         ? error
         : new CredentialsError(
@@ -201,10 +225,21 @@ export class OidcVerifier {
     return createRemoteJWKSet(new URL(document.jwks_uri), {
       timeoutDuration: FETCH_TIMEOUT_MS,
       cooldownDuration: REFETCH_COOLDOWN_S * 1000,
-      [customFetch]: fetchKeySet,
+      // Asked by jose only for a key set it must fetch (none yet, or no key for the token's kid past
+      // its cooldown): a token whose key is held never comes here, so it is not refused by the hold.
+      // A failed fetch is held without jose knowing: it starts no cooldown, and a key the provider
+      // rotated to is fetched by the first token past the hold. Nothing is fetched until the hold has
+      // lapsed, so a fetch that succeeds leaves none behind.
+      [customFetch]: (url, options) =>
+        Date.now() < this.#keySetHeldUntil
+          ? Promise.reject(new KeySetHeld(`the key set's last fetch failed under ${FAILURE_HOLD_MS} ms ago`))
+          : fetchKeySet(url, options),
     });
   }
 }
+
+/** The key set not fetched, its last fetch having failed just before: jose's generic error, as the failure's own. */
+class KeySetHeld extends errors.JOSEError {}
 
 /**
  * fetch for jose's key set, a connection that failed (refused, reset, no such host) turned into jose's
@@ -218,9 +253,14 @@ const fetchKeySet: FetchImplementation = (url, options) =>
   });
 
 /**
- * jose's own failure to fetch a key set (a status other than 200, a body that is no JSON) or the
- * connection's (fetchKeySet): its generic error.
+ * A key set fetch that yielded no keys: cut at the timeout, a body that is no key set, or jose's own
+ * failure to fetch it (a status other than 200, a body that is no JSON) or the connection's
+ * (fetchKeySet), these last its generic error.
  */
-function isFetchFailure(error: unknown): boolean {
-  return error instanceof errors.JOSEError && error.code === "ERR_JOSE_GENERIC";
+function isKeySetFailure(error: unknown): boolean {
+  return (
+    error instanceof errors.JWKSTimeout ||
+    error instanceof errors.JWKSInvalid ||
+    (error instanceof errors.JOSEError && error.code === "ERR_JOSE_GENERIC")
+  );
 }

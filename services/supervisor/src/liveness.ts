@@ -26,22 +26,21 @@ export const LIVENESS_DEFAULTS: LivenessProbe = { periodMs: 10_000, timeoutMs: 5
  * otherwise be killed as frozen. A bad value is a ConfigError naming the variable.
  */
 export function livenessSettings(env: Readonly<Record<string, string | undefined>>): LivenessProbe {
-  const defaults = LIVENESS_DEFAULTS;
   return {
     periodMs: integerSetting(env, "LOOPGUARD_LIVENESS_PERIOD_MS", {
       min: 100,
       max: 3_600_000,
-      default: defaults.periodMs,
+      default: LIVENESS_DEFAULTS.periodMs,
     }),
     timeoutMs: integerSetting(env, "LOOPGUARD_LIVENESS_TIMEOUT_MS", {
       min: 100,
       max: 600_000,
-      default: defaults.timeoutMs,
+      default: LIVENESS_DEFAULTS.timeoutMs,
     }),
     failureThreshold: integerSetting(env, "LOOPGUARD_LIVENESS_FAILURES", {
       min: 0,
       max: 100,
-      default: defaults.failureThreshold,
+      default: LIVENESS_DEFAULTS.failureThreshold,
     }),
   };
 }

@@ -65,14 +65,7 @@ try {
 }
 process.once("exit", unlock);
 
-const supervisor = new Supervisor({
-  ...environment,
-  log,
-  output,
-  livenessPeriodMs: liveness.periodMs,
-  livenessTimeoutMs: liveness.timeoutMs,
-  livenessFailureThreshold: liveness.failureThreshold,
-});
+const supervisor = new Supervisor({ ...environment, log, output, liveness });
 
 let stopping = false;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

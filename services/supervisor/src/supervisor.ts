@@ -30,11 +30,11 @@ export interface SupervisorOptions {
    * a restarted process is killed and restarted with backoff.
    */
   readonly readyTimeoutMs?: number;
-  /** The liveness probe of a process that has served (defaults: LIVENESS_DEFAULTS, the clusters' own). */
-  readonly livenessPeriodMs?: number;
-  readonly livenessTimeoutMs?: number;
-  /** Failed liveness checks in a row after which the process is killed and restarted; 0 runs no liveness probe. */
-  readonly livenessFailureThreshold?: number;
+  /**
+   * The liveness probe of a process that has served (LIVENESS_DEFAULTS, the clusters' own, when
+   * unset); a failureThreshold of 0 runs none.
+   */
+  readonly liveness?: LivenessProbe;
   /** How long a child has after SIGTERM before SIGKILL; above the services' own 10 s shutdown grace. */
   readonly stopGraceMs?: number;
 }
@@ -64,11 +64,7 @@ export class Supervisor {
   readonly #liveness: LivenessProbe;
 
   constructor(private readonly options: SupervisorOptions) {
-    this.#liveness = {
-      periodMs: options.livenessPeriodMs ?? LIVENESS_DEFAULTS.periodMs,
-      timeoutMs: options.livenessTimeoutMs ?? LIVENESS_DEFAULTS.timeoutMs,
-      failureThreshold: options.livenessFailureThreshold ?? LIVENESS_DEFAULTS.failureThreshold,
-    };
+    this.#liveness = options.liveness ?? LIVENESS_DEFAULTS;
   }
 
   /**

@@ -28,9 +28,7 @@ function neverLeaveStopped(pid: number): void {
 async function frozenRisk(failureThreshold: number) {
   const spec = await risk();
   const { supervisor, logged } = supervise(fixtureEnvironment, {
-    livenessPeriodMs: 200,
-    livenessTimeoutMs: 500,
-    livenessFailureThreshold: failureThreshold,
+    liveness: { periodMs: 200, timeoutMs: 500, failureThreshold },
   });
   await supervisor.start([spec]);
   const pid = supervisor.pids().risk!;

@@ -68,7 +68,10 @@ async function handledByCode(t: TestTool<typeof KbSearchService>, n: number): Pr
       ]);
     return Object.fromEntries(counted.filter(([, value]) => value !== 0));
   };
-  await expect.poll(async () => Object.values(await page()).reduce((sum, v) => sum + v, 0), { timeout: 2000 }).toBe(n);
+  // Polled, not waited for: a loaded machine may take seconds to count the last of them.
+  await expect
+    .poll(async () => Object.values(await page()).reduce((sum, v) => sum + v, 0), { timeout: 10_000 })
+    .toBe(n);
   return page();
 }
 

@@ -196,24 +196,21 @@ interface AuditRow {
  * The takeovers a session's audit trail (rows in version order) shows: each move by another replica
  * than the move before counts one when that move held the lease (`must`), and maybe one when it
  * handed the lease back (into PARKED or AWAITING_APPROVAL, `may`): the next replica's wake or claim
- * then took an ownerless lease, unless the first one woke it and died before its next move. A first
- * move by another replica than the one the session was started on (`startedOn`) maybe counts one
- * too: the start leased it to its replica when that had a free slot, and left it ownerless when not.
+ * then took an ownerless lease, unless the first one woke it and died before its next move. One
+ * more may come that no move shows: the killed instance's last claim of the session, which took a
+ * lease (left ownerless by a start on a replica with no free slot, or handed back) and died before
+ * its first move, so the trail goes on with the replica that took it next, maybe the same as before.
  */
-function takeoversByTrail(
-  rows: readonly AuditRow[],
-  startedOn: ReadonlyMap<string, string>,
-): Map<string, { must: number; may: number }> {
+function takeoversByTrail(rows: readonly AuditRow[]): Map<string, { must: number; may: number }> {
   const counts = new Map<string, { must: number; may: number }>();
   const replica = (r: AuditRow) => r.owner?.split("/")[0];
   for (const [i, r] of rows.entries()) {
-    const c = counts.get(r.session_id) ?? { must: 0, may: 0 };
-    counts.set(r.session_id, c);
     const before = rows[i - 1];
     if (before?.session_id !== r.session_id) {
-      if (replica(r) !== startedOn.get(r.session_id)) c.may += 1;
+      counts.set(r.session_id, { must: 0, may: 1 });
       continue;
     }
+    const c = counts.get(r.session_id)!;
     if (replica(before) === replica(r)) continue;
     if (before.to === "PARKED" || before.to === "AWAITING_APPROVAL") c.may += 1;
     else c.must += 1;
@@ -222,18 +219,14 @@ function takeoversByTrail(
 }
 
 /** Each session counted the takeovers its trail shows (see takeoversByTrail); one that did not prints its trail. */
-function expectTakeoversCounted(
-  rows: readonly AuditRow[],
-  sessions: readonly Session[],
-  startedOn: ReadonlyMap<string, string>,
-): void {
-  const byTrail = takeoversByTrail(rows, startedOn);
+function expectTakeoversCounted(rows: readonly AuditRow[], sessions: readonly Session[]): void {
+  const byTrail = takeoversByTrail(rows);
   const wrong = sessions
-    .map((s) => ({ id: s.sessionId, n: s.usage?.takeovers ?? 0, ...(byTrail.get(s.sessionId) ?? { must: 0, may: 0 }) }))
+    .map((s) => ({ id: s.sessionId, n: s.usage?.takeovers ?? 0, ...(byTrail.get(s.sessionId) ?? { must: 0, may: 1 }) }))
     .filter(({ n, must, may }) => n < must || n > must + may);
   const trails = wrong.map(
     ({ id, n }) =>
-      `${id} (started on ${startedOn.get(id)}) counted ${n}: ${rows
+      `${id} counted ${n}: ${rows
         .filter((r) => r.session_id === id)
         .map((r) => `${r.owner?.split("/")[0]} ${r.to}`)
         .join(", ")}`,
@@ -316,7 +309,7 @@ describe("orchestrator drills (real processes)", () => {
     expect(reissuedRefunds.size).toBeGreaterThan(0);
     // The new instance's claim counted each takeover once. One the first instance parked (a search
     // past its timeout on a loaded machine) handed its lease back: the new one's wake took no lease.
-    expectTakeoversCounted(rows, sessions, new Map(ids.map((id) => [id, "drill-first"])));
+    expectTakeoversCounted(rows, sessions);
     // Resumed, not merely ended: nothing in these sessions fails except the process running them.
     expect(stateCounts(sessions)).toEqual({ "DONE/done": 50 });
   }, 120_000);
@@ -429,9 +422,7 @@ describe("orchestrator drills (real processes)", () => {
       const key = `drill-b-${Date.now()}`;
       // replica-a's sessions start last, so the look below begins while they wait on kb-search: started
       // first, they could end while replica-b's were still starting on a busy machine (seen in CI).
-      const startedOnB = await startRefunds(apiB, 15, `${key}-b`);
-      const startedOnA = await startRefunds(apiA, 15, `${key}-a`);
-      const ids = [...startedOnB, ...startedOnA];
+      const ids = [...(await startRefunds(apiB, 15, `${key}-b`)), ...(await startRefunds(apiA, 15, `${key}-a`))];
       try {
         // Kill replica-a while it holds leases on live sessions.
         let heldByA = 0;
@@ -471,12 +462,9 @@ describe("orchestrator drills (real processes)", () => {
         expect(bothReplicas.length).toBeGreaterThan(0);
         // Each session replica-b took from replica-a counted the takeover. One replica-a parked (a
         // search past its timeout on a loaded machine) it handed back, and replica-b woke: no takeover.
-        // One started on replica-a that it killed before its first move was taken over by replica-b.
-        const startedOn = new Map([
-          ...startedOnB.map((id): [string, string] => [id, "replica-b"]),
-          ...startedOnA.map((id): [string, string] => [id, "replica-a"]),
-        ]);
-        expectTakeoversCounted(rows, sessions, startedOn);
+        // One replica-a held before its first move (started on it, or on replica-b with no free slot
+        // and claimed by it) counted one its trail, replica-b's moves alone, does not show (seen in CI).
+        expectTakeoversCounted(rows, sessions);
         expect(stateCounts(sessions)).toEqual({ "DONE/done": 30 });
       } finally {
         await store.close();

@@ -8,12 +8,13 @@ import type { ServiceSpec } from "@loopguard/tool-sdk";
  * spawn until it serves — loading its modules, opening its store, kb-search seeding its index on
  * an empty emptyDir — 2.0–2.6 s for a tool, 2.9–3.0 s for the orchestrator; wall time 5–9 s on
  * that loaded machine. The orchestrator's grew to 3.54 s (2026-12-02, a quiet CI run) with the
- * context governance's modules. The figures keep about 15 % above the highest. A SIGTERM with spans
+ * context governance's modules; 3.78–3.80 s, and billing's 2.81–3.03 s (2026-12-08, a CI run and a
+ * quiet machine). The figures keep about 15 % above the highest. A SIGTERM with spans
  * waiting for a collector that never answers: the drain ends at once, then the exporter gives up
  * after OTEL_EXPORTER_OTLP_TIMEOUT (5 s, set in the base's loopguard-telemetry): 5.1–5.3 s.
  */
 export const POD_TIMINGS = {
-  startCpuSeconds: { tool: 3, orchestrator: 4.1 },
+  startCpuSeconds: { tool: 3.5, orchestrator: 4.4 },
   flushSeconds: 6,
 } as const;
 

@@ -47,7 +47,7 @@ async function buildBreakingImage(): Promise<void> {
   try {
     const container = await docker(["create", `loopguard/billing:${TAG}`]);
     await docker(["cp", `${container}:/app/contracts.binpb`, join(dir, "live.binpb")]);
-    await docker(["rm", container]);
+    await docker(["rm", "--volumes", container]);
     const set = fromBinary(FileDescriptorSetSchema, readFileSync(join(dir, "live.binpb")));
     const refund = set.file
       .find((f) => f.name === "loopguard/billing/v1/billing.proto")!
@@ -294,6 +294,8 @@ afterAll(async () => {
 
 describe("pnpm release (local containers)", () => {
   it("refuses an image whose contracts break the live ones, printing buf's findings, and starts nothing", async () => {
+    const volumes = () => docker(["volume", "ls", "--quiet"]);
+    const before = await volumes();
     const result = await releaseCli("billing", "--to", BREAKING);
     expect(result.code).toBe(1);
     const [first, ...rest] = result.stderr
@@ -308,6 +310,8 @@ describe("pnpm release (local containers)", () => {
     );
     expect(billingPods().map((p) => p.colour)).toEqual(["blue", "blue"]);
     await expect(docker(["container", "inspect", "loopguard-billing-green-0"])).rejects.toThrow();
+    // Reading the two images' contracts left no container's volume behind.
+    expect(await volumes()).toBe(before);
   }, 120_000);
 
   it("refuses what it cannot do safely, with one line", async () => {

@@ -77,7 +77,8 @@ export async function extractLabelledFile(
   try {
     await docker(["cp", `${container}:${path}`, target]);
   } finally {
-    await docker(["rm", "--force", container]).catch(() => undefined);
+    // With its volumes: the image's VOLUME /data gave the container an anonymous one.
+    await docker(["rm", "--force", "--volumes", container]).catch(() => undefined);
   }
   return target;
 }
